@@ -1,0 +1,144 @@
+#include "isa/machine/config.h"
+
+
+
+namespace npusim::isa {
+
+void SequencerConfig::visit(Visitor& v) {
+  v.integer({"queue_depth", "instructions", "depth of each unit's instruction queue (load, matrix, vector, store, host)"},
+            queue_depth, 1, 4096);
+  v.integer({"dispatch_cycles", "cycles", "cycles the sequencer spends fetching, decoding and dispatching one instruction"},
+            dispatch_cycles, 0, 1024);
+}
+
+void SystolicArrayConfig::visit(Visitor& v) {
+  v.integer({"rows", "PEs", "rows of the MAC array (the reduction dimension K in weight-stationary)"}, rows, 1, 4096);
+  v.integer({"cols", "PEs", "columns of the MAC array (output channels N in weight-stationary)"}, cols, 1, 4096);
+  v.choice({"dataflow", "", "what stays in the PEs: ws = weights, os = outputs, is = inputs"}, dataflow,
+           kDataflowNames);
+  v.boolean({"double_buffered", "", "preload the next tile's stationary operand while the current tile computes"},
+            double_buffered);
+  v.choice({"model", "", "timing model: tile = one event per instruction, pe = step every PE every cycle (small arrays)"},
+           model, kArrayModelNames);
+  v.real({"fp16_rate", "x int8", "fp16 MAC rate as a fraction of the int8 rate (0 = fp16 unsupported)"}, fp16_rate, 0, 1);
+  v.real({"bf16_rate", "x int8", "bf16 MAC rate as a fraction of the int8 rate (0 = bf16 unsupported)"}, bf16_rate, 0, 1);
+  v.real({"fp32_rate", "x int8", "fp32 MAC rate as a fraction of the int8 rate (0 = fp32 unsupported)"}, fp32_rate, 0, 1);
+  v.boolean({"fp16_accumulate_fp32", "", "fp16/bf16 products accumulate in fp32 (false: in the input precision)"},
+            fp16_accumulate_fp32);
+}
+
+double SystolicArrayConfig::rate(DType t) const {
+  switch (t) {
+    case DType::kFp16:
+      return fp16_rate;
+    case DType::kBf16:
+      return bf16_rate;
+    case DType::kFp32:
+      return fp32_rate;
+    default:
+      return 1.0;
+  }
+}
+
+void ScratchpadConfig::visit(Visitor& v) {
+  v.integer({"size_kib", "KiB", "capacity"}, size_kib, 1, int64_t{1} << 22);
+  v.integer({"banks", "banks", "number of independently addressed banks (addresses interleave across them)"}, banks, 1,
+            1024);
+  v.integer({"bank_width_bytes", "bytes", "bytes one bank reads or writes per port per cycle"}, bank_width_bytes, 1,
+            4096);
+  v.integer({"ports", "ports", "accesses one bank serves per cycle"}, ports, 1, 16);
+  v.integer({"read_latency_cycles", "cycles", "cycles from a read request to its data"}, read_latency_cycles, 0, 1024);
+  v.integer({"write_latency_cycles", "cycles", "cycles a write occupies before it is visible"}, write_latency_cycles,
+            0, 1024);
+}
+
+void SramConfig::visit(Visitor& v) {
+  v.group("input", "activations (input feature maps, the streamed operand)", [&] { input.visit(v); });
+  v.group("weight", "weights (the stationary operand in weight-stationary)", [&] { weight.visit(v); });
+  v.group("accumulator", "partial sums and outputs (int32 or fp32)", [&] { accumulator.visit(v); });
+}
+
+const ScratchpadConfig& SramConfig::buffer(Buffer b) const {
+  switch (b) {
+    case Buffer::kWeight:
+      return weight;
+    case Buffer::kAccumulator:
+      return accumulator;
+    default:
+      return input;
+  }
+}
+
+void DmaConfig::visit(Visitor& v) {
+  v.integer({"engines", "engines", "independent DMA engines shared by loads and stores"}, engines, 1, 64);
+  v.integer({"queue_depth", "descriptors", "descriptors each engine can hold"}, queue_depth, 1, 4096);
+  v.integer({"burst_bytes", "bytes", "bytes per DRAM burst request"}, burst_bytes, 8, 4096);
+  v.integer({"max_outstanding", "bursts", "bursts an engine may have in flight"}, max_outstanding, 1, 4096);
+  v.integer({"alignment_bytes", "bytes",
+             "DRAM alignment rule: a transfer row not starting on this boundary costs an extra burst"},
+            alignment_bytes, 1, 4096);
+  v.integer({"setup_cycles", "cycles", "cycles to fetch and decode one descriptor"}, setup_cycles, 0, 100000);
+}
+
+void DramConfig::visit(Visitor& v) {
+  v.choice({"model", "", "ideal = fixed latency, unlimited bandwidth; simple = latency + bandwidth; "
+                         "ddr4_3200, lpddr4_4266, hbm2 = banked timing presets"},
+           model, kDramModelNames);
+  v.integer({"channels", "channels", "independent channels (banked presets; bandwidth scales with them)"}, channels, 1,
+            128);
+  v.real({"latency_ns", "ns", "access latency of the ideal and simple models"}, latency_ns, 0, 1e6);
+  v.real({"bandwidth_gbps", "GB/s", "bandwidth of the simple model"}, bandwidth_gbps, 0.001, 1e5);
+}
+
+std::array<VecOpTiming, kNumVecOps> VectorConfig::default_ops() {
+  std::array<VecOpTiming, kNumVecOps> t{};
+  t.fill({4, 1});
+  auto set = [&](VecOp op, int64_t lat, int64_t ii) { t[static_cast<int>(op)] = {lat, ii}; };
+  set(VecOp::kDiv, 12, 4);
+  set(VecOp::kPow, 16, 4);
+  set(VecOp::kSigmoid, 8, 1);
+  set(VecOp::kTanh, 8, 1);
+  set(VecOp::kGelu, 8, 1);
+  set(VecOp::kErf, 8, 1);
+  set(VecOp::kExp, 8, 1);
+  set(VecOp::kSqrt, 12, 2);
+  set(VecOp::kRsqrt, 12, 2);
+  set(VecOp::kRecip, 12, 2);
+  set(VecOp::kRequantize, 6, 1);
+  set(VecOp::kTranspose, 4, 2);
+  return t;
+}
+
+void VectorConfig::visit(Visitor& v) {
+  v.integer({"lanes", "lanes", "elements the vector unit processes per cycle"}, lanes, 1, 65536);
+  v.group("ops", "per-operation timing: latency_cycles (pipeline depth) and ii_cycles (cycles per element per lane)",
+          [&] {
+            for (int i = 0; i < kNumVecOps; ++i) {
+              v.group(kVecOpNames[i], "", [&] {
+                v.integer({"latency_cycles", "cycles", "pipeline latency"}, ops[i].latency_cycles, 0, 100000);
+                v.integer({"ii_cycles", "cycles", "initiation interval per element per lane"}, ops[i].ii_cycles, 1,
+                          100000);
+              });
+            }
+          });
+}
+
+void HostConfig::visit(Visitor& v) {
+  v.real({"link_bandwidth_gbps", "GB/s", "host link bandwidth (each direction)"}, link_bandwidth_gbps, 0.001, 1e4);
+  v.real({"link_latency_us", "us", "host link latency per transfer"}, link_latency_us, 0, 1e6);
+  v.real({"cpu_gops", "Gop/s", "host CPU throughput on fallback ops"}, cpu_gops, 0.001, 1e6);
+  v.real({"call_overhead_us", "us", "fixed cost of one host call (driver, synchronisation)"}, call_overhead_us, 0, 1e6);
+}
+
+void NpuConfig::visit(Visitor& v) {
+  v.real({"frequency_mhz", "MHz", "NPU clock frequency"}, frequency_mhz, 1, 100000);
+  v.group("sequencer", "instruction fetch, decode and dispatch", [&] { sequencer.visit(v); });
+  v.group("systolic_array", "the matrix unit", [&] { systolic_array.visit(v); });
+  v.group("sram", "on-chip scratchpads", [&] { sram.visit(v); });
+  v.group("dma", "DRAM <-> SRAM transfer engines", [&] { dma.visit(v); });
+  v.group("dram", "off-chip memory", [&] { dram.visit(v); });
+  v.group("vector", "the vector unit", [&] { vector.visit(v); });
+  v.group("host", "host CPU and link, for fallback ops", [&] { host.visit(v); });
+}
+
+}  // namespace npusim::isa

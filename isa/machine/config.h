@@ -1,0 +1,124 @@
+#pragma once
+// The NPU's parameters: one struct per unit, defaults in class, declared once through visit().
+// These are what the compiler targets and what the hardware models are built from; the defaults are
+// the `edge` preset (configs/edge.yaml restates them with sources).
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "isa/isa.h"
+#include "isa/machine/visitor.h"
+
+namespace npusim::isa {
+
+enum class Dataflow : uint8_t { kWs = 0, kOs = 1, kIs = 2 };
+inline constexpr std::array<std::string_view, 3> kDataflowNames = {"ws", "os", "is"};
+
+enum class ArrayModel : uint8_t { kTile = 0, kPe = 1 };
+inline constexpr std::array<std::string_view, 2> kArrayModelNames = {"tile", "pe"};
+
+enum class DramModel : uint8_t { kIdeal = 0, kSimple = 1, kDdr4_3200 = 2, kLpddr4_4266 = 3, kHbm2 = 4 };
+inline constexpr std::array<std::string_view, 5> kDramModelNames = {"ideal", "simple", "ddr4_3200",
+                                                                    "lpddr4_4266", "hbm2"};
+
+// Fetch/decode and the per-unit instruction queues.
+struct SequencerConfig {
+  int64_t queue_depth = 8;
+  int64_t dispatch_cycles = 1;
+  void visit(Visitor& v);
+};
+
+// The MAC array.
+struct SystolicArrayConfig {
+  int64_t rows = 32;
+  int64_t cols = 32;
+  Dataflow dataflow = Dataflow::kWs;
+  bool double_buffered = true;
+  ArrayModel model = ArrayModel::kTile;
+  double fp16_rate = 0.5;
+  double bf16_rate = 0.5;
+  double fp32_rate = 0.25;
+  bool fp16_accumulate_fp32 = true;
+  void visit(Visitor& v);
+  // MAC rate of `t` relative to int8 (0 when the array does not support it).
+  double rate(DType t) const;
+};
+
+// One on-chip scratchpad made of banks.
+struct ScratchpadConfig {
+  int64_t size_kib = 256;
+  int64_t banks = 8;
+  int64_t bank_width_bytes = 16;
+  int64_t ports = 1;
+  int64_t read_latency_cycles = 2;
+  int64_t write_latency_cycles = 1;
+  void visit(Visitor& v);
+  int64_t size_bytes() const { return size_kib * 1024; }
+};
+
+// The input, weight and accumulator scratchpads.
+struct SramConfig {
+  ScratchpadConfig input{256, 8, 16, 1, 2, 1};
+  ScratchpadConfig weight{128, 8, 16, 1, 2, 1};
+  ScratchpadConfig accumulator{128, 8, 32, 1, 2, 1};
+  void visit(Visitor& v);
+  const ScratchpadConfig& buffer(Buffer b) const;
+};
+
+// DMA engines between DRAM and the scratchpads.
+struct DmaConfig {
+  int64_t engines = 2;
+  int64_t queue_depth = 8;
+  int64_t burst_bytes = 64;
+  int64_t max_outstanding = 16;
+  int64_t alignment_bytes = 64;
+  int64_t setup_cycles = 16;
+  void visit(Visitor& v);
+};
+
+// Off-chip memory.
+struct DramConfig {
+  DramModel model = DramModel::kLpddr4_4266;
+  int64_t channels = 2;
+  double latency_ns = 100.0;
+  double bandwidth_gbps = 17.0;
+  void visit(Visitor& v);
+};
+
+// Latency and throughput of one vector-unit operation.
+struct VecOpTiming {
+  int64_t latency_cycles = 4;
+  int64_t ii_cycles = 1;  // cycles between successive elements on one lane
+};
+
+// The vector unit: lanes and a per-op timing table (index = VecOp).
+struct VectorConfig {
+  int64_t lanes = 32;
+  std::array<VecOpTiming, kNumVecOps> ops = default_ops();
+  void visit(Visitor& v);
+  static std::array<VecOpTiming, kNumVecOps> default_ops();
+};
+
+// The host CPU and the link to it, for ops that fall back.
+struct HostConfig {
+  double link_bandwidth_gbps = 4.0;
+  double link_latency_us = 2.0;
+  double cpu_gops = 20.0;
+  double call_overhead_us = 10.0;
+  void visit(Visitor& v);
+};
+
+// The whole NPU.
+struct NpuConfig {
+  double frequency_mhz = 1000.0;
+  SequencerConfig sequencer;
+  SystolicArrayConfig systolic_array;
+  SramConfig sram;
+  DmaConfig dma;
+  DramConfig dram;
+  VectorConfig vector;
+  HostConfig host;
+  void visit(Visitor& v);
+};
+
+}  // namespace npusim::isa
