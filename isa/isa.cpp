@@ -65,6 +65,19 @@ int64_t enum_limit(FieldKind k) {
   }
 }
 
+// The assembly name of a field, from the first format that has it (names agree across formats).
+std::string_view field_name(Field f) {
+  for (const FieldSpec& s : layout::kHeader) {
+    if (s.field == f) return s.name;
+  }
+  for (const Format& fmt : kFormats) {
+    for (int i = 0; i < fmt.num_fields; ++i) {
+      if (fmt.fields[i].field == f) return fmt.fields[i].name;
+    }
+  }
+  return "?";
+}
+
 }  // namespace
 
 std::optional<Opcode> opcode_from_mnemonic(std::string_view mnemonic) {
@@ -92,8 +105,8 @@ std::string validate(const Instruction& ins) {
     if (!err.empty()) return;
     if (!fits(s, v)) {
       err = s.kind == FieldKind::kSigned
-                ? fmt::format("{} field '{}' = {} does not fit in {} signed bits", fmt.mnemonic, s.name, v,
-                              s.width)
+                ? fmt::format("{} field '{}' = {} does not fit in {} signed bits ({}..{})", fmt.mnemonic, s.name,
+                              v, s.width, -(int64_t{1} << (s.width - 1)), (int64_t{1} << (s.width - 1)) - 1)
                 : fmt::format("{} field '{}' = {} does not fit in {} bits (0..{})", fmt.mnemonic, s.name, v,
                               s.width, (uint64_t{1} << s.width) - 1);
     } else if (const int64_t lim = enum_limit(s.kind); lim >= 0 && v >= lim) {
@@ -103,7 +116,8 @@ std::string validate(const Instruction& ins) {
   if (!err.empty()) return err;
   for (int i = 0; i < kNumFields; ++i) {
     if (!used[i] && ins.f[i] != 0) {
-      return fmt::format("{} has no field number {} but it is set to {}", fmt.mnemonic, i, ins.f[i]);
+      return fmt::format("{} has no field '{}' but it is set to {}", fmt.mnemonic, field_name(static_cast<Field>(i)),
+                         ins.f[i]);
     }
   }
   return {};
