@@ -1,0 +1,21 @@
+#!/bin/bash
+# Installs the Debian 12 packages npusim needs to build, test and run its scripts (as root).
+# Installs only what is missing, so a second run takes a second.
+set -euo pipefail
+packages=(
+  build-essential cmake pkg-config git
+  libsystemc-dev libboost-program-options-dev libfmt-dev libyaml-cpp-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
+  python3-numpy python3-onnx python3-torch python3-torchvision python3-matplotlib
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

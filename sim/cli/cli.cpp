@@ -1,0 +1,404 @@
+#include "sim/cli/cli.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "arch/simulate.h"
+#include "compiler/ops/op_table.h"
+#include "isa/assembly.h"
+#include "isa/machine/spec_text.h"
+#include "isa/program.h"
+#include "sim/config/config_dump.h"
+#include "sim/config/config_loader.h"
+#include "sim/demo/demo_program.h"
+#include "traces/report.h"
+#include "traces/sink.h"
+
+namespace npusim::sim {
+namespace {
+
+namespace po = boost::program_options;
+
+// A mistake in how npusim was called (exit 2).
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+// An input file that cannot be read or understood (exit 2).
+class InputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+// A valid input that cannot be compiled or simulated (exit 1).
+class RunError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Options every simulating command shares.
+struct CommonOptions {
+  std::string config;
+  std::vector<std::string> sets;
+  std::string report;
+  std::string trace;
+  std::string trace_csv;
+  bool quiet = false;
+  bool functional = false;
+};
+
+struct Context {
+  std::vector<std::string> args;  // after the command name
+  std::ostream& out;
+  std::ostream& err;
+};
+
+struct Command {
+  std::string_view name;
+  std::string_view synopsis;
+  std::string_view summary;
+};
+
+po::options_description config_options(CommonOptions& o) {
+  po::options_description d("Configuration");
+  d.add_options()("config,c", po::value(&o.config)->value_name("FILE.yaml"),
+                  "NPU configuration: a YAML file or a preset name from configs/ (default: the built-in edge "
+                  "preset)")(
+      "set", po::value(&o.sets)->composing()->value_name("KEY=VALUE"),
+      "override one parameter, e.g. --set systolic_array.rows=64 (repeatable)");
+  return d;
+}
+
+po::options_description output_options(CommonOptions& o) {
+  po::options_description d("Simulation and output");
+  d.add_options()("functional", po::bool_switch(&o.functional), "compute real values, not only timing")(
+      "report", po::value(&o.report)->value_name("FILE.json"), "write the full report as JSON")(
+      "trace", po::value(&o.trace)->value_name("FILE.json"), "write a Chrome/Perfetto trace-event file")(
+      "trace-csv", po::value(&o.trace_csv)->value_name("FILE.csv"), "write the trace events as CSV")(
+      "quiet,q", po::bool_switch(&o.quiet), "print nothing but errors");
+  return d;
+}
+
+// Parses `ctx.args` against `desc` (plus --help). Returns false when help was printed.
+bool parse(Context& ctx, const Command& cmd, po::options_description desc,
+           const po::positional_options_description& pos) {
+  bool help = false;
+  desc.add_options()("help,h", po::bool_switch(&help), "show this help");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(ctx.args).options(desc).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(fmt::format("{} (see 'npusim {} --help')", e.what(), cmd.name));
+  }
+  if (help) {
+    ctx.out << "usage: npusim " << cmd.synopsis << "\n\n" << cmd.summary << "\n\n" << desc << "\n";
+    return false;
+  }
+  return true;
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("cannot open '{}'", path));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out || !(out << text) || !out.flush()) throw InputError(fmt::format("cannot write '{}'", path));
+}
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+isa::NpuConfig resolve_config(const CommonOptions& o) { return load_config(o.config, o.sets); }
+
+// Loads a program from a binary program file or assembly text (by extension).
+isa::Program load_program(const std::string& path) {
+  try {
+    if (ends_with(path, ".s") || ends_with(path, ".asm")) return isa::assemble(read_text_file(path), path);
+    return isa::read_program_file(path);
+  } catch (const isa::ProgramError& e) {
+    throw InputError(e.what());
+  }
+}
+
+// Opens an output file for a trace, or nothing when no path was given.
+std::unique_ptr<std::ofstream> open_output(const std::string& path) {
+  if (path.empty()) return nullptr;
+  auto f = std::make_unique<std::ofstream>(path, std::ios::binary);
+  if (!*f) throw InputError(fmt::format("cannot write '{}'", path));
+  return f;
+}
+
+// Simulates `program` and writes whatever the options ask for.
+int simulate_and_report(Context& ctx, const CommonOptions& o, const isa::Program& program,
+                        const isa::NpuConfig& config) {
+  auto trace_json = open_output(o.trace);
+  auto trace_csv = open_output(o.trace_csv);
+  std::unique_ptr<traces::ChromeTraceSink> json_sink;
+  std::unique_ptr<traces::CsvTraceSink> csv_sink;
+  std::unique_ptr<traces::TeeSink> tee;
+  traces::Sink* sink = nullptr;
+  if (trace_json) sink = (json_sink = std::make_unique<traces::ChromeTraceSink>(*trace_json)).get();
+  if (trace_csv) {
+    csv_sink = std::make_unique<traces::CsvTraceSink>(*trace_csv);
+    if (sink) {
+      tee = std::make_unique<traces::TeeSink>(std::vector<traces::Sink*>{sink, csv_sink.get()});
+      sink = tee.get();
+    } else {
+      sink = csv_sink.get();
+    }
+  }
+  arch::RunOptions run;
+  run.functional = o.functional;
+  run.sink = sink;
+  const bool bar = !o.quiet && isatty(STDERR_FILENO);
+  if (bar) {
+    run.progress = [&ctx](double f) {
+      ctx.err << fmt::format("\rsimulating {:5.1f}%", 100.0 * f) << std::flush;
+    };
+  }
+  traces::Report report;
+  try {
+    report = arch::simulate(program, config, run);
+  } catch (const arch::SimError& e) {
+    if (bar) ctx.err << "\r";
+    throw RunError(e.what());
+  }
+  if (bar) ctx.err << "\r" << std::string(24, ' ') << "\r";
+  if (sink) sink->finish();
+  if (!o.report.empty()) {
+    auto f = open_output(o.report);
+    traces::write_report_json(report, *f);
+    if (!f->flush()) throw InputError(fmt::format("cannot write '{}'", o.report));
+  }
+  if (!o.quiet) ctx.out << traces::summary_text(report);
+  return kExitOk;
+}
+
+int cmd_config(Context& ctx, const Command& cmd) {
+  CommonOptions o;
+  bool dump = false;
+  bool markdown = false;
+  po::options_description d = config_options(o);
+  d.add_options()("dump", po::bool_switch(&dump), "list every parameter: type, unit, default, range, description")(
+      "markdown", po::bool_switch(&markdown), "with --dump: as a Markdown table (docs/config.md)");
+  if (!parse(ctx, cmd, d, {})) return kExitOk;
+  const isa::NpuConfig config = resolve_config(o);
+  if (dump) {
+    ctx.out << (markdown ? config_reference_markdown() : config_reference());
+  } else {
+    ctx.out << config_yaml(config);
+  }
+  return kExitOk;
+}
+
+int cmd_asm(Context& ctx, const Command& cmd) {
+  std::string input, output;
+  po::options_description d("Options");
+  d.add_options()("input", po::value(&input)->value_name("FILE.s"), "assembly source")(
+      "output,o", po::value(&output)->value_name("PROG.npu"), "program file to write");
+  po::positional_options_description pos;
+  pos.add("input", 1);
+  if (!parse(ctx, cmd, d, pos)) return kExitOk;
+  if (input.empty()) throw UsageError("asm needs an assembly file (see 'npusim asm --help')");
+  if (output.empty()) throw UsageError("asm needs -o PROG.npu (see 'npusim asm --help')");
+  isa::Program p;
+  try {
+    p = isa::assemble(read_text_file(input), input);
+    isa::write_program_file(output, p);
+  } catch (const isa::ProgramError& e) {
+    throw InputError(e.what());
+  }
+  return kExitOk;
+}
+
+int cmd_disasm(Context& ctx, const Command& cmd) {
+  std::string input;
+  po::options_description d("Options");
+  d.add_options()("input", po::value(&input)->value_name("PROG.npu"), "program file");
+  po::positional_options_description pos;
+  pos.add("input", 1);
+  if (!parse(ctx, cmd, d, pos)) return kExitOk;
+  if (input.empty()) throw UsageError("disasm needs a program file (see 'npusim disasm --help')");
+  ctx.out << isa::disassemble(load_program(input));
+  return kExitOk;
+}
+
+// Checks that a program compiled for one machine is not run on a different array or scratchpad.
+void check_machine(const isa::Program& p, const isa::NpuConfig& config) {
+  if (p.machine.empty()) return;
+  isa::NpuConfig target;
+  try {
+    target = isa::from_spec_text(p.machine);
+  } catch (const std::exception& e) {
+    throw InputError(fmt::format("the program's machine spec is unreadable: {}", e.what()));
+  }
+  auto differ = [&](const char* key, int64_t a, int64_t b) {
+    if (a != b) {
+      throw UsageError(fmt::format("the program was compiled for {} = {} but the configuration has {}; recompile "
+                                   "it or pass a matching --config/--set",
+                                   key, a, b));
+    }
+  };
+  differ("systolic_array.rows", target.systolic_array.rows, config.systolic_array.rows);
+  differ("systolic_array.cols", target.systolic_array.cols, config.systolic_array.cols);
+  differ("sram.input.size_kib", target.sram.input.size_kib, config.sram.input.size_kib);
+  differ("sram.weight.size_kib", target.sram.weight.size_kib, config.sram.weight.size_kib);
+  differ("sram.accumulator.size_kib", target.sram.accumulator.size_kib, config.sram.accumulator.size_kib);
+}
+
+int cmd_exec(Context& ctx, const Command& cmd) {
+  CommonOptions o;
+  std::string input;
+  po::options_description d = config_options(o);
+  d.add(output_options(o));
+  d.add_options()("input", po::value(&input)->value_name("PROG.npu"), "program file (or assembly .s)");
+  po::positional_options_description pos;
+  pos.add("input", 1);
+  if (!parse(ctx, cmd, d, pos)) return kExitOk;
+  if (input.empty()) throw UsageError("exec needs a program file (see 'npusim exec --help')");
+  const isa::NpuConfig config = resolve_config(o);
+  const isa::Program program = load_program(input);
+  check_machine(program, config);
+  return simulate_and_report(ctx, o, program, config);
+}
+
+int cmd_run(Context& ctx, const Command& cmd) {
+  CommonOptions o;
+  std::string model;
+  po::options_description d = config_options(o);
+  d.add(output_options(o));
+  d.add_options()("model", po::value(&model)->value_name("MODEL"),
+                  "a program (.npu or .s); without it, the built-in demo layer");
+  po::positional_options_description pos;
+  pos.add("model", 1);
+  if (!parse(ctx, cmd, d, pos)) return kExitOk;
+  const isa::NpuConfig config = resolve_config(o);
+  isa::Program program;
+  if (model.empty()) {
+    try {
+      program = demo_program(config);
+    } catch (const std::runtime_error& e) {
+      throw RunError(e.what());
+    }
+  } else if (ends_with(model, ".npu") || ends_with(model, ".s") || ends_with(model, ".asm")) {
+    program = load_program(model);
+    check_machine(program, config);
+  } else {
+    throw RunError(fmt::format("cannot compile '{}': npusim's ONNX code generator has not landed yet; run a "
+                               "program (.npu or .s) or the built-in demo",
+                               model));
+  }
+  return simulate_and_report(ctx, o, program, config);
+}
+
+int cmd_compile(Context& ctx, const Command& cmd) {
+  CommonOptions o;
+  std::string model, output, asm_out;
+  po::options_description d = config_options(o);
+  d.add_options()("model", po::value(&model)->value_name("MODEL"), "ONNX model, SCALE-Sim CSV or micro-model")(
+      "output,o", po::value(&output)->value_name("PROG.npu"), "program file to write")(
+      "asm", po::value(&asm_out)->value_name("PROG.s"), "also write the assembly text");
+  po::positional_options_description pos;
+  pos.add("model", 1);
+  if (!parse(ctx, cmd, d, pos)) return kExitOk;
+  if (model.empty()) throw UsageError("compile needs a model (see 'npusim compile --help')");
+  if (output.empty()) throw UsageError("compile needs -o PROG.npu (see 'npusim compile --help')");
+  resolve_config(o);
+  throw RunError(fmt::format("cannot compile '{}': npusim's ONNX code generator has not landed yet", model));
+}
+
+int cmd_ops(Context& ctx, const Command& cmd) {
+  po::options_description d("Options");
+  if (!parse(ctx, cmd, d, {})) return kExitOk;
+  ctx.out << compiler::op_table_text();
+  return kExitOk;
+}
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> kCommands = {
+      {"run", "run [MODEL] [options]", "Compile MODEL (default: the built-in demo) and simulate it; print the report."},
+      {"compile", "compile MODEL -o PROG.npu [--asm PROG.s] [options]",
+       "Compile an ONNX model, SCALE-Sim topology or micro-model into an NPU program."},
+      {"exec", "exec PROG.npu [options]", "Simulate a compiled or assembled program."},
+      {"asm", "asm FILE.s -o PROG.npu", "Assemble a program (docs/isa.md)."},
+      {"disasm", "disasm PROG.npu", "Print a program file as assembly text."},
+      {"ops", "ops", "Print the ONNX operator support table: where each op runs and its constraints."},
+      {"config", "config [--config FILE.yaml] [--set KEY=VALUE ...] [--dump [--markdown]]",
+       "Print the resolved configuration as YAML, or with --dump every parameter with its type, unit, default, "
+       "range and description."},
+  };
+  return kCommands;
+}
+
+int dispatch(const Command& cmd, Context& ctx) {
+  if (cmd.name == "run") return cmd_run(ctx, cmd);
+  if (cmd.name == "compile") return cmd_compile(ctx, cmd);
+  if (cmd.name == "exec") return cmd_exec(ctx, cmd);
+  if (cmd.name == "asm") return cmd_asm(ctx, cmd);
+  if (cmd.name == "disasm") return cmd_disasm(ctx, cmd);
+  if (cmd.name == "ops") return cmd_ops(ctx, cmd);
+  return cmd_config(ctx, cmd);
+}
+
+void print_usage(std::ostream& out) {
+  out << "usage: npusim COMMAND [options]   (npusim COMMAND --help for its options)\n\n"
+         "A cycle-level NPU simulator and the compiler that maps ONNX models onto it.\n\ncommands:\n";
+  for (const Command& c : commands()) out << fmt::format("  {:<8} {}\n", c.name, c.summary);
+  out << "\nexit codes: 0 success, 1 compile or simulation error, 2 usage or configuration error\n";
+}
+
+}  // namespace
+
+int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  if (argc < 2) {
+    print_usage(err);
+    return kExitUsage;
+  }
+  const std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    print_usage(out);
+    return kExitOk;
+  }
+  Context ctx{std::vector<std::string>(argv + 2, argv + argc), out, err};
+  for (const Command& cmd : commands()) {
+    if (cmd.name != name) continue;
+    try {
+      return dispatch(cmd, ctx);
+    } catch (const ConfigError& e) {
+      err << e.what() << "\n";
+      return kExitUsage;
+    } catch (const UsageError& e) {
+      err << "npusim: error: " << e.what() << "\n";
+      return kExitUsage;
+    } catch (const InputError& e) {
+      err << "npusim: error: " << e.what() << "\n";
+      return kExitUsage;
+    } catch (const RunError& e) {
+      err << "npusim: error: " << e.what() << "\n";
+      return kExitFailure;
+    } catch (const std::exception& e) {
+      err << "npusim: error: " << e.what() << "\n";
+      return kExitFailure;
+    }
+  }
+  err << fmt::format("npusim: error: unknown command '{}' (see 'npusim --help')\n", name);
+  return kExitUsage;
+}
+
+}  // namespace npusim::sim
