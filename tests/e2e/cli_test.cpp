@@ -1,0 +1,216 @@
+// End-to-end tests of the npusim command line, run as a user would run it.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "isa/isa.h"
+#include "isa/machine/config.h"
+#include "tests/e2e/run_command.h"
+
+namespace npusim::test {
+namespace {
+
+const std::string kBin = NPUSIM_BIN;
+const std::string kSource = NPUSIM_SOURCE_DIR;
+
+CommandResult npusim(std::vector<std::string> args) {
+  args.insert(args.begin(), kBin);
+  return run_command(args);
+}
+
+// Every dotted parameter key, collected from the one declaration (NpuConfig::visit).
+class KeyCollector : public isa::Visitor {
+ public:
+  std::vector<std::string> keys;
+  void group(std::string_view key, std::string_view, const std::function<void()>& body) override {
+    path_.push_back(std::string(key));
+    body();
+    path_.pop_back();
+  }
+  void integer(const isa::Param& p, int64_t&, int64_t, int64_t) override { add(p); }
+  void real(const isa::Param& p, double&, double, double) override { add(p); }
+  void boolean(const isa::Param& p, bool&) override { add(p); }
+  void choice(const isa::Param& p, int&, const std::vector<std::string_view>&) override { add(p); }
+
+ private:
+  void add(const isa::Param& p) {
+    std::string k;
+    for (const auto& s : path_) k += s + ".";
+    keys.push_back(k + std::string(p.key));
+  }
+  std::vector<std::string> path_;
+};
+
+TEST(Cli, HelpListsEveryCommand) {
+  const CommandResult r = npusim({"--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* c : {"run", "compile", "exec", "asm", "disasm", "ops", "config"}) {
+    EXPECT_NE(r.out.find(std::string("  ") + c), std::string::npos) << c;
+  }
+}
+
+TEST(Cli, EveryCommandHasItsOwnHelp) {
+  for (const char* c : {"run", "compile", "exec", "asm", "disasm", "ops", "config"}) {
+    const CommandResult r = npusim({c, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << c << ": " << r.err;
+    EXPECT_NE(r.out.find(std::string("usage: npusim ") + c), std::string::npos) << c;
+  }
+}
+
+TEST(Cli, UnknownCommandOrOptionIsAUsageError) {
+  CommandResult r = npusim({"simulate"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown command 'simulate'"), std::string::npos) << r.err;
+  r = npusim({"run", "--no-such-option"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no-such-option"), std::string::npos) << r.err;
+  r = npusim({});
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+TEST(Cli, ConfigDumpListsEveryParameterWithItsDescription) {
+  const CommandResult r = npusim({"config", "--dump"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  isa::NpuConfig config;
+  KeyCollector keys;
+  config.visit(keys);
+  ASSERT_GT(keys.keys.size(), 40u);
+  for (const std::string& k : keys.keys) EXPECT_NE(r.out.find(k), std::string::npos) << k;
+  EXPECT_NE(r.out.find("rows of the MAC array"), std::string::npos);
+}
+
+TEST(Cli, ResolvedConfigReadsBackAsTheSameConfig) {
+  const std::string dir = temp_dir("config");
+  CommandResult r = npusim({"config", "--config", "tpu-v1", "--set", "systolic_array.dataflow=os"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  write_file(dir + "/resolved.yaml", r.out);
+  const CommandResult again = npusim({"config", "--config", dir + "/resolved.yaml"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out, r.out);
+}
+
+TEST(Cli, MisspelledKeyNamesTheKeyTheFileTheLineAndSuggestsTheRightOne) {
+  const std::string dir = temp_dir("badkey");
+  write_file(dir + "/bad.yaml", "systolic_array:\n  rowz: 8\n");
+  const CommandResult r = npusim({"config", "--config", dir + "/bad.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("systolic_array.rowz"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("bad.yaml:2"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("'rows'"), std::string::npos) << r.err;
+}
+
+TEST(Cli, OutOfRangeSetNamesTheAllowedRange) {
+  const CommandResult r = npusim({"config", "--set", "systolic_array.rows=0"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("systolic_array.rows"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("1..4096"), std::string::npos) << r.err;
+}
+
+TEST(Cli, AsmThenDisasmRoundTripsAProgramUsingEveryOpcode) {
+  const std::string dir = temp_dir("roundtrip");
+  const std::string src = kSource + "/tests/programs/all_opcodes.s";
+  CommandResult r = npusim({"asm", src, "-o", dir + "/a.npu"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = npusim({"disasm", dir + "/a.npu"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string text = r.out;
+  for (const isa::Format& f : isa::kFormats) {
+    EXPECT_TRUE(std::regex_search(text, std::regex("(^|\\n)" + std::string(f.mnemonic) + "\\b"))) << f.mnemonic;
+  }
+  write_file(dir + "/b.s", text);
+  r = npusim({"asm", dir + "/b.s", "-o", dir + "/b.npu"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(read_file(dir + "/a.npu"), read_file(dir + "/b.npu"));
+  r = npusim({"disasm", dir + "/b.npu"});
+  EXPECT_EQ(r.out, text);
+}
+
+TEST(Cli, AssemblyErrorsNameTheLine) {
+  const std::string dir = temp_dir("asmerr");
+  write_file(dir + "/bad.s", "# a comment\nNOP\nMATMULL m=1\n");
+  const CommandResult r = npusim({"asm", dir + "/bad.s", "-o", dir + "/bad.npu"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("bad.s:3"), std::string::npos) << r.err;
+}
+
+TEST(Cli, RandomAndTruncatedProgramFilesExitWithAMessageNeverASignal) {
+  const std::string dir = temp_dir("fuzz");
+  CommandResult r = npusim({"asm", kSource + "/tests/programs/all_opcodes.s", "-o", dir + "/good.npu"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string good = read_file(dir + "/good.npu");
+  std::mt19937 rng(7);
+  std::vector<std::string> inputs = {""};
+  for (int i = 1; i <= 6; ++i) {
+    std::string s(i * 97, '\0');
+    for (char& c : s) c = static_cast<char>(rng());
+    inputs.push_back(s);
+  }
+  for (size_t cut : {size_t{4}, size_t{8}, size_t{12}, size_t{20}, good.size() / 2, good.size() - 1}) {
+    inputs.push_back(good.substr(0, cut));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string path = dir + "/in" + std::to_string(i) + ".npu";
+    write_file(path, inputs[i]);
+    for (const char* sub : {"disasm", "exec"}) {
+      r = npusim({sub, path});
+      EXPECT_EQ(r.signal, 0) << sub << " input " << i;
+      EXPECT_TRUE(r.exit_code == 1 || r.exit_code == 2) << sub << " input " << i << " exit " << r.exit_code;
+      EXPECT_FALSE(r.err.empty()) << sub << " input " << i;
+    }
+  }
+}
+
+// Evaluates a Python expression over the parsed JSON file `r` (Debian's python3 parses strictly).
+std::string json_eval(const std::string& path, const std::string& expr) {
+  const CommandResult r = run_command(
+      {"/usr/bin/python3", "-c", "import json,sys; r=json.load(open(sys.argv[1])); print(" + expr + ")", path});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.out.substr(0, r.out.find_last_not_of('\n') + 1);
+}
+
+TEST(Cli, DefaultRunPrintsAReportAndWritesItsJson) {
+  const std::string dir = temp_dir("run");
+  const CommandResult r = npusim({"run", "--report", dir + "/r.json", "--trace", dir + "/t.json", "--trace-csv",
+                                  dir + "/t.csv"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("cycles"), std::string::npos);
+  EXPECT_GT(std::stoll(json_eval(dir + "/r.json", "r['total_cycles']")), 0);
+  EXPECT_EQ(json_eval(dir + "/r.json", "sum(r['breakdown'].values()) == r['total_cycles']"), "True");
+  EXPECT_EQ(json_eval(dir + "/t.json", "len(r['traceEvents']) > 0"), "True");
+  EXPECT_NE(read_file(dir + "/t.csv").find("\n"), std::string::npos);
+}
+
+TEST(Cli, QuietRunPrintsNothing) {
+  const CommandResult r = npusim({"run", "-q"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(Cli, EveryPresetRunsTheDemo) {
+  for (const auto& e : std::filesystem::directory_iterator(kSource + "/configs")) {
+    if (e.path().extension() != ".yaml") continue;
+    const CommandResult r = npusim({"run", "-q", "--config", e.path().string()});
+    EXPECT_EQ(r.exit_code, 0) << e.path() << ": " << r.err;
+  }
+}
+
+TEST(Cli, ReadmeTestCommandIsWhatCiRuns) {
+  const std::string readme = read_file(kSource + "/README.md");
+  const std::string ci = read_file(kSource + "/.ci/run");
+  std::smatch m;
+  std::vector<std::string> commands;
+  const std::regex block("```sh\\n([^\\n]*)\\n```");
+  for (auto it = std::sregex_iterator(readme.begin(), readme.end(), block); it != std::sregex_iterator(); ++it) {
+    commands.push_back((*it)[1]);
+  }
+  ASSERT_GE(commands.size(), 2u);
+  EXPECT_NE(commands[1].find("ctest"), std::string::npos);
+  EXPECT_NE(ci.find("\n" + commands[1] + "\n"), std::string::npos) << "README test command: " << commands[1];
+}
+
+}  // namespace
+}  // namespace npusim::test

@@ -1,0 +1,23 @@
+#pragma once
+// Runs a command as a child process and captures its exit status and output (no shell involved).
+#include <string>
+#include <vector>
+
+namespace npusim::test {
+
+struct CommandResult {
+  int exit_code = -1;    // -1 when the process did not exit normally
+  int signal = 0;        // the signal that killed it, if any
+  std::string out;
+  std::string err;
+};
+
+CommandResult run_command(const std::vector<std::string>& argv, const std::string& stdin_text = "");
+
+// A fresh empty directory under the build tree, removed by the caller if wanted.
+std::string temp_dir(const std::string& name);
+
+std::string read_file(const std::string& path);
+void write_file(const std::string& path, const std::string& text);
+
+}  // namespace npusim::test
