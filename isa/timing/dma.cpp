@@ -1,0 +1,68 @@
+#include "isa/timing/dma.h"
+
+namespace npusim::isa::timing {
+
+int64_t dma_size(const Instruction& ins, int d) {
+  static constexpr Field kSizes[] = {Field::kSize0, Field::kSize1, Field::kSize2, Field::kSize3};
+  const int64_t v = ins.get(kSizes[d]);
+  return d > 0 && v == 0 ? 1 : v;
+}
+
+DmaRows dma_rows(const Instruction& ins) {
+  const int64_t esize = dtype_bytes(static_cast<DType>(ins.get(Field::kDtype)));
+  const int64_t size[4] = {dma_size(ins, 0), dma_size(ins, 1), dma_size(ins, 2), dma_size(ins, 3)};
+  const int64_t stride[4] = {1, ins.get(Field::kStride1), ins.get(Field::kStride2), ins.get(Field::kStride3)};
+  DmaRows r;
+  r.dram_addr = static_cast<uint64_t>(ins.get(Field::kDramAddr));
+  // Merge outer dimensions into the row while they continue it contiguously.
+  int64_t row_elems = size[0];
+  int d = 1;
+  while (d < 4 && (size[d] == 1 || stride[d] == row_elems)) row_elems *= size[d++];
+  r.row_bytes = row_elems * esize;
+  for (int slot = 0; d < 4; ++d) {
+    if (size[d] == 1) continue;
+    r.count[slot] = size[d];
+    r.stride[slot] = stride[d] * esize;
+    ++slot;
+  }
+  return r;
+}
+
+int64_t dma_sram_bytes(const Instruction& ins) {
+  const int64_t esize = dtype_bytes(static_cast<DType>(ins.get(Field::kDtype)));
+  const int64_t w = dma_size(ins, 1) + ins.get(Field::kPadLeft) + ins.get(Field::kPadRight);
+  const int64_t h = dma_size(ins, 2) + ins.get(Field::kPadTop) + ins.get(Field::kPadBottom);
+  return dma_size(ins, 0) * w * h * dma_size(ins, 3) * esize;
+}
+
+BurstCount count_bursts(const DmaRows& r, const DmaConfig& dma) {
+  BurstCount c;
+  const int64_t per_row = (r.row_bytes + dma.burst_bytes - 1) / dma.burst_bytes;
+  c.bursts = per_row * r.rows();
+  // Alignment depends on each row's address: count the misaligned rows.
+  for (int64_t i2 = 0; i2 < r.count[2]; ++i2) {
+    for (int64_t i1 = 0; i1 < r.count[1]; ++i1) {
+      uint64_t a = r.dram_addr + i1 * r.stride[1] + i2 * r.stride[2];
+      for (int64_t i0 = 0; i0 < r.count[0]; ++i0, a += r.stride[0]) c.misaligned_bursts += a % dma.alignment_bytes != 0;
+    }
+  }
+  c.bursts += c.misaligned_bursts;
+  return c;
+}
+
+double estimate_dma_cycles(const Instruction& ins, const NpuConfig& config) {
+  const DmaRows rows = dma_rows(ins);
+  const BurstCount b = count_bursts(rows, config.dma);
+  const double latency_ns = dram_idle_latency_ns(config.dram);
+  const double bytes = static_cast<double>(b.bursts) * config.dma.burst_bytes;
+  double gbps = dram_peak_bandwidth_gbps(config.dram);
+  // Little's law: max_outstanding bursts per round trip.
+  if (latency_ns > 0) {
+    const double limit = config.dma.max_outstanding * config.dma.burst_bytes / latency_ns;
+    gbps = gbps > 0 ? std::min(gbps, limit) : limit;
+  }
+  const double ns = latency_ns + (gbps > 0 ? bytes / gbps : 0.0);
+  return config.dma.setup_cycles + ns * config.frequency_mhz / 1000.0;
+}
+
+}  // namespace npusim::isa::timing

@@ -1,0 +1,111 @@
+#pragma once
+// DMA transfer timing: how a LOAD/STORE box becomes contiguous DRAM rows, rows become bursts (with
+// the alignment rule), and bursts become time against a DRAM model under an outstanding-request
+// limit. SystemC-free; the Dma engines and the compiler's estimates both use it.
+//
+// Alignment rule (dma.alignment_bytes): a contiguous row whose first byte is not on an alignment
+// boundary costs one extra burst -- the aligned block holding its head is fetched too -- and that
+// burst is counted as misaligned.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "isa/isa.h"
+#include "isa/machine/config.h"
+#include "isa/timing/dram.h"
+
+namespace npusim::isa::timing {
+
+// The DRAM side of a LOAD/STORE as contiguous rows: `row_bytes` bytes at
+// dram_addr + i0*stride[0] + i1*stride[1] + i2*stride[2] for i_d < count[d] (bytes).
+// Dimensions that are contiguous with the row are merged into it.
+struct DmaRows {
+  uint64_t dram_addr = 0;
+  int64_t row_bytes = 0;
+  std::array<int64_t, 3> count{1, 1, 1};
+  std::array<int64_t, 3> stride{0, 0, 0};
+  int64_t rows() const { return count[0] * count[1] * count[2]; }
+  int64_t bytes() const { return rows() * row_bytes; }
+};
+
+// Extent of dimension `d` (0..3) of a DMA instruction; size1..size3 of 0 mean 1 (unused dims).
+int64_t dma_size(const Instruction& ins, int d);
+DmaRows dma_rows(const Instruction& ins);
+// Bytes the transfer writes to (LOAD) or reads from (STORE) SRAM: the dense box, halo included.
+int64_t dma_sram_bytes(const Instruction& ins);
+
+// Burst counts of a transfer.
+struct BurstCount {
+  int64_t bursts = 0;             // all bursts, misaligned ones included
+  int64_t misaligned_bursts = 0;  // extra bursts paid for rows not starting on the alignment
+};
+BurstCount count_bursts(const DmaRows& rows, const DmaConfig& dma);
+
+// Calls fn(addr, bytes, misaligned) for every burst of the transfer, in issue order.
+template <class Fn>
+void for_each_burst(const DmaRows& r, const DmaConfig& dma, Fn&& fn) {
+  const int64_t burst = dma.burst_bytes;
+  const int64_t align = dma.alignment_bytes;
+  for (int64_t i2 = 0; i2 < r.count[2]; ++i2) {
+    for (int64_t i1 = 0; i1 < r.count[1]; ++i1) {
+      uint64_t a = r.dram_addr + i1 * r.stride[1] + i2 * r.stride[2];
+      for (int64_t i0 = 0; i0 < r.count[0]; ++i0, a += r.stride[0]) {
+        if (a % align != 0) fn(a - a % burst, static_cast<uint32_t>(burst), true);
+        for (int64_t off = 0; off < r.row_bytes; off += burst) {
+          fn(a + off, static_cast<uint32_t>(std::min<int64_t>(burst, r.row_bytes - off)), false);
+        }
+      }
+    }
+  }
+}
+
+// What one transfer cost on the DRAM side.
+struct DmaTransfer {
+  uint64_t first_issue_ps = 0;
+  uint64_t done_ps = 0;  // last burst's data
+  BurstCount bursts;
+};
+
+// One DMA engine's burst issue logic: at most one burst per call, each waits for a free outstanding
+// slot (the completion of the burst max_outstanding before it).
+class DmaBurstEngine {
+ public:
+  explicit DmaBurstEngine(const DmaConfig& dma) : dma_(dma), slots_(std::max<int64_t>(1, dma.max_outstanding), 0) {}
+  // Issues every burst of `rows` from `start_ps` on; returns when the last one completes.
+  // `per_burst(channel, issue_ps, done_ps, bytes)` is called for each burst when non-null (traces).
+  template <class PerBurst>
+  DmaTransfer run(const DmaRows& rows, bool write, uint64_t start_ps, Dram& dram, PerBurst&& per_burst) {
+    DmaTransfer x;
+    x.first_issue_ps = start_ps;
+    x.done_ps = start_ps;
+    const size_t n = slots_.size();
+    std::fill(slots_.begin(), slots_.end(), start_ps);
+    size_t next = 0;
+    uint64_t issue = start_ps;
+    for_each_burst(rows, dma_, [&](uint64_t addr, uint32_t bytes, bool misaligned) {
+      issue = std::max(issue, slots_[next]);
+      const uint64_t done = dram.access(addr, bytes, write, issue);
+      slots_[next] = done;
+      next = next + 1 == n ? 0 : next + 1;
+      x.done_ps = std::max(x.done_ps, done);
+      ++x.bursts.bursts;
+      x.bursts.misaligned_bursts += misaligned;
+      per_burst(addr, issue, done, bytes);
+    });
+    return x;
+  }
+  DmaTransfer run(const DmaRows& rows, bool write, uint64_t start_ps, Dram& dram) {
+    return run(rows, write, start_ps, dram, [](uint64_t, uint64_t, uint64_t, uint32_t) {});
+  }
+
+ private:
+  DmaConfig dma_;
+  std::vector<uint64_t> slots_;  // completion time of the bursts in flight, a ring
+};
+
+// A closed-form estimate of a LOAD/STORE in cycles on an otherwise idle machine (compiler cost
+// model): setup + latency + bytes / min(peak bandwidth, outstanding-limited bandwidth).
+double estimate_dma_cycles(const Instruction& ins, const NpuConfig& config);
+
+}  // namespace npusim::isa::timing

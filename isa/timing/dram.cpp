@@ -1,0 +1,225 @@
+#include "isa/timing/dram.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace npusim::isa::timing {
+namespace {
+
+uint64_t ns_to_ps(double ns) { return static_cast<uint64_t>(std::llround(ns * 1000.0)); }
+
+// Presets. Figures per channel; the config's dram.channels multiplies bandwidth.
+//
+// DDR4-3200 (JEDEC JESD79-4B, speed bin DDR4-3200AA, 22-22-22): tCK 0.625 ns; CL = tRCD = tRP =
+// 22 tCK = 13.75 ns; tRAS 32 ns; 64-bit channel, BL8 -> 64 B per burst in 4 tCK = 2.5 ns
+// (25.6 GB/s); 16 banks (4 groups x 4; bank-group tCCD_L is not modelled); rank row 8 KiB (eight
+// x8 devices with 1 KiB pages); tREFI 7.8 us, tRFC 350 ns (8 Gb die); tWTR_L 7.5 ns; read-to-write
+// turnaround CL + BL/2 + 2 - CWL = 22 + 4 + 2 - 16 = 12 tCK = 7.5 ns.
+constexpr BankedDramTiming kDdr4_3200{"ddr4_3200", 64,   2.5,  13.75, 13.75, 13.75, 32.0,
+                                      7800.0,      350.0, 7.5, 7.5,   16,    8192,  256};
+// LPDDR4-4266 (JEDEC JESD209-4B): tCK 0.469 ns; 16-bit channel, BL16 -> 32 B per burst in 8 tCK =
+// 3.75 ns (8.53 GB/s per channel); RL 36 tCK = 16.9 ns; tRCD 18 ns, tRPpb 18 ns, tRAS 42 ns;
+// 8 banks; 2 KiB page; tREFI 3.904 us, tRFCab 280 ns (8 Gb per channel); tWTR 10 ns; read-to-write
+// RL + BL/2 + 1 - WL (36 + 8 + 1 - 18 = 27 tCK) minus the burst already counted: 8.9 ns.
+constexpr BankedDramTiming kLpddr4_4266{"lpddr4_4266", 32,   3.75, 16.9, 18.0, 18.0, 42.0,
+                                        3904.0,        280.0, 10.0, 8.9, 8,    2048, 256};
+// HBM2 (JEDEC JESD235A, 2.0 Gb/s per pin): tCK 1 ns; 128-bit legacy channel, BL4 -> 64 B per burst
+// in 2 tCK = 2 ns (32 GB/s per channel); CL = tRCD = tRP = 14 ns, tRAS 33 ns; 16 banks; 2 KiB page;
+// tREFI 3.9 us, tRFC 260 ns; tWTR 8 ns; read-to-write 4 ns.
+constexpr BankedDramTiming kHbm2{"hbm2", 64, 2.0, 14.0, 14.0, 14.0, 33.0, 3900.0, 260.0, 8.0, 4.0, 16, 2048, 256};
+
+// Fixed latency, unlimited bandwidth.
+class IdealDram : public Dram {
+ public:
+  explicit IdealDram(double latency_ns) : latency_ps_(ns_to_ps(latency_ns)), latency_ns_(latency_ns) {}
+  uint64_t access(uint64_t, uint32_t, bool, uint64_t issue_ps) override {
+    ++stats_.requests;
+    return issue_ps + latency_ps_;
+  }
+  double peak_bandwidth_gbps() const override { return 0.0; }
+  double idle_latency_ns() const override { return latency_ns_; }
+
+ private:
+  uint64_t latency_ps_;
+  double latency_ns_;
+};
+
+// One shared data path of `bandwidth_gbps` plus a pipelined fixed latency.
+class SimpleDram : public Dram {
+ public:
+  SimpleDram(double latency_ns, double bandwidth_gbps)
+      : latency_ps_(ns_to_ps(latency_ns)), ps_per_byte_(1000.0 / bandwidth_gbps), latency_ns_(latency_ns),
+        bandwidth_gbps_(bandwidth_gbps) {}
+  uint64_t access(uint64_t, uint32_t bytes, bool, uint64_t issue_ps) override {
+    ++stats_.requests;
+    // Bus time kept in fractional ps so that bursts shorter than 1 ps of rounding do not drift.
+    const double start = std::max(static_cast<double>(issue_ps), bus_free_ps_);
+    bus_free_ps_ = start + bytes * ps_per_byte_;
+    return static_cast<uint64_t>(std::ceil(bus_free_ps_)) + latency_ps_;
+  }
+  double peak_bandwidth_gbps() const override { return bandwidth_gbps_; }
+  double idle_latency_ns() const override { return latency_ns_; }
+
+ private:
+  uint64_t latency_ps_;
+  double ps_per_byte_;
+  double latency_ns_;
+  double bandwidth_gbps_;
+  double bus_free_ps_ = 0.0;
+};
+
+// Channels of banks with open-row buffers. Address map (low to high): byte within the channel
+// interleave unit, channel, then per channel: column within the page, bank, row -- so a sequential
+// stream spreads over the channels and walks each page before moving to the next bank.
+class BankedDram : public Dram {
+ public:
+  BankedDram(const BankedDramTiming& t, int channels) : t_(t), channels_(std::max(1, channels)) {
+    t_burst_ = ns_to_ps(t.t_burst_ns);
+    t_cl_ = ns_to_ps(t.t_cl_ns);
+    t_rcd_ = ns_to_ps(t.t_rcd_ns);
+    t_rp_ = ns_to_ps(t.t_rp_ns);
+    t_ras_ = ns_to_ps(t.t_ras_ns);
+    t_refi_ = ns_to_ps(t.t_refi_ns);
+    t_rfc_ = ns_to_ps(t.t_rfc_ns);
+    t_wtr_ = ns_to_ps(t.t_wtr_ns);
+    t_rtw_ = ns_to_ps(t.t_rtw_ns);
+    chans_.resize(channels_);
+    for (Channel& c : chans_) {
+      c.banks.resize(t.banks);
+      c.next_refresh = t_refi_;
+    }
+  }
+
+  int channels() const override { return channels_; }
+  int channel_of(uint64_t addr) const override {
+    return static_cast<int>((addr / t_.interleave_bytes) % channels_);
+  }
+  double peak_bandwidth_gbps() const override { return t_.peak_gbps() * channels_; }
+  double idle_latency_ns() const override { return t_.t_rcd_ns + t_.t_cl_ns + t_.t_burst_ns; }
+
+  uint64_t access(uint64_t addr, uint32_t bytes, bool write, uint64_t issue_ps) override {
+    ++stats_.requests;
+    const uint64_t unit = t_.interleave_bytes;
+    Channel& ch = chans_[(addr / unit) % channels_];
+    const uint64_t local = (addr / (unit * channels_)) * unit + addr % unit;
+    const uint64_t page = local / t_.page_bytes;
+    Bank& bank = ch.banks[page % t_.banks];
+    const int64_t row = static_cast<int64_t>(page / t_.banks);
+    const uint64_t beats = (bytes + t_.burst_bytes - 1) / t_.burst_bytes;
+
+    uint64_t t = issue_ps;
+    for (;;) {
+      // Refreshes due before this request are applied first: all banks close, the channel blocks.
+      while (ch.next_refresh <= std::max(t, ch.bus_free)) refresh(ch);
+      uint64_t cmd;
+      bool hit = bank.open_row == row;
+      if (hit) {
+        cmd = std::max(t, bank.ready);
+      } else {
+        uint64_t act = std::max(t, bank.ready);
+        if (bank.open_row >= 0) act = std::max(act, bank.act + t_ras_) + t_rp_;
+        cmd = act + t_rcd_;
+        bank.pending_act = act;
+      }
+      uint64_t data = cmd + t_cl_;
+      if (ch.any && ch.last_write != write) data = std::max(data, ch.bus_free + (write ? t_rtw_ : t_wtr_));
+      data = std::max(data, ch.bus_free);
+      const uint64_t end = data + beats * t_burst_;
+      if (end > ch.next_refresh) {  // would run into a refresh: refresh first, then retry
+        t = std::max(t, ch.next_refresh);
+        refresh(ch);
+        continue;
+      }
+      if (hit) {
+        ++stats_.row_hits;
+      } else {
+        ++stats_.row_misses;
+        bank.open_row = row;
+        bank.act = bank.pending_act;
+      }
+      bank.ready = cmd + beats * t_burst_;
+      ch.bus_free = end;
+      ch.last_write = write;
+      ch.any = true;
+      return end;
+    }
+  }
+
+ private:
+  struct Bank {
+    int64_t open_row = -1;
+    uint64_t act = 0;          // time of the last activate
+    uint64_t ready = 0;        // earliest next command
+    uint64_t pending_act = 0;
+  };
+  struct Channel {
+    std::vector<Bank> banks;
+    uint64_t bus_free = 0;
+    uint64_t next_refresh = 0;
+    bool last_write = false;
+    bool any = false;
+  };
+
+  void refresh(Channel& ch) {
+    const uint64_t done = std::max(ch.next_refresh, ch.bus_free) + t_rfc_;
+    for (Bank& b : ch.banks) {
+      b.open_row = -1;
+      b.ready = std::max(b.ready, done);
+    }
+    ch.bus_free = std::max(ch.bus_free, done);
+    ch.next_refresh += t_refi_;
+    ++stats_.refreshes;
+  }
+
+  BankedDramTiming t_;
+  int channels_;
+  uint64_t t_burst_, t_cl_, t_rcd_, t_rp_, t_ras_, t_refi_, t_rfc_, t_wtr_, t_rtw_;
+  std::vector<Channel> chans_;
+};
+
+}  // namespace
+
+const BankedDramTiming& banked_preset(isa::DramModel model) {
+  switch (model) {
+    case isa::DramModel::kDdr4_3200:
+      return kDdr4_3200;
+    case isa::DramModel::kHbm2:
+      return kHbm2;
+    default:
+      return kLpddr4_4266;
+  }
+}
+
+std::unique_ptr<Dram> make_banked_dram(const BankedDramTiming& timing, int channels) {
+  return std::make_unique<BankedDram>(timing, channels);
+}
+
+std::unique_ptr<Dram> make_dram(const DramConfig& c) {
+  switch (c.model) {
+    case isa::DramModel::kIdeal:
+      return std::make_unique<IdealDram>(c.latency_ns);
+    case isa::DramModel::kSimple:
+      return std::make_unique<SimpleDram>(c.latency_ns, c.bandwidth_gbps);
+    default:
+      return make_banked_dram(banked_preset(c.model), static_cast<int>(c.channels));
+  }
+}
+
+double dram_peak_bandwidth_gbps(const DramConfig& c) {
+  switch (c.model) {
+    case isa::DramModel::kIdeal:
+      return 0.0;
+    case isa::DramModel::kSimple:
+      return c.bandwidth_gbps;
+    default:
+      return banked_preset(c.model).peak_gbps() * c.channels;
+  }
+}
+
+double dram_idle_latency_ns(const DramConfig& c) {
+  if (c.model == isa::DramModel::kIdeal || c.model == isa::DramModel::kSimple) return c.latency_ns;
+  const BankedDramTiming& t = banked_preset(c.model);
+  return t.t_rcd_ns + t.t_cl_ns + t.t_burst_ns;
+}
+
+}  // namespace npusim::isa::timing

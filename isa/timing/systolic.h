@@ -1,0 +1,78 @@
+#pragma once
+// Systolic-array timing: the one place its cycle formulas live. The SystemC SystolicArray and the
+// compiler's cost model both call these, so the mapper and the simulator cannot disagree silently.
+//
+// The model is SCALE-Sim v2's (scalesim/compute/systolic_compute_{ws,os,is}.py): a MATMUL or CONV is
+// a GEMM of M output pixels x K reduction x N filters. Each dataflow maps two of those dimensions
+// (Sr, Sc) onto the physical R x C array and streams the third (T):
+//   ws: Sr = K, Sc = N, T = M     os: Sr = M, Sc = N, T = K     is: Sr = K, Sc = M, T = N
+// and folds the mapped dimensions: ceil(Sr / R) x ceil(Sc / C) folds, run back to back. Every fold
+// pays its full phases on the physical dimensions, whatever its occupancy:
+//   ws, is: R cycles to shift the stationary operand in, T cycles of stream, R + C - 2 of skew fill
+//           and drain: 2R + C + T - 2 (SCALE-Sim's ifmap/filter/ofmap demand matrices all have this
+//           many rows per fold);
+//   os:     T + R + C - 2 (no stationary preload; the demand matrices of systolic_compute_os.py).
+// These are the cycles SCALE-Sim steps. Its printed "Compute cycles" is one less per layer (it
+// reports the index of the last cycle; upstream SCALE-Sim issue #125): we count cycles, not indices,
+// and docs/architecture.md says so.
+//
+// npusim additions, each neutral under configs/scalesim.yaml:
+//   - precision: the stream phase is stretched to ceil(T / rate(dtype)) (an fp16 MAC at rate 0.5
+//     takes two int8 MAC slots);
+//   - double_buffered: the stationary operand of fold i+1 shifts into shadow registers while fold i
+//     streams, so only the first fold pays its preload; a MATMUL with preloaded=1 takes its first
+//     fold's operand from an earlier PRELOAD and pays no preload at all.
+#include <cstdint>
+
+#include "isa/isa.h"
+#include "isa/machine/config.h"
+
+namespace npusim::isa::timing {
+
+// A GEMM: C[m x n] = A[m x k] * B[k x n].
+struct GemmShape {
+  int64_t m = 0;
+  int64_t k = 0;
+  int64_t n = 0;
+};
+
+// How a GEMM lies on the array in one dataflow.
+struct FoldMap {
+  int64_t sr = 0;         // GEMM extent mapped onto the array's rows
+  int64_t sc = 0;         // GEMM extent mapped onto the array's columns
+  int64_t t = 0;          // GEMM extent streamed through time
+  int64_t row_folds = 0;  // ceil(sr / rows)
+  int64_t col_folds = 0;  // ceil(sc / cols)
+  int64_t folds() const { return row_folds * col_folds; }
+};
+
+// Where the cycles of one matrix instruction go. total = preload + stream + fill_drain.
+struct ArrayCycles {
+  int64_t folds = 0;
+  int64_t preload = 0;     // stationary-operand shift-in not hidden by double buffering
+  int64_t stream = 0;      // moving operand streaming, stretched by the precision rate
+  int64_t fill_drain = 0;  // skew fill and drain, R + C - 2 per fold
+  int64_t total = 0;
+  int64_t macs = 0;        // useful multiply-accumulates, m * k * n
+};
+
+// The GEMM a MATMUL or CONV instruction computes (CONV: M = out_h*out_w, K = kh*kw*in_c, N = n).
+GemmShape gemm_shape(const Instruction& ins);
+
+FoldMap fold_map(const SystolicArrayConfig& array, const GemmShape& g);
+
+// Cycles of one GEMM on the array. `preloaded`: the first fold's stationary operand is already in
+// the array (MATMUL preloaded=1). Precondition: array.rate(dtype) > 0 and m, k, n > 0.
+ArrayCycles gemm_cycles(const SystolicArrayConfig& array, const GemmShape& g, DType dtype, bool preloaded);
+
+// Cycles of a MATMUL or CONV instruction (gemm_shape + gemm_cycles).
+ArrayCycles matrix_cycles(const Instruction& ins, const SystolicArrayConfig& array);
+
+// Cycles to shift a stationary operand into the array: one row per cycle through all R rows, as
+// SCALE-Sim's per-fold prefix of R cycles (independent of how many rows the tile uses).
+int64_t preload_cycles(const SystolicArrayConfig& array);
+
+// Stream cycles for `t` moving rows at the precision's rate: ceil(t / rate).
+int64_t stream_cycles(int64_t t, double rate);
+
+}  // namespace npusim::isa::timing

@@ -1,0 +1,70 @@
+#include "isa/timing/units.h"
+
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+namespace npusim::isa::timing {
+namespace {
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t us_to_cycles(double us, double f_mhz) { return static_cast<int64_t>(std::ceil(us * f_mhz - 1e-9)); }
+}  // namespace
+
+int64_t vec_work_elements(const Instruction& ins) {
+  const int64_t d0 = ins.get(Field::kD0), d1 = std::max<int64_t>(1, ins.get(Field::kD1)),
+                d2 = std::max<int64_t>(1, ins.get(Field::kD2));
+  const auto op = static_cast<VecOp>(ins.get(Field::kVop));
+  if (op == VecOp::kMaxPool || op == VecOp::kAvgPool) {
+    const int64_t wh = ins.get(Field::kWinH), ww = ins.get(Field::kWinW);
+    const int64_t sh = std::max<int64_t>(1, ins.get(Field::kStrH)), sw = std::max<int64_t>(1, ins.get(Field::kStrW));
+    if (wh <= 0 || ww <= 0 || wh > d2 || ww > d1) return 0;
+    const int64_t oh = (d2 - wh) / sh + 1, ow = (d1 - ww) / sw + 1;
+    return oh * ow * d0 * wh * ww;
+  }
+  return d0 * d1 * d2;
+}
+
+int64_t vec_cycles(const Instruction& ins, const VectorConfig& v) {
+  const VecOpTiming& t = v.ops[static_cast<size_t>(ins.get(Field::kVop)) % kNumVecOps];
+  return t.latency_cycles + ceil_div(vec_work_elements(ins), v.lanes) * t.ii_cycles;
+}
+
+HostCycles host_cycles(int64_t in_bytes, int64_t out_bytes, int64_t cpu_ops, const HostConfig& h, double f_mhz) {
+  HostCycles c;
+  // bytes / (GB/s) = ns; / 1000 = us.
+  c.link_in = us_to_cycles(h.link_latency_us + in_bytes / h.link_bandwidth_gbps / 1000.0, f_mhz);
+  c.link_out = us_to_cycles(h.link_latency_us + out_bytes / h.link_bandwidth_gbps / 1000.0, f_mhz);
+  c.cpu = us_to_cycles(static_cast<double>(cpu_ops) / h.cpu_gops / 1000.0, f_mhz);
+  c.overhead = us_to_cycles(h.call_overhead_us, f_mhz);
+  return c;
+}
+
+int64_t sram_transfer_cycles(int64_t bytes, const ScratchpadConfig& s) {
+  return ceil_div(bytes, s.banks * s.bank_width_bytes * s.ports);
+}
+
+int64_t bank_conflict_factor(uint64_t base, int64_t stride_bytes, int64_t count, const ScratchpadConfig& s) {
+  if (count <= 1) return 1;
+  const int64_t w = s.bank_width_bytes, b = s.banks;
+  int64_t worst;
+  if (stride_bytes % w == 0) {
+    // Bank of element i is (bank0 + i * step) mod banks: it cycles through banks / gcd(step, banks).
+    const int64_t step = (stride_bytes / w) % b;
+    const int64_t period = step == 0 ? 1 : b / std::gcd(step, b);
+    worst = ceil_div(count, period);
+  } else {
+    // Elements sharing a bank word are one access; count distinct words per bank.
+    std::vector<int64_t> per_bank(b, 0);
+    int64_t last_word = -1;
+    worst = 0;
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t word = static_cast<int64_t>((base + i * stride_bytes) / w);
+      if (word == last_word) continue;
+      last_word = word;
+      worst = std::max(worst, ++per_bank[word % b]);
+    }
+  }
+  return std::max<int64_t>(1, ceil_div(worst, s.ports));
+}
+
+}  // namespace npusim::isa::timing

@@ -1,0 +1,37 @@
+#pragma once
+// Timing of the vector unit, the host fallback path and SRAM bank access: plain functions the
+// SystemC modules and the compiler's cost model share.
+#include <cstdint>
+
+#include "isa/isa.h"
+#include "isa/machine/config.h"
+
+namespace npusim::isa::timing {
+
+// Elements a VEC instruction processes: the d2 x d1 x d0 box, or for pooling every (output element,
+// window position) pair.
+int64_t vec_work_elements(const Instruction& ins);
+// latency + ceil(work / lanes) * ii from the config's per-op table.
+int64_t vec_cycles(const Instruction& ins, const VectorConfig& vector);
+
+// Cycles of one host call: link latency + bytes / bandwidth in each direction, the fixed call
+// overhead and cpu_ops / cpu_gops, at the NPU clock. Each part is rounded up separately.
+struct HostCycles {
+  int64_t link_in = 0;
+  int64_t cpu = 0;
+  int64_t overhead = 0;
+  int64_t link_out = 0;
+  int64_t total() const { return link_in + cpu + overhead + link_out; }
+};
+HostCycles host_cycles(int64_t in_bytes, int64_t out_bytes, int64_t cpu_ops, const HostConfig& host,
+                       double frequency_mhz);
+
+// Cycles a dense transfer of `bytes` occupies a scratchpad: all banks, every port.
+int64_t sram_transfer_cycles(int64_t bytes, const ScratchpadConfig& sram);
+
+// How many times slower than conflict-free a stream of `count` parallel element reads is when the
+// elements are `stride_bytes` apart from `base`: the largest number of distinct bank words that
+// map to one bank, divided by the ports (rounded up). 1 = no conflict.
+int64_t bank_conflict_factor(uint64_t base, int64_t stride_bytes, int64_t count, const ScratchpadConfig& sram);
+
+}  // namespace npusim::isa::timing
