@@ -1,0 +1,146 @@
+#include "traces/report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "traces/sink.h"
+
+namespace npusim::traces {
+namespace {
+
+// Doubles in JSON: finite, shortest round-trip form.
+std::string num(double v) {
+  if (!(v == v) || v > 1e300 || v < -1e300) return "0";
+  return fmt::format("{}", v);
+}
+
+void breakdown_json(std::string& o, const Breakdown& b) {
+  o += fmt::format("{{\"compute\": {}, \"memory\": {}, \"scheduling\": {}, \"host\": {}}}", b.compute, b.memory,
+                   b.scheduling, b.host);
+}
+
+std::string pct(uint64_t part, uint64_t whole) {
+  return whole ? fmt::format("{:5.1f}%", 100.0 * part / whole) : std::string("  -  ");
+}
+
+}  // namespace
+
+std::string report_json(const Report& r) {
+  std::string o;
+  o += "{\n";
+  o += fmt::format("  \"total_cycles\": {},\n  \"frequency_mhz\": {},\n  \"latency_ms\": {},\n", r.total_cycles,
+                   num(r.frequency_mhz), num(r.latency_ms));
+  o += fmt::format("  \"macs\": {},\n  \"array_utilization\": {},\n", r.macs, num(r.array_utilization));
+  o += "  \"array\": {\"rows\": " + std::to_string(r.array_rows) + ", \"cols\": " + std::to_string(r.array_cols) +
+       ", \"dataflow\": ";
+  append_json_string(o, r.dataflow);
+  o += "},\n  \"breakdown\": ";
+  breakdown_json(o, r.breakdown);
+  o += ",\n  \"dram\": {\"model\": ";
+  append_json_string(o, r.dram.model);
+  o += fmt::format(
+      ", \"bytes_read\": {}, \"bytes_written\": {}, \"avg_bandwidth_gbps\": {}, \"peak_bandwidth_gbps\": {}, "
+      "\"requests\": {}, \"row_hits\": {}, \"row_misses\": {}, \"refreshes\": {}}},\n",
+      r.dram.bytes_read, r.dram.bytes_written, num(r.dram.avg_bandwidth_gbps), num(r.dram.peak_bandwidth_gbps),
+      r.dram.requests, r.dram.row_hits, r.dram.row_misses, r.dram.refreshes);
+  o += fmt::format(
+      "  \"dma\": {{\"transfers\": {}, \"bursts\": {}, \"misaligned_bursts\": {}, \"misalignment_extra_cycles\": "
+      "{}}},\n",
+      r.dma.transfers, r.dma.bursts, r.dma.misaligned_bursts, r.dma.misalignment_extra_cycles);
+  o += fmt::format("  \"sram\": {{\"bank_conflicts\": {}, \"bank_conflict_cycles\": {}}},\n", r.sram.bank_conflicts,
+                   r.sram.bank_conflict_cycles);
+  o += fmt::format("  \"host\": {{\"calls\": {}, \"bytes_to_host\": {}, \"bytes_from_host\": {}}},\n", r.host.calls,
+                   r.host.bytes_to_host, r.host.bytes_from_host);
+  o += "  \"units\": {";
+  for (size_t i = 0; i < r.units.size(); ++i) {
+    const UnitReport& u = r.units[i];
+    o += i ? ",\n    " : "\n    ";
+    append_json_string(o, u.name);
+    o += fmt::format(": {{\"instructions\": {}, \"busy\": {}, \"idle\": {}, \"stalls\": {{", u.instructions, u.busy,
+                     u.idle);
+    for (int k = 1; k < kNumReasons; ++k) {
+      o += fmt::format("{}\"{}\": {}", k > 1 ? ", " : "", kReasonNames[k], u.stalls[k]);
+    }
+    o += "}}";
+  }
+  o += r.units.empty() ? "},\n" : "\n  },\n";
+  o += "  \"layers\": [";
+  for (size_t i = 0; i < r.layers.size(); ++i) {
+    const LayerReport& l = r.layers[i];
+    o += i ? ",\n    {\"name\": " : "\n    {\"name\": ";
+    append_json_string(o, l.name);
+    o += ", \"op\": ";
+    append_json_string(o, l.op);
+    o += ", \"placement\": ";
+    append_json_string(o, l.placement);
+    o += fmt::format(
+        ", \"start_cycle\": {}, \"end_cycle\": {}, \"cycles\": {}, \"compute_cycles\": {}, \"vector_cycles\": {}, "
+        "\"macs\": {}, \"instructions\": {}, \"breakdown\": ",
+        l.start_cycle, l.end_cycle, l.cycles, l.compute_cycles, l.vector_cycles, l.macs, l.instructions);
+    breakdown_json(o, l.breakdown);
+    o += "}";
+  }
+  o += r.layers.empty() ? "],\n" : "\n  ],\n";
+  o += fmt::format("  \"sim\": {{\"wall_seconds\": {}, \"instructions\": {}, \"functional\": {}}}\n}}\n",
+                   num(r.sim.wall_seconds), r.sim.instructions, r.sim.functional ? "true" : "false");
+  return o;
+}
+
+void write_report_json(const Report& r, std::ostream& out) { out << report_json(r); }
+
+std::string summary_text(const Report& r, size_t top_layers) {
+  std::string o;
+  const uint64_t T = r.total_cycles;
+  o += fmt::format("total cycles      {}  ({:.6g} ms at {} MHz)\n", T, r.latency_ms, num(r.frequency_mhz));
+  o += fmt::format("array             {}x{} {}, {} MACs, utilization {:.1f}%\n", r.array_rows, r.array_cols,
+                   r.dataflow, r.macs, 100.0 * r.array_utilization);
+  o += fmt::format("breakdown         compute {} ({})  memory {} ({})  scheduling {} ({})  host {} ({})\n",
+                   r.breakdown.compute, pct(r.breakdown.compute, T), r.breakdown.memory, pct(r.breakdown.memory, T),
+                   r.breakdown.scheduling, pct(r.breakdown.scheduling, T), r.breakdown.host, pct(r.breakdown.host, T));
+  o += fmt::format("dram ({})  read {} B, written {} B, {:.2f} GB/s average", r.dram.model, r.dram.bytes_read,
+                   r.dram.bytes_written, r.dram.avg_bandwidth_gbps);
+  if (r.dram.peak_bandwidth_gbps > 0) o += fmt::format(" of {:.2f} GB/s peak", r.dram.peak_bandwidth_gbps);
+  if (r.dram.row_hits + r.dram.row_misses > 0) {
+    o += fmt::format(", row hits {:.1f}%", 100.0 * r.dram.row_hits / (r.dram.row_hits + r.dram.row_misses));
+  }
+  o += "\n";
+  o += fmt::format("dma               {} transfers, {} bursts, {} misaligned (+{} cycles)\n", r.dma.transfers,
+                   r.dma.bursts, r.dma.misaligned_bursts, r.dma.misalignment_extra_cycles);
+  o += fmt::format("sram              {} bank conflicts (+{} cycles)\n", r.sram.bank_conflicts,
+                   r.sram.bank_conflict_cycles);
+  if (r.host.calls) {
+    o += fmt::format("host              {} calls, {} B to host, {} B back\n", r.host.calls, r.host.bytes_to_host,
+                     r.host.bytes_from_host);
+  }
+  o += fmt::format("\n{:<12} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}\n", "unit", "instrs", "busy", "idle",
+                   "memory", "sched", "q_full", "host");
+  for (const UnitReport& u : r.units) {
+    const uint64_t mem = u.stalls[static_cast<int>(Reason::kMemory)] + u.stalls[static_cast<int>(Reason::kBankConflict)];
+    o += fmt::format("{:<12} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}\n", u.name, u.instructions, pct(u.busy, T),
+                     pct(u.idle, T), pct(mem, T), pct(u.stalls[static_cast<int>(Reason::kScheduling)], T),
+                     pct(u.stalls[static_cast<int>(Reason::kQueueFull)], T),
+                     pct(u.stalls[static_cast<int>(Reason::kHost)], T));
+  }
+  if (!r.layers.empty()) {
+    std::vector<size_t> order(r.layers.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return r.layers[a].cycles > r.layers[b].cycles; });
+    if (order.size() > top_layers) order.resize(top_layers);
+    o += fmt::format("\ntop layers by cycles\n{:<28} {:<14} {:>5} {:>12} {:>7} {:>7} {:>7} {:>7}\n", "layer", "op",
+                     "where", "cycles", "comp", "mem", "sched", "host");
+    for (size_t i : order) {
+      const LayerReport& l = r.layers[i];
+      std::string name = l.name.size() > 28 ? l.name.substr(0, 25) + "..." : l.name;
+      o += fmt::format("{:<28} {:<14} {:>5} {:>12} {:>7} {:>7} {:>7} {:>7}\n", name, l.op.substr(0, 14), l.placement,
+                       l.cycles, pct(l.breakdown.compute, l.cycles), pct(l.breakdown.memory, l.cycles),
+                       pct(l.breakdown.scheduling, l.cycles), pct(l.breakdown.host, l.cycles));
+    }
+  }
+  o += fmt::format("\nsimulated {} instructions in {:.3f} s\n", r.sim.instructions, r.sim.wall_seconds);
+  return o;
+}
+
+}  // namespace npusim::traces

@@ -1,0 +1,111 @@
+#pragma once
+// The run report: a plain struct the simulator fills, written as JSON (docs/report.md documents
+// every field) or as a human-readable summary. Deterministic: no pointers, no wall time except
+// sim.wall_seconds.
+#include <array>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "traces/event.h"
+
+namespace npusim::traces {
+
+// Where cycles went; compute + memory + scheduling + host = the span it describes.
+struct Breakdown {
+  uint64_t compute = 0;
+  uint64_t memory = 0;
+  uint64_t scheduling = 0;
+  uint64_t host = 0;
+  uint64_t total() const { return compute + memory + scheduling + host; }
+};
+
+struct UnitReport {
+  std::string name;
+  uint64_t instructions = 0;  // instructions (or transfers, for DMA engines) it executed
+  uint64_t busy = 0;
+  uint64_t idle = 0;
+  std::array<uint64_t, kNumReasons> stalls{};  // indexed by Reason; kNone unused
+  uint64_t stalled() const {
+    uint64_t s = 0;
+    for (uint64_t x : stalls) s += x;
+    return s;
+  }
+};
+
+struct LayerReport {
+  std::string name;
+  std::string op;
+  std::string placement = "npu";  // "npu" or "host" (all its work ran as host calls)
+  uint64_t start_cycle = 0;
+  uint64_t end_cycle = 0;
+  uint64_t cycles = 0;          // end_cycle - start_cycle
+  uint64_t compute_cycles = 0;  // matrix-unit cycles of the layer, fill and drain included
+  uint64_t vector_cycles = 0;   // vector-unit busy cycles of the layer
+  uint64_t macs = 0;
+  uint64_t instructions = 0;
+  Breakdown breakdown;          // adds up to cycles
+};
+
+struct DramReport {
+  std::string model;
+  uint64_t bytes_read = 0;
+  uint64_t bytes_written = 0;
+  double avg_bandwidth_gbps = 0;   // (read + written) / latency
+  double peak_bandwidth_gbps = 0;  // 0 = unlimited (ideal)
+  uint64_t requests = 0;
+  uint64_t row_hits = 0;
+  uint64_t row_misses = 0;
+  uint64_t refreshes = 0;
+};
+
+struct DmaReport {
+  uint64_t transfers = 0;
+  uint64_t bursts = 0;
+  uint64_t misaligned_bursts = 0;
+  uint64_t misalignment_extra_cycles = 0;  // DRAM data-bus cycles the misaligned bursts occupied
+};
+
+struct SramReport {
+  uint64_t bank_conflicts = 0;        // instructions that hit a bank conflict
+  uint64_t bank_conflict_cycles = 0;  // cycles added by them
+};
+
+struct HostReport {
+  uint64_t calls = 0;
+  uint64_t bytes_to_host = 0;
+  uint64_t bytes_from_host = 0;
+};
+
+struct SimInfo {
+  double wall_seconds = 0;
+  uint64_t instructions = 0;
+  bool functional = false;
+};
+
+struct Report {
+  uint64_t total_cycles = 0;
+  double frequency_mhz = 0;
+  double latency_ms = 0;
+  uint64_t macs = 0;
+  double array_utilization = 0;  // macs / (rows * cols * total_cycles)
+  std::string dataflow;
+  int64_t array_rows = 0;
+  int64_t array_cols = 0;
+  Breakdown breakdown;  // adds up to total_cycles
+  DramReport dram;
+  DmaReport dma;
+  SramReport sram;
+  HostReport host;
+  std::vector<UnitReport> units;
+  std::vector<LayerReport> layers;
+  SimInfo sim;
+};
+
+void write_report_json(const Report& r, std::ostream& out);
+std::string report_json(const Report& r);
+// A human-readable report: total cycles, latency, utilization, breakdown, DRAM, per unit, top layers.
+std::string summary_text(const Report& r, size_t top_layers = 10);
+
+}  // namespace npusim::traces

@@ -1,0 +1,67 @@
+#pragma once
+// Trace sinks: where events go when tracing is on. The simulator calls begin() once, event() per
+// slice (in simulated-time order of the slice starts) and end() once.
+#include <ostream>
+#include <string>
+
+#include "traces/event.h"
+
+namespace npusim::traces {
+
+class Sink {
+ public:
+  virtual ~Sink() = default;
+  virtual void begin(const TraceInfo& info) = 0;
+  virtual void event(const Event& e) = 0;
+  virtual void end() = 0;
+};
+
+// Chrome trace-event JSON (chrome://tracing, Perfetto): one track per unit with thread_name
+// metadata, one complete ("X") slice per event, timestamps in microseconds.
+class ChromeTraceSink : public Sink {
+ public:
+  explicit ChromeTraceSink(std::ostream& out) : out_(out) {}
+  void begin(const TraceInfo& info) override;
+  void event(const Event& e) override;
+  void end() override;
+
+ private:
+  std::ostream& out_;
+  TraceInfo info_;
+  std::string buf_;
+};
+
+// The same events as CSV with header unit,name,opcode,start_cycle,end_cycle,kind,reason,bytes,layer.
+class CsvTraceSink : public Sink {
+ public:
+  explicit CsvTraceSink(std::ostream& out) : out_(out) {}
+  void begin(const TraceInfo& info) override;
+  void event(const Event& e) override;
+  void end() override;
+
+ private:
+  std::ostream& out_;
+  TraceInfo info_;
+  std::string buf_;
+};
+
+// Forwards to two sinks (either may be null).
+class TeeSink : public Sink {
+ public:
+  TeeSink(Sink* a, Sink* b) : a_(a), b_(b) {}
+  void begin(const TraceInfo& info) override;
+  void event(const Event& e) override;
+  void end() override;
+
+ private:
+  Sink* a_;
+  Sink* b_;
+};
+
+// The name a slice gets: its layer's name, "stall: <reason>" for stalls, the opcode otherwise.
+std::string slice_name(const Event& e, const TraceInfo& info);
+
+// JSON string escaping (shared by the trace and report writers).
+void append_json_string(std::string& out, std::string_view s);
+
+}  // namespace npusim::traces
