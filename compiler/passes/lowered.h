@@ -1,0 +1,147 @@
+#pragma once
+// The contract between the graph passes and the back end (tiling, memory planning, codegen): what a
+// graph looks like after `lower()`. The back end may rely on every statement below; a pass that
+// breaks one is a bug in compiler/passes.
+//
+// ---------------------------------------------------------------------------------------------------
+// Post-condition of lower(g, options) (options at their defaults unless said otherwise)
+// ---------------------------------------------------------------------------------------------------
+// Values are still logical ONNX tensors: a node's semantics are ONNX's (opset g.opset) plus the npu.*
+// attributes below, and the FP32 interpreter run on reference_graph(g) computes the same graph
+// outputs as on the imported graph (within float rounding). Physical layout is an annotation
+// (Value::layout), never a change of logical shapes.
+//
+// 1. Placement. Every node carries kPlacement = "matrix" | "vector" | "free" | "host", taken from the
+//    op table (compiler/ops) for the node as it is after lowering (its attributes and shapes), except
+//    that the layout pass marks the aliases it creates "free" (point 7).
+//
+// 2. Matrix nodes: Conv (any group, dilation, stride, pads, incl. depthwise), ConvTranspose, Gemm,
+//    MatMul (batched, broadcasting as ONNX). Their inputs are uniform:
+//      inputs[0] = activation (X / A), inputs[1] = weights (W / B),
+//      inputs[2] = bias or "" (Conv/ConvTranspose: [M] per output channel; Gemm/MatMul: [N], or for
+//                  Gemm a C that broadcasts to [M,N] as ONNX allows),
+//      inputs[3] = residual, present iff attribute kResidualInput (int) is set, and then it is 3.
+//    MatMul may therefore carry a bias and a residual, which ONNX's MatMul does not have.
+//    Gemm is normalised: transA = transB = 0, alpha = beta = 1 (those attributes are absent). A
+//    constant B is pre-transposed and pre-scaled; a non-constant transposed operand gets an explicit
+//    Transpose node in front (a vector op).
+//    Epilogue, in this order: y = act(matmul_or_conv(x, w) + bias + residual), where act is given by
+//      kActivation (string, absent = none): "Relu", "Clip" (kActMin, kActMax), "Sigmoid", "Tanh",
+//      "LeakyRelu" (kAlpha), "HardSigmoid" (kAlpha, kBeta), "HardSwish", "Gelu" (erf form).
+//    The residual has exactly the node's output shape (no broadcasting); it is fused only when the
+//    matrix output had no other consumer.
+//
+// 3. BatchNormalization directly after a Conv / ConvTranspose / Gemm (or a MatMul with a constant
+//    2-D weight) whose output has no other consumer is folded into that node's weights and bias (new
+//    constants; the old ones are removed when unused). An unfused BatchNormalization stays a vector
+//    op, or is decomposed into Mul + Add with per-channel constants (point 5).
+//
+// 4. Recognised patterns (from the sequences torch.onnx.export emits):
+//      ReduceMean, Sub, Pow(2), ReduceMean, Add(eps), Sqrt, Div [, Mul(gamma)] [, Add(beta)]
+//          -> LayerNormalization (domain "", axis = the normalised last axis, epsilon; a missing gamma
+//             becomes ones, a missing beta becomes absent)
+//      Div(sqrt2), Erf, Add(1), Mul(x), Mul(0.5) (either Mul order)      -> Gelu   (domain "npu")
+//      HardSigmoid(alpha 1/6, beta 1/2) then Mul with its own input     -> HardSwish (domain "")
+//      Sigmoid then Mul with its own input                              -> Silu   (domain "npu")
+//    Gelu has no ONNX 1.12 schema, hence domain "npu" (attribute approximate = "none").
+//
+// 5. Decomposition (options.decompose, default on): every vector node is an op the vector unit has
+//    as one isa::VecOp (elementwise add/sub/mul/div/max/min/pow, Relu, LeakyRelu, Clip, Sigmoid,
+//    Tanh, Gelu, Erf, Exp, Sqrt, Reciprocal, Abs, Neg, HardSigmoid, HardSwish, pooling, ReduceSum /
+//    ReduceMax / ReduceMean, transposes) or a data-movement op the back end handles (Concat, Slice,
+//    Pad, Split, Gather, Resize, ...). Rewritten:
+//      Softmax(axis)           -> ReduceMax, Sub, Exp, ReduceSum, Div      (keepdims=1 reductions)
+//      LayerNormalization      -> ReduceMean, Sub, Mul, ReduceMean, Add(eps), Sqrt, Div, Mul(gamma),
+//                                 Add(beta)
+//      npu.Silu                -> Sigmoid, Mul
+//      BatchNormalization      -> Mul(scale), Add(shift) with scale = gamma/sqrt(var+eps) and
+//                                 shift = beta - mean*scale folded to constants
+//    With options.decompose = false those nodes stay as they are.
+//
+// 6. Constant folding: no node has only constant inputs (such nodes are evaluated with the FP32
+//    interpreter, compiler/interp, and replaced by constants), which removes the exporters' shape
+//    arithmetic (Shape -> Gather -> Cast/Concat/Unsqueeze -> Reshape) once input shapes are bound.
+//
+// 7. Layout (options.nhwc, default on). Value::layout gives every value's physical order: the
+//    logical dims in memory order, outermost first; empty = ONNX order. 4-D activations produced by
+//    conv-like ops (Conv, ConvTranspose, pooling, BatchNormalization) and by the layout-agnostic ops
+//    between them (elementwise, activations, Concat, Pad, Resize) are NHWC = {0, 2, 3, 1}. A 4-D
+//    constant operand of an NHWC elementwise node gets the same layout (the back end writes its data
+//    in that order). Every other value is in ONNX order. Where a value's layout differs from what
+//    its consumer needs (graph inputs/outputs are ONNX order; Reshape, Flatten, Transpose, MatMul,
+//    Gemm, reductions, Softmax ... need ONNX order on 4-D inputs; conv-like ops need NHWC), a node
+//      op_type "Transpose", domain "npu", attrs kLayoutChange = 1, "perm" = the memory permutation
+//    is inserted: it is a logical identity (same logical shape in and out) that only moves data from
+//    the input's layout to the output's. A conversion whose moved dims are all of size 1 is a no-op
+//    and is not inserted. layout_changes() lists them for the compile report.
+//
+// 8. Free ops. Reshape, Flatten, Squeeze, Unsqueeze whose input is in ONNX order, and Identity /
+//    Dropout (inference) are placement "free": output[0] aliases inputs[0]'s bytes (the memory
+//    planner must give them one buffer). Identity and Dropout are removed outright unless their
+//    output is a graph output. Cast of a constant is folded (point 6).
+//
+// 9. Dead nodes (no output consumed and none a graph output) and unused constants are removed; nodes
+//    are in topological order; Graph::verify() holds.
+#include <string>
+#include <vector>
+
+#include "compiler/ir/graph.h"
+
+namespace npusim::compiler {
+
+// Attribute keys the passes set (see the contract above).
+inline constexpr const char* kPlacement = "npu.placement";
+inline constexpr const char* kActivation = "npu.activation";
+inline constexpr const char* kActMin = "npu.act_min";
+inline constexpr const char* kActMax = "npu.act_max";
+inline constexpr const char* kAlpha = "npu.alpha";
+inline constexpr const char* kBeta = "npu.beta";
+inline constexpr const char* kResidualInput = "npu.residual_input";
+inline constexpr const char* kLayoutChange = "npu.layout_change";
+// Why a layout change was inserted (a sentence for the compile report).
+inline constexpr const char* kLayoutReason = "npu.layout_reason";
+// The domain of npusim's own ops (Gelu, Silu, the layout Transpose).
+inline constexpr const char* kNpuDomain = "npu";
+
+// The NHWC memory order of a logical NCHW tensor.
+inline const std::vector<int> kNhwc = {0, 2, 3, 1};
+
+struct PipelineOptions {
+  bool fold_constants = true;
+  bool fold_batchnorm = true;
+  bool recognize_patterns = true;
+  bool fuse_epilogues = true;
+  // Split composite vector ops (Softmax, LayerNormalization, Silu, BatchNormalization) into VecOp
+  // primitives; false keeps them whole (for a back end with its own kernels for them).
+  bool decompose = true;
+  // Choose NHWC for conv activations and insert layout conversions; false keeps ONNX order everywhere.
+  bool nhwc = true;
+};
+
+// The passes in the order lower() runs them, given the options.
+std::vector<Pass> standard_pipeline(const PipelineOptions& options);
+
+// Runs standard_pipeline(options) on g through a PassManager (re-verifying after every pass and calling
+// `observer` with the graph after each: `npusim compile -v`). Throws std::runtime_error naming the pass
+// on a broken invariant; a model the passes cannot handle throws ModelError (compiler/import/import.h).
+void lower(Graph& g, const PipelineOptions& options = {}, PassManager::Observer observer = {});
+
+// One inserted layout conversion, for the compile report.
+struct LayoutChange {
+  std::string node;    // the npu.Transpose node's name
+  std::string input;   // the value converted
+  std::string output;  // its copy in the new layout
+  Shape shape;         // logical shape
+  std::vector<int> from_layout, to_layout;  // memory orders (empty = ONNX order)
+  std::string reason;
+};
+std::vector<LayoutChange> layout_changes(const Graph& g);
+
+// A graph of plain ONNX ops (opset g.opset) that computes the same values as a lowered graph: fused
+// epilogues become separate Add / activation nodes, npu-domain ops (Gelu, Silu, layout Transposes)
+// become their ONNX equivalents, MatMul bias/residual inputs become Adds, npu.* attributes and
+// layouts are dropped. Used to check lowering numerically with the FP32 interpreter, and by anyone
+// who wants to run a lowered graph on a plain ONNX evaluator.
+Graph reference_graph(const Graph& lowered);
+
+}  // namespace npusim::compiler
