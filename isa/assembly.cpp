@@ -28,7 +28,7 @@ bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' |
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 // Case-insensitive Levenshtein distance; names are short, so the O(n*m) table is cheap.
-size_t edit_distance(std::string_view a, std::string_view b) {
+size_t typo_distance(std::string_view a, std::string_view b) {
   std::vector<size_t> row(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
@@ -53,7 +53,7 @@ std::string suggestion(std::string_view word, const Range& candidates) {
   for (std::string_view c : candidates) {
     if (!all.empty()) all += ", ";
     all += c;
-    size_t d = edit_distance(word, c);
+    size_t d = typo_distance(word, c);
     // A candidate that the word extends or abbreviates ("dram_addr" for "dram") is a good guess too.
     const bool prefix = c.size() >= 2 && word.size() >= 2 &&
                         (iequal(word.substr(0, c.size()), c) || iequal(c.substr(0, word.size()), word));
@@ -367,13 +367,16 @@ class Assembler {
     return s;
   }
 
-  // Decimal or 0x-hex without sign into 64 bits; false when it is not a number or does not fit.
-  static bool parse_u64(std::string_view s, uint64_t& out, bool& hex) {
+  // Decimal or 0x-hex without sign into 64 bits; false when it is not a number or does not fit
+  // (`overflow` tells which).
+  static bool parse_u64(std::string_view s, uint64_t& out, bool& hex, bool* overflow = nullptr) {
     hex = s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
     if (hex) s.remove_prefix(2);
     if (s.empty()) return false;
     const auto r = std::from_chars(s.data(), s.data() + s.size(), out, hex ? 16 : 10);
-    return r.ec == std::errc() && r.ptr == s.data() + s.size();
+    if (r.ptr != s.data() + s.size()) return false;
+    if (overflow) *overflow = r.ec == std::errc::result_out_of_range;
+    return r.ec == std::errc();
   }
 
   uint64_t directive_number(std::string_view tok, std::string_view what) const {
@@ -527,7 +530,9 @@ class Assembler {
     const bool neg = !tok.empty() && tok[0] == '-';
     uint64_t mag;
     bool hex;
-    if (!parse_u64(neg ? tok.substr(1) : tok, mag, hex)) {
+    bool overflow = false;
+    if (!parse_u64(neg ? tok.substr(1) : tok, mag, hex, &overflow)) {
+      if (overflow) fail(fmt::format("{} field '{}': {} is far out of range", fmt.mnemonic, s.name, tok));
       fail(fmt::format("{} field '{}': '{}' is not a number (decimal or 0x hex)", fmt.mnemonic, s.name, tok));
     }
     if (mag > (neg ? uint64_t{1} << 63 : uint64_t{INT64_MAX})) {

@@ -103,14 +103,17 @@ std::string validate(const Instruction& ins) {
     used[static_cast<int>(s.field)] = true;
     const int64_t v = ins.get(s.field);
     if (!err.empty()) return;
-    if (!fits(s, v)) {
+    if (const int64_t lim = enum_limit(s.kind); lim >= 0) {
+      // Enumerated fields are checked against their names, which may be fewer than their width allows.
+      if (v < 0 || v >= lim) {
+        err = fmt::format("{} field '{}' = {} is not a valid value (0..{})", fmt.mnemonic, s.name, v, lim - 1);
+      }
+    } else if (!fits(s, v)) {
       err = s.kind == FieldKind::kSigned
                 ? fmt::format("{} field '{}' = {} does not fit in {} signed bits ({}..{})", fmt.mnemonic, s.name,
                               v, s.width, -(int64_t{1} << (s.width - 1)), (int64_t{1} << (s.width - 1)) - 1)
                 : fmt::format("{} field '{}' = {} does not fit in {} bits (0..{})", fmt.mnemonic, s.name, v,
                               s.width, (uint64_t{1} << s.width) - 1);
-    } else if (const int64_t lim = enum_limit(s.kind); lim >= 0 && v >= lim) {
-      err = fmt::format("{} field '{}' = {} is not a valid value (0..{})", fmt.mnemonic, s.name, v, lim - 1);
     }
   });
   if (!err.empty()) return err;
