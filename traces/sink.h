@@ -1,8 +1,9 @@
 #pragma once
 // Trace sinks: where events go when tracing is on. The simulator calls begin() once, event() per
-// slice (in simulated-time order of the slice starts) and end() once.
+// slice and finish() at the end of the run; finish() is idempotent, so the owner may call it again.
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "traces/event.h"
 
@@ -13,7 +14,7 @@ class Sink {
   virtual ~Sink() = default;
   virtual void begin(const TraceInfo& info) = 0;
   virtual void event(const Event& e) = 0;
-  virtual void end() = 0;
+  virtual void finish() = 0;
 };
 
 // Chrome trace-event JSON (chrome://tracing, Perfetto): one track per unit with thread_name
@@ -23,12 +24,13 @@ class ChromeTraceSink : public Sink {
   explicit ChromeTraceSink(std::ostream& out) : out_(out) {}
   void begin(const TraceInfo& info) override;
   void event(const Event& e) override;
-  void end() override;
+  void finish() override;
 
  private:
   std::ostream& out_;
   TraceInfo info_;
   std::string buf_;
+  bool open_ = false;
 };
 
 // The same events as CSV with header unit,name,opcode,start_cycle,end_cycle,kind,reason,bytes,layer.
@@ -37,7 +39,7 @@ class CsvTraceSink : public Sink {
   explicit CsvTraceSink(std::ostream& out) : out_(out) {}
   void begin(const TraceInfo& info) override;
   void event(const Event& e) override;
-  void end() override;
+  void finish() override;
 
  private:
   std::ostream& out_;
@@ -45,17 +47,16 @@ class CsvTraceSink : public Sink {
   std::string buf_;
 };
 
-// Forwards to two sinks (either may be null).
+// Forwards every call to several sinks (null entries are skipped).
 class TeeSink : public Sink {
  public:
-  TeeSink(Sink* a, Sink* b) : a_(a), b_(b) {}
+  explicit TeeSink(std::vector<Sink*> sinks) : sinks_(std::move(sinks)) {}
   void begin(const TraceInfo& info) override;
   void event(const Event& e) override;
-  void end() override;
+  void finish() override;
 
  private:
-  Sink* a_;
-  Sink* b_;
+  std::vector<Sink*> sinks_;
 };
 
 // The name a slice gets: its layer's name, "stall: <reason>" for stalls, the opcode otherwise.

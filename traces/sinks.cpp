@@ -71,6 +71,7 @@ void ChromeTraceSink::begin(const TraceInfo& info) {
                         i, i);
   }
   out_ << buf_;
+  open_ = true;
 }
 
 void ChromeTraceSink::event(const Event& e) {
@@ -92,7 +93,12 @@ void ChromeTraceSink::event(const Event& e) {
   out_ << buf_;
 }
 
-void ChromeTraceSink::end() { out_ << "\n]}\n"; }
+void ChromeTraceSink::finish() {
+  if (!open_) return;
+  open_ = false;
+  out_ << "\n]}\n";
+  out_.flush();
+}
 
 void CsvTraceSink::begin(const TraceInfo& info) {
   info_ = info;
@@ -111,19 +117,19 @@ void CsvTraceSink::event(const Event& e) {
   out_ << buf_;
 }
 
-void CsvTraceSink::end() { out_.flush(); }
+void CsvTraceSink::finish() { out_.flush(); }
 
 void TeeSink::begin(const TraceInfo& info) {
-  if (a_) a_->begin(info);
-  if (b_) b_->begin(info);
+  for (Sink* s : sinks_)
+    if (s) s->begin(info);
 }
 void TeeSink::event(const Event& e) {
-  if (a_) a_->event(e);
-  if (b_) b_->event(e);
+  for (Sink* s : sinks_)
+    if (s) s->event(e);
 }
-void TeeSink::end() {
-  if (a_) a_->end();
-  if (b_) b_->end();
+void TeeSink::finish() {
+  for (Sink* s : sinks_)
+    if (s) s->finish();
 }
 
 }  // namespace npusim::traces
