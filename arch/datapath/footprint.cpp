@@ -1,0 +1,351 @@
+#include "arch/datapath/footprint.h"
+
+#include <fmt/format.h>
+
+#include "arch/datapath/error.h"
+#include "arch/datapath/numerics.h"
+#include "arch/datapath/state.h"
+
+namespace npusim::arch::datapath {
+
+using isa::Bcast;
+using isa::Buffer;
+using isa::DType;
+using isa::Field;
+using isa::Instruction;
+using isa::Opcode;
+using isa::VecOp;
+
+std::string describe(const Instruction& ins) {
+  const auto op = static_cast<size_t>(ins.opcode);
+  std::string s = op < isa::kFormats.size() ? std::string(isa::kFormats[op].mnemonic) : fmt::format("opcode {}", op);
+  if (ins.opcode == Opcode::kVec) {
+    const auto v = static_cast<size_t>(ins.get(Field::kVop));
+    s += v < isa::kVecOpNames.size() ? " " + std::string(isa::kVecOpNames[v]) : fmt::format(" op {}", v);
+  }
+  return fmt::format("{} (layer {})", s, ins.layer());
+}
+
+namespace {
+
+[[noreturn]] void fail(const Instruction& ins, const std::string& msg) {
+  throw DatapathError(fmt::format("{}: {}", describe(ins), msg));
+}
+
+int64_t field(const Instruction& ins, Field f) { return ins.get(f); }
+
+DType dtype_field(const Instruction& ins, Field f, const char* name) {
+  const int64_t v = ins.get(f);
+  if (v < 0 || v >= isa::kNumDTypes) fail(ins, fmt::format("{}={} is not a dtype", name, v));
+  return static_cast<DType>(v);
+}
+
+Buffer buffer_field(const Instruction& ins, Field f, const char* name) {
+  const int64_t v = ins.get(f);
+  if (v < 0 || v >= isa::kNumBuffers) fail(ins, fmt::format("{}={} is not a buffer", name, v));
+  return static_cast<Buffer>(v);
+}
+
+// Every listed field must be >= 1.
+void require_positive(const Instruction& ins, std::initializer_list<std::pair<Field, const char*>> fields) {
+  for (const auto& [f, name] : fields) {
+    if (ins.get(f) < 1) {
+      fail(ins, fmt::format("{}={}; it must be at least 1 (use 1 for an unused dimension)", name, ins.get(f)));
+    }
+  }
+}
+
+std::string_view dtype_name(DType t) { return isa::kDTypeNames[static_cast<size_t>(t)]; }
+
+void require_mac_dtype(const Instruction& ins, DType t, const isa::NpuConfig& config) {
+  if (t == DType::kInt32) fail(ins, "the array has no int32 multipliers (dtype must be int8, uint8, fp16, bf16 or fp32)");
+  if (config.systolic_array.rate(t) <= 0) {
+    fail(ins, fmt::format("the array does not support {} (systolic_array.{}_rate = 0)", dtype_name(t), dtype_name(t)));
+  }
+}
+
+uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
+
+void add_sram(Footprint& fp, Buffer b, uint64_t begin, uint64_t bytes, Access a) {
+  fp.sram.push_back(SramRange{b, begin, begin + bytes, a});
+}
+
+// The DRAM hull of a LOAD/STORE box (strides are unsigned, so the first element is the lowest).
+DramRange dma_dram_hull(const Instruction& ins, DType t, Access a) {
+  const uint64_t es = u(isa::dtype_bytes(t));
+  const uint64_t last = u(field(ins, Field::kSize0) - 1) + u(field(ins, Field::kSize1) - 1) * u(field(ins, Field::kStride1)) +
+                        u(field(ins, Field::kSize2) - 1) * u(field(ins, Field::kStride2)) +
+                        u(field(ins, Field::kSize3) - 1) * u(field(ins, Field::kStride3));
+  const uint64_t begin = u(field(ins, Field::kDramAddr));
+  const uint64_t end = begin + (last + 1) * es;
+  if (end > DramImage::kAddressBytes) {
+    fail(ins, fmt::format("DRAM bytes [{:#x}, {:#x}) leave the 40-bit DRAM address space", begin, end));
+  }
+  return DramRange{begin, end, a};
+}
+
+void dma(const Instruction& ins, Footprint& fp) {
+  const DType t = dtype_field(ins, Field::kDtype, "dtype");
+  const Buffer b = buffer_field(ins, Field::kBuf, "buf");
+  require_positive(ins, {{Field::kSize0, "size0"}, {Field::kSize1, "size1"}, {Field::kSize2, "size2"},
+                         {Field::kSize3, "size3"}});
+  const uint64_t es = u(isa::dtype_bytes(t));
+  const bool load = ins.opcode == Opcode::kLoad;
+  const int64_t pt = field(ins, Field::kPadTop), pb = field(ins, Field::kPadBottom);
+  const int64_t pl = field(ins, Field::kPadLeft), pr = field(ins, Field::kPadRight);
+  if (!load && (pt | pb | pl | pr | field(ins, Field::kPadValue)) != 0) {
+    fail(ins, "STORE has no padding: pad_top, pad_bottom, pad_left, pad_right and pad_value must be 0");
+  }
+  const uint64_t elems = u(field(ins, Field::kSize0)) * u(field(ins, Field::kSize1) + pl + pr) *
+                         u(field(ins, Field::kSize2) + pt + pb) * u(field(ins, Field::kSize3));
+  const DramRange d = dma_dram_hull(ins, t, load ? Access::kRead : Access::kWrite);
+  fp.dram.push_back(d);
+  add_sram(fp, b, u(field(ins, Field::kSramAddr)), elems * es, load ? Access::kWrite : Access::kRead);
+}
+
+void preload(const Instruction& ins, const isa::NpuConfig& config, Footprint& fp) {
+  const DType t = dtype_field(ins, Field::kDtype, "dtype");
+  const Buffer b = buffer_field(ins, Field::kBuf, "buf");
+  require_mac_dtype(ins, t, config);
+  require_positive(ins, {{Field::kRows, "rows"}, {Field::kCols, "cols"}});
+  const int64_t rows = field(ins, Field::kRows), cols = field(ins, Field::kCols);
+  const int64_t stride = field(ins, Field::kRowStride) == 0 ? cols : field(ins, Field::kRowStride);
+  if (stride < cols) fail(ins, fmt::format("row_stride={} is less than cols={}", stride, cols));
+  const auto& sa = config.systolic_array;
+  switch (sa.dataflow) {
+    case isa::Dataflow::kWs:
+      if (rows > sa.rows || cols > sa.cols) {
+        fail(ins, fmt::format("a {}x{} weight tile does not fit the {}x{} array (weight-stationary holds k <= rows, "
+                              "n <= cols)", rows, cols, sa.rows, sa.cols));
+      }
+      break;
+    case isa::Dataflow::kIs:
+      if (rows > sa.cols || cols > sa.rows) {
+        fail(ins, fmt::format("a {}x{} input tile does not fit the {}x{} array (input-stationary holds m <= cols, "
+                              "k <= rows)", rows, cols, sa.rows, sa.cols));
+      }
+      break;
+    case isa::Dataflow::kOs:
+      fail(ins, "the output-stationary dataflow streams both operands; there is nothing to preload");
+  }
+  const uint64_t es = u(isa::dtype_bytes(t));
+  add_sram(fp, b, u(field(ins, Field::kSramAddr)), (u(rows - 1) * u(stride) + u(cols)) * es, Access::kRead);
+}
+
+void matrix(const Instruction& ins, const isa::NpuConfig& config, Footprint& fp) {
+  const DType t = dtype_field(ins, Field::kDtype, "dtype");
+  require_mac_dtype(ins, t, config);
+  if (field(ins, Field::kPreloaded) && config.systolic_array.dataflow == isa::Dataflow::kOs) {
+    fail(ins, "preloaded=1 but the output-stationary dataflow has no stationary operand");
+  }
+  const uint64_t es = u(isa::dtype_bytes(t));
+  const uint64_t wes = u(isa::dtype_bytes(weight_dtype(t)));
+  int64_t m, k, n;
+  uint64_t a_bytes;
+  if (ins.opcode == Opcode::kMatmul) {
+    require_positive(ins, {{Field::kM, "m"}, {Field::kK, "k"}, {Field::kN, "n"}});
+    m = field(ins, Field::kM);
+    k = field(ins, Field::kK);
+    n = field(ins, Field::kN);
+    const int64_t stride = field(ins, Field::kAStride) == 0 ? k : field(ins, Field::kAStride);
+    if (stride < k) fail(ins, fmt::format("a_stride={} is less than k={}", stride, k));
+    a_bytes = (u(m - 1) * u(stride) + u(k)) * es;
+  } else {
+    require_positive(ins, {{Field::kInH, "in_h"}, {Field::kInW, "in_w"}, {Field::kInC, "in_c"},
+                           {Field::kOutH, "out_h"}, {Field::kOutW, "out_w"}, {Field::kN, "n"},
+                           {Field::kKernelH, "kernel_h"}, {Field::kKernelW, "kernel_w"},
+                           {Field::kStrideH, "stride_h"}, {Field::kStrideW, "stride_w"},
+                           {Field::kDilationH, "dilation_h"}, {Field::kDilationW, "dilation_w"}});
+    const int64_t reach_h = (field(ins, Field::kOutH) - 1) * field(ins, Field::kStrideH) +
+                            (field(ins, Field::kKernelH) - 1) * field(ins, Field::kDilationH) + 1;
+    const int64_t reach_w = (field(ins, Field::kOutW) - 1) * field(ins, Field::kStrideW) +
+                            (field(ins, Field::kKernelW) - 1) * field(ins, Field::kDilationW) + 1;
+    if (reach_h > field(ins, Field::kInH) || reach_w > field(ins, Field::kInW)) {
+      fail(ins, fmt::format("out {}x{} with kernel {}x{}, stride {}x{}, dilation {}x{} reads {}x{} input pixels "
+                            "but the tile is {}x{} (include the halo in in_h/in_w)",
+                            field(ins, Field::kOutH), field(ins, Field::kOutW), field(ins, Field::kKernelH),
+                            field(ins, Field::kKernelW), field(ins, Field::kStrideH), field(ins, Field::kStrideW),
+                            field(ins, Field::kDilationH), field(ins, Field::kDilationW), reach_h, reach_w,
+                            field(ins, Field::kInH), field(ins, Field::kInW)));
+    }
+    m = field(ins, Field::kOutH) * field(ins, Field::kOutW);
+    k = field(ins, Field::kKernelH) * field(ins, Field::kKernelW) * field(ins, Field::kInC);
+    n = field(ins, Field::kN);
+    a_bytes = u(field(ins, Field::kInH)) * u(field(ins, Field::kInW)) * u(field(ins, Field::kInC)) * es;
+  }
+  if (!a_from_stationary(ins, config)) add_sram(fp, Buffer::kInput, u(field(ins, Field::kAAddr)), a_bytes, Access::kRead);
+  if (!b_from_stationary(ins, config)) {
+    add_sram(fp, Buffer::kWeight, u(field(ins, Field::kBAddr)), u(k) * u(n) * wes, Access::kRead);
+  }
+  const uint64_t c_bytes = u(m) * u(n) * 4;
+  if (field(ins, Field::kAccumulate)) add_sram(fp, Buffer::kAccumulator, u(field(ins, Field::kCAddr)), c_bytes, Access::kRead);
+  add_sram(fp, Buffer::kAccumulator, u(field(ins, Field::kCAddr)), c_bytes, Access::kWrite);
+}
+
+void vec(const Instruction& ins, Footprint& fp) {
+  const VecGeometry g = vec_geometry(ins);
+  const DType in = static_cast<DType>(field(ins, Field::kDtype));
+  const DType out = static_cast<DType>(field(ins, Field::kDtypeOut));
+  add_sram(fp, static_cast<Buffer>(field(ins, Field::kSrc1Buf)), u(field(ins, Field::kSrc1Addr)),
+           u(g.src1_elems) * u(isa::dtype_bytes(in)), Access::kRead);
+  if (g.src2_elems > 0) {
+    add_sram(fp, static_cast<Buffer>(field(ins, Field::kSrc2Buf)), u(field(ins, Field::kSrc2Addr)),
+             u(g.src2_elems) * u(g.src2_record_bytes), Access::kRead);
+  }
+  add_sram(fp, static_cast<Buffer>(field(ins, Field::kDstBuf)), u(field(ins, Field::kDstAddr)),
+           u(g.dst_elems) * u(isa::dtype_bytes(out)), Access::kWrite);
+}
+
+void check_capacity(const Instruction& ins, const isa::NpuConfig& config, const Footprint& fp) {
+  for (const SramRange& r : fp.sram) {
+    const auto& sp = config.sram.buffer(r.buf);
+    const uint64_t cap = u(sp.size_bytes());
+    if (r.end > cap || r.end < r.begin) {
+      fail(ins, fmt::format("{} bytes [{:#x}, {:#x}) of the {} buffer, which holds {} bytes ({} KiB)",
+                            r.access == Access::kRead ? "reads" : "writes", r.begin, r.end,
+                            isa::kBufferNames[static_cast<size_t>(r.buf)], cap, sp.size_kib));
+    }
+  }
+}
+
+}  // namespace
+
+bool vec_is_binary(VecOp op) {
+  switch (op) {
+    case VecOp::kAdd:
+    case VecOp::kSub:
+    case VecOp::kMul:
+    case VecOp::kDiv:
+    case VecOp::kMax:
+    case VecOp::kMin:
+    case VecOp::kPow:
+      return true;
+    default:
+      return false;
+  }
+}
+
+VecGeometry vec_geometry(const Instruction& ins) {
+  const int64_t vop = field(ins, Field::kVop);
+  if (vop < 0 || vop >= isa::kNumVecOps) fail(ins, fmt::format("op={} is not a vector op", vop));
+  const auto op = static_cast<VecOp>(vop);
+  const DType in = dtype_field(ins, Field::kDtype, "dtype");
+  const DType out = dtype_field(ins, Field::kDtypeOut, "dtype_out");
+  buffer_field(ins, Field::kSrc1Buf, "src1_buf");
+  buffer_field(ins, Field::kDstBuf, "dst_buf");
+  const int64_t bc = field(ins, Field::kBcast);
+  if (bc < 0 || bc >= isa::kNumBcasts) fail(ins, fmt::format("bcast={} is not a broadcast mode", bc));
+  const auto bcast = static_cast<Bcast>(bc);
+  require_positive(ins, {{Field::kD0, "d0"}, {Field::kD1, "d1"}, {Field::kD2, "d2"}});
+  const int64_t d0 = field(ins, Field::kD0), d1 = field(ins, Field::kD1), d2 = field(ins, Field::kD2);
+  VecGeometry g;
+  g.src1_elems = d0 * d1 * d2;
+  g.dst_elems = g.src1_elems;
+  auto src2_count = [&] {
+    switch (bcast) {
+      case Bcast::kNone:
+        return d0 * d1 * d2;
+      case Bcast::kScalar:
+        return int64_t{1};
+      case Bcast::kRow:
+        return d0;
+      case Bcast::kCol:
+        return d1 * d2;
+    }
+    return int64_t{0};
+  };
+  if (vec_is_binary(op)) {
+    buffer_field(ins, Field::kSrc2Buf, "src2_buf");
+    g.src2_elems = src2_count();
+    g.src2_record_bytes = isa::dtype_bytes(in);
+  } else if (op == VecOp::kRequantize) {
+    if (in != DType::kInt32) fail(ins, fmt::format("requantize reads int32, not {}", dtype_name(in)));
+    if (!is_integer(out)) fail(ins, fmt::format("requantize writes an integer type, not {}", dtype_name(out)));
+    if (bcast != Bcast::kNone) {
+      buffer_field(ins, Field::kSrc2Buf, "src2_buf");
+      if (field(ins, Field::kImm0) != 0 || field(ins, Field::kImm1) != 0) {
+        fail(ins, "per-channel requantize (bcast != none) takes multiplier and shift from src2; imm0 and imm1 must be 0");
+      }
+      g.src2_elems = src2_count();
+      g.src2_record_bytes = 8;
+    } else {
+      const int64_t s = field(ins, Field::kImm1);
+      if (s < -31 || s > 31) fail(ins, fmt::format("requantize shift imm1={} is outside [-31, 31]", s));
+    }
+  } else if (bcast != Bcast::kNone) {
+    fail(ins, fmt::format("{} is unary; bcast must be none", isa::kVecOpNames[static_cast<size_t>(op)]));
+  }
+  switch (op) {
+    case VecOp::kMaxPool:
+    case VecOp::kAvgPool: {
+      require_positive(ins, {{Field::kWinH, "win_h"}, {Field::kWinW, "win_w"}, {Field::kStrH, "str_h"},
+                             {Field::kStrW, "str_w"}});
+      const int64_t wh = field(ins, Field::kWinH), ww = field(ins, Field::kWinW);
+      if (wh > d2 || ww > d1) {
+        fail(ins, fmt::format("a {}x{} window does not fit the {}x{} input (d2 x d1; pad with the LOAD halo)", wh, ww,
+                              d2, d1));
+      }
+      g.out_h = (d2 - wh) / field(ins, Field::kStrH) + 1;
+      g.out_w = (d1 - ww) / field(ins, Field::kStrW) + 1;
+      g.dst_elems = g.out_h * g.out_w * d0;
+      break;
+    }
+    case VecOp::kReduceSum:
+    case VecOp::kReduceMax:
+    case VecOp::kReduceMean:
+      g.dst_elems = d1 * d2;
+      break;
+    default:
+      break;
+  }
+  if (op != VecOp::kMaxPool && op != VecOp::kAvgPool &&
+      (field(ins, Field::kWinH) | field(ins, Field::kWinW) | field(ins, Field::kStrH) | field(ins, Field::kStrW)) != 0) {
+    fail(ins, "win_h, win_w, str_h and str_w are only for max_pool/avg_pool and must be 0");
+  }
+  return g;
+}
+
+bool a_from_stationary(const Instruction& ins, const isa::NpuConfig& config) {
+  return ins.get(Field::kPreloaded) != 0 && config.systolic_array.dataflow == isa::Dataflow::kIs;
+}
+
+bool b_from_stationary(const Instruction& ins, const isa::NpuConfig& config) {
+  return ins.get(Field::kPreloaded) != 0 && config.systolic_array.dataflow == isa::Dataflow::kWs;
+}
+
+DType weight_dtype(DType a) { return a == DType::kUint8 ? DType::kInt8 : a; }
+
+DType accumulator_dtype(DType a) {
+  return (a == DType::kInt8 || a == DType::kUint8 || a == DType::kInt32) ? DType::kInt32 : DType::kFp32;
+}
+
+Footprint footprint(const Instruction& ins, const isa::NpuConfig& config) {
+  Footprint fp;
+  switch (ins.opcode) {
+    case Opcode::kLoad:
+    case Opcode::kStore:
+      dma(ins, fp);
+      break;
+    case Opcode::kPreload:
+      preload(ins, config, fp);
+      break;
+    case Opcode::kMatmul:
+    case Opcode::kConv:
+      matrix(ins, config, fp);
+      break;
+    case Opcode::kVec:
+      vec(ins, fp);
+      break;
+    case Opcode::kNop:
+    case Opcode::kHostCall:
+    case Opcode::kBarrier:
+    case Opcode::kHalt:
+      break;
+    default:
+      fail(ins, "unknown opcode");
+  }
+  check_capacity(ins, config, fp);
+  return fp;
+}
+
+}  // namespace npusim::arch::datapath

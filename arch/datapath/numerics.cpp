@@ -1,0 +1,212 @@
+#include "arch/datapath/numerics.h"
+
+#include <cmath>
+#include <limits>
+
+#include "arch/datapath/error.h"
+
+namespace npusim::arch::datapath {
+
+using isa::DType;
+
+float fp16_to_fp32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  const uint32_t exp = (h >> 10) & 0x1f;
+  uint32_t mant = h & 0x3ff;
+  if (exp == 0x1f) return fp32_from_bits(sign | 0x7f800000 | (mant << 13));  // inf / NaN
+  if (exp != 0) return fp32_from_bits(sign | ((exp + 112) << 23) | (mant << 13));
+  if (mant == 0) return fp32_from_bits(sign);
+  // Subnormal: normalise. Value = mant * 2^-24; shift the leading one into the hidden bit.
+  int e = 113;  // biased fp32 exponent of 2^-14
+  while ((mant & 0x400) == 0) {
+    mant <<= 1;
+    --e;
+  }
+  return fp32_from_bits(sign | (static_cast<uint32_t>(e) << 23) | ((mant & 0x3ff) << 13));
+}
+
+uint16_t fp32_to_fp16(float f) {
+  const uint32_t x = fp32_bits(f);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
+  const uint32_t ax = x & 0x7fffffff;
+  if (ax > 0x7f800000) return static_cast<uint16_t>(sign | 0x7e00 | ((ax >> 13) & 0x3ff));  // NaN
+  if (ax >= 0x477ff000) return static_cast<uint16_t>(sign | 0x7c00);  // >= 65520 (and inf): inf
+  if (ax < 0x38800000) {                                             // below 2^-14: subnormal or 0
+    if (ax <= 0x33000000) return sign;                               // <= 2^-25: ties to even = 0
+    const uint32_t e = ax >> 23;
+    const uint32_t m = (ax & 0x7fffff) | 0x800000;
+    const uint32_t shift = 126 - e;  // value / 2^-24 = m * 2^(e-126)
+    uint32_t r = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1);
+    const uint32_t half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (r & 1))) ++r;
+    return static_cast<uint16_t>(sign | r);
+  }
+  const uint32_t v = ax - 0x38000000;  // rebias exponent 127 -> 15
+  uint32_t r = v >> 13;
+  const uint32_t rem = v & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (r & 1))) ++r;  // a carry correctly bumps the exponent
+  return static_cast<uint16_t>(sign | r);
+}
+
+uint16_t fp32_to_bf16(float f) {
+  const uint32_t x = fp32_bits(f);
+  if ((x & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((x >> 16) | 0x40);
+  const uint32_t rounded = x + 0x7fff + ((x >> 16) & 1);
+  return static_cast<uint16_t>(rounded >> 16);
+}
+
+float round_to_precision(float x, DType t) {
+  switch (t) {
+    case DType::kFp16:
+      return fp16_to_fp32(fp32_to_fp16(x));
+    case DType::kBf16:
+      return bf16_to_fp32(fp32_to_bf16(x));
+    default:
+      return x;
+  }
+}
+
+int64_t dtype_min(DType t) {
+  switch (t) {
+    case DType::kInt8:
+      return -128;
+    case DType::kUint8:
+      return 0;
+    default:
+      return INT32_MIN;
+  }
+}
+
+int64_t dtype_max(DType t) {
+  switch (t) {
+    case DType::kInt8:
+      return 127;
+    case DType::kUint8:
+      return 255;
+    default:
+      return INT32_MAX;
+  }
+}
+
+int64_t float_to_int(float f, DType t) {
+  if (std::isnan(f)) return 0;
+  const double lo = static_cast<double>(dtype_min(t));
+  const double hi = static_cast<double>(dtype_max(t));
+  // nearbyint uses the current rounding mode, which is round-to-nearest-even unless someone changed it.
+  const double r = std::nearbyint(static_cast<double>(f));
+  if (r <= lo) return dtype_min(t);
+  if (r >= hi) return dtype_max(t);
+  return static_cast<int64_t>(r);
+}
+
+int32_t saturating_rounding_doubling_high_mul(int32_t a, int32_t b) {
+  if (a == b && a == INT32_MIN) return INT32_MAX;
+  const int64_t ab = static_cast<int64_t>(a) * b;
+  const int64_t nudge = ab >= 0 ? (int64_t{1} << 30) : (1 - (int64_t{1} << 30));
+  return static_cast<int32_t>((ab + nudge) / (int64_t{1} << 31));  // division truncates toward zero
+}
+
+int32_t rounding_divide_by_pot(int32_t x, int exponent) {
+  const int32_t mask = static_cast<int32_t>((int64_t{1} << exponent) - 1);
+  const int32_t remainder = x & mask;
+  const int32_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+  return (x >> exponent) + (remainder > threshold ? 1 : 0);
+}
+
+int64_t requantize_unsaturated(int32_t x, int32_t multiplier, int32_t shift, int32_t zero_point) {
+  int32_t y;
+  if (shift >= 0) {
+    y = rounding_divide_by_pot(saturating_rounding_doubling_high_mul(x, multiplier), shift);
+  } else {
+    const int32_t shifted = saturate_int32(static_cast<int64_t>(x) * (int64_t{1} << -shift));
+    y = saturating_rounding_doubling_high_mul(shifted, multiplier);
+  }
+  return static_cast<int64_t>(y) + zero_point;
+}
+
+float load_float(const uint8_t* p, DType t) {
+  switch (t) {
+    case DType::kInt8:
+      return static_cast<float>(static_cast<int8_t>(p[0]));
+    case DType::kUint8:
+      return static_cast<float>(p[0]);
+    case DType::kInt32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return static_cast<float>(v);
+    }
+    case DType::kFp16:
+      return fp16_to_fp32(static_cast<uint16_t>(p[0] | (p[1] << 8)));
+    case DType::kBf16:
+      return bf16_to_fp32(static_cast<uint16_t>(p[0] | (p[1] << 8)));
+    case DType::kFp32: {
+      float v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+  }
+  return 0.0f;
+}
+
+int64_t load_int(const uint8_t* p, DType t) {
+  switch (t) {
+    case DType::kInt8:
+      return static_cast<int8_t>(p[0]);
+    case DType::kUint8:
+      return p[0];
+    case DType::kInt32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    default:
+      throw DatapathError("internal: load_int on a floating-point element type");
+  }
+}
+
+void store_float(uint8_t* p, DType t, float v) {
+  switch (t) {
+    case DType::kInt8:
+    case DType::kUint8:
+    case DType::kInt32:
+      store_int(p, t, float_to_int(v, t));
+      return;
+    case DType::kFp16: {
+      const uint16_t h = fp32_to_fp16(v);
+      p[0] = static_cast<uint8_t>(h);
+      p[1] = static_cast<uint8_t>(h >> 8);
+      return;
+    }
+    case DType::kBf16: {
+      const uint16_t h = fp32_to_bf16(v);
+      p[0] = static_cast<uint8_t>(h);
+      p[1] = static_cast<uint8_t>(h >> 8);
+      return;
+    }
+    case DType::kFp32:
+      std::memcpy(p, &v, 4);
+      return;
+  }
+}
+
+void store_int(uint8_t* p, DType t, int64_t v) {
+  switch (t) {
+    case DType::kInt8:
+      p[0] = static_cast<uint8_t>(saturate_int8(v));
+      return;
+    case DType::kUint8:
+      p[0] = saturate_uint8(v);
+      return;
+    case DType::kInt32: {
+      const int32_t s = saturate_int32(v);
+      std::memcpy(p, &s, 4);
+      return;
+    }
+    default:
+      store_float(p, t, static_cast<float>(v));
+      return;
+  }
+}
+
+}  // namespace npusim::arch::datapath

@@ -1,0 +1,28 @@
+#pragma once
+// The vector unit's functional semantics (VEC instruction). Rules beyond isa/isa.h's table:
+//  - dtype is the type of src1 and src2, dtype_out the type of dst. Operands are dense boxes of
+//    d2 x d1 x d0 elements (d0 innermost); dst may overlap the sources (all inputs are read first).
+//  - Exact integer path: when dtype is an integer type, copy, add, sub, mul, div (truncating toward
+//    zero; x/0 = 0), max, min, relu, abs, neg, max_pool, avg_pool, reduce_sum, reduce_max, reduce_mean,
+//    transpose compute in 64-bit integers; integer averages (avg_pool, reduce_mean) round half away
+//    from zero. Results saturate to an integer dtype_out, or convert through fp32 to a float one.
+//  - Every other case computes in fp32 (integer sources converted to fp32 first): arithmetic is one
+//    IEEE fp32 operation per step, the LUT activations use the C library's fp32 functions (sigmoid =
+//    1/(1+exp(-x)), gelu = 0.5x(1+erf(x/sqrt 2)), rsqrt = 1/sqrt(x)), and the result is rounded to
+//    dtype_out (fp16/bf16: nearest even; integers: nearest even, saturated, NaN -> 0). max/min/relu
+//    propagate NaN; relu(-0) = +0.
+//  - Immediates used as reals (leaky_relu alpha, clip bounds, hard_sigmoid alpha/beta) are fp32 bit
+//    patterns in the low 32 bits of imm0/imm1.
+//  - avg_pool divides by the full window (win_h*win_w), halo included (count_include_pad).
+//  - reduce_*: the sum/max/mean of the d0 elements of each (i2, i1) row, in i0 order.
+//  - requantize: numerics.h. bcast=none: imm0 = multiplier, imm1 = shift for every element. bcast
+//    row/col/scalar: src2 holds little-endian int32 pairs (multiplier, shift), broadcast per bcast
+//    (row = one pair per channel i0), and imm0/imm1 must be 0. imm2 is the zero point.
+#include "arch/datapath/footprint.h"
+#include "arch/datapath/state.h"
+
+namespace npusim::arch::datapath {
+
+void execute_vec(const isa::Instruction& ins, MachineState& state);
+
+}  // namespace npusim::arch::datapath
