@@ -1,0 +1,172 @@
+// The PE-level array model against a closed form written here from first principles (SCALE-Sim v2's
+// per-fold fill + stream + drain on the physical array), and its values against a plain GEMM and the
+// executor.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "arch/datapath/executor.h"
+#include "arch/datapath/numerics.h"
+#include "arch/datapath/pe_array.h"
+
+namespace npusim::arch::datapath {
+namespace {
+
+using isa::Dataflow;
+
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Closed form. WS: B stationary (K on rows, N on cols); each fold loads R rows of weights, streams M
+// input rows skewed over R rows, and drains partial sums through R rows and C columns.
+// OS: outputs stationary (M on rows, N on cols); K operands skewed over R rows and C columns.
+// IS: A^T stationary (K on rows, M on cols); like WS with N streamed.
+int64_t closed_form(Dataflow df, int64_t R, int64_t C, int64_t M, int64_t K, int64_t N) {
+  switch (df) {
+    case Dataflow::kWs:
+      return cdiv(K, R) * cdiv(N, C) * (R + (M + R + C - 2));
+    case Dataflow::kOs:
+      return cdiv(M, R) * cdiv(N, C) * (K + R + C - 2);
+    case Dataflow::kIs:
+      return cdiv(K, R) * cdiv(M, C) * (R + (N + R + C - 2));
+  }
+  return -1;
+}
+
+int64_t closed_form_folds(Dataflow df, int64_t R, int64_t C, int64_t M, int64_t K, int64_t N) {
+  switch (df) {
+    case Dataflow::kWs:
+      return cdiv(K, R) * cdiv(N, C);
+    case Dataflow::kOs:
+      return cdiv(M, R) * cdiv(N, C);
+    case Dataflow::kIs:
+      return cdiv(K, R) * cdiv(M, C);
+  }
+  return -1;
+}
+
+TEST(PeArray, CycleCountsEqualTheClosedFormOnAGridOfShapesAndArrays) {
+  const int64_t arrays[][2] = {{1, 1}, {2, 2}, {3, 2}, {2, 5}, {4, 4}, {8, 3}, {8, 8}};
+  const int64_t dims[] = {1, 2, 3, 5, 8, 9, 17};
+  int checked = 0;
+  for (Dataflow df : {Dataflow::kWs, Dataflow::kOs, Dataflow::kIs}) {
+    for (const auto& rc : arrays) {
+      const PeArray pe(rc[0], rc[1], df);
+      for (int64_t m : dims) {
+        for (int64_t k : dims) {
+          for (int64_t n : dims) {
+            const PeTileResult r = pe.run(m, k, n);
+            ASSERT_EQ(r.cycles, closed_form(df, rc[0], rc[1], m, k, n))
+                << isa::kDataflowNames[static_cast<size_t>(df)] << " " << rc[0] << "x" << rc[1] << " m=" << m
+                << " k=" << k << " n=" << n;
+            ASSERT_EQ(r.folds, closed_form_folds(df, rc[0], rc[1], m, k, n));
+            ASSERT_EQ(r.macs, m * k * n);  // null tokens never multiply
+            ASSERT_EQ(r.drain_tail_cycles, df == Dataflow::kOs ? rc[0] : 0);
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, 3 * 7 * 7 * 7 * 7);
+}
+
+TEST(PeArray, Gemm16x16WeightStationaryTakesPreloadPlusStreamPlusDrain) {
+  // One fold: 16 cycles to load weights, then the last of 16 input rows enters row 15 at stream cycle
+  // 15 + 15 and leaves column 15 at 15 + 15 + 15: 16 + 46 = 62 cycles.
+  EXPECT_EQ(PeArray(16, 16, Dataflow::kWs).run(16, 16, 16).cycles, 62);
+  // Output-stationary: the last operands meet in PE(15,15) at cycle 15 + 15 + 15 -> 46 cycles.
+  EXPECT_EQ(PeArray(16, 16, Dataflow::kOs).run(16, 16, 16).cycles, 46);
+}
+
+TEST(PeArray, SingleMacOnOneByOneArray) {
+  // 1x1 array, 1x1x1 GEMM: WS = 1 preload + 1 stream cycle; OS = 1 cycle then 1 cycle of drain.
+  EXPECT_EQ(PeArray(1, 1, Dataflow::kWs).run(1, 1, 1).cycles, 2);
+  const PeTileResult os = PeArray(1, 1, Dataflow::kOs).run(1, 1, 1);
+  EXPECT_EQ(os.cycles, 1);
+  EXPECT_EQ(os.drain_tail_cycles, 1);
+  EXPECT_EQ(PeArray(1, 1, Dataflow::kIs).run(1, 1, 1).cycles, 2);
+}
+
+std::vector<int32_t> ref_gemm(const std::vector<int32_t>& a, const std::vector<int32_t>& b,
+                              const std::vector<int32_t>& c0, int64_t m, int64_t k, int64_t n) {
+  std::vector<int32_t> c(c0);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t s = c[static_cast<size_t>(i * n + j)];
+      for (int64_t kk = 0; kk < k; ++kk) s += int64_t{a[static_cast<size_t>(i * k + kk)]} * b[static_cast<size_t>(kk * n + j)];
+      c[static_cast<size_t>(i * n + j)] = static_cast<int32_t>(s);
+    }
+  }
+  return c;
+}
+
+TEST(PeArray, Int8ValuesEqualAPlainGemmForEveryDataflow) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> d(-128, 127);
+  const int64_t shapes[][3] = {{1, 1, 1}, {5, 7, 3}, {9, 4, 11}, {16, 16, 16}, {3, 20, 2}};
+  for (const auto& s : shapes) {
+    const int64_t m = s[0], k = s[1], n = s[2];
+    PeOperands ops;
+    ops.integer = true;
+    for (int64_t i = 0; i < m * k; ++i) ops.a_int.push_back(d(rng));
+    for (int64_t i = 0; i < k * n; ++i) ops.b_int.push_back(d(rng));
+    for (int64_t i = 0; i < m * n; ++i) ops.c_int.push_back(d(rng) * 1000);
+    const std::vector<int32_t> want = ref_gemm(ops.a_int, ops.b_int, ops.c_int, m, k, n);
+    for (Dataflow df : {Dataflow::kWs, Dataflow::kOs, Dataflow::kIs}) {
+      for (int64_t r : {1, 3, 4}) {
+        EXPECT_EQ(PeArray(r, 5, df).run(m, k, n, &ops).c_int, want)
+            << isa::kDataflowNames[static_cast<size_t>(df)] << " m=" << m << " k=" << k << " n=" << n;
+      }
+    }
+  }
+}
+
+// The PE model and the executor compute the same bits, including fp32 accumulation order.
+TEST(PeArray, ValuesEqualTheExecutorsMatmulBitForBit) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> d(-2.0f, 2.0f);
+  const int64_t m = 7, k = 13, n = 6;
+  for (isa::DType t : {isa::DType::kFp32, isa::DType::kBf16, isa::DType::kFp16}) {
+    for (bool fp32_acc : {true, false}) {
+      isa::NpuConfig cfg;
+      cfg.systolic_array.fp16_accumulate_fp32 = fp32_acc;
+      MachineState st(cfg);
+      const int es = isa::dtype_bytes(t);
+      PeOperands ops;
+      ops.integer = false;
+      ops.accumulate_in = (t != isa::DType::kFp32 && !fp32_acc) ? t : isa::DType::kFp32;
+      for (int64_t i = 0; i < m * k; ++i) {
+        store_float(st.sram(isa::Buffer::kInput).data() + i * es, t, d(rng));
+        ops.a_fp.push_back(load_float(st.sram(isa::Buffer::kInput).data() + i * es, t));
+      }
+      for (int64_t i = 0; i < k * n; ++i) {
+        store_float(st.sram(isa::Buffer::kWeight).data() + i * es, t, d(rng));
+        ops.b_fp.push_back(load_float(st.sram(isa::Buffer::kWeight).data() + i * es, t));
+      }
+      for (int64_t i = 0; i < m * n; ++i) {
+        const float c = d(rng);
+        store_float(st.sram(isa::Buffer::kAccumulator).data() + i * 4, isa::DType::kFp32, c);
+        ops.c_fp.push_back(c);
+      }
+      isa::Instruction mm;
+      mm.opcode = isa::Opcode::kMatmul;
+      mm.set(isa::Field::kDtype, static_cast<int64_t>(t)).set(isa::Field::kM, m).set(isa::Field::kK, k);
+      mm.set(isa::Field::kN, n).set(isa::Field::kAccumulate, 1);
+      execute(mm, cfg, st);
+      for (Dataflow df : {Dataflow::kWs, Dataflow::kOs, Dataflow::kIs}) {
+        const PeTileResult r = PeArray(4, 3, df).run(m, k, n, &ops);
+        for (int64_t i = 0; i < m * n; ++i) {
+          ASSERT_EQ(fp32_bits(r.c_fp[static_cast<size_t>(i)]),
+                    fp32_bits(load_float(st.sram(isa::Buffer::kAccumulator).data() + i * 4, isa::DType::kFp32)))
+              << isa::kDTypeNames[static_cast<size_t>(t)] << " fp32_acc=" << fp32_acc << " df=" << static_cast<int>(df)
+              << " i=" << i;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace npusim::arch::datapath
