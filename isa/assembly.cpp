@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -152,23 +153,42 @@ void put_enum(std::string& o, int64_t v, const std::array<std::string_view, N>& 
   }
 }
 
-void put_queue_mask(std::string& o, int64_t v) {
+// The instruction writer below is the hot path (traces disassemble every instruction they show): it
+// writes through a raw pointer into space reserved from a per-instruction upper bound.
+constexpr size_t kMaxValueChars = 30;  // "load|matrix|vector|store|host"; int64 and 0x-hex are shorter
+
+char* raw(char* p, std::string_view s) {
+  std::memcpy(p, s.data(), s.size());
+  return p + s.size();
+}
+char* raw_dec(char* p, uint64_t v) { return std::to_chars(p, p + 20, v).ptr; }
+char* raw_signed(char* p, int64_t v) { return std::to_chars(p, p + 20, v).ptr; }
+char* raw_hex(char* p, uint64_t v) {
+  *p++ = '0';
+  *p++ = 'x';
+  return std::to_chars(p, p + 16, v, 16).ptr;
+}
+template <size_t N>
+char* raw_enum(char* p, int64_t v, const std::array<std::string_view, N>& names) {
+  if (v >= 0 && static_cast<size_t>(v) < N) return raw(p, names[static_cast<size_t>(v)]);
+  return raw_signed(p, v);
+}
+
+char* raw_queue_mask(char* p, int64_t v) {
   if (v == 0) {
-    o += '-';
-    return;
+    *p++ = '-';
+    return p;
   }
-  if (v < 0 || v >= (int64_t{1} << kNumQueues)) {
-    put_signed(o, v);
-    return;
-  }
+  if (v < 0 || v >= (int64_t{1} << kNumQueues)) return raw_signed(p, v);
   bool first = true;
   for (int q = 0; q < kNumQueues; ++q) {
     if ((v >> q) & 1) {
-      if (!first) o += '|';
-      o += kQueueNames[q];
+      if (!first) *p++ = '|';
+      p = raw(p, kQueueNames[q]);
       first = false;
     }
   }
+  return p;
 }
 
 // How each layer is written in `layer=`: its name when that name reads back to the same index (an
@@ -182,25 +202,21 @@ class LayerNames {
     if (!p_) return;
     std::unordered_map<std::string_view, size_t> first;
     first.reserve(p_->layers.size());
-    tokens_.resize(p_->layers.size());
+    by_name_.resize(p_->layers.size());
     for (size_t i = 0; i < p_->layers.size(); ++i) {
       const std::string& name = p_->layers[i].name;
       const bool fresh = first.emplace(name, i).second;
-      tokens_[i] = fresh && usable(name);
+      by_name_[i] = fresh && usable(name);
     }
     precomputed_ = true;
   }
 
-  void put(std::string& o, int64_t v) const {
-    if (p_ && v >= 0 && static_cast<uint64_t>(v) < p_->layers.size()) {
-      const size_t i = static_cast<size_t>(v);
-      const std::string& name = p_->layers[i].name;
-      if (precomputed_ ? tokens_[i] : (usable(name) && first_index(name) == i)) {
-        o += name;
-        return;
-      }
-    }
-    put_signed(o, v);
+  // The name to print for layer `v`, or nullptr to print the number.
+  const std::string* name(int64_t v) const {
+    if (!p_ || v < 0 || static_cast<uint64_t>(v) >= p_->layers.size()) return nullptr;
+    const size_t i = static_cast<size_t>(v);
+    const std::string& n = p_->layers[i].name;
+    return (precomputed_ ? by_name_[i] : (usable(n) && first_index(n) == i)) ? &n : nullptr;
   }
 
  private:
@@ -213,47 +229,49 @@ class LayerNames {
   }
 
   const Program* p_;
-  std::vector<bool> tokens_;
+  std::vector<bool> by_name_;
   bool precomputed_ = false;
 };
 
-void put_field(std::string& o, const FieldSpec& s, int64_t v, const LayerNames& layers) {
-  o += ' ';
-  o += s.name;
-  o += '=';
+char* raw_field(char* p, const FieldSpec& s, int64_t v, const std::string* layer_name) {
+  *p++ = ' ';
+  p = raw(p, s.name);
+  *p++ = '=';
   switch (s.kind) {
     case FieldKind::kUnsigned:
-      if (v < 0) {
-        put_signed(o, v);
-      } else if (kAddressField[static_cast<int>(s.field)]) {
-        put_hex(o, static_cast<uint64_t>(v));
-      } else {
-        put_dec(o, static_cast<uint64_t>(v));
-      }
-      break;
+      if (v < 0) return raw_signed(p, v);
+      return kAddressField[static_cast<int>(s.field)] ? raw_hex(p, static_cast<uint64_t>(v))
+                                                      : raw_dec(p, static_cast<uint64_t>(v));
     case FieldKind::kSigned:
-      put_signed(o, v);
-      break;
+      return raw_signed(p, v);
     case FieldKind::kQueueMask:
-      put_queue_mask(o, v);
-      break;
+      return raw_queue_mask(p, v);
     case FieldKind::kDType:
-      put_enum(o, v, kDTypeNames);
-      break;
+      return raw_enum(p, v, kDTypeNames);
     case FieldKind::kBuffer:
-      put_enum(o, v, kBufferNames);
-      break;
+      return raw_enum(p, v, kBufferNames);
     case FieldKind::kVecOp:
-      put_enum(o, v, kVecOpNames);
-      break;
+      return raw_enum(p, v, kVecOpNames);
     case FieldKind::kBcast:
-      put_enum(o, v, kBcastNames);
-      break;
+      return raw_enum(p, v, kBcastNames);
     case FieldKind::kLayer:
-      layers.put(o, v);
-      break;
+      return layer_name ? raw(p, *layer_name) : raw_signed(p, v);
   }
+  return p;
 }
+
+// Upper bound of the text of one instruction of each opcode, layer name excluded.
+std::array<size_t, kNumOpcodes> make_text_bounds() {
+  std::array<size_t, kNumOpcodes> b{};
+  for (int op = 0; op < kNumOpcodes; ++op) {
+    const Format& fmt = kFormats[op];
+    b[op] = fmt.mnemonic.size() + 32;
+    for (const FieldSpec& s : layout::kHeader) b[op] += s.name.size() + 2 + kMaxValueChars;
+    for (int i = 0; i < fmt.num_fields; ++i) b[op] += fmt.fields[i].name.size() + 2 + kMaxValueChars;
+  }
+  return b;
+}
+const std::array<size_t, kNumOpcodes> kTextBounds = make_text_bounds();
 
 void put_instruction(std::string& o, const Instruction& ins, const LayerNames& layers) {
   if (static_cast<int>(ins.opcode) >= kNumOpcodes) {
@@ -262,12 +280,17 @@ void put_instruction(std::string& o, const Instruction& ins, const LayerNames& l
     return;
   }
   const Format& fmt = format(ins.opcode);
-  o += fmt.mnemonic;
+  const std::string* layer_name = layers.name(ins.get(Field::kLayer));
+  const size_t at = o.size();
+  o.resize(at + kTextBounds[static_cast<int>(ins.opcode)] + (layer_name ? layer_name->size() : 0));
+  char* const start = &o[at];
+  char* p = raw(start, fmt.mnemonic);
   for (const FieldSpec& s : layout::kHeader) {
     const int64_t v = ins.get(s.field);
-    if (v != 0) put_field(o, s, v, layers);
+    if (v != 0) p = raw_field(p, s, v, layer_name);
   }
-  for (int i = 0; i < fmt.num_fields; ++i) put_field(o, fmt.fields[i], ins.get(fmt.fields[i].field), layers);
+  for (int i = 0; i < fmt.num_fields; ++i) p = raw_field(p, fmt.fields[i], ins.get(fmt.fields[i].field), nullptr);
+  o.resize(at + static_cast<size_t>(p - start));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -280,6 +303,10 @@ class Assembler {
   Assembler(const std::string& text, const std::string& source) : text_(text), source_(source) {}
 
   Program run() {
+    // An instruction is 528 bytes: growing the vector by doubling would copy the program several times.
+    const size_t lines = static_cast<size_t>(std::count(text_.begin(), text_.end(), '\n')) + 1;
+    p_.instructions.reserve(lines);
+    lines_.reserve(lines);
     size_t pos = 0;
     while (pos <= text_.size()) {
       size_t nl = text_.find('\n', pos);
@@ -571,7 +598,8 @@ class Assembler {
 
   int64_t layer_value(const Format& fmt, const FieldSpec& s, std::string_view tok) const {
     if (is_digit(tok[0])) return number_value(fmt, s, tok);
-    const auto it = layer_index_.find(std::string(tok));
+    key_.assign(tok.data(), tok.size());
+    const auto it = layer_index_.find(key_);
     if (it != layer_index_.end()) return static_cast<int64_t>(it->second);
     std::vector<std::string_view> names;
     for (const Layer& l : p_.layers) names.push_back(l.name);
@@ -665,6 +693,7 @@ class Assembler {
   Program p_;
   std::vector<std::string_view> tokens_;
   std::unordered_map<std::string, size_t> layer_index_;
+  mutable std::string key_;  // reused for layer lookups so they do not allocate
   std::vector<int> lines_;  // source line of each instruction
 };
 
@@ -676,7 +705,7 @@ Program assemble(const std::string& text, const std::string& source_name) {
 
 std::string disassemble(const Program& p) {
   std::string o;
-  o.reserve(64 * (p.instructions.size() + p.layers.size()) + p.machine.size());
+  o.reserve(160 * p.instructions.size() + 64 * p.layers.size() + p.machine.size());
   size_t pos = 0;
   while (pos < p.machine.size()) {
     size_t nl = p.machine.find('\n', pos);
@@ -753,7 +782,6 @@ std::string disassemble(const Program& p) {
 
 std::string disassemble(const Instruction& ins, const Program* p) {
   std::string o;
-  o.reserve(160);
   put_instruction(o, ins, LayerNames(p));
   return o;
 }

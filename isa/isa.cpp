@@ -8,30 +8,42 @@
 namespace npusim::isa {
 namespace {
 
-// Bit access over a little-endian array of 64-bit halves (two per 128-bit word).
-uint64_t get_bits(const uint64_t* w, int lo, int width) {
-  uint64_t v = 0;
-  for (int i = 0; i < width;) {
-    const int bit = lo + i;
-    const int off = bit % 64;
-    const int take = std::min(width - i, 64 - off);
-    const uint64_t mask = take == 64 ? ~0ULL : ((1ULL << take) - 1);
-    v |= ((w[bit / 64] >> off) & mask) << i;
-    i += take;
-  }
-  return v;
+// Bit access over a little-endian array of 64-bit halves (two per 128-bit word). A field is at most
+// 63 bits wide, so it spans at most two halves.
+inline uint64_t get_bits(const uint64_t* w, int lo, int width) {
+  const int off = lo % 64;
+  uint64_t v = w[lo / 64] >> off;
+  if (off + width > 64) v |= w[lo / 64 + 1] << (64 - off);
+  return v & ((uint64_t{1} << width) - 1);
 }
 
-void set_bits(uint64_t* w, int lo, int width, uint64_t v) {
-  for (int i = 0; i < width;) {
-    const int bit = lo + i;
-    const int off = bit % 64;
-    const int take = std::min(width - i, 64 - off);
-    const uint64_t mask = take == 64 ? ~0ULL : ((1ULL << take) - 1);
-    w[bit / 64] = (w[bit / 64] & ~(mask << off)) | (((v >> i) & mask) << off);
-    i += take;
+constexpr void set_bits(uint64_t* w, int lo, int width, uint64_t v) {
+  const uint64_t mask = (uint64_t{1} << width) - 1;
+  v &= mask;
+  const int off = lo % 64;
+  w[lo / 64] = (w[lo / 64] & ~(mask << off)) | (v << off);
+  if (off + width > 64) {
+    const int rest = off + width - 64;
+    const uint64_t hi_mask = (uint64_t{1} << rest) - 1;
+    w[lo / 64 + 1] = (w[lo / 64 + 1] & ~hi_mask) | (v >> (64 - off));
   }
 }
+
+// Per opcode, the bits its opcode byte, header and fields occupy; a decoder rejects any other set bit.
+using UsedBits = std::array<std::array<uint64_t, 2 * kMaxWords>, kNumOpcodes>;
+constexpr UsedBits make_used_bits() {
+  UsedBits u{};
+  for (int op = 0; op < kNumOpcodes; ++op) {
+    uint64_t* w = u[op].data();
+    set_bits(w, 0, 8, 0xff);
+    for (const FieldSpec& s : layout::kHeader) set_bits(w, s.lo, s.width, ~uint64_t{0});
+    for (int i = 0; i < kFormats[op].num_fields; ++i) {
+      set_bits(w, kFormats[op].fields[i].lo, kFormats[op].fields[i].width, ~uint64_t{0});
+    }
+  }
+  return u;
+}
+constexpr UsedBits kUsedBits = make_used_bits();
 
 template <class Fn>
 void for_each_field(const Format& fmt, Fn&& fn) {
@@ -48,7 +60,7 @@ bool fits(const FieldSpec& s, int64_t v) {
 }
 
 // Largest value an enumerated field may hold (the enum's range, which may be below its width).
-int64_t enum_limit(FieldKind k) {
+constexpr int64_t enum_limit(FieldKind k) {
   switch (k) {
     case FieldKind::kDType:
       return kNumDTypes;
@@ -147,26 +159,28 @@ Instruction decode(const std::vector<uint64_t>& words, size_t& pos) {
     throw EncodeError(fmt::format("{} at word {} is truncated: needs {} words, {} left", fmt.mnemonic, pos / 2,
                                   fmt.words, (words.size() - pos) / 2));
   }
-  uint64_t w[2 * kMaxWords] = {};
-  std::copy(words.begin() + pos, words.begin() + pos + n, w);
-  Instruction ins;
-  ins.opcode = fmt.opcode;
-  uint64_t check[2 * kMaxWords] = {};
-  set_bits(check, 0, 8, op);
-  for_each_field(fmt, [&](const FieldSpec& s) {
-    uint64_t raw = get_bits(w, s.lo, s.width);
-    set_bits(check, s.lo, s.width, raw);
-    int64_t v = static_cast<int64_t>(raw);
-    if (s.kind == FieldKind::kSigned && (raw >> (s.width - 1)) & 1) v -= int64_t{1} << s.width;
-    ins.set(s.field, v);
-  });
+  const uint64_t* w = words.data() + pos;
+  const uint64_t* used = kUsedBits[op].data();
   for (size_t i = 0; i < n; ++i) {
-    if (check[i] != w[i]) {
+    if (w[i] & ~used[i]) {
       throw EncodeError(fmt::format("{} at word {} has bits set outside its fields", fmt.mnemonic, pos / 2));
     }
   }
-  if (std::string err = validate(ins); !err.empty()) {
-    throw EncodeError(fmt::format("instruction at word {}: {}", pos / 2, err));
+  Instruction ins;
+  ins.opcode = fmt.opcode;
+  // Decoded values fit their widths and fields outside the format stay zero by construction, so only
+  // enumerated fields need a range check here.
+  bool enums_ok = true;
+  for_each_field(fmt, [&](const FieldSpec& s) {
+    const uint64_t raw = get_bits(w, s.lo, s.width);
+    int64_t v = static_cast<int64_t>(raw);
+    if (s.kind == FieldKind::kSigned && (raw >> (s.width - 1)) & 1) v -= int64_t{1} << s.width;
+    const int64_t lim = enum_limit(s.kind);
+    if (lim >= 0 && v >= lim) enums_ok = false;
+    ins.set(s.field, v);
+  });
+  if (!enums_ok) {
+    throw EncodeError(fmt::format("instruction at word {}: {}", pos / 2, validate(ins)));
   }
   pos += n;
   return ins;
