@@ -1,0 +1,304 @@
+// Every VecOp against a reference written here (double precision or exact integers).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "arch/datapath/error.h"
+#include "arch/datapath/executor.h"
+#include "tests/datapath/dp_test_util.h"
+
+namespace npusim::arch::datapath {
+namespace {
+
+using namespace test;  // NOLINT: test helpers
+using isa::Bcast;
+using isa::VecOp;
+
+struct VecRun {
+  isa::NpuConfig cfg;
+  MachineState st{cfg};
+  template <class In, class Out>
+  std::vector<Out> run(Instruction ins, const std::vector<In>& a, const std::vector<In>& b, size_t n_out) {
+    put(st, Buffer::kInput, 0, a);
+    put(st, Buffer::kWeight, 0, b);
+    execute(ins, cfg, st);
+    return get<Out>(st, Buffer::kAccumulator, 0, n_out);
+  }
+};
+
+std::vector<float> randoms(size_t n, float lo, float hi, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+TEST(Vec, FloatBinaryOpsWithEveryBroadcastMode) {
+  const int d0 = 5, d1 = 3, d2 = 2, n = d0 * d1 * d2;
+  const auto a = randoms(n, 0.5f, 4.0f, 1);
+  const auto b = randoms(n, 0.5f, 4.0f, 2);
+  const std::pair<VecOp, std::function<double(double, double)>> ops[] = {
+      {VecOp::kAdd, [](double x, double y) { return x + y; }},
+      {VecOp::kSub, [](double x, double y) { return x - y; }},
+      {VecOp::kMul, [](double x, double y) { return x * y; }},
+      {VecOp::kDiv, [](double x, double y) { return x / y; }},
+      {VecOp::kMax, [](double x, double y) { return std::max(x, y); }},
+      {VecOp::kMin, [](double x, double y) { return std::min(x, y); }},
+      {VecOp::kPow, [](double x, double y) { return std::pow(x, y); }},
+  };
+  for (const auto& [op, f] : ops) {
+    for (Bcast bc : {Bcast::kNone, Bcast::kScalar, Bcast::kRow, Bcast::kCol}) {
+      VecRun r;
+      Instruction ins = vec(op, DType::kFp32, DType::kFp32, d0, d1, d2);
+      ins.set(Field::kBcast, static_cast<int64_t>(bc));
+      const auto got = r.run<float, float>(ins, a, b, n);
+      for (int i = 0; i < n; ++i) {
+        const int i0 = i % d0, row = i / d0;
+        const int j = bc == Bcast::kNone ? i : bc == Bcast::kScalar ? 0 : bc == Bcast::kRow ? i0 : row;
+        const double want = f(a[i], b[j]);
+        if (op == VecOp::kPow) {
+          EXPECT_NEAR(got[i], want, std::fabs(want) * 1e-6) << i;
+        } else {
+          // One IEEE fp32 operation: the correctly rounded double result rounded to fp32.
+          EXPECT_EQ(got[i], static_cast<float>(want)) << isa::kVecOpNames[static_cast<size_t>(op)] << " " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(Vec, IntegerBinaryOpsAreExactThenSaturate) {
+  const std::vector<int8_t> a{100, -100, 7, -7, 127, -128};
+  const std::vector<int8_t> b{100, 100, 2, 2, -1, 0};
+  VecRun r;
+  EXPECT_EQ((r.run<int8_t, int8_t>(vec(VecOp::kAdd, DType::kInt8, DType::kInt8, 6), a, b, 6)),
+            (std::vector<int8_t>{127, 0, 9, -5, 126, -128}));
+  EXPECT_EQ((r.run<int8_t, int32_t>(vec(VecOp::kAdd, DType::kInt8, DType::kInt32, 6), a, b, 6)),
+            (std::vector<int32_t>{200, 0, 9, -5, 126, -128}));
+  EXPECT_EQ((r.run<int8_t, int32_t>(vec(VecOp::kSub, DType::kInt8, DType::kInt32, 6), a, b, 6)),
+            (std::vector<int32_t>{0, -200, 5, -9, 128, -128}));
+  EXPECT_EQ((r.run<int8_t, int32_t>(vec(VecOp::kMul, DType::kInt8, DType::kInt32, 6), a, b, 6)),
+            (std::vector<int32_t>{10000, -10000, 14, -14, -127, 0}));
+  // Division truncates toward zero; x / 0 = 0.
+  EXPECT_EQ((r.run<int8_t, int8_t>(vec(VecOp::kDiv, DType::kInt8, DType::kInt8, 6), a, b, 6)),
+            (std::vector<int8_t>{1, -1, 3, -3, -127, 0}));
+  EXPECT_EQ((r.run<int8_t, int8_t>(vec(VecOp::kMax, DType::kInt8, DType::kInt8, 6), a, b, 6)),
+            (std::vector<int8_t>{100, 100, 7, 2, 127, 0}));
+  EXPECT_EQ((r.run<int8_t, int8_t>(vec(VecOp::kMin, DType::kInt8, DType::kInt8, 6), a, b, 6)),
+            (std::vector<int8_t>{100, -100, 2, -7, -1, -128}));
+  // int32 with a large product: exact in 64 bits, then saturated.
+  VecRun r2;
+  EXPECT_EQ((r2.run<int32_t, int32_t>(vec(VecOp::kMul, DType::kInt32, DType::kInt32, 2), std::vector<int32_t>{1 << 20, -(1 << 20)},
+                                      std::vector<int32_t>{1 << 20, 1 << 20}, 2)),
+            (std::vector<int32_t>{INT32_MAX, INT32_MIN}));
+}
+
+TEST(Vec, FloatUnaryOpsAndActivations) {
+  const auto x = randoms(64, -5.0f, 5.0f, 3);
+  const float alpha = 0.1f, lo = -1.5f, hi = 2.5f, hs_a = 0.2f, hs_b = 0.5f;
+  struct Case {
+    VecOp op;
+    std::function<double(double)> f;
+    double tol;  // relative (plus 1e-7 absolute)
+    int64_t imm0 = 0, imm1 = 0;
+  };
+  const double inv_sqrt2 = 1.0 / std::sqrt(2.0);
+  auto hsig = [](double v, double a, double b) { return std::max(0.0, std::min(1.0, a * v + b)); };
+  const Case cases[] = {
+      {VecOp::kCopy, [](double v) { return v; }, 0},
+      {VecOp::kRelu, [](double v) { return v > 0 ? v : 0.0; }, 0},
+      {VecOp::kLeakyRelu, [&](double v) { return v < 0 ? double{alpha} * v : v; }, 1e-7, fbits(alpha)},
+      {VecOp::kClip, [&](double v) { return std::min(double{hi}, std::max(double{lo}, v)); }, 0, fbits(lo), fbits(hi)},
+      {VecOp::kSigmoid, [](double v) { return 1.0 / (1.0 + std::exp(-v)); }, 1e-6},
+      {VecOp::kTanh, [](double v) { return std::tanh(v); }, 1e-6},
+      {VecOp::kGelu, [&](double v) { return 0.5 * v * (1.0 + std::erf(v * inv_sqrt2)); }, 1e-6},
+      {VecOp::kErf, [](double v) { return std::erf(v); }, 1e-6},
+      {VecOp::kExp, [](double v) { return std::exp(v); }, 1e-6},
+      {VecOp::kHardSigmoid, [&](double v) { return hsig(v, hs_a, hs_b); }, 1e-6, fbits(hs_a), fbits(hs_b)},
+      {VecOp::kHardSwish, [&](double v) { return v * hsig(v, 1.0 / 6.0, 0.5); }, 1e-6},
+      {VecOp::kAbs, [](double v) { return std::fabs(v); }, 0},
+      {VecOp::kNeg, [](double v) { return -v; }, 0},
+      {VecOp::kRecip, [](double v) { return 1.0 / v; }, 1e-7},
+  };
+  for (const Case& c : cases) {
+    VecRun r;
+    Instruction ins = vec(c.op, DType::kFp32, DType::kFp32, 8, 8);
+    ins.set(Field::kImm0, c.imm0).set(Field::kImm1, c.imm1);
+    const auto got = r.run<float, float>(ins, x, {}, x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double want = c.f(x[i]);
+      EXPECT_NEAR(got[i], want, std::fabs(want) * c.tol + (c.tol > 0 ? 1e-7 : 0.0))
+          << isa::kVecOpNames[static_cast<size_t>(c.op)] << " x=" << x[i];
+    }
+  }
+  // sqrt / rsqrt on positive inputs.
+  const auto p = randoms(32, 0.01f, 100.0f, 4);
+  VecRun r;
+  auto got = r.run<float, float>(vec(VecOp::kSqrt, DType::kFp32, DType::kFp32, 32), p, {}, 32);
+  for (size_t i = 0; i < p.size(); ++i) EXPECT_EQ(got[i], static_cast<float>(std::sqrt(double{p[i]})));
+  got = r.run<float, float>(vec(VecOp::kRsqrt, DType::kFp32, DType::kFp32, 32), p, {}, 32);
+  for (size_t i = 0; i < p.size(); ++i) EXPECT_NEAR(got[i], 1.0 / std::sqrt(double{p[i]}), 1e-6 / std::sqrt(p[i]));
+  // NaN propagates through relu and max; relu(-0) = +0.
+  got = r.run<float, float>(vec(VecOp::kRelu, DType::kFp32, DType::kFp32, 2), std::vector<float>{NAN, -0.0f}, {}, 2);
+  EXPECT_TRUE(std::isnan(got[0]));
+  EXPECT_FALSE(std::signbit(got[1]));
+}
+
+TEST(Vec, IntegerUnaryOpsAndActivationsOnIntegers) {
+  const std::vector<int8_t> x{-128, -3, 0, 5, 127};
+  VecRun r;
+  EXPECT_EQ((r.run<int8_t, int8_t>(vec(VecOp::kRelu, DType::kInt8, DType::kInt8, 5), x, {}, 5)),
+            (std::vector<int8_t>{0, 0, 0, 5, 127}));
+  EXPECT_EQ((r.run<int8_t, int8_t>(vec(VecOp::kAbs, DType::kInt8, DType::kInt8, 5), x, {}, 5)),
+            (std::vector<int8_t>{127, 3, 0, 5, 127}));
+  EXPECT_EQ((r.run<int8_t, int8_t>(vec(VecOp::kNeg, DType::kInt8, DType::kInt8, 5), x, {}, 5)),
+            (std::vector<int8_t>{127, 3, 0, -5, -127}));
+  // Float-path ops on integers go through fp32 and round to nearest even: exp(0)=1, sigmoid(5)*... .
+  const auto sig = r.run<int8_t, float>(vec(VecOp::kSigmoid, DType::kInt8, DType::kFp32, 5), x, {}, 5);
+  EXPECT_NEAR(sig[3], 1.0 / (1.0 + std::exp(-5.0)), 1e-6);
+  // Copy with dtype conversion: int8 -> fp16 -> uint8 -> bf16.
+  const auto h = r.run<int8_t, uint16_t>(vec(VecOp::kCopy, DType::kInt8, DType::kFp16, 5), x, {}, 5);
+  EXPECT_EQ(fp16_to_fp32(h[0]), -128.0f);
+  EXPECT_EQ((r.run<int8_t, uint8_t>(vec(VecOp::kCopy, DType::kInt8, DType::kUint8, 5), x, {}, 5)),
+            (std::vector<uint8_t>{0, 0, 0, 5, 127}));
+  // fp32 -> int8 rounds to nearest even and saturates (quantize).
+  VecRun q;
+  EXPECT_EQ((q.run<float, int8_t>(vec(VecOp::kCopy, DType::kFp32, DType::kInt8, 5),
+                                  std::vector<float>{2.5f, -2.5f, 3.5f, 1000.0f, NAN}, {}, 5)),
+            (std::vector<int8_t>{2, -2, 4, 127, 0}));
+  // fp32 -> fp16/bf16 round to nearest even.
+  const auto r16 = q.run<float, uint16_t>(vec(VecOp::kCopy, DType::kFp32, DType::kFp16, 1),
+                                           std::vector<float>{1.0f + std::ldexp(1.0f, -11)}, {}, 1);
+  EXPECT_EQ(r16[0], 0x3c00);
+}
+
+TEST(Vec, RequantizeScalarAndPerChannel) {
+  const int32_t m = static_cast<int32_t>(0.75 * 2147483648.0);
+  const std::vector<int32_t> x{1000, -1000, 100000, 0, 17};
+  VecRun r;
+  Instruction ins = vec(VecOp::kRequantize, DType::kInt32, DType::kInt8, 5);
+  ins.set(Field::kImm0, m).set(Field::kImm1, 4).set(Field::kImm2, -3);
+  // 1000*0.75/16 = 46.875 -> 47; -46.875 -> -47; saturate; 0; 17*.75/16 = 0.797 -> 1.
+  EXPECT_EQ((r.run<int32_t, int8_t>(ins, x, {}, 5)), (std::vector<int8_t>{44, -50, 127, -3, -2}));
+  ins.set(Field::kDtypeOut, static_cast<int64_t>(DType::kUint8)).set(Field::kImm2, 128);
+  EXPECT_EQ((r.run<int32_t, uint8_t>(ins, x, {}, 5)), (std::vector<uint8_t>{175, 81, 255, 128, 129}));
+  // Per channel (bcast=row, d0 = 2 channels): channel 0 scale 0.75 >> 4, channel 1 scale 0.5 >> 0.
+  VecRun pc;
+  Instruction per = vec(VecOp::kRequantize, DType::kInt32, DType::kInt8, 2, 2);
+  per.set(Field::kBcast, static_cast<int64_t>(Bcast::kRow));
+  const std::vector<int32_t> params{m, 4, 1 << 30, 0};
+  EXPECT_EQ((pc.run<int32_t, int8_t>(per, std::vector<int32_t>{1000, 101, -1000, -101}, params, 4)),
+            (std::vector<int8_t>{47, 51, -47, -50}));  // 50.5 -> 51 (SRDHM rounds half up), -50.5 -> -50
+}
+
+TEST(Vec, PoolingWindowsAndStrides) {
+  // H=4, W=5, C=2, window 2x3, stride 2x2 -> out 2 x 2 x 2.
+  const int H = 4, W = 5, C = 2;
+  std::vector<int8_t> x(H * W * C);
+  for (int i = 0; i < H * W * C; ++i) x[i] = static_cast<int8_t>((i * 37) % 101 - 50);
+  auto at = [&](int y, int xx, int c) { return int{x[(y * W + xx) * C + c]}; };
+  std::vector<int8_t> want_max, want_avg;
+  for (int y = 0; y < 2; ++y) {
+    for (int xx = 0; xx < 2; ++xx) {
+      for (int c = 0; c < C; ++c) {
+        int mx = -1000, sum = 0;
+        for (int i = 0; i < 2; ++i) {
+          for (int j = 0; j < 3; ++j) {
+            mx = std::max(mx, at(2 * y + i, 2 * xx + j, c));
+            sum += at(2 * y + i, 2 * xx + j, c);
+          }
+        }
+        want_max.push_back(static_cast<int8_t>(mx));
+        want_avg.push_back(static_cast<int8_t>(std::lround(sum / 6.0)));  // half away from zero
+      }
+    }
+  }
+  VecRun r;
+  Instruction pool = vec(VecOp::kMaxPool, DType::kInt8, DType::kInt8, C, W, H);
+  pool.set(Field::kWinH, 2).set(Field::kWinW, 3).set(Field::kStrH, 2).set(Field::kStrW, 2);
+  EXPECT_EQ((r.run<int8_t, int8_t>(pool, x, {}, 8)), want_max);
+  pool.set(Field::kVop, static_cast<int64_t>(VecOp::kAvgPool));
+  EXPECT_EQ((r.run<int8_t, int8_t>(pool, x, {}, 8)), want_avg);
+  // Float average pool over the full window.
+  std::vector<float> xf(x.begin(), x.end());
+  pool.set(Field::kDtype, static_cast<int64_t>(DType::kFp32)).set(Field::kDtypeOut, static_cast<int64_t>(DType::kFp32));
+  const auto gf = r.run<float, float>(pool, xf, {}, 8);
+  int idx = 0;
+  for (int y = 0; y < 2; ++y) {
+    for (int xx = 0; xx < 2; ++xx) {
+      for (int c = 0; c < C; ++c, ++idx) {
+        double sum = 0;
+        for (int i = 0; i < 2; ++i) {
+          for (int j = 0; j < 3; ++j) sum += at(2 * y + i, 2 * xx + j, c);
+        }
+        EXPECT_NEAR(gf[idx], sum / 6.0, 1e-5);
+      }
+    }
+  }
+}
+
+TEST(Vec, ReductionsAlongD0) {
+  const std::vector<int32_t> x{1, 2, 3, 4, -5, -6, -7, -9, 100, 0, 0, 1};  // d0=4, d1=3
+  VecRun r;
+  EXPECT_EQ((r.run<int32_t, int32_t>(vec(VecOp::kReduceSum, DType::kInt32, DType::kInt32, 4, 3), x, {}, 3)),
+            (std::vector<int32_t>{10, -27, 101}));
+  EXPECT_EQ((r.run<int32_t, int32_t>(vec(VecOp::kReduceMax, DType::kInt32, DType::kInt32, 4, 3), x, {}, 3)),
+            (std::vector<int32_t>{4, -5, 100}));
+  // Means 2.5 -> 3, -6.75 -> -7, 25.25 -> 25 (nearest, ties away from zero).
+  EXPECT_EQ((r.run<int32_t, int32_t>(vec(VecOp::kReduceMean, DType::kInt32, DType::kInt32, 4, 3), x, {}, 3)),
+            (std::vector<int32_t>{3, -7, 25}));
+  const std::vector<float> f{0.5f, 1.25f, -2.0f, 8.0f, 3.0f, -1.0f};  // d0=3, d1=2
+  EXPECT_EQ((r.run<float, float>(vec(VecOp::kReduceSum, DType::kFp32, DType::kFp32, 3, 2), f, {}, 2)),
+            (std::vector<float>{-0.25f, 10.0f}));
+  EXPECT_EQ((r.run<float, float>(vec(VecOp::kReduceMean, DType::kFp32, DType::kFp32, 3, 2), f, {}, 2)),
+            (std::vector<float>{static_cast<float>(-0.25 / 3), 10.0f / 3.0f}));
+  EXPECT_EQ((r.run<float, float>(vec(VecOp::kReduceMax, DType::kFp32, DType::kFp32, 3, 2), f, {}, 2)),
+            (std::vector<float>{1.25f, 8.0f}));
+}
+
+TEST(Vec, TransposeSwapsD0AndD1OfEverySlice) {
+  const int d0 = 3, d1 = 4, d2 = 2;
+  std::vector<uint16_t> x(d0 * d1 * d2);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = fp32_to_bf16(static_cast<float>(i));
+  VecRun r;
+  const auto got = r.run<uint16_t, float>(vec(VecOp::kTranspose, DType::kBf16, DType::kFp32, d0, d1, d2), x, {}, x.size());
+  for (int i2 = 0; i2 < d2; ++i2) {
+    for (int i1 = 0; i1 < d1; ++i1) {
+      for (int i0 = 0; i0 < d0; ++i0) {
+        EXPECT_EQ(got[(i2 * d0 + i0) * d1 + i1], static_cast<float>((i2 * d1 + i1) * d0 + i0));
+      }
+    }
+  }
+}
+
+TEST(Vec, InPlaceOperationReadsBeforeWriting) {
+  isa::NpuConfig cfg;
+  MachineState st(cfg);
+  put(st, Buffer::kInput, 0, std::vector<float>{1, 2, 3, 4});
+  Instruction t = vec(VecOp::kTranspose, DType::kFp32, DType::kFp32, 2, 2);
+  t.set(Field::kDstBuf, static_cast<int64_t>(Buffer::kInput));
+  execute(t, cfg, st);
+  EXPECT_EQ((get<float>(st, Buffer::kInput, 0, 4)), (std::vector<float>{1, 3, 2, 4}));
+  // Add with src2 = dst = src1 + 4 bytes (overlapping, shifted).
+  Instruction a = vec(VecOp::kAdd, DType::kFp32, DType::kFp32, 3);
+  a.set(Field::kSrc2Buf, static_cast<int64_t>(Buffer::kInput)).set(Field::kSrc2Addr, 4);
+  a.set(Field::kDstBuf, static_cast<int64_t>(Buffer::kInput)).set(Field::kDstAddr, 4);
+  execute(a, cfg, st);
+  EXPECT_EQ((get<float>(st, Buffer::kInput, 0, 4)), (std::vector<float>{1, 4, 5, 6}));
+}
+
+TEST(Vec, Fp16OutputsRoundAndBf16InputsWiden) {
+  VecRun r;
+  // bf16 1.0 + bf16 2^-8 in fp32 = 1.00390625, which rounds to fp16 1.00390625 exactly (2^-8 > fp16 ulp 2^-10).
+  const auto got = r.run<uint16_t, uint16_t>(vec(VecOp::kAdd, DType::kBf16, DType::kFp16, 1),
+                                             std::vector<uint16_t>{fp32_to_bf16(1.0f)},
+                                             std::vector<uint16_t>{fp32_to_bf16(std::ldexp(1.0f, -8))}, 1);
+  EXPECT_EQ(got[0], fp32_to_fp16(1.00390625f));
+  EXPECT_EQ(fp16_to_fp32(got[0]), 1.00390625f);
+}
+
+}  // namespace
+}  // namespace npusim::arch::datapath
