@@ -51,23 +51,51 @@ enum class Opcode : uint8_t {
   // dram strides are in elements: element (i0,i1,i2,i3) is at dram_addr + esize*(i0 + i1*stride1 +
   // i2*stride2 + i3*stride3). pad_value is a signed integer for integer dtypes and bf16 bits for
   // floating dtypes.
+  // Precisely (arch/datapath): every size must be >= 1 (1 for an unused dimension); strides may be 0
+  // (re-reading a row). SRAM element (j0,j1,j2,j3) of the dense box is at sram_addr + esize*(j0 +
+  // S0*(j1 + S1*(j2 + S2*j3))) with S0 = size0, S1 = size1+pad_left+pad_right, S2 =
+  // size2+pad_top+pad_bottom; it is pad_value when j1 < pad_left, j1 >= pad_left+size1, j2 < pad_top
+  // or j2 >= pad_top+size2, else DRAM element (j0, j1-pad_left, j2-pad_top, j3). Integer pad values
+  // saturate to the dtype (uint8 pad 300 -> 255); for float dtypes the field's 16-bit pattern is bf16
+  // (so a negative bf16 is a negative field value), widened to fp32 and rounded to fp16 if needed.
+  // All SRAM addresses of every opcode are byte addresses; DRAM addresses are < 2^40.
   kLoad = 1,
   // DMA SRAM -> DRAM: the reverse of LOAD without padding (pad fields must be zero).
+  // Rows are written in box order (i1 fastest, then i2, i3), so where strides make rows overlap in
+  // DRAM the later row wins.
   kStore = 2,
   // Matrix unit: load the stationary operand (weights in WS, inputs in IS) of rows x cols elements
   // from `buf` at sram_addr into the array's shadow registers; rows are row_stride elements apart.
+  // row_stride=0 means dense (= cols). The operand is the GEMM operand in its natural layout: WS
+  // loads B (rows = k <= array rows, cols = n <= array cols), IS loads A (rows = m <= array cols,
+  // cols = k <= array rows; for CONV, the explicit im2col matrix oh*ow x r*s*in_c). dtype is the
+  // operand's type (B of a uint8 MATMUL is int8). PRELOAD is an error in OS (nothing is stationary).
   kPreload = 3,
   // Matrix unit: C[m x n] (+)= A[m x k] * B[k x n]. A is row-major in the input buffer at a_addr
   // (rows a_stride elements apart), B row-major in the weight buffer at b_addr (rows n apart), C
   // row-major int32/fp32 in the accumulator at c_addr (rows n apart). accumulate=1 adds to C.
   // preloaded=1 takes the stationary operand from the last PRELOAD instead of streaming it.
+  // Precisely (arch/datapath/executor.h): dtype is A's type; B is int8 when dtype is uint8, else
+  // dtype; int32 inputs are an error. a_stride=0 means dense (= k). Integer inputs accumulate in
+  // int32 (wrapping modulo 2^32), float inputs in fp32 (fp16/bf16 products are exact; with
+  // systolic_array.fp16_accumulate_fp32=false every addition rounds to the input precision). Each
+  // output adds its products in k order onto C (accumulate=1) or 0, so the result does not depend on
+  // the dataflow. preloaded=1: WS takes B, IS takes A from the stationary register, whose shape and
+  // dtype must match; OS is an error. Every m, k, n must be >= 1.
   kMatmul = 4,
   // Matrix unit, implicit im2col: C[oh*ow x n] (+)= conv(A, B). A is an HWC tile of in_h x in_w x
   // in_c elements (halo included) in the input buffer at a_addr; B is [r*s*in_c x n] row-major in
   // the weight buffer; output pixel (y,x) reads A at (y*stride_h + i*dilation_h, x*stride_w +
   // j*dilation_w). The matrix unit times it as a GEMM of M = oh*ow, K = r*s*in_c, N = n.
+  // r = kernel_h, s = kernel_w, oh = out_h, ow = out_w. A's pixel (y,x) starts at element
+  // (y*in_w + x)*in_c; im2col row y*out_w + x, column (i*kernel_w + j)*in_c + ch. Strides and
+  // dilations must be >= 1 and the windows must stay inside the tile ((out_h-1)*stride_h +
+  // (kernel_h-1)*dilation_h < in_h; likewise w): padding comes from LOAD's halo. Numerics and
+  // preloaded as MATMUL.
   kConv = 5,
   // Vector unit: dst = vop(src1, src2, imm) over a d2 x d1 x d0 box (d0 innermost). See VecOp.
+  // dtype is the type of src1 and src2, dtype_out that of dst; operands are dense; dst may overlap
+  // the sources. Integer/float paths, rounding and NaN rules: arch/datapath/vector_ops.h.
   kVec = 6,
   // Host CPU: run host op `host_op` (an entry of Program::host_ops, or an anonymous op of cpu_ops
   // operations when the program has none) after sending in_bytes over the host link; return
@@ -130,8 +158,11 @@ enum class VecOp : uint8_t {
   kHardSigmoid = 18,  // max(0, min(1, alpha*x + beta)); alpha = imm0, beta = imm1 (fp32 bits)
   kHardSwish = 19,    // x * hardsigmoid(x) with alpha 1/6, beta 1/2
   kRequantize = 20,   // int32 -> int8: sat(((x * imm0) >> imm1 rounded) + zero_point), gemmlowp semantics
+                      // (exact formula: arch/datapath/numerics.h; imm2 = zero point; imm1 < 0 shifts
+                      // left; dtype_out may be uint8/int32 too). bcast != none: per-channel, src2 holds
+                      // int32 (multiplier, shift) pairs broadcast per bcast and imm0 = imm1 = 0.
   kMaxPool = 21,      // d2 x d1 x d0 = H x W x C input; window win_h x win_w, stride str_h x str_w
-  kAvgPool = 22,
+  kAvgPool = 22,      // output (H-win_h)/str_h+1 x (W-win_w)/str_w+1 x C; avg divides by win_h*win_w
   kReduceSum = 23,    // reduce along d0: dst has d2 x d1 elements
   kReduceMax = 24,
   kReduceMean = 25,

@@ -2,6 +2,8 @@
 // The vector unit's functional semantics (VEC instruction). Rules beyond isa/isa.h's table:
 //  - dtype is the type of src1 and src2, dtype_out the type of dst. Operands are dense boxes of
 //    d2 x d1 x d0 elements (d0 innermost); dst may overlap the sources (all inputs are read first).
+//    src2 broadcast: none = the same box, scalar = element 0, row = element i0 (a d0-vector),
+//    col = element i2*d1 + i1 (one per d0-row). Unary ops require bcast = none and read no src2.
 //  - Exact integer path: when dtype is an integer type, copy, add, sub, mul, div (truncating toward
 //    zero; x/0 = 0), max, min, relu, abs, neg, max_pool, avg_pool, reduce_sum, reduce_max, reduce_mean,
 //    transpose compute in 64-bit integers; integer averages (avg_pool, reduce_mean) round half away
