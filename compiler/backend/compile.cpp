@@ -1,0 +1,361 @@
+// The back end's driver: memory planning, per-node dispatch (matrix / vector / free / host), host
+// fallbacks, tensor bindings and the compile report.
+#include "compiler/backend/compile.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <numeric>
+
+#include "compiler/backend/context.h"
+#include "compiler/passes/lowered.h"
+#include "isa/machine/spec_text.h"
+#include "isa/timing/units.h"
+
+namespace npusim::compiler {
+
+using backend::Context;
+using backend::DramTensor;
+using backend::Range;
+
+namespace {
+
+bool is_free(const Node& n) { return n.attr_string(kPlacement, "") == "free"; }
+
+isa::DType storage_dtype(const Value& v, isa::DType act) {
+  return is_float(v.dtype) || v.dtype == DataType::kUndefined ? act : isa::DType::kInt32;
+}
+
+struct Buf {
+  std::string root;
+  uint64_t bytes = 0;
+  int first = INT_MAX, last = INT_MIN;
+  uint64_t offset = 0;
+};
+
+// Lifetime-based first-fit placement of activation buffers; returns the peak.
+uint64_t place(std::vector<Buf>& bufs, uint64_t align) {
+  std::vector<size_t> order(bufs.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return bufs[a].bytes != bufs[b].bytes ? bufs[a].bytes > bufs[b].bytes : a < b;
+  });
+  std::vector<size_t> placed;
+  uint64_t peak = 0;
+  for (size_t i : order) {
+    Buf& b = bufs[i];
+    std::vector<std::pair<uint64_t, uint64_t>> busy;
+    for (size_t j : placed) {
+      const Buf& o = bufs[j];
+      if (o.first <= b.last && b.first <= o.last) busy.push_back({o.offset, o.offset + o.bytes});
+    }
+    std::sort(busy.begin(), busy.end());
+    uint64_t at = 0;
+    for (auto [s, e] : busy) {
+      if (at + b.bytes <= s) break;
+      at = std::max(at, (e + align - 1) / align * align);
+    }
+    b.offset = at;
+    peak = std::max(peak, at + b.bytes);
+    placed.push_back(i);
+  }
+  return peak;
+}
+
+std::string placement_of(const Node& n) {
+  const std::string p = n.attr_string(kPlacement, "");
+  if (!p.empty()) return p;
+  if (n.op_type == "Conv" || n.op_type == "Gemm" || n.op_type == "MatMul") return "matrix";
+  return "vector";
+}
+
+int64_t host_cpu_ops(const Graph& g, const Node& n) {
+  int64_t in = 0, out = 0;
+  for (const auto& s : n.inputs) {
+    if (!s.empty() && g.has_value(s) && g.value(s).fully_known()) in += num_elements(g.value(s).shape);
+  }
+  for (const auto& s : n.outputs) {
+    if (!s.empty() && g.has_value(s) && g.value(s).fully_known()) out += num_elements(g.value(s).shape);
+  }
+  if ((n.op_type == "Conv" || n.op_type == "ConvTranspose" || n.op_type == "Gemm" || n.op_type == "MatMul") &&
+      n.inputs.size() >= 2 && g.value(n.inputs[1]).fully_known()) {
+    // 2 ops per MAC: output elements x reduction length.
+    const Shape& w = g.value(n.inputs[1]).shape;
+    int64_t red = 1;
+    if (n.op_type == "Conv" || n.op_type == "ConvTranspose") {
+      for (size_t d = 1; d < w.size(); ++d) red *= w[d];
+    } else if (w.size() >= 2) {
+      red = w[w.size() - 2];
+    }
+    return 2 * out * red;
+  }
+  return std::max<int64_t>(1, in + 4 * out);
+}
+
+void lower_host(Context& c, const Node& n, const std::string& reason) {
+  CompileResult& r = c.result;
+  HostCallInfo info;
+  info.host_op = static_cast<uint32_t>(c.program.host_ops.size());
+  info.node = n;
+  std::vector<Range> reads, writes;
+  int64_t in_bytes = 0, out_bytes = 0;
+  for (const auto& s : n.inputs) {
+    if (s.empty()) continue;
+    const Value& v = c.g.value(s);
+    if (v.is_constant()) {
+      info.constants.push_back({s, *v.constant});
+      in_bytes += num_elements(v.shape) * std::max<int64_t>(1, element_size(v.dtype));
+      continue;
+    }
+    const DramTensor& t = c.tensor(s);
+    info.inputs.push_back({s, t.addr, t.shape, t.layout, storage_dtype(v, c.act)});
+    reads.push_back(t.range());
+    in_bytes += static_cast<int64_t>(t.bytes);
+  }
+  for (const auto& s : n.outputs) {
+    if (s.empty() || !c.tensors.count(s)) continue;
+    const DramTensor& t = c.tensor(s);
+    info.outputs.push_back({s, t.addr, t.shape, t.layout, storage_dtype(c.g.value(s), c.act)});
+    writes.push_back(t.range());
+    out_bytes += static_cast<int64_t>(t.bytes);
+  }
+  const int64_t ops = host_cpu_ops(c.g, n);
+  isa::Instruction h;
+  h.opcode = isa::Opcode::kHostCall;
+  h.set(isa::Field::kLayer, c.layer).set(isa::Field::kHostOp, info.host_op);
+  h.set(isa::Field::kInBytes, in_bytes).set(isa::Field::kOutBytes, out_bytes).set(isa::Field::kCpuOps, ops);
+  c.em.emit(h, reads, writes);
+  c.program.host_ops.push_back({n.name, n.op_type, static_cast<uint64_t>(ops)});
+  Fallback f;
+  f.node = n.name;
+  f.op = n.op_type;
+  f.reason = reason;
+  f.est_cycles = isa::timing::host_cycles(in_bytes, out_bytes, ops, c.config.host, c.config.frequency_mhz).total();
+  c.plan->est_cycles = f.est_cycles;
+  c.plan->mapping = "HOSTCALL: " + reason;
+  c.plan->instructions = 1;
+  r.fallbacks.push_back(f);
+  r.host_calls.push_back(std::move(info));
+}
+
+}  // namespace
+
+CompileResult compile(const Graph& g, const isa::NpuConfig& config, const CompileOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (options.precision != isa::DType::kFp32 && options.precision != isa::DType::kFp16 &&
+      options.precision != isa::DType::kBf16) {
+    throw std::invalid_argument(fmt::format("compile: precision {} is not supported (fp32, fp16, bf16)",
+                                            isa::kDTypeNames[static_cast<size_t>(options.precision)]));
+  }
+  if (config.systolic_array.rate(options.precision) <= 0) {
+    throw CompileError(fmt::format("the systolic array has no {} MACs (systolic_array.{}_rate is 0)",
+                                   isa::kDTypeNames[static_cast<size_t>(options.precision)],
+                                   isa::kDTypeNames[static_cast<size_t>(options.precision)]));
+  }
+  CompileResult result;
+  Context c(g, config, options, result);
+  isa::Program& prog = result.program;
+  prog.machine = isa::to_spec_text(config);
+  for (const Node& n : g.nodes) prog.layers.push_back({n.name, n.op_type});
+
+  // ---- memory plan: one DRAM buffer per alias group of runtime values ----
+  std::map<std::string, std::string> root;  // value -> alias root
+  auto find_root = [&](const std::string& v) {
+    std::string r = v;
+    while (root.count(r) && root[r] != r) r = root[r];
+    return r;
+  };
+  std::map<std::string, Buf> bufs;
+  const int kEnd = static_cast<int>(g.nodes.size());
+  auto touch = [&](const std::string& v, int at) {
+    const std::string r = find_root(v);
+    Buf& b = bufs[r];
+    b.root = r;
+    b.first = std::min(b.first, at);
+    b.last = std::max(b.last, at);
+  };
+  for (const auto& in : g.inputs) {
+    if (!g.value(in).is_constant()) touch(in, -1);
+  }
+  for (int i = 0; i < kEnd; ++i) {
+    const Node& n = g.nodes[static_cast<size_t>(i)];
+    for (const auto& s : n.inputs) {
+      if (!s.empty() && !g.value(s).is_constant()) touch(s, i);
+    }
+    if (is_free(n) && n.has_input(0) && !g.value(n.inputs[0]).is_constant() && !n.outputs.empty()) {
+      root[n.outputs[0]] = find_root(n.inputs[0]);
+    }
+    for (const auto& s : n.outputs) {
+      if (!s.empty()) touch(s, i);
+    }
+  }
+  for (const auto& out : g.outputs) {
+    if (!g.value(out).is_constant()) touch(out, kEnd);
+  }
+  uint64_t no_reuse = 0;
+  for (auto& [name, b] : bufs) {
+    const Value& v = g.value(name);
+    if (!v.fully_known()) {
+      throw CompileError(fmt::format("value '{}' has no static shape; bind dynamic dimensions with --input-shape", name));
+    }
+    b.bytes = static_cast<uint64_t>(std::max<int64_t>(1, num_elements(v.shape))) *
+              static_cast<uint64_t>(isa::dtype_bytes(storage_dtype(v, c.act)));
+    no_reuse += c.align(b.bytes);
+  }
+  std::vector<Buf> list;
+  for (auto& [name, b] : bufs) list.push_back(b);
+  const uint64_t peak = place(list, c.align(1) == 1 ? 1 : c.align(1));
+  for (const Buf& b : list) bufs[b.root] = b;
+  auto make_tensor = [&](const std::string& name) {
+    const Value& v = g.value(name);
+    const Buf& b = bufs.at(find_root(name));
+    DramTensor t;
+    t.addr = b.offset;
+    t.shape = v.shape;
+    t.layout = v.layout;
+    t.phys = backend::physical(v.shape, v.layout);
+    t.bytes = static_cast<uint64_t>(std::max<int64_t>(1, num_elements(v.shape))) *
+              static_cast<uint64_t>(isa::dtype_bytes(storage_dtype(v, c.act)));
+    return t;
+  };
+  for (const auto& in : g.inputs) {
+    if (!g.value(in).is_constant()) c.tensors[in] = make_tensor(in);
+  }
+  for (const Node& n : g.nodes) {
+    for (const auto& s : n.outputs) {
+      if (!s.empty() && g.has_value(s)) c.tensors[s] = make_tensor(s);
+    }
+  }
+  result.memory.activation_base = 0;
+  result.memory.activation_bytes = peak;
+  result.memory.activation_bytes_no_reuse = no_reuse;
+  c.data_end_ = c.align(peak);
+  result.memory.weight_base = c.data_end_;
+  c.scratch_end_ = uint64_t{1} << 38;
+
+  // ---- code generation, node by node ----
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    c.layer = static_cast<uint32_t>(i);
+    LayerPlan plan;
+    plan.name = n.name;
+    plan.op = n.op_type;
+    plan.placement = placement_of(n);
+    c.plan = &plan;
+    const int64_t before = c.em.size();
+    if (n.domain == kNpuDomain && n.op_type == "Transpose" && n.has_attr(kLayoutChange)) {
+      const Value& in = g.value(n.inputs[0]);
+      const Value& out = g.value(n.outputs[0]);
+      result.transposes.push_back({n.name, n.inputs[0], n.outputs[0], in.shape, in.layout, out.layout,
+                                   n.attr_string(kLayoutReason, "")});
+    }
+    if (plan.placement == "free") {
+      plan.mapping = "alias (no instructions)";
+    } else if (plan.placement == "host") {
+      lower_host(c, n, "placed on the host by the op table");
+    } else {
+      std::string why;
+      bool ok = false;
+      if (plan.placement == "matrix") {
+        ok = backend::lower_matrix(c, n);
+        if (!ok) why = "matrix op form not mapped by the back end";
+      } else {
+        ok = backend::lower_vector(c, n, &why);
+      }
+      if (!ok) {
+        if (c.em.size() != before) throw std::logic_error("backend: a lowering emitted code and then gave up");
+        plan.placement = "host";
+        lower_host(c, n, why.empty() ? "not mapped by the back end" : why);
+      } else {
+        plan.instructions = c.em.size() - before;
+      }
+    }
+    c.em.collapse_sram();
+    result.layers.push_back(plan);
+  }
+  c.em.halt(static_cast<uint32_t>(g.nodes.empty() ? 0 : g.nodes.size() - 1));
+
+  // ---- bindings (ONNX order) ----
+  auto bind = [&](const std::string& name, isa::TensorBinding::Role role) {
+    const Value& v = g.value(name);
+    isa::TensorBinding b;
+    b.name = name;
+    b.role = role;
+    b.dtype = storage_dtype(v, c.act);
+    if (v.is_constant()) {
+      b.dram_addr = c.add_floats(v.constant->to_float_vector(), b.dtype == isa::DType::kInt32 ? isa::DType::kFp32 : b.dtype);
+    } else {
+      const DramTensor& t = c.tensor(name);
+      if (!t.layout.empty()) {
+        bool identity = true;
+        for (size_t k = 0; k < t.layout.size(); ++k) identity &= t.layout[k] == static_cast<int>(k);
+        if (!identity) {
+          throw CompileError(fmt::format("graph {} '{}' is not in ONNX order after lowering",
+                                         role == isa::TensorBinding::Role::kInput ? "input" : "output", name));
+        }
+      }
+      b.dram_addr = t.addr;
+    }
+    for (int64_t d : v.shape) b.dims.push_back(static_cast<uint64_t>(d));
+    prog.tensors.push_back(b);
+  };
+  for (const auto& in : g.inputs) {
+    if (!g.value(in).is_constant()) bind(in, isa::TensorBinding::Role::kInput);
+  }
+  for (const auto& out : g.outputs) bind(out, isa::TensorBinding::Role::kOutput);
+
+  uint64_t wbytes = 0;
+  for (const auto& d : prog.data) wbytes += d.bytes.size();
+  result.memory.weight_bytes = wbytes;
+  result.memory.scratch_bytes = c.scratch_end_ - (uint64_t{1} << 38);
+  result.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+std::string compile_summary(const CompileResult& r) {
+  std::string s;
+  s += fmt::format("{} layers, {} instructions, {} data segments ({:.1f} KiB), compile {:.3f} s\n", r.layers.size(),
+                   r.program.instructions.size(), r.program.data.size(),
+                   static_cast<double>(r.memory.weight_bytes) / 1024.0, r.compile_seconds);
+  s += fmt::format("{:<28} {:<18} {:<7} {:>6} {:>6} {:>6} {:>5} {:>9} {:>9} {:>9} {:>12}  {}\n", "layer", "op",
+                   "place", "tile_m", "tile_k", "tile_n", "gb", "in_KiB", "w_KiB", "acc_KiB", "est_cycles",
+                   "mapping");
+  int64_t total = 0;
+  for (const LayerPlan& p : r.layers) {
+    total += p.est_cycles;
+    s += fmt::format("{:<28} {:<18} {:<7} {:>6} {:>6} {:>6} {:>5} {:>9.1f} {:>9.1f} {:>9.1f} {:>12}  {}{}\n",
+                     p.name.substr(0, 28), p.op.substr(0, 18), p.placement, p.tile_m, p.tile_k, p.tile_n,
+                     p.group_block, p.sram_input_bytes / 1024.0, p.sram_weight_bytes / 1024.0,
+                     p.sram_acc_bytes / 1024.0, p.est_cycles, p.mapping,
+                     p.loop_order.empty() ? "" : "; " + p.loop_order);
+  }
+  s += fmt::format("estimated total (layers back to back): {} cycles\n", total);
+  s += fmt::format("memory: activations {:.1f} KiB with lifetime reuse ({:.1f} KiB without, saving {:.1f}%), "
+                   "weights {:.1f} KiB\n",
+                   r.memory.activation_bytes / 1024.0, r.memory.activation_bytes_no_reuse / 1024.0,
+                   r.memory.activation_bytes_no_reuse
+                       ? 100.0 * (1.0 - static_cast<double>(r.memory.activation_bytes) /
+                                            static_cast<double>(r.memory.activation_bytes_no_reuse))
+                       : 0.0,
+                   r.memory.weight_bytes / 1024.0);
+  if (r.fallbacks.empty()) {
+    s += "fallbacks: none\n";
+  } else {
+    s += fmt::format("fallbacks: {}\n", r.fallbacks.size());
+    for (const Fallback& f : r.fallbacks) {
+      s += fmt::format("  {} ({}): {} cycles on the host; {}\n", f.node, f.op, f.est_cycles, f.reason);
+    }
+  }
+  if (!r.transposes.empty()) {
+    s += fmt::format("inserted layout conversions: {}\n", r.transposes.size());
+    for (const auto& t : r.transposes) {
+      s += fmt::format("  {}: {} -> {} ({}){}\n", t.node, t.input, t.output, shape_to_string(t.shape),
+                       t.reason.empty() ? "" : ": " + t.reason);
+    }
+  }
+  return s;
+}
+
+}  // namespace npusim::compiler

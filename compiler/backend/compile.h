@@ -1,0 +1,112 @@
+#pragma once
+// The compiler's back end: turns a lowered graph (compiler/passes/lowered.h) into an isa::Program for
+// one NPU configuration. Per matrix node it searches tile sizes and loop orders with a cost model built
+// on isa/timing, plans DRAM (weights as data segments in the precision's format, activations with
+// lifetime-based reuse) and SRAM (ping-pong slots), and emits instructions for every queue with the
+// dependency tokens that make DMA overlap compute. Nodes it cannot lower run on the host (HOSTCALL);
+// the result lists them with their cost and where their tensors live, so a functional run can execute
+// them with the reference interpreter.
+//
+// Scheduling model (docs/compiler.md, "Back end"): dependencies are derived from the SRAM ranges and
+// DRAM tensors each instruction reads and writes; a dependency between two queues becomes one token
+// (the producer signals, the consumer waits), redundant ones are dropped using the knowledge each queue
+// already has. This relies on every unit completing its own queue's instructions in program order.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "compiler/ir/graph.h"
+#include "isa/machine/config.h"
+#include "isa/program.h"
+
+namespace npusim::compiler {
+
+// A layer the back end cannot map (e.g. a tile that does not fit the SRAM even at its smallest).
+class CompileError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct CompileOptions {
+  // Whole-model precision of matrix and vector ops and of activations in DRAM: fp32, fp16 or bf16.
+  isa::DType precision = isa::DType::kFp32;
+};
+
+// What the mapper chose for one node.
+struct LayerPlan {
+  std::string name;
+  std::string op;
+  std::string placement;  // "matrix", "vector", "free", "host"
+  std::string mapping;    // one line: e.g. "conv 3x3 s1 as CONV, 9 groups per block" or the vector lowering
+  // Matrix layers: the tile (output rows/cols or M, reduction chunk, output channels/N) and loop order.
+  int64_t tile_m = 0, tile_k = 0, tile_n = 0;
+  int64_t tile_oh = 0, tile_ow = 0;  // conv: output rows x cols per tile (tile_m = tile_oh * tile_ow)
+  int64_t group_block = 0;           // grouped conv: groups mapped together as one block-diagonal CONV
+  std::string loop_order;            // e.g. "n-outer (weights resident)"
+  int64_t sram_input_bytes = 0, sram_weight_bytes = 0, sram_acc_bytes = 0;  // all slots of the layer
+  int64_t est_cycles = 0;            // cost-model estimate of the layer on an otherwise idle machine
+  int64_t est_compute_cycles = 0, est_dma_cycles = 0;
+  int64_t macs = 0;
+  int64_t instructions = 0;
+  int64_t candidates = 0;            // tilings the search evaluated
+};
+
+// A node that runs on the host CPU.
+struct Fallback {
+  std::string node;
+  std::string op;
+  std::string reason;
+  int64_t est_cycles = 0;  // isa::timing::host_cycles of its HOSTCALL
+};
+
+// Where one tensor of a host op lives in DRAM, for executing the node functionally.
+struct HostTensor {
+  std::string name;                 // graph value name
+  uint64_t dram_addr = 0;
+  Shape shape;                      // logical (ONNX) shape
+  std::vector<int> layout;          // memory order of the logical dims, empty = ONNX order
+  isa::DType dtype = isa::DType::kFp32;
+};
+struct HostCallInfo {
+  uint32_t host_op = 0;             // index into Program::host_ops
+  Node node;                        // the ONNX node to evaluate (constant inputs are in `constants`)
+  std::vector<HostTensor> inputs;   // runtime inputs in node.inputs order (constants are omitted here)
+  std::vector<HostTensor> outputs;
+  std::vector<std::pair<std::string, Tensor>> constants;  // constant inputs of the node by name
+};
+
+struct MemoryPlan {
+  uint64_t activation_bytes = 0;     // peak DRAM for activations with lifetime-based reuse
+  uint64_t activation_bytes_no_reuse = 0;
+  uint64_t weight_bytes = 0;         // data segments (weights, biases, constants) as laid out
+  uint64_t scratch_bytes = 0;        // DRAM scratch for multi-pass lowerings
+  uint64_t activation_base = 0, weight_base = 0;
+};
+
+struct InsertedTranspose {
+  std::string node, input, output;
+  Shape shape;
+  std::vector<int> from_layout, to_layout;
+  std::string reason;
+};
+
+struct CompileResult {
+  isa::Program program;
+  std::vector<LayerPlan> layers;  // one per node, graph order
+  MemoryPlan memory;
+  std::vector<Fallback> fallbacks;
+  std::vector<HostCallInfo> host_calls;
+  std::vector<InsertedTranspose> transposes;
+  double compile_seconds = 0;
+};
+
+// Compiles a graph lowered by compiler/passes. Throws CompileError naming the layer when it cannot be
+// mapped, std::invalid_argument for an unsupported precision.
+CompileResult compile(const Graph& lowered, const isa::NpuConfig& config, const CompileOptions& options = {});
+
+// Human-readable report: per layer tiles, SRAM, estimated cycles; fallbacks with their cost; the memory
+// plan; the inserted layout conversions.
+std::string compile_summary(const CompileResult& r);
+
+}  // namespace npusim::compiler

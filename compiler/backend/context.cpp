@@ -1,0 +1,210 @@
+#include "compiler/backend/context.h"
+
+#include <cstring>
+#include <stdexcept>
+
+namespace npusim::compiler::backend {
+
+using isa::Field;
+using isa::Instruction;
+using isa::Opcode;
+
+namespace {
+
+uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+uint16_t to_bf16(float f) {
+  const uint32_t u = bits_of(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
+  const uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>((u + rounding) >> 16);
+}
+
+// binary32 -> binary16, round to nearest even.
+uint16_t to_fp16(float f) {
+  const uint32_t x = bits_of(f);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);
+  if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to inf
+  if (ax < 0x38800000u) {                                               // fp16 subnormal or zero
+    if (ax < 0x33000000u) return sign;                                   // < 2^-25: rounds to 0
+    const uint32_t e = ax >> 23;
+    const uint32_t mant = (ax & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 126 - e;  // 14 + (113 - e) ... value = mant * 2^(e-150), unit 2^-24
+    const uint32_t q = mant >> (shift - 0);
+    const uint32_t rem = mant & ((1u << shift) - 1);
+    const uint32_t half = 1u << (shift - 1);
+    uint32_t r = q;
+    if (rem > half || (rem == half && (q & 1))) ++r;
+    return static_cast<uint16_t>(sign | r);
+  }
+  uint32_t v = ax - 0x38000000u;  // rebias exponent 127 -> 15 (in the fp32 bit position)
+  const uint32_t rem = v & 0x1fffu;
+  v >>= 13;
+  if (rem > 0x1000u || (rem == 0x1000u && (v & 1))) ++v;
+  return static_cast<uint16_t>(sign | v);
+}
+
+}  // namespace
+
+int64_t f32_imm(float v) { return static_cast<int32_t>(bits_of(v)); }
+int64_t bf16_pad(float v) { return static_cast<int16_t>(to_bf16(v)); }
+
+Shape physical(const Shape& logical, const std::vector<int>& layout) {
+  if (layout.empty()) return logical;
+  Shape p;
+  for (int d : layout) p.push_back(logical.at(static_cast<size_t>(d)));
+  return p;
+}
+
+Context::Context(const Graph& graph, const isa::NpuConfig& cfg, const CompileOptions& opts, CompileResult& res)
+    : g(graph), config(cfg), options(opts), result(res), program(res.program), em(res.program),
+      act(opts.precision), esize(isa::dtype_bytes(opts.precision)) {}
+
+uint64_t Context::add_data(std::vector<uint8_t> bytes) {
+  const uint64_t at = align(data_end_);
+  data_end_ = at + bytes.size();
+  isa::DataSegment seg;
+  seg.dram_addr = at;
+  seg.bytes = std::move(bytes);
+  program.data.push_back(std::move(seg));
+  return at;
+}
+
+uint64_t Context::add_floats(const std::vector<float>& v, isa::DType t) {
+  std::vector<uint8_t> b(v.size() * static_cast<size_t>(isa::dtype_bytes(t)));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (t == isa::DType::kFp32) {
+      std::memcpy(&b[i * 4], &v[i], 4);
+    } else {
+      const uint16_t h = t == isa::DType::kFp16 ? to_fp16(v[i]) : to_bf16(v[i]);
+      std::memcpy(&b[i * 2], &h, 2);
+    }
+  }
+  return add_data(std::move(b));
+}
+
+uint64_t Context::add_scratch(uint64_t bytes) {
+  const uint64_t at = align(scratch_end_);
+  scratch_end_ = at + bytes;
+  return at;
+}
+
+const DramTensor& Context::tensor(const std::string& name) const {
+  auto it = tensors.find(name);
+  if (it == tensors.end()) throw std::logic_error("backend: value '" + name + "' has no DRAM placement");
+  return it->second;
+}
+
+namespace {
+Instruction make(Opcode op, uint32_t layer) {
+  Instruction i;
+  i.opcode = op;
+  i.set(Field::kLayer, layer);
+  return i;
+}
+}  // namespace
+
+int Context::load(isa::Buffer buf, uint64_t sram, const Range& dram_range, uint64_t dram_addr, isa::DType t,
+                  std::array<int64_t, 4> s, std::array<int64_t, 3> st, std::array<int64_t, 4> pads,
+                  int64_t pad_value) {
+  Instruction i = make(Opcode::kLoad, layer);
+  i.set(Field::kDtype, static_cast<int64_t>(t)).set(Field::kBuf, static_cast<int64_t>(buf));
+  i.set(Field::kDramAddr, static_cast<int64_t>(dram_addr)).set(Field::kSramAddr, static_cast<int64_t>(sram));
+  i.set(Field::kSize0, s[0]).set(Field::kSize1, s[1]).set(Field::kSize2, s[2]).set(Field::kSize3, s[3]);
+  i.set(Field::kStride1, st[0]).set(Field::kStride2, st[1]).set(Field::kStride3, st[2]);
+  i.set(Field::kPadTop, pads[0]).set(Field::kPadBottom, pads[1]).set(Field::kPadLeft, pads[2]);
+  i.set(Field::kPadRight, pads[3]).set(Field::kPadValue, pad_value);
+  const uint64_t bytes = static_cast<uint64_t>(s[0] * (s[1] + pads[2] + pads[3]) * (s[2] + pads[0] + pads[1]) * s[3] *
+                                               isa::dtype_bytes(t));
+  return em.emit(i, {dram_range}, {Range{static_cast<int>(buf), sram, sram + bytes}});
+}
+
+int Context::store(isa::Buffer buf, uint64_t sram, const Range& dram_range, uint64_t dram_addr, isa::DType t,
+                   std::array<int64_t, 4> s, std::array<int64_t, 3> st) {
+  Instruction i = make(Opcode::kStore, layer);
+  i.set(Field::kDtype, static_cast<int64_t>(t)).set(Field::kBuf, static_cast<int64_t>(buf));
+  i.set(Field::kDramAddr, static_cast<int64_t>(dram_addr)).set(Field::kSramAddr, static_cast<int64_t>(sram));
+  i.set(Field::kSize0, s[0]).set(Field::kSize1, s[1]).set(Field::kSize2, s[2]).set(Field::kSize3, s[3]);
+  i.set(Field::kStride1, st[0]).set(Field::kStride2, st[1]).set(Field::kStride3, st[2]);
+  const uint64_t bytes = static_cast<uint64_t>(s[0] * s[1] * s[2] * s[3] * isa::dtype_bytes(t));
+  return em.emit(i, {Range{static_cast<int>(buf), sram, sram + bytes}}, {dram_range});
+}
+
+int Context::vec(const VecArgs& a) {
+  Instruction i = make(Opcode::kVec, layer);
+  i.set(Field::kVop, static_cast<int64_t>(a.op)).set(Field::kDtype, static_cast<int64_t>(a.in));
+  i.set(Field::kDtypeOut, static_cast<int64_t>(a.out));
+  i.set(Field::kSrc1Buf, static_cast<int64_t>(a.src1_buf)).set(Field::kSrc1Addr, static_cast<int64_t>(a.src1));
+  i.set(Field::kDstBuf, static_cast<int64_t>(a.dst_buf)).set(Field::kDstAddr, static_cast<int64_t>(a.dst));
+  i.set(Field::kD0, a.d0).set(Field::kD1, a.d1).set(Field::kD2, a.d2);
+  i.set(Field::kImm0, a.imm0).set(Field::kImm1, a.imm1).set(Field::kImm2, a.imm2);
+  const int64_t in_es = isa::dtype_bytes(a.in), out_es = isa::dtype_bytes(a.out);
+  const int64_t n = a.d0 * a.d1 * a.d2;
+  std::vector<Range> reads = {Range{static_cast<int>(a.src1_buf), a.src1, a.src1 + static_cast<uint64_t>(n * in_es)}};
+  int64_t dst_elems = n;
+  const bool binary = a.op == isa::VecOp::kAdd || a.op == isa::VecOp::kSub || a.op == isa::VecOp::kMul ||
+                      a.op == isa::VecOp::kDiv || a.op == isa::VecOp::kMax || a.op == isa::VecOp::kMin ||
+                      a.op == isa::VecOp::kPow;
+  if (binary) {
+    i.set(Field::kSrc2Buf, static_cast<int64_t>(a.src2_buf)).set(Field::kSrc2Addr, static_cast<int64_t>(a.src2));
+    i.set(Field::kBcast, static_cast<int64_t>(a.bcast));
+    int64_t n2 = n;
+    switch (a.bcast) {
+      case isa::Bcast::kScalar: n2 = 1; break;
+      case isa::Bcast::kRow: n2 = a.d0; break;
+      case isa::Bcast::kCol: n2 = a.d1 * a.d2; break;
+      case isa::Bcast::kNone: break;
+    }
+    reads.push_back(Range{static_cast<int>(a.src2_buf), a.src2, a.src2 + static_cast<uint64_t>(n2 * in_es)});
+  }
+  if (a.op == isa::VecOp::kMaxPool || a.op == isa::VecOp::kAvgPool) {
+    i.set(Field::kWinH, a.win_h).set(Field::kWinW, a.win_w).set(Field::kStrH, a.str_h).set(Field::kStrW, a.str_w);
+    dst_elems = ((a.d2 - a.win_h) / a.str_h + 1) * ((a.d1 - a.win_w) / a.str_w + 1) * a.d0;
+  } else if (a.op == isa::VecOp::kReduceSum || a.op == isa::VecOp::kReduceMax || a.op == isa::VecOp::kReduceMean) {
+    dst_elems = a.d1 * a.d2;
+  }
+  return em.emit(i, reads, {Range{static_cast<int>(a.dst_buf), a.dst, a.dst + static_cast<uint64_t>(dst_elems * out_es)}});
+}
+
+int Context::matmul(uint64_t a_addr, int64_t a_stride, uint64_t b_addr, uint64_t c_addr, int64_t m, int64_t k,
+                    int64_t n, bool accumulate) {
+  Instruction i = make(Opcode::kMatmul, layer);
+  i.set(Field::kDtype, static_cast<int64_t>(act)).set(Field::kAAddr, static_cast<int64_t>(a_addr));
+  i.set(Field::kAStride, a_stride).set(Field::kBAddr, static_cast<int64_t>(b_addr));
+  i.set(Field::kCAddr, static_cast<int64_t>(c_addr)).set(Field::kM, m).set(Field::kK, k).set(Field::kN, n);
+  i.set(Field::kAccumulate, accumulate ? 1 : 0);
+  const uint64_t es = static_cast<uint64_t>(esize);
+  const uint64_t a_bytes = (static_cast<uint64_t>(m - 1) * static_cast<uint64_t>(a_stride) + static_cast<uint64_t>(k)) * es;
+  const Range c{static_cast<int>(isa::Buffer::kAccumulator), c_addr, c_addr + static_cast<uint64_t>(m * n * 4)};
+  std::vector<Range> reads = {Range{static_cast<int>(isa::Buffer::kInput), a_addr, a_addr + a_bytes},
+                              Range{static_cast<int>(isa::Buffer::kWeight), b_addr, b_addr + static_cast<uint64_t>(k * n) * es}};
+  if (accumulate) reads.push_back(c);
+  return em.emit(i, reads, {c});
+}
+
+int Context::conv(uint64_t a_addr, uint64_t b_addr, uint64_t c_addr, int64_t in_h, int64_t in_w, int64_t in_c,
+                  int64_t out_h, int64_t out_w, int64_t n, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh,
+                  int64_t dw, bool accumulate) {
+  Instruction i = make(Opcode::kConv, layer);
+  i.set(Field::kDtype, static_cast<int64_t>(act)).set(Field::kAAddr, static_cast<int64_t>(a_addr));
+  i.set(Field::kBAddr, static_cast<int64_t>(b_addr)).set(Field::kCAddr, static_cast<int64_t>(c_addr));
+  i.set(Field::kInH, in_h).set(Field::kInW, in_w).set(Field::kInC, in_c).set(Field::kOutH, out_h);
+  i.set(Field::kOutW, out_w).set(Field::kN, n).set(Field::kKernelH, kh).set(Field::kKernelW, kw);
+  i.set(Field::kStrideH, sh).set(Field::kStrideW, sw).set(Field::kDilationH, dh).set(Field::kDilationW, dw);
+  i.set(Field::kAccumulate, accumulate ? 1 : 0);
+  const uint64_t es = static_cast<uint64_t>(esize);
+  const Range c{static_cast<int>(isa::Buffer::kAccumulator), c_addr, c_addr + static_cast<uint64_t>(out_h * out_w * n * 4)};
+  std::vector<Range> reads = {
+      Range{static_cast<int>(isa::Buffer::kInput), a_addr, a_addr + static_cast<uint64_t>(in_h * in_w * in_c) * es},
+      Range{static_cast<int>(isa::Buffer::kWeight), b_addr, b_addr + static_cast<uint64_t>(kh * kw * in_c * n) * es}};
+  if (accumulate) reads.push_back(c);
+  return em.emit(i, reads, {c});
+}
+
+}  // namespace npusim::compiler::backend

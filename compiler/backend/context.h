@@ -1,0 +1,120 @@
+#pragma once
+// Shared state of one compile() run and the instruction helpers every lowering uses (internal to the
+// back end). Values live in DRAM in their physical layout (Value::layout); `phys` is the logical shape
+// permuted into memory order, outermost first.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "compiler/backend/compile.h"
+#include "compiler/backend/emitter.h"
+#include "compiler/ir/graph.h"
+#include "isa/isa.h"
+#include "isa/machine/config.h"
+
+namespace npusim::compiler::backend {
+
+// A runtime tensor in DRAM.
+struct DramTensor {
+  uint64_t addr = 0;
+  uint64_t bytes = 0;
+  Shape shape;              // logical
+  std::vector<int> layout;  // memory order of logical dims; empty = ONNX order
+  Shape phys;               // dims in memory order
+  Range range() const { return Range{kDram, addr, addr + bytes}; }
+};
+
+// Byte offsets of a ping-pong (or single) set of slots in one scratchpad.
+struct SramAlloc {
+  isa::Buffer buf = isa::Buffer::kInput;
+  uint64_t next = 0;
+  // Reserves `bytes` (rounded up to 64) and returns the offset.
+  uint64_t take(uint64_t bytes) {
+    const uint64_t at = next;
+    next += (bytes + 63) / 64 * 64;
+    return at;
+  }
+};
+
+class Context {
+ public:
+  Context(const Graph& g, const isa::NpuConfig& config, const CompileOptions& options, CompileResult& result);
+
+  const Graph& g;
+  const isa::NpuConfig& config;
+  CompileOptions options;
+  CompileResult& result;
+  isa::Program& program;
+  Emitter em;
+  isa::DType act;  // activation and operand dtype (the precision)
+  int64_t esize;   // bytes per activation element
+  uint32_t layer = 0;
+  std::map<std::string, DramTensor> tensors;  // runtime values by name
+
+  int64_t capacity(isa::Buffer b) const { return config.sram.buffer(b).size_bytes(); }
+  uint64_t align(uint64_t x) const {
+    const uint64_t a = static_cast<uint64_t>(std::max<int64_t>(1, config.dma.alignment_bytes));
+    return (x + a - 1) / a * a;
+  }
+  // Places bytes in DRAM as a data segment (aligned); returns the address.
+  uint64_t add_data(std::vector<uint8_t> bytes);
+  // Float values converted to `t` (fp32/fp16/bf16) as a data segment.
+  uint64_t add_floats(const std::vector<float>& v, isa::DType t);
+  // DRAM scratch (not reused) of `bytes`.
+  uint64_t add_scratch(uint64_t bytes);
+
+  const DramTensor& tensor(const std::string& name) const;
+
+  // ---- instruction helpers: fill the fields, compute the accessed ranges, emit ----
+  // LOAD a box (sizes innermost first, strides in elements) from DRAM into buf at sram. `dram_range`
+  // is the DRAM tensor the box belongs to (dependency tracking is per tensor).
+  int load(isa::Buffer buf, uint64_t sram, const Range& dram_range, uint64_t dram_addr, isa::DType t,
+           std::array<int64_t, 4> sizes, std::array<int64_t, 3> strides, std::array<int64_t, 4> pads = {0, 0, 0, 0},
+           int64_t pad_value = 0);
+  int store(isa::Buffer buf, uint64_t sram, const Range& dram_range, uint64_t dram_addr, isa::DType t,
+            std::array<int64_t, 4> sizes, std::array<int64_t, 3> strides);
+  struct VecArgs {
+    isa::VecOp op = isa::VecOp::kCopy;
+    isa::DType in = isa::DType::kFp32, out = isa::DType::kFp32;
+    isa::Buffer src1_buf = isa::Buffer::kInput;
+    uint64_t src1 = 0;
+    isa::Buffer src2_buf = isa::Buffer::kInput;
+    uint64_t src2 = 0;
+    isa::Buffer dst_buf = isa::Buffer::kInput;
+    uint64_t dst = 0;
+    int64_t d0 = 1, d1 = 1, d2 = 1;
+    isa::Bcast bcast = isa::Bcast::kNone;
+    int64_t imm0 = 0, imm1 = 0, imm2 = 0;
+    int64_t win_h = 0, win_w = 0, str_h = 0, str_w = 0;
+  };
+  int vec(const VecArgs& a);
+  int matmul(uint64_t a_addr, int64_t a_stride, uint64_t b_addr, uint64_t c_addr, int64_t m, int64_t k, int64_t n,
+             bool accumulate);
+  int conv(uint64_t a_addr, uint64_t b_addr, uint64_t c_addr, int64_t in_h, int64_t in_w, int64_t in_c, int64_t out_h,
+           int64_t out_w, int64_t n, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh, int64_t dw,
+           bool accumulate);
+
+  // Layer-plan bookkeeping.
+  LayerPlan* plan = nullptr;
+
+ private:
+  uint64_t data_end_ = 0;
+  uint64_t scratch_end_ = 0;
+  friend CompileResult compile(const Graph&, const isa::NpuConfig&, const CompileOptions&);
+};
+
+// fp32 bit pattern of v as an immediate.
+int64_t f32_imm(float v);
+// bf16 bits of v as a LOAD pad value (signed 16-bit field).
+int64_t bf16_pad(float v);
+// Physical shape of a logical shape under `layout`.
+Shape physical(const Shape& logical, const std::vector<int>& layout);
+
+// ---- lowerings (each returns false when it cannot lower the node; the caller falls back to host) ----
+// Matrix nodes: Conv, Gemm, MatMul. Throws CompileError when even the smallest tile does not fit.
+bool lower_matrix(Context& c, const Node& n);
+// Vector and data-movement nodes.
+bool lower_vector(Context& c, const Node& n, std::string* why);
+
+}  // namespace npusim::compiler::backend

@@ -1,0 +1,119 @@
+#include "compiler/backend/emitter.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace npusim::compiler::backend {
+
+namespace {
+bool overlaps(const Range& a, const Range& b) { return a.begin < b.end && b.begin < a.end; }
+bool covers(const Range& outer, const Range& inner) { return outer.begin <= inner.begin && inner.end <= outer.end; }
+constexpr std::array<int, isa::kNumQueues> kNone = {-1, -1, -1, -1, -1};
+}  // namespace
+
+std::array<Emitter::Clock, isa::kNumQueues> Emitter::make_clocks() {
+  std::array<Clock, isa::kNumQueues> c;
+  c.fill(kNone);
+  return c;
+}
+
+int Emitter::emit(isa::Instruction ins, const std::vector<Range>& reads, const std::vector<Range>& writes) {
+  const int idx = static_cast<int>(program_.instructions.size());
+  const int q = static_cast<int>(ins.queue());
+  std::array<int, isa::kNumQueues> dep = kNone;
+  auto add = [&](const std::array<int, isa::kNumQueues>& a) {
+    for (int p = 0; p < isa::kNumQueues; ++p) dep[p] = std::max(dep[p], a[p]);
+  };
+  for (const Range& r : reads) {
+    for (const Record& rec : records_[r.space]) {
+      if (overlaps(rec.r, r)) add(rec.writer);
+    }
+  }
+  for (const Range& w : writes) {
+    for (const Record& rec : records_[w.space]) {
+      if (overlaps(rec.r, w)) {
+        add(rec.writer);
+        add(rec.reader);
+      }
+    }
+  }
+  Clock cur = queue_clock_[q];
+  int wait = 0;
+  for (int p = 0; p < isa::kNumQueues; ++p) {
+    if (p == q || dep[p] < 0) continue;
+    const int x = dep[p];
+    if (pos_[x] <= cur[p]) continue;  // already known complete
+    isa::Instruction& producer = program_.instructions[x];
+    if (producer.signals(static_cast<isa::Queue>(q))) {
+      throw std::logic_error("backend emitter: token channel reused out of order");
+    }
+    producer.set(isa::Field::kSignal, producer.get(isa::Field::kSignal) | (1 << q));
+    wait |= 1 << p;
+    ++tokens_;
+    for (int k = 0; k < isa::kNumQueues; ++k) cur[k] = std::max(cur[k], clock_[x][k]);
+  }
+  ins.set(isa::Field::kWait, wait);
+  ins.set(isa::Field::kSignal, 0);
+  program_.instructions.push_back(ins);
+  const int position = queue_len_[q]++;
+  pos_.push_back(position);
+  cur[q] = position;
+  clock_.push_back(cur);
+  queue_clock_[q] = cur;
+
+  for (const Range& r : reads) {
+    auto& recs = records_[r.space];
+    auto it = std::find_if(recs.begin(), recs.end(),
+                           [&](const Record& x) { return x.r.begin == r.begin && x.r.end == r.end; });
+    if (it != recs.end()) {
+      it->reader[q] = idx;
+    } else {
+      Record rec{r, kNone, kNone};
+      // A new read record inherits the writers of what it overlaps so a later write still sees them
+      // through this record even if the older one is pruned.
+      for (const Record& o : recs) {
+        if (overlaps(o.r, r)) {
+          for (int p = 0; p < isa::kNumQueues; ++p) rec.writer[p] = std::max(rec.writer[p], o.writer[p]);
+        }
+      }
+      rec.reader[q] = idx;
+      recs.push_back(rec);
+    }
+  }
+  for (const Range& w : writes) {
+    auto& recs = records_[w.space];
+    recs.erase(std::remove_if(recs.begin(), recs.end(), [&](const Record& x) { return covers(w, x.r); }),
+               recs.end());
+    Record rec{w, kNone, kNone};
+    rec.writer[q] = idx;
+    recs.push_back(rec);
+  }
+  return idx;
+}
+
+void Emitter::collapse_sram() {
+  for (int s = 0; s < isa::kNumBuffers; ++s) {
+    auto& recs = records_[s];
+    if (recs.size() <= 1) continue;
+    Record all{Range{s, 0, 0}, kNone, kNone};
+    for (const Record& r : recs) {
+      all.r.end = std::max(all.r.end, r.r.end);
+      for (int p = 0; p < isa::kNumQueues; ++p) {
+        all.writer[p] = std::max(all.writer[p], r.writer[p]);
+        all.reader[p] = std::max(all.reader[p], r.reader[p]);
+      }
+    }
+    recs.assign(1, all);
+  }
+}
+
+void Emitter::halt(uint32_t layer) {
+  isa::Instruction h;
+  h.opcode = isa::Opcode::kHalt;
+  h.set(isa::Field::kLayer, layer);
+  program_.instructions.push_back(h);
+  pos_.push_back(queue_len_[static_cast<int>(isa::Queue::kMatrix)]++);
+  clock_.push_back(kNone);
+}
+
+}  // namespace npusim::compiler::backend

@@ -1,0 +1,67 @@
+#pragma once
+// Instruction emission with automatic dependency tokens (internal to the back end).
+//
+// Every instruction is emitted with the memory it reads and writes: byte ranges of the three SRAM
+// buffers and of DRAM (kDram). The emitter keeps, per range, the latest writer and readers in every
+// queue, derives RAW/WAR/WAW dependencies, and turns each dependency on another queue into one token:
+// the producer gets a `signal` bit for the consumer's queue, the consumer a `wait` bit for the
+// producer's. Each queue carries a vector clock (the last position of every other queue it knows to be
+// complete) so a dependency already implied by an earlier token costs nothing. Tokens on one channel
+// are therefore pushed and popped in the same order, every signal has exactly one wait, and every wait
+// refers to an earlier instruction in program order (no deadlock). The scheme assumes, as the units do,
+// that each queue completes its instructions in program order.
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "isa/isa.h"
+#include "isa/program.h"
+
+namespace npusim::compiler::backend {
+
+inline constexpr int kDram = isa::kNumBuffers;  // pseudo-buffer index for DRAM ranges
+inline constexpr int kNumSpaces = isa::kNumBuffers + 1;
+
+struct Range {
+  int space = 0;  // isa::Buffer value or kDram
+  uint64_t begin = 0;
+  uint64_t end = 0;
+};
+
+class Emitter {
+ public:
+  explicit Emitter(isa::Program& program) : program_(program) {}
+
+  // Appends `ins` (its wait/signal fields are managed here) after the accesses it depends on.
+  // Returns its index in program.instructions.
+  int emit(isa::Instruction ins, const std::vector<Range>& reads, const std::vector<Range>& writes);
+
+  // Forget fine-grained SRAM ranges: each scratchpad's history collapses into one range covering the
+  // whole buffer (conservative; called between layers so the history stays small).
+  void collapse_sram();
+  // Emits HALT (after which nothing may be emitted).
+  void halt(uint32_t layer);
+
+  int64_t size() const { return static_cast<int64_t>(program_.instructions.size()); }
+  int64_t tokens() const { return tokens_; }
+
+ private:
+  struct Record {
+    Range r;
+    std::array<int, isa::kNumQueues> writer;  // latest writing instruction per queue, -1 = none
+    std::array<int, isa::kNumQueues> reader;  // latest reading instruction per queue
+  };
+  using Clock = std::array<int, isa::kNumQueues>;  // queue positions known complete, -1 = none
+
+  isa::Program& program_;
+  std::vector<Record> records_[kNumSpaces];
+  std::vector<int> pos_;       // per instruction: its position in its queue
+  std::vector<Clock> clock_;   // per instruction: what is known complete once it completes
+  std::array<int, isa::kNumQueues> queue_len_{};
+  std::array<Clock, isa::kNumQueues> queue_clock_ = make_clocks();
+  int64_t tokens_ = 0;
+
+  static std::array<Clock, isa::kNumQueues> make_clocks();
+};
+
+}  // namespace npusim::compiler::backend

@@ -1,0 +1,270 @@
+// Built-in micro-models, SCALE-Sim topologies and the model-spec dispatcher. Each builds an ONNX
+// ModelProto and imports it, so all sources get the same checks and ONNX shape inference.
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "compiler/import/import.h"
+#include "compiler/import/onnx_internal.h"
+
+namespace npusim::compiler {
+namespace {
+
+using detail::ModelBuilder;
+using detail::pseudo_random;
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::istringstream is(s);
+  while (std::getline(is, cur, sep)) out.push_back(cur);
+  if (!s.empty() && s.back() == sep) out.emplace_back();
+  return out;
+}
+
+int64_t parse_positive(const std::string& text, const std::string& what) {
+  std::string t = trim(text);
+  size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(t, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (t.empty() || used != t.size() || v <= 0)
+    throw ModelError(what + " must be a positive integer, got '" + t + "'");
+  return v;
+}
+
+// "key=v,key=v" after the "kind:" prefix; every key must be one of `allowed`.
+std::map<std::string, int64_t> parse_params(const std::string& spec, const std::string& body,
+                                            const std::vector<std::string>& allowed) {
+  std::map<std::string, int64_t> out;
+  for (const auto& item : split(body, ',')) {
+    std::string it = trim(item);
+    if (it.empty()) continue;
+    auto eq = it.find('=');
+    if (eq == std::string::npos) throw ModelError("model spec '" + spec + "': '" + it + "' is not KEY=VALUE");
+    std::string key = trim(it.substr(0, eq));
+    bool ok = false;
+    for (const auto& a : allowed) ok = ok || a == key;
+    if (!ok) {
+      std::string list;
+      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+      throw ModelError("model spec '" + spec + "': unknown parameter '" + key + "' (expected " + list + ")");
+    }
+    if (key == "pad") {  // the only parameter that may be zero
+      std::string v = trim(it.substr(eq + 1));
+      out[key] = v == "0" ? 0 : parse_positive(v, "model spec '" + spec + "': pad");
+    } else {
+      out[key] = parse_positive(it.substr(eq + 1), "model spec '" + spec + "': " + key);
+    }
+  }
+  return out;
+}
+
+int64_t need(const std::map<std::string, int64_t>& p, const std::string& key, const std::string& spec) {
+  auto it = p.find(key);
+  if (it == p.end()) throw ModelError("model spec '" + spec + "' lacks " + key + "=...");
+  return it->second;
+}
+
+Graph demo_model() {
+  ModelBuilder b("demo");
+  b.add_input("input", {1, 3, 32, 32});
+  const int64_t chans[4] = {3, 16, 32, 64};
+  const int64_t strides[3] = {1, 2, 2};
+  std::string x = "input";
+  for (int l = 0; l < 3; ++l) {
+    const std::string p = "conv" + std::to_string(l + 1);
+    const int64_t ci = chans[l], co = chans[l + 1];
+    b.add_initializer(p + ".weight", {co, ci, 3, 3},
+                      pseudo_random(co * ci * 9, std::sqrt(2.0f / static_cast<float>(ci * 9)), 11 + l));
+    auto& conv = b.add_node("Conv", p, {x, p + ".weight"}, {p + ".out"});
+    ModelBuilder::set_attr(conv, "kernel_shape", std::vector<int64_t>{3, 3});
+    ModelBuilder::set_attr(conv, "pads", std::vector<int64_t>{1, 1, 1, 1});
+    ModelBuilder::set_attr(conv, "strides", std::vector<int64_t>{strides[l], strides[l]});
+    const std::string bn = "bn" + std::to_string(l + 1);
+    std::vector<float> scale = pseudo_random(co, 0.2f, 21 + l), bias = pseudo_random(co, 0.1f, 31 + l),
+                       mean = pseudo_random(co, 0.1f, 41 + l), var = pseudo_random(co, 0.2f, 51 + l);
+    for (auto& s : scale) s += 1.0f;
+    for (auto& v : var) v += 1.0f;
+    b.add_initializer(bn + ".scale", {co}, scale);
+    b.add_initializer(bn + ".bias", {co}, bias);
+    b.add_initializer(bn + ".mean", {co}, mean);
+    b.add_initializer(bn + ".var", {co}, var);
+    auto& bnn = b.add_node("BatchNormalization", bn,
+                           {p + ".out", bn + ".scale", bn + ".bias", bn + ".mean", bn + ".var"}, {bn + ".out"});
+    ModelBuilder::set_attr(bnn, "epsilon", 1e-5f);
+    const std::string relu = "relu" + std::to_string(l + 1);
+    b.add_node("Relu", relu, {bn + ".out"}, {relu + ".out"});
+    x = relu + ".out";
+  }
+  b.add_node("GlobalAveragePool", "pool", {x}, {"pool.out"});
+  b.add_node("Flatten", "flatten", {"pool.out"}, {"flatten.out"});
+  b.add_initializer("fc.weight", {10, 64}, pseudo_random(640, 0.125f, 61));
+  b.add_initializer("fc.bias", {10}, pseudo_random(10, 0.1f, 62));
+  auto& fc = b.add_node("Gemm", "fc", {"flatten.out", "fc.weight", "fc.bias"}, {"logits"});
+  ModelBuilder::set_attr(fc, "transB", int64_t{1});
+  b.add_output("logits");
+  return detail::import_model_proto(b.model(), {}, ".", "builtin:demo");
+}
+
+void add_matmul(ModelBuilder& b, const std::string& name, int64_t m, int64_t n, int64_t k, uint32_t seed) {
+  b.add_input(name + ".a", {m, k});
+  b.add_initializer(name + ".b", {k, n}, pseudo_random(k * n, 1.0f / std::sqrt(static_cast<float>(k)), seed));
+  b.add_node("MatMul", name, {name + ".a", name + ".b"}, {name + ".out"});
+  b.add_output(name + ".out");
+}
+
+// A Conv on a pre-padded or padded 1xCxHxW input. extra_h/extra_w pad the bottom/right edge (SCALE-Sim's
+// ceiling rule for the output size).
+void add_conv(ModelBuilder& b, const std::string& name, int64_t h, int64_t w, int64_t c, int64_t k, int64_t r,
+              int64_t s, int64_t stride_h, int64_t stride_w, int64_t pad, int64_t extra_h, int64_t extra_w,
+              int64_t group, uint32_t seed) {
+  b.add_input(name + ".ifmap", {1, c, h, w});
+  const int64_t cin = c / group;
+  b.add_initializer(name + ".weight", {k, cin, r, s},
+                    pseudo_random(k * cin * r * s, 1.0f / std::sqrt(static_cast<float>(cin * r * s)), seed));
+  auto& n = b.add_node("Conv", name, {name + ".ifmap", name + ".weight"}, {name + ".ofmap"});
+  ModelBuilder::set_attr(n, "kernel_shape", std::vector<int64_t>{r, s});
+  ModelBuilder::set_attr(n, "strides", std::vector<int64_t>{stride_h, stride_w});
+  ModelBuilder::set_attr(n, "pads", std::vector<int64_t>{pad, pad, pad + extra_h, pad + extra_w});
+  if (group != 1) ModelBuilder::set_attr(n, "group", group);
+  b.add_output(name + ".ofmap");
+}
+
+}  // namespace
+
+std::pair<std::string, Shape> parse_input_shape(const std::string& spec) {
+  auto eq = spec.rfind('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ModelError("--input-shape '" + spec + "' is not NAME=D0xD1x... (e.g. input=1x3x224x224)");
+  std::string name = spec.substr(0, eq), dims = trim(spec.substr(eq + 1));
+  Shape shape;
+  if (!dims.empty())
+    for (const auto& d : split(dims, 'x')) shape.push_back(parse_positive(d, "--input-shape " + name + " dimension"));
+  return {name, shape};
+}
+
+bool is_builtin_model_spec(const std::string& spec) {
+  return spec == "demo" || spec.rfind("gemm:", 0) == 0 || spec.rfind("conv:", 0) == 0;
+}
+
+Graph builtin_model(const std::string& spec) {
+  if (spec == "demo") return demo_model();
+  if (spec.rfind("gemm:", 0) == 0) {
+    auto p = parse_params(spec, spec.substr(5), {"M", "N", "K"});
+    ModelBuilder b("gemm");
+    add_matmul(b, "gemm", need(p, "M", spec), need(p, "N", spec), need(p, "K", spec), 7);
+    return detail::import_model_proto(b.model(), {}, ".", "builtin:" + spec);
+  }
+  if (spec.rfind("conv:", 0) == 0) {
+    auto p = parse_params(spec, spec.substr(5), {"H", "W", "C", "K", "R", "S", "stride", "pad"});
+    const int64_t h = need(p, "H", spec), w = need(p, "W", spec), r = need(p, "R", spec), s = need(p, "S", spec);
+    const int64_t stride = p.count("stride") ? p["stride"] : 1, pad = p.count("pad") ? p["pad"] : 0;
+    if (h + 2 * pad < r || w + 2 * pad < s)
+      throw ModelError("model spec '" + spec + "': the filter is larger than the padded input");
+    ModelBuilder b("conv");
+    add_conv(b, "conv", h, w, need(p, "C", spec), need(p, "K", spec), r, s, stride, stride, pad, 0, 0, 1, 7);
+    return detail::import_model_proto(b.model(), {}, ".", "builtin:" + spec);
+  }
+  throw ModelError("unknown built-in model '" + spec + "' (expected demo, gemm:M=..,N=..,K=.. or conv:H=..,W=..,...)");
+}
+
+Graph import_scalesim_csv_text(const std::string& text, const std::string& display_name) {
+  std::istringstream is(text);
+  std::string line;
+  std::vector<std::pair<int, std::vector<std::string>>> rows;
+  std::vector<std::string> header;
+  int lineno = 0;
+  while (std::getline(is, line)) {
+    ++lineno;
+    if (trim(line).empty()) continue;
+    auto fields = split(trim(line), ',');
+    if (!fields.empty() && trim(fields.back()).empty()) fields.pop_back();  // SCALE-Sim's trailing comma
+    if (header.empty())
+      header = fields;
+    else
+      rows.emplace_back(lineno, fields);
+  }
+  if (header.size() < 2) throw ModelError(display_name + " is not a SCALE-Sim topology CSV (no header row)");
+  std::string h1 = trim(header[1]);
+  for (auto& c : h1) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const bool gemm = h1 == "m";
+  if (!gemm && h1.find("ifmap") == std::string::npos)
+    throw ModelError(display_name + " is not a SCALE-Sim topology CSV: its header's second column is '" +
+                     trim(header[1]) + "' (expected 'IFMAP Height' or 'M')");
+  if (rows.empty()) throw ModelError(display_name + " has no layers");
+  std::string gname = display_name;
+  auto slash = gname.find_last_of('/');
+  if (slash != std::string::npos) gname = gname.substr(slash + 1);
+  ModelBuilder b(gname);
+  std::map<std::string, int> seen;
+  uint32_t seed = 100;
+  for (const auto& [ln, f] : rows) {
+    const std::string where = display_name + ":" + std::to_string(ln);
+    std::string name = trim(f[0]);
+    if (name.empty()) throw ModelError(where + ": layer name is empty");
+    if (seen[name]++) name += "_" + std::to_string(seen[name] - 1);
+    if (gemm) {
+      if (f.size() < 4) throw ModelError(where + ": a GEMM row needs Layer Name, M, N, K");
+      add_matmul(b, name, parse_positive(f[1], where + ": M"), parse_positive(f[2], where + ": N"),
+                 parse_positive(f[3], where + ": K"), seed++);
+      continue;
+    }
+    if (f.size() < 8)
+      throw ModelError(where + ": a conv row needs Layer name, IFMAP Height, IFMAP Width, Filter Height, "
+                       "Filter Width, Channels, Num Filter, Strides");
+    const int64_t h = parse_positive(f[1], where + ": IFMAP Height"), w = parse_positive(f[2], where + ": IFMAP Width");
+    const int64_t r = parse_positive(f[3], where + ": Filter Height"), s = parse_positive(f[4], where + ": Filter Width");
+    const int64_t c = parse_positive(f[5], where + ": Channels"), k = parse_positive(f[6], where + ": Num Filter");
+    const int64_t sh = parse_positive(f[7], where + ": Strides");
+    const int64_t sw = f.size() > 8 ? parse_positive(f[8], where + ": Stride width") : sh;
+    if (r > h || s > w) throw ModelError(where + ": the filter is larger than the IFMAP");
+    // SCALE-Sim: ofmap = ceil((ifmap - filter + stride) / stride); pad the far edge so an ONNX Conv
+    // produces that many rows/columns.
+    const int64_t oh = (h - r + sh + sh - 1) / sh, ow = (w - s + sw + sw - 1) / sw;
+    const int64_t extra_h = (oh - 1) * sh + r - h, extra_w = (ow - 1) * sw + s - w;
+    // A depthwise layer ("DP" in the name): SCALE-Sim runs one single-channel layer per channel; one
+    // grouped Conv with C groups of `k` filters each is the same computation.
+    const bool dp = name.find("DP") != std::string::npos;
+    add_conv(b, name, h, w, c, dp ? c * k : k, r, s, sh, sw, 0, std::max<int64_t>(extra_h, 0),
+             std::max<int64_t>(extra_w, 0), dp ? c : 1, seed++);
+  }
+  return detail::import_model_proto(b.model(), {}, ".", display_name);
+}
+
+Graph import_scalesim_csv(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ModelError("cannot open SCALE-Sim topology '" + path + "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return import_scalesim_csv_text(ss.str(), path);
+}
+
+Graph load_model(const std::string& spec, const ImportOptions& options) {
+  if (is_builtin_model_spec(spec)) {
+    if (!options.input_shapes.empty())
+      throw ModelError("--input-shape does not apply to built-in model '" + spec + "' (its shapes are fixed)");
+    return builtin_model(spec);
+  }
+  if (spec.size() > 4 && spec.compare(spec.size() - 4, 4, ".csv") == 0) {
+    if (!options.input_shapes.empty())
+      throw ModelError("--input-shape does not apply to SCALE-Sim topology '" + spec + "' (its shapes are fixed)");
+    return import_scalesim_csv(spec);
+  }
+  return import_onnx_file(spec, options);
+}
+
+}  // namespace npusim::compiler

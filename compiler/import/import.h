@@ -1,0 +1,64 @@
+#pragma once
+// Model import: ONNX files, SCALE-Sim topology CSVs and built-in micro-models, all into the same
+// graph IR. Every failure a user can cause (bad file, unbound dynamic dimension, unknown op, ...) is a
+// ModelError with one sentence naming the file, input, node or dimension.
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compiler/ir/graph.h"
+
+namespace npusim::compiler {
+
+// A model the compiler cannot accept because of the model itself (or how the user described it).
+class ModelError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ImportOptions {
+  // Shapes that bind graph inputs' dynamic dimensions (`--input-shape NAME=1x3x224x224`). A bound
+  // shape must have the input's rank and agree with its static dimensions.
+  std::map<std::string, Shape> input_shapes;
+};
+
+// Parse "NAME=1x3x224x224" (a scalar input is "NAME="). Throws ModelError on a malformed spec.
+std::pair<std::string, Shape> parse_input_shape(const std::string& spec);
+
+// Read an ONNX model file (opset 7 or later). Initializers stored as external data are read from
+// files relative to the model's directory. Runs ONNX's checker and ONNX's shape inference with data
+// propagation; values whose shape inference could not determine keep shape_known = false.
+Graph import_onnx_file(const std::string& path, const ImportOptions& options = {});
+// The same from serialized bytes; external data locations are relative to `base_dir`, and
+// `display_name` stands for the file in error messages.
+Graph import_onnx_bytes(const std::string& bytes, const ImportOptions& options = {},
+                        const std::string& base_dir = ".", const std::string& display_name = "<model>");
+
+// Read a serialized ONNX TensorProto (the node tests' input_N.pb / output_N.pb files).
+Tensor read_tensor_file(const std::string& path);
+Tensor tensor_from_bytes(const std::string& bytes, const std::string& display_name = "<tensor>");
+// The name recorded in a serialized TensorProto file ("" when it has none).
+std::string read_tensor_name(const std::string& path);
+
+// A SCALE-Sim topology CSV. A conv topology (`Layer name, IFMAP Height, IFMAP Width, Filter Height,
+// Filter Width, Channels, Num Filter, Strides,`) becomes one Conv node per row, each reading its own
+// pre-padded NCHW input (batch 1, no padding, output size (H - R) / stride + 1 as SCALE-Sim computes
+// it); a GEMM topology (`Layer Name, M, N, K,`) becomes one MatMul [M x K] x [K x N] per row. Weights
+// are zero-filled constants (a topology carries no data). Rows are independent layers, as in
+// SCALE-Sim: every layer's output is a graph output.
+Graph import_scalesim_csv(const std::string& path);
+Graph import_scalesim_csv_text(const std::string& text, const std::string& display_name = "<csv>");
+
+// Built-in models: "demo" (a small CNN: 3 x conv-bn-relu, global pool, gemm on 1x3x32x32),
+// "gemm:M=..,N=..,K=.." (one MatMul) and "conv:H=..,W=..,C=..,K=..,R=..,S=..,stride=..,pad=.."
+// (one Conv on 1xCxHxW; stride defaults to 1, pad to 0). Weights are deterministic pseudo-random
+// values so functional runs compute something non-trivial.
+Graph builtin_model(const std::string& spec);
+bool is_builtin_model_spec(const std::string& spec);
+
+// Dispatch on the spec: a built-in model spec, a *.csv SCALE-Sim topology, otherwise an ONNX file.
+Graph load_model(const std::string& spec, const ImportOptions& options = {});
+
+}  // namespace npusim::compiler

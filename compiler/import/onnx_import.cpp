@@ -1,0 +1,452 @@
+// ONNX -> graph IR. Only this file (and the other import/ sources) sees ONNX and protobuf.
+#include <onnx/checker.h>
+#include <onnx/defs/schema.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "compiler/import/import.h"
+#include "compiler/import/onnx_internal.h"
+
+namespace npusim::compiler {
+namespace {
+
+constexpr int64_t kMinOpset = 7;
+// Refuse tensors above 2^34 elements: no real model has one, and a corrupt dims field must not make
+// us allocate terabytes.
+constexpr int64_t kMaxElements = int64_t{1} << 34;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ModelError("cannot open '" + path + "': " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw ModelError("cannot read '" + path + "'");
+  return ss.str();
+}
+
+std::string dir_of(const std::string& path) {
+  auto p = path.find_last_of('/');
+  if (p == std::string::npos) return ".";
+  if (p == 0) return "/";
+  return path.substr(0, p);
+}
+
+float half_to_float(uint16_t h) {
+  uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  float v;
+  if (exp == 0)
+    v = std::ldexp(static_cast<float>(mant), -24);
+  else if (exp == 31)
+    v = mant ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+  else
+    v = std::ldexp(static_cast<float>(mant | 0x400), static_cast<int>(exp) - 25);
+  return sign ? -v : v;
+}
+
+float bf16_to_float(uint16_t h) {
+  uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float v;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
+
+template <typename T>
+T load_le(const char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));  // the host is little-endian (x86-64/aarch64), as ONNX's raw_data
+  return v;
+}
+
+// Converts a TensorProto whose data is inline (raw_data or typed fields). `what` names it in errors.
+Tensor convert_tensor(const onnx::TensorProto& tp, const std::string& what) {
+  const int et = tp.data_type();
+  const DataType dt = static_cast<DataType>(et);
+  switch (dt) {
+    case DataType::kFloat32: case DataType::kUInt8: case DataType::kInt8: case DataType::kUInt16:
+    case DataType::kInt16: case DataType::kInt32: case DataType::kInt64: case DataType::kBool:
+    case DataType::kFloat16: case DataType::kFloat64: case DataType::kUInt32: case DataType::kUInt64:
+    case DataType::kBFloat16: break;
+    case DataType::kString: throw ModelError(what + " is a string tensor, which npusim does not support");
+    default: throw ModelError(what + " has unknown element type " + std::to_string(et));
+  }
+  if (tp.data_location() == onnx::TensorProto::EXTERNAL)
+    throw ModelError(what + " stores its data externally, which is not allowed here");
+  Shape shape;
+  int64_t n = 1;
+  for (int64_t d : tp.dims()) {
+    if (d < 0) throw ModelError(what + " has a negative dimension " + std::to_string(d));
+    shape.push_back(d);
+    if (d != 0 && n > kMaxElements / d) throw ModelError(what + " is implausibly large (corrupt dims?)");
+    n *= d;
+  }
+  Tensor t;
+  t.dtype = dt;
+  t.shape = shape;
+  const bool fl = is_float(dt);
+  if (fl)
+    t.f.resize(static_cast<size_t>(n));
+  else
+    t.i.resize(static_cast<size_t>(n));
+  const int64_t es = element_size(dt);
+  auto mismatch = [&](int64_t have) {
+    return ModelError(what + " has " + std::to_string(have) + " values for shape " + shape_to_string(shape) +
+                      " (" + std::to_string(n) + " expected)");
+  };
+  if (tp.has_raw_data()) {
+    const std::string& raw = tp.raw_data();
+    if (static_cast<int64_t>(raw.size()) != n * es) throw mismatch(static_cast<int64_t>(raw.size()) / es);
+    const char* p = raw.data();
+    for (int64_t k = 0; k < n; ++k, p += es) {
+      switch (dt) {
+        case DataType::kFloat32: t.f[k] = load_le<float>(p); break;
+        case DataType::kFloat64: t.f[k] = static_cast<float>(load_le<double>(p)); break;
+        case DataType::kFloat16: t.f[k] = half_to_float(load_le<uint16_t>(p)); break;
+        case DataType::kBFloat16: t.f[k] = bf16_to_float(load_le<uint16_t>(p)); break;
+        case DataType::kUInt8: t.i[k] = load_le<uint8_t>(p); break;
+        case DataType::kInt8: t.i[k] = load_le<int8_t>(p); break;
+        case DataType::kBool: t.i[k] = load_le<uint8_t>(p) != 0; break;
+        case DataType::kUInt16: t.i[k] = load_le<uint16_t>(p); break;
+        case DataType::kInt16: t.i[k] = load_le<int16_t>(p); break;
+        case DataType::kInt32: t.i[k] = load_le<int32_t>(p); break;
+        case DataType::kUInt32: t.i[k] = load_le<uint32_t>(p); break;
+        case DataType::kInt64: t.i[k] = load_le<int64_t>(p); break;
+        case DataType::kUInt64: t.i[k] = static_cast<int64_t>(load_le<uint64_t>(p)); break;
+        default: break;
+      }
+    }
+    return t;
+  }
+  switch (dt) {
+    case DataType::kFloat32:
+      if (tp.float_data_size() != n) throw mismatch(tp.float_data_size());
+      for (int64_t k = 0; k < n; ++k) t.f[k] = tp.float_data(static_cast<int>(k));
+      break;
+    case DataType::kFloat64:
+      if (tp.double_data_size() != n) throw mismatch(tp.double_data_size());
+      for (int64_t k = 0; k < n; ++k) t.f[k] = static_cast<float>(tp.double_data(static_cast<int>(k)));
+      break;
+    case DataType::kInt64:
+      if (tp.int64_data_size() != n) throw mismatch(tp.int64_data_size());
+      for (int64_t k = 0; k < n; ++k) t.i[k] = tp.int64_data(static_cast<int>(k));
+      break;
+    case DataType::kUInt32:
+    case DataType::kUInt64:
+      if (tp.uint64_data_size() != n) throw mismatch(tp.uint64_data_size());
+      for (int64_t k = 0; k < n; ++k) t.i[k] = static_cast<int64_t>(tp.uint64_data(static_cast<int>(k)));
+      break;
+    default:  // int32_data carries int32, int16, int8, uint16, uint8, bool, float16 and bfloat16 bits
+      if (tp.int32_data_size() != n) throw mismatch(tp.int32_data_size());
+      for (int64_t k = 0; k < n; ++k) {
+        int32_t v = tp.int32_data(static_cast<int>(k));
+        if (dt == DataType::kFloat16)
+          t.f[k] = half_to_float(static_cast<uint16_t>(v));
+        else if (dt == DataType::kBFloat16)
+          t.f[k] = bf16_to_float(static_cast<uint16_t>(v));
+        else
+          t.i[k] = wrap_integer(dt, v);
+      }
+      break;
+  }
+  return t;
+}
+
+// Replace external data references by the bytes they point to, so the checker, shape inference and
+// conversion see ordinary tensors.
+void load_external_data(onnx::TensorProto& tp, const std::string& base_dir, const std::string& model_name) {
+  if (tp.data_location() != onnx::TensorProto::EXTERNAL) return;
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : tp.external_data()) {
+    try {
+      if (kv.key() == "location") location = kv.value();
+      else if (kv.key() == "offset") offset = std::stoll(kv.value());
+      else if (kv.key() == "length") length = std::stoll(kv.value());
+    } catch (const std::exception&) {
+      throw ModelError(model_name + ": initializer '" + tp.name() + "' has a malformed external_data " + kv.key());
+    }
+  }
+  if (location.empty())
+    throw ModelError(model_name + ": initializer '" + tp.name() + "' has external data without a location");
+  if (location[0] == '/')
+    throw ModelError(model_name + ": initializer '" + tp.name() + "' external data location '" + location +
+                     "' must be relative to the model file");
+  const std::string path = base_dir + "/" + location;
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw ModelError(model_name + ": cannot open external data file '" + path + "' of initializer '" + tp.name() + "'");
+  in.seekg(0, std::ios::end);
+  const int64_t file_size = static_cast<int64_t>(in.tellg());
+  if (length < 0) length = file_size - offset;
+  if (offset < 0 || offset + length > file_size)
+    throw ModelError(model_name + ": initializer '" + tp.name() + "' reads bytes " + std::to_string(offset) + ".." +
+                     std::to_string(offset + length) + " of '" + path + "', which has only " +
+                     std::to_string(file_size));
+  std::string bytes(static_cast<size_t>(length), '\0');
+  in.seekg(offset);
+  in.read(bytes.data(), length);
+  if (!in) throw ModelError(model_name + ": cannot read external data file '" + path + "'");
+  tp.set_raw_data(std::move(bytes));
+  tp.clear_external_data();
+  tp.set_data_location(onnx::TensorProto::DEFAULT);
+}
+
+Attribute convert_attribute(const onnx::AttributeProto& a, const std::string& node_desc) {
+  Attribute out;
+  const std::string what = node_desc + " attribute '" + a.name() + "'";
+  switch (a.type()) {
+    case onnx::AttributeProto::INT: out.value = static_cast<int64_t>(a.i()); break;
+    case onnx::AttributeProto::FLOAT: out.value = a.f(); break;
+    case onnx::AttributeProto::STRING: out.value = a.s(); break;
+    case onnx::AttributeProto::INTS: out.value = std::vector<int64_t>(a.ints().begin(), a.ints().end()); break;
+    case onnx::AttributeProto::FLOATS: out.value = std::vector<float>(a.floats().begin(), a.floats().end()); break;
+    case onnx::AttributeProto::STRINGS:
+      out.value = std::vector<std::string>(a.strings().begin(), a.strings().end());
+      break;
+    case onnx::AttributeProto::TENSOR: out.value = convert_tensor(a.t(), what); break;
+    case onnx::AttributeProto::GRAPH:
+    case onnx::AttributeProto::GRAPHS:
+      throw ModelError(what + " is a subgraph; control flow (If/Loop/Scan) is not supported");
+    default:
+      throw ModelError(what + " has a type npusim does not support (" + std::to_string(a.type()) + ")");
+  }
+  return out;
+}
+
+void set_value_type(Value& v, const onnx::TypeProto& type) {
+  if (!type.has_tensor_type()) return;  // sequences, maps, optionals: left undefined
+  const auto& tt = type.tensor_type();
+  v.dtype = static_cast<DataType>(tt.elem_type());
+  if (tt.has_shape()) {
+    v.shape_known = true;
+    v.shape.clear();
+    for (const auto& d : tt.shape().dim()) v.shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
+  }
+}
+
+std::string dim_text(const onnx::TensorShapeProto::Dimension& d) {
+  if (d.has_dim_value()) return std::to_string(d.dim_value());
+  if (d.has_dim_param() && !d.dim_param().empty()) return "'" + d.dim_param() + "'";
+  return "?";
+}
+
+void bind_inputs(onnx::GraphProto& g, const std::unordered_set<std::string>& initializers,
+                 const ImportOptions& options, const std::string& model_name) {
+  std::vector<std::string> names;
+  for (const auto& in : g.input())
+    if (!initializers.count(in.name())) names.push_back(in.name());
+  for (const auto& [name, shape] : options.input_shapes) {
+    bool found = false;
+    for (const auto& n : names) found = found || n == name;
+    if (!found) {
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      throw ModelError("--input-shape names '" + name + "', which is not an input of " + model_name +
+                       " (inputs: " + list + ")");
+    }
+  }
+  for (auto& in : *g.mutable_input()) {
+    if (initializers.count(in.name())) continue;
+    if (!in.type().has_tensor_type())
+      throw ModelError(model_name + ": input '" + in.name() + "' is not a tensor; npusim supports tensor inputs only");
+    auto* tt = in.mutable_type()->mutable_tensor_type();
+    auto bound = options.input_shapes.find(in.name());
+    if (bound != options.input_shapes.end()) {
+      const Shape& s = bound->second;
+      if (tt->has_shape() && tt->shape().dim_size() != static_cast<int>(s.size()))
+        throw ModelError("--input-shape " + in.name() + "=" + shape_to_string(s) + " has rank " +
+                         std::to_string(s.size()) + " but the input has rank " +
+                         std::to_string(tt->shape().dim_size()));
+      if (tt->has_shape())
+        for (int k = 0; k < tt->shape().dim_size(); ++k) {
+          const auto& d = tt->shape().dim(k);
+          if (d.has_dim_value() && d.dim_value() != s[k])
+            throw ModelError("--input-shape " + in.name() + "=" + shape_to_string(s) + " sets dimension " +
+                             std::to_string(k) + " to " + std::to_string(s[k]) + " but the model fixes it to " +
+                             std::to_string(d.dim_value()));
+        }
+      auto* shp = tt->mutable_shape();
+      shp->clear_dim();
+      for (int64_t d : s) shp->add_dim()->set_dim_value(d);
+      continue;
+    }
+    if (!tt->has_shape())
+      throw ModelError(model_name + ": input '" + in.name() +
+                       "' has no shape; give one with --input-shape " + in.name() + "=...");
+    for (int k = 0; k < tt->shape().dim_size(); ++k) {
+      const auto& d = tt->shape().dim(k);
+      if (!d.has_dim_value() || d.dim_value() < 0)
+        throw ModelError(model_name + ": input '" + in.name() + "' dimension " + std::to_string(k) + " (" +
+                         dim_text(d) + ") is dynamic and unbound; bind it with --input-shape " + in.name() + "=...");
+    }
+  }
+}
+
+}  // namespace
+
+Tensor tensor_from_bytes(const std::string& bytes, const std::string& display_name) {
+  onnx::TensorProto tp;
+  if (!tp.ParseFromString(bytes)) throw ModelError("'" + display_name + "' is not a readable ONNX TensorProto");
+  return convert_tensor(tp, "tensor '" + display_name + "'");
+}
+
+Tensor read_tensor_file(const std::string& path) { return tensor_from_bytes(read_file(path), path); }
+
+std::string read_tensor_name(const std::string& path) {
+  onnx::TensorProto tp;
+  if (!tp.ParseFromString(read_file(path))) throw ModelError("'" + path + "' is not a readable ONNX TensorProto");
+  return tp.name();
+}
+
+Graph import_onnx_file(const std::string& path, const ImportOptions& options) {
+  std::string bytes = read_file(path);
+  return import_onnx_bytes(bytes, options, dir_of(path), path);
+}
+
+Graph import_onnx_bytes(const std::string& bytes, const ImportOptions& options, const std::string& base_dir,
+                        const std::string& display_name) {
+  const std::string mname = "'" + display_name + "'";
+  if (bytes.size() >= static_cast<size_t>(std::numeric_limits<int>::max()))
+    throw ModelError(mname + " is larger than protobuf's 2 GB limit; store its weights as external data");
+  onnx::ModelProto model;
+  if (!model.ParseFromString(bytes))
+    throw ModelError(mname + " is not a readable ONNX model (protobuf parsing failed: the file is truncated, "
+                     "corrupt or not an ONNX file)");
+  return detail::import_model_proto(model, options, base_dir, display_name);
+}
+
+namespace detail {
+
+Graph import_model_proto(onnx::ModelProto& model, const ImportOptions& options, const std::string& base_dir,
+                         const std::string& display_name) {
+  const std::string mname = "'" + display_name + "'";
+  if (model.ir_version() <= 0 || !model.has_graph())
+    throw ModelError(mname + " is not an ONNX model (it has no ir_version or no graph)");
+  int64_t opset = -1;
+  for (const auto& os : model.opset_import())
+    if (os.domain().empty() || os.domain() == "ai.onnx") opset = os.version();
+  if (opset < 0) {
+    if (model.ir_version() >= 3 || model.opset_import_size() > 0)
+      throw ModelError(mname + " imports no version of the default ONNX operator set");
+    opset = 1;
+  }
+  if (opset < kMinOpset)
+    throw ModelError(mname + " uses ONNX opset " + std::to_string(opset) + "; npusim needs opset " +
+                     std::to_string(kMinOpset) + " or later (convert it with onnx.version_converter)");
+  onnx::GraphProto* gp = model.mutable_graph();
+
+  std::unordered_map<std::string, int> opsets;
+  for (const auto& os : model.opset_import()) opsets[os.domain()] = static_cast<int>(os.version());
+
+  // Structure checks with our own messages, before the checker's.
+  std::unordered_set<std::string> initializers;
+  for (auto& init : *gp->mutable_initializer()) {
+    load_external_data(init, base_dir, mname);
+    initializers.insert(init.name());
+  }
+  if (gp->sparse_initializer_size() > 0)
+    throw ModelError(mname + " has sparse initializers, which npusim does not support");
+  std::unordered_set<std::string> available(initializers);
+  for (const auto& in : gp->input()) available.insert(in.name());
+  for (int k = 0; k < gp->node_size(); ++k) {
+    const auto& n = gp->node(k);
+    const std::string nd = "node '" + (n.name().empty() ? "#" + std::to_string(k) : n.name()) + "' (" + n.op_type() + ")";
+    auto dom = opsets.find(n.domain() == "ai.onnx" ? "" : n.domain());
+    if (dom == opsets.end())
+      throw ModelError(mname + ": " + nd + " uses operator domain '" + n.domain() + "', which the model does not import");
+    const auto* schema = onnx::OpSchemaRegistry::Schema(n.op_type(), dom->second, n.domain() == "ai.onnx" ? "" : n.domain());
+    if (schema == nullptr)
+      throw ModelError(mname + ": " + nd + " has unknown op type '" + n.op_type() + "'" +
+                       (n.domain().empty() ? "" : " in domain '" + n.domain() + "'") + " at opset " +
+                       std::to_string(dom->second));
+    for (const auto& in : n.input())
+      if (!in.empty() && !available.count(in))
+        throw ModelError(mname + ": " + nd + " reads '" + in +
+                         "', which is no graph input, initializer or earlier node output (missing initializer?)");
+    for (const auto& o : n.output())
+      if (!o.empty()) available.insert(o);
+  }
+  for (const auto& o : gp->output())
+    if (!available.count(o.name())) throw ModelError(mname + ": graph output '" + o.name() + "' is never produced");
+
+  try {
+    onnx::checker::check_model(model);
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+    throw ModelError(mname + " fails ONNX's model checker: " + msg);
+  }
+
+  bind_inputs(*gp, initializers, options, mname);
+
+  try {
+    onnx::ShapeInferenceOptions sio(/*check_type=*/true, /*error_mode=*/1, /*data_propagation=*/true);
+    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), sio);
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+    throw ModelError(mname + ": ONNX shape inference failed: " + msg);
+  }
+
+  Graph g;
+  g.name = gp->name();
+  g.opset = opset;
+  for (const auto& vi : gp->input()) set_value_type(g.ensure_value(vi.name()), vi.type());
+  for (const auto& vi : gp->value_info()) set_value_type(g.ensure_value(vi.name()), vi.type());
+  for (const auto& vi : gp->output()) set_value_type(g.ensure_value(vi.name()), vi.type());
+  for (const auto& init : gp->initializer()) {
+    Tensor t = convert_tensor(init, mname + " initializer '" + init.name() + "'");
+    g.add_constant(init.name(), std::move(t));
+  }
+  for (const auto& vi : gp->input())
+    if (!initializers.count(vi.name())) g.inputs.push_back(vi.name());
+  for (const auto& vi : gp->output()) g.outputs.push_back(vi.name());
+
+  std::unordered_set<std::string> used_names;
+  for (const auto& n : gp->node())
+    if (!n.name().empty()) used_names.insert(n.name());
+  std::unordered_set<std::string> assigned;
+  g.nodes.reserve(gp->node_size());
+  for (int k = 0; k < gp->node_size(); ++k) {
+    const auto& n = gp->node(k);
+    Node node;
+    node.op_type = n.op_type();
+    node.domain = n.domain() == "ai.onnx" ? "" : n.domain();
+    node.name = n.name();
+    if (node.name.empty() || assigned.count(node.name)) {
+      // Unnamed (or duplicate-named) nodes get "<OpType>_<index>", unique among all names.
+      std::string base = node.op_type + "_" + std::to_string(k);
+      std::string cand = base;
+      for (int s = 1; used_names.count(cand); ++s) cand = base + "_" + std::to_string(s);
+      node.name = cand;
+      used_names.insert(cand);
+    }
+    assigned.insert(node.name);
+    node.inputs.assign(n.input().begin(), n.input().end());
+    node.outputs.assign(n.output().begin(), n.output().end());
+    const std::string nd = mname + " node '" + node.name + "' (" + node.op_type + ")";
+    for (const auto& a : n.attribute()) {
+      if (!a.ref_attr_name().empty())
+        throw ModelError(nd + " attribute '" + a.name() + "' refers to a function attribute outside a function");
+      node.attrs[a.name()] = convert_attribute(a, nd);
+    }
+    for (const auto& o : node.outputs)
+      if (!o.empty()) g.ensure_value(o);
+    g.nodes.push_back(std::move(node));
+  }
+  for (const auto& node : g.nodes)
+    for (const auto& in : node.inputs)
+      if (!in.empty()) g.ensure_value(in);
+  return g;
+}
+
+}  // namespace detail
+}  // namespace npusim::compiler

@@ -1,0 +1,41 @@
+#pragma once
+// Internal to compiler/import: the ModelProto-level entry point and a small builder the SCALE-Sim and
+// built-in importers use, so every model source goes through the same checker, shape inference and
+// conversion as an ONNX file.
+#include <onnx/onnx_pb.h>
+
+#include <string>
+#include <vector>
+
+#include "compiler/import/import.h"
+
+namespace npusim::compiler::detail {
+
+Graph import_model_proto(onnx::ModelProto& model, const ImportOptions& options, const std::string& base_dir,
+                         const std::string& display_name);
+
+// Builds a float32 ONNX model node by node (opset 17).
+class ModelBuilder {
+ public:
+  explicit ModelBuilder(const std::string& graph_name);
+  void add_input(const std::string& name, const Shape& shape);
+  void add_output(const std::string& name);
+  // A float32 initializer with the given values (size must match the shape).
+  void add_initializer(const std::string& name, const Shape& shape, const std::vector<float>& values);
+  void add_int64_initializer(const std::string& name, const Shape& shape, const std::vector<int64_t>& values);
+  onnx::NodeProto& add_node(const std::string& op_type, const std::string& name,
+                            const std::vector<std::string>& inputs, const std::vector<std::string>& outputs);
+  static void set_attr(onnx::NodeProto& n, const std::string& key, int64_t v);
+  static void set_attr(onnx::NodeProto& n, const std::string& key, float v);
+  static void set_attr(onnx::NodeProto& n, const std::string& key, const std::vector<int64_t>& v);
+  onnx::ModelProto& model() { return model_; }
+
+ private:
+  onnx::ModelProto model_;
+};
+
+// Deterministic pseudo-random weights in [-scale, scale] (a fixed LCG, so built-in models are the same
+// on every machine and run).
+std::vector<float> pseudo_random(int64_t n, float scale, uint32_t seed);
+
+}  // namespace npusim::compiler::detail

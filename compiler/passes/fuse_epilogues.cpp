@@ -1,0 +1,156 @@
+// Epilogue fusion: the accumulator of the matrix unit is drained through the vector unit anyway, so a
+// bias, a residual and an activation applied on the way out cost no extra pass over the tensor. A chain
+// matrix -> [Add bias] -> [Add residual] -> [activation] becomes one node with y = act(mm + b + r).
+#include <limits>
+
+#include "compiler/passes/pass_util.h"
+#include "compiler/passes/passes.h"
+
+namespace npusim::compiler::passes {
+namespace {
+
+using detail::constant_of;
+
+bool is_matrix(const Node& n) {
+  return n.domain.empty() &&
+         (n.op_type == "Conv" || n.op_type == "ConvTranspose" || n.op_type == "Gemm" || n.op_type == "MatMul");
+}
+
+// A constant `c` added to the [.., M, ..] output of `m` as a per-channel bias: returns it as [M]
+// (Conv / ConvTranspose: channel axis 1; MatMul: last axis); for Gemm, C broadcast to [M, N].
+std::optional<Tensor> as_bias(const Graph& g, const Node& m, const Tensor& c) {
+  const Value& out = g.value(m.outputs[0]);
+  if (!out.fully_known() || !c.floating() || c.rank() > static_cast<int64_t>(out.shape.size())) return std::nullopt;
+  const size_t r = out.shape.size(), off = r - c.shape.size();
+  if (m.op_type == "Gemm") {
+    for (size_t d = 0; d < c.shape.size(); ++d)
+      if (c.shape[d] != 1 && c.shape[d] != out.shape[off + d]) return std::nullopt;
+    return c;  // combined with the existing C below
+  }
+  const size_t axis = (m.op_type == "MatMul") ? r - 1 : 1;
+  if (r < 2 && m.op_type != "MatMul") return std::nullopt;
+  const int64_t ch = out.shape[axis];
+  for (size_t d = 0; d < c.shape.size(); ++d)
+    if (c.shape[d] != 1 && !(off + d == axis && c.shape[d] == ch)) return std::nullopt;
+  Tensor b(DataType::kFloat32, {ch});
+  const bool per_channel = c.size() == ch && ch != 1 ? true : false;
+  for (int64_t i = 0; i < ch; ++i) b.f[i] = c.f[per_channel ? i : 0];
+  return b;
+}
+
+// Adds two bias constants with numpy broadcasting (shapes of rank <= 2 here).
+Tensor add_broadcast(const Tensor& a, const Tensor& b) {
+  const size_t r = std::max(a.shape.size(), b.shape.size());
+  Shape s(r);
+  auto dim = [&](const Tensor& t, size_t d) { return d < r - t.shape.size() ? int64_t{1} : t.shape[d - (r - t.shape.size())]; };
+  for (size_t d = 0; d < r; ++d) s[d] = std::max(dim(a, d), dim(b, d));
+  Tensor out(DataType::kFloat32, s);
+  std::vector<int64_t> idx(r, 0);
+  auto offset = [&](const Tensor& t) {
+    int64_t o = 0;
+    const size_t off = r - t.shape.size();
+    for (size_t d = 0; d < t.shape.size(); ++d) o = o * t.shape[d] + (t.shape[d] == 1 ? 0 : idx[off + d]);
+    return o;
+  };
+  for (int64_t e = 0; e < out.size(); ++e) {
+    out.f[e] = a.f[offset(a)] + b.f[offset(b)];
+    for (int d = static_cast<int>(r) - 1; d >= 0; --d) {
+      if (++idx[d] < s[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+// Epilogue attributes for an activation node, or false when it is not one the epilogue has.
+bool activation_attrs(const Graph& g, const Node& a, std::map<std::string, Attribute>& attrs) {
+  const std::string& op = a.op_type;
+  auto set_f = [&](const char* k, float v) { attrs[k].value = v; };
+  if (a.domain == kNpuDomain) {
+    if (op != "Gelu" || a.attr_string("approximate", "none") != "none") return false;
+  } else if (!a.domain.empty()) {
+    return false;
+  } else if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish") {
+  } else if (op == "LeakyRelu") {
+    set_f(kAlpha, a.attr_float("alpha", 0.01f));
+  } else if (op == "HardSigmoid") {
+    set_f(kAlpha, a.attr_float("alpha", 0.2f));
+    set_f(kBeta, a.attr_float("beta", 0.5f));
+  } else if (op == "Clip") {
+    float lo = std::numeric_limits<float>::lowest(), hi = std::numeric_limits<float>::max();
+    if (g.opset < 11) {
+      lo = a.attr_float("min", lo);
+      hi = a.attr_float("max", hi);
+    } else {
+      for (size_t k = 1; k < 3; ++k) {
+        if (!a.has_input(k)) continue;
+        auto v = detail::scalar_constant(g, a.inputs[k]);
+        if (!v) return false;
+        (k == 1 ? lo : hi) = *v;
+      }
+    }
+    set_f(kActMin, lo);
+    set_f(kActMax, hi);
+  } else {
+    return false;
+  }
+  attrs[kActivation].value = op;
+  return true;
+}
+
+}  // namespace
+
+void fuse_epilogues(Graph& g) {
+  std::vector<bool> dead(g.nodes.size(), false);
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    if (dead[k] || !is_matrix(g.nodes[k]) || g.nodes[k].has_attr(kActivation)) continue;
+    if (!is_float(g.value(g.nodes[k].outputs[0]).dtype)) continue;
+    Node f = g.nodes[k];
+    int last = -1;
+    std::vector<int> absorbed;
+    while (true) {
+      const std::string cur = last < 0 ? f.outputs[0] : g.nodes[last].outputs[0];
+      const int c = detail::sole_consumer(g, cur);
+      if (c < 0 || dead[c]) break;
+      const Node& cn = g.nodes[c];
+      if (cn.domain.empty() && cn.op_type == "Add" && cn.inputs.size() == 2) {
+        const std::string& other = cn.inputs[0] == cur ? cn.inputs[1] : cn.inputs[0];
+        const Tensor* oc = constant_of(g, other);
+        if (oc) {
+          auto b = as_bias(g, f, *oc);
+          if (!b) break;
+          const Tensor* old = f.has_input(2) ? constant_of(g, f.inputs[2]) : nullptr;
+          if (f.has_input(2) && !old) break;  // a non-constant Gemm C: keep the Add separate
+          Tensor nb = old ? add_broadcast(*old, *b) : std::move(*b);
+          f.inputs.resize(std::max<size_t>(f.inputs.size(), 3));
+          f.inputs[2] = detail::add_constant(g, f.name + "_bias", std::move(nb));
+        } else {
+          const Value& ov = g.value(other);
+          const Value& cv = g.value(cur);
+          if (f.has_attr(kResidualInput) || !ov.fully_known() || !cv.fully_known() || ov.shape != cv.shape ||
+              ov.dtype != cv.dtype)
+            break;
+          f.inputs.resize(4);
+          f.inputs[3] = other;
+          f.attrs[kResidualInput].value = int64_t{3};
+        }
+      } else {
+        std::map<std::string, Attribute> act;
+        if (!activation_attrs(g, cn, act)) break;
+        for (auto& [key, a] : act) f.attrs[key] = a;
+      }
+      if (last >= 0) absorbed.push_back(last);
+      last = c;
+      if (f.has_attr(kActivation)) break;
+    }
+    if (last < 0) continue;
+    f.outputs[0] = g.nodes[last].outputs[0];
+    g.nodes[last] = std::move(f);
+    dead[k] = true;
+    for (int a : absorbed) dead[a] = true;
+  }
+  detail::erase_nodes(g, dead);
+  detail::drop_unreferenced_values(g);
+}
+
+}  // namespace npusim::compiler::passes

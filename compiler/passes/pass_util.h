@@ -1,0 +1,60 @@
+#pragma once
+// Internal to compiler/passes: small graph-editing helpers the passes share.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/ir/graph.h"
+
+namespace npusim::compiler::passes::detail {
+
+// The constant tensor of `name`, or nullptr when it is not a constant (or the name is empty).
+const Tensor* constant_of(const Graph& g, const std::string& name);
+
+// True when `name` is a graph output.
+bool is_graph_output(const Graph& g, const std::string& name);
+
+// Number of node inputs reading `name` (a node reading it twice counts twice).
+int use_count(const Graph& g, const std::string& name);
+
+// The index of the only node reading `name`, when exactly one input of one node reads it and it is not
+// a graph output; otherwise -1. (The precondition for fusing the producer into that consumer.)
+int sole_consumer(const Graph& g, const std::string& name);
+
+// The first float value of a constant whose every element is equal (a scalar in any shape), if so.
+std::optional<float> scalar_constant(const Graph& g, const std::string& name);
+
+// Adds a new constant under a fresh name derived from `base`; returns the name.
+std::string add_constant(Graph& g, const std::string& base, Tensor t);
+
+// Adds a new non-constant value with a fresh name derived from `base`; returns the name.
+std::string add_value(Graph& g, const std::string& base, DataType dtype, const Shape& shape, bool shape_known = true);
+
+// A node with a fresh name derived from `base`.
+Node make_node(const Graph& g, const std::string& op_type, const std::string& base,
+               std::vector<std::string> inputs, std::vector<std::string> outputs);
+
+// Replaces every node input reading `from` by `to`.
+void replace_uses(Graph& g, const std::string& from, const std::string& to);
+
+// Erases the nodes whose flag is set (keeps order).
+void erase_nodes(Graph& g, const std::vector<bool>& dead);
+
+// Removes values that are neither graph inputs/outputs nor referenced by any node.
+void drop_unreferenced_values(Graph& g);
+
+// An int64 1-D constant (shape arithmetic, axes inputs).
+Tensor int64_vector(const std::vector<int64_t>& v);
+
+// Adds a reduction node over `axes` with keepdims=1, spelling the axes the way g.opset wants (attribute
+// before opset 18, ReduceSum's input from opset 13). Returns the node (not yet inserted).
+Node make_reduce(Graph& g, const std::string& op_type, const std::string& base, const std::string& input,
+                 const std::vector<int64_t>& axes, const std::string& output);
+
+// The axes of a Reduce* node (attribute or input), normalised to [0, rank); nullopt when not constant.
+std::optional<std::vector<int64_t>> reduce_axes(const Graph& g, const Node& n, int64_t rank);
+
+// Normalise a possibly negative axis.
+inline int64_t norm_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+
+}  // namespace npusim::compiler::passes::detail

@@ -1,0 +1,48 @@
+#pragma once
+// The individual graph passes of the lowering pipeline (compiler/passes/lowered.h states what the whole
+// pipeline guarantees). Each pass is a plain function on the graph so tests can run one at a time;
+// each leaves a graph that verify()s, in topological order, computing the same graph outputs.
+#include "compiler/ir/graph.h"
+#include "compiler/passes/lowered.h"
+
+namespace npusim::compiler::passes {
+
+// Evaluates every node whose inputs are all constants (and Shape/Size of a fully known value) with
+// the FP32 interpreter and replaces its outputs by constants; repeats until nothing changes, so
+// shape arithmetic chains collapse. Nodes the interpreter cannot run are left alone.
+void fold_constants(Graph& g);
+
+// Removes nodes none of whose outputs is used (consumed or a graph output) and constants no node
+// reads.
+void eliminate_dead_nodes(Graph& g);
+
+// Gemm to transA = transB = 0, alpha = beta = 1: constant operands are rewritten, a non-constant
+// transposed operand gets a Transpose node.
+void normalize_gemm(Graph& g);
+
+// Folds a BatchNormalization into the Conv / ConvTranspose / Gemm / 2-D-constant-weight MatMul that
+// feeds it (when that node's output has no other use).
+void fold_batchnorm(Graph& g);
+
+// LayerNorm, GELU, HardSwish and SiLU as torch.onnx.export spells them -> one node each.
+void recognize_patterns(Graph& g);
+
+// Bias Add, residual Add and activation after a matrix node -> the node's epilogue attributes.
+void fuse_epilogues(Graph& g);
+
+// Softmax, LayerNormalization, npu.Silu and BatchNormalization -> vector-unit primitives.
+void decompose(Graph& g);
+
+// NHWC for conv activations, layout conversions where a consumer needs another order (options.nhwc).
+void assign_layouts(Graph& g);
+
+// Identity / Dropout removed; Reshape-like ops on ONNX-order data become free aliases.
+void alias_free_ops(Graph& g);
+
+// Sets npu.placement on every node from the op table and the node's constraints.
+void assign_placement(Graph& g);
+
+// The placement of one node of g as a string ("matrix", "vector", "free", "host").
+std::string placement_of(const Graph& g, const Node& n);
+
+}  // namespace npusim::compiler::passes

@@ -1,0 +1,57 @@
+// Placement: which unit runs each node. The op table (compiler/ops) is the one source of truth for
+// which ops run where; this pass applies the table's stated constraints to the node as lowered (its
+// operands' constness, layouts, types), so the back end never re-derives them.
+#include "compiler/ops/op_table.h"
+#include "compiler/passes/pass_util.h"
+#include "compiler/passes/passes.h"
+
+namespace npusim::compiler::passes {
+namespace {
+
+bool float_operand(const Graph& g, const std::string& v) { return !v.empty() && is_float(g.value(v).dtype); }
+
+bool in_onnx_order(const Graph& g, const std::string& v) {
+  const Value& val = g.value(v);
+  if (val.layout.empty()) return true;
+  std::vector<int> order;
+  for (size_t k = 0; k < val.layout.size(); ++k)
+    if (val.shape[val.layout[k]] != 1) order.push_back(val.layout[k]);
+  for (size_t k = 1; k < order.size(); ++k)
+    if (order[k] < order[k - 1]) return false;
+  return true;
+}
+
+}  // namespace
+
+std::string placement_of(const Graph& g, const Node& n) {
+  if (n.domain == kNpuDomain) {
+    // Gelu: VecOp gelu; Silu: sigmoid + mul; layout conversions: VecOp transpose.
+    if (n.op_type == "Gelu" || n.op_type == "Silu" || n.op_type == "Transpose") return "vector";
+    return "host";
+  }
+  if (!n.domain.empty()) return "host";
+  const OpSupport* row = find_op(n.op_type);
+  if (!row) return "host";
+  const std::string& op = n.op_type;
+  // Constraints the table states in words, checked on the node.
+  if (op == "Gather" && !detail::constant_of(g, n.inputs[0]) && !detail::constant_of(g, n.inputs[1])) return "host";
+  if (op == "Cast") return detail::constant_of(g, n.inputs[0]) ? "free" : "vector";
+  if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze")
+    return in_onnx_order(g, n.inputs[0]) ? "free" : "vector";
+  if ((op == "Conv" || op == "ConvTranspose" || op == "Gemm" || op == "MatMul") &&
+      !(float_operand(g, n.inputs[0]) && float_operand(g, n.inputs[1])))
+    return "host";
+  switch (row->placement) {
+    case Placement::kNpuMatrix: return "matrix";
+    case Placement::kNpuVector: return "vector";
+    case Placement::kFree: return "free";
+    case Placement::kHost: return "host";
+  }
+  return "host";
+}
+
+void assign_placement(Graph& g) {
+  for (auto& n : g.nodes) n.attrs[kPlacement].value = placement_of(g, n);
+}
+
+}  // namespace npusim::compiler::passes

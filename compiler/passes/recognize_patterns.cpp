@@ -1,0 +1,248 @@
+// Pattern recognition: exporters spell LayerNorm, GELU, HardSwish and SiLU (at opsets that lack the
+// op, or always) as chains of elementwise ops. Seven vector passes over the tensor for a LayerNorm is
+// what the NPU would pay if the chain stayed; one recognised node is what a kernel library or the
+// decomposition pass can then map well. The patterns are the ones torch.onnx.export emits; every
+// intermediate must have no other reader, otherwise the chain is left alone.
+#include <cmath>
+
+#include "compiler/passes/pass_util.h"
+#include "compiler/passes/passes.h"
+
+namespace npusim::compiler::passes {
+namespace {
+
+using detail::scalar_constant;
+
+bool near(std::optional<float> v, double want) {
+  return v && std::fabs(*v - want) <= 1e-4 * std::max(1.0, std::fabs(want));
+}
+
+class Matcher {
+ public:
+  explicit Matcher(Graph& g) : g_(g), dead_(g.nodes.size(), false) {}
+
+  // The live producer of `v` when it is `op` (default domain) and `v` is read only by node `reader`.
+  int chain(const std::string& v, const std::string& op, int reader) const {
+    const int p = g_.producer(v);
+    if (p < 0 || dead_[p] || g_.nodes[p].op_type != op || !g_.nodes[p].domain.empty()) return -1;
+    if (detail::sole_consumer(g_, v) != reader) return -1;
+    return p;
+  }
+  // For a binary node: the input index (0/1) equal to `v`, or -1.
+  static int operand_index(const Node& n, const std::string& v) {
+    if (n.inputs.size() != 2) return -1;
+    return n.inputs[0] == v ? 0 : n.inputs[1] == v ? 1 : -1;
+  }
+  // The sole reader of `v` if it is `op`, else -1.
+  int next(const std::string& v, const std::string& op) const {
+    const int c = detail::sole_consumer(g_, v);
+    if (c < 0 || dead_[c] || g_.nodes[c].op_type != op || !g_.nodes[c].domain.empty()) return -1;
+    return c;
+  }
+
+  // Replaces node `anchor` by `n` (taking over the anchor's outputs) and kills `others`.
+  void replace(int anchor, Node n, const std::vector<int>& others) {
+    n.outputs = g_.nodes[anchor].outputs;
+    n.name = g_.nodes[anchor].name;
+    g_.nodes[anchor] = std::move(n);
+    for (int k : others) dead_[k] = true;
+  }
+
+  bool dead(size_t k) const { return dead_[k]; }
+  void finish() {
+    detail::erase_nodes(g_, dead_);
+    detail::drop_unreferenced_values(g_);
+  }
+
+ private:
+  Graph& g_;
+  std::vector<bool> dead_;
+};
+
+// A constant broadcast (numpy rules) to exactly `target`; nullopt when it does not broadcast to it.
+std::optional<Tensor> broadcast_constant(const Tensor& t, const Shape& target) {
+  if (t.rank() > static_cast<int64_t>(target.size()) || !t.floating()) return std::nullopt;
+  const size_t off = target.size() - t.shape.size();
+  for (size_t d = 0; d < t.shape.size(); ++d)
+    if (t.shape[d] != 1 && t.shape[d] != target[off + d]) return std::nullopt;
+  Tensor out(DataType::kFloat32, target);
+  std::vector<int64_t> idx(target.size(), 0);
+  for (int64_t e = 0; e < out.size(); ++e) {
+    int64_t src = 0;
+    for (size_t d = 0; d < t.shape.size(); ++d) src = src * t.shape[d] + (t.shape[d] == 1 ? 0 : idx[off + d]);
+    out.f[e] = t.f[src];
+    for (int d = static_cast<int>(target.size()) - 1; d >= 0; --d) {
+      if (++idx[d] < target[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+// ReduceMean(x) -> Sub(x, mean) -> Pow(d, 2) -> ReduceMean -> Add(eps) -> Sqrt -> Div(d, sqrt)
+//   [-> Mul(gamma)] [-> Add(beta)], anchored at the Div.
+bool match_layernorm(Graph& g, Matcher& m, int div) {
+  const Node& dn = g.nodes[div];
+  if (dn.op_type != "Div" || dn.inputs.size() != 2) return false;
+  const std::string d = dn.inputs[0];
+  const int sqrt = m.chain(dn.inputs[1], "Sqrt", div);
+  if (sqrt < 0) return false;
+  const int add = m.chain(g.nodes[sqrt].inputs[0], "Add", sqrt);
+  if (add < 0) return false;
+  const Node& an = g.nodes[add];
+  int var_side = scalar_constant(g, an.inputs[1]) ? 0 : scalar_constant(g, an.inputs[0]) ? 1 : -1;
+  if (var_side < 0) return false;
+  const float eps = *scalar_constant(g, an.inputs[1 - var_side]);
+  const int var = m.chain(an.inputs[var_side], "ReduceMean", add);
+  if (var < 0) return false;
+  // Pow(d, 2) or Mul(d, d).
+  const std::string sq = g.nodes[var].inputs[0];
+  int pow = m.chain(sq, "Pow", var);
+  if (pow >= 0) {
+    if (g.nodes[pow].inputs[0] != d || !near(scalar_constant(g, g.nodes[pow].inputs[1]), 2.0)) return false;
+  } else {
+    pow = m.chain(sq, "Mul", var);
+    if (pow < 0 || g.nodes[pow].inputs[0] != d || g.nodes[pow].inputs[1] != d) return false;
+  }
+  // d = Sub(x, mean) read by exactly the Pow/Mul and the Div.
+  const int sub = g.producer(d);
+  if (sub < 0 || m.dead(sub) || g.nodes[sub].op_type != "Sub" || detail::is_graph_output(g, d)) return false;
+  const int d_uses = detail::use_count(g, d);
+  if (d_uses != (g.nodes[pow].op_type == "Mul" ? 3 : 2)) return false;
+  const std::string x = g.nodes[sub].inputs[0];
+  const int mean = m.chain(g.nodes[sub].inputs[1], "ReduceMean", sub);
+  if (mean < 0 || g.nodes[mean].inputs[0] != x) return false;
+  const Value& xv = g.value(x);
+  if (!xv.shape_known) return false;
+  const auto rank = static_cast<int64_t>(xv.shape.size());
+  auto ax1 = detail::reduce_axes(g, g.nodes[mean], rank), ax2 = detail::reduce_axes(g, g.nodes[var], rank);
+  if (!ax1 || !ax2 || *ax1 != *ax2 || ax1->empty()) return false;
+  if (g.nodes[mean].attr_int("keepdims", 1) != 1 || g.nodes[var].attr_int("keepdims", 1) != 1) return false;
+  // Trailing contiguous axes only: that is what LayerNormalization(axis) normalises.
+  for (size_t k = 0; k < ax1->size(); ++k)
+    if ((*ax1)[k] != rank - static_cast<int64_t>(ax1->size()) + static_cast<int64_t>(k)) return false;
+  const int64_t axis = ax1->front();
+  const Shape norm_shape(xv.shape.begin() + axis, xv.shape.end());
+  for (int64_t s : norm_shape)
+    if (s < 0) return false;
+
+  std::vector<int> others = {mean, sub, pow, var, add, sqrt};
+  int anchor = div;
+  std::string gamma, beta;
+  // Optional affine: Mul(y, gamma) then Add(., beta), gamma/beta constants of the normalised shape.
+  auto affine_operand = [&](int node, const std::string& y) -> std::optional<Tensor> {
+    const int idx = Matcher::operand_index(g.nodes[node], y);
+    if (idx < 0) return std::nullopt;
+    const Tensor* c = detail::constant_of(g, g.nodes[node].inputs[1 - idx]);
+    if (!c) return std::nullopt;
+    return broadcast_constant(*c, norm_shape);
+  };
+  std::optional<Tensor> gamma_t, beta_t;
+  if (int mul = m.next(dn.outputs[0], "Mul"); mul >= 0 && (gamma_t = affine_operand(mul, dn.outputs[0]))) {
+    others.push_back(anchor);
+    anchor = mul;
+    if (int badd = m.next(g.nodes[mul].outputs[0], "Add");
+        badd >= 0 && (beta_t = affine_operand(badd, g.nodes[mul].outputs[0]))) {
+      others.push_back(anchor);
+      anchor = badd;
+    }
+  }
+  if (!gamma_t) {
+    gamma_t = Tensor(DataType::kFloat32, norm_shape);
+    for (auto& v : gamma_t->f) v = 1.0f;
+  }
+  const std::string base = g.nodes[anchor].name;
+  Node ln;
+  ln.op_type = "LayerNormalization";
+  ln.inputs = {x, detail::add_constant(g, base + "_scale", std::move(*gamma_t))};
+  if (beta_t) ln.inputs.push_back(detail::add_constant(g, base + "_bias", std::move(*beta_t)));
+  ln.attrs["axis"].value = axis;
+  ln.attrs["epsilon"].value = eps;
+  m.replace(anchor, std::move(ln), others);
+  return true;
+}
+
+// Div(x, sqrt 2) | Mul(x, 1/sqrt 2) -> Erf -> Add(1) -> Mul(x) -> Mul(0.5), or the 0.5 applied to x
+// first; anchored at the Erf.
+bool match_gelu(Graph& g, Matcher& m, int erf) {
+  const Node& en = g.nodes[erf];
+  if (en.op_type != "Erf") return false;
+  int scale = m.chain(en.inputs[0], "Div", erf);
+  if (scale >= 0) {
+    if (!near(scalar_constant(g, g.nodes[scale].inputs[1]), std::sqrt(2.0))) return false;
+  } else if ((scale = m.chain(en.inputs[0], "Mul", erf)) >= 0) {
+    const Node& s = g.nodes[scale];
+    if (!near(scalar_constant(g, s.inputs[1]), 1.0 / std::sqrt(2.0))) return false;
+  } else {
+    return false;
+  }
+  const std::string x = g.nodes[scale].inputs[0];
+  if (detail::constant_of(g, x)) return false;
+  const int add = m.next(en.outputs[0], "Add");
+  if (add < 0) return false;
+  const int ai = Matcher::operand_index(g.nodes[add], en.outputs[0]);
+  if (ai < 0 || !near(scalar_constant(g, g.nodes[add].inputs[1 - ai]), 1.0)) return false;
+  const int mul1 = m.next(g.nodes[add].outputs[0], "Mul");
+  if (mul1 < 0) return false;
+  const int mi = Matcher::operand_index(g.nodes[mul1], g.nodes[add].outputs[0]);
+  const std::string other = g.nodes[mul1].inputs[1 - mi];
+  std::vector<int> others = {scale, erf, add};
+  int anchor = -1;
+  if (other == x) {  // (x * (1 + erf)) * 0.5
+    const int mul2 = m.next(g.nodes[mul1].outputs[0], "Mul");
+    if (mul2 < 0) return false;
+    const int i2 = Matcher::operand_index(g.nodes[mul2], g.nodes[mul1].outputs[0]);
+    if (!near(scalar_constant(g, g.nodes[mul2].inputs[1 - i2]), 0.5)) return false;
+    others.push_back(mul1);
+    anchor = mul2;
+  } else {  // (x * 0.5) * (1 + erf)
+    const int half = m.chain(other, "Mul", mul1);
+    if (half < 0) return false;
+    const Node& h = g.nodes[half];
+    const int hi = Matcher::operand_index(h, x);
+    if (hi < 0 || !near(scalar_constant(g, h.inputs[1 - hi]), 0.5)) return false;
+    others.push_back(half);
+    anchor = mul1;
+  }
+  Node gelu;
+  gelu.op_type = "Gelu";
+  gelu.domain = kNpuDomain;
+  gelu.inputs = {x};
+  gelu.attrs["approximate"].value = std::string("none");
+  m.replace(anchor, std::move(gelu), others);
+  return true;
+}
+
+// act(x) -> Mul(x, act(x)) for act = HardSigmoid(1/6, 1/2) (HardSwish) or Sigmoid (SiLU); anchored at
+// the activation.
+bool match_gated(Graph& g, Matcher& m, int act) {
+  const Node& an = g.nodes[act];
+  const bool hs = an.op_type == "HardSigmoid";
+  if (!hs && an.op_type != "Sigmoid") return false;
+  if (hs && (!near(an.attr_float("alpha", 0.2f), 1.0 / 6.0) || !near(an.attr_float("beta", 0.5f), 0.5))) return false;
+  const std::string x = an.inputs[0];
+  const int mul = m.next(an.outputs[0], "Mul");
+  if (mul < 0) return false;
+  const int i = Matcher::operand_index(g.nodes[mul], an.outputs[0]);
+  if (i < 0 || g.nodes[mul].inputs[1 - i] != x) return false;
+  Node n;
+  n.op_type = hs ? "HardSwish" : "Silu";
+  if (!hs) n.domain = kNpuDomain;
+  n.inputs = {x};
+  m.replace(mul, std::move(n), {act});
+  return true;
+}
+
+}  // namespace
+
+void recognize_patterns(Graph& g) {
+  Matcher m(g);
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    if (m.dead(k) || !g.nodes[k].domain.empty()) continue;
+    const int i = static_cast<int>(k);
+    if (match_layernorm(g, m, i) || match_gelu(g, m, i) || match_gated(g, m, i)) continue;
+  }
+  m.finish();
+}
+
+}  // namespace npusim::compiler::passes
