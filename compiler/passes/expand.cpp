@@ -1,5 +1,6 @@
 #include "compiler/passes/expand.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "compiler/passes/pass_util.h"
