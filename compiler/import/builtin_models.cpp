@@ -79,7 +79,7 @@ int64_t need(const std::map<std::string, int64_t>& p, const std::string& key, co
   return it->second;
 }
 
-Graph demo_model() {
+onnx::ModelProto demo_model() {
   ModelBuilder b("demo");
   b.add_input("input", {1, 3, 32, 32});
   const int64_t chans[4] = {3, 16, 32, 64};
@@ -117,7 +117,7 @@ Graph demo_model() {
   auto& fc = b.add_node("Gemm", "fc", {"flatten.out", "fc.weight", "fc.bias"}, {"logits"});
   ModelBuilder::set_attr(fc, "transB", int64_t{1});
   b.add_output("logits");
-  return detail::import_model_proto(b.model(), {}, ".", "builtin:demo");
+  return b.model();
 }
 
 void add_matmul(ModelBuilder& b, const std::string& name, int64_t m, int64_t n, int64_t k, uint32_t seed) {
@@ -161,13 +161,15 @@ bool is_builtin_model_spec(const std::string& spec) {
   return spec == "demo" || spec.rfind("gemm:", 0) == 0 || spec.rfind("conv:", 0) == 0;
 }
 
-Graph builtin_model(const std::string& spec) {
+namespace {
+
+onnx::ModelProto builtin_proto(const std::string& spec) {
   if (spec == "demo") return demo_model();
   if (spec.rfind("gemm:", 0) == 0) {
     auto p = parse_params(spec, spec.substr(5), {"M", "N", "K"});
     ModelBuilder b("gemm");
     add_matmul(b, "gemm", need(p, "M", spec), need(p, "N", spec), need(p, "K", spec), 7);
-    return detail::import_model_proto(b.model(), {}, ".", "builtin:" + spec);
+    return b.model();
   }
   if (spec.rfind("conv:", 0) == 0) {
     auto p = parse_params(spec, spec.substr(5), {"H", "W", "C", "K", "R", "S", "stride", "pad"});
@@ -177,10 +179,19 @@ Graph builtin_model(const std::string& spec) {
       throw ModelError("model spec '" + spec + "': the filter is larger than the padded input");
     ModelBuilder b("conv");
     add_conv(b, "conv", h, w, need(p, "C", spec), need(p, "K", spec), r, s, stride, stride, pad, 0, 0, 1, 7);
-    return detail::import_model_proto(b.model(), {}, ".", "builtin:" + spec);
+    return b.model();
   }
   throw ModelError("unknown built-in model '" + spec + "' (expected demo, gemm:M=..,N=..,K=.. or conv:H=..,W=..,...)");
 }
+
+}  // namespace
+
+Graph builtin_model(const std::string& spec) {
+  onnx::ModelProto m = builtin_proto(spec);
+  return detail::import_model_proto(m, {}, ".", "builtin:" + spec);
+}
+
+std::string builtin_model_onnx(const std::string& spec) { return builtin_proto(spec).SerializeAsString(); }
 
 Graph import_scalesim_csv_text(const std::string& text, const std::string& display_name) {
   std::istringstream is(text);

@@ -57,6 +57,8 @@ Graph import_scalesim_csv_text(const std::string& text, const std::string& displ
 // values so functional runs compute something non-trivial.
 Graph builtin_model(const std::string& spec);
 bool is_builtin_model_spec(const std::string& spec);
+// The built-in model as a serialized ONNX ModelProto (to save it, or to feed import_onnx_bytes).
+std::string builtin_model_onnx(const std::string& spec);
 
 // Dispatch on the spec: a built-in model spec, a *.csv SCALE-Sim topology, otherwise an ONNX file.
 Graph load_model(const std::string& spec, const ImportOptions& options = {});

@@ -1,0 +1,106 @@
+#include <gtest/gtest.h>
+
+#include "compiler/ir/graph.h"
+
+namespace npusim::compiler {
+namespace {
+
+Graph chain_out_of_order() {
+  Graph g;
+  g.ensure_value("x").shape_known = true;
+  g.inputs = {"x"};
+  g.ensure_value("a");
+  g.ensure_value("b");
+  g.outputs = {"b"};
+  g.nodes.push_back(Node{"Relu", "second", "", {"a"}, {"b"}, {}});
+  g.nodes.push_back(Node{"Neg", "first", "", {"x"}, {"a"}, {}});
+  return g;
+}
+
+TEST(GraphIr, TopologicalSortPutsProducersBeforeConsumers) {
+  Graph g = chain_out_of_order();
+  EXPECT_THROW(g.verify(), std::runtime_error);
+  g.topological_sort();
+  ASSERT_EQ(g.nodes.size(), 2u);
+  EXPECT_EQ(g.nodes[0].name, "first");
+  EXPECT_EQ(g.nodes[1].name, "second");
+  EXPECT_NO_THROW(g.verify());
+  EXPECT_EQ(g.producer("b"), 1);
+  EXPECT_EQ(g.consumers("a"), std::vector<int>{1});
+}
+
+TEST(GraphIr, TopologicalSortReportsCycles) {
+  Graph g;
+  g.ensure_value("a");
+  g.ensure_value("b");
+  g.nodes.push_back(Node{"Neg", "n1", "", {"b"}, {"a"}, {}});
+  g.nodes.push_back(Node{"Neg", "n2", "", {"a"}, {"b"}, {}});
+  EXPECT_THROW(g.topological_sort(), std::runtime_error);
+}
+
+TEST(GraphIr, VerifyRejectsValueProducedTwice) {
+  Graph g;
+  g.ensure_value("x");
+  g.inputs = {"x"};
+  g.ensure_value("y");
+  g.nodes.push_back(Node{"Neg", "n1", "", {"x"}, {"y"}, {}});
+  g.nodes.push_back(Node{"Abs", "n2", "", {"x"}, {"y"}, {}});
+  EXPECT_THROW(g.verify(), std::runtime_error);
+}
+
+TEST(GraphIr, AttributesAreTypedWithDefaults) {
+  Node n;
+  n.attrs["k"].value = int64_t{3};
+  n.attrs["alpha"].value = 0.5f;
+  n.attrs["pads"].value = std::vector<int64_t>{1, 2};
+  n.attrs["mode"].value = std::string("edge");
+  EXPECT_EQ(n.attr_int("k", 0), 3);
+  EXPECT_EQ(n.attr_int("missing", 7), 7);
+  EXPECT_FLOAT_EQ(n.attr_float("alpha", 0), 0.5f);
+  EXPECT_EQ(n.attr_ints("pads"), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(n.attr_string("mode", ""), "edge");
+  EXPECT_EQ(n.attrs["pads"].kind(), Attribute::Kind::kInts);
+  EXPECT_THROW(n.attrs["k"].f(), std::bad_variant_access);
+}
+
+TEST(GraphIr, PrinterShowsEveryNodeWithShapes) {
+  Graph g = chain_out_of_order();
+  g.topological_sort();
+  g.value("x").dtype = DataType::kFloat32;
+  g.value("x").shape = {1, 4};
+  std::string s = to_string(g);
+  EXPECT_NE(s.find("input  x:float32[1x4]"), std::string::npos) << s;
+  EXPECT_NE(s.find("first = Neg("), std::string::npos) << s;
+  EXPECT_NE(s.find("second = Relu("), std::string::npos) << s;
+}
+
+TEST(PassManager, RunsPassesInOrderAndNamesABrokenOne) {
+  Graph g = chain_out_of_order();
+  g.topological_sort();
+  PassManager pm;
+  std::vector<std::string> seen;
+  pm.add("rename", [](Graph& gr) { gr.nodes[0].name = "renamed"; });
+  pm.set_observer([&](const std::string& name, const Graph& gr) { seen.push_back(name + ":" + gr.nodes[0].name); });
+  pm.run(g);
+  EXPECT_EQ(seen, std::vector<std::string>{"rename:renamed"});
+  PassManager bad;
+  bad.add("break-order", [](Graph& gr) { std::swap(gr.nodes[0], gr.nodes[1]); });
+  try {
+    bad.run(g);
+    FAIL() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("pass 'break-order'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Tensor, WrapIntegerBehavesLikeTwosComplementCasts) {
+  EXPECT_EQ(wrap_integer(DataType::kInt8, 200), -56);
+  EXPECT_EQ(wrap_integer(DataType::kUInt8, -1), 255);
+  EXPECT_EQ(wrap_integer(DataType::kBool, 5), 1);
+  EXPECT_EQ(num_elements({2, 3, 4}), 24);
+  EXPECT_EQ(num_elements({}), 1);
+  EXPECT_EQ(shape_to_string({1, 3, 224, 224}), "1x3x224x224");
+}
+
+}  // namespace
+}  // namespace npusim::compiler
