@@ -1,0 +1,79 @@
+#pragma once
+// What every unit of one simulated NPU shares: the program, the config, the clock, the recorder,
+// the token channels, the SRAM and DRAM timing resources, the functional state (functional mode
+// only) and the count of instructions in flight (for BARRIER, HALT and deadlock detection).
+#include <systemc>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "arch/core/recorder.h"
+#include "arch/core/tokens.h"
+#include "arch/datapath/state.h"
+#include "arch/sram/sram.h"
+#include "isa/machine/config.h"
+#include "isa/program.h"
+#include "isa/timing/dram.h"
+
+namespace npusim::arch {
+
+// Track (unit) indices: the sequencer, one per queue, then DMA engines, then DRAM channels.
+inline constexpr uint16_t kSequencerUnit = 0;
+inline constexpr uint16_t queue_unit(isa::Queue q) { return static_cast<uint16_t>(1 + static_cast<int>(q)); }
+inline constexpr uint16_t kFirstDmaUnit = 1 + isa::kNumQueues;
+
+class Fabric {
+ public:
+  Fabric(const isa::Program& program, const isa::NpuConfig& config, traces::Sink* sink, size_t units,
+         datapath::MachineState* state)
+      : program(program),
+        config(config),
+        period_ps(static_cast<uint64_t>(std::llround(1e6 / config.frequency_mhz))),
+        rec(program, units, sink),
+        sram(config.sram),
+        dram(isa::timing::make_dram(config.dram)),
+        state(state) {}
+
+  // The current cycle. Every wait is a whole number of periods, so this is exact.
+  uint64_t now() const { return sc_core::sc_time_stamp().value() / period_ps; }
+  void wait_cycles(uint64_t n) const {
+    if (n) sc_core::wait(sc_core::sc_time::from_value(n * period_ps));
+  }
+  void wait_until(uint64_t cycle) const {
+    const uint64_t t = now();
+    if (cycle > t) wait_cycles(cycle - t);
+  }
+
+  // Instruction `index` of queue `q` completed now: push its tokens.
+  void complete(isa::Queue q, int64_t index) {
+    const uint64_t t = now();
+    tokens.signal(q, program.instructions[index].get(isa::Field::kSignal), t);
+    if (t > last_end) last_end = t;
+    if (--outstanding == 0) all_done.notify(sc_core::SC_ZERO_TIME);
+  }
+
+  // Applies an instruction's values in functional mode. Throws SimError naming it.
+  void execute(int64_t index);
+
+  // Records the first failure and stops the simulation.
+  void fail(const std::string& message) {
+    if (error.empty()) error = message;
+    sc_core::sc_stop();
+  }
+
+  const isa::Program& program;
+  const isa::NpuConfig& config;
+  const uint64_t period_ps;
+  Recorder rec;
+  Tokens tokens;
+  Sram sram;
+  std::unique_ptr<isa::timing::Dram> dram;
+  datapath::MachineState* state;  // null in timing mode
+  int64_t outstanding = 0;        // dispatched, not yet completed
+  sc_core::sc_event all_done;
+  uint64_t last_end = 0;
+  std::string error;
+};
+
+}  // namespace npusim::arch

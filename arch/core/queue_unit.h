@@ -1,0 +1,48 @@
+#pragma once
+// The common shape of a unit behind an instruction queue: take the next instruction from the
+// bounded queue (idle while it is empty), wait until the sequencer dispatched it, pop its wait
+// tokens (a stall whose reason is the unit that was waited for), then execute it.
+#include <systemc>
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "arch/core/fabric.h"
+
+namespace npusim::arch {
+
+// One queue entry: the instruction's index and the cycle the sequencer dispatched it.
+struct Dispatch {
+  uint32_t index = 0;
+  uint64_t ready = 0;
+};
+inline std::ostream& operator<<(std::ostream& os, const Dispatch& d) { return os << d.index << '@' << d.ready; }
+
+class QueueUnit : public sc_core::sc_module {
+ public:
+  sc_core::sc_fifo_in<Dispatch> in;
+
+  SC_HAS_PROCESS(QueueUnit);
+  QueueUnit(const sc_core::sc_module_name& name, Fabric& fabric, isa::Queue queue);
+
+  isa::Queue queue() const { return queue_; }
+  // For deadlock reports: what the unit is blocked on, or "" when it is not waiting on a token.
+  std::string blocked_on() const;
+
+ protected:
+  // Runs instruction d.index; called at the cycle its tokens are in. Tokens were pushed by
+  // `token_cycle` at the latest. Completes it through fab_.complete (now or later).
+  virtual void execute(const Dispatch& d, uint64_t token_cycle) = 0;
+
+  Fabric& fab_;
+  const isa::Queue queue_;
+  const uint16_t unit_;
+
+ private:
+  void run();
+  int64_t current_ = -1;
+  int waiting_for_ = -1;  // queue whose token it waits for
+};
+
+}  // namespace npusim::arch

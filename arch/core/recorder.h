@@ -1,0 +1,93 @@
+#pragma once
+// Collects what the units report: per-unit busy/stall counters, per-layer counters, the cycle
+// accounting (traces::Accounting) and, when a sink is attached, the trace events. Plain integers
+// indexed by unit and layer; the hot path never looks up a string or allocates.
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "isa/program.h"
+#include "traces/accounting.h"
+#include "traces/sink.h"
+
+namespace npusim::arch {
+
+class Recorder {
+ public:
+  struct UnitCounters {
+    uint64_t instructions = 0;
+    uint64_t busy = 0;
+    std::array<uint64_t, traces::kNumReasons> stalls{};
+  };
+  struct LayerCounters {
+    uint64_t compute_cycles = 0;  // matrix unit
+    uint64_t vector_cycles = 0;
+    uint64_t macs = 0;
+    uint64_t instructions = 0;
+    uint64_t host_calls = 0;
+  };
+
+  Recorder(const isa::Program& program, size_t units, traces::Sink* sink)
+      : program_(program), units_(units), layers_(program.layers.size()), sink_(sink) {
+    accounting_.reset(program.layers.size());
+  }
+
+  bool tracing() const { return sink_ != nullptr; }
+
+  // A unit starts busy work [start, end) for instruction `index`. Must be called at simulated time
+  // `start` (the accounting relies on starts arriving in order). Category: what the cycles count as.
+  void busy(uint16_t unit, int64_t index, uint64_t start, uint64_t end, traces::Category category,
+            uint64_t bytes = 0) {
+    const isa::Instruction& ins = program_.instructions[index];
+    units_[unit].busy += end - start;
+    accounting_.add(ins.layer(), category, start, end);
+    if (sink_) emit(unit, index, ins.opcode, traces::Kind::kBusy, traces::Reason::kNone, start, end, bytes);
+  }
+  // A unit was (or will be) stalled over [start, end). Memory stalls known when they start (bank
+  // conflicts) are charged to memory in the accounting when `account` is set.
+  void stall(uint16_t unit, int64_t index, traces::Reason reason, uint64_t start, uint64_t end,
+             bool account = false) {
+    if (end <= start) return;
+    units_[unit].stalls[static_cast<int>(reason)] += end - start;
+    const isa::Instruction* ins = index >= 0 ? &program_.instructions[index] : nullptr;
+    if (account && ins) accounting_.add(ins->layer(), traces::Category::kMemory, start, end);
+    if (sink_) emit(unit, index, ins ? ins->opcode : isa::Opcode::kNop, traces::Kind::kStall, reason, start, end, 0);
+  }
+  void count_instruction(uint16_t unit) { ++units_[unit].instructions; }
+  // A trace-only slice (DRAM channel activity).
+  void slice(uint16_t unit, int64_t index, uint64_t start, uint64_t end, uint64_t bytes) {
+    if (sink_) {
+      emit(unit, index, program_.instructions[index].opcode, traces::Kind::kBusy, traces::Reason::kNone, start, end,
+           bytes);
+    }
+  }
+  LayerCounters* layer(uint32_t layer) { return layer < layers_.size() ? &layers_[layer] : nullptr; }
+
+  const std::vector<UnitCounters>& units() const { return units_; }
+  const std::vector<LayerCounters>& layers() const { return layers_; }
+  const traces::Accounting& accounting() const { return accounting_; }
+
+ private:
+  void emit(uint16_t unit, int64_t index, isa::Opcode op, traces::Kind kind, traces::Reason reason, uint64_t start,
+            uint64_t end, uint64_t bytes) {
+    traces::Event e;
+    e.unit = unit;
+    e.kind = kind;
+    e.reason = reason;
+    e.opcode = op;
+    e.layer = index >= 0 ? program_.instructions[index].layer() : traces::kNoLayer;
+    e.instruction = index;
+    e.start = start;
+    e.end = end;
+    e.bytes = bytes;
+    sink_->event(e);
+  }
+
+  const isa::Program& program_;
+  std::vector<UnitCounters> units_;
+  std::vector<LayerCounters> layers_;
+  traces::Accounting accounting_;
+  traces::Sink* sink_;
+};
+
+}  // namespace npusim::arch

@@ -1,0 +1,42 @@
+#pragma once
+// The dependency-token channels of isa.h "Synchronisation": one counter per ordered pair of queues.
+// A signal pushes one token (remembering the cycle it was pushed, for the double-buffered preload),
+// a wait pops one; a unit waiting on a channel sleeps on its queue's event.
+#include <systemc>
+
+#include <array>
+#include <cstdint>
+#include <deque>
+
+#include "isa/isa.h"
+
+namespace npusim::arch {
+
+class Tokens {
+ public:
+  // Pushes one token from `from` to every queue in `mask` at `cycle`.
+  void signal(isa::Queue from, int64_t mask, uint64_t cycle) {
+    for (int to = 0; to < isa::kNumQueues; ++to) {
+      if (!((mask >> to) & 1)) continue;
+      times_[idx(from)][to].push_back(cycle);
+      arrived_[to].notify(sc_core::SC_ZERO_TIME);
+    }
+  }
+  bool available(isa::Queue from, isa::Queue to) const { return !times_[idx(from)][idx(to)].empty(); }
+  // Pops one token; returns the cycle it was pushed. Precondition: available().
+  uint64_t pop(isa::Queue from, isa::Queue to) {
+    auto& q = times_[idx(from)][idx(to)];
+    const uint64_t t = q.front();
+    q.pop_front();
+    return t;
+  }
+  size_t count(isa::Queue from, isa::Queue to) const { return times_[idx(from)][idx(to)].size(); }
+  const sc_core::sc_event& arrived(isa::Queue to) const { return arrived_[idx(to)]; }
+
+ private:
+  static size_t idx(isa::Queue q) { return static_cast<size_t>(q); }
+  std::array<std::array<std::deque<uint64_t>, isa::kNumQueues>, isa::kNumQueues> times_;
+  std::array<sc_core::sc_event, isa::kNumQueues> arrived_;
+};
+
+}  // namespace npusim::arch

@@ -1,0 +1,125 @@
+#include "arch/dma/dma.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "isa/timing/units.h"
+
+namespace npusim::arch {
+
+using isa::Field;
+using isa::Opcode;
+
+DmaEngine::DmaEngine(const sc_core::sc_module_name& name, const isa::DmaConfig& config, traces::Sink*,
+                     Fabric& fabric, int id)
+    : sc_core::sc_module(name),
+      config_(config),
+      fab_(fabric),
+      unit_(static_cast<uint16_t>(kFirstDmaUnit + id)),
+      bursts_(config) {
+  spans_.resize(fab_.dram->channels());
+  SC_THREAD(run);
+}
+
+void DmaEngine::run() {
+  for (;;) {
+    if (from_load->num_available() == 0 && from_store->num_available() == 0) {
+      sc_core::wait(from_load->data_written_event() | from_store->data_written_event());
+      continue;
+    }
+    // Round robin between the two descriptor queues when both have work.
+    const bool take_store = from_store->num_available() > 0 && (prefer_store_ || from_load->num_available() == 0);
+    prefer_store_ = !take_store;
+    const Descriptor d = take_store ? from_store->read() : from_load->read();
+    busy_ = true;
+    try {
+      transfer(d, take_store ? *store_ : *load_);
+    } catch (const std::exception& e) {
+      fab_.fail(e.what());
+      return;
+    }
+    busy_ = false;
+  }
+}
+
+void DmaEngine::transfer(const Descriptor& d, DmaQueue& owner) {
+  const isa::Instruction& ins = fab_.program.instructions[d.index];
+  const bool store = ins.opcode == Opcode::kStore;
+  fab_.execute(d.index);
+  const uint64_t now = fab_.now();
+  const uint64_t begin = now + static_cast<uint64_t>(config_.setup_cycles);
+  const isa::timing::DmaRows rows = isa::timing::dma_rows(ins);
+  const auto buf = static_cast<isa::Buffer>(ins.get(Field::kBuf));
+  const uint64_t sram_bytes = static_cast<uint64_t>(isa::timing::dma_sram_bytes(ins));
+
+  // SRAM side: reserve the scratchpad's bandwidth; a collision delays it.
+  const uint64_t sram_start = fab_.sram.reserve(buf, sram_bytes, begin);
+  const uint64_t sram_end = sram_start + fab_.sram.transfer_cycles(buf, sram_bytes);
+
+  // DRAM side: every burst against the DRAM model.
+  const uint64_t pps = fab_.period_ps;
+  isa::timing::DmaTransfer x;
+  if (fab_.rec.tracing()) {
+    for (ChannelSpan& s : spans_) s = {UINT64_MAX, 0, 0};
+    x = bursts_.run(rows, store, begin * pps, *fab_.dram, [&](uint64_t addr, uint64_t issue, uint64_t done, uint32_t n) {
+      ChannelSpan& s = spans_[fab_.dram->channel_of(addr)];
+      s.first_ps = std::min(s.first_ps, issue);
+      s.last_ps = std::max(s.last_ps, done);
+      s.bytes += n;
+    });
+  } else {
+    x = bursts_.run(rows, store, begin * pps, *fab_.dram);
+  }
+  const uint64_t dram_end = (x.done_ps + pps - 1) / pps;
+  const isa::ScratchpadConfig& sp = fab_.sram.buffer(buf);
+  const uint64_t end = std::max(dram_end, sram_end) +
+                       static_cast<uint64_t>(store ? sp.read_latency_cycles : sp.write_latency_cycles);
+
+  const uint64_t bytes = static_cast<uint64_t>(rows.bytes());
+  ++stats_.transfers;
+  stats_.bursts += x.bursts.bursts;
+  stats_.misaligned_bursts += x.bursts.misaligned_bursts;
+  (store ? stats_.bytes_written : stats_.bytes_read) += bytes;
+  fab_.rec.busy(unit_, d.index, now, end, traces::Category::kMemory, bytes);
+  if (fab_.rec.tracing()) {
+    const uint16_t first_channel = static_cast<uint16_t>(kFirstDmaUnit + fab_.config.dma.engines);
+    for (size_t c = 0; c < spans_.size(); ++c) {
+      if (!spans_[c].bytes) continue;
+      fab_.rec.slice(static_cast<uint16_t>(first_channel + c), d.index, spans_[c].first_ps / pps,
+                     (spans_[c].last_ps + pps - 1) / pps, spans_[c].bytes);
+    }
+  }
+  fab_.wait_cycles(end - now);
+  owner.finished(d);
+}
+
+DmaQueue::DmaQueue(const sc_core::sc_module_name& name, const isa::DmaConfig& config, traces::Sink*, Fabric& fabric,
+                   isa::Queue queue)
+    : QueueUnit(name, fabric, queue), to_engine("to_engine", static_cast<size_t>(config.engines)) {}
+
+void DmaQueue::execute(const Dispatch& d, uint64_t) {
+  // The engine with the least work; ties go to the lowest index (deterministic).
+  size_t best = 0;
+  for (size_t e = 1; e < engines_.size(); ++e) {
+    if (engines_[e]->pending() < engines_[best]->pending()) best = e;
+  }
+  auto& port = to_engine[best];
+  if (port->num_free() == 0) {
+    const uint64_t t0 = fab_.now();
+    while (port->num_free() == 0) sc_core::wait(port->data_read_event());
+    fab_.rec.stall(unit_, d.index, traces::Reason::kMemory, t0, fab_.now());
+  }
+  done_.push_back(-1);
+  port->write(Descriptor{d.index, next_seq_++});
+}
+
+void DmaQueue::finished(const Descriptor& d) {
+  done_[d.seq - retired_] = d.index;
+  while (!done_.empty() && done_.front() >= 0) {
+    fab_.complete(queue_, done_.front());
+    done_.pop_front();
+    ++retired_;
+  }
+}
+
+}  // namespace npusim::arch

@@ -1,0 +1,92 @@
+#pragma once
+// DMA: the load and store queues hand LOAD/STORE descriptors to a pool of engines (dma.engines,
+// shared by both queues). An engine takes one descriptor at a time: setup_cycles, then its bursts
+// against the DRAM model under the max_outstanding limit (isa/timing/dma.h), overlapped with the
+// SRAM side of the transfer; several engines run concurrently. Completions are retired in program
+// order per queue, so the k-th token a queue pushes always belongs to its k-th signalling
+// instruction even when engines finish out of order.
+#include <deque>
+#include <vector>
+
+#include "arch/core/queue_unit.h"
+#include "isa/timing/dma.h"
+
+namespace npusim::arch {
+
+class DmaQueue;
+
+// One descriptor handed to an engine.
+struct Descriptor {
+  uint32_t index = 0;  // instruction
+  uint64_t seq = 0;    // position in its queue, for in-order retirement
+};
+inline std::ostream& operator<<(std::ostream& os, const Descriptor& d) { return os << d.index; }
+
+class DmaEngine : public sc_core::sc_module {
+ public:
+  // Descriptor queues from the load and the store queue (an sc_fifo has one writer).
+  sc_core::sc_fifo_in<Descriptor> from_load;
+  sc_core::sc_fifo_in<Descriptor> from_store;
+
+  SC_HAS_PROCESS(DmaEngine);
+  DmaEngine(const sc_core::sc_module_name& name, const isa::DmaConfig& config, traces::Sink* sink, Fabric& fabric,
+            int id);
+  void attach(DmaQueue* load, DmaQueue* store) {
+    load_ = load;
+    store_ = store;
+  }
+  // Descriptors queued or running: the load balancer's measure.
+  int64_t pending() const { return from_load->num_available() + from_store->num_available() + (busy_ ? 1 : 0); }
+
+  struct Stats {
+    uint64_t transfers = 0;
+    uint64_t bursts = 0;
+    uint64_t misaligned_bursts = 0;
+    uint64_t bytes_read = 0;  // from DRAM
+    uint64_t bytes_written = 0;
+  };
+  const Stats& stats() const { return stats_; }
+
+ private:
+  void run();
+  void transfer(const Descriptor& d, DmaQueue& owner);
+
+  isa::DmaConfig config_;
+  Fabric& fab_;
+  const uint16_t unit_;
+  isa::timing::DmaBurstEngine bursts_;
+  DmaQueue* load_ = nullptr;
+  DmaQueue* store_ = nullptr;
+  bool busy_ = false;
+  bool prefer_store_ = false;
+  Stats stats_;
+  // Per DRAM channel activity of the current transfer (traces only).
+  struct ChannelSpan {
+    uint64_t first_ps, last_ps, bytes;
+  };
+  std::vector<ChannelSpan> spans_;
+};
+
+// The load or the store queue's front end.
+class DmaQueue : public QueueUnit {
+ public:
+  sc_core::sc_vector<sc_core::sc_fifo_out<Descriptor>> to_engine;  // one per engine
+
+  SC_HAS_PROCESS(DmaQueue);
+  DmaQueue(const sc_core::sc_module_name& name, const isa::DmaConfig& config, traces::Sink* sink, Fabric& fabric,
+           isa::Queue queue);
+  void attach(std::vector<DmaEngine*> engines) { engines_ = std::move(engines); }
+
+  // An engine finished descriptor `d`: retire it and every later one already finished, in order.
+  void finished(const Descriptor& d);
+
+ private:
+  void execute(const Dispatch& d, uint64_t token_cycle) override;
+
+  std::vector<DmaEngine*> engines_;
+  uint64_t next_seq_ = 0;
+  uint64_t retired_ = 0;                 // sequence number of the oldest unretired descriptor
+  std::deque<int64_t> done_;             // per unretired descriptor: its instruction once finished, else -1
+};
+
+}  // namespace npusim::arch

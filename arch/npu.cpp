@@ -1,0 +1,164 @@
+#include "arch/npu.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace npusim::arch {
+
+using isa::Queue;
+
+namespace {
+int dram_channels(const isa::DramConfig& d) {
+  return d.model == isa::DramModel::kIdeal || d.model == isa::DramModel::kSimple ? 1 : static_cast<int>(d.channels);
+}
+}  // namespace
+
+std::vector<std::string> Npu::track_names(const isa::NpuConfig& config) {
+  std::vector<std::string> names{"sequencer"};
+  for (auto q : isa::kQueueNames) names.emplace_back(q);
+  for (int64_t e = 0; e < config.dma.engines; ++e) names.push_back(fmt::format("dma{}", e));
+  for (int c = 0; c < dram_channels(config.dram); ++c) names.push_back(fmt::format("dram_ch{}", c));
+  return names;
+}
+
+Npu::Npu(const sc_core::sc_module_name& name, const isa::NpuConfig& config, const isa::Program& program,
+         traces::Sink* sink, datapath::MachineState* state, std::function<void(double)> progress)
+    : sc_core::sc_module(name),
+      unit_names_(track_names(config)),
+      fab_(program, config, sink, unit_names_.size(), state),
+      queues_("queue"),
+      load_descriptors_("load_descriptors"),
+      store_descriptors_("store_descriptors"),
+      sequencer_("sequencer", config.sequencer, sink, fab_, std::move(progress)),
+      load_("load", config.dma, sink, fab_, Queue::kLoad),
+      matrix_("matrix", config.systolic_array, sink, fab_),
+      vector_("vector", config.vector, sink, fab_),
+      store_("store", config.dma, sink, fab_, Queue::kStore),
+      host_("host", config.host, sink, fab_),
+      engines_("dma") {
+  const int depth = static_cast<int>(config.sequencer.queue_depth);
+  const int ddepth = static_cast<int>(config.dma.queue_depth);
+  const size_t engines = static_cast<size_t>(config.dma.engines);
+  queues_.init(isa::kNumQueues,
+               [depth](const char* n, size_t) { return new sc_core::sc_fifo<Dispatch>(n, depth); });
+  load_descriptors_.init(engines,
+                         [ddepth](const char* n, size_t) { return new sc_core::sc_fifo<Descriptor>(n, ddepth); });
+  store_descriptors_.init(engines,
+                          [ddepth](const char* n, size_t) { return new sc_core::sc_fifo<Descriptor>(n, ddepth); });
+  engines_.init(engines, [&](const char* n, size_t i) {
+    return new DmaEngine(n, config.dma, sink, fab_, static_cast<int>(i));
+  });
+
+  // Bindings, all in one place.
+  QueueUnit* units[isa::kNumQueues] = {&load_, &matrix_, &vector_, &store_, &host_};
+  for (int q = 0; q < isa::kNumQueues; ++q) {
+    sequencer_.to_queue[q](queues_[q]);
+    units[q]->in(queues_[q]);
+  }
+  std::vector<DmaEngine*> engine_ptrs;
+  for (size_t e = 0; e < engines; ++e) {
+    load_.to_engine[e](load_descriptors_[e]);
+    store_.to_engine[e](store_descriptors_[e]);
+    engines_[e].from_load(load_descriptors_[e]);
+    engines_[e].from_store(store_descriptors_[e]);
+    engines_[e].attach(&load_, &store_);
+    engine_ptrs.push_back(&engines_[e]);
+  }
+  load_.attach(engine_ptrs);
+  store_.attach(engine_ptrs);
+}
+
+std::string Npu::deadlock_message() const {
+  std::string m = fmt::format("deadlock at cycle {}: no unit can make progress ({} of {} instructions dispatched, {} in flight)",
+                              fab_.now(), sequencer_.dispatched(), fab_.program.instructions.size(), fab_.outstanding);
+  const QueueUnit* units[isa::kNumQueues] = {&load_, &matrix_, &vector_, &store_, &host_};
+  for (const QueueUnit* u : units) {
+    const std::string b = u->blocked_on();
+    if (!b.empty()) m += "\n  " + b;
+  }
+  const std::string s = sequencer_.blocked_on();
+  if (!s.empty()) m += "\n  " + s;
+  return m;
+}
+
+traces::Report Npu::report() const {
+  const isa::NpuConfig& c = fab_.config;
+  traces::Report r;
+  const uint64_t total = sequencer_.end_cycle();
+  r.total_cycles = total;
+  r.frequency_mhz = c.frequency_mhz;
+  r.latency_ms = total / c.frequency_mhz / 1000.0;
+  r.dataflow = std::string(isa::kDataflowNames[static_cast<int>(c.systolic_array.dataflow)]);
+  r.array_rows = c.systolic_array.rows;
+  r.array_cols = c.systolic_array.cols;
+  r.breakdown = fab_.rec.accounting().total(total);
+
+  // Units: idle is what is neither busy nor stalled.
+  const auto& counters = fab_.rec.units();
+  for (size_t u = 0; u < unit_names_.size(); ++u) {
+    traces::UnitReport ur;
+    ur.name = unit_names_[u];
+    ur.instructions = counters[u].instructions;
+    ur.busy = counters[u].busy;
+    ur.stalls = counters[u].stalls;
+    const uint64_t used = ur.busy + ur.stalled();
+    ur.idle = total > used ? total - used : 0;
+    r.units.push_back(ur);
+  }
+
+  // Layers.
+  const auto& layers = fab_.rec.layers();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    traces::LayerReport l;
+    l.name = fab_.program.layers[i].name;
+    l.op = fab_.program.layers[i].op;
+    const auto& lc = layers[i];
+    l.placement = lc.instructions > 0 && lc.host_calls == lc.instructions ? "host" : "npu";
+    fab_.rec.accounting().layer(static_cast<uint32_t>(i), l.start_cycle, l.end_cycle, l.breakdown);
+    l.cycles = l.end_cycle - l.start_cycle;
+    l.compute_cycles = lc.compute_cycles;
+    l.vector_cycles = lc.vector_cycles;
+    l.macs = lc.macs;
+    l.instructions = lc.instructions;
+    r.layers.push_back(std::move(l));
+  }
+  r.macs = matrix_.macs();
+  r.array_utilization =
+      total ? static_cast<double>(r.macs) / (static_cast<double>(c.systolic_array.rows * c.systolic_array.cols) * total)
+            : 0.0;
+
+  // DRAM and DMA.
+  r.dram.model = std::string(isa::kDramModelNames[static_cast<int>(c.dram.model)]);
+  r.dram.peak_bandwidth_gbps = fab_.dram->peak_bandwidth_gbps();
+  for (const DmaEngine& e : engines_) {
+    r.dram.bytes_read += e.stats().bytes_read;
+    r.dram.bytes_written += e.stats().bytes_written;
+    r.dma.transfers += e.stats().transfers;
+    r.dma.bursts += e.stats().bursts;
+    r.dma.misaligned_bursts += e.stats().misaligned_bursts;
+  }
+  const double latency_us = total / c.frequency_mhz;
+  r.dram.avg_bandwidth_gbps = latency_us > 0 ? (r.dram.bytes_read + r.dram.bytes_written) / latency_us / 1000.0 : 0.0;
+  const auto& ds = fab_.dram->stats();
+  r.dram.requests = ds.requests;
+  r.dram.row_hits = ds.row_hits;
+  r.dram.row_misses = ds.row_misses;
+  r.dram.refreshes = ds.refreshes;
+  // Each misaligned burst occupies the DRAM data path for burst_bytes / peak bandwidth.
+  if (r.dram.peak_bandwidth_gbps > 0) {
+    const double ns = r.dma.misaligned_bursts * static_cast<double>(c.dma.burst_bytes) / r.dram.peak_bandwidth_gbps;
+    r.dma.misalignment_extra_cycles = static_cast<uint64_t>(std::ceil(ns * c.frequency_mhz / 1000.0));
+  }
+  r.sram.bank_conflicts = fab_.sram.conflicts();
+  r.sram.bank_conflict_cycles = fab_.sram.conflict_cycles();
+  r.host.calls = host_.calls();
+  r.host.bytes_to_host = host_.bytes_in();
+  r.host.bytes_from_host = host_.bytes_out();
+  r.sim.instructions = sequencer_.dispatched();
+  r.sim.functional = fab_.state != nullptr;
+  return r;
+}
+
+}  // namespace npusim::arch

@@ -1,0 +1,47 @@
+#pragma once
+// Fetch, decode and dispatch: walks the program in order and writes each instruction into its
+// unit's bounded queue, dispatch_cycles apart; a full queue blocks dispatch (a queue_full stall).
+// BARRIER waits until every dispatched instruction completed; HALT does the same and ends the run.
+//
+// The sequencer runs ahead of simulated time while the queues have room (temporal decoupling):
+// each entry carries the cycle it was dispatched and the unit does not start it earlier, so the
+// sequencer only calls wait() when it blocks, not once per instruction.
+#include <systemc>
+
+#include <functional>
+#include <string>
+
+#include "arch/core/fabric.h"
+#include "arch/core/queue_unit.h"
+
+namespace npusim::arch {
+
+class Sequencer : public sc_core::sc_module {
+ public:
+  sc_core::sc_vector<sc_core::sc_fifo_out<Dispatch>> to_queue;  // indexed by isa::Queue
+
+  SC_HAS_PROCESS(Sequencer);
+  Sequencer(const sc_core::sc_module_name& name, const isa::SequencerConfig& config, traces::Sink* sink,
+            Fabric& fabric, std::function<void(double)> progress);
+
+  bool finished() const { return finished_; }
+  uint64_t end_cycle() const { return end_cycle_; }
+  uint64_t dispatched() const { return dispatched_; }
+  // For deadlock reports: what dispatch is blocked on, or "".
+  std::string blocked_on() const;
+
+ private:
+  void run();
+  void drain(uint64_t& local, int64_t index);
+
+  isa::SequencerConfig config_;
+  Fabric& fab_;
+  std::function<void(double)> progress_;
+  bool finished_ = false;
+  uint64_t end_cycle_ = 0;
+  uint64_t dispatched_ = 0;
+  int64_t blocked_index_ = -1;  // instruction waiting for a full queue or a barrier
+  bool at_barrier_ = false;
+};
+
+}  // namespace npusim::arch

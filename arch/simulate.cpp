@@ -1,0 +1,108 @@
+#include "arch/simulate.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <systemc>
+
+#include "arch/datapath/footprint.h"
+#include "arch/npu.h"
+
+namespace npusim::arch {
+namespace {
+
+// SystemC elaborates one netlist per simulation context. Each run gets a fresh context: the
+// previous one is deleted (its modules are gone by then) and a new one becomes both the current
+// and the default global context. This is the one place that knows.
+void fresh_simcontext() {
+  static const bool quiet = [] {
+    setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
+    return true;
+  }();
+  (void)quiet;
+  sc_core::sc_simcontext* old = sc_core::sc_curr_simcontext;
+  sc_core::sc_curr_simcontext = new sc_core::sc_simcontext;
+  sc_core::sc_default_global_context = sc_core::sc_curr_simcontext;
+  delete old;
+  sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
+  sc_core::sc_report_handler::set_actions(sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
+}
+
+}  // namespace
+
+void check_program(const isa::Program& program, const isa::NpuConfig& config) {
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const isa::Instruction& ins = program.instructions[i];
+    const std::string bad = isa::validate(ins);
+    if (!bad.empty()) throw SimError(fmt::format("instruction {}: {}", i, bad));
+    switch (ins.opcode) {
+      case isa::Opcode::kNop:
+      case isa::Opcode::kBarrier:
+      case isa::Opcode::kHalt:
+        continue;
+      case isa::Opcode::kHostCall:
+        if (!program.host_ops.empty() && static_cast<size_t>(ins.get(isa::Field::kHostOp)) >= program.host_ops.size()) {
+          throw SimError(fmt::format("instruction {}: HOSTCALL host_op {} but the program has {} host ops", i,
+                                     ins.get(isa::Field::kHostOp), program.host_ops.size()));
+        }
+        continue;
+      case isa::Opcode::kMatmul:
+      case isa::Opcode::kConv: {
+        const auto dt = static_cast<isa::DType>(ins.get(isa::Field::kDtype));
+        if (config.systolic_array.rate(dt) <= 0) {
+          throw SimError(fmt::format("instruction {}: {} in {} but systolic_array.{}_rate is 0 (unsupported)", i,
+                                     isa::format(ins.opcode).mnemonic, isa::kDTypeNames[static_cast<int>(dt)],
+                                     isa::kDTypeNames[static_cast<int>(dt)]));
+        }
+        break;
+      }
+      default:
+        break;
+    }
+    try {
+      datapath::footprint(ins, config);
+    } catch (const std::exception& e) {
+      throw SimError(fmt::format("instruction {}: {}", i, e.what()));
+    }
+  }
+}
+
+traces::Report simulate(const isa::Program& program, const isa::NpuConfig& config, const RunOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  check_program(program, config);
+
+  std::unique_ptr<datapath::MachineState> state;
+  if (options.functional) {
+    try {
+      state = std::make_unique<datapath::MachineState>(config, program);
+    } catch (const std::exception& e) {
+      throw SimError(e.what());
+    }
+    if (options.before_run) options.before_run(*state);
+  }
+
+  fresh_simcontext();
+  traces::Report report;
+  {
+    Npu npu("npu", config, program, options.sink, state.get(), options.progress);
+    if (options.sink) {
+      traces::TraceInfo info;
+      info.frequency_mhz = config.frequency_mhz;
+      info.units = npu.unit_names();
+      for (const isa::Layer& l : program.layers) info.layers.push_back(l.name);
+      options.sink->begin(info);
+    }
+    sc_core::sc_start();
+    if (!npu.error().empty()) throw SimError(npu.error());
+    if (!npu.finished()) throw SimError(npu.deadlock_message());
+    report = npu.report();
+  }
+  if (options.sink) options.sink->finish();
+  if (state && options.after_run) options.after_run(*state);
+  report.sim.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return report;
+}
+
+}  // namespace npusim::arch

@@ -1,0 +1,31 @@
+#pragma once
+// Runs a program on the SystemC model of the NPU and returns the report. The entry point the CLI,
+// the sweeps and the tests use; callable any number of times in one process.
+#include <functional>
+
+#include "arch/datapath/state.h"
+#include "arch/sim_error.h"
+#include "isa/machine/config.h"
+#include "isa/program.h"
+#include "traces/report.h"
+#include "traces/sink.h"
+
+namespace npusim::arch {
+
+struct RunOptions {
+  bool functional = false;        // compute real values (datapath::execute); timing mode allocates no tensor data
+  traces::Sink* sink = nullptr;   // trace events (null = no tracing)
+  std::function<void(double fraction)> progress;  // optional, called now and then with the fraction dispatched
+  // Functional mode: fill inputs before the run, read outputs after it.
+  std::function<void(datapath::MachineState&)> before_run, after_run;
+};
+
+// Throws SimError for simulation failures: deadlock (naming which queues wait on which tokens),
+// capacity violations, invalid instructions. `config` must be validated.
+traces::Report simulate(const isa::Program& program, const isa::NpuConfig& config, const RunOptions& options);
+
+// Checks every instruction before a run: encodable fields, SRAM capacity (datapath::footprint),
+// supported precision, host-op index. Throws SimError naming the first bad instruction.
+void check_program(const isa::Program& program, const isa::NpuConfig& config);
+
+}  // namespace npusim::arch

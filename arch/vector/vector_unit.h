@@ -1,0 +1,19 @@
+#pragma once
+// The vector unit: VEC instructions, latency + ceil(work / lanes) * ii cycles from the config's
+// per-op table (isa/timing/units.h); its operands reserve SRAM bandwidth and wait on collisions.
+#include "arch/core/queue_unit.h"
+
+namespace npusim::arch {
+
+class VectorUnit : public QueueUnit {
+ public:
+  SC_HAS_PROCESS(VectorUnit);
+  VectorUnit(const sc_core::sc_module_name& name, const isa::VectorConfig& config, traces::Sink* sink,
+             Fabric& fabric);
+
+ private:
+  void execute(const Dispatch& d, uint64_t token_cycle) override;
+  isa::VectorConfig config_;
+};
+
+}  // namespace npusim::arch
