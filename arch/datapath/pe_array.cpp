@@ -1,6 +1,7 @@
 #include "arch/datapath/pe_array.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -26,10 +27,12 @@ struct FloatArith {
 };
 
 // A value travelling through the array. `valid`: a token occupies this register (null tokens of
-// unused rows/columns are valid but not `live`: they move and take time, but never multiply).
+// unused rows/columns, and the filler beats of a reduced-rate element, are valid but not `live`: they
+// move and take time, but never multiply).
 template <class V>
 struct Token {
-  int64_t t = 0;  // stream index (WS/IS) or k (OS)
+  int64_t beat = 0;   // position in the stream, for the lock-step check
+  int64_t elem = -1;  // the streamed element whose last beat this is (-1: filler beat)
   bool valid = false;
   bool live = false;
   V val{};
@@ -37,76 +40,114 @@ struct Token {
 
 [[noreturn]] void internal(const std::string& what) { throw std::logic_error("PeArray: " + what); }
 
+// A stream of T elements at MAC rate `rate` occupies ceil(T / rate) beats (isa/timing/systolic.h's
+// stream_cycles); element t completes on beat floor((t+1) * B / T) - 1, earlier beats of it are fillers.
+std::vector<int64_t> beat_elements(int64_t T, double rate) {
+  const int64_t B = rate >= 1.0 ? T : static_cast<int64_t>(std::ceil(static_cast<double>(T) / rate - 1e-9));
+  std::vector<int64_t> e(u(B), -1);
+  for (int64_t t = 0; t < T; ++t) e[u((t + 1) * B / T - 1)] = t;
+  return e;
+}
+
 // ---- WS / IS: stationary operand S [R x C], streamed X [T x R], outputs Y [T x C] ---------------
 template <class Arith>
-struct StationaryFold {
+struct StationaryEngine {
   using V = typename Arith::V;
-  int64_t R, C, T;
-  const std::vector<V>& S;
-  const std::vector<bool>& s_live;
-  const std::vector<V>& X;           // T x R
-  const std::vector<bool>& x_live;   // per row r
-  std::vector<V>& Y;                 // T x C: in = accumulator values, out = results
-  const std::vector<bool>& y_live;   // per column c
+  int64_t R, C;
   const Arith& arith;
   int64_t& macs;
+  std::vector<V> w = std::vector<V>(u(R * C)), shadow = std::vector<V>(u(R * C));
+  std::vector<bool> w_live = std::vector<bool>(u(R * C)), shadow_live = std::vector<bool>(u(R * C));
 
-  // Returns the fold's cycle count.
-  int64_t run() {
-    std::vector<V> w(u(R * C));
-    std::vector<bool> w_live(u(R * C), false);
-    int64_t cycles = 0;
-    // Preload: one row of S enters at the top per cycle (bottom row first), columns shift down.
-    for (int64_t p = 0; p < R; ++p, ++cycles) {
-      for (int64_t r = R - 1; r >= 1; --r) {
-        for (int64_t c = 0; c < C; ++c) {
-          w[u(r * C + c)] = w[u((r - 1) * C + c)];
-          w_live[u(r * C + c)] = w_live[u((r - 1) * C + c)];
-        }
-      }
+  // One cycle of a weight chain: every column shifts down one PE, row p of the tile's bottom-up order
+  // enters at the top.
+  void shift_in(std::vector<V>& regs, std::vector<bool>& live, const std::vector<V>& S,
+                const std::vector<bool>& s_live, int64_t p) const {
+    for (int64_t r = R - 1; r >= 1; --r) {
       for (int64_t c = 0; c < C; ++c) {
-        w[u(c)] = S[u((R - 1 - p) * C + c)];
-        w_live[u(c)] = s_live[u((R - 1 - p) * C + c)];
+        regs[u(r * C + c)] = regs[u((r - 1) * C + c)];
+        live[u(r * C + c)] = live[u((r - 1) * C + c)];
       }
     }
+    for (int64_t c = 0; c < C; ++c) {
+      regs[u(c)] = S[u((R - 1 - p) * C + c)];
+      live[u(c)] = s_live[u((R - 1 - p) * C + c)];
+    }
+  }
+
+  // Exposed preload: R cycles with nothing else in the array. After it PE(r,c) holds S[r][c].
+  int64_t preload(const std::vector<V>& S, const std::vector<bool>& s_live) {
+    for (int64_t p = 0; p < R; ++p) shift_in(w, w_live, S, s_live, p);
+    return R;
+  }
+  // The stationary operand is already in the array (an earlier PRELOAD): no cycles.
+  void place(const std::vector<V>& S, const std::vector<bool>& s_live) {
+    w = S;
+    w_live = s_live;
+  }
+
+  // Streams X through the array; returns the cycles until the last token left. With `next`, the next
+  // fold's stationary operand shifts into the shadow registers during the first R cycles and becomes
+  // the active one when this fold ends (double buffering).
+  int64_t stream(const std::vector<int64_t>& beats, const std::vector<V>& X, const std::vector<bool>& x_live,
+                 std::vector<V>& Y, const std::vector<bool>& y_live, const std::vector<V>* next_S,
+                 const std::vector<bool>* next_live) {
+    const int64_t B = static_cast<int64_t>(beats.size());
     std::vector<Token<V>> a(u(R * C)), p(u(R * C)), a_next(u(R * C)), p_next(u(R * C));
-    for (int64_t tau = 0;; ++tau, ++cycles) {
+    for (int64_t tau = 0;; ++tau) {
+      if (next_S && tau < R) shift_in(shadow, shadow_live, *next_S, *next_live, tau);
       for (int64_t r = 0; r < R; ++r) {
         for (int64_t c = 0; c < C; ++c) {
           const size_t i = u(r * C + c);
           Token<V> ain;
           if (c == 0) {
-            const int64_t t = tau - r;  // skewed fill: row r starts r cycles late
-            if (t >= 0 && t < T) ain = Token<V>{t, true, x_live[u(r)], X[u(t * R + r)]};
+            const int64_t b = tau - r;  // skewed fill: row r starts r cycles late
+            if (b >= 0 && b < B) {
+              const int64_t t = beats[u(b)];
+              ain = Token<V>{b, t, true, t >= 0 && x_live[u(r)], t >= 0 ? X[u(t * R + r)] : V{}};
+            }
           } else {
             ain = a[i - 1];
           }
           Token<V> pin;
           if (r == 0) {
-            if (ain.valid) pin = Token<V>{ain.t, true, true, y_live[u(c)] ? Y[u(ain.t * C + c)] : V{}};
+            if (ain.valid) {
+              pin = Token<V>{ain.beat, ain.elem, true, true,
+                             (ain.elem >= 0 && y_live[u(c)]) ? Y[u(ain.elem * C + c)] : V{}};
+            }
           } else {
             pin = p[u((r - 1) * C + c)];
           }
-          if (ain.valid != pin.valid || (ain.valid && ain.t != pin.t)) internal("input and partial sum out of step");
+          if (ain.valid != pin.valid || (ain.valid && ain.beat != pin.beat)) {
+            internal("input and partial sum out of step");
+          }
           if (ain.valid && ain.live && w_live[i]) {
             pin.val = arith.mac(pin.val, ain.val, w[i]);
             ++macs;
           }
           a_next[i] = ain;
           p_next[i] = pin;
-          if (r == R - 1 && pin.valid && y_live[u(c)]) Y[u(pin.t * C + c)] = pin.val;  // leaves the bottom
+          // The partial sum leaves the bottom of the column into the accumulator.
+          if (r == R - 1 && pin.valid && pin.elem >= 0 && y_live[u(c)]) Y[u(pin.elem * C + c)] = pin.val;
         }
       }
       std::swap(a, a_next);
       std::swap(p, p_next);
-      if (tau >= T - 1 + R - 1) {  // every feeder has sent its last token
+      if (tau >= B - 1 + R - 1) {  // every feeder has sent its last beat
         bool in_flight = false;
         for (int64_t r = 0; r < R && !in_flight; ++r) {
           for (int64_t c = 0; c < C && !in_flight; ++c) {
             in_flight = (c < C - 1 && a[u(r * C + c)].valid) || (r < R - 1 && p[u(r * C + c)].valid);
           }
         }
-        if (!in_flight) return cycles + 1;
+        if (!in_flight) {
+          if (next_S) {
+            if (tau + 1 < R) internal("the shadow weights were not complete when the fold ended");
+            std::swap(w, shadow);
+            std::swap(w_live, shadow_live);
+          }
+          return tau + 1;
+        }
       }
     }
   }
@@ -115,43 +156,68 @@ struct StationaryFold {
 template <class Arith>
 PeTileResult run_stationary(int64_t R, int64_t C, isa::Dataflow df, int64_t M, int64_t K, int64_t N,
                             const std::vector<typename Arith::V>* A, const std::vector<typename Arith::V>* B,
-                            std::vector<typename Arith::V>& Cm, const Arith& arith) {
+                            std::vector<typename Arith::V>& Cm, const Arith& arith, const PeTimingOptions& opt) {
   using V = typename Arith::V;
   const bool ws = df == isa::Dataflow::kWs;
   const int64_t T = ws ? M : N;           // streamed length
   const int64_t cols_dim = ws ? N : M;    // what the array columns map
+  const int64_t row_folds = ceil_div(K, R), col_folds = ceil_div(cols_dim, C);
+  const int64_t folds = row_folds * col_folds;
+  const std::vector<int64_t> beats = beat_elements(T, opt.rate);
   PeTileResult res;
-  std::vector<V> S(u(R * C)), X(u(T * R)), Y(u(T * C));
-  std::vector<bool> s_live(u(R * C)), x_live(u(R)), y_live(u(C));
+  res.folds = folds;
   const auto a_at = [&](int64_t m, int64_t k) { return A ? (*A)[u(m * K + k)] : V{}; };
   const auto b_at = [&](int64_t k, int64_t n) { return B ? (*B)[u(k * N + n)] : V{}; };
-  for (int64_t fc = 0; fc < ceil_div(cols_dim, C); ++fc) {
-    for (int64_t fr = 0; fr < ceil_div(K, R); ++fr) {
-      for (int64_t r = 0; r < R; ++r) {
-        const int64_t k = fr * R + r;
-        x_live[u(r)] = k < K;
-        for (int64_t c = 0; c < C; ++c) {
-          const int64_t j = fc * C + c;  // n in WS, m in IS
-          s_live[u(r * C + c)] = k < K && j < cols_dim;
-          S[u(r * C + c)] = s_live[u(r * C + c)] ? (ws ? b_at(k, j) : a_at(j, k)) : V{};
-        }
-        for (int64_t t = 0; t < T; ++t) X[u(t * R + r)] = k < K ? (ws ? a_at(t, k) : b_at(k, t)) : V{};
-      }
+  // Fold f = fc * row_folds + fr (SCALE-Sim's loop order: column folds outside, row folds inside).
+  const auto make_S = [&](int64_t f, std::vector<V>& S, std::vector<bool>& live) {
+    const int64_t fc = f / row_folds, fr = f % row_folds;
+    S.assign(u(R * C), V{});
+    live.assign(u(R * C), false);
+    for (int64_t r = 0; r < R; ++r) {
       for (int64_t c = 0; c < C; ++c) {
-        const int64_t j = fc * C + c;
-        y_live[u(c)] = j < cols_dim;
-        for (int64_t t = 0; t < T; ++t) {
-          Y[u(t * C + c)] = j < cols_dim ? (ws ? Cm[u(t * N + j)] : Cm[u(j * N + t)]) : V{};
+        const int64_t k = fr * R + r, j = fc * C + c;  // j: n in WS, m in IS
+        if (k < K && j < cols_dim) {
+          live[u(r * C + c)] = true;
+          S[u(r * C + c)] = ws ? b_at(k, j) : a_at(j, k);
         }
-      }
-      res.cycles += StationaryFold<Arith>{R, C, T, S, s_live, X, x_live, Y, y_live, arith, res.macs}.run();
-      ++res.folds;
-      for (int64_t c = 0; c < C; ++c) {
-        const int64_t j = fc * C + c;
-        if (j >= cols_dim) continue;
-        for (int64_t t = 0; t < T; ++t) (ws ? Cm[u(t * N + j)] : Cm[u(j * N + t)]) = Y[u(t * C + c)];
       }
     }
+  };
+  StationaryEngine<Arith> eng{R, C, arith, res.macs};
+  std::vector<V> S, S_next, X(u(T * R)), Y(u(T * C));
+  std::vector<bool> s_live, s_next_live, x_live(u(R)), y_live(u(C));
+  make_S(0, S, s_live);
+  for (int64_t f = 0; f < folds; ++f) {
+    const int64_t fc = f / row_folds, fr = f % row_folds;
+    // The fold's own stationary operand: already placed, shifted in earlier (double buffering), or
+    // shifted in now with the array otherwise idle.
+    if (f == 0 && opt.first_fold_preloaded) {
+      eng.place(S, s_live);
+    } else if (f == 0 || !opt.double_buffered) {
+      res.cycles += eng.preload(S, s_live);
+    }
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t k = fr * R + r;
+      x_live[u(r)] = k < K;
+      for (int64_t t = 0; t < T; ++t) X[u(t * R + r)] = k < K ? (ws ? a_at(t, k) : b_at(k, t)) : V{};
+    }
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t j = fc * C + c;
+      y_live[u(c)] = j < cols_dim;
+      for (int64_t t = 0; t < T; ++t) {
+        Y[u(t * C + c)] = j < cols_dim ? (ws ? Cm[u(t * N + j)] : Cm[u(j * N + t)]) : V{};
+      }
+    }
+    const bool shadow = opt.double_buffered && f + 1 < folds;
+    if (f + 1 < folds) make_S(f + 1, S_next, s_next_live);
+    res.cycles += eng.stream(beats, X, x_live, Y, y_live, shadow ? &S_next : nullptr, shadow ? &s_next_live : nullptr);
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t j = fc * C + c;
+      if (j >= cols_dim) continue;
+      for (int64_t t = 0; t < T; ++t) (ws ? Cm[u(t * N + j)] : Cm[u(j * N + t)]) = Y[u(t * C + c)];
+    }
+    std::swap(S, S_next);
+    std::swap(s_live, s_next_live);
   }
   return res;
 }
@@ -160,7 +226,8 @@ PeTileResult run_stationary(int64_t R, int64_t C, isa::Dataflow df, int64_t M, i
 template <class Arith>
 PeTileResult run_output_stationary(int64_t R, int64_t C, int64_t M, int64_t K, int64_t N,
                                    const std::vector<typename Arith::V>* A, const std::vector<typename Arith::V>* B,
-                                   std::vector<typename Arith::V>& Cm, const Arith& arith) {
+                                   std::vector<typename Arith::V>& Cm, const Arith& arith,
+                                   const PeTimingOptions& opt) {
   using V = typename Arith::V;
   struct Result {
     bool valid = false;
@@ -168,6 +235,8 @@ PeTileResult run_output_stationary(int64_t R, int64_t C, int64_t M, int64_t K, i
     int64_t m = 0, n = 0;
     V val{};
   };
+  const std::vector<int64_t> beats = beat_elements(K, opt.rate);
+  const int64_t nb = static_cast<int64_t>(beats.size());
   PeTileResult res;
   std::vector<Token<V>> a(u(R * C)), b(u(R * C)), a_next(u(R * C)), b_next(u(R * C));
   std::vector<V> acc(u(R * C));
@@ -203,18 +272,26 @@ PeTileResult run_output_stationary(int64_t R, int64_t C, int64_t M, int64_t K, i
             const size_t i = u(r * C + c);
             Token<V> ain, bin;
             if (c == 0) {
-              const int64_t k = tau - r, m = m0 + r;
-              if (k >= 0 && k < K) ain = Token<V>{k, true, m < M, (m < M && A) ? (*A)[u(m * K + k)] : V{}};
+              const int64_t bt = tau - r, m = m0 + r;
+              if (bt >= 0 && bt < nb) {
+                const int64_t k = beats[u(bt)];
+                const bool live = k >= 0 && m < M;
+                ain = Token<V>{bt, k, true, live, (live && A) ? (*A)[u(m * K + k)] : V{}};
+              }
             } else {
               ain = a[i - 1];
             }
             if (r == 0) {
-              const int64_t k = tau - c, n = n0 + c;
-              if (k >= 0 && k < K) bin = Token<V>{k, true, n < N, (n < N && B) ? (*B)[u(k * N + n)] : V{}};
+              const int64_t bt = tau - c, n = n0 + c;
+              if (bt >= 0 && bt < nb) {
+                const int64_t k = beats[u(bt)];
+                const bool live = k >= 0 && n < N;
+                bin = Token<V>{bt, k, true, live, (live && B) ? (*B)[u(k * N + n)] : V{}};
+              }
             } else {
               bin = b[u((r - 1) * C + c)];
             }
-            if (ain.valid != bin.valid || (ain.valid && ain.t != bin.t)) internal("A and B out of step");
+            if (ain.valid != bin.valid || (ain.valid && ain.beat != bin.beat)) internal("A and B out of step");
             if (ain.valid && ain.live && bin.live) {
               acc[i] = arith.mac(acc[i], ain.val, bin.val);
               ++res.macs;
@@ -225,10 +302,10 @@ PeTileResult run_output_stationary(int64_t R, int64_t C, int64_t M, int64_t K, i
         }
         std::swap(a, a_next);
         std::swap(b, b_next);
-        // Column c is complete when its bottom PE has done its last MAC: latch it into the shadow chain.
+        // Column c is complete when its bottom PE has had its last beat: latch it into the shadow chain.
         for (int64_t c = 0; c < C; ++c) {
           const Token<V>& last = a[u((R - 1) * C + c)];
-          if (!(last.valid && last.t == K - 1)) continue;
+          if (!(last.valid && last.beat == nb - 1)) continue;
           for (int64_t r = 0; r < R; ++r) {
             Result& s = shadow[u(r * C + c)];
             if (s.valid) internal("an output latch would overwrite a result still draining");
@@ -236,7 +313,7 @@ PeTileResult run_output_stationary(int64_t R, int64_t C, int64_t M, int64_t K, i
           }
           shadow_busy = true;
         }
-        if (tau >= K - 1 + std::max(R, C) - 1) {
+        if (tau >= nb - 1 + std::max(R, C) - 1) {
           bool in_flight = false;
           for (int64_t r = 0; r < R && !in_flight; ++r) {
             for (int64_t c = 0; c < C && !in_flight; ++c) {
@@ -262,9 +339,9 @@ PeTileResult run_output_stationary(int64_t R, int64_t C, int64_t M, int64_t K, i
 template <class Arith>
 PeTileResult dispatch(int64_t R, int64_t C, isa::Dataflow df, int64_t m, int64_t k, int64_t n,
                       const std::vector<typename Arith::V>* A, const std::vector<typename Arith::V>* B,
-                      std::vector<typename Arith::V>& Cm, const Arith& arith) {
-  if (df == isa::Dataflow::kOs) return run_output_stationary(R, C, m, k, n, A, B, Cm, arith);
-  return run_stationary(R, C, df, m, k, n, A, B, Cm, arith);
+                      std::vector<typename Arith::V>& Cm, const Arith& arith, const PeTimingOptions& opt) {
+  if (df == isa::Dataflow::kOs) return run_output_stationary(R, C, m, k, n, A, B, Cm, arith, opt);
+  return run_stationary(R, C, df, m, k, n, A, B, Cm, arith, opt);
 }
 
 void check_size(const char* name, size_t got, int64_t want) {
@@ -281,11 +358,12 @@ PeArray::PeArray(int64_t rows, int64_t cols, isa::Dataflow dataflow)
   if (rows < 1 || cols < 1) throw std::invalid_argument("PeArray: rows and cols must be at least 1");
 }
 
-PeTileResult PeArray::run(int64_t m, int64_t k, int64_t n, const PeOperands* ops) const {
+PeTileResult PeArray::run(int64_t m, int64_t k, int64_t n, const PeOperands* ops, const PeTimingOptions& opt) const {
   if (m < 1 || k < 1 || n < 1) throw std::invalid_argument("PeArray::run: m, k and n must be at least 1");
+  if (!(opt.rate > 0.0)) throw std::invalid_argument("PeArray::run: rate must be positive");
   if (ops == nullptr) {
     std::vector<uint32_t> c(u(m * n));
-    return dispatch(rows_, cols_, dataflow_, m, k, n, nullptr, nullptr, c, IntArith{});
+    return dispatch(rows_, cols_, dataflow_, m, k, n, nullptr, nullptr, c, IntArith{}, opt);
   }
   if (ops->integer) {
     check_size("A", ops->a_int.size(), m * k);
@@ -296,7 +374,7 @@ PeTileResult PeArray::run(int64_t m, int64_t k, int64_t n, const PeOperands* ops
       check_size("C", ops->c_int.size(), m * n);
       c.assign(ops->c_int.begin(), ops->c_int.end());
     }
-    PeTileResult r = dispatch(rows_, cols_, dataflow_, m, k, n, &a, &b, c, IntArith{});
+    PeTileResult r = dispatch(rows_, cols_, dataflow_, m, k, n, &a, &b, c, IntArith{}, opt);
     r.c_int.assign(c.begin(), c.end());
     return r;
   }
@@ -308,7 +386,7 @@ PeTileResult PeArray::run(int64_t m, int64_t k, int64_t n, const PeOperands* ops
     for (size_t i = 0; i < c.size(); ++i) c[i] = round_to_precision(ops->c_fp[i], ops->accumulate_in);
   }
   PeTileResult r = dispatch(rows_, cols_, dataflow_, m, k, n, &ops->a_fp, &ops->b_fp, c,
-                            FloatArith{ops->accumulate_in});
+                            FloatArith{ops->accumulate_in}, opt);
   r.c_fp = std::move(c);
   return r;
 }

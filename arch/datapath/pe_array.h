@@ -51,6 +51,19 @@
 //            drains while the next fold computes (the model checks no result is ever overwritten), so
 //            only the last fold's drain is not hidden: it is reported separately as
 //            drain_tail_cycles (= R) and, like SCALE-Sim, not included in `cycles`.
+//
+// ---- npusim's two additions (PeTimingOptions; defaults = plain SCALE-Sim) -------------------------
+// As isa/timing/systolic.h: with those options the count becomes
+//   exposed_preloads * R + folds * (ceil(T / rate) + R + C - 2),
+//   exposed_preloads = (double_buffered ? 1 : folds) - (first_fold_preloaded ? 1 : 0)   (WS, IS; OS: 0).
+//  - double_buffered: every PE has a shadow weight register; during the first R cycles of fold f's
+//    stream the next fold's tile shifts down the shadow chain (the same movement as a preload), and
+//    the shadows become the active weights the cycle fold f ends (fold f lasts >= R cycles, checked).
+//  - first_fold_preloaded: fold 0's stationary tile is already in the array (MATMUL preloaded=1).
+//  - rate < 1 (fp16/bf16/fp32 on an array whose int8 MAC is the unit): every streamed element occupies
+//    beats of the int8 datapath; the T elements take B = ceil(T / rate) beats, element t completing
+//    on beat floor((t+1)B/T) - 1 (the others are filler beats that move but never multiply). Each beat
+//    moves one PE per cycle, so fill and drain keep their int8 length and the stream phase is B.
 #include <cstdint>
 #include <vector>
 
@@ -79,13 +92,22 @@ struct PeTileResult {
   std::vector<float> c_fp;
 };
 
+// Timing options of one run (see the top of this file).
+struct PeTimingOptions {
+  bool double_buffered = false;
+  bool first_fold_preloaded = false;
+  double rate = 1.0;  // SystolicArrayConfig::rate(dtype)
+};
+
 class PeArray {
  public:
   PeArray(int64_t rows, int64_t cols, isa::Dataflow dataflow);
 
   // Runs one MATMUL tile M x K x N folded onto the array, cycle by cycle. `ops` may be null (timing
-  // only). Throws std::invalid_argument for non-positive sizes or operand vectors of the wrong size.
-  PeTileResult run(int64_t m, int64_t k, int64_t n, const PeOperands* ops = nullptr) const;
+  // only). Throws std::invalid_argument for non-positive sizes or rate, or operand vectors of the wrong
+  // size. The values do not depend on `opt`.
+  PeTileResult run(int64_t m, int64_t k, int64_t n, const PeOperands* ops = nullptr,
+                   const PeTimingOptions& opt = {}) const;
 
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }

@@ -72,6 +72,41 @@ TEST(PeArray, CycleCountsEqualTheClosedFormOnAGridOfShapesAndArrays) {
   EXPECT_EQ(checked, 3 * 7 * 7 * 7 * 7);
 }
 
+// npusim's options: only exposed preloads cost R; a rate of 1/p stretches every fold's stream to p*T.
+TEST(PeArray, DoubleBufferingPreloadedFirstFoldAndPrecisionRateFollowTheClosedForm) {
+  const int64_t arrays[][2] = {{1, 1}, {2, 3}, {4, 4}, {5, 2}};
+  const int64_t dims[] = {1, 2, 4, 7, 9};
+  for (Dataflow df : {Dataflow::kWs, Dataflow::kOs, Dataflow::kIs}) {
+    for (const auto& rc : arrays) {
+      const int64_t R = rc[0], C = rc[1];
+      const PeArray pe(R, C, df);
+      for (int64_t p : {1, 2, 4}) {
+        for (bool db : {false, true}) {
+          for (bool pre : {false, true}) {
+            for (int64_t m : dims) {
+              for (int64_t k : dims) {
+                for (int64_t n : dims) {
+                  const int64_t folds = closed_form_folds(df, R, C, m, k, n);
+                  const int64_t t = df == Dataflow::kWs ? m : df == Dataflow::kOs ? k : n;
+                  const int64_t exposed = df == Dataflow::kOs ? 0 : (db ? 1 : folds) - (pre ? 1 : 0);
+                  const int64_t want = exposed * R + folds * (p * t + R + C - 2);
+                  const PeTileResult r = pe.run(m, k, n, nullptr, PeTimingOptions{db, pre, 1.0 / static_cast<double>(p)});
+                  ASSERT_EQ(r.cycles, want) << isa::kDataflowNames[static_cast<size_t>(df)] << " " << R << "x" << C
+                                            << " m=" << m << " k=" << k << " n=" << n << " rate=1/" << p
+                                            << " double_buffered=" << db << " preloaded=" << pre;
+                  ASSERT_EQ(r.macs, m * k * n);
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  // A rate that is not 1/p: 5 elements at rate 0.4 take ceil(12.5) = 13 beats.
+  EXPECT_EQ(PeArray(2, 2, Dataflow::kOs).run(2, 5, 2, nullptr, PeTimingOptions{false, false, 0.4}).cycles, 13 + 2);
+}
+
 TEST(PeArray, Gemm16x16WeightStationaryTakesPreloadPlusStreamPlusDrain) {
   // One fold: 16 cycles to load weights, then the last of 16 input rows enters row 15 at stream cycle
   // 15 + 15 and leaves column 15 at 15 + 15 + 15: 16 + 46 = 62 cycles.
@@ -118,6 +153,8 @@ TEST(PeArray, Int8ValuesEqualAPlainGemmForEveryDataflow) {
       for (int64_t r : {1, 3, 4}) {
         EXPECT_EQ(PeArray(r, 5, df).run(m, k, n, &ops).c_int, want)
             << isa::kDataflowNames[static_cast<size_t>(df)] << " m=" << m << " k=" << k << " n=" << n;
+        // Double buffering and a reduced rate change the timing, never the numbers.
+        EXPECT_EQ(PeArray(r, 5, df).run(m, k, n, &ops, PeTimingOptions{true, false, 0.25}).c_int, want);
       }
     }
   }
