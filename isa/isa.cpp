@@ -129,6 +129,16 @@ std::string validate(const Instruction& ins) {
     }
   });
   if (!err.empty()) return err;
+  // STORE shares LOAD's format but writes no halo (isa.h), so its padding fields must stay zero.
+  if (ins.opcode == Opcode::kStore) {
+    for (const FieldSpec& s : layout::kDma) {
+      if ((s.field == Field::kPadTop || s.field == Field::kPadBottom || s.field == Field::kPadLeft ||
+           s.field == Field::kPadRight || s.field == Field::kPadValue) &&
+          ins.get(s.field) != 0) {
+        return fmt::format("STORE field '{}' = {} must be 0 (STORE does not pad)", s.name, ins.get(s.field));
+      }
+    }
+  }
   for (int i = 0; i < kNumFields; ++i) {
     if (!used[i] && ins.f[i] != 0) {
       return fmt::format("{} has no field '{}' but it is set to {}", fmt.mnemonic, field_name(static_cast<Field>(i)),
@@ -169,8 +179,8 @@ Instruction decode(const std::vector<uint64_t>& words, size_t& pos) {
   Instruction ins;
   ins.opcode = fmt.opcode;
   // Decoded values fit their widths and fields outside the format stay zero by construction, so only
-  // enumerated fields need a range check here.
-  bool enums_ok = true;
+  // enumerated fields (and STORE's padding) need the full check here.
+  bool enums_ok = fmt.opcode != Opcode::kStore;
   for_each_field(fmt, [&](const FieldSpec& s) {
     const uint64_t raw = get_bits(w, s.lo, s.width);
     int64_t v = static_cast<int64_t>(raw);
@@ -180,7 +190,9 @@ Instruction decode(const std::vector<uint64_t>& words, size_t& pos) {
     ins.set(s.field, v);
   });
   if (!enums_ok) {
-    throw EncodeError(fmt::format("instruction at word {}: {}", pos / 2, validate(ins)));
+    if (std::string err = validate(ins); !err.empty()) {
+      throw EncodeError(fmt::format("instruction at word {}: {}", pos / 2, err));
+    }
   }
   pos += n;
   return ins;

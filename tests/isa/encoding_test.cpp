@@ -13,6 +13,7 @@ namespace npusim::isa {
 namespace {
 
 using test::all_fields;
+using test::free_fields;
 using test::field_max;
 using test::field_min;
 
@@ -89,7 +90,7 @@ TEST(Encoding, WordCountsMatchTheFormatTable) {
 
 TEST(Encoding, EveryFieldRoundTripsAtItsLimits) {
   for (int op = 0; op < kNumOpcodes; ++op) {
-    for (const FieldSpec& s : all_fields(static_cast<Opcode>(op))) {
+    for (const FieldSpec& s : free_fields(static_cast<Opcode>(op))) {
       for (int64_t v : {int64_t{0}, int64_t{1}, field_min(s), field_max(s)}) {
         Instruction ins;
         ins.opcode = static_cast<Opcode>(op);
@@ -105,7 +106,7 @@ TEST(Encoding, AllFieldsAtMaximumAndMinimumTogetherRoundTrip) {
   for (int op = 0; op < kNumOpcodes; ++op) {
     Instruction hi, lo;
     hi.opcode = lo.opcode = static_cast<Opcode>(op);
-    for (const FieldSpec& s : all_fields(hi.opcode)) {
+    for (const FieldSpec& s : free_fields(hi.opcode)) {
       hi.set(s.field, field_max(s));
       lo.set(s.field, field_min(s) != 0 ? field_min(s) : 1);
     }
@@ -167,6 +168,24 @@ TEST(Validate, RejectsAFieldTheFormatDoesNotHave) {
   std::vector<uint64_t> w;
   EXPECT_THROW(encode(mm, w), EncodeError);
   EXPECT_TRUE(w.empty());
+}
+
+TEST(Validate, StoreMustNotPadAndDecodeRejectsAPaddedStore) {
+  Instruction st;
+  st.opcode = Opcode::kStore;
+  st.set(Field::kPadValue, -3);
+  EXPECT_EQ(validate(st), "STORE field 'pad_value' = -3 must be 0 (STORE does not pad)");
+  Instruction ld = st;
+  ld.opcode = Opcode::kLoad;
+  std::vector<uint64_t> w = encoded(ld);  // same format: flip the opcode byte from LOAD to STORE
+  w[0] = (w[0] & ~uint64_t{0xff}) | static_cast<uint64_t>(Opcode::kStore);
+  size_t pos = 0;
+  try {
+    decode(w, pos);
+    ADD_FAILURE() << "decoded a padded STORE";
+  } catch (const EncodeError& e) {
+    EXPECT_EQ(std::string(e.what()), "instruction at word 0: STORE field 'pad_value' = -3 must be 0 (STORE does not pad)");
+  }
 }
 
 TEST(Validate, RejectsAnOpcodeOutsideTheTable) {

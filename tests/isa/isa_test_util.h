@@ -18,6 +18,18 @@ inline std::vector<FieldSpec> all_fields(Opcode op) {
   return v;
 }
 
+// The fields of `op` that may hold any value of their range: STORE shares LOAD's format but its
+// padding fields must be zero.
+inline std::vector<FieldSpec> free_fields(Opcode op) {
+  std::vector<FieldSpec> v;
+  for (const FieldSpec& s : all_fields(op)) {
+    const bool pad = s.field == Field::kPadTop || s.field == Field::kPadBottom || s.field == Field::kPadLeft ||
+                     s.field == Field::kPadRight || s.field == Field::kPadValue;
+    if (!(op == Opcode::kStore && pad)) v.push_back(s);
+  }
+  return v;
+}
+
 // Number of valid values of an enumerated field, or 0 for numeric fields.
 inline int64_t enum_count(FieldKind k) {
   switch (k) {
@@ -77,7 +89,7 @@ class ProgramGen {
   Instruction instruction(size_t num_layers, size_t num_host_ops) {
     Instruction ins;
     ins.opcode = static_cast<Opcode>(below(kNumOpcodes));
-    for (const FieldSpec& s : all_fields(ins.opcode)) {
+    for (const FieldSpec& s : free_fields(ins.opcode)) {
       if (below(3) == 0) continue;  // leave some fields zero
       ins.set(s.field, value(s));
     }
