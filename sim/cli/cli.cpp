@@ -21,6 +21,7 @@
 #include "sim/config/config_dump.h"
 #include "sim/config/config_loader.h"
 #include "sim/demo/demo_program.h"
+#include "sim/sweep/sweep_cli.h"
 #include "traces/report.h"
 #include "traces/sink.h"
 
@@ -342,6 +343,8 @@ const std::vector<Command>& commands() {
       {"config", "config [--config FILE.yaml] [--set KEY=VALUE ...] [--dump [--markdown]]",
        "Print the resolved configuration as YAML, or with --dump every parameter with its type, unit, default, "
        "range and description."},
+      {"sweep", "sweep SWEEP.yaml [-j N] [-o DIR] [--dry-run] [--slurm] [--shard I/N] | sweep --merge DIR",
+       "Run a design-space sweep over configuration keys and models, locally or on Slurm (docs/sweeps.md)."},
   };
   return kCommands;
 }
@@ -353,6 +356,7 @@ int dispatch(const Command& cmd, Context& ctx) {
   if (cmd.name == "asm") return cmd_asm(ctx, cmd);
   if (cmd.name == "disasm") return cmd_disasm(ctx, cmd);
   if (cmd.name == "ops") return cmd_ops(ctx, cmd);
+  if (cmd.name == "sweep") return run_sweep(ctx.args, ctx.out, ctx.err);
   return cmd_config(ctx, cmd);
 }
 

@@ -1,0 +1,482 @@
+#include "sim/sweep/sweep_spec.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "isa/machine/spec_text.h"
+#include "sim/config/config_loader.h"
+
+namespace npusim::sim {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
+  return s;
+}
+
+// Collects problems with their file positions while the sweep file is read.
+class Parser {
+ public:
+  Parser(std::string source, std::string dir) : source_(std::move(source)), dir_(std::move(dir)) {}
+
+  void error(const YAML::Node& n, const std::string& msg) { error(n.Mark(), msg); }
+  void error(const YAML::Mark& m, const std::string& msg) {
+    if (m.is_null() || m.line < 0)
+      errors_.push_back(source_ + ": " + msg);
+    else
+      errors_.push_back(fmt::format("{}:{}:{}: {}", source_, m.line + 1, m.column + 1, msg));
+  }
+  const std::vector<std::string>& errors() const { return errors_; }
+
+  // A scalar's text, or an error naming `what`.
+  bool scalar(const YAML::Node& n, const std::string& what, std::string& out) {
+    if (!n.IsScalar()) {
+      error(n, what + ": expected a single value, not " + (n.IsSequence() ? "a list" : n.IsMap() ? "a mapping" : "null"));
+      return false;
+    }
+    out = n.Scalar();
+    return true;
+  }
+
+  // A path from the sweep file: relative paths are relative to the sweep file's folder.
+  std::string relative_to_file(const std::string& p) const {
+    if (p.empty() || fs::path(p).is_absolute()) return p;
+    return (fs::path(dir_) / p).lexically_normal().string();
+  }
+
+  void read(const YAML::Node& root, SweepSpec& s) {
+    if (!root.IsMap()) {
+      error(root, "a sweep file is a mapping with at least 'axes:' (see docs/sweeps.md)");
+      return;
+    }
+    static const std::vector<std::string> kKeys = {"name", "base", "set", "axes", "combine", "timeout_s",
+                                                   "trace_csv", "run_args", "slurm"};
+    for (const auto& kv : root) {
+      const std::string k = kv.first.Scalar();
+      const YAML::Node& v = kv.second;
+      if (k == "name") {
+        scalar(v, "name", s.name);
+      } else if (k == "base") {
+        read_base(v, s);
+      } else if (k == "set") {
+        read_sets(v, s);
+      } else if (k == "axes") {
+        read_axes(v, s);
+      } else if (k == "combine") {
+        std::string c;
+        if (scalar(v, "combine", c)) {
+          if (c == "zip")
+            s.zip = true;
+          else if (c != "product")
+            error(v, "combine: '" + c + "' is neither 'product' nor 'zip'");
+        }
+      } else if (k == "timeout_s") {
+        std::string t;
+        if (scalar(v, "timeout_s", t)) {
+          try {
+            s.timeout_s = v.as<double>();
+          } catch (const YAML::Exception&) {
+            error(v, "timeout_s: '" + t + "' is not a number of seconds");
+          }
+          if (s.timeout_s < 0) error(v, "timeout_s: must be >= 0");
+        }
+      } else if (k == "trace_csv") {
+        try {
+          s.trace_csv = v.as<bool>();
+        } catch (const YAML::Exception&) {
+          error(v, "trace_csv: expected true or false");
+        }
+      } else if (k == "run_args") {
+        read_string_list(v, "run_args", s.run_args);
+      } else if (k == "slurm") {
+        read_slurm(v, s.slurm);
+      } else {
+        std::string guess = isa::closest_name(k, kKeys);
+        error(kv.first, k + ": unknown key" + (guess.empty() ? " (valid: " + join(kKeys, ", ") + ")"
+                                                             : " (did you mean '" + guess + "'?)"));
+      }
+    }
+    if (!root["axes"]) error(root, "the sweep has no 'axes:' list");
+  }
+
+ private:
+  void read_base(const YAML::Node& v, SweepSpec& s) {
+    std::string b;
+    if (!scalar(v, "base", b)) return;
+    // A file next to the sweep file wins; otherwise the name goes to --config as is (a preset or a path
+    // relative to where npusim runs).
+    const std::string local = relative_to_file(b);
+    std::error_code ec;
+    if (!b.empty() && fs::is_regular_file(local, ec)) b = fs::absolute(local).lexically_normal().string();
+    try {
+      if (!b.empty()) resolve_config_path(b);
+    } catch (const ConfigError& e) {
+      error(v, "base: " + std::string(e.what()));
+      return;
+    }
+    s.base = b;
+  }
+
+  void read_sets(const YAML::Node& v, SweepSpec& s) {
+    if (!v.IsMap()) {
+      error(v, "set: expected a mapping of configuration keys to values");
+      return;
+    }
+    for (const auto& kv : v) {
+      const std::string key = kv.first.Scalar();
+      std::string value;
+      if (!scalar(kv.second, "set: " + key, value)) continue;
+      if (check_config_value(kv.first, "set: ", key, value)) s.sets.push_back(key + "=" + value);
+    }
+  }
+
+  void read_string_list(const YAML::Node& v, const std::string& what, std::vector<std::string>& out) {
+    if (!v.IsSequence()) {
+      error(v, what + ": expected a list of strings");
+      return;
+    }
+    for (const auto& e : v) {
+      std::string t;
+      if (scalar(e, what, t)) out.push_back(t);
+    }
+  }
+
+  void read_slurm(const YAML::Node& v, SlurmSpec& s) {
+    if (!v.IsMap()) {
+      error(v, "slurm: expected a mapping (tasks, partition, time, cpus_per_task, mem, extra)");
+      return;
+    }
+    static const std::vector<std::string> kKeys = {"tasks", "partition", "time", "cpus_per_task", "mem", "extra"};
+    for (const auto& kv : v) {
+      const std::string k = kv.first.Scalar();
+      const YAML::Node& n = kv.second;
+      auto positive = [&](int64_t& out) {
+        std::string t;
+        if (!scalar(n, "slurm." + k, t)) return;
+        try {
+          out = n.as<int64_t>();
+        } catch (const YAML::Exception&) {
+          out = -1;
+        }
+        if (out < 1) error(n, "slurm." + k + ": '" + t + "' is not a positive integer");
+      };
+      if (k == "tasks") {
+        positive(s.tasks);
+      } else if (k == "cpus_per_task") {
+        positive(s.cpus_per_task);
+      } else if (k == "partition") {
+        scalar(n, "slurm.partition", s.partition);
+      } else if (k == "time") {
+        scalar(n, "slurm.time", s.time);
+      } else if (k == "mem") {
+        scalar(n, "slurm.mem", s.mem);
+      } else if (k == "extra") {
+        read_string_list(n, "slurm.extra", s.extra);
+      } else {
+        std::string guess = isa::closest_name(k, kKeys);
+        error(kv.first, "slurm." + k + ": unknown key" + (guess.empty() ? " (valid: " + join(kKeys, ", ") + ")"
+                                                                         : " (did you mean '" + guess + "'?)"));
+      }
+    }
+  }
+
+  // Checks one "key=value" against the configuration's declaration; reports it at `at`.
+  bool check_config_value(const YAML::Node& at, const std::string& prefix, const std::string& key,
+                          const std::string& value) {
+    isa::NpuConfig c;
+    std::vector<std::string> errs;
+    apply_sets(c, {key + "=" + value}, errs);
+    for (std::string m : errs) {
+      // apply_sets speaks of --set; here the value comes from the sweep file.
+      for (const char* p : {"--set: ", "--set "})
+        if (m.rfind(p, 0) == 0) m = m.substr(std::string(p).size());
+      error(at, prefix + m);
+    }
+    return errs.empty();
+  }
+
+  void read_axes(const YAML::Node& v, SweepSpec& s) {
+    if (!v.IsSequence() || v.size() == 0) {
+      error(v, "axes: expected a non-empty list; each entry maps one key (or several zipped keys) to a list of "
+               "values, e.g. '- systolic_array.rows: [8, 16, 32]'");
+      return;
+    }
+    for (const auto& entry : v) {
+      if (!entry.IsMap() || entry.size() == 0) {
+        error(entry, "axes: each entry maps one or more keys to lists of values");
+        continue;
+      }
+      Axis axis;
+      for (const auto& kv : entry) {
+        AxisColumn col;
+        col.key = kv.first.Scalar();
+        col.line = kv.first.Mark().line + 1;
+        col.column = kv.first.Mark().column + 1;
+        if (!kv.second.IsSequence() || kv.second.size() == 0) {
+          error(kv.second, col.key + ": expected a non-empty list of values");
+          continue;
+        }
+        if (col.key == "model")
+          col.kind = AxisKind::kModel;
+        else if (col.key == "precision")
+          col.kind = AxisKind::kPrecision;
+        else if (col.key == "batch")
+          col.kind = AxisKind::kBatch;
+        bool ok = true;
+        for (const auto& e : kv.second) {
+          if (col.kind == AxisKind::kModel) {
+            ModelValue m;
+            ok = read_model(e, m) && ok;
+            col.values.push_back(m.name);
+            col.models.push_back(m);
+            continue;
+          }
+          std::string value;
+          if (!scalar(e, col.key, value)) {
+            ok = false;
+            continue;
+          }
+          if (col.kind == AxisKind::kConfig) {
+            ok = check_config_value(kv.first, "", col.key, value) && ok;
+          } else if (col.kind == AxisKind::kBatch) {
+            int64_t b = 0;
+            try {
+              b = e.as<int64_t>();
+            } catch (const YAML::Exception&) {
+            }
+            if (b < 1) {
+              error(e, "batch: '" + value + "' is not a positive integer");
+              ok = false;
+            }
+          }
+          col.values.push_back(value);
+        }
+        for (const Axis& a : s.axes)
+          for (const AxisColumn& c : a.columns)
+            if (c.key == col.key) error(kv.first, col.key + ": swept twice (first at line " + std::to_string(c.line) + ")");
+        for (const AxisColumn& c : axis.columns)
+          if (c.key == col.key) error(kv.first, col.key + ": swept twice");
+        if (ok && !axis.columns.empty() && col.values.size() != axis.size()) {
+          error(kv.first, fmt::format("{}: {} values, but {} in this zipped axis has {}; zipped lists must be "
+                                      "equally long",
+                                      col.key, col.values.size(), axis.columns.front().key, axis.size()));
+          continue;
+        }
+        if (ok) axis.columns.push_back(std::move(col));
+      }
+      if (!axis.columns.empty()) s.axes.push_back(std::move(axis));
+    }
+  }
+
+  // A model value: a string ("default", a path, a micro-model like gemm:M=64,N=64,K=64) or a mapping
+  // {name, path, prepare}.
+  bool read_model(const YAML::Node& e, ModelValue& m) {
+    std::string text;
+    if (e.IsMap()) {
+      for (const auto& kv : e) {
+        const std::string k = kv.first.Scalar();
+        std::string v;
+        if (!scalar(kv.second, "model." + k, v)) return false;
+        if (k == "name")
+          m.name = v;
+        else if (k == "path")
+          text = v;
+        else if (k == "prepare")
+          m.prepare = v;
+        else {
+          error(kv.first, "model." + k + ": unknown key (valid: name, path, prepare)");
+          return false;
+        }
+      }
+      if (text.empty()) {
+        error(e, "model: a model given as a mapping needs 'path:' (and optionally 'name:', 'prepare:')");
+        return false;
+      }
+    } else if (!scalar(e, "model", text)) {
+      return false;
+    }
+    if (text == "default") {
+      m.arg.clear();
+      if (m.name.empty()) m.name = "default";
+      return true;
+    }
+    // Micro-models (gemm:..., conv:...) pass as they are; anything else is a file, relative to the
+    // sweep file.
+    const bool micro = text.find(':') != std::string::npos && !fs::exists(text);
+    if (micro) {
+      m.arg = text;
+      if (m.name.empty()) m.name = text;
+      return true;
+    }
+    const std::string path = fs::absolute(relative_to_file(text)).lexically_normal().string();
+    m.arg = path;
+    if (m.name.empty()) m.name = fs::path(text).stem().string();
+    std::error_code ec;
+    if (m.prepare.empty() && !fs::exists(path, ec)) {
+      error(e, "model: '" + text + "' does not exist (looked for " + path +
+                   "); give an existing file, 'default', a micro-model, or a mapping with 'prepare:'");
+      return false;
+    }
+    return true;
+  }
+
+  std::string source_;
+  std::string dir_;
+  std::vector<std::string> errors_;
+};
+
+}  // namespace
+
+SweepError::SweepError(std::vector<std::string> messages)
+    : std::runtime_error(join(messages, "\n")), messages_(std::move(messages)) {}
+
+std::vector<std::string> SweepSpec::column_keys() const {
+  std::vector<std::string> keys;
+  for (const Axis& a : axes)
+    for (const AxisColumn& c : a.columns) keys.push_back(c.key);
+  return keys;
+}
+
+std::vector<std::string> SweepPoint::run_command(const std::string& base) const {
+  std::vector<std::string> argv = {"run"};
+  if (!model.empty()) argv.push_back(model);
+  if (!base.empty()) {
+    argv.push_back("--config");
+    argv.push_back(base);
+  }
+  for (const std::string& s : sets) {
+    argv.push_back("--set");
+    argv.push_back(s);
+  }
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+std::string stable_hash(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return fmt::format("{:016x}", h);
+}
+
+SweepSpec parse_sweep_text(const std::string& text, const std::string& source_name, const std::string& dir) {
+  SweepSpec s;
+  s.path = source_name;
+  s.name = fs::path(source_name).stem().string();
+  Parser p(source_name, dir);
+  try {
+    const YAML::Node root = YAML::Load(text);
+    p.read(root, s);
+  } catch (const YAML::Exception& e) {
+    p.error(e.mark, "invalid YAML: " + e.msg);
+  }
+  if (!p.errors().empty()) throw SweepError(p.errors());
+  return s;
+}
+
+SweepSpec parse_sweep_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::error_code ec;
+  if (!in || fs::is_directory(path, ec)) throw SweepError({path + ": cannot read the sweep file"});
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_sweep_text(text.str(), path, fs::absolute(path).parent_path().string());
+}
+
+std::vector<SweepPoint> expand_points(const SweepSpec& spec) {
+  // Index tuples: the product (last axis fastest) or the zip of all axes.
+  std::vector<std::vector<size_t>> tuples;
+  const size_t n_axes = spec.axes.size();
+  if (spec.zip) {
+    size_t n = n_axes ? spec.axes.front().size() : 0;
+    for (const Axis& a : spec.axes) {
+      if (a.size() != n)
+        throw SweepError({fmt::format("{}:{}:{}: combine: zip needs axes of equal length, but {} has {} values and {} "
+                                      "has {}",
+                                      spec.path, a.columns.front().line, a.columns.front().column,
+                                      spec.axes.front().columns.front().key, n, a.columns.front().key, a.size())});
+    }
+    for (size_t i = 0; i < n; ++i) tuples.push_back(std::vector<size_t>(n_axes, i));
+  } else {
+    std::vector<size_t> idx(n_axes, 0);
+    bool empty = n_axes == 0;
+    for (const Axis& a : spec.axes) empty = empty || a.size() == 0;
+    while (!empty) {
+      tuples.push_back(idx);
+      size_t k = n_axes;
+      while (k > 0) {
+        --k;
+        if (++idx[k] < spec.axes[k].size()) break;
+        idx[k] = 0;
+        if (k == 0) empty = true;
+      }
+      if (n_axes == 0) break;
+    }
+  }
+
+  // The base file's contents are part of every point's identity: editing it invalidates old results.
+  std::string base_text;
+  if (!spec.base.empty()) {
+    std::ifstream in(resolve_config_path(spec.base), std::ios::binary);
+    std::ostringstream t;
+    t << in.rdbuf();
+    base_text = t.str();
+  }
+  std::vector<SweepPoint> points;
+  for (const std::vector<size_t>& t : tuples) {
+    SweepPoint p;
+    p.index = points.size();
+    p.sets = spec.sets;
+    std::vector<std::string> axis_args;
+    for (size_t a = 0; a < n_axes; ++a) {
+      for (const AxisColumn& c : spec.axes[a].columns) {
+        const std::string& v = c.values[t[a]];
+        p.values.emplace_back(c.key, v);
+        switch (c.kind) {
+          case AxisKind::kConfig:
+            p.sets.push_back(c.key + "=" + v);
+            break;
+          case AxisKind::kModel:
+            p.model = c.models[t[a]].arg;
+            p.prepare = c.models[t[a]].prepare;
+            break;
+          case AxisKind::kPrecision:
+            axis_args.insert(axis_args.end(), {"--precision", v});
+            break;
+          case AxisKind::kBatch:
+            axis_args.insert(axis_args.end(), {"--batch", v});
+            break;
+        }
+      }
+    }
+    p.args = axis_args;
+    p.args.insert(p.args.end(), spec.run_args.begin(), spec.run_args.end());
+    try {
+      const isa::NpuConfig c = load_config(spec.base, p.sets);
+      p.array_pes = c.systolic_array.rows * c.systolic_array.cols;
+      p.sram_kib = c.sram.input.size_kib + c.sram.weight.size_kib + c.sram.accumulator.size_kib;
+    } catch (const ConfigError& e) {
+      std::string m;
+      for (const std::string& line : e.messages()) m += (m.empty() ? "" : "; ") + line;
+      p.config_error = "invalid configuration: " + m;
+    }
+    // The identity is the full command line (and the base config's name): a point is the same point
+    // if and only if it would run the same simulation.
+    std::string ident = spec.base + '\x1f' + base_text;
+    for (const std::string& s : p.run_command("")) ident += '\x1f' + s;
+    p.id = stable_hash(ident);
+    points.push_back(std::move(p));
+  }
+  return points;
+}
+
+}  // namespace npusim::sim
