@@ -98,10 +98,9 @@ class Context {
   // Layer-plan bookkeeping.
   LayerPlan* plan = nullptr;
 
- private:
+  // Next free DRAM byte of the data segments / of the scratch region (set by the driver).
   uint64_t data_end_ = 0;
   uint64_t scratch_end_ = 0;
-  friend CompileResult compile(const Graph&, const isa::NpuConfig&, const CompileOptions&);
 };
 
 // fp32 bit pattern of v as an immediate.

@@ -186,7 +186,7 @@ bool unary_op(const Node& n, const Context& c, Context::VecArgs& v) {
 bool lower_unary(Context& c, const Node& n, std::string* why) {
   Context::VecArgs v;
   if (!unary_op(n, c, v)) {
-    *why = "op form not mapped by the back end";
+    *why = fmt::format("{} is not lowered to the vector unit by the back end", n.op_type);
     return false;
   }
   const DramTensor& x = c.tensor(n.inputs[0]);
@@ -508,6 +508,10 @@ bool lower_transpose(Context& c, const Node& n, std::string* why) {
       for (size_t i = 0; i < r; ++i) perm[i] = static_cast<int64_t>(r - 1 - i);
     }
   }
+  if (perm.size() != r || x.shape.size() != r) {
+    *why = "transpose rank mismatch";
+    return false;
+  }
   const auto xpos = positions(x);
   const auto xst = strides_of(x.phys);
   const auto yst = strides_of(y.phys);
@@ -541,24 +545,396 @@ bool lower_transpose(Context& c, const Node& n, std::string* why) {
   for (size_t i = 0; i < d.size(); ++i) {
     if (i != a && i != b) rest.push_back(i);
   }
-  const bool has_e = !rest.empty();
-  const size_t e = has_e ? rest.back() : 0;
-  if (has_e) rest.pop_back();
+  CopyDim E{1, 0, 0};
+  if (!rest.empty()) {
+    E = d[rest.back()];
+    rest.pop_back();
+  }
   Slots s = make_slots(c, Buffer::kInput);
-  const int64_t ta = std::min<int64_t>({d[a].ext(), kMaxDim, std::max<int64_t>(1, s.elems / 16)});
-  (void)ta;
-  return false;
+  const CopyDim A = d[a], B = d[b];
+  int64_t tb = std::min<int64_t>({B.extent, kMaxDim, std::max<int64_t>(1, static_cast<int64_t>(std::sqrt(s.elems)))});
+  const int64_t ta = std::min<int64_t>({A.extent, kMaxDim, std::max<int64_t>(1, s.elems / tb)});
+  tb = std::min<int64_t>({B.extent, kMaxDim, std::max<int64_t>(1, s.elems / ta)});
+  const int64_t te = std::min<int64_t>({E.extent, kMaxDim, std::max<int64_t>(1, s.elems / (ta * tb))});
+  std::vector<int64_t> ext;
+  for (size_t i : rest) ext.push_back(d[i].extent);
+  ext.push_back(cdiv(E.extent, te));
+  ext.push_back(cdiv(A.extent, ta));
+  ext.push_back(cdiv(B.extent, tb));
+  const uint64_t es = static_cast<uint64_t>(c.esize);
+  odometer(ext, [&](const std::vector<int64_t>& idx) {
+    int64_t so = 0, dof = 0;
+    for (size_t j = 0; j < rest.size(); ++j) {
+      so += idx[j] * d[rest[j]].src_stride;
+      dof += idx[j] * d[rest[j]].dst_stride;
+    }
+    const size_t m = rest.size();
+    const int64_t e0 = idx[m] * te, a0 = idx[m + 1] * ta, b0 = idx[m + 2] * tb;
+    const int64_t ne = std::min(te, E.extent - e0), na = std::min(ta, A.extent - a0), nb = std::min(tb, B.extent - b0);
+    so += e0 * E.src_stride + a0 * A.src_stride + b0 * B.src_stride;
+    dof += e0 * E.dst_stride + a0 * A.dst_stride + b0 * B.dst_stride;
+    const uint64_t sl = s.take();
+    c.load(Buffer::kInput, sl, x.range(), x.addr + static_cast<uint64_t>(so) * es, c.act, {na, nb, ne, 1},
+           {B.src_stride, E.src_stride, 0});
+    Context::VecArgs v;
+    v.op = VecOp::kTranspose, v.in = v.out = c.act, v.src1_buf = v.dst_buf = Buffer::kInput, v.src1 = v.dst = sl;
+    v.d0 = na, v.d1 = nb, v.d2 = ne;
+    c.vec(v);
+    c.store(Buffer::kInput, sl, y.range(), y.addr + static_cast<uint64_t>(dof) * es, c.act, {nb, na, ne, 1},
+            {A.dst_stride, E.dst_stride, 0});
+  });
+  c.plan->mapping = fmt::format("strided DMA + VEC transpose, {}x{}x{} tiles", te, ta, tb);
+  return true;
+}
+
+// Concat: each input copied into its slice of the output.
+bool lower_concat(Context& c, const Node& n, std::string* why) {
+  const DramTensor& y = c.tensor(n.outputs[0]);
+  const size_t r = y.shape.size();
+  int64_t axis = n.attr_int("axis", 0);
+  if (axis < 0) axis += static_cast<int64_t>(r);
+  const auto ypos = positions(y);
+  const auto yst = strides_of(y.phys);
+  int64_t offset = 0;
+  for (const auto& in : n.inputs) {
+    if (in.empty()) continue;
+    const Value& v = c.g.value(in);
+    if (v.is_constant()) {
+      *why = "constant Concat operand";
+      return false;
+    }
+    const DramTensor& x = c.tensor(in);
+    if (x.layout != y.layout && !(x.layout.empty() && y.layout.empty())) {
+      *why = "Concat operands in different layouts";
+      return false;
+    }
+  }
+  for (const auto& in : n.inputs) {
+    if (in.empty()) continue;
+    const DramTensor& x = c.tensor(in);
+    const auto xst = strides_of(x.phys);
+    std::vector<CopyDim> dims;
+    for (size_t i = 0; i < r; ++i) dims.push_back({x.phys[i], xst[i], yst[i]});
+    const uint64_t dst_off = static_cast<uint64_t>(offset * yst[static_cast<size_t>(ypos[static_cast<size_t>(axis)])] * c.esize);
+    copy_box(c, x, 0, y, dst_off, dims);
+    offset += x.shape[static_cast<size_t>(axis)];
+  }
+  c.plan->mapping = "strided DMA copies";
+  return true;
+}
+
+// Slice with unit steps, and Split (each output a slice).
+bool slice_copy(Context& c, const DramTensor& x, const DramTensor& y, const std::vector<int64_t>& starts) {
+  const size_t r = y.shape.size();
+  const auto xst = strides_of(x.phys);
+  const auto yst = strides_of(y.phys);
+  const auto xpos = positions(x);
+  int64_t off = 0;
+  for (size_t d = 0; d < r; ++d) off += starts[d] * xst[static_cast<size_t>(xpos[d])];
+  std::vector<CopyDim> dims;
+  for (size_t i = 0; i < r; ++i) dims.push_back({y.phys[i], xst[i], yst[i]});
+  copy_box(c, x, static_cast<uint64_t>(off * c.esize), y, 0, dims);
+  return true;
+}
+
+std::vector<int64_t> const_ints(const Context& c, const Node& n, size_t k, const char* attr) {
+  if (n.has_input(k)) {
+    const Value& v = c.g.value(n.inputs[k]);
+    if (!v.is_constant()) return {INT64_MIN};
+    return v.constant->to_int_vector();
+  }
+  return n.attr_ints(attr, {});
+}
+
+bool lower_slice(Context& c, const Node& n, std::string* why) {
+  const DramTensor& x = c.tensor(n.inputs[0]);
+  const DramTensor& y = c.tensor(n.outputs[0]);
+  if (x.layout != y.layout) {
+    *why = "Slice changes layout";
+    return false;
+  }
+  const size_t r = x.shape.size();
+  const auto starts = const_ints(c, n, 1, "starts"), ends = const_ints(c, n, 2, "ends");
+  auto axes = const_ints(c, n, 3, "axes");
+  const auto steps = const_ints(c, n, 4, "steps");
+  if ((!starts.empty() && starts[0] == INT64_MIN) || (!axes.empty() && axes[0] == INT64_MIN) ||
+      (!steps.empty() && steps[0] == INT64_MIN) || (!ends.empty() && ends[0] == INT64_MIN)) {
+    *why = "runtime slice bounds";
+    return false;
+  }
+  if (axes.empty()) {
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  }
+  std::vector<int64_t> st(r, 0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t ax = axes[i] < 0 ? axes[i] + static_cast<int64_t>(r) : axes[i];
+    if (!steps.empty() && steps[i] != 1) {
+      *why = "Slice with a step other than 1";
+      return false;
+    }
+    const int64_t dim = x.shape[static_cast<size_t>(ax)];
+    int64_t s = starts[i] < 0 ? starts[i] + dim : starts[i];
+    st[static_cast<size_t>(ax)] = std::clamp<int64_t>(s, 0, dim);
+  }
+  slice_copy(c, x, y, st);
+  c.plan->mapping = "strided DMA copy";
+  return true;
+}
+
+bool lower_split(Context& c, const Node& n, std::string* why) {
+  const DramTensor& x = c.tensor(n.inputs[0]);
+  const size_t r = x.shape.size();
+  int64_t axis = n.attr_int("axis", 0);
+  if (axis < 0) axis += static_cast<int64_t>(r);
+  int64_t off = 0;
+  for (const auto& o : n.outputs) {
+    if (o.empty() || !c.tensors.count(o)) continue;
+    if (c.tensor(o).layout != x.layout) {
+      *why = "Split changes layout";
+      return false;
+    }
+  }
+  for (const auto& o : n.outputs) {
+    if (o.empty() || !c.tensors.count(o)) continue;
+    const DramTensor& y = c.tensor(o);
+    std::vector<int64_t> st(r, 0);
+    st[static_cast<size_t>(axis)] = off;
+    slice_copy(c, x, y, st);
+    off += y.shape[static_cast<size_t>(axis)];
+  }
+  c.plan->mapping = "strided DMA copies";
+  return true;
+}
+
+// MaxPool / AveragePool / GlobalAveragePool / GlobalMaxPool on NHWC (or global pools on NCHW).
+bool lower_pool(Context& c, const Node& n, std::string* why) {
+  const DramTensor& x = c.tensor(n.inputs[0]);
+  const DramTensor& y = c.tensor(n.outputs[0]);
+  const bool global = n.op_type == "GlobalAveragePool" || n.op_type == "GlobalMaxPool";
+  const bool is_max = n.op_type == "MaxPool" || n.op_type == "GlobalMaxPool";
+  if (x.shape.size() != 4) {
+    *why = "pooling other than 2-D";
+    return false;
+  }
+  if (n.outputs.size() > 1 && !n.outputs[1].empty()) {
+    *why = "MaxPool Indices output";
+    return false;
+  }
+  const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+  const int64_t OH = y.shape[2], OW = y.shape[3];
+  const uint64_t es = static_cast<uint64_t>(c.esize);
+  if (global && x.layout.empty()) {
+    // NCHW: reduce the contiguous H*W of every channel.
+    const int64_t hw = H * W;
+    Slots s = make_slots(c, Buffer::kInput);
+    Slots o = make_slots(c, Buffer::kWeight);
+    if (hw > kMaxDim || hw > s.elems) {
+      *why = "global pool window larger than a tile";
+      return false;
+    }
+    const int64_t rows_max = std::min<int64_t>({N * C, kMaxDim, s.elems / hw, o.elems});
+    for (int64_t r0 = 0; r0 < N * C; r0 += rows_max) {
+      const int64_t rows = std::min(rows_max, N * C - r0);
+      const uint64_t sl = s.take(), ol = o.take();
+      c.load(Buffer::kInput, sl, x.range(), x.addr + static_cast<uint64_t>(r0 * hw) * es, c.act, {hw, rows, 1, 1}, {hw, 0, 0});
+      Context::VecArgs v;
+      v.op = is_max ? VecOp::kReduceMax : VecOp::kReduceMean;
+      v.in = v.out = c.act, v.src1_buf = Buffer::kInput, v.src1 = sl, v.dst_buf = Buffer::kWeight, v.dst = ol;
+      v.d0 = hw, v.d1 = rows;
+      c.vec(v);
+      c.store(Buffer::kWeight, ol, y.range(), y.addr + static_cast<uint64_t>(r0) * es, c.act, {rows, 1, 1, 1}, {0, 0, 0});
+    }
+    c.plan->mapping = fmt::format("VEC {} over H*W", is_max ? "reduce_max" : "reduce_mean");
+    return true;
+  }
+  if (x.layout != kNhwc || (!global && y.layout != kNhwc)) {
+    *why = "pooling input not in NHWC";
+    return false;
+  }
+  int64_t kh = H, kw = W, sh = 1, sw = 1, pt = 0, pl = 0;
+  if (!global) {
+    const auto k = n.attr_ints("kernel_shape", {});
+    if (k.size() != 2) {
+      *why = "pooling kernel not 2-D";
+      return false;
+    }
+    kh = k[0], kw = k[1];
+    const auto st = n.attr_ints("strides", {1, 1});
+    sh = st[0], sw = st[1];
+    const auto dl = n.attr_ints("dilations", {1, 1});
+    if (dl[0] != 1 || dl[1] != 1) {
+      *why = "dilated pooling";
+      return false;
+    }
+    const std::string ap = n.attr_string("auto_pad", "NOTSET");
+    if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+      const int64_t ph = std::max<int64_t>(0, (OH - 1) * sh + kh - H), pw = std::max<int64_t>(0, (OW - 1) * sw + kw - W);
+      pt = ap == "SAME_UPPER" ? ph / 2 : ph - ph / 2;
+      pl = ap == "SAME_UPPER" ? pw / 2 : pw - pw / 2;
+    } else {
+      const auto p = n.attr_ints("pads", {0, 0, 0, 0});
+      pt = p[0], pl = p[1];
+      if (!is_max) {
+        const bool padded = p[0] || p[1] || p[2] || p[3];
+        const bool extended = (OH - 1) * sh + kh > H + p[0] + p[2] || (OW - 1) * sw + kw > W + p[1] + p[3];
+        if ((padded && n.attr_int("count_include_pad", 0) == 0) || extended) {
+          *why = "AveragePool whose divisor is not the full window (count_include_pad=0 or ceil_mode)";
+          return false;
+        }
+      }
+    }
+  }
+  if (kh > 255 || kw > 255 || sh > 255 || sw > 255 || pt > 255 || pl > 255) {
+    *why = "pooling window or padding beyond the VEC/LOAD field widths";
+    return false;
+  }
+  const int64_t pad_value = is_max ? bf16_pad(-INFINITY) : 0;
+  Slots s = make_slots(c, Buffer::kInput);
+  Slots o = make_slots(c, Buffer::kWeight);
+  // Tile: output rows x all columns x a channel chunk; fall back to column tiles when a row is too big.
+  auto in_rows = [&](int64_t t) { return (t - 1) * sh + kh; };
+  auto in_cols = [&](int64_t t) { return (t - 1) * sw + kw; };
+  int64_t tc = std::min<int64_t>(C, kMaxDim), tow = OW, toh = OH;
+  while (tc > 1 && in_rows(1) * in_cols(tow) * tc > s.elems) tc = cdiv(tc, 2);
+  while (tow > 1 && in_rows(1) * in_cols(tow) * tc > s.elems) tow = cdiv(tow, 2);
+  while (toh > 1 && (in_rows(toh) * in_cols(tow) * tc > s.elems || toh * tow * tc > o.elems)) toh = cdiv(toh, 2);
+  if (in_rows(toh) * in_cols(tow) * tc > s.elems || toh * tow * tc > o.elems) {
+    *why = "pooling window does not fit the input scratchpad";
+    return false;
+  }
+  for (int64_t img = 0; img < N; ++img) {
+    for (int64_t oy = 0; oy < OH; oy += toh) {
+      for (int64_t ox = 0; ox < OW; ox += tow) {
+        for (int64_t c0 = 0; c0 < C; c0 += tc) {
+          const int64_t oh = std::min(toh, OH - oy), ow = std::min(tow, OW - ox), nc = std::min(tc, C - c0);
+          const int64_t iy0 = oy * sh - pt, iy1 = iy0 + in_rows(oh) - 1, ix0 = ox * sw - pl, ix1 = ix0 + in_cols(ow) - 1;
+          const int64_t ptop = std::max<int64_t>(0, -iy0), pbot = std::max<int64_t>(0, iy1 - (H - 1));
+          const int64_t pleft = std::max<int64_t>(0, -ix0), pright = std::max<int64_t>(0, ix1 - (W - 1));
+          const int64_t rows = in_rows(oh) - ptop - pbot, cols = in_cols(ow) - pleft - pright;
+          if (rows <= 0 || cols <= 0 || ptop > 255 || pbot > 255 || pleft > 255 || pright > 255) {
+            throw CompileError(fmt::format("layer '{}': a pooling tile lies entirely in the padding", n.name));
+          }
+          const uint64_t sl = s.take(), ol = o.take();
+          const uint64_t xa = x.addr + static_cast<uint64_t>((((img * H + std::max<int64_t>(0, iy0)) * W +
+                                                               std::max<int64_t>(0, ix0)) * C + c0)) * es;
+          c.load(Buffer::kInput, sl, x.range(), xa, c.act, {nc, cols, rows, 1}, {C, W * C, 0},
+                 {ptop, pbot, pleft, pright}, pad_value);
+          Context::VecArgs v;
+          v.op = is_max ? VecOp::kMaxPool : VecOp::kAvgPool;
+          v.in = v.out = c.act, v.src1_buf = Buffer::kInput, v.src1 = sl, v.dst_buf = Buffer::kWeight, v.dst = ol;
+          v.d0 = nc, v.d1 = in_cols(ow), v.d2 = in_rows(oh);
+          v.win_h = kh, v.win_w = kw, v.str_h = sh, v.str_w = sw;
+          c.vec(v);
+          const uint64_t ya = y.addr + static_cast<uint64_t>(((img * OH + oy) * OW + ox) * C + c0) * es;
+          c.store(Buffer::kWeight, ol, y.range(), ya, c.act, {nc, ow, oh, 1}, {C, OW * C, 0});
+        }
+      }
+    }
+  }
+  c.plan->mapping = fmt::format("VEC {} {}x{} s{} on {}x{}x{} tiles", is_max ? "max_pool" : "avg_pool", kh, kw, sh,
+                                toh, tow, tc);
+  return true;
+}
+
+// ReduceMean / ReduceSum / ReduceMax over the innermost physical dims.
+bool lower_reduce(Context& c, const Node& n, std::string* why) {
+  const DramTensor& x = c.tensor(n.inputs[0]);
+  const DramTensor& y = c.tensor(n.outputs[0]);
+  VecOp op = n.op_type == "ReduceMean" ? VecOp::kReduceMean : n.op_type == "ReduceSum" ? VecOp::kReduceSum : VecOp::kReduceMax;
+  const size_t r = x.shape.size();
+  std::vector<int64_t> axes;
+  if (n.has_input(1)) {
+    const Value& a = c.g.value(n.inputs[1]);
+    if (!a.is_constant()) {
+      *why = "runtime reduction axes";
+      return false;
+    }
+    axes = a.constant->to_int_vector();
+  } else {
+    axes = n.attr_ints("axes", {});
+  }
+  if (axes.empty()) {
+    if (n.attr_int("noop_with_empty_axes", 0)) {
+      *why = "noop reduction";
+      return false;
+    }
+    for (size_t i = 0; i < r; ++i) axes.push_back(static_cast<int64_t>(i));
+  }
+  std::vector<bool> red(r, false);
+  for (int64_t a : axes) red[static_cast<size_t>(a < 0 ? a + static_cast<int64_t>(r) : a)] = true;
+  const auto pos = positions(x);
+  std::vector<bool> pred(r, false);
+  for (size_t d = 0; d < r; ++d) pred[static_cast<size_t>(pos[d])] = red[d];
+  // Reduced physical dims (ignoring extent 1) must be the innermost ones.
+  int64_t inner = 1, outer = 1;
+  bool seen_kept = false;
+  for (size_t i = r; i-- > 0;) {
+    if (x.phys[i] == 1) continue;
+    if (pred[i]) {
+      if (seen_kept) {
+        *why = "reduction over non-innermost axes";
+        return false;
+      }
+      inner *= x.phys[i];
+    } else {
+      seen_kept = true;
+      outer *= x.phys[i];
+    }
+  }
+  Slots s = make_slots(c, Buffer::kInput);
+  Slots o = make_slots(c, Buffer::kWeight);
+  if (inner > kMaxDim || inner > s.elems) {
+    *why = "reduced extent larger than a tile";
+    return false;
+  }
+  const uint64_t es = static_cast<uint64_t>(c.esize);
+  const int64_t rows_max = std::max<int64_t>(1, std::min<int64_t>({outer, kMaxDim, s.elems / inner, o.elems}));
+  for (int64_t r0 = 0; r0 < outer; r0 += rows_max) {
+    const int64_t rows = std::min(rows_max, outer - r0);
+    const uint64_t sl = s.take(), ol = o.take();
+    c.load(Buffer::kInput, sl, x.range(), x.addr + static_cast<uint64_t>(r0 * inner) * es, c.act, {inner, rows, 1, 1},
+           {inner, 0, 0});
+    Context::VecArgs v;
+    v.op = op, v.in = v.out = c.act, v.src1_buf = Buffer::kInput, v.src1 = sl, v.dst_buf = Buffer::kWeight, v.dst = ol;
+    v.d0 = inner, v.d1 = rows;
+    c.vec(v);
+    c.store(Buffer::kWeight, ol, y.range(), y.addr + static_cast<uint64_t>(r0) * es, c.act, {rows, 1, 1, 1}, {0, 0, 0});
+  }
+  c.plan->mapping = fmt::format("VEC {} over {} innermost elements", isa::kVecOpNames[static_cast<size_t>(op)], inner);
+  return true;
 }
 
 }  // namespace
 
 bool lower_vector(Context& c, const Node& n, std::string* why) {
-  (void)lower_transpose;
+  const std::string& t = n.op_type;
+  for (const auto& in : n.inputs) {
+    if (!in.empty() && !c.g.value(in).is_constant() && !c.tensors.count(in)) {
+      *why = "input without DRAM placement";
+      return false;
+    }
+  }
+  if (n.outputs.empty() || !c.tensors.count(n.outputs[0])) {
+    *why = "output without DRAM placement";
+    return false;
+  }
+  if (!is_float(c.g.value(n.outputs[0]).dtype)) {
+    *why = "non-float result";
+    return false;
+  }
+  if (t == "Transpose") return lower_transpose(c, n, why);
+  if (t == "Concat") return lower_concat(c, n, why);
+  if (t == "Slice") return lower_slice(c, n, why);
+  if (t == "Split") return lower_split(c, n, why);
+  if (t == "MaxPool" || t == "AveragePool" || t == "GlobalAveragePool" || t == "GlobalMaxPool") {
+    return lower_pool(c, n, why);
+  }
+  if (t == "ReduceMean" || t == "ReduceSum" || t == "ReduceMax") return lower_reduce(c, n, why);
+  if (t == "Add" || t == "Sub" || t == "Mul" || t == "Div" || t == "Max" || t == "Min" || t == "Pow" || t == "Sum") {
+    return lower_binary(c, n, why);
+  }
   if (lower_unary(c, n, why)) return true;
-  if (why->empty() == false && why->find("layouts") != std::string::npos) return false;
-  why->clear();
-  if (lower_binary(c, n, why)) return true;
-  if (why->empty()) *why = fmt::format("{} is not lowered to the vector unit by the back end", n.op_type);
+  if (why->empty()) *why = fmt::format("{} is not lowered to the vector unit by the back end", t);
   return false;
 }
 
