@@ -1,4 +1,5 @@
 #include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
 
 #include <stdexcept>
 
@@ -24,7 +25,16 @@ void ModelBuilder::add_input(const std::string& name, const Shape& shape) {
   for (int64_t d : shape) s->add_dim()->set_dim_value(d);
 }
 
-void ModelBuilder::add_output(const std::string& name) { model_.mutable_graph()->add_output()->set_name(name); }
+void ModelBuilder::add_output(const std::string& name) {
+  model_.mutable_graph()->add_output()->set_name(name);
+}
+
+onnx::ModelProto& ModelBuilder::model() {
+  // ONNX's checker requires typed, shaped graph outputs: let shape inference write them (it fills
+  // the untyped outputs in place), so the builder never computes a shape itself.
+  onnx::shape_inference::InferShapes(model_);
+  return model_;
+}
 
 void ModelBuilder::add_initializer(const std::string& name, const Shape& shape, const std::vector<float>& values) {
   if (static_cast<int64_t>(values.size()) != num_elements(shape))

@@ -367,6 +367,18 @@ Graph import_model_proto(onnx::ModelProto& model, const ImportOptions& options, 
       throw ModelError(mname + ": " + nd + " has unknown op type '" + n.op_type() + "'" +
                        (n.domain().empty() ? "" : " in domain '" + n.domain() + "'") + " at opset " +
                        std::to_string(dom->second));
+    // ONNX 1.12's shape inference divides by some attributes without checking them (a zero stride
+    // raises SIGFPE inside libonnx): reject those before inference runs.
+    for (const auto& a : n.attribute()) {
+      const std::string& an = a.name();
+      if (an == "strides" || an == "dilations" || an == "kernel_shape") {
+        for (int64_t v : a.ints())
+          if (v <= 0)
+            throw ModelError(mname + ": " + nd + " attribute '" + an + "' has non-positive value " + std::to_string(v));
+      } else if ((an == "group" || an == "blocksize") && a.i() <= 0) {
+        throw ModelError(mname + ": " + nd + " attribute '" + an + "' must be positive, got " + std::to_string(a.i()));
+      }
+    }
     for (const auto& in : n.input())
       if (!in.empty() && !available.count(in))
         throw ModelError(mname + ": " + nd + " reads '" + in +

@@ -28,7 +28,8 @@ class ModelBuilder {
   static void set_attr(onnx::NodeProto& n, const std::string& key, int64_t v);
   static void set_attr(onnx::NodeProto& n, const std::string& key, float v);
   static void set_attr(onnx::NodeProto& n, const std::string& key, const std::vector<int64_t>& v);
-  onnx::ModelProto& model() { return model_; }
+  // The finished model, graph outputs typed and shaped by ONNX's shape inference.
+  onnx::ModelProto& model();
 
  private:
   onnx::ModelProto model_;

@@ -143,17 +143,18 @@ TEST(OnnxImport, MissingInitializerNamesTheNodeAndValue) {
 }
 
 TEST(OnnxImport, ShapeInferenceFailureIsAModelError) {
-  // Make the conv input's channel dimension (7) dynamic, then bind it to 5 while the weights expect 7:
-  // ONNX's Conv shape inference rejects it.
-  std::string bytes = builtin_model_onnx("conv:H=5,W=6,C=7,K=2,R=3,S=3");
-  const std::string chan("\x0a\x02\x08\x07", 4), dyn("\x0a\x02\x12\x00", 4);
-  auto p = bytes.find(chan);
+  // Make A's K dimension (6) of gemm:M=4,N=5,K=6 dynamic, then bind it to 9 while B is 6x5: ONNX's
+  // MatMul shape inference rejects the product.
+  std::string bytes = builtin_model_onnx("gemm:M=4,N=5,K=6");
+  const std::string k_dim("\x0a\x02\x08\x06", 4), dyn("\x0a\x02\x12\x00", 4);
+  auto p = bytes.find(k_dim);
   ASSERT_NE(p, std::string::npos);
   bytes.replace(p, 4, dyn);
   ImportOptions o;
-  o.input_shapes["conv.ifmap"] = {1, 5, 5, 6};
+  o.input_shapes["gemm.a"] = {4, 9};
   std::string e = error_of([&] { import_onnx_bytes(bytes, o, ".", "g.onnx"); });
   EXPECT_NE(e.find("shape inference failed"), std::string::npos) << e;
+  EXPECT_NE(e.find("g.onnx"), std::string::npos) << e;
   // A binding that contradicts a static dimension is caught before inference, naming the dimension.
   ImportOptions bad;
   bad.input_shapes["conv.ifmap"] = {1, 7, 9, 6};
@@ -205,9 +206,9 @@ TEST(OnnxImport, UnboundDynamicDimensionNamesInputAndDimension) {
   EXPECT_NE(e.find("--input-shape"), std::string::npos) << e;
   // Binding it fixes the model.
   ImportOptions o;
-  o.input_shapes["conv.ifmap"] = {2, 7, 5, 6};
+  o.input_shapes["conv.ifmap"] = {1, 7, 5, 6};
   Graph g = import_onnx_bytes(bytes, o, ".", "c.onnx");
-  EXPECT_EQ(g.value(g.outputs[0]).shape, (Shape{2, 2, 3, 4}));
+  EXPECT_EQ(g.value(g.outputs[0]).shape, (Shape{1, 2, 3, 4}));
 }
 
 TEST(OnnxImport, FuzzedBytesNeverCrashOnlyModelErrors) {
