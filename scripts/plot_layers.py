@@ -1,0 +1,90 @@
+#!/usr/bin/python3
+"""Per-layer stacked bars of an npusim report (`npusim run --report FILE.json`).
+
+Each layer's cycles split into compute, memory, scheduling and host time (the report's per-layer
+breakdown, which adds up to the layer's cycles); layers in program order; the N slowest are labelled.
+
+Example:  plot_layers.py report.json -o layers.png [--top 8] [--sort cycles]
+"""
+import argparse
+import json
+import os
+import sys
+
+PARTS = [("compute", "#dd8452"), ("memory", "#4c72b0"), ("scheduling", "#8c8c8c"), ("host", "#c44e52")]
+
+
+def fail(msg):
+    print(f"plot_layers.py: error: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def read_report(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            r = json.load(f)
+    except OSError as e:
+        fail(f"cannot open {path}: {e.strerror}")
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        fail(f"{path} is not JSON; give the report written by `npusim run --report FILE.json`")
+    if not isinstance(r, dict) or not isinstance(r.get("layers"), list) or "total_cycles" not in r:
+        fail(f"{path} is JSON but not an npusim report (no total_cycles and layers[])")
+    for i, l in enumerate(r["layers"]):
+        if not isinstance(l, dict) or "breakdown" not in l or "name" not in l:
+            fail(f"{path}: layers[{i}] has no name or breakdown")
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("report", help="report JSON written by npusim run --report")
+    ap.add_argument("-o", "--output", required=True, help="image to write (.png or .svg)")
+    ap.add_argument("--top", type=int, default=5, help="label the N slowest layers (default 5)")
+    ap.add_argument("--sort", choices=["order", "cycles"], default="order",
+                    help="bars in program order (default) or slowest first")
+    ap.add_argument("--title", default=None)
+    args = ap.parse_args()
+    if os.path.splitext(args.output)[1].lower() not in (".png", ".svg"):
+        fail(f"-o {args.output}: the image must end in .png or .svg")
+    r = read_report(args.report)
+    layers = r["layers"]
+    if not layers:
+        fail(f"{args.report} has no layers")
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    if args.sort == "cycles":
+        layers = sorted(layers, key=lambda l: -l.get("cycles", 0))
+    n = len(layers)
+    x = np.arange(n)
+    fig, ax = plt.subplots(figsize=(max(8, min(24, 0.25 * n + 4)), 5))
+    bottom = np.zeros(n)
+    for part, colour in PARTS:
+        v = np.array([float(l["breakdown"].get(part, 0)) for l in layers])
+        ax.bar(x, v, bottom=bottom, color=colour, label=part, width=0.8)
+        bottom += v
+    slowest = sorted(range(n), key=lambda i: -bottom[i])[:max(0, args.top)]
+    for i in slowest:
+        l = layers[i]
+        ax.annotate(f"{l['name']} ({l.get('op', '')})", (x[i], bottom[i]), xytext=(0, 4), textcoords="offset points",
+                    rotation=60, fontsize=7, ha="left", va="bottom")
+    ax.set_xlabel("layer (program order)" if args.sort == "order" else "layer (slowest first)")
+    ax.set_ylabel("cycles")
+    if n <= 40:
+        ax.set_xticks(x)
+        ax.set_xticklabels([l["name"] for l in layers], rotation=90, fontsize=7)
+    ax.set_ylim(0, bottom.max() * 1.35 if bottom.max() > 0 else 1)
+    ax.legend(loc="upper right", fontsize=8)
+    total = r.get("total_cycles", 0)
+    ax.set_title(args.title or f"{os.path.basename(args.report)}: {n} layers, {total} cycles "
+                                f"({r.get('latency_ms', 0):.4g} ms); top {len(slowest)} labelled")
+    fig.tight_layout()
+    fig.savefig(args.output, dpi=120)
+    print(f"wrote {args.output}: {n} layers")
+
+
+if __name__ == "__main__":
+    main()

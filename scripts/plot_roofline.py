@@ -1,0 +1,147 @@
+#!/usr/bin/python3
+"""Each layer of an npusim run on the NPU's roofline.
+
+The roof: peak MAC/s = array rows x cols x frequency (int8, one MAC per PE per cycle; from the
+report's `array` and `frequency_mhz`) and the DRAM bandwidth (the report's dram.peak_bandwidth_gbps, or
+--bandwidth-gbps; an `ideal` DRAM has no bandwidth roof). A layer sits at its arithmetic intensity
+(MACs per DRAM byte) and its achieved MAC/s (MACs / its cycles), coloured by what its cycles were
+mostly spent on (the report's per-layer breakdown: compute, memory, scheduling, host). The report
+has no per-layer DRAM bytes, so they come from the trace CSV of the same run (bytes of the DMA
+engines' slices per layer). The whole model is drawn as a star.
+
+Example:  plot_roofline.py report.json --trace trace.csv -o roofline.png
+"""
+import argparse
+import csv
+import json
+import os
+import sys
+
+COLOUR = {"compute": "#dd8452", "memory": "#4c72b0", "scheduling": "#8c8c8c", "host": "#c44e52"}
+
+
+def fail(msg):
+    print(f"plot_roofline.py: error: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def read_report(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            r = json.load(f)
+    except OSError as e:
+        fail(f"cannot open {path}: {e.strerror}")
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        fail(f"{path} is not JSON; give the report written by `npusim run --report FILE.json`")
+    if not isinstance(r, dict) or "total_cycles" not in r or not isinstance(r.get("layers"), list):
+        fail(f"{path} is JSON but not an npusim report (no total_cycles and layers[])")
+    return r
+
+
+def layer_bytes_from_trace(path):
+    """Bytes each layer moved between DRAM and the SRAMs: the DMA engines' slices (dma0, dma1, ...);
+    the DRAM channel tracks carry the same bytes again and are not counted."""
+    try:
+        f = open(path, newline="", encoding="utf-8")
+    except OSError as e:
+        fail(f"cannot open {path}: {e.strerror}")
+    with f:
+        header = f.readline().strip().split(",")
+        if header[:9] != ["unit", "name", "opcode", "start_cycle", "end_cycle", "kind", "reason", "bytes", "layer"]:
+            fail(f"{path} is not an npusim trace CSV (write one with `npusim run --trace-csv FILE.csv`)")
+        f.seek(0)
+        out = {}
+        for r in csv.DictReader(f):
+            unit = r["unit"]
+            if unit.startswith("dma") and r["kind"] == "busy" and r["layer"]:
+                out[r["layer"]] = out.get(r["layer"], 0) + int(r["bytes"] or 0)
+        return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("report", help="report JSON written by npusim run --report")
+    ap.add_argument("--trace", help="trace CSV of the same run (npusim run --trace-csv): per-layer DRAM bytes")
+    ap.add_argument("-o", "--output", required=True, help="image to write (.png or .svg)")
+    ap.add_argument("--peak-gmacs", type=float, default=None, help="override the peak (GMAC/s)")
+    ap.add_argument("--bandwidth-gbps", type=float, default=None, help="override the DRAM bandwidth (GB/s)")
+    ap.add_argument("--title", default=None)
+    args = ap.parse_args()
+    if os.path.splitext(args.output)[1].lower() not in (".png", ".svg"):
+        fail(f"-o {args.output}: the image must end in .png or .svg")
+    r = read_report(args.report)
+    freq_hz = float(r.get("frequency_mhz", 0)) * 1e6
+    if freq_hz <= 0:
+        fail(f"{args.report} has no frequency_mhz")
+    arr = r.get("array", {})
+    peak = args.peak_gmacs * 1e9 if args.peak_gmacs else float(arr.get("rows", 0)) * float(arr.get("cols", 0)) * freq_hz
+    if peak <= 0:
+        fail(f"{args.report} has no array rows/cols; give --peak-gmacs")
+    bw = args.bandwidth_gbps if args.bandwidth_gbps is not None else float(r.get("dram", {}).get("peak_bandwidth_gbps", 0))
+    bw_bytes = bw * 1e9
+
+    per_layer = {}
+    if all("dram_bytes" in l for l in r["layers"]) and r["layers"]:
+        per_layer = {l["name"]: l["dram_bytes"] for l in r["layers"]}
+    elif args.trace:
+        per_layer = layer_bytes_from_trace(args.trace)
+    else:
+        fail("the report has no per-layer DRAM bytes; pass --trace TRACE.csv from the same run "
+             "(npusim run --trace-csv)")
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    pts = []
+    skipped = 0
+    for l in r["layers"]:
+        macs, cycles, b = float(l.get("macs", 0)), float(l.get("cycles", 0)), float(per_layer.get(l["name"], 0))
+        if macs <= 0 or cycles <= 0 or b <= 0:
+            skipped += 1  # no MACs (vector/host layers) or no DRAM traffic: no place on a roofline
+            continue
+        bd = l.get("breakdown", {})
+        bound = max(COLOUR, key=lambda k: bd.get(k, 0))
+        pts.append((macs / b, macs / (cycles / freq_hz), bound, l["name"]))
+
+    fig, ax = plt.subplots(figsize=(8, 6))
+    total_bytes = float(r.get("dram", {}).get("bytes_read", 0)) + float(r.get("dram", {}).get("bytes_written", 0))
+    intensities = [p[0] for p in pts]
+    if total_bytes > 0 and r.get("macs", 0) > 0:
+        intensities.append(r["macs"] / total_bytes)
+    lo = min(intensities) / 10 if intensities else 0.01
+    hi = max(intensities) * 10 if intensities else 1000
+    if bw_bytes > 0:
+        ridge = peak / bw_bytes
+        lo, hi = min(lo, ridge / 10), max(hi, ridge * 10)
+    xs = np.logspace(np.log10(lo), np.log10(hi), 200)
+    roof = np.minimum(peak, xs * bw_bytes) if bw_bytes > 0 else np.full_like(xs, peak)
+    label = f"roof: {peak / 1e9:.4g} GMAC/s" + (f", {bw:.4g} GB/s (ridge {peak / bw_bytes:.3g} MAC/B)" if bw_bytes > 0
+                                               else ", no bandwidth roof (ideal DRAM)")
+    ax.plot(xs, roof, color="black", linewidth=1.5, label=label)
+    for bound, colour in COLOUR.items():
+        sel = [p for p in pts if p[2] == bound]
+        if sel:
+            ax.scatter([p[0] for p in sel], [p[1] for p in sel], color=colour, s=28, label=f"{bound}-bound layers",
+                       edgecolor="black", linewidth=0.3, zorder=3)
+    if total_bytes > 0 and r.get("macs", 0) > 0 and r.get("total_cycles", 0) > 0:
+        ax.scatter([r["macs"] / total_bytes], [r["macs"] / (r["total_cycles"] / freq_hz)], marker="*", s=180,
+                   color="gold", edgecolor="black", zorder=4, label="whole model")
+    for p in sorted(pts, key=lambda p: p[1])[:5]:
+        ax.annotate(p[3], (p[0], p[1]), xytext=(3, -8), textcoords="offset points", fontsize=7)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (MACs per DRAM byte)")
+    ax.set_ylabel("achieved MAC/s")
+    ax.legend(fontsize=8, loc="lower right")
+    extra = f"; {skipped} layers without MACs or DRAM traffic not shown" if skipped else ""
+    ax.set_title(args.title or f"{os.path.basename(args.report)}: {len(pts)} layers{extra}", fontsize=10)
+    ax.grid(True, which="both", alpha=0.2)
+    fig.tight_layout()
+    fig.savefig(args.output, dpi=120)
+    print(f"wrote {args.output}: {len(pts)} layers on the roofline")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,256 @@
+#!/usr/bin/python3
+"""Plots of `npusim sweep` results (DIR/results.csv).
+
+  --kind heatmap   a metric over two swept axes (one panel per model)
+  --kind line      a metric along one swept axis, one line per model
+  --kind pareto    the Pareto front of a metric (latency) against a cost (default: array PEs x SRAM KiB)
+  --kind summary   the three side by side (default)
+
+The swept columns are those between `id` and `status` in the CSV; zipped columns (e.g. rows and cols
+swept together) count as one axis. When more axes vary than a plot shows, each cell or line point
+takes the best (minimum) value over the others, and the title says so. Failed points are left out
+and counted in the title.
+
+Example:  plot_sweep.py out/results.csv -o sweep.png --kind heatmap --x systolic_array.rows \\
+              --y sram.input.size_kib --metric latency_ms
+"""
+import argparse
+import csv
+import math
+import os
+import re
+import sys
+
+
+def fail(msg):
+    print(f"plot_sweep.py: error: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def num(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def read_results(path):
+    try:
+        f = open(path, newline="", encoding="utf-8")
+    except OSError as e:
+        fail(f"cannot open {path}: {e.strerror}")
+    with f:
+        try:
+            rows = list(csv.reader(f))
+        except (csv.Error, UnicodeDecodeError):
+            rows = []
+    if not rows or rows[0][:2] != ["index", "id"] or "status" not in rows[0] or "report" not in rows[0]:
+        fail(f"{path} is not an npusim sweep results CSV (its header starts with 'index,id,' and has status and "
+             f"report columns; `npusim sweep` writes DIR/results.csv)")
+    header = rows[0]
+    axes = header[2:header.index("status")]
+    data = [dict(zip(header, r)) for r in rows[1:] if len(r) == len(header)]
+    return header, axes, data
+
+
+def sort_key(v):
+    n = num(v)
+    return (0, n, "") if n is not None else (1, 0.0, v)
+
+
+def independent_axes(axes, data, exclude=()):
+    """Varying axes, with zipped columns (a one-to-one mapping between their values) folded into the first."""
+    out = []
+    for a in axes:
+        if a in exclude or len({d[a] for d in data}) < 2:
+            continue
+        zipped = False
+        for b in out:
+            pairs = {(d[a], d[b]) for d in data}
+            if len(pairs) == len({p[0] for p in pairs}) == len({p[1] for p in pairs}):
+                zipped = True
+                break
+        if not zipped:
+            out.append(a)
+    return out
+
+
+def cost_of(expr, d):
+    names = sorted(set(re.findall(r"[A-Za-z_][A-Za-z0-9_.]*", expr)), key=len, reverse=True)
+    env, text = {}, expr
+    for i, n in enumerate(names):
+        if n not in d:
+            fail(f"--cost {expr}: no column '{n}'")
+        v = num(d[n])
+        if v is None:
+            return None
+        env[f"v{i}"] = v
+        text = re.sub(r"(?<![A-Za-z0-9_.])" + re.escape(n) + r"(?![A-Za-z0-9_.])", f"v{i}", text)
+    try:
+        return float(eval(text, {"__builtins__": {}, "math": math}, env))
+    except Exception as e:  # a malformed expression is the user's to fix
+        fail(f"--cost {expr}: {e}")
+
+
+def best(values):
+    vals = [v for v in values if v is not None]
+    return min(vals) if vals else None
+
+
+def heatmap(ax, fig, data, x, y, metric, model_col, model, others):
+    import numpy as np
+    sel = [d for d in data if model_col is None or d[model_col] == model]
+    xs = sorted({d[x] for d in sel}, key=sort_key)
+    ys = sorted({d[y] for d in sel}, key=sort_key)
+    grid = np.full((len(ys), len(xs)), np.nan)
+    for i, yv in enumerate(ys):
+        for j, xv in enumerate(xs):
+            v = best(num(d[metric]) for d in sel if d[x] == xv and d[y] == yv)
+            if v is not None:
+                grid[i, j] = v
+    im = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis_r")
+    ax.set_xticks(range(len(xs)))
+    ax.set_xticklabels(xs, rotation=45, fontsize=8)
+    ax.set_yticks(range(len(ys)))
+    ax.set_yticklabels(ys, fontsize=8)
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    finite = grid[np.isfinite(grid)]
+    mid = (finite.min() + finite.max()) / 2 if finite.size else 0
+    for i in range(len(ys)):
+        for j in range(len(xs)):
+            if np.isfinite(grid[i, j]):
+                ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", fontsize=7,
+                        color="white" if grid[i, j] > mid else "black")
+    fig.colorbar(im, ax=ax, label=metric)
+    t = f"{metric}" + (f" ({model})" if model_col else "")
+    if others:
+        t += f"\nbest over {', '.join(others)}"
+    ax.set_title(t, fontsize=9)
+
+
+def line(ax, data, x, metric, model_col, models, others):
+    numeric = all(num(d[x]) is not None for d in data)
+    for m in models:
+        sel = [d for d in data if model_col is None or d[model_col] == m]
+        xs = sorted({d[x] for d in sel}, key=sort_key)
+        ys = [best(num(d[metric]) for d in sel if d[x] == xv) for xv in xs]
+        pos = [num(v) for v in xs] if numeric else list(range(len(xs)))
+        ax.plot(pos, ys, marker="o", label=m if model_col else metric)
+        if not numeric:
+            ax.set_xticks(pos)
+            ax.set_xticklabels(xs, rotation=45, fontsize=8)
+    if numeric:
+        vals = sorted({num(d[x]) for d in data})
+        if vals[0] > 0 and vals[-1] / vals[0] >= 16:
+            ax.set_xscale("log", base=2)
+    ax.set_xlabel(x)
+    ax.set_ylabel(metric)
+    ax.grid(True, alpha=0.3)
+    if model_col:
+        ax.legend(fontsize=8)
+    ax.set_title(f"{metric} along {x}" + (f"\nbest over {', '.join(others)}" if others else ""), fontsize=9)
+
+
+def pareto(ax, data, metric, cost_expr, model_col, models):
+    any_front = False
+    for m in models:
+        sel = [d for d in data if model_col is None or d[model_col] == m]
+        pts = [(cost_of(cost_expr, d), num(d[metric])) for d in sel]
+        pts = sorted((c, v) for c, v in pts if c is not None and v is not None)
+        if not pts:
+            continue
+        sc = ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=14, alpha=0.35)
+        front, low = [], math.inf
+        for c, v in pts:  # cheapest first: a point is on the front if it beats every cheaper one
+            if v < low:
+                front.append((c, v))
+                low = v
+        any_front = True
+        ax.plot([p[0] for p in front], [p[1] for p in front], marker="o", color=sc.get_facecolor()[0][:3],
+                label=f"{m} front" if model_col else "Pareto front")
+    if not any_front:
+        ax.text(0.5, 0.5, "no points with both a cost and a metric", ha="center", transform=ax.transAxes)
+    ax.set_xscale("log")
+    ax.set_xlabel(f"cost: {cost_expr}")
+    ax.set_ylabel(metric)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(f"Pareto front: {metric} vs cost", fontsize=9)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("results", help="results.csv written by npusim sweep")
+    ap.add_argument("-o", "--output", required=True, help="image to write (.png or .svg)")
+    ap.add_argument("--kind", choices=["summary", "heatmap", "line", "pareto"], default="summary")
+    ap.add_argument("--metric", default="latency_ms", help="column to plot (default latency_ms)")
+    ap.add_argument("--x", help="axis column for the heatmap's x or the line plot (default: first varying axis)")
+    ap.add_argument("--y", help="axis column for the heatmap's y (default: second varying axis)")
+    ap.add_argument("--model-column", default="model", help="column that names the model (default model)")
+    ap.add_argument("--cost", default="array_pes*sram_kib",
+                    help="cost expression over columns for the Pareto plot (default array_pes*sram_kib)")
+    ap.add_argument("--title", default=None)
+    args = ap.parse_args()
+    if os.path.splitext(args.output)[1].lower() not in (".png", ".svg"):
+        fail(f"-o {args.output}: the image must end in .png or .svg")
+
+    header, axes, rows = read_results(args.results)
+    if args.metric not in header:
+        fail(f"no column '{args.metric}' in {args.results} (columns: {', '.join(header)})")
+    data = [d for d in rows if d["status"] == "ok" and num(d[args.metric]) is not None]
+    failed = len(rows) - len(data)
+    if not data:
+        fail(f"{args.results} has no successful points with a {args.metric} to plot")
+    model_col = args.model_column if args.model_column in axes else None
+    models = sorted({d[model_col] for d in data}) if model_col else [None]
+    free = independent_axes(axes, data, exclude=(model_col,) if model_col else ())
+    for a in (args.x, args.y):
+        if a and a not in axes:
+            fail(f"'{a}' is not a swept column of {args.results} (swept: {', '.join(axes)})")
+    x = args.x or (free[0] if free else None)
+    y = args.y or next((a for a in free if a != x), None)
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    kinds = ["heatmap", "line", "pareto"] if args.kind == "summary" else [args.kind]
+    panels = []
+    for k in kinds:
+        if k == "heatmap":
+            panels += [("heatmap", m) for m in models]
+        else:
+            panels.append((k, None))
+    fig, axs = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.6), squeeze=False)
+    for ax, (k, m) in zip(axs[0], panels):
+        if k == "heatmap":
+            if not (x and y):
+                if args.kind == "heatmap":
+                    fail("a heatmap needs two swept axes that vary independently; this sweep has "
+                         f"{len(free)} ({', '.join(free) or 'none'})")
+                ax.text(0.5, 0.5, "a heatmap needs two independent axes", ha="center", transform=ax.transAxes)
+                ax.set_axis_off()
+                continue
+            heatmap(ax, fig, data, x, y, args.metric, model_col, m, [a for a in free if a not in (x, y)])
+        elif k == "line":
+            if not x:
+                if args.kind == "line":
+                    fail("a line plot needs a swept axis with more than one value")
+                ax.text(0.5, 0.5, "no varying axis", ha="center", transform=ax.transAxes)
+                ax.set_axis_off()
+                continue
+            line(ax, data, x, args.metric, model_col, models, [a for a in free if a != x])
+        else:
+            pareto(ax, data, args.metric, args.cost, model_col, models)
+    title = args.title or f"{os.path.basename(os.path.dirname(os.path.abspath(args.results)))}: {len(data)} points"
+    if failed:
+        title += f" ({failed} failed or without {args.metric}, not shown)"
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(args.output, dpi=120)
+    print(f"wrote {args.output}: {', '.join(k for k, _ in panels)} over {len(data)} points")
+
+
+if __name__ == "__main__":
+    main()
