@@ -1,0 +1,318 @@
+#include "tests/compiler/backend/functional.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "arch/datapath/executor.h"
+#include "arch/datapath/numerics.h"
+#include "arch/datapath/state.h"
+#include "compiler/interp/interpreter.h"
+#include "compiler/passes/lowered.h"
+
+namespace npusim::compiler::testing {
+
+namespace dp = arch::datapath;
+
+Tensor random_tensor(const Shape& s, float scale, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  std::vector<float> v(static_cast<size_t>(num_elements(s)));
+  for (float& x : v) x = u(rng);
+  return Tensor::from_floats(s, v);
+}
+
+GraphBuilder& GraphBuilder::input(const std::string& name, const Shape& shape) {
+  Value& v = g_.ensure_value(name);
+  v.name = name;
+  v.dtype = DataType::kFloat32;
+  v.shape = shape;
+  v.shape_known = true;
+  g_.inputs.push_back(name);
+  return *this;
+}
+
+GraphBuilder& GraphBuilder::constant(const std::string& name, const Shape& shape, float scale, uint32_t seed) {
+  g_.add_constant(name, random_tensor(shape, scale, seed));
+  return *this;
+}
+
+GraphBuilder& GraphBuilder::constant(const std::string& name, Tensor t) {
+  g_.add_constant(name, std::move(t));
+  return *this;
+}
+
+Node& GraphBuilder::node(const std::string& op, const std::vector<std::string>& inputs,
+                         const std::vector<std::string>& outputs, const std::string& name) {
+  Node n;
+  n.op_type = op;
+  n.name = name.empty() ? outputs.at(0) + "_node" : name;
+  n.inputs = inputs;
+  n.outputs = outputs;
+  for (const auto& o : outputs) {
+    Value& v = g_.ensure_value(o);
+    v.name = o;
+  }
+  g_.nodes.push_back(n);
+  return g_.nodes.back();
+}
+
+GraphBuilder& GraphBuilder::output(const std::string& name) {
+  g_.outputs.push_back(name);
+  return *this;
+}
+
+Graph GraphBuilder::build() {
+  std::map<std::string, Tensor> in;
+  uint32_t seed = 100;
+  for (const auto& i : g_.inputs) in[i] = random_tensor(g_.value(i).shape, 1.0f, seed++);
+  const auto all = interpret_all(g_, in);
+  for (auto& [name, t] : all) {
+    Value& v = g_.value(name);
+    if (v.is_constant()) continue;
+    v.dtype = t.dtype;
+    v.shape = t.shape;
+    v.shape_known = true;
+  }
+  g_.verify();
+  return g_;
+}
+
+namespace {
+
+std::vector<int64_t> strides_of(const Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
+  return st;
+}
+
+// Physical element index of each logical element.
+std::vector<int64_t> phys_index(const Shape& shape, const std::vector<int>& layout) {
+  const int64_t n = num_elements(shape);
+  std::vector<int64_t> idx(static_cast<size_t>(n));
+  if (layout.empty()) {
+    for (int64_t i = 0; i < n; ++i) idx[static_cast<size_t>(i)] = i;
+    return idx;
+  }
+  Shape phys;
+  for (int d : layout) phys.push_back(shape[static_cast<size_t>(d)]);
+  const auto ps = strides_of(phys);
+  std::vector<int64_t> pstride_of_logical(shape.size());
+  for (size_t p = 0; p < layout.size(); ++p) pstride_of_logical[static_cast<size_t>(layout[p])] = ps[p];
+  const auto ls = strides_of(shape);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t rem = i, pi = 0;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      const int64_t c = rem / ls[d];
+      rem %= ls[d];
+      pi += c * pstride_of_logical[d];
+    }
+    idx[static_cast<size_t>(i)] = pi;
+  }
+  return idx;
+}
+
+Tensor read_dram(const dp::MachineState& st, const HostTensor& h) {
+  const int64_t n = num_elements(h.shape);
+  const int64_t es = isa::dtype_bytes(h.dtype);
+  std::vector<uint8_t> bytes(static_cast<size_t>(n * es));
+  st.dram().read(h.dram_addr, bytes.data(), bytes.size());
+  const auto pi = phys_index(h.shape, h.layout);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = dp::load_float(&bytes[static_cast<size_t>(pi[static_cast<size_t>(i)] * es)], h.dtype);
+  return Tensor::from_floats(h.shape, v);
+}
+
+void write_dram(dp::MachineState& st, const HostTensor& h, const Tensor& t) {
+  const int64_t n = num_elements(h.shape);
+  const int64_t es = isa::dtype_bytes(h.dtype);
+  std::vector<uint8_t> bytes(static_cast<size_t>(n * es));
+  const auto pi = phys_index(h.shape, h.layout);
+  for (int64_t i = 0; i < n; ++i) {
+    dp::store_float(&bytes[static_cast<size_t>(pi[static_cast<size_t>(i)] * es)], h.dtype, static_cast<float>(t.as_double(i)));
+  }
+  st.dram().write(h.dram_addr, bytes.data(), bytes.size());
+}
+
+void run_host_op(const HostCallInfo& info, dp::MachineState& st) {
+  Graph g;
+  g.opset = 17;
+  Node n = info.node;
+  n.attrs.erase(kPlacement);
+  g.nodes.push_back(n);
+  std::map<std::string, Tensor> in;
+  for (const auto& h : info.inputs) {
+    Value& v = g.ensure_value(h.name);
+    v.name = h.name;
+    v.dtype = DataType::kFloat32;
+    v.shape = h.shape;
+    v.shape_known = true;
+    g.inputs.push_back(h.name);
+    in[h.name] = read_dram(st, h);
+  }
+  for (const auto& [name, t] : info.constants) g.add_constant(name, t);
+  for (const auto& o : n.outputs) {
+    if (o.empty()) continue;
+    g.ensure_value(o).name = o;
+  }
+  for (const auto& h : info.outputs) g.outputs.push_back(h.name);
+  const auto out = interpret(g, in);
+  for (const auto& h : info.outputs) write_dram(st, h, out.at(h.name));
+}
+
+}  // namespace
+
+std::map<std::string, Tensor> run_program(const CompileResult& r, const isa::NpuConfig& config,
+                                          const std::map<std::string, Tensor>& inputs, const RunOptions& opts) {
+  const isa::Program& p = r.program;
+  dp::MachineState st(config, p);
+  st.set_host_op_handler([&](const isa::HostOp& op, dp::MachineState& s) {
+    for (const auto& h : r.host_calls) {
+      if (p.host_ops[h.host_op].name == op.name) {
+        run_host_op(h, s);
+        return;
+      }
+    }
+    throw std::runtime_error("no host call info for " + op.name);
+  });
+  for (const auto& b : p.tensors) {
+    if (b.role != isa::TensorBinding::Role::kInput) continue;
+    HostTensor h{b.name, b.dram_addr, inputs.at(b.name).shape, {}, b.dtype};
+    write_dram(st, h, inputs.at(b.name));
+  }
+  if (!opts.random_order) {
+    for (const auto& ins : p.instructions) dp::execute(ins, config, st);
+  } else {
+    std::vector<std::vector<size_t>> q(isa::kNumQueues);
+    for (size_t i = 0; i < p.instructions.size(); ++i) q[static_cast<size_t>(p.instructions[i].queue())].push_back(i);
+    std::vector<size_t> head(isa::kNumQueues, 0);
+    int tokens[isa::kNumQueues][isa::kNumQueues] = {};
+    std::vector<bool> done(p.instructions.size(), false);
+    size_t first_undone = 0;
+    std::mt19937 rng(opts.seed);
+    size_t executed = 0;
+    while (executed < p.instructions.size()) {
+      std::vector<int> ready;
+      for (int k = 0; k < isa::kNumQueues; ++k) {
+        if (head[k] >= q[k].size()) continue;
+        const isa::Instruction& ins = p.instructions[q[k][head[k]]];
+        bool ok = true;
+        if (ins.opcode == isa::Opcode::kHalt || ins.opcode == isa::Opcode::kBarrier) ok = first_undone == q[k][head[k]];
+        for (int s = 0; s < isa::kNumQueues; ++s) {
+          if (ins.waits_on(static_cast<isa::Queue>(s)) && tokens[s][k] == 0) ok = false;
+        }
+        if (ok) ready.push_back(k);
+      }
+      if (ready.empty()) throw std::runtime_error("random-order run deadlocked");
+      const int k = ready[std::uniform_int_distribution<size_t>(0, ready.size() - 1)(rng)];
+      const size_t idx = q[k][head[k]++];
+      const isa::Instruction& ins = p.instructions[idx];
+      for (int s = 0; s < isa::kNumQueues; ++s) {
+        if (ins.waits_on(static_cast<isa::Queue>(s))) --tokens[s][k];
+      }
+      dp::execute(ins, config, st);
+      for (int s = 0; s < isa::kNumQueues; ++s) {
+        if (ins.signals(static_cast<isa::Queue>(s))) ++tokens[k][s];
+      }
+      done[idx] = true;
+      while (first_undone < done.size() && done[first_undone]) ++first_undone;
+      ++executed;
+    }
+  }
+  std::map<std::string, Tensor> out;
+  for (const auto& b : p.tensors) {
+    if (b.role != isa::TensorBinding::Role::kOutput) continue;
+    Shape s;
+    for (uint64_t d : b.dims) s.push_back(static_cast<int64_t>(d));
+    out[b.name] = read_dram(st, HostTensor{b.name, b.dram_addr, s, {}, b.dtype});
+  }
+  return out;
+}
+
+std::string check_tokens(const isa::Program& p) {
+  std::vector<std::vector<size_t>> q(isa::kNumQueues);
+  for (size_t i = 0; i < p.instructions.size(); ++i) q[static_cast<size_t>(p.instructions[i].queue())].push_back(i);
+  std::vector<size_t> head(isa::kNumQueues, 0);
+  int64_t tokens[isa::kNumQueues][isa::kNumQueues] = {};
+  size_t executed = 0;
+  std::vector<bool> done(p.instructions.size(), false);
+  size_t first_undone = 0;
+  while (executed < p.instructions.size()) {
+    bool progress = false;
+    for (int k = 0; k < isa::kNumQueues; ++k) {
+      while (head[k] < q[k].size()) {
+        const size_t idx = q[k][head[k]];
+        const isa::Instruction& ins = p.instructions[idx];
+        bool ok = true;
+        if (ins.opcode == isa::Opcode::kHalt || ins.opcode == isa::Opcode::kBarrier) ok = first_undone == idx;
+        for (int s = 0; s < isa::kNumQueues; ++s) {
+          if (ins.waits_on(static_cast<isa::Queue>(s)) && tokens[s][k] == 0) ok = false;
+        }
+        if (!ok) break;
+        for (int s = 0; s < isa::kNumQueues; ++s) {
+          if (ins.waits_on(static_cast<isa::Queue>(s))) --tokens[s][k];
+          if (ins.signals(static_cast<isa::Queue>(s))) ++tokens[k][s];
+        }
+        done[idx] = true;
+        while (first_undone < done.size() && done[first_undone]) ++first_undone;
+        ++head[k];
+        ++executed;
+        progress = true;
+      }
+    }
+    if (!progress) {
+      for (int k = 0; k < isa::kNumQueues; ++k) {
+        if (head[k] < q[k].size()) {
+          return fmt::format("deadlock: {} queue blocked at instruction {}", isa::kQueueNames[static_cast<size_t>(k)],
+                             q[k][head[k]]);
+        }
+      }
+    }
+  }
+  for (int a = 0; a < isa::kNumQueues; ++a) {
+    for (int b = 0; b < isa::kNumQueues; ++b) {
+      if (tokens[a][b] != 0) {
+        return fmt::format("{} token(s) {} -> {} never consumed", tokens[a][b], isa::kQueueNames[static_cast<size_t>(a)],
+                           isa::kQueueNames[static_cast<size_t>(b)]);
+      }
+    }
+  }
+  return "";
+}
+
+double max_rel_error(const std::map<std::string, Tensor>& got, const std::map<std::string, Tensor>& ref) {
+  double worst = 0;
+  for (const auto& [name, r] : ref) {
+    const Tensor& gt = got.at(name);
+    if (gt.shape != r.shape) return INFINITY;
+    double scale = 1e-6, err = 0;
+    for (int64_t i = 0; i < r.size(); ++i) scale = std::max(scale, std::fabs(r.as_double(i)));
+    for (int64_t i = 0; i < r.size(); ++i) {
+      const double d = std::fabs(gt.as_double(i) - r.as_double(i));
+      if (std::isnan(d)) return INFINITY;
+      err = std::max(err, d);
+    }
+    worst = std::max(worst, err / scale);
+  }
+  return worst;
+}
+
+double compile_and_compare(const Graph& model, const isa::NpuConfig& config, CompileResult* result,
+                           const RunOptions& opts, const CompileOptions& copts) {
+  Graph lowered = model;
+  lower(lowered);
+  CompileResult r = compile(lowered, config, copts);
+  std::map<std::string, Tensor> in;
+  uint32_t seed = 7;
+  for (const auto& i : model.inputs) in[i] = random_tensor(model.value(i).shape, 1.0f, seed++);
+  const auto ref = interpret(model, in);
+  const auto got = run_program(r, config, in, opts);
+  const double e = max_rel_error(got, ref);
+  if (result) *result = std::move(r);
+  return e;
+}
+
+}  // namespace npusim::compiler::testing
