@@ -25,12 +25,15 @@ constexpr int64_t kMinOpset = 7;
 constexpr int64_t kMaxElements = int64_t{1} << 34;
 
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw ModelError("cannot open '" + path + "': " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw ModelError("cannot read '" + path + "'");
-  return ss.str();
+  const std::streamoff size = in.tellg();
+  if (size < 0) throw ModelError("cannot read '" + path + "'");
+  std::string bytes(static_cast<size_t>(size), '\0');  // one read, no stream-buffer copies
+  in.seekg(0);
+  in.read(bytes.data(), size);
+  if (!in) throw ModelError("cannot read '" + path + "'");
+  return bytes;
 }
 
 std::string dir_of(const std::string& path) {
@@ -105,6 +108,10 @@ Tensor convert_tensor(const onnx::TensorProto& tp, const std::string& what) {
     const std::string& raw = tp.raw_data();
     if (static_cast<int64_t>(raw.size()) != n * es) throw mismatch(static_cast<int64_t>(raw.size()) / es);
     const char* p = raw.data();
+    if (dt == DataType::kFloat32) {  // the bulk of every model: one copy
+      std::memcpy(t.f.data(), p, static_cast<size_t>(n) * sizeof(float));
+      return t;
+    }
     for (int64_t k = 0; k < n; ++k, p += es) {
       switch (dt) {
         case DataType::kFloat32: t.f[k] = load_le<float>(p); break;
