@@ -96,11 +96,13 @@ traces::Report Npu::report() const {
   r.breakdown = fab_.rec.accounting().total(total);
 
   // Units: idle is what is neither busy nor stalled.
+  // DRAM channels are trace tracks only (their activity is per transfer, not exclusive time).
   const auto& counters = fab_.rec.units();
-  for (size_t u = 0; u < unit_names_.size(); ++u) {
+  const size_t units = kFirstDmaUnit + engines_.size();
+  for (size_t u = 0; u < units; ++u) {
     traces::UnitReport ur;
     ur.name = unit_names_[u];
-    ur.instructions = counters[u].instructions;
+    ur.instructions = u >= kFirstDmaUnit ? engines_[u - kFirstDmaUnit].stats().transfers : counters[u].instructions;
     ur.busy = counters[u].busy;
     ur.stalls = counters[u].stalls;
     const uint64_t used = ur.busy + ur.stalled();

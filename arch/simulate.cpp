@@ -14,18 +14,22 @@ namespace npusim::arch {
 namespace {
 
 // SystemC elaborates one netlist per simulation context. Each run gets a fresh context: the
-// previous one is deleted (its modules are gone by then) and a new one becomes both the current
-// and the default global context. This is the one place that knows.
+// previous one we made is deleted (its modules are gone by then) and a new one becomes both the
+// current and the default global context. The context that existed before our first run is left
+// alive: the library's static sc_events were registered with it and unregister at exit. This is
+// the one place that knows.
 void fresh_simcontext() {
   static const bool quiet = [] {
     setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
     return true;
   }();
   (void)quiet;
+  static sc_core::sc_simcontext* ours = nullptr;
   sc_core::sc_simcontext* old = sc_core::sc_curr_simcontext;
   sc_core::sc_curr_simcontext = new sc_core::sc_simcontext;
   sc_core::sc_default_global_context = sc_core::sc_curr_simcontext;
-  delete old;
+  if (old == ours) delete old;
+  ours = sc_core::sc_curr_simcontext;
   sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
   sc_core::sc_report_handler::set_actions(sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
 }

@@ -22,14 +22,14 @@ SystolicArray::SystolicArray(const sc_core::sc_module_name& name, const isa::Sys
 timing::ArrayCycles SystolicArray::tile_cycles(const isa::Instruction& ins) const {
   timing::ArrayCycles c = timing::matrix_cycles(ins, config_);
   if (pe_) {
-    // The PE model steps SCALE-Sim's folds (full preload every fold, int8 rate); the
-    // double-buffering and precision adjustments are the closed form's, applied on top.
-    isa::SystolicArrayConfig plain = config_;
-    plain.double_buffered = false;
+    // Step every PE; the datapath's PE model takes the same double-buffering, preload and precision
+    // options as the closed form, so only the total is replaced.
     const timing::GemmShape g = timing::gemm_shape(ins);
-    const timing::ArrayCycles base = timing::gemm_cycles(plain, g, isa::DType::kInt8, false);
-    const int64_t stepped = pe_->run(g.m, g.k, g.n).cycles;
-    c.total = stepped + (c.total - base.total);
+    datapath::PeTimingOptions opt;
+    opt.double_buffered = config_.double_buffered;
+    opt.first_fold_preloaded = ins.get(Field::kPreloaded) != 0;
+    opt.rate = config_.rate(static_cast<isa::DType>(ins.get(Field::kDtype)));
+    c.total = pe_->run(g.m, g.k, g.n, nullptr, opt).cycles;
   }
   return c;
 }
@@ -41,8 +41,9 @@ int64_t SystolicArray::conflict_factor(const isa::Instruction& ins) const {
     case isa::Dataflow::kOs: {
       // Each cycle the array reads one A element per row: rows a_stride elements apart.
       const int64_t count = std::min<int64_t>(config_.rows, ins.get(Field::kM));
+      const int64_t a_stride = ins.get(Field::kAStride) ? ins.get(Field::kAStride) : ins.get(Field::kK);
       return timing::bank_conflict_factor(static_cast<uint64_t>(ins.get(Field::kAAddr)),
-                                          ins.get(Field::kAStride) * isa::dtype_bytes(dt), count,
+                                          a_stride * isa::dtype_bytes(dt), count,
                                           fab_.sram.buffer(isa::Buffer::kInput));
     }
     case isa::Dataflow::kIs: {

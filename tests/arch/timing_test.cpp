@@ -1,0 +1,256 @@
+// Tests of isa/timing: the closed forms against first principles, the PE-level model and the
+// DRAM presets' datasheet figures.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "arch/datapath/pe_array.h"
+#include "isa/timing/dma.h"
+#include "isa/timing/dram.h"
+#include "isa/timing/systolic.h"
+#include "isa/timing/units.h"
+
+namespace npusim {
+namespace {
+
+using isa::Dataflow;
+namespace timing = isa::timing;
+
+isa::SystolicArrayConfig array(int64_t r, int64_t c, Dataflow df, bool double_buffered = false) {
+  isa::SystolicArrayConfig a;
+  a.rows = r;
+  a.cols = c;
+  a.dataflow = df;
+  a.double_buffered = double_buffered;
+  return a;
+}
+
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+TEST(SystolicTiming, WeightStationaryFoldIsPreloadPlusSkewedStreamPlusDrain) {
+  // 4x4 array, M=8, K=10, N=6: K folds over rows (3), N over cols (2). Each fold: R cycles to
+  // shift weights in, the first input reaches the last row after R-1 cycles of skew, M rows of
+  // input stream, and the last partial sum leaves after crossing C-1 more columns.
+  const auto a = array(4, 4, Dataflow::kWs);
+  const timing::ArrayCycles c = timing::gemm_cycles(a, {8, 10, 6}, isa::DType::kInt8, false);
+  const int64_t per_fold = 4 + (4 - 1) + 8 + (4 - 1);
+  EXPECT_EQ(c.folds, 3 * 2);
+  EXPECT_EQ(c.total, 6 * per_fold);
+  EXPECT_EQ(c.macs, 8 * 10 * 6);
+}
+
+TEST(SystolicTiming, OutputStationaryFoldHasNoPreload) {
+  const auto a = array(4, 4, Dataflow::kOs);
+  const timing::ArrayCycles c = timing::gemm_cycles(a, {9, 5, 4}, isa::DType::kInt8, false);
+  // M folds over rows (3), N over cols (1); K operands stream, skewed over R-1 rows and C-1 cols.
+  EXPECT_EQ(c.folds, 3);
+  EXPECT_EQ(c.total, 3 * (5 + (4 - 1) + (4 - 1)));
+  EXPECT_EQ(c.preload, 0);
+}
+
+TEST(SystolicTiming, InputStationaryStreamsFilters) {
+  const auto a = array(4, 4, Dataflow::kIs);
+  const timing::ArrayCycles c = timing::gemm_cycles(a, {6, 4, 7}, isa::DType::kInt8, false);
+  // K over rows (1 fold), M over cols (2 folds), N streams.
+  EXPECT_EQ(c.folds, 2);
+  EXPECT_EQ(c.total, 2 * (4 + 3 + 7 + 3));
+}
+
+TEST(SystolicTiming, DoubleBufferingHidesAllButTheFirstPreload) {
+  const timing::GemmShape g{16, 12, 8};
+  const auto plain = timing::gemm_cycles(array(4, 4, Dataflow::kWs, false), g, isa::DType::kInt8, false);
+  const auto db = timing::gemm_cycles(array(4, 4, Dataflow::kWs, true), g, isa::DType::kInt8, false);
+  EXPECT_EQ(plain.total - db.total, (plain.folds - 1) * 4);
+  const auto pre = timing::gemm_cycles(array(4, 4, Dataflow::kWs, true), g, isa::DType::kInt8, true);
+  EXPECT_EQ(db.total - pre.total, 4);
+}
+
+TEST(SystolicTiming, PrecisionRateStretchesOnlyTheStream) {
+  auto a = array(8, 8, Dataflow::kWs);
+  const timing::GemmShape g{20, 8, 8};
+  const auto i8 = timing::gemm_cycles(a, g, isa::DType::kInt8, false);
+  const auto f16 = timing::gemm_cycles(a, g, isa::DType::kFp16, false);  // rate 0.5
+  const auto f32 = timing::gemm_cycles(a, g, isa::DType::kFp32, false);  // rate 0.25
+  EXPECT_EQ(f16.total - i8.total, 20);
+  EXPECT_EQ(f32.total - i8.total, 60);
+}
+
+// The PE-level model steps every PE every cycle; the closed form must agree on every shape,
+// including those that do not fill the array.
+TEST(SystolicTiming, PeModelMatchesClosedFormOverShapeGrid) {
+  const int64_t sizes[] = {1, 2, 3, 4, 5, 7, 8, 9};
+  for (auto [r, c] : {std::pair<int64_t, int64_t>{4, 4}, {3, 5}, {2, 6}}) {
+    for (Dataflow df : {Dataflow::kWs, Dataflow::kOs, Dataflow::kIs}) {
+      const auto a = array(r, c, df);
+      const arch::datapath::PeArray pe(r, c, df);
+      for (int64_t m : sizes) {
+        for (int64_t k : sizes) {
+          for (int64_t n : sizes) {
+            const auto closed = timing::gemm_cycles(a, {m, k, n}, isa::DType::kInt8, false);
+            const auto stepped = pe.run(m, k, n);
+            ASSERT_EQ(stepped.cycles, closed.total)
+                << r << "x" << c << " " << isa::kDataflowNames[static_cast<int>(df)] << " m=" << m << " k=" << k
+                << " n=" << n;
+            ASSERT_EQ(stepped.folds, closed.folds);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(SramTiming, BankConflictFactorCountsRowsSharingABank) {
+  isa::ScratchpadConfig s;  // 8 banks x 16 bytes, 1 port
+  s.banks = 8;
+  s.bank_width_bytes = 16;
+  s.ports = 1;
+  EXPECT_EQ(timing::bank_conflict_factor(0, 128, 4, s), 4);  // every row in bank 0
+  EXPECT_EQ(timing::bank_conflict_factor(0, 16, 4, s), 1);   // banks 0..3
+  EXPECT_EQ(timing::bank_conflict_factor(0, 64, 8, s), 4);   // banks 0,4,0,4,...
+  EXPECT_EQ(timing::bank_conflict_factor(0, 8, 4, s), 1);    // two rows per bank word
+  s.ports = 2;
+  EXPECT_EQ(timing::bank_conflict_factor(0, 128, 4, s), 2);
+}
+
+TEST(DmaTiming, ContiguousDimensionsMergeIntoOneRow) {
+  isa::Instruction ins;
+  ins.opcode = isa::Opcode::kLoad;
+  ins.set(isa::Field::kDtype, static_cast<int>(isa::DType::kInt32))
+      .set(isa::Field::kSize0, 16)
+      .set(isa::Field::kSize1, 4)
+      .set(isa::Field::kStride1, 16)
+      .set(isa::Field::kSize2, 3)
+      .set(isa::Field::kStride2, 100);
+  const timing::DmaRows r = timing::dma_rows(ins);
+  EXPECT_EQ(r.row_bytes, 16 * 4 * 4);
+  EXPECT_EQ(r.rows(), 3);
+  EXPECT_EQ(r.stride[0], 400);
+}
+
+TEST(DmaTiming, MisalignedRowsCostOneExtraBurstEach) {
+  isa::DmaConfig d;
+  d.burst_bytes = 64;
+  d.alignment_bytes = 64;
+  timing::DmaRows r;
+  r.row_bytes = 100;
+  r.count = {5, 1, 1};
+  r.stride = {256, 0, 0};
+  r.dram_addr = 0;
+  EXPECT_EQ(timing::count_bursts(r, d).bursts, 5 * 2);
+  EXPECT_EQ(timing::count_bursts(r, d).misaligned_bursts, 0);
+  r.dram_addr = 8;
+  const auto b = timing::count_bursts(r, d);
+  EXPECT_EQ(b.bursts, 5 * 3);
+  EXPECT_EQ(b.misaligned_bursts, 5);
+  int64_t seen = 0;
+  timing::for_each_burst(r, d, [&](uint64_t, uint32_t, bool) { ++seen; });
+  EXPECT_EQ(seen, b.bursts);
+}
+
+TEST(VectorTiming, LatencyPlusLanesTimesInitiationInterval) {
+  isa::VectorConfig v;
+  v.lanes = 16;
+  isa::Instruction ins;
+  ins.opcode = isa::Opcode::kVec;
+  ins.set(isa::Field::kVop, static_cast<int>(isa::VecOp::kDiv)).set(isa::Field::kD0, 100).set(isa::Field::kD1, 3);
+  const auto& t = v.ops[static_cast<int>(isa::VecOp::kDiv)];
+  EXPECT_EQ(timing::vec_cycles(ins, v), t.latency_cycles + cdiv(300, 16) * t.ii_cycles);
+}
+
+TEST(HostTiming, LinkBothWaysPlusOverheadPlusCpu) {
+  isa::HostConfig h;
+  h.link_bandwidth_gbps = 4;
+  h.link_latency_us = 2;
+  h.cpu_gops = 20;
+  h.call_overhead_us = 10;
+  // 4000 B in: 2 us + 1 us; 8000 B out: 2 us + 2 us; 20000 ops: 1 us; overhead 10 us. At 500 MHz.
+  const auto c = timing::host_cycles(4000, 8000, 20000, h, 500);
+  EXPECT_EQ(c.total(), (3 + 4 + 1 + 10) * 500);
+}
+
+// Streams `bytes` sequentially or as random 64-byte requests through a DMA burst engine.
+double stream_gbps(timing::Dram& dram, uint64_t bytes, int64_t outstanding, uint64_t* first_done = nullptr) {
+  isa::DmaConfig d;
+  d.burst_bytes = 64;
+  d.max_outstanding = outstanding;
+  timing::DmaBurstEngine engine(d);
+  timing::DmaRows r;
+  r.row_bytes = static_cast<int64_t>(bytes);
+  const auto x = engine.run(r, false, 0, dram);
+  if (first_done) *first_done = x.done_ps;
+  return static_cast<double>(bytes) / (x.done_ps / 1000.0);
+}
+
+class DramPresetTest : public ::testing::TestWithParam<isa::DramModel> {};
+
+TEST_P(DramPresetTest, LongSequentialStreamSustainsNinetyPercentOfPeak) {
+  isa::DramConfig c;
+  c.model = GetParam();
+  c.channels = 2;
+  auto dram = timing::make_dram(c);
+  const timing::BankedDramTiming& t = timing::banked_preset(c.model);
+  const double peak = t.burst_bytes / t.t_burst_ns * 2;  // GB/s = bytes per ns, two channels
+  EXPECT_DOUBLE_EQ(dram->peak_bandwidth_gbps(), peak);
+  // 64 MiB: long enough to cross thousands of pages and many refresh intervals.
+  const double gbps = stream_gbps(*dram, 64ull << 20, 64);
+  EXPECT_GE(gbps, 0.9 * peak) << t.name;
+  EXPECT_LE(gbps, peak);
+  EXPECT_GT(dram->stats().refreshes, 0);
+  EXPECT_GT(dram->stats().row_hits, 10 * dram->stats().row_misses);
+}
+
+TEST_P(DramPresetTest, RandomSmallRequestsPayTheRowMissPenalty) {
+  isa::DramConfig c;
+  c.model = GetParam();
+  c.channels = 1;
+  const timing::BankedDramTiming& t = timing::banked_preset(c.model);
+  // One request at a time, so each one's latency is visible.
+  const int n = 4000;
+  auto seq = timing::make_dram(c);
+  auto rnd = timing::make_dram(c);
+  std::mt19937_64 gen(1);
+  uint64_t ts = 0, tr = 0;
+  for (int i = 0; i < n; ++i) {
+    ts = seq->access(static_cast<uint64_t>(i) * 64, 64, false, ts);
+    tr = rnd->access((gen() % (1ull << 32)) & ~63ull, 64, false, tr);
+  }
+  const double seq_ns = ts / 1000.0 / n, rnd_ns = tr / 1000.0 / n;
+  // A hit costs CL + the request's bursts; a miss on a bank with another row open adds precharge +
+  // activate. The sequential stream misses once per page; refresh stretches everything by about
+  // tRFC / tREFI.
+  const double hit_ns = t.t_cl_ns + (64 / t.burst_bytes) * t.t_burst_ns;
+  const double seq_expected = (hit_ns + (t.t_rp_ns + t.t_rcd_ns) * 64 / t.page_bytes) * (1 + t.t_rfc_ns / t.t_refi_ns);
+  EXPECT_NEAR(seq_ns, seq_expected, 0.03 * seq_expected) << t.name;
+  EXPECT_GE(rnd_ns - seq_ns, 0.9 * (t.t_rp_ns + t.t_rcd_ns)) << t.name;
+  EXPECT_GT(rnd->stats().row_misses, n * 9 / 10);
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, DramPresetTest,
+                         ::testing::Values(isa::DramModel::kDdr4_3200, isa::DramModel::kLpddr4_4266,
+                                           isa::DramModel::kHbm2),
+                         [](const auto& info) { return std::string(isa::kDramModelNames[static_cast<int>(info.param)]); });
+
+TEST(DramTiming, SimpleModelIsLatencyPlusBytesOverBandwidth) {
+  isa::DramConfig c;
+  c.model = isa::DramModel::kSimple;
+  c.latency_ns = 100;
+  c.bandwidth_gbps = 8;
+  auto dram = timing::make_dram(c);
+  uint64_t done = 0;
+  const double gbps = stream_gbps(*dram, 1 << 20, 64, &done);
+  EXPECT_NEAR(done / 1000.0, 100 + (1 << 20) / 8.0, 1.0);
+  EXPECT_LE(gbps, 8.0);
+}
+
+TEST(DramTiming, IdealModelIsFixedLatency) {
+  isa::DramConfig c;
+  c.model = isa::DramModel::kIdeal;
+  c.latency_ns = 50;
+  auto dram = timing::make_dram(c);
+  EXPECT_EQ(dram->access(0, 64, false, 1000), 51000u);
+  EXPECT_EQ(dram->access(64, 4096, true, 1000), 51000u);
+}
+
+}  // namespace
+}  // namespace npusim
