@@ -83,7 +83,7 @@ inline int64_t fbits(float f) { return static_cast<int64_t>(fp32_bits(f)); }
 // Writes/reads typed values to/from a scratchpad at a byte address.
 template <class T>
 void put(MachineState& st, Buffer b, uint64_t addr, const std::vector<T>& v) {
-  std::memcpy(st.sram(b).data() + addr, v.data(), v.size() * sizeof(T));
+  if (!v.empty()) std::memcpy(st.sram(b).data() + addr, v.data(), v.size() * sizeof(T));
 }
 template <class T>
 std::vector<T> get(const MachineState& st, Buffer b, uint64_t addr, size_t n) {
