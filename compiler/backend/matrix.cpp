@@ -329,13 +329,15 @@ class MatrixMapper {
             a_key = akey;
             load_input(s.img, s.oy0, s.oh, s.ox0, s.ow, cin0 + k0, tc, a_cur);
           }
-          const int64_t bkey = (b * nn + jn) * nk + ik;
+          const int64_t wkey = (b * nn + jn) * nk + ik;
+          // A runtime B differs per image, so it is reused only within one.
+          const int64_t bkey = j_.b_const ? wkey : s.img * blocks * nn * nk + wkey;
           if (!(reuse_b && b_key == bkey)) {
             b_cur = b_slot[b_next];
             b_next ^= 1;
             b_key = bkey;
             if (j_.b_const) {
-              const uint64_t addr = w_addr[static_cast<size_t>(bkey)];
+              const uint64_t addr = w_addr[static_cast<size_t>(wkey)];
               const Range r{kDram, addr, addr + static_cast<uint64_t>(j_.kh * j_.kw * tc * tn * es)};
               c_.load(Buffer::kWeight, b_cur, r, addr, c_.act, {tn, tc, j_.kh * j_.kw, 1}, {tn, tc * tn, 0});
             } else {

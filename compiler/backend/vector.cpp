@@ -321,7 +321,7 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
     }
     return true;
   };
-  bool negate = false, recip_b = false;
+  bool negate = false, recip_a = false;
   if (!full(A)) {
     if (!full(B)) {
       *why = "both operands broadcast";
@@ -333,8 +333,8 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
       std::swap(A, B);
       negate = true;  // a - b = -(b - a)
     } else if (op == VecOp::kDiv) {
-      std::swap(A, B);  // a / b = recip(b) * a
-      recip_b = true;
+      std::swap(A, B);  // a / b = recip(b) * a, b now in the full slot
+      recip_a = true;
       op = VecOp::kMul;
     } else {
       *why = "broadcast first operand of a non-commutative op";
@@ -456,13 +456,13 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
     if (!(bo == last_b_off && b_n == last_b_n)) {
       b_cur = sb.take();
       c.load(Buffer::kWeight, b_cur, B.range, B.addr + static_cast<uint64_t>(bo) * es, c.act, bsz, bst);
-      if (recip_b) {
-        Context::VecArgs r;
-        r.op = VecOp::kRecip, r.in = r.out = c.act, r.src1_buf = r.dst_buf = Buffer::kWeight;
-        r.src1 = r.dst = b_cur, r.d0 = b_n;
-        c.vec(r);
-      }
       last_b_off = bo, last_b_n = b_n;
+    }
+    if (recip_a) {
+      Context::VecArgs r;
+      r.op = VecOp::kRecip, r.in = r.out = c.act, r.src1_buf = r.dst_buf = Buffer::kInput;
+      r.src1 = r.dst = sl, r.d0 = d0, r.d1 = d1;
+      c.vec(r);
     }
     Context::VecArgs v;
     v.op = op, v.in = v.out = c.act, v.src1_buf = v.dst_buf = Buffer::kInput, v.src1 = v.dst = sl;
@@ -479,7 +479,7 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
   });
   (void)count;
   c.plan->mapping = fmt::format("VEC {} bcast {}{}", isa::kVecOpNames[static_cast<size_t>(op)],
-                                isa::kBcastNames[static_cast<size_t>(mode)], negate ? " + neg" : recip_b ? " (recip b)" : "");
+                                isa::kBcastNames[static_cast<size_t>(mode)], negate ? " + neg" : recip_a ? " of recip" : "");
   return true;
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 
 #include "compiler/backend/compile.h"
 #include "compiler/import/import.h"
@@ -168,6 +169,218 @@ TEST(Errors, TileThatCannotFitNamesLayerAndSram) {
     EXPECT_NE(m.find("y_node"), std::string::npos) << m;
     EXPECT_NE(m.find("sram.weight"), std::string::npos) << m;
   }
+}
+
+
+// ---- vector ops ----
+
+Graph unary_graph(const char* op, const Shape& s) {
+  GraphBuilder b;
+  b.input("x", s);
+  b.node(op, {"x"}, {"y"});
+  b.output("y");
+  return b.build();
+}
+
+TEST(Vector, UnaryActivationsMatch) {
+  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Exp", "Abs", "Neg", "Erf", "HardSwish", "LeakyRelu",
+                         "HardSigmoid"}) {
+    CompileResult r;
+    EXPECT_LT(compile_and_compare(unary_graph(op, {3, 5000}), small_sram(), &r), kTol) << op << compile_summary(r);
+    EXPECT_TRUE(r.fallbacks.empty()) << op << compile_summary(r);
+  }
+}
+
+TEST(Vector, BinaryWithBroadcastingMatches) {
+  struct Case {
+    const char* op;
+    Shape a, b;
+  };
+  for (const Case& c : std::vector<Case>{{"Add", {4, 37, 50}, {4, 37, 50}},
+                                         {"Mul", {4, 37, 50}, {50}},
+                                         {"Sub", {4, 37, 50}, {4, 37, 1}},
+                                         {"Div", {4, 37, 50}, {1}},
+                                         {"Sub", {1}, {4, 37, 50}},
+                                         {"Div", {37, 1}, {37, 50}},
+                                         {"Max", {6, 1, 20}, {6, 9, 20}},
+                                         {"Add", {2, 3, 4, 5}, {3, 1, 1}}}) {
+    GraphBuilder b;
+    b.input("a", c.a);
+    b.input("b", c.b);
+    b.node(c.op, {"a", "b"}, {"y"});
+    b.output("y");
+    CompileResult r;
+    EXPECT_LT(compile_and_compare(b.build(), small_sram(), &r), kTol) << c.op << compile_summary(r);
+    EXPECT_TRUE(r.fallbacks.empty()) << c.op << compile_summary(r);
+  }
+}
+
+TEST(Vector, PoolingMatches) {
+  GraphBuilder b;
+  b.input("x", {1, 3, 16, 16});
+  b.constant("w", {8, 3, 3, 3}, 0.5f, 3);
+  Node& c = b.node("Conv", {"x", "w"}, {"c"});
+  c.attrs["pads"].value = std::vector<int64_t>{1, 1, 1, 1};
+  Node& mp = b.node("MaxPool", {"c"}, {"p"});
+  mp.attrs["kernel_shape"].value = std::vector<int64_t>{3, 3};
+  mp.attrs["strides"].value = std::vector<int64_t>{2, 2};
+  mp.attrs["pads"].value = std::vector<int64_t>{1, 1, 1, 1};
+  Node& ap = b.node("AveragePool", {"p"}, {"q"});
+  ap.attrs["kernel_shape"].value = std::vector<int64_t>{2, 2};
+  ap.attrs["strides"].value = std::vector<int64_t>{2, 2};
+  b.node("GlobalAveragePool", {"q"}, {"y"});
+  b.output("y");
+  CompileResult r;
+  EXPECT_LT(compile_and_compare(b.build(), small_sram(), &r), kTol) << compile_summary(r);
+  EXPECT_TRUE(r.fallbacks.empty()) << compile_summary(r);
+}
+
+TEST(Vector, TransposeConcatSliceReduceMatch) {
+  GraphBuilder b;
+  b.input("x", {2, 6, 10, 7});
+  Node& t = b.node("Transpose", {"x"}, {"t"});
+  t.attrs["perm"].value = std::vector<int64_t>{0, 2, 3, 1};
+  Node& t2 = b.node("Transpose", {"x"}, {"t2"});
+  t2.attrs["perm"].value = std::vector<int64_t>{0, 1, 3, 2};
+  Node& cc = b.node("Concat", {"t2", "t2"}, {"cat"});
+  cc.attrs["axis"].value = int64_t{2};
+  b.constant("starts", Tensor::from_ints(DataType::kInt64, {1}, {3}));
+  b.constant("ends", Tensor::from_ints(DataType::kInt64, {1}, {9}));
+  b.constant("axes", Tensor::from_ints(DataType::kInt64, {1}, {3}));
+  b.node("Slice", {"cat", "starts", "ends", "axes"}, {"s"});
+  Node& rm = b.node("ReduceMean", {"s"}, {"m"});
+  rm.attrs["axes"].value = std::vector<int64_t>{3};
+  b.output("t").output("m");
+  CompileResult r;
+  EXPECT_LT(compile_and_compare(b.build(), small_sram(), &r), kTol) << compile_summary(r);
+  EXPECT_TRUE(r.fallbacks.empty()) << compile_summary(r);
+}
+
+// ---- models ----
+
+TEST(Models, BuiltinDemoCnnMatches) {
+  const Graph g = builtin_model("demo");
+  CompileResult r;
+  EXPECT_LT(compile_and_compare(g, isa::NpuConfig{}, &r), kTol) << compile_summary(r);
+  EXPECT_EQ(check_tokens(r.program), "");
+  EXPECT_LT(compile_and_compare(g, small_sram(), &r), kTol) << compile_summary(r);
+  RunOptions o;
+  o.random_order = true;
+  EXPECT_LT(compile_and_compare(g, small_sram(), &r, o), kTol) << compile_summary(r);
+}
+
+// One pre-norm transformer encoder block: LayerNorm, Q/K/V projections, scaled dot-product attention
+// with Softmax over 2 heads, output projection + residual, LayerNorm, GELU MLP + residual.
+Graph transformer_block(int64_t s, int64_t d, int64_t heads) {
+  GraphBuilder b;
+  const int64_t dh = d / heads;
+  b.input("x", {1, s, d});
+  b.constant("g1", {d}, 1.0f, 11).constant("b1", {d}, 0.1f, 12);
+  Node& ln1 = b.node("LayerNormalization", {"x", "g1", "b1"}, {"h"});
+  ln1.attrs["axis"].value = int64_t{-1};
+  auto shape_const = [&](const std::string& n, std::vector<int64_t> v) {
+    const int64_t len = static_cast<int64_t>(v.size());
+    b.constant(n, Tensor::from_ints(DataType::kInt64, {len}, v));
+  };
+  shape_const("split_shape", {1, s, heads, dh});
+  shape_const("merge_shape", {1, s, d});
+  for (const char* p : {"q", "k", "v"}) {
+    const std::string w = std::string("w") + p, bb = std::string("bias") + p;
+    b.constant(w, {d, d}, 0.3f, static_cast<uint32_t>(p[0])).constant(bb, {d}, 0.1f, static_cast<uint32_t>(p[0] + 1));
+    b.node("MatMul", {"h", w}, {std::string(p) + "0"});
+    b.node("Add", {std::string(p) + "0", bb}, {std::string(p) + "1"});
+    b.node("Reshape", {std::string(p) + "1", "split_shape"}, {std::string(p) + "2"});
+    Node& t = b.node("Transpose", {std::string(p) + "2"}, {std::string(p) + "3"});
+    t.attrs["perm"].value = std::string(p) == "k" ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{0, 2, 1, 3};
+  }
+  b.node("MatMul", {"q3", "k3"}, {"scores"});
+  b.constant("scale", Tensor::scalar_float(1.0f / std::sqrt(static_cast<float>(dh))));
+  b.node("Mul", {"scores", "scale"}, {"scaled"});
+  Node& sm = b.node("Softmax", {"scaled"}, {"probs"});
+  sm.attrs["axis"].value = int64_t{-1};
+  b.node("MatMul", {"probs", "v3"}, {"ctx"});
+  Node& tc = b.node("Transpose", {"ctx"}, {"ctx_t"});
+  tc.attrs["perm"].value = std::vector<int64_t>{0, 2, 1, 3};
+  b.node("Reshape", {"ctx_t", "merge_shape"}, {"ctx_m"});
+  b.constant("wo", {d, d}, 0.3f, 21).constant("bo", {d}, 0.1f, 22);
+  b.node("MatMul", {"ctx_m", "wo"}, {"o0"});
+  b.node("Add", {"o0", "bo"}, {"o1"});
+  b.node("Add", {"o1", "x"}, {"r1"});
+  b.constant("g2", {d}, 1.0f, 23).constant("b2", {d}, 0.1f, 24);
+  Node& ln2 = b.node("LayerNormalization", {"r1", "g2", "b2"}, {"h2"});
+  ln2.attrs["axis"].value = int64_t{-1};
+  b.constant("w1", {d, 4 * d}, 0.3f, 25).constant("c1", {4 * d}, 0.1f, 26);
+  b.node("MatMul", {"h2", "w1"}, {"f0"});
+  b.node("Add", {"f0", "c1"}, {"f1"});
+  // GELU as torch exports it: x * 0.5 * (1 + erf(x / sqrt 2))
+  b.constant("sqrt2", Tensor::scalar_float(std::sqrt(2.0f))).constant("one", Tensor::scalar_float(1.0f));
+  b.constant("half", Tensor::scalar_float(0.5f));
+  b.node("Div", {"f1", "sqrt2"}, {"e0"});
+  b.node("Erf", {"e0"}, {"e1"});
+  b.node("Add", {"e1", "one"}, {"e2"});
+  b.node("Mul", {"f1", "e2"}, {"e3"});
+  b.node("Mul", {"e3", "half"}, {"g4"});
+  b.constant("w2", {4 * d, d}, 0.3f, 27).constant("c2", {d}, 0.1f, 28);
+  b.node("MatMul", {"g4", "w2"}, {"f2"});
+  b.node("Add", {"f2", "c2"}, {"f3"});
+  b.node("Add", {"f3", "r1"}, {"y"});
+  b.output("y");
+  return b.build();
+}
+
+TEST(Models, TransformerBlockMatches) {
+  const Graph g = transformer_block(16, 32, 2);
+  CompileResult r;
+  EXPECT_LT(compile_and_compare(g, isa::NpuConfig{}, &r), kTol) << compile_summary(r);
+  EXPECT_TRUE(r.fallbacks.empty()) << compile_summary(r);
+  EXPECT_EQ(check_tokens(r.program), "");
+  EXPECT_LT(compile_and_compare(g, small_sram(), &r), kTol) << compile_summary(r);
+  RunOptions o;
+  o.random_order = true;
+  EXPECT_LT(compile_and_compare(g, small_sram(), &r, o), kTol) << compile_summary(r);
+}
+
+TEST(Host, UnsupportedOpFallsBackAndStillComputes) {
+  GraphBuilder b;
+  b.input("x", {4, 9});
+  b.node("Sin", {"x"}, {"s"});
+  b.node("Relu", {"s"}, {"y"});
+  b.output("y");
+  CompileResult r;
+  EXPECT_LT(compile_and_compare(b.build(), isa::NpuConfig{}, &r), kTol) << compile_summary(r);
+  ASSERT_EQ(r.fallbacks.size(), 1u);
+  EXPECT_EQ(r.fallbacks[0].op, "Sin");
+  EXPECT_GT(r.fallbacks[0].est_cycles, 0);
+  ASSERT_EQ(r.program.host_ops.size(), 1u);
+  EXPECT_NE(compile_summary(r).find("Sin"), std::string::npos);
+}
+
+TEST(Memory, LifetimeReuseSavesOnAChain) {
+  GraphBuilder b;
+  b.input("x", {64, 64});
+  b.node("Relu", {"x"}, {"a"});
+  b.node("Sigmoid", {"a"}, {"c"});
+  b.node("Tanh", {"c"}, {"d"});
+  b.node("Abs", {"d"}, {"y"});
+  b.output("y");
+  Graph g = b.build();
+  lower(g);
+  const CompileResult r = compile(g, isa::NpuConfig{});
+  // Five 16 KiB values, but each node only needs its input and its output alive (the graph input is
+  // dead after its last reader): the peak is two buffers.
+  EXPECT_EQ(r.memory.activation_bytes_no_reuse, 5u * 16384u) << compile_summary(r);
+  EXPECT_EQ(r.memory.activation_bytes, 2u * 16384u);
+  for (const auto& seg : r.program.data) EXPECT_EQ(seg.dram_addr % 64, 0u);
+  for (const auto& t : r.program.tensors) EXPECT_EQ(t.dram_addr % 64, 0u);
+}
+
+TEST(Precision, Fp16ProgramIsCloseToFp32Reference) {
+  const Graph g = conv_graph(ConvCase{"k3", 1, 8, 8, 8, 16, 3, 1, 1, 1, 1, true}, "Relu");
+  CompileOptions o;
+  o.precision = isa::DType::kFp16;
+  CompileResult r;
+  EXPECT_LT(compile_and_compare(g, isa::NpuConfig{}, &r, {}, o), 5e-3) << compile_summary(r);
+  for (const auto& t : r.program.tensors) EXPECT_EQ(t.dtype, isa::DType::kFp16);
 }
 
 }  // namespace
