@@ -137,7 +137,7 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
                          s.missing, idx, s.missing > 20 ? ", ..." : "");
       return kFailure;
     }
-    return (fail_on_error && s.failed) ? kFailure : kOk;
+    return (fail_on_error && s.failed_recorded) ? kFailure : kOk;
   }
   if (file.empty()) throw Usage("sweep needs a sweep file (see 'npusim sweep --help')");
   if (jobs < 1) throw Usage("-j must be at least 1");
@@ -175,7 +175,7 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
                      shard_count > 1 ? (fs::path(out_dir) / "shards").string()
                                      : (fs::path(out_dir) / "results.csv").string());
   if (s.missing) return kFailure;
-  return (fail_on_error && s.failed) ? kFailure : kOk;
+  return (fail_on_error && s.failed_recorded) ? kFailure : kOk;
 }
 
 }  // namespace

@@ -746,6 +746,14 @@ SweepSummary run_sweep_points(const SweepSpec& spec, const std::vector<SweepPoin
     const SweepSummary all = write_final(dir.string(), plan);
     summary.missing = all.missing;
     summary.missing_indices = all.missing_indices;
+    summary.failed_recorded = all.failed;
+  } else {
+    const std::map<std::string, StoredRow> rows = read_rows(row_files(dir.string()));
+    for (const SweepPoint& p : points) {
+      if (static_cast<int>(p.index % o.shard_count) != o.shard_index) continue;
+      auto it = rows.find(p.id);
+      if (it != rows.end() && it->second.status != "ok") ++summary.failed_recorded;
+    }
   }
   return summary;
 }
@@ -753,7 +761,9 @@ SweepSummary run_sweep_points(const SweepSpec& spec, const std::vector<SweepPoin
 SweepSummary merge_results(const std::string& out_dir) {
   const Plan plan = read_plan(out_dir);
   DirLock lock(out_dir);
-  return write_final(out_dir, plan);
+  SweepSummary s = write_final(out_dir, plan);
+  s.failed_recorded = s.failed;
+  return s;
 }
 
 namespace {

@@ -37,7 +37,8 @@ struct SweepSummary {
   size_t ok = 0;
   size_t failed = 0;
   size_t skipped = 0;  // already recorded before this run
-  size_t missing = 0;  // merge: points with no row
+  size_t missing = 0;  // points with no row (after a local run or a merge)
+  size_t failed_recorded = 0;  // failed rows in the results, this run's and earlier ones
   std::vector<size_t> missing_indices;
 };
 

@@ -1,0 +1,442 @@
+// `npusim sweep` as a user runs it: dry runs, local runs with -j, resuming after a kill, failed points,
+// shards and merge, trends that hold by construction, and the plotting scripts on real outputs.
+// The model is the built-in default of `npusim run`, the one model every build can run.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/e2e/run_command.h"
+
+namespace npusim::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kNpusim = NPUSIM_BIN;
+const std::string kScripts = std::string(NPUSIM_SOURCE_DIR) + "/scripts/";
+const std::string kPython = "/usr/bin/python3";
+
+// A results CSV as rows of column -> text (RFC 4180 quoting).
+struct Table {
+  std::vector<std::string> header;
+  std::vector<std::map<std::string, std::string>> rows;
+};
+
+std::vector<std::string> split_csv_line(const std::string& line) {
+  std::vector<std::string> f(1);
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        f.back() += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        f.back() += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      f.emplace_back();
+    } else {
+      f.back() += c;
+    }
+  }
+  return f;
+}
+
+Table read_csv(const std::string& path) {
+  Table t;
+  std::istringstream in(read_file(path));
+  std::string line;
+  if (!std::getline(in, line)) return t;
+  t.header = split_csv_line(line);
+  while (std::getline(in, line)) {
+    const std::vector<std::string> f = split_csv_line(line);
+    EXPECT_EQ(f.size(), t.header.size()) << line;
+    std::map<std::string, std::string> row;
+    for (size_t i = 0; i < f.size() && i < t.header.size(); ++i) row[t.header[i]] = f[i];
+    t.rows.push_back(row);
+  }
+  return t;
+}
+
+size_t count_lines(const std::string& text) { return static_cast<size_t>(std::count(text.begin(), text.end(), '\n')); }
+
+std::string write_sweep(const std::string& dir, const std::string& text) {
+  const std::string path = dir + "/sweep.yaml";
+  write_file(path, text);
+  return path;
+}
+
+CommandResult sweep(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {kNpusim, "sweep"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_command(argv);
+}
+
+TEST(SweepCli, DryRunListsTheProductInOrder) {
+  const std::string d = temp_dir("sweep-dry");
+  const std::string f = write_sweep(d,
+                                    "axes:\n"
+                                    "  - systolic_array.rows: [8, 16]\n"
+                                    "  - dram.model: [ideal, simple, hbm2]\n");
+  const CommandResult r = sweep({f, "--dry-run"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> points;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);)
+    if (line.find("systolic_array.rows=") != std::string::npos && line.find("npusim run") == std::string::npos)
+      points.push_back(line.substr(line.find("systolic_array.rows=")));
+  EXPECT_EQ(points, (std::vector<std::string>{
+                        "systolic_array.rows=8 dram.model=ideal", "systolic_array.rows=8 dram.model=simple",
+                        "systolic_array.rows=8 dram.model=hbm2", "systolic_array.rows=16 dram.model=ideal",
+                        "systolic_array.rows=16 dram.model=simple", "systolic_array.rows=16 dram.model=hbm2"}));
+  EXPECT_FALSE(fs::exists(d + "/sweep-sweep")) << "a dry run must not write results";
+}
+
+TEST(SweepCli, DryRunListsZippedPoints) {
+  const std::string d = temp_dir("sweep-dry-zip");
+  const std::string f = write_sweep(d,
+                                    "combine: zip\n"
+                                    "axes:\n"
+                                    "  - systolic_array.rows: [8, 16, 32]\n"
+                                    "    systolic_array.cols: [8, 16, 32]\n"
+                                    "  - dram.model: [ideal, simple, hbm2]\n");
+  const CommandResult r = sweep({f, "--dry-run"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("3 points"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("systolic_array.rows=16 systolic_array.cols=16 dram.model=simple"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("systolic_array.rows=16 systolic_array.cols=16 dram.model=ideal"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--set systolic_array.rows=32 --set systolic_array.cols=32 --set dram.model=hbm2"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(SweepCli, UnknownKeyExitsTwoNamingKeyFileAndLine) {
+  const std::string d = temp_dir("sweep-badkey");
+  const std::string f = write_sweep(d,
+                                    "axes:\n"
+                                    "  - dram.model: [ideal]\n"
+                                    "  - sram.inptu.size_kib: [128]\n");
+  const CommandResult r = sweep({f, "-o", d + "/out"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(f + ":3:5: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("sram.inptu.size_kib"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(d + "/out/results.csv"));
+}
+
+TEST(SweepCli, UsageErrorsExitTwo) {
+  EXPECT_EQ(sweep({}).exit_code, 2);
+  EXPECT_EQ(sweep({"--shard", "3/2", "x.yaml"}).exit_code, 2);
+  EXPECT_EQ(sweep({"no-such-sweep.yaml"}).exit_code, 2);
+  const CommandResult h = sweep({"--help"});
+  EXPECT_EQ(h.exit_code, 0);
+  EXPECT_NE(h.out.find("--merge DIR"), std::string::npos);
+}
+
+TEST(SweepRun, FailingPointsAreRecordedAndTheSweepGoesOn) {
+  const std::string d = temp_dir("sweep-fail");
+  // The built-in model keeps its whole weight matrix (3x3x32 x 128 int8 = 36 KiB) in the weight SRAM:
+  // 16 KiB cannot hold it, 128 KiB can. A 128 x 128 array's int32 tile (64 KiB) does not fit a 32 KiB
+  // accumulator: that point is refused before it runs.
+  const std::string f = write_sweep(d,
+                                    "set: {sram.accumulator.size_kib: 32}\n"
+                                    "axes:\n"
+                                    "  - sram.weight.size_kib: [16, 128]\n"
+                                    "  - systolic_array.rows: [16, 128]\n"
+                                    "    systolic_array.cols: [16, 128]\n");
+  const CommandResult r = sweep({f, "-j", "2", "-o", d + "/out"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Table t = read_csv(d + "/out/results.csv");
+  ASSERT_EQ(t.rows.size(), 4u);
+  for (const auto& row : t.rows) {
+    const bool fits_weights = row.at("sram.weight.size_kib") == "128";
+    const bool fits_acc = row.at("systolic_array.rows") == "16";
+    SCOPED_TRACE(row.at("index"));
+    if (fits_weights && fits_acc) {
+      EXPECT_EQ(row.at("status"), "ok");
+      EXPECT_TRUE(fs::exists(d + "/out/" + row.at("report")));
+      EXPECT_FALSE(row.at("total_cycles").empty());
+    } else {
+      EXPECT_EQ(row.at("status"), "failed");
+      EXPECT_FALSE(row.at("error").empty());
+      EXPECT_TRUE(row.at("total_cycles").empty());
+      EXPECT_TRUE(row.at("report").empty());
+      if (!fits_acc) {
+        EXPECT_EQ(row.at("exit_code"), "2");
+        EXPECT_NE(row.at("error").find("sram.accumulator.size_kib"), std::string::npos) << row.at("error");
+      } else {
+        EXPECT_EQ(row.at("exit_code"), "1") << row.at("error");
+      }
+    }
+  }
+  EXPECT_NE(r.err.find("failed"), std::string::npos) << r.err;
+  // --fail-on-error turns recorded failures into exit 1; the failed points are not re-run.
+  const CommandResult again = sweep({f, "-o", d + "/out", "--fail-on-error"});
+  EXPECT_EQ(again.exit_code, 1) << again.err;
+  EXPECT_NE(again.out.find("0 ok, 0 failed, 4 already done"), std::string::npos) << again.out;
+  // --retry-failed runs exactly the three failed points again.
+  const CommandResult retry = sweep({f, "-o", d + "/out", "--retry-failed"});
+  EXPECT_EQ(retry.exit_code, 0) << retry.err;
+  EXPECT_NE(retry.out.find("0 ok, 3 failed, 1 already done"), std::string::npos) << retry.out;
+  EXPECT_EQ(read_csv(d + "/out/results.csv").rows.size(), 4u);
+}
+
+TEST(SweepRun, OneAndTwoJobsWriteIdenticalResults) {
+  const std::string d = temp_dir("sweep-j");
+  const std::string f = write_sweep(d,
+                                    "axes:\n"
+                                    "  - systolic_array.rows: [8, 16, 32]\n"
+                                    "    systolic_array.cols: [8, 16, 32]\n"
+                                    "  - dram.model: [ideal, hbm2]\n");
+  const CommandResult a = sweep({f, "-j", "1", "-o", d + "/j1"});
+  const CommandResult b = sweep({f, "-j", "2", "-o", d + "/j2"});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(read_file(d + "/j1/results.csv"), read_file(d + "/j2/results.csv"));
+  EXPECT_EQ(read_file(d + "/j1/results.jsonl"), read_file(d + "/j2/results.jsonl"));
+  EXPECT_EQ(count_lines(read_file(d + "/j1/results.jsonl")), 6u);
+  // Non-terminal stderr gets plain progress lines, ending with the total.
+  EXPECT_NE(a.err.find("sweep: 6/6 done, 0 failed"), std::string::npos) << a.err;
+}
+
+TEST(SweepRun, ShardsMergedEqualALocalRun) {
+  const std::string d = temp_dir("sweep-shards");
+  const std::string f = write_sweep(d,
+                                    "axes:\n"
+                                    "  - systolic_array.rows: [8, 16, 32]\n"
+                                    "  - dram.model: [ideal, simple]\n");
+  ASSERT_EQ(sweep({f, "-o", d + "/local"}).exit_code, 0);
+  for (const char* s : {"0/3", "1/3", "2/3"}) {
+    const CommandResult r = sweep({f, "-o", d + "/sharded", "--shard", s});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("2 points"), std::string::npos) << r.out;
+  }
+  // Before the merge one shard is missing nothing of its own, but the merge of two shards is incomplete.
+  const CommandResult m = sweep({"--merge", d + "/sharded"});
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  EXPECT_EQ(read_file(d + "/local/results.csv"), read_file(d + "/sharded/results.csv"));
+  EXPECT_EQ(read_file(d + "/local/results.jsonl"), read_file(d + "/sharded/results.jsonl"));
+}
+
+TEST(SweepRun, MergeReportsMissingPoints) {
+  const std::string d = temp_dir("sweep-missing");
+  const std::string f = write_sweep(d, "axes:\n  - systolic_array.rows: [8, 16, 32, 64]\n");
+  ASSERT_EQ(sweep({f, "-o", d + "/out", "--shard", "0/2"}).exit_code, 0);
+  const CommandResult m = sweep({"--merge", d + "/out"});
+  EXPECT_EQ(m.exit_code, 1);
+  EXPECT_NE(m.err.find("2 points have no result (indices 1, 3)"), std::string::npos) << m.err;
+  EXPECT_EQ(read_csv(d + "/out/results.csv").rows.size(), 2u);
+}
+
+// Kills the sweep half-way, re-runs it, and checks from the attempt log that no point that had
+// finished ran again, and that every point ends up in the results exactly once.
+TEST(SweepRun, ResumesAfterAKillWithoutRerunningFinishedPoints) {
+  const std::string d = temp_dir("sweep-resume");
+  const std::string f = write_sweep(d,
+                                    "axes:\n"
+                                    "  - systolic_array.rows: [8, 12, 16, 20, 24, 28, 32, 36, 40, 44]\n"
+                                    "  - dram.model: [ideal, simple, lpddr4_4266]\n");
+  const std::string out = d + "/out";
+  const size_t total = 30;
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string log = d + "/first.log";
+    freopen(log.c_str(), "w", stdout);
+    freopen(log.c_str(), "a", stderr);
+    execl(kNpusim.c_str(), kNpusim.c_str(), "sweep", f.c_str(), "-j", "1", "-o", out.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait for about a third of the points, then kill the sweep process (its running point dies with it).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  size_t rows = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    rows = fs::exists(out + "/results.jsonl") ? count_lines(read_file(out + "/results.jsonl")) : 0;
+    if (rows >= total / 3) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the sweep finished before it could be killed";
+  // The ids recorded before the kill.
+  std::set<std::string> done_before;
+  {
+    std::istringstream in(read_file(out + "/results.jsonl"));
+    for (std::string line; std::getline(in, line);) {
+      const size_t at = line.find("\"id\": \"");
+      if (at != std::string::npos && line.back() == '}') done_before.insert(line.substr(at + 7, 16));
+    }
+  }
+  ASSERT_GE(done_before.size(), total / 3);
+  ASSERT_LT(done_before.size(), total) << "nothing was left to resume";
+
+  const CommandResult again = sweep({f, "-j", "2", "-o", out});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find(fmt::format("{} already done", done_before.size())), std::string::npos) << again.out;
+
+  std::map<std::string, int> starts;
+  std::istringstream attempts(read_file(out + "/attempts.log"));
+  for (std::string line; std::getline(attempts, line);) {
+    std::istringstream w(line);
+    std::string what, index, id;
+    w >> what >> index >> id;
+    if (what == "start") ++starts[id];
+  }
+  for (const std::string& id : done_before) EXPECT_EQ(starts[id], 1) << "point " << id << " ran twice";
+  const Table t = read_csv(out + "/results.csv");
+  ASSERT_EQ(t.rows.size(), total);
+  std::set<std::string> ids;
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    EXPECT_EQ(t.rows[i].at("index"), std::to_string(i));
+    EXPECT_EQ(t.rows[i].at("status"), "ok") << t.rows[i].at("error");
+    ids.insert(t.rows[i].at("id"));
+  }
+  EXPECT_EQ(ids.size(), total);
+  EXPECT_EQ(count_lines(read_file(out + "/results.jsonl")), total);
+}
+
+double num(const std::map<std::string, std::string>& row, const std::string& key) {
+  return std::stod(row.at(key));
+}
+
+// Trends that hold by construction, on what runs today (the built-in model):
+// - an ideal DRAM (fixed latency, unlimited bandwidth) is never slower than a real DRAM model, as long
+//   as its fixed latency is no longer than the real part's: dram.latency_ns = 0 here. (With the default
+//   100 ns the ideal model is slower than the banked presets, whose unloaded latency tRCD + tCL + burst
+//   is about 30-40 ns, because each DMA engine keeps only max_outstanding bursts in flight.)
+// - the matrix unit's cycles fall as the square array grows from 8x8 to 64x64 (fewer folds of the
+//   same GEMM; each fold's fill and drain grow only linearly);
+// - a larger SRAM never moves more bytes between DRAM and the chip for the same program.
+TEST(SweepRun, TrendsThatHoldByConstruction) {
+  const std::string d = temp_dir("sweep-trends");
+  const std::string f = write_sweep(d,
+                                    "set: {dram.latency_ns: 0}\n"
+                                    "axes:\n"
+                                    "  - systolic_array.rows: [8, 16, 32, 64]\n"
+                                    "    systolic_array.cols: [8, 16, 32, 64]\n"
+                                    "  - dram.model: [ideal, simple, ddr4_3200, lpddr4_4266, hbm2]\n"
+                                    "  - sram.input.size_kib: [128, 512, 2048]\n"
+                                    "    sram.weight.size_kib: [128, 512, 2048]\n"
+                                    "    sram.accumulator.size_kib: [128, 512, 2048]\n");
+  const CommandResult r = sweep({f, "-j", "2", "-o", d + "/out"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Table t = read_csv(d + "/out/results.csv");
+  ASSERT_EQ(t.rows.size(), 4u * 5u * 3u);
+  std::map<std::tuple<std::string, std::string, std::string>, const std::map<std::string, std::string>*> at;
+  for (const auto& row : t.rows) {
+    ASSERT_EQ(row.at("status"), "ok") << row.at("error");
+    at[{row.at("systolic_array.rows"), row.at("dram.model"), row.at("sram.input.size_kib")}] = &row;
+  }
+  const std::vector<std::string> arrays = {"8", "16", "32", "64"}, srams = {"128", "512", "2048"},
+                                 drams = {"simple", "ddr4_3200", "lpddr4_4266", "hbm2"};
+  for (const auto& a : arrays)
+    for (const auto& s : srams) {
+      const double ideal = num(*at[{a, "ideal", s}], "total_cycles");
+      for (const auto& m : drams)
+        EXPECT_LE(ideal, num(*at[{a, m, s}], "total_cycles")) << "array " << a << " sram " << s << " dram " << m;
+    }
+  for (const auto& m : drams)
+    for (const auto& s : srams)
+      for (size_t i = 1; i < arrays.size(); ++i)
+        EXPECT_LT(num(*at[{arrays[i], m, s}], "matrix_cycles"), num(*at[{arrays[i - 1], m, s}], "matrix_cycles"))
+            << arrays[i - 1] << " -> " << arrays[i] << " on " << m << ", sram " << s;
+  for (const auto& a : arrays)
+    for (const auto& m : drams)
+      for (size_t i = 1; i < srams.size(); ++i) {
+        auto traffic = [&](const std::string& s) {
+          return num(*at[{a, m, s}], "dram_bytes_read") + num(*at[{a, m, s}], "dram_bytes_written");
+        };
+        EXPECT_LE(traffic(srams[i]), traffic(srams[i - 1])) << a << " " << m << " " << srams[i];
+      }
+}
+
+// The four plotting scripts on real outputs: a sweep's results, a point's report and trace.
+TEST(Plots, RenderNonEmptyImagesFromRealOutputs) {
+  const std::string d = temp_dir("sweep-plots");
+  const std::string f = write_sweep(d,
+                                    "trace_csv: true\n"
+                                    "axes:\n"
+                                    "  - model: [default]\n"
+                                    "  - systolic_array.rows: [8, 16, 32]\n"
+                                    "    systolic_array.cols: [8, 16, 32]\n"
+                                    "  - sram.input.size_kib: [128, 512]\n"
+                                    "    sram.weight.size_kib: [128, 512]\n");
+  ASSERT_EQ(sweep({f, "-j", "2", "-o", d + "/out"}).exit_code, 0);
+  const Table t = read_csv(d + "/out/results.csv");
+  ASSERT_EQ(t.rows.size(), 6u);
+  const std::string report = d + "/out/" + t.rows[0].at("report");
+  const std::string trace = fs::path(report).parent_path().string() + "/trace.csv";
+  ASSERT_TRUE(fs::exists(trace));
+  const std::string csv = d + "/out/results.csv";
+  const std::vector<std::vector<std::string>> runs = {
+      {kScripts + "plot_sweep.py", csv, "-o", d + "/sweep.png"},
+      {kScripts + "plot_sweep.py", csv, "--kind", "heatmap", "-o", d + "/heatmap.svg"},
+      {kScripts + "plot_sweep.py", csv, "--kind", "line", "--metric", "total_cycles", "-o", d + "/line.png"},
+      {kScripts + "plot_sweep.py", csv, "--kind", "pareto", "-o", d + "/pareto.png"},
+      {kScripts + "plot_timeline.py", trace, "-o", d + "/timeline.png"},
+      {kScripts + "plot_layers.py", report, "--top", "2", "-o", d + "/layers.png"},
+      {kScripts + "plot_roofline.py", report, "--trace", trace, "-o", d + "/roofline.svg"},
+  };
+  for (const auto& args : runs) {
+    std::vector<std::string> argv = {kPython};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const CommandResult r = run_command(argv);
+    const std::string image = args.back();
+    EXPECT_EQ(r.exit_code, 0) << args[0] << ": " << r.err;
+    ASSERT_TRUE(fs::exists(image)) << image;
+    EXPECT_GT(fs::file_size(image), 1000u) << image;
+  }
+}
+
+TEST(Plots, EachScriptRefusesTheWrongKindOfFile) {
+  const std::string d = temp_dir("sweep-plot-errors");
+  const std::string f = write_sweep(d, "trace_csv: true\naxes:\n  - systolic_array.rows: [16]\n");
+  ASSERT_EQ(sweep({f, "-o", d + "/out"}).exit_code, 0);
+  const Table t = read_csv(d + "/out/results.csv");
+  ASSERT_EQ(t.rows.size(), 1u);
+  const std::string report = d + "/out/" + t.rows[0].at("report");
+  const std::string trace = fs::path(report).parent_path().string() + "/trace.csv";
+  const std::string csv = d + "/out/results.csv";
+  struct Case {
+    std::string script, input, expect;
+  };
+  const std::vector<Case> cases = {
+      {"plot_sweep.py", trace, "not an npusim sweep results CSV"},
+      {"plot_timeline.py", report, "not an npusim trace CSV"},
+      {"plot_timeline.py", csv, "not an npusim trace CSV"},
+      {"plot_layers.py", trace, "not JSON"},
+      {"plot_roofline.py", csv, "not JSON"},
+      {"plot_layers.py", d + "/out/plan.json", "not an npusim report"},
+  };
+  for (const Case& c : cases) {
+    const CommandResult r = run_command({kPython, kScripts + c.script, c.input, "-o", d + "/x.png"});
+    EXPECT_EQ(r.exit_code, 2) << c.script << " " << c.input;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.script << ": " << r.err;
+    EXPECT_EQ(r.err.find("Traceback"), std::string::npos) << r.err;
+  }
+  for (const char* s : {"plot_sweep.py", "plot_timeline.py", "plot_layers.py", "plot_roofline.py"}) {
+    const CommandResult h = run_command({kPython, kScripts + s, "--help"});
+    EXPECT_EQ(h.exit_code, 0) << s;
+    EXPECT_NE(h.out.find("-o"), std::string::npos) << s;
+  }
+}
+
+}  // namespace
+}  // namespace npusim::test

@@ -1,0 +1,233 @@
+// The sweep file format and its expansion into points (sim/sweep/sweep_spec.h), and the row format of
+// the results (sim/sweep/sweep_runner.h). Nothing here runs a simulation.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sim/sweep/sweep_runner.h"
+#include "sim/sweep/sweep_spec.h"
+
+namespace npusim::sim {
+namespace {
+
+SweepSpec parse(const std::string& text) { return parse_sweep_text(text, "my.yaml", NPUSIM_SOURCE_DIR); }
+
+std::string value(const SweepPoint& p, const std::string& key) {
+  for (const auto& [k, v] : p.values)
+    if (k == key) return v;
+  return "<none>";
+}
+
+// The first error of a sweep text that must not parse.
+std::string first_error(const std::string& text) {
+  try {
+    parse(text);
+  } catch (const SweepError& e) {
+    return e.messages().front();
+  }
+  return "";
+}
+
+TEST(SweepSpec, ProductVariesTheLastAxisFastest) {
+  const SweepSpec s = parse(
+      "axes:\n"
+      "  - systolic_array.rows: [8, 16]\n"
+      "  - dram.model: [ideal, simple, hbm2]\n");
+  const std::vector<SweepPoint> p = expand_points(s);
+  ASSERT_EQ(p.size(), 6u);
+  const char* rows[] = {"8", "8", "8", "16", "16", "16"};
+  const char* dram[] = {"ideal", "simple", "hbm2", "ideal", "simple", "hbm2"};
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(p[i].index, i);
+    EXPECT_EQ(value(p[i], "systolic_array.rows"), rows[i]);
+    EXPECT_EQ(value(p[i], "dram.model"), dram[i]);
+  }
+  EXPECT_EQ(s.column_keys(), (std::vector<std::string>{"systolic_array.rows", "dram.model"}));
+}
+
+TEST(SweepSpec, KeysInOneAxisEntryAreZipped) {
+  const std::vector<SweepPoint> p = expand_points(parse(
+      "axes:\n"
+      "  - systolic_array.rows: [8, 16, 32]\n"
+      "    systolic_array.cols: [4, 8, 16]\n"));
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_EQ(value(p[2], "systolic_array.rows"), "32");
+  EXPECT_EQ(value(p[2], "systolic_array.cols"), "16");
+  EXPECT_EQ(p[2].array_pes, 32 * 16);
+}
+
+TEST(SweepSpec, CombineZipPairsTheAxes) {
+  const std::vector<SweepPoint> p = expand_points(parse(
+      "combine: zip\n"
+      "axes:\n"
+      "  - systolic_array.rows: [8, 16]\n"
+      "  - dram.model: [ideal, hbm2]\n"));
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(value(p[1], "systolic_array.rows"), "16");
+  EXPECT_EQ(value(p[1], "dram.model"), "hbm2");
+}
+
+TEST(SweepSpec, CombineZipWithUnequalAxesNamesBoth) {
+  const SweepSpec s = parse(
+      "combine: zip\n"
+      "axes:\n"
+      "  - systolic_array.rows: [8, 16]\n"
+      "  - dram.model: [ideal, simple, hbm2]\n");
+  try {
+    expand_points(s);
+    FAIL() << "expected a SweepError";
+  } catch (const SweepError& e) {
+    EXPECT_NE(std::string(e.what()).find("my.yaml:4:5"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("dram.model"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SweepSpec, ZippedListsOfDifferentLengthsAreAnError) {
+  const std::string e = first_error(
+      "axes:\n"
+      "  - systolic_array.rows: [8, 16]\n"
+      "    systolic_array.cols: [8]\n");
+  EXPECT_EQ(e.rfind("my.yaml:3:5: systolic_array.cols: 1 values", 0), 0u) << e;
+}
+
+TEST(SweepSpec, UnknownConfigKeyOnAnAxisNamesKeyFileAndLine) {
+  const std::string e = first_error(
+      "name: t\n"
+      "axes:\n"
+      "  - dram.model: [ideal]\n"
+      "  - systolic_array.rowz: [8, 16]\n");
+  EXPECT_EQ(e.rfind("my.yaml:4:5: ", 0), 0u) << e;
+  EXPECT_NE(e.find("systolic_array.rowz"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown key"), std::string::npos) << e;
+  EXPECT_NE(e.find("systolic_array.rows"), std::string::npos) << "no suggestion: " << e;
+}
+
+TEST(SweepSpec, UnknownKeyInFixedSetIsAnError) {
+  const std::string e = first_error(
+      "set:\n"
+      "  dram.modle: ideal\n"
+      "axes:\n"
+      "  - systolic_array.rows: [8]\n");
+  EXPECT_EQ(e.rfind("my.yaml:2:3: set: ", 0), 0u) << e;
+  EXPECT_NE(e.find("dram.modle"), std::string::npos) << e;
+}
+
+TEST(SweepSpec, InvalidValueOnAnAxisNamesKeyAndValue) {
+  const std::string e = first_error(
+      "axes:\n"
+      "  - systolic_array.dataflow: [ws, diagonal]\n");
+  EXPECT_EQ(e.rfind("my.yaml:2:5: ", 0), 0u) << e;
+  EXPECT_NE(e.find("systolic_array.dataflow"), std::string::npos) << e;
+  EXPECT_NE(e.find("diagonal"), std::string::npos) << e;
+}
+
+TEST(SweepSpec, UnknownTopLevelKeySuggestsTheClosest) {
+  const std::string e = first_error("axis:\n  - systolic_array.rows: [8]\n");
+  EXPECT_NE(e.find("my.yaml:1:1: axis: unknown key (did you mean 'axes'?)"), std::string::npos) << e;
+}
+
+TEST(SweepSpec, SweepingAKeyTwiceIsAnError) {
+  const std::string e = first_error(
+      "axes:\n"
+      "  - systolic_array.rows: [8]\n"
+      "  - systolic_array.rows: [16]\n");
+  EXPECT_NE(e.find("my.yaml:3:5: systolic_array.rows: swept twice"), std::string::npos) << e;
+}
+
+TEST(SweepSpec, AMissingModelFileIsAnErrorAtItsLine) {
+  const std::string e = first_error("axes:\n  - model: [default, no/such/model.onnx]\n");
+  EXPECT_EQ(e.rfind("my.yaml:2:22: model: 'no/such/model.onnx' does not exist", 0), 0u) << e;
+}
+
+TEST(SweepSpec, ModelsPrecisionsAndBatchesBecomeRunArguments) {
+  const std::vector<SweepPoint> p = expand_points(parse(
+      "axes:\n"
+      "  - model: [default, 'gemm:M=64,N=64,K=64']\n"
+      "  - precision: [int8]\n"
+      "  - batch: [4]\n"));
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[0].run_command(""), (std::vector<std::string>{"run", "--precision", "int8", "--batch", "4"}));
+  EXPECT_EQ(p[1].run_command("edge"), (std::vector<std::string>{"run", "gemm:M=64,N=64,K=64", "--config", "edge",
+                                                                  "--precision", "int8", "--batch", "4"}));
+  EXPECT_EQ(value(p[1], "model"), "gemm:M=64,N=64,K=64");
+}
+
+TEST(SweepSpec, FixedSetsComeBeforeTheAxesOnTheCommandLine) {
+  const std::vector<SweepPoint> p = expand_points(parse(
+      "base: edge\n"
+      "set: {dram.model: hbm2}\n"
+      "axes:\n"
+      "  - systolic_array.rows: [16]\n"));
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].run_command(parse("base: edge\naxes: [{systolic_array.rows: [16]}]\n").base),
+            (std::vector<std::string>{"run", "--config", "edge", "--set", "dram.model=hbm2", "--set",
+                                      "systolic_array.rows=16"}));
+}
+
+TEST(SweepSpec, PointIdsAreStableAcrossParsesAndDistinct) {
+  const std::string text =
+      "axes:\n"
+      "  - systolic_array.rows: [8, 16, 32]\n"
+      "  - dram.model: [ideal, simple]\n";
+  const std::vector<SweepPoint> a = expand_points(parse(text)), b = expand_points(parse(text));
+  std::set<std::string> ids;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].id, b[i].id);
+    EXPECT_EQ(a[i].id.size(), 16u);
+    ids.insert(a[i].id);
+  }
+  EXPECT_EQ(ids.size(), a.size());
+}
+
+TEST(SweepSpec, AnInvalidCombinationBecomesAFailedPointNotAnError) {
+  // A 128 x 128 array drains 128*128*4 = 64 KiB of int32 partial sums; a 32 KiB accumulator cannot
+  // take it, an 8 x 8 array's 256 bytes fit.
+  const std::vector<SweepPoint> p = expand_points(parse(
+      "set: {sram.accumulator.size_kib: 32}\n"
+      "axes:\n"
+      "  - systolic_array.rows: [8, 128]\n"
+      "    systolic_array.cols: [8, 128]\n"));
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_TRUE(p[0].config_error.empty()) << p[0].config_error;
+  EXPECT_NE(p[1].config_error.find("sram.accumulator.size_kib"), std::string::npos) << p[1].config_error;
+}
+
+TEST(SweepSpec, SramTotalAddsTheThreeScratchpads) {
+  const std::vector<SweepPoint> p = expand_points(parse(
+      "axes:\n"
+      "  - sram.input.size_kib: [1024]\n"
+      "    sram.weight.size_kib: [512]\n"
+      "    sram.accumulator.size_kib: [256]\n"));
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].sram_kib, 1024 + 512 + 256);
+}
+
+TEST(SweepRows, JsonKeepsNumbersAsNumbersAndTextAsStrings) {
+  ResultRow r;
+  r.index = 3;
+  r.id = "00ff";
+  r.values = {{"systolic_array.rows", "16"}, {"dram.model", "hbm2"}};
+  r.status = "failed";
+  r.exit_code = 1;
+  r.error = "npusim: error: \"x\", y";
+  r.metrics = {{"total_cycles", "1234"}};
+  const std::vector<std::string> cols = {"systolic_array.rows", "dram.model"};
+  const std::string j = row_json(r, cols);
+  EXPECT_NE(j.find("\"systolic_array.rows\": 16,"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"dram.model\": \"hbm2\""), std::string::npos) << j;
+  EXPECT_NE(j.find("\"error\": \"npusim: error: \\\"x\\\", y\""), std::string::npos) << j;
+  EXPECT_NE(j.find("\"total_cycles\": 1234"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"latency_ms\": null"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"report\": null"), std::string::npos) << j;
+  const std::string c = row_csv(r, cols);
+  EXPECT_EQ(c.rfind("3,00ff,16,hbm2,failed,1,\"npusim: error: \"\"x\"\", y\",", 0), 0u) << c;
+  // Same number of fields as the header (the quoted error has one comma inside).
+  const std::string h = csv_header(cols);
+  EXPECT_EQ(std::count(h.begin(), h.end(), ','), std::count(c.begin(), c.end(), ',') - 1);
+}
+
+}  // namespace
+}  // namespace npusim::sim
