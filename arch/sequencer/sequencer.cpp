@@ -45,10 +45,14 @@ void Sequencer::run() {
   const uint64_t n = program.size();
   const uint64_t step = static_cast<uint64_t>(config_.dispatch_cycles);
   const uint64_t report_every = std::max<uint64_t>(1, n / 100);
+  uint64_t next_report = 0;
   uint64_t local = 0;  // this sequencer's own clock, >= simulated time
   for (uint64_t i = 0; i < n; ++i) {
     const isa::Instruction& ins = program[i];
-    if (progress_ && i % report_every == 0) progress_(static_cast<double>(i) / n);
+    if (progress_ && i == next_report) {
+      progress_(static_cast<double>(i) / n);
+      next_report += report_every;
+    }
     local += step;
     if (auto* l = fab_.rec.layer(ins.layer())) ++l->instructions;
     if (ins.opcode == Opcode::kBarrier || ins.opcode == Opcode::kHalt) {

@@ -63,7 +63,16 @@ void BM_SimulateTiming(benchmark::State& state) {
   state.counters["instructions"] = static_cast<double>(p.instructions.size());
   state.counters["sim_cycles"] = static_cast<double>(cycles);
 }
-BENCHMARK(BM_SimulateTiming)->Arg(10000)->Arg(50000)->Arg(250000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SimulateTiming)->Arg(5000)->Arg(25000)->Arg(50000)->Unit(benchmark::kMillisecond);
+
+// The pre-run check alone (validation and SRAM footprints of every instruction).
+void BM_CheckProgram(benchmark::State& state) {
+  const isa::Program p = synthetic(state.range(0));
+  const isa::NpuConfig config;
+  for (auto _ : state) arch::check_program(p, config);
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(p.instructions.size()));
+}
+BENCHMARK(BM_CheckProgram)->Arg(50000)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
