@@ -3,6 +3,7 @@
 // checked against, so folding cannot change a result) and its outputs become constants.
 #include <algorithm>
 #include <optional>
+#include <set>
 
 #include "compiler/interp/interpreter.h"
 #include "compiler/passes/pass_util.h"
@@ -59,25 +60,80 @@ std::optional<std::vector<Tensor>> evaluate(const Graph& g, const Node& n) {
   return out;
 }
 
-// Reshape's output shape from a now-constant shape input, for values shape inference left open.
-void refine_reshape_shape(Graph& g, const Node& n) {
-  if (n.op_type != "Reshape" || !n.domain.empty() || n.outputs.empty()) return;
-  Value& out = g.value(n.outputs[0]);
-  const Tensor* shape = constant_of(g, n.inputs.size() > 1 ? n.inputs[1] : "");
-  const Value& in = g.value(n.inputs[0]);
-  if (out.fully_known() || !shape || !in.fully_known()) return;
-  Shape s = shape->to_int_vector();
-  int64_t known = 1, infer = -1;
-  for (size_t d = 0; d < s.size(); ++d) {
-    if (s[d] == 0 && !n.attr_int("allowzero", 0) && d < in.shape.size()) s[d] = in.shape[d];
-    if (s[d] == -1)
-      infer = static_cast<int64_t>(d);
-    else
-      known *= s[d];
+// Shapes ONNX shape inference left open (typically behind shape arithmetic it could not see through)
+// follow once that arithmetic is folded: recompute them for the ops whose output shape is a simple
+// function of their inputs'. Other ops keep what the importer found.
+Shape broadcast(const Shape& a, const Shape& b) {
+  const size_t r = std::max(a.size(), b.size());
+  Shape out(r);
+  for (size_t d = 0; d < r; ++d) {
+    const int64_t da = d < r - a.size() ? 1 : a[d - (r - a.size())];
+    const int64_t db = d < r - b.size() ? 1 : b[d - (r - b.size())];
+    out[d] = da == 1 ? db : da;
   }
-  if (infer >= 0) s[infer] = known ? num_elements(in.shape) / known : 0;
-  out.shape = s;
-  out.shape_known = true;
+  return out;
+}
+
+std::optional<Shape> infer_shape(const Graph& g, const Node& n) {
+  static const std::set<std::string> same_shape = {
+      "Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Erf", "Exp", "Sqrt",
+      "Reciprocal", "Neg", "Abs", "Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization",
+      "Identity", "Dropout", "Cast", "Elu", "Selu", "Softplus", "Log"};
+  static const std::set<std::string> binary = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "PRelu"};
+  auto known = [&](size_t k) -> const Value* {
+    if (!n.has_input(k)) return nullptr;
+    const Value& v = g.value(n.inputs[k]);
+    return v.fully_known() ? &v : nullptr;
+  };
+  const Value* a = known(0);
+  if (!a || !n.domain.empty()) return std::nullopt;
+  const std::string& op = n.op_type;
+  if (same_shape.count(op)) return a->shape;
+  const Value* b = known(1);
+  if (binary.count(op) && b) return broadcast(a->shape, b->shape);
+  if (op == "Reshape" && b) {
+    const Tensor* shape = constant_of(g, n.inputs[1]);
+    if (!shape) return std::nullopt;
+    Shape s = shape->to_int_vector();
+    int64_t prod = 1, infer = -1;
+    for (size_t d = 0; d < s.size(); ++d) {
+      if (s[d] == 0 && !n.attr_int("allowzero", 0) && d < a->shape.size()) s[d] = a->shape[d];
+      if (s[d] == -1)
+        infer = static_cast<int64_t>(d);
+      else
+        prod *= s[d];
+    }
+    if (infer >= 0) s[infer] = prod ? num_elements(a->shape) / prod : 0;
+    return s;
+  }
+  if (op == "Flatten") {
+    const auto r = static_cast<int64_t>(a->shape.size());
+    int64_t axis = n.attr_int("axis", 1);
+    if (axis < 0) axis += r;
+    int64_t outer = 1;
+    for (int64_t d = 0; d < axis; ++d) outer *= a->shape[d];
+    return Shape{outer, outer ? num_elements(a->shape) / outer : 0};
+  }
+  if (op == "Gemm" && b && a->shape.size() == 2 && b->shape.size() == 2)
+    return Shape{a->shape[n.attr_int("transA", 0) ? 1 : 0], b->shape[n.attr_int("transB", 0) ? 0 : 1]};
+  if (op == "MatMul" && b && a->shape.size() >= 2 && b->shape.size() >= 2) {
+    Shape ba(a->shape.begin(), a->shape.end() - 2), bb(b->shape.begin(), b->shape.end() - 2);
+    Shape s = broadcast(ba, bb);
+    s.push_back(a->shape[a->shape.size() - 2]);
+    s.push_back(b->shape.back());
+    return s;
+  }
+  return std::nullopt;
+}
+
+void refine_shapes(Graph& g, const Node& n) {
+  if (n.outputs.empty() || n.outputs[0].empty()) return;
+  Value& out = g.value(n.outputs[0]);
+  if (out.fully_known()) return;
+  if (auto s = infer_shape(g, n)) {
+    out.shape = *s;
+    out.shape_known = true;
+  }
 }
 
 }  // namespace
@@ -95,7 +151,7 @@ void fold_constants(Graph& g) {
       outs = evaluate(g, n);
     }
     if (!outs) {
-      refine_reshape_shape(g, n);
+      refine_shapes(g, n);
       continue;
     }
     for (size_t o = 0; o < n.outputs.size(); ++o)

@@ -113,7 +113,14 @@ void fuse_epilogues(Graph& g) {
       const int c = detail::sole_consumer(g, cur);
       if (c < 0 || dead[c]) break;
       const Node& cn = g.nodes[c];
-      if (cn.domain.empty() && cn.op_type == "Add" && cn.inputs.size() == 2) {
+      if (f.has_attr(kActivation)) {
+        // Relu then Clip(lo >= 0, hi) is Clip(lo, hi): torch exports relu6 that way.
+        std::map<std::string, Attribute> act;
+        if (f.attr_string(kActivation, "") != "Relu" || cn.op_type != "Clip" || !activation_attrs(g, cn, act) ||
+            act[kActMin].f() < 0.0f)
+          break;
+        for (auto& [key, a] : act) f.attrs[key] = a;
+      } else if (cn.domain.empty() && cn.op_type == "Add" && cn.inputs.size() == 2) {
         const std::string& other = cn.inputs[0] == cur ? cn.inputs[1] : cn.inputs[0];
         const Tensor* oc = constant_of(g, other);
         if (oc) {
@@ -141,7 +148,6 @@ void fuse_epilogues(Graph& g) {
       }
       if (last >= 0) absorbed.push_back(last);
       last = c;
-      if (f.has_attr(kActivation)) break;
     }
     if (last < 0) continue;
     f.outputs[0] = g.nodes[last].outputs[0];

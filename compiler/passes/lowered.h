@@ -11,9 +11,12 @@
 // outputs as on the imported graph (within float rounding). Physical layout is an annotation
 // (Value::layout), never a change of logical shapes.
 //
-// 1. Placement. Every node carries kPlacement = "matrix" | "vector" | "free" | "host", taken from the
-//    op table (compiler/ops) for the node as it is after lowering (its attributes and shapes), except
-//    that the layout pass marks the aliases it creates "free" (point 7).
+// 1. Placement. Every node carries kPlacement = "matrix" | "vector" | "free" | "host": the op table's
+//    placement (compiler/ops, find_op) with the constraints the table states checked on the node as
+//    lowered: Gather with neither data nor indices constant -> host; Cast -> free on a constant, else
+//    vector; Reshape/Flatten/Squeeze/Unsqueeze -> free when their input is in ONNX order (always, after
+//    the layout pass), else vector; a matrix op with non-float operands -> host; npu.Gelu, npu.Silu and
+//    the layout npu.Transpose -> vector; ops the table does not list (and other domains) -> host.
 //
 // 2. Matrix nodes: Conv (any group, dilation, stride, pads, incl. depthwise), ConvTranspose, Gemm,
 //    MatMul (batched, broadcasting as ONNX). Their inputs are uniform:

@@ -1,0 +1,87 @@
+#include <gtest/gtest.h>
+
+#include "compiler/passes/passes.h"
+#include "tests/compiler/passes/graph_builder.h"
+
+namespace npusim::compiler::testing {
+namespace {
+
+// x.view(x.size(0), -1) as exporters emit it: Shape -> Gather -> Unsqueeze -> Concat -> Reshape.
+Graph shape_arithmetic_graph() {
+  GraphBuilder b;
+  auto x = b.input("x", {2, 3, 4, 5});
+  auto s = b.node("Shape", {x}, "s", {4}, {}, DataType::kInt64);
+  auto i0 = b.constant("i0", Tensor::scalar_int(DataType::kInt64, 0));
+  auto n = b.node("Gather", {s, i0}, "n", {}, {{"axis", attr_i(0)}}, DataType::kInt64);
+  auto n1 = b.node("Unsqueeze", {n, b.ints("ax0", {0})}, "n1", {1}, {}, DataType::kInt64);
+  auto shape = b.node("Concat", {n1, b.ints("minus1", {-1})}, "shape", {2}, {{"axis", attr_i(0)}}, DataType::kInt64);
+  auto y = b.node("Reshape", {x, shape}, "y", {2, 60});
+  b.output(y);
+  return b.build();
+}
+
+TEST(FoldConstants, ShapeGatherUnsqueezeConcatCollapsesIntoReshapesConstantShape) {
+  Graph before = shape_arithmetic_graph();
+  Graph g = before;
+  passes::fold_constants(g);
+  g.verify();
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].op_type, "Reshape");
+  const Value& shape = g.value(g.nodes[0].inputs[1]);
+  ASSERT_TRUE(shape.is_constant());
+  EXPECT_EQ(shape.constant->to_int_vector(), (std::vector<int64_t>{2, -1}));
+  EXPECT_TRUE(same_outputs(before, g));
+}
+
+TEST(FoldConstants, ConstantNodeCastAndArithmeticOnConstantsBecomeOneConstant) {
+  GraphBuilder b;
+  auto x = b.input("x", {4});
+  Tensor three = Tensor::from_ints(DataType::kInt64, {4}, {1, 2, 3, 4});
+  auto c = b.node("Constant", {}, "c", {4}, {{"value", Attribute{three}}}, DataType::kInt64);
+  auto cf = b.node("Cast", {c}, "cf", {4}, {{"to", attr_i(1)}});
+  auto twice = b.node("Mul", {cf, b.scalar("two", 2.0f)}, "twice", {4});
+  auto y = b.node("Add", {x, twice}, "y", {4});
+  b.output(y);
+  Graph before = b.build();
+  Graph g = before;
+  passes::fold_constants(g);
+  g.verify();
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].op_type, "Add");
+  const Tensor* t = g.value(g.nodes[0].inputs[1]).constant.get();
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->to_float_vector(), (std::vector<float>{2, 4, 6, 8}));
+  EXPECT_TRUE(same_outputs(before, g));
+}
+
+TEST(FoldConstants, NodeReadingARuntimeValueStays) {
+  GraphBuilder b;
+  auto x = b.input("x", {3});
+  auto y = b.node("Relu", {x}, "y", {3});
+  b.output(y);
+  Graph g = b.build();
+  passes::fold_constants(g);
+  EXPECT_EQ(g.nodes.size(), 1u);
+}
+
+TEST(Dce, RemovesUnreadNodesAndConstantsButKeepsGraphOutputs) {
+  GraphBuilder b;
+  auto x = b.input("x", {3});
+  b.random_constant("unused_w", {3}, 1);
+  auto w = b.random_constant("w", {3}, 2);
+  auto dead1 = b.node("Mul", {x, w}, "dead1", {3});
+  b.node("Relu", {dead1}, "dead2", {3});
+  auto y = b.node("Sigmoid", {x}, "y", {3});
+  b.output(y);
+  Graph g = b.build();
+  passes::eliminate_dead_nodes(g);
+  g.verify();
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].op_type, "Sigmoid");
+  EXPECT_FALSE(g.has_value("unused_w"));
+  EXPECT_FALSE(g.has_value("w"));
+  EXPECT_FALSE(g.has_value("dead1"));
+}
+
+}  // namespace
+}  // namespace npusim::compiler::testing

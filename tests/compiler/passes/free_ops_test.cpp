@@ -1,0 +1,60 @@
+#include <gtest/gtest.h>
+
+#include "compiler/passes/passes.h"
+#include "tests/compiler/passes/graph_builder.h"
+
+namespace npusim::compiler::testing {
+namespace {
+
+TEST(FreeOps, IdentityAndDropoutAreRemovedAndReshapeIsAFreeAlias) {
+  GraphBuilder b;
+  auto x = b.input("x", {2, 6});
+  auto i = b.node("Identity", {x}, "i", {2, 6});
+  auto d = b.node("Dropout", {i}, "d", {2, 6});
+  auto r = b.node("Reshape", {d, b.ints("shape", {3, 4})}, "r", {3, 4});
+  b.output(b.node("Relu", {r}, "y", {3, 4}));
+  Graph before = b.build();
+  Graph g = before;
+  passes::alias_free_ops(g);
+  passes::assign_placement(g);
+  g.verify();
+  ASSERT_EQ(g.nodes.size(), 2u);
+  EXPECT_EQ(g.nodes[0].op_type, "Reshape");
+  EXPECT_EQ(g.nodes[0].inputs[0], "x");
+  EXPECT_EQ(g.nodes[0].attr_string(kPlacement, ""), "free");
+  EXPECT_EQ(g.nodes[1].attr_string(kPlacement, ""), "vector");
+  EXPECT_TRUE(same_outputs(before, g));
+}
+
+TEST(FreeOps, IdentityProducingAGraphOutputStaysAsAFreeNode) {
+  GraphBuilder b;
+  auto x = b.input("x", {3});
+  auto r = b.node("Relu", {x}, "r", {3});
+  b.output(b.node("Identity", {r}, "y", {3}));
+  Graph g = b.build();
+  passes::alias_free_ops(g);
+  passes::assign_placement(g);
+  ASSERT_EQ(g.nodes.size(), 2u);
+  EXPECT_EQ(g.nodes[1].attr_string(kPlacement, ""), "free");
+}
+
+TEST(Placement, FollowsTheOpTableAndItsConstraints) {
+  GraphBuilder b;
+  auto x = b.input("x", {2, 4});
+  auto idx = b.input("idx", {3});
+  auto m = b.node("MatMul", {x, b.random_constant("w", {4, 4}, 1)}, "m", {2, 4});
+  auto gconst = b.node("Gather", {b.random_constant("table", {10, 4}, 2), idx}, "gc", {3, 4});
+  auto grt = b.node("Gather", {m, idx}, "gr", {3, 4});
+  auto sn = b.node("Sin", {grt}, "sn", {3, 4});
+  b.output(gconst);
+  b.output(sn);
+  Graph g = b.build();
+  passes::assign_placement(g);
+  EXPECT_EQ(g.nodes[0].attr_string(kPlacement, ""), "matrix");
+  EXPECT_EQ(g.nodes[1].attr_string(kPlacement, ""), "vector");  // constant table
+  EXPECT_EQ(g.nodes[2].attr_string(kPlacement, ""), "host");    // runtime data and runtime indices
+  EXPECT_EQ(g.nodes[3].attr_string(kPlacement, ""), "host");
+}
+
+}  // namespace
+}  // namespace npusim::compiler::testing

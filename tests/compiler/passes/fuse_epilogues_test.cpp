@@ -1,0 +1,128 @@
+#include <gtest/gtest.h>
+
+#include "compiler/passes/passes.h"
+#include "tests/compiler/passes/graph_builder.h"
+
+namespace npusim::compiler::testing {
+namespace {
+
+std::string conv(GraphBuilder& b, const std::string& x, const std::string& out, int64_t cin, int64_t cout,
+                 uint32_t seed, bool bias = true) {
+  std::vector<std::string> in = {x, b.random_constant(out + "_w", {cout, cin, 3, 3}, seed)};
+  if (bias) in.push_back(b.random_constant(out + "_b", {cout}, seed + 1));
+  return b.node("Conv", in, out, {1, cout, 6, 6}, {{"pads", attr_ints({1, 1, 1, 1})}});
+}
+
+TEST(FuseEpilogues, ConvRelu) {
+  GraphBuilder b;
+  auto c = conv(b, b.input("x", {1, 3, 6, 6}), "c", 3, 4, 1);
+  b.output(b.node("Relu", {c}, "y", {1, 4, 6, 6}));
+  Graph before = b.build();
+  Graph g = before;
+  passes::fuse_epilogues(g);
+  g.verify();
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].attr_string(kActivation, ""), "Relu");
+  EXPECT_EQ(g.nodes[0].outputs[0], "y");
+  EXPECT_TRUE(same_outputs(before, g));
+}
+
+TEST(FuseEpilogues, ConvClipIsRelu6WithItsBounds) {
+  GraphBuilder b;
+  auto c = conv(b, b.input("x", {1, 3, 6, 6}), "c", 3, 4, 1);
+  b.output(b.node("Clip", {c, b.scalar("lo", 0.0f), b.scalar("hi", 6.0f)}, "y", {1, 4, 6, 6}));
+  Graph before = b.build();
+  Graph g = before;
+  passes::fuse_epilogues(g);
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].attr_string(kActivation, ""), "Clip");
+  EXPECT_EQ(g.nodes[0].attr_float(kActMin, -1), 0.0f);
+  EXPECT_EQ(g.nodes[0].attr_float(kActMax, -1), 6.0f);
+  EXPECT_TRUE(same_outputs(before, g));
+}
+
+TEST(FuseEpilogues, ReluThenClipComposeIntoOneClip) {
+  GraphBuilder b;
+  auto c = conv(b, b.input("x", {1, 3, 6, 6}), "c", 3, 4, 1);
+  auto r = b.node("Relu", {c}, "r", {1, 4, 6, 6});
+  b.output(b.node("Clip", {r, b.scalar("lo", 0.0f), b.scalar("hi", 6.0f)}, "y", {1, 4, 6, 6}));
+  Graph before = b.build();
+  Graph g = before;
+  passes::fuse_epilogues(g);
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].attr_string(kActivation, ""), "Clip");
+  EXPECT_TRUE(same_outputs(before, g));
+}
+
+TEST(FuseEpilogues, GemmBiasAddGelu) {
+  GraphBuilder b;
+  auto a = b.input("a", {3, 8});
+  auto m = b.node("Gemm", {a, b.random_constant("w", {8, 5}, 1)}, "m", {3, 5});
+  auto biased = b.node("Add", {b.random_constant("bias", {5}, 2), m}, "biased", {3, 5});
+  b.output(b.node("Gelu", {biased}, "y", {3, 5}, {{"approximate", attr_s("none")}}, DataType::kFloat32, "npu"));
+  Graph before = b.build();
+  Graph g = before;
+  passes::fuse_epilogues(g);
+  g.verify();
+  ASSERT_EQ(g.nodes.size(), 1u);
+  const Node& n = g.nodes[0];
+  EXPECT_EQ(n.op_type, "Gemm");
+  EXPECT_EQ(n.attr_string(kActivation, ""), "Gelu");
+  ASSERT_TRUE(n.has_input(2));
+  EXPECT_EQ(g.value(n.inputs[2]).shape, (Shape{5}));
+  // Both graphs go through reference_graph only for `after`; `before` holds an npu.Gelu too.
+  EXPECT_TRUE(same_outputs(reference_graph(before), g));
+}
+
+TEST(FuseEpilogues, ResidualAddThenReluGoesIntoTheLaterConv) {
+  GraphBuilder b;
+  auto x = b.input("x", {1, 4, 6, 6});
+  auto c1 = conv(b, x, "c1", 4, 4, 1);
+  auto c2 = conv(b, c1, "c2", 4, 4, 3, false);
+  auto s = b.node("Add", {c2, x}, "s", {1, 4, 6, 6});
+  b.output(b.node("Relu", {s}, "y", {1, 4, 6, 6}));
+  Graph before = b.build();
+  Graph g = before;
+  passes::fuse_epilogues(g);
+  g.verify();
+  ASSERT_EQ(g.nodes.size(), 2u);
+  const Node& n = g.nodes[1];
+  EXPECT_EQ(n.attr_int(kResidualInput, -1), 3);
+  ASSERT_EQ(n.inputs.size(), 4u);
+  EXPECT_EQ(n.inputs[2], "");  // c2 had no bias
+  EXPECT_EQ(n.inputs[3], "x");
+  EXPECT_EQ(n.attr_string(kActivation, ""), "Relu");
+  EXPECT_TRUE(same_outputs(before, g));
+}
+
+TEST(FuseEpilogues, ActivationInputReadTwiceIsNotFused) {
+  GraphBuilder b;
+  auto c = conv(b, b.input("x", {1, 3, 6, 6}), "c", 3, 4, 1);
+  auto r = b.node("Relu", {c}, "r", {1, 4, 6, 6});
+  b.output(b.node("Add", {r, c}, "y", {1, 4, 6, 6}));
+  Graph g = b.build();
+  passes::fuse_epilogues(g);
+  EXPECT_EQ(g.nodes.size(), 3u);
+  EXPECT_FALSE(g.nodes[0].has_attr(kActivation));
+}
+
+TEST(FuseEpilogues, MatMulTakesABiasInputAndABatchedResidual) {
+  GraphBuilder b;
+  auto x = b.input("x", {2, 4, 8});
+  auto r = b.input("r", {2, 4, 6});
+  auto m = b.node("MatMul", {x, b.random_constant("w", {8, 6}, 1)}, "m", {2, 4, 6});
+  auto biased = b.node("Add", {m, b.random_constant("bias", {6}, 2)}, "biased", {2, 4, 6});
+  auto s = b.node("Add", {r, biased}, "s", {2, 4, 6});
+  b.output(b.node("Tanh", {s}, "y", {2, 4, 6}));
+  Graph before = b.build();
+  Graph g = before;
+  passes::fuse_epilogues(g);
+  g.verify();
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].inputs.size(), 4u);
+  EXPECT_EQ(g.nodes[0].attr_string(kActivation, ""), "Tanh");
+  EXPECT_TRUE(same_outputs(before, g));
+}
+
+}  // namespace
+}  // namespace npusim::compiler::testing

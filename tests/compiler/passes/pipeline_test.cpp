@@ -1,0 +1,84 @@
+#include <gtest/gtest.h>
+
+#include "compiler/import/import.h"
+#include "compiler/passes/passes.h"
+#include "tests/compiler/passes/graph_builder.h"
+
+namespace npusim::compiler::testing {
+namespace {
+
+void expect_every_node_placed(const Graph& g) {
+  for (const auto& n : g.nodes) {
+    const std::string p = n.attr_string(kPlacement, "");
+    EXPECT_TRUE(p == "matrix" || p == "vector" || p == "free" || p == "host") << n.name << " '" << p << "'";
+  }
+}
+
+TEST(Pipeline, DemoModelConvBnReluLowersToThreeFusedConvs) {
+  Graph before = builtin_model("demo");
+  Graph g = before;
+  std::vector<std::string> seen;
+  lower(g, {}, [&](const std::string& pass, const Graph& after) {
+    seen.push_back(pass);
+    after.verify();
+  });
+  std::vector<std::string> names;
+  for (const auto& p : standard_pipeline({})) names.push_back(p.name);
+  EXPECT_EQ(seen, names);
+  EXPECT_EQ(count_ops(g, "BatchNormalization"), 0);
+  EXPECT_EQ(count_ops(g, "Relu"), 0);
+  EXPECT_EQ(count_ops(g, "Conv"), 3);
+  for (const auto& n : g.nodes)
+    if (n.op_type == "Conv") {
+      EXPECT_EQ(n.attr_string(kActivation, ""), "Relu");
+      EXPECT_EQ(n.attr_string(kPlacement, ""), "matrix");
+    }
+  expect_every_node_placed(g);
+  EXPECT_TRUE(same_outputs(before, g));
+}
+
+TEST(Pipeline, TorchSmallCnnFoldsFusesAndConvertsLayoutOnceAtTheInput) {
+  Graph before = import_onnx_file(std::string(NPUSIM_SOURCE_DIR) + "/tests/compiler/passes/data/small_cnn_op13.onnx");
+  Graph g = before;
+  lower(g);
+  expect_every_node_placed(g);
+  EXPECT_EQ(count_ops(g, "Conv"), 2);
+  EXPECT_EQ(count_ops(g, "Relu"), 0);
+  EXPECT_EQ(count_ops(g, "Clip"), 0);
+  EXPECT_EQ(count_ops(g, "Constant"), 0);
+  EXPECT_EQ(count_ops(g, "Concat"), 0);  // the view's shape arithmetic was folded
+  EXPECT_EQ(count_ops(g, "Softmax"), 0);
+  // relu6 = Relu then Clip(0, 6) composed into the first conv; the residual add + relu into the second.
+  int residual = 0, clip = 0;
+  for (const auto& n : g.nodes) {
+    residual += n.has_attr(kResidualInput);
+    clip += n.attr_string(kActivation, "") == "Clip";
+  }
+  EXPECT_EQ(residual, 1);
+  EXPECT_EQ(clip, 1);
+  // The input is converted to NHWC; the pooled [1,8,1,1] map reshapes without a conversion.
+  auto changes = layout_changes(g);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].input, "x");
+  EXPECT_TRUE(same_outputs(before, g));
+}
+
+TEST(Pipeline, TorchTransformerMlpKeepsValuesWithAndWithoutDecomposition) {
+  Graph before = import_onnx_file(std::string(NPUSIM_SOURCE_DIR) + "/tests/compiler/passes/data/linear_ln_gelu_op13.onnx");
+  for (bool decompose : {false, true}) {
+    Graph g = before;
+    PipelineOptions o;
+    o.decompose = decompose;
+    lower(g, o);
+    expect_every_node_placed(g);
+    EXPECT_EQ(count_ops(g, "LayerNormalization"), decompose ? 0 : 1);
+    EXPECT_EQ(count_ops(g, "Gelu", "npu"), 1);
+    const Node* mm = find_node(g, "MatMul");
+    ASSERT_NE(mm, nullptr);
+    EXPECT_TRUE(mm->has_input(2));  // the Linear's bias
+    EXPECT_TRUE(same_outputs(before, g)) << "decompose " << decompose;
+  }
+}
+
+}  // namespace
+}  // namespace npusim::compiler::testing
