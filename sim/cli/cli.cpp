@@ -116,10 +116,6 @@ std::string read_text_file(const std::string& path) {
   return s.str();
 }
 
-void write_text_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out || !(out << text) || !out.flush()) throw InputError(fmt::format("cannot write '{}'", path));
-}
 
 bool ends_with(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -327,7 +323,12 @@ int cmd_compile(Context& ctx, const Command& cmd) {
 int cmd_ops(Context& ctx, const Command& cmd) {
   po::options_description d("Options");
   if (!parse(ctx, cmd, d, {})) return kExitOk;
-  ctx.out << compiler::op_table_text();
+  ctx.out << fmt::format("{:<26} {:<11} {}\n", "op", "runs on", "constraints");
+  for (const compiler::OpSupport& row : compiler::op_table()) {
+    ctx.out << fmt::format("{:<26} {:<11} {}\n", row.op, compiler::to_string(row.placement), row.constraints);
+  }
+  ctx.out << "\nAn op not listed, or whose constraints do not hold, runs on the host CPU (HOSTCALL); its transfers and\n"
+             "CPU time are counted as host time.\n";
   return kExitOk;
 }
 
