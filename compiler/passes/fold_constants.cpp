@@ -126,14 +126,70 @@ std::optional<Shape> infer_shape(const Graph& g, const Node& n) {
   return std::nullopt;
 }
 
-void refine_shapes(Graph& g, const Node& n) {
-  if (n.outputs.empty() || n.outputs[0].empty()) return;
-  Value& out = g.value(n.outputs[0]);
-  if (out.fully_known()) return;
-  if (auto s = infer_shape(g, n)) {
-    out.shape = *s;
-    out.shape_known = true;
+// Any other op: run it on zeros of its inputs' shapes and read the shapes off the results. Only when
+// the shapes cannot depend on runtime data: every integer input (shape, axes, indices, repeats ...) is
+// a constant, the op is not one whose output size depends on values, and the work stays small.
+bool refine_by_evaluation(Graph& g, const Node& n) {
+  static const std::set<std::string> value_dependent = {"NonZero", "Unique", "Compress", "NonMaxSuppression",
+                                                        "RandomNormal", "RandomUniform", "RandomNormalLike",
+                                                        "RandomUniformLike", "Multinomial", "Bernoulli"};
+  if (!n.domain.empty() || value_dependent.count(n.op_type) || !interpreter_supports(n.op_type)) return false;
+  constexpr int64_t kMaxElements = int64_t{1} << 20;
+  Graph mini;
+  mini.opset = g.opset;
+  std::map<std::string, Tensor> feeds;
+  int64_t total = 0;
+  for (const auto& in : n.inputs) {
+    if (in.empty() || mini.has_value(in)) continue;
+    const Value& v = g.value(in);
+    if (v.is_constant()) {
+      mini.values[in] = v;
+      continue;
+    }
+    if (!v.fully_known() || !is_float(v.dtype) || !interpretable(v.dtype)) return false;
+    total += num_elements(v.shape);
+    if (total > kMaxElements) return false;
+    Value& mv = mini.ensure_value(in);
+    mv.dtype = v.dtype;
+    mv.shape = v.shape;
+    mv.shape_known = true;
+    mini.inputs.push_back(in);
+    feeds[in] = Tensor(v.dtype, v.shape);
   }
+  for (const auto& o : n.outputs)
+    if (!o.empty()) {
+      mini.ensure_value(o);
+      mini.outputs.push_back(o);
+    }
+  mini.nodes.push_back(n);
+  std::map<std::string, Tensor> result;
+  try {
+    result = interpret(mini, std::move(feeds));
+  } catch (const std::exception&) {
+    return false;
+  }
+  for (const auto& o : n.outputs) {
+    if (o.empty()) continue;
+    Value& v = g.value(o);
+    v.shape = result.at(o).shape;
+    v.shape_known = true;
+  }
+  return true;
+}
+
+void refine_shapes(Graph& g, const Node& n) {
+  bool open = false;
+  for (const auto& o : n.outputs) open = open || (!o.empty() && !g.value(o).fully_known());
+  if (!open) return;
+  if (n.outputs.size() == 1) {
+    if (auto s = infer_shape(g, n)) {
+      Value& out = g.value(n.outputs[0]);
+      out.shape = *s;
+      out.shape_known = true;
+      return;
+    }
+  }
+  refine_by_evaluation(g, n);
 }
 
 }  // namespace

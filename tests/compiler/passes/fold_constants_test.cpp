@@ -54,6 +54,32 @@ TEST(FoldConstants, ConstantNodeCastAndArithmeticOnConstantsBecomeOneConstant) {
   EXPECT_TRUE(same_outputs(before, g));
 }
 
+TEST(FoldConstants, ShapesLeftOpenBehindShapeArithmeticAreFilledInOnceItFolds) {
+  // x[:, : x.shape[1] // 2] then relu then flatten, with shape inference having given up after the Slice.
+  GraphBuilder b;
+  auto x = b.input("x", {2, 6});
+  auto s = b.node("Shape", {x}, "s", {2}, {}, DataType::kInt64);
+  auto w = b.node("Gather", {s, b.constant("one", Tensor::scalar_int(DataType::kInt64, 1))}, "w", {}, {{"axis", attr_i(0)}},
+                  DataType::kInt64);
+  auto h = b.node("Div", {w, b.constant("two", Tensor::scalar_int(DataType::kInt64, 2))}, "h", {}, {}, DataType::kInt64);
+  auto end = b.node("Unsqueeze", {h, b.ints("ax", {0})}, "end", {1}, {}, DataType::kInt64);
+  auto sl = b.node("Slice", {x, b.ints("start", {0}), end, b.ints("axes", {1})}, "sl", {});
+  auto r = b.node("Relu", {sl}, "r", {});
+  auto y = b.node("Reshape", {r, b.ints("flat", {-1})}, "y", {});
+  b.output(y);
+  for (const char* v : {"sl", "r", "y"}) b.graph().value(v).shape_known = false;
+  Graph before = b.build();
+  Graph g = before;
+  passes::fold_constants(g);
+  g.verify();
+  EXPECT_EQ(g.nodes.size(), 3u);  // Slice, Relu, Reshape
+  EXPECT_EQ(g.value("sl").shape, (Shape{2, 3}));
+  EXPECT_EQ(g.value("r").shape, (Shape{2, 3}));
+  EXPECT_EQ(g.value("y").shape, (Shape{6}));
+  EXPECT_TRUE(g.value("y").fully_known());
+  EXPECT_TRUE(same_outputs(before, g));
+}
+
 TEST(FoldConstants, NodeReadingARuntimeValueStays) {
   GraphBuilder b;
   auto x = b.input("x", {3});

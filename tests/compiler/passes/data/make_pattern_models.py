@@ -9,10 +9,10 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def export(model, example, name):
+def export(model, example, name, **kw):
     model.eval()
     torch.onnx.export(model, example, os.path.join(HERE, name), opset_version=13,
-                      input_names=["x"], output_names=["y"], do_constant_folding=False)
+                      input_names=["x"], output_names=["y"], do_constant_folding=False, **kw)
 
 
 class LinearLnGelu(torch.nn.Module):
@@ -67,4 +67,7 @@ if __name__ == "__main__":
     torch.manual_seed(0)
     export(LinearLnGelu(), torch.randn(2, 4, 16), "linear_ln_gelu_op13.onnx")
     export(ConvHswishSilu(), torch.randn(1, 3, 6, 6), "conv_hswish_silu_op13.onnx")
-    export(SmallCnn(), torch.randn(1, 3, 8, 8), "small_cnn_op13.onnx")
+    cnn = SmallCnn()
+    export(cnn, torch.randn(1, 3, 8, 8), "small_cnn_op13.onnx")
+    # The same network with its BatchNormalization nodes kept (torch folds them in plain eval export).
+    export(cnn, torch.randn(1, 3, 8, 8), "small_cnn_bn_op13.onnx", training=torch.onnx.TrainingMode.PRESERVE)
