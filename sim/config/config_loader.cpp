@@ -33,6 +33,12 @@ std::string join(const std::vector<std::string>& v, std::string_view sep) {
   return s;
 }
 
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+}
+
 std::string dotted(const std::string& parent, std::string_view key) {
   return parent.empty() ? std::string(key) : parent + "." + std::string(key);
 }
@@ -494,7 +500,8 @@ void apply_sets(isa::NpuConfig& c, const std::vector<std::string>& sets, std::ve
       errors.push_back("--set " + show(s) + ": expected key.path=value (e.g. systolic_array.rows=64)");
       continue;
     }
-    const std::string key = s.substr(0, eq), value = s.substr(eq + 1);
+    // Spaces around '=' ("--set 'a.b = 4'") are layout, not part of the key or the value.
+    const std::string key = trim(s.substr(0, eq)), value = trim(s.substr(eq + 1));
     SetApplier a(key, value);
     c.visit(a);
     if (a.found()) {

@@ -287,6 +287,10 @@ TEST(ConfigSet, OverridesApplyAfterTheFile) {
   EXPECT_FALSE(c.systolic_array.double_buffered);
 }
 
+TEST(ConfigSet, SpacesAroundTheEqualsSignAreIgnored) {
+  EXPECT_EQ(load_config("", {" systolic_array.rows = 16 "}).systolic_array.rows, 16);
+}
+
 TEST(ConfigSet, OverridesApplyToTheDefaults) {
   isa::NpuConfig c = load_config("", {"vector.ops.gelu.latency_cycles=20"});
   EXPECT_EQ(c.vector.ops[static_cast<int>(isa::VecOp::kGelu)].latency_cycles, 20);
