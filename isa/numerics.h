@@ -1,0 +1,99 @@
+#pragma once
+// Exact number formats shared by the compiler and the hardware models: fp16/bf16 <-> fp32 conversion,
+// integer saturation, the gemmlowp/TFLite requantization and the derivation of its integer multiplier
+// and shift. The functional datapath (arch/datapath) executes exactly these functions and the
+// compiler's quantized reference (compiler/quant) predicts with them, so "what the compiler expects"
+// and "what the NPU computes" cannot drift apart. Plain C++: no SystemC, no ONNX.
+//
+// Every rounding here is round-to-nearest, ties-to-even unless stated otherwise, so results are a
+// property of the formats, not of the host compiler.
+#include <cstdint>
+#include <cstring>
+
+#include "isa/isa.h"
+
+namespace npusim::isa::numerics {
+
+// ---- floating point --------------------------------------------------------------------------
+
+inline uint32_t fp32_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float fp32_from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// IEEE binary16 -> binary32: exact (every fp16 value, subnormals included, is an fp32 value).
+// A NaN keeps its sign and payload (shifted into the top of the fp32 mantissa).
+float fp16_to_fp32(uint16_t h);
+// binary32 -> binary16, round to nearest even. |x| >= 65520 becomes inf; results below 2^-14 become
+// fp16 subnormals (2^-25 itself ties to +-0). A NaN stays a NaN of the same sign with the quiet bit set
+// and the top 9 payload bits kept.
+uint16_t fp32_to_fp16(float f);
+
+// bfloat16 -> binary32: exact (the high half of the fp32 encoding).
+inline float bf16_to_fp32(uint16_t b) { return fp32_from_bits(static_cast<uint32_t>(b) << 16); }
+// binary32 -> bfloat16, round to nearest even; overflow rounds to inf; NaN stays a quiet NaN of the
+// same sign (rounding must not carry a NaN payload into inf).
+uint16_t fp32_to_bf16(float f);
+
+// Rounds an fp32 value to the precision of `t` and back (fp16/bf16; fp32 and integer types: identity).
+float round_to_precision(float x, DType t);
+
+// ---- integers --------------------------------------------------------------------------------
+
+inline int64_t clamp_i64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : (v > hi ? hi : v); }
+inline int8_t saturate_int8(int64_t v) { return static_cast<int8_t>(clamp_i64(v, -128, 127)); }
+inline uint8_t saturate_uint8(int64_t v) { return static_cast<uint8_t>(clamp_i64(v, 0, 255)); }
+inline int32_t saturate_int32(int64_t v) { return static_cast<int32_t>(clamp_i64(v, INT32_MIN, INT32_MAX)); }
+
+// Range of an integer dtype (int8, uint8, int32).
+int64_t dtype_min(DType t);
+int64_t dtype_max(DType t);
+constexpr bool is_integer(DType t) { return t == DType::kInt8 || t == DType::kUint8 || t == DType::kInt32; }
+
+// fp32 -> integer of `t`: round to nearest even, saturate to the type's range, NaN -> 0.
+int64_t float_to_int(float f, DType t);
+
+// ---- requantization (gemmlowp / TFLite reference semantics) -------------------------------------
+//
+// The VEC requantize op maps an int32 accumulator x to an int8 (or uint8/int32) output with a 32-bit
+// fixed-point multiplier M (imm0, a Q0.31 value: real multiplier = M / 2^31), a shift s (imm1) and a
+// zero point z (imm2):
+//
+//   s >= 0 (right shift):  y = RoundingDivideByPOT(SaturatingRoundingDoublingHighMul(x, M), s)
+//   s <  0 (left shift):   y = SaturatingRoundingDoublingHighMul(sat32(x * 2^-s), M)
+//   result = saturate_to_output_type(y + z)
+//
+// SaturatingRoundingDoublingHighMul(a, b) = floor((a*b + 2^30) / 2^31) computed exactly in 64 bits
+//   (round half up), except a == b == INT32_MIN which saturates to INT32_MAX.
+// RoundingDivideByPOT(x, s) = x / 2^s rounded to nearest, ties away from zero; s in [0, 31].
+// So the real-valued result is approximately x * (M / 2^31) * 2^-s + z. This is gemmlowp's
+// fixedpoint.h and TFLite's MultiplyByQuantizedMultiplier, except that TFLite's sign convention
+// for the shift is the opposite (there positive means left) and its left shift is not saturating.
+int32_t saturating_rounding_doubling_high_mul(int32_t a, int32_t b);
+int32_t rounding_divide_by_pot(int32_t x, int exponent);
+// The formula above without the final saturation: returns y + z in 64 bits. shift in [-31, 31].
+int64_t requantize_unsaturated(int32_t x, int32_t multiplier, int32_t shift, int32_t zero_point);
+inline int8_t requantize_int8(int32_t x, int32_t multiplier, int32_t shift, int32_t zero_point) {
+  return saturate_int8(requantize_unsaturated(x, multiplier, shift, zero_point));
+}
+
+// An integer multiplier and shift in the VEC requantize convention: real ~= multiplier / 2^31 * 2^-shift.
+struct QuantizedMultiplier {
+  int32_t multiplier = 0;  // Q0.31, in [2^30, 2^31) for a non-zero real; 0 for real == 0
+  int32_t shift = 0;       // >= 0 shifts right, < 0 shifts left; in [-31, 31]
+};
+
+// TFLite's QuantizeMultiplier (tensorflow/lite/kernels/internal/quantization_util.cc): frexp splits
+// real = q * 2^e with q in [0.5, 1); multiplier = round(q * 2^31) (half away from zero, as std::round),
+// and a multiplier that rounds up to 2^31 becomes 2^30 with e + 1. Returned with this ISA's shift sign
+// (shift = -e). Reals so small that e < -31 flush to multiplier 0 (TFLite does the same); e > 31
+// (real >= 2^31) throws std::invalid_argument. Negative reals are not requantization scales: throws.
+QuantizedMultiplier quantize_multiplier(double real);
+
+}  // namespace npusim::isa::numerics
