@@ -1,5 +1,6 @@
 // Decomposition into vector-unit primitives: the vector unit executes one isa::VecOp per instruction,
-// and Softmax, LayerNormalization, SiLU and an unfused BatchNormalization are not among them. Spelling
+// and Softmax, LayerNormalization, InstanceNormalization, SiLU, PRelu, an unfused BatchNormalization,
+// the norm reductions (ReduceSumSquare/L1/L2) and variadic Sum/Mean are not among them. Spelling
 // them as the primitives here lets tiling and codegen treat every vector node as one VecOp (and shows
 // the true number of passes over the data in the report).
 #include "compiler/passes/expand.h"
@@ -21,6 +22,15 @@ void decompose(Graph& g) {
       parts = detail::expand_layernorm(g, n);
     else if (n.domain.empty() && n.op_type == "BatchNormalization")
       parts = detail::expand_batchnorm(g, n);
+    else if (n.domain.empty() && n.op_type == "InstanceNormalization")
+      parts = detail::expand_instancenorm(g, n);
+    else if (n.domain.empty() &&
+             (n.op_type == "ReduceSumSquare" || n.op_type == "ReduceL1" || n.op_type == "ReduceL2"))
+      parts = detail::expand_reduce_norm(g, n);
+    else if (n.domain.empty() && (n.op_type == "Sum" || n.op_type == "Mean"))
+      parts = detail::expand_variadic_sum(g, n);
+    else if (n.domain.empty() && n.op_type == "PRelu")
+      parts = detail::expand_prelu(g, n);
     else if (n.domain == kNpuDomain && n.op_type == "Silu")
       parts = detail::expand_silu(g, n);
     if (!parts) {

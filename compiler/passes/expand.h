@@ -17,6 +17,14 @@ std::optional<std::vector<Node>> expand_silu(Graph& g, const Node& n);
 std::optional<std::vector<Node>> expand_batchnorm(Graph& g, const Node& n);
 // Erf form: 0.5 * x * (1 + erf(x / sqrt 2)).
 std::optional<std::vector<Node>> expand_gelu(Graph& g, const Node& n);
+// Over the spatial axes, with per-channel scale and bias constants.
+std::optional<std::vector<Node>> expand_instancenorm(Graph& g, const Node& n);
+// ReduceSumSquare / ReduceL1 / ReduceL2 -> Mul | Abs, ReduceSum [, Sqrt].
+std::optional<std::vector<Node>> expand_reduce_norm(Graph& g, const Node& n);
+// Sum / Mean of two or more inputs -> a chain of Adds [, Mul(1/n)].
+std::optional<std::vector<Node>> expand_variadic_sum(Graph& g, const Node& n);
+// PRelu -> Relu(x) + slope * Min(x, 0).
+std::optional<std::vector<Node>> expand_prelu(Graph& g, const Node& n);
 // x * HardSigmoid(x; 1/6, 1/2).
 std::optional<std::vector<Node>> expand_hardswish(Graph& g, const Node& n);
 

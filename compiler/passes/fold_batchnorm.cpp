@@ -20,7 +20,8 @@ struct Affine {
 std::optional<Affine> bn_affine(const Graph& g, const Node& bn) {
   if (bn.num_given_inputs() < 5 || bn.attr_int("training_mode", 0) != 0) return std::nullopt;
   for (size_t o = 1; o < bn.outputs.size(); ++o)
-    if (!bn.outputs[o].empty() && detail::use_count(g, bn.outputs[o]) + detail::is_graph_output(g, bn.outputs[o]))
+    if (!bn.outputs[o].empty() &&
+        detail::use_count(g, bn.outputs[o]) + detail::is_graph_output(g, bn.outputs[o]))
       return std::nullopt;
   const Tensor* p[4];
   for (int k = 0; k < 4; ++k) {

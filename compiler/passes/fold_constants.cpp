@@ -17,7 +17,8 @@ using detail::constant_of;
 // Shape / Size of a value whose shape is fully known, without evaluating anything (the value itself
 // need not be a constant): the bridge from bound input shapes to the exporters' shape arithmetic.
 std::optional<Tensor> fold_shape_query(const Graph& g, const Node& n) {
-  if (!n.domain.empty() || (n.op_type != "Shape" && n.op_type != "Size") || !n.has_input(0)) return std::nullopt;
+  if (!n.domain.empty() || (n.op_type != "Shape" && n.op_type != "Size") || !n.has_input(0))
+    return std::nullopt;
   const Value& v = g.value(n.inputs[0]);
   if (!v.fully_known()) return std::nullopt;
   if (n.op_type == "Size") return Tensor::scalar_int(DataType::kInt64, num_elements(v.shape));
@@ -75,10 +76,30 @@ Shape broadcast(const Shape& a, const Shape& b) {
 }
 
 std::optional<Shape> infer_shape(const Graph& g, const Node& n) {
-  static const std::set<std::string> same_shape = {
-      "Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Erf", "Exp", "Sqrt",
-      "Reciprocal", "Neg", "Abs", "Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization",
-      "Identity", "Dropout", "Cast", "Elu", "Selu", "Softplus", "Log"};
+  static const std::set<std::string> same_shape = {"Relu",
+                                                   "LeakyRelu",
+                                                   "Clip",
+                                                   "Sigmoid",
+                                                   "Tanh",
+                                                   "HardSigmoid",
+                                                   "HardSwish",
+                                                   "Erf",
+                                                   "Exp",
+                                                   "Sqrt",
+                                                   "Reciprocal",
+                                                   "Neg",
+                                                   "Abs",
+                                                   "Softmax",
+                                                   "LogSoftmax",
+                                                   "LayerNormalization",
+                                                   "BatchNormalization",
+                                                   "Identity",
+                                                   "Dropout",
+                                                   "Cast",
+                                                   "Elu",
+                                                   "Selu",
+                                                   "Softplus",
+                                                   "Log"};
   static const std::set<std::string> binary = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "PRelu"};
   auto known = [&](size_t k) -> const Value* {
     if (!n.has_input(k)) return nullptr;
@@ -130,9 +151,9 @@ std::optional<Shape> infer_shape(const Graph& g, const Node& n) {
 // the shapes cannot depend on runtime data: every integer input (shape, axes, indices, repeats ...) is
 // a constant, the op is not one whose output size depends on values, and the work stays small.
 bool refine_by_evaluation(Graph& g, const Node& n) {
-  static const std::set<std::string> value_dependent = {"NonZero", "Unique", "Compress", "NonMaxSuppression",
-                                                        "RandomNormal", "RandomUniform", "RandomNormalLike",
-                                                        "RandomUniformLike", "Multinomial", "Bernoulli"};
+  static const std::set<std::string> value_dependent = {
+      "NonZero",       "Unique",           "Compress",          "NonMaxSuppression", "RandomNormal",
+      "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",       "Bernoulli"};
   if (!n.domain.empty() || value_dependent.count(n.op_type) || !interpreter_supports(n.op_type)) return false;
   constexpr int64_t kMaxElements = int64_t{1} << 20;
   Graph mini;

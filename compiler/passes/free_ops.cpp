@@ -12,9 +12,10 @@ void alias_free_ops(Graph& g) {
     Node& n = g.nodes[k];
     if (!n.domain.empty()) continue;
     const bool pass_through =
-        n.op_type == "Identity" || (n.op_type == "Dropout" && n.attr_int("training_mode", 0) == 0 &&
-                                    (n.outputs.size() < 2 || n.outputs[1].empty() ||
-                                     (!detail::use_count(g, n.outputs[1]) && !detail::is_graph_output(g, n.outputs[1]))));
+        n.op_type == "Identity" ||
+        (n.op_type == "Dropout" && n.attr_int("training_mode", 0) == 0 &&
+         (n.outputs.size() < 2 || n.outputs[1].empty() ||
+          (!detail::use_count(g, n.outputs[1]) && !detail::is_graph_output(g, n.outputs[1]))));
     if (!pass_through || !n.has_input(0)) continue;
     // opset >= 12 Dropout may take a training_mode input: only a constant false keeps it an identity.
     if (n.op_type == "Dropout" && n.has_input(2)) {

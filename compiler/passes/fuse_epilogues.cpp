@@ -12,15 +12,16 @@ namespace {
 using detail::constant_of;
 
 bool is_matrix(const Node& n) {
-  return n.domain.empty() &&
-         (n.op_type == "Conv" || n.op_type == "ConvTranspose" || n.op_type == "Gemm" || n.op_type == "MatMul");
+  return n.domain.empty() && (n.op_type == "Conv" || n.op_type == "ConvTranspose" || n.op_type == "Gemm" ||
+                              n.op_type == "MatMul");
 }
 
 // A constant `c` added to the [.., M, ..] output of `m` as a per-channel bias: returns it as [M]
 // (Conv / ConvTranspose: channel axis 1; MatMul: last axis); for Gemm, C broadcast to [M, N].
 std::optional<Tensor> as_bias(const Graph& g, const Node& m, const Tensor& c) {
   const Value& out = g.value(m.outputs[0]);
-  if (!out.fully_known() || !c.floating() || c.rank() > static_cast<int64_t>(out.shape.size())) return std::nullopt;
+  if (!out.fully_known() || !c.floating() || c.rank() > static_cast<int64_t>(out.shape.size()))
+    return std::nullopt;
   const size_t r = out.shape.size(), off = r - c.shape.size();
   if (m.op_type == "Gemm") {
     for (size_t d = 0; d < c.shape.size(); ++d)
@@ -42,7 +43,9 @@ std::optional<Tensor> as_bias(const Graph& g, const Node& m, const Tensor& c) {
 Tensor add_broadcast(const Tensor& a, const Tensor& b) {
   const size_t r = std::max(a.shape.size(), b.shape.size());
   Shape s(r);
-  auto dim = [&](const Tensor& t, size_t d) { return d < r - t.shape.size() ? int64_t{1} : t.shape[d - (r - t.shape.size())]; };
+  auto dim = [&](const Tensor& t, size_t d) {
+    return d < r - t.shape.size() ? int64_t{1} : t.shape[d - (r - t.shape.size())];
+  };
   for (size_t d = 0; d < r; ++d) s[d] = std::max(dim(a, d), dim(b, d));
   Tensor out(DataType::kFloat32, s);
   std::vector<int64_t> idx(r, 0);
@@ -116,8 +119,8 @@ void fuse_epilogues(Graph& g) {
       if (f.has_attr(kActivation)) {
         // Relu then Clip(lo >= 0, hi) is Clip(lo, hi): torch exports relu6 that way.
         std::map<std::string, Attribute> act;
-        if (f.attr_string(kActivation, "") != "Relu" || cn.op_type != "Clip" || !activation_attrs(g, cn, act) ||
-            act[kActMin].f() < 0.0f)
+        if (f.attr_string(kActivation, "") != "Relu" || cn.op_type != "Clip" ||
+            !activation_attrs(g, cn, act) || act[kActMin].f() < 0.0f)
           break;
         for (auto& [key, a] : act) f.attrs[key] = a;
       } else if (cn.domain.empty() && cn.op_type == "Add" && cn.inputs.size() == 2) {

@@ -13,9 +13,9 @@ namespace {
 using Layout = std::vector<int>;
 
 bool conv_like(const Node& n) {
-  static const std::set<std::string> ops = {"Conv",          "ConvTranspose",     "MaxPool",       "AveragePool",
-                                            "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization", "LRN",
-                                            "InstanceNormalization"};
+  static const std::set<std::string> ops = {
+      "Conv",          "ConvTranspose",      "MaxPool", "AveragePool",          "GlobalAveragePool",
+      "GlobalMaxPool", "BatchNormalization", "LRN",     "InstanceNormalization"};
   return n.domain.empty() && ops.count(n.op_type);
 }
 
@@ -23,11 +23,11 @@ bool conv_like(const Node& n) {
 // pads are logical; the back end maps them through the layout).
 bool layout_agnostic(const Node& n) {
   static const std::set<std::string> ops = {
-      "Add",  "Sub",   "Mul",         "Div",       "Pow",     "Max",      "Min",     "Sum",       "Mean",
-      "Relu", "LeakyRelu", "PRelu",   "Clip",      "Sigmoid", "Tanh",     "HardSigmoid", "HardSwish", "Erf",
-      "Exp",  "Sqrt",  "Reciprocal",  "Neg",       "Abs",     "Elu",      "Selu",    "Celu",      "Softplus",
-      "Softsign", "Log", "Floor",     "Ceil",      "Round",   "Sign",     "Concat",  "Pad",       "Resize",
-      "Upsample"};
+      "Add",       "Sub",    "Mul",       "Div",      "Pow",        "Max",     "Min",  "Sum",
+      "Mean",      "Relu",   "LeakyRelu", "PRelu",    "Clip",       "Sigmoid", "Tanh", "HardSigmoid",
+      "HardSwish", "Erf",    "Exp",       "Sqrt",     "Reciprocal", "Neg",     "Abs",  "Elu",
+      "Selu",      "Celu",   "Softplus",  "Softsign", "Log",        "Floor",   "Ceil", "Round",
+      "Sign",      "Concat", "Pad",       "Resize",   "Upsample"};
   if (n.domain == kNpuDomain) return n.op_type == "Gelu" || n.op_type == "Silu";
   return n.domain.empty() && ops.count(n.op_type);
 }
@@ -114,8 +114,9 @@ void assign_layouts(Graph& g) {
     if (auto it = converted.find(key); it != converted.end()) return it->second;
     const Value& src = g.value(v);
     const Layout from = src.layout;
-    std::string dst = out_name.empty() ? detail::add_value(g, v + (to.empty() ? "_nchw" : "_nhwc"), src.dtype, src.shape)
-                                       : out_name;
+    std::string dst = out_name.empty()
+                          ? detail::add_value(g, v + (to.empty() ? "_nchw" : "_nhwc"), src.dtype, src.shape)
+                          : out_name;
     g.value(dst).layout = to;
     Node t = detail::make_node(g, "Transpose", "layout_" + std::to_string(count++) + "_" + v, {v}, {dst});
     t.name = g.unique_node_name(t.name);
@@ -167,7 +168,8 @@ void assign_layouts(Graph& g) {
     for (const auto& o : n.outputs)
       for (const auto& [orig, inner] : renamed)
         if (o == inner)
-          convert(inner, {}, "graph output '" + orig + "' is in ONNX order but its producer writes NHWC", orig);
+          convert(inner, {}, "graph output '" + orig + "' is in ONNX order but its producer writes NHWC",
+                  orig);
   }
   g.nodes = std::move(out);
   detail::drop_unreferenced_values(g);

@@ -59,6 +59,10 @@
 //      npu.Silu                -> Sigmoid, Mul
 //      BatchNormalization      -> Mul(scale), Add(shift) with scale = gamma/sqrt(var+eps) and
 //                                 shift = beta - mean*scale folded to constants
+//      InstanceNormalization   -> as LayerNormalization over the spatial axes, [C,1,..] scale/bias
+//      ReduceSumSquare/L1/L2   -> Mul(x, x) | Abs, ReduceSum [, Sqrt]
+//      Sum / Mean (variadic)   -> Add chain [, Mul(1/n)]
+//      PRelu                   -> Relu(x) + slope * Min(x, 0)
 //    With options.decompose = false those nodes stay as they are.
 //
 // 6. Constant folding: no node has only constant inputs (such nodes are evaluated with the FP32
@@ -131,10 +135,10 @@ void lower(Graph& g, const PipelineOptions& options = {}, PassManager::Observer 
 
 // One inserted layout conversion, for the compile report.
 struct LayoutChange {
-  std::string node;    // the npu.Transpose node's name
-  std::string input;   // the value converted
-  std::string output;  // its copy in the new layout
-  Shape shape;         // logical shape
+  std::string node;                         // the npu.Transpose node's name
+  std::string input;                        // the value converted
+  std::string output;                       // its copy in the new layout
+  Shape shape;                              // logical shape
   std::vector<int> from_layout, to_layout;  // memory orders (empty = ONNX order)
   std::string reason;
 };

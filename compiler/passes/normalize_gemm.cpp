@@ -32,8 +32,9 @@ Tensor scaled(Tensor t, float s) {
 }
 
 // Inserts `op`(value[, operand]) before node k and returns the new value's name (node k shifts to k+1).
-std::string insert_before(Graph& g, size_t k, const std::string& op, const std::string& value, const Shape& shape,
-                          std::vector<std::string> extra, std::map<std::string, Attribute> attrs) {
+std::string insert_before(Graph& g, size_t k, const std::string& op, const std::string& value,
+                          const Shape& shape, std::vector<std::string> extra,
+                          std::map<std::string, Attribute> attrs) {
   const Value& v = g.value(value);
   std::string out = add_value(g, value + "_" + op, v.dtype, shape, v.shape_known);
   std::vector<std::string> inputs = {value};

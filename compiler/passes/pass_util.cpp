@@ -50,7 +50,8 @@ std::string add_constant(Graph& g, const std::string& base, Tensor t) {
   return name;
 }
 
-std::string add_value(Graph& g, const std::string& base, DataType dtype, const Shape& shape, bool shape_known) {
+std::string add_value(Graph& g, const std::string& base, DataType dtype, const Shape& shape,
+                      bool shape_known) {
   std::string name = g.unique_value_name(base);
   Value& v = g.ensure_value(name);
   v.dtype = dtype;
@@ -59,8 +60,8 @@ std::string add_value(Graph& g, const std::string& base, DataType dtype, const S
   return name;
 }
 
-Node make_node(const Graph& g, const std::string& op_type, const std::string& base, std::vector<std::string> inputs,
-               std::vector<std::string> outputs) {
+Node make_node(const Graph& g, const std::string& op_type, const std::string& base,
+               std::vector<std::string> inputs, std::vector<std::string> outputs) {
   Node n;
   n.op_type = op_type;
   n.name = g.unique_node_name(base);
@@ -99,9 +100,9 @@ Tensor int64_vector(const std::vector<int64_t>& v) {
 }
 
 Node make_reduce(Graph& g, const std::string& op_type, const std::string& base, const std::string& input,
-                 const std::vector<int64_t>& axes, const std::string& output) {
+                 const std::vector<int64_t>& axes, const std::string& output, bool keepdims) {
   Node n = make_node(g, op_type, base, {input}, {output});
-  n.attrs["keepdims"].value = int64_t{1};
+  n.attrs["keepdims"].value = int64_t{keepdims ? 1 : 0};
   const bool axes_as_input = op_type == "ReduceSum" ? g.opset >= 13 : g.opset >= 18;
   if (axes_as_input)
     n.inputs.push_back(add_constant(g, base + "_axes", int64_vector(axes)));

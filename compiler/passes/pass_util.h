@@ -28,7 +28,8 @@ std::optional<float> scalar_constant(const Graph& g, const std::string& name);
 std::string add_constant(Graph& g, const std::string& base, Tensor t);
 
 // Adds a new non-constant value with a fresh name derived from `base`; returns the name.
-std::string add_value(Graph& g, const std::string& base, DataType dtype, const Shape& shape, bool shape_known = true);
+std::string add_value(Graph& g, const std::string& base, DataType dtype, const Shape& shape,
+                      bool shape_known = true);
 
 // A node with a fresh name derived from `base`.
 Node make_node(const Graph& g, const std::string& op_type, const std::string& base,
@@ -46,10 +47,10 @@ void drop_unreferenced_values(Graph& g);
 // An int64 1-D constant (shape arithmetic, axes inputs).
 Tensor int64_vector(const std::vector<int64_t>& v);
 
-// Adds a reduction node over `axes` with keepdims=1, spelling the axes the way g.opset wants (attribute
-// before opset 18, ReduceSum's input from opset 13). Returns the node (not yet inserted).
+// Adds a reduction node over `axes` (keepdims=1 unless said otherwise), spelling the axes the way g.opset
+// wants (attribute before opset 18, ReduceSum's input from opset 13). Returns the node (not yet inserted).
 Node make_reduce(Graph& g, const std::string& op_type, const std::string& base, const std::string& input,
-                 const std::vector<int64_t>& axes, const std::string& output);
+                 const std::vector<int64_t>& axes, const std::string& output, bool keepdims = true);
 
 // The axes of a Reduce* node (attribute or input), normalised to [0, rank); nullopt when not constant.
 std::optional<std::vector<int64_t>> reduce_axes(const Graph& g, const Node& n, int64_t rank);

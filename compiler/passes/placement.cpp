@@ -34,7 +34,8 @@ std::string placement_of(const Graph& g, const Node& n) {
   if (!row) return "host";
   const std::string& op = n.op_type;
   // Constraints the table states in words, checked on the node.
-  if (op == "Gather" && !detail::constant_of(g, n.inputs[0]) && !detail::constant_of(g, n.inputs[1])) return "host";
+  if (op == "Gather" && !detail::constant_of(g, n.inputs[0]) && !detail::constant_of(g, n.inputs[1]))
+    return "host";
   if (op == "Cast") return detail::constant_of(g, n.inputs[0]) ? "free" : "vector";
   if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze")
     return in_onnx_order(g, n.inputs[0]) ? "free" : "vector";
@@ -42,10 +43,14 @@ std::string placement_of(const Graph& g, const Node& n) {
       !(float_operand(g, n.inputs[0]) && float_operand(g, n.inputs[1])))
     return "host";
   switch (row->placement) {
-    case Placement::kNpuMatrix: return "matrix";
-    case Placement::kNpuVector: return "vector";
-    case Placement::kFree: return "free";
-    case Placement::kHost: return "host";
+    case Placement::kNpuMatrix:
+      return "matrix";
+    case Placement::kNpuVector:
+      return "vector";
+    case Placement::kFree:
+      return "free";
+    case Placement::kHost:
+      return "host";
   }
   return "host";
 }

@@ -219,7 +219,8 @@ bool match_gated(Graph& g, Matcher& m, int act) {
   const Node& an = g.nodes[act];
   const bool hs = an.op_type == "HardSigmoid";
   if (!hs && an.op_type != "Sigmoid") return false;
-  if (hs && (!near(an.attr_float("alpha", 0.2f), 1.0 / 6.0) || !near(an.attr_float("beta", 0.5f), 0.5))) return false;
+  if (hs && (!near(an.attr_float("alpha", 0.2f), 1.0 / 6.0) || !near(an.attr_float("beta", 0.5f), 0.5)))
+    return false;
   const std::string x = an.inputs[0];
   const int mul = m.next(an.outputs[0], "Mul");
   if (mul < 0) return false;

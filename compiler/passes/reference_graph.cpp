@@ -32,7 +32,9 @@ std::vector<Node> split_epilogue(Graph& g, Node n) {
   if (!bias.empty()) steps.push_back({"Add", bias});
   if (!residual.empty()) steps.push_back({"Add", residual});
   if (!act.empty()) steps.push_back({act, ""});
-  auto fresh = [&](const std::string& what) { return add_value(g, y + "_" + what, yv.dtype, yv.shape, yv.shape_known); };
+  auto fresh = [&](const std::string& what) {
+    return add_value(g, y + "_" + what, yv.dtype, yv.shape, yv.shape_known);
+  };
   std::string v = steps.empty() ? y : fresh("mm");
   n.outputs[0] = v;
   std::vector<Node> out = {n};
@@ -93,9 +95,12 @@ Graph reference_graph(const Graph& lowered) {
         id.attrs.clear();
         e = std::vector<Node>{id};
       }
-      if (!e) throw std::runtime_error("reference_graph: no ONNX form for node '" + n.name + "' (npu." + n.op_type + ")");
+      if (!e)
+        throw std::runtime_error("reference_graph: no ONNX form for node '" + n.name + "' (npu." + n.op_type +
+                                 ")");
       parts = std::move(*e);
-    } else if (n.domain.empty() && n.op_type == "LayerNormalization" && !interpreter_supports("LayerNormalization")) {
+    } else if (n.domain.empty() && n.op_type == "LayerNormalization" &&
+               !interpreter_supports("LayerNormalization")) {
       auto e = passes::detail::expand_layernorm(g, n);
       if (!e) throw std::runtime_error("reference_graph: cannot expand LayerNormalization '" + n.name + "'");
       parts = std::move(*e);

@@ -10,8 +10,8 @@ namespace {
 
 // Every node is one the vector unit runs as a single VecOp.
 void expect_only_primitives(const Graph& g) {
-  static const std::set<std::string> prims = {"ReduceMax", "ReduceSum", "ReduceMean", "Sub", "Add", "Mul", "Div",
-                                              "Exp",       "Sqrt",      "Sigmoid"};
+  static const std::set<std::string> prims = {"ReduceMax", "ReduceSum", "ReduceMean", "Sub",  "Add",
+                                              "Mul",       "Div",       "Exp",        "Sqrt", "Sigmoid"};
   for (const auto& n : g.nodes) EXPECT_TRUE(prims.count(n.op_type) && n.domain.empty()) << n.op_type;
 }
 
@@ -45,8 +45,8 @@ TEST(Decompose, LayerNormalizationOpset17AndReduceAxesAsInputsFromOpset18) {
     GraphBuilder b(opset);
     auto x = b.input("x", {2, 3, 8});
     b.output(b.node("LayerNormalization",
-                    {x, b.random_constant("gamma", {8}, 1, 0.5f, 1.5f), b.random_constant("beta", {8}, 2)}, "y",
-                    {2, 3, 8}, {{"axis", attr_i(-1)}, {"epsilon", attr_f(1e-5f)}}));
+                    {x, b.random_constant("gamma", {8}, 1, 0.5f, 1.5f), b.random_constant("beta", {8}, 2)},
+                    "y", {2, 3, 8}, {{"axis", attr_i(-1)}, {"epsilon", attr_f(1e-5f)}}));
     Graph before = b.build();
     Graph g = before;
     passes::decompose(g);
@@ -73,6 +73,29 @@ TEST(Decompose, SiluAndUnfusedBatchNorm) {
   expect_only_primitives(g);
   EXPECT_EQ(g.nodes.size(), 4u);  // Sigmoid, Mul, Mul(scale), Add(shift)
   EXPECT_TRUE(same_outputs(reference_graph(before), g));
+}
+
+TEST(Decompose, InstanceNormNormReductionsVariadicSumAndPRelu) {
+  GraphBuilder b(13);
+  auto x = b.input("x", {2, 3, 4, 5});
+  auto in = b.node("InstanceNormalization",
+                   {x, b.random_constant("sc", {3}, 1, 0.5f, 1.5f), b.random_constant("bi", {3}, 2)}, "in",
+                   {2, 3, 4, 5}, {{"epsilon", attr_f(1e-4f)}});
+  auto l2 = b.node("ReduceL2", {in}, "l2", {2, 3, 1, 1}, {{"axes", attr_ints({2, 3})}});
+  auto l1 = b.node("ReduceL1", {in}, "l1", {2, 3}, {{"axes", attr_ints({-1, -2})}, {"keepdims", attr_i(0)}});
+  auto ss = b.node("ReduceSumSquare", {in}, "ss", {2, 3, 4, 1}, {{"axes", attr_ints({3})}});
+  auto sum = b.node("Sum", {in, ss, l2}, "sum", {2, 3, 4, 5});
+  auto mean = b.node("Mean", {sum, in}, "mean", {2, 3, 4, 5});
+  b.output(b.node("PRelu", {mean, b.random_constant("slope", {3, 1, 1}, 3, 0.0f, 0.5f)}, "y", {2, 3, 4, 5}));
+  b.output(l1);
+  Graph before = b.build();
+  Graph g = before;
+  passes::decompose(g);
+  g.verify();
+  static const std::set<std::string> prims = {"ReduceSum", "ReduceMean", "Sub", "Add",  "Mul",
+                                              "Div",       "Sqrt",       "Abs", "Relu", "Min"};
+  for (const auto& n : g.nodes) EXPECT_TRUE(prims.count(n.op_type)) << n.op_type;
+  EXPECT_TRUE(same_outputs(before, g));
 }
 
 TEST(Decompose, PipelineFlagKeepsCompositeOps) {

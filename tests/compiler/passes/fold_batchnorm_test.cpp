@@ -40,7 +40,8 @@ TEST(FoldBatchnorm, ConvWithoutBiasGetsScaledWeightsAndABias) {
   const Tensor& gm = *before.value("gamma10").constant;
   const Tensor& var = *before.value("var10").constant;
   const float s2 = gm.f[2] / std::sqrt(var.f[2] + 1e-3f);
-  EXPECT_NEAR(g.value(conv.inputs[1]).constant->f[2 * 27 + 5], before.value(w).constant->f[2 * 27 + 5] * s2, 1e-6);
+  EXPECT_NEAR(g.value(conv.inputs[1]).constant->f[2 * 27 + 5], before.value(w).constant->f[2 * 27 + 5] * s2,
+              1e-6);
   EXPECT_FALSE(g.has_value("c"));
   EXPECT_TRUE(same_outputs(before, g));
 }

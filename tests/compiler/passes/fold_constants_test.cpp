@@ -14,7 +14,8 @@ Graph shape_arithmetic_graph() {
   auto i0 = b.constant("i0", Tensor::scalar_int(DataType::kInt64, 0));
   auto n = b.node("Gather", {s, i0}, "n", {}, {{"axis", attr_i(0)}}, DataType::kInt64);
   auto n1 = b.node("Unsqueeze", {n, b.ints("ax0", {0})}, "n1", {1}, {}, DataType::kInt64);
-  auto shape = b.node("Concat", {n1, b.ints("minus1", {-1})}, "shape", {2}, {{"axis", attr_i(0)}}, DataType::kInt64);
+  auto shape =
+      b.node("Concat", {n1, b.ints("minus1", {-1})}, "shape", {2}, {{"axis", attr_i(0)}}, DataType::kInt64);
   auto y = b.node("Reshape", {x, shape}, "y", {2, 60});
   b.output(y);
   return b.build();
@@ -59,9 +60,10 @@ TEST(FoldConstants, ShapesLeftOpenBehindShapeArithmeticAreFilledInOnceItFolds) {
   GraphBuilder b;
   auto x = b.input("x", {2, 6});
   auto s = b.node("Shape", {x}, "s", {2}, {}, DataType::kInt64);
-  auto w = b.node("Gather", {s, b.constant("one", Tensor::scalar_int(DataType::kInt64, 1))}, "w", {}, {{"axis", attr_i(0)}},
+  auto w = b.node("Gather", {s, b.constant("one", Tensor::scalar_int(DataType::kInt64, 1))}, "w", {},
+                  {{"axis", attr_i(0)}}, DataType::kInt64);
+  auto h = b.node("Div", {w, b.constant("two", Tensor::scalar_int(DataType::kInt64, 2))}, "h", {}, {},
                   DataType::kInt64);
-  auto h = b.node("Div", {w, b.constant("two", Tensor::scalar_int(DataType::kInt64, 2))}, "h", {}, {}, DataType::kInt64);
   auto end = b.node("Unsqueeze", {h, b.ints("ax", {0})}, "end", {1}, {}, DataType::kInt64);
   auto sl = b.node("Slice", {x, b.ints("start", {0}), end, b.ints("axes", {1})}, "sl", {});
   auto r = b.node("Relu", {sl}, "r", {});

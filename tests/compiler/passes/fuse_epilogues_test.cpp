@@ -59,7 +59,8 @@ TEST(FuseEpilogues, GemmBiasAddGelu) {
   auto a = b.input("a", {3, 8});
   auto m = b.node("Gemm", {a, b.random_constant("w", {8, 5}, 1)}, "m", {3, 5});
   auto biased = b.node("Add", {b.random_constant("bias", {5}, 2), m}, "biased", {3, 5});
-  b.output(b.node("Gelu", {biased}, "y", {3, 5}, {{"approximate", attr_s("none")}}, DataType::kFloat32, "npu"));
+  b.output(
+      b.node("Gelu", {biased}, "y", {3, 5}, {{"approximate", attr_s("none")}}, DataType::kFloat32, "npu"));
   Graph before = b.build();
   Graph g = before;
   passes::fuse_epilogues(g);

@@ -36,8 +36,8 @@ std::vector<float> uniform(int64_t n, uint32_t seed, float lo, float hi) {
   return v;
 }
 
-std::string GraphBuilder::random_constant(const std::string& name, const Shape& shape, uint32_t seed, float lo,
-                                          float hi) {
+std::string GraphBuilder::random_constant(const std::string& name, const Shape& shape, uint32_t seed,
+                                          float lo, float hi) {
   return constant(name, Tensor::from_floats(shape, uniform(num_elements(shape), seed, lo, hi)));
 }
 
@@ -45,8 +45,9 @@ std::string GraphBuilder::ints(const std::string& name, const std::vector<int64_
   return constant(name, Tensor::from_ints(DataType::kInt64, {static_cast<int64_t>(v.size())}, v));
 }
 
-std::string GraphBuilder::node(const std::string& op, const std::vector<std::string>& inputs, const std::string& out,
-                               const Shape& out_shape, std::map<std::string, Attribute> attrs, DataType dtype,
+std::string GraphBuilder::node(const std::string& op, const std::vector<std::string>& inputs,
+                               const std::string& out, const Shape& out_shape,
+                               std::map<std::string, Attribute> attrs, DataType dtype,
                                const std::string& domain) {
   Node n;
   n.op_type = op;
@@ -108,7 +109,8 @@ std::map<std::string, Tensor> random_inputs(const Graph& g, uint32_t seed) {
   }
   for (const auto& [name, w] : want) {
     auto it = got.find(name);
-    if (it == got.end()) return ::testing::AssertionFailure() << "output '" << name << "' missing after the pass";
+    if (it == got.end())
+      return ::testing::AssertionFailure() << "output '" << name << "' missing after the pass";
     const Tensor& h = it->second;
     if (h.shape != w.shape)
       return ::testing::AssertionFailure() << "output '" << name << "' shape " << shape_to_string(h.shape)
@@ -117,8 +119,9 @@ std::map<std::string, Tensor> random_inputs(const Graph& g, uint32_t seed) {
     for (int64_t k = 0; k < w.size(); ++k) scale = std::max(scale, std::fabs(w.as_double(k)));
     for (int64_t k = 0; k < w.size(); ++k)
       if (!(std::fabs(w.as_double(k) - h.as_double(k)) <= tol * scale))
-        return ::testing::AssertionFailure() << "output '" << name << "' element " << k << ": " << h.as_double(k)
-                                             << " != " << w.as_double(k) << " (scale " << scale << ")";
+        return ::testing::AssertionFailure()
+               << "output '" << name << "' element " << k << ": " << h.as_double(k)
+               << " != " << w.as_double(k) << " (scale " << scale << ")";
   }
   return ::testing::AssertionSuccess();
 }

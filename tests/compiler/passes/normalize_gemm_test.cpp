@@ -33,7 +33,8 @@ TEST(NormalizeGemm, RuntimeTransposedOperandsGetTransposeNodes) {
   GraphBuilder b;
   auto a = b.input("a", {4, 3});  // transA: [K, M]
   auto w = b.input("w", {5, 4});  // transB: [N, K]
-  auto y = b.node("Gemm", {a, w}, "y", {3, 5}, {{"transA", attr_i(1)}, {"transB", attr_i(1)}, {"alpha", attr_f(2.0f)}});
+  auto y = b.node("Gemm", {a, w}, "y", {3, 5},
+                  {{"transA", attr_i(1)}, {"transB", attr_i(1)}, {"alpha", attr_f(2.0f)}});
   b.output(y);
   Graph before = b.build();
   Graph g = before;

@@ -40,37 +40,38 @@ TEST(Pipeline, DemoModelConvBnReluLowersToThreeFusedConvs) {
 TEST(Pipeline, TorchSmallCnnFoldsFusesAndConvertsLayoutOnceAtTheInput) {
   // The same network exported with BatchNormalization folded by torch and kept as nodes.
   for (const char* file : {"small_cnn_op13.onnx", "small_cnn_bn_op13.onnx"}) {
-  SCOPED_TRACE(file);
-  Graph before = import_onnx_file(std::string(NPUSIM_SOURCE_DIR) + "/tests/compiler/passes/data/" + file);
-  Graph g = before;
-  lower(g);
-  expect_every_node_placed(g);
-  EXPECT_EQ(count_ops(g, "BatchNormalization"), 0);
-  EXPECT_EQ(count_ops(g, "Conv"), 2);
-  EXPECT_EQ(count_ops(g, "Relu"), 0);
-  EXPECT_EQ(count_ops(g, "Clip"), 0);
-  EXPECT_EQ(count_ops(g, "Constant"), 0);
-  EXPECT_EQ(count_ops(g, "Concat"), 0);  // the view's shape arithmetic was folded
-  EXPECT_EQ(count_ops(g, "Softmax"), 0);
-  // relu6 = Relu then Clip(0, 6) composed into the first conv; the residual add + relu into the second.
-  int residual = 0, clip = 0;
-  for (const auto& n : g.nodes) {
-    residual += n.has_attr(kResidualInput);
-    clip += n.attr_string(kActivation, "") == "Clip";
-  }
-  EXPECT_EQ(residual, 1);
-  EXPECT_EQ(clip, 1);
-  // The input is converted to NHWC; the pooled [1,8,1,1] map reshapes without a conversion.
-  auto changes = layout_changes(g);
-  ASSERT_EQ(changes.size(), 1u);
-  EXPECT_EQ(changes[0].input, "x");
-  EXPECT_EQ(g.nodes.size(), 11u);  // transpose, 2 convs, pool, reshape, gemm, 5 softmax primitives
-  EXPECT_TRUE(same_outputs(before, g));
+    SCOPED_TRACE(file);
+    Graph before = import_onnx_file(std::string(NPUSIM_SOURCE_DIR) + "/tests/compiler/passes/data/" + file);
+    Graph g = before;
+    lower(g);
+    expect_every_node_placed(g);
+    EXPECT_EQ(count_ops(g, "BatchNormalization"), 0);
+    EXPECT_EQ(count_ops(g, "Conv"), 2);
+    EXPECT_EQ(count_ops(g, "Relu"), 0);
+    EXPECT_EQ(count_ops(g, "Clip"), 0);
+    EXPECT_EQ(count_ops(g, "Constant"), 0);
+    EXPECT_EQ(count_ops(g, "Concat"), 0);  // the view's shape arithmetic was folded
+    EXPECT_EQ(count_ops(g, "Softmax"), 0);
+    // relu6 = Relu then Clip(0, 6) composed into the first conv; the residual add + relu into the second.
+    int residual = 0, clip = 0;
+    for (const auto& n : g.nodes) {
+      residual += n.has_attr(kResidualInput);
+      clip += n.attr_string(kActivation, "") == "Clip";
+    }
+    EXPECT_EQ(residual, 1);
+    EXPECT_EQ(clip, 1);
+    // The input is converted to NHWC; the pooled [1,8,1,1] map reshapes without a conversion.
+    auto changes = layout_changes(g);
+    ASSERT_EQ(changes.size(), 1u);
+    EXPECT_EQ(changes[0].input, "x");
+    EXPECT_EQ(g.nodes.size(), 11u);  // transpose, 2 convs, pool, reshape, gemm, 5 softmax primitives
+    EXPECT_TRUE(same_outputs(before, g));
   }
 }
 
 TEST(Pipeline, TorchTransformerMlpKeepsValuesWithAndWithoutDecomposition) {
-  Graph before = import_onnx_file(std::string(NPUSIM_SOURCE_DIR) + "/tests/compiler/passes/data/linear_ln_gelu_op13.onnx");
+  Graph before = import_onnx_file(std::string(NPUSIM_SOURCE_DIR) +
+                                  "/tests/compiler/passes/data/linear_ln_gelu_op13.onnx");
   for (bool decompose : {false, true}) {
     Graph g = before;
     PipelineOptions o;

@@ -20,7 +20,8 @@ TEST(RecognizePatterns, TorchLayerNormAndGeluAtOpset13BecomeOneNodeEach) {
   g.verify();
   EXPECT_EQ(count_ops(g, "LayerNormalization"), 1);
   EXPECT_EQ(count_ops(g, "Gelu", "npu"), 1);
-  for (const char* op : {"ReduceMean", "Sub", "Pow", "Sqrt", "Div", "Erf"}) EXPECT_EQ(count_ops(g, op), 0) << op;
+  for (const char* op : {"ReduceMean", "Sub", "Pow", "Sqrt", "Div", "Erf"})
+    EXPECT_EQ(count_ops(g, op), 0) << op;
   const Node* ln = find_node(g, "LayerNormalization");
   ASSERT_NE(ln, nullptr);
   EXPECT_EQ(ln->attr_int("axis", 0), 2);
