@@ -12,6 +12,7 @@
 #include "compiler/backend/context.h"
 #include "compiler/passes/lowered.h"
 #include "isa/machine/spec_text.h"
+#include "isa/timing/dma.h"
 #include "isa/timing/units.h"
 
 namespace npusim::compiler {
@@ -231,9 +232,9 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
   result.memory.activation_base = 0;
   result.memory.activation_bytes = peak;
   result.memory.activation_bytes_no_reuse = no_reuse;
-  c.data_end_ = c.align(peak);
+  c.data_base_ = c.data_end_ = c.align(peak);
   result.memory.weight_base = c.data_end_;
-  c.scratch_end_ = uint64_t{1} << 38;
+  c.scratch_base_ = c.scratch_end_ = uint64_t{1} << 38;
 
   // ---- code generation, node by node ----
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -270,6 +271,21 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
         lower_host(c, n, why.empty() ? "not mapped by the back end" : why);
       } else {
         plan.instructions = c.em.size() - before;
+        if (plan.placement != "matrix") {
+          // Vector layers: the busier of the vector unit and the DMA engines, from the emitted code.
+          double vec = 0, dma = 0;
+          for (int64_t k = before; k < c.em.size(); ++k) {
+            const isa::Instruction& ins = prog.instructions[static_cast<size_t>(k)];
+            if (ins.opcode == isa::Opcode::kVec) vec += static_cast<double>(isa::timing::vec_cycles(ins, config.vector));
+            if (ins.opcode == isa::Opcode::kLoad || ins.opcode == isa::Opcode::kStore) {
+              dma += isa::timing::estimate_dma_cycles(ins, config);
+            }
+          }
+          dma /= static_cast<double>(std::max<int64_t>(1, config.dma.engines));
+          plan.est_compute_cycles = static_cast<int64_t>(vec);
+          plan.est_dma_cycles = static_cast<int64_t>(dma);
+          plan.est_cycles = static_cast<int64_t>(std::max(vec, dma));
+        }
       }
     }
     c.em.collapse_sram();
@@ -319,16 +335,16 @@ std::string compile_summary(const CompileResult& r) {
   s += fmt::format("{} layers, {} instructions, {} data segments ({:.1f} KiB), compile {:.3f} s\n", r.layers.size(),
                    r.program.instructions.size(), r.program.data.size(),
                    static_cast<double>(r.memory.weight_bytes) / 1024.0, r.compile_seconds);
-  s += fmt::format("{:<28} {:<18} {:<7} {:>6} {:>6} {:>6} {:>5} {:>9} {:>9} {:>9} {:>12}  {}\n", "layer", "op",
-                   "place", "tile_m", "tile_k", "tile_n", "gb", "in_KiB", "w_KiB", "acc_KiB", "est_cycles",
-                   "mapping");
+  s += fmt::format("{:<28} {:<18} {:<7} {:>6} {:>6} {:>6} {:>5} {:>9} {:>9} {:>9} {:>7} {:>12}  {}\n", "layer",
+                   "op", "place", "tile_m", "tile_k", "tile_n", "gb", "in_KiB", "w_KiB", "acc_KiB", "instr",
+                   "est_cycles", "mapping");
   int64_t total = 0;
   for (const LayerPlan& p : r.layers) {
     total += p.est_cycles;
-    s += fmt::format("{:<28} {:<18} {:<7} {:>6} {:>6} {:>6} {:>5} {:>9.1f} {:>9.1f} {:>9.1f} {:>12}  {}{}\n",
-                     p.name.substr(0, 28), p.op.substr(0, 18), p.placement, p.tile_m, p.tile_k, p.tile_n,
-                     p.group_block, p.sram_input_bytes / 1024.0, p.sram_weight_bytes / 1024.0,
-                     p.sram_acc_bytes / 1024.0, p.est_cycles, p.mapping,
+    s += fmt::format("{:<28} {:<18} {:<7} {:>6} {:>6} {:>6} {:>5} {:>9.1f} {:>9.1f} {:>9.1f} {:>7} {:>12}  {}{}\n",
+                     p.name.size() > 28 ? p.name.substr(p.name.size() - 28) : p.name, p.op.substr(0, 18),
+                     p.placement, p.tile_m, p.tile_k, p.tile_n, p.group_block, p.sram_input_bytes / 1024.0,
+                     p.sram_weight_bytes / 1024.0, p.sram_acc_bytes / 1024.0, p.instructions, p.est_cycles, p.mapping,
                      p.loop_order.empty() ? "" : "; " + p.loop_order);
   }
   s += fmt::format("estimated total (layers back to back): {} cycles\n", total);

@@ -122,6 +122,10 @@ int Context::load(isa::Buffer buf, uint64_t sram, const Range& dram_range, uint6
   i.set(Field::kPadRight, pads[3]).set(Field::kPadValue, pad_value);
   const uint64_t bytes = static_cast<uint64_t>(s[0] * (s[1] + pads[2] + pads[3]) * (s[2] + pads[0] + pads[1]) * s[3] *
                                                isa::dtype_bytes(t));
+  // Data segments are never written while the program runs: reading them needs no dependency (and
+  // tracking every weight tile would only grow the emitter's history).
+  const bool constant = dram_range.begin >= data_base_ && dram_range.begin < scratch_base_;
+  if (constant) return em.emit(i, {}, {Range{static_cast<int>(buf), sram, sram + bytes}});
   return em.emit(i, {dram_range}, {Range{static_cast<int>(buf), sram, sram + bytes}});
 }
 

@@ -99,8 +99,8 @@ class Context {
   LayerPlan* plan = nullptr;
 
   // Next free DRAM byte of the data segments / of the scratch region (set by the driver).
-  uint64_t data_end_ = 0;
-  uint64_t scratch_end_ = 0;
+  uint64_t data_base_ = 0, data_end_ = 0;
+  uint64_t scratch_base_ = 0, scratch_end_ = 0;
 };
 
 // fp32 bit pattern of v as an immediate.

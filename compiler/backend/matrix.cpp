@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <set>
 
 #include "compiler/backend/context.h"
@@ -73,16 +74,21 @@ struct Tiling {
   int64_t in_bytes = 0, w_bytes = 0, acc_bytes = 0;
 };
 
+// Tile sizes worth trying for a dimension: the whole extent, its halvings, and powers-of-two multiples of
+// the array granule (full folds); when there are too many, an evenly spread subset that keeps the
+// largest and the smallest (1, which always fits).
 std::vector<int64_t> candidates(int64_t extent, int64_t granule, size_t max_count) {
   std::set<int64_t> s;
   for (int64_t d = 1; d <= extent; d *= 2) s.insert(cdiv(extent, d));
-  for (int64_t g = granule; g > 0 && g < extent; g *= 2) s.insert(g);
+  for (int64_t g = std::max<int64_t>(1, granule); g < extent; g *= 2) s.insert(g);
   s.insert(1);
   std::vector<int64_t> v(s.rbegin(), s.rend());  // largest first
   if (v.size() > max_count) {
-    // keep the largest ones and the smallest (the fallback that always fits)
-    std::vector<int64_t> k(v.begin(), v.begin() + static_cast<long>(max_count - 1));
-    k.push_back(v.back());
+    std::vector<int64_t> k;
+    for (size_t i = 0; i < max_count; ++i) {
+      const size_t at = i * (v.size() - 1) / (max_count - 1);
+      if (k.empty() || k.back() != v[at]) k.push_back(v[at]);
+    }
     v = k;
   }
   return v;
@@ -123,7 +129,16 @@ class MatrixMapper {
   }
   static int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
 
+  // isa::timing::estimate_dma_cycles, memoised: the search asks for the same few boxes many times.
   double dma_cycles(int64_t s0, int64_t s1, int64_t s2, int64_t st1, int64_t st2, DType t) const {
+    const std::array<int64_t, 6> key = {s0, s1, s2, st1, st2, static_cast<int64_t>(t)};
+    auto it = dma_memo_.find(key);
+    if (it != dma_memo_.end()) return it->second;
+    const double v = dma_cycles_uncached(s0, s1, s2, st1, st2, t);
+    dma_memo_.emplace(key, v);
+    return v;
+  }
+  double dma_cycles_uncached(int64_t s0, int64_t s1, int64_t s2, int64_t st1, int64_t st2, DType t) const {
     isa::Instruction i;
     i.opcode = isa::Opcode::kLoad;
     i.set(isa::Field::kDtype, static_cast<int64_t>(t)).set(isa::Field::kDramAddr, 0);
@@ -203,8 +218,9 @@ class MatrixMapper {
     int64_t n_eval = 0;
     for (int64_t gb : gbs) {
       const int64_t cin_b = gb * j_.cg, cout_b = gb * j_.mg;
-      const auto tcs = candidates(cin_b, std::max<int64_t>(1, rows / (j_.kh * j_.kw)), 6);
-      const auto tns = candidates(cout_b, cols, 6);
+      const auto tcs = gb > 1 ? std::vector<int64_t>{cin_b}
+                              : candidates(cin_b, std::max<int64_t>(1, rows / (j_.kh * j_.kw)), 8);
+      const auto tns = gb > 1 ? std::vector<int64_t>{cout_b} : candidates(cout_b, cols, 8);
       const auto tohs = candidates(j_.OH, 1, 8);
       const auto tows = candidates(j_.OW, 1, 4);
       for (int64_t tc : tcs) {
@@ -280,6 +296,16 @@ class MatrixMapper {
                           k1 = std::min(cin_b, k0 + t.tc);
             std::vector<float> tile(static_cast<size_t>(j_.kh * j_.kw * (k1 - k0) * (n1 - n0)), 0.0f);
             size_t q = 0;
+            if (t.gb == 1 && j_.groups == 1) {  // dense: copy rows
+              for (int64_t i = 0; i < j_.kh * j_.kw; ++i) {
+                for (int64_t k = k0; k < k1; ++k, q += static_cast<size_t>(n1 - n0)) {
+                  const float* src = &j_.w[static_cast<size_t>((i * j_.cg + k) * j_.mg + n0)];
+                  std::copy(src, src + (n1 - n0), tile.begin() + static_cast<long>(q));
+                }
+              }
+              w_addr[static_cast<size_t>((b * nn + jn) * nk + ik)] = c_.add_floats(tile, c_.act);
+              continue;
+            }
             for (int64_t i = 0; i < j_.kh; ++i) {
               for (int64_t jj = 0; jj < j_.kw; ++jj) {
                 for (int64_t k = k0; k < k1; ++k) {
@@ -457,6 +483,7 @@ class MatrixMapper {
  private:
   Context& c_;
   MatrixJob& j_;
+  mutable std::map<std::array<int64_t, 6>, double> dma_memo_;
 };
 
 bool set_activation(const Node& n, Epilogue& e) {

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <cmath>
 
 #include "compiler/backend/compile.h"
@@ -381,6 +383,38 @@ TEST(Precision, Fp16ProgramIsCloseToFp32Reference) {
   CompileResult r;
   EXPECT_LT(compile_and_compare(g, isa::NpuConfig{}, &r, {}, o), 5e-3) << compile_summary(r);
   for (const auto& t : r.program.tensors) EXPECT_EQ(t.dtype, isa::DType::kFp16);
+}
+
+}  // namespace
+}  // namespace npusim::compiler::testing
+namespace npusim::compiler::testing {
+namespace {
+
+// Exported torchvision / torch.nn models (scripts/export_models.py, run once into the build tree):
+// every op maps to the NPU (no fallback), tokens balance, and compiling takes well under a second.
+TEST(Models, ExportedModelsCompileFastWithoutFallbacks) {
+  const std::string dir = std::string(NPUSIM_BINARY_DIR) + "/tests/compiler/backend/models";
+  const std::vector<std::string> names = {"resnet18", "mobilenet_v2", "bert_small"};
+  std::string missing;
+  for (const auto& n : names) {
+    if (!std::ifstream(dir + "/" + n + ".onnx")) missing += " " + n;
+  }
+  if (!missing.empty()) {
+    if (!std::ifstream("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3 to export models";
+    const std::string cmd = "/usr/bin/python3 " + std::string(NPUSIM_SOURCE_DIR) + "/scripts/export_models.py " + dir +
+                            missing + " > " + dir + ".log 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+  for (const auto& n : names) {
+    Graph g = import_onnx_file(dir + "/" + n + ".onnx");
+    lower(g);
+    const auto t0 = std::chrono::steady_clock::now();
+    const CompileResult r = compile(g, isa::NpuConfig{});
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(s, 1.0) << n;
+    EXPECT_TRUE(r.fallbacks.empty()) << n << compile_summary(r);
+    EXPECT_EQ(check_tokens(r.program), "") << n;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Export the reference models npusim is measured on to ONNX (opset 13), without downloading anything.
+
+Usage: export_models.py OUTDIR NAME...
+
+NAME is one of: resnet50, resnet18, mobilenet_v2, vit_b_16, bert_base, bert_small (or "all").
+Weights are random (weights=None) with a fixed seed. BatchNorm running statistics are re-estimated on
+random inputs before export: with random init and the default statistics (mean 0, var 1) activations
+shrink layer after layer until they vanish, which makes numerical comparisons meaningless. Each model
+is written to OUTDIR/NAME.onnx; the input is named "input" (image models: 1x3x224x224, BERT-shaped
+encoders: 1x128x768 embeddings).
+"""
+import os
+import sys
+
+import torch
+import torch.nn as nn
+
+SEED = 0
+
+
+def recalibrate_batchnorm(model, shape, batches=4):
+    """Re-estimate every BatchNorm's running statistics on random inputs (cumulative average)."""
+    bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if not bns:
+        return
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None  # cumulative moving average over the calibration batches
+    model.train()
+    with torch.no_grad():
+        for _ in range(batches):
+            model(torch.randn(*shape))
+    model.eval()
+
+
+def image_model(name):
+    import torchvision.models as tvm
+    ctor = {"resnet50": tvm.resnet50, "resnet18": tvm.resnet18, "mobilenet_v2": tvm.mobilenet_v2,
+            "vit_b_16": tvm.vit_b_16}[name]
+    model = ctor(weights=None)
+    recalibrate_batchnorm(model, (8, 3, 224, 224))
+    return model, torch.randn(1, 3, 224, 224)
+
+
+class Encoder(nn.Module):
+    """A BERT-base-shaped encoder on embeddings (no embedding lookup, which is a Gather on the host)."""
+
+    def __init__(self, layers, hidden=768, heads=12, ffn=3072):
+        super().__init__()
+        # GELU passed as a function torch does not recognise keeps the encoder off its fused inference
+        # fast path (aten::_transformer_encoder_layer_fwd), which ONNX cannot express.
+        layer = nn.TransformerEncoderLayer(d_model=hidden, nhead=heads, dim_feedforward=ffn, dropout=0.0,
+                                           activation=lambda x: nn.functional.gelu(x), batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, num_layers=layers, enable_nested_tensor=False)
+
+    def forward(self, x):
+        return self.encoder(x)
+
+
+def encoder_model(name):
+    layers = {"bert_base": 12, "bert_small": 2}[name]
+    model = Encoder(layers).eval()
+    return model, torch.randn(1, 128, 768)
+
+
+MODELS = {"resnet50": image_model, "resnet18": image_model, "mobilenet_v2": image_model,
+          "vit_b_16": image_model, "bert_base": encoder_model, "bert_small": encoder_model}
+
+
+def export(name, outdir):
+    torch.manual_seed(SEED)
+    model, example = MODELS[name](name)
+    model.eval()
+    path = os.path.join(outdir, name + ".onnx")
+    # Tracing with autograd on (parameters require grad) also keeps nn.MultiheadAttention off its fused
+    # inference path (aten::_native_multi_head_attention); the exported graph is the same arithmetic.
+    with torch.enable_grad():
+        torch.onnx.export(model, (example,), path, opset_version=13, input_names=["input"],
+                          output_names=["output"], do_constant_folding=True)
+    print(path)
+
+
+def main(argv):
+    if len(argv) < 3 or argv[1] in ("-h", "--help"):
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    outdir, names = argv[1], argv[2:]
+    if names == ["all"]:
+        names = list(MODELS)
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        print(f"export_models.py: unknown model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}",
+              file=sys.stderr)
+        return 2
+    os.makedirs(outdir, exist_ok=True)
+    for n in names:
+        export(n, outdir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
