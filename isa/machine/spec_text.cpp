@@ -19,7 +19,8 @@ std::string PathVisitor::path_of(std::string_view key) const {
   return p;
 }
 
-void PathVisitor::group(std::string_view key, std::string_view description, const std::function<void()>& body) {
+void PathVisitor::group(std::string_view key, std::string_view description,
+                        const std::function<void()>& body) {
   std::string path = path_of(key);
   on_group_begin(path, key, description);
   stack_.push_back(path);
@@ -90,7 +91,8 @@ std::string parse_integer(std::string_view text, int64_t min, int64_t max, int64
   // Optional sign, then decimal digits only (from_chars alone would take a '-' but not a '+').
   std::string_view digits = text;
   if (!digits.empty() && (digits[0] == '+' || digits[0] == '-')) digits.remove_prefix(1);
-  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+  if (digits.empty() ||
+      !std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
     return not_int;
   std::string_view t = text[0] == '+' ? digits : text;
   int64_t v = 0;
@@ -111,8 +113,10 @@ std::string parse_real(std::string_view text, double min, double max, double& ou
   double v = 0;
   auto res = std::from_chars(t.data(), t.data() + t.size(), v, std::chars_format::general);
   if (res.ptr != t.data() + t.size()) return "is not a number (allowed " + real_range(min, max) + ")";
-  if (res.ec == std::errc::result_out_of_range) return "is out of range (allowed " + real_range(min, max) + ")";
-  if (res.ec != std::errc() || !std::isfinite(v)) return "is not a finite number (allowed " + real_range(min, max) + ")";
+  if (res.ec == std::errc::result_out_of_range)
+    return "is out of range (allowed " + real_range(min, max) + ")";
+  if (res.ec != std::errc() || !std::isfinite(v))
+    return "is not a finite number (allowed " + real_range(min, max) + ")";
   if (v < min || v > max) return "is out of range (allowed " + real_range(min, max) + ")";
   out = v;
   return "";
@@ -166,7 +170,8 @@ std::string closest_name(std::string_view word, const std::vector<std::string>& 
   std::string best_name;
   for (const std::string& c : candidates) {
     // Cheap bound first: the distance is at least the length difference.
-    const int len_diff = static_cast<int>(c.size() > word.size() ? c.size() - word.size() : word.size() - c.size());
+    const int len_diff =
+        static_cast<int>(c.size() > word.size() ? c.size() - word.size() : word.size() - c.size());
     if (len_diff >= best) continue;
     const int d = edit_distance(word, c);
     if (d < best) {
@@ -191,7 +196,8 @@ class Lister final : public PathVisitor {
     ParamInfo i = base(path, key, ParamInfo::Kind::kGroup, "", description);
     out.push_back(std::move(i));
   }
-  void on_integer(const std::string& path, const Param& p, int64_t& value, int64_t min, int64_t max) override {
+  void on_integer(const std::string& path, const Param& p, int64_t& value, int64_t min,
+                  int64_t max) override {
     ParamInfo i = base(path, p.key, ParamInfo::Kind::kInteger, p.unit, p.description);
     i.int_min = min;
     i.int_max = max;
@@ -353,8 +359,8 @@ class SpecReader final : public PathVisitor {
   }
   void check(const SpecLine& l, const std::string& path, const std::string& reason) {
     if (!reason.empty())
-      errors_.push_back("machine spec line " + std::to_string(l.number) + ": " + path + " = " + l.value + " " +
-                        reason);
+      errors_.push_back("machine spec line " + std::to_string(l.number) + ": " + path + " = " + l.value +
+                        " " + reason);
   }
   std::map<std::string, SpecLine>& lines_;
   std::vector<std::string>& errors_;
@@ -384,16 +390,16 @@ NpuConfig from_spec_text(const std::string& text) {
     if (line.empty() || line[0] == '#') continue;
     size_t eq = line.find('=');
     if (eq == std::string_view::npos) {
-      errors.push_back("machine spec line " + std::to_string(number) + ": '" + std::string(line.substr(0, 80)) +
-                       "': expected key=value");
+      errors.push_back("machine spec line " + std::to_string(number) + ": '" +
+                       std::string(line.substr(0, 80)) + "': expected key=value");
       continue;
     }
     std::string key(trim(line.substr(0, eq)));
     std::string value(trim(line.substr(eq + 1)));
     auto [it, inserted] = lines.emplace(key, SpecLine{number, value, false});
     if (!inserted)
-      errors.push_back("machine spec line " + std::to_string(number) + ": " + key + ": duplicate (first on line " +
-                       std::to_string(it->second.number) + ")");
+      errors.push_back("machine spec line " + std::to_string(number) + ": " + key +
+                       ": duplicate (first on line " + std::to_string(it->second.number) + ")");
   }
   NpuConfig c;
   SpecReader r(lines, errors);

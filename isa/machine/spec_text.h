@@ -43,7 +43,8 @@ class PathVisitor : public Visitor {
  protected:
   virtual void on_group_begin(const std::string& path, std::string_view key, std::string_view description);
   virtual void on_group_end(const std::string& path);
-  virtual void on_integer(const std::string& path, const Param& p, int64_t& value, int64_t min, int64_t max) = 0;
+  virtual void on_integer(const std::string& path, const Param& p, int64_t& value, int64_t min,
+                          int64_t max) = 0;
   virtual void on_real(const std::string& path, const Param& p, double& value, double min, double max) = 0;
   virtual void on_boolean(const std::string& path, const Param& p, bool& value) = 0;
   virtual void on_choice(const std::string& path, const Param& p, int& index,

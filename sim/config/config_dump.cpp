@@ -51,8 +51,8 @@ std::string config_reference() {
     w[4] = std::max(w[4], r.allowed.size());
   }
   auto line = [&](const Row& r) {
-    std::string s = pad(r.key, w[0] + 2) + pad(r.type, w[1] + 2) + pad(r.unit, w[2] + 2) + pad(r.def, w[3] + 2) +
-                    pad(r.allowed, w[4] + 2) + r.description;
+    std::string s = pad(r.key, w[0] + 2) + pad(r.type, w[1] + 2) + pad(r.unit, w[2] + 2) +
+                    pad(r.def, w[3] + 2) + pad(r.allowed, w[4] + 2) + r.description;
     while (!s.empty() && s.back() == ' ') s.pop_back();
     return s + "\n";
   };
@@ -78,8 +78,8 @@ std::string config_reference_markdown() {
         out += "| **`" + p.path + "`** | group | | | | " + md_cell(p.description) + " |\n";
       continue;
     }
-    out += "| `" + p.path + "` | " + isa::kind_name(p.kind) + " | " + md_cell(p.unit) + " | " + md_cell(p.value) +
-           " | " + md_cell(isa::allowed_text(p)) + " | " + md_cell(p.description) + " |\n";
+    out += "| `" + p.path + "` | " + isa::kind_name(p.kind) + " | " + md_cell(p.unit) + " | " +
+           md_cell(p.value) + " | " + md_cell(isa::allowed_text(p)) + " | " + md_cell(p.description) + " |\n";
   }
   return out;
 }

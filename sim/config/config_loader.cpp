@@ -124,7 +124,7 @@ struct Tree {
   struct Node {
     Kind kind = Kind::kNull;
     YAML::Mark mark;
-    std::string tag;            // "?" plain scalar, "!" quoted scalar, or an explicit tag
+    std::string tag;  // "?" plain scalar, "!" quoted scalar, or an explicit tag
     std::string scalar;
     std::vector<size_t> items;  // sequence: elements; map: key, value, key, value, ...
   };
@@ -141,7 +141,9 @@ class TreeBuilder final : public YAML::EventHandler {
     open_.clear();
   }
   void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark& m, YAML::anchor_t anchor) override { add(Tree::Kind::kNull, m, "", "", anchor); }
+  void OnNull(const YAML::Mark& m, YAML::anchor_t anchor) override {
+    add(Tree::Kind::kNull, m, "", "", anchor);
+  }
   void OnAlias(const YAML::Mark& m, YAML::anchor_t anchor) override {
     // The parser has checked that the anchor exists; an alias shares the anchored node (a DAG, maybe
     // a cycle: `&a [*a]`; the reader only descends along declared groups, so that is harmless).
@@ -152,7 +154,8 @@ class TreeBuilder final : public YAML::EventHandler {
       attach(it->second);
     }
   }
-  void OnScalar(const YAML::Mark& m, const std::string& tag, YAML::anchor_t anchor, const std::string& value) override {
+  void OnScalar(const YAML::Mark& m, const std::string& tag, YAML::anchor_t anchor,
+                const std::string& value) override {
     add(Tree::Kind::kScalar, m, tag, value, anchor);
   }
   void OnSequenceStart(const YAML::Mark& m, const std::string& tag, YAML::anchor_t anchor,
@@ -213,7 +216,8 @@ std::optional<size_t> read_document(const std::string& text, const std::string& 
     return std::nullopt;
   }
   if (tree.roots.empty() || tree.nodes[tree.roots[0]].kind == Tree::Kind::kNull) {
-    errors.push_back(source + ": the configuration is empty (give at least one key, or '{}' for the defaults)");
+    errors.push_back(source +
+                     ": the configuration is empty (give at least one key, or '{}' for the defaults)");
     return std::nullopt;
   }
   return tree.roots[0];
@@ -268,7 +272,8 @@ class YamlReader final : public isa::PathVisitor {
       if (v.kind == Tree::Kind::kMap) {
         child = e->value;
       } else if (v.kind != Tree::Kind::kNull) {  // "group:" with nothing under it keeps the defaults
-        error(mark_of(*e), path + ": expected a mapping of keys under '" + std::string(key) + ":', got " + describe(v));
+        error(mark_of(*e),
+              path + ": expected a mapping of keys under '" + std::string(key) + ":', got " + describe(v));
       }
     }
     frames_.push_back({child, path, {}});
@@ -278,7 +283,8 @@ class YamlReader final : public isa::PathVisitor {
     frames_.pop_back();
   }
 
-  void on_integer(const std::string& path, const isa::Param& p, int64_t& value, int64_t min, int64_t max) override {
+  void on_integer(const std::string& path, const isa::Param& p, int64_t& value, int64_t min,
+                  int64_t max) override {
     const std::string allowed = fmt::format("{}..{}", min, max);
     if (auto s = scalar(path, p.key, ParamInfo::Kind::kInteger, allowed, true))
       report(*s, path, isa::parse_integer(s->text, min, max, value));
@@ -301,7 +307,7 @@ class YamlReader final : public isa::PathVisitor {
 
  private:
   struct Frame {
-    std::optional<size_t> map;          // the mapping given for this group, if any
+    std::optional<size_t> map;  // the mapping given for this group, if any
     std::string path;
     std::vector<std::string> declared;  // keys the declaration has at this level, in order
   };
@@ -353,8 +359,8 @@ class YamlReader final : public isa::PathVisitor {
     }
     // A quoted or !!str-tagged value is a string in YAML; numbers and booleans are written bare.
     if (plain_only && (v.tag == "!" || v.tag == "tag:yaml.org,2002:str")) {
-      error(m, path + " = \"" + show(v.scalar) + "\" is a quoted string; write " + expectation(kind, allowed) +
-                   " without quotes");
+      error(m, path + " = \"" + show(v.scalar) + "\" is a quoted string; write " +
+                   expectation(kind, allowed) + " without quotes");
       return std::nullopt;
     }
     return Scalar{v.scalar, m};
@@ -372,8 +378,8 @@ class YamlReader final : public isa::PathVisitor {
     for (size_t i = 0; i + 1 < items.size(); i += 2) {
       const Tree::Node& k = node(items[i]);
       if (k.kind != Tree::Kind::kScalar) {
-        error(k.mark, (f.path.empty() ? std::string("top level") : f.path) + ": a key must be a plain name, got " +
-                          describe(k));
+        error(k.mark, (f.path.empty() ? std::string("top level") : f.path) +
+                          ": a key must be a plain name, got " + describe(k));
         continue;
       }
       const std::string full = dotted(f.path, show(k.scalar));
@@ -388,7 +394,8 @@ class YamlReader final : public isa::PathVisitor {
   }
 
   void error(const YAML::Mark& m, const std::string& msg) {
-    found_.push_back({m.is_null() ? -1 : m.line, m.is_null() ? -1 : m.column, position(source_, m) + ": " + msg});
+    found_.push_back(
+        {m.is_null() ? -1 : m.line, m.is_null() ? -1 : m.column, position(source_, m) + ": " + msg});
   }
 
   struct Found {
@@ -422,7 +429,8 @@ class SetApplier final : public isa::PathVisitor {
   void on_group_end(const std::string& path) override {
     if (path == key_) in_group_ = false;
   }
-  void on_integer(const std::string& path, const isa::Param& p, int64_t& value, int64_t min, int64_t max) override {
+  void on_integer(const std::string& path, const isa::Param& p, int64_t& value, int64_t min,
+                  int64_t max) override {
     member(p.key);
     if (match(path)) reason_ = isa::parse_integer(value_, min, max, value);
   }
@@ -479,7 +487,8 @@ std::string resolve_config_path(const std::string& arg) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::exists(arg, ec)) {
-    if (fs::is_directory(arg, ec)) throw ConfigError({"--config " + arg + ": is a directory, not a YAML file"});
+    if (fs::is_directory(arg, ec))
+      throw ConfigError({"--config " + arg + ": is a directory, not a YAML file"});
     return arg;
   }
   std::string name = arg;
@@ -487,7 +496,8 @@ std::string resolve_config_path(const std::string& arg) {
   const std::vector<std::string> presets = preset_names();
   if (std::find(presets.begin(), presets.end(), name) != presets.end())
     return (fs::path(configs_dir()) / (name + ".yaml")).string();
-  std::string msg = "--config " + show(arg) + ": no such file, and not a preset (presets: " + join(presets, ", ") + ")";
+  std::string msg =
+      "--config " + show(arg) + ": no such file, and not a preset (presets: " + join(presets, ", ") + ")";
   std::string guess = isa::closest_name(name, presets);
   if (!guess.empty()) msg += "; did you mean '" + guess + "'?";
   throw ConfigError({msg});
@@ -507,14 +517,15 @@ void apply_sets(isa::NpuConfig& c, const std::vector<std::string>& sets, std::ve
     if (a.found()) {
       if (!a.reason().empty()) errors.push_back("--set: " + key + " = " + show(value) + " " + a.reason());
     } else if (a.is_group()) {
-      errors.push_back("--set: " + key + " is a group, not a parameter (its keys: " + join(a.group_keys(), ", ") +
-                       ")");
+      errors.push_back("--set: " + key +
+                       " is a group, not a parameter (its keys: " + join(a.group_keys(), ", ") + ")");
     } else {
       std::vector<std::string> paths;
       for (const ParamInfo& p : declared_params())
         if (p.kind != ParamInfo::Kind::kGroup) paths.push_back(p.path);
       std::string guess = isa::closest_name(key, paths);
-      std::string hint = guess.empty() ? suggestion(key.substr(key.rfind('.') + 1), {}) : " (did you mean '" + guess + "'?)";
+      std::string hint =
+          guess.empty() ? suggestion(key.substr(key.rfind('.') + 1), {}) : " (did you mean '" + guess + "'?)";
       errors.push_back("--set: " + show(key) + ": unknown key" + hint);
     }
   }
@@ -528,7 +539,8 @@ std::vector<std::string> check_constraints(const isa::NpuConfig& c) {
   const int64_t tile_bytes = a.rows * a.cols * 4;
   if (c.sram.accumulator.size_bytes() < tile_bytes)
     out.push_back(fmt::format(
-        "sram.accumulator.size_kib = {} ({} bytes) cannot hold one systolic_array.rows x systolic_array.cols = "
+        "sram.accumulator.size_kib = {} ({} bytes) cannot hold one systolic_array.rows x systolic_array.cols "
+        "= "
         "{} x {} tile of int32 partial sums ({} bytes)",
         c.sram.accumulator.size_kib, c.sram.accumulator.size_bytes(), a.rows, a.cols, tile_bytes));
   // Addresses interleave across equal banks one bank_width_bytes row at a time, so the capacity must be
@@ -538,10 +550,11 @@ std::vector<std::string> check_constraints(const isa::NpuConfig& c) {
   for (const auto& [name, s] : pads) {
     const int64_t row = s->banks * s->bank_width_bytes;
     if (s->size_bytes() % row != 0)
-      out.push_back(fmt::format(
-          "sram.{0}.size_kib = {1} ({2} bytes) is not a multiple of sram.{0}.banks x sram.{0}.bank_width_bytes = "
-          "{3} x {4} = {5} bytes (every bank must hold the same number of full rows)",
-          name, s->size_kib, s->size_bytes(), s->banks, s->bank_width_bytes, row));
+      out.push_back(
+          fmt::format("sram.{0}.size_kib = {1} ({2} bytes) is not a multiple of sram.{0}.banks x "
+                      "sram.{0}.bank_width_bytes = "
+                      "{3} x {4} = {5} bytes (every bank must hold the same number of full rows)",
+                      name, s->size_kib, s->size_bytes(), s->banks, s->bank_width_bytes, row));
   }
   // DRAM bursts and alignment boundaries are powers of two in every DRAM standard; the DMA splits
   // transfers at burst boundaries with address masks.

@@ -1,6 +1,9 @@
 // Text forms of a configuration: the machine spec text, the resolved YAML, the reference tables and the
 // docs table, checked for exact round trips and for covering every declared parameter.
+#include "sim/config/config_dump.h"
+
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <charconv>
 #include <cstdlib>
@@ -9,10 +12,7 @@
 #include <limits>
 #include <sstream>
 
-#include <unistd.h>
-
 #include "isa/machine/spec_text.h"
-#include "sim/config/config_dump.h"
 #include "sim/config/config_loader.h"
 #include "tests/sim/config_test_util.h"
 
@@ -23,7 +23,9 @@ namespace fs = std::filesystem;
 using testing::random_config;
 using testing::raw_values;
 
-bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
+bool contains(const std::string& hay, const std::string& needle) {
+  return hay.find(needle) != std::string::npos;
+}
 
 // Dotted paths of every parameter, collected with a bare Visitor (independent of list_params()).
 class PathCollector final : public isa::Visitor {

@@ -116,9 +116,33 @@ class Mutator {
   }
 
   std::string random_token() {
-    static const char* kTokens[] = {"0", "-1", "1.5", "1e400", "nan", ".inf", "true", "maybe", "~", "null", "{}",
-                                    "[]", "\"8\"", "'ws'", "&a 3", "*a", "!!int 4", "!!str x", "99999999999999999999",
-                                    "0x10", "ws", "hbm2", "{a: 1}", "[1, [2]]", "|\n  block", ">-", "? x"};
+    static const char* kTokens[] = {"0",
+                                    "-1",
+                                    "1.5",
+                                    "1e400",
+                                    "nan",
+                                    ".inf",
+                                    "true",
+                                    "maybe",
+                                    "~",
+                                    "null",
+                                    "{}",
+                                    "[]",
+                                    "\"8\"",
+                                    "'ws'",
+                                    "&a 3",
+                                    "*a",
+                                    "!!int 4",
+                                    "!!str x",
+                                    "99999999999999999999",
+                                    "0x10",
+                                    "ws",
+                                    "hbm2",
+                                    "{a: 1}",
+                                    "[1, [2]]",
+                                    "|\n  block",
+                                    ">-",
+                                    "? x"};
     return kTokens[below(std::size(kTokens))];
   }
 
@@ -130,8 +154,9 @@ class Mutator {
   }
 
   std::string random_set() {
-    static const char* kKeys[] = {"systolic_array.rows", "sram.input", "dram.model", "frequency_mhz", "x",
-                                  "", "vector.ops.exp.ii_cycles", "sram.input.size_kib", "dma"};
+    static const char* kKeys[] = {
+        "systolic_array.rows",      "sram.input",          "dram.model", "frequency_mhz", "x", "",
+        "vector.ops.exp.ii_cycles", "sram.input.size_kib", "dma"};
     std::string s = kKeys[below(std::size(kKeys))];
     if (rng_() % 8) s += "=";
     s += rng_() % 2 ? random_token() : std::string(1, random_char());
@@ -189,13 +214,13 @@ TEST(ConfigFuzz, RandomAndMutatedDocumentsFailCleanly) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   RecordProperty("documents", kDocuments);
   RecordProperty("seconds", std::to_string(seconds));
-  std::printf("fuzzed %d documents in %.2f s: %d loaded, %d rejected with a ConfigError\n", kDocuments, seconds,
-              loaded, kDocuments - loaded);
+  std::printf("fuzzed %d documents in %.2f s: %d loaded, %d rejected with a ConfigError\n", kDocuments,
+              seconds, loaded, kDocuments - loaded);
 }
 
 TEST(ConfigFuzz, PathologicalDocumentsFailCleanly) {
   std::vector<std::string> docs = {
-      std::string(5000, '['),                       // deep nesting
+      std::string(5000, '['),  // deep nesting
       std::string(5000, '{'),
       "a: &x [*x]\n",                               // self-referencing alias
       "a: *undefined\n",                            // unknown alias

@@ -1,12 +1,13 @@
 // Loading, validating and overriding configurations: every error names the key, the position and
 // what is allowed; all errors are reported at once.
+#include "sim/config/config_loader.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 
-#include "sim/config/config_loader.h"
 #include "tests/sim/config_test_util.h"
 
 namespace npusim::sim {
@@ -32,7 +33,9 @@ std::string joined(const std::vector<std::string>& v) {
   return s;
 }
 
-bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
+bool contains(const std::string& hay, const std::string& needle) {
+  return hay.find(needle) != std::string::npos;
+}
 
 std::string configs_path() { return std::string(NPUSIM_SOURCE_DIR) + "/configs"; }
 
@@ -40,8 +43,9 @@ std::string configs_path() { return std::string(NPUSIM_SOURCE_DIR) + "/configs";
 class TempFile {
  public:
   TempFile(const std::string& name, const std::string& text) {
-    dir_ = fs::temp_directory_path() / ("npusim_config_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
-                                       std::to_string(reinterpret_cast<uintptr_t>(this)));
+    dir_ = fs::temp_directory_path() /
+           ("npusim_config_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+            std::to_string(reinterpret_cast<uintptr_t>(this)));
     fs::create_directories(dir_);
     path_ = (dir_ / name).string();
     std::ofstream(path_, std::ios::binary) << text;
@@ -61,24 +65,27 @@ class TempFile {
 // Unknown keys
 
 TEST(ConfigLoader, UnknownKeyNamesFullPathLineColumnAndClosestKey) {
-  EXPECT_EQ(errors_of("systolic_array:\n  rowz: 8\n"),
-            std::vector<std::string>{"bad.yaml:2:3: systolic_array.rowz: unknown key (did you mean 'rows'?)"});
+  EXPECT_EQ(
+      errors_of("systolic_array:\n  rowz: 8\n"),
+      std::vector<std::string>{"bad.yaml:2:3: systolic_array.rowz: unknown key (did you mean 'rows'?)"});
 }
 
 TEST(ConfigLoader, NestedUnknownKeyNamesEveryLevel) {
-  EXPECT_EQ(errors_of("# a comment\nsram:\n  input:\n    size_kib: 64\n    sise_kib: 64\n"),
-            std::vector<std::string>{
-                "bad.yaml:5:5: sram.input.sise_kib: unknown key (did you mean 'size_kib'?)"});
+  EXPECT_EQ(
+      errors_of("# a comment\nsram:\n  input:\n    size_kib: 64\n    sise_kib: 64\n"),
+      std::vector<std::string>{"bad.yaml:5:5: sram.input.sise_kib: unknown key (did you mean 'size_kib'?)"});
 }
 
 TEST(ConfigLoader, UnknownTopLevelKeySuggestsTopLevelKey) {
-  EXPECT_EQ(errors_of("frequncy_mhz: 500\n"),
-            std::vector<std::string>{"bad.yaml:1:1: frequncy_mhz: unknown key (did you mean 'frequency_mhz'?)"});
+  EXPECT_EQ(
+      errors_of("frequncy_mhz: 500\n"),
+      std::vector<std::string>{"bad.yaml:1:1: frequncy_mhz: unknown key (did you mean 'frequency_mhz'?)"});
 }
 
 TEST(ConfigLoader, KeyAtTheWrongLevelSuggestsItsFullPath) {
-  EXPECT_EQ(errors_of("rows: 64\n"),
-            std::vector<std::string>{"bad.yaml:1:1: rows: unknown key (did you mean 'systolic_array.rows'?)"});
+  EXPECT_EQ(
+      errors_of("rows: 64\n"),
+      std::vector<std::string>{"bad.yaml:1:1: rows: unknown key (did you mean 'systolic_array.rows'?)"});
 }
 
 TEST(ConfigLoader, UnknownKeyWithoutCloseMatchListsTheValidKeys) {
@@ -97,7 +104,8 @@ TEST(ConfigLoader, UnknownVectorOpIsReportedUnderOps) {
 
 TEST(ConfigLoader, DuplicateKeyIsAnErrorNamingTheFirstLine) {
   auto e = errors_of("systolic_array:\n  rows: 8\n  cols: 8\n  rows: 16\n");
-  EXPECT_EQ(e, std::vector<std::string>{"bad.yaml:4:3: systolic_array.rows: duplicate key (first given on line 2)"});
+  EXPECT_EQ(e, std::vector<std::string>{
+                   "bad.yaml:4:3: systolic_array.rows: duplicate key (first given on line 2)"});
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -105,12 +113,14 @@ TEST(ConfigLoader, DuplicateKeyIsAnErrorNamingTheFirstLine) {
 
 TEST(ConfigLoader, StringForIntegerNamesKeyValueAndAllowedRange) {
   EXPECT_EQ(errors_of("systolic_array:\n  rows: abc\n"),
-            std::vector<std::string>{"bad.yaml:2:9: systolic_array.rows = abc is not an integer (allowed 1..4096)"});
+            std::vector<std::string>{
+                "bad.yaml:2:9: systolic_array.rows = abc is not an integer (allowed 1..4096)"});
 }
 
 TEST(ConfigLoader, FractionForIntegerIsATypeError) {
   EXPECT_EQ(errors_of("systolic_array:\n  rows: 1.5\n"),
-            std::vector<std::string>{"bad.yaml:2:9: systolic_array.rows = 1.5 is not an integer (allowed 1..4096)"});
+            std::vector<std::string>{
+                "bad.yaml:2:9: systolic_array.rows = 1.5 is not an integer (allowed 1..4096)"});
 }
 
 TEST(ConfigLoader, QuotedNumberIsAString) {
@@ -122,12 +132,14 @@ TEST(ConfigLoader, QuotedNumberIsAString) {
 
 TEST(ConfigLoader, MappingWhereAScalarIsExpected) {
   EXPECT_EQ(errors_of("systolic_array:\n  rows:\n    a: 1\n"),
-            std::vector<std::string>{"bad.yaml:3:5: systolic_array.rows: expected an integer in 1..4096, got a mapping"});
+            std::vector<std::string>{
+                "bad.yaml:3:5: systolic_array.rows: expected an integer in 1..4096, got a mapping"});
 }
 
 TEST(ConfigLoader, ListWhereAScalarIsExpected) {
   EXPECT_EQ(errors_of("frequency_mhz: [1, 2]\n"),
-            std::vector<std::string>{"bad.yaml:1:16: frequency_mhz: expected a number in 1.0..100000.0, got a list"});
+            std::vector<std::string>{
+                "bad.yaml:1:16: frequency_mhz: expected a number in 1.0..100000.0, got a list"});
 }
 
 TEST(ConfigLoader, EmptyValueIsMissing) {
@@ -138,9 +150,10 @@ TEST(ConfigLoader, EmptyValueIsMissing) {
 }
 
 TEST(ConfigLoader, MaybeIsNotABoolean) {
-  EXPECT_EQ(errors_of("systolic_array:\n  double_buffered: maybe\n"),
-            std::vector<std::string>{
-                "bad.yaml:2:20: systolic_array.double_buffered = maybe is not a boolean (allowed true, false)"});
+  EXPECT_EQ(
+      errors_of("systolic_array:\n  double_buffered: maybe\n"),
+      std::vector<std::string>{
+          "bad.yaml:2:20: systolic_array.double_buffered = maybe is not a boolean (allowed true, false)"});
 }
 
 TEST(ConfigLoader, YesIsNotABooleanEither) {
@@ -152,7 +165,8 @@ TEST(ConfigLoader, YesIsNotABooleanEither) {
 
 TEST(ConfigLoader, TextForRealIsATypeError) {
   EXPECT_EQ(errors_of("frequency_mhz: fast\n"),
-            std::vector<std::string>{"bad.yaml:1:16: frequency_mhz = fast is not a number (allowed 1.0..100000.0)"});
+            std::vector<std::string>{
+                "bad.yaml:1:16: frequency_mhz = fast is not a number (allowed 1.0..100000.0)"});
 }
 
 TEST(ConfigLoader, InfinityIsNotANumberHere) {
@@ -164,7 +178,8 @@ TEST(ConfigLoader, InfinityIsNotANumberHere) {
 
 TEST(ConfigLoader, GroupGivenAScalarIsATypeError) {
   EXPECT_EQ(errors_of("sram: 512\n"),
-            std::vector<std::string>{"bad.yaml:1:7: sram: expected a mapping of keys under 'sram:', got a single value"});
+            std::vector<std::string>{
+                "bad.yaml:1:7: sram: expected a mapping of keys under 'sram:', got a single value"});
 }
 
 TEST(ConfigLoader, EmptyGroupKeepsDefaults) {
@@ -177,28 +192,32 @@ TEST(ConfigLoader, EmptyGroupKeepsDefaults) {
 // Ranges and choices
 
 TEST(ConfigLoader, OutOfRangeNamesKeyValueAndRange) {
-  EXPECT_EQ(errors_of("systolic_array:\n  rows: 0\n"),
-            std::vector<std::string>{"bad.yaml:2:9: systolic_array.rows = 0 is out of range (allowed 1..4096)"});
+  EXPECT_EQ(
+      errors_of("systolic_array:\n  rows: 0\n"),
+      std::vector<std::string>{"bad.yaml:2:9: systolic_array.rows = 0 is out of range (allowed 1..4096)"});
 }
 
 TEST(ConfigLoader, RealOutOfRange) {
   EXPECT_EQ(errors_of("systolic_array:\n  fp16_rate: 1.5\n"),
-            std::vector<std::string>{"bad.yaml:2:14: systolic_array.fp16_rate = 1.5 is out of range (allowed 0.0..1.0)"});
+            std::vector<std::string>{
+                "bad.yaml:2:14: systolic_array.fp16_rate = 1.5 is out of range (allowed 0.0..1.0)"});
 }
 
 TEST(ConfigLoader, IntegerBeyondInt64IsOutOfRangeNotACrash) {
   auto e = errors_of("dma:\n  setup_cycles: 99999999999999999999999\n");
   ASSERT_EQ(e.size(), 1u);
-  EXPECT_EQ(e[0], "bad.yaml:2:17: dma.setup_cycles = 99999999999999999999999 is out of range (allowed 0..100000)");
+  EXPECT_EQ(e[0],
+            "bad.yaml:2:17: dma.setup_cycles = 99999999999999999999999 is out of range (allowed 0..100000)");
 }
 
 TEST(ConfigLoader, ChoiceErrorListsTheAllowedNames) {
   EXPECT_EQ(errors_of("systolic_array:\n  dataflow: wz\n"),
             std::vector<std::string>{
                 "bad.yaml:2:13: systolic_array.dataflow = wz is not one of ws, os, is (did you mean 'ws'?)"});
-  EXPECT_EQ(errors_of("dram:\n  model: gddr6\n"),
-            std::vector<std::string>{
-                "bad.yaml:2:10: dram.model = gddr6 is not one of ideal, simple, ddr4_3200, lpddr4_4266, hbm2"});
+  EXPECT_EQ(
+      errors_of("dram:\n  model: gddr6\n"),
+      std::vector<std::string>{
+          "bad.yaml:2:10: dram.model = gddr6 is not one of ideal, simple, ddr4_3200, lpddr4_4266, hbm2"});
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -215,7 +234,8 @@ TEST(ConfigLoader, EmptyFileIsAnError) {
 TEST(ConfigLoader, NonMappingDocumentIsAnErrorWithPosition) {
   auto e = errors_of("\n- rows\n- cols\n");
   ASSERT_EQ(e.size(), 1u);
-  EXPECT_EQ(e[0], "bad.yaml:2:1: expected a mapping of configuration keys (e.g. 'systolic_array:'), got a list");
+  EXPECT_EQ(e[0],
+            "bad.yaml:2:1: expected a mapping of configuration keys (e.g. 'systolic_array:'), got a list");
   e = errors_of("just some words\n");
   ASSERT_EQ(e.size(), 1u);
   EXPECT_TRUE(contains(e[0], "bad.yaml:1:1: expected a mapping")) << e[0];
@@ -271,7 +291,9 @@ TEST(ConfigLoader, EmptyMappingIsTheDefaults) {
   EXPECT_EQ(raw_values(load_config_text("{}\n", "x.yaml")), raw_values(isa::NpuConfig{}));
 }
 
-TEST(ConfigLoader, NoConfigMeansTheDefaults) { EXPECT_EQ(raw_values(load_config("")), raw_values(isa::NpuConfig{})); }
+TEST(ConfigLoader, NoConfigMeansTheDefaults) {
+  EXPECT_EQ(raw_values(load_config("")), raw_values(isa::NpuConfig{}));
+}
 
 // ---------------------------------------------------------------------------------------------------
 // --set
@@ -311,17 +333,20 @@ TEST(ConfigSet, TypeAndChoiceErrors) {
 
 TEST(ConfigSet, UnknownKeySuggestsTheClosestFullKey) {
   EXPECT_EQ(errors_of("{}", {"systolic_array.rowz=4"}),
-            std::vector<std::string>{"--set: systolic_array.rowz: unknown key (did you mean 'systolic_array.rows'?)"});
+            std::vector<std::string>{
+                "--set: systolic_array.rowz: unknown key (did you mean 'systolic_array.rows'?)"});
   EXPECT_EQ(errors_of("{}", {"rows=4"}),
             std::vector<std::string>{"--set: rows: unknown key (did you mean 'systolic_array.rows'?)"});
   EXPECT_EQ(errors_of("{}", {"sram.inptu.size_kib=4"}),
-            std::vector<std::string>{"--set: sram.inptu.size_kib: unknown key (did you mean 'sram.input.size_kib'?)"});
+            std::vector<std::string>{
+                "--set: sram.inptu.size_kib: unknown key (did you mean 'sram.input.size_kib'?)"});
 }
 
 TEST(ConfigSet, GroupOrMissingEqualsIsAnError) {
   EXPECT_EQ(errors_of("{}", {"sram.input=5", "systolic_array.rows"}),
             (std::vector<std::string>{
-                "--set: sram.input is a group, not a parameter (its keys: size_kib, banks, bank_width_bytes, ports, "
+                "--set: sram.input is a group, not a parameter (its keys: size_kib, banks, bank_width_bytes, "
+                "ports, "
                 "read_latency_cycles, write_latency_cycles)",
                 "--set systolic_array.rows: expected key.path=value (e.g. systolic_array.rows=64)"}));
 }
@@ -332,12 +357,12 @@ TEST(ConfigSet, GroupOrMissingEqualsIsAnError) {
 TEST(ConfigLoader, EveryErrorIsReportedInOneException) {
   auto e = errors_of(
       "systolic_array:\n"
-      "  rowz: 8\n"            // unknown key
-      "  cols: 0\n"            // out of range
-      "  dataflow: diagonal\n" // bad choice
+      "  rowz: 8\n"             // unknown key
+      "  cols: 0\n"             // out of range
+      "  dataflow: diagonal\n"  // bad choice
       "sram:\n"
       "  input:\n"
-      "    sise_kib: 4\n"      // nested unknown key
+      "    sise_kib: 4\n"  // nested unknown key
       "dram:\n"
       "  latency_ns: soon\n",  // type error
       {"dma.engines=100", "nope=1"});
@@ -372,7 +397,8 @@ TEST(ConfigConstraints, AccumulatorMustHoldOneInt32Tile) {
   EXPECT_EQ(e[0],
             "bad.yaml: sram.accumulator.size_kib = 8 (8192 bytes) cannot hold one systolic_array.rows x "
             "systolic_array.cols = 64 x 64 tile of int32 partial sums (16384 bytes)");
-  EXPECT_TRUE(errors_of("systolic_array: {rows: 64, cols: 64}\nsram:\n  accumulator: {size_kib: 16}\n").empty());
+  EXPECT_TRUE(
+      errors_of("systolic_array: {rows: 64, cols: 64}\nsram:\n  accumulator: {size_kib: 16}\n").empty());
 }
 
 TEST(ConfigConstraints, ConstraintsAlsoCheckSetOverrides) {
@@ -385,9 +411,10 @@ TEST(ConfigConstraints, BanksMustDivideTheCapacityInWholeRows) {
   // 256 KiB over 3 banks of 16 bytes: 262144 / 48 is not whole.
   auto e = errors_of("sram:\n  input: {banks: 3}\n");
   ASSERT_EQ(e.size(), 1u);
-  EXPECT_EQ(e[0],
-            "bad.yaml: sram.input.size_kib = 256 (262144 bytes) is not a multiple of sram.input.banks x "
-            "sram.input.bank_width_bytes = 3 x 16 = 48 bytes (every bank must hold the same number of full rows)");
+  EXPECT_EQ(
+      e[0],
+      "bad.yaml: sram.input.size_kib = 256 (262144 bytes) is not a multiple of sram.input.banks x "
+      "sram.input.bank_width_bytes = 3 x 16 = 48 bytes (every bank must hold the same number of full rows)");
 }
 
 TEST(ConfigConstraints, BurstAndAlignmentArePowersOfTwo) {
@@ -396,7 +423,9 @@ TEST(ConfigConstraints, BurstAndAlignmentArePowersOfTwo) {
                                          "bad.yaml: dma.alignment_bytes = 48 is not a power of two"}));
 }
 
-TEST(ConfigConstraints, DefaultsSatisfyEveryConstraint) { EXPECT_TRUE(check_constraints(isa::NpuConfig{}).empty()); }
+TEST(ConfigConstraints, DefaultsSatisfyEveryConstraint) {
+  EXPECT_TRUE(check_constraints(isa::NpuConfig{}).empty());
+}
 
 // ---------------------------------------------------------------------------------------------------
 // Files and presets
@@ -407,8 +436,8 @@ TEST(ConfigFiles, ErrorsNameTheFileAsGiven) {
     load_config(f.path());
     FAIL() << "expected a ConfigError";
   } catch (const ConfigError& e) {
-    EXPECT_EQ(e.messages(),
-              std::vector<std::string>{f.path() + ":2:3: systolic_array.rowz: unknown key (did you mean 'rows'?)"});
+    EXPECT_EQ(e.messages(), std::vector<std::string>{
+                                f.path() + ":2:3: systolic_array.rowz: unknown key (did you mean 'rows'?)"});
   }
 }
 

@@ -29,7 +29,9 @@ class RawValues final : public isa::Visitor {
     std::memcpy(&bits, &v, sizeof bits);
     values.push_back(std::string(p.key) + "=r" + std::to_string(bits));
   }
-  void boolean(const isa::Param& p, bool& v) override { values.push_back(std::string(p.key) + "=b" + (v ? "1" : "0")); }
+  void boolean(const isa::Param& p, bool& v) override {
+    values.push_back(std::string(p.key) + "=b" + (v ? "1" : "0"));
+  }
   void choice(const isa::Param& p, int& i, const std::vector<std::string_view>&) override {
     values.push_back(std::string(p.key) + "=c" + std::to_string(i));
   }
