@@ -1,0 +1,351 @@
+#include "compiler/quant/accuracy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "compiler/passes/lowered.h"
+#include "compiler/quant/emulate.h"
+
+namespace npusim::compiler::quant {
+
+namespace {
+
+// Running sums for SQNR and cosine over several inputs.
+struct ErrorSums {
+  double ref2 = 0, out2 = 0, dot = 0, err2 = 0, max_abs = 0;
+  int64_t elements = 0;
+  void add(const Tensor& ref, const Tensor& out) {
+    const size_t n = std::min(ref.f.size(), out.f.size());
+    for (size_t k = 0; k < n; ++k) {
+      const double r = ref.f[k], o = out.f[k], e = o - r;
+      ref2 += r * r;
+      out2 += o * o;
+      dot += r * o;
+      err2 += e * e;
+      max_abs = std::max(max_abs, std::fabs(e));
+    }
+    elements = static_cast<int64_t>(n);
+  }
+  double sqnr_db() const {
+    if (err2 == 0) return kExactSqnrDb;
+    if (ref2 == 0) return -kExactSqnrDb;
+    return std::min(kExactSqnrDb, 10.0 * std::log10(ref2 / err2));
+  }
+  double cosine() const {
+    if (ref2 == 0 && out2 == 0) return 1.0;
+    if (ref2 == 0 || out2 == 0) return 0.0;
+    return dot / std::sqrt(ref2 * out2);
+  }
+};
+
+bool reported_layer(const Node& n) {
+  if (n.domain == kNpuDomain && n.op_type == "Transpose") return false;
+  return n.attr_string(kPlacement, "") != "free";
+}
+
+PrecisionPlan all_fp32(const PrecisionPlan& plan) {
+  PrecisionPlan p;
+  p.model = Precision::kFp32;
+  for (const auto& [name, np] : plan.nodes) p.nodes[name] = NodePrecision{};
+  return p;
+}
+
+// Output error sums of `plan` against the reference outputs `refs` (one map per sample).
+ErrorSums output_error(const Graph& g, const PrecisionPlan& plan, const std::vector<Sample>& samples,
+                       const std::vector<std::map<std::string, Tensor>>& refs) {
+  ErrorSums s;
+  for (size_t k = 0; k < samples.size(); ++k) {
+    auto out = emulate(g, plan, samples[k]);
+    for (const auto& o : g.outputs)
+      if (out.at(o).floating()) s.add(refs[k].at(o), out.at(o));
+  }
+  return s;
+}
+
+std::string json_string(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        o += "\\\"";
+        break;
+      case '\\':
+        o += "\\\\";
+        break;
+      case '\n':
+        o += "\\n";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          o += buf;
+        } else {
+          o += c;
+        }
+    }
+  }
+  return o + "\"";
+}
+
+std::string num(double v) {
+  if (!std::isfinite(v)) return v > 0 ? "300" : (v < 0 ? "-300" : "null");
+  std::ostringstream os;
+  os << std::setprecision(8) << v;
+  return os.str();
+}
+
+}  // namespace
+
+std::vector<WeightOutlier> find_weight_outliers(const Graph& g, double factor) {
+  std::vector<WeightOutlier> out;
+  for (const Node& n : g.nodes) {
+    if (!is_matrix_op(n) || n.inputs.size() < 2 || !g.has_value(n.inputs[1])) continue;
+    const Value& wv = g.value(n.inputs[1]);
+    if (!wv.is_constant() || !wv.constant->floating() || wv.constant->rank() < 1) continue;
+    const Tensor& w = *wv.constant;
+    int axis = n.op_type == "Conv" || (n.op_type == "Gemm" && n.attr_int("transB", 0)) ? 0
+                                                                                        : static_cast<int>(w.rank()) - 1;
+    const int64_t channels = w.shape[axis];
+    if (channels < 2) continue;
+    int64_t inner = 1;
+    for (int64_t d = axis + 1; d < w.rank(); ++d) inner *= w.shape[d];
+    std::vector<float> cmax(channels, 0.0f);
+    for (int64_t k = 0; k < w.size(); ++k) {
+      float& m = cmax[(k / inner) % channels];
+      m = std::max(m, std::fabs(w.f[k]));
+    }
+    std::vector<float> sorted = cmax;
+    std::nth_element(sorted.begin(), sorted.begin() + channels / 2, sorted.end());
+    const float median = sorted[channels / 2];
+    if (median <= 0) continue;
+    for (int64_t c = 0; c < channels; ++c) {
+      const double f = cmax[c] / median;
+      if (f > factor) out.push_back({n.name, c, cmax[c], median, f});
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const WeightOutlier& a, const WeightOutlier& b) {
+    return a.factor > b.factor;
+  });
+  return out;
+}
+
+AccuracyReport evaluate_accuracy(const Graph& g, const PrecisionPlan& plan, const std::vector<Sample>& samples,
+                                 const AccuracyOptions& options) {
+  AccuracyReport r;
+  r.precision = std::string(to_string(plan.model));
+  r.bad_layer_sqnr_db = options.bad_layer_sqnr_db;
+  r.calibration = plan.calibration;
+  r.evaluation_inputs = static_cast<int>(samples.size());
+  const PrecisionPlan ref_plan = all_fp32(plan);
+  std::map<std::string, ErrorSums> per_value;
+  ErrorSums output;
+  std::set<std::string> graph_outputs(g.outputs.begin(), g.outputs.end());
+  for (const auto& sample : samples) {
+    // The reference keeps each node's first output; the quantized run compares as it goes.
+    std::map<std::string, Tensor> ref;
+    emulate(g, ref_plan, sample, [&](const Node& n, const std::vector<const Tensor*>& outs) {
+      if (!outs.empty() && outs[0] && outs[0]->floating()) ref[n.outputs[0]] = *outs[0];
+    });
+    auto q_out = emulate(g, plan, sample, [&](const Node& n, const std::vector<const Tensor*>& outs) {
+      if (outs.empty() || !outs[0] || !outs[0]->floating()) return;
+      auto it = ref.find(n.outputs[0]);
+      if (it == ref.end()) return;
+      per_value[n.outputs[0]].add(it->second, *outs[0]);
+      if (!graph_outputs.count(n.outputs[0])) ref.erase(it);  // seen: free it
+    });
+    for (const auto& o : g.outputs)
+      if (q_out.at(o).floating() && ref.count(o)) output.add(ref.at(o), q_out.at(o));
+  }
+  r.output_sqnr_db = output.sqnr_db();
+  r.output_cosine = output.cosine();
+  r.output_max_abs_error = output.max_abs;
+  for (const Node& n : g.nodes) {
+    if (n.outputs.empty() || !per_value.count(n.outputs[0]) || !reported_layer(n)) continue;
+    const ErrorSums& s = per_value.at(n.outputs[0]);
+    LayerAccuracy l;
+    l.name = n.name;
+    l.op = n.domain.empty() ? n.op_type : n.domain + "." + n.op_type;
+    l.precision = plan.precision_of(n.name);
+    l.sqnr_db = s.sqnr_db();
+    l.cosine = s.cosine();
+    l.max_abs_error = s.max_abs;
+    l.elements = s.elements;
+    if (r.first_bad_layer.empty() && l.sqnr_db < options.bad_layer_sqnr_db) r.first_bad_layer = l.name;
+    r.layers.push_back(std::move(l));
+  }
+  r.weight_outliers = find_weight_outliers(g, options.outlier_factor);
+  if (plan.calibration.synthetic)
+    r.warnings.push_back("CALIBRATION USED SYNTHETIC DATA (" + plan.calibration.source +
+                         "): int8 scales come from random N(0,1) inputs, not from real data; the accuracy "
+                         "figures say how the model behaves on those inputs only. Pass a folder of real "
+                         "inputs to calibrate.");
+  for (const auto& [name, np] : plan.nodes)
+    if (np.effective != np.requested)
+      r.warnings.push_back("node '" + name + "' runs in " + std::string(to_string(np.effective)) + ": " + np.reason);
+  return r;
+}
+
+MixedPrecisionAdvice advise_mixed_precision(const Graph& g, const PrecisionPlan& plan,
+                                            const std::vector<Sample>& samples, double target_sqnr_db,
+                                            const PlanCost& cost) {
+  MixedPrecisionAdvice a;
+  a.target_sqnr_db = target_sqnr_db;
+  const PrecisionPlan ref_plan = all_fp32(plan);
+  std::vector<std::map<std::string, Tensor>> refs;
+  for (const auto& s : samples) refs.push_back(emulate(g, ref_plan, s));
+  a.achieved_sqnr_db = output_error(g, plan, samples, refs).sqnr_db();
+  if (cost) a.cost_int8 = a.cost = cost(plan);
+  if (a.achieved_sqnr_db >= target_sqnr_db) {
+    a.met = true;
+    return a;
+  }
+  // Sensitivity: output noise power when the layer alone is int8.
+  struct Candidate {
+    std::string name;
+    double priority;
+  };
+  std::vector<Candidate> cands;
+  for (const Node& n : g.nodes) {
+    if (plan.precision_of(n.name) != Precision::kInt8 || !plan.layers.count(n.name)) continue;
+    PrecisionPlan only = plan;
+    for (auto& [name, np] : only.nodes)
+      if (name != n.name) np.effective = Precision::kFp32;
+    const double sqnr = output_error(g, only, samples, refs).sqnr_db();
+    double priority = std::pow(10.0, -sqnr / 10.0);  // relative noise power
+    if (cost) {
+      PrecisionPlan moved = plan;
+      moved.nodes[n.name].effective = Precision::kFp16;
+      priority /= std::max(1e-9, cost(moved) - a.cost_int8);
+    }
+    cands.push_back({n.name, priority});
+  }
+  std::stable_sort(cands.begin(), cands.end(),
+                   [](const Candidate& x, const Candidate& y) { return x.priority > y.priority; });
+  PrecisionPlan cur = plan;
+  std::vector<PrecisionOverride> ov;
+  for (const auto& c : cands) {
+    cur.nodes[c.name].effective = Precision::kFp16;
+    a.layers.push_back(c.name);
+    ov.push_back({c.name, Precision::kFp16});
+    a.achieved_sqnr_db = output_error(g, cur, samples, refs).sqnr_db();
+    if (a.achieved_sqnr_db >= target_sqnr_db) {
+      a.met = true;
+      break;
+    }
+  }
+  a.overrides = format_overrides(ov);
+  if (cost) a.cost = cost(cur);
+  return a;
+}
+
+void write_accuracy_json(const AccuracyReport& r, std::ostream& o) {
+  o << "{\n";
+  o << "    \"precision\": " << json_string(r.precision) << ",\n";
+  o << "    \"output_sqnr_db\": " << num(r.output_sqnr_db) << ",\n";
+  o << "    \"output_cosine\": " << num(r.output_cosine) << ",\n";
+  o << "    \"output_max_abs_error\": " << num(r.output_max_abs_error) << ",\n";
+  o << "    \"first_bad_layer\": " << (r.first_bad_layer.empty() ? "null" : json_string(r.first_bad_layer)) << ",\n";
+  o << "    \"bad_layer_sqnr_db\": " << num(r.bad_layer_sqnr_db) << ",\n";
+  o << "    \"calibration\": {\"method\": " << json_string(r.calibration.method)
+    << ", \"inputs\": " << r.calibration.inputs << ", \"synthetic\": " << (r.calibration.synthetic ? "true" : "false")
+    << ", \"source\": " << json_string(r.calibration.source) << "},\n";
+  o << "    \"evaluation_inputs\": " << r.evaluation_inputs << ",\n";
+  o << "    \"warnings\": [";
+  for (size_t k = 0; k < r.warnings.size(); ++k) o << (k ? ", " : "") << json_string(r.warnings[k]);
+  o << "],\n";
+  o << "    \"layers\": [";
+  for (size_t k = 0; k < r.layers.size(); ++k) {
+    const auto& l = r.layers[k];
+    o << (k ? ",\n" : "\n") << "      {\"name\": " << json_string(l.name) << ", \"op\": " << json_string(l.op)
+      << ", \"precision\": " << json_string(std::string(to_string(l.precision))) << ", \"sqnr_db\": " << num(l.sqnr_db)
+      << ", \"cosine\": " << num(l.cosine) << ", \"max_abs_error\": " << num(l.max_abs_error) << "}";
+  }
+  o << (r.layers.empty() ? "],\n" : "\n    ],\n");
+  o << "    \"weight_outliers\": [";
+  for (size_t k = 0; k < r.weight_outliers.size(); ++k) {
+    const auto& w = r.weight_outliers[k];
+    o << (k ? ",\n" : "\n") << "      {\"layer\": " << json_string(w.layer) << ", \"channel\": " << w.channel
+      << ", \"channel_max_abs\": " << num(w.channel_max_abs) << ", \"median_max_abs\": " << num(w.median_max_abs)
+      << ", \"factor\": " << num(w.factor) << "}";
+  }
+  o << (r.weight_outliers.empty() ? "]" : "\n    ]");
+  if (r.advice) {
+    const auto& a = *r.advice;
+    o << ",\n    \"mixed_precision_advice\": {\"target_sqnr_db\": " << num(a.target_sqnr_db)
+      << ", \"met\": " << (a.met ? "true" : "false") << ", \"achieved_sqnr_db\": " << num(a.achieved_sqnr_db)
+      << ", \"overrides\": " << json_string(a.overrides) << ", \"cost\": " << num(a.cost)
+      << ", \"cost_as_planned\": " << num(a.cost_int8) << "}";
+  }
+  o << "\n  }";
+}
+
+std::string accuracy_json(const AccuracyReport& r) {
+  std::ostringstream os;
+  write_accuracy_json(r, os);
+  return os.str();
+}
+
+std::string accuracy_summary(const AccuracyReport& r, size_t worst_layers) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(2);
+  o << "accuracy (" << r.precision << " vs fp32 reference, " << r.evaluation_inputs << " inputs): output SQNR "
+    << r.output_sqnr_db << " dB, cosine " << std::setprecision(5) << r.output_cosine << std::setprecision(2)
+    << ", max |error| " << r.output_max_abs_error << "\n";
+  if (!r.calibration.method.empty())
+    o << "calibration: " << r.calibration.method << " on " << r.calibration.inputs << " inputs ("
+      << r.calibration.source << ")\n";
+  for (const auto& w : r.warnings) o << "WARNING: " << w << "\n";
+  o << "first layer below " << r.bad_layer_sqnr_db << " dB: "
+    << (r.first_bad_layer.empty() ? std::string("none") : r.first_bad_layer) << "\n";
+  std::vector<const LayerAccuracy*> worst;
+  for (const auto& l : r.layers) worst.push_back(&l);
+  std::stable_sort(worst.begin(), worst.end(),
+                   [](const LayerAccuracy* a, const LayerAccuracy* b) { return a->sqnr_db < b->sqnr_db; });
+  if (worst.size() > worst_layers) worst.resize(worst_layers);
+  if (!worst.empty()) o << "lowest-SQNR layers:\n";
+  for (const auto* l : worst)
+    o << "  " << std::left << std::setw(40) << l->name << std::right << " " << std::setw(5) << to_string(l->precision)
+      << "  sqnr " << std::setw(7) << l->sqnr_db << " dB  cosine " << std::setprecision(5) << l->cosine
+      << std::setprecision(2) << "\n";
+  if (!r.weight_outliers.empty()) {
+    o << "weight outliers (channel max |w| / layer median):\n";
+    for (size_t k = 0; k < r.weight_outliers.size() && k < 10; ++k) {
+      const auto& w = r.weight_outliers[k];
+      o << "  " << w.layer << " channel " << w.channel << ": " << w.factor << "x\n";
+    }
+  }
+  if (r.advice) {
+    o << "mixed precision for " << r.advice->target_sqnr_db << " dB: "
+      << (r.advice->met ? "met" : "NOT met") << " at " << r.advice->achieved_sqnr_db << " dB with "
+      << r.advice->layers.size() << " layers in fp16: " << r.advice->overrides << "\n";
+  }
+  return o.str();
+}
+
+PrecisionPlan build_plan(const Graph& g, const PlanRequest& request, const Graph* original) {
+  PrecisionPlan plan = resolve_plan(g, request.spec, original);
+  if (!plan.has_int8()) return plan;
+  std::vector<Sample> samples;
+  CalibrationInfo info;
+  info.method = to_string(request.quant.calibration.method);
+  if (!request.calibration_dir.empty()) {
+    samples = load_samples(g, request.calibration_dir, request.calibration_count);
+    info.source = request.calibration_dir;
+  } else {
+    samples = synthetic_samples(g, std::max(1, request.calibration_count), request.seed);
+    info.synthetic = true;
+    info.source = "synthetic N(0,1), seed " + std::to_string(request.seed);
+  }
+  info.inputs = static_cast<int>(samples.size());
+  const auto stats = collect_statistics(g, samples, request.quant.calibration.bins);
+  quantize_plan(g, plan, stats, request.quant);
+  plan.calibration = info;
+  return plan;
+}
+
+}  // namespace npusim::compiler::quant

@@ -1,0 +1,112 @@
+#pragma once
+// The accuracy report: per layer, the quantized reference (emulate.h) against the FP32 reference on
+// the same inputs (SQNR, cosine, max |error|), the first layer that falls below an SQNR threshold, a
+// weight-outlier table, the calibration provenance, and mixed-precision advice. Plain data plus a JSON
+// writer for the run report's `accuracy` section (docs/quantization.md documents every field).
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "compiler/ir/graph.h"
+#include "compiler/quant/calibration.h"
+#include "compiler/quant/precision.h"
+#include "compiler/quant/quantize.h"
+
+namespace npusim::compiler::quant {
+
+// SQNR reported when the error is exactly zero (JSON has no infinity).
+inline constexpr double kExactSqnrDb = 300.0;
+
+struct LayerAccuracy {
+  std::string name;
+  std::string op;
+  Precision precision = Precision::kFp32;
+  double sqnr_db = kExactSqnrDb;  // 10 log10(sum ref^2 / sum (out - ref)^2) over all evaluation inputs
+  double cosine = 1.0;
+  double max_abs_error = 0.0;
+  int64_t elements = 0;           // per input
+};
+
+// A weight channel whose max |w| is far above the layer's typical channel: with per-tensor scales it
+// sets the scale of every channel, crushing the others into a few int8 levels.
+struct WeightOutlier {
+  std::string layer;
+  int64_t channel = 0;
+  float channel_max_abs = 0;  // max |w| of the channel
+  float median_max_abs = 0;   // median over the layer's channels of their max |w|
+  double factor = 0;          // channel_max_abs / median_max_abs
+};
+
+struct AccuracyOptions {
+  double bad_layer_sqnr_db = 20.0;  // first_bad_layer: the first layer below this
+  double outlier_factor = 8.0;      // a channel is an outlier above this many times the median
+};
+
+struct MixedPrecisionAdvice {
+  double target_sqnr_db = 0;
+  bool met = false;
+  double achieved_sqnr_db = 0;          // output SQNR with `layers` in fp16, the rest as planned
+  std::vector<std::string> layers;      // node names to keep in fp16, in the order chosen
+  std::string overrides;                // ready to use: "conv1=fp16,conv5=fp16"
+  double cost = 0;                      // the cost callback on the advised plan (0 without one)
+  double cost_int8 = 0;                 // the cost callback on the plan as given
+};
+
+struct AccuracyReport {
+  std::string precision;            // the model-wide precision requested ("int8", "fp16", ...)
+  double output_sqnr_db = kExactSqnrDb;
+  double output_cosine = 1.0;
+  double output_max_abs_error = 0.0;
+  std::string first_bad_layer;      // "" when every layer meets the threshold (JSON null)
+  double bad_layer_sqnr_db = 20.0;
+  std::vector<LayerAccuracy> layers;  // graph order
+  CalibrationInfo calibration;      // method "" when nothing was calibrated
+  int evaluation_inputs = 0;
+  bool evaluation_synthetic = false;
+  std::vector<WeightOutlier> weight_outliers;
+  std::vector<std::string> warnings;  // sentences for the user (synthetic calibration, fallbacks)
+  // Filled by advise_mixed_precision when asked.
+  std::optional<MixedPrecisionAdvice> advice;
+};
+
+
+// Per-layer and output comparison of `plan` against an all-fp32 run of the same graph on `samples`.
+AccuracyReport evaluate_accuracy(const Graph& g, const PrecisionPlan& plan, const std::vector<Sample>& samples,
+                                 const AccuracyOptions& options = {});
+
+// Channels of constant matrix weights whose max |w| exceeds factor x the layer's median channel max.
+std::vector<WeightOutlier> find_weight_outliers(const Graph& g, double factor);
+
+// Latency (or any cost) of a plan; the CLI wires it to the simulator. Lower is better.
+using PlanCost = std::function<double(const PrecisionPlan&)>;
+
+// Greedy by sensitivity: each int8 matrix layer is quantized alone (the rest fp32) to measure the
+// output SQNR it costs; layers are then moved to fp16 most-harmful first (with a cost callback: most
+// harm per unit of added cost, cost(plan with the layer in fp16) - cost(plan)), re-evaluating the
+// output SQNR after each, until `target_sqnr_db` is met or no int8 layer is left.
+MixedPrecisionAdvice advise_mixed_precision(const Graph& g, const PrecisionPlan& plan,
+                                            const std::vector<Sample>& samples, double target_sqnr_db,
+                                            const PlanCost& cost = nullptr);
+
+// The `accuracy` object of the report JSON (without a trailing newline).
+void write_accuracy_json(const AccuracyReport& r, std::ostream& out);
+std::string accuracy_json(const AccuracyReport& r);
+// Human-readable: output figures, calibration warning, the worst layers, first bad layer, outliers.
+std::string accuracy_summary(const AccuracyReport& r, size_t worst_layers = 10);
+
+// One call for the CLI: resolve the spec on `g` (lowered; `original` = imported graph for op-type
+// keys), calibrate when some node is int8 (on `calibration_dir` samples, else `synthetic_count`
+// seeded synthetic samples, flagged), quantize, and return the plan.
+struct PlanRequest {
+  PrecisionSpec spec;
+  QuantOptions quant;
+  std::string calibration_dir;  // "" = synthetic
+  int calibration_count = 32;   // samples read from the folder (0 = all) or generated
+  uint32_t seed = 1;
+};
+PrecisionPlan build_plan(const Graph& g, const PlanRequest& request, const Graph* original = nullptr);
+
+}  // namespace npusim::compiler::quant

@@ -1,0 +1,449 @@
+#include "compiler/quant/calibration.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <random>
+
+#include "compiler/import/import.h"
+#include "compiler/interp/interpreter.h"
+#include "compiler/quant/emulate.h"
+#include "isa/numerics.h"
+
+namespace npusim::compiler::quant {
+
+namespace fs = std::filesystem;
+
+std::string to_string(CalibrationMethod m) {
+  switch (m) {
+    case CalibrationMethod::kMinMax:
+      return "minmax";
+    case CalibrationMethod::kPercentile:
+      return "percentile";
+    case CalibrationMethod::kEntropy:
+      return "entropy";
+  }
+  return "minmax";
+}
+
+CalibrationMethod parse_calibration_method(const std::string& text) {
+  if (text == "minmax" || text == "min-max") return CalibrationMethod::kMinMax;
+  if (text == "percentile") return CalibrationMethod::kPercentile;
+  if (text == "entropy" || text == "kl") return CalibrationMethod::kEntropy;
+  throw CalibrationError("unknown calibration method '" + text + "' (expected minmax, percentile or entropy)");
+}
+
+// ---- statistics --------------------------------------------------------------------------------
+
+void TensorStats::grow_to(double amax) {
+  const int n = bins();
+  if (width_ == 0) {
+    width_ = amax / n;
+    // The bin that holds amax must exist: amax / width = n exactly, so widen by one ulp-ish margin.
+    width_ = std::nextafter(width_, std::numeric_limits<double>::infinity());
+    return;
+  }
+  while (amax >= width_ * n) {
+    for (auto* h : {&pos_, &neg_}) {
+      std::vector<double> merged(n, 0.0);
+      for (int k = 0; k < n; ++k) merged[k / 2] += (*h)[k];
+      *h = std::move(merged);
+    }
+    width_ *= 2;
+  }
+}
+
+void TensorStats::add(const float* data, size_t n) {
+  if (n == 0) return;
+  float lo = std::numeric_limits<float>::infinity(), hi = -lo;
+  double amax = 0;
+  for (size_t k = 0; k < n; ++k) {
+    const float v = data[k];
+    if (std::isnan(v)) continue;
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+    amax = std::max(amax, static_cast<double>(std::fabs(v)));
+  }
+  if (lo > hi) return;  // all NaN
+  if (count_ == 0) {
+    min_ = lo;
+    max_ = hi;
+  } else {
+    min_ = std::min(min_, lo);
+    max_ = std::max(max_, hi);
+  }
+  count_ += static_cast<int64_t>(n);
+  if (amax == 0) {
+    pos_[0] += static_cast<double>(n);  // all zeros: they count as the smallest magnitude
+    return;
+  }
+  if (std::isinf(amax)) return;  // an infinite activation cannot be calibrated; min/max keep it
+  if (width_ == 0 || amax >= width_ * bins()) grow_to(amax);
+  const double inv = 1.0 / width_;
+  const int last = bins() - 1;
+  for (size_t k = 0; k < n; ++k) {
+    const float v = data[k];
+    if (std::isnan(v)) continue;
+    const double a = std::fabs(static_cast<double>(v));
+    const int b = std::min(last, static_cast<int>(a * inv));
+    (v < 0 ? neg_ : pos_)[b] += 1.0;
+  }
+}
+
+std::vector<double> TensorStats::magnitude_histogram() const {
+  std::vector<double> h(pos_.size());
+  for (size_t k = 0; k < h.size(); ++k) h[k] = pos_[k] + neg_[k];
+  return h;
+}
+
+// ---- thresholds --------------------------------------------------------------------------------
+
+double percentile_threshold(const std::vector<double>& hist, double bin_width, double percentile) {
+  double total = 0;
+  for (double c : hist) total += c;
+  if (total == 0) return 0;
+  const double target = total * std::clamp(percentile, 0.0, 100.0) / 100.0;
+  double acc = 0;
+  for (size_t k = 0; k < hist.size(); ++k) {
+    acc += hist[k];
+    if (acc >= target) return static_cast<double>(k + 1) * bin_width;
+  }
+  return static_cast<double>(hist.size()) * bin_width;
+}
+
+double entropy_threshold(const std::vector<double>& hist, double bin_width, int quant_bins) {
+  const int n = static_cast<int>(hist.size());
+  double total = 0;
+  int last_nonzero = -1;
+  for (int k = 0; k < n; ++k) {
+    total += hist[k];
+    if (hist[k] > 0) last_nonzero = k;
+  }
+  if (total == 0 || last_nonzero < 0) return 0;
+  // Thresholds beyond the last non-empty bin clip nothing and only coarsen the grid: stop there.
+  if (last_nonzero + 1 <= quant_bins) return static_cast<double>(last_nonzero + 1) * bin_width;
+  std::vector<double> p, q;
+  double best_kl = std::numeric_limits<double>::infinity();
+  int best_i = last_nonzero + 1;
+  double tail = 0;
+  for (int k = quant_bins; k < n; ++k) tail += hist[k];
+  for (int i = quant_bins; i <= last_nonzero + 1; ++i) {
+    if (i > quant_bins) tail -= hist[i - 1];
+    p.assign(hist.begin(), hist.begin() + i);
+    p[i - 1] += tail;  // the clipped outliers saturate into the last level
+    // Q: merge hist[0, i) (without the tail) into quant_bins levels, spread each level evenly over the
+    // bins of its group that were non-empty in P.
+    q.assign(i, 0.0);
+    const double step = static_cast<double>(i) / quant_bins;
+    for (int j = 0; j < quant_bins; ++j) {
+      const int start = static_cast<int>(std::floor(j * step));
+      const int stop = j == quant_bins - 1 ? i : static_cast<int>(std::floor((j + 1) * step));
+      double sum = 0;
+      int nonzero = 0;
+      for (int k = start; k < stop; ++k) {
+        sum += hist[k];
+        if (p[k] != 0) ++nonzero;
+      }
+      if (nonzero == 0) continue;
+      const double v = sum / nonzero;
+      for (int k = start; k < stop; ++k)
+        if (p[k] != 0) q[k] = v;
+    }
+    double psum = 0, qsum = 0;
+    for (int k = 0; k < i; ++k) {
+      psum += p[k];
+      qsum += q[k];
+    }
+    if (qsum == 0) continue;
+    // KL(P||Q) over P's support; a bin where P > 0 and Q = 0 (can only happen for the tail bin) gets
+    // Q smoothed to a small epsilon, as TensorRT-style implementations do.
+    double kl = 0;
+    for (int k = 0; k < i; ++k) {
+      if (p[k] == 0) continue;
+      const double pk = p[k] / psum;
+      const double qk = q[k] > 0 ? q[k] / qsum : 1e-12;
+      kl += pk * std::log(pk / qk);
+    }
+    if (kl < best_kl) {
+      best_kl = kl;
+      best_i = i;
+    }
+  }
+  return static_cast<double>(best_i) * bin_width;
+}
+
+ClipRange choose_range(const TensorStats& s, const CalibrationOptions& o, bool symmetric) {
+  ClipRange r;
+  if (s.count() == 0) return r;
+  const double amax = std::max(std::fabs(s.min()), std::fabs(s.max()));
+  if (o.method == CalibrationMethod::kMinMax || s.bin_width() == 0) {
+    if (symmetric) {
+      r.lo = static_cast<float>(-amax);
+      r.hi = static_cast<float>(amax);
+    } else {
+      r.lo = s.min();
+      r.hi = s.max();
+    }
+    return r;
+  }
+  const double w = s.bin_width();
+  if (o.method == CalibrationMethod::kPercentile) {
+    if (symmetric) {
+      const double t = std::min(amax, percentile_threshold(s.magnitude_histogram(), w, o.percentile));
+      r.lo = static_cast<float>(-t);
+      r.hi = static_cast<float>(t);
+    } else {
+      const double tp = std::min<double>(std::max(0.0f, s.max()),
+                                         percentile_threshold(s.positive_histogram(), w, o.percentile));
+      const double tn = std::min<double>(std::max(0.0f, -s.min()),
+                                         percentile_threshold(s.negative_histogram(), w, o.percentile));
+      r.lo = static_cast<float>(-tn);
+      r.hi = static_cast<float>(tp);
+    }
+    return r;
+  }
+  // Entropy. A one-sided tensor (after ReLU) quantized asymmetrically spends all 255 levels on one side.
+  const bool one_sided = !symmetric && s.min() >= 0;
+  const double t = std::min(amax, entropy_threshold(s.magnitude_histogram(), w, one_sided ? 255 : 128));
+  if (symmetric) {
+    r.lo = static_cast<float>(-t);
+    r.hi = static_cast<float>(t);
+  } else {
+    r.lo = static_cast<float>(std::max<double>(s.min(), -t));
+    r.hi = static_cast<float>(std::min<double>(s.max(), t));
+  }
+  return r;
+}
+
+std::map<std::string, TensorStats> collect_statistics(const Graph& g, const std::vector<Sample>& samples,
+                                                      int bins) {
+  std::map<std::string, TensorStats> stats;
+  auto record = [&](const std::string& name, const Tensor& t) {
+    if (name.empty() || !t.floating() || t.f.empty()) return;
+    auto it = stats.find(name);
+    if (it == stats.end()) it = stats.emplace(name, TensorStats(bins)).first;
+    it->second.add(t.f.data(), t.f.size());
+  };
+  PrecisionPlan fp32;
+  for (const auto& sample : samples) {
+    for (const auto& [name, t] : sample) record(name, t);
+    // The emulator in fp32 is the reference interpreter's kernels plus the lowered graph's fused
+    // epilogues and npu-domain ops, so statistics can be collected on a lowered graph too.
+    emulate(g, fp32, sample, [&](const Node& n, const std::vector<const Tensor*>& outs) {
+      for (size_t k = 0; k < outs.size() && k < n.outputs.size(); ++k)
+        if (outs[k]) record(n.outputs[k], *outs[k]);
+    });
+  }
+  return stats;
+}
+
+// ---- inputs ------------------------------------------------------------------------------------
+
+static std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CalibrationError(path + ": cannot open");
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+Tensor read_npy_tensor(const std::string& path) {
+  const std::string b = read_file(path);
+  if (b.size() < 10 || b.compare(0, 6, "\x93NUMPY") != 0) throw CalibrationError(path + ": not a .npy file");
+  const int major = static_cast<unsigned char>(b[6]);
+  size_t header_len, off;
+  if (major == 1) {
+    header_len = static_cast<unsigned char>(b[8]) | (static_cast<unsigned char>(b[9]) << 8);
+    off = 10;
+  } else {
+    if (b.size() < 12) throw CalibrationError(path + ": truncated .npy header");
+    header_len = 0;
+    for (int k = 0; k < 4; ++k) header_len |= static_cast<size_t>(static_cast<unsigned char>(b[8 + k])) << (8 * k);
+    off = 12;
+  }
+  if (off + header_len > b.size()) throw CalibrationError(path + ": truncated .npy header");
+  const std::string h = b.substr(off, header_len);
+  auto field = [&](const std::string& key) {
+    const size_t k = h.find("'" + key + "'");
+    if (k == std::string::npos) throw CalibrationError(path + ": .npy header has no '" + key + "'");
+    return h.substr(h.find(':', k) + 1);
+  };
+  std::string descr = field("descr");
+  descr = descr.substr(descr.find('\'') + 1);
+  descr = descr.substr(0, descr.find('\''));
+  if (field("fortran_order").find("True") < field("fortran_order").find(','))
+    throw CalibrationError(path + ": Fortran-order .npy arrays are not supported");
+  std::string shp = field("shape");
+  shp = shp.substr(shp.find('(') + 1, shp.find(')') - shp.find('(') - 1);
+  Shape shape;
+  std::string num;
+  for (char c : shp + ",") {
+    if (std::isdigit(static_cast<unsigned char>(c))) {
+      num += c;
+    } else if (c == ',' && !num.empty()) {
+      shape.push_back(std::stoll(num));
+      num.clear();
+    }
+  }
+  const int64_t n = num_elements(shape);
+  const char* d = b.data() + off + header_len;
+  const size_t avail = b.size() - off - header_len;
+  if (descr.size() < 3 || (descr[0] != '<' && descr[0] != '|'))
+    throw CalibrationError(path + ": unsupported .npy dtype '" + descr + "' (little-endian expected)");
+  const char kind = descr[1];
+  const int size = std::stoi(descr.substr(2));
+  if (avail < static_cast<size_t>(n) * size) throw CalibrationError(path + ": .npy data is truncated");
+  if (kind == 'f') {
+    std::vector<float> v(n);
+    for (int64_t k = 0; k < n; ++k) {
+      if (size == 4) {
+        std::memcpy(&v[k], d + 4 * k, 4);
+      } else if (size == 8) {
+        double x;
+        std::memcpy(&x, d + 8 * k, 8);
+        v[k] = static_cast<float>(x);
+      } else if (size == 2) {
+        uint16_t x;
+        std::memcpy(&x, d + 2 * k, 2);
+        v[k] = isa::numerics::fp16_to_fp32(x);
+      } else {
+        throw CalibrationError(path + ": unsupported .npy dtype '" + descr + "'");
+      }
+    }
+    return Tensor::from_floats(shape, std::move(v));
+  }
+  if (kind == 'i' || kind == 'u') {
+    std::vector<int64_t> v(n);
+    DataType t;
+    for (int64_t k = 0; k < n; ++k) {
+      const char* p = d + size * k;
+      if (kind == 'i' && size == 1) v[k] = static_cast<int8_t>(p[0]);
+      else if (kind == 'u' && size == 1) v[k] = static_cast<uint8_t>(p[0]);
+      else if (kind == 'i' && size == 4) { int32_t x; std::memcpy(&x, p, 4); v[k] = x; }
+      else if (kind == 'i' && size == 8) { int64_t x; std::memcpy(&x, p, 8); v[k] = x; }
+      else throw CalibrationError(path + ": unsupported .npy dtype '" + descr + "'");
+    }
+    t = kind == 'u' ? DataType::kUInt8 : size == 1 ? DataType::kInt8 : size == 4 ? DataType::kInt32 : DataType::kInt64;
+    return Tensor::from_ints(t, shape, std::move(v));
+  }
+  throw CalibrationError(path + ": unsupported .npy dtype '" + descr + "'");
+}
+
+static bool is_tensor_file(const fs::path& p) {
+  const auto e = p.extension().string();
+  return e == ".npy" || e == ".pb";
+}
+
+static Tensor read_any(const fs::path& p, std::string* name) {
+  if (p.extension() == ".npy") {
+    if (name) *name = p.stem().string();
+    return read_npy_tensor(p.string());
+  }
+  try {
+    if (name) {
+      *name = read_tensor_name(p.string());
+      if (name->empty()) *name = p.stem().string();
+    }
+    return read_tensor_file(p.string());
+  } catch (const std::exception& e) {
+    throw CalibrationError(p.string() + ": " + e.what());
+  }
+}
+
+static void check_against(const Graph& g, const std::string& input, const Tensor& t, const std::string& file) {
+  const Value& v = g.value(input);
+  if (v.shape_known && v.shape.size() == t.shape.size()) {
+    for (size_t d = 0; d < t.shape.size(); ++d)
+      if (v.shape[d] >= 0 && v.shape[d] != t.shape[d])
+        throw CalibrationError(file + ": shape " + shape_to_string(t.shape) + " does not match input '" +
+                               input + "' of shape " + shape_to_string(v.shape));
+  } else if (v.shape_known) {
+    throw CalibrationError(file + ": rank " + std::to_string(t.shape.size()) + " does not match input '" +
+                           input + "' of shape " + shape_to_string(v.shape));
+  }
+}
+
+static Tensor as_input_type(const Graph& g, const std::string& input, Tensor t) {
+  const Value& v = g.value(input);
+  if (is_float(v.dtype) && !t.floating()) {
+    std::vector<float> f(t.i.begin(), t.i.end());
+    return Tensor::from_floats(t.shape, std::move(f));
+  }
+  return t;
+}
+
+std::vector<Sample> load_samples(const Graph& g, const std::string& folder, int limit) {
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) throw CalibrationError(folder + ": not a folder of calibration inputs");
+  std::vector<fs::path> files, dirs;
+  for (const auto& e : fs::directory_iterator(folder)) {
+    if (e.is_directory()) dirs.push_back(e.path());
+    else if (is_tensor_file(e.path())) files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  std::sort(dirs.begin(), dirs.end());
+  std::vector<Sample> out;
+  if (!files.empty()) {
+    if (g.inputs.size() != 1)
+      throw CalibrationError(folder + ": loose tensor files need a model with one input; this one has " +
+                             std::to_string(g.inputs.size()) + " (use one sub-folder per sample)");
+    for (const auto& f : files) {
+      if (limit > 0 && static_cast<int>(out.size()) >= limit) break;
+      Tensor t = read_any(f, nullptr);
+      check_against(g, g.inputs[0], t, f.string());
+      out.push_back({{g.inputs[0], as_input_type(g, g.inputs[0], std::move(t))}});
+    }
+    return out;
+  }
+  for (const auto& d : dirs) {
+    if (limit > 0 && static_cast<int>(out.size()) >= limit) break;
+    std::vector<fs::path> fl;
+    for (const auto& e : fs::directory_iterator(d))
+      if (is_tensor_file(e.path())) fl.push_back(e.path());
+    std::sort(fl.begin(), fl.end());
+    if (fl.empty()) continue;
+    Sample s;
+    for (size_t k = 0; k < fl.size(); ++k) {
+      std::string name;
+      Tensor t = read_any(fl[k], &name);
+      std::string input;
+      if (std::find(g.inputs.begin(), g.inputs.end(), name) != g.inputs.end()) input = name;
+      else if (name == "input_" + std::to_string(k) && k < g.inputs.size()) input = g.inputs[k];
+      else if (g.inputs.size() == 1 && fl.size() == 1) input = g.inputs[0];
+      else
+        throw CalibrationError(fl[k].string() + ": names no input of the model ('" + name + "')");
+      check_against(g, input, t, fl[k].string());
+      s[input] = as_input_type(g, input, std::move(t));
+    }
+    for (const auto& in : g.inputs)
+      if (!s.count(in)) throw CalibrationError(d.string() + ": no tensor for model input '" + in + "'");
+    out.push_back(std::move(s));
+  }
+  if (out.empty()) throw CalibrationError(folder + ": no .npy or .pb calibration inputs found");
+  return out;
+}
+
+std::vector<Sample> synthetic_samples(const Graph& g, int n, uint32_t seed) {
+  std::vector<Sample> out;
+  for (int k = 0; k < n; ++k) {
+    std::mt19937 rng(seed + static_cast<uint32_t>(k));
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    Sample s;
+    for (const auto& in : g.inputs) {
+      const Value& v = g.value(in);
+      if (!v.fully_known())
+        throw CalibrationError("input '" + in + "' has no fully known shape: bind it with --input-shape");
+      if (!is_float(v.dtype))
+        throw CalibrationError("input '" + in + "' is " + std::string(to_string(v.dtype)) +
+                               ": synthetic calibration inputs exist only for float inputs");
+      Tensor t(DataType::kFloat32, v.shape);
+      for (auto& x : t.f) x = dist(rng);
+      s[in] = std::move(t);
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace npusim::compiler::quant

@@ -1,0 +1,98 @@
+#pragma once
+// INT8 post-training calibration: run the FP32 reference interpreter over calibration inputs, collect
+// per-tensor statistics (range and histograms), and choose each tensor's clipping range by min-max,
+// percentile or entropy (KL divergence, TensorRT's method).
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "compiler/ir/graph.h"
+
+namespace npusim::compiler::quant {
+
+// Calibration data the user got wrong (missing folder, unreadable file, shape mismatch): exit code 2.
+class CalibrationError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class CalibrationMethod { kMinMax, kPercentile, kEntropy };
+std::string to_string(CalibrationMethod m);
+// "minmax" | "percentile" | "entropy"; throws CalibrationError.
+CalibrationMethod parse_calibration_method(const std::string& text);
+
+// Running statistics of one tensor over all calibration inputs: exact min/max and two histograms of
+// magnitudes (positive values and negated negative values) with `bins` equal bins over [0, range).
+// The range starts at the first non-zero batch's max |x| and doubles (merging bin pairs) whenever a
+// later value exceeds it, so one pass over the inputs suffices and bins stay aligned.
+class TensorStats {
+ public:
+  explicit TensorStats(int bins = 2048) : pos_(bins, 0.0), neg_(bins, 0.0) {}
+  void add(const float* data, size_t n);
+
+  float min() const { return min_; }
+  float max() const { return max_; }
+  int64_t count() const { return count_; }
+  int bins() const { return static_cast<int>(pos_.size()); }
+  double bin_width() const { return width_; }
+  const std::vector<double>& positive_histogram() const { return pos_; }
+  const std::vector<double>& negative_histogram() const { return neg_; }
+  // Histogram of |x| (positive + negative).
+  std::vector<double> magnitude_histogram() const;
+
+ private:
+  void grow_to(double amax);
+  std::vector<double> pos_, neg_;
+  double width_ = 0;  // 0 until the first non-zero value
+  float min_ = 0, max_ = 0;
+  int64_t count_ = 0;
+};
+
+struct CalibrationOptions {
+  CalibrationMethod method = CalibrationMethod::kEntropy;
+  double percentile = 99.99;  // kPercentile: keep this percentage of the magnitudes inside the range
+  int bins = 2048;
+};
+
+// The clipping range [lo, hi] chosen for a tensor (lo <= 0 <= hi is not implied; quantize_plan widens).
+struct ClipRange {
+  float lo = 0, hi = 0;
+};
+
+// TensorRT's entropy calibration on a magnitude histogram: for every candidate threshold bin i in
+// [quant_bins, bins], P = hist[0..i) with the clipped tail added to its last bin, Q = P's bins merged
+// into `quant_bins` levels and expanded back over P's non-empty bins; returns the threshold
+// (i * bin_width) minimising KL(P || Q). An empty histogram returns 0.
+double entropy_threshold(const std::vector<double>& hist, double bin_width, int quant_bins = 128);
+// The magnitude below which `percentile` % of the histogram's mass lies (upper edge of that bin).
+double percentile_threshold(const std::vector<double>& hist, double bin_width, double percentile);
+
+// The range for one tensor. symmetric: [-t, t] from the magnitude histogram; asymmetric: each side
+// from its own histogram (entropy: one threshold from the magnitudes, then intersected with [min, max]).
+ClipRange choose_range(const TensorStats& s, const CalibrationOptions& o, bool symmetric);
+
+// One calibration (or evaluation) sample: a tensor per graph input, by name.
+using Sample = std::map<std::string, Tensor>;
+
+// Runs the graph in FP32 (emulate.h with an all-fp32 plan: the interpreter's kernels) on every sample and returns statistics of every non-constant floating
+// value (graph inputs and node outputs).
+std::map<std::string, TensorStats> collect_statistics(const Graph& g, const std::vector<Sample>& samples,
+                                                      int bins = 2048);
+
+// Calibration inputs from a folder: either one file per sample (models with one input) or one
+// sub-folder per sample holding one file per input (matched by the TensorProto's name, else the file
+// stem, else the order input_0, input_1, ... as in ONNX test data sets). Files are .npy (float32/64,
+// float16, int8/uint8/int32/int64) or serialized ONNX TensorProto (.pb). Samples are sorted by path;
+// at most `limit` are read (0 = all). Throws CalibrationError naming the file.
+std::vector<Sample> load_samples(const Graph& g, const std::string& folder, int limit = 0);
+// One tensor from a .npy file (float32 result for float data, exact ints otherwise).
+Tensor read_npy_tensor(const std::string& path);
+
+// N seeded synthetic samples: every float input filled with N(0, 1) values (std::mt19937 seeded
+// with seed + sample index). Calibrating on them says nothing about real inputs: callers must flag it
+// (CalibrationInfo::synthetic).
+std::vector<Sample> synthetic_samples(const Graph& g, int n, uint32_t seed);
+
+}  // namespace npusim::compiler::quant

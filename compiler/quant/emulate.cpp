@@ -1,0 +1,470 @@
+#include "compiler/quant/emulate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <stdexcept>
+
+#include "compiler/interp/kernels.h"
+#include "compiler/passes/lowered.h"
+#include "compiler/quant/quantize.h"
+#include "isa/numerics.h"
+
+namespace npusim::compiler::quant {
+
+namespace num = isa::numerics;
+
+namespace {
+
+[[noreturn]] void fail(const Node& n, const std::string& what) {
+  throw InterpretError("node '" + n.name + "' (" + n.op_type + "): " + what);
+}
+
+// ---- int8 matrix kernels -----------------------------------------------------------------------
+
+struct ConvGeom {
+  int64_t n, c, h, w, m, kh, kw, oh, ow, sh, sw, dh, dw, pt, pl, group;
+};
+
+ConvGeom conv_geometry(const Node& node, const Shape& x, const Shape& wshape) {
+  const int nd = static_cast<int>(x.size()) - 2;
+  if (nd < 1 || nd > 2) fail(node, "int8 Conv supports 1 or 2 spatial dimensions, input is " + shape_to_string(x));
+  ConvGeom g{};
+  g.n = x[0];
+  g.c = x[1];
+  g.h = nd == 2 ? x[2] : 1;
+  g.w = x[nd == 2 ? 3 : 2];
+  g.m = wshape[0];
+  g.kh = nd == 2 ? wshape[2] : 1;
+  g.kw = wshape[nd == 2 ? 3 : 2];
+  auto strides = node.attr_ints("strides", std::vector<int64_t>(nd, 1));
+  auto dil = node.attr_ints("dilations", std::vector<int64_t>(nd, 1));
+  auto pads = node.attr_ints("pads", std::vector<int64_t>(2 * nd, 0));
+  g.group = node.attr_int("group", 1);
+  const std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
+  int64_t in[2] = {g.h, g.w}, k[2] = {g.kh, g.kw}, s[2] = {1, 1}, d[2] = {1, 1}, pb[2] = {0, 0}, pe[2] = {0, 0},
+          out[2] = {1, 1};
+  const int off = 2 - nd;
+  for (int i = 0; i < nd; ++i) {
+    const int j = off + i;
+    s[j] = strides[i];
+    d[j] = dil[i];
+    const int64_t ek = (k[j] - 1) * d[j] + 1;
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      out[j] = (in[j] + s[j] - 1) / s[j];
+      const int64_t total = std::max<int64_t>(0, (out[j] - 1) * s[j] + ek - in[j]);
+      pb[j] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pe[j] = total - pb[j];
+      continue;
+    }
+    if (auto_pad == "NOTSET") {
+      pb[j] = pads[i];
+      pe[j] = pads[nd + i];
+    }
+    out[j] = (in[j] + pb[j] + pe[j] - ek) / s[j] + 1;
+  }
+  g.sh = s[0];
+  g.sw = s[1];
+  g.dh = d[0];
+  g.dw = d[1];
+  g.pt = pb[0];
+  g.pl = pb[1];
+  g.oh = out[0];
+  g.ow = out[1];
+  return g;
+}
+
+// The per-output-channel epilogue: acc (int32) -> output code (precision.h's contract).
+struct Epilogue {
+  const LayerQuant& L;
+  const QParams& y;
+  const Node& node;
+  int32_t operator()(uint32_t acc_wrapped, int64_t c, int32_t residual_centered) const {
+    int32_t acc = static_cast<int32_t>(acc_wrapped);
+    if (!L.residual.empty()) {
+      const auto& r = L.residual_rescale[c];
+      acc = num::saturate_int32(static_cast<int64_t>(acc) +
+                                num::requantize_unsaturated(residual_centered, r.multiplier, r.shift, 0));
+    }
+    if (!L.float_epilogue) {
+      const auto& m = L.requant[c];
+      const int64_t v = num::requantize_unsaturated(acc, m.multiplier, m.shift, y.zero_point);
+      return static_cast<int32_t>(num::clamp_i64(v, L.clamp_min, L.clamp_max));
+    }
+    const float pre = static_cast<float>(acc) * L.acc_scale[c];
+    return y.quantize(activation(pre));
+  }
+  float activation(float x) const {
+    const std::string& a = L.activation;
+    if (a == "Sigmoid") return 1.0f / (1.0f + std::exp(-x));
+    if (a == "Tanh") return std::tanh(x);
+    if (a == "LeakyRelu") return x < 0 ? node.attr_float(kAlpha, 0.01f) * x : x;
+    if (a == "HardSigmoid")
+      return std::max(0.0f, std::min(1.0f, node.attr_float(kAlpha, 0.2f) * x + node.attr_float(kBeta, 0.5f)));
+    if (a == "HardSwish") return x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f));
+    if (a == "Gelu") return 0.5f * x * (1.0f + std::erf(x / std::sqrt(2.0f)));
+    fail(node, "unknown fused activation '" + a + "'");
+  }
+};
+
+}  // namespace
+
+std::vector<int32_t> run_int8_layer(const Graph& /*g*/, const Node& n, const PrecisionPlan& plan,
+                                    const Int8Tensor& x, const Int8Tensor* runtime_b,
+                                    const Int8Tensor* residual, Shape& out_shape) {
+  const LayerQuant& L = plan.layers.at(n.name);
+  const QParams& yq = plan.values.at(L.output);
+  const Epilogue epi{L, yq, n};
+  const int32_t zx = x.qparams.zero_point;
+  std::vector<int32_t> out;
+  auto res = [&](int64_t idx) -> int32_t {
+    return residual ? residual->codes[idx] - residual->qparams.zero_point : 0;
+  };
+  if (n.op_type == "Conv") {
+    const ConvGeom cg = conv_geometry(n, x.shape, L.weight_shape);
+    const int64_t cpg = cg.c / cg.group, mpg = cg.m / cg.group;
+    const int64_t K = cpg * cg.kh * cg.kw, P = cg.oh * cg.ow;
+    out_shape = x.shape.size() == 4 ? Shape{cg.n, cg.m, cg.oh, cg.ow} : Shape{cg.n, cg.m, cg.ow};
+    out.assign(cg.n * cg.m * P, 0);
+    if (residual && residual->codes.size() != out.size()) fail(n, "residual shape does not match the output");
+    std::vector<int16_t> col(K * P);
+    std::vector<uint32_t> acc(P);
+    for (int64_t b = 0; b < cg.n; ++b) {
+      for (int64_t gi = 0; gi < cg.group; ++gi) {
+        // im2col of (x_q - zx); padding is the zero point, i.e. 0 after centring.
+        for (int64_t ci = 0; ci < cpg; ++ci)
+          for (int64_t i = 0; i < cg.kh; ++i)
+            for (int64_t j = 0; j < cg.kw; ++j) {
+              int16_t* row = &col[((ci * cg.kh + i) * cg.kw + j) * P];
+              const int32_t* xc = &x.codes[((b * cg.c) + gi * cpg + ci) * cg.h * cg.w];
+              for (int64_t oy = 0; oy < cg.oh; ++oy) {
+                const int64_t iy = oy * cg.sh - cg.pt + i * cg.dh;
+                for (int64_t ox = 0; ox < cg.ow; ++ox) {
+                  const int64_t ix = ox * cg.sw - cg.pl + j * cg.dw;
+                  const bool inside = iy >= 0 && iy < cg.h && ix >= 0 && ix < cg.w;
+                  row[oy * cg.ow + ox] = inside ? static_cast<int16_t>(xc[iy * cg.w + ix] - zx) : 0;
+                }
+              }
+            }
+        for (int64_t mi = 0; mi < mpg; ++mi) {
+          const int64_t m = gi * mpg + mi;
+          const int8_t* wm = &L.weight_q[m * K];
+          std::fill(acc.begin(), acc.end(), static_cast<uint32_t>(L.bias[m]));
+          for (int64_t k = 0; k < K; ++k) {
+            const int32_t wv = wm[k];
+            if (wv == 0) continue;
+            const int16_t* row = &col[k * P];
+            for (int64_t p = 0; p < P; ++p) acc[p] += static_cast<uint32_t>(wv * static_cast<int32_t>(row[p]));
+          }
+          const int64_t base = (b * cg.m + m) * P;
+          for (int64_t p = 0; p < P; ++p) out[base + p] = epi(acc[p], m, res(base + p));
+        }
+      }
+    }
+    return out;
+  }
+  // MatMul / Gemm: A [..., M, K] x B [..., K, N] (Gemm transB: B [N, K]).
+  if (x.shape.size() < 2) fail(n, "int8 MatMul needs an input of rank >= 2");
+  const bool transb = n.op_type == "Gemm" && n.attr_int("transB", 0) != 0;
+  const Shape& bs = runtime_b ? runtime_b->shape : L.weight_shape;
+  if (bs.size() < 2) fail(n, "int8 MatMul needs a weight of rank >= 2");
+  const int64_t M = x.shape[x.shape.size() - 2], K = x.shape.back();
+  const int64_t N = transb ? bs[0] : bs.back();
+  const int64_t KB = transb ? bs[1] : bs[bs.size() - 2];
+  if (K != KB) fail(n, "inner dimensions do not match");
+  const int64_t batch_a = num_elements(x.shape) / (M * K);
+  const int64_t batch_b = num_elements(bs) / (KB * N);
+  if (batch_b != 1 && batch_b != batch_a) fail(n, "int8 MatMul broadcasts only a shared 2-D weight");
+  out_shape = x.shape;
+  out_shape.back() = N;
+  if (bs.size() > x.shape.size()) {
+    out_shape = bs;
+    out_shape[bs.size() - 2] = M;
+  }
+  out.assign(batch_a * M * N, 0);
+  if (residual && residual->codes.size() != out.size()) fail(n, "residual shape does not match the output");
+  // B centred as int32 [batch][K][N].
+  std::vector<int32_t> bc(batch_b * K * N);
+  const int32_t zb = runtime_b ? runtime_b->qparams.zero_point : 0;
+  for (int64_t bb = 0; bb < batch_b; ++bb)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < N; ++j) {
+        const int64_t src = transb ? (j * K + k) : (bb * K * N + k * N + j);
+        bc[(bb * K + k) * N + j] = (runtime_b ? runtime_b->codes[src] : L.weight_q[src]) - zb;
+      }
+  std::vector<uint32_t> acc(N);
+  for (int64_t ba = 0; ba < batch_a; ++ba) {
+    const int32_t* bm = &bc[(batch_b == 1 ? 0 : ba) * K * N];
+    for (int64_t i = 0; i < M; ++i) {
+      for (int64_t j = 0; j < N; ++j) acc[j] = static_cast<uint32_t>(L.bias[j]);
+      const int32_t* arow = &x.codes[(ba * M + i) * K];
+      for (int64_t k = 0; k < K; ++k) {
+        const int32_t av = arow[k] - zx;
+        if (av == 0) continue;
+        const int32_t* brow = &bm[k * N];
+        for (int64_t j = 0; j < N; ++j) acc[j] += static_cast<uint32_t>(av * brow[j]);
+      }
+      const int64_t base = (ba * M + i) * N;
+      for (int64_t j = 0; j < N; ++j) out[base + j] = epi(acc[j], j, res(base + j));
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// A value during emulation: its real value, and the codes when an int8 node produced it.
+struct EValue {
+  Tensor real;
+  bool has_codes = false;
+  Int8Tensor q;
+};
+
+float round_p(float v, Precision p) {
+  switch (p) {
+    case Precision::kFp16:
+      return num::round_to_precision(v, isa::DType::kFp16);
+    case Precision::kBf16:
+      return num::round_to_precision(v, isa::DType::kBf16);
+    default:
+      return v;
+  }
+}
+
+Tensor rounded(const Tensor& t, Precision p) {
+  if (!t.floating() || (p != Precision::kFp16 && p != Precision::kBf16)) return t;
+  Tensor r = t;
+  for (auto& v : r.f) v = round_p(v, p);
+  return r;
+}
+
+float act_fp32(const Node& n, const std::string& a, float x) {
+  if (a == "Relu") return x < 0 ? 0.0f : x;
+  if (a == "Clip") return std::min(std::max(x, n.attr_float(kActMin, -INFINITY)), n.attr_float(kActMax, INFINITY));
+  if (a == "Sigmoid") return 1.0f / (1.0f + std::exp(-x));
+  if (a == "Tanh") return std::tanh(x);
+  if (a == "LeakyRelu") return x < 0 ? n.attr_float(kAlpha, 0.01f) * x : x;
+  if (a == "HardSigmoid") return std::max(0.0f, std::min(1.0f, n.attr_float(kAlpha, 0.2f) * x + n.attr_float(kBeta, 0.5f)));
+  if (a == "HardSwish") return x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f));
+  if (a == "Gelu") return 0.5f * x * (1.0f + std::erf(x / std::sqrt(2.0f)));
+  fail(n, "unknown fused activation '" + a + "'");
+}
+
+class Emulator {
+ public:
+  Emulator(const Graph& g, const PrecisionPlan& plan) : g_(g), plan_(plan) {}
+
+  std::map<std::string, EValue> env;
+
+  void run(const Sample& inputs, const EmulationObserver& observer) {
+    for (const auto& o : g_.outputs) outputs_.insert(o);
+    for (const Node& n : g_.nodes)
+      for (const auto& in : n.inputs)
+        if (!in.empty()) ++uses_[in];
+    for (const auto& in : g_.inputs) {
+      auto it = inputs.find(in);
+      if (it == inputs.end()) throw InterpretError("no value given for graph input '" + in + "'");
+      env[in].real = it->second;
+    }
+    for (const Node& n : g_.nodes) {
+      run_node(n);
+      if (observer) {
+        std::vector<const Tensor*> outs;
+        for (const auto& o : n.outputs) outs.push_back(o.empty() ? nullptr : &env.at(o).real);
+        observer(n, outs);
+      }
+      release_dead(n);
+    }
+  }
+
+  void keep_all() { keep_all_ = true; }
+
+ private:
+  // Drops values no later node reads (graph outputs and, for the test hook, everything else stay), so
+  // emulating ResNet-50 holds a few activations at a time, not all of them.
+  void release_dead(const Node& n) {
+    if (keep_all_) return;
+    for (const auto& in : n.inputs) {
+      if (in.empty()) continue;
+      auto it = uses_.find(in);
+      if (it != uses_.end() && --it->second == 0 && !outputs_.count(in)) env.erase(in);
+    }
+  }
+
+  const Tensor& input_real(const std::string& name) {
+    const Value& v = g_.value(name);
+    if (v.is_constant()) return *v.constant;
+    auto it = env.find(name);
+    if (it == env.end()) throw InterpretError("value '" + name + "' is used before it is computed");
+    return it->second.real;
+  }
+
+  // The codes of a value as an int8 node reads it: reuses the producer's codes when its QParams match,
+  // else quantizes the real value on entry.
+  Int8Tensor codes_of(const std::string& name) {
+    const QParams& qp = plan_.values.at(name);
+    EValue& ev = env.at(name);
+    if (ev.has_codes && ev.q.qparams.scale == qp.scale && ev.q.qparams.zero_point == qp.zero_point &&
+        ev.q.qparams.dtype == qp.dtype)
+      return ev.q;
+    Int8Tensor t;
+    t.shape = ev.real.shape;
+    t.qparams = qp;
+    t.codes.resize(ev.real.f.size());
+    for (size_t k = 0; k < t.codes.size(); ++k) t.codes[k] = qp.quantize(ev.real.f[k]);
+    return t;
+  }
+
+  void set_codes(const std::string& name, Int8Tensor q) {
+    EValue& ev = env[name];
+    ev.real = Tensor(DataType::kFloat32, q.shape);
+    for (size_t k = 0; k < q.codes.size(); ++k) ev.real.f[k] = q.qparams.dequantize(q.codes[k]);
+    ev.q = std::move(q);
+    ev.has_codes = true;
+  }
+
+  bool runtime_float(const std::string& name) const {
+    return !name.empty() && g_.has_value(name) && !g_.value(name).is_constant() && is_float(g_.value(name).dtype);
+  }
+
+  void run_node(const Node& n) {
+    const Precision p = plan_.precision_of(n.name);
+    if (p == Precision::kInt8 && plan_.layers.count(n.name)) {
+      const LayerQuant& L = plan_.layers.at(n.name);
+      Int8Tensor x = codes_of(L.input);
+      Int8Tensor b, r;
+      if (!L.weight_is_constant) b = codes_of(L.weight);
+      if (!L.residual.empty()) r = codes_of(L.residual);
+      Int8Tensor y;
+      y.qparams = plan_.values.at(L.output);
+      y.codes = run_int8_layer(g_, n, plan_, x, L.weight_is_constant ? nullptr : &b,
+                               L.residual.empty() ? nullptr : &r, y.shape);
+      set_codes(L.output, std::move(y));
+      return;
+    }
+    // Float path: operands as the node reads them.
+    std::vector<Tensor> holders(n.inputs.size());
+    std::vector<const Tensor*> ins(n.inputs.size(), nullptr);
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      if (n.inputs[k].empty()) continue;
+      const Tensor& t = input_real(n.inputs[k]);
+      if (p == Precision::kInt8 && runtime_float(n.inputs[k]) && plan_.values.count(n.inputs[k])) {
+        Int8Tensor q = codes_of(n.inputs[k]);
+        holders[k] = Tensor(DataType::kFloat32, q.shape);
+        for (size_t j = 0; j < q.codes.size(); ++j) holders[k].f[j] = q.qparams.dequantize(q.codes[j]);
+        ins[k] = &holders[k];
+      } else if ((p == Precision::kFp16 || p == Precision::kBf16) && t.floating()) {
+        holders[k] = rounded(t, p);
+        ins[k] = &holders[k];
+      } else {
+        ins[k] = &t;
+      }
+    }
+    std::vector<Tensor> outs = compute_fp32(n, ins);
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      if (n.outputs[k].empty()) continue;
+      Tensor& t = outs[k];
+      if (p == Precision::kInt8 && t.floating() && plan_.values.count(n.outputs[k])) {
+        Int8Tensor q;
+        q.shape = t.shape;
+        q.qparams = plan_.values.at(n.outputs[k]);
+        q.codes.resize(t.f.size());
+        for (size_t j = 0; j < t.f.size(); ++j) q.codes[j] = q.qparams.quantize(t.f[j]);
+        set_codes(n.outputs[k], std::move(q));
+        continue;
+      }
+      if (p == Precision::kFp16 || p == Precision::kBf16)
+        for (auto& v : t.f) v = round_p(v, p);
+      EValue& ev = env[n.outputs[k]];
+      ev.real = std::move(t);
+      ev.has_codes = false;
+    }
+  }
+
+  std::vector<Tensor> call_kernel(const Node& n, const std::vector<const Tensor*>& ins) {
+    const auto& table = interp::kernel_table();
+    auto it = table.find(n.op_type);
+    if (!n.domain.empty() || it == table.end()) fail(n, "the reference interpreter has no kernel for this op");
+    interp::KernelContext ctx{n, g_.opset, ins, std::vector<Tensor>(n.outputs.size())};
+    it->second(ctx);
+    return std::move(ctx.out);
+  }
+
+  std::vector<Tensor> compute_fp32(const Node& n, const std::vector<const Tensor*>& ins) {
+    if (n.domain == kNpuDomain) {
+      if (n.op_type == "Transpose" && n.attr_int(kLayoutChange, 0)) return {*ins.at(0)};
+      if (n.op_type == "Gelu" || n.op_type == "Silu") {
+        Tensor t = *ins.at(0);
+        for (auto& v : t.f)
+          v = n.op_type == "Gelu" ? 0.5f * v * (1.0f + std::erf(v / std::sqrt(2.0f))) : v / (1.0f + std::exp(-v));
+        return {t};
+      }
+      fail(n, "unknown npu-domain op");
+    }
+    const bool matrix = is_matrix_op(n);
+    const bool epilogue = matrix && (n.has_attr(kActivation) || n.has_attr(kResidualInput) ||
+                                     (n.op_type == "MatMul" && n.has_input(2)));
+    if (!epilogue) return call_kernel(n, ins);
+    // Fused matrix node: core, then + bias (MatMul), + residual, activation.
+    Node core = n;
+    const size_t core_inputs = n.op_type == "MatMul" ? 2 : std::min<size_t>(3, n.inputs.size());
+    core.inputs.resize(core_inputs);
+    core.attrs.erase(kActivation);
+    core.attrs.erase(kResidualInput);
+    std::vector<const Tensor*> core_ins(ins.begin(), ins.begin() + core_inputs);
+    std::vector<Tensor> out = call_kernel(core, core_ins);
+    Tensor& y = out.at(0);
+    if (n.op_type == "MatMul" && n.has_input(2)) {
+      const Tensor& b = *ins[2];
+      const int64_t N = y.shape.back();
+      for (size_t k = 0; k < y.f.size(); ++k) y.f[k] += b.f[b.size() == 1 ? 0 : k % N];
+    }
+    if (n.has_attr(kResidualInput)) {
+      const Tensor& r = *ins.at(3);
+      if (r.f.size() != y.f.size()) fail(n, "residual shape does not match the output");
+      for (size_t k = 0; k < y.f.size(); ++k) y.f[k] += r.f[k];
+    }
+    const std::string a = n.attr_string(kActivation, "");
+    if (!a.empty())
+      for (auto& v : y.f) v = act_fp32(n, a, v);
+    return out;
+  }
+
+  const Graph& g_;
+  const PrecisionPlan& plan_;
+  bool keep_all_ = false;
+  std::map<std::string, int> uses_;
+  std::set<std::string> outputs_;
+};
+
+}  // namespace
+
+std::map<std::string, Tensor> emulate(const Graph& g, const PrecisionPlan& plan, const Sample& inputs,
+                                      const EmulationObserver& observer) {
+  Emulator e(g, plan);
+  e.run(inputs, observer);
+  std::map<std::string, Tensor> out;
+  for (const auto& o : g.outputs) {
+    const Value& v = g.value(o);
+    out[o] = v.is_constant() ? *v.constant : e.env.at(o).real;
+  }
+  return out;
+}
+
+std::map<std::string, Int8Tensor> expected_int8_tensors(const Graph& g, const PrecisionPlan& plan,
+                                                        const Sample& inputs) {
+  Emulator e(g, plan);
+  e.keep_all();
+  e.run(inputs, nullptr);
+  std::map<std::string, Int8Tensor> out;
+  for (const Node& n : g.nodes) {
+    if (plan.precision_of(n.name) != Precision::kInt8) continue;
+    for (const auto& o : n.outputs) {
+      auto it = e.env.find(o);
+      if (it != e.env.end() && it->second.has_codes) out[o] = it->second.q;
+    }
+  }
+  return out;
+}
+
+}  // namespace npusim::compiler::quant

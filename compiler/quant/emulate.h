@@ -1,0 +1,53 @@
+#pragma once
+// The quantized reference: what the NPU computes for a graph under a PrecisionPlan, emulated on the
+// host with the datapath's exact integer semantics (isa/numerics.h). int8 matrix nodes are
+// integer-exact (int8 x int8 -> int32, int32 bias, gemmlowp requantize, zero points, clamps); int8
+// vector nodes dequantize, compute in fp32 and quantize (ONNX QuantizeLinear rounding); fp16/bf16
+// nodes round their operands and results to the format and compute in fp32 (the array's fp32
+// accumulation). precision.h states the arithmetic; this file runs it.
+//
+// It accepts an imported graph or one lowered by compiler/passes (fused epilogues: bias, residual,
+// activation; npu.Transpose layout changes are identities; npu.Gelu / npu.Silu are computed here).
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "compiler/ir/graph.h"
+#include "compiler/quant/calibration.h"
+#include "compiler/quant/precision.h"
+
+namespace npusim::compiler::quant {
+
+// Called after each node with its outputs as real values (int8 results dequantized), in node.outputs
+// order (nullptr for an omitted output).
+using EmulationObserver = std::function<void(const Node& node, const std::vector<const Tensor*>& outputs)>;
+
+// Runs `g` under `plan` on one sample; returns the graph outputs (real values) by name. A plan with
+// every node fp32 computes what the FP32 reference interpreter computes. Throws InterpretError
+// (compiler/interp) naming the node on an op it cannot run, std::out_of_range when an int8 node lacks
+// its QParams (run quantize_plan first).
+std::map<std::string, Tensor> emulate(const Graph& g, const PrecisionPlan& plan, const Sample& inputs,
+                                      const EmulationObserver& observer = nullptr);
+
+// An int8 tensor as the NPU holds it: codes with their parameters.
+struct Int8Tensor {
+  Shape shape;                // logical (ONNX) shape
+  QParams qparams;
+  std::vector<int32_t> codes;  // values in [qparams.qmin(), qparams.qmax()], row-major logical order
+};
+
+// The test hook for the compiled program: the int8 codes of every value an int8 node writes, by value
+// name, as the functional datapath must produce them bit for bit (in logical ONNX order; a compiled
+// program's NHWC buffers are compared after reordering).
+std::map<std::string, Int8Tensor> expected_int8_tensors(const Graph& g, const PrecisionPlan& plan,
+                                                        const Sample& inputs);
+
+// The integer core of one int8 matrix node, exposed for tests: given the input codes (and residual
+// codes when the layer has one), the output codes. Conv inputs are NCHW (or NCL), MatMul/Gemm [..., M, K].
+std::vector<int32_t> run_int8_layer(const Graph& g, const Node& n, const PrecisionPlan& plan,
+                                    const Int8Tensor& x, const Int8Tensor* runtime_b,
+                                    const Int8Tensor* residual, Shape& out_shape);
+
+}  // namespace npusim::compiler::quant

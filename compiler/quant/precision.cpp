@@ -1,0 +1,211 @@
+#include "compiler/quant/precision.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+namespace npusim::compiler::quant {
+
+std::string_view to_string(Precision p) {
+  switch (p) {
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kFp16:
+      return "fp16";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kInt8:
+      return "int8";
+  }
+  return "fp32";
+}
+
+Precision parse_precision(const std::string& text) {
+  std::string t;
+  for (char c : text) t += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (t == "fp32") return Precision::kFp32;
+  if (t == "fp16") return Precision::kFp16;
+  if (t == "bf16") return Precision::kBf16;
+  if (t == "int8") return Precision::kInt8;
+  throw PrecisionError("unknown precision '" + text + "' (expected fp32, fp16, bf16 or int8)");
+}
+
+isa::DType to_dtype(Precision p) {
+  switch (p) {
+    case Precision::kFp32:
+      return isa::DType::kFp32;
+    case Precision::kFp16:
+      return isa::DType::kFp16;
+    case Precision::kBf16:
+      return isa::DType::kBf16;
+    case Precision::kInt8:
+      return isa::DType::kInt8;
+  }
+  return isa::DType::kFp32;
+}
+
+static std::string trim(const std::string& s) {
+  size_t a = 0, b = s.size();
+  while (a < b && std::isspace(static_cast<unsigned char>(s[a]))) ++a;
+  while (b > a && std::isspace(static_cast<unsigned char>(s[b - 1]))) --b;
+  return s.substr(a, b - a);
+}
+
+static std::string unquote(const std::string& s) {
+  if (s.size() >= 2 && (s.front() == '"' || s.front() == '\'') && s.back() == s.front())
+    return s.substr(1, s.size() - 2);
+  return s;
+}
+
+std::vector<PrecisionOverride> parse_overrides(const std::string& text) {
+  std::vector<PrecisionOverride> out;
+  std::string entry;
+  std::vector<std::string> entries;
+  for (char c : text) {
+    if (c == ',' || c == '\n') {
+      entries.push_back(entry);
+      entry.clear();
+    } else {
+      entry += c;
+    }
+  }
+  entries.push_back(entry);
+  for (std::string e : entries) {
+    const size_t hash = e.find('#');
+    if (hash != std::string::npos) e = e.substr(0, hash);
+    e = trim(e);
+    if (e.empty()) continue;
+    if (e.size() >= 2 && e[0] == '-' && std::isspace(static_cast<unsigned char>(e[1]))) e = trim(e.substr(1));
+    // '=' first: a node name may contain ':' (torch exports "/layer1/conv::0"-like names rarely, but the
+    // value never does), so split at the last separator.
+    size_t sep = e.rfind('=');
+    if (sep == std::string::npos) sep = e.rfind(':');
+    if (sep == std::string::npos || sep == 0 || sep + 1 >= e.size())
+      throw PrecisionError("precision override '" + e + "': expected NODE_OR_OP=PRECISION");
+    PrecisionOverride o;
+    o.key = unquote(trim(e.substr(0, sep)));
+    const std::string prec = unquote(trim(e.substr(sep + 1)));
+    if (o.key.empty()) throw PrecisionError("precision override '" + e + "': empty node or op name");
+    try {
+      o.precision = parse_precision(prec);
+    } catch (const PrecisionError& err) {
+      throw PrecisionError("precision override '" + e + "': " + err.what());
+    }
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+std::string format_overrides(const std::vector<PrecisionOverride>& overrides) {
+  std::string s;
+  for (const auto& o : overrides) {
+    if (!s.empty()) s += ',';
+    s += o.key + "=" + std::string(to_string(o.precision));
+  }
+  return s;
+}
+
+int32_t QParams::quantize(float real) const {
+  // ONNX QuantizeLinear: saturate(round_half_even(x / scale) + zero_point). The division is one fp32
+  // operation; NaN maps to the zero point (float_to_int maps NaN to 0).
+  const float r = real / scale;
+  if (std::isnan(r)) return zero_point;
+  const double rounded = std::nearbyint(static_cast<double>(r));
+  const double v = rounded + zero_point;
+  if (v <= qmin()) return qmin();
+  if (v >= qmax()) return qmax();
+  return static_cast<int32_t>(v);
+}
+
+Precision PrecisionPlan::precision_of(const std::string& name) const {
+  auto it = nodes.find(name);
+  return it == nodes.end() ? model : it->second.effective;
+}
+
+bool PrecisionPlan::has_int8() const {
+  for (const auto& [name, np] : nodes)
+    if (np.effective == Precision::kInt8) return true;
+  return model == Precision::kInt8 && nodes.empty();
+}
+
+static bool derived_from(const std::string& name, const std::string& key) {
+  return name.size() > key.size() && name.compare(0, key.size(), key) == 0 && name[key.size()] == '_';
+}
+
+PrecisionPlan resolve_plan(const Graph& g, const PrecisionSpec& spec, const Graph* original) {
+  PrecisionPlan plan;
+  plan.model = spec.model;
+  std::set<std::string> node_names, op_types;
+  for (const auto& n : g.nodes) {
+    node_names.insert(n.name);
+    op_types.insert(n.op_type);
+  }
+  // Op types of the original graph, mapped to the names of its nodes of that type.
+  std::map<std::string, std::vector<std::string>> original_by_op;
+  if (original)
+    for (const auto& n : original->nodes) original_by_op[n.op_type].push_back(n.name);
+
+  std::vector<std::string> unmatched;
+  for (const auto& o : spec.overrides) {
+    bool matched = node_names.count(o.key) || op_types.count(o.key) || original_by_op.count(o.key);
+    if (!matched)
+      for (const auto& n : g.nodes)
+        if (derived_from(n.name, o.key)) matched = true;
+    if (!matched && original)
+      for (const auto& n : original->nodes)
+        if (n.name == o.key) matched = true;  // a node the passes folded away: harmless
+    if (!matched) unmatched.push_back(o.key);
+  }
+  if (!unmatched.empty()) {
+    std::string list;
+    for (const auto& k : unmatched) list += (list.empty() ? "'" : ", '") + k + "'";
+    throw PrecisionError("precision override " + list + " names no node and no op type of the model");
+  }
+
+  for (const auto& n : g.nodes) {
+    NodePrecision np;
+    np.requested = spec.model;
+    // Op-type keys first, so that name keys (applied after) win.
+    for (const auto& o : spec.overrides) {
+      bool hit = n.op_type == o.key;
+      if (!hit && original_by_op.count(o.key))
+        for (const auto& orig : original_by_op.at(o.key))
+          if (n.name == orig || derived_from(n.name, orig)) hit = true;
+      if (hit) np.requested = o.precision;
+    }
+    for (const auto& o : spec.overrides) {
+      if (n.name == o.key || derived_from(n.name, o.key)) {
+        np.requested = o.precision;
+      }
+    }
+    np.effective = np.requested;
+    plan.nodes[n.name] = np;
+  }
+  return plan;
+}
+
+std::string plan_summary(const PrecisionPlan& plan) {
+  std::map<Precision, std::vector<std::string>> by;
+  for (const auto& [name, np] : plan.nodes) by[np.effective].push_back(name);
+  std::ostringstream os;
+  bool first = true;
+  for (const auto& [p, names] : by) {
+    if (!first) os << "; ";
+    first = false;
+    os << to_string(p) << ": ";
+    if (names.size() > 6) {
+      os << names.size() << " nodes";
+    } else {
+      for (size_t k = 0; k < names.size(); ++k) os << (k ? ", " : "") << names[k];
+    }
+  }
+  int fallbacks = 0;
+  for (const auto& [name, np] : plan.nodes)
+    if (np.effective != np.requested) ++fallbacks;
+  if (fallbacks) os << " (" << fallbacks << " nodes could not run in the requested precision)";
+  return os.str();
+}
+
+}  // namespace npusim::compiler::quant

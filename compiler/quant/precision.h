@@ -1,0 +1,154 @@
+#pragma once
+// Precision plan: which number format every node of a graph runs in, and, for int8 nodes, the exact
+// quantization parameters (scales, zero points, integer weights, int32 biases, requantization
+// multipliers and shifts) the NPU must use. The back end reads it to choose instruction dtypes and to
+// emit REQUANTIZE immediates; the quantized reference (compiler/quant/emulate.h) computes with the same
+// numbers, so a compiled int8 program must reproduce the reference's int8 tensors bit for bit.
+//
+// Contract for the back end (codegen), per node n of the graph the plan was resolved on:
+//   plan.precision_of(n.name)   fp32 | fp16 | bf16 | int8: the format of n's matrix/vector work and of
+//                               the activations it writes to DRAM.
+//   fp16/bf16: operands (activations and constant weights/biases) are rounded to the format
+//     (isa::numerics::round_to_precision), products accumulate in fp32, outputs are rounded again.
+//   int8: every non-constant float input and output value v of n has plan.values.at(v) (QParams):
+//     codes q relate to reals by real = (q - zero_point) * scale; a real is quantized as ONNX
+//     QuantizeLinear does: q = saturate(round_half_even(real / scale) + zero_point) (fp32 division).
+//     A value produced by a non-int8 node (or a graph input) and read by an int8 node is quantized so on
+//     entry; a value produced by an int8 node is stored as codes and dequantized (fp32 multiply) when a
+//     non-int8 node reads it.
+//   int8 matrix nodes (Conv, ConvTranspose excluded, Gemm, MatMul) have plan.layers.at(n.name)
+//     (LayerQuant): the accumulator is
+//        acc[n] = bias[n] + sum_k (x_q[k] - x.zero_point) * w_q[k][n]        (int32, wrapping)
+//     with zero-valued padding meaning x.zero_point (LOAD's halo pad value). For a constant weight,
+//     sum_k x_q * w_q + bias_folded[n] is the same number (bias_folded absorbs -zero_point * sum w_q).
+//     A fused residual r (kResidualInput) is added after the bias, rescaled into the accumulator's
+//     scale: acc[n] = sat32(acc[n] + requantize_unsaturated(r_q - r.zero_point, residual_rescale[n], 0)).
+//     Then, when float_epilogue is false (no activation, Relu or Clip):
+//        y_q = clamp(requantize_unsaturated(acc[n], requant[n], out.zero_point), clamp_min, clamp_max)
+//     and when it is true (any other fused activation):
+//        y_q = quantize(act(float(acc[n]) * acc_scale[n]))     (fp32 multiply, activation in fp32).
+//     requant / residual_rescale have one entry per output channel (per-tensor weights: all equal).
+//     Output channels are W's dim 0 for Conv, the last dim of B for MatMul and normalised Gemm.
+//   int8 vector nodes: inputs dequantized, the op computed in fp32, the result quantized with the
+//     output's QParams. Ops that only move or select values (pooling max, Relu, reshapes, transposes,
+//     slices, pads) share their input's QParams, so for them this is exact on the codes.
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compiler/ir/graph.h"
+#include "isa/isa.h"
+#include "isa/numerics.h"
+
+namespace npusim::compiler::quant {
+
+// A precision request the user got wrong (unknown format, override naming no node): exit code 2.
+class PrecisionError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Precision { kFp32, kFp16, kBf16, kInt8 };
+std::string_view to_string(Precision p);
+// "fp32" | "fp16" | "bf16" | "int8" (case-insensitive); throws PrecisionError naming the text.
+Precision parse_precision(const std::string& text);
+// The operand dtype of the matrix unit for a precision (int8 activations may be uint8: see QParams).
+isa::DType to_dtype(Precision p);
+
+// One per-layer override: `key` is an ONNX node name or an op type.
+struct PrecisionOverride {
+  std::string key;
+  Precision precision = Precision::kFp32;
+};
+
+// The user's request: a whole-model precision plus overrides (`--precision int8 --precision-override
+// conv1=fp16,Softmax=fp32`, or the same pairs from YAML).
+struct PrecisionSpec {
+  Precision model = Precision::kFp32;
+  std::vector<PrecisionOverride> overrides;  // later entries win over earlier ones for the same node
+};
+
+// Parses an override list. Entries are separated by commas or newlines; each is `KEY=PREC` or
+// `KEY: PREC`, optionally prefixed by "- " (so a YAML block list of one-key maps or a YAML mapping of
+// keys to precisions reads as is); '#' starts a comment. This is not a YAML parser: sim/ owns YAML,
+// and hands a YAML list's entries here (or to PrecisionSpec directly). Throws PrecisionError naming
+// the bad entry.
+std::vector<PrecisionOverride> parse_overrides(const std::string& text);
+// The inverse: "conv1=fp16,Softmax=fp32".
+std::string format_overrides(const std::vector<PrecisionOverride>& overrides);
+
+// Quantization parameters of one int8 tensor: real = (q - zero_point) * scale.
+struct QParams {
+  float scale = 1.0f;
+  int32_t zero_point = 0;
+  isa::DType dtype = isa::DType::kInt8;  // kInt8 or kUint8
+  int32_t qmin() const { return static_cast<int32_t>(isa::numerics::dtype_min(dtype)); }
+  int32_t qmax() const { return static_cast<int32_t>(isa::numerics::dtype_max(dtype)); }
+  // ONNX QuantizeLinear / DequantizeLinear semantics (see the contract above).
+  int32_t quantize(float real) const;
+  float dequantize(int32_t q) const { return static_cast<float>(q - zero_point) * scale; }
+};
+
+// The integer form of one int8 matrix node (see the contract above).
+struct LayerQuant {
+  std::string node;
+  std::string op;                   // Conv, Gemm, MatMul
+  std::string input, weight, output, residual;  // value names; residual "" when none
+  bool weight_is_constant = true;   // false: a runtime B (attention), quantized per tensor at run time
+  bool per_channel = false;
+  int weight_channel_axis = 0;      // the dim of the weight holding output channels
+  Shape weight_shape;
+  std::vector<int8_t> weight_q;     // constant weights, same shape/order as the ONNX weight, symmetric
+  std::vector<float> weight_scale;  // one per output channel (per-tensor: all entries equal)
+  std::vector<int32_t> bias;        // round(bias / (x.scale * weight_scale[n])), zeros when no bias
+  std::vector<int32_t> bias_folded; // bias[n] - x.zero_point * sum_k w_q[k][n] (constant weights)
+  std::vector<float> acc_scale;     // x.scale * weight_scale[n]: real value of one accumulator unit
+  std::vector<isa::numerics::QuantizedMultiplier> requant;           // acc_scale[n] / y.scale
+  std::vector<isa::numerics::QuantizedMultiplier> residual_rescale;  // r.scale / acc_scale[n]
+  std::string activation;           // the fused activation (kActivation), "" when none
+  bool float_epilogue = false;
+  int32_t clamp_min = -128, clamp_max = 127;  // output codes: the dtype's range narrowed by Relu/Clip
+};
+
+// How the int8 parameters were obtained, for the report.
+struct CalibrationInfo {
+  std::string method;        // "minmax", "percentile", "entropy", or "model" (pre-quantized QDQ)
+  int inputs = 0;            // calibration inputs used
+  bool synthetic = false;    // true: seeded random inputs, not user data (the report says so loudly)
+  std::string source;        // folder of the inputs, or "synthetic seed N"
+};
+
+// A node's resolved precision.
+struct NodePrecision {
+  Precision requested = Precision::kFp32;  // what the spec asked for
+  Precision effective = Precision::kFp32;  // what runs (int8 may fall back, see reason)
+  std::string reason;                      // why effective != requested, else ""
+};
+
+struct PrecisionPlan {
+  Precision model = Precision::kFp32;
+  std::map<std::string, NodePrecision> nodes;  // every node of the graph, by name
+  std::map<std::string, QParams> values;       // int8 activation values (filled by quantize_plan)
+  std::map<std::string, LayerQuant> layers;    // int8 matrix nodes (filled by quantize_plan)
+  CalibrationInfo calibration;
+
+  // Effective precision of node `name`; the model precision for a node the plan does not list.
+  Precision precision_of(const std::string& name) const;
+  bool has_int8() const;
+};
+
+// Resolves `spec` on every node of `g`: a key equal to a node's name applies to it and to the nodes a
+// pass derived from it (named "KEY_..."), a key equal to an op type applies to the nodes of that type.
+// Node-name keys win over op-type keys; among keys of one kind the later override wins. When `g` is a
+// lowered graph, pass the imported graph as `original` so op-type keys also match ops the passes
+// rewrote (Softmax decomposed into ReduceMax/Sub/Exp/..., found through the original node names).
+// Throws PrecisionError listing every key that matches nothing.
+PrecisionPlan resolve_plan(const Graph& g, const PrecisionSpec& spec, const Graph* original = nullptr);
+
+// Node names grouped per precision, for logs: "int8: 52 nodes, fp16: conv1, fc".
+std::string plan_summary(const PrecisionPlan& plan);
+
+}  // namespace npusim::compiler::quant

@@ -1,0 +1,231 @@
+#include "compiler/quant/quantize.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <stdexcept>
+
+#include "compiler/passes/lowered.h"
+
+namespace npusim::compiler::quant {
+
+using isa::numerics::quantize_multiplier;
+
+QParams qparams_for_range(ClipRange r, bool symmetric, isa::DType asymmetric_dtype) {
+  QParams q;
+  double lo = std::min<double>(0.0, r.lo), hi = std::max<double>(0.0, r.hi);
+  if (symmetric) {
+    q.dtype = isa::DType::kInt8;
+    const double amax = std::max(-lo, hi);
+    q.scale = amax > 0 ? static_cast<float>(amax / 127.0) : 1.0f;
+    q.zero_point = 0;
+    return q;
+  }
+  q.dtype = asymmetric_dtype;
+  const double qmin = static_cast<double>(q.qmin()), qmax = static_cast<double>(q.qmax());
+  if (hi - lo <= 0) {
+    q.scale = 1.0f;
+    q.zero_point = asymmetric_dtype == isa::DType::kUint8 ? 0 : 0;
+    return q;
+  }
+  q.scale = static_cast<float>((hi - lo) / (qmax - qmin));
+  const double zp = qmin - std::nearbyint(lo / q.scale);
+  q.zero_point = static_cast<int32_t>(std::clamp(zp, qmin, qmax));
+  return q;
+}
+
+QuantizedWeights quantize_weights(const Tensor& w, int axis, bool per_channel) {
+  QuantizedWeights r;
+  const int64_t n = w.size();
+  r.q.resize(n);
+  const int64_t channels = w.rank() ? w.shape[axis] : 1;
+  int64_t inner = 1;
+  for (int64_t d = axis + 1; d < w.rank(); ++d) inner *= w.shape[d];
+  auto channel_of = [&](int64_t k) { return (k / inner) % channels; };
+  std::vector<float> amax(channels, 0.0f);
+  for (int64_t k = 0; k < n; ++k) {
+    float& a = amax[per_channel ? channel_of(k) : 0];
+    a = std::max(a, std::fabs(w.f[k]));
+  }
+  if (!per_channel)
+    for (auto& a : amax) a = amax[0];
+  r.scale.resize(channels);
+  for (int64_t c = 0; c < channels; ++c) r.scale[c] = amax[c] > 0 ? amax[c] / 127.0f : 1.0f;
+  for (int64_t k = 0; k < n; ++k) {
+    const float s = r.scale[channel_of(k)];
+    const double v = std::nearbyint(static_cast<double>(w.f[k] / s));
+    r.q[k] = static_cast<int8_t>(std::clamp(v, -127.0, 127.0));
+  }
+  return r;
+}
+
+bool shares_input_qparams(const Node& n) {
+  static const std::set<std::string> ops = {"MaxPool", "GlobalMaxPool", "Relu", "Reshape", "Flatten",
+                                            "Squeeze", "Unsqueeze", "Transpose", "Identity", "Dropout",
+                                            "Slice", "Split", "Pad", "ReduceMax", "DepthToSpace",
+                                            "SpaceToDepth", "Expand", "Tile"};
+  if (n.domain == kNpuDomain && n.op_type == "Transpose") return true;
+  return n.domain.empty() && ops.count(n.op_type);
+}
+
+bool is_matrix_op(const Node& n) {
+  return n.domain.empty() && (n.op_type == "Conv" || n.op_type == "Gemm" || n.op_type == "MatMul");
+}
+
+static bool float_value(const Graph& g, const std::string& name) {
+  return !name.empty() && g.has_value(name) && !g.value(name).is_constant() && is_float(g.value(name).dtype);
+}
+
+bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const QuantOptions& options,
+                 const QuantizedWeights* given, std::string& reason) {
+  LayerQuant L;
+  L.node = n.name;
+  L.op = n.op_type;
+  L.input = n.inputs.at(0);
+  L.weight = n.inputs.at(1);
+  L.output = n.outputs.at(0);
+  const Value& wv = g.value(L.weight);
+  L.weight_is_constant = wv.is_constant();
+  if (n.op_type == "Gemm") {
+    if (n.attr_int("transA", 0) != 0 || n.attr_float("alpha", 1.0f) != 1.0f || n.attr_float("beta", 1.0f) != 1.0f) {
+      reason = "int8 Gemm needs transA=0, alpha=beta=1 (run the passes' normalize_gemm first)";
+      return false;
+    }
+  }
+  if (n.op_type == "Conv" && !L.weight_is_constant) {
+    reason = "int8 Conv needs constant weights";
+    return false;
+  }
+  const auto& xq = plan.values.at(L.input);
+  int64_t channels = 1;
+  if (L.weight_is_constant) {
+    const Tensor& w = *wv.constant;
+    if (!w.floating()) {
+      reason = "weights are not floating point";
+      return false;
+    }
+    L.weight_shape = w.shape;
+    if (n.op_type == "Conv") L.weight_channel_axis = 0;
+    else if (n.op_type == "Gemm" && n.attr_int("transB", 0) != 0) L.weight_channel_axis = 0;
+    else L.weight_channel_axis = static_cast<int>(w.rank()) - 1;
+    if (w.rank() < 1) {
+      reason = "scalar weights";
+      return false;
+    }
+    channels = w.shape[L.weight_channel_axis];
+    QuantizedWeights qw = given ? *given : quantize_weights(w, L.weight_channel_axis, options.per_channel);
+    L.per_channel = given ? qw.scale.size() > 1 && std::adjacent_find(qw.scale.begin(), qw.scale.end(),
+                                                                      std::not_equal_to<float>()) != qw.scale.end()
+                          : options.per_channel;
+    if (qw.scale.size() == 1) qw.scale.assign(channels, qw.scale[0]);
+    L.weight_q = std::move(qw.q);
+    L.weight_scale = std::move(qw.scale);
+  } else {
+    const auto& bq = plan.values.at(L.weight);
+    const Value& bv = g.value(L.weight);
+    channels = bv.shape_known && !bv.shape.empty() ? bv.shape.back() : -1;
+    if (channels < 0) {
+      reason = "runtime MatMul operand without a known shape";
+      return false;
+    }
+    L.weight_shape = bv.shape;
+    L.weight_channel_axis = static_cast<int>(bv.shape.size()) - 1;
+    L.weight_scale.assign(channels, bq.scale);
+  }
+  // Bias: one value per output channel (or a scalar), else int8 cannot fold it into the accumulator.
+  L.bias.assign(channels, 0);
+  std::vector<float> bias(channels, 0.0f);
+  if (n.has_input(2)) {
+    const Value& bv = g.value(n.inputs[2]);
+    if (!bv.is_constant() || !bv.constant->floating() ||
+        !(bv.constant->size() == channels || bv.constant->size() == 1)) {
+      reason = "the bias is not a constant per output channel";
+      return false;
+    }
+    for (int64_t c = 0; c < channels; ++c) bias[c] = bv.constant->f[bv.constant->size() == 1 ? 0 : c];
+  }
+  const QParams& yq = plan.values.at(L.output);
+  L.acc_scale.resize(channels);
+  L.requant.resize(channels);
+  L.bias_folded.resize(channels);
+  for (int64_t c = 0; c < channels; ++c) {
+    L.acc_scale[c] = xq.scale * L.weight_scale[c];
+    const double b = std::nearbyint(static_cast<double>(bias[c]) / static_cast<double>(L.acc_scale[c]));
+    L.bias[c] = static_cast<int32_t>(std::clamp(b, -2147483648.0, 2147483647.0));
+    L.requant[c] = quantize_multiplier(static_cast<double>(L.acc_scale[c]) / yq.scale);
+  }
+  if (L.weight_is_constant) {
+    // sum_k w_q[k][c] per output channel, for the zero-point fold.
+    std::vector<int64_t> wsum(channels, 0);
+    int64_t inner = 1;
+    for (int64_t d = L.weight_channel_axis + 1; d < static_cast<int64_t>(L.weight_shape.size()); ++d)
+      inner *= L.weight_shape[d];
+    for (size_t k = 0; k < L.weight_q.size(); ++k) wsum[(k / inner) % channels] += L.weight_q[k];
+    for (int64_t c = 0; c < channels; ++c)
+      L.bias_folded[c] = static_cast<int32_t>(static_cast<uint32_t>(
+          static_cast<int64_t>(L.bias[c]) - static_cast<int64_t>(xq.zero_point) * wsum[c]));
+  } else {
+    L.bias_folded = L.bias;
+  }
+  if (n.has_attr(kResidualInput)) {
+    L.residual = n.inputs.at(3);
+    const QParams& rq = plan.values.at(L.residual);
+    L.residual_rescale.resize(channels);
+    for (int64_t c = 0; c < channels; ++c)
+      L.residual_rescale[c] = quantize_multiplier(static_cast<double>(rq.scale) / L.acc_scale[c]);
+  }
+  L.activation = n.attr_string(kActivation, "");
+  L.clamp_min = yq.qmin();
+  L.clamp_max = yq.qmax();
+  if (L.activation == "Relu") {
+    L.clamp_min = std::max(L.clamp_min, yq.zero_point);
+  } else if (L.activation == "Clip") {
+    L.clamp_min = std::max(L.clamp_min, yq.quantize(n.attr_float(kActMin, -INFINITY)));
+    L.clamp_max = std::min(L.clamp_max, yq.quantize(n.attr_float(kActMax, INFINITY)));
+  } else if (!L.activation.empty()) {
+    L.float_epilogue = true;
+  }
+  plan.layers[n.name] = std::move(L);
+  return true;
+}
+
+void quantize_plan(const Graph& g, PrecisionPlan& plan, const std::map<std::string, TensorStats>& stats,
+                   const QuantOptions& options) {
+  auto assign = [&](const std::string& v, bool force_symmetric) {
+    if (plan.values.count(v)) return;
+    auto it = stats.find(v);
+    if (it == stats.end())
+      throw std::runtime_error("quantize_plan: no calibration statistics for value '" + v + "'");
+    const bool sym = options.symmetric_activations || force_symmetric;
+    plan.values[v] = qparams_for_range(choose_range(it->second, options.calibration, sym), sym,
+                                       options.asymmetric_dtype);
+  };
+  for (const Node& n : g.nodes) {
+    auto pit = plan.nodes.find(n.name);
+    if (pit == plan.nodes.end() || pit->second.effective != Precision::kInt8) continue;
+    if (n.domain.empty() && n.op_type == "ConvTranspose") {
+      pit->second.effective = Precision::kFp16;
+      pit->second.reason = "ConvTranspose has no int8 lowering; runs in fp16";
+      continue;
+    }
+    const bool matrix = is_matrix_op(n);
+    const bool runtime_b = matrix && n.op_type == "MatMul" && float_value(g, n.inputs.at(1));
+    // Inputs first (the producer may be int8 already, then its QParams stay).
+    for (size_t k = 0; k < n.inputs.size(); ++k)
+      if (float_value(g, n.inputs[k])) assign(n.inputs[k], runtime_b && k == 1);
+    for (const auto& out : n.outputs) {
+      if (!float_value(g, out) || plan.values.count(out)) continue;
+      if (shares_input_qparams(n) && float_value(g, n.inputs.at(0))) plan.values[out] = plan.values.at(n.inputs[0]);
+      else assign(out, false);
+    }
+    if (!matrix) continue;
+    if (plan.layers.count(n.name) && !plan.layers.at(n.name).weight_q.empty()) continue;
+    std::string reason;
+    if (!build_layer(g, n, plan, options, nullptr, reason)) {
+      pit->second.effective = Precision::kFp16;
+      pit->second.reason = reason + "; runs in fp16";
+    }
+  }
+}
+
+}  // namespace npusim::compiler::quant

@@ -1,0 +1,56 @@
+#pragma once
+// From calibration statistics to a complete int8 plan: activation QParams per value, and per int8
+// matrix node its integer weights, int32 bias and requantization multipliers (precision.h states the
+// arithmetic those numbers feed).
+#include <map>
+#include <string>
+#include <vector>
+
+#include "compiler/quant/calibration.h"
+#include "compiler/quant/precision.h"
+
+namespace npusim::compiler::quant {
+
+struct QuantOptions {
+  CalibrationOptions calibration;
+  bool per_channel = true;             // weights: one scale per output channel, else one per tensor
+  bool symmetric_activations = false;  // true: int8, zero point 0; false: asymmetric with a zero point
+  isa::DType asymmetric_dtype = isa::DType::kUint8;  // kUint8 or kInt8 for asymmetric activations
+};
+
+// Activation parameters for a clipping range. The range is widened to contain 0 (so zero padding and
+// ReLU are exact) and a degenerate range gets scale 1. Symmetric: int8, scale = max|range| / 127,
+// zero point 0. Asymmetric: scale = (hi - lo) / (qmax - qmin), zero point = qmin - round(lo / scale)
+// clamped to the dtype.
+QParams qparams_for_range(ClipRange r, bool symmetric, isa::DType asymmetric_dtype);
+
+// Symmetric int8 weights: scale = max|w| / 127 over the whole tensor or per slice of `axis`, codes
+// round_half_even(w / scale) clamped to [-127, 127]. An all-zero slice gets scale 1.
+struct QuantizedWeights {
+  std::vector<int8_t> q;
+  std::vector<float> scale;  // one per index of `axis` (per tensor: repeated)
+};
+QuantizedWeights quantize_weights(const Tensor& w, int axis, bool per_channel);
+
+// Ops whose int8 output takes its input's QParams (they select or move values, so they are exact on
+// the codes).
+bool shares_input_qparams(const Node& n);
+
+// Fills plan.values and plan.layers for every node whose effective precision is int8, from `stats`
+// (collect_statistics on the same graph). A node int8 cannot express (ConvTranspose, Gemm with
+// transA or alpha/beta != 1, a bias that is not per output channel) is demoted to fp16 with a reason.
+// Values that already have QParams in the plan (a pre-quantized model's own scales) keep them; layers
+// already in the plan with weights keep their weights.
+void quantize_plan(const Graph& g, PrecisionPlan& plan, const std::map<std::string, TensorStats>& stats,
+                   const QuantOptions& options);
+
+// Builds the LayerQuant of one int8 matrix node from the QParams already in plan.values and, when
+// `given` is non-null, pre-quantized weight codes/scales (QDQ models); returns false with `reason` when
+// the node cannot run in int8.
+bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const QuantOptions& options,
+                 const QuantizedWeights* given, std::string& reason);
+
+// True for the ops the int8 pipeline runs on the matrix unit.
+bool is_matrix_op(const Node& n);
+
+}  // namespace npusim::compiler::quant
