@@ -48,11 +48,13 @@
 //      Sigmoid then Mul with its own input                              -> Silu   (domain "npu")
 //    Gelu has no ONNX 1.12 schema, hence domain "npu" (attribute approximate = "none").
 //
-// 5. Decomposition (options.decompose, default on): every vector node is an op the vector unit has
-//    as one isa::VecOp (elementwise add/sub/mul/div/max/min/pow, Relu, LeakyRelu, Clip, Sigmoid,
-//    Tanh, Gelu, Erf, Exp, Sqrt, Reciprocal, Abs, Neg, HardSigmoid, HardSwish, pooling, ReduceSum /
-//    ReduceMax / ReduceMean, transposes) or a data-movement op the back end handles (Concat, Slice,
-//    Pad, Split, Gather, Resize, ...). Rewritten:
+// 5. Decomposition (options.decompose, default on): the composite ops below, which have no single
+//    isa::VecOp but are made of ops that do (elementwise add/sub/mul/div/max/min/pow, Relu, LeakyRelu,
+//    Clip, Sigmoid, Tanh, Gelu, Erf, Exp, Sqrt, Reciprocal, Abs, Neg, HardSigmoid, HardSwish, pooling,
+//    ReduceSum / ReduceMax / ReduceMean, transposes), are rewritten into those. Vector ops the ISA has
+//    no VecOp for and that cannot be built from VecOps (Log, Elu, Softplus, Floor, CumSum, ArgMax, ...:
+//    the op table still places them on the vector unit) and data-movement ops (Concat, Slice, Pad,
+//    Split, Gather, Resize, ...) are left as they are for the back end (or its host fallback). Rewritten:
 //      Softmax(axis)           -> ReduceMax, Sub, Exp, ReduceSum, Div      (keepdims=1 reductions)
 //      LayerNormalization      -> ReduceMean, Sub, Mul, ReduceMean, Add(eps), Sqrt, Div, Mul(gamma),
 //                                 Add(beta)
