@@ -417,5 +417,16 @@ TEST(Models, ExportedModelsCompileFastWithoutFallbacks) {
   }
 }
 
+// The same exported models, run end to end on the functional datapath against the interpreter.
+TEST(Models, ExportedModelsMatchInterpreter) {
+  const std::string dir = std::string(NPUSIM_BINARY_DIR) + "/tests/compiler/backend/models";
+  for (const std::string n : {"resnet18", "mobilenet_v2", "bert_small"}) {
+    if (!std::ifstream(dir + "/" + n + ".onnx")) GTEST_SKIP() << "run ExportedModelsCompileFastWithoutFallbacks first";
+    const Graph g = import_onnx_file(dir + "/" + n + ".onnx");
+    CompileResult r;
+    EXPECT_LT(compile_and_compare(g, isa::NpuConfig{}, &r), kTol) << n;
+  }
+}
+
 }  // namespace
 }  // namespace npusim::compiler::testing
