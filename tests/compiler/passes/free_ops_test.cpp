@@ -56,5 +56,20 @@ TEST(Placement, FollowsTheOpTableAndItsConstraints) {
   EXPECT_EQ(g.nodes[3].attr_string(kPlacement, ""), "host");
 }
 
+TEST(Placement, NpuOpsAreVectorAndUnknownOpsGoToTheHost) {
+  GraphBuilder b;
+  auto x = b.input("x", {4});
+  auto s = b.node("Silu", {x}, "s", {4}, {}, DataType::kFloat32, "npu");
+  auto t = b.node("Gelu", {s}, "t", {4}, {}, DataType::kFloat32, "npu");
+  auto u = b.node("FancyOp", {t}, "u", {4});
+  b.output(b.node("Inverse", {u}, "y", {4}, {}, DataType::kFloat32, "com.microsoft"));
+  Graph g = b.build();
+  passes::assign_placement(g);
+  EXPECT_EQ(g.nodes[0].attr_string(kPlacement, ""), "vector");
+  EXPECT_EQ(g.nodes[1].attr_string(kPlacement, ""), "vector");
+  EXPECT_EQ(g.nodes[2].attr_string(kPlacement, ""), "host");
+  EXPECT_EQ(g.nodes[3].attr_string(kPlacement, ""), "host");
+}
+
 }  // namespace
 }  // namespace npusim::compiler::testing

@@ -96,6 +96,28 @@ TEST(FuseEpilogues, ResidualAddThenReluGoesIntoTheLaterConv) {
   EXPECT_TRUE(same_outputs(before, g));
 }
 
+TEST(FuseEpilogues, ActivationParametersTravelWithTheEpilogue) {
+  // Opset 10: Clip's bounds are attributes. LeakyRelu / HardSigmoid carry alpha (and beta).
+  GraphBuilder b(10);
+  auto x = b.input("x", {1, 3, 6, 6});
+  auto c1 = conv(b, x, "c1", 3, 4, 1);
+  auto a1 = b.node("Clip", {c1}, "a1", {1, 4, 6, 6}, {{"min", attr_f(-0.5f)}, {"max", attr_f(0.75f)}});
+  auto c2 = conv(b, a1, "c2", 4, 4, 3);
+  auto a2 = b.node("LeakyRelu", {c2}, "a2", {1, 4, 6, 6}, {{"alpha", attr_f(0.2f)}});
+  auto c3 = conv(b, a2, "c3", 4, 4, 5);
+  b.output(b.node("HardSigmoid", {c3}, "y", {1, 4, 6, 6}, {{"alpha", attr_f(0.3f)}, {"beta", attr_f(0.4f)}}));
+  Graph before = b.build();
+  Graph g = before;
+  passes::fuse_epilogues(g);
+  ASSERT_EQ(g.nodes.size(), 3u);
+  EXPECT_EQ(g.nodes[0].attr_float(kActMin, 0), -0.5f);
+  EXPECT_EQ(g.nodes[0].attr_float(kActMax, 0), 0.75f);
+  EXPECT_EQ(g.nodes[1].attr_float(kAlpha, 0), 0.2f);
+  EXPECT_EQ(g.nodes[2].attr_float(kAlpha, 0), 0.3f);
+  EXPECT_EQ(g.nodes[2].attr_float(kBeta, 0), 0.4f);
+  EXPECT_TRUE(same_outputs(before, g));
+}
+
 TEST(FuseEpilogues, ActivationInputReadTwiceIsNotFused) {
   GraphBuilder b;
   auto c = conv(b, b.input("x", {1, 3, 6, 6}), "c", 3, 4, 1);

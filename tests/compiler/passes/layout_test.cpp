@@ -59,6 +59,26 @@ TEST(Layout, FlattenAfterGlobalPoolNeedsNoConversionButReshapeOfAFeatureMapDoes)
   EXPECT_TRUE(same_outputs(before, g));
 }
 
+TEST(Layout, GraphOutputAlsoReadByAConvKeepsItsNameAndTheConvReadsTheNhwcCopy) {
+  GraphBuilder b;
+  auto c1 = conv(b, b.input("x", {1, 3, 4, 4}), "mid", 3, 4, 4, 1);
+  b.output(c1);
+  b.output(conv(b, c1, "y", 4, 2, 4, 2));
+  Graph before = b.build();
+  Graph g = before;
+  passes::assign_layouts(g);
+  g.verify();
+  EXPECT_EQ(layout_changes(g).size(), 3u);  // x in, mid out, y out
+  const Node* second = nullptr;
+  for (const auto& n : g.nodes)
+    if (n.op_type == "Conv" && n.outputs[0] != "mid_nhwc") second = &n;
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(second->inputs[0], "mid_nhwc");
+  EXPECT_EQ(g.value("mid_nhwc").layout, kNhwc);
+  EXPECT_TRUE(g.value("mid").layout.empty());
+  EXPECT_TRUE(same_outputs(before, g));
+}
+
 TEST(Layout, GraphWithoutConvsStaysInOnnxOrder) {
   GraphBuilder b;
   auto x = b.input("x", {1, 2, 3, 4});
