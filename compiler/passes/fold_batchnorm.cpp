@@ -115,11 +115,13 @@ bool fold_into(Graph& g, Node& m, const Affine& a) {
 
 void fold_batchnorm(Graph& g) {
   std::vector<bool> dead(g.nodes.size(), false);
+  // Folding keeps the matrix node at its index and only kills BNs: the index stays valid.
+  const detail::UseIndex index(g);
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& bn = g.nodes[k];
     if (bn.op_type != "BatchNormalization" || !bn.domain.empty()) continue;
-    const int p = g.producer(bn.inputs[0]);
-    if (p < 0 || dead[p] || detail::sole_consumer(g, bn.inputs[0]) != static_cast<int>(k)) continue;
+    const int p = index.producer(bn.inputs[0]);
+    if (p < 0 || dead[p] || index.sole_consumer(bn.inputs[0]) != static_cast<int>(k)) continue;
     Node& m = g.nodes[p];
     if (!m.domain.empty() || m.has_attr(kActivation) || m.has_attr(kResidualInput)) continue;
     auto a = bn_affine(g, bn);

@@ -105,6 +105,8 @@ bool activation_attrs(const Graph& g, const Node& a, std::map<std::string, Attri
 
 void fuse_epilogues(Graph& g) {
   std::vector<bool> dead(g.nodes.size(), false);
+  // The fused node replaces the last node it absorbs (same index, same output name): the index stays valid.
+  const detail::UseIndex index(g);
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     if (dead[k] || !is_matrix(g.nodes[k]) || g.nodes[k].has_attr(kActivation)) continue;
     if (!is_float(g.value(g.nodes[k].outputs[0]).dtype)) continue;
@@ -113,7 +115,7 @@ void fuse_epilogues(Graph& g) {
     std::vector<int> absorbed;
     while (true) {
       const std::string cur = last < 0 ? f.outputs[0] : g.nodes[last].outputs[0];
-      const int c = detail::sole_consumer(g, cur);
+      const int c = index.sole_consumer(cur);
       if (c < 0 || dead[c]) break;
       const Node& cn = g.nodes[c];
       if (f.has_attr(kActivation)) {

@@ -35,6 +35,29 @@ int sole_consumer(const Graph& g, const std::string& name) {
   return uses == 1 ? found : -1;
 }
 
+UseIndex::UseIndex(const Graph& g) : outputs_(g.outputs.begin(), g.outputs.end()) {
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    for (const auto& o : g.nodes[k].outputs)
+      if (!o.empty()) producer_[o] = static_cast<int>(k);
+    for (const auto& in : g.nodes[k].inputs) {
+      if (in.empty()) continue;
+      ++uses_[in];
+      reader_[in] = static_cast<int>(k);
+    }
+  }
+}
+
+int UseIndex::producer(const std::string& v) const {
+  auto it = producer_.find(v);
+  return it == producer_.end() ? -1 : it->second;
+}
+
+int UseIndex::sole_consumer(const std::string& v) const {
+  if (outputs_.count(v)) return -1;
+  auto it = uses_.find(v);
+  return it != uses_.end() && it->second == 1 ? reader_.at(v) : -1;
+}
+
 std::optional<float> scalar_constant(const Graph& g, const std::string& name) {
   const Tensor* t = constant_of(g, name);
   if (!t || t->size() == 0 || !interpretable(t->dtype)) return std::nullopt;

@@ -2,6 +2,8 @@
 // Internal to compiler/passes: small graph-editing helpers the passes share.
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "compiler/ir/graph.h"
@@ -20,6 +22,20 @@ int use_count(const Graph& g, const std::string& name);
 // The index of the only node reading `name`, when exactly one input of one node reads it and it is not
 // a graph output; otherwise -1. (The precondition for fusing the producer into that consumer.)
 int sole_consumer(const Graph& g, const std::string& name);
+
+// producer() / sole_consumer() answered from maps built once (Graph's own lookups scan every node).
+// Valid while the edits keep each value's producer index and its readers' indices, e.g. when a fused
+// node replaces the last node of the chain it absorbs and the others are only marked dead.
+class UseIndex {
+ public:
+  explicit UseIndex(const Graph& g);
+  int producer(const std::string& v) const;
+  int sole_consumer(const std::string& v) const;
+
+ private:
+  std::unordered_map<std::string, int> producer_, reader_, uses_;
+  std::unordered_set<std::string> outputs_;
+};
 
 // The first float value of a constant whose every element is equal (a scalar in any shape), if so.
 std::optional<float> scalar_constant(const Graph& g, const std::string& name);
