@@ -1,0 +1,473 @@
+// Unit tests of compiler/quant: multiplier derivation, overrides, calibration thresholds, the int8
+// reference's arithmetic, the accuracy report's outlier and first-bad-layer markers, and the QDQ import.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "compiler/import/import.h"
+#include "compiler/passes/lowered.h"
+#include "compiler/quant/accuracy.h"
+#include "compiler/quant/calibration.h"
+#include "compiler/quant/emulate.h"
+#include "compiler/quant/precision.h"
+#include "compiler/quant/qdq.h"
+#include "compiler/quant/quantize.h"
+#include "isa/numerics.h"
+#include "tests/compiler/passes/graph_builder.h"
+
+namespace npusim::compiler::quant {
+namespace {
+
+using testing::attr_i;
+using testing::attr_ints;
+using testing::GraphBuilder;
+namespace num = isa::numerics;
+
+// ---- multiplier and shift ---------------------------------------------------------------------
+
+TEST(QuantizeMultiplier, MatchesTfliteQuantizeMultiplierByHand) {
+  // TFLite: frexp(real) = q * 2^e, M = round(q * 2^31); our shift is -e.
+  auto m = num::quantize_multiplier(0.5);  // q = 0.5, e = 0
+  EXPECT_EQ(m.multiplier, 1 << 30);
+  EXPECT_EQ(m.shift, 0);
+  m = num::quantize_multiplier(0.25);  // q = 0.5, e = -1
+  EXPECT_EQ(m.multiplier, 1 << 30);
+  EXPECT_EQ(m.shift, 1);
+  m = num::quantize_multiplier(1.0);  // q = 0.5, e = 1: a left shift
+  EXPECT_EQ(m.multiplier, 1 << 30);
+  EXPECT_EQ(m.shift, -1);
+  m = num::quantize_multiplier(0.1);  // 0.1 = 0.8 * 2^-3; 0.8 * 2^31 = 1717986918.4
+  EXPECT_EQ(m.multiplier, 1717986918);
+  EXPECT_EQ(m.shift, 3);
+  m = num::quantize_multiplier(0.75);  // 0.75 * 2^31
+  EXPECT_EQ(m.multiplier, 1610612736);
+  EXPECT_EQ(m.shift, 0);
+  m = num::quantize_multiplier(1.0 - std::ldexp(1.0, -40));  // q * 2^31 rounds to 2^31: halved, e + 1
+  EXPECT_EQ(m.multiplier, 1 << 30);
+  EXPECT_EQ(m.shift, -1);
+  m = num::quantize_multiplier(std::ldexp(1.0, -40));  // e = -39 < -31: flushed to zero as TFLite does
+  EXPECT_EQ(m.multiplier, 0);
+  EXPECT_EQ(m.shift, 0);
+  m = num::quantize_multiplier(0.0);
+  EXPECT_EQ(m.multiplier, 0);
+  EXPECT_THROW(num::quantize_multiplier(-0.5), std::invalid_argument);
+}
+
+TEST(QuantizeMultiplier, RequantizeWithDerivedMultiplierRoundsHalfAwayFromZero) {
+  const auto m = num::quantize_multiplier(0.1);
+  // 1000 * 0.1 = 100 exactly.
+  EXPECT_EQ(num::requantize_int8(1000, m.multiplier, m.shift, 0), 100);
+  // 1005 * 0.8 = 804 (high mul: 1005 * 1717986918 / 2^31 = 803.9999998 -> 804), 804 / 8 = 100.5 -> 101.
+  EXPECT_EQ(num::requantize_int8(1005, m.multiplier, m.shift, 0), 101);
+  EXPECT_EQ(num::requantize_int8(-1005, m.multiplier, m.shift, 0), -101);
+  // Saturates to int8 after the zero point.
+  EXPECT_EQ(num::requantize_int8(5000, m.multiplier, m.shift, 10), 127);
+}
+
+// ---- precision plan ---------------------------------------------------------------------------
+
+TEST(PrecisionOverrides, ParsesCommaListAndYamlLikeLines) {
+  auto o = parse_overrides("conv1=fp16, Softmax: FP32\n- fc: bf16  # the classifier\n\n");
+  ASSERT_EQ(o.size(), 3u);
+  EXPECT_EQ(o[0].key, "conv1");
+  EXPECT_EQ(o[0].precision, Precision::kFp16);
+  EXPECT_EQ(o[1].key, "Softmax");
+  EXPECT_EQ(o[1].precision, Precision::kFp32);
+  EXPECT_EQ(o[2].key, "fc");
+  EXPECT_EQ(o[2].precision, Precision::kBf16);
+  EXPECT_EQ(format_overrides(o), "conv1=fp16,Softmax=fp32,fc=bf16");
+  EXPECT_THROW(parse_overrides("conv1=fp64"), PrecisionError);
+  EXPECT_THROW(parse_overrides("conv1"), PrecisionError);
+}
+
+Graph two_conv_softmax() {
+  GraphBuilder b;
+  auto x = b.input("x", {1, 2, 4, 4});
+  auto w = b.random_constant("w", {2, 2, 1, 1}, 1);
+  auto c1 = b.node("Conv", {x, w}, "c1", {1, 2, 4, 4});
+  b.graph().nodes.back().name = "conv1";
+  auto c2 = b.node("Conv", {c1, w}, "c2", {1, 2, 4, 4});
+  b.graph().nodes.back().name = "conv2";
+  auto s = b.node("Softmax", {c2}, "s", {1, 2, 4, 4}, {{"axis", attr_i(1)}});
+  b.graph().nodes.back().name = "sm";
+  b.output(s);
+  return b.build();
+}
+
+TEST(PrecisionPlan, NodeNamesWinOverOpTypesAndDerivedNodesFollowTheirOrigin) {
+  Graph g = two_conv_softmax();
+  PrecisionSpec spec;
+  spec.model = Precision::kInt8;
+  spec.overrides = parse_overrides("conv1=fp16,Conv=bf16,Softmax=fp32");
+  PrecisionPlan p = resolve_plan(g, spec);
+  EXPECT_EQ(p.precision_of("conv1"), Precision::kFp16);  // name beats the later op-type key
+  EXPECT_EQ(p.precision_of("conv2"), Precision::kBf16);
+  EXPECT_EQ(p.precision_of("sm"), Precision::kFp32);
+  // A lowered graph whose Softmax became sm_ReduceMax, ...: op-type keys find them via the original.
+  Graph lowered = g;
+  lowered.nodes.back().op_type = "ReduceMax";
+  lowered.nodes.back().name = "sm_ReduceMax";
+  PrecisionPlan q = resolve_plan(lowered, spec, &g);
+  EXPECT_EQ(q.precision_of("sm_ReduceMax"), Precision::kFp32);
+  spec.overrides = parse_overrides("convX=fp16");
+  EXPECT_THROW(resolve_plan(g, spec), PrecisionError);
+}
+
+// ---- calibration ------------------------------------------------------------------------------
+
+TensorStats gaussian_with_outliers(int n, int outliers, float outlier_value) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  for (int k = 0; k < outliers; ++k) v[k * 97] = (k % 2 ? -1.0f : 1.0f) * outlier_value;
+  TensorStats s;
+  s.add(v.data(), v.size());
+  return s;
+}
+
+TEST(Calibration, EntropyAndPercentileClipAGaussiansOutliersMinMaxKeepsThem) {
+  const TensorStats s = gaussian_with_outliers(200000, 10, 40.0f);
+  EXPECT_FLOAT_EQ(std::max(-s.min(), s.max()), 40.0f);
+  CalibrationOptions o;
+  o.method = CalibrationMethod::kMinMax;
+  EXPECT_FLOAT_EQ(choose_range(s, o, true).hi, 40.0f);
+  o.method = CalibrationMethod::kPercentile;
+  o.percentile = 99.99;
+  // 99.99 % of |N(0,1)| lies below ~3.9; the 10 outliers are 0.005 % of the data.
+  const float p = choose_range(s, o, true).hi;
+  EXPECT_GT(p, 3.0f);
+  EXPECT_LT(p, 5.0f);
+  o.method = CalibrationMethod::kEntropy;
+  const float e = choose_range(s, o, true).hi;
+  // KL keeps the bulk of the Gaussian (several sigma) and clips far below the outliers.
+  EXPECT_GT(e, 2.0f);
+  EXPECT_LT(e, 15.0f);
+}
+
+TEST(Calibration, EntropyKeepsTheFullRangeOfAUniformDistribution) {
+  std::vector<float> v(100000);
+  for (size_t k = 0; k < v.size(); ++k) v[k] = -1.0f + 2.0f * (k + 0.5f) / v.size();
+  TensorStats s;
+  s.add(v.data(), v.size());
+  CalibrationOptions o;
+  const float e = choose_range(s, o, true).hi;
+  EXPECT_GT(e, 0.9f);
+  EXPECT_LE(e, 1.0f);
+}
+
+TEST(Calibration, HistogramRangeDoublesWhenALaterBatchIsWider) {
+  TensorStats s(16);
+  std::vector<float> a = {0.5f, 1.0f}, b = {3.5f};
+  s.add(a.data(), a.size());
+  s.add(b.data(), b.size());
+  EXPECT_GE(s.bin_width() * s.bins(), 3.5);
+  double total = 0;
+  for (double c : s.positive_histogram()) total += c;
+  EXPECT_EQ(total, 3.0);
+}
+
+TEST(QParams, AsymmetricAndSymmetricFromRange) {
+  // [-1, 3] as uint8: scale 4/255, zero point 0 - round(-1 / (4/255)) = round(63.75) = 64.
+  QParams a = qparams_for_range({-1.0f, 3.0f}, false, isa::DType::kUint8);
+  EXPECT_FLOAT_EQ(a.scale, 4.0f / 255.0f);
+  EXPECT_EQ(a.zero_point, 64);
+  EXPECT_EQ(a.quantize(0.0f), 64);
+  EXPECT_EQ(a.quantize(100.0f), 255);
+  QParams s = qparams_for_range({-2.0f, 1.0f}, true, isa::DType::kUint8);
+  EXPECT_EQ(s.dtype, isa::DType::kInt8);
+  EXPECT_FLOAT_EQ(s.scale, 2.0f / 127.0f);
+  EXPECT_EQ(s.zero_point, 0);
+  EXPECT_EQ(s.quantize(-2.0f), -127);
+  // Ties round to even, as ONNX QuantizeLinear.
+  QParams one{1.0f, 0, isa::DType::kInt8};
+  EXPECT_EQ(one.quantize(2.5f), 2);
+  EXPECT_EQ(one.quantize(3.5f), 4);
+}
+
+TEST(Weights, PerChannelScalesFollowEachChannelsMax) {
+  Tensor w = Tensor::from_floats({2, 2}, {1.0f, -0.5f, 0.01f, 0.02f});
+  auto pc = quantize_weights(w, 0, true);
+  EXPECT_FLOAT_EQ(pc.scale[0], 1.0f / 127.0f);
+  EXPECT_FLOAT_EQ(pc.scale[1], 0.02f / 127.0f);
+  EXPECT_EQ(pc.q[0], 127);
+  EXPECT_EQ(pc.q[1], -64);  // -63.5 rounds to even
+  EXPECT_EQ(pc.q[3], 127);
+  auto pt = quantize_weights(w, 0, false);
+  EXPECT_EQ(pt.q[2], 1);  // 0.01 * 127 = 1.27: the small channel keeps 1-2 levels per tensor
+  EXPECT_EQ(pt.q[3], 3);  // 2.54 -> 3
+}
+
+// ---- the int8 reference -----------------------------------------------------------------------
+
+TEST(Int8Reference, ConvLayerMatchesAPlainIntegerReference) {
+  GraphBuilder b;
+  auto x = b.input("x", {1, 3, 6, 6});
+  auto w = b.random_constant("w", {4, 3, 3, 3}, 11);
+  auto bias = b.random_constant("b", {4}, 12, -0.3f, 0.3f);
+  auto y = b.node("Conv", {x, w, bias}, "y", {1, 4, 3, 3},
+                  {{"pads", attr_ints({1, 1, 1, 1})}, {"strides", attr_ints({2, 2})}});
+  b.graph().nodes.back().name = "conv";
+  b.output(y);
+  Graph g = b.build();
+  PrecisionSpec spec;
+  spec.model = Precision::kInt8;
+  PrecisionPlan plan = resolve_plan(g, spec);
+  auto samples = synthetic_samples(g, 4, 5);
+  quantize_plan(g, plan, collect_statistics(g, samples), QuantOptions{});
+  auto expected = expected_int8_tensors(g, plan, samples[0]);
+  ASSERT_TRUE(expected.count("y"));
+  // Independent reference: integer loops, double-precision requantization, round half away from zero.
+  const QParams xq = plan.values.at("x"), yq = plan.values.at("y");
+  const LayerQuant& L = plan.layers.at("conv");
+  const Tensor& xs = samples[0].at("x");
+  const Tensor& wf = *g.value("w").constant;
+  const Tensor& bf = *g.value("b").constant;
+  int mismatches = 0;
+  for (int m = 0; m < 4; ++m) {
+    // Weights per channel from first principles: scale max|w| / 127.
+    float amax = 0;
+    for (int k = 0; k < 27; ++k) amax = std::max(amax, std::fabs(wf.f[m * 27 + k]));
+    const float sw = amax / 127.0f;
+    ASSERT_FLOAT_EQ(L.weight_scale[m], sw);
+    const double acc_scale = static_cast<double>(xq.scale * sw);
+    const int64_t bq = std::llround(bf.f[m] / (xq.scale * sw));
+    for (int oy = 0; oy < 3; ++oy)
+      for (int ox = 0; ox < 3; ++ox) {
+        int64_t acc = bq;
+        for (int c = 0; c < 3; ++c)
+          for (int i = 0; i < 3; ++i)
+            for (int j = 0; j < 3; ++j) {
+              const int iy = oy * 2 - 1 + i, ix = ox * 2 - 1 + j;
+              if (iy < 0 || iy >= 6 || ix < 0 || ix >= 6) continue;
+              const int32_t xcode = xq.quantize(xs.f[(c * 6 + iy) * 6 + ix]);
+              const int64_t wcode = std::lrint(wf.f[((m * 3 + c) * 3 + i) * 3 + j] / sw);
+              acc += (xcode - xq.zero_point) * wcode;
+            }
+        const double real = static_cast<double>(acc) * acc_scale / yq.scale;
+        const int64_t want = std::clamp<int64_t>(std::llround(real) + yq.zero_point, yq.qmin(), yq.qmax());
+        if (expected.at("y").codes[(m * 3 + oy) * 3 + ox] != want) ++mismatches;
+      }
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
+TEST(Int8Reference, Fp32PlanIsExactAndFp16IsCloserThanInt8) {
+  Graph g = two_conv_softmax();
+  auto samples = synthetic_samples(g, 4, 9);
+  auto run = [&](Precision p) {
+    PrecisionSpec spec;
+    spec.model = p;
+    PrecisionPlan plan = resolve_plan(g, spec);
+    if (p == Precision::kInt8) quantize_plan(g, plan, collect_statistics(g, samples), QuantOptions{});
+    return evaluate_accuracy(g, plan, {samples[0], samples[1]});
+  };
+  const auto f32 = run(Precision::kFp32), f16 = run(Precision::kFp16), i8 = run(Precision::kInt8);
+  EXPECT_EQ(f32.output_sqnr_db, kExactSqnrDb);
+  EXPECT_GT(f16.output_sqnr_db, 50.0);
+  EXPECT_LT(f16.output_sqnr_db, kExactSqnrDb);
+  EXPECT_GT(f16.output_sqnr_db, i8.output_sqnr_db);
+  EXPECT_GT(i8.output_sqnr_db, 15.0);
+  EXPECT_EQ(i8.layers.size(), 3u);
+}
+
+// A three-conv chain with ReLU fused into each conv (npu.activation, as the passes leave it);
+// `outlier` multiplies one weight of conv2 by 300.
+Graph conv_chain(bool outlier) {
+  GraphBuilder b;
+  auto x = b.input("x", {1, 8, 8, 8});
+  std::string v = x;
+  for (int k = 1; k <= 3; ++k) {
+    auto w = b.random_constant("w" + std::to_string(k), {8, 8, 3, 3}, 20 + k, -0.2f, 0.2f);
+    v = b.node("Conv", {v, w}, "c" + std::to_string(k), {1, 8, 8, 8},
+               {{"pads", attr_ints({1, 1, 1, 1})}, {kActivation, testing::attr_s("Relu")}});
+    b.graph().nodes.back().name = "conv" + std::to_string(k);
+  }
+  b.output(v);
+  Graph g = b.build();
+  if (outlier) {
+    Tensor w2 = *g.value("w2").constant;
+    w2.f[5 * 72 + 7] *= 300.0f;  // output channel 5
+    g.add_constant("w2", w2);
+  }
+  return g;
+}
+
+TEST(AccuracyReport, InjectedOutlierWeightIsFlaggedByTheOutlierTableAndFirstBadLayer) {
+  for (bool outlier : {false, true}) {
+    Graph g = conv_chain(outlier);
+    PrecisionSpec spec;
+    spec.model = Precision::kInt8;
+    PrecisionPlan plan = resolve_plan(g, spec);
+    QuantOptions qo;
+    qo.per_channel = false;  // per-tensor: the outlier channel sets every channel's scale
+    qo.calibration.method = CalibrationMethod::kMinMax;
+    auto samples = synthetic_samples(g, 4, 1);
+    quantize_plan(g, plan, collect_statistics(g, samples), qo);
+    auto r = evaluate_accuracy(g, plan, {samples[0]});
+    if (!outlier) {
+      EXPECT_TRUE(r.weight_outliers.empty());
+      EXPECT_EQ(r.first_bad_layer, "");
+      continue;
+    }
+    ASSERT_FALSE(r.weight_outliers.empty());
+    EXPECT_EQ(r.weight_outliers[0].layer, "conv2");
+    EXPECT_EQ(r.weight_outliers[0].channel, 5);
+    EXPECT_GT(r.weight_outliers[0].factor, 8.0);
+    EXPECT_EQ(r.first_bad_layer, "conv2");
+    const std::string json = accuracy_json(r);
+    EXPECT_NE(json.find("\"first_bad_layer\": \"conv2\""), std::string::npos);
+  }
+}
+
+// The outlier stretches conv2's output range, and conv3 reads that tensor quantized per tensor: most of
+// its input channels collapse to a few codes. Keeping conv3 in fp16 (its input then stays unquantized)
+// is what repairs the output, so the advice must start there.
+TEST(AccuracyReport, MixedPrecisionAdviceKeepsTheLayerReadingTheStretchedTensorInFp16) {
+  Graph g = conv_chain(true);
+  PrecisionSpec spec;
+  spec.model = Precision::kInt8;
+  PrecisionPlan plan = resolve_plan(g, spec);
+  QuantOptions qo;
+  qo.per_channel = false;
+  auto samples = synthetic_samples(g, 4, 1);
+  quantize_plan(g, plan, collect_statistics(g, samples), qo);
+  const double before = evaluate_accuracy(g, plan, {samples[0]}).output_sqnr_db;
+  auto a = advise_mixed_precision(g, plan, {samples[0]}, before + 6.0);
+  EXPECT_TRUE(a.met);
+  ASSERT_FALSE(a.layers.empty());
+  EXPECT_EQ(a.layers[0], "conv3");
+  EXPECT_EQ(a.overrides.substr(0, 10), "conv3=fp16");
+  // The advice is ready to use: applying the override list reaches the SQNR it reports.
+  spec.overrides = parse_overrides(a.overrides);
+  PrecisionPlan advised = resolve_plan(g, spec);
+  advised.values = plan.values;
+  advised.layers = plan.layers;
+  EXPECT_NEAR(evaluate_accuracy(g, advised, {samples[0]}).output_sqnr_db, a.achieved_sqnr_db, 1e-9);
+}
+
+TEST(AccuracyReport, SyntheticCalibrationIsFlaggedLoudly) {
+  Graph g = conv_chain(false);
+  PlanRequest req;
+  req.spec.model = Precision::kInt8;
+  req.calibration_count = 2;
+  PrecisionPlan plan = build_plan(g, req);
+  EXPECT_TRUE(plan.calibration.synthetic);
+  auto r = evaluate_accuracy(g, plan, synthetic_samples(g, 1, 99));
+  ASSERT_FALSE(r.warnings.empty());
+  EXPECT_NE(r.warnings[0].find("SYNTHETIC"), std::string::npos);
+  EXPECT_NE(accuracy_summary(r).find("SYNTHETIC"), std::string::npos);
+}
+
+// ---- pre-quantized (QDQ) models -----------------------------------------------------------------
+
+std::string data(const std::string& f) { return std::string(NPUSIM_SOURCE_DIR) + "/tests/compiler/quant/data/" + f; }
+
+TEST(Qdq, TorchExportedModelRunsWithItsOwnScalesBitExactWithAPlainReference) {
+  Graph model = import_onnx_file(data("qdq_tiny.onnx"));
+  ASSERT_TRUE(is_prequantized(model));
+  QdqImport q = import_qdq(model);
+  EXPECT_EQ(q.int8_layers, 4);  // conv1, conv2 (depthwise), conv3, fc
+  EXPECT_EQ(q.plan.calibration.method, "model");
+  Sample s{{"input", read_npy_tensor(data("input.npy"))}};
+  auto expected = expected_int8_tensors(q.graph, q.plan, s);
+  // For every int8 matrix layer: recompute its output codes from its input codes with plain loops and
+  // a double-precision requantization; they must be equal bit for bit.
+  int layers = 0;
+  for (const Node& n : q.graph.nodes) {
+    if (!q.plan.layers.count(n.name)) continue;
+    const LayerQuant& L = q.plan.layers.at(n.name);
+    ASSERT_TRUE(expected.count(L.output)) << n.name;
+    Int8Tensor xin;
+    if (expected.count(L.input)) {
+      xin = expected.at(L.input);
+    } else {  // the graph input: quantized on entry with the model's QuantizeLinear parameters
+      const Tensor& t = s.at(L.input);
+      xin.shape = t.shape;
+      xin.qparams = q.plan.values.at(L.input);
+      for (float v : t.f) xin.codes.push_back(xin.qparams.quantize(v));
+    }
+    // The weights are the model's int8 initializers: dequantized constant / scale gives them back.
+    const Tensor& wf = *q.graph.value(L.weight).constant;
+    const Int8Tensor& y = expected.at(L.output);
+    const QParams xq = xin.qparams, yq = y.qparams;
+    const int64_t channels = static_cast<int64_t>(L.weight_scale.size());
+    int64_t inner = 1;
+    for (size_t d = L.weight_channel_axis + 1; d < L.weight_shape.size(); ++d) inner *= L.weight_shape[d];
+    std::vector<int64_t> wq(wf.f.size());
+    for (size_t k = 0; k < wq.size(); ++k) {
+      wq[k] = std::lrint(wf.f[k] / L.weight_scale[(k / inner) % channels]);
+      ASSERT_EQ(wq[k], L.weight_q[k]);
+    }
+    // gemmlowp's two roundings written out plainly: acc * M / 2^31 rounded half up (half away from zero
+    // for negatives), then / 2^shift rounded half away from zero.
+    int64_t off_by_one = 0;
+    auto requant = [&](int64_t acc, int64_t c) {
+      const int64_t M = L.requant[c].multiplier, sh = L.requant[c].shift;
+      EXPECT_GE(sh, 0);
+      EXPECT_NEAR(static_cast<double>(M) / 2147483648.0 / std::ldexp(1.0, static_cast<int>(sh)),
+                  static_cast<double>(xq.scale) * L.weight_scale[c] / yq.scale, 1e-9);
+      const int64_t p = acc * M;
+      const int64_t hi_mul = (p >= 0 ? p + (int64_t{1} << 30) : p - (int64_t{1} << 30) + 1) / (int64_t{1} << 31);
+      const int64_t den = int64_t{1} << sh;
+      const int64_t q = hi_mul >= 0 ? (2 * hi_mul + den) / (2 * den) : -((2 * -hi_mul + den) / (2 * den));
+      int64_t lo = yq.qmin(), hi = yq.qmax();
+      if (L.activation == "Relu") lo = std::max<int64_t>(lo, yq.zero_point);
+      const int64_t v = std::clamp(q + yq.zero_point, lo, hi);
+      // A single rounding of the exact real product differs by at most one code.
+      const double real = static_cast<double>(acc) * (static_cast<double>(xq.scale) * L.weight_scale[c]) / yq.scale;
+      const int64_t once = std::clamp(static_cast<int64_t>(std::llround(real)) + yq.zero_point, lo, hi);
+      EXPECT_LE(std::abs(once - v), 1);
+      if (once != v) ++off_by_one;
+      return v;
+    };
+    int64_t mismatches = 0, count = 0;
+    if (n.op_type == "Conv") {
+      const int64_t C = xin.shape[1], H = xin.shape[2], W = xin.shape[3];
+      const int64_t M = L.weight_shape[0], CG = L.weight_shape[1], R = L.weight_shape[2], S = L.weight_shape[3];
+      const int64_t group = n.attr_int("group", 1), st = n.attr_ints("strides", {1, 1})[0];
+      const int64_t pad = n.attr_ints("pads", {0, 0, 0, 0})[0];
+      const int64_t OH = y.shape[2], OW = y.shape[3];
+      for (int64_t m = 0; m < M; ++m) {
+        const int64_t gi = m / (M / group);
+        for (int64_t oy = 0; oy < OH; ++oy)
+          for (int64_t ox = 0; ox < OW; ++ox) {
+            int64_t acc = L.bias[m];
+            for (int64_t c = 0; c < CG; ++c)
+              for (int64_t i = 0; i < R; ++i)
+                for (int64_t j = 0; j < S; ++j) {
+                  const int64_t iy = oy * st - pad + i, ix = ox * st - pad + j;
+                  if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                  acc += (xin.codes[((gi * CG + c) * H + iy) * W + ix] - xq.zero_point) *
+                         wq[((m * CG + c) * R + i) * S + j];
+                }
+            (void)C;
+            ++count;
+            if (y.codes[(m * OH + oy) * OW + ox] != requant(acc, m)) ++mismatches;
+          }
+      }
+    } else {  // Gemm, transB = 1: W [N, K]
+      const int64_t K = xin.shape[1], N = L.weight_shape[0];
+      for (int64_t j = 0; j < N; ++j) {
+        int64_t acc = L.bias[j];
+        for (int64_t k = 0; k < K; ++k) acc += (xin.codes[k] - xq.zero_point) * wq[j * K + k];
+        ++count;
+        if (y.codes[j] != requant(acc, j)) ++mismatches;
+      }
+    }
+    EXPECT_EQ(mismatches, 0) << n.name << ": " << mismatches << " of " << count << " codes differ";
+    EXPECT_LT(off_by_one * 100, count) << n.name;  // double rounding moves well under 1 % of the codes
+    ++layers;
+  }
+  EXPECT_EQ(layers, 4);
+  // And torch's own int8 kernels (qnnpack) agree within one code on the final output: they requantize
+  // in floating point and average-pool in integers, so exact ties may round differently.
+  Tensor torch_codes = read_npy_tensor(data("torch_out_codes.npy"));
+  const Int8Tensor& out = expected.at("output");
+  ASSERT_EQ(out.codes.size(), torch_codes.i.size());
+  for (size_t k = 0; k < out.codes.size(); ++k) EXPECT_LE(std::abs(out.codes[k] - torch_codes.i[k]), 1) << k;
+}
+
+}  // namespace
+}  // namespace npusim::compiler::quant
