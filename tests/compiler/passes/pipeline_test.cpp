@@ -1,6 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <filesystem>
+
 #include "compiler/import/import.h"
+#include "compiler/interp/interpreter.h"
 #include "compiler/passes/passes.h"
 #include "tests/compiler/passes/graph_builder.h"
 
@@ -85,6 +89,61 @@ TEST(Pipeline, TorchTransformerMlpKeepsValuesWithAndWithoutDecomposition) {
     EXPECT_TRUE(mm->has_input(2));  // the Linear's bias
     EXPECT_TRUE(same_outputs(before, g)) << "decompose " << decompose;
   }
+}
+
+}  // namespace
+}  // namespace npusim::compiler::testing
+
+namespace npusim::compiler::testing {
+namespace {
+
+// Every single-op model of ONNX's node tests that the importer and interpreter accept lowers to a graph
+// computing the same outputs: as exported (all inputs at run time) and with every input but the first
+// made a constant, which drives constant folding and the decompositions that need constant parameters.
+TEST(Pipeline, OnnxNodeTestModelsKeepTheirOutputsThroughLowering) {
+  namespace fs = std::filesystem;
+  const fs::path root = "/usr/share/libonnx-testdata/data/node";
+  if (!fs::exists(root)) GTEST_SKIP() << root << " is not installed";
+  int lowered = 0;
+  for (const auto& dir : fs::directory_iterator(root)) {
+    const fs::path model = dir.path() / "model.onnx", data = dir.path() / "test_data_set_0";
+    if (!fs::exists(model) || !fs::exists(data)) continue;
+    for (bool constants : {false, true}) {
+      Graph g;
+      std::map<std::string, Tensor> in;
+      try {  // what the importer or interpreter rejects is their business, not the passes'
+        g = import_onnx_file(model.string());
+        for (size_t k = 0; k < g.inputs.size(); ++k)
+          in[g.inputs[k]] = read_tensor_file((data / ("input_" + std::to_string(k) + ".pb")).string());
+        if (constants) {
+          for (size_t k = 1; k < g.inputs.size(); ++k) {
+            g.add_constant(g.inputs[k], in.at(g.inputs[k]));
+            in.erase(g.inputs[k]);
+          }
+          g.inputs.resize(std::min<size_t>(g.inputs.size(), 1));
+        }
+        interpret(g, in);
+      } catch (const std::exception&) {
+        continue;
+      }
+      SCOPED_TRACE(dir.path().filename().string() + (constants ? " (constant parameters)" : ""));
+      Graph l = g;
+      ASSERT_NO_THROW(lower(l));
+      for (const auto& n : l.nodes) EXPECT_TRUE(n.has_attr(kPlacement)) << n.name;
+      std::map<std::string, Tensor> want = interpret(g, in), got;
+      ASSERT_NO_THROW(got = interpret(reference_graph(l), in));
+      for (const auto& [name, w] : want) {
+        const Tensor& h = got.at(name);
+        ASSERT_EQ(h.shape, w.shape) << name;
+        double scale = 1e-30;
+        for (int64_t k = 0; k < w.size(); ++k) scale = std::max(scale, std::fabs(w.as_double(k)));
+        for (int64_t k = 0; k < w.size(); ++k)
+          ASSERT_LE(std::fabs(w.as_double(k) - h.as_double(k)), 1e-5 * scale) << name << "[" << k << "]";
+      }
+      ++lowered;
+    }
+  }
+  EXPECT_GT(lowered, 1000);  // 614 models twice on this machine's libonnx-testdata 1.12
 }
 
 }  // namespace
