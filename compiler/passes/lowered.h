@@ -26,17 +26,19 @@
 //      inputs[3] = residual, present iff attribute kResidualInput (int) is set, and then it is 3.
 //    MatMul may therefore carry a bias and a residual, which ONNX's MatMul does not have.
 //    Gemm is normalised: transA = transB = 0, alpha = beta = 1 (those attributes are absent). A
-//    constant B is pre-transposed and pre-scaled; a non-constant transposed operand gets an explicit
-//    Transpose node in front (a vector op).
+//    constant B is pre-transposed and pre-scaled (a constant C pre-scaled); a non-constant transposed
+//    operand gets an explicit Transpose node in front, a non-constant scaled one a Mul (vector ops).
 //    Epilogue, in this order: y = act(matmul_or_conv(x, w) + bias + residual), where act is given by
 //      kActivation (string, absent = none): "Relu", "Clip" (kActMin, kActMax), "Sigmoid", "Tanh",
-//      "LeakyRelu" (kAlpha), "HardSigmoid" (kAlpha, kBeta), "HardSwish", "Gelu" (erf form).
+//      "LeakyRelu" (kAlpha), "HardSigmoid" (kAlpha, kBeta), "HardSwish", "Gelu" (erf form). A Clip
+//      bound the model leaves open is float lowest()/max(); Relu followed by Clip(lo >= 0, hi)
+//      (torch's relu6) is one "Clip".
 //    The residual has exactly the node's output shape (no broadcasting); it is fused only when the
 //    matrix output had no other consumer.
 //
-// 3. BatchNormalization directly after a Conv / ConvTranspose / Gemm (or a MatMul with a constant
-//    2-D weight) whose output has no other consumer is folded into that node's weights and bias (new
-//    constants; the old ones are removed when unused). An unfused BatchNormalization stays a vector
+// 3. BatchNormalization directly after a Conv / ConvTranspose / Gemm (or a 2-D MatMul with a constant
+//    weight, which then becomes a Gemm carrying the folded bias) whose output has no other consumer is
+//    folded into that node's weights and bias (new constants; the old ones are removed when unused). An unfused BatchNormalization stays a vector
 //    op, or is decomposed into Mul + Add with per-channel constants (point 5).
 //
 // 4. Recognised patterns (from the sequences torch.onnx.export emits):
@@ -67,14 +69,17 @@
 //      PRelu                   -> Relu(x) + slope * Min(x, 0)
 //    With options.decompose = false those nodes stay as they are.
 //
-// 6. Constant folding: no node has only constant inputs (such nodes are evaluated with the FP32
-//    interpreter, compiler/interp, and replaced by constants), which removes the exporters' shape
-//    arithmetic (Shape -> Gather -> Cast/Concat/Unsqueeze -> Reshape) once input shapes are bound.
+// 6. Constant folding: no node has only constant inputs unless the interpreter cannot run it (such
+//    nodes are evaluated with the FP32 interpreter, compiler/interp, and replaced by constants), which
+//    removes the exporters' shape arithmetic (Shape -> Gather -> Cast/Concat/Unsqueeze -> Reshape)
+//    once input shapes are bound. Value shapes that import left unknown behind that arithmetic are
+//    filled in as it folds (Value::shape_known), so the back end sees static shapes.
 //
 // 7. Layout (options.nhwc, default on). Value::layout gives every value's physical order: the
 //    logical dims in memory order, outermost first; empty = ONNX order. 4-D activations produced by
-//    conv-like ops (Conv, ConvTranspose, pooling, BatchNormalization) and by the layout-agnostic ops
-//    between them (elementwise, activations, Concat, Pad, Resize) are NHWC = {0, 2, 3, 1}. A 4-D
+//    conv-like ops (Conv, ConvTranspose, pooling, BatchNormalization, LRN, InstanceNormalization) and
+//    by the layout-agnostic ops after them (elementwise, activations, Concat, Pad, Resize, Upsample:
+//    NHWC when any 4-D runtime operand is, all such operands then NHWC) are NHWC = {0, 2, 3, 1}. A 4-D
 //    constant operand of an NHWC elementwise node gets the same layout (the back end writes its data
 //    in that order). Every other value is in ONNX order. Where a value's layout differs from what
 //    its consumer needs (graph inputs/outputs are ONNX order; Reshape, Flatten, Transpose, MatMul,
