@@ -205,6 +205,7 @@ std::string value_type(const Graph& g, const std::string& n) {
   std::string s = n + ":" + std::string(to_string(v.dtype)) + "[" +
                   (v.shape_known ? shape_to_string(v.shape) : std::string("?")) + "]";
   if (v.is_constant()) s += "=const";
+  if (!v.layout.empty()) s += v.layout == std::vector<int>{0, 2, 3, 1} ? "@NHWC" : "@layout" + join_list(v.layout);
   return s;
 }
 
