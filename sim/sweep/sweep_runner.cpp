@@ -93,8 +93,12 @@ void write_atomically(const std::string& path, const std::string& text) {
 class AppendFile {
  public:
   explicit AppendFile(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd_ < 0) throw std::runtime_error("cannot write '" + path + "': " + std::strerror(errno));
+    // A torn last line (a kill in the middle of a write) must not swallow the next row.
+    char last = '\n';
+    const off_t size = ::lseek(fd_, 0, SEEK_END);
+    if (size > 0 && ::pread(fd_, &last, 1, size - 1) == 1 && last != '\n') append("");
   }
   ~AppendFile() {
     if (fd_ >= 0) ::close(fd_);

@@ -1,6 +1,6 @@
 // `npusim sweep` as a user runs it: dry runs, local runs with -j, resuming after a kill, failed points,
 // shards and merge, trends that hold by construction, and the plotting scripts on real outputs.
-// The model is the built-in default of `npusim run`, the one model every build can run.
+// Most tests run a fixed program (gemm_layer.s); the dry runs and the plots use the built-in default model.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -26,6 +26,11 @@ namespace fs = std::filesystem;
 const std::string kNpusim = NPUSIM_BIN;
 const std::string kScripts = std::string(NPUSIM_SOURCE_DIR) + "/scripts/";
 const std::string kPython = "/usr/bin/python3";
+// A fixed GEMM layer program (tests/sweeps/programs/gemm_layer.s): its tiling does not depend on the
+// configuration, so what a sweep changes is only the machine.
+const std::string kGemmLayer = std::string(NPUSIM_SOURCE_DIR) + "/tests/sweeps/programs/gemm_layer.s";
+// The model axis entry that runs it.
+const std::string kGemmAxis = "  - model: [{name: gemm_layer, path: '" + kGemmLayer + "'}]\n";
 
 // A results CSV as rows of column -> text (RFC 4180 quoting).
 struct Table {
@@ -150,56 +155,64 @@ TEST(SweepCli, UsageErrorsExitTwo) {
 
 TEST(SweepRun, FailingPointsAreRecordedAndTheSweepGoesOn) {
   const std::string d = temp_dir("sweep-fail");
-  // The built-in model keeps its whole weight matrix (3x3x32 x 128 int8 = 36 KiB) in the weight SRAM:
-  // 16 KiB cannot hold it, 128 KiB can. A 128 x 128 array's int32 tile (64 KiB) does not fit a 32 KiB
-  // accumulator: that point is refused before it runs.
-  const std::string f = write_sweep(d,
-                                    "set: {sram.accumulator.size_kib: 32}\n"
-                                    "axes:\n"
-                                    "  - sram.weight.size_kib: [16, 128]\n"
-                                    "  - systolic_array.rows: [16, 128]\n"
-                                    "    systolic_array.cols: [16, 128]\n");
+  // Three ways to fail: a program that deadlocks (the simulation fails: exit 1), a file that is not a
+  // program (exit 2), and a 256 x 256 array whose int32 tile (256 KiB) does not fit a 64 KiB
+  // accumulator (refused before it runs: exit 2).
+  write_file(d + "/deadlock.s", ".layer x Gemm\nNOP layer=x wait=load\nHALT\n");
+  write_file(d + "/garbage.s", "FROB 1\n");
+  const std::string f = write_sweep(d, "set: {sram.accumulator.size_kib: 64}\n"
+                                       "axes:\n"
+                                       "  - model: [{name: gemm_layer, path: '" +
+                                           kGemmLayer +
+                                           "'}, deadlock.s, garbage.s]\n"
+                                           "  - systolic_array.rows: [16, 256]\n"
+                                           "    systolic_array.cols: [16, 256]\n");
   const CommandResult r = sweep({f, "-j", "2", "-o", d + "/out"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Table t = read_csv(d + "/out/results.csv");
-  ASSERT_EQ(t.rows.size(), 4u);
+  ASSERT_EQ(t.rows.size(), 6u);
   for (const auto& row : t.rows) {
-    const bool fits_weights = row.at("sram.weight.size_kib") == "128";
-    const bool fits_acc = row.at("systolic_array.rows") == "16";
-    SCOPED_TRACE(row.at("index"));
-    if (fits_weights && fits_acc) {
-      EXPECT_EQ(row.at("status"), "ok");
+    const std::string& model = row.at("model");
+    const bool small = row.at("systolic_array.rows") == "16";
+    SCOPED_TRACE(row.at("index") + " " + model);
+    if (!small) {
+      EXPECT_EQ(row.at("status"), "failed");
+      EXPECT_EQ(row.at("exit_code"), "2");
+      EXPECT_NE(row.at("error").find("sram.accumulator.size_kib"), std::string::npos) << row.at("error");
+    } else if (model == "gemm_layer") {
+      EXPECT_EQ(row.at("status"), "ok") << row.at("error");
       EXPECT_TRUE(fs::exists(d + "/out/" + row.at("report")));
       EXPECT_FALSE(row.at("total_cycles").empty());
-    } else {
+      continue;
+    } else if (model == "deadlock") {
       EXPECT_EQ(row.at("status"), "failed");
-      EXPECT_FALSE(row.at("error").empty());
-      EXPECT_TRUE(row.at("total_cycles").empty());
-      EXPECT_TRUE(row.at("report").empty());
-      if (!fits_acc) {
-        EXPECT_EQ(row.at("exit_code"), "2");
-        EXPECT_NE(row.at("error").find("sram.accumulator.size_kib"), std::string::npos) << row.at("error");
-      } else {
-        EXPECT_EQ(row.at("exit_code"), "1") << row.at("error");
-      }
+      EXPECT_EQ(row.at("exit_code"), "1");
+      EXPECT_NE(row.at("error").find("deadlock"), std::string::npos) << row.at("error");
+    } else {
+      EXPECT_EQ(model, "garbage");
+      EXPECT_EQ(row.at("status"), "failed");
+      EXPECT_EQ(row.at("exit_code"), "2");
+      EXPECT_NE(row.at("error").find("FROB"), std::string::npos) << row.at("error");
     }
+    EXPECT_TRUE(row.at("total_cycles").empty());
+    EXPECT_TRUE(row.at("report").empty());
   }
   EXPECT_NE(r.err.find("failed"), std::string::npos) << r.err;
   // --fail-on-error turns recorded failures into exit 1; the failed points are not re-run.
   const CommandResult again = sweep({f, "-o", d + "/out", "--fail-on-error"});
   EXPECT_EQ(again.exit_code, 1) << again.err;
-  EXPECT_NE(again.out.find("0 ok, 0 failed, 4 already done"), std::string::npos) << again.out;
-  // --retry-failed runs exactly the three failed points again.
+  EXPECT_NE(again.out.find("0 ok, 0 failed, 6 already done"), std::string::npos) << again.out;
+  // --retry-failed runs exactly the five failed points again.
   const CommandResult retry = sweep({f, "-o", d + "/out", "--retry-failed"});
   EXPECT_EQ(retry.exit_code, 0) << retry.err;
-  EXPECT_NE(retry.out.find("0 ok, 3 failed, 1 already done"), std::string::npos) << retry.out;
-  EXPECT_EQ(read_csv(d + "/out/results.csv").rows.size(), 4u);
+  EXPECT_NE(retry.out.find("0 ok, 5 failed, 1 already done"), std::string::npos) << retry.out;
+  EXPECT_EQ(read_csv(d + "/out/results.csv").rows.size(), 6u);
 }
 
 TEST(SweepRun, OneAndTwoJobsWriteIdenticalResults) {
   const std::string d = temp_dir("sweep-j");
   const std::string f = write_sweep(d,
-                                    "axes:\n"
+                                    "axes:\n" + kGemmAxis +
                                     "  - systolic_array.rows: [8, 16, 32]\n"
                                     "    systolic_array.cols: [8, 16, 32]\n"
                                     "  - dram.model: [ideal, hbm2]\n");
@@ -217,7 +230,7 @@ TEST(SweepRun, OneAndTwoJobsWriteIdenticalResults) {
 TEST(SweepRun, ShardsMergedEqualALocalRun) {
   const std::string d = temp_dir("sweep-shards");
   const std::string f = write_sweep(d,
-                                    "axes:\n"
+                                    "axes:\n" + kGemmAxis +
                                     "  - systolic_array.rows: [8, 16, 32]\n"
                                     "  - dram.model: [ideal, simple]\n");
   ASSERT_EQ(sweep({f, "-o", d + "/local"}).exit_code, 0);
@@ -235,7 +248,7 @@ TEST(SweepRun, ShardsMergedEqualALocalRun) {
 
 TEST(SweepRun, MergeReportsMissingPoints) {
   const std::string d = temp_dir("sweep-missing");
-  const std::string f = write_sweep(d, "axes:\n  - systolic_array.rows: [8, 16, 32, 64]\n");
+  const std::string f = write_sweep(d, "axes:\n" + kGemmAxis + "  - systolic_array.rows: [8, 16, 32, 64]\n");
   ASSERT_EQ(sweep({f, "-o", d + "/out", "--shard", "0/2"}).exit_code, 0);
   const CommandResult m = sweep({"--merge", d + "/out"});
   EXPECT_EQ(m.exit_code, 1);
@@ -248,7 +261,7 @@ TEST(SweepRun, MergeReportsMissingPoints) {
 TEST(SweepRun, ResumesAfterAKillWithoutRerunningFinishedPoints) {
   const std::string d = temp_dir("sweep-resume");
   const std::string f = write_sweep(d,
-                                    "axes:\n"
+                                    "axes:\n" + kGemmAxis +
                                     "  - systolic_array.rows: [8, 12, 16, 20, 24, 28, 32, 36, 40, 44]\n"
                                     "  - dram.model: [ideal, simple, lpddr4_4266]\n");
   const std::string out = d + "/out";
@@ -312,23 +325,58 @@ TEST(SweepRun, ResumesAfterAKillWithoutRerunningFinishedPoints) {
   EXPECT_EQ(count_lines(read_file(out + "/results.jsonl")), total);
 }
 
+// Models are an axis like any other: the built-in model, a program file, and a file that a `prepare`
+// command creates before its points run (once, however many points use it).
+TEST(SweepRun, ModelAxisRunsEachModelAndPreparesMissingOnes) {
+  const std::string d = temp_dir("sweep-models");
+  const std::string& program = kGemmLayer;
+  const std::string f = write_sweep(d, fmt::format("axes:\n"
+                                                   "  - model:\n"
+                                                   "      - default\n"
+                                                   "      - {{name: gemm_layer, path: '{0}'}}\n"
+                                                   "      - {{name: copied, path: made/copy.s, prepare: 'mkdir -p made && "
+                                                   "echo x >> prepared.log && cp {0} made/copy.s'}}\n"
+                                                   "      - {{name: broken, path: never.s, prepare: 'exit 3'}}\n"
+                                                   "  - dram.model: [ideal, hbm2]\n",
+                                                   program));
+  const CommandResult r = sweep({f, "-j", "2", "-o", d + "/out"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Table t = read_csv(d + "/out/results.csv");
+  ASSERT_EQ(t.rows.size(), 8u);
+  std::map<std::string, std::string> cycles;
+  for (const auto& row : t.rows) {
+    const std::string& m = row.at("model");
+    if (m == "broken") {
+      EXPECT_EQ(row.at("status"), "failed");
+      EXPECT_NE(row.at("error").find("prepare command failed (exit 3)"), std::string::npos) << row.at("error");
+      continue;
+    }
+    EXPECT_EQ(row.at("status"), "ok") << m << ": " << row.at("error");
+    if (row.at("dram.model") == "hbm2") cycles[m] = row.at("total_cycles");
+  }
+  EXPECT_EQ(read_file(d + "/prepared.log"), "x\n") << "the prepare command must run once";
+  // The copied program is the same program: the same cycles; the built-in model is another one.
+  EXPECT_EQ(cycles["copied"], cycles["gemm_layer"]);
+  EXPECT_NE(cycles["default"], cycles["gemm_layer"]);
+}
+
 double num(const std::map<std::string, std::string>& row, const std::string& key) {
   return std::stod(row.at(key));
 }
 
-// Trends that hold by construction, on what runs today (the built-in model):
+// Trends that hold by construction, on a fixed GEMM layer program (the same tiling everywhere):
 // - an ideal DRAM (fixed latency, unlimited bandwidth) is never slower than a real DRAM model, as long
 //   as its fixed latency is no longer than the real part's: dram.latency_ns = 0 here. (With the default
 //   100 ns the ideal model is slower than the banked presets, whose unloaded latency tRCD + tCL + burst
 //   is about 30-40 ns, because each DMA engine keeps only max_outstanding bursts in flight.)
 // - the matrix unit's cycles fall as the square array grows from 8x8 to 64x64 (fewer folds of the
 //   same GEMM; each fold's fill and drain grow only linearly);
-// - a larger SRAM never moves more bytes between DRAM and the chip for the same program.
+// - a larger SRAM never moves more bytes between DRAM and the chip for the same tiling.
 TEST(SweepRun, TrendsThatHoldByConstruction) {
   const std::string d = temp_dir("sweep-trends");
   const std::string f = write_sweep(d,
                                     "set: {dram.latency_ns: 0}\n"
-                                    "axes:\n"
+                                    "axes:\n" + kGemmAxis +
                                     "  - systolic_array.rows: [8, 16, 32, 64]\n"
                                     "    systolic_array.cols: [8, 16, 32, 64]\n"
                                     "  - dram.model: [ideal, simple, ddr4_3200, lpddr4_4266, hbm2]\n"
