@@ -28,7 +28,8 @@ constexpr const char* kSynopsis =
     "sweep SWEEP.yaml [-j N] [-o DIR] [--dry-run] [--slurm [--wait]] [--shard I/N] [--retry-failed]\n"
     "       npusim sweep --merge DIR";
 constexpr const char* kSummary =
-    "Run a design-space sweep: every point of the sweep file's axes (configuration keys, models, precisions,\n"
+    "Run a design-space sweep: every point of the sweep file's axes (configuration keys, models, "
+    "precisions,\n"
     "batch sizes) is one `npusim run` process. Results go to DIR/results.csv and DIR/results.jsonl as each\n"
     "point finishes; a re-run skips points already recorded. See docs/sweeps.md.";
 
@@ -83,9 +84,10 @@ void check_run_supports(const SweepSpec& spec, const std::string& exe) {
   std::vector<std::string> errors;
   for (const auto& [c, flag] : needs)
     if (help.find(flag) == std::string::npos)
-      errors.push_back(fmt::format("{}:{}:{}: {}: this npusim's 'run' has no {} option, so this axis cannot be swept "
-                                   "yet",
-                                   spec.path, c->line, c->column, c->key, flag));
+      errors.push_back(
+          fmt::format("{}:{}:{}: {}: this npusim's 'run' has no {} option, so this axis cannot be swept "
+                      "yet",
+                      spec.path, c->line, c->column, c->key, flag));
   if (!errors.empty()) throw SweepError(errors);
 }
 
@@ -93,18 +95,22 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
   std::string file, out_dir, shard, merge_dir;
   int jobs = 1;
   double interval = 10;
-  bool dry_run = false, slurm = false, wait = false, retry_failed = false, fail_on_error = false, help = false;
+  bool dry_run = false, slurm = false, wait = false, retry_failed = false, fail_on_error = false,
+       help = false;
   po::options_description d("Options");
   d.add_options()("sweep", po::value(&file)->value_name("SWEEP.yaml"), "the sweep file")(
       "jobs,j", po::value(&jobs)->value_name("N"), "simulations to run at once (default 1)")(
-      "output,o", po::value(&out_dir)->value_name("DIR"), "results folder (default: sweep-NAME, NAME from the file)")(
+      "output,o", po::value(&out_dir)->value_name("DIR"),
+      "results folder (default: sweep-NAME, NAME from the file)")(
       "dry-run", po::bool_switch(&dry_run), "list the points and their commands; run nothing")(
-      "slurm", po::bool_switch(&slurm), "submit the sweep to Slurm as a job array plus a dependent merge job")(
+      "slurm", po::bool_switch(&slurm),
+      "submit the sweep to Slurm as a job array plus a dependent merge job")(
       "wait", po::bool_switch(&wait), "with --slurm: wait until the merge job has finished")(
       "shard", po::value(&shard)->value_name("I/N"), "run only the points with index % N == I (I from 0)")(
       "merge", po::value(&merge_dir)->value_name("DIR"),
       "gather the shards' rows in DIR into DIR/results.csv and DIR/results.jsonl")(
-      "retry-failed", po::bool_switch(&retry_failed), "re-run points recorded as failed (default: skip them)")(
+      "retry-failed", po::bool_switch(&retry_failed),
+      "re-run points recorded as failed (default: skip them)")(
       "fail-on-error", po::bool_switch(&fail_on_error), "exit 1 when any point failed")(
       "progress-interval", po::value(&interval)->value_name("S"),
       "seconds between progress lines when stderr is not a terminal (default 10)")(
@@ -127,14 +133,16 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
     if (!file.empty() || slurm || dry_run || !shard.empty())
       throw Usage("--merge DIR takes no sweep file and no --slurm/--dry-run/--shard");
     const SweepSummary s = merge_results(merge_dir);
-    out << fmt::format("merged {} of {} points ({} ok, {} failed) into {}\n", s.ok + s.failed, s.total, s.ok, s.failed,
-                       (fs::path(merge_dir) / "results.csv").string());
+    out << fmt::format("merged {} of {} points ({} ok, {} failed) into {}\n", s.ok + s.failed, s.total, s.ok,
+                       s.failed, (fs::path(merge_dir) / "results.csv").string());
     if (s.missing) {
       std::string idx;
-      for (size_t i = 0; i < s.missing_indices.size() && i < 20; ++i) idx += (i ? ", " : "") + std::to_string(s.missing_indices[i]);
-      err << fmt::format("npusim: error: {} points have no result (indices {}{}); re-run the sweep into the same "
-                         "folder to complete it\n",
-                         s.missing, idx, s.missing > 20 ? ", ..." : "");
+      for (size_t i = 0; i < s.missing_indices.size() && i < 20; ++i)
+        idx += (i ? ", " : "") + std::to_string(s.missing_indices[i]);
+      err << fmt::format(
+          "npusim: error: {} points have no result (indices {}{}); re-run the sweep into the same "
+          "folder to complete it\n",
+          s.missing, idx, s.missing > 20 ? ", ..." : "");
       return kFailure;
     }
     return (fail_on_error && s.failed_recorded) ? kFailure : kOk;
@@ -145,7 +153,8 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
   if (wait && !slurm) throw Usage("--wait goes with --slurm");
   int shard_index = 0, shard_count = 1;
   if (!shard.empty()) parse_shard(shard, shard_index, shard_count);
-  if (slurm && (!shard.empty() || dry_run)) throw Usage("--slurm cannot be combined with --shard or --dry-run");
+  if (slurm && (!shard.empty() || dry_run))
+    throw Usage("--slurm cannot be combined with --shard or --dry-run");
 
   const SweepSpec spec = parse_sweep_file(file);
   const std::string exe = self_exe();
@@ -170,8 +179,8 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
   o.progress_bar = isatty(STDERR_FILENO) && &err == &std::cerr;
   const SweepSummary s = run_sweep_points(spec, points, o, err);
   out << fmt::format("sweep '{}'{}: {} points, {} ok, {} failed, {} already done; results in {}\n", spec.name,
-                     shard_count > 1 ? fmt::format(" shard {}/{}", shard_index, shard_count) : "", s.total, s.ok,
-                     s.failed, s.skipped,
+                     shard_count > 1 ? fmt::format(" shard {}/{}", shard_index, shard_count) : "", s.total,
+                     s.ok, s.failed, s.skipped,
                      shard_count > 1 ? (fs::path(out_dir) / "shards").string()
                                      : (fs::path(out_dir) / "results.csv").string());
   if (s.missing) return kFailure;

@@ -40,11 +40,21 @@ std::string json_string(const std::string& s) {
   std::string o = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\r': o += "\\r"; break;
-      case '\t': o += "\\t"; break;
+      case '"':
+        o += "\\\"";
+        break;
+      case '\\':
+        o += "\\\\";
+        break;
+      case '\n':
+        o += "\\n";
+        break;
+      case '\r':
+        o += "\\r";
+        break;
+      case '\t':
+        o += "\\t";
+        break;
       default:
         if (c < 0x20)
           o += fmt::format("\\u{:04x}", c);
@@ -234,7 +244,8 @@ Plan plan_of(const SweepSpec& spec, const std::vector<SweepPoint>& points) {
 
 Plan read_plan(const std::string& out_dir) {
   const std::string path = (fs::path(out_dir) / kPlanJson).string();
-  if (!fs::exists(path)) throw std::runtime_error(path + ": no such file; is '" + out_dir + "' a sweep's output folder?");
+  if (!fs::exists(path))
+    throw std::runtime_error(path + ": no such file; is '" + out_dir + "' a sweep's output folder?");
   Plan p;
   try {
     const YAML::Node n = YAML::LoadFile(path);
@@ -334,7 +345,8 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& log_path, c
 
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return fmt::format("exit {}", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  if (WIFSIGNALED(status))
+    return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
   return "stopped";
 }
 
@@ -403,8 +415,13 @@ std::map<std::string, std::string> read_metrics(const std::string& report_path) 
 class Progress {
  public:
   Progress(std::ostream& log, const SweepRunOptions& o, size_t total, size_t skipped)
-      : log_(log), bar_(o.progress_bar), interval_(o.progress_interval_s), total_(total), skipped_(skipped),
-        start_(Clock::now()), last_(start_) {}
+      : log_(log),
+        bar_(o.progress_bar),
+        interval_(o.progress_interval_s),
+        total_(total),
+        skipped_(skipped),
+        start_(Clock::now()),
+        last_(start_) {}
 
   void finished(bool ok) { (ok ? ok_ : failed_)++; }
   void set_running(size_t n) { running_ = n; }
@@ -448,7 +465,8 @@ class Progress {
     const size_t done = skipped_ + done_now;
     const size_t remaining = total_ > done ? total_ - done : 0;
     const double eta = done_now ? elapsed / done_now * remaining : NAN;
-    const std::string counts = fmt::format("{}/{} done, {} failed, {} running", done, total_, failed_, running_);
+    const std::string counts =
+        fmt::format("{}/{} done, {} failed, {} running", done, total_, failed_, running_);
     const std::string times = fmt::format("elapsed {}, ETA {}", format_duration(elapsed),
                                           remaining ? format_duration(eta) : std::string("0s"));
     if (!bar_) return "sweep: " + counts + ", " + times;
@@ -507,7 +525,8 @@ std::string csv_header(const std::vector<std::string>& columns) {
 
 std::string row_csv(const ResultRow& r, const std::vector<std::string>& columns) {
   std::string s = fmt::format("{},{}", r.index, r.id);
-  for (size_t i = 0; i < columns.size(); ++i) s += "," + csv_field(i < r.values.size() ? r.values[i].second : "");
+  for (size_t i = 0; i < columns.size(); ++i)
+    s += "," + csv_field(i < r.values.size() ? r.values[i].second : "");
   s += fmt::format(",{},{},{},{},{}", r.status, r.exit_code, csv_field(r.error), r.array_pes, r.sram_kib);
   for (const MetricColumn& m : metric_columns()) {
     auto it = r.metrics.find(m.column);
@@ -544,7 +563,8 @@ void write_plan(const std::string& out_dir, const SweepSpec& spec, const std::ve
   s += "],\n  \"points\": [";
   for (size_t i = 0; i < points.size(); ++i) {
     const SweepPoint& p = points[i];
-    s += fmt::format("{}\n    {{\"index\": {}, \"id\": {}, \"values\": [", i ? "," : "", p.index, json_string(p.id));
+    s += fmt::format("{}\n    {{\"index\": {}, \"id\": {}, \"values\": [", i ? "," : "", p.index,
+                     json_string(p.id));
     for (size_t k = 0; k < p.values.size(); ++k) s += (k ? ", " : "") + json_string(p.values[k].second);
     s += fmt::format("], \"array_pes\": {}, \"sram_kib\": {}, \"command\": [", p.array_pes, p.sram_kib);
     const std::vector<std::string> cmd = p.run_command(spec.base);
@@ -558,7 +578,8 @@ void write_plan(const std::string& out_dir, const SweepSpec& spec, const std::ve
 
 void print_points(std::ostream& out, const SweepSpec& spec, const std::vector<SweepPoint>& points) {
   out << fmt::format("# sweep '{}': {} points ({}), base config: {}\n", spec.name, points.size(),
-                     spec.zip ? "zipped axes" : "cartesian product", spec.base.empty() ? "built-in" : spec.base);
+                     spec.zip ? "zipped axes" : "cartesian product",
+                     spec.base.empty() ? "built-in" : spec.base);
   for (const SweepPoint& p : points) {
     std::string v;
     for (const auto& [k, val] : p.values) v += (v.empty() ? "" : " ") + k + "=" + val;
@@ -660,7 +681,8 @@ SweepSummary run_sweep_points(const SweepSpec& spec, const std::vector<SweepPoin
   };
   std::map<pid_t, Running> running;
   g_stop_signal = 0;
-  struct sigaction sa {}, old_int{}, old_term{};
+  struct sigaction sa {
+  }, old_int{}, old_term{};
   sa.sa_handler = on_stop;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_int);
@@ -705,7 +727,8 @@ SweepSummary run_sweep_points(const SweepSpec& spec, const std::vector<SweepPoin
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       if (spec.timeout_s > 0) {
         for (auto& [rpid, r] : running) {
-          if (!r.timed_out && std::chrono::duration<double>(Clock::now() - r.start).count() > spec.timeout_s) {
+          if (!r.timed_out &&
+              std::chrono::duration<double>(Clock::now() - r.start).count() > spec.timeout_s) {
             r.timed_out = true;
             kill(rpid, SIGKILL);
           }
@@ -743,8 +766,8 @@ SweepSummary run_sweep_points(const SweepSpec& spec, const std::vector<SweepPoin
   if (g_stop_signal) {
     const int sig = g_stop_signal;
     if (!sharded) write_final(dir.string(), plan);
-    throw std::runtime_error(fmt::format("interrupted by signal {}; {} points recorded, re-run to resume", sig,
-                                         summary.ok + summary.failed + summary.skipped));
+    throw std::runtime_error(fmt::format("interrupted by signal {}; {} points recorded, re-run to resume",
+                                         sig, summary.ok + summary.failed + summary.skipped));
   }
   if (!sharded) {
     const SweepSummary all = write_final(dir.string(), plan);
@@ -829,8 +852,9 @@ int submit_slurm(const SweepSpec& spec, const std::vector<SweepPoint>& points, c
   array += fmt::format("#SBATCH --array=0-{}\n#SBATCH --ntasks=1\n#SBATCH --cpus-per-task={}\n", tasks - 1,
                        s.cpus_per_task);
   array += "set -eu\n";
-  array += fmt::format("exec {} sweep {} -o {} --shard \"$SLURM_ARRAY_TASK_ID/{}\" -j {} --progress-interval 30\n",
-                       shell_quote(exe), shell_quote(sweep_path), shell_quote(dir.string()), tasks, s.cpus_per_task);
+  array += fmt::format(
+      "exec {} sweep {} -o {} --shard \"$SLURM_ARRAY_TASK_ID/{}\" -j {} --progress-interval 30\n",
+      shell_quote(exe), shell_quote(sweep_path), shell_quote(dir.string()), tasks, s.cpus_per_task);
   std::string merge = header(job + "-merge", (dir / "slurm" / "merge.log").string());
   merge += "#SBATCH --ntasks=1\n#SBATCH --cpus-per-task=1\nset -eu\n";
   merge += fmt::format("exec {} sweep --merge {}\n", shell_quote(exe), shell_quote(dir.string()));
@@ -839,7 +863,8 @@ int submit_slurm(const SweepSpec& spec, const std::vector<SweepPoint>& points, c
   write_atomically(array_path, array);
   write_atomically(merge_path, merge);
 
-  auto [st, text] = capture({sbatch, "--parsable", array_path}, (dir / "slurm" / "sbatch-array.out").string());
+  auto [st, text] =
+      capture({sbatch, "--parsable", array_path}, (dir / "slurm" / "sbatch-array.out").string());
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
     err << "npusim: error: sbatch " << array_path << " failed (" << describe_status(st) << "): " << text;
     return 1;
@@ -849,7 +874,8 @@ int submit_slurm(const SweepSpec& spec, const std::vector<SweepPoint>& points, c
   std::vector<std::string> margv = {sbatch, "--parsable", "--dependency=afterany:" + array_id};
   if (wait) margv.push_back("--wait");
   margv.push_back(merge_path);
-  out << fmt::format("merge job depends on it; results will be in {}/{}\n", dir.string(), kResultsCsv) << std::flush;
+  out << fmt::format("merge job depends on it; results will be in {}/{}\n", dir.string(), kResultsCsv)
+      << std::flush;
   auto [mst, mtext] = capture(margv, (dir / "slurm" / "sbatch-merge.out").string());
   const std::string merge_id = mtext.substr(0, mtext.find_first_of(";\n"));
   if (!WIFEXITED(mst) || WEXITSTATUS(mst) != 0) {

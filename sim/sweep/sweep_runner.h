@@ -21,23 +21,23 @@ namespace npusim::sim {
 
 // How to run a sweep.
 struct SweepRunOptions {
-  std::string out_dir;                // results folder (created)
-  int jobs = 1;                       // simulations at once
-  int shard_index = 0;                // this process runs points with index % shard_count == shard_index
+  std::string out_dir;  // results folder (created)
+  int jobs = 1;         // simulations at once
+  int shard_index = 0;  // this process runs points with index % shard_count == shard_index
   int shard_count = 1;
-  bool retry_failed = false;          // re-run points recorded as failed
-  std::string exe;                    // the npusim binary to run per point ("" = this process's binary)
-  double progress_interval_s = 10;    // plain progress lines when stderr is not a terminal
-  bool progress_bar = false;          // draw a bar with carriage returns (stderr is a terminal)
+  bool retry_failed = false;        // re-run points recorded as failed
+  std::string exe;                  // the npusim binary to run per point ("" = this process's binary)
+  double progress_interval_s = 10;  // plain progress lines when stderr is not a terminal
+  bool progress_bar = false;        // draw a bar with carriage returns (stderr is a terminal)
 };
 
 // What a run or merge ended with.
 struct SweepSummary {
-  size_t total = 0;    // points in the plan (or in this shard)
+  size_t total = 0;  // points in the plan (or in this shard)
   size_t ok = 0;
   size_t failed = 0;
-  size_t skipped = 0;  // already recorded before this run
-  size_t missing = 0;  // points with no row (after a local run or a merge)
+  size_t skipped = 0;          // already recorded before this run
+  size_t missing = 0;          // points with no row (after a local run or a merge)
   size_t failed_recorded = 0;  // failed rows in the results, this run's and earlier ones
   std::vector<size_t> missing_indices;
 };
@@ -54,13 +54,13 @@ struct ResultRow {
   size_t index = 0;
   std::string id;
   std::vector<std::pair<std::string, std::string>> values;  // swept columns
-  std::string status;  // "ok" or "failed"
+  std::string status;                                       // "ok" or "failed"
   int exit_code = 0;
   std::string error;
   int64_t array_pes = 0;
   int64_t sram_kib = 0;
   std::map<std::string, std::string> metrics;  // column -> the report's literal text; absent = null
-  std::string report;  // relative to the output folder
+  std::string report;                          // relative to the output folder
 };
 
 std::string row_json(const ResultRow& r, const std::vector<std::string>& columns);

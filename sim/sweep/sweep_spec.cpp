@@ -38,7 +38,10 @@ class Parser {
   // A scalar's text, or an error naming `what`.
   bool scalar(const YAML::Node& n, const std::string& what, std::string& out) {
     if (!n.IsScalar()) {
-      error(n, what + ": expected a single value, not " + (n.IsSequence() ? "a list" : n.IsMap() ? "a mapping" : "null"));
+      error(n, what + ": expected a single value, not " +
+                   (n.IsSequence() ? "a list"
+                    : n.IsMap()    ? "a mapping"
+                                   : "null"));
       return false;
     }
     out = n.Scalar();
@@ -56,8 +59,8 @@ class Parser {
       error(root, "a sweep file is a mapping with at least 'axes:' (see docs/sweeps.md)");
       return;
     }
-    static const std::vector<std::string> kKeys = {"name", "base", "set", "axes", "combine", "timeout_s",
-                                                   "trace_csv", "run_args", "slurm"};
+    static const std::vector<std::string> kKeys = {"name",      "base",      "set",      "axes", "combine",
+                                                   "timeout_s", "trace_csv", "run_args", "slurm"};
     for (const auto& kv : root) {
       const std::string k = kv.first.Scalar();
       const YAML::Node& v = kv.second;
@@ -99,8 +102,9 @@ class Parser {
         read_slurm(v, s.slurm);
       } else {
         std::string guess = isa::closest_name(k, kKeys);
-        error(kv.first, k + ": unknown key" + (guess.empty() ? " (valid: " + join(kKeys, ", ") + ")"
-                                                             : " (did you mean '" + guess + "'?)"));
+        error(kv.first, k + ": unknown key" +
+                            (guess.empty() ? " (valid: " + join(kKeys, ", ") + ")"
+                                           : " (did you mean '" + guess + "'?)"));
       }
     }
     if (!root["axes"]) error(root, "the sweep has no 'axes:' list");
@@ -153,7 +157,8 @@ class Parser {
       error(v, "slurm: expected a mapping (tasks, partition, time, cpus_per_task, mem, extra)");
       return;
     }
-    static const std::vector<std::string> kKeys = {"tasks", "partition", "time", "cpus_per_task", "mem", "extra"};
+    static const std::vector<std::string> kKeys = {"tasks",         "partition", "time",
+                                                   "cpus_per_task", "mem",       "extra"};
     for (const auto& kv : v) {
       const std::string k = kv.first.Scalar();
       const YAML::Node& n = kv.second;
@@ -181,8 +186,9 @@ class Parser {
         read_string_list(n, "slurm.extra", s.extra);
       } else {
         std::string guess = isa::closest_name(k, kKeys);
-        error(kv.first, "slurm." + k + ": unknown key" + (guess.empty() ? " (valid: " + join(kKeys, ", ") + ")"
-                                                                         : " (did you mean '" + guess + "'?)"));
+        error(kv.first, "slurm." + k + ": unknown key" +
+                            (guess.empty() ? " (valid: " + join(kKeys, ", ") + ")"
+                                           : " (did you mean '" + guess + "'?)"));
       }
     }
   }
@@ -204,8 +210,9 @@ class Parser {
 
   void read_axes(const YAML::Node& v, SweepSpec& s) {
     if (!v.IsSequence() || v.size() == 0) {
-      error(v, "axes: expected a non-empty list; each entry maps one key (or several zipped keys) to a list of "
-               "values, e.g. '- systolic_array.rows: [8, 16, 32]'");
+      error(v,
+            "axes: expected a non-empty list; each entry maps one key (or several zipped keys) to a list of "
+            "values, e.g. '- systolic_array.rows: [8, 16, 32]'");
       return;
     }
     for (const auto& entry : v) {
@@ -260,13 +267,15 @@ class Parser {
         }
         for (const Axis& a : s.axes)
           for (const AxisColumn& c : a.columns)
-            if (c.key == col.key) error(kv.first, col.key + ": swept twice (first at line " + std::to_string(c.line) + ")");
+            if (c.key == col.key)
+              error(kv.first, col.key + ": swept twice (first at line " + std::to_string(c.line) + ")");
         for (const AxisColumn& c : axis.columns)
           if (c.key == col.key) error(kv.first, col.key + ": swept twice");
         if (ok && !axis.columns.empty() && col.values.size() != axis.size()) {
-          error(kv.first, fmt::format("{}: {} values, but {} in this zipped axis has {}; zipped lists must be "
-                                      "equally long",
-                                      col.key, col.values.size(), axis.columns.front().key, axis.size()));
+          error(kv.first,
+                fmt::format("{}: {} values, but {} in this zipped axis has {}; zipped lists must be "
+                            "equally long",
+                            col.key, col.values.size(), axis.columns.front().key, axis.size()));
           continue;
         }
         if (ok) axis.columns.push_back(std::move(col));
@@ -400,10 +409,11 @@ std::vector<SweepPoint> expand_points(const SweepSpec& spec) {
     size_t n = n_axes ? spec.axes.front().size() : 0;
     for (const Axis& a : spec.axes) {
       if (a.size() != n)
-        throw SweepError({fmt::format("{}:{}:{}: combine: zip needs axes of equal length, but {} has {} values and {} "
-                                      "has {}",
-                                      spec.path, a.columns.front().line, a.columns.front().column,
-                                      spec.axes.front().columns.front().key, n, a.columns.front().key, a.size())});
+        throw SweepError(
+            {fmt::format("{}:{}:{}: combine: zip needs axes of equal length, but {} has {} values and {} "
+                         "has {}",
+                         spec.path, a.columns.front().line, a.columns.front().column,
+                         spec.axes.front().columns.front().key, n, a.columns.front().key, a.size())});
     }
     for (size_t i = 0; i < n; ++i) tuples.push_back(std::vector<size_t>(n_axes, i));
   } else {

@@ -54,7 +54,7 @@ struct SlurmSpec {
   std::string partition;
   std::string time;  // sbatch --time, e.g. "01:00:00"
   int64_t cpus_per_task = 1;
-  std::string mem;  // sbatch --mem, e.g. "2G"
+  std::string mem;                 // sbatch --mem, e.g. "2G"
   std::vector<std::string> extra;  // further sbatch flags, verbatim
 };
 
@@ -63,7 +63,7 @@ struct SweepSpec {
   std::string path;  // the sweep file as given
   std::string name;  // `name:`, default: the file's stem
   std::string base;  // --config of every point: a path (absolute) or a preset name; "" = built-in
-  std::vector<std::string> sets;  // fixed "key=value" overrides applied before the axes
+  std::vector<std::string> sets;      // fixed "key=value" overrides applied before the axes
   std::vector<std::string> run_args;  // fixed extra arguments of every `npusim run`
   std::vector<Axis> axes;
   bool zip = false;        // `combine: zip`: all axes advance together instead of the product
@@ -80,13 +80,13 @@ struct SweepPoint {
   size_t index = 0;
   std::string id;  // stable hash of the command line: the point's identity for resuming and merging
   std::vector<std::pair<std::string, std::string>> values;  // column key -> value, in column order
-  std::string model;                  // MODEL argument ("" = built-in default)
-  std::string prepare;                // the model's prepare command, if any
-  std::vector<std::string> sets;      // base overrides then axis overrides
-  std::vector<std::string> args;      // --precision/--batch and the fixed run_args
-  std::string config_error;           // non-empty: this combination is not a valid configuration
-  int64_t array_pes = 0;              // rows x cols of the resolved configuration
-  int64_t sram_kib = 0;               // input + weight + accumulator scratchpads
+  std::string model;                                        // MODEL argument ("" = built-in default)
+  std::string prepare;                                      // the model's prepare command, if any
+  std::vector<std::string> sets;                            // base overrides then axis overrides
+  std::vector<std::string> args;                            // --precision/--batch and the fixed run_args
+  std::string config_error;  // non-empty: this combination is not a valid configuration
+  int64_t array_pes = 0;     // rows x cols of the resolved configuration
+  int64_t sram_kib = 0;      // input + weight + accumulator scratchpads
 
   // The arguments after `npusim`: run [MODEL] [--config BASE] --set ... (without output options).
   std::vector<std::string> run_command(const std::string& base) const;

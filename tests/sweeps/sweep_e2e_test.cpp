@@ -79,7 +79,9 @@ Table read_csv(const std::string& path) {
   return t;
 }
 
-size_t count_lines(const std::string& text) { return static_cast<size_t>(std::count(text.begin(), text.end(), '\n')); }
+size_t count_lines(const std::string& text) {
+  return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+}
 
 std::string write_sweep(const std::string& dir, const std::string& text) {
   const std::string path = dir + "/sweep.yaml";
@@ -104,12 +106,14 @@ TEST(SweepCli, DryRunListsTheProductInOrder) {
   std::vector<std::string> points;
   std::istringstream in(r.out);
   for (std::string line; std::getline(in, line);)
-    if (line.find("systolic_array.rows=") != std::string::npos && line.find("npusim run") == std::string::npos)
+    if (line.find("systolic_array.rows=") != std::string::npos &&
+        line.find("npusim run") == std::string::npos)
       points.push_back(line.substr(line.find("systolic_array.rows=")));
-  EXPECT_EQ(points, (std::vector<std::string>{
-                        "systolic_array.rows=8 dram.model=ideal", "systolic_array.rows=8 dram.model=simple",
-                        "systolic_array.rows=8 dram.model=hbm2", "systolic_array.rows=16 dram.model=ideal",
-                        "systolic_array.rows=16 dram.model=simple", "systolic_array.rows=16 dram.model=hbm2"}));
+  EXPECT_EQ(points,
+            (std::vector<std::string>{
+                "systolic_array.rows=8 dram.model=ideal", "systolic_array.rows=8 dram.model=simple",
+                "systolic_array.rows=8 dram.model=hbm2", "systolic_array.rows=16 dram.model=ideal",
+                "systolic_array.rows=16 dram.model=simple", "systolic_array.rows=16 dram.model=hbm2"}));
   EXPECT_FALSE(fs::exists(d + "/sweep-sweep")) << "a dry run must not write results";
 }
 
@@ -124,8 +128,10 @@ TEST(SweepCli, DryRunListsZippedPoints) {
   const CommandResult r = sweep({f, "--dry-run"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("3 points"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("systolic_array.rows=16 systolic_array.cols=16 dram.model=simple"), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find("systolic_array.rows=16 systolic_array.cols=16 dram.model=ideal"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("systolic_array.rows=16 systolic_array.cols=16 dram.model=simple"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("systolic_array.rows=16 systolic_array.cols=16 dram.model=ideal"), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("--set systolic_array.rows=32 --set systolic_array.cols=32 --set dram.model=hbm2"),
             std::string::npos)
       << r.out;
@@ -160,13 +166,14 @@ TEST(SweepRun, FailingPointsAreRecordedAndTheSweepGoesOn) {
   // accumulator (refused before it runs: exit 2).
   write_file(d + "/deadlock.s", ".layer x Gemm\nNOP layer=x wait=load\nHALT\n");
   write_file(d + "/garbage.s", "FROB 1\n");
-  const std::string f = write_sweep(d, "set: {sram.accumulator.size_kib: 64}\n"
-                                       "axes:\n"
-                                       "  - model: [{name: gemm_layer, path: '" +
-                                           kGemmLayer +
-                                           "'}, deadlock.s, garbage.s]\n"
-                                           "  - systolic_array.rows: [16, 256]\n"
-                                           "    systolic_array.cols: [16, 256]\n");
+  const std::string f = write_sweep(d,
+                                    "set: {sram.accumulator.size_kib: 64}\n"
+                                    "axes:\n"
+                                    "  - model: [{name: gemm_layer, path: '" +
+                                        kGemmLayer +
+                                        "'}, deadlock.s, garbage.s]\n"
+                                        "  - systolic_array.rows: [16, 256]\n"
+                                        "    systolic_array.cols: [16, 256]\n");
   const CommandResult r = sweep({f, "-j", "2", "-o", d + "/out"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Table t = read_csv(d + "/out/results.csv");
@@ -211,11 +218,10 @@ TEST(SweepRun, FailingPointsAreRecordedAndTheSweepGoesOn) {
 
 TEST(SweepRun, OneAndTwoJobsWriteIdenticalResults) {
   const std::string d = temp_dir("sweep-j");
-  const std::string f = write_sweep(d,
-                                    "axes:\n" + kGemmAxis +
-                                    "  - systolic_array.rows: [8, 16, 32]\n"
-                                    "    systolic_array.cols: [8, 16, 32]\n"
-                                    "  - dram.model: [ideal, hbm2]\n");
+  const std::string f = write_sweep(d, "axes:\n" + kGemmAxis +
+                                           "  - systolic_array.rows: [8, 16, 32]\n"
+                                           "    systolic_array.cols: [8, 16, 32]\n"
+                                           "  - dram.model: [ideal, hbm2]\n");
   const CommandResult a = sweep({f, "-j", "1", "-o", d + "/j1"});
   const CommandResult b = sweep({f, "-j", "2", "-o", d + "/j2"});
   ASSERT_EQ(a.exit_code, 0) << a.err;
@@ -229,10 +235,9 @@ TEST(SweepRun, OneAndTwoJobsWriteIdenticalResults) {
 
 TEST(SweepRun, ShardsMergedEqualALocalRun) {
   const std::string d = temp_dir("sweep-shards");
-  const std::string f = write_sweep(d,
-                                    "axes:\n" + kGemmAxis +
-                                    "  - systolic_array.rows: [8, 16, 32]\n"
-                                    "  - dram.model: [ideal, simple]\n");
+  const std::string f = write_sweep(d, "axes:\n" + kGemmAxis +
+                                           "  - systolic_array.rows: [8, 16, 32]\n"
+                                           "  - dram.model: [ideal, simple]\n");
   ASSERT_EQ(sweep({f, "-o", d + "/local"}).exit_code, 0);
   for (const char* s : {"0/3", "1/3", "2/3"}) {
     const CommandResult r = sweep({f, "-o", d + "/sharded", "--shard", s});
@@ -260,10 +265,10 @@ TEST(SweepRun, MergeReportsMissingPoints) {
 // finished ran again, and that every point ends up in the results exactly once.
 TEST(SweepRun, ResumesAfterAKillWithoutRerunningFinishedPoints) {
   const std::string d = temp_dir("sweep-resume");
-  const std::string f = write_sweep(d,
-                                    "axes:\n" + kGemmAxis +
-                                    "  - systolic_array.rows: [8, 12, 16, 20, 24, 28, 32, 36, 40, 44]\n"
-                                    "  - dram.model: [ideal, simple, lpddr4_4266]\n");
+  const std::string f =
+      write_sweep(d, "axes:\n" + kGemmAxis +
+                         "  - systolic_array.rows: [8, 12, 16, 20, 24, 28, 32, 36, 40, 44]\n"
+                         "  - dram.model: [ideal, simple, lpddr4_4266]\n");
   const std::string out = d + "/out";
   const size_t total = 30;
   const pid_t pid = fork();
@@ -302,7 +307,8 @@ TEST(SweepRun, ResumesAfterAKillWithoutRerunningFinishedPoints) {
 
   const CommandResult again = sweep({f, "-j", "2", "-o", out});
   ASSERT_EQ(again.exit_code, 0) << again.err;
-  EXPECT_NE(again.out.find(fmt::format("{} already done", done_before.size())), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find(fmt::format("{} already done", done_before.size())), std::string::npos)
+      << again.out;
 
   std::map<std::string, int> starts;
   std::istringstream attempts(read_file(out + "/attempts.log"));
@@ -330,15 +336,16 @@ TEST(SweepRun, ResumesAfterAKillWithoutRerunningFinishedPoints) {
 TEST(SweepRun, ModelAxisRunsEachModelAndPreparesMissingOnes) {
   const std::string d = temp_dir("sweep-models");
   const std::string& program = kGemmLayer;
-  const std::string f = write_sweep(d, fmt::format("axes:\n"
-                                                   "  - model:\n"
-                                                   "      - default\n"
-                                                   "      - {{name: gemm_layer, path: '{0}'}}\n"
-                                                   "      - {{name: copied, path: made/copy.s, prepare: 'mkdir -p made && "
-                                                   "echo x >> prepared.log && cp {0} made/copy.s'}}\n"
-                                                   "      - {{name: broken, path: never.s, prepare: 'exit 3'}}\n"
-                                                   "  - dram.model: [ideal, hbm2]\n",
-                                                   program));
+  const std::string f =
+      write_sweep(d, fmt::format("axes:\n"
+                                 "  - model:\n"
+                                 "      - default\n"
+                                 "      - {{name: gemm_layer, path: '{0}'}}\n"
+                                 "      - {{name: copied, path: made/copy.s, prepare: 'mkdir -p made && "
+                                 "echo x >> prepared.log && cp {0} made/copy.s'}}\n"
+                                 "      - {{name: broken, path: never.s, prepare: 'exit 3'}}\n"
+                                 "  - dram.model: [ideal, hbm2]\n",
+                                 program));
   const CommandResult r = sweep({f, "-j", "2", "-o", d + "/out"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Table t = read_csv(d + "/out/results.csv");
@@ -348,7 +355,8 @@ TEST(SweepRun, ModelAxisRunsEachModelAndPreparesMissingOnes) {
     const std::string& m = row.at("model");
     if (m == "broken") {
       EXPECT_EQ(row.at("status"), "failed");
-      EXPECT_NE(row.at("error").find("prepare command failed (exit 3)"), std::string::npos) << row.at("error");
+      EXPECT_NE(row.at("error").find("prepare command failed (exit 3)"), std::string::npos)
+          << row.at("error");
       continue;
     }
     EXPECT_EQ(row.at("status"), "ok") << m << ": " << row.at("error");
@@ -376,13 +384,14 @@ TEST(SweepRun, TrendsThatHoldByConstruction) {
   const std::string d = temp_dir("sweep-trends");
   const std::string f = write_sweep(d,
                                     "set: {dram.latency_ns: 0}\n"
-                                    "axes:\n" + kGemmAxis +
-                                    "  - systolic_array.rows: [8, 16, 32, 64]\n"
-                                    "    systolic_array.cols: [8, 16, 32, 64]\n"
-                                    "  - dram.model: [ideal, simple, ddr4_3200, lpddr4_4266, hbm2]\n"
-                                    "  - sram.input.size_kib: [128, 512, 2048]\n"
-                                    "    sram.weight.size_kib: [128, 512, 2048]\n"
-                                    "    sram.accumulator.size_kib: [128, 512, 2048]\n");
+                                    "axes:\n" +
+                                        kGemmAxis +
+                                        "  - systolic_array.rows: [8, 16, 32, 64]\n"
+                                        "    systolic_array.cols: [8, 16, 32, 64]\n"
+                                        "  - dram.model: [ideal, simple, ddr4_3200, lpddr4_4266, hbm2]\n"
+                                        "  - sram.input.size_kib: [128, 512, 2048]\n"
+                                        "    sram.weight.size_kib: [128, 512, 2048]\n"
+                                        "    sram.accumulator.size_kib: [128, 512, 2048]\n");
   const CommandResult r = sweep({f, "-j", "2", "-o", d + "/out"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Table t = read_csv(d + "/out/results.csv");
@@ -398,12 +407,14 @@ TEST(SweepRun, TrendsThatHoldByConstruction) {
     for (const auto& s : srams) {
       const double ideal = num(*at[{a, "ideal", s}], "total_cycles");
       for (const auto& m : drams)
-        EXPECT_LE(ideal, num(*at[{a, m, s}], "total_cycles")) << "array " << a << " sram " << s << " dram " << m;
+        EXPECT_LE(ideal, num(*at[{a, m, s}], "total_cycles"))
+            << "array " << a << " sram " << s << " dram " << m;
     }
   for (const auto& m : drams)
     for (const auto& s : srams)
       for (size_t i = 1; i < arrays.size(); ++i)
-        EXPECT_LT(num(*at[{arrays[i], m, s}], "matrix_cycles"), num(*at[{arrays[i - 1], m, s}], "matrix_cycles"))
+        EXPECT_LT(num(*at[{arrays[i], m, s}], "matrix_cycles"),
+                  num(*at[{arrays[i - 1], m, s}], "matrix_cycles"))
             << arrays[i - 1] << " -> " << arrays[i] << " on " << m << ", sram " << s;
   for (const auto& a : arrays)
     for (const auto& m : drams)

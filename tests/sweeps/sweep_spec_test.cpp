@@ -1,5 +1,7 @@
 // The sweep file format and its expansion into points (sim/sweep/sweep_spec.h), and the row format of
 // the results (sim/sweep/sweep_runner.h). Nothing here runs a simulation.
+#include "sim/sweep/sweep_spec.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,7 +10,6 @@
 #include <vector>
 
 #include "sim/sweep/sweep_runner.h"
-#include "sim/sweep/sweep_spec.h"
 
 namespace npusim::sim {
 namespace {
@@ -49,10 +50,10 @@ TEST(SweepSpec, ProductVariesTheLastAxisFastest) {
 }
 
 TEST(SweepSpec, KeysInOneAxisEntryAreZipped) {
-  const std::vector<SweepPoint> p = expand_points(parse(
-      "axes:\n"
-      "  - systolic_array.rows: [8, 16, 32]\n"
-      "    systolic_array.cols: [4, 8, 16]\n"));
+  const std::vector<SweepPoint> p =
+      expand_points(parse("axes:\n"
+                          "  - systolic_array.rows: [8, 16, 32]\n"
+                          "    systolic_array.cols: [4, 8, 16]\n"));
   ASSERT_EQ(p.size(), 3u);
   EXPECT_EQ(value(p[2], "systolic_array.rows"), "32");
   EXPECT_EQ(value(p[2], "systolic_array.cols"), "16");
@@ -60,11 +61,11 @@ TEST(SweepSpec, KeysInOneAxisEntryAreZipped) {
 }
 
 TEST(SweepSpec, CombineZipPairsTheAxes) {
-  const std::vector<SweepPoint> p = expand_points(parse(
-      "combine: zip\n"
-      "axes:\n"
-      "  - systolic_array.rows: [8, 16]\n"
-      "  - dram.model: [ideal, hbm2]\n"));
+  const std::vector<SweepPoint> p =
+      expand_points(parse("combine: zip\n"
+                          "axes:\n"
+                          "  - systolic_array.rows: [8, 16]\n"
+                          "  - dram.model: [ideal, hbm2]\n"));
   ASSERT_EQ(p.size(), 2u);
   EXPECT_EQ(value(p[1], "systolic_array.rows"), "16");
   EXPECT_EQ(value(p[1], "dram.model"), "hbm2");
@@ -143,24 +144,25 @@ TEST(SweepSpec, AMissingModelFileIsAnErrorAtItsLine) {
 }
 
 TEST(SweepSpec, ModelsPrecisionsAndBatchesBecomeRunArguments) {
-  const std::vector<SweepPoint> p = expand_points(parse(
-      "axes:\n"
-      "  - model: [default, 'gemm:M=64,N=64,K=64']\n"
-      "  - precision: [int8]\n"
-      "  - batch: [4]\n"));
+  const std::vector<SweepPoint> p =
+      expand_points(parse("axes:\n"
+                          "  - model: [default, 'gemm:M=64,N=64,K=64']\n"
+                          "  - precision: [int8]\n"
+                          "  - batch: [4]\n"));
   ASSERT_EQ(p.size(), 2u);
   EXPECT_EQ(p[0].run_command(""), (std::vector<std::string>{"run", "--precision", "int8", "--batch", "4"}));
-  EXPECT_EQ(p[1].run_command("edge"), (std::vector<std::string>{"run", "gemm:M=64,N=64,K=64", "--config", "edge",
-                                                                  "--precision", "int8", "--batch", "4"}));
+  EXPECT_EQ(p[1].run_command("edge"),
+            (std::vector<std::string>{"run", "gemm:M=64,N=64,K=64", "--config", "edge", "--precision", "int8",
+                                      "--batch", "4"}));
   EXPECT_EQ(value(p[1], "model"), "gemm:M=64,N=64,K=64");
 }
 
 TEST(SweepSpec, FixedSetsComeBeforeTheAxesOnTheCommandLine) {
-  const std::vector<SweepPoint> p = expand_points(parse(
-      "base: edge\n"
-      "set: {dram.model: hbm2}\n"
-      "axes:\n"
-      "  - systolic_array.rows: [16]\n"));
+  const std::vector<SweepPoint> p =
+      expand_points(parse("base: edge\n"
+                          "set: {dram.model: hbm2}\n"
+                          "axes:\n"
+                          "  - systolic_array.rows: [16]\n"));
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0].run_command(parse("base: edge\naxes: [{systolic_array.rows: [16]}]\n").base),
             (std::vector<std::string>{"run", "--config", "edge", "--set", "dram.model=hbm2", "--set",
@@ -185,22 +187,22 @@ TEST(SweepSpec, PointIdsAreStableAcrossParsesAndDistinct) {
 TEST(SweepSpec, AnInvalidCombinationBecomesAFailedPointNotAnError) {
   // A 128 x 128 array drains 128*128*4 = 64 KiB of int32 partial sums; a 32 KiB accumulator cannot
   // take it, an 8 x 8 array's 256 bytes fit.
-  const std::vector<SweepPoint> p = expand_points(parse(
-      "set: {sram.accumulator.size_kib: 32}\n"
-      "axes:\n"
-      "  - systolic_array.rows: [8, 128]\n"
-      "    systolic_array.cols: [8, 128]\n"));
+  const std::vector<SweepPoint> p =
+      expand_points(parse("set: {sram.accumulator.size_kib: 32}\n"
+                          "axes:\n"
+                          "  - systolic_array.rows: [8, 128]\n"
+                          "    systolic_array.cols: [8, 128]\n"));
   ASSERT_EQ(p.size(), 2u);
   EXPECT_TRUE(p[0].config_error.empty()) << p[0].config_error;
   EXPECT_NE(p[1].config_error.find("sram.accumulator.size_kib"), std::string::npos) << p[1].config_error;
 }
 
 TEST(SweepSpec, SramTotalAddsTheThreeScratchpads) {
-  const std::vector<SweepPoint> p = expand_points(parse(
-      "axes:\n"
-      "  - sram.input.size_kib: [1024]\n"
-      "    sram.weight.size_kib: [512]\n"
-      "    sram.accumulator.size_kib: [256]\n"));
+  const std::vector<SweepPoint> p =
+      expand_points(parse("axes:\n"
+                          "  - sram.input.size_kib: [1024]\n"
+                          "    sram.weight.size_kib: [512]\n"
+                          "    sram.accumulator.size_kib: [256]\n"));
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0].sram_kib, 1024 + 512 + 256);
 }
