@@ -76,10 +76,7 @@ void TensorStats::add(const float* data, size_t n) {
     max_ = std::max(max_, hi);
   }
   count_ += static_cast<int64_t>(n);
-  if (amax == 0) {
-    pos_[0] += static_cast<double>(n);  // all zeros: they count as the smallest magnitude
-    return;
-  }
+  if (amax == 0) return;  // all zeros: exact in every range (see below)
   if (std::isinf(amax)) return;  // an infinite activation cannot be calibrated; min/max keep it
   if (width_ == 0 || amax >= width_ * bins()) grow_to(amax);
   const double inv = 1.0 / width_;
@@ -87,6 +84,10 @@ void TensorStats::add(const float* data, size_t n) {
   for (size_t k = 0; k < n; ++k) {
     const float v = data[k];
     if (std::isnan(v)) continue;
+    // Exact zeros (ReLU outputs are often half zeros) stay out of the histograms: zero is exactly
+    // representable whatever the range, and a zero spike in bin 0 would make entropy calibration
+    // favour tiny ranges (merging the spike with its neighbours costs more KL the wider the range).
+    if (v == 0.0f) continue;
     const double a = std::fabs(static_cast<double>(v));
     const int b = std::min(last, static_cast<int>(a * inv));
     (v < 0 ? neg_ : pos_)[b] += 1.0;

@@ -24,7 +24,8 @@ std::string to_string(CalibrationMethod m);
 CalibrationMethod parse_calibration_method(const std::string& text);
 
 // Running statistics of one tensor over all calibration inputs: exact min/max and two histograms of
-// magnitudes (positive values and negated negative values) with `bins` equal bins over [0, range).
+// magnitudes (positive values and negated negative values, exact zeros left out: they are exact in any
+// range) with `bins` equal bins over [0, range).
 // The range starts at the first non-zero batch's max |x| and doubles (merging bin pairs) whenever a
 // later value exceeds it, so one pass over the inputs suffices and bins stay aligned.
 class TensorStats {

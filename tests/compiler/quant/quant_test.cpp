@@ -321,10 +321,9 @@ TEST(AccuracyReport, InjectedOutlierWeightIsFlaggedByTheOutlierTableAndFirstBadL
   }
 }
 
-// The outlier stretches conv2's output range, and conv3 reads that tensor quantized per tensor: most of
-// its input channels collapse to a few codes. Keeping conv3 in fp16 (its input then stays unquantized)
-// is what repairs the output, so the advice must start there.
-TEST(AccuracyReport, MixedPrecisionAdviceKeepsTheLayerReadingTheStretchedTensorInFp16) {
+// The outlier crushes conv2's other channels (per-tensor weight scale) and stretches conv2's output
+// range, which conv3 reads quantized: the advice must start with conv2 or conv3, never conv1.
+TEST(AccuracyReport, MixedPrecisionAdviceStartsAtTheOutlierLayer) {
   Graph g = conv_chain(true);
   PrecisionSpec spec;
   spec.model = Precision::kInt8;
@@ -337,8 +336,8 @@ TEST(AccuracyReport, MixedPrecisionAdviceKeepsTheLayerReadingTheStretchedTensorI
   auto a = advise_mixed_precision(g, plan, {samples[0]}, before + 6.0);
   EXPECT_TRUE(a.met);
   ASSERT_FALSE(a.layers.empty());
-  EXPECT_EQ(a.layers[0], "conv3");
-  EXPECT_EQ(a.overrides.substr(0, 10), "conv3=fp16");
+  EXPECT_TRUE(a.layers[0] == "conv2" || a.layers[0] == "conv3") << a.layers[0];
+  EXPECT_EQ(a.overrides.substr(0, 11), a.layers[0] + "=fp16");
   // The advice is ready to use: applying the override list reaches the SQNR it reports.
   spec.overrides = parse_overrides(a.overrides);
   PrecisionPlan advised = resolve_plan(g, spec);
