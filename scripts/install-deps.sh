@@ -8,6 +8,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   python3-numpy python3-onnx python3-torch python3-torchvision python3-matplotlib
+  nodejs npm
   slurm-wlm munge
 )
 missing=()
