@@ -53,10 +53,13 @@ Npu::Npu(const sc_core::sc_module_name& name, const isa::NpuConfig& config, cons
 
   // Bindings, all in one place.
   QueueUnit* units[isa::kNumQueues] = {&load_, &matrix_, &vector_, &store_, &host_};
+  std::array<const QueueUnit*, isa::kNumQueues> decoders{};
   for (int q = 0; q < isa::kNumQueues; ++q) {
     sequencer_.to_queue[q](queues_[q]);
     units[q]->in(queues_[q]);
+    decoders[q] = units[q];
   }
+  sequencer_.attach(decoders);
   std::vector<DmaEngine*> engine_ptrs;
   for (size_t e = 0; e < engines; ++e) {
     load_.to_engine[e](load_descriptors_[e]);

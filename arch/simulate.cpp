@@ -66,7 +66,7 @@ void check_program(const isa::Program& program, const isa::NpuConfig& config) {
         break;
     }
     try {
-      datapath::footprint(ins, config);
+      datapath::check_footprint(ins, config);
     } catch (const std::exception& e) {
       throw SimError(fmt::format("instruction {}: {}", i, e.what()));
     }

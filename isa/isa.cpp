@@ -104,7 +104,10 @@ std::optional<Opcode> opcode_from_mnemonic(std::string_view mnemonic) {
   return std::nullopt;
 }
 
-std::string validate(const Instruction& ins) {
+namespace {
+
+// The full check, which names the first bad field.
+std::string validate_slow(const Instruction& ins) {
   if (static_cast<int>(ins.opcode) >= kNumOpcodes) {
     return fmt::format("opcode {} does not exist", static_cast<int>(ins.opcode));
   }
@@ -140,12 +143,91 @@ std::string validate(const Instruction& ins) {
     }
   }
   for (int i = 0; i < kNumFields; ++i) {
-    if (!used[i] && ins.f[i] != 0) {
+    if (!used[i] && ins.get(static_cast<Field>(i)) != 0) {
       return fmt::format("{} has no field '{}' but it is set to {}", fmt.mnemonic, field_name(static_cast<Field>(i)),
-                         ins.f[i]);
+                         ins.get(static_cast<Field>(i)));
     }
   }
   return {};
+}
+
+// Per opcode, the inclusive range each of its fields (header first) may hold: validate()'s fast path.
+struct FieldRange {
+  Field field;
+  int64_t lo, hi;
+};
+struct FormatRanges {
+  std::array<FieldRange, 3 + 24> r{};
+  int n = 0;
+};
+constexpr FieldRange range_of(const FieldSpec& s) {
+  switch (s.kind) {
+    case FieldKind::kDType:
+      return {s.field, 0, kNumDTypes - 1};
+    case FieldKind::kBuffer:
+      return {s.field, 0, kNumBuffers - 1};
+    case FieldKind::kVecOp:
+      return {s.field, 0, kNumVecOps - 1};
+    case FieldKind::kBcast:
+      return {s.field, 0, kNumBcasts - 1};
+    case FieldKind::kQueueMask:
+      return {s.field, 0, (int64_t{1} << kNumQueues) - 1};
+    case FieldKind::kSigned:
+      return {s.field, -(int64_t{1} << (s.width - 1)), (int64_t{1} << (s.width - 1)) - 1};
+    default:
+      return {s.field, 0, (int64_t{1} << s.width) - 1};
+  }
+}
+constexpr std::array<FormatRanges, kNumOpcodes> make_ranges() {
+  std::array<FormatRanges, kNumOpcodes> t{};
+  for (int op = 0; op < kNumOpcodes; ++op) {
+    for (const FieldSpec& s : layout::kHeader) t[op].r[t[op].n++] = range_of(s);
+    for (int i = 0; i < kFormats[op].num_fields; ++i) t[op].r[t[op].n++] = range_of(kFormats[op].fields[i]);
+  }
+  return t;
+}
+constexpr std::array<FormatRanges, kNumOpcodes> kRanges = make_ranges();
+
+}  // namespace
+
+Instruction& Instruction::widen(int i, int64_t v) {
+  auto all = std::make_unique<std::array<int64_t, kNumFields>>();
+  for (int k = 0; k < kNumFields; ++k) (*all)[k] = get(static_cast<Field>(k));
+  (*all)[i] = v;
+  wide_ = std::move(all);
+  std::fill(data_, data_ + storage::kDataBytes, uint8_t{0});
+  present_ = 0;
+  return *this;
+}
+
+bool Instruction::operator==(const Instruction& o) const {
+  if (opcode != o.opcode) return false;
+  if (!wide_ && !o.wide_) {
+    // Compact storage is canonical: bytes of absent fields are zero.
+    return present_ == o.present_ && std::equal(data_, data_ + storage::kDataBytes, o.data_);
+  }
+  for (int k = 0; k < kNumFields; ++k) {
+    if (get(static_cast<Field>(k)) != o.get(static_cast<Field>(k))) return false;
+  }
+  return true;
+}
+
+std::string validate(const Instruction& ins) {
+  // Fast path without allocation: only the format's fields are set and each is in range.
+  if (ins.compact_and_in_format()) {
+    const FormatRanges& fr = kRanges[static_cast<size_t>(ins.opcode)];
+    bool ok = true;
+    for (int i = 0; i < fr.n; ++i) {
+      const int64_t v = ins.get(fr.r[i].field);
+      ok &= v >= fr.r[i].lo && v <= fr.r[i].hi;
+    }
+    if (ins.opcode == Opcode::kStore) {
+      ok &= (ins.get(Field::kPadTop) | ins.get(Field::kPadBottom) | ins.get(Field::kPadLeft) |
+             ins.get(Field::kPadRight) | ins.get(Field::kPadValue)) == 0;
+    }
+    if (ok) return {};
+  }
+  return validate_slow(ins);
 }
 
 void encode(const Instruction& ins, std::vector<uint64_t>& out) {

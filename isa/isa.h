@@ -24,8 +24,10 @@
 // counter per ordered pair of queues (VTA-style push/pop generalised to five queues). A token
 // pushed by `signal` is consumed by exactly one later `wait` on the receiving queue. BARRIER waits
 // until every queue is empty and every unit idle; HALT ends the program after a BARRIER.
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -422,22 +424,203 @@ static_assert(all_formats_well_formed(), "an instruction format overlaps, leaves
 inline const Format& format(Opcode op) { return kFormats[static_cast<size_t>(op)]; }
 std::optional<Opcode> opcode_from_mnemonic(std::string_view mnemonic);
 
-// A decoded instruction: its opcode and the value of every field (absent fields are zero).
+// ---- in-memory storage of a decoded Instruction (not the encoding) ----------------------------
+//
+// A program holds one Instruction per instruction, so their size is the program's memory and the
+// simulator's cache footprint: 64 bytes each, instead of one int64 per Field (528 bytes). Every
+// field gets a byte slot wide enough for its widest format (wait/signal 1 byte, layer 2, a 16-bit
+// size 2, a 40-bit address 5, ...). Fields that never occur in the same format may share bytes
+// (VEC's d0 and LOAD's size0, say); a presence bit per field says which of them is set. Values that
+// do not fit their slot, or a field set on top of a set field it shares bytes with (both only
+// happen in instructions validate() rejects), move the instruction to a plain array of every
+// field, so get() always returns exactly what set() stored.
+namespace storage {
+inline constexpr int kHeaderFields = 3;  // wait, signal, layer: dedicated bytes, no presence bit
+inline constexpr int kDataBytes = 47;    // with the opcode byte, presence bits and overflow pointer: 64
+static_assert(kNumFields - kHeaderFields <= 64, "one presence bit per non-header field");
+
+struct Slot {
+  uint8_t offset = 0;     // first byte in Instruction's data
+  uint8_t bytes = 0;      // little-endian, two's complement when is_signed
+  bool is_signed = false;
+  int8_t bit = -1;        // presence bit; -1 for the header fields
+};
+struct SlotTable {
+  std::array<Slot, kNumFields> slot{};
+  std::array<uint64_t, kNumFields> overlap{};  // presence bits of the other fields sharing bytes with it
+  std::array<uint64_t, kNumOpcodes> in_format{};  // presence bits of each opcode's fields
+  int end = 0;                                 // bytes used
+};
+
+constexpr SlotTable make_slots() {
+  SlotTable t{};
+  int width[kNumFields] = {};
+  bool is_signed[kNumFields] = {};
+  auto note = [&](const FieldSpec& s) {
+    const int i = static_cast<int>(s.field);
+    if (s.width > width[i]) width[i] = s.width;
+    if (s.kind == FieldKind::kSigned) is_signed[i] = true;
+  };
+  for (const FieldSpec& s : layout::kHeader) note(s);
+  for (const Format& fmt : kFormats) {
+    for (int k = 0; k < fmt.num_fields; ++k) note(fmt.fields[k]);
+  }
+  bool placed[kNumFields] = {};
+  int next = 0;
+  for (const FieldSpec& s : layout::kHeader) {
+    const int i = static_cast<int>(s.field);
+    t.slot[i] = Slot{static_cast<uint8_t>(next), static_cast<uint8_t>((width[i] + 7) / 8), is_signed[i], -1};
+    next += t.slot[i].bytes;
+    placed[i] = true;
+  }
+  const int base = next;
+  t.end = next;
+  // Largest formats first, each field at the lowest offset free among the fields of this format.
+  constexpr Opcode kOrder[] = {Opcode::kVec,     Opcode::kLoad,     Opcode::kConv, Opcode::kMatmul,
+                               Opcode::kPreload, Opcode::kHostCall, Opcode::kStore};
+  for (Opcode op : kOrder) {
+    const Format& fmt = kFormats[static_cast<size_t>(op)];
+    bool used[kDataBytes + 8] = {};
+    for (int k = 0; k < fmt.num_fields; ++k) {
+      const int i = static_cast<int>(fmt.fields[k].field);
+      if (!placed[i]) continue;
+      for (int b = 0; b < t.slot[i].bytes; ++b) used[t.slot[i].offset + b] = true;
+    }
+    for (int k = 0; k < fmt.num_fields; ++k) {
+      const int i = static_cast<int>(fmt.fields[k].field);
+      if (placed[i]) continue;
+      const int bytes = (width[i] + 7) / 8;
+      int off = base;
+      for (;; ++off) {
+        bool free = true;
+        for (int b = 0; b < bytes && free; ++b) free = off + b >= kDataBytes + 8 || !used[off + b];
+        if (free) break;
+      }
+      t.slot[i] = Slot{static_cast<uint8_t>(off), static_cast<uint8_t>(bytes), is_signed[i],
+                       static_cast<int8_t>(i - kHeaderFields)};
+      for (int b = 0; b < bytes && off + b < kDataBytes + 8; ++b) used[off + b] = true;
+      placed[i] = true;
+      if (off + bytes > t.end) t.end = off + bytes;
+    }
+  }
+  for (int i = kHeaderFields; i < kNumFields; ++i) {
+    if (!placed[i]) t.end = 1000;  // a field no format has: the static_assert below fails
+    for (int j = kHeaderFields; j < kNumFields; ++j) {
+      const Slot a = t.slot[i], b = t.slot[j];
+      if (i != j && a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes) {
+        t.overlap[i] |= uint64_t{1} << b.bit;
+      }
+    }
+  }
+  for (int op = 0; op < kNumOpcodes; ++op) {
+    for (int k = 0; k < kFormats[op].num_fields; ++k) {
+      t.in_format[op] |= uint64_t{1} << t.slot[static_cast<int>(kFormats[op].fields[k].field)].bit;
+    }
+  }
+  return t;
+}
+inline constexpr SlotTable kSlots = make_slots();
+static_assert(kSlots.end <= kDataBytes, "the fields of some format do not fit an Instruction's bytes");
+
+constexpr bool formats_do_not_share_bytes() {
+  for (const Format& fmt : kFormats) {
+    for (int a = 0; a < fmt.num_fields; ++a) {
+      for (int b = 0; b < fmt.num_fields; ++b) {
+        const int i = static_cast<int>(fmt.fields[a].field), j = static_cast<int>(fmt.fields[b].field);
+        if (i != j && (kSlots.overlap[i] >> kSlots.slot[j].bit) & 1) return false;
+      }
+    }
+  }
+  return true;
+}
+static_assert(formats_do_not_share_bytes(), "two fields of one format share storage bytes");
+}  // namespace storage
+
+// A decoded instruction: its opcode and the value of every field (absent fields are zero). Any
+// int64 value can be stored in any field (validate() says whether it is encodable); two instructions
+// are equal when their opcodes and all field values are.
 struct Instruction {
   Opcode opcode = Opcode::kNop;
-  std::array<int64_t, kNumFields> f{};
 
-  int64_t get(Field x) const { return f[static_cast<int>(x)]; }
+  Instruction() = default;
+  Instruction(const Instruction& o) { *this = o; }
+  Instruction& operator=(const Instruction& o) {
+    if (this == &o) return *this;
+    opcode = o.opcode;
+    std::copy(o.data_, o.data_ + storage::kDataBytes, data_);
+    present_ = o.present_;
+    wide_.reset(o.wide_ ? new std::array<int64_t, kNumFields>(*o.wide_) : nullptr);
+    return *this;
+  }
+  Instruction(Instruction&&) noexcept = default;
+  Instruction& operator=(Instruction&&) noexcept = default;
+
+  int64_t get(Field x) const {
+    const int i = static_cast<int>(x);
+    if (wide_) return (*wide_)[i];
+    const storage::Slot& s = storage::kSlots.slot[i];
+    if (s.bit >= 0 && !((present_ >> s.bit) & 1)) return 0;
+    uint64_t raw = 0;
+    for (int b = 0; b < s.bytes; ++b) raw |= uint64_t{data_[s.offset + b]} << (8 * b);
+    if (!s.is_signed) return static_cast<int64_t>(raw);
+    const int shift = 64 - 8 * s.bytes;
+    return static_cast<int64_t>(raw << shift) >> shift;
+  }
   Instruction& set(Field x, int64_t v) {
-    f[static_cast<int>(x)] = v;
+    const int i = static_cast<int>(x);
+    if (wide_) {
+      (*wide_)[i] = v;
+      return *this;
+    }
+    const storage::Slot& s = storage::kSlots.slot[i];
+    if (s.bit < 0) {
+      if (!fits_slot(s, v)) return widen(i, v);
+      store(s, v);
+      return *this;
+    }
+    const uint64_t bit = uint64_t{1} << s.bit;
+    if (v == 0) {
+      if (present_ & bit) {
+        store(s, 0);
+        present_ &= ~bit;
+      }
+      return *this;
+    }
+    if (!fits_slot(s, v) || (present_ & storage::kSlots.overlap[i])) return widen(i, v);
+    store(s, v);
+    present_ |= bit;
     return *this;
   }
   Queue queue() const { return format(opcode).queue; }
   bool waits_on(Queue q) const { return (get(Field::kWait) >> static_cast<int>(q)) & 1; }
   bool signals(Queue q) const { return (get(Field::kSignal) >> static_cast<int>(q)) & 1; }
   uint32_t layer() const { return static_cast<uint32_t>(get(Field::kLayer)); }
-  bool operator==(const Instruction& o) const { return opcode == o.opcode && f == o.f; }
+  bool operator==(const Instruction& o) const;
   bool operator!=(const Instruction& o) const { return !(*this == o); }
+
+  // True when every set field is one of the opcode's and fits its storage slot: the common case,
+  // in which validate() only has to range-check the format's fields.
+  bool compact_and_in_format() const {
+    return !wide_ && static_cast<int>(opcode) < kNumOpcodes &&
+           (present_ & ~storage::kSlots.in_format[static_cast<size_t>(opcode)]) == 0;
+  }
+
+ private:
+  static bool fits_slot(const storage::Slot& s, int64_t v) {
+    const int bits = 8 * s.bytes;
+    if (s.is_signed) return v >= -(int64_t{1} << (bits - 1)) && v < (int64_t{1} << (bits - 1));
+    return v >= 0 && v < (int64_t{1} << bits);
+  }
+  void store(const storage::Slot& s, int64_t v) {
+    const auto raw = static_cast<uint64_t>(v);
+    for (int b = 0; b < s.bytes; ++b) data_[s.offset + b] = static_cast<uint8_t>(raw >> (8 * b));
+  }
+  // Moves to the plain array (kept from then on) and stores v in field i.
+  Instruction& widen(int i, int64_t v);
+
+  uint8_t data_[storage::kDataBytes] = {};
+  uint64_t present_ = 0;
+  std::unique_ptr<std::array<int64_t, kNumFields>> wide_;
 };
 
 // Raised for an instruction that cannot be encoded or words that do not decode.

@@ -45,10 +45,10 @@ class Fabric {
     if (cycle > t) wait_cycles(cycle - t);
   }
 
-  // Instruction `index` of queue `q` completed now: push its tokens.
-  void complete(isa::Queue q, int64_t index) {
+  // An instruction of queue `q` whose signal mask is `signal` completed now: push its tokens.
+  void complete(isa::Queue q, int64_t signal) {
     const uint64_t t = now();
-    tokens.signal(q, program.instructions[index].get(isa::Field::kSignal), t);
+    tokens.signal(q, signal, t);
     if (t > last_end) last_end = t;
     if (--outstanding == 0) all_done.notify(sc_core::SC_ZERO_TIME);
   }

@@ -30,8 +30,7 @@ void QueueUnit::run() {
     const Dispatch d = in->read();
     fab_.wait_until(d.ready);
     current_ = d.index;
-    const isa::Instruction& ins = fab_.program.instructions[d.index];
-    const int64_t mask = ins.get(isa::Field::kWait);
+    const int64_t mask = d.wait;
     uint64_t token_cycle = d.ready;
     if (mask) {
       const uint64_t t0 = fab_.now();
@@ -50,7 +49,7 @@ void QueueUnit::run() {
         const Reason why = from == Queue::kLoad || from == Queue::kStore ? Reason::kMemory
                            : from == Queue::kHost                      ? Reason::kHost
                                                                        : Reason::kScheduling;
-        fab_.rec.stall(unit_, d.index, why, t0, fab_.now());
+        fab_.rec.stall(unit_, d, why, t0, fab_.now());
       }
     }
     fab_.rec.count_instruction(unit_);

@@ -8,16 +8,10 @@
 #include <ostream>
 #include <string>
 
+#include "arch/core/dispatch.h"
 #include "arch/core/fabric.h"
 
 namespace npusim::arch {
-
-// One queue entry: the instruction's index and the cycle the sequencer dispatched it.
-struct Dispatch {
-  uint32_t index = 0;
-  uint64_t ready = 0;
-};
-inline std::ostream& operator<<(std::ostream& os, const Dispatch& d) { return os << d.index << '@' << d.ready; }
 
 class QueueUnit : public sc_core::sc_module {
  public:
@@ -27,6 +21,9 @@ class QueueUnit : public sc_core::sc_module {
   QueueUnit(const sc_core::sc_module_name& name, Fabric& fabric, isa::Queue queue);
 
   isa::Queue queue() const { return queue_; }
+  // Fills d.work for instruction `ins` (the sequencer calls it when it dispatches to this unit).
+  // Only instruction and config go in, so it may run before the instruction's cycle.
+  virtual void decode(const isa::Instruction& ins, Dispatch& d) const { (void)ins, (void)d; }
   // For deadlock reports: what the unit is blocked on, or "" when it is not waiting on a token.
   std::string blocked_on() const;
 

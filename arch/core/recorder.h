@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "arch/core/dispatch.h"
 #include "isa/program.h"
 #include "traces/accounting.h"
 #include "traces/sink.h"
@@ -34,32 +35,37 @@ class Recorder {
 
   bool tracing() const { return sink_ != nullptr; }
 
-  // A unit starts busy work [start, end) for instruction `index`. Must be called at simulated time
+  // A unit starts busy work [start, end) for instruction d. Must be called at simulated time
   // `start` (the accounting relies on starts arriving in order). Category: what the cycles count as.
-  void busy(uint16_t unit, int64_t index, uint64_t start, uint64_t end, traces::Category category,
+  void busy(uint16_t unit, const Dispatch& d, uint64_t start, uint64_t end, traces::Category category,
             uint64_t bytes = 0) {
-    const isa::Instruction& ins = program_.instructions[index];
     units_[unit].busy += end - start;
-    accounting_.add(ins.layer(), category, start, end);
-    if (sink_) emit(unit, index, ins.opcode, traces::Kind::kBusy, traces::Reason::kNone, start, end, bytes);
+    accounting_.add(d.layer, category, start, end);
+    if (sink_) emit(unit, d.index, d.layer, d.opcode, traces::Kind::kBusy, traces::Reason::kNone, start, end, bytes);
   }
-  // A unit was (or will be) stalled over [start, end). Memory stalls known when they start (bank
-  // conflicts) are charged to memory in the accounting when `account` is set.
-  void stall(uint16_t unit, int64_t index, traces::Reason reason, uint64_t start, uint64_t end,
+  // A unit was (or will be) stalled over [start, end) on instruction d. Memory stalls known when
+  // they start (bank conflicts) are charged to memory in the accounting when `account` is set.
+  void stall(uint16_t unit, const Dispatch& d, traces::Reason reason, uint64_t start, uint64_t end,
              bool account = false) {
     if (end <= start) return;
     units_[unit].stalls[static_cast<int>(reason)] += end - start;
-    const isa::Instruction* ins = index >= 0 ? &program_.instructions[index] : nullptr;
-    if (account && ins) accounting_.add(ins->layer(), traces::Category::kMemory, start, end);
-    if (sink_) emit(unit, index, ins ? ins->opcode : isa::Opcode::kNop, traces::Kind::kStall, reason, start, end, 0);
+    if (account) accounting_.add(d.layer, traces::Category::kMemory, start, end);
+    if (sink_) emit(unit, d.index, d.layer, d.opcode, traces::Kind::kStall, reason, start, end, 0);
+  }
+  // The same for instruction `index` of the program (-1: none), not charged to memory.
+  void stall(uint16_t unit, int64_t index, traces::Reason reason, uint64_t start, uint64_t end) {
+    if (end <= start) return;
+    units_[unit].stalls[static_cast<int>(reason)] += end - start;
+    if (sink_) {
+      const isa::Instruction* ins = index >= 0 ? &program_.instructions[index] : nullptr;
+      emit(unit, index, ins ? ins->layer() : traces::kNoLayer, ins ? ins->opcode : isa::Opcode::kNop,
+           traces::Kind::kStall, reason, start, end, 0);
+    }
   }
   void count_instruction(uint16_t unit) { ++units_[unit].instructions; }
   // A trace-only slice (DRAM channel activity).
-  void slice(uint16_t unit, int64_t index, uint64_t start, uint64_t end, uint64_t bytes) {
-    if (sink_) {
-      emit(unit, index, program_.instructions[index].opcode, traces::Kind::kBusy, traces::Reason::kNone, start, end,
-           bytes);
-    }
+  void slice(uint16_t unit, const Dispatch& d, uint64_t start, uint64_t end, uint64_t bytes) {
+    if (sink_) emit(unit, d.index, d.layer, d.opcode, traces::Kind::kBusy, traces::Reason::kNone, start, end, bytes);
   }
   LayerCounters* layer(uint32_t layer) { return layer < layers_.size() ? &layers_[layer] : nullptr; }
 
@@ -68,14 +74,14 @@ class Recorder {
   const traces::Accounting& accounting() const { return accounting_; }
 
  private:
-  void emit(uint16_t unit, int64_t index, isa::Opcode op, traces::Kind kind, traces::Reason reason, uint64_t start,
-            uint64_t end, uint64_t bytes) {
+  void emit(uint16_t unit, int64_t index, uint32_t layer, isa::Opcode op, traces::Kind kind, traces::Reason reason,
+            uint64_t start, uint64_t end, uint64_t bytes) {
     traces::Event e;
     e.unit = unit;
     e.kind = kind;
     e.reason = reason;
     e.opcode = op;
-    e.layer = index >= 0 ? program_.instructions[index].layer() : traces::kNoLayer;
+    e.layer = layer;
     e.instruction = index;
     e.start = start;
     e.end = end;

@@ -66,8 +66,17 @@ void require_mac_dtype(const Instruction& ins, DType t, const isa::NpuConfig& co
 
 uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
 
-void add_sram(Footprint& fp, Buffer b, uint64_t begin, uint64_t bytes, Access a) {
-  fp.sram.push_back(SramRange{b, begin, begin + bytes, a});
+// The ranges of one instruction, built without allocating (the pre-run check visits every
+// instruction of the program); footprint() copies them into a Footprint.
+struct Ranges {
+  SramRange sram[4];  // MATMUL/CONV: A, B, C read, C write
+  DramRange dram[1];
+  int num_sram = 0;
+  int num_dram = 0;
+};
+
+void add_sram(Ranges& fp, Buffer b, uint64_t begin, uint64_t bytes, Access a) {
+  fp.sram[fp.num_sram++] = SramRange{b, begin, begin + bytes, a};
 }
 
 // The DRAM hull of a LOAD/STORE box (strides are unsigned, so the first element is the lowest).
@@ -84,7 +93,7 @@ DramRange dma_dram_hull(const Instruction& ins, DType t, Access a) {
   return DramRange{begin, end, a};
 }
 
-void dma(const Instruction& ins, Footprint& fp) {
+void dma(const Instruction& ins, Ranges& fp) {
   const DType t = dtype_field(ins, Field::kDtype, "dtype");
   const Buffer b = buffer_field(ins, Field::kBuf, "buf");
   require_positive(ins, {{Field::kSize0, "size0"}, {Field::kSize1, "size1"}, {Field::kSize2, "size2"},
@@ -99,11 +108,11 @@ void dma(const Instruction& ins, Footprint& fp) {
   const uint64_t elems = u(field(ins, Field::kSize0)) * u(field(ins, Field::kSize1) + pl + pr) *
                          u(field(ins, Field::kSize2) + pt + pb) * u(field(ins, Field::kSize3));
   const DramRange d = dma_dram_hull(ins, t, load ? Access::kRead : Access::kWrite);
-  fp.dram.push_back(d);
+  fp.dram[fp.num_dram++] = d;
   add_sram(fp, b, u(field(ins, Field::kSramAddr)), elems * es, load ? Access::kWrite : Access::kRead);
 }
 
-void preload(const Instruction& ins, const isa::NpuConfig& config, Footprint& fp) {
+void preload(const Instruction& ins, const isa::NpuConfig& config, Ranges& fp) {
   const DType t = dtype_field(ins, Field::kDtype, "dtype");
   const Buffer b = buffer_field(ins, Field::kBuf, "buf");
   require_mac_dtype(ins, t, config);
@@ -132,7 +141,7 @@ void preload(const Instruction& ins, const isa::NpuConfig& config, Footprint& fp
   add_sram(fp, b, u(field(ins, Field::kSramAddr)), (u(rows - 1) * u(stride) + u(cols)) * es, Access::kRead);
 }
 
-void matrix(const Instruction& ins, const isa::NpuConfig& config, Footprint& fp) {
+void matrix(const Instruction& ins, const isa::NpuConfig& config, Ranges& fp) {
   const DType t = dtype_field(ins, Field::kDtype, "dtype");
   require_mac_dtype(ins, t, config);
   if (field(ins, Field::kPreloaded) && config.systolic_array.dataflow == isa::Dataflow::kOs) {
@@ -182,7 +191,7 @@ void matrix(const Instruction& ins, const isa::NpuConfig& config, Footprint& fp)
   add_sram(fp, Buffer::kAccumulator, u(field(ins, Field::kCAddr)), c_bytes, Access::kWrite);
 }
 
-void vec(const Instruction& ins, Footprint& fp) {
+void vec(const Instruction& ins, Ranges& fp) {
   const VecGeometry g = vec_geometry(ins);
   const DType in = static_cast<DType>(field(ins, Field::kDtype));
   const DType out = static_cast<DType>(field(ins, Field::kDtypeOut));
@@ -196,8 +205,9 @@ void vec(const Instruction& ins, Footprint& fp) {
            u(g.dst_elems) * u(isa::dtype_bytes(out)), Access::kWrite);
 }
 
-void check_capacity(const Instruction& ins, const isa::NpuConfig& config, const Footprint& fp) {
-  for (const SramRange& r : fp.sram) {
+void check_capacity(const Instruction& ins, const isa::NpuConfig& config, const Ranges& fp) {
+  for (int i = 0; i < fp.num_sram; ++i) {
+    const SramRange& r = fp.sram[i];
     const auto& sp = config.sram.buffer(r.buf);
     const uint64_t cap = u(sp.size_bytes());
     if (r.end > cap || r.end < r.begin) {
@@ -319,8 +329,10 @@ DType accumulator_dtype(DType a) {
   return (a == DType::kInt8 || a == DType::kUint8 || a == DType::kInt32) ? DType::kInt32 : DType::kFp32;
 }
 
-Footprint footprint(const Instruction& ins, const isa::NpuConfig& config) {
-  Footprint fp;
+namespace {
+
+Ranges ranges(const Instruction& ins, const isa::NpuConfig& config) {
+  Ranges fp;
   switch (ins.opcode) {
     case Opcode::kLoad:
     case Opcode::kStore:
@@ -347,5 +359,17 @@ Footprint footprint(const Instruction& ins, const isa::NpuConfig& config) {
   check_capacity(ins, config, fp);
   return fp;
 }
+
+}  // namespace
+
+Footprint footprint(const Instruction& ins, const isa::NpuConfig& config) {
+  const Ranges r = ranges(ins, config);
+  Footprint fp;
+  fp.sram.assign(r.sram, r.sram + r.num_sram);
+  fp.dram.assign(r.dram, r.dram + r.num_dram);
+  return fp;
+}
+
+void check_footprint(const Instruction& ins, const isa::NpuConfig& config) { ranges(ins, config); }
 
 }  // namespace npusim::arch::datapath

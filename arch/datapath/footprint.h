@@ -49,6 +49,8 @@ struct Footprint {
 // Throws DatapathError (see above). NOP, BARRIER, HALT and HOSTCALL touch no NPU memory (a host op's
 // DRAM traffic is the host's business and is not described by the instruction).
 Footprint footprint(const isa::Instruction& ins, const isa::NpuConfig& config);
+// The same checks as footprint() without building the ranges (no allocation): the pre-run check.
+void check_footprint(const isa::Instruction& ins, const isa::NpuConfig& config);
 
 // ---- derived shapes the executor and footprint agree on ----------------------------------------
 

@@ -22,9 +22,13 @@ DmaEngine::DmaEngine(const sc_core::sc_module_name& name, const isa::DmaConfig& 
 }
 
 void DmaEngine::run() {
+  // Built once: `a | b` in the loop would allocate an event list on every wait.
+  sc_core::sc_event_or_list any_written;
+  any_written |= from_load->data_written_event();
+  any_written |= from_store->data_written_event();
   for (;;) {
     if (from_load->num_available() == 0 && from_store->num_available() == 0) {
-      sc_core::wait(from_load->data_written_event() | from_store->data_written_event());
+      sc_core::wait(any_written);
       continue;
     }
     // Round robin between the two descriptor queues when both have work.
@@ -42,15 +46,22 @@ void DmaEngine::run() {
   }
 }
 
-void DmaEngine::transfer(const Descriptor& d, DmaQueue& owner) {
-  const isa::Instruction& ins = fab_.program.instructions[d.index];
-  const bool store = ins.opcode == Opcode::kStore;
+void DmaEngine::transfer(const Descriptor& desc, DmaQueue& owner) {
+  const Dispatch& d = desc.d;
+  const Dispatch::DmaWork& w = d.work.dma;
+  const bool store = d.opcode == Opcode::kStore;
   fab_.execute(d.index);
   const uint64_t now = fab_.now();
   const uint64_t begin = now + static_cast<uint64_t>(config_.setup_cycles);
-  const isa::timing::DmaRows rows = isa::timing::dma_rows(ins);
-  const auto buf = static_cast<isa::Buffer>(ins.get(Field::kBuf));
-  const uint64_t sram_bytes = static_cast<uint64_t>(isa::timing::dma_sram_bytes(ins));
+  isa::timing::DmaRows rows;
+  rows.dram_addr = w.dram_addr;
+  rows.row_bytes = w.row_bytes;
+  for (int i = 0; i < 3; ++i) {
+    rows.count[i] = w.count[i];
+    rows.stride[i] = w.stride[i];
+  }
+  const isa::Buffer buf = w.buf;
+  const uint64_t sram_bytes = w.sram_bytes;
 
   // SRAM side: reserve the scratchpad's bandwidth; a collision delays it.
   const uint64_t sram_start = fab_.sram.reserve(buf, sram_bytes, begin);
@@ -80,22 +91,35 @@ void DmaEngine::transfer(const Descriptor& d, DmaQueue& owner) {
   stats_.bursts += x.bursts.bursts;
   stats_.misaligned_bursts += x.bursts.misaligned_bursts;
   (store ? stats_.bytes_written : stats_.bytes_read) += bytes;
-  fab_.rec.busy(unit_, d.index, now, end, traces::Category::kMemory, bytes);
+  fab_.rec.busy(unit_, d, now, end, traces::Category::kMemory, bytes);
   if (fab_.rec.tracing()) {
     const uint16_t first_channel = static_cast<uint16_t>(kFirstDmaUnit + fab_.config.dma.engines);
     for (size_t c = 0; c < spans_.size(); ++c) {
       if (!spans_[c].bytes) continue;
-      fab_.rec.slice(static_cast<uint16_t>(first_channel + c), d.index, spans_[c].first_ps / pps,
+      fab_.rec.slice(static_cast<uint16_t>(first_channel + c), d, spans_[c].first_ps / pps,
                      (spans_[c].last_ps + pps - 1) / pps, spans_[c].bytes);
     }
   }
   fab_.wait_cycles(end - now);
-  owner.finished(d);
+  owner.finished(desc);
 }
 
 DmaQueue::DmaQueue(const sc_core::sc_module_name& name, const isa::DmaConfig& config, traces::Sink*, Fabric& fabric,
                    isa::Queue queue)
     : QueueUnit(name, fabric, queue), to_engine("to_engine", static_cast<size_t>(config.engines)) {}
+
+void DmaQueue::decode(const isa::Instruction& ins, Dispatch& d) const {
+  const isa::timing::DmaRows rows = isa::timing::dma_rows(ins);
+  Dispatch::DmaWork& w = d.work.dma;
+  w.dram_addr = rows.dram_addr;
+  w.row_bytes = rows.row_bytes;
+  for (int i = 0; i < 3; ++i) {
+    w.count[i] = rows.count[i];
+    w.stride[i] = rows.stride[i];
+  }
+  w.sram_bytes = static_cast<uint64_t>(isa::timing::dma_sram_bytes(ins));
+  w.buf = static_cast<isa::Buffer>(ins.get(Field::kBuf));
+}
 
 void DmaQueue::execute(const Dispatch& d, uint64_t) {
   // The engine with the least work; ties go to the lowest index (deterministic).
@@ -107,14 +131,14 @@ void DmaQueue::execute(const Dispatch& d, uint64_t) {
   if (port->num_free() == 0) {
     const uint64_t t0 = fab_.now();
     while (port->num_free() == 0) sc_core::wait(port->data_read_event());
-    fab_.rec.stall(unit_, d.index, traces::Reason::kMemory, t0, fab_.now());
+    fab_.rec.stall(unit_, d, traces::Reason::kMemory, t0, fab_.now());
   }
   done_.push_back(-1);
-  port->write(Descriptor{d.index, next_seq_++});
+  port->write(Descriptor{d, next_seq_++});
 }
 
 void DmaQueue::finished(const Descriptor& d) {
-  done_[d.seq - retired_] = d.index;
+  done_[d.seq - retired_] = d.d.signal;
   while (!done_.empty() && done_.front() >= 0) {
     fab_.complete(queue_, done_.front());
     done_.pop_front();

@@ -17,10 +17,10 @@ class DmaQueue;
 
 // One descriptor handed to an engine.
 struct Descriptor {
-  uint32_t index = 0;  // instruction
-  uint64_t seq = 0;    // position in its queue, for in-order retirement
+  Dispatch d;        // the LOAD/STORE, decoded
+  uint64_t seq = 0;  // position in its queue, for in-order retirement
 };
-inline std::ostream& operator<<(std::ostream& os, const Descriptor& d) { return os << d.index; }
+inline std::ostream& operator<<(std::ostream& os, const Descriptor& d) { return os << d.d.index; }
 
 class DmaEngine : public sc_core::sc_module {
  public:
@@ -79,6 +79,7 @@ class DmaQueue : public QueueUnit {
 
   // An engine finished descriptor `d`: retire it and every later one already finished, in order.
   void finished(const Descriptor& d);
+  void decode(const isa::Instruction& ins, Dispatch& d) const override;
 
  private:
   void execute(const Dispatch& d, uint64_t token_cycle) override;
@@ -86,7 +87,7 @@ class DmaQueue : public QueueUnit {
   std::vector<DmaEngine*> engines_;
   uint64_t next_seq_ = 0;
   uint64_t retired_ = 0;                 // sequence number of the oldest unretired descriptor
-  std::deque<int64_t> done_;             // per unretired descriptor: its instruction once finished, else -1
+  std::deque<int16_t> done_;             // per unretired descriptor: its signal mask once finished, else -1
 };
 
 }  // namespace npusim::arch

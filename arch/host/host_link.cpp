@@ -9,10 +9,7 @@ using isa::Field;
 HostLink::HostLink(const sc_core::sc_module_name& name, const isa::HostConfig& config, traces::Sink*, Fabric& fabric)
     : QueueUnit(name, fabric, isa::Queue::kHost), config_(config) {}
 
-void HostLink::execute(const Dispatch& d, uint64_t) {
-  const isa::Instruction& ins = fab_.program.instructions[d.index];
-  fab_.execute(d.index);
-  const uint64_t now = fab_.now();
+void HostLink::decode(const isa::Instruction& ins, Dispatch& d) const {
   const int64_t in = ins.get(Field::kInBytes), out = ins.get(Field::kOutBytes);
   // Validated before the run: host_op indexes Program::host_ops when the program has any.
   const auto& ops = fab_.program.host_ops;
@@ -20,13 +17,20 @@ void HostLink::execute(const Dispatch& d, uint64_t) {
                                       : static_cast<int64_t>(ops[static_cast<size_t>(ins.get(Field::kHostOp))].cpu_ops);
   const uint64_t cycles =
       static_cast<uint64_t>(isa::timing::host_cycles(in, out, cpu_ops, config_, fab_.config.frequency_mhz).total());
+  d.work.host = Dispatch::HostWork{cycles, in, out};
+}
+
+void HostLink::execute(const Dispatch& d, uint64_t) {
+  fab_.execute(d.index);
+  const uint64_t now = fab_.now();
+  const Dispatch::HostWork& w = d.work.host;
   ++calls_;
-  bytes_in_ += in;
-  bytes_out_ += out;
-  fab_.rec.busy(unit_, d.index, now, now + cycles, traces::Category::kHost, in + out);
-  if (auto* l = fab_.rec.layer(ins.layer())) ++l->host_calls;
-  fab_.wait_cycles(cycles);
-  fab_.complete(queue_, d.index);
+  bytes_in_ += w.in;
+  bytes_out_ += w.out;
+  fab_.rec.busy(unit_, d, now, now + w.cycles, traces::Category::kHost, w.in + w.out);
+  if (auto* l = fab_.rec.layer(d.layer)) ++l->host_calls;
+  fab_.wait_cycles(w.cycles);
+  fab_.complete(queue_, d.signal);
 }
 
 }  // namespace npusim::arch

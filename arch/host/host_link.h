@@ -15,6 +15,7 @@ class HostLink : public QueueUnit {
   uint64_t bytes_out() const { return bytes_out_; }
 
  private:
+  void decode(const isa::Instruction& ins, Dispatch& d) const override;
   void execute(const Dispatch& d, uint64_t token_cycle) override;
   isa::HostConfig config_;
   uint64_t calls_ = 0, bytes_in_ = 0, bytes_out_ = 0;

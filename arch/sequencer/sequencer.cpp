@@ -62,7 +62,20 @@ void Sequencer::run() {
       if (ins.opcode == Opcode::kHalt) break;
       continue;
     }
-    auto& out = to_queue[static_cast<size_t>(ins.queue())];
+    const auto q = static_cast<size_t>(ins.queue());
+    Dispatch d;
+    d.index = static_cast<uint32_t>(i);
+    d.layer = ins.layer();
+    d.opcode = ins.opcode;
+    d.wait = static_cast<uint8_t>(ins.get(isa::Field::kWait));
+    d.signal = static_cast<uint8_t>(ins.get(isa::Field::kSignal));
+    try {
+      units_[q]->decode(ins, d);
+    } catch (const std::exception& e) {
+      fab_.fail(e.what());
+      return;
+    }
+    auto& out = to_queue[q];
     if (out->num_free() == 0) {
       blocked_index_ = static_cast<int64_t>(i);
       while (out->num_free() == 0) sc_core::wait(out->data_read_event());
@@ -75,7 +88,8 @@ void Sequencer::run() {
     }
     ++fab_.outstanding;
     ++dispatched_;
-    out->write(Dispatch{static_cast<uint32_t>(i), local});
+    d.ready = local;
+    out->write(d);
   }
   // The end of the program is an implicit HALT.
   drain(local, -1);

@@ -8,6 +8,7 @@
 // sequencer only calls wait() when it blocks, not once per instruction.
 #include <systemc>
 
+#include <array>
 #include <functional>
 #include <string>
 
@@ -24,6 +25,9 @@ class Sequencer : public sc_core::sc_module {
   Sequencer(const sc_core::sc_module_name& name, const isa::SequencerConfig& config, traces::Sink* sink,
             Fabric& fabric, std::function<void(double)> progress);
 
+  // The units behind the queues, which decode what is dispatched to them.
+  void attach(const std::array<const QueueUnit*, isa::kNumQueues>& units) { units_ = units; }
+
   bool finished() const { return finished_; }
   uint64_t end_cycle() const { return end_cycle_; }
   uint64_t dispatched() const { return dispatched_; }
@@ -36,6 +40,7 @@ class Sequencer : public sc_core::sc_module {
 
   isa::SequencerConfig config_;
   Fabric& fab_;
+  std::array<const QueueUnit*, isa::kNumQueues> units_{};
   std::function<void(double)> progress_;
   bool finished_ = false;
   uint64_t end_cycle_ = 0;

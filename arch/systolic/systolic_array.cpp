@@ -59,10 +59,15 @@ int64_t SystolicArray::conflict_factor(const isa::Instruction& ins) const {
   return 1;
 }
 
+void SystolicArray::decode(const isa::Instruction& ins, Dispatch& d) const {
+  if (ins.opcode != Opcode::kMatmul && ins.opcode != Opcode::kConv) return;
+  const timing::ArrayCycles c = tile_cycles(ins);
+  d.work.matrix = Dispatch::MatrixWork{c.total, c.stream, c.macs, conflict_factor(ins)};
+}
+
 void SystolicArray::execute(const Dispatch& d, uint64_t token_cycle) {
-  const isa::Instruction& ins = fab_.program.instructions[d.index];
   const uint64_t now = fab_.now();
-  switch (ins.opcode) {
+  switch (d.opcode) {
     case Opcode::kPreload: {
       fab_.execute(d.index);
       int64_t cycles = timing::preload_cycles(config_);
@@ -72,8 +77,8 @@ void SystolicArray::execute(const Dispatch& d, uint64_t token_cycle) {
         const uint64_t could_start = std::max(token_cycle, last_compute_start_);
         cycles = std::max<int64_t>(0, static_cast<int64_t>(could_start + cycles) - static_cast<int64_t>(now));
       }
-      fab_.rec.busy(unit_, d.index, now, now + cycles, traces::Category::kCompute);
-      if (auto* l = fab_.rec.layer(ins.layer())) l->compute_cycles += cycles;
+      fab_.rec.busy(unit_, d, now, now + cycles, traces::Category::kCompute);
+      if (auto* l = fab_.rec.layer(d.layer)) l->compute_cycles += cycles;
       fab_.wait_cycles(cycles);
       break;
     }
@@ -81,20 +86,20 @@ void SystolicArray::execute(const Dispatch& d, uint64_t token_cycle) {
     case Opcode::kConv: {
       fab_.execute(d.index);
       last_compute_start_ = now;
-      const timing::ArrayCycles c = tile_cycles(ins);
-      const int64_t factor = conflict_factor(ins);
+      const Dispatch::MatrixWork& c = d.work.matrix;
+      const int64_t factor = c.factor;
       macs_ += static_cast<uint64_t>(c.macs);
       uint64_t t = now;
       if (factor > 1) {
         // The stream phase runs `factor` times slower: charged as a bank-conflict stall up front.
         const uint64_t extra = static_cast<uint64_t>(c.stream * (factor - 1));
         fab_.sram.count_conflict(extra);
-        fab_.rec.stall(unit_, d.index, traces::Reason::kBankConflict, t, t + extra, true);
+        fab_.rec.stall(unit_, d, traces::Reason::kBankConflict, t, t + extra, true);
         fab_.wait_cycles(extra);
         t += extra;
       }
-      fab_.rec.busy(unit_, d.index, t, t + c.total, traces::Category::kCompute);
-      if (auto* l = fab_.rec.layer(ins.layer())) {
+      fab_.rec.busy(unit_, d, t, t + c.total, traces::Category::kCompute);
+      if (auto* l = fab_.rec.layer(d.layer)) {
         l->compute_cycles += c.total;
         l->macs += c.macs;
       }
@@ -104,7 +109,7 @@ void SystolicArray::execute(const Dispatch& d, uint64_t token_cycle) {
     default:  // NOP: a pure synchronisation point
       break;
   }
-  fab_.complete(queue_, d.index);
+  fab_.complete(queue_, d.signal);
 }
 
 }  // namespace npusim::arch

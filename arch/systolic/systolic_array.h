@@ -21,6 +21,7 @@ class SystolicArray : public QueueUnit {
   // Stream slow-down from strided reads of the streamed operand colliding on SRAM banks (>= 1).
   int64_t conflict_factor(const isa::Instruction& ins) const;
   uint64_t macs() const { return macs_; }
+  void decode(const isa::Instruction& ins, Dispatch& d) const override;
 
  private:
   void execute(const Dispatch& d, uint64_t token_cycle) override;

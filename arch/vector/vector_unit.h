@@ -12,6 +12,7 @@ class VectorUnit : public QueueUnit {
              Fabric& fabric);
 
  private:
+  void decode(const isa::Instruction& ins, Dispatch& d) const override;
   void execute(const Dispatch& d, uint64_t token_cycle) override;
   isa::VectorConfig config_;
 };

@@ -14,6 +14,7 @@
 #include "isa/isa.h"
 #include "isa/machine/config.h"
 #include "isa/timing/dram.h"
+#include "isa/timing/fast_div.h"
 
 namespace npusim::isa::timing {
 
@@ -71,7 +72,11 @@ struct DmaTransfer {
 // slot (the completion of the burst max_outstanding before it).
 class DmaBurstEngine {
  public:
-  explicit DmaBurstEngine(const DmaConfig& dma) : dma_(dma), slots_(std::max<int64_t>(1, dma.max_outstanding), 0) {}
+  explicit DmaBurstEngine(const DmaConfig& dma)
+      : dma_(dma),
+        burst_(static_cast<uint64_t>(dma.burst_bytes)),
+        align_(static_cast<uint64_t>(dma.alignment_bytes)),
+        slots_(std::max<int64_t>(1, dma.max_outstanding), 0) {}
   // Issues every burst of `rows` from `start_ps` on; returns when the last one completes.
   // `per_burst(channel, issue_ps, done_ps, bytes)` is called for each burst when non-null (traces).
   template <class PerBurst>
@@ -83,7 +88,7 @@ class DmaBurstEngine {
     std::fill(slots_.begin(), slots_.end(), start_ps);
     size_t next = 0;
     uint64_t issue = start_ps;
-    for_each_burst(rows, dma_, [&](uint64_t addr, uint32_t bytes, bool misaligned) {
+    auto one = [&](uint64_t addr, uint32_t bytes, bool misaligned) {
       issue = std::max(issue, slots_[next]);
       const uint64_t done = dram.access(addr, bytes, write, issue);
       slots_[next] = done;
@@ -92,7 +97,20 @@ class DmaBurstEngine {
       ++x.bursts.bursts;
       x.bursts.misaligned_bursts += misaligned;
       per_burst(addr, issue, done, bytes);
-    });
+    };
+    // for_each_burst's order, with the divisions by burst and alignment precomputed.
+    const int64_t burst = dma_.burst_bytes;
+    for (int64_t i2 = 0; i2 < rows.count[2]; ++i2) {
+      for (int64_t i1 = 0; i1 < rows.count[1]; ++i1) {
+        uint64_t a = rows.dram_addr + i1 * rows.stride[1] + i2 * rows.stride[2];
+        for (int64_t i0 = 0; i0 < rows.count[0]; ++i0, a += rows.stride[0]) {
+          if (align_.mod(a) != 0) one(a - burst_.mod(a), static_cast<uint32_t>(burst), true);
+          for (int64_t off = 0; off < rows.row_bytes; off += burst) {
+            one(a + off, static_cast<uint32_t>(std::min<int64_t>(burst, rows.row_bytes - off)), false);
+          }
+        }
+      }
+    }
     return x;
   }
   DmaTransfer run(const DmaRows& rows, bool write, uint64_t start_ps, Dram& dram) {
@@ -101,6 +119,7 @@ class DmaBurstEngine {
 
  private:
   DmaConfig dma_;
+  FastDiv burst_, align_;
   std::vector<uint64_t> slots_;  // completion time of the bursts in flight, a ring
 };
 

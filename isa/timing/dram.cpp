@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "isa/timing/fast_div.h"
+
 namespace npusim::isa::timing {
 namespace {
 
@@ -83,6 +85,12 @@ class BankedDram : public Dram {
     t_rfc_ = ns_to_ps(t.t_rfc_ns);
     t_wtr_ = ns_to_ps(t.t_wtr_ns);
     t_rtw_ = ns_to_ps(t.t_rtw_ns);
+    unit_ = FastDiv(static_cast<uint64_t>(t.interleave_bytes));
+    chan_ = FastDiv(static_cast<uint64_t>(channels_));
+    stripe_ = FastDiv(static_cast<uint64_t>(t.interleave_bytes) * channels_);
+    page_ = FastDiv(static_cast<uint64_t>(t.page_bytes));
+    bank_ = FastDiv(static_cast<uint64_t>(t.banks));
+    burst_ = FastDiv(static_cast<uint64_t>(t.burst_bytes));
     chans_.resize(channels_);
     for (Channel& c : chans_) {
       c.banks.resize(t.banks);
@@ -91,21 +99,18 @@ class BankedDram : public Dram {
   }
 
   int channels() const override { return channels_; }
-  int channel_of(uint64_t addr) const override {
-    return static_cast<int>((addr / t_.interleave_bytes) % channels_);
-  }
+  int channel_of(uint64_t addr) const override { return static_cast<int>(chan_.mod(unit_.div(addr))); }
   double peak_bandwidth_gbps() const override { return t_.peak_gbps() * channels_; }
   double idle_latency_ns() const override { return t_.t_rcd_ns + t_.t_cl_ns + t_.t_burst_ns; }
 
   uint64_t access(uint64_t addr, uint32_t bytes, bool write, uint64_t issue_ps) override {
     ++stats_.requests;
-    const uint64_t unit = t_.interleave_bytes;
-    Channel& ch = chans_[(addr / unit) % channels_];
-    const uint64_t local = (addr / (unit * channels_)) * unit + addr % unit;
-    const uint64_t page = local / t_.page_bytes;
-    Bank& bank = ch.banks[page % t_.banks];
-    const int64_t row = static_cast<int64_t>(page / t_.banks);
-    const uint64_t beats = (bytes + t_.burst_bytes - 1) / t_.burst_bytes;
+    Channel& ch = chans_[chan_.mod(unit_.div(addr))];
+    const uint64_t local = stripe_.div(addr) * unit_.divisor() + unit_.mod(addr);
+    const uint64_t page = page_.div(local);
+    Bank& bank = ch.banks[bank_.mod(page)];
+    const int64_t row = static_cast<int64_t>(bank_.div(page));
+    const uint64_t beats = burst_.div(bytes + burst_.divisor() - 1);
 
     uint64_t t = issue_ps;
     for (;;) {
@@ -174,6 +179,8 @@ class BankedDram : public Dram {
   BankedDramTiming t_;
   int channels_;
   uint64_t t_burst_, t_cl_, t_rcd_, t_rp_, t_ras_, t_refi_, t_rfc_, t_wtr_, t_rtw_;
+  // The address map's divisors: interleave unit, channels, unit x channels, page, banks, burst.
+  FastDiv unit_, chan_, stripe_, page_, bank_, burst_;
   std::vector<Channel> chans_;
 };
 
