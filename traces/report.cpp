@@ -80,9 +80,15 @@ std::string report_json(const Report& r) {
         "\"macs\": {}, \"instructions\": {}, \"breakdown\": ",
         l.start_cycle, l.end_cycle, l.cycles, l.compute_cycles, l.vector_cycles, l.macs, l.instructions);
     breakdown_json(o, l.breakdown);
+    if (!l.extra_json.empty()) o += ", " + l.extra_json;
     o += "}";
   }
   o += r.layers.empty() ? "],\n" : "\n  ],\n";
+  for (const auto& [name, value] : r.sections) {
+    o += "  ";
+    append_json_string(o, name);
+    o += ": " + value + ",\n";
+  }
   o += fmt::format("  \"sim\": {{\"wall_seconds\": {}, \"instructions\": {}, \"functional\": {}}}\n}}\n",
                    num(r.sim.wall_seconds), r.sim.instructions, r.sim.functional ? "true" : "false");
   return o;

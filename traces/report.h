@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "traces/event.h"
@@ -46,6 +47,9 @@ struct LayerReport {
   uint64_t macs = 0;
   uint64_t instructions = 0;
   Breakdown breakdown;          // adds up to cycles
+  // JSON members ("key": value, ...) that stages outside the simulator attach to the layer, e.g. the
+  // compiler's mapping (tiles, estimated cycles); written verbatim after the fields above.
+  std::string extra_json;
 };
 
 struct DramReport {
@@ -101,6 +105,9 @@ struct Report {
   std::vector<UnitReport> units;
   std::vector<LayerReport> layers;
   SimInfo sim;
+  // Further top-level sections (name, JSON value) from stages outside the simulator: the compiler's
+  // memory plan and fallbacks, the accuracy report. Written verbatim, in order, before "sim".
+  std::vector<std::pair<std::string, std::string>> sections;
 };
 
 void write_report_json(const Report& r, std::ostream& out);

@@ -14,13 +14,16 @@
 #include <vector>
 
 #include "arch/simulate.h"
+#include "compiler/backend/compile.h"
+#include "compiler/import/import.h"
 #include "compiler/ops/op_table.h"
 #include "isa/assembly.h"
 #include "isa/machine/spec_text.h"
 #include "isa/program.h"
 #include "sim/config/config_dump.h"
 #include "sim/config/config_loader.h"
-#include "sim/demo/demo_program.h"
+#include "sim/model/model.h"
+#include "sim/model/tensor_io.h"
 #include "sim/sweep/sweep_cli.h"
 #include "traces/report.h"
 #include "traces/sink.h"
@@ -143,7 +146,8 @@ std::unique_ptr<std::ofstream> open_output(const std::string& path) {
 
 // Simulates `program` and writes whatever the options ask for.
 int simulate_and_report(Context& ctx, const CommonOptions& o, const isa::Program& program,
-                        const isa::NpuConfig& config) {
+                        const isa::NpuConfig& config, const CompiledModel* compiled = nullptr,
+                        const FunctionalIo& io = {}) {
   auto trace_json = open_output(o.trace);
   auto trace_csv = open_output(o.trace_csv);
   std::unique_ptr<traces::ChromeTraceSink> json_sink;
@@ -161,7 +165,12 @@ int simulate_and_report(Context& ctx, const CommonOptions& o, const isa::Program
     }
   }
   arch::RunOptions run;
-  run.functional = o.functional;
+  if (o.functional) {
+    if (!compiled && !program.host_ops.empty()) {
+      ctx.err << "npusim: warning: functional run of a program file: its host ops are timed but not computed\n";
+    }
+    add_functional_hooks(program, compiled, io, run);
+  }
   run.sink = sink;
   const bool bar = !o.quiet && isatty(STDERR_FILENO);
   if (bar) {
@@ -175,9 +184,13 @@ int simulate_and_report(Context& ctx, const CommonOptions& o, const isa::Program
   } catch (const arch::SimError& e) {
     if (bar) ctx.err << "\r";
     throw RunError(e.what());
+  } catch (const TensorIoError& e) {
+    if (bar) ctx.err << "\r";
+    throw InputError(e.what());
   }
   if (bar) ctx.err << "\r" << std::string(24, ' ') << "\r";
   if (sink) sink->finish();
+  if (compiled) attach_compile_info(compiled->result, report);
   if (!o.report.empty()) {
     auto f = open_output(o.report);
     traces::write_report_json(report, *f);
@@ -275,49 +288,125 @@ int cmd_exec(Context& ctx, const Command& cmd) {
   return simulate_and_report(ctx, o, program, config);
 }
 
+// Options of commands that compile a model.
+struct ModelCliOptions {
+  std::vector<std::string> input_shapes;
+  std::string precision = "fp32";
+  bool verbose = false;
+};
+
+po::options_description model_options(ModelCliOptions& m) {
+  po::options_description d("Model");
+  d.add_options()("input-shape", po::value(&m.input_shapes)->composing()->value_name("NAME=1x3x224x224"),
+                  "bind a model input's dynamic dimensions (repeatable)")(
+      "precision", po::value(&m.precision)->value_name("P"), "precision of the whole model: fp32, fp16 or bf16")(
+      "verbose,v", po::bool_switch(&m.verbose), "print the graph after import and after every pass, and the mapping");
+  return d;
+}
+
+ModelOptions to_model_options(const ModelCliOptions& m) {
+  ModelOptions o;
+  o.input_shapes = m.input_shapes;
+  if (m.precision == "fp32") {
+    o.precision = isa::DType::kFp32;
+  } else if (m.precision == "fp16") {
+    o.precision = isa::DType::kFp16;
+  } else if (m.precision == "bf16") {
+    o.precision = isa::DType::kBf16;
+  } else if (m.precision == "int8") {
+    throw UsageError("--precision int8 needs INT8 quantization, which has not landed yet; use fp32, fp16 or bf16");
+  } else {
+    throw UsageError(fmt::format("--precision '{}' is not one of fp32, fp16, bf16", m.precision));
+  }
+  return o;
+}
+
+bool is_program_file(const std::string& path) {
+  return ends_with(path, ".npu") || ends_with(path, ".s") || ends_with(path, ".asm");
+}
+
+// Compiles `spec`, mapping the compiler's errors onto the CLI's exit codes.
+CompiledModel compile_or_throw(Context& ctx, const std::string& spec, const isa::NpuConfig& config,
+                               const ModelCliOptions& m) {
+  const ModelOptions options = to_model_options(m);
+  try {
+    return compile_model(spec, config, options, m.verbose ? &ctx.out : nullptr);
+  } catch (const compiler::ModelError& e) {
+    throw InputError(e.what());
+  } catch (const compiler::CompileError& e) {
+    throw RunError(e.what());
+  }
+}
+
 int cmd_run(Context& ctx, const Command& cmd) {
   CommonOptions o;
+  ModelCliOptions m;
+  FunctionalIo io;
   std::string model;
   po::options_description d = config_options(o);
+  d.add(model_options(m));
   d.add(output_options(o));
+  po::options_description f("Functional runs");
+  f.add_options()("inputs", po::value(&io.inputs_dir)->value_name("DIR"),
+                  "read each model input from DIR/NAME.npy or DIR/NAME.pb (default: seeded random inputs)")(
+      "outputs", po::value(&io.outputs_dir)->value_name("DIR"), "write each model output to DIR/NAME.npy")(
+      "seed", po::value(&io.seed)->value_name("N"), "seed of the random inputs");
+  d.add(f);
   d.add_options()("model", po::value(&model)->value_name("MODEL"),
-                  "a program (.npu or .s); without it, the built-in demo layer");
+                  "an ONNX model, a SCALE-Sim topology (.csv), a micro-model (gemm:M=..,N=..,K=.. or "
+                  "conv:H=..,W=..,C=..,K=..,R=..,S=..,stride=..,pad=..), a program (.npu or .s); default: the "
+                  "built-in demo CNN");
   po::positional_options_description pos;
   pos.add("model", 1);
   if (!parse(ctx, cmd, d, pos)) return kExitOk;
-  const isa::NpuConfig config = resolve_config(o);
-  isa::Program program;
-  if (model.empty()) {
-    try {
-      program = demo_program(config);
-    } catch (const std::runtime_error& e) {
-      throw RunError(e.what());
-    }
-  } else if (ends_with(model, ".npu") || ends_with(model, ".s") || ends_with(model, ".asm")) {
-    program = load_program(model);
-    check_machine(program, config);
-  } else {
-    throw RunError(fmt::format("cannot compile '{}': npusim's ONNX code generator has not landed yet; run a "
-                               "program (.npu or .s) or the built-in demo",
-                               model));
+  if ((!io.inputs_dir.empty() || !io.outputs_dir.empty()) && !o.functional) {
+    throw UsageError("--inputs and --outputs need --functional");
   }
-  return simulate_and_report(ctx, o, program, config);
+  const isa::NpuConfig config = resolve_config(o);
+  if (model.empty()) model = "demo";
+  if (is_program_file(model)) {
+    const isa::Program program = load_program(model);
+    check_machine(program, config);
+    return simulate_and_report(ctx, o, program, config, nullptr, io);
+  }
+  const CompiledModel compiled = compile_or_throw(ctx, model, config, m);
+  if (m.verbose) ctx.out << compiler::compile_summary(compiled.result) << "\n";
+  return simulate_and_report(ctx, o, compiled.result.program, config, &compiled, io);
 }
 
 int cmd_compile(Context& ctx, const Command& cmd) {
   CommonOptions o;
+  ModelCliOptions m;
   std::string model, output, asm_out;
+  bool quiet = false;
   po::options_description d = config_options(o);
-  d.add_options()("model", po::value(&model)->value_name("MODEL"), "ONNX model, SCALE-Sim CSV or micro-model")(
+  d.add(model_options(m));
+  d.add_options()("model", po::value(&model)->value_name("MODEL"),
+                  "an ONNX model, a SCALE-Sim topology (.csv) or a micro-model")(
       "output,o", po::value(&output)->value_name("PROG.npu"), "program file to write")(
-      "asm", po::value(&asm_out)->value_name("PROG.s"), "also write the assembly text");
+      "asm", po::value(&asm_out)->value_name("PROG.s"), "also write the assembly text")(
+      "quiet,q", po::bool_switch(&quiet), "print nothing but errors");
   po::positional_options_description pos;
   pos.add("model", 1);
   if (!parse(ctx, cmd, d, pos)) return kExitOk;
   if (model.empty()) throw UsageError("compile needs a model (see 'npusim compile --help')");
   if (output.empty()) throw UsageError("compile needs -o PROG.npu (see 'npusim compile --help')");
-  resolve_config(o);
-  throw RunError(fmt::format("cannot compile '{}': npusim's ONNX code generator has not landed yet", model));
+  const isa::NpuConfig config = resolve_config(o);
+  CompiledModel compiled = compile_or_throw(ctx, model, config, m);
+  compiled.result.program.machine = isa::to_spec_text(config);
+  try {
+    isa::write_program_file(output, compiled.result.program);
+    if (!asm_out.empty()) {
+      std::ofstream a(asm_out, std::ios::binary);
+      if (!a || !(a << isa::disassemble(compiled.result.program)) || !a.flush()) {
+        throw InputError(fmt::format("cannot write '{}'", asm_out));
+      }
+    }
+  } catch (const isa::ProgramError& e) {
+    throw InputError(e.what());
+  }
+  if (!quiet) ctx.out << compiler::compile_summary(compiled.result);
+  return kExitOk;
 }
 
 int cmd_ops(Context& ctx, const Command& cmd) {
@@ -334,7 +423,8 @@ int cmd_ops(Context& ctx, const Command& cmd) {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> kCommands = {
-      {"run", "run [MODEL] [options]", "Compile MODEL (default: the built-in demo) and simulate it; print the report."},
+      {"run", "run [MODEL] [options]",
+       "Compile MODEL (default: the built-in demo CNN) and simulate it; print the report."},
       {"compile", "compile MODEL -o PROG.npu [--asm PROG.s] [options]",
        "Compile an ONNX model, SCALE-Sim topology or micro-model into an NPU program."},
       {"exec", "exec PROG.npu [options]", "Simulate a compiled or assembled program."},

@@ -1,0 +1,167 @@
+#include "sim/model/model.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <ostream>
+
+#include "compiler/import/import.h"
+#include "compiler/interp/interpreter.h"
+#include "compiler/passes/lowered.h"
+#include "sim/model/tensor_io.h"
+#include "traces/sink.h"
+
+namespace npusim::sim {
+namespace {
+
+std::string json_string(const std::string& s) {
+  std::string o;
+  traces::append_json_string(o, s);
+  return o;
+}
+
+std::string json_dims(const compiler::Shape& s) {
+  std::string o = "[";
+  for (size_t i = 0; i < s.size(); ++i) o += fmt::format("{}{}", i ? ", " : "", s[i]);
+  return o + "]";
+}
+
+// Runs one host-placed node on the reference interpreter, reading and writing its DRAM tensors.
+void run_host_call(const compiler::HostCallInfo& call, arch::datapath::MachineState& state) {
+  compiler::Graph g;
+  g.name = call.node.name;
+  std::map<std::string, compiler::Tensor> inputs;
+  for (const compiler::HostTensor& t : call.inputs) {
+    const uint64_t bytes = compiler::num_elements(t.shape) * isa::dtype_bytes(t.dtype);
+    std::vector<uint8_t> raw(bytes);
+    state.dram().read(t.dram_addr, raw.data(), bytes);
+    compiler::Value& v = g.ensure_value(t.name);
+    v.dtype = compiler::DataType::kFloat32;
+    v.shape = t.shape;
+    v.shape_known = true;
+    g.inputs.push_back(t.name);
+    inputs[t.name] = compiler::Tensor::from_floats(t.shape, from_device_bytes(raw.data(), t.shape, t.layout, t.dtype));
+  }
+  for (const auto& [name, tensor] : call.constants) g.add_constant(name, tensor);
+  for (const std::string& in : call.node.inputs) {
+    if (!in.empty()) g.ensure_value(in);
+  }
+  for (const compiler::HostTensor& t : call.outputs) {
+    compiler::Value& v = g.ensure_value(t.name);
+    v.dtype = compiler::DataType::kFloat32;
+    v.shape = t.shape;
+    v.shape_known = true;
+    g.outputs.push_back(t.name);
+  }
+  for (const std::string& out : call.node.outputs) {
+    if (!out.empty()) g.ensure_value(out);
+  }
+  g.nodes.push_back(call.node);
+  std::map<std::string, compiler::Tensor> outputs;
+  try {
+    outputs = compiler::interpret(g, std::move(inputs));
+  } catch (const std::exception& e) {
+    throw arch::SimError(fmt::format("host op '{}' ({}): {}", call.node.name, call.node.op_type, e.what()));
+  }
+  for (const compiler::HostTensor& t : call.outputs) {
+    const compiler::Tensor& r = outputs.at(t.name);
+    const std::vector<uint8_t> raw = to_device_bytes(r.to_float_vector(), t.shape, t.layout, t.dtype);
+    state.dram().write(t.dram_addr, raw.data(), raw.size());
+  }
+}
+
+}  // namespace
+
+CompiledModel compile_model(const std::string& spec, const isa::NpuConfig& config, const ModelOptions& options,
+                            std::ostream* verbose) {
+  compiler::ImportOptions import;
+  for (const std::string& s : options.input_shapes) import.input_shapes.insert(compiler::parse_input_shape(s));
+  CompiledModel m;
+  m.lowered = compiler::load_model(spec, import);
+  compiler::PassManager::Observer observer;
+  if (verbose) {
+    *verbose << "== imported\n" << compiler::to_string(m.lowered) << "\n";
+    observer = [verbose](const std::string& pass, const compiler::Graph& g) {
+      *verbose << "== after " << pass << "\n" << compiler::to_string(g) << "\n";
+    };
+  }
+  compiler::lower(m.lowered, {}, observer);
+  compiler::CompileOptions copt;
+  copt.precision = options.precision;
+  m.result = compiler::compile(m.lowered, config, copt);
+  return m;
+}
+
+void attach_compile_info(const compiler::CompileResult& result, traces::Report& report) {
+  std::map<std::string, const compiler::LayerPlan*> plans;
+  for (const compiler::LayerPlan& p : result.layers) plans[p.name] = &p;
+  for (traces::LayerReport& l : report.layers) {
+    auto it = plans.find(l.name);
+    if (it == plans.end()) continue;
+    const compiler::LayerPlan& p = *it->second;
+    l.extra_json = fmt::format(
+        "\"mapping\": {{\"placement\": {}, \"description\": {}, \"tile\": {{\"m\": {}, \"k\": {}, \"n\": {}, "
+        "\"oh\": {}, \"ow\": {}}}, \"loop_order\": {}, \"sram_bytes\": {{\"input\": {}, \"weight\": {}, "
+        "\"accumulator\": {}}}, \"estimated_cycles\": {}, \"estimated_compute_cycles\": {}, "
+        "\"estimated_dma_cycles\": {}, \"candidates\": {}}}",
+        json_string(p.placement), json_string(p.mapping), p.tile_m, p.tile_k, p.tile_n, p.tile_oh, p.tile_ow,
+        json_string(p.loop_order), p.sram_input_bytes, p.sram_weight_bytes, p.sram_acc_bytes, p.est_cycles,
+        p.est_compute_cycles, p.est_dma_cycles, p.candidates);
+  }
+  const compiler::MemoryPlan& mem = result.memory;
+  std::string o = fmt::format(
+      "{{\"seconds\": {}, \"memory\": {{\"activation_bytes\": {}, \"activation_bytes_no_reuse\": {}, "
+      "\"weight_bytes\": {}, \"scratch_bytes\": {}}}, \"fallbacks\": [",
+      result.compile_seconds, mem.activation_bytes, mem.activation_bytes_no_reuse, mem.weight_bytes,
+      mem.scratch_bytes);
+  for (size_t i = 0; i < result.fallbacks.size(); ++i) {
+    const compiler::Fallback& f = result.fallbacks[i];
+    o += fmt::format("{}{{\"node\": {}, \"op\": {}, \"reason\": {}, \"estimated_cycles\": {}}}", i ? ", " : "",
+                     json_string(f.node), json_string(f.op), json_string(f.reason), f.est_cycles);
+  }
+  o += "], \"layout_conversions\": [";
+  for (size_t i = 0; i < result.transposes.size(); ++i) {
+    const compiler::InsertedTranspose& t = result.transposes[i];
+    o += fmt::format("{}{{\"node\": {}, \"value\": {}, \"shape\": {}, \"reason\": {}}}", i ? ", " : "",
+                     json_string(t.node), json_string(t.input), json_dims(t.shape), json_string(t.reason));
+  }
+  o += "]}";
+  report.sections.emplace_back("compile", o);
+}
+
+void add_functional_hooks(const isa::Program& program, const CompiledModel* compiled, const FunctionalIo& io,
+                          arch::RunOptions& run) {
+  run.functional = true;
+  run.before_run = [&program, compiled, &io](arch::datapath::MachineState& state) {
+    const auto inputs = io.inputs_dir.empty() ? random_inputs(program, io.seed) : read_inputs(program, io.inputs_dir);
+    for (const isa::TensorBinding& b : program.tensors) {
+      auto it = inputs.find(b.name);
+      if (b.role != isa::TensorBinding::Role::kInput || it == inputs.end()) continue;
+      state.write_tensor(b.name, to_device_bytes(it->second, compiler::Shape(b.dims.begin(), b.dims.end()), {},
+                                                 b.dtype));
+    }
+    if (compiled) {
+      std::map<std::string, const compiler::HostCallInfo*> calls;
+      for (const compiler::HostCallInfo& c : compiled->result.host_calls) {
+        calls[program.host_ops.at(c.host_op).name] = &c;
+      }
+      state.set_host_op_handler([calls](const isa::HostOp& op, arch::datapath::MachineState& s) {
+        auto it = calls.find(op.name);
+        if (it == calls.end()) throw arch::SimError(fmt::format("host op '{}' has no definition", op.name));
+        run_host_call(*it->second, s);
+      });
+    }
+  };
+  run.after_run = [&program, &io](arch::datapath::MachineState& state) {
+    if (io.outputs_dir.empty()) return;
+    std::map<std::string, std::vector<float>> outputs;
+    for (const isa::TensorBinding& b : program.tensors) {
+      if (b.role != isa::TensorBinding::Role::kOutput) continue;
+      const std::vector<uint8_t> raw = state.read_tensor(b.name);
+      outputs[b.name] = from_device_bytes(raw.data(), compiler::Shape(b.dims.begin(), b.dims.end()), {}, b.dtype);
+    }
+    write_outputs(io.outputs_dir, outputs, program);
+  };
+}
+
+}  // namespace npusim::sim

@@ -1,0 +1,51 @@
+#pragma once
+// The model pipeline the CLI runs: import -> passes -> back end, and the glue that lets a functional
+// simulation of the compiled program read the user's inputs, execute host fallbacks with the reference
+// interpreter, and write the outputs.
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "arch/simulate.h"
+#include "compiler/backend/compile.h"
+#include "compiler/ir/graph.h"
+#include "isa/machine/config.h"
+#include "traces/report.h"
+
+namespace npusim::sim {
+
+struct ModelOptions {
+  std::vector<std::string> input_shapes;  // "NAME=1x3x224x224"
+  isa::DType precision = isa::DType::kFp32;
+};
+
+struct CompiledModel {
+  compiler::Graph lowered;
+  compiler::CompileResult result;
+};
+
+// Imports `spec` (ONNX file, SCALE-Sim CSV, built-in micro-model), lowers it and compiles it for
+// `config`. With `verbose`, prints the graph after import and after every pass. Throws
+// compiler::ModelError (the model), compiler::CompileError (the mapping).
+CompiledModel compile_model(const std::string& spec, const isa::NpuConfig& config, const ModelOptions& options,
+                            std::ostream* verbose);
+
+// Adds the compiler's view to a simulation report: per layer its mapping (tiles, loop order, SRAM
+// bytes, estimated cycles) next to the simulated cycles, and a `compile` section (memory plan,
+// fallbacks with their cost, inserted layout conversions).
+void attach_compile_info(const compiler::CompileResult& result, traces::Report& report);
+
+// Where a functional run takes its inputs and puts its outputs.
+struct FunctionalIo {
+  std::string inputs_dir;   // empty: seeded random inputs
+  std::string outputs_dir;  // empty: outputs are not written
+  uint32_t seed = 1;
+};
+
+// Sets the functional hooks of `run`: inputs into DRAM before the run, host fallbacks executed by the
+// reference interpreter (when `compiled` is given), outputs read back (and written) after it. The
+// hooks keep references to `program`, `compiled` and `io`, which must outlive the run.
+void add_functional_hooks(const isa::Program& program, const CompiledModel* compiled, const FunctionalIo& io,
+                          arch::RunOptions& run);
+
+}  // namespace npusim::sim

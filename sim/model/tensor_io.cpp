@@ -1,0 +1,237 @@
+#include "sim/model/tensor_io.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include "compiler/import/import.h"
+#include "isa/numerics.h"
+#include "sim/io/npy.h"
+
+namespace npusim::sim {
+namespace {
+
+namespace num = isa::numerics;
+
+// For each logical element in row-major order, its index in the physical (layout) order.
+template <class Fn>
+void for_each_element(const compiler::Shape& shape, const std::vector<int>& layout, Fn&& fn) {
+  const size_t rank = shape.size();
+  const int64_t n = compiler::num_elements(shape);
+  if (layout.empty() || rank == 0) {
+    for (int64_t i = 0; i < n; ++i) fn(i, i);
+    return;
+  }
+  // Stride of each logical dim in the physical order.
+  std::vector<int64_t> stride(rank, 0);
+  int64_t s = 1;
+  for (size_t k = rank; k-- > 0;) {
+    stride[layout[k]] = s;
+    s *= shape[layout[k]];
+  }
+  std::vector<int64_t> idx(rank, 0);
+  int64_t phys = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    fn(i, phys);
+    for (size_t d = rank; d-- > 0;) {
+      phys += stride[d];
+      if (++idx[d] < shape[d]) break;
+      phys -= stride[d] * shape[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+float load(const uint8_t* p, isa::DType t) {
+  switch (t) {
+    case isa::DType::kInt8:
+      return static_cast<float>(static_cast<int8_t>(*p));
+    case isa::DType::kUint8:
+      return static_cast<float>(*p);
+    case isa::DType::kInt32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return static_cast<float>(v);
+    }
+    case isa::DType::kFp16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return num::fp16_to_fp32(v);
+    }
+    case isa::DType::kBf16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return num::bf16_to_fp32(v);
+    }
+    case isa::DType::kFp32: {
+      float v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+  }
+  return 0;
+}
+
+void store(uint8_t* p, isa::DType t, float x) {
+  switch (t) {
+    case isa::DType::kInt8:
+    case isa::DType::kUint8:
+      *p = static_cast<uint8_t>(num::float_to_int(x, t));
+      return;
+    case isa::DType::kInt32: {
+      const int32_t v = static_cast<int32_t>(num::float_to_int(x, t));
+      std::memcpy(p, &v, 4);
+      return;
+    }
+    case isa::DType::kFp16: {
+      const uint16_t v = num::fp32_to_fp16(x);
+      std::memcpy(p, &v, 2);
+      return;
+    }
+    case isa::DType::kBf16: {
+      const uint16_t v = num::fp32_to_bf16(x);
+      std::memcpy(p, &v, 2);
+      return;
+    }
+    case isa::DType::kFp32:
+      std::memcpy(p, &x, 4);
+      return;
+  }
+}
+
+compiler::Shape dims_of(const isa::TensorBinding& b) {
+  return compiler::Shape(b.dims.begin(), b.dims.end());
+}
+
+// The .npy payload as float values.
+std::vector<float> npy_floats(const NpyArray& a, const std::string& path) {
+  const int item = npy_item_size(a.descr);
+  const std::string t = a.descr.substr(1);
+  const size_t n = a.data.size() / item;
+  std::vector<float> v(n);
+  const uint8_t* p = a.data.data();
+  for (size_t i = 0; i < n; ++i, p += item) {
+    if (t == "f4") {
+      std::memcpy(&v[i], p, 4);
+    } else if (t == "f8") {
+      double d;
+      std::memcpy(&d, p, 8);
+      v[i] = static_cast<float>(d);
+    } else if (t == "f2") {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      v[i] = num::fp16_to_fp32(h);
+    } else if (t == "i1") {
+      v[i] = static_cast<int8_t>(*p);
+    } else if (t == "u1" || t == "b1") {
+      v[i] = *p;
+    } else if (t == "i2" || t == "u2" || t == "i4" || t == "u4" || t == "i8" || t == "u8") {
+      int64_t x = 0;
+      std::memcpy(&x, p, item);
+      if (t[0] == 'i' && item < 8 && (x >> (8 * item - 1)) & 1) x -= int64_t{1} << (8 * item);
+      v[i] = static_cast<float>(x);
+    } else {
+      throw TensorIoError(fmt::format("{}: unsupported .npy dtype '{}'", path, a.descr));
+    }
+  }
+  return v;
+}
+
+}  // namespace
+
+std::vector<uint8_t> to_device_bytes(const std::vector<float>& logical, const compiler::Shape& shape,
+                                     const std::vector<int>& layout, isa::DType dtype) {
+  const int es = isa::dtype_bytes(dtype);
+  std::vector<uint8_t> out(logical.size() * es);
+  for_each_element(shape, layout, [&](int64_t l, int64_t p) { store(out.data() + p * es, dtype, logical[l]); });
+  return out;
+}
+
+std::vector<float> from_device_bytes(const uint8_t* bytes, const compiler::Shape& shape,
+                                     const std::vector<int>& layout, isa::DType dtype) {
+  const int es = isa::dtype_bytes(dtype);
+  std::vector<float> out(compiler::num_elements(shape));
+  for_each_element(shape, layout, [&](int64_t l, int64_t p) { out[l] = load(bytes + p * es, dtype); });
+  return out;
+}
+
+std::string tensor_file_stem(const std::string& name) {
+  std::string s = name;
+  for (char& c : s) {
+    if (c == '/' || c == '\\' || c == ':') c = '_';
+  }
+  return s;
+}
+
+std::map<std::string, std::vector<float>> read_inputs(const isa::Program& program, const std::string& dir) {
+  std::map<std::string, std::vector<float>> values;
+  for (const isa::TensorBinding& b : program.tensors) {
+    if (b.role != isa::TensorBinding::Role::kInput) continue;
+    const std::string stem = dir + "/" + tensor_file_stem(b.name);
+    std::vector<float> v;
+    std::string path;
+    if (std::filesystem::exists(stem + ".npy")) {
+      path = stem + ".npy";
+      try {
+        v = npy_floats(read_npy(path), path);
+      } catch (const NpyError& e) {
+        throw TensorIoError(e.what());
+      }
+    } else if (std::filesystem::exists(stem + ".pb")) {
+      path = stem + ".pb";
+      try {
+        v = compiler::read_tensor_file(path).to_float_vector();
+      } catch (const std::exception& e) {
+        throw TensorIoError(fmt::format("{}: {}", path, e.what()));
+      }
+    } else {
+      throw TensorIoError(fmt::format("no input file for model input '{}': expected {}.npy or {}.pb", b.name, stem,
+                                      stem));
+    }
+    const int64_t want = compiler::num_elements(dims_of(b));
+    if (static_cast<int64_t>(v.size()) != want) {
+      throw TensorIoError(fmt::format("{} holds {} elements but model input '{}' has shape {} ({} elements)", path,
+                                      v.size(), b.name, compiler::shape_to_string(dims_of(b)), want));
+    }
+    values[b.name] = std::move(v);
+  }
+  return values;
+}
+
+std::map<std::string, std::vector<float>> random_inputs(const isa::Program& program, uint32_t seed) {
+  std::map<std::string, std::vector<float>> values;
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const isa::TensorBinding& b : program.tensors) {
+    if (b.role != isa::TensorBinding::Role::kInput) continue;
+    std::vector<float> v(compiler::num_elements(dims_of(b)));
+    for (float& x : v) x = normal(rng);
+    values[b.name] = std::move(v);
+  }
+  return values;
+}
+
+void write_outputs(const std::string& dir, const std::map<std::string, std::vector<float>>& values,
+                   const isa::Program& program) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw TensorIoError(fmt::format("cannot create output folder '{}': {}", dir, ec.message()));
+  for (const isa::TensorBinding& b : program.tensors) {
+    auto it = values.find(b.name);
+    if (b.role != isa::TensorBinding::Role::kOutput || it == values.end()) continue;
+    NpyArray a;
+    a.descr = "<f4";
+    a.shape.assign(b.dims.begin(), b.dims.end());
+    a.data.resize(it->second.size() * 4);
+    std::memcpy(a.data.data(), it->second.data(), a.data.size());
+    try {
+      write_npy(dir + "/" + tensor_file_stem(b.name) + ".npy", a);
+    } catch (const NpyError& e) {
+      throw TensorIoError(e.what());
+    }
+  }
+}
+
+}  // namespace npusim::sim
