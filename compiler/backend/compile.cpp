@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstring>
 #include <numeric>
 
 #include "compiler/backend/context.h"
+#include "compiler/backend/movement.h"
 #include "compiler/passes/lowered.h"
 #include "isa/machine/spec_text.h"
 #include "isa/timing/dma.h"
@@ -111,14 +113,14 @@ void lower_host(Context& c, const Node& n, const std::string& reason) {
       continue;
     }
     const DramTensor& t = c.tensor(s);
-    info.inputs.push_back({s, t.addr, t.shape, t.layout, storage_dtype(v, c.act)});
+    info.inputs.push_back({s, t.addr, t.shape, t.layout, storage_dtype(v, c.act), v.dtype});
     reads.push_back(t.range());
     in_bytes += static_cast<int64_t>(t.bytes);
   }
   for (const auto& s : n.outputs) {
     if (s.empty() || !c.tensors.count(s)) continue;
     const DramTensor& t = c.tensor(s);
-    info.outputs.push_back({s, t.addr, t.shape, t.layout, storage_dtype(c.g.value(s), c.act)});
+    info.outputs.push_back({s, t.addr, t.shape, t.layout, storage_dtype(c.g.value(s), c.act), c.g.value(s).dtype});
     writes.push_back(t.range());
     out_bytes += static_cast<int64_t>(t.bytes);
   }
@@ -217,6 +219,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     t.shape = v.shape;
     t.layout = v.layout;
     t.phys = backend::physical(v.shape, v.layout);
+    t.dtype = storage_dtype(v, c.act);
     t.bytes = static_cast<uint64_t>(std::max<int64_t>(1, num_elements(v.shape))) *
               static_cast<uint64_t>(isa::dtype_bytes(storage_dtype(v, c.act)));
     return t;
@@ -254,6 +257,13 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     }
     if (plan.placement == "free") {
       plan.mapping = "alias (no instructions)";
+      if (n.op_type == "Dropout" && n.outputs.size() > 1 && !n.outputs[1].empty() && c.tensors.count(n.outputs[1])) {
+        // Inference: the mask is all true, written as a fill.
+        const DramTensor& mask = c.tensor(n.outputs[1]);
+        backend::copy_index_map(c, mask, {}, std::vector<int64_t>(static_cast<size_t>(num_elements(mask.shape)), -1), 1.0);
+        plan.mapping = "alias; mask written as a fill of ones";
+        plan.instructions = c.em.size() - before;
+      }
     } else if (plan.placement == "host") {
       lower_host(c, n, "placed on the host by the op table");
     } else {
@@ -301,7 +311,18 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     b.role = role;
     b.dtype = storage_dtype(v, c.act);
     if (v.is_constant()) {
-      b.dram_addr = c.add_floats(v.constant->to_float_vector(), b.dtype == isa::DType::kInt32 ? isa::DType::kFp32 : b.dtype);
+      if (b.dtype == isa::DType::kInt32) {
+        // Integer and bool constants are bound as int32: write them as such.
+        const std::vector<int64_t> iv = v.constant->to_int_vector();
+        std::vector<uint8_t> bytes(iv.size() * 4);
+        for (size_t k = 0; k < iv.size(); ++k) {
+          const int32_t x = static_cast<int32_t>(iv[k]);
+          std::memcpy(&bytes[k * 4], &x, 4);
+        }
+        b.dram_addr = c.add_data(std::move(bytes));
+      } else {
+        b.dram_addr = c.add_floats(v.constant->to_float_vector(), b.dtype);
+      }
     } else {
       const DramTensor& t = c.tensor(name);
       if (!t.layout.empty()) {

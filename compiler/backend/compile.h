@@ -66,7 +66,10 @@ struct HostTensor {
   uint64_t dram_addr = 0;
   Shape shape;                      // logical (ONNX) shape
   std::vector<int> layout;          // memory order of the logical dims, empty = ONNX order
-  isa::DType dtype = isa::DType::kFp32;
+  isa::DType dtype = isa::DType::kFp32;  // storage type in DRAM
+  // The value's ONNX element type: integer and bool values are stored as int32 and must be read back
+  // as integers (exactly) when the node is evaluated.
+  DataType value_dtype = DataType::kFloat32;
 };
 struct HostCallInfo {
   uint32_t host_op = 0;             // index into Program::host_ops

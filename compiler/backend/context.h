@@ -22,6 +22,7 @@ struct DramTensor {
   Shape shape;              // logical
   std::vector<int> layout;  // memory order of logical dims; empty = ONNX order
   Shape phys;               // dims in memory order
+  isa::DType dtype = isa::DType::kFp32;  // storage type: the precision, or int32 for integer/bool values
   Range range() const { return Range{kDram, addr, addr + bytes}; }
 };
 

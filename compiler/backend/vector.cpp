@@ -9,6 +9,8 @@
 #include <numeric>
 
 #include "compiler/backend/context.h"
+#include "compiler/backend/movement.h"
+#include "compiler/interp/interpreter.h"
 #include "compiler/passes/lowered.h"
 
 namespace npusim::compiler::backend {
@@ -19,129 +21,6 @@ using isa::DType;
 using isa::VecOp;
 
 namespace {
-
-int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-constexpr int64_t kMaxDim = 65535;
-
-std::vector<int64_t> strides_of(const Shape& s) {
-  std::vector<int64_t> st(s.size(), 1);
-  for (size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
-  return st;
-}
-
-// Ping-pong slots in one scratchpad, each `elems` activation elements.
-struct Slots {
-  Buffer buf;
-  uint64_t addr[2] = {0, 0};
-  int64_t elems = 0;
-  int next = 0;
-  uint64_t take() {
-    const uint64_t a = addr[next];
-    next ^= 1;
-    return a;
-  }
-};
-Slots make_slots(Context& c, Buffer b, uint64_t base = 0, int64_t max_elems = INT64_MAX) {
-  Slots s;
-  s.buf = b;
-  const int64_t avail = (c.capacity(b) - static_cast<int64_t>(base)) / 2 / 64 * 64;
-  s.elems = std::min<int64_t>(avail / c.esize, max_elems);
-  s.addr[0] = base;
-  s.addr[1] = base + static_cast<uint64_t>((s.elems * c.esize + 63) / 64 * 64);
-  return s;
-}
-
-// ---- strided copies (DMA through SRAM) ----
-
-struct CopyDim {
-  int64_t extent, src_stride, dst_stride;
-};
-
-// Merges dims that are contiguous in both source and destination; drops extent-1 dims.
-std::vector<CopyDim> merge_copy(std::vector<CopyDim> d) {
-  std::vector<CopyDim> r;
-  for (const auto& x : d) {
-    if (x.extent == 1) continue;
-    if (!r.empty() && r.back().src_stride == x.src_stride * x.extent && r.back().dst_stride == x.dst_stride * x.extent) {
-      r.back().extent *= x.extent;
-      r.back().src_stride = x.src_stride;
-      r.back().dst_stride = x.dst_stride;
-    } else {
-      r.push_back(x);
-    }
-  }
-  if (r.empty()) r.push_back({1, 1, 1});
-  return r;
-}
-
-// Iterates an odometer over `ext` calling fn(index vector).
-void odometer(const std::vector<int64_t>& ext, const std::function<void(const std::vector<int64_t>&)>& fn) {
-  std::vector<int64_t> idx(ext.size(), 0);
-  for (int64_t e : ext) {
-    if (e == 0) return;
-  }
-  while (true) {
-    fn(idx);
-    size_t k = ext.size();
-    while (k > 0) {
-      --k;
-      if (++idx[k] < ext[k]) break;
-      idx[k] = 0;
-      if (k == 0) return;
-    }
-    if (ext.empty()) return;
-  }
-}
-
-// Copies a box: dims outermost first, innermost must have src_stride == dst_stride == 1.
-void copy_box(Context& c, const DramTensor& src, uint64_t src_off, const DramTensor& dst, uint64_t dst_off,
-              const std::vector<CopyDim>& dims_in) {
-  std::vector<CopyDim> d = merge_copy(dims_in);
-  Slots s = make_slots(c, Buffer::kInput);
-  const size_t k = d.size();
-  // Box: up to 3 innermost dims, chunked to fit a slot; the rest loop.
-  const size_t nb = std::min<size_t>(3, k);
-  std::vector<int64_t> tile(nb);
-  int64_t budget = s.elems;
-  for (size_t j = 0; j < nb; ++j) {
-    const CopyDim& x = d[k - 1 - j];
-    tile[j] = std::max<int64_t>(1, std::min({x.extent, budget, kMaxDim}));
-    budget = std::max<int64_t>(1, budget / tile[j]);
-    if (tile[j] < x.extent) {
-      for (size_t q = j + 1; q < nb; ++q) tile[q] = 1;
-      break;
-    }
-  }
-  for (size_t j = 0; j < nb; ++j) tile[j] = std::max<int64_t>(1, tile[j]);
-  std::vector<int64_t> ext;  // loop extents: outer dims, then chunk counts of the box dims
-  for (size_t j = 0; j + nb < k; ++j) ext.push_back(d[j].extent);
-  for (size_t j = nb; j-- > 0;) ext.push_back(cdiv(d[k - 1 - j].extent, tile[j]));
-  const uint64_t es = static_cast<uint64_t>(c.esize);
-  odometer(ext, [&](const std::vector<int64_t>& idx) {
-    int64_t so = 0, dof = 0;
-    for (size_t j = 0; j + nb < k; ++j) {
-      so += idx[j] * d[j].src_stride;
-      dof += idx[j] * d[j].dst_stride;
-    }
-    std::array<int64_t, 4> sz = {1, 1, 1, 1};
-    std::array<int64_t, 3> sst = {0, 0, 0}, dst_st = {0, 0, 0};
-    for (size_t j = 0; j < nb; ++j) {
-      const CopyDim& x = d[k - 1 - j];
-      const int64_t ci = idx[k - nb + (nb - 1 - j)];
-      const int64_t start = ci * tile[j];
-      so += start * x.src_stride;
-      dof += start * x.dst_stride;
-      sz[j] = std::min(tile[j], x.extent - start);
-      if (j > 0) {
-        sst[j - 1] = x.src_stride;
-        dst_st[j - 1] = x.dst_stride;
-      }
-    }
-    const uint64_t slot = s.take();
-    c.load(Buffer::kInput, slot, src.range(), src.addr + src_off + static_cast<uint64_t>(so) * es, c.act, sz, sst);
-    c.store(Buffer::kInput, slot, dst.range(), dst.addr + dst_off + static_cast<uint64_t>(dof) * es, c.act, sz, dst_st);
-  });
-}
 
 // ---- element-wise ----
 
@@ -309,6 +188,13 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
     return false;
   }
   const DramTensor& y = c.tensor(n.outputs[0]);
+  for (size_t k = 0; k < 2; ++k) {
+    const Value& v = c.g.value(n.inputs[k]);
+    if (!is_float(v.dtype) && v.dtype != DataType::kUndefined) {
+      *why = "integer operand of a float element-wise op";
+      return false;
+    }
+  }
   Operand A, B;
   if (!make_operand(c, n.inputs[0], y, A) || !make_operand(c, n.inputs[1], y, B)) {
     *why = "operand layout differs from the output's";
@@ -485,15 +371,6 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
 
 // ---- data movement ----
 
-// Logical-dim -> physical position of a tensor.
-std::vector<int> positions(const DramTensor& t) {
-  std::vector<int> pos(t.shape.size());
-  for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int>(i);
-  if (!t.layout.empty()) {
-    for (size_t p = 0; p < t.layout.size(); ++p) pos[static_cast<size_t>(t.layout[p])] = static_cast<int>(p);
-  }
-  return pos;
-}
 
 bool lower_transpose(Context& c, const Node& n, std::string* why) {
   const DramTensor& x = c.tensor(n.inputs[0]);
@@ -512,78 +389,7 @@ bool lower_transpose(Context& c, const Node& n, std::string* why) {
     *why = "transpose rank mismatch";
     return false;
   }
-  const auto xpos = positions(x);
-  const auto xst = strides_of(x.phys);
-  const auto yst = strides_of(y.phys);
-  std::vector<int> ylay = y.layout;
-  if (ylay.empty()) {
-    ylay.resize(r);
-    std::iota(ylay.begin(), ylay.end(), 0);
-  }
-  // Output physical dim i reads input physical dim q.
-  std::vector<CopyDim> dims;
-  for (size_t i = 0; i < r; ++i) {
-    const int logical_out = ylay[i];
-    const int logical_in = static_cast<int>(perm[static_cast<size_t>(logical_out)]);
-    const int q = xpos[static_cast<size_t>(logical_in)];
-    dims.push_back({y.phys[i], xst[static_cast<size_t>(q)], yst[i]});
-  }
-  std::vector<CopyDim> d = merge_copy(dims);
-  size_t a = d.size();  // the dim contiguous in the input
-  for (size_t i = 0; i < d.size(); ++i) {
-    if (d[i].src_stride == 1) a = i;
-  }
-  const size_t b = d.size() - 1;
-  if (a == d.size() || a == b) {
-    copy_box(c, x, 0, y, 0, d);
-    c.plan->mapping = "strided DMA copy";
-    return true;
-  }
-  // Swap the input-contiguous dim `a` and the output-contiguous dim `b` with VEC transpose; one more
-  // dim `e` rides along as d2; the rest loop.
-  std::vector<size_t> rest;
-  for (size_t i = 0; i < d.size(); ++i) {
-    if (i != a && i != b) rest.push_back(i);
-  }
-  CopyDim E{1, 0, 0};
-  if (!rest.empty()) {
-    E = d[rest.back()];
-    rest.pop_back();
-  }
-  Slots s = make_slots(c, Buffer::kInput);
-  const CopyDim A = d[a], B = d[b];
-  int64_t tb = std::min<int64_t>({B.extent, kMaxDim, std::max<int64_t>(1, static_cast<int64_t>(std::sqrt(s.elems)))});
-  const int64_t ta = std::min<int64_t>({A.extent, kMaxDim, std::max<int64_t>(1, s.elems / tb)});
-  tb = std::min<int64_t>({B.extent, kMaxDim, std::max<int64_t>(1, s.elems / ta)});
-  const int64_t te = std::min<int64_t>({E.extent, kMaxDim, std::max<int64_t>(1, s.elems / (ta * tb))});
-  std::vector<int64_t> ext;
-  for (size_t i : rest) ext.push_back(d[i].extent);
-  ext.push_back(cdiv(E.extent, te));
-  ext.push_back(cdiv(A.extent, ta));
-  ext.push_back(cdiv(B.extent, tb));
-  const uint64_t es = static_cast<uint64_t>(c.esize);
-  odometer(ext, [&](const std::vector<int64_t>& idx) {
-    int64_t so = 0, dof = 0;
-    for (size_t j = 0; j < rest.size(); ++j) {
-      so += idx[j] * d[rest[j]].src_stride;
-      dof += idx[j] * d[rest[j]].dst_stride;
-    }
-    const size_t m = rest.size();
-    const int64_t e0 = idx[m] * te, a0 = idx[m + 1] * ta, b0 = idx[m + 2] * tb;
-    const int64_t ne = std::min(te, E.extent - e0), na = std::min(ta, A.extent - a0), nb = std::min(tb, B.extent - b0);
-    so += e0 * E.src_stride + a0 * A.src_stride + b0 * B.src_stride;
-    dof += e0 * E.dst_stride + a0 * A.dst_stride + b0 * B.dst_stride;
-    const uint64_t sl = s.take();
-    c.load(Buffer::kInput, sl, x.range(), x.addr + static_cast<uint64_t>(so) * es, c.act, {na, nb, ne, 1},
-           {B.src_stride, E.src_stride, 0});
-    Context::VecArgs v;
-    v.op = VecOp::kTranspose, v.in = v.out = c.act, v.src1_buf = v.dst_buf = Buffer::kInput, v.src1 = v.dst = sl;
-    v.d0 = na, v.d1 = nb, v.d2 = ne;
-    c.vec(v);
-    c.store(Buffer::kInput, sl, y.range(), y.addr + static_cast<uint64_t>(dof) * es, c.act, {nb, na, ne, 1},
-            {A.dst_stride, E.dst_stride, 0});
-  });
-  c.plan->mapping = fmt::format("strided DMA + VEC transpose, {}x{}x{} tiles", te, ta, tb);
+  c.plan->mapping = permute_copy(c, x, y, perm);
   return true;
 }
 
@@ -615,7 +421,8 @@ bool lower_concat(Context& c, const Node& n, std::string* why) {
     const auto xst = strides_of(x.phys);
     std::vector<CopyDim> dims;
     for (size_t i = 0; i < r; ++i) dims.push_back({x.phys[i], xst[i], yst[i]});
-    const uint64_t dst_off = static_cast<uint64_t>(offset * yst[static_cast<size_t>(ypos[static_cast<size_t>(axis)])] * c.esize);
+    const uint64_t dst_off = static_cast<uint64_t>(offset * yst[static_cast<size_t>(ypos[static_cast<size_t>(axis)])] *
+                                                   isa::dtype_bytes(y.dtype));
     copy_box(c, x, 0, y, dst_off, dims);
     offset += x.shape[static_cast<size_t>(axis)];
   }
@@ -633,7 +440,7 @@ bool slice_copy(Context& c, const DramTensor& x, const DramTensor& y, const std:
   for (size_t d = 0; d < r; ++d) off += starts[d] * xst[static_cast<size_t>(xpos[d])];
   std::vector<CopyDim> dims;
   for (size_t i = 0; i < r; ++i) dims.push_back({y.phys[i], xst[i], yst[i]});
-  copy_box(c, x, static_cast<uint64_t>(off * c.esize), y, 0, dims);
+  copy_box(c, x, static_cast<uint64_t>(off * isa::dtype_bytes(y.dtype)), y, 0, dims);
   return true;
 }
 
@@ -706,6 +513,202 @@ bool lower_split(Context& c, const Node& n, std::string* why) {
   return true;
 }
 
+// ---- data movement with a compile-time index map ----
+
+// Which inputs of a data-movement op carry data that is copied (the others are parameters and must be
+// constants); empty when the op is not a pure copy in this form.
+std::vector<size_t> data_inputs(const Context& c, const Node& n) {
+  const std::string& t = n.op_type;
+  if (t == "Pad" || t == "Slice" || t == "Expand" || t == "Tile" || t == "DepthToSpace" || t == "SpaceToDepth" ||
+      t == "Transpose" || t == "Split" || t == "Trilu" || t == "Gather" || t == "GatherElements") {
+    return {0};
+  }
+  if (t == "Resize" || t == "Upsample") {
+    const std::string mode = n.attr_string("mode", "nearest");
+    if (mode != "nearest") return {};
+    return {0};
+  }
+  if (t == "Concat") {
+    std::vector<size_t> v;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      if (!n.inputs[k].empty()) v.push_back(k);
+    }
+    return v;
+  }
+  if (t == "Where") return {1, 2};
+  (void)c;
+  return {};
+}
+
+// Lowers a pure data-movement node by evaluating it at compile time on tensors of element ids with the
+// reference interpreter (ids are exact in int64, or in float32 below 2^24 for ops that only take
+// floats): the output then names, for every element, the source element it copies (or none: a fill
+// value), which copy_index_map turns into DMA rows. Parameters (pads, starts, indices, scales, a Where
+// condition) must be constants: the ISA has no data-dependent addressing.
+bool lower_index_map(Context& c, const Node& n, std::string* why) {
+  const std::vector<size_t> data = data_inputs(c, n);
+  if (data.empty()) {
+    *why = fmt::format("{} in this form is not a copy", n.op_type);
+    return false;
+  }
+  const bool float_ids = n.op_type == "Resize" || n.op_type == "Upsample";
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    if (n.inputs[k].empty() || std::find(data.begin(), data.end(), k) != data.end()) continue;
+    if (!c.g.value(n.inputs[k]).is_constant()) {
+      *why = fmt::format("runtime {} parameter (input {}): no data-dependent addressing on the NPU", n.op_type, k);
+      return false;
+    }
+  }
+  const DramTensor& y0 = c.tensor(n.outputs[0]);
+  const isa::DType dt = y0.dtype;
+  Graph mini;
+  mini.opset = c.g.opset;
+  Node m = n;
+  for (auto it = m.attrs.begin(); it != m.attrs.end();) {
+    it = it->first.rfind("npu.", 0) == 0 ? m.attrs.erase(it) : std::next(it);
+  }
+  std::vector<const DramTensor*> sources;
+  std::vector<DramTensor> constants;
+  constants.reserve(data.size());
+  std::map<std::string, Tensor> inputs;
+  constexpr int64_t kBase = int64_t{1} << 52;
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    const std::string& name = n.inputs[k];
+    if (name.empty() || mini.has_value(name)) continue;
+    const Value& v = c.g.value(name);
+    const bool is_data = std::find(data.begin(), data.end(), k) != data.end();
+    if (!is_data) {
+      mini.add_constant(name, *v.constant);
+      continue;
+    }
+    const DramTensor* src;
+    if (v.is_constant()) {
+      constants.push_back(constant_tensor(c, *v.constant, {}, dt));
+      src = &constants.back();
+    } else {
+      src = &c.tensor(name);
+      if (src->dtype != dt) {
+        *why = "operands of different storage types";
+        return false;
+      }
+    }
+    const int64_t id = static_cast<int64_t>(sources.size());
+    sources.push_back(src);
+    const int64_t count = num_elements(v.shape);
+    if (float_ids && count >= (int64_t{1} << 24) - 1) {
+      *why = "tensor too large for the compile-time index map";
+      return false;
+    }
+    // Element j (logical) of this source -> its physical element.
+    std::vector<int64_t> phys(static_cast<size_t>(count));
+    {
+      const auto pos = positions(*src);
+      const auto pst = strides_of(src->phys);
+      const auto lst = strides_of(v.shape);
+      for (int64_t j = 0; j < count; ++j) {
+        int64_t rem = j, p = 0;
+        for (size_t d = 0; d < v.shape.size(); ++d) {
+          const int64_t co = rem / lst[d];
+          rem %= lst[d];
+          p += co * pst[static_cast<size_t>(pos[d])];
+        }
+        phys[static_cast<size_t>(j)] = p;
+      }
+    }
+    Value& mv = mini.ensure_value(name);
+    mv.name = name;
+    mv.shape = v.shape;
+    mv.shape_known = true;
+    mini.inputs.push_back(name);
+    if (float_ids) {
+      if (sources.size() > 1) return false;
+      std::vector<float> f(static_cast<size_t>(count));
+      for (int64_t j = 0; j < count; ++j) f[static_cast<size_t>(j)] = static_cast<float>(phys[static_cast<size_t>(j)] + 1);
+      mv.dtype = DataType::kFloat32;
+      inputs[name] = Tensor::from_floats(v.shape, f);
+    } else {
+      std::vector<int64_t> ids(static_cast<size_t>(count));
+      for (int64_t j = 0; j < count; ++j) ids[static_cast<size_t>(j)] = kBase + (id << kMapShift) + phys[static_cast<size_t>(j)];
+      mv.dtype = DataType::kInt64;
+      inputs[name] = Tensor::from_ints(DataType::kInt64, v.shape, ids);
+    }
+  }
+  for (const auto& o : m.outputs) {
+    if (!o.empty()) mini.ensure_value(o).name = o;
+  }
+  for (const auto& o : m.outputs) {
+    if (!o.empty() && c.tensors.count(o)) mini.outputs.push_back(o);
+  }
+  mini.nodes.push_back(m);
+  std::map<std::string, Tensor> out;
+  try {
+    out = interpret(mini, inputs);
+  } catch (const std::exception& e) {
+    *why = fmt::format("index map: {}", e.what());
+    return false;
+  }
+  double fill = 0;
+  if (n.op_type == "Pad") {
+    if (c.g.opset < 11) {
+      fill = n.attr_float("value", 0.0f);
+    } else if (n.has_input(2)) {
+      const Tensor& pv = *c.g.value(n.inputs[2]).constant;
+      if (pv.size() > 0) fill = pv.as_double(0);
+    }
+  } else if (n.op_type == "Resize") {
+    fill = n.attr_float("extrapolation_value", 0.0f);
+  }
+  int64_t rows = 0;
+  for (const auto& oname : mini.outputs) {
+    const DramTensor& y = c.tensor(oname);
+    if (y.dtype != dt) {
+      *why = "outputs of different storage types";
+      return false;
+    }
+    const Tensor& r = out.at(oname);
+    const int64_t count = r.size();
+    std::vector<int64_t> map(static_cast<size_t>(count), -1);
+    const auto pos = positions(y);
+    const auto pst = strides_of(y.phys);
+    const auto lst = strides_of(y.shape);
+    for (int64_t j = 0; j < count; ++j) {
+      int64_t rem = j, p = 0;
+      for (size_t d = 0; d < y.shape.size(); ++d) {
+        const int64_t co = rem / lst[d];
+        rem %= lst[d];
+        p += co * pst[static_cast<size_t>(pos[d])];
+      }
+      int64_t src = -1;
+      if (float_ids) {
+        const float f = r.f[static_cast<size_t>(j)];
+        if (f >= 1.0f && f == std::floor(f)) src = static_cast<int64_t>(f) - 1;
+      } else if (r.i[static_cast<size_t>(j)] >= kBase) {
+        src = r.i[static_cast<size_t>(j)] - kBase;
+      }
+      map[static_cast<size_t>(p)] = src;
+    }
+    rows += copy_index_map(c, y, sources, map, fill);
+  }
+  c.plan->mapping = fmt::format("DMA gather from a compile-time index map ({} rows)", rows);
+  return true;
+}
+
+// True when the tensor's bytes are in NHWC order: its layout is NHWC, or differs from it only in where
+// dims of extent 1 sit (a layout conversion that moves only such dims is not inserted).
+bool nhwc_order(const DramTensor& t) {
+  if (t.shape.size() != 4) return false;
+  std::vector<int> lay = t.layout;
+  if (lay.empty()) lay = {0, 1, 2, 3};
+  std::vector<int> a, b;
+  for (int d : lay) {
+    if (t.shape[static_cast<size_t>(d)] != 1) a.push_back(d);
+  }
+  for (int d : kNhwc) {
+    if (t.shape[static_cast<size_t>(d)] != 1) b.push_back(d);
+  }
+  return a == b;
+}
+
 // MaxPool / AveragePool / GlobalAveragePool / GlobalMaxPool on NHWC (or global pools on NCHW).
 bool lower_pool(Context& c, const Node& n, std::string* why) {
   const DramTensor& x = c.tensor(n.inputs[0]);
@@ -747,11 +750,12 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
     c.plan->mapping = fmt::format("VEC {} over H*W", is_max ? "reduce_max" : "reduce_mean");
     return true;
   }
-  if (x.layout != kNhwc || (!global && y.layout != kNhwc)) {
+  if (!nhwc_order(x) || (!global && !nhwc_order(y))) {
     *why = "pooling input not in NHWC";
     return false;
   }
-  int64_t kh = H, kw = W, sh = 1, sw = 1, pt = 0, pl = 0;
+  int64_t kh = H, kw = W, sh = 1, sw = 1, pt = 0, pl = 0, pb = 0, pr = 0;
+  std::string ap = "NOTSET";
   if (!global) {
     const auto k = n.attr_ints("kernel_shape", {});
     if (k.size() != 2) {
@@ -766,23 +770,42 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
       *why = "dilated pooling";
       return false;
     }
-    const std::string ap = n.attr_string("auto_pad", "NOTSET");
+    ap = n.attr_string("auto_pad", "NOTSET");
     if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
       const int64_t ph = std::max<int64_t>(0, (OH - 1) * sh + kh - H), pw = std::max<int64_t>(0, (OW - 1) * sw + kw - W);
       pt = ap == "SAME_UPPER" ? ph / 2 : ph - ph / 2;
       pl = ap == "SAME_UPPER" ? pw / 2 : pw - pw / 2;
     } else {
       const auto p = n.attr_ints("pads", {0, 0, 0, 0});
-      pt = p[0], pl = p[1];
-      if (!is_max) {
-        const bool padded = p[0] || p[1] || p[2] || p[3];
-        const bool extended = (OH - 1) * sh + kh > H + p[0] + p[2] || (OW - 1) * sw + kw > W + p[1] + p[3];
-        if ((padded && n.attr_int("count_include_pad", 0) == 0) || extended) {
-          *why = "AveragePool whose divisor is not the full window (count_include_pad=0 or ceil_mode)";
-          return false;
-        }
+      pt = p[0], pl = p[1], pb = p[2], pr = p[3];
+    }
+    if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+      pb = std::max<int64_t>(0, (OH - 1) * sh + kh - H) - pt;
+      pr = std::max<int64_t>(0, (OW - 1) * sw + kw - W) - pl;
+    }
+  }
+  // AveragePool divides by the window's elements inside the input (count_include_pad=0) or inside the
+  // padded input (=1); ceil_mode windows may hang past both. VEC avg_pool divides by kh*kw over a
+  // zero-padded tile, so a per-pixel factor kh*kw/count corrects the divisor where it differs.
+  std::vector<float> factor;
+  if (!is_max && !global) {
+    const bool include_pad = n.attr_int("count_include_pad", 0) != 0;
+    const int64_t lo_h = include_pad ? -pt : 0, hi_h = include_pad ? H + pb : H;
+    const int64_t lo_w = include_pad ? -pl : 0, hi_w = include_pad ? W + pr : W;
+    bool needed = false;
+    factor.resize(static_cast<size_t>(OH * OW));
+    for (int64_t oy = 0; oy < OH; ++oy) {
+      const int64_t y0 = oy * sh - pt;
+      const int64_t ch = std::max<int64_t>(0, std::min(y0 + kh, hi_h) - std::max(y0, lo_h));
+      for (int64_t ox = 0; ox < OW; ++ox) {
+        const int64_t x0 = ox * sw - pl;
+        const int64_t cw = std::max<int64_t>(0, std::min(x0 + kw, hi_w) - std::max(x0, lo_w));
+        const int64_t cnt = ch * cw;
+        needed |= cnt != kh * kw;
+        factor[static_cast<size_t>(oy * OW + ox)] = cnt > 0 ? static_cast<float>(kh * kw) / static_cast<float>(cnt) : 0.0f;
       }
     }
+    if (!needed) factor.clear();
   }
   if (kh > 255 || kw > 255 || sh > 255 || sw > 255 || pt > 255 || pl > 255) {
     *why = "pooling window or padding beyond the VEC/LOAD field widths";
@@ -791,13 +814,17 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
   const int64_t pad_value = is_max ? bf16_pad(-INFINITY) : 0;
   Slots s = make_slots(c, Buffer::kInput);
   Slots o = make_slots(c, Buffer::kWeight);
+  Slots f = make_slots(c, Buffer::kAccumulator);
+  const uint64_t factor_addr = factor.empty() ? 0 : c.add_floats(factor, c.act);
   // Tile: output rows x all columns x a channel chunk; fall back to column tiles when a row is too big.
   auto in_rows = [&](int64_t t) { return (t - 1) * sh + kh; };
   auto in_cols = [&](int64_t t) { return (t - 1) * sw + kw; };
   int64_t tc = std::min<int64_t>(C, kMaxDim), tow = OW, toh = OH;
   while (tc > 1 && in_rows(1) * in_cols(tow) * tc > s.elems) tc = cdiv(tc, 2);
   while (tow > 1 && in_rows(1) * in_cols(tow) * tc > s.elems) tow = cdiv(tow, 2);
-  while (toh > 1 && (in_rows(toh) * in_cols(tow) * tc > s.elems || toh * tow * tc > o.elems)) toh = cdiv(toh, 2);
+  while (toh > 1 && (in_rows(toh) * in_cols(tow) * tc > s.elems || toh * tow * tc > o.elems || toh * tow > f.elems)) {
+    toh = cdiv(toh, 2);
+  }
   if (in_rows(toh) * in_cols(tow) * tc > s.elems || toh * tow * tc > o.elems) {
     *why = "pooling window does not fit the input scratchpad";
     return false;
@@ -825,6 +852,15 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
           v.d0 = nc, v.d1 = in_cols(ow), v.d2 = in_rows(oh);
           v.win_h = kh, v.win_w = kw, v.str_h = sh, v.str_w = sw;
           c.vec(v);
+          if (!factor.empty()) {
+            const uint64_t fl = f.take();
+            c.load(Buffer::kAccumulator, fl, Range{kDram, factor_addr, factor_addr + factor.size() * es},
+                   factor_addr + static_cast<uint64_t>(oy * OW + ox) * es, c.act, {ow, oh, 1, 1}, {OW, 0, 0});
+            Context::VecArgs m;
+            m.op = VecOp::kMul, m.in = m.out = c.act, m.src1_buf = m.dst_buf = Buffer::kWeight, m.src1 = m.dst = ol;
+            m.src2_buf = Buffer::kAccumulator, m.src2 = fl, m.d0 = nc, m.d1 = oh * ow, m.bcast = isa::Bcast::kCol;
+            c.vec(m);
+          }
           const uint64_t ya = y.addr + static_cast<uint64_t>(((img * OH + oy) * OW + ox) * C + c0) * es;
           c.store(Buffer::kWeight, ol, y.range(), ya, c.act, {nc, ow, oh, 1}, {C, OW * C, 0});
         }
@@ -918,14 +954,22 @@ bool lower_vector(Context& c, const Node& n, std::string* why) {
     *why = "output without DRAM placement";
     return false;
   }
+  // Data movement: any element type (DMA copies bytes).
+  if (t == "Transpose") return lower_transpose(c, n, why);
+  if (t == "Concat") return lower_concat(c, n, why) || (why->clear(), lower_index_map(c, n, why));
+  if (t == "Slice") return lower_slice(c, n, why) || (why->clear(), lower_index_map(c, n, why));
+  if (t == "Split") return lower_split(c, n, why) || (why->clear(), lower_index_map(c, n, why));
+  if (t == "Identity" || t == "Dropout") {
+    std::vector<int64_t> perm(c.tensor(n.outputs[0]).shape.size());
+    std::iota(perm.begin(), perm.end(), 0);
+    c.plan->mapping = permute_copy(c, c.tensor(n.inputs[0]), c.tensor(n.outputs[0]), perm);
+    return true;
+  }
+  if (!data_inputs(c, n).empty()) return lower_index_map(c, n, why);
   if (!is_float(c.g.value(n.outputs[0]).dtype)) {
     *why = "non-float result";
     return false;
   }
-  if (t == "Transpose") return lower_transpose(c, n, why);
-  if (t == "Concat") return lower_concat(c, n, why);
-  if (t == "Slice") return lower_slice(c, n, why);
-  if (t == "Split") return lower_split(c, n, why);
   if (t == "MaxPool" || t == "AveragePool" || t == "GlobalAveragePool" || t == "GlobalMaxPool") {
     return lower_pool(c, n, why);
   }

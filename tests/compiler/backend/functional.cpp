@@ -121,6 +121,15 @@ Tensor read_dram(const dp::MachineState& st, const HostTensor& h) {
   std::vector<uint8_t> bytes(static_cast<size_t>(n * es));
   st.dram().read(h.dram_addr, bytes.data(), bytes.size());
   const auto pi = phys_index(h.shape, h.layout);
+  const bool int_storage = h.dtype == isa::DType::kInt32 || h.dtype == isa::DType::kInt8 || h.dtype == isa::DType::kUint8;
+  if (int_storage && !is_float(h.value_dtype)) {
+    // Integer and bool values are stored as integers: read them back exactly.
+    std::vector<int64_t> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      v[static_cast<size_t>(i)] = dp::load_int(&bytes[static_cast<size_t>(pi[static_cast<size_t>(i)] * es)], h.dtype);
+    }
+    return Tensor::from_ints(h.value_dtype, h.shape, v);
+  }
   std::vector<float> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = dp::load_float(&bytes[static_cast<size_t>(pi[static_cast<size_t>(i)] * es)], h.dtype);
   return Tensor::from_floats(h.shape, v);
@@ -132,7 +141,12 @@ void write_dram(dp::MachineState& st, const HostTensor& h, const Tensor& t) {
   std::vector<uint8_t> bytes(static_cast<size_t>(n * es));
   const auto pi = phys_index(h.shape, h.layout);
   for (int64_t i = 0; i < n; ++i) {
-    dp::store_float(&bytes[static_cast<size_t>(pi[static_cast<size_t>(i)] * es)], h.dtype, static_cast<float>(t.as_double(i)));
+    uint8_t* p = &bytes[static_cast<size_t>(pi[static_cast<size_t>(i)] * es)];
+    if (t.floating()) {
+      dp::store_float(p, h.dtype, t.f[static_cast<size_t>(i)]);
+    } else {
+      dp::store_int(p, h.dtype, t.i[static_cast<size_t>(i)]);
+    }
   }
   st.dram().write(h.dram_addr, bytes.data(), bytes.size());
 }
@@ -145,9 +159,10 @@ void run_host_op(const HostCallInfo& info, dp::MachineState& st) {
   g.nodes.push_back(n);
   std::map<std::string, Tensor> in;
   for (const auto& h : info.inputs) {
+    if (in.count(h.name)) continue;  // a node reading one value twice (Sub(t, t)) has one graph input
     Value& v = g.ensure_value(h.name);
     v.name = h.name;
-    v.dtype = DataType::kFloat32;
+    v.dtype = h.value_dtype;
     v.shape = h.shape;
     v.shape_known = true;
     g.inputs.push_back(h.name);
@@ -180,8 +195,9 @@ std::map<std::string, Tensor> run_program(const CompileResult& r, const isa::Npu
   });
   for (const auto& b : p.tensors) {
     if (b.role != isa::TensorBinding::Role::kInput) continue;
-    HostTensor h{b.name, b.dram_addr, inputs.at(b.name).shape, {}, b.dtype};
-    write_dram(st, h, inputs.at(b.name));
+    const Tensor& t = inputs.at(b.name);
+    HostTensor h{b.name, b.dram_addr, t.shape, {}, b.dtype, t.dtype};
+    write_dram(st, h, t);
   }
   if (!opts.random_order) {
     for (const auto& ins : p.instructions) dp::execute(ins, config, st);
@@ -227,7 +243,9 @@ std::map<std::string, Tensor> run_program(const CompileResult& r, const isa::Npu
     if (b.role != isa::TensorBinding::Role::kOutput) continue;
     Shape s;
     for (uint64_t d : b.dims) s.push_back(static_cast<int64_t>(d));
-    out[b.name] = read_dram(st, HostTensor{b.name, b.dram_addr, s, {}, b.dtype});
+    // int32 storage holds an integer or bool value (compile() binds float values in the precision).
+    const DataType vt = b.dtype == isa::DType::kInt32 ? DataType::kInt64 : DataType::kFloat32;
+    out[b.name] = read_dram(st, HostTensor{b.name, b.dram_addr, s, {}, b.dtype, vt});
   }
   return out;
 }

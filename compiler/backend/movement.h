@@ -1,0 +1,70 @@
+#pragma once
+// Data movement helpers shared by the back end's lowerings (internal): ping-pong SRAM slots, strided
+// DRAM -> SRAM -> DRAM copies, layout permutations (strided DMA, plus VEC transpose when the
+// innermost dimension changes), zero fills and DRAM scratch tensors.
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "compiler/backend/context.h"
+
+namespace npusim::compiler::backend {
+
+inline constexpr int64_t kMaxDim = 65535;  // the widest DMA size / VEC d field
+inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Row-major strides of a shape (in elements).
+std::vector<int64_t> strides_of(const Shape& s);
+// Logical dim -> physical position of a tensor.
+std::vector<int> positions(const DramTensor& t);
+
+// Ping-pong slots in one scratchpad, each `elems` elements of c.esize bytes.
+struct Slots {
+  isa::Buffer buf;
+  uint64_t addr[2] = {0, 0};
+  int64_t elems = 0;
+  int next = 0;
+  uint64_t take() {
+    const uint64_t a = addr[next];
+    next ^= 1;
+    return a;
+  }
+};
+Slots make_slots(Context& c, isa::Buffer b, uint64_t base = 0, int64_t max_elems = INT64_MAX);
+
+// One dimension of a strided copy (strides in elements).
+struct CopyDim {
+  int64_t extent, src_stride, dst_stride;
+};
+// Merges dims that are contiguous in both source and destination; drops extent-1 dims.
+std::vector<CopyDim> merge_copy(std::vector<CopyDim> d);
+// Calls fn(index vector) for every point of the box `ext` (row-major).
+void odometer(const std::vector<int64_t>& ext, const std::function<void(const std::vector<int64_t>&)>& fn);
+
+// Copies a box (dims outermost first) from src + src_off bytes to dst + dst_off bytes through SRAM with
+// LOAD/STORE pairs. When the innermost dim is not contiguous on both sides, every element is its own
+// DMA row (correct, slow: the report shows it).
+void copy_box(Context& c, const DramTensor& src, uint64_t src_off, const DramTensor& dst, uint64_t dst_off,
+              const std::vector<CopyDim>& dims);
+// y (logical dim i) = x (logical dim perm[i]) whatever the two tensors' layouts; identity perm = a layout
+// change. Strided DMA when the innermost dim stays, else strided LOAD, VEC transpose, strided STORE.
+// Returns a one-line description of the mapping.
+std::string permute_copy(Context& c, const DramTensor& x, const DramTensor& y, const std::vector<int64_t>& perm);
+// Writes zeros over the whole tensor (STOREs of a zeroed SRAM slot; the zeros come from one small data
+// segment loaded with a zero row stride).
+void zero_fill(Context& c, const DramTensor& t);
+// A copy whose source element is known at compile time for every output element: `map[o]` for the
+// output's physical element o is (source index << 40 | physical element of that source), or -1 for
+// `fill`. Consecutive elements with consecutive sources become one DMA row, equal rows with a constant
+// source step one 2-D LOAD box; each slot-sized contiguous piece of the output is assembled in SRAM
+// (fill rows come from a small data segment read with a zero stride) and written with one STORE. All
+// sources share the output's storage dtype. Returns the number of DMA rows.
+int64_t copy_index_map(Context& c, const DramTensor& y, const std::vector<const DramTensor*>& sources,
+                       const std::vector<int64_t>& map, double fill);
+inline constexpr int kMapShift = 40;
+// A constant as a DRAM tensor (a data segment written in `layout` order, storage dtype `t`).
+DramTensor constant_tensor(Context& c, const Tensor& value, const std::vector<int>& layout, isa::DType t);
+// A fresh DRAM scratch tensor (never reused) of `logical` shape stored in `layout`, dtype c.act.
+DramTensor scratch_tensor(Context& c, const Shape& logical, const std::vector<int>& layout);
+
+}  // namespace npusim::compiler::backend
