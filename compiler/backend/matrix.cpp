@@ -18,6 +18,7 @@
 #include <set>
 
 #include "compiler/backend/context.h"
+#include "compiler/backend/movement.h"
 #include "compiler/passes/lowered.h"
 #include "isa/timing/dma.h"
 #include "isa/timing/systolic.h"
@@ -546,39 +547,32 @@ std::vector<float> const_floats(const Context& c, const std::string& name) {
   return c.g.value(name).constant->to_float_vector();
 }
 
-bool lower_conv(Context& c, const Node& n) {
-  const Value& xv = c.g.value(n.inputs[0]);
-  const Value& wv = c.g.value(n.inputs[1]);
-  if (xv.shape.size() != 4 || !wv.is_constant() || n.op_type != "Conv") return false;
-  const DramTensor& x = c.tensor(n.inputs[0]);
-  const DramTensor& y = c.tensor(n.outputs[0]);
-  if (x.layout != kNhwc || y.layout != kNhwc) return false;
+// A 2-D convolution over NHWC tensors: the node's own (Conv) or one derived from it (ConvTranspose as
+// a stride-1 conv over a zero-inserted copy of its input). w is [M][cg][kh][kw].
+struct ConvSpec {
+  const DramTensor* x = nullptr;
+  const DramTensor* y = nullptr;
+  std::vector<float> w;
+  int64_t groups = 1, kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;
+};
+
+bool lower_conv_spec(Context& c, const Node& n, const ConvSpec& cs) {
+  const DramTensor& x = *cs.x;
+  const DramTensor& y = *cs.y;
   MatrixJob j;
   j.images = x.shape[0];
   j.C = x.shape[1], j.H = x.shape[2], j.W = x.shape[3];
   j.M = y.shape[1], j.OH = y.shape[2], j.OW = y.shape[3];
-  j.groups = n.attr_int("group", 1);
+  j.groups = cs.groups;
   j.cg = j.C / j.groups, j.mg = j.M / j.groups;
-  j.kh = wv.shape[2], j.kw = wv.shape[3];
-  const auto st = n.attr_ints("strides", {1, 1}), dl = n.attr_ints("dilations", {1, 1});
-  j.sh = st[0], j.sw = st[1], j.dh = dl[0], j.dw = dl[1];
-  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
-  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    const int64_t ph = std::max<int64_t>(0, (j.OH - 1) * j.sh + (j.kh - 1) * j.dh + 1 - j.H);
-    const int64_t pw = std::max<int64_t>(0, (j.OW - 1) * j.sw + (j.kw - 1) * j.dw + 1 - j.W);
-    j.pt = auto_pad == "SAME_UPPER" ? ph / 2 : ph - ph / 2;
-    j.pl = auto_pad == "SAME_UPPER" ? pw / 2 : pw - pw / 2;
-  } else {
-    const auto pads = n.attr_ints("pads", {0, 0, 0, 0});
-    j.pt = pads[0], j.pl = pads[1];
-  }
+  j.kh = cs.kh, j.kw = cs.kw, j.sh = cs.sh, j.sw = cs.sw, j.dh = cs.dh, j.dw = cs.dw, j.pt = cs.pt, j.pl = cs.pl;
   // Tiles read at least one real row/column only when no padding exceeds the kernel's reach.
   if (j.pt > (j.kh - 1) * j.dh || j.pl > (j.kw - 1) * j.dw) return false;
   if ((j.OH - 1) * j.sh + (j.kh - 1) * j.dh - j.pt - (j.H - 1) > (j.kh - 1) * j.dh) return false;
   if ((j.OW - 1) * j.sw + (j.kw - 1) * j.dw - j.pl - (j.W - 1) > (j.kw - 1) * j.dw) return false;
   if (j.pt > 255 || j.pl > 255 || j.kh > 255 || j.kw > 255 || j.sh > 255 || j.dh > 255) return false;
+  const std::vector<float>& w = cs.w;
   // Weights [M][cg][kh][kw] -> [g][kh][kw][cg][mg].
-  const std::vector<float> w = const_floats(c, n.inputs[1]);
   j.w.assign(w.size(), 0.0f);
   for (int64_t m = 0; m < j.M; ++m) {
     const int64_t g = m / j.mg, mm = m % j.mg;
@@ -621,6 +615,117 @@ bool lower_conv(Context& c, const Node& n) {
     c.plan->mapping += fmt::format(" as {} block-diagonal blocks of {} groups", j.groups / c.plan->group_block,
                                    c.plan->group_block);
   }
+  return true;
+}
+
+bool lower_conv(Context& c, const Node& n) {
+  const Value& xv = c.g.value(n.inputs[0]);
+  const Value& wv = c.g.value(n.inputs[1]);
+  if (xv.shape.size() != 4 || !wv.is_constant() || n.op_type != "Conv") return false;
+  const DramTensor& x = c.tensor(n.inputs[0]);
+  const DramTensor& y = c.tensor(n.outputs[0]);
+  if (x.layout != kNhwc || y.layout != kNhwc) return false;
+  ConvSpec cs;
+  cs.x = &x, cs.y = &y;
+  cs.groups = n.attr_int("group", 1);
+  cs.kh = wv.shape[2], cs.kw = wv.shape[3];
+  const auto st = n.attr_ints("strides", {1, 1}), dl = n.attr_ints("dilations", {1, 1});
+  cs.sh = st[0], cs.sw = st[1], cs.dh = dl[0], cs.dw = dl[1];
+  const int64_t H = x.shape[2], W = x.shape[3], OH = y.shape[2], OW = y.shape[3];
+  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    const int64_t ph = std::max<int64_t>(0, (OH - 1) * cs.sh + (cs.kh - 1) * cs.dh + 1 - H);
+    const int64_t pw = std::max<int64_t>(0, (OW - 1) * cs.sw + (cs.kw - 1) * cs.dw + 1 - W);
+    cs.pt = auto_pad == "SAME_UPPER" ? ph / 2 : ph - ph / 2;
+    cs.pl = auto_pad == "SAME_UPPER" ? pw / 2 : pw - pw / 2;
+  } else {
+    const auto pads = n.attr_ints("pads", {0, 0, 0, 0});
+    cs.pt = pads[0], cs.pl = pads[1];
+  }
+  cs.w = const_floats(c, n.inputs[1]);
+  return lower_conv_spec(c, n, cs);
+}
+
+// ConvTranspose (2-D, constant weights) as a stride-1 convolution over a zero-inserted copy of the input:
+// the input's pixels land every stride rows/columns in a DRAM scratch tensor padded by (kernel reach -
+// pad) on each side (a compile-time index map: one DMA row per input pixel, zeros from a fill), and
+// the kernel is flipped with input/output channels swapped. The array multiplies the inserted zeros:
+// stride_h x stride_w times the MACs of the transposed conv itself, visible in the report.
+bool lower_conv_transpose(Context& c, const Node& n) {
+  const Value& xv = c.g.value(n.inputs[0]);
+  const Value& wv = c.g.value(n.inputs[1]);
+  if (xv.shape.size() != 4 || !wv.is_constant()) return false;
+  const DramTensor& x = c.tensor(n.inputs[0]);
+  const DramTensor& y = c.tensor(n.outputs[0]);
+  if (x.layout != kNhwc || y.layout != kNhwc) return false;
+  const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+  const int64_t M = y.shape[1], OH = y.shape[2], OW = y.shape[3];
+  const int64_t groups = n.attr_int("group", 1);
+  const int64_t cg = C / groups, mg = wv.shape[1], kh = wv.shape[2], kw = wv.shape[3];
+  if (mg * groups != M) return false;
+  // Everything that could still refuse the node is checked before the zero insertion is emitted.
+  if (n.has_input(2) && !c.g.value(n.inputs[2]).is_constant()) return false;
+  if (n.has_attr(kResidualInput) && n.has_input(3) && !same_layout(c.tensor(n.inputs[3]), y)) return false;
+  {
+    Epilogue e;
+    if (!set_activation(n, e)) return false;
+  }
+  if (kh > 255 || kw > 255) return false;
+  const auto st = n.attr_ints("strides", {1, 1}), dl = n.attr_ints("dilations", {1, 1});
+  const auto opad = n.attr_ints("output_padding", {0, 0});
+  auto oshape = n.attr_ints("output_shape", {});
+  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
+  const int64_t s[2] = {st[0], st[1]}, d[2] = {dl[0], dl[1]}, k[2] = {kh, kw}, in[2] = {H, W}, out[2] = {OH, OW};
+  int64_t pb[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    const int64_t full = s[i] * (in[i] - 1) + opad[static_cast<size_t>(i)] + (k[i] - 1) * d[i] + 1;
+    if (!oshape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const int64_t total = full - out[i];
+      const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+      pb[i] = auto_pad == "SAME_UPPER" ? half : total - half;
+    } else if (auto_pad == "NOTSET") {
+      pb[i] = n.attr_ints("pads", {0, 0, 0, 0})[static_cast<size_t>(i)];
+    }
+  }
+  // Zero-inserted, padded input: pixel (iy, ix) at (lead_h + iy*sh, lead_w + ix*sw).
+  const int64_t lead_h = (kh - 1) * d[0] - pb[0], lead_w = (kw - 1) * d[1] - pb[1];
+  const int64_t HP = OH + (kh - 1) * d[0], WP = OW + (kw - 1) * d[1];
+  const DramTensor xp = scratch_tensor(c, {N, C, HP, WP}, kNhwc);
+  std::vector<int64_t> map(static_cast<size_t>(N * HP * WP * C), -1);
+  for (int64_t b = 0; b < N; ++b) {
+    for (int64_t iy = 0; iy < H; ++iy) {
+      const int64_t py = lead_h + iy * s[0];
+      if (py < 0 || py >= HP) continue;
+      for (int64_t ix = 0; ix < W; ++ix) {
+        const int64_t px = lead_w + ix * s[1];
+        if (px < 0 || px >= WP) continue;
+        for (int64_t ch = 0; ch < C; ++ch) {
+          map[static_cast<size_t>(((b * HP + py) * WP + px) * C + ch)] = ((b * H + iy) * W + ix) * C + ch;
+        }
+      }
+    }
+  }
+  copy_index_map(c, xp, {&x}, map, 0.0);
+  ConvSpec cs;
+  cs.x = &xp, cs.y = &y;
+  cs.groups = groups, cs.kh = kh, cs.kw = kw, cs.dh = d[0], cs.dw = d[1];
+  // W [C][mg][kh][kw] -> conv weights [M][cg][kh][kw], flipped.
+  const std::vector<float> w = const_floats(c, n.inputs[1]);
+  cs.w.assign(static_cast<size_t>(M * cg * kh * kw), 0.0f);
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t m = 0; m < mg; ++m) {
+      for (int64_t ci = 0; ci < cg; ++ci) {
+        for (int64_t i = 0; i < kh; ++i) {
+          for (int64_t jj = 0; jj < kw; ++jj) {
+            cs.w[static_cast<size_t>((((g * mg + m) * cg + ci) * kh + i) * kw + jj)] =
+                w[static_cast<size_t>((((g * cg + ci) * mg + m) * kh + (kh - 1 - i)) * kw + (kw - 1 - jj))];
+          }
+        }
+      }
+    }
+  }
+  if (!lower_conv_spec(c, n, cs)) throw std::logic_error("backend: the zero-inserted conv of a ConvTranspose");
+  c.plan->mapping = fmt::format("zero-inserted input (stride {}x{}) + {}", s[0], s[1], c.plan->mapping);
   return true;
 }
 
@@ -737,6 +842,7 @@ bool lower_gemm(Context& c, const Node& n) {
 
 bool lower_matrix(Context& c, const Node& n) {
   if (n.op_type == "Conv") return lower_conv(c, n);
+  if (n.op_type == "ConvTranspose") return lower_conv_transpose(c, n);
   if (n.op_type == "Gemm" || n.op_type == "MatMul") {
     if (n.op_type == "Gemm" && (n.attr_int("transA", 0) || n.attr_int("transB", 0) ||
                                 n.attr_float("alpha", 1.0f) != 1.0f || n.attr_float("beta", 1.0f) != 1.0f)) {
