@@ -151,7 +151,8 @@ std::string validate_slow(const Instruction& ins) {
   return {};
 }
 
-// Per opcode, the inclusive range each of its fields (header first) may hold: validate()'s fast path.
+// Per opcode, the inclusive range of each of its fields (header first) that its compact storage can
+// hold out of range: validate()'s fast path.
 struct FieldRange {
   Field field;
   int64_t lo, hi;
@@ -178,11 +179,21 @@ constexpr FieldRange range_of(const FieldSpec& s) {
       return {s.field, 0, (int64_t{1} << s.width) - 1};
   }
 }
+// A field needs a range check unless every value its storage slot can hold is a valid value: a
+// 16-bit size in 2 bytes does not, a 3-bit dtype in 1 byte does.
+constexpr bool needs_check(const FieldSpec& s) {
+  const storage::Slot& slot = storage::kSlots.slot[static_cast<int>(s.field)];
+  return enum_limit(s.kind) >= 0 || s.width != 8 * slot.bytes || (s.kind == FieldKind::kSigned) != slot.is_signed;
+}
 constexpr std::array<FormatRanges, kNumOpcodes> make_ranges() {
   std::array<FormatRanges, kNumOpcodes> t{};
   for (int op = 0; op < kNumOpcodes; ++op) {
-    for (const FieldSpec& s : layout::kHeader) t[op].r[t[op].n++] = range_of(s);
-    for (int i = 0; i < kFormats[op].num_fields; ++i) t[op].r[t[op].n++] = range_of(kFormats[op].fields[i]);
+    for (const FieldSpec& s : layout::kHeader) {
+      if (needs_check(s)) t[op].r[t[op].n++] = range_of(s);
+    }
+    for (int i = 0; i < kFormats[op].num_fields; ++i) {
+      if (needs_check(kFormats[op].fields[i])) t[op].r[t[op].n++] = range_of(kFormats[op].fields[i]);
+    }
   }
   return t;
 }
@@ -195,8 +206,7 @@ Instruction& Instruction::widen(int i, int64_t v) {
   for (int k = 0; k < kNumFields; ++k) (*all)[k] = get(static_cast<Field>(k));
   (*all)[i] = v;
   wide_ = std::move(all);
-  std::fill(data_, data_ + storage::kDataBytes, uint8_t{0});
-  present_ = 0;
+  std::fill(raw_, raw_ + sizeof(raw_), uint8_t{0});
   return *this;
 }
 
@@ -204,7 +214,7 @@ bool Instruction::operator==(const Instruction& o) const {
   if (opcode != o.opcode) return false;
   if (!wide_ && !o.wide_) {
     // Compact storage is canonical: bytes of absent fields are zero.
-    return present_ == o.present_ && std::equal(data_, data_ + storage::kDataBytes, o.data_);
+    return std::equal(raw_, raw_ + sizeof(raw_), o.raw_);
   }
   for (int k = 0; k < kNumFields; ++k) {
     if (get(static_cast<Field>(k)) != o.get(static_cast<Field>(k))) return false;

@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -547,8 +548,7 @@ struct Instruction {
   Instruction& operator=(const Instruction& o) {
     if (this == &o) return *this;
     opcode = o.opcode;
-    std::copy(o.data_, o.data_ + storage::kDataBytes, data_);
-    present_ = o.present_;
+    std::copy(o.raw_, o.raw_ + sizeof(raw_), raw_);
     wide_.reset(o.wide_ ? new std::array<int64_t, kNumFields>(*o.wide_) : nullptr);
     return *this;
   }
@@ -559,12 +559,14 @@ struct Instruction {
     const int i = static_cast<int>(x);
     if (wide_) return (*wide_)[i];
     const storage::Slot& s = storage::kSlots.slot[i];
-    if (s.bit >= 0 && !((present_ >> s.bit) & 1)) return 0;
-    uint64_t raw = 0;
-    for (int b = 0; b < s.bytes; ++b) raw |= uint64_t{data_[s.offset + b]} << (8 * b);
-    if (!s.is_signed) return static_cast<int64_t>(raw);
+    if (s.bit >= 0 && !((present() >> s.bit) & 1)) return 0;
+    // One unaligned 8-byte load (a slot starts at most 47 bytes in, raw_ has 55), then the slot's
+    // bytes, sign-extended for signed fields.
+    uint64_t raw;
+    std::memcpy(&raw, raw_ + s.offset, sizeof raw);
     const int shift = 64 - 8 * s.bytes;
-    return static_cast<int64_t>(raw << shift) >> shift;
+    raw <<= shift;
+    return s.is_signed ? static_cast<int64_t>(raw) >> shift : static_cast<int64_t>(raw >> shift);
   }
   Instruction& set(Field x, int64_t v) {
     const int i = static_cast<int>(x);
@@ -579,16 +581,17 @@ struct Instruction {
       return *this;
     }
     const uint64_t bit = uint64_t{1} << s.bit;
+    const uint64_t p = present();
     if (v == 0) {
-      if (present_ & bit) {
+      if (p & bit) {
         store(s, 0);
-        present_ &= ~bit;
+        set_present(p & ~bit);
       }
       return *this;
     }
-    if (!fits_slot(s, v) || (present_ & storage::kSlots.overlap[i])) return widen(i, v);
+    if (!fits_slot(s, v) || (p & storage::kSlots.overlap[i])) return widen(i, v);
     store(s, v);
-    present_ |= bit;
+    set_present(p | bit);
     return *this;
   }
   Queue queue() const { return format(opcode).queue; }
@@ -602,7 +605,7 @@ struct Instruction {
   // in which validate() only has to range-check the format's fields.
   bool compact_and_in_format() const {
     return !wide_ && static_cast<int>(opcode) < kNumOpcodes &&
-           (present_ & ~storage::kSlots.in_format[static_cast<size_t>(opcode)]) == 0;
+           (present() & ~storage::kSlots.in_format[static_cast<size_t>(opcode)]) == 0;
   }
 
  private:
@@ -613,15 +616,22 @@ struct Instruction {
   }
   void store(const storage::Slot& s, int64_t v) {
     const auto raw = static_cast<uint64_t>(v);
-    for (int b = 0; b < s.bytes; ++b) data_[s.offset + b] = static_cast<uint8_t>(raw >> (8 * b));
+    for (int b = 0; b < s.bytes; ++b) raw_[s.offset + b] = static_cast<uint8_t>(raw >> (8 * b));
   }
+  uint64_t present() const {
+    uint64_t p;
+    std::memcpy(&p, raw_ + storage::kDataBytes, sizeof p);
+    return p;
+  }
+  void set_present(uint64_t p) { std::memcpy(raw_ + storage::kDataBytes, &p, sizeof p); }
   // Moves to the plain array (kept from then on) and stores v in field i.
   Instruction& widen(int i, int64_t v);
 
-  uint8_t data_[storage::kDataBytes] = {};
-  uint64_t present_ = 0;
+  // The field bytes, then the presence bits (a little-endian uint64, unaligned).
+  uint8_t raw_[storage::kDataBytes + 8] = {};
   std::unique_ptr<std::array<int64_t, kNumFields>> wide_;
 };
+static_assert(sizeof(void*) != 8 || sizeof(Instruction) == 64, "an Instruction is one cache line");
 
 // Raised for an instruction that cannot be encoded or words that do not decode.
 class EncodeError : public std::runtime_error {

@@ -36,7 +36,15 @@ class Fabric {
         state(state) {}
 
   // The current cycle. Every wait is a whole number of periods, so this is exact.
-  uint64_t now() const { return sc_core::sc_time_stamp().value() / period_ps; }
+  uint64_t now() const {
+    // Units ask several times per instruction at the same time stamp; divide once per time stamp.
+    const uint64_t ps = sc_core::sc_time_stamp().value();
+    if (ps != now_ps_) {
+      now_ps_ = ps;
+      now_cycle_ = ps / period_ps;
+    }
+    return now_cycle_;
+  }
   void wait_cycles(uint64_t n) const {
     if (n) sc_core::wait(sc_core::sc_time::from_value(n * period_ps));
   }
@@ -74,6 +82,9 @@ class Fabric {
   sc_core::sc_event all_done;
   uint64_t last_end = 0;
   std::string error;
+
+ private:
+  mutable uint64_t now_ps_ = 0, now_cycle_ = 0;
 };
 
 }  // namespace npusim::arch

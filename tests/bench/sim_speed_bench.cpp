@@ -1,7 +1,13 @@
 // Simulation speed: simulated instructions per host second on a large synthetic program (a
 // pipelined LOAD -> MATMUL -> VEC -> STORE loop over many small tiles, tokens balanced so nothing
 // accumulates). Run: npusim_bench [--benchmark_filter=...]
+//
+// Memory: each size also reports the program's own bytes (instructions x sizeof(isa::Instruction))
+// and the process's peak RSS. Run one size per process (--benchmark_filter=BM_SimulateTiming/N$)
+// to compare peaks: what the simulator adds on top of the program does not grow with its length.
 #include <benchmark/benchmark.h>
+
+#include <sys/resource.h>
 
 #include <cstdlib>
 #include <systemc>
@@ -17,6 +23,12 @@ isa::Instruction make(isa::Opcode op) {
   isa::Instruction i;
   i.opcode = op;
   return i;
+}
+
+double peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
 }
 
 int64_t mask(isa::Queue q) { return int64_t{1} << static_cast<int>(q); }
@@ -62,8 +74,11 @@ void BM_SimulateTiming(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(p.instructions.size()));
   state.counters["instructions"] = static_cast<double>(p.instructions.size());
   state.counters["sim_cycles"] = static_cast<double>(cycles);
+  state.counters["program_mib"] =
+      static_cast<double>(p.instructions.size() * sizeof(isa::Instruction)) / (1024.0 * 1024.0);
+  state.counters["peak_rss_mib"] = peak_rss_mib();
 }
-BENCHMARK(BM_SimulateTiming)->Arg(5000)->Arg(25000)->Arg(50000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SimulateTiming)->Arg(5000)->Arg(25000)->Arg(50000)->Arg(250000)->Unit(benchmark::kMillisecond);
 
 // The pre-run check alone (validation and SRAM footprints of every instruction).
 void BM_CheckProgram(benchmark::State& state) {
