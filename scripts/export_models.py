@@ -4,11 +4,18 @@
 Usage: export_models.py OUTDIR NAME...
 
 NAME is one of: resnet50, resnet18, mobilenet_v2, vit_b_16, bert_base, bert_small (or "all").
-Weights are random (weights=None) with a fixed seed. BatchNorm running statistics are re-estimated on
-random inputs before export: with random init and the default statistics (mean 0, var 1) activations
-shrink layer after layer until they vanish, which makes numerical comparisons meaningless. Each model
-is written to OUTDIR/NAME.onnx; the input is named "input" (image models: 1x3x224x224, BERT-shaped
-encoders: 1x128x768 embeddings).
+  resnet50, resnet18, mobilenet_v2, vit_b_16  torchvision's architectures, input "input" 1x3x224x224
+  bert_base   BERT-base-shaped encoder: 12 post-LN layers, hidden 768, 12 heads, FFN 3072, GELU, on a
+              1x128x768 embedding input "input" (torch.nn.TransformerEncoder; no token embedding lookup)
+  bert_small  the same layer with 2 layers (a quick test model)
+Weights are random (weights=None) with a fixed seed, so the same command always writes the same model.
+BatchNorm running statistics are re-estimated on random inputs before export: with random init and the
+default statistics (mean 0, var 1) activations shrink layer after layer until they vanish, which makes
+numerical comparisons meaningless. LayerNorm gains and biases get small random perturbations (a
+trained model's are not all 1 and 0), and every encoder layer gets its own weights (TransformerEncoder
+deep-copies one layer, and the exporter would otherwise store one set of weights behind Identity nodes,
+a 28 MB "BERT-base"). Each model is written to OUTDIR/NAME.onnx atomically (NAME.onnx.part, then a
+rename), so concurrent exporters never see a half-written file; the exported path is printed.
 """
 import os
 import sys
@@ -34,12 +41,29 @@ def recalibrate_batchnorm(model, shape, batches=4):
     model.eval()
 
 
+def perturb_layernorms(model, scale=0.1):
+    """LayerNorm weight = 1 + N(0, scale²), bias = N(0, scale²), as after training."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.LayerNorm) and m.elementwise_affine:
+                m.weight.copy_(1.0 + scale * torch.randn_like(m.weight))
+                m.bias.copy_(scale * torch.randn_like(m.bias))
+
+
 def image_model(name):
     import torchvision.models as tvm
     ctor = {"resnet50": tvm.resnet50, "resnet18": tvm.resnet18, "mobilenet_v2": tvm.mobilenet_v2,
             "vit_b_16": tvm.vit_b_16}[name]
     model = ctor(weights=None)
     recalibrate_batchnorm(model, (8, 3, 224, 224))
+    perturb_layernorms(model)
+    if name == "vit_b_16":
+        # torchvision zero-initialises ViT's classifier head (and class token) for fine-tuning, which makes
+        # every output exactly 0 and any numerical comparison vacuous; trained ones are not zero.
+        with torch.no_grad():
+            nn.init.normal_(model.heads.head.weight, std=0.02)
+            nn.init.normal_(model.heads.head.bias, std=0.02)
+            nn.init.normal_(model.class_token, std=0.02)
     return model, torch.randn(1, 3, 224, 224)
 
 
@@ -53,6 +77,13 @@ class Encoder(nn.Module):
         layer = nn.TransformerEncoderLayer(d_model=hidden, nhead=heads, dim_feedforward=ffn, dropout=0.0,
                                            activation=lambda x: nn.functional.gelu(x), batch_first=True)
         self.encoder = nn.TransformerEncoder(layer, num_layers=layers, enable_nested_tensor=False)
+        # The clones share their initial values; give each layer its own, as BERT's are.
+        for l in self.encoder.layers:
+            l.self_attn._reset_parameters()  # in_proj and biases; out_proj's weight is left alone
+            l.self_attn.out_proj.reset_parameters()
+            l.linear1.reset_parameters()
+            l.linear2.reset_parameters()
+        perturb_layernorms(self)
 
     def forward(self, x):
         return self.encoder(x)
@@ -73,12 +104,14 @@ def export(name, outdir):
     model, example = MODELS[name](name)
     model.eval()
     path = os.path.join(outdir, name + ".onnx")
+    part = path + ".part"
     # Tracing with autograd on (parameters require grad) also keeps nn.MultiheadAttention off its fused
     # inference path (aten::_native_multi_head_attention); the exported graph is the same arithmetic.
     with torch.enable_grad():
-        torch.onnx.export(model, (example,), path, opset_version=13, input_names=["input"],
+        torch.onnx.export(model, (example,), part, opset_version=13, input_names=["input"],
                           output_names=["output"], do_constant_folding=True)
-    print(path)
+    os.replace(part, path)
+    print(path, flush=True)
 
 
 def main(argv):

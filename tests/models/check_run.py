@@ -1,0 +1,181 @@
+#!/usr/bin/python3
+"""Compiles and simulates one real model with `npusim run` and checks its report from first principles.
+
+Usage: check_run.py NPUSIM MODEL.onnx CONFIG.yaml [--expect-host OP,OP] [-- extra npusim args]
+
+Checks:
+- the run succeeds; total_cycles > 0; breakdown {compute, memory, scheduling, host} sums to total_cycles;
+- every layer: cycles = end_cycle - start_cycle, its breakdown sums to its cycles, and the compiler's
+  mapping is attached (placement, description, estimated cycles); matrix layers carry a tile (m, k, n
+  > 0), a loop order, SRAM bytes > 0 and the number of candidates searched;
+- the MACs: every Conv/Gemm/MatMul of the ONNX file is a matrix layer of the report, with the MACs
+  counted here from ONNX's own shape inference (N*OH*OW*K*C/group*R*S, batch*M*N*K). Dense layers
+  must match exactly. A grouped conv runs as block-diagonal dense blocks (compiler/backend/matrix.cpp),
+  so the array also multiplies the zeros between groups and the report counts those MACs: it must be
+  at least the useful count, and at most group times it (--strict-grouped-macs demands equality, as
+  docs/report.md's "useful multiply-accumulates" says). array_utilization = macs/(rows*cols*total);
+- host fallbacks: exactly the ops listed with --expect-host (default: none) run on the host, and each
+  fallback appears in the report's compile section with its estimated cost.
+Prints one summary line; exits 1 on the first failed check.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import shape_inference
+
+MATRIX_OPS = ("Conv", "Gemm", "MatMul")
+
+
+def fail(msg):
+    print(f"FAIL: {msg}")
+    sys.exit(1)
+
+
+def shapes_of(model):
+    inferred = shape_inference.infer_shapes(model, data_prop=True)
+    shapes = {}
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
+        dims = vi.type.tensor_type.shape.dim
+        if all(d.HasField("dim_value") for d in dims):
+            shapes[vi.name] = [d.dim_value for d in dims]
+    for init in model.graph.initializer:
+        shapes[init.name] = list(init.dims)
+    return shapes
+
+
+def node_macs(node, shapes):
+    """Multiply-accumulates of one matrix node, from its operand and result shapes."""
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    if node.op_type == "Conv":
+        out, w = shapes[node.output[0]], shapes[node.input[1]]
+        # w: K x C/group x R x S -> each output element takes C/group*R*S MACs.
+        return int(np.prod(out)) * int(np.prod(w[1:]))
+    if node.op_type == "Gemm":
+        a, b = shapes[node.input[0]], shapes[node.input[1]]
+        m, k = (a[1], a[0]) if attrs.get("transA", 0) else (a[0], a[1])
+        n = b[0] if attrs.get("transB", 0) else b[1]
+        return m * n * k
+    a, b, out = shapes[node.input[0]], shapes[node.input[1]], shapes[node.output[0]]
+    k = a[-1]
+    return int(np.prod(out)) * k  # MatMul: every output element is a K-long dot product
+
+
+def main(argv):
+    extra = []
+    if "--" in argv:
+        extra = argv[argv.index("--") + 1:]
+        argv = argv[:argv.index("--")]
+    strict_grouped = "--strict-grouped-macs" in argv
+    argv = [a for a in argv if a != "--strict-grouped-macs"]
+    expect_host = []
+    if "--expect-host" in argv:
+        i = argv.index("--expect-host")
+        expect_host = sorted(o for o in argv[i + 1].split(",") if o)
+        argv = argv[:i] + argv[i + 2:]
+    if len(argv) != 4:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    npusim, model_path, config = argv[1:]
+    name = os.path.basename(model_path)
+    model = onnx.load(model_path)
+    shapes = shapes_of(model)
+    matrix_nodes = {n.name: n for n in model.graph.node if n.op_type in MATRIX_OPS}
+    expected_macs = {k: node_macs(n, shapes) for k, n in matrix_nodes.items()}
+
+    with tempfile.TemporaryDirectory() as tmp:
+        report_path = os.path.join(tmp, "r.json")
+        cmd = [npusim, "run", model_path, "--config", config, "--report", report_path, "-q"] + extra
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            fail(f"{name} on {os.path.basename(config)}: exit {p.returncode}: {p.stderr.strip()[-400:]}")
+        with open(report_path) as f:
+            r = json.load(f)
+
+    total = r["total_cycles"]
+    if total <= 0:
+        fail("total_cycles is not positive")
+    b = r["breakdown"]
+    if sum(b[k] for k in ("compute", "memory", "scheduling", "host")) != total:
+        fail(f"breakdown {b} does not sum to total_cycles {total}")
+    layers = r["layers"]
+    if not layers:
+        fail("no layers")
+
+    seen_matrix = {}
+    host_layers = []
+    for l in layers:
+        lb = l["breakdown"]
+        if l["cycles"] != l["end_cycle"] - l["start_cycle"]:
+            fail(f"layer {l['name']}: cycles {l['cycles']} != end - start")
+        if sum(lb[k] for k in ("compute", "memory", "scheduling", "host")) != l["cycles"]:
+            fail(f"layer {l['name']}: breakdown {lb} does not sum to its cycles {l['cycles']}")
+        mp = l.get("mapping")
+        if mp is None:
+            fail(f"layer {l['name']} ({l['op']}): no mapping from the compiler")
+        for key in ("placement", "description", "estimated_cycles", "tile", "loop_order", "sram_bytes"):
+            if key not in mp:
+                fail(f"layer {l['name']}: mapping has no '{key}'")
+        if l["placement"] == "host":
+            host_layers.append(l["op"])
+            continue
+        if mp["placement"] == "matrix":
+            t = mp["tile"]
+            if min(t["m"], t["k"], t["n"]) <= 0 or not mp["loop_order"] or mp["candidates"] <= 0:
+                fail(f"layer {l['name']}: matrix mapping without a searched tile: {mp}")
+            if mp["sram_bytes"]["input"] <= 0 or mp["sram_bytes"]["weight"] <= 0:
+                fail(f"layer {l['name']}: matrix mapping uses no SRAM: {mp['sram_bytes']}")
+            if l["compute_cycles"] <= 0:
+                fail(f"layer {l['name']}: a matrix layer with no matrix-unit cycles")
+        if l["op"] in MATRIX_OPS:
+            seen_matrix[l["name"]] = l
+
+    missing = sorted(set(matrix_nodes) - set(seen_matrix))
+    if missing:
+        fail(f"{len(missing)} matrix node(s) of the model are not matrix layers of the report: {missing[:5]}")
+    grouped_extra = 0
+    for k, l in seen_matrix.items():
+        if k not in expected_macs:
+            continue
+        want, got = expected_macs[k], l["macs"]
+        node = matrix_nodes[k]
+        group = next((onnx.helper.get_attribute_value(a) for a in node.attribute if a.name == "group"), 1)
+        if group == 1 or strict_grouped:
+            if got != want:
+                fail(f"layer {k}: {got} MACs, {want} from the ONNX shapes")
+        elif not want <= got <= group * want:
+            fail(f"layer {k} (group {group}): {got} MACs, outside [{want}, {group * want}] from the ONNX shapes")
+        grouped_extra += got - want
+    if sum(l["macs"] for l in layers) != r["macs"]:
+        fail(f"report macs {r['macs']} is not the sum of its layers' MACs")
+    want_macs = sum(expected_macs.values())
+    if r["macs"] != want_macs + grouped_extra:
+        fail(f"report macs {r['macs']}, {want_macs} useful from the ONNX shapes (+{grouped_extra} grouped)")
+    util = r["macs"] / (r["array"]["rows"] * r["array"]["cols"] * total)
+    if abs(util - r["array_utilization"]) > 1e-9 * max(1.0, util):
+        fail(f"array_utilization {r['array_utilization']} != macs / (rows*cols*total) = {util}")
+
+    fallbacks = r["compile"]["fallbacks"]
+    if sorted(f["op"] for f in fallbacks) != sorted(host_layers):
+        fail(f"host layers {host_layers} are not the compile section's fallbacks {fallbacks}")
+    if sorted(set(host_layers)) != expect_host:
+        fail(f"host fallbacks {sorted(host_layers)}, expected ops {expect_host}: "
+             + "; ".join(f"{f['node']} ({f['op']}): {f['reason']}" for f in fallbacks))
+    for f in fallbacks:
+        if f["estimated_cycles"] <= 0:
+            fail(f"fallback {f['node']} has no estimated cost")
+
+    print(f"{name} on {os.path.basename(config)}: {total} cycles ({r['latency_ms']:.3f} ms), "
+          f"{len(layers)} layers, {len(seen_matrix)} matrix layers, {want_macs} useful MACs (report {r['macs']}), "
+          f"utilization "
+          f"{100 * r['array_utilization']:.1f}%, compute/memory/scheduling/host "
+          f"{b['compute']}/{b['memory']}/{b['scheduling']}/{b['host']}, host fallbacks {sorted(host_layers)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
