@@ -15,35 +15,6 @@ namespace {
 
 namespace num = isa::numerics;
 
-// For each logical element in row-major order, its index in the physical (layout) order.
-template <class Fn>
-void for_each_element(const compiler::Shape& shape, const std::vector<int>& layout, Fn&& fn) {
-  const size_t rank = shape.size();
-  const int64_t n = compiler::num_elements(shape);
-  if (layout.empty() || rank == 0) {
-    for (int64_t i = 0; i < n; ++i) fn(i, i);
-    return;
-  }
-  // Stride of each logical dim in the physical order.
-  std::vector<int64_t> stride(rank, 0);
-  int64_t s = 1;
-  for (size_t k = rank; k-- > 0;) {
-    stride[layout[k]] = s;
-    s *= shape[layout[k]];
-  }
-  std::vector<int64_t> idx(rank, 0);
-  int64_t phys = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    fn(i, phys);
-    for (size_t d = rank; d-- > 0;) {
-      phys += stride[d];
-      if (++idx[d] < shape[d]) break;
-      phys -= stride[d] * shape[d];
-      idx[d] = 0;
-    }
-  }
-}
-
 float load(const uint8_t* p, isa::DType t) {
   switch (t) {
     case isa::DType::kInt8:
@@ -141,19 +112,17 @@ std::vector<float> npy_floats(const NpyArray& a, const std::string& path) {
 
 }  // namespace
 
-std::vector<uint8_t> to_device_bytes(const std::vector<float>& logical, const compiler::Shape& shape,
-                                     const std::vector<int>& layout, isa::DType dtype) {
+std::vector<uint8_t> to_device_bytes(const std::vector<float>& values, isa::DType dtype) {
   const int es = isa::dtype_bytes(dtype);
-  std::vector<uint8_t> out(logical.size() * es);
-  for_each_element(shape, layout, [&](int64_t l, int64_t p) { store(out.data() + p * es, dtype, logical[l]); });
+  std::vector<uint8_t> out(values.size() * es);
+  for (size_t i = 0; i < values.size(); ++i) store(out.data() + i * es, dtype, values[i]);
   return out;
 }
 
-std::vector<float> from_device_bytes(const uint8_t* bytes, const compiler::Shape& shape,
-                                     const std::vector<int>& layout, isa::DType dtype) {
+std::vector<float> from_device_bytes(const std::vector<uint8_t>& bytes, isa::DType dtype) {
   const int es = isa::dtype_bytes(dtype);
-  std::vector<float> out(compiler::num_elements(shape));
-  for_each_element(shape, layout, [&](int64_t l, int64_t p) { out[l] = load(bytes + p * es, dtype); });
+  std::vector<float> out(bytes.size() / es);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = load(bytes.data() + i * es, dtype);
   return out;
 }
 

@@ -1,7 +1,7 @@
 #pragma once
-// Moving tensors between the user's files, the compiler's Tensor and the NPU's DRAM bytes: dtype
-// conversion (fp32/fp16/bf16/int8/int32 storage) and layout permutation (a DRAM tensor may be stored
-// in a physical dim order other than ONNX's, e.g. NHWC).
+// Moving a model's inputs and outputs between the user's files and the NPU's DRAM bytes: dtype
+// conversion (fp32/fp16/bf16/int8/int32 storage). Bound tensors are in ONNX order (the compiler
+// guarantees it), so no layout permutation happens here.
 #include <cstdint>
 #include <map>
 #include <stdexcept>
@@ -20,13 +20,9 @@ class TensorIoError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Logical (row-major, ONNX order) float values -> the bytes of `dtype` laid out in `layout` (the
-// logical dims in memory order; empty = ONNX order). Integer dtypes saturate.
-std::vector<uint8_t> to_device_bytes(const std::vector<float>& logical, const compiler::Shape& shape,
-                                     const std::vector<int>& layout, isa::DType dtype);
-// The inverse: device bytes -> logical float values.
-std::vector<float> from_device_bytes(const uint8_t* bytes, const compiler::Shape& shape,
-                                     const std::vector<int>& layout, isa::DType dtype);
+// Float values -> the bytes of `dtype` (integer dtypes saturate), and back.
+std::vector<uint8_t> to_device_bytes(const std::vector<float>& values, isa::DType dtype);
+std::vector<float> from_device_bytes(const std::vector<uint8_t>& bytes, isa::DType dtype);
 
 // The file name a tensor is read from / written to: its name with path separators replaced.
 std::string tensor_file_stem(const std::string& name);
