@@ -22,6 +22,10 @@ struct ImportOptions {
   // Shapes that bind graph inputs' dynamic dimensions (`--input-shape NAME=1x3x224x224`). A bound
   // shape must have the input's rank and agree with its static dimensions.
   std::map<std::string, Shape> input_shapes;
+  // When > 0 (`--batch N`): the first dimension of every runtime input becomes N, static or not, and
+  // ONNX shape inference propagates it. A model whose graph bakes in its export batch (a Reshape to a
+  // constant shape) then fails with the ModelError that inference or lowering raises.
+  int64_t batch = 0;
 };
 
 // Parse "NAME=1x3x224x224" (a scalar input is "NAME="). Throws ModelError on a malformed spec.

@@ -283,8 +283,14 @@ void bind_inputs(onnx::GraphProto& g, const std::unordered_set<std::string>& ini
       auto* shp = tt->mutable_shape();
       shp->clear_dim();
       for (int64_t d : s) shp->add_dim()->set_dim_value(d);
-      continue;
     }
+    if (options.batch > 0) {
+      if (!tt->has_shape() || tt->shape().dim_size() == 0)
+        throw ModelError("--batch " + std::to_string(options.batch) + ": input '" + in.name() +
+                         "' has no batch dimension (it is a scalar or has no shape)");
+      tt->mutable_shape()->mutable_dim(0)->set_dim_value(options.batch);
+    }
+    if (bound != options.input_shapes.end()) continue;
     if (!tt->has_shape())
       throw ModelError(model_name + ": input '" + in.name() +
                        "' has no shape; give one with --input-shape " + in.name() + "=...");

@@ -6,8 +6,8 @@
 #include <ostream>
 
 #include "compiler/import/import.h"
-#include "compiler/interp/interpreter.h"
 #include "compiler/passes/lowered.h"
+#include "sim/model/host_calls.h"
 #include "sim/model/tensor_io.h"
 #include "traces/sink.h"
 
@@ -24,50 +24,6 @@ std::string json_dims(const compiler::Shape& s) {
   std::string o = "[";
   for (size_t i = 0; i < s.size(); ++i) o += fmt::format("{}{}", i ? ", " : "", s[i]);
   return o + "]";
-}
-
-// Runs one host-placed node on the reference interpreter, reading and writing its DRAM tensors.
-void run_host_call(const compiler::HostCallInfo& call, arch::datapath::MachineState& state) {
-  compiler::Graph g;
-  g.name = call.node.name;
-  std::map<std::string, compiler::Tensor> inputs;
-  for (const compiler::HostTensor& t : call.inputs) {
-    const uint64_t bytes = compiler::num_elements(t.shape) * isa::dtype_bytes(t.dtype);
-    std::vector<uint8_t> raw(bytes);
-    state.dram().read(t.dram_addr, raw.data(), bytes);
-    compiler::Value& v = g.ensure_value(t.name);
-    v.dtype = compiler::DataType::kFloat32;
-    v.shape = t.shape;
-    v.shape_known = true;
-    g.inputs.push_back(t.name);
-    inputs[t.name] = compiler::Tensor::from_floats(t.shape, from_device_bytes(raw.data(), t.shape, t.layout, t.dtype));
-  }
-  for (const auto& [name, tensor] : call.constants) g.add_constant(name, tensor);
-  for (const std::string& in : call.node.inputs) {
-    if (!in.empty()) g.ensure_value(in);
-  }
-  for (const compiler::HostTensor& t : call.outputs) {
-    compiler::Value& v = g.ensure_value(t.name);
-    v.dtype = compiler::DataType::kFloat32;
-    v.shape = t.shape;
-    v.shape_known = true;
-    g.outputs.push_back(t.name);
-  }
-  for (const std::string& out : call.node.outputs) {
-    if (!out.empty()) g.ensure_value(out);
-  }
-  g.nodes.push_back(call.node);
-  std::map<std::string, compiler::Tensor> outputs;
-  try {
-    outputs = compiler::interpret(g, std::move(inputs));
-  } catch (const std::exception& e) {
-    throw arch::SimError(fmt::format("host op '{}' ({}): {}", call.node.name, call.node.op_type, e.what()));
-  }
-  for (const compiler::HostTensor& t : call.outputs) {
-    const compiler::Tensor& r = outputs.at(t.name);
-    const std::vector<uint8_t> raw = to_device_bytes(r.to_float_vector(), t.shape, t.layout, t.dtype);
-    state.dram().write(t.dram_addr, raw.data(), raw.size());
-  }
 }
 
 }  // namespace
@@ -137,20 +93,9 @@ void add_functional_hooks(const isa::Program& program, const CompiledModel* comp
     for (const isa::TensorBinding& b : program.tensors) {
       auto it = inputs.find(b.name);
       if (b.role != isa::TensorBinding::Role::kInput || it == inputs.end()) continue;
-      state.write_tensor(b.name, to_device_bytes(it->second, compiler::Shape(b.dims.begin(), b.dims.end()), {},
-                                                 b.dtype));
+      state.write_tensor(b.name, to_device_bytes(it->second, b.dtype));
     }
-    if (compiled) {
-      std::map<std::string, const compiler::HostCallInfo*> calls;
-      for (const compiler::HostCallInfo& c : compiled->result.host_calls) {
-        calls[program.host_ops.at(c.host_op).name] = &c;
-      }
-      state.set_host_op_handler([calls](const isa::HostOp& op, arch::datapath::MachineState& s) {
-        auto it = calls.find(op.name);
-        if (it == calls.end()) throw arch::SimError(fmt::format("host op '{}' has no definition", op.name));
-        run_host_call(*it->second, s);
-      });
-    }
+    if (compiled) state.set_host_op_handler(host_op_handler(compiled->result));
   };
   run.after_run = [&program, &io](arch::datapath::MachineState& state) {
     if (io.outputs_dir.empty()) return;
@@ -158,7 +103,7 @@ void add_functional_hooks(const isa::Program& program, const CompiledModel* comp
     for (const isa::TensorBinding& b : program.tensors) {
       if (b.role != isa::TensorBinding::Role::kOutput) continue;
       const std::vector<uint8_t> raw = state.read_tensor(b.name);
-      outputs[b.name] = from_device_bytes(raw.data(), compiler::Shape(b.dims.begin(), b.dims.end()), {}, b.dtype);
+      outputs[b.name] = from_device_bytes(raw, b.dtype);
     }
     write_outputs(io.outputs_dir, outputs, program);
   };

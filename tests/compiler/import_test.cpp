@@ -245,3 +245,25 @@ TEST(OnnxImport, FuzzedBytesNeverCrashOnlyModelErrors) {
 
 }  // namespace
 }  // namespace npusim::compiler
+
+namespace npusim::compiler {
+namespace {
+
+TEST(OnnxImport, BatchRebindsTheFirstDimensionOfEveryInputAndInferencePropagatesIt) {
+  ImportOptions batch;
+  batch.batch = 3;
+  const Graph g = import_onnx_bytes(builtin_model_onnx("demo"), batch);
+  ASSERT_EQ(g.inputs.size(), 1u);
+  EXPECT_EQ(g.value(g.inputs[0]).shape, (Shape{3, 3, 32, 32}));
+  ASSERT_EQ(g.outputs.size(), 1u);
+  EXPECT_EQ(g.value(g.outputs[0]).shape.at(0), 3);  // the Gemm's output follows the batch
+}
+
+TEST(OnnxImport, BatchDoesNotApplyToFixedShapeModels) {
+  ImportOptions batch;
+  batch.batch = 2;
+  EXPECT_THROW(load_model("gemm:M=4,N=5,K=6", batch), ModelError);
+}
+
+}  // namespace
+}  // namespace npusim::compiler
