@@ -42,11 +42,11 @@ Npu::Npu(const sc_core::sc_module_name& name, const isa::NpuConfig& config, cons
   const int ddepth = static_cast<int>(config.dma.queue_depth);
   const size_t engines = static_cast<size_t>(config.dma.engines);
   queues_.init(isa::kNumQueues,
-               [depth](const char* n, size_t) { return new sc_core::sc_fifo<Dispatch>(n, depth); });
+               [depth](const char* n, size_t) { return new BoundedQueue<Dispatch>(n, depth); });
   load_descriptors_.init(engines,
-                         [ddepth](const char* n, size_t) { return new sc_core::sc_fifo<Descriptor>(n, ddepth); });
+                         [ddepth](const char* n, size_t) { return new BoundedQueue<Descriptor>(n, ddepth); });
   store_descriptors_.init(engines,
-                          [ddepth](const char* n, size_t) { return new sc_core::sc_fifo<Descriptor>(n, ddepth); });
+                          [ddepth](const char* n, size_t) { return new BoundedQueue<Descriptor>(n, ddepth); });
   engines_.init(engines, [&](const char* n, size_t i) {
     return new DmaEngine(n, config.dma, sink, fab_, static_cast<int>(i));
   });
@@ -55,17 +55,17 @@ Npu::Npu(const sc_core::sc_module_name& name, const isa::NpuConfig& config, cons
   QueueUnit* units[isa::kNumQueues] = {&load_, &matrix_, &vector_, &store_, &host_};
   std::array<const QueueUnit*, isa::kNumQueues> decoders{};
   for (int q = 0; q < isa::kNumQueues; ++q) {
-    sequencer_.to_queue[q](queues_[q]);
-    units[q]->in(queues_[q]);
+    sequencer_.to_queue[q] = &queues_[q];
+    units[q]->in = &queues_[q];
     decoders[q] = units[q];
   }
   sequencer_.attach(decoders);
   std::vector<DmaEngine*> engine_ptrs;
   for (size_t e = 0; e < engines; ++e) {
-    load_.to_engine[e](load_descriptors_[e]);
-    store_.to_engine[e](store_descriptors_[e]);
-    engines_[e].from_load(load_descriptors_[e]);
-    engines_[e].from_store(store_descriptors_[e]);
+    load_.to_engine[e] = &load_descriptors_[e];
+    store_.to_engine[e] = &store_descriptors_[e];
+    engines_[e].from_load = &load_descriptors_[e];
+    engines_[e].from_store = &store_descriptors_[e];
     engines_[e].attach(&load_, &store_);
     engine_ptrs.push_back(&engines_[e]);
   }

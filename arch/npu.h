@@ -36,9 +36,9 @@ class Npu : public sc_core::sc_module {
  private:
   std::vector<std::string> unit_names_;
   Fabric fab_;
-  sc_core::sc_vector<sc_core::sc_fifo<Dispatch>> queues_;
-  sc_core::sc_vector<sc_core::sc_fifo<Descriptor>> load_descriptors_;
-  sc_core::sc_vector<sc_core::sc_fifo<Descriptor>> store_descriptors_;
+  sc_core::sc_vector<BoundedQueue<Dispatch>> queues_;
+  sc_core::sc_vector<BoundedQueue<Descriptor>> load_descriptors_;
+  sc_core::sc_vector<BoundedQueue<Descriptor>> store_descriptors_;
   Sequencer sequencer_;
   DmaQueue load_;
   SystolicArray matrix_;

@@ -27,7 +27,8 @@ std::string QueueUnit::blocked_on() const {
 
 void QueueUnit::run() {
   for (;;) {
-    const Dispatch d = in->read();
+    Dispatch d;
+    in->read(d);
     fab_.wait_until(d.ready);
     current_ = d.index;
     const int64_t mask = d.wait;

@@ -8,6 +8,7 @@
 #include <ostream>
 #include <string>
 
+#include "arch/core/bounded_queue.h"
 #include "arch/core/dispatch.h"
 #include "arch/core/fabric.h"
 
@@ -15,7 +16,7 @@ namespace npusim::arch {
 
 class QueueUnit : public sc_core::sc_module {
  public:
-  sc_core::sc_fifo_in<Dispatch> in;
+  BoundedQueue<Dispatch>* in = nullptr;  // from the sequencer
 
   SC_HAS_PROCESS(QueueUnit);
   QueueUnit(const sc_core::sc_module_name& name, Fabric& fabric, isa::Queue queue);

@@ -34,7 +34,8 @@ void DmaEngine::run() {
     // Round robin between the two descriptor queues when both have work.
     const bool take_store = from_store->num_available() > 0 && (prefer_store_ || from_load->num_available() == 0);
     prefer_store_ = !take_store;
-    const Descriptor d = take_store ? from_store->read() : from_load->read();
+    Descriptor d;
+    (take_store ? from_store : from_load)->read(d);
     busy_ = true;
     try {
       transfer(d, take_store ? *store_ : *load_);
@@ -106,7 +107,7 @@ void DmaEngine::transfer(const Descriptor& desc, DmaQueue& owner) {
 
 DmaQueue::DmaQueue(const sc_core::sc_module_name& name, const isa::DmaConfig& config, traces::Sink*, Fabric& fabric,
                    isa::Queue queue)
-    : QueueUnit(name, fabric, queue), to_engine("to_engine", static_cast<size_t>(config.engines)) {}
+    : QueueUnit(name, fabric, queue), to_engine(static_cast<size_t>(config.engines), nullptr) {}
 
 void DmaQueue::decode(const isa::Instruction& ins, Dispatch& d) const {
   const isa::timing::DmaRows rows = isa::timing::dma_rows(ins);
@@ -127,7 +128,7 @@ void DmaQueue::execute(const Dispatch& d, uint64_t) {
   for (size_t e = 1; e < engines_.size(); ++e) {
     if (engines_[e]->pending() < engines_[best]->pending()) best = e;
   }
-  auto& port = to_engine[best];
+  BoundedQueue<Descriptor>* port = to_engine[best];
   if (port->num_free() == 0) {
     const uint64_t t0 = fab_.now();
     while (port->num_free() == 0) sc_core::wait(port->data_read_event());

@@ -24,9 +24,9 @@ inline std::ostream& operator<<(std::ostream& os, const Descriptor& d) { return 
 
 class DmaEngine : public sc_core::sc_module {
  public:
-  // Descriptor queues from the load and the store queue (an sc_fifo has one writer).
-  sc_core::sc_fifo_in<Descriptor> from_load;
-  sc_core::sc_fifo_in<Descriptor> from_store;
+  // Descriptor queues from the load and the store queue (a queue has one writer).
+  BoundedQueue<Descriptor>* from_load = nullptr;
+  BoundedQueue<Descriptor>* from_store = nullptr;
 
   SC_HAS_PROCESS(DmaEngine);
   DmaEngine(const sc_core::sc_module_name& name, const isa::DmaConfig& config, traces::Sink* sink, Fabric& fabric,
@@ -70,7 +70,7 @@ class DmaEngine : public sc_core::sc_module {
 // The load or the store queue's front end.
 class DmaQueue : public QueueUnit {
  public:
-  sc_core::sc_vector<sc_core::sc_fifo_out<Descriptor>> to_engine;  // one per engine
+  std::vector<BoundedQueue<Descriptor>*> to_engine;  // one per engine
 
   SC_HAS_PROCESS(DmaQueue);
   DmaQueue(const sc_core::sc_module_name& name, const isa::DmaConfig& config, traces::Sink* sink, Fabric& fabric,

@@ -9,7 +9,6 @@ using isa::Opcode;
 Sequencer::Sequencer(const sc_core::sc_module_name& name, const isa::SequencerConfig& config, traces::Sink*,
                      Fabric& fabric, std::function<void(double)> progress)
     : sc_core::sc_module(name),
-      to_queue("to_queue", isa::kNumQueues),
       config_(config),
       fab_(fabric),
       progress_(std::move(progress)) {
@@ -75,7 +74,7 @@ void Sequencer::run() {
       fab_.fail(e.what());
       return;
     }
-    auto& out = to_queue[q];
+    BoundedQueue<Dispatch>* out = to_queue[q];
     if (out->num_free() == 0) {
       blocked_index_ = static_cast<int64_t>(i);
       while (out->num_free() == 0) sc_core::wait(out->data_read_event());

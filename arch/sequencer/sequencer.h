@@ -19,7 +19,7 @@ namespace npusim::arch {
 
 class Sequencer : public sc_core::sc_module {
  public:
-  sc_core::sc_vector<sc_core::sc_fifo_out<Dispatch>> to_queue;  // indexed by isa::Queue
+  std::array<BoundedQueue<Dispatch>*, isa::kNumQueues> to_queue{};  // indexed by isa::Queue
 
   SC_HAS_PROCESS(Sequencer);
   Sequencer(const sc_core::sc_module_name& name, const isa::SequencerConfig& config, traces::Sink* sink,

@@ -1,0 +1,62 @@
+#pragma once
+// A bounded FIFO channel between two processes with sc_fifo's exact semantics -- a value written in
+// one delta cycle is readable from the next, room freed by a read shows from the next, and the
+// read/written events are notified in the update phase in the same order -- so that replacing
+// sc_fifo changes no simulated cycle. It is called directly (no port, no virtual interface) and
+// moves its ring indices without a divide: the queues carry every instruction, twice for DMA.
+#include <systemc>
+
+#include <vector>
+
+namespace npusim::arch {
+
+template <class T>
+class BoundedQueue : public sc_core::sc_prim_channel {
+ public:
+  BoundedQueue(const char* name, int size)
+      : sc_core::sc_prim_channel(name), buf_(static_cast<size_t>(size > 0 ? size : 1)), size_(size > 0 ? size : 1),
+        free_(size_) {}
+
+  // Blocking read and write (wait on the other side's event while empty or full).
+  void read(T& out) {
+    while (num_available() == 0) sc_core::wait(written_);
+    out = buf_[static_cast<size_t>(ri_)];
+    if (++ri_ == size_) ri_ = 0;
+    ++free_;
+    ++num_read_;
+    request_update();
+  }
+  void write(const T& v) {
+    while (num_free() == 0) sc_core::wait(read_);
+    buf_[static_cast<size_t>(wi_)] = v;
+    if (++wi_ == size_) wi_ = 0;
+    --free_;
+    ++num_written_;
+    request_update();
+  }
+  int num_available() const { return num_readable_ - num_read_; }
+  int num_free() const { return size_ - num_readable_ - num_written_; }
+  const sc_core::sc_event& data_read_event() const { return read_; }
+  const sc_core::sc_event& data_written_event() const { return written_; }
+
+ protected:
+  void update() override {
+    if (num_read_ > 0) read_.notify(sc_core::SC_ZERO_TIME);
+    if (num_written_ > 0) written_.notify(sc_core::SC_ZERO_TIME);
+    num_readable_ = size_ - free_;
+    num_read_ = 0;
+    num_written_ = 0;
+  }
+
+ private:
+  std::vector<T> buf_;
+  int size_;
+  int free_;
+  int ri_ = 0, wi_ = 0;
+  int num_readable_ = 0;  // values readable in this delta cycle
+  int num_read_ = 0;      // read in this delta cycle
+  int num_written_ = 0;   // written in this delta cycle
+  sc_core::sc_event read_, written_;
+};
+
+}  // namespace npusim::arch
