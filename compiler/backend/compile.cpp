@@ -11,6 +11,7 @@
 #include <numeric>
 
 #include "compiler/backend/context.h"
+#include "compiler/backend/int8.h"
 #include "compiler/backend/movement.h"
 #include "compiler/passes/lowered.h"
 #include "isa/machine/spec_text.h"
@@ -113,14 +114,14 @@ void lower_host(Context& c, const Node& n, const std::string& reason) {
       continue;
     }
     const DramTensor& t = c.tensor(s);
-    info.inputs.push_back({s, t.addr, t.shape, t.layout, storage_dtype(v, c.act), v.dtype});
+    info.inputs.push_back({s, t.addr, t.shape, t.layout, t.dtype, v.dtype});
     reads.push_back(t.range());
     in_bytes += static_cast<int64_t>(t.bytes);
   }
   for (const auto& s : n.outputs) {
     if (s.empty() || !c.tensors.count(s)) continue;
     const DramTensor& t = c.tensor(s);
-    info.outputs.push_back({s, t.addr, t.shape, t.layout, storage_dtype(c.g.value(s), c.act), c.g.value(s).dtype});
+    info.outputs.push_back({s, t.addr, t.shape, t.layout, t.dtype, c.g.value(s).dtype});
     writes.push_back(t.range());
     out_bytes += static_cast<int64_t>(t.bytes);
   }
@@ -152,7 +153,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     throw std::invalid_argument(fmt::format("compile: precision {} is not supported (fp32, fp16, bf16)",
                                             isa::kDTypeNames[static_cast<size_t>(options.precision)]));
   }
-  if (config.systolic_array.rate(options.precision) <= 0) {
+  if (!options.plan && config.systolic_array.rate(options.precision) <= 0) {
     throw CompileError(fmt::format("the systolic array has no {} MACs (systolic_array.{}_rate is 0)",
                                    isa::kDTypeNames[static_cast<size_t>(options.precision)],
                                    isa::kDTypeNames[static_cast<size_t>(options.precision)]));
@@ -197,6 +198,17 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
   for (const auto& out : g.outputs) {
     if (!g.value(out).is_constant()) touch(out, kEnd);
   }
+  // # int8: per-value storage formats of a precision plan (backend/int8.h).
+  std::map<std::string, isa::DType> planned;
+  if (options.plan) {
+    std::map<std::string, std::string> roots;
+    for (const auto& [v, r] : root) roots[v] = find_root(v);
+    planned = backend::planned_storage(g, *options.plan, roots);
+  }
+  auto value_dtype = [&](const std::string& name) {
+    auto it = planned.find(name);
+    return it != planned.end() ? it->second : storage_dtype(g.value(name), c.act);
+  };
   uint64_t no_reuse = 0;
   for (auto& [name, b] : bufs) {
     const Value& v = g.value(name);
@@ -204,7 +216,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
       throw CompileError(fmt::format("value '{}' has no static shape; bind dynamic dimensions with --input-shape", name));
     }
     b.bytes = static_cast<uint64_t>(std::max<int64_t>(1, num_elements(v.shape))) *
-              static_cast<uint64_t>(isa::dtype_bytes(storage_dtype(v, c.act)));
+              static_cast<uint64_t>(isa::dtype_bytes(value_dtype(name)));
     no_reuse += c.align(b.bytes);
   }
   std::vector<Buf> list;
@@ -219,9 +231,9 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     t.shape = v.shape;
     t.layout = v.layout;
     t.phys = backend::physical(v.shape, v.layout);
-    t.dtype = storage_dtype(v, c.act);
+    t.dtype = value_dtype(name);
     t.bytes = static_cast<uint64_t>(std::max<int64_t>(1, num_elements(v.shape))) *
-              static_cast<uint64_t>(isa::dtype_bytes(storage_dtype(v, c.act)));
+              static_cast<uint64_t>(isa::dtype_bytes(t.dtype));
     return t;
   };
   for (const auto& in : g.inputs) {
@@ -264,19 +276,25 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
         plan.mapping = "alias; mask written as a fill of ones";
         plan.instructions = c.em.size() - before;
       }
-    } else if (plan.placement == "host") {
+    } else if (plan.placement == "host" && !options.plan) {
       lower_host(c, n, "placed on the host by the op table");
+    } else if (plan.placement == "host") {
+      backend::PlanScope scope(c, n, plan.placement);  // # int8: conversions around the node
+      lower_host(c, n, "placed on the host by the op table");
+      scope.finish();
     } else {
+      backend::PlanScope scope(c, n, plan.placement);  // # int8: conversions around the node, no-op without a plan
+      const int64_t lowering_from = c.em.size();
       std::string why;
       bool ok = false;
       if (plan.placement == "matrix") {
-        ok = backend::lower_matrix(c, n);
+        ok = scope.int8_matrix() ? backend::lower_matrix_int8(c, n) : backend::lower_matrix(c, n);
         if (!ok) why = "matrix op form not mapped by the back end";
       } else {
         ok = backend::lower_vector(c, n, &why);
       }
       if (!ok) {
-        if (c.em.size() != before) throw std::logic_error("backend: a lowering emitted code and then gave up");
+        if (c.em.size() != lowering_from) throw std::logic_error("backend: a lowering emitted code and then gave up");
         plan.placement = "host";
         lower_host(c, n, why.empty() ? "not mapped by the back end" : why);
       } else {
@@ -297,6 +315,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
           plan.est_cycles = static_cast<int64_t>(std::max(vec, dma));
         }
       }
+      scope.finish();
     }
     c.em.collapse_sram();
     result.layers.push_back(plan);
@@ -309,7 +328,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     isa::TensorBinding b;
     b.name = name;
     b.role = role;
-    b.dtype = storage_dtype(v, c.act);
+    b.dtype = v.is_constant() ? storage_dtype(v, c.act) : c.tensor(name).dtype;
     if (v.is_constant()) {
       if (b.dtype == isa::DType::kInt32) {
         // Integer and bool constants are bound as int32: write them as such.
@@ -343,6 +362,9 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
   }
   for (const auto& out : g.outputs) bind(out, isa::TensorBinding::Role::kOutput);
 
+  for (const auto& [name, t] : c.tensors) {
+    result.values.push_back({name, t.addr, t.shape, t.layout, t.dtype, g.value(name).dtype});
+  }
   uint64_t wbytes = 0;
   for (const auto& d : prog.data) wbytes += d.bytes.size();
   result.memory.weight_bytes = wbytes;

@@ -22,6 +22,10 @@
 
 namespace npusim::compiler {
 
+namespace quant {
+struct PrecisionPlan;
+}
+
 // A layer the back end cannot map (e.g. a tile that does not fit the SRAM even at its smallest).
 class CompileError : public std::runtime_error {
  public:
@@ -31,6 +35,10 @@ class CompileError : public std::runtime_error {
 struct CompileOptions {
   // Whole-model precision of matrix and vector ops and of activations in DRAM: fp32, fp16 or bf16.
   isa::DType precision = isa::DType::kFp32;
+  // Per-layer precision (compiler/quant/precision.h is the contract; back end: backend/int8.h). When
+  // set, each node runs in its plan precision, activations are stored in their producer's format
+  // (int8 codes between int8 layers) and `precision` is only the format of graph inputs/outputs.
+  const quant::PrecisionPlan* plan = nullptr;
 };
 
 // What the mapper chose for one node.
@@ -101,6 +109,9 @@ struct CompileResult {
   std::vector<Fallback> fallbacks;
   std::vector<HostCallInfo> host_calls;
   std::vector<InsertedTranspose> transposes;
+  // Where every runtime value lives (address, layout, storage dtype: int8/uint8 codes under an int8
+  // plan), for tests that read intermediate tensors from a functional run.
+  std::vector<HostTensor> values;
   double compile_seconds = 0;
 };
 

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <yaml-cpp/yaml.h>
+
 #include <boost/program_options.hpp>
 #include <fstream>
 #include <functional>
@@ -17,6 +19,8 @@
 #include "compiler/backend/compile.h"
 #include "compiler/import/import.h"
 #include "compiler/ops/op_table.h"
+#include "compiler/quant/accuracy.h"
+#include "compiler/quant/calibration.h"
 #include "isa/assembly.h"
 #include "isa/machine/spec_text.h"
 #include "isa/program.h"
@@ -145,9 +149,15 @@ std::unique_ptr<std::ofstream> open_output(const std::string& path) {
 }
 
 // Simulates `program` and writes whatever the options ask for.
+// What a run adds to the report beyond the simulation: extra JSON sections and text after the summary.
+struct ReportExtras {
+  std::vector<std::pair<std::string, std::string>> sections;
+  std::string text;
+};
+
 int simulate_and_report(Context& ctx, const CommonOptions& o, const isa::Program& program,
                         const isa::NpuConfig& config, const CompiledModel* compiled = nullptr,
-                        const FunctionalIo& io = {}) {
+                        const FunctionalIo& io = {}, const ReportExtras* extras = nullptr) {
   auto trace_json = open_output(o.trace);
   auto trace_csv = open_output(o.trace_csv);
   std::unique_ptr<traces::ChromeTraceSink> json_sink;
@@ -191,12 +201,16 @@ int simulate_and_report(Context& ctx, const CommonOptions& o, const isa::Program
   if (bar) ctx.err << "\r" << std::string(24, ' ') << "\r";
   if (sink) sink->finish();
   if (compiled) attach_compile_info(compiled->result, report);
+  if (extras) {
+    for (const auto& sec : extras->sections) report.sections.push_back(sec);
+  }
   if (!o.report.empty()) {
     auto f = open_output(o.report);
     traces::write_report_json(report, *f);
     if (!f->flush()) throw InputError(fmt::format("cannot write '{}'", o.report));
   }
   if (!o.quiet) ctx.out << traces::summary_text(report);
+  if (!o.quiet && extras) ctx.out << extras->text;
   return kExitOk;
 }
 
@@ -291,7 +305,14 @@ int cmd_exec(Context& ctx, const Command& cmd) {
 // Options of commands that compile a model.
 struct ModelCliOptions {
   std::vector<std::string> input_shapes;
-  std::string precision = "fp32";
+  std::string precision = "auto";
+  std::vector<std::string> overrides;  // --precision-override, each "KEY=PREC,KEY=PREC"
+  std::string precision_file;
+  std::string calibration_dir;
+  int calibration_samples = 32;
+  std::string calibration_method = "entropy";
+  std::string weights = "per-channel";
+  std::string activations = "asymmetric";
   bool verbose = false;
 };
 
@@ -299,26 +320,187 @@ po::options_description model_options(ModelCliOptions& m) {
   po::options_description d("Model");
   d.add_options()("input-shape", po::value(&m.input_shapes)->composing()->value_name("NAME=1x3x224x224"),
                   "bind a model input's dynamic dimensions (repeatable)")(
-      "precision", po::value(&m.precision)->value_name("P"), "precision of the whole model: fp32, fp16 or bf16")(
       "verbose,v", po::bool_switch(&m.verbose), "print the graph after import and after every pass, and the mapping");
   return d;
 }
 
-ModelOptions to_model_options(const ModelCliOptions& m) {
+po::options_description precision_options(ModelCliOptions& m) {
+  po::options_description d("Precision and quantization (docs/quantization.md)");
+  d.add_options()("precision", po::value(&m.precision)->value_name("P"),
+                  "whole-model precision: fp32, fp16, bf16, int8, or auto (default: fp32 when the array has fp32 "
+                  "MACs, else bf16, else fp16, else int8)")(
+      "precision-override", po::value(&m.overrides)->composing()->value_name("KEY=P,..."),
+      "per-layer precision by ONNX node name or op type, e.g. conv1=fp16,Softmax=fp32 (repeatable; later wins)")(
+      "precision-file", po::value(&m.precision_file)->value_name("FILE.yaml"),
+      "per-layer overrides in YAML: a mapping KEY: P, a list of one-key maps, or {overrides: ...}")(
+      "calibration", po::value(&m.calibration_dir)->value_name("DIR"),
+      "int8 calibration inputs: one .npy/.pb per sample, or one folder per sample (default: synthetic)")(
+      "calibration-samples", po::value(&m.calibration_samples)->value_name("N"),
+      "calibration samples read from DIR (0 = all) or generated: seeded N(0,1) inputs, flagged in the report "
+      "(default 32)")(
+      "calibration-method", po::value(&m.calibration_method)->value_name("M"), "minmax, percentile or entropy (default)")(
+      "weights", po::value(&m.weights)->value_name("G"), "int8 weight scales: per-channel (default) or per-tensor")(
+      "activations", po::value(&m.activations)->value_name("S"),
+      "int8 activations: asymmetric (uint8 with a zero point, default) or symmetric (int8, zero point 0)");
+  return d;
+}
+
+// --precision-file: YAML mapping KEY: P, a list of one-key maps or of "KEY=P" strings, optionally under
+// a top-level `overrides:` key. Everything else is an error naming the file and line.
+std::vector<compiler::quant::PrecisionOverride> read_precision_file(const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    throw InputError(fmt::format("cannot open '{}'", path));
+  } catch (const YAML::Exception& e) {
+    throw InputError(fmt::format("{}:{}:{}: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+  if (root.IsMap() && root["overrides"]) root = root["overrides"];
+  std::vector<compiler::quant::PrecisionOverride> out;
+  auto bad = [&](const YAML::Node& n, const std::string& what) {
+    return InputError(fmt::format("{}:{}:{}: {}", path, n.Mark().line + 1, n.Mark().column + 1, what));
+  };
+  auto add = [&](const YAML::Node& key, const YAML::Node& value) {
+    if (!key.IsScalar() || !value.IsScalar()) throw bad(key, "expected KEY: PRECISION");
+    try {
+      out.push_back({key.as<std::string>(), compiler::quant::parse_precision(value.as<std::string>())});
+    } catch (const compiler::quant::PrecisionError& e) {
+      throw bad(value, fmt::format("{}: {}", key.as<std::string>(), e.what()));
+    }
+  };
+  if (root.IsNull()) return out;
+  if (root.IsMap()) {
+    for (const auto& kv : root) add(kv.first, kv.second);
+  } else if (root.IsSequence()) {
+    for (const auto& e : root) {
+      if (e.IsMap() && e.size() == 1) {
+        add(e.begin()->first, e.begin()->second);
+      } else if (e.IsScalar()) {
+        try {
+          for (const auto& o : compiler::quant::parse_overrides(e.as<std::string>())) out.push_back(o);
+        } catch (const compiler::quant::PrecisionError& err) {
+          throw bad(e, err.what());
+        }
+      } else {
+        throw bad(e, "expected KEY: PRECISION or \"KEY=PRECISION\"");
+      }
+    }
+  } else {
+    throw bad(root, "expected a mapping of KEY: PRECISION or a list of them");
+  }
+  return out;
+}
+
+compiler::quant::Precision auto_precision(const isa::NpuConfig& config) {
+  using compiler::quant::Precision;
+  const auto& a = config.systolic_array;
+  if (a.rate(isa::DType::kFp32) > 0) return Precision::kFp32;
+  if (a.rate(isa::DType::kBf16) > 0) return Precision::kBf16;
+  if (a.rate(isa::DType::kFp16) > 0) return Precision::kFp16;
+  return Precision::kInt8;
+}
+
+ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& config) {
+  namespace q = compiler::quant;
   ModelOptions o;
   o.input_shapes = m.input_shapes;
-  if (m.precision == "fp32") {
-    o.precision = isa::DType::kFp32;
-  } else if (m.precision == "fp16") {
-    o.precision = isa::DType::kFp16;
-  } else if (m.precision == "bf16") {
-    o.precision = isa::DType::kBf16;
-  } else if (m.precision == "int8") {
-    throw UsageError("--precision int8 needs INT8 quantization, which has not landed yet; use fp32, fp16 or bf16");
-  } else {
-    throw UsageError(fmt::format("--precision '{}' is not one of fp32, fp16, bf16", m.precision));
+  q::PlanRequest& r = o.plan;
+  try {
+    r.spec.model = m.precision == "auto" ? auto_precision(config) : q::parse_precision(m.precision);
+  } catch (const q::PrecisionError&) {
+    throw UsageError(fmt::format("--precision '{}' is not one of fp32, fp16, bf16, int8, auto", m.precision));
   }
+  if (!m.precision_file.empty()) r.spec.overrides = read_precision_file(m.precision_file);
+  for (const std::string& text : m.overrides) {
+    try {
+      for (const auto& ov : q::parse_overrides(text)) r.spec.overrides.push_back(ov);
+    } catch (const q::PrecisionError& e) {
+      throw UsageError(fmt::format("--precision-override: {}", e.what()));
+    }
+  }
+  try {
+    r.quant.calibration.method = q::parse_calibration_method(m.calibration_method);
+  } catch (const std::exception&) {
+    throw UsageError(fmt::format("--calibration-method '{}' is not one of minmax, percentile, entropy",
+                                 m.calibration_method));
+  }
+  if (m.weights != "per-channel" && m.weights != "per-tensor") {
+    throw UsageError(fmt::format("--weights '{}' is not one of per-channel, per-tensor", m.weights));
+  }
+  r.quant.per_channel = m.weights == "per-channel";
+  if (m.activations != "asymmetric" && m.activations != "symmetric") {
+    throw UsageError(fmt::format("--activations '{}' is not one of asymmetric, symmetric", m.activations));
+  }
+  r.quant.symmetric_activations = m.activations == "symmetric";
+  if (m.calibration_samples < 0) throw UsageError("--calibration-samples must be >= 0");
+  if (m.calibration_samples == 0 && m.calibration_dir.empty()) {
+    throw UsageError("--calibration-samples 0 (all) needs --calibration DIR");
+  }
+  r.calibration_dir = m.calibration_dir;
+  r.calibration_count = m.calibration_samples;
   return o;
+}
+
+// --accuracy and --advise-sqnr.
+struct AccuracyCliOptions {
+  bool accuracy = false;
+  double threshold_db = 20.0;
+  int samples = 4;
+  std::optional<double> advise_sqnr;
+};
+
+po::options_description accuracy_options(AccuracyCliOptions& a) {
+  po::options_description d("Accuracy (the quantized reference against the FP32 reference, docs/quantization.md)");
+  d.add_options()("accuracy", po::bool_switch(&a.accuracy),
+                  "add the per-layer accuracy report (SQNR, cosine, max error, first bad layer, weight outliers) to "
+                  "the report's `accuracy` section and print a summary")(
+      "accuracy-threshold", po::value(&a.threshold_db)->value_name("DB"),
+      "first_bad_layer: the first layer whose SQNR is below DB (default 20)")(
+      "accuracy-samples", po::value(&a.samples)->value_name("N"),
+      "evaluation inputs: N seeded synthetic inputs (other seeds than calibration), or the first N of "
+      "--calibration DIR (default 4)")(
+      "advise-sqnr", po::value<double>()->value_name("DB")->notifier([&a](double v) { a.advise_sqnr = v; }),
+      "find the layers to keep in fp16 so the output SQNR reaches DB at the lowest simulated latency, and print "
+      "them as a --precision-override list");
+  return d;
+}
+
+void accuracy_report(Context& /*ctx*/, const CompiledModel& cm, const isa::NpuConfig& config, const ModelCliOptions& m,
+                     const AccuracyCliOptions& a, uint32_t seed, ReportExtras& extras) {
+  namespace q = compiler::quant;
+  if (a.samples < 1) throw UsageError("--accuracy-samples must be >= 1");
+  std::vector<q::Sample> samples;
+  try {
+    samples = m.calibration_dir.empty() ? q::synthetic_samples(cm.lowered, a.samples, seed + 1000)
+                                        : q::load_samples(cm.lowered, m.calibration_dir, a.samples);
+  } catch (const q::CalibrationError& e) {
+    throw InputError(e.what());
+  }
+  q::AccuracyOptions opt;
+  opt.bad_layer_sqnr_db = a.threshold_db;
+  q::AccuracyReport r = q::evaluate_accuracy(cm.lowered, cm.plan, samples, opt);
+  r.evaluation_synthetic = m.calibration_dir.empty();
+  if (a.advise_sqnr) {
+    if (!cm.plan.has_int8()) throw UsageError("--advise-sqnr needs int8 layers (--precision int8)");
+    // Cost of a plan: compile it and simulate it (timing only).
+    q::PlanCost cost = [&](const q::PrecisionPlan& p) {
+      const compiler::CompileResult res = compile_with_plan(cm.lowered, config, p);
+      return static_cast<double>(arch::simulate(res.program, config, {}).total_cycles);
+    };
+    r.advice = q::advise_mixed_precision(cm.lowered, cm.plan, samples, *a.advise_sqnr, cost);
+  }
+  if (a.accuracy || a.advise_sqnr) extras.sections.emplace_back("accuracy", q::accuracy_json(r));
+  extras.text += q::accuracy_summary(r);
+  if (r.advice) {
+    const q::MixedPrecisionAdvice& adv = *r.advice;
+    extras.text += fmt::format(
+        "mixed-precision advice (target {:.1f} dB): {} {:.2f} dB with {} layer(s) in fp16, {:.0f} cycles "
+        "(int8 as planned: {:.0f})\n",
+        adv.target_sqnr_db, adv.met ? "met," : "NOT met, best", adv.achieved_sqnr_db, adv.layers.size(), adv.cost,
+        adv.cost_int8);
+    extras.text += fmt::format("  --precision-override '{}'\n", adv.overrides);
+  }
 }
 
 bool is_program_file(const std::string& path) {
@@ -328,10 +510,17 @@ bool is_program_file(const std::string& path) {
 // Compiles `spec`, mapping the compiler's errors onto the CLI's exit codes.
 CompiledModel compile_or_throw(Context& ctx, const std::string& spec, const isa::NpuConfig& config,
                                const ModelCliOptions& m) {
-  const ModelOptions options = to_model_options(m);
+  const ModelOptions options = to_model_options(m, config);
   try {
-    return compile_model(spec, config, options, m.verbose ? &ctx.out : nullptr);
+    CompiledModel cm = compile_model(spec, config, options, m.verbose ? &ctx.out : nullptr);
+    if (!m.verbose) return cm;
+    ctx.out << "precision plan: " << compiler::quant::plan_summary(cm.plan) << "\n";
+    return cm;
   } catch (const compiler::ModelError& e) {
+    throw InputError(e.what());
+  } catch (const compiler::quant::PrecisionError& e) {
+    throw UsageError(e.what());
+  } catch (const compiler::quant::CalibrationError& e) {
     throw InputError(e.what());
   } catch (const compiler::CompileError& e) {
     throw RunError(e.what());
@@ -345,7 +534,10 @@ int cmd_run(Context& ctx, const Command& cmd) {
   std::string model;
   po::options_description d = config_options(o);
   d.add(model_options(m));
+  d.add(precision_options(m));
   d.add(output_options(o));
+  AccuracyCliOptions acc;
+  d.add(accuracy_options(acc));
   po::options_description f("Functional runs");
   f.add_options()("inputs", po::value(&io.inputs_dir)->value_name("DIR"),
                   "read each model input from DIR/NAME.npy or DIR/NAME.pb (default: seeded random inputs)")(
@@ -371,7 +563,9 @@ int cmd_run(Context& ctx, const Command& cmd) {
   }
   const CompiledModel compiled = compile_or_throw(ctx, model, config, m);
   if (m.verbose) ctx.out << compiler::compile_summary(compiled.result) << "\n";
-  return simulate_and_report(ctx, o, compiled.result.program, config, &compiled, io);
+  ReportExtras extras;
+  if (acc.accuracy || acc.advise_sqnr) accuracy_report(ctx, compiled, config, m, acc, io.seed, extras);
+  return simulate_and_report(ctx, o, compiled.result.program, config, &compiled, io, &extras);
 }
 
 int cmd_compile(Context& ctx, const Command& cmd) {
@@ -381,6 +575,7 @@ int cmd_compile(Context& ctx, const Command& cmd) {
   bool quiet = false;
   po::options_description d = config_options(o);
   d.add(model_options(m));
+  d.add(precision_options(m));
   d.add_options()("model", po::value(&model)->value_name("MODEL"),
                   "an ONNX model, a SCALE-Sim topology (.csv) or a micro-model")(
       "output,o", po::value(&output)->value_name("PROG.npu"), "program file to write")(

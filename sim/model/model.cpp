@@ -34,6 +34,7 @@ CompiledModel compile_model(const std::string& spec, const isa::NpuConfig& confi
   for (const std::string& s : options.input_shapes) import.input_shapes.insert(compiler::parse_input_shape(s));
   CompiledModel m;
   m.lowered = compiler::load_model(spec, import);
+  m.imported = m.lowered;
   compiler::PassManager::Observer observer;
   if (verbose) {
     *verbose << "== imported\n" << compiler::to_string(m.lowered) << "\n";
@@ -42,10 +43,26 @@ CompiledModel compile_model(const std::string& spec, const isa::NpuConfig& confi
     };
   }
   compiler::lower(m.lowered, {}, observer);
-  compiler::CompileOptions copt;
-  copt.precision = options.precision;
-  m.result = compiler::compile(m.lowered, config, copt);
+  m.plan = compiler::quant::build_plan(m.lowered, options.plan, &m.imported);
+  m.result = compile_with_plan(m.lowered, config, m.plan);
   return m;
+}
+
+compiler::CompileResult compile_with_plan(const compiler::Graph& lowered, const isa::NpuConfig& config,
+                                          const compiler::quant::PrecisionPlan& plan) {
+  using compiler::quant::Precision;
+  bool uniform = true;
+  for (const auto& [name, np] : plan.nodes) uniform &= np.effective == plan.model;
+  compiler::CompileOptions copt;
+  if (uniform && plan.model != Precision::kInt8) {
+    copt.precision = compiler::quant::to_dtype(plan.model);
+  } else {
+    // Mixed or int8: activations between layers take each producer's format; float work that the
+    // plan leaves in fp32 runs at the model's float default (fp32 when the array has fp32 MACs).
+    copt.precision = isa::DType::kFp32;
+    copt.plan = &plan;
+  }
+  return compiler::compile(lowered, config, copt);
 }
 
 void attach_compile_info(const compiler::CompileResult& result, traces::Report& report) {

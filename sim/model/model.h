@@ -9,6 +9,7 @@
 #include "arch/simulate.h"
 #include "compiler/backend/compile.h"
 #include "compiler/ir/graph.h"
+#include "compiler/quant/accuracy.h"
 #include "isa/machine/config.h"
 #include "traces/report.h"
 
@@ -16,11 +17,16 @@ namespace npusim::sim {
 
 struct ModelOptions {
   std::vector<std::string> input_shapes;  // "NAME=1x3x224x224"
-  isa::DType precision = isa::DType::kFp32;
+  // Whole-model precision, per-layer overrides, int8 quantization options and calibration inputs
+  // (compiler/quant). An fp32/fp16/bf16 model without overrides compiles exactly as before the plan
+  // existed; int8 or overrides compile through the plan (per-layer dtypes, conversions between them).
+  compiler::quant::PlanRequest plan;
 };
 
 struct CompiledModel {
+  compiler::Graph imported;  // before the passes (op-type override keys, the accuracy report's names)
   compiler::Graph lowered;
+  compiler::quant::PrecisionPlan plan;
   compiler::CompileResult result;
 };
 
@@ -29,6 +35,10 @@ struct CompiledModel {
 // compiler::ModelError (the model), compiler::CompileError (the mapping).
 CompiledModel compile_model(const std::string& spec, const isa::NpuConfig& config, const ModelOptions& options,
                             std::ostream* verbose);
+
+// Compiles `lowered` for `config` under `plan` (the uniform float plans take the original path).
+compiler::CompileResult compile_with_plan(const compiler::Graph& lowered, const isa::NpuConfig& config,
+                                          const compiler::quant::PrecisionPlan& plan);
 
 // Adds the compiler's view to a simulation report: per layer its mapping (tiles, loop order, SRAM
 // bytes, estimated cycles) next to the simulated cycles, and a `compile` section (memory plan,
