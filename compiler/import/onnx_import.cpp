@@ -260,6 +260,14 @@ void bind_inputs(onnx::GraphProto& g, const std::unordered_set<std::string>& ini
                        " (inputs: " + list + ")");
     }
   }
+  if (options.batch > 0) {
+    // The exporter's recorded shapes carry its own batch; drop them so shape inference recomputes
+    // every shape from the rebound inputs instead of reporting a conflict.
+    g.clear_value_info();
+    for (auto& out : *g.mutable_output()) {
+      if (out.type().has_tensor_type()) out.mutable_type()->mutable_tensor_type()->clear_shape();
+    }
+  }
   for (auto& in : *g.mutable_input()) {
     if (initializers.count(in.name())) continue;
     if (!in.type().has_tensor_type())
