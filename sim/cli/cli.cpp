@@ -305,6 +305,7 @@ int cmd_exec(Context& ctx, const Command& cmd) {
 // Options of commands that compile a model.
 struct ModelCliOptions {
   std::vector<std::string> input_shapes;
+  int64_t batch = 0;
   std::string precision = "auto";
   std::vector<std::string> overrides;  // --precision-override, each "KEY=PREC,KEY=PREC"
   std::string precision_file;
@@ -320,6 +321,8 @@ po::options_description model_options(ModelCliOptions& m) {
   po::options_description d("Model");
   d.add_options()("input-shape", po::value(&m.input_shapes)->composing()->value_name("NAME=1x3x224x224"),
                   "bind a model input's dynamic dimensions (repeatable)")(
+      "batch", po::value(&m.batch)->value_name("N"),
+      "set the first (batch) dimension of every model input to N; shape inference propagates it")(
       "verbose,v", po::bool_switch(&m.verbose), "print the graph after import and after every pass, and the mapping");
   return d;
 }
@@ -405,6 +408,8 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
   namespace q = compiler::quant;
   ModelOptions o;
   o.input_shapes = m.input_shapes;
+  if (m.batch < 0 || m.batch > 65536) throw UsageError(fmt::format("--batch {} is out of range (1..65536)", m.batch));
+  o.batch = m.batch;
   q::PlanRequest& r = o.plan;
   try {
     r.spec.model = m.precision == "auto" ? auto_precision(config) : q::parse_precision(m.precision);

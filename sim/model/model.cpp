@@ -32,6 +32,7 @@ CompiledModel compile_model(const std::string& spec, const isa::NpuConfig& confi
                             std::ostream* verbose) {
   compiler::ImportOptions import;
   for (const std::string& s : options.input_shapes) import.input_shapes.insert(compiler::parse_input_shape(s));
+  import.batch = options.batch;
   CompiledModel m;
   m.lowered = compiler::load_model(spec, import);
   m.imported = m.lowered;

@@ -17,6 +17,7 @@ namespace npusim::sim {
 
 struct ModelOptions {
   std::vector<std::string> input_shapes;  // "NAME=1x3x224x224"
+  int64_t batch = 0;                      // > 0: every input's first dimension (compiler::ImportOptions)
   // Whole-model precision, per-layer overrides, int8 quantization options and calibration inputs
   // (compiler/quant). An fp32/fp16/bf16 model without overrides compiles exactly as before the plan
   // existed; int8 or overrides compile through the plan (per-layer dtypes, conversions between them).

@@ -214,3 +214,18 @@ TEST(Cli, ReadmeTestCommandIsWhatCiRuns) {
 
 }  // namespace
 }  // namespace npusim::test
+
+namespace npusim::test {
+namespace {
+
+TEST(Cli, BatchOutOfRangeOrOnAFixedShapeModelIsAUsageError) {
+  CommandResult r = npusim({"run", "gemm:M=8,N=8,K=8", "--batch", "-3"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--batch"), std::string::npos) << r.err;
+  r = npusim({"run", "gemm:M=8,N=8,K=8", "--batch", "2"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--batch do not apply"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace npusim::test
