@@ -144,6 +144,29 @@ void lower_host(Context& c, const Node& n, const std::string& reason) {
   r.host_calls.push_back(std::move(info));
 }
 
+// Why the array cannot run matrix node `n` in the precision the plan gives it ("" when it can). The
+// int8 path takes Conv/Gemm/MatMul with constant weights; any other matrix node computes in the
+// plan's float format (fp32 for int8 plans), which an int8-only array (tpu-v1, gemmini) does not have.
+// Mirrors backend::PlanScope's choice, which raises the same condition as an error.
+std::string unsupported_on_array(const Context& c, const Node& n, const std::string& placement) {
+  if (placement != "matrix" || !c.options.plan) return "";
+  const quant::PrecisionPlan& plan = *c.options.plan;
+  const quant::Precision p = plan.precision_of(n.name);
+  auto layer = plan.layers.find(n.name);
+  if (p == quant::Precision::kInt8 && layer != plan.layers.end() && layer->second.weight_is_constant &&
+      (n.op_type == "Conv" || n.op_type == "Gemm" || n.op_type == "MatMul")) {
+    return "";
+  }
+  const isa::DType compute = p == quant::Precision::kFp16   ? isa::DType::kFp16
+                             : p == quant::Precision::kBf16 ? isa::DType::kBf16
+                                                            : isa::DType::kFp32;
+  if (c.config.systolic_array.rate(compute) > 0) return "";
+  const std::string_view dt = isa::kDTypeNames[static_cast<size_t>(compute)];
+  return fmt::format("the array has no {} MACs (systolic_array.{}_rate is 0) and the int8 path needs constant "
+                     "weights",
+                     dt, dt);
+}
+
 }  // namespace
 
 CompileResult compile(const Graph& g, const isa::NpuConfig& config, const CompileOptions& options) {
@@ -281,6 +304,13 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     } else if (plan.placement == "host") {
       backend::PlanScope scope(c, n, plan.placement);  // # int8: conversions around the node
       lower_host(c, n, "placed on the host by the op table");
+      scope.finish();
+    } else if (std::string unsupported = unsupported_on_array(c, n, plan.placement); !unsupported.empty()) {
+      // The array has no MACs in the precision this node would need (an int8-only part and a MatMul of
+      // two runtime operands, say): the CPU runs it, and the report shows what that costs.
+      plan.placement = "host";
+      backend::PlanScope scope(c, n, plan.placement);
+      lower_host(c, n, unsupported);
       scope.finish();
     } else {
       backend::PlanScope scope(c, n, plan.placement);  // # int8: conversions around the node, no-op without a plan

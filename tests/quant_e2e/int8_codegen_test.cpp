@@ -217,5 +217,47 @@ TEST(Int8Codegen, Int8MovesFewerBytesAndRunsAtTheInt8Rate) {
   ASSERT_GT(config.systolic_array.rate(isa::DType::kUint8), config.systolic_array.rate(isa::DType::kFp16));
 }
 
+TEST(Int8Codegen, MatMulOfTwoRuntimeOperandsFallsBackToTheHostOnAnInt8OnlyArray) {
+  // Attention's Q x K^T: no constant weights, so the int8 path does not take it and it would compute
+  // in fp32, which an int8-only array (tpu-v1, gemmini) lacks. It must run on the host, not fail.
+  Graph g;
+  g.opset = 13;
+  for (const char* in : {"a", "b"}) {
+    compiler::Value& v = g.ensure_value(in);
+    v.dtype = compiler::DataType::kFloat32;
+    v.shape = std::string(in) == "a" ? Shape{1, 8, 16} : Shape{1, 16, 8};
+    v.shape_known = true;
+    g.inputs.push_back(in);
+  }
+  compiler::Node mm;
+  mm.op_type = "MatMul";
+  mm.name = "qk";
+  mm.inputs = {"a", "b"};
+  mm.outputs = {"y"};
+  g.nodes.push_back(mm);
+  compiler::Value& y = g.ensure_value("y");
+  y.dtype = compiler::DataType::kFloat32;
+  y.shape = {1, 8, 8};
+  y.shape_known = true;
+  g.outputs.push_back("y");
+  Graph imported = g;
+  compiler::lower(g);
+  q::PlanRequest req;
+  req.spec.model = q::Precision::kInt8;
+  req.quant.calibration.method = q::CalibrationMethod::kMinMax;
+  req.calibration_count = 2;
+  const q::PrecisionPlan plan = q::build_plan(g, req, &imported);
+  isa::NpuConfig int8_only;
+  int8_only.systolic_array.fp32_rate = int8_only.systolic_array.fp16_rate = int8_only.systolic_array.bf16_rate = 0;
+  compiler::CompileOptions opt;
+  opt.plan = &plan;
+  const compiler::CompileResult r = compiler::compile(g, int8_only, opt);
+  ASSERT_EQ(r.fallbacks.size(), 1u);
+  EXPECT_EQ(r.fallbacks[0].node, "qk");
+  EXPECT_NE(r.fallbacks[0].reason.find("no fp32 MACs"), std::string::npos) << r.fallbacks[0].reason;
+  // With fp32 MACs the same node stays on the array.
+  EXPECT_TRUE(compiler::compile(g, isa::NpuConfig{}, opt).fallbacks.empty());
+}
+
 }  // namespace
 }  // namespace npusim
