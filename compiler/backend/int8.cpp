@@ -9,13 +9,11 @@
 #include <functional>
 #include <set>
 
+#include "compiler/backend/matrix_walk.h"
 #include "compiler/backend/movement.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/precision.h"
 #include "compiler/quant/quantize.h"
-#include "isa/timing/dma.h"
-#include "isa/timing/systolic.h"
-#include "isa/timing/units.h"
 
 namespace npusim::compiler::backend {
 
@@ -287,21 +285,16 @@ PlanScope::~PlanScope() {
 
 namespace {
 
-int64_t cdiv8(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
 
-struct Int8Job {
-  std::string what;
-  bool gemm = false;
-  int64_t images = 1;
-  int64_t H = 1, W = 1, C = 1, OH = 1, OW = 1, M = 1;
-  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;
-  int64_t groups = 1, cg = 1, mg = 1;
+// An int8 matrix node: the shared job plus its int8 weights, the quantization constants of its
+// epilogue and its output side.
+struct Int8Job : MatrixJob {
   DType a_dt = DType::kUint8, y_dt = DType::kUint8, r_dt = DType::kUint8;
-  int32_t a_zp = 0;
-  uint64_t a_addr = 0, y_addr = 0, r_addr = 0;
-  int64_t a_img = 0, y_img = 0;  // elements per image
-  Range a_range, y_range, r_range;
+  int32_t a_zp = 0, y_zp = 0;
+  uint64_t y_addr = 0, r_addr = 0;
+  int64_t y_img = 0;  // elements per output image
+  Range y_range, r_range;
   std::vector<int8_t> w;       // [g][kh][kw][cg][mg]
   uint64_t bias_addr = 0;      // int32 [M] (bias_folded)
   uint64_t rq_addr = 0;        // int32 pairs [M][2]
@@ -316,82 +309,30 @@ struct Int8Job {
   uint64_t k_addr = 0;  // constants: [0] residual zp, [1] y scale (fp32), [2] y zp
 };
 
-struct Tile8 {
-  int64_t gb = 1, toh = 1, tow = 1, tc = 1, tn = 1;
-  bool spatial_outer = true;
-  double est = 1e300, compute = 0, dma = 0;
-  int64_t in_bytes = 0, w_bytes = 0, acc_bytes = 0;
-};
-
-std::vector<int64_t> tile_candidates(int64_t extent, int64_t granule, size_t max_count) {
-  std::set<int64_t> s;
-  for (int64_t d = 1; d <= extent; d *= 2) s.insert(cdiv8(extent, d));
-  for (int64_t g = std::max<int64_t>(1, granule); g < extent; g *= 2) s.insert(g);
-  s.insert(1);
-  std::vector<int64_t> v(s.rbegin(), s.rend());
-  if (v.size() > max_count) {
-    std::vector<int64_t> k;
-    for (size_t i = 0; i < max_count; ++i) {
-      const size_t at = i * (v.size() - 1) / (max_count - 1);
-      if (k.empty() || k.back() != v[at]) k.push_back(v[at]);
-    }
-    v = k;
-  }
-  return v;
-}
-
-std::vector<std::pair<int64_t, int64_t>> split(int64_t extent, int64_t tile) {
-  std::vector<std::pair<int64_t, int64_t>> r;
-  if (extent / tile > 0) r.push_back({tile, extent / tile});
-  if (extent % tile) r.push_back({extent % tile, 1});
-  return r;
-}
-
-class Int8Mapper {
+// Codes as operands (A's dtype, int8 weights, halo = A's zero point), int32 sums, and the integer
+// epilogue: + bias_folded, the rescaled residual, REQUANTIZE and the clamp (or the float epilogue).
+class Int8Strategy : public MatrixStrategy {
  public:
-  Int8Mapper(Context& c, const Int8Job& j) : c_(c), j_(j) {}
+  Int8Strategy(Context& c, const Int8Job& j) : c_(c), j_(j) {
+    ops.a = j.a_dt;
+    ops.w = DType::kInt8;
+    ops.y = j.y_dt;
+    ops.tile_read = j.residual;
+    ops.r = j.r_dt;
+    // Padding is the input's zero point: (pad - zp) * w = 0, as the quantized reference assumes.
+    ops.pad = j.a_zp;
+  }
 
-  int64_t in_rows(int64_t toh) const { return (toh - 1) * j_.sh + (j_.kh - 1) * j_.dh + 1; }
-  int64_t in_cols(int64_t tow) const { return (tow - 1) * j_.sw + (j_.kw - 1) * j_.dw + 1; }
-
-  // Accumulator slot layout of one ping-pong side: C (int32), bias, requant pairs, residual (int32),
-  // residual pairs, acc_scale.
-  int64_t acc_side(int64_t p, int64_t tn) const {
+  // Accumulator: 64 bytes of constants, then per ping-pong side C (int32), bias, requant pairs,
+  // residual (int32), residual pairs, acc_scale.
+  int64_t acc_bytes(int64_t p, int64_t tn) const override {
     int64_t b = round64(p * tn * 4) + round64(tn * 4) + round64(tn * 8);
     if (j_.residual) b += round64(p * tn * 4) + round64(tn * 8);
     if (j_.float_epi) b += round64(tn * 4);
-    return b;
+    return 64 + 2 * b;
   }
-  void slot_bytes(Tile8& t) const {
-    t.in_bytes = 2 * round64(in_rows(t.toh) * in_cols(t.tow) * t.tc);
-    t.w_bytes = 2 * round64(j_.kh * j_.kw * t.tc * t.tn);
-    t.acc_bytes = 64 + 2 * acc_side(t.toh * t.tow, t.tn);
-  }
-  bool fits(const Tile8& t) const {
-    return t.in_bytes <= c_.capacity(Buffer::kInput) && t.w_bytes <= c_.capacity(Buffer::kWeight) &&
-           t.acc_bytes <= c_.capacity(Buffer::kAccumulator);
-  }
-  double dma_cycles(int64_t s0, int64_t s1, int64_t s2, int64_t st1, int64_t st2, DType t) const {
-    const std::array<int64_t, 6> key = {s0, s1, s2, st1, st2, static_cast<int64_t>(t)};
-    auto it = memo_.find(key);
-    if (it != memo_.end()) return it->second;
-    isa::Instruction i;
-    i.opcode = isa::Opcode::kLoad;
-    i.set(isa::Field::kDtype, static_cast<int64_t>(t)).set(isa::Field::kDramAddr, 0);
-    i.set(isa::Field::kSize0, s0).set(isa::Field::kSize1, s1).set(isa::Field::kSize2, s2).set(isa::Field::kSize3, 1);
-    i.set(isa::Field::kStride1, st1).set(isa::Field::kStride2, st2);
-    const double v = isa::timing::estimate_dma_cycles(i, c_.config);
-    memo_.emplace(key, v);
-    return v;
-  }
-  double vec_cost(int64_t elems) const {
-    isa::Instruction i;
-    i.opcode = isa::Opcode::kVec;
-    i.set(isa::Field::kVop, static_cast<int64_t>(VecOp::kAdd)).set(isa::Field::kD0, elems).set(isa::Field::kD1, 1);
-    i.set(isa::Field::kD2, 1);
-    return static_cast<double>(isa::timing::vec_cycles(i, c_.config.vector));
-  }
-  int epilogue_ops() const {
+
+  int epilogue_ops() const override {
     int ops = 2;  // bias, requantize
     if (j_.residual) ops += 3;
     if (j_.clamp) ops += 1;
@@ -399,227 +340,38 @@ class Int8Mapper {
     return ops;
   }
 
-  void estimate(Tile8& t) const {
-    const int64_t cin_b = t.gb * j_.cg, cout_b = t.gb * j_.mg, blocks = j_.groups / t.gb;
-    const auto oh = split(j_.OH, t.toh), ow = split(j_.OW, t.tow), kc = split(cin_b, t.tc), nc = split(cout_b, t.tn);
-    const int64_t ns = j_.images * cdiv8(j_.OH, t.toh) * cdiv8(j_.OW, t.tow), nn = cdiv8(cout_b, t.tn),
-                  nk = cdiv8(cin_b, t.tc);
-    const bool reuse_a = t.spatial_outer && nk == 1, reuse_b = !t.spatial_outer && nk == 1;
-    double compute = 0, vec = 0, store = 0, load_a = 0, load_b = 0, load_r = 0;
-    const double engines = static_cast<double>(std::max<int64_t>(1, c_.config.dma.engines));
-    for (auto [h, hc] : oh) {
-      for (auto [w, wc] : ow) {
-        const int64_t p = h * w;
-        const double sp = static_cast<double>(hc * wc * j_.images);
-        for (auto [k, kcnt] : kc) {
-          load_a += dma_cycles(k, in_cols(w), in_rows(h), j_.C, j_.W * j_.C, j_.a_dt) * sp * static_cast<double>(kcnt) *
-                    (reuse_a ? 1.0 : static_cast<double>(nn));
-          for (auto [n, ncnt] : nc) {
-            const auto cyc = isa::timing::gemm_cycles(c_.config.systolic_array, {p, j_.kh * j_.kw * k, n}, j_.a_dt, false);
-            compute += static_cast<double>(cyc.total) * sp * static_cast<double>(kcnt * ncnt);
-          }
-        }
-        for (auto [n, ncnt] : nc) {
-          const double tiles = sp * static_cast<double>(ncnt);
-          const double st = dma_cycles(n, w, h, j_.M, j_.OW * j_.M, j_.y_dt);
-          store += st * tiles;
-          vec += tiles * epilogue_ops() * vec_cost(p * n);
-          if (j_.residual) load_r += dma_cycles(n, w, h, j_.M, j_.OW * j_.M, j_.r_dt) * tiles;
-        }
-      }
-    }
-    for (auto [k, kcnt] : kc) {
-      for (auto [n, ncnt] : nc) {
-        load_b += dma_cycles(n, k, j_.kh * j_.kw, n, k * n, DType::kInt8) * static_cast<double>(kcnt * ncnt) *
-                  (reuse_b ? 1.0 : static_cast<double>(ns));
-      }
-    }
-    compute *= static_cast<double>(blocks);
-    const double dma = (load_a + load_b + load_r + store) * static_cast<double>(blocks) / engines;
-    vec *= static_cast<double>(blocks);
-    const double first = dma_cycles(t.tc, in_cols(t.tow), in_rows(t.toh), j_.C, j_.W * j_.C, j_.a_dt) +
-                         dma_cycles(t.tn, t.tc, j_.kh * j_.kw, t.tn, t.tc * t.tn, DType::kInt8);
-    const double last = dma_cycles(t.tn, t.tow, t.toh, j_.M, j_.OW * j_.M, j_.y_dt);
-    t.compute = compute;
-    t.dma = dma;
-    t.est = std::max({compute, dma, vec}) + first + last;
-  }
-
-  Tile8 search(int64_t* evaluated) const {
-    Tile8 best;
-    std::vector<int64_t> gbs;
-    for (int64_t d = 1; d <= j_.groups; ++d) {
-      if (j_.groups % d == 0 && (d == 1 || d * j_.cg <= 4 * c_.config.systolic_array.rows)) gbs.push_back(d);
-    }
-    if (gbs.size() > 8) {
-      std::vector<int64_t> k = {1};
-      k.insert(k.end(), gbs.end() - 7, gbs.end());
-      gbs = k;
-    }
-    const int64_t rows = c_.config.systolic_array.rows, cols = c_.config.systolic_array.cols;
-    int64_t n_eval = 0;
-    for (int64_t gb : gbs) {
-      const int64_t cin_b = gb * j_.cg, cout_b = gb * j_.mg;
-      const auto tcs = gb > 1 ? std::vector<int64_t>{cin_b}
-                              : tile_candidates(cin_b, std::max<int64_t>(1, rows / (j_.kh * j_.kw)), 8);
-      const auto tns = gb > 1 ? std::vector<int64_t>{cout_b} : tile_candidates(cout_b, cols, 8);
-      for (int64_t tc : tcs) {
-        for (int64_t tn : tns) {
-          for (int64_t toh : tile_candidates(j_.OH, 1, 8)) {
-            for (int64_t tow : tile_candidates(j_.OW, 1, 4)) {
-              if (toh * tow > 65535 || in_rows(toh) > 65535 || in_cols(tow) > 65535) continue;
-              for (int order = 0; order < 2; ++order) {
-                Tile8 t;
-                t.gb = gb, t.tc = tc, t.tn = tn, t.toh = toh, t.tow = tow, t.spatial_outer = order == 0;
-                slot_bytes(t);
-                if (!fits(t)) continue;
-                estimate(t);
-                ++n_eval;
-                if (t.est < best.est) best = t;
-              }
-            }
-          }
-        }
-      }
-    }
-    *evaluated = n_eval;
-    return best;
-  }
-
-  void generate(const Tile8& t) {
-    const int64_t cin_b = t.gb * j_.cg, cout_b = t.gb * j_.mg, blocks = j_.groups / t.gb;
-    const int64_t nk = cdiv8(cin_b, t.tc), nn = cdiv8(cout_b, t.tn);
-    SramAlloc in{Buffer::kInput}, wt{Buffer::kWeight}, acc{Buffer::kAccumulator};
-    const int64_t p_max = t.toh * t.tow;
-    uint64_t a_slot[2], b_slot[2];
-    struct Side {
-      uint64_t c = 0, bias = 0, rq = 0, r = 0, rr = 0, sc = 0;
-    } side[2];
-    for (int s = 0; s < 2; ++s) a_slot[s] = in.take(static_cast<uint64_t>(in_rows(t.toh) * in_cols(t.tow) * t.tc));
-    for (int s = 0; s < 2; ++s) b_slot[s] = wt.take(static_cast<uint64_t>(j_.kh * j_.kw * t.tc * t.tn));
-    const uint64_t kslot = acc.take(64);
+  void allocate(SramAlloc& acc, int64_t p_max, int64_t tn) override {
+    kslot_ = acc.take(64);
     for (int s = 0; s < 2; ++s) {
-      side[s].c = acc.take(static_cast<uint64_t>(p_max * t.tn * 4));
-      side[s].bias = acc.take(static_cast<uint64_t>(t.tn * 4));
-      side[s].rq = acc.take(static_cast<uint64_t>(t.tn * 8));
+      side_[s].c = acc.take(static_cast<uint64_t>(p_max * tn * 4));
+      side_[s].bias = acc.take(static_cast<uint64_t>(tn * 4));
+      side_[s].rq = acc.take(static_cast<uint64_t>(tn * 8));
       if (j_.residual) {
-        side[s].r = acc.take(static_cast<uint64_t>(p_max * t.tn * 4));
-        side[s].rr = acc.take(static_cast<uint64_t>(t.tn * 8));
+        side_[s].r = acc.take(static_cast<uint64_t>(p_max * tn * 4));
+        side_[s].rr = acc.take(static_cast<uint64_t>(tn * 8));
       }
-      if (j_.float_epi) side[s].sc = acc.take(static_cast<uint64_t>(t.tn * 4));
+      if (j_.float_epi) side_[s].sc = acc.take(static_cast<uint64_t>(tn * 4));
     }
-    c_.load(Buffer::kAccumulator, kslot, Range{kDram, j_.k_addr, j_.k_addr + 12}, j_.k_addr, DType::kInt32,
+    c_.load(Buffer::kAccumulator, kslot_, Range{kDram, j_.k_addr, j_.k_addr + 12}, j_.k_addr, DType::kInt32,
             {3, 1, 1, 1}, {0, 0, 0});
-    // Weight tiles [kh][kw][tc][tn] as int8 data segments.
-    std::vector<uint64_t> w_addr(static_cast<size_t>(blocks * nn * nk));
-    for (int64_t b = 0; b < blocks; ++b) {
-      for (int64_t jn = 0; jn < nn; ++jn) {
-        for (int64_t ik = 0; ik < nk; ++ik) {
-          const int64_t n0 = jn * t.tn, n1 = std::min(cout_b, n0 + t.tn), k0 = ik * t.tc, k1 = std::min(cin_b, k0 + t.tc);
-          std::vector<uint8_t> tile(static_cast<size_t>(j_.kh * j_.kw * (k1 - k0) * (n1 - n0)), 0);
-          size_t q = 0;
-          for (int64_t i = 0; i < j_.kh; ++i) {
-            for (int64_t jj = 0; jj < j_.kw; ++jj) {
-              for (int64_t k = k0; k < k1; ++k) {
-                for (int64_t n = n0; n < n1; ++n, ++q) {
-                  const int64_t gk = b * t.gb + k / j_.cg, gn = b * t.gb + n / j_.mg;
-                  if (gk != gn) continue;
-                  const int64_t ci = k % j_.cg, m = n % j_.mg;
-                  tile[q] = static_cast<uint8_t>(
-                      j_.w[static_cast<size_t>(((gk * j_.kh + i) * j_.kw + jj) * j_.cg * j_.mg + ci * j_.mg + m)]);
-                }
-              }
-            }
-          }
-          w_addr[static_cast<size_t>((b * nn + jn) * nk + ik)] = c_.add_data(std::move(tile));
-        }
-      }
-    }
-    struct Spatial {
-      int64_t img, oy0, oh, ox0, ow;
-    };
-    std::vector<Spatial> sp;
-    for (int64_t img = 0; img < j_.images; ++img) {
-      for (int64_t oy = 0; oy < j_.OH; oy += t.toh) {
-        for (int64_t ox = 0; ox < j_.OW; ox += t.tow) {
-          sp.push_back({img, oy, std::min(t.toh, j_.OH - oy), ox, std::min(t.tow, j_.OW - ox)});
-        }
-      }
-    }
-    int a_next = 0, b_next = 0, c_next = 0;
-    int64_t a_key = -1, b_key = -1;
-    uint64_t a_cur = 0, b_cur = 0;
-    const bool reuse_a = t.spatial_outer && nk == 1, reuse_b = !t.spatial_outer && nk == 1;
-    for (int64_t b = 0; b < blocks; ++b) {
-      const int64_t cin0 = b * cin_b, cout0 = b * cout_b;
-      auto tile = [&](int64_t si, int64_t jn) {
-        const Spatial& s = sp[static_cast<size_t>(si)];
-        const int64_t n0 = jn * t.tn, tn = std::min(t.tn, cout_b - n0);
-        const int cs = c_next;
-        c_next ^= 1;
-        for (int64_t ik = 0; ik < nk; ++ik) {
-          const int64_t k0 = ik * t.tc, tc = std::min(t.tc, cin_b - k0);
-          const int64_t akey = (b * static_cast<int64_t>(sp.size()) + si) * nk + ik;
-          if (!(reuse_a && a_key == akey)) {
-            a_cur = a_slot[a_next];
-            a_next ^= 1;
-            a_key = akey;
-            load_input(s.img, s.oy0, s.oh, s.ox0, s.ow, cin0 + k0, tc, a_cur);
-          }
-          const int64_t wkey = (b * nn + jn) * nk + ik;
-          if (!(reuse_b && b_key == wkey)) {
-            b_cur = b_slot[b_next];
-            b_next ^= 1;
-            b_key = wkey;
-            const uint64_t addr = w_addr[static_cast<size_t>(wkey)];
-            const Range r{kDram, addr, addr + static_cast<uint64_t>(j_.kh * j_.kw * tc * tn)};
-            c_.load(Buffer::kWeight, b_cur, r, addr, DType::kInt8, {tn, tc, j_.kh * j_.kw, 1}, {tn, tc * tn, 0});
-          }
-          if (j_.gemm) {
-            c_.matmul(a_cur, tc, b_cur, side[cs].c, s.oh * s.ow, tc, tn, ik > 0);
-          } else {
-            c_.conv(a_cur, b_cur, side[cs].c, in_rows(s.oh), in_cols(s.ow), tc, s.oh, s.ow, tn, j_.kh, j_.kw, j_.sh,
-                    j_.sw, j_.dh, j_.dw, ik > 0);
-          }
-        }
-        const Side& sd = side[cs];
-        epilogue(s.img, s.oy0, s.oh, s.ox0, s.ow, cout0 + n0, tn, sd.c, sd.bias, sd.rq, sd.r, sd.rr, sd.sc, kslot);
-      };
-      const int64_t nsp = static_cast<int64_t>(sp.size());
-      if (t.spatial_outer) {
-        for (int64_t si = 0; si < nsp; ++si) {
-          for (int64_t jn = 0; jn < nn; ++jn) tile(si, jn);
-        }
-      } else {
-        for (int64_t jn = 0; jn < nn; ++jn) {
-          for (int64_t si = 0; si < nsp; ++si) tile(si, jn);
-        }
-      }
-    }
-    c_.plan->sram_input_bytes = static_cast<int64_t>(in.next);
-    c_.plan->sram_weight_bytes = static_cast<int64_t>(wt.next);
-    c_.plan->sram_acc_bytes = static_cast<int64_t>(acc.next);
   }
 
-  void load_input(int64_t img, int64_t oy0, int64_t oh, int64_t ox0, int64_t ow, int64_t c0, int64_t tc, uint64_t slot) {
-    const int64_t iy0 = oy0 * j_.sh - j_.pt, iy1 = iy0 + in_rows(oh) - 1;
-    const int64_t ix0 = ox0 * j_.sw - j_.pl, ix1 = ix0 + in_cols(ow) - 1;
-    const int64_t ptop = std::max<int64_t>(0, -iy0), pbot = std::max<int64_t>(0, iy1 - (j_.H - 1));
-    const int64_t pleft = std::max<int64_t>(0, -ix0), pright = std::max<int64_t>(0, ix1 - (j_.W - 1));
-    const int64_t ry0 = std::max<int64_t>(0, iy0), rx0 = std::max<int64_t>(0, ix0);
-    const int64_t rows = in_rows(oh) - ptop - pbot, cols = in_cols(ow) - pleft - pright;
-    const uint64_t addr = j_.a_addr + static_cast<uint64_t>(img * j_.a_img + (ry0 * j_.W + rx0) * j_.C + c0);
-    // Padding is the input's zero point: (pad - zp) * w = 0, as the quantized reference assumes.
-    c_.load(Buffer::kInput, slot, j_.a_range, addr, j_.a_dt, {tc, cols, rows, 1}, {j_.C, j_.W * j_.C, 0},
-            {ptop, pbot, pleft, pright}, j_.a_zp);
+  uint64_t acc_slot(int side) const override { return side_[side].c; }
+
+  uint64_t weight_tile(int64_t b, int64_t gb, int64_t k0, int64_t k1, int64_t n0, int64_t n1) override {
+    const std::vector<int8_t> v = weight_tile_values(j_, j_.w, b, gb, k0, k1, n0, n1);
+    std::vector<uint8_t> bytes(v.size());
+    if (!v.empty()) std::memcpy(bytes.data(), v.data(), v.size());
+    return c_.add_data(std::move(bytes));
   }
 
-  void epilogue(int64_t img, int64_t oy0, int64_t oh, int64_t ox0, int64_t ow, int64_t n0, int64_t tn, uint64_t cs,
-                uint64_t bias_s, uint64_t rq_s, uint64_t r_s, uint64_t rr_s, uint64_t sc_s, uint64_t kslot) {
-    const int64_t p = oh * ow;
+  void epilogue(const OutTile& t, int side) override {
+    const int64_t p = t.oh * t.ow, tn = t.tn, n0 = t.n0;
+    const Side& sd = side_[side];
+    const uint64_t cs = sd.c, kslot = kslot_;
     const Buffer A = Buffer::kAccumulator;
-    const int64_t yoff = img * j_.y_img + (oy0 * j_.OW + ox0) * j_.M + n0;
-    const std::array<int64_t, 4> box = {tn, ow, oh, 1};
+    const int64_t yoff = t.img * j_.y_img + (t.oy0 * j_.OW + t.ox0) * j_.M + n0;
+    const std::array<int64_t, 4> box = {tn, t.ow, t.oh, 1};
     const std::array<int64_t, 3> strides = {j_.M, j_.OW * j_.M, 0};
     auto v = [&](VecOp op, DType in, DType out, uint64_t src1, uint64_t dst) {
       Context::VecArgs a;
@@ -631,28 +383,28 @@ class Int8Mapper {
     };
     const Range seg{kDram, j_.bias_addr, j_.bias_addr + 1};
     // acc += bias_folded (per output channel).
-    c_.load(A, bias_s, seg, j_.bias_addr + static_cast<uint64_t>(n0 * 4), DType::kInt32, {tn, 1, 1, 1}, {0, 0, 0});
+    c_.load(A, sd.bias, seg, j_.bias_addr + static_cast<uint64_t>(n0 * 4), DType::kInt32, {tn, 1, 1, 1}, {0, 0, 0});
     Context::VecArgs add = v(VecOp::kAdd, DType::kInt32, DType::kInt32, cs, cs);
-    add.src2 = bias_s, add.bcast = isa::Bcast::kRow;
+    add.src2 = sd.bias, add.bcast = isa::Bcast::kRow;
     vec(c_, add);
     if (j_.residual) {
       // acc = sat32(acc + requantize(r - r.zp, residual_rescale, 0)).
-      c_.load(A, r_s, j_.r_range, j_.r_addr + static_cast<uint64_t>(yoff), j_.r_dt, box, strides);
-      c_.load(A, rr_s, seg, j_.rr_addr + static_cast<uint64_t>(n0 * 8), DType::kInt32, {2 * tn, 1, 1, 1}, {0, 0, 0});
-      Context::VecArgs sub = v(VecOp::kSub, j_.r_dt, DType::kInt32, r_s, r_s);
+      c_.load(A, sd.r, j_.r_range, j_.r_addr + static_cast<uint64_t>(yoff), j_.r_dt, box, strides);
+      c_.load(A, sd.rr, seg, j_.rr_addr + static_cast<uint64_t>(n0 * 8), DType::kInt32, {2 * tn, 1, 1, 1}, {0, 0, 0});
+      Context::VecArgs sub = v(VecOp::kSub, j_.r_dt, DType::kInt32, sd.r, sd.r);
       sub.src2 = kslot, sub.bcast = isa::Bcast::kScalar;
       vec(c_, sub);
-      Context::VecArgs rq = v(VecOp::kRequantize, DType::kInt32, DType::kInt32, r_s, r_s);
-      rq.src2 = rr_s, rq.bcast = isa::Bcast::kRow, rq.imm2 = 0;
+      Context::VecArgs rq = v(VecOp::kRequantize, DType::kInt32, DType::kInt32, sd.r, sd.r);
+      rq.src2 = sd.rr, rq.bcast = isa::Bcast::kRow, rq.imm2 = 0;
       vec(c_, rq);
       Context::VecArgs radd = v(VecOp::kAdd, DType::kInt32, DType::kInt32, cs, cs);
-      radd.src2 = r_s;
+      radd.src2 = sd.r;
       vec(c_, radd);
     }
     if (!j_.float_epi) {
-      c_.load(A, rq_s, seg, j_.rq_addr + static_cast<uint64_t>(n0 * 8), DType::kInt32, {2 * tn, 1, 1, 1}, {0, 0, 0});
+      c_.load(A, sd.rq, seg, j_.rq_addr + static_cast<uint64_t>(n0 * 8), DType::kInt32, {2 * tn, 1, 1, 1}, {0, 0, 0});
       Context::VecArgs rq = v(VecOp::kRequantize, DType::kInt32, j_.y_dt, cs, cs);
-      rq.src2 = rq_s, rq.bcast = isa::Bcast::kRow, rq.imm2 = y_zp_;
+      rq.src2 = sd.rq, rq.bcast = isa::Bcast::kRow, rq.imm2 = j_.y_zp;
       vec(c_, rq);
       if (j_.clamp) {
         Context::VecArgs cl = v(VecOp::kClip, j_.y_dt, j_.y_dt, cs, cs);
@@ -663,9 +415,10 @@ class Int8Mapper {
     } else {
       // y = quantize(act(float(acc) * acc_scale)).
       vec(c_, v(VecOp::kCopy, DType::kInt32, DType::kFp32, cs, cs));
-      c_.load(A, sc_s, seg, j_.accscale_addr + static_cast<uint64_t>(n0 * 4), DType::kFp32, {tn, 1, 1, 1}, {0, 0, 0});
+      c_.load(A, sd.sc, seg, j_.accscale_addr + static_cast<uint64_t>(n0 * 4), DType::kFp32, {tn, 1, 1, 1},
+              {0, 0, 0});
       Context::VecArgs mul = v(VecOp::kMul, DType::kFp32, DType::kFp32, cs, cs);
-      mul.src2 = sc_s, mul.bcast = isa::Bcast::kRow;
+      mul.src2 = sd.sc, mul.bcast = isa::Bcast::kRow;
       vec(c_, mul);
       Context::VecArgs act = v(j_.act, DType::kFp32, DType::kFp32, cs, cs);
       act.imm0 = j_.act_imm0, act.imm1 = j_.act_imm1;
@@ -680,12 +433,14 @@ class Int8Mapper {
     c_.store(A, cs, j_.y_range, j_.y_addr + static_cast<uint64_t>(yoff), j_.y_dt, box, strides);
   }
 
-  int32_t y_zp_ = 0;
-
  private:
+  struct Side {
+    uint64_t c = 0, bias = 0, rq = 0, r = 0, rr = 0, sc = 0;
+  };
   Context& c_;
   const Int8Job& j_;
-  mutable std::map<std::array<int64_t, 6>, double> memo_;
+  uint64_t kslot_ = 0;
+  Side side_[2];
 };
 
 bool set_float_activation(const Node& n, Int8Job& j) {
@@ -732,8 +487,9 @@ bool lower_matrix_int8(Context& c, const Node& n) {
   const QParams& yq = plan.values.at(L.output);
   if (x.dtype != xq.dtype || y.dtype != yq.dtype) throw std::logic_error("backend: int8 operands not in codes");
   Int8Job j;
-  j.a_dt = xq.dtype, j.y_dt = yq.dtype, j.a_zp = xq.zero_point;
-  j.a_addr = x.addr, j.y_addr = y.addr, j.a_range = x.range(), j.y_range = y.range();
+  j.a_dt = xq.dtype, j.y_dt = yq.dtype, j.a_zp = xq.zero_point, j.y_zp = yq.zero_point;
+  j.y_addr = y.addr, j.a_range = x.range(), j.y_range = y.range();
+  int64_t a_img = 0;  // input elements per image
   const int64_t M_out = static_cast<int64_t>(L.bias_folded.size());
   if (n.op_type == "Conv") {
     if (x.shape.size() != 4 || x.layout != kNhwc || y.layout != kNhwc) return false;
@@ -772,7 +528,7 @@ bool lower_matrix_int8(Context& c, const Node& n) {
         }
       }
     }
-    j.a_img = j.H * j.W * j.C, j.y_img = j.OH * j.OW * j.M;
+    a_img = j.H * j.W * j.C, j.y_img = j.OH * j.OW * j.M;
     c.plan->mapping = fmt::format("int8 CONV {}x{} stride {}x{}{}", j.kh, j.kw, j.sh, j.sw,
                                   j.groups > 1 ? fmt::format(", {} groups", j.groups) : "");
   } else {
@@ -785,10 +541,12 @@ bool lower_matrix_int8(Context& c, const Node& n) {
     j.C = K, j.W = 1, j.OW = 1, j.M = N, j.cg = K, j.mg = N;
     j.H = j.OH = num_elements(x.shape) / K;
     j.w = L.weight_q;
-    j.a_img = j.y_img = 0;
+    j.y_img = 0;
     c.plan->mapping = fmt::format("int8 MATMUL M={} K={} N={}", j.OH, K, N);
   }
   if (M_out != j.M) return false;
+  const uint64_t xa = x.addr;
+  j.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * a_img); };
   j.bias_addr = c.add_data(int32_bytes(L.bias_folded));
   j.rq_addr = c.add_data(int32_bytes(pairs_of(L.requant)));
   ConstWords k;
@@ -822,26 +580,18 @@ bool lower_matrix_int8(Context& c, const Node& n) {
   const int64_t saved_es = c.esize;
   c.act = j.a_dt;
   c.esize = 1;
-  Int8Mapper mm(c, j);
-  mm.y_zp_ = yq.zero_point;
+  Int8Strategy strategy(c, j);
+  MatrixMapper mm(c, j, strategy);
   int64_t evaluated = 0;
-  const Tile8 t = mm.search(&evaluated);
+  const Tiling t = mm.search(&evaluated);
   if (evaluated == 0) {
     c.act = saved_act, c.esize = saved_es;
     throw CompileError(fmt::format("layer '{}' ({}): even the smallest int8 tile does not fit the scratchpads",
                                    n.name, j.what));
   }
-  LayerPlan& p = *c.plan;
-  p.group_block = t.gb;
-  p.tile_oh = t.toh, p.tile_ow = t.tow, p.tile_m = t.toh * t.tow, p.tile_k = j.kh * j.kw * t.tc, p.tile_n = t.tn;
-  p.loop_order = t.spatial_outer ? "spatial-outer (input tile resident)" : "channel-outer (weight tile resident)";
-  p.est_cycles = static_cast<int64_t>(t.est);
-  p.est_compute_cycles = static_cast<int64_t>(t.compute);
-  p.est_dma_cycles = static_cast<int64_t>(t.dma);
-  p.candidates = evaluated;
-  p.macs = j.images * j.OH * j.OW * j.M * j.kh * j.kw * j.cg;
+  record_tiling(c, j, t, evaluated);
   mm.generate(t);
-  if (j.groups > 1) p.mapping += fmt::format(" as {} block-diagonal blocks of {} groups", j.groups / t.gb, t.gb);
+  if (j.groups > 1) c.plan->mapping += fmt::format(" as {} block-diagonal blocks of {} groups", j.groups / t.gb, t.gb);
   c.act = saved_act;
   c.esize = saved_es;
   return true;

@@ -1,0 +1,316 @@
+// The shared tiling search and tile walk of matrix nodes (see matrix_walk.h).
+#include "compiler/backend/matrix_walk.h"
+
+#include <algorithm>
+#include <set>
+
+#include "isa/timing/dma.h"
+#include "isa/timing/systolic.h"
+#include "isa/timing/units.h"
+
+namespace npusim::compiler::backend {
+
+using isa::Buffer;
+using isa::DType;
+using isa::VecOp;
+
+namespace {
+
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
+
+// Tile sizes worth trying for a dimension: the whole extent, its halvings, and powers-of-two multiples of
+// the array granule (full folds); when there are too many, an evenly spread subset that keeps the
+// largest and the smallest (1, which always fits).
+std::vector<int64_t> candidates(int64_t extent, int64_t granule, size_t max_count) {
+  std::set<int64_t> s;
+  for (int64_t d = 1; d <= extent; d *= 2) s.insert(cdiv(extent, d));
+  for (int64_t g = std::max<int64_t>(1, granule); g < extent; g *= 2) s.insert(g);
+  s.insert(1);
+  std::vector<int64_t> v(s.rbegin(), s.rend());  // largest first
+  if (v.size() > max_count) {
+    std::vector<int64_t> k;
+    for (size_t i = 0; i < max_count; ++i) {
+      const size_t at = i * (v.size() - 1) / (max_count - 1);
+      if (k.empty() || k.back() != v[at]) k.push_back(v[at]);
+    }
+    v = k;
+  }
+  return v;
+}
+
+// (size, count) of the full and remainder chunks of `extent` split by `tile`.
+std::vector<std::pair<int64_t, int64_t>> chunks(int64_t extent, int64_t tile) {
+  std::vector<std::pair<int64_t, int64_t>> r;
+  if (extent / tile > 0) r.push_back({tile, extent / tile});
+  if (extent % tile) r.push_back({extent % tile, 1});
+  return r;
+}
+
+}  // namespace
+
+void MatrixMapper::slot_bytes(Tiling& t) const {
+  const int64_t ea = isa::dtype_bytes(s_.ops.a), ew = isa::dtype_bytes(s_.ops.w);
+  t.in_bytes = 2 * round64(j_.in_rows(t.toh) * j_.in_cols(t.tow) * t.tc * ea);
+  t.w_bytes = 2 * round64(j_.kh * j_.kw * t.tc * t.tn * ew);
+  t.acc_bytes = s_.acc_bytes(t.toh * t.tow, t.tn);
+}
+
+bool MatrixMapper::fits(const Tiling& t) const {
+  return t.in_bytes <= c_.capacity(Buffer::kInput) && t.w_bytes <= c_.capacity(Buffer::kWeight) &&
+         t.acc_bytes <= c_.capacity(Buffer::kAccumulator);
+}
+
+// isa::timing::estimate_dma_cycles, memoised: the search asks for the same few boxes many times.
+double MatrixMapper::dma_cycles(int64_t s0, int64_t s1, int64_t s2, int64_t st1, int64_t st2, DType t) const {
+  const std::array<int64_t, 6> key = {s0, s1, s2, st1, st2, static_cast<int64_t>(t)};
+  auto it = dma_memo_.find(key);
+  if (it != dma_memo_.end()) return it->second;
+  isa::Instruction i;
+  i.opcode = isa::Opcode::kLoad;
+  i.set(isa::Field::kDtype, static_cast<int64_t>(t)).set(isa::Field::kDramAddr, 0);
+  i.set(isa::Field::kSize0, s0)
+      .set(isa::Field::kSize1, s1)
+      .set(isa::Field::kSize2, s2)
+      .set(isa::Field::kSize3, 1);
+  i.set(isa::Field::kStride1, st1).set(isa::Field::kStride2, st2);
+  const double v = isa::timing::estimate_dma_cycles(i, c_.config);
+  dma_memo_.emplace(key, v);
+  return v;
+}
+
+double MatrixMapper::vec_cost(int64_t elems) const {
+  isa::Instruction i;
+  i.opcode = isa::Opcode::kVec;
+  i.set(isa::Field::kVop, static_cast<int64_t>(VecOp::kAdd))
+      .set(isa::Field::kD0, elems)
+      .set(isa::Field::kD1, 1);
+  i.set(isa::Field::kD2, 1);
+  return static_cast<double>(isa::timing::vec_cycles(i, c_.config.vector));
+}
+
+void MatrixMapper::estimate(Tiling& t) const {
+  const MatrixStrategy::Operands& o = s_.ops;
+  const int64_t cin_b = t.gb * j_.cg, cout_b = t.gb * j_.mg;
+  const int64_t blocks = j_.groups / t.gb;
+  const auto oh = chunks(j_.OH, t.toh), ow = chunks(j_.OW, t.tow), kc = chunks(cin_b, t.tc),
+             nc = chunks(cout_b, t.tn);
+  const int64_t ns = j_.images * cdiv(j_.OH, t.toh) * cdiv(j_.OW, t.tow), nn = cdiv(cout_b, t.tn),
+                nk = cdiv(cin_b, t.tc);
+  const bool reuse_a = t.spatial_outer && nk == 1, reuse_b = !t.spatial_outer && nk == 1;
+  double compute = 0, vec = 0, store = 0, load_a = 0, load_b = 0, load_r = 0;
+  const double engines = static_cast<double>(std::max<int64_t>(1, c_.config.dma.engines));
+  const int ops = s_.epilogue_ops();
+  for (auto [h, hc] : oh) {
+    for (auto [w, wc] : ow) {
+      const int64_t p = h * w;
+      const double sp = static_cast<double>(hc * wc * j_.images);
+      for (auto [k, kcnt] : kc) {
+        const double a = dma_cycles(k, j_.in_cols(w), j_.in_rows(h), j_.C, j_.W * j_.C, o.a);
+        load_a += a * sp * static_cast<double>(kcnt) * (reuse_a ? 1.0 : static_cast<double>(nn));
+        for (auto [n, ncnt] : nc) {
+          const auto cyc =
+              isa::timing::gemm_cycles(c_.config.systolic_array, {p, j_.kh * j_.kw * k, n}, o.a, false);
+          compute += static_cast<double>(cyc.total) * sp * static_cast<double>(kcnt * ncnt);
+        }
+      }
+      for (auto [n, ncnt] : nc) {
+        const double tiles = sp * static_cast<double>(ncnt);
+        store += dma_cycles(n, w, h, j_.M, j_.OW * j_.M, o.y) * tiles;
+        vec += tiles * ops * vec_cost(p * n);
+        if (o.tile_read) load_r += dma_cycles(n, w, h, j_.M, j_.OW * j_.M, o.r) * tiles;
+      }
+    }
+  }
+  for (auto [k, kcnt] : kc) {
+    for (auto [n, ncnt] : nc) {
+      const double b = dma_cycles(n, k, j_.kh * j_.kw, n, k * n, o.w);
+      load_b += b * static_cast<double>(kcnt * ncnt) * (reuse_b ? 1.0 : static_cast<double>(ns));
+    }
+  }
+  compute *= static_cast<double>(blocks);
+  const double dma = (load_a + load_b + load_r + store) * static_cast<double>(blocks) / engines;
+  vec *= static_cast<double>(blocks);
+  const double first = dma_cycles(t.tc, j_.in_cols(t.tow), j_.in_rows(t.toh), j_.C, j_.W * j_.C, o.a) +
+                       dma_cycles(t.tn, t.tc, j_.kh * j_.kw, t.tn, t.tc * t.tn, o.w);
+  const double last = dma_cycles(t.tn, t.tow, t.toh, j_.M, j_.OW * j_.M, o.y);
+  t.compute = compute;
+  t.dma = dma;
+  t.est = std::max({compute, dma, vec}) + first + last;
+}
+
+Tiling MatrixMapper::search(int64_t* evaluated) const {
+  Tiling best;
+  std::vector<int64_t> gbs;
+  for (int64_t d = 1; d <= j_.groups; ++d) {
+    if (j_.groups % d == 0 && (d == 1 || d * j_.cg <= 4 * c_.config.systolic_array.rows)) gbs.push_back(d);
+  }
+  if (gbs.size() > 8) {  // keep 1 and the largest few
+    std::vector<int64_t> k = {1};
+    k.insert(k.end(), gbs.end() - 7, gbs.end());
+    gbs = k;
+  }
+  const int64_t rows = c_.config.systolic_array.rows, cols = c_.config.systolic_array.cols;
+  int64_t n_eval = 0;
+  for (int64_t gb : gbs) {
+    const int64_t cin_b = gb * j_.cg, cout_b = gb * j_.mg;
+    const auto tcs = gb > 1 ? std::vector<int64_t>{cin_b}
+                            : candidates(cin_b, std::max<int64_t>(1, rows / (j_.kh * j_.kw)), 8);
+    const auto tns = gb > 1 ? std::vector<int64_t>{cout_b} : candidates(cout_b, cols, 8);
+    const auto tohs = candidates(j_.OH, 1, 8);
+    const auto tows = candidates(j_.OW, 1, 4);
+    for (int64_t tc : tcs) {
+      for (int64_t tn : tns) {
+        for (int64_t toh : tohs) {
+          for (int64_t tow : tows) {
+            if (toh * tow > 65535 || j_.in_rows(toh) > 65535 || j_.in_cols(tow) > 65535) continue;
+            for (int order = 0; order < 2; ++order) {
+              Tiling t;
+              t.gb = gb, t.tc = tc, t.tn = tn, t.toh = toh, t.tow = tow, t.spatial_outer = order == 0;
+              slot_bytes(t);
+              if (!fits(t)) continue;
+              estimate(t);
+              ++n_eval;
+              if (t.est < best.est) best = t;
+            }
+          }
+        }
+      }
+    }
+  }
+  *evaluated = n_eval;
+  return best;
+}
+
+void MatrixMapper::generate(const Tiling& t) {
+  const int64_t ea = isa::dtype_bytes(s_.ops.a), ew = isa::dtype_bytes(s_.ops.w);
+  const int64_t cin_b = t.gb * j_.cg, cout_b = t.gb * j_.mg, blocks = j_.groups / t.gb;
+  const int64_t nk = cdiv(cin_b, t.tc), nn = cdiv(cout_b, t.tn);
+  // SRAM slots: input and weight ping-pong pairs here, the accumulator's from the strategy.
+  SramAlloc in{Buffer::kInput}, wt{Buffer::kWeight}, acc{Buffer::kAccumulator};
+  uint64_t a_slot[2], b_slot[2];
+  for (int s = 0; s < 2; ++s)
+    a_slot[s] = in.take(static_cast<uint64_t>(j_.in_rows(t.toh) * j_.in_cols(t.tow) * t.tc * ea));
+  for (int s = 0; s < 2; ++s) b_slot[s] = wt.take(static_cast<uint64_t>(j_.kh * j_.kw * t.tc * t.tn * ew));
+  s_.allocate(acc, t.toh * t.tow, t.tn);
+  // Constant weights: one data segment per (block, n chunk, k chunk) tile.
+  std::vector<uint64_t> w_addr;
+  if (j_.b_const) {
+    w_addr.resize(static_cast<size_t>(blocks * nn * nk));
+    for (int64_t b = 0; b < blocks; ++b) {
+      for (int64_t jn = 0; jn < nn; ++jn) {
+        for (int64_t ik = 0; ik < nk; ++ik) {
+          const int64_t n0 = jn * t.tn, n1 = std::min(cout_b, n0 + t.tn), k0 = ik * t.tc,
+                        k1 = std::min(cin_b, k0 + t.tc);
+          w_addr[static_cast<size_t>((b * nn + jn) * nk + ik)] = s_.weight_tile(b, t.gb, k0, k1, n0, n1);
+        }
+      }
+    }
+  }
+  struct Spatial {
+    int64_t img, oy0, oh, ox0, ow;
+  };
+  std::vector<Spatial> sp;
+  for (int64_t img = 0; img < j_.images; ++img) {
+    for (int64_t oy = 0; oy < j_.OH; oy += t.toh) {
+      for (int64_t ox = 0; ox < j_.OW; ox += t.tow) {
+        sp.push_back({img, oy, std::min(t.toh, j_.OH - oy), ox, std::min(t.tow, j_.OW - ox)});
+      }
+    }
+  }
+  int a_next = 0, b_next = 0, c_next = 0;
+  int64_t a_key = -1, b_key = -1;  // what the most recent A / B slot holds (reuse)
+  uint64_t a_cur = 0, b_cur = 0;
+  const bool reuse_a = t.spatial_outer && nk == 1, reuse_b = !t.spatial_outer && nk == 1;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t cin0 = b * cin_b, cout0 = b * cout_b;
+    auto tile = [&](int64_t si, int64_t jn) {
+      const Spatial& s = sp[static_cast<size_t>(si)];
+      const int64_t n0 = jn * t.tn, tn = std::min(t.tn, cout_b - n0);
+      const int cs = c_next;
+      c_next ^= 1;
+      const uint64_t c_slot = s_.acc_slot(cs);
+      for (int64_t ik = 0; ik < nk; ++ik) {
+        const int64_t k0 = ik * t.tc, tc = std::min(t.tc, cin_b - k0);
+        // Input tile with halo.
+        const int64_t akey = (b * static_cast<int64_t>(sp.size()) + si) * nk + ik;
+        if (!(reuse_a && a_key == akey)) {
+          a_cur = a_slot[a_next];
+          a_next ^= 1;
+          a_key = akey;
+          load_input(s.img, s.oy0, s.oh, s.ox0, s.ow, cin0 + k0, tc, a_cur);
+        }
+        const int64_t wkey = (b * nn + jn) * nk + ik;
+        // A runtime B differs per image, so it is reused only within one.
+        const int64_t bkey = j_.b_const ? wkey : s.img * blocks * nn * nk + wkey;
+        if (!(reuse_b && b_key == bkey)) {
+          b_cur = b_slot[b_next];
+          b_next ^= 1;
+          b_key = bkey;
+          if (j_.b_const) {
+            const uint64_t addr = w_addr[static_cast<size_t>(wkey)];
+            const Range r{kDram, addr, addr + static_cast<uint64_t>(j_.kh * j_.kw * tc * tn * ew)};
+            c_.load(Buffer::kWeight, b_cur, r, addr, s_.ops.w, {tn, tc, j_.kh * j_.kw, 1}, {tn, tc * tn, 0});
+          } else {
+            // Runtime B [K, N] of this image (gemm only).
+            const uint64_t addr = j_.b_base(s.img) + static_cast<uint64_t>((k0 * j_.M + n0) * ew);
+            c_.load(Buffer::kWeight, b_cur, j_.b_range, addr, s_.ops.w, {tn, tc, 1, 1}, {j_.M, 0, 0});
+          }
+        }
+        if (j_.gemm) {
+          c_.matmul(a_cur, tc, b_cur, c_slot, s.oh * s.ow, tc, tn, ik > 0);
+        } else {
+          c_.conv(a_cur, b_cur, c_slot, j_.in_rows(s.oh), j_.in_cols(s.ow), tc, s.oh, s.ow, tn, j_.kh, j_.kw,
+                  j_.sh, j_.sw, j_.dh, j_.dw, ik > 0);
+        }
+      }
+      s_.epilogue(OutTile{s.img, s.oy0, s.oh, s.ox0, s.ow, cout0 + n0, tn}, cs);
+    };
+    const int64_t nsp = static_cast<int64_t>(sp.size());
+    if (t.spatial_outer) {
+      for (int64_t si = 0; si < nsp; ++si) {
+        for (int64_t jn = 0; jn < nn; ++jn) tile(si, jn);
+      }
+    } else {
+      for (int64_t jn = 0; jn < nn; ++jn) {
+        for (int64_t si = 0; si < nsp; ++si) tile(si, jn);
+      }
+    }
+  }
+  c_.plan->sram_input_bytes = static_cast<int64_t>(in.next);
+  c_.plan->sram_weight_bytes = static_cast<int64_t>(wt.next);
+  c_.plan->sram_acc_bytes = static_cast<int64_t>(acc.next);
+}
+
+void MatrixMapper::load_input(int64_t img, int64_t oy0, int64_t oh, int64_t ox0, int64_t ow, int64_t c0,
+                              int64_t tc, uint64_t slot) {
+  const int64_t iy0 = oy0 * j_.sh - j_.pt, iy1 = iy0 + j_.in_rows(oh) - 1;
+  const int64_t ix0 = ox0 * j_.sw - j_.pl, ix1 = ix0 + j_.in_cols(ow) - 1;
+  const int64_t ptop = std::max<int64_t>(0, -iy0), pbot = std::max<int64_t>(0, iy1 - (j_.H - 1));
+  const int64_t pleft = std::max<int64_t>(0, -ix0), pright = std::max<int64_t>(0, ix1 - (j_.W - 1));
+  const int64_t ry0 = std::max<int64_t>(0, iy0), rx0 = std::max<int64_t>(0, ix0);
+  const int64_t rows = j_.in_rows(oh) - ptop - pbot, cols = j_.in_cols(ow) - pleft - pright;
+  const uint64_t addr =
+      j_.a_base(img) + static_cast<uint64_t>(((ry0 * j_.W + rx0) * j_.C + c0) * isa::dtype_bytes(s_.ops.a));
+  c_.load(Buffer::kInput, slot, j_.a_range, addr, s_.ops.a, {tc, cols, rows, 1}, {j_.C, j_.W * j_.C, 0},
+          {ptop, pbot, pleft, pright}, s_.ops.pad);
+}
+
+void record_tiling(Context& c, const MatrixJob& j, const Tiling& t, int64_t evaluated) {
+  LayerPlan& p = *c.plan;
+  p.group_block = t.gb;
+  p.tile_oh = t.toh;
+  p.tile_ow = t.tow;
+  p.tile_m = t.toh * t.tow;
+  p.tile_k = j.kh * j.kw * t.tc;
+  p.tile_n = t.tn;
+  p.loop_order =
+      t.spatial_outer ? "spatial-outer (input tile resident)" : "channel-outer (weight tile resident)";
+  p.est_cycles = static_cast<int64_t>(t.est);
+  p.est_compute_cycles = static_cast<int64_t>(t.compute);
+  p.est_dma_cycles = static_cast<int64_t>(t.dma);
+  p.candidates = evaluated;
+  p.macs = j.images * j.OH * j.OW * j.M * j.kh * j.kw * j.cg;
+}
+
+}  // namespace npusim::compiler::backend

@@ -1,0 +1,160 @@
+#pragma once
+// The precision-independent half of matrix-node lowering (internal to the back end): the tiling search,
+// the tile walk with its input loads (halo included), weight-slot reuse, loop-order choice and SRAM
+// accounting. The float path (matrix.cpp) and the int8 path (int8.cpp) each describe their node as a
+// MatrixJob and supply a MatrixStrategy for what differs by precision: operand dtypes, the halo's pad
+// value, the weight tiles' format, the accumulator slots and the epilogue. A tiling or scheduling fix
+// is made here, once, for both.
+//
+// Every matrix node is a batch of "images" (NHWC in DRAM) convolved with a weight tensor. A
+// Gemm/MatMul is the 1x1 case with the image H = M rows, W = 1, C = K (emitted as MATMUL); a grouped
+// conv is a sequence of blocks, each a dense conv over `group_block` groups whose weights are
+// block-diagonal (zeros between groups), so depthwise convs fill the array's rows with several channels
+// at the price of multiplying zeros. The search picks the block size, the tile (output rows x cols,
+// input-channel chunk, output-channel chunk) and the loop order (spatial tiles outer: the input tile
+// stays in SRAM across output-channel tiles; or channels outer: the weight tile stays) with the
+// smallest estimated cycles whose ping-pong slots fit the scratchpads.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "compiler/backend/context.h"
+
+namespace npusim::compiler::backend {
+
+// One matrix node as a batched, blocked convolution over NHWC images (the geometry and the operands the
+// walk itself loads; the output side belongs to the strategy's epilogue).
+struct MatrixJob {
+  std::string what;   // "Conv 3x3x64->64" for messages
+  bool gemm = false;  // emit MATMUL (1x1, stride 1, no padding)
+  int64_t images = 1;
+  int64_t H = 1, W = 1, C = 1;    // input image; C = channels of the whole input tensor (pixel stride)
+  int64_t OH = 1, OW = 1, M = 1;  // output image; M = channels of the whole output tensor
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;
+  int64_t groups = 1, cg = 1, mg = 1;       // groups, input and output channels per group
+  std::function<uint64_t(int64_t)> a_base;  // DRAM address of image img's input
+  Range a_range;
+  // Weights: constant (tiles made by MatrixStrategy::weight_tile), or a runtime [K, N] matrix per image
+  // (gemm only).
+  bool b_const = true;
+  std::function<uint64_t(int64_t)> b_base;
+  Range b_range;
+
+  int64_t in_rows(int64_t toh) const { return (toh - 1) * sh + (kh - 1) * dh + 1; }
+  int64_t in_cols(int64_t tow) const { return (tow - 1) * sw + (kw - 1) * dw + 1; }
+};
+
+struct Tiling {
+  int64_t gb = 1;            // groups per block
+  int64_t toh = 1, tow = 1;  // output rows x cols per tile
+  int64_t tc = 1, tn = 1;    // input-channel chunk, output-channel chunk (within a block)
+  bool spatial_outer = true;
+  double est = 1e300;
+  double compute = 0, dma = 0;
+  int64_t in_bytes = 0, w_bytes = 0, acc_bytes = 0;
+};
+
+// One output tile handed to the epilogue: image, output rows [oy0, oy0 + oh) x cols [ox0, ox0 + ow),
+// output channels [n0, n0 + tn) of the whole output tensor.
+struct OutTile {
+  int64_t img, oy0, oh, ox0, ow, n0, tn;
+};
+
+// What a precision supplies to the shared search and walk. Contract: Context::act is `ops.a` while the
+// walk runs (CONV/MATMUL take their operand dtype from it).
+class MatrixStrategy {
+ public:
+  struct Operands {
+    isa::DType a = isa::DType::kFp32;  // input tiles and the array's operand dtype
+    isa::DType w = isa::DType::kFp32;  // weight tiles
+    isa::DType y = isa::DType::kFp32;  // output tiles as stored (cost model)
+    bool tile_read = false;            // the epilogue loads an output-sized tile (residual, full bias) ...
+    isa::DType r = isa::DType::kFp32;  // ... in this dtype (cost model)
+    int64_t pad = 0;                   // halo value of input tiles (the zero point for codes)
+  };
+  Operands ops;
+
+  virtual ~MatrixStrategy() = default;
+  // Accumulator bytes a tile of p output pixels x tn channels needs: both ping-pong sides and any
+  // slots shared by the whole node.
+  virtual int64_t acc_bytes(int64_t p, int64_t tn) const = 0;
+  // VEC instructions of the epilogue per output tile (cost model; each counted as an add of the tile).
+  virtual int epilogue_ops() const = 0;
+  // Reserves the accumulator slots for tiles of up to p_max pixels x tn channels (in the same order as
+  // acc_bytes counts them) and emits any loads of node-wide constants.
+  virtual void allocate(SramAlloc& acc, int64_t p_max, int64_t tn) = 0;
+  // Accumulator slot the array writes for ping-pong side `side` (0 or 1).
+  virtual uint64_t acc_slot(int side) const = 0;
+  // DRAM address of a data segment holding the constant weight tile of block b, input channels
+  // [k0, k1) and output channels [n0, n1) within the block, laid out as the CONV/MATMUL B operand
+  // [kh][kw][k1 - k0][n1 - n0] in ops.w (use weight_tile_values).
+  virtual uint64_t weight_tile(int64_t b, int64_t gb, int64_t k0, int64_t k1, int64_t n0, int64_t n1) = 0;
+  // Emits the epilogue of one output tile whose sums are in acc_slot(side), ending with its STORE.
+  virtual void epilogue(const OutTile& t, int side) = 0;
+};
+
+// The values of a constant weight tile (see MatrixStrategy::weight_tile) from weights laid out
+// [groups][kh][kw][cg][mg]; zeros off the block diagonal.
+template <typename T>
+std::vector<T> weight_tile_values(const MatrixJob& j, const std::vector<T>& w, int64_t b, int64_t gb,
+                                  int64_t k0, int64_t k1, int64_t n0, int64_t n1) {
+  std::vector<T> tile(static_cast<size_t>(j.kh * j.kw * (k1 - k0) * (n1 - n0)), T(0));
+  size_t q = 0;
+  if (gb == 1 && j.groups == 1) {  // dense: copy rows
+    for (int64_t i = 0; i < j.kh * j.kw; ++i) {
+      for (int64_t k = k0; k < k1; ++k, q += static_cast<size_t>(n1 - n0)) {
+        const T* src = &w[static_cast<size_t>((i * j.cg + k) * j.mg + n0)];
+        std::copy(src, src + (n1 - n0), tile.begin() + static_cast<long>(q));
+      }
+    }
+    return tile;
+  }
+  for (int64_t i = 0; i < j.kh; ++i) {
+    for (int64_t jj = 0; jj < j.kw; ++jj) {
+      for (int64_t k = k0; k < k1; ++k) {
+        for (int64_t n = n0; n < n1; ++n, ++q) {
+          const int64_t gk = b * gb + k / j.cg, gn = b * gb + n / j.mg;
+          if (gk != gn) continue;  // off the block diagonal
+          const int64_t c = k % j.cg, m = n % j.mg;
+          tile[q] = w[static_cast<size_t>(((gk * j.kh + i) * j.kw + jj) * j.cg * j.mg + c * j.mg + m)];
+        }
+      }
+    }
+  }
+  return tile;
+}
+
+// Tiling search, cost model and code generation of one MatrixJob.
+class MatrixMapper {
+ public:
+  MatrixMapper(Context& c, const MatrixJob& j, MatrixStrategy& s) : c_(c), j_(j), s_(s) {}
+
+  // Bytes of each slot kind for a tiling (ping-pong pairs included).
+  void slot_bytes(Tiling& t) const;
+  bool fits(const Tiling& t) const;
+  // The tiling with the smallest estimate among those that fit; *evaluated = how many fit (0: none).
+  Tiling search(int64_t* evaluated) const;
+  // Emits the node under tiling t and records its SRAM use in c.plan.
+  void generate(const Tiling& t);
+
+ private:
+  void estimate(Tiling& t) const;
+  double dma_cycles(int64_t s0, int64_t s1, int64_t s2, int64_t st1, int64_t st2, isa::DType t) const;
+  double vec_cost(int64_t elems) const;
+  void load_input(int64_t img, int64_t oy0, int64_t oh, int64_t ox0, int64_t ow, int64_t c0, int64_t tc,
+                  uint64_t slot);
+
+  Context& c_;
+  const MatrixJob& j_;
+  MatrixStrategy& s_;
+  mutable std::map<std::array<int64_t, 6>, double> dma_memo_;
+};
+
+// Records a chosen tiling in c.plan (tile shape, loop order, estimates, MACs).
+void record_tiling(Context& c, const MatrixJob& j, const Tiling& t, int64_t evaluated);
+
+}  // namespace npusim::compiler::backend
