@@ -404,6 +404,30 @@ std::map<std::string, std::string> read_metrics(const std::string& report_path) 
       m[c.column] = std::to_string(sum);
       continue;
     }
+    if (std::string(c.path) == "#peak_sram") {
+      // The report's own figure when it has one; otherwise the largest scratchpad footprint the
+      // compiler gave any layer (layers[].mapping.sram_bytes, its ping-pong slots in the input, weight
+      // and accumulator scratchpads together): the SRAM the program needs at its peak.
+      const YAML::Node own = at_path(root, "sram.peak_bytes");
+      if (own && own.IsScalar()) {
+        m[c.column] = own.Scalar();
+        continue;
+      }
+      const YAML::Node l = root["layers"];
+      if (!l || !l.IsSequence()) continue;
+      uint64_t peak = 0;
+      bool any = false;
+      for (const auto& layer : l) {
+        const YAML::Node b = at_path(layer, "mapping.sram_bytes");
+        if (!b || !b.IsMap()) continue;
+        uint64_t sum = 0;
+        for (const auto& kv : b) sum += kv.second.as<uint64_t>();
+        peak = std::max(peak, sum);
+        any = true;
+      }
+      if (any) m[c.column] = std::to_string(peak);
+      continue;
+    }
     const YAML::Node n = at_path(root, c.path);
     if (n && n.IsScalar()) m[c.column] = n.Scalar();
   }
@@ -421,9 +445,13 @@ class Progress {
         total_(total),
         skipped_(skipped),
         start_(Clock::now()),
+        points_start_(start_),
         last_(start_) {}
 
   void finished(bool ok) { (ok ? ok_ : failed_)++; }
+  // The points start now: model preparation (an export can take a minute) is over and must not count
+  // in the per-point rate the ETA is estimated from.
+  void points_started() { points_start_ = Clock::now(); }
   void set_running(size_t n) { running_ = n; }
 
   // A message that must not be overdrawn by the bar (a failed point).
@@ -464,7 +492,8 @@ class Progress {
     const size_t done_now = ok_ + failed_;
     const size_t done = skipped_ + done_now;
     const size_t remaining = total_ > done ? total_ - done : 0;
-    const double eta = done_now ? elapsed / done_now * remaining : NAN;
+    const double points_elapsed = std::chrono::duration<double>(Clock::now() - points_start_).count();
+    const double eta = done_now ? points_elapsed / done_now * remaining : NAN;
     const std::string counts =
         fmt::format("{}/{} done, {} failed, {} running", done, total_, failed_, running_);
     const std::string times = fmt::format("elapsed {}, ETA {}", format_duration(elapsed),
@@ -480,7 +509,7 @@ class Progress {
   double interval_;
   size_t total_, skipped_;
   size_t ok_ = 0, failed_ = 0, running_ = 0;
-  Clock::time_point start_, last_;
+  Clock::time_point start_, points_start_, last_;
   size_t width_ = 0;
   bool drawn_ = false;
 };
@@ -508,7 +537,7 @@ const std::vector<MetricColumn>& metric_columns() {
       {"dram_bytes_read", "dram.bytes_read"},
       {"dram_bytes_written", "dram.bytes_written"},
       {"dram_bandwidth_gbps", "dram.avg_bandwidth_gbps"},
-      {"sram_peak_bytes", "sram.peak_bytes"},
+      {"sram_peak_bytes", "#peak_sram"},
       {"instructions", "sim.instructions"},
       {"layers", "#layers"},
   };
@@ -673,6 +702,7 @@ SweepSummary run_sweep_points(const SweepSpec& spec, const std::vector<SweepPoin
       err = "prepare command did not create " + p->model;
     prepare_error[p->prepare] = err;
   }
+  progress.points_started();
 
   struct Running {
     const SweepPoint* point;

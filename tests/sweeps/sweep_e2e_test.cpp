@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tests/e2e/run_command.h"
+#include "tests/sweeps/results_table.h"
 
 namespace npusim::test {
 namespace {
@@ -31,53 +32,6 @@ const std::string kPython = "/usr/bin/python3";
 const std::string kGemmLayer = std::string(NPUSIM_SOURCE_DIR) + "/tests/sweeps/programs/gemm_layer.s";
 // The model axis entry that runs it.
 const std::string kGemmAxis = "  - model: [{name: gemm_layer, path: '" + kGemmLayer + "'}]\n";
-
-// A results CSV as rows of column -> text (RFC 4180 quoting).
-struct Table {
-  std::vector<std::string> header;
-  std::vector<std::map<std::string, std::string>> rows;
-};
-
-std::vector<std::string> split_csv_line(const std::string& line) {
-  std::vector<std::string> f(1);
-  bool quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        f.back() += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        f.back() += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      f.emplace_back();
-    } else {
-      f.back() += c;
-    }
-  }
-  return f;
-}
-
-Table read_csv(const std::string& path) {
-  Table t;
-  std::istringstream in(read_file(path));
-  std::string line;
-  if (!std::getline(in, line)) return t;
-  t.header = split_csv_line(line);
-  while (std::getline(in, line)) {
-    const std::vector<std::string> f = split_csv_line(line);
-    EXPECT_EQ(f.size(), t.header.size()) << line;
-    std::map<std::string, std::string> row;
-    for (size_t i = 0; i < f.size() && i < t.header.size(); ++i) row[t.header[i]] = f[i];
-    t.rows.push_back(row);
-  }
-  return t;
-}
 
 size_t count_lines(const std::string& text) {
   return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
