@@ -443,27 +443,11 @@ class Int8Strategy : public MatrixStrategy {
   Side side_[2];
 };
 
+// The float epilogue's activation: Relu and Clip take the integer clamp instead.
 bool set_float_activation(const Node& n, Int8Job& j) {
   const std::string act = n.attr_string(kActivation, "");
-  if (act == "Sigmoid") {
-    j.act = VecOp::kSigmoid;
-  } else if (act == "Tanh") {
-    j.act = VecOp::kTanh;
-  } else if (act == "LeakyRelu") {
-    j.act = VecOp::kLeakyRelu;
-    j.act_imm0 = f32_imm(n.attr_float(kAlpha, 0.01f));
-  } else if (act == "HardSigmoid") {
-    j.act = VecOp::kHardSigmoid;
-    j.act_imm0 = f32_imm(n.attr_float(kAlpha, 0.2f));
-    j.act_imm1 = f32_imm(n.attr_float(kBeta, 0.5f));
-  } else if (act == "HardSwish") {
-    j.act = VecOp::kHardSwish;
-  } else if (act == "Gelu") {
-    j.act = VecOp::kGelu;
-  } else {
-    return false;
-  }
-  return true;
+  if (act.empty() || act == "Relu" || act == "Clip") return false;
+  return fused_activation(n, act, &j.act, &j.act_imm0, &j.act_imm1);
 }
 
 std::vector<int32_t> pairs_of(const std::vector<isa::numerics::QuantizedMultiplier>& q) {
@@ -501,33 +485,9 @@ bool lower_matrix_int8(Context& c, const Node& n) {
     j.kh = L.weight_shape[2], j.kw = L.weight_shape[3];
     const auto st = n.attr_ints("strides", {1, 1}), dl = n.attr_ints("dilations", {1, 1});
     j.sh = st[0], j.sw = st[1], j.dh = dl[0], j.dw = dl[1];
-    const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
-    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      const int64_t ph = std::max<int64_t>(0, (j.OH - 1) * j.sh + (j.kh - 1) * j.dh + 1 - j.H);
-      const int64_t pw = std::max<int64_t>(0, (j.OW - 1) * j.sw + (j.kw - 1) * j.dw + 1 - j.W);
-      j.pt = auto_pad == "SAME_UPPER" ? ph / 2 : ph - ph / 2;
-      j.pl = auto_pad == "SAME_UPPER" ? pw / 2 : pw - pw / 2;
-    } else {
-      const auto pads = n.attr_ints("pads", {0, 0, 0, 0});
-      j.pt = pads[0], j.pl = pads[1];
-    }
-    if (j.pt > (j.kh - 1) * j.dh || j.pl > (j.kw - 1) * j.dw) return false;
-    if ((j.OH - 1) * j.sh + (j.kh - 1) * j.dh - j.pt - (j.H - 1) > (j.kh - 1) * j.dh) return false;
-    if ((j.OW - 1) * j.sw + (j.kw - 1) * j.dw - j.pl - (j.W - 1) > (j.kw - 1) * j.dw) return false;
-    if (j.pt > 255 || j.pl > 255 || j.kh > 255 || j.kw > 255 || j.sh > 255 || j.dh > 255) return false;
-    // weight_q [M][cg][kh][kw] -> [g][kh][kw][cg][mg].
-    j.w.assign(L.weight_q.size(), 0);
-    for (int64_t m = 0; m < j.M; ++m) {
-      const int64_t g = m / j.mg, mm = m % j.mg;
-      for (int64_t ci = 0; ci < j.cg; ++ci) {
-        for (int64_t i = 0; i < j.kh; ++i) {
-          for (int64_t jj = 0; jj < j.kw; ++jj) {
-            j.w[static_cast<size_t>(((g * j.kh + i) * j.kw + jj) * j.cg * j.mg + ci * j.mg + mm)] =
-                L.weight_q[static_cast<size_t>(((m * j.cg + ci) * j.kh + i) * j.kw + jj)];
-          }
-        }
-      }
-    }
+    set_conv_pads(n, j);
+    if (!j.conv_mappable()) return false;
+    j.w = grouped_weights(j, L.weight_q);
     a_img = j.H * j.W * j.C, j.y_img = j.OH * j.OW * j.M;
     c.plan->mapping = fmt::format("int8 CONV {}x{} stride {}x{}{}", j.kh, j.kw, j.sh, j.sw,
                                   j.groups > 1 ? fmt::format(", {} groups", j.groups) : "");

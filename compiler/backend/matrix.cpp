@@ -191,31 +191,7 @@ bool set_activation(const Node& n, Epilogue& e) {
   const std::string act = n.attr_string(kActivation, "");
   if (act.empty()) return true;
   e.has_act = true;
-  if (act == "Relu") {
-    e.act = VecOp::kRelu;
-  } else if (act == "Clip") {
-    e.act = VecOp::kClip;
-    e.imm0 = f32_imm(n.attr_float(kActMin, -INFINITY));
-    e.imm1 = f32_imm(n.attr_float(kActMax, INFINITY));
-  } else if (act == "Sigmoid") {
-    e.act = VecOp::kSigmoid;
-  } else if (act == "Tanh") {
-    e.act = VecOp::kTanh;
-  } else if (act == "LeakyRelu") {
-    e.act = VecOp::kLeakyRelu;
-    e.imm0 = f32_imm(n.attr_float(kAlpha, 0.01f));
-  } else if (act == "HardSigmoid") {
-    e.act = VecOp::kHardSigmoid;
-    e.imm0 = f32_imm(n.attr_float(kAlpha, 0.2f));
-    e.imm1 = f32_imm(n.attr_float(kBeta, 0.5f));
-  } else if (act == "HardSwish") {
-    e.act = VecOp::kHardSwish;
-  } else if (act == "Gelu") {
-    e.act = VecOp::kGelu;
-  } else {
-    return false;
-  }
-  return true;
+  return fused_activation(n, act, &e.act, &e.imm0, &e.imm1);
 }
 
 bool same_layout(const DramTensor& a, const DramTensor& b) { return a.phys == b.phys; }
@@ -243,6 +219,7 @@ struct ConvSpec {
   const DramTensor* y = nullptr;
   std::vector<float> w;
   int64_t groups = 1, kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;
+  bool node_pads = false;  // Conv: pt / pl from the node's pads or auto_pad instead
 };
 
 bool lower_conv_spec(Context& c, const Node& n, const ConvSpec& cs) {
@@ -255,25 +232,9 @@ bool lower_conv_spec(Context& c, const Node& n, const ConvSpec& cs) {
   j.groups = cs.groups;
   j.cg = j.C / j.groups, j.mg = j.M / j.groups;
   j.kh = cs.kh, j.kw = cs.kw, j.sh = cs.sh, j.sw = cs.sw, j.dh = cs.dh, j.dw = cs.dw, j.pt = cs.pt, j.pl = cs.pl;
-  // Tiles read at least one real row/column only when no padding exceeds the kernel's reach.
-  if (j.pt > (j.kh - 1) * j.dh || j.pl > (j.kw - 1) * j.dw) return false;
-  if ((j.OH - 1) * j.sh + (j.kh - 1) * j.dh - j.pt - (j.H - 1) > (j.kh - 1) * j.dh) return false;
-  if ((j.OW - 1) * j.sw + (j.kw - 1) * j.dw - j.pl - (j.W - 1) > (j.kw - 1) * j.dw) return false;
-  if (j.pt > 255 || j.pl > 255 || j.kh > 255 || j.kw > 255 || j.sh > 255 || j.dh > 255) return false;
-  const std::vector<float>& w = cs.w;
-  // Weights [M][cg][kh][kw] -> [g][kh][kw][cg][mg].
-  j.w.assign(w.size(), 0.0f);
-  for (int64_t m = 0; m < j.M; ++m) {
-    const int64_t g = m / j.mg, mm = m % j.mg;
-    for (int64_t ci = 0; ci < j.cg; ++ci) {
-      for (int64_t i = 0; i < j.kh; ++i) {
-        for (int64_t jj = 0; jj < j.kw; ++jj) {
-          j.w[static_cast<size_t>(((g * j.kh + i) * j.kw + jj) * j.cg * j.mg + ci * j.mg + mm)] =
-              w[static_cast<size_t>(((m * j.cg + ci) * j.kh + i) * j.kw + jj)];
-        }
-      }
-    }
-  }
+  if (cs.node_pads) set_conv_pads(n, j);
+  if (!j.conv_mappable()) return false;
+  j.w = grouped_weights(j, cs.w);
   const uint64_t es = static_cast<uint64_t>(c.esize);
   const uint64_t xa = x.addr, ya = y.addr;
   const int64_t xs = j.H * j.W * j.C, ys = j.OH * j.OW * j.M;
@@ -320,17 +281,7 @@ bool lower_conv(Context& c, const Node& n) {
   cs.kh = wv.shape[2], cs.kw = wv.shape[3];
   const auto st = n.attr_ints("strides", {1, 1}), dl = n.attr_ints("dilations", {1, 1});
   cs.sh = st[0], cs.sw = st[1], cs.dh = dl[0], cs.dw = dl[1];
-  const int64_t H = x.shape[2], W = x.shape[3], OH = y.shape[2], OW = y.shape[3];
-  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
-  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    const int64_t ph = std::max<int64_t>(0, (OH - 1) * cs.sh + (cs.kh - 1) * cs.dh + 1 - H);
-    const int64_t pw = std::max<int64_t>(0, (OW - 1) * cs.sw + (cs.kw - 1) * cs.dw + 1 - W);
-    cs.pt = auto_pad == "SAME_UPPER" ? ph / 2 : ph - ph / 2;
-    cs.pl = auto_pad == "SAME_UPPER" ? pw / 2 : pw - pw / 2;
-  } else {
-    const auto pads = n.attr_ints("pads", {0, 0, 0, 0});
-    cs.pt = pads[0], cs.pl = pads[1];
-  }
+  cs.node_pads = true;
   cs.w = const_floats(c, n.inputs[1]);
   return lower_conv_spec(c, n, cs);
 }

@@ -2,8 +2,10 @@
 #include "compiler/backend/matrix_walk.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
+#include "compiler/passes/lowered.h"
 #include "isa/timing/dma.h"
 #include "isa/timing/systolic.h"
 #include "isa/timing/units.h"
@@ -294,6 +296,47 @@ void MatrixMapper::load_input(int64_t img, int64_t oy0, int64_t oh, int64_t ox0,
       j_.a_base(img) + static_cast<uint64_t>(((ry0 * j_.W + rx0) * j_.C + c0) * isa::dtype_bytes(s_.ops.a));
   c_.load(Buffer::kInput, slot, j_.a_range, addr, s_.ops.a, {tc, cols, rows, 1}, {j_.C, j_.W * j_.C, 0},
           {ptop, pbot, pleft, pright}, s_.ops.pad);
+}
+
+void set_conv_pads(const Node& n, MatrixJob& j) {
+  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    const int64_t ph = std::max<int64_t>(0, (j.OH - 1) * j.sh + (j.kh - 1) * j.dh + 1 - j.H);
+    const int64_t pw = std::max<int64_t>(0, (j.OW - 1) * j.sw + (j.kw - 1) * j.dw + 1 - j.W);
+    j.pt = auto_pad == "SAME_UPPER" ? ph / 2 : ph - ph / 2;
+    j.pl = auto_pad == "SAME_UPPER" ? pw / 2 : pw - pw / 2;
+  } else {
+    const auto pads = n.attr_ints("pads", {0, 0, 0, 0});
+    j.pt = pads[0], j.pl = pads[1];
+  }
+}
+
+bool fused_activation(const Node& n, const std::string& act, VecOp* op, int64_t* imm0, int64_t* imm1) {
+  if (act == "Relu") {
+    *op = VecOp::kRelu;
+  } else if (act == "Clip") {
+    *op = VecOp::kClip;
+    *imm0 = f32_imm(n.attr_float(kActMin, -INFINITY));
+    *imm1 = f32_imm(n.attr_float(kActMax, INFINITY));
+  } else if (act == "Sigmoid") {
+    *op = VecOp::kSigmoid;
+  } else if (act == "Tanh") {
+    *op = VecOp::kTanh;
+  } else if (act == "LeakyRelu") {
+    *op = VecOp::kLeakyRelu;
+    *imm0 = f32_imm(n.attr_float(kAlpha, 0.01f));
+  } else if (act == "HardSigmoid") {
+    *op = VecOp::kHardSigmoid;
+    *imm0 = f32_imm(n.attr_float(kAlpha, 0.2f));
+    *imm1 = f32_imm(n.attr_float(kBeta, 0.5f));
+  } else if (act == "HardSwish") {
+    *op = VecOp::kHardSwish;
+  } else if (act == "Gelu") {
+    *op = VecOp::kGelu;
+  } else {
+    return false;
+  }
+  return true;
 }
 
 void record_tiling(Context& c, const MatrixJob& j, const Tiling& t, int64_t evaluated) {

@@ -46,6 +46,14 @@ struct MatrixJob {
 
   int64_t in_rows(int64_t toh) const { return (toh - 1) * sh + (kh - 1) * dh + 1; }
   int64_t in_cols(int64_t tow) const { return (tow - 1) * sw + (kw - 1) * dw + 1; }
+  // Whether the walk can map this conv: tiles read at least one real row/column only when no padding
+  // exceeds the kernel's reach, and pads, kernel, stride and dilation fit the instruction fields.
+  bool conv_mappable() const {
+    if (pt > (kh - 1) * dh || pl > (kw - 1) * dw) return false;
+    if ((OH - 1) * sh + (kh - 1) * dh - pt - (H - 1) > (kh - 1) * dh) return false;
+    if ((OW - 1) * sw + (kw - 1) * dw - pl - (W - 1) > (kw - 1) * dw) return false;
+    return !(pt > 255 || pl > 255 || kh > 255 || kw > 255 || sh > 255 || dh > 255);
+  }
 };
 
 struct Tiling {
@@ -127,6 +135,32 @@ std::vector<T> weight_tile_values(const MatrixJob& j, const std::vector<T>& w, i
   }
   return tile;
 }
+
+// Conv weights [M][cg][kh][kw] in the job's layout [groups][kh][kw][cg][mg].
+template <typename T>
+std::vector<T> grouped_weights(const MatrixJob& j, const std::vector<T>& w) {
+  std::vector<T> r(w.size(), T(0));
+  for (int64_t m = 0; m < j.M; ++m) {
+    const int64_t g = m / j.mg, mm = m % j.mg;
+    for (int64_t ci = 0; ci < j.cg; ++ci) {
+      for (int64_t i = 0; i < j.kh; ++i) {
+        for (int64_t jj = 0; jj < j.kw; ++jj) {
+          r[static_cast<size_t>(((g * j.kh + i) * j.kw + jj) * j.cg * j.mg + ci * j.mg + mm)] =
+              w[static_cast<size_t>(((m * j.cg + ci) * j.kh + i) * j.kw + jj)];
+        }
+      }
+    }
+  }
+  return r;
+}
+
+// Sets j.pt / j.pl of Conv node n: its pads, or what auto_pad SAME_UPPER / SAME_LOWER implies for the
+// job's geometry (sizes, kernel, strides and dilations already set).
+void set_conv_pads(const Node& n, MatrixJob& j);
+
+// The VEC op and immediates of a fused activation named `act` (the kActivation attribute of n, whose
+// other attributes hold the parameters). False when the name is not one the vector unit has.
+bool fused_activation(const Node& n, const std::string& act, isa::VecOp* op, int64_t* imm0, int64_t* imm1);
 
 // Tiling search, cost model and code generation of one MatrixJob.
 class MatrixMapper {
