@@ -2,7 +2,8 @@
 """Per-layer stacked bars of an npusim report (`npusim run --report FILE.json`).
 
 Each layer's cycles split into compute, memory, scheduling and host time (the report's per-layer
-breakdown, which adds up to the layer's cycles); layers in program order; the N slowest are labelled.
+breakdown, which adds up to the layer's cycles); layers in program order; the N slowest are labelled
+with their short names (the ONNX path without repeated scopes and the op type).
 
 Example:  plot_layers.py report.json -o layers.png [--top 8] [--sort cycles]
 """
@@ -33,6 +34,16 @@ def read_report(path):
         if not isinstance(l, dict) or "breakdown" not in l or "name" not in l:
             fail(f"{path}: layers[{i}] has no name or breakdown")
     return r
+
+
+def short_name(name):
+    """A layer's ONNX path without the scopes that only repeat the next one and without the trailing op:
+    '/features/features.2/conv/conv.1/conv.1.0/Conv' -> 'features.2/conv.1.0'."""
+    parts = [p for p in name.split("/") if p]
+    if len(parts) > 1:
+        parts = parts[:-1]  # the op type ('Conv', 'Gemm'), shown separately
+    keep = [p for i, p in enumerate(parts) if not (i + 1 < len(parts) and parts[i + 1].startswith(p))]
+    return "/".join(keep) or name
 
 
 def main():
@@ -69,20 +80,24 @@ def main():
     slowest = sorted(range(n), key=lambda i: -bottom[i])[:max(0, args.top)]
     for i in slowest:
         l = layers[i]
-        ax.annotate(f"{l['name']} ({l.get('op', '')})", (x[i], bottom[i]), xytext=(0, 4), textcoords="offset points",
-                    rotation=60, fontsize=7, ha="left", va="bottom")
+        # Short names, written upwards from the top of the bar, inside the axes (the y range leaves room).
+        ax.annotate(f"{short_name(l['name'])} ({l.get('op', '')})", (x[i], bottom[i]), xytext=(0, 4),
+                    textcoords="offset points", rotation=90, fontsize=7, ha="center", va="bottom")
     ax.set_xlabel("layer (program order)" if args.sort == "order" else "layer (slowest first)")
     ax.set_ylabel("cycles")
     if n <= 40:
         ax.set_xticks(x)
-        ax.set_xticklabels([l["name"] for l in layers], rotation=90, fontsize=7)
-    ax.set_ylim(0, bottom.max() * 1.35 if bottom.max() > 0 else 1)
+        ax.set_xticklabels([short_name(l["name"]) for l in layers], rotation=90, fontsize=7)
+    ax.set_ylim(0, bottom.max() * 1.6 if bottom.max() > 0 else 1)
     ax.legend(loc="upper right", fontsize=8)
     total = r.get("total_cycles", 0)
     ax.set_title(args.title or f"{os.path.basename(args.report)}: {n} layers, {total} cycles "
                                 f"({r.get('latency_ms', 0):.4g} ms); top {len(slowest)} labelled")
     fig.tight_layout()
-    fig.savefig(args.output, dpi=120)
+    try:
+        fig.savefig(args.output, dpi=120)
+    except OSError as e:
+        fail(f"cannot write {args.output}: {e.strerror or e}")
     print(f"wrote {args.output}: {n} layers")
 
 

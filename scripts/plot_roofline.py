@@ -9,12 +9,19 @@ mostly spent on (the report's per-layer breakdown: compute, memory, scheduling, 
 has no per-layer DRAM bytes, so they come from the trace CSV of the same run (bytes of the DMA
 engines' slices per layer). The whole model is drawn as a star.
 
+A grouped (e.g. depthwise) convolution that the compiler maps as block-diagonal dense blocks of G
+groups is reported with the zeros between its groups counted as MACs (G times its useful work); it is
+drawn as a triangle at its useful MACs (the report's MACs / G, G read from the layer's
+mapping.description), as is the whole model. Five slowest layers are named (short names: the ONNX
+path without repeated scopes and the op type).
+
 Example:  plot_roofline.py report.json --trace trace.csv -o roofline.png
 """
 import argparse
 import csv
 import json
 import os
+import re
 import sys
 
 COLOUR = {"compute": "#dd8452", "memory": "#4c72b0", "scheduling": "#8c8c8c", "host": "#c44e52"}
@@ -58,6 +65,31 @@ def layer_bytes_from_trace(path):
         return out
 
 
+def short_name(name):
+    """A layer's ONNX path without the scopes that only repeat the next one and without the trailing op:
+    '/features/features.2/conv/conv.1/conv.1.0/Conv' -> 'features.2/conv.1.0'."""
+    parts = [p for p in name.split("/") if p]
+    if len(parts) > 1:
+        parts = parts[:-1]  # the op type ('Conv', 'Gemm'), shown separately
+    keep = [p for i, p in enumerate(parts) if not (i + 1 < len(parts) and parts[i + 1].startswith(p))]
+    return "/".join(keep) or name
+
+
+GROUPED = re.compile(r"(\d+) groups as (\d+) block-diagonal blocks of (\d+) groups")
+
+
+def useful_macs(layer):
+    """The layer's useful multiply-accumulates. A grouped convolution mapped as block-diagonal dense
+    blocks of G groups is reported with the zeros between the groups counted as MACs (G times the
+    useful work, its mapping.description says so); the roofline places it by its useful work.
+    Returns (MACs, whether they were corrected)."""
+    macs = float(layer.get("macs", 0))
+    m = GROUPED.search(str(layer.get("mapping", {}).get("description", "")))
+    if m and int(m.group(3)) > 1:
+        return macs / int(m.group(3)), True
+    return macs, False
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("report", help="report JSON written by npusim run --report")
@@ -96,20 +128,24 @@ def main():
 
     pts = []
     skipped = 0
+    padding = 0.0  # MACs the report counts between the groups of grouped convolutions
     for l in r["layers"]:
-        macs, cycles, b = float(l.get("macs", 0)), float(l.get("cycles", 0)), float(per_layer.get(l["name"], 0))
+        macs, grouped = useful_macs(l)
+        padding += float(l.get("macs", 0)) - macs
+        cycles, b = float(l.get("cycles", 0)), float(per_layer.get(l["name"], 0))
         if macs <= 0 or cycles <= 0 or b <= 0:
             skipped += 1  # no MACs (vector/host layers) or no DRAM traffic: no place on a roofline
             continue
         bd = l.get("breakdown", {})
         bound = max(COLOUR, key=lambda k: bd.get(k, 0))
-        pts.append((macs / b, macs / (cycles / freq_hz), bound, l["name"]))
+        pts.append((macs / b, macs / (cycles / freq_hz), bound, l["name"], grouped))
+    model_macs = float(r.get("macs", 0)) - padding
 
     fig, ax = plt.subplots(figsize=(8, 6))
     total_bytes = float(r.get("dram", {}).get("bytes_read", 0)) + float(r.get("dram", {}).get("bytes_written", 0))
     intensities = [p[0] for p in pts]
-    if total_bytes > 0 and r.get("macs", 0) > 0:
-        intensities.append(r["macs"] / total_bytes)
+    if total_bytes > 0 and model_macs > 0:
+        intensities.append(model_macs / total_bytes)
     lo = min(intensities) / 10 if intensities else 0.01
     hi = max(intensities) * 10 if intensities else 1000
     if bw_bytes > 0:
@@ -121,15 +157,19 @@ def main():
                                                else ", no bandwidth roof (ideal DRAM)")
     ax.plot(xs, roof, color="black", linewidth=1.5, label=label)
     for bound, colour in COLOUR.items():
-        sel = [p for p in pts if p[2] == bound]
-        if sel:
-            ax.scatter([p[0] for p in sel], [p[1] for p in sel], color=colour, s=28, label=f"{bound}-bound layers",
-                       edgecolor="black", linewidth=0.3, zorder=3)
-    if total_bytes > 0 and r.get("macs", 0) > 0 and r.get("total_cycles", 0) > 0:
-        ax.scatter([r["macs"] / total_bytes], [r["macs"] / (r["total_cycles"] / freq_hz)], marker="*", s=180,
+        for grouped, marker in ((False, "o"), (True, "^")):
+            sel = [p for p in pts if p[2] == bound and p[4] == grouped]
+            if sel:
+                ax.scatter([p[0] for p in sel], [p[1] for p in sel], color=colour, s=28, marker=marker,
+                           label=f"{bound}-bound " + ("grouped convs (useful MACs)" if grouped else "layers"),
+                           edgecolor="black", linewidth=0.3, zorder=3)
+    if total_bytes > 0 and model_macs > 0 and r.get("total_cycles", 0) > 0:
+        ax.scatter([model_macs / total_bytes], [model_macs / (r["total_cycles"] / freq_hz)], marker="*", s=180,
                    color="gold", edgecolor="black", zorder=4, label="whole model")
-    for p in sorted(pts, key=lambda p: p[1])[:5]:
-        ax.annotate(p[3], (p[0], p[1]), xytext=(3, -8), textcoords="offset points", fontsize=7)
+    # The five slowest (lowest MAC/s) layers, named; labels alternate above and below to limit overlaps.
+    for i, p in enumerate(sorted(pts, key=lambda p: p[1])[:5]):
+        ax.annotate(short_name(p[3]), (p[0], p[1]), xytext=(4, 6 if i % 2 else -10), textcoords="offset points",
+                    fontsize=7)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (MACs per DRAM byte)")
@@ -139,7 +179,10 @@ def main():
     ax.set_title(args.title or f"{os.path.basename(args.report)}: {len(pts)} layers{extra}", fontsize=10)
     ax.grid(True, which="both", alpha=0.2)
     fig.tight_layout()
-    fig.savefig(args.output, dpi=120)
+    try:
+        fig.savefig(args.output, dpi=120)
+    except OSError as e:
+        fail(f"cannot write {args.output}: {e.strerror or e}")
     print(f"wrote {args.output}: {len(pts)} layers on the roofline")
 
 

@@ -9,7 +9,8 @@
 The swept columns are those between `id` and `status` in the CSV; zipped columns (e.g. rows and cols
 swept together) count as one axis. When more axes vary than a plot shows, each cell or line point
 takes the best (minimum) value over the others, and the title says so. Failed points are left out
-and counted in the title.
+and counted in the title. A metric whose values span a factor of 10 or more is drawn on a log scale
+(--log yes/no to force it); each heatmap panel has its own colour scale.
 
 Example:  plot_sweep.py out/results.csv -o sweep.png --kind heatmap --x systolic_array.rows \\
               --y sram.input.size_kib --metric latency_ms
@@ -58,6 +59,9 @@ def sort_key(v):
     return (0, n, "") if n is not None else (1, 0.0, v)
 
 
+ZIPPED = {}  # first column of a zipped group -> the other columns that advance with it
+
+
 def independent_axes(axes, data, exclude=()):
     """Varying axes, with zipped columns (a one-to-one mapping between their values) folded into the first."""
     out = []
@@ -69,10 +73,33 @@ def independent_axes(axes, data, exclude=()):
             pairs = {(d[a], d[b]) for d in data}
             if len(pairs) == len({p[0] for p in pairs}) == len({p[1] for p in pairs}):
                 zipped = True
+                ZIPPED.setdefault(b, []).append(a)
                 break
         if not zipped:
             out.append(a)
     return out
+
+
+def axis_label(a):
+    """The column's name, and how many zipped columns take the same values with it."""
+    n = len(ZIPPED.get(a, []))
+    return a if not n else f"{a} (+{n} zipped)"
+
+
+def plain_ticks(axis):
+    """Tick labels of a log axis as plain numbers (2, 5, 10, 20), not powers of ten."""
+    from matplotlib.ticker import FuncFormatter
+    f = FuncFormatter(lambda v, _: f"{v:g}")
+    axis.set_major_formatter(f)
+    axis.set_minor_formatter(f)
+
+
+def use_log(mode, values):
+    """--log auto: a log scale when the metric's positive values span a factor of 10 or more."""
+    vals = [v for v in values if v is not None]
+    if mode == "no" or not vals or min(vals) <= 0:
+        return False
+    return mode == "yes" or max(vals) / min(vals) >= 10
 
 
 def cost_of(expr, d):
@@ -97,7 +124,7 @@ def best(values):
     return min(vals) if vals else None
 
 
-def heatmap(ax, fig, data, x, y, metric, model_col, model, others):
+def heatmap(ax, fig, data, x, y, metric, model_col, model, others, log):
     import numpy as np
     sel = [d for d in data if model_col is None or d[model_col] == model]
     xs = sorted({d[x] for d in sel}, key=sort_key)
@@ -108,28 +135,38 @@ def heatmap(ax, fig, data, x, y, metric, model_col, model, others):
             v = best(num(d[metric]) for d in sel if d[x] == xv and d[y] == yv)
             if v is not None:
                 grid[i, j] = v
-    im = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis_r")
+    from matplotlib.colors import LogNorm
+    finite = grid[np.isfinite(grid)]
+    log = log and finite.size and finite.min() > 0
+    im = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis_r",
+                   norm=LogNorm(vmin=finite.min(), vmax=finite.max()) if log else None)
     ax.set_xticks(range(len(xs)))
     ax.set_xticklabels(xs, rotation=45, fontsize=8)
     ax.set_yticks(range(len(ys)))
     ax.set_yticklabels(ys, fontsize=8)
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
-    finite = grid[np.isfinite(grid)]
-    mid = (finite.min() + finite.max()) / 2 if finite.size else 0
+    ax.set_xlabel(axis_label(x))
+    ax.set_ylabel(axis_label(y))
+    if not finite.size:
+        mid = 0
+    elif log:
+        mid = math.sqrt(finite.min() * finite.max())
+    else:
+        mid = (finite.min() + finite.max()) / 2
     for i in range(len(ys)):
         for j in range(len(xs)):
             if np.isfinite(grid[i, j]):
                 ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", fontsize=7,
                         color="white" if grid[i, j] > mid else "black")
-    fig.colorbar(im, ax=ax, label=metric)
+    cb = fig.colorbar(im, ax=ax, label=metric + (" (log scale)" if log else ""))
+    if log:
+        plain_ticks(cb.ax.yaxis)
     t = f"{metric}" + (f" ({model})" if model_col else "")
     if others:
         t += f"\nbest over {', '.join(others)}"
     ax.set_title(t, fontsize=9)
 
 
-def line(ax, data, x, metric, model_col, models, others):
+def line(ax, data, x, metric, model_col, models, others, log):
     numeric = all(num(d[x]) is not None for d in data)
     for m in models:
         sel = [d for d in data if model_col is None or d[model_col] == m]
@@ -144,15 +181,18 @@ def line(ax, data, x, metric, model_col, models, others):
         vals = sorted({num(d[x]) for d in data})
         if vals[0] > 0 and vals[-1] / vals[0] >= 16:
             ax.set_xscale("log", base=2)
-    ax.set_xlabel(x)
+    if log:
+        ax.set_yscale("log")
+        plain_ticks(ax.yaxis)
+    ax.set_xlabel(axis_label(x))
     ax.set_ylabel(metric)
-    ax.grid(True, alpha=0.3)
+    ax.grid(True, which="both", alpha=0.3)
     if model_col:
         ax.legend(fontsize=8)
     ax.set_title(f"{metric} along {x}" + (f"\nbest over {', '.join(others)}" if others else ""), fontsize=9)
 
 
-def pareto(ax, data, metric, cost_expr, model_col, models):
+def pareto(ax, data, metric, cost_expr, model_col, models, log):
     any_front = False
     for m in models:
         sel = [d for d in data if model_col is None or d[model_col] == m]
@@ -172,6 +212,9 @@ def pareto(ax, data, metric, cost_expr, model_col, models):
     if not any_front:
         ax.text(0.5, 0.5, "no points with both a cost and a metric", ha="center", transform=ax.transAxes)
     ax.set_xscale("log")
+    if log:
+        ax.set_yscale("log")
+        plain_ticks(ax.yaxis)
     ax.set_xlabel(f"cost: {cost_expr}")
     ax.set_ylabel(metric)
     ax.grid(True, which="both", alpha=0.3)
@@ -190,6 +233,9 @@ def main():
     ap.add_argument("--model-column", default="model", help="column that names the model (default model)")
     ap.add_argument("--cost", default="array_pes*sram_kib",
                     help="cost expression over columns for the Pareto plot (default array_pes*sram_kib)")
+    ap.add_argument("--log", choices=["auto", "yes", "no"], default="auto",
+                    help="log scale for the metric (colour of a heatmap, y of the line and Pareto plots); "
+                         "auto (default): when its values span a factor of 10 or more")
     ap.add_argument("--title", default=None)
     args = ap.parse_args()
     if os.path.splitext(args.output)[1].lower() not in (".png", ".svg"):
@@ -215,6 +261,7 @@ def main():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    log = use_log(args.log, [num(d[args.metric]) for d in data])
     kinds = ["heatmap", "line", "pareto"] if args.kind == "summary" else [args.kind]
     panels = []
     for k in kinds:
@@ -232,7 +279,7 @@ def main():
                 ax.text(0.5, 0.5, "a heatmap needs two independent axes", ha="center", transform=ax.transAxes)
                 ax.set_axis_off()
                 continue
-            heatmap(ax, fig, data, x, y, args.metric, model_col, m, [a for a in free if a not in (x, y)])
+            heatmap(ax, fig, data, x, y, args.metric, model_col, m, [a for a in free if a not in (x, y)], log)
         elif k == "line":
             if not x:
                 if args.kind == "line":
@@ -240,15 +287,18 @@ def main():
                 ax.text(0.5, 0.5, "no varying axis", ha="center", transform=ax.transAxes)
                 ax.set_axis_off()
                 continue
-            line(ax, data, x, args.metric, model_col, models, [a for a in free if a != x])
+            line(ax, data, x, args.metric, model_col, models, [a for a in free if a != x], log)
         else:
-            pareto(ax, data, args.metric, args.cost, model_col, models)
+            pareto(ax, data, args.metric, args.cost, model_col, models, log)
     title = args.title or f"{os.path.basename(os.path.dirname(os.path.abspath(args.results)))}: {len(data)} points"
     if failed:
         title += f" ({failed} failed or without {args.metric}, not shown)"
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(args.output, dpi=120)
+    try:
+        fig.savefig(args.output, dpi=120)
+    except OSError as e:
+        fail(f"cannot write {args.output}: {e.strerror or e}")
     print(f"wrote {args.output}: {', '.join(k for k, _ in panels)} over {len(data)} points")
 
 

@@ -4,7 +4,7 @@
 One row per unit (sequencer, queues, DMA engines, DRAM channels, host), one bar per slice coloured by
 the class of its opcode (DMA, matrix, vector, host, sync); stalls are drawn hatched, one hatch per
 reason (memory, bank_conflict, scheduling, queue_full, host); dotted vertical lines mark where each
-layer starts, labelled with the layer's name.
+layer starts, labelled with the layer's short name (the ONNX path without repeated scopes and op type).
 
 Example:  plot_timeline.py trace.csv -o timeline.png [--start 0 --end 50000] [--units matrix,vector]
 """
@@ -64,6 +64,16 @@ def unit_key(name, first_seen):
     group = {"dma": 1, "dram_ch": 2}.get(base, 3)
     digits = name[len(name.rstrip("0123456789")):]
     return (group, int(digits) if digits else 0, first_seen[name])
+
+
+def short_name(name):
+    """A layer's ONNX path without the scopes that only repeat the next one and without the trailing op:
+    '/features/features.2/conv/conv.1/conv.1.0/Conv' -> 'features.2/conv.1.0'."""
+    parts = [p for p in name.split("/") if p]
+    if len(parts) > 1:
+        parts = parts[:-1]
+    keep = [p for i, p in enumerate(parts) if not (i + 1 < len(parts) and parts[i + 1].startswith(p))]
+    return "/".join(keep) or name
 
 
 def main():
@@ -130,7 +140,7 @@ def main():
     for i, (name, s) in enumerate(marks):
         ax.axvline(max(s, t0), color="black", linestyle=":", linewidth=0.6, alpha=0.7)
         if i % label_every == 0:
-            ax.text(max(s, t0), 1.01, name, rotation=60, fontsize=7, va="bottom", ha="left",
+            ax.text(max(s, t0), 1.01, short_name(name), rotation=45, fontsize=7, va="bottom", ha="left",
                     transform=ax.get_xaxis_transform())
 
     ax.set_yticks(range(len(units)))
@@ -142,11 +152,15 @@ def main():
     handles = [Patch(facecolor=CLASS_COLOUR[c], label=c) for c in CLASS_COLOUR if any(k[1] == c for k in busy)]
     handles += [Patch(facecolor="white", edgecolor=REASON_EDGE.get(r, "#555"), hatch=REASON_HATCH.get(r, "++"),
                       label=f"stall: {r}") for r in sorted({k[1] for k in stall})]
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=min(6, max(1, len(handles))),
+    # The legend below the cycle axis, the title above the layer labels (both outside the axes).
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=min(8, max(1, len(handles))),
               fontsize=8, frameon=False)
-    ax.set_title(args.title or f"{os.path.basename(args.trace)}: cycles {t0}..{t1}", pad=40 if marks else 6)
+    fig.suptitle(args.title or f"{os.path.basename(args.trace)}: cycles {t0}..{t1}", fontsize=11)
     fig.tight_layout()
-    fig.savefig(args.output, dpi=120)
+    try:
+        fig.savefig(args.output, dpi=120)
+    except OSError as e:
+        fail(f"cannot write {args.output}: {e.strerror or e}")
     print(f"wrote {args.output}: {len(units)} units, {len(rows)} slices, {len(marks)} layers")
 
 
