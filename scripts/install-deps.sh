@@ -8,9 +8,11 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   python3-numpy python3-onnx python3-torch python3-torchvision python3-matplotlib
-  nodejs npm
   slurm-wlm munge
 )
+# Node.js and npm run the onnxruntime golden check. A machine that already has them (e.g. NodeSource's
+# nodejs, which bundles npm and conflicts with Debian's npm package) keeps its own.
+command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
