@@ -229,3 +229,23 @@ TEST(Cli, BatchOutOfRangeOrOnAFixedShapeModelIsAUsageError) {
 
 }  // namespace
 }  // namespace npusim::test
+
+namespace npusim::test {
+namespace {
+
+TEST(Cli, ACompiledProgramRunsOnLargerScratchpadsButNotOnSmallerOnesOrAnotherArray) {
+  const std::string dir = temp_dir("machine");
+  CommandResult r = npusim({"compile", "demo", "-o", dir + "/d.npu", "-q"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = npusim({"exec", dir + "/d.npu", "-q", "--set", "sram.input.size_kib=1024"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = npusim({"exec", dir + "/d.npu", "-q", "--set", "sram.input.size_kib=128"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("sram.input.size_kib = 256"), std::string::npos) << r.err;
+  r = npusim({"exec", dir + "/d.npu", "-q", "--set", "systolic_array.rows=16"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("systolic_array.rows"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace npusim::test
