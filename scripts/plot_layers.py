@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Per-layer stacked bars of an npusim report (`npusim run --report FILE.json`).
 
 Each layer's cycles split into compute, memory, scheduling and host time (the report's per-layer

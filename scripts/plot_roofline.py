@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Each layer of an npusim run on the NPU's roofline.
 
 The roof: peak MAC/s = array rows x cols x frequency (int8, one MAC per PE per cycle; from the

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Plots of `npusim sweep` results (DIR/results.csv).
 
   --kind heatmap   a metric over two swept axes (one panel per model)

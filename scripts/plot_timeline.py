@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Per-unit Gantt chart of an npusim trace CSV (`npusim run --trace-csv FILE.csv`).
 
 One row per unit (sequencer, queues, DMA engines, DRAM channels, host), one bar per slice coloured by

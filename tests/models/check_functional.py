@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Runs a real model functionally (`npusim run --functional --inputs --outputs`) and compares every output
 with the FP32 reference interpreter on the same seeded inputs.
 

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Compiles and simulates one real model with `npusim run` and checks its report from first principles.
 
 Usage: check_run.py NPUSIM MODEL.onnx CONFIG.yaml [--expect-host OP,OP] [-- extra npusim args]

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Writes mbv2_block.onnx: MobileNetV2-like inverted residual blocks (1x1 expand + ReLU6, 3x3 depthwise
 + ReLU6, 1x1 project, residual add), a stride-2 depthwise block, then global pool and a classifier.
 Small (1x16x12x12 input) so the int8 bit-exactness test runs in well under a second. Deterministic."""

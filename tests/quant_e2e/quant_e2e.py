@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """End-to-end checks of the precision CLI, run on the npusim binary as a user would.
 
 usage: quant_e2e.py NPUSIM SOURCE_DIR MODELS_DIR CASE
