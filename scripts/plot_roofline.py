@@ -9,10 +9,9 @@ mostly spent on (the report's per-layer breakdown: compute, memory, scheduling, 
 has no per-layer DRAM bytes, so they come from the trace CSV of the same run (bytes of the DMA
 engines' slices per layer). The whole model is drawn as a star.
 
-A grouped (e.g. depthwise) convolution that the compiler maps as block-diagonal dense blocks of G
-groups is reported with the zeros between its groups counted as MACs (G times its useful work); it is
-drawn as a triangle at its useful MACs (the report's MACs / G, G read from the layer's
-mapping.description), as is the whole model. Five slowest layers are named (short names: the ONNX
+Layers sit at their useful MACs (the report's `macs`); a layer on which the array also spent MAC
+slots on padding (layers[].array_macs: e.g. a depthwise convolution mapped as block-diagonal dense
+blocks) is drawn as a triangle. Five slowest layers are named (short names: the ONNX
 path without repeated scopes and the op type).
 
 Example:  plot_roofline.py report.json --trace trace.csv -o roofline.png
@@ -21,7 +20,6 @@ import argparse
 import csv
 import json
 import os
-import re
 import sys
 
 COLOUR = {"compute": "#dd8452", "memory": "#4c72b0", "scheduling": "#8c8c8c", "host": "#c44e52"}
@@ -75,19 +73,10 @@ def short_name(name):
     return "/".join(keep) or name
 
 
-GROUPED = re.compile(r"(\d+) groups as (\d+) block-diagonal blocks of (\d+) groups")
-
-
 def useful_macs(layer):
-    """The layer's useful multiply-accumulates. A grouped convolution mapped as block-diagonal dense
-    blocks of G groups is reported with the zeros between the groups counted as MACs (G times the
-    useful work, its mapping.description says so); the roofline places it by its useful work.
-    Returns (MACs, whether they were corrected)."""
-    macs = float(layer.get("macs", 0))
-    m = GROUPED.search(str(layer.get("mapping", {}).get("description", "")))
-    if m and int(m.group(3)) > 1:
-        return macs / int(m.group(3)), True
-    return macs, False
+    """The layer's useful multiply-accumulates (the report's `macs`) and whether the array spent more
+    MAC slots than that on padding (the report then adds `array_macs`)."""
+    return float(layer.get("macs", 0)), "array_macs" in layer
 
 
 def main():
@@ -128,10 +117,8 @@ def main():
 
     pts = []
     skipped = 0
-    padding = 0.0  # MACs the report counts between the groups of grouped convolutions
     for l in r["layers"]:
         macs, grouped = useful_macs(l)
-        padding += float(l.get("macs", 0)) - macs
         cycles, b = float(l.get("cycles", 0)), float(per_layer.get(l["name"], 0))
         if macs <= 0 or cycles <= 0 or b <= 0:
             skipped += 1  # no MACs (vector/host layers) or no DRAM traffic: no place on a roofline
@@ -139,7 +126,7 @@ def main():
         bd = l.get("breakdown", {})
         bound = max(COLOUR, key=lambda k: bd.get(k, 0))
         pts.append((macs / b, macs / (cycles / freq_hz), bound, l["name"], grouped))
-    model_macs = float(r.get("macs", 0)) - padding
+    model_macs = float(r.get("macs", 0))
 
     fig, ax = plt.subplots(figsize=(8, 6))
     total_bytes = float(r.get("dram", {}).get("bytes_read", 0)) + float(r.get("dram", {}).get("bytes_written", 0))
