@@ -49,4 +49,16 @@ Table read_csv(const std::string& path) {
   return t;
 }
 
+std::string write_sweep(const std::string& dir, const std::string& text) {
+  const std::string path = dir + "/sweep.yaml";
+  write_file(path, text);
+  return path;
+}
+
+CommandResult sweep(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {NPUSIM_BIN, "sweep"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_command(argv);
+}
+
 }  // namespace npusim::test

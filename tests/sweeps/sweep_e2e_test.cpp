@@ -37,18 +37,6 @@ size_t count_lines(const std::string& text) {
   return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
 }
 
-std::string write_sweep(const std::string& dir, const std::string& text) {
-  const std::string path = dir + "/sweep.yaml";
-  write_file(path, text);
-  return path;
-}
-
-CommandResult sweep(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {kNpusim, "sweep"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_command(argv);
-}
-
 TEST(SweepCli, DryRunListsTheProductInOrder) {
   const std::string d = temp_dir("sweep-dry");
   const std::string f = write_sweep(d,

@@ -37,18 +37,6 @@ std::string model(const std::string& name) {
   return path;
 }
 
-std::string write_sweep(const std::string& dir, const std::string& text) {
-  const std::string path = dir + "/sweep.yaml";
-  write_file(path, text);
-  return path;
-}
-
-CommandResult sweep(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {kNpusim, "sweep"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_command(argv);
-}
-
 double num(const std::map<std::string, std::string>& row, const std::string& key) {
   EXPECT_FALSE(row.at(key).empty()) << key;
   return std::stod(row.at(key));
