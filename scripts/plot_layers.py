@@ -8,28 +8,17 @@ with their short names (the ONNX path without repeated scopes and the op type).
 Example:  plot_layers.py report.json -o layers.png [--top 8] [--sort cycles]
 """
 import argparse
-import json
 import os
 import sys
+
+import npusim_report
+from npusim_report import fail
 
 PARTS = [("compute", "#dd8452"), ("memory", "#4c72b0"), ("scheduling", "#8c8c8c"), ("host", "#c44e52")]
 
 
-def fail(msg):
-    print(f"plot_layers.py: error: {msg}", file=sys.stderr)
-    sys.exit(2)
-
-
 def read_report(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            r = json.load(f)
-    except OSError as e:
-        fail(f"cannot open {path}: {e.strerror}")
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        fail(f"{path} is not JSON; give the report written by `npusim run --report FILE.json`")
-    if not isinstance(r, dict) or not isinstance(r.get("layers"), list) or "total_cycles" not in r:
-        fail(f"{path} is JSON but not an npusim report (no total_cycles and layers[])")
+    r = npusim_report.read_report(path)
     for i, l in enumerate(r["layers"]):
         if not isinstance(l, dict) or "breakdown" not in l or "name" not in l:
             fail(f"{path}: layers[{i}] has no name or breakdown")

@@ -18,29 +18,16 @@ Example:  plot_roofline.py report.json --trace trace.csv -o roofline.png
 """
 import argparse
 import csv
-import json
 import os
 import sys
+
+import npusim_report
+from npusim_report import fail
 
 COLOUR = {"compute": "#dd8452", "memory": "#4c72b0", "scheduling": "#8c8c8c", "host": "#c44e52"}
 
 
-def fail(msg):
-    print(f"plot_roofline.py: error: {msg}", file=sys.stderr)
-    sys.exit(2)
-
-
-def read_report(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            r = json.load(f)
-    except OSError as e:
-        fail(f"cannot open {path}: {e.strerror}")
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        fail(f"{path} is not JSON; give the report written by `npusim run --report FILE.json`")
-    if not isinstance(r, dict) or "total_cycles" not in r or not isinstance(r.get("layers"), list):
-        fail(f"{path} is JSON but not an npusim report (no total_cycles and layers[])")
-    return r
+read_report = npusim_report.read_report
 
 
 def layer_bytes_from_trace(path):
