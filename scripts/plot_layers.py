@@ -9,7 +9,6 @@ Example:  plot_layers.py report.json -o layers.png [--top 8] [--sort cycles]
 """
 import argparse
 import os
-import sys
 
 import npusim_report
 from npusim_report import fail

@@ -19,7 +19,6 @@ Example:  plot_roofline.py report.json --trace trace.csv -o roofline.png
 import argparse
 import csv
 import os
-import sys
 
 import npusim_report
 from npusim_report import fail
