@@ -1,6 +1,8 @@
 #pragma once
 // Internal to the interpreter: the kernel interface and shared helpers.
 #include <array>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -33,6 +35,18 @@ void register_nn(KernelTable& t);
 void register_tensor(KernelTable& t);
 void register_reduce(KernelTable& t);
 const KernelTable& kernel_table();
+
+// The value range of an integer type (int64's for the others), for saturating conversions.
+inline void integer_range(DataType t, int64_t& lo, int64_t& hi) {
+  switch (t) {
+    case DataType::kInt8: lo = -128; hi = 127; break;
+    case DataType::kUInt8: lo = 0; hi = 255; break;
+    case DataType::kInt16: lo = -32768; hi = 32767; break;
+    case DataType::kUInt16: lo = 0; hi = 65535; break;
+    case DataType::kInt32: lo = std::numeric_limits<int32_t>::min(); hi = std::numeric_limits<int32_t>::max(); break;
+    default: lo = std::numeric_limits<int64_t>::min(); hi = std::numeric_limits<int64_t>::max(); break;
+  }
+}
 
 // Contiguous row-major strides.
 std::vector<int64_t> strides_of(const Shape& s);

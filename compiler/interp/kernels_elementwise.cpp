@@ -354,16 +354,6 @@ AxisIndexer axis_indexer(const KernelContext& c, const Tensor& x, const Tensor& 
                                     std::to_string(ix.dim));
   return ix;
 }
-void integer_range(DataType t, int64_t& lo, int64_t& hi) {
-  switch (t) {
-    case DataType::kInt8: lo = -128; hi = 127; break;
-    case DataType::kUInt8: lo = 0; hi = 255; break;
-    case DataType::kInt16: lo = -32768; hi = 32767; break;
-    case DataType::kUInt16: lo = 0; hi = 65535; break;
-    case DataType::kInt32: lo = std::numeric_limits<int32_t>::min(); hi = std::numeric_limits<int32_t>::max(); break;
-    default: lo = std::numeric_limits<int64_t>::min(); hi = std::numeric_limits<int64_t>::max(); break;
-  }
-}
 void k_quantize_linear(KernelContext& c) {
   const Tensor& x = c.input(0);
   const Tensor& scale = c.input(1);
@@ -379,6 +369,27 @@ void k_quantize_linear(KernelContext& c) {
     out.i[k] = static_cast<int64_t>(std::min<double>(std::max<double>(v, lo), hi));
   }
   c.out[0] = std::move(out);
+}
+// y_scale = (max(x, 0) - min(x, 0)) / 255, y_zero_point = saturate(round(-min / y_scale)), y =
+// saturate(round(x / y_scale) + y_zero_point), uint8; scale and zero point computed in float32 as the
+// ONNX definition (and its expanded function body) does.
+void k_dynamic_quantize_linear(KernelContext& c) {
+  const Tensor& x = c.finput(0);
+  float lo = 0.0f, hi = 0.0f;
+  for (float v : x.f) {
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  const float scale = (hi - lo) / 255.0f;
+  const float zp = scale > 0.0f ? std::clamp(std::nearbyint((0.0f - lo) / scale), 0.0f, 255.0f) : 0.0f;
+  Tensor y(DataType::kUInt8, x.shape);
+  for (int64_t k = 0; k < x.size(); ++k) {
+    const float q = scale > 0.0f ? std::nearbyint(x.f[k] / scale) + zp : zp;
+    y.i[k] = static_cast<int64_t>(std::clamp(q, 0.0f, 255.0f));
+  }
+  c.out[0] = std::move(y);
+  if (c.wants(1)) c.out[1] = Tensor::scalar_float(scale);
+  if (c.wants(2)) c.out[2] = Tensor::scalar_int(DataType::kUInt8, static_cast<int64_t>(zp));
 }
 void k_dequantize_linear(KernelContext& c) {
   const Tensor& x = c.input(0);
@@ -459,6 +470,7 @@ void register_elementwise(KernelTable& t) {
   t["Cast"] = k_cast;
   t["CastLike"] = k_cast_like;
   t["QuantizeLinear"] = k_quantize_linear;
+  t["DynamicQuantizeLinear"] = k_dynamic_quantize_linear;
   t["DequantizeLinear"] = k_dequantize_linear;
 }
 

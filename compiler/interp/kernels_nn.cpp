@@ -169,6 +169,58 @@ void k_matmul_integer(KernelContext& c) {
   c.out[0] = std::move(y);
 }
 
+// Requantizes int accumulators as ONNX's QLinear ops define it: y = saturate(round_half_even(acc *
+// (a_scale * b_scale / y_scale)) + y_zero_point), in double precision; `scale_at(k)` is the combined
+// input scale of accumulator k (per row / column / channel when the model has per-axis scales).
+template <class ScaleAt>
+Tensor requantize_linear(KernelContext& c, const std::vector<int64_t>& acc, const Shape& shape, ScaleAt scale_at,
+                         size_t y_scale, size_t y_zp) {
+  const DataType to = c.has(y_zp) ? c.input(y_zp).dtype : DataType::kUInt8;
+  const double ys = c.scalar(y_scale);
+  const double zp = c.has(y_zp) ? static_cast<double>(c.iscalar(y_zp)) : 0.0;
+  if (!(ys > 0)) c.fail("y_scale must be positive");
+  int64_t lo, hi;
+  integer_range(to, lo, hi);
+  Tensor y(to, shape);
+  for (size_t k = 0; k < acc.size(); ++k) {
+    const double v = std::nearbyint(static_cast<double>(acc[k]) * (scale_at(static_cast<int64_t>(k)) / ys)) + zp;
+    y.i[k] = static_cast<int64_t>(std::clamp<double>(v, static_cast<double>(lo), static_cast<double>(hi)));
+  }
+  return y;
+}
+
+// A per-tensor (one value) or per-index (`count` values) scale or zero point of input k.
+double param_at(KernelContext& c, size_t k, int64_t idx, double absent) {
+  if (!c.has(k)) return absent;
+  const Tensor& t = c.input(k);
+  if (t.size() == 1) return t.as_double(0);
+  if (idx >= t.size()) c.fail("a scale or zero point has too few values");
+  return t.as_double(idx);
+}
+
+void k_qlinear_matmul(KernelContext& c) {
+  const Tensor& a = c.input(0);
+  const Tensor& b = c.input(3);
+  BatchPlan p = plan_matmul(c, a.shape, b.shape);
+  // Scales and zero points: per tensor, or per row of A ([M]) / per column of B ([N]).
+  std::vector<int64_t> acc(static_cast<size_t>(p.batch * p.m * p.n), 0);
+  for (int64_t t = 0; t < p.batch; ++t)
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t q = 0; q < p.k; ++q) {
+        const int64_t av = a.i[p.a_off[t] + i * p.k + q] - static_cast<int64_t>(param_at(c, 2, i, 0));
+        for (int64_t j = 0; j < p.n; ++j)
+          acc[t * p.m * p.n + i * p.n + j] +=
+              av * (b.i[p.b_off[t] + q * p.n + j] - static_cast<int64_t>(param_at(c, 5, j, 0)));
+      }
+  c.out[0] = requantize_linear(
+      c, acc, p.out_shape,
+      [&](int64_t k) {
+        const int64_t j = k % p.n, i = (k / p.n) % p.m;
+        return param_at(c, 1, i, 1) * param_at(c, 4, j, 1);
+      },
+      6, 7);
+}
+
 // ---- convolution and pooling geometry --------------------------------------------------------------
 
 // Spatial geometry of a conv/pool, padded to 3 spatial dims (leading dims of size 1) so one set of
@@ -320,6 +372,79 @@ void k_conv(KernelContext& c) {
       }
   }
   c.out[0] = std::move(y);
+}
+
+// Integer convolution of ConvInteger / QLinearConv: acc = sum (x - x_zp) * (w - w_zp[m]) in int64 (the
+// input's zero point pads, so padding adds nothing), with x at input `xi` and w at input `wi`.
+std::vector<int64_t> conv_integer(KernelContext& c, size_t xi, size_t xzp, size_t wi, size_t wzp, Shape& shape) {
+  const Tensor& x = c.input(xi);
+  const Tensor& w = c.input(wi);
+  if (x.floating() || w.floating()) c.fail("x and w must be integer tensors");
+  if (x.rank() < 3 || w.rank() != x.rank()) c.fail("x and w must have the same rank >= 3");
+  const int64_t group = c.node.attr_int("group", 1);
+  const int64_t n = x.shape[0], cin = x.shape[1], cout = w.shape[0];
+  if (group <= 0 || cin % group != 0 || cout % group != 0 || w.shape[1] * group != cin)
+    c.fail("channels (" + std::to_string(cin) + " in, " + std::to_string(cout) + " out, W " + shape_to_string(w.shape) +
+           ") do not match group=" + std::to_string(group));
+  const Geometry g = conv_geometry(c, x.shape, kernel_shape_from(c, w), false);
+  shape = out_shape(x.shape, cout, g);
+  const int64_t cg = cin / group, kg = cout / group;
+  const int64_t x_zp = static_cast<int64_t>(param_at(c, xzp, 0, 0));
+  std::vector<int64_t> acc(static_cast<size_t>(num_elements(shape)), 0);
+  int64_t o = 0;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t m = 0; m < cout; ++m) {
+      const int64_t w_zp = static_cast<int64_t>(param_at(c, wzp, m, 0));
+      const int64_t gr = m / kg;
+      for (int64_t o0 = 0; o0 < g.out[0]; ++o0)
+        for (int64_t o1 = 0; o1 < g.out[1]; ++o1)
+          for (int64_t o2 = 0; o2 < g.out[2]; ++o2, ++o) {
+            int64_t sum = 0;
+            for (int64_t ch = 0; ch < cg; ++ch) {
+              const int64_t* xc = x.i.data() + ((b * cin + gr * cg + ch) * g.in[0]) * g.in[1] * g.in[2];
+              const int64_t* wc = w.i.data() + ((m * cg + ch) * g.k[0]) * g.k[1] * g.k[2];
+              for (int64_t k0 = 0; k0 < g.k[0]; ++k0) {
+                const int64_t i0 = o0 * g.s[0] - g.pb[0] + k0 * g.d[0];
+                if (i0 < 0 || i0 >= g.in[0]) continue;
+                for (int64_t k1 = 0; k1 < g.k[1]; ++k1) {
+                  const int64_t i1 = o1 * g.s[1] - g.pb[1] + k1 * g.d[1];
+                  if (i1 < 0 || i1 >= g.in[1]) continue;
+                  for (int64_t k2 = 0; k2 < g.k[2]; ++k2) {
+                    const int64_t i2 = o2 * g.s[2] - g.pb[2] + k2 * g.d[2];
+                    if (i2 < 0 || i2 >= g.in[2]) continue;
+                    sum += (xc[(i0 * g.in[1] + i1) * g.in[2] + i2] - x_zp) *
+                           (wc[(k0 * g.k[1] + k1) * g.k[2] + k2] - w_zp);
+                  }
+                }
+              }
+            }
+            acc[static_cast<size_t>(o)] = sum;
+          }
+    }
+  return acc;
+}
+
+void k_conv_integer(KernelContext& c) {
+  Shape shape;
+  const std::vector<int64_t> acc = conv_integer(c, 0, 2, 1, 3, shape);
+  Tensor y(DataType::kInt32, shape);
+  for (size_t k = 0; k < acc.size(); ++k) y.i[k] = wrap_integer(DataType::kInt32, acc[k]);
+  c.out[0] = std::move(y);
+}
+
+void k_qlinear_conv(KernelContext& c) {
+  Shape shape;
+  std::vector<int64_t> acc = conv_integer(c, 0, 2, 3, 5, shape);
+  const int64_t cout = shape[1];
+  int64_t opix = 1;
+  for (size_t d = 2; d < shape.size(); ++d) opix *= shape[d];
+  if (c.has(8)) {  // int32 bias, scale x_scale * w_scale[m]
+    const Tensor& bias = c.input(8);
+    if (bias.size() != cout) c.fail("bias has " + std::to_string(bias.size()) + " values for " + std::to_string(cout) + " channels");
+    for (size_t k = 0; k < acc.size(); ++k) acc[k] += bias.as_int((static_cast<int64_t>(k) / opix) % cout);
+  }
+  c.out[0] = requantize_linear(
+      c, acc, shape, [&](int64_t k) { return param_at(c, 1, 0, 1) * param_at(c, 4, (k / opix) % cout, 1); }, 6, 7);
 }
 
 void k_conv_transpose(KernelContext& c) {
@@ -921,6 +1046,9 @@ void register_nn(KernelTable& t) {
   t["Gemm"] = k_gemm;
   t["MatMul"] = k_matmul;
   t["MatMulInteger"] = k_matmul_integer;
+  t["QLinearMatMul"] = k_qlinear_matmul;
+  t["ConvInteger"] = k_conv_integer;
+  t["QLinearConv"] = k_qlinear_conv;
   t["Conv"] = k_conv;
   t["ConvTranspose"] = k_conv_transpose;
   t["MaxPool"] = k_maxpool;
