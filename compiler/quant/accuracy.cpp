@@ -137,7 +137,13 @@ std::vector<WeightOutlier> find_weight_outliers(const Graph& g, double factor) {
 AccuracyReport evaluate_accuracy(const Graph& g, const PrecisionPlan& plan, const std::vector<Sample>& samples,
                                  const AccuracyOptions& options) {
   AccuracyReport r;
+  // The model-wide precision, or "mixed" when the nodes run in several (a pre-quantized model's int8
+  // nodes next to float ones; "int8" when every node is int8).
+  std::set<Precision> used;
+  for (const auto& [name, np] : plan.nodes) used.insert(np.effective);
   r.precision = std::string(to_string(plan.model));
+  if (plan.model != Precision::kInt8 && used.count(Precision::kInt8))
+    r.precision = used.size() == 1 ? "int8" : "mixed";
   r.bad_layer_sqnr_db = options.bad_layer_sqnr_db;
   r.calibration = plan.calibration;
   r.evaluation_inputs = static_cast<int>(samples.size());
@@ -327,23 +333,41 @@ std::string accuracy_summary(const AccuracyReport& r, size_t worst_layers) {
   return o.str();
 }
 
-PrecisionPlan build_plan(const Graph& g, const PlanRequest& request, const Graph* original) {
+PrecisionPlan build_plan(const Graph& g, const PlanRequest& request, const Graph* original, const ModelQuant* model,
+                         std::vector<std::string>* notes) {
   PrecisionPlan plan = resolve_plan(g, request.spec, original);
+  std::map<std::string, QuantizedWeights> given;
+  if (model) given = apply_model_quant(g, *model, plan, request.follow_model, notes);
   if (!plan.has_int8()) return plan;
-  std::vector<Sample> samples;
+  const std::vector<std::string> missing = values_to_calibrate(g, plan);
+  std::map<std::string, TensorStats> stats;
   CalibrationInfo info;
-  info.method = to_string(request.quant.calibration.method);
-  if (!request.calibration_dir.empty()) {
-    samples = load_samples(g, request.calibration_dir, request.calibration_count);
-    info.source = request.calibration_dir;
-  } else {
-    samples = synthetic_samples(g, std::max(1, request.calibration_count), request.seed);
-    info.synthetic = true;
-    info.source = "synthetic N(0,1), seed " + std::to_string(request.seed);
+  if (!missing.empty()) {
+    std::vector<Sample> samples;
+    info.method = to_string(request.quant.calibration.method);
+    if (!request.calibration_dir.empty()) {
+      samples = load_samples(g, request.calibration_dir, request.calibration_count);
+      info.source = request.calibration_dir;
+    } else {
+      samples = synthetic_samples(g, std::max(1, request.calibration_count), request.seed);
+      info.synthetic = true;
+      info.source = "synthetic N(0,1), seed " + std::to_string(request.seed);
+    }
+    info.inputs = static_cast<int>(samples.size());
+    stats = collect_statistics(g, samples, request.quant.calibration.bins);
   }
-  info.inputs = static_cast<int>(samples.size());
-  const auto stats = collect_statistics(g, samples, request.quant.calibration.bins);
-  quantize_plan(g, plan, stats, request.quant);
+  if (model) {
+    // The model's own scales, and calibration only for the values it leaves in float.
+    const CalibrationInfo own = model_calibration();
+    if (!missing.empty()) {
+      info.source = own.source + " (" + std::to_string(missing.size()) + " values the model leaves in float: " +
+                    info.method + " on " + info.source + ")";
+      info.method = own.method + "+" + info.method;
+    } else {
+      info = own;
+    }
+  }
+  quantize_plan(g, plan, stats, request.quant, given);
   plan.calibration = info;
   return plan;
 }

@@ -13,6 +13,7 @@
 #include "compiler/ir/graph.h"
 #include "compiler/quant/calibration.h"
 #include "compiler/quant/precision.h"
+#include "compiler/quant/qdq.h"
 #include "compiler/quant/quantize.h"
 
 namespace npusim::compiler::quant {
@@ -102,11 +103,19 @@ std::string accuracy_summary(const AccuracyReport& r, size_t worst_layers = 10);
 // seeded synthetic samples, flagged), quantize, and return the plan.
 struct PlanRequest {
   PrecisionSpec spec;
+  // A pre-quantized model (build_plan's `model`): its quantized nodes run in int8 with its own scales
+  // unless overridden (--precision auto). False: only nodes the spec puts in int8 are int8, and they
+  // take the model's scales where it has them.
+  bool follow_model = false;
   QuantOptions quant;
   std::string calibration_dir;  // "" = synthetic
   int calibration_count = 32;   // samples read from the folder (0 = all) or generated
   uint32_t seed = 1;
 };
-PrecisionPlan build_plan(const Graph& g, const PlanRequest& request, const Graph* original = nullptr);
+// With `model` (a pre-quantized model's own scales, qdq.h), int8 nodes take the model's QParams and
+// weight codes, and only values the model leaves unquantized are calibrated (the calibration record
+// says how many); `notes` collects what could not be kept.
+PrecisionPlan build_plan(const Graph& g, const PlanRequest& request, const Graph* original = nullptr,
+                         const ModelQuant* model = nullptr, std::vector<std::string>* notes = nullptr);
 
 }  // namespace npusim::compiler::quant

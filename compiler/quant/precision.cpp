@@ -173,11 +173,15 @@ PrecisionPlan resolve_plan(const Graph& g, const PrecisionSpec& spec, const Grap
       if (!hit && original_by_op.count(o.key))
         for (const auto& orig : original_by_op.at(o.key))
           if (n.name == orig || derived_from(n.name, orig)) hit = true;
-      if (hit) np.requested = o.precision;
+      if (hit) {
+        np.requested = o.precision;
+        np.overridden = true;
+      }
     }
     for (const auto& o : spec.overrides) {
       if (n.name == o.key || derived_from(n.name, o.key)) {
         np.requested = o.precision;
+        np.overridden = true;
       }
     }
     np.effective = np.requested;

@@ -126,6 +126,7 @@ struct NodePrecision {
   Precision requested = Precision::kFp32;  // what the spec asked for
   Precision effective = Precision::kFp32;  // what runs (int8 may fall back, see reason)
   std::string reason;                      // why effective != requested, else ""
+  bool overridden = false;                 // a per-layer override chose `requested`
 };
 
 struct PrecisionPlan {

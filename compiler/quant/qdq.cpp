@@ -80,6 +80,13 @@ class QdqPass {
     return *t;
   }
 
+  // True when every present input among `ks` of `n` is a constant (or computable from constants).
+  bool all_const(const Node& n, std::initializer_list<size_t> ks) {
+    for (size_t k : ks)
+      if (n.has_input(k) && !const_value(n.inputs[k])) return false;
+    return true;
+  }
+
   Node make(const std::string& op, const std::string& base, std::vector<std::string> ins,
             std::vector<std::string> outs) {
     Node n;
@@ -104,6 +111,13 @@ class QdqPass {
       const bool conv = n.domain.empty() && n.op_type == "QLinearConv";
       const bool mm = n.domain.empty() && n.op_type == "QLinearMatMul";
       if (!conv && !mm) {
+        out.push_back(n);
+        continue;
+      }
+      if (!all_const(n, {1, 2, 4, 5, 6, 7, 8})) {
+        // Runtime scales: no static int8 plan can carry them; the node runs as it is (on the host).
+        r_.notes.push_back("node '" + n.name + "' (" + n.op_type + "): its scales or zero points are not "
+                           "constants; it runs as it is");
         out.push_back(n);
         continue;
       }
@@ -147,13 +161,12 @@ class QdqPass {
         continue;
       }
       auto x = const_value(n.inputs[0]);
-      if (!x) {
+      if (!x || !all_const(n, {1, 2})) {
         out.push_back(n);
         continue;
       }
       const Tensor s = require_const(n, 1, "scale");
-      const std::optional<Tensor> z = n.has_input(2) ? const_value(n.inputs[2]) : std::optional<Tensor>(Tensor());
-      if (!z) throw ModelError("node '" + n.name + "': the zero point is not a constant");
+      const Tensor z = n.has_input(2) ? require_const(n, 2, "zero point") : Tensor();
       const int64_t rank = x->rank();
       int64_t axis = n.attr_int("axis", 1);
       if (axis < 0) axis += rank;
@@ -164,7 +177,7 @@ class QdqPass {
       bool zero_zp = true;
       for (int64_t k = 0; k < x->size(); ++k) {
         const int64_t c = s.size() > 1 ? (k / inner) % channels : 0;
-        const int64_t zp = z->size() ? z->i[z->size() > 1 ? c : 0] : 0;
+        const int64_t zp = z.size() ? z.i[z.size() > 1 ? c : 0] : 0;
         if (zp != 0) zero_zp = false;
         f.f[k] = static_cast<float>(x->i[k] - zp) * s.f[s.size() > 1 ? c : 0];
       }
@@ -204,22 +217,30 @@ class QdqPass {
       }
       if (p < 0 || g().nodes[p].op_type != "QuantizeLinear") continue;
       const Node q = g().nodes[p];
+      if (!all_const(q, {1, 2}) || !all_const(dq, {1, 2})) continue;  // runtime scales: Q and DQ stay ops
       const Tensor qs = require_const(q, 1, "scale"), ds = require_const(dq, 1, "scale");
       const Tensor qz = q.has_input(2) ? require_const(q, 2, "zero point") : Tensor::scalar_int(DataType::kUInt8, 0);
       const Tensor dz = dq.has_input(2) ? require_const(dq, 2, "zero point") : Tensor::scalar_int(DataType::kUInt8, 0);
-      if (qs.size() != 1 || ds.size() != 1)
-        throw ModelError("node '" + q.name + "': per-axis quantization of activations is not supported");
-      if (qs.f[0] != ds.f[0] || qz.i[0] != dz.i[0])
-        throw ModelError("nodes '" + q.name + "' and '" + dq.name + "' quantize and dequantize with different "
-                         "parameters");
+      // What one QParams per value cannot express stays as ops (exact, on the vector unit or the host).
+      if (qs.size() != 1 || ds.size() != 1) {
+        r_.notes.push_back("node '" + q.name + "': per-axis quantization of an activation; Q/DQ run as ops");
+        continue;
+      }
+      if (qs.f[0] != ds.f[0] || qz.i[0] != dz.i[0]) {
+        r_.notes.push_back("nodes '" + q.name + "' and '" + dq.name + "' quantize and dequantize with different "
+                           "parameters; they run as ops");
+        continue;
+      }
       QParams qp;
       qp.scale = qs.f[0];
       qp.zero_point = static_cast<int32_t>(qz.i[0]);
       qp.dtype = qz.dtype == DataType::kInt8 ? isa::DType::kInt8 : isa::DType::kUint8;
       const std::string x = q.inputs[0];
       const std::string y = dq.outputs[0];
-      if (values_.count(x) && (values_[x].scale != qp.scale || values_[x].zero_point != qp.zero_point))
-        throw ModelError("value '" + x + "' is quantized with two different scales");
+      if (values_.count(x) && (values_[x].scale != qp.scale || values_[x].zero_point != qp.zero_point)) {
+        r_.notes.push_back("value '" + x + "' is quantized with two different scales; the second pair runs as ops");
+        continue;
+      }
       if (outputs.count(y) && g().producer(x) >= 0 && !outputs.count(x) &&
           std::find(g().inputs.begin(), g().inputs.end(), x) == g().inputs.end()) {
         // y is a graph output: x's producer writes y directly, so the output keeps its name.
@@ -280,53 +301,35 @@ class QdqPass {
     g().nodes = std::move(kept);
   }
 
-  bool runtime_float(const std::string& v) {
-    return !v.empty() && g().has_value(v) && !g().value(v).is_constant() && is_float(g().value(v).dtype);
-  }
-
+  // The model's scales by name (ModelQuant), then the plan they imply on this graph.
   void make_plan() {
-    PrecisionPlan& plan = r_.plan;
-    plan.model = Precision::kInt8;
-    plan.values = values_;
-    plan.calibration.method = "model";
-    plan.calibration.source = "the model's own QuantizeLinear/DequantizeLinear scales";
-    QuantOptions options;
+    r_.quant.values = values_;
     for (const Node& n : g().nodes) {
-      NodePrecision np;
-      bool any = false, all = true;
-      auto check = [&](const std::string& v) {
-        if (!runtime_float(v)) return;
-        if (values_.count(v)) any = true;
-        else all = false;
-      };
-      for (const auto& v : n.inputs) check(v);
-      for (const auto& v : n.outputs) check(v);
-      const bool int8 = any && all;
-      np.requested = np.effective = int8 ? Precision::kInt8 : Precision::kFp32;
-      if (int8 && is_matrix_op(n)) {
-        const QuantizedWeights* gw = nullptr;
-        auto it = given_.find(n.inputs.at(1));
-        const int axis = n.op_type == "Conv" || (n.op_type == "Gemm" && n.attr_int("transB", 0)) ? 0
-                         : g().value(n.inputs[1]).is_constant() ? static_cast<int>(g().value(n.inputs[1]).constant->rank()) - 1
-                                                                : -1;
-        if (it != given_.end() && (it->second.axis == -1 || it->second.axis == axis)) gw = &it->second.w;
-        else if (it != given_.end()) r_.notes.push_back("node '" + n.name + "': weight scales along another axis; re-quantized");
-        if (!gw && g().value(n.inputs[1]).is_constant())
+      if (!is_matrix_op(n) || n.inputs.size() < 2) continue;
+      const Value& w = g().value(n.inputs[1]);
+      auto it = given_.find(n.inputs[1]);
+      if (it == given_.end()) {
+        if (w.is_constant())
           r_.notes.push_back("node '" + n.name + "': weights were not int8 in the model; quantized per channel here");
-        std::string reason;
-        if (!build_layer(g(), n, plan, options, gw, reason)) {
-          np.effective = Precision::kFp32;
-          np.reason = reason;
-        } else {
-          ++r_.int8_layers;
-        }
+        continue;
       }
-      plan.nodes[n.name] = np;
+      const int axis = weight_channel_axis(n, static_cast<int>(w.constant->rank()));
+      if (it->second.axis != -1 && it->second.axis != axis) {
+        r_.notes.push_back("node '" + n.name + "': weight scales along another axis than the output channels; "
+                           "re-quantized per channel");
+        continue;
+      }
+      r_.quant.weight_scales[n.name] = it->second.w.scale;
     }
+    r_.plan = resolve_plan(g(), PrecisionSpec{});
+    const auto given = apply_model_quant(g(), r_.quant, r_.plan, true, &r_.notes);
+    quantize_plan(g(), r_.plan, {}, QuantOptions{}, given);
+    r_.plan.calibration = model_calibration();
+    for (const auto& [name, L] : r_.plan.layers) r_.int8_layers += given.count(name) ? 1 : 0;
   }
 
   struct Given {
-    int axis = -1;
+    int axis = -1;  // -1: one scale for the whole tensor
     QuantizedWeights w;
   };
   QdqImport r_;
@@ -337,6 +340,91 @@ class QdqPass {
 
 }  // namespace
 
+CalibrationInfo model_calibration() {
+  CalibrationInfo info;
+  info.method = "model";
+  info.source = "the model's own QuantizeLinear/DequantizeLinear scales";
+  return info;
+}
+
 QdqImport import_qdq(const Graph& g) { return QdqPass(g).run(); }
+
+namespace {
+
+bool runtime_float(const Graph& g, const std::string& v) {
+  return !v.empty() && g.has_value(v) && !g.value(v).is_constant() && is_float(g.value(v).dtype);
+}
+
+// The model's codes of a matrix node's constant weights: w / scale[channel] must be an integer in the
+// int8 range (the weights are the model's dequantized codes); nullopt when they are not (a pass changed
+// them) or the scales do not fit the weight.
+std::optional<QuantizedWeights> recover_codes(const Node& n, const Tensor& w, const std::vector<float>& scales) {
+  if (!w.floating() || w.rank() < 1) return std::nullopt;
+  const int axis = weight_channel_axis(n, static_cast<int>(w.rank()));
+  const int64_t channels = w.shape[static_cast<size_t>(axis)];
+  if (scales.empty() || (scales.size() != 1 && static_cast<int64_t>(scales.size()) != channels)) return std::nullopt;
+  int64_t inner = 1;
+  for (size_t d = static_cast<size_t>(axis) + 1; d < w.shape.size(); ++d) inner *= w.shape[d];
+  QuantizedWeights qw;
+  qw.scale.resize(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) qw.scale[c] = scales[scales.size() == 1 ? 0 : c];
+  qw.q.resize(static_cast<size_t>(w.size()));
+  for (int64_t k = 0; k < w.size(); ++k) {
+    const float s = qw.scale[static_cast<size_t>((k / inner) % channels)];
+    if (!(s > 0.0f)) return std::nullopt;
+    const float r = w.f[k] / s;
+    const float q = std::nearbyint(r);
+    if (std::fabs(r - q) > 1e-3f || q < -128.0f || q > 127.0f) return std::nullopt;
+    qw.q[static_cast<size_t>(k)] = static_cast<int8_t>(q);
+  }
+  return qw;
+}
+
+}  // namespace
+
+std::map<std::string, QuantizedWeights> apply_model_quant(const Graph& g, const ModelQuant& mq,
+                                                          PrecisionPlan& plan, bool follow_model,
+                                                          std::vector<std::string>* notes) {
+  for (const auto& [v, qp] : mq.values)
+    if (runtime_float(g, v)) plan.values.emplace(v, qp);
+  // Forward through value-preserving ops (the passes' layout transposes, reshapes); nodes are in
+  // topological order, so one sweep reaches the end of every chain.
+  for (const Node& n : g.nodes) {
+    if (!shares_input_qparams(n) || !n.has_input(0)) continue;
+    auto in = plan.values.find(n.inputs[0]);
+    if (in == plan.values.end()) continue;
+    for (const auto& out : n.outputs)
+      if (runtime_float(g, out)) plan.values.emplace(out, in->second);
+  }
+  if (follow_model) {
+    for (const Node& n : g.nodes) {
+      NodePrecision& np = plan.nodes[n.name];
+      if (np.overridden) continue;
+      bool any = false, all = true;
+      auto check = [&](const std::string& v) {
+        if (!runtime_float(g, v)) return;
+        if (plan.values.count(v)) any = true;
+        else all = false;
+      };
+      for (const auto& v : n.inputs) check(v);
+      for (const auto& v : n.outputs) check(v);
+      if (any && all) np.requested = np.effective = Precision::kInt8;
+    }
+  }
+  std::map<std::string, QuantizedWeights> given;
+  for (const Node& n : g.nodes) {
+    auto s = mq.weight_scales.find(n.name);
+    if (s == mq.weight_scales.end() || plan.precision_of(n.name) != Precision::kInt8 || !is_matrix_op(n)) continue;
+    const Value& w = g.value(n.inputs.at(1));
+    auto q = w.is_constant() ? recover_codes(n, *w.constant, s->second) : std::nullopt;
+    if (q) {
+      given.emplace(n.name, std::move(*q));
+    } else if (notes) {
+      notes->push_back("node '" + n.name + "': the passes changed the model's int8 weights (e.g. folded a "
+                       "BatchNormalization into them); re-quantized per channel");
+    }
+  }
+  return given;
+}
 
 }  // namespace npusim::compiler::quant

@@ -68,6 +68,11 @@ bool shares_input_qparams(const Node& n) {
   return n.domain.empty() && ops.count(n.op_type);
 }
 
+int weight_channel_axis(const Node& n, int weight_rank) {
+  if (n.op_type == "Conv" || (n.op_type == "Gemm" && n.attr_int("transB", 0) != 0)) return 0;
+  return weight_rank - 1;
+}
+
 bool is_matrix_op(const Node& n) {
   return n.domain.empty() && (n.op_type == "Conv" || n.op_type == "Gemm" || n.op_type == "MatMul");
 }
@@ -105,9 +110,7 @@ bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const Quant
       return false;
     }
     L.weight_shape = w.shape;
-    if (n.op_type == "Conv") L.weight_channel_axis = 0;
-    else if (n.op_type == "Gemm" && n.attr_int("transB", 0) != 0) L.weight_channel_axis = 0;
-    else L.weight_channel_axis = static_cast<int>(w.rank()) - 1;
+    L.weight_channel_axis = weight_channel_axis(n, static_cast<int>(w.rank()));
     if (w.rank() < 1) {
       reason = "scalar weights";
       return false;
@@ -189,8 +192,29 @@ bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const Quant
   return true;
 }
 
+std::vector<std::string> values_to_calibrate(const Graph& g, const PrecisionPlan& plan) {
+  std::set<std::string> known;
+  for (const auto& [v, q] : plan.values) known.insert(v);
+  std::vector<std::string> need;
+  auto want = [&](const std::string& v) {
+    if (known.insert(v).second) need.push_back(v);
+  };
+  for (const Node& n : g.nodes) {
+    if (plan.precision_of(n.name) != Precision::kInt8 || (n.domain.empty() && n.op_type == "ConvTranspose")) continue;
+    for (const auto& in : n.inputs)
+      if (float_value(g, in)) want(in);
+    const bool inherits = shares_input_qparams(n) && float_value(g, n.inputs.at(0));
+    for (const auto& out : n.outputs) {
+      if (!float_value(g, out)) continue;
+      if (inherits) known.insert(out);
+      else want(out);
+    }
+  }
+  return need;
+}
+
 void quantize_plan(const Graph& g, PrecisionPlan& plan, const std::map<std::string, TensorStats>& stats,
-                   const QuantOptions& options) {
+                   const QuantOptions& options, const std::map<std::string, QuantizedWeights>& given) {
   auto assign = [&](const std::string& v, bool force_symmetric) {
     if (plan.values.count(v)) return;
     auto it = stats.find(v);
@@ -221,7 +245,8 @@ void quantize_plan(const Graph& g, PrecisionPlan& plan, const std::map<std::stri
     if (!matrix) continue;
     if (plan.layers.count(n.name) && !plan.layers.at(n.name).weight_q.empty()) continue;
     std::string reason;
-    if (!build_layer(g, n, plan, options, nullptr, reason)) {
+    auto gw = given.find(n.name);
+    if (!build_layer(g, n, plan, options, gw == given.end() ? nullptr : &gw->second, reason)) {
       pit->second.effective = Precision::kFp16;
       pit->second.reason = reason + "; runs in fp16";
     }

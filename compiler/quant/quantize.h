@@ -39,16 +39,27 @@ bool shares_input_qparams(const Node& n);
 // Fills plan.values and plan.layers for every node whose effective precision is int8, from `stats`
 // (collect_statistics on the same graph). A node int8 cannot express (ConvTranspose, Gemm with
 // transA or alpha/beta != 1, a bias that is not per output channel) is demoted to fp16 with a reason.
-// Values that already have QParams in the plan (a pre-quantized model's own scales) keep them; layers
-// already in the plan with weights keep their weights.
+// Values that already have QParams in the plan (a pre-quantized model's own scales) keep them (`stats`
+// need not cover them); layers already in the plan with weights keep their weights; a node named in
+// `given` takes those weight codes and scales (a pre-quantized model's own, see qdq.h) instead of
+// quantizing its float weights.
 void quantize_plan(const Graph& g, PrecisionPlan& plan, const std::map<std::string, TensorStats>& stats,
-                   const QuantOptions& options);
+                   const QuantOptions& options,
+                   const std::map<std::string, QuantizedWeights>& given = {});
+
+// The values quantize_plan(g, plan, ...) needs calibration statistics for: inputs and outputs of int8
+// nodes that have no QParams in the plan yet and do not inherit their input's.
+std::vector<std::string> values_to_calibrate(const Graph& g, const PrecisionPlan& plan);
 
 // Builds the LayerQuant of one int8 matrix node from the QParams already in plan.values and, when
 // `given` is non-null, pre-quantized weight codes/scales (QDQ models); returns false with `reason` when
 // the node cannot run in int8.
 bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const QuantOptions& options,
                  const QuantizedWeights* given, std::string& reason);
+
+// The dim of a matrix node's weight (rank `weight_rank`) that holds its output channels: W's dim 0 for
+// Conv and for Gemm with transB, else the last dim (MatMul's and normalised Gemm's B).
+int weight_channel_axis(const Node& n, int weight_rank);
 
 // True for the ops the int8 pipeline runs on the matrix unit.
 bool is_matrix_op(const Node& n);

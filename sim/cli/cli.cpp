@@ -201,7 +201,7 @@ int simulate_and_report(Context& ctx, const CommonOptions& o, const isa::Program
   }
   if (bar) ctx.err << "\r" << std::string(24, ' ') << "\r";
   if (sink) sink->finish();
-  if (compiled) attach_compile_info(compiled->result, report);
+  if (compiled) attach_compile_info(*compiled, report);
   if (extras) {
     for (const auto& sec : extras->sections) report.sections.push_back(sec);
   }
@@ -427,6 +427,7 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
   q::PlanRequest& r = o.plan;
   try {
     r.spec.model = m.precision == "auto" ? auto_precision(config) : q::parse_precision(m.precision);
+    r.follow_model = m.precision == "auto";
   } catch (const q::PrecisionError&) {
     throw UsageError(fmt::format("--precision '{}' is not one of fp32, fp16, bf16, int8, auto", m.precision));
   }

@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <optional>
 #include <ostream>
 
 #include "compiler/import/import.h"
 #include "compiler/passes/lowered.h"
+#include "compiler/quant/qdq.h"
 #include "sim/model/host_calls.h"
 #include "sim/model/tensor_io.h"
 #include "traces/sink.h"
@@ -34,17 +36,27 @@ CompiledModel compile_model(const std::string& spec, const isa::NpuConfig& confi
   for (const std::string& s : options.input_shapes) import.input_shapes.insert(compiler::parse_input_shape(s));
   import.batch = options.batch;
   CompiledModel m;
-  m.lowered = compiler::load_model(spec, import);
-  m.imported = m.lowered;
+  m.imported = compiler::load_model(spec, import);
+  if (verbose) *verbose << "== imported\n" << compiler::to_string(m.imported) << "\n";
+  std::optional<compiler::quant::ModelQuant> own;
+  if (compiler::quant::is_prequantized(m.imported)) {
+    compiler::quant::QdqImport q = compiler::quant::import_qdq(m.imported);
+    m.lowered = std::move(q.graph);
+    own = std::move(q.quant);
+    m.prequantized = true;
+    m.quant_notes = std::move(q.notes);
+    if (verbose) *verbose << "== after qdq import\n" << compiler::to_string(m.lowered) << "\n";
+  } else {
+    m.lowered = m.imported;
+  }
   compiler::PassManager::Observer observer;
   if (verbose) {
-    *verbose << "== imported\n" << compiler::to_string(m.lowered) << "\n";
     observer = [verbose](const std::string& pass, const compiler::Graph& g) {
       *verbose << "== after " << pass << "\n" << compiler::to_string(g) << "\n";
     };
   }
   compiler::lower(m.lowered, {}, observer);
-  m.plan = compiler::quant::build_plan(m.lowered, options.plan, &m.imported);
+  m.plan = compiler::quant::build_plan(m.lowered, options.plan, &m.imported, own ? &*own : nullptr, &m.quant_notes);
   m.result = compile_with_plan(m.lowered, config, m.plan);
   return m;
 }
@@ -66,7 +78,8 @@ compiler::CompileResult compile_with_plan(const compiler::Graph& lowered, const 
   return compiler::compile(lowered, config, copt);
 }
 
-void attach_compile_info(const compiler::CompileResult& result, traces::Report& report) {
+void attach_compile_info(const CompiledModel& compiled, traces::Report& report) {
+  const compiler::CompileResult& result = compiled.result;
   std::map<std::string, const compiler::LayerPlan*> plans;
   for (const compiler::LayerPlan& p : result.layers) plans[p.name] = &p;
   for (traces::LayerReport& l : report.layers) {
@@ -74,11 +87,11 @@ void attach_compile_info(const compiler::CompileResult& result, traces::Report& 
     if (it == plans.end()) continue;
     const compiler::LayerPlan& p = *it->second;
     l.extra_json = fmt::format(
-        "\"mapping\": {{\"placement\": {}, \"description\": {}, \"tile\": {{\"m\": {}, \"k\": {}, \"n\": {}, "
+        "\"precision\": \"{}\", \"mapping\": {{\"placement\": {}, \"description\": {}, \"tile\": {{\"m\": {}, \"k\": {}, \"n\": {}, "
         "\"oh\": {}, \"ow\": {}}}, \"loop_order\": {}, \"sram_bytes\": {{\"input\": {}, \"weight\": {}, "
         "\"accumulator\": {}}}, \"estimated_cycles\": {}, \"estimated_compute_cycles\": {}, "
         "\"estimated_dma_cycles\": {}, \"candidates\": {}}}",
-        json_string(p.placement), json_string(p.mapping), p.tile_m, p.tile_k, p.tile_n, p.tile_oh, p.tile_ow,
+        compiler::quant::to_string(compiled.plan.precision_of(l.name)), json_string(p.placement), json_string(p.mapping), p.tile_m, p.tile_k, p.tile_n, p.tile_oh, p.tile_ow,
         json_string(p.loop_order), p.sram_input_bytes, p.sram_weight_bytes, p.sram_acc_bytes, p.est_cycles,
         p.est_compute_cycles, p.est_dma_cycles, p.candidates);
     // The array spends MAC slots on zeros where the mapping pads (a grouped or depthwise conv runs as
@@ -111,7 +124,18 @@ void attach_compile_info(const compiler::CompileResult& result, traces::Report& 
     o += fmt::format("{}{{\"node\": {}, \"value\": {}, \"shape\": {}, \"reason\": {}}}", i ? ", " : "",
                      json_string(t.node), json_string(t.input), json_dims(t.shape), json_string(t.reason));
   }
-  o += "]}";
+  o += "]";
+  const compiler::quant::PrecisionPlan& plan = compiled.plan;
+  if (plan.has_int8()) {
+    const compiler::quant::CalibrationInfo& cal = plan.calibration;
+    o += fmt::format(", \"quantization\": {{\"prequantized\": {}, \"calibration\": {{\"method\": {}, \"inputs\": {}, "
+                     "\"synthetic\": {}, \"source\": {}}}, \"notes\": [",
+                     compiled.prequantized, json_string(cal.method), cal.inputs, cal.synthetic, json_string(cal.source));
+    for (size_t i = 0; i < compiled.quant_notes.size(); ++i)
+      o += (i ? ", " : "") + json_string(compiled.quant_notes[i]);
+    o += "]}";
+  }
+  o += "}";
   report.sections.emplace_back("compile", o);
 }
 

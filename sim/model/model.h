@@ -29,10 +29,14 @@ struct CompiledModel {
   compiler::Graph lowered;
   compiler::quant::PrecisionPlan plan;
   compiler::CompileResult result;
+  bool prequantized = false;               // a QDQ / QLinear model: its own scales were imported
+  std::vector<std::string> quant_notes;    // what of the model's quantization could not be kept
 };
 
 // Imports `spec` (ONNX file, SCALE-Sim CSV, built-in micro-model), lowers it and compiles it for
-// `config`. With `verbose`, prints the graph after import and after every pass. Throws
+// `config`. A pre-quantized model (QuantizeLinear/DequantizeLinear, QLinearConv, QLinearMatMul) is
+// first turned into its float graph plus its own scales (compiler/quant/qdq.h), which the precision
+// plan then uses (options.plan.follow_model: its quantized nodes run in int8). With `verbose`, prints the graph after import and after every pass. Throws
 // compiler::ModelError (the model), compiler::CompileError (the mapping).
 CompiledModel compile_model(const std::string& spec, const isa::NpuConfig& config, const ModelOptions& options,
                             std::ostream* verbose);
@@ -43,8 +47,8 @@ compiler::CompileResult compile_with_plan(const compiler::Graph& lowered, const 
 
 // Adds the compiler's view to a simulation report: per layer its mapping (tiles, loop order, SRAM
 // bytes, estimated cycles) next to the simulated cycles, and a `compile` section (memory plan,
-// fallbacks with their cost, inserted layout conversions).
-void attach_compile_info(const compiler::CompileResult& result, traces::Report& report);
+// fallbacks with their cost, inserted layout conversions, the precision plan's calibration and notes).
+void attach_compile_info(const CompiledModel& compiled, traces::Report& report);
 
 // Where a functional run takes its inputs and puts its outputs.
 struct FunctionalIo {

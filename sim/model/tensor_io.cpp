@@ -136,11 +136,18 @@ std::string tensor_file_stem(const std::string& name) {
 
 std::map<std::string, std::vector<float>> read_inputs(const isa::Program& program, const std::string& dir) {
   std::map<std::string, std::vector<float>> values;
+  int index = -1;  // the binding's position among the inputs (ONNX test data names files input_K.pb)
   for (const isa::TensorBinding& b : program.tensors) {
     if (b.role != isa::TensorBinding::Role::kInput) continue;
-    const std::string stem = dir + "/" + tensor_file_stem(b.name);
+    ++index;
+    std::string stem = dir + "/" + tensor_file_stem(b.name);
     std::vector<float> v;
     std::string path;
+    const std::string onnx_test_stem = fmt::format("{}/input_{}", dir, index);
+    if (!std::filesystem::exists(stem + ".npy") && !std::filesystem::exists(stem + ".pb") &&
+        std::filesystem::exists(onnx_test_stem + ".pb")) {
+      stem = onnx_test_stem;
+    }
     if (std::filesystem::exists(stem + ".npy")) {
       path = stem + ".npy";
       try {
@@ -156,8 +163,9 @@ std::map<std::string, std::vector<float>> read_inputs(const isa::Program& progra
         throw TensorIoError(fmt::format("{}: {}", path, e.what()));
       }
     } else {
-      throw TensorIoError(fmt::format("no input file for model input '{}': expected {}.npy or {}.pb", b.name, stem,
-                                      stem));
+      throw TensorIoError(fmt::format("no input file for model input '{}': expected {}.npy, {}.pb or (ONNX test "
+                                      "data) {}.pb",
+                                      b.name, stem, stem, onnx_test_stem));
     }
     const int64_t want = compiler::num_elements(dims_of(b));
     if (static_cast<int64_t>(v.size()) != want) {

@@ -27,7 +27,8 @@ std::vector<float> from_device_bytes(const std::vector<uint8_t>& bytes, isa::DTy
 // The file name a tensor is read from / written to: its name with path separators replaced.
 std::string tensor_file_stem(const std::string& name);
 
-// Reads `dir/NAME.npy` or `dir/NAME.pb` (ONNX TensorProto) for every input binding of `program`,
+// Reads `dir/NAME.npy` or `dir/NAME.pb` (ONNX TensorProto) -- or, as ONNX's test data names them,
+// `dir/input_K.pb` for the K-th input (from 0) -- for every input binding of `program`,
 // checks the element count against the binding's dims and returns logical float values by name.
 std::map<std::string, std::vector<float>> read_inputs(const isa::Program& program, const std::string& dir);
 // Seeded standard-normal values for every input binding (when the user gives no --inputs).
