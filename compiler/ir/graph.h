@@ -68,6 +68,9 @@ struct Value {
   // Physical order chosen by the layout pass (compiler/passes/lowered.h): the logical dims in memory
   // order, outermost first, e.g. {0, 2, 3, 1} = NHWC for a logical NCHW tensor. Empty = ONNX order.
   std::vector<int> layout;
+  // The model fixes this value's representation (a quantization point of a pre-quantized model,
+  // compiler/quant/qdq.h): no pass may fuse it away (epilogue fusion and BatchNorm folding stop here).
+  bool materialized = false;
 
   bool is_constant() const { return constant != nullptr; }
   bool fully_known() const;  // shape known with every dimension >= 0

@@ -122,6 +122,7 @@ void fold_batchnorm(Graph& g) {
     if (bn.op_type != "BatchNormalization" || !bn.domain.empty()) continue;
     const int p = index.producer(bn.inputs[0]);
     if (p < 0 || dead[p] || index.sole_consumer(bn.inputs[0]) != static_cast<int>(k)) continue;
+    if (g.value(bn.inputs[0]).materialized) continue;  // a quantization point of the model
     Node& m = g.nodes[p];
     if (!m.domain.empty() || m.has_attr(kActivation) || m.has_attr(kResidualInput)) continue;
     auto a = bn_affine(g, bn);

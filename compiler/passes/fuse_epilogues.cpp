@@ -115,6 +115,7 @@ void fuse_epilogues(Graph& g) {
     std::vector<int> absorbed;
     while (true) {
       const std::string cur = last < 0 ? f.outputs[0] : g.nodes[last].outputs[0];
+      if (g.value(cur).materialized) break;  // a quantization point: fusing would skip its rounding
       const int c = index.sole_consumer(cur);
       if (c < 0 || dead[c]) break;
       const Node& cn = g.nodes[c];

@@ -34,12 +34,14 @@
 //      bound the model leaves open is float lowest()/max(); Relu followed by Clip(lo >= 0, hi)
 //      (torch's relu6) is one "Clip".
 //    The residual has exactly the node's output shape (no broadcasting); it is fused only when the
-//    matrix output had no other consumer.
+//    matrix output had no other consumer. No epilogue absorbs a value marked Value::materialized (a
+//    pre-quantized model's quantization point): the chain stops there, and the consumer stays a node.
 //
 // 3. BatchNormalization directly after a Conv / ConvTranspose / Gemm (or a 2-D MatMul with a constant
-//    weight, which then becomes a Gemm carrying the folded bias) whose output has no other consumer is
-//    folded into that node's weights and bias (new constants; the old ones are removed when unused). An unfused BatchNormalization stays a vector
-//    op, or is decomposed into Mul + Add with per-channel constants (point 5).
+//    weight, which then becomes a Gemm carrying the folded bias) whose output has no other consumer and
+//    is not materialized is folded into that node's weights and bias (new constants; the old ones are
+//    removed when unused). An unfused BatchNormalization stays a vector op, or is decomposed into
+//    Mul + Add with per-channel constants (point 5).
 //
 // 4. Recognised patterns (from the sequences torch.onnx.export emits):
 //      ReduceMean, Sub, Pow(2), ReduceMean, Add(eps), Sqrt, Div [, Mul(gamma)] [, Add(beta)]

@@ -97,9 +97,14 @@ class QdqPass {
     return n;
   }
 
-  std::string new_value(const std::string& base, DataType t) {
+  // A new float value with the shape of `like` (a dequantized copy of it, or its float result).
+  std::string new_value(const std::string& base, DataType t, const std::string& like) {
     const std::string name = g().unique_value_name(base);
-    g().ensure_value(name).dtype = t;
+    const Value src = g().value(like);
+    Value& v = g().ensure_value(name);
+    v.dtype = t;
+    v.shape = src.shape;
+    v.shape_known = src.shape_known;
     return name;
   }
 
@@ -122,15 +127,16 @@ class QdqPass {
         continue;
       }
       changed = true;
-      const std::string xf = new_value(n.inputs[0] + "_dq", DataType::kFloat32);
-      const std::string wf = new_value(n.inputs[3] + "_dq", DataType::kFloat32);
-      const std::string yf = new_value(n.outputs[0] + "_f", DataType::kFloat32);
+      const std::string xf = new_value(n.inputs[0] + "_dq", DataType::kFloat32, n.inputs[0]);
+      const std::string wf = new_value(n.inputs[3] + "_dq", DataType::kFloat32, n.inputs[3]);
+      const std::string yf = new_value(n.outputs[0] + "_f", DataType::kFloat32, n.outputs[0]);
       out.push_back(make("DequantizeLinear", n.name + "_dq_x", {n.inputs[0], n.inputs[1], n.inputs[2]}, {xf}));
       Node dw = make("DequantizeLinear", n.name + "_dq_w", {n.inputs[3], n.inputs[4], n.inputs[5]}, {wf});
       const Tensor ws = require_const(n, 4, "weight scale");
       if (ws.size() > 1) dw.attrs["axis"].value = int64_t{conv ? 0 : 1};
       out.push_back(dw);
       Node op = make(conv ? "Conv" : "MatMul", n.name, {xf, wf}, {yf});
+      op.name = n.name;  // the QLinear node it replaces goes away: the float op keeps its name
       if (conv) {
         op.attrs = n.attrs;
         if (n.has_input(8)) {
@@ -207,15 +213,29 @@ class QdqPass {
     for (size_t i = 0; i < g().nodes.size(); ++i) {
       const Node dq = g().nodes[i];
       if (!(dq.domain.empty() && dq.op_type == "DequantizeLinear")) continue;
+      // Back from the DQ to its Q through ops that keep the codes: same-type Casts (bypassed) and data
+      // movement on the codes (QOperator-style models reshape uint8 tensors), which then move the float
+      // value instead. Each moved value must feed only the next op of the chain.
+      static const std::set<std::string> kMovement = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
+                                                      "Identity"};
       std::string v = dq.inputs[0];
       int p = g().producer(v);
-      while (p >= 0 && g().nodes[p].op_type == "Cast" && g().nodes[p].domain.empty()) {
-        const DataType from = g().value(g().nodes[p].inputs[0]).dtype;
-        if (from != g().value(g().nodes[p].outputs[0]).dtype) break;  // a converting Cast changes codes
-        v = g().nodes[p].inputs[0];
+      std::vector<int> moves;  // DQ side first
+      while (p >= 0 && g().nodes[p].domain.empty()) {
+        const Node& pn = g().nodes[p];
+        if (pn.op_type == "Cast") {
+          if (g().value(pn.inputs[0]).dtype != g().value(pn.outputs[0]).dtype) break;  // a converting Cast
+        } else if (!kMovement.count(pn.op_type) || g().consumers(pn.outputs[0]).size() != 1 ||
+                   outputs.count(pn.outputs[0])) {
+          break;
+        } else {
+          moves.push_back(p);
+        }
+        v = pn.inputs[0];
         p = g().producer(v);
       }
       if (p < 0 || g().nodes[p].op_type != "QuantizeLinear") continue;
+      if (!moves.empty() && outputs.count(dq.outputs[0])) continue;
       const Node q = g().nodes[p];
       if (!all_const(q, {1, 2}) || !all_const(dq, {1, 2})) continue;  // runtime scales: Q and DQ stay ops
       const Tensor qs = require_const(q, 1, "scale"), ds = require_const(dq, 1, "scale");
@@ -241,7 +261,19 @@ class QdqPass {
         r_.notes.push_back("value '" + x + "' is quantized with two different scales; the second pair runs as ops");
         continue;
       }
-      if (outputs.count(y) && g().producer(x) >= 0 && !outputs.count(x) &&
+      if (!moves.empty()) {
+        // x -> moves (now on floats, same QParams) -> the DQ's consumers.
+        std::string cur = x;
+        for (auto it = moves.rbegin(); it != moves.rend(); ++it) {
+          Node& m = g().nodes[static_cast<size_t>(*it)];
+          m.inputs[0] = cur;
+          cur = m.outputs[0];
+          g().values.at(cur).dtype = g().value(x).dtype;
+          values_[cur] = qp;
+        }
+        replace_uses(y, cur);
+        values_[x] = qp;
+      } else if (outputs.count(y) && g().producer(x) >= 0 && !outputs.count(x) &&
           std::find(g().inputs.begin(), g().inputs.end(), x) == g().inputs.end()) {
         // y is a graph output: x's producer writes y directly, so the output keeps its name.
         Node& prod = g().nodes[g().producer(x)];
@@ -304,6 +336,8 @@ class QdqPass {
   // The model's scales by name (ModelQuant), then the plan they imply on this graph.
   void make_plan() {
     r_.quant.values = values_;
+    for (const auto& [v, qp] : values_)
+      if (g().has_value(v)) g().values.at(v).materialized = true;
     for (const Node& n : g().nodes) {
       if (!is_matrix_op(n) || n.inputs.size() < 2) continue;
       const Value& w = g().value(n.inputs[1]);

@@ -3,6 +3,7 @@
 // every int8 layer; and precision changes the program's bytes and MAC rate.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
@@ -17,6 +18,7 @@
 #include "compiler/quant/emulate.h"
 #include "isa/machine/config.h"
 #include "isa/numerics.h"
+#include "sim/model/model.h"
 
 namespace npusim {
 namespace {
@@ -257,6 +259,91 @@ TEST(Int8Codegen, MatMulOfTwoRuntimeOperandsFallsBackToTheHostOnAnInt8OnlyArray)
   EXPECT_NE(r.fallbacks[0].reason.find("no fp32 MACs"), std::string::npos) << r.fallbacks[0].reason;
   // With fp32 MACs the same node stays on the array.
   EXPECT_TRUE(compiler::compile(g, isa::NpuConfig{}, opt).fallbacks.empty());
+}
+
+
+// ---- pre-quantized (QDQ) models, through the pipeline `npusim run` uses (sim::compile_model) -----
+
+Compiled compile_prequantized(const std::string& path, const isa::NpuConfig& config) {
+  sim::ModelOptions o;
+  o.plan.spec.model = q::Precision::kFp32;  // --precision auto on an array with fp32 MACs
+  o.plan.follow_model = true;
+  sim::CompiledModel m = sim::compile_model(path, config, o, nullptr);
+  EXPECT_TRUE(m.prequantized) << path;
+  return Compiled{std::move(m.imported), std::move(m.lowered), std::move(m.plan), std::move(m.result)};
+}
+
+// The int8 tensors of a model (the weight codes torch wrote, as initializers or Constant nodes), each
+// as a sorted multiset.
+std::set<std::vector<int64_t>> int8_initializers(const Graph& g) {
+  std::set<std::vector<int64_t>> out;
+  auto add = [&](const compiler::Tensor& t) {
+    if (t.dtype != compiler::DataType::kInt8 || t.size() < 2) return;
+    std::vector<int64_t> codes(t.i.begin(), t.i.end());
+    std::sort(codes.begin(), codes.end());
+    out.insert(codes);
+  };
+  for (const auto& [name, v] : g.values)
+    if (v.is_constant()) add(*v.constant);
+  for (const auto& n : g.nodes)
+    if (n.op_type == "Constant" && n.has_attr("value")) add(n.attrs.at("value").t());
+  return out;
+}
+
+TEST(Int8Codegen, PreQuantizedTorchModelsRunWithTheirOwnScalesAndWeightsBitExactly) {
+  const isa::NpuConfig config;
+  const std::string src = NPUSIM_SOURCE_DIR;
+  struct Case {
+    std::string model, input;
+    int matrix_layers;
+  };
+  const std::vector<Case> cases = {
+      {src + "/tests/compiler/quant/data/qdq_tiny.onnx", src + "/tests/compiler/quant/data/input.npy", 4},
+      {src + "/tests/quant_e2e/data/qdq_resblock.onnx", src + "/tests/quant_e2e/data/qdq_resblock_input.npy", 5}};
+  for (const Case& k : cases) {
+    const Compiled c = compile_prequantized(k.model, config);
+    EXPECT_EQ(c.plan.calibration.method, "model") << k.model;
+    EXPECT_EQ(c.plan.calibration.inputs, 0) << k.model;
+    // Every matrix layer is int8 and its weights are the model's own codes (a Gemm's are transposed by
+    // the passes, hence the multiset comparison), with the model's per-tensor scales.
+    const auto codes = int8_initializers(c.imported);
+    int matrix = 0;
+    for (const auto& n : c.lowered.nodes) {
+      if (!q::is_matrix_op(n)) continue;
+      ++matrix;
+      ASSERT_EQ(c.plan.precision_of(n.name), q::Precision::kInt8) << n.name;
+      const q::LayerQuant& L = c.plan.layers.at(n.name);
+      std::vector<int64_t> w(L.weight_q.begin(), L.weight_q.end());
+      std::sort(w.begin(), w.end());
+      EXPECT_TRUE(codes.count(w)) << n.name << ": weights are not the model's int8 initializer";
+      EXPECT_FALSE(L.per_channel) << n.name;  // qnnpack's default qconfig: per-tensor weights
+    }
+    EXPECT_EQ(matrix, k.matrix_layers) << k.model;
+    // Every int8 layer's output codes on the functional datapath equal the quantized reference's.
+    q::Sample s{{"input", q::read_npy_tensor(k.input)}};
+    EXPECT_EQ(check_bit_exact(c, config, s), k.matrix_layers) << k.model;
+    for (const auto& extra : q::synthetic_samples(c.lowered, 1, 11))
+      EXPECT_EQ(check_bit_exact(c, config, extra), k.matrix_layers) << k.model;
+  }
+}
+
+TEST(Int8Codegen, PreQuantizedModelKeepsItsQuantizationPointsThroughThePasses) {
+  // The model quantizes conv3's output before the residual add: the add is not fused into conv3 (that
+  // would skip a rounding the model specifies); it runs as an int8 node with the model's scales.
+  const Compiled c = compile_prequantized(std::string(NPUSIM_SOURCE_DIR) + "/tests/quant_e2e/data/qdq_resblock.onnx",
+                                          isa::NpuConfig{});
+  bool add = false;
+  for (const auto& n : c.lowered.nodes) {
+    if (n.op_type == "Conv") {
+      EXPECT_FALSE(n.has_attr(compiler::kResidualInput)) << n.name;
+    }
+    if (n.op_type != "Add") continue;
+    add = true;
+    EXPECT_EQ(c.plan.precision_of(n.name), q::Precision::kInt8);
+    for (const auto& v : n.inputs) EXPECT_TRUE(c.plan.values.count(v)) << v;
+    EXPECT_TRUE(c.plan.values.count(n.outputs[0]));
+  }
+  EXPECT_TRUE(add);
 }
 
 }  // namespace

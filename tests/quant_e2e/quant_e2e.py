@@ -12,6 +12,13 @@ Cases:
   outlier            a copy of tests/quant_e2e/data/mbv2_block.onnx with one output channel of b1_project
                      scaled x60: per-tensor int8 flags it in weight_outliers and first_bad_layer.
   errors             unknown precision / override key -> exit 2 naming it; int8-only presets run by default.
+  prequantized       tests/quant_e2e/data/qdq_resblock.onnx (torch-quantized, QDQ form): runs with the model's
+                     own scales (no calibration) in int8 by default, on edge and on the int8-only tpu-v1,
+                     functionally and with --accuracy; --precision fp32 runs the dequantized float graph;
+                     a per-layer override moves one layer to fp16 and keeps the rest int8.
+  qlinear            an onnxruntime-style QOperator model written here (QuantizeLinear, QLinearConv x2,
+                     QLinearMatMul, DequantizeLinear, constant scales) runs its QLinear ops as int8 matrix
+                     layers, and its output matches plain numpy integer arithmetic within one code.
 """
 import json
 import os
@@ -133,5 +140,106 @@ elif CASE == "errors":
         run(["run", BLOCK, "--config", preset, "--report", path, "--calibration-samples", "4", "-q"])
         check(json.load(open(path))["total_cycles"] > 0, f"{preset} did not run")
     print("ok: errors exit 2 naming the key; YAML overrides; tpu-v1/gemmini run int8 by default")
+elif CASE == "prequantized":
+    import numpy as np
+    qdq = os.path.join(SRC, "tests", "quant_e2e", "data", "qdq_resblock.onnx")
+    ind, outd = os.path.join(tmp, "in"), os.path.join(tmp, "out")
+    os.makedirs(ind)
+    np.save(os.path.join(ind, "input.npy"), np.load(os.path.join(SRC, "tests", "quant_e2e", "data", "qdq_resblock_input.npy")))
+    r, out = report(qdq, "qdq", "--functional", "--inputs", ind, "--outputs", outd, "--accuracy")
+    q = r["compile"]["quantization"]
+    check(q["prequantized"] is True and q["calibration"]["method"] == "model" and q["calibration"]["inputs"] == 0
+          and not q["calibration"]["synthetic"], f"not run with the model's own scales: {q}")
+    prec = {l["name"]: l["precision"] for l in r["layers"]}
+    matrix = [l for l in r["layers"] if l["op"] in ("Conv", "Gemm")]
+    check(len(matrix) == 5 and all(l["precision"] == "int8" for l in matrix), f"matrix layers not int8: {prec}")
+    check(all(l["mapping"]["description"].startswith("int8") for l in matrix), "matrix layers not compiled as int8")
+    a = r["accuracy"]
+    check(a["precision"] == "int8" and a["calibration"]["method"] == "model", f"accuracy section: {a['precision']}")
+    check(not any("SYNTHETIC" in w for w in a["warnings"]), "the model's own scales flagged as synthetic calibration")
+    check("calibration: model" in out, "console summary does not say the scales are the model's")
+    y = np.load(os.path.join(outd, "output.npy"))
+    check(y.shape == (1, 10) and np.abs(y).max() > 0, f"functional output {y}")
+    # The quantized add stays a node (the model quantizes the conv output before it).
+    check(prec.get("/Add") == "int8", "the quantized residual add is not an int8 node")
+    rf, _ = report(qdq, "qdq_fp32", "--precision", "fp32", "-q")
+    check(all(l["precision"] == "fp32" for l in rf["layers"]), "--precision fp32 kept int8 layers")
+    check(rf["total_cycles"] > r["total_cycles"], "fp32 not slower than the model's int8")
+    ro, _ = report(qdq, "qdq_override", "--precision-override", "/conv2/Conv=fp16", "-q")
+    po = {l["name"]: l["precision"] for l in ro["layers"]}
+    check(po["/conv2/Conv"] == "fp16" and po["/conv3/Conv"] == "int8", f"override on a pre-quantized model: {po}")
+    path = os.path.join(tmp, "qdq_tpu.json")
+    run(["run", qdq, "--config", "tpu-v1", "--report", path, "-q"])
+    check(json.load(open(path))["compile"]["quantization"]["calibration"]["method"] == "model", "tpu-v1 calibrated")
+    print(f"ok: model scales, {len(matrix)} int8 matrix layers, output SQNR {a['output_sqnr_db']:.1f} dB vs the "
+          f"dequantized float graph; {r['total_cycles']} cycles int8 vs {rf['total_cycles']} fp32")
+elif CASE == "qlinear":
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(3)
+    inits = []
+
+    def init(name, arr):
+        inits.append(numpy_helper.from_array(arr, name))
+        return name
+
+    xs, xz = np.float32(0.02), np.uint8(128)
+    w1 = rng.integers(-127, 128, (8, 3, 3, 3), dtype=np.int8)
+    w1s = (rng.uniform(0.5, 1.5, 8) * 0.01).astype(np.float32)  # per output channel
+    b1 = rng.integers(-2000, 2000, 8).astype(np.int32)
+    y1s, y1z = np.float32(0.05), np.uint8(10)
+    w2 = rng.integers(-127, 128, (4, 8, 1, 1), dtype=np.int8)
+    w2s, y2s, y2z = np.float32(0.004), np.float32(0.03), np.uint8(120)
+    w3 = rng.integers(-127, 128, (36, 5), dtype=np.int8)
+    w3s, y3s, y3z = np.float32(0.003), np.float32(0.08), np.uint8(128)
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", init("xs", xs), init("xz", xz)], ["xq"]),
+        helper.make_node("QLinearConv", ["xq", "xs", "xz", init("w1", w1), init("w1s", w1s),
+                                          init("w1z", np.zeros(8, np.int8)), init("y1s", y1s), init("y1z", y1z),
+                                          init("b1", b1)], ["y1"], name="qconv1", pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("QLinearConv", ["y1", "y1s", "y1z", init("w2", w2), init("w2s", w2s),
+                                          init("w2z", np.int8(0)), init("y2s", y2s), init("y2z", y2z)], ["y2"],
+                         name="qconv2"),
+        helper.make_node("Reshape", ["y2", init("shape", np.array([1, 36], np.int64))], ["y2f"]),
+        helper.make_node("QLinearMatMul", ["y2f", "y2s", "y2z", init("w3", w3), init("w3s", w3s),
+                                            init("w3z", np.int8(0)), init("y3s", y3s), init("y3z", y3z)], ["y3"],
+                         name="qfc"),
+        helper.make_node("DequantizeLinear", ["y3", "y3s", "y3z"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "qlinear", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    path = os.path.join(tmp, "qlinear.onnx")
+    onnx.save(model, path)
+    x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    ind, outd = os.path.join(tmp, "qin"), os.path.join(tmp, "qout")
+    os.makedirs(ind)
+    np.save(os.path.join(ind, "x.npy"), x)
+    r, _ = report(path, "qlinear", "--functional", "--inputs", ind, "--outputs", outd)
+    layers = {l["name"]: l for l in r["layers"]}
+    for n in ("qconv1", "qconv2", "qfc"):
+        check(n in layers and layers[n]["precision"] == "int8" and layers[n]["mapping"]["description"].startswith("int8"),
+              f"{n} is not an int8 matrix layer: {layers.get(n)}")
+    # The same arithmetic in plain numpy (ONNX's definitions; requantization rounds half to even).
+    def requant(acc, scale, zp):
+        return np.clip(np.rint(acc * scale) + zp, 0, 255).astype(np.int64)
+    xq = np.clip(np.rint(x / xs) + xz, 0, 255).astype(np.int64)
+    xp = np.pad(xq - int(xz), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    acc1 = np.zeros((8, 3, 3), np.int64)
+    for m in range(8):
+        for i in range(3):
+            for j in range(3):
+                acc1[m, i, j] = (xp[0, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3] * w1[m].astype(np.int64)).sum() + b1[m]
+    q1 = requant(acc1, (np.float64(xs) * w1s.astype(np.float64) / np.float64(y1s))[:, None, None], int(y1z))
+    acc2 = np.einsum("mc,chw->mhw", w2[:, :, 0, 0].astype(np.int64), q1 - int(y1z))
+    q2 = requant(acc2, np.float64(y1s) * np.float64(w2s) / np.float64(y2s), int(y2z))
+    acc3 = (q2.reshape(1, 36) - int(y2z)) @ w3.astype(np.int64)
+    q3 = requant(acc3, np.float64(y2s) * np.float64(w3s) / np.float64(y3s), int(y3z))
+    want = (q3 - int(y3z)).astype(np.float64) * np.float64(y3s)
+    got = np.load(os.path.join(outd, "y.npy")).astype(np.float64)
+    steps = np.abs(got - want) / np.float64(y3s)
+    check(steps.max() <= 1.0 + 1e-6, f"output differs from numpy by {steps.max():.2f} codes: {got} vs {want}")
+    print(f"ok: QLinearConv x2 + QLinearMatMul as int8 matrix layers; output within {steps.max():.0f} code of numpy")
 else:
     sys.exit(f"unknown case {CASE}")
