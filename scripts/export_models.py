@@ -3,8 +3,13 @@
 
 Usage: export_models.py OUTDIR NAME...
 
-NAME is one of: resnet50, resnet18, mobilenet_v2, vit_b_16, bert_base, bert_small (or "all").
+NAME is one of: resnet50, resnet18, mobilenet_v2, vit_b_16, bert_base, bert_small, resnet18_qdq,
+mobilenet_v2_qdq (or "all").
   resnet50, resnet18, mobilenet_v2, vit_b_16  torchvision's architectures, input "input" 1x3x224x224
+  resnet18_qdq, mobilenet_v2_qdq  the same architectures pre-quantized with torch's own tooling
+              (torchvision.models.quantization, eager post-training static quantization with the qnnpack
+              default qconfig: per-tensor int8 weights, uint8 activations; calibrated on 4 batches of 4
+              random inputs) and exported in QDQ form (QuantizeLinear/DequantizeLinear around float ops)
   bert_base   BERT-base-shaped encoder: 12 post-LN layers, hidden 768, 12 heads, FFN 3072, GELU, on a
               1x128x768 embedding input "input" (torch.nn.TransformerEncoder; no token embedding lookup)
   bert_small  the same layer with 2 layers (a quick test model)
@@ -67,6 +72,23 @@ def image_model(name):
     return model, torch.randn(1, 3, 224, 224)
 
 
+def quantized_image_model(name):
+    """torchvision's quantizable architecture, BatchNorm re-estimated, fused, calibrated and converted."""
+    import torch.ao.quantization as tq
+    import torchvision.models.quantization as tvq
+    torch.backends.quantized.engine = "qnnpack"  # Debian's torch has no fbgemm
+    model = {"resnet18_qdq": tvq.resnet18, "mobilenet_v2_qdq": tvq.mobilenet_v2}[name](weights=None, quantize=False)
+    recalibrate_batchnorm(model, (8, 3, 224, 224))
+    model.fuse_model()
+    model.qconfig = tq.get_default_qconfig("qnnpack")
+    tq.prepare(model, inplace=True)
+    with torch.no_grad():
+        for _ in range(4):
+            model(torch.randn(4, 3, 224, 224))
+    tq.convert(model, inplace=True)
+    return model, torch.randn(1, 3, 224, 224)
+
+
 class Encoder(nn.Module):
     """A BERT-base-shaped encoder on embeddings (no embedding lookup, which is a Gather on the host)."""
 
@@ -96,7 +118,8 @@ def encoder_model(name):
 
 
 MODELS = {"resnet50": image_model, "resnet18": image_model, "mobilenet_v2": image_model,
-          "vit_b_16": image_model, "bert_base": encoder_model, "bert_small": encoder_model}
+          "vit_b_16": image_model, "bert_base": encoder_model, "bert_small": encoder_model,
+          "resnet18_qdq": quantized_image_model, "mobilenet_v2_qdq": quantized_image_model}
 
 
 def export(name, outdir):

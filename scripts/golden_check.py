@@ -8,9 +8,9 @@ The script writes one seeded N(0,1) float32 input per model input (INPUT_DIR/NAM
 onnxruntime-node through scripts/ort_run.js and the npusim side through the runner command, then compares
 every output: max relative error = max|npusim - ort| / max|ort|, and cosine similarity. The runner is
 any command that reads INPUT_DIR/NAME.npy and writes OUTPUT_DIR/NAME.npy; {model}, {inputs} and
-{outputs} in it are replaced. Today's runner is tests/golden's `golden_reference_run` (the FP32
-reference interpreter); once the compiled-program path is functional, the same check runs with
-  --runner npusim run {model} --functional --inputs {inputs} --outputs {outputs}
+{outputs} in it are replaced, e.g. the compiled program on the functional datapath:
+  --runner npusim run {model} --functional --precision fp32 --inputs {inputs} --outputs {outputs}
+or tests/golden's `golden_reference_run` (the FP32 reference interpreter).
 
 onnxruntime-node is installed with `npm install --ignore-scripts onnxruntime-node` into --node-modules'
 parent (tests/golden does that into the build tree at test time).

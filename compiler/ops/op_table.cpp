@@ -28,7 +28,10 @@ std::vector<OpSupport> build() {
       {"ConvTranspose", M, "2-D with constant weights: a stride-1 conv over a zero-inserted copy of the input (DMA), any group, strides, dilations, pads, output_padding, output_shape, auto_pad; 1-D/3-D on the host"},
       {"Gemm", M, "alpha/beta/transA/transB folded into constant operands; C constant (scalar, [N], [M,1] or [M,N]); a runtime C runs on the host"},
       {"MatMul", M, "batched with broadcasting (activation x activation, or shared 2-D constant weights); batched constant weights run on the host"},
-      {"MatMulInteger", H, "integer result: the float back end does not map it"},
+      {"MatMulInteger", H, "int32 result without scales (dynamic quantization): exact integer kernel on the host"},
+      {"ConvInteger", H, "int32 result without scales (dynamic quantization): exact integer kernel on the host"},
+      {"QLinearConv", H, "constant scales: imported as an int8 Conv with the model's scales (docs/quantization.md); runtime scales run on the host"},
+      {"QLinearMatMul", H, "constant scales: imported as an int8 MatMul with the model's scales; runtime scales run on the host"},
       // Vector unit: element-wise arithmetic and activations.
       {"Add", V, "numpy broadcasting of one operand; float"},
       {"Sub", V, "numpy broadcasting of one operand; float"},
@@ -106,8 +109,9 @@ std::vector<OpSupport> build() {
       {"Trilu", V, "constant k: DMA with zero fill"},
       {"DepthToSpace", V, "DCR and CRD: DMA"},
       {"SpaceToDepth", V, "DMA"},
-      {"QuantizeLinear", H, "integer result: the float back end does not map it"},
-      {"DequantizeLinear", H, "integer input: the float back end does not map it"},
+      {"QuantizeLinear", H, "a Q -> DQ pair with constant scales becomes an int8 activation with the model's scales; a lone one runs on the host"},
+      {"DequantizeLinear", H, "constant weights fold to int8 weight codes, pairs become int8 activations; a lone one runs on the host"},
+      {"DynamicQuantizeLinear", H, "runtime scale: on the host"},
       // Free: views and metadata.
       {"Reshape", F, "allowzero honoured"},
       {"Flatten", F, ""},
