@@ -115,7 +115,7 @@ double percentile_threshold(const std::vector<double>& hist, double bin_width, d
   return static_cast<double>(hist.size()) * bin_width;
 }
 
-double entropy_threshold(const std::vector<double>& hist, double bin_width, int quant_bins) {
+double entropy_threshold(const std::vector<double>& hist, double bin_width, int quant_bins, double max_clipped) {
   const int n = static_cast<int>(hist.size());
   double total = 0;
   int last_nonzero = -1;
@@ -133,6 +133,7 @@ double entropy_threshold(const std::vector<double>& hist, double bin_width, int 
   for (int k = quant_bins; k < n; ++k) tail += hist[k];
   for (int i = quant_bins; i <= last_nonzero + 1; ++i) {
     if (i > quant_bins) tail -= hist[i - 1];
+    if (tail > max_clipped * total) continue;
     p.assign(hist.begin(), hist.begin() + i);
     p[i - 1] += tail;  // the clipped outliers saturate into the last level
     // Q: merge hist[0, i) (without the tail) into quant_bins levels, spread each level evenly over the
@@ -208,7 +209,7 @@ ClipRange choose_range(const TensorStats& s, const CalibrationOptions& o, bool s
   }
   // Entropy. A one-sided tensor (after ReLU) quantized asymmetrically spends all 255 levels on one side.
   const bool one_sided = !symmetric && s.min() >= 0;
-  const double t = std::min(amax, entropy_threshold(s.magnitude_histogram(), w, one_sided ? 255 : 128));
+  const double t = std::min(amax, entropy_threshold(s.magnitude_histogram(), w, one_sided ? 255 : 128, o.entropy_max_clipped));
   if (symmetric) {
     r.lo = static_cast<float>(-t);
     r.hi = static_cast<float>(t);

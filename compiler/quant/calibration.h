@@ -54,6 +54,10 @@ class TensorStats {
 struct CalibrationOptions {
   CalibrationMethod method = CalibrationMethod::kEntropy;
   double percentile = 99.99;  // kPercentile: keep this percentage of the magnitudes inside the range
+  // kEntropy: never clip more than this fraction of the values (see entropy_threshold). Measured on
+  // random-weight ResNet-18 (int8, 32 synthetic inputs): output SQNR 4.0 dB without it (the global
+  // average pool's output was folded into one level), 29.3 dB with 1e-2, 1e-3 or 1e-4.
+  double entropy_max_clipped = 1e-3;
   int bins = 2048;
 };
 
@@ -66,7 +70,12 @@ struct ClipRange {
 // [quant_bins, bins], P = hist[0..i) with the clipped tail added to its last bin, Q = P's bins merged
 // into `quant_bins` levels and expanded back over P's non-empty bins; returns the threshold
 // (i * bin_width) minimising KL(P || Q). An empty histogram returns 0.
-double entropy_threshold(const std::vector<double>& hist, double bin_width, int quant_bins = 128);
+// Candidates that clip more than `max_clipped` of the mass are not considered: KL compares shapes
+// after folding the tail into the last bin, so it cannot see the clipping error itself, and on a
+// distribution with no mass near zero (a global average pool's output) it happily folds almost
+// everything into one level (KL ~ 0) -- that would crush the tensor.
+double entropy_threshold(const std::vector<double>& hist, double bin_width, int quant_bins = 128,
+                         double max_clipped = 1e-3);
 // The magnitude below which `percentile` % of the histogram's mass lies (upper edge of that bin).
 double percentile_threshold(const std::vector<double>& hist, double bin_width, double percentile);
 
