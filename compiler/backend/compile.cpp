@@ -152,18 +152,14 @@ std::string unsupported_on_array(const Context& c, const Node& n, const std::str
   if (placement != "matrix" || !c.options.plan) return "";
   const quant::PrecisionPlan& plan = *c.options.plan;
   const quant::Precision p = plan.precision_of(n.name);
-  auto layer = plan.layers.find(n.name);
-  if (p == quant::Precision::kInt8 && layer != plan.layers.end() && layer->second.weight_is_constant &&
-      (n.op_type == "Conv" || n.op_type == "Gemm" || n.op_type == "MatMul")) {
-    return "";
-  }
+  if (backend::int8_matrix_mappable(plan, n)) return "";
   const isa::DType compute = p == quant::Precision::kFp16   ? isa::DType::kFp16
                              : p == quant::Precision::kBf16 ? isa::DType::kBf16
                                                             : isa::DType::kFp32;
   if (c.config.systolic_array.rate(compute) > 0) return "";
   const std::string_view dt = isa::kDTypeNames[static_cast<size_t>(compute)];
-  return fmt::format("the array has no {} MACs (systolic_array.{}_rate is 0) and the int8 path needs constant "
-                     "weights",
+  return fmt::format("the array has no {} MACs (systolic_array.{}_rate is 0) and the int8 path does not take "
+                     "this node (it needs constant weights, or two runtime operands with zero points 0)",
                      dt, dt);
 }
 

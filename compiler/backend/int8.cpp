@@ -212,8 +212,7 @@ PlanScope::PlanScope(Context& c, const Node& n, const std::string& placement) : 
   saved_esize_ = c.esize;
   const Precision p = plan.precision_of(n.name);
   auto layer = plan.layers.find(n.name);
-  int8_matrix_ = p == Precision::kInt8 && placement == "matrix" && layer != plan.layers.end() &&
-                 layer->second.weight_is_constant && (n.op_type == "Conv" || n.op_type == "Gemm" || n.op_type == "MatMul");
+  int8_matrix_ = placement == "matrix" && int8_matrix_mappable(plan, n);
   const DType compute = float_dtype(p);
   if (placement == "matrix" && !int8_matrix_ && c.config.systolic_array.rate(compute) <= 0) {
     throw CompileError(fmt::format("layer '{}' runs in {} but the systolic array has no {} MACs "
@@ -229,6 +228,7 @@ PlanScope::PlanScope(Context& c, const Node& n, const std::string& placement) : 
     if (int8_matrix_) {
       const quant::LayerQuant& L = layer->second;
       if (v == L.input || v == L.residual || v == L.output) return plan.values.at(v).dtype;
+      if (!L.weight_is_constant && v == L.weight) return plan.values.at(v).dtype;
     }
     return compute;
   };
@@ -461,10 +461,21 @@ std::vector<int32_t> pairs_of(const std::vector<isa::numerics::QuantizedMultipli
 
 }  // namespace
 
+bool int8_matrix_mappable(const quant::PrecisionPlan& plan, const Node& n) {
+  if (plan.precision_of(n.name) != Precision::kInt8 || !n.domain.empty()) return false;
+  auto layer = plan.layers.find(n.name);
+  if (layer == plan.layers.end()) return false;
+  const quant::LayerQuant& L = layer->second;
+  if (L.weight_is_constant) return n.op_type == "Conv" || n.op_type == "Gemm" || n.op_type == "MatMul";
+  auto a = plan.values.find(L.input), b = plan.values.find(L.weight);
+  return n.op_type == "MatMul" && a != plan.values.end() && b != plan.values.end() && a->second.zero_point == 0 &&
+         b->second.zero_point == 0 && b->second.dtype == DType::kInt8 && L.residual.empty();
+}
+
 bool lower_matrix_int8(Context& c, const Node& n) {
   const quant::PrecisionPlan& plan = *c.options.plan;
   const quant::LayerQuant& L = plan.layers.at(n.name);
-  if (!L.weight_is_constant) return false;
+  if (!int8_matrix_mappable(plan, n)) return false;
   const DramTensor& x = c.tensor(L.input);
   const DramTensor& y = c.tensor(L.output);
   const QParams& xq = plan.values.at(L.input);
@@ -491,6 +502,29 @@ bool lower_matrix_int8(Context& c, const Node& n) {
     a_img = j.H * j.W * j.C, j.y_img = j.OH * j.OW * j.M;
     c.plan->mapping = fmt::format("int8 CONV {}x{} stride {}x{}{}", j.kh, j.kw, j.sh, j.sw,
                                   j.groups > 1 ? fmt::format(", {} groups", j.groups) : "");
+  } else if (!L.weight_is_constant) {
+    // MatMul of two runtime operands (attention): B [..., K, N] int8 codes per output batch, loaded
+    // like an activation; batch dims broadcast as numpy does.
+    const DramTensor& b = c.tensor(L.weight);
+    if (!x.layout.empty() || !y.layout.empty() || !b.layout.empty() || b.dtype != DType::kInt8) return false;
+    if (x.shape.size() < 2 || b.shape.size() < 2) return false;
+    const int64_t Mr = x.shape[x.shape.size() - 2], K = x.shape.back(), N = b.shape.back();
+    if (b.shape[b.shape.size() - 2] != K || K > 65535 || N > 65535) return false;
+    const std::optional<MatmulBatches> mb = matmul_batches(x.shape, b.shape, y.shape);
+    if (!mb) return false;
+    j.gemm = true;
+    j.images = mb->images;
+    j.C = K, j.W = 1, j.OW = 1, j.M = N, j.cg = K, j.mg = N;
+    j.H = j.OH = Mr;
+    j.y_img = Mr * N;
+    j.b_const = false;
+    const std::vector<int64_t> ao = mb->a_off, bo = mb->b_off;
+    const uint64_t xa = x.addr, ba = b.addr;
+    j.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(ao[static_cast<size_t>(img)] * Mr * K); };
+    j.b_base = [=](int64_t img) { return ba + static_cast<uint64_t>(bo[static_cast<size_t>(img)] * K * N); };
+    j.b_range = b.range();
+    c.plan->mapping = fmt::format("int8 MATMUL M={} K={} N={} (runtime B){}", Mr, K, N,
+                                  j.images > 1 ? fmt::format(" x {} batches", j.images) : "");
   } else {
     // Gemm/MatMul with a shared constant 2-D weight [K][N]: every batch dim of A folds into M.
     if (!x.layout.empty() || !y.layout.empty() || L.weight_shape.size() != 2 || x.shape.empty()) return false;
@@ -505,8 +539,10 @@ bool lower_matrix_int8(Context& c, const Node& n) {
     c.plan->mapping = fmt::format("int8 MATMUL M={} K={} N={}", j.OH, K, N);
   }
   if (M_out != j.M) return false;
-  const uint64_t xa = x.addr;
-  j.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * a_img); };
+  if (L.weight_is_constant) {
+    const uint64_t xa = x.addr;
+    j.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * a_img); };
+  }
   j.bias_addr = c.add_data(int32_bytes(L.bias_folded));
   j.rq_addr = c.add_data(int32_bytes(pairs_of(L.requant)));
   ConstWords k;

@@ -11,7 +11,7 @@
 // which is ONNX QuantizeLinear exactly; float <-> float = VEC copy. A node whose output format differs
 // from its output's storage writes a scratch copy that is converted the same way.
 //
-// INT8 matrix nodes (constant weights): int8 weights as data segments, uint8/int8 activations with
+// INT8 matrix nodes (constant weights, or a runtime int8 B loaded like an activation): int8 weights as data segments, uint8/int8 activations with
 // LOAD's halo pad = the input's zero point, int32 accumulation on the array, then on the vector unit:
 // + bias_folded (int32), a fused residual (codes - zero point, per-channel rescale, saturating add),
 // REQUANTIZE with the per-channel (multiplier, shift) pairs and the output zero point, the Relu/Clip
@@ -55,7 +55,13 @@ class PlanScope {
   std::vector<std::pair<DramTensor, std::string>> pending_out_;  // scratch output -> value name
 };
 
-// Lowers an int8 matrix node (plan.layers has it, constant weights). False when its form is not mapped.
+// Whether int8 matrix node n (effective precision int8, in plan.layers) runs on the integer path: Conv,
+// Gemm or MatMul with constant weights, or a MatMul of two runtime operands (attention) whose codes are
+// both symmetric (zero point 0: the accumulator needs no runtime column sums). Anything else computes
+// in the plan's float format between conversions.
+bool int8_matrix_mappable(const quant::PrecisionPlan& plan, const Node& n);
+
+// Lowers an int8 matrix node (int8_matrix_mappable). False when its form is not mapped.
 bool lower_matrix_int8(Context& c, const Node& n);
 
 // Converts a whole tensor between storage formats (same shape and layout): codes use `src_q` /

@@ -400,30 +400,10 @@ bool lower_gemm(Context& c, const Node& n) {
     if (bv.is_constant()) return false;  // batched constant weights: not mapped
     const DramTensor& b = c.tensor(n.inputs[1]);
     if (!b.layout.empty()) return false;
-    // Broadcast the batch dims to the output's.
-    const Shape yb(y.shape.begin(), y.shape.end() - (y.shape.size() >= 2 && a.shape.size() >= 2 && bv.shape.size() >= 2 ? 2 : 1));
-    const int64_t images = num_elements(yb);
-    auto offsets = [&](const Shape& batch) {
-      std::vector<int64_t> off(static_cast<size_t>(images));
-      const size_t r = yb.size();
-      for (int64_t idx = 0; idx < images; ++idx) {
-        int64_t rem = idx, o = 0, stride = 1;
-        std::vector<int64_t> coord(r);
-        for (size_t d = r; d-- > 0;) {
-          coord[d] = rem % yb[d];
-          rem /= yb[d];
-        }
-        for (size_t d = batch.size(); d-- > 0;) {
-          const int64_t cd = coord[r - batch.size() + d];
-          o += (batch[d] == 1 ? 0 : cd) * stride;
-          stride *= batch[d];
-        }
-        off[static_cast<size_t>(idx)] = o;
-      }
-      return off;
-    };
-    if (a_batch.size() > yb.size() || b_batch.size() > yb.size()) return false;
-    const auto ao = offsets(a_batch), bo = offsets(b_batch);
+    const std::optional<MatmulBatches> mb = matmul_batches(a.shape, bv.shape, y.shape);
+    if (!mb) return false;
+    const std::vector<int64_t> ao = mb->a_off, bo = mb->b_off;
+    const int64_t images = mb->images;
     j.images = images;
     j.H = j.OH = M;
     j.b_const = false;

@@ -12,6 +12,38 @@
 
 namespace npusim::compiler::backend {
 
+std::optional<MatmulBatches> matmul_batches(const Shape& a, const Shape& b, const Shape& y) {
+  // Batch dims of the operands (a rank-1 operand has none) and of the output.
+  const Shape a_batch(a.begin(), a.end() - std::min<size_t>(a.size(), 2));
+  const Shape b_batch(b.begin(), b.end() - std::min<size_t>(b.size(), 2));
+  const Shape yb(y.begin(), y.end() - (y.size() >= 2 && a.size() >= 2 && b.size() >= 2 ? 2 : 1));
+  if (a_batch.size() > yb.size() || b_batch.size() > yb.size()) return std::nullopt;
+  MatmulBatches m;
+  m.images = num_elements(yb);
+  auto offsets = [&](const Shape& batch) {
+    std::vector<int64_t> off(static_cast<size_t>(m.images));
+    const size_t r = yb.size();
+    std::vector<int64_t> coord(r);
+    for (int64_t idx = 0; idx < m.images; ++idx) {
+      int64_t rem = idx, o = 0, stride = 1;
+      for (size_t d = r; d-- > 0;) {
+        coord[d] = rem % yb[d];
+        rem /= yb[d];
+      }
+      for (size_t d = batch.size(); d-- > 0;) {
+        const int64_t cd = coord[r - batch.size() + d];
+        o += (batch[d] == 1 ? 0 : cd) * stride;
+        stride *= batch[d];
+      }
+      off[static_cast<size_t>(idx)] = o;
+    }
+    return off;
+  };
+  m.a_off = offsets(a_batch);
+  m.b_off = offsets(b_batch);
+  return m;
+}
+
 using isa::Buffer;
 using isa::DType;
 using isa::VecOp;

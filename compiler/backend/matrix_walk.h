@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -153,6 +154,15 @@ std::vector<T> grouped_weights(const MatrixJob& j, const std::vector<T>& w) {
   }
   return r;
 }
+
+// A batched MatMul A [..., M, K] x B [..., K, N] -> Y [..., M, N] with numpy broadcasting of the batch
+// dims: `images` output matrices, and for each the index of its A and B matrix (multiply by M*K and
+// K*N elements). nullopt when a batch rank exceeds the output's.
+struct MatmulBatches {
+  int64_t images = 1;
+  std::vector<int64_t> a_off, b_off;
+};
+std::optional<MatmulBatches> matmul_batches(const Shape& a, const Shape& b, const Shape& y);
 
 // Sets j.pt / j.pl of Conv node n: its pads, or what auto_pad SAME_UPPER / SAME_LOWER implies for the
 // job's geometry (sizes, kernel, strides and dilations already set).

@@ -224,6 +224,20 @@ void quantize_plan(const Graph& g, PrecisionPlan& plan, const std::map<std::stri
     plan.values[v] = qparams_for_range(choose_range(it->second, options.calibration, sym), sym,
                                        options.asymmetric_dtype);
   };
+  // Both operands of an int8 MatMul of two runtime values (attention) are symmetric: with zero points
+  // 0 the array's integer sums need no runtime column-sum correction, so the NPU runs it in int8.
+  std::set<std::string> symmetric;
+  for (const Node& n : g.nodes)
+    if (plan.precision_of(n.name) == Precision::kInt8 && is_matrix_op(n) && n.op_type == "MatMul" &&
+        float_value(g, n.inputs.at(1))) {
+      symmetric.insert(n.inputs[0]);
+      symmetric.insert(n.inputs[1]);
+    }
+  // ... and so is what they inherit their QParams from (K -> Reshape -> Transpose -> MatMul).
+  for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it)
+    if (shares_input_qparams(*it) && float_value(g, it->inputs.at(0)))
+      for (const auto& out : it->outputs)
+        if (symmetric.count(out)) symmetric.insert(it->inputs[0]);
   for (const Node& n : g.nodes) {
     auto pit = plan.nodes.find(n.name);
     if (pit == plan.nodes.end() || pit->second.effective != Precision::kInt8) continue;
@@ -233,14 +247,13 @@ void quantize_plan(const Graph& g, PrecisionPlan& plan, const std::map<std::stri
       continue;
     }
     const bool matrix = is_matrix_op(n);
-    const bool runtime_b = matrix && n.op_type == "MatMul" && float_value(g, n.inputs.at(1));
     // Inputs first (the producer may be int8 already, then its QParams stay).
     for (size_t k = 0; k < n.inputs.size(); ++k)
-      if (float_value(g, n.inputs[k])) assign(n.inputs[k], runtime_b && k == 1);
+      if (float_value(g, n.inputs[k])) assign(n.inputs[k], symmetric.count(n.inputs[k]) > 0);
     for (const auto& out : n.outputs) {
       if (!float_value(g, out) || plan.values.count(out)) continue;
       if (shares_input_qparams(n) && float_value(g, n.inputs.at(0))) plan.values[out] = plan.values.at(n.inputs[0]);
-      else assign(out, false);
+      else assign(out, symmetric.count(out) > 0);
     }
     if (!matrix) continue;
     if (plan.layers.count(n.name) && !plan.layers.at(n.name).weight_q.empty()) continue;

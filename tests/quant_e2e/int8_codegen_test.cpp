@@ -219,15 +219,14 @@ TEST(Int8Codegen, Int8MovesFewerBytesAndRunsAtTheInt8Rate) {
   ASSERT_GT(config.systolic_array.rate(isa::DType::kUint8), config.systolic_array.rate(isa::DType::kFp16));
 }
 
-TEST(Int8Codegen, MatMulOfTwoRuntimeOperandsFallsBackToTheHostOnAnInt8OnlyArray) {
-  // Attention's Q x K^T: no constant weights, so the int8 path does not take it and it would compute
-  // in fp32, which an int8-only array (tpu-v1, gemmini) lacks. It must run on the host, not fail.
+// A graph of one MatMul of two runtime inputs (attention's Q x K^T), a [a_shape] x b [b_shape].
+Graph runtime_matmul(const Shape& a_shape, const Shape& b_shape, const Shape& y_shape) {
   Graph g;
   g.opset = 13;
   for (const char* in : {"a", "b"}) {
     compiler::Value& v = g.ensure_value(in);
     v.dtype = compiler::DataType::kFloat32;
-    v.shape = std::string(in) == "a" ? Shape{1, 8, 16} : Shape{1, 16, 8};
+    v.shape = std::string(in) == "a" ? a_shape : b_shape;
     v.shape_known = true;
     g.inputs.push_back(in);
   }
@@ -239,16 +238,61 @@ TEST(Int8Codegen, MatMulOfTwoRuntimeOperandsFallsBackToTheHostOnAnInt8OnlyArray)
   g.nodes.push_back(mm);
   compiler::Value& y = g.ensure_value("y");
   y.dtype = compiler::DataType::kFloat32;
-  y.shape = {1, 8, 8};
+  y.shape = y_shape;
   y.shape_known = true;
   g.outputs.push_back("y");
+  return g;
+}
+
+TEST(Int8Codegen, MatMulOfTwoRuntimeOperandsRunsInt8OnTheArrayBitExactly) {
+  // Attention's Q x K^T and P x V: both operands are activations. The plan quantizes both symmetrically
+  // (zero point 0), so the array's integer sums need no runtime correction and the node runs int8 --
+  // also on an int8-only array (tpu-v1, gemmini), where it would otherwise fall back to the host.
+  isa::NpuConfig int8_only;
+  int8_only.systolic_array.fp32_rate = int8_only.systolic_array.fp16_rate = int8_only.systolic_array.bf16_rate = 0;
+  struct Case {
+    Shape a, b, y;
+  };
+  for (const Case& k : {Case{{2, 8, 16}, {2, 16, 8}, {2, 8, 8}}, Case{{2, 3, 5, 16}, {2, 3, 16, 7}, {2, 3, 5, 7}},
+                        Case{{3, 4, 24}, {24, 9}, {3, 4, 9}}}) {
+    Compiled c;
+    c.imported = runtime_matmul(k.a, k.b, k.y);
+    c.lowered = c.imported;
+    compiler::lower(c.lowered);
+    q::PlanRequest req;
+    req.spec.model = q::Precision::kInt8;
+    req.quant.calibration.method = q::CalibrationMethod::kMinMax;
+    req.calibration_count = 2;
+    c.plan = q::build_plan(c.lowered, req, &c.imported);
+    ASSERT_EQ(c.plan.values.at("a").zero_point, 0);
+    ASSERT_EQ(c.plan.values.at("b").zero_point, 0);
+    for (const isa::NpuConfig& config : {isa::NpuConfig{}, int8_only}) {
+      compiler::CompileOptions opt;
+      opt.plan = &c.plan;
+      c.result = compiler::compile(c.lowered, config, opt);
+      EXPECT_TRUE(c.result.fallbacks.empty());
+      ASSERT_FALSE(c.result.layers.empty());
+      bool int8_matmul = false;
+      for (const auto& l : c.result.layers) int8_matmul |= l.mapping.rfind("int8 MATMUL", 0) == 0;
+      EXPECT_TRUE(int8_matmul);
+      for (const auto& s : q::synthetic_samples(c.lowered, 2, 21)) EXPECT_EQ(check_bit_exact(c, config, s), 1);
+    }
+  }
+}
+
+TEST(Int8Codegen, MatMulOfRuntimeOperandsWithAZeroPointFallsBackToTheHostOnAnInt8OnlyArray) {
+  // A pre-quantized model may give an attention operand a zero point: the integer path does not take
+  // it, so it computes in fp32 -- which an int8-only array lacks: it runs on the host, not fail.
+  Graph g = runtime_matmul({1, 8, 16}, {1, 16, 8}, {1, 8, 8});
   Graph imported = g;
   compiler::lower(g);
   q::PlanRequest req;
   req.spec.model = q::Precision::kInt8;
   req.quant.calibration.method = q::CalibrationMethod::kMinMax;
   req.calibration_count = 2;
-  const q::PrecisionPlan plan = q::build_plan(g, req, &imported);
+  q::PrecisionPlan plan = q::build_plan(g, req, &imported);
+  plan.values.at("a").zero_point = 3;
+  plan.values.at("a").dtype = isa::DType::kUint8;
   isa::NpuConfig int8_only;
   int8_only.systolic_array.fp32_rate = int8_only.systolic_array.fp16_rate = int8_only.systolic_array.bf16_rate = 0;
   compiler::CompileOptions opt;
@@ -260,7 +304,6 @@ TEST(Int8Codegen, MatMulOfTwoRuntimeOperandsFallsBackToTheHostOnAnInt8OnlyArray)
   // With fp32 MACs the same node stays on the array.
   EXPECT_TRUE(compiler::compile(g, isa::NpuConfig{}, opt).fallbacks.empty());
 }
-
 
 // ---- pre-quantized (QDQ) models, through the pipeline `npusim run` uses (sim::compile_model) -----
 
