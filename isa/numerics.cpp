@@ -122,11 +122,8 @@ int64_t requantize_unsaturated(int32_t x, int32_t multiplier, int32_t shift, int
   return static_cast<int64_t>(y) + zero_point;
 }
 
-QuantizedMultiplier quantize_multiplier(double real) {
-  if (!(real >= 0.0) || std::isinf(real)) {
-    throw std::invalid_argument("quantize_multiplier: the real multiplier " + std::to_string(real) +
-                                " is not a finite non-negative number");
-  }
+std::optional<QuantizedMultiplier> try_quantize_multiplier(double real) {
+  if (!(real >= 0.0) || std::isinf(real)) return std::nullopt;
   QuantizedMultiplier r;
   if (real == 0.0) return r;
   int e = 0;
@@ -137,13 +134,23 @@ QuantizedMultiplier quantize_multiplier(double real) {
     ++e;
   }
   if (e < -31) return r;  // below what a 31-bit right shift can express: flushes to zero, as TFLite
-  if (e > 31) {
-    throw std::invalid_argument("quantize_multiplier: the real multiplier " + std::to_string(real) +
-                                " needs a left shift beyond 31 bits");
-  }
+  if (e > 31) return std::nullopt;
   r.multiplier = static_cast<int32_t>(q_fixed);
   r.shift = -e;
   return r;
+}
+
+QuantizedMultiplier quantize_multiplier(double real) {
+  if (!(real >= 0.0) || std::isinf(real)) {
+    throw std::invalid_argument("quantize_multiplier: the real multiplier " + std::to_string(real) +
+                                " is not a finite non-negative number");
+  }
+  const std::optional<QuantizedMultiplier> r = try_quantize_multiplier(real);
+  if (!r) {
+    throw std::invalid_argument("quantize_multiplier: the real multiplier " + std::to_string(real) +
+                                " needs a left shift beyond 31 bits");
+  }
+  return *r;
 }
 
 }  // namespace npusim::isa::numerics

@@ -8,6 +8,7 @@
 // Every rounding here is round-to-nearest, ties-to-even unless stated otherwise, so results are a
 // property of the formats, not of the host compiler.
 #include <cstdint>
+#include <optional>
 #include <cstring>
 
 #include "isa/isa.h"
@@ -95,5 +96,7 @@ struct QuantizedMultiplier {
 // (shift = -e). Reals so small that e < -31 flush to multiplier 0 (TFLite does the same); e > 31
 // (real >= 2^31) throws std::invalid_argument. Negative reals are not requantization scales: throws.
 QuantizedMultiplier quantize_multiplier(double real);
+// The same without throwing: nullopt where quantize_multiplier throws (not finite, negative, >= 2^31).
+std::optional<QuantizedMultiplier> try_quantize_multiplier(double real);
 
 }  // namespace npusim::isa::numerics

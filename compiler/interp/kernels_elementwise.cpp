@@ -362,10 +362,13 @@ void k_quantize_linear(KernelContext& c) {
   int64_t lo, hi;
   integer_range(to, lo, hi);
   Tensor out(to, x.shape);
+  for (int64_t k = 0; k < scale.size(); ++k)
+    if (!(std::isfinite(scale.as_double(k)) && scale.as_double(k) > 0)) c.fail("y_scale must be positive and finite");
   for (int64_t k = 0; k < x.size(); ++k) {
     int64_t a = ix(k);
     double zp = c.has(2) ? c.input(2).as_double(c.input(2).size() > 1 ? a : 0) : 0.0;
     double v = std::nearbyint(x.as_double(k) / scale.as_double(scale.size() > 1 ? a : 0)) + zp;
+    if (std::isnan(v)) v = zp;  // NaN input: ONNX leaves it undefined; saturate-free and defined here
     out.i[k] = static_cast<int64_t>(std::min<double>(std::max<double>(v, lo), hi));
   }
   c.out[0] = std::move(out);
@@ -381,10 +384,12 @@ void k_dynamic_quantize_linear(KernelContext& c) {
     hi = std::max(hi, v);
   }
   const float scale = (hi - lo) / 255.0f;
+  if (!std::isfinite(scale)) c.fail("the input has infinite or NaN values");
   const float zp = scale > 0.0f ? std::clamp(std::nearbyint((0.0f - lo) / scale), 0.0f, 255.0f) : 0.0f;
   Tensor y(DataType::kUInt8, x.shape);
   for (int64_t k = 0; k < x.size(); ++k) {
-    const float q = scale > 0.0f ? std::nearbyint(x.f[k] / scale) + zp : zp;
+    float q = scale > 0.0f ? std::nearbyint(x.f[k] / scale) + zp : zp;
+    if (std::isnan(q)) q = zp;
     y.i[k] = static_cast<int64_t>(std::clamp(q, 0.0f, 255.0f));
   }
   c.out[0] = std::move(y);

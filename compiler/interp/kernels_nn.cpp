@@ -184,6 +184,7 @@ Tensor requantize_linear(KernelContext& c, const std::vector<int64_t>& acc, cons
   Tensor y(to, shape);
   for (size_t k = 0; k < acc.size(); ++k) {
     const double v = std::nearbyint(static_cast<double>(acc[k]) * (scale_at(static_cast<int64_t>(k)) / ys)) + zp;
+    if (!std::isfinite(v)) c.fail("the scales must be positive and finite");
     y.i[k] = static_cast<int64_t>(std::clamp<double>(v, static_cast<double>(lo), static_cast<double>(hi)));
   }
   return y;

@@ -80,6 +80,19 @@ class QdqPass {
     return *t;
   }
 
+  // A scale input: every value must be a positive finite number (ONNX requires it; a zero or NaN scale
+  // would turn into infinities and undefined integer conversions downstream).
+  Tensor require_scale(const Node& n, size_t k) {
+    Tensor t = require_const(n, k, "scale");
+    for (int64_t i = 0; i < t.size(); ++i) {
+      const double v = t.as_double(i);
+      if (!(std::isfinite(v) && v > 0.0))
+        throw ModelError("node '" + n.name + "' (" + n.op_type + "): scale " + std::to_string(v) +
+                         " is not a positive finite number");
+    }
+    return t;
+  }
+
   // True when every present input among `ks` of `n` is a constant (or computable from constants).
   bool all_const(const Node& n, std::initializer_list<size_t> ks) {
     for (size_t k : ks)
@@ -132,7 +145,9 @@ class QdqPass {
       const std::string yf = new_value(n.outputs[0] + "_f", DataType::kFloat32, n.outputs[0]);
       out.push_back(make("DequantizeLinear", n.name + "_dq_x", {n.inputs[0], n.inputs[1], n.inputs[2]}, {xf}));
       Node dw = make("DequantizeLinear", n.name + "_dq_w", {n.inputs[3], n.inputs[4], n.inputs[5]}, {wf});
-      const Tensor ws = require_const(n, 4, "weight scale");
+      const Tensor ws = require_scale(n, 4);
+      require_scale(n, 1);
+      require_scale(n, 6);
       if (ws.size() > 1) dw.attrs["axis"].value = int64_t{conv ? 0 : 1};
       out.push_back(dw);
       Node op = make(conv ? "Conv" : "MatMul", n.name, {xf, wf}, {yf});
@@ -141,7 +156,7 @@ class QdqPass {
         op.attrs = n.attrs;
         if (n.has_input(8)) {
           // Bias: int32 with scale x_scale * w_scale[c], zero point 0 (ONNX QLinearConv).
-          const Tensor xs = require_const(n, 1, "input scale");
+          const Tensor xs = require_scale(n, 1);
           const Tensor b = require_const(n, 8, "bias");
           Tensor bf(DataType::kFloat32, b.shape);
           for (int64_t c = 0; c < b.size(); ++c)
@@ -171,7 +186,7 @@ class QdqPass {
         out.push_back(n);
         continue;
       }
-      const Tensor s = require_const(n, 1, "scale");
+      const Tensor s = require_scale(n, 1);
       const Tensor z = n.has_input(2) ? require_const(n, 2, "zero point") : Tensor();
       const int64_t rank = x->rank();
       int64_t axis = n.attr_int("axis", 1);
@@ -238,7 +253,7 @@ class QdqPass {
       if (!moves.empty() && outputs.count(dq.outputs[0])) continue;
       const Node q = g().nodes[p];
       if (!all_const(q, {1, 2}) || !all_const(dq, {1, 2})) continue;  // runtime scales: Q and DQ stay ops
-      const Tensor qs = require_const(q, 1, "scale"), ds = require_const(dq, 1, "scale");
+      const Tensor qs = require_scale(q, 1), ds = require_scale(dq, 1);
       const Tensor qz = q.has_input(2) ? require_const(q, 2, "zero point") : Tensor::scalar_int(DataType::kUInt8, 0);
       const Tensor dz = dq.has_input(2) ? require_const(dq, 2, "zero point") : Tensor::scalar_int(DataType::kUInt8, 0);
       // What one QParams per value cannot express stays as ops (exact, on the vector unit or the host).

@@ -9,7 +9,7 @@
 
 namespace npusim::compiler::quant {
 
-using isa::numerics::quantize_multiplier;
+using isa::numerics::try_quantize_multiplier;
 
 QParams qparams_for_range(ClipRange r, bool symmetric, isa::DType asymmetric_dtype) {
   QParams q;
@@ -153,9 +153,16 @@ bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const Quant
   L.bias_folded.resize(channels);
   for (int64_t c = 0; c < channels; ++c) {
     L.acc_scale[c] = xq.scale * L.weight_scale[c];
+    const double real = static_cast<double>(L.acc_scale[c]) / yq.scale;
+    const auto m = try_quantize_multiplier(real);
+    if (!(L.acc_scale[c] > 0.0f) || !std::isfinite(L.acc_scale[c]) || !m) {
+      reason = "the requantization scale " + std::to_string(real) + " (input x weight / output scale) is out of the "
+               "int8 path's range";
+      return false;
+    }
     const double b = std::nearbyint(static_cast<double>(bias[c]) / static_cast<double>(L.acc_scale[c]));
     L.bias[c] = static_cast<int32_t>(std::clamp(b, -2147483648.0, 2147483647.0));
-    L.requant[c] = quantize_multiplier(static_cast<double>(L.acc_scale[c]) / yq.scale);
+    L.requant[c] = *m;
   }
   if (L.weight_is_constant) {
     // sum_k w_q[k][c] per output channel, for the zero-point fold.
@@ -174,8 +181,14 @@ bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const Quant
     L.residual = n.inputs.at(3);
     const QParams& rq = plan.values.at(L.residual);
     L.residual_rescale.resize(channels);
-    for (int64_t c = 0; c < channels; ++c)
-      L.residual_rescale[c] = quantize_multiplier(static_cast<double>(rq.scale) / L.acc_scale[c]);
+    for (int64_t c = 0; c < channels; ++c) {
+      const auto m = try_quantize_multiplier(static_cast<double>(rq.scale) / L.acc_scale[c]);
+      if (!m) {
+        reason = "the residual's rescale is out of the int8 path's range";
+        return false;
+      }
+      L.residual_rescale[c] = *m;
+    }
   }
   L.activation = n.attr_string(kActivation, "");
   L.clamp_min = yq.qmin();

@@ -35,8 +35,13 @@ CompiledModel compile_model(const std::string& spec, const isa::NpuConfig& confi
   compiler::ImportOptions import;
   for (const std::string& s : options.input_shapes) import.input_shapes.insert(compiler::parse_input_shape(s));
   import.batch = options.batch;
+  return compile_graph(compiler::load_model(spec, import), config, options, verbose);
+}
+
+CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& config, const ModelOptions& options,
+                            std::ostream* verbose) {
   CompiledModel m;
-  m.imported = compiler::load_model(spec, import);
+  m.imported = std::move(imported);
   if (verbose) *verbose << "== imported\n" << compiler::to_string(m.imported) << "\n";
   std::optional<compiler::quant::ModelQuant> own;
   if (compiler::quant::is_prequantized(m.imported)) {

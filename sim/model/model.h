@@ -41,6 +41,10 @@ struct CompiledModel {
 CompiledModel compile_model(const std::string& spec, const isa::NpuConfig& config, const ModelOptions& options,
                             std::ostream* verbose);
 
+// The same from an imported graph (compile_model = load_model + compile_graph).
+CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& config, const ModelOptions& options,
+                            std::ostream* verbose);
+
 // Compiles `lowered` for `config` under `plan` (the uniform float plans take the original path).
 compiler::CompileResult compile_with_plan(const compiler::Graph& lowered, const isa::NpuConfig& config,
                                           const compiler::quant::PrecisionPlan& plan);

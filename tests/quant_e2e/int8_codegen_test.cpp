@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <random>
 #include <set>
 #include <string>
 
@@ -13,6 +14,7 @@
 #include "arch/datapath/state.h"
 #include "compiler/backend/compile.h"
 #include "compiler/import/import.h"
+#include "compiler/interp/kernels.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/accuracy.h"
 #include "compiler/quant/emulate.h"
@@ -387,6 +389,73 @@ TEST(Int8Codegen, PreQuantizedModelKeepsItsQuantizationPointsThroughThePasses) {
     EXPECT_TRUE(c.plan.values.count(n.outputs[0]));
   }
   EXPECT_TRUE(add);
+}
+
+TEST(Int8Codegen, MutatedPreQuantizedModelsAreAClearErrorOrRunNeverACrash) {
+  // Semantic fuzzing of the QDQ path: the resblock model with its Q/DQ scales, zero points and weight
+  // codes replaced by hostile values (0, negative, NaN, infinity, denormal, huge; zero points across the
+  // range; codes at the limits), through the whole pipeline npusim run uses and, when it compiles, one
+  // functional run. Every outcome must be a success or a ModelError / CompileError with a message.
+  const std::string path = std::string(NPUSIM_SOURCE_DIR) + "/tests/quant_e2e/data/qdq_resblock.onnx";
+  const Graph original = compiler::load_model(path);
+  std::mt19937 rng(99);
+  const std::vector<float> bad_scales = {0.0f, -0.5f, std::nanf(""), INFINITY, 1e-40f, 1e30f, 1e-12f, 3.0f};
+  int ok = 0, rejected = 0;
+  for (int it = 0; it < 200; ++it) {
+    Graph g = original;
+    // Constant tensors feeding Q/DQ nodes (Constant nodes' values), by input position: 1 scale, 2 zp, 0 x.
+    std::vector<std::pair<compiler::Node*, size_t>> targets;
+    std::map<std::string, compiler::Node*> constant_of;
+    for (auto& n : g.nodes)
+      if (n.op_type == "Constant" && n.has_attr("value")) constant_of[n.outputs[0]] = &n;
+    for (auto& n : g.nodes) {
+      if (n.op_type != "QuantizeLinear" && n.op_type != "DequantizeLinear") continue;
+      for (size_t k = 0; k < n.inputs.size(); ++k)
+        if (constant_of.count(n.inputs[k])) targets.push_back({constant_of[n.inputs[k]], k});
+    }
+    ASSERT_FALSE(targets.empty());
+    const int mutations = 1 + static_cast<int>(rng() % 3);
+    for (int m = 0; m < mutations; ++m) {
+      auto [node, k] = targets[rng() % targets.size()];
+      compiler::Tensor t = node->attrs.at("value").t();
+      if (t.floating()) {
+        for (auto& v : t.f) v = bad_scales[rng() % bad_scales.size()];
+      } else {
+        int64_t lo, hi;
+        compiler::interp::integer_range(t.dtype, lo, hi);
+        for (auto& v : t.i) v = (rng() % 2) ? lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi - lo + 1)) : (rng() % 2 ? lo : hi);
+      }
+      node->attrs.at("value").value = t;
+      (void)k;
+    }
+    try {
+      sim::ModelOptions o;
+      o.plan.spec.model = q::Precision::kFp32;
+      o.plan.follow_model = true;
+      o.plan.calibration_count = 1;
+      sim::CompiledModel cm = sim::compile_graph(g, isa::NpuConfig{}, o, nullptr);
+      Compiled c{std::move(cm.imported), std::move(cm.lowered), std::move(cm.plan), std::move(cm.result)};
+      arch::datapath::MachineState st(isa::NpuConfig{}, c.result.program);
+      for (const auto& ins : c.result.program.instructions) {
+        if (ins.opcode == isa::Opcode::kHostCall) break;  // host ops need the interpreter hook: stop here
+        arch::datapath::execute(ins, isa::NpuConfig{}, st);
+      }
+      ++ok;
+    } catch (const compiler::ModelError& e) {
+      EXPECT_GT(std::string(e.what()).size(), 10u);
+      ++rejected;
+    } catch (const compiler::CompileError& e) {
+      EXPECT_GT(std::string(e.what()).size(), 10u);
+      ++rejected;
+    } catch (const q::CalibrationError& e) {
+      EXPECT_GT(std::string(e.what()).size(), 10u);
+      ++rejected;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "iteration " << it << ": unexpected exception: " << e.what();
+    }
+  }
+  EXPECT_GT(rejected, 10);
+  EXPECT_GT(ok, 10);
 }
 
 }  // namespace
