@@ -14,14 +14,60 @@ namespace npusim::compiler::quant {
 
 namespace {
 
-// Running sums for SQNR and cosine over several inputs.
+// What a layer's number format can hold: fp16/bf16 largest finite value and smallest normal; int8 the
+// real range of the output's codes.
+struct FormatLimits {
+  double max_finite = INFINITY, min_normal = 0;
+  double lo = -INFINITY, hi = INFINITY;
+};
+
+FormatLimits limits_of(const PrecisionPlan& plan, const Node& n) {
+  FormatLimits f;
+  switch (plan.precision_of(n.name)) {
+    case Precision::kFp16:
+      f.max_finite = 65504.0, f.min_normal = 6.103515625e-05;
+      break;
+    case Precision::kBf16:
+      f.max_finite = 3.3895313892515355e38, f.min_normal = 1.1754943508222875e-38;
+      break;
+    case Precision::kInt8: {
+      auto q = n.outputs.empty() ? plan.values.end() : plan.values.find(n.outputs[0]);
+      if (q != plan.values.end()) {
+        f.lo = q->second.dequantize(q->second.qmin());
+        f.hi = q->second.dequantize(q->second.qmax());
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  return f;
+}
+
+// Running sums for SQNR and cosine over several inputs, and the format's range problems.
 struct ErrorSums {
-  double ref2 = 0, out2 = 0, dot = 0, err2 = 0, max_abs = 0;
-  int64_t elements = 0;
-  void add(const Tensor& ref, const Tensor& out) {
+  double ref2 = 0, out2 = 0, dot = 0, err2 = 0, max_abs = 0, ref_max_abs = 0;
+  int64_t elements = 0, count = 0, nonzero = 0;
+  int64_t nonfinite = 0, overflow = 0, underflow = 0, saturated = 0;
+  FormatLimits limits;  // of the last add (a layer's format is the same for every input)
+  void add(const Tensor& ref, const Tensor& out, const FormatLimits& f = {}) {
+    limits = f;
     const size_t n = std::min(ref.f.size(), out.f.size());
     for (size_t k = 0; k < n; ++k) {
-      const double r = ref.f[k], o = out.f[k], e = o - r;
+      const double r = ref.f[k], o = out.f[k];
+      if (!std::isfinite(r)) continue;  // the fp32 reference overflowed itself: nothing to compare
+      ++count;
+      const double a = std::fabs(r);
+      ref_max_abs = std::max(ref_max_abs, a);
+      if (a != 0) ++nonzero;
+      if (a > f.max_finite) ++overflow;
+      if (a != 0 && a < f.min_normal) ++underflow;
+      if (r < f.lo || r > f.hi) ++saturated;
+      if (!std::isfinite(o)) {
+        ++nonfinite;
+        continue;
+      }
+      const double e = o - r;
       ref2 += r * r;
       out2 += o * o;
       dot += r * o;
@@ -31,11 +77,13 @@ struct ErrorSums {
     elements = static_cast<int64_t>(n);
   }
   double sqnr_db() const {
+    if (nonfinite > 0) return -kExactSqnrDb;
     if (err2 == 0) return kExactSqnrDb;
     if (ref2 == 0) return -kExactSqnrDb;
     return std::min(kExactSqnrDb, 10.0 * std::log10(ref2 / err2));
   }
   double cosine() const {
+    if (nonfinite > 0) return 0.0;
     if (ref2 == 0 && out2 == 0) return 1.0;
     if (ref2 == 0 || out2 == 0) return 0.0;
     return dot / std::sqrt(ref2 * out2);
@@ -99,6 +147,35 @@ std::string num(double v) {
   return os.str();
 }
 
+std::string pct(int64_t part, int64_t whole) {
+  std::ostringstream os;
+  os << std::setprecision(3) << (whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0) << "%";
+  return os.str();
+}
+
+// The sentences a layer's range problems deserve: overflow to inf (fp16), outputs lost downstream of
+// one, values saturating outside the int8 range calibration chose (> 1 %), fp16 underflow (> 1 %).
+void range_warnings(const LayerAccuracy& l, const ErrorSums& s, std::map<std::string, std::vector<std::string>>& out) {
+  const std::string who = "layer '" + l.name + "' (" + std::string(to_string(l.precision)) + "): ";
+  if (l.overflow > 0) {
+    out["overflow"].push_back(who + std::to_string(l.overflow) + " of " + std::to_string(s.count) +
+                              " values exceed the format's largest finite value (" + num(s.limits.max_finite) + "; largest |x| " + num(l.ref_max_abs) + ") and become infinite. Keep it in fp32 or bf16, "
+                              "or rescale its weights.");
+  } else if (l.nonfinite > 0) {
+    out["nonfinite"].push_back(who + std::to_string(l.nonfinite) + " values are inf/NaN (propagated from an "
+                               "overflow upstream)");
+  }
+  if (l.saturated * 100 > s.count) {
+    out["saturated"].push_back(who + pct(l.saturated, s.count) + " of the reference values fall outside the int8 "
+                               "range calibration chose and saturate: are the calibration inputs representative "
+                               "of these inputs?");
+  }
+  if (l.underflow * 100 > s.nonzero) {
+    out["underflow"].push_back(who + pct(l.underflow, s.nonzero) + " of the nonzero values lie below the format's "
+                               "smallest normal number and lose precision (subnormal or flushed to zero)");
+  }
+}
+
 }  // namespace
 
 std::vector<WeightOutlier> find_weight_outliers(const Graph& g, double factor) {
@@ -108,8 +185,7 @@ std::vector<WeightOutlier> find_weight_outliers(const Graph& g, double factor) {
     const Value& wv = g.value(n.inputs[1]);
     if (!wv.is_constant() || !wv.constant->floating() || wv.constant->rank() < 1) continue;
     const Tensor& w = *wv.constant;
-    int axis = n.op_type == "Conv" || (n.op_type == "Gemm" && n.attr_int("transB", 0)) ? 0
-                                                                                        : static_cast<int>(w.rank()) - 1;
+    const int axis = weight_channel_axis(n, static_cast<int>(w.rank()));
     const int64_t channels = w.shape[axis];
     if (channels < 2) continue;
     int64_t inner = 1;
@@ -161,7 +237,7 @@ AccuracyReport evaluate_accuracy(const Graph& g, const PrecisionPlan& plan, cons
       if (outs.empty() || !outs[0] || !outs[0]->floating()) return;
       auto it = ref.find(n.outputs[0]);
       if (it == ref.end()) return;
-      per_value[n.outputs[0]].add(it->second, *outs[0]);
+      per_value[n.outputs[0]].add(it->second, *outs[0], limits_of(plan, n));
       if (!graph_outputs.count(n.outputs[0])) ref.erase(it);  // seen: free it
     });
     for (const auto& o : g.outputs)
@@ -170,6 +246,8 @@ AccuracyReport evaluate_accuracy(const Graph& g, const PrecisionPlan& plan, cons
   r.output_sqnr_db = output.sqnr_db();
   r.output_cosine = output.cosine();
   r.output_max_abs_error = output.max_abs;
+  r.output_nonfinite = output.nonfinite;
+  std::map<std::string, std::vector<std::string>> range_notes;  // kind -> sentences, graph order
   for (const Node& n : g.nodes) {
     if (n.outputs.empty() || !per_value.count(n.outputs[0]) || !reported_layer(n)) continue;
     const ErrorSums& s = per_value.at(n.outputs[0]);
@@ -181,15 +259,30 @@ AccuracyReport evaluate_accuracy(const Graph& g, const PrecisionPlan& plan, cons
     l.cosine = s.cosine();
     l.max_abs_error = s.max_abs;
     l.elements = s.elements;
+    l.nonfinite = s.nonfinite;
+    l.overflow = s.overflow;
+    l.underflow = s.underflow;
+    l.saturated = s.saturated;
+    l.ref_max_abs = s.ref_max_abs;
     if (r.first_bad_layer.empty() && l.sqnr_db < options.bad_layer_sqnr_db) r.first_bad_layer = l.name;
+    range_warnings(l, s, range_notes);
     r.layers.push_back(std::move(l));
   }
-  r.weight_outliers = find_weight_outliers(g, options.outlier_factor);
   if (plan.calibration.synthetic)
     r.warnings.push_back("CALIBRATION USED SYNTHETIC DATA (" + plan.calibration.source +
                          "): int8 scales come from random N(0,1) inputs, not from real data; the accuracy "
                          "figures say how the model behaves on those inputs only. Pass a folder of real "
                          "inputs to calibrate.");
+  // At most a few sentences of each kind, most upstream first (the rest follow from them).
+  for (const auto& [kind, cap] : std::vector<std::pair<std::string, size_t>>{
+           {"overflow", 3}, {"nonfinite", 1}, {"saturated", 3}, {"underflow", 3}}) {
+    const auto& v = range_notes[kind];
+    for (size_t k = 0; k < v.size() && k < cap; ++k) r.warnings.push_back(v[k]);
+    if (v.size() > cap)
+      r.warnings.push_back("... and " + std::to_string(v.size() - cap) + " more layers with " + kind +
+                           " values (see the report's accuracy.layers[]." + kind + ")");
+  }
+  r.weight_outliers = find_weight_outliers(g, options.outlier_factor);
   for (const auto& [name, np] : plan.nodes)
     if (np.effective != np.requested)
       r.warnings.push_back("node '" + name + "' runs in " + std::string(to_string(np.effective)) + ": " + np.reason);
@@ -255,6 +348,7 @@ void write_accuracy_json(const AccuracyReport& r, std::ostream& o) {
   o << "    \"output_sqnr_db\": " << num(r.output_sqnr_db) << ",\n";
   o << "    \"output_cosine\": " << num(r.output_cosine) << ",\n";
   o << "    \"output_max_abs_error\": " << num(r.output_max_abs_error) << ",\n";
+  o << "    \"output_nonfinite\": " << r.output_nonfinite << ",\n";
   o << "    \"first_bad_layer\": " << (r.first_bad_layer.empty() ? "null" : json_string(r.first_bad_layer)) << ",\n";
   o << "    \"bad_layer_sqnr_db\": " << num(r.bad_layer_sqnr_db) << ",\n";
   o << "    \"calibration\": {\"method\": " << json_string(r.calibration.method)
@@ -269,7 +363,9 @@ void write_accuracy_json(const AccuracyReport& r, std::ostream& o) {
     const auto& l = r.layers[k];
     o << (k ? ",\n" : "\n") << "      {\"name\": " << json_string(l.name) << ", \"op\": " << json_string(l.op)
       << ", \"precision\": " << json_string(std::string(to_string(l.precision))) << ", \"sqnr_db\": " << num(l.sqnr_db)
-      << ", \"cosine\": " << num(l.cosine) << ", \"max_abs_error\": " << num(l.max_abs_error) << "}";
+      << ", \"cosine\": " << num(l.cosine) << ", \"max_abs_error\": " << num(l.max_abs_error)
+      << ", \"nonfinite\": " << l.nonfinite << ", \"overflow\": " << l.overflow << ", \"underflow\": " << l.underflow
+      << ", \"saturated\": " << l.saturated << "}";
   }
   o << (r.layers.empty() ? "],\n" : "\n    ],\n");
   o << "    \"weight_outliers\": [";
@@ -301,7 +397,9 @@ std::string accuracy_summary(const AccuracyReport& r, size_t worst_layers) {
   o << std::fixed << std::setprecision(2);
   o << "accuracy (" << r.precision << " vs fp32 reference, " << r.evaluation_inputs << " inputs): output SQNR "
     << r.output_sqnr_db << " dB, cosine " << std::setprecision(5) << r.output_cosine << std::setprecision(2)
-    << ", max |error| " << r.output_max_abs_error << "\n";
+    << ", max |error| " << r.output_max_abs_error
+    << (r.output_nonfinite ? ", " + std::to_string(r.output_nonfinite) + " OUTPUT VALUES ARE INF/NaN" : std::string())
+    << "\n";
   if (!r.calibration.method.empty())
     o << "calibration: " << r.calibration.method << " on " << r.calibration.inputs << " inputs ("
       << r.calibration.source << ")\n";

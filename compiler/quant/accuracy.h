@@ -27,8 +27,15 @@ struct LayerAccuracy {
   Precision precision = Precision::kFp32;
   double sqnr_db = kExactSqnrDb;  // 10 log10(sum ref^2 / sum (out - ref)^2) over all evaluation inputs
   double cosine = 1.0;
-  double max_abs_error = 0.0;
+  double max_abs_error = 0.0;     // over the values that stayed finite
   int64_t elements = 0;           // per input
+  // Over all evaluation inputs (0 when not applicable to the layer's format):
+  int64_t nonfinite = 0;   // outputs that became inf/NaN where the fp32 reference is finite (then
+                           // sqnr_db = -300 and cosine = 0: the layer's result is lost)
+  int64_t overflow = 0;    // fp16/bf16: reference values beyond the format's largest finite value
+  int64_t underflow = 0;   // fp16/bf16: nonzero reference values below the format's smallest normal
+  int64_t saturated = 0;   // int8: reference values outside the output's int8 range (calibration)
+  double ref_max_abs = 0;  // largest |reference value|
 };
 
 // A weight channel whose max |w| is far above the layer's typical channel: with per-tensor scales it
@@ -61,6 +68,7 @@ struct AccuracyReport {
   double output_sqnr_db = kExactSqnrDb;
   double output_cosine = 1.0;
   double output_max_abs_error = 0.0;
+  int64_t output_nonfinite = 0;     // inf/NaN output values where the reference is finite
   std::string first_bad_layer;      // "" when every layer meets the threshold (JSON null)
   double bad_layer_sqnr_db = 20.0;
   std::vector<LayerAccuracy> layers;  // graph order

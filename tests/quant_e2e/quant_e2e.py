@@ -16,6 +16,9 @@ Cases:
                      own scales (no calibration) in int8 by default, on edge and on the int8-only tpu-v1,
                      functionally and with --accuracy; --precision fp32 runs the dequantized float graph;
                      a per-layer override moves one layer to fp16 and keeps the rest int8.
+  fp16_overflow      mbv2_block.onnx with b1_project's weights x 20000 (an Adam-style weight blow-up): fp16
+                     --accuracy names b1_project as overflowing (counts in layers[], a warning, output
+                     inf/NaN flagged, SQNR -300); bf16 and fp32 do not overflow.
   qlinear            an onnxruntime-style QOperator model written here (QuantizeLinear, QLinearConv x2,
                      QLinearMatMul, DequantizeLinear, constant scales) runs its QLinear ops as int8 matrix
                      layers, and its output matches plain numpy integer arithmetic within one code.
@@ -173,6 +176,30 @@ elif CASE == "prequantized":
     check(json.load(open(path))["compile"]["quantization"]["calibration"]["method"] == "model", "tpu-v1 calibrated")
     print(f"ok: model scales, {len(matrix)} int8 matrix layers, output SQNR {a['output_sqnr_db']:.1f} dB vs the "
           f"dequantized float graph; {r['total_cycles']} cycles int8 vs {rf['total_cycles']} fp32")
+elif CASE == "fp16_overflow":
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+    model = onnx.load(BLOCK)
+    for i, t in enumerate(model.graph.initializer):
+        if t.name == "b1_project_w":
+            model.graph.initializer[i].CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t) * 20000.0, t.name))
+    path = os.path.join(tmp, "overflow.onnx")
+    onnx.save(model, path)
+    r, out = report(path, "ov16", "--precision", "fp16", "--accuracy")
+    a = r["accuracy"]
+    layers = {l["name"]: l for l in a["layers"]}
+    check(layers["b1_project"]["overflow"] > 0 and layers["b1_project"]["nonfinite"] > 0, f"no overflow: {layers['b1_project']}")
+    check(layers["b1_expand"]["overflow"] == 0, "overflow reported upstream of the culprit")
+    check(a["first_bad_layer"] == "b1_project", f"first bad layer {a['first_bad_layer']}")
+    check(a["output_nonfinite"] > 0 and a["output_sqnr_db"] == -300, "inf/NaN output not flagged")
+    check(any("b1_project" in w and "infinite" in w for w in a["warnings"]), f"no overflow warning: {a['warnings']}")
+    check("INF/NaN" in out and "b1_project" in out, "console summary does not show the overflow")
+    for p in ("bf16", "fp32"):
+        rb, _ = report(path, "ov_" + p, "--precision", p, "--accuracy")
+        check(rb["accuracy"]["output_nonfinite"] == 0 and all(l["overflow"] == 0 for l in rb["accuracy"]["layers"]),
+              f"{p} overflowed")
+    print(f"ok: fp16 overflow at b1_project ({layers['b1_project']['overflow']} values), flagged; bf16/fp32 clean")
 elif CASE == "qlinear":
     import numpy as np
     import onnx

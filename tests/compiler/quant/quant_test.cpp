@@ -382,6 +382,85 @@ TEST(AccuracyReport, SyntheticCalibrationIsFlaggedLoudly) {
   EXPECT_NE(accuracy_summary(r).find("SYNTHETIC"), std::string::npos);
 }
 
+// Scales every weight of conv `which` of conv_chain by `factor`.
+Graph scaled_chain(const std::string& which, float factor) {
+  Graph g = conv_chain(false);
+  Tensor w = *g.value(which).constant;
+  for (float& v : w.f) v *= factor;
+  g.add_constant(which, w);
+  return g;
+}
+
+TEST(AccuracyReport, Fp16OverflowIsFlaggedNotReportedAsExact) {
+  // conv2's outputs reach ~1e5 > 65504: fp16 turns them into inf, and everything after is inf/NaN. The
+  // report must say so (SQNR -300, cosine 0, counts, a warning naming the layer), never "300 dB exact".
+  Graph g = scaled_chain("w2", 2e5f);
+  PrecisionSpec spec;
+  spec.model = Precision::kFp16;
+  const PrecisionPlan plan = resolve_plan(g, spec);
+  auto r = evaluate_accuracy(g, plan, synthetic_samples(g, 2, 3));
+  ASSERT_EQ(r.layers.size(), 3u);
+  EXPECT_EQ(r.layers[0].overflow, 0);
+  EXPECT_GT(r.layers[1].overflow, 0);
+  EXPECT_GT(r.layers[1].nonfinite, 0);
+  EXPECT_GT(r.layers[1].ref_max_abs, 65504.0);
+  EXPECT_EQ(r.layers[1].sqnr_db, -kExactSqnrDb);
+  EXPECT_EQ(r.layers[1].cosine, 0.0);
+  EXPECT_EQ(r.first_bad_layer, "conv2");
+  EXPECT_GT(r.output_nonfinite, 0);
+  EXPECT_EQ(r.output_sqnr_db, -kExactSqnrDb);
+  bool warned = false;
+  for (const auto& w : r.warnings) warned |= w.find("conv2") != std::string::npos && w.find("infinite") != std::string::npos;
+  EXPECT_TRUE(warned);
+  EXPECT_NE(accuracy_summary(r).find("INF/NaN"), std::string::npos);
+  EXPECT_NE(accuracy_json(r).find("\"overflow\": "), std::string::npos);
+  // bf16 has fp32's exponent range: no overflow there.
+  spec.model = Precision::kBf16;
+  auto rb = evaluate_accuracy(g, resolve_plan(g, spec), synthetic_samples(g, 2, 3));
+  EXPECT_EQ(rb.layers[1].overflow, 0);
+  EXPECT_EQ(rb.output_nonfinite, 0);
+  EXPECT_GT(rb.output_sqnr_db, 20.0);
+}
+
+TEST(AccuracyReport, Fp16UnderflowIsCounted) {
+  // conv1's weights x 1e-6: its outputs lie around 1e-6, below fp16's smallest normal (6.1e-5).
+  Graph g = scaled_chain("w1", 1e-6f);
+  PrecisionSpec spec;
+  spec.model = Precision::kFp16;
+  auto r = evaluate_accuracy(g, resolve_plan(g, spec), synthetic_samples(g, 1, 3));
+  EXPECT_GT(r.layers[0].underflow, r.layers[0].elements / 4);
+  bool warned = false;
+  for (const auto& w : r.warnings) warned |= w.find("conv1") != std::string::npos && w.find("smallest normal") != std::string::npos;
+  EXPECT_TRUE(warned);
+}
+
+TEST(AccuracyReport, UnrepresentativeCalibrationShowsAsSaturation) {
+  // Calibrated on inputs 20x smaller than the ones evaluated (the seed's "dark calibration images"):
+  // the int8 ranges are too narrow and a large share of the evaluated values saturates.
+  Graph g = conv_chain(false);
+  for (bool representative : {true, false}) {
+    PrecisionSpec spec;
+    spec.model = Precision::kInt8;
+    PrecisionPlan plan = resolve_plan(g, spec);
+    auto calib = synthetic_samples(g, 4, 1);
+    if (!representative)
+      for (auto& sample : calib)
+        for (auto& [name, t] : sample)
+          for (float& v : t.f) v *= 0.05f;
+    QuantOptions qo;
+    qo.calibration.method = CalibrationMethod::kMinMax;
+    quantize_plan(g, plan, collect_statistics(g, calib), qo);
+    auto r = evaluate_accuracy(g, plan, synthetic_samples(g, 2, 7));
+    int64_t saturated = 0;
+    for (const auto& l : r.layers) saturated += l.saturated;
+    bool warned = false;
+    for (const auto& w : r.warnings) warned |= w.find("representative") != std::string::npos;
+    EXPECT_EQ(warned, !representative);
+    if (representative) EXPECT_LT(saturated * 1000, r.layers[0].elements * 2 * 3);
+    else EXPECT_GT(saturated, r.layers[0].elements);
+  }
+}
+
 // ---- pre-quantized (QDQ) models -----------------------------------------------------------------
 
 std::string data(const std::string& f) { return std::string(NPUSIM_SOURCE_DIR) + "/tests/compiler/quant/data/" + f; }
