@@ -166,9 +166,9 @@ void range_warnings(const LayerAccuracy& l, const ErrorSums& s, std::map<std::st
                                "overflow upstream)");
   }
   if (l.saturated * 100 > s.count) {
-    out["saturated"].push_back(who + pct(l.saturated, s.count) + " of the reference values fall outside the int8 "
-                               "range calibration chose and saturate: are the calibration inputs representative "
-                               "of these inputs?");
+    out["saturated"].push_back(who + pct(l.saturated, s.count) + " of the reference values fall outside its int8 "
+                               "output range (set by calibration, or by a pre-quantized model's scales) and "
+                               "saturate: are the calibration inputs representative of these inputs?");
   }
   if (l.underflow * 100 > s.nonzero) {
     out["underflow"].push_back(who + pct(l.underflow, s.nonzero) + " of the nonzero values lie below the format's "
@@ -273,6 +273,9 @@ AccuracyReport evaluate_accuracy(const Graph& g, const PrecisionPlan& plan, cons
                          "): int8 scales come from random N(0,1) inputs, not from real data; the accuracy "
                          "figures say how the model behaves on those inputs only. Pass a folder of real "
                          "inputs to calibrate.");
+  if (output.count > 0 && output.ref_max_abs == 0)
+    r.warnings.push_back("the fp32 reference's outputs are all zeros on these inputs, so the output figures say "
+                         "nothing (an untrained, zero-initialised classifier head?); judge by the layers");
   // At most a few sentences of each kind, most upstream first (the rest follow from them).
   for (const auto& [kind, cap] : std::vector<std::pair<std::string, size_t>>{
            {"overflow", 3}, {"nonfinite", 1}, {"saturated", 3}, {"underflow", 3}}) {

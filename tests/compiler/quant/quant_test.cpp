@@ -422,6 +422,21 @@ TEST(AccuracyReport, Fp16OverflowIsFlaggedNotReportedAsExact) {
   EXPECT_GT(rb.output_sqnr_db, 20.0);
 }
 
+TEST(AccuracyReport, AllZeroReferenceOutputIsCalledOut) {
+  // conv3's weights zeroed (as torchvision zero-initialises ViT's head): every precision is "exact" at
+  // the output, which must not pass for a result.
+  Graph g = scaled_chain("w3", 0.0f);
+  PrecisionSpec spec;
+  spec.model = Precision::kFp16;
+  auto r = evaluate_accuracy(g, resolve_plan(g, spec), synthetic_samples(g, 1, 3));
+  EXPECT_EQ(r.output_sqnr_db, kExactSqnrDb);
+  bool warned = false;
+  for (const auto& w : r.warnings) warned |= w.find("all zeros") != std::string::npos;
+  EXPECT_TRUE(warned);
+  EXPECT_TRUE(evaluate_accuracy(conv_chain(false), resolve_plan(conv_chain(false), spec), synthetic_samples(g, 1, 3))
+                  .warnings.empty());
+}
+
 TEST(AccuracyReport, Fp16UnderflowIsCounted) {
   // conv1's weights x 1e-6: its outputs lie around 1e-6, below fp16's smallest normal (6.1e-5).
   Graph g = scaled_chain("w1", 1e-6f);
