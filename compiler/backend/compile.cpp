@@ -322,6 +322,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
       if (!ok) {
         if (c.em.size() != lowering_from) throw std::logic_error("backend: a lowering emitted code and then gave up");
         plan.placement = "host";
+        scope.materialize();  // # int8: the host reads floats
         lower_host(c, n, why.empty() ? "not mapped by the back end" : why);
       } else {
         plan.instructions = c.em.size() - before;

@@ -24,6 +24,7 @@ namespace npusim::compiler {
 
 namespace quant {
 struct PrecisionPlan;
+struct QParams;
 }
 
 // A layer the back end cannot map (e.g. a tile that does not fit the SRAM even at its smallest).

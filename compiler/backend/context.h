@@ -52,6 +52,9 @@ class Context {
   int64_t esize;   // bytes per activation element
   uint32_t layer = 0;
   std::map<std::string, DramTensor> tensors;  // runtime values by name
+  // # int8: runtime values the current node reads or writes as int8/uint8 codes itself (PlanScope
+  // deferred their conversion to fp32 into the node's tile loop): name -> their QParams (plan-owned).
+  std::map<std::string, const quant::QParams*> codes;
 
   int64_t capacity(isa::Buffer b) const { return config.sram.buffer(b).size_bytes(); }
   uint64_t align(uint64_t x) const {

@@ -104,21 +104,53 @@ DramTensor scratch_like(Context& c, const DramTensor& t, DType dt) {
 // ---------------------------------------------------------------------------------------------------
 // Conversions
 
+uint64_t conversion_constants(Context& c, const QParams* from, const QParams* to) {
+  ConstWords k;
+  k.add_i(from ? from->zero_point : 0);
+  k.add_f(from ? from->scale : 1.0f);
+  k.add_f(to ? to->scale : 1.0f);
+  k.add_i(to ? to->zero_point : 0);
+  return c.add_data(int32_bytes(k.w));
+}
+
+void load_conversion_constants(Context& c, uint64_t acc_slot, const QParams* from, const QParams* to) {
+  const uint64_t addr = conversion_constants(c, from, to);
+  c.load(Buffer::kAccumulator, acc_slot, Range{kDram, addr, addr + 16}, addr, DType::kInt32, {4, 1, 1, 1}, {0, 0, 0});
+}
+
+namespace {
+
+Context::VecArgs tile_op(VecOp o, DType in, DType out, Buffer buf, uint64_t slot, int64_t d0, int64_t d1,
+                         uint64_t src2, isa::Bcast b) {
+  Context::VecArgs v;
+  v.op = o, v.in = in, v.out = out;
+  v.src1_buf = v.dst_buf = buf;
+  v.src2_buf = Buffer::kAccumulator;
+  v.src1 = v.dst = slot, v.src2 = src2;
+  v.d0 = d0, v.d1 = d1, v.bcast = b;
+  return v;
+}
+
+}  // namespace
+
+void dequantize_tile(Context& c, Buffer buf, uint64_t slot, int64_t d0, int64_t d1, DType codes, uint64_t kslot,
+                     DType out) {
+  c.vec(tile_op(VecOp::kSub, codes, DType::kFp32, buf, slot, d0, d1, kslot + 0, isa::Bcast::kScalar));
+  c.vec(tile_op(VecOp::kMul, DType::kFp32, out, buf, slot, d0, d1, kslot + 4, isa::Bcast::kScalar));
+}
+
+void quantize_tile(Context& c, Buffer buf, uint64_t slot, int64_t d0, int64_t d1, DType codes, uint64_t kslot) {
+  c.vec(tile_op(VecOp::kDiv, DType::kFp32, DType::kInt32, buf, slot, d0, d1, kslot + 8, isa::Bcast::kScalar));
+  c.vec(tile_op(VecOp::kAdd, DType::kInt32, codes, buf, slot, d0, d1, kslot + 12, isa::Bcast::kScalar));
+}
+
 void convert_tensor(Context& c, const DramTensor& src, const QParams* src_q, const DramTensor& dst,
                     const QParams* dst_q) {
   const DType from = src.dtype, to = dst.dtype;
   const int64_t total = std::max<int64_t>(1, num_elements(src.shape));
-  // Constants: [0] source zero point (int32; read as int8/uint8 its low byte is the code), [1] source
-  // scale, [2] destination scale, [3] destination zero point.
-  ConstWords k;
-  k.add_i(src_q ? src_q->zero_point : 0);
-  k.add_f(src_q ? src_q->scale : 1.0f);
-  k.add_f(dst_q ? dst_q->scale : 1.0f);
-  k.add_i(dst_q ? dst_q->zero_point : 0);
-  const uint64_t kaddr = c.add_data(int32_bytes(k.w));
   const Buffer A = Buffer::kAccumulator;
   const uint64_t kslot = 0;  // 16 bytes of constants, then two slots
-  c.load(A, kslot, Range{kDram, kaddr, kaddr + 16}, kaddr, DType::kInt32, {4, 1, 1, 1}, {0, 0, 0});
+  load_conversion_constants(c, kslot, src_q, dst_q);
   const int64_t cap = (c.capacity(A) - 64) / 2 / 4 / 64 * 64;
   const int64_t chunk = std::max<int64_t>(64, std::min<int64_t>({total, cap, kMaxDim}));
   const uint64_t slot[2] = {64, 64 + static_cast<uint64_t>(chunk * 4 + 63) / 64 * 64};
@@ -129,30 +161,20 @@ void convert_tensor(Context& c, const DramTensor& src, const QParams* src_q, con
     next ^= 1;
     c.load(A, s, src.range(), src.addr + static_cast<uint64_t>(off * isa::dtype_bytes(from)), from, {n, 1, 1, 1},
            {0, 0, 0});
-    auto op = [&](VecOp o, DType in, DType out, uint64_t src2, isa::Bcast b) {
-      Context::VecArgs v;
-      v.op = o, v.in = in, v.out = out;
-      v.src1_buf = v.dst_buf = v.src2_buf = A;
-      v.src1 = v.dst = s, v.src2 = src2;
-      v.d0 = n, v.bcast = b;
-      c.vec(v);
-    };
     DType cur = from;
-    if (is_int_code(from)) {  // dequantize: (q - zp) -> fp32, * scale -> fp32
-      op(VecOp::kSub, from, DType::kFp32, kslot + 0, isa::Bcast::kScalar);
-      op(VecOp::kMul, DType::kFp32, is_int_code(to) ? DType::kFp32 : to, kslot + 4, isa::Bcast::kScalar);
+    if (is_int_code(from)) {  // dequantize (straight into a float destination format)
       cur = is_int_code(to) ? DType::kFp32 : to;
+      dequantize_tile(c, A, s, n, 1, from, kslot, cur);
     }
-    if (is_int_code(to)) {  // quantize: fp32 / scale -> int32 (nearest even), + zp -> codes
+    if (is_int_code(to)) {  // quantize
       if (cur != DType::kFp32) {
-        op(VecOp::kCopy, cur, DType::kFp32, 0, isa::Bcast::kNone);
+        c.vec(tile_op(VecOp::kCopy, cur, DType::kFp32, A, s, n, 1, 0, isa::Bcast::kNone));
         cur = DType::kFp32;
       }
-      op(VecOp::kDiv, DType::kFp32, DType::kInt32, kslot + 8, isa::Bcast::kScalar);
-      op(VecOp::kAdd, DType::kInt32, to, kslot + 12, isa::Bcast::kScalar);
+      quantize_tile(c, A, s, n, 1, to, kslot);
       cur = to;
     } else if (cur != to) {
-      op(VecOp::kCopy, cur, to, 0, isa::Bcast::kNone);
+      c.vec(tile_op(VecOp::kCopy, cur, to, A, s, n, 1, 0, isa::Bcast::kNone));
     }
     c.store(A, s, dst.range(), dst.addr + static_cast<uint64_t>(off * isa::dtype_bytes(to)), to, {n, 1, 1, 1},
             {0, 0, 0});
@@ -204,14 +226,28 @@ std::map<std::string, isa::DType> planned_storage(const Graph& g, const quant::P
   return out;
 }
 
-PlanScope::PlanScope(Context& c, const Node& n, const std::string& placement) : c_(c) {
+namespace {
+
+// Element-wise ops lower_binary / lower_unary convert inside their tile loop under an int8 plan.
+bool converts_in_tiles(const Node& n) {
+  static const std::set<std::string> binary = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum"};
+  static const std::set<std::string> unary = {"Relu", "Sigmoid", "Tanh",      "Exp",       "Sqrt",       "Reciprocal",
+                                              "Abs",  "Neg",     "Erf",       "Clip",      "HardSwish",  "LeakyRelu",
+                                              "HardSigmoid"};
+  if (n.domain == kNpuDomain) return n.op_type == "Gelu";
+  if (!n.domain.empty()) return false;
+  return (binary.count(n.op_type) && n.num_given_inputs() == 2) || unary.count(n.op_type);
+}
+
+}  // namespace
+
+PlanScope::PlanScope(Context& c, const Node& n, const std::string& placement) : c_(c), n_(n) {
   if (!c.options.plan) return;
   const quant::PrecisionPlan& plan = *c.options.plan;
   active_ = true;
   saved_act_ = c.act;
   saved_esize_ = c.esize;
   const Precision p = plan.precision_of(n.name);
-  auto layer = plan.layers.find(n.name);
   int8_matrix_ = placement == "matrix" && int8_matrix_mappable(plan, n);
   const DType compute = float_dtype(p);
   if (placement == "matrix" && !int8_matrix_ && c.config.systolic_array.rate(compute) <= 0) {
@@ -222,6 +258,16 @@ PlanScope::PlanScope(Context& c, const Node& n, const std::string& placement) : 
   }
   c.act = compute;
   c.esize = isa::dtype_bytes(compute);
+  deferred_ = placement == "vector" && p == Precision::kInt8 && converts_in_tiles(n);
+  convert_io(deferred_);
+}
+
+void PlanScope::convert_io(bool defer_codes) {
+  Context& c = c_;
+  const Node& n = n_;
+  const quant::PrecisionPlan& plan = *c.options.plan;
+  const DType compute = c.act;
+  auto layer = plan.layers.find(n.name);
   // The format node n needs for value v.
   auto wanted = [&](const std::string& v, DType stored) {
     if (stored == DType::kInt32) return stored;  // integer values stay int32
@@ -236,11 +282,17 @@ PlanScope::PlanScope(Context& c, const Node& n, const std::string& placement) : 
     if (!is_int_code(t)) return nullptr;
     return &plan.values.at(v);
   };
+  // Codes the node converts itself (deferred): listed, not copied.
+  auto deferred = [&](const std::string& v, DType stored) {
+    if (!defer_codes || !is_int_code(stored) || !plan.values.count(v)) return false;
+    c.codes[v] = &plan.values.at(v);
+    return true;
+  };
   for (const auto& s : n.inputs) {
     if (s.empty() || saved_.count(s) || !c.tensors.count(s)) continue;
     const DramTensor t = c.tensors.at(s);
     const DType want = wanted(s, t.dtype);
-    if (want == t.dtype) continue;
+    if (want == t.dtype || deferred(s, t.dtype)) continue;
     DramTensor conv = scratch_like(c, t, want);
     convert_tensor(c, t, qp(s, t.dtype), conv, qp(s, want));
     saved_[s] = t;
@@ -250,7 +302,7 @@ PlanScope::PlanScope(Context& c, const Node& n, const std::string& placement) : 
     if (o.empty() || !c.tensors.count(o) || saved_.count(o)) continue;
     const DramTensor t = c.tensors.at(o);
     const DType want = wanted(o, t.dtype);
-    if (want == t.dtype) continue;
+    if (want == t.dtype || deferred(o, t.dtype)) continue;
     DramTensor scratch = scratch_like(c, t, want);
     saved_[o] = t;
     c.tensors[o] = scratch;
@@ -258,9 +310,17 @@ PlanScope::PlanScope(Context& c, const Node& n, const std::string& placement) : 
   }
 }
 
+void PlanScope::materialize() {
+  if (!active_ || !deferred_) return;
+  deferred_ = false;
+  c_.codes.clear();
+  convert_io(false);
+}
+
 void PlanScope::finish() {
   if (!active_ || finished_) return;
   finished_ = true;
+  c_.codes.clear();
   const quant::PrecisionPlan& plan = *c_.options.plan;
   for (const auto& [scratch, name] : pending_out_) {
     const DramTensor& real = saved_.at(name);
@@ -274,6 +334,7 @@ void PlanScope::finish() {
 
 PlanScope::~PlanScope() {
   if (!active_ || finished_) return;
+  c_.codes.clear();
   // Unwinding (or a lowering that gave up and fell back to the host): restore without emitting.
   for (const auto& [name, t] : saved_) c_.tensors[name] = t;
   c_.act = saved_act_;

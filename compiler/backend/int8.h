@@ -36,6 +36,13 @@ std::map<std::string, isa::DType> planned_storage(const Graph& g, const quant::P
 // format (swapping c.tensors entries for scratch copies) and sets c.act / c.esize to the node's
 // compute dtype; finish() converts outputs written to scratch into their storage and restores the
 // context. A no-op without a plan.
+//
+// An int8 element-wise node (binary: Add, Sub, Mul, Div, Max, Min; unary: Relu, Clip, Sigmoid,
+// HardSwish, ...) converts inside its own tile loop instead: the scope leaves its code-stored inputs
+// and outputs as they are and lists them in Context::codes; lower_binary / lower_unary load codes,
+// dequantize the tile in SRAM, compute, quantize and store codes (one pass over the tensors, as an
+// NPU's quantized add does). If the node then falls
+// back to the host, materialize() makes the DRAM conversions after all.
 class PlanScope {
  public:
   PlanScope(Context& c, const Node& n, const std::string& placement);
@@ -44,11 +51,15 @@ class PlanScope {
   PlanScope& operator=(const PlanScope&) = delete;
   // True when the node is an int8 matrix node that lower_matrix_int8 must lower.
   bool int8_matrix() const { return int8_matrix_; }
+  // Emits the conversions deferred to the node's tile loop (before a host fallback of that node).
+  void materialize();
   void finish();
 
  private:
+  void convert_io(bool defer_codes);
   Context& c_;
-  bool active_ = false, int8_matrix_ = false, finished_ = false;
+  const Node& n_;
+  bool active_ = false, int8_matrix_ = false, finished_ = false, deferred_ = false;
   isa::DType saved_act_ = isa::DType::kFp32;
   int64_t saved_esize_ = 4;
   std::map<std::string, DramTensor> saved_;                     // swapped entries of c.tensors
@@ -63,6 +74,21 @@ bool int8_matrix_mappable(const quant::PrecisionPlan& plan, const Node& n);
 
 // Lowers an int8 matrix node (int8_matrix_mappable). False when its form is not mapped.
 bool lower_matrix_int8(Context& c, const Node& n);
+
+// The conversion constants of convert_tensor and of the in-tile conversions: 16 bytes, [0] zero point
+// of the codes read (int32; read as int8/uint8 its low byte is the code), [1] their scale (fp32),
+// [2] scale of the codes written (fp32), [3] their zero point (int32). Returns the data segment.
+uint64_t conversion_constants(Context& c, const quant::QParams* from, const quant::QParams* to);
+// The same, loaded into the accumulator buffer at `acc_slot` (16 bytes).
+void load_conversion_constants(Context& c, uint64_t acc_slot, const quant::QParams* from, const quant::QParams* to);
+// In SRAM, on a d1 x d0 tile at `slot` of `buf` whose conversion constants are at `kslot` of the
+// accumulator buffer: codes (int8/uint8) -> fp32 = VEC sub zero point (-> fp32), mul scale; and
+// fp32 -> codes = VEC div scale (-> int32, nearest even, saturating), add zero point (-> codes,
+// saturating), i.e. ONNX DequantizeLinear / QuantizeLinear. The slot must hold the fp32 tile.
+void dequantize_tile(Context& c, isa::Buffer buf, uint64_t slot, int64_t d0, int64_t d1, isa::DType codes,
+                     uint64_t kslot, isa::DType out = isa::DType::kFp32);  // `out`: the mul's float result
+void quantize_tile(Context& c, isa::Buffer buf, uint64_t slot, int64_t d0, int64_t d1, isa::DType codes,
+                   uint64_t kslot);
 
 // Converts a whole tensor between storage formats (same shape and layout): codes use `src_q` /
 // `dst_q` (ignored for float dtypes).

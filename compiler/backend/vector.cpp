@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "compiler/backend/context.h"
+#include "compiler/backend/int8.h"
 #include "compiler/backend/movement.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/passes/lowered.h"
@@ -77,7 +78,13 @@ bool lower_unary(Context& c, const Node& n, std::string* why) {
   Slots s = make_slots(c, Buffer::kInput);
   const int64_t total = num_elements(y.shape);
   const int64_t d0max = std::min<int64_t>(4096, s.elems);
-  const uint64_t es = static_cast<uint64_t>(c.esize);
+  const uint64_t ex = static_cast<uint64_t>(isa::dtype_bytes(x.dtype)), ey = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
+  // # int8: codes converted in SRAM, tile by tile (PlanScope); constants at the accumulator's start.
+  auto cx = c.codes.find(n.inputs[0]), cy = c.codes.find(n.outputs[0]);
+  const quant::QParams* qx = cx == c.codes.end() ? nullptr : cx->second;
+  const quant::QParams* qy = cy == c.codes.end() ? nullptr : cy->second;
+  if (qx) load_conversion_constants(c, 0, qx, nullptr);
+  if (qy) load_conversion_constants(c, 16, nullptr, qy);
   for (int64_t off = 0; off < total;) {
     const int64_t rem = total - off;
     int64_t d0, d1;
@@ -88,18 +95,22 @@ bool lower_unary(Context& c, const Node& n, std::string* why) {
       d0 = rem, d1 = 1;
     }
     const uint64_t slot = s.take();
-    c.load(Buffer::kInput, slot, x.range(), x.addr + static_cast<uint64_t>(off) * es, c.act, {d0, d1, 1, 1}, {d0, 0, 0});
+    c.load(Buffer::kInput, slot, x.range(), x.addr + static_cast<uint64_t>(off) * ex, x.dtype, {d0, d1, 1, 1},
+           {d0, 0, 0});
+    if (qx) dequantize_tile(c, Buffer::kInput, slot, d0, d1, x.dtype, 0);
     Context::VecArgs a = v;
     a.in = a.out = c.act;
     a.src1_buf = a.dst_buf = Buffer::kInput;
     a.src1 = a.dst = slot;
     a.d0 = d0, a.d1 = d1, a.d2 = 1;
     c.vec(a);
-    c.store(Buffer::kInput, slot, y.range(), y.addr + static_cast<uint64_t>(off) * es, c.act, {d0, d1, 1, 1}, {d0, 0, 0});
+    if (qy) quantize_tile(c, Buffer::kInput, slot, d0, d1, y.dtype, 16);
+    c.store(Buffer::kInput, slot, y.range(), y.addr + static_cast<uint64_t>(off) * ey, y.dtype, {d0, d1, 1, 1},
+            {d0, 0, 0});
     off += d0 * d1;
   }
-  c.plan->mapping = fmt::format("VEC {} streamed in {}-element tiles", isa::kVecOpNames[static_cast<size_t>(v.op)],
-                                s.elems);
+  c.plan->mapping = fmt::format("VEC {} streamed in {}-element tiles{}", isa::kVecOpNames[static_cast<size_t>(v.op)],
+                                s.elems, qx || qy ? ", int8 codes converted in the tile loop" : "");
   return true;
 }
 
@@ -110,6 +121,8 @@ struct Operand {
   uint64_t addr = 0;  // DRAM address of its data (constant: a data segment written in this order)
   Range range;
   Shape pshape;  // extents in output physical order (1 = broadcast)
+  isa::DType dt = isa::DType::kFp32;     // element type in DRAM
+  const quant::QParams* q = nullptr;      // # int8: codes converted in the tile loop (Context::codes)
 };
 
 // Returns false when the operand's DRAM layout is not the output's order (non-1 dims permuted).
@@ -142,6 +155,7 @@ bool make_operand(Context& c, const std::string& name, const DramTensor& y, Oper
       dst[static_cast<size_t>(i)] = src[static_cast<size_t>(li)];
     }
     o.constant = true;
+    o.dt = c.act;
     o.addr = c.add_floats(dst, c.act);
     o.range = Range{kDram, o.addr, o.addr + dst.size() * static_cast<uint64_t>(c.esize)};
     return true;
@@ -165,6 +179,9 @@ bool make_operand(Context& c, const std::string& name, const DramTensor& y, Oper
   o.t = &t;
   o.addr = t.addr;
   o.range = t.range();
+  o.dt = t.dtype;
+  auto q = c.codes.find(name);
+  o.q = q == c.codes.end() ? nullptr : q->second;
   return true;
 }
 
@@ -266,7 +283,16 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
   }
   Slots sa = make_slots(c, Buffer::kInput);
   Slots sb = make_slots(c, Buffer::kWeight);
-  const uint64_t es = static_cast<uint64_t>(c.esize);
+  const uint64_t ea = static_cast<uint64_t>(isa::dtype_bytes(A.dt)), eb = static_cast<uint64_t>(isa::dtype_bytes(B.dt));
+  // # int8: operands and output stored as codes are converted in SRAM, tile by tile (PlanScope);
+  // their conversion constants sit at the start of the accumulator buffer.
+  auto yq = c.codes.find(n.outputs[0]);
+  const quant::QParams* qy = yq == c.codes.end() ? nullptr : yq->second;
+  const uint64_t ey = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
+  const uint64_t ka = 0, kb = 16, ky = 32;
+  if (A.q) load_conversion_constants(c, ka, A.q, nullptr);
+  if (B.q) load_conversion_constants(c, kb, B.q, nullptr);
+  if (qy) load_conversion_constants(c, ky, nullptr, qy);
   const int64_t inner = dims[k - 1].ext;
   int64_t t0, t1 = 1;
   if (box_dims == 1) {
@@ -338,10 +364,12 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
       }
     }
     const uint64_t sl = sa.take();
-    c.load(Buffer::kInput, sl, A.range, A.addr + static_cast<uint64_t>(ao) * es, c.act, {d0, d1, 1, 1}, ast);
+    c.load(Buffer::kInput, sl, A.range, A.addr + static_cast<uint64_t>(ao) * ea, A.dt, {d0, d1, 1, 1}, ast);
+    if (A.q) dequantize_tile(c, Buffer::kInput, sl, d0, d1, A.dt, ka);
     if (!(bo == last_b_off && b_n == last_b_n)) {
       b_cur = sb.take();
-      c.load(Buffer::kWeight, b_cur, B.range, B.addr + static_cast<uint64_t>(bo) * es, c.act, bsz, bst);
+      c.load(Buffer::kWeight, b_cur, B.range, B.addr + static_cast<uint64_t>(bo) * eb, B.dt, bsz, bst);
+      if (B.q) dequantize_tile(c, Buffer::kWeight, b_cur, bsz[0], bsz[1], B.dt, kb);
       last_b_off = bo, last_b_n = b_n;
     }
     if (recip_a) {
@@ -360,12 +388,14 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
       ng.src1 = ng.dst = sl, ng.d0 = d0, ng.d1 = d1;
       c.vec(ng);
     }
-    c.store(Buffer::kInput, sl, y.range(), y.addr + static_cast<uint64_t>(ao) * es, c.act, {d0, d1, 1, 1}, ast);
+    if (qy) quantize_tile(c, Buffer::kInput, sl, d0, d1, y.dtype, ky);
+    c.store(Buffer::kInput, sl, y.range(), y.addr + static_cast<uint64_t>(ao) * ey, y.dtype, {d0, d1, 1, 1}, ast);
     ++count;
   });
   (void)count;
-  c.plan->mapping = fmt::format("VEC {} bcast {}{}", isa::kVecOpNames[static_cast<size_t>(op)],
-                                isa::kBcastNames[static_cast<size_t>(mode)], negate ? " + neg" : recip_a ? " of recip" : "");
+  c.plan->mapping = fmt::format("VEC {} bcast {}{}{}", isa::kVecOpNames[static_cast<size_t>(op)],
+                                isa::kBcastNames[static_cast<size_t>(mode)], negate ? " + neg" : recip_a ? " of recip" : "",
+                                A.q || B.q || qy ? ", int8 codes converted in the tile loop" : "");
   return true;
 }
 
@@ -953,6 +983,12 @@ bool lower_vector(Context& c, const Node& n, std::string* why) {
   if (n.outputs.empty() || !c.tensors.count(n.outputs[0])) {
     *why = "output without DRAM placement";
     return false;
+  }
+  // # int8: only lower_binary and lower_unary convert codes PlanScope deferred to the tile loop.
+  if (!c.codes.empty()) {
+    Context::VecArgs probe;
+    const bool binary = t == "Add" || t == "Sub" || t == "Mul" || t == "Div" || t == "Max" || t == "Min" || t == "Sum";
+    if (!binary && !unary_op(n, c, probe)) throw std::logic_error("backend: int8 codes deferred to a lowering of " + t);
   }
   // Data movement: any element type (DMA copies bytes).
   if (t == "Transpose") return lower_transpose(c, n, why);

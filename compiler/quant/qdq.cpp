@@ -445,6 +445,19 @@ std::map<std::string, QuantizedWeights> apply_model_quant(const Graph& g, const 
     for (const auto& out : n.outputs)
       if (runtime_float(g, out)) plan.values.emplace(out, in->second);
   }
+  // Backward through a Relu whose output the model quantizes with its zero point at the bottom of the
+  // range (the real range starts at 0): quantizing the Relu's input with the same parameters saturates
+  // the negatives to 0, which is the Relu, so the op feeding it (torch exports its quantized add_relu
+  // as Add -> Relu -> Q) runs in int8 too, bit for bit the model's result.
+  for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it) {
+    const Node& n = *it;
+    if (!n.domain.empty() || n.op_type != "Relu" || !n.has_input(0)) continue;
+    auto out = plan.values.find(n.outputs[0]);
+    const std::string& in = n.inputs[0];
+    if (out == plan.values.end() || plan.values.count(in) || !runtime_float(g, in)) continue;
+    if (out->second.zero_point != out->second.qmin() || g.producer(in) < 0 || g.consumers(in).size() != 1) continue;
+    plan.values.emplace(in, out->second);
+  }
   if (follow_model) {
     for (const Node& n : g.nodes) {
       NodePrecision& np = plan.nodes[n.name];
