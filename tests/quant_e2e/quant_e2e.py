@@ -19,6 +19,10 @@ Cases:
   fp16_overflow      mbv2_block.onnx with b1_project's weights x 20000 (an Adam-style weight blow-up): fp16
                      --accuracy names b1_project as overflowing (counts in layers[], a warning, output
                      inf/NaN flagged, SQNR -300); bf16 and fp32 do not overflow.
+  int8_vector        int8 element-wise layers: an Add whose operands both broadcast (the vector unit cannot
+                     map it: host fallback, which must read floats) and a Mul + Sigmoid on the vector unit
+                     (codes converted in the tile loop), run functionally; outputs match numpy's fp32
+                     result within int8 error.
   qlinear            an onnxruntime-style QOperator model written here (QuantizeLinear, QLinearConv x2,
                      QLinearMatMul, DequantizeLinear, constant scales) runs its QLinear ops as int8 matrix
                      layers, and its output matches plain numpy integer arithmetic within one code.
@@ -200,6 +204,40 @@ elif CASE == "fp16_overflow":
         check(rb["accuracy"]["output_nonfinite"] == 0 and all(l["overflow"] == 0 for l in rb["accuracy"]["layers"]),
               f"{p} overflowed")
     print(f"ok: fp16 overflow at b1_project ({layers['b1_project']['overflow']} values), flagged; bf16/fp32 clean")
+elif CASE == "int8_vector":
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+    nodes = [helper.make_node("Add", ["x", "y"], ["s"], name="outer_add"),
+             helper.make_node("Mul", ["s", "z"], ["m"], name="mul"),
+             helper.make_node("Sigmoid", ["m"], ["out"], name="sig")]
+    graph = helper.make_graph(nodes, "v", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 1]),
+                                           helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 16]),
+                                           helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 16, 16])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 16, 16])])
+    path = os.path.join(tmp, "vec.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    rng = np.random.default_rng(5)
+    ind, outd = os.path.join(tmp, "vin"), os.path.join(tmp, "vout")
+    os.makedirs(ind)
+    x, y, z = (rng.standard_normal(s).astype(np.float32) for s in ((1, 16, 1), (1, 1, 16), (1, 16, 16)))
+    for n, v in (("x", x), ("y", y), ("z", z)):
+        np.save(os.path.join(ind, n + ".npy"), v)
+    cal = os.path.join(tmp, "vcal", "sample0")  # one sub-folder per calibration sample
+    os.makedirs(cal)
+    for n, v in (("x", x), ("y", y), ("z", z)):
+        np.save(os.path.join(cal, n + ".npy"), v)
+    r, _ = report(path, "vec", "--precision", "int8", "--functional", "--inputs", ind, "--outputs", outd,
+                  "--calibration", os.path.dirname(cal), "--calibration-samples", "0")
+    layers = {l["name"]: l for l in r["layers"]}
+    check(layers["outer_add"]["mapping"]["placement"] == "host", f"outer add not on the host: {layers['outer_add']}")
+    check("converted in the tile loop" in layers["mul"]["mapping"]["description"], "mul not converted in its tiles")
+    check("converted in the tile loop" in layers["sig"]["mapping"]["description"], "sigmoid not converted in its tiles")
+    want = 1.0 / (1.0 + np.exp(-((x + y) * z)))
+    got = np.load(os.path.join(outd, "out.npy"))
+    err = np.abs(got - want).max()
+    check(err < 0.05, f"int8 result off by {err}")
+    print(f"ok: host fallback reads floats, tile-loop conversions; max error {err:.4f} vs fp32")
 elif CASE == "qlinear":
     import numpy as np
     import onnx
