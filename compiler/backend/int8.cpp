@@ -239,6 +239,17 @@ bool converts_in_tiles(const Node& n) {
   return (binary.count(n.op_type) && n.num_given_inputs() == 2) || unary.count(n.op_type);
 }
 
+// A max pool whose input and output are stored as codes with the same QParams.
+bool selects_codes(const Context& c, const quant::PrecisionPlan& plan, const Node& n) {
+  if (!n.domain.empty() || (n.op_type != "MaxPool" && n.op_type != "GlobalMaxPool")) return false;
+  if (n.outputs.size() > 1 && !n.outputs[1].empty()) return false;
+  auto xi = c.tensors.find(n.inputs[0]), yi = c.tensors.find(n.outputs[0]);
+  auto xq = plan.values.find(n.inputs[0]), yq = plan.values.find(n.outputs[0]);
+  if (xi == c.tensors.end() || yi == c.tensors.end() || xq == plan.values.end() || yq == plan.values.end()) return false;
+  return is_int_code(xi->second.dtype) && xi->second.dtype == yi->second.dtype && xq->second.scale == yq->second.scale &&
+         xq->second.zero_point == yq->second.zero_point && xq->second.dtype == yq->second.dtype;
+}
+
 }  // namespace
 
 PlanScope::PlanScope(Context& c, const Node& n, const std::string& placement) : c_(c), n_(n) {
@@ -258,6 +269,13 @@ PlanScope::PlanScope(Context& c, const Node& n, const std::string& placement) : 
   }
   c.act = compute;
   c.esize = isa::dtype_bytes(compute);
+  if (placement == "vector" && p == Precision::kInt8 && selects_codes(c, plan, n)) {
+    // Max pooling selects values: on codes of one QParams it is exact, so it runs on the codes.
+    deferred_ = true;
+    c.act = c.tensors.at(n.inputs[0]).dtype;
+    c.esize = 1;
+    return;
+  }
   deferred_ = placement == "vector" && p == Precision::kInt8 && converts_in_tiles(n);
   convert_io(deferred_);
 }
@@ -314,6 +332,8 @@ void PlanScope::materialize() {
   if (!active_ || !deferred_) return;
   deferred_ = false;
   c_.codes.clear();
+  c_.act = float_dtype(c_.options.plan->precision_of(n_.name));
+  c_.esize = isa::dtype_bytes(c_.act);
   convert_io(false);
 }
 

@@ -13,6 +13,7 @@
 #include "compiler/backend/movement.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/passes/lowered.h"
+#include "isa/numerics.h"
 
 namespace npusim::compiler::backend {
 
@@ -777,7 +778,8 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
       c.vec(v);
       c.store(Buffer::kWeight, ol, y.range(), y.addr + static_cast<uint64_t>(r0) * es, c.act, {rows, 1, 1, 1}, {0, 0, 0});
     }
-    c.plan->mapping = fmt::format("VEC {} over H*W", is_max ? "reduce_max" : "reduce_mean");
+    c.plan->mapping = fmt::format("VEC {} over H*W{}", is_max ? "reduce_max" : "reduce_mean",
+                                  isa::numerics::is_integer(c.act) ? " on int8 codes" : "");
     return true;
   }
   if (!nhwc_order(x) || (!global && !nhwc_order(y))) {
@@ -841,7 +843,9 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
     *why = "pooling window or padding beyond the VEC/LOAD field widths";
     return false;
   }
-  const int64_t pad_value = is_max ? bf16_pad(-INFINITY) : 0;
+  // Max pooling pads with the lowest value: -inf, or the lowest code when it runs on int8 codes.
+  const int64_t pad_value =
+      !is_max ? 0 : isa::numerics::is_integer(c.act) ? static_cast<int64_t>(isa::numerics::dtype_min(c.act)) : bf16_pad(-INFINITY);
   Slots s = make_slots(c, Buffer::kInput);
   Slots o = make_slots(c, Buffer::kWeight);
   Slots f = make_slots(c, Buffer::kAccumulator);
@@ -897,8 +901,8 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
       }
     }
   }
-  c.plan->mapping = fmt::format("VEC {} {}x{} s{} on {}x{}x{} tiles", is_max ? "max_pool" : "avg_pool", kh, kw, sh,
-                                toh, tow, tc);
+  c.plan->mapping = fmt::format("VEC {} {}x{} s{} on {}x{}x{} tiles{}", is_max ? "max_pool" : "avg_pool", kh, kw, sh,
+                                toh, tow, tc, isa::numerics::is_integer(c.act) ? " on int8 codes" : "");
   return true;
 }
 
