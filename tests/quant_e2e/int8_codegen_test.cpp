@@ -389,6 +389,20 @@ TEST(Int8Codegen, PreQuantizedModelKeepsItsQuantizationPointsThroughThePasses) {
     EXPECT_TRUE(c.plan.values.count(n.outputs[0]));
   }
   EXPECT_TRUE(add);
+  // And the vector layers run in one pass over int8 data: the add (and the relu after it) convert codes
+  // in their tile loop, the max pool selects on the codes themselves; no fp32 DRAM copies for them.
+  std::map<std::string, std::string> mapping;
+  for (const auto& l : c.result.layers) mapping[l.op] += l.mapping + "; ";
+  EXPECT_NE(mapping["Add"].find("int8 codes converted in the tile loop"), std::string::npos) << mapping["Add"];
+  EXPECT_NE(mapping["Relu"].find("int8 codes converted in the tile loop"), std::string::npos) << mapping["Relu"];
+  EXPECT_NE(mapping["MaxPool"].find("on int8 codes"), std::string::npos) << mapping["MaxPool"];
+  for (const auto& ins : c.result.program.instructions) {
+    if (ins.opcode != isa::Opcode::kStore) continue;
+    const std::string& op = c.lowered.nodes.at(ins.layer()).op_type;
+    if (op == "Add" || op == "Relu" || op == "MaxPool") {
+      EXPECT_NE(static_cast<isa::DType>(ins.get(isa::Field::kDtype)), isa::DType::kFp32) << op << " stores fp32";
+    }
+  }
 }
 
 TEST(Int8Codegen, MutatedPreQuantizedModelsAreAClearErrorOrRunNeverACrash) {
