@@ -80,5 +80,18 @@ TEST(FoldBatchnorm, ConvOutputReadElsewhereKeepsTheBatchNorm) {
   EXPECT_EQ(count_ops(g, "BatchNormalization"), 1);
 }
 
+TEST(FoldBatchnorm, BatchNormAfterAOneInputConcatStays) {
+  // DenseNet's first dense layer normalises torch.cat([x]): a one-input Concat feeds the BN. Nothing to
+  // fold into (this read past the Concat's inputs and crashed on densenet121).
+  GraphBuilder b;
+  auto x = b.input("x", {1, 2, 4, 4});
+  auto c = b.node("Concat", {x}, "c", {1, 2, 4, 4}, {{"axis", attr_i(1)}});
+  b.output(bn(b, c, "y", {1, 2, 4, 4}, 10));
+  Graph g = b.build();
+  passes::fold_batchnorm(g);
+  g.verify();
+  EXPECT_EQ(count_ops(g, "BatchNormalization"), 1);
+}
+
 }  // namespace
 }  // namespace npusim::compiler::testing
