@@ -239,15 +239,34 @@ bool converts_in_tiles(const Node& n) {
   return (binary.count(n.op_type) && n.num_given_inputs() == 2) || unary.count(n.op_type);
 }
 
-// A max pool whose input and output are stored as codes with the same QParams.
-bool selects_codes(const Context& c, const quant::PrecisionPlan& plan, const Node& n) {
-  if (!n.domain.empty() || (n.op_type != "MaxPool" && n.op_type != "GlobalMaxPool")) return false;
-  if (n.outputs.size() > 1 && !n.outputs[1].empty()) return false;
-  auto xi = c.tensors.find(n.inputs[0]), yi = c.tensors.find(n.outputs[0]);
-  auto xq = plan.values.find(n.inputs[0]), yq = plan.values.find(n.outputs[0]);
-  if (xi == c.tensors.end() || yi == c.tensors.end() || xq == plan.values.end() || yq == plan.values.end()) return false;
-  return is_int_code(xi->second.dtype) && xi->second.dtype == yi->second.dtype && xq->second.scale == yq->second.scale &&
-         xq->second.zero_point == yq->second.zero_point && xq->second.dtype == yq->second.dtype;
+// An op that only selects or moves values (max pooling, Concat, Split, Slice, Transpose) whose runtime
+// inputs and outputs are all stored as codes of one QParams: it runs on the codes themselves, exactly.
+bool moves_codes(const Context& c, const quant::PrecisionPlan& plan, const Node& n) {
+  static const std::set<std::string> ops = {"MaxPool", "GlobalMaxPool", "Concat", "Split", "Slice", "Transpose"};
+  if (!(n.domain.empty() || (n.domain == kNpuDomain && n.op_type == "Transpose")) || !ops.count(n.op_type)) return false;
+  if (n.op_type == "MaxPool" && n.outputs.size() > 1 && !n.outputs[1].empty()) return false;
+  const QParams* first = nullptr;
+  DType dt = DType::kFp32;
+  auto same = [&](const std::string& v) {
+    if (v.empty() || c.g.value(v).is_constant()) return true;
+    auto t = c.tensors.find(v);
+    auto q = plan.values.find(v);
+    if (t == c.tensors.end() || q == plan.values.end() || !is_int_code(t->second.dtype)) return false;
+    if (!first) {
+      first = &q->second;
+      dt = t->second.dtype;
+      return true;
+    }
+    return t->second.dtype == dt && q->second.scale == first->scale && q->second.zero_point == first->zero_point &&
+           q->second.dtype == first->dtype;
+  };
+  // Slice/Split take their extents from constant inputs; only input 0 (and Concat's all) carry data.
+  const size_t data_inputs = n.op_type == "Concat" ? n.inputs.size() : 1;
+  for (size_t k = 0; k < data_inputs && k < n.inputs.size(); ++k)
+    if (!same(n.inputs[k])) return false;
+  for (const auto& o : n.outputs)
+    if (!same(o)) return false;
+  return first != nullptr;
 }
 
 }  // namespace
@@ -269,8 +288,8 @@ PlanScope::PlanScope(Context& c, const Node& n, const std::string& placement) : 
   }
   c.act = compute;
   c.esize = isa::dtype_bytes(compute);
-  if (placement == "vector" && p == Precision::kInt8 && selects_codes(c, plan, n)) {
-    // Max pooling selects values: on codes of one QParams it is exact, so it runs on the codes.
+  if (placement == "vector" && p == Precision::kInt8 && moves_codes(c, plan, n)) {
+    // Selecting or moving values is exact on codes of one QParams: the node runs on the codes.
     deferred_ = true;
     c.act = c.tensors.at(n.inputs[0]).dtype;
     c.esize = 1;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <set>
 #include <stdexcept>
 
@@ -228,8 +229,49 @@ std::vector<std::string> values_to_calibrate(const Graph& g, const PrecisionPlan
 
 void quantize_plan(const Graph& g, PrecisionPlan& plan, const std::map<std::string, TensorStats>& stats,
                    const QuantOptions& options, const std::map<std::string, QuantizedWeights>& given) {
-  auto assign = [&](const std::string& v, bool force_symmetric) {
+  // The inputs and outputs of int8 Concats share one QParams, as TensorRT and TFLite arrange: then a
+  // Concat only moves codes and no input needs requantizing. Values joined through Concats (DenseNet
+  // concatenates every earlier feature map again and again) form one group, quantized with the range
+  // of its widest member.
+  std::map<std::string, std::string> parent;
+  std::function<std::string(const std::string&)> find = [&](const std::string& v) -> std::string {
+    auto it = parent.find(v);
+    if (it == parent.end() || it->second == v) return v;
+    return it->second = find(it->second);
+  };
+  for (const Node& n : g.nodes) {
+    if (!(n.domain.empty() && n.op_type == "Concat" && plan.precision_of(n.name) == Precision::kInt8)) continue;
+    const std::string& out = n.outputs.at(0);
+    if (!float_value(g, out) || g.value(out).materialized) continue;
+    for (const auto& in : n.inputs)
+      if (float_value(g, in) && !g.value(in).materialized && stats.count(in) && stats.count(out))
+        parent[find(in)] = find(out);
+  }
+  auto width = [&](const std::string& v) {
+    const TensorStats& t = stats.at(v);
+    return std::max(std::fabs(static_cast<double>(t.min())), std::fabs(static_cast<double>(t.max())));
+  };
+  std::map<std::string, std::string> widest;  // group root -> its widest member
+  for (const auto& [v, p] : parent) {
+    for (const std::string& m : {v, p}) {
+      const std::string r = find(m);
+      auto it = widest.find(r);
+      if (it == widest.end() || width(m) > width(it->second)) widest[r] = m;
+    }
+  }
+  std::map<std::string, std::string> share;  // member -> the member whose QParams it takes
+  for (const auto& [v, p] : parent)
+    for (const std::string& m : {v, p})
+      if (widest.at(find(m)) != m) share[m] = widest.at(find(m));
+  auto root = [&](const std::string& v) { return share.at(v); };
+  std::function<void(const std::string&, bool)> assign = [&](const std::string& v, bool force_symmetric) {
     if (plan.values.count(v)) return;
+    if (share.count(v)) {
+      const std::string r = root(v);
+      assign(r, force_symmetric);
+      plan.values[v] = plan.values.at(r);
+      return;
+    }
     auto it = stats.find(v);
     if (it == stats.end())
       throw std::runtime_error("quantize_plan: no calibration statistics for value '" + v + "'");

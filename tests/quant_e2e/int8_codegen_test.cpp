@@ -21,6 +21,7 @@
 #include "isa/machine/config.h"
 #include "isa/numerics.h"
 #include "sim/model/model.h"
+#include "tests/compiler/passes/graph_builder.h"
 
 namespace npusim {
 namespace {
@@ -470,6 +471,45 @@ TEST(Int8Codegen, MutatedPreQuantizedModelsAreAClearErrorOrRunNeverACrash) {
   }
   EXPECT_GT(rejected, 10);
   EXPECT_GT(ok, 10);
+}
+
+TEST(Int8Codegen, ConcatInputsShareQParamsAndTheConcatMovesCodes) {
+  // Inception/DenseNet-style: two convs (and the first conv's output again) concatenated, then a conv.
+  // Calibration gives every value joined through the Concat one QParams (the widest member's), so the
+  // Concat only moves int8 codes (no fp32 DRAM copies) and everything stays bit-exact.
+  compiler::testing::GraphBuilder b;
+  auto x = b.input("x", {1, 4, 6, 6});
+  auto a = b.node("Conv", {x, b.random_constant("wa", {4, 4, 1, 1}, 1, -0.5f, 0.5f)}, "a", {1, 4, 6, 6});
+  auto c = b.node("Conv", {x, b.random_constant("wc", {4, 4, 3, 3}, 2, -0.5f, 0.5f)}, "c", {1, 4, 6, 6},
+                  {{"pads", compiler::testing::attr_ints({1, 1, 1, 1})}});
+  auto cat = b.node("Concat", {a, c, a}, "cat", {1, 12, 6, 6}, {{"axis", compiler::testing::attr_i(1)}});
+  b.output(b.node("Conv", {cat, b.random_constant("wd", {2, 12, 1, 1}, 3, -0.5f, 0.5f)}, "y", {1, 2, 6, 6}));
+  for (auto& n : b.graph().nodes) n.name = n.outputs[0] + "_node";
+  Compiled k;
+  k.imported = b.build();
+  k.lowered = k.imported;
+  compiler::lower(k.lowered);
+  q::PlanRequest req;
+  req.spec.model = q::Precision::kInt8;
+  req.quant.calibration.method = q::CalibrationMethod::kMinMax;
+  req.calibration_count = 4;
+  k.plan = q::build_plan(k.lowered, req, &k.imported);
+  const q::QParams& qa = k.plan.values.at("a"), &qc = k.plan.values.at("c"), &qcat = k.plan.values.at("cat");
+  EXPECT_EQ(qa.scale, qcat.scale);
+  EXPECT_EQ(qc.scale, qcat.scale);
+  EXPECT_EQ(qa.zero_point, qcat.zero_point);
+  const isa::NpuConfig config;
+  compiler::CompileOptions opt;
+  opt.plan = &k.plan;
+  k.result = compiler::compile(k.lowered, config, opt);
+  bool concat_seen = false;
+  for (const auto& ins : k.result.program.instructions) {
+    if (ins.opcode != isa::Opcode::kStore || k.lowered.nodes.at(ins.layer()).op_type != "Concat") continue;
+    concat_seen = true;
+    EXPECT_NE(static_cast<isa::DType>(ins.get(isa::Field::kDtype)), isa::DType::kFp32) << "the Concat stores fp32";
+  }
+  EXPECT_TRUE(concat_seen);
+  for (const auto& sample : q::synthetic_samples(k.lowered, 2, 8)) EXPECT_EQ(check_bit_exact(k, config, sample), 3);
 }
 
 }  // namespace
