@@ -231,6 +231,8 @@ namespace {
 // Element-wise ops lower_binary / lower_unary convert inside their tile loop under an int8 plan.
 bool converts_in_tiles(const Node& n) {
   static const std::set<std::string> binary = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum"};
+  static const std::set<std::string> pool = {"AveragePool", "GlobalAveragePool", "MaxPool", "GlobalMaxPool"};
+  if (n.domain.empty() && pool.count(n.op_type)) return n.outputs.size() == 1 || n.outputs[1].empty();
   static const std::set<std::string> unary = {"Relu", "Sigmoid", "Tanh",      "Exp",       "Sqrt",       "Reciprocal",
                                               "Abs",  "Neg",     "Erf",       "Clip",      "HardSwish",  "LeakyRelu",
                                               "HardSigmoid"};

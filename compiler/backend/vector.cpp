@@ -757,6 +757,15 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
   const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
   const int64_t OH = y.shape[2], OW = y.shape[3];
   const uint64_t es = static_cast<uint64_t>(c.esize);
+  // # int8: codes converted in SRAM, tile by tile (PlanScope); constants at the accumulator's start.
+  const uint64_t ex = static_cast<uint64_t>(isa::dtype_bytes(x.dtype)), ey = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
+  auto cx = c.codes.find(n.inputs[0]), cy = c.codes.find(n.outputs[0]);
+  const quant::QParams* qx = cx == c.codes.end() ? nullptr : cx->second;
+  const quant::QParams* qy = cy == c.codes.end() ? nullptr : cy->second;
+  if (qx) load_conversion_constants(c, 0, qx, nullptr);
+  if (qy) load_conversion_constants(c, 16, nullptr, qy);
+  const uint64_t acc_base = qx || qy ? 64 : 0;
+  const char* in_codes = qx || qy ? ", int8 codes converted in the tile loop" : "";
   if (global && x.layout.empty()) {
     // NCHW: reduce the contiguous H*W of every channel.
     const int64_t hw = H * W;
@@ -770,16 +779,20 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
     for (int64_t r0 = 0; r0 < N * C; r0 += rows_max) {
       const int64_t rows = std::min(rows_max, N * C - r0);
       const uint64_t sl = s.take(), ol = o.take();
-      c.load(Buffer::kInput, sl, x.range(), x.addr + static_cast<uint64_t>(r0 * hw) * es, c.act, {hw, rows, 1, 1}, {hw, 0, 0});
+      c.load(Buffer::kInput, sl, x.range(), x.addr + static_cast<uint64_t>(r0 * hw) * ex, x.dtype, {hw, rows, 1, 1},
+             {hw, 0, 0});
+      if (qx) dequantize_tile(c, Buffer::kInput, sl, hw, rows, x.dtype, 0);
       Context::VecArgs v;
       v.op = is_max ? VecOp::kReduceMax : VecOp::kReduceMean;
       v.in = v.out = c.act, v.src1_buf = Buffer::kInput, v.src1 = sl, v.dst_buf = Buffer::kWeight, v.dst = ol;
       v.d0 = hw, v.d1 = rows;
       c.vec(v);
-      c.store(Buffer::kWeight, ol, y.range(), y.addr + static_cast<uint64_t>(r0) * es, c.act, {rows, 1, 1, 1}, {0, 0, 0});
+      if (qy) quantize_tile(c, Buffer::kWeight, ol, rows, 1, y.dtype, 16);
+      c.store(Buffer::kWeight, ol, y.range(), y.addr + static_cast<uint64_t>(r0) * ey, y.dtype, {rows, 1, 1, 1},
+              {0, 0, 0});
     }
-    c.plan->mapping = fmt::format("VEC {} over H*W{}", is_max ? "reduce_max" : "reduce_mean",
-                                  isa::numerics::is_integer(c.act) ? " on int8 codes" : "");
+    c.plan->mapping = fmt::format("VEC {} over H*W{}{}", is_max ? "reduce_max" : "reduce_mean",
+                                  isa::numerics::is_integer(c.act) ? " on int8 codes" : "", in_codes);
     return true;
   }
   if (!nhwc_order(x) || (!global && !nhwc_order(y))) {
@@ -843,12 +856,18 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
     *why = "pooling window or padding beyond the VEC/LOAD field widths";
     return false;
   }
-  // Max pooling pads with the lowest value: -inf, or the lowest code when it runs on int8 codes.
-  const int64_t pad_value =
-      !is_max ? 0 : isa::numerics::is_integer(c.act) ? static_cast<int64_t>(isa::numerics::dtype_min(c.act)) : bf16_pad(-INFINITY);
+  // Padding: max pooling the lowest value (-inf, or the lowest code on codes), average pooling 0 (the
+  // zero point's code when codes are converted in the tile loop).
+  int64_t pad_value = 0;
+  if (is_max) {
+    pad_value = isa::numerics::is_integer(x.dtype) ? static_cast<int64_t>(isa::numerics::dtype_min(x.dtype))
+                                                   : bf16_pad(-INFINITY);
+  } else if (qx) {
+    pad_value = qx->zero_point;
+  }
   Slots s = make_slots(c, Buffer::kInput);
   Slots o = make_slots(c, Buffer::kWeight);
-  Slots f = make_slots(c, Buffer::kAccumulator);
+  Slots f = make_slots(c, Buffer::kAccumulator, acc_base);
   const uint64_t factor_addr = factor.empty() ? 0 : c.add_floats(factor, c.act);
   // Tile: output rows x all columns x a channel chunk; fall back to column tiles when a row is too big.
   auto in_rows = [&](int64_t t) { return (t - 1) * sh + kh; };
@@ -877,9 +896,10 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
           }
           const uint64_t sl = s.take(), ol = o.take();
           const uint64_t xa = x.addr + static_cast<uint64_t>((((img * H + std::max<int64_t>(0, iy0)) * W +
-                                                               std::max<int64_t>(0, ix0)) * C + c0)) * es;
-          c.load(Buffer::kInput, sl, x.range(), xa, c.act, {nc, cols, rows, 1}, {C, W * C, 0},
+                                                               std::max<int64_t>(0, ix0)) * C + c0)) * ex;
+          c.load(Buffer::kInput, sl, x.range(), xa, x.dtype, {nc, cols, rows, 1}, {C, W * C, 0},
                  {ptop, pbot, pleft, pright}, pad_value);
+          if (qx) dequantize_tile(c, Buffer::kInput, sl, nc, in_cols(ow) * in_rows(oh), x.dtype, 0);
           Context::VecArgs v;
           v.op = is_max ? VecOp::kMaxPool : VecOp::kAvgPool;
           v.in = v.out = c.act, v.src1_buf = Buffer::kInput, v.src1 = sl, v.dst_buf = Buffer::kWeight, v.dst = ol;
@@ -895,14 +915,15 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
             m.src2_buf = Buffer::kAccumulator, m.src2 = fl, m.d0 = nc, m.d1 = oh * ow, m.bcast = isa::Bcast::kCol;
             c.vec(m);
           }
-          const uint64_t ya = y.addr + static_cast<uint64_t>(((img * OH + oy) * OW + ox) * C + c0) * es;
-          c.store(Buffer::kWeight, ol, y.range(), ya, c.act, {nc, ow, oh, 1}, {C, OW * C, 0});
+          if (qy) quantize_tile(c, Buffer::kWeight, ol, nc, oh * ow, y.dtype, 16);
+          const uint64_t ya = y.addr + static_cast<uint64_t>(((img * OH + oy) * OW + ox) * C + c0) * ey;
+          c.store(Buffer::kWeight, ol, y.range(), ya, y.dtype, {nc, ow, oh, 1}, {C, OW * C, 0});
         }
       }
     }
   }
-  c.plan->mapping = fmt::format("VEC {} {}x{} s{} on {}x{}x{} tiles{}", is_max ? "max_pool" : "avg_pool", kh, kw, sh,
-                                toh, tow, tc, isa::numerics::is_integer(c.act) ? " on int8 codes" : "");
+  c.plan->mapping = fmt::format("VEC {} {}x{} s{} on {}x{}x{} tiles{}{}", is_max ? "max_pool" : "avg_pool", kh, kw,
+                                sh, toh, tow, tc, isa::numerics::is_integer(c.act) ? " on int8 codes" : "", in_codes);
   return true;
 }
 
@@ -992,7 +1013,9 @@ bool lower_vector(Context& c, const Node& n, std::string* why) {
   if (!c.codes.empty()) {
     Context::VecArgs probe;
     const bool binary = t == "Add" || t == "Sub" || t == "Mul" || t == "Div" || t == "Max" || t == "Min" || t == "Sum";
-    if (!binary && !unary_op(n, c, probe)) throw std::logic_error("backend: int8 codes deferred to a lowering of " + t);
+    const bool pool = t == "MaxPool" || t == "AveragePool" || t == "GlobalAveragePool" || t == "GlobalMaxPool";
+    if (!binary && !pool && !unary_op(n, c, probe))
+      throw std::logic_error("backend: int8 codes deferred to a lowering of " + t);
   }
   // Data movement: any element type (DMA copies bytes).
   if (t == "Transpose") return lower_transpose(c, n, why);
