@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <set>
 
 #include "compiler/backend/matrix_walk.h"
@@ -243,10 +244,12 @@ bool converts_in_tiles(const Node& n) {
 
 // An op that only selects or moves values (max pooling, Concat, Split, Slice, Transpose) whose runtime
 // inputs and outputs are all stored as codes of one QParams: it runs on the codes themselves, exactly.
-bool moves_codes(const Context& c, const quant::PrecisionPlan& plan, const Node& n) {
+// Returns the codes' dtype, or nullopt.
+std::optional<DType> moves_codes(const Context& c, const quant::PrecisionPlan& plan, const Node& n) {
   static const std::set<std::string> ops = {"MaxPool", "GlobalMaxPool", "Concat", "Split", "Slice", "Transpose"};
-  if (!(n.domain.empty() || (n.domain == kNpuDomain && n.op_type == "Transpose")) || !ops.count(n.op_type)) return false;
-  if (n.op_type == "MaxPool" && n.outputs.size() > 1 && !n.outputs[1].empty()) return false;
+  if (!(n.domain.empty() || (n.domain == kNpuDomain && n.op_type == "Transpose")) || !ops.count(n.op_type))
+    return std::nullopt;
+  if (n.op_type == "MaxPool" && n.outputs.size() > 1 && !n.outputs[1].empty()) return std::nullopt;
   const QParams* first = nullptr;
   DType dt = DType::kFp32;
   auto same = [&](const std::string& v) {
@@ -265,10 +268,14 @@ bool moves_codes(const Context& c, const quant::PrecisionPlan& plan, const Node&
   // Slice/Split take their extents from constant inputs; only input 0 (and Concat's all) carry data.
   const size_t data_inputs = n.op_type == "Concat" ? n.inputs.size() : 1;
   for (size_t k = 0; k < data_inputs && k < n.inputs.size(); ++k)
-    if (!same(n.inputs[k])) return false;
+    if (!same(n.inputs[k])) return std::nullopt;
   for (const auto& o : n.outputs)
-    if (!same(o)) return false;
-  return first != nullptr;
+    if (!same(o)) return std::nullopt;
+  // A constant data input (ViT's class token into its Concat) would be written as floats: not on codes.
+  for (size_t k = 0; k < data_inputs && k < n.inputs.size(); ++k)
+    if (!n.inputs[k].empty() && c.g.value(n.inputs[k]).is_constant()) return std::nullopt;
+  if (!first) return std::nullopt;
+  return dt;
 }
 
 }  // namespace
@@ -290,12 +297,14 @@ PlanScope::PlanScope(Context& c, const Node& n, const std::string& placement) : 
   }
   c.act = compute;
   c.esize = isa::dtype_bytes(compute);
-  if (placement == "vector" && p == Precision::kInt8 && moves_codes(c, plan, n)) {
-    // Selecting or moving values is exact on codes of one QParams: the node runs on the codes.
-    deferred_ = true;
-    c.act = c.tensors.at(n.inputs[0]).dtype;
-    c.esize = 1;
-    return;
+  if (placement == "vector" && p == Precision::kInt8) {
+    if (const std::optional<DType> codes = moves_codes(c, plan, n)) {
+      // Selecting or moving values is exact on codes of one QParams: the node runs on the codes.
+      deferred_ = true;
+      c.act = *codes;
+      c.esize = 1;
+      return;
+    }
   }
   deferred_ = placement == "vector" && p == Precision::kInt8 && converts_in_tiles(n);
   convert_io(deferred_);

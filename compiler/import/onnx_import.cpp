@@ -109,7 +109,7 @@ Tensor convert_tensor(const onnx::TensorProto& tp, const std::string& what) {
     if (static_cast<int64_t>(raw.size()) != n * es) throw mismatch(static_cast<int64_t>(raw.size()) / es);
     const char* p = raw.data();
     if (dt == DataType::kFloat32) {  // the bulk of every model: one copy
-      std::memcpy(t.f.data(), p, static_cast<size_t>(n) * sizeof(float));
+      if (n > 0) std::memcpy(t.f.data(), p, static_cast<size_t>(n) * sizeof(float));  // empty: data() may be null
       return t;
     }
     for (int64_t k = 0; k < n; ++k, p += es) {

@@ -512,5 +512,35 @@ TEST(Int8Codegen, ConcatInputsShareQParamsAndTheConcatMovesCodes) {
   for (const auto& sample : q::synthetic_samples(k.lowered, 2, 8)) EXPECT_EQ(check_bit_exact(k, config, sample), 3);
 }
 
+TEST(Int8Codegen, ConcatWithAConstantInputCompilesAndStaysExact) {
+  // ViT prepends a learned class token (a constant) to its patch embeddings: the Concat cannot run on
+  // codes (the constant is written as floats), and must still compile (this threw map::at) and stay
+  // bit-exact downstream.
+  compiler::testing::GraphBuilder b;
+  auto x = b.input("x", {1, 4, 8});
+  auto e = b.node("MatMul", {x, b.random_constant("we", {8, 8}, 1, -0.5f, 0.5f)}, "e", {1, 4, 8});
+  auto cat = b.node("Concat", {b.random_constant("cls", {1, 1, 8}, 2), e}, "cat", {1, 5, 8},
+                    {{"axis", compiler::testing::attr_i(1)}});
+  b.output(b.node("MatMul", {cat, b.random_constant("wo", {8, 3}, 3, -0.5f, 0.5f)}, "y", {1, 5, 3}));
+  for (auto& n : b.graph().nodes) n.name = n.outputs[0] + "_node";
+  Compiled k;
+  k.imported = b.build();
+  k.lowered = k.imported;
+  compiler::lower(k.lowered);
+  q::PlanRequest req;
+  req.spec.model = q::Precision::kInt8;
+  req.quant.calibration.method = q::CalibrationMethod::kMinMax;
+  req.calibration_count = 2;
+  k.plan = q::build_plan(k.lowered, req, &k.imported);
+  isa::NpuConfig int8_only;
+  int8_only.systolic_array.fp32_rate = int8_only.systolic_array.fp16_rate = int8_only.systolic_array.bf16_rate = 0;
+  for (const isa::NpuConfig& config : {isa::NpuConfig{}, int8_only}) {
+    compiler::CompileOptions opt;
+    opt.plan = &k.plan;
+    ASSERT_NO_THROW(k.result = compiler::compile(k.lowered, config, opt));
+    for (const auto& sample : q::synthetic_samples(k.lowered, 1, 4)) EXPECT_EQ(check_bit_exact(k, config, sample), 2);
+  }
+}
+
 }  // namespace
 }  // namespace npusim
