@@ -473,6 +473,22 @@ TEST(Int8Codegen, MutatedPreQuantizedModelsAreAClearErrorOrRunNeverACrash) {
   EXPECT_GT(ok, 10);
 }
 
+// Names the builder's nodes after their outputs, lowers the graph and plans it in int8 (min-max
+// calibration on `samples` synthetic inputs).
+Compiled lower_and_plan_int8(compiler::testing::GraphBuilder& b, int samples) {
+  for (auto& n : b.graph().nodes) n.name = n.outputs[0] + "_node";
+  Compiled k;
+  k.imported = b.build();
+  k.lowered = k.imported;
+  compiler::lower(k.lowered);
+  q::PlanRequest req;
+  req.spec.model = q::Precision::kInt8;
+  req.quant.calibration.method = q::CalibrationMethod::kMinMax;
+  req.calibration_count = samples;
+  k.plan = q::build_plan(k.lowered, req, &k.imported);
+  return k;
+}
+
 TEST(Int8Codegen, ConcatInputsShareQParamsAndTheConcatMovesCodes) {
   // Inception/DenseNet-style: two convs (and the first conv's output again) concatenated, then a conv.
   // Calibration gives every value joined through the Concat one QParams (the widest member's), so the
@@ -484,16 +500,7 @@ TEST(Int8Codegen, ConcatInputsShareQParamsAndTheConcatMovesCodes) {
                   {{"pads", compiler::testing::attr_ints({1, 1, 1, 1})}});
   auto cat = b.node("Concat", {a, c, a}, "cat", {1, 12, 6, 6}, {{"axis", compiler::testing::attr_i(1)}});
   b.output(b.node("Conv", {cat, b.random_constant("wd", {2, 12, 1, 1}, 3, -0.5f, 0.5f)}, "y", {1, 2, 6, 6}));
-  for (auto& n : b.graph().nodes) n.name = n.outputs[0] + "_node";
-  Compiled k;
-  k.imported = b.build();
-  k.lowered = k.imported;
-  compiler::lower(k.lowered);
-  q::PlanRequest req;
-  req.spec.model = q::Precision::kInt8;
-  req.quant.calibration.method = q::CalibrationMethod::kMinMax;
-  req.calibration_count = 4;
-  k.plan = q::build_plan(k.lowered, req, &k.imported);
+  Compiled k = lower_and_plan_int8(b, 4);
   const q::QParams& qa = k.plan.values.at("a"), &qc = k.plan.values.at("c"), &qcat = k.plan.values.at("cat");
   EXPECT_EQ(qa.scale, qcat.scale);
   EXPECT_EQ(qc.scale, qcat.scale);
@@ -522,16 +529,7 @@ TEST(Int8Codegen, ConcatWithAConstantInputCompilesAndStaysExact) {
   auto cat = b.node("Concat", {b.random_constant("cls", {1, 1, 8}, 2), e}, "cat", {1, 5, 8},
                     {{"axis", compiler::testing::attr_i(1)}});
   b.output(b.node("MatMul", {cat, b.random_constant("wo", {8, 3}, 3, -0.5f, 0.5f)}, "y", {1, 5, 3}));
-  for (auto& n : b.graph().nodes) n.name = n.outputs[0] + "_node";
-  Compiled k;
-  k.imported = b.build();
-  k.lowered = k.imported;
-  compiler::lower(k.lowered);
-  q::PlanRequest req;
-  req.spec.model = q::Precision::kInt8;
-  req.quant.calibration.method = q::CalibrationMethod::kMinMax;
-  req.calibration_count = 2;
-  k.plan = q::build_plan(k.lowered, req, &k.imported);
+  Compiled k = lower_and_plan_int8(b, 2);
   isa::NpuConfig int8_only;
   int8_only.systolic_array.fp32_rate = int8_only.systolic_array.fp16_rate = int8_only.systolic_array.bf16_rate = 0;
   for (const isa::NpuConfig& config : {isa::NpuConfig{}, int8_only}) {
