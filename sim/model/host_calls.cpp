@@ -118,7 +118,9 @@ void run_host_call(const HostCallInfo& info, dp::MachineState& st) {
   for (const auto& h : info.outputs) g.outputs.push_back(h.name);
   std::map<std::string, Tensor> out;
   try {
-    out = interpret(g, in);
+    // The node as lowered may carry a fused epilogue (npu.activation, a bias or residual input) or be an
+    // npu-domain op: its plain-ONNX form is what the interpreter runs.
+    out = interpret(compiler::reference_graph(g), in);
   } catch (const std::exception& e) {
     throw std::runtime_error(fmt::format("host op '{}' ({}): {}", info.node.name, info.node.op_type, e.what()));
   }

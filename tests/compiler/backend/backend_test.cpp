@@ -88,6 +88,21 @@ TEST(Conv, FusedReluMatches) {
   for (const LayerPlan& l : r.layers) EXPECT_NE(l.op, "Relu") << compile_summary(r);  // fused into the epilogue
 }
 
+TEST(Conv, HostFallbackKeepsTheFusedEpilogue) {
+  // A 1-D conv runs on the host, but the passes have already fused its Relu into it (npu.activation):
+  // the host must apply it (it returned the pre-activation values: a silent wrong answer).
+  GraphBuilder b;
+  b.input("x", {1, 4, 16}).constant("w", {8, 4, 3});
+  b.node("Conv", {"x", "w"}, {"c"}).attrs["pads"].value = std::vector<int64_t>{1, 1};
+  b.node("Relu", {"c"}, {"y"});
+  b.output("y");
+  const Graph g = b.build();
+  CompileResult r;
+  EXPECT_LT(compile_and_compare(g, isa::NpuConfig{}, &r), kTol) << compile_summary(r);
+  ASSERT_EQ(r.fallbacks.size(), 1u);
+  EXPECT_EQ(r.fallbacks[0].op, "Conv");
+}
+
 TEST(Gemm, MatMulNonMultipleOfArray) {
   for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{{37, 70, 45}, {1, 300, 10}, {130, 33, 129}}) {
     GraphBuilder b;
