@@ -10,6 +10,7 @@
 
 #include "compiler/backend/context.h"
 #include "compiler/backend/int8.h"
+#include "compiler/backend/matrix_walk.h"
 #include "compiler/backend/movement.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/passes/lowered.h"
@@ -213,6 +214,14 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
       return false;
     }
   }
+  // A fused activation (the passes' npu.activation on an element-wise node) runs on the result tile.
+  VecOp act_op = VecOp::kCopy;
+  int64_t act_imm0 = 0, act_imm1 = 0;
+  const std::string act = n.attr_string(kActivation, "");
+  if (!act.empty() && !fused_activation(n, act, &act_op, &act_imm0, &act_imm1)) {
+    *why = "fused activation " + act + " has no VecOp";
+    return false;
+  }
   Operand A, B;
   if (!make_operand(c, n.inputs[0], y, A) || !make_operand(c, n.inputs[1], y, B)) {
     *why = "operand layout differs from the output's";
@@ -389,13 +398,20 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
       ng.src1 = ng.dst = sl, ng.d0 = d0, ng.d1 = d1;
       c.vec(ng);
     }
+    if (!act.empty()) {
+      Context::VecArgs av;
+      av.op = act_op, av.in = av.out = c.act, av.src1_buf = av.dst_buf = Buffer::kInput, av.src1 = av.dst = sl;
+      av.d0 = d0, av.d1 = d1, av.imm0 = act_imm0, av.imm1 = act_imm1;
+      c.vec(av);
+    }
     if (qy) quantize_tile(c, Buffer::kInput, sl, d0, d1, y.dtype, ky);
     c.store(Buffer::kInput, sl, y.range(), y.addr + static_cast<uint64_t>(ao) * ey, y.dtype, {d0, d1, 1, 1}, ast);
     ++count;
   });
   (void)count;
-  c.plan->mapping = fmt::format("VEC {} bcast {}{}{}", isa::kVecOpNames[static_cast<size_t>(op)],
+  c.plan->mapping = fmt::format("VEC {} bcast {}{}{}{}", isa::kVecOpNames[static_cast<size_t>(op)],
                                 isa::kBcastNames[static_cast<size_t>(mode)], negate ? " + neg" : recip_a ? " of recip" : "",
+                                act.empty() ? "" : " + " + act,
                                 A.q || B.q || qy ? ", int8 codes converted in the tile loop" : "");
   return true;
 }

@@ -2,6 +2,7 @@
 // bias, a residual and an activation applied on the way out cost no extra pass over the tensor. A chain
 // matrix -> [Add bias] -> [Add residual] -> [activation] becomes one node with y = act(mm + b + r).
 #include <limits>
+#include <set>
 
 #include "compiler/passes/pass_util.h"
 #include "compiler/passes/passes.h"
@@ -160,6 +161,26 @@ void fuse_epilogues(Graph& g) {
     g.nodes[last] = std::move(f);
     dead[k] = true;
     for (int a : absorbed) dead[a] = true;
+  }
+  // Element-wise binary node -> activation: the vector unit applies the activation to the tile it
+  // just computed (one pass over the tensor instead of two), e.g. a residual Add -> Relu that no matrix
+  // node absorbed.
+  static const std::set<std::string> binary = {"Add", "Sub", "Mul", "Div", "Max", "Min"};
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    Node& e = g.nodes[k];
+    if (dead[k] || !e.domain.empty() || !binary.count(e.op_type) || e.inputs.size() != 2 || e.has_attr(kActivation))
+      continue;
+    const std::string& cur = e.outputs[0];
+    if (!is_float(g.value(cur).dtype) || g.value(cur).materialized) continue;
+    const int c = index.sole_consumer(cur);
+    if (c < 0 || dead[c]) continue;
+    std::map<std::string, Attribute> act;
+    if (!activation_attrs(g, g.nodes[c], act)) continue;
+    Node f = e;
+    for (auto& [key, a] : act) f.attrs[key] = a;
+    f.outputs[0] = g.nodes[c].outputs[0];
+    g.nodes[c] = std::move(f);
+    dead[k] = true;
   }
   detail::erase_nodes(g, dead);
   detail::drop_unreferenced_values(g);

@@ -36,6 +36,9 @@
 //    The residual has exactly the node's output shape (no broadcasting); it is fused only when the
 //    matrix output had no other consumer. No epilogue absorbs a value marked Value::materialized (a
 //    pre-quantized model's quantization point): the chain stops there, and the consumer stays a node.
+//    An element-wise binary node (Add, Sub, Mul, Div, Max, Min; two inputs, float) that no matrix node
+//    absorbed may carry kActivation (same attributes as above) when its output's only consumer was
+//    that activation: y = act(a op b).
 //
 // 3. BatchNormalization directly after a Conv / ConvTranspose / Gemm (or a 2-D MatMul with a constant
 //    weight, which then becomes a Gemm carrying the folded bias) whose output has no other consumer and

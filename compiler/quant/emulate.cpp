@@ -401,20 +401,23 @@ class Emulator {
       }
       fail(n, "unknown npu-domain op");
     }
-    const bool matrix = is_matrix_op(n);
-    const bool epilogue = matrix && (n.has_attr(kActivation) || n.has_attr(kResidualInput) ||
-                                     (n.op_type == "MatMul" && n.has_input(2)));
+    const bool matrix = is_matrix_op(n) || (n.domain.empty() && n.op_type == "ConvTranspose");
+    const bool elementwise_act = !matrix && n.has_attr(kActivation);  // e.g. Add -> Relu fused
+    const bool epilogue = elementwise_act || (matrix && (n.has_attr(kActivation) || n.has_attr(kResidualInput) ||
+                                                         (n.op_type == "MatMul" && n.has_input(2))));
     if (!epilogue) return call_kernel(n, ins);
-    // Fused matrix node: core, then + bias (MatMul), + residual, activation.
+    // Fused node: core, then + bias (MatMul), + residual, activation.
     Node core = n;
-    const size_t core_inputs = n.op_type == "MatMul" ? 2 : std::min<size_t>(3, n.inputs.size());
+    const size_t core_inputs = elementwise_act         ? n.inputs.size()
+                               : n.op_type == "MatMul" ? 2
+                                                       : std::min<size_t>(3, n.inputs.size());
     core.inputs.resize(core_inputs);
     core.attrs.erase(kActivation);
     core.attrs.erase(kResidualInput);
     std::vector<const Tensor*> core_ins(ins.begin(), ins.begin() + core_inputs);
     std::vector<Tensor> out = call_kernel(core, core_ins);
     Tensor& y = out.at(0);
-    if (n.op_type == "MatMul" && n.has_input(2)) {
+    if (matrix && n.op_type == "MatMul" && n.has_input(2)) {
       const Tensor& b = *ins[2];
       const int64_t N = y.shape.back();
       for (size_t k = 0; k < y.f.size(); ++k) y.f[k] += b.f[b.size() == 1 ? 0 : k % N];

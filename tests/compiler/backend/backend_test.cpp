@@ -103,6 +103,19 @@ TEST(Conv, HostFallbackKeepsTheFusedEpilogue) {
   EXPECT_EQ(r.fallbacks[0].op, "Conv");
 }
 
+TEST(Vector, AddWithAFusedActivationIsOnePass) {
+  // Add -> Relu after lower(): one VEC pass over the tensor that adds and applies the Relu.
+  GraphBuilder b;
+  b.input("x", {1, 8, 5, 5}).input("y", {1, 8, 5, 5});
+  b.node("Add", {"x", "y"}, {"s"});
+  b.node("Relu", {"s"}, {"z"});
+  b.output("z");
+  CompileResult r;
+  EXPECT_LT(compile_and_compare(b.build(), isa::NpuConfig{}, &r), kTol) << compile_summary(r);
+  ASSERT_EQ(r.layers.size(), 1u) << compile_summary(r);
+  EXPECT_NE(r.layers[0].mapping.find("+ Relu"), std::string::npos) << r.layers[0].mapping;
+}
+
 TEST(Gemm, MatMulNonMultipleOfArray) {
   for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{{37, 70, 45}, {1, 300, 10}, {130, 33, 129}}) {
     GraphBuilder b;

@@ -129,6 +129,30 @@ TEST(FuseEpilogues, ActivationInputReadTwiceIsNotFused) {
   EXPECT_FALSE(g.nodes[0].has_attr(kActivation));
 }
 
+TEST(FuseEpilogues, ElementwiseAddThenActivationBecomesOneNode) {
+  // Two activations added (no matrix node can absorb the Add), then a Clip: the Add carries it.
+  GraphBuilder b;
+  auto x = b.input("x", {1, 4, 6, 6});
+  auto y = b.input("y", {1, 4, 6, 6});
+  auto s = b.node("Add", {x, y}, "s", {1, 4, 6, 6});
+  b.output(b.node("Clip", {s, b.scalar("lo", 0.0f), b.scalar("hi", 1.5f)}, "z", {1, 4, 6, 6}));
+  Graph before = b.build();
+  Graph g = before;
+  passes::fuse_epilogues(g);
+  g.verify();
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].op_type, "Add");
+  EXPECT_EQ(g.nodes[0].attr_string(kActivation, ""), "Clip");
+  EXPECT_EQ(g.nodes[0].attr_float(kActMax, 0), 1.5f);
+  EXPECT_EQ(g.nodes[0].outputs[0], "z");
+  EXPECT_TRUE(same_outputs(before, g));
+  // A materialized sum (a pre-quantized model's quantization point) is not fused away.
+  Graph q = before;
+  q.values.at("s").materialized = true;
+  passes::fuse_epilogues(q);
+  EXPECT_EQ(q.nodes.size(), 2u);
+}
+
 TEST(FuseEpilogues, MatMulTakesABiasInputAndABatchedResidual) {
   GraphBuilder b;
   auto x = b.input("x", {2, 4, 8});
