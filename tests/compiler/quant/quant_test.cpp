@@ -6,6 +6,7 @@
 #include <random>
 
 #include "compiler/import/import.h"
+#include "compiler/interp/interpreter.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/accuracy.h"
 #include "compiler/quant/calibration.h"
@@ -420,6 +421,29 @@ TEST(AccuracyReport, Fp16OverflowIsFlaggedNotReportedAsExact) {
   EXPECT_EQ(rb.layers[1].overflow, 0);
   EXPECT_EQ(rb.output_nonfinite, 0);
   EXPECT_GT(rb.output_sqnr_db, 20.0);
+}
+
+TEST(Emulate, FusedEpiloguesOfConvTransposeAndElementwiseNodesApply) {
+  // After lower(), a ConvTranspose and an Add each carry a fused Relu (npu.activation). The fp32
+  // emulation (the accuracy report's reference) must apply them: it equals the interpreter on the
+  // imported graph. (It used to drop the ConvTranspose's.)
+  GraphBuilder b;
+  auto x = b.input("x", {1, 4, 5, 5});
+  auto t = b.node("ConvTranspose", {x, b.random_constant("w", {4, 4, 3, 3}, 3)}, "t", {1, 4, 7, 7});
+  auto r = b.node("Relu", {t}, "r", {1, 4, 7, 7});
+  auto s = b.node("Add", {r, b.input("y", {1, 4, 7, 7})}, "s", {1, 4, 7, 7});
+  b.output(b.node("Relu", {s}, "z", {1, 4, 7, 7}));
+  const Graph imported = b.build();
+  Graph g = imported;
+  lower(g);
+  int fused = 0;
+  for (const auto& n : g.nodes) fused += n.attr_string(kActivation, "") == "Relu";
+  EXPECT_EQ(fused, 2);
+  const auto samples = synthetic_samples(g, 1, 4);
+  const auto want = interpret(imported, samples[0]);
+  const auto got = emulate(g, PrecisionPlan{}, samples[0]);
+  ASSERT_EQ(want.at("z").f.size(), got.at("z").f.size());
+  for (size_t k = 0; k < want.at("z").f.size(); ++k) EXPECT_NEAR(got.at("z").f[k], want.at("z").f[k], 1e-4) << k;
 }
 
 TEST(AccuracyReport, AllZeroReferenceOutputIsCalledOut) {
