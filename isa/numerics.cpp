@@ -153,4 +153,16 @@ QuantizedMultiplier quantize_multiplier(double real) {
   return *r;
 }
 
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+float gelu(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f)); }
+
+float hard_sigmoid(float x, float alpha, float beta) {
+  const float y = alpha * x + beta;
+  if (std::isnan(y)) return y;
+  return y < 0.0f ? 0.0f : (y > 1.0f ? 1.0f : y);
+}
+
+float hard_swish(float x) { return x * hard_sigmoid(x, 1.0f / 6.0f, 0.5f); }
+
 }  // namespace npusim::isa::numerics

@@ -82,12 +82,6 @@ float nan_min(float a, float b) {
   return b < a ? b : a;
 }
 
-float hard_sigmoid(float x, float alpha, float beta) {
-  const float y = alpha * x + beta;
-  if (std::isnan(y)) return y;
-  return y < 0.0f ? 0.0f : (y > 1.0f ? 1.0f : y);
-}
-
 float unary_float(VecOp op, float x, const Instruction& ins) {
   switch (op) {
     case VecOp::kCopy:
@@ -99,11 +93,11 @@ float unary_float(VecOp op, float x, const Instruction& ins) {
     case VecOp::kClip:
       return nan_min(nan_max(x, imm_float(ins, Field::kImm0)), imm_float(ins, Field::kImm1));
     case VecOp::kSigmoid:
-      return 1.0f / (1.0f + std::exp(-x));
+      return isa::numerics::sigmoid(x);
     case VecOp::kTanh:
       return std::tanh(x);
     case VecOp::kGelu:
-      return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f));
+      return isa::numerics::gelu(x);
     case VecOp::kErf:
       return std::erf(x);
     case VecOp::kExp:
@@ -113,9 +107,9 @@ float unary_float(VecOp op, float x, const Instruction& ins) {
     case VecOp::kRsqrt:
       return 1.0f / std::sqrt(x);
     case VecOp::kHardSigmoid:
-      return hard_sigmoid(x, imm_float(ins, Field::kImm0), imm_float(ins, Field::kImm1));
+      return isa::numerics::hard_sigmoid(x, imm_float(ins, Field::kImm0), imm_float(ins, Field::kImm1));
     case VecOp::kHardSwish:
-      return x * hard_sigmoid(x, 1.0f / 6.0f, 0.5f);
+      return isa::numerics::hard_swish(x);
     case VecOp::kAbs:
       return std::fabs(x);
     case VecOp::kNeg:

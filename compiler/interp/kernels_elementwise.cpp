@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "compiler/interp/kernels.h"
+#include "isa/numerics.h"
 
 namespace npusim::compiler::interp {
 namespace {
@@ -157,7 +158,7 @@ UNARY(k_floor, std::floor(x))
 UNARY(k_ceil, std::ceil(x))
 UNARY(k_round, std::nearbyint(x))
 UNARY(k_erf, std::erf(x))
-UNARY(k_sigmoid, x >= 0 ? 1.0f / (1.0f + std::exp(-x)) : std::exp(x) / (1.0f + std::exp(x)))
+UNARY(k_sigmoid, isa::numerics::sigmoid(x))
 UNARY(k_tanh, std::tanh(x))
 UNARY(k_softsign, x / (1.0f + std::fabs(x)))
 UNARY(k_softplus, x > 20.0f ? x : std::log1p(std::exp(x)))
@@ -172,7 +173,7 @@ UNARY(k_cosh, std::cosh(x))
 UNARY(k_asinh, std::asinh(x))
 UNARY(k_acosh, std::acosh(x))
 UNARY(k_atanh, std::atanh(x))
-UNARY(k_hardswish, x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f)))
+UNARY(k_hardswish, isa::numerics::hard_swish(x))
 #undef UNARY
 
 void k_neg(KernelContext& c) {
@@ -211,7 +212,7 @@ void k_thresholded_relu(KernelContext& c) {
 }
 void k_hard_sigmoid(KernelContext& c) {
   const float alpha = c.node.attr_float("alpha", 0.2f), beta = c.node.attr_float("beta", 0.5f);
-  unary_float(c, [=](float x) { return std::max(0.0f, std::min(1.0f, alpha * x + beta)); });
+  unary_float(c, [=](float x) { return isa::numerics::hard_sigmoid(x, alpha, beta); });
 }
 void k_shrink(KernelContext& c) {
   const float bias = c.node.attr_float("bias", 0.0f), lambd = c.node.attr_float("lambd", 0.5f);

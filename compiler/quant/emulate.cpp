@@ -74,6 +74,19 @@ ConvGeom conv_geometry(const Node& node, const Shape& x, const Shape& wshape) {
   return g;
 }
 
+// A fused activation in fp32 (the shared isa::numerics functions the datapath's vector unit runs).
+float act_fp32(const Node& n, const std::string& a, float x) {
+  if (a == "Relu") return x < 0 ? 0.0f : x;
+  if (a == "Clip") return std::min(std::max(x, n.attr_float(kActMin, -INFINITY)), n.attr_float(kActMax, INFINITY));
+  if (a == "Sigmoid") return num::sigmoid(x);
+  if (a == "Tanh") return std::tanh(x);
+  if (a == "LeakyRelu") return x < 0 ? n.attr_float(kAlpha, 0.01f) * x : x;
+  if (a == "HardSigmoid") return num::hard_sigmoid(x, n.attr_float(kAlpha, 0.2f), n.attr_float(kBeta, 0.5f));
+  if (a == "HardSwish") return num::hard_swish(x);
+  if (a == "Gelu") return num::gelu(x);
+  fail(n, "unknown fused activation '" + a + "'");
+}
+
 // The per-output-channel epilogue: acc (int32) -> output code (precision.h's contract).
 struct Epilogue {
   const LayerQuant& L;
@@ -94,17 +107,7 @@ struct Epilogue {
     const float pre = static_cast<float>(acc) * L.acc_scale[c];
     return y.quantize(activation(pre));
   }
-  float activation(float x) const {
-    const std::string& a = L.activation;
-    if (a == "Sigmoid") return 1.0f / (1.0f + std::exp(-x));
-    if (a == "Tanh") return std::tanh(x);
-    if (a == "LeakyRelu") return x < 0 ? node.attr_float(kAlpha, 0.01f) * x : x;
-    if (a == "HardSigmoid")
-      return std::max(0.0f, std::min(1.0f, node.attr_float(kAlpha, 0.2f) * x + node.attr_float(kBeta, 0.5f)));
-    if (a == "HardSwish") return x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f));
-    if (a == "Gelu") return 0.5f * x * (1.0f + std::erf(x / std::sqrt(2.0f)));
-    fail(node, "unknown fused activation '" + a + "'");
-  }
+  float activation(float x) const { return act_fp32(node, L.activation, x); }
 };
 
 }  // namespace
@@ -238,17 +241,6 @@ Tensor rounded(const Tensor& t, Precision p) {
   return r;
 }
 
-float act_fp32(const Node& n, const std::string& a, float x) {
-  if (a == "Relu") return x < 0 ? 0.0f : x;
-  if (a == "Clip") return std::min(std::max(x, n.attr_float(kActMin, -INFINITY)), n.attr_float(kActMax, INFINITY));
-  if (a == "Sigmoid") return 1.0f / (1.0f + std::exp(-x));
-  if (a == "Tanh") return std::tanh(x);
-  if (a == "LeakyRelu") return x < 0 ? n.attr_float(kAlpha, 0.01f) * x : x;
-  if (a == "HardSigmoid") return std::max(0.0f, std::min(1.0f, n.attr_float(kAlpha, 0.2f) * x + n.attr_float(kBeta, 0.5f)));
-  if (a == "HardSwish") return x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f));
-  if (a == "Gelu") return 0.5f * x * (1.0f + std::erf(x / std::sqrt(2.0f)));
-  fail(n, "unknown fused activation '" + a + "'");
-}
 
 class Emulator {
  public:
@@ -396,7 +388,7 @@ class Emulator {
       if (n.op_type == "Gelu" || n.op_type == "Silu") {
         Tensor t = *ins.at(0);
         for (auto& v : t.f)
-          v = n.op_type == "Gelu" ? 0.5f * v * (1.0f + std::erf(v / std::sqrt(2.0f))) : v / (1.0f + std::exp(-v));
+          v = n.op_type == "Gelu" ? num::gelu(v) : v * num::sigmoid(v);
         return {t};
       }
       fail(n, "unknown npu-domain op");

@@ -13,6 +13,7 @@
 #include "compiler/import/import.h"
 #include "compiler/ops/op_table.h"
 #include "compiler/passes/lowered.h"
+#include "compiler/quant/emulate.h"
 #include "tests/compiler/backend/functional.h"
 
 namespace npusim::compiler::testing {
@@ -114,6 +115,40 @@ TEST(Vector, AddWithAFusedActivationIsOnePass) {
   EXPECT_LT(compile_and_compare(b.build(), isa::NpuConfig{}, &r), kTol) << compile_summary(r);
   ASSERT_EQ(r.layers.size(), 1u) << compile_summary(r);
   EXPECT_NE(r.layers[0].mapping.find("+ Relu"), std::string::npos) << r.layers[0].mapping;
+}
+
+TEST(Vector, ActivationsAreTheQuantizedReferencesBitForBit) {
+  // The vector unit's Sigmoid, HardSwish and GELU and the quantized reference's (compiler/quant/emulate)
+  // are one definition (isa/numerics): on a dense sweep of inputs the fp32 results are the same bits.
+  // (The reference computed GELU with x / sqrt(2) and HardSwish with x / 6: 1-ulp differences that
+  // flipped int8 codes of ConvNeXt's fused GELU epilogue.)
+  for (const std::string act : {"Sigmoid", "HardSwish", "Gelu"}) {
+    GraphBuilder b;
+    b.input("x", {1, 65536});
+    if (act == "Gelu") {  // torch's erf GELU, which the passes recognise as npu.Gelu
+      b.constant("sqrt2", Tensor::scalar_float(std::sqrt(2.0f))).constant("one", Tensor::scalar_float(1.0f));
+      b.constant("half", Tensor::scalar_float(0.5f));
+      b.node("Div", {"x", "sqrt2"}, {"d"});
+      b.node("Erf", {"d"}, {"e"});
+      b.node("Add", {"e", "one"}, {"a"});
+      b.node("Mul", {"x", "a"}, {"m"});
+      b.node("Mul", {"m", "half"}, {"y"});
+    } else {
+      b.node(act, {"x"}, {"y"});
+    }
+    b.output("y");
+    Graph g = b.build();
+    lower(g);
+    ASSERT_EQ(g.nodes.size(), 1u) << act;
+    const CompileResult r = compile(g, isa::NpuConfig{}, {});
+    Tensor x(DataType::kFloat32, {1, 65536});
+    for (int64_t k = 0; k < x.size(); ++k) x.f[k] = -8.0f + 16.0f * static_cast<float>(k) / 65536.0f;
+    const auto got = run_program(r, isa::NpuConfig{}, {{"x", x}});
+    const auto want = quant::emulate(g, quant::PrecisionPlan{}, {{"x", x}});
+    int64_t differ = 0;
+    for (int64_t k = 0; k < x.size(); ++k) differ += got.at("y").f[k] != want.at("y").f[k];
+    EXPECT_EQ(differ, 0) << act << ": " << differ << " of 65536 values differ";
+  }
 }
 
 TEST(Gemm, MatMulNonMultipleOfArray) {
