@@ -71,7 +71,7 @@ void odometer(const std::vector<int64_t>& ext, const std::function<void(const st
 
 // Copies a box: dims outermost first, innermost must have src_stride == dst_stride == 1.
 void copy_box(Context& c, const DramTensor& src, uint64_t src_off, const DramTensor& dst, uint64_t dst_off,
-              const std::vector<CopyDim>& dims_in) {
+              const std::vector<CopyDim>& dims_in, const std::function<void(uint64_t, int64_t, int64_t)>& on_tile) {
   std::vector<CopyDim> d = merge_copy(dims_in);
   if (d.back().src_stride != 1 || d.back().dst_stride != 1) d.push_back({1, 1, 1});  // element rows
   Slots s = make_slots(c, Buffer::kInput);
@@ -94,6 +94,7 @@ void copy_box(Context& c, const DramTensor& src, uint64_t src_off, const DramTen
   for (size_t j = 0; j + nb < k; ++j) ext.push_back(d[j].extent);
   for (size_t j = nb; j-- > 0;) ext.push_back(cdiv(d[k - 1 - j].extent, tile[j]));
   const uint64_t es = static_cast<uint64_t>(isa::dtype_bytes(dst.dtype));
+  const uint64_t ess = static_cast<uint64_t>(isa::dtype_bytes(on_tile ? src.dtype : dst.dtype));
   odometer(ext, [&](const std::vector<int64_t>& idx) {
     int64_t so = 0, dof = 0;
     for (size_t j = 0; j + nb < k; ++j) {
@@ -115,7 +116,9 @@ void copy_box(Context& c, const DramTensor& src, uint64_t src_off, const DramTen
       }
     }
     const uint64_t slot = s.take();
-    c.load(Buffer::kInput, slot, src.range(), src.addr + src_off + static_cast<uint64_t>(so) * es, dst.dtype, sz, sst);
+    c.load(Buffer::kInput, slot, src.range(), src.addr + src_off + static_cast<uint64_t>(so) * ess,
+           on_tile ? src.dtype : dst.dtype, sz, sst);
+    if (on_tile) on_tile(slot, sz[0], sz[1] * sz[2]);
     c.store(Buffer::kInput, slot, dst.range(), dst.addr + dst_off + static_cast<uint64_t>(dof) * es, dst.dtype, sz,
             dst_st);
   });

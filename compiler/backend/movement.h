@@ -44,8 +44,12 @@ void odometer(const std::vector<int64_t>& ext, const std::function<void(const st
 // Copies a box (dims outermost first) from src + src_off bytes to dst + dst_off bytes through SRAM with
 // LOAD/STORE pairs. When the innermost dim is not contiguous on both sides, every element is its own
 // DMA row (correct, slow: the report shows it).
+// `on_tile(slot, d0, d1)`, when given, runs between each LOAD (in src's dtype) and its STORE (in dst's) on
+// the d1 x d0 tile at `slot` of the input buffer (e.g. an int8 requantization, int8.h); the slot holds
+// the tile as fp32.
 void copy_box(Context& c, const DramTensor& src, uint64_t src_off, const DramTensor& dst, uint64_t dst_off,
-              const std::vector<CopyDim>& dims);
+              const std::vector<CopyDim>& dims,
+              const std::function<void(uint64_t slot, int64_t d0, int64_t d1)>& on_tile = {});
 // y (logical dim i) = x (logical dim perm[i]) whatever the two tensors' layouts; identity perm = a layout
 // change. Strided DMA when the innermost dim stays, else strided LOAD, VEC transpose, strided STORE.
 // Returns a one-line description of the mapping.

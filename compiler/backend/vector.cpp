@@ -462,6 +462,15 @@ bool lower_concat(Context& c, const Node& n, std::string* why) {
       return false;
     }
   }
+  // # int8: codes deferred to this node (PlanScope): an input whose QParams differ from the output's is
+  // requantized tile by tile on its way (dequantize, quantize), the others are copied as they are.
+  auto codes_of = [&](const std::string& v) -> const quant::QParams* {
+    auto it = c.codes.find(v);
+    return it == c.codes.end() ? nullptr : it->second;
+  };
+  const quant::QParams* qy = codes_of(n.outputs[0]);
+  int requantized = 0;
+  uint64_t kslot = 0;
   for (const auto& in : n.inputs) {
     if (in.empty()) continue;
     const DramTensor& x = c.tensor(in);
@@ -470,10 +479,26 @@ bool lower_concat(Context& c, const Node& n, std::string* why) {
     for (size_t i = 0; i < r; ++i) dims.push_back({x.phys[i], xst[i], yst[i]});
     const uint64_t dst_off = static_cast<uint64_t>(offset * yst[static_cast<size_t>(ypos[static_cast<size_t>(axis)])] *
                                                    isa::dtype_bytes(y.dtype));
-    copy_box(c, x, 0, y, dst_off, dims);
+    const quant::QParams* qx = codes_of(in);
+    const bool same = (!qx && !qy && x.dtype == y.dtype) ||
+                      (qx && qy && qx->scale == qy->scale && qx->zero_point == qy->zero_point && x.dtype == y.dtype);
+    if (same) {
+      copy_box(c, x, 0, y, dst_off, dims);
+    } else {
+      const uint64_t k = kslot;
+      kslot = (kslot + 16) % 1024;  // conversion constants of this input (accumulator buffer)
+      load_conversion_constants(c, k, qx, qy);
+      const isa::DType from = x.dtype, to = y.dtype;
+      copy_box(c, x, 0, y, dst_off, dims, [&c, qx, qy, from, to, k](uint64_t slot, int64_t d0, int64_t d1) {
+        if (qx) dequantize_tile(c, Buffer::kInput, slot, d0, d1, from, k);
+        if (qy) quantize_tile(c, Buffer::kInput, slot, d0, d1, to, k);
+      });
+      ++requantized;
+    }
     offset += x.shape[static_cast<size_t>(axis)];
   }
-  c.plan->mapping = "strided DMA copies";
+  c.plan->mapping = requantized ? fmt::format("strided DMA copies, {} input(s) requantized in the tile loop", requantized)
+                                : "strided DMA copies";
   return true;
 }
 
@@ -1030,12 +1055,12 @@ bool lower_vector(Context& c, const Node& n, std::string* why) {
     Context::VecArgs probe;
     const bool binary = t == "Add" || t == "Sub" || t == "Mul" || t == "Div" || t == "Max" || t == "Min" || t == "Sum";
     const bool pool = t == "MaxPool" || t == "AveragePool" || t == "GlobalAveragePool" || t == "GlobalMaxPool";
-    if (!binary && !pool && !unary_op(n, c, probe))
+    if (!binary && !pool && t != "Concat" && !unary_op(n, c, probe))
       throw std::logic_error("backend: int8 codes deferred to a lowering of " + t);
   }
   // Data movement: any element type (DMA copies bytes).
   if (t == "Transpose") return lower_transpose(c, n, why);
-  if (t == "Concat") return lower_concat(c, n, why) || (why->clear(), lower_index_map(c, n, why));
+  if (t == "Concat") return lower_concat(c, n, why) || (c.codes.empty() && (why->clear(), lower_index_map(c, n, why)));
   if (t == "Slice") return lower_slice(c, n, why) || (why->clear(), lower_index_map(c, n, why));
   if (t == "Split") return lower_split(c, n, why) || (why->clear(), lower_index_map(c, n, why));
   if (t == "Identity" || t == "Dropout") {

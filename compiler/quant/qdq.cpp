@@ -445,6 +445,14 @@ std::map<std::string, QuantizedWeights> apply_model_quant(const Graph& g, const 
     for (const auto& out : n.outputs)
       if (runtime_float(g, out)) plan.values.emplace(out, in->second);
   }
+  // Backward through the layout changes the passes insert (a logical identity): a Conv whose quantized
+  // output is a graph output writes it in NHWC and a layout change produces the named value.
+  for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it) {
+    const Node& n = *it;
+    if (!(n.domain == kNpuDomain && n.op_type == "Transpose" && n.attr_int(kLayoutChange, 0)) || !n.has_input(0)) continue;
+    auto out = plan.values.find(n.outputs[0]);
+    if (out != plan.values.end() && runtime_float(g, n.inputs[0])) plan.values.emplace(n.inputs[0], out->second);
+  }
   // Backward through a Relu whose output the model quantizes with its zero point at the bottom of the
   // range (the real range starts at 0): quantizing the Relu's input with the same parameters saturates
   // the negatives to 0, which is the Relu, so the op feeding it (torch exports its quantized add_relu

@@ -18,6 +18,7 @@
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/accuracy.h"
 #include "compiler/quant/emulate.h"
+#include "compiler/quant/qdq.h"
 #include "isa/machine/config.h"
 #include "isa/numerics.h"
 #include "sim/model/model.h"
@@ -563,6 +564,55 @@ TEST(Int8Codegen, FloatEpilogueActivationsAreTheDatapathsBitForBit) {
     k.result = compiler::compile(k.lowered, config, opt);
     EXPECT_EQ(check_bit_exact(k, config, q::synthetic_samples(k.lowered, 1, 13)[0]), 1) << act;
   }
+}
+
+TEST(Int8Codegen, ConcatOfDifferentlyQuantizedInputsRequantizesInItsTileLoop) {
+  // A pre-quantized model's Concat whose inputs carry other scales than its output (torch's quantized
+  // cat): each such input is requantized on its way through SRAM, bit-exact with the reference, and no
+  // fp32 DRAM copy is made.
+  compiler::testing::GraphBuilder b;
+  auto x = b.input("x", {1, 4, 6, 6});
+  auto a = b.node("Conv", {x, b.random_constant("wa", {4, 4, 1, 1}, 1, -0.5f, 0.5f)}, "a", {1, 4, 6, 6});
+  auto c = b.node("Conv", {x, b.random_constant("wc", {6, 4, 1, 1}, 2, -0.5f, 0.5f)}, "c", {1, 6, 6, 6});
+  auto cat = b.node("Concat", {a, c}, "cat", {1, 10, 6, 6}, {{"axis", compiler::testing::attr_i(1)}});
+  b.output(b.node("Conv", {cat, b.random_constant("wd", {2, 10, 1, 1}, 3, -0.5f, 0.5f)}, "y", {1, 2, 6, 6}));
+  for (auto& n : b.graph().nodes) n.name = n.outputs[0] + "_node";
+  Compiled k;
+  k.imported = b.build();
+  q::ModelQuant mq;  // as import_qdq would record a QDQ model's scales
+  auto qp = [](float scale, int32_t zp) {
+    q::QParams p;
+    p.scale = scale, p.zero_point = zp, p.dtype = isa::DType::kUint8;
+    return p;
+  };
+  mq.values = {{"x", qp(0.03f, 128)}, {"a", qp(0.011f, 120)}, {"c", qp(0.017f, 131)}, {"cat", qp(0.02f, 127)},
+               {"y", qp(0.05f, 128)}};
+  for (const auto& [v, p] : mq.values) k.imported.values.at(v).materialized = true;
+  k.lowered = k.imported;
+  compiler::lower(k.lowered);
+  q::PlanRequest req;
+  req.follow_model = true;
+  std::vector<std::string> notes;
+  k.plan = q::build_plan(k.lowered, req, &k.imported, &mq, &notes);
+  ASSERT_EQ(k.plan.precision_of("cat_node"), q::Precision::kInt8);
+  // The last conv writes the graph output through a layout change: the model's QParams of "y" reach
+  // the conv's NHWC result, so it runs in int8 too.
+  EXPECT_EQ(k.plan.precision_of("y_node"), q::Precision::kInt8);
+  EXPECT_NE(k.plan.values.at("a").scale, k.plan.values.at("cat").scale);
+  const isa::NpuConfig config;
+  compiler::CompileOptions opt;
+  opt.plan = &k.plan;
+  k.result = compiler::compile(k.lowered, config, opt);
+  for (const auto& l : k.result.layers) {
+    if (l.op == "Concat") {
+      EXPECT_NE(l.mapping.find("2 input(s) requantized"), std::string::npos) << l.mapping;
+    }
+  }
+  for (const auto& ins : k.result.program.instructions)
+    if (ins.opcode == isa::Opcode::kStore && k.lowered.nodes.at(ins.layer()).op_type == "Concat") {
+      EXPECT_EQ(static_cast<isa::DType>(ins.get(isa::Field::kDtype)), isa::DType::kUint8);
+    }
+  for (const auto& sample : q::synthetic_samples(k.lowered, 2, 17)) EXPECT_EQ(check_bit_exact(k, config, sample), 3);
 }
 
 }  // namespace
