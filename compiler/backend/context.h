@@ -55,6 +55,11 @@ class Context {
   // # int8: runtime values the current node reads or writes as int8/uint8 codes itself (PlanScope
   // deferred their conversion to fp32 into the node's tile loop): name -> their QParams (plan-owned).
   std::map<std::string, const quant::QParams*> codes;
+  // The QParams of value `v` when the current node converts its codes itself, else nullptr.
+  const quant::QParams* codes_of(const std::string& v) const {
+    auto it = codes.find(v);
+    return it == codes.end() ? nullptr : it->second;
+  }
 
   int64_t capacity(isa::Buffer b) const { return config.sram.buffer(b).size_bytes(); }
   uint64_t align(uint64_t x) const {

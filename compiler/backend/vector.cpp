@@ -82,9 +82,8 @@ bool lower_unary(Context& c, const Node& n, std::string* why) {
   const int64_t d0max = std::min<int64_t>(4096, s.elems);
   const uint64_t ex = static_cast<uint64_t>(isa::dtype_bytes(x.dtype)), ey = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
   // # int8: codes converted in SRAM, tile by tile (PlanScope); constants at the accumulator's start.
-  auto cx = c.codes.find(n.inputs[0]), cy = c.codes.find(n.outputs[0]);
-  const quant::QParams* qx = cx == c.codes.end() ? nullptr : cx->second;
-  const quant::QParams* qy = cy == c.codes.end() ? nullptr : cy->second;
+  const quant::QParams* qx = c.codes_of(n.inputs[0]);
+  const quant::QParams* qy = c.codes_of(n.outputs[0]);
   if (qx) load_conversion_constants(c, 0, qx, nullptr);
   if (qy) load_conversion_constants(c, 16, nullptr, qy);
   for (int64_t off = 0; off < total;) {
@@ -182,8 +181,7 @@ bool make_operand(Context& c, const std::string& name, const DramTensor& y, Oper
   o.addr = t.addr;
   o.range = t.range();
   o.dt = t.dtype;
-  auto q = c.codes.find(name);
-  o.q = q == c.codes.end() ? nullptr : q->second;
+  o.q = c.codes_of(name);
   return true;
 }
 
@@ -296,8 +294,7 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
   const uint64_t ea = static_cast<uint64_t>(isa::dtype_bytes(A.dt)), eb = static_cast<uint64_t>(isa::dtype_bytes(B.dt));
   // # int8: operands and output stored as codes are converted in SRAM, tile by tile (PlanScope);
   // their conversion constants sit at the start of the accumulator buffer.
-  auto yq = c.codes.find(n.outputs[0]);
-  const quant::QParams* qy = yq == c.codes.end() ? nullptr : yq->second;
+  const quant::QParams* qy = c.codes_of(n.outputs[0]);
   const uint64_t ey = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
   const uint64_t ka = 0, kb = 16, ky = 32;
   if (A.q) load_conversion_constants(c, ka, A.q, nullptr);
@@ -464,11 +461,7 @@ bool lower_concat(Context& c, const Node& n, std::string* why) {
   }
   // # int8: codes deferred to this node (PlanScope): an input whose QParams differ from the output's is
   // requantized tile by tile on its way (dequantize, quantize), the others are copied as they are.
-  auto codes_of = [&](const std::string& v) -> const quant::QParams* {
-    auto it = c.codes.find(v);
-    return it == c.codes.end() ? nullptr : it->second;
-  };
-  const quant::QParams* qy = codes_of(n.outputs[0]);
+  const quant::QParams* qy = c.codes_of(n.outputs[0]);
   int requantized = 0;
   uint64_t kslot = 0;
   for (const auto& in : n.inputs) {
@@ -479,7 +472,7 @@ bool lower_concat(Context& c, const Node& n, std::string* why) {
     for (size_t i = 0; i < r; ++i) dims.push_back({x.phys[i], xst[i], yst[i]});
     const uint64_t dst_off = static_cast<uint64_t>(offset * yst[static_cast<size_t>(ypos[static_cast<size_t>(axis)])] *
                                                    isa::dtype_bytes(y.dtype));
-    const quant::QParams* qx = codes_of(in);
+    const quant::QParams* qx = c.codes_of(in);
     const bool same = (!qx && !qy && x.dtype == y.dtype) ||
                       (qx && qy && qx->scale == qy->scale && qx->zero_point == qy->zero_point && x.dtype == y.dtype);
     if (same) {
@@ -800,9 +793,8 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
   const uint64_t es = static_cast<uint64_t>(c.esize);
   // # int8: codes converted in SRAM, tile by tile (PlanScope); constants at the accumulator's start.
   const uint64_t ex = static_cast<uint64_t>(isa::dtype_bytes(x.dtype)), ey = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
-  auto cx = c.codes.find(n.inputs[0]), cy = c.codes.find(n.outputs[0]);
-  const quant::QParams* qx = cx == c.codes.end() ? nullptr : cx->second;
-  const quant::QParams* qy = cy == c.codes.end() ? nullptr : cy->second;
+  const quant::QParams* qx = c.codes_of(n.inputs[0]);
+  const quant::QParams* qy = c.codes_of(n.outputs[0]);
   if (qx) load_conversion_constants(c, 0, qx, nullptr);
   if (qy) load_conversion_constants(c, 16, nullptr, qy);
   const uint64_t acc_base = qx || qy ? 64 : 0;
