@@ -344,6 +344,14 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
       }
       scope.finish();
     }
+    if (plan.model_cycles == 0) plan.model_cycles = plan.est_cycles;
+    if (c.can_time() && c.em.size() > before) {
+      // After the layer before it: its tail overlaps this layer's first loads, as in the whole program.
+      const bool known = c.timed.first == before && c.timed.last == c.em.size();
+      plan.est_cycles = known ? c.timed.cycles : c.time_layer(before);
+      c.context_first = before;
+    }
+    c.timed = {};
     c.em.collapse_sram();
     result.layers.push_back(plan);
   }

@@ -12,6 +12,7 @@
 // (the producer signals, the consumer waits), redundant ones are dropped using the knowledge each queue
 // already has. This relies on every unit completing its own queue's instructions in program order.
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -40,6 +41,13 @@ struct CompileOptions {
   // set, each node runs in its plan precision, activations are stored in their producer's format
   // (int8 codes between int8 layers) and `precision` is only the format of graph inputs/outputs.
   const quant::PrecisionPlan* plan = nullptr;
+  // Times a program (a slice of the one being compiled: isa/program_slice.h) on an idle machine and
+  // returns the cycles of its last layer as a report counts them (its span); earlier layers in the
+  // slice are its context. The simulator, injected by sim/ (the compiler does not link arch/): with it,
+  // every layer's estimate is its code simulated after the layer before it, and the mapping search
+  // ranks its best few candidates by simulating each alone. Without it (the compiler's own tests),
+  // estimates come from the closed-form cost model.
+  std::function<int64_t(const isa::Program&)> timer;
 };
 
 // What the mapper chose for one node.
@@ -54,8 +62,9 @@ struct LayerPlan {
   int64_t group_block = 0;           // grouped conv: groups mapped together as one block-diagonal CONV
   std::string loop_order;            // e.g. "n-outer (weights resident)"
   int64_t sram_input_bytes = 0, sram_weight_bytes = 0, sram_acc_bytes = 0;  // all slots of the layer
-  int64_t est_cycles = 0;            // cost-model estimate of the layer on an otherwise idle machine
-  int64_t est_compute_cycles = 0, est_dma_cycles = 0;
+  int64_t est_cycles = 0;            // the layer after its predecessor on an idle machine (simulated when timed)
+  int64_t model_cycles = 0;          // the closed-form cost model's figure (ranks the search's candidates)
+  int64_t est_compute_cycles = 0, est_dma_cycles = 0;  // the closed form's compute and DMA parts
   int64_t macs = 0;
   int64_t instructions = 0;
   int64_t candidates = 0;            // tilings the search evaluated

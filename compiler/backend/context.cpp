@@ -3,6 +3,9 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "isa/program_slice.h"
+#include "isa/timing/dma.h"
+
 namespace npusim::compiler::backend {
 
 using isa::Field;
@@ -64,9 +67,19 @@ Shape physical(const Shape& logical, const std::vector<int>& layout) {
 
 Context::Context(const Graph& graph, const isa::NpuConfig& cfg, const CompileOptions& opts, CompileResult& res)
     : g(graph), config(cfg), options(opts), result(res), program(res.program), em(res.program),
-      act(opts.precision), esize(isa::dtype_bytes(opts.precision)) {}
+      act(opts.precision),
+      esize(isa::dtype_bytes(opts.precision)),
+      dram_bytes_per_cycle(isa::timing::sustained_dram_bytes_per_cycle(config)) {}
+
+uint64_t Context::reserve_data(uint64_t bytes) {
+  if (!in_trial_) throw std::logic_error("backend: reserve_data outside a trial");
+  const uint64_t at = align(data_end_);
+  data_end_ = at + bytes;
+  return at;
+}
 
 uint64_t Context::add_data(std::vector<uint8_t> bytes) {
+  if (in_trial_) return reserve_data(bytes.size());
   const uint64_t at = align(data_end_);
   data_end_ = at + bytes.size();
   isa::DataSegment seg;
@@ -77,6 +90,7 @@ uint64_t Context::add_data(std::vector<uint8_t> bytes) {
 }
 
 uint64_t Context::add_floats(const std::vector<float>& v, isa::DType t) {
+  if (in_trial_) return reserve_data(v.size() * static_cast<uint64_t>(isa::dtype_bytes(t)));
   std::vector<uint8_t> b(v.size() * static_cast<size_t>(isa::dtype_bytes(t)));
   for (size_t i = 0; i < v.size(); ++i) {
     if (t == isa::DType::kFp32) {
@@ -93,6 +107,32 @@ uint64_t Context::add_scratch(uint64_t bytes) {
   const uint64_t at = align(scratch_end_);
   scratch_end_ = at + bytes;
   return at;
+}
+
+int64_t Context::time_layer(int64_t first) const {
+  const int64_t from = context_first >= 0 && context_first < first ? context_first : first;
+  return options.timer(isa::slice_program(program, static_cast<size_t>(from), program.instructions.size(), {}));
+}
+
+Context::Trial Context::begin_trial() {
+  if (in_trial_) throw std::logic_error("backend: nested trials");
+  Trial t;
+  t.em = em.checkpoint();
+  t.data_segments = program.data.size();
+  t.data_end = data_end_;
+  t.scratch_end = scratch_end_;
+  if (plan) t.plan = *plan;
+  in_trial_ = true;
+  return t;
+}
+
+void Context::end_trial(const Trial& t) {
+  em.rollback(t.em);
+  program.data.resize(t.data_segments);
+  data_end_ = t.data_end;
+  scratch_end_ = t.scratch_end;
+  if (plan) *plan = t.plan;
+  in_trial_ = false;
 }
 
 const DramTensor& Context::tensor(const std::string& name) const {

@@ -50,6 +50,7 @@ class Context {
   Emitter em;
   isa::DType act;  // activation and operand dtype (the precision)
   int64_t esize;   // bytes per activation element
+  double dram_bytes_per_cycle;  // isa::timing::sustained_dram_bytes_per_cycle (0 = unlimited)
   uint32_t layer = 0;
   std::map<std::string, DramTensor> tensors;  // runtime values by name
   // # int8: runtime values the current node reads or writes as int8/uint8 codes itself (PlanScope
@@ -70,6 +71,8 @@ class Context {
   uint64_t add_data(std::vector<uint8_t> bytes);
   // Float values converted to `t` (fp32/fp16/bf16) as a data segment.
   uint64_t add_floats(const std::vector<float>& v, isa::DType t);
+  // The DRAM address a data segment of `bytes` would get, reserved without building it (trials only).
+  uint64_t reserve_data(uint64_t bytes);
   // DRAM scratch (not reused) of `bytes`.
   uint64_t add_scratch(uint64_t bytes);
 
@@ -107,9 +110,36 @@ class Context {
   // Layer-plan bookkeeping.
   LayerPlan* plan = nullptr;
 
+  // ---- timing emitted code (CompileOptions::timer) ----
+  bool can_time() const { return static_cast<bool>(options.timer); }
+  // First instruction of the layer before this one (its context when timing), -1 = none.
+  int64_t context_first = -1;
+  // Cycles of the current layer, whose code starts at instruction `first` and runs to the end of the
+  // program, simulated on an idle machine after the layer before it (context_first).
+  int64_t time_layer(int64_t first) const;
+  // Code whose time is known: the layer's instructions [first, last) took `cycles` (the mapper's
+  // winning trial, emitted again unchanged), so its estimate need not be simulated again.
+  struct Timed {
+    int64_t first = -1, last = -1, cycles = 0;
+  } timed;
+  // Trial emission: the mapper emits a candidate mapping, times it and undoes it. While a trial is
+  // open, data segments only reserve their DRAM addresses (the bytes are not built).
+  struct Trial {
+    Emitter::Checkpoint em;
+    size_t data_segments = 0;
+    uint64_t data_end = 0, scratch_end = 0;
+    LayerPlan plan;
+  };
+  Trial begin_trial();
+  void end_trial(const Trial& t);
+  bool in_trial() const { return in_trial_; }
+
   // Next free DRAM byte of the data segments / of the scratch region (set by the driver).
   uint64_t data_base_ = 0, data_end_ = 0;
   uint64_t scratch_base_ = 0, scratch_end_ = 0;
+
+ private:
+  bool in_trial_ = false;
 };
 
 // fp32 bit pattern of v as an immediate.

@@ -47,6 +47,7 @@ int Emitter::emit(isa::Instruction ins, const std::vector<Range>& reads, const s
     if (producer.signals(static_cast<isa::Queue>(q))) {
       throw std::logic_error("backend emitter: token channel reused out of order");
     }
+    if (trial_from_ >= 0 && x < trial_from_) signal_log_.push_back({x, producer.get(isa::Field::kSignal)});
     producer.set(isa::Field::kSignal, producer.get(isa::Field::kSignal) | (1 << q));
     wait |= 1 << p;
     ++tokens_;
@@ -89,6 +90,34 @@ int Emitter::emit(isa::Instruction ins, const std::vector<Range>& reads, const s
     recs.push_back(rec);
   }
   return idx;
+}
+
+Emitter::Checkpoint Emitter::checkpoint() {
+  if (trial_from_ >= 0) throw std::logic_error("backend emitter: nested checkpoints");
+  Checkpoint cp;
+  cp.instructions = program_.instructions.size();
+  for (int s = 0; s < kNumSpaces; ++s) cp.records[static_cast<size_t>(s)] = records_[s];
+  cp.queue_len = queue_len_;
+  cp.queue_clock = queue_clock_;
+  cp.tokens = tokens_;
+  trial_from_ = static_cast<int64_t>(cp.instructions);
+  signal_log_.clear();
+  return cp;
+}
+
+void Emitter::rollback(const Checkpoint& cp) {
+  for (auto it = signal_log_.rbegin(); it != signal_log_.rend(); ++it) {
+    program_.instructions[static_cast<size_t>(it->first)].set(isa::Field::kSignal, it->second);
+  }
+  signal_log_.clear();
+  trial_from_ = -1;
+  program_.instructions.resize(cp.instructions);
+  pos_.resize(cp.instructions);
+  clock_.resize(cp.instructions);
+  for (int s = 0; s < kNumSpaces; ++s) records_[s] = cp.records[static_cast<size_t>(s)];
+  queue_len_ = cp.queue_len;
+  queue_clock_ = cp.queue_clock;
+  tokens_ = cp.tokens;
 }
 
 void Emitter::collapse_sram() {

@@ -29,6 +29,14 @@ struct Range {
 };
 
 class Emitter {
+ private:
+  struct Record {
+    Range r;
+    std::array<int, isa::kNumQueues> writer;  // latest writing instruction per queue, -1 = none
+    std::array<int, isa::kNumQueues> reader;  // latest reading instruction per queue
+  };
+  using Clock = std::array<int, isa::kNumQueues>;  // queue positions known complete, -1 = none
+
  public:
   explicit Emitter(isa::Program& program) : program_(program) {}
 
@@ -44,15 +52,24 @@ class Emitter {
 
   int64_t size() const { return static_cast<int64_t>(program_.instructions.size()); }
   int64_t tokens() const { return tokens_; }
+  // Every token is created with its wait (the instruction being emitted waits, the producer gets the
+  // signal), so no token is outstanding after the last emitted instruction: a slice of the program up
+  // to its end takes an all-zero isa::TokenBalance.
+
+  // Trial emission (the mapper times candidate mappings by emitting them): everything emitted after
+  // checkpoint() -- instructions, and the signal bits they added to earlier producers -- is undone by
+  // rollback(). One checkpoint at a time.
+  struct Checkpoint {
+    size_t instructions = 0;
+    std::array<std::vector<Record>, kNumSpaces> records;
+    std::array<int, isa::kNumQueues> queue_len{};
+    std::array<Clock, isa::kNumQueues> queue_clock{};
+    int64_t tokens = 0;
+  };
+  Checkpoint checkpoint();
+  void rollback(const Checkpoint& cp);
 
  private:
-  struct Record {
-    Range r;
-    std::array<int, isa::kNumQueues> writer;  // latest writing instruction per queue, -1 = none
-    std::array<int, isa::kNumQueues> reader;  // latest reading instruction per queue
-  };
-  using Clock = std::array<int, isa::kNumQueues>;  // queue positions known complete, -1 = none
-
   isa::Program& program_;
   std::vector<Record> records_[kNumSpaces];
   std::vector<int> pos_;       // per instruction: its position in its queue
@@ -60,6 +77,9 @@ class Emitter {
   std::array<int, isa::kNumQueues> queue_len_{};
   std::array<Clock, isa::kNumQueues> queue_clock_ = make_clocks();
   int64_t tokens_ = 0;
+  // While a checkpoint is open: instructions before it whose signal field was changed, with the old value.
+  int64_t trial_from_ = -1;
+  std::vector<std::pair<int, int64_t>> signal_log_;
 
   static std::array<Clock, isa::kNumQueues> make_clocks();
 };

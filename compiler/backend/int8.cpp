@@ -474,6 +474,7 @@ class Int8Strategy : public MatrixStrategy {
   uint64_t acc_slot(int side) const override { return side_[side].c; }
 
   uint64_t weight_tile(int64_t b, int64_t gb, int64_t k0, int64_t k1, int64_t n0, int64_t n1) override {
+    if (c_.in_trial()) return c_.reserve_data(static_cast<uint64_t>(j_.kh * j_.kw * (k1 - k0) * (n1 - n0)));
     const std::vector<int8_t> v = weight_tile_values(j_, j_.w, b, gb, k0, k1, n0, n1);
     std::vector<uint8_t> bytes(v.size());
     if (!v.empty()) std::memcpy(bytes.data(), v.data(), v.size());
@@ -694,7 +695,7 @@ bool lower_matrix_int8(Context& c, const Node& n) {
   Int8Strategy strategy(c, j);
   MatrixMapper mm(c, j, strategy);
   int64_t evaluated = 0;
-  const Tiling t = mm.search(&evaluated);
+  const Tiling t = mm.choose(&evaluated);
   if (evaluated == 0) {
     c.act = saved_act, c.esize = saved_es;
     throw CompileError(fmt::format("layer '{}' ({}): even the smallest int8 tile does not fit the scratchpads",

@@ -83,6 +83,9 @@ class FloatStrategy : public MatrixStrategy {
   uint64_t acc_slot(int side) const override { return c_slot_[side]; }
 
   uint64_t weight_tile(int64_t b, int64_t gb, int64_t k0, int64_t k1, int64_t n0, int64_t n1) override {
+    if (c_.in_trial()) {
+      return c_.reserve_data(static_cast<uint64_t>(j_.kh * j_.kw * (k1 - k0) * (n1 - n0) * c_.esize));
+    }
     return c_.add_floats(weight_tile_values(j_, j_.w, b, gb, k0, k1, n0, n1), c_.act);
   }
 
@@ -200,7 +203,7 @@ void run(Context& c, FloatJob& j) {
   FloatStrategy fs(c, j);
   MatrixMapper mm(c, j, fs);
   int64_t evaluated = 0;
-  const Tiling t = mm.search(&evaluated);
+  const Tiling t = mm.choose(&evaluated);
   if (evaluated == 0) too_small(c, j, mm);
   record_tiling(c, j, t, evaluated);
   const int64_t before = c.em.size();

@@ -51,6 +51,12 @@ using isa::VecOp;
 namespace {
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Candidates the search simulates when it can time code: enough to correct the closed form's ranking
+// where it is wrong, few enough to keep compile time within a simulation of the model.
+constexpr size_t kTimedCandidates = 3;
+// ... among those whose closed-form estimate is within this factor of the best one's.
+constexpr double kTimedRange = 1.25;
 int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
 
 // Tile sizes worth trying for a dimension: the whole extent, its halvings, and powers-of-two multiples of
@@ -133,6 +139,10 @@ void MatrixMapper::estimate(Tiling& t) const {
                 nk = cdiv(cin_b, t.tc);
   const bool reuse_a = t.spatial_outer && nk == 1, reuse_b = !t.spatial_outer && nk == 1;
   double compute = 0, vec = 0, store = 0, load_a = 0, load_b = 0, load_r = 0;
+  double bytes = 0;  // moved over DRAM in all
+  auto box = [](int64_t s0, int64_t s1, int64_t s2, isa::DType d) {
+    return static_cast<double>(s0 * s1 * s2 * isa::dtype_bytes(d));
+  };
   const double engines = static_cast<double>(std::max<int64_t>(1, c_.config.dma.engines));
   const int ops = s_.epilogue_ops();
   for (auto [h, hc] : oh) {
@@ -141,7 +151,9 @@ void MatrixMapper::estimate(Tiling& t) const {
       const double sp = static_cast<double>(hc * wc * j_.images);
       for (auto [k, kcnt] : kc) {
         const double a = dma_cycles(k, j_.in_cols(w), j_.in_rows(h), j_.C, j_.W * j_.C, o.a);
-        load_a += a * sp * static_cast<double>(kcnt) * (reuse_a ? 1.0 : static_cast<double>(nn));
+        const double times_a = sp * static_cast<double>(kcnt) * (reuse_a ? 1.0 : static_cast<double>(nn));
+        load_a += a * times_a;
+        bytes += box(k, j_.in_cols(w), j_.in_rows(h), o.a) * times_a;
         for (auto [n, ncnt] : nc) {
           const auto cyc =
               isa::timing::gemm_cycles(c_.config.systolic_array, {p, j_.kh * j_.kw * k, n}, o.a, false);
@@ -151,19 +163,27 @@ void MatrixMapper::estimate(Tiling& t) const {
       for (auto [n, ncnt] : nc) {
         const double tiles = sp * static_cast<double>(ncnt);
         store += dma_cycles(n, w, h, j_.M, j_.OW * j_.M, o.y) * tiles;
+        bytes += box(n, w, h, o.y) * tiles;
         vec += tiles * ops * vec_cost(p * n);
-        if (o.tile_read) load_r += dma_cycles(n, w, h, j_.M, j_.OW * j_.M, o.r) * tiles;
+        if (o.tile_read) {
+          load_r += dma_cycles(n, w, h, j_.M, j_.OW * j_.M, o.r) * tiles;
+          bytes += box(n, w, h, o.r) * tiles;
+        }
       }
     }
   }
   for (auto [k, kcnt] : kc) {
     for (auto [n, ncnt] : nc) {
       const double b = dma_cycles(n, k, j_.kh * j_.kw, n, k * n, o.w);
-      load_b += b * static_cast<double>(kcnt * ncnt) * (reuse_b ? 1.0 : static_cast<double>(ns));
+      const double times_b = static_cast<double>(kcnt * ncnt) * (reuse_b ? 1.0 : static_cast<double>(ns));
+      load_b += b * times_b;
+      bytes += box(n, k, j_.kh * j_.kw, o.w) * times_b;
     }
   }
   compute *= static_cast<double>(blocks);
-  const double dma = (load_a + load_b + load_r + store) * static_cast<double>(blocks) / engines;
+  // The engines work in parallel but share the DRAM: at most its sustained rate.
+  double dma = (load_a + load_b + load_r + store) * static_cast<double>(blocks) / engines;
+  if (c_.dram_bytes_per_cycle > 0) dma = std::max(dma, bytes * static_cast<double>(blocks) / c_.dram_bytes_per_cycle);
   vec *= static_cast<double>(blocks);
   const double first = dma_cycles(t.tc, j_.in_cols(t.tow), j_.in_rows(t.toh), j_.C, j_.W * j_.C, o.a) +
                        dma_cycles(t.tn, t.tc, j_.kh * j_.kw, t.tn, t.tc * t.tn, o.w);
@@ -173,8 +193,8 @@ void MatrixMapper::estimate(Tiling& t) const {
   t.est = std::max({compute, dma, vec}) + first + last;
 }
 
-Tiling MatrixMapper::search(int64_t* evaluated) const {
-  Tiling best;
+std::vector<Tiling> MatrixMapper::search(int64_t* evaluated, size_t keep) const {
+  std::vector<Tiling> best;  // sorted by est, at most `keep`
   std::vector<int64_t> gbs;
   for (int64_t d = 1; d <= j_.groups; ++d) {
     if (j_.groups % d == 0 && (d == 1 || d * j_.cg <= 4 * c_.config.systolic_array.rows)) gbs.push_back(d);
@@ -205,7 +225,12 @@ Tiling MatrixMapper::search(int64_t* evaluated) const {
               if (!fits(t)) continue;
               estimate(t);
               ++n_eval;
-              if (t.est < best.est) best = t;
+              if (best.size() < keep || t.est < best.back().est) {
+                auto at = std::upper_bound(best.begin(), best.end(), t,
+                                           [](const Tiling& a, const Tiling& b) { return a.est < b.est; });
+                best.insert(at, t);
+                if (best.size() > keep) best.pop_back();
+              }
             }
           }
         }
@@ -214,6 +239,28 @@ Tiling MatrixMapper::search(int64_t* evaluated) const {
   }
   *evaluated = n_eval;
   return best;
+}
+
+Tiling MatrixMapper::choose(int64_t* evaluated) {
+  std::vector<Tiling> best = search(evaluated, c_.can_time() ? kTimedCandidates : 1);
+  if (best.empty()) return Tiling{};
+  if (!c_.can_time()) return best.front();
+  size_t win = 0;
+  const int64_t first = c_.em.size();
+  for (size_t i = 0; i < best.size(); ++i) {
+    // The closed form errs by well under this factor on the layers it ranks (docs/backend.md).
+    if (i > 0 && best[i].est > kTimedRange * best.front().est) break;
+    const Context::Trial trial = c_.begin_trial();
+    generate(best[i]);
+    best[i].simulated = c_.time_layer(first);
+    const int64_t last = c_.em.size();
+    c_.end_trial(trial);
+    if (i == 0 || best[i].simulated < best[win].simulated) {
+      win = i;
+      c_.timed = {first, last, best[i].simulated};
+    }
+  }
+  return best[win];
 }
 
 void MatrixMapper::generate(const Tiling& t) {
@@ -381,7 +428,8 @@ void record_tiling(Context& c, const MatrixJob& j, const Tiling& t, int64_t eval
   p.tile_n = t.tn;
   p.loop_order =
       t.spatial_outer ? "spatial-outer (input tile resident)" : "channel-outer (weight tile resident)";
-  p.est_cycles = static_cast<int64_t>(t.est);
+  p.model_cycles = static_cast<int64_t>(t.est);
+  p.est_cycles = t.simulated >= 0 ? t.simulated : p.model_cycles;
   p.est_compute_cycles = static_cast<int64_t>(t.compute);
   p.est_dma_cycles = static_cast<int64_t>(t.dma);
   p.candidates = evaluated;

@@ -62,8 +62,9 @@ struct Tiling {
   int64_t toh = 1, tow = 1;  // output rows x cols per tile
   int64_t tc = 1, tn = 1;    // input-channel chunk, output-channel chunk (within a block)
   bool spatial_outer = true;
-  double est = 1e300;
+  double est = 1e300;        // closed-form cycles (cost model)
   double compute = 0, dma = 0;
+  int64_t simulated = -1;    // cycles of its code simulated (Context::time_layer), -1 = not timed
   int64_t in_bytes = 0, w_bytes = 0, acc_bytes = 0;
 };
 
@@ -180,8 +181,13 @@ class MatrixMapper {
   // Bytes of each slot kind for a tiling (ping-pong pairs included).
   void slot_bytes(Tiling& t) const;
   bool fits(const Tiling& t) const;
-  // The tiling with the smallest estimate among those that fit; *evaluated = how many fit (0: none).
-  Tiling search(int64_t* evaluated) const;
+  // The `keep` tilings with the smallest closed-form estimate among those that fit, best first;
+  // *evaluated = how many fit (0: none, and the result is empty).
+  std::vector<Tiling> search(int64_t* evaluated, size_t keep = 1) const;
+  // The tiling to generate: the closed form's best few, each emitted, simulated (Context::time_layer,
+  // when the context can time code) and undone; the fastest simulated wins (ties: the closed form's
+  // order) and Context::timed remembers its time. *evaluated as for search.
+  Tiling choose(int64_t* evaluated);
   // Emits the node under tiling t and records its SRAM use in c.plan.
   void generate(const Tiling& t);
 

@@ -1,5 +1,7 @@
 #include "isa/timing/dma.h"
 
+#include <memory>
+
 namespace npusim::isa::timing {
 
 int64_t dma_size(const Instruction& ins, int d) {
@@ -63,6 +65,31 @@ double estimate_dma_cycles(const Instruction& ins, const NpuConfig& config) {
   }
   const double ns = latency_ns + (gbps > 0 ? bytes / gbps : 0.0);
   return config.dma.setup_cycles + ns * config.frequency_mhz / 1000.0;
+}
+
+double sustained_dram_bytes_per_cycle(const NpuConfig& config) {
+  if (dram_peak_bandwidth_gbps(config.dram) <= 0) return 0.0;
+  std::unique_ptr<Dram> dram = make_dram(config.dram);
+  const int64_t engines = std::max<int64_t>(1, config.dma.engines);
+  std::vector<DmaBurstEngine> units(static_cast<size_t>(engines), DmaBurstEngine(config.dma));
+  // Transfers of 4 KiB, engine e streaming its own region; each engine alternates a read and a write.
+  constexpr int64_t kTransfer = 4096, kTransfers = 64;
+  std::vector<uint64_t> free_ps(static_cast<size_t>(engines), 0);
+  uint64_t end_ps = 0;
+  int64_t bytes = 0;
+  for (int64_t i = 0; i < kTransfers; ++i) {
+    for (int64_t e = 0; e < engines; ++e) {
+      DmaRows rows;
+      rows.dram_addr = static_cast<uint64_t>((e * 2 + (i & 1)) * (int64_t{1} << 24) + (i / 2) * kTransfer);
+      rows.row_bytes = kTransfer;
+      const DmaTransfer x = units[static_cast<size_t>(e)].run(rows, (i & 1) != 0, free_ps[static_cast<size_t>(e)], *dram);
+      free_ps[static_cast<size_t>(e)] = x.done_ps;
+      end_ps = std::max(end_ps, x.done_ps);
+      bytes += kTransfer;
+    }
+  }
+  const double cycles = static_cast<double>(end_ps) * config.frequency_mhz * 1e-6;
+  return cycles > 0 ? static_cast<double>(bytes) / cycles : 0.0;
 }
 
 }  // namespace npusim::isa::timing

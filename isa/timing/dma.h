@@ -127,4 +127,10 @@ class DmaBurstEngine {
 // model): setup + latency + bytes / min(peak bandwidth, outstanding-limited bandwidth).
 double estimate_dma_cycles(const Instruction& ins, const NpuConfig& config);
 
+// Bytes per NPU cycle the DRAM model sustains under long DMA streams (what a memory-bound layer gets,
+// not the datasheet peak): every engine streams its own contiguous region, reads and writes alternating
+// by transfer as the engines' load and store queues do, measured on the DRAM model itself (row misses,
+// refresh, read/write turnaround, the outstanding-request limit). 0 = unlimited (ideal DRAM).
+double sustained_dram_bytes_per_cycle(const NpuConfig& config);
+
 }  // namespace npusim::isa::timing

@@ -421,6 +421,7 @@ compiler::quant::Precision auto_precision(const isa::NpuConfig& config) {
 ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& config) {
   namespace q = compiler::quant;
   ModelOptions o;
+  o.timer = simulation_timer(config);
   o.input_shapes = m.input_shapes;
   if (m.batch < 0 || m.batch > 65536) throw UsageError(fmt::format("--batch {} is out of range (1..65536)", m.batch));
   o.batch = m.batch;
@@ -505,7 +506,7 @@ void accuracy_report(Context& /*ctx*/, const CompiledModel& cm, const isa::NpuCo
     if (!cm.plan.has_int8()) throw UsageError("--advise-sqnr needs int8 layers (--precision int8)");
     // Cost of a plan: compile it and simulate it (timing only).
     q::PlanCost cost = [&](const q::PrecisionPlan& p) {
-      const compiler::CompileResult res = compile_with_plan(cm.lowered, config, p);
+      const compiler::CompileResult res = compile_with_plan(cm.lowered, config, p, simulation_timer(config));
       return static_cast<double>(arch::simulate(res.program, config, {}).total_cycles);
     };
     r.advice = q::advise_mixed_precision(cm.lowered, cm.plan, samples, *a.advise_sqnr, cost);

@@ -62,12 +62,12 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
   }
   compiler::lower(m.lowered, {}, observer);
   m.plan = compiler::quant::build_plan(m.lowered, options.plan, &m.imported, own ? &*own : nullptr, &m.quant_notes);
-  m.result = compile_with_plan(m.lowered, config, m.plan);
+  m.result = compile_with_plan(m.lowered, config, m.plan, options.timer);
   return m;
 }
 
 compiler::CompileResult compile_with_plan(const compiler::Graph& lowered, const isa::NpuConfig& config,
-                                          const compiler::quant::PrecisionPlan& plan) {
+                                          const compiler::quant::PrecisionPlan& plan, const CodeTimer& timer) {
   using compiler::quant::Precision;
   bool uniform = true;
   for (const auto& [name, np] : plan.nodes) uniform &= np.effective == plan.model;
@@ -80,6 +80,7 @@ compiler::CompileResult compile_with_plan(const compiler::Graph& lowered, const 
     copt.precision = isa::DType::kFp32;
     copt.plan = &plan;
   }
+  copt.timer = timer;
   return compiler::compile(lowered, config, copt);
 }
 

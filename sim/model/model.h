@@ -2,6 +2,7 @@
 // The model pipeline the CLI runs: import -> passes -> back end, and the glue that lets a functional
 // simulation of the compiled program read the user's inputs, execute host fallbacks with the reference
 // interpreter, and write the outputs.
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -15,6 +16,14 @@
 
 namespace npusim::sim {
 
+// Times a slice of a program on an idle machine (compiler::CompileOptions::timer).
+using CodeTimer = std::function<int64_t(const isa::Program&)>;
+
+// The simulator as the compiler's timer: estimates and the choice among the best candidate mappings
+// come from simulating the code (arch::simulate, timing only). In its own file so that users of the
+// model pipeline that do not link SystemC's main (unit tests) can leave it out.
+CodeTimer simulation_timer(const isa::NpuConfig& config);
+
 struct ModelOptions {
   std::vector<std::string> input_shapes;  // "NAME=1x3x224x224"
   int64_t batch = 0;                      // > 0: every input's first dimension (compiler::ImportOptions)
@@ -22,6 +31,8 @@ struct ModelOptions {
   // (compiler/quant). An fp32/fp16/bf16 model without overrides compiles exactly as before the plan
   // existed; int8 or overrides compile through the plan (per-layer dtypes, conversions between them).
   compiler::quant::PlanRequest plan;
+  // The compiler's timer (simulation_timer for the CLI); empty: closed-form estimates only.
+  CodeTimer timer;
 };
 
 struct CompiledModel {
@@ -47,7 +58,7 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
 
 // Compiles `lowered` for `config` under `plan` (the uniform float plans take the original path).
 compiler::CompileResult compile_with_plan(const compiler::Graph& lowered, const isa::NpuConfig& config,
-                                          const compiler::quant::PrecisionPlan& plan);
+                                          const compiler::quant::PrecisionPlan& plan, const CodeTimer& timer = {});
 
 // Adds the compiler's view to a simulation report: per layer its mapping (tiles, loop order, SRAM
 // bytes, estimated cycles) next to the simulated cycles, and a `compile` section (memory plan,
