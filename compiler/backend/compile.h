@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/backend/mapping.h"
 #include "compiler/ir/graph.h"
 #include "isa/machine/config.h"
 #include "isa/program.h"
@@ -33,6 +34,13 @@ class CompileError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// An imposed mapping (CompileOptions::mapping) that cannot apply: the message names where the value came
+// from, the layer and the violated constraint. A user error, unlike the CompileError it refines.
+class MappingError : public CompileError {
+ public:
+  using CompileError::CompileError;
+};
+
 struct CompileOptions {
   // Whole-model precision of matrix and vector ops and of activations in DRAM: fp32, fp16 or bf16.
   isa::DType precision = isa::DType::kFp32;
@@ -40,6 +48,8 @@ struct CompileOptions {
   // set, each node runs in its plan precision, activations are stored in their producer's format
   // (int8 codes between int8 layers) and `precision` is only the format of graph inputs/outputs.
   const quant::PrecisionPlan* plan = nullptr;
+  // Imposed per-layer mappings (compiler/backend/mapping.h); layers it does not name are searched.
+  const MappingOverrides* mapping = nullptr;
 };
 
 // What the mapper chose for one node.
@@ -59,6 +69,9 @@ struct LayerPlan {
   int64_t macs = 0;
   int64_t instructions = 0;
   int64_t candidates = 0;            // tilings the search evaluated
+  // The same choices as imposable values (what --mapping-out writes): placement and, for matrix layers,
+  // the tiling; imposing them reproduces this layer.
+  LayerMapping chosen;
 };
 
 // A node that runs on the host CPU.
