@@ -22,6 +22,8 @@ struct ModelOptions {
   // (compiler/quant). An fp32/fp16/bf16 model without overrides compiles exactly as before the plan
   // existed; int8 or overrides compile through the plan (per-layer dtypes, conversions between them).
   compiler::quant::PlanRequest plan;
+  // Imposed per-layer mappings (--mapping, sim/mapping/mapping_file.h); must outlive the compile.
+  const compiler::MappingOverrides* mapping = nullptr;
 };
 
 struct CompiledModel {
@@ -45,9 +47,11 @@ CompiledModel compile_model(const std::string& spec, const isa::NpuConfig& confi
 CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& config, const ModelOptions& options,
                             std::ostream* verbose);
 
-// Compiles `lowered` for `config` under `plan` (the uniform float plans take the original path).
+// Compiles `lowered` for `config` under `plan` (the uniform float plans take the original path), with
+// the layers `mapping` names mapped as it imposes.
 compiler::CompileResult compile_with_plan(const compiler::Graph& lowered, const isa::NpuConfig& config,
-                                          const compiler::quant::PrecisionPlan& plan);
+                                          const compiler::quant::PrecisionPlan& plan,
+                                          const compiler::MappingOverrides* mapping = nullptr);
 
 // Adds the compiler's view to a simulation report: per layer its mapping (tiles, loop order, SRAM
 // bytes, estimated cycles) next to the simulated cycles, and a `compile` section (memory plan,
