@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace npusim::sim {
@@ -125,6 +127,27 @@ TEST(MappingFile, WhatIsWrittenReadsBackAsTheSameValuesUnderItsHeader) {
                       "channel_outer}\n"),
             std::string::npos)
       << text;
+}
+
+}  // namespace
+}  // namespace npusim::sim
+
+namespace npusim::sim {
+namespace {
+
+TEST(MappingFile, DocsDescribeEveryKey) {
+  std::ifstream in(std::string(NPUSIM_SOURCE_DIR) + "/docs/backend.md");
+  std::stringstream s;
+  s << in.rdbuf();
+  const std::string docs = s.str();
+  const size_t section = docs.find("## Mapping files");
+  ASSERT_NE(section, std::string::npos);
+  for (const compiler::TileKey& k : compiler::tile_keys()) {
+    EXPECT_NE(docs.find("`" + std::string(k.key) + "`", section), std::string::npos) << k.key;
+  }
+  for (const char* key : {"`name`", "`placement`", "`loop_order`"}) {
+    EXPECT_NE(docs.find(key, section), std::string::npos) << key;
+  }
 }
 
 }  // namespace
