@@ -11,6 +11,7 @@
 #include <numeric>
 
 #include "compiler/backend/context.h"
+#include "compiler/backend/imposed.h"
 #include "compiler/backend/int8.h"
 #include "compiler/backend/movement.h"
 #include "compiler/passes/lowered.h"
@@ -177,6 +178,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
                                    isa::kDTypeNames[static_cast<size_t>(options.precision)],
                                    isa::kDTypeNames[static_cast<size_t>(options.precision)]));
   }
+  if (options.mapping) backend::check_mapping_names(g, *options.mapping);
   CompileResult result;
   Context c(g, config, options, result);
   isa::Program& prog = result.program;
@@ -279,6 +281,8 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     plan.op = n.op_type;
     plan.placement = placement_of(n);
     c.plan = &plan;
+    const LayerMapping* imposed = options.mapping ? options.mapping->find(n.name) : nullptr;
+    const bool forced_host = imposed && backend::imposed_host(*imposed, n, plan.placement);
     const int64_t before = c.em.size();
     if (n.domain == kNpuDomain && n.op_type == "Transpose" && n.has_attr(kLayoutChange)) {
       const Value& in = g.value(n.inputs[0]);
@@ -313,7 +317,9 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
       const int64_t lowering_from = c.em.size();
       std::string why;
       bool ok = false;
-      if (plan.placement == "matrix") {
+      if (forced_host) {
+        why = "placed on the host by the mapping file";  // as if the lowering declined: the same path
+      } else if (plan.placement == "matrix") {
         ok = scope.int8_matrix() ? backend::lower_matrix_int8(c, n) : backend::lower_matrix(c, n);
         if (!ok) why = "matrix op form not mapped by the back end";
       } else {
@@ -353,6 +359,9 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     }
     c.timed = {};
     c.em.collapse_sram();
+    if (imposed) backend::check_applied(*imposed, plan, forced_host);
+    plan.chosen.name = plan.name;
+    plan.chosen.placement = parse_placement(plan.placement);
     result.layers.push_back(plan);
   }
   c.em.halt(static_cast<uint32_t>(g.nodes.empty() ? 0 : g.nodes.size() - 1));

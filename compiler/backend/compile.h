@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/backend/mapping.h"
 #include "compiler/ir/graph.h"
 #include "isa/machine/config.h"
 #include "isa/program.h"
@@ -34,6 +35,13 @@ class CompileError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// An imposed mapping (CompileOptions::mapping) that cannot apply: the message names where the value came
+// from, the layer and the violated constraint. A user error, unlike the CompileError it refines.
+class MappingError : public CompileError {
+ public:
+  using CompileError::CompileError;
+};
+
 struct CompileOptions {
   // Whole-model precision of matrix and vector ops and of activations in DRAM: fp32, fp16 or bf16.
   isa::DType precision = isa::DType::kFp32;
@@ -48,6 +56,8 @@ struct CompileOptions {
   // ranks its best few candidates by simulating each alone. Without it (the compiler's own tests),
   // estimates come from the closed-form cost model.
   std::function<int64_t(const isa::Program&)> timer;
+  // Imposed per-layer mappings (compiler/backend/mapping.h); layers it does not name are searched.
+  const MappingOverrides* mapping = nullptr;
 };
 
 // What the mapper chose for one node.
@@ -68,6 +78,9 @@ struct LayerPlan {
   int64_t macs = 0;
   int64_t instructions = 0;
   int64_t candidates = 0;            // tilings the search evaluated
+  // The same choices as imposable values (what --mapping-out writes): placement and, for matrix layers,
+  // the tiling; imposing them reproduces this layer.
+  LayerMapping chosen;
 };
 
 // A node that runs on the host CPU.

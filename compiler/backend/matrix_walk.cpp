@@ -5,6 +5,7 @@
 #include <cmath>
 #include <set>
 
+#include "compiler/backend/imposed.h"
 #include "compiler/passes/lowered.h"
 #include "isa/timing/dma.h"
 #include "isa/timing/systolic.h"
@@ -195,6 +196,7 @@ void MatrixMapper::estimate(Tiling& t) const {
 
 std::vector<Tiling> MatrixMapper::search(int64_t* evaluated, size_t keep) const {
   std::vector<Tiling> best;  // sorted by est, at most `keep`
+  const ImposedTiling imposed(c_, j_, *this);  // a mapping file's values for this layer (imposed.h)
   std::vector<int64_t> gbs;
   for (int64_t d = 1; d <= j_.groups; ++d) {
     if (j_.groups % d == 0 && (d == 1 || d * j_.cg <= 4 * c_.config.systolic_array.rows)) gbs.push_back(d);
@@ -204,21 +206,24 @@ std::vector<Tiling> MatrixMapper::search(int64_t* evaluated, size_t keep) const 
     k.insert(k.end(), gbs.end() - 7, gbs.end());
     gbs = k;
   }
+  imposed.restrict_blocks(gbs);
   const int64_t rows = c_.config.systolic_array.rows, cols = c_.config.systolic_array.cols;
   int64_t n_eval = 0;
   for (int64_t gb : gbs) {
     const int64_t cin_b = gb * j_.cg, cout_b = gb * j_.mg;
-    const auto tcs = gb > 1 ? std::vector<int64_t>{cin_b}
-                            : candidates(cin_b, std::max<int64_t>(1, rows / (j_.kh * j_.kw)), 8);
-    const auto tns = gb > 1 ? std::vector<int64_t>{cout_b} : candidates(cout_b, cols, 8);
-    const auto tohs = candidates(j_.OH, 1, 8);
-    const auto tows = candidates(j_.OW, 1, 4);
+    auto tcs = gb > 1 ? std::vector<int64_t>{cin_b}
+                      : candidates(cin_b, std::max<int64_t>(1, rows / (j_.kh * j_.kw)), 8);
+    auto tns = gb > 1 ? std::vector<int64_t>{cout_b} : candidates(cout_b, cols, 8);
+    auto tohs = candidates(j_.OH, 1, 8);
+    auto tows = candidates(j_.OW, 1, 4);
+    imposed.restrict(gb, tcs, tns, tohs, tows);
     for (int64_t tc : tcs) {
       for (int64_t tn : tns) {
         for (int64_t toh : tohs) {
           for (int64_t tow : tows) {
             if (toh * tow > 65535 || j_.in_rows(toh) > 65535 || j_.in_cols(tow) > 65535) continue;
             for (int order = 0; order < 2; ++order) {
+              if (!imposed.allows(order == 0)) continue;
               Tiling t;
               t.gb = gb, t.tc = tc, t.tn = tn, t.toh = toh, t.tow = tow, t.spatial_outer = order == 0;
               slot_bytes(t);
@@ -237,6 +242,7 @@ std::vector<Tiling> MatrixMapper::search(int64_t* evaluated, size_t keep) const 
       }
     }
   }
+  if (n_eval == 0) imposed.none_fits();
   *evaluated = n_eval;
   return best;
 }
@@ -434,6 +440,7 @@ void record_tiling(Context& c, const MatrixJob& j, const Tiling& t, int64_t eval
   p.est_dma_cycles = static_cast<int64_t>(t.dma);
   p.candidates = evaluated;
   p.macs = j.images * j.OH * j.OW * j.M * j.kh * j.kw * j.cg;
+  p.chosen = as_mapping(j, t);
 }
 
 }  // namespace npusim::compiler::backend

@@ -14,6 +14,27 @@ std::string_view to_string(Placement p) {
   return "?";
 }
 
+std::string_view placement_name(Placement p) {
+  switch (p) {
+    case Placement::kNpuMatrix:
+      return "matrix";
+    case Placement::kNpuVector:
+      return "vector";
+    case Placement::kFree:
+      return "free";
+    case Placement::kHost:
+      return "host";
+  }
+  return "host";
+}
+
+std::optional<Placement> parse_placement(std::string_view text) {
+  for (Placement p : {Placement::kNpuMatrix, Placement::kNpuVector, Placement::kFree, Placement::kHost}) {
+    if (placement_name(p) == text) return p;
+  }
+  return std::nullopt;
+}
+
 namespace {
 
 constexpr Placement M = Placement::kNpuMatrix;

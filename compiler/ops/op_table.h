@@ -3,6 +3,7 @@
 // which constraints. `npusim ops` prints it, codegen places nodes by it and the reference
 // interpreter implements exactly these ops, so the three can never disagree (a test checks that
 // every row has an interpreter kernel and every kernel a row).
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -16,6 +17,10 @@ enum class Placement {
 };
 
 std::string_view to_string(Placement p);
+// The short names of the npu.placement attribute, LayerPlan::placement and mapping files: "matrix",
+// "vector", "free", "host".
+std::string_view placement_name(Placement p);
+std::optional<Placement> parse_placement(std::string_view text);
 
 struct OpSupport {
   std::string_view op;           // ONNX op type (default domain)

@@ -42,17 +42,7 @@ std::string placement_of(const Graph& g, const Node& n) {
   if ((op == "Conv" || op == "ConvTranspose" || op == "Gemm" || op == "MatMul") &&
       !(float_operand(g, n.inputs[0]) && float_operand(g, n.inputs[1])))
     return "host";
-  switch (row->placement) {
-    case Placement::kNpuMatrix:
-      return "matrix";
-    case Placement::kNpuVector:
-      return "vector";
-    case Placement::kFree:
-      return "free";
-    case Placement::kHost:
-      return "host";
-  }
-  return "host";
+  return std::string(placement_name(row->placement));
 }
 
 void assign_placement(Graph& g) {

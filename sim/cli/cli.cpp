@@ -27,6 +27,7 @@
 #include "isa/program.h"
 #include "sim/config/config_dump.h"
 #include "sim/config/config_loader.h"
+#include "sim/mapping/mapping_file.h"
 #include "sim/model/model.h"
 #include "sim/model/tensor_io.h"
 #include "sim/sweep/sweep_cli.h"
@@ -324,6 +325,8 @@ struct ModelCliOptions {
   std::string weights = "per-channel";
   std::string activations = "asymmetric";
   bool verbose = false;
+  std::string mapping;      // --mapping FILE.yaml
+  std::string mapping_out;  // --mapping-out FILE.yaml
 };
 
 po::options_description model_options(ModelCliOptions& m) {
@@ -332,7 +335,13 @@ po::options_description model_options(ModelCliOptions& m) {
                   "bind a model input's dynamic dimensions (repeatable)")(
       "batch", po::value(&m.batch)->value_name("N"),
       "set the first (batch) dimension of every model input to N; shape inference propagates it")(
-      "verbose,v", po::bool_switch(&m.verbose), "print the graph after import and after every pass, and the mapping");
+      "verbose,v", po::bool_switch(&m.verbose),
+      "print the graph after import and after every pass, and the mapping")(
+      "mapping", po::value(&m.mapping)->value_name("FILE.yaml"),
+      "impose per-layer mappings (placement, tiles, loop order) by node name; layers it does not name are "
+      "searched (docs/backend.md, \"Mapping files\")")(
+      "mapping-out", po::value(&m.mapping_out)->value_name("FILE.yaml"),
+      "write every layer's mapping as a mapping file (--mapping reads it back and reproduces the compile)");
   return d;
 }
 
@@ -531,7 +540,16 @@ bool is_program_file(const std::string& path) {
 // Compiles `spec`, mapping the compiler's errors onto the CLI's exit codes.
 CompiledModel compile_or_throw(Context& ctx, const std::string& spec, const isa::NpuConfig& config,
                                const ModelCliOptions& m) {
-  const ModelOptions options = to_model_options(m, config);
+  ModelOptions options = to_model_options(m, config);
+  compiler::MappingOverrides mapping;
+  if (!m.mapping.empty()) {
+    try {
+      mapping = read_mapping_file(m.mapping);
+    } catch (const MappingFileError& e) {
+      throw InputError(e.what());
+    }
+    options.mapping = &mapping;
+  }
   try {
     CompiledModel cm = compile_model(spec, config, options, m.verbose ? &ctx.out : nullptr);
     if (!m.verbose) return cm;
@@ -543,8 +561,34 @@ CompiledModel compile_or_throw(Context& ctx, const std::string& spec, const isa:
     throw UsageError(e.what());
   } catch (const compiler::quant::CalibrationError& e) {
     throw InputError(e.what());
+  } catch (const compiler::MappingError& e) {
+    throw InputError(e.what());
   } catch (const compiler::CompileError& e) {
     throw RunError(e.what());
+  }
+}
+
+// --mapping-out: every layer's mapping, under a header saying what it was compiled from.
+void write_mapping_out(const Context& ctx, const CommonOptions& o, const ModelCliOptions& m,
+                       const std::string& spec, const CompiledModel& cm) {
+  if (m.mapping_out.empty()) return;
+  std::string sets;
+  for (const std::string& s : o.sets) sets += " --set " + s;
+  std::string args;
+  for (const std::string& a : ctx.args) args += (args.empty() ? "" : " ") + a;
+  const std::vector<std::string> header = {
+      "npusim mapping: every layer of one compiled model, keyed by (lowered) ONNX node name.",
+      "`--mapping THIS_FILE` imposes it; keys and entries left out are searched (docs/backend.md).",
+      fmt::format("model: {}", spec),
+      fmt::format("config: {}{}", o.config.empty() ? "edge (built-in default)" : o.config, sets),
+      fmt::format("precision: {}{}", compiler::quant::to_string(cm.plan.model),
+                  m.overrides.empty() && m.precision_file.empty() ? "" : " with per-layer overrides"),
+      fmt::format("arguments: {}", args),
+  };
+  try {
+    write_mapping_file(m.mapping_out, cm.result.layers, header);
+  } catch (const std::runtime_error& e) {
+    throw InputError(e.what());
   }
 }
 
@@ -583,11 +627,15 @@ int cmd_run(Context& ctx, const Command& cmd) {
   }
   if (model.empty()) model = "demo";
   if (is_program_file(model)) {
+    if (!m.mapping.empty() || !m.mapping_out.empty()) {
+      throw UsageError("--mapping and --mapping-out apply to models, not to a compiled program");
+    }
     const isa::Program program = load_program(model);
     check_machine(program, config);
     return simulate_and_report(ctx, o, program, config, nullptr, io);
   }
   const CompiledModel compiled = compile_or_throw(ctx, model, config, m);
+  write_mapping_out(ctx, o, m, model, compiled);
   if (m.verbose) ctx.out << compiler::compile_summary(compiled.result) << "\n";
   ReportExtras extras;
   if (acc.accuracy || acc.advise_sqnr) accuracy_report(ctx, compiled, config, m, acc, io.seed, extras);
@@ -614,6 +662,7 @@ int cmd_compile(Context& ctx, const Command& cmd) {
   if (output.empty()) throw UsageError("compile needs -o PROG.npu (see 'npusim compile --help')");
   const isa::NpuConfig config = resolve_config(o);
   CompiledModel compiled = compile_or_throw(ctx, model, config, m);
+  write_mapping_out(ctx, o, m, model, compiled);
   compiled.result.program.machine = isa::to_spec_text(config);
   try {
     isa::write_program_file(output, compiled.result.program);

@@ -62,16 +62,18 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
   }
   compiler::lower(m.lowered, {}, observer);
   m.plan = compiler::quant::build_plan(m.lowered, options.plan, &m.imported, own ? &*own : nullptr, &m.quant_notes);
-  m.result = compile_with_plan(m.lowered, config, m.plan, options.timer);
+  m.result = compile_with_plan(m.lowered, config, m.plan, options.timer, options.mapping);
   return m;
 }
 
 compiler::CompileResult compile_with_plan(const compiler::Graph& lowered, const isa::NpuConfig& config,
-                                          const compiler::quant::PrecisionPlan& plan, const CodeTimer& timer) {
+                                          const compiler::quant::PrecisionPlan& plan, const CodeTimer& timer,
+                                          const compiler::MappingOverrides* mapping) {
   using compiler::quant::Precision;
   bool uniform = true;
   for (const auto& [name, np] : plan.nodes) uniform &= np.effective == plan.model;
   compiler::CompileOptions copt;
+  copt.mapping = mapping;
   if (uniform && plan.model != Precision::kInt8) {
     copt.precision = compiler::quant::to_dtype(plan.model);
   } else {

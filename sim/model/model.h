@@ -33,6 +33,8 @@ struct ModelOptions {
   compiler::quant::PlanRequest plan;
   // The compiler's timer (simulation_timer for the CLI); empty: closed-form estimates only.
   CodeTimer timer;
+  // Imposed per-layer mappings (--mapping, sim/mapping/mapping_file.h); must outlive the compile.
+  const compiler::MappingOverrides* mapping = nullptr;
 };
 
 struct CompiledModel {
@@ -56,9 +58,11 @@ CompiledModel compile_model(const std::string& spec, const isa::NpuConfig& confi
 CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& config, const ModelOptions& options,
                             std::ostream* verbose);
 
-// Compiles `lowered` for `config` under `plan` (the uniform float plans take the original path).
+// Compiles `lowered` for `config` under `plan` (the uniform float plans take the original path), with
+// the layers `mapping` names mapped as it imposes.
 compiler::CompileResult compile_with_plan(const compiler::Graph& lowered, const isa::NpuConfig& config,
-                                          const compiler::quant::PrecisionPlan& plan, const CodeTimer& timer = {});
+                                          const compiler::quant::PrecisionPlan& plan, const CodeTimer& timer = {},
+                                          const compiler::MappingOverrides* mapping = nullptr);
 
 // Adds the compiler's view to a simulation report: per layer its mapping (tiles, loop order, SRAM
 // bytes, estimated cycles) next to the simulated cycles, and a `compile` section (memory plan,

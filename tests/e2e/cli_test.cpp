@@ -164,14 +164,6 @@ TEST(Cli, RandomAndTruncatedProgramFilesExitWithAMessageNeverASignal) {
   }
 }
 
-// Evaluates a Python expression over the parsed JSON file `r` (Debian's python3 parses strictly).
-std::string json_eval(const std::string& path, const std::string& expr) {
-  const CommandResult r = run_command(
-      {"/usr/bin/python3", "-c", "import json,sys; r=json.load(open(sys.argv[1])); print(" + expr + ")", path});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return r.out.substr(0, r.out.find_last_not_of('\n') + 1);
-}
-
 TEST(Cli, DefaultRunPrintsAReportAndWritesItsJson) {
   const std::string dir = temp_dir("run");
   const CommandResult r = npusim({"run", "--report", dir + "/r.json", "--trace", dir + "/t.json", "--trace-csv",

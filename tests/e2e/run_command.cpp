@@ -64,4 +64,12 @@ void write_file(const std::string& path, const std::string& text) {
   out << text;
 }
 
+std::string json_eval(const std::string& path, const std::string& expr) {
+  const CommandResult r =
+      run_command({"/usr/bin/python3", "-c",
+                   "import json,sys; r=json.load(open(sys.argv[1])); print(" + expr + ")", path});
+  if (r.exit_code != 0) throw std::runtime_error("json_eval(" + path + ", " + expr + "): " + r.err);
+  return r.out.substr(0, r.out.find_last_not_of('\n') + 1);
+}
+
 }  // namespace npusim::test

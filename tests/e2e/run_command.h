@@ -20,4 +20,8 @@ std::string temp_dir(const std::string& name);
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& text);
 
+// Evaluates a Python expression over the parsed JSON file `r` (Debian's python3 parses strictly) and
+// returns what it prints, without the final newline; throws std::runtime_error when Python fails.
+std::string json_eval(const std::string& path, const std::string& expr);
+
 }  // namespace npusim::test

@@ -1,0 +1,71 @@
+#pragma once
+// Mapping overrides: for some layers (lowered ONNX node names) the placement and matrix tiling a user
+// imposes (`npusim --mapping FILE.yaml`, read by sim/mapping/mapping_file.h), and for every layer the
+// mapping the back end chose (LayerPlan::chosen, what `--mapping-out` writes). A value an entry leaves
+// out is searched as usual, so a file naming every value of every layer reproduces a compile exactly.
+//
+// The back end checks each imposed value against its layer and throws MappingError naming where it came
+// from (LayerMapping::where, "m.yaml:7:5"), the layer and the violated constraint: a name no layer has,
+// a tile of zero, larger than the tensor or overflowing a scratchpad, a key the layer's lowering has no
+// choice for (tiles on a vector layer, tile_oh on a Gemm), a matrix layer forced onto the vector unit.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compiler/ops/op_table.h"
+
+namespace npusim::compiler {
+
+// Which loop of a matrix layer's tile walk is outermost (compiler/backend/matrix_walk.h).
+enum class LoopOrder {
+  kSpatialOuter,  // output tiles outer: the input tile stays in SRAM across output-channel tiles
+  kChannelOuter,  // output-channel tiles outer: the weight tile stays
+};
+
+// One layer's entry: every value optional.
+struct LayerMapping {
+  std::string name;
+  std::optional<Placement> placement;
+  std::optional<int64_t> group_block;               // grouped conv: groups per block-diagonal CONV
+  std::optional<int64_t> tile_oh, tile_ow, tile_c;  // conv: output rows, output cols, input channels
+  std::optional<int64_t> tile_m, tile_k;            // Gemm/MatMul: rows, reduction
+  std::optional<int64_t> tile_n;                    // output channels (conv) or columns (Gemm/MatMul)
+  std::optional<LoopOrder> loop_order;
+  // Where each key's value came from ("m.yaml:7:5"), for messages; "" is the entry itself.
+  std::map<std::string, std::string> where;
+
+  // The position of `key` (the entry's when the key has none).
+  std::string at(std::string_view key) const;
+  bool has_tiling() const;  // any key of the matrix tiling (all but name and placement)
+};
+
+// Which matrix layers a tile key applies to.
+enum class TileScope { kConv, kGemm, kBoth };
+
+// A tile key of LayerMapping: one declaration that the file reader and writer, the back end's checks
+// and the documentation walk.
+struct TileKey {
+  std::string_view key;
+  std::optional<int64_t> LayerMapping::*field;
+  TileScope scope;
+  std::string_view meaning;
+};
+const std::vector<TileKey>& tile_keys();
+
+// File spellings: "spatial_outer", "channel_outer" (placements: compiler/ops/op_table.h).
+std::string_view loop_order_name(LoopOrder o);
+std::optional<LoopOrder> parse_loop_order(std::string_view text);
+
+// The imposed mappings of one compile, by layer name.
+struct MappingOverrides {
+  std::map<std::string, LayerMapping> layers;
+  const LayerMapping* find(const std::string& name) const {
+    auto it = layers.find(name);
+    return it == layers.end() ? nullptr : &it->second;
+  }
+};
+
+}  // namespace npusim::compiler

@@ -1,0 +1,234 @@
+// Imposed mappings (compiler/backend/mapping.h): the back end maps a layer as its entry says, searches
+// what the entry leaves open, reproduces a compile from the mappings it reports, and rejects every value
+// that cannot apply with WHERE: layer 'NAME': CONSTRAINT.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "compiler/backend/compile.h"
+#include "compiler/import/import.h"
+#include "compiler/passes/lowered.h"
+#include "tests/compiler/backend/functional.h"
+
+namespace npusim::compiler::testing {
+namespace {
+
+// x [1, 16, 12, 10] -> Conv 3x3 pad 1 (`groups` groups) -> [1, 24, 12, 10] -> GlobalAveragePool (a vector
+// layer).
+Graph conv_then_vector(int64_t groups = 1) {
+  GraphBuilder b;
+  b.input("x", {1, 16, 12, 10});
+  b.constant("w", {24, 16 / groups, 3, 3}, 0.5f, 3);
+  Node& n = b.node("Conv", {"x", "w"}, {"c"});
+  n.attrs["pads"].value = std::vector<int64_t>{1, 1, 1, 1};
+  n.attrs["kernel_shape"].value = std::vector<int64_t>{3, 3};
+  n.attrs["group"].value = groups;
+  b.node("GlobalAveragePool", {"c"}, {"y"});
+  b.output("y");
+  return b.build();
+}
+
+// x [40, 24] x w [24, 20] (a constant MatMul).
+Graph matmul() {
+  GraphBuilder b;
+  b.input("x", {40, 24});
+  b.constant("w", {24, 20}, 0.5f, 5);
+  b.node("MatMul", {"x", "w"}, {"y"});
+  b.output("y");
+  return b.build();
+}
+
+const LayerPlan& layer(const CompileResult& r, const std::string& name) {
+  for (const LayerPlan& p : r.layers) {
+    if (p.name == name) return p;
+  }
+  throw std::logic_error("no layer " + name);
+}
+
+LayerMapping entry(const std::string& name) {
+  LayerMapping m;
+  m.name = name;
+  m.where[""] = "m.yaml:3:5";
+  return m;
+}
+
+CompileResult compile_with(const Graph& model, const MappingOverrides& mapping,
+                           const isa::NpuConfig& config = {}) {
+  Graph lowered = model;
+  lower(lowered);
+  CompileOptions o;
+  o.mapping = &mapping;
+  return compile(lowered, config, o);
+}
+
+// The MappingError of compiling `model` under one entry (empty when it compiles).
+std::string error_of(const Graph& model, const LayerMapping& m, const isa::NpuConfig& config = {}) {
+  MappingOverrides mapping;
+  mapping.layers[m.name] = m;
+  try {
+    compile_with(model, mapping, config);
+  } catch (const MappingError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Mapping, ImposedTileIsWhatTheLayerPlanReportsAndStillComputesTheModel) {
+  MappingOverrides mapping;
+  LayerMapping m = entry("c_node");
+  m.tile_oh = 5, m.tile_ow = 4, m.tile_c = 8, m.tile_n = 16, m.loop_order = LoopOrder::kChannelOuter;
+  mapping.layers[m.name] = m;
+  CompileOptions o;
+  o.mapping = &mapping;
+  CompileResult r;
+  EXPECT_LT(compile_and_compare(conv_then_vector(), isa::NpuConfig{}, &r, {}, o), 1e-4);
+  const LayerPlan& p = layer(r, "c_node");
+  EXPECT_EQ(p.tile_oh, 5);
+  EXPECT_EQ(p.tile_ow, 4);
+  EXPECT_EQ(p.tile_m, 20);
+  EXPECT_EQ(p.tile_k, 3 * 3 * 8);
+  EXPECT_EQ(p.tile_n, 16);
+  EXPECT_EQ(p.candidates, 1);  // nothing left to search
+  EXPECT_NE(p.loop_order.find("channel-outer"), std::string::npos) << p.loop_order;
+  EXPECT_EQ(p.chosen.tile_c, 8);
+  EXPECT_EQ(p.chosen.loop_order, LoopOrder::kChannelOuter);
+}
+
+TEST(Mapping, ValuesTheEntryLeavesOutAreSearched) {
+  MappingOverrides mapping;
+  LayerMapping m = entry("c_node");
+  m.tile_n = 8;
+  mapping.layers[m.name] = m;
+  const CompileResult r = compile_with(conv_then_vector(), mapping);
+  const LayerPlan& p = layer(r, "c_node");
+  EXPECT_EQ(p.tile_n, 8);
+  EXPECT_GT(p.candidates, 1);
+}
+
+TEST(Mapping, ReimposingTheChosenMappingsReproducesTheProgram) {
+  for (const Graph& model : {conv_then_vector(), conv_then_vector(4), matmul()}) {
+    Graph lowered = model;
+    lower(lowered);
+    const CompileResult first = compile(lowered, isa::NpuConfig{});
+    MappingOverrides mapping;
+    for (const LayerPlan& p : first.layers) mapping.layers[p.name] = p.chosen;
+    const CompileResult again = compile_with(model, mapping);
+    ASSERT_EQ(again.program.instructions.size(), first.program.instructions.size());
+    for (size_t i = 0; i < first.program.instructions.size(); ++i) {
+      EXPECT_TRUE(again.program.instructions[i] == first.program.instructions[i]) << "instruction " << i;
+    }
+  }
+}
+
+TEST(Mapping, HostPlacementRunsTheLayerOnTheHostAndStillComputesTheModel) {
+  MappingOverrides mapping;
+  LayerMapping m = entry("c_node");
+  m.placement = Placement::kHost;
+  mapping.layers[m.name] = m;
+  CompileOptions o;
+  o.mapping = &mapping;
+  CompileResult r;
+  EXPECT_LT(compile_and_compare(conv_then_vector(), isa::NpuConfig{}, &r, {}, o), 1e-4);
+  ASSERT_EQ(r.fallbacks.size(), 1u);
+  EXPECT_EQ(r.fallbacks[0].node, "c_node");
+  EXPECT_NE(r.fallbacks[0].reason.find("mapping file"), std::string::npos);
+  EXPECT_EQ(layer(r, "c_node").chosen.placement, Placement::kHost);
+}
+
+TEST(Mapping, ANameNoLayerHasIsAnErrorWithASuggestion) {
+  const std::string e = error_of(conv_then_vector(), entry("c_nod"));
+  EXPECT_EQ(e.rfind("m.yaml:3:5: layer 'c_nod': no layer of the compiled model has this name", 0), 0u) << e;
+  EXPECT_NE(e.find("did you mean 'c_node'"), std::string::npos) << e;
+}
+
+TEST(Mapping, TileLargerThanTheTensorNamesTheKeyLineAndTheExtent) {
+  LayerMapping m = entry("c_node");
+  m.tile_n = 300;
+  m.where["tile_n"] = "m.yaml:7:12";
+  EXPECT_EQ(error_of(conv_then_vector(), m),
+            "m.yaml:7:12: layer 'c_node': tile_n=300 is larger than the layer's 24 output channels");
+  m = entry("c_node");
+  m.tile_oh = 13;
+  EXPECT_EQ(error_of(conv_then_vector(), m),
+            "m.yaml:3:5: layer 'c_node': tile_oh=13 is larger than the layer's 12 output rows");
+  m = entry("y_node");
+  m.tile_k = 25;
+  EXPECT_EQ(error_of(matmul(), m),
+            "m.yaml:3:5: layer 'y_node': tile_k=25 is larger than the layer's 24 reduction elements (K)");
+}
+
+TEST(Mapping, ZeroTileIsAnError) {
+  LayerMapping m = entry("c_node");
+  m.tile_ow = 0;
+  EXPECT_EQ(error_of(conv_then_vector(), m), "m.yaml:3:5: layer 'c_node': tile_ow=0 must be at least 1");
+}
+
+TEST(Mapping, TileOverflowingAScratchpadNamesTheScratchpad) {
+  isa::NpuConfig small;
+  small.sram.input.size_kib = 4;
+  LayerMapping m = entry("c_node");
+  m.tile_oh = 12, m.tile_ow = 10, m.tile_c = 16;  // 14 x 12 x 16 fp32 = 10.5 KiB, twice
+  const std::string e = error_of(conv_then_vector(), m, small);
+  EXPECT_EQ(
+      e.rfind("m.yaml:3:5: layer 'c_node': the tile (tile_oh=12 tile_ow=10 tile_c=16) needs 21.0 KiB of "
+              "sram.input",
+              0),
+      0u)
+      << e;
+}
+
+TEST(Mapping, KeysTheLayersLoweringHasNoChoiceForAreErrors) {
+  LayerMapping m = entry("y_node");  // the pool: a vector layer
+  m.tile_n = 8;
+  EXPECT_NE(error_of(conv_then_vector(), m).find("layer 'y_node': tile_n applies to matrix layers"),
+            std::string::npos);
+  m = entry("y_node");  // the MatMul
+  m.tile_oh = 8;
+  EXPECT_NE(error_of(matmul(), m).find("layer 'y_node': tile_oh applies to convolutions"), std::string::npos);
+  m = entry("c_node");
+  m.tile_m = 8;
+  EXPECT_NE(error_of(conv_then_vector(), m).find("tile_m applies to Gemm/MatMul layers"), std::string::npos);
+  m = entry("c_node");
+  m.group_block = 1;
+  EXPECT_NE(error_of(conv_then_vector(), m).find("group_block applies to grouped convolutions"),
+            std::string::npos);
+  m = entry("c_node");
+  m.placement = Placement::kHost;
+  m.tile_n = 8;
+  EXPECT_NE(error_of(conv_then_vector(), m).find("cannot apply to a layer placed on the host"),
+            std::string::npos);
+}
+
+TEST(Mapping, GroupBlockMustDivideTheGroupsAndIsNotSplit) {
+  LayerMapping m = entry("c_node");
+  m.group_block = 3;
+  EXPECT_EQ(error_of(conv_then_vector(4), m),
+            "m.yaml:3:5: layer 'c_node': group_block=3 does not divide the layer's 4 groups");
+  m.group_block = 2;
+  m.tile_n = 6;
+  EXPECT_EQ(
+      error_of(conv_then_vector(4), m),
+      "m.yaml:3:5: layer 'c_node': tile_n=6 splits a block: with group_block=2 the tile is the block's 12 "
+      "output channels");
+  m.tile_n = 12;
+  MappingOverrides mapping;
+  mapping.layers[m.name] = m;
+  EXPECT_EQ(layer(compile_with(conv_then_vector(4), mapping), "c_node").group_block, 2);
+}
+
+TEST(Mapping, AMatrixLayerCannotBeForcedOntoTheVectorUnitNorAVectorLayerOntoTheArray) {
+  LayerMapping m = entry("c_node");
+  m.placement = Placement::kNpuVector;
+  EXPECT_EQ(
+      error_of(conv_then_vector(), m),
+      "m.yaml:3:5: layer 'c_node': placement vector: this Conv is a matrix layer; only 'matrix' or 'host' "
+      "can apply");
+  m = entry("y_node");
+  m.placement = Placement::kNpuMatrix;
+  EXPECT_NE(
+      error_of(conv_then_vector(), m).find("placement matrix: this GlobalAveragePool is a vector layer"),
+      std::string::npos);
+}
+
+}  // namespace
+}  // namespace npusim::compiler::testing

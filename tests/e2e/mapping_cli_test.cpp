@@ -1,0 +1,123 @@
+// End-to-end tests of mapping files (--mapping-out, --mapping) on micro-models: a written file imposed
+// again reproduces the cycles, a smaller imposed tile costs that layer cycles, bad files exit 2 naming
+// the file and line.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/e2e/run_command.h"
+
+namespace npusim::test {
+namespace {
+
+const std::string kConv = "conv:H=28,W=28,C=32,K=64,R=3,S=3,stride=1,pad=1";
+
+CommandResult npusim(std::vector<std::string> args) {
+  args.insert(args.begin(), NPUSIM_BIN);
+  return run_command(args);
+}
+
+// The name of the first matrix layer in a mapping file that --mapping-out wrote (one entry per line).
+std::string matrix_layer(const std::string& mapping) {
+  const size_t at = mapping.rfind("{name: ", mapping.find("placement: matrix")) + 7;
+  return mapping.substr(at, mapping.find(',', at) - at);
+}
+
+// Runs kConv writing DIR/m.yaml and DIR/a.json; returns the name of its conv layer.
+std::string baseline(const std::string& dir) {
+  const CommandResult r =
+      npusim({"run", kConv, "-q", "--mapping-out", dir + "/m.yaml", "--report", dir + "/a.json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return matrix_layer(read_file(dir + "/m.yaml"));
+}
+
+// Runs kConv under the one-line mapping `entry` (DIR/e.yaml), writing DIR/b.json.
+CommandResult run_with(const std::string& dir, const std::string& entry) {
+  write_file(dir + "/e.yaml", "layers:\n  - " + entry + "\n");
+  return npusim({"run", kConv, "-q", "--mapping", dir + "/e.yaml", "--report", dir + "/b.json"});
+}
+
+std::string layer_cycles(const std::string& report, const std::string& layer) {
+  return json_eval(report, "[l['cycles'] for l in r['layers'] if l['name'] == '" + layer + "'][0]");
+}
+
+TEST(MappingCli, WrittenMappingImposedAgainGivesTheSameCycles) {
+  const std::string dir = temp_dir("mapping");
+  CommandResult r =
+      npusim({"run", kConv, "-q", "--mapping-out", dir + "/m.yaml", "--report", dir + "/a.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string text = read_file(dir + "/m.yaml");
+  EXPECT_EQ(text.rfind("# npusim mapping", 0), 0u) << text;
+  EXPECT_NE(text.find("# model: " + kConv), std::string::npos) << text;
+  EXPECT_NE(text.find("tile_oh: "), std::string::npos) << text;
+  r = npusim({"run", kConv, "-q", "--mapping", dir + "/m.yaml", "--report", dir + "/b.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(dir + "/a.json", "r['total_cycles']"), json_eval(dir + "/b.json", "r['total_cycles']"));
+  // compile takes the same options and writes the same file.
+  r = npusim({"compile", kConv, "-q", "-o", dir + "/p.npu", "--mapping", dir + "/m.yaml", "--mapping-out",
+              dir + "/m2.yaml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string again = read_file(dir + "/m2.yaml");
+  EXPECT_EQ(text.substr(text.find("layers:")), again.substr(again.find("layers:")));
+}
+
+TEST(MappingCli, ASmallerImposedTileCostsThatLayerCycles) {
+  const std::string dir = temp_dir("mapping");
+  const std::string layer = baseline(dir);
+  const CommandResult r = run_with(dir, "{name: " + layer + ", tile_oh: 2, tile_ow: 2, tile_n: 16}");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(dir + "/b.json", "[l['mapping']['tile'] for l in r['layers'] if l['name'] == '" +
+                                           layer + "'][0] == {'m': 4, 'k': 288, 'n': 16, 'oh': 2, 'ow': 2}"),
+            "True");
+  EXPECT_GT(std::stoll(layer_cycles(dir + "/b.json", layer)),
+            std::stoll(layer_cycles(dir + "/a.json", layer)));
+}
+
+TEST(MappingCli, BadMappingFilesExit2NamingTheFileLineAndLayer) {
+  const std::string dir = temp_dir("mapping");
+  const std::string layer = baseline(dir);
+  CommandResult r;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"layers:\n  - {name: " + layer + ", tile_nn: 8}\n",
+       "bad.yaml:2:" + std::to_string(14 + layer.size()) + ": layer '" + layer +
+           "': unknown key 'tile_nn' (did you mean 'tile_n'?)"},
+      {"layers:\n  - {name: nope, tile_n: 8}\n",
+       "bad.yaml:2:5: layer 'nope': no layer of the compiled model"},
+      {"layers:\n  - {name: " + layer + ", tile_n: 300}\n",
+       "bad.yaml:2:" + std::to_string(22 + layer.size()) + ": layer '" + layer +
+           "': tile_n=300 is larger than the layer's 64 output channels"},
+      // 3x3x32x64 fp32 weights are 72 KiB, twice for ping-pong; the edge preset has 128 KiB.
+      {"layers:\n  - {name: " + layer + ", tile_oh: 28, tile_ow: 28, tile_c: 32, tile_n: 64}\n",
+       "needs 144.0 KiB of sram.weight with its ping-pong slots (have 128.0 KiB)"},
+      {"layers:\n  - {name: " + layer + ", placement: vector}\n", "placement vector"},
+      {"layers:\n  - {name: " + layer + ", tile_m: 8}\n", "tile_m applies to Gemm/MatMul layers"},
+  };
+  for (const auto& [text, message] : cases) {
+    write_file(dir + "/bad.yaml", text);
+    for (const std::string cmd : {"run", "compile"}) {
+      std::vector<std::string> args = {cmd, kConv, "-q", "--mapping", dir + "/bad.yaml"};
+      if (cmd == "compile") args.insert(args.end(), {"-o", dir + "/p.npu"});
+      r = npusim(args);
+      EXPECT_EQ(r.exit_code, 2) << cmd << ": " << text << r.err;
+      EXPECT_NE(r.err.find(message), std::string::npos) << cmd << ": " << r.err;
+      EXPECT_NE(r.err.find("bad.yaml:"), std::string::npos) << cmd << ": " << r.err;
+    }
+  }
+  r = npusim({"run", kConv, "-q", "--mapping", dir + "/missing.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("missing.yaml"), std::string::npos) << r.err;
+}
+
+TEST(MappingCli, HostPlacementShowsWhatACpuFallbackCosts) {
+  const std::string dir = temp_dir("mapping");
+  const std::string layer = baseline(dir);
+  const CommandResult r = run_with(dir, "{name: " + layer + ", placement: host}");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(dir + "/b.json", "[f['node'] for f in r['compile']['fallbacks']]"),
+            "['" + layer + "']");
+  EXPECT_NE(layer_cycles(dir + "/b.json", layer), layer_cycles(dir + "/a.json", layer));
+}
+
+}  // namespace
+}  // namespace npusim::test
