@@ -12,6 +12,7 @@
 // (the producer signals, the consumer waits), redundant ones are dropped using the knowledge each queue
 // already has. This relies on every unit completing its own queue's instructions in program order.
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -59,6 +60,8 @@ struct LayerPlan {
   int64_t macs = 0;
   int64_t instructions = 0;
   int64_t candidates = 0;            // tilings the search evaluated
+  // The layer's roofline bound in cycles (backend/roofline.h): none for host layers, 0 for free ones.
+  std::optional<int64_t> bound_cycles;
 };
 
 // A node that runs on the host CPU.
