@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
 """Each layer of an npusim run on the NPU's roofline.
 
-The roof: peak MAC/s = array rows x cols x frequency (int8, one MAC per PE per cycle; from the
-report's `array` and `frequency_mhz`) and the DRAM bandwidth (the report's dram.peak_bandwidth_gbps, or
---bandwidth-gbps; an `ideal` DRAM has no bandwidth roof). A layer sits at its arithmetic intensity
-(MACs per DRAM byte) and its achieved MAC/s (MACs / its cycles), coloured by what its cycles were
-mostly spent on (the report's per-layer breakdown: compute, memory, scheduling, host). The report
-has no per-layer DRAM bytes, so they come from the trace CSV of the same run (bytes of the DMA
-engines' slices per layer). The whole model is drawn as a star.
+The roof: peak MAC/s = array rows x cols x frequency x the array's MACs per PE per cycle in the run's
+precision (the report's `array.macs_per_pe_per_cycle` and the layers' `precision`: one roof per precision
+the layers use, e.g. 0.25 for fp32 on the edge preset) and the DRAM bandwidth (the report's
+dram.peak_bandwidth_gbps, or --bandwidth-gbps; an `ideal` DRAM has no bandwidth roof). A layer sits at
+its arithmetic intensity (MACs per DRAM byte) and its achieved MAC/s (MACs / its cycles), coloured by
+what its cycles were mostly spent on (the report's per-layer breakdown: compute, memory, scheduling,
+host). A thin line rises from each layer to its own roof, the MAC/s its compiler-given bound allows
+(MACs / layers[].bound_cycles, docs/report.md "Roofline"): its length is the layer's distance to its
+roof (1 / efficiency). The report has no per-layer DRAM bytes, so they come from the trace CSV of the
+same run (bytes of the DMA engines' slices per layer). The whole model is drawn as a star.
 
 Layers sit at their useful MACs (the report's `macs`); a layer on which the array also spent MAC
 slots on padding (layers[].array_macs: e.g. a depthwise convolution mapped as block-diagonal dense
-blocks) is drawn as a triangle. Five slowest layers are named (short names: the ONNX
-path without repeated scopes and the op type).
+blocks) is drawn as a triangle. The five layers farthest from their roof (without bounds: the five
+slowest) are named with their efficiency (short names: the ONNX path without repeated scopes and the
+op type).
 
 Example:  plot_roofline.py report.json --trace trace.csv -o roofline.png
 """
@@ -81,9 +85,18 @@ def main():
     if freq_hz <= 0:
         fail(f"{args.report} has no frequency_mhz")
     arr = r.get("array", {})
-    peak = args.peak_gmacs * 1e9 if args.peak_gmacs else float(arr.get("rows", 0)) * float(arr.get("cols", 0)) * freq_hz
-    if peak <= 0:
-        fail(f"{args.report} has no array rows/cols; give --peak-gmacs")
+    # The run's precisions: each layer with MACs runs in its `precision` (a report without it: int8).
+    rates = arr.get("macs_per_pe_per_cycle", {"int8": 1.0})
+    precisions = sorted({l.get("precision", "int8") for l in r["layers"] if float(l.get("macs", 0)) > 0}) or ["int8"]
+    peaks = {}
+    for p in precisions:
+        if args.peak_gmacs:
+            peaks[p] = args.peak_gmacs * 1e9
+        else:
+            peaks[p] = float(arr.get("rows", 0)) * float(arr.get("cols", 0)) * freq_hz * float(rates.get(p, 0))
+        if peaks[p] <= 0:
+            fail(f"{args.report} has no array rows/cols or no {p} MAC rate; give --peak-gmacs")
+    peak = max(peaks.values())
     bw = args.bandwidth_gbps if args.bandwidth_gbps is not None else float(r.get("dram", {}).get("peak_bandwidth_gbps", 0))
     bw_bytes = bw * 1e9
 
@@ -111,7 +124,9 @@ def main():
             continue
         bd = l.get("breakdown", {})
         bound = max(COLOUR, key=lambda k: bd.get(k, 0))
-        pts.append((macs / b, macs / (cycles / freq_hz), bound, l["name"], grouped))
+        # The layer's own roof: the MAC/s its bound allows (None without a bound).
+        own_roof = macs / (l["bound_cycles"] / freq_hz) if l.get("bound_cycles", 0) > 0 else None
+        pts.append((macs / b, macs / (cycles / freq_hz), bound, l["name"], grouped, own_roof, l.get("efficiency")))
     model_macs = float(r.get("macs", 0))
 
     fig, ax = plt.subplots(figsize=(8, 6))
@@ -125,10 +140,17 @@ def main():
         ridge = peak / bw_bytes
         lo, hi = min(lo, ridge / 10), max(hi, ridge * 10)
     xs = np.logspace(np.log10(lo), np.log10(hi), 200)
-    roof = np.minimum(peak, xs * bw_bytes) if bw_bytes > 0 else np.full_like(xs, peak)
-    label = f"roof: {peak / 1e9:.4g} GMAC/s" + (f", {bw:.4g} GB/s (ridge {peak / bw_bytes:.3g} MAC/B)" if bw_bytes > 0
-                                               else ", no bandwidth roof (ideal DRAM)")
-    ax.plot(xs, roof, color="black", linewidth=1.5, label=label)
+    for i, (p, pk) in enumerate(sorted(peaks.items(), key=lambda kv: -kv[1])):
+        roof = np.minimum(pk, xs * bw_bytes) if bw_bytes > 0 else np.full_like(xs, pk)
+        label = f"{p} roof: {pk / 1e9:.4g} GMAC/s" + (
+            f", {bw:.4g} GB/s (ridge {pk / bw_bytes:.3g} MAC/B)" if bw_bytes > 0 else ", no bandwidth roof (ideal DRAM)")
+        ax.plot(xs, roof, color="black", linewidth=1.5, linestyle=("-", "--", ":", "-.")[i % 4], label=label)
+    # Each layer's distance to its own roof (its bound: grouped convs, vector work and traffic included).
+    with_roof = [p for p in pts if p[5]]
+    if with_roof:
+        ax.vlines([p[0] for p in with_roof], [min(p[1], p[5]) for p in with_roof], [max(p[1], p[5]) for p in with_roof],
+                  color="#555555", linewidth=0.6, alpha=0.7, zorder=2, label="distance to the layer's own roof")
+        ax.scatter([p[0] for p in with_roof], [p[5] for p in with_roof], marker="_", s=40, color="#555555", zorder=2)
     for bound, colour in COLOUR.items():
         for grouped, marker in ((False, "o"), (True, "^")):
             sel = [p for p in pts if p[2] == bound and p[4] == grouped]
@@ -139,16 +161,20 @@ def main():
     if total_bytes > 0 and model_macs > 0 and r.get("total_cycles", 0) > 0:
         ax.scatter([model_macs / total_bytes], [model_macs / (r["total_cycles"] / freq_hz)], marker="*", s=180,
                    color="gold", edgecolor="black", zorder=4, label="whole model")
-    # The five slowest (lowest MAC/s) layers, named; labels alternate above and below to limit overlaps.
-    for i, p in enumerate(sorted(pts, key=lambda p: p[1])[:5]):
-        ax.annotate(short_name(p[3]), (p[0], p[1]), xytext=(4, 6 if i % 2 else -10), textcoords="offset points",
-                    fontsize=7)
+    # The five layers farthest from their roof (without bounds: the slowest), named; labels alternate
+    # above and below to limit overlaps.
+    key = (lambda p: p[6]) if all(p[6] is not None for p in pts) else (lambda p: p[1])
+    for i, p in enumerate(sorted(pts, key=key)[:5]):
+        text = short_name(p[3]) + (f" ({100 * p[6]:.0f}% of roof)" if p[6] is not None else "")
+        ax.annotate(text, (p[0], p[1]), xytext=(4, 6 if i % 2 else -10), textcoords="offset points", fontsize=7)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (MACs per DRAM byte)")
     ax.set_ylabel("achieved MAC/s")
     ax.legend(fontsize=8, loc="lower right")
     extra = f"; {skipped} layers without MACs or DRAM traffic not shown" if skipped else ""
+    if "efficiency" in r:
+        extra += f"; model efficiency {100 * r['efficiency']:.0f}%"
     ax.set_title(args.title or f"{os.path.basename(args.report)}: {len(pts)} layers{extra}", fontsize=10)
     ax.grid(True, which="both", alpha=0.2)
     fig.tight_layout()

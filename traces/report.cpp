@@ -25,18 +25,50 @@ std::string pct(uint64_t part, uint64_t whole) {
   return whole ? fmt::format("{:5.1f}%", 100.0 * part / whole) : std::string("  -  ");
 }
 
+// ", "bound_cycles": B, "efficiency": E' (each when known).
+void roofline_json(std::string& o, std::optional<uint64_t> bound, std::optional<double> eff) {
+  if (bound) o += fmt::format(", \"bound_cycles\": {}", *bound);
+  if (eff) o += fmt::format(", \"efficiency\": {}", num(*eff));
+}
+
+std::optional<double> ratio(std::optional<uint64_t> bound, uint64_t cycles) {
+  if (!bound || cycles == 0) return std::nullopt;
+  return static_cast<double>(*bound) / static_cast<double>(cycles);
+}
+
 }  // namespace
+
+std::optional<double> efficiency(const LayerReport& l) { return ratio(l.bound_cycles, l.cycles); }
+
+std::optional<uint64_t> model_bound_cycles(const Report& r) {
+  std::optional<uint64_t> sum;
+  for (const LayerReport& l : r.layers) {
+    if (l.bound_cycles) sum = sum.value_or(0) + *l.bound_cycles;
+  }
+  return sum;
+}
+
+std::optional<double> model_efficiency(const Report& r) {
+  return ratio(model_bound_cycles(r), r.total_cycles);
+}
 
 std::string report_json(const Report& r) {
   std::string o;
   o += "{\n";
   o += fmt::format("  \"total_cycles\": {},\n  \"frequency_mhz\": {},\n  \"latency_ms\": {},\n", r.total_cycles,
                    num(r.frequency_mhz), num(r.latency_ms));
-  o += fmt::format("  \"macs\": {},\n  \"array_utilization\": {},\n", r.macs, num(r.array_utilization));
-  o += "  \"array\": {\"rows\": " + std::to_string(r.array_rows) + ", \"cols\": " + std::to_string(r.array_cols) +
-       ", \"dataflow\": ";
+  o += fmt::format("  \"macs\": {},\n  \"array_utilization\": {}", r.macs, num(r.array_utilization));
+  roofline_json(o, model_bound_cycles(r), model_efficiency(r));
+  o += ",\n  \"array\": {\"rows\": " + std::to_string(r.array_rows) +
+       ", \"cols\": " + std::to_string(r.array_cols) + ", \"dataflow\": ";
   append_json_string(o, r.dataflow);
-  o += "},\n  \"breakdown\": ";
+  o += ", \"macs_per_pe_per_cycle\": {";
+  for (size_t i = 0; i < r.array_macs_per_pe_per_cycle.size(); ++i) {
+    if (i) o += ", ";
+    append_json_string(o, r.array_macs_per_pe_per_cycle[i].first);
+    o += ": " + num(r.array_macs_per_pe_per_cycle[i].second);
+  }
+  o += "}},\n  \"breakdown\": ";
   breakdown_json(o, r.breakdown);
   o += ",\n  \"dram\": {\"model\": ";
   append_json_string(o, r.dram.model);
@@ -80,6 +112,7 @@ std::string report_json(const Report& r) {
         "\"macs\": {}, \"instructions\": {}, \"breakdown\": ",
         l.start_cycle, l.end_cycle, l.cycles, l.compute_cycles, l.vector_cycles, l.macs, l.instructions);
     breakdown_json(o, l.breakdown);
+    roofline_json(o, l.bound_cycles, efficiency(l));
     if (!l.extra_json.empty()) o += ", " + l.extra_json;
     o += "}";
   }
@@ -102,6 +135,12 @@ std::string summary_text(const Report& r, size_t top_layers) {
   o += fmt::format("total cycles      {}  ({:.6g} ms at {} MHz)\n", T, r.latency_ms, num(r.frequency_mhz));
   o += fmt::format("array             {}x{} {}, {} MACs, utilization {:.1f}%\n", r.array_rows, r.array_cols,
                    r.dataflow, r.macs, 100.0 * r.array_utilization);
+  const std::optional<uint64_t> bound = model_bound_cycles(r);
+  if (bound) {
+    o += fmt::format(
+        "roofline          bound {} cycles, efficiency {:.1f}% (sum of the layers' bounds / total cycles)\n",
+        *bound, 100.0 * model_efficiency(r).value_or(0.0));
+  }
   o += fmt::format("breakdown         compute {} ({})  memory {} ({})  scheduling {} ({})  host {} ({})\n",
                    r.breakdown.compute, pct(r.breakdown.compute, T), r.breakdown.memory, pct(r.breakdown.memory, T),
                    r.breakdown.scheduling, pct(r.breakdown.scheduling, T), r.breakdown.host, pct(r.breakdown.host, T));
@@ -135,14 +174,21 @@ std::string summary_text(const Report& r, size_t top_layers) {
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return r.layers[a].cycles > r.layers[b].cycles; });
     if (order.size() > top_layers) order.resize(top_layers);
-    o += fmt::format("\ntop layers by cycles\n{:<28} {:<14} {:>5} {:>12} {:>7} {:>7} {:>7} {:>7}\n", "layer", "op",
-                     "where", "cycles", "comp", "mem", "sched", "host");
+    o += fmt::format("\ntop layers by cycles\n{:<28} {:<14} {:>5} {:>12} {:>7} {:>7} {:>7} {:>7}{}\n",
+                     "layer", "op", "where", "cycles", "comp", "mem", "sched", "host",
+                     bound ? fmt::format(" {:>7}", "eff") : "");
     for (size_t i : order) {
       const LayerReport& l = r.layers[i];
       std::string name = l.name.size() > 28 ? l.name.substr(0, 25) + "..." : l.name;
-      o += fmt::format("{:<28} {:<14} {:>5} {:>12} {:>7} {:>7} {:>7} {:>7}\n", name, l.op.substr(0, 14), l.placement,
-                       l.cycles, pct(l.breakdown.compute, l.cycles), pct(l.breakdown.memory, l.cycles),
-                       pct(l.breakdown.scheduling, l.cycles), pct(l.breakdown.host, l.cycles));
+      std::string roof;
+      if (bound) {
+        const std::optional<double> e = efficiency(l);
+        roof = e ? fmt::format(" {:6.1f}%", 100.0 * *e) : fmt::format(" {:>7}", "-");
+      }
+      o += fmt::format("{:<28} {:<14} {:>5} {:>12} {:>7} {:>7} {:>7} {:>7}{}\n", name, l.op.substr(0, 14),
+                       l.placement, l.cycles, pct(l.breakdown.compute, l.cycles),
+                       pct(l.breakdown.memory, l.cycles), pct(l.breakdown.scheduling, l.cycles),
+                       pct(l.breakdown.host, l.cycles), roof);
     }
   }
   o += fmt::format("\nsimulated {} instructions in {:.3f} s\n", r.sim.instructions, r.sim.wall_seconds);

@@ -4,6 +4,7 @@
 // sim.wall_seconds.
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -47,6 +48,9 @@ struct LayerReport {
   uint64_t macs = 0;
   uint64_t instructions = 0;
   Breakdown breakdown;          // adds up to cycles
+  // The layer's roofline bound (docs/report.md): set by the compiler's view of a model; none for host
+  // layers and for programs run without it.
+  std::optional<uint64_t> bound_cycles;
   // JSON members ("key": value, ...) that stages outside the simulator attach to the layer, e.g. the
   // compiler's mapping (tiles, estimated cycles); written verbatim after the fields above.
   std::string extra_json;
@@ -97,6 +101,8 @@ struct Report {
   std::string dataflow;
   int64_t array_rows = 0;
   int64_t array_cols = 0;
+  // MACs per PE per cycle by precision name ("int8", "fp16", ...): the array's peak for each.
+  std::vector<std::pair<std::string, double>> array_macs_per_pe_per_cycle;
   Breakdown breakdown;  // adds up to total_cycles
   DramReport dram;
   DmaReport dma;
@@ -109,6 +115,14 @@ struct Report {
   // memory plan and fallbacks, the accuracy report. Written verbatim, in order, before "sim".
   std::vector<std::pair<std::string, std::string>> sections;
 };
+
+// The roofline (docs/report.md). A layer's efficiency is bound_cycles / cycles: none without a bound
+// or without cycles.
+std::optional<double> efficiency(const LayerReport& l);
+// The model's bound: the sum of the layers' bounds; none when no layer has one.
+std::optional<uint64_t> model_bound_cycles(const Report& r);
+// model_bound_cycles / total_cycles (host layers count in total_cycles but have no bound).
+std::optional<double> model_efficiency(const Report& r);
 
 void write_report_json(const Report& r, std::ostream& out);
 std::string report_json(const Report& r);

@@ -14,7 +14,9 @@
 #include "compiler/backend/imposed.h"
 #include "compiler/backend/int8.h"
 #include "compiler/backend/movement.h"
+#include "compiler/backend/roofline.h"
 #include "compiler/passes/lowered.h"
+#include "compiler/quant/precision.h"
 #include "isa/machine/spec_text.h"
 #include "isa/timing/dma.h"
 #include "isa/timing/units.h"
@@ -358,6 +360,13 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
       c.context_first = before;
     }
     c.timed = {};
+    if (plan.placement == "free" && plan.instructions == 0) {
+      plan.bound_cycles = 0;
+    } else if (plan.placement != "host") {
+      const isa::DType precision =
+          options.plan ? quant::to_dtype(options.plan->precision_of(n.name)) : options.precision;
+      plan.bound_cycles = backend::roofline(g, n, plan.macs, precision, config).bound_cycles();
+    }
     c.em.collapse_sram();
     if (imposed) backend::check_applied(*imposed, plan, forced_host);
     plan.chosen.name = plan.name;

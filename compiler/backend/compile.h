@@ -13,6 +13,7 @@
 // already has. This relies on every unit completing its own queue's instructions in program order.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -81,6 +82,8 @@ struct LayerPlan {
   // The same choices as imposable values (what --mapping-out writes): placement and, for matrix layers,
   // the tiling; imposing them reproduces this layer.
   LayerMapping chosen;
+  // The layer's roofline bound in cycles (backend/roofline.h): none for host layers, 0 for free ones.
+  std::optional<int64_t> bound_cycles;
 };
 
 // A node that runs on the host CPU.

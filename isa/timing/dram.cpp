@@ -223,6 +223,11 @@ double dram_peak_bandwidth_gbps(const DramConfig& c) {
   }
 }
 
+double dram_peak_bytes_per_cycle(const NpuConfig& c) {
+  // GB/s are bytes per ns; the clock gives frequency_mhz / 1000 cycles per ns.
+  return dram_peak_bandwidth_gbps(c.dram) * 1000.0 / c.frequency_mhz;
+}
+
 double dram_idle_latency_ns(const DramConfig& c) {
   if (c.model == isa::DramModel::kIdeal || c.model == isa::DramModel::kSimple) return c.latency_ns;
   const BankedDramTiming& t = banked_preset(c.model);

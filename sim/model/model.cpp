@@ -94,6 +94,7 @@ void attach_compile_info(const CompiledModel& compiled, traces::Report& report) 
     auto it = plans.find(l.name);
     if (it == plans.end()) continue;
     const compiler::LayerPlan& p = *it->second;
+    if (p.bound_cycles) l.bound_cycles = static_cast<uint64_t>(*p.bound_cycles);
     l.extra_json = fmt::format(
         "\"precision\": \"{}\", \"mapping\": {{\"placement\": {}, \"description\": {}, \"tile\": {{\"m\": {}, \"k\": {}, \"n\": {}, "
         "\"oh\": {}, \"ow\": {}}}, \"loop_order\": {}, \"sram_bytes\": {{\"input\": {}, \"weight\": {}, "

@@ -241,3 +241,45 @@ TEST(Cli, ACompiledProgramRunsOnLargerScratchpadsButNotOnSmallerOnesOrAnotherArr
 
 }  // namespace
 }  // namespace npusim::test
+
+namespace npusim::test {
+namespace {
+
+TEST(Cli, ReportCarriesEachLayersRooflineBoundAndEfficiencyAndTheModelsInJsonAndSummary) {
+  const std::string dir = temp_dir("roofline");
+  const std::string report = dir + "/r.json";
+  const CommandResult r = npusim({"run", "demo", "--report", report});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Every NPU layer with cycles has a bound and bound / cycles as its efficiency; host layers have none.
+  EXPECT_EQ(json_eval(report, "all(('bound_cycles' in l) == (l['placement'] == 'npu') for l in r['layers'])"),
+            "True");
+  EXPECT_EQ(json_eval(report,
+                      "all(abs(l['efficiency'] - l['bound_cycles'] / l['cycles']) < 1e-9 "
+                      "for l in r['layers'] if l['cycles'] > 0 and 'bound_cycles' in l)"),
+            "True");
+  EXPECT_EQ(json_eval(report, "any(l['bound_cycles'] > 0 for l in r['layers'])"), "True");
+  // The model: the sum of the layers' bounds over total_cycles.
+  EXPECT_EQ(json_eval(report, "r['bound_cycles'] == sum(l.get('bound_cycles', 0) for l in r['layers'])"),
+            "True");
+  EXPECT_EQ(json_eval(report, "abs(r['efficiency'] - r['bound_cycles'] / r['total_cycles']) < 1e-9"), "True");
+  const std::string pct = json_eval(report, "'%.1f%%' % (100 * r['efficiency'])");
+  EXPECT_NE(r.out.find("roofline          bound " + json_eval(report, "r['bound_cycles']") +
+                       " cycles, efficiency " + pct),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(json_eval(report, "r['array']['macs_per_pe_per_cycle']['int8']"), "1");
+}
+
+TEST(Cli, ExecOfAProgramWithoutTheCompilersViewReportsNoBound) {
+  const std::string dir = temp_dir("roofline_exec");
+  CommandResult r = npusim({"compile", "demo", "-o", dir + "/d.npu", "-q"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = npusim({"exec", dir + "/d.npu", "--report", dir + "/r.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("roofline"), std::string::npos) << r.out;
+  EXPECT_EQ(read_file(dir + "/r.json").find("bound_cycles"), std::string::npos);
+  EXPECT_EQ(read_file(dir + "/r.json").find("efficiency"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace npusim::test

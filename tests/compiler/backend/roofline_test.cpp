@@ -1,0 +1,123 @@
+// The roofline bound the compiler gives each layer
+// (compiler/backend/roofline.h, docs/report.md): expected values from the
+// layer's shapes and the machine's declared rates, computed here from the
+// config.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "compiler/backend/compile.h"
+#include "compiler/import/import.h"
+#include "compiler/passes/lowered.h"
+#include "compiler/quant/accuracy.h"
+#include "isa/timing/dram.h"
+#include "tests/compiler/backend/functional.h"
+
+namespace npusim::compiler::testing {
+namespace {
+
+const LayerPlan &layer(const CompileResult &r, const std::string &name) {
+  for (const LayerPlan &p : r.layers) {
+    if (p.name == name) return p;
+  }
+  throw std::runtime_error("no layer " + name);
+}
+
+// DRAM bytes per NPU cycle at the DRAM model's peak (GB/s = bytes per ns).
+double peak_bytes_per_cycle(const isa::NpuConfig &c) {
+  return isa::timing::dram_peak_bandwidth_gbps(c.dram) / (c.frequency_mhz / 1000.0);
+}
+
+int64_t roof(double compute, double bytes, const isa::NpuConfig &c) {
+  return static_cast<int64_t>(std::ceil(std::max(compute, bytes / peak_bytes_per_cycle(c))));
+}
+
+// gemm:M,N,K compiled for the edge preset in `precision`; int8 through a
+// calibrated plan.
+CompileResult compile_gemm(int64_t m, int64_t n, int64_t k, quant::Precision precision,
+                           quant::PrecisionPlan *plan) {
+  const std::string spec =
+      "gemm:M=" + std::to_string(m) + ",N=" + std::to_string(n) + ",K=" + std::to_string(k);
+  const Graph imported = load_model(spec);
+  Graph g = imported;
+  lower(g);
+  CompileOptions options;
+  if (precision == quant::Precision::kInt8) {
+    quant::PlanRequest req;
+    req.spec.model = precision;
+    req.calibration_count = 2;
+    *plan = quant::build_plan(g, req, &imported);
+    options.plan = plan;
+  } else {
+    options.precision = quant::to_dtype(precision);
+  }
+  return compile(g, isa::NpuConfig{}, options);
+}
+
+TEST(Roofline, GemmBoundIsMacsOverArrayRateOrBytesOverDramPeakInFp16AndInt8) {
+  const isa::NpuConfig c;  // the edge preset
+  const double pes = static_cast<double>(c.systolic_array.rows * c.systolic_array.cols);
+  struct Case {
+    int64_t m, n, k;
+  };
+  // A square GEMM (compute-bound on the edge preset) and a thin one
+  // (memory-bound: its weights dominate).
+  for (const Case &g : {Case{256, 256, 256}, Case{4, 512, 512}}) {
+    const double macs = static_cast<double>(g.m * g.n * g.k);
+    const double elements = static_cast<double>(g.m * g.k + g.k * g.n + g.m * g.n);
+    quant::PrecisionPlan plan;
+    const CompileResult fp16 = compile_gemm(g.m, g.n, g.k, quant::Precision::kFp16, &plan);
+    ASSERT_TRUE(layer(fp16, "gemm").bound_cycles.has_value());
+    EXPECT_EQ(*layer(fp16, "gemm").bound_cycles,
+              roof(macs / (pes * c.systolic_array.fp16_rate), 2 * elements, c))
+        << g.m << "x" << g.n << "x" << g.k;
+    const CompileResult int8 = compile_gemm(g.m, g.n, g.k, quant::Precision::kInt8, &plan);
+    ASSERT_TRUE(layer(int8, "gemm").bound_cycles.has_value());
+    EXPECT_EQ(*layer(int8, "gemm").bound_cycles, roof(macs / pes, elements, c))
+        << g.m << "x" << g.n << "x" << g.k;
+  }
+}
+
+TEST(Roofline, DepthwiseConvIsBoundedByTheVectorLanesNotTheArray) {
+  GraphBuilder b;
+  const int64_t ch = 32, hw = 16;
+  b.input("x", {1, ch, hw, hw});
+  b.constant("w", {ch, 1, 3, 3});
+  Node &n = b.node("Conv", {"x", "w"}, {"y"}, "dw");
+  n.attrs["pads"].value = std::vector<int64_t>{1, 1, 1, 1};
+  n.attrs["group"].value = ch;
+  n.attrs["kernel_shape"].value = std::vector<int64_t>{3, 3};
+  b.output("y");
+  Graph g = b.build();
+  lower(g);
+  isa::NpuConfig c;
+  c.dram.model = isa::DramModel::kIdeal;  // no memory roof: the compute roof alone
+  const CompileResult r = compile(g, c);
+  const int64_t macs = hw * hw * ch * 9;
+  ASSERT_EQ(layer(r, "dw").placement, "matrix");
+  ASSERT_TRUE(layer(r, "dw").bound_cycles.has_value());
+  EXPECT_EQ(*layer(r, "dw").bound_cycles, macs / c.vector.lanes);
+}
+
+TEST(Roofline, VectorLayerIsBoundedByItsLargestTensorOverTheLanesOrItsBytes) {
+  GraphBuilder b;
+  b.input("a", {1, 64, 16, 16});
+  b.input("c", {1, 64, 1, 1});
+  b.node("Add", {"a", "c"}, {"y"}, "add");
+  b.output("y");
+  Graph g = b.build();
+  lower(g);
+  const double largest = 64 * 16 * 16, bytes = 4 * (largest + 64 + largest);
+  isa::NpuConfig c;
+  CompileResult r = compile(g, c);
+  ASSERT_EQ(layer(r, "add").placement, "vector");
+  ASSERT_TRUE(layer(r, "add").bound_cycles.has_value());
+  EXPECT_EQ(*layer(r, "add").bound_cycles, roof(largest / static_cast<double>(c.vector.lanes), bytes, c));
+  c.dram.model = isa::DramModel::kIdeal;
+  r = compile(g, c);
+  EXPECT_EQ(*layer(r, "add").bound_cycles, static_cast<int64_t>(largest) / c.vector.lanes);
+}
+
+}  // namespace
+}  // namespace npusim::compiler::testing
