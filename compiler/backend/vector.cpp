@@ -828,6 +828,56 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
                                   isa::numerics::is_integer(c.act) ? " on int8 codes" : "", in_codes);
     return true;
   }
+  if (global && nhwc_order(x)) {
+    // Bands of r whole image rows: r x W pixels of a channel chunk (all channels when a row fits: one
+    // contiguous DMA row per band), each pooled to one pixel by VEC max/avg_pool; the T = H / r partial
+    // results of an image collect in SRAM and are pooled once more. Bands are equal (r divides H), so the
+    // mean of the band means is the mean. Streams the input once at DRAM rate instead of loading every
+    // channel's whole H x W window as its own strided tile.
+    Slots s = make_slots(c, Buffer::kInput);
+    Slots p = make_slots(c, Buffer::kWeight);
+    Slots f = make_slots(c, Buffer::kAccumulator, acc_base);
+    int64_t tc = std::min<int64_t>(C, kMaxDim);
+    while (tc > 1 && W * tc > s.elems) tc = cdiv(tc, 2);
+    int64_t r = 0;
+    for (int64_t d = std::min<int64_t>(H, 255); d >= 1 && r == 0; --d) {
+      if (H % d == 0 && d * W * tc <= s.elems) r = d;
+    }
+    const int64_t T = r > 0 ? H / r : 0;
+    if (r > 0 && W <= 255 && T <= 255 && T * tc <= p.elems && tc <= f.elems) {
+      for (int64_t img = 0; img < N; ++img) {
+        for (int64_t c0 = 0; c0 < C; c0 += tc) {
+          const int64_t nc = std::min(tc, C - c0);
+          const uint64_t pl = p.take();
+          for (int64_t b = 0; b < T; ++b) {
+            const uint64_t sl = s.take();
+            const uint64_t xa = x.addr + static_cast<uint64_t>(((img * H + b * r) * W * C + c0)) * ex;
+            c.load(Buffer::kInput, sl, x.range(), xa, x.dtype, {nc, W, r, 1}, {C, W * C, 0});
+            if (qx) dequantize_tile(c, Buffer::kInput, sl, nc, W * r, x.dtype, 0);
+            Context::VecArgs v;
+            v.op = is_max ? VecOp::kMaxPool : VecOp::kAvgPool;
+            v.in = v.out = c.act, v.src1_buf = Buffer::kInput, v.src1 = sl, v.dst_buf = Buffer::kWeight;
+            v.dst = pl + static_cast<uint64_t>(b * nc) * es;
+            v.d0 = nc, v.d1 = W, v.d2 = r, v.win_h = r, v.win_w = W, v.str_h = 1, v.str_w = 1;
+            c.vec(v);
+          }
+          const uint64_t fl = f.take();
+          Context::VecArgs v;
+          v.op = is_max ? VecOp::kMaxPool : VecOp::kAvgPool;
+          v.in = v.out = c.act, v.src1_buf = Buffer::kWeight, v.src1 = pl, v.dst_buf = Buffer::kAccumulator, v.dst = fl;
+          v.d0 = nc, v.d1 = 1, v.d2 = T, v.win_h = T, v.win_w = 1, v.str_h = 1, v.str_w = 1;
+          c.vec(v);
+          if (qy) quantize_tile(c, Buffer::kAccumulator, fl, nc, 1, y.dtype, 16);
+          c.store(Buffer::kAccumulator, fl, y.range(), y.addr + static_cast<uint64_t>(img * C + c0) * ey, y.dtype,
+                  {nc, 1, 1, 1}, {0, 0, 0});
+        }
+      }
+      c.plan->mapping = fmt::format("VEC {} over {} bands of {}x{} pixels x {} channels, then over the bands{}{}",
+                                    is_max ? "max_pool" : "avg_pool", T, r, W, tc,
+                                    isa::numerics::is_integer(c.act) ? " on int8 codes" : "", in_codes);
+      return true;
+    }
+  }
   if (!nhwc_order(x) || (!global && !nhwc_order(y))) {
     *why = "pooling input not in NHWC";
     return false;

@@ -301,6 +301,36 @@ TEST(Vector, PoolingMatches) {
   EXPECT_TRUE(r.fallbacks.empty()) << compile_summary(r);
 }
 
+// A global pool over NHWC streams its input once in bands of whole rows (all channels when a row fits
+// the input slot, else channel chunks), pools each band to one pixel and the bands once more.
+TEST(Vector, GlobalPoolsStreamTheirInputInBandsOfRows) {
+  struct Case {
+    const char* op;
+    int64_t C, H, W;
+    int64_t loads;  // bands x channel chunks (small_sram: input slots of 2048 fp32 elements)
+  };
+  // 24 x 20 = 480 elements per row: bands of 4 rows (the largest divisor of 36 within 2048 elements), 9
+  // bands. 64 x 60 = 3840 per row: chunks of 32 channels, bands of one row, 12 bands x 2 chunks.
+  for (const Case& k : {Case{"GlobalAveragePool", 24, 36, 20, 9}, Case{"GlobalMaxPool", 24, 36, 20, 9},
+                        Case{"GlobalAveragePool", 64, 12, 60, 24}}) {
+    GraphBuilder b;
+    b.input("x", {1, 3, k.H, k.W});
+    b.constant("w", {k.C, 3, 1, 1}, 0.5f, 5);
+    b.node("Conv", {"x", "w"}, {"c"});
+    b.node(k.op, {"c"}, {"y"});
+    b.output("y");
+    CompileResult r;
+    EXPECT_LT(compile_and_compare(b.build(), small_sram(), &r), kTol) << k.op << compile_summary(r);
+    const LayerPlan& pool = r.layers.back();
+    EXPECT_NE(pool.mapping.find("bands"), std::string::npos) << pool.mapping;
+    int64_t loads = 0;
+    for (const isa::Instruction& i : r.program.instructions) {
+      loads += i.opcode == isa::Opcode::kLoad && i.layer() == r.layers.size() - 1;
+    }
+    EXPECT_EQ(loads, k.loads) << k.op << " " << pool.mapping;
+  }
+}
+
 TEST(Vector, TransposeConcatSliceReduceMatch) {
   GraphBuilder b;
   b.input("x", {2, 6, 10, 7});
