@@ -58,7 +58,7 @@ def perturb_layernorms(model, scale=0.1):
 def image_model(name):
     import torchvision.models as tvm
     ctor = {"resnet50": tvm.resnet50, "resnet18": tvm.resnet18, "mobilenet_v2": tvm.mobilenet_v2,
-            "vit_b_16": tvm.vit_b_16}[name]
+            "vit_b_16": tvm.vit_b_16, "efficientnet_b0": tvm.efficientnet_b0}[name]
     model = ctor(weights=None)
     recalibrate_batchnorm(model, (8, 3, 224, 224))
     perturb_layernorms(model)
@@ -118,6 +118,7 @@ def encoder_model(name):
 
 
 MODELS = {"resnet50": image_model, "resnet18": image_model, "mobilenet_v2": image_model,
+          "efficientnet_b0": image_model,
           "vit_b_16": image_model, "bert_base": encoder_model, "bert_small": encoder_model,
           "resnet18_qdq": quantized_image_model, "mobilenet_v2_qdq": quantized_image_model}
 
