@@ -687,6 +687,7 @@ bool lower_matrix_int8(Context& c, const Node& n) {
     j.clamp_min = L.clamp_min, j.clamp_max = L.clamp_max;
   }
   j.what = fmt::format("int8 {} {}", n.op_type, n.name);
+  if (subsample_pointwise(j)) c.plan->mapping += ", reading only the pixels it uses (strided LOAD)";
   // The array's operand dtype is A's: uint8 A with int8 B, or int8 x int8.
   const DType saved_act = c.act;
   const int64_t saved_es = c.esize;

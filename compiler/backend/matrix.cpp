@@ -263,6 +263,7 @@ bool lower_conv_spec(Context& c, const Node& n, const ConvSpec& cs) {
   j.what = fmt::format("Conv {}x{}x{}->{}{}", j.kh, j.kw, j.C, j.M, j.groups > 1 ? fmt::format(" group {}", j.groups) : "");
   c.plan->mapping = fmt::format("CONV {}x{} stride {}x{} dilation {}x{}{}", j.kh, j.kw, j.sh, j.sw, j.dh, j.dw,
                                 j.groups > 1 ? fmt::format(", {} groups", j.groups) : "");
+  if (subsample_pointwise(j)) c.plan->mapping += ", reading only the pixels it uses (strided LOAD)";
   run(c, j);
   if (j.groups > 1) {
     c.plan->mapping += fmt::format(" as {} block-diagonal blocks of {} groups", j.groups / c.plan->group_block,

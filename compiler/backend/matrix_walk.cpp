@@ -151,7 +151,7 @@ void MatrixMapper::estimate(Tiling& t) const {
       const int64_t p = h * w;
       const double sp = static_cast<double>(hc * wc * j_.images);
       for (auto [k, kcnt] : kc) {
-        const double a = dma_cycles(k, j_.in_cols(w), j_.in_rows(h), j_.C, j_.W * j_.C, o.a);
+        const double a = dma_cycles(k, j_.in_cols(w), j_.in_rows(h), j_.pixel_stride(), j_.row_stride(), o.a);
         const double times_a = sp * static_cast<double>(kcnt) * (reuse_a ? 1.0 : static_cast<double>(nn));
         load_a += a * times_a;
         bytes += box(k, j_.in_cols(w), j_.in_rows(h), o.a) * times_a;
@@ -186,7 +186,7 @@ void MatrixMapper::estimate(Tiling& t) const {
   double dma = (load_a + load_b + load_r + store) * static_cast<double>(blocks) / engines;
   if (c_.dram_bytes_per_cycle > 0) dma = std::max(dma, bytes * static_cast<double>(blocks) / c_.dram_bytes_per_cycle);
   vec *= static_cast<double>(blocks);
-  const double first = dma_cycles(t.tc, j_.in_cols(t.tow), j_.in_rows(t.toh), j_.C, j_.W * j_.C, o.a) +
+  const double first = dma_cycles(t.tc, j_.in_cols(t.tow), j_.in_rows(t.toh), j_.pixel_stride(), j_.row_stride(), o.a) +
                        dma_cycles(t.tn, t.tc, j_.kh * j_.kw, t.tn, t.tc * t.tn, o.w);
   const double last = dma_cycles(t.tn, t.tow, t.toh, j_.M, j_.OW * j_.M, o.y);
   t.compute = compute;
@@ -378,9 +378,19 @@ void MatrixMapper::load_input(int64_t img, int64_t oy0, int64_t oh, int64_t ox0,
   const int64_t ry0 = std::max<int64_t>(0, iy0), rx0 = std::max<int64_t>(0, ix0);
   const int64_t rows = j_.in_rows(oh) - ptop - pbot, cols = j_.in_cols(ow) - pleft - pright;
   const uint64_t addr =
-      j_.a_base(img) + static_cast<uint64_t>(((ry0 * j_.W + rx0) * j_.C + c0) * isa::dtype_bytes(s_.ops.a));
-  c_.load(Buffer::kInput, slot, j_.a_range, addr, s_.ops.a, {tc, cols, rows, 1}, {j_.C, j_.W * j_.C, 0},
+      j_.a_base(img) +
+      static_cast<uint64_t>((ry0 * j_.row_stride() + rx0 * j_.pixel_stride() + c0) * isa::dtype_bytes(s_.ops.a));
+  c_.load(Buffer::kInput, slot, j_.a_range, addr, s_.ops.a, {tc, cols, rows, 1}, {j_.pixel_stride(), j_.row_stride(), 0},
           {ptop, pbot, pleft, pright}, s_.ops.pad);
+}
+
+bool subsample_pointwise(MatrixJob& j) {
+  if (j.gemm || j.kh != 1 || j.kw != 1 || (j.sh == 1 && j.sw == 1) || j.pt != 0 || j.pl != 0) return false;
+  j.src_w = j.W;
+  j.step_h = j.sh, j.step_w = j.sw;
+  j.H = j.OH, j.W = j.OW;
+  j.sh = j.sw = 1;
+  return true;
 }
 
 void set_conv_pads(const Node& n, MatrixJob& j) {

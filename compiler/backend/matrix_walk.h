@@ -45,6 +45,14 @@ struct MatrixJob {
   std::function<uint64_t(int64_t)> b_base;
   Range b_range;
 
+  // Where the input's pixels lie: pixel (y, x) of the image is y * row_stride() + x * pixel_stride()
+  // elements from its start. A 1x1 conv with stride and no padding reads only every stride-th pixel, so
+  // subsample_pointwise makes it a stride-1 conv over those pixels (H = OH, W = OW) that lie step_h
+  // source rows of src_w pixels / step_w pixels apart: tiles load only what the array uses.
+  int64_t step_h = 1, step_w = 1, src_w = 0;  // src_w 0: rows of W pixels
+  int64_t pixel_stride() const { return step_w * C; }
+  int64_t row_stride() const { return step_h * (src_w ? src_w : W) * C; }
+
   int64_t in_rows(int64_t toh) const { return (toh - 1) * sh + (kh - 1) * dh + 1; }
   int64_t in_cols(int64_t tow) const { return (tow - 1) * sw + (kw - 1) * dw + 1; }
   // Whether the walk can map this conv: tiles read at least one real row/column only when no padding
@@ -164,6 +172,10 @@ struct MatmulBatches {
   std::vector<int64_t> a_off, b_off;
 };
 std::optional<MatmulBatches> matmul_batches(const Shape& a, const Shape& b, const Shape& y);
+
+// Turns a 1x1 conv with stride > 1 and no padding into a stride-1 conv over the pixels it reads (see
+// MatrixJob::pixel_stride); call after the job's input addressing (a_base) is set. False: left as is.
+bool subsample_pointwise(MatrixJob& j);
 
 // Sets j.pt / j.pl of Conv node n: its pads, or what auto_pad SAME_UPPER / SAME_LOWER implies for the
 // job's geometry (sizes, kernel, strides and dilations already set).

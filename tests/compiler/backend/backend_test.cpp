@@ -303,6 +303,33 @@ TEST(Vector, PoolingMatches) {
 
 // A global pool over NHWC streams its input once in bands of whole rows (all channels when a row fits
 // the input slot, else channel chunks), pools each band to one pixel and the bands once more.
+// A 1x1 conv with stride 2 and no padding (ResNet's downsample) loads only the pixels it multiplies:
+// its input LOADs step over 2 pixels (pixel stride 2C elements) and 2 rows, and the result is right.
+TEST(Matrix, PointwiseStridedConvLoadsOnlyThePixelsItUses) {
+  GraphBuilder b;
+  b.input("x", {1, 3, 15, 14});
+  b.constant("w0", {16, 3, 1, 1}, 0.5f, 7);
+  b.node("Conv", {"x", "w0"}, {"c"});
+  b.constant("w", {24, 16, 1, 1}, 0.5f, 3);
+  Node& conv = b.node("Conv", {"c", "w"}, {"y"});
+  conv.attrs["strides"].value = std::vector<int64_t>{2, 2};
+  b.output("y");
+  CompileResult r;
+  EXPECT_LT(compile_and_compare(b.build(), small_sram(), &r), kTol) << compile_summary(r);
+  uint32_t layer = 0;
+  while (layer < r.layers.size() && r.layers[layer].mapping.find("stride 2x2") == std::string::npos) ++layer;
+  ASSERT_LT(layer, r.layers.size()) << compile_summary(r);
+  EXPECT_NE(r.layers[layer].mapping.find("only the pixels"), std::string::npos) << r.layers[layer].mapping;
+  int64_t loads = 0;
+  for (const isa::Instruction& i : r.program.instructions) {
+    if (i.opcode != isa::Opcode::kLoad || i.layer() != layer || i.get(isa::Field::kBuf) != 0) continue;
+    ++loads;
+    EXPECT_EQ(i.get(isa::Field::kStride1), 2 * 16);       // every other pixel of 16 channels
+    EXPECT_EQ(i.get(isa::Field::kStride2), 2 * 14 * 16);  // every other row of 14 pixels
+  }
+  EXPECT_GT(loads, 0);
+}
+
 TEST(Vector, GlobalPoolsStreamTheirInputInBandsOfRows) {
   struct Case {
     const char* op;
