@@ -419,6 +419,7 @@ struct Int8Job : MatrixJob {
   uint64_t accscale_addr = 0;  // fp32 [M]
   VecOp act = VecOp::kCopy;
   int64_t act_imm0 = 0, act_imm1 = 0;
+  bool silu = false;  // act = x * sigmoid(x): sigmoid into a scratch tile, then the multiply
   bool clamp = false;
   int32_t clamp_min = 0, clamp_max = 0;
   uint64_t k_addr = 0;  // constants: [0] residual zp, [1] y scale (fp32), [2] y zp
@@ -444,6 +445,7 @@ class Int8Strategy : public MatrixStrategy {
     int64_t b = round64(p * tn * 4) + round64(tn * 4) + round64(tn * 8);
     if (j_.residual) b += round64(p * tn * 4) + round64(tn * 8);
     if (j_.float_epi) b += round64(tn * 4);
+    if (j_.silu) b += round64(p * tn * 4);
     return 64 + 2 * b;
   }
 
@@ -452,6 +454,7 @@ class Int8Strategy : public MatrixStrategy {
     if (j_.residual) ops += 3;
     if (j_.clamp) ops += 1;
     if (j_.float_epi) ops += 4;
+    if (j_.silu) ops += 1;
     return ops;
   }
 
@@ -466,6 +469,7 @@ class Int8Strategy : public MatrixStrategy {
         side_[s].rr = acc.take(static_cast<uint64_t>(tn * 8));
       }
       if (j_.float_epi) side_[s].sc = acc.take(static_cast<uint64_t>(tn * 4));
+      if (j_.silu) side_[s].t = acc.take(static_cast<uint64_t>(p_max * tn * 4));
     }
     c_.load(Buffer::kAccumulator, kslot_, Range{kDram, j_.k_addr, j_.k_addr + 12}, j_.k_addr, DType::kInt32,
             {3, 1, 1, 1}, {0, 0, 0});
@@ -536,9 +540,16 @@ class Int8Strategy : public MatrixStrategy {
       Context::VecArgs mul = v(VecOp::kMul, DType::kFp32, DType::kFp32, cs, cs);
       mul.src2 = sd.sc, mul.bcast = isa::Bcast::kRow;
       vec(c_, mul);
-      Context::VecArgs act = v(j_.act, DType::kFp32, DType::kFp32, cs, cs);
-      act.imm0 = j_.act_imm0, act.imm1 = j_.act_imm1;
-      vec(c_, act);
+      if (j_.silu) {
+        vec(c_, v(VecOp::kSigmoid, DType::kFp32, DType::kFp32, cs, sd.t));
+        Context::VecArgs m = v(VecOp::kMul, DType::kFp32, DType::kFp32, cs, cs);
+        m.src2 = sd.t;
+        vec(c_, m);
+      } else {
+        Context::VecArgs act = v(j_.act, DType::kFp32, DType::kFp32, cs, cs);
+        act.imm0 = j_.act_imm0, act.imm1 = j_.act_imm1;
+        vec(c_, act);
+      }
       Context::VecArgs div = v(VecOp::kDiv, DType::kFp32, DType::kInt32, cs, cs);
       div.src2 = kslot + 4, div.bcast = isa::Bcast::kScalar;
       vec(c_, div);
@@ -551,7 +562,7 @@ class Int8Strategy : public MatrixStrategy {
 
  private:
   struct Side {
-    uint64_t c = 0, bias = 0, rq = 0, r = 0, rr = 0, sc = 0;
+    uint64_t c = 0, bias = 0, rq = 0, r = 0, rr = 0, sc = 0, t = 0;
   };
   Context& c_;
   const Int8Job& j_;
@@ -563,6 +574,7 @@ class Int8Strategy : public MatrixStrategy {
 bool set_float_activation(const Node& n, Int8Job& j) {
   const std::string act = n.attr_string(kActivation, "");
   if (act.empty() || act == "Relu" || act == "Clip") return false;
+  if (act == "Silu") return j.silu = true;
   return fused_activation(n, act, &j.act, &j.act_imm0, &j.act_imm1);
 }
 

@@ -29,6 +29,7 @@ struct Epilogue {
   const DramTensor* res = nullptr;
   bool has_act = false;
   VecOp act = VecOp::kCopy;
+  bool silu = false;  // act = x * sigmoid(x): sigmoid into a scratch tile, then the multiply
   int64_t imm0 = 0, imm1 = 0;
 };
 
@@ -58,11 +59,13 @@ class FloatStrategy : public MatrixStrategy {
     if (j_.epi.bias == Epilogue::Bias::kScalar) acc += 2 * 64;
     if (j_.epi.bias == Epilogue::Bias::kFull || j_.epi.residual) acc += 2 * round64(p * tn * 4);
     if (c_.act != DType::kFp32) acc += 2 * round64(p * tn * es);
+    if (j_.epi.silu) acc += 2 * round64(p * tn * 4);
     return acc;
   }
 
   int epilogue_ops() const override {
-    int ops = (j_.epi.bias != Epilogue::Bias::kNone) + (j_.epi.residual ? 1 : 0) + (j_.epi.has_act ? 1 : 0);
+    int ops = (j_.epi.bias != Epilogue::Bias::kNone) + (j_.epi.residual ? 1 : 0) + (j_.epi.has_act ? 1 : 0) +
+              (j_.epi.silu ? 1 : 0);
     if (ops == 0 && c_.act != DType::kFp32) ops = 1;
     return ops;
   }
@@ -77,6 +80,7 @@ class FloatStrategy : public MatrixStrategy {
       if (e.bias == Epilogue::Bias::kScalar) bias_slot_[s] = acc.take(4);
       if (e.residual || e.bias == Epilogue::Bias::kFull) r_slot_[s] = acc.take(static_cast<uint64_t>(p_max * tn * 4));
       if (c_.act != DType::kFp32) o_slot_[s] = acc.take(static_cast<uint64_t>(p_max * tn * es));
+      if (e.silu) t_slot_[s] = acc.take(static_cast<uint64_t>(p_max * tn * 4));
     }
   }
 
@@ -147,7 +151,14 @@ class FloatStrategy : public MatrixStrategy {
       v.src2 = r_s;
       steps.push_back(v);
     }
-    if (e.has_act) {
+    if (e.silu) {
+      Context::VecArgs sig = base(VecOp::kSigmoid);
+      sig.dst = t_slot_[side];
+      steps.push_back(sig);
+      Context::VecArgs v = base(VecOp::kMul);
+      v.src2 = t_slot_[side];
+      steps.push_back(v);
+    } else if (e.has_act) {
       Context::VecArgs v = base(e.act);
       v.imm0 = e.imm0, v.imm1 = e.imm1;
       steps.push_back(v);
@@ -167,7 +178,7 @@ class FloatStrategy : public MatrixStrategy {
 
   Context& c_;
   const FloatJob& j_;
-  uint64_t c_slot_[2] = {0, 0}, bias_slot_[2] = {0, 0}, r_slot_[2] = {0, 0}, o_slot_[2] = {0, 0};
+  uint64_t c_slot_[2] = {0, 0}, bias_slot_[2] = {0, 0}, r_slot_[2] = {0, 0}, o_slot_[2] = {0, 0}, t_slot_[2] = {0, 0};
 };
 
 std::string kib(int64_t b) {
@@ -194,6 +205,7 @@ bool set_activation(const Node& n, Epilogue& e) {
   const std::string act = n.attr_string(kActivation, "");
   if (act.empty()) return true;
   e.has_act = true;
+  if (act == "Silu") return e.silu = true;
   return fused_activation(n, act, &e.act, &e.imm0, &e.imm1);
 }
 

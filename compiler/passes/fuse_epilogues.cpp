@@ -66,12 +66,14 @@ Tensor add_broadcast(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-// Epilogue attributes for an activation node, or false when it is not one the epilogue has.
-bool activation_attrs(const Graph& g, const Node& a, std::map<std::string, Attribute>& attrs) {
+// Epilogue attributes for an activation node, or false when it is not one the epilogue has. SiLU
+// (x * sigmoid(x), two vector ops and a scratch tile) only after a matrix node (`matrix`).
+bool activation_attrs(const Graph& g, const Node& a, std::map<std::string, Attribute>& attrs, bool matrix) {
   const std::string& op = a.op_type;
   auto set_f = [&](const char* k, float v) { attrs[k].value = v; };
   if (a.domain == kNpuDomain) {
-    if (op != "Gelu" || a.attr_string("approximate", "none") != "none") return false;
+    const bool gelu = op == "Gelu" && a.attr_string("approximate", "none") == "none";
+    if (!gelu && !(matrix && op == "Silu")) return false;
   } else if (!a.domain.empty()) {
     return false;
   } else if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish") {
@@ -124,7 +126,7 @@ void fuse_epilogues(Graph& g) {
         // Relu then Clip(lo >= 0, hi) is Clip(lo, hi): torch exports relu6 that way.
         std::map<std::string, Attribute> act;
         if (f.attr_string(kActivation, "") != "Relu" || cn.op_type != "Clip" ||
-            !activation_attrs(g, cn, act) || act[kActMin].f() < 0.0f)
+            !activation_attrs(g, cn, act, true) || act[kActMin].f() < 0.0f)
           break;
         for (auto& [key, a] : act) f.attrs[key] = a;
       } else if (cn.domain.empty() && cn.op_type == "Add" && cn.inputs.size() == 2) {
@@ -150,7 +152,7 @@ void fuse_epilogues(Graph& g) {
         }
       } else {
         std::map<std::string, Attribute> act;
-        if (!activation_attrs(g, cn, act)) break;
+        if (!activation_attrs(g, cn, act, true)) break;
         for (auto& [key, a] : act) f.attrs[key] = a;
       }
       if (last >= 0) absorbed.push_back(last);
@@ -175,7 +177,7 @@ void fuse_epilogues(Graph& g) {
     const int c = index.sole_consumer(cur);
     if (c < 0 || dead[c]) continue;
     std::map<std::string, Attribute> act;
-    if (!activation_attrs(g, g.nodes[c], act)) continue;
+    if (!activation_attrs(g, g.nodes[c], act, false)) continue;
     Node f = e;
     for (auto& [key, a] : act) f.attrs[key] = a;
     f.outputs[0] = g.nodes[c].outputs[0];

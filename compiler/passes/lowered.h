@@ -30,9 +30,9 @@
 //    operand gets an explicit Transpose node in front, a non-constant scaled one a Mul (vector ops).
 //    Epilogue, in this order: y = act(matmul_or_conv(x, w) + bias + residual), where act is given by
 //      kActivation (string, absent = none): "Relu", "Clip" (kActMin, kActMax), "Sigmoid", "Tanh",
-//      "LeakyRelu" (kAlpha), "HardSigmoid" (kAlpha, kBeta), "HardSwish", "Gelu" (erf form). A Clip
-//      bound the model leaves open is float lowest()/max(); Relu followed by Clip(lo >= 0, hi)
-//      (torch's relu6) is one "Clip".
+//      "LeakyRelu" (kAlpha), "HardSigmoid" (kAlpha, kBeta), "HardSwish", "Gelu" (erf form), "Silu"
+//      (x * sigmoid(x); after matrix nodes only). A Clip bound the model leaves open is float
+//      lowest()/max(); Relu followed by Clip(lo >= 0, hi) (torch's relu6) is one "Clip".
 //    The residual has exactly the node's output shape (no broadcasting); it is fused only when the
 //    matrix output had no other consumer. No epilogue absorbs a value marked Value::materialized (a
 //    pre-quantized model's quantization point): the chain stops there, and the consumer stays a node.

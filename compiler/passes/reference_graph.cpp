@@ -78,10 +78,12 @@ Graph reference_graph(const Graph& lowered) {
       } else if (act == "HardSigmoid") {
         last.attrs["alpha"].value = orig.attr_float(kAlpha, 0.2f);
         last.attrs["beta"].value = orig.attr_float(kBeta, 0.5f);
-      } else if (act == "Gelu" || (act == "HardSwish" && !interpreter_supports("HardSwish"))) {
+      } else if (act == "Gelu" || act == "Silu" || (act == "HardSwish" && !interpreter_supports("HardSwish"))) {
         Node a = last;
         parts.pop_back();
-        auto e = act == "Gelu" ? passes::detail::expand_gelu(g, a) : passes::detail::expand_hardswish(g, a);
+        auto e = act == "Gelu"   ? passes::detail::expand_gelu(g, a)
+                 : act == "Silu" ? passes::detail::expand_silu(g, a)
+                                 : passes::detail::expand_hardswish(g, a);
         for (auto& p : *e) parts.push_back(std::move(p));
       }
     } else if (n.domain == kNpuDomain) {

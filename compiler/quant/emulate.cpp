@@ -84,6 +84,7 @@ float act_fp32(const Node& n, const std::string& a, float x) {
   if (a == "HardSigmoid") return num::hard_sigmoid(x, n.attr_float(kAlpha, 0.2f), n.attr_float(kBeta, 0.5f));
   if (a == "HardSwish") return num::hard_swish(x);
   if (a == "Gelu") return num::gelu(x);
+  if (a == "Silu") return x * num::sigmoid(x);  // the vector unit's sigmoid, then its multiply
   fail(n, "unknown fused activation '" + a + "'");
 }
 

@@ -542,16 +542,17 @@ TEST(Int8Codegen, ConcatWithAConstantInputCompilesAndStaysExact) {
 }
 
 TEST(Int8Codegen, FloatEpilogueActivationsAreTheDatapathsBitForBit) {
-  // MatMul + GELU / HardSwish / Sigmoid, int8 with the float epilogue: quantize(act(acc * scale)) must
+  // MatMul + GELU / SiLU / HardSwish / Sigmoid, int8 with the float epilogue: quantize(act(acc * scale)) must
   // give the reference's codes (the activations themselves are compared bit for bit on a dense sweep in
   // backend_test's Vector.ActivationsAreTheQuantizedReferencesBitForBit; with x / sqrt(2) in the
   // reference ConvNeXt-Tiny had 1 code in 301 056 off).
-  for (const char* act : {"Gelu", "HardSwish", "Sigmoid"}) {
+  for (const char* act : {"Gelu", "Silu", "HardSwish", "Sigmoid"}) {
     compiler::testing::GraphBuilder b;
     auto x = b.input("x", {1, 16384, 8});
     auto m = b.node("MatMul", {x, b.random_constant("w", {8, 64}, 5, -1.0f, 1.0f)}, "m", {1, 16384, 64});
-    if (std::string(act) == "Gelu") {
-      b.output(b.node("Gelu", {m}, "y", {1, 16384, 64}, {}, compiler::DataType::kFloat32, compiler::kNpuDomain));
+    if (std::string(act) == "Gelu" || std::string(act) == "Silu") {
+      // SiLU: sigmoid into a scratch tile, then the multiply (x * sigmoid(x) in the reference too).
+      b.output(b.node(act, {m}, "y", {1, 16384, 64}, {}, compiler::DataType::kFloat32, compiler::kNpuDomain));
     } else {
       b.output(b.node(act, {m}, "y", {1, 16384, 64}));
     }

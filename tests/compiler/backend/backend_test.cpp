@@ -330,6 +330,30 @@ TEST(Matrix, PointwiseStridedConvLoadsOnlyThePixelsItUses) {
   EXPECT_GT(loads, 0);
 }
 
+// Conv -> SiLU runs as one layer whose epilogue computes x * sigmoid(x) on the accumulator tile (a
+// sigmoid into a scratch slot, then the multiply), in fp32 and fp16, equal to the interpreter's
+// Sigmoid-then-Mul.
+TEST(Matrix, ConvWithAFusedSiluMatches) {
+  for (isa::DType precision : {isa::DType::kFp32, isa::DType::kFp16}) {
+    GraphBuilder b;
+    b.input("x", {1, 3, 10, 9});
+    b.constant("w", {12, 3, 3, 3}, 0.5f, 4);
+    Node& conv = b.node("Conv", {"x", "w"}, {"c"});
+    conv.attrs["pads"].value = std::vector<int64_t>{1, 1, 1, 1};
+    b.node("Sigmoid", {"c"}, {"s"});
+    b.node("Mul", {"c", "s"}, {"y"});
+    b.output("y");
+    CompileResult r;
+    const double tol = precision == isa::DType::kFp32 ? kTol : 2e-2;
+    CompileOptions copts;
+    copts.precision = precision;
+    EXPECT_LT(compile_and_compare(b.build(), small_sram(), &r, {}, copts), tol) << compile_summary(r);
+    int vector_layers = 0;
+    for (const LayerPlan& p : r.layers) vector_layers += p.placement == "vector" && p.op != "Transpose";
+    EXPECT_EQ(vector_layers, 0) << compile_summary(r);
+  }
+}
+
 TEST(Vector, GlobalPoolsStreamTheirInputInBandsOfRows) {
   struct Case {
     const char* op;

@@ -75,6 +75,27 @@ TEST(FuseEpilogues, GemmBiasAddGelu) {
   EXPECT_TRUE(same_outputs(reference_graph(before), g));
 }
 
+TEST(FuseEpilogues, ConvThenSiluBecomesOneNodeButAnAddThenSiluDoesNot) {
+  // SiLU (npu.Silu after pattern recognition) goes into a matrix node's epilogue: two vector ops on the
+  // accumulator tile instead of two passes over the tensor in DRAM. An element-wise node keeps it apart.
+  GraphBuilder b;
+  auto x = b.input("x", {1, 4, 6, 6});
+  auto c1 = conv(b, x, "c1", 4, 4, 1);
+  auto s1 = b.node("Silu", {c1}, "s1", {1, 4, 6, 6}, {}, DataType::kFloat32, "npu");
+  auto a = b.node("Add", {s1, x}, "a", {1, 4, 6, 6});
+  b.output(b.node("Silu", {a}, "y", {1, 4, 6, 6}, {}, DataType::kFloat32, "npu"));
+  Graph before = b.build();
+  Graph g = before;
+  passes::fuse_epilogues(g);
+  g.verify();
+  ASSERT_EQ(g.nodes.size(), 3u);
+  EXPECT_EQ(g.nodes[0].op_type, "Conv");
+  EXPECT_EQ(g.nodes[0].attr_string(kActivation, ""), "Silu");
+  EXPECT_FALSE(g.nodes[1].has_attr(kActivation));
+  EXPECT_EQ(g.nodes[2].op_type, "Silu");
+  EXPECT_TRUE(same_outputs(reference_graph(before), g));
+}
+
 TEST(FuseEpilogues, ResidualAddThenReluGoesIntoTheLaterConv) {
   GraphBuilder b;
   auto x = b.input("x", {1, 4, 6, 6});
