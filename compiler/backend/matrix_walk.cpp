@@ -1,6 +1,8 @@
 // The shared tiling search and tile walk of matrix nodes (see matrix_walk.h).
 #include "compiler/backend/matrix_walk.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -434,6 +436,21 @@ bool fused_activation(const Node& n, const std::string& act, VecOp* op, int64_t*
   return true;
 }
 
+std::string tile_limit(const Context& c, const MatrixJob& j, const Tiling& t) {
+  if (t.toh == j.OH && t.tow == j.OW && t.tc == t.gb * j.cg && t.tn == t.gb * j.mg && t.gb == j.groups) {
+    return "whole layer in one tile";
+  }
+  // Slots are ping-pong pairs: past half of a scratchpad, doubling any tile dimension cannot fit.
+  const std::array<std::pair<const char*, double>, 3> fill = {
+      std::pair<const char*, double>{"sram.input", static_cast<double>(t.in_bytes) / c.capacity(Buffer::kInput)},
+      {"sram.weight", static_cast<double>(t.w_bytes) / c.capacity(Buffer::kWeight)},
+      {"sram.accumulator", static_cast<double>(t.acc_bytes) / c.capacity(Buffer::kAccumulator)}};
+  const auto full = std::max_element(fill.begin(), fill.end(), [](auto& a, auto& b) { return a.second < b.second; });
+  if (full->second > 0.5) return fmt::format("{} {:.0f}% full", full->first, 100.0 * full->second);
+  return t.simulated >= 0 ? "fastest in simulation (larger tiles that fit ran slower or ranked lower)"
+                          : "cheapest in the cost model";
+}
+
 void record_tiling(Context& c, const MatrixJob& j, const Tiling& t, int64_t evaluated) {
   LayerPlan& p = *c.plan;
   p.group_block = t.gb;
@@ -451,6 +468,7 @@ void record_tiling(Context& c, const MatrixJob& j, const Tiling& t, int64_t eval
   p.candidates = evaluated;
   p.macs = j.images * j.OH * j.OW * j.M * j.kh * j.kw * j.cg;
   p.chosen = as_mapping(j, t);
+  p.tile_limit = tile_limit(c, j, t);
 }
 
 }  // namespace npusim::compiler::backend

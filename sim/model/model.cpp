@@ -99,10 +99,10 @@ void attach_compile_info(const CompiledModel& compiled, traces::Report& report) 
         "\"precision\": \"{}\", \"mapping\": {{\"placement\": {}, \"description\": {}, \"tile\": {{\"m\": {}, \"k\": {}, \"n\": {}, "
         "\"oh\": {}, \"ow\": {}}}, \"loop_order\": {}, \"sram_bytes\": {{\"input\": {}, \"weight\": {}, "
         "\"accumulator\": {}}}, \"estimated_cycles\": {}, \"estimated_compute_cycles\": {}, "
-        "\"estimated_dma_cycles\": {}, \"candidates\": {}}}",
+        "\"estimated_dma_cycles\": {}, \"candidates\": {}, \"tile_limit\": {}}}",
         compiler::quant::to_string(compiled.plan.precision_of(l.name)), json_string(p.placement), json_string(p.mapping), p.tile_m, p.tile_k, p.tile_n, p.tile_oh, p.tile_ow,
         json_string(p.loop_order), p.sram_input_bytes, p.sram_weight_bytes, p.sram_acc_bytes, p.est_cycles,
-        p.est_compute_cycles, p.est_dma_cycles, p.candidates);
+        p.est_compute_cycles, p.est_dma_cycles, p.candidates, json_string(p.tile_limit));
     // The array spends MAC slots on zeros where the mapping pads (a grouped or depthwise conv runs as
     // block-diagonal dense blocks); `macs` counts the model's useful multiply-accumulates, as the
     // compiler derives them from the layer's shapes, and `array_macs` the slots the array spent.

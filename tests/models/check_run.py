@@ -134,6 +134,8 @@ def main(argv):
             t = mp["tile"]
             if min(t["m"], t["k"], t["n"]) <= 0 or not mp["loop_order"] or mp["candidates"] <= 0:
                 fail(f"layer {l['name']}: matrix mapping without a searched tile: {mp}")
+            if not mp.get("tile_limit"):
+                fail(f"layer {l['name']}: a matrix mapping without the reason its tile is not larger")
             if mp["sram_bytes"]["input"] <= 0 or mp["sram_bytes"]["weight"] <= 0:
                 fail(f"layer {l['name']}: matrix mapping uses no SRAM: {mp['sram_bytes']}")
             if l["compute_cycles"] <= 0:
