@@ -52,13 +52,11 @@ class FloatStrategy : public MatrixStrategy {
   }
 
   int64_t acc_bytes(int64_t p, int64_t tn) const override {
-    const int64_t es = c_.esize;
     int64_t acc = 2 * round64(p * tn * 4);
     if (j_.epi.bias == Epilogue::Bias::kRow) acc += 2 * round64(tn * 4);
     if (j_.epi.bias == Epilogue::Bias::kCol) acc += 2 * round64(p * 4);
     if (j_.epi.bias == Epilogue::Bias::kScalar) acc += 2 * 64;
     if (j_.epi.bias == Epilogue::Bias::kFull || j_.epi.residual) acc += 2 * round64(p * tn * 4);
-    if (c_.act != DType::kFp32) acc += 2 * round64(p * tn * es);
     if (j_.epi.silu) acc += 2 * round64(p * tn * 4);
     return acc;
   }
@@ -71,7 +69,6 @@ class FloatStrategy : public MatrixStrategy {
   }
 
   void allocate(SramAlloc& acc, int64_t p_max, int64_t tn) override {
-    const int64_t es = c_.esize;
     const Epilogue& e = j_.epi;
     for (int s = 0; s < 2; ++s) c_slot_[s] = acc.take(static_cast<uint64_t>(p_max * tn * 4));
     for (int s = 0; s < 2; ++s) {
@@ -79,7 +76,6 @@ class FloatStrategy : public MatrixStrategy {
       if (e.bias == Epilogue::Bias::kCol) bias_slot_[s] = acc.take(static_cast<uint64_t>(p_max * 4));
       if (e.bias == Epilogue::Bias::kScalar) bias_slot_[s] = acc.take(4);
       if (e.residual || e.bias == Epilogue::Bias::kFull) r_slot_[s] = acc.take(static_cast<uint64_t>(p_max * tn * 4));
-      if (c_.act != DType::kFp32) o_slot_[s] = acc.take(static_cast<uint64_t>(p_max * tn * es));
       if (e.silu) t_slot_[s] = acc.take(static_cast<uint64_t>(p_max * tn * 4));
     }
   }
@@ -96,7 +92,7 @@ class FloatStrategy : public MatrixStrategy {
   void epilogue(const OutTile& t, int side) override {
     const Epilogue& e = j_.epi;
     const int64_t p = t.oh * t.ow, tn = t.tn;
-    const uint64_t cs = c_slot_[side], bias_s = bias_slot_[side], r_s = r_slot_[side], o_s = o_slot_[side];
+    const uint64_t cs = c_slot_[side], bias_s = bias_slot_[side], r_s = r_slot_[side];
     const Buffer A = Buffer::kAccumulator;
     const uint64_t yoff = static_cast<uint64_t>(((t.oy0 * j_.OW + t.ox0) * j_.M + t.n0) * c_.esize);
     const std::array<int64_t, 4> box = {tn, t.ow, t.oh, 1};
@@ -164,13 +160,10 @@ class FloatStrategy : public MatrixStrategy {
       steps.push_back(v);
     }
     if (c_.act != DType::kFp32 && steps.empty()) steps.push_back(base(VecOp::kCopy));
-    if (c_.act != DType::kFp32) {
-      steps.back().dst = o_s;
-      steps.back().out = c_.act;
-    }
+    // Below fp32 the last step narrows in place: the vector unit reads its sources before it writes.
+    if (c_.act != DType::kFp32) steps.back().out = c_.act;
     for (const auto& v : steps) c_.vec(v);
-    const uint64_t src = c_.act == DType::kFp32 ? cs : o_s;
-    c_.store(A, src, j_.y_range, j_.y_base(t.img) + yoff, c_.act, box, strides);
+    c_.store(A, cs, j_.y_range, j_.y_base(t.img) + yoff, c_.act, box, strides);
   }
 
  private:
@@ -178,7 +171,7 @@ class FloatStrategy : public MatrixStrategy {
 
   Context& c_;
   const FloatJob& j_;
-  uint64_t c_slot_[2] = {0, 0}, bias_slot_[2] = {0, 0}, r_slot_[2] = {0, 0}, o_slot_[2] = {0, 0}, t_slot_[2] = {0, 0};
+  uint64_t c_slot_[2] = {0, 0}, bias_slot_[2] = {0, 0}, r_slot_[2] = {0, 0}, t_slot_[2] = {0, 0};
 };
 
 std::string kib(int64_t b) {
