@@ -67,6 +67,8 @@ MachineState::MachineState(const isa::NpuConfig& config) : MachineState(config, 
 MachineState::MachineState(const isa::NpuConfig& config, const isa::Program& program)
     : host_ops_(program.host_ops), tensors_(program.tensors) {
   for (int b = 0; b < isa::kNumBuffers; ++b) {
+    storage_[static_cast<size_t>(b)] = config.sram.storage(static_cast<isa::Buffer>(b));
+    if (storage_[static_cast<size_t>(b)] != static_cast<isa::Buffer>(b)) continue;
     sram_[b].assign(static_cast<size_t>(config.sram.buffer(static_cast<isa::Buffer>(b)).size_bytes()), 0);
   }
   for (const isa::DataSegment& seg : program.data) {

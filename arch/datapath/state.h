@@ -2,6 +2,7 @@
 // The architectural state the functional datapath computes on: a sparse DRAM image, the three SRAM
 // scratchpads, the systolic array's stationary register, and the program's host ops and tensor
 // bindings. The SystemC units own timing; they all share one MachineState for the values.
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -62,8 +63,13 @@ class MachineState {
   const DramImage& dram() const { return dram_; }
 
   // A scratchpad's bytes (size = config.sram.<buf>.size_kib * 1024).
-  std::vector<uint8_t>& sram(isa::Buffer b) { return sram_[static_cast<size_t>(b)]; }
-  const std::vector<uint8_t>& sram(isa::Buffer b) const { return sram_[static_cast<size_t>(b)]; }
+  // With sram.shared_scratchpad the weight buffer is the input scratchpad's bytes.
+  std::vector<uint8_t>& sram(isa::Buffer b) {
+    return sram_[static_cast<size_t>(storage_[static_cast<size_t>(b)])];
+  }
+  const std::vector<uint8_t>& sram(isa::Buffer b) const {
+    return sram_[static_cast<size_t>(storage_[static_cast<size_t>(b)])];
+  }
   // Pointer to [addr, addr + n) of a scratchpad; throws DatapathError naming `what` if it does not fit.
   uint8_t* sram_span(isa::Buffer b, uint64_t addr, uint64_t n, const std::string& what);
 
@@ -86,6 +92,8 @@ class MachineState {
  private:
   DramImage dram_;
   std::vector<uint8_t> sram_[isa::kNumBuffers];
+  std::array<isa::Buffer, isa::kNumBuffers> storage_ = {isa::Buffer::kInput, isa::Buffer::kWeight,
+                                                        isa::Buffer::kAccumulator};
   StationaryOperand stationary_;
   std::vector<isa::HostOp> host_ops_;
   std::vector<isa::TensorBinding> tensors_;

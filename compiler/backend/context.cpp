@@ -65,11 +65,33 @@ Shape physical(const Shape& logical, const std::vector<int>& layout) {
   return p;
 }
 
-Context::Context(const Graph& graph, const isa::NpuConfig& cfg, const CompileOptions& opts, CompileResult& res)
-    : g(graph), config(cfg), options(opts), result(res), program(res.program), em(res.program),
+Context::Context(const Graph& graph, const isa::NpuConfig& cfg, const CompileOptions& opts,
+                 CompileResult& res)
+    : g(graph),
+      config(cfg),
+      options(opts),
+      result(res),
+      program(res.program),
+      em(res.program),
       act(opts.precision),
       esize(isa::dtype_bytes(opts.precision)),
-      dram_bytes_per_cycle(isa::timing::sustained_dram_bytes_per_cycle(config)) {}
+      dram_bytes_per_cycle(isa::timing::sustained_dram_bytes_per_cycle(config)) {
+  if (config.sram.shared_scratchpad) {
+    em.share(static_cast<int>(isa::Buffer::kWeight), static_cast<int>(isa::Buffer::kInput));
+  }
+}
+
+int64_t Context::capacity(isa::Buffer b) const {
+  const int64_t cap = config.sram.buffer(b).size_bytes();
+  if (!config.sram.shared_scratchpad || b == isa::Buffer::kAccumulator) return cap;
+  return cap / 2 / 64 * 64;
+}
+
+uint64_t Context::sram_base(isa::Buffer b) const {
+  return config.sram.shared_scratchpad && b == isa::Buffer::kWeight
+             ? static_cast<uint64_t>(capacity(isa::Buffer::kInput))
+             : 0;
+}
 
 uint64_t Context::reserve_data(uint64_t bytes) {
   if (!in_trial_) throw std::logic_error("backend: reserve_data outside a trial");

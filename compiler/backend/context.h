@@ -62,7 +62,15 @@ class Context {
     return it == codes.end() ? nullptr : it->second;
   }
 
-  int64_t capacity(isa::Buffer b) const { return config.sram.buffer(b).size_bytes(); }
+  // Bytes of scratchpad `b` a lowering that allocates it on its own may use, from sram_base(b). With
+  // sram.shared_scratchpad the input and weight buffers are one scratchpad: such lowerings get half each
+  // (weights in the upper half); the matrix walk splits the whole of it per tiling (shared_capacity).
+  int64_t capacity(isa::Buffer b) const;
+  uint64_t sram_base(isa::Buffer b) const;
+  // Bytes inputs and weights may take together when they share one scratchpad (0: separate ones).
+  int64_t shared_capacity() const {
+    return config.sram.shared_scratchpad ? config.sram.input.size_bytes() : 0;
+  }
   uint64_t align(uint64_t x) const {
     const uint64_t a = static_cast<uint64_t>(std::max<int64_t>(1, config.dma.alignment_bytes));
     return (x + a - 1) / a * a;

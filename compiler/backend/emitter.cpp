@@ -17,7 +17,9 @@ std::array<Emitter::Clock, isa::kNumQueues> Emitter::make_clocks() {
   return c;
 }
 
-int Emitter::emit(isa::Instruction ins, const std::vector<Range>& reads, const std::vector<Range>& writes) {
+int Emitter::emit(isa::Instruction ins, std::vector<Range> reads, std::vector<Range> writes) {
+  for (Range& r : reads) r.space = storage_[static_cast<size_t>(r.space)];
+  for (Range& w : writes) w.space = storage_[static_cast<size_t>(w.space)];
   const int idx = static_cast<int>(program_.instructions.size());
   const int q = static_cast<int>(ins.queue());
   std::array<int, isa::kNumQueues> dep = kNone;

@@ -42,7 +42,9 @@ class Emitter {
 
   // Appends `ins` (its wait/signal fields are managed here) after the accesses it depends on.
   // Returns its index in program.instructions.
-  int emit(isa::Instruction ins, const std::vector<Range>& reads, const std::vector<Range>& writes);
+  int emit(isa::Instruction ins, std::vector<Range> reads, std::vector<Range> writes);
+  // Ranges of space `from` are bytes of space `to` (a weight buffer sharing the input scratchpad).
+  void share(int from, int to) { storage_[static_cast<size_t>(from)] = to; }
 
   // Forget fine-grained SRAM ranges: each scratchpad's history collapses into one range covering the
   // whole buffer (conservative; called between layers so the history stays small).
@@ -77,6 +79,7 @@ class Emitter {
   std::array<int, isa::kNumQueues> queue_len_{};
   std::array<Clock, isa::kNumQueues> queue_clock_ = make_clocks();
   int64_t tokens_ = 0;
+  std::array<int, kNumSpaces> storage_ = {0, 1, 2, 3};
   // While a checkpoint is open: instructions before it whose signal field was changed, with the old value.
   int64_t trial_from_ = -1;
   std::vector<std::pair<int, int64_t>> signal_log_;

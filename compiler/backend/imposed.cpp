@@ -159,9 +159,16 @@ ImposedTiling::ImposedTiling(const Context& c, const MatrixJob& j, const MatrixM
                          imposed_list()));
   }
   mm.slot_bytes(t);
+  if (c.shared_capacity() > 0 && t.in_bytes + t.w_bytes > c.shared_capacity()) {
+    fail("", fmt::format("the tile ({}) needs {:.1f} KiB of the scratchpad inputs and weights share "
+                         "(sram.input, sram.shared_scratchpad) with its ping-pong slots (have {:.1f} KiB)",
+                         imposed_list(), static_cast<double>(t.in_bytes + t.w_bytes) / 1024,
+                         static_cast<double>(c.shared_capacity()) / 1024));
+  }
   for (auto [buf, name, need] : {std::tuple{isa::Buffer::kInput, "sram.input", t.in_bytes},
                                  std::tuple{isa::Buffer::kWeight, "sram.weight", t.w_bytes},
                                  std::tuple{isa::Buffer::kAccumulator, "sram.accumulator", t.acc_bytes}}) {
+    if (c.shared_capacity() > 0 && buf != isa::Buffer::kAccumulator) continue;
     if (need > c.capacity(buf)) {
       fail("", fmt::format("the tile ({}) needs {:.1f} KiB of {} with its ping-pong slots (have {:.1f} KiB)",
                            imposed_list(), static_cast<double>(need) / 1024, name,

@@ -185,10 +185,13 @@ std::string kib(int64_t b) {
   mm.slot_bytes(t);
   const char* buf = "sram.input";
   int64_t need = t.in_bytes, have = c.capacity(Buffer::kInput);
-  if (t.w_bytes > c.capacity(Buffer::kWeight)) {
-    buf = "sram.weight", need = t.w_bytes, have = c.capacity(Buffer::kWeight);
-  } else if (t.acc_bytes > c.capacity(Buffer::kAccumulator)) {
+  if (t.acc_bytes > c.capacity(Buffer::kAccumulator)) {
     buf = "sram.accumulator", need = t.acc_bytes, have = c.capacity(Buffer::kAccumulator);
+  } else if (c.shared_capacity() > 0) {
+    buf = "sram.input (shared by inputs and weights)", need = t.in_bytes + t.w_bytes,
+    have = c.shared_capacity();
+  } else if (t.w_bytes > c.capacity(Buffer::kWeight)) {
+    buf = "sram.weight", need = t.w_bytes, have = c.capacity(Buffer::kWeight);
   }
   throw CompileError(fmt::format("layer '{}' ({}): even the smallest tile needs {} of {} (have {})", c.plan->name,
                                  j.what, kib(need), buf, kib(have)));

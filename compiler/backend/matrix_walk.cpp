@@ -7,6 +7,7 @@
 #include <cmath>
 #include <set>
 
+#include "compiler/backend/gemmini_policy.h"
 #include "compiler/backend/imposed.h"
 #include "compiler/passes/lowered.h"
 #include "isa/timing/dma.h"
@@ -94,14 +95,16 @@ std::vector<std::pair<int64_t, int64_t>> chunks(int64_t extent, int64_t tile) {
 
 void MatrixMapper::slot_bytes(Tiling& t) const {
   const int64_t ea = isa::dtype_bytes(s_.ops.a), ew = isa::dtype_bytes(s_.ops.w);
-  t.in_bytes = 2 * round64(j_.in_rows(t.toh) * j_.in_cols(t.tow) * t.tc * ea);
+  t.in_bytes = 2 * round64((j_.in_rows(t.toh) * j_.in_cols(t.tow) + position_slack()) * t.tc * ea);
   t.w_bytes = 2 * round64(j_.kh * j_.kw * t.tc * t.tn * ew);
   t.acc_bytes = s_.acc_bytes(t.toh * t.tow, t.tn);
 }
 
 bool MatrixMapper::fits(const Tiling& t) const {
-  return t.in_bytes <= c_.capacity(Buffer::kInput) && t.w_bytes <= c_.capacity(Buffer::kWeight) &&
-         t.acc_bytes <= c_.capacity(Buffer::kAccumulator);
+  if (t.acc_bytes > c_.capacity(Buffer::kAccumulator)) return false;
+  // One scratchpad for both: the walk places the weight slots right after the input slots.
+  if (c_.shared_capacity() > 0) return t.in_bytes + t.w_bytes <= c_.shared_capacity();
+  return t.in_bytes <= c_.capacity(Buffer::kInput) && t.w_bytes <= c_.capacity(Buffer::kWeight);
 }
 
 // isa::timing::estimate_dma_cycles, memoised: the search asks for the same few boxes many times.
@@ -158,9 +161,11 @@ void MatrixMapper::estimate(Tiling& t) const {
         load_a += a * times_a;
         bytes += box(k, j_.in_cols(w), j_.in_rows(h), o.a) * times_a;
         for (auto [n, ncnt] : nc) {
-          const auto cyc =
-              isa::timing::gemm_cycles(c_.config.systolic_array, {p, j_.kh * j_.kw * k, n}, o.a, false);
-          compute += static_cast<double>(cyc.total) * sp * static_cast<double>(kcnt * ncnt);
+          // Per kernel position: kh*kw GEMMs reducing over the channels alone.
+          const int64_t reps = per_position() ? j_.kh * j_.kw : 1;
+          const auto cyc = isa::timing::gemm_cycles(c_.config.systolic_array,
+                                                    {p, j_.kh * j_.kw * k / reps, n}, o.a, false);
+          compute += static_cast<double>(cyc.total * reps) * sp * static_cast<double>(kcnt * ncnt);
         }
       }
       for (auto [n, ncnt] : nc) {
@@ -196,7 +201,45 @@ void MatrixMapper::estimate(Tiling& t) const {
   t.est = std::max({compute, dma, vec}) + first + last;
 }
 
+std::optional<Tiling> MatrixMapper::policy_tiling() const {
+  if (c_.config.lowering.mapping_policy != isa::MappingPolicy::kGemmini || j_.groups != 1)
+    return std::nullopt;
+  const GemminiGeometry g = GemminiGeometry::of(c_.config);
+  Tiling t;
+  if (j_.gemm) {
+    const GemminiMatmulTile m = gemmini_matmul_tile(g, j_.OH * j_.OW, j_.mg, j_.cg);
+    t.toh = std::min(m.i, j_.OH), t.tow = j_.OW, t.tc = std::min(m.k, j_.cg), t.tn = std::min(m.j, j_.mg);
+    if (j_.OW != 1) return std::nullopt;
+  } else {
+    const GemminiConvTile k =
+        gemmini_conv_tile(g, j_.OH, j_.OW, j_.mg, j_.kh, j_.kw, j_.cg, j_.sh * j_.step_h, j_.dh);
+    if (k.krows < j_.kh || k.kcols < j_.kw) return std::nullopt;  // npusim keeps the kernel whole
+    t.toh = k.orows, t.tow = k.ocols, t.tc = k.kchs, t.tn = k.ochs;
+  }
+  return t;
+}
+
 std::vector<Tiling> MatrixMapper::search(int64_t* evaluated, size_t keep) const {
+  std::optional<Tiling> policy = policy_tiling();
+  while (policy) {
+    std::vector<Tiling> best = search_among(evaluated, keep, &*policy, false);
+    if (!best.empty()) return best;
+    // The policy's tile overflows npusim's slots (the int8 epilogue's bias and scales share the
+    // accumulator with Gemmini's half of it): fewer output rows, then columns, as Gemmini's own shrink
+    // does when the accumulator binds.
+    if (policy->toh > 1) {
+      --policy->toh;
+    } else if (policy->tow > 1) {
+      --policy->tow;
+    } else {
+      break;
+    }
+  }
+  return search_among(evaluated, keep, nullptr, true);
+}
+
+std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, const Tiling* policy,
+                                               bool report_none) const {
   std::vector<Tiling> best;  // sorted by est, at most `keep`
   const ImposedTiling imposed(c_, j_, *this);  // a mapping file's values for this layer (imposed.h)
   std::vector<int64_t> gbs;
@@ -218,7 +261,8 @@ std::vector<Tiling> MatrixMapper::search(int64_t* evaluated, size_t keep) const 
     auto tns = gb > 1 ? std::vector<int64_t>{cout_b} : candidates(cout_b, cols, 8);
     auto tohs = candidates(j_.OH, 1, 8);
     auto tows = candidates(j_.OW, 1, 4);
-    imposed.restrict(gb, tcs, tns, tohs, tows);
+    if (policy) tcs = {policy->tc}, tns = {policy->tn}, tohs = {policy->toh}, tows = {policy->tow};
+    imposed.restrict(gb, tcs, tns, tohs, tows);  // an imposed value wins over the policy's
     for (int64_t tc : tcs) {
       for (int64_t tn : tns) {
         for (int64_t toh : tohs) {
@@ -226,6 +270,8 @@ std::vector<Tiling> MatrixMapper::search(int64_t* evaluated, size_t keep) const 
             if (toh * tow > 65535 || j_.in_rows(toh) > 65535 || j_.in_cols(tow) > 65535) continue;
             for (int order = 0; order < 2; ++order) {
               if (!imposed.allows(order == 0)) continue;
+              // Gemmini's loops keep the spatial tile outer (output channels, then the reduction, inner).
+              if (policy && order == 1 && imposed.allows(true)) continue;
               Tiling t;
               t.gb = gb, t.tc = tc, t.tn = tn, t.toh = toh, t.tow = tow, t.spatial_outer = order == 0;
               slot_bytes(t);
@@ -244,7 +290,7 @@ std::vector<Tiling> MatrixMapper::search(int64_t* evaluated, size_t keep) const 
       }
     }
   }
-  if (n_eval == 0) imposed.none_fits();
+  if (n_eval == 0 && report_none) imposed.none_fits();
   *evaluated = n_eval;
   return best;
 }
@@ -279,7 +325,9 @@ void MatrixMapper::generate(const Tiling& t) {
   SramAlloc in{Buffer::kInput}, wt{Buffer::kWeight}, acc{Buffer::kAccumulator};
   uint64_t a_slot[2], b_slot[2];
   for (int s = 0; s < 2; ++s)
-    a_slot[s] = in.take(static_cast<uint64_t>(j_.in_rows(t.toh) * j_.in_cols(t.tow) * t.tc * ea));
+    a_slot[s] = in.take(
+        static_cast<uint64_t>((j_.in_rows(t.toh) * j_.in_cols(t.tow) + position_slack()) * t.tc * ea));
+  if (c_.shared_capacity() > 0) wt.next = in.next;  // weights above the inputs in the one scratchpad
   for (int s = 0; s < 2; ++s) b_slot[s] = wt.take(static_cast<uint64_t>(j_.kh * j_.kw * t.tc * t.tn * ew));
   s_.allocate(acc, t.toh * t.tow, t.tn);
   // Constant weights: one data segment per (block, n chunk, k chunk) tile.
@@ -348,6 +396,18 @@ void MatrixMapper::generate(const Tiling& t) {
         }
         if (j_.gemm) {
           c_.matmul(a_cur, tc, b_cur, c_slot, s.oh * s.ow, tc, tn, ik > 0);
+        } else if (per_position()) {
+          // A 1x1 CONV per kernel position (r, q) over the window shifted by (r*dh, q*dw): rows keep the
+          // tile's pitch of in_cols pixels, the position's weights are its [tc][tn] slice.
+          const int64_t cols = j_.in_cols(s.ow);
+          for (int64_t r = 0; r < j_.kh; ++r) {
+            for (int64_t q = 0; q < j_.kw; ++q) {
+              const uint64_t a = a_cur + static_cast<uint64_t>((r * j_.dh * cols + q * j_.dw) * tc * ea);
+              const uint64_t w = b_cur + static_cast<uint64_t>((r * j_.kw + q) * tc * tn * ew);
+              c_.conv(a, w, c_slot, (s.oh - 1) * j_.sh + 1, cols, tc, s.oh, s.ow, tn, 1, 1, j_.sh, j_.sw, 1,
+                      1, ik > 0 || r > 0 || q > 0);
+            }
+          }
         } else {
           c_.conv(a_cur, b_cur, c_slot, j_.in_rows(s.oh), j_.in_cols(s.ow), tc, s.oh, s.ow, tn, j_.kh, j_.kw,
                   j_.sh, j_.sw, j_.dh, j_.dw, ik > 0);
@@ -367,7 +427,7 @@ void MatrixMapper::generate(const Tiling& t) {
     }
   }
   c_.plan->sram_input_bytes = static_cast<int64_t>(in.next);
-  c_.plan->sram_weight_bytes = static_cast<int64_t>(wt.next);
+  c_.plan->sram_weight_bytes = static_cast<int64_t>(wt.next - (c_.shared_capacity() > 0 ? in.next : 0));
   c_.plan->sram_acc_bytes = static_cast<int64_t>(acc.next);
 }
 

@@ -194,8 +194,12 @@ class MatrixMapper {
   void slot_bytes(Tiling& t) const;
   bool fits(const Tiling& t) const;
   // The `keep` tilings with the smallest closed-form estimate among those that fit, best first;
-  // *evaluated = how many fit (0: none, and the result is empty).
+  // *evaluated = how many fit (0: none, and the result is empty). Under a mapping policy
+  // (lowering.mapping_policy) the candidate is the policy's tile, shrunk row by row until it fits.
   std::vector<Tiling> search(int64_t* evaluated, size_t keep = 1) const;
+  // The tile a mapping policy other than `search` picks for this job (nullopt: none, or it cannot
+  // express the job: grouped convs, a kernel split).
+  std::optional<Tiling> policy_tiling() const;
   // The tiling to generate: the closed form's best few, each emitted, simulated (Context::time_layer,
   // when the context can time code) and undone; the fastest simulated wins (ties: the closed form's
   // order) and Context::timed remembers its time. *evaluated as for search.
@@ -205,6 +209,18 @@ class MatrixMapper {
 
  private:
   void estimate(Tiling& t) const;
+  // The search over the candidates (the policy's tile alone when given); report_none: throw when an
+  // imposed tile fits nowhere.
+  std::vector<Tiling> search_among(int64_t* evaluated, size_t keep, const Tiling* policy,
+                                   bool report_none) const;
+  // lowering.conv_reduction = per_position on a conv with a kernel larger than 1x1.
+  bool per_position() const {
+    return !j_.gemm && j_.kh * j_.kw > 1 &&
+           c_.config.lowering.conv_reduction == isa::ConvReduction::kPerPosition;
+  }
+  // Pixels past an input tile a per-position CONV's footprint reaches (its window starts up to
+  // (kw-1)*dw pixels in and spans whole rows).
+  int64_t position_slack() const { return per_position() ? (j_.kw - 1) * j_.dw : 0; }
   double dma_cycles(int64_t s0, int64_t s1, int64_t s2, int64_t st1, int64_t st2, isa::DType t) const;
   double vec_cost(int64_t elems) const;
   void load_input(int64_t img, int64_t oy0, int64_t oh, int64_t ox0, int64_t ow, int64_t c0, int64_t tc,

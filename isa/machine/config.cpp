@@ -56,12 +56,28 @@ void SramConfig::visit(Visitor& v) {
   v.group("input", "activations (input feature maps, the streamed operand)", [&] { input.visit(v); });
   v.group("weight", "weights (the stationary operand in weight-stationary)", [&] { weight.visit(v); });
   v.group("accumulator", "partial sums and outputs (int32 or fp32)", [&] { accumulator.visit(v); });
+  v.boolean({"shared_scratchpad", "",
+             "inputs and weights share one scratchpad: sram.input describes it (size_kib = the shared "
+             "capacity) and sram.weight must be left unset"},
+            shared_scratchpad);
+}
+
+void LoweringConfig::visit(Visitor& v) {
+  v.choice({"conv_reduction", "",
+            "a convolution's reduction: im2col = one CONV over kernel_h*kernel_w*in_channels; per_position "
+            "= a 1x1 CONV per kernel position over the shifted input window, reducing over the input "
+            "channels and accumulating (Gemmini's software)"},
+           conv_reduction, kConvReductionNames);
+  v.choice({"mapping_policy", "",
+            "who picks matrix layers' tiles: search = npusim's cost-model search; gemmini = the rules of "
+            "Gemmini's tiled_matmul_auto / tiled_conv_auto (needs rows = cols and int8)"},
+           mapping_policy, kMappingPolicyNames);
 }
 
 const ScratchpadConfig& SramConfig::buffer(Buffer b) const {
   switch (b) {
     case Buffer::kWeight:
-      return weight;
+      return shared_scratchpad ? input : weight;
     case Buffer::kAccumulator:
       return accumulator;
     default:
@@ -135,6 +151,8 @@ void NpuConfig::visit(Visitor& v) {
   v.group("sequencer", "instruction fetch, decode and dispatch", [&] { sequencer.visit(v); });
   v.group("systolic_array", "the matrix unit", [&] { systolic_array.visit(v); });
   v.group("sram", "on-chip scratchpads", [&] { sram.visit(v); });
+  v.group("lowering", "how the compiler lowers matrix layers (the product's software)",
+          [&] { lowering.visit(v); });
   v.group("dma", "DRAM <-> SRAM transfer engines", [&] { dma.visit(v); });
   v.group("dram", "off-chip memory", [&] { dram.visit(v); });
   v.group("vector", "the vector unit", [&] { vector.visit(v); });

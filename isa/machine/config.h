@@ -17,6 +17,16 @@ inline constexpr std::array<std::string_view, 3> kDataflowNames = {"ws", "os", "
 enum class ArrayModel : uint8_t { kTile = 0, kPe = 1 };
 inline constexpr std::array<std::string_view, 2> kArrayModelNames = {"tile", "pe"};
 
+// How a convolution's reduction is formed: im2col = one CONV reduces over R*S*C (the array sees the
+// kernel positions and the channels as one K); per_position = a 1x1 CONV per kernel position over the
+// shifted input window, reducing over the input channels only and accumulating (Gemmini's software).
+enum class ConvReduction : uint8_t { kIm2col = 0, kPerPosition = 1 };
+inline constexpr std::array<std::string_view, 2> kConvReductionNames = {"im2col", "per_position"};
+
+// Who picks matrix layers' tiles: npusim's cost-model search, or a product's own compiler rules.
+enum class MappingPolicy : uint8_t { kSearch = 0, kGemmini = 1 };
+inline constexpr std::array<std::string_view, 2> kMappingPolicyNames = {"search", "gemmini"};
+
 enum class DramModel : uint8_t { kIdeal = 0, kSimple = 1, kDdr4_3200 = 2, kLpddr4_4266 = 3, kHbm2 = 4 };
 inline constexpr std::array<std::string_view, 5> kDramModelNames = {"ideal", "simple", "ddr4_3200",
                                                                     "lpddr4_4266", "hbm2"};
@@ -56,13 +66,25 @@ struct ScratchpadConfig {
   int64_t size_bytes() const { return size_kib * 1024; }
 };
 
-// The input, weight and accumulator scratchpads.
+// The input, weight and accumulator scratchpads. With shared_scratchpad, inputs and weights live in
+// one scratchpad described by `input` (its size_kib is the shared capacity): the weight buffer is the
+// same bytes, and buffer(kWeight) returns `input`.
 struct SramConfig {
   ScratchpadConfig input{256, 8, 16, 1, 2, 1};
   ScratchpadConfig weight{128, 8, 16, 1, 2, 1};
   ScratchpadConfig accumulator{128, 8, 32, 1, 2, 1};
+  bool shared_scratchpad = false;
   void visit(Visitor& v);
   const ScratchpadConfig& buffer(Buffer b) const;
+  // The buffer whose bytes `b` addresses (kInput for kWeight when shared).
+  Buffer storage(Buffer b) const { return shared_scratchpad && b == Buffer::kWeight ? Buffer::kInput : b; }
+};
+
+// How the compiler lowers matrix layers onto the array: choices a product's hardware and software make.
+struct LoweringConfig {
+  ConvReduction conv_reduction = ConvReduction::kIm2col;
+  MappingPolicy mapping_policy = MappingPolicy::kSearch;
+  void visit(Visitor& v);
 };
 
 // DMA engines between DRAM and the scratchpads.
@@ -114,6 +136,7 @@ struct NpuConfig {
   SequencerConfig sequencer;
   SystolicArrayConfig systolic_array;
   SramConfig sram;
+  LoweringConfig lowering;
   DmaConfig dma;
   DramConfig dram;
   VectorConfig vector;

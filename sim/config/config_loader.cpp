@@ -556,6 +556,31 @@ std::vector<std::string> check_constraints(const isa::NpuConfig& c) {
                       "{3} x {4} = {5} bytes (every bank must hold the same number of full rows)",
                       name, s->size_kib, s->size_bytes(), s->banks, s->bank_width_bytes, row));
   }
+  // A shared scratchpad is described by sram.input alone: a sram.weight value would be inert.
+  if (c.sram.shared_scratchpad) {
+    const isa::ScratchpadConfig d = isa::SramConfig{}.weight, &w = c.sram.weight;
+    const std::pair<const char*, bool> set[] = {
+        {"size_kib", w.size_kib != d.size_kib},
+        {"banks", w.banks != d.banks},
+        {"bank_width_bytes", w.bank_width_bytes != d.bank_width_bytes},
+        {"ports", w.ports != d.ports},
+        {"read_latency_cycles", w.read_latency_cycles != d.read_latency_cycles},
+        {"write_latency_cycles", w.write_latency_cycles != d.write_latency_cycles}};
+    for (const auto& [key, differs] : set) {
+      if (differs)
+        out.push_back(
+            fmt::format("sram.weight.{0}: inputs and weights share one scratchpad "
+                        "(sram.shared_scratchpad = true), which sram.input describes: set "
+                        "sram.input.{0} instead",
+                        key));
+    }
+  }
+  // Gemmini's tiling rules count scratchpad rows of DIM elements on a square DIM x DIM mesh.
+  if (c.lowering.mapping_policy == isa::MappingPolicy::kGemmini && a.rows != a.cols)
+    out.push_back(
+        fmt::format("lowering.mapping_policy = gemmini needs a square array (Gemmini's DIM x DIM "
+                    "mesh): systolic_array.rows = {} differs from systolic_array.cols = {}",
+                    a.rows, a.cols));
   // DRAM bursts and alignment boundaries are powers of two in every DRAM standard; the DMA splits
   // transfers at burst boundaries with address masks.
   auto pow2 = [](int64_t v) { return v > 0 && (v & (v - 1)) == 0; };

@@ -281,5 +281,26 @@ TEST(Cli, ExecOfAProgramWithoutTheCompilersViewReportsNoBound) {
   EXPECT_EQ(read_file(dir + "/r.json").find("efficiency"), std::string::npos);
 }
 
+TEST(Cli, GemminiAt8x8RunsFunctionallyOnOneSharedScratchpad) {
+  // The 8x8 Gemmini of issue 10: a 64 KiB scratchpad shared by inputs and weights, a 16 KiB
+  // accumulator, Gemmini's tiles and per-position conv reduction; int8 (--precision auto).
+  const std::vector<std::string> sets = {"--config", "gemmini",
+                                         "--set",    "systolic_array.rows=8",
+                                         "--set",    "systolic_array.cols=8",
+                                         "--set",    "sram.input.size_kib=64",
+                                         "--set",    "sram.accumulator.size_kib=16"};
+  std::vector<std::string> args = {"run", "demo", "--functional"};
+  args.insert(args.end(), sets.begin(), sets.end());
+  const CommandResult r = npusim(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("array             8x8 ws"), std::string::npos) << r.out;
+  std::vector<std::string> show = {"config"};
+  show.insert(show.end(), sets.begin(), sets.end());
+  const CommandResult c = npusim(show);
+  EXPECT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE(c.out.find("shared_scratchpad: true"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("mapping_policy: gemmini"), std::string::npos) << c.out;
+}
+
 }  // namespace
 }  // namespace npusim::test

@@ -616,5 +616,90 @@ TEST(Int8Codegen, ConcatOfDifferentlyQuantizedInputsRequantizesInItsTileLoop) {
   for (const auto& sample : q::synthetic_samples(k.lowered, 2, 17)) EXPECT_EQ(check_bit_exact(k, config, sample), 3);
 }
 
+// Gemmini as configs/gemmini.yaml describes it, at DIM x DIM with a shared scratchpad of spad_kib and an
+// accumulator of acc_kib (the compiler tests cannot read YAML).
+isa::NpuConfig gemmini(int64_t dim, int64_t spad_kib, int64_t acc_kib) {
+  isa::NpuConfig c;
+  c.systolic_array.rows = c.systolic_array.cols = dim;
+  c.systolic_array.fp16_rate = c.systolic_array.bf16_rate = c.systolic_array.fp32_rate = 0;
+  c.sram.shared_scratchpad = true;
+  c.sram.input.size_kib = spad_kib;
+  c.sram.accumulator.size_kib = acc_kib;
+  c.lowering.conv_reduction = isa::ConvReduction::kPerPosition;
+  c.lowering.mapping_policy = isa::MappingPolicy::kGemmini;
+  return c;
+}
+
+// The one matrix layer of a built-in single-layer model compiled int8 on `config`, checked bit-exact.
+compiler::LayerPlan compiled_layer(const std::string& spec, const isa::NpuConfig& config, Compiled* out) {
+  *out = compile_int8(spec, config, true, false);
+  for (const auto& s : q::synthetic_samples(out->lowered, 1, 5))
+    EXPECT_EQ(check_bit_exact(*out, config, s), 1);
+  for (const auto& l : out->result.layers) {
+    if (l.tile_n > 0) return l;
+  }
+  ADD_FAILURE() << "no matrix layer";
+  return {};
+}
+
+// The tiles Gemmini's own software picks (gemmini-rocc-tests include/gemmini.h), derived here by hand
+// from its rules, and the programs bit-exact under them.
+TEST(Int8Codegen, GemminiPolicyPicksGemminisTilesAndStaysBitExact) {
+  // A batch-1 FC layer, 2048 -> 1000, by tiled_matmul_auto: scratchpad 256 KiB / DIM 16 = 16384 rows
+  // (BANK_NUM * BANK_ROWS), accumulator 64 KiB / (16 x 4 B) = 1024 rows (ACC_ROWS). WS is double
+  // buffered: max_spad_rows = 8192, max_acc_rows = 512. The start: db_mats_in_acc = 512 / 16 = 32,
+  // db_max_tile_i_j = floor(sqrt(32)) = 5, db_mats_in_partition = 4096 / 16 = 256, db_max_tile_k =
+  // 256 / 5 = 51; tile_I = min(1, 5) = 1, tile_J = min(63, 5) = 5, tile_K = min(128, 51) = 51 (blocks).
+  // "Fill scratchpad as much as possible" grows J, I, K in turn while (I*K + K*J) * 16 <= 8192, i.e.
+  // K * (1 + J) <= 512, and I * J * 16 <= 512: J 6, K 52; J 7, K 53; J 8, K 54; (J 9: 540) K 55; K 56;
+  // (K 57: 513) stop. tile = I 16 x J 128 x K 896 elements, the M = 1 row within the 16 of tile_I.
+  {
+    Compiled c;
+    const compiler::LayerPlan l = compiled_layer("gemm:M=1,N=1000,K=2048", gemmini(16, 256, 64), &c);
+    EXPECT_EQ(l.tile_m, 1);
+    EXPECT_EQ(l.tile_n, 128);
+    EXPECT_EQ(l.tile_k, 896);
+    EXPECT_LE(l.sram_input_bytes + l.sram_weight_bytes, 256 * 1024);  // one scratchpad for both
+  }
+  // The same FC at 8x8 with 64 KiB / 16 KiB: 8192 scratchpad rows of DIM 8, 512 accumulator rows, so the
+  // same row limits and the same start (db_max_tile_i_j = floor(sqrt(256 / 8)) = 5, db_max_tile_k =
+  // (2048 / 8) / 5 = 51) and trace: J 8, K 56 blocks of 8 = 64 x 448.
+  {
+    Compiled c;
+    const compiler::LayerPlan l = compiled_layer("gemm:M=1,N=1000,K=2048", gemmini(8, 64, 16), &c);
+    EXPECT_EQ(l.tile_n, 64);
+    EXPECT_EQ(l.tile_k, 448);
+  }
+  // A 3x3 conv, 32x32x16 -> 16, pad 1, by tiled_conv_auto: args {batch 1, orows 32, ocols 32, ochs 16,
+  // krows 3, kcols 3, kchs 16}; tiled_conv_total_spad_rows: A = ceil(16/16) * (32+2) * (32+2) = 1156 and
+  // B = 1 * 3 * 3 * 16 = 144 rows fit 8192, but C = 32 * 32 = 1024 accumulator rows exceed 512. The
+  // shrink loop takes the largest arg (the first of equals): orows and ocols alternately, 1 at a time
+  // (ocols is spared only once <= DIM), until orows * ocols <= 512: 22 x 23 = 506. Growing ocols
+  // (22 x 24 = 528) or orows (23 x 23) no longer fits; the rest are at their maximum.
+  {
+    Compiled c;
+    const compiler::LayerPlan l =
+        compiled_layer("conv:H=32,W=32,C=16,K=16,R=3,S=3,stride=1,pad=1", gemmini(16, 256, 64), &c);
+    EXPECT_EQ(l.tile_oh, 22);
+    EXPECT_EQ(l.tile_ow, 23);
+    EXPECT_EQ(l.tile_n, 16);
+    // Per kernel position: one 1x1 CONV of 16 channels per (r, s) of each tile.
+    int64_t convs = 0;
+    for (const isa::Instruction& i : c.result.program.instructions) {
+      if (i.opcode != isa::Opcode::kConv) continue;
+      ++convs;
+      EXPECT_EQ(i.get(isa::Field::kKernelH) * i.get(isa::Field::kKernelW), 1);
+      EXPECT_EQ(i.get(isa::Field::kInC), 16);
+    }
+    EXPECT_EQ(convs, 9 * 2 * 2);  // 9 positions x (32/22 -> 2) x (32/23 -> 2) tiles
+  }
+  // The whole demo CNN (convs with and without padding, stride, the FC) on the preset: bit-exact.
+  {
+    const isa::NpuConfig config = gemmini(16, 256, 64);
+    const Compiled c = compile_int8("demo", config, true, false);
+    for (const auto& s : q::synthetic_samples(c.lowered, 1, 99)) EXPECT_EQ(check_bit_exact(c, config, s), 4);
+  }
+}
+
 }  // namespace
 }  // namespace npusim

@@ -519,8 +519,12 @@ TEST(ConfigPresets, GemminiMatchesItsDefaultConfig) {
   const isa::NpuConfig c = load_config("gemmini");
   EXPECT_EQ(c.systolic_array.rows, 16);
   EXPECT_EQ(c.systolic_array.cols, 16);
-  EXPECT_EQ(c.sram.input.size_kib + c.sram.weight.size_kib, 256);  // the one 256 KiB scratchpad
-  EXPECT_EQ(c.sram.input.banks + c.sram.weight.banks, 4);
+  EXPECT_TRUE(c.sram.shared_scratchpad);
+  EXPECT_EQ(c.sram.input.size_kib, 256);  // the one 256 KiB scratchpad
+  EXPECT_EQ(c.sram.buffer(isa::Buffer::kWeight).size_kib, 256);
+  EXPECT_EQ(c.sram.input.banks, 4);
+  EXPECT_EQ(c.lowering.mapping_policy, isa::MappingPolicy::kGemmini);
+  EXPECT_EQ(c.lowering.conv_reduction, isa::ConvReduction::kPerPosition);
   EXPECT_EQ(c.sram.accumulator.size_kib, 64);
   EXPECT_EQ(c.sram.accumulator.banks, 2);
   EXPECT_EQ(c.dma.burst_bytes, 64);
@@ -538,6 +542,36 @@ TEST(ConfigPresets, DatacenterHasHbm2AndTensOfMiB) {
   // One TPU v3 core: 128 x 256 MACs x 2 flops x 940 MHz = 61.6 TFLOPS bf16, half the chip's 123.
   EXPECT_NEAR(c.systolic_array.rows * c.systolic_array.cols * 2 * c.frequency_mhz * 1e6 / 1e12, 61.6, 0.1);
   EXPECT_EQ(c.systolic_array.rate(isa::DType::kBf16), 1.0);
+}
+
+TEST(ConfigPresets, GemminiAt8x8IsOneSharedScratchpadOfTheSetSize) {
+  const isa::NpuConfig c = load_config("gemmini", {"systolic_array.rows=8", "systolic_array.cols=8",
+                                                   "sram.input.size_kib=64", "sram.accumulator.size_kib=16"});
+  EXPECT_EQ(c.sram.buffer(isa::Buffer::kInput).size_bytes(), 64 * 1024);
+  EXPECT_EQ(c.sram.buffer(isa::Buffer::kWeight).size_bytes(), 64 * 1024);  // the same scratchpad
+  EXPECT_EQ(c.sram.storage(isa::Buffer::kWeight), isa::Buffer::kInput);
+  EXPECT_EQ(c.sram.accumulator.size_kib, 16);
+}
+
+TEST(ConfigConstraints, SharedScratchpadRejectsWeightKeysAndGemminiNeedsASquareArray) {
+  auto error_of = [](const std::vector<std::string>& sets) -> std::string {
+    try {
+      load_config("gemmini", sets);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "(loaded)";
+  };
+  const std::string weight = error_of({"sram.weight.size_kib=64"});
+  EXPECT_NE(weight.find("sram.weight.size_kib: inputs and weights share one scratchpad"), std::string::npos)
+      << weight;
+  const std::string square = error_of({"systolic_array.rows=8"});
+  EXPECT_NE(square.find("lowering.mapping_policy = gemmini needs a square array"), std::string::npos)
+      << square;
+  const isa::NpuConfig c = load_config("edge", {"lowering.conv_reduction=per_position"});
+  EXPECT_EQ(c.lowering.conv_reduction, isa::ConvReduction::kPerPosition);
+  EXPECT_FALSE(c.sram.shared_scratchpad);
+  EXPECT_EQ(c.sram.storage(isa::Buffer::kWeight), isa::Buffer::kWeight);
 }
 
 TEST(ConfigPresets, PresetsAcceptSetOverrides) {

@@ -1,0 +1,39 @@
+#pragma once
+// The `gemmini` mapping policy (lowering.mapping_policy): tiles chosen by the rules of Gemmini's own
+// software instead of npusim's search, so a run predicts what Gemmini with its compiler does. The rules
+// are those of tiled_matmul_auto and tiled_conv_auto in the Gemmini project's
+// software/gemmini-rocc-tests/include/gemmini.h (docs/architecture.md, "Gemmini"): both count
+// scratchpad rows of DIM elements and accumulator rows of DIM partial sums, keep half of each free for
+// double buffering, and grow (GEMM) or shrink (conv) the tile until it fills what is left.
+#include <cstdint>
+#include <optional>
+
+#include "isa/machine/config.h"
+
+namespace npusim::compiler::backend {
+
+// Gemmini's machine as its software sees it: DIM and the row counts of its scratchpad and accumulator.
+struct GemminiGeometry {
+  int64_t dim = 16;
+  int64_t spad_rows = 16384;  // BANK_NUM * BANK_ROWS
+  int64_t acc_rows = 1024;    // ACC_ROWS
+  static GemminiGeometry of(const isa::NpuConfig& c);
+};
+
+// tiled_matmul_auto's tile for C[I x J] = A[I x K] * B[K x J], in elements (multiples of DIM, or the
+// padded extent), WS (double-buffered).
+struct GemminiMatmulTile {
+  int64_t i = 0, j = 0, k = 0;
+};
+GemminiMatmulTile gemmini_matmul_tile(const GemminiGeometry& g, int64_t dim_i, int64_t dim_j, int64_t dim_k);
+
+// tiled_conv_auto's tile (no pooling, no input dilation, no transposed operands): output rows x cols,
+// output channels, kernel rows x cols, input channels, for a batch-1 image.
+struct GemminiConvTile {
+  int64_t orows = 0, ocols = 0, ochs = 0, krows = 0, kcols = 0, kchs = 0;
+};
+GemminiConvTile gemmini_conv_tile(const GemminiGeometry& g, int64_t out_rows, int64_t out_cols,
+                                  int64_t out_channels, int64_t kernel_rows, int64_t kernel_cols,
+                                  int64_t in_channels, int64_t stride, int64_t kernel_dilation);
+
+}  // namespace npusim::compiler::backend
