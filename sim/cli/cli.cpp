@@ -325,6 +325,7 @@ struct ModelCliOptions {
   std::string weights = "per-channel";
   std::string activations = "asymmetric";
   bool verbose = false;
+  bool no_fusion = false;   // --no-fusion
   std::string mapping;      // --mapping FILE.yaml
   std::string mapping_out;  // --mapping-out FILE.yaml
 };
@@ -337,6 +338,9 @@ po::options_description model_options(ModelCliOptions& m) {
       "set the first (batch) dimension of every model input to N; shape inference propagates it")(
       "verbose,v", po::bool_switch(&m.verbose),
       "print the graph after import and after every pass, and the mapping")(
+      "no-fusion", po::bool_switch(&m.no_fusion),
+      "fuse nothing into a layer's epilogue (bias, residual Add, activations run as layers of their own): what "
+      "fusion buys")(
       "mapping", po::value(&m.mapping)->value_name("FILE.yaml"),
       "impose per-layer mappings (placement, tiles, loop order) by node name; layers it does not name are "
       "searched (docs/backend.md, \"Mapping files\")")(
@@ -431,6 +435,7 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
   namespace q = compiler::quant;
   ModelOptions o;
   o.timer = simulation_timer(config);
+  o.fusion = !m.no_fusion;
   o.input_shapes = m.input_shapes;
   if (m.batch < 0 || m.batch > 65536) throw UsageError(fmt::format("--batch {} is out of range (1..65536)", m.batch));
   o.batch = m.batch;

@@ -60,7 +60,10 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
       *verbose << "== after " << pass << "\n" << compiler::to_string(g) << "\n";
     };
   }
-  compiler::lower(m.lowered, {}, observer);
+  compiler::PipelineOptions pipeline;
+  pipeline.fuse_epilogues = options.fusion;
+  m.fusion = options.fusion;
+  compiler::lower(m.lowered, pipeline, observer);
   m.plan = compiler::quant::build_plan(m.lowered, options.plan, &m.imported, own ? &*own : nullptr, &m.quant_notes);
   m.result = compile_with_plan(m.lowered, config, m.plan, options.timer, options.mapping);
   return m;
@@ -118,10 +121,10 @@ void attach_compile_info(const CompiledModel& compiled, traces::Report& report) 
   report.array_utilization = slots > 0 ? static_cast<double>(report.macs) / slots : 0.0;
   const compiler::MemoryPlan& mem = result.memory;
   std::string o = fmt::format(
-      "{{\"seconds\": {}, \"memory\": {{\"activation_bytes\": {}, \"activation_bytes_no_reuse\": {}, "
+      "{{\"seconds\": {}, \"fusion\": {}, \"memory\": {{\"activation_bytes\": {}, \"activation_bytes_no_reuse\": {}, "
       "\"weight_bytes\": {}, \"scratch_bytes\": {}}}, \"fallbacks\": [",
-      result.compile_seconds, mem.activation_bytes, mem.activation_bytes_no_reuse, mem.weight_bytes,
-      mem.scratch_bytes);
+      result.compile_seconds, compiled.fusion, mem.activation_bytes, mem.activation_bytes_no_reuse,
+      mem.weight_bytes, mem.scratch_bytes);
   for (size_t i = 0; i < result.fallbacks.size(); ++i) {
     const compiler::Fallback& f = result.fallbacks[i];
     o += fmt::format("{}{{\"node\": {}, \"op\": {}, \"reason\": {}, \"estimated_cycles\": {}}}", i ? ", " : "",

@@ -33,6 +33,9 @@ struct ModelOptions {
   compiler::quant::PlanRequest plan;
   // The compiler's timer (simulation_timer for the CLI); empty: closed-form estimates only.
   CodeTimer timer;
+  // false (--no-fusion): no node is fused into its producer's epilogue (bias, residual Add, activations
+  // stay layers of their own), to show what fusion buys.
+  bool fusion = true;
   // Imposed per-layer mappings (--mapping, sim/mapping/mapping_file.h); must outlive the compile.
   const compiler::MappingOverrides* mapping = nullptr;
 };
@@ -43,6 +46,7 @@ struct CompiledModel {
   compiler::quant::PrecisionPlan plan;
   compiler::CompileResult result;
   bool prequantized = false;               // a QDQ / QLinear model: its own scales were imported
+  bool fusion = true;                      // ModelOptions::fusion
   std::vector<std::string> quant_notes;    // what of the model's quantization could not be kept
 };
 

@@ -176,6 +176,36 @@ TEST(Cli, DefaultRunPrintsAReportAndWritesItsJson) {
   EXPECT_NE(read_file(dir + "/t.csv").find("\n"), std::string::npos);
 }
 
+// --no-fusion keeps every activation and bias a layer of its own: the demo CNN's conv-BN-ReLU layers
+// become conv + ReLU pairs, so there are more layers and more cycles, the report says fusion was off,
+// and the functional outputs stay the same.
+TEST(Cli, NoFusionShowsWhatFusionBuys) {
+  const std::string dir = temp_dir("no_fusion");
+  const CommandResult a = npusim({"run", "-q", "--functional", "--report", dir + "/a.json", "--outputs", dir + "/a"});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const CommandResult b = npusim(
+      {"run", "-q", "--functional", "--no-fusion", "--report", dir + "/b.json", "--outputs", dir + "/b"});
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(json_eval(dir + "/a.json", "r['compile']['fusion']"), "True");
+  EXPECT_EQ(json_eval(dir + "/b.json", "r['compile']['fusion']"), "False");
+  const int64_t layers_a = std::stoll(json_eval(dir + "/a.json", "len(r['layers'])"));
+  const int64_t layers_b = std::stoll(json_eval(dir + "/b.json", "len(r['layers'])"));
+  EXPECT_GT(layers_b, layers_a);
+  EXPECT_GT(std::stoll(json_eval(dir + "/b.json", "r['total_cycles']")),
+            std::stoll(json_eval(dir + "/a.json", "r['total_cycles']")));
+  EXPECT_EQ(json_eval(dir + "/b.json", "sum(l['op'] == 'Relu' for l in r['layers']) > 0"), "True");
+  const CommandResult cmp = run_command(
+      {"/usr/bin/python3", "-c",
+       "import glob, os, sys, numpy as np\n"
+       "fs = sorted(glob.glob(sys.argv[1] + '/*.npy'))\n"
+       "assert fs\n"
+       "for f in fs:\n"
+       "    a, b = np.load(f), np.load(os.path.join(sys.argv[2], os.path.basename(f)))\n"
+       "    assert np.max(np.abs(a - b)) <= 1e-5 * max(1e-30, np.max(np.abs(a))), f\n",
+       dir + "/a", dir + "/b"});
+  EXPECT_EQ(cmp.exit_code, 0) << cmp.err;
+}
+
 TEST(Cli, QuietRunPrintsNothing) {
   const CommandResult r = npusim({"run", "-q"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
