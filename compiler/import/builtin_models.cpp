@@ -9,6 +9,7 @@
 
 #include "compiler/import/import.h"
 #include "compiler/import/onnx_internal.h"
+#include "compiler/ir/memory_budget.h"
 
 namespace npusim::compiler {
 namespace {
@@ -120,7 +121,18 @@ onnx::ModelProto demo_model() {
   return b.model();
 }
 
+// The values of a weight are held about three times over while compiling (the ONNX initializer, the
+// graph's constant, the program's data segment), 4 bytes each as float.
+void check_weight_bytes(const std::string& name, const Shape& shape) {
+  const double elements = static_cast<double>(num_elements(shape));
+  const double bytes = elements * 4.0 * 3.0;
+  check_allocation("the weight " + name + " (" + shape_to_string(shape) + " values)",
+                   bytes > 1.8e19 ? ~uint64_t{0} : static_cast<uint64_t>(bytes),
+                   "use smaller dimensions, or --memory-limit-gb to set the limit");
+}
+
 void add_matmul(ModelBuilder& b, const std::string& name, int64_t m, int64_t n, int64_t k, uint32_t seed) {
+  check_weight_bytes(name + ".b", {k, n});
   b.add_input(name + ".a", {m, k});
   b.add_initializer(name + ".b", {k, n}, pseudo_random(k * n, 1.0f / std::sqrt(static_cast<float>(k)), seed));
   b.add_node("MatMul", name, {name + ".a", name + ".b"}, {name + ".out"});
@@ -132,8 +144,9 @@ void add_matmul(ModelBuilder& b, const std::string& name, int64_t m, int64_t n, 
 void add_conv(ModelBuilder& b, const std::string& name, int64_t h, int64_t w, int64_t c, int64_t k, int64_t r,
               int64_t s, int64_t stride_h, int64_t stride_w, int64_t pad, int64_t extra_h, int64_t extra_w,
               int64_t group, uint32_t seed) {
-  b.add_input(name + ".ifmap", {1, c, h, w});
   const int64_t cin = c / group;
+  check_weight_bytes(name + ".weight", {k, cin, r, s});
+  b.add_input(name + ".ifmap", {1, c, h, w});
   b.add_initializer(name + ".weight", {k, cin, r, s},
                     pseudo_random(k * cin * r * s, 1.0f / std::sqrt(static_cast<float>(cin * r * s)), seed));
   auto& n = b.add_node("Conv", name, {name + ".ifmap", name + ".weight"}, {name + ".ofmap"});

@@ -281,5 +281,27 @@ TEST(Cli, ExecOfAProgramWithoutTheCompilersViewReportsNoBound) {
   EXPECT_EQ(read_file(dir + "/r.json").find("efficiency"), std::string::npos);
 }
 
+// Memory is planned: a micro-model whose weights would not fit fails before allocating them, with one
+// sentence naming the tensor, the bytes and what avoids it (never std::bad_alloc). 10^10 fp32 weights
+// are 40 GB, held about three times while compiling.
+TEST(Cli, HugeMicroModelFailsBeforeAllocatingNamingTheTensorAndTheBytes) {
+  const CommandResult r = npusim({"run", "gemm:M=100000,N=100000,K=100000", "-q", "--memory-limit-gb", "64"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("the weight gemm.b (100000x100000 values) needs 120.0 GB, more than the 64.0 GB"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("--memory-limit-gb"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("bad_alloc"), std::string::npos) << r.err;
+}
+
+// The instruction stream is budgeted too: 4096 rows of a 32 x 32 GEMM need more than a thousand
+// instructions, which (instruction, queue position, dependency clock) exceed 20 kB.
+TEST(Cli, ProgramPastTheMemoryLimitFailsNamingTheProgram) {
+  const CommandResult r = npusim({"run", "gemm:M=4096,N=32,K=32", "-q", "--memory-limit-gb", "0.00002"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("the compiled program (1024 instructions) needs"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("more than the 20.0 kB of memory available"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace npusim::test
