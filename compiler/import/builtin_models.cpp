@@ -139,11 +139,9 @@ void add_matmul(ModelBuilder& b, const std::string& name, int64_t m, int64_t n, 
   b.add_output(name + ".out");
 }
 
-// A Conv on a pre-padded or padded 1xCxHxW input. extra_h/extra_w pad the bottom/right edge (SCALE-Sim's
-// ceiling rule for the output size).
+// A Conv on a pre-padded or padded 1xCxHxW input.
 void add_conv(ModelBuilder& b, const std::string& name, int64_t h, int64_t w, int64_t c, int64_t k, int64_t r,
-              int64_t s, int64_t stride_h, int64_t stride_w, int64_t pad, int64_t extra_h, int64_t extra_w,
-              int64_t group, uint32_t seed) {
+              int64_t s, int64_t stride_h, int64_t stride_w, int64_t pad, int64_t group, uint32_t seed) {
   const int64_t cin = c / group;
   check_weight_bytes(name + ".weight", {k, cin, r, s});
   b.add_input(name + ".ifmap", {1, c, h, w});
@@ -152,7 +150,7 @@ void add_conv(ModelBuilder& b, const std::string& name, int64_t h, int64_t w, in
   auto& n = b.add_node("Conv", name, {name + ".ifmap", name + ".weight"}, {name + ".ofmap"});
   ModelBuilder::set_attr(n, "kernel_shape", std::vector<int64_t>{r, s});
   ModelBuilder::set_attr(n, "strides", std::vector<int64_t>{stride_h, stride_w});
-  ModelBuilder::set_attr(n, "pads", std::vector<int64_t>{pad, pad, pad + extra_h, pad + extra_w});
+  ModelBuilder::set_attr(n, "pads", std::vector<int64_t>{pad, pad, pad, pad});
   if (group != 1) ModelBuilder::set_attr(n, "group", group);
   b.add_output(name + ".ofmap");
 }
@@ -191,7 +189,7 @@ onnx::ModelProto builtin_proto(const std::string& spec) {
     if (h + 2 * pad < r || w + 2 * pad < s)
       throw ModelError("model spec '" + spec + "': the filter is larger than the padded input");
     ModelBuilder b("conv");
-    add_conv(b, "conv", h, w, need(p, "C", spec), need(p, "K", spec), r, s, stride, stride, pad, 0, 0, 1, 7);
+    add_conv(b, "conv", h, w, need(p, "C", spec), need(p, "K", spec), r, s, stride, stride, pad, 1, 7);
     return b.model();
   }
   throw ModelError("unknown built-in model '" + spec + "' (expected demo, gemm:M=..,N=..,K=.. or conv:H=..,W=..,...)");
@@ -214,9 +212,18 @@ Graph import_scalesim_csv_text(const std::string& text, const std::string& displ
   int lineno = 0;
   while (std::getline(is, line)) {
     ++lineno;
-    if (trim(line).empty()) continue;
+    if (trim(line).empty() || trim(line)[0] == '#') continue;
     auto fields = split(trim(line), ',');
-    if (!fields.empty() && trim(fields.back()).empty()) fields.pop_back();  // SCALE-Sim's trailing comma
+    // A remark after the last column ("1,#dw"): SCALE-Sim drops whatever follows the last comma.
+    for (size_t i = 1; i < fields.size(); ++i) {
+      if (trim(fields[i]).rfind('#', 0) == 0) {
+        fields.resize(i);
+        break;
+      }
+    }
+    // SCALE-Sim's trailing comma; a row without one keeps its last column (unlike SCALE-Sim, which
+    // would drop the stride).
+    if (!fields.empty() && trim(fields.back()).empty()) fields.pop_back();
     if (header.empty())
       header = fields;
     else
@@ -256,17 +263,21 @@ Graph import_scalesim_csv_text(const std::string& text, const std::string& displ
     const int64_t sh = parse_positive(f[7], where + ": Strides");
     const int64_t sw = f.size() > 8 ? parse_positive(f[8], where + ": Stride width") : sh;
     if (r > h || s > w) throw ModelError(where + ": the filter is larger than the IFMAP");
-    // SCALE-Sim: ofmap = ceil((ifmap - filter + stride) / stride); pad the far edge so an ONNX Conv
-    // produces that many rows/columns.
+    // SCALE-Sim: ofmap = ceil((ifmap - filter + stride) / stride). Its inputs are pre-padded, so the
+    // rows and columns the ceiling adds are part of the input map: it grows by them (no conv padding,
+    // which could exceed the filter's reach on a 1x1 strided row).
     const int64_t oh = (h - r + sh + sh - 1) / sh, ow = (w - s + sw + sw - 1) / sw;
-    const int64_t extra_h = (oh - 1) * sh + r - h, extra_w = (ow - 1) * sw + s - w;
+    const int64_t extra_h = std::max<int64_t>((oh - 1) * sh + r - h, 0);
+    const int64_t extra_w = std::max<int64_t>((ow - 1) * sw + s - w, 0);
     // A depthwise layer ("DP" in the name): SCALE-Sim runs one single-channel layer per channel; one
     // grouped Conv with C groups of `k` filters each is the same computation.
     const bool dp = name.find("DP") != std::string::npos;
-    add_conv(b, name, h, w, c, dp ? c * k : k, r, s, sh, sw, 0, std::max<int64_t>(extra_h, 0),
-             std::max<int64_t>(extra_w, 0), dp ? c : 1, seed++);
+    add_conv(b, name, h + extra_h, w + extra_w, c, dp ? c * k : k, r, s, sh, sw, 0, dp ? c : 1, seed++);
   }
-  return detail::import_model_proto(b.model(), {}, ".", display_name);
+  Graph g = detail::import_model_proto(b.model(), {}, ".", display_name);
+  // Rows are layers on the array's own feature-map layout: no conversions around them.
+  g.nhwc_io = true;
+  return g;
 }
 
 Graph import_scalesim_csv(const std::string& path) {
