@@ -272,6 +272,13 @@ Graph import_scalesim_csv_text(const std::string& text, const std::string& displ
     // A depthwise layer ("DP" in the name): SCALE-Sim runs one single-channel layer per channel; one
     // grouped Conv with C groups of `k` filters each is the same computation.
     const bool dp = name.find("DP") != std::string::npos;
+    if (!dp && r == 1 && c == 1 && s == w + extra_w && ow == 1) {
+      // One filter row spanning the whole single-channel map (DLRM's MLP rows, filters up to 1040
+      // wide): each output is a dot product of one input row, i.e. the GEMM [OH x S] x [S x K] that
+      // SCALE-Sim computes for it, without a kernel wider than a conv instruction takes.
+      add_matmul(b, name, oh, k, s, seed++);
+      continue;
+    }
     add_conv(b, name, h + extra_h, w + extra_w, c, dp ? c * k : k, r, s, sh, sw, 0, dp ? c : 1, seed++);
   }
   Graph g = detail::import_model_proto(b.model(), {}, ".", display_name);

@@ -109,6 +109,20 @@ TEST(ScaleSimCsv, BlankLinesRemarksAndMissingTrailingCommasKeepEveryRowAndStride
   EXPECT_EQ(g.value(g.nodes[2].outputs[0]).shape, (Shape{1, 16, 15, 18}));
 }
 
+// DLRM's rows: one filter row spanning a single-channel map 512 wide (wider than a conv instruction's
+// kernel field) is the GEMM SCALE-Sim computes for it: M = OH = 128, K = 512, N = 16 filters.
+TEST(ScaleSimCsv, FilterSpanningTheWholeSingleChannelMapBecomesItsGemm) {
+  Graph g = import_scalesim_csv_text(
+      "Layer name,Ifmap height,ifmap width,filter height,filter width,channels,num filters,strides,\n"
+      "MLP_Bottom_3,128,512,1,512,1,16,1,\n",
+      "dlrm.csv");
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].op_type, "MatMul");
+  EXPECT_EQ(g.nodes[0].name, "MLP_Bottom_3");
+  EXPECT_EQ(g.value(g.nodes[0].inputs[0]).shape, (Shape{128, 512}));
+  EXPECT_EQ(g.value(g.nodes[0].outputs[0]).shape, (Shape{128, 16}));
+}
+
 TEST(ScaleSimCsv, GemmRowBecomesMatMul) {
   Graph g = import_scalesim_csv_text("Layer Name, M, N, K,\nfc1, 128, 256, 512,\n", "g.csv");
   ASSERT_EQ(g.nodes.size(), 1u);
