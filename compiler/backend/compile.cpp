@@ -400,14 +400,17 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
       if (!t.layout.empty()) {
         bool identity = true;
         for (size_t k = 0; k < t.layout.size(); ++k) identity &= t.layout[k] == static_cast<int>(k);
-        if (!identity) {
+        if (!identity && !g.nhwc_io) {
           throw CompileError(fmt::format("graph {} '{}' is not in ONNX order after lowering",
                                          role == isa::TensorBinding::Role::kInput ? "input" : "output", name));
         }
       }
       b.dram_addr = t.addr;
     }
-    for (int64_t d : v.shape) b.dims.push_back(static_cast<uint64_t>(d));
+    // Dimensions in memory order (Graph::nhwc_io binds NHWC; everything else is in ONNX order).
+    const std::vector<int> phys = v.is_constant() ? std::vector<int>{} : c.tensor(name).layout;
+    for (size_t k = 0; k < v.shape.size(); ++k)
+      b.dims.push_back(static_cast<uint64_t>(v.shape[phys.empty() ? k : static_cast<size_t>(phys[k])]));
     prog.tensors.push_back(b);
   };
   for (const auto& in : g.inputs) {

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
+
+#include "compiler/ir/memory_budget.h"
 
 namespace npusim::compiler::backend {
 
@@ -10,6 +13,18 @@ bool overlaps(const Range& a, const Range& b) { return a.begin < b.end && b.begi
 bool covers(const Range& outer, const Range& inner) { return outer.begin <= inner.begin && inner.end <= outer.end; }
 constexpr std::array<int, isa::kNumQueues> kNone = {-1, -1, -1, -1, -1};
 }  // namespace
+
+void Emitter::reserve_more() {
+  const size_t n = std::max<size_t>(1024, program_.instructions.capacity() * 2);
+  // Per instruction: the instruction, its queue position and its clock, kept while compiling.
+  const uint64_t bytes = n * (sizeof(isa::Instruction) + sizeof(int) + sizeof(Clock));
+  check_allocation("the compiled program (" + std::to_string(n) + " instructions)", bytes,
+                   "use a smaller model or a larger array (systolic_array.rows/cols, fewer tiles), or "
+                   "--memory-limit-gb to set the limit");
+  program_.instructions.reserve(n);
+  pos_.reserve(n);
+  clock_.reserve(n);
+}
 
 std::array<Emitter::Clock, isa::kNumQueues> Emitter::make_clocks() {
   std::array<Clock, isa::kNumQueues> c;
@@ -57,6 +72,7 @@ int Emitter::emit(isa::Instruction ins, std::vector<Range> reads, std::vector<Ra
   }
   ins.set(isa::Field::kWait, wait);
   ins.set(isa::Field::kSignal, 0);
+  if (program_.instructions.size() == program_.instructions.capacity()) reserve_more();
   program_.instructions.push_back(ins);
   const int position = queue_len_[q]++;
   pos_.push_back(position);
@@ -142,6 +158,7 @@ void Emitter::halt(uint32_t layer) {
   isa::Instruction h;
   h.opcode = isa::Opcode::kHalt;
   h.set(isa::Field::kLayer, layer);
+  if (program_.instructions.size() == program_.instructions.capacity()) reserve_more();
   program_.instructions.push_back(h);
   pos_.push_back(queue_len_[static_cast<int>(isa::Queue::kMatrix)]++);
   clock_.push_back(kNone);

@@ -85,6 +85,9 @@ class Emitter {
   std::vector<std::pair<int, int64_t>> signal_log_;
 
   static std::array<Clock, isa::kNumQueues> make_clocks();
+  // Doubles the instruction storage after checking the bytes against the memory budget
+  // (compiler/ir/memory_budget.h): a model that needs billions of instructions fails with a sentence.
+  void reserve_more();
 };
 
 }  // namespace npusim::compiler::backend

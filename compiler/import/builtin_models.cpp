@@ -9,6 +9,7 @@
 
 #include "compiler/import/import.h"
 #include "compiler/import/onnx_internal.h"
+#include "compiler/ir/memory_budget.h"
 
 namespace npusim::compiler {
 namespace {
@@ -120,26 +121,36 @@ onnx::ModelProto demo_model() {
   return b.model();
 }
 
+// The values of a weight are held about three times over while compiling (the ONNX initializer, the
+// graph's constant, the program's data segment), 4 bytes each as float.
+void check_weight_bytes(const std::string& name, const Shape& shape) {
+  const double elements = static_cast<double>(num_elements(shape));
+  const double bytes = elements * 4.0 * 3.0;
+  check_allocation("the weight " + name + " (" + shape_to_string(shape) + " values)",
+                   bytes > 1.8e19 ? ~uint64_t{0} : static_cast<uint64_t>(bytes),
+                   "use smaller dimensions, or --memory-limit-gb to set the limit");
+}
+
 void add_matmul(ModelBuilder& b, const std::string& name, int64_t m, int64_t n, int64_t k, uint32_t seed) {
+  check_weight_bytes(name + ".b", {k, n});
   b.add_input(name + ".a", {m, k});
   b.add_initializer(name + ".b", {k, n}, pseudo_random(k * n, 1.0f / std::sqrt(static_cast<float>(k)), seed));
   b.add_node("MatMul", name, {name + ".a", name + ".b"}, {name + ".out"});
   b.add_output(name + ".out");
 }
 
-// A Conv on a pre-padded or padded 1xCxHxW input. extra_h/extra_w pad the bottom/right edge (SCALE-Sim's
-// ceiling rule for the output size).
+// A Conv on a pre-padded or padded 1xCxHxW input.
 void add_conv(ModelBuilder& b, const std::string& name, int64_t h, int64_t w, int64_t c, int64_t k, int64_t r,
-              int64_t s, int64_t stride_h, int64_t stride_w, int64_t pad, int64_t extra_h, int64_t extra_w,
-              int64_t group, uint32_t seed) {
-  b.add_input(name + ".ifmap", {1, c, h, w});
+              int64_t s, int64_t stride_h, int64_t stride_w, int64_t pad, int64_t group, uint32_t seed) {
   const int64_t cin = c / group;
+  check_weight_bytes(name + ".weight", {k, cin, r, s});
+  b.add_input(name + ".ifmap", {1, c, h, w});
   b.add_initializer(name + ".weight", {k, cin, r, s},
                     pseudo_random(k * cin * r * s, 1.0f / std::sqrt(static_cast<float>(cin * r * s)), seed));
   auto& n = b.add_node("Conv", name, {name + ".ifmap", name + ".weight"}, {name + ".ofmap"});
   ModelBuilder::set_attr(n, "kernel_shape", std::vector<int64_t>{r, s});
   ModelBuilder::set_attr(n, "strides", std::vector<int64_t>{stride_h, stride_w});
-  ModelBuilder::set_attr(n, "pads", std::vector<int64_t>{pad, pad, pad + extra_h, pad + extra_w});
+  ModelBuilder::set_attr(n, "pads", std::vector<int64_t>{pad, pad, pad, pad});
   if (group != 1) ModelBuilder::set_attr(n, "group", group);
   b.add_output(name + ".ofmap");
 }
@@ -178,7 +189,7 @@ onnx::ModelProto builtin_proto(const std::string& spec) {
     if (h + 2 * pad < r || w + 2 * pad < s)
       throw ModelError("model spec '" + spec + "': the filter is larger than the padded input");
     ModelBuilder b("conv");
-    add_conv(b, "conv", h, w, need(p, "C", spec), need(p, "K", spec), r, s, stride, stride, pad, 0, 0, 1, 7);
+    add_conv(b, "conv", h, w, need(p, "C", spec), need(p, "K", spec), r, s, stride, stride, pad, 1, 7);
     return b.model();
   }
   throw ModelError("unknown built-in model '" + spec + "' (expected demo, gemm:M=..,N=..,K=.. or conv:H=..,W=..,...)");
@@ -201,9 +212,18 @@ Graph import_scalesim_csv_text(const std::string& text, const std::string& displ
   int lineno = 0;
   while (std::getline(is, line)) {
     ++lineno;
-    if (trim(line).empty()) continue;
+    if (trim(line).empty() || trim(line)[0] == '#') continue;
     auto fields = split(trim(line), ',');
-    if (!fields.empty() && trim(fields.back()).empty()) fields.pop_back();  // SCALE-Sim's trailing comma
+    // A remark after the last column ("1,#dw"): SCALE-Sim drops whatever follows the last comma.
+    for (size_t i = 1; i < fields.size(); ++i) {
+      if (trim(fields[i]).rfind('#', 0) == 0) {
+        fields.resize(i);
+        break;
+      }
+    }
+    // SCALE-Sim's trailing comma; a row without one keeps its last column (unlike SCALE-Sim, which
+    // would drop the stride).
+    if (!fields.empty() && trim(fields.back()).empty()) fields.pop_back();
     if (header.empty())
       header = fields;
     else
@@ -243,17 +263,28 @@ Graph import_scalesim_csv_text(const std::string& text, const std::string& displ
     const int64_t sh = parse_positive(f[7], where + ": Strides");
     const int64_t sw = f.size() > 8 ? parse_positive(f[8], where + ": Stride width") : sh;
     if (r > h || s > w) throw ModelError(where + ": the filter is larger than the IFMAP");
-    // SCALE-Sim: ofmap = ceil((ifmap - filter + stride) / stride); pad the far edge so an ONNX Conv
-    // produces that many rows/columns.
+    // SCALE-Sim: ofmap = ceil((ifmap - filter + stride) / stride). Its inputs are pre-padded, so the
+    // rows and columns the ceiling adds are part of the input map: it grows by them (no conv padding,
+    // which could exceed the filter's reach on a 1x1 strided row).
     const int64_t oh = (h - r + sh + sh - 1) / sh, ow = (w - s + sw + sw - 1) / sw;
-    const int64_t extra_h = (oh - 1) * sh + r - h, extra_w = (ow - 1) * sw + s - w;
+    const int64_t extra_h = std::max<int64_t>((oh - 1) * sh + r - h, 0);
+    const int64_t extra_w = std::max<int64_t>((ow - 1) * sw + s - w, 0);
     // A depthwise layer ("DP" in the name): SCALE-Sim runs one single-channel layer per channel; one
     // grouped Conv with C groups of `k` filters each is the same computation.
     const bool dp = name.find("DP") != std::string::npos;
-    add_conv(b, name, h, w, c, dp ? c * k : k, r, s, sh, sw, 0, std::max<int64_t>(extra_h, 0),
-             std::max<int64_t>(extra_w, 0), dp ? c : 1, seed++);
+    if (!dp && r == 1 && c == 1 && s == w + extra_w && ow == 1) {
+      // One filter row spanning the whole single-channel map (DLRM's MLP rows, filters up to 1040
+      // wide): each output is a dot product of one input row, i.e. the GEMM [OH x S] x [S x K] that
+      // SCALE-Sim computes for it, without a kernel wider than a conv instruction takes.
+      add_matmul(b, name, oh, k, s, seed++);
+      continue;
+    }
+    add_conv(b, name, h + extra_h, w + extra_w, c, dp ? c * k : k, r, s, sh, sw, 0, dp ? c : 1, seed++);
   }
-  return detail::import_model_proto(b.model(), {}, ".", display_name);
+  Graph g = detail::import_model_proto(b.model(), {}, ".", display_name);
+  // Rows are layers on the array's own feature-map layout: no conversions around them.
+  g.nhwc_io = true;
+  return g;
 }
 
 Graph import_scalesim_csv(const std::string& path) {

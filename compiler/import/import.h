@@ -48,10 +48,11 @@ std::string read_tensor_name(const std::string& path);
 
 // A SCALE-Sim topology CSV. A conv topology (`Layer name, IFMAP Height, IFMAP Width, Filter Height,
 // Filter Width, Channels, Num Filter, Strides,`) becomes one Conv node per row, each reading its own
-// pre-padded NCHW input (batch 1, no padding, output size (H - R) / stride + 1 as SCALE-Sim computes
-// it); a GEMM topology (`Layer Name, M, N, K,`) becomes one MatMul [M x K] x [K x N] per row. Weights
-// are zero-filled constants (a topology carries no data). Rows are independent layers, as in
-// SCALE-Sim: every layer's output is a graph output.
+// pre-padded input (batch 1, no padding, output size ceil((H - R + stride) / stride) as SCALE-Sim
+// computes it, the input growing by the rows the ceiling adds), stored NHWC (Graph::nhwc_io); a GEMM
+// topology (`Layer Name, M, N, K,`) becomes one MatMul [M x K] x [K x N] per row. Weights are
+// pseudo-random constants (a topology carries no data). Rows are independent layers, as in SCALE-Sim:
+// every layer's output is a graph output.
 Graph import_scalesim_csv(const std::string& path);
 Graph import_scalesim_csv_text(const std::string& text, const std::string& display_name = "<csv>");
 

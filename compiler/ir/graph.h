@@ -85,6 +85,10 @@ class Graph {
   std::map<std::string, Value> values;
   std::vector<std::string> inputs;   // runtime inputs (not constants)
   std::vector<std::string> outputs;
+  // The runtime 4-D inputs and outputs are stored NHWC, as the array reads and writes feature maps (a
+  // SCALE-Sim topology: its rows are independent layers on pre-padded maps, so nothing converts them).
+  // Their program bindings list the dimensions in that memory order.
+  bool nhwc_io = false;
 
   // The value called `name`; throws std::out_of_range naming it when absent.
   const Value& value(const std::string& name) const;

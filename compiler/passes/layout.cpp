@@ -70,6 +70,9 @@ std::optional<Layout> required(const Graph& g, const Node& n, size_t k, const La
 
 void assign_layouts(Graph& g) {
   for (auto& [name, v] : g.values) v.layout.clear();
+  if (g.nhwc_io)
+    for (const auto& in : g.inputs)
+      if (is_4d_activation(g, in)) g.value(in).layout = kNhwc;
   // 1. Forward: what every node writes.
   std::map<std::string, Layout> agnostic_choice;  // node name -> layout of its 4-D operands
   for (const auto& n : g.nodes) {
@@ -90,6 +93,7 @@ void assign_layouts(Graph& g) {
   std::map<std::string, std::string> renamed;
   for (const auto& o : g.outputs) {
     Value& v = g.value(o);
+    if (g.nhwc_io && v.layout == kNhwc) continue;  // written where the graph declares it
     if (v.layout.empty() || same_memory_order(v.shape, v.layout, {}) || renamed.count(o)) {
       v.layout = same_memory_order(v.shape, v.layout, {}) ? Layout{} : v.layout;
       continue;

@@ -100,10 +100,35 @@ void DramConfig::visit(Visitor& v) {
   v.choice({"model", "", "ideal = fixed latency, unlimited bandwidth; simple = latency + bandwidth; "
                          "ddr4_3200, lpddr4_4266, hbm2 = banked timing presets"},
            model, kDramModelNames);
-  v.integer({"channels", "channels", "independent channels (banked presets; bandwidth scales with them)"}, channels, 1,
-            128);
-  v.real({"latency_ns", "ns", "access latency of the ideal and simple models"}, latency_ns, 0, 1e6);
-  v.real({"bandwidth_gbps", "GB/s", "bandwidth of the simple model"}, bandwidth_gbps, 0.001, 1e5);
+  v.integer({"channels", "channels",
+             "independent channels, addresses interleaved every 256 bytes (banked presets: bandwidth scales "
+             "with them; simple: they share bandwidth_gbps; not for ideal)"},
+            channels, 1, 128);
+  v.real({"latency_ns", "ns",
+          "access latency (ideal and simple models; a banked preset's follows from its timing)"},
+         latency_ns, 0, 1e6);
+  v.real({"bandwidth_gbps", "GB/s",
+          "total bandwidth of the simple model (a banked preset's is per channel x channels)"},
+         bandwidth_gbps, 0.001, 1e5);
+}
+
+std::string_view DramConfig::unused_reason(std::string_view key) const {
+  const bool ideal = model == DramModel::kIdeal, simple = model == DramModel::kSimple;
+  if (key == "channels" && ideal) return "the ideal model has unlimited bandwidth and no channels";
+  if (key == "bandwidth_gbps" && ideal) return "the ideal model has unlimited bandwidth";
+  if (key == "bandwidth_gbps" && !ideal && !simple)
+    return "a banked preset's bandwidth is its per-channel rate times dram.channels; set dram.channels, or "
+           "choose dram.model: simple";
+  if (key == "latency_ns" && !ideal && !simple)
+    return "a banked preset's latency follows from its timing of activate, CAS and burst; choose dram.model: "
+           "simple or ideal for a fixed latency";
+  return "";
+}
+
+std::string_view NpuConfig::unused_reason(std::string_view path) const {
+  constexpr std::string_view kDram = "dram.";
+  if (path.substr(0, kDram.size()) == kDram) return dram.unused_reason(path.substr(kDram.size()));
+  return "";
 }
 
 std::array<VecOpTiming, kNumVecOps> VectorConfig::default_ops() {

@@ -98,13 +98,16 @@ struct DmaConfig {
   void visit(Visitor& v);
 };
 
-// Off-chip memory.
+// Off-chip memory. Which keys a model uses: ideal latency_ns; simple latency_ns, bandwidth_gbps and
+// channels; the banked presets channels (their latency and per-channel bandwidth are the preset's).
 struct DramConfig {
   DramModel model = DramModel::kLpddr4_4266;
   int64_t channels = 2;
   double latency_ns = 100.0;
   double bandwidth_gbps = 17.0;
   void visit(Visitor& v);
+  // Why the parameter `key` of this group does not apply to the chosen model ("" when it does).
+  std::string_view unused_reason(std::string_view key) const;
 };
 
 // Latency and throughput of one vector-unit operation.
@@ -142,6 +145,9 @@ struct NpuConfig {
   VectorConfig vector;
   HostConfig host;
   void visit(Visitor& v);
+  // Why the parameter at dotted `path` has no effect on this machine ("" when it has): a DRAM key the
+  // chosen DRAM model does not use. The loader rejects such a key when it is given for that model.
+  std::string_view unused_reason(std::string_view path) const;
 };
 
 }  // namespace npusim::isa

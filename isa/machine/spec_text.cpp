@@ -199,6 +199,7 @@ class Lister final : public PathVisitor {
   void on_integer(const std::string& path, const Param& p, int64_t& value, int64_t min,
                   int64_t max) override {
     ParamInfo i = base(path, p.key, ParamInfo::Kind::kInteger, p.unit, p.description);
+    i.affects_timing = p.affects_timing;
     i.int_min = min;
     i.int_max = max;
     i.value = format_integer(value);
@@ -206,6 +207,7 @@ class Lister final : public PathVisitor {
   }
   void on_real(const std::string& path, const Param& p, double& value, double min, double max) override {
     ParamInfo i = base(path, p.key, ParamInfo::Kind::kReal, p.unit, p.description);
+    i.affects_timing = p.affects_timing;
     i.real_min = min;
     i.real_max = max;
     i.value = format_real(value);
@@ -213,12 +215,14 @@ class Lister final : public PathVisitor {
   }
   void on_boolean(const std::string& path, const Param& p, bool& value) override {
     ParamInfo i = base(path, p.key, ParamInfo::Kind::kBoolean, p.unit, p.description);
+    i.affects_timing = p.affects_timing;
     i.value = std::string(format_boolean(value));
     out.push_back(std::move(i));
   }
   void on_choice(const std::string& path, const Param& p, int& index,
                  const std::vector<std::string_view>& names) override {
     ParamInfo i = base(path, p.key, ParamInfo::Kind::kChoice, p.unit, p.description);
+    i.affects_timing = p.affects_timing;
     for (std::string_view n : names) i.names.emplace_back(n);
     i.value = index >= 0 && index < static_cast<int>(names.size()) ? std::string(names[index]) : "?";
     out.push_back(std::move(i));

@@ -70,6 +70,7 @@ struct ParamInfo {
   double real_min = 0, real_max = 0;
   std::vector<std::string> names;  // choices
   std::string value;               // canonical text of the value (parameters only)
+  bool affects_timing = true;      // isa::Param::affects_timing
 };
 
 // Groups and parameters of `c` in declaration order (a group precedes its members).

@@ -16,6 +16,9 @@ struct Param {
   std::string_view key;
   std::string_view unit;  // "" for dimensionless
   std::string_view description;
+  // False for the few parameters that cannot change a run's figures (the description says why); the
+  // test that perturbs every key on a probe workload skips them.
+  bool affects_timing = true;
 };
 
 // Walks the parameters of a config tree. Implementations read (YAML, --set), write (dump) or both.

@@ -46,28 +46,43 @@ class IdealDram : public Dram {
   double latency_ns_;
 };
 
-// One shared data path of `bandwidth_gbps` plus a pipelined fixed latency.
+// `channels` data paths sharing `bandwidth_gbps` equally, addresses interleaved every kSimpleInterleave
+// bytes (as the banked presets are), each with a pipelined fixed latency. One channel is one shared
+// data path; more channels serve concurrent requests to different channels in parallel, so a transfer
+// spanning few interleave units uses only part of the total bandwidth.
+constexpr uint64_t kSimpleInterleave = 256;
+
 class SimpleDram : public Dram {
  public:
-  SimpleDram(double latency_ns, double bandwidth_gbps)
-      : latency_ps_(ns_to_ps(latency_ns)), ps_per_byte_(1000.0 / bandwidth_gbps), latency_ns_(latency_ns),
-        bandwidth_gbps_(bandwidth_gbps) {}
-  uint64_t access(uint64_t, uint32_t bytes, bool, uint64_t issue_ps) override {
+  SimpleDram(double latency_ns, double bandwidth_gbps, int channels)
+      : latency_ps_(ns_to_ps(latency_ns)),
+        ps_per_byte_(1000.0 * std::max(1, channels) / bandwidth_gbps),
+        latency_ns_(latency_ns),
+        bandwidth_gbps_(bandwidth_gbps),
+        bus_free_ps_(static_cast<size_t>(std::max(1, channels)), 0.0),
+        chan_(static_cast<uint64_t>(std::max(1, channels))) {}
+  int channels() const override { return static_cast<int>(bus_free_ps_.size()); }
+  int channel_of(uint64_t addr) const override {
+    return static_cast<int>(chan_.mod(addr / kSimpleInterleave));
+  }
+  uint64_t access(uint64_t addr, uint32_t bytes, bool, uint64_t issue_ps) override {
     ++stats_.requests;
     // Bus time kept in fractional ps so that bursts shorter than 1 ps of rounding do not drift.
-    const double start = std::max(static_cast<double>(issue_ps), bus_free_ps_);
-    bus_free_ps_ = start + bytes * ps_per_byte_;
-    return static_cast<uint64_t>(std::ceil(bus_free_ps_)) + latency_ps_;
+    double& bus_free = bus_free_ps_[static_cast<size_t>(channel_of(addr))];
+    const double start = std::max(static_cast<double>(issue_ps), bus_free);
+    bus_free = start + bytes * ps_per_byte_;
+    return static_cast<uint64_t>(std::ceil(bus_free)) + latency_ps_;
   }
   double peak_bandwidth_gbps() const override { return bandwidth_gbps_; }
   double idle_latency_ns() const override { return latency_ns_; }
 
  private:
   uint64_t latency_ps_;
-  double ps_per_byte_;
+  double ps_per_byte_;  // per channel
   double latency_ns_;
   double bandwidth_gbps_;
-  double bus_free_ps_ = 0.0;
+  std::vector<double> bus_free_ps_;  // per channel
+  FastDiv chan_;
 };
 
 // Channels of banks with open-row buffers. Address map (low to high): byte within the channel
@@ -206,7 +221,7 @@ std::unique_ptr<Dram> make_dram(const DramConfig& c) {
     case isa::DramModel::kIdeal:
       return std::make_unique<IdealDram>(c.latency_ns);
     case isa::DramModel::kSimple:
-      return std::make_unique<SimpleDram>(c.latency_ns, c.bandwidth_gbps);
+      return std::make_unique<SimpleDram>(c.latency_ns, c.bandwidth_gbps, static_cast<int>(c.channels));
     default:
       return make_banked_dram(banked_preset(c.model), static_cast<int>(c.channels));
   }

@@ -1,8 +1,8 @@
 #pragma once
 // DRAM timing models behind one interface: ideal (fixed latency, unlimited bandwidth), simple
-// (latency + one shared bandwidth) and banked (channels, banks, row buffers, refresh, read/write
-// turnaround) with the ddr4_3200, lpddr4_4266 and hbm2 presets. SystemC-free: the DMA engines call
-// them with times in picoseconds, and tests drive them directly.
+// (latency + a bandwidth shared by interleaved channels) and banked (channels, banks, row buffers,
+// refresh, read/write turnaround) with the ddr4_3200, lpddr4_4266 and hbm2 presets. SystemC-free: the DMA
+// engines call them with times in picoseconds, and tests drive them directly.
 #include <cstdint>
 #include <memory>
 #include <string_view>
@@ -62,7 +62,7 @@ struct BankedDramTiming {
 // The built-in presets (model must be a banked one).
 const BankedDramTiming& banked_preset(isa::DramModel model);
 
-// Builds the model the config names. `channels` applies to the banked presets.
+// Builds the model the config names (DramConfig says which keys each model uses).
 std::unique_ptr<Dram> make_dram(const DramConfig& config);
 // A banked model with explicit timing (tests, studies).
 std::unique_ptr<Dram> make_banked_dram(const BankedDramTiming& timing, int channels);

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <unistd.h>
-
 #include <yaml-cpp/yaml.h>
 
 #include <boost/program_options.hpp>
@@ -19,6 +18,7 @@
 #include "arch/simulate.h"
 #include "compiler/backend/compile.h"
 #include "compiler/import/import.h"
+#include "compiler/ir/memory_budget.h"
 #include "compiler/ops/op_table.h"
 #include "compiler/quant/accuracy.h"
 #include "compiler/quant/calibration.h"
@@ -328,6 +328,7 @@ struct ModelCliOptions {
   bool no_fusion = false;   // --no-fusion
   std::string mapping;      // --mapping FILE.yaml
   std::string mapping_out;  // --mapping-out FILE.yaml
+  double memory_limit_gb = 0;  // --memory-limit-gb (0 = the machine's available memory)
 };
 
 po::options_description model_options(ModelCliOptions& m) {
@@ -345,7 +346,9 @@ po::options_description model_options(ModelCliOptions& m) {
       "impose per-layer mappings (placement, tiles, loop order) by node name; layers it does not name are "
       "searched (docs/backend.md, \"Mapping files\")")(
       "mapping-out", po::value(&m.mapping_out)->value_name("FILE.yaml"),
-      "write every layer's mapping as a mapping file (--mapping reads it back and reproduces the compile)");
+      "write every layer's mapping as a mapping file (--mapping reads it back and reproduces the compile)")(
+      "memory-limit-gb", po::value(&m.memory_limit_gb)->value_name("GB"),
+      "fail with a clear message before an allocation past GB (default: the machine's available memory)");
   return d;
 }
 
@@ -546,6 +549,8 @@ bool is_program_file(const std::string& path) {
 CompiledModel compile_or_throw(Context& ctx, const std::string& spec, const isa::NpuConfig& config,
                                const ModelCliOptions& m) {
   ModelOptions options = to_model_options(m, config);
+  if (m.memory_limit_gb < 0) throw UsageError("--memory-limit-gb must not be negative");
+  if (m.memory_limit_gb > 0) compiler::set_memory_limit_bytes(static_cast<uint64_t>(m.memory_limit_gb * 1e9));
   compiler::MappingOverrides mapping;
   if (!m.mapping.empty()) {
     try {
@@ -761,6 +766,11 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       return kExitUsage;
     } catch (const RunError& e) {
       err << "npusim: error: " << e.what() << "\n";
+      return kExitFailure;
+    } catch (const std::bad_alloc&) {
+      // The last resort: the estimates before large allocations (compiler/ir/memory_budget.h) missed one.
+      err << "npusim: error: out of memory: an allocation failed after the model's estimated needs were "
+             "checked; try a smaller model or --memory-limit-gb to fail earlier with the estimate\n";
       return kExitFailure;
     } catch (const std::exception& e) {
       err << "npusim: error: " << e.what() << "\n";

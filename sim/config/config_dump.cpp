@@ -95,6 +95,13 @@ std::string config_yaml(const isa::NpuConfig& c) {
     } else {
       line += " " + p.value;
       comment = p.unit;
+      // A key the chosen model does not use would be rejected on loading: keep it visible, commented.
+      const std::string_view unused = c.unused_reason(p.path);
+      if (!unused.empty()) {
+        line.insert(static_cast<size_t>(p.depth) * 2, "# ");
+        comment = "not used by the " + std::string(isa::kDramModelNames[static_cast<size_t>(c.dram.model)]) +
+                  " model";
+      }
     }
     if (!comment.empty()) line += "  # " + comment;
     out += line + "\n";

@@ -237,12 +237,21 @@ const char* describe(const Tree::Node& n) {
   return "something else";
 }
 
+// A parameter the user gave: where (file:line:column or "--set") and in which layer of the
+// configuration (0 = the file, i = the i-th --set), for the checks that depend on the final values.
+struct Given {
+  std::string path;
+  std::string where;
+  int layer;
+};
+
 // Reads a YAML document into an NpuConfig, walking the declaration; keys the walk never asks for are
 // unknown. Values the document does not give keep their defaults.
 class YamlReader final : public isa::PathVisitor {
  public:
-  YamlReader(const Tree& tree, std::string source, std::vector<std::string>& errors)
-      : tree_(tree), source_(std::move(source)), errors_(errors) {}
+  YamlReader(const Tree& tree, std::string source, std::vector<std::string>& errors,
+             std::vector<Given>& given)
+      : tree_(tree), source_(std::move(source)), errors_(errors), given_(given) {}
 
   void read(size_t root, isa::NpuConfig& c) {
     frames_.push_back({std::nullopt, "", {}});
@@ -367,7 +376,10 @@ class YamlReader final : public isa::PathVisitor {
   }
 
   void report(const Scalar& s, const std::string& path, const std::string& reason) {
-    if (!reason.empty()) error(s.mark, path + " = " + show(s.text) + " " + reason);
+    if (!reason.empty())
+      error(s.mark, path + " = " + show(s.text) + " " + reason);
+    else
+      given_.push_back({path, position(source_, s.mark), 0});
   }
 
   // Keys of the current mapping that the declaration did not ask for, duplicates, and non-name keys.
@@ -405,6 +417,7 @@ class YamlReader final : public isa::PathVisitor {
   const Tree& tree_;
   std::string source_;
   std::vector<std::string>& errors_;
+  std::vector<Given>& given_;
   std::vector<Frame> frames_;
   std::vector<Found> found_;
 };
@@ -503,8 +516,14 @@ std::string resolve_config_path(const std::string& arg) {
   throw ConfigError({msg});
 }
 
-void apply_sets(isa::NpuConfig& c, const std::vector<std::string>& sets, std::vector<std::string>& errors) {
+namespace {
+
+// apply_sets(), recording each parameter set as layer 1, 2, ... in `given`.
+void apply_sets_given(isa::NpuConfig& c, const std::vector<std::string>& sets,
+                      std::vector<std::string>& errors, std::vector<Given>* given) {
+  int layer = 0;
   for (const std::string& s : sets) {
+    ++layer;
     const size_t eq = s.find('=');
     if (eq == std::string::npos || eq == 0) {
       errors.push_back("--set " + show(s) + ": expected key.path=value (e.g. systolic_array.rows=64)");
@@ -516,6 +535,7 @@ void apply_sets(isa::NpuConfig& c, const std::vector<std::string>& sets, std::ve
     c.visit(a);
     if (a.found()) {
       if (!a.reason().empty()) errors.push_back("--set: " + key + " = " + show(value) + " " + a.reason());
+      if (given && a.reason().empty()) given->push_back({key, "--set", layer});
     } else if (a.is_group()) {
       errors.push_back("--set: " + key +
                        " is a group, not a parameter (its keys: " + join(a.group_keys(), ", ") + ")");
@@ -529,6 +549,32 @@ void apply_sets(isa::NpuConfig& c, const std::vector<std::string>& sets, std::ve
       errors.push_back("--set: " + show(key) + ": unknown key" + hint);
     }
   }
+}
+
+// A DRAM key given for a model that does not use it is an error, not a silent no-op. A key given in an
+// earlier layer than the last choice of dram.model was written for another model (a sweep or --set
+// switching the preset's DRAM model) and is left alone; the dump (config_yaml) writes such keys as
+// comments so that it loads back.
+void check_applicable(const isa::NpuConfig& c, const std::vector<Given>& given,
+                      std::vector<std::string>& errors) {
+  int model_layer = -1;
+  for (const Given& g : given)
+    if (g.path == "dram.model") model_layer = std::max(model_layer, g.layer);
+  std::vector<std::string> seen;
+  for (const Given& g : given) {
+    const std::string_view reason = c.unused_reason(g.path);
+    if (g.layer < model_layer || reason.empty()) continue;
+    std::string m = fmt::format("{}: {} does not apply to the {} DRAM model ({})", g.where, g.path,
+                                isa::kDramModelNames[static_cast<size_t>(c.dram.model)], reason);
+    if (std::find(seen.begin(), seen.end(), m) == seen.end()) seen.push_back(m);
+  }
+  for (std::string& m : seen) errors.push_back(std::move(m));
+}
+
+}  // namespace
+
+void apply_sets(isa::NpuConfig& c, const std::vector<std::string>& sets, std::vector<std::string>& errors) {
+  apply_sets_given(c, sets, errors, nullptr);
 }
 
 std::vector<std::string> check_constraints(const isa::NpuConfig& c) {
@@ -594,15 +640,17 @@ std::vector<std::string> check_constraints(const isa::NpuConfig& c) {
 isa::NpuConfig load_config_text(const std::string& yaml_text, const std::string& source_name,
                                 const std::vector<std::string>& sets) {
   std::vector<std::string> errors;
+  std::vector<Given> given;
   isa::NpuConfig c;
   try {
     Tree tree;
     if (std::optional<size_t> root = read_document(yaml_text, source_name, tree, errors))
-      YamlReader(tree, source_name, errors).read(*root, c);
+      YamlReader(tree, source_name, errors, given).read(*root, c);
   } catch (const YAML::Exception& e) {
     errors.push_back(position(source_name, e.mark) + ": invalid YAML: " + e.msg);
   }
-  apply_sets(c, sets, errors);
+  apply_sets_given(c, sets, errors, &given);
+  check_applicable(c, given, errors);
   // Values that failed to parse kept their defaults, so the constraints still judge a real config.
   for (std::string& m : check_constraints(c)) errors.push_back(source_name + ": " + m);
   if (!errors.empty()) throw ConfigError(std::move(errors));
@@ -613,7 +661,9 @@ isa::NpuConfig load_config(const std::string& yaml_path_or_preset, const std::ve
   if (yaml_path_or_preset.empty()) {
     isa::NpuConfig c;
     std::vector<std::string> errors;
-    apply_sets(c, sets, errors);
+    std::vector<Given> given;
+    apply_sets_given(c, sets, errors, &given);
+    check_applicable(c, given, errors);
     for (std::string& m : check_constraints(c)) errors.push_back(std::move(m));
     if (!errors.empty()) throw ConfigError(std::move(errors));
     return c;

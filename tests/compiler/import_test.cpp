@@ -75,11 +75,52 @@ TEST(ScaleSimCsv, ConvRowBecomesConvWithScaleSimOutputSize) {
   ASSERT_EQ(g.nodes.size(), 2u);
   EXPECT_EQ(g.nodes[0].op_type, "Conv");
   EXPECT_EQ(g.nodes[0].name, "Conv1");
-  EXPECT_EQ(g.value(g.nodes[0].inputs[0]).shape, (Shape{1, 3, 224, 224}));
+  // SCALE-Sim: ceil((224 - 7 + 2) / 2) = ceil(109.5) = 110 outputs, which read (110 - 1) * 2 + 7 = 225
+  // pre-padded rows: the map grows by the one the ceiling adds, and the Conv has no padding.
+  EXPECT_EQ(g.value(g.nodes[0].inputs[0]).shape, (Shape{1, 3, 225, 225}));
   EXPECT_EQ(g.value(g.nodes[0].inputs[1]).shape, (Shape{64, 3, 7, 7}));
-  // SCALE-Sim: ceil((224 - 7 + 2) / 2) = ceil(109.5) = 110.
   EXPECT_EQ(g.value(g.nodes[0].outputs[0]).shape, (Shape{1, 64, 110, 110}));
+  EXPECT_EQ(g.nodes[0].attr_ints("pads"), (std::vector<int64_t>{0, 0, 0, 0}));
   EXPECT_EQ(g.value(g.nodes[1].outputs[0]).shape, (Shape{1, 64, 56, 56}));
+  EXPECT_TRUE(g.nhwc_io);
+}
+
+// The forms of SCALE-Sim v2's own topology files: a blank line after the header, a remark after the last
+// column ("1,#dw", which SCALE-Sim drops with the field after the last comma), a row without the
+// trailing comma (its stride stays), separate stride height and width.
+TEST(ScaleSimCsv, BlankLinesRemarksAndMissingTrailingCommasKeepEveryRowAndStride) {
+  Graph g = import_scalesim_csv_text(
+      "Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, Strides,\n"
+      "\n"
+      "dw, 56, 56, 3, 3, 1, 1, 1,#dw\n"
+      "proj, 56, 56, 1, 1, 24, 48, 2\n"
+      "rect, 30, 20, 3, 3, 8, 16, 2, 1,\n"
+      "\n",
+      "forms.csv");
+  ASSERT_EQ(g.nodes.size(), 3u);
+  EXPECT_EQ(g.nodes[0].attr_ints("strides"), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(g.value(g.nodes[0].outputs[0]).shape, (Shape{1, 1, 54, 54}));
+  // ceil((56 - 1 + 2) / 2) = 29 outputs of a 1x1 stride-2 filter: the map is 57 rows pre-padded.
+  EXPECT_EQ(g.nodes[1].attr_ints("strides"), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(g.value(g.nodes[1].outputs[0]).shape, (Shape{1, 48, 29, 29}));
+  EXPECT_EQ(g.value(g.nodes[1].inputs[0]).shape, (Shape{1, 24, 57, 57}));
+  // Height: ceil((30 - 3 + 2) / 2) = 15; width: 20 - 3 + 1 = 18.
+  EXPECT_EQ(g.nodes[2].attr_ints("strides"), (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(g.value(g.nodes[2].outputs[0]).shape, (Shape{1, 16, 15, 18}));
+}
+
+// DLRM's rows: one filter row spanning a single-channel map 512 wide (wider than a conv instruction's
+// kernel field) is the GEMM SCALE-Sim computes for it: M = OH = 128, K = 512, N = 16 filters.
+TEST(ScaleSimCsv, FilterSpanningTheWholeSingleChannelMapBecomesItsGemm) {
+  Graph g = import_scalesim_csv_text(
+      "Layer name,Ifmap height,ifmap width,filter height,filter width,channels,num filters,strides,\n"
+      "MLP_Bottom_3,128,512,1,512,1,16,1,\n",
+      "dlrm.csv");
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].op_type, "MatMul");
+  EXPECT_EQ(g.nodes[0].name, "MLP_Bottom_3");
+  EXPECT_EQ(g.value(g.nodes[0].inputs[0]).shape, (Shape{128, 512}));
+  EXPECT_EQ(g.value(g.nodes[0].outputs[0]).shape, (Shape{128, 16}));
 }
 
 TEST(ScaleSimCsv, GemmRowBecomesMatMul) {

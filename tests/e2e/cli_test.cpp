@@ -332,5 +332,55 @@ TEST(Cli, GemminiAt8x8RunsFunctionallyOnOneSharedScratchpad) {
   EXPECT_NE(c.out.find("mapping_policy: gemmini"), std::string::npos) << c.out;
 }
 
+// A SCALE-Sim topology stays as written: one report layer per row, in order, every one on the array
+// (FC rows on 1x1 maps, 1x1 stride-2 rows, rows whose output follows the ceiling rule, single-channel
+// rows), no layout conversions, and total_cycles is the sum of the rows' cycles.
+TEST(Cli, ScaleSimTopologyRowsAreTheReportLayersAllOnTheArray) {
+  const std::string dir = temp_dir("topology-rows");
+  write_file(
+      dir + "/topo.csv",
+      "Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, Strides,\n"
+      "\n"
+      "stem, 112, 112, 3, 3, 3, 24, 2,\n"
+      "dw_like, 56, 56, 3, 3, 1, 1, 1,#dw\n"
+      "proj, 56, 56, 1, 1, 24, 48, 1\n"
+      "down, 56, 56, 1, 1, 48, 96, 2,\n"
+      "odd, 27, 27, 3, 3, 96, 96, 2,\n"
+      "head, 1, 1, 1, 1, 1280, 1000, 1,\n");
+  const CommandResult r =
+      npusim({"run", dir + "/topo.csv", "--config", std::string(NPUSIM_SOURCE_DIR) + "/configs/scalesim.yaml",
+              "-q", "--report", dir + "/r.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string f = dir + "/r.json";
+  EXPECT_EQ(json_eval(f, "[l['name'] for l in r['layers']]"),
+            "['stem', 'dw_like', 'proj', 'down', 'odd', 'head']");
+  EXPECT_EQ(json_eval(f, "sorted(set(l['placement'] for l in r['layers']))"), "['npu']");
+  EXPECT_EQ(json_eval(f, "all(l['compute_cycles'] > 0 for l in r['layers'])"), "True");
+  EXPECT_EQ(json_eval(f, "r['compile']['fallbacks']"), "[]");
+  EXPECT_EQ(json_eval(f, "r['total_cycles'] == sum(l['cycles'] for l in r['layers'])"), "True");
+}
+
+// Memory is planned: a micro-model whose weights would not fit fails before allocating them, with one
+// sentence naming the tensor, the bytes and what avoids it (never std::bad_alloc). 10^10 fp32 weights
+// are 40 GB, held about three times while compiling.
+TEST(Cli, HugeMicroModelFailsBeforeAllocatingNamingTheTensorAndTheBytes) {
+  const CommandResult r = npusim({"run", "gemm:M=100000,N=100000,K=100000", "-q", "--memory-limit-gb", "64"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("the weight gemm.b (100000x100000 values) needs 120.0 GB, more than the 64.0 GB"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("--memory-limit-gb"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("bad_alloc"), std::string::npos) << r.err;
+}
+
+// The instruction stream is budgeted too: 4096 rows of a 32 x 32 GEMM need more than a thousand
+// instructions, which (instruction, queue position, dependency clock) exceed 20 kB.
+TEST(Cli, ProgramPastTheMemoryLimitFailsNamingTheProgram) {
+  const CommandResult r = npusim({"run", "gemm:M=4096,N=32,K=32", "-q", "--memory-limit-gb", "0.00002"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("the compiled program (1024 instructions) needs"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("more than the 20.0 kB of memory available"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace npusim::test
