@@ -138,6 +138,8 @@ class Context {
     uint64_t data_end = 0, scratch_end = 0;
     LayerPlan plan;
   };
+  // Choices the mapper made by simulation, by a key of everything they depend on (MatrixMapper::choose).
+  std::map<std::string, size_t> decided;
   Trial begin_trial();
   void end_trial(const Trial& t);
   bool in_trial() const { return in_trial_; }

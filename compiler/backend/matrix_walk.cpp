@@ -299,6 +299,18 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
   std::vector<Tiling> best = search(evaluated, c_.can_time() ? kTimedCandidates : 1);
   if (best.empty()) return Tiling{};
   if (!c_.can_time()) return best.front();
+  // A layer identical to one already decided (ResNet's repeated blocks: the same geometry, operand
+  // types, epilogue and candidates) takes the same winner without simulating the candidates again.
+  std::string key = fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}|{} {} {} {} {} {}",
+                                j_.gemm, j_.b_const, j_.images, j_.H, j_.W, j_.C, j_.OH, j_.OW, j_.M, j_.kh, j_.kw,
+                                j_.sh, j_.sw, j_.dh, j_.dw, j_.pt, j_.pl, j_.groups, j_.cg, j_.mg, j_.step_h, j_.step_w,
+                                j_.src_w, static_cast<int>(s_.ops.a), static_cast<int>(s_.ops.w),
+                                static_cast<int>(s_.ops.y), static_cast<int>(s_.ops.r), s_.ops.tile_read,
+                                s_.epilogue_ops());
+  for (const Tiling& t : best) {
+    key += fmt::format("|{} {} {} {} {} {}", t.gb, t.toh, t.tow, t.tc, t.tn, t.spatial_outer);
+  }
+  if (auto it = c_.decided.find(key); it != c_.decided.end()) return best[it->second];
   size_t win = 0;
   const int64_t first = c_.em.size();
   for (size_t i = 0; i < best.size(); ++i) {
@@ -314,6 +326,7 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
       c_.timed = {first, last, best[i].simulated};
     }
   }
+  c_.decided.emplace(std::move(key), win);
   return best[win];
 }
 
