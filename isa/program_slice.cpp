@@ -38,7 +38,8 @@ Program slice_program(const Program& p, size_t first, size_t last, const TokenBa
   const TokenBalance in_slice = balance_of(p, first, last);
   TokenBalance from_before{};  // waits in the slice still consuming tokens signalled before it
   TokenBalance kept_waits{};   // waits in the slice that consume a signal of the slice
-  for (size_t c = 0; c < from_before.size(); ++c) from_before[c] = std::max<int64_t>(0, balance_at_last[c] - in_slice[c]);
+  for (size_t c = 0; c < from_before.size(); ++c)
+    from_before[c] = std::max<int64_t>(0, balance_at_last[c] - in_slice[c]);
 
   Program out;
   uint32_t base = UINT32_MAX, top = 0;
@@ -48,7 +49,8 @@ Program slice_program(const Program& p, size_t first, size_t last, const TokenBa
     top = std::max(top, p.instructions[i].layer());
   }
   if (base == UINT32_MAX) base = top = 0;
-  for (uint32_t l = base; l <= top; ++l) out.layers.push_back(l < p.layers.size() ? p.layers[l] : Layer{"slice", ""});
+  for (uint32_t l = base; l <= top; ++l)
+    out.layers.push_back(l < p.layers.size() ? p.layers[l] : Layer{"slice", ""});
   out.host_ops = p.host_ops;
   out.instructions.reserve(last - first);
   for (size_t i = first; i < last; ++i) {

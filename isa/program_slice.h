@@ -23,8 +23,9 @@ TokenBalance token_balance(const Program& p, size_t upto);
 
 // Instructions [first, last) of `p` (HALT and BARRIER left out) as a program of its own. Layer tags are
 // renumbered from the layer of instruction `first` (tag 0) and the slice's `layers` are those layers
-// of `p`, so a simulation reports each of them. `balance_at_last` is token_balance(p, last). Host ops are kept (HOSTCALLs index them); data segments, tensors and the
-// machine spec are not (a timing run needs none of them).
+// of `p`, so a simulation reports each of them. `balance_at_last` is token_balance(p, last). Host ops are
+// kept (HOSTCALLs index them); data segments, tensors and the machine spec are not (a timing run needs none
+// of them).
 Program slice_program(const Program& p, size_t first, size_t last, const TokenBalance& balance_at_last);
 
 }  // namespace npusim::isa

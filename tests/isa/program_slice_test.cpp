@@ -1,7 +1,7 @@
 // isa::slice_program: a run of instructions as a program of its own, tokens paired in order per channel.
-#include <gtest/gtest.h>
-
 #include "isa/program_slice.h"
+
+#include <gtest/gtest.h>
 
 namespace npusim::isa {
 namespace {
@@ -29,7 +29,8 @@ Program two_layers() {
 
 TEST(ProgramSlice, TokenBalanceCountsSignalsMinusWaitsPerChannel) {
   const Program p = two_layers();
-  const size_t load_to_matrix = static_cast<size_t>(Queue::kLoad) * kNumQueues + static_cast<size_t>(Queue::kMatrix);
+  const size_t load_to_matrix =
+      static_cast<size_t>(Queue::kLoad) * kNumQueues + static_cast<size_t>(Queue::kMatrix);
   EXPECT_EQ(token_balance(p, 1)[load_to_matrix], 1);
   EXPECT_EQ(token_balance(p, 2)[load_to_matrix], 0);
   EXPECT_EQ(token_balance(p, 5)[load_to_matrix], 1);  // the last LOAD's token is still outstanding
@@ -67,8 +68,9 @@ TEST(ProgramSlice, AWaitForATokenSignalledBeforeTheSliceIsDropped) {
 TEST(ProgramSlice, HaltAndBarrierAreLeftOut) {
   Program p = two_layers();
   p.instructions.push_back(ins(Opcode::kHalt, 1, 0, 0));
-  EXPECT_EQ(slice_program(p, 0, p.instructions.size(), token_balance(p, p.instructions.size())).instructions.size(),
-            5u);
+  EXPECT_EQ(
+      slice_program(p, 0, p.instructions.size(), token_balance(p, p.instructions.size())).instructions.size(),
+      5u);
 }
 
 }  // namespace
