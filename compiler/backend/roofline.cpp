@@ -13,17 +13,17 @@ int64_t Roofline::bound_cycles() const {
   return static_cast<int64_t>(std::ceil(std::max({compute_cycles, vector_cycles, memory_cycles})));
 }
 
-Roofline roofline(const Graph &g, const Node &n, int64_t macs, isa::DType precision,
-                  const isa::NpuConfig &config) {
+Roofline roofline(const Graph& g, const Node& n, int64_t macs, isa::DType precision,
+                  const isa::NpuConfig& config) {
   // Every distinct tensor the node reads (weights included) or writes, once.
   std::set<std::string> tensors;
-  for (const auto *names : {&n.inputs, &n.outputs}) {
-    for (const std::string &s : *names) {
+  for (const auto* names : {&n.inputs, &n.outputs}) {
+    for (const std::string& s : *names) {
       if (!s.empty() && g.has_value(s) && g.value(s).fully_known()) tensors.insert(s);
     }
   }
   int64_t elements = 0, largest = 0;
-  for (const std::string &s : tensors) {
+  for (const std::string& s : tensors) {
     const int64_t e = num_elements(g.value(s).shape);
     elements += e;
     largest = std::max(largest, e);
@@ -31,7 +31,7 @@ Roofline roofline(const Graph &g, const Node &n, int64_t macs, isa::DType precis
   const double lanes = static_cast<double>(std::max<int64_t>(1, config.vector.lanes));
   Roofline r;
   if (macs > 0) {
-    const isa::SystolicArrayConfig &a = config.systolic_array;
+    const isa::SystolicArrayConfig& a = config.systolic_array;
     const double per_cycle =
         n.attr_int("group", 1) > 1 ? lanes : static_cast<double>(a.rows * a.cols) * a.rate(precision);
     // An array without MACs of the precision runs no matrix layer in it (the

@@ -25,7 +25,7 @@ struct Roofline {
 // of every tensor it moves); `macs` as the mapper counted them (0 for layers
 // without MACs). A grouped or depthwise conv (group > 1) is bounded by the
 // vector lanes: a systolic array cannot share inputs across groups.
-Roofline roofline(const Graph &g, const Node &n, int64_t macs, isa::DType precision,
-                  const isa::NpuConfig &config);
+Roofline roofline(const Graph& g, const Node& n, int64_t macs, isa::DType precision,
+                  const isa::NpuConfig& config);
 
 }  // namespace npusim::compiler::backend

@@ -17,26 +17,26 @@
 namespace npusim::compiler::testing {
 namespace {
 
-const LayerPlan &layer(const CompileResult &r, const std::string &name) {
-  for (const LayerPlan &p : r.layers) {
+const LayerPlan& layer(const CompileResult& r, const std::string& name) {
+  for (const LayerPlan& p : r.layers) {
     if (p.name == name) return p;
   }
   throw std::runtime_error("no layer " + name);
 }
 
 // DRAM bytes per NPU cycle at the DRAM model's peak (GB/s = bytes per ns).
-double peak_bytes_per_cycle(const isa::NpuConfig &c) {
+double peak_bytes_per_cycle(const isa::NpuConfig& c) {
   return isa::timing::dram_peak_bandwidth_gbps(c.dram) / (c.frequency_mhz / 1000.0);
 }
 
-int64_t roof(double compute, double bytes, const isa::NpuConfig &c) {
+int64_t roof(double compute, double bytes, const isa::NpuConfig& c) {
   return static_cast<int64_t>(std::ceil(std::max(compute, bytes / peak_bytes_per_cycle(c))));
 }
 
 // gemm:M,N,K compiled for the edge preset in `precision`; int8 through a
 // calibrated plan.
 CompileResult compile_gemm(int64_t m, int64_t n, int64_t k, quant::Precision precision,
-                           quant::PrecisionPlan *plan) {
+                           quant::PrecisionPlan* plan) {
   const std::string spec =
       "gemm:M=" + std::to_string(m) + ",N=" + std::to_string(n) + ",K=" + std::to_string(k);
   const Graph imported = load_model(spec);
@@ -63,7 +63,7 @@ TEST(Roofline, GemmBoundIsMacsOverArrayRateOrBytesOverDramPeakInFp16AndInt8) {
   };
   // A square GEMM (compute-bound on the edge preset) and a thin one
   // (memory-bound: its weights dominate).
-  for (const Case &g : {Case{256, 256, 256}, Case{4, 512, 512}}) {
+  for (const Case& g : {Case{256, 256, 256}, Case{4, 512, 512}}) {
     const double macs = static_cast<double>(g.m * g.n * g.k);
     const double elements = static_cast<double>(g.m * g.k + g.k * g.n + g.m * g.n);
     quant::PrecisionPlan plan;
@@ -84,7 +84,7 @@ TEST(Roofline, DepthwiseConvIsBoundedByTheVectorLanesNotTheArray) {
   const int64_t ch = 32, hw = 16;
   b.input("x", {1, ch, hw, hw});
   b.constant("w", {ch, 1, 3, 3});
-  Node &n = b.node("Conv", {"x", "w"}, {"y"}, "dw");
+  Node& n = b.node("Conv", {"x", "w"}, {"y"}, "dw");
   n.attrs["pads"].value = std::vector<int64_t>{1, 1, 1, 1};
   n.attrs["group"].value = ch;
   n.attrs["kernel_shape"].value = std::vector<int64_t>{3, 3};
