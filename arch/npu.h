@@ -20,7 +20,8 @@ namespace npusim::arch {
 class Npu : public sc_core::sc_module {
  public:
   Npu(const sc_core::sc_module_name& name, const isa::NpuConfig& config, const isa::Program& program,
-      traces::Sink* sink, datapath::MachineState* state, std::function<void(double)> progress);
+      traces::Sink* sink, datapath::MachineState* state, std::function<void(double)> progress,
+      isa::timing::Refresh refresh = isa::timing::Refresh::kScheduled);
 
   bool finished() const { return sequencer_.finished(); }
   const std::string& error() const { return fab_.error; }

@@ -90,7 +90,7 @@ traces::Report simulate(const isa::Program& program, const isa::NpuConfig& confi
   fresh_simcontext();
   traces::Report report;
   {
-    Npu npu("npu", config, program, options.sink, state.get(), options.progress);
+    Npu npu("npu", config, program, options.sink, state.get(), options.progress, options.dram_refresh);
     if (options.sink) {
       traces::TraceInfo info;
       info.frequency_mhz = config.frequency_mhz;

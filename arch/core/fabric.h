@@ -26,13 +26,13 @@ inline constexpr uint16_t kFirstDmaUnit = 1 + isa::kNumQueues;
 class Fabric {
  public:
   Fabric(const isa::Program& program, const isa::NpuConfig& config, traces::Sink* sink, size_t units,
-         datapath::MachineState* state)
+         datapath::MachineState* state, isa::timing::Refresh refresh)
       : program(program),
         config(config),
         period_ps(static_cast<uint64_t>(std::llround(1e6 / config.frequency_mhz))),
         rec(program, units, sink),
         sram(config.sram),
-        dram(isa::timing::make_dram(config.dram)),
+        dram(isa::timing::make_dram(config.dram, refresh)),
         state(state) {}
 
   // The current cycle. Every wait is a whole number of periods, so this is exact.

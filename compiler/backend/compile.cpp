@@ -29,6 +29,14 @@ using backend::Range;
 
 namespace {
 
+// What runs before a layer when its code is timed: the whole layer before it, and the code before
+// that up to kContextInstructions instructions in all, from at most kContextLayers layers back, so that
+// the DMA queues and DRAM are as busy as in the whole program when it starts (docs/backend.md,
+// "Estimates": with the layer before only, BERT's short layers are 10-20% off; more context costs
+// compile time for no accuracy on the models measured).
+constexpr size_t kContextLayers = 3;
+constexpr int64_t kContextInstructions = 500;
+
 bool is_free(const Node& n) { return n.attr_string(kPlacement, "") == "free"; }
 
 isa::DType storage_dtype(const Value& v, isa::DType act) {
@@ -275,6 +283,8 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
   c.scratch_base_ = c.scratch_end_ = uint64_t{1} << 38;
 
   // ---- code generation, node by node ----
+  // Layers whose code was timed, in order: (first instruction, layer index).
+  std::vector<std::pair<int64_t, size_t>> timed_layers;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     c.layer = static_cast<uint32_t>(i);
@@ -354,10 +364,23 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     }
     if (plan.model_cycles == 0) plan.model_cycles = plan.est_cycles;
     if (c.can_time() && c.em.size() > before) {
-      // After the layer before it: its tail overlaps this layer's first loads, as in the whole program.
-      const bool known = c.timed.first == before && c.timed.last == c.em.size();
-      plan.est_cycles = known ? c.timed.cycles : c.time_layer(before);
-      c.context_first = before;
+      // Between its neighbours, as in the whole program: the layers before it run first (their tails
+      // overlap this layer's first loads), and the layer before it takes its figure from this run, where
+      // its successor's loads compete with it for DRAM.
+      const bool known = c.timed.first == before && c.timed.last == c.em.size() && !c.timed.cycles.empty();
+      const std::vector<int64_t> cycles = known ? c.timed.cycles : c.time_code(before);
+      plan.est_cycles = cycles.back();
+      if (!timed_layers.empty()) {
+        const int64_t from = c.context_first >= 0 && c.context_first < before ? c.context_first : before;
+        const size_t base = prog.instructions[static_cast<size_t>(from)].layer();
+        const size_t previous = timed_layers.back().second;
+        if (previous >= base && previous - base < cycles.size() - 1 && cycles[previous - base] > 0) {
+          result.layers[previous].est_cycles = cycles[previous - base];
+        }
+      }
+      timed_layers.emplace_back(before, i);
+      const size_t k = timed_layers.size() - std::min(timed_layers.size(), kContextLayers);
+      c.context_first = std::max(timed_layers[k].first, std::min(before, c.em.size() - kContextInstructions));
     }
     c.timed = {};
     if (plan.placement == "free" && plan.instructions == 0) {

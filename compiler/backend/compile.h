@@ -43,6 +43,9 @@ class MappingError : public CompileError {
   using CompileError::CompileError;
 };
 
+// Cycles of each layer of a program slice, simulated (CompileOptions::timer).
+using CodeTimer = std::function<std::vector<int64_t>(const isa::Program&)>;
+
 struct CompileOptions {
   // Whole-model precision of matrix and vector ops and of activations in DRAM: fp32, fp16 or bf16.
   isa::DType precision = isa::DType::kFp32;
@@ -51,12 +54,12 @@ struct CompileOptions {
   // (int8 codes between int8 layers) and `precision` is only the format of graph inputs/outputs.
   const quant::PrecisionPlan* plan = nullptr;
   // Times a program (a slice of the one being compiled: isa/program_slice.h) on an idle machine and
-  // returns the cycles of its last layer as a report counts them (its span); earlier layers in the
-  // slice are its context. The simulator, injected by sim/ (the compiler does not link arch/): with it,
-  // every layer's estimate is its code simulated after the layer before it, and the mapping search
-  // ranks its best few candidates by simulating each alone. Without it (the compiler's own tests),
-  // estimates come from the closed-form cost model.
-  std::function<int64_t(const isa::Program&)> timer;
+  // returns the cycles of each of its layers as a report counts them (their spans), in order. The
+  // simulator, injected by sim/ (the compiler does not link arch/): with it, every layer's estimate is
+  // its code simulated between its neighbours (docs/backend.md, "Estimates"), and the mapping search
+  // ranks its best few candidates by simulating each. Without it (the compiler's own tests), estimates
+  // come from the closed-form cost model.
+  CodeTimer timer;
   // Imposed per-layer mappings (compiler/backend/mapping.h); layers it does not name are searched.
   const MappingOverrides* mapping = nullptr;
 };

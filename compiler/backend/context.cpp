@@ -131,9 +131,14 @@ uint64_t Context::add_scratch(uint64_t bytes) {
   return at;
 }
 
-int64_t Context::time_layer(int64_t first) const {
+std::vector<int64_t> Context::time_code(int64_t first) const {
   const int64_t from = context_first >= 0 && context_first < first ? context_first : first;
   return options.timer(isa::slice_program(program, static_cast<size_t>(from), program.instructions.size(), {}));
+}
+
+int64_t Context::time_layer(int64_t first) const {
+  const std::vector<int64_t> cycles = time_code(first);
+  return cycles.empty() ? 0 : cycles.back();
 }
 
 Context::Trial Context::begin_trial() {

@@ -120,15 +120,19 @@ class Context {
 
   // ---- timing emitted code (CompileOptions::timer) ----
   bool can_time() const { return static_cast<bool>(options.timer); }
-  // First instruction of the layer before this one (its context when timing), -1 = none.
+  // First instruction of the earliest layer timed with the current one as its context (the
+  // kContextLayers layers that emitted code before it), -1 = none.
   int64_t context_first = -1;
-  // Cycles of the current layer, whose code starts at instruction `first` and runs to the end of the
-  // program, simulated on an idle machine after the layer before it (context_first).
+  // Cycles of each layer from the one at context_first to the current one, whose code starts at
+  // instruction `first` and runs to the end of the program, simulated on an idle machine.
+  std::vector<int64_t> time_code(int64_t first) const;
+  // The current layer's figure of time_code.
   int64_t time_layer(int64_t first) const;
-  // Code whose time is known: the layer's instructions [first, last) took `cycles` (the mapper's
-  // winning trial, emitted again unchanged), so its estimate need not be simulated again.
+  // Code whose time is known: the layer's instructions [first, last) took `cycles` (time_code's
+  // figures: the mapper's winning trial, emitted again unchanged), so they need not be simulated again.
   struct Timed {
-    int64_t first = -1, last = -1, cycles = 0;
+    int64_t first = -1, last = -1;
+    std::vector<int64_t> cycles;
   } timed;
   // Trial emission: the mapper emits a candidate mapping, times it and undoes it. While a trial is
   // open, data segments only reserve their DRAM addresses (the bytes are not built).

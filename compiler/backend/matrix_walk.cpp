@@ -318,12 +318,13 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
     if (i > 0 && best[i].est > kTimedRange * best.front().est) break;
     const Context::Trial trial = c_.begin_trial();
     generate(best[i]);
-    best[i].simulated = c_.time_layer(first);
+    std::vector<int64_t> cycles = c_.time_code(first);
+    best[i].simulated = cycles.empty() ? 0 : cycles.back();
     const int64_t last = c_.em.size();
     c_.end_trial(trial);
     if (i == 0 || best[i].simulated < best[win].simulated) {
       win = i;
-      c_.timed = {first, last, best[i].simulated};
+      c_.timed = {first, last, std::move(cycles)};
     }
   }
   c_.decided.emplace(std::move(key), win);

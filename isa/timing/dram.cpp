@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "isa/timing/fast_div.h"
 
@@ -90,13 +91,14 @@ class SimpleDram : public Dram {
 // stream spreads over the channels and walks each page before moving to the next bank.
 class BankedDram : public Dram {
  public:
-  BankedDram(const BankedDramTiming& t, int channels) : t_(t), channels_(std::max(1, channels)) {
-    t_burst_ = ns_to_ps(t.t_burst_ns);
+  BankedDram(const BankedDramTiming& t, int channels, Refresh refresh) : t_(t), channels_(std::max(1, channels)) {
+    const bool averaged = refresh == Refresh::kAveraged && t.t_refi_ns > t.t_rfc_ns;
+    t_burst_ = ns_to_ps(averaged ? t.t_burst_ns * t.t_refi_ns / (t.t_refi_ns - t.t_rfc_ns) : t.t_burst_ns);
     t_cl_ = ns_to_ps(t.t_cl_ns);
     t_rcd_ = ns_to_ps(t.t_rcd_ns);
     t_rp_ = ns_to_ps(t.t_rp_ns);
     t_ras_ = ns_to_ps(t.t_ras_ns);
-    t_refi_ = ns_to_ps(t.t_refi_ns);
+    t_refi_ = averaged ? std::numeric_limits<uint64_t>::max() / 2 : ns_to_ps(t.t_refi_ns);  // never
     t_rfc_ = ns_to_ps(t.t_rfc_ns);
     t_wtr_ = ns_to_ps(t.t_wtr_ns);
     t_rtw_ = ns_to_ps(t.t_rtw_ns);
@@ -212,18 +214,18 @@ const BankedDramTiming& banked_preset(isa::DramModel model) {
   }
 }
 
-std::unique_ptr<Dram> make_banked_dram(const BankedDramTiming& timing, int channels) {
-  return std::make_unique<BankedDram>(timing, channels);
+std::unique_ptr<Dram> make_banked_dram(const BankedDramTiming& timing, int channels, Refresh refresh) {
+  return std::make_unique<BankedDram>(timing, channels, refresh);
 }
 
-std::unique_ptr<Dram> make_dram(const DramConfig& c) {
+std::unique_ptr<Dram> make_dram(const DramConfig& c, Refresh refresh) {
   switch (c.model) {
     case isa::DramModel::kIdeal:
       return std::make_unique<IdealDram>(c.latency_ns);
     case isa::DramModel::kSimple:
       return std::make_unique<SimpleDram>(c.latency_ns, c.bandwidth_gbps, static_cast<int>(c.channels));
     default:
-      return make_banked_dram(banked_preset(c.model), static_cast<int>(c.channels));
+      return make_banked_dram(banked_preset(c.model), static_cast<int>(c.channels), refresh);
   }
 }
 

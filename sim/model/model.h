@@ -17,7 +17,7 @@
 namespace npusim::sim {
 
 // Times a slice of a program on an idle machine (compiler::CompileOptions::timer).
-using CodeTimer = std::function<int64_t(const isa::Program&)>;
+using CodeTimer = compiler::CodeTimer;
 
 // The simulator as the compiler's timer: estimates and the choice among the best candidate mappings
 // come from simulating the code (arch::simulate, timing only). In its own file so that users of the

@@ -5,8 +5,13 @@ namespace npusim::sim {
 
 CodeTimer simulation_timer(const isa::NpuConfig& config) {
   return [config](const isa::Program& p) {
-    const traces::Report r = arch::simulate(p, config, arch::RunOptions{});
-    return static_cast<int64_t>(r.layers.empty() ? r.total_cycles : r.layers.back().cycles);
+    arch::RunOptions options;
+    options.dram_refresh = isa::timing::Refresh::kAveraged;  // a slice cannot know the whole run's phase
+    const traces::Report r = arch::simulate(p, config, options);
+    std::vector<int64_t> cycles;
+    for (const traces::LayerReport& l : r.layers) cycles.push_back(static_cast<int64_t>(l.cycles));
+    if (cycles.empty()) cycles.push_back(static_cast<int64_t>(r.total_cycles));
+    return cycles;
   };
 }
 

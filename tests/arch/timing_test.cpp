@@ -226,6 +226,27 @@ TEST_P(DramPresetTest, RandomSmallRequestsPayTheRowMissPenalty) {
   EXPECT_GT(rnd->stats().row_misses, n * 9 / 10);
 }
 
+TEST_P(DramPresetTest, AveragedRefreshLosesTheSameBandwidthWithoutAPhase) {
+  isa::DramConfig c;
+  c.model = GetParam();
+  c.channels = 2;
+  const timing::BankedDramTiming& t = timing::banked_preset(c.model);
+  // Over many refresh intervals the averaged model moves data as fast as the scheduled one.
+  auto scheduled = timing::make_dram(c);
+  auto averaged = timing::make_dram(c, timing::Refresh::kAveraged);
+  const double s = stream_gbps(*scheduled, 64ull << 20, 64), a = stream_gbps(*averaged, 64ull << 20, 64);
+  EXPECT_NEAR(a, s, 0.02 * s) << t.name;
+  EXPECT_EQ(averaged->stats().refreshes, 0);
+  // A stream shorter than one interval: the scheduled model, whose first refresh is a whole tREFI away,
+  // runs at full speed; the averaged one pays the interval's share of tRFC wherever the stream falls.
+  const uint64_t short_bytes = static_cast<uint64_t>(0.5 * t.t_refi_ns * t.peak_gbps());
+  auto s1 = timing::make_dram(c);
+  auto a1 = timing::make_dram(c, timing::Refresh::kAveraged);
+  const double fast = stream_gbps(*s1, short_bytes, 64), even = stream_gbps(*a1, short_bytes, 64);
+  EXPECT_EQ(s1->stats().refreshes, 0);
+  EXPECT_NEAR(fast / even, t.t_refi_ns / (t.t_refi_ns - t.t_rfc_ns), 0.01) << t.name;
+}
+
 INSTANTIATE_TEST_SUITE_P(Presets, DramPresetTest,
                          ::testing::Values(isa::DramModel::kDdr4_3200, isa::DramModel::kLpddr4_4266,
                                            isa::DramModel::kHbm2),
