@@ -107,8 +107,9 @@ bool MatrixMapper::fits(const Tiling& t) const {
   return t.in_bytes <= c_.capacity(Buffer::kInput) && t.w_bytes <= c_.capacity(Buffer::kWeight);
 }
 
-// isa::timing::estimate_dma_cycles, memoised: the search asks for the same few boxes many times.
-double MatrixMapper::dma_cycles(int64_t s0, int64_t s1, int64_t s2, int64_t st1, int64_t st2, DType t) const {
+// Memoised: the search asks for the same few boxes many times.
+const MatrixMapper::BoxCost& MatrixMapper::dma_cost(int64_t s0, int64_t s1, int64_t s2, int64_t st1, int64_t st2,
+                                                    DType t) const {
   const std::array<int64_t, 6> key = {s0, s1, s2, st1, st2, static_cast<int64_t>(t)};
   auto it = dma_memo_.find(key);
   if (it != dma_memo_.end()) return it->second;
@@ -120,9 +121,9 @@ double MatrixMapper::dma_cycles(int64_t s0, int64_t s1, int64_t s2, int64_t st1,
       .set(isa::Field::kSize2, s2)
       .set(isa::Field::kSize3, 1);
   i.set(isa::Field::kStride1, st1).set(isa::Field::kStride2, st2);
-  const double v = isa::timing::estimate_dma_cycles(i, c_.config);
-  dma_memo_.emplace(key, v);
-  return v;
+  const BoxCost v{isa::timing::estimate_dma_cycles(i, c_.config),
+                  isa::timing::channel_skew(isa::timing::dma_rows(i), c_.config.dram)};
+  return dma_memo_.emplace(key, v).first->second;
 }
 
 double MatrixMapper::vec_cost(int64_t elems) const {
@@ -156,10 +157,10 @@ void MatrixMapper::estimate(Tiling& t) const {
       const int64_t p = h * w;
       const double sp = static_cast<double>(hc * wc * j_.images);
       for (auto [k, kcnt] : kc) {
-        const double a = dma_cycles(k, j_.in_cols(w), j_.in_rows(h), j_.pixel_stride(), j_.row_stride(), o.a);
+        const BoxCost& a = dma_cost(k, j_.in_cols(w), j_.in_rows(h), j_.pixel_stride(), j_.row_stride(), o.a);
         const double times_a = sp * static_cast<double>(kcnt) * (reuse_a ? 1.0 : static_cast<double>(nn));
-        load_a += a * times_a;
-        bytes += box(k, j_.in_cols(w), j_.in_rows(h), o.a) * times_a;
+        load_a += a.cycles * times_a;
+        bytes += box(k, j_.in_cols(w), j_.in_rows(h), o.a) * a.skew * times_a;
         for (auto [n, ncnt] : nc) {
           // Per kernel position: kh*kw GEMMs reducing over the channels alone.
           const int64_t reps = per_position() ? j_.kh * j_.kw : 1;
@@ -170,22 +171,24 @@ void MatrixMapper::estimate(Tiling& t) const {
       }
       for (auto [n, ncnt] : nc) {
         const double tiles = sp * static_cast<double>(ncnt);
-        store += dma_cycles(n, w, h, j_.M, j_.OW * j_.M, o.y) * tiles;
-        bytes += box(n, w, h, o.y) * tiles;
+        const BoxCost& y = dma_cost(n, w, h, j_.M, j_.OW * j_.M, o.y);
+        store += y.cycles * tiles;
+        bytes += box(n, w, h, o.y) * y.skew * tiles;
         vec += tiles * ops * vec_cost(p * n);
         if (o.tile_read) {
-          load_r += dma_cycles(n, w, h, j_.M, j_.OW * j_.M, o.r) * tiles;
-          bytes += box(n, w, h, o.r) * tiles;
+          const BoxCost& r = dma_cost(n, w, h, j_.M, j_.OW * j_.M, o.r);
+          load_r += r.cycles * tiles;
+          bytes += box(n, w, h, o.r) * r.skew * tiles;
         }
       }
     }
   }
   for (auto [k, kcnt] : kc) {
     for (auto [n, ncnt] : nc) {
-      const double b = dma_cycles(n, k, j_.kh * j_.kw, n, k * n, o.w);
+      const BoxCost& b = dma_cost(n, k, j_.kh * j_.kw, n, k * n, o.w);
       const double times_b = static_cast<double>(kcnt * ncnt) * (reuse_b ? 1.0 : static_cast<double>(ns));
-      load_b += b * times_b;
-      bytes += box(n, k, j_.kh * j_.kw, o.w) * times_b;
+      load_b += b.cycles * times_b;
+      bytes += box(n, k, j_.kh * j_.kw, o.w) * b.skew * times_b;
     }
   }
   compute *= static_cast<double>(blocks);

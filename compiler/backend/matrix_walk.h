@@ -221,7 +221,15 @@ class MatrixMapper {
   // Pixels past an input tile a per-position CONV's footprint reaches (its window starts up to
   // (kw-1)*dw pixels in and spans whole rows).
   int64_t position_slack() const { return per_position() ? (j_.kw - 1) * j_.dw : 0; }
-  double dma_cycles(int64_t s0, int64_t s1, int64_t s2, int64_t st1, int64_t st2, isa::DType t) const;
+  // One box's DMA: its cycles alone (isa::timing::estimate_dma_cycles) and its channel skew
+  // (isa::timing::channel_skew: its bytes count that many times against the DRAM's sustained rate).
+  struct BoxCost {
+    double cycles = 0, skew = 1;
+  };
+  const BoxCost& dma_cost(int64_t s0, int64_t s1, int64_t s2, int64_t st1, int64_t st2, isa::DType t) const;
+  double dma_cycles(int64_t s0, int64_t s1, int64_t s2, int64_t st1, int64_t st2, isa::DType t) const {
+    return dma_cost(s0, s1, s2, st1, st2, t).cycles;
+  }
   double vec_cost(int64_t elems) const;
   void load_input(int64_t img, int64_t oy0, int64_t oh, int64_t ox0, int64_t ow, int64_t c0, int64_t tc,
                   uint64_t slot);
@@ -229,7 +237,7 @@ class MatrixMapper {
   Context& c_;
   const MatrixJob& j_;
   MatrixStrategy& s_;
-  mutable std::map<std::array<int64_t, 6>, double> dma_memo_;
+  mutable std::map<std::array<int64_t, 6>, BoxCost> dma_memo_;
 };
 
 // Records a chosen tiling in c.plan (tile shape, loop order, estimates, MACs).

@@ -52,19 +52,48 @@ BurstCount count_bursts(const DmaRows& r, const DmaConfig& dma) {
   return c;
 }
 
+double channel_skew(const DmaRows& r, const DramConfig& dram) {
+  const int64_t channels = dram_channel_count(dram);
+  if (channels <= 1 || dram_peak_bandwidth_gbps(dram) <= 0 || r.row_bytes <= 0) return 1.0;
+  const uint64_t unit = dram_interleave_bytes(dram), stripe = unit * static_cast<uint64_t>(channels);
+  std::vector<uint64_t> per(static_cast<size_t>(channels), 0);
+  auto add = [&](uint64_t a, uint64_t left) {
+    while (left > 0 && a % unit != 0) {  // head, up to the next unit boundary
+      const uint64_t take = std::min(left, unit - a % unit);
+      per[(a / unit) % static_cast<uint64_t>(channels)] += take;
+      a += take, left -= take;
+    }
+    for (uint64_t& p : per) p += left / stripe * unit;  // whole stripes
+    a += left / stripe * stripe, left %= stripe;
+    for (; left > 0; a += std::min(left, unit), left -= std::min(left, unit)) {
+      per[(a / unit) % static_cast<uint64_t>(channels)] += std::min(left, unit);
+    }
+  };
+  int64_t visited = 0;
+  for (int64_t i2 = 0; i2 < r.count[2] && visited < 4096; ++i2) {
+    for (int64_t i1 = 0; i1 < r.count[1] && visited < 4096; ++i1) {
+      uint64_t a = r.dram_addr + i1 * r.stride[1] + i2 * r.stride[2];
+      for (int64_t i0 = 0; i0 < r.count[0] && visited < 4096; ++i0, ++visited, a += r.stride[0]) {
+        add(a, static_cast<uint64_t>(r.row_bytes));
+      }
+    }
+  }
+  uint64_t total = 0, busiest = 0;
+  for (uint64_t p : per) total += p, busiest = std::max(busiest, p);
+  return total > 0 ? static_cast<double>(busiest) * static_cast<double>(channels) / static_cast<double>(total) : 1.0;
+}
+
 double estimate_dma_cycles(const Instruction& ins, const NpuConfig& config) {
   const DmaRows rows = dma_rows(ins);
   const BurstCount b = count_bursts(rows, config.dma);
   const double latency_ns = dram_idle_latency_ns(config.dram);
   const double bytes = static_cast<double>(b.bursts) * config.dma.burst_bytes;
-  double gbps = dram_peak_bandwidth_gbps(config.dram);
+  const double peak = dram_peak_bandwidth_gbps(config.dram);
+  double ns = 0.0;
+  if (peak > 0) ns = bytes * channel_skew(rows, config.dram) / peak;  // the busiest channel's time
   // Little's law: max_outstanding bursts per round trip.
-  if (latency_ns > 0) {
-    const double limit = config.dma.max_outstanding * config.dma.burst_bytes / latency_ns;
-    gbps = gbps > 0 ? std::min(gbps, limit) : limit;
-  }
-  const double ns = latency_ns + (gbps > 0 ? bytes / gbps : 0.0);
-  return config.dma.setup_cycles + ns * config.frequency_mhz / 1000.0;
+  if (latency_ns > 0) ns = std::max(ns, bytes * latency_ns / (config.dma.max_outstanding * config.dma.burst_bytes));
+  return config.dma.setup_cycles + (latency_ns + ns) * config.frequency_mhz / 1000.0;
 }
 
 double sustained_dram_bytes_per_cycle(const NpuConfig& config) {

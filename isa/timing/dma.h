@@ -36,6 +36,13 @@ DmaRows dma_rows(const Instruction& ins);
 // Bytes the transfer writes to (LOAD) or reads from (STORE) SRAM: the dense box, halo included.
 int64_t dma_sram_bytes(const Instruction& ins);
 
+// How unevenly a transfer spreads over the DRAM channels: the busiest channel's bytes times the number
+// of channels over all its bytes; 1 when balanced, `channels` when every byte falls in one channel (rows
+// of 256 bytes, 3072 bytes apart, on two channels interleaved every 256 bytes). The transfer cannot
+// move faster than its busiest channel: its DRAM time is bytes x skew / peak. Rows past the first 4096
+// are not visited (the pattern repeats).
+double channel_skew(const DmaRows& rows, const DramConfig& dram);
+
 // Burst counts of a transfer.
 struct BurstCount {
   int64_t bursts = 0;             // all bursts, misaligned ones included

@@ -93,15 +93,17 @@ class BankedDram : public Dram {
  public:
   BankedDram(const BankedDramTiming& t, int channels, Refresh refresh) : t_(t), channels_(std::max(1, channels)) {
     const bool averaged = refresh == Refresh::kAveraged && t.t_refi_ns > t.t_rfc_ns;
-    t_burst_ = ns_to_ps(averaged ? t.t_burst_ns * t.t_refi_ns / (t.t_refi_ns - t.t_rfc_ns) : t.t_burst_ns);
-    t_cl_ = ns_to_ps(t.t_cl_ns);
-    t_rcd_ = ns_to_ps(t.t_rcd_ns);
-    t_rp_ = ns_to_ps(t.t_rp_ns);
-    t_ras_ = ns_to_ps(t.t_ras_ns);
+    // Averaged: every operation takes the share of time refresh would block, bandwidth and latency alike.
+    const double s = averaged ? t.t_refi_ns / (t.t_refi_ns - t.t_rfc_ns) : 1.0;
+    t_burst_ = ns_to_ps(t.t_burst_ns * s);
+    t_cl_ = ns_to_ps(t.t_cl_ns * s);
+    t_rcd_ = ns_to_ps(t.t_rcd_ns * s);
+    t_rp_ = ns_to_ps(t.t_rp_ns * s);
+    t_ras_ = ns_to_ps(t.t_ras_ns * s);
     t_refi_ = averaged ? std::numeric_limits<uint64_t>::max() / 2 : ns_to_ps(t.t_refi_ns);  // never
     t_rfc_ = ns_to_ps(t.t_rfc_ns);
-    t_wtr_ = ns_to_ps(t.t_wtr_ns);
-    t_rtw_ = ns_to_ps(t.t_rtw_ns);
+    t_wtr_ = ns_to_ps(t.t_wtr_ns * s);
+    t_rtw_ = ns_to_ps(t.t_rtw_ns * s);
     unit_ = FastDiv(static_cast<uint64_t>(t.interleave_bytes));
     chan_ = FastDiv(static_cast<uint64_t>(channels_));
     stripe_ = FastDiv(static_cast<uint64_t>(t.interleave_bytes) * channels_);
@@ -226,6 +228,20 @@ std::unique_ptr<Dram> make_dram(const DramConfig& c, Refresh refresh) {
       return std::make_unique<SimpleDram>(c.latency_ns, c.bandwidth_gbps, static_cast<int>(c.channels));
     default:
       return make_banked_dram(banked_preset(c.model), static_cast<int>(c.channels), refresh);
+  }
+}
+
+int dram_channel_count(const DramConfig& c) {
+  return c.model == isa::DramModel::kIdeal ? 1 : std::max(1, static_cast<int>(c.channels));
+}
+
+uint64_t dram_interleave_bytes(const DramConfig& c) {
+  switch (c.model) {
+    case isa::DramModel::kIdeal:
+    case isa::DramModel::kSimple:
+      return kSimpleInterleave;
+    default:
+      return static_cast<uint64_t>(banked_preset(c.model).interleave_bytes);
   }
 }
 

@@ -78,6 +78,10 @@ std::unique_ptr<Dram> make_banked_dram(const BankedDramTiming& timing, int chann
 // Peak and idle latency of the configured model without building it (compiler estimates).
 double dram_peak_bandwidth_gbps(const DramConfig& config);
 double dram_idle_latency_ns(const DramConfig& config);
+// Channels whose bandwidth is separate (1 for the ideal model) and the bytes mapped to one channel
+// before the next (every model interleaves channels every 256 bytes).
+int dram_channel_count(const DramConfig& config);
+uint64_t dram_interleave_bytes(const DramConfig& config);
 // The peak in bytes per NPU clock cycle (0 = unlimited: the ideal model), for roofline bounds.
 double dram_peak_bytes_per_cycle(const NpuConfig& config);
 

@@ -264,6 +264,52 @@ TEST(DramTiming, SimpleModelIsLatencyPlusBytesOverBandwidth) {
   EXPECT_LE(gbps, 8.0);
 }
 
+TEST(DmaTiming, ChannelSkewIsTheBusiestChannelsShare) {
+  isa::DramConfig dram;  // lpddr4_4266, two channels interleaved every 256 bytes
+  timing::DmaRows r;
+  r.row_bytes = 256;
+  r.count = {197, 1, 1};
+  r.stride = {3072, 0, 0};  // an int8 A tile of 256 columns out of 3072: every row on channel 0
+  EXPECT_DOUBLE_EQ(timing::channel_skew(r, dram), 2.0);
+  r.row_bytes = 512;  // 512 columns: each row covers both channels
+  EXPECT_DOUBLE_EQ(timing::channel_skew(r, dram), 1.0);
+  r.row_bytes = 256;
+  r.stride = {256 * 3, 0, 0};  // odd stride: rows alternate channels
+  EXPECT_NEAR(timing::channel_skew(r, dram), 1.0, 0.02);
+  r.dram_addr = 100;  // a row that straddles a unit boundary: 156 bytes on one channel, 100 on the other
+  r.count = {1, 1, 1};
+  EXPECT_DOUBLE_EQ(timing::channel_skew(r, dram), 2.0 * 156 / 256);
+  dram.model = isa::DramModel::kIdeal;
+  EXPECT_DOUBLE_EQ(timing::channel_skew(r, dram), 1.0);
+}
+
+TEST(DmaTiming, TheEstimateChargesTheBusiestChannelAsTheEnginesDo) {
+  isa::NpuConfig c;  // edge: lpddr4_4266 on two channels
+  auto dram_time = [&](int64_t row_bytes, int64_t stride, int64_t rows) {
+    auto dram = timing::make_dram(c.dram);
+    timing::DmaBurstEngine engine(c.dma);
+    timing::DmaRows r;
+    r.row_bytes = row_bytes;
+    r.count = {rows, 1, 1};
+    r.stride = {stride, 0, 0};
+    return engine.run(r, false, 0, *dram).done_ps * c.frequency_mhz * 1e-6;
+  };
+  auto estimate = [&](int64_t cols, int64_t stride, int64_t rows) {
+    isa::Instruction ins;
+    ins.opcode = isa::Opcode::kLoad;
+    ins.set(isa::Field::kDtype, static_cast<int>(isa::DType::kInt8))
+        .set(isa::Field::kSize0, cols)
+        .set(isa::Field::kSize1, rows)
+        .set(isa::Field::kStride1, stride);
+    return timing::estimate_dma_cycles(ins, c);
+  };
+  // The same 50 KB: rows on one channel take about twice as long as rows spread over both.
+  const double one = dram_time(256, 3072, 197), both = dram_time(512, 3072, 98);
+  EXPECT_GT(one, 1.6 * both);
+  EXPECT_NEAR(estimate(256, 3072, 197), one, 0.2 * one);
+  EXPECT_NEAR(estimate(512, 3072, 98), both, 0.2 * both);
+}
+
 TEST(DramTiming, IdealModelIsFixedLatency) {
   isa::DramConfig c;
   c.model = isa::DramModel::kIdeal;
