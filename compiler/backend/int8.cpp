@@ -458,18 +458,23 @@ class Int8Strategy : public MatrixStrategy {
     return ops;
   }
 
-  void allocate(SramAlloc& acc, int64_t p_max, int64_t tn) override {
+  int64_t side_bytes(int64_t p, int64_t tn) const override {
+    return 2 * round64(p * tn * 4) * ((j_.residual ? 1 : 0) + (j_.silu ? 1 : 0));
+  }
+
+  void allocate(SramAlloc& acc, SramAlloc& side, int64_t p_max, int64_t tn) override {
+    side_buf_ = side.buf;
     kslot_ = acc.take(64);
     for (int s = 0; s < 2; ++s) {
       side_[s].c = acc.take(static_cast<uint64_t>(p_max * tn * 4));
       side_[s].bias = acc.take(static_cast<uint64_t>(tn * 4));
       side_[s].rq = acc.take(static_cast<uint64_t>(tn * 8));
       if (j_.residual) {
-        side_[s].r = acc.take(static_cast<uint64_t>(p_max * tn * 4));
+        side_[s].r = side.take(static_cast<uint64_t>(p_max * tn * 4));
         side_[s].rr = acc.take(static_cast<uint64_t>(tn * 8));
       }
       if (j_.float_epi) side_[s].sc = acc.take(static_cast<uint64_t>(tn * 4));
-      if (j_.silu) side_[s].t = acc.take(static_cast<uint64_t>(p_max * tn * 4));
+      if (j_.silu) side_[s].t = side.take(static_cast<uint64_t>(p_max * tn * 4));
     }
     c_.load(Buffer::kAccumulator, kslot_, Range{kDram, j_.k_addr, j_.k_addr + 12}, j_.k_addr, DType::kInt32,
             {3, 1, 1, 1}, {0, 0, 0});
@@ -509,16 +514,16 @@ class Int8Strategy : public MatrixStrategy {
     vec(c_, add);
     if (j_.residual) {
       // acc = sat32(acc + requantize(r - r.zp, residual_rescale, 0)).
-      c_.load(A, sd.r, j_.r_range, j_.r_addr + static_cast<uint64_t>(yoff), j_.r_dt, box, strides);
+      c_.load(side_buf_, sd.r, j_.r_range, j_.r_addr + static_cast<uint64_t>(yoff), j_.r_dt, box, strides);
       c_.load(A, sd.rr, seg, j_.rr_addr + static_cast<uint64_t>(n0 * 8), DType::kInt32, {2 * tn, 1, 1, 1}, {0, 0, 0});
       Context::VecArgs sub = v(VecOp::kSub, j_.r_dt, DType::kInt32, sd.r, sd.r);
-      sub.src2 = kslot, sub.bcast = isa::Bcast::kScalar;
+      sub.src2 = kslot, sub.bcast = isa::Bcast::kScalar, sub.src1_buf = sub.dst_buf = side_buf_;
       vec(c_, sub);
       Context::VecArgs rq = v(VecOp::kRequantize, DType::kInt32, DType::kInt32, sd.r, sd.r);
-      rq.src2 = sd.rr, rq.bcast = isa::Bcast::kRow, rq.imm2 = 0;
+      rq.src2 = sd.rr, rq.bcast = isa::Bcast::kRow, rq.imm2 = 0, rq.src1_buf = rq.dst_buf = side_buf_;
       vec(c_, rq);
       Context::VecArgs radd = v(VecOp::kAdd, DType::kInt32, DType::kInt32, cs, cs);
-      radd.src2 = sd.r;
+      radd.src2 = sd.r, radd.src2_buf = side_buf_;
       vec(c_, radd);
     }
     if (!j_.float_epi) {
@@ -541,9 +546,11 @@ class Int8Strategy : public MatrixStrategy {
       mul.src2 = sd.sc, mul.bcast = isa::Bcast::kRow;
       vec(c_, mul);
       if (j_.silu) {
-        vec(c_, v(VecOp::kSigmoid, DType::kFp32, DType::kFp32, cs, sd.t));
+        Context::VecArgs sig = v(VecOp::kSigmoid, DType::kFp32, DType::kFp32, cs, sd.t);
+        sig.dst_buf = side_buf_;
+        vec(c_, sig);
         Context::VecArgs m = v(VecOp::kMul, DType::kFp32, DType::kFp32, cs, cs);
-        m.src2 = sd.t;
+        m.src2 = sd.t, m.src2_buf = side_buf_;
         vec(c_, m);
       } else {
         Context::VecArgs act = v(j_.act, DType::kFp32, DType::kFp32, cs, cs);
@@ -568,6 +575,7 @@ class Int8Strategy : public MatrixStrategy {
   const Int8Job& j_;
   uint64_t kslot_ = 0;
   Side side_[2];
+  Buffer side_buf_ = Buffer::kAccumulator;  // where each side's r and t slots lie (allocate)
 };
 
 // The float epilogue's activation: Relu and Clip take the integer clamp instead.

@@ -68,15 +68,23 @@ class FloatStrategy : public MatrixStrategy {
     return ops;
   }
 
-  void allocate(SramAlloc& acc, int64_t p_max, int64_t tn) override {
+  int64_t side_bytes(int64_t p, int64_t tn) const override {
+    int64_t b = 0;
+    if (j_.epi.bias == Epilogue::Bias::kFull || j_.epi.residual) b += 2 * round64(p * tn * 4);
+    if (j_.epi.silu) b += 2 * round64(p * tn * 4);
+    return b;
+  }
+
+  void allocate(SramAlloc& acc, SramAlloc& side, int64_t p_max, int64_t tn) override {
     const Epilogue& e = j_.epi;
+    side_buf_ = side.buf;
     for (int s = 0; s < 2; ++s) c_slot_[s] = acc.take(static_cast<uint64_t>(p_max * tn * 4));
     for (int s = 0; s < 2; ++s) {
       if (e.bias == Epilogue::Bias::kRow) bias_slot_[s] = acc.take(static_cast<uint64_t>(tn * 4));
       if (e.bias == Epilogue::Bias::kCol) bias_slot_[s] = acc.take(static_cast<uint64_t>(p_max * 4));
       if (e.bias == Epilogue::Bias::kScalar) bias_slot_[s] = acc.take(4);
-      if (e.residual || e.bias == Epilogue::Bias::kFull) r_slot_[s] = acc.take(static_cast<uint64_t>(p_max * tn * 4));
-      if (e.silu) t_slot_[s] = acc.take(static_cast<uint64_t>(p_max * tn * 4));
+      if (e.residual || e.bias == Epilogue::Bias::kFull) r_slot_[s] = side.take(static_cast<uint64_t>(p_max * tn * 4));
+      if (e.silu) t_slot_[s] = side.take(static_cast<uint64_t>(p_max * tn * 4));
     }
   }
 
@@ -126,9 +134,9 @@ class FloatStrategy : public MatrixStrategy {
           v.bcast = isa::Bcast::kScalar;
           break;
         case Epilogue::Bias::kFull:
-          c_.load(A, r_s, all, e.bias_addr + static_cast<uint64_t>((t.oy0 * e.bias_cols + t.n0) * 4), DType::kFp32,
-                  {tn, t.oh, 1, 1}, {e.bias_cols, 0, 0});
-          v.src2 = r_s;
+          c_.load(side_buf_, r_s, all, e.bias_addr + static_cast<uint64_t>((t.oy0 * e.bias_cols + t.n0) * 4),
+                  DType::kFp32, {tn, t.oh, 1, 1}, {e.bias_cols, 0, 0});
+          v.src2 = r_s, v.src2_buf = side_buf_;
           break;
         case Epilogue::Bias::kNone:
           break;
@@ -137,22 +145,23 @@ class FloatStrategy : public MatrixStrategy {
     }
     if (e.residual) {
       const uint64_t raddr = j_.res_base(t.img) + yoff;
-      c_.load(A, r_s, e.res->range(), raddr, c_.act, box, strides);
+      c_.load(side_buf_, r_s, e.res->range(), raddr, c_.act, box, strides);
       if (c_.act != DType::kFp32) {
         Context::VecArgs cv = base(VecOp::kCopy);
         cv.src1 = r_s, cv.dst = r_s, cv.in = c_.act, cv.out = DType::kFp32;
+        cv.src1_buf = cv.dst_buf = side_buf_;
         c_.vec(cv);
       }
       Context::VecArgs v = base(VecOp::kAdd);
-      v.src2 = r_s;
+      v.src2 = r_s, v.src2_buf = side_buf_;
       steps.push_back(v);
     }
     if (e.silu) {
       Context::VecArgs sig = base(VecOp::kSigmoid);
-      sig.dst = t_slot_[side];
+      sig.dst = t_slot_[side], sig.dst_buf = side_buf_;
       steps.push_back(sig);
       Context::VecArgs v = base(VecOp::kMul);
-      v.src2 = t_slot_[side];
+      v.src2 = t_slot_[side], v.src2_buf = side_buf_;
       steps.push_back(v);
     } else if (e.has_act) {
       Context::VecArgs v = base(e.act);
@@ -172,6 +181,7 @@ class FloatStrategy : public MatrixStrategy {
   Context& c_;
   const FloatJob& j_;
   uint64_t c_slot_[2] = {0, 0}, bias_slot_[2] = {0, 0}, r_slot_[2] = {0, 0}, t_slot_[2] = {0, 0};
+  Buffer side_buf_ = Buffer::kAccumulator;  // where r_slot_ and t_slot_ lie (allocate)
 };
 
 std::string kib(int64_t b) {

@@ -98,6 +98,9 @@ void MatrixMapper::slot_bytes(Tiling& t) const {
   t.in_bytes = 2 * round64((j_.in_rows(t.toh) * j_.in_cols(t.tow) + position_slack()) * t.tc * ea);
   t.w_bytes = 2 * round64(j_.kh * j_.kw * t.tc * t.tn * ew);
   t.acc_bytes = s_.acc_bytes(t.toh * t.tow, t.tn);
+  const int64_t side = s_.side_bytes(t.toh * t.tow, t.tn);
+  t.side_in_input = side > 0 && c_.shared_capacity() == 0 && t.in_bytes + side <= c_.capacity(Buffer::kInput);
+  if (t.side_in_input) t.in_bytes += side, t.acc_bytes -= side;
 }
 
 bool MatrixMapper::fits(const Tiling& t) const {
@@ -344,9 +347,9 @@ void MatrixMapper::generate(const Tiling& t) {
   for (int s = 0; s < 2; ++s)
     a_slot[s] = in.take(
         static_cast<uint64_t>((j_.in_rows(t.toh) * j_.in_cols(t.tow) + position_slack()) * t.tc * ea));
+  s_.allocate(acc, t.side_in_input ? in : acc, t.toh * t.tow, t.tn);
   if (c_.shared_capacity() > 0) wt.next = in.next;  // weights above the inputs in the one scratchpad
   for (int s = 0; s < 2; ++s) b_slot[s] = wt.take(static_cast<uint64_t>(j_.kh * j_.kw * t.tc * t.tn * ew));
-  s_.allocate(acc, t.toh * t.tow, t.tn);
   // Constant weights: one data segment per (block, n chunk, k chunk) tile.
   std::vector<uint64_t> w_addr;
   if (j_.b_const) {

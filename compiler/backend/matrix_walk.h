@@ -74,6 +74,10 @@ struct Tiling {
   double compute = 0, dma = 0;
   int64_t simulated = -1;    // cycles of its code simulated (Context::time_layer), -1 = not timed
   int64_t in_bytes = 0, w_bytes = 0, acc_bytes = 0;
+  // The epilogue's tile-sized slots (MatrixStrategy::side_bytes) lie in the input scratchpad, after the
+  // input tiles, rather than in the accumulator: whenever they fit there (a rule of the tile, so a mapping
+  // file's tile reproduces it).
+  bool side_in_input = false;
 };
 
 // One output tile handed to the epilogue: image, output rows [oy0, oy0 + oh) x cols [ox0, ox0 + ow),
@@ -102,9 +106,15 @@ class MatrixStrategy {
   virtual int64_t acc_bytes(int64_t p, int64_t tn) const = 0;
   // VEC instructions of the epilogue per output tile (cost model; each counted as an add of the tile).
   virtual int epilogue_ops() const = 0;
+  // Of acc_bytes, the bytes of the epilogue's tile-sized operand slots (a residual or full-bias tile, a
+  // SiLU temporary), both sides: the walk may place them in the input scratchpad instead, where the
+  // vector unit reaches them as well, so that the accumulator holds twice the pixels per tile (a longer
+  // stream per fold of the array: ResNet's residual convolutions).
+  virtual int64_t side_bytes(int64_t /*p*/, int64_t /*tn*/) const { return 0; }
   // Reserves the accumulator slots for tiles of up to p_max pixels x tn channels (in the same order as
-  // acc_bytes counts them) and emits any loads of node-wide constants.
-  virtual void allocate(SramAlloc& acc, int64_t p_max, int64_t tn) = 0;
+  // acc_bytes counts them), the side_bytes slots from `side` (the accumulator's allocator or the input
+  // scratchpad's), and emits any loads of node-wide constants.
+  virtual void allocate(SramAlloc& acc, SramAlloc& side, int64_t p_max, int64_t tn) = 0;
   // Accumulator slot the array writes for ping-pong side `side` (0 or 1).
   virtual uint64_t acc_slot(int side) const = 0;
   // DRAM address of a data segment holding the constant weight tile of block b, input channels

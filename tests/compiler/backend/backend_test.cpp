@@ -354,6 +354,41 @@ TEST(Matrix, ConvWithAFusedSiluMatches) {
   }
 }
 
+// Conv + residual Add (+ Relu) as one layer: the residual tile lies in the input scratchpad when it fits
+// there (docs/backend.md, "Epilogue operand tiles"), the vector unit adding it from there; on the small
+// machine, where it does not fit beside the input tiles, in the accumulator. Both equal the interpreter.
+TEST(Matrix, ResidualTileLiesInTheInputScratchpadWhenItFits) {
+  for (isa::DType precision : {isa::DType::kFp32, isa::DType::kFp16}) {
+    GraphBuilder b;
+    b.input("x", {1, 16, 12, 12}).input("r", {1, 32, 12, 12});
+    b.constant("w", {32, 16, 1, 1}, 0.5f, 6);
+    b.node("Conv", {"x", "w"}, {"c"});
+    b.node("Add", {"c", "r"}, {"s"});
+    b.node("Relu", {"s"}, {"y"});
+    b.output("y");
+    const Graph g = b.build();
+    CompileOptions copts;
+    copts.precision = precision;
+    const double tol = precision == isa::DType::kFp32 ? kTol : 2e-2;
+    for (const isa::NpuConfig& config : {isa::NpuConfig{}, small_sram()}) {
+      CompileResult r;
+      EXPECT_LT(compile_and_compare(g, config, &r, {}, copts), tol) << compile_summary(r);
+      int matrix_layers = 0, from_input = 0;
+      for (const LayerPlan& p : r.layers) matrix_layers += p.placement == "matrix";
+      for (const isa::Instruction& i : r.program.instructions) {
+        if (i.opcode == isa::Opcode::kVec && i.get(isa::Field::kVop) == static_cast<int64_t>(isa::VecOp::kAdd) &&
+            i.get(isa::Field::kSrc2Buf) == static_cast<int64_t>(isa::Buffer::kInput)) {
+          ++from_input;
+        }
+      }
+      EXPECT_EQ(matrix_layers, 1) << compile_summary(r);
+      if (config.sram.input.size_kib > 64) {
+        EXPECT_GT(from_input, 0) << compile_summary(r);
+      }
+    }
+  }
+}
+
 TEST(Vector, GlobalPoolsStreamTheirInputInBandsOfRows) {
   struct Case {
     const char* op;
