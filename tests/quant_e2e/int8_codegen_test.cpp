@@ -557,7 +557,7 @@ TEST(Int8Codegen, ConcatWithAConstantInputCompilesAndStaysExact) {
 
 TEST(Int8Codegen, RowwiseLayerNormAndSoftmaxConvertCodesOnceAndMatchTheReferenceBitExactly) {
   // A transformer's int8 path: MatMul -> LayerNormalization -> Softmax -> MatMul, rows of 45 (not a
-  // multiple of the lanes), 87 rows in tiles of up to 22 on a small input buffer. Each row-wise layer
+  // multiple of the lanes), 87 rows in tiles of up to 14 on a small input buffer. Each row-wise layer
   // reads int8 codes, dequantizes once, computes in fp32 and quantizes once (the output scale folded into
   // its last step): the codes it writes, and the MatMul after it, are the quantized reference's bit for bit.
   // The last step, which writes int32 with the output scale folded in, is the add of beta or (no bias)
@@ -572,7 +572,7 @@ TEST(Int8Codegen, RowwiseLayerNormAndSoftmaxConvertCodesOnceAndMatchTheReference
     auto s = b.node("Softmax", {n}, "s", {3, 29, 45}, {{"axis", compiler::testing::attr_i(-1)}});
     b.output(b.node("MatMul", {s, b.random_constant("w2", {45, 7}, 4, -0.5f, 0.5f)}, "y", {3, 29, 7}));
     isa::NpuConfig config;
-    config.sram.input.size_kib = 8;  // 4 KiB slots: 1024 fp32 elements, 22 rows of 45
+    config.sram.input.size_kib = 8;  // three 2688-byte slots: 672 fp32 elements, 14 rows of 45
     Compiled k = lower_and_plan_int8(b, 4, compiler::rowwise_row_limit(config));
     ASSERT_EQ(k.lowered.nodes.size(), 4u);
     compiler::CompileOptions opt;
@@ -583,7 +583,7 @@ TEST(Int8Codegen, RowwiseLayerNormAndSoftmaxConvertCodesOnceAndMatchTheReference
       const auto l = std::find_if(k.result.layers.begin(), k.result.layers.end(),
                                   [&](const compiler::LayerPlan& p) { return p.name == layer; });
       ASSERT_NE(l, k.result.layers.end()) << layer;
-      EXPECT_NE(l->mapping.find("4 tile(s) of up to 22 rows x 45 elements"), std::string::npos) << l->mapping;
+      EXPECT_NE(l->mapping.find("7 tile(s) of up to 14 rows x 45 elements"), std::string::npos) << l->mapping;
       EXPECT_NE(l->mapping.find("int8 codes converted once"), std::string::npos) << l->mapping;
     }
     // Between the layers only int8 codes travel: no fp32 scratch copies of h, n or s.

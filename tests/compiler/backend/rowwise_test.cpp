@@ -75,8 +75,8 @@ TEST(Rowwise, SoftmaxAndLayerNormAreOneLayerEachNamedAsTheirNodes) {
   for (const LayerPlan& l : r.result.layers) {
     EXPECT_EQ(l.placement, "vector") << l.name;
     EXPECT_NE(l.mapping.find("row-wise"), std::string::npos) << l.mapping;
-    // 87 rows of 45 fp16 elements in 2 KiB slots (1024 elements): tiles of 22 rows, the last of 21.
-    EXPECT_NE(l.mapping.find("4 tile(s) of up to 22 rows x 45 elements"), std::string::npos) << l.mapping;
+    // 87 rows of 45 fp16 elements in three 1344-byte slots (672 elements): tiles of 14 rows, the last of 3.
+    EXPECT_NE(l.mapping.find("7 tile(s) of up to 14 rows x 45 elements"), std::string::npos) << l.mapping;
   }
   EXPECT_TRUE(r.result.fallbacks.empty());
   EXPECT_EQ(check_tokens(r.result.program), "");
@@ -136,9 +136,9 @@ TEST(Rowwise, RandomInterleavingOfTheQueuesGivesTheSameBits) {
 
 TEST(Rowwise, RowsLongerThanTheLimitAndOtherAxesStayDecomposed) {
   const isa::NpuConfig config = tiny_sram();
-  // tiny_sram: an fp32 row must fit one of the two slots of the 4 KiB input buffer (512 elements) and,
-  // with scale and bias, the 8 KiB weight buffer (a third of it: 680).
-  EXPECT_EQ(rowwise_row_limit(config), 4 * 1024 / 2 / 4);
+  // tiny_sram: an fp32 row must fit one of the three slots of the 4 KiB input buffer (1344 bytes, 64-byte
+  // aligned: 336 elements) and, with scale and bias, the 8 KiB weight buffer (a third of it: 680).
+  EXPECT_EQ(rowwise_row_limit(config), 1344 / 4);
   Graph long_rows = norm_then_softmax(rowwise_row_limit(config) + 1);
   PipelineOptions o;
   o.whole_row_limit = rowwise_row_limit(config);
