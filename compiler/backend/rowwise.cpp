@@ -84,17 +84,22 @@ bool lower_rowwise(Context& c, const Node& n, std::string* why) {
   }
   const bool softmax = n.op_type == "Softmax";
   const int64_t D = f->row, R = f->rows, es = c.esize;
-  // SRAM: input buffer = kSlots slots of whole rows, in turn; weight buffer = scale, bias, then the
-  // LayerNorm's squares (one scratch tile: only the vector unit touches it, in program order);
-  // accumulator = conversion constants (0, 16), epsilon (32), two per-row statistics from 64.
+  // SRAM: input buffer = kSlots slots of whole rows, in turn; weight buffer = scale, bias (LayerNorm),
+  // then a scratch tile; accumulator = conversion constants (0, 16), epsilon (32), two per-row
+  // statistics from 64. Each element-wise step reads the tile where it is (its slot or the scratch
+  // tile) and writes it to the other: a scratchpad's port then carries one operand per step, not a
+  // read and a write (in place, an fp32 step waits for the input buffer's port twice as long as it
+  // computes). The scratch tile is only touched by the vector unit, in program order, and the last step
+  // writes the slot the STORE reads.
   const int64_t slot = slot_bytes(c.config), slot_elems = slot / es;
   const uint64_t ibase = c.sram_base(Buffer::kInput);
   const uint64_t wbase = c.sram_base(Buffer::kWeight);
-  const uint64_t gamma_at = wbase, beta_at = wbase + round64(D * es), tmp_at = wbase + 2 * round64(D * es);
-  const int64_t tmp_rows =
-      softmax ? kMaxDim : (c.capacity(Buffer::kWeight) - 2 * static_cast<int64_t>(round64(D * es))) / es / D;
+  const uint64_t gamma_at = wbase, beta_at = wbase + round64(D * es);
+  const uint64_t scratch_at = softmax ? wbase : wbase + 2 * round64(D * es);
+  const int64_t scratch_rows =
+      (c.capacity(Buffer::kWeight) - static_cast<int64_t>(scratch_at - wbase)) / es / D;
   const int64_t acc_rows = (c.capacity(Buffer::kAccumulator) - 64) / 2 / 64 * 64 / es;
-  const int64_t fit = std::min({slot_elems / D, tmp_rows, acc_rows, kMaxDim});
+  const int64_t fit = std::min({slot_elems / D, scratch_rows, acc_rows, kMaxDim});
   if (D > kMaxDim || fit < 1) {
     *why = fmt::format("a row of {} elements does not fit the scratchpads", D);
     return false;
@@ -131,19 +136,22 @@ bool lower_rowwise(Context& c, const Node& n, std::string* why) {
     if (gamma) load_row(1, gamma_at);
     if (beta) load_row(2, beta_at);
   }
-  // One VEC in the compute format: dst = op(a, b) over a rows x d0 box (b broadcast per `bc`); `last`:
-  // the step that writes the result, in int32 when the output is int8 codes (their scale folded in).
-  auto vec = [&](VecOp op, At dst, At a, int64_t d0, int64_t rows, At b = {Buffer::kInput, 0},
-                 Bcast bc = Bcast::kNone, bool last = false) {
+  // One VEC: dst = op(a, b) over a rows x d0 box (b broadcast per `bc`), reading `in`, writing `out`.
+  auto emit = [&](VecOp op, isa::DType in, isa::DType out, At dst, At a, int64_t d0, int64_t rows, At b,
+                  Bcast bc) {
     Context::VecArgs v;
-    v.op = op, v.in = v.out = c.act;
-    if (last && qy) v.out = isa::DType::kInt32;
+    v.op = op, v.in = in, v.out = out;
     v.src1_buf = a.buf, v.src1 = a.addr, v.src2_buf = b.buf, v.src2 = b.addr, v.bcast = bc;
     v.dst_buf = dst.buf, v.dst = dst.addr, v.d0 = d0, v.d1 = rows;
     c.vec(v);
   };
+  // The same in the compute format.
+  auto vec = [&](VecOp op, At dst, At a, int64_t d0, int64_t rows, At b = {Buffer::kInput, 0},
+                 Bcast bc = Bcast::kNone) { emit(op, c.act, c.act, dst, a, d0, rows, b, bc); };
   const uint64_t ex = static_cast<uint64_t>(isa::dtype_bytes(x.dtype)),
                  ey = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
+  const At scratch{Buffer::kWeight, scratch_at}, acc{Buffer::kAccumulator, 0};
+  const auto at = [](At a, uint64_t off) { return At{a.buf, a.addr + off}; };
   int64_t tiles = 0;
   for (int64_t r0 = 0; r0 < R; r0 += tile, ++tiles) {
     const int64_t rows = std::min(tile, R - r0);
@@ -151,35 +159,51 @@ bool lower_rowwise(Context& c, const Node& n, std::string* why) {
     const At m{Buffer::kAccumulator, st1}, v{Buffer::kAccumulator, st2};
     c.load(sl.buf, sl.addr, x.range(), x.addr + static_cast<uint64_t>(r0 * D) * ex, x.dtype, {D, rows, 1, 1},
            {D, 0, 0});
-    if (qx) dequantize_tile(c, sl.buf, sl.addr, D, rows, x.dtype, 0);
-    if (softmax) {
-      vec(VecOp::kReduceMax, m, sl, D, rows);
-      vec(VecOp::kSub, sl, sl, D, rows, m, Bcast::kCol);
-      vec(VecOp::kExp, sl, sl, D, rows);
-      vec(VecOp::kReduceSum, m, sl, D, rows);
-      vec(VecOp::kRecip, m, m, rows, 1);
-      if (qy) vec(VecOp::kDiv, m, m, rows, 1, {Buffer::kAccumulator, 16 + 8}, Bcast::kScalar);
-      vec(VecOp::kMul, sl, sl, D, rows, m, Bcast::kCol, true);
-    } else {
-      const At tmp{Buffer::kWeight, tmp_at};
-      vec(VecOp::kReduceMean, m, sl, D, rows);
-      vec(VecOp::kSub, sl, sl, D, rows, m, Bcast::kCol);
-      vec(VecOp::kMul, tmp, sl, D, rows, sl, Bcast::kNone);
-      vec(VecOp::kReduceMean, v, tmp, D, rows);
-      vec(VecOp::kAdd, v, v, rows, 1, {Buffer::kAccumulator, 32}, Bcast::kScalar);
-      vec(VecOp::kRsqrt, v, v, rows, 1);
-      if (qy) vec(VecOp::kDiv, v, v, rows, 1, {Buffer::kAccumulator, 16 + 8}, Bcast::kScalar);
-      vec(VecOp::kMul, sl, sl, D, rows, v, Bcast::kCol, !gamma && !beta);
-      if (gamma) vec(VecOp::kMul, sl, sl, D, rows, {Buffer::kWeight, gamma_at}, Bcast::kRow, !beta);
-      if (beta) vec(VecOp::kAdd, sl, sl, D, rows, {Buffer::kWeight, beta_at}, Bcast::kRow, true);
+    At cur = sl;  // where the tile's values are
+    const auto other = [&] { return cur.buf == sl.buf ? scratch : sl; };
+    // An element-wise step to the tile's other place (`to_slot`: to the slot, in place if it is there).
+    const auto step = [&](VecOp op, At b, Bcast bc, isa::DType in, isa::DType out, bool to_slot = false) {
+      const At dst = to_slot ? sl : other();
+      emit(op, in, out, dst, cur, D, rows, b, bc);
+      cur = dst;
+    };
+    const isa::DType a = c.act, i32 = isa::DType::kInt32;
+    if (qx) {  // dequantize: (codes - zero point) -> fp32, * scale
+      step(VecOp::kSub, at(acc, 0), Bcast::kScalar, x.dtype, isa::DType::kFp32);
+      step(VecOp::kMul, at(acc, 4), Bcast::kScalar, isa::DType::kFp32, a);
     }
-    if (qy) {  // int32 -> codes: + zero point, saturated (quantize_tile's second step)
-      Context::VecArgs z;
-      z.op = VecOp::kAdd, z.in = isa::DType::kInt32, z.out = y.dtype;
-      z.src1_buf = z.dst_buf = sl.buf, z.src1 = z.dst = sl.addr;
-      z.src2_buf = Buffer::kAccumulator, z.src2 = 16 + 12, z.bcast = Bcast::kScalar;
-      z.d0 = D, z.d1 = rows;
-      c.vec(z);
+    // The result's last float step: int32 when the output is codes (their scale folded in), then + zero
+    // point into the slot; else straight into the slot.
+    const auto finish = [&](VecOp op, At b, Bcast bc) {
+      step(op, b, bc, a, qy ? i32 : a, !qy);
+      if (qy) step(VecOp::kAdd, at(acc, 16 + 12), Bcast::kScalar, i32, y.dtype, true);
+    };
+    if (softmax) {
+      vec(VecOp::kReduceMax, m, cur, D, rows);
+      step(VecOp::kSub, m, Bcast::kCol, a, a);
+      step(VecOp::kExp, {Buffer::kInput, 0}, Bcast::kNone, a, a);
+      vec(VecOp::kReduceSum, m, cur, D, rows);
+      vec(VecOp::kRecip, m, m, rows, 1);
+      if (qy) vec(VecOp::kDiv, m, m, rows, 1, at(acc, 16 + 8), Bcast::kScalar);
+      finish(VecOp::kMul, m, Bcast::kCol);
+    } else {
+      vec(VecOp::kReduceMean, m, cur, D, rows);
+      step(VecOp::kSub, m, Bcast::kCol, a, a);
+      vec(VecOp::kMul, other(), cur, D, rows, cur, Bcast::kNone);  // the squares, beside the differences
+      vec(VecOp::kReduceMean, v, other(), D, rows);
+      vec(VecOp::kAdd, v, v, rows, 1, at(acc, 32), Bcast::kScalar);
+      vec(VecOp::kRsqrt, v, v, rows, 1);
+      if (qy) vec(VecOp::kDiv, v, v, rows, 1, at(acc, 16 + 8), Bcast::kScalar);
+      if (!gamma && !beta) {
+        finish(VecOp::kMul, v, Bcast::kCol);
+      } else {
+        step(VecOp::kMul, v, Bcast::kCol, a, a);
+        if (gamma && beta) step(VecOp::kMul, {Buffer::kWeight, gamma_at}, Bcast::kRow, a, a);
+        if (beta)
+          finish(VecOp::kAdd, {Buffer::kWeight, beta_at}, Bcast::kRow);
+        else
+          finish(VecOp::kMul, {Buffer::kWeight, gamma_at}, Bcast::kRow);
+      }
     }
     c.store(sl.buf, sl.addr, y.range(), y.addr + static_cast<uint64_t>(r0 * D) * ey, y.dtype, {D, rows, 1, 1},
             {D, 0, 0});

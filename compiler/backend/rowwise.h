@@ -9,6 +9,8 @@
 //   Softmax:   reduce_max -> m; x -= m (bcast col); exp; reduce_sum -> s; s = recip(s); x *= s (col)
 //   LayerNorm: reduce_mean -> m; x -= m (col); t = x * x; reduce_mean(t) -> v; v += eps (scalar);
 //              v = rsqrt(v); x *= v (col); x *= gamma (bcast row); x += beta (row)
+// (the element-wise steps move the tile between its input-buffer slot and a scratch tile in the weight
+// buffer, so that no step reads and writes one scratchpad port; the last writes the slot again)
 // Each intermediate is rounded to the compute format as the decomposed nodes' were, but the division
 // over the row becomes a reciprocal per row and a multiply (a divide's initiation interval is 4 cycles
 // per element, a multiply's 1), as vendor kernels do: results may differ from the decomposed nodes' in
