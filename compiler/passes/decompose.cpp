@@ -50,12 +50,18 @@ void decompose(Graph& g, int64_t whole_row_limit) {
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& n = g.nodes[k];
     std::optional<std::vector<Node>> parts;
-    if (whole_row_limit > 0) {
+    std::string why;  // why a Softmax / LayerNormalization is decomposed although the row-wise kernel is on
+    if (whole_row_limit > 0 && n.domain.empty() && (n.op_type == "Softmax" || n.op_type == "LayerNormalization")) {
       const std::optional<RowwiseForm> f = rowwise_form(g, n);
       if (f && f->row <= whole_row_limit) {
         out.push_back(n);
         continue;
       }
+      why = "piece of " + n.op_type + " '" + n.name + "', decomposed: " +
+            (f ? "a row of " + std::to_string(f->row) + " elements is longer than the " +
+                     std::to_string(whole_row_limit) + " the row-wise kernel holds in SRAM"
+               : std::string("not in row-wise form (another axis, a runtime scale/bias, used Mean/InvStdDev "
+                             "outputs or an unknown shape)"));
     }
     if (n.domain.empty() && n.op_type == "Softmax")
       parts = detail::expand_softmax(g, n);
@@ -78,7 +84,10 @@ void decompose(Graph& g, int64_t whole_row_limit) {
       out.push_back(n);
       continue;
     }
-    for (auto& p : *parts) out.push_back(std::move(p));
+    for (auto& p : *parts) {
+      if (!why.empty()) p.attrs[kDecomposedWhy].value = why;
+      out.push_back(std::move(p));
+    }
   }
   g.nodes = std::move(out);
   // Expanded nodes were named against the graph without each other's siblings: make names unique.

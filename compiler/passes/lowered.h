@@ -76,7 +76,9 @@
 //    Exception (options.whole_row_limit > 0): a Softmax or LayerNormalization in row-wise form
 //    (rowwise_form below) whose row has at most whole_row_limit elements stays one node, for the back
 //    end's row-wise kernel (compiler/backend/rowwise.h: rows loaded once, every step in SRAM). Other
-//    axes, longer rows and non-constant scale/bias are decomposed as above.
+//    axes, longer rows and non-constant scale/bias are decomposed as above, and then each piece carries
+//    kDecomposedWhy (string): why its node was not kept whole (the back end adds it to the layer's
+//    mapping description).
 //
 // 6. Constant folding: no node has only constant inputs unless the interpreter cannot run it (such
 //    nodes are evaluated with the FP32 interpreter, compiler/interp, and replaced by constants), which
@@ -124,6 +126,8 @@ inline constexpr const char* kResidualInput = "npu.residual_input";
 inline constexpr const char* kLayoutChange = "npu.layout_change";
 // Why a layout change was inserted (a sentence for the compile report).
 inline constexpr const char* kLayoutReason = "npu.layout_reason";
+// On the pieces of a Softmax / LayerNormalization decomposed although the row-wise kernel was on: why.
+inline constexpr const char* kDecomposedWhy = "npu.decomposed_why";
 // The domain of npusim's own ops (Gelu, Silu, the layout Transpose).
 inline constexpr const char* kNpuDomain = "npu";
 

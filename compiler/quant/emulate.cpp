@@ -437,7 +437,13 @@ class Emulator {
       q.qparams = plan_.values.at(n.outputs[0]);
       rowwise_layer(n, *rows, ins, p, &q.qparams, &q.codes);
       set_codes(n.outputs[0], std::move(q));
-      return;  // (a LayerNormalization's unused Mean / InvStdDev outputs are not computed)
+      // A LayerNormalization's Mean / InvStdDev outputs, unused (rowwise_form), as the interpreter has them.
+      if (n.outputs.size() > 1) {
+        std::vector<Tensor> extra = compute_fp32(n, ins);
+        for (size_t k = 1; k < n.outputs.size(); ++k)
+          if (!n.outputs[k].empty()) env[n.outputs[k]].real = std::move(extra[k]);
+      }
+      return;
     }
     if (rows && n.outputs.size() == 1) {
       outs.push_back(rowwise_layer(n, *rows, ins, p));

@@ -145,6 +145,12 @@ TEST(Rowwise, RowsLongerThanTheLimitAndOtherAxesStayDecomposed) {
   lower(long_rows, o);
   for (const Node& n : long_rows.nodes) EXPECT_NE(n.op_type, "Softmax");
   for (const Node& n : long_rows.nodes) EXPECT_NE(n.op_type, "LayerNormalization");
+  // Each piece's layer says why its node was decomposed.
+  const CompileResult r = compile(long_rows, config, {});
+  ASSERT_GT(r.layers.size(), 10u);
+  for (const LayerPlan& l : r.layers)
+    EXPECT_NE(l.mapping.find("decomposed: a row of 337 elements is longer than the 336"), std::string::npos)
+        << l.name << ": " << l.mapping;
 
   GraphBuilder b;
   b.input("x", {2, 7, 5});
