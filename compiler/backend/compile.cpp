@@ -344,6 +344,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
         lower_host(c, n, why.empty() ? "not mapped by the back end" : why);
       } else {
         plan.instructions = c.em.size() - before;
+        if (n.has_attr(kDecomposedWhy)) plan.mapping += "; " + n.attr_string(kDecomposedWhy, "");
         if (plan.placement != "matrix") {
           // Vector layers: the busier of the vector unit and the DMA engines, from the emitted code.
           double vec = 0, dma = 0;

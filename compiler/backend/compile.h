@@ -150,6 +150,11 @@ struct CompileResult {
 // mapped, std::invalid_argument for an unsupported precision.
 CompileResult compile(const Graph& lowered, const isa::NpuConfig& config, const CompileOptions& options = {});
 
+// The longest Softmax / LayerNormalization row (elements) the back end runs as one row-wise layer on
+// this machine (backend/rowwise.h): one fp32 row fits an input slot and, with scale, bias and a
+// scratch row, the weight scratchpad. The pipeline's PipelineOptions::whole_row_limit.
+int64_t rowwise_row_limit(const isa::NpuConfig& config);
+
 // Human-readable report: per layer tiles, SRAM, estimated cycles; fallbacks with their cost; the memory
 // plan; the inserted layout conversions.
 std::string compile_summary(const CompileResult& r);

@@ -81,11 +81,13 @@ Context::Context(const Graph& graph, const isa::NpuConfig& cfg, const CompileOpt
   }
 }
 
-int64_t Context::capacity(isa::Buffer b) const {
+int64_t scratchpad_capacity(const isa::NpuConfig& config, isa::Buffer b) {
   const int64_t cap = config.sram.buffer(b).size_bytes();
   if (!config.sram.shared_scratchpad || b == isa::Buffer::kAccumulator) return cap;
   return cap / 2 / 64 * 64;
 }
+
+int64_t Context::capacity(isa::Buffer b) const { return scratchpad_capacity(config, b); }
 
 uint64_t Context::sram_base(isa::Buffer b) const {
   return config.sram.shared_scratchpad && b == isa::Buffer::kWeight

@@ -156,6 +156,9 @@ class Context {
   bool in_trial_ = false;
 };
 
+// Bytes of scratchpad `b` a lowering that allocates it on its own may use (Context::capacity).
+int64_t scratchpad_capacity(const isa::NpuConfig& config, isa::Buffer b);
+
 // fp32 bit pattern of v as an immediate.
 int64_t f32_imm(float v);
 // bf16 bits of v as a LOAD pad value (signed 16-bit field).

@@ -12,6 +12,7 @@
 
 #include "compiler/backend/matrix_walk.h"
 #include "compiler/backend/movement.h"
+#include "compiler/backend/rowwise.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/precision.h"
 #include "compiler/quant/quantize.h"
@@ -235,6 +236,7 @@ bool converts_in_tiles(const Node& n) {
   static const std::set<std::string> pool = {"AveragePool", "GlobalAveragePool", "MaxPool", "GlobalMaxPool"};
   if (n.domain.empty() && pool.count(n.op_type)) return n.outputs.size() == 1 || n.outputs[1].empty();
   if (n.domain.empty() && n.op_type == "Concat") return true;  // constant operands: see PlanScope
+  if (is_rowwise(n)) return true;                               // lower_rowwise
   static const std::set<std::string> unary = {"Relu", "Sigmoid", "Tanh",      "Exp",       "Sqrt",       "Reciprocal",
                                               "Abs",  "Neg",     "Erf",       "Clip",      "HardSwish",  "LeakyRelu",
                                               "HardSigmoid"};

@@ -12,6 +12,7 @@
 #include "compiler/backend/int8.h"
 #include "compiler/backend/matrix_walk.h"
 #include "compiler/backend/movement.h"
+#include "compiler/backend/rowwise.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/passes/lowered.h"
 #include "isa/numerics.h"
@@ -1092,6 +1093,7 @@ bool lower_vector(Context& c, const Node& n, std::string* why) {
     *why = "output without DRAM placement";
     return false;
   }
+  if (is_rowwise(n)) return lower_rowwise(c, n, why);
   // # int8: only lower_binary and lower_unary convert codes PlanScope deferred to the tile loop.
   if (!c.codes.empty()) {
     Context::VecArgs probe;

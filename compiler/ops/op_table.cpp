@@ -91,9 +91,9 @@ std::vector<OpSupport> build() {
       {"Mean", V, "decomposed to an Add chain and a Mul"},
       {"Mod", H, "no VecOp"},
       // Vector unit: normalisation, pooling, reductions.
-      {"Softmax", V, "decomposed to ReduceMax/Sub/Exp/ReduceSum/Div over the innermost axis"},
+      {"Softmax", V, "one row-wise layer over the trailing axes when a row fits the SRAM, else decomposed to ReduceMax/Sub/Exp/ReduceSum/Div"},
       {"LogSoftmax", H, "no Log VecOp"},
-      {"LayerNormalization", V, "decomposed over the last axis with constant scale/bias; other axes and Mean/InvStdDev outputs on the host"},
+      {"LayerNormalization", V, "constant scale/bias: one row-wise layer when a row fits the SRAM, else decomposed; Mean/InvStdDev outputs on the host"},
       {"BatchNormalization", V, "inference form with constant statistics: folded into a preceding Conv/Gemm or decomposed to Mul + Add; runtime statistics or training mode on the host"},
       {"InstanceNormalization", V, "decomposed (reductions over the innermost axes) with constant scale/bias"},
       {"LRN", H, "no VecOp for the windowed square sum"},

@@ -73,6 +73,12 @@
 //      Sum / Mean (variadic)   -> Add chain [, Mul(1/n)]
 //      PRelu                   -> Relu(x) + slope * Min(x, 0)
 //    With options.decompose = false those nodes stay as they are.
+//    Exception (options.whole_row_limit > 0): a Softmax or LayerNormalization in row-wise form
+//    (rowwise_form below) whose row has at most whole_row_limit elements stays one node, for the back
+//    end's row-wise kernel (compiler/backend/rowwise.h: rows loaded once, every step in SRAM). Other
+//    axes, longer rows and non-constant scale/bias are decomposed as above, and then each piece carries
+//    kDecomposedWhy (string): why its node was not kept whole (the back end adds it to the layer's
+//    mapping description).
 //
 // 6. Constant folding: no node has only constant inputs unless the interpreter cannot run it (such
 //    nodes are evaluated with the FP32 interpreter, compiler/interp, and replaced by constants), which
@@ -101,6 +107,7 @@
 //
 // 9. Dead nodes (no output consumed and none a graph output) and unused constants are removed; nodes
 //    are in topological order; Graph::verify() holds.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -119,6 +126,8 @@ inline constexpr const char* kResidualInput = "npu.residual_input";
 inline constexpr const char* kLayoutChange = "npu.layout_change";
 // Why a layout change was inserted (a sentence for the compile report).
 inline constexpr const char* kLayoutReason = "npu.layout_reason";
+// On the pieces of a Softmax / LayerNormalization decomposed although the row-wise kernel was on: why.
+inline constexpr const char* kDecomposedWhy = "npu.decomposed_why";
 // The domain of npusim's own ops (Gelu, Silu, the layout Transpose).
 inline constexpr const char* kNpuDomain = "npu";
 
@@ -133,9 +142,22 @@ struct PipelineOptions {
   // Split composite vector ops (Softmax, LayerNormalization, Silu, BatchNormalization) into VecOp
   // primitives; false keeps them whole (for a back end with its own kernels for them).
   bool decompose = true;
+  // Softmax / LayerNormalization rows of up to this many elements are left whole for the back end's
+  // row-wise kernel (compile.h: rowwise_row_limit(config) gives the target's figure); 0 decomposes them.
+  int64_t whole_row_limit = 0;
   // Choose NHWC for conv activations and insert layout conversions; false keeps ONNX order everywhere.
   bool nhwc = true;
 };
+
+// A Softmax over its trailing axes (since opset 13: the axis and only 1s after it; before: the axes
+// from `axis` on, which it flattens) or a LayerNormalization (the axes from `axis` on; Mean/InvStdDev
+// outputs unused; scale and bias absent or constants of one element or of the whole row), seen as
+// `rows` independent rows of `row` contiguous elements (ONNX order). nullopt for anything else.
+struct RowwiseForm {
+  int64_t rows = 0;  // product of the leading axes
+  int64_t row = 0;   // product of the normalised axes
+};
+std::optional<RowwiseForm> rowwise_form(const Graph& g, const Node& n);
 
 // The passes in the order lower() runs them, given the options.
 std::vector<Pass> standard_pipeline(const PipelineOptions& options);

@@ -30,8 +30,9 @@ void recognize_patterns(Graph& g);
 // Bias Add, residual Add and activation after a matrix node -> the node's epilogue attributes.
 void fuse_epilogues(Graph& g);
 
-// Softmax, LayerNormalization, npu.Silu and BatchNormalization -> vector-unit primitives.
-void decompose(Graph& g);
+// Softmax, LayerNormalization, npu.Silu and BatchNormalization -> vector-unit primitives; a Softmax or
+// LayerNormalization in rowwise_form with rows of at most `whole_row_limit` elements (> 0) stays whole.
+void decompose(Graph& g, int64_t whole_row_limit = 0);
 
 // NHWC for conv activations, layout conversions where a consumer needs another order (options.nhwc).
 void assign_layouts(Graph& g);

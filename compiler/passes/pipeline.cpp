@@ -16,7 +16,10 @@ std::vector<Pass> standard_pipeline(const PipelineOptions& o) {
   if (o.fold_batchnorm) p.push_back({"fold-batchnorm", passes::fold_batchnorm});
   if (o.recognize_patterns) p.push_back({"recognize-patterns", passes::recognize_patterns});
   if (o.fuse_epilogues) p.push_back({"fuse-epilogues", passes::fuse_epilogues});
-  if (o.decompose) p.push_back({"decompose", passes::decompose});
+  if (o.decompose) {
+    const int64_t limit = o.whole_row_limit;
+    p.push_back({"decompose", [limit](Graph& g) { passes::decompose(g, limit); }});
+  }
   if (o.nhwc) p.push_back({"layout", passes::assign_layouts});
   p.push_back({"alias-free-ops", passes::alias_free_ops});
   p.push_back({"dce-final", passes::eliminate_dead_nodes});

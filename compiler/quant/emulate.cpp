@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -243,6 +244,79 @@ Tensor rounded(const Tensor& t, Precision p) {
 }
 
 
+// The back end's row-wise Softmax / LayerNormalization (compiler/backend/rowwise.h) as the vector unit
+// computes it: the VecOps it runs, in order, each in fp32 with its result rounded to the compute format
+// (fp16/bf16; int8 layers compute in fp32 between one dequantize and one quantize), reductions summed
+// in row order as the datapath does. With `out` (an int8 layer writing codes) the output scale is folded
+// in as the kernel does: the per-row factor divided by it, beta divided by it, the last step rounded to
+// int32 (half to even, saturated) and the zero point added (saturated to the codes); `codes` receives
+// them and the returned tensor holds their real values.
+Tensor rowwise_layer(const Node& n, const RowwiseForm& f, const std::vector<const Tensor*>& ins, Precision p,
+                     const QParams* out = nullptr, std::vector<int32_t>* codes = nullptr) {
+  const Tensor& x = *ins.at(0);
+  const int64_t D = f.row;
+  const auto r = [p](float v) { return round_p(v, p); };
+  const auto row_param = [&](size_t k, float absent) {
+    std::vector<float> v(static_cast<size_t>(D), absent);
+    if (k < ins.size() && ins[k])
+      for (int64_t i = 0; i < D; ++i) v[static_cast<size_t>(i)] = ins[k]->f[ins[k]->f.size() == 1 ? 0 : static_cast<size_t>(i)];
+    return v;
+  };
+  const bool softmax = n.op_type == "Softmax";
+  const std::vector<float> gamma = softmax ? std::vector<float>{} : row_param(1, 1.0f);
+  const std::vector<float> beta = softmax ? std::vector<float>{} : row_param(2, 0.0f);
+  const bool has_gamma = !softmax && n.has_input(1), has_beta = !softmax && n.has_input(2);
+  const float eps = r(n.attr_float("epsilon", 1e-5f));
+  Tensor y(DataType::kFloat32, x.shape);
+  if (out) codes->assign(y.f.size(), 0);
+  // The result: a real value, or (out) the code of the pre-scaled value v.
+  const auto put = [&](int64_t at, float v) {
+    if (!out) {
+      y.f[static_cast<size_t>(at)] = r(v);
+      return;
+    }
+    const int64_t q = num::float_to_int(v, isa::DType::kInt32) + out->zero_point;
+    const auto code = static_cast<int32_t>(num::clamp_i64(q, out->qmin(), out->qmax()));
+    (*codes)[static_cast<size_t>(at)] = code;
+    y.f[static_cast<size_t>(at)] = out->dequantize(code);
+  };
+  const float out_scale = out ? out->scale : 1.0f;
+  std::vector<float> t(static_cast<size_t>(D));
+  for (int64_t row = 0; row < f.rows; ++row) {
+    const float* xp = x.f.data() + row * D;
+    float* yp = y.f.data() + row * D;
+    if (softmax) {
+      float m = xp[0];
+      for (int64_t i = 1; i < D; ++i) m = std::isnan(m) ? m : std::isnan(xp[i]) ? xp[i] : (m < xp[i] ? xp[i] : m);
+      for (int64_t i = 0; i < D; ++i) yp[i] = r(std::exp(r(xp[i] - m)));
+      float acc = yp[0];
+      for (int64_t i = 1; i < D; ++i) acc += yp[i];
+      float inv = r(1.0f / r(acc));
+      if (out) inv = inv / out_scale;
+      for (int64_t i = 0; i < D; ++i) put(row * D + i, yp[i] * inv);
+      continue;
+    }
+    float acc = xp[0];
+    for (int64_t i = 1; i < D; ++i) acc += xp[i];
+    const float mean = r(acc / static_cast<float>(D));
+    for (int64_t i = 0; i < D; ++i) {
+      yp[i] = r(xp[i] - mean);
+      t[static_cast<size_t>(i)] = r(yp[i] * yp[i]);
+    }
+    acc = t[0];
+    for (int64_t i = 1; i < D; ++i) acc += t[static_cast<size_t>(i)];
+    float inv = r(1.0f / std::sqrt(r(r(acc / static_cast<float>(D)) + eps)));
+    if (out) inv = inv / out_scale;
+    for (int64_t i = 0; i < D; ++i) {
+      float v = yp[i] * inv;
+      if (has_gamma) v = r(v) * gamma[static_cast<size_t>(i)];
+      if (has_beta) v = r(v) + (out ? beta[static_cast<size_t>(i)] / out_scale : beta[static_cast<size_t>(i)]);
+      put(row * D + i, v);
+    }
+  }
+  return y;
+}
+
 class Emulator {
  public:
   Emulator(const Graph& g, const PrecisionPlan& plan) : g_(g), plan_(plan) {}
@@ -353,7 +427,30 @@ class Emulator {
         ins[k] = &t;
       }
     }
-    std::vector<Tensor> outs = compute_fp32(n, ins);
+    // The NPU runs a whole Softmax / LayerNormalization in its row-wise kernel (fp32 layers: the
+    // reference interpreter's kernel, as everywhere in fp32).
+    const std::optional<RowwiseForm> rows = p == Precision::kFp32 ? std::nullopt : rowwise_form(g_, n);
+    std::vector<Tensor> outs;
+    if (rows && p == Precision::kInt8 && plan_.values.count(n.outputs[0])) {
+      Int8Tensor q;
+      q.shape = ins[0]->shape;
+      q.qparams = plan_.values.at(n.outputs[0]);
+      rowwise_layer(n, *rows, ins, p, &q.qparams, &q.codes);
+      set_codes(n.outputs[0], std::move(q));
+      // A LayerNormalization's Mean / InvStdDev outputs, unused (rowwise_form), as the interpreter has them.
+      if (n.outputs.size() > 1) {
+        std::vector<Tensor> extra = compute_fp32(n, ins);
+        for (size_t k = 1; k < n.outputs.size(); ++k)
+          if (!n.outputs[k].empty()) env[n.outputs[k]].real = std::move(extra[k]);
+      }
+      return;
+    }
+    if (rows && n.outputs.size() == 1) {
+      outs.push_back(rowwise_layer(n, *rows, ins, p));
+    } else {
+      outs = compute_fp32(n, ins);  // (unused Mean / InvStdDev outputs of a LayerNormalization: from here)
+      if (rows) outs[0] = rowwise_layer(n, *rows, ins, p);
+    }
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       if (n.outputs[k].empty()) continue;
       Tensor& t = outs[k];

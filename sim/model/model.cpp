@@ -62,6 +62,7 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
   }
   compiler::PipelineOptions pipeline;
   pipeline.fuse_epilogues = options.fusion;
+  pipeline.whole_row_limit = compiler::rowwise_row_limit(config);
   m.fusion = options.fusion;
   compiler::lower(m.lowered, pipeline, observer);
   m.plan = compiler::quant::build_plan(m.lowered, options.plan, &m.imported, own ? &*own : nullptr, &m.quant_notes);

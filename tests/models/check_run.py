@@ -17,6 +17,10 @@ Checks:
 - host fallbacks: exactly the ops listed with --expect-host (default: none) run on the host (a layer
   whose mapping placement is "host"), each has host cycles in its breakdown, appears in the report's
   compile section with its estimated cost, and its MACs are left out of the array's count.
+- with --rowwise: every ONNX Softmax node is one vector layer of the report under the node's name, and
+  every LayerNorm the exporter spelled out (two ReduceMeans ... Add) is one vector LayerNormalization
+  layer named as one of the model's nodes (compiler/backend/rowwise.h); no layer is a piece of either
+  (a name the model does not have, e.g. ".../Softmax_ReduceMax" or ".../Add_1_ReduceMean").
 Prints one summary line; exits 1 on the first failed check.
 """
 import collections
@@ -67,13 +71,36 @@ def node_macs(node, shapes):
     return int(np.prod(out)) * k  # MatMul: every output element is a K-long dot product
 
 
+def check_rowwise(model, layers):
+    """Softmax and LayerNorm as one layer each, named as the model's nodes (see the module doc)."""
+    node_names = {n.name for n in model.graph.node}
+    by_name = {l["name"]: l for l in layers}
+    softmax = [n.name for n in model.graph.node if n.op_type == "Softmax"]
+    # torch spells LayerNorm as ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add: two
+    # ReduceMeans per LayerNorm (the models checked here have no other ReduceMean).
+    layernorms = sum(1 for n in model.graph.node if n.op_type == "ReduceMean") // 2
+    if not softmax and not layernorms:
+        fail("--rowwise: the model has no Softmax or LayerNorm")
+    for s in softmax:
+        l = by_name.get(s)
+        if l is None or l["op"] != "Softmax" or l["mapping"]["placement"] != "vector":
+            fail(f"Softmax node {s} is not one vector layer of the report: {l and (l['op'], l['mapping'])}")
+    ln = [l for l in layers if l["op"] == "LayerNormalization"]
+    if len(ln) != layernorms or any(l["mapping"]["placement"] != "vector" or l["name"] not in node_names for l in ln):
+        fail(f"{layernorms} LayerNorms in the model, report layers: {[(l['name'], l['mapping']) for l in ln]}")
+    pieces = [l["name"] for l in layers if l["name"] not in node_names and l["cycles"] > 0]
+    if pieces:
+        fail(f"{len(pieces)} layer(s) named after no node of the model: {pieces[:5]}")
+
+
 def main(argv):
     extra = []
     if "--" in argv:
         extra = argv[argv.index("--") + 1:]
         argv = argv[:argv.index("--")]
     strict_grouped = "--strict-grouped-macs" in argv
-    argv = [a for a in argv if a != "--strict-grouped-macs"]
+    rowwise = "--rowwise" in argv
+    argv = [a for a in argv if a not in ("--strict-grouped-macs", "--rowwise")]
     expect_host = []
     if "--expect-host" in argv:
         i = argv.index("--expect-host")
@@ -177,6 +204,9 @@ def main(argv):
     for f in fallbacks:
         if f["estimated_cycles"] <= 0:
             fail(f"fallback {f['node']} has no estimated cost")
+
+    if rowwise:
+        check_rowwise(model, layers)
 
     print(f"{name} on {os.path.basename(config)}: {total} cycles ({r['latency_ms']:.3f} ms), "
           f"{len(layers)} layers, {len(seen_matrix)} matrix layers, {want_macs} useful MACs (report {r['macs']}), "

@@ -103,9 +103,10 @@ std::vector<double> read_value(arch::datapath::MachineState& st, const compiler:
 }
 
 // Runs the program on `sample` and compares every int8 value with the quantized reference. Returns the
-// number of int8 matrix layers whose output codes were compared.
+// number of int8 matrix layers whose output codes were compared; the outputs of the vector layers named
+// in `vector_layers` are compared too (not counted).
 int check_bit_exact(const Compiled& c, const isa::NpuConfig& config, const q::Sample& sample,
-                    const std::set<std::string>& only = {}) {
+                    const std::set<std::string>& only = {}, const std::set<std::string>& vector_layers = {}) {
   arch::datapath::MachineState st(config, c.result.program);
   for (const auto& b : c.result.program.tensors) {
     if (b.role != isa::TensorBinding::Role::kInput) continue;
@@ -119,6 +120,7 @@ int check_bit_exact(const Compiled& c, const isa::NpuConfig& config, const q::Sa
   for (size_t i = 0; i < c.lowered.nodes.size(); ++i) {
     auto it = c.plan.layers.find(c.lowered.nodes[i].name);
     if (it != c.plan.layers.end()) layer_of[static_cast<uint32_t>(i)] = it->second.output;
+    if (vector_layers.count(c.lowered.nodes[i].name)) layer_of[static_cast<uint32_t>(i)] = c.lowered.nodes[i].outputs[0];
   }
   std::map<std::string, std::vector<double>> snapshot;
   const auto& prog = c.result.program.instructions;
@@ -156,6 +158,16 @@ int check_bit_exact(const Compiled& c, const isa::NpuConfig& config, const q::Sa
     EXPECT_EQ(mismatches, 0) << "layer " << name << " (" << L.output << "): " << mismatches << " of " << got.size()
                              << " elements differ from the quantized reference";
     ++matrix_layers;
+  }
+  for (const compiler::Node& n : c.lowered.nodes) {
+    if (!vector_layers.count(n.name)) continue;
+    const q::Int8Tensor& want = expected.at(n.outputs[0]);
+    const std::vector<double>& got = snapshot.at(n.outputs[0]);
+    EXPECT_EQ(got.size(), want.codes.size()) << n.name;
+    int64_t mismatches = 0;
+    for (size_t k = 0; k < got.size() && k < want.codes.size(); ++k) mismatches += got[k] != want.codes[k];
+    EXPECT_EQ(mismatches, 0) << "vector layer " << n.name << ": " << mismatches << " of " << got.size()
+                             << " codes differ from the quantized reference";
   }
   return matrix_layers;
 }
@@ -476,12 +488,14 @@ TEST(Int8Codegen, MutatedPreQuantizedModelsAreAClearErrorOrRunNeverACrash) {
 
 // Names the builder's nodes after their outputs, lowers the graph and plans it in int8 (min-max
 // calibration on `samples` synthetic inputs).
-Compiled lower_and_plan_int8(compiler::testing::GraphBuilder& b, int samples) {
+Compiled lower_and_plan_int8(compiler::testing::GraphBuilder& b, int samples, int64_t whole_row_limit = 0) {
   for (auto& n : b.graph().nodes) n.name = n.outputs[0] + "_node";
   Compiled k;
   k.imported = b.build();
   k.lowered = k.imported;
-  compiler::lower(k.lowered);
+  compiler::PipelineOptions o;
+  o.whole_row_limit = whole_row_limit;
+  compiler::lower(k.lowered, o);
   q::PlanRequest req;
   req.spec.model = q::Precision::kInt8;
   req.quant.calibration.method = q::CalibrationMethod::kMinMax;
@@ -538,6 +552,48 @@ TEST(Int8Codegen, ConcatWithAConstantInputCompilesAndStaysExact) {
     opt.plan = &k.plan;
     ASSERT_NO_THROW(k.result = compiler::compile(k.lowered, config, opt));
     for (const auto& sample : q::synthetic_samples(k.lowered, 1, 4)) EXPECT_EQ(check_bit_exact(k, config, sample), 2);
+  }
+}
+
+TEST(Int8Codegen, RowwiseLayerNormAndSoftmaxConvertCodesOnceAndMatchTheReferenceBitExactly) {
+  // A transformer's int8 path: MatMul -> LayerNormalization -> Softmax -> MatMul, rows of 45 (not a
+  // multiple of the lanes), 87 rows in tiles of up to 14 on a small input buffer. Each row-wise layer
+  // reads int8 codes, dequantizes once, computes in fp32 and quantizes once (the output scale folded into
+  // its last step): the codes it writes, and the MatMul after it, are the quantized reference's bit for bit.
+  // The last step, which writes int32 with the output scale folded in, is the add of beta or (no bias)
+  // the multiply by gamma: both forms.
+  for (int params = 1; params <= 2; ++params) {
+    compiler::testing::GraphBuilder b;
+    auto x = b.input("x", {3, 29, 16});
+    auto h = b.node("MatMul", {x, b.random_constant("w1", {16, 45}, 1, -0.5f, 0.5f)}, "h", {3, 29, 45});
+    std::vector<std::string> ln_in = {h, b.random_constant("gamma", {45}, 2, 0.5f, 1.5f)};
+    if (params >= 2) ln_in.push_back(b.random_constant("beta", {45}, 3, -0.5f, 0.5f));
+    auto n = b.node("LayerNormalization", ln_in, "n", {3, 29, 45}, {{"epsilon", compiler::testing::attr_f(1e-5f)}});
+    auto s = b.node("Softmax", {n}, "s", {3, 29, 45}, {{"axis", compiler::testing::attr_i(-1)}});
+    b.output(b.node("MatMul", {s, b.random_constant("w2", {45, 7}, 4, -0.5f, 0.5f)}, "y", {3, 29, 7}));
+    isa::NpuConfig config;
+    config.sram.input.size_kib = 8;  // three 2688-byte slots: 672 fp32 elements, 14 rows of 45
+    Compiled k = lower_and_plan_int8(b, 4, compiler::rowwise_row_limit(config));
+    ASSERT_EQ(k.lowered.nodes.size(), 4u);
+    compiler::CompileOptions opt;
+    opt.plan = &k.plan;
+    k.result = compiler::compile(k.lowered, config, opt);
+    EXPECT_TRUE(k.result.fallbacks.empty());
+    for (const char* layer : {"n_node", "s_node"}) {
+      const auto l = std::find_if(k.result.layers.begin(), k.result.layers.end(),
+                                  [&](const compiler::LayerPlan& p) { return p.name == layer; });
+      ASSERT_NE(l, k.result.layers.end()) << layer;
+      EXPECT_NE(l->mapping.find("7 tile(s) of up to 14 rows x 45 elements"), std::string::npos) << l->mapping;
+      EXPECT_NE(l->mapping.find("int8 codes converted once"), std::string::npos) << l->mapping;
+    }
+    // Between the layers only int8 codes travel: no fp32 scratch copies of h, n or s.
+    for (const auto& v : k.result.values) {
+      if (v.name == "n" || v.name == "s") {
+        EXPECT_NE(v.dtype, isa::DType::kFp32) << v.name;
+      }
+    }
+    for (const auto& sample : q::synthetic_samples(k.lowered, 2, 9))
+      EXPECT_EQ(check_bit_exact(k, config, sample, {}, {"n_node", "s_node"}), 2) << params << " LayerNorm parameters";
   }
 }
 
