@@ -1,6 +1,6 @@
-// Element-wise vector nodes: activations (one VecOp streamed over contiguous tiles) and binary ops with
-// broadcasting (the broadcast operand row-, column- or scalar-broadcast by the VEC box), with a fused
-// activation on the result tile. Every lowering streams SRAM tiles: LOAD into a ping-pong slot, VEC in
+// Element-wise vector nodes: activations (one VecOp streamed over contiguous tiles), binary ops with
+// broadcasting (the broadcast operand row-, column- or scalar-broadcast by the VEC box) and the
+// per-channel affine map of a BatchNormalization, with a fused activation on the result tile. Every lowering streams SRAM tiles: LOAD into a ping-pong slot, VEC in
 // place, STORE.
 #include <fmt/format.h>
 
@@ -8,6 +8,7 @@
 #include <cmath>
 #include <functional>
 #include <numeric>
+#include <optional>
 
 #include "compiler/backend/context.h"
 #include "compiler/backend/int8.h"
@@ -127,6 +128,42 @@ struct Operand {
   const quant::QParams* q = nullptr;      // # int8: codes converted in the tile loop (Context::codes)
 };
 
+// The output's memory order of logical dims (ONNX order when its layout is empty).
+std::vector<int> output_order(const DramTensor& y) {
+  std::vector<int> ylay = y.layout;
+  if (ylay.empty()) {
+    ylay.resize(y.shape.size());
+    std::iota(ylay.begin(), ylay.end(), 0);
+  }
+  return ylay;
+}
+
+// A constant operand of logical shape `padded` (y's rank, 1 = broadcast) with data `src`, written as a
+// data segment in the output's physical order.
+Operand constant_operand(Context& c, const std::vector<float>& src, const Shape& padded, const DramTensor& y) {
+  const std::vector<int> ylay = output_order(y);
+  Operand o;
+  for (int d : ylay) o.pshape.push_back(padded[static_cast<size_t>(d)]);
+  const size_t r = padded.size();
+  const auto lst = strides_of(padded);
+  std::vector<float> dst(static_cast<size_t>(num_elements(o.pshape)));
+  const auto pst = strides_of(o.pshape);
+  for (int64_t i = 0; i < static_cast<int64_t>(dst.size()); ++i) {
+    int64_t rem = i, li = 0;
+    for (size_t k = 0; k < r; ++k) {
+      const int64_t coord = rem / pst[k];
+      rem %= pst[k];
+      li += coord * lst[static_cast<size_t>(ylay[k])];
+    }
+    dst[static_cast<size_t>(i)] = src[static_cast<size_t>(li)];
+  }
+  o.constant = true;
+  o.dt = c.act;
+  o.addr = c.add_floats(dst, c.act);
+  o.range = Range{kDram, o.addr, o.addr + dst.size() * static_cast<uint64_t>(c.esize)};
+  return o;
+}
+
 // Returns false when the operand's DRAM layout is not the output's order (non-1 dims permuted).
 bool make_operand(Context& c, const std::string& name, const DramTensor& y, Operand& o) {
   const Value& v = c.g.value(name);
@@ -134,34 +171,13 @@ bool make_operand(Context& c, const std::string& name, const DramTensor& y, Oper
   if (v.shape.size() > r) return false;
   Shape padded(r - v.shape.size(), 1);
   padded.insert(padded.end(), v.shape.begin(), v.shape.end());
-  std::vector<int> ylay = y.layout;
-  if (ylay.empty()) {
-    ylay.resize(r);
-    std::iota(ylay.begin(), ylay.end(), 0);
-  }
-  o.pshape.clear();
-  for (int d : ylay) o.pshape.push_back(padded[static_cast<size_t>(d)]);
   if (v.is_constant()) {
-    // Write the constant's data in the output's physical order.
-    const std::vector<float> src = v.constant->to_float_vector();
-    const auto lst = strides_of(padded);
-    std::vector<float> dst(static_cast<size_t>(num_elements(o.pshape)));
-    const auto pst = strides_of(o.pshape);
-    for (int64_t i = 0; i < static_cast<int64_t>(dst.size()); ++i) {
-      int64_t rem = i, li = 0;
-      for (size_t k = 0; k < r; ++k) {
-        const int64_t coord = rem / pst[k];
-        rem %= pst[k];
-        li += coord * lst[static_cast<size_t>(ylay[k])];
-      }
-      dst[static_cast<size_t>(i)] = src[static_cast<size_t>(li)];
-    }
-    o.constant = true;
-    o.dt = c.act;
-    o.addr = c.add_floats(dst, c.act);
-    o.range = Range{kDram, o.addr, o.addr + dst.size() * static_cast<uint64_t>(c.esize)};
+    o = constant_operand(c, v.constant->to_float_vector(), padded, y);
     return true;
   }
+  const std::vector<int> ylay = output_order(y);
+  o.pshape.clear();
+  for (int d : ylay) o.pshape.push_back(padded[static_cast<size_t>(d)]);
   const DramTensor& t = c.tensor(name);
   // The non-1 logical dims must appear in the same relative order in its memory and in the output's.
   std::vector<int> own = t.layout;
@@ -186,6 +202,155 @@ bool make_operand(Context& c, const std::string& name, const DramTensor& y, Oper
   return true;
 }
 
+using TileFn = std::function<void(uint64_t a_slot, const std::vector<uint64_t>& b_slots, int64_t d0, int64_t d1,
+                                  Bcast mode)>;
+// Where the conversion constants of int8 codes sit in the accumulator buffer (load_conversion_constants).
+constexpr uint64_t kConvA = 0, kConvB = 16, kConvY = 32;
+
+// Streams y = f(A, B...) over SRAM tiles: A has the output's full shape and layout, every B operand the
+// same broadcast shape (pshape, 1 = broadcast). Each tile of A is loaded (codes dequantized when A.q),
+// each B's matching piece loaded when it changes (one weight-slot region per B; codes dequantized),
+// `on_tile(a_slot, b_slots, d0, d1, mode)` emits the VEC work on the d1 x d0 tile in place in the input
+// buffer, the result is quantized when `qy` (conversion constants at kConvA / kConvB / kConvY of the
+// accumulator buffer, loaded by the caller) and stored. Returns the broadcast mode of the VEC box.
+Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>& Bs, const DramTensor& y,
+                       const quant::QParams* qy, const TileFn& on_tile) {
+  // The B operands share one shape and storage type (each is loaded with the same box).
+  const Shape& P = y.phys;
+  const Operand& Bp = Bs[0];
+  // Merged dims with the B operands' broadcast flag.
+  struct Dim {
+    int64_t ext;
+    bool b_full;
+    int64_t a_stride = 0, b_stride = 0;
+  };
+  std::vector<Dim> dims;
+  for (size_t i = 0; i < P.size(); ++i) {
+    if (P[i] == 1) continue;
+    const bool bf = Bp.pshape[i] == P[i];
+    if (!dims.empty() && dims.back().b_full == bf) {
+      dims.back().ext *= P[i];
+    } else {
+      dims.push_back({P[i], bf});
+    }
+  }
+  if (dims.empty()) dims.push_back({1, true});
+  {
+    int64_t as = 1, bs = 1;
+    for (size_t i = dims.size(); i-- > 0;) {
+      dims[i].a_stride = as;
+      as *= dims[i].ext;
+      dims[i].b_stride = dims[i].b_full ? bs : 0;
+      if (dims[i].b_full) bs *= dims[i].ext;
+    }
+  }
+  const size_t k = dims.size();
+  // The VEC box: (d1 = second innermost, d0 = innermost) with the bcast mode they imply.
+  Bcast mode;
+  size_t box_dims;
+  if (k == 1) {
+    mode = dims[0].b_full ? Bcast::kNone : Bcast::kScalar;
+    box_dims = 1;
+  } else {
+    mode = dims[k - 1].b_full ? Bcast::kRow : Bcast::kCol;
+    box_dims = 2;
+  }
+  Slots sa = make_slots(c, Buffer::kInput);
+  Slots sb = make_slots(c, Buffer::kWeight);
+  // Several broadcast operands share the weight slots: one region each.
+  sb.elems /= static_cast<int64_t>(Bs.size());
+  const uint64_t b_region = static_cast<uint64_t>((sb.elems * c.esize + 63) / 64 * 64);
+  const uint64_t ea = static_cast<uint64_t>(isa::dtype_bytes(A.dt)), eb = static_cast<uint64_t>(isa::dtype_bytes(Bp.dt));
+  const uint64_t ey = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
+  const int64_t inner = dims[k - 1].ext;
+  int64_t t0, t1 = 1;
+  if (box_dims == 1) {
+    t0 = std::min<int64_t>({inner, 4096, sa.elems, sb.elems});
+    t1 = std::min<int64_t>({cdiv(inner, t0), kMaxDim, sa.elems / t0, mode == Bcast::kNone ? sb.elems / t0 : kMaxDim});
+    t1 = std::max<int64_t>(1, t1);
+  } else {
+    const int64_t outer = dims[k - 2].ext;
+    t0 = std::min<int64_t>({inner, kMaxDim, sa.elems, sb.elems});
+    t1 = std::max<int64_t>(1, std::min<int64_t>({outer, kMaxDim, sa.elems / t0, mode == Bcast::kCol ? sb.elems : kMaxDim}));
+  }
+  // Pieces of the box dims: (row start, col start, d1, d0).
+  struct Piece {
+    int64_t r0, c0, d1, d0;
+  };
+  std::vector<Piece> pieces;
+  if (box_dims == 1) {
+    for (int64_t start = 0; start < inner;) {
+      const int64_t rem = inner - start;
+      const int64_t d0 = std::min(rem, t0), d1 = rem >= t0 ? std::min(t1, rem / t0) : 1;
+      pieces.push_back({0, start, d1, d0});
+      start += d0 * d1;
+    }
+  } else {
+    for (int64_t r0 = 0; r0 < dims[k - 2].ext; r0 += t1) {
+      for (int64_t c0 = 0; c0 < inner; c0 += t0) {
+        pieces.push_back({r0, c0, std::min(t1, dims[k - 2].ext - r0), std::min(t0, inner - c0)});
+      }
+    }
+  }
+  std::vector<int64_t> ext;
+  for (size_t i = 0; i + box_dims < k; ++i) ext.push_back(dims[i].ext);
+  ext.push_back(static_cast<int64_t>(pieces.size()));
+  int64_t last_b_off = -1, last_b_n = -1;
+  uint64_t b_cur = 0;
+  odometer(ext, [&](const std::vector<int64_t>& idx) {
+    int64_t ao = 0, bo = 0;
+    for (size_t i = 0; i + box_dims < k; ++i) {
+      ao += idx[i] * dims[i].a_stride;
+      bo += idx[i] * dims[i].b_stride;
+    }
+    const Piece& p = pieces[static_cast<size_t>(idx.back())];
+    const int64_t d0 = p.d0, d1 = p.d1;
+    int64_t b_n;
+    std::array<int64_t, 4> bsz = {1, 1, 1, 1};
+    std::array<int64_t, 3> bst = {d0, 0, 0};
+    std::array<int64_t, 3> ast = {d0, 0, 0};
+    if (box_dims == 1) {
+      ao += p.c0;
+      if (mode == Bcast::kNone) {
+        bo += p.c0;
+        bsz = {d0, d1, 1, 1};
+        b_n = d0 * d1;
+      } else {
+        b_n = 1;
+      }
+    } else {
+      ao += p.r0 * dims[k - 2].a_stride + p.c0;
+      ast = {dims[k - 2].a_stride, 0, 0};
+      if (mode == Bcast::kRow) {
+        bo += p.c0 * dims[k - 1].b_stride;
+        b_n = d0;
+        bsz = {d0, 1, 1, 1};
+      } else {
+        bo += p.r0 * dims[k - 2].b_stride;
+        b_n = d1;
+        bsz = {d1, 1, 1, 1};
+      }
+    }
+    const uint64_t sl = sa.take();
+    c.load(Buffer::kInput, sl, A.range, A.addr + static_cast<uint64_t>(ao) * ea, A.dt, {d0, d1, 1, 1}, ast);
+    if (A.q) dequantize_tile(c, Buffer::kInput, sl, d0, d1, A.dt, kConvA);
+    if (!(bo == last_b_off && b_n == last_b_n)) {
+      b_cur = sb.take();
+      for (size_t i = 0; i < Bs.size(); ++i) {
+        const uint64_t at = b_cur + i * b_region;
+        c.load(Buffer::kWeight, at, Bs[i].range, Bs[i].addr + static_cast<uint64_t>(bo) * eb, Bs[i].dt, bsz, bst);
+        if (Bs[i].q) dequantize_tile(c, Buffer::kWeight, at, bsz[0], bsz[1], Bs[i].dt, kConvB);
+      }
+      last_b_off = bo, last_b_n = b_n;
+    }
+    std::vector<uint64_t> b_slots;
+    for (size_t i = 0; i < Bs.size(); ++i) b_slots.push_back(b_cur + i * b_region);
+    on_tile(sl, b_slots, d0, d1, mode);
+    if (qy) quantize_tile(c, Buffer::kInput, sl, d0, d1, y.dtype, kConvY);
+    c.store(Buffer::kInput, sl, y.range(), y.addr + static_cast<uint64_t>(ao) * ey, y.dtype, {d0, d1, 1, 1}, ast);
+  });
+  return mode;
+}
 
 }  // namespace
 
@@ -256,133 +421,15 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
       return false;
     }
   }
-  // Merged dims with B's broadcast flag.
-  struct Dim {
-    int64_t ext;
-    bool b_full;
-    int64_t a_stride = 0, b_stride = 0;
-  };
-  std::vector<Dim> dims;
-  for (size_t i = 0; i < P.size(); ++i) {
-    if (P[i] == 1) continue;
-    const bool bf = B.pshape[i] == P[i];
-    if (!dims.empty() && dims.back().b_full == bf) {
-      dims.back().ext *= P[i];
-    } else {
-      dims.push_back({P[i], bf});
-    }
-  }
-  if (dims.empty()) dims.push_back({1, true});
-  {
-    int64_t as = 1, bs = 1;
-    for (size_t i = dims.size(); i-- > 0;) {
-      dims[i].a_stride = as;
-      as *= dims[i].ext;
-      dims[i].b_stride = dims[i].b_full ? bs : 0;
-      if (dims[i].b_full) bs *= dims[i].ext;
-    }
-  }
-  const size_t k = dims.size();
-  // The VEC box: (d1 = second innermost, d0 = innermost) with the bcast mode they imply.
-  Bcast mode;
-  size_t box_dims;
-  if (k == 1) {
-    mode = dims[0].b_full ? Bcast::kNone : Bcast::kScalar;
-    box_dims = 1;
-  } else {
-    mode = dims[k - 1].b_full ? Bcast::kRow : Bcast::kCol;
-    box_dims = 2;
-  }
-  Slots sa = make_slots(c, Buffer::kInput);
-  Slots sb = make_slots(c, Buffer::kWeight);
-  const uint64_t ea = static_cast<uint64_t>(isa::dtype_bytes(A.dt)), eb = static_cast<uint64_t>(isa::dtype_bytes(B.dt));
+  const quant::QParams* qy = c.codes_of(n.outputs[0]);
   // # int8: operands and output stored as codes are converted in SRAM, tile by tile (PlanScope);
   // their conversion constants sit at the start of the accumulator buffer.
-  const quant::QParams* qy = c.codes_of(n.outputs[0]);
-  const uint64_t ey = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
-  const uint64_t ka = 0, kb = 16, ky = 32;
-  if (A.q) load_conversion_constants(c, ka, A.q, nullptr);
-  if (B.q) load_conversion_constants(c, kb, B.q, nullptr);
-  if (qy) load_conversion_constants(c, ky, nullptr, qy);
-  const int64_t inner = dims[k - 1].ext;
-  int64_t t0, t1 = 1;
-  if (box_dims == 1) {
-    t0 = std::min<int64_t>({inner, 4096, sa.elems, sb.elems});
-    t1 = std::min<int64_t>({cdiv(inner, t0), kMaxDim, sa.elems / t0, mode == Bcast::kNone ? sb.elems / t0 : kMaxDim});
-    t1 = std::max<int64_t>(1, t1);
-  } else {
-    const int64_t outer = dims[k - 2].ext;
-    t0 = std::min<int64_t>({inner, kMaxDim, sa.elems, sb.elems});
-    t1 = std::max<int64_t>(1, std::min<int64_t>({outer, kMaxDim, sa.elems / t0, mode == Bcast::kCol ? sb.elems : kMaxDim}));
-  }
-  // Pieces of the box dims: (row start, col start, d1, d0).
-  struct Piece {
-    int64_t r0, c0, d1, d0;
-  };
-  std::vector<Piece> pieces;
-  if (box_dims == 1) {
-    for (int64_t start = 0; start < inner;) {
-      const int64_t rem = inner - start;
-      const int64_t d0 = std::min(rem, t0), d1 = rem >= t0 ? std::min(t1, rem / t0) : 1;
-      pieces.push_back({0, start, d1, d0});
-      start += d0 * d1;
-    }
-  } else {
-    for (int64_t r0 = 0; r0 < dims[k - 2].ext; r0 += t1) {
-      for (int64_t c0 = 0; c0 < inner; c0 += t0) {
-        pieces.push_back({r0, c0, std::min(t1, dims[k - 2].ext - r0), std::min(t0, inner - c0)});
-      }
-    }
-  }
-  std::vector<int64_t> ext;
-  for (size_t i = 0; i + box_dims < k; ++i) ext.push_back(dims[i].ext);
-  ext.push_back(static_cast<int64_t>(pieces.size()));
-  int64_t last_b_off = -1, last_b_n = -1;
-  uint64_t b_cur = 0;
-  int64_t count = 0;
-  odometer(ext, [&](const std::vector<int64_t>& idx) {
-    int64_t ao = 0, bo = 0;
-    for (size_t i = 0; i + box_dims < k; ++i) {
-      ao += idx[i] * dims[i].a_stride;
-      bo += idx[i] * dims[i].b_stride;
-    }
-    const Piece& p = pieces[static_cast<size_t>(idx.back())];
-    const int64_t d0 = p.d0, d1 = p.d1;
-    int64_t b_n;
-    std::array<int64_t, 4> bsz = {1, 1, 1, 1};
-    std::array<int64_t, 3> bst = {d0, 0, 0};
-    std::array<int64_t, 3> ast = {d0, 0, 0};
-    if (box_dims == 1) {
-      ao += p.c0;
-      if (mode == Bcast::kNone) {
-        bo += p.c0;
-        bsz = {d0, d1, 1, 1};
-        b_n = d0 * d1;
-      } else {
-        b_n = 1;
-      }
-    } else {
-      ao += p.r0 * dims[k - 2].a_stride + p.c0;
-      ast = {dims[k - 2].a_stride, 0, 0};
-      if (mode == Bcast::kRow) {
-        bo += p.c0 * dims[k - 1].b_stride;
-        b_n = d0;
-        bsz = {d0, 1, 1, 1};
-      } else {
-        bo += p.r0 * dims[k - 2].b_stride;
-        b_n = d1;
-        bsz = {d1, 1, 1, 1};
-      }
-    }
-    const uint64_t sl = sa.take();
-    c.load(Buffer::kInput, sl, A.range, A.addr + static_cast<uint64_t>(ao) * ea, A.dt, {d0, d1, 1, 1}, ast);
-    if (A.q) dequantize_tile(c, Buffer::kInput, sl, d0, d1, A.dt, ka);
-    if (!(bo == last_b_off && b_n == last_b_n)) {
-      b_cur = sb.take();
-      c.load(Buffer::kWeight, b_cur, B.range, B.addr + static_cast<uint64_t>(bo) * eb, B.dt, bsz, bst);
-      if (B.q) dequantize_tile(c, Buffer::kWeight, b_cur, bsz[0], bsz[1], B.dt, kb);
-      last_b_off = bo, last_b_n = b_n;
-    }
+  if (A.q) load_conversion_constants(c, kConvA, A.q, nullptr);
+  if (B.q) load_conversion_constants(c, kConvB, B.q, nullptr);
+  if (qy) load_conversion_constants(c, kConvY, nullptr, qy);
+  const Bcast mode = stream_broadcast(c, A, {B}, y, qy, [&](uint64_t sl, const std::vector<uint64_t>& b, int64_t d0,
+                                                           int64_t d1, Bcast bc) {
+    const uint64_t b_cur = b[0];
     if (recip_a) {
       Context::VecArgs r;
       r.op = VecOp::kRecip, r.in = r.out = c.act, r.src1_buf = r.dst_buf = Buffer::kInput;
@@ -391,7 +438,7 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
     }
     Context::VecArgs v;
     v.op = op, v.in = v.out = c.act, v.src1_buf = v.dst_buf = Buffer::kInput, v.src1 = v.dst = sl;
-    v.src2_buf = Buffer::kWeight, v.src2 = b_cur, v.d0 = d0, v.d1 = d1, v.bcast = mode;
+    v.src2_buf = Buffer::kWeight, v.src2 = b_cur, v.d0 = d0, v.d1 = d1, v.bcast = bc;
     c.vec(v);
     if (negate) {
       Context::VecArgs ng;
@@ -405,11 +452,7 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
       av.d0 = d0, av.d1 = d1, av.imm0 = act_imm0, av.imm1 = act_imm1;
       c.vec(av);
     }
-    if (qy) quantize_tile(c, Buffer::kInput, sl, d0, d1, y.dtype, ky);
-    c.store(Buffer::kInput, sl, y.range(), y.addr + static_cast<uint64_t>(ao) * ey, y.dtype, {d0, d1, 1, 1}, ast);
-    ++count;
   });
-  (void)count;
   c.plan->mapping = fmt::format("VEC {} bcast {}{}{}{}", isa::kVecOpNames[static_cast<size_t>(op)],
                                 isa::kBcastNames[static_cast<size_t>(mode)], negate ? " + neg" : recip_a ? " of recip" : "",
                                 act.empty() ? "" : " + " + act,
@@ -417,5 +460,68 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
   return true;
 }
 
+bool lower_batchnorm(Context& c, const Node& n, std::string* why) {
+  const std::optional<ChannelAffine> bn = batchnorm_affine(c.g, n);
+  if (!bn) {
+    *why = "BatchNormalization with runtime parameters, in training mode or with Mean/Var outputs in use";
+    return false;
+  }
+  const DramTensor& y = c.tensor(n.outputs[0]);
+  VecOp act_op = VecOp::kCopy;
+  int64_t act_imm0 = 0, act_imm1 = 0;
+  const std::string act = n.attr_string(kActivation, "");
+  if (!act.empty() && !fused_activation(n, act, &act_op, &act_imm0, &act_imm1)) {
+    *why = "fused activation " + act + " has no VecOp";
+    return false;
+  }
+  Operand A;
+  if (!make_operand(c, n.inputs[0], y, A) || A.pshape != y.phys) {
+    *why = "input layout differs from the output's";
+    return false;
+  }
+  // # int8: codes in and out (PlanScope deferred them here); quant::affine_arith folds the conversions
+  // into the per-channel constants where it can.
+  const quant::QParams* qx = A.q;
+  const quant::QParams* qy = c.codes_of(n.outputs[0]);
+  A.q = nullptr;
+  const quant::AffineArith ar = quant::affine_arith(bn->scale, bn->shift, qx, qy, act,
+                                                    n.attr_float(kActMin, -INFINITY), n.attr_float(kActMax, INFINITY));
+  const bool quantize = qy && !ar.codes_out;  // a float activation between the affine map and the codes
+  if (qx || quantize) load_conversion_constants(c, kConvA, qx, quantize ? qy : nullptr);
+  Shape per_channel(y.shape.size(), 1);
+  per_channel[1] = y.shape[1];
+  const std::vector<Operand> Bs = {constant_operand(c, ar.mul, per_channel, y), constant_operand(c, ar.add, per_channel, y)};
+  const DType codes_out = ar.codes_out ? y.dtype : c.act;
+  const bool clamp = ar.codes_out && !act.empty();
+  const Bcast mode = stream_broadcast(c, A, Bs, y, nullptr, [&](uint64_t sl, const std::vector<uint64_t>& b,
+                                                                int64_t d0, int64_t d1, Bcast bc) {
+    if (qx) subtract_zero_point(c, Buffer::kInput, sl, d0, d1, A.dt, kConvA);
+    Context::VecArgs v;
+    v.in = v.out = c.act, v.src1_buf = v.dst_buf = Buffer::kInput, v.src1 = v.dst = sl;
+    v.src2_buf = Buffer::kWeight, v.d0 = d0, v.d1 = d1, v.bcast = bc;
+    v.op = VecOp::kMul, v.src2 = b[0];
+    c.vec(v);
+    v.op = VecOp::kAdd, v.src2 = b[1], v.out = clamp ? c.act : codes_out;
+    c.vec(v);
+    if (!act.empty()) {
+      Context::VecArgs av;
+      av.in = av.out = c.act, av.src1_buf = av.dst_buf = Buffer::kInput, av.src1 = av.dst = sl;
+      av.d0 = d0, av.d1 = d1;
+      if (clamp) {  // Relu / Clip in code space, rounded to codes
+        av.op = VecOp::kClip, av.out = codes_out, av.imm0 = f32_imm(ar.lo), av.imm1 = f32_imm(ar.hi);
+      } else {
+        av.op = act_op, av.imm0 = act_imm0, av.imm1 = act_imm1;
+      }
+      c.vec(av);
+    }
+    if (quantize) quantize_tile(c, Buffer::kInput, sl, d0, d1, y.dtype, kConvA);
+  });
+  c.plan->mapping = fmt::format("VEC mul + add bcast {} (per-channel affine){}{}", isa::kBcastNames[static_cast<size_t>(mode)],
+                                act.empty() ? "" : " + " + act,
+                                ar.codes_out ? ", int8 codes in and out (conversions folded into the constants)"
+                                : qx || qy   ? ", int8 codes converted in the tile loop"
+                                             : "");
+  return true;
+}
 
 }  // namespace npusim::compiler::backend

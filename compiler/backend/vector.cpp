@@ -22,12 +22,13 @@ bool lower_vector(Context& c, const Node& n, std::string* why) {
     *why = "output without DRAM placement";
     return false;
   }
-  // # int8: only lower_binary and lower_unary convert codes PlanScope deferred to the tile loop.
+  // # int8: only lower_binary, lower_unary, lower_batchnorm, lower_pool and lower_concat convert codes
+  // PlanScope deferred to the tile loop.
   if (!c.codes.empty()) {
     Context::VecArgs probe;
     const bool binary = t == "Add" || t == "Sub" || t == "Mul" || t == "Div" || t == "Max" || t == "Min" || t == "Sum";
     const bool pool = t == "MaxPool" || t == "AveragePool" || t == "GlobalAveragePool" || t == "GlobalMaxPool";
-    if (!binary && !pool && t != "Concat" && !unary_op(n, c, probe))
+    if (!binary && !pool && t != "Concat" && t != "BatchNormalization" && !unary_op(n, c, probe))
       throw std::logic_error("backend: int8 codes deferred to a lowering of " + t);
   }
   // Data movement: any element type (DMA copies bytes).
@@ -50,6 +51,7 @@ bool lower_vector(Context& c, const Node& n, std::string* why) {
     return lower_pool(c, n, why);
   }
   if (t == "ReduceMean" || t == "ReduceSum" || t == "ReduceMax") return lower_reduce(c, n, why);
+  if (t == "BatchNormalization") return lower_batchnorm(c, n, why);
   if (t == "Add" || t == "Sub" || t == "Mul" || t == "Div" || t == "Max" || t == "Min" || t == "Pow" || t == "Sum") {
     return lower_binary(c, n, why);
   }

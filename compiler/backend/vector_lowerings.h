@@ -15,6 +15,10 @@ bool unary_op(const Node& n, const Context& c, Context::VecArgs& v);
 bool lower_unary(Context& c, const Node& n, std::string* why);
 // Add, Sub, Mul, Div, Max, Min, Pow, two-input Sum with broadcasting and a fused activation.
 bool lower_binary(Context& c, const Node& n, std::string* why);
+// BatchNormalization with constant parameters: its per-channel affine map (batchnorm_affine) and a fused
+// activation in one pass (VEC mul, add, activation per tile; # int8: codes in and out, the conversions
+// folded into the constants as quant::affine_arith states).
+bool lower_batchnorm(Context& c, const Node& n, std::string* why);
 
 // ---- data movement (data_movement.cpp) ----
 bool lower_transpose(Context& c, const Node& n, std::string* why);

@@ -94,7 +94,7 @@ std::vector<OpSupport> build() {
       {"Softmax", V, "decomposed to ReduceMax/Sub/Exp/ReduceSum/Div over the innermost axis"},
       {"LogSoftmax", H, "no Log VecOp"},
       {"LayerNormalization", V, "decomposed over the last axis with constant scale/bias; other axes and Mean/InvStdDev outputs on the host"},
-      {"BatchNormalization", V, "inference form with constant statistics: folded into a preceding Conv/Gemm or decomposed to Mul + Add; runtime statistics or training mode on the host"},
+      {"BatchNormalization", V, "inference form with constant statistics: folded into a preceding Conv/Gemm, else one per-channel affine vector layer (with a fused activation); runtime statistics or training mode on the host"},
       {"InstanceNormalization", V, "decomposed (reductions over the innermost axes) with constant scale/bias"},
       {"LRN", H, "no VecOp for the windowed square sum"},
       {"MaxPool", V, "2-D, pads, ceil_mode, auto_pad; dilations, 1-D/3-D and the Indices output on the host"},

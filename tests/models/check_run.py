@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Compiles and simulates one real model with `npusim run` and checks its report from first principles.
 
-Usage: check_run.py NPUSIM MODEL.onnx CONFIG.yaml [--expect-host OP,OP] [-- extra npusim args]
+Usage: check_run.py NPUSIM MODEL.onnx CONFIG.yaml [--expect-host OP,OP] [--strict-grouped-macs]
+                    [--unfolded-batchnorms] [-- extra npusim args]
 
 Checks:
 - the run succeeds; total_cycles > 0; breakdown {compute, memory, scheduling, host} sums to total_cycles;
@@ -17,6 +18,10 @@ Checks:
 - host fallbacks: exactly the ops listed with --expect-host (default: none) run on the host (a layer
   whose mapping placement is "host"), each has host cycles in its breakdown, appears in the report's
   compile section with its estimated cost, and its MACs are left out of the array's count.
+- --unfolded-batchnorms: every BatchNormalization of the ONNX file that does not follow a Conv (DenseNet's
+  pre-activation BN -> ReLU -> Conv) is one layer of the report under its own name, and no report layer is
+  an element-wise Mul or Add (or an activation) the ONNX file has no node of that name for: the BN's affine
+  map and its activation are one pass over the tensor, not a decomposition into anonymous layers.
 Prints one summary line; exits 1 on the first failed check.
 """
 import collections
@@ -73,7 +78,8 @@ def main(argv):
         extra = argv[argv.index("--") + 1:]
         argv = argv[:argv.index("--")]
     strict_grouped = "--strict-grouped-macs" in argv
-    argv = [a for a in argv if a != "--strict-grouped-macs"]
+    unfolded_bn = "--unfolded-batchnorms" in argv
+    argv = [a for a in argv if a not in ("--strict-grouped-macs", "--unfolded-batchnorms")]
     expect_host = []
     if "--expect-host" in argv:
         i = argv.index("--expect-host")
@@ -178,6 +184,18 @@ def main(argv):
         if f["estimated_cycles"] <= 0:
             fail(f"fallback {f['node']} has no estimated cost")
 
+    if unfolded_bn:
+        producer = {o: n for n in model.graph.node for o in n.output}
+        nodes = {n.name: n for n in model.graph.node}
+        want_bn = sorted(n.name for n in model.graph.node if n.op_type == "BatchNormalization"
+                         and getattr(producer.get(n.input[0]), "op_type", "") != "Conv")
+        got_bn = sorted(l["name"] for l in layers if l["op"] == "BatchNormalization")
+        if not want_bn or got_bn != want_bn:
+            fail(f"BatchNormalization layers {got_bn[:3]}... ({len(got_bn)}) are not the model's unfolded BNs "
+                 f"{want_bn[:3]}... ({len(want_bn)})")
+        stray = [l["name"] for l in layers if l["op"] in ("Mul", "Add", "Relu", "Clip") and l["name"] not in nodes]
+        if stray:
+            fail(f"{len(stray)} element-wise layer(s) named after no node of the model: {stray[:5]}")
     print(f"{name} on {os.path.basename(config)}: {total} cycles ({r['latency_ms']:.3f} ms), "
           f"{len(layers)} layers, {len(seen_matrix)} matrix layers, {want_macs} useful MACs (report {r['macs']}), "
           f"utilization "
