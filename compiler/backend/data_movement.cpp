@@ -130,7 +130,110 @@ std::vector<int64_t> const_ints(const Context& c, const Node& n, size_t k, const
 }
 
 
+// The value a constant-mode Pad fills with, as stored in `dt`: # int8: on codes (the node moves codes,
+// PlanScope) the code of the value under the output's QParams, as the quantized reference pads.
+double pad_fill(const Context& c, const Node& n, DType dt) {
+  double fill = 0;
+  if (c.g.opset < 11) {
+    fill = n.attr_float("value", 0.0f);
+  } else if (n.has_input(2)) {
+    const Tensor& pv = *c.g.value(n.inputs[2]).constant;
+    if (pv.size() > 0) fill = pv.as_double(0);
+  }
+  const bool codes = dt == DType::kInt8 || dt == DType::kUint8;
+  if (codes && c.options.plan && c.options.plan->values.count(n.outputs[0]))
+    fill = c.options.plan->values.at(n.outputs[0]).quantize(static_cast<float>(fill));
+  return fill;
+}
+
 }  // namespace
+
+bool lower_pad(Context& c, const Node& n, std::string* why) {
+  if (n.attr_string("mode", "constant") != "constant" || n.has_input(3)) {
+    *why = "Pad other than constant mode over all axes";
+    return false;
+  }
+  const DramTensor& x = c.tensor(n.inputs[0]);
+  const DramTensor& y = c.tensor(n.outputs[0]);
+  const size_t r = x.shape.size();
+  const std::vector<int64_t> pads = const_ints(c, n, 1, "pads");
+  if (pads.size() != 2 * r || positions(x) != positions(y) || x.dtype != y.dtype || (n.has_input(2) &&
+      !c.g.value(n.inputs[2]).is_constant())) {
+    *why = "runtime pads or value, or a layout change";
+    return false;
+  }
+  // Pads per physical dim; the padded dims must be the two adjacent ones just outside a contiguous
+  // inner block (NHWC's H and W): LOAD's halo pads size2 (rows) and size1 (columns).
+  const auto pos = positions(x);
+  std::vector<int64_t> before(r, 0), after(r, 0);
+  std::vector<size_t> padded;
+  for (size_t d = 0; d < r; ++d) {
+    const size_t p = static_cast<size_t>(pos[d]);
+    before[p] = pads[d], after[p] = pads[d + r];
+    if (pads[d] < 0 || pads[d + r] < 0) {
+      *why = "negative pads (a crop)";
+      return false;
+    }
+  }
+  for (size_t p = 0; p < r; ++p) {
+    if (before[p] || after[p]) padded.push_back(p);
+  }
+  if (padded.empty() || padded.size() > 2 || padded.back() + 1 == r || (padded.size() == 2 && padded[0] + 1 != padded[1])) {
+    *why = "padded dims are not two adjacent outer dims of the layout";
+    return false;
+  }
+  const size_t j = padded.back();  // columns (size1); rows (size2) are the dim outside it
+  int64_t inner = 1, outer = 1;
+  for (size_t p = j + 1; p < r; ++p) inner *= x.phys[p];
+  for (size_t p = 0; p + 1 < j; ++p) outer *= x.phys[p];
+  const int64_t cols = x.phys[j], rows_in = j > 0 ? x.phys[j - 1] : 1;
+  const int64_t pt = j > 0 ? before[j - 1] : 0, pb = j > 0 ? after[j - 1] : 0, pl = before[j], pr = after[j];
+  const int64_t out_cols = cols + pl + pr, out_rows = rows_in + pt + pb;
+  // The halo's value: a signed integer for integer types, bf16 bits for floats (exact values only).
+  const double fill = pad_fill(c, n, y.dtype);
+  int64_t pad_value = 0;
+  if (isa::numerics::is_integer(y.dtype)) {
+    if (fill != std::floor(fill)) {
+      *why = "fractional pad value on integers";
+      return false;
+    }
+    pad_value = static_cast<int64_t>(fill);
+  } else {
+    pad_value = bf16_pad(static_cast<float>(fill));
+    if (isa::numerics::round_to_precision(static_cast<float>(fill), DType::kBf16) != static_cast<float>(fill)) {
+      *why = "pad value not exact in bf16 (LOAD's pad field)";
+      return false;
+    }
+  }
+  const int64_t ey = isa::dtype_bytes(y.dtype);
+  Slots s = make_slots(c, Buffer::kInput);
+  const int64_t cap = s.elems * c.esize / ey;  // slot capacity in elements of the copied type
+  int64_t ti = std::min<int64_t>(inner, kMaxDim);
+  while (ti > 1 && (1 + pt + pb) * out_cols * ti > cap) ti = cdiv(ti, 2);
+  if (std::max({pt, pb, pl, pr}) > 255 || out_cols > kMaxDim || (1 + pt + pb) * out_cols * ti > cap) {
+    *why = "padding beyond LOAD's halo fields or a padded row larger than a slot";
+    return false;
+  }
+  const int64_t k = std::max<int64_t>(1, std::min<int64_t>({rows_in, kMaxDim, cap / (out_cols * ti) - pt - pb}));
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t r0 = 0; r0 < rows_in; r0 += k) {
+      const int64_t nr = std::min(k, rows_in - r0);
+      const int64_t ptop = r0 == 0 ? pt : 0, pbot = r0 + nr == rows_in ? pb : 0;
+      const int64_t orow = r0 == 0 ? 0 : r0 + pt;
+      for (int64_t i0 = 0; i0 < inner; i0 += ti) {
+        const int64_t ni = std::min(ti, inner - i0);
+        const uint64_t sl = s.take();
+        c.load(Buffer::kInput, sl, x.range(), x.addr + static_cast<uint64_t>(((o * rows_in + r0) * cols * inner + i0) * ey),
+               y.dtype, {ni, cols, nr, 1}, {inner, cols * inner, 0}, {ptop, pbot, pl, pr}, pad_value);
+        c.store(Buffer::kInput, sl, y.range(),
+                y.addr + static_cast<uint64_t>(((o * out_rows + orow) * out_cols * inner + i0) * ey), y.dtype,
+                {ni, out_cols, nr + ptop + pbot, 1}, {inner, out_cols * inner, 0});
+      }
+    }
+  }
+  c.plan->mapping = fmt::format("DMA copy whose LOAD halo writes the padding ({} rows x {} x {} tiles)", k, out_cols, ti);
+  return true;
+}
 
 bool lower_slice(Context& c, const Node& n, std::string* why) {
   const DramTensor& x = c.tensor(n.inputs[0]);
@@ -328,12 +431,7 @@ bool lower_index_map(Context& c, const Node& n, std::string* why) {
   }
   double fill = 0;
   if (n.op_type == "Pad") {
-    if (c.g.opset < 11) {
-      fill = n.attr_float("value", 0.0f);
-    } else if (n.has_input(2)) {
-      const Tensor& pv = *c.g.value(n.inputs[2]).constant;
-      if (pv.size() > 0) fill = pv.as_double(0);
-    }
+    fill = pad_fill(c, n, dt);
   } else if (n.op_type == "Resize") {
     fill = n.attr_float("extrapolation_value", 0.0f);
   }

@@ -36,6 +36,7 @@ bool lower_vector(Context& c, const Node& n, std::string* why) {
   if (t == "Concat") return lower_concat(c, n, why) || (c.codes.empty() && (why->clear(), lower_index_map(c, n, why)));
   if (t == "Slice") return lower_slice(c, n, why) || (why->clear(), lower_index_map(c, n, why));
   if (t == "Split") return lower_split(c, n, why) || (why->clear(), lower_index_map(c, n, why));
+  if (t == "Pad") return lower_pad(c, n, why) || (why->clear(), lower_index_map(c, n, why));
   if (t == "Identity" || t == "Dropout") {
     std::vector<int64_t> perm(c.tensor(n.outputs[0]).shape.size());
     std::iota(perm.begin(), perm.end(), 0);

@@ -25,6 +25,9 @@ bool lower_transpose(Context& c, const Node& n, std::string* why);
 bool lower_concat(Context& c, const Node& n, std::string* why);
 bool lower_slice(Context& c, const Node& n, std::string* why);
 bool lower_split(Context& c, const Node& n, std::string* why);
+// Constant-mode Pad of two adjacent outer dims of the layout (NHWC's H and W): a DMA copy whose LOAD halo
+// writes the padding. False (nothing emitted) otherwise: lower_index_map's gather takes the rest.
+bool lower_pad(Context& c, const Node& n, std::string* why);
 // Which inputs of a data-movement op carry data that is copied (the others are parameters and must be
 // constants); empty when the op is not a pure copy in this form.
 std::vector<size_t> data_inputs(const Context& c, const Node& n);

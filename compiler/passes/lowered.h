@@ -97,7 +97,8 @@
 // 8. Free ops. Reshape, Flatten, Squeeze, Unsqueeze whose input is in ONNX order, and Identity /
 //    Dropout (inference) are placement "free": output[0] aliases inputs[0]'s bytes (the memory
 //    planner must give them one buffer). Identity and Dropout are removed outright unless their
-//    output is a graph output. Cast of a constant is folded (point 6).
+//    output is a graph output; so is a Pad whose pads are all zero (it is then removed, its readers
+//    read its input). Cast of a constant is folded (point 6).
 //
 // 9. Dead nodes (no output consumed and none a graph output) and unused constants are removed; nodes
 //    are in topological order; Graph::verify() holds.

@@ -677,6 +677,31 @@ TEST(Int8Codegen, UnfoldedBatchNormsRunOnCodesInOnePassBitExactly) {
   for (const auto& sample : q::synthetic_samples(k.lowered, 2, 23)) EXPECT_EQ(check_bit_exact(k, config, sample), 5);
 }
 
+TEST(Int8Codegen, ConstantPadMovesCodesWithItsHaloTheValuesCode) {
+  // Conv -> Pad(H, W; value 0 and 0.75) -> Conv in int8: the Pad runs on the codes (its input and
+  // output share QParams) with the LOAD halo writing the code of the pad value, bit-exact.
+  for (const float value : {0.0f, 0.75f}) {
+    namespace t = compiler::testing;
+    t::GraphBuilder b;
+    auto x = b.input("x", {1, 5, 6, 7});
+    auto a = b.node("Conv", {x, b.random_constant("wa", {6, 5, 1, 1}, 1, -0.5f, 0.5f)}, "a", {1, 6, 6, 7});
+    auto p = b.node("Pad", {a, b.ints("pads", {0, 0, 2, 1, 0, 0, 1, 3}), b.scalar("value", value)}, "p",
+                    {1, 6, 9, 11});
+    b.output(b.node("Conv", {p, b.random_constant("wb", {4, 6, 3, 3}, 2, -0.5f, 0.5f)}, "y", {1, 4, 7, 9}));
+    const isa::NpuConfig config;
+    const Compiled k = compile_graph_int8(b.build(), config);
+    int pads = 0;
+    for (const auto& l : k.result.layers) {
+      if (l.op != "Pad") continue;
+      ++pads;
+      EXPECT_NE(l.mapping.find("LOAD halo"), std::string::npos) << l.mapping;
+    }
+    EXPECT_EQ(pads, 1);
+    expect_stores_codes(k, "Pad");
+    for (const auto& sample : q::synthetic_samples(k.lowered, 2, 29)) EXPECT_EQ(check_bit_exact(k, config, sample), 2);
+  }
+}
+
 // Gemmini as configs/gemmini.yaml describes it, at DIM x DIM with a shared scratchpad of spad_kib and an
 // accumulator of acc_kib (the compiler tests cannot read YAML).
 isa::NpuConfig gemmini(int64_t dim, int64_t spad_kib, int64_t acc_kib) {

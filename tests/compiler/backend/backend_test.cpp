@@ -200,6 +200,40 @@ TEST(Vector, UnfoldedBatchNormAndItsActivationAreOneAffineLayerInEveryLayout) {
   }
 }
 
+TEST(Vector, ConstantPadOfTheSpatialDimsIsADmaCopyWhoseLoadWritesTheHalo) {
+  // x -> BN (NHWC) -> Pad(H, W): LOAD's halo writes the padding; a value bf16 cannot hold exactly, or
+  // a pad of the innermost dim (the graph input's NCHW order), takes the index-map gather instead.
+  struct Case {
+    float value;
+    bool after_bn;
+    const char* mapping;
+  };
+  for (const Case& k : {Case{0.0f, true, "LOAD halo"}, Case{1.5f, true, "LOAD halo"}, Case{0.1f, true, "index map"},
+                        Case{0.0f, false, "index map"}}) {
+    for (const bool small : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "value " << k.value << (k.after_bn ? " NHWC" : " NCHW")
+                                        << (small ? " small SRAM" : ""));
+      GraphBuilder b;
+      b.input("x", {2, 37, 9, 11}).constant("g", {37}, 1.0f, 7).constant("bt", {37}, 0.5f, 8);
+      b.constant("mu", {37}, 0.3f, 9).constant("var", Tensor::from_floats({37}, std::vector<float>(37, 1.5f)));
+      if (k.after_bn) b.node("BatchNormalization", {"x", "g", "bt", "mu", "var"}, {"n"}, "bn");
+      b.constant("pads", Tensor::from_ints(DataType::kInt64, {8}, {0, 0, 1, 2, 0, 0, 3, 1}));
+      b.constant("value", Tensor::scalar_float(k.value));
+      b.node("Pad", {k.after_bn ? "n" : "x", "pads", "value"}, {"y"}, "pad");
+      b.output("y");
+      CompileResult r;
+      EXPECT_LT(compile_and_compare(b.build(), small ? small_sram() : isa::NpuConfig{}, &r), kTol)
+          << compile_summary(r);
+      EXPECT_TRUE(r.fallbacks.empty()) << compile_summary(r);
+      EXPECT_EQ(check_tokens(r.program), "");
+      for (const auto& l : r.layers) {
+        if (l.op != "Pad") continue;
+        EXPECT_NE(l.mapping.find(k.mapping), std::string::npos) << l.mapping;
+      }
+    }
+  }
+}
+
 TEST(Precision, Fp16BatchNormIsTheQuantizedReferenceBitForBit) {
   // In fp16 the layer rounds its constants, the product and the sum to fp16 (each VEC result is stored
   // in the format); the quantized reference (compiler/quant/emulate) computes the same bits.
