@@ -202,19 +202,25 @@ bool make_operand(Context& c, const std::string& name, const DramTensor& y, Oper
   return true;
 }
 
-using TileFn = std::function<void(uint64_t a_slot, const std::vector<uint64_t>& b_slots, int64_t d0, int64_t d1,
-                                  Bcast mode)>;
+// Where a tile's result lies for its STORE.
+struct TileResult {
+  Buffer buf;
+  uint64_t addr;
+};
+using TileFn = std::function<TileResult(uint64_t a_slot, const std::vector<uint64_t>& b_slots, int64_t d0,
+                                        int64_t d1, Bcast mode)>;
 // Where the conversion constants of int8 codes sit in the accumulator buffer (load_conversion_constants).
 constexpr uint64_t kConvA = 0, kConvB = 16, kConvY = 32;
 
 // Streams y = f(A, B...) over SRAM tiles: A has the output's full shape and layout, every B operand the
 // same broadcast shape (pshape, 1 = broadcast). Each tile of A is loaded (codes dequantized when A.q),
 // each B's matching piece loaded when it changes (one weight-slot region per B; codes dequantized),
-// `on_tile(a_slot, b_slots, d0, d1, mode)` emits the VEC work on the d1 x d0 tile in place in the input
-// buffer, the result is quantized when `qy` (conversion constants at kConvA / kConvB / kConvY of the
-// accumulator buffer, loaded by the caller) and stored. Returns the broadcast mode of the VEC box.
+// `on_tile(a_slot, b_slots, d0, d1, mode)` emits the VEC work on the d1 x d0 tile (at a_slot of the input
+// buffer) and says where the result is, which is quantized when `qy` (conversion constants at kConvA /
+// kConvB / kConvY of the accumulator buffer, loaded by the caller) and stored. A tile holds at most
+// `max_tile` elements. Returns the broadcast mode of the VEC box.
 Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>& Bs, const DramTensor& y,
-                       const quant::QParams* qy, const TileFn& on_tile) {
+                       const quant::QParams* qy, const TileFn& on_tile, int64_t max_tile = INT64_MAX) {
   // The B operands share one shape and storage type (each is loaded with the same box).
   const Shape& P = y.phys;
   const Operand& Bp = Bs[0];
@@ -255,7 +261,7 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
     mode = dims[k - 1].b_full ? Bcast::kRow : Bcast::kCol;
     box_dims = 2;
   }
-  Slots sa = make_slots(c, Buffer::kInput);
+  Slots sa = make_slots(c, Buffer::kInput, 0, max_tile);
   Slots sb = make_slots(c, Buffer::kWeight);
   // Several broadcast operands share the weight slots: one region each.
   sb.elems /= static_cast<int64_t>(Bs.size());
@@ -345,9 +351,9 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
     }
     std::vector<uint64_t> b_slots;
     for (size_t i = 0; i < Bs.size(); ++i) b_slots.push_back(b_cur + i * b_region);
-    on_tile(sl, b_slots, d0, d1, mode);
-    if (qy) quantize_tile(c, Buffer::kInput, sl, d0, d1, y.dtype, kConvY);
-    c.store(Buffer::kInput, sl, y.range(), y.addr + static_cast<uint64_t>(ao) * ey, y.dtype, {d0, d1, 1, 1}, ast);
+    const TileResult res = on_tile(sl, b_slots, d0, d1, mode);
+    if (qy) quantize_tile(c, res.buf, res.addr, d0, d1, y.dtype, kConvY);
+    c.store(res.buf, res.addr, y.range(), y.addr + static_cast<uint64_t>(ao) * ey, y.dtype, {d0, d1, 1, 1}, ast);
   });
   return mode;
 }
@@ -452,6 +458,7 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
       av.d0 = d0, av.d1 = d1, av.imm0 = act_imm0, av.imm1 = act_imm1;
       c.vec(av);
     }
+    return TileResult{Buffer::kInput, sl};
   });
   c.plan->mapping = fmt::format("VEC {} bcast {}{}{}{}", isa::kVecOpNames[static_cast<size_t>(op)],
                                 isa::kBcastNames[static_cast<size_t>(mode)], negate ? " + neg" : recip_a ? " of recip" : "",
@@ -493,29 +500,45 @@ bool lower_batchnorm(Context& c, const Node& n, std::string* why) {
   const std::vector<Operand> Bs = {constant_operand(c, ar.mul, per_channel, y), constant_operand(c, ar.add, per_channel, y)};
   const DType codes_out = ar.codes_out ? y.dtype : c.act;
   const bool clamp = ar.codes_out && !act.empty();
-  const Bcast mode = stream_broadcast(c, A, Bs, y, nullptr, [&](uint64_t sl, const std::vector<uint64_t>& b,
-                                                                int64_t d0, int64_t d1, Bcast bc) {
-    if (qx) subtract_zero_point(c, Buffer::kInput, sl, d0, d1, A.dt, kConvA);
-    Context::VecArgs v;
-    v.in = v.out = c.act, v.src1_buf = v.dst_buf = Buffer::kInput, v.src1 = v.dst = sl;
-    v.src2_buf = Buffer::kWeight, v.d0 = d0, v.d1 = d1, v.bcast = bc;
-    v.op = VecOp::kMul, v.src2 = b[0];
-    c.vec(v);
-    v.op = VecOp::kAdd, v.src2 = b[1], v.out = clamp ? c.act : codes_out;
-    c.vec(v);
-    if (!act.empty()) {
-      Context::VecArgs av;
-      av.in = av.out = c.act, av.src1_buf = av.dst_buf = Buffer::kInput, av.src1 = av.dst = sl;
-      av.d0 = d0, av.d1 = d1;
-      if (clamp) {  // Relu / Clip in code space, rounded to codes
-        av.op = VecOp::kClip, av.out = codes_out, av.imm0 = f32_imm(ar.lo), av.imm1 = f32_imm(ar.hi);
-      } else {
-        av.op = act_op, av.imm0 = act_imm0, av.imm1 = act_imm1;
-      }
-      c.vec(av);
-    }
-    if (quantize) quantize_tile(c, Buffer::kInput, sl, d0, d1, y.dtype, kConvA);
-  });
+  // # int8: the fp32 work runs in the accumulator buffer (its conversion constants first): the codes
+  // come in and go out through the input buffer, whose port then carries 1 byte per element each way
+  // instead of the 4-byte operands of every VEC step (the scratchpad port, not the lanes, bounded it).
+  const bool in_acc = qx != nullptr;
+  Slots acc = make_slots(c, Buffer::kAccumulator, 64);
+  const Bcast mode = stream_broadcast(
+      c, A, Bs, y, nullptr,
+      [&](uint64_t sl, const std::vector<uint64_t>& b, int64_t d0, int64_t d1, Bcast bc) {
+        TileResult work{Buffer::kInput, sl};
+        if (in_acc) {
+          work = TileResult{Buffer::kAccumulator, acc.take()};
+          subtract_zero_point(c, Buffer::kInput, sl, work.buf, work.addr, d0, d1, A.dt, kConvA);
+        }
+        // The last step writes codes back to the input slot (a clamp, or the add without activation).
+        const TileResult out = in_acc && ar.codes_out ? TileResult{Buffer::kInput, sl} : work;
+        Context::VecArgs v;
+        v.in = v.out = c.act, v.src1_buf = v.dst_buf = work.buf, v.src1 = v.dst = work.addr;
+        v.src2_buf = Buffer::kWeight, v.d0 = d0, v.d1 = d1, v.bcast = bc;
+        v.op = VecOp::kMul, v.src2 = b[0];
+        c.vec(v);
+        v.op = VecOp::kAdd, v.src2 = b[1];
+        if (!clamp) v.out = codes_out, v.dst_buf = ar.codes_out ? out.buf : work.buf, v.dst = ar.codes_out ? out.addr : work.addr;
+        c.vec(v);
+        if (!act.empty()) {
+          Context::VecArgs av;
+          av.in = av.out = c.act, av.src1_buf = av.dst_buf = work.buf, av.src1 = av.dst = work.addr;
+          av.d0 = d0, av.d1 = d1;
+          if (clamp) {  // Relu / Clip in code space, rounded to codes
+            av.op = VecOp::kClip, av.out = codes_out, av.imm0 = f32_imm(ar.lo), av.imm1 = f32_imm(ar.hi);
+            av.dst_buf = out.buf, av.dst = out.addr;
+          } else {
+            av.op = act_op, av.imm0 = act_imm0, av.imm1 = act_imm1;
+          }
+          c.vec(av);
+        }
+        if (quantize) quantize_tile(c, work.buf, work.addr, d0, d1, y.dtype, kConvA);
+        return ar.codes_out ? out : work;
+      },
+      in_acc ? acc.elems : INT64_MAX);
   c.plan->mapping = fmt::format("VEC mul + add bcast {} (per-channel affine){}{}", isa::kBcastNames[static_cast<size_t>(mode)],
                                 act.empty() ? "" : " + " + act,
                                 ar.codes_out ? ", int8 codes in and out (conversions folded into the constants)"

@@ -136,12 +136,15 @@ Context::VecArgs tile_op(VecOp o, DType in, DType out, Buffer buf, uint64_t slot
 
 void dequantize_tile(Context& c, Buffer buf, uint64_t slot, int64_t d0, int64_t d1, DType codes, uint64_t kslot,
                      DType out) {
-  subtract_zero_point(c, buf, slot, d0, d1, codes, kslot);
+  subtract_zero_point(c, buf, slot, buf, slot, d0, d1, codes, kslot);
   c.vec(tile_op(VecOp::kMul, DType::kFp32, out, buf, slot, d0, d1, kslot + 4, isa::Bcast::kScalar));
 }
 
-void subtract_zero_point(Context& c, Buffer buf, uint64_t slot, int64_t d0, int64_t d1, DType codes, uint64_t kslot) {
-  c.vec(tile_op(VecOp::kSub, codes, DType::kFp32, buf, slot, d0, d1, kslot + 0, isa::Bcast::kScalar));
+void subtract_zero_point(Context& c, Buffer buf, uint64_t slot, Buffer dst_buf, uint64_t dst, int64_t d0, int64_t d1,
+                         DType codes, uint64_t kslot) {
+  Context::VecArgs v = tile_op(VecOp::kSub, codes, DType::kFp32, buf, slot, d0, d1, kslot + 0, isa::Bcast::kScalar);
+  v.dst_buf = dst_buf, v.dst = dst;
+  c.vec(v);
 }
 
 void quantize_tile(Context& c, Buffer buf, uint64_t slot, int64_t d0, int64_t d1, DType codes, uint64_t kslot) {

@@ -660,21 +660,25 @@ TEST(Int8Codegen, UnfoldedBatchNormsRunOnCodesInOnePassBitExactly) {
     b.output(b.node("Conv", {h, b.random_constant("w" + k, {3, 10, 1, 1}, seed + 5, -0.5f, 0.5f)}, "y" + k,
                     {1, 3, 7, 5}));
   }
-  const isa::NpuConfig config;
-  const Compiled k = compile_graph_int8(b.build(), config);
-  int bns = 0;
-  for (const auto& l : k.result.layers) {
-    EXPECT_TRUE(l.op != "Mul" && l.op != "Add" && l.op != "Relu" && l.op != "Clip" && l.op != "Sigmoid") << l.op;
-    if (l.op != "BatchNormalization") continue;
-    ++bns;
-    EXPECT_EQ(k.plan.precision_of(l.name), q::Precision::kInt8) << l.name;
-    const bool folded = l.mapping.find("Sigmoid") == std::string::npos;
-    EXPECT_NE(l.mapping.find(folded ? "codes in and out" : "codes converted in the tile loop"), std::string::npos)
-        << l.mapping;
+  const Graph g = b.build();
+  isa::NpuConfig small;  // an accumulator of 2 KiB: the BN's fp32 work takes several tiles
+  small.sram.accumulator.size_kib = 2;
+  for (const isa::NpuConfig& config : {isa::NpuConfig{}, small}) {
+    const Compiled k = compile_graph_int8(g, config);
+    int bns = 0;
+    for (const auto& l : k.result.layers) {
+      EXPECT_TRUE(l.op != "Mul" && l.op != "Add" && l.op != "Relu" && l.op != "Clip" && l.op != "Sigmoid") << l.op;
+      if (l.op != "BatchNormalization") continue;
+      ++bns;
+      EXPECT_EQ(k.plan.precision_of(l.name), q::Precision::kInt8) << l.name;
+      const bool folded = l.mapping.find("Sigmoid") == std::string::npos;
+      EXPECT_NE(l.mapping.find(folded ? "codes in and out" : "codes converted in the tile loop"), std::string::npos)
+          << l.mapping;
+    }
+    EXPECT_EQ(bns, 4);
+    expect_stores_codes(k, "BatchNormalization");  // no fp32 DRAM copies around the BNs
+    for (const auto& sample : q::synthetic_samples(k.lowered, 2, 23)) EXPECT_EQ(check_bit_exact(k, config, sample), 5);
   }
-  EXPECT_EQ(bns, 4);
-  expect_stores_codes(k, "BatchNormalization");  // no fp32 DRAM copies around the BNs
-  for (const auto& sample : q::synthetic_samples(k.lowered, 2, 23)) EXPECT_EQ(check_bit_exact(k, config, sample), 5);
 }
 
 TEST(Int8Codegen, ConstantPadMovesCodesWithItsHaloTheValuesCode) {
