@@ -9,6 +9,7 @@
 #include <functional>
 #include <numeric>
 #include <optional>
+#include <stdexcept>
 
 #include "compiler/backend/context.h"
 #include "compiler/backend/int8.h"
@@ -76,6 +77,16 @@ bool lower_unary(Context& c, const Node& n, std::string* why) {
     *why = "input and output layouts differ";
     return false;
   }
+  // # int8: a Relu whose output shares its input's QParams runs on the codes (PlanScope: c.act is the
+  // codes' type): relu(real) quantized is max(code, zero point), one clamp per element, exactly.
+  const bool on_codes = isa::numerics::is_integer(c.act);
+  if (on_codes) {
+    if (v.op != VecOp::kRelu || !c.options.plan || !c.options.plan->values.count(n.outputs[0]))
+      throw std::logic_error("backend: " + n.op_type + " on int8 codes");
+    v.op = VecOp::kClip;
+    v.imm0 = f32_imm(static_cast<float>(c.options.plan->values.at(n.outputs[0]).zero_point));
+    v.imm1 = f32_imm(INFINITY);
+  }
   Slots s = make_slots(c, Buffer::kInput);
   const int64_t total = num_elements(y.shape);
   const int64_t d0max = std::min<int64_t>(4096, s.elems);
@@ -110,7 +121,9 @@ bool lower_unary(Context& c, const Node& n, std::string* why) {
     off += d0 * d1;
   }
   c.plan->mapping = fmt::format("VEC {} streamed in {}-element tiles{}", isa::kVecOpNames[static_cast<size_t>(v.op)],
-                                s.elems, qx || qy ? ", int8 codes converted in the tile loop" : "");
+                                s.elems, on_codes             ? " on int8 codes (relu = clamp at the zero point)"
+                                         : qx || qy ? ", int8 codes converted in the tile loop"
+                                                    : "");
   return true;
 }
 
