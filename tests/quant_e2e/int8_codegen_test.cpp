@@ -682,6 +682,18 @@ TEST(Int8Codegen, UnfoldedBatchNormsRunOnCodesInOnePassBitExactly) {
   }
 }
 
+// Exactly one layer of `op`, its mapping says `mapping`, and it stores codes.
+void expect_one_layer_storing_codes(const Compiled& k, const std::string& op, const std::string& mapping) {
+  int layers = 0;
+  for (const auto& l : k.result.layers) {
+    if (l.op != op) continue;
+    ++layers;
+    EXPECT_NE(l.mapping.find(mapping), std::string::npos) << l.mapping;
+  }
+  EXPECT_EQ(layers, 1) << op;
+  expect_stores_codes(k, op);
+}
+
 TEST(Int8Codegen, ConstantPadMovesCodesWithItsHaloTheValuesCode) {
   // Conv -> Pad(H, W; value 0 and 0.75) -> Conv in int8: the Pad runs on the codes (its input and
   // output share QParams) with the LOAD halo writing the code of the pad value, bit-exact.
@@ -695,14 +707,7 @@ TEST(Int8Codegen, ConstantPadMovesCodesWithItsHaloTheValuesCode) {
     b.output(b.node("Conv", {p, b.random_constant("wb", {4, 6, 3, 3}, 2, -0.5f, 0.5f)}, "y", {1, 4, 7, 9}));
     const isa::NpuConfig config;
     const Compiled k = compile_graph_int8(b.build(), config);
-    int pads = 0;
-    for (const auto& l : k.result.layers) {
-      if (l.op != "Pad") continue;
-      ++pads;
-      EXPECT_NE(l.mapping.find("LOAD halo"), std::string::npos) << l.mapping;
-    }
-    EXPECT_EQ(pads, 1);
-    expect_stores_codes(k, "Pad");
+    expect_one_layer_storing_codes(k, "Pad", "LOAD halo");
     for (const auto& sample : q::synthetic_samples(k.lowered, 2, 29)) EXPECT_EQ(check_bit_exact(k, config, sample), 2);
   }
 }
@@ -720,14 +725,7 @@ TEST(Int8Codegen, AReluSharingItsInputsQParamsClampsTheCodesInOnePass) {
   b.output(b.node("Conv", {r, b.random_constant("wb", {4, 8, 1, 1}, 2, -0.5f, 0.5f)}, "y", {1, 4, 7, 6}));
   const isa::NpuConfig config;
   const Compiled k = compile_graph_int8(b.build(), config);
-  int relus = 0;
-  for (const auto& l : k.result.layers) {
-    if (l.op != "Relu") continue;
-    ++relus;
-    EXPECT_NE(l.mapping.find("on int8 codes"), std::string::npos) << l.mapping;
-  }
-  EXPECT_EQ(relus, 1);
-  expect_stores_codes(k, "Relu");
+  expect_one_layer_storing_codes(k, "Relu", "on int8 codes");
   for (const auto& ins : k.result.program.instructions) {
     if (ins.opcode == isa::Opcode::kVec && k.lowered.nodes.at(ins.layer()).op_type == "Relu") {
       EXPECT_EQ(static_cast<isa::VecOp>(ins.get(isa::Field::kVop)), isa::VecOp::kClip);
