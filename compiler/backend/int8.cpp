@@ -137,8 +137,15 @@ Context::VecArgs tile_op(VecOp o, DType in, DType out, Buffer buf, uint64_t slot
 
 void dequantize_tile(Context& c, Buffer buf, uint64_t slot, int64_t d0, int64_t d1, DType codes, uint64_t kslot,
                      DType out) {
-  c.vec(tile_op(VecOp::kSub, codes, DType::kFp32, buf, slot, d0, d1, kslot + 0, isa::Bcast::kScalar));
+  subtract_zero_point(c, buf, slot, buf, slot, d0, d1, codes, kslot);
   c.vec(tile_op(VecOp::kMul, DType::kFp32, out, buf, slot, d0, d1, kslot + 4, isa::Bcast::kScalar));
+}
+
+void subtract_zero_point(Context& c, Buffer buf, uint64_t slot, Buffer dst_buf, uint64_t dst, int64_t d0, int64_t d1,
+                         DType codes, uint64_t kslot) {
+  Context::VecArgs v = tile_op(VecOp::kSub, codes, DType::kFp32, buf, slot, d0, d1, kslot + 0, isa::Bcast::kScalar);
+  v.dst_buf = dst_buf, v.dst = dst;
+  c.vec(v);
 }
 
 void quantize_tile(Context& c, Buffer buf, uint64_t slot, int64_t d0, int64_t d1, DType codes, uint64_t kslot) {
@@ -230,13 +237,15 @@ std::map<std::string, isa::DType> planned_storage(const Graph& g, const quant::P
 
 namespace {
 
-// Element-wise ops lower_binary / lower_unary convert inside their tile loop under an int8 plan.
+// Element-wise ops (lower_binary, lower_unary, lower_batchnorm), pooling and Concat convert inside their
+// tile loop under an int8 plan.
 bool converts_in_tiles(const Node& n) {
   static const std::set<std::string> binary = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum"};
   static const std::set<std::string> pool = {"AveragePool", "GlobalAveragePool", "MaxPool", "GlobalMaxPool"};
   if (n.domain.empty() && pool.count(n.op_type)) return n.outputs.size() == 1 || n.outputs[1].empty();
   if (n.domain.empty() && n.op_type == "Concat") return true;  // constant operands: see PlanScope
   if (is_rowwise(n)) return true;                               // lower_rowwise
+  if (n.domain.empty() && n.op_type == "BatchNormalization") return true;
   static const std::set<std::string> unary = {"Relu", "Sigmoid", "Tanh",      "Exp",       "Sqrt",       "Reciprocal",
                                               "Abs",  "Neg",     "Erf",       "Clip",      "HardSwish",  "LeakyRelu",
                                               "HardSigmoid"};
@@ -245,11 +254,12 @@ bool converts_in_tiles(const Node& n) {
   return (binary.count(n.op_type) && n.num_given_inputs() == 2) || unary.count(n.op_type);
 }
 
-// An op that only selects or moves values (max pooling, Concat, Split, Slice, Transpose) whose runtime
+// An op that only selects or moves values (max pooling, Concat, Split, Slice, Transpose, Pad, Relu) whose runtime
 // inputs and outputs are all stored as codes of one QParams: it runs on the codes themselves, exactly.
 // Returns the codes' dtype, or nullopt.
 std::optional<DType> moves_codes(const Context& c, const quant::PrecisionPlan& plan, const Node& n) {
-  static const std::set<std::string> ops = {"MaxPool", "GlobalMaxPool", "Concat", "Split", "Slice", "Transpose"};
+  static const std::set<std::string> ops = {"MaxPool", "GlobalMaxPool", "Concat", "Split", "Slice", "Transpose",
+                                            "Pad", "Relu"};
   if (!(n.domain.empty() || (n.domain == kNpuDomain && n.op_type == "Transpose")) || !ops.count(n.op_type))
     return std::nullopt;
   if (n.op_type == "MaxPool" && n.outputs.size() > 1 && !n.outputs[1].empty()) return std::nullopt;

@@ -89,6 +89,11 @@ void dequantize_tile(Context& c, isa::Buffer buf, uint64_t slot, int64_t d0, int
                      uint64_t kslot, isa::DType out = isa::DType::kFp32);  // `out`: the mul's float result
 void quantize_tile(Context& c, isa::Buffer buf, uint64_t slot, int64_t d0, int64_t d1, isa::DType codes,
                    uint64_t kslot);
+// dequantize_tile's first half: codes at `slot` of `buf` -> fp32 (code - zero point, exact) at `dst` of
+// `dst_buf`; for a consumer that folds the scale into its own constants (the BatchNormalization layer,
+// quant::affine_arith).
+void subtract_zero_point(Context& c, isa::Buffer buf, uint64_t slot, isa::Buffer dst_buf, uint64_t dst, int64_t d0,
+                         int64_t d1, isa::DType codes, uint64_t kslot);
 
 // Converts a whole tensor between storage formats (same shape and layout): codes use `src_q` /
 // `dst_q` (ignored for float dtypes).

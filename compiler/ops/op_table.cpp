@@ -94,7 +94,7 @@ std::vector<OpSupport> build() {
       {"Softmax", V, "one row-wise layer over the trailing axes when a row fits the SRAM, else decomposed to ReduceMax/Sub/Exp/ReduceSum/Div"},
       {"LogSoftmax", H, "no Log VecOp"},
       {"LayerNormalization", V, "constant scale/bias: one row-wise layer when a row fits the SRAM, else decomposed; Mean/InvStdDev outputs on the host"},
-      {"BatchNormalization", V, "inference form with constant statistics: folded into a preceding Conv/Gemm or decomposed to Mul + Add; runtime statistics or training mode on the host"},
+      {"BatchNormalization", V, "inference form with constant statistics: folded into a preceding Conv/Gemm, else one per-channel affine vector layer (with a fused activation); runtime statistics or training mode on the host"},
       {"InstanceNormalization", V, "decomposed (reductions over the innermost axes) with constant scale/bias"},
       {"LRN", H, "no VecOp for the windowed square sum"},
       {"MaxPool", V, "2-D, pads, ceil_mode, auto_pad; dilations, 1-D/3-D and the Indices output on the host"},

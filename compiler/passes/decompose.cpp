@@ -1,10 +1,11 @@
 // Decomposition into vector-unit primitives: the vector unit executes one isa::VecOp per instruction,
-// and Softmax, LayerNormalization, InstanceNormalization, SiLU, PRelu, an unfused BatchNormalization,
-// the norm reductions (ReduceSumSquare/L1/L2) and variadic Sum/Mean are not among them. Spelling
+// and Softmax, LayerNormalization, InstanceNormalization, SiLU, PRelu, the norm reductions
+// (ReduceSumSquare/L1/L2) and variadic Sum/Mean are not among them. Spelling
 // them as the primitives here lets tiling and codegen treat every vector node as one VecOp (and shows
 // the true number of passes over the data in the report). Softmax and LayerNormalization whose rows
 // the back end's row-wise kernel holds in SRAM stay whole (whole_row_limit): decomposed, each step
-// would load its operands from DRAM and store its result back.
+// would load its operands from DRAM and store its result back. An unfused BatchNormalization is left
+// whole: the back end streams its per-channel affine map (and a fused activation) in one pass.
 #include "compiler/passes/expand.h"
 #include "compiler/passes/pass_util.h"
 #include "compiler/passes/passes.h"
@@ -67,8 +68,6 @@ void decompose(Graph& g, int64_t whole_row_limit) {
       parts = detail::expand_softmax(g, n);
     else if (n.domain.empty() && n.op_type == "LayerNormalization")
       parts = detail::expand_layernorm(g, n);
-    else if (n.domain.empty() && n.op_type == "BatchNormalization")
-      parts = detail::expand_batchnorm(g, n);
     else if (n.domain.empty() && n.op_type == "InstanceNormalization")
       parts = detail::expand_instancenorm(g, n);
     else if (n.domain.empty() &&

@@ -117,32 +117,6 @@ std::optional<std::vector<Node>> expand_silu(Graph& g, const Node& n) {
   return b.finish();
 }
 
-std::optional<std::vector<Node>> expand_batchnorm(Graph& g, const Node& n) {
-  const Value& x = g.value(n.inputs[0]);
-  if (!x.shape_known || x.shape.size() < 2 || n.num_given_inputs() < 5 || n.attr_int("training_mode", 0) ||
-      !extra_outputs_unused(g, n))
-    return std::nullopt;
-  const Tensor* p[4];
-  for (int k = 0; k < 4; ++k)
-    if (!(p[k] = constant_of(g, n.inputs[k + 1])) || !p[k]->floating() || p[k]->rank() != 1)
-      return std::nullopt;
-  const int64_t c = p[0]->size();
-  const float eps = n.attr_float("epsilon", 1e-5f);
-  // Per-channel constants shaped [C, 1, ..., 1] so they broadcast along axis 1.
-  Shape cs(x.shape.size() - 1, 1);
-  cs[0] = c;
-  Tensor scale(DataType::kFloat32, cs), shift(DataType::kFloat32, cs);
-  for (int64_t i = 0; i < c; ++i) {
-    double s = p[0]->f[i] / std::sqrt(static_cast<double>(p[3]->f[i]) + eps);
-    scale.f[i] = static_cast<float>(s);
-    shift.f[i] = static_cast<float>(p[1]->f[i] - p[2]->f[i] * s);
-  }
-  Builder b(g, n);
-  std::string m = b.node("Mul", {n.inputs[0], add_constant(g, n.name + "_scale", std::move(scale))}, x.shape);
-  b.node("Add", {m, add_constant(g, n.name + "_shift", std::move(shift))}, x.shape);
-  return b.finish();
-}
-
 std::optional<std::vector<Node>> expand_gelu(Graph& g, const Node& n) {
   if (n.attr_string("approximate", "none") != "none") return std::nullopt;
   const Value& x = g.value(n.inputs[0]);

@@ -14,7 +14,6 @@ namespace npusim::compiler::passes::detail {
 std::optional<std::vector<Node>> expand_softmax(Graph& g, const Node& n);
 std::optional<std::vector<Node>> expand_layernorm(Graph& g, const Node& n);
 std::optional<std::vector<Node>> expand_silu(Graph& g, const Node& n);
-std::optional<std::vector<Node>> expand_batchnorm(Graph& g, const Node& n);
 // Erf form: 0.5 * x * (1 + erf(x / sqrt 2)).
 std::optional<std::vector<Node>> expand_gelu(Graph& g, const Node& n);
 // Over the spatial axes, with per-channel scale and bias constants.

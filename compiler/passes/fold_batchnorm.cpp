@@ -13,42 +13,13 @@ namespace {
 using detail::add_constant;
 using detail::constant_of;
 
-struct Affine {
-  std::vector<float> s, t;
-};
-
-std::optional<Affine> bn_affine(const Graph& g, const Node& bn) {
-  if (bn.num_given_inputs() < 5 || bn.attr_int("training_mode", 0) != 0) return std::nullopt;
-  for (size_t o = 1; o < bn.outputs.size(); ++o)
-    if (!bn.outputs[o].empty() &&
-        detail::use_count(g, bn.outputs[o]) + detail::is_graph_output(g, bn.outputs[o]))
-      return std::nullopt;
-  const Tensor* p[4];
-  for (int k = 0; k < 4; ++k) {
-    p[k] = constant_of(g, bn.inputs[k + 1]);
-    if (!p[k] || !p[k]->floating() || p[k]->rank() != 1) return std::nullopt;
-  }
-  const int64_t c = p[0]->size();
-  for (int k = 1; k < 4; ++k)
-    if (p[k]->size() != c) return std::nullopt;
-  const float eps = bn.attr_float("epsilon", 1e-5f);
-  Affine a;
-  a.s.resize(c);
-  a.t.resize(c);
-  for (int64_t i = 0; i < c; ++i) {
-    // Double precision keeps the folded constants within float rounding of the unfolded computation.
-    double s = p[0]->f[i] / std::sqrt(static_cast<double>(p[3]->f[i]) + eps);
-    a.s[i] = static_cast<float>(s);
-    a.t[i] = static_cast<float>(p[1]->f[i] - p[2]->f[i] * s);
-  }
-  return a;
-}
+using Affine = ChannelAffine;
 
 // A per-output-channel bias after the fold: s*b + t (b = 0 when absent).
 Tensor folded_bias(const Tensor* bias, const Affine& a) {
-  const auto c = static_cast<int64_t>(a.s.size());
+  const auto c = static_cast<int64_t>(a.scale.size());
   Tensor out(DataType::kFloat32, {c});
-  for (int64_t i = 0; i < c; ++i) out.f[i] = (bias ? bias->f[i] : 0.0f) * a.s[i] + a.t[i];
+  for (int64_t i = 0; i < c; ++i) out.f[i] = (bias ? bias->f[i] : 0.0f) * a.scale[i] + a.shift[i];
   return out;
 }
 
@@ -58,7 +29,7 @@ bool fold_into(Graph& g, Node& m, const Affine& a) {
   if (!matrix || m.inputs.size() < 2) return false;  // e.g. a BatchNormalization after a one-input Concat
   const Tensor* w = constant_of(g, m.inputs[1]);
   if (!w || !w->floating()) return false;
-  const auto c = static_cast<int64_t>(a.s.size());
+  const auto c = static_cast<int64_t>(a.scale.size());
   const Tensor* bias = m.has_input(2) ? constant_of(g, m.inputs[2]) : nullptr;
   if (m.has_input(2) && !bias) return false;
   Tensor nw = *w;
@@ -66,7 +37,7 @@ bool fold_into(Graph& g, Node& m, const Affine& a) {
     if (w->rank() < 3 || w->shape[0] != c || (bias && bias->size() != c)) return false;
     const int64_t per = w->size() / c;
     for (int64_t o = 0; o < c; ++o)
-      for (int64_t j = 0; j < per; ++j) nw.f[o * per + j] *= a.s[o];
+      for (int64_t j = 0; j < per; ++j) nw.f[o * per + j] *= a.scale[o];
     m.inputs.resize(std::max<size_t>(m.inputs.size(), 3));
     m.inputs[2] = add_constant(g, m.name + "_bias_bn", folded_bias(bias, a));
   } else if (m.op_type == "ConvTranspose") {
@@ -76,7 +47,7 @@ bool fold_into(Graph& g, Node& m, const Affine& a) {
     const int64_t per = w->size() / (cin * mg);
     for (int64_t ci = 0; ci < cin; ++ci)
       for (int64_t j = 0; j < mg; ++j) {
-        const float s = a.s[(ci / (cin / group)) * mg + j];
+        const float s = a.scale[(ci / (cin / group)) * mg + j];
         for (int64_t e = 0; e < per; ++e) nw.f[(ci * mg + j) * per + e] *= s;
       }
     m.inputs.resize(std::max<size_t>(m.inputs.size(), 3));
@@ -88,7 +59,7 @@ bool fold_into(Graph& g, Node& m, const Affine& a) {
       return false;
     if (w->rank() != 2 || w->shape[1] != c || g.value(m.inputs[0]).shape.size() != 2) return false;
     for (int64_t k = 0; k < w->shape[0]; ++k)
-      for (int64_t n = 0; n < c; ++n) nw.f[k * c + n] *= a.s[n];
+      for (int64_t n = 0; n < c; ++n) nw.f[k * c + n] *= a.scale[n];
     Tensor nb;
     if (!bias) {
       nb = folded_bias(nullptr, a);
@@ -101,7 +72,7 @@ bool fold_into(Graph& g, Node& m, const Affine& a) {
       nb = Tensor(DataType::kFloat32, bs.size() == 2 ? Shape{rows, c} : Shape{c});
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t n = 0; n < c; ++n)
-          nb.f[r * c + n] = bias->f[r * cols + (cols == 1 ? 0 : n)] * a.s[n] + a.t[n];
+          nb.f[r * c + n] = bias->f[r * cols + (cols == 1 ? 0 : n)] * a.scale[n] + a.shift[n];
     }
     m.op_type = "Gemm";  // a MatMul with a bias is a Gemm
     m.inputs.resize(std::max<size_t>(m.inputs.size(), 3));
@@ -127,7 +98,7 @@ void fold_batchnorm(Graph& g) {
     if (g.value(bn.inputs[0]).materialized) continue;  // a quantization point of the model
     Node& m = g.nodes[p];
     if (!m.domain.empty() || m.has_attr(kActivation) || m.has_attr(kResidualInput)) continue;
-    auto a = bn_affine(g, bn);
+    auto a = batchnorm_affine(g, bn);
     if (!a) continue;
     Node folded = m;
     if (!fold_into(g, folded, *a)) continue;
@@ -140,3 +111,37 @@ void fold_batchnorm(Graph& g) {
 }
 
 }  // namespace npusim::compiler::passes
+
+namespace npusim::compiler {
+
+std::optional<ChannelAffine> batchnorm_affine(const Graph& g, const Node& bn) {
+  if (!bn.domain.empty() || bn.op_type != "BatchNormalization") return std::nullopt;
+  if (bn.num_given_inputs() < 5 || bn.attr_int("training_mode", 0) != 0) return std::nullopt;
+  for (size_t o = 1; o < bn.outputs.size(); ++o)
+    if (!bn.outputs[o].empty() &&
+        passes::detail::use_count(g, bn.outputs[o]) + passes::detail::is_graph_output(g, bn.outputs[o]))
+      return std::nullopt;
+  const Tensor* p[4];
+  for (int k = 0; k < 4; ++k) {
+    p[k] = passes::detail::constant_of(g, bn.inputs[k + 1]);
+    if (!p[k] || !p[k]->floating() || p[k]->rank() != 1) return std::nullopt;
+  }
+  const int64_t c = p[0]->size();
+  for (int k = 1; k < 4; ++k)
+    if (p[k]->size() != c) return std::nullopt;
+  const Value& x = g.value(bn.inputs[0]);
+  if (x.shape_known && (x.shape.size() < 2 || x.shape[1] != c)) return std::nullopt;
+  const float eps = bn.attr_float("epsilon", 1e-5f);
+  ChannelAffine a;
+  a.scale.resize(static_cast<size_t>(c));
+  a.shift.resize(static_cast<size_t>(c));
+  for (int64_t i = 0; i < c; ++i) {
+    // Double precision keeps the folded constants within float rounding of the unfolded computation.
+    double s = p[0]->f[i] / std::sqrt(static_cast<double>(p[3]->f[i]) + eps);
+    a.scale[i] = static_cast<float>(s);
+    a.shift[i] = static_cast<float>(p[1]->f[i] - p[2]->f[i] * s);
+  }
+  return a;
+}
+
+}  // namespace npusim::compiler

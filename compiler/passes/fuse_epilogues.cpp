@@ -1,6 +1,8 @@
 // Epilogue fusion: the accumulator of the matrix unit is drained through the vector unit anyway, so a
 // bias, a residual and an activation applied on the way out cost no extra pass over the tensor. A chain
 // matrix -> [Add bias] -> [Add residual] -> [activation] becomes one node with y = act(mm + b + r).
+// The vector unit applies an activation on the tile it has just computed too: after an element-wise
+// binary node or an unfused BatchNormalization.
 #include <limits>
 #include <set>
 
@@ -164,14 +166,14 @@ void fuse_epilogues(Graph& g) {
     dead[k] = true;
     for (int a : absorbed) dead[a] = true;
   }
-  // Element-wise binary node -> activation: the vector unit applies the activation to the tile it
-  // just computed (one pass over the tensor instead of two), e.g. a residual Add -> Relu that no matrix
-  // node absorbed.
+  // Element-wise binary node or unfolded BatchNormalization -> activation: the vector unit applies the
+  // activation to the tile it just computed (one pass over the tensor instead of two), e.g. a residual
+  // Add -> Relu that no matrix node absorbed, or DenseNet's BN -> ReLU before each conv.
   static const std::set<std::string> binary = {"Add", "Sub", "Mul", "Div", "Max", "Min"};
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     Node& e = g.nodes[k];
-    if (dead[k] || !e.domain.empty() || !binary.count(e.op_type) || e.inputs.size() != 2 || e.has_attr(kActivation))
-      continue;
+    if (dead[k] || !e.domain.empty() || e.has_attr(kActivation)) continue;
+    if (!(binary.count(e.op_type) && e.inputs.size() == 2) && !batchnorm_affine(g, e)) continue;
     const std::string& cur = e.outputs[0];
     if (!is_float(g.value(cur).dtype) || g.value(cur).materialized) continue;
     const int c = index.sole_consumer(cur);

@@ -38,13 +38,15 @@
 //    pre-quantized model's quantization point): the chain stops there, and the consumer stays a node.
 //    An element-wise binary node (Add, Sub, Mul, Div, Max, Min; two inputs, float) that no matrix node
 //    absorbed may carry kActivation (same attributes as above) when its output's only consumer was
-//    that activation: y = act(a op b).
+//    that activation: y = act(a op b). So may a BatchNormalization that stays (point 3; not Silu):
+//    y = act(x * scale + shift).
 //
 // 3. BatchNormalization directly after a Conv / ConvTranspose / Gemm (or a 2-D MatMul with a constant
 //    weight, which then becomes a Gemm carrying the folded bias) whose output has no other consumer and
 //    is not materialized is folded into that node's weights and bias (new constants; the old ones are
-//    removed when unused). An unfused BatchNormalization stays a vector op, or is decomposed into
-//    Mul + Add with per-channel constants (point 5).
+//    removed when unused). An unfused BatchNormalization stays a vector node (batchnorm_affine gives
+//    its per-channel affine map when its parameters are constant; the back end lowers it as one pass
+//    over the tensor) and may carry a fused activation (point 2). It is not decomposed.
 //
 // 4. Recognised patterns (from the sequences torch.onnx.export emits):
 //      ReduceMean, Sub, Pow(2), ReduceMean, Add(eps), Sqrt, Div [, Mul(gamma)] [, Add(beta)]
@@ -66,8 +68,6 @@
 //      LayerNormalization      -> ReduceMean, Sub, Mul, ReduceMean, Add(eps), Sqrt, Div, Mul(gamma),
 //                                 Add(beta)
 //      npu.Silu                -> Sigmoid, Mul
-//      BatchNormalization      -> Mul(scale), Add(shift) with scale = gamma/sqrt(var+eps) and
-//                                 shift = beta - mean*scale folded to constants
 //      InstanceNormalization   -> as LayerNormalization over the spatial axes, [C,1,..] scale/bias
 //      ReduceSumSquare/L1/L2   -> Mul(x, x) | Abs, ReduceSum [, Sqrt]
 //      Sum / Mean (variadic)   -> Add chain [, Mul(1/n)]
@@ -103,7 +103,8 @@
 // 8. Free ops. Reshape, Flatten, Squeeze, Unsqueeze whose input is in ONNX order, and Identity /
 //    Dropout (inference) are placement "free": output[0] aliases inputs[0]'s bytes (the memory
 //    planner must give them one buffer). Identity and Dropout are removed outright unless their
-//    output is a graph output. Cast of a constant is folded (point 6).
+//    output is a graph output; so is a Pad whose pads are all zero (it is then removed, its readers
+//    read its input). Cast of a constant is folded (point 6).
 //
 // 9. Dead nodes (no output consumed and none a graph output) and unused constants are removed; nodes
 //    are in topological order; Graph::verify() holds.
@@ -139,7 +140,7 @@ struct PipelineOptions {
   bool fold_batchnorm = true;
   bool recognize_patterns = true;
   bool fuse_epilogues = true;
-  // Split composite vector ops (Softmax, LayerNormalization, Silu, BatchNormalization) into VecOp
+  // Split composite vector ops (Softmax, LayerNormalization, Silu, ...) into VecOp
   // primitives; false keeps them whole (for a back end with its own kernels for them).
   bool decompose = true;
   // Softmax / LayerNormalization rows of up to this many elements are left whole for the back end's
@@ -166,6 +167,17 @@ std::vector<Pass> standard_pipeline(const PipelineOptions& options);
 // `observer` with the graph after each: `npusim compile -v`). Throws std::runtime_error naming the pass
 // on a broken invariant; a model the passes cannot handle throws ModelError (compiler/import/import.h).
 void lower(Graph& g, const PipelineOptions& options = {}, PassManager::Observer observer = {});
+
+// An inference BatchNormalization with constant parameters is the per-channel affine map
+// y = x * scale[c] + shift[c] (channel axis 1) with scale = gamma / sqrt(var + eps) and
+// shift = beta - mean * scale, computed in double and rounded to float once. Both fold-batchnorm and
+// the back end's BatchNormalization layer (and the quantized reference, which must compute what that
+// layer computes) take the constants from here. nullopt for any other node (training mode, runtime
+// parameters, a used Mean/Var output).
+struct ChannelAffine {
+  std::vector<float> scale, shift;
+};
+std::optional<ChannelAffine> batchnorm_affine(const Graph& g, const Node& bn);
 
 // One inserted layout conversion, for the compile report.
 struct LayoutChange {

@@ -27,11 +27,13 @@ void fold_batchnorm(Graph& g);
 // LayerNorm, GELU, HardSwish and SiLU as torch.onnx.export spells them -> one node each.
 void recognize_patterns(Graph& g);
 
-// Bias Add, residual Add and activation after a matrix node -> the node's epilogue attributes.
+// Bias Add, residual Add and activation after a matrix node -> the node's epilogue attributes; an
+// activation after an element-wise binary node or an unfused BatchNormalization -> its kActivation.
 void fuse_epilogues(Graph& g);
 
-// Softmax, LayerNormalization, npu.Silu and BatchNormalization -> vector-unit primitives; a Softmax or
-// LayerNormalization in rowwise_form with rows of at most `whole_row_limit` elements (> 0) stays whole.
+// Softmax, LayerNormalization, InstanceNormalization, npu.Silu, ... -> vector-unit primitives; a Softmax
+// or LayerNormalization in rowwise_form with rows of at most `whole_row_limit` elements (> 0) stays whole,
+// and an unfused BatchNormalization stays whole (the back end lowers it as one per-channel affine pass).
 void decompose(Graph& g, int64_t whole_row_limit = 0);
 
 // NHWC for conv activations, layout conversions where a consumer needs another order (options.nhwc).

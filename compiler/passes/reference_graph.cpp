@@ -21,7 +21,11 @@ std::vector<Node> split_epilogue(Graph& g, Node n) {
   std::string residual, bias;
   if (n.has_attr(kResidualInput)) residual = n.inputs.at(static_cast<size_t>(n.attr_int(kResidualInput, 3)));
   if (n.op_type == "MatMul" && n.has_input(2)) bias = n.inputs[2];
-  n.inputs.resize(n.op_type == "MatMul" ? 2 : std::min<size_t>(n.inputs.size(), 3));
+  // Matrix nodes: the core's own inputs (MatMul's bias and residual are epilogue inputs); an
+  // element-wise node or a BatchNormalization keeps all of its inputs.
+  const bool matrix = n.op_type == "Conv" || n.op_type == "ConvTranspose" || n.op_type == "Gemm";
+  if (n.op_type == "MatMul") n.inputs.resize(2);
+  else if (matrix) n.inputs.resize(std::min<size_t>(n.inputs.size(), 3));
   while (!n.inputs.empty() && n.inputs.back().empty()) n.inputs.pop_back();
   for (auto it = n.attrs.begin(); it != n.attrs.end();)
     it = it->first.rfind("npu.", 0) == 0 ? n.attrs.erase(it) : std::next(it);

@@ -409,6 +409,10 @@ class Emulator {
       set_codes(L.output, std::move(y));
       return;
     }
+    if (const auto a = batchnorm_affine(g_, n)) {
+      run_affine(n, *a, p);
+      return;
+    }
     // Float path: operands as the node reads them.
     std::vector<Tensor> holders(n.inputs.size());
     std::vector<const Tensor*> ins(n.inputs.size(), nullptr);
@@ -469,6 +473,59 @@ class Emulator {
       ev.real = std::move(t);
       ev.has_codes = false;
     }
+  }
+
+  // A BatchNormalization as the back end lowers it: precision.h's AffineArith, with the fp16/bf16
+  // constants and every vector result rounded to the format.
+  void run_affine(const Node& n, const ChannelAffine& a, Precision p) {
+    const std::string& xn = n.inputs[0];
+    const std::string& yn = n.outputs[0];
+    const bool int8 = p == Precision::kInt8;
+    const bool x_codes = int8 && runtime_float(xn) && plan_.values.count(xn);
+    const bool y_codes = int8 && plan_.values.count(yn);
+    Int8Tensor xq;
+    Tensor xr;
+    if (x_codes) {
+      xq = codes_of(xn);
+    } else {
+      xr = rounded(input_real(xn), p);
+    }
+    const std::string act = n.attr_string(kActivation, "");
+    const QParams* qy = y_codes ? &plan_.values.at(yn) : nullptr;
+    const AffineArith ar = affine_arith(a.scale, a.shift, x_codes ? &xq.qparams : nullptr, qy, act,
+                                        n.attr_float(kActMin, -INFINITY), n.attr_float(kActMax, INFINITY));
+    const Shape shape = x_codes ? xq.shape : xr.shape;
+    if (shape.size() < 2) fail(n, "BatchNormalization of rank < 2");
+    const int64_t channels = shape[1];
+    int64_t inner = 1;
+    for (size_t d = 2; d < shape.size(); ++d) inner *= shape[d];
+    const int64_t count = num_elements(shape);
+    Tensor y(DataType::kFloat32, shape);
+    Int8Tensor yq;
+    if (qy) {
+      yq.shape = shape;
+      yq.qparams = *qy;
+      yq.codes.resize(static_cast<size_t>(count));
+    }
+    for (int64_t k = 0; k < count; ++k) {
+      const size_t c = static_cast<size_t>((k / inner) % channels), i = static_cast<size_t>(k);
+      const float d = x_codes ? static_cast<float>(xq.codes[i] - xq.qparams.zero_point) : xr.f[i];
+      const float u = round_p(round_p(d * round_p(ar.mul[c], p), p) + round_p(ar.add[c], p), p);
+      if (ar.codes_out) {
+        yq.codes[i] = static_cast<int32_t>(num::float_to_int(std::min(std::max(u, ar.lo), ar.hi), qy->dtype));
+        continue;
+      }
+      const float v = round_p(act.empty() ? u : act_fp32(n, act, u), p);
+      if (qy) yq.codes[i] = qy->quantize(v);
+      else y.f[i] = v;
+    }
+    if (qy) {
+      set_codes(yn, std::move(yq));
+      return;
+    }
+    EValue& ev = env[yn];
+    ev.real = std::move(y);
+    ev.has_codes = false;
   }
 
   std::vector<Tensor> call_kernel(const Node& n, const std::vector<const Tensor*>& ins) {

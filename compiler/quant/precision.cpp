@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -210,6 +211,33 @@ std::string plan_summary(const PrecisionPlan& plan) {
     if (np.effective != np.requested) ++fallbacks;
   if (fallbacks) os << " (" << fallbacks << " nodes could not run in the requested precision)";
   return os.str();
+}
+
+AffineArith affine_arith(const std::vector<float>& scale, const std::vector<float>& shift, const QParams* x,
+                         const QParams* y, const std::string& act, float act_lo, float act_hi) {
+  AffineArith r;
+  r.codes_out = y && (act.empty() || act == "Relu" || act == "Clip");
+  const double sx = x ? static_cast<double>(x->scale) : 1.0;
+  const double sy = r.codes_out ? static_cast<double>(y->scale) : 1.0;
+  const double zy = r.codes_out ? static_cast<double>(y->zero_point) : 0.0;
+  r.mul.resize(scale.size());
+  r.add.resize(shift.size());
+  for (size_t c = 0; c < scale.size(); ++c) {
+    r.mul[c] = static_cast<float>(static_cast<double>(scale[c]) * sx / sy);
+    r.add[c] = static_cast<float>(static_cast<double>(shift[c]) / sy + zy);
+  }
+  if (r.codes_out && act == "Relu") r.lo = static_cast<float>(zy);
+  if (r.codes_out && act == "Clip") {
+    // An open bound (float lowest()/max()) may leave fp32's range in code space: it stays open.
+    auto bound = [&](float b) {
+      const double v = static_cast<double>(b) / sy + zy;
+      return std::fabs(v) > std::numeric_limits<float>::max() ? static_cast<float>(std::copysign(INFINITY, v))
+                                                              : static_cast<float>(v);
+    };
+    r.lo = bound(act_lo);
+    r.hi = bound(act_hi);
+  }
+  return r;
 }
 
 }  // namespace npusim::compiler::quant

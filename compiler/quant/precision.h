@@ -31,7 +31,9 @@
 //     Output channels are W's dim 0 for Conv, the last dim of B for MatMul and normalised Gemm.
 //   int8 vector nodes: inputs dequantized, the op computed in fp32, the result quantized with the
 //     output's QParams. Ops that only move or select values (pooling max, Relu, reshapes, transposes,
-//     slices, pads) share their input's QParams, so for them this is exact on the codes.
+//     slices, pads) share their input's QParams, so for them this is exact on the codes. An unfolded
+//     BatchNormalization computes AffineArith (below) instead, at every precision.
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <stdexcept>
@@ -91,6 +93,26 @@ struct QParams {
   int32_t quantize(float real) const;
   float dequantize(int32_t q) const { return static_cast<float>(q - zero_point) * scale; }
 };
+
+// How the NPU computes a BatchNormalization (the per-channel affine map y = act(x * scale + shift) of
+// compiler/passes/lowered.h's batchnorm_affine) under a plan; the back end emits it, the quantized
+// reference runs it. With d = x_q - x.zero_point (exact) for codes in, else the real x:
+//   u = fl(fl(d * mul[c]) + add[c])                               (two fp32 operations)
+//   codes_out: y_q = saturate(round_half_even(clamp(u, lo, hi)))  (u is already in code space)
+//   else:      y = act(u), quantized with y's QParams when it has them.
+// Codes in and a Relu/Clip (or no) activation with codes out fold both conversions into mul/add (one
+// pass instead of dequantize, affine, activation, quantize): mul = scale * x.scale / y.scale, add =
+// shift / y.scale + y.zero_point, lo/hi = the activation's bounds / y.scale + y.zero_point (computed in
+// double, rounded to fp32 once). Otherwise mul = scale (* x.scale for codes in), add = shift.
+struct AffineArith {
+  std::vector<float> mul, add;
+  bool codes_out = false;
+  float lo = -INFINITY, hi = INFINITY;
+};
+// x / y: the QParams of codes read / written (nullptr: real values); act as kActivation ("" = none)
+// with its Clip bounds act_lo / act_hi.
+AffineArith affine_arith(const std::vector<float>& scale, const std::vector<float>& shift, const QParams* x,
+                         const QParams* y, const std::string& act, float act_lo, float act_hi);
 
 // The integer form of one int8 matrix node (see the contract above).
 struct LayerQuant {

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Compiles and simulates one real model with `npusim run` and checks its report from first principles.
 
-Usage: check_run.py NPUSIM MODEL.onnx CONFIG.yaml [--expect-host OP,OP] [-- extra npusim args]
+Usage: check_run.py NPUSIM MODEL.onnx CONFIG.yaml [--expect-host OP,OP] [--strict-grouped-macs]
+                    [--unfolded-batchnorms] [-- extra npusim args]
 
 Checks:
 - the run succeeds; total_cycles > 0; breakdown {compute, memory, scheduling, host} sums to total_cycles;
@@ -21,6 +22,10 @@ Checks:
   every LayerNorm the exporter spelled out (two ReduceMeans ... Add) is one vector LayerNormalization
   layer named as one of the model's nodes (compiler/backend/rowwise.h); no layer is a piece of either
   (a name the model does not have, e.g. ".../Softmax_ReduceMax" or ".../Add_1_ReduceMean").
+- --unfolded-batchnorms: every BatchNormalization of the ONNX file that does not follow a Conv (DenseNet's
+  pre-activation BN -> ReLU -> Conv) is one layer of the report under its own name, and no report layer is
+  an element-wise Mul or Add (or an activation) the ONNX file has no node of that name for: the BN's affine
+  map and its activation are one pass over the tensor, not a decomposition into anonymous layers.
 Prints one summary line; exits 1 on the first failed check.
 """
 import collections
@@ -100,7 +105,8 @@ def main(argv):
         argv = argv[:argv.index("--")]
     strict_grouped = "--strict-grouped-macs" in argv
     rowwise = "--rowwise" in argv
-    argv = [a for a in argv if a not in ("--strict-grouped-macs", "--rowwise")]
+    unfolded_bn = "--unfolded-batchnorms" in argv
+    argv = [a for a in argv if a not in ("--strict-grouped-macs", "--rowwise", "--unfolded-batchnorms")]
     expect_host = []
     if "--expect-host" in argv:
         i = argv.index("--expect-host")
@@ -208,6 +214,18 @@ def main(argv):
     if rowwise:
         check_rowwise(model, layers)
 
+    if unfolded_bn:
+        producer = {o: n for n in model.graph.node for o in n.output}
+        nodes = {n.name: n for n in model.graph.node}
+        want_bn = sorted(n.name for n in model.graph.node if n.op_type == "BatchNormalization"
+                         and getattr(producer.get(n.input[0]), "op_type", "") != "Conv")
+        got_bn = sorted(l["name"] for l in layers if l["op"] == "BatchNormalization")
+        if not want_bn or got_bn != want_bn:
+            fail(f"BatchNormalization layers {got_bn[:3]}... ({len(got_bn)}) are not the model's unfolded BNs "
+                 f"{want_bn[:3]}... ({len(want_bn)})")
+        stray = [l["name"] for l in layers if l["op"] in ("Mul", "Add", "Relu", "Clip") and l["name"] not in nodes]
+        if stray:
+            fail(f"{len(stray)} element-wise layer(s) named after no node of the model: {stray[:5]}")
     print(f"{name} on {os.path.basename(config)}: {total} cycles ({r['latency_ms']:.3f} ms), "
           f"{len(layers)} layers, {len(seen_matrix)} matrix layers, {want_macs} useful MACs (report {r['macs']}), "
           f"utilization "

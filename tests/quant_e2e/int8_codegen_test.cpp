@@ -37,17 +37,14 @@ struct Compiled {
   compiler::CompileResult result;
 };
 
-Compiled compile_int8(const std::string& spec, const isa::NpuConfig& config, bool per_channel, bool symmetric,
-                      const std::string& overrides = "") {
+// `imported` lowered, planned in int8 (min-max calibration on 8 synthetic samples, `req`'s other
+// choices) and compiled for `config`.
+Compiled compile_graph_int8(Graph imported, const isa::NpuConfig& config, q::PlanRequest req = {}) {
   Compiled c;
-  c.imported = compiler::load_model(spec);
+  c.imported = std::move(imported);
   c.lowered = c.imported;
   compiler::lower(c.lowered);
-  q::PlanRequest req;
   req.spec.model = q::Precision::kInt8;
-  if (!overrides.empty()) req.spec.overrides = q::parse_overrides(overrides);
-  req.quant.per_channel = per_channel;
-  req.quant.symmetric_activations = symmetric;
   req.quant.calibration.method = q::CalibrationMethod::kMinMax;
   req.calibration_count = 8;
   c.plan = q::build_plan(c.lowered, req, &c.imported);
@@ -55,6 +52,15 @@ Compiled compile_int8(const std::string& spec, const isa::NpuConfig& config, boo
   opt.plan = &c.plan;
   c.result = compiler::compile(c.lowered, config, opt);
   return c;
+}
+
+Compiled compile_int8(const std::string& spec, const isa::NpuConfig& config, bool per_channel, bool symmetric,
+                      const std::string& overrides = "") {
+  q::PlanRequest req;
+  if (!overrides.empty()) req.spec.overrides = q::parse_overrides(overrides);
+  req.quant.per_channel = per_channel;
+  req.quant.symmetric_activations = symmetric;
+  return compile_graph_int8(compiler::load_model(spec), config, req);
 }
 
 // Reads a value's elements from DRAM in logical (ONNX) order as integers (codes) or floats.
@@ -403,12 +409,13 @@ TEST(Int8Codegen, PreQuantizedModelKeepsItsQuantizationPointsThroughThePasses) {
     EXPECT_TRUE(c.plan.values.count(n.outputs[0]));
   }
   EXPECT_TRUE(add);
-  // And the vector layers run in one pass over int8 data: the add (and the relu after it) convert codes
-  // in their tile loop, the max pool selects on the codes themselves; no fp32 DRAM copies for them.
+  // And the vector layers run in one pass over int8 data: the add converts codes in its tile loop, the
+  // relu after it (the model gives it its input's scale) clamps the codes at the zero point and the max
+  // pool selects on the codes themselves; no fp32 DRAM copies for them.
   std::map<std::string, std::string> mapping;
   for (const auto& l : c.result.layers) mapping[l.op] += l.mapping + "; ";
   EXPECT_NE(mapping["Add"].find("int8 codes converted in the tile loop"), std::string::npos) << mapping["Add"];
-  EXPECT_NE(mapping["Relu"].find("int8 codes converted in the tile loop"), std::string::npos) << mapping["Relu"];
+  EXPECT_NE(mapping["Relu"].find("on int8 codes"), std::string::npos) << mapping["Relu"];
   EXPECT_NE(mapping["MaxPool"].find("on int8 codes"), std::string::npos) << mapping["MaxPool"];
   for (const auto& ins : c.result.program.instructions) {
     if (ins.opcode != isa::Opcode::kStore) continue;
@@ -670,6 +677,117 @@ TEST(Int8Codegen, ConcatOfDifferentlyQuantizedInputsRequantizesInItsTileLoop) {
       EXPECT_EQ(static_cast<isa::DType>(ins.get(isa::Field::kDtype)), isa::DType::kUint8);
     }
   for (const auto& sample : q::synthetic_samples(k.lowered, 2, 17)) EXPECT_EQ(check_bit_exact(k, config, sample), 3);
+}
+
+// Every STORE of the layers of `op` writes int8/uint8 codes.
+void expect_stores_codes(const Compiled& k, const std::string& op) {
+  for (const auto& ins : k.result.program.instructions) {
+    if (ins.opcode != isa::Opcode::kStore || k.lowered.nodes.at(ins.layer()).op_type != op) continue;
+    const auto dt = static_cast<isa::DType>(ins.get(isa::Field::kDtype));
+    EXPECT_TRUE(dt == isa::DType::kUint8 || dt == isa::DType::kInt8) << op << ": " << isa::kDTypeNames[static_cast<size_t>(dt)];
+  }
+}
+
+TEST(Int8Codegen, UnfoldedBatchNormsRunOnCodesInOnePassBitExactly) {
+  // DenseNet's pre-activation layer: Concat -> BatchNormalization -> activation -> Conv. Each BN (with a
+  // Relu, a Clip, a Sigmoid or nothing after it) is one int8 vector layer reading and writing codes:
+  // with a clamp or no activation the conversions fold into its per-channel constants (no VEC div);
+  // the convs after them see exactly the codes the quantized reference predicts.
+  namespace t = compiler::testing;
+  t::GraphBuilder b;
+  auto x = b.input("x", {1, 4, 7, 5});
+  auto a = b.node("Conv", {x, b.random_constant("wa", {6, 4, 3, 3}, 1, -0.5f, 0.5f)}, "a", {1, 6, 7, 5},
+                  {{"pads", t::attr_ints({1, 1, 1, 1})}});
+  auto cat = b.node("Concat", {x, a}, "cat", {1, 10, 7, 5}, {{"axis", t::attr_i(1)}});
+  const std::vector<std::string> acts = {"Relu", "Clip", "Sigmoid", ""};
+  for (size_t i = 0; i < acts.size(); ++i) {
+    const std::string k = std::to_string(i);
+    const uint32_t seed = static_cast<uint32_t>(10 * i);
+    auto bn = b.node("BatchNormalization",
+                     {cat, b.random_constant("g" + k, {10}, seed + 1, 0.5f, 1.5f),
+                      b.random_constant("bt" + k, {10}, seed + 2), b.random_constant("m" + k, {10}, seed + 3),
+                      b.random_constant("v" + k, {10}, seed + 4, 0.5f, 2.0f)},
+                     "bn" + k, {1, 10, 7, 5});
+    std::string h = bn;
+    if (acts[i] == "Clip") {
+      h = b.node("Clip", {bn, b.scalar("lo" + k, -0.5f), b.scalar("hi" + k, 1.0f)}, "act" + k, {1, 10, 7, 5});
+    } else if (!acts[i].empty()) {
+      h = b.node(acts[i], {bn}, "act" + k, {1, 10, 7, 5});
+    }
+    b.output(b.node("Conv", {h, b.random_constant("w" + k, {3, 10, 1, 1}, seed + 5, -0.5f, 0.5f)}, "y" + k,
+                    {1, 3, 7, 5}));
+  }
+  const Graph g = b.build();
+  isa::NpuConfig small;  // an accumulator of 2 KiB: the BN's fp32 work takes several tiles
+  small.sram.accumulator.size_kib = 2;
+  for (const isa::NpuConfig& config : {isa::NpuConfig{}, small}) {
+    const Compiled k = compile_graph_int8(g, config);
+    int bns = 0;
+    for (const auto& l : k.result.layers) {
+      EXPECT_TRUE(l.op != "Mul" && l.op != "Add" && l.op != "Relu" && l.op != "Clip" && l.op != "Sigmoid") << l.op;
+      if (l.op != "BatchNormalization") continue;
+      ++bns;
+      EXPECT_EQ(k.plan.precision_of(l.name), q::Precision::kInt8) << l.name;
+      const bool folded = l.mapping.find("Sigmoid") == std::string::npos;
+      EXPECT_NE(l.mapping.find(folded ? "codes in and out" : "codes converted in the tile loop"), std::string::npos)
+          << l.mapping;
+    }
+    EXPECT_EQ(bns, 4);
+    expect_stores_codes(k, "BatchNormalization");  // no fp32 DRAM copies around the BNs
+    for (const auto& sample : q::synthetic_samples(k.lowered, 2, 23)) EXPECT_EQ(check_bit_exact(k, config, sample), 5);
+  }
+}
+
+// Exactly one layer of `op`, its mapping says `mapping`, and it stores codes.
+void expect_one_layer_storing_codes(const Compiled& k, const std::string& op, const std::string& mapping) {
+  int layers = 0;
+  for (const auto& l : k.result.layers) {
+    if (l.op != op) continue;
+    ++layers;
+    EXPECT_NE(l.mapping.find(mapping), std::string::npos) << l.mapping;
+  }
+  EXPECT_EQ(layers, 1) << op;
+  expect_stores_codes(k, op);
+}
+
+TEST(Int8Codegen, ConstantPadMovesCodesWithItsHaloTheValuesCode) {
+  // Conv -> Pad(H, W; value 0 and 0.75) -> Conv in int8: the Pad runs on the codes (its input and
+  // output share QParams) with the LOAD halo writing the code of the pad value, bit-exact.
+  for (const float value : {0.0f, 0.75f}) {
+    namespace t = compiler::testing;
+    t::GraphBuilder b;
+    auto x = b.input("x", {1, 5, 6, 7});
+    auto a = b.node("Conv", {x, b.random_constant("wa", {6, 5, 1, 1}, 1, -0.5f, 0.5f)}, "a", {1, 6, 6, 7});
+    auto p = b.node("Pad", {a, b.ints("pads", {0, 0, 2, 1, 0, 0, 1, 3}), b.scalar("value", value)}, "p",
+                    {1, 6, 9, 11});
+    b.output(b.node("Conv", {p, b.random_constant("wb", {4, 6, 3, 3}, 2, -0.5f, 0.5f)}, "y", {1, 4, 7, 9}));
+    const isa::NpuConfig config;
+    const Compiled k = compile_graph_int8(b.build(), config);
+    expect_one_layer_storing_codes(k, "Pad", "LOAD halo");
+    for (const auto& sample : q::synthetic_samples(k.lowered, 2, 29)) EXPECT_EQ(check_bit_exact(k, config, sample), 2);
+  }
+}
+
+TEST(Int8Codegen, AReluSharingItsInputsQParamsClampsTheCodesInOnePass) {
+  // Concat -> Relu -> Conv: no producer to fuse the Relu into. Its output takes its input's QParams, so
+  // it runs on the codes: one VEC clamp at the zero point per tile instead of dequantize, relu and
+  // quantize (with a VEC div) in fp32, which had made such layers cost 3x their bound.
+  namespace t = compiler::testing;
+  t::GraphBuilder b;
+  auto x = b.input("x", {1, 3, 7, 6});
+  auto a = b.node("Conv", {x, b.random_constant("wa", {5, 3, 1, 1}, 1, -0.5f, 0.5f)}, "a", {1, 5, 7, 6});
+  auto cat = b.node("Concat", {x, a}, "cat", {1, 8, 7, 6}, {{"axis", t::attr_i(1)}});
+  auto r = b.node("Relu", {cat}, "r", {1, 8, 7, 6});
+  b.output(b.node("Conv", {r, b.random_constant("wb", {4, 8, 1, 1}, 2, -0.5f, 0.5f)}, "y", {1, 4, 7, 6}));
+  const isa::NpuConfig config;
+  const Compiled k = compile_graph_int8(b.build(), config);
+  expect_one_layer_storing_codes(k, "Relu", "on int8 codes");
+  for (const auto& ins : k.result.program.instructions) {
+    if (ins.opcode == isa::Opcode::kVec && k.lowered.nodes.at(ins.layer()).op_type == "Relu") {
+      EXPECT_EQ(static_cast<isa::VecOp>(ins.get(isa::Field::kVop)), isa::VecOp::kClip);
+    }
+  }
+  for (const auto& sample : q::synthetic_samples(k.lowered, 2, 31)) EXPECT_EQ(check_bit_exact(k, config, sample), 2);
 }
 
 // Gemmini as configs/gemmini.yaml describes it, at DIM x DIM with a shared scratchpad of spad_kib and an

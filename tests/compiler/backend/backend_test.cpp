@@ -11,6 +11,7 @@
 
 #include "compiler/backend/compile.h"
 #include "compiler/import/import.h"
+#include "compiler/interp/interpreter.h"
 #include "compiler/ops/op_table.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/emulate.h"
@@ -148,6 +149,110 @@ TEST(Vector, ActivationsAreTheQuantizedReferencesBitForBit) {
     int64_t differ = 0;
     for (int64_t k = 0; k < x.size(); ++k) differ += got.at("y").f[k] != want.at("y").f[k];
     EXPECT_EQ(differ, 0) << act << ": " << differ << " of 65536 values differ";
+  }
+}
+
+// x -> BatchNormalization (nothing to fold into) -> activation, as DenseNet's pre-activation layers.
+Graph batchnorm_graph(const Shape& shape, const std::string& act) {
+  GraphBuilder b;
+  const int64_t ch = shape[1];
+  b.input("x", shape).constant("g", {ch}, 1.0f, 7).constant("bt", {ch}, 0.5f, 8).constant("mu", {ch}, 0.3f, 9);
+  std::vector<float> var(static_cast<size_t>(ch));
+  for (int64_t i = 0; i < ch; ++i) var[static_cast<size_t>(i)] = 0.5f + 0.25f * static_cast<float>(i % 5);
+  b.constant("var", Tensor::from_floats({ch}, var));
+  b.node("BatchNormalization", {"x", "g", "bt", "mu", "var"}, {act.empty() ? "y" : "n"}, "bn");
+  if (act == "Clip") {
+    b.constant("lo", Tensor::scalar_float(-0.25f)).constant("hi", Tensor::scalar_float(0.75f));
+    b.node(act, {"n", "lo", "hi"}, {"y"});
+  } else if (!act.empty()) {
+    b.node(act, {"n"}, {"y"});
+  }
+  b.output("y");
+  return b.build();
+}
+
+TEST(Vector, UnfoldedBatchNormAndItsActivationAreOneAffineLayerInEveryLayout) {
+  // NHWC (channels innermost: the per-channel constants row-broadcast), ONNX-order rank 2 (row) and
+  // rank 3 (channels outer: column broadcast), odd extents; one layer named as the BN node, no Mul /
+  // Add / activation layers; on a small SRAM the tensor takes several tiles.
+  for (const Shape& shape : {Shape{1, 5, 7, 3}, Shape{2, 37, 9, 11}, Shape{3, 7}, Shape{2, 5, 9}}) {
+    for (const std::string act : {"", "Relu", "Clip", "Sigmoid"}) {
+      for (const bool small : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "rank " << shape.size() << " C " << shape[1] << " act '" << act
+                                          << "'" << (small ? " small SRAM" : ""));
+        const Graph g = batchnorm_graph(shape, act);
+        CompileResult r;
+        EXPECT_LT(compile_and_compare(g, small ? small_sram() : isa::NpuConfig{}, &r), kTol) << compile_summary(r);
+        EXPECT_TRUE(r.fallbacks.empty()) << compile_summary(r);
+        EXPECT_EQ(check_tokens(r.program), "");
+        int affine = 0;
+        for (const auto& l : r.layers) {
+          EXPECT_TRUE(l.op == "BatchNormalization" || l.op == "Transpose") << l.op << ": " << l.mapping;
+          if (l.op != "BatchNormalization") continue;
+          ++affine;
+          EXPECT_EQ(l.name, "bn");
+          EXPECT_NE(l.mapping.find("per-channel affine)" + (act.empty() ? "" : " + " + act)), std::string::npos)
+              << l.mapping;
+        }
+        EXPECT_EQ(affine, 1) << compile_summary(r);
+      }
+    }
+  }
+}
+
+TEST(Vector, ConstantPadOfTheSpatialDimsIsADmaCopyWhoseLoadWritesTheHalo) {
+  // x -> BN (NHWC) -> Pad(H, W): LOAD's halo writes the padding; a value bf16 cannot hold exactly, or
+  // a pad of the innermost dim (the graph input's NCHW order), takes the index-map gather instead.
+  struct Case {
+    float value;
+    bool after_bn;
+    const char* mapping;
+  };
+  for (const Case& k : {Case{0.0f, true, "LOAD halo"}, Case{1.5f, true, "LOAD halo"}, Case{0.1f, true, "index map"},
+                        Case{0.0f, false, "index map"}}) {
+    for (const bool small : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "value " << k.value << (k.after_bn ? " NHWC" : " NCHW")
+                                        << (small ? " small SRAM" : ""));
+      GraphBuilder b;
+      b.input("x", {2, 37, 9, 11}).constant("g", {37}, 1.0f, 7).constant("bt", {37}, 0.5f, 8);
+      b.constant("mu", {37}, 0.3f, 9).constant("var", Tensor::from_floats({37}, std::vector<float>(37, 1.5f)));
+      if (k.after_bn) b.node("BatchNormalization", {"x", "g", "bt", "mu", "var"}, {"n"}, "bn");
+      b.constant("pads", Tensor::from_ints(DataType::kInt64, {8}, {0, 0, 1, 2, 0, 0, 3, 1}));
+      b.constant("value", Tensor::scalar_float(k.value));
+      b.node("Pad", {k.after_bn ? "n" : "x", "pads", "value"}, {"y"}, "pad");
+      b.output("y");
+      CompileResult r;
+      EXPECT_LT(compile_and_compare(b.build(), small ? small_sram() : isa::NpuConfig{}, &r), kTol)
+          << compile_summary(r);
+      EXPECT_TRUE(r.fallbacks.empty()) << compile_summary(r);
+      EXPECT_EQ(check_tokens(r.program), "");
+      for (const auto& l : r.layers) {
+        if (l.op != "Pad") continue;
+        EXPECT_NE(l.mapping.find(k.mapping), std::string::npos) << l.mapping;
+      }
+    }
+  }
+}
+
+TEST(Precision, Fp16BatchNormIsTheQuantizedReferenceBitForBit) {
+  // In fp16 the layer rounds its constants, the product and the sum to fp16 (each VEC result is stored
+  // in the format); the quantized reference (compiler/quant/emulate) computes the same bits.
+  for (const std::string act : {"", "Relu", "Sigmoid"}) {
+    Graph g = batchnorm_graph({1, 13, 6, 5}, act);
+    lower(g);
+    quant::PrecisionSpec spec;
+    spec.model = quant::Precision::kFp16;
+    const quant::PrecisionPlan plan = quant::resolve_plan(g, spec);
+    CompileOptions o;
+    o.plan = &plan;
+    const CompileResult r = compile(g, isa::NpuConfig{}, o);
+    const std::map<std::string, Tensor> in = {{"x", random_tensor({1, 13, 6, 5}, 3.0f, 11)}};
+    const auto got = run_program(r, isa::NpuConfig{}, in);
+    const auto want = quant::emulate(g, plan, in);
+    int64_t differ = 0;
+    for (size_t k = 0; k < want.at("y").f.size(); ++k) differ += got.at("y").f[k] != want.at("y").f[k];
+    EXPECT_EQ(differ, 0) << "act '" << act << "': " << differ << " values differ";
+    EXPECT_LT(max_rel_error(got, interpret(batchnorm_graph({1, 13, 6, 5}, act), in)), 5e-3);
   }
 }
 

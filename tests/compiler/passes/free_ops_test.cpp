@@ -38,6 +38,24 @@ TEST(FreeOps, IdentityProducingAGraphOutputStaysAsAFreeNode) {
   EXPECT_EQ(g.nodes[1].attr_string(kPlacement, ""), "free");
 }
 
+TEST(FreeOps, APadOfZeroWidthsIsRemovedAndANonZeroOneStays) {
+  // torchvision's DenseNet exports Pad(0, ..., 0) before each transition's AveragePool.
+  GraphBuilder b;
+  auto x = b.input("x", {1, 3, 4, 4});
+  auto p = b.node("Pad", {x, b.ints("zeros", {0, 0, 0, 0, 0, 0, 0, 0})}, "p", {1, 3, 4, 4});
+  auto r = b.node("Relu", {p}, "r", {1, 3, 4, 4});
+  b.output(b.node("Pad", {r, b.ints("ones", {0, 0, 1, 1, 0, 0, 1, 1})}, "y", {1, 3, 6, 6}));
+  Graph before = b.build();
+  Graph g = before;
+  passes::alias_free_ops(g);
+  g.verify();
+  ASSERT_EQ(g.nodes.size(), 2u);
+  EXPECT_EQ(g.nodes[0].op_type, "Relu");
+  EXPECT_EQ(g.nodes[0].inputs[0], "x");
+  EXPECT_EQ(g.nodes[1].op_type, "Pad");
+  EXPECT_TRUE(same_outputs(before, g));
+}
+
 TEST(Placement, FollowsTheOpTableAndItsConstraints) {
   GraphBuilder b;
   auto x = b.input("x", {2, 4});

@@ -174,6 +174,36 @@ TEST(FuseEpilogues, ElementwiseAddThenActivationBecomesOneNode) {
   EXPECT_EQ(q.nodes.size(), 2u);
 }
 
+TEST(FuseEpilogues, UnfoldedBatchNormThenReluBecomesOneBatchNormNode) {
+  // DenseNet's pre-activation BN -> ReLU -> Conv: the BN reads a Concat (no matrix node to fold into),
+  // so it stays, and the ReLU rides on it; a BN whose Mean output is read keeps its ReLU separate.
+  GraphBuilder b;
+  auto x = b.input("x", {1, 2, 5, 3});
+  auto z = b.input("z", {1, 3, 5, 3});
+  auto cat = b.node("Concat", {x, z}, "cat", {1, 5, 5, 3}, {{"axis", attr_i(1)}});
+  auto bn = b.node("BatchNormalization",
+                   {cat, b.random_constant("g", {5}, 1, 0.5f, 1.5f), b.random_constant("bt", {5}, 2),
+                    b.random_constant("m", {5}, 3), b.random_constant("v", {5}, 4, 0.5f, 2.0f)},
+                   "bn", {1, 5, 5, 3});
+  b.output(b.node("Relu", {bn}, "y", {1, 5, 5, 3}));
+  Graph before = b.build();
+  Graph g = before;
+  passes::fuse_epilogues(g);
+  g.verify();
+  ASSERT_EQ(g.nodes.size(), 2u);
+  EXPECT_EQ(g.nodes[1].op_type, "BatchNormalization");
+  EXPECT_EQ(g.nodes[1].name, before.nodes[1].name);
+  EXPECT_EQ(g.nodes[1].attr_string(kActivation, ""), "Relu");
+  EXPECT_EQ(g.nodes[1].outputs[0], "y");
+  EXPECT_TRUE(same_outputs(before, g));
+  EXPECT_TRUE(same_outputs(before, reference_graph(g)));
+  // Training-mode statistics are not a constant affine map: nothing fuses.
+  Graph t = before;
+  t.nodes[1].attrs["training_mode"].value = int64_t{1};
+  passes::fuse_epilogues(t);
+  EXPECT_EQ(t.nodes.size(), 3u);
+}
+
 TEST(FuseEpilogues, MatMulTakesABiasInputAndABatchedResidual) {
   GraphBuilder b;
   auto x = b.input("x", {2, 4, 8});
