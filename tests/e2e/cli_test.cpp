@@ -229,9 +229,12 @@ TEST(Cli, ReadmeTestCommandIsWhatCiRuns) {
   for (auto it = std::sregex_iterator(readme.begin(), readme.end(), block); it != std::sregex_iterator(); ++it) {
     commands.push_back((*it)[1]);
   }
-  ASSERT_GE(commands.size(), 2u);
+  ASSERT_GE(commands.size(), 3u);
   EXPECT_NE(commands[1].find("ctest"), std::string::npos);
   EXPECT_NE(ci.find("\n" + commands[1] + "\n"), std::string::npos) << "README test command: " << commands[1];
+  // The sanitizer job: README's third command, run by CI too.
+  EXPECT_NE(commands[2].find("-DNPUSIM_SANITIZE=ON"), std::string::npos);
+  EXPECT_NE(ci.find("\n" + commands[2] + "\n"), std::string::npos) << "README sanitizer command: " << commands[2];
 }
 
 }  // namespace

@@ -54,6 +54,9 @@ double peak_resident_bytes() {
 }
 
 TEST(ImportMemory, FileImportPeaksBelowTwoAndAHalfTimesTheWeights) {
+#ifdef NPUSIM_SANITIZE
+  GTEST_SKIP() << "AddressSanitizer's shadow memory and quarantine make resident-size figures meaningless";
+#endif
   const std::string path = temp_path("gemm.onnx");
   write_model_in_child(path);
   const double before = resident_bytes();

@@ -696,7 +696,9 @@ TEST(Models, ExportedModelsCompileFastWithoutFallbacks) {
     const auto t0 = std::chrono::steady_clock::now();
     const CompileResult r = compile(g, isa::NpuConfig{});
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+#ifndef NPUSIM_SANITIZE  // sanitizers slow everything several times: the figure means nothing there
     EXPECT_LT(s, 1.0) << n;
+#endif
     EXPECT_TRUE(r.fallbacks.empty()) << n << compile_summary(r);
     EXPECT_EQ(check_tokens(r.program), "") << n;
   }
