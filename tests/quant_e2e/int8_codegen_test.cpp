@@ -187,6 +187,34 @@ TEST(Int8Codegen, DepthwiseInvertedResidualBlocksMatchBitExactly) {
   }
 }
 
+TEST(Int8Codegen, DepthwiseConvsOnTheVectorUnitMatchBitExactly) {
+  // The same blocks with both depthwise convs placed on the vector unit (VEC dwconv, uint8 codes x
+  // int8 weights summed in int32, the input zero point folded into the bias as on the array).
+  const isa::NpuConfig config;
+  for (bool per_channel : {true, false}) {
+    for (bool symmetric : {false, true}) {
+      Compiled c = compile_int8(kBlocks, config, per_channel, symmetric);
+      compiler::MappingOverrides vector;
+      for (const auto& n : c.lowered.nodes) {
+        if (n.op_type != "Conv" || n.attr_int("group", 1) == 1) continue;
+        compiler::LayerMapping e;
+        e.name = n.name;
+        e.placement = compiler::Placement::kNpuVector;
+        vector.layers[n.name] = e;
+      }
+      ASSERT_EQ(vector.layers.size(), 2u);
+      compiler::CompileOptions opt;
+      opt.plan = &c.plan;
+      opt.mapping = &vector;
+      c.result = compiler::compile(c.lowered, config, opt);
+      int on_vector = 0;
+      for (const auto& l : c.result.layers) on_vector += l.op == "Conv" && l.placement == "vector";
+      EXPECT_EQ(on_vector, 2);
+      for (const auto& s : q::synthetic_samples(c.lowered, 2, 5)) EXPECT_EQ(check_bit_exact(c, config, s), 8);
+    }
+  }
+}
+
 TEST(Int8Codegen, MixedPrecisionOverrideConvertsAtTheBoundaries) {
   const isa::NpuConfig config;
   const Compiled c = compile_int8(kBlocks, config, true, false, "b1_dw=fp16,GlobalAveragePool=fp32");
