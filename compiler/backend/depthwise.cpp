@@ -211,7 +211,9 @@ void DepthwiseMapper::generate(const DepthwiseTiling& t) {
 
 bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm,
                                const Tiling& array) {
-  if (!DepthwiseMapper::applies(j)) return false;
+  // A SCALE-Sim topology (Graph::nhwc_io) is checked against SCALE-Sim, which runs every layer, depthwise
+  // ("DP") rows included, on the array: its convs stay there.
+  if (!DepthwiseMapper::applies(j) || c.g.nhwc_io) return false;
   const LayerMapping* imposed = c.options.mapping ? c.options.mapping->find(c.plan->name) : nullptr;
   const bool want_vector = imposed && imposed->placement == Placement::kNpuVector;
   if (imposed && !want_vector && (imposed->placement || imposed->has_tiling())) return false;
@@ -233,12 +235,13 @@ bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s
                   static_cast<int>(s.ops.y), static_cast<int>(s.ops.r), s.ops.tile_read, s.epilogue_ops(), array.gb,
                   array.toh, array.tow, array.tn, array.spatial_outer, want_vector);
   size_t win = 0;
-  bool vector = want_vector;
+  bool vector = want_vector, cached = false;
   int64_t array_cycles = array.simulated;
   const int64_t first = c.em.size();
   if (auto it = c.decided.find(key); it != c.decided.end()) {
     vector = it->second > 0;
     win = vector ? it->second - 1 : 0;
+    cached = true;
     c.timed = {};
   } else if (c.can_time()) {
     Context::Timed array_timed = c.timed;
@@ -276,11 +279,11 @@ bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s
   p.placement = "vector";
   const std::string against =
       want_vector ? "placed on the vector unit by the mapping file"
-      : array_cycles >= 0
+      : array_cycles >= 0 && t.simulated >= 0
           ? fmt::format("{} cycles simulated against {} on the array as block-diagonal CONVs of {} groups",
                         t.simulated, array_cycles, array.gb)
-          : fmt::format("{:.0f} cycles estimated against {:.0f} on the array as block-diagonal CONVs of {} groups",
-                        t.est, array.est, array.gb);
+          : fmt::format("{:.0f} cycles estimated against {:.0f} on the array as block-diagonal CONVs of {} groups{}",
+                        t.est, array.est, array.gb, cached ? " (the choice made for an identical layer before)" : "");
   p.mapping = fmt::format("{}VEC dwconv {}x{} stride {}x{} dilation {}x{}, {} channels, {}x{}x{} output tiles (rows x "
                           "cols x channels), on the vector unit: {}",
                           s.ops.a == DType::kUint8 || s.ops.a == DType::kInt8 ? "int8 " : "", j.kh, j.kw, j.sh, j.sw,
