@@ -219,10 +219,13 @@ TEST(Int8Codegen, MixedPrecisionOverrideConvertsAtTheBoundaries) {
   const isa::NpuConfig config;
   const Compiled c = compile_int8(kBlocks, config, true, false, "b1_dw=fp16,GlobalAveragePool=fp32");
   EXPECT_EQ(c.plan.precision_of("b1_dw"), q::Precision::kFp16);
-  // b1_dw runs on fp16 operands: its matrix instructions say so; its neighbours stay int8.
+  // b1_dw runs on fp16 operands: its convolution instructions say so (CONV on the array or VEC dwconv on
+  // the vector unit, whichever the back end chose); its neighbours stay int8.
   bool fp16_conv = false, int8_conv = false;
   for (const auto& ins : c.result.program.instructions) {
-    if (ins.opcode != isa::Opcode::kConv) continue;
+    const bool dwconv = ins.opcode == isa::Opcode::kVec &&
+                        ins.get(isa::Field::kVop) == static_cast<int64_t>(isa::VecOp::kDwConv);
+    if (ins.opcode != isa::Opcode::kConv && !dwconv) continue;
     const auto t = static_cast<isa::DType>(ins.get(isa::Field::kDtype));
     fp16_conv |= t == isa::DType::kFp16;
     int8_conv |= t == isa::DType::kUint8;
