@@ -173,13 +173,18 @@ enum class VecOp : uint8_t {
   kAbs = 27,
   kNeg = 28,
   kRecip = 29,
+  kDwConv = 30,       // depthwise conv: d2 x d1 x d0 = H x W x C input tile (halo included) in src1; src2 holds
+                      // the weights [win_h][win_w][C] (int8 for uint8/int8 inputs, else dtype); stride
+                      // str_h x str_w, dilation imm0 x imm1 (0 = 1); dst = [OH][OW][C] sums in int32 (integer
+                      // inputs) or fp32 (dtype_out must be that type), OH = (H - (win_h-1)*imm0 - 1)/str_h + 1.
+                      // Each output adds its products in (i, j) window order onto 0, as CONV does.
 };
-inline constexpr int kNumVecOps = 30;
+inline constexpr int kNumVecOps = 31;
 inline constexpr std::array<std::string_view, kNumVecOps> kVecOpNames = {
     "copy", "add",   "sub",  "mul",   "div",          "max",        "min",     "pow",      "relu",
     "leaky_relu", "clip", "sigmoid", "tanh", "gelu", "erf",  "exp", "sqrt", "rsqrt",
     "hard_sigmoid", "hard_swish", "requantize", "max_pool", "avg_pool", "reduce_sum", "reduce_max",
-    "reduce_mean", "transpose", "abs", "neg", "recip"};
+    "reduce_mean", "transpose", "abs", "neg", "recip", "dwconv"};
 
 enum class Bcast : uint8_t { kNone = 0, kScalar = 1, kRow = 2, kCol = 3 };
 inline constexpr int kNumBcasts = 4;

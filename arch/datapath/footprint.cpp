@@ -235,6 +235,42 @@ bool vec_is_binary(VecOp op) {
   }
 }
 
+namespace {
+// dwconv (isa.h): the window, strides and dilations, the operand types and the output box.
+VecGeometry dwconv_geometry(const Instruction& ins, DType in, DType out, Bcast bcast, int64_t d0, int64_t d1,
+                            int64_t d2) {
+  if (bcast != Bcast::kNone) fail(ins, "dwconv reads whole weights from src2; bcast must be none");
+  if (in == DType::kInt32) fail(ins, "dwconv inputs are int8, uint8 or float, not int32");
+  if (out != accumulator_dtype(in)) {
+    fail(ins, fmt::format("dwconv of {} writes {} sums, not {}", dtype_name(in), dtype_name(accumulator_dtype(in)),
+                          dtype_name(out)));
+  }
+  buffer_field(ins, Field::kSrc2Buf, "src2_buf");
+  require_positive(ins, {{Field::kWinH, "win_h"}, {Field::kWinW, "win_w"}, {Field::kStrH, "str_h"},
+                         {Field::kStrW, "str_w"}});
+  const int64_t dh = field(ins, Field::kImm0), dw = field(ins, Field::kImm1);
+  if (dh < 0 || dw < 0 || dh > 255 || dw > 255) {
+    fail(ins, fmt::format("dwconv dilations imm0={} and imm1={} must be in 0..255 (0 = 1)", dh, dw));
+  }
+  if (field(ins, Field::kImm2) != 0) fail(ins, "dwconv has no imm2; it must be 0");
+  const int64_t reach_h = (field(ins, Field::kWinH) - 1) * std::max<int64_t>(1, dh) + 1;
+  const int64_t reach_w = (field(ins, Field::kWinW) - 1) * std::max<int64_t>(1, dw) + 1;
+  if (reach_h > d2 || reach_w > d1) {
+    fail(ins, fmt::format("a dwconv window reaching {}x{} does not fit the {}x{} input (d2 x d1; pad with the LOAD "
+                          "halo)",
+                          reach_h, reach_w, d2, d1));
+  }
+  VecGeometry g;
+  g.src1_elems = d0 * d1 * d2;
+  g.src2_elems = field(ins, Field::kWinH) * field(ins, Field::kWinW) * d0;
+  g.src2_record_bytes = isa::dtype_bytes(weight_dtype(in));
+  g.out_h = (d2 - reach_h) / field(ins, Field::kStrH) + 1;
+  g.out_w = (d1 - reach_w) / field(ins, Field::kStrW) + 1;
+  g.dst_elems = g.out_h * g.out_w * d0;
+  return g;
+}
+}  // namespace
+
 VecGeometry vec_geometry(const Instruction& ins) {
   const int64_t vop = field(ins, Field::kVop);
   if (vop < 0 || vop >= isa::kNumVecOps) fail(ins, fmt::format("op={} is not a vector op", vop));
@@ -282,6 +318,8 @@ VecGeometry vec_geometry(const Instruction& ins) {
       const int64_t s = field(ins, Field::kImm1);
       if (s < -31 || s > 31) fail(ins, fmt::format("requantize shift imm1={} is outside [-31, 31]", s));
     }
+  } else if (op == VecOp::kDwConv) {
+    return dwconv_geometry(ins, in, out, bcast, d0, d1, d2);
   } else if (bcast != Bcast::kNone) {
     fail(ins, fmt::format("{} is unary; bcast must be none", isa::kVecOpNames[static_cast<size_t>(op)]));
   }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -316,6 +317,46 @@ void requantize(const Instruction& ins, const VecGeometry& g, const std::vector<
   }
 }
 
+// dwconv (isa.h): per channel, the window's products added in (i, j) order onto 0; integer sums wrap
+// modulo 2^32 as the array's adder does, float sums are fp32 (products of fp16/bf16 inputs are exact).
+void dwconv(const Instruction& ins, const VecGeometry& g, const uint8_t* src1, const uint8_t* w, uint8_t* dst) {
+  const auto in = static_cast<DType>(ins.get(Field::kDtype));
+  const DType wt = weight_dtype(in);
+  const int64_t c = ins.get(Field::kD0), width = ins.get(Field::kD1);
+  const int64_t kh = ins.get(Field::kWinH), kw = ins.get(Field::kWinW);
+  const int64_t sh = ins.get(Field::kStrH), sw = ins.get(Field::kStrW);
+  const int64_t dh = std::max<int64_t>(1, ins.get(Field::kImm0)), dw = std::max<int64_t>(1, ins.get(Field::kImm1));
+  const int64_t taps = kh * kw;
+  auto at = [&](int64_t y, int64_t x, int64_t i, int64_t j) { return ((y * sh + i * dh) * width + x * sw + j * dw) * c; };
+  if (is_integer(in)) {
+    const std::vector<int64_t> a = read_ints(src1, g.src1_elems, in), b = read_ints(w, taps * c, wt);
+    for (int64_t y = 0; y < g.out_h; ++y) {
+      for (int64_t x = 0; x < g.out_w; ++x) {
+        for (int64_t ch = 0; ch < c; ++ch) {
+          uint32_t acc = 0;
+          for (int64_t t = 0; t < taps; ++t) {
+            acc += static_cast<uint32_t>(a[u(at(y, x, t / kw, t % kw) + ch)] * b[u(t * c + ch)]);
+          }
+          int32_t v;
+          std::memcpy(&v, &acc, 4);
+          store_int(dst + u((y * g.out_w + x) * c + ch) * 4, DType::kInt32, v);
+        }
+      }
+    }
+    return;
+  }
+  const std::vector<float> a = read_floats(src1, g.src1_elems, in), b = read_floats(w, taps * c, wt);
+  for (int64_t y = 0; y < g.out_h; ++y) {
+    for (int64_t x = 0; x < g.out_w; ++x) {
+      for (int64_t ch = 0; ch < c; ++ch) {
+        float acc = 0.0f;
+        for (int64_t t = 0; t < taps; ++t) acc = acc + a[u(at(y, x, t / kw, t % kw) + ch)] * b[u(t * c + ch)];
+        store_float(dst + u((y * g.out_w + x) * c + ch) * 4, DType::kFp32, acc);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void execute_vec(const Instruction& ins, MachineState& st) {
@@ -340,6 +381,10 @@ void execute_vec(const Instruction& ins, MachineState& st) {
                               u(g.dst_elems) * es_out, what);
   const int64_t d0 = ins.get(Field::kD0), d1 = ins.get(Field::kD1), d2 = ins.get(Field::kD2);
 
+  if (op == VecOp::kDwConv) {
+    dwconv(ins, g, s1, s2.data(), dst);
+    return;
+  }
   if (is_integer(in) && integer_capable(op)) {
     const std::vector<int64_t> a = read_ints(s1, g.src1_elems, in);
     std::vector<int64_t> r;

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 
+#include "compiler/backend/depthwise.h"
 #include "compiler/backend/matrix_walk.h"
 #include "compiler/backend/movement.h"
 #include "compiler/backend/rowwise.h"
@@ -502,6 +503,14 @@ class Int8Strategy : public MatrixStrategy {
     return c_.add_data(std::move(bytes));
   }
 
+  uint64_t depthwise_weights() override {
+    if (c_.in_trial()) return c_.reserve_data(static_cast<uint64_t>(j_.kh * j_.kw * j_.groups));
+    const std::vector<int8_t> v = depthwise_weight_values(j_, j_.w);
+    std::vector<uint8_t> bytes(v.size());
+    if (!v.empty()) std::memcpy(bytes.data(), v.data(), v.size());
+    return c_.add_data(std::move(bytes));
+  }
+
   void epilogue(const OutTile& t, int side) override {
     const int64_t p = t.oh * t.ow, tn = t.tn, n0 = t.n0;
     const Side& sd = side_[side];
@@ -733,6 +742,11 @@ bool lower_matrix_int8(Context& c, const Node& n) {
     c.act = saved_act, c.esize = saved_es;
     throw CompileError(fmt::format("layer '{}' ({}): even the smallest int8 tile does not fit the scratchpads",
                                    n.name, j.what));
+  }
+  if (lower_depthwise_on_vector(c, j, strategy, mm, t)) {
+    c.act = saved_act;
+    c.esize = saved_es;
+    return true;
   }
   record_tiling(c, j, t, evaluated);
   mm.generate(t);

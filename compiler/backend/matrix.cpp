@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "compiler/backend/context.h"
+#include "compiler/backend/depthwise.h"
 #include "compiler/backend/matrix_walk.h"
 #include "compiler/backend/movement.h"
 #include "compiler/passes/lowered.h"
@@ -95,6 +96,11 @@ class FloatStrategy : public MatrixStrategy {
       return c_.reserve_data(static_cast<uint64_t>(j_.kh * j_.kw * (k1 - k0) * (n1 - n0) * c_.esize));
     }
     return c_.add_floats(weight_tile_values(j_, j_.w, b, gb, k0, k1, n0, n1), c_.act);
+  }
+
+  uint64_t depthwise_weights() override {
+    if (c_.in_trial()) return c_.reserve_data(static_cast<uint64_t>(j_.kh * j_.kw * j_.groups * c_.esize));
+    return c_.add_floats(depthwise_weight_values(j_, j_.w), c_.act);
   }
 
   void epilogue(const OutTile& t, int side) override {
@@ -223,6 +229,7 @@ void run(Context& c, FloatJob& j) {
   int64_t evaluated = 0;
   const Tiling t = mm.choose(&evaluated);
   if (evaluated == 0) too_small(c, j, mm);
+  if (lower_depthwise_on_vector(c, j, fs, mm, t)) return;
   record_tiling(c, j, t, evaluated);
   const int64_t before = c.em.size();
   mm.generate(t);
@@ -283,7 +290,7 @@ bool lower_conv_spec(Context& c, const Node& n, const ConvSpec& cs) {
                                 j.groups > 1 ? fmt::format(", {} groups", j.groups) : "");
   if (subsample_pointwise(j)) c.plan->mapping += ", reading only the pixels it uses (strided LOAD)";
   run(c, j);
-  if (j.groups > 1) {
+  if (j.groups > 1 && c.plan->placement == "matrix") {
     c.plan->mapping += fmt::format(" as {} block-diagonal blocks of {} groups", j.groups / c.plan->group_block,
                                    c.plan->group_block);
   }

@@ -121,6 +121,9 @@ class MatrixStrategy {
   // [k0, k1) and output channels [n0, n1) within the block, laid out as the CONV/MATMUL B operand
   // [kh][kw][k1 - k0][n1 - n0] in ops.w (use weight_tile_values).
   virtual uint64_t weight_tile(int64_t b, int64_t gb, int64_t k0, int64_t k1, int64_t n0, int64_t n1) = 0;
+  // A depthwise job's (groups == C == M) constant weights for the vector unit's dwconv: the DRAM address
+  // of a data segment [kh][kw][C] in ops.w (depthwise_weight_values, compiler/backend/depthwise.h).
+  virtual uint64_t depthwise_weights() = 0;
   // Emits the epilogue of one output tile whose sums are in acc_slot(side), ending with its STORE.
   virtual void epilogue(const OutTile& t, int side) = 0;
 };

@@ -21,6 +21,14 @@ int64_t vec_work_elements(const Instruction& ins) {
     const int64_t oh = (d2 - wh) / sh + 1, ow = (d1 - ww) / sw + 1;
     return oh * ow * d0 * wh * ww;
   }
+  if (op == VecOp::kDwConv) {  // one MAC per lane per cycle: every (output element, tap) pair
+    const int64_t wh = ins.get(Field::kWinH), ww = ins.get(Field::kWinW);
+    const int64_t sh = std::max<int64_t>(1, ins.get(Field::kStrH)), sw = std::max<int64_t>(1, ins.get(Field::kStrW));
+    const int64_t rh = (wh - 1) * std::max<int64_t>(1, ins.get(Field::kImm0)) + 1;
+    const int64_t rw = (ww - 1) * std::max<int64_t>(1, ins.get(Field::kImm1)) + 1;
+    if (wh <= 0 || ww <= 0 || rh > d2 || rw > d1) return 0;
+    return ((d2 - rh) / sh + 1) * ((d1 - rw) / sw + 1) * d0 * wh * ww;
+  }
   return d0 * d1 * d2;
 }
 

@@ -8,8 +8,8 @@
 
 namespace npusim::isa::timing {
 
-// Elements a VEC instruction processes: the d2 x d1 x d0 box, or for pooling every (output element,
-// window position) pair.
+// Elements a VEC instruction processes: the d2 x d1 x d0 box, or for pooling and dwconv every (output
+// element, window position) pair (dwconv: one multiply-accumulate each).
 int64_t vec_work_elements(const Instruction& ins);
 // latency + ceil(work / lanes) * ii from the config's per-op table.
 int64_t vec_cycles(const Instruction& ins, const VectorConfig& vector);

@@ -109,8 +109,9 @@ void attach_compile_info(const CompiledModel& compiled, traces::Report& report) 
         p.est_compute_cycles, p.est_dma_cycles, p.candidates, json_string(p.tile_limit));
     // The array spends MAC slots on zeros where the mapping pads (a grouped or depthwise conv runs as
     // block-diagonal dense blocks); `macs` counts the model's useful multiply-accumulates, as the
-    // compiler derives them from the layer's shapes, and `array_macs` the slots the array spent.
-    if (p.placement == "matrix" && p.macs > 0 && static_cast<uint64_t>(p.macs) != l.macs) {
+    // compiler derives them from the layer's shapes, and `array_macs` the slots the array spent (none
+    // for a depthwise conv on the vector unit, compiler/backend/depthwise.h).
+    if ((p.placement == "matrix" || p.placement == "vector") && p.macs > 0 && static_cast<uint64_t>(p.macs) != l.macs) {
       l.extra_json += fmt::format(", \"array_macs\": {}", l.macs);
       report.macs -= l.macs;
       l.macs = static_cast<uint64_t>(p.macs);

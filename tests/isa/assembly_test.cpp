@@ -106,6 +106,25 @@ TEST(Assemble, FieldsInAnyOrderOmittedFieldsZeroAndValueSpellings) {
   EXPECT_EQ(p.instructions[3], ld);
 }
 
+TEST(Assemble, DwconvCarriesItsWindowStridesAndDilationsThroughTextAndWords) {
+  const Program p = assemble(
+      "VEC op=dwconv dtype=uint8 dtype_out=int32 src1_buf=input src1=0x100 src2_buf=weight src2=0x40 "
+      "dst_buf=acc dst=0x0 d0=96 d1=17 d2=9 win_h=3 win_w=5 str_h=2 str_w=1 imm0=2 imm1=0\n");
+  ASSERT_EQ(p.instructions.size(), 1u);
+  const Instruction& i = p.instructions[0];
+  EXPECT_EQ(i.get(Field::kVop), static_cast<int64_t>(VecOp::kDwConv));
+  EXPECT_EQ(i.get(Field::kWinH), 3);
+  EXPECT_EQ(i.get(Field::kWinW), 5);
+  EXPECT_EQ(i.get(Field::kStrH), 2);
+  EXPECT_EQ(i.get(Field::kImm0), 2);
+  EXPECT_NE(disassemble(i).find("op=dwconv"), std::string::npos) << disassemble(i);
+  EXPECT_TRUE(assemble(disassemble(p)) == p);
+  std::vector<uint64_t> words;
+  encode(i, words);
+  size_t pos = 0;
+  EXPECT_TRUE(decode(words, pos) == i);
+}
+
 TEST(Disassemble, CanonicalTextListsEveryFormatFieldInTableOrderAndHeaderFieldsOnlyWhenSet) {
   Instruction nop;
   EXPECT_EQ(disassemble(nop), "NOP");

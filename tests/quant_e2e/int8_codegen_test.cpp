@@ -205,14 +205,45 @@ TEST(Int8Codegen, DepthwiseInvertedResidualBlocksMatchBitExactly) {
   }
 }
 
+TEST(Int8Codegen, DepthwiseConvsOnTheVectorUnitMatchBitExactly) {
+  // The same blocks with both depthwise convs placed on the vector unit (VEC dwconv, uint8 codes x
+  // int8 weights summed in int32, the input zero point folded into the bias as on the array).
+  const isa::NpuConfig config;
+  for (bool per_channel : {true, false}) {
+    for (bool symmetric : {false, true}) {
+      Compiled c = compile_int8(kBlocks, config, per_channel, symmetric);
+      compiler::MappingOverrides vector;
+      for (const auto& n : c.lowered.nodes) {
+        if (n.op_type != "Conv" || n.attr_int("group", 1) == 1) continue;
+        compiler::LayerMapping e;
+        e.name = n.name;
+        e.placement = compiler::Placement::kNpuVector;
+        vector.layers[n.name] = e;
+      }
+      ASSERT_EQ(vector.layers.size(), 2u);
+      compiler::CompileOptions opt;
+      opt.plan = &c.plan;
+      opt.mapping = &vector;
+      c.result = compiler::compile(c.lowered, config, opt);
+      int on_vector = 0;
+      for (const auto& l : c.result.layers) on_vector += l.op == "Conv" && l.placement == "vector";
+      EXPECT_EQ(on_vector, 2);
+      for (const auto& s : q::synthetic_samples(c.lowered, 2, 5)) EXPECT_EQ(check_bit_exact(c, config, s), 8);
+    }
+  }
+}
+
 TEST(Int8Codegen, MixedPrecisionOverrideConvertsAtTheBoundaries) {
   const isa::NpuConfig config;
   const Compiled c = compile_int8(kBlocks, config, true, false, "b1_dw=fp16,GlobalAveragePool=fp32");
   EXPECT_EQ(c.plan.precision_of("b1_dw"), q::Precision::kFp16);
-  // b1_dw runs on fp16 operands: its matrix instructions say so; its neighbours stay int8.
+  // b1_dw runs on fp16 operands: its convolution instructions say so (CONV on the array or VEC dwconv on
+  // the vector unit, whichever the back end chose); its neighbours stay int8.
   bool fp16_conv = false, int8_conv = false;
   for (const auto& ins : c.result.program.instructions) {
-    if (ins.opcode != isa::Opcode::kConv) continue;
+    const bool dwconv = ins.opcode == isa::Opcode::kVec &&
+                        ins.get(isa::Field::kVop) == static_cast<int64_t>(isa::VecOp::kDwConv);
+    if (ins.opcode != isa::Opcode::kConv && !dwconv) continue;
     const auto t = static_cast<isa::DType>(ins.get(isa::Field::kDtype));
     fp16_conv |= t == isa::DType::kFp16;
     int8_conv |= t == isa::DType::kUint8;

@@ -22,16 +22,6 @@ namespace {
 
 constexpr double kTol = 1e-4;
 
-isa::NpuConfig small_sram() {
-  isa::NpuConfig c;
-  c.systolic_array.rows = 8;
-  c.systolic_array.cols = 8;
-  c.sram.input.size_kib = 16;
-  c.sram.weight.size_kib = 8;
-  c.sram.accumulator.size_kib = 8;
-  return c;
-}
-
 struct ConvCase {
   const char* name;
   int64_t n, c, h, w, m, k, stride, pad, dilation, group;

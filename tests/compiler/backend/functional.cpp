@@ -83,6 +83,16 @@ Graph GraphBuilder::build() {
 }
 
 
+isa::NpuConfig small_sram() {
+  isa::NpuConfig c;
+  c.systolic_array.rows = 8;
+  c.systolic_array.cols = 8;
+  c.sram.input.size_kib = 16;
+  c.sram.weight.size_kib = 8;
+  c.sram.accumulator.size_kib = 8;
+  return c;
+}
+
 std::map<std::string, Tensor> run_program(const CompileResult& r, const isa::NpuConfig& config,
                                           const std::map<std::string, Tensor>& inputs, const RunOptions& opts) {
   const isa::Program& p = r.program;

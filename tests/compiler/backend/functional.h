@@ -38,6 +38,9 @@ struct RunOptions {
   uint32_t seed = 1;
 };
 
+// A machine whose every scratchpad forces small tiles (8 x 8 array, 16/8/8 KiB input/weight/accumulator).
+isa::NpuConfig small_sram();
+
 // Runs a compiled program on the datapath with `inputs` (ONNX order) and returns the outputs.
 std::map<std::string, Tensor> run_program(const CompileResult& r, const isa::NpuConfig& config,
                                           const std::map<std::string, Tensor>& inputs, const RunOptions& opts = {});

@@ -95,7 +95,8 @@ TEST(Roofline, DepthwiseConvIsBoundedByTheVectorLanesNotTheArray) {
   c.dram.model = isa::DramModel::kIdeal;  // no memory roof: the compute roof alone
   const CompileResult r = compile(g, c);
   const int64_t macs = hw * hw * ch * 9;
-  ASSERT_EQ(layer(r, "dw").placement, "matrix");
+  // On either unit (compiler/backend/depthwise.h): the bound is the layer's, not the mapping's.
+  ASSERT_NE(layer(r, "dw").placement, "host");
   ASSERT_TRUE(layer(r, "dw").bound_cycles.has_value());
   EXPECT_EQ(*layer(r, "dw").bound_cycles, macs / c.vector.lanes);
 }
