@@ -55,7 +55,9 @@ TEST(Matmul, Int8Gemm64x64x64IsBitExactAndFast) {
     best_us = std::min(best_us, std::chrono::duration<double, std::micro>(t1 - t0).count());
   }
   RecordProperty("int8_64x64x64_best_us", std::to_string(best_us));
+#ifndef NPUSIM_SANITIZE  // sanitizers slow everything several times: the figure means nothing there
   EXPECT_LT(best_us, 1000.0) << "a 64x64x64 int8 MATMUL must execute in well under a millisecond";
+#endif
 }
 
 TEST(Matmul, Uint8ActivationsTimesInt8WeightsAccumulateOntoC) {
