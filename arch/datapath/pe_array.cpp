@@ -36,6 +36,7 @@ struct Token {
   bool valid = false;
   bool live = false;
   V val{};
+  int64_t fold = 0;   // pipelined folds: the fold the token belongs to (selects the stationary register)
 };
 
 [[noreturn]] void internal(const std::string& what) { throw std::logic_error("PeArray: " + what); }
@@ -222,6 +223,136 @@ PeTileResult run_stationary(int64_t R, int64_t C, isa::Dataflow df, int64_t M, i
   return res;
 }
 
+// ---- WS / IS with pipelined folds: all folds in one stream --------------------------------------
+// Fold f's rows enter from cycle S_f = f * slot, slot = max(B, R): fold f+1's first row follows fold
+// f's last. Every token carries its fold. Each PE has an active and a shadow stationary register, each
+// tagged with its fold; a PE takes the shadow as active when the first token of a new fold reaches it.
+// Column c's shadow chain shifts fold f+1's tile in at cycles S_f + c .. S_f + c + R - 1, the wavefront
+// writing row r from S_f + c + r on (after that PE took fold f's operand, in the same cycle); the tile is
+// complete (tagged) after its last shift. The partial sum a fold reads at the top of a column must be
+// the one the previous row fold of that column left at the bottom: checked, never assumed.
+template <class Arith>
+PeTileResult run_stationary_pipelined(int64_t R, int64_t C, isa::Dataflow df, int64_t M, int64_t K, int64_t N,
+                                      const std::vector<typename Arith::V>* A,
+                                      const std::vector<typename Arith::V>* B, std::vector<typename Arith::V>& Cm,
+                                      const Arith& arith, const PeTimingOptions& opt) {
+  using V = typename Arith::V;
+  const bool ws = df == isa::Dataflow::kWs;
+  const int64_t T = ws ? M : N, cols_dim = ws ? N : M;
+  const int64_t row_folds = ceil_div(K, R), col_folds = ceil_div(cols_dim, C);
+  const int64_t folds = row_folds * col_folds;
+  const std::vector<int64_t> beats = beat_elements(T, opt.rate);
+  const int64_t nb = static_cast<int64_t>(beats.size()), slot = std::max(nb, R);
+  PeTileResult res;
+  res.folds = folds;
+  const auto a_at = [&](int64_t m, int64_t k) { return A ? (*A)[u(m * K + k)] : V{}; };
+  const auto b_at = [&](int64_t k, int64_t n) { return B ? (*B)[u(k * N + n)] : V{}; };
+  // Fold f = fc * row_folds + fr (SCALE-Sim's order). Stationary value of PE(r, c) in fold f:
+  const auto stationary = [&](int64_t f, int64_t r, int64_t c, bool& live) {
+    const int64_t k = (f % row_folds) * R + r, j = (f / row_folds) * C + c;
+    live = k < K && j < cols_dim;
+    return live ? (ws ? b_at(k, j) : a_at(j, k)) : V{};
+  };
+  const auto out_at = [&](int64_t t, int64_t j) -> V& { return ws ? Cm[u(t * N + j)] : Cm[u(j * N + t)]; };
+  std::vector<int64_t> written(u(T * cols_dim), 0);  // row folds that have left their sums in each output
+  // Stationary registers: active (w) and shadow (sh), each with the fold it holds (-1: none/in transit).
+  std::vector<V> w(u(R * C)), sh(u(R * C));
+  std::vector<bool> w_live(u(R * C)), sh_live(u(R * C));
+  std::vector<int64_t> w_fold(u(R * C), 0), sh_fold(u(R * C), -1);
+  for (int64_t r = 0; r < R; ++r) {
+    for (int64_t c = 0; c < C; ++c) {
+      bool live = false;
+      w[u(r * C + c)] = stationary(0, r, c, live);
+      w_live[u(r * C + c)] = live;
+    }
+  }
+  if (!opt.first_fold_preloaded) res.cycles += R;  // fold 0's operand shifted in with the array idle
+  std::vector<Token<V>> a(u(R * C)), p(u(R * C)), a_next(u(R * C)), p_next(u(R * C));
+  const int64_t last_entry = (folds - 1) * slot + nb - 1 + R - 1;
+  for (int64_t tau = 0;; ++tau) {
+    for (int64_t r = 0; r < R; ++r) {
+      for (int64_t c = 0; c < C; ++c) {
+        const size_t i = u(r * C + c);
+        Token<V> ain;
+        if (c == 0) {
+          const int64_t q = tau - r;  // skewed fill: row r starts r cycles late
+          if (q >= 0 && q / slot < folds && q % slot < nb) {
+            const int64_t f = q / slot, b = q % slot, t = beats[u(b)], k = (f % row_folds) * R + r;
+            const bool live = t >= 0 && k < K;
+            ain = Token<V>{b, t, true, live, live ? (ws ? a_at(t, k) : b_at(k, t)) : V{}, f};
+          }
+        } else {
+          ain = a[i - 1];
+        }
+        if (ain.valid && ain.fold != w_fold[i]) {
+          if (sh_fold[i] != ain.fold) internal("a fold's stationary operand was not in the PE when its first row arrived");
+          w[i] = sh[i];
+          w_live[i] = sh_live[i];
+          w_fold[i] = sh_fold[i];
+        }
+        Token<V> pin;
+        if (r == 0) {
+          if (ain.valid) {
+            const int64_t j = (ain.fold / row_folds) * C + c;
+            const bool live = ain.elem >= 0 && j < cols_dim;
+            if (live && written[u(ain.elem * cols_dim + j)] != ain.fold % row_folds)
+              internal("a fold read partial sums its predecessor had not yet written");
+            pin = Token<V>{ain.beat, ain.elem, true, true, live ? out_at(ain.elem, j) : V{}, ain.fold};
+          }
+        } else {
+          pin = p[u((r - 1) * C + c)];
+        }
+        if (ain.valid != pin.valid || (ain.valid && (ain.beat != pin.beat || ain.fold != pin.fold)))
+          internal("input and partial sum out of step");
+        if (ain.valid && ain.live && w_live[i]) {
+          pin.val = arith.mac(pin.val, ain.val, w[i]);
+          ++res.macs;
+        }
+        a_next[i] = ain;
+        p_next[i] = pin;
+        if (r == R - 1 && pin.valid && pin.elem >= 0) {
+          const int64_t j = (pin.fold / row_folds) * C + c;
+          if (j < cols_dim) {
+            out_at(pin.elem, j) = pin.val;
+            ++written[u(pin.elem * cols_dim + j)];
+          }
+        }
+      }
+    }
+    // The shadow chains: column c shifts fold f+1's tile in during [S_f + c, S_f + c + R).
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t q = tau - c;
+      if (q < 0 || q % slot >= R || q / slot + 1 >= folds) continue;
+      const int64_t f = q / slot + 1, step = q % slot;
+      for (int64_t r = step; r >= 1; --r) {
+        sh[u(r * C + c)] = sh[u((r - 1) * C + c)];
+        sh_live[u(r * C + c)] = sh_live[u((r - 1) * C + c)];
+        sh_fold[u(r * C + c)] = -1;
+      }
+      bool live = false;
+      sh[u(c)] = stationary(f, R - 1 - step, c, live);
+      sh_live[u(c)] = live;
+      sh_fold[u(c)] = -1;
+      if (step == R - 1)
+        for (int64_t r = 0; r < R; ++r) sh_fold[u(r * C + c)] = f;
+    }
+    std::swap(a, a_next);
+    std::swap(p, p_next);
+    if (tau >= last_entry) {
+      bool in_flight = false;
+      for (int64_t r = 0; r < R && !in_flight; ++r) {
+        for (int64_t c = 0; c < C && !in_flight; ++c) {
+          in_flight = (c < C - 1 && a[u(r * C + c)].valid) || (r < R - 1 && p[u(r * C + c)].valid);
+        }
+      }
+      if (!in_flight) {
+        res.cycles += tau + 1;
+        return res;
+      }
+    }
+  }
+}
+
 // ---- OS: A streams from the left, B from the top, each PE keeps its output ---------------------
 template <class Arith>
 PeTileResult run_output_stationary(int64_t R, int64_t C, int64_t M, int64_t K, int64_t N,
@@ -341,6 +472,7 @@ PeTileResult dispatch(int64_t R, int64_t C, isa::Dataflow df, int64_t m, int64_t
                       const std::vector<typename Arith::V>* A, const std::vector<typename Arith::V>* B,
                       std::vector<typename Arith::V>& Cm, const Arith& arith, const PeTimingOptions& opt) {
   if (df == isa::Dataflow::kOs) return run_output_stationary(R, C, m, k, n, A, B, Cm, arith, opt);
+  if (opt.pipelined_folds) return run_stationary_pipelined(R, C, df, m, k, n, A, B, Cm, arith, opt);
   return run_stationary(R, C, df, m, k, n, A, B, Cm, arith, opt);
 }
 
@@ -361,6 +493,8 @@ PeArray::PeArray(int64_t rows, int64_t cols, isa::Dataflow dataflow)
 PeTileResult PeArray::run(int64_t m, int64_t k, int64_t n, const PeOperands* ops, const PeTimingOptions& opt) const {
   if (m < 1 || k < 1 || n < 1) throw std::invalid_argument("PeArray::run: m, k and n must be at least 1");
   if (!(opt.rate > 0.0)) throw std::invalid_argument("PeArray::run: rate must be positive");
+  if (opt.pipelined_folds && !opt.double_buffered)
+    throw std::invalid_argument("PeArray::run: pipelined folds need double-buffered stationary registers");
   if (ops == nullptr) {
     std::vector<uint32_t> c(u(m * n));
     return dispatch(rows_, cols_, dataflow_, m, k, n, nullptr, nullptr, c, IntArith{}, opt);

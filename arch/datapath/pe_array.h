@@ -60,6 +60,12 @@
 //    stream the next fold's tile shifts down the shadow chain (the same movement as a preload), and
 //    the shadows become the active weights the cycle fold f ends (fold f lasts >= R cycles, checked).
 //  - first_fold_preloaded: fold 0's stationary tile is already in the array (MATMUL preloaded=1).
+//  - pipelined_folds (WS, IS; needs double_buffered): fold f+1's rows enter right behind fold f's, every
+//    token tagged with its fold; a PE switches to its shadow register when the first token of the next
+//    fold reaches it, and column c's shadow chain shifts the following tile in over R cycles starting c
+//    cycles after the fold's start (a wavefront, so no PE loses an operand it still needs). Folds start
+//    max(B, R) cycles apart; a fold reading partial sums at the top of a column checks the previous row
+//    fold already wrote them. Count: exposed_preloads * R + (folds - 1) * max(B, R) + B + R + C - 2.
 //  - rate < 1 (fp16/bf16/fp32 on an array whose int8 MAC is the unit): every streamed element occupies
 //    beats of the int8 datapath; the T elements take B = ceil(T / rate) beats, element t completing
 //    on beat floor((t+1)B/T) - 1 (the others are filler beats that move but never multiply). Each beat
@@ -97,6 +103,7 @@ struct PeTimingOptions {
   bool double_buffered = false;
   bool first_fold_preloaded = false;
   double rate = 1.0;  // SystolicArrayConfig::rate(dtype)
+  bool pipelined_folds = false;  // ws/is: folds stream back to back (needs double_buffered; os ignores it)
 };
 
 class PeArray {

@@ -27,6 +27,7 @@ timing::ArrayCycles SystolicArray::tile_cycles(const isa::Instruction& ins) cons
     const timing::GemmShape g = timing::gemm_shape(ins);
     datapath::PeTimingOptions opt;
     opt.double_buffered = config_.double_buffered;
+    opt.pipelined_folds = config_.folds_pipelined();
     opt.first_fold_preloaded = ins.get(Field::kPreloaded) != 0;
     opt.rate = config_.rate(static_cast<isa::DType>(ins.get(Field::kDtype)));
     c.total = pe_->run(g.m, g.k, g.n, nullptr, opt).cycles;

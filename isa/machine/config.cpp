@@ -18,6 +18,11 @@ void SystolicArrayConfig::visit(Visitor& v) {
            kDataflowNames);
   v.boolean({"double_buffered", "", "preload the next tile's stationary operand while the current tile computes"},
             double_buffered);
+  v.boolean({"pipelined_folds", "",
+             "a fold's first row enters the array the cycle after the previous fold's last row (the stationary "
+             "operand selected by a tag that travels with the data), so one MATMUL/CONV pays the skew fill and "
+             "drain once, not per fold; needs double_buffered and dataflow ws or is"},
+            pipelined_folds);
   v.choice({"model", "", "timing model: tile = one event per instruction, pe = step every PE every cycle (small arrays)"},
            model, kArrayModelNames);
   v.real({"fp16_rate", "x int8", "fp16 MAC rate as a fraction of the int8 rate (0 = fp16 unsupported)"}, fp16_rate, 0, 1);
@@ -125,10 +130,26 @@ std::string_view DramConfig::unused_reason(std::string_view key) const {
   return "";
 }
 
-std::string_view NpuConfig::unused_reason(std::string_view path) const {
-  constexpr std::string_view kDram = "dram.";
-  if (path.substr(0, kDram.size()) == kDram) return dram.unused_reason(path.substr(kDram.size()));
+std::string_view SystolicArrayConfig::unused_reason(std::string_view key) const {
+  if (key != "pipelined_folds" || !pipelined_folds) return "";
+  if (dataflow == Dataflow::kOs)
+    return "an output-stationary array keeps each fold's sums in its PEs until they drain: folds pipeline in "
+           "ws and is only";
+  if (!double_buffered) return "pipelined folds load the next fold's operand into the shadow registers of double_buffered";
   return "";
+}
+
+std::string_view NpuConfig::unused_reason(std::string_view path) const {
+  constexpr std::string_view kDram = "dram.", kArray = "systolic_array.";
+  if (path.substr(0, kDram.size()) == kDram) return dram.unused_reason(path.substr(kDram.size()));
+  if (path.substr(0, kArray.size()) == kArray) return systolic_array.unused_reason(path.substr(kArray.size()));
+  return "";
+}
+
+std::vector<std::string_view> NpuConfig::governing_keys(std::string_view path) {
+  if (path.substr(0, 5) == "dram.") return {"dram.model"};
+  if (path == "systolic_array.pipelined_folds") return {"systolic_array.dataflow", "systolic_array.double_buffered"};
+  return {};
 }
 
 std::array<VecOpTiming, kNumVecOps> VectorConfig::default_ops() {

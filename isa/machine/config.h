@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "isa/isa.h"
 #include "isa/machine/visitor.h"
@@ -44,6 +45,7 @@ struct SystolicArrayConfig {
   int64_t cols = 32;
   Dataflow dataflow = Dataflow::kWs;
   bool double_buffered = true;
+  bool pipelined_folds = true;
   ArrayModel model = ArrayModel::kTile;
   double fp16_rate = 0.5;
   double bf16_rate = 0.5;
@@ -52,6 +54,11 @@ struct SystolicArrayConfig {
   void visit(Visitor& v);
   // MAC rate of `t` relative to int8 (0 when the array does not support it).
   double rate(DType t) const;
+  // Whether one instruction's folds stream back to back (pipelined_folds takes effect: it needs the
+  // shadow registers of double_buffered and a stationary operand, ws or is).
+  bool folds_pipelined() const { return pipelined_folds && double_buffered && dataflow != Dataflow::kOs; }
+  // Why `key` has no effect on this array ("" when it has).
+  std::string_view unused_reason(std::string_view key) const;
 };
 
 // One on-chip scratchpad made of banks.
@@ -146,8 +153,12 @@ struct NpuConfig {
   HostConfig host;
   void visit(Visitor& v);
   // Why the parameter at dotted `path` has no effect on this machine ("" when it has): a DRAM key the
-  // chosen DRAM model does not use. The loader rejects such a key when it is given for that model.
+  // chosen DRAM model does not use, pipelined_folds on an array that cannot pipeline. The loader
+  // rejects such a key when it is given in the same or a later layer than the keys that decide it
+  // (governing_keys).
   std::string_view unused_reason(std::string_view path) const;
+  // The keys whose values decide unused_reason(path): dram.model for DRAM keys.
+  static std::vector<std::string_view> governing_keys(std::string_view path);
 };
 
 }  // namespace npusim::isa

@@ -1,5 +1,6 @@
 #include "isa/timing/systolic.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace npusim::isa::timing {
@@ -46,8 +47,16 @@ ArrayCycles gemm_cycles(const SystolicArrayConfig& a, const GemmShape& g, DType 
   ArrayCycles c;
   c.folds = f.folds();
   c.macs = g.m * g.k * g.n;
-  c.stream = c.folds * stream_cycles(f.t, a.rate(dtype));
-  c.fill_drain = c.folds * (a.rows + a.cols - 2);
+  const int64_t beats = stream_cycles(f.t, a.rate(dtype));
+  c.stream = c.folds * beats;
+  if (a.folds_pipelined()) {
+    // Fold i+1 enters as fold i's last row has: one skew fill and drain for the instruction. A fold
+    // shorter than R waits for the shadow registers (its successor's operand takes R cycles to shift
+    // in), which is charged here too.
+    c.fill_drain = (a.rows + a.cols - 2) + (c.folds - 1) * std::max<int64_t>(0, a.rows - beats);
+  } else {
+    c.fill_drain = c.folds * (a.rows + a.cols - 2);
+  }
   if (a.dataflow != Dataflow::kOs) {
     // Folds whose stationary operand is shifted in while nothing else happens.
     int64_t exposed = a.double_buffered ? 1 : c.folds;

@@ -22,6 +22,12 @@
 //   - double_buffered: the stationary operand of fold i+1 shifts into shadow registers while fold i
 //     streams, so only the first fold pays its preload; a MATMUL with preloaded=1 takes its first
 //     fold's operand from an earlier PRELOAD and pays no preload at all.
+//   - pipelined_folds (ws, is; with double_buffered): fold i+1's first row enters the array the cycle
+//     after fold i's last row, the stationary operand switching in each PE as the new fold's first row
+//     reaches it (a tag travelling with the data, as Gemmini's propagate bit). The skew fill and drain
+//     are paid once per instruction; a fold streams for max(ceil(T / rate), R) cycles (the next
+//     operand's shift into the shadow registers takes R), which also lets fold i+1 read the partial
+//     sums fold i left: fill_drain = (R + C - 2) + (folds - 1) * max(0, R - ceil(T / rate)).
 #include <cstdint>
 
 #include "isa/isa.h"
@@ -51,7 +57,7 @@ struct ArrayCycles {
   int64_t folds = 0;
   int64_t preload = 0;     // stationary-operand shift-in not hidden by double buffering
   int64_t stream = 0;      // moving operand streaming, stretched by the precision rate
-  int64_t fill_drain = 0;  // skew fill and drain, R + C - 2 per fold
+  int64_t fill_drain = 0;  // skew fill and drain: R + C - 2 per fold, or once when folds pipeline
   int64_t total = 0;
   int64_t macs = 0;        // useful multiply-accumulates, m * k * n
 };

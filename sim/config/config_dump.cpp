@@ -99,8 +99,10 @@ std::string config_yaml(const isa::NpuConfig& c) {
       const std::string_view unused = c.unused_reason(p.path);
       if (!unused.empty()) {
         line.insert(static_cast<size_t>(p.depth) * 2, "# ");
-        comment = "not used by the " + std::string(isa::kDramModelNames[static_cast<size_t>(c.dram.model)]) +
-                  " model";
+        comment = p.path.rfind("dram.", 0) == 0
+                      ? "not used by the " + std::string(isa::kDramModelNames[static_cast<size_t>(c.dram.model)]) +
+                            " model"
+                      : "not used: " + std::string(unused);
       }
     }
     if (!comment.empty()) line += "  # " + comment;

@@ -557,15 +557,21 @@ void apply_sets_given(isa::NpuConfig& c, const std::vector<std::string>& sets,
 // comments so that it loads back.
 void check_applicable(const isa::NpuConfig& c, const std::vector<Given>& given,
                       std::vector<std::string>& errors) {
-  int model_layer = -1;
-  for (const Given& g : given)
-    if (g.path == "dram.model") model_layer = std::max(model_layer, g.layer);
   std::vector<std::string> seen;
   for (const Given& g : given) {
     const std::string_view reason = c.unused_reason(g.path);
-    if (g.layer < model_layer || reason.empty()) continue;
-    std::string m = fmt::format("{}: {} does not apply to the {} DRAM model ({})", g.where, g.path,
-                                isa::kDramModelNames[static_cast<size_t>(c.dram.model)], reason);
+    if (reason.empty()) continue;
+    // A later layer that changes a deciding key (dram.model, the dataflow) overrides the key's layer.
+    int deciding_layer = -1;
+    for (std::string_view key : isa::NpuConfig::governing_keys(g.path))
+      for (const Given& d : given)
+        if (d.path == key) deciding_layer = std::max(deciding_layer, d.layer);
+    if (g.layer < deciding_layer) continue;
+    std::string m = g.path.rfind("dram.", 0) == 0
+                        ? fmt::format("{}: {} does not apply to the {} DRAM model ({})", g.where, g.path,
+                                      isa::kDramModelNames[static_cast<size_t>(c.dram.model)], reason)
+                        : fmt::format("{}: {} does not apply to this array ({}); set it to false", g.where, g.path,
+                                      reason);
     if (std::find(seen.begin(), seen.end(), m) == seen.end()) seen.push_back(m);
   }
   for (std::string& m : seen) errors.push_back(std::move(m));

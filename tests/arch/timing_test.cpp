@@ -17,12 +17,14 @@ namespace {
 using isa::Dataflow;
 namespace timing = isa::timing;
 
-isa::SystolicArrayConfig array(int64_t r, int64_t c, Dataflow df, bool double_buffered = false) {
+isa::SystolicArrayConfig array(int64_t r, int64_t c, Dataflow df, bool double_buffered = false,
+                               bool pipelined_folds = false) {
   isa::SystolicArrayConfig a;
   a.rows = r;
   a.cols = c;
   a.dataflow = df;
   a.double_buffered = double_buffered;
+  a.pipelined_folds = pipelined_folds;
   return a;
 }
 
@@ -74,6 +76,62 @@ TEST(SystolicTiming, PrecisionRateStretchesOnlyTheStream) {
   const auto f32 = timing::gemm_cycles(a, g, isa::DType::kFp32, false);  // rate 0.25
   EXPECT_EQ(f16.total - i8.total, 20);
   EXPECT_EQ(f32.total - i8.total, 60);
+}
+
+TEST(SystolicTiming, PipelinedFoldsPayFillAndDrainOnce) {
+  // 4x4 WS, M=8, K=10, N=6: 6 folds of 8 rows. Pipelined: one preload, the folds' rows back to back,
+  // one fill and drain (C-1).
+  const timing::GemmShape g{8, 10, 6};
+  const auto db = timing::gemm_cycles(array(4, 4, Dataflow::kWs, true), g, isa::DType::kInt8, false);
+  const auto piped = timing::gemm_cycles(array(4, 4, Dataflow::kWs, true, true), g, isa::DType::kInt8, false);
+  EXPECT_EQ(db.total, 4 + 6 * (8 + 3 + 3));
+  EXPECT_EQ(piped.total, 4 + 6 * 8 + 3 + 3);
+  EXPECT_EQ(piped.fill_drain, 6);
+  // Folds shorter than R wait for the shadow registers: 2 rows per fold on 4 rows -> 4-cycle slots.
+  const auto short_folds =
+      timing::gemm_cycles(array(4, 4, Dataflow::kWs, true, true), {2, 10, 6}, isa::DType::kInt8, false);
+  EXPECT_EQ(short_folds.total, 4 + 5 * 4 + 2 + 3 + 3);
+  // It needs the shadow registers and a stationary operand: without them nothing changes.
+  EXPECT_EQ(timing::gemm_cycles(array(4, 4, Dataflow::kWs, false, true), g, isa::DType::kInt8, false).total,
+            timing::gemm_cycles(array(4, 4, Dataflow::kWs, false, false), g, isa::DType::kInt8, false).total);
+  EXPECT_EQ(timing::gemm_cycles(array(4, 4, Dataflow::kOs, true, true), g, isa::DType::kInt8, false).total,
+            timing::gemm_cycles(array(4, 4, Dataflow::kOs, true, false), g, isa::DType::kInt8, false).total);
+}
+
+// With every option (double buffering, pipelined folds, a preloaded first fold, a reduced rate) the
+// PE-level model and the closed form agree.
+TEST(SystolicTiming, PeModelMatchesClosedFormWithEveryTimingOption) {
+  const int64_t sizes[] = {1, 2, 3, 5, 8, 9};
+  for (auto [r, c] : {std::pair<int64_t, int64_t>{4, 4}, {3, 5}, {5, 2}}) {
+    for (Dataflow df : {Dataflow::kWs, Dataflow::kOs, Dataflow::kIs}) {
+      const arch::datapath::PeArray pe(r, c, df);
+      for (bool db : {false, true}) {
+        for (bool piped : {false, true}) {
+          for (bool pre : {false, true}) {
+            for (isa::DType t : {isa::DType::kInt8, isa::DType::kFp16}) {
+              const auto a = array(r, c, df, db, piped);
+              arch::datapath::PeTimingOptions opt;
+              opt.double_buffered = db;
+              opt.first_fold_preloaded = pre;
+              opt.rate = a.rate(t);
+              opt.pipelined_folds = a.folds_pipelined();
+              for (int64_t m : sizes) {
+                for (int64_t k : sizes) {
+                  for (int64_t n : sizes) {
+                    const auto closed = timing::gemm_cycles(a, {m, k, n}, t, pre);
+                    ASSERT_EQ(pe.run(m, k, n, nullptr, opt).cycles, closed.total)
+                        << r << "x" << c << " " << isa::kDataflowNames[static_cast<int>(df)] << " m=" << m
+                        << " k=" << k << " n=" << n << " db=" << db << " pipelined=" << piped << " pre=" << pre
+                        << " " << isa::kDTypeNames[static_cast<size_t>(t)];
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 // The PE-level model steps every PE every cycle; the closed form must agree on every shape,

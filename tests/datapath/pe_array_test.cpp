@@ -107,6 +107,42 @@ TEST(PeArray, DoubleBufferingPreloadedFirstFoldAndPrecisionRateFollowTheClosedFo
   EXPECT_EQ(PeArray(2, 2, Dataflow::kOs).run(2, 5, 2, nullptr, PeTimingOptions{false, false, 0.4}).cycles, 13 + 2);
 }
 
+// Pipelined folds (WS, IS): one exposed preload (none when preloaded), folds max(B, R) apart, one fill
+// and drain: exposed * R + (folds - 1) * max(p*t, R) + p*t + R + C - 2.
+TEST(PeArray, PipelinedFoldsFollowTheirClosedForm) {
+  const int64_t arrays[][2] = {{1, 1}, {2, 3}, {4, 4}, {5, 2}};
+  const int64_t dims[] = {1, 2, 4, 7, 9};
+  for (Dataflow df : {Dataflow::kWs, Dataflow::kIs}) {
+    for (const auto& rc : arrays) {
+      const int64_t R = rc[0], C = rc[1];
+      const PeArray pe(R, C, df);
+      for (int64_t p : {1, 2}) {
+        for (bool pre : {false, true}) {
+          for (int64_t m : dims) {
+            for (int64_t k : dims) {
+              for (int64_t n : dims) {
+                const int64_t folds = closed_form_folds(df, R, C, m, k, n);
+                const int64_t b = p * (df == Dataflow::kWs ? m : n);
+                const int64_t want = (pre ? 0 : R) + (folds - 1) * std::max(b, R) + b + R + C - 2;
+                PeTimingOptions opt{true, pre, 1.0 / static_cast<double>(p)};
+                opt.pipelined_folds = true;
+                const PeTileResult r = pe.run(m, k, n, nullptr, opt);
+                ASSERT_EQ(r.cycles, want) << isa::kDataflowNames[static_cast<size_t>(df)] << " " << R << "x" << C
+                                          << " m=" << m << " k=" << k << " n=" << n << " rate=1/" << p
+                                          << " preloaded=" << pre;
+                ASSERT_EQ(r.macs, m * k * n);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  PeTimingOptions single{false, false, 1.0};
+  single.pipelined_folds = true;
+  EXPECT_THROW(PeArray(2, 2, Dataflow::kWs).run(2, 2, 2, nullptr, single), std::invalid_argument);
+}
+
 TEST(PeArray, Gemm16x16WeightStationaryTakesPreloadPlusStreamPlusDrain) {
   // One fold: 16 cycles to load weights, then the last of 16 input rows enters row 15 at stream cycle
   // 15 + 15 and leaves column 15 at 15 + 15 + 15: 16 + 46 = 62 cycles.
@@ -155,6 +191,10 @@ TEST(PeArray, Int8ValuesEqualAPlainGemmForEveryDataflow) {
             << isa::kDataflowNames[static_cast<size_t>(df)] << " m=" << m << " k=" << k << " n=" << n;
         // Double buffering and a reduced rate change the timing, never the numbers.
         EXPECT_EQ(PeArray(r, 5, df).run(m, k, n, &ops, PeTimingOptions{true, false, 0.25}).c_int, want);
+        // Pipelined folds read each partial sum after the previous row fold wrote it (checked inside).
+        PeTimingOptions piped{true, false, 1.0};
+        piped.pipelined_folds = true;
+        EXPECT_EQ(PeArray(r, 5, df).run(m, k, n, &ops, piped).c_int, want);
       }
     }
   }
@@ -192,12 +232,17 @@ TEST(PeArray, ValuesEqualTheExecutorsMatmulBitForBit) {
       mm.set(isa::Field::kDtype, static_cast<int64_t>(t)).set(isa::Field::kM, m).set(isa::Field::kK, k);
       mm.set(isa::Field::kN, n).set(isa::Field::kAccumulate, 1);
       execute(mm, cfg, st);
-      for (Dataflow df : {Dataflow::kWs, Dataflow::kOs, Dataflow::kIs}) {
-        const PeTileResult r = PeArray(4, 3, df).run(m, k, n, &ops);
+      PeTimingOptions piped{true, false, 1.0};
+      piped.pipelined_folds = true;
+      for (auto [df, opt] : {std::pair{Dataflow::kWs, PeTimingOptions{}}, std::pair{Dataflow::kOs, PeTimingOptions{}},
+                             std::pair{Dataflow::kIs, PeTimingOptions{}}, std::pair{Dataflow::kWs, piped},
+                             std::pair{Dataflow::kIs, piped}}) {
+        const PeTileResult r = PeArray(4, 3, df).run(m, k, n, &ops, opt);
         for (int64_t i = 0; i < m * n; ++i) {
           ASSERT_EQ(fp32_bits(r.c_fp[static_cast<size_t>(i)]),
                     fp32_bits(load_float(st.sram(isa::Buffer::kAccumulator).data() + i * 4, isa::DType::kFp32)))
               << isa::kDTypeNames[static_cast<size_t>(t)] << " fp32_acc=" << fp32_acc << " df=" << static_cast<int>(df)
+              << " pipelined=" << opt.pipelined_folds
               << " i=" << i;
         }
       }

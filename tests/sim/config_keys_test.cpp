@@ -11,6 +11,7 @@
 #include "arch/simulate.h"
 #include "isa/assembly.h"
 #include "isa/machine/spec_text.h"
+#include "isa/timing/systolic.h"
 #include "sim/config/config_loader.h"
 #include "sim/model/model.h"
 #include "traces/report.h"
@@ -205,6 +206,34 @@ TEST(ConfigKeys, DramKeysAModelDoesNotUseAreRejectedNamingKeyAndModel) {
   // preset): the key was written for the earlier choice and is not an error.
   EXPECT_EQ(message("dram:\n  model: hbm2\n  channels: 8\n", {"dram.model=ideal"}), "");
   EXPECT_EQ(message("{}\n", {"dram.latency_ns=0", "dram.model=hbm2"}), "");
+}
+
+// pipelined_folds on an array that cannot pipeline (output-stationary, or without shadow registers) is
+// rejected when given, unless a later layer changed what decides it.
+TEST(ConfigKeys, PipelinedFoldsOnAnArrayThatCannotPipelineAreRejected) {
+  auto message = [](const std::string& yaml, const std::vector<std::string>& sets) {
+    try {
+      load_config_text(yaml, "x.yaml", sets);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(message("systolic_array:\n  dataflow: os\n  pipelined_folds: true\n", {})
+                .find("x.yaml:3:20: systolic_array.pipelined_folds does not apply to this array (an "
+                      "output-stationary array"),
+            std::string::npos);
+  EXPECT_NE(message("systolic_array:\n  double_buffered: false\n", {"systolic_array.pipelined_folds=true"})
+                .find("--set: systolic_array.pipelined_folds does not apply to this array (pipelined folds load"),
+            std::string::npos);
+  // A preset that pipelines, swept over the dataflow: the later layer decides, no error.
+  EXPECT_EQ(message("systolic_array:\n  pipelined_folds: true\n", {"systolic_array.dataflow=os"}), "");
+  EXPECT_EQ(message("systolic_array:\n  dataflow: os\n  pipelined_folds: false\n", {}), "");
+  // The key changes the timing where it applies.
+  isa::NpuConfig on = load_config_text("{}\n", "x.yaml", {}), off = on;
+  off.systolic_array.pipelined_folds = false;
+  EXPECT_LT(isa::timing::gemm_cycles(on.systolic_array, {64, 256, 64}, isa::DType::kInt8, false).total,
+            isa::timing::gemm_cycles(off.systolic_array, {64, 256, 64}, isa::DType::kInt8, false).total);
 }
 
 }  // namespace
