@@ -24,6 +24,23 @@ using isa::Bcast;
 using isa::DType;
 using isa::VecOp;
 
+namespace {
+
+// # int8: the in-tile conversion of a copy whose source or destination holds codes PlanScope deferred
+// to the node (its constants loaded at `kslot` of the accumulator buffer): dequantize the source codes,
+// quantize into the destination's, on the fp32 tile.
+std::function<void(uint64_t, int64_t, int64_t)> conversion_hook(Context& c, const quant::QParams* qx,
+                                                                const quant::QParams* qy, DType from, DType to,
+                                                                uint64_t kslot) {
+  load_conversion_constants(c, kslot, qx, qy);
+  return [&c, qx, qy, from, to, kslot](uint64_t slot, int64_t d0, int64_t d1) {
+    if (qx) dequantize_tile(c, Buffer::kInput, slot, d0, d1, from, kslot);
+    if (qy) quantize_tile(c, Buffer::kInput, slot, d0, d1, to, kslot);
+  };
+}
+
+}  // namespace
+
 bool lower_transpose(Context& c, const Node& n, std::string* why) {
   const DramTensor& x = c.tensor(n.inputs[0]);
   const DramTensor& y = c.tensor(n.outputs[0]);
@@ -41,7 +58,16 @@ bool lower_transpose(Context& c, const Node& n, std::string* why) {
     *why = "transpose rank mismatch";
     return false;
   }
-  c.plan->mapping = permute_copy(c, x, y, perm);
+  // # int8: a layout change between a float graph input and the codes its consumer reads (or back)
+  // converts in its tile loop instead of a separate pass over the tensor.
+  const quant::QParams* qx = c.codes_of(n.inputs[0]);
+  const quant::QParams* qy = c.codes_of(n.outputs[0]);
+  if (qx || qy) {
+    c.plan->mapping = permute_copy(c, x, y, perm, conversion_hook(c, qx, qy, x.dtype, y.dtype, 0)) +
+                      ", int8 codes converted in the tile loop";
+  } else {
+    c.plan->mapping = permute_copy(c, x, y, perm);
+  }
   return true;
 }
 
@@ -88,12 +114,7 @@ bool lower_concat(Context& c, const Node& n, std::string* why) {
     } else {
       const uint64_t k = kslot;
       kslot = (kslot + 16) % 1024;  // conversion constants of this input (accumulator buffer)
-      load_conversion_constants(c, k, qx, qy);
-      const isa::DType from = x.dtype, to = y.dtype;
-      copy_box(c, x, 0, y, dst_off, dims, [&c, qx, qy, from, to, k](uint64_t slot, int64_t d0, int64_t d1) {
-        if (qx) dequantize_tile(c, Buffer::kInput, slot, d0, d1, from, k);
-        if (qy) quantize_tile(c, Buffer::kInput, slot, d0, d1, to, k);
-      });
+      copy_box(c, x, 0, y, dst_off, dims, conversion_hook(c, qx, qy, x.dtype, y.dtype, k));
       ++requantized;
     }
     offset += x.shape[static_cast<size_t>(axis)];

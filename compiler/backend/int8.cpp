@@ -250,6 +250,7 @@ bool converts_in_tiles(const Node& n) {
   static const std::set<std::string> unary = {"Relu", "Sigmoid", "Tanh",      "Exp",       "Sqrt",       "Reciprocal",
                                               "Abs",  "Neg",     "Erf",       "Clip",      "HardSwish",  "LeakyRelu",
                                               "HardSigmoid"};
+  if (n.op_type == "Transpose" && (n.domain.empty() || n.domain == kNpuDomain)) return true;  // lower_transpose
   if (n.domain == kNpuDomain) return n.op_type == "Gelu";
   if (!n.domain.empty()) return false;
   return (binary.count(n.op_type) && n.num_given_inputs() == 2) || unary.count(n.op_type);

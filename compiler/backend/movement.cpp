@@ -135,7 +135,8 @@ std::vector<int> positions(const DramTensor& t) {
   return pos;
 }
 
-std::string permute_copy(Context& c, const DramTensor& x, const DramTensor& y, const std::vector<int64_t>& perm) {
+std::string permute_copy(Context& c, const DramTensor& x, const DramTensor& y, const std::vector<int64_t>& perm,
+                         const std::function<void(uint64_t slot, int64_t d0, int64_t d1)>& on_tile) {
   const size_t r = y.shape.size();
   const auto xpos = positions(x);
   const auto xst = strides_of(x.phys);
@@ -160,7 +161,7 @@ std::string permute_copy(Context& c, const DramTensor& x, const DramTensor& y, c
   }
   const size_t b = d.size() - 1;
   if (a == d.size() || a == b) {
-    copy_box(c, x, 0, y, 0, d);
+    copy_box(c, x, 0, y, 0, d, on_tile);
     return "strided DMA copy";
   }
   // Swap the input-contiguous dim `a` and the output-contiguous dim `b` with VEC transpose; one more
@@ -176,16 +177,19 @@ std::string permute_copy(Context& c, const DramTensor& x, const DramTensor& y, c
   }
   Slots s = make_slots(c, Buffer::kInput);
   const CopyDim A = d[a], B = d[b];
-  int64_t tb = std::min<int64_t>({B.extent, kMaxDim, std::max<int64_t>(1, static_cast<int64_t>(std::sqrt(s.elems)))});
-  const int64_t ta = std::min<int64_t>({A.extent, kMaxDim, std::max<int64_t>(1, s.elems / tb)});
-  tb = std::min<int64_t>({B.extent, kMaxDim, std::max<int64_t>(1, s.elems / ta)});
+  // With a conversion the transposed tile is one VEC row of ta * tb elements: at most kMaxDim.
+  const int64_t elems = on_tile ? std::min<int64_t>(s.elems, kMaxDim) : s.elems;
+  int64_t tb = std::min<int64_t>({B.extent, kMaxDim, std::max<int64_t>(1, static_cast<int64_t>(std::sqrt(elems)))});
+  const int64_t ta = std::min<int64_t>({A.extent, kMaxDim, std::max<int64_t>(1, elems / tb)});
+  tb = std::min<int64_t>({B.extent, kMaxDim, std::max<int64_t>(1, elems / ta)});
   const int64_t te = std::min<int64_t>({E.extent, kMaxDim, std::max<int64_t>(1, s.elems / (ta * tb))});
   std::vector<int64_t> ext;
   for (size_t i : rest) ext.push_back(d[i].extent);
   ext.push_back(cdiv(E.extent, te));
   ext.push_back(cdiv(A.extent, ta));
   ext.push_back(cdiv(B.extent, tb));
-  const uint64_t es = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
+  const uint64_t es = static_cast<uint64_t>(isa::dtype_bytes(y.dtype)), ex = static_cast<uint64_t>(isa::dtype_bytes(x.dtype));
+  if (!on_tile && ex != es) throw std::logic_error("permute_copy: x and y differ in dtype without a conversion");
   odometer(ext, [&](const std::vector<int64_t>& idx) {
     int64_t so = 0, dof = 0;
     for (size_t j = 0; j < rest.size(); ++j) {
@@ -198,12 +202,13 @@ std::string permute_copy(Context& c, const DramTensor& x, const DramTensor& y, c
     so += e0 * E.src_stride + a0 * A.src_stride + b0 * B.src_stride;
     dof += e0 * E.dst_stride + a0 * A.dst_stride + b0 * B.dst_stride;
     const uint64_t sl = s.take();
-    c.load(Buffer::kInput, sl, x.range(), x.addr + static_cast<uint64_t>(so) * es, y.dtype, {na, nb, ne, 1},
+    c.load(Buffer::kInput, sl, x.range(), x.addr + static_cast<uint64_t>(so) * ex, x.dtype, {na, nb, ne, 1},
            {B.src_stride, E.src_stride, 0});
     Context::VecArgs v;
-    v.op = VecOp::kTranspose, v.in = v.out = y.dtype, v.src1_buf = v.dst_buf = Buffer::kInput, v.src1 = v.dst = sl;
+    v.op = VecOp::kTranspose, v.in = v.out = x.dtype, v.src1_buf = v.dst_buf = Buffer::kInput, v.src1 = v.dst = sl;
     v.d0 = na, v.d1 = nb, v.d2 = ne;
     c.vec(v);
+    if (on_tile) on_tile(sl, na * nb, ne);
     c.store(Buffer::kInput, sl, y.range(), y.addr + static_cast<uint64_t>(dof) * es, y.dtype, {nb, na, ne, 1},
             {A.dst_stride, E.dst_stride, 0});
   });

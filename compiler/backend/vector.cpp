@@ -24,13 +24,13 @@ bool lower_vector(Context& c, const Node& n, std::string* why) {
     return false;
   }
   if (is_rowwise(n)) return lower_rowwise(c, n, why);
-  // # int8: only lower_binary, lower_unary, lower_batchnorm, lower_pool and lower_concat convert codes
+  // # int8: only lower_binary, lower_unary, lower_batchnorm, lower_pool, lower_concat and lower_transpose convert codes
   // PlanScope deferred to the tile loop.
   if (!c.codes.empty()) {
     Context::VecArgs probe;
     const bool binary = t == "Add" || t == "Sub" || t == "Mul" || t == "Div" || t == "Max" || t == "Min" || t == "Sum";
     const bool pool = t == "MaxPool" || t == "AveragePool" || t == "GlobalAveragePool" || t == "GlobalMaxPool";
-    if (!binary && !pool && t != "Concat" && t != "BatchNormalization" && !unary_op(n, c, probe))
+    if (!binary && !pool && t != "Concat" && t != "Transpose" && t != "BatchNormalization" && !unary_op(n, c, probe))
       throw std::logic_error("backend: int8 codes deferred to a lowering of " + t);
   }
   // Data movement: any element type (DMA copies bytes).

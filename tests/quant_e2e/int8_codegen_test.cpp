@@ -799,6 +799,34 @@ TEST(Int8Codegen, ConstantPadMovesCodesWithItsHaloTheValuesCode) {
   }
 }
 
+TEST(Int8Codegen, LayoutTransposesOfFloatGraphIOConvertCodesInTheirTileLoop) {
+  // A float NCHW graph input into an int8 conv: the layout change to NHWC quantizes its transposed
+  // tiles on the way (one pass, codes stored), instead of storing floats for a separate conversion. The
+  // same on the way out: a Transpose of the conv's int8 output to a float graph output dequantizes in
+  // its tile loop. Bit-exact against the quantized reference.
+  namespace t = compiler::testing;
+  t::GraphBuilder b;
+  auto x = b.input("x", {1, 3, 9, 7});
+  auto a = b.node("Conv", {x, b.random_constant("wa", {5, 3, 3, 3}, 1, -0.5f, 0.5f)}, "a", {1, 5, 9, 7},
+                  {{"pads", t::attr_ints({1, 1, 1, 1})}});
+  b.output(b.node("Transpose", {a}, "y", {1, 9, 5, 7}, {{"perm", t::attr_ints({0, 2, 1, 3})}}));
+  const isa::NpuConfig config;
+  const Compiled k = compile_graph_int8(b.build(), config);
+  // (A third Transpose, the conv's NHWC output back to NCHW for `y`, moves codes as they are.)
+  std::set<std::string> converting;
+  for (const auto& l : k.result.layers)
+    if (l.op == "Transpose" && l.mapping.find("converted in the tile loop") != std::string::npos) converting.insert(l.name);
+  EXPECT_EQ(converting, (std::set<std::string>{"layout_0_x", "Transpose_1"}));  // Transpose_1 makes y
+  // The input's layout change stores codes only, and no other layer converts the conv's input.
+  for (const auto& ins : k.result.program.instructions) {
+    const compiler::Node& n = k.lowered.nodes.at(ins.layer());
+    if (ins.opcode != isa::Opcode::kStore || n.op_type != "Transpose" || n.inputs[0] != "x") continue;
+    const auto dt = static_cast<isa::DType>(ins.get(isa::Field::kDtype));
+    EXPECT_TRUE(dt == isa::DType::kUint8 || dt == isa::DType::kInt8) << isa::kDTypeNames[static_cast<size_t>(dt)];
+  }
+  for (const auto& sample : q::synthetic_samples(k.lowered, 2, 31)) EXPECT_EQ(check_bit_exact(k, config, sample), 1);
+}
+
 TEST(Int8Codegen, AReluSharingItsInputsQParamsClampsTheCodesInOnePass) {
   // Concat -> Relu -> Conv: no producer to fuse the Relu into. Its output takes its input's QParams, so
   // it runs on the codes: one VEC clamp at the zero point per tile instead of dequantize, relu and
