@@ -484,6 +484,29 @@ TEST(Matrix, ResidualTileLiesInTheInputScratchpadWhenItFits) {
   }
 }
 
+TEST(Matrix, TileRowsSplitTheExtentEvenlyRatherThanLeaveAFewRowRemainder) {
+  // ViT-B/16's MLP up-projection in fp16: 197 tokens x 768 -> 3072. Two slots of 64 x 768 inputs fit
+  // the 256 KiB input scratchpad, but 197 = 3 x 64 + 5 would stream all 4.7 MB of weights a fourth
+  // time for 5 rows; the search also tries the even splits (99, 66, 50 rows) and takes one.
+  GraphBuilder b;
+  b.input("x", {1, 197, 768});
+  b.constant("w", {768, 3072}, 0.05f, 7);
+  b.node("MatMul", {"x", "w"}, {"y"});
+  b.output("y");
+  Graph g = b.build();
+  lower(g);
+  CompileOptions o;
+  o.precision = isa::DType::kFp16;
+  const CompileResult r = compile(g, isa::NpuConfig{}, o);
+  int matmuls = 0;
+  for (const LayerPlan& p : r.layers) {
+    if (p.placement != "matrix") continue;
+    ++matmuls;
+    EXPECT_GE(197 % p.tile_m == 0 ? p.tile_m : 197 % p.tile_m, p.tile_m / 2) << p.mapping << " tile_m " << p.tile_m;
+  }
+  EXPECT_EQ(matmuls, 1);
+}
+
 TEST(Vector, GlobalPoolsStreamTheirInputInBandsOfRows) {
   struct Case {
     const char* op;
