@@ -66,7 +66,7 @@ int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
 // Tile sizes worth trying for a dimension: the whole extent, its halvings, and powers-of-two multiples of
 // the array granule (full folds); when there are too many, an evenly spread subset that keeps the
 // largest and the smallest (1, which always fits).
-std::vector<int64_t> candidates(int64_t extent, int64_t granule, size_t max_count) {
+std::vector<int64_t> candidates(int64_t extent, int64_t granule, size_t max_count, bool even_splits) {
   std::set<int64_t> s;
   for (int64_t d = 1; d <= extent; d *= 2) s.insert(cdiv(extent, d));
   for (int64_t g = std::max<int64_t>(1, granule); g < extent; g *= 2) s.insert(g);
@@ -80,9 +80,10 @@ std::vector<int64_t> candidates(int64_t extent, int64_t granule, size_t max_coun
     }
     v = k;
   }
-  // The even splits into 2, 3 and 4 tiles always: a tile just below the extent's third (64 of ViT's 197
-  // tokens) leaves a remainder tile of a few rows that pays a whole pass over the other operand.
-  for (int64_t d = 2; d <= 4; ++d) {
+  // With `even_splits` (the output rows, which a GEMM's M takes), the splits into 2, 3 and 4 tiles
+  // always: a tile just below the extent's third (64 of ViT's 197 tokens) leaves a remainder tile of a
+  // few rows that pays a whole pass over the other operand.
+  for (int64_t d = 2; d <= 4 && even_splits; ++d) {
     const int64_t e = cdiv(extent, d);
     if (e > 1 && std::find(v.begin(), v.end(), e) == v.end()) v.push_back(e);
   }
@@ -270,10 +271,10 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
   for (int64_t gb : gbs) {
     const int64_t cin_b = gb * j_.cg, cout_b = gb * j_.mg;
     auto tcs = gb > 1 ? std::vector<int64_t>{cin_b}
-                      : candidates(cin_b, std::max<int64_t>(1, rows / (j_.kh * j_.kw)), 8);
-    auto tns = gb > 1 ? std::vector<int64_t>{cout_b} : candidates(cout_b, cols, 8);
-    auto tohs = candidates(j_.OH, 1, 8);
-    auto tows = candidates(j_.OW, 1, 4);
+                      : candidates(cin_b, std::max<int64_t>(1, rows / (j_.kh * j_.kw)), 8, false);
+    auto tns = gb > 1 ? std::vector<int64_t>{cout_b} : candidates(cout_b, cols, 8, false);
+    auto tohs = candidates(j_.OH, 1, 8, true);
+    auto tows = candidates(j_.OW, 1, 4, false);
     if (policy) tcs = {policy->tc}, tns = {policy->tn}, tohs = {policy->toh}, tows = {policy->tow};
     imposed.restrict(gb, tcs, tns, tohs, tows);  // an imposed value wins over the policy's
     for (int64_t tc : tcs) {
