@@ -4,7 +4,6 @@
 // numbers (so the tokens capture every hazard), errors name the layer, the search is fast.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <cmath>
@@ -689,8 +688,10 @@ namespace npusim::compiler::testing {
 namespace {
 
 // Exported torchvision / torch.nn models (scripts/export_models.py, run once into the build tree):
-// every op maps to the NPU (no fallback), tokens balance, and compiling takes well under a second.
-TEST(Models, ExportedModelsCompileFastWithoutFallbacks) {
+// every op maps to the NPU (no fallback) and tokens balance. How fast they compile is a benchmark's
+// figure (docs/performance.md), not a unit test's: a timed assertion here failed whenever the machine
+// was busy.
+TEST(Models, ExportedModelsCompileWithoutFallbacks) {
   const std::string dir = std::string(NPUSIM_BINARY_DIR) + "/tests/compiler/backend/models";
   const std::vector<std::string> names = {"resnet18", "mobilenet_v2", "bert_small"};
   std::string missing;
@@ -706,12 +707,7 @@ TEST(Models, ExportedModelsCompileFastWithoutFallbacks) {
   for (const auto& n : names) {
     Graph g = import_onnx_file(dir + "/" + n + ".onnx");
     lower(g);
-    const auto t0 = std::chrono::steady_clock::now();
     const CompileResult r = compile(g, isa::NpuConfig{});
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-#ifndef NPUSIM_SANITIZE  // sanitizers slow everything several times: the figure means nothing there
-    EXPECT_LT(s, 1.0) << n;
-#endif
     EXPECT_TRUE(r.fallbacks.empty()) << n << compile_summary(r);
     EXPECT_EQ(check_tokens(r.program), "") << n;
   }
@@ -721,7 +717,7 @@ TEST(Models, ExportedModelsCompileFastWithoutFallbacks) {
 TEST(Models, ExportedModelsMatchInterpreter) {
   const std::string dir = std::string(NPUSIM_BINARY_DIR) + "/tests/compiler/backend/models";
   for (const std::string n : {"resnet18", "mobilenet_v2", "bert_small"}) {
-    if (!std::ifstream(dir + "/" + n + ".onnx")) GTEST_SKIP() << "run ExportedModelsCompileFastWithoutFallbacks first";
+    if (!std::ifstream(dir + "/" + n + ".onnx")) GTEST_SKIP() << "run ExportedModelsCompileWithoutFallbacks first";
     const Graph g = import_onnx_file(dir + "/" + n + ".onnx");
     CompileResult r;
     EXPECT_LT(compile_and_compare(g, isa::NpuConfig{}, &r), kTol) << n;
