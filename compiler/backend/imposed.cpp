@@ -135,6 +135,10 @@ ImposedTiling::ImposedTiling(const Context& c, const MatrixJob& j, const MatrixM
                             gb && j.groups > 1 ? "block" : "layer", whole, what));
     }
   };
+  if (m.loop_order == LoopOrder::kInputResident && !j.gemm) {
+    fail("loop_order", "loop_order=input_resident applies to GEMMs (Gemm, MatMul), whose K chunks MATMUL reads "
+                       "in place; use spatial_outer or channel_outer for a convolution");
+  }
   if (j.gemm) {
     if (m.tile_m && *m.tile_m > j.OH) {
       fail("tile_m", fmt::format("tile_m={} is larger than the layer's {} rows (M)", *m.tile_m, j.OH));
@@ -159,6 +163,7 @@ ImposedTiling::ImposedTiling(const Context& c, const MatrixJob& j, const MatrixM
   t.tow = m.tile_ow.value_or(1);
   t.tc = (j.gemm ? m.tile_k : m.tile_c).value_or(t.gb > 1 ? t.gb * j.cg : 1);
   t.tn = m.tile_n.value_or(t.gb > 1 ? t.gb * j.mg : 1);
+  t.input_resident = m.loop_order == LoopOrder::kInputResident;
   if (t.toh * t.tow > 65535 || j.in_rows(t.toh) > 65535 || j.in_cols(t.tow) > 65535) {
     fail("", fmt::format("the tile ({}) has more pixels or input rows/columns than an instruction addresses "
                          "(65535)",
@@ -208,9 +213,11 @@ void ImposedTiling::restrict(int64_t gb, std::vector<int64_t>& tcs, std::vector<
   pick(tows, m.tile_ow, j_.OW, false);
 }
 
-bool ImposedTiling::allows(bool spatial_outer) const {
+bool ImposedTiling::allows(bool spatial_outer, bool input_resident) const {
   if (!m_ || !m_->loop_order) return true;
-  return (*m_->loop_order == LoopOrder::kSpatialOuter) == spatial_outer;
+  return *m_->loop_order == (input_resident  ? LoopOrder::kInputResident
+                             : spatial_outer ? LoopOrder::kSpatialOuter
+                                             : LoopOrder::kChannelOuter);
 }
 
 void ImposedTiling::none_fits() const {
@@ -246,7 +253,9 @@ LayerMapping as_mapping(const MatrixJob& j, const Tiling& t) {
     m.tile_c = t.tc;
   }
   m.tile_n = t.tn;
-  m.loop_order = t.spatial_outer ? LoopOrder::kSpatialOuter : LoopOrder::kChannelOuter;
+  m.loop_order = t.input_resident  ? LoopOrder::kInputResident
+                 : t.spatial_outer ? LoopOrder::kSpatialOuter
+                                   : LoopOrder::kChannelOuter;
   return m;
 }
 

@@ -37,7 +37,7 @@ class ImposedTiling {
   // its list.
   void restrict(int64_t gb, std::vector<int64_t>& tcs, std::vector<int64_t>& tns, std::vector<int64_t>& tohs,
                 std::vector<int64_t>& tows) const;
-  bool allows(bool spatial_outer) const;
+  bool allows(bool spatial_outer, bool input_resident) const;
   // When no candidate fitted: throws MappingError if values were imposed (else returns).
   void none_fits() const;
 

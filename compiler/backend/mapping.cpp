@@ -35,11 +35,19 @@ bool LayerMapping::has_tiling() const {
 }
 
 std::string_view loop_order_name(LoopOrder o) {
-  return o == LoopOrder::kSpatialOuter ? "spatial_outer" : "channel_outer";
+  switch (o) {
+    case LoopOrder::kSpatialOuter:
+      return "spatial_outer";
+    case LoopOrder::kChannelOuter:
+      return "channel_outer";
+    case LoopOrder::kInputResident:
+      return "input_resident";
+  }
+  return "spatial_outer";
 }
 
 std::optional<LoopOrder> parse_loop_order(std::string_view text) {
-  for (LoopOrder o : {LoopOrder::kSpatialOuter, LoopOrder::kChannelOuter}) {
+  for (LoopOrder o : {LoopOrder::kSpatialOuter, LoopOrder::kChannelOuter, LoopOrder::kInputResident}) {
     if (loop_order_name(o) == text) return o;
   }
   return std::nullopt;

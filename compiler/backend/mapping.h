@@ -23,6 +23,8 @@ namespace npusim::compiler {
 enum class LoopOrder {
   kSpatialOuter,  // output tiles outer: the input tile stays in SRAM across output-channel tiles
   kChannelOuter,  // output-channel tiles outer: the weight tile stays
+  kInputResident,  // GEMMs: output tiles outer, each [m][K] input tile loaded once with its whole
+                   // reduction and resident while the K chunks and output-channel tiles pass
 };
 
 // One layer's entry: every value optional.
@@ -55,7 +57,7 @@ struct TileKey {
 };
 const std::vector<TileKey>& tile_keys();
 
-// File spellings: "spatial_outer", "channel_outer" (placements: compiler/ops/op_table.h).
+// File spellings: "spatial_outer", "channel_outer", "input_resident" (placements: compiler/ops/op_table.h).
 std::string_view loop_order_name(LoopOrder o);
 std::optional<LoopOrder> parse_loop_order(std::string_view text);
 

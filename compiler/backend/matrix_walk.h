@@ -70,6 +70,10 @@ struct Tiling {
   int64_t toh = 1, tow = 1;  // output rows x cols per tile
   int64_t tc = 1, tn = 1;    // input-channel chunk, output-channel chunk (within a block)
   bool spatial_outer = true;
+  // GEMMs, with spatial_outer: each [m][K] input tile is loaded once with every K chunk and stays while
+  // the K chunks (MATMUL reads its chunk in place with a_stride = K) and the output-channel tiles pass,
+  // instead of one load per (K chunk, output-channel tile).
+  bool input_resident = false;
   double est = 1e300;        // closed-form cycles (cost model)
   double compute = 0, dma = 0;
   int64_t simulated = -1;    // cycles of its code simulated (Context::time_layer), -1 = not timed
@@ -244,6 +248,8 @@ class MatrixMapper {
     return dma_cost(s0, s1, s2, st1, st2, t).cycles;
   }
   double vec_cost(int64_t elems) const;
+  // Whether tiling t may keep its input tile resident across its K chunks (Tiling::input_resident).
+  bool input_resident_ok(const Tiling& t) const;
   void load_input(int64_t img, int64_t oy0, int64_t oh, int64_t ox0, int64_t ow, int64_t c0, int64_t tc,
                   uint64_t slot);
 

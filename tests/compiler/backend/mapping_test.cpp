@@ -94,6 +94,44 @@ TEST(Mapping, ImposedTileIsWhatTheLayerPlanReportsAndStillComputesTheModel) {
   EXPECT_EQ(p.chosen.loop_order, LoopOrder::kChannelOuter);
 }
 
+TEST(Mapping, AnInputResidentGemmLoadsEachInputTileOnceAndReadsItsKChunksInPlace) {
+  // 37 x 300 x 45 with K chunks of 64 and column tiles of 16: spatial-outer reloads the input tile for
+  // every (K chunk, column tile), 5 x 3 = 15 times per row tile; input-resident loads it once and each
+  // MATMUL reads its chunk with a_stride = 300. Same numbers either way.
+  GraphBuilder b;
+  b.input("x", {37, 300});
+  b.constant("w", {300, 45}, 0.5f, 5);
+  b.node("MatMul", {"x", "w"}, {"y"}).name = "mm";
+  b.output("y");
+  const Graph g = b.build();
+  for (LoopOrder order : {LoopOrder::kSpatialOuter, LoopOrder::kInputResident}) {
+    MappingOverrides mapping;
+    LayerMapping m = entry("mm");
+    m.tile_m = 37, m.tile_k = 64, m.tile_n = 16, m.loop_order = order;
+    mapping.layers[m.name] = m;
+    CompileOptions o;
+    o.mapping = &mapping;
+    CompileResult r;
+    EXPECT_LT(compile_and_compare(g, isa::NpuConfig{}, &r, {}, o), 1e-4) << compile_summary(r);
+    EXPECT_EQ(check_tokens(r.program), "");
+    int input_loads = 0, strided = 0;
+    for (const isa::Instruction& i : r.program.instructions) {
+      if (i.opcode == isa::Opcode::kLoad && i.get(isa::Field::kBuf) == static_cast<int64_t>(isa::Buffer::kInput))
+        ++input_loads;
+      if (i.opcode == isa::Opcode::kMatmul && i.get(isa::Field::kAStride) == 300) ++strided;
+    }
+    const bool resident = order == LoopOrder::kInputResident;
+    EXPECT_EQ(input_loads, resident ? 1 : 15) << compile_summary(r);
+    EXPECT_EQ(strided, resident ? 15 : 0) << compile_summary(r);
+    EXPECT_EQ(layer(r, "mm").chosen.loop_order, order);
+  }
+  // A convolution cannot: its K chunks are not columns of one matrix.
+  LayerMapping conv = entry("c_node");
+  conv.loop_order = LoopOrder::kInputResident;
+  EXPECT_NE(error_of(conv_then_vector(), conv).find("loop_order=input_resident applies to GEMMs"), std::string::npos)
+      << error_of(conv_then_vector(), conv);
+}
+
 TEST(Mapping, ValuesTheEntryLeavesOutAreSearched) {
   MappingOverrides mapping;
   LayerMapping m = entry("c_node");
