@@ -45,14 +45,15 @@ bool lower_transpose(Context& c, const Node& n, std::string* why) {
   return true;
 }
 
-// Concat: each input copied into its slice of the output.
+// Concat: each input copied into its slice of the output, but those its producer already wrote there
+// (backend/concat_in_place.h). Inputs and output may be views (their own strides).
 bool lower_concat(Context& c, const Node& n, std::string* why) {
   const DramTensor& y = c.tensor(n.outputs[0]);
   const size_t r = y.shape.size();
   int64_t axis = n.attr_int("axis", 0);
   if (axis < 0) axis += static_cast<int64_t>(r);
   const auto ypos = positions(y);
-  const auto yst = strides_of(y.phys);
+  const auto yst = y.strides();
   int64_t offset = 0;
   for (const auto& in : n.inputs) {
     if (in.empty()) continue;
@@ -72,10 +73,15 @@ bool lower_concat(Context& c, const Node& n, std::string* why) {
   const quant::QParams* qy = c.codes_of(n.outputs[0]);
   int requantized = 0;
   uint64_t kslot = 0;
-  for (const auto& in : n.inputs) {
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    const std::string& in = n.inputs[k];
     if (in.empty()) continue;
     const DramTensor& x = c.tensor(in);
-    const auto xst = strides_of(x.phys);
+    if (c.folding.in_place_input(n.name, k)) {
+      offset += x.shape[static_cast<size_t>(axis)];
+      continue;
+    }
+    const auto xst = x.strides();
     std::vector<CopyDim> dims;
     for (size_t i = 0; i < r; ++i) dims.push_back({x.phys[i], xst[i], yst[i]});
     const uint64_t dst_off = static_cast<uint64_t>(offset * yst[static_cast<size_t>(ypos[static_cast<size_t>(axis)])] *
