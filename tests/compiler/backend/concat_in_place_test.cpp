@@ -186,6 +186,35 @@ TEST(ConcatInPlace, InceptionFoldsWhatItCanAndCopiesTheRest) {
   }
 }
 
+TEST(ConcatInPlace, ProducersThatDoNotWriteViewsGetADenseCopyAndContiguousSlicesNeedNone) {
+  // MatMul outputs (ONNX order) concatenated along their last axis: strided slices, which the MATMUL
+  // lowering does not write itself, so compile() hands it a dense scratch and copies it into its slice;
+  // and along the first axis: contiguous slices, ordinary tensors at an offset that it writes directly.
+  GraphBuilder b;
+  b.input("x", {6, 7});
+  b.constant("w1", {7, 5}, 0.5f, 1).constant("w2", {7, 3}, 0.5f, 2).constant("w3", {7, 8}, 0.5f, 3);
+  b.node("MatMul", {"x", "w1"}, {"a"}, "a_mm");
+  b.node("MatMul", {"x", "w2"}, {"c"}, "c_mm");
+  Node& side = b.node("Concat", {"a", "c"}, {"side"}, "side_node");
+  side.attrs["axis"].value = int64_t{1};
+  b.node("MatMul", {"x", "w3"}, {"d"}, "d_mm");
+  b.node("Relu", {"side"}, {"r"}, "r_node");
+  Node& rows = b.node("Concat", {"r", "d"}, {"rows"}, "rows_node");
+  rows.attrs["axis"].value = int64_t{0};
+  b.node("Sigmoid", {"rows"}, {"y"}, "y_node");
+  b.output("y");
+  const Both r = run_both(b.build(), small_sram(), RunOptions{true, 5});
+  EXPECT_LE(r.between, 1e-5) << compile_summary(r.folded);
+  EXPECT_LT(r.folded_vs_ref, 1e-4);
+  EXPECT_EQ(check_tokens(r.folded.program), "");
+  for (const char* c : {"side_node", "rows_node"}) EXPECT_EQ(layer(r.folded, c).placement, "free") << c;
+  EXPECT_NE(layer(r.folded, "a_mm").mapping.find("copied between a Concat's slice and a dense DRAM scratch"),
+            std::string::npos)
+      << layer(r.folded, "a_mm").mapping;
+  EXPECT_EQ(layer(r.folded, "d_mm").mapping.find("dense DRAM scratch"), std::string::npos);
+  EXPECT_NE(layer(r.folded, "d_mm").mapping.find("written in place"), std::string::npos);
+}
+
 TEST(ConcatInPlace, OffWhenAskedAndForAConcatAMappingFilePlaces) {
   Graph lowered = dense_blocks(2);
   lower(lowered);
