@@ -70,6 +70,8 @@ class Decider {
     return !v.empty() && g_.has_value(v) && !g_.value(v).is_constant() && storage_.count(v) &&
            is_float(g_.value(v).dtype);
   }
+  // A constant operand (ViT's class token): the Concat writes it itself, from a data segment.
+  bool constant(const std::string& v) const { return !v.empty() && g_.has_value(v) && g_.value(v).is_constant(); }
   Shape phys(const std::string& v) const { return physical(g_.value(v).shape, g_.value(v).layout); }
 
   // y's storage format: its type and, for codes, its QParams.
@@ -101,7 +103,7 @@ class Decider {
     }
     const size_t r = g_.value(n.outputs[0]).shape.size();
     for (const auto& in : n.inputs)
-      if (!runtime(in) || g_.value(in).shape.size() != r) return false;
+      if (!(runtime(in) || constant(in)) || g_.value(in).shape.size() != r) return false;
     return true;
   }
 
@@ -181,6 +183,7 @@ class Decider {
     const ConcatFolding::Slice* first = nullptr;
     int64_t next = 0;
     for (const auto& in : n.inputs) {
+      if (constant(in)) return;
       // In place: written there by its producer, or converted there by another Concat (copies_).
       const ConcatFolding::Slice* found = nullptr;
       if (auto it = f_.views.find(in); it != f_.views.end()) {
@@ -217,6 +220,7 @@ class Decider {
       const std::string& x = n.inputs[k];
       const ConcatFolding::Slice want{py.root, py.offset + off * step, py.strides};
       off += g_.value(x).shape[static_cast<size_t>(axis)];
+      if (constant(x)) continue;  // the Concat writes it
       if (same_format(x, y)) {
         auto xv = f_.views.find(x);
         if (xv != f_.views.end() ? xv->second == want : can_place(x, want)) {
@@ -294,9 +298,9 @@ std::string ConcatFolding::describe(const Node& n) const {
 bool ConcatFolding::takes_view(const Graph& g, const Node& n, const std::string& placement, const std::string& v,
                                bool output) {
   if (!n.domain.empty()) return false;
-  if (n.op_type == "Concat") {  // lower_concat (a constant operand takes the index map, which does not)
+  if (n.op_type == "Concat") {  // lower_concat (but with a constant operand of an integer Concat: the index map)
     for (const auto& in : n.inputs)
-      if (in.empty() || g.value(in).is_constant()) return false;
+      if (in.empty() || (g.value(in).is_constant() && !is_float(g.value(n.outputs.at(0)).dtype))) return false;
     return placement == "vector";
   }
   if (n.op_type == "Conv") return output && placement == "matrix" && !n.outputs.empty() && n.outputs[0] == v;

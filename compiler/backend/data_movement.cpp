@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <numeric>
 
 #include "compiler/backend/context.h"
@@ -55,12 +56,22 @@ bool lower_concat(Context& c, const Node& n, std::string* why) {
   const auto ypos = positions(y);
   const auto yst = y.strides();
   int64_t offset = 0;
+  // # int8: codes deferred to this node (PlanScope): an input whose QParams differ from the output's is
+  // requantized tile by tile on its way (dequantize, quantize), the others are copied as they are.
+  const quant::QParams* qy = c.codes_of(n.outputs[0]);
+  // A constant operand (ViT's class token) is a data segment in the output's layout: in the output's
+  // storage type, or fp32 quantized on its way when the output is codes.
+  std::map<std::string, DramTensor> constants;
   for (const auto& in : n.inputs) {
     if (in.empty()) continue;
     const Value& v = c.g.value(in);
     if (v.is_constant()) {
-      *why = "constant Concat operand";
-      return false;
+      if (!is_float(c.g.value(n.outputs[0]).dtype) || v.shape.size() != r) {
+        *why = "constant Concat operand";
+        return false;
+      }
+      if (!constants.count(in)) constants[in] = constant_tensor(c, *v.constant, y.layout, qy ? DType::kFp32 : y.dtype);
+      continue;
     }
     const DramTensor& x = c.tensor(in);
     if (x.layout != y.layout && !(x.layout.empty() && y.layout.empty())) {
@@ -68,15 +79,12 @@ bool lower_concat(Context& c, const Node& n, std::string* why) {
       return false;
     }
   }
-  // # int8: codes deferred to this node (PlanScope): an input whose QParams differ from the output's is
-  // requantized tile by tile on its way (dequantize, quantize), the others are copied as they are.
-  const quant::QParams* qy = c.codes_of(n.outputs[0]);
   int requantized = 0;
   uint64_t kslot = 0;
   for (size_t k = 0; k < n.inputs.size(); ++k) {
     const std::string& in = n.inputs[k];
     if (in.empty()) continue;
-    const DramTensor& x = c.tensor(in);
+    const DramTensor& x = constants.count(in) ? constants.at(in) : c.tensor(in);
     if (c.folding.in_place_input(n.name, k)) {
       offset += x.shape[static_cast<size_t>(axis)];
       continue;
@@ -100,9 +108,15 @@ bool lower_concat(Context& c, const Node& n, std::string* why) {
         if (qx) dequantize_tile(c, Buffer::kInput, slot, d0, d1, from, k);
         if (qy) quantize_tile(c, Buffer::kInput, slot, d0, d1, to, k);
       });
-      ++requantized;
+      requantized += constants.count(in) ? 0 : 1;
     }
     offset += x.shape[static_cast<size_t>(axis)];
+  }
+  if (!constants.empty()) {
+    c.plan->mapping = fmt::format("strided DMA copies{}, {} constant input(s) from data segments{}",
+                                  requantized ? fmt::format(", {} input(s) requantized in the tile loop", requantized) : "",
+                                  constants.size(), qy ? " quantized on their way" : "");
+    return true;
   }
   c.plan->mapping = requantized ? fmt::format("strided DMA copies, {} input(s) requantized in the tile loop", requantized)
                                 : "strided DMA copies";

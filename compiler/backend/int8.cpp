@@ -252,7 +252,7 @@ bool converts_in_tiles(const Node& n) {
   static const std::set<std::string> binary = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum"};
   static const std::set<std::string> pool = {"AveragePool", "GlobalAveragePool", "MaxPool", "GlobalMaxPool"};
   if (n.domain.empty() && pool.count(n.op_type)) return n.outputs.size() == 1 || n.outputs[1].empty();
-  if (n.domain.empty() && n.op_type == "Concat") return true;  // constant operands: see PlanScope
+  if (n.domain.empty() && n.op_type == "Concat") return true;  // constant operands quantized on their way
   if (is_rowwise(n)) return true;                               // lower_rowwise
   if (n.domain.empty() && n.op_type == "BatchNormalization") return true;
   static const std::set<std::string> unary = {"Relu", "Sigmoid", "Tanh",      "Exp",       "Sqrt",       "Reciprocal",
@@ -329,9 +329,6 @@ PlanScope::PlanScope(Context& c, const Node& n, const std::string& placement) : 
     }
   }
   deferred_ = placement == "vector" && p == Precision::kInt8 && converts_in_tiles(n);
-  if (deferred_ && n.op_type == "Concat")  // a constant operand takes lower_index_map, which copies bytes
-    for (const auto& in : n.inputs)
-      if (!in.empty() && c.g.value(in).is_constant()) deferred_ = false;
   convert_io(deferred_);
 }
 

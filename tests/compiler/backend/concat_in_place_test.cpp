@@ -215,6 +215,28 @@ TEST(ConcatInPlace, ProducersThatDoNotWriteViewsGetADenseCopyAndContiguousSlices
   EXPECT_NE(layer(r.folded, "d_mm").mapping.find("written in place"), std::string::npos);
 }
 
+TEST(ConcatInPlace, AClassTokenConcatWritesOnlyTheConstant) {
+  // ViT: a constant class token prepended to the patch embeddings (a Transpose's output, a contiguous
+  // slice of the Concat's buffer): the Transpose writes in place, the Concat copies only the token.
+  GraphBuilder b;
+  b.input("x", {1, 5, 8});
+  b.constant("cls", {1, 1, 5}, 0.5f, 1).constant("w", {5, 4}, 0.5f, 2);
+  Node& t = b.node("Transpose", {"x"}, {"e"}, "e_node");
+  t.attrs["perm"].value = std::vector<int64_t>{0, 2, 1};
+  Node& cat = b.node("Concat", {"cls", "e"}, {"cat"}, "cat_node");
+  cat.attrs["axis"].value = int64_t{1};
+  b.node("MatMul", {"cat", "w"}, {"y"}, "y_node");
+  b.output("y");
+  const Both r = run_both(b.build(), small_sram());
+  EXPECT_LE(r.between, 1e-5) << compile_summary(r.folded);
+  EXPECT_LT(r.folded_vs_ref, 1e-4);
+  const LayerPlan& c = layer(r.folded, "cat_node");
+  EXPECT_NE(c.mapping.find("1 constant input(s) from data segments"), std::string::npos) << c.mapping;
+  EXPECT_NE(c.mapping.find("1 of 2 input(s) written in place"), std::string::npos) << c.mapping;
+  EXPECT_NE(layer(r.folded, "e_node").mapping.find("written in place"), std::string::npos);
+  EXPECT_LT(c.instructions, layer(r.unfolded, "cat_node").instructions);
+}
+
 TEST(ConcatInPlace, OffWhenAskedAndForAConcatAMappingFilePlaces) {
   Graph lowered = dense_blocks(2);
   lower(lowered);
