@@ -10,6 +10,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "compiler/backend/concat_in_place.h"
 #include "compiler/backend/context.h"
 #include "compiler/backend/imposed.h"
 #include "compiler/backend/int8.h"
@@ -125,14 +126,14 @@ void lower_host(Context& c, const Node& n, const std::string& reason) {
       continue;
     }
     const DramTensor& t = c.tensor(s);
-    info.inputs.push_back({s, t.addr, t.shape, t.layout, t.dtype, v.dtype});
+    info.inputs.push_back({s, t.addr, t.shape, t.layout, t.dtype, v.dtype, t.view_strides});
     reads.push_back(t.range());
     in_bytes += static_cast<int64_t>(t.bytes);
   }
   for (const auto& s : n.outputs) {
     if (s.empty() || !c.tensors.count(s)) continue;
     const DramTensor& t = c.tensor(s);
-    info.outputs.push_back({s, t.addr, t.shape, t.layout, t.dtype, c.g.value(s).dtype});
+    info.outputs.push_back({s, t.addr, t.shape, t.layout, t.dtype, c.g.value(s).dtype, t.view_strides});
     writes.push_back(t.range());
     out_bytes += static_cast<int64_t>(t.bytes);
   }
@@ -174,6 +175,54 @@ std::string unsupported_on_array(const Context& c, const Node& n, const std::str
                      dt, dt);
 }
 
+// Hands node n's lowering a dense copy of every strided view (backend/concat_in_place.h) it does not
+// take itself (ConcatFolding::takes_view): an input is copied out of its slice before the node, an
+// output written to DRAM scratch and copied into its slice after it. Correct for any lowering; the
+// folding decides so that the layers it folds for need none of it.
+class ViewScope {
+ public:
+  ViewScope(Context& c, const Node& n, const std::string& placement) : c_(c), n_(n) { swap(placement); }
+  ViewScope(const ViewScope&) = delete;
+  ViewScope& operator=(const ViewScope&) = delete;
+  ~ViewScope() {
+    for (const auto& [name, t] : saved_) c_.tensors[name] = t;
+  }
+  // Every view dense (before a host fallback).
+  void materialize() { swap("host"); }
+  void finish() {
+    for (const auto& name : outputs_) backend::copy_tensor(c_, c_.tensors.at(name), saved_.at(name));
+    for (const auto& [name, t] : saved_) c_.tensors[name] = t;
+    saved_.clear();
+  }
+  std::string describe() const {
+    return copied_.empty() ? ""
+                           : fmt::format("{} value(s) copied between a Concat's slice and a dense DRAM scratch",
+                                         copied_.size());
+  }
+
+ private:
+  void swap(const std::string& placement) {
+    for (int output = 0; output < 2; ++output) {
+      for (const auto& s : output ? n_.outputs : n_.inputs) {
+        if (s.empty() || saved_.count(s) || !c_.tensors.count(s)) continue;
+        const DramTensor t = c_.tensors.at(s);
+        if (!t.strided() || backend::ConcatFolding::takes_view(c_.g, n_, placement, s, output)) continue;
+        const DramTensor d = backend::dense_scratch(c_, t);
+        if (!output) backend::copy_tensor(c_, t, d);
+        if (output) outputs_.push_back(s);
+        saved_[s] = t;
+        c_.tensors[s] = d;
+        copied_.push_back(s);
+      }
+    }
+  }
+
+  Context& c_;
+  const Node& n_;
+  std::map<std::string, DramTensor> saved_;
+  std::vector<std::string> outputs_, copied_;
+};
+
 }  // namespace
 
 CompileResult compile(const Graph& g, const isa::NpuConfig& config, const CompileOptions& options) {
@@ -202,6 +251,37 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     while (root.count(r) && root[r] != r) r = root[r];
     return r;
   };
+  for (const Node& n : g.nodes) {
+    if (is_free(n) && n.has_input(0) && !g.value(n.inputs[0]).is_constant() && !n.outputs.empty()) {
+      root[n.outputs[0]] = find_root(n.inputs[0]);
+    }
+  }
+  // # int8: per-value storage formats of a precision plan (backend/int8.h).
+  std::map<std::string, isa::DType> planned;
+  if (options.plan) {
+    std::map<std::string, std::string> roots;
+    for (const auto& [v, r] : root) roots[v] = find_root(v);
+    planned = backend::planned_storage(g, *options.plan, roots);
+  }
+  auto value_dtype = [&](const std::string& name) {
+    auto it = planned.find(name);
+    return it != planned.end() ? it->second : storage_dtype(g.value(name), c.act);
+  };
+  // Concats folded into their producers' stores (backend/concat_in_place.h): a value written in place
+  // lives in its Concat's buffer, whose lifetime covers it.
+  {
+    std::map<std::string, isa::DType> storage;
+    std::map<std::string, std::string> placements;
+    for (const auto& in : g.inputs)
+      if (!g.value(in).is_constant()) storage[in] = value_dtype(in);
+    for (const Node& n : g.nodes) {
+      placements[n.name] = placement_of(n);
+      for (const auto& s : n.outputs)
+        if (!s.empty() && g.has_value(s)) storage[s] = value_dtype(s);
+    }
+    c.folding = backend::fold_concats(g, options, storage, placements);
+    for (const auto& [v, slice] : c.folding.views) root[v] = slice.root;
+  }
   std::map<std::string, Buf> bufs;
   const int kEnd = static_cast<int>(g.nodes.size());
   auto touch = [&](const std::string& v, int at) {
@@ -219,9 +299,6 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     for (const auto& s : n.inputs) {
       if (!s.empty() && !g.value(s).is_constant()) touch(s, i);
     }
-    if (is_free(n) && n.has_input(0) && !g.value(n.inputs[0]).is_constant() && !n.outputs.empty()) {
-      root[n.outputs[0]] = find_root(n.inputs[0]);
-    }
     for (const auto& s : n.outputs) {
       if (!s.empty()) touch(s, i);
     }
@@ -229,17 +306,6 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
   for (const auto& out : g.outputs) {
     if (!g.value(out).is_constant()) touch(out, kEnd);
   }
-  // # int8: per-value storage formats of a precision plan (backend/int8.h).
-  std::map<std::string, isa::DType> planned;
-  if (options.plan) {
-    std::map<std::string, std::string> roots;
-    for (const auto& [v, r] : root) roots[v] = find_root(v);
-    planned = backend::planned_storage(g, *options.plan, roots);
-  }
-  auto value_dtype = [&](const std::string& name) {
-    auto it = planned.find(name);
-    return it != planned.end() ? it->second : storage_dtype(g.value(name), c.act);
-  };
   uint64_t no_reuse = 0;
   for (auto& [name, b] : bufs) {
     const Value& v = g.value(name);
@@ -265,6 +331,12 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     t.dtype = value_dtype(name);
     t.bytes = static_cast<uint64_t>(std::max<int64_t>(1, num_elements(v.shape))) *
               static_cast<uint64_t>(isa::dtype_bytes(t.dtype));
+    if (auto view = c.folding.views.find(name); view != c.folding.views.end()) {
+      t.addr += static_cast<uint64_t>(view->second.offset * isa::dtype_bytes(t.dtype));
+      const std::vector<int64_t> dense = t.strides();
+      for (size_t i = 0; i < t.phys.size(); ++i)
+        if (t.phys[i] != 1 && dense[i] != view->second.strides[i]) t.view_strides = view->second.strides;
+    }
     return t;
   };
   for (const auto& in : g.inputs) {
@@ -292,6 +364,8 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     plan.name = n.name;
     plan.op = n.op_type;
     plan.placement = placement_of(n);
+    const bool folded = c.folding.folded(n);
+    if (folded) plan.placement = "free";
     c.plan = &plan;
     const LayerMapping* imposed = options.mapping ? options.mapping->find(n.name) : nullptr;
     const bool forced_host = imposed && backend::imposed_host(*imposed, n, plan.placement);
@@ -302,7 +376,9 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
       result.transposes.push_back({n.name, n.inputs[0], n.outputs[0], in.shape, in.layout, out.layout,
                                    n.attr_string(kLayoutReason, "")});
     }
-    if (plan.placement == "free") {
+    if (folded) {
+      plan.mapping = c.folding.describe(n);
+    } else if (plan.placement == "free") {
       plan.mapping = "alias (no instructions)";
       if (n.op_type == "Dropout" && n.outputs.size() > 1 && !n.outputs[1].empty() && c.tensors.count(n.outputs[1])) {
         // Inference: the mask is all true, written as a fill.
@@ -312,19 +388,26 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
         plan.instructions = c.em.size() - before;
       }
     } else if (plan.placement == "host" && !options.plan) {
+      ViewScope views(c, n, plan.placement);
       lower_host(c, n, "placed on the host by the op table");
+      views.finish();
     } else if (plan.placement == "host") {
+      ViewScope views(c, n, plan.placement);
       backend::PlanScope scope(c, n, plan.placement);  // # int8: conversions around the node
       lower_host(c, n, "placed on the host by the op table");
       scope.finish();
+      views.finish();
     } else if (std::string unsupported = unsupported_on_array(c, n, plan.placement); !unsupported.empty()) {
       // The array has no MACs in the precision this node would need (an int8-only part and a MatMul of
       // two runtime operands, say): the CPU runs it, and the report shows what that costs.
       plan.placement = "host";
+      ViewScope views(c, n, plan.placement);
       backend::PlanScope scope(c, n, plan.placement);
       lower_host(c, n, unsupported);
       scope.finish();
+      views.finish();
     } else {
+      ViewScope views(c, n, plan.placement);          // dense copies of the views it does not take
       backend::PlanScope scope(c, n, plan.placement);  // # int8: conversions around the node, no-op without a plan
       const int64_t lowering_from = c.em.size();
       std::string why;
@@ -341,6 +424,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
         if (c.em.size() != lowering_from) throw std::logic_error("backend: a lowering emitted code and then gave up");
         plan.placement = "host";
         scope.materialize();  // # int8: the host reads floats
+        views.materialize();  // ... and dense tensors
         lower_host(c, n, why.empty() ? "not mapped by the back end" : why);
       } else {
         plan.instructions = c.em.size() - before;
@@ -362,6 +446,9 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
         }
       }
       scope.finish();
+      views.finish();
+      if (const std::string note = views.describe(); !note.empty()) plan.mapping += "; " + note;
+      if (const std::string note = c.folding.describe(n); !note.empty()) plan.mapping += "; " + note;
     }
     if (plan.model_cycles == 0) plan.model_cycles = plan.est_cycles;
     if (c.can_time() && c.em.size() > before) {
@@ -443,7 +530,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
   for (const auto& out : g.outputs) bind(out, isa::TensorBinding::Role::kOutput);
 
   for (const auto& [name, t] : c.tensors) {
-    result.values.push_back({name, t.addr, t.shape, t.layout, t.dtype, g.value(name).dtype});
+    result.values.push_back({name, t.addr, t.shape, t.layout, t.dtype, g.value(name).dtype, t.view_strides});
   }
   uint64_t wbytes = 0;
   for (const auto& d : prog.data) wbytes += d.bytes.size();

@@ -62,6 +62,10 @@ struct CompileOptions {
   CodeTimer timer;
   // Imposed per-layer mappings (compiler/backend/mapping.h); layers it does not name are searched.
   const MappingOverrides* mapping = nullptr;
+  // Concats folded into their producers' stores where that is exact (backend/concat_in_place.h): each
+  // producer writes its output straight into its slice of the Concat's buffer and the Concat copies
+  // nothing (or only the inputs left). false (`--no-fusion`): every Concat copies its inputs.
+  bool fold_concats = true;
 };
 
 // What the mapper chose for one node.
@@ -109,6 +113,9 @@ struct HostTensor {
   // The value's ONNX element type: integer and bool values are stored as int32 and must be read back
   // as integers (exactly) when the node is evaluated.
   DataType value_dtype = DataType::kFloat32;
+  // Elements between consecutive indices of each dim in memory order; empty = dense. A value written in
+  // place into its slice of a Concat's buffer (CompileOptions::fold_concats) has that buffer's rows.
+  std::vector<int64_t> strides;
 };
 struct HostCallInfo {
   uint32_t host_op = 0;             // index into Program::host_ops

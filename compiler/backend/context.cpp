@@ -65,6 +65,20 @@ Shape physical(const Shape& logical, const std::vector<int>& layout) {
   return p;
 }
 
+std::vector<int64_t> DramTensor::strides() const {
+  if (strided()) return view_strides;
+  std::vector<int64_t> st(phys.size(), 1);
+  for (size_t i = phys.size(); i-- > 1;) st[i - 1] = st[i] * phys[i];
+  return st;
+}
+
+uint64_t DramTensor::span_bytes() const {
+  if (!strided()) return bytes;
+  int64_t last = 0;
+  for (size_t i = 0; i < phys.size(); ++i) last += (phys[i] - 1) * view_strides[i];
+  return static_cast<uint64_t>((last + 1) * isa::dtype_bytes(dtype));
+}
+
 Context::Context(const Graph& graph, const isa::NpuConfig& cfg, const CompileOptions& opts,
                  CompileResult& res)
     : g(graph),

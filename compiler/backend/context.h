@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "compiler/backend/compile.h"
+#include "compiler/backend/concat_in_place.h"
 #include "compiler/backend/emitter.h"
 #include "compiler/ir/graph.h"
 #include "isa/isa.h"
@@ -23,7 +24,19 @@ struct DramTensor {
   std::vector<int> layout;  // memory order of logical dims; empty = ONNX order
   Shape phys;               // dims in memory order
   isa::DType dtype = isa::DType::kFp32;  // storage type: the precision, or int32 for integer/bool values
-  Range range() const { return Range{kDram, addr, addr + bytes}; }
+  // A view: elements between consecutive indices of each physical dim, when they are not the dense
+  // row-major ones (empty). A value its producer writes straight into its slice of a Concat's buffer
+  // (backend/concat_in_place.h) has the rows of that buffer: its pixel stride is the Concat's channels.
+  // Only the lowerings ConcatFolding::takes_views names read or write views; compile() hands the others
+  // a dense copy (ViewScope).
+  std::vector<int64_t> view_strides;
+  bool strided() const { return !view_strides.empty(); }
+  // Elements between consecutive indices of each physical dim (the view's, or the dense ones).
+  std::vector<int64_t> strides() const;
+  // The DRAM bytes it spans: its elements when dense, from its first to its last element when a view
+  // (what dependency tracking must cover).
+  uint64_t span_bytes() const;
+  Range range() const { return Range{kDram, addr, addr + span_bytes()}; }
 };
 
 // Byte offsets of a ping-pong (or single) set of slots in one scratchpad.
@@ -53,6 +66,7 @@ class Context {
   double dram_bytes_per_cycle;  // isa::timing::sustained_dram_bytes_per_cycle (0 = unlimited)
   uint32_t layer = 0;
   std::map<std::string, DramTensor> tensors;  // runtime values by name
+  ConcatFolding folding;                      // values written in place into a Concat's buffer
   // # int8: runtime values the current node reads or writes as int8/uint8 codes itself (PlanScope
   // deferred their conversion to fp32 into the node's tile loop): name -> their QParams (plan-owned).
   std::map<std::string, const quant::QParams*> codes;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <numeric>
 
 #include "compiler/backend/context.h"
@@ -71,21 +72,32 @@ bool lower_transpose(Context& c, const Node& n, std::string* why) {
   return true;
 }
 
-// Concat: each input copied into its slice of the output.
+// Concat: each input copied into its slice of the output, but those its producer already wrote there
+// (backend/concat_in_place.h). Inputs and output may be views (their own strides).
 bool lower_concat(Context& c, const Node& n, std::string* why) {
   const DramTensor& y = c.tensor(n.outputs[0]);
   const size_t r = y.shape.size();
   int64_t axis = n.attr_int("axis", 0);
   if (axis < 0) axis += static_cast<int64_t>(r);
   const auto ypos = positions(y);
-  const auto yst = strides_of(y.phys);
+  const auto yst = y.strides();
   int64_t offset = 0;
+  // # int8: codes deferred to this node (PlanScope): an input whose QParams differ from the output's is
+  // requantized tile by tile on its way (dequantize, quantize), the others are copied as they are.
+  const quant::QParams* qy = c.codes_of(n.outputs[0]);
+  // A constant operand (ViT's class token) is a data segment in the output's layout: in the output's
+  // storage type, or fp32 quantized on its way when the output is codes.
+  std::map<std::string, DramTensor> constants;
   for (const auto& in : n.inputs) {
     if (in.empty()) continue;
     const Value& v = c.g.value(in);
     if (v.is_constant()) {
-      *why = "constant Concat operand";
-      return false;
+      if (!is_float(c.g.value(n.outputs[0]).dtype) || v.shape.size() != r) {
+        *why = "constant Concat operand";
+        return false;
+      }
+      if (!constants.count(in)) constants[in] = constant_tensor(c, *v.constant, y.layout, qy ? DType::kFp32 : y.dtype);
+      continue;
     }
     const DramTensor& x = c.tensor(in);
     if (x.layout != y.layout && !(x.layout.empty() && y.layout.empty())) {
@@ -93,15 +105,17 @@ bool lower_concat(Context& c, const Node& n, std::string* why) {
       return false;
     }
   }
-  // # int8: codes deferred to this node (PlanScope): an input whose QParams differ from the output's is
-  // requantized tile by tile on its way (dequantize, quantize), the others are copied as they are.
-  const quant::QParams* qy = c.codes_of(n.outputs[0]);
   int requantized = 0;
   uint64_t kslot = 0;
-  for (const auto& in : n.inputs) {
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    const std::string& in = n.inputs[k];
     if (in.empty()) continue;
-    const DramTensor& x = c.tensor(in);
-    const auto xst = strides_of(x.phys);
+    const DramTensor& x = constants.count(in) ? constants.at(in) : c.tensor(in);
+    if (c.folding.in_place_input(n.name, k)) {
+      offset += x.shape[static_cast<size_t>(axis)];
+      continue;
+    }
+    const auto xst = x.strides();
     std::vector<CopyDim> dims;
     for (size_t i = 0; i < r; ++i) dims.push_back({x.phys[i], xst[i], yst[i]});
     const uint64_t dst_off = static_cast<uint64_t>(offset * yst[static_cast<size_t>(ypos[static_cast<size_t>(axis)])] *
@@ -115,9 +129,15 @@ bool lower_concat(Context& c, const Node& n, std::string* why) {
       const uint64_t k = kslot;
       kslot = (kslot + 16) % 1024;  // conversion constants of this input (accumulator buffer)
       copy_box(c, x, 0, y, dst_off, dims, conversion_hook(c, qx, qy, x.dtype, y.dtype, k));
-      ++requantized;
+      requantized += constants.count(in) ? 0 : 1;
     }
     offset += x.shape[static_cast<size_t>(axis)];
+  }
+  if (!constants.empty()) {
+    c.plan->mapping = fmt::format("strided DMA copies{}, {} constant input(s) from data segments{}",
+                                  requantized ? fmt::format(", {} input(s) requantized in the tile loop", requantized) : "",
+                                  constants.size(), qy ? " quantized on their way" : "");
+    return true;
   }
   c.plan->mapping = requantized ? fmt::format("strided DMA copies, {} input(s) requantized in the tile loop", requantized)
                                 : "strided DMA copies";

@@ -105,7 +105,7 @@ void DepthwiseMapper::estimate(DepthwiseTiling& t) const {
                          s_.epilogue_ops() * static_cast<double>(isa::timing::vec_cycles(add, cfg.vector));
         double d = isa::timing::estimate_dma_cycles(
             dma_box(isa::Opcode::kLoad, s_.ops.a, {tn, cols, rows}, {j_.C, j_.W * j_.C}), cfg);
-        d += isa::timing::estimate_dma_cycles(dma_box(isa::Opcode::kStore, s_.ops.y, {tn, ow, oh}, {j_.M, j_.OW * j_.M}),
+        d += isa::timing::estimate_dma_cycles(dma_box(isa::Opcode::kStore, s_.ops.y, {tn, ow, oh}, {j_.out_pitch(), j_.OW * j_.out_pitch()}),
                                               cfg);
         double b = static_cast<double>(rows * cols * tn * ea + oh * ow * tn * ey);
         if (s_.ops.tile_read) {
@@ -237,8 +237,8 @@ bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s
   // The decision depends on everything the candidates' code does: the job, the operand types, the
   // epilogue and the array's tiling (MatrixMapper::choose's key, extended).
   const std::string key =
-      fmt::format("depthwise {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}|{} {} {} {} {}|{}", j.images, j.H,
-                  j.W, j.C, j.OH, j.OW, j.kh, j.kw, j.sh, j.sw, j.dh, j.dw, j.pt, j.pl, static_cast<int>(s.ops.a),
+      fmt::format("depthwise {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}|{} {} {} {} {}|{}", j.images, j.H,
+                  j.W, j.C, j.OH, j.out_pitch(), j.OW, j.kh, j.kw, j.sh, j.sw, j.dh, j.dw, j.pt, j.pl, static_cast<int>(s.ops.a),
                   static_cast<int>(s.ops.y), static_cast<int>(s.ops.r), s.ops.tile_read, s.epilogue_ops(), array.gb,
                   array.toh, array.tow, array.tn, array.spatial_outer, want_vector);
   size_t win = 0;

@@ -237,28 +237,35 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
   // The B operands share one shape and storage type (each is loaded with the same box).
   const Shape& P = y.phys;
   const Operand& Bp = Bs[0];
-  // Merged dims with the B operands' broadcast flag.
+  // Merged dims with the B operands' broadcast flag. A and y may have strides of their own (A a view
+  // of a Concat's buffer, backend/concat_in_place.h): dims merge where both are contiguous.
   struct Dim {
     int64_t ext;
     bool b_full;
-    int64_t a_stride = 0, b_stride = 0;
+    int64_t a_stride = 0, b_stride = 0, y_stride = 0;
   };
+  const std::vector<int64_t> yst = y.strides();
+  const std::vector<int64_t> ast = A.t ? A.t->strides() : yst;
   std::vector<Dim> dims;
   for (size_t i = 0; i < P.size(); ++i) {
     if (P[i] == 1) continue;
     const bool bf = Bp.pshape[i] == P[i];
-    if (!dims.empty() && dims.back().b_full == bf) {
-      dims.back().ext *= P[i];
+    Dim& b = dims.empty() ? dims.emplace_back(Dim{0, bf}) : dims.back();
+    if (b.ext > 0 && b.b_full == bf && b.a_stride == ast[i] * P[i] && b.y_stride == yst[i] * P[i]) {
+      b.ext *= P[i];
+      b.a_stride = ast[i], b.y_stride = yst[i];
+    } else if (b.ext == 0) {
+      b = Dim{P[i], bf, ast[i], 0, yst[i]};
     } else {
-      dims.push_back({P[i], bf});
+      dims.push_back({P[i], bf, ast[i], 0, yst[i]});
     }
   }
-  if (dims.empty()) dims.push_back({1, true});
+  if (dims.empty()) dims.push_back({1, true, 1, 0, 1});
+  if (dims.back().a_stride != 1 || dims.back().y_stride != 1)
+    throw std::logic_error("backend: element-wise operand without a contiguous innermost dim");
   {
-    int64_t as = 1, bs = 1;
+    int64_t bs = 1;
     for (size_t i = dims.size(); i-- > 0;) {
-      dims[i].a_stride = as;
-      as *= dims[i].ext;
       dims[i].b_stride = dims[i].b_full ? bs : 0;
       if (dims[i].b_full) bs *= dims[i].ext;
     }
@@ -317,19 +324,21 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
   int64_t last_b_off = -1, last_b_n = -1;
   uint64_t b_cur = 0;
   odometer(ext, [&](const std::vector<int64_t>& idx) {
-    int64_t ao = 0, bo = 0;
+    int64_t ao = 0, bo = 0, yo = 0;
     for (size_t i = 0; i + box_dims < k; ++i) {
       ao += idx[i] * dims[i].a_stride;
       bo += idx[i] * dims[i].b_stride;
+      yo += idx[i] * dims[i].y_stride;
     }
     const Piece& p = pieces[static_cast<size_t>(idx.back())];
     const int64_t d0 = p.d0, d1 = p.d1;
     int64_t b_n;
     std::array<int64_t, 4> bsz = {1, 1, 1, 1};
     std::array<int64_t, 3> bst = {d0, 0, 0};
-    std::array<int64_t, 3> ast = {d0, 0, 0};
+    std::array<int64_t, 3> ast = {d0, 0, 0}, yst_box = {d0, 0, 0};
     if (box_dims == 1) {
       ao += p.c0;
+      yo += p.c0;
       if (mode == Bcast::kNone) {
         bo += p.c0;
         bsz = {d0, d1, 1, 1};
@@ -339,7 +348,9 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
       }
     } else {
       ao += p.r0 * dims[k - 2].a_stride + p.c0;
+      yo += p.r0 * dims[k - 2].y_stride + p.c0;
       ast = {dims[k - 2].a_stride, 0, 0};
+      yst_box = {dims[k - 2].y_stride, 0, 0};
       if (mode == Bcast::kRow) {
         bo += p.c0 * dims[k - 1].b_stride;
         b_n = d0;
@@ -366,7 +377,7 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
     for (size_t i = 0; i < Bs.size(); ++i) b_slots.push_back(b_cur + i * b_region);
     const TileResult res = on_tile(sl, b_slots, d0, d1, mode);
     if (qy) quantize_tile(c, res.buf, res.addr, d0, d1, y.dtype, kConvY);
-    c.store(res.buf, res.addr, y.range(), y.addr + static_cast<uint64_t>(ao) * ey, y.dtype, {d0, d1, 1, 1}, ast);
+    c.store(res.buf, res.addr, y.range(), y.addr + static_cast<uint64_t>(yo) * ey, y.dtype, {d0, d1, 1, 1}, yst_box);
   });
   return mode;
 }

@@ -156,6 +156,14 @@ void quantize_tile(Context& c, Buffer buf, uint64_t slot, int64_t d0, int64_t d1
 
 void convert_tensor(Context& c, const DramTensor& src, const QParams* src_q, const DramTensor& dst,
                     const QParams* dst_q) {
+  if (src.strided() || dst.strided()) {  // a Concat's slice (backend/concat_in_place.h): through a dense copy
+    const DramTensor s = src.strided() ? dense_scratch(c, src) : src;
+    if (src.strided()) copy_tensor(c, src, s);
+    const DramTensor d = dst.strided() ? dense_scratch(c, dst) : dst;
+    convert_tensor(c, s, src_q, d, dst_q);
+    if (dst.strided()) copy_tensor(c, d, dst);
+    return;
+  }
   const DType from = src.dtype, to = dst.dtype;
   const int64_t total = std::max<int64_t>(1, num_elements(src.shape));
   const Buffer A = Buffer::kAccumulator;
@@ -244,7 +252,7 @@ bool converts_in_tiles(const Node& n) {
   static const std::set<std::string> binary = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum"};
   static const std::set<std::string> pool = {"AveragePool", "GlobalAveragePool", "MaxPool", "GlobalMaxPool"};
   if (n.domain.empty() && pool.count(n.op_type)) return n.outputs.size() == 1 || n.outputs[1].empty();
-  if (n.domain.empty() && n.op_type == "Concat") return true;  // constant operands: see PlanScope
+  if (n.domain.empty() && n.op_type == "Concat") return true;  // constant operands quantized on their way
   if (is_rowwise(n)) return true;                               // lower_rowwise
   if (n.domain.empty() && n.op_type == "BatchNormalization") return true;
   static const std::set<std::string> unary = {"Relu", "Sigmoid", "Tanh",      "Exp",       "Sqrt",       "Reciprocal",
@@ -322,9 +330,6 @@ PlanScope::PlanScope(Context& c, const Node& n, const std::string& placement) : 
     }
   }
   deferred_ = placement == "vector" && p == Precision::kInt8 && converts_in_tiles(n);
-  if (deferred_ && n.op_type == "Concat")  // a constant operand takes lower_index_map, which copies bytes
-    for (const auto& in : n.inputs)
-      if (!in.empty() && c.g.value(in).is_constant()) deferred_ = false;
   convert_io(deferred_);
 }
 
@@ -422,7 +427,8 @@ struct Int8Job : MatrixJob {
   DType a_dt = DType::kUint8, y_dt = DType::kUint8, r_dt = DType::kUint8;
   int32_t a_zp = 0, y_zp = 0;
   uint64_t y_addr = 0, r_addr = 0;
-  int64_t y_img = 0;  // elements per output image
+  int64_t y_img = 0;  // elements per output image (of the residual; of the output unless it is a view)
+  int64_t y_view_img = -1;  // an output view's elements per image (-1: y_img)
   Range y_range, r_range;
   std::vector<int8_t> w;       // [g][kh][kw][cg][mg]
   uint64_t bias_addr = 0;      // int32 [M] (bias_folded)
@@ -517,7 +523,9 @@ class Int8Strategy : public MatrixStrategy {
     const Side& sd = side_[side];
     const uint64_t cs = sd.c, kslot = kslot_;
     const Buffer A = Buffer::kAccumulator;
-    const int64_t yoff = t.img * j_.y_img + (t.oy0 * j_.OW + t.ox0) * j_.M + n0;
+    const int64_t yoff = t.img * j_.y_img + (t.oy0 * j_.OW + t.ox0) * j_.M + n0;  // the residual's
+    const int64_t P = j_.out_pitch();
+    const int64_t out_off = t.img * (j_.y_view_img >= 0 ? j_.y_view_img : j_.y_img) + (t.oy0 * j_.OW + t.ox0) * P + n0;
     const std::array<int64_t, 4> box = {tn, t.ow, t.oh, 1};
     const std::array<int64_t, 3> strides = {j_.M, j_.OW * j_.M, 0};
     auto v = [&](VecOp op, DType in, DType out, uint64_t src1, uint64_t dst) {
@@ -586,7 +594,7 @@ class Int8Strategy : public MatrixStrategy {
       zp.src2 = kslot + 8, zp.bcast = isa::Bcast::kScalar;
       vec(c_, zp);
     }
-    c_.store(A, cs, j_.y_range, j_.y_addr + static_cast<uint64_t>(yoff), j_.y_dt, box, strides);
+    c_.store(A, cs, j_.y_range, j_.y_addr + static_cast<uint64_t>(out_off), j_.y_dt, box, {P, j_.OW * P, 0});
   }
 
  private:
@@ -658,6 +666,7 @@ bool lower_matrix_int8(Context& c, const Node& n) {
     if (!j.conv_mappable()) return false;
     j.w = grouped_weights(j, L.weight_q);
     a_img = j.H * j.W * j.C, j.y_img = j.OH * j.OW * j.M;
+    if (y.strided()) j.y_pitch = y.view_strides[2], j.y_view_img = y.view_strides[0];  // a Concat's slice
     c.plan->mapping = fmt::format("int8 CONV {}x{} stride {}x{}{}", j.kh, j.kw, j.sh, j.sw,
                                   j.groups > 1 ? fmt::format(", {} groups", j.groups) : "");
   } else if (!L.weight_is_constant) {

@@ -108,7 +108,9 @@ class FloatStrategy : public MatrixStrategy {
     const int64_t p = t.oh * t.ow, tn = t.tn;
     const uint64_t cs = c_slot_[side], bias_s = bias_slot_[side], r_s = r_slot_[side];
     const Buffer A = Buffer::kAccumulator;
-    const uint64_t yoff = static_cast<uint64_t>(((t.oy0 * j_.OW + t.ox0) * j_.M + t.n0) * c_.esize);
+    const uint64_t yoff = static_cast<uint64_t>(((t.oy0 * j_.OW + t.ox0) * j_.M + t.n0) * c_.esize);  // residual
+    const int64_t P = j_.out_pitch();
+    const uint64_t out_off = static_cast<uint64_t>(((t.oy0 * j_.OW + t.ox0) * P + t.n0) * c_.esize);
     const std::array<int64_t, 4> box = {tn, t.ow, t.oh, 1};
     const std::array<int64_t, 3> strides = {j_.M, j_.OW * j_.M, 0};
     // Each step reads `cur` (fp32 in the accumulator) and the last one converts to the activation dtype.
@@ -178,7 +180,7 @@ class FloatStrategy : public MatrixStrategy {
     // Below fp32 the last step narrows in place: the vector unit reads its sources before it writes.
     if (c_.act != DType::kFp32) steps.back().out = c_.act;
     for (const auto& v : steps) c_.vec(v);
-    c_.store(A, cs, j_.y_range, j_.y_base(t.img) + yoff, c_.act, box, strides);
+    c_.store(A, cs, j_.y_range, j_.y_base(t.img) + out_off, c_.act, box, {P, j_.OW * P, 0});
   }
 
  private:
@@ -266,8 +268,11 @@ bool lower_conv_spec(Context& c, const Node& n, const ConvSpec& cs) {
   const uint64_t es = static_cast<uint64_t>(c.esize);
   const uint64_t xa = x.addr, ya = y.addr;
   const int64_t xs = j.H * j.W * j.C, ys = j.OH * j.OW * j.M;
+  // An output written in place into its slice of a Concat's buffer: that buffer's pixel and image strides.
+  if (y.strided()) j.y_pitch = y.view_strides[2];
+  const int64_t y_img = y.strided() ? y.view_strides[0] : ys;
   j.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * xs) * es; };
-  j.y_base = [=](int64_t img) { return ya + static_cast<uint64_t>(img * ys) * es; };
+  j.y_base = [=](int64_t img) { return ya + static_cast<uint64_t>(img * y_img) * es; };
   j.a_range = x.range();
   j.y_range = y.range();
   if (n.has_input(2)) {

@@ -35,6 +35,10 @@ struct MatrixJob {
   int64_t images = 1;
   int64_t H = 1, W = 1, C = 1;    // input image; C = channels of the whole input tensor (pixel stride)
   int64_t OH = 1, OW = 1, M = 1;  // output image; M = channels of the whole output tensor
+  // Elements between output pixels in DRAM when not M: the output is written in place into its slice of
+  // a Concat's buffer, whose channels are the row pitch (backend/concat_in_place.h).
+  int64_t y_pitch = 0;
+  int64_t out_pitch() const { return y_pitch ? y_pitch : M; }
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;
   int64_t groups = 1, cg = 1, mg = 1;       // groups, input and output channels per group
   std::function<uint64_t(int64_t)> a_base;  // DRAM address of image img's input

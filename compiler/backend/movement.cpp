@@ -366,6 +366,27 @@ int64_t copy_index_map(Context& c, const DramTensor& y, const std::vector<const 
   return rows;
 }
 
+void copy_tensor(Context& c, const DramTensor& from, const DramTensor& to) {
+  // copy_box sizes its slots by c.esize: the tensors' own storage type for the copy.
+  const isa::DType act = c.act;
+  const int64_t esize = c.esize;
+  c.act = to.dtype;
+  c.esize = isa::dtype_bytes(to.dtype);
+  std::vector<CopyDim> dims;
+  const std::vector<int64_t> fs = from.strides(), ts = to.strides();
+  for (size_t i = 0; i < from.phys.size(); ++i) dims.push_back({from.phys[i], fs[i], ts[i]});
+  copy_box(c, from, 0, to, 0, dims);
+  c.act = act;
+  c.esize = esize;
+}
+
+DramTensor dense_scratch(Context& c, const DramTensor& t) {
+  DramTensor d = t;
+  d.view_strides.clear();
+  d.addr = c.add_scratch(d.bytes);
+  return d;
+}
+
 DramTensor scratch_tensor(Context& c, const Shape& logical, const std::vector<int>& layout) {
   DramTensor t;
   t.shape = logical;

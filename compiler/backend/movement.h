@@ -70,6 +70,11 @@ int64_t copy_index_map(Context& c, const DramTensor& y, const std::vector<const 
 inline constexpr int kMapShift = 40;
 // A constant as a DRAM tensor (a data segment written in `layout` order, storage dtype `t`).
 DramTensor constant_tensor(Context& c, const Tensor& value, const std::vector<int>& layout, isa::DType t);
+// Copies tensor `from` into `to` (same shape, layout and storage type; either may be a view with strides
+// of its own, backend/concat_in_place.h) with strided DMA.
+void copy_tensor(Context& c, const DramTensor& from, const DramTensor& to);
+// A dense DRAM scratch tensor (never reused) like t: its shape, layout and storage type.
+DramTensor dense_scratch(Context& c, const DramTensor& t);
 // A fresh DRAM scratch tensor (never reused) of `logical` shape stored in `layout`, dtype c.act.
 DramTensor scratch_tensor(Context& c, const Shape& logical, const std::vector<int>& layout);
 

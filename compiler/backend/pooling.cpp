@@ -235,6 +235,9 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
     *why = "pooling window does not fit the input scratchpad";
     return false;
   }
+  // An output written in place into its slice of a Concat's buffer (backend/concat_in_place.h): that
+  // buffer's pixel (row pitch) and image strides.
+  const int64_t P = y.strided() ? y.view_strides[2] : C, y_img = y.strided() ? y.view_strides[0] : OH * OW * C;
   for (int64_t img = 0; img < N; ++img) {
     for (int64_t oy = 0; oy < OH; oy += toh) {
       for (int64_t ox = 0; ox < OW; ox += tow) {
@@ -269,8 +272,8 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
             c.vec(m);
           }
           if (qy) quantize_tile(c, Buffer::kWeight, ol, nc, oh * ow, y.dtype, 16);
-          const uint64_t ya = y.addr + static_cast<uint64_t>(((img * OH + oy) * OW + ox) * C + c0) * ey;
-          c.store(Buffer::kWeight, ol, y.range(), ya, y.dtype, {nc, ow, oh, 1}, {C, OW * C, 0});
+          const uint64_t ya = y.addr + static_cast<uint64_t>(img * y_img + (oy * OW + ox) * P + c0) * ey;
+          c.store(Buffer::kWeight, ol, y.range(), ya, y.dtype, {nc, ow, oh, 1}, {P, OW * P, 0});
         }
       }
     }

@@ -340,8 +340,8 @@ po::options_description model_options(ModelCliOptions& m) {
       "verbose,v", po::bool_switch(&m.verbose),
       "print the graph after import and after every pass, and the mapping")(
       "no-fusion", po::bool_switch(&m.no_fusion),
-      "fuse nothing into a layer's epilogue (bias, residual Add, activations run as layers of their own): what "
-      "fusion buys")(
+      "fuse nothing into a layer's epilogue (bias, residual Add, activations run as layers of their own) and fold "
+      "no Concat into its producers' stores: what fusion buys")(
       "mapping", po::value(&m.mapping)->value_name("FILE.yaml"),
       "impose per-layer mappings (placement, tiles, loop order) by node name; layers it does not name are "
       "searched (docs/backend.md, \"Mapping files\")")(
@@ -523,7 +523,7 @@ void accuracy_report(Context& /*ctx*/, const CompiledModel& cm, const isa::NpuCo
     if (!cm.plan.has_int8()) throw UsageError("--advise-sqnr needs int8 layers (--precision int8)");
     // Cost of a plan: compile it and simulate it (timing only).
     q::PlanCost cost = [&](const q::PrecisionPlan& p) {
-      const compiler::CompileResult res = compile_with_plan(cm.lowered, config, p, simulation_timer(config));
+      const compiler::CompileResult res = compile_with_plan(cm.lowered, config, p, simulation_timer(config), nullptr, cm.fusion);
       return static_cast<double>(arch::simulate(res.program, config, {}).total_cycles);
     };
     r.advice = q::advise_mixed_precision(cm.lowered, cm.plan, samples, *a.advise_sqnr, cost);

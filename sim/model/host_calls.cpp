@@ -29,17 +29,23 @@ std::vector<int64_t> strides_of(const Shape& s) {
   return st;
 }
 
-// Physical element index of each logical element.
-std::vector<int64_t> phys_index(const Shape& shape, const std::vector<int>& layout) {
+// Element offset of each logical element: through the layout into memory order, then the physical
+// strides (HostTensor::strides, dense when empty).
+std::vector<int64_t> phys_index(const Shape& shape, const std::vector<int>& layout_in,
+                                const std::vector<int64_t>& view_strides) {
   const int64_t n = num_elements(shape);
   std::vector<int64_t> idx(static_cast<size_t>(n));
+  std::vector<int> layout = layout_in;
   if (layout.empty()) {
-    for (int64_t i = 0; i < n; ++i) idx[static_cast<size_t>(i)] = i;
-    return idx;
+    if (view_strides.empty()) {
+      for (int64_t i = 0; i < n; ++i) idx[static_cast<size_t>(i)] = i;
+      return idx;
+    }
+    for (size_t d = 0; d < shape.size(); ++d) layout.push_back(static_cast<int>(d));
   }
   Shape phys;
   for (int d : layout) phys.push_back(shape[static_cast<size_t>(d)]);
-  const auto ps = strides_of(phys);
+  const auto ps = view_strides.empty() ? strides_of(phys) : view_strides;
   std::vector<int64_t> pstride_of_logical(shape.size());
   for (size_t p = 0; p < layout.size(); ++p) pstride_of_logical[static_cast<size_t>(layout[p])] = ps[p];
   const auto ls = strides_of(shape);
@@ -55,14 +61,21 @@ std::vector<int64_t> phys_index(const Shape& shape, const std::vector<int>& layo
   return idx;
 }
 
+// Elements from the first to the last one the tensor occupies.
+int64_t span(const std::vector<int64_t>& pi) {
+  int64_t last = 0;
+  for (int64_t p : pi) last = std::max(last, p);
+  return pi.empty() ? 0 : last + 1;
+}
+
 }  // namespace
 
 Tensor read_host_tensor(const dp::MachineState& st, const HostTensor& h) {
   const int64_t n = num_elements(h.shape);
   const int64_t es = isa::dtype_bytes(h.dtype);
-  std::vector<uint8_t> bytes(static_cast<size_t>(n * es));
+  const auto pi = phys_index(h.shape, h.layout, h.strides);
+  std::vector<uint8_t> bytes(static_cast<size_t>(std::max(n, span(pi)) * es));
   st.dram().read(h.dram_addr, bytes.data(), bytes.size());
-  const auto pi = phys_index(h.shape, h.layout);
   const bool int_storage = h.dtype == isa::DType::kInt32 || h.dtype == isa::DType::kInt8 || h.dtype == isa::DType::kUint8;
   if (int_storage && !is_float(h.value_dtype)) {
     // Integer and bool values are stored as integers: read them back exactly.
@@ -80,8 +93,10 @@ Tensor read_host_tensor(const dp::MachineState& st, const HostTensor& h) {
 void write_host_tensor(dp::MachineState& st, const HostTensor& h, const Tensor& t) {
   const int64_t n = num_elements(h.shape);
   const int64_t es = isa::dtype_bytes(h.dtype);
-  std::vector<uint8_t> bytes(static_cast<size_t>(n * es));
-  const auto pi = phys_index(h.shape, h.layout);
+  const auto pi = phys_index(h.shape, h.layout, h.strides);
+  std::vector<uint8_t> bytes(static_cast<size_t>(std::max(n, span(pi)) * es));
+  // A view shares its span with other values: read it first so that only its own elements change.
+  if (!h.strides.empty()) st.dram().read(h.dram_addr, bytes.data(), bytes.size());
   for (int64_t i = 0; i < n; ++i) {
     uint8_t* p = &bytes[static_cast<size_t>(pi[static_cast<size_t>(i)] * es)];
     if (t.floating()) {

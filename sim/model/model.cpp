@@ -66,13 +66,13 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
   m.fusion = options.fusion;
   compiler::lower(m.lowered, pipeline, observer);
   m.plan = compiler::quant::build_plan(m.lowered, options.plan, &m.imported, own ? &*own : nullptr, &m.quant_notes);
-  m.result = compile_with_plan(m.lowered, config, m.plan, options.timer, options.mapping);
+  m.result = compile_with_plan(m.lowered, config, m.plan, options.timer, options.mapping, options.fusion);
   return m;
 }
 
 compiler::CompileResult compile_with_plan(const compiler::Graph& lowered, const isa::NpuConfig& config,
                                           const compiler::quant::PrecisionPlan& plan, const CodeTimer& timer,
-                                          const compiler::MappingOverrides* mapping) {
+                                          const compiler::MappingOverrides* mapping, bool fold_concats) {
   using compiler::quant::Precision;
   bool uniform = true;
   for (const auto& [name, np] : plan.nodes) uniform &= np.effective == plan.model;
@@ -87,6 +87,7 @@ compiler::CompileResult compile_with_plan(const compiler::Graph& lowered, const 
     copt.plan = &plan;
   }
   copt.timer = timer;
+  copt.fold_concats = fold_concats;
   return compiler::compile(lowered, config, copt);
 }
 

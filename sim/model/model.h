@@ -34,7 +34,8 @@ struct ModelOptions {
   // The compiler's timer (simulation_timer for the CLI); empty: closed-form estimates only.
   CodeTimer timer;
   // false (--no-fusion): no node is fused into its producer's epilogue (bias, residual Add, activations
-  // stay layers of their own), to show what fusion buys.
+  // stay layers of their own) and no Concat into its producers' stores (CompileOptions::fold_concats),
+  // to show what fusion buys.
   bool fusion = true;
   // Imposed per-layer mappings (--mapping, sim/mapping/mapping_file.h); must outlive the compile.
   const compiler::MappingOverrides* mapping = nullptr;
@@ -63,10 +64,11 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
                             std::ostream* verbose);
 
 // Compiles `lowered` for `config` under `plan` (the uniform float plans take the original path), with
-// the layers `mapping` names mapped as it imposes.
+// the layers `mapping` names mapped as it imposes; `fold_concats`: CompileOptions::fold_concats.
 compiler::CompileResult compile_with_plan(const compiler::Graph& lowered, const isa::NpuConfig& config,
                                           const compiler::quant::PrecisionPlan& plan, const CodeTimer& timer = {},
-                                          const compiler::MappingOverrides* mapping = nullptr);
+                                          const compiler::MappingOverrides* mapping = nullptr,
+                                          bool fold_concats = true);
 
 // Adds the compiler's view to a simulation report: per layer its mapping (tiles, loop order, SRAM
 // bytes, estimated cycles) next to the simulated cycles, and a `compile` section (memory plan,

@@ -67,20 +67,22 @@ Compiled compile_int8(const std::string& spec, const isa::NpuConfig& config, boo
 std::vector<double> read_value(arch::datapath::MachineState& st, const compiler::HostTensor& t) {
   const int64_t n = compiler::num_elements(t.shape);
   const int es = isa::dtype_bytes(t.dtype);
-  std::vector<uint8_t> raw(static_cast<size_t>(n * es));
-  st.dram().read(t.dram_addr, raw.data(), raw.size());
-  // Physical strides: layout[i] is the logical dim at memory position i.
+  // Physical strides: layout[i] is the logical dim at memory position i; a view (a Concat's slice its
+  // producer wrote in place) has the strides t.strides gives.
   const size_t r = t.shape.size();
   std::vector<int> layout = t.layout;
   if (layout.empty()) {
     for (size_t i = 0; i < r; ++i) layout.push_back(static_cast<int>(i));
   }
   std::vector<int64_t> stride(r, 1);  // per logical dim
-  int64_t s = 1;
+  int64_t s = 1, span = 1;
   for (size_t i = r; i-- > 0;) {
-    stride[static_cast<size_t>(layout[i])] = s;
+    stride[static_cast<size_t>(layout[i])] = t.strides.empty() ? s : t.strides[i];
+    span += (t.shape[static_cast<size_t>(layout[i])] - 1) * stride[static_cast<size_t>(layout[i])];
     s *= t.shape[static_cast<size_t>(layout[i])];
   }
+  std::vector<uint8_t> raw(static_cast<size_t>(std::max(n, span) * es));
+  st.dram().read(t.dram_addr, raw.data(), raw.size());
   std::vector<double> out(static_cast<size_t>(n));
   std::vector<int64_t> idx(r, 0);
   for (int64_t k = 0; k < n; ++k) {
@@ -542,6 +544,45 @@ Compiled lower_and_plan_int8(compiler::testing::GraphBuilder& b, int samples, in
   return k;
 }
 
+// Every STORE of the layers of `op` writes int8/uint8 codes.
+void expect_stores_codes(const Compiled& k, const std::string& op) {
+  for (const auto& ins : k.result.program.instructions) {
+    if (ins.opcode != isa::Opcode::kStore || k.lowered.nodes.at(ins.layer()).op_type != op) continue;
+    const auto dt = static_cast<isa::DType>(ins.get(isa::Field::kDtype));
+    EXPECT_TRUE(dt == isa::DType::kUint8 || dt == isa::DType::kInt8) << op << ": " << isa::kDTypeNames[static_cast<size_t>(dt)];
+  }
+}
+
+// The graph outputs (fp32) of a compiled program run in program order on the datapath.
+std::map<std::string, std::vector<float>> run_outputs(const compiler::CompileResult& r, const isa::NpuConfig& config,
+                                                      const q::Sample& sample) {
+  arch::datapath::MachineState st(config, r.program);
+  for (const auto& b : r.program.tensors) {
+    if (b.role != isa::TensorBinding::Role::kInput) continue;
+    const std::vector<float> v = sample.at(b.name).to_float_vector();
+    st.dram().write(b.dram_addr, reinterpret_cast<const uint8_t*>(v.data()), v.size() * 4);
+  }
+  for (const auto& ins : r.program.instructions) arch::datapath::execute(ins, config, st);
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& b : r.program.tensors) {
+    if (b.role != isa::TensorBinding::Role::kOutput) continue;
+    int64_t n = 1;
+    for (uint64_t d : b.dims) n *= static_cast<int64_t>(d);
+    std::vector<float> v(static_cast<size_t>(n));
+    st.dram().read(b.dram_addr, reinterpret_cast<uint8_t*>(v.data()), v.size() * 4);
+    out[b.name] = v;
+  }
+  return out;
+}
+
+// The program with every Concat copying its inputs (CompileOptions::fold_concats off).
+compiler::CompileResult compile_unfolded(const Compiled& k, const isa::NpuConfig& config) {
+  compiler::CompileOptions opt;
+  opt.plan = &k.plan;
+  opt.fold_concats = false;
+  return compiler::compile(k.lowered, config, opt);
+}
+
 TEST(Int8Codegen, ConcatInputsShareQParamsAndTheConcatMovesCodes) {
   // Inception/DenseNet-style: two convs (and the first conv's output again) concatenated, then a conv.
   // Calibration gives every value joined through the Concat one QParams (the widest member's), so the
@@ -589,7 +630,21 @@ TEST(Int8Codegen, ConcatWithAConstantInputCompilesAndStaysExact) {
     compiler::CompileOptions opt;
     opt.plan = &k.plan;
     ASSERT_NO_THROW(k.result = compiler::compile(k.lowered, config, opt));
-    for (const auto& sample : q::synthetic_samples(k.lowered, 1, 4)) EXPECT_EQ(check_bit_exact(k, config, sample), 2);
+    // The MatMul writes its codes in place (a contiguous slice); the Concat quantizes only the token.
+    for (const auto& l : k.result.layers) {
+      if (l.op == "Concat") {
+        EXPECT_NE(l.mapping.find("1 constant input(s) from data segments quantized"), std::string::npos) << l.mapping;
+      }
+      if (l.name == "e_node") {
+        EXPECT_NE(l.mapping.find("written in place"), std::string::npos) << l.mapping;
+      }
+    }
+    expect_stores_codes(k, "Concat");
+    const compiler::CompileResult unfolded = compile_unfolded(k, config);
+    for (const auto& sample : q::synthetic_samples(k.lowered, 1, 4)) {
+      EXPECT_EQ(check_bit_exact(k, config, sample), 2);
+      EXPECT_EQ(run_outputs(k.result, config, sample), run_outputs(unfolded, config, sample));
+    }
   }
 }
 
@@ -661,10 +716,9 @@ TEST(Int8Codegen, FloatEpilogueActivationsAreTheDatapathsBitForBit) {
   }
 }
 
-TEST(Int8Codegen, ConcatOfDifferentlyQuantizedInputsRequantizesInItsTileLoop) {
-  // A pre-quantized model's Concat whose inputs carry other scales than its output (torch's quantized
-  // cat): each such input is requantized on its way through SRAM, bit-exact with the reference, and no
-  // fp32 DRAM copy is made.
+// A pre-quantized model's Concat of two convs (a: 4 channels, c: 6) followed by a conv, planned with the
+// model's own QParams; `a` has scale `a_scale` and zero point `a_zp`, c and the Concat others.
+Compiled prequantized_concat(float a_scale, int32_t a_zp) {
   compiler::testing::GraphBuilder b;
   auto x = b.input("x", {1, 4, 6, 6});
   auto a = b.node("Conv", {x, b.random_constant("wa", {4, 4, 1, 1}, 1, -0.5f, 0.5f)}, "a", {1, 4, 6, 6});
@@ -680,7 +734,7 @@ TEST(Int8Codegen, ConcatOfDifferentlyQuantizedInputsRequantizesInItsTileLoop) {
     p.scale = scale, p.zero_point = zp, p.dtype = isa::DType::kUint8;
     return p;
   };
-  mq.values = {{"x", qp(0.03f, 128)}, {"a", qp(0.011f, 120)}, {"c", qp(0.017f, 131)}, {"cat", qp(0.02f, 127)},
+  mq.values = {{"x", qp(0.03f, 128)}, {"a", qp(a_scale, a_zp)}, {"c", qp(0.017f, 131)}, {"cat", qp(0.02f, 127)},
                {"y", qp(0.05f, 128)}};
   for (const auto& [v, p] : mq.values) k.imported.values.at(v).materialized = true;
   k.lowered = k.imported;
@@ -689,6 +743,14 @@ TEST(Int8Codegen, ConcatOfDifferentlyQuantizedInputsRequantizesInItsTileLoop) {
   req.follow_model = true;
   std::vector<std::string> notes;
   k.plan = q::build_plan(k.lowered, req, &k.imported, &mq, &notes);
+  return k;
+}
+
+TEST(Int8Codegen, ConcatOfDifferentlyQuantizedInputsRequantizesInItsTileLoop) {
+  // A pre-quantized model's Concat whose inputs carry other scales than its output (torch's quantized
+  // cat): each such input is requantized on its way through SRAM, bit-exact with the reference, and no
+  // fp32 DRAM copy is made.
+  Compiled k = prequantized_concat(0.011f, 120);
   ASSERT_EQ(k.plan.precision_of("cat_node"), q::Precision::kInt8);
   // The last conv writes the graph output through a layout change: the model's QParams of "y" reach
   // the conv's NHWC result, so it runs in int8 too.
@@ -710,13 +772,14 @@ TEST(Int8Codegen, ConcatOfDifferentlyQuantizedInputsRequantizesInItsTileLoop) {
   for (const auto& sample : q::synthetic_samples(k.lowered, 2, 17)) EXPECT_EQ(check_bit_exact(k, config, sample), 3);
 }
 
-// Every STORE of the layers of `op` writes int8/uint8 codes.
-void expect_stores_codes(const Compiled& k, const std::string& op) {
-  for (const auto& ins : k.result.program.instructions) {
-    if (ins.opcode != isa::Opcode::kStore || k.lowered.nodes.at(ins.layer()).op_type != op) continue;
-    const auto dt = static_cast<isa::DType>(ins.get(isa::Field::kDtype));
-    EXPECT_TRUE(dt == isa::DType::kUint8 || dt == isa::DType::kInt8) << op << ": " << isa::kDTypeNames[static_cast<size_t>(dt)];
-  }
+// A BatchNormalization `y` of x (NCHW `shape`) with random parameters (positive scales and variances).
+std::string random_batchnorm(compiler::testing::GraphBuilder& b, const std::string& x, const std::string& y,
+                             const Shape& shape, uint32_t seed) {
+  const int64_t c = shape[1];
+  return b.node("BatchNormalization",
+                {x, b.random_constant(y + "_g", {c}, seed + 1, 0.5f, 1.5f), b.random_constant(y + "_b", {c}, seed + 2),
+                 b.random_constant(y + "_m", {c}, seed + 3), b.random_constant(y + "_v", {c}, seed + 4, 0.5f, 2.0f)},
+                y, shape);
 }
 
 TEST(Int8Codegen, UnfoldedBatchNormsRunOnCodesInOnePassBitExactly) {
@@ -734,11 +797,7 @@ TEST(Int8Codegen, UnfoldedBatchNormsRunOnCodesInOnePassBitExactly) {
   for (size_t i = 0; i < acts.size(); ++i) {
     const std::string k = std::to_string(i);
     const uint32_t seed = static_cast<uint32_t>(10 * i);
-    auto bn = b.node("BatchNormalization",
-                     {cat, b.random_constant("g" + k, {10}, seed + 1, 0.5f, 1.5f),
-                      b.random_constant("bt" + k, {10}, seed + 2), b.random_constant("m" + k, {10}, seed + 3),
-                      b.random_constant("v" + k, {10}, seed + 4, 0.5f, 2.0f)},
-                     "bn" + k, {1, 10, 7, 5});
+    auto bn = random_batchnorm(b, cat, "bn" + k, {1, 10, 7, 5}, seed);
     std::string h = bn;
     if (acts[i] == "Clip") {
       h = b.node("Clip", {bn, b.scalar("lo" + k, -0.5f), b.scalar("hi" + k, 1.0f)}, "act" + k, {1, 10, 7, 5});
@@ -966,6 +1025,90 @@ TEST(Int8Codegen, GemminiPolicyPicksGemminisTilesAndStaysBitExact) {
     const isa::NpuConfig config = gemmini(16, 256, 64);
     const Compiled c = compile_int8("demo", config, true, false);
     for (const auto& s : q::synthetic_samples(c.lowered, 1, 99)) EXPECT_EQ(check_bit_exact(c, config, s), 4);
+  }
+}
+
+
+TEST(Int8Codegen, ConcatsFoldedIntoTheirProducersStoresGiveTheUnfoldedProgramsBitsExactly) {
+  // DenseNet's block in int8: stem conv -> max pool (x0) -> [Concat(x0, f1..fk) -> BN+Relu -> 3x3 conv fk+1]
+  // x 3 -> Concat of all. Calibration gives the Concats and the feature maps one QParams, but the max
+  // pool's output keeps its input's (a pool only selects codes): the first Concat requantizes x0 into the
+  // block's buffer, the later ones find it there; the convs write their codes in place. Every value,
+  // views included, is the quantized reference's code, and the outputs equal the unfolded program's.
+  namespace t = compiler::testing;
+  t::GraphBuilder b;
+  auto x = b.input("x", {1, 3, 10, 8});
+  auto stem = b.node("Conv", {x, b.random_constant("ws", {8, 3, 3, 3}, 1, -0.5f, 0.5f)}, "stem", {1, 8, 10, 8},
+                     {{"pads", t::attr_ints({1, 1, 1, 1})}});
+  auto x0 = b.node("MaxPool", {stem}, "x0", {1, 8, 5, 4},
+                   {{"kernel_shape", t::attr_ints({2, 2})}, {"strides", t::attr_ints({2, 2})}});
+  std::vector<std::string> feats = {x0};
+  for (int l = 0; l < 3; ++l) {
+    const std::string k = std::to_string(l);
+    const int64_t c = 8 + 4 * l;
+    const uint32_t seed = static_cast<uint32_t>(10 * (l + 1));
+    auto cat = b.node("Concat", feats, "cat" + k, {1, c, 5, 4}, {{"axis", t::attr_i(1)}});
+    auto bn = random_batchnorm(b, cat, "bn" + k, {1, c, 5, 4}, seed);
+    auto h = b.node("Relu", {bn}, "h" + k, {1, c, 5, 4});
+    feats.push_back(b.node("Conv", {h, b.random_constant("w" + k, {4, c, 3, 3}, seed + 5, -0.5f, 0.5f)}, "f" + k,
+                           {1, 4, 5, 4}, {{"pads", t::attr_ints({1, 1, 1, 1})}}));
+  }
+  auto out = b.node("Concat", feats, "out", {1, 20, 5, 4}, {{"axis", t::attr_i(1)}});
+  b.output(b.node("Conv", {out, b.random_constant("wy", {3, 20, 1, 1}, 7, -0.5f, 0.5f)}, "y", {1, 3, 5, 4}));
+  Compiled k = lower_and_plan_int8(b, 4);
+  EXPECT_NE(k.plan.values.at("x0").scale, k.plan.values.at("out").scale);
+  EXPECT_EQ(k.plan.values.at("f0").scale, k.plan.values.at("out").scale);
+  isa::NpuConfig small;  // several output tiles per conv
+  small.sram.accumulator.size_kib = 2;
+  for (const isa::NpuConfig& config : {isa::NpuConfig{}, small}) {
+    compiler::CompileOptions opt;
+    opt.plan = &k.plan;
+    k.result = compiler::compile(k.lowered, config, opt);
+    EXPECT_TRUE(k.result.fallbacks.empty());
+    for (const auto& l : k.result.layers) {
+      if (l.op != "Concat") continue;
+      if (l.name == "cat0_node") {  // the first: it requantizes x0 into the block's buffer
+        EXPECT_EQ(l.placement, "vector");
+        EXPECT_NE(l.mapping.find("1 input(s) requantized"), std::string::npos) << l.mapping;
+      } else {
+        EXPECT_EQ(l.placement, "free") << l.name << ": " << l.mapping;
+        EXPECT_EQ(l.instructions, 0) << l.name;
+      }
+    }
+    const compiler::CompileResult unfolded = compile_unfolded(k, config);
+    EXPECT_LT(k.result.program.instructions.size(), unfolded.program.instructions.size());
+    for (const auto& sample : q::synthetic_samples(k.lowered, 2, 31)) {
+      EXPECT_EQ(check_bit_exact(k, config, sample, {}, {"cat0_node", "bn2_node"}), 5);
+      EXPECT_EQ(run_outputs(k.result, config, sample), run_outputs(unfolded, config, sample));
+    }
+  }
+}
+
+TEST(Int8Codegen, AConcatInputOfAnotherScaleIsRequantizedNotFolded) {
+  // A pre-quantized model's Concat of two convs: `a` carries the Concat's own QParams (its conv writes
+  // its codes in place), `c` another scale (the Concat must requantize it: folding would change bits).
+  Compiled k = prequantized_concat(0.02f, 127);
+  const isa::NpuConfig config;
+  compiler::CompileOptions opt;
+  opt.plan = &k.plan;
+  k.result = compiler::compile(k.lowered, config, opt);
+  for (const auto& l : k.result.layers) {
+    if (l.op == "Concat") {
+      EXPECT_EQ(l.placement, "vector");
+      EXPECT_NE(l.mapping.find("1 input(s) requantized"), std::string::npos) << l.mapping;
+      EXPECT_NE(l.mapping.find("1 of 2 input(s) written in place"), std::string::npos) << l.mapping;
+    }
+    if (l.name == "a_node") {
+      EXPECT_NE(l.mapping.find("written in place"), std::string::npos) << l.mapping;
+    }
+    if (l.name == "c_node") {
+      EXPECT_EQ(l.mapping.find("in place"), std::string::npos) << l.mapping;
+    }
+  }
+  const compiler::CompileResult unfolded = compile_unfolded(k, config);
+  for (const auto& sample : q::synthetic_samples(k.lowered, 2, 17)) {
+    EXPECT_EQ(check_bit_exact(k, config, sample), 3);
+    EXPECT_EQ(run_outputs(k.result, config, sample), run_outputs(unfolded, config, sample));
   }
 }
 

@@ -101,7 +101,7 @@ std::map<std::string, Tensor> run_program(const CompileResult& r, const isa::Npu
   for (const auto& b : p.tensors) {
     if (b.role != isa::TensorBinding::Role::kInput) continue;
     const Tensor& t = inputs.at(b.name);
-    HostTensor h{b.name, b.dram_addr, t.shape, {}, b.dtype, t.dtype};
+    HostTensor h{b.name, b.dram_addr, t.shape, {}, b.dtype, t.dtype, {}};
     sim::write_host_tensor(st, h, t);
   }
   if (!opts.random_order) {
@@ -150,7 +150,7 @@ std::map<std::string, Tensor> run_program(const CompileResult& r, const isa::Npu
     for (uint64_t d : b.dims) s.push_back(static_cast<int64_t>(d));
     // int32 storage holds an integer or bool value (compile() binds float values in the precision).
     const DataType vt = b.dtype == isa::DType::kInt32 ? DataType::kInt64 : DataType::kFloat32;
-    out[b.name] = sim::read_host_tensor(st, HostTensor{b.name, b.dram_addr, s, {}, b.dtype, vt});
+    out[b.name] = sim::read_host_tensor(st, HostTensor{b.name, b.dram_addr, s, {}, b.dtype, vt, {}});
   }
   return out;
 }
