@@ -132,6 +132,8 @@ traces::Report Npu::report() const {
     l.vector_cycles = lc.vector_cycles;
     l.macs = lc.macs;
     l.instructions = lc.instructions;
+    l.dram_bytes_read = lc.dram_bytes_read;
+    l.dram_bytes_written = lc.dram_bytes_written;
     r.layers.push_back(std::move(l));
   }
   r.macs = matrix_.macs();

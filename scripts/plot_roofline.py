@@ -9,8 +9,8 @@ its arithmetic intensity (MACs per DRAM byte) and its achieved MAC/s (MACs / its
 what its cycles were mostly spent on (the report's per-layer breakdown: compute, memory, scheduling,
 host). A thin line rises from each layer to its own roof, the MAC/s its compiler-given bound allows
 (MACs / layers[].bound_cycles, docs/report.md "Roofline"): its length is the layer's distance to its
-roof (1 / efficiency). The report has no per-layer DRAM bytes, so they come from the trace CSV of the
-same run (bytes of the DMA engines' slices per layer). The whole model is drawn as a star.
+roof (1 / efficiency). Per-layer DRAM bytes are the report's layers[].dram_bytes_read + dram_bytes_written
+(a report from before they existed: pass the trace CSV of the same run). The whole model is drawn as a star.
 
 Layers sit at their useful MACs (the report's `macs`); a layer on which the array also spent MAC
 slots on padding (layers[].array_macs: e.g. a depthwise convolution mapped as block-diagonal dense
@@ -18,7 +18,7 @@ blocks) is drawn as a triangle. The five layers farthest from their roof (withou
 slowest) are named with their efficiency (short names: the ONNX path without repeated scopes and the
 op type).
 
-Example:  plot_roofline.py report.json --trace trace.csv -o roofline.png
+Example:  plot_roofline.py report.json -o roofline.png
 """
 import argparse
 import csv
@@ -101,13 +101,13 @@ def main():
     bw_bytes = bw * 1e9
 
     per_layer = {}
-    if all("dram_bytes" in l for l in r["layers"]) and r["layers"]:
-        per_layer = {l["name"]: l["dram_bytes"] for l in r["layers"]}
+    if all("dram_bytes_read" in l for l in r["layers"]) and r["layers"]:
+        per_layer = {l["name"]: l["dram_bytes_read"] + l.get("dram_bytes_written", 0) for l in r["layers"]}
     elif args.trace:
         per_layer = layer_bytes_from_trace(args.trace)
     else:
-        fail("the report has no per-layer DRAM bytes; pass --trace TRACE.csv from the same run "
-             "(npusim run --trace-csv)")
+        fail("the report has no per-layer DRAM bytes (written by an older npusim); pass --trace TRACE.csv from "
+             "the same run (npusim run --trace-csv)")
 
     import matplotlib
     matplotlib.use("Agg")

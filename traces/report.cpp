@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "traces/layer_tables.h"
 #include "traces/sink.h"
 
 namespace npusim::traces {
@@ -34,6 +35,22 @@ void roofline_json(std::string& o, std::optional<uint64_t> bound, std::optional<
 std::optional<double> ratio(std::optional<uint64_t> bound, uint64_t cycles) {
   if (!bound || cycles == 0) return std::nullopt;
   return static_cast<double>(*bound) / static_cast<double>(cycles);
+}
+
+void ops_json(std::string& o, const std::vector<OpRollup>& ops) {
+  o += "[";
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const OpRollup& x = ops[i];
+    o += i ? ",\n    {\"op\": " : "\n    {\"op\": ";
+    append_json_string(o, x.op);
+    o += fmt::format(", \"layers\": {}, \"cycles\": {}, \"share\": {}, \"macs\": {}, \"dram_bytes_read\": {}, "
+                     "\"dram_bytes_written\": {}, \"breakdown\": ",
+                     x.layers, x.cycles, num(x.share), x.macs, x.dram_bytes_read, x.dram_bytes_written);
+    breakdown_json(o, x.breakdown);
+    if (x.bound_cycles) o += fmt::format(", \"bound_cycles\": {}", *x.bound_cycles);
+    o += "}";
+  }
+  o += ops.empty() ? "],\n" : "\n  ],\n";
 }
 
 }  // namespace
@@ -107,16 +124,24 @@ std::string report_json(const Report& r) {
     append_json_string(o, l.op);
     o += ", \"placement\": ";
     append_json_string(o, l.placement);
+    if (!l.precision.empty()) {
+      o += ", \"precision\": ";
+      append_json_string(o, l.precision);
+    }
     o += fmt::format(
         ", \"start_cycle\": {}, \"end_cycle\": {}, \"cycles\": {}, \"compute_cycles\": {}, \"vector_cycles\": {}, "
-        "\"macs\": {}, \"instructions\": {}, \"breakdown\": ",
-        l.start_cycle, l.end_cycle, l.cycles, l.compute_cycles, l.vector_cycles, l.macs, l.instructions);
+        "\"macs\": {}, \"instructions\": {}, \"dram_bytes_read\": {}, \"dram_bytes_written\": {}, \"bound\": \"{}\", "
+        "\"breakdown\": ",
+        l.start_cycle, l.end_cycle, l.cycles, l.compute_cycles, l.vector_cycles, l.macs, l.instructions,
+        l.dram_bytes_read, l.dram_bytes_written, bound_label(l));
     breakdown_json(o, l.breakdown);
     roofline_json(o, l.bound_cycles, efficiency(l));
     if (!l.extra_json.empty()) o += ", " + l.extra_json;
     o += "}";
   }
   o += r.layers.empty() ? "],\n" : "\n  ],\n";
+  o += "  \"ops\": ";
+  ops_json(o, op_rollup(r));
   for (const auto& [name, value] : r.sections) {
     o += "  ";
     append_json_string(o, name);
@@ -169,12 +194,24 @@ std::string summary_text(const Report& r, size_t top_layers) {
                      pct(u.stalls[static_cast<int>(Reason::kHost)], T));
   }
   if (!r.layers.empty()) {
+    o += fmt::format("\ntime by op type (sum of layer cycles; layers may overlap)\n{:<22} {:>6} {:>12} {:>7} {:>7} "
+                     "{:>7} {:>7} {:>7} {:>14}\n",
+                     "op", "layers", "cycles", "share", "comp", "mem", "sched", "host", "dram bytes");
+    for (const OpRollup& x : op_rollup(r)) {
+      o += fmt::format("{:<22} {:>6} {:>12} {:5.1f}% {:>7} {:>7} {:>7} {:>7} {:>14}\n", x.op.substr(0, 22), x.layers,
+                       x.cycles, 100.0 * x.share, pct(x.breakdown.compute, x.cycles),
+                       pct(x.breakdown.memory, x.cycles), pct(x.breakdown.scheduling, x.cycles),
+                       pct(x.breakdown.host, x.cycles), x.dram_bytes_read + x.dram_bytes_written);
+    }
     std::vector<size_t> order(r.layers.size());
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return r.layers[a].cycles > r.layers[b].cycles; });
     if (order.size() > top_layers) order.resize(top_layers);
-    o += fmt::format("\ntop layers by cycles\n{:<28} {:<14} {:>5} {:>12} {:>7} {:>7} {:>7} {:>7}{}\n",
+    o += fmt::format("\n{}\n{:<28} {:<14} {:>5} {:>12} {:>7} {:>7} {:>7} {:>7}{}\n",
+                     order.size() == r.layers.size() ? std::string("layers by cycles")
+                                                      : fmt::format("top {} of {} layers by cycles (--top N|all)",
+                                                                    order.size(), r.layers.size()),
                      "layer", "op", "where", "cycles", "comp", "mem", "sched", "host",
                      bound ? fmt::format(" {:>7}", "eff") : "");
     for (size_t i : order) {

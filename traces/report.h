@@ -47,6 +47,11 @@ struct LayerReport {
   uint64_t vector_cycles = 0;   // vector-unit busy cycles of the layer
   uint64_t macs = 0;
   uint64_t instructions = 0;
+  uint64_t dram_bytes_read = 0;     // bytes the layer's LOADs read
+  uint64_t dram_bytes_written = 0;  // bytes the layer's STOREs wrote
+  // The number format the layer runs in ("int8", "fp16", ...): set by the compiler's precision plan;
+  // empty when unknown.
+  std::string precision;
   Breakdown breakdown;          // adds up to cycles
   // The layer's roofline bound (docs/report.md): set by the compiler's view of a model; none for host
   // layers and for programs run without it.
@@ -126,7 +131,9 @@ std::optional<double> model_efficiency(const Report& r);
 
 void write_report_json(const Report& r, std::ostream& out);
 std::string report_json(const Report& r);
-// A human-readable report: total cycles, latency, utilization, breakdown, DRAM, per unit, top layers.
+// A human-readable report: total cycles, latency, utilization, breakdown, DRAM, per unit, time by op
+// type, the `top_layers` slowest layers (kAllLayers: every layer).
+inline constexpr size_t kAllLayers = static_cast<size_t>(-1);
 std::string summary_text(const Report& r, size_t top_layers = 10);
 
 }  // namespace npusim::traces

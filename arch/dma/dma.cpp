@@ -92,6 +92,7 @@ void DmaEngine::transfer(const Descriptor& desc, DmaQueue& owner) {
   stats_.bursts += x.bursts.bursts;
   stats_.misaligned_bursts += x.bursts.misaligned_bursts;
   (store ? stats_.bytes_written : stats_.bytes_read) += bytes;
+  if (auto* l = fab_.rec.layer(d.layer)) (store ? l->dram_bytes_written : l->dram_bytes_read) += bytes;
   fab_.rec.busy(unit_, d, now, end, traces::Category::kMemory, bytes);
   if (fab_.rec.tracing()) {
     const uint16_t first_channel = static_cast<uint16_t>(kFirstDmaUnit + fab_.config.dma.engines);

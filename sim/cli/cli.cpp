@@ -31,6 +31,7 @@
 #include "sim/model/model.h"
 #include "sim/model/tensor_io.h"
 #include "sim/sweep/sweep_cli.h"
+#include "traces/layer_tables.h"
 #include "traces/report.h"
 #include "traces/sink.h"
 
@@ -62,6 +63,8 @@ struct CommonOptions {
   std::string report;
   std::string trace;
   std::string trace_csv;
+  std::string layers_csv;
+  std::string top = "10";  // --top N|all
   bool quiet = false;
   bool functional = false;
 };
@@ -94,6 +97,9 @@ po::options_description output_options(CommonOptions& o) {
       "report", po::value(&o.report)->value_name("FILE.json"), "write the full report as JSON")(
       "trace", po::value(&o.trace)->value_name("FILE.json"), "write a Chrome/Perfetto trace-event file")(
       "trace-csv", po::value(&o.trace_csv)->value_name("FILE.csv"), "write the trace events as CSV")(
+      "layers-csv", po::value(&o.layers_csv)->value_name("FILE.csv"),
+      "write one row per layer: cycles, breakdown, MACs, DRAM bytes, bound, efficiency (docs/report.md)")(
+      "top", po::value(&o.top)->value_name("N|all"), "layers the summary lists, slowest first (default 10)")(
       "quiet,q", po::bool_switch(&o.quiet), "print nothing but errors");
   return d;
 }
@@ -157,9 +163,23 @@ struct ReportExtras {
   std::string text;
 };
 
+// --top N|all: how many layers the summary lists.
+size_t top_layers(const std::string& text) {
+  if (text == "all") return traces::kAllLayers;
+  size_t used = 0;
+  long long n = -1;
+  try {
+    n = std::stoll(text, &used);
+  } catch (const std::exception&) {
+  }
+  if (used != text.size() || n < 0) throw UsageError(fmt::format("--top '{}' is not a count or 'all'", text));
+  return static_cast<size_t>(n);
+}
+
 int simulate_and_report(Context& ctx, const CommonOptions& o, const isa::Program& program,
                         const isa::NpuConfig& config, const CompiledModel* compiled = nullptr,
                         const FunctionalIo& io = {}, const ReportExtras* extras = nullptr) {
+  const size_t top = top_layers(o.top);
   auto trace_json = open_output(o.trace);
   auto trace_csv = open_output(o.trace_csv);
   std::unique_ptr<traces::ChromeTraceSink> json_sink;
@@ -211,7 +231,12 @@ int simulate_and_report(Context& ctx, const CommonOptions& o, const isa::Program
     traces::write_report_json(report, *f);
     if (!f->flush()) throw InputError(fmt::format("cannot write '{}'", o.report));
   }
-  if (!o.quiet) ctx.out << traces::summary_text(report);
+  if (!o.layers_csv.empty()) {
+    auto f = open_output(o.layers_csv);
+    traces::write_layers_csv(report, *f);
+    if (!f->flush()) throw InputError(fmt::format("cannot write '{}'", o.layers_csv));
+  }
+  if (!o.quiet) ctx.out << traces::summary_text(report, top);
   if (!o.quiet && extras) ctx.out << extras->text;
   return kExitOk;
 }

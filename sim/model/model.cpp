@@ -99,12 +99,13 @@ void attach_compile_info(const CompiledModel& compiled, traces::Report& report) 
     if (it == plans.end()) continue;
     const compiler::LayerPlan& p = *it->second;
     if (p.bound_cycles) l.bound_cycles = static_cast<uint64_t>(*p.bound_cycles);
+    l.precision = std::string(compiler::quant::to_string(compiled.plan.precision_of(l.name)));
     l.extra_json = fmt::format(
-        "\"precision\": \"{}\", \"mapping\": {{\"placement\": {}, \"description\": {}, \"tile\": {{\"m\": {}, \"k\": {}, \"n\": {}, "
+        "\"mapping\": {{\"placement\": {}, \"description\": {}, \"tile\": {{\"m\": {}, \"k\": {}, \"n\": {}, "
         "\"oh\": {}, \"ow\": {}}}, \"loop_order\": {}, \"sram_bytes\": {{\"input\": {}, \"weight\": {}, "
         "\"accumulator\": {}}}, \"estimated_cycles\": {}, \"estimated_compute_cycles\": {}, "
         "\"estimated_dma_cycles\": {}, \"candidates\": {}, \"tile_limit\": {}}}",
-        compiler::quant::to_string(compiled.plan.precision_of(l.name)), json_string(p.placement), json_string(p.mapping), p.tile_m, p.tile_k, p.tile_n, p.tile_oh, p.tile_ow,
+        json_string(p.placement), json_string(p.mapping), p.tile_m, p.tile_k, p.tile_n, p.tile_oh, p.tile_ow,
         json_string(p.loop_order), p.sram_input_bytes, p.sram_weight_bytes, p.sram_acc_bytes, p.est_cycles,
         p.est_compute_cycles, p.est_dma_cycles, p.candidates, json_string(p.tile_limit));
     // The array spends MAC slots on zeros where the mapping pads (a grouped or depthwise conv runs as

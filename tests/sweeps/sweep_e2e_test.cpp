@@ -394,6 +394,7 @@ TEST(Plots, RenderNonEmptyImagesFromRealOutputs) {
       {kScripts + "plot_timeline.py", trace, "-o", d + "/timeline.png"},
       {kScripts + "plot_layers.py", report, "--top", "2", "-o", d + "/layers.png"},
       {kScripts + "plot_roofline.py", report, "--trace", trace, "-o", d + "/roofline.svg"},
+      {kScripts + "plot_roofline.py", report, "-o", d + "/roofline_from_report.png"},  // the report's bytes
   };
   for (const auto& args : runs) {
     std::vector<std::string> argv = {kPython};

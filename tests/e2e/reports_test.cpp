@@ -1,0 +1,118 @@
+// End-to-end tests of the reports a deployment engineer acts on (issue 16): the per-layer CSV, the
+// roll-up by op type, the summary's layer list.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/e2e/run_command.h"
+
+namespace npusim::test {
+namespace {
+
+const std::string kBin = NPUSIM_BIN;
+
+CommandResult npusim(std::vector<std::string> args) {
+  args.insert(args.begin(), kBin);
+  return run_command(args);
+}
+
+// Runs a Python program over the report JSON (r) and the layers CSV (rows, a list of dicts); returns
+// what it prints.
+std::string check_csv(const std::string& report, const std::string& csv, const std::string& body) {
+  const CommandResult r = run_command({"/usr/bin/python3", "-c",
+                                       "import csv, json, sys\n"
+                                       "r = json.load(open(sys.argv[1]))\n"
+                                       "rows = list(csv.DictReader(open(sys.argv[2], newline='')))\n" +
+                                           body,
+                                       report, csv});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.out.substr(0, r.out.find_last_not_of('\n') + 1);
+}
+
+TEST(Reports, LayersCsvHasOneRowPerLayerWithItsCyclesBreakdownBytesAndBound) {
+  const std::string dir = temp_dir("layers_csv");
+  const CommandResult r =
+      npusim({"run", "demo", "-q", "--report", dir + "/r.json", "--layers-csv", dir + "/l.csv"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string csv = dir + "/l.csv";
+  EXPECT_EQ(read_file(csv).substr(0, read_file(csv).find('\n')),
+            "index,name,op,placement,precision,start_cycle,end_cycle,cycles,compute,memory,scheduling,host,macs,"
+            "dram_bytes_read,dram_bytes_written,bound,bound_cycles,efficiency");
+  EXPECT_EQ(check_csv(dir + "/r.json", csv, "print(len(rows) == len(r['layers']) > 0)"), "True");
+  // Each row is its layer: cycles are end - start, the breakdown adds up to them.
+  EXPECT_EQ(check_csv(dir + "/r.json", csv,
+                      "print(all(x['name'] == l['name'] and int(x['cycles']) == l['cycles'] == "
+                      "int(x['end_cycle']) - int(x['start_cycle']) and "
+                      "sum(int(x[k]) for k in ('compute', 'memory', 'scheduling', 'host')) == l['cycles'] and "
+                      "int(x['macs']) == l['macs'] and x['precision'] == l['precision'] "
+                      "for x, l in zip(rows, r['layers'])))"),
+            "True");
+  // Every DMA transfer belongs to a layer: the layers' bytes add up to the run's.
+  EXPECT_EQ(check_csv(dir + "/r.json", csv,
+                      "print(sum(int(x['dram_bytes_read']) for x in rows) == r['dram']['bytes_read'] > 0, "
+                      "sum(int(x['dram_bytes_written']) for x in rows) == r['dram']['bytes_written'] > 0)"),
+            "True True");
+  // The bound label is the largest part of the breakdown (the JSON carries the same label).
+  EXPECT_EQ(check_csv(dir + "/r.json", csv,
+                      "ks = ('compute', 'memory', 'scheduling', 'host')\n"
+                      "print(all(x['bound'] == l['bound'] == max(ks, key=lambda k: int(x[k])) "
+                      "for x, l in zip(rows, r['layers']) if int(x['cycles']) > 0))"),
+            "True");
+  // Efficiency is bound_cycles / cycles with four decimals; empty without a bound.
+  EXPECT_EQ(check_csv(dir + "/r.json", csv,
+                      "print(all(x['efficiency'] == ('%.4f' % (int(x['bound_cycles']) / int(x['cycles'])) "
+                      "if x['bound_cycles'] and int(x['cycles']) else '') for x in rows))"),
+            "True");
+}
+
+TEST(Reports, OpRollupSumsTheLayersOfEachOpTypeInJsonAndSummary) {
+  const std::string dir = temp_dir("op_rollup");
+  const CommandResult r = npusim({"run", "demo", "--report", dir + "/r.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string report = dir + "/r.json";
+  EXPECT_EQ(json_eval(report,
+                      "all(o['cycles'] == sum(l['cycles'] for l in r['layers'] if l['op'] == o['op']) and "
+                      "o['layers'] == sum(l['op'] == o['op'] for l in r['layers']) and "
+                      "o['dram_bytes_read'] == sum(l['dram_bytes_read'] for l in r['layers'] if l['op'] == o['op']) "
+                      "for o in r['ops'])"),
+            "True");
+  EXPECT_EQ(json_eval(report, "sorted(o['op'] for o in r['ops']) == sorted({l['op'] for l in r['layers']})"), "True");
+  EXPECT_EQ(json_eval(report, "abs(sum(o['share'] for o in r['ops']) - 1) < 1e-9"), "True");
+  EXPECT_EQ(json_eval(report, "[o['cycles'] for o in r['ops']] == sorted((o['cycles'] for o in r['ops']), "
+                              "reverse=True)"),
+            "True");
+  EXPECT_NE(r.out.find("time by op type"), std::string::npos) << r.out;
+  const std::string first = json_eval(report, "r['ops'][0]['op']");
+  EXPECT_NE(r.out.find("\n" + first + " "), std::string::npos) << r.out;
+}
+
+TEST(Reports, TopChoosesHowManyLayersTheSummaryLists) {
+  const std::string dir = temp_dir("top");
+  CommandResult r = npusim({"run", "demo", "--top", "all", "--report", dir + "/r.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string n = json_eval(dir + "/r.json", "len(r['layers'])");
+  EXPECT_NE(r.out.find("\nlayers by cycles\n"), std::string::npos) << r.out;
+  r = npusim({"run", "demo", "--top", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("top 2 of " + n + " layers by cycles"), std::string::npos) << r.out;
+  for (const char* bad : {"x", "-1", "3x"}) {
+    r = npusim({"run", "demo", "--top", bad});
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_NE(r.err.find("npusim: error: --top"), std::string::npos) << r.err;
+  }
+}
+
+TEST(Reports, ExecWritesTheLayersCsvToo) {
+  const std::string dir = temp_dir("exec_csv");
+  CommandResult r = npusim({"compile", "demo", "-o", dir + "/d.npu", "-q"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = npusim({"exec", dir + "/d.npu", "-q", "--report", dir + "/r.json", "--layers-csv", dir + "/l.csv"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(check_csv(dir + "/r.json", dir + "/l.csv",
+                      "print(len(rows) == len(r['layers']) > 0, all(x['efficiency'] == '' for x in rows))"),
+            "True True");
+}
+
+}  // namespace
+}  // namespace npusim::test
