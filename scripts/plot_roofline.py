@@ -172,7 +172,8 @@ def main():
     ax.set_xlabel("arithmetic intensity (MACs per DRAM byte)")
     ax.set_ylabel("achieved MAC/s")
     ax.legend(fontsize=8, loc="lower right")
-    extra = f"; {skipped} layers without MACs or DRAM traffic not shown" if skipped else ""
+    extra = f"; precision {r['precision']['plan']}" if "precision" in r else ""
+    extra += f"; {skipped} layers without MACs or DRAM traffic not shown" if skipped else ""
     if "efficiency" in r:
         extra += f"; model efficiency {100 * r['efficiency']:.0f}%"
     ax.set_title(args.title or f"{os.path.basename(args.report)}: {len(pts)} layers{extra}", fontsize=10)
@@ -182,7 +183,8 @@ def main():
         fig.savefig(args.output, dpi=120)
     except OSError as e:
         fail(f"cannot write {args.output}: {e.strerror or e}")
-    print(f"wrote {args.output}: {len(pts)} layers on the roofline")
+    print(f"wrote {args.output}: {len(pts)} layers under the {', '.join(sorted(peaks))} roof"
+          f"{'s' if len(peaks) > 1 else ''}")
 
 
 if __name__ == "__main__":

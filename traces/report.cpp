@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 
 #include "traces/layer_tables.h"
@@ -69,12 +70,64 @@ std::optional<double> model_efficiency(const Report& r) {
   return ratio(model_bound_cycles(r), r.total_cycles);
 }
 
+std::optional<PrecisionFigures> precision_figures(const Report& r) {
+  std::map<std::string, std::pair<uint64_t, uint64_t>> by_precision;  // layers, MACs
+  for (const LayerReport& l : r.layers) {
+    if (l.precision.empty()) continue;
+    ++by_precision[l.precision].first;
+    by_precision[l.precision].second += l.macs;
+  }
+  if (by_precision.empty()) return std::nullopt;
+  PrecisionFigures f;
+  for (const auto& [p, n] : by_precision) f.layers.emplace_back(p, n.first);
+  std::stable_sort(f.layers.begin(), f.layers.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  if (f.layers.size() == 1) {
+    f.plan = f.layers[0].first;
+  } else {
+    f.plan = "mixed:";
+    for (size_t i = 0; i < f.layers.size(); ++i) {
+      f.plan += fmt::format("{} {} {}", i ? "," : "", f.layers[i].second, f.layers[i].first);
+    }
+  }
+  const double pes = static_cast<double>(r.array_rows) * static_cast<double>(r.array_cols);
+  auto peak_of = [&](const std::string& p) {
+    for (const auto& [name, rate] : r.array_macs_per_pe_per_cycle) {
+      if (name == p) return pes * rate;
+    }
+    return 0.0;
+  };
+  double macs = 0, cycles_at_peak = 0, best = 0;
+  for (const auto& [p, n] : by_precision) {
+    const double peak = peak_of(p);
+    best = std::max(best, peak);
+    if (peak <= 0 || n.second == 0) continue;
+    macs += static_cast<double>(n.second);
+    cycles_at_peak += static_cast<double>(n.second) / peak;
+  }
+  f.peak_macs_per_cycle = cycles_at_peak > 0 ? macs / cycles_at_peak : best;
+  const double slots = f.peak_macs_per_cycle * static_cast<double>(r.total_cycles);
+  f.utilization = slots > 0 ? static_cast<double>(r.macs) / slots : 0.0;
+  return f;
+}
+
 std::string report_json(const Report& r) {
   std::string o;
   o += "{\n";
   o += fmt::format("  \"total_cycles\": {},\n  \"frequency_mhz\": {},\n  \"latency_ms\": {},\n", r.total_cycles,
                    num(r.frequency_mhz), num(r.latency_ms));
   o += fmt::format("  \"macs\": {},\n  \"array_utilization\": {}", r.macs, num(r.array_utilization));
+  if (const std::optional<PrecisionFigures> pf = precision_figures(r)) {
+    o += ",\n  \"precision\": {\"plan\": ";
+    append_json_string(o, pf->plan);
+    o += ", \"layers\": {";
+    for (size_t i = 0; i < pf->layers.size(); ++i) {
+      if (i) o += ", ";
+      append_json_string(o, pf->layers[i].first);
+      o += fmt::format(": {}", pf->layers[i].second);
+    }
+    o += fmt::format("}}, \"peak_macs_per_cycle\": {}, \"utilization\": {}}}", num(pf->peak_macs_per_cycle),
+                     num(pf->utilization));
+  }
   roofline_json(o, model_bound_cycles(r), model_efficiency(r));
   o += ",\n  \"array\": {\"rows\": " + std::to_string(r.array_rows) +
        ", \"cols\": " + std::to_string(r.array_cols) + ", \"dataflow\": ";
@@ -158,8 +211,16 @@ std::string summary_text(const Report& r, size_t top_layers) {
   std::string o;
   const uint64_t T = r.total_cycles;
   o += fmt::format("total cycles      {}  ({:.6g} ms at {} MHz)\n", T, r.latency_ms, num(r.frequency_mhz));
-  o += fmt::format("array             {}x{} {}, {} MACs, utilization {:.1f}%\n", r.array_rows, r.array_cols,
-                   r.dataflow, r.macs, 100.0 * r.array_utilization);
+  const std::optional<PrecisionFigures> pf = precision_figures(r);
+  if (pf) {
+    o += fmt::format("precision         {}: peak {} MACs/cycle\n", pf->plan, num(pf->peak_macs_per_cycle));
+    o += fmt::format("array             {}x{} {}, {} MACs, utilization {:.1f}% of the {} peak ({:.1f}% of the int8 peak)\n",
+                     r.array_rows, r.array_cols, r.dataflow, r.macs, 100.0 * pf->utilization,
+                     pf->layers.size() == 1 ? pf->plan : "plan's", 100.0 * r.array_utilization);
+  } else {
+    o += fmt::format("array             {}x{} {}, {} MACs, utilization {:.1f}% of the int8 peak\n", r.array_rows,
+                     r.array_cols, r.dataflow, r.macs, 100.0 * r.array_utilization);
+  }
   const std::optional<uint64_t> bound = model_bound_cycles(r);
   if (bound) {
     o += fmt::format(

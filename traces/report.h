@@ -129,6 +129,19 @@ std::optional<uint64_t> model_bound_cycles(const Report& r);
 // model_bound_cycles / total_cycles (host layers count in total_cycles but have no bound).
 std::optional<double> model_efficiency(const Report& r);
 
+// The precision plan the layers ran in and the peak it allows (docs/report.md, "Precision").
+struct PrecisionFigures {
+  std::string plan;  // "fp32" (every layer), or "mixed: 40 int8, 3 fp16" (most layers first)
+  std::vector<std::pair<std::string, uint64_t>> layers;  // layers per precision, most first
+  // The array's peak MACs per cycle under the plan: rows * cols * the rate of the plan's precision; for a
+  // mixed plan the rate at which the layers' MACs would all run at their precisions' peaks
+  // (sum of MACs / sum of MACs_p / peak_p).
+  double peak_macs_per_cycle = 0;
+  double utilization = 0;  // macs / (peak_macs_per_cycle * total_cycles)
+};
+// None when no layer's precision is known (a program run without the compiler's view).
+std::optional<PrecisionFigures> precision_figures(const Report& r);
+
 void write_report_json(const Report& r, std::ostream& out);
 std::string report_json(const Report& r);
 // A human-readable report: total cycles, latency, utilization, breakdown, DRAM, per unit, time by op

@@ -30,6 +30,14 @@ std::string check_csv(const std::string& report, const std::string& csv, const s
   return r.out.substr(0, r.out.find_last_not_of('\n') + 1);
 }
 
+// Runs a Python program over the report JSON (r); returns what it prints.
+std::string check_report(const std::string& report, const std::string& body) {
+  const CommandResult r = run_command(
+      {"/usr/bin/python3", "-c", "import json, sys\nr = json.load(open(sys.argv[1]))\n" + body, report});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.out.substr(0, r.out.find_last_not_of('\n') + 1);
+}
+
 TEST(Reports, LayersCsvHasOneRowPerLayerWithItsCyclesBreakdownBytesAndBound) {
   const std::string dir = temp_dir("layers_csv");
   const CommandResult r =
@@ -112,6 +120,75 @@ TEST(Reports, ExecWritesTheLayersCsvToo) {
   EXPECT_EQ(check_csv(dir + "/r.json", dir + "/l.csv",
                       "print(len(rows) == len(r['layers']) > 0, all(x['efficiency'] == '' for x in rows))"),
             "True True");
+}
+
+}  // namespace
+}  // namespace npusim::test
+
+namespace npusim::test {
+namespace {
+
+std::string check_report(const std::string& report, const std::string& body);
+
+// The demo on edge runs in fp32 (--precision auto), whose MACs run at a quarter of the int8 rate:
+// utilization is stated against the fp32 peak, with the int8-peak figure kept.
+TEST(Reports, UtilizationIsAgainstThePeakOfThePrecisionPlan) {
+  const std::string dir = temp_dir("precision_peak");
+  const std::string report = dir + "/r.json";
+  const CommandResult r = npusim({"run", "demo", "--report", report});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(report, "r['precision']['plan'], r['precision']['layers']"),
+            "fp32 {'fp32': " + json_eval(report, "len(r['layers'])") + "}");
+  const std::string pes = "r['array']['rows'] * r['array']['cols']";
+  EXPECT_EQ(json_eval(report, "r['precision']['peak_macs_per_cycle'] == " + pes + " * 0.25"), "True");
+  EXPECT_EQ(json_eval(report, "abs(r['precision']['utilization'] - r['macs'] / (" + pes +
+                                  " * 0.25 * r['total_cycles'])) < 1e-12"),
+            "True");
+  EXPECT_EQ(json_eval(report, "abs(r['array_utilization'] - r['macs'] / (" + pes + " * r['total_cycles'])) < 1e-12"),
+            "True");
+  EXPECT_NE(r.out.find("precision         fp32: peak " + json_eval(report, "'%g' % (" + pes + " * 0.25)") +
+                       " MACs/cycle"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(json_eval(report, "'utilization %.1f%% of the fp32 peak (%.1f%% of the int8 peak)' % "
+                                         "(100 * r['precision']['utilization'], 100 * r['array_utilization'])")),
+            std::string::npos)
+      << r.out;
+}
+
+// A mixed plan: the peak is the rate at which the layers' MACs would run, each at its precision's peak.
+TEST(Reports, MixedPlanNamesItsPrecisionsAndTheirCombinedPeak) {
+  const std::string dir = temp_dir("precision_mixed");
+  const std::string report = dir + "/r.json";
+  const CommandResult r =
+      npusim({"run", "demo", "--precision", "int8", "--precision-override", "conv2=fp16", "--report", report});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string n = json_eval(report, "len(r['layers']) - 1");
+  EXPECT_EQ(json_eval(report, "r['precision']['plan']"), "mixed: " + n + " int8, 1 fp16");
+  EXPECT_EQ(check_report(report,
+                         "pes = r['array']['rows'] * r['array']['cols']; rate = r['array']['macs_per_pe_per_cycle']\n"
+                      "m = {p: sum(l['macs'] for l in r['layers'] if l['precision'] == p) for p in ('int8', 'fp16')}\n"
+                      "peak = sum(m.values()) / sum(m[p] / (pes * rate[p]) for p in m)\n"
+                      "print(abs(r['precision']['peak_macs_per_cycle'] - peak) < 1e-9 * peak and "
+                      "m['fp16'] > 0 and m['int8'] > 0)"),
+            "True");
+  EXPECT_NE(r.out.find("precision         mixed: " + n + " int8, 1 fp16: peak"), std::string::npos) << r.out;
+}
+
+TEST(Reports, RooflinePlotDrawsTheRoofOfEachPrecisionOfThePlan) {
+  const std::string dir = temp_dir("precision_roofs");
+  for (const auto& [args, roofs] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{}, "under the fp32 roof"},
+           {{"--precision", "int8", "--precision-override", "conv2=fp16"}, "under the fp16, int8 roofs"}}) {
+    std::vector<std::string> run = {"run", "demo", "-q", "--report", dir + "/r.json"};
+    run.insert(run.end(), args.begin(), args.end());
+    CommandResult r = npusim(run);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    r = run_command({"/usr/bin/python3", std::string(NPUSIM_SOURCE_DIR) + "/scripts/plot_roofline.py", dir + "/r.json",
+                     "-o", dir + "/roof.png"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find(roofs), std::string::npos) << r.out;
+  }
 }
 
 }  // namespace
