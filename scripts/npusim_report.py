@@ -22,3 +22,20 @@ def read_report(path):
     if not isinstance(r, dict) or "total_cycles" not in r or not isinstance(r.get("layers"), list):
         fail(f"{path} is JSON but not an npusim report (no total_cycles and layers[])")
     return r
+
+
+def short_name(name):
+    """A layer's ONNX path without the scopes that only repeat the next one and without the trailing op:
+    '/features/features.2/conv/conv.1/conv.1.0/Conv' -> 'features.2/conv.1.0' (the first step of
+    npusim's display names, isa/layer_names.h; for names read from a trace, which carries full names)."""
+    parts = [p for p in name.split("/") if p]
+    if len(parts) > 1:
+        parts = parts[:-1]  # the op type ('Conv', 'Gemm'), shown separately
+    keep = [p for i, p in enumerate(parts) if not (i + 1 < len(parts) and parts[i + 1].startswith(p))]
+    return "/".join(keep) or name
+
+
+def display_name(layer):
+    """The name npusim's summary and layer CSV show for a report layer: its `display_name` (short and
+    unique, isa/layer_names.h), or for a report from before it existed the short form of its name."""
+    return layer.get("display_name") or short_name(layer["name"])

@@ -53,16 +53,6 @@ def layer_bytes_from_trace(path):
         return out
 
 
-def short_name(name):
-    """A layer's ONNX path without the scopes that only repeat the next one and without the trailing op:
-    '/features/features.2/conv/conv.1/conv.1.0/Conv' -> 'features.2/conv.1.0'."""
-    parts = [p for p in name.split("/") if p]
-    if len(parts) > 1:
-        parts = parts[:-1]  # the op type ('Conv', 'Gemm'), shown separately
-    keep = [p for i, p in enumerate(parts) if not (i + 1 < len(parts) and parts[i + 1].startswith(p))]
-    return "/".join(keep) or name
-
-
 def useful_macs(layer):
     """The layer's useful multiply-accumulates (the report's `macs`) and whether the array spent more
     MAC slots than that on padding (the report then adds `array_macs`)."""
@@ -126,7 +116,7 @@ def main():
         bound = max(COLOUR, key=lambda k: bd.get(k, 0))
         # The layer's own roof: the MAC/s its bound allows (None without a bound).
         own_roof = macs / (l["bound_cycles"] / freq_hz) if l.get("bound_cycles", 0) > 0 else None
-        pts.append((macs / b, macs / (cycles / freq_hz), bound, l["name"], grouped, own_roof, l.get("efficiency")))
+        pts.append((macs / b, macs / (cycles / freq_hz), bound, npusim_report.display_name(l), grouped, own_roof, l.get("efficiency")))
     model_macs = float(r.get("macs", 0))
 
     fig, ax = plt.subplots(figsize=(8, 6))
@@ -165,7 +155,7 @@ def main():
     # above and below to limit overlaps.
     key = (lambda p: p[6]) if all(p[6] is not None for p in pts) else (lambda p: p[1])
     for i, p in enumerate(sorted(pts, key=key)[:5]):
-        text = short_name(p[3]) + (f" ({100 * p[6]:.0f}% of roof)" if p[6] is not None else "")
+        text = p[3] + (f" ({100 * p[6]:.0f}% of roof)" if p[6] is not None else "")
         ax.annotate(text, (p[0], p[1]), xytext=(4, 6 if i % 2 else -10), textcoords="offset points", fontsize=7)
     ax.set_xscale("log")
     ax.set_yscale("log")

@@ -13,6 +13,8 @@ import csv
 import os
 import sys
 
+from npusim_report import short_name
+
 HEADER = ["unit", "name", "opcode", "start_cycle", "end_cycle", "kind", "reason", "bytes", "layer"]
 
 OPCODE_CLASS = {
@@ -64,16 +66,6 @@ def unit_key(name, first_seen):
     group = {"dma": 1, "dram_ch": 2}.get(base, 3)
     digits = name[len(name.rstrip("0123456789")):]
     return (group, int(digits) if digits else 0, first_seen[name])
-
-
-def short_name(name):
-    """A layer's ONNX path without the scopes that only repeat the next one and without the trailing op:
-    '/features/features.2/conv/conv.1/conv.1.0/Conv' -> 'features.2/conv.1.0'."""
-    parts = [p for p in name.split("/") if p]
-    if len(parts) > 1:
-        parts = parts[:-1]
-    keep = [p for i, p in enumerate(parts) if not (i + 1 < len(parts) and parts[i + 1].startswith(p))]
-    return "/".join(keep) or name
 
 
 def main():

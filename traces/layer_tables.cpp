@@ -51,12 +51,15 @@ std::vector<OpRollup> op_rollup(const Report& r) {
 
 void write_layers_csv(const Report& r, std::ostream& out) {
   std::string o =
-      "index,name,op,placement,precision,start_cycle,end_cycle,cycles,compute,memory,scheduling,host,macs,"
+      "index,name,display_name,op,placement,precision,start_cycle,end_cycle,cycles,compute,memory,scheduling,host,macs,"
       "dram_bytes_read,dram_bytes_written,bound,bound_cycles,efficiency\n";
+  const std::vector<std::string> shown = display_names(r);
   for (size_t i = 0; i < r.layers.size(); ++i) {
     const LayerReport& l = r.layers[i];
     o += fmt::format("{},", i);
     append_csv_field(o, l.name);
+    o += ',';
+    append_csv_field(o, shown[i]);
     o += ',';
     append_csv_field(o, l.op);
     o += fmt::format(",{},{},{},{},{},{},{},{},{},{},{},{},{},", l.placement, l.precision, l.start_cycle,

@@ -6,6 +6,7 @@
 #include <map>
 #include <numeric>
 
+#include "isa/layer_names.h"
 #include "traces/layer_tables.h"
 #include "traces/sink.h"
 
@@ -68,6 +69,12 @@ std::optional<uint64_t> model_bound_cycles(const Report& r) {
 
 std::optional<double> model_efficiency(const Report& r) {
   return ratio(model_bound_cycles(r), r.total_cycles);
+}
+
+std::vector<std::string> display_names(const Report& r) {
+  std::vector<std::string> names;
+  for (const LayerReport& l : r.layers) names.push_back(l.name);
+  return isa::display_names(names);
 }
 
 std::optional<PrecisionFigures> precision_figures(const Report& r) {
@@ -169,10 +176,13 @@ std::string report_json(const Report& r) {
   }
   o += r.units.empty() ? "},\n" : "\n  },\n";
   o += "  \"layers\": [";
+  const std::vector<std::string> shown = display_names(r);
   for (size_t i = 0; i < r.layers.size(); ++i) {
     const LayerReport& l = r.layers[i];
     o += i ? ",\n    {\"name\": " : "\n    {\"name\": ";
     append_json_string(o, l.name);
+    o += ", \"display_name\": ";
+    append_json_string(o, shown[i]);
     o += ", \"op\": ";
     append_json_string(o, l.op);
     o += ", \"placement\": ";
@@ -275,9 +285,10 @@ std::string summary_text(const Report& r, size_t top_layers) {
                                                                     order.size(), r.layers.size()),
                      "layer", "op", "where", "cycles", "comp", "mem", "sched", "host",
                      bound ? fmt::format(" {:>7}", "eff") : "");
+    const std::vector<std::string> shown = display_names(r);
     for (size_t i : order) {
       const LayerReport& l = r.layers[i];
-      std::string name = l.name.size() > 28 ? l.name.substr(0, 25) + "..." : l.name;
+      const std::string& name = shown[i];
       std::string roof;
       if (bound) {
         const std::optional<double> e = efficiency(l);

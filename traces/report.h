@@ -129,6 +129,10 @@ std::optional<uint64_t> model_bound_cycles(const Report& r);
 // model_bound_cycles / total_cycles (host layers count in total_cycles but have no bound).
 std::optional<double> model_efficiency(const Report& r);
 
+// The layers' short display names (isa::display_names), in order: the summary, the layer CSV and the
+// report's layers[].display_name use them; layers[].name stays the full name.
+std::vector<std::string> display_names(const Report& r);
+
 // The precision plan the layers ran in and the peak it allows (docs/report.md, "Precision").
 struct PrecisionFigures {
   std::string plan;  // "fp32" (every layer), or "mixed: 40 int8, 3 fp16" (most layers first)

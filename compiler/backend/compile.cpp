@@ -17,6 +17,7 @@
 #include "compiler/backend/roofline.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/precision.h"
+#include "isa/layer_names.h"
 #include "isa/machine/spec_text.h"
 #include "isa/timing/dma.h"
 #include "isa/timing/units.h"
@@ -462,10 +463,14 @@ std::string compile_summary(const CompileResult& r) {
                    "op", "place", "tile_m", "tile_k", "tile_n", "gb", "in_KiB", "w_KiB", "acc_KiB", "instr",
                    "est_cycles", "mapping");
   int64_t total = 0;
-  for (const LayerPlan& p : r.layers) {
+  std::vector<std::string> names;
+  for (const LayerPlan& p : r.layers) names.push_back(p.name);
+  names = isa::display_names(names);
+  for (size_t i = 0; i < r.layers.size(); ++i) {
+    const LayerPlan& p = r.layers[i];
     total += p.est_cycles;
     s += fmt::format("{:<28} {:<18} {:<7} {:>6} {:>6} {:>6} {:>5} {:>9.1f} {:>9.1f} {:>9.1f} {:>7} {:>12}  {}{}\n",
-                     p.name.size() > 28 ? p.name.substr(p.name.size() - 28) : p.name, p.op.substr(0, 18),
+                     names[i], p.op.substr(0, 18),
                      p.placement, p.tile_m, p.tile_k, p.tile_n, p.group_block, p.sram_input_bytes / 1024.0,
                      p.sram_weight_bytes / 1024.0, p.sram_acc_bytes / 1024.0, p.instructions, p.est_cycles, p.mapping,
                      p.loop_order.empty() ? "" : "; " + p.loop_order);

@@ -45,7 +45,7 @@ TEST(Reports, LayersCsvHasOneRowPerLayerWithItsCyclesBreakdownBytesAndBound) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string csv = dir + "/l.csv";
   EXPECT_EQ(read_file(csv).substr(0, read_file(csv).find('\n')),
-            "index,name,op,placement,precision,start_cycle,end_cycle,cycles,compute,memory,scheduling,host,macs,"
+            "index,name,display_name,op,placement,precision,start_cycle,end_cycle,cycles,compute,memory,scheduling,host,macs,"
             "dram_bytes_read,dram_bytes_written,bound,bound_cycles,efficiency");
   EXPECT_EQ(check_csv(dir + "/r.json", csv, "print(len(rows) == len(r['layers']) > 0)"), "True");
   // Each row is its layer: cycles are end - start, the breakdown adds up to them.
@@ -188,6 +188,32 @@ TEST(Reports, RooflinePlotDrawsTheRoofOfEachPrecisionOfThePlan) {
                      "-o", dir + "/roof.png"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find(roofs), std::string::npos) << r.out;
+  }
+}
+
+// One naming scheme: the summary's layer rows, the CSV and the JSON's display_name are the same short
+// names (isa::display_names, unit-tested in tests/isa); the JSON keeps the full name.
+TEST(Reports, SummaryCsvAndJsonShowTheSameShortUniqueLayerNames) {
+  const std::string dir = temp_dir("names");
+  const std::string report = dir + "/r.json";
+  const CommandResult r =
+      npusim({"run", "demo", "--top", "all", "--report", report, "--layers-csv", dir + "/l.csv"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(check_csv(report, dir + "/l.csv",
+                      "print(all(x['display_name'] == l['display_name'] and x['name'] == l['name'] "
+                      "for x, l in zip(rows, r['layers'])))"),
+            "True");
+  EXPECT_EQ(json_eval(report, "len({l['display_name'] for l in r['layers']}) == len(r['layers'])"), "True");
+  const int n = std::stoi(json_eval(report, "len(r['layers'])"));
+  for (int i = 0; i < n; ++i) {
+    const std::string name = json_eval(report, "r['layers'][" + std::to_string(i) + "]['display_name']");
+    EXPECT_NE(r.out.find("\n" + name + " "), std::string::npos) << name << "\n" << r.out;
+  }
+  const CommandResult c = npusim({"compile", "demo", "-o", dir + "/d.npu"});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  for (int i = 0; i < n; ++i) {
+    const std::string name = json_eval(report, "r['layers'][" + std::to_string(i) + "]['display_name']");
+    EXPECT_NE(c.out.find("\n" + name + " "), std::string::npos) << name << "\n" << c.out;
   }
 }
 
