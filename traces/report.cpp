@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <numeric>
 
@@ -53,6 +54,45 @@ void ops_json(std::string& o, const std::vector<OpRollup>& ops) {
     o += "}";
   }
   o += ops.empty() ? "],\n" : "\n  ],\n";
+}
+
+// A parameter's canonical text as JSON: numbers and booleans bare, everything else a string.
+void parameter_json(std::string& o, const std::string& v) {
+  if (v == "true" || v == "false") {
+    o += v;
+    return;
+  }
+  char* end = nullptr;
+  std::strtod(v.c_str(), &end);
+  if (!v.empty() && end == v.c_str() + v.size() && v.find_first_not_of("0123456789+-.eE") == std::string::npos) {
+    o += v;
+  } else {
+    append_json_string(o, v);
+  }
+}
+
+void run_json(std::string& o, const RunInfo& run) {
+  o += "  \"run\": {";
+  for (const auto& [key, value] : {std::pair{"command", &run.command}, std::pair{"version", &run.version},
+                                   std::pair{"model", &run.model}, std::pair{"model_sha256", &run.model_sha256},
+                                   std::pair{"config", &run.config}}) {
+    o += fmt::format("\"{}\": ", key);
+    append_json_string(o, *value);
+    o += ", ";
+  }
+  o += "\"sets\": [";
+  for (size_t i = 0; i < run.sets.size(); ++i) {
+    if (i) o += ", ";
+    append_json_string(o, run.sets[i]);
+  }
+  o += "], \"parameters\": {";
+  for (size_t i = 0; i < run.parameters.size(); ++i) {
+    o += i ? ",\n    " : "\n    ";
+    append_json_string(o, run.parameters[i].first);
+    o += ": ";
+    parameter_json(o, run.parameters[i].second);
+  }
+  o += run.parameters.empty() ? "}},\n" : "\n  }},\n";
 }
 
 }  // namespace
@@ -210,6 +250,7 @@ std::string report_json(const Report& r) {
     append_json_string(o, name);
     o += ": " + value + ",\n";
   }
+  if (r.run) run_json(o, *r.run);
   o += fmt::format("  \"sim\": {{\"wall_seconds\": {}, \"instructions\": {}, \"functional\": {}}}\n}}\n",
                    num(r.sim.wall_seconds), r.sim.instructions, r.sim.functional ? "true" : "false");
   return o;
@@ -220,6 +261,12 @@ void write_report_json(const Report& r, std::ostream& out) { out << report_json(
 std::string summary_text(const Report& r, size_t top_layers) {
   std::string o;
   const uint64_t T = r.total_cycles;
+  if (r.run) {
+    o += fmt::format("run               {}{}, config {}{}; npusim {}\n", r.run->model,
+                     r.run->model_sha256.empty() ? "" : " (sha256 " + r.run->model_sha256.substr(0, 12) + ")",
+                     r.run->config.empty() ? "edge (built-in)" : r.run->config,
+                     r.run->sets.empty() ? "" : fmt::format(" + {} --set", r.run->sets.size()), r.run->version);
+  }
   o += fmt::format("total cycles      {}  ({:.6g} ms at {} MHz)\n", T, r.latency_ms, num(r.frequency_mhz));
   const std::optional<PrecisionFigures> pf = precision_figures(r);
   if (pf) {

@@ -97,6 +97,18 @@ struct SimInfo {
   bool functional = false;
 };
 
+// What a run was: enough to say later which model, configuration and npusim produced a report.
+struct RunInfo {
+  std::string command;        // the command line, arguments quoted where needed
+  std::string version;        // npusim's version (git describe at build time)
+  std::string model;          // the MODEL argument (a file, or a built-in spec such as "demo")
+  std::string model_sha256;   // of the model (or program) file's bytes; empty for a built-in spec
+  std::string config;         // --config as given ("" = the built-in edge preset)
+  std::vector<std::string> sets;  // --set overrides, in order
+  // Every configuration parameter as resolved (dotted key, canonical value text), declaration order.
+  std::vector<std::pair<std::string, std::string>> parameters;
+};
+
 struct Report {
   uint64_t total_cycles = 0;
   double frequency_mhz = 0;
@@ -116,6 +128,7 @@ struct Report {
   std::vector<UnitReport> units;
   std::vector<LayerReport> layers;
   SimInfo sim;
+  std::optional<RunInfo> run;  // set by the command line (docs/report.md "run")
   // Further top-level sections (name, JSON value) from stages outside the simulator: the compiler's
   // memory plan and fallbacks, the accuracy report. Written verbatim, in order, before "sim".
   std::vector<std::pair<std::string, std::string>> sections;

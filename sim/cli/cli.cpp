@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <boost/program_options.hpp>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -25,12 +26,15 @@
 #include "isa/assembly.h"
 #include "isa/machine/spec_text.h"
 #include "isa/program.h"
+#include "sim/cli/diff.h"
 #include "sim/config/config_dump.h"
 #include "sim/config/config_loader.h"
 #include "sim/mapping/mapping_file.h"
 #include "sim/model/model.h"
 #include "sim/model/tensor_io.h"
+#include "sim/io/sha256.h"
 #include "sim/sweep/sweep_cli.h"
+#include "sim/version/version.h"
 #include "traces/layer_tables.h"
 #include "traces/report.h"
 #include "traces/sink.h"
@@ -73,6 +77,7 @@ struct Context {
   std::vector<std::string> args;  // after the command name
   std::ostream& out;
   std::ostream& err;
+  std::string command;  // the whole command line, for the report
 };
 
 struct Command {
@@ -176,10 +181,35 @@ size_t top_layers(const std::string& text) {
   return static_cast<size_t>(n);
 }
 
-int simulate_and_report(Context& ctx, const CommonOptions& o, const isa::Program& program,
+// What the report records about the run: the command, npusim's version, the model (and its file's
+// hash) and the configuration, every parameter resolved.
+traces::RunInfo run_info(const Context& ctx, const CommonOptions& o, const std::string& model,
+                         const isa::NpuConfig& config) {
+  traces::RunInfo info;
+  info.command = ctx.command;
+  info.version = npusim_version();
+  info.model = model;
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(model, ec)) {
+    try {
+      info.model_sha256 = sha256_file(model);
+    } catch (const std::runtime_error& e) {
+      throw InputError(e.what());
+    }
+  }
+  info.config = o.config;
+  info.sets = o.sets;
+  for (const isa::ParamInfo& p : isa::list_params(config)) {
+    if (p.kind != isa::ParamInfo::Kind::kGroup) info.parameters.emplace_back(p.path, p.value);
+  }
+  return info;
+}
+
+int simulate_and_report(Context& ctx, const CommonOptions& o, const std::string& model, const isa::Program& program,
                         const isa::NpuConfig& config, const CompiledModel* compiled = nullptr,
                         const FunctionalIo& io = {}, const ReportExtras* extras = nullptr) {
   const size_t top = top_layers(o.top);
+  traces::RunInfo info = run_info(ctx, o, model, config);
   auto trace_json = open_output(o.trace);
   auto trace_csv = open_output(o.trace_csv);
   std::unique_ptr<traces::ChromeTraceSink> json_sink;
@@ -222,6 +252,7 @@ int simulate_and_report(Context& ctx, const CommonOptions& o, const isa::Program
   }
   if (bar) ctx.err << "\r" << std::string(24, ' ') << "\r";
   if (sink) sink->finish();
+  report.run = std::move(info);
   if (compiled) attach_compile_info(*compiled, report);
   if (extras) {
     for (const auto& sec : extras->sections) report.sections.push_back(sec);
@@ -333,7 +364,7 @@ int cmd_exec(Context& ctx, const Command& cmd) {
   const isa::NpuConfig config = resolve_config(o);
   const isa::Program program = load_program(input);
   check_machine(program, config);
-  return simulate_and_report(ctx, o, program, config);
+  return simulate_and_report(ctx, o, input, program, config);
 }
 
 // Options of commands that compile a model.
@@ -667,14 +698,14 @@ int cmd_run(Context& ctx, const Command& cmd) {
     }
     const isa::Program program = load_program(model);
     check_machine(program, config);
-    return simulate_and_report(ctx, o, program, config, nullptr, io);
+    return simulate_and_report(ctx, o, model, program, config, nullptr, io);
   }
   const CompiledModel compiled = compile_or_throw(ctx, model, config, m);
   write_mapping_out(ctx, o, m, model, compiled);
   if (m.verbose) ctx.out << compiler::compile_summary(compiled.result) << "\n";
   ReportExtras extras;
   if (acc.accuracy || acc.advise_sqnr) accuracy_report(ctx, compiled, config, m, acc, io.seed, extras);
-  return simulate_and_report(ctx, o, compiled.result.program, config, &compiled, io, &extras);
+  return simulate_and_report(ctx, o, model, compiled.result.program, config, &compiled, io, &extras);
 }
 
 int cmd_compile(Context& ctx, const Command& cmd) {
@@ -714,6 +745,24 @@ int cmd_compile(Context& ctx, const Command& cmd) {
   return kExitOk;
 }
 
+int cmd_diff(Context& ctx, const Command& cmd) {
+  std::vector<std::string> files;
+  std::string top = "10";
+  po::options_description d("Options");
+  d.add_options()("reports", po::value(&files)->value_name("A.json B.json"), "two reports (npusim run --report)")(
+      "top", po::value(&top)->value_name("N|all"), "layers that changed most to list (default 10)");
+  po::positional_options_description pos;
+  pos.add("reports", 2);
+  if (!parse(ctx, cmd, d, pos)) return kExitOk;
+  if (files.size() != 2) throw UsageError("diff needs two reports, A.json and B.json (see 'npusim diff --help')");
+  try {
+    ctx.out << diff_reports(files[0], files[1], top_layers(top));
+  } catch (const ReportReadError& e) {
+    throw InputError(e.what());
+  }
+  return kExitOk;
+}
+
 int cmd_ops(Context& ctx, const Command& cmd) {
   po::options_description d("Options");
   if (!parse(ctx, cmd, d, {})) return kExitOk;
@@ -739,6 +788,9 @@ const std::vector<Command>& commands() {
       {"config", "config [--config FILE.yaml] [--set KEY=VALUE ...] [--dump [--markdown]]",
        "Print the resolved configuration as YAML, or with --dump every parameter with its type, unit, default, "
        "range and description."},
+      {"diff", "diff A.json B.json [--top N|all]",
+       "Compare two run reports: model, configuration, precision plan, results, and the layers (matched by name) "
+       "that changed most."},
       {"sweep", "sweep SWEEP.yaml [-j N] [-o DIR] [--dry-run] [--slurm] [--shard I/N] | sweep --merge DIR",
        "Run a design-space sweep over configuration keys and models, locally or on Slurm (docs/sweeps.md)."},
   };
@@ -752,6 +804,7 @@ int dispatch(const Command& cmd, Context& ctx) {
   if (cmd.name == "asm") return cmd_asm(ctx, cmd);
   if (cmd.name == "disasm") return cmd_disasm(ctx, cmd);
   if (cmd.name == "ops") return cmd_ops(ctx, cmd);
+  if (cmd.name == "diff") return cmd_diff(ctx, cmd);
   if (cmd.name == "sweep") return run_sweep(ctx.args, ctx.out, ctx.err);
   return cmd_config(ctx, cmd);
 }
@@ -761,6 +814,24 @@ void print_usage(std::ostream& out) {
          "A cycle-level NPU simulator and the compiler that maps ONNX models onto it.\n\ncommands:\n";
   for (const Command& c : commands()) out << fmt::format("  {:<8} {}\n", c.name, c.summary);
   out << "\nexit codes: 0 success, 1 compile or simulation error, 2 usage or configuration error\n";
+}
+
+// The command line as a shell would take it back: arguments with spaces or quotes single-quoted.
+std::string command_line(int argc, const char* const* argv) {
+  std::string s = "npusim";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool plain = !a.empty() && a.find_first_of(" \t\n'\"\\$`*?;&|<>(){}[]!#~") == std::string::npos;
+    s += " ";
+    if (plain) {
+      s += a;
+    } else {
+      s += "'";
+      for (char c : a) s += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      s += "'";
+    }
+  }
+  return s;
 }
 
 }  // namespace
@@ -775,7 +846,11 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     print_usage(out);
     return kExitOk;
   }
-  Context ctx{std::vector<std::string>(argv + 2, argv + argc), out, err};
+  if (name == "--version") {
+    out << "npusim " << npusim_version() << "\n";
+    return kExitOk;
+  }
+  Context ctx{std::vector<std::string>(argv + 2, argv + argc), out, err, command_line(argc, argv)};
   for (const Command& cmd : commands()) {
     if (cmd.name != name) continue;
     try {

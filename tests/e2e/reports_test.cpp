@@ -2,6 +2,8 @@
 // roll-up by op type, the summary's layer list.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -214,6 +216,118 @@ TEST(Reports, SummaryCsvAndJsonShowTheSameShortUniqueLayerNames) {
   for (int i = 0; i < n; ++i) {
     const std::string name = json_eval(report, "r['layers'][" + std::to_string(i) + "]['display_name']");
     EXPECT_NE(c.out.find("\n" + name + " "), std::string::npos) << name << "\n" << c.out;
+  }
+}
+
+}  // namespace
+}  // namespace npusim::test
+
+namespace npusim::test {
+namespace {
+
+// Every parameter key `npusim config --dump` lists (its KEY column).
+std::vector<std::string> dumped_keys() {
+  const CommandResult r = npusim({"config", "--dump"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> keys;
+  std::istringstream in(r.out);
+  bool table = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("KEY ", 0) == 0) {
+      table = true;
+      continue;
+    }
+    const std::string key = line.substr(0, line.find(' '));
+    if (table && !key.empty() && key.back() != ':') keys.push_back(key);  // "sram:" is a group
+  }
+  return keys;
+}
+
+TEST(Reports, RunRecordsTheModelAndItsHashEveryConfigurationKeyTheCommandAndTheVersion) {
+  const std::string dir = temp_dir("run_info");
+  CommandResult r = npusim({"compile", "demo", "-o", dir + "/d.npu", "-q"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string report = dir + "/r.json";
+  r = npusim({"exec", dir + "/d.npu", "-q", "--set", "sram.input.size_kib=512", "--report", report});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(report, "r['run']['model']"), dir + "/d.npu");
+  // The hash is SHA-256 of the file, as hashlib (and sha256sum) computes it.
+  EXPECT_EQ(json_eval(report, "r['run']['model_sha256'] == __import__('hashlib').sha256(open(r['run']['model'], "
+                              "'rb').read()).hexdigest()"),
+            "True");
+  EXPECT_EQ(json_eval(report, "r['run']['sets'], r['run']['config']"), "['sram.input.size_kib=512'] ");
+  EXPECT_EQ(json_eval(report, "r['run']['parameters']['sram.input.size_kib'], "
+                              "r['run']['parameters']['systolic_array.dataflow']"),
+            "512 ws");
+  const std::vector<std::string> keys = dumped_keys();
+  ASSERT_GT(keys.size(), 50u);
+  std::string expected = "[";
+  for (const std::string& k : keys) expected += (expected.size() > 1 ? ", '" : "'") + k + "'";
+  EXPECT_EQ(json_eval(report, "list(r['run']['parameters'])"), expected + "]");
+  EXPECT_EQ(json_eval(report, "r['run']['command']"),
+            "npusim exec " + dir + "/d.npu -q --set sram.input.size_kib=512 --report " + report);
+  const CommandResult v = npusim({"--version"});
+  EXPECT_EQ(v.exit_code, 0);
+  EXPECT_EQ("npusim " + json_eval(report, "r['run']['version']") + "\n", v.out);
+  EXPECT_NE(v.out.find("0.1.0 ("), std::string::npos) << v.out;
+  // A built-in model has no file to hash.
+  r = npusim({"run", "demo", "-q", "--report", report});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(report, "repr(r['run']['model']), repr(r['run']['model_sha256'])"), "'demo' ''");
+}
+
+TEST(Reports, DiffPrintsWhatDiffersInConfigurationResultsAndLayers) {
+  const std::string dir = temp_dir("diff");
+  CommandResult r = npusim({"run", "demo", "-q", "--report", dir + "/a.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = npusim({"run", "demo", "-q", "--set", "systolic_array.rows=16", "--set", "dram.model=hbm2", "--report",
+              dir + "/b.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const CommandResult d = npusim({"diff", dir + "/a.json", dir + "/b.json", "--top", "all"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  const std::string n = json_eval(dir + "/a.json", "len(r['run']['parameters'])");
+  EXPECT_NE(d.out.find("configuration: 2 of " + n + " parameters differ"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("systolic_array.rows"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("lpddr4_4266"), std::string::npos) << d.out;
+  const std::string ta = json_eval(dir + "/a.json", "r['total_cycles']");
+  const std::string tb = json_eval(dir + "/b.json", "r['total_cycles']");
+  EXPECT_NE(d.out.find(json_eval(dir + "/a.json",
+                                 "'  %-28s %16d %16d %9s' % ('total_cycles', " + ta + ", " + tb + ", '%+.1f%%' % (100 * (" +
+                                     tb + " - " + ta + ") / " + ta + "))")),
+            std::string::npos)
+      << d.out;
+  const std::string layers = json_eval(dir + "/a.json", "len(r['layers'])");
+  EXPECT_NE(d.out.find("layers: " + layers + " matched by name, 0 only in A, 0 only in B"), std::string::npos) << d.out;
+  // The layer that changed most comes first.
+  const std::string most = check_report(
+      dir + "/a.json",
+      "b = json.load(open(sys.argv[1].replace('a.json', 'b.json')))\n"
+      "cb = {l['name']: l['cycles'] for l in b['layers']}\n"
+      "print(max(r['layers'], key=lambda l: abs(cb[l['name']] - l['cycles']))['display_name'])");
+  EXPECT_NE(d.out.find("B - A    change\n" + most + " "), std::string::npos) << d.out;
+  // The same report twice: nothing differs.
+  const CommandResult same = npusim({"diff", dir + "/a.json", dir + "/a.json"});
+  EXPECT_NE(same.out.find("configuration: 0 of"), std::string::npos) << same.out;
+}
+
+TEST(Reports, DiffOfSomethingElseThanTwoReportsIsOneSentenceAndExit2) {
+  const std::string dir = temp_dir("diff_bad");
+  ASSERT_EQ(npusim({"run", "demo", "-q", "--report", dir + "/a.json"}).exit_code, 0);
+  write_file(dir + "/x.txt", "not json {");
+  write_file(dir + "/y.json", "{\"a\": 1}");
+  struct Case {
+    std::vector<std::string> args;
+    std::string expect;
+  };
+  for (const Case& c : std::vector<Case>{{{"diff", dir + "/a.json"}, "diff needs two reports"},
+                                         {{"diff", dir + "/a.json", dir + "/none.json"}, "cannot open"},
+                                         {{"diff", dir + "/a.json", dir + "/x.txt"}, "is not JSON"},
+                                         {{"diff", dir + "/y.json", dir + "/a.json"}, "is not an npusim report"}}) {
+    const CommandResult r = npusim(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.expect;
+    EXPECT_EQ(r.err.rfind("npusim: error: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
 }
 
