@@ -606,9 +606,12 @@ void write_plan(const std::string& out_dir, const SweepSpec& spec, const std::ve
 }
 
 void print_points(std::ostream& out, const SweepSpec& spec, const std::vector<SweepPoint>& points) {
+  const std::vector<std::string> keys = spec.column_keys();
+  const bool swept_config = std::find(keys.begin(), keys.end(), "config") != keys.end();
   out << fmt::format("# sweep '{}': {} points ({}), base config: {}\n", spec.name, points.size(),
                      spec.zip ? "zipped axes" : "cartesian product",
-                     spec.base.empty() ? "built-in" : spec.base);
+                     swept_config ? "the config axis"
+                         : spec.base.empty() ? "built-in" : spec.base);
   for (const SweepPoint& p : points) {
     std::string v;
     for (const auto& [k, val] : p.values) v += (v.empty() ? "" : " ") + k + "=" + val;

@@ -310,6 +310,36 @@ TEST(SweepRun, ModelAxisRunsEachModelAndPreparesMissingOnes) {
   EXPECT_NE(cycles["default"], cycles["gemm_layer"]);
 }
 
+// Presets (or configuration files) as an axis: each point runs with its --config, its report records
+// it, and a name that is neither a preset nor a file fails the sweep before any point runs.
+TEST(SweepRun, ConfigAxisRunsEachPresetOrFile) {
+  const std::string d = temp_dir("sweep-config-axis");
+  write_file(d + "/mine.yaml", "systolic_array:\n  rows: 8\n  cols: 8\n");
+  const std::string f = write_sweep(d, "axes:\n" + kGemmAxis + "  - config: [edge, tpu-v1, mine.yaml]\n");
+  const CommandResult r = sweep({f, "-j", "2", "-o", d + "/out"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Table t = read_csv(d + "/out/results.csv");
+  ASSERT_EQ(t.rows.size(), 3u);
+  std::set<std::string> cycles;
+  for (const auto& row : t.rows) {
+    ASSERT_EQ(row.at("status"), "ok") << row.at("error");
+    cycles.insert(row.at("total_cycles"));
+    const std::string report = d + "/out/" + row.at("report");
+    const std::string expect = row.at("config") == "mine.yaml" ? d + "/mine.yaml" : row.at("config");
+    EXPECT_EQ(json_eval(report, "r['run']['config']"), fs::path(expect).lexically_normal().string());
+    if (row.at("config") == "mine.yaml") {
+      EXPECT_EQ(json_eval(report, "r['array']['rows']"), "8");
+    }
+  }
+  EXPECT_EQ(cycles.size(), 3u) << "three machines, three cycle counts";
+  const std::string g = write_sweep(d, "axes:\n  - config: [edge, tpu-v9]\n");
+  const CommandResult bad = sweep({g, "-o", d + "/out2"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find(g + ":2:20: config: --config tpu-v9: no such file, and not a preset"), std::string::npos)
+      << bad.err;
+  EXPECT_FALSE(fs::exists(d + "/out2/results.csv"));
+}
+
 double num(const std::map<std::string, std::string>& row, const std::string& key) {
   return std::stod(row.at(key));
 }
