@@ -120,6 +120,7 @@ traces::Report Npu::report() const {
 
   // Layers.
   const auto& layers = fab_.rec.layers();
+  int64_t useful_minus_executed = 0;
   for (size_t i = 0; i < layers.size(); ++i) {
     traces::LayerReport l;
     l.name = fab_.program.layers[i].name;
@@ -130,13 +131,18 @@ traces::Report Npu::report() const {
     l.cycles = l.end_cycle - l.start_cycle;
     l.compute_cycles = lc.compute_cycles;
     l.vector_cycles = lc.vector_cycles;
-    l.macs = lc.macs;
+    // Useful MACs where the program records them (compiled models), else what the array executed.
+    const isa::Layer& pl = fab_.program.layers[i];
+    l.macs = pl.macs ? pl.macs : lc.macs;
+    if (l.macs != lc.macs) l.array_macs = lc.macs;
+    if (pl.precision) l.precision = std::string(isa::kDTypeNames[static_cast<size_t>(*pl.precision)]);
+    useful_minus_executed += static_cast<int64_t>(l.macs) - static_cast<int64_t>(lc.macs);
     l.instructions = lc.instructions;
     l.dram_bytes_read = lc.dram_bytes_read;
     l.dram_bytes_written = lc.dram_bytes_written;
     r.layers.push_back(std::move(l));
   }
-  r.macs = matrix_.macs();
+  r.macs = static_cast<uint64_t>(static_cast<int64_t>(matrix_.macs()) + useful_minus_executed);
   r.array_utilization =
       total ? static_cast<double>(r.macs) / (static_cast<double>(c.systolic_array.rows * c.systolic_array.cols) * total)
             : 0.0;

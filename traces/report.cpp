@@ -238,6 +238,7 @@ std::string report_json(const Report& r) {
         l.start_cycle, l.end_cycle, l.cycles, l.compute_cycles, l.vector_cycles, l.macs, l.instructions,
         l.dram_bytes_read, l.dram_bytes_written, bound_label(l));
     breakdown_json(o, l.breakdown);
+    if (l.array_macs) o += fmt::format(", \"array_macs\": {}", *l.array_macs);
     roofline_json(o, l.bound_cycles, efficiency(l));
     if (!l.extra_json.empty()) o += ", " + l.extra_json;
     o += "}";

@@ -45,7 +45,10 @@ struct LayerReport {
   uint64_t cycles = 0;          // end_cycle - start_cycle
   uint64_t compute_cycles = 0;  // matrix-unit cycles of the layer, fill and drain included
   uint64_t vector_cycles = 0;   // vector-unit busy cycles of the layer
-  uint64_t macs = 0;
+  uint64_t macs = 0;  // useful MACs (the program's record of the layer), else those the array executed
+  // The MAC slots the array spent on the layer when they differ from `macs` (padding: a depthwise conv
+  // run as block-diagonal blocks; 0 on the vector unit).
+  std::optional<uint64_t> array_macs;
   uint64_t instructions = 0;
   uint64_t dram_bytes_read = 0;     // bytes the layer's LOADs read
   uint64_t dram_bytes_written = 0;  // bytes the layer's STOREs wrote

@@ -385,13 +385,16 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
       c.context_first = std::max(timed_layers[k].first, std::min(before, c.em.size() - kContextInstructions));
     }
     c.timed = {};
+    const isa::DType precision =
+        options.plan ? quant::to_dtype(options.plan->precision_of(n.name)) : options.precision;
     if (plan.placement == "free" && plan.instructions == 0) {
       plan.bound_cycles = 0;
     } else if (plan.placement != "host") {
-      const isa::DType precision =
-          options.plan ? quant::to_dtype(options.plan->precision_of(n.name)) : options.precision;
       plan.bound_cycles = backend::roofline(g, n, plan.macs, precision, config).bound_cycles();
     }
+    // What the program carries of the layer, so a run of the program file reports what this run does.
+    prog.layers[i].precision = precision;
+    if (plan.placement == "matrix" || plan.placement == "vector") prog.layers[i].macs = static_cast<uint64_t>(plan.macs);
     c.em.collapse_sram();
     if (imposed) backend::check_applied(*imposed, plan, forced_host);
     plan.chosen.name = plan.name;

@@ -333,3 +333,40 @@ TEST(Reports, DiffOfSomethingElseThanTwoReportsIsOneSentenceAndExit2) {
 
 }  // namespace
 }  // namespace npusim::test
+
+namespace npusim::test {
+namespace {
+
+// `npusim exec` of a compiled program reports what `npusim run` of the model does: the same useful MACs
+// (per layer and in total), array MAC slots apart, utilization and precision plan. A depthwise
+// convolution on the array spends more MAC slots than it has MACs (block-diagonal blocks): the demo has
+// none, so a SCALE-Sim topology with a depthwise ("DP") row, which stays on the array, is run too.
+TEST(Reports, RunAndExecOfTheSameProgramReportTheSameMacs) {
+  const std::string dir = temp_dir("run_exec_macs");
+  write_file(dir + "/topo.csv",
+             "Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, Strides,\n"
+             "conv, 16, 16, 3, 3, 8, 32, 1,\n"
+             "DP_conv, 16, 16, 3, 3, 32, 1, 1,\n");
+  for (const auto& [model, extra] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"demo", {}}, {"demo", {"--precision", "int8"}}, {dir + "/topo.csv", {}}}) {
+    std::vector<std::string> compile = {"compile", model, "-o", dir + "/d.npu", "-q"};
+    std::vector<std::string> run = {"run", model, "-q", "--report", dir + "/run.json"};
+    compile.insert(compile.end(), extra.begin(), extra.end());
+    run.insert(run.end(), extra.begin(), extra.end());
+    ASSERT_EQ(npusim(compile).exit_code, 0);
+    CommandResult r = npusim(run);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    r = npusim({"exec", dir + "/d.npu", "-q", "--report", dir + "/exec.json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string same =
+        "r['total_cycles'], r['macs'], r['array_utilization'], r['precision'], "
+        "[(l['name'], l['macs'], l.get('array_macs'), l['precision']) for l in r['layers']]";
+    EXPECT_EQ(json_eval(dir + "/run.json", same), json_eval(dir + "/exec.json", same)) << model;
+  }
+  // The topology's depthwise layer has fewer useful MACs than the array spent slots on it.
+  EXPECT_EQ(json_eval(dir + "/exec.json", "[l['array_macs'] > l['macs'] > 0 for l in r['layers'] if 'DP' in l['name']]"),
+            "[True]");
+}
+
+}  // namespace
+}  // namespace npusim::test
