@@ -10,6 +10,20 @@ def fail(msg):
     sys.exit(2)
 
 
+def pyplot():
+    """matplotlib's pyplot on the Agg backend (files only), or one sentence and exit 2 when this Python
+    lacks matplotlib (or numpy): scripts/install-deps.sh installs them for /usr/bin/python3."""
+    try:
+        import matplotlib
+        import numpy  # noqa: F401  (every plot uses it)
+    except ImportError as e:
+        fail(f"{e.name or 'matplotlib'} is not installed for {sys.executable}; run the script with /usr/bin/python3 "
+             f"(scripts/install-deps.sh installs matplotlib and numpy for it)")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
 def read_report(path):
     """The report written by `npusim run --report FILE.json`; fails clearly on any other file."""
     try:

@@ -40,9 +40,7 @@ def main():
     if not layers:
         fail(f"{args.report} has no layers")
 
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = npusim_report.pyplot()
     import numpy as np
 
     if args.sort == "cycles":

@@ -99,9 +99,7 @@ def main():
         fail("the report has no per-layer DRAM bytes (written by an older npusim); pass --trace TRACE.csv from "
              "the same run (npusim run --trace-csv)")
 
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = npusim_report.pyplot()
     import numpy as np
 
     pts = []

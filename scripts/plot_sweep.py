@@ -22,6 +22,8 @@ import os
 import re
 import sys
 
+import npusim_report
+
 
 def fail(msg):
     print(f"plot_sweep.py: error: {msg}", file=sys.stderr)
@@ -257,9 +259,7 @@ def main():
     x = args.x or (free[0] if free else None)
     y = args.y or next((a for a in free if a != x), None)
 
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = npusim_report.pyplot()
 
     log = use_log(args.log, [num(d[args.metric]) for d in data])
     kinds = ["heatmap", "line", "pareto"] if args.kind == "summary" else [args.kind]

@@ -13,6 +13,7 @@ import csv
 import os
 import sys
 
+import npusim_report
 from npusim_report import short_name
 
 HEADER = ["unit", "name", "opcode", "start_cycle", "end_cycle", "kind", "reason", "bytes", "layer"]
@@ -92,9 +93,7 @@ def main():
     t1 = args.end if args.end is not None else max(r["end"] for r in rows)
     rows = [r for r in rows if r["end"] > t0 and r["start"] < t1]
 
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = npusim_report.pyplot()
     from matplotlib.patches import Patch
 
     first_seen = {}

@@ -166,6 +166,7 @@ std::unique_ptr<std::ofstream> open_output(const std::string& path) {
 struct ReportExtras {
   std::vector<std::pair<std::string, std::string>> sections;
   std::string text;
+  std::string answer;  // printed even under -q: what an option asked for (--advise-sqnr's override list)
 };
 
 // --top N|all: how many layers the summary lists.
@@ -227,11 +228,14 @@ int simulate_and_report(Context& ctx, const CommonOptions& o, const std::string&
     }
   }
   arch::RunOptions run;
+  std::vector<std::string> written;  // --outputs: the files written
+  FunctionalIo fio = io;
+  fio.written = &written;
   if (o.functional) {
     if (!compiled && !program.host_ops.empty()) {
       ctx.err << "npusim: warning: functional run of a program file: its host ops are timed but not computed\n";
     }
-    add_functional_hooks(program, compiled, io, run);
+    add_functional_hooks(program, compiled, fio, run);
   }
   run.sink = sink;
   const bool bar = !o.quiet && isatty(STDERR_FILENO);
@@ -269,6 +273,13 @@ int simulate_and_report(Context& ctx, const CommonOptions& o, const std::string&
   }
   if (!o.quiet) ctx.out << traces::summary_text(report, top);
   if (!o.quiet && extras) ctx.out << extras->text;
+  // What the user asked for by name is printed even under -q: the advice.
+  if (extras) ctx.out << extras->answer;
+  if (!o.quiet && !written.empty()) {
+    ctx.out << fmt::format("wrote {} output{} to {}:\n", written.size(), written.size() == 1 ? "" : "s",
+                           io.outputs_dir);
+    for (const std::string& w : written) ctx.out << "  " << w << "\n";
+  }
   return kExitOk;
 }
 
@@ -370,7 +381,8 @@ int cmd_exec(Context& ctx, const Command& cmd) {
 // Options of commands that compile a model.
 struct ModelCliOptions {
   std::vector<std::string> input_shapes;
-  int64_t batch = 0;
+  int64_t batch = 0;  // 0: not given (each input keeps its first dimension)
+  bool batch_given = false;
   std::string precision = "auto";
   std::vector<std::string> overrides;  // --precision-override, each "KEY=PREC,KEY=PREC"
   std::string precision_file;
@@ -391,7 +403,10 @@ po::options_description model_options(ModelCliOptions& m) {
   po::options_description d("Model");
   d.add_options()("input-shape", po::value(&m.input_shapes)->composing()->value_name("NAME=1x3x224x224"),
                   "bind a model input's dynamic dimensions (repeatable)")(
-      "batch", po::value(&m.batch)->value_name("N"),
+      "batch", po::value<int64_t>()->value_name("N")->notifier([&m](int64_t v) {
+        m.batch = v;
+        m.batch_given = true;
+      }),
       "set the first (batch) dimension of every model input to N; shape inference propagates it")(
       "verbose,v", po::bool_switch(&m.verbose),
       "print the graph after import and after every pass, and the mapping")(
@@ -496,7 +511,9 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
   o.timer = simulation_timer(config);
   o.fusion = !m.no_fusion;
   o.input_shapes = m.input_shapes;
-  if (m.batch < 0 || m.batch > 65536) throw UsageError(fmt::format("--batch {} is out of range (1..65536)", m.batch));
+  if (m.batch_given && (m.batch < 1 || m.batch > 65536)) {
+    throw UsageError(fmt::format("--batch {} is out of range (1..65536)", m.batch));
+  }
   o.batch = m.batch;
   q::PlanRequest& r = o.plan;
   try {
@@ -588,12 +605,19 @@ void accuracy_report(Context& /*ctx*/, const CompiledModel& cm, const isa::NpuCo
   extras.text += q::accuracy_summary(r);
   if (r.advice) {
     const q::MixedPrecisionAdvice& adv = *r.advice;
-    extras.text += fmt::format(
-        "mixed-precision advice (target {:.1f} dB): {} {:.2f} dB with {} layer(s) in fp16, {:.0f} cycles "
-        "(int8 as planned: {:.0f})\n",
-        adv.target_sqnr_db, adv.met ? "met," : "NOT met, best", adv.achieved_sqnr_db, adv.layers.size(), adv.cost,
-        adv.cost_int8);
-    extras.text += fmt::format("  --precision-override '{}'\n", adv.overrides);
+    if (adv.met && adv.layers.empty()) {
+      extras.answer += fmt::format(
+          "mixed-precision advice (target {:.1f} dB): met by the plan as it is ({:.2f} dB, {:.0f} cycles): no layer "
+          "needs fp16\n",
+          adv.target_sqnr_db, adv.achieved_sqnr_db, adv.cost_int8);
+    } else {
+      extras.answer += fmt::format(
+          "mixed-precision advice (target {:.1f} dB): {} {:.2f} dB with {} layer(s) in fp16, {:.0f} cycles "
+          "(int8 as planned: {:.0f})\n",
+          adv.target_sqnr_db, adv.met ? "met," : "NOT met, best", adv.achieved_sqnr_db, adv.layers.size(), adv.cost,
+          adv.cost_int8);
+      extras.answer += fmt::format("  --precision-override '{}'\n", adv.overrides);
+    }
   }
 }
 
@@ -856,7 +880,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     try {
       return dispatch(cmd, ctx);
     } catch (const ConfigError& e) {
-      err << e.what() << "\n";
+      for (const std::string& m : e.messages()) err << "npusim: error: " << m << "\n";
       return kExitUsage;
     } catch (const UsageError& e) {
       err << "npusim: error: " << e.what() << "\n";

@@ -160,7 +160,8 @@ void add_functional_hooks(const isa::Program& program, const CompiledModel* comp
       const std::vector<uint8_t> raw = state.read_tensor(b.name);
       outputs[b.name] = from_device_bytes(raw, b.dtype);
     }
-    write_outputs(io.outputs_dir, outputs, program);
+    const std::vector<std::string> written = write_outputs(io.outputs_dir, outputs, program);
+    if (io.written) *io.written = written;
   };
 }
 

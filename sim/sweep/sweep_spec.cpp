@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -209,12 +210,15 @@ class Parser {
   }
 
   // Checks one "key=value" against the configuration's declaration; reports it at `at`.
+  // Sets *unknown_key when the key itself is not a configuration key (the caller reports that once, not
+  // once per value).
   bool check_config_value(const YAML::Node& at, const std::string& prefix, const std::string& key,
-                          const std::string& value) {
+                          const std::string& value, bool* unknown_key = nullptr) {
     isa::NpuConfig c;
     std::vector<std::string> errs;
     apply_sets(c, {key + "=" + value}, errs);
     for (std::string m : errs) {
+      if (unknown_key && m.find(": unknown key") != std::string::npos) *unknown_key = true;
       // apply_sets speaks of --set; here the value comes from the sweep file.
       for (const char* p : {"--set: ", "--set "})
         if (m.rfind(p, 0) == 0) m = m.substr(std::string(p).size());
@@ -254,6 +258,7 @@ class Parser {
         else if (col.key == "config")
           col.kind = AxisKind::kPreset;
         bool ok = true;
+        bool unknown_key = false;
         for (const auto& e : kv.second) {
           if (col.kind == AxisKind::kModel) {
             ModelValue m;
@@ -272,7 +277,18 @@ class Parser {
             ok = !arg.empty() && ok;
             col.configs.push_back(arg);
           } else if (col.kind == AxisKind::kConfig) {
-            ok = check_config_value(kv.first, "", col.key, value) && ok;
+            if (!unknown_key) ok = check_config_value(kv.first, "", col.key, value, &unknown_key) && ok;
+            ok = ok && !unknown_key;
+          } else if (col.kind == AxisKind::kPrecision) {
+            // The values `npusim run --precision` accepts (sim/cli/cli.cpp): a typo fails the sweep up
+            // front, not each of its points.
+            static const std::vector<std::string> kPrecisions = {"fp32", "fp16", "bf16", "int8", "auto"};
+            if (std::find(kPrecisions.begin(), kPrecisions.end(), value) == kPrecisions.end()) {
+              const std::string guess = isa::closest_name(value, kPrecisions);
+              error(e, "precision: '" + value + "' is not one of " + join(kPrecisions, ", ") +
+                           (guess.empty() ? "" : " (did you mean '" + guess + "'?)"));
+              ok = false;
+            }
           } else if (col.kind == AxisKind::kBatch) {
             int64_t b = 0;
             try {

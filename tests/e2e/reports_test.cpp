@@ -370,3 +370,89 @@ TEST(Reports, RunAndExecOfTheSameProgramReportTheSameMacs) {
 
 }  // namespace
 }  // namespace npusim::test
+
+// The smaller things of issue 16, each with its test.
+namespace npusim::test {
+namespace {
+
+TEST(SmallThings, BatchZeroIsAUsageErrorLikeANegativeBatch) {
+  for (const char* b : {"0", "-1"}) {
+    const CommandResult r = npusim({"run", "demo", "-q", "--batch", b});
+    EXPECT_EQ(r.exit_code, 2) << b;
+    EXPECT_NE(r.err.find(std::string("npusim: error: --batch ") + b + " is out of range (1..65536)"),
+              std::string::npos)
+        << r.err;
+  }
+}
+
+TEST(SmallThings, ConfigurationErrorsCarryThePrefixOfEveryError) {
+  const CommandResult r =
+      npusim({"run", "demo", "-q", "--set", "systolic_array.rowz=3", "--set", "dram.model=ddr9"});
+  EXPECT_EQ(r.exit_code, 2);
+  std::istringstream in(r.err);
+  int lines = 0;
+  for (std::string line; std::getline(in, line); ++lines) {
+    EXPECT_EQ(line.rfind("npusim: error: ", 0), 0u) << line;
+  }
+  EXPECT_EQ(lines, 2) << r.err;
+}
+
+TEST(SmallThings, AMissingInputNamesTheFilesItLookedForWithoutADoubleSlash) {
+  const std::string dir = temp_dir("missing_input");
+  const CommandResult r = npusim({"run", "demo", "-q", "--functional", "--inputs", dir + "/"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("expected " + dir + "/input.npy, " + dir + "/input.pb"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("//"), std::string::npos) << r.err;
+}
+
+TEST(SmallThings, OutputsSaysWhatItWrote) {
+  const std::string dir = temp_dir("outputs_written");
+  CommandResult r = npusim({"run", "demo", "--functional", "--outputs", dir});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("wrote 1 output to " + dir + ":\n  " + dir + "/logits.npy (1x10)\n"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(read_file(dir + "/logits.npy").substr(1, 5), "NUMPY");
+  r = npusim({"run", "demo", "-q", "--functional", "--outputs", dir});
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(SmallThings, PlotScriptsWithoutMatplotlibSayWhichPythonToUseInOneSentence) {
+  const std::string dir = temp_dir("no_matplotlib");
+  ASSERT_EQ(npusim({"run", "demo", "-q", "--report", dir + "/r.json", "--trace-csv", dir + "/t.csv"}).exit_code,
+            0);
+  const std::string scripts = std::string(NPUSIM_SOURCE_DIR) + "/scripts/";
+  // -S: no site packages, so neither matplotlib nor numpy, as on a python3 without them.
+  for (const auto& [script, input] : std::vector<std::pair<std::string, std::string>>{
+           {"plot_layers.py", dir + "/r.json"}, {"plot_roofline.py", dir + "/r.json"},
+           {"plot_timeline.py", dir + "/t.csv"}}) {
+    const CommandResult r =
+        run_command({"/usr/bin/python3", "-S", scripts + script, input, "-o", dir + "/x.png"});
+    EXPECT_EQ(r.exit_code, 2) << script;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("is not installed for"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("run the script with /usr/bin/python3"), std::string::npos) << r.err;
+  }
+}
+
+// --advise-sqnr answers a question: its answer is printed once, also under -q, and says so plainly when
+// the int8 plan already meets the target.
+TEST(SmallThings, AdviseSqnrPrintsItsAnswerOnceEvenWhenQuiet) {
+  CommandResult r = npusim({"run", "demo", "-q", "--precision", "int8", "--advise-sqnr", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("mixed-precision advice (target 1.0 dB): met by the plan as it is ("), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("no layer needs fp16\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("--precision-override"), std::string::npos) << r.out;
+  r = npusim({"run", "demo", "--precision", "int8", "--advise-sqnr", "60"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t count = 0;
+  for (size_t at = r.out.find("--precision-override '"); at != std::string::npos;
+       at = r.out.find("--precision-override '", at + 1)) {
+    ++count;
+  }
+  EXPECT_EQ(count, 1u) << r.out;
+  EXPECT_EQ(r.out.find("mixed precision for"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace npusim::test

@@ -92,6 +92,41 @@ TEST(SweepCli, UnknownKeyExitsTwoNamingKeyFileAndLine) {
   EXPECT_FALSE(fs::exists(d + "/out/results.csv"));
 }
 
+// An unknown key on an axis is one error however many values it has; a precision that does not exist
+// fails the sweep before any point runs; every line carries npusim's error prefix.
+TEST(SweepCli, AxisErrorsAreReportedOnceAndUpFront) {
+  const std::string d = temp_dir("sweep-axis-errors");
+  const std::string f = write_sweep(d,
+                                    "axes:\n"
+                                    "  - systolic_array.rowz: [8, 16, 32]\n"
+                                    "  - precision: [int8, int9]\n");
+  const CommandResult r = sweep({f, "-o", d + "/out"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 2) << r.err;
+  EXPECT_NE(r.err.find("npusim: error: " + f + ":2:5: systolic_array.rowz: unknown key"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("npusim: error: " + f + ":3:23: precision: 'int9' is not one of fp32, fp16, bf16, int8, auto"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(d + "/out/results.csv"));
+}
+
+// results.csv: non-integer figures to 10 significant digits, not the report's float noise.
+TEST(SweepRun, ResultsCsvNumbersHaveNoFloatNoise) {
+  const std::string d = temp_dir("sweep-csv-numbers");
+  const std::string f = write_sweep(d, "axes:\n" + kGemmAxis + "  - dram.model: [ideal, hbm2, lpddr4_4266]\n");
+  ASSERT_EQ(sweep({f, "-o", d + "/out"}).exit_code, 0);
+  const Table t = read_csv(d + "/out/results.csv");
+  ASSERT_EQ(t.rows.size(), 3u);
+  for (const auto& row : t.rows) {
+    for (const char* k : {"latency_ms", "array_utilization", "dram_bandwidth_gbps"}) {
+      const std::string& v = row.at(k);
+      ASSERT_FALSE(v.empty()) << k;
+      EXPECT_EQ(v, fmt::format("{:.10g}", std::stod(v))) << k;
+    }
+  }
+}
+
 TEST(SweepCli, UsageErrorsExitTwo) {
   EXPECT_EQ(sweep({}).exit_code, 2);
   EXPECT_EQ(sweep({"--shard", "3/2", "x.yaml"}).exit_code, 2);
