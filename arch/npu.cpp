@@ -19,7 +19,12 @@ std::vector<std::string> Npu::track_names(const isa::NpuConfig& config) {
   std::vector<std::string> names{"sequencer"};
   for (auto q : isa::kQueueNames) names.emplace_back(q);
   for (int64_t e = 0; e < config.dma.engines; ++e) names.push_back(fmt::format("dma{}", e));
-  for (int c = 0; c < dram_channels(config.dram); ++c) names.push_back(fmt::format("dram_ch{}", c));
+  // One track per DRAM channel per DMA engine: an engine runs one transfer at a time, so the slices of
+  // one track never overlap (trace viewers expect a track's slices to nest); several engines' transfers
+  // do overlap on a channel.
+  for (int c = 0; c < dram_channels(config.dram); ++c) {
+    for (int64_t e = 0; e < config.dma.engines; ++e) names.push_back(fmt::format("dram_ch{}.dma{}", c, e));
+  }
   return names;
 }
 

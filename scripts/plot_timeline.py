@@ -11,6 +11,7 @@ Example:  plot_timeline.py trace.csv -o timeline.png [--start 0 --end 50000] [--
 import argparse
 import csv
 import os
+import re
 import sys
 
 import npusim_report
@@ -61,12 +62,13 @@ def read_trace(path):
 
 
 def unit_key(name, first_seen):
-    base = name.rstrip("0123456789").rstrip("_")
     if name in UNIT_ORDER:
         return (0, UNIT_ORDER.index(name), 0)
-    group = {"dma": 1, "dram_ch": 2}.get(base, 3)
-    digits = name[len(name.rstrip("0123456789")):]
-    return (group, int(digits) if digits else 0, first_seen[name])
+    # DMA engines (dma0, dma1, ...), then DRAM channel tracks (dram_ch0.dma0, dram_ch0.dma1, ...: one per
+    # channel per engine), each in numeric order.
+    numbers = [int(n) for n in re.findall(r"\d+", name)]
+    group = 1 if re.fullmatch(r"dma\d+", name) else 2 if name.startswith("dram_ch") else 3
+    return (group, numbers, first_seen[name])
 
 
 def main():
