@@ -462,8 +462,8 @@ std::string compile_summary(const CompileResult& r) {
   s += fmt::format("{} layers, {} instructions, {} data segments ({:.1f} KiB), compile {:.3f} s\n", r.layers.size(),
                    r.program.instructions.size(), r.program.data.size(),
                    static_cast<double>(r.memory.weight_bytes) / 1024.0, r.compile_seconds);
-  s += fmt::format("{:<28} {:<18} {:<7} {:>6} {:>6} {:>6} {:>5} {:>9} {:>9} {:>9} {:>7} {:>12}  {}\n", "layer",
-                   "op", "place", "tile_m", "tile_k", "tile_n", "gb", "in_KiB", "w_KiB", "acc_KiB", "instr",
+  s += fmt::format("{:<28} {:<18} {:<7} {:>6} {:>6} {:>6} {:>6} {:>9} {:>9} {:>9} {:>7} {:>12}  {}\n", "layer",
+                   "op", "place", "tile_m", "tile_k", "tile_n", "groups", "in_KiB", "w_KiB", "acc_KiB", "instr",
                    "est_cycles", "mapping");
   int64_t total = 0;
   std::vector<std::string> names;
@@ -472,7 +472,7 @@ std::string compile_summary(const CompileResult& r) {
   for (size_t i = 0; i < r.layers.size(); ++i) {
     const LayerPlan& p = r.layers[i];
     total += p.est_cycles;
-    s += fmt::format("{:<28} {:<18} {:<7} {:>6} {:>6} {:>6} {:>5} {:>9.1f} {:>9.1f} {:>9.1f} {:>7} {:>12}  {}{}\n",
+    s += fmt::format("{:<28} {:<18} {:<7} {:>6} {:>6} {:>6} {:>6} {:>9.1f} {:>9.1f} {:>9.1f} {:>7} {:>12}  {}{}\n",
                      names[i], p.op.substr(0, 18),
                      p.placement, p.tile_m, p.tile_k, p.tile_n, p.group_block, p.sram_input_bytes / 1024.0,
                      p.sram_weight_bytes / 1024.0, p.sram_acc_bytes / 1024.0, p.instructions, p.est_cycles, p.mapping,

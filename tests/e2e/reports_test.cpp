@@ -456,3 +456,28 @@ TEST(SmallThings, AdviseSqnrPrintsItsAnswerOnceEvenWhenQuiet) {
 
 }  // namespace
 }  // namespace npusim::test
+
+namespace npusim::test {
+namespace {
+
+// Every column of the compile table is documented (docs/backend.md, "The compile table"); the old
+// undocumented `gb` is `groups`.
+TEST(SmallThings, EveryColumnOfTheCompileTableIsDocumented) {
+  const std::string dir = temp_dir("compile_table");
+  const CommandResult r = npusim({"compile", "demo", "-o", dir + "/d.npu"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream in(r.out);
+  std::string header;
+  while (std::getline(in, header) && header.rfind("layer ", 0) != 0) {
+  }
+  ASSERT_FALSE(header.empty()) << r.out;
+  const std::string doc = read_file(std::string(NPUSIM_SOURCE_DIR) + "/docs/backend.md");
+  const std::string section = doc.substr(doc.find("## The compile table"));
+  std::istringstream columns(header);
+  int n = 0;
+  for (std::string c; columns >> c; ++n) EXPECT_NE(section.find("`" + c + "`"), std::string::npos) << c;
+  EXPECT_EQ(n, 13);
+}
+
+}  // namespace
+}  // namespace npusim::test
