@@ -24,6 +24,18 @@ def pyplot():
     return plt
 
 
+def run_title(r, path):
+    """What a plot of report `r` shows, for its title: the model and configuration the report records
+    (`run`), e.g. 'mobilenet_v2.onnx on tpu-v1 +2 --set'; a report from before they were recorded: its
+    file name."""
+    run = r.get("run")
+    if not isinstance(run, dict) or not run.get("model"):
+        return os.path.basename(path)
+    sets = run.get("sets") or []
+    return (f"{os.path.basename(run['model'])} on {run.get('config') or 'edge'}"
+            + (f" +{len(sets)} --set" if sets else ""))
+
+
 def read_report(path):
     """The report written by `npusim run --report FILE.json`; fails clearly on any other file."""
     try:

@@ -67,14 +67,14 @@ def main():
     ax.set_ylim(0, bottom.max() * 1.6 if bottom.max() > 0 else 1)
     ax.legend(loc="upper right", fontsize=8)
     total = r.get("total_cycles", 0)
-    ax.set_title(args.title or f"{os.path.basename(args.report)}: {n} layers, {total} cycles "
+    ax.set_title(args.title or f"{npusim_report.run_title(r, args.report)}: {n} layers, {total} cycles "
                                 f"({r.get('latency_ms', 0):.4g} ms); top {len(slowest)} labelled")
     fig.tight_layout()
     try:
         fig.savefig(args.output, dpi=120)
     except OSError as e:
         fail(f"cannot write {args.output}: {e.strerror or e}")
-    print(f"wrote {args.output}: {n} layers")
+    print(f"wrote {args.output}: {n} layers of {npusim_report.run_title(r, args.report)}")
 
 
 if __name__ == "__main__":

@@ -164,14 +164,14 @@ def main():
     extra += f"; {skipped} layers without MACs or DRAM traffic not shown" if skipped else ""
     if "efficiency" in r:
         extra += f"; model efficiency {100 * r['efficiency']:.0f}%"
-    ax.set_title(args.title or f"{os.path.basename(args.report)}: {len(pts)} layers{extra}", fontsize=10)
+    ax.set_title(args.title or f"{npusim_report.run_title(r, args.report)}: {len(pts)} layers{extra}", fontsize=10)
     ax.grid(True, which="both", alpha=0.2)
     fig.tight_layout()
     try:
         fig.savefig(args.output, dpi=120)
     except OSError as e:
         fail(f"cannot write {args.output}: {e.strerror or e}")
-    print(f"wrote {args.output}: {len(pts)} layers under the {', '.join(sorted(peaks))} roof"
+    print(f"wrote {args.output}: {len(pts)} layers of {npusim_report.run_title(r, args.report)} under the {', '.join(sorted(peaks))} roof"
           f"{'s' if len(peaks) > 1 else ''}")
 
 
