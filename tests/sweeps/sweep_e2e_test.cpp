@@ -127,6 +127,28 @@ TEST(SweepRun, ResultsCsvNumbersHaveNoFloatNoise) {
   }
 }
 
+// The results say which precision each point ran in and how close it came to that plan's peak and to
+// its roofline, as its report does.
+TEST(SweepRun, ResultsCarryThePrecisionPlanItsUtilizationAndTheRoofline) {
+  const std::string d = temp_dir("sweep-precision-columns");
+  const std::string f = write_sweep(d, "axes:\n  - model: [default]\n  - precision: [fp32, int8]\n");
+  ASSERT_EQ(sweep({f, "-o", d + "/out"}).exit_code, 0);
+  const Table t = read_csv(d + "/out/results.csv");
+  ASSERT_EQ(t.rows.size(), 2u);
+  for (const auto& row : t.rows) {
+    ASSERT_EQ(row.at("status"), "ok") << row.at("error");
+    EXPECT_EQ(row.at("precision_plan"), row.at("precision"));
+    const std::string report = d + "/out/" + row.at("report");
+    for (const auto& [column, path] : std::vector<std::pair<std::string, std::string>>{
+             {"plan_utilization", "r['precision']['utilization']"},
+             {"efficiency", "r['efficiency']"},
+             {"bound_cycles", "r['bound_cycles']"}}) {
+      const double want = std::stod(json_eval(report, "repr(" + path + ")"));
+      EXPECT_NEAR(std::stod(row.at(column)), want, 1e-9 * want) << column;
+    }
+  }
+}
+
 TEST(SweepCli, UsageErrorsExitTwo) {
   EXPECT_EQ(sweep({}).exit_code, 2);
   EXPECT_EQ(sweep({"--shard", "3/2", "x.yaml"}).exit_code, 2);
