@@ -181,8 +181,23 @@ std::string diff_reports(const std::string& a_path, const std::string& b_path, s
     o += fmt::format("  {:<28} {:>16} {:>16} {:>9}\n", key, fmt_num(x, nx), fmt_num(y, ny), change(nx, ny));
   }
 
-  // Layers, matched by name.
   const std::vector<LayerFigures> la = layers_of(a.root), lb = layers_of(b.root);
+
+  // By op type: the sum of the layers' cycles (layers may overlap in time), most cycles first.
+  std::map<std::string, std::pair<double, double>> by_op;
+  for (const LayerFigures& l : la) by_op[l.op].first += l.cycles;
+  for (const LayerFigures& l : lb) by_op[l.op].second += l.cycles;
+  std::vector<std::pair<std::string, std::pair<double, double>>> ops(by_op.begin(), by_op.end());
+  std::stable_sort(ops.begin(), ops.end(), [](const auto& x, const auto& y) {
+    return std::max(x.second.first, x.second.second) > std::max(y.second.first, y.second.second);
+  });
+  o += fmt::format("\n{:<30} {:>16} {:>16} {:>9}\n", "cycles by op type", "A", "B", "change");
+  for (const auto& [op, c] : ops) {
+    o += fmt::format("  {:<28} {:>16} {:>16} {:>9}\n", op.substr(0, 28), c.first, c.second,
+                     change(c.first, c.second));
+  }
+
+  // Layers, matched by name.
   std::map<std::string, const LayerFigures*> by_name;
   for (const LayerFigures& l : lb) by_name.emplace(l.name, &l);
   struct Pair {

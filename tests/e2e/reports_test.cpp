@@ -307,6 +307,14 @@ TEST(Reports, DiffPrintsWhatDiffersInConfigurationResultsAndLayers) {
       "cb = {l['name']: l['cycles'] for l in b['layers']}\n"
       "print(max(r['layers'], key=lambda l: abs(cb[l['name']] - l['cycles']))['display_name'])");
   EXPECT_NE(d.out.find("B - A    change\n" + most + " "), std::string::npos) << d.out;
+  // Cycles by op type, from each report's layers.
+  EXPECT_NE(d.out.find(check_report(dir + "/a.json",
+                                    "b = json.load(open(sys.argv[1].replace('a.json', 'b.json')))\n"
+                                    "ca = sum(l['cycles'] for l in r['layers'] if l['op'] == 'Conv')\n"
+                                    "cb = sum(l['cycles'] for l in b['layers'] if l['op'] == 'Conv')\n"
+                                    "print('  %-28s %16d %16d %9s' % ('Conv', ca, cb, '%+.1f%%' % (100 * (cb - ca) / ca)))")),
+            std::string::npos)
+      << d.out;
   // The same report twice: nothing differs.
   const CommandResult same = npusim({"diff", dir + "/a.json", dir + "/a.json"});
   EXPECT_NE(same.out.find("configuration: 0 of"), std::string::npos) << same.out;
