@@ -494,6 +494,20 @@ TEST(Plots, RenderNonEmptyImagesFromRealOutputs) {
   }
 }
 
+// plot_sweep.py writes every tick, colour bar and cell label in one format: three significant digits,
+// k/M/G/T above 1000, never powers of ten.
+TEST(Plots, SweepPlotsUseOneNumberFormat) {
+  const CommandResult r = run_command(
+      {kPython, "-c",
+       "import sys; sys.path.insert(0, sys.argv[1]); import plot_sweep as p\n"
+       "print(' '.join(p.human(v) for v in (0.25, 37.817, 512, 524288, 67108864, 2.5e9, 1e13, 0, -2048)))",
+       kScripts});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "0.25 37.8 512 524k 67.1M 2.5G 10T 0 -2.05k\n");
+  const std::string source = read_file(kScripts + "plot_sweep.py");
+  EXPECT_EQ(source.find(":.3g}\", ha="), std::string::npos) << "cell labels go through human()";
+}
+
 TEST(Plots, EachScriptRefusesTheWrongKindOfFile) {
   const std::string d = temp_dir("sweep-plot-errors");
   const std::string f = write_sweep(d, "trace_csv: true\naxes:\n  - systolic_array.rows: [16]\n");
