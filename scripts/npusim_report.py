@@ -65,3 +65,22 @@ def display_name(layer):
     """The name npusim's summary and layer CSV show for a report layer: its `display_name` (short and
     unique, isa/layer_names.h), or for a report from before it existed the short form of its name."""
     return layer.get("display_name") or short_name(layer["name"])
+
+
+def human(v):
+    """The one number format of every tick, colour bar and cell label: three significant digits, plain
+    below 1000, with k, M, G, T above (0.25, 37.8, 512, 524k, 67.1M), never powers of ten."""
+    a = abs(v)
+    for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if a >= scale:
+            return f"{v / scale:.3g}{suffix}"
+    return f"{v:.3g}"
+
+
+def plain_ticks(axis, minor=True):
+    """Tick labels of an axis (log or linear) in the one format, `human`."""
+    from matplotlib.ticker import FuncFormatter
+    f = FuncFormatter(lambda v, _: human(v))
+    axis.set_major_formatter(f)
+    if minor:
+        axis.set_minor_formatter(f)

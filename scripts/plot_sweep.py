@@ -88,25 +88,6 @@ def axis_label(a):
     return a if not n else f"{a} (+{n} zipped)"
 
 
-def human(v):
-    """The one number format of every tick, colour bar and cell label: three significant digits, plain
-    below 1000, with k, M, G, T above (0.25, 37.8, 512, 524k, 67.1M), never powers of ten."""
-    a = abs(v)
-    for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if a >= scale:
-            return f"{v / scale:.3g}{suffix}"
-    return f"{v:.3g}"
-
-
-def plain_ticks(axis, minor=True):
-    """Tick labels of an axis (log or linear) in the one format, `human`."""
-    from matplotlib.ticker import FuncFormatter
-    f = FuncFormatter(lambda v, _: human(v))
-    axis.set_major_formatter(f)
-    if minor:
-        axis.set_minor_formatter(f)
-
-
 def use_log(mode, values):
     """--log auto: a log scale when the metric's positive values span a factor of 10 or more."""
     vals = [v for v in values if v is not None]
@@ -168,10 +149,10 @@ def heatmap(ax, fig, data, x, y, metric, model_col, model, others, log):
     for i in range(len(ys)):
         for j in range(len(xs)):
             if np.isfinite(grid[i, j]):
-                ax.text(j, i, human(grid[i, j]), ha="center", va="center", fontsize=7,
+                ax.text(j, i, npusim_report.human(grid[i, j]), ha="center", va="center", fontsize=7,
                         color="white" if grid[i, j] > mid else "black")
     cb = fig.colorbar(im, ax=ax, label=metric + (" (log scale)" if log else ""))
-    plain_ticks(cb.ax.yaxis, minor=log)
+    npusim_report.plain_ticks(cb.ax.yaxis, minor=log)
     t = f"{metric}" + (f" ({model})" if model_col else "")
     if others:
         t += f"\nbest over {', '.join(others)}"
@@ -193,10 +174,10 @@ def line(ax, data, x, metric, model_col, models, others, log):
         vals = sorted({num(d[x]) for d in data})
         if vals[0] > 0 and vals[-1] / vals[0] >= 16:
             ax.set_xscale("log", base=2)
-        plain_ticks(ax.xaxis, minor=False)
+        npusim_report.plain_ticks(ax.xaxis, minor=False)
     if log:
         ax.set_yscale("log")
-    plain_ticks(ax.yaxis, minor=log)
+    npusim_report.plain_ticks(ax.yaxis, minor=log)
     ax.set_xlabel(axis_label(x))
     ax.set_ylabel(metric)
     ax.grid(True, which="both", alpha=0.3)
@@ -225,10 +206,10 @@ def pareto(ax, data, metric, cost_expr, model_col, models, log):
     if not any_front:
         ax.text(0.5, 0.5, "no points with both a cost and a metric", ha="center", transform=ax.transAxes)
     ax.set_xscale("log")
-    plain_ticks(ax.xaxis, minor=False)
+    npusim_report.plain_ticks(ax.xaxis, minor=False)
     if log:
         ax.set_yscale("log")
-    plain_ticks(ax.yaxis, minor=log)
+    npusim_report.plain_ticks(ax.yaxis, minor=log)
     ax.set_xlabel(f"cost: {cost_expr}")
     ax.set_ylabel(metric)
     ax.grid(True, which="both", alpha=0.3)

@@ -61,6 +61,20 @@ def read_trace(path):
     return rows
 
 
+def merge_close(spans, gap):
+    """Spans (start, width), sorted and with those less than `gap` apart joined into one bar: at the
+    figure's scale a run of slices narrower than a pixel is one solid bar (drawn one by one they alias
+    or vanish)."""
+    out = []
+    for s, w in sorted(spans):
+        if out and s - (out[-1][0] + out[-1][1]) < gap:
+            ps, pw = out[-1]
+            out[-1] = (ps, max(ps + pw, s + w) - ps)
+        else:
+            out.append((s, w))
+    return out
+
+
 def unit_key(name, first_seen):
     if name in UNIT_ORDER:
         return (0, UNIT_ORDER.index(name), 0)
@@ -116,12 +130,21 @@ def main():
         else:
             cls = OPCODE_CLASS.get(r["opcode"], "sync" if r["opcode"] in ("NOP", "BARRIER", "HALT") else "other")
             busy.setdefault((r["unit"], cls), []).append((s, e - s))
-    for (u, cls), spans in busy.items():
-        ax.broken_barh(spans, (y_of[u] - 0.35, 0.7), facecolors=CLASS_COLOUR[cls], edgecolor="none")
+    # One pixel of the figure in cycles: slices closer than that are drawn as one bar.
+    dpi = 120
+    pixel = (t1 - t0) / (fig.get_figwidth() * dpi * 0.8)
+    drawn = 0
+    for key, spans in list(busy.items()) + list(stall.items()):
+        merged = merge_close(spans, pixel)
+        drawn += len(merged)
+        (busy if key in busy else stall)[key] = merged
+    # Stalls under the busy bars: where both are denser than a pixel, the work shows.
     for (u, reason), spans in stall.items():
         ax.broken_barh(spans, (y_of[u] - 0.3, 0.6), facecolors="white", edgecolor=REASON_EDGE.get(reason, "#555"),
                        hatch=REASON_HATCH.get(reason, "++"), linewidth=0.3)
 
+    for (u, cls), spans in busy.items():
+        ax.broken_barh(spans, (y_of[u] - 0.35, 0.7), facecolors=CLASS_COLOUR[cls], edgecolor="none")
     # Layer boundaries: where each layer's first busy slice starts (stalls tagged with a layer may begin
     # long before the layer does any work).
     layer_start = {}
@@ -129,12 +152,15 @@ def main():
         if r["layer"] and r["kind"] != "stall":
             layer_start[r["layer"]] = min(layer_start.get(r["layer"], r["start"]), r["start"])
     marks = sorted(layer_start.items(), key=lambda kv: kv[1])
-    label_every = max(1, len(marks) // 30)
-    for i, (name, s) in enumerate(marks):
+    # A label only where it does not run into the previous one (about 3% of the width apart).
+    spacing = (t1 - t0) * 0.03
+    last = None
+    for name, s in marks:
         ax.axvline(max(s, t0), color="black", linestyle=":", linewidth=0.6, alpha=0.7)
-        if i % label_every == 0:
+        if last is None or s - last >= spacing:
             ax.text(max(s, t0), 1.01, short_name(name), rotation=45, fontsize=7, va="bottom", ha="left",
                     transform=ax.get_xaxis_transform())
+            last = s
 
     ax.set_yticks(range(len(units)))
     ax.set_yticklabels(units)
@@ -142,6 +168,7 @@ def main():
     ax.invert_yaxis()
     ax.set_xlim(t0, t1)
     ax.set_xlabel("cycle")
+    npusim_report.plain_ticks(ax.xaxis, minor=False)
     handles = [Patch(facecolor=CLASS_COLOUR[c], label=c) for c in CLASS_COLOUR if any(k[1] == c for k in busy)]
     handles += [Patch(facecolor="white", edgecolor=REASON_EDGE.get(r, "#555"), hatch=REASON_HATCH.get(r, "++"),
                       label=f"stall: {r}") for r in sorted({k[1] for k in stall})]
@@ -151,10 +178,11 @@ def main():
     fig.suptitle(args.title or f"{os.path.basename(args.trace)}: cycles {t0}..{t1}", fontsize=11)
     fig.tight_layout()
     try:
-        fig.savefig(args.output, dpi=120)
+        fig.savefig(args.output, dpi=dpi)
     except OSError as e:
         fail(f"cannot write {args.output}: {e.strerror or e}")
-    print(f"wrote {args.output}: {len(units)} units, {len(rows)} slices, {len(marks)} layers")
+    print(f"wrote {args.output}: {len(units)} units, {len(rows)} slices drawn as {drawn} bars (slices less than "
+          f"a pixel apart joined), {len(marks)} layers")
 
 
 if __name__ == "__main__":

@@ -63,5 +63,21 @@ TEST(ReportsModels, MobileNetV2TraceSlicesNestOnEveryTrack) {
   EXPECT_EQ(check.out, "{} {} True True\n");
 }
 
+// At full-run scale most of MobileNetV2's slices are narrower than a pixel: the timeline joins slices
+// less than a pixel apart into one bar (drawn one by one they alias or vanish) and says so; its layer
+// labels keep their distance (at most one per 3% of the width: about 33, of 56 layers).
+TEST(ReportsModels, MobileNetV2TimelineJoinsSlicesSmallerThanAPixel) {
+  const std::string dir = temp_dir("reports-models-timeline");
+  CommandResult r = run_command({NPUSIM_BIN, "run", kModel, "-q", "--trace-csv", dir + "/t.csv"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_command({"/usr/bin/python3", std::string(NPUSIM_SOURCE_DIR) + "/scripts/plot_timeline.py", dir + "/t.csv",
+                   "-o", dir + "/t.png"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t slices = std::stoul(r.out.substr(r.out.find("units, ") + 7));
+  const size_t bars = std::stoul(r.out.substr(r.out.find("drawn as ") + 9));
+  EXPECT_GT(slices, 10000u) << r.out;
+  EXPECT_LT(bars * 10, slices) << r.out;
+}
+
 }  // namespace
 }  // namespace npusim::test

@@ -494,12 +494,13 @@ TEST(Plots, RenderNonEmptyImagesFromRealOutputs) {
   }
 }
 
-// plot_sweep.py writes every tick, colour bar and cell label in one format: three significant digits,
-// k/M/G/T above 1000, never powers of ten.
+// The plots (plot_sweep.py's ticks, colour bars and cell labels, plot_timeline.py's cycle axis) write
+// numbers in one format, npusim_report.human: three significant digits, k/M/G/T above 1000, never
+// powers of ten.
 TEST(Plots, SweepPlotsUseOneNumberFormat) {
   const CommandResult r = run_command(
       {kPython, "-c",
-       "import sys; sys.path.insert(0, sys.argv[1]); import plot_sweep as p\n"
+       "import sys; sys.path.insert(0, sys.argv[1]); import npusim_report as p\n"
        "print(' '.join(p.human(v) for v in (0.25, 37.817, 512, 524288, 67108864, 2.5e9, 1e13, 0, -2048)))",
        kScripts});
   ASSERT_EQ(r.exit_code, 0) << r.err;
