@@ -19,7 +19,12 @@ std::vector<std::string> Npu::track_names(const isa::NpuConfig& config) {
   std::vector<std::string> names{"sequencer"};
   for (auto q : isa::kQueueNames) names.emplace_back(q);
   for (int64_t e = 0; e < config.dma.engines; ++e) names.push_back(fmt::format("dma{}", e));
-  for (int c = 0; c < dram_channels(config.dram); ++c) names.push_back(fmt::format("dram_ch{}", c));
+  // One track per DRAM channel per DMA engine: an engine runs one transfer at a time, so the slices of
+  // one track never overlap (trace viewers expect a track's slices to nest); several engines' transfers
+  // do overlap on a channel.
+  for (int c = 0; c < dram_channels(config.dram); ++c) {
+    for (int64_t e = 0; e < config.dma.engines; ++e) names.push_back(fmt::format("dram_ch{}.dma{}", c, e));
+  }
   return names;
 }
 
@@ -120,6 +125,7 @@ traces::Report Npu::report() const {
 
   // Layers.
   const auto& layers = fab_.rec.layers();
+  int64_t useful_minus_executed = 0;
   for (size_t i = 0; i < layers.size(); ++i) {
     traces::LayerReport l;
     l.name = fab_.program.layers[i].name;
@@ -130,11 +136,18 @@ traces::Report Npu::report() const {
     l.cycles = l.end_cycle - l.start_cycle;
     l.compute_cycles = lc.compute_cycles;
     l.vector_cycles = lc.vector_cycles;
-    l.macs = lc.macs;
+    // Useful MACs where the program records them (compiled models), else what the array executed.
+    const isa::Layer& pl = fab_.program.layers[i];
+    l.macs = pl.macs ? pl.macs : lc.macs;
+    if (l.macs != lc.macs) l.array_macs = lc.macs;
+    if (pl.precision) l.precision = std::string(isa::kDTypeNames[static_cast<size_t>(*pl.precision)]);
+    useful_minus_executed += static_cast<int64_t>(l.macs) - static_cast<int64_t>(lc.macs);
     l.instructions = lc.instructions;
+    l.dram_bytes_read = lc.dram_bytes_read;
+    l.dram_bytes_written = lc.dram_bytes_written;
     r.layers.push_back(std::move(l));
   }
-  r.macs = matrix_.macs();
+  r.macs = static_cast<uint64_t>(static_cast<int64_t>(matrix_.macs()) + useful_minus_executed);
   r.array_utilization =
       total ? static_cast<double>(r.macs) / (static_cast<double>(c.systolic_array.rows * c.systolic_array.cols) * total)
             : 0.0;

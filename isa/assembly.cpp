@@ -453,8 +453,21 @@ class Assembler {
       p_.machine += kv;
       p_.machine += '\n';
     } else if (d == ".layer") {
-      expect_args(2, "NAME OPTYPE");
+      if (tokens_.size() < 3 || tokens_.size() > 5) {
+        fail(fmt::format(".layer takes 2 to 4 arguments (NAME OPTYPE [macs=N] [precision=P]), got {}",
+                         tokens_.size() - 1));
+      }
       Layer l{unquote(tokens_[1]), unquote(tokens_[2])};
+      for (size_t i = 3; i < tokens_.size(); ++i) {
+        const std::string_view t = tokens_[i];
+        if (t.substr(0, 5) == "macs=") {
+          l.macs = directive_number(t.substr(5), "layer MACs");
+        } else if (t.substr(0, 10) == "precision=") {
+          l.precision = static_cast<DType>(enum_value(t.substr(10), kDTypeNames, "precision", true));
+        } else {
+          fail(fmt::format(".layer takes NAME OPTYPE [macs=N] [precision=P], got '{}'", t));
+        }
+      }
       layer_index_.emplace(l.name, p_.layers.size());  // keeps the first layer of a name
       p_.layers.push_back(std::move(l));
     } else if (d == ".hostop") {
@@ -731,6 +744,8 @@ std::string disassemble(const Program& p) {
     put_name(o, l.name);
     o += ' ';
     put_name(o, l.op);
+    if (l.macs) o += fmt::format(" macs={}", l.macs);
+    if (l.precision) o += fmt::format(" precision={}", kDTypeNames[static_cast<size_t>(*l.precision)]);
     o += '\n';
   }
   for (const HostOp& h : p.host_ops) {

@@ -23,12 +23,14 @@ enum SectionKind : uint32_t {
   kInstructions = 4,
   kHostOps = 5,
   kTensors = 6,
+  kLayerInfo = 7,
 };
-constexpr uint32_t kNumSectionKinds = 6;
+constexpr uint32_t kNumSectionKinds = 7;
+constexpr uint8_t kNoPrecision = 255;
 
 std::string_view section_name(uint32_t kind) {
   static constexpr std::array<std::string_view, kNumSectionKinds + 1> kNames = {
-      "?", "machine", "layers", "data", "instructions", "host_ops", "tensors"};
+      "?", "machine", "layers", "data", "instructions", "host_ops", "tensors", "layer_info"};
   return kind >= 1 && kind <= kNumSectionKinds ? kNames[kind] : kNames[0];
 }
 
@@ -176,6 +178,21 @@ void read_layers(Reader& r, Program& p) {
     p.layers[i].name = r.str(fmt::format("layer {} name", i));
     p.layers[i].op = r.str(fmt::format("layer {} op type", i));
   }
+}
+
+// The layers' MACs and precisions (names and op types empty); deserialize() checks the count against
+// the layers section and merges them.
+std::vector<Layer> read_layer_info(Reader& r) {
+  std::vector<Layer> info(r.count32("layer_info count", 9));
+  for (size_t i = 0; i < info.size(); ++i) {
+    info[i].macs = r.u64(fmt::format("layer {} MACs", i));
+    const uint8_t t = r.u8(fmt::format("layer {} precision", i));
+    if (t != kNoPrecision && t >= kNumDTypes) {
+      throw ProgramError(fmt::format("layer {} has precision {} (not a dtype)", i, t));
+    }
+    if (t != kNoPrecision) info[i].precision = static_cast<DType>(t);
+  }
+  return info;
 }
 
 void read_data(Reader& r, Program& p) {
@@ -329,6 +346,13 @@ std::vector<uint8_t> serialize(const Program& p) {
       for (uint64_t d : t.dims) w.u64(d);
     }
   });
+  section(kLayerInfo, [&] {
+    w.u32(count32(p.layers.size(), "layers"));
+    for (const Layer& l : p.layers) {
+      w.u64(l.macs);
+      w.u8(l.precision ? static_cast<uint8_t>(*l.precision) : kNoPrecision);
+    }
+  });
   return out;
 }
 
@@ -352,6 +376,7 @@ Program deserialize(const std::vector<uint8_t>& bytes) {
 
   Program p;
   std::array<size_t, kNumSectionKinds + 1> seen_at{};  // 0: not seen yet
+  std::vector<Layer> layer_info;
   for (size_t s = 0; s < count; ++s) {
     const size_t at = r.pos();
     const uint32_t kind = r.u32("section kind");
@@ -390,6 +415,9 @@ Program deserialize(const std::vector<uint8_t>& bytes) {
       case kTensors:
         read_tensors(body, p);
         break;
+      case kLayerInfo:
+        layer_info = read_layer_info(body);
+        break;
     }
     if (body.left() != 0) {
       throw ProgramError(fmt::format("section '{}' at byte {} has {} unused bytes after its contents", name, at,
@@ -399,6 +427,14 @@ Program deserialize(const std::vector<uint8_t>& bytes) {
   }
   if (r.left() != 0) {
     throw ProgramError(fmt::format("{} unexpected bytes after the last section (at byte {})", r.left(), r.pos()));
+  }
+  if (seen_at[kLayerInfo] && layer_info.size() != p.layers.size()) {
+    throw ProgramError(fmt::format("section 'layer_info' describes {} layers but the program has {}",
+                                   layer_info.size(), p.layers.size()));
+  }
+  for (size_t i = 0; i < layer_info.size(); ++i) {
+    p.layers[i].macs = layer_info[i].macs;
+    p.layers[i].precision = layer_info[i].precision;
   }
   check_references(p);
   return p;

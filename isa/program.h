@@ -12,8 +12,12 @@
 //     kind 5 host_ops:     u32 count, then per op: a name, an ONNX op type, cpu ops (u64)
 //     kind 6 tensors:      u32 count, then per tensor: name, role (u8: 0 input, 1 output), dtype (u8),
 //                          DRAM byte address (u64), rank (u32) and dims (u64 each)
+//     kind 7 layer_info:   u32 count (that of the layers section), then per layer: useful MACs (u64,
+//                          0 = not recorded) and precision (u8: a DType, 255 = not recorded); a file
+//                          without it (written before it existed) records neither
 //   Unknown section kinds are an error. Every length is checked against the file size before use.
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -28,7 +32,14 @@ inline constexpr uint32_t kProgramFormatVersion = 1;
 struct Layer {
   std::string name;
   std::string op;
-  bool operator==(const Layer& o) const { return name == o.name && op == o.op; }
+  // The compiler's view of the layer, carried so that a program run without it (`npusim exec`) reports
+  // what `npusim run` reports: the useful MACs from the layer's shapes (0 = not recorded: the report
+  // counts the MACs the array executes) and the number format it runs in (none = not recorded).
+  uint64_t macs = 0;
+  std::optional<DType> precision = std::nullopt;
+  bool operator==(const Layer& o) const {
+    return name == o.name && op == o.op && macs == o.macs && precision == o.precision;
+  }
 };
 
 // Bytes placed in DRAM before the program starts (weights, constants).

@@ -10,6 +10,32 @@ def fail(msg):
     sys.exit(2)
 
 
+def pyplot():
+    """matplotlib's pyplot on the Agg backend (files only), or one sentence and exit 2 when this Python
+    lacks matplotlib (or numpy): scripts/install-deps.sh installs them for /usr/bin/python3."""
+    try:
+        import matplotlib
+        import numpy  # noqa: F401  (every plot uses it)
+    except ImportError as e:
+        fail(f"{e.name or 'matplotlib'} is not installed for {sys.executable}; run the script with /usr/bin/python3 "
+             f"(scripts/install-deps.sh installs matplotlib and numpy for it)")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def run_title(r, path):
+    """What a plot of report `r` shows, for its title: the model and configuration the report records
+    (`run`), e.g. 'mobilenet_v2.onnx on tpu-v1 +2 --set'; a report from before they were recorded: its
+    file name."""
+    run = r.get("run")
+    if not isinstance(run, dict) or not run.get("model"):
+        return os.path.basename(path)
+    sets = run.get("sets") or []
+    return (f"{os.path.basename(run['model'])} on {run.get('config') or 'edge'}"
+            + (f" +{len(sets)} --set" if sets else ""))
+
+
 def read_report(path):
     """The report written by `npusim run --report FILE.json`; fails clearly on any other file."""
     try:
@@ -22,3 +48,39 @@ def read_report(path):
     if not isinstance(r, dict) or "total_cycles" not in r or not isinstance(r.get("layers"), list):
         fail(f"{path} is JSON but not an npusim report (no total_cycles and layers[])")
     return r
+
+
+def short_name(name):
+    """A layer's ONNX path without the scopes that only repeat the next one and without the trailing op:
+    '/features/features.2/conv/conv.1/conv.1.0/Conv' -> 'features.2/conv.1.0' (the first step of
+    npusim's display names, isa/layer_names.h; for names read from a trace, which carries full names)."""
+    parts = [p for p in name.split("/") if p]
+    if len(parts) > 1:
+        parts = parts[:-1]  # the op type ('Conv', 'Gemm'), shown separately
+    keep = [p for i, p in enumerate(parts) if not (i + 1 < len(parts) and parts[i + 1].startswith(p))]
+    return "/".join(keep) or name
+
+
+def display_name(layer):
+    """The name npusim's summary and layer CSV show for a report layer: its `display_name` (short and
+    unique, isa/layer_names.h), or for a report from before it existed the short form of its name."""
+    return layer.get("display_name") or short_name(layer["name"])
+
+
+def human(v):
+    """The one number format of every tick, colour bar and cell label: three significant digits, plain
+    below 1000, with k, M, G, T above (0.25, 37.8, 512, 524k, 67.1M), never powers of ten."""
+    a = abs(v)
+    for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if a >= scale:
+            return f"{v / scale:.3g}{suffix}"
+    return f"{v:.3g}"
+
+
+def plain_ticks(axis, minor=True):
+    """Tick labels of an axis (log or linear) in the one format, `human`."""
+    from matplotlib.ticker import FuncFormatter
+    f = FuncFormatter(lambda v, _: human(v))
+    axis.set_major_formatter(f)
+    if minor:
+        axis.set_minor_formatter(f)

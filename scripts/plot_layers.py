@@ -24,16 +24,6 @@ def read_report(path):
     return r
 
 
-def short_name(name):
-    """A layer's ONNX path without the scopes that only repeat the next one and without the trailing op:
-    '/features/features.2/conv/conv.1/conv.1.0/Conv' -> 'features.2/conv.1.0'."""
-    parts = [p for p in name.split("/") if p]
-    if len(parts) > 1:
-        parts = parts[:-1]  # the op type ('Conv', 'Gemm'), shown separately
-    keep = [p for i, p in enumerate(parts) if not (i + 1 < len(parts) and parts[i + 1].startswith(p))]
-    return "/".join(keep) or name
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("report", help="report JSON written by npusim run --report")
@@ -50,9 +40,7 @@ def main():
     if not layers:
         fail(f"{args.report} has no layers")
 
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = npusim_report.pyplot()
     import numpy as np
 
     if args.sort == "cycles":
@@ -69,24 +57,24 @@ def main():
     for i in slowest:
         l = layers[i]
         # Short names, written upwards from the top of the bar, inside the axes (the y range leaves room).
-        ax.annotate(f"{short_name(l['name'])} ({l.get('op', '')})", (x[i], bottom[i]), xytext=(0, 4),
+        ax.annotate(f"{npusim_report.display_name(l)} ({l.get('op', '')})", (x[i], bottom[i]), xytext=(0, 4),
                     textcoords="offset points", rotation=90, fontsize=7, ha="center", va="bottom")
     ax.set_xlabel("layer (program order)" if args.sort == "order" else "layer (slowest first)")
     ax.set_ylabel("cycles")
     if n <= 40:
         ax.set_xticks(x)
-        ax.set_xticklabels([short_name(l["name"]) for l in layers], rotation=90, fontsize=7)
+        ax.set_xticklabels([npusim_report.display_name(l) for l in layers], rotation=90, fontsize=7)
     ax.set_ylim(0, bottom.max() * 1.6 if bottom.max() > 0 else 1)
     ax.legend(loc="upper right", fontsize=8)
     total = r.get("total_cycles", 0)
-    ax.set_title(args.title or f"{os.path.basename(args.report)}: {n} layers, {total} cycles "
+    ax.set_title(args.title or f"{npusim_report.run_title(r, args.report)}: {n} layers, {total} cycles "
                                 f"({r.get('latency_ms', 0):.4g} ms); top {len(slowest)} labelled")
     fig.tight_layout()
     try:
         fig.savefig(args.output, dpi=120)
     except OSError as e:
         fail(f"cannot write {args.output}: {e.strerror or e}")
-    print(f"wrote {args.output}: {n} layers")
+    print(f"wrote {args.output}: {n} layers of {npusim_report.run_title(r, args.report)}")
 
 
 if __name__ == "__main__":

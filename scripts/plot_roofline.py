@@ -9,8 +9,8 @@ its arithmetic intensity (MACs per DRAM byte) and its achieved MAC/s (MACs / its
 what its cycles were mostly spent on (the report's per-layer breakdown: compute, memory, scheduling,
 host). A thin line rises from each layer to its own roof, the MAC/s its compiler-given bound allows
 (MACs / layers[].bound_cycles, docs/report.md "Roofline"): its length is the layer's distance to its
-roof (1 / efficiency). The report has no per-layer DRAM bytes, so they come from the trace CSV of the
-same run (bytes of the DMA engines' slices per layer). The whole model is drawn as a star.
+roof (1 / efficiency). Per-layer DRAM bytes are the report's layers[].dram_bytes_read + dram_bytes_written
+(a report from before they existed: pass the trace CSV of the same run). The whole model is drawn as a star.
 
 Layers sit at their useful MACs (the report's `macs`); a layer on which the array also spent MAC
 slots on padding (layers[].array_macs: e.g. a depthwise convolution mapped as block-diagonal dense
@@ -18,7 +18,7 @@ blocks) is drawn as a triangle. The five layers farthest from their roof (withou
 slowest) are named with their efficiency (short names: the ONNX path without repeated scopes and the
 op type).
 
-Example:  plot_roofline.py report.json --trace trace.csv -o roofline.png
+Example:  plot_roofline.py report.json -o roofline.png
 """
 import argparse
 import csv
@@ -51,16 +51,6 @@ def layer_bytes_from_trace(path):
             if unit.startswith("dma") and r["kind"] == "busy" and r["layer"]:
                 out[r["layer"]] = out.get(r["layer"], 0) + int(r["bytes"] or 0)
         return out
-
-
-def short_name(name):
-    """A layer's ONNX path without the scopes that only repeat the next one and without the trailing op:
-    '/features/features.2/conv/conv.1/conv.1.0/Conv' -> 'features.2/conv.1.0'."""
-    parts = [p for p in name.split("/") if p]
-    if len(parts) > 1:
-        parts = parts[:-1]  # the op type ('Conv', 'Gemm'), shown separately
-    keep = [p for i, p in enumerate(parts) if not (i + 1 < len(parts) and parts[i + 1].startswith(p))]
-    return "/".join(keep) or name
 
 
 def useful_macs(layer):
@@ -101,17 +91,15 @@ def main():
     bw_bytes = bw * 1e9
 
     per_layer = {}
-    if all("dram_bytes" in l for l in r["layers"]) and r["layers"]:
-        per_layer = {l["name"]: l["dram_bytes"] for l in r["layers"]}
+    if all("dram_bytes_read" in l for l in r["layers"]) and r["layers"]:
+        per_layer = {l["name"]: l["dram_bytes_read"] + l.get("dram_bytes_written", 0) for l in r["layers"]}
     elif args.trace:
         per_layer = layer_bytes_from_trace(args.trace)
     else:
-        fail("the report has no per-layer DRAM bytes; pass --trace TRACE.csv from the same run "
-             "(npusim run --trace-csv)")
+        fail("the report has no per-layer DRAM bytes (written by an older npusim); pass --trace TRACE.csv from "
+             "the same run (npusim run --trace-csv)")
 
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = npusim_report.pyplot()
     import numpy as np
 
     pts = []
@@ -126,7 +114,7 @@ def main():
         bound = max(COLOUR, key=lambda k: bd.get(k, 0))
         # The layer's own roof: the MAC/s its bound allows (None without a bound).
         own_roof = macs / (l["bound_cycles"] / freq_hz) if l.get("bound_cycles", 0) > 0 else None
-        pts.append((macs / b, macs / (cycles / freq_hz), bound, l["name"], grouped, own_roof, l.get("efficiency")))
+        pts.append((macs / b, macs / (cycles / freq_hz), bound, npusim_report.display_name(l), grouped, own_roof, l.get("efficiency")))
     model_macs = float(r.get("macs", 0))
 
     fig, ax = plt.subplots(figsize=(8, 6))
@@ -165,24 +153,26 @@ def main():
     # above and below to limit overlaps.
     key = (lambda p: p[6]) if all(p[6] is not None for p in pts) else (lambda p: p[1])
     for i, p in enumerate(sorted(pts, key=key)[:5]):
-        text = short_name(p[3]) + (f" ({100 * p[6]:.0f}% of roof)" if p[6] is not None else "")
+        text = p[3] + (f" ({100 * p[6]:.0f}% of roof)" if p[6] is not None else "")
         ax.annotate(text, (p[0], p[1]), xytext=(4, 6 if i % 2 else -10), textcoords="offset points", fontsize=7)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (MACs per DRAM byte)")
     ax.set_ylabel("achieved MAC/s")
     ax.legend(fontsize=8, loc="lower right")
-    extra = f"; {skipped} layers without MACs or DRAM traffic not shown" if skipped else ""
+    extra = f"; precision {r['precision']['plan']}" if "precision" in r else ""
+    extra += f"; {skipped} layers without MACs or DRAM traffic not shown" if skipped else ""
     if "efficiency" in r:
         extra += f"; model efficiency {100 * r['efficiency']:.0f}%"
-    ax.set_title(args.title or f"{os.path.basename(args.report)}: {len(pts)} layers{extra}", fontsize=10)
+    ax.set_title(args.title or f"{npusim_report.run_title(r, args.report)}: {len(pts)} layers{extra}", fontsize=10)
     ax.grid(True, which="both", alpha=0.2)
     fig.tight_layout()
     try:
         fig.savefig(args.output, dpi=120)
     except OSError as e:
         fail(f"cannot write {args.output}: {e.strerror or e}")
-    print(f"wrote {args.output}: {len(pts)} layers on the roofline")
+    print(f"wrote {args.output}: {len(pts)} layers of {npusim_report.run_title(r, args.report)} under the {', '.join(sorted(peaks))} roof"
+          f"{'s' if len(peaks) > 1 else ''}")
 
 
 if __name__ == "__main__":

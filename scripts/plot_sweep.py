@@ -22,6 +22,8 @@ import os
 import re
 import sys
 
+import npusim_report
+
 
 def fail(msg):
     print(f"plot_sweep.py: error: {msg}", file=sys.stderr)
@@ -86,14 +88,6 @@ def axis_label(a):
     return a if not n else f"{a} (+{n} zipped)"
 
 
-def plain_ticks(axis):
-    """Tick labels of a log axis as plain numbers (2, 5, 10, 20), not powers of ten."""
-    from matplotlib.ticker import FuncFormatter
-    f = FuncFormatter(lambda v, _: f"{v:g}")
-    axis.set_major_formatter(f)
-    axis.set_minor_formatter(f)
-
-
 def use_log(mode, values):
     """--log auto: a log scale when the metric's positive values span a factor of 10 or more."""
     vals = [v for v in values if v is not None]
@@ -155,11 +149,10 @@ def heatmap(ax, fig, data, x, y, metric, model_col, model, others, log):
     for i in range(len(ys)):
         for j in range(len(xs)):
             if np.isfinite(grid[i, j]):
-                ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", fontsize=7,
+                ax.text(j, i, npusim_report.human(grid[i, j]), ha="center", va="center", fontsize=7,
                         color="white" if grid[i, j] > mid else "black")
     cb = fig.colorbar(im, ax=ax, label=metric + (" (log scale)" if log else ""))
-    if log:
-        plain_ticks(cb.ax.yaxis)
+    npusim_report.plain_ticks(cb.ax.yaxis, minor=log)
     t = f"{metric}" + (f" ({model})" if model_col else "")
     if others:
         t += f"\nbest over {', '.join(others)}"
@@ -181,9 +174,10 @@ def line(ax, data, x, metric, model_col, models, others, log):
         vals = sorted({num(d[x]) for d in data})
         if vals[0] > 0 and vals[-1] / vals[0] >= 16:
             ax.set_xscale("log", base=2)
+        npusim_report.plain_ticks(ax.xaxis, minor=False)
     if log:
         ax.set_yscale("log")
-        plain_ticks(ax.yaxis)
+    npusim_report.plain_ticks(ax.yaxis, minor=log)
     ax.set_xlabel(axis_label(x))
     ax.set_ylabel(metric)
     ax.grid(True, which="both", alpha=0.3)
@@ -212,9 +206,10 @@ def pareto(ax, data, metric, cost_expr, model_col, models, log):
     if not any_front:
         ax.text(0.5, 0.5, "no points with both a cost and a metric", ha="center", transform=ax.transAxes)
     ax.set_xscale("log")
+    npusim_report.plain_ticks(ax.xaxis, minor=False)
     if log:
         ax.set_yscale("log")
-        plain_ticks(ax.yaxis)
+    npusim_report.plain_ticks(ax.yaxis, minor=log)
     ax.set_xlabel(f"cost: {cost_expr}")
     ax.set_ylabel(metric)
     ax.grid(True, which="both", alpha=0.3)
@@ -257,9 +252,7 @@ def main():
     x = args.x or (free[0] if free else None)
     y = args.y or next((a for a in free if a != x), None)
 
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = npusim_report.pyplot()
 
     log = use_log(args.log, [num(d[args.metric]) for d in data])
     kinds = ["heatmap", "line", "pareto"] if args.kind == "summary" else [args.kind]

@@ -11,7 +11,11 @@ Example:  plot_timeline.py trace.csv -o timeline.png [--start 0 --end 50000] [--
 import argparse
 import csv
 import os
+import re
 import sys
+
+import npusim_report
+from npusim_report import short_name
 
 HEADER = ["unit", "name", "opcode", "start_cycle", "end_cycle", "kind", "reason", "bytes", "layer"]
 
@@ -57,23 +61,28 @@ def read_trace(path):
     return rows
 
 
+def merge_close(spans, gap):
+    """Spans (start, width), sorted and with those less than `gap` apart joined into one bar: at the
+    figure's scale a run of slices narrower than a pixel is one solid bar (drawn one by one they alias
+    or vanish)."""
+    out = []
+    for s, w in sorted(spans):
+        if out and s - (out[-1][0] + out[-1][1]) < gap:
+            ps, pw = out[-1]
+            out[-1] = (ps, max(ps + pw, s + w) - ps)
+        else:
+            out.append((s, w))
+    return out
+
+
 def unit_key(name, first_seen):
-    base = name.rstrip("0123456789").rstrip("_")
     if name in UNIT_ORDER:
         return (0, UNIT_ORDER.index(name), 0)
-    group = {"dma": 1, "dram_ch": 2}.get(base, 3)
-    digits = name[len(name.rstrip("0123456789")):]
-    return (group, int(digits) if digits else 0, first_seen[name])
-
-
-def short_name(name):
-    """A layer's ONNX path without the scopes that only repeat the next one and without the trailing op:
-    '/features/features.2/conv/conv.1/conv.1.0/Conv' -> 'features.2/conv.1.0'."""
-    parts = [p for p in name.split("/") if p]
-    if len(parts) > 1:
-        parts = parts[:-1]
-    keep = [p for i, p in enumerate(parts) if not (i + 1 < len(parts) and parts[i + 1].startswith(p))]
-    return "/".join(keep) or name
+    # DMA engines (dma0, dma1, ...), then DRAM channel tracks (dram_ch0.dma0, dram_ch0.dma1, ...: one per
+    # channel per engine), each in numeric order.
+    numbers = [int(n) for n in re.findall(r"\d+", name)]
+    group = 1 if re.fullmatch(r"dma\d+", name) else 2 if name.startswith("dram_ch") else 3
+    return (group, numbers, first_seen[name])
 
 
 def main():
@@ -100,9 +109,7 @@ def main():
     t1 = args.end if args.end is not None else max(r["end"] for r in rows)
     rows = [r for r in rows if r["end"] > t0 and r["start"] < t1]
 
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = npusim_report.pyplot()
     from matplotlib.patches import Patch
 
     first_seen = {}
@@ -123,12 +130,21 @@ def main():
         else:
             cls = OPCODE_CLASS.get(r["opcode"], "sync" if r["opcode"] in ("NOP", "BARRIER", "HALT") else "other")
             busy.setdefault((r["unit"], cls), []).append((s, e - s))
-    for (u, cls), spans in busy.items():
-        ax.broken_barh(spans, (y_of[u] - 0.35, 0.7), facecolors=CLASS_COLOUR[cls], edgecolor="none")
+    # One pixel of the figure in cycles: slices closer than that are drawn as one bar.
+    dpi = 120
+    pixel = (t1 - t0) / (fig.get_figwidth() * dpi * 0.8)
+    drawn = 0
+    for key, spans in list(busy.items()) + list(stall.items()):
+        merged = merge_close(spans, pixel)
+        drawn += len(merged)
+        (busy if key in busy else stall)[key] = merged
+    # Stalls under the busy bars: where both are denser than a pixel, the work shows.
     for (u, reason), spans in stall.items():
         ax.broken_barh(spans, (y_of[u] - 0.3, 0.6), facecolors="white", edgecolor=REASON_EDGE.get(reason, "#555"),
                        hatch=REASON_HATCH.get(reason, "++"), linewidth=0.3)
 
+    for (u, cls), spans in busy.items():
+        ax.broken_barh(spans, (y_of[u] - 0.35, 0.7), facecolors=CLASS_COLOUR[cls], edgecolor="none")
     # Layer boundaries: where each layer's first busy slice starts (stalls tagged with a layer may begin
     # long before the layer does any work).
     layer_start = {}
@@ -136,12 +152,15 @@ def main():
         if r["layer"] and r["kind"] != "stall":
             layer_start[r["layer"]] = min(layer_start.get(r["layer"], r["start"]), r["start"])
     marks = sorted(layer_start.items(), key=lambda kv: kv[1])
-    label_every = max(1, len(marks) // 30)
-    for i, (name, s) in enumerate(marks):
+    # A label only where it does not run into the previous one (about 3% of the width apart).
+    spacing = (t1 - t0) * 0.03
+    last = None
+    for name, s in marks:
         ax.axvline(max(s, t0), color="black", linestyle=":", linewidth=0.6, alpha=0.7)
-        if i % label_every == 0:
+        if last is None or s - last >= spacing:
             ax.text(max(s, t0), 1.01, short_name(name), rotation=45, fontsize=7, va="bottom", ha="left",
                     transform=ax.get_xaxis_transform())
+            last = s
 
     ax.set_yticks(range(len(units)))
     ax.set_yticklabels(units)
@@ -149,6 +168,7 @@ def main():
     ax.invert_yaxis()
     ax.set_xlim(t0, t1)
     ax.set_xlabel("cycle")
+    npusim_report.plain_ticks(ax.xaxis, minor=False)
     handles = [Patch(facecolor=CLASS_COLOUR[c], label=c) for c in CLASS_COLOUR if any(k[1] == c for k in busy)]
     handles += [Patch(facecolor="white", edgecolor=REASON_EDGE.get(r, "#555"), hatch=REASON_HATCH.get(r, "++"),
                       label=f"stall: {r}") for r in sorted({k[1] for k in stall})]
@@ -158,10 +178,11 @@ def main():
     fig.suptitle(args.title or f"{os.path.basename(args.trace)}: cycles {t0}..{t1}", fontsize=11)
     fig.tight_layout()
     try:
-        fig.savefig(args.output, dpi=120)
+        fig.savefig(args.output, dpi=dpi)
     except OSError as e:
         fail(f"cannot write {args.output}: {e.strerror or e}")
-    print(f"wrote {args.output}: {len(units)} units, {len(rows)} slices, {len(marks)} layers")
+    print(f"wrote {args.output}: {len(units)} units, {len(rows)} slices drawn as {drawn} bars (slices less than "
+          f"a pixel apart joined), {len(marks)} layers")
 
 
 if __name__ == "__main__":

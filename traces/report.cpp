@@ -3,8 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <map>
 #include <numeric>
 
+#include "isa/layer_names.h"
+#include "traces/layer_tables.h"
 #include "traces/sink.h"
 
 namespace npusim::traces {
@@ -36,6 +40,61 @@ std::optional<double> ratio(std::optional<uint64_t> bound, uint64_t cycles) {
   return static_cast<double>(*bound) / static_cast<double>(cycles);
 }
 
+void ops_json(std::string& o, const std::vector<OpRollup>& ops) {
+  o += "[";
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const OpRollup& x = ops[i];
+    o += i ? ",\n    {\"op\": " : "\n    {\"op\": ";
+    append_json_string(o, x.op);
+    o += fmt::format(", \"layers\": {}, \"cycles\": {}, \"share\": {}, \"macs\": {}, \"dram_bytes_read\": {}, "
+                     "\"dram_bytes_written\": {}, \"breakdown\": ",
+                     x.layers, x.cycles, num(x.share), x.macs, x.dram_bytes_read, x.dram_bytes_written);
+    breakdown_json(o, x.breakdown);
+    if (x.bound_cycles) o += fmt::format(", \"bound_cycles\": {}", *x.bound_cycles);
+    o += "}";
+  }
+  o += ops.empty() ? "],\n" : "\n  ],\n";
+}
+
+// A parameter's canonical text as JSON: numbers and booleans bare, everything else a string.
+void parameter_json(std::string& o, const std::string& v) {
+  if (v == "true" || v == "false") {
+    o += v;
+    return;
+  }
+  char* end = nullptr;
+  std::strtod(v.c_str(), &end);
+  if (!v.empty() && end == v.c_str() + v.size() && v.find_first_not_of("0123456789+-.eE") == std::string::npos) {
+    o += v;
+  } else {
+    append_json_string(o, v);
+  }
+}
+
+void run_json(std::string& o, const RunInfo& run) {
+  o += "  \"run\": {";
+  for (const auto& [key, value] : {std::pair{"command", &run.command}, std::pair{"version", &run.version},
+                                   std::pair{"model", &run.model}, std::pair{"model_sha256", &run.model_sha256},
+                                   std::pair{"config", &run.config}}) {
+    o += fmt::format("\"{}\": ", key);
+    append_json_string(o, *value);
+    o += ", ";
+  }
+  o += "\"sets\": [";
+  for (size_t i = 0; i < run.sets.size(); ++i) {
+    if (i) o += ", ";
+    append_json_string(o, run.sets[i]);
+  }
+  o += "], \"parameters\": {";
+  for (size_t i = 0; i < run.parameters.size(); ++i) {
+    o += i ? ",\n    " : "\n    ";
+    append_json_string(o, run.parameters[i].first);
+    o += ": ";
+    parameter_json(o, run.parameters[i].second);
+  }
+  o += run.parameters.empty() ? "}},\n" : "\n  }},\n";
+}
+
 }  // namespace
 
 std::optional<double> efficiency(const LayerReport& l) { return ratio(l.bound_cycles, l.cycles); }
@@ -52,12 +111,70 @@ std::optional<double> model_efficiency(const Report& r) {
   return ratio(model_bound_cycles(r), r.total_cycles);
 }
 
+std::vector<std::string> display_names(const Report& r) {
+  std::vector<std::string> names;
+  for (const LayerReport& l : r.layers) names.push_back(l.name);
+  return isa::display_names(names);
+}
+
+std::optional<PrecisionFigures> precision_figures(const Report& r) {
+  std::map<std::string, std::pair<uint64_t, uint64_t>> by_precision;  // layers, MACs
+  for (const LayerReport& l : r.layers) {
+    if (l.precision.empty()) continue;
+    ++by_precision[l.precision].first;
+    by_precision[l.precision].second += l.macs;
+  }
+  if (by_precision.empty()) return std::nullopt;
+  PrecisionFigures f;
+  for (const auto& [p, n] : by_precision) f.layers.emplace_back(p, n.first);
+  std::stable_sort(f.layers.begin(), f.layers.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  if (f.layers.size() == 1) {
+    f.plan = f.layers[0].first;
+  } else {
+    f.plan = "mixed:";
+    for (size_t i = 0; i < f.layers.size(); ++i) {
+      f.plan += fmt::format("{} {} {}", i ? "," : "", f.layers[i].second, f.layers[i].first);
+    }
+  }
+  const double pes = static_cast<double>(r.array_rows) * static_cast<double>(r.array_cols);
+  auto peak_of = [&](const std::string& p) {
+    for (const auto& [name, rate] : r.array_macs_per_pe_per_cycle) {
+      if (name == p) return pes * rate;
+    }
+    return 0.0;
+  };
+  double macs = 0, cycles_at_peak = 0, best = 0;
+  for (const auto& [p, n] : by_precision) {
+    const double peak = peak_of(p);
+    best = std::max(best, peak);
+    if (peak <= 0 || n.second == 0) continue;
+    macs += static_cast<double>(n.second);
+    cycles_at_peak += static_cast<double>(n.second) / peak;
+  }
+  f.peak_macs_per_cycle = cycles_at_peak > 0 ? macs / cycles_at_peak : best;
+  const double slots = f.peak_macs_per_cycle * static_cast<double>(r.total_cycles);
+  f.utilization = slots > 0 ? static_cast<double>(r.macs) / slots : 0.0;
+  return f;
+}
+
 std::string report_json(const Report& r) {
   std::string o;
   o += "{\n";
   o += fmt::format("  \"total_cycles\": {},\n  \"frequency_mhz\": {},\n  \"latency_ms\": {},\n", r.total_cycles,
                    num(r.frequency_mhz), num(r.latency_ms));
   o += fmt::format("  \"macs\": {},\n  \"array_utilization\": {}", r.macs, num(r.array_utilization));
+  if (const std::optional<PrecisionFigures> pf = precision_figures(r)) {
+    o += ",\n  \"precision\": {\"plan\": ";
+    append_json_string(o, pf->plan);
+    o += ", \"layers\": {";
+    for (size_t i = 0; i < pf->layers.size(); ++i) {
+      if (i) o += ", ";
+      append_json_string(o, pf->layers[i].first);
+      o += fmt::format(": {}", pf->layers[i].second);
+    }
+    o += fmt::format("}}, \"peak_macs_per_cycle\": {}, \"utilization\": {}}}", num(pf->peak_macs_per_cycle),
+                     num(pf->utilization));
+  }
   roofline_json(o, model_bound_cycles(r), model_efficiency(r));
   o += ",\n  \"array\": {\"rows\": " + std::to_string(r.array_rows) +
        ", \"cols\": " + std::to_string(r.array_cols) + ", \"dataflow\": ";
@@ -99,29 +216,42 @@ std::string report_json(const Report& r) {
   }
   o += r.units.empty() ? "},\n" : "\n  },\n";
   o += "  \"layers\": [";
+  const std::vector<std::string> shown = display_names(r);
   for (size_t i = 0; i < r.layers.size(); ++i) {
     const LayerReport& l = r.layers[i];
     o += i ? ",\n    {\"name\": " : "\n    {\"name\": ";
     append_json_string(o, l.name);
+    o += ", \"display_name\": ";
+    append_json_string(o, shown[i]);
     o += ", \"op\": ";
     append_json_string(o, l.op);
     o += ", \"placement\": ";
     append_json_string(o, l.placement);
+    if (!l.precision.empty()) {
+      o += ", \"precision\": ";
+      append_json_string(o, l.precision);
+    }
     o += fmt::format(
         ", \"start_cycle\": {}, \"end_cycle\": {}, \"cycles\": {}, \"compute_cycles\": {}, \"vector_cycles\": {}, "
-        "\"macs\": {}, \"instructions\": {}, \"breakdown\": ",
-        l.start_cycle, l.end_cycle, l.cycles, l.compute_cycles, l.vector_cycles, l.macs, l.instructions);
+        "\"macs\": {}, \"instructions\": {}, \"dram_bytes_read\": {}, \"dram_bytes_written\": {}, \"bound\": \"{}\", "
+        "\"breakdown\": ",
+        l.start_cycle, l.end_cycle, l.cycles, l.compute_cycles, l.vector_cycles, l.macs, l.instructions,
+        l.dram_bytes_read, l.dram_bytes_written, bound_label(l));
     breakdown_json(o, l.breakdown);
+    if (l.array_macs) o += fmt::format(", \"array_macs\": {}", *l.array_macs);
     roofline_json(o, l.bound_cycles, efficiency(l));
     if (!l.extra_json.empty()) o += ", " + l.extra_json;
     o += "}";
   }
   o += r.layers.empty() ? "],\n" : "\n  ],\n";
+  o += "  \"ops\": ";
+  ops_json(o, op_rollup(r));
   for (const auto& [name, value] : r.sections) {
     o += "  ";
     append_json_string(o, name);
     o += ": " + value + ",\n";
   }
+  if (r.run) run_json(o, *r.run);
   o += fmt::format("  \"sim\": {{\"wall_seconds\": {}, \"instructions\": {}, \"functional\": {}}}\n}}\n",
                    num(r.sim.wall_seconds), r.sim.instructions, r.sim.functional ? "true" : "false");
   return o;
@@ -132,9 +262,23 @@ void write_report_json(const Report& r, std::ostream& out) { out << report_json(
 std::string summary_text(const Report& r, size_t top_layers) {
   std::string o;
   const uint64_t T = r.total_cycles;
+  if (r.run) {
+    o += fmt::format("run               {}{}, config {}{}; npusim {}\n", r.run->model,
+                     r.run->model_sha256.empty() ? "" : " (sha256 " + r.run->model_sha256.substr(0, 12) + ")",
+                     r.run->config.empty() ? "edge (built-in)" : r.run->config,
+                     r.run->sets.empty() ? "" : fmt::format(" + {} --set", r.run->sets.size()), r.run->version);
+  }
   o += fmt::format("total cycles      {}  ({:.6g} ms at {} MHz)\n", T, r.latency_ms, num(r.frequency_mhz));
-  o += fmt::format("array             {}x{} {}, {} MACs, utilization {:.1f}%\n", r.array_rows, r.array_cols,
-                   r.dataflow, r.macs, 100.0 * r.array_utilization);
+  const std::optional<PrecisionFigures> pf = precision_figures(r);
+  if (pf) {
+    o += fmt::format("precision         {}: peak {} MACs/cycle\n", pf->plan, num(pf->peak_macs_per_cycle));
+    o += fmt::format("array             {}x{} {}, {} MACs, utilization {:.1f}% of the {} peak ({:.1f}% of the int8 peak)\n",
+                     r.array_rows, r.array_cols, r.dataflow, r.macs, 100.0 * pf->utilization,
+                     pf->layers.size() == 1 ? pf->plan : "plan's", 100.0 * r.array_utilization);
+  } else {
+    o += fmt::format("array             {}x{} {}, {} MACs, utilization {:.1f}% of the int8 peak\n", r.array_rows,
+                     r.array_cols, r.dataflow, r.macs, 100.0 * r.array_utilization);
+  }
   const std::optional<uint64_t> bound = model_bound_cycles(r);
   if (bound) {
     o += fmt::format(
@@ -169,17 +313,30 @@ std::string summary_text(const Report& r, size_t top_layers) {
                      pct(u.stalls[static_cast<int>(Reason::kHost)], T));
   }
   if (!r.layers.empty()) {
+    o += fmt::format("\ntime by op type (sum of layer cycles; layers may overlap)\n{:<22} {:>6} {:>12} {:>7} {:>7} "
+                     "{:>7} {:>7} {:>7} {:>14}\n",
+                     "op", "layers", "cycles", "share", "comp", "mem", "sched", "host", "dram bytes");
+    for (const OpRollup& x : op_rollup(r)) {
+      o += fmt::format("{:<22} {:>6} {:>12} {:5.1f}% {:>7} {:>7} {:>7} {:>7} {:>14}\n", x.op.substr(0, 22), x.layers,
+                       x.cycles, 100.0 * x.share, pct(x.breakdown.compute, x.cycles),
+                       pct(x.breakdown.memory, x.cycles), pct(x.breakdown.scheduling, x.cycles),
+                       pct(x.breakdown.host, x.cycles), x.dram_bytes_read + x.dram_bytes_written);
+    }
     std::vector<size_t> order(r.layers.size());
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return r.layers[a].cycles > r.layers[b].cycles; });
     if (order.size() > top_layers) order.resize(top_layers);
-    o += fmt::format("\ntop layers by cycles\n{:<28} {:<14} {:>5} {:>12} {:>7} {:>7} {:>7} {:>7}{}\n",
+    o += fmt::format("\n{}\n{:<28} {:<14} {:>5} {:>12} {:>7} {:>7} {:>7} {:>7}{}\n",
+                     order.size() == r.layers.size() ? std::string("layers by cycles")
+                                                      : fmt::format("top {} of {} layers by cycles (--top N|all)",
+                                                                    order.size(), r.layers.size()),
                      "layer", "op", "where", "cycles", "comp", "mem", "sched", "host",
                      bound ? fmt::format(" {:>7}", "eff") : "");
+    const std::vector<std::string> shown = display_names(r);
     for (size_t i : order) {
       const LayerReport& l = r.layers[i];
-      std::string name = l.name.size() > 28 ? l.name.substr(0, 25) + "..." : l.name;
+      const std::string& name = shown[i];
       std::string roof;
       if (bound) {
         const std::optional<double> e = efficiency(l);

@@ -45,8 +45,16 @@ struct LayerReport {
   uint64_t cycles = 0;          // end_cycle - start_cycle
   uint64_t compute_cycles = 0;  // matrix-unit cycles of the layer, fill and drain included
   uint64_t vector_cycles = 0;   // vector-unit busy cycles of the layer
-  uint64_t macs = 0;
+  uint64_t macs = 0;  // useful MACs (the program's record of the layer), else those the array executed
+  // The MAC slots the array spent on the layer when they differ from `macs` (padding: a depthwise conv
+  // run as block-diagonal blocks; 0 on the vector unit).
+  std::optional<uint64_t> array_macs;
   uint64_t instructions = 0;
+  uint64_t dram_bytes_read = 0;     // bytes the layer's LOADs read
+  uint64_t dram_bytes_written = 0;  // bytes the layer's STOREs wrote
+  // The number format the layer runs in ("int8", "fp16", ...): set by the compiler's precision plan;
+  // empty when unknown.
+  std::string precision;
   Breakdown breakdown;          // adds up to cycles
   // The layer's roofline bound (docs/report.md): set by the compiler's view of a model; none for host
   // layers and for programs run without it.
@@ -92,6 +100,18 @@ struct SimInfo {
   bool functional = false;
 };
 
+// What a run was: enough to say later which model, configuration and npusim produced a report.
+struct RunInfo {
+  std::string command;        // the command line, arguments quoted where needed
+  std::string version;        // npusim's version (git describe at build time)
+  std::string model;          // the MODEL argument (a file, or a built-in spec such as "demo")
+  std::string model_sha256;   // of the model (or program) file's bytes; empty for a built-in spec
+  std::string config;         // --config as given ("" = the built-in edge preset)
+  std::vector<std::string> sets;  // --set overrides, in order
+  // Every configuration parameter as resolved (dotted key, canonical value text), declaration order.
+  std::vector<std::pair<std::string, std::string>> parameters;
+};
+
 struct Report {
   uint64_t total_cycles = 0;
   double frequency_mhz = 0;
@@ -111,6 +131,7 @@ struct Report {
   std::vector<UnitReport> units;
   std::vector<LayerReport> layers;
   SimInfo sim;
+  std::optional<RunInfo> run;  // set by the command line (docs/report.md "run")
   // Further top-level sections (name, JSON value) from stages outside the simulator: the compiler's
   // memory plan and fallbacks, the accuracy report. Written verbatim, in order, before "sim".
   std::vector<std::pair<std::string, std::string>> sections;
@@ -124,9 +145,28 @@ std::optional<uint64_t> model_bound_cycles(const Report& r);
 // model_bound_cycles / total_cycles (host layers count in total_cycles but have no bound).
 std::optional<double> model_efficiency(const Report& r);
 
+// The layers' short display names (isa::display_names), in order: the summary, the layer CSV and the
+// report's layers[].display_name use them; layers[].name stays the full name.
+std::vector<std::string> display_names(const Report& r);
+
+// The precision plan the layers ran in and the peak it allows (docs/report.md, "Precision").
+struct PrecisionFigures {
+  std::string plan;  // "fp32" (every layer), or "mixed: 40 int8, 3 fp16" (most layers first)
+  std::vector<std::pair<std::string, uint64_t>> layers;  // layers per precision, most first
+  // The array's peak MACs per cycle under the plan: rows * cols * the rate of the plan's precision; for a
+  // mixed plan the rate at which the layers' MACs would all run at their precisions' peaks
+  // (sum of MACs / sum of MACs_p / peak_p).
+  double peak_macs_per_cycle = 0;
+  double utilization = 0;  // macs / (peak_macs_per_cycle * total_cycles)
+};
+// None when no layer's precision is known (a program run without the compiler's view).
+std::optional<PrecisionFigures> precision_figures(const Report& r);
+
 void write_report_json(const Report& r, std::ostream& out);
 std::string report_json(const Report& r);
-// A human-readable report: total cycles, latency, utilization, breakdown, DRAM, per unit, top layers.
+// A human-readable report: total cycles, latency, utilization, breakdown, DRAM, per unit, time by op
+// type, the `top_layers` slowest layers (kAllLayers: every layer).
+inline constexpr size_t kAllLayers = static_cast<size_t>(-1);
 std::string summary_text(const Report& r, size_t top_layers = 10);
 
 }  // namespace npusim::traces

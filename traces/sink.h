@@ -64,5 +64,7 @@ std::string slice_name(const Event& e, const TraceInfo& info);
 
 // JSON string escaping (shared by the trace and report writers).
 void append_json_string(std::string& out, std::string_view s);
+// A CSV field, quoted when it holds a comma, a quote or a newline (shared by the CSV writers).
+void append_csv_field(std::string& out, std::string_view s);
 
 }  // namespace npusim::traces

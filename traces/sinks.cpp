@@ -7,6 +7,8 @@ namespace {
 
 std::string_view opcode_name(isa::Opcode op) { return isa::format(op).mnemonic; }
 
+}  // namespace
+
 void append_csv_field(std::string& out, std::string_view s) {
   if (s.find_first_of(",\"\n") == std::string_view::npos) {
     out += s;
@@ -19,8 +21,6 @@ void append_csv_field(std::string& out, std::string_view s) {
   }
   out += '"';
 }
-
-}  // namespace
 
 void append_json_string(std::string& out, std::string_view s) {
   out += '"';

@@ -18,7 +18,8 @@
 
 namespace npusim::arch {
 
-// Track (unit) indices: the sequencer, one per queue, then DMA engines, then DRAM channels.
+// Track (unit) indices: the sequencer, one per queue, then DMA engines, then DRAM channels (one track per
+// channel per DMA engine, channel-major: Npu::track_names).
 inline constexpr uint16_t kSequencerUnit = 0;
 inline constexpr uint16_t queue_unit(isa::Queue q) { return static_cast<uint16_t>(1 + static_cast<int>(q)); }
 inline constexpr uint16_t kFirstDmaUnit = 1 + isa::kNumQueues;

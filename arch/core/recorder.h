@@ -26,6 +26,8 @@ class Recorder {
     uint64_t macs = 0;
     uint64_t instructions = 0;
     uint64_t host_calls = 0;
+    uint64_t dram_bytes_read = 0;     // LOADs of the layer
+    uint64_t dram_bytes_written = 0;  // STOREs of the layer
   };
 
   Recorder(const isa::Program& program, size_t units, traces::Sink* sink)

@@ -92,12 +92,16 @@ void DmaEngine::transfer(const Descriptor& desc, DmaQueue& owner) {
   stats_.bursts += x.bursts.bursts;
   stats_.misaligned_bursts += x.bursts.misaligned_bursts;
   (store ? stats_.bytes_written : stats_.bytes_read) += bytes;
+  if (auto* l = fab_.rec.layer(d.layer)) (store ? l->dram_bytes_written : l->dram_bytes_read) += bytes;
   fab_.rec.busy(unit_, d, now, end, traces::Category::kMemory, bytes);
   if (fab_.rec.tracing()) {
-    const uint16_t first_channel = static_cast<uint16_t>(kFirstDmaUnit + fab_.config.dma.engines);
+    // This engine's track of each channel (Npu::track_names: channel-major, one per engine).
+    const size_t engines = static_cast<size_t>(fab_.config.dma.engines);
+    const size_t first_channel = kFirstDmaUnit + engines;
+    const size_t engine = unit_ - kFirstDmaUnit;
     for (size_t c = 0; c < spans_.size(); ++c) {
       if (!spans_[c].bytes) continue;
-      fab_.rec.slice(static_cast<uint16_t>(first_channel + c), d, spans_[c].first_ps / pps,
+      fab_.rec.slice(static_cast<uint16_t>(first_channel + c * engines + engine), d, spans_[c].first_ps / pps,
                      (spans_[c].last_ps + pps - 1) / pps, spans_[c].bytes);
     }
   }

@@ -18,6 +18,7 @@
 #include "compiler/backend/roofline.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/precision.h"
+#include "isa/layer_names.h"
 #include "isa/machine/spec_text.h"
 #include "isa/timing/dma.h"
 #include "isa/timing/units.h"
@@ -471,13 +472,16 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
       c.context_first = std::max(timed_layers[k].first, std::min(before, c.em.size() - kContextInstructions));
     }
     c.timed = {};
+    const isa::DType precision =
+        options.plan ? quant::to_dtype(options.plan->precision_of(n.name)) : options.precision;
     if (plan.placement == "free" && plan.instructions == 0) {
       plan.bound_cycles = 0;
     } else if (plan.placement != "host") {
-      const isa::DType precision =
-          options.plan ? quant::to_dtype(options.plan->precision_of(n.name)) : options.precision;
       plan.bound_cycles = backend::roofline(g, n, plan.macs, precision, config).bound_cycles();
     }
+    // What the program carries of the layer, so a run of the program file reports what this run does.
+    prog.layers[i].precision = precision;
+    if (plan.placement == "matrix" || plan.placement == "vector") prog.layers[i].macs = static_cast<uint64_t>(plan.macs);
     c.em.collapse_sram();
     if (imposed) backend::check_applied(*imposed, plan, forced_host);
     plan.chosen.name = plan.name;
@@ -545,14 +549,18 @@ std::string compile_summary(const CompileResult& r) {
   s += fmt::format("{} layers, {} instructions, {} data segments ({:.1f} KiB), compile {:.3f} s\n", r.layers.size(),
                    r.program.instructions.size(), r.program.data.size(),
                    static_cast<double>(r.memory.weight_bytes) / 1024.0, r.compile_seconds);
-  s += fmt::format("{:<28} {:<18} {:<7} {:>6} {:>6} {:>6} {:>5} {:>9} {:>9} {:>9} {:>7} {:>12}  {}\n", "layer",
-                   "op", "place", "tile_m", "tile_k", "tile_n", "gb", "in_KiB", "w_KiB", "acc_KiB", "instr",
+  s += fmt::format("{:<28} {:<18} {:<7} {:>6} {:>6} {:>6} {:>6} {:>9} {:>9} {:>9} {:>7} {:>12}  {}\n", "layer",
+                   "op", "place", "tile_m", "tile_k", "tile_n", "groups", "in_KiB", "w_KiB", "acc_KiB", "instr",
                    "est_cycles", "mapping");
   int64_t total = 0;
-  for (const LayerPlan& p : r.layers) {
+  std::vector<std::string> names;
+  for (const LayerPlan& p : r.layers) names.push_back(p.name);
+  names = isa::display_names(names);
+  for (size_t i = 0; i < r.layers.size(); ++i) {
+    const LayerPlan& p = r.layers[i];
     total += p.est_cycles;
-    s += fmt::format("{:<28} {:<18} {:<7} {:>6} {:>6} {:>6} {:>5} {:>9.1f} {:>9.1f} {:>9.1f} {:>7} {:>12}  {}{}\n",
-                     p.name.size() > 28 ? p.name.substr(p.name.size() - 28) : p.name, p.op.substr(0, 18),
+    s += fmt::format("{:<28} {:<18} {:<7} {:>6} {:>6} {:>6} {:>6} {:>9.1f} {:>9.1f} {:>9.1f} {:>7} {:>12}  {}{}\n",
+                     names[i], p.op.substr(0, 18),
                      p.placement, p.tile_m, p.tile_k, p.tile_n, p.group_block, p.sram_input_bytes / 1024.0,
                      p.sram_weight_bytes / 1024.0, p.sram_acc_bytes / 1024.0, p.instructions, p.est_cycles, p.mapping,
                      p.loop_order.empty() ? "" : "; " + p.loop_order);

@@ -426,11 +426,7 @@ std::string accuracy_summary(const AccuracyReport& r, size_t worst_layers) {
       o << "  " << w.layer << " channel " << w.channel << ": " << w.factor << "x\n";
     }
   }
-  if (r.advice) {
-    o << "mixed precision for " << r.advice->target_sqnr_db << " dB: "
-      << (r.advice->met ? "met" : "NOT met") << " at " << r.advice->achieved_sqnr_db << " dB with "
-      << r.advice->layers.size() << " layers in fp16: " << r.advice->overrides << "\n";
-  }
+  // The mixed-precision advice (r.advice) is the caller's to print: it answers its own question.
   return o.str();
 }
 

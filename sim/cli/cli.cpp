@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <boost/program_options.hpp>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -25,12 +26,16 @@
 #include "isa/assembly.h"
 #include "isa/machine/spec_text.h"
 #include "isa/program.h"
+#include "sim/cli/diff.h"
 #include "sim/config/config_dump.h"
 #include "sim/config/config_loader.h"
 #include "sim/mapping/mapping_file.h"
 #include "sim/model/model.h"
 #include "sim/model/tensor_io.h"
+#include "sim/io/sha256.h"
 #include "sim/sweep/sweep_cli.h"
+#include "sim/version/version.h"
+#include "traces/layer_tables.h"
 #include "traces/report.h"
 #include "traces/sink.h"
 
@@ -62,6 +67,8 @@ struct CommonOptions {
   std::string report;
   std::string trace;
   std::string trace_csv;
+  std::string layers_csv;
+  std::string top = "10";  // --top N|all
   bool quiet = false;
   bool functional = false;
 };
@@ -70,6 +77,7 @@ struct Context {
   std::vector<std::string> args;  // after the command name
   std::ostream& out;
   std::ostream& err;
+  std::string command;  // the whole command line, for the report
 };
 
 struct Command {
@@ -94,6 +102,9 @@ po::options_description output_options(CommonOptions& o) {
       "report", po::value(&o.report)->value_name("FILE.json"), "write the full report as JSON")(
       "trace", po::value(&o.trace)->value_name("FILE.json"), "write a Chrome/Perfetto trace-event file")(
       "trace-csv", po::value(&o.trace_csv)->value_name("FILE.csv"), "write the trace events as CSV")(
+      "layers-csv", po::value(&o.layers_csv)->value_name("FILE.csv"),
+      "write one row per layer: cycles, breakdown, MACs, DRAM bytes, bound, efficiency (docs/report.md)")(
+      "top", po::value(&o.top)->value_name("N|all"), "layers the summary lists, slowest first (default 10)")(
       "quiet,q", po::bool_switch(&o.quiet), "print nothing but errors");
   return d;
 }
@@ -155,11 +166,51 @@ std::unique_ptr<std::ofstream> open_output(const std::string& path) {
 struct ReportExtras {
   std::vector<std::pair<std::string, std::string>> sections;
   std::string text;
+  std::string answer;  // printed even under -q: what an option asked for (--advise-sqnr's override list)
 };
 
-int simulate_and_report(Context& ctx, const CommonOptions& o, const isa::Program& program,
+// --top N|all: how many layers the summary lists.
+size_t top_layers(const std::string& text) {
+  if (text == "all") return traces::kAllLayers;
+  size_t used = 0;
+  long long n = -1;
+  try {
+    n = std::stoll(text, &used);
+  } catch (const std::exception&) {
+  }
+  if (used != text.size() || n < 0) throw UsageError(fmt::format("--top '{}' is not a count or 'all'", text));
+  return static_cast<size_t>(n);
+}
+
+// What the report records about the run: the command, npusim's version, the model (and its file's
+// hash) and the configuration, every parameter resolved.
+traces::RunInfo run_info(const Context& ctx, const CommonOptions& o, const std::string& model,
+                         const isa::NpuConfig& config) {
+  traces::RunInfo info;
+  info.command = ctx.command;
+  info.version = npusim_version();
+  info.model = model;
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(model, ec)) {
+    try {
+      info.model_sha256 = sha256_file(model);
+    } catch (const std::runtime_error& e) {
+      throw InputError(e.what());
+    }
+  }
+  info.config = o.config;
+  info.sets = o.sets;
+  for (const isa::ParamInfo& p : isa::list_params(config)) {
+    if (p.kind != isa::ParamInfo::Kind::kGroup) info.parameters.emplace_back(p.path, p.value);
+  }
+  return info;
+}
+
+int simulate_and_report(Context& ctx, const CommonOptions& o, const std::string& model, const isa::Program& program,
                         const isa::NpuConfig& config, const CompiledModel* compiled = nullptr,
                         const FunctionalIo& io = {}, const ReportExtras* extras = nullptr) {
+  const size_t top = top_layers(o.top);
+  traces::RunInfo info = run_info(ctx, o, model, config);
   auto trace_json = open_output(o.trace);
   auto trace_csv = open_output(o.trace_csv);
   std::unique_ptr<traces::ChromeTraceSink> json_sink;
@@ -177,11 +228,14 @@ int simulate_and_report(Context& ctx, const CommonOptions& o, const isa::Program
     }
   }
   arch::RunOptions run;
+  std::vector<std::string> written;  // --outputs: the files written
+  FunctionalIo fio = io;
+  fio.written = &written;
   if (o.functional) {
     if (!compiled && !program.host_ops.empty()) {
       ctx.err << "npusim: warning: functional run of a program file: its host ops are timed but not computed\n";
     }
-    add_functional_hooks(program, compiled, io, run);
+    add_functional_hooks(program, compiled, fio, run);
   }
   run.sink = sink;
   const bool bar = !o.quiet && isatty(STDERR_FILENO);
@@ -202,6 +256,7 @@ int simulate_and_report(Context& ctx, const CommonOptions& o, const isa::Program
   }
   if (bar) ctx.err << "\r" << std::string(24, ' ') << "\r";
   if (sink) sink->finish();
+  report.run = std::move(info);
   if (compiled) attach_compile_info(*compiled, report);
   if (extras) {
     for (const auto& sec : extras->sections) report.sections.push_back(sec);
@@ -211,8 +266,20 @@ int simulate_and_report(Context& ctx, const CommonOptions& o, const isa::Program
     traces::write_report_json(report, *f);
     if (!f->flush()) throw InputError(fmt::format("cannot write '{}'", o.report));
   }
-  if (!o.quiet) ctx.out << traces::summary_text(report);
+  if (!o.layers_csv.empty()) {
+    auto f = open_output(o.layers_csv);
+    traces::write_layers_csv(report, *f);
+    if (!f->flush()) throw InputError(fmt::format("cannot write '{}'", o.layers_csv));
+  }
+  if (!o.quiet) ctx.out << traces::summary_text(report, top);
   if (!o.quiet && extras) ctx.out << extras->text;
+  // What the user asked for by name is printed even under -q: the advice.
+  if (extras) ctx.out << extras->answer;
+  if (!o.quiet && !written.empty()) {
+    ctx.out << fmt::format("wrote {} output{} to {}:\n", written.size(), written.size() == 1 ? "" : "s",
+                           io.outputs_dir);
+    for (const std::string& w : written) ctx.out << "  " << w << "\n";
+  }
   return kExitOk;
 }
 
@@ -308,13 +375,14 @@ int cmd_exec(Context& ctx, const Command& cmd) {
   const isa::NpuConfig config = resolve_config(o);
   const isa::Program program = load_program(input);
   check_machine(program, config);
-  return simulate_and_report(ctx, o, program, config);
+  return simulate_and_report(ctx, o, input, program, config);
 }
 
 // Options of commands that compile a model.
 struct ModelCliOptions {
   std::vector<std::string> input_shapes;
-  int64_t batch = 0;
+  int64_t batch = 0;  // 0: not given (each input keeps its first dimension)
+  bool batch_given = false;
   std::string precision = "auto";
   std::vector<std::string> overrides;  // --precision-override, each "KEY=PREC,KEY=PREC"
   std::string precision_file;
@@ -335,7 +403,10 @@ po::options_description model_options(ModelCliOptions& m) {
   po::options_description d("Model");
   d.add_options()("input-shape", po::value(&m.input_shapes)->composing()->value_name("NAME=1x3x224x224"),
                   "bind a model input's dynamic dimensions (repeatable)")(
-      "batch", po::value(&m.batch)->value_name("N"),
+      "batch", po::value<int64_t>()->value_name("N")->notifier([&m](int64_t v) {
+        m.batch = v;
+        m.batch_given = true;
+      }),
       "set the first (batch) dimension of every model input to N; shape inference propagates it")(
       "verbose,v", po::bool_switch(&m.verbose),
       "print the graph after import and after every pass, and the mapping")(
@@ -440,7 +511,9 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
   o.timer = simulation_timer(config);
   o.fusion = !m.no_fusion;
   o.input_shapes = m.input_shapes;
-  if (m.batch < 0 || m.batch > 65536) throw UsageError(fmt::format("--batch {} is out of range (1..65536)", m.batch));
+  if (m.batch_given && (m.batch < 1 || m.batch > 65536)) {
+    throw UsageError(fmt::format("--batch {} is out of range (1..65536)", m.batch));
+  }
   o.batch = m.batch;
   q::PlanRequest& r = o.plan;
   try {
@@ -532,12 +605,19 @@ void accuracy_report(Context& /*ctx*/, const CompiledModel& cm, const isa::NpuCo
   extras.text += q::accuracy_summary(r);
   if (r.advice) {
     const q::MixedPrecisionAdvice& adv = *r.advice;
-    extras.text += fmt::format(
-        "mixed-precision advice (target {:.1f} dB): {} {:.2f} dB with {} layer(s) in fp16, {:.0f} cycles "
-        "(int8 as planned: {:.0f})\n",
-        adv.target_sqnr_db, adv.met ? "met," : "NOT met, best", adv.achieved_sqnr_db, adv.layers.size(), adv.cost,
-        adv.cost_int8);
-    extras.text += fmt::format("  --precision-override '{}'\n", adv.overrides);
+    if (adv.met && adv.layers.empty()) {
+      extras.answer += fmt::format(
+          "mixed-precision advice (target {:.1f} dB): met by the plan as it is ({:.2f} dB, {:.0f} cycles): no layer "
+          "needs fp16\n",
+          adv.target_sqnr_db, adv.achieved_sqnr_db, adv.cost_int8);
+    } else {
+      extras.answer += fmt::format(
+          "mixed-precision advice (target {:.1f} dB): {} {:.2f} dB with {} layer(s) in fp16, {:.0f} cycles "
+          "(int8 as planned: {:.0f})\n",
+          adv.target_sqnr_db, adv.met ? "met," : "NOT met, best", adv.achieved_sqnr_db, adv.layers.size(), adv.cost,
+          adv.cost_int8);
+      extras.answer += fmt::format("  --precision-override '{}'\n", adv.overrides);
+    }
   }
 }
 
@@ -642,14 +722,14 @@ int cmd_run(Context& ctx, const Command& cmd) {
     }
     const isa::Program program = load_program(model);
     check_machine(program, config);
-    return simulate_and_report(ctx, o, program, config, nullptr, io);
+    return simulate_and_report(ctx, o, model, program, config, nullptr, io);
   }
   const CompiledModel compiled = compile_or_throw(ctx, model, config, m);
   write_mapping_out(ctx, o, m, model, compiled);
   if (m.verbose) ctx.out << compiler::compile_summary(compiled.result) << "\n";
   ReportExtras extras;
   if (acc.accuracy || acc.advise_sqnr) accuracy_report(ctx, compiled, config, m, acc, io.seed, extras);
-  return simulate_and_report(ctx, o, compiled.result.program, config, &compiled, io, &extras);
+  return simulate_and_report(ctx, o, model, compiled.result.program, config, &compiled, io, &extras);
 }
 
 int cmd_compile(Context& ctx, const Command& cmd) {
@@ -689,6 +769,24 @@ int cmd_compile(Context& ctx, const Command& cmd) {
   return kExitOk;
 }
 
+int cmd_diff(Context& ctx, const Command& cmd) {
+  std::vector<std::string> files;
+  std::string top = "10";
+  po::options_description d("Options");
+  d.add_options()("reports", po::value(&files)->value_name("A.json B.json"), "two reports (npusim run --report)")(
+      "top", po::value(&top)->value_name("N|all"), "layers that changed most to list (default 10)");
+  po::positional_options_description pos;
+  pos.add("reports", 2);
+  if (!parse(ctx, cmd, d, pos)) return kExitOk;
+  if (files.size() != 2) throw UsageError("diff needs two reports, A.json and B.json (see 'npusim diff --help')");
+  try {
+    ctx.out << diff_reports(files[0], files[1], top_layers(top));
+  } catch (const ReportReadError& e) {
+    throw InputError(e.what());
+  }
+  return kExitOk;
+}
+
 int cmd_ops(Context& ctx, const Command& cmd) {
   po::options_description d("Options");
   if (!parse(ctx, cmd, d, {})) return kExitOk;
@@ -714,6 +812,9 @@ const std::vector<Command>& commands() {
       {"config", "config [--config FILE.yaml] [--set KEY=VALUE ...] [--dump [--markdown]]",
        "Print the resolved configuration as YAML, or with --dump every parameter with its type, unit, default, "
        "range and description."},
+      {"diff", "diff A.json B.json [--top N|all]",
+       "Compare two run reports: model, configuration, precision plan, results, and the layers (matched by name) "
+       "that changed most."},
       {"sweep", "sweep SWEEP.yaml [-j N] [-o DIR] [--dry-run] [--slurm] [--shard I/N] | sweep --merge DIR",
        "Run a design-space sweep over configuration keys and models, locally or on Slurm (docs/sweeps.md)."},
   };
@@ -727,6 +828,7 @@ int dispatch(const Command& cmd, Context& ctx) {
   if (cmd.name == "asm") return cmd_asm(ctx, cmd);
   if (cmd.name == "disasm") return cmd_disasm(ctx, cmd);
   if (cmd.name == "ops") return cmd_ops(ctx, cmd);
+  if (cmd.name == "diff") return cmd_diff(ctx, cmd);
   if (cmd.name == "sweep") return run_sweep(ctx.args, ctx.out, ctx.err);
   return cmd_config(ctx, cmd);
 }
@@ -736,6 +838,24 @@ void print_usage(std::ostream& out) {
          "A cycle-level NPU simulator and the compiler that maps ONNX models onto it.\n\ncommands:\n";
   for (const Command& c : commands()) out << fmt::format("  {:<8} {}\n", c.name, c.summary);
   out << "\nexit codes: 0 success, 1 compile or simulation error, 2 usage or configuration error\n";
+}
+
+// The command line as a shell would take it back: arguments with spaces or quotes single-quoted.
+std::string command_line(int argc, const char* const* argv) {
+  std::string s = "npusim";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool plain = !a.empty() && a.find_first_of(" \t\n'\"\\$`*?;&|<>(){}[]!#~") == std::string::npos;
+    s += " ";
+    if (plain) {
+      s += a;
+    } else {
+      s += "'";
+      for (char c : a) s += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      s += "'";
+    }
+  }
+  return s;
 }
 
 }  // namespace
@@ -750,13 +870,17 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     print_usage(out);
     return kExitOk;
   }
-  Context ctx{std::vector<std::string>(argv + 2, argv + argc), out, err};
+  if (name == "--version") {
+    out << "npusim " << npusim_version() << "\n";
+    return kExitOk;
+  }
+  Context ctx{std::vector<std::string>(argv + 2, argv + argc), out, err, command_line(argc, argv)};
   for (const Command& cmd : commands()) {
     if (cmd.name != name) continue;
     try {
       return dispatch(cmd, ctx);
     } catch (const ConfigError& e) {
-      err << e.what() << "\n";
+      for (const std::string& m : e.messages()) err << "npusim: error: " << m << "\n";
       return kExitUsage;
     } catch (const UsageError& e) {
       err << "npusim: error: " << e.what() << "\n";

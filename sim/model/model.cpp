@@ -101,27 +101,14 @@ void attach_compile_info(const CompiledModel& compiled, traces::Report& report) 
     const compiler::LayerPlan& p = *it->second;
     if (p.bound_cycles) l.bound_cycles = static_cast<uint64_t>(*p.bound_cycles);
     l.extra_json = fmt::format(
-        "\"precision\": \"{}\", \"mapping\": {{\"placement\": {}, \"description\": {}, \"tile\": {{\"m\": {}, \"k\": {}, \"n\": {}, "
+        "\"mapping\": {{\"placement\": {}, \"description\": {}, \"tile\": {{\"m\": {}, \"k\": {}, \"n\": {}, "
         "\"oh\": {}, \"ow\": {}}}, \"loop_order\": {}, \"sram_bytes\": {{\"input\": {}, \"weight\": {}, "
         "\"accumulator\": {}}}, \"estimated_cycles\": {}, \"estimated_compute_cycles\": {}, "
         "\"estimated_dma_cycles\": {}, \"candidates\": {}, \"tile_limit\": {}}}",
-        compiler::quant::to_string(compiled.plan.precision_of(l.name)), json_string(p.placement), json_string(p.mapping), p.tile_m, p.tile_k, p.tile_n, p.tile_oh, p.tile_ow,
+        json_string(p.placement), json_string(p.mapping), p.tile_m, p.tile_k, p.tile_n, p.tile_oh, p.tile_ow,
         json_string(p.loop_order), p.sram_input_bytes, p.sram_weight_bytes, p.sram_acc_bytes, p.est_cycles,
         p.est_compute_cycles, p.est_dma_cycles, p.candidates, json_string(p.tile_limit));
-    // The array spends MAC slots on zeros where the mapping pads (a grouped or depthwise conv runs as
-    // block-diagonal dense blocks); `macs` counts the model's useful multiply-accumulates, as the
-    // compiler derives them from the layer's shapes, and `array_macs` the slots the array spent (none
-    // for a depthwise conv on the vector unit, compiler/backend/depthwise.h).
-    if ((p.placement == "matrix" || p.placement == "vector") && p.macs > 0 && static_cast<uint64_t>(p.macs) != l.macs) {
-      l.extra_json += fmt::format(", \"array_macs\": {}", l.macs);
-      report.macs -= l.macs;
-      l.macs = static_cast<uint64_t>(p.macs);
-      report.macs += l.macs;
-    }
   }
-  const double slots = static_cast<double>(report.array_rows) * static_cast<double>(report.array_cols) *
-                       static_cast<double>(report.total_cycles);
-  report.array_utilization = slots > 0 ? static_cast<double>(report.macs) / slots : 0.0;
   const compiler::MemoryPlan& mem = result.memory;
   std::string o = fmt::format(
       "{{\"seconds\": {}, \"fusion\": {}, \"memory\": {{\"activation_bytes\": {}, \"activation_bytes_no_reuse\": {}, "
@@ -174,7 +161,8 @@ void add_functional_hooks(const isa::Program& program, const CompiledModel* comp
       const std::vector<uint8_t> raw = state.read_tensor(b.name);
       outputs[b.name] = from_device_bytes(raw, b.dtype);
     }
-    write_outputs(io.outputs_dir, outputs, program);
+    const std::vector<std::string> written = write_outputs(io.outputs_dir, outputs, program);
+    if (io.written) *io.written = written;
   };
 }
 

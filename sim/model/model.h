@@ -80,6 +80,7 @@ struct FunctionalIo {
   std::string inputs_dir;   // empty: seeded random inputs
   std::string outputs_dir;  // empty: outputs are not written
   uint32_t seed = 1;
+  std::vector<std::string>* written = nullptr;  // when set: "PATH (SHAPE)" of each output file written
 };
 
 // Sets the functional hooks of `run`: inputs into DRAM before the run, host fallbacks executed by the

@@ -140,10 +140,10 @@ std::map<std::string, std::vector<float>> read_inputs(const isa::Program& progra
   for (const isa::TensorBinding& b : program.tensors) {
     if (b.role != isa::TensorBinding::Role::kInput) continue;
     ++index;
-    std::string stem = dir + "/" + tensor_file_stem(b.name);
+    std::string stem = (std::filesystem::path(dir) / tensor_file_stem(b.name)).string();
     std::vector<float> v;
     std::string path;
-    const std::string onnx_test_stem = fmt::format("{}/input_{}", dir, index);
+    const std::string onnx_test_stem = (std::filesystem::path(dir) / fmt::format("input_{}", index)).string();
     if (!std::filesystem::exists(stem + ".npy") && !std::filesystem::exists(stem + ".pb") &&
         std::filesystem::exists(onnx_test_stem + ".pb")) {
       stem = onnx_test_stem;
@@ -190,8 +190,10 @@ std::map<std::string, std::vector<float>> random_inputs(const isa::Program& prog
   return values;
 }
 
-void write_outputs(const std::string& dir, const std::map<std::string, std::vector<float>>& values,
-                   const isa::Program& program) {
+std::vector<std::string> write_outputs(const std::string& dir,
+                                       const std::map<std::string, std::vector<float>>& values,
+                                       const isa::Program& program) {
+  std::vector<std::string> written;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw TensorIoError(fmt::format("cannot create output folder '{}': {}", dir, ec.message()));
@@ -203,12 +205,15 @@ void write_outputs(const std::string& dir, const std::map<std::string, std::vect
     a.shape.assign(b.dims.begin(), b.dims.end());
     a.data.resize(it->second.size() * 4);
     std::memcpy(a.data.data(), it->second.data(), a.data.size());
+    const std::string path = (std::filesystem::path(dir) / (tensor_file_stem(b.name) + ".npy")).string();
     try {
-      write_npy(dir + "/" + tensor_file_stem(b.name) + ".npy", a);
+      write_npy(path, a);
     } catch (const NpyError& e) {
       throw TensorIoError(e.what());
     }
+    written.push_back(fmt::format("{} ({})", path, compiler::shape_to_string(dims_of(b))));
   }
+  return written;
 }
 
 }  // namespace npusim::sim

@@ -33,8 +33,10 @@ std::string tensor_file_stem(const std::string& name);
 std::map<std::string, std::vector<float>> read_inputs(const isa::Program& program, const std::string& dir);
 // Seeded standard-normal values for every input binding (when the user gives no --inputs).
 std::map<std::string, std::vector<float>> random_inputs(const isa::Program& program, uint32_t seed);
-// Writes `dir/NAME.npy` (float32, the binding's dims) for each value.
-void write_outputs(const std::string& dir, const std::map<std::string, std::vector<float>>& values,
-                   const isa::Program& program);
+// Writes `dir/NAME.npy` (float32, the binding's dims) for each value; returns "PATH (SHAPE)" of each
+// file written, in binding order.
+std::vector<std::string> write_outputs(const std::string& dir,
+                                       const std::map<std::string, std::vector<float>>& values,
+                                       const isa::Program& program);
 
 }  // namespace npusim::sim

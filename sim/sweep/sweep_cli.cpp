@@ -196,10 +196,10 @@ int run_sweep(const std::vector<std::string>& args, std::ostream& out, std::ostr
     err << "npusim: error: " << e.what() << "\n";
     return kUsage;
   } catch (const SweepError& e) {
-    for (const std::string& m : e.messages()) err << m << "\n";
+    for (const std::string& m : e.messages()) err << "npusim: error: " << m << "\n";
     return kUsage;
   } catch (const ConfigError& e) {
-    for (const std::string& m : e.messages()) err << m << "\n";
+    for (const std::string& m : e.messages()) err << "npusim: error: " << m << "\n";
     return kUsage;
   } catch (const std::exception& e) {
     err << "npusim: error: " << e.what() << "\n";

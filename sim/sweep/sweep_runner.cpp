@@ -377,6 +377,16 @@ YAML::Node at_path(const YAML::Node& root, const std::string& path) {
   return n;
 }
 
+// A figure as the results table shows it: integers as they are, other numbers to 10 significant digits
+// (82.708653, not the 82.70865300000001 of the report's shortest round-trip form); text unchanged.
+std::string tidy_number(const std::string& s) {
+  if (s.find_first_of(".eE") == std::string::npos) return s;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size()) return s;
+  return fmt::format("{:.10g}", v);
+}
+
 // Reads the headline figures; throws std::runtime_error when the report is not a report.
 std::map<std::string, std::string> read_metrics(const std::string& report_path) {
   YAML::Node root;
@@ -429,7 +439,7 @@ std::map<std::string, std::string> read_metrics(const std::string& report_path) 
       continue;
     }
     const YAML::Node n = at_path(root, c.path);
-    if (n && n.IsScalar()) m[c.column] = n.Scalar();
+    if (n && n.IsScalar()) m[c.column] = tidy_number(n.Scalar());
   }
   return m;
 }
@@ -529,6 +539,10 @@ const std::vector<MetricColumn>& metric_columns() {
       {"frequency_mhz", "frequency_mhz"},
       {"macs", "macs"},
       {"array_utilization", "array_utilization"},
+      {"precision_plan", "precision.plan"},
+      {"plan_utilization", "precision.utilization"},
+      {"bound_cycles", "bound_cycles"},
+      {"efficiency", "efficiency"},
       {"compute_cycles", "breakdown.compute"},
       {"memory_cycles", "breakdown.memory"},
       {"scheduling_cycles", "breakdown.scheduling"},
@@ -606,9 +620,12 @@ void write_plan(const std::string& out_dir, const SweepSpec& spec, const std::ve
 }
 
 void print_points(std::ostream& out, const SweepSpec& spec, const std::vector<SweepPoint>& points) {
+  const std::vector<std::string> keys = spec.column_keys();
+  const bool swept_config = std::find(keys.begin(), keys.end(), "config") != keys.end();
   out << fmt::format("# sweep '{}': {} points ({}), base config: {}\n", spec.name, points.size(),
                      spec.zip ? "zipped axes" : "cartesian product",
-                     spec.base.empty() ? "built-in" : spec.base);
+                     swept_config ? "the config axis"
+                         : spec.base.empty() ? "built-in" : spec.base);
   for (const SweepPoint& p : points) {
     std::string v;
     for (const auto& [k, val] : p.values) v += (v.empty() ? "" : " ") + k + "=" + val;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -108,24 +109,39 @@ class Parser {
       }
     }
     if (!root["axes"]) error(root, "the sweep has no 'axes:' list");
+    for (const Axis& a : s.axes) {
+      for (const AxisColumn& c : a.columns) {
+        if (c.kind == AxisKind::kPreset && !s.base.empty()) {
+          errors_.push_back(fmt::format("{}:{}:{}: config: swept on an axis and also set by 'base: {}'; keep one",
+                                        source_, c.line, c.column, s.base));
+        }
+      }
+    }
   }
 
  private:
   void read_base(const YAML::Node& v, SweepSpec& s) {
     std::string b;
     if (!scalar(v, "base", b)) return;
-    // A file next to the sweep file wins; otherwise the name goes to --config as is (a preset or a path
-    // relative to where npusim runs).
+    if (!b.empty()) b = config_argument(v, b, "base");
+    s.base = b;
+  }
+
+  // The --config argument for a configuration named in the sweep file (`base:` or a `config` axis
+  // value): a file next to the sweep file wins; otherwise the name goes to --config as is (a preset
+  // or a path relative to where npusim runs). "" (after reporting at `at`) when it names nothing.
+  std::string config_argument(const YAML::Node& at, const std::string& name, const std::string& key = "config") {
+    std::string b = name;
     const std::string local = relative_to_file(b);
     std::error_code ec;
-    if (!b.empty() && fs::is_regular_file(local, ec)) b = fs::absolute(local).lexically_normal().string();
+    if (fs::is_regular_file(local, ec)) b = fs::absolute(local).lexically_normal().string();
     try {
-      if (!b.empty()) resolve_config_path(b);
+      resolve_config_path(b);
     } catch (const ConfigError& e) {
-      error(v, "base: " + std::string(e.what()));
-      return;
+      error(at, key + ": " + std::string(e.what()));
+      return "";
     }
-    s.base = b;
+    return b;
   }
 
   void read_sets(const YAML::Node& v, SweepSpec& s) {
@@ -194,12 +210,15 @@ class Parser {
   }
 
   // Checks one "key=value" against the configuration's declaration; reports it at `at`.
+  // Sets *unknown_key when the key itself is not a configuration key (the caller reports that once, not
+  // once per value).
   bool check_config_value(const YAML::Node& at, const std::string& prefix, const std::string& key,
-                          const std::string& value) {
+                          const std::string& value, bool* unknown_key = nullptr) {
     isa::NpuConfig c;
     std::vector<std::string> errs;
     apply_sets(c, {key + "=" + value}, errs);
     for (std::string m : errs) {
+      if (unknown_key && m.find(": unknown key") != std::string::npos) *unknown_key = true;
       // apply_sets speaks of --set; here the value comes from the sweep file.
       for (const char* p : {"--set: ", "--set "})
         if (m.rfind(p, 0) == 0) m = m.substr(std::string(p).size());
@@ -236,7 +255,10 @@ class Parser {
           col.kind = AxisKind::kPrecision;
         else if (col.key == "batch")
           col.kind = AxisKind::kBatch;
+        else if (col.key == "config")
+          col.kind = AxisKind::kPreset;
         bool ok = true;
+        bool unknown_key = false;
         for (const auto& e : kv.second) {
           if (col.kind == AxisKind::kModel) {
             ModelValue m;
@@ -250,8 +272,23 @@ class Parser {
             ok = false;
             continue;
           }
-          if (col.kind == AxisKind::kConfig) {
-            ok = check_config_value(kv.first, "", col.key, value) && ok;
+          if (col.kind == AxisKind::kPreset) {
+            const std::string arg = config_argument(e, value);
+            ok = !arg.empty() && ok;
+            col.configs.push_back(arg);
+          } else if (col.kind == AxisKind::kConfig) {
+            if (!unknown_key) ok = check_config_value(kv.first, "", col.key, value, &unknown_key) && ok;
+            ok = ok && !unknown_key;
+          } else if (col.kind == AxisKind::kPrecision) {
+            // The values `npusim run --precision` accepts (sim/cli/cli.cpp): a typo fails the sweep up
+            // front, not each of its points.
+            static const std::vector<std::string> kPrecisions = {"fp32", "fp16", "bf16", "int8", "auto"};
+            if (std::find(kPrecisions.begin(), kPrecisions.end(), value) == kPrecisions.end()) {
+              const std::string guess = isa::closest_name(value, kPrecisions);
+              error(e, "precision: '" + value + "' is not one of " + join(kPrecisions, ", ") +
+                           (guess.empty() ? "" : " (did you mean '" + guess + "'?)"));
+              ok = false;
+            }
           } else if (col.kind == AxisKind::kBatch) {
             int64_t b = 0;
             try {
@@ -356,9 +393,9 @@ std::vector<std::string> SweepSpec::column_keys() const {
 std::vector<std::string> SweepPoint::run_command(const std::string& base) const {
   std::vector<std::string> argv = {"run"};
   if (!model.empty()) argv.push_back(model);
-  if (!base.empty()) {
+  if (!config.empty() || !base.empty()) {
     argv.push_back("--config");
-    argv.push_back(base);
+    argv.push_back(config.empty() ? base : config);
   }
   for (const std::string& s : sets) {
     argv.push_back("--set");
@@ -433,14 +470,15 @@ std::vector<SweepPoint> expand_points(const SweepSpec& spec) {
     }
   }
 
-  // The base file's contents are part of every point's identity: editing it invalidates old results.
-  std::string base_text;
-  if (!spec.base.empty()) {
-    std::ifstream in(resolve_config_path(spec.base), std::ios::binary);
+  // The configuration file's contents are part of every point's identity: editing it invalidates old
+  // results.
+  auto config_text = [](const std::string& config) {
+    if (config.empty()) return std::string();
+    std::ifstream in(resolve_config_path(config), std::ios::binary);
     std::ostringstream t;
     t << in.rdbuf();
-    base_text = t.str();
-  }
+    return t.str();
+  };
   std::vector<SweepPoint> points;
   for (const std::vector<size_t>& t : tuples) {
     SweepPoint p;
@@ -465,13 +503,16 @@ std::vector<SweepPoint> expand_points(const SweepSpec& spec) {
           case AxisKind::kBatch:
             axis_args.insert(axis_args.end(), {"--batch", v});
             break;
+          case AxisKind::kPreset:
+            p.config = c.configs[t[a]];
+            break;
         }
       }
     }
     p.args = axis_args;
     p.args.insert(p.args.end(), spec.run_args.begin(), spec.run_args.end());
     try {
-      const isa::NpuConfig c = load_config(spec.base, p.sets);
+      const isa::NpuConfig c = load_config(p.config.empty() ? spec.base : p.config, p.sets);
       p.array_pes = c.systolic_array.rows * c.systolic_array.cols;
       p.sram_kib = c.sram.input.size_kib + c.sram.weight.size_kib + c.sram.accumulator.size_kib;
     } catch (const ConfigError& e) {
@@ -481,7 +522,8 @@ std::vector<SweepPoint> expand_points(const SweepSpec& spec) {
     }
     // The identity is the full command line (and the base config's name): a point is the same point
     // if and only if it would run the same simulation.
-    std::string ident = spec.base + '\x1f' + base_text;
+    const std::string config = p.config.empty() ? spec.base : p.config;
+    std::string ident = config + '\x1f' + config_text(config);
     for (const std::string& s : p.run_command("")) ident += '\x1f' + s;
     p.id = stable_hash(ident);
     points.push_back(std::move(p));

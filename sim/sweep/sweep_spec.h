@@ -23,7 +23,8 @@ class SweepError : public std::runtime_error {
 };
 
 // What an axis column varies: a configuration key (--set key=value) or one of the run's own inputs.
-enum class AxisKind { kConfig, kModel, kPrecision, kBatch };
+// kPreset is the `config` axis: a preset name or a configuration file per value (--config).
+enum class AxisKind { kConfig, kModel, kPrecision, kBatch, kPreset };
 
 // A model on the model axis: how it is labelled in the results and what `npusim run` is given.
 struct ModelValue {
@@ -38,6 +39,7 @@ struct AxisColumn {
   AxisKind kind = AxisKind::kConfig;
   std::vector<std::string> values;  // display values; for models, the names
   std::vector<ModelValue> models;   // kModel only, parallel to `values`
+  std::vector<std::string> configs;  // kPreset only, parallel to `values`: the --config argument
   int line = 0;                     // 1-based position of the key in the sweep file
   int column = 0;
 };
@@ -82,13 +84,15 @@ struct SweepPoint {
   std::vector<std::pair<std::string, std::string>> values;  // column key -> value, in column order
   std::string model;                                        // MODEL argument ("" = built-in default)
   std::string prepare;                                      // the model's prepare command, if any
+  std::string config;  // the `config` axis's --config for this point ("" = the sweep's base)
   std::vector<std::string> sets;                            // base overrides then axis overrides
   std::vector<std::string> args;                            // --precision/--batch and the fixed run_args
   std::string config_error;  // non-empty: this combination is not a valid configuration
   int64_t array_pes = 0;     // rows x cols of the resolved configuration
   int64_t sram_kib = 0;      // input + weight + accumulator scratchpads
 
-  // The arguments after `npusim`: run [MODEL] [--config BASE] --set ... (without output options).
+  // The arguments after `npusim`: run [MODEL] [--config CONFIG] --set ... (without output options);
+  // CONFIG is the point's `config` axis value, else `base`.
   std::vector<std::string> run_command(const std::string& base) const;
 };
 

@@ -185,7 +185,8 @@ TEST(Simulate, ChromeTraceParsesWithOneTrackPerUnitAndSlicesNamedByLayer) {
     }
   }
   for (const char* t :
-       {"sequencer", "load", "matrix", "vector", "store", "host", "dma0", "dma1", "dram_ch0", "dram_ch1"}) {
+       {"sequencer", "load", "matrix", "vector", "store", "host", "dma0", "dma1", "dram_ch0.dma0", "dram_ch0.dma1",
+        "dram_ch1.dma0", "dram_ch1.dma1"}) {
     bool found = false;
     for (auto& [tid, name] : tracks) found |= name == t;
     EXPECT_TRUE(found) << t;

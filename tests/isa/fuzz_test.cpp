@@ -63,7 +63,7 @@ Target make_target() {
     pos += 12 + u64_at(pos + 4);
   }
   EXPECT_EQ(pos, t.bytes.size());
-  EXPECT_EQ(t.length_fields.size(), 6u);
+  EXPECT_EQ(t.length_fields.size(), 7u);
   return t;
 }
 

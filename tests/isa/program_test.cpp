@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "isa/assembly.h"
 #include "isa/program.h"
 #include "tests/isa/isa_test_util.h"
 
@@ -43,8 +44,8 @@ std::string error_of(const std::vector<uint8_t>& bytes) {
   return "(no error)";
 }
 
-TEST(ProgramFile, EmptyProgramIsHeaderPlusSixEmptySectionsInKindOrder) {
-  std::vector<uint8_t> expect = header(6);
+TEST(ProgramFile, EmptyProgramIsHeaderPlusSevenEmptySectionsInKindOrder) {
+  std::vector<uint8_t> expect = header(7);
   std::vector<uint8_t> zero32, zero64;
   put32(zero32, 0);
   put64(zero64, 0);
@@ -54,7 +55,8 @@ TEST(ProgramFile, EmptyProgramIsHeaderPlusSixEmptySectionsInKindOrder) {
   section(expect, 4, zero64);   // instructions: word count 0
   section(expect, 5, zero32);   // host ops: count 0
   section(expect, 6, zero32);   // tensors: count 0
-  EXPECT_EQ(expect.size(), 16u + 6 * 12 + 4 * 4 + 8);
+  section(expect, 7, zero32);   // layer info: count 0
+  EXPECT_EQ(expect.size(), 16u + 7 * 12 + 5 * 4 + 8);
   EXPECT_EQ(serialize(Program{}), expect);
   EXPECT_EQ(deserialize(expect), Program{});
 }
@@ -134,8 +136,8 @@ TEST(ProgramFile, SectionLongerThanTheFileIsRejectedWithItsOffset) {
 
 TEST(ProgramFile, UnknownAndDuplicateSectionsAreRejected) {
   std::vector<uint8_t> b = header(1);
-  section(b, 7, {});
-  EXPECT_EQ(error_of(b), "unknown section kind 7 at byte 16");
+  section(b, 8, {});
+  EXPECT_EQ(error_of(b), "unknown section kind 8 at byte 16");
   b = header(2);
   section(b, 1, {});
   section(b, 1, {});
@@ -175,7 +177,7 @@ TEST(ProgramFile, LeftoverBytesInASectionOrAfterTheLastAreRejected) {
   EXPECT_EQ(error_of(b), "section 'host_ops' at byte 16 has 1 unused bytes after its contents");
   b = serialize(Program{});
   b.push_back(0);
-  EXPECT_EQ(error_of(b), "1 unexpected bytes after the last section (at byte 112)");
+  EXPECT_EQ(error_of(b), "1 unexpected bytes after the last section (at byte 128)");
 }
 
 TEST(ProgramFile, UndecodableInstructionNamesItsIndex) {
@@ -290,6 +292,39 @@ TEST(ProgramFile, FilesRoundTripAndErrorsNameThePath) {
       EXPECT_NE(std::string(e.what()).find("'" + missing + "'"), std::string::npos) << e.what();
     }
   }
+}
+
+}  // namespace
+}  // namespace npusim::isa
+
+namespace npusim::isa {
+namespace {
+
+// What the compiler records of each layer (useful MACs, precision) survives the file and the assembly
+// text; a layer_info section that describes another number of layers than the program has is rejected.
+TEST(ProgramFile, LayerMacsAndPrecisionRoundTripThroughTheFileAndTheAssembly) {
+  Program p;
+  p.layers = {{"conv", "Conv", 1234, DType::kInt8}, {"relu", "Relu", 0, std::nullopt}, {"fc", "Gemm", 5, DType::kFp16}};
+  EXPECT_EQ(deserialize(serialize(p)), p);
+  const std::string text = disassemble(p);
+  EXPECT_NE(text.find(".layer conv Conv macs=1234 precision=int8\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(".layer relu Relu\n"), std::string::npos) << text;
+  EXPECT_EQ(assemble(text, "p.s"), p);
+  std::vector<uint8_t> b = header(2);
+  std::vector<uint8_t> layers, info;
+  put32(layers, 1);
+  put32(layers, 1);
+  layers.push_back('a');
+  put32(layers, 1);
+  layers.push_back('B');
+  section(b, 2, layers);
+  put32(info, 2);
+  for (int i = 0; i < 2; ++i) {
+    put64(info, 7);
+    info.push_back(255);
+  }
+  section(b, 7, info);
+  EXPECT_EQ(error_of(b), "section 'layer_info' describes 2 layers but the program has 1");
 }
 
 }  // namespace

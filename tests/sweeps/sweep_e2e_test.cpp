@@ -92,6 +92,63 @@ TEST(SweepCli, UnknownKeyExitsTwoNamingKeyFileAndLine) {
   EXPECT_FALSE(fs::exists(d + "/out/results.csv"));
 }
 
+// An unknown key on an axis is one error however many values it has; a precision that does not exist
+// fails the sweep before any point runs; every line carries npusim's error prefix.
+TEST(SweepCli, AxisErrorsAreReportedOnceAndUpFront) {
+  const std::string d = temp_dir("sweep-axis-errors");
+  const std::string f = write_sweep(d,
+                                    "axes:\n"
+                                    "  - systolic_array.rowz: [8, 16, 32]\n"
+                                    "  - precision: [int8, int9]\n");
+  const CommandResult r = sweep({f, "-o", d + "/out"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 2) << r.err;
+  EXPECT_NE(r.err.find("npusim: error: " + f + ":2:5: systolic_array.rowz: unknown key"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("npusim: error: " + f + ":3:23: precision: 'int9' is not one of fp32, fp16, bf16, int8, auto"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(d + "/out/results.csv"));
+}
+
+// results.csv: non-integer figures to 10 significant digits, not the report's float noise.
+TEST(SweepRun, ResultsCsvNumbersHaveNoFloatNoise) {
+  const std::string d = temp_dir("sweep-csv-numbers");
+  const std::string f = write_sweep(d, "axes:\n" + kGemmAxis + "  - dram.model: [ideal, hbm2, lpddr4_4266]\n");
+  ASSERT_EQ(sweep({f, "-o", d + "/out"}).exit_code, 0);
+  const Table t = read_csv(d + "/out/results.csv");
+  ASSERT_EQ(t.rows.size(), 3u);
+  for (const auto& row : t.rows) {
+    for (const char* k : {"latency_ms", "array_utilization", "dram_bandwidth_gbps"}) {
+      const std::string& v = row.at(k);
+      ASSERT_FALSE(v.empty()) << k;
+      EXPECT_EQ(v, fmt::format("{:.10g}", std::stod(v))) << k;
+    }
+  }
+}
+
+// The results say which precision each point ran in and how close it came to that plan's peak and to
+// its roofline, as its report does.
+TEST(SweepRun, ResultsCarryThePrecisionPlanItsUtilizationAndTheRoofline) {
+  const std::string d = temp_dir("sweep-precision-columns");
+  const std::string f = write_sweep(d, "axes:\n  - model: [default]\n  - precision: [fp32, int8]\n");
+  ASSERT_EQ(sweep({f, "-o", d + "/out"}).exit_code, 0);
+  const Table t = read_csv(d + "/out/results.csv");
+  ASSERT_EQ(t.rows.size(), 2u);
+  for (const auto& row : t.rows) {
+    ASSERT_EQ(row.at("status"), "ok") << row.at("error");
+    EXPECT_EQ(row.at("precision_plan"), row.at("precision"));
+    const std::string report = d + "/out/" + row.at("report");
+    for (const auto& [column, path] : std::vector<std::pair<std::string, std::string>>{
+             {"plan_utilization", "r['precision']['utilization']"},
+             {"efficiency", "r['efficiency']"},
+             {"bound_cycles", "r['bound_cycles']"}}) {
+      const double want = std::stod(json_eval(report, "repr(" + path + ")"));
+      EXPECT_NEAR(std::stod(row.at(column)), want, 1e-9 * want) << column;
+    }
+  }
+}
+
 TEST(SweepCli, UsageErrorsExitTwo) {
   EXPECT_EQ(sweep({}).exit_code, 2);
   EXPECT_EQ(sweep({"--shard", "3/2", "x.yaml"}).exit_code, 2);
@@ -310,6 +367,36 @@ TEST(SweepRun, ModelAxisRunsEachModelAndPreparesMissingOnes) {
   EXPECT_NE(cycles["default"], cycles["gemm_layer"]);
 }
 
+// Presets (or configuration files) as an axis: each point runs with its --config, its report records
+// it, and a name that is neither a preset nor a file fails the sweep before any point runs.
+TEST(SweepRun, ConfigAxisRunsEachPresetOrFile) {
+  const std::string d = temp_dir("sweep-config-axis");
+  write_file(d + "/mine.yaml", "systolic_array:\n  rows: 8\n  cols: 8\n");
+  const std::string f = write_sweep(d, "axes:\n" + kGemmAxis + "  - config: [edge, tpu-v1, mine.yaml]\n");
+  const CommandResult r = sweep({f, "-j", "2", "-o", d + "/out"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Table t = read_csv(d + "/out/results.csv");
+  ASSERT_EQ(t.rows.size(), 3u);
+  std::set<std::string> cycles;
+  for (const auto& row : t.rows) {
+    ASSERT_EQ(row.at("status"), "ok") << row.at("error");
+    cycles.insert(row.at("total_cycles"));
+    const std::string report = d + "/out/" + row.at("report");
+    const std::string expect = row.at("config") == "mine.yaml" ? d + "/mine.yaml" : row.at("config");
+    EXPECT_EQ(json_eval(report, "r['run']['config']"), fs::path(expect).lexically_normal().string());
+    if (row.at("config") == "mine.yaml") {
+      EXPECT_EQ(json_eval(report, "r['array']['rows']"), "8");
+    }
+  }
+  EXPECT_EQ(cycles.size(), 3u) << "three machines, three cycle counts";
+  const std::string g = write_sweep(d, "axes:\n  - config: [edge, tpu-v9]\n");
+  const CommandResult bad = sweep({g, "-o", d + "/out2"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find(g + ":2:20: config: --config tpu-v9: no such file, and not a preset"), std::string::npos)
+      << bad.err;
+  EXPECT_FALSE(fs::exists(d + "/out2/results.csv"));
+}
+
 double num(const std::map<std::string, std::string>& row, const std::string& key) {
   return std::stod(row.at(key));
 }
@@ -394,6 +481,7 @@ TEST(Plots, RenderNonEmptyImagesFromRealOutputs) {
       {kScripts + "plot_timeline.py", trace, "-o", d + "/timeline.png"},
       {kScripts + "plot_layers.py", report, "--top", "2", "-o", d + "/layers.png"},
       {kScripts + "plot_roofline.py", report, "--trace", trace, "-o", d + "/roofline.svg"},
+      {kScripts + "plot_roofline.py", report, "-o", d + "/roofline_from_report.png"},  // the report's bytes
   };
   for (const auto& args : runs) {
     std::vector<std::string> argv = {kPython};
@@ -404,6 +492,21 @@ TEST(Plots, RenderNonEmptyImagesFromRealOutputs) {
     ASSERT_TRUE(fs::exists(image)) << image;
     EXPECT_GT(fs::file_size(image), 1000u) << image;
   }
+}
+
+// The plots (plot_sweep.py's ticks, colour bars and cell labels, plot_timeline.py's cycle axis) write
+// numbers in one format, npusim_report.human: three significant digits, k/M/G/T above 1000, never
+// powers of ten.
+TEST(Plots, SweepPlotsUseOneNumberFormat) {
+  const CommandResult r = run_command(
+      {kPython, "-c",
+       "import sys; sys.path.insert(0, sys.argv[1]); import npusim_report as p\n"
+       "print(' '.join(p.human(v) for v in (0.25, 37.817, 512, 524288, 67108864, 2.5e9, 1e13, 0, -2048)))",
+       kScripts});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "0.25 37.8 512 524k 67.1M 2.5G 10T 0 -2.05k\n");
+  const std::string source = read_file(kScripts + "plot_sweep.py");
+  EXPECT_EQ(source.find(":.3g}\", ha="), std::string::npos) << "cell labels go through human()";
 }
 
 TEST(Plots, EachScriptRefusesTheWrongKindOfFile) {

@@ -1,0 +1,493 @@
+// End-to-end tests of the reports a deployment engineer acts on (issue 16): the per-layer CSV, the
+// roll-up by op type, the summary's layer list.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/e2e/run_command.h"
+
+namespace npusim::test {
+namespace {
+
+const std::string kBin = NPUSIM_BIN;
+
+CommandResult npusim(std::vector<std::string> args) {
+  args.insert(args.begin(), kBin);
+  return run_command(args);
+}
+
+// Runs a Python program over the report JSON (r) and the layers CSV (rows, a list of dicts); returns
+// what it prints.
+std::string check_csv(const std::string& report, const std::string& csv, const std::string& body) {
+  const CommandResult r = run_command({"/usr/bin/python3", "-c",
+                                       "import csv, json, sys\n"
+                                       "r = json.load(open(sys.argv[1]))\n"
+                                       "rows = list(csv.DictReader(open(sys.argv[2], newline='')))\n" +
+                                           body,
+                                       report, csv});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.out.substr(0, r.out.find_last_not_of('\n') + 1);
+}
+
+// Runs a Python program over the report JSON (r); returns what it prints.
+std::string check_report(const std::string& report, const std::string& body) {
+  const CommandResult r = run_command(
+      {"/usr/bin/python3", "-c", "import json, sys\nr = json.load(open(sys.argv[1]))\n" + body, report});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.out.substr(0, r.out.find_last_not_of('\n') + 1);
+}
+
+TEST(Reports, LayersCsvHasOneRowPerLayerWithItsCyclesBreakdownBytesAndBound) {
+  const std::string dir = temp_dir("layers_csv");
+  const CommandResult r =
+      npusim({"run", "demo", "-q", "--report", dir + "/r.json", "--layers-csv", dir + "/l.csv"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string csv = dir + "/l.csv";
+  EXPECT_EQ(read_file(csv).substr(0, read_file(csv).find('\n')),
+            "index,name,display_name,op,placement,precision,start_cycle,end_cycle,cycles,compute,memory,scheduling,host,macs,"
+            "dram_bytes_read,dram_bytes_written,bound,bound_cycles,efficiency");
+  EXPECT_EQ(check_csv(dir + "/r.json", csv, "print(len(rows) == len(r['layers']) > 0)"), "True");
+  // Each row is its layer: cycles are end - start, the breakdown adds up to them.
+  EXPECT_EQ(check_csv(dir + "/r.json", csv,
+                      "print(all(x['name'] == l['name'] and int(x['cycles']) == l['cycles'] == "
+                      "int(x['end_cycle']) - int(x['start_cycle']) and "
+                      "sum(int(x[k]) for k in ('compute', 'memory', 'scheduling', 'host')) == l['cycles'] and "
+                      "int(x['macs']) == l['macs'] and x['precision'] == l['precision'] "
+                      "for x, l in zip(rows, r['layers'])))"),
+            "True");
+  // Every DMA transfer belongs to a layer: the layers' bytes add up to the run's.
+  EXPECT_EQ(check_csv(dir + "/r.json", csv,
+                      "print(sum(int(x['dram_bytes_read']) for x in rows) == r['dram']['bytes_read'] > 0, "
+                      "sum(int(x['dram_bytes_written']) for x in rows) == r['dram']['bytes_written'] > 0)"),
+            "True True");
+  // The bound label is the largest part of the breakdown (the JSON carries the same label).
+  EXPECT_EQ(check_csv(dir + "/r.json", csv,
+                      "ks = ('compute', 'memory', 'scheduling', 'host')\n"
+                      "print(all(x['bound'] == l['bound'] == max(ks, key=lambda k: int(x[k])) "
+                      "for x, l in zip(rows, r['layers']) if int(x['cycles']) > 0))"),
+            "True");
+  // Efficiency is bound_cycles / cycles with four decimals; empty without a bound.
+  EXPECT_EQ(check_csv(dir + "/r.json", csv,
+                      "print(all(x['efficiency'] == ('%.4f' % (int(x['bound_cycles']) / int(x['cycles'])) "
+                      "if x['bound_cycles'] and int(x['cycles']) else '') for x in rows))"),
+            "True");
+}
+
+TEST(Reports, OpRollupSumsTheLayersOfEachOpTypeInJsonAndSummary) {
+  const std::string dir = temp_dir("op_rollup");
+  const CommandResult r = npusim({"run", "demo", "--report", dir + "/r.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string report = dir + "/r.json";
+  EXPECT_EQ(json_eval(report,
+                      "all(o['cycles'] == sum(l['cycles'] for l in r['layers'] if l['op'] == o['op']) and "
+                      "o['layers'] == sum(l['op'] == o['op'] for l in r['layers']) and "
+                      "o['dram_bytes_read'] == sum(l['dram_bytes_read'] for l in r['layers'] if l['op'] == o['op']) "
+                      "for o in r['ops'])"),
+            "True");
+  EXPECT_EQ(json_eval(report, "sorted(o['op'] for o in r['ops']) == sorted({l['op'] for l in r['layers']})"), "True");
+  EXPECT_EQ(json_eval(report, "abs(sum(o['share'] for o in r['ops']) - 1) < 1e-9"), "True");
+  EXPECT_EQ(json_eval(report, "[o['cycles'] for o in r['ops']] == sorted((o['cycles'] for o in r['ops']), "
+                              "reverse=True)"),
+            "True");
+  EXPECT_NE(r.out.find("time by op type"), std::string::npos) << r.out;
+  const std::string first = json_eval(report, "r['ops'][0]['op']");
+  EXPECT_NE(r.out.find("\n" + first + " "), std::string::npos) << r.out;
+}
+
+TEST(Reports, TopChoosesHowManyLayersTheSummaryLists) {
+  const std::string dir = temp_dir("top");
+  CommandResult r = npusim({"run", "demo", "--top", "all", "--report", dir + "/r.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string n = json_eval(dir + "/r.json", "len(r['layers'])");
+  EXPECT_NE(r.out.find("\nlayers by cycles\n"), std::string::npos) << r.out;
+  r = npusim({"run", "demo", "--top", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("top 2 of " + n + " layers by cycles"), std::string::npos) << r.out;
+  for (const char* bad : {"x", "-1", "3x"}) {
+    r = npusim({"run", "demo", "--top", bad});
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_NE(r.err.find("npusim: error: --top"), std::string::npos) << r.err;
+  }
+}
+
+TEST(Reports, ExecWritesTheLayersCsvToo) {
+  const std::string dir = temp_dir("exec_csv");
+  CommandResult r = npusim({"compile", "demo", "-o", dir + "/d.npu", "-q"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = npusim({"exec", dir + "/d.npu", "-q", "--report", dir + "/r.json", "--layers-csv", dir + "/l.csv"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(check_csv(dir + "/r.json", dir + "/l.csv",
+                      "print(len(rows) == len(r['layers']) > 0, all(x['efficiency'] == '' for x in rows))"),
+            "True True");
+}
+
+}  // namespace
+}  // namespace npusim::test
+
+namespace npusim::test {
+namespace {
+
+std::string check_report(const std::string& report, const std::string& body);
+
+// The demo on edge runs in fp32 (--precision auto), whose MACs run at a quarter of the int8 rate:
+// utilization is stated against the fp32 peak, with the int8-peak figure kept.
+TEST(Reports, UtilizationIsAgainstThePeakOfThePrecisionPlan) {
+  const std::string dir = temp_dir("precision_peak");
+  const std::string report = dir + "/r.json";
+  const CommandResult r = npusim({"run", "demo", "--report", report});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(report, "r['precision']['plan'], r['precision']['layers']"),
+            "fp32 {'fp32': " + json_eval(report, "len(r['layers'])") + "}");
+  const std::string pes = "r['array']['rows'] * r['array']['cols']";
+  EXPECT_EQ(json_eval(report, "r['precision']['peak_macs_per_cycle'] == " + pes + " * 0.25"), "True");
+  EXPECT_EQ(json_eval(report, "abs(r['precision']['utilization'] - r['macs'] / (" + pes +
+                                  " * 0.25 * r['total_cycles'])) < 1e-12"),
+            "True");
+  EXPECT_EQ(json_eval(report, "abs(r['array_utilization'] - r['macs'] / (" + pes + " * r['total_cycles'])) < 1e-12"),
+            "True");
+  EXPECT_NE(r.out.find("precision         fp32: peak " + json_eval(report, "'%g' % (" + pes + " * 0.25)") +
+                       " MACs/cycle"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(json_eval(report, "'utilization %.1f%% of the fp32 peak (%.1f%% of the int8 peak)' % "
+                                         "(100 * r['precision']['utilization'], 100 * r['array_utilization'])")),
+            std::string::npos)
+      << r.out;
+}
+
+// A mixed plan: the peak is the rate at which the layers' MACs would run, each at its precision's peak.
+TEST(Reports, MixedPlanNamesItsPrecisionsAndTheirCombinedPeak) {
+  const std::string dir = temp_dir("precision_mixed");
+  const std::string report = dir + "/r.json";
+  const CommandResult r =
+      npusim({"run", "demo", "--precision", "int8", "--precision-override", "conv2=fp16", "--report", report});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string n = json_eval(report, "len(r['layers']) - 1");
+  EXPECT_EQ(json_eval(report, "r['precision']['plan']"), "mixed: " + n + " int8, 1 fp16");
+  EXPECT_EQ(check_report(report,
+                         "pes = r['array']['rows'] * r['array']['cols']; rate = r['array']['macs_per_pe_per_cycle']\n"
+                      "m = {p: sum(l['macs'] for l in r['layers'] if l['precision'] == p) for p in ('int8', 'fp16')}\n"
+                      "peak = sum(m.values()) / sum(m[p] / (pes * rate[p]) for p in m)\n"
+                      "print(abs(r['precision']['peak_macs_per_cycle'] - peak) < 1e-9 * peak and "
+                      "m['fp16'] > 0 and m['int8'] > 0)"),
+            "True");
+  EXPECT_NE(r.out.find("precision         mixed: " + n + " int8, 1 fp16: peak"), std::string::npos) << r.out;
+}
+
+TEST(Reports, RooflinePlotDrawsTheRoofOfEachPrecisionOfThePlan) {
+  const std::string dir = temp_dir("precision_roofs");
+  for (const auto& [args, roofs] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{}, "under the fp32 roof"},
+           {{"--precision", "int8", "--precision-override", "conv2=fp16"}, "under the fp16, int8 roofs"}}) {
+    std::vector<std::string> run = {"run", "demo", "-q", "--report", dir + "/r.json"};
+    run.insert(run.end(), args.begin(), args.end());
+    CommandResult r = npusim(run);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    r = run_command({"/usr/bin/python3", std::string(NPUSIM_SOURCE_DIR) + "/scripts/plot_roofline.py", dir + "/r.json",
+                     "-o", dir + "/roof.png"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find(roofs), std::string::npos) << r.out;
+    // The plot is titled by the model and configuration the report records, not its file name.
+    EXPECT_NE(r.out.find(" layers of demo on edge under the "), std::string::npos) << r.out;
+  }
+}
+
+// One naming scheme: the summary's layer rows, the CSV and the JSON's display_name are the same short
+// names (isa::display_names, unit-tested in tests/isa); the JSON keeps the full name.
+TEST(Reports, SummaryCsvAndJsonShowTheSameShortUniqueLayerNames) {
+  const std::string dir = temp_dir("names");
+  const std::string report = dir + "/r.json";
+  const CommandResult r =
+      npusim({"run", "demo", "--top", "all", "--report", report, "--layers-csv", dir + "/l.csv"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(check_csv(report, dir + "/l.csv",
+                      "print(all(x['display_name'] == l['display_name'] and x['name'] == l['name'] "
+                      "for x, l in zip(rows, r['layers'])))"),
+            "True");
+  EXPECT_EQ(json_eval(report, "len({l['display_name'] for l in r['layers']}) == len(r['layers'])"), "True");
+  const int n = std::stoi(json_eval(report, "len(r['layers'])"));
+  for (int i = 0; i < n; ++i) {
+    const std::string name = json_eval(report, "r['layers'][" + std::to_string(i) + "]['display_name']");
+    EXPECT_NE(r.out.find("\n" + name + " "), std::string::npos) << name << "\n" << r.out;
+  }
+  const CommandResult c = npusim({"compile", "demo", "-o", dir + "/d.npu"});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  for (int i = 0; i < n; ++i) {
+    const std::string name = json_eval(report, "r['layers'][" + std::to_string(i) + "]['display_name']");
+    EXPECT_NE(c.out.find("\n" + name + " "), std::string::npos) << name << "\n" << c.out;
+  }
+}
+
+}  // namespace
+}  // namespace npusim::test
+
+namespace npusim::test {
+namespace {
+
+// Every parameter key `npusim config --dump` lists (its KEY column).
+std::vector<std::string> dumped_keys() {
+  const CommandResult r = npusim({"config", "--dump"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> keys;
+  std::istringstream in(r.out);
+  bool table = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("KEY ", 0) == 0) {
+      table = true;
+      continue;
+    }
+    const std::string key = line.substr(0, line.find(' '));
+    if (table && !key.empty() && key.back() != ':') keys.push_back(key);  // "sram:" is a group
+  }
+  return keys;
+}
+
+TEST(Reports, RunRecordsTheModelAndItsHashEveryConfigurationKeyTheCommandAndTheVersion) {
+  const std::string dir = temp_dir("run_info");
+  CommandResult r = npusim({"compile", "demo", "-o", dir + "/d.npu", "-q"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string report = dir + "/r.json";
+  r = npusim({"exec", dir + "/d.npu", "-q", "--set", "sram.input.size_kib=512", "--report", report});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(report, "r['run']['model']"), dir + "/d.npu");
+  // The hash is SHA-256 of the file, as hashlib (and sha256sum) computes it.
+  EXPECT_EQ(json_eval(report, "r['run']['model_sha256'] == __import__('hashlib').sha256(open(r['run']['model'], "
+                              "'rb').read()).hexdigest()"),
+            "True");
+  EXPECT_EQ(json_eval(report, "r['run']['sets'], r['run']['config']"), "['sram.input.size_kib=512'] ");
+  EXPECT_EQ(json_eval(report, "r['run']['parameters']['sram.input.size_kib'], "
+                              "r['run']['parameters']['systolic_array.dataflow']"),
+            "512 ws");
+  const std::vector<std::string> keys = dumped_keys();
+  ASSERT_GT(keys.size(), 50u);
+  std::string expected = "[";
+  for (const std::string& k : keys) expected += (expected.size() > 1 ? ", '" : "'") + k + "'";
+  EXPECT_EQ(json_eval(report, "list(r['run']['parameters'])"), expected + "]");
+  EXPECT_EQ(json_eval(report, "r['run']['command']"),
+            "npusim exec " + dir + "/d.npu -q --set sram.input.size_kib=512 --report " + report);
+  const CommandResult v = npusim({"--version"});
+  EXPECT_EQ(v.exit_code, 0);
+  EXPECT_EQ("npusim " + json_eval(report, "r['run']['version']") + "\n", v.out);
+  EXPECT_NE(v.out.find("0.1.0 ("), std::string::npos) << v.out;
+  // A built-in model has no file to hash.
+  r = npusim({"run", "demo", "-q", "--report", report});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(report, "repr(r['run']['model']), repr(r['run']['model_sha256'])"), "'demo' ''");
+}
+
+TEST(Reports, DiffPrintsWhatDiffersInConfigurationResultsAndLayers) {
+  const std::string dir = temp_dir("diff");
+  CommandResult r = npusim({"run", "demo", "-q", "--report", dir + "/a.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = npusim({"run", "demo", "-q", "--set", "systolic_array.rows=16", "--set", "dram.model=hbm2", "--report",
+              dir + "/b.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const CommandResult d = npusim({"diff", dir + "/a.json", dir + "/b.json", "--top", "all"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  const std::string n = json_eval(dir + "/a.json", "len(r['run']['parameters'])");
+  EXPECT_NE(d.out.find("configuration: 2 of " + n + " parameters differ"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("systolic_array.rows"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("lpddr4_4266"), std::string::npos) << d.out;
+  const std::string ta = json_eval(dir + "/a.json", "r['total_cycles']");
+  const std::string tb = json_eval(dir + "/b.json", "r['total_cycles']");
+  EXPECT_NE(d.out.find(json_eval(dir + "/a.json",
+                                 "'  %-28s %16d %16d %9s' % ('total_cycles', " + ta + ", " + tb + ", '%+.1f%%' % (100 * (" +
+                                     tb + " - " + ta + ") / " + ta + "))")),
+            std::string::npos)
+      << d.out;
+  const std::string layers = json_eval(dir + "/a.json", "len(r['layers'])");
+  EXPECT_NE(d.out.find("layers: " + layers + " matched by name, 0 only in A, 0 only in B"), std::string::npos) << d.out;
+  // The layer that changed most comes first.
+  const std::string most = check_report(
+      dir + "/a.json",
+      "b = json.load(open(sys.argv[1].replace('a.json', 'b.json')))\n"
+      "cb = {l['name']: l['cycles'] for l in b['layers']}\n"
+      "print(max(r['layers'], key=lambda l: abs(cb[l['name']] - l['cycles']))['display_name'])");
+  EXPECT_NE(d.out.find("B - A    change\n" + most + " "), std::string::npos) << d.out;
+  // Cycles by op type, from each report's layers.
+  EXPECT_NE(d.out.find(check_report(dir + "/a.json",
+                                    "b = json.load(open(sys.argv[1].replace('a.json', 'b.json')))\n"
+                                    "ca = sum(l['cycles'] for l in r['layers'] if l['op'] == 'Conv')\n"
+                                    "cb = sum(l['cycles'] for l in b['layers'] if l['op'] == 'Conv')\n"
+                                    "print('  %-28s %16d %16d %9s' % ('Conv', ca, cb, '%+.1f%%' % (100 * (cb - ca) / ca)))")),
+            std::string::npos)
+      << d.out;
+  // The same report twice: nothing differs.
+  const CommandResult same = npusim({"diff", dir + "/a.json", dir + "/a.json"});
+  EXPECT_NE(same.out.find("configuration: 0 of"), std::string::npos) << same.out;
+}
+
+TEST(Reports, DiffOfSomethingElseThanTwoReportsIsOneSentenceAndExit2) {
+  const std::string dir = temp_dir("diff_bad");
+  ASSERT_EQ(npusim({"run", "demo", "-q", "--report", dir + "/a.json"}).exit_code, 0);
+  write_file(dir + "/x.txt", "not json {");
+  write_file(dir + "/y.json", "{\"a\": 1}");
+  struct Case {
+    std::vector<std::string> args;
+    std::string expect;
+  };
+  for (const Case& c : std::vector<Case>{{{"diff", dir + "/a.json"}, "diff needs two reports"},
+                                         {{"diff", dir + "/a.json", dir + "/none.json"}, "cannot open"},
+                                         {{"diff", dir + "/a.json", dir + "/x.txt"}, "is not JSON"},
+                                         {{"diff", dir + "/y.json", dir + "/a.json"}, "is not an npusim report"}}) {
+    const CommandResult r = npusim(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.expect;
+    EXPECT_EQ(r.err.rfind("npusim: error: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace npusim::test
+
+namespace npusim::test {
+namespace {
+
+// `npusim exec` of a compiled program reports what `npusim run` of the model does: the same useful MACs
+// (per layer and in total), array MAC slots apart, utilization and precision plan. A depthwise
+// convolution on the array spends more MAC slots than it has MACs (block-diagonal blocks): the demo has
+// none, so a SCALE-Sim topology with a depthwise ("DP") row, which stays on the array, is run too.
+TEST(Reports, RunAndExecOfTheSameProgramReportTheSameMacs) {
+  const std::string dir = temp_dir("run_exec_macs");
+  write_file(dir + "/topo.csv",
+             "Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, Strides,\n"
+             "conv, 16, 16, 3, 3, 8, 32, 1,\n"
+             "DP_conv, 16, 16, 3, 3, 32, 1, 1,\n");
+  for (const auto& [model, extra] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"demo", {}}, {"demo", {"--precision", "int8"}}, {dir + "/topo.csv", {}}}) {
+    std::vector<std::string> compile = {"compile", model, "-o", dir + "/d.npu", "-q"};
+    std::vector<std::string> run = {"run", model, "-q", "--report", dir + "/run.json"};
+    compile.insert(compile.end(), extra.begin(), extra.end());
+    run.insert(run.end(), extra.begin(), extra.end());
+    ASSERT_EQ(npusim(compile).exit_code, 0);
+    CommandResult r = npusim(run);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    r = npusim({"exec", dir + "/d.npu", "-q", "--report", dir + "/exec.json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string same =
+        "r['total_cycles'], r['macs'], r['array_utilization'], r['precision'], "
+        "[(l['name'], l['macs'], l.get('array_macs'), l['precision']) for l in r['layers']]";
+    EXPECT_EQ(json_eval(dir + "/run.json", same), json_eval(dir + "/exec.json", same)) << model;
+  }
+  // The topology's depthwise layer has fewer useful MACs than the array spent slots on it.
+  EXPECT_EQ(json_eval(dir + "/exec.json", "[l['array_macs'] > l['macs'] > 0 for l in r['layers'] if 'DP' in l['name']]"),
+            "[True]");
+}
+
+}  // namespace
+}  // namespace npusim::test
+
+// The smaller things of issue 16, each with its test.
+namespace npusim::test {
+namespace {
+
+TEST(SmallThings, BatchZeroIsAUsageErrorLikeANegativeBatch) {
+  for (const char* b : {"0", "-1"}) {
+    const CommandResult r = npusim({"run", "demo", "-q", "--batch", b});
+    EXPECT_EQ(r.exit_code, 2) << b;
+    EXPECT_NE(r.err.find(std::string("npusim: error: --batch ") + b + " is out of range (1..65536)"),
+              std::string::npos)
+        << r.err;
+  }
+}
+
+TEST(SmallThings, ConfigurationErrorsCarryThePrefixOfEveryError) {
+  const CommandResult r =
+      npusim({"run", "demo", "-q", "--set", "systolic_array.rowz=3", "--set", "dram.model=ddr9"});
+  EXPECT_EQ(r.exit_code, 2);
+  std::istringstream in(r.err);
+  int lines = 0;
+  for (std::string line; std::getline(in, line); ++lines) {
+    EXPECT_EQ(line.rfind("npusim: error: ", 0), 0u) << line;
+  }
+  EXPECT_EQ(lines, 2) << r.err;
+}
+
+TEST(SmallThings, AMissingInputNamesTheFilesItLookedForWithoutADoubleSlash) {
+  const std::string dir = temp_dir("missing_input");
+  const CommandResult r = npusim({"run", "demo", "-q", "--functional", "--inputs", dir + "/"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("expected " + dir + "/input.npy, " + dir + "/input.pb"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("//"), std::string::npos) << r.err;
+}
+
+TEST(SmallThings, OutputsSaysWhatItWrote) {
+  const std::string dir = temp_dir("outputs_written");
+  CommandResult r = npusim({"run", "demo", "--functional", "--outputs", dir});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("wrote 1 output to " + dir + ":\n  " + dir + "/logits.npy (1x10)\n"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(read_file(dir + "/logits.npy").substr(1, 5), "NUMPY");
+  r = npusim({"run", "demo", "-q", "--functional", "--outputs", dir});
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(SmallThings, PlotScriptsWithoutMatplotlibSayWhichPythonToUseInOneSentence) {
+  const std::string dir = temp_dir("no_matplotlib");
+  ASSERT_EQ(npusim({"run", "demo", "-q", "--report", dir + "/r.json", "--trace-csv", dir + "/t.csv"}).exit_code,
+            0);
+  const std::string scripts = std::string(NPUSIM_SOURCE_DIR) + "/scripts/";
+  // -S: no site packages, so neither matplotlib nor numpy, as on a python3 without them.
+  for (const auto& [script, input] : std::vector<std::pair<std::string, std::string>>{
+           {"plot_layers.py", dir + "/r.json"}, {"plot_roofline.py", dir + "/r.json"},
+           {"plot_timeline.py", dir + "/t.csv"}}) {
+    const CommandResult r =
+        run_command({"/usr/bin/python3", "-S", scripts + script, input, "-o", dir + "/x.png"});
+    EXPECT_EQ(r.exit_code, 2) << script;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("is not installed for"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("run the script with /usr/bin/python3"), std::string::npos) << r.err;
+  }
+}
+
+// --advise-sqnr answers a question: its answer is printed once, also under -q, and says so plainly when
+// the int8 plan already meets the target.
+TEST(SmallThings, AdviseSqnrPrintsItsAnswerOnceEvenWhenQuiet) {
+  CommandResult r = npusim({"run", "demo", "-q", "--precision", "int8", "--advise-sqnr", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("mixed-precision advice (target 1.0 dB): met by the plan as it is ("), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("no layer needs fp16\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("--precision-override"), std::string::npos) << r.out;
+  r = npusim({"run", "demo", "--precision", "int8", "--advise-sqnr", "60"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t count = 0;
+  for (size_t at = r.out.find("--precision-override '"); at != std::string::npos;
+       at = r.out.find("--precision-override '", at + 1)) {
+    ++count;
+  }
+  EXPECT_EQ(count, 1u) << r.out;
+  EXPECT_EQ(r.out.find("mixed precision for"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace npusim::test
+
+namespace npusim::test {
+namespace {
+
+// Every column of the compile table is documented (docs/backend.md, "The compile table"); the old
+// undocumented `gb` is `groups`.
+TEST(SmallThings, EveryColumnOfTheCompileTableIsDocumented) {
+  const std::string dir = temp_dir("compile_table");
+  const CommandResult r = npusim({"compile", "demo", "-o", dir + "/d.npu"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream in(r.out);
+  std::string header;
+  while (std::getline(in, header) && header.rfind("layer ", 0) != 0) {
+  }
+  ASSERT_FALSE(header.empty()) << r.out;
+  const std::string doc = read_file(std::string(NPUSIM_SOURCE_DIR) + "/docs/backend.md");
+  const std::string section = doc.substr(doc.find("## The compile table"));
+  std::istringstream columns(header);
+  int n = 0;
+  for (std::string c; columns >> c; ++n) EXPECT_NE(section.find("`" + c + "`"), std::string::npos) << c;
+  EXPECT_EQ(n, 13);
+}
+
+}  // namespace
+}  // namespace npusim::test
