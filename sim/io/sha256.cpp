@@ -2,11 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <fstream>
-#include <sstream>
 #include <stdexcept>
+#include <vector>
 
 namespace npusim::sim {
 namespace {
@@ -47,34 +48,66 @@ void compress(std::array<uint32_t, 8>& h, const unsigned char* block) {
   for (int i = 0; i < 8; ++i) h[i] += v[i];
 }
 
+// The digest state over a stream of bytes fed in pieces.
+class Sha256 {
+ public:
+  void update(const unsigned char* p, size_t n) {
+    total_ += n;
+    if (held_ > 0) {  // complete the block held back from the last piece
+      const size_t take = std::min(n, size_t{64} - held_);
+      std::copy(p, p + take, block_ + held_);
+      held_ += take, p += take, n -= take;
+      if (held_ < 64) return;
+      compress(h_, block_);
+      held_ = 0;
+    }
+    const size_t full = n / 64 * 64;
+    for (size_t i = 0; i < full; i += 64) compress(h_, p + i);
+    std::copy(p + full, p + n, block_);
+    held_ = n - full;
+  }
+  std::string hex() {
+    // The tail: the remaining bytes, 0x80, zeros, and the length in bits (big-endian), in one or two blocks.
+    unsigned char tail[128] = {};
+    std::copy(block_, block_ + held_, tail);
+    tail[held_] = 0x80;
+    const size_t tail_len = held_ + 9 <= 64 ? 64 : 128;
+    const uint64_t bits = static_cast<uint64_t>(total_) * 8;
+    for (int i = 0; i < 8; ++i) tail[tail_len - 1 - i] = static_cast<unsigned char>(bits >> (8 * i));
+    for (size_t i = 0; i < tail_len; i += 64) compress(h_, tail + i);
+    std::string out;
+    for (uint32_t x : h_) out += fmt::format("{:08x}", x);
+    return out;
+  }
+
+ private:
+  std::array<uint32_t, 8> h_ = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+  unsigned char block_[64] = {};
+  size_t held_ = 0;
+  uint64_t total_ = 0;
+};
+
 }  // namespace
 
 std::string sha256_hex(std::string_view bytes) {
-  std::array<uint32_t, 8> h = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                               0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
-  size_t full = bytes.size() / 64 * 64;
-  for (size_t i = 0; i < full; i += 64) compress(h, p + i);
-  // The tail: the remaining bytes, 0x80, zeros, and the length in bits (big-endian), in one or two blocks.
-  unsigned char tail[128] = {};
-  const size_t rest = bytes.size() - full;
-  for (size_t i = 0; i < rest; ++i) tail[i] = p[full + i];
-  tail[rest] = 0x80;
-  const size_t tail_len = rest + 9 <= 64 ? 64 : 128;
-  const uint64_t bits = static_cast<uint64_t>(bytes.size()) * 8;
-  for (int i = 0; i < 8; ++i) tail[tail_len - 1 - i] = static_cast<unsigned char>(bits >> (8 * i));
-  for (size_t i = 0; i < tail_len; i += 64) compress(h, tail + i);
-  std::string out;
-  for (uint32_t x : h) out += fmt::format("{:08x}", x);
-  return out;
+  Sha256 s;
+  s.update(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+  return s.hex();
 }
 
 std::string sha256_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot open '" + path + "'");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return sha256_hex(s.str());
+  // In pieces: a 100 MB model is never held (or copied) whole.
+  std::vector<char> buf(size_t{1} << 20);
+  Sha256 s;
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    s.update(reinterpret_cast<const unsigned char*>(buf.data()), static_cast<size_t>(in.gcount()));
+  }
+  if (in.bad()) throw std::runtime_error("cannot read '" + path + "'");
+  return s.hex();
 }
 
 }  // namespace npusim::sim
