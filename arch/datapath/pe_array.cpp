@@ -50,6 +50,18 @@ std::vector<int64_t> beat_elements(int64_t T, double rate) {
   return e;
 }
 
+// Whether a token is still on its way through the array: one moving right (`right`, not yet past the
+// last column) or one moving down (`down`, not yet past the last row).
+template <class V>
+bool tokens_in_flight(int64_t R, int64_t C, const std::vector<Token<V>>& right, const std::vector<Token<V>>& down) {
+  for (int64_t r = 0; r < R; ++r) {
+    for (int64_t c = 0; c < C; ++c) {
+      if ((c < C - 1 && right[u(r * C + c)].valid) || (r < R - 1 && down[u(r * C + c)].valid)) return true;
+    }
+  }
+  return false;
+}
+
 // ---- WS / IS: stationary operand S [R x C], streamed X [T x R], outputs Y [T x C] ---------------
 template <class Arith>
 struct StationaryEngine {
@@ -135,12 +147,7 @@ struct StationaryEngine {
       std::swap(a, a_next);
       std::swap(p, p_next);
       if (tau >= B - 1 + R - 1) {  // every feeder has sent its last beat
-        bool in_flight = false;
-        for (int64_t r = 0; r < R && !in_flight; ++r) {
-          for (int64_t c = 0; c < C && !in_flight; ++c) {
-            in_flight = (c < C - 1 && a[u(r * C + c)].valid) || (r < R - 1 && p[u(r * C + c)].valid);
-          }
-        }
+        const bool in_flight = tokens_in_flight(R, C, a, p);
         if (!in_flight) {
           if (next_S) {
             if (tau + 1 < R) internal("the shadow weights were not complete when the fold ended");
@@ -339,12 +346,7 @@ PeTileResult run_stationary_pipelined(int64_t R, int64_t C, isa::Dataflow df, in
     std::swap(a, a_next);
     std::swap(p, p_next);
     if (tau >= last_entry) {
-      bool in_flight = false;
-      for (int64_t r = 0; r < R && !in_flight; ++r) {
-        for (int64_t c = 0; c < C && !in_flight; ++c) {
-          in_flight = (c < C - 1 && a[u(r * C + c)].valid) || (r < R - 1 && p[u(r * C + c)].valid);
-        }
-      }
+      const bool in_flight = tokens_in_flight(R, C, a, p);
       if (!in_flight) {
         res.cycles += tau + 1;
         return res;
@@ -445,12 +447,7 @@ PeTileResult run_output_stationary(int64_t R, int64_t C, int64_t M, int64_t K, i
           shadow_busy = true;
         }
         if (tau >= nb - 1 + std::max(R, C) - 1) {
-          bool in_flight = false;
-          for (int64_t r = 0; r < R && !in_flight; ++r) {
-            for (int64_t c = 0; c < C && !in_flight; ++c) {
-              in_flight = (c < C - 1 && a[u(r * C + c)].valid) || (r < R - 1 && b[u(r * C + c)].valid);
-            }
-          }
+          const bool in_flight = tokens_in_flight(R, C, a, b);
           if (!in_flight) {
             res.cycles += tau + 1;
             break;

@@ -176,16 +176,18 @@ TEST(ConfigKeys, EveryNumericKeyChangesAFigureOnAProbeOrIsDeclaredNotToAffectTim
   EXPECT_TRUE(failures.empty()) << all;
 }
 
+// The loader's error text for a YAML document and --set list ("" when it loads).
+std::string message(const std::string& yaml, const std::vector<std::string>& sets) {
+  try {
+    load_config_text(yaml, "x.yaml", sets);
+  } catch (const ConfigError& e) {
+    return std::string(e.what());
+  }
+  return std::string();
+}
+
 // The DRAM keys a model does not use are rejected when given for it, naming the key and the model.
 TEST(ConfigKeys, DramKeysAModelDoesNotUseAreRejectedNamingKeyAndModel) {
-  auto message = [](const std::string& yaml, const std::vector<std::string>& sets) {
-    try {
-      load_config_text(yaml, "x.yaml", sets);
-    } catch (const ConfigError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
   EXPECT_NE(message("dram:\n  model: hbm2\n  bandwidth_gbps: 100\n", {})
                 .find("x.yaml:3:19: dram.bandwidth_gbps does not apply to the hbm2 DRAM model"),
             std::string::npos);
@@ -211,14 +213,6 @@ TEST(ConfigKeys, DramKeysAModelDoesNotUseAreRejectedNamingKeyAndModel) {
 // pipelined_folds on an array that cannot pipeline (output-stationary, or without shadow registers) is
 // rejected when given, unless a later layer changed what decides it.
 TEST(ConfigKeys, PipelinedFoldsOnAnArrayThatCannotPipelineAreRejected) {
-  auto message = [](const std::string& yaml, const std::vector<std::string>& sets) {
-    try {
-      load_config_text(yaml, "x.yaml", sets);
-    } catch (const ConfigError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
   EXPECT_NE(message("systolic_array:\n  dataflow: os\n  pipelined_folds: true\n", {})
                 .find("x.yaml:3:20: systolic_array.pipelined_folds does not apply to this array (an "
                       "output-stationary array"),
