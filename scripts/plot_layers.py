@@ -36,7 +36,7 @@ def main():
     if os.path.splitext(args.output)[1].lower() not in (".png", ".svg"):
         fail(f"-o {args.output}: the image must end in .png or .svg")
     r = read_report(args.report)
-    layers = r["layers"]
+    layers = [l for l in r["layers"] if l.get("placement") != "fused"]  # fused nodes: no cycles or code of their own
     if not layers:
         fail(f"{args.report} has no layers")
 

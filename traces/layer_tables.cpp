@@ -28,7 +28,7 @@ std::vector<OpRollup> op_rollup(const Report& r) {
   for (const LayerReport& l : r.layers) {
     OpRollup& o = by_op[l.op];
     o.op = l.op;
-    ++o.layers;
+    ++(l.fused() ? o.fused_nodes : o.layers);
     o.cycles += l.cycles;
     o.macs += l.macs;
     o.dram_bytes_read += l.dram_bytes_read;
@@ -52,7 +52,7 @@ std::vector<OpRollup> op_rollup(const Report& r) {
 void write_layers_csv(const Report& r, std::ostream& out) {
   std::string o =
       "index,name,display_name,op,placement,precision,start_cycle,end_cycle,cycles,compute,memory,scheduling,host,macs,"
-      "dram_bytes_read,dram_bytes_written,bound,bound_cycles,efficiency\n";
+      "dram_bytes_read,dram_bytes_written,bound,bound_cycles,efficiency,fused_into\n";
   const std::vector<std::string> shown = display_names(r);
   for (size_t i = 0; i < r.layers.size(); ++i) {
     const LayerReport& l = r.layers[i];
@@ -68,6 +68,8 @@ void write_layers_csv(const Report& r, std::ostream& out) {
     if (l.bound_cycles) o += std::to_string(*l.bound_cycles);
     o += ',';
     if (const std::optional<double> e = efficiency(l)) o += fmt::format("{:.4f}", *e);
+    o += ',';
+    append_csv_field(o, l.fused_into);
     o += '\n';
   }
   out << o;

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
-#include <numeric>
 
 #include "isa/layer_names.h"
 #include "traces/layer_tables.h"
@@ -46,9 +45,9 @@ void ops_json(std::string& o, const std::vector<OpRollup>& ops) {
     const OpRollup& x = ops[i];
     o += i ? ",\n    {\"op\": " : "\n    {\"op\": ";
     append_json_string(o, x.op);
-    o += fmt::format(", \"layers\": {}, \"cycles\": {}, \"share\": {}, \"macs\": {}, \"dram_bytes_read\": {}, "
+    o += fmt::format(", \"layers\": {}, \"fused_nodes\": {}, \"cycles\": {}, \"share\": {}, \"macs\": {}, \"dram_bytes_read\": {}, "
                      "\"dram_bytes_written\": {}, \"breakdown\": ",
-                     x.layers, x.cycles, num(x.share), x.macs, x.dram_bytes_read, x.dram_bytes_written);
+                     x.layers, x.fused_nodes, x.cycles, num(x.share), x.macs, x.dram_bytes_read, x.dram_bytes_written);
     breakdown_json(o, x.breakdown);
     if (x.bound_cycles) o += fmt::format(", \"bound_cycles\": {}", *x.bound_cycles);
     o += "}";
@@ -97,7 +96,10 @@ void run_json(std::string& o, const RunInfo& run) {
 
 }  // namespace
 
-std::optional<double> efficiency(const LayerReport& l) { return ratio(l.bound_cycles, l.cycles); }
+std::optional<double> efficiency(const LayerReport& l) {
+  if (l.fused() || !l.bound_cycles) return std::nullopt;
+  return ratio(*l.bound_cycles + l.fused_bound_cycles, l.cycles);
+}
 
 std::optional<uint64_t> model_bound_cycles(const Report& r) {
   std::optional<uint64_t> sum;
@@ -120,7 +122,7 @@ std::vector<std::string> display_names(const Report& r) {
 std::optional<PrecisionFigures> precision_figures(const Report& r) {
   std::map<std::string, std::pair<uint64_t, uint64_t>> by_precision;  // layers, MACs
   for (const LayerReport& l : r.layers) {
-    if (l.precision.empty()) continue;
+    if (l.precision.empty() || l.fused()) continue;
     ++by_precision[l.precision].first;
     by_precision[l.precision].second += l.macs;
   }
@@ -176,6 +178,10 @@ std::string report_json(const Report& r) {
                      num(pf->utilization));
   }
   roofline_json(o, model_bound_cycles(r), model_efficiency(r));
+  if (r.compiled_bound_cycles) {
+    o += fmt::format(", \"compiled_bound_cycles\": {}", *r.compiled_bound_cycles);
+    if (const auto e = ratio(r.compiled_bound_cycles, r.total_cycles)) o += fmt::format(", \"compiled_efficiency\": {}", num(*e));
+  }
   o += ",\n  \"array\": {\"rows\": " + std::to_string(r.array_rows) +
        ", \"cols\": " + std::to_string(r.array_cols) + ", \"dataflow\": ";
   append_json_string(o, r.dataflow);
@@ -227,6 +233,10 @@ std::string report_json(const Report& r) {
     append_json_string(o, l.op);
     o += ", \"placement\": ";
     append_json_string(o, l.placement);
+    if (l.fused()) {
+      o += ", \"fused_into\": ";
+      append_json_string(o, l.fused_into);
+    }
     if (!l.precision.empty()) {
       o += ", \"precision\": ";
       append_json_string(o, l.precision);
@@ -284,6 +294,16 @@ std::string summary_text(const Report& r, size_t top_layers) {
     o += fmt::format(
         "roofline          bound {} cycles, efficiency {:.1f}% (sum of the layers' bounds / total cycles)\n",
         *bound, 100.0 * model_efficiency(r).value_or(0.0));
+    if (r.compiled_bound_cycles) {
+      o += fmt::format("                  as compiled: bound {} cycles, efficiency {:.1f}% (the fused layers' own "
+                       "tensors)\n",
+                       *r.compiled_bound_cycles, 100.0 * ratio(r.compiled_bound_cycles, T).value_or(0.0));
+    }
+  }
+  if (r.fusion && r.fusion->nodes) {
+    o += fmt::format("fusion            {} nodes fused into their layers: {} tensors never in DRAM, {:.1f} MB of DRAM "
+                     "traffic saved\n",
+                     r.fusion->nodes, r.fusion->tensors, static_cast<double>(r.fusion->bytes_saved) / 1e6);
   }
   o += fmt::format("breakdown         compute {} ({})  memory {} ({})  scheduling {} ({})  host {} ({})\n",
                    r.breakdown.compute, pct(r.breakdown.compute, T), r.breakdown.memory, pct(r.breakdown.memory, T),
@@ -317,20 +337,23 @@ std::string summary_text(const Report& r, size_t top_layers) {
                      "{:>7} {:>7} {:>7} {:>14}\n",
                      "op", "layers", "cycles", "share", "comp", "mem", "sched", "host", "dram bytes");
     for (const OpRollup& x : op_rollup(r)) {
+      if (x.layers == 0) continue;  // fused nodes only: no cycles of their own
       o += fmt::format("{:<22} {:>6} {:>12} {:5.1f}% {:>7} {:>7} {:>7} {:>7} {:>14}\n", x.op.substr(0, 22), x.layers,
                        x.cycles, 100.0 * x.share, pct(x.breakdown.compute, x.cycles),
                        pct(x.breakdown.memory, x.cycles), pct(x.breakdown.scheduling, x.cycles),
                        pct(x.breakdown.host, x.cycles), x.dram_bytes_read + x.dram_bytes_written);
     }
-    std::vector<size_t> order(r.layers.size());
-    std::iota(order.begin(), order.end(), 0);
+    std::vector<size_t> order;
+    for (size_t i = 0; i < r.layers.size(); ++i)
+      if (!r.layers[i].fused()) order.push_back(i);
+    const size_t program_layers = order.size();
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return r.layers[a].cycles > r.layers[b].cycles; });
     if (order.size() > top_layers) order.resize(top_layers);
     o += fmt::format("\n{}\n{:<28} {:<14} {:>5} {:>12} {:>7} {:>7} {:>7} {:>7}{}\n",
-                     order.size() == r.layers.size() ? std::string("layers by cycles")
-                                                      : fmt::format("top {} of {} layers by cycles (--top N|all)",
-                                                                    order.size(), r.layers.size()),
+                     order.size() == program_layers ? std::string("layers by cycles")
+                                                    : fmt::format("top {} of {} layers by cycles (--top N|all)",
+                                                                  order.size(), program_layers),
                      "layer", "op", "where", "cycles", "comp", "mem", "sched", "host",
                      bound ? fmt::format(" {:>7}", "eff") : "");
     const std::vector<std::string> shown = display_names(r);

@@ -39,7 +39,10 @@ struct UnitReport {
 struct LayerReport {
   std::string name;
   std::string op;
-  std::string placement = "npu";  // "npu" or "host" (all its work ran as host calls)
+  // "npu", "host" (all its work ran as host calls) or "fused" (a node of the model whose work the layer
+  // `fused_into` does: no instructions of its own, 0 cycles).
+  std::string placement = "npu";
+  std::string fused_into;
   uint64_t start_cycle = 0;
   uint64_t end_cycle = 0;
   uint64_t cycles = 0;          // end_cycle - start_cycle
@@ -59,6 +62,10 @@ struct LayerReport {
   // The layer's roofline bound (docs/report.md): set by the compiler's view of a model; none for host
   // layers and for programs run without it.
   std::optional<uint64_t> bound_cycles;
+  // The bounds of the nodes fused into this layer (placement "fused", fused_into = this layer's name):
+  // its efficiency is the whole group's, (bound_cycles + fused_bound_cycles) / cycles.
+  uint64_t fused_bound_cycles = 0;
+  bool fused() const { return placement == "fused"; }
   // JSON members ("key": value, ...) that stages outside the simulator attach to the layer, e.g. the
   // compiler's mapping (tiles, estimated cycles); written verbatim after the fields above.
   std::string extra_json;
@@ -132,6 +139,16 @@ struct Report {
   std::vector<LayerReport> layers;
   SimInfo sim;
   std::optional<RunInfo> run;  // set by the command line (docs/report.md "run")
+  // The bound of the program as compiled (docs/report.md "Roofline"): each program layer's own tensors
+  // after fusion, fused nodes not counted. Set by the compiler's view of a model.
+  std::optional<uint64_t> compiled_bound_cycles;
+  // What fusion kept out of DRAM (the layers' fused nodes): set by the compiler's view of a model.
+  struct Fusion {
+    uint64_t nodes = 0;          // nodes fused into program layers
+    uint64_t tensors = 0;        // values that never touch DRAM
+    uint64_t bytes_saved = 0;    // DRAM bytes a layer-by-layer program would have moved for them
+  };
+  std::optional<Fusion> fusion;
   // Further top-level sections (name, JSON value) from stages outside the simulator: the compiler's
   // memory plan and fallbacks, the accuracy report. Written verbatim, in order, before "sim".
   std::vector<std::pair<std::string, std::string>> sections;

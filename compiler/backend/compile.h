@@ -140,9 +140,26 @@ struct InsertedTranspose {
   std::string reason;
 };
 
+// A node of the model as imported whose work a program layer does (compiler/passes/absorbed.h).
+struct AbsorbedLayer {
+  std::string name;
+  std::string op;
+  std::string into;                    // the program layer (LayerPlan::name)
+  std::optional<int64_t> bound_cycles;  // its own roofline bound, as if it ran alone
+  // The values it reads that never touch DRAM (intermediates of the fused chain), and the DRAM bytes a
+  // layer-by-layer program would have moved for them: each written once and read by each of its readers,
+  // in the layer's precision.
+  std::vector<std::string> on_chip_inputs;
+  int64_t dram_bytes_saved = 0;
+};
+
 struct CompileResult {
   isa::Program program;
   std::vector<LayerPlan> layers;  // one per node, graph order
+  std::vector<AbsorbedLayer> absorbed;  // set by bound_as_imported (backend/bounds.h)
+  // The sum of the layers' bounds as compiled (each layer's own tensors after fusion, before
+  // bound_as_imported gives them the model's nodes' bounds): the roof of the code itself.
+  std::optional<int64_t> compiled_bound_cycles;
   MemoryPlan memory;
   std::vector<Fallback> fallbacks;
   std::vector<HostCallInfo> host_calls;

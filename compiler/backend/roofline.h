@@ -3,6 +3,7 @@
 // could take at the machine's peak rates with every tensor moved once
 // (docs/report.md, "Roofline").
 #include <cstdint>
+#include <optional>
 
 #include "compiler/ir/graph.h"
 #include "isa/machine/config.h"
@@ -27,5 +28,12 @@ struct Roofline {
 // vector lanes: a systolic array cannot share inputs across groups.
 Roofline roofline(const Graph& g, const Node& n, int64_t macs, isa::DType precision,
                   const isa::NpuConfig& config);
+
+// The same for node n of the model as imported, as if it ran alone (its own inputs, weights and
+// outputs, before any fusion): the bound of the ONNX node. Shapes come from `imported`, or where
+// import left one unknown, from `lowered` (the same value after the passes); none when one stays
+// unknown.
+std::optional<Roofline> standalone_roofline(const Graph& imported, const Graph& lowered, const Node& n, int64_t macs,
+                                            isa::DType precision, const isa::NpuConfig& config);
 
 }  // namespace npusim::compiler::backend

@@ -6,6 +6,7 @@
 #include <optional>
 #include <ostream>
 
+#include "compiler/backend/bounds.h"
 #include "compiler/import/import.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/qdq.h"
@@ -26,6 +27,47 @@ std::string json_dims(const compiler::Shape& s) {
   std::string o = "[";
   for (size_t i = 0; i < s.size(); ++i) o += fmt::format("{}{}", i ? ", " : "", s[i]);
   return o + "]";
+}
+
+// The model's nodes fused into program layers, each right after its layer: 0 cycles, the layer's
+// precision and span, its own bound (counted in the layer's efficiency).
+void add_fused_layers(const std::vector<compiler::AbsorbedLayer>& absorbed, traces::Report& report) {
+  traces::Report::Fusion& fusion = report.fusion.emplace();
+  std::map<std::string, std::vector<const compiler::AbsorbedLayer*>> by_layer;
+  for (const compiler::AbsorbedLayer& a : absorbed) by_layer[a.into].push_back(&a);
+  std::vector<traces::LayerReport> layers;
+  layers.reserve(report.layers.size() + absorbed.size());
+  for (traces::LayerReport& l : report.layers) {
+    auto it = by_layer.find(l.name);
+    layers.push_back(std::move(l));
+    if (it == by_layer.end()) continue;
+    traces::LayerReport& host = layers.back();
+    std::vector<traces::LayerReport> fused;
+    for (const compiler::AbsorbedLayer* a : it->second) {
+      traces::LayerReport f;
+      f.name = a->name;
+      f.op = a->op;
+      f.placement = "fused";
+      f.fused_into = host.name;
+      f.precision = host.precision;
+      f.start_cycle = f.end_cycle = host.end_cycle;
+      if (a->bound_cycles && host.bound_cycles) {
+        f.bound_cycles = static_cast<uint64_t>(*a->bound_cycles);
+        host.fused_bound_cycles += *f.bound_cycles;
+      }
+      f.extra_json = "\"on_chip_inputs\": [";
+      for (size_t k = 0; k < a->on_chip_inputs.size(); ++k) f.extra_json += (k ? ", " : "") + json_string(a->on_chip_inputs[k]);
+      f.extra_json += fmt::format("], \"dram_bytes_saved\": {}", a->dram_bytes_saved);
+      fusion.tensors += a->on_chip_inputs.size();
+      fusion.bytes_saved += static_cast<uint64_t>(a->dram_bytes_saved);
+      ++fusion.nodes;
+      fused.push_back(std::move(f));
+    }
+    for (traces::LayerReport& f : fused) layers.push_back(std::move(f));
+  }
+  report.layers = std::move(layers);
+  report.sections.emplace_back("fusion", fmt::format("{{\"fused_nodes\": {}, \"tensors_on_chip\": {}, \"dram_bytes_saved\": {}}}",
+                                                     fusion.nodes, fusion.tensors, fusion.bytes_saved));
 }
 
 }  // namespace
@@ -67,6 +109,7 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
   compiler::lower(m.lowered, pipeline, observer);
   m.plan = compiler::quant::build_plan(m.lowered, options.plan, &m.imported, own ? &*own : nullptr, &m.quant_notes);
   m.result = compile_with_plan(m.lowered, config, m.plan, options.timer, options.mapping, options.fusion);
+  compiler::bound_as_imported(m.result, m.imported, m.lowered, config);
   return m;
 }
 
@@ -109,6 +152,8 @@ void attach_compile_info(const CompiledModel& compiled, traces::Report& report) 
         json_string(p.loop_order), p.sram_input_bytes, p.sram_weight_bytes, p.sram_acc_bytes, p.est_cycles,
         p.est_compute_cycles, p.est_dma_cycles, p.candidates, json_string(p.tile_limit));
   }
+  add_fused_layers(result.absorbed, report);
+  if (result.compiled_bound_cycles) report.compiled_bound_cycles = static_cast<uint64_t>(*result.compiled_bound_cycles);
   const compiler::MemoryPlan& mem = result.memory;
   std::string o = fmt::format(
       "{{\"seconds\": {}, \"fusion\": {}, \"memory\": {{\"activation_bytes\": {}, \"activation_bytes_no_reuse\": {}, "

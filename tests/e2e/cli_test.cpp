@@ -188,9 +188,13 @@ TEST(Cli, NoFusionShowsWhatFusionBuys) {
   ASSERT_EQ(b.exit_code, 0) << b.err;
   EXPECT_EQ(json_eval(dir + "/a.json", "r['compile']['fusion']"), "True");
   EXPECT_EQ(json_eval(dir + "/b.json", "r['compile']['fusion']"), "False");
-  const int64_t layers_a = std::stoll(json_eval(dir + "/a.json", "len(r['layers'])"));
-  const int64_t layers_b = std::stoll(json_eval(dir + "/b.json", "len(r['layers'])"));
+  // Program layers: the fused run lists its fused nodes too, with no cycles of their own.
+  const std::string program = "sum(l['placement'] != 'fused' for l in r['layers'])";
+  const int64_t layers_a = std::stoll(json_eval(dir + "/a.json", program));
+  const int64_t layers_b = std::stoll(json_eval(dir + "/b.json", program));
   EXPECT_GT(layers_b, layers_a);
+  EXPECT_EQ(json_eval(dir + "/a.json", "any(l['placement'] == 'fused' and l['op'] == 'Relu' for l in r['layers'])"),
+            "True");
   EXPECT_GT(std::stoll(json_eval(dir + "/b.json", "r['total_cycles']")),
             std::stoll(json_eval(dir + "/a.json", "r['total_cycles']")));
   EXPECT_EQ(json_eval(dir + "/b.json", "sum(l['op'] == 'Relu' for l in r['layers']) > 0"), "True");
@@ -283,13 +287,38 @@ TEST(Cli, ReportCarriesEachLayersRooflineBoundAndEfficiencyAndTheModelsInJsonAnd
   const std::string report = dir + "/r.json";
   const CommandResult r = npusim({"run", "demo", "--report", report});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  // Every NPU layer with cycles has a bound and bound / cycles as its efficiency; host layers have none.
-  EXPECT_EQ(json_eval(report, "all(('bound_cycles' in l) == (l['placement'] == 'npu') for l in r['layers'])"),
+  // Every NPU layer and every node fused into one has a bound; host layers have none. A layer's
+  // efficiency is its bound and its fused nodes' (listed right after it) over its cycles.
+  EXPECT_EQ(json_eval(report, "all(('bound_cycles' in l) == (l['placement'] != 'host') for l in r['layers'])"),
+            "True");
+  EXPECT_EQ(json_eval(report, "sorted(l['name'] for l in r['layers'] if l['placement'] == 'fused') == "
+                              "['bn1', 'bn2', 'bn3', 'relu1', 'relu2', 'relu3']"),
             "True");
   EXPECT_EQ(json_eval(report,
-                      "all(abs(l['efficiency'] - l['bound_cycles'] / l['cycles']) < 1e-9 "
+                      "all(abs(l['efficiency'] - (l['bound_cycles'] + sum(f['bound_cycles'] for f in r['layers'] "
+                      "if f.get('fused_into') == l['name'])) / l['cycles']) < 1e-9 "
                       "for l in r['layers'] if l['cycles'] > 0 and 'bound_cycles' in l)"),
             "True");
+  EXPECT_EQ(json_eval(report, "all('efficiency' not in l and l['cycles'] == 0 for l in r['layers'] "
+                              "if l['placement'] == 'fused')"),
+            "True");
+  // What fusion kept out of DRAM: each fused node's inputs the program no longer has (the conv's
+  // output feeds the folded BN, the BN's the ReLU), written once and read once in a layer-by-layer
+  // program, in the layer's precision (fp32 here).
+  EXPECT_EQ(json_eval(report, "[(l['name'], l['on_chip_inputs']) for l in r['layers'] if l['name'] in ('bn1', 'relu1')]"),
+            "[('bn1', ['conv1.out']), ('relu1', ['bn1.out'])]");
+  EXPECT_EQ(json_eval(report, "[l['dram_bytes_saved'] for l in r['layers'] if l['name'] == 'bn1'] == "
+                              "[4 * 2 * 16 * 32 * 32]"),
+            "True");
+  EXPECT_EQ(json_eval(report, "r['fusion'] == {'fused_nodes': 6, 'tensors_on_chip': 6, 'dram_bytes_saved': "
+                              "sum(l['dram_bytes_saved'] for l in r['layers'] if l['placement'] == 'fused')}"),
+            "True");
+  EXPECT_NE(r.out.find("fusion            6 nodes fused into their layers: 6 tensors never in DRAM"), std::string::npos)
+      << r.out;
+  // The program as compiled: each layer's own tensors after fusion, a lower roof.
+  EXPECT_EQ(json_eval(report, "0 < r['compiled_bound_cycles'] < r['bound_cycles']"), "True");
+  EXPECT_NE(r.out.find("as compiled: bound " + json_eval(report, "r['compiled_bound_cycles']")), std::string::npos)
+      << r.out;
   EXPECT_EQ(json_eval(report, "any(l['bound_cycles'] > 0 for l in r['layers'])"), "True");
   // The model: the sum of the layers' bounds over total_cycles.
   EXPECT_EQ(json_eval(report, "r['bound_cycles'] == sum(l.get('bound_cycles', 0) for l in r['layers'])"),

@@ -48,7 +48,7 @@ TEST(Reports, LayersCsvHasOneRowPerLayerWithItsCyclesBreakdownBytesAndBound) {
   const std::string csv = dir + "/l.csv";
   EXPECT_EQ(read_file(csv).substr(0, read_file(csv).find('\n')),
             "index,name,display_name,op,placement,precision,start_cycle,end_cycle,cycles,compute,memory,scheduling,host,macs,"
-            "dram_bytes_read,dram_bytes_written,bound,bound_cycles,efficiency");
+            "dram_bytes_read,dram_bytes_written,bound,bound_cycles,efficiency,fused_into");
   EXPECT_EQ(check_csv(dir + "/r.json", csv, "print(len(rows) == len(r['layers']) > 0)"), "True");
   // Each row is its layer: cycles are end - start, the breakdown adds up to them.
   EXPECT_EQ(check_csv(dir + "/r.json", csv,
@@ -69,11 +69,14 @@ TEST(Reports, LayersCsvHasOneRowPerLayerWithItsCyclesBreakdownBytesAndBound) {
                       "print(all(x['bound'] == l['bound'] == max(ks, key=lambda k: int(x[k])) "
                       "for x, l in zip(rows, r['layers']) if int(x['cycles']) > 0))"),
             "True");
-  // Efficiency is bound_cycles / cycles with four decimals; empty without a bound.
+  // Efficiency is the bound of the layer and of the nodes fused into it (rows naming it in fused_into)
+  // over its cycles, with four decimals; empty without a bound and on fused rows.
   EXPECT_EQ(check_csv(dir + "/r.json", csv,
-                      "print(all(x['efficiency'] == ('%.4f' % (int(x['bound_cycles']) / int(x['cycles'])) "
-                      "if x['bound_cycles'] and int(x['cycles']) else '') for x in rows))"),
-            "True");
+                      "fused = lambda n: sum(int(f['bound_cycles']) for f in rows if f['fused_into'] == n)\n"
+                      "print(all(x['efficiency'] == ('%.4f' % ((int(x['bound_cycles']) + fused(x['name'])) / "
+                      "int(x['cycles'])) if x['bound_cycles'] and int(x['cycles']) and not x['fused_into'] else '') "
+                      "for x in rows), any(x['fused_into'] for x in rows))"),
+            "True True");
 }
 
 TEST(Reports, OpRollupSumsTheLayersOfEachOpTypeInJsonAndSummary) {
@@ -83,7 +86,9 @@ TEST(Reports, OpRollupSumsTheLayersOfEachOpTypeInJsonAndSummary) {
   const std::string report = dir + "/r.json";
   EXPECT_EQ(json_eval(report,
                       "all(o['cycles'] == sum(l['cycles'] for l in r['layers'] if l['op'] == o['op']) and "
-                      "o['layers'] == sum(l['op'] == o['op'] for l in r['layers']) and "
+                      "o['layers'] == sum(l['op'] == o['op'] and l['placement'] != 'fused' for l in r['layers']) and "
+                      "o['fused_nodes'] == sum(l['op'] == o['op'] and l['placement'] == 'fused' for l in r['layers']) "
+                      "and "
                       "o['dram_bytes_read'] == sum(l['dram_bytes_read'] for l in r['layers'] if l['op'] == o['op']) "
                       "for o in r['ops'])"),
             "True");
@@ -101,7 +106,7 @@ TEST(Reports, TopChoosesHowManyLayersTheSummaryLists) {
   const std::string dir = temp_dir("top");
   CommandResult r = npusim({"run", "demo", "--top", "all", "--report", dir + "/r.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string n = json_eval(dir + "/r.json", "len(r['layers'])");
+  const std::string n = json_eval(dir + "/r.json", "sum(l['placement'] != 'fused' for l in r['layers'])");  // fused nodes have no cycles to rank
   EXPECT_NE(r.out.find("\nlayers by cycles\n"), std::string::npos) << r.out;
   r = npusim({"run", "demo", "--top", "2"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -140,7 +145,7 @@ TEST(Reports, UtilizationIsAgainstThePeakOfThePrecisionPlan) {
   const CommandResult r = npusim({"run", "demo", "--report", report});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(json_eval(report, "r['precision']['plan'], r['precision']['layers']"),
-            "fp32 {'fp32': " + json_eval(report, "len(r['layers'])") + "}");
+            "fp32 {'fp32': " + json_eval(report, "sum(l['placement'] != 'fused' for l in r['layers'])") + "}");
   const std::string pes = "r['array']['rows'] * r['array']['cols']";
   EXPECT_EQ(json_eval(report, "r['precision']['peak_macs_per_cycle'] == " + pes + " * 0.25"), "True");
   EXPECT_EQ(json_eval(report, "abs(r['precision']['utilization'] - r['macs'] / (" + pes +
@@ -165,7 +170,7 @@ TEST(Reports, MixedPlanNamesItsPrecisionsAndTheirCombinedPeak) {
   const CommandResult r =
       npusim({"run", "demo", "--precision", "int8", "--precision-override", "conv2=fp16", "--report", report});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string n = json_eval(report, "len(r['layers']) - 1");
+  const std::string n = json_eval(report, "sum(l['placement'] != 'fused' for l in r['layers']) - 1");
   EXPECT_EQ(json_eval(report, "r['precision']['plan']"), "mixed: " + n + " int8, 1 fp16");
   EXPECT_EQ(check_report(report,
                          "pes = r['array']['rows'] * r['array']['cols']; rate = r['array']['macs_per_pe_per_cycle']\n"
@@ -208,15 +213,17 @@ TEST(Reports, SummaryCsvAndJsonShowTheSameShortUniqueLayerNames) {
                       "for x, l in zip(rows, r['layers'])))"),
             "True");
   EXPECT_EQ(json_eval(report, "len({l['display_name'] for l in r['layers']}) == len(r['layers'])"), "True");
-  const int n = std::stoi(json_eval(report, "len(r['layers'])"));
+  // The summary and the compile table list the program's layers (fused nodes have no cycles or code).
+  const std::string program = "[l for l in r['layers'] if l['placement'] != 'fused']";
+  const int n = std::stoi(json_eval(report, "len(" + program + ")"));
   for (int i = 0; i < n; ++i) {
-    const std::string name = json_eval(report, "r['layers'][" + std::to_string(i) + "]['display_name']");
+    const std::string name = json_eval(report, program + "[" + std::to_string(i) + "]['display_name']");
     EXPECT_NE(r.out.find("\n" + name + " "), std::string::npos) << name << "\n" << r.out;
   }
   const CommandResult c = npusim({"compile", "demo", "-o", dir + "/d.npu"});
   ASSERT_EQ(c.exit_code, 0) << c.err;
   for (int i = 0; i < n; ++i) {
-    const std::string name = json_eval(report, "r['layers'][" + std::to_string(i) + "]['display_name']");
+    const std::string name = json_eval(report, program + "[" + std::to_string(i) + "]['display_name']");
     EXPECT_NE(c.out.find("\n" + name + " "), std::string::npos) << name << "\n" << c.out;
   }
 }
@@ -370,7 +377,8 @@ TEST(Reports, RunAndExecOfTheSameProgramReportTheSameMacs) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const std::string same =
         "r['total_cycles'], r['macs'], r['array_utilization'], r['precision'], "
-        "[(l['name'], l['macs'], l.get('array_macs'), l['precision']) for l in r['layers']]";
+        "[(l['name'], l['macs'], l.get('array_macs'), l['precision']) for l in r['layers'] "
+        "if l['placement'] != 'fused']";  // exec has no compiler's view of which nodes were fused
     EXPECT_EQ(json_eval(dir + "/run.json", same), json_eval(dir + "/exec.json", same)) << model;
   }
   // The topology's depthwise layer has fewer useful MACs than the array spent slots on it.

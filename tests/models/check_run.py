@@ -22,6 +22,11 @@ Checks:
   every LayerNorm the exporter spelled out (two ReduceMeans ... Add) is one vector LayerNormalization
   layer named as one of the model's nodes (compiler/backend/rowwise.h); no layer is a piece of either
   (a name the model does not have, e.g. ".../Softmax_ReduceMax" or ".../Add_1_ReduceMean").
+- every node of the ONNX file that runs (not evaluated at compile time: shape arithmetic, constants; not a
+  quantization point) is in the report: a layer of its own, a node fused into the program layer listed
+  just before it (placement "fused", 0 cycles, fused_into = that layer), or decomposed into layers named
+  after it; the layers' bound_cycles add up to the model's, and a layer's efficiency counts the bounds of
+  the nodes fused into it.
 - --unfolded-batchnorms: every BatchNormalization of the ONNX file that does not follow a Conv (DenseNet's
   pre-activation BN -> ReLU -> Conv) is one layer of the report under its own name, and no report layer is
   an element-wise Mul or Add (or an activation) the ONNX file has no node of that name for: the BN's affine
@@ -98,6 +103,48 @@ def check_rowwise(model, layers):
         fail(f"{len(pieces)} layer(s) named after no node of the model: {pieces[:5]}")
 
 
+def compile_time_nodes(model):
+    """Nodes whose outputs the compiler knows before the run: constants and shape arithmetic."""
+    known = {i.name for i in model.graph.initializer}
+    out = set()
+    for n in model.graph.node:
+        if n.op_type in ("Shape", "Size", "Constant") or all(not i or i in known for i in n.input):
+            known.update(n.output)
+            out.add(n.name)
+    return out
+
+
+def check_every_node_listed(model, r):
+    layers = r["layers"]
+    names = {l["name"] for l in layers}
+    program = None
+    for l in layers:
+        if l["placement"] != "fused":
+            program = l
+            continue
+        if l["cycles"] != 0 or l["instructions"] != 0 or program is None or l["fused_into"] != program["name"]:
+            fail(f"fused node {l['name']}: not a 0-cycle entry right after its layer {l.get('fused_into')}")
+        if l.get("precision") != program.get("precision"):
+            fail(f"fused node {l['name']} runs in {l.get('precision')}, its layer in {program.get('precision')}")
+    skip = compile_time_nodes(model)
+    missing = [n.name for n in model.graph.node
+               if n.name not in skip and n.op_type not in ("QuantizeLinear", "DequantizeLinear")
+               and n.name not in names
+               and not any(x.startswith(n.name + "_") and x[len(n.name) + 1:][:1].isalpha() for x in names)]
+    if missing:
+        fail(f"{len(missing)} node(s) of the model are not in the report: {missing[:5]}")
+    bounds = [l["bound_cycles"] for l in layers if "bound_cycles" in l]
+    if bounds and sum(bounds) != r["bound_cycles"]:
+        fail(f"the layers' bounds add up to {sum(bounds)}, the model's is {r['bound_cycles']}")
+    fused = collections.Counter()
+    for l in layers:
+        if l["placement"] == "fused":
+            fused[l["fused_into"]] += l.get("bound_cycles", 0)
+    for l in layers:
+        if "efficiency" in l and abs(l["efficiency"] - (l["bound_cycles"] + fused[l["name"]]) / l["cycles"]) > 1e-9:
+            fail(f"layer {l['name']}: efficiency {l['efficiency']} is not its group's bound over its cycles")
+
+
 def main(argv):
     extra = []
     if "--" in argv:
@@ -141,10 +188,13 @@ def main(argv):
     if not layers:
         fail("no layers")
 
+    check_every_node_listed(model, r)
     seen_matrix = {}
     host_layers = []
     host_nodes = set()
     for l in layers:
+        if l["placement"] == "fused":
+            continue  # checked by check_every_node_listed
         lb = l["breakdown"]
         if l["cycles"] != l["end_cycle"] - l["start_cycle"]:
             fail(f"layer {l['name']}: cycles {l['cycles']} != end - start")

@@ -234,7 +234,9 @@ elif CASE == "int8_vector":
     layers = {l["name"]: l for l in r["layers"]}
     check(layers["outer_add"]["mapping"]["placement"] == "host", f"outer add not on the host: {layers['outer_add']}")
     mul = layers["mul"]["mapping"]["description"]  # the Sigmoid is fused into the Mul: one vector pass
-    check("converted in the tile loop" in mul and "+ Sigmoid" in mul and "sig" not in layers, f"mul: {mul}")
+    sig = layers.get("sig", {})
+    check("converted in the tile loop" in mul and "+ Sigmoid" in mul and sig.get("placement") == "fused"
+          and sig.get("fused_into") == "mul" and sig["cycles"] == 0, f"mul: {mul}; sig: {sig}")
     want = 1.0 / (1.0 + np.exp(-((x + y) * z)))
     got = np.load(os.path.join(outd, "out.npy"))
     err = np.abs(got - want).max()

@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "compiler/backend/bounds.h"
 #include "compiler/backend/compile.h"
 #include "compiler/import/import.h"
+#include "compiler/passes/absorbed.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/accuracy.h"
 #include "isa/timing/dram.h"
@@ -118,6 +120,74 @@ TEST(Roofline, VectorLayerIsBoundedByItsLargestTensorOverTheLanesOrItsBytes) {
   c.dram.model = isa::DramModel::kIdeal;
   r = compile(g, c);
   EXPECT_EQ(*layer(r, "add").bound_cycles, static_cast<int64_t>(largest) / c.vector.lanes);
+}
+
+// conv -> BatchNormalization -> Add(residual) -> Relu, and a Reshape whose shape is computed from
+// Shape -> Gather -> Concat: after lowering, one Conv layer (BN folded, Add and Relu its epilogue) and
+// one free Reshape.
+Graph residual_block() {
+  GraphBuilder b;
+  const int64_t c = 16, hw = 8;
+  b.input("x", {1, c, hw, hw});
+  b.constant("w", {c, c, 3, 3});
+  for (const char* p : {"scale", "shift", "mean"}) b.constant(p, {c});
+  b.constant("var", Tensor::from_floats({c}, std::vector<float>(static_cast<size_t>(c), 1.0f)));
+  Node& conv = b.node("Conv", {"x", "w"}, {"y"}, "conv");
+  conv.attrs["pads"].value = std::vector<int64_t>{1, 1, 1, 1};
+  conv.attrs["kernel_shape"].value = std::vector<int64_t>{3, 3};
+  b.node("BatchNormalization", {"y", "scale", "shift", "mean", "var"}, {"bn"}, "bn");
+  b.node("Add", {"bn", "x"}, {"sum"}, "add");
+  b.node("Relu", {"sum"}, {"act"}, "relu");
+  b.node("Shape", {"act"}, {"shape"}, "shape");
+  b.constant("first", Tensor::from_ints(DataType::kInt64, {1}, {0}));
+  b.node("Gather", {"shape", "first"}, {"batch"}, "gather");
+  b.constant("rest", Tensor::from_ints(DataType::kInt64, {1}, {-1}));
+  b.node("Concat", {"batch", "rest"}, {"to"}, "concat").attrs["axis"].value = int64_t{0};
+  b.node("Reshape", {"act", "to"}, {"flat"}, "reshape");
+  b.output("flat");
+  return b.build();
+}
+
+TEST(Roofline, FusedNodesAreFoundInTheLayerThatRunsThemAndShapeArithmeticIsLeftOut) {
+  const Graph imported = residual_block();
+  Graph g = imported;
+  lower(g);
+  for (const Node& n : g.nodes)
+    EXPECT_TRUE(n.op_type == "Conv" || n.op_type == "Reshape" || n.has_attr(kLayoutChange)) << n.op_type;
+  const std::vector<AbsorbedNode> a = absorbed_nodes(imported, g);
+  ASSERT_EQ(a.size(), 3u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].name, (std::vector<std::string>{"bn", "add", "relu"}[i]));
+    EXPECT_EQ(a[i].into, "conv");
+  }
+}
+
+TEST(Roofline, EveryLayerIsBoundAsTheModelsOwnNodeAndFusedNodesBringTheirOwnBounds) {
+  const Graph imported = residual_block();
+  Graph g = imported;
+  lower(g);
+  isa::NpuConfig c;
+  CompileOptions options;
+  options.precision = isa::DType::kFp16;
+  CompileResult r = compile(g, c, options);
+  const int64_t fused_bound = *layer(r, "conv").bound_cycles;  // the conv as compiled reads the residual too
+  int64_t as_compiled = 0;
+  for (const LayerPlan& p : r.layers) as_compiled += p.bound_cycles.value_or(0);
+  bound_as_imported(r, imported, g, c);
+  const double act = 16 * 8 * 8, w = 16 * 16 * 9, pes = c.systolic_array.rows * c.systolic_array.cols;
+  const double macs = act * 16 * 9;
+  // The conv alone: x, w and y (BatchNormalization's parameters are the BN node's).
+  EXPECT_EQ(*layer(r, "conv").bound_cycles, roof(macs / (pes * c.systolic_array.fp16_rate), 2 * (2 * act + w), c));
+  EXPECT_LT(*layer(r, "conv").bound_cycles, fused_bound);
+  EXPECT_EQ(r.compiled_bound_cycles.value_or(0), as_compiled);
+  EXPECT_EQ(*layer(r, "reshape").bound_cycles, roof(act / c.vector.lanes, 2 * (2 * act + 2), c))
+      << "a free layer is bound as its node (its shape input is 2 elements)";
+  ASSERT_EQ(r.absorbed.size(), 3u);
+  const double lanes = c.vector.lanes;
+  // Each in the conv's precision: BN moves y, four parameter vectors and bn; Add bn, x, sum; Relu two.
+  EXPECT_EQ(r.absorbed[0].bound_cycles, roof(act / lanes, 2 * (2 * act + 4 * 16), c));
+  EXPECT_EQ(r.absorbed[1].bound_cycles, roof(act / lanes, 2 * 3 * act, c));
+  EXPECT_EQ(r.absorbed[2].bound_cycles, roof(act / lanes, 2 * 2 * act, c));
 }
 
 }  // namespace

@@ -1,0 +1,14 @@
+#pragma once
+// The roofline bounds of a compiled model's layers as the model's own (ONNX) nodes, fused or not.
+#include "compiler/backend/compile.h"
+
+namespace npusim::compiler {
+
+// Bounds of the model as imported (the ONNX nodes', docs/report.md "Roofline"): every layer whose node
+// the imported graph has gets that node's own bound (its tensors before fusion: a conv's residual Add
+// is the Add's), and r.absorbed lists the nodes the passes fused away, each with its own bound in the
+// precision of the layer that runs it; r.compiled_bound_cycles keeps the sum of the bounds as compiled.
+// Call after compile(lowered), lowered = lower(imported).
+void bound_as_imported(CompileResult& r, const Graph& imported, const Graph& lowered, const isa::NpuConfig& config);
+
+}  // namespace npusim::compiler
