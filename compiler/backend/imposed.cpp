@@ -172,7 +172,8 @@ ImposedTiling::ImposedTiling(const Context& c, const MatrixJob& j, const MatrixM
   mm.slot_bytes(t);
   if (c.shared_capacity() > 0 && t.in_bytes + t.w_bytes > c.shared_capacity()) {
     fail("", fmt::format("the tile ({}) needs {:.1f} KiB of the scratchpad inputs and weights share "
-                         "(sram.input, sram.shared_scratchpad) with its ping-pong slots (have {:.1f} KiB)",
+                         "(sram.input, sram.shared_scratchpad) with its slots (a ping-pong pair each, one for an operand "
+                         "loaded once; have {:.1f} KiB)",
                          imposed_list(), static_cast<double>(t.in_bytes + t.w_bytes) / 1024,
                          static_cast<double>(c.shared_capacity()) / 1024));
   }
@@ -181,7 +182,8 @@ ImposedTiling::ImposedTiling(const Context& c, const MatrixJob& j, const MatrixM
                                  std::tuple{isa::Buffer::kAccumulator, "sram.accumulator", t.acc_bytes}}) {
     if (c.shared_capacity() > 0 && buf != isa::Buffer::kAccumulator) continue;
     if (need > c.capacity(buf)) {
-      fail("", fmt::format("the tile ({}) needs {:.1f} KiB of {} with its ping-pong slots (have {:.1f} KiB)",
+      fail("", fmt::format("the tile ({}) needs {:.1f} KiB of {} with its slots (a ping-pong pair each, one for an "
+                           "operand loaded once; have {:.1f} KiB)",
                            imposed_list(), static_cast<double>(need) / 1024, name,
                            static_cast<double>(c.capacity(buf)) / 1024));
     }

@@ -101,11 +101,28 @@ std::vector<std::pair<int64_t, int64_t>> chunks(int64_t extent, int64_t tile) {
 
 }  // namespace
 
+MatrixMapper::Reuse MatrixMapper::reuse(const Tiling& t) const {
+  const int64_t cin_b = t.gb * j_.cg, cout_b = t.gb * j_.mg;
+  const int64_t nk = cdiv(cin_b, t.tc), nn = cdiv(cout_b, t.tn), blocks = j_.groups / t.gb;
+  const int64_t ns = j_.images * cdiv(j_.OH, t.toh) * cdiv(j_.OW, t.tow);
+  Reuse r;
+  // Spatial-outer walks every output-channel tile of a spatial tile in turn: its input (all of it, or
+  // its one K chunk) stays. Channel-outer walks the spatial tiles for each output-channel tile: a
+  // single spatial tile of one K chunk stays.
+  r.a = (t.spatial_outer && (nk == 1 || t.input_resident)) || (ns == 1 && nk == 1);
+  // The mirror image for the weights (a runtime B is still loaded once per image: the walk's key has it).
+  r.b = nk == 1 && (!t.spatial_outer || nn == 1);
+  r.a_once = blocks == 1 && ns == 1 && (nk == 1 || t.input_resident);
+  r.b_once = blocks == 1 && nk == 1 && nn == 1 && (j_.b_const || j_.images == 1);
+  return r;
+}
+
 void MatrixMapper::slot_bytes(Tiling& t) const {
   const int64_t ea = isa::dtype_bytes(s_.ops.a), ew = isa::dtype_bytes(s_.ops.w);
   const int64_t channels = t.input_resident ? t.gb * j_.cg : t.tc;
-  t.in_bytes = 2 * round64((j_.in_rows(t.toh) * j_.in_cols(t.tow) + position_slack()) * channels * ea);
-  t.w_bytes = 2 * round64(j_.kh * j_.kw * t.tc * t.tn * ew);
+  const Reuse r = reuse(t);
+  t.in_bytes = (r.a_once ? 1 : 2) * round64((j_.in_rows(t.toh) * j_.in_cols(t.tow) + position_slack()) * channels * ea);
+  t.w_bytes = (r.b_once ? 1 : 2) * round64(j_.kh * j_.kw * t.tc * t.tn * ew);
   t.acc_bytes = s_.acc_bytes(t.toh * t.tow, t.tn);
   const int64_t side = s_.side_bytes(t.toh * t.tow, t.tn);
   t.side_in_input = side > 0 && c_.shared_capacity() == 0 && t.in_bytes + side <= c_.capacity(Buffer::kInput);
@@ -142,8 +159,10 @@ const MatrixMapper::BoxCost& MatrixMapper::dma_cost(int64_t s0, int64_t s1, int6
       .set(isa::Field::kSize2, s2)
       .set(isa::Field::kSize3, 1);
   i.set(isa::Field::kStride1, st1).set(isa::Field::kStride2, st2);
+  const isa::timing::DmaRows rows = isa::timing::dma_rows(i);
   const BoxCost v{isa::timing::estimate_dma_cycles(i, c_.config),
-                  isa::timing::channel_skew(isa::timing::dma_rows(i), c_.config.dram)};
+                  std::max(isa::timing::channel_skew(rows, c_.config.dram),
+                           isa::timing::dram_cost_factor(rows, false, c_.config, c_.dram_bytes_per_cycle))};
   return dma_memo_.emplace(key, v).first->second;
 }
 
@@ -163,10 +182,10 @@ void MatrixMapper::estimate(Tiling& t) const {
   const int64_t blocks = j_.groups / t.gb;
   const auto oh = chunks(j_.OH, t.toh), ow = chunks(j_.OW, t.tow), kc = chunks(cin_b, t.tc),
              nc = chunks(cout_b, t.tn);
-  const int64_t ns = j_.images * cdiv(j_.OH, t.toh) * cdiv(j_.OW, t.tow), nn = cdiv(cout_b, t.tn),
-                nk = cdiv(cin_b, t.tc);
+  const int64_t ns = j_.images * cdiv(j_.OH, t.toh) * cdiv(j_.OW, t.tow), nn = cdiv(cout_b, t.tn);
   // A resident input tile (GEMMs) is loaded once per spatial tile, all its K chunks in one LOAD.
-  const bool reuse_a = t.spatial_outer && (nk == 1 || t.input_resident), reuse_b = !t.spatial_outer && nk == 1;
+  const Reuse r = reuse(t);
+  const bool reuse_a = r.a, reuse_b = r.b;
   double compute = 0, vec = 0, store = 0, load_a = 0, load_b = 0, load_r = 0;
   double bytes = 0;  // moved over DRAM in all
   auto box = [](int64_t s0, int64_t s1, int64_t s2, isa::DType d) {
@@ -208,7 +227,8 @@ void MatrixMapper::estimate(Tiling& t) const {
   for (auto [k, kcnt] : kc) {
     for (auto [n, ncnt] : nc) {
       const BoxCost& b = dma_cost(n, k, j_.kh * j_.kw, n, k * n, o.w);
-      const double times_b = static_cast<double>(kcnt * ncnt) * (reuse_b ? 1.0 : static_cast<double>(ns));
+      const double once = j_.b_const ? 1.0 : static_cast<double>(j_.images);  // a runtime B: per image
+      const double times_b = static_cast<double>(kcnt * ncnt) * (reuse_b ? once : static_cast<double>(ns));
       load_b += b.cycles * times_b;
       bytes += box(n, k, j_.kh * j_.kw, o.w) * b.skew * times_b;
     }
@@ -296,6 +316,8 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
             for (int order = 0; order < 3; ++order) {
               // 0: spatial-outer, 1: channel-outer, 2: spatial-outer with the input tile resident.
               if (!imposed.allows(order != 1, order == 2)) continue;
+              // One output-channel tile: channel-outer walks what spatial-outer walks; rank it once.
+              if (order == 1 && tn >= cout_b && imposed.allows(true, false)) continue;
               // Gemmini's loops keep the spatial tile outer (output channels, then the reduction, inner).
               if (policy && order != 0 && imposed.allows(true, false)) continue;
               Tiling t;
@@ -365,13 +387,19 @@ void MatrixMapper::generate(const Tiling& t) {
   const int64_t nk = cdiv(cin_b, t.tc), nn = cdiv(cout_b, t.tn);
   // SRAM slots: input and weight ping-pong pairs here, the accumulator's from the strategy.
   SramAlloc in{Buffer::kInput}, wt{Buffer::kWeight}, acc{Buffer::kAccumulator};
+  // An operand loaded once (Reuse::a_once / b_once) has one slot: both names are the same.
+  const Reuse reused = reuse(t);
   uint64_t a_slot[2], b_slot[2];
   for (int s = 0; s < 2; ++s)
-    a_slot[s] = in.take(static_cast<uint64_t>((j_.in_rows(t.toh) * j_.in_cols(t.tow) + position_slack()) *
-                                              (t.input_resident ? cin_b : t.tc) * ea));
+    a_slot[s] = s == 1 && reused.a_once
+                    ? a_slot[0]
+                    : in.take(static_cast<uint64_t>((j_.in_rows(t.toh) * j_.in_cols(t.tow) + position_slack()) *
+                                                    (t.input_resident ? cin_b : t.tc) * ea));
   s_.allocate(acc, t.side_in_input ? in : acc, t.toh * t.tow, t.tn);
   if (c_.shared_capacity() > 0) wt.next = in.next;  // weights above the inputs in the one scratchpad
-  for (int s = 0; s < 2; ++s) b_slot[s] = wt.take(static_cast<uint64_t>(j_.kh * j_.kw * t.tc * t.tn * ew));
+  for (int s = 0; s < 2; ++s)
+    b_slot[s] = s == 1 && reused.b_once ? b_slot[0]
+                                        : wt.take(static_cast<uint64_t>(j_.kh * j_.kw * t.tc * t.tn * ew));
   // Constant weights: one data segment per (block, n chunk, k chunk) tile.
   std::vector<uint64_t> w_addr;
   if (j_.b_const) {
@@ -400,7 +428,7 @@ void MatrixMapper::generate(const Tiling& t) {
   int a_next = 0, b_next = 0, c_next = 0;
   int64_t a_key = -1, b_key = -1;  // what the most recent A / B slot holds (reuse)
   uint64_t a_cur = 0, b_cur = 0;
-  const bool reuse_a = t.spatial_outer && nk == 1, reuse_b = !t.spatial_outer && nk == 1;
+  const bool reuse_a = reused.a, reuse_b = reused.b;
   const bool resident = t.input_resident;
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t cin0 = b * cin_b, cout0 = b * cout_b;

@@ -242,8 +242,9 @@ class MatrixMapper {
   // Pixels past an input tile a per-position CONV's footprint reaches (its window starts up to
   // (kw-1)*dw pixels in and spans whole rows).
   int64_t position_slack() const { return per_position() ? (j_.kw - 1) * j_.dw : 0; }
-  // One box's DMA: its cycles alone (isa::timing::estimate_dma_cycles) and its channel skew
-  // (isa::timing::channel_skew: its bytes count that many times against the DRAM's sustained rate).
+  // One box's DMA: its cycles alone (isa::timing::estimate_dma_cycles) and how many times its bytes
+  // count against the DRAM's sustained rate: its channel skew (isa::timing::channel_skew), or more when
+  // its rows miss the DRAM's open rows (isa::timing::dram_cost_factor: the box on the DRAM model).
   struct BoxCost {
     double cycles = 0, skew = 1;
   };
@@ -254,6 +255,16 @@ class MatrixMapper {
   double vec_cost(int64_t elems) const;
   // Whether tiling t may keep its input tile resident across its K chunks (Tiling::input_resident).
   bool input_resident_ok(const Tiling& t) const;
+  // How often the walk loads each operand: a load is skipped when the slot loaded last already holds
+  // the same tile (the loop order decides how often that happens). One rule for the cost model and
+  // the walk.
+  struct Reuse {
+    bool a = false;       // an input tile is loaded once per spatial tile (not again per output-channel tile)
+    bool b = false;       // a weight tile is loaded once per output-channel tile (not again per spatial tile)
+    bool a_once = false;  // the layer's input is one tile, loaded once: one slot, no ping-pong partner
+    bool b_once = false;  // the layer's weights are one tile, loaded once: one slot
+  };
+  Reuse reuse(const Tiling& t) const;
   void load_input(int64_t img, int64_t oy0, int64_t oh, int64_t ox0, int64_t ow, int64_t c0, int64_t tc,
                   uint64_t slot);
 

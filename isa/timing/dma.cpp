@@ -121,4 +121,26 @@ double sustained_dram_bytes_per_cycle(const NpuConfig& config) {
   return cycles > 0 ? static_cast<double>(bytes) / cycles : 0.0;
 }
 
+double dram_cost_factor(const DmaRows& rows, bool write, const NpuConfig& config, double sustained) {
+  if (sustained <= 0 || rows.bytes() <= 0) return 1.0;
+  // The first kRows rows in issue order (the innermost dimension first).
+  constexpr int64_t kRows = 64;
+  DmaRows part = rows;
+  int64_t room = kRows;
+  for (size_t d = 0; d < 3; ++d) {
+    part.count[d] = std::min(rows.count[d], std::max<int64_t>(1, room));
+    room /= std::max<int64_t>(1, part.count[d]);
+  }
+  std::unique_ptr<Dram> dram = make_dram(config.dram, Refresh::kAveraged);
+  DmaBurstEngine engine(config.dma);
+  const DmaTransfer x = engine.run(part, write, 0, *dram);
+  // The bus time: the transfer's span less the first burst's unloaded latency (which overlaps the
+  // transfers before it in a stream).
+  const double latency_ps = dram_idle_latency_ns(config.dram) * 1000.0;
+  const double busy_ps = std::max(1.0, static_cast<double>(x.done_ps) - latency_ps);
+  const double ps_per_byte = busy_ps / static_cast<double>(part.bytes());
+  const double stream_ps_per_byte = 1e6 / (sustained * config.frequency_mhz);
+  return std::max(1.0, ps_per_byte / stream_ps_per_byte);
+}
+
 }  // namespace npusim::isa::timing

@@ -134,6 +134,13 @@ class DmaBurstEngine {
 // model): setup + latency + bytes / min(peak bandwidth, outstanding-limited bandwidth).
 double estimate_dma_cycles(const Instruction& ins, const NpuConfig& config);
 
+// How many bytes of a long stream's DRAM time one byte of this transfer costs (>= about 1): the
+// transfer simulated alone on an idle DRAM model (row misses of rows shorter than a page and far apart,
+// channel imbalance, alignment bursts), its bus occupancy per byte over the sustained rate's
+// (`sustained` = sustained_dram_bytes_per_cycle(config), which callers keep). Transfers of many rows
+// are measured on their first rows (the pattern repeats). 1 with the ideal DRAM.
+double dram_cost_factor(const DmaRows& rows, bool write, const NpuConfig& config, double sustained);
+
 // Bytes per NPU cycle the DRAM model sustains under long DMA streams (what a memory-bound layer gets,
 // not the datasheet peak): every engine streams its own contiguous region, reads and writes alternating
 // by transfer as the engines' load and store queues do, measured on the DRAM model itself (row misses,

@@ -341,6 +341,27 @@ TEST(DmaTiming, ChannelSkewIsTheBusiestChannelsShare) {
   EXPECT_DOUBLE_EQ(timing::channel_skew(r, dram), 1.0);
 }
 
+TEST(DmaTiming, CostFactorChargesRowsThatMissTheOpenDramRows) {
+  isa::NpuConfig c;  // edge: lpddr4_4266, 2 KiB pages
+  const double sustained = timing::sustained_dram_bytes_per_cycle(c);
+  timing::DmaRows r;
+  // One long contiguous run streams like the sustained rate itself.
+  r.row_bytes = 64 * 1024;
+  EXPECT_NEAR(timing::dram_cost_factor(r, false, c, sustained), 1.0, 0.15);
+  // A column of an NHWC map: 28 pixels of 144 channels, one per image row 8064 bytes apart: every row
+  // opens a DRAM row, and the transfer keeps the DRAM busy well beyond its bytes.
+  r.row_bytes = 144;
+  r.count = {28, 1, 1};
+  r.stride = {8064, 0, 0};
+  const double column = timing::dram_cost_factor(r, false, c, sustained);
+  EXPECT_GT(column, 1.5);
+  // Its first 64 rows stand for the rest: the same pattern 10 times longer costs the same per byte.
+  r.count = {280, 1, 1};
+  EXPECT_NEAR(timing::dram_cost_factor(r, false, c, sustained), column, 0.1 * column);
+  c.dram.model = isa::DramModel::kIdeal;
+  EXPECT_DOUBLE_EQ(timing::dram_cost_factor(r, false, c, timing::sustained_dram_bytes_per_cycle(c)), 1.0);
+}
+
 TEST(DmaTiming, TheEstimateChargesTheBusiestChannelAsTheEnginesDo) {
   isa::NpuConfig c;  // edge: lpddr4_4266 on two channels
   auto dram_time = [&](int64_t row_bytes, int64_t stride, int64_t rows) {

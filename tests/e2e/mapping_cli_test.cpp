@@ -87,9 +87,10 @@ TEST(MappingCli, BadMappingFilesExit2NamingTheFileLineAndLayer) {
       {"layers:\n  - {name: " + layer + ", tile_n: 300}\n",
        "bad.yaml:2:" + std::to_string(22 + layer.size()) + ": layer '" + layer +
            "': tile_n=300 is larger than the layer's 64 output channels"},
-      // 3x3x32x64 fp32 weights are 72 KiB, twice for ping-pong; the edge preset has 128 KiB.
+      // 28 x 28 x 64 fp32 sums are 196 KiB, twice for ping-pong; the edge preset has 128 KiB.
       {"layers:\n  - {name: " + layer + ", tile_oh: 28, tile_ow: 28, tile_c: 32, tile_n: 64}\n",
-       "needs 144.0 KiB of sram.weight with its ping-pong slots (have 128.0 KiB)"},
+       "needs 392.0 KiB of sram.accumulator with its slots (a ping-pong pair each, one for an operand loaded once; "
+       "have 128.0 KiB)"},
       {"layers:\n  - {name: " + layer + ", placement: vector}\n", "placement vector"},
       {"layers:\n  - {name: " + layer + ", tile_m: 8}\n", "tile_m applies to Gemm/MatMul layers"},
   };

@@ -73,15 +73,21 @@ std::string error_of(const Graph& model, const LayerMapping& m, const isa::NpuCo
   return "";
 }
 
-TEST(Mapping, ImposedTileIsWhatTheLayerPlanReportsAndStillComputesTheModel) {
+// Compiles `model` on the edge preset under one imposed entry and runs it against the interpreter:
+// the largest relative error of its outputs (*r: the result).
+double imposed_error(const Graph& model, const LayerMapping& m, CompileResult* r) {
   MappingOverrides mapping;
-  LayerMapping m = entry("c_node");
-  m.tile_oh = 5, m.tile_ow = 4, m.tile_c = 8, m.tile_n = 16, m.loop_order = LoopOrder::kChannelOuter;
   mapping.layers[m.name] = m;
   CompileOptions o;
   o.mapping = &mapping;
+  return compile_and_compare(model, isa::NpuConfig{}, r, {}, o);
+}
+
+TEST(Mapping, ImposedTileIsWhatTheLayerPlanReportsAndStillComputesTheModel) {
+  LayerMapping m = entry("c_node");
+  m.tile_oh = 5, m.tile_ow = 4, m.tile_c = 8, m.tile_n = 16, m.loop_order = LoopOrder::kChannelOuter;
   CompileResult r;
-  EXPECT_LT(compile_and_compare(conv_then_vector(), isa::NpuConfig{}, &r, {}, o), 1e-4);
+  EXPECT_LT(imposed_error(conv_then_vector(), m, &r), 1e-4);
   const LayerPlan& p = layer(r, "c_node");
   EXPECT_EQ(p.tile_oh, 5);
   EXPECT_EQ(p.tile_ow, 4);
@@ -105,14 +111,10 @@ TEST(Mapping, AnInputResidentGemmLoadsEachInputTileOnceAndReadsItsKChunksInPlace
   b.output("y");
   const Graph g = b.build();
   for (LoopOrder order : {LoopOrder::kSpatialOuter, LoopOrder::kInputResident}) {
-    MappingOverrides mapping;
     LayerMapping m = entry("mm");
     m.tile_m = 37, m.tile_k = 64, m.tile_n = 16, m.loop_order = order;
-    mapping.layers[m.name] = m;
-    CompileOptions o;
-    o.mapping = &mapping;
     CompileResult r;
-    EXPECT_LT(compile_and_compare(g, isa::NpuConfig{}, &r, {}, o), 1e-4) << compile_summary(r);
+    EXPECT_LT(imposed_error(g, m, &r), 1e-4) << compile_summary(r);
     EXPECT_EQ(check_tokens(r.program), "");
     int input_loads = 0, strided = 0;
     for (const isa::Instruction& i : r.program.instructions) {
@@ -130,6 +132,35 @@ TEST(Mapping, AnInputResidentGemmLoadsEachInputTileOnceAndReadsItsKChunksInPlace
   conv.loop_order = LoopOrder::kInputResident;
   EXPECT_NE(error_of(conv_then_vector(), conv).find("loop_order=input_resident applies to GEMMs"), std::string::npos)
       << error_of(conv_then_vector(), conv);
+}
+
+TEST(Mapping, WeightsLoadedOnceTakeOneSlotAndTheWholeWeightScratchpad) {
+  // A 1x1 conv, 256 -> 96 channels on a 14x14 map, fp32 weights of 96 KiB: they fit the edge preset's
+  // 128 KiB weight scratchpad, but not two 64 KiB ping-pong halves. As one tile for the whole layer
+  // (Reuse::b_once) they take one slot and are loaded once; the input streams past them.
+  GraphBuilder b;
+  b.input("x", {1, 256, 14, 14});
+  b.constant("w", {96, 256, 1, 1}, 0.5f, 7);
+  Node& n = b.node("Conv", {"x", "w"}, {"y"}, "pw");
+  n.attrs["kernel_shape"].value = std::vector<int64_t>{1, 1};
+  b.output("y");
+  const Graph g = b.build();
+  LayerMapping m = entry("pw");
+  m.tile_oh = 7, m.tile_ow = 14, m.tile_c = 256, m.tile_n = 96, m.loop_order = LoopOrder::kSpatialOuter;
+  CompileResult r;
+  EXPECT_LT(imposed_error(g, m, &r), 1e-4) << compile_summary(r);
+  EXPECT_EQ(check_tokens(r.program), "");
+  EXPECT_EQ(layer(r, "pw").sram_weight_bytes, 96 * 256 * 4);
+  size_t pw = 0;
+  while (r.layers[pw].name != "pw") ++pw;
+  int weight_loads = 0, input_loads = 0;  // the conv's (the layout conversions around it load too)
+  for (const isa::Instruction& i : r.program.instructions) {
+    if (i.opcode != isa::Opcode::kLoad || i.layer() != pw) continue;
+    weight_loads += i.get(isa::Field::kBuf) == static_cast<int64_t>(isa::Buffer::kWeight);
+    input_loads += i.get(isa::Field::kBuf) == static_cast<int64_t>(isa::Buffer::kInput);
+  }
+  EXPECT_EQ(weight_loads, 1);  // not once per spatial tile
+  EXPECT_EQ(input_loads, 2);   // two tiles of 7 rows
 }
 
 TEST(Mapping, ValuesTheEntryLeavesOutAreSearched) {
@@ -205,13 +236,20 @@ TEST(Mapping, TileOverflowingAScratchpadNamesTheScratchpad) {
   isa::NpuConfig small;
   small.sram.input.size_kib = 4;
   LayerMapping m = entry("c_node");
-  m.tile_oh = 12, m.tile_ow = 10, m.tile_c = 16;  // 14 x 12 x 16 fp32 = 10.5 KiB, twice
-  const std::string e = error_of(conv_then_vector(), m, small);
+  m.tile_oh = 12, m.tile_ow = 10, m.tile_c = 16;  // 14 x 12 x 16 fp32 = 10.5 KiB: the whole input, once
+  std::string e = error_of(conv_then_vector(), m, small);
   EXPECT_EQ(
-      e.rfind("m.yaml:3:5: layer 'c_node': the tile (tile_oh=12 tile_ow=10 tile_c=16) needs 21.0 KiB of "
-              "sram.input",
+      e.rfind("m.yaml:3:5: layer 'c_node': the tile (tile_oh=12 tile_ow=10 tile_c=16) needs 10.5 KiB of "
+              "sram.input with its slots",
               0),
       0u)
+      << e;
+  m.tile_oh = 6;  // two tiles of 8 x 12 x 16 fp32 = 6 KiB each: a ping-pong pair
+  e = error_of(conv_then_vector(), m, small);
+  EXPECT_EQ(e.rfind("m.yaml:3:5: layer 'c_node': the tile (tile_oh=6 tile_ow=10 tile_c=16) needs 12.0 KiB of "
+                    "sram.input with its slots",
+                    0),
+            0u)
       << e;
 }
 
