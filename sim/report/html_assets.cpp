@@ -39,7 +39,6 @@ h3 { font-size: 15px; margin: 18px 0 6px; }
 .card .s { color: var(--muted); font-size: 12px; }
 .bar { display: flex; height: 12px; min-width: 90px; border-radius: 2px; overflow: hidden; background: #eee; }
 .bar.big { height: 22px; max-width: 1100px; margin: 10px 0 4px; }
-.bar span { display: block; height: 100%; }
 .c-compute { background: var(--compute); fill: var(--compute); }
 .c-memory { background: var(--memory); fill: var(--memory); }
 .c-scheduling { background: var(--scheduling); fill: var(--scheduling); }

@@ -188,19 +188,20 @@ void card(std::string& o, std::string_view key, const std::string& value, const 
   o += "</div>";
 }
 
-// A stacked bar of the four parts of `total` cycles; its tooltip lists them.
+// A stacked bar of the four parts of `total` cycles (one element: a gradient, so that a table of thousands
+// of layers stays light); its tooltip lists them.
 void breakdown_bar(std::string& o, const double (&parts)[4], double total, bool big) {
-  std::string title;
+  std::string title, stops;
+  double at = 0;
   for (size_t k = 0; k < 4; ++k) {
     title += fmt::format("{}{} {} ({})", k ? ", " : "", kParts[k], grouped(parts[k]), pct(parts[k], total));
-  }
-  o += fmt::format("<div class=\"bar{}\" title=\"{}\">", big ? " big" : "", esc(title));
-  for (size_t k = 0; k < 4; ++k) {
     if (total > 0 && parts[k] > 0) {
-      o += fmt::format("<span class=\"c-{}\" style=\"width:{:.2f}%\"></span>", kParts[k], 100.0 * parts[k] / total);
+      at += 100.0 * parts[k] / total;
+      stops += fmt::format(",var(--{}) 0 {:.2f}%", kParts[k], std::min(at, 100.0));
     }
   }
-  o += "</div>";
+  o += fmt::format("<div class=\"bar{}\" title=\"{}\"{}></div>", big ? " big" : "", esc(title),
+                   stops.empty() ? "" : fmt::format(" style=\"background:linear-gradient(90deg{},#eee 0)\"", stops));
 }
 
 void legend(std::string& o) {
@@ -286,8 +287,11 @@ void summary_section(std::string& o, const J& r) {
   card(o, "MACs", grouped(r["macs"].num_or(0)));
   const double int8_util = r["array_utilization"].num_or(0);
   if (const auto u = r["precision"]["utilization"].num()) {
+    const std::string plan = r["precision"]["plan"].str();
     card(o, "utilization", fmt::format("{:.1f}%", 100 * *u),
-         fmt::format("of the {} peak; {:.1f}% of the int8 peak", r["precision"]["plan"].str(), 100 * int8_util));
+         plan == "int8" ? std::string("of the int8 peak")
+                        : fmt::format("of the {} peak; {:.1f}% of the int8 peak",
+                                      plan.rfind("mixed", 0) == 0 ? "plan's" : plan, 100 * int8_util));
   } else {
     card(o, "utilization", fmt::format("{:.1f}%", 100 * int8_util), "of the int8 peak");
   }
@@ -441,7 +445,7 @@ void layers_section(std::string& o, const J& r, const std::vector<Layer>& layers
     o += "<td>";
     breakdown_bar(o, l.parts, l.cycles, false);
     o += "</td>";
-    for (double part : l.parts) num_cell(o, l.cycles > 0 ? part / l.cycles : 0, pct(part, l.cycles), grouped(part));
+    for (double part : l.parts) num_cell(o, l.cycles > 0 ? part / l.cycles : 0, pct(part, l.cycles));
     if (with_eff) {
       num_cell(o, l.efficiency, l.efficiency ? fmt::format("{:.1f}%", 100 * *l.efficiency) : "",
                l.bound_cycles ? "bound " + grouped(*l.bound_cycles) + " cycles" : "");
@@ -736,8 +740,7 @@ void accuracy_section(std::string& o, const J& r) {
   const J cal = acc["calibration"];
   if (!cal["method"].str().empty()) {
     card(o, "calibration", cal["method"].str(),
-         fmt::format("{} inputs{}: {}", grouped(cal["inputs"].num_or(0)), cal["synthetic"].str() == "true" ? " (synthetic)" : "",
-                     cal["source"].str()));
+         fmt::format("{} inputs: {}", grouped(cal["inputs"].num_or(0)), cal["source"].str()));
   }
   o += "</div>";
   const std::vector<J> warnings = acc["warnings"].items();
