@@ -85,7 +85,12 @@ std::string esc(std::string_view s) {
         o += "&#39;";
         break;
       default:
-        o += c;
+        // Control characters other than white space are not allowed in HTML text: shown as U+FFFD.
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') {
+          o += "\xEF\xBF\xBD";
+        } else {
+          o += c;
+        }
     }
   }
   return o;

@@ -75,6 +75,11 @@ TEST(HtmlReport, EscapesEveryStringFromTheReport) {
   EXPECT_NE(page.find("weights &lt;w&gt; &amp; co"), std::string::npos);
   EXPECT_NE(page.find("a&lt;x&gt;"), std::string::npos);
   EXPECT_EQ(page.find("<x>"), std::string::npos);
+  // JSON escapes arrive decoded; control characters become U+FFFD.
+  std::string r = report(1);
+  r.replace(r.find("conv<b>#0"), 9, "caf\\u00e9\\u0001");
+  const std::string decoded = html_report(r, "r.json");
+  EXPECT_NE(decoded.find("caf\u00e9\uFFFD</td>"), std::string::npos);
 }
 
 TEST(HtmlReport, IsSelfContained) {
