@@ -121,7 +121,9 @@ std::string si(double v, std::string_view unit) {
   return fmt::format("{:.3g} {}{}", v, kPrefix[p], unit);
 }
 
-std::string pct(double part, double whole) { return whole > 0 ? fmt::format("{:.1f}%", 100.0 * part / whole) : "-"; }
+std::string pct(double part, double whole) {
+  return whole > 0 ? fmt::format("{:.1f}%", 100.0 * part / whole) : "-";
+}
 
 // A number for an attribute the table sorts by ("" when absent: sorted last).
 std::string sort_key(std::optional<double> v) { return v ? fmt::format("{}", *v) : std::string(); }
@@ -178,7 +180,8 @@ std::vector<Layer> read_layers(const J& r) {
     l.efficiency = j["efficiency"].num();
     l.energy_mj = j["energy"]["total_mj"].num();
     for (const auto& [k, v] : j["energy"]["by_component_mj"].entries()) {
-      if (const auto x = v.num()) l.energy_title += fmt::format("{}{} {:.4g} mJ", l.energy_title.empty() ? "" : ", ", k, *x);
+      if (const auto x = v.num())
+        l.energy_title += fmt::format("{}{} {:.4g} mJ", l.energy_title.empty() ? "" : ", ", k, *x);
     }
     out.push_back(std::move(l));
   }
@@ -188,7 +191,8 @@ std::vector<Layer> read_layers(const J& r) {
 // ---- building blocks ----------------------------------------------------------------------------------
 
 void card(std::string& o, std::string_view key, const std::string& value, const std::string& sub = "") {
-  o += fmt::format("<div class=\"card\"><div class=\"k\">{}</div><div class=\"v\">{}</div>", esc(key), esc(value));
+  o += fmt::format("<div class=\"card\"><div class=\"k\">{}</div><div class=\"v\">{}</div>", esc(key),
+                   esc(value));
   if (!sub.empty()) o += fmt::format("<div class=\"s\">{}</div>", esc(sub));
   o += "</div>";
 }
@@ -205,8 +209,9 @@ void breakdown_bar(std::string& o, const double (&parts)[4], double total, bool 
       stops += fmt::format(",var(--{}) 0 {:.2f}%", kParts[k], std::min(at, 100.0));
     }
   }
-  o += fmt::format("<div class=\"bar{}\" title=\"{}\"{}></div>", big ? " big" : "", esc(title),
-                   stops.empty() ? "" : fmt::format(" style=\"background:linear-gradient(90deg{},#eee 0)\"", stops));
+  o += fmt::format(
+      "<div class=\"bar{}\" title=\"{}\"{}></div>", big ? " big" : "", esc(title),
+      stops.empty() ? "" : fmt::format(" style=\"background:linear-gradient(90deg{},#eee 0)\"", stops));
 }
 
 void legend(std::string& o) {
@@ -225,7 +230,8 @@ struct Column {
 void table_head(std::string& o, const std::string& id, const std::vector<Column>& cols) {
   o += fmt::format("<div class=\"scroll\"><table class=\"sortable\" id=\"{}\"><thead><tr>", id);
   for (const Column& c : cols) {
-    o += fmt::format("<th data-key=\"{}\"{}{}>{}</th>", c.key, c.numeric ? " data-type=\"num\" class=\"n\"" : "",
+    o += fmt::format("<th data-key=\"{}\"{}{}>{}</th>", c.key,
+                     c.numeric ? " data-type=\"num\" class=\"n\"" : "",
                      *c.title ? fmt::format(" title=\"{}\"", esc(c.title)) : "", esc(c.label));
   }
   o += "</tr></thead><tbody>\n";
@@ -234,7 +240,8 @@ void table_head(std::string& o, const std::string& id, const std::vector<Column>
 void table_end(std::string& o) { o += "</tbody></table></div>\n"; }
 
 // A numeric cell: `shown` as text, sorted by `v` (absent: empty, sorted last).
-void num_cell(std::string& o, std::optional<double> v, const std::string& shown, const std::string& title = "") {
+void num_cell(std::string& o, std::optional<double> v, const std::string& shown,
+              const std::string& title = "") {
   o += fmt::format("<td class=\"n\" data-v=\"{}\"{}>{}</td>", sort_key(v),
                    title.empty() ? "" : fmt::format(" title=\"{}\"", esc(title)), esc(shown));
 }
@@ -246,7 +253,8 @@ void text_cell(std::string& o, const std::string& text, const std::string& title
 // Horizontal bars of named amounts (energy by component, area by unit), largest first.
 void amount_bars(std::string& o, std::vector<std::pair<std::string, double>> values, std::string_view unit,
                  std::string_view title) {
-  std::stable_sort(values.begin(), values.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::stable_sort(values.begin(), values.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
   double total = 0, top = 0;
   for (const auto& v : values) {
     total += v.second;
@@ -254,17 +262,20 @@ void amount_bars(std::string& o, std::vector<std::pair<std::string, double>> val
   }
   const double w = 760, label = 120, bar_w = 420, row = 22;
   const double h = row * static_cast<double>(values.size()) + 8;
-  o += fmt::format("<svg viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" role=\"img\" aria-label=\"{}\">", w, h, w,
-                   h, esc(title));
+  o += fmt::format("<svg viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" role=\"img\" aria-label=\"{}\">", w,
+                   h, w, h, esc(title));
   for (size_t i = 0; i < values.size(); ++i) {
     const double y = 4 + row * static_cast<double>(i);
     const double len = top > 0 ? bar_w * values[i].second / top : 0;
     o += fmt::format(
-        "<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text><rect x=\"{}\" y=\"{:.1f}\" width=\"{:.1f}\" "
-        "height=\"{}\" fill=\"#4c72b0\"><title>{}: {:.4g} {}</title></rect><text x=\"{:.1f}\" y=\"{:.1f}\">{:.4g} {} "
+        "<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text><rect x=\"{}\" y=\"{:.1f}\" "
+        "width=\"{:.1f}\" "
+        "height=\"{}\" fill=\"#4c72b0\"><title>{}: {:.4g} {}</title></rect><text x=\"{:.1f}\" "
+        "y=\"{:.1f}\">{:.4g} {} "
         "({})</text>",
-        label - 6, y + 14, esc(values[i].first), label, y + 3, len, row - 6, esc(values[i].first), values[i].second,
-        esc(unit), label + len + 6, y + 14, values[i].second, esc(unit), pct(values[i].second, total));
+        label - 6, y + 14, esc(values[i].first), label, y + 3, len, row - 6, esc(values[i].first),
+        values[i].second, esc(unit), label + len + 6, y + 14, values[i].second, esc(unit),
+        pct(values[i].second, total));
   }
   o += "</svg>\n";
 }
@@ -286,7 +297,8 @@ void summary_section(std::string& o, const J& r) {
     card(o, "precision", r["precision"]["plan"].str(),
          fmt::format("peak {} MACs/cycle", grouped(r["precision"]["peak_macs_per_cycle"].num_or(0))));
   }
-  card(o, "total cycles", grouped(total), fmt::format("{} instructions", grouped(r["sim"]["instructions"].num_or(0))));
+  card(o, "total cycles", grouped(total),
+       fmt::format("{} instructions", grouped(r["sim"]["instructions"].num_or(0))));
   card(o, "latency", fmt::format("{:.4g} ms", r["latency_ms"].num_or(0)),
        fmt::format("at {} MHz", grouped(r["frequency_mhz"].num_or(0))));
   card(o, "MACs", grouped(r["macs"].num_or(0)));
@@ -309,9 +321,11 @@ void summary_section(std::string& o, const J& r) {
        a["dataflow"].str());
   const J d = r["dram"];
   std::string bw = fmt::format("{:.3g} GB/s average", d["avg_bandwidth_gbps"].num_or(0));
-  if (d["peak_bandwidth_gbps"].num_or(0) > 0) bw += fmt::format(" of {:.3g} peak", d["peak_bandwidth_gbps"].num_or(0));
+  if (d["peak_bandwidth_gbps"].num_or(0) > 0)
+    bw += fmt::format(" of {:.3g} peak", d["peak_bandwidth_gbps"].num_or(0));
   card(o, "DRAM " + d["model"].str(),
-       fmt::format("{} read, {} written", si(d["bytes_read"].num_or(0), "B"), si(d["bytes_written"].num_or(0), "B")),
+       fmt::format("{} read, {} written", si(d["bytes_read"].num_or(0), "B"),
+                   si(d["bytes_written"].num_or(0), "B")),
        bw);
   if (r["host"]["calls"].num_or(0) > 0) {
     card(o, "host fallbacks", fmt::format("{} calls", grouped(r["host"]["calls"].num_or(0))),
@@ -321,7 +335,8 @@ void summary_section(std::string& o, const J& r) {
   const J en = r["energy"];
   if (const auto mj = en["total_mj"].num()) {
     card(o, "energy", fmt::format("{:.4g} mJ", *mj),
-         fmt::format("{:.3g} W average, {:.3g} TOPS/W", en["average_power_w"].num_or(0), en["tops_per_w"].num_or(0)));
+         fmt::format("{:.3g} W average, {:.3g} TOPS/W", en["average_power_w"].num_or(0),
+                     en["tops_per_w"].num_or(0)));
   }
   if (const auto mm2 = r["area"]["total_mm2"].num()) card(o, "area", fmt::format("{:.4g} mm\u00b2", *mm2));
   o += "</div>\n<h3>Where the cycles go</h3>";
@@ -333,7 +348,8 @@ void summary_section(std::string& o, const J& r) {
     o += fmt::format("<span><i class=\"c-{}\"></i>{} {} ({})</span>", kParts[k], kParts[k], grouped(parts[k]),
                      pct(parts[k], total));
   }
-  o += "</div><p class=\"note\">Each cycle is charged to the first that applies: the matrix or vector unit busy "
+  o += "</div><p class=\"note\">Each cycle is charged to the first that applies: the matrix or vector unit "
+       "busy "
        "(compute), a DMA transfer in flight (memory), a host call (host), otherwise scheduling.</p>\n";
 
   // Per unit.
@@ -356,7 +372,8 @@ void summary_section(std::string& o, const J& r) {
       o += "<tr>";
       text_cell(o, name);
       num_cell(o, u["instructions"].num_or(0), grouped(u["instructions"].num_or(0)));
-      for (double v : {busy, idle, mem, s["scheduling"].num_or(0), s["queue_full"].num_or(0), s["host"].num_or(0)}) {
+      for (double v :
+           {busy, idle, mem, s["scheduling"].num_or(0), s["queue_full"].num_or(0), s["host"].num_or(0)}) {
         num_cell(o, total > 0 ? v / total : 0, pct(v, total), grouped(v) + " cycles");
       }
       o += "</tr>\n";
@@ -367,7 +384,8 @@ void summary_section(std::string& o, const J& r) {
   // By op type.
   const std::vector<J> ops = r["ops"].items();
   if (!ops.empty()) {
-    o += "<h3>Time by op type</h3><p class=\"note\">The sum of each op type's layer cycles (layers may overlap "
+    o += "<h3>Time by op type</h3><p class=\"note\">The sum of each op type's layer cycles (layers may "
+         "overlap "
          "in time).</p>";
     table_head(o, "op-table",
                {{"op", "op", false, ""},
@@ -400,8 +418,8 @@ void summary_section(std::string& o, const J& r) {
     o += fmt::format("<h3>Host fallbacks</h3><p class=\"note\">{} node{} run on the host CPU.</p><ul>",
                      fallbacks.size(), fallbacks.size() == 1 ? "" : "s");
     for (const J& f : fallbacks) {
-      o += fmt::format("<li><b>{}</b> ({}): {}; about {} cycles</li>", esc(f["node"].str()), esc(f["op"].str()),
-                       esc(f["reason"].str()), grouped(f["estimated_cycles"].num_or(0)));
+      o += fmt::format("<li><b>{}</b> ({}): {}; about {} cycles</li>", esc(f["node"].str()),
+                       esc(f["op"].str()), esc(f["reason"].str()), grouped(f["estimated_cycles"].num_or(0)));
     }
     o += "</ul>";
   }
@@ -410,19 +428,24 @@ void summary_section(std::string& o, const J& r) {
 
 void layers_section(std::string& o, const J& r, const std::vector<Layer>& layers) {
   const double total = r["total_cycles"].num_or(0);
-  const bool with_precision = std::any_of(layers.begin(), layers.end(), [](const Layer& l) { return !l.precision.empty(); });
-  const bool with_eff = std::any_of(layers.begin(), layers.end(), [](const Layer& l) { return l.bound_cycles.has_value(); });
-  const bool with_energy = std::any_of(layers.begin(), layers.end(), [](const Layer& l) { return l.energy_mj.has_value(); });
+  const bool with_precision =
+      std::any_of(layers.begin(), layers.end(), [](const Layer& l) { return !l.precision.empty(); });
+  const bool with_eff =
+      std::any_of(layers.begin(), layers.end(), [](const Layer& l) { return l.bound_cycles.has_value(); });
+  const bool with_energy =
+      std::any_of(layers.begin(), layers.end(), [](const Layer& l) { return l.energy_mj.has_value(); });
   o += fmt::format(
       "<section id=\"layers\"><h2>Layers</h2><p class=\"note\">One row per layer in program order; click a "
       "column to sort (again to reverse). Hover a name for the full ONNX name, a bar for its cycles.</p>"
-      "<div class=\"filter\"><input type=\"search\" placeholder=\"filter by name or op\" data-filter=\"layer-table\" "
+      "<div class=\"filter\"><input type=\"search\" placeholder=\"filter by name or op\" "
+      "data-filter=\"layer-table\" "
       "aria-label=\"filter layers\"> <span id=\"layer-table-count\">{} layers</span></div>",
       layers.size());
-  std::vector<Column> cols = {{"index", "#", true, "program order"},
-                              {"name", "layer", false, ""},
-                              {"op", "op", false, ""},
-                              {"placement", "placement", false, "matrix, vector, free (a view) or host (CPU fallback)"}};
+  std::vector<Column> cols = {
+      {"index", "#", true, "program order"},
+      {"name", "layer", false, ""},
+      {"op", "op", false, ""},
+      {"placement", "placement", false, "matrix, vector, free (a view) or host (CPU fallback)"}};
   if (with_precision) cols.push_back({"precision", "precision", false, ""});
   cols.insert(cols.end(), {{"start", "start", true, "start cycle"},
                            {"cycles", "cycles", true, ""},
@@ -455,7 +478,8 @@ void layers_section(std::string& o, const J& r, const std::vector<Layer>& layers
       num_cell(o, l.efficiency, l.efficiency ? fmt::format("{:.1f}%", 100 * *l.efficiency) : "",
                l.bound_cycles ? "bound " + grouped(*l.bound_cycles) + " cycles" : "");
     }
-    if (with_energy) num_cell(o, l.energy_mj, l.energy_mj ? fmt::format("{:.4g}", *l.energy_mj) : "", l.energy_title);
+    if (with_energy)
+      num_cell(o, l.energy_mj, l.energy_mj ? fmt::format("{:.4g}", *l.energy_mj) : "", l.energy_title);
     num_cell(o, l.macs, grouped(l.macs));
     num_cell(o, l.read + l.written, si(l.read + l.written, "B"),
              fmt::format("{} read, {} written", grouped(l.read), grouped(l.written)));
@@ -483,7 +507,8 @@ void timeline_section(std::string& o, const J& r, const std::vector<Layer>& laye
   constexpr size_t kLanes = 16;
   std::vector<size_t> order(layers.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return layers[a].start < layers[b].start; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return layers[a].start < layers[b].start; });
   std::vector<double> lane_end;
   std::vector<size_t> lane(layers.size(), 0);
   for (size_t i : order) {
@@ -504,18 +529,22 @@ void timeline_section(std::string& o, const J& r, const std::vector<Layer>& laye
   const double left = 10, width = 1100, lane_h = 20, top = 8;
   const double plot_h = lane_h * static_cast<double>(std::max<size_t>(lane_end.size(), 1));
   const double h = top + plot_h + 34;
-  o += "<section id=\"timeline\"><h2>Timeline</h2><p class=\"note\">Each layer from its first instruction's start "
-       "to its last one's end, coloured by where most of its cycles went; overlapping layers go on separate lanes. "
+  o += "<section id=\"timeline\"><h2>Timeline</h2><p class=\"note\">Each layer from its first instruction's "
+       "start "
+       "to its last one's end, coloured by where most of its cycles went; overlapping layers go on separate "
+       "lanes. "
        "Hover for figures, click to find the layer in the table.</p>";
   legend(o);
-  o += fmt::format("<svg viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" role=\"img\" aria-label=\"timeline\">",
-                   left + width + 20, h, left + width + 20, h);
+  o += fmt::format(
+      "<svg viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" role=\"img\" aria-label=\"timeline\">",
+      left + width + 20, h, left + width + 20, h);
   const double step = tick_step(total, 8);
   for (double t = 0; t <= total * 1.0001; t += step) {
     const double x = left + width * t / total;
-    o += fmt::format("<line class=\"grid\" x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{:.1f}\"/><text x=\"{:.1f}\" "
-                     "y=\"{:.1f}\" text-anchor=\"middle\">{}</text>",
-                     x, top, x, top + plot_h + 4, x, top + plot_h + 16, si(t, ""));
+    o += fmt::format(
+        "<line class=\"grid\" x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{:.1f}\"/><text x=\"{:.1f}\" "
+        "y=\"{:.1f}\" text-anchor=\"middle\">{}</text>",
+        x, top, x, top + plot_h + 4, x, top + plot_h + 16, si(t, ""));
   }
   o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">cycles</text>", left + width / 2,
                    top + plot_h + 30);
@@ -524,7 +553,8 @@ void timeline_section(std::string& o, const J& r, const std::vector<Layer>& laye
     const double w = std::max(width * (l.end - l.start) / total, 0.6);
     const double y = top + lane_h * static_cast<double>(lane[l.index]) + 1;
     o += fmt::format(
-        "<a href=\"#L{}\"><rect class=\"c-{}\" x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{}\"><title>{} "
+        "<a href=\"#L{}\"><rect class=\"c-{}\" x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" "
+        "height=\"{}\"><title>{} "
         "({}): cycles {}..{} ({}; {} bound)</title></rect></a>",
         l.index, l.bound, x, y, w, lane_h - 2, esc(l.name), esc(l.op), grouped(l.start), grouped(l.end),
         grouped(l.cycles), l.bound);
@@ -534,9 +564,11 @@ void timeline_section(std::string& o, const J& r, const std::vector<Layer>& laye
 
 // Log-log axes for the roofline.
 struct LogAxes {
-  double x0, x1, y0, y1;                              // data range (positive)
+  double x0, x1, y0, y1;                                  // data range (positive)
   double left = 70, top = 10, width = 760, height = 440;  // plot area in SVG units
-  double x(double v) const { return left + width * (std::log10(v) - std::log10(x0)) / (std::log10(x1) - std::log10(x0)); }
+  double x(double v) const {
+    return left + width * (std::log10(v) - std::log10(x0)) / (std::log10(x1) - std::log10(x0));
+  }
   double y(double v) const {
     return top + height * (1 - (std::log10(v) - std::log10(y0)) / (std::log10(y1) - std::log10(y0)));
   }
@@ -572,18 +604,20 @@ void roofline_section(std::string& o, const J& r, const std::vector<Layer>& laye
   double max_peak = 0;
   for (const auto& [p, peak] : peaks) max_peak = std::max(max_peak, peak);
   if (pts.empty() || max_peak <= 0) {
-    o += "<p class=\"note\">No layer has both MACs and DRAM traffic (or the report has no array or clock): nothing "
+    o += "<p class=\"note\">No layer has both MACs and DRAM traffic (or the report has no array or clock): "
+         "nothing "
          "to place on a roofline.</p></section>\n";
     return;
   }
   const double model_bytes = r["dram"]["bytes_read"].num_or(0) + r["dram"]["bytes_written"].num_or(0);
   const double model_macs = r["macs"].num_or(0), total = r["total_cycles"].num_or(0);
   const bool with_model = model_bytes > 0 && model_macs > 0 && total > 0;
-  double xlo = pts[0].x, xhi = pts[0].x, ylo = pts[0].y;
+  double xlo = pts[0].x, xhi = pts[0].x, ylo = pts[0].y, yhi = max_peak;
   for (const Point& p : pts) {
     xlo = std::min(xlo, p.x);
     xhi = std::max(xhi, p.x);
     ylo = std::min({ylo, p.y, p.own.value_or(p.y)});
+    yhi = std::max({yhi, p.y, p.own.value_or(p.y)});  // above the peak only in a hand-made report
   }
   if (with_model) {
     xlo = std::min(xlo, model_macs / model_bytes);
@@ -596,39 +630,49 @@ void roofline_section(std::string& o, const J& r, const std::vector<Layer>& laye
     xhi = std::max(xhi, max_peak / bw * 10);
   }
   LogAxes ax{std::pow(10, std::floor(std::log10(xlo))), std::pow(10, std::ceil(std::log10(xhi))),
-             std::pow(10, std::floor(std::log10(ylo / 2))), std::pow(10, std::ceil(std::log10(max_peak * 1.5)))};
+             std::pow(10, std::floor(std::log10(ylo / 2))), std::pow(10, std::ceil(std::log10(yhi * 1.5)))};
   o += fmt::format(
-      "<p class=\"note\">Each layer at its arithmetic intensity (useful MACs per DRAM byte) and achieved MAC/s, "
-      "coloured by where most of its cycles went, under the roof of each precision the layers use (the array's "
-      "peak{}). A grey line rises to the layer's own roof (the MAC/s its bound allows): its length is the distance "
-      "to the roof. Triangles: layers on which the array also spent MAC slots on padding. The star is the whole "
+      "<p class=\"note\">Each layer at its arithmetic intensity (useful MACs per DRAM byte) and achieved "
+      "MAC/s, "
+      "coloured by where most of its cycles went, under the roof of each precision the layers use (the "
+      "array's "
+      "peak{}). A grey line rises to the layer's own roof (the MAC/s its bound allows): its length is the "
+      "distance "
+      "to the roof. Triangles: layers on which the array also spent MAC slots on padding. The star is the "
+      "whole "
       "model. {} of {} layers shown (the others have no MACs or no DRAM traffic).</p>",
-      bw > 0 ? fmt::format(" and {:.4g} GB/s of DRAM bandwidth", bw / 1e9) : ", no bandwidth roof: ideal DRAM",
+      bw > 0 ? fmt::format(" and {:.4g} GB/s of DRAM bandwidth", bw / 1e9)
+             : ", no bandwidth roof: ideal DRAM",
       pts.size(), layers.size());
   legend(o);
   const double w = ax.left + ax.width + 260, h = ax.top + ax.height + 44;
-  o += fmt::format("<svg viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" role=\"img\" aria-label=\"roofline\">"
-                   "<defs><clipPath id=\"plot\"><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/></clipPath></defs>",
-                   w, h, w, h, ax.left, ax.top, ax.width, ax.height);
+  o += fmt::format(
+      "<svg viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" role=\"img\" aria-label=\"roofline\">"
+      "<defs><clipPath id=\"plot\"><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/></clipPath></defs>",
+      w, h, w, h, ax.left, ax.top, ax.width, ax.height);
   for (double v = ax.x0; v <= ax.x1 * 1.0001; v *= 10) {
-    o += fmt::format("<line class=\"grid\" x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\"/><text x=\"{0:.1f}\" "
-                     "y=\"{3}\" text-anchor=\"middle\">{4:g}</text>",
-                     ax.x(v), ax.top, ax.top + ax.height, ax.top + ax.height + 14, v);
+    o += fmt::format(
+        "<line class=\"grid\" x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\"/><text x=\"{0:.1f}\" "
+        "y=\"{3}\" text-anchor=\"middle\">{4:g}</text>",
+        ax.x(v), ax.top, ax.top + ax.height, ax.top + ax.height + 14, v);
   }
   for (double v = ax.y0; v <= ax.y1 * 1.0001; v *= 10) {
-    o += fmt::format("<line class=\"grid\" x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\"/><text x=\"{3}\" "
-                     "y=\"{4:.1f}\" text-anchor=\"end\">{5}</text>",
-                     ax.left, ax.y(v), ax.left + ax.width, ax.left - 4, ax.y(v) + 4, si(v, ""));
+    o += fmt::format(
+        "<line class=\"grid\" x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\"/><text x=\"{3}\" "
+        "y=\"{4:.1f}\" text-anchor=\"end\">{5}</text>",
+        ax.left, ax.y(v), ax.left + ax.width, ax.left - 4, ax.y(v) + 4, si(v, ""));
   }
-  o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" class=\"axis\"/>"
-                   "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">arithmetic intensity (MACs per DRAM byte)"
-                   "</text><text transform=\"translate(14 {:.1f}) rotate(-90)\" text-anchor=\"middle\">achieved MAC/s"
-                   "</text><g clip-path=\"url(#plot)\">",
-                   ax.left, ax.top, ax.width, ax.height, ax.left + ax.width / 2, ax.top + ax.height + 34,
-                   ax.top + ax.height / 2);
+  o += fmt::format(
+      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" class=\"axis\"/>"
+      "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">arithmetic intensity (MACs per DRAM byte)"
+      "</text><text transform=\"translate(14 {:.1f}) rotate(-90)\" text-anchor=\"middle\">achieved MAC/s"
+      "</text><g clip-path=\"url(#plot)\">",
+      ax.left, ax.top, ax.width, ax.height, ax.left + ax.width / 2, ax.top + ax.height + 34,
+      ax.top + ax.height / 2);
   // Roofs, highest first, each with its own dash pattern and a legend line on the right.
   std::vector<std::pair<std::string, double>> roofs(peaks.begin(), peaks.end());
-  std::stable_sort(roofs.begin(), roofs.end(), [](const auto& p, const auto& q) { return p.second > q.second; });
+  std::stable_sort(roofs.begin(), roofs.end(),
+                   [](const auto& p, const auto& q) { return p.second > q.second; });
   static const char* const kDash[] = {"", "6 3", "2 3", "8 3 2 3"};
   std::string roof_legend;
   for (size_t i = 0; i < roofs.size(); ++i) {
@@ -640,38 +684,43 @@ void roofline_section(std::string& o, const J& r, const std::vector<Layer>& laye
     if (bw > 0 && pk / bw > ax.x0 && pk / bw < ax.x1) line.emplace_back(pk / bw, pk);
     line.emplace_back(ax.x1, roof_at(ax.x1));
     std::string points;
-    for (const auto& [x, y] : line) points += fmt::format("{:.1f},{:.1f} ", ax.x(x), ax.y(std::max(y, ax.y0 / 10)));
+    for (const auto& [x, y] : line)
+      points += fmt::format("{:.1f},{:.1f} ", ax.x(x), ax.y(std::max(y, ax.y0 / 10)));
     const char* dash = kDash[i % 4];
-    o += fmt::format("<polyline class=\"roof\" points=\"{}\"{}><title>{} roof: {} MAC/s</title></polyline>", points,
-                     *dash ? fmt::format(" stroke-dasharray=\"{}\"", dash) : "", esc(roofs[i].first), si(pk, ""));
+    o += fmt::format("<polyline class=\"roof\" points=\"{}\"{}><title>{} roof: {} MAC/s</title></polyline>",
+                     points, *dash ? fmt::format(" stroke-dasharray=\"{}\"", dash) : "", esc(roofs[i].first),
+                     si(pk, ""));
     const double ly = ax.top + 14 + 18 * static_cast<double>(i);
     roof_legend += fmt::format(
-        "<line class=\"roof\" x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\"{3}/><text x=\"{4}\" y=\"{5:.1f}\">{6} "
+        "<line class=\"roof\" x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\"{3}/><text x=\"{4}\" "
+        "y=\"{5:.1f}\">{6} "
         "roof: {7}MAC/s{8}</text>",
-        ax.left + ax.width + 12, ly, ax.left + ax.width + 36, *dash ? fmt::format(" stroke-dasharray=\"{}\"", dash) : "",
-        ax.left + ax.width + 40, ly + 4, esc(roofs[i].first), si(pk, ""),
-        bw > 0 ? fmt::format(", ridge {:.3g} MAC/B", pk / bw) : "");
+        ax.left + ax.width + 12, ly, ax.left + ax.width + 36,
+        *dash ? fmt::format(" stroke-dasharray=\"{}\"", dash) : "", ax.left + ax.width + 40, ly + 4,
+        esc(roofs[i].first), si(pk, ""), bw > 0 ? fmt::format(", ridge {:.3g} MAC/B", pk / bw) : "");
   }
   for (const Point& p : pts) {
     if (p.own) {
-      o += fmt::format("<line class=\"own\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\"/>", ax.x(p.x),
-                       ax.y(p.y), ax.y(*p.own));
+      o += fmt::format("<line class=\"own\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\"/>",
+                       ax.x(p.x), ax.y(p.y), ax.y(*p.own));
     }
   }
   for (const Point& p : pts) {
     const Layer& l = *p.l;
     const std::string title = fmt::format(
-        "{} ({}{}): {:.3g} MACs/byte, {}MAC/s{}", l.name, l.op, l.precision.empty() ? "" : ", " + l.precision, p.x,
-        si(p.y, ""), l.efficiency ? fmt::format(", {:.1f}% of its roof", 100 * *l.efficiency) : "");
+        "{} ({}{}): {:.3g} MACs/byte, {}MAC/s{}", l.name, l.op, l.precision.empty() ? "" : ", " + l.precision,
+        p.x, si(p.y, ""), l.efficiency ? fmt::format(", {:.1f}% of its roof", 100 * *l.efficiency) : "");
     const double cx = ax.x(p.x), cy = ax.y(p.y);
     if (l.padded) {
-      o += fmt::format("<a href=\"#L{}\"><polygon class=\"c-{}\" points=\"{:.1f},{:.1f} {:.1f},{:.1f} {:.1f},{:.1f}\" "
-                       "stroke=\"#000\" stroke-width=\"0.4\"><title>{}</title></polygon></a>",
-                       l.index, l.bound, cx, cy - 4.5, cx - 4, cy + 3, cx + 4, cy + 3, esc(title));
+      o += fmt::format(
+          "<a href=\"#L{}\"><polygon class=\"c-{}\" points=\"{:.1f},{:.1f} {:.1f},{:.1f} {:.1f},{:.1f}\" "
+          "stroke=\"#000\" stroke-width=\"0.4\"><title>{}</title></polygon></a>",
+          l.index, l.bound, cx, cy - 4.5, cx - 4, cy + 3, cx + 4, cy + 3, esc(title));
     } else {
-      o += fmt::format("<a href=\"#L{}\"><circle class=\"c-{}\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.2\" stroke=\"#000\" "
-                       "stroke-width=\"0.4\"><title>{}</title></circle></a>",
-                       l.index, l.bound, cx, cy, esc(title));
+      o += fmt::format(
+          "<a href=\"#L{}\"><circle class=\"c-{}\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.2\" stroke=\"#000\" "
+          "stroke-width=\"0.4\"><title>{}</title></circle></a>",
+          l.index, l.bound, cx, cy, esc(title));
     }
   }
   if (with_model) {
@@ -681,9 +730,10 @@ void roofline_section(std::string& o, const J& r, const std::vector<Layer>& laye
       const double rad = k % 2 ? 3.5 : 9, ang = kPi / 5 * k - kPi / 2;
       star += fmt::format("{:.1f},{:.1f} ", cx + rad * std::cos(ang), cy + rad * std::sin(ang));
     }
-    o += fmt::format("<polygon points=\"{}\" fill=\"gold\" stroke=\"#000\" stroke-width=\"0.6\"><title>whole model: "
-                     "{:.3g} MACs/byte, {}MAC/s</title></polygon>",
-                     star, model_macs / model_bytes, si(model_macs / (total / freq_hz), ""));
+    o += fmt::format(
+        "<polygon points=\"{}\" fill=\"gold\" stroke=\"#000\" stroke-width=\"0.6\"><title>whole model: "
+        "{:.3g} MACs/byte, {}MAC/s</title></polygon>",
+        star, model_macs / model_bytes, si(model_macs / (total / freq_hz), ""));
   }
   o += "</g>" + roof_legend + "</svg></section>\n";
 }
@@ -706,7 +756,9 @@ void energy_section(std::string& o, const J& r, const std::vector<Layer>& layers
         ++with;
       }
     }
-    if (with) card(o, "layers' energy", fmt::format("{:.4g} mJ", layer_sum), fmt::format("summed over {} layers", with));
+    if (with)
+      card(o, "layers' energy", fmt::format("{:.4g} mJ", layer_sum),
+           fmt::format("summed over {} layers", with));
     o += "</div>";
     std::vector<std::pair<std::string, double>> parts;
     for (const auto& [k, v] : en["by_component_mj"].entries()) {
@@ -722,8 +774,9 @@ void energy_section(std::string& o, const J& r, const std::vector<Layer>& layers
     for (const auto& [k, v] : area["by_unit_mm2"].entries()) {
       if (const auto x = v.num()) units.emplace_back(k, *x);
     }
-    o += fmt::format("<h3>Area{}</h3>",
-                     area["total_mm2"].num() ? fmt::format(": {:.4g} mm\u00b2", *area["total_mm2"].num()) : "");
+    o += fmt::format("<h3>Area{}</h3>", area["total_mm2"].num()
+                                            ? fmt::format(": {:.4g} mm\u00b2", *area["total_mm2"].num())
+                                            : "");
     if (!units.empty()) amount_bars(o, units, "mm\u00b2", "area by unit");
   }
   o += "</section>\n";
@@ -734,12 +787,14 @@ void accuracy_section(std::string& o, const J& r) {
   if (!acc.is_map()) return;
   const double threshold = acc["bad_layer_sqnr_db"].num_or(0);
   o += "<section id=\"accuracy\"><h2>Accuracy</h2><div class=\"cards\">";
-  card(o, "precision vs fp32", acc["precision"].str(), fmt::format("{} evaluation inputs", grouped(acc["evaluation_inputs"].num_or(0))));
+  card(o, "precision vs fp32", acc["precision"].str(),
+       fmt::format("{} evaluation inputs", grouped(acc["evaluation_inputs"].num_or(0))));
   card(o, "output SQNR", fmt::format("{:.2f} dB", acc["output_sqnr_db"].num_or(0)),
        fmt::format("cosine {:.5f}", acc["output_cosine"].num_or(0)));
   card(o, "output max |error|", fmt::format("{:.4g}", acc["output_max_abs_error"].num_or(0)),
-       acc["output_nonfinite"].num_or(0) > 0 ? fmt::format("{} values are inf/NaN", grouped(acc["output_nonfinite"].num_or(0)))
-                                             : "");
+       acc["output_nonfinite"].num_or(0) > 0
+           ? fmt::format("{} values are inf/NaN", grouped(acc["output_nonfinite"].num_or(0)))
+           : "");
   const std::string first_bad = acc["first_bad_layer"].str();
   card(o, fmt::format("first layer below {:.1f} dB", threshold), first_bad.empty() ? "none" : first_bad);
   const J cal = acc["calibration"];
@@ -756,11 +811,12 @@ void accuracy_section(std::string& o, const J& r) {
   }
   const J adv = acc["mixed_precision_advice"];
   if (adv.is_map()) {
-    o += fmt::format("<p>Mixed-precision advice (target {:.1f} dB): {} {:.2f} dB with <code>--precision-override "
-                     "'{}'</code>, {} cycles (as planned: {}).</p>",
-                     adv["target_sqnr_db"].num_or(0), adv["met"].str() == "true" ? "met," : "not met, best",
-                     adv["achieved_sqnr_db"].num_or(0), esc(adv["overrides"].str()), grouped(adv["cost"].num_or(0)),
-                     grouped(adv["cost_as_planned"].num_or(0)));
+    o += fmt::format(
+        "<p>Mixed-precision advice (target {:.1f} dB): {} {:.2f} dB with <code>--precision-override "
+        "'{}'</code>, {} cycles (as planned: {}).</p>",
+        adv["target_sqnr_db"].num_or(0), adv["met"].str() == "true" ? "met," : "not met, best",
+        adv["achieved_sqnr_db"].num_or(0), esc(adv["overrides"].str()), grouped(adv["cost"].num_or(0)),
+        grouped(adv["cost_as_planned"].num_or(0)));
   }
   const std::vector<J> layers = acc["layers"].items();
   if (!layers.empty()) {
@@ -777,17 +833,19 @@ void accuracy_section(std::string& o, const J& r) {
     const double left = 50, top = 8, width = 1000, height = 200;
     const auto y_of = [&](double v) { return top + height * (1 - (v - lo) / (hi - lo)); };
     const double n = static_cast<double>(std::max<size_t>(layers.size() - 1, 1));
-    o += fmt::format("<h3>SQNR per layer</h3><p class=\"note\">Each layer's output against the fp32 reference, in "
-                     "program order; red below {:.1f} dB.</p><svg viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" "
-                     "role=\"img\" aria-label=\"SQNR per layer\">",
-                     threshold, left + width + 10, top + height + 30, left + width + 10, top + height + 30);
+    o += fmt::format(
+        "<h3>SQNR per layer</h3><p class=\"note\">Each layer's output against the fp32 reference, in "
+        "program order; red below {:.1f} dB.</p><svg viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" "
+        "role=\"img\" aria-label=\"SQNR per layer\">",
+        threshold, left + width + 10, top + height + 30, left + width + 10, top + height + 30);
     for (double v = lo; v <= hi + 1e-9; v += tick_step(hi - lo, 5)) {
-      o += fmt::format("<line class=\"grid\" x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\"/><text x=\"{3}\" "
-                       "y=\"{4:.1f}\" text-anchor=\"end\">{5:g} dB</text>",
-                       left, y_of(v), left + width, left - 4, y_of(v) + 4, v);
+      o += fmt::format(
+          "<line class=\"grid\" x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\"/><text x=\"{3}\" "
+          "y=\"{4:.1f}\" text-anchor=\"end\">{5:g} dB</text>",
+          left, y_of(v), left + width, left - 4, y_of(v) + 4, v);
     }
-    o += fmt::format("<line class=\"thr\" x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\"/>", left, y_of(threshold),
-                     left + width);
+    o += fmt::format("<line class=\"thr\" x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\"/>", left,
+                     y_of(threshold), left + width);
     std::string line;
     std::string dots;
     for (size_t i = 0; i < layers.size(); ++i) {
@@ -795,14 +853,16 @@ void accuracy_section(std::string& o, const J& r) {
       if (!s) continue;
       const double x = left + width * static_cast<double>(i) / n, y = y_of(*s);
       line += fmt::format("{:.1f},{:.1f} ", x, y);
-      dots += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.2\" fill=\"{}\"><title>{} ({}): {:.2f} dB</title>"
-                          "</circle>",
-                          x, y, *s < threshold ? "#c44e52" : "#4c72b0", esc(layers[i]["name"].str()),
-                          esc(layers[i]["op"].str()), *s);
+      dots += fmt::format(
+          "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.2\" fill=\"{}\"><title>{} ({}): {:.2f} dB</title>"
+          "</circle>",
+          x, y, *s < threshold ? "#c44e52" : "#4c72b0", esc(layers[i]["name"].str()),
+          esc(layers[i]["op"].str()), *s);
     }
-    o += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"#9aa5b1\" stroke-width=\"1\"/>{}"
-                     "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">layer (program order)</text></svg>",
-                     line, dots, left + width / 2, top + height + 22);
+    o += fmt::format(
+        "<polyline points=\"{}\" fill=\"none\" stroke=\"#9aa5b1\" stroke-width=\"1\"/>{}"
+        "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">layer (program order)</text></svg>",
+        line, dots, left + width / 2, top + height + 22);
     table_head(o, "accuracy-table",
                {{"index", "#", true, ""},
                 {"name", "layer", false, ""},
@@ -868,7 +928,8 @@ std::string html_report(const std::string& json, const std::string& name) {
                    esc(model), html_assets::kErrorCapture, html_assets::kCss);
   o += fmt::format("<header><h1>npusim report: {}</h1><div class=\"meta\">", esc(model));
   if (run.present()) {
-    o += fmt::format("<div>{}</div><div>npusim {}</div>", esc(run["command"].str()), esc(run["version"].str()));
+    o += fmt::format("<div>{}</div><div>npusim {}</div>", esc(run["command"].str()),
+                     esc(run["version"].str()));
   }
   o += "</div></header>\n<nav><a href=\"#summary\">Summary</a><a href=\"#layers\">Layers</a>"
        "<a href=\"#timeline\">Timeline</a><a href=\"#roofline\">Roofline</a>";

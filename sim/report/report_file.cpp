@@ -33,7 +33,8 @@ class JsonCheck {
     } catch (const Stop&) {
       if (i_ >= t_.size()) {
         const size_t last = t_.find_last_not_of(" \t\r\n");
-        return fmt::format("it breaks off at line {}: truncated?", line_of(last == std::string::npos ? 0 : last));
+        return fmt::format("it breaks off at line {}: truncated?",
+                           line_of(last == std::string::npos ? 0 : last));
       }
       const size_t line_start = i_ == 0 ? 0 : t_.rfind('\n', i_ - 1) + 1;  // npos + 1 == 0: the first line
       return fmt::format("a syntax error at line {}, column {}", line_of(i_), i_ - line_start + 1);
@@ -45,7 +46,8 @@ class JsonCheck {
   [[noreturn]] static void fail() { throw Stop{}; }
   size_t line_of(size_t at) const {
     const size_t end = std::min(at, t_.size());
-    return 1 + static_cast<size_t>(std::count(t_.begin(), t_.begin() + static_cast<std::ptrdiff_t>(end), '\n'));
+    return 1 +
+           static_cast<size_t>(std::count(t_.begin(), t_.begin() + static_cast<std::ptrdiff_t>(end), '\n'));
   }
   bool at_end() const { return i_ >= t_.size(); }
   char peek() const { return at_end() ? '\0' : t_[i_]; }
@@ -171,10 +173,12 @@ YAML::Node parse_report(const std::string& t, const std::string& name) {
   try {
     root = YAML::Load(t);
   } catch (const YAML::Exception&) {
-    throw ReportReadError(fmt::format("{} is JSON that npusim cannot read (yaml-cpp refused it); {}", name, kGive));
+    throw ReportReadError(
+        fmt::format("{} is JSON that npusim cannot read (yaml-cpp refused it); {}", name, kGive));
   }
   if (!root.IsMap() || !root["total_cycles"] || !root["layers"] || !root["layers"].IsSequence()) {
-    throw ReportReadError(fmt::format("{} is not an npusim report (it has no total_cycles and layers[])", name));
+    throw ReportReadError(
+        fmt::format("{} is not an npusim report (it has no total_cycles and layers[])", name));
   }
   return root;
 }

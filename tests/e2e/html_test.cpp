@@ -26,12 +26,13 @@ CommandResult npusim(std::vector<std::string> args) {
 }
 
 // What headless Chromium saw of `page` (tests/e2e/browser_check.py): key -> value.
-std::map<std::string, std::string> browse(const std::string& page, const std::string& dir, bool sort = false) {
+std::map<std::string, std::string> browse(const std::string& page, const std::string& dir,
+                                          bool sort = false) {
   std::vector<std::string> args = {"/usr/bin/python3", kBrowserCheck, page, dir};
   if (sort) args.push_back("--sort");
   const CommandResult r = run_command(args);
-  EXPECT_EQ(r.exit_code, 0) << "browser_check.py failed (is Debian's chromium installed? scripts/install-deps.sh): "
-                            << r.err;
+  EXPECT_EQ(r.exit_code, 0)
+      << "browser_check.py failed (is Debian's chromium installed? scripts/install-deps.sh): " << r.err;
   std::map<std::string, std::string> seen;
   std::istringstream in(r.out);
   std::string key, value;
@@ -50,7 +51,8 @@ void expect_rendered(const std::map<std::string, std::string>& seen, const std::
 
 // The demo CNN's report rewritten by `statement` (Python over `r`, the parsed JSON) and made into a page by
 // `npusim report`, which `seconds` times; returns the page's path (dir/page.html) and leaves dir/r.json.
-std::string page_of_edited_report(const std::string& dir, const std::string& statement, double* seconds = nullptr) {
+std::string page_of_edited_report(const std::string& dir, const std::string& statement,
+                                  double* seconds = nullptr) {
   const std::string report = dir + "/r.json", page = dir + "/page.html";
   EXPECT_EQ(npusim({"run", "demo", "-q", "--report", report}).exit_code, 0);
   const CommandResult r = run_command({"/usr/bin/python3", "-c",
@@ -84,13 +86,15 @@ TEST(Html, RunAndReportWriteTheSamePageWhichRendersWithOneRowPerLayer) {
 TEST(Html, ExecWritesThePageWithoutTheCompilersView) {
   const std::string dir = temp_dir("html_exec");
   ASSERT_EQ(npusim({"compile", "demo", "-q", "-o", dir + "/p.npu"}).exit_code, 0);
-  const CommandResult r = npusim({"exec", dir + "/p.npu", "-q", "--report", dir + "/r.json", "--html", dir + "/e.html"});
+  const CommandResult r =
+      npusim({"exec", dir + "/p.npu", "-q", "--report", dir + "/r.json", "--html", dir + "/e.html"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string page = read_file(dir + "/e.html");
   EXPECT_EQ(page.find("data-key=\"efficiency\""), std::string::npos);
   const std::string rows = json_eval(dir + "/r.json", "len(r['layers'])");
   size_t n = 0;
-  for (size_t at = page.find("<tr id=\"L"); at != std::string::npos; at = page.find("<tr id=\"L", at + 1)) ++n;
+  for (size_t at = page.find("<tr id=\"L"); at != std::string::npos; at = page.find("<tr id=\"L", at + 1))
+    ++n;
   EXPECT_EQ(std::to_string(n), rows);
 }
 
@@ -101,14 +105,16 @@ TEST(Html, EnergyAndAreaOfAReportThatHasThemAreShown) {
   const std::string page_file = page_of_edited_report(
       dir,
       "parts = ('mac', 'sram', 'dram', 'vector', 'dma', 'host_link', 'static')\n"
-              "n = len(r['layers'])\n"
-              "for i, l in enumerate(r['layers']):\n"
-              "    l['energy'] = {'total_mj': 0.07 * len(parts), 'by_component_mj': {p: 0.07 for p in parts}}\n"
-              "r['energy'] = {'total_mj': 0.49 * n, 'by_component_mj': {p: 0.07 * n for p in parts},\n"
-              "               'average_power_w': 1.25, 'peak_power_w': 3.5, 'tops_per_w': 2.75}\n"
-              "r['area'] = {'total_mm2': 6.5, 'by_unit_mm2': {'array': 3.0, 'sram': 2.5, 'vector': 0.5, 'dma': 0.5}}");
+      "n = len(r['layers'])\n"
+      "for i, l in enumerate(r['layers']):\n"
+      "    l['energy'] = {'total_mj': 0.07 * len(parts), 'by_component_mj': {p: 0.07 for p in parts}}\n"
+      "r['energy'] = {'total_mj': 0.49 * n, 'by_component_mj': {p: 0.07 * n for p in parts},\n"
+      "               'average_power_w': 1.25, 'peak_power_w': 3.5, 'tops_per_w': 2.75}\n"
+      "r['area'] = {'total_mm2': 6.5, 'by_unit_mm2': {'array': 3.0, 'sram': 2.5, 'vector': 0.5, 'dma': "
+      "0.5}}");
   const std::string page = read_file(page_file);
-  for (const char* shown : {"3.5 W", "1.25 W", "2.75 TOPS/W", "host_link", "6.5 mm\u00b2", "data-key=\"energy\""}) {
+  for (const char* shown :
+       {"3.5 W", "1.25 W", "2.75 TOPS/W", "host_link", "6.5 mm\u00b2", "data-key=\"energy\""}) {
     EXPECT_NE(page.find(shown), std::string::npos) << shown;
   }
   const auto seen = browse(page_file, dir);
@@ -121,21 +127,20 @@ TEST(Html, AReportOfThousandsOfLayersMakesAPageQuickly) {
   // without errors.
   const std::string dir = temp_dir("html_big");
   double seconds = 0;
-  const std::string page = page_of_edited_report(
-      dir,
-      "base = r['layers']\n"
-              "big = []\n"
-              "for i in range(4000):\n"
-              "    l = dict(base[i % len(base)])\n"
-              "    span = l['end_cycle'] - l['start_cycle']\n"
-              "    l['name'] = '/block%d/<conv> & \"x\"' % i\n"
-              "    l['display_name'] = 'block%d<&>' % i\n"
-              "    l['start_cycle'] = i * 100\n"
-              "    l['end_cycle'] = i * 100 + span\n"
-              "    big.append(l)\n"
-              "r['layers'] = big\n"
-              "r['total_cycles'] = 4000 * 100 + 10000",
-      &seconds);
+  const std::string page = page_of_edited_report(dir,
+                                                 "base = r['layers']\n"
+                                                 "big = []\n"
+                                                 "for i in range(4000):\n"
+                                                 "    l = dict(base[i % len(base)])\n"
+                                                 "    span = l['end_cycle'] - l['start_cycle']\n"
+                                                 "    l['name'] = '/block%d/<conv> & \"x\"' % i\n"
+                                                 "    l['display_name'] = 'block%d<&>' % i\n"
+                                                 "    l['start_cycle'] = i * 100\n"
+                                                 "    l['end_cycle'] = i * 100 + span\n"
+                                                 "    big.append(l)\n"
+                                                 "r['layers'] = big\n"
+                                                 "r['total_cycles'] = 4000 * 100 + 10000",
+                                                 &seconds);
   EXPECT_LT(seconds, 30.0);  // about 2 s measured on a loaded machine (4 MB of JSON); a generous bound
   const auto seen = browse(page, dir, true);
   expect_rendered(seen, "4000");
@@ -168,7 +173,8 @@ TEST(Html, ReportOfSomethingElseThanAReportIsOneSentenceAndExit2) {
   };
   const std::string out = dir + "/o.html";
   for (const Case& c : std::vector<Case>{
-           {{"report", dir + "/none.json", "--html", out}, "cannot open '" + dir + "/none.json': No such file"},
+           {{"report", dir + "/none.json", "--html", out},
+            "cannot open '" + dir + "/none.json': No such file"},
            {{"report", dir + "/truncated.json", "--html", out}, "is not JSON (it breaks off at line"},
            {{"report", dir + "/text.txt", "--html", out}, "is not JSON (it does not start with '{')"},
            {{"report", dir + "/broken.json", "--html", out}, "is not JSON (a syntax error at line 1"},
