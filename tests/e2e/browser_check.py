@@ -10,7 +10,7 @@
   screenshot_stddev X  grey-level standard deviation of a 1280x1800 screenshot (0: blank)
   screenshot_ink X     fraction of its pixels that are not near-white
 
-Usage: browser_check.py PAGE.html WORKDIR [--sort]
+Usage: browser_check.py PAGE.html WORKDIR [--sort] [--no-screenshot]
 """
 import html.parser
 import os
@@ -84,6 +84,8 @@ def main():
         cycles = [float(row[col]) for row in dom.rows]
         print("sorted_by_cycles", all(a >= b for a, b in zip(cycles, cycles[1:])) and len(set(cycles)) > 1)
     print("sections", ",".join(dom.sections))
+    if "--no-screenshot" in sys.argv[3:]:
+        return
     shot = os.path.join(workdir, "shot.png")
     r = chromium(workdir, "--hide-scrollbars", "--window-size=1280,1800", "--screenshot=" + shot, "file://" + page)
     if not os.path.exists(shot):
