@@ -172,6 +172,26 @@ TEST(HtmlReport, RefusesWhatIsNotAReportWithOneSentence) {
   }
 }
 
+TEST(HtmlReport, EveryCutOrDamagedReportIsASentenceOrAPage) {
+  // Every prefix of a report breaks off; a byte changed anywhere gives a page or one sentence, never
+  // another exception.
+  const std::string good = report(3, kLayerEnergy, kEnergy + kAccuracy);
+  for (size_t n = 0; n + 1 < good.size(); ++n) {
+    const std::string cut = good.substr(0, n);
+    EXPECT_THROW(html_report(cut, "r.json"), ReportReadError) << n;
+  }
+  for (size_t at = 0; at < good.size(); at += 7) {
+    for (char c : {'"', '}', ',', 'x', '\x01'}) {
+      std::string bad = good;
+      bad[at] = c;
+      try {
+        html_report(bad, "r.json");
+      } catch (const ReportReadError&) {
+      }
+    }
+  }
+}
+
 TEST(HtmlReport, ValuesOfTheWrongShapeAreSkippedNotFatal) {
   // A hand-edited report: strings where numbers were, objects where strings were, layers that are not
   // objects.
