@@ -269,10 +269,8 @@ void amount_bars(std::string& o, std::vector<std::pair<std::string, double>> val
     const double len = top > 0 ? bar_w * values[i].second / top : 0;
     o += fmt::format(
         "<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text><rect x=\"{}\" y=\"{:.1f}\" "
-        "width=\"{:.1f}\" "
-        "height=\"{}\" fill=\"#4c72b0\"><title>{}: {:.4g} {}</title></rect><text x=\"{:.1f}\" "
-        "y=\"{:.1f}\">{:.4g} {} "
-        "({})</text>",
+        "width=\"{:.1f}\" height=\"{}\" fill=\"#4c72b0\"><title>{}: {:.4g} {}</title></rect><text "
+        "x=\"{:.1f}\" y=\"{:.1f}\">{:.4g} {} ({})</text>",
         label - 6, y + 14, esc(values[i].first), label, y + 3, len, row - 6, esc(values[i].first),
         values[i].second, esc(unit), label + len + 6, y + 14, values[i].second, esc(unit),
         pct(values[i].second, total));
@@ -349,8 +347,7 @@ void summary_section(std::string& o, const J& r) {
                      pct(parts[k], total));
   }
   o += "</div><p class=\"note\">Each cycle is charged to the first that applies: the matrix or vector unit "
-       "busy "
-       "(compute), a DMA transfer in flight (memory), a host call (host), otherwise scheduling.</p>\n";
+       "busy (compute), a DMA transfer in flight (memory), a host call (host), otherwise scheduling.</p>\n";
 
   // Per unit.
   const auto units = r["units"].entries();
@@ -385,8 +382,7 @@ void summary_section(std::string& o, const J& r) {
   const std::vector<J> ops = r["ops"].items();
   if (!ops.empty()) {
     o += "<h3>Time by op type</h3><p class=\"note\">The sum of each op type's layer cycles (layers may "
-         "overlap "
-         "in time).</p>";
+         "overlap in time).</p>";
     table_head(o, "op-table",
                {{"op", "op", false, ""},
                 {"layers", "layers", true, ""},
@@ -436,10 +432,10 @@ void layers_section(std::string& o, const J& r, const std::vector<Layer>& layers
       std::any_of(layers.begin(), layers.end(), [](const Layer& l) { return l.energy_mj.has_value(); });
   o += fmt::format(
       "<section id=\"layers\"><h2>Layers</h2><p class=\"note\">One row per layer in program order; click a "
-      "column to sort (again to reverse). Hover a name for the full ONNX name, a bar for its cycles.</p>"
-      "<div class=\"filter\"><input type=\"search\" placeholder=\"filter by name or op\" "
-      "data-filter=\"layer-table\" "
-      "aria-label=\"filter layers\"> <span id=\"layer-table-count\">{} layers</span></div>",
+      "column to sort (again to reverse). Hover a name for the full ONNX name, a bar for its cycles.</p><div "
+      "class=\"filter\"><input type=\"search\" placeholder=\"filter by name or op\" "
+      "data-filter=\"layer-table\" aria-label=\"filter layers\"> <span id=\"layer-table-count\">{} "
+      "layers</span></div>",
       layers.size());
   std::vector<Column> cols = {
       {"index", "#", true, "program order"},
@@ -530,10 +526,8 @@ void timeline_section(std::string& o, const J& r, const std::vector<Layer>& laye
   const double plot_h = lane_h * static_cast<double>(std::max<size_t>(lane_end.size(), 1));
   const double h = top + plot_h + 34;
   o += "<section id=\"timeline\"><h2>Timeline</h2><p class=\"note\">Each layer from its first instruction's "
-       "start "
-       "to its last one's end, coloured by where most of its cycles went; overlapping layers go on separate "
-       "lanes. "
-       "Hover for figures, click to find the layer in the table.</p>";
+       "start to its last one's end, coloured by where most of its cycles went; overlapping layers go on "
+       "separate lanes. Hover for figures, click to find the layer in the table.</p>";
   legend(o);
   o += fmt::format(
       "<svg viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" role=\"img\" aria-label=\"timeline\">",
@@ -554,8 +548,7 @@ void timeline_section(std::string& o, const J& r, const std::vector<Layer>& laye
     const double y = top + lane_h * static_cast<double>(lane[l.index]) + 1;
     o += fmt::format(
         "<a href=\"#L{}\"><rect class=\"c-{}\" x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" "
-        "height=\"{}\"><title>{} "
-        "({}): cycles {}..{} ({}; {} bound)</title></rect></a>",
+        "height=\"{}\"><title>{} ({}): cycles {}..{} ({}; {} bound)</title></rect></a>",
         l.index, l.bound, x, y, w, lane_h - 2, esc(l.name), esc(l.op), grouped(l.start), grouped(l.end),
         grouped(l.cycles), l.bound);
   }
@@ -605,8 +598,7 @@ void roofline_section(std::string& o, const J& r, const std::vector<Layer>& laye
   for (const auto& [p, peak] : peaks) max_peak = std::max(max_peak, peak);
   if (pts.empty() || max_peak <= 0) {
     o += "<p class=\"note\">No layer has both MACs and DRAM traffic (or the report has no array or clock): "
-         "nothing "
-         "to place on a roofline.</p></section>\n";
+         "nothing to place on a roofline.</p></section>\n";
     return;
   }
   const double model_bytes = r["dram"]["bytes_read"].num_or(0) + r["dram"]["bytes_written"].num_or(0);
@@ -633,22 +625,20 @@ void roofline_section(std::string& o, const J& r, const std::vector<Layer>& laye
              std::pow(10, std::floor(std::log10(ylo / 2))), std::pow(10, std::ceil(std::log10(yhi * 1.5)))};
   o += fmt::format(
       "<p class=\"note\">Each layer at its arithmetic intensity (useful MACs per DRAM byte) and achieved "
-      "MAC/s, "
-      "coloured by where most of its cycles went, under the roof of each precision the layers use (the "
-      "array's "
-      "peak{}). A grey line rises to the layer's own roof (the MAC/s its bound allows): its length is the "
-      "distance "
-      "to the roof. Triangles: layers on which the array also spent MAC slots on padding. The star is the "
-      "whole "
-      "model. {} of {} layers shown (the others have no MACs or no DRAM traffic).</p>",
+      "MAC/s, coloured by where most of its cycles went, under the roof of each precision the layers use "
+      "(the array's peak{}). A grey line rises to the layer's own roof (the MAC/s its bound allows): its "
+      "length is the distance to the roof. Triangles: layers on which the array also spent MAC slots on "
+      "padding. The star is the whole model. {} of {} layers shown (the others have no MACs or no DRAM "
+      "traffic).</p>",
       bw > 0 ? fmt::format(" and {:.4g} GB/s of DRAM bandwidth", bw / 1e9)
              : ", no bandwidth roof: ideal DRAM",
       pts.size(), layers.size());
   legend(o);
   const double w = ax.left + ax.width + 260, h = ax.top + ax.height + 44;
   o += fmt::format(
-      "<svg viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" role=\"img\" aria-label=\"roofline\">"
-      "<defs><clipPath id=\"plot\"><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/></clipPath></defs>",
+      "<svg viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" role=\"img\" "
+      "aria-label=\"roofline\"><defs><clipPath id=\"plot\"><rect x=\"{}\" y=\"{}\" width=\"{}\" "
+      "height=\"{}\"/></clipPath></defs>",
       w, h, w, h, ax.left, ax.top, ax.width, ax.height);
   for (double v = ax.x0; v <= ax.x1 * 1.0001; v *= 10) {
     o += fmt::format(
@@ -663,10 +653,10 @@ void roofline_section(std::string& o, const J& r, const std::vector<Layer>& laye
         ax.left, ax.y(v), ax.left + ax.width, ax.left - 4, ax.y(v) + 4, si(v, ""));
   }
   o += fmt::format(
-      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" class=\"axis\"/>"
-      "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">arithmetic intensity (MACs per DRAM byte)"
-      "</text><text transform=\"translate(14 {:.1f}) rotate(-90)\" text-anchor=\"middle\">achieved MAC/s"
-      "</text><g clip-path=\"url(#plot)\">",
+      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" class=\"axis\"/><text x=\"{:.1f}\" "
+      "y=\"{:.1f}\" text-anchor=\"middle\">arithmetic intensity (MACs per DRAM byte)</text><text "
+      "transform=\"translate(14 {:.1f}) rotate(-90)\" text-anchor=\"middle\">achieved MAC/s</text><g "
+      "clip-path=\"url(#plot)\">",
       ax.left, ax.top, ax.width, ax.height, ax.left + ax.width / 2, ax.top + ax.height + 34,
       ax.top + ax.height / 2);
   // Roofs, highest first, each with its own dash pattern and a legend line on the right.
@@ -693,8 +683,7 @@ void roofline_section(std::string& o, const J& r, const std::vector<Layer>& laye
     const double ly = ax.top + 14 + 18 * static_cast<double>(i);
     roof_legend += fmt::format(
         "<line class=\"roof\" x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\"{3}/><text x=\"{4}\" "
-        "y=\"{5:.1f}\">{6} "
-        "roof: {7}MAC/s{8}</text>",
+        "y=\"{5:.1f}\">{6} roof: {7}MAC/s{8}</text>",
         ax.left + ax.width + 12, ly, ax.left + ax.width + 36,
         *dash ? fmt::format(" stroke-dasharray=\"{}\"", dash) : "", ax.left + ax.width + 40, ly + 4,
         esc(roofs[i].first), si(pk, ""), bw > 0 ? fmt::format(", ridge {:.3g} MAC/B", pk / bw) : "");
@@ -834,9 +823,9 @@ void accuracy_section(std::string& o, const J& r) {
     const auto y_of = [&](double v) { return top + height * (1 - (v - lo) / (hi - lo)); };
     const double n = static_cast<double>(std::max<size_t>(layers.size() - 1, 1));
     o += fmt::format(
-        "<h3>SQNR per layer</h3><p class=\"note\">Each layer's output against the fp32 reference, in "
-        "program order; red below {:.1f} dB.</p><svg viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" "
-        "role=\"img\" aria-label=\"SQNR per layer\">",
+        "<h3>SQNR per layer</h3><p class=\"note\">Each layer's output against the fp32 reference, in program "
+        "order; red below {:.1f} dB.</p><svg viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" role=\"img\" "
+        "aria-label=\"SQNR per layer\">",
         threshold, left + width + 10, top + height + 30, left + width + 10, top + height + 30);
     for (double v = lo; v <= hi + 1e-9; v += tick_step(hi - lo, 5)) {
       o += fmt::format(
@@ -854,14 +843,14 @@ void accuracy_section(std::string& o, const J& r) {
       const double x = left + width * static_cast<double>(i) / n, y = y_of(*s);
       line += fmt::format("{:.1f},{:.1f} ", x, y);
       dots += fmt::format(
-          "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.2\" fill=\"{}\"><title>{} ({}): {:.2f} dB</title>"
-          "</circle>",
+          "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.2\" fill=\"{}\"><title>{} ({}): {:.2f} "
+          "dB</title></circle>",
           x, y, *s < threshold ? "#c44e52" : "#4c72b0", esc(layers[i]["name"].str()),
           esc(layers[i]["op"].str()), *s);
     }
     o += fmt::format(
-        "<polyline points=\"{}\" fill=\"none\" stroke=\"#9aa5b1\" stroke-width=\"1\"/>{}"
-        "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">layer (program order)</text></svg>",
+        "<polyline points=\"{}\" fill=\"none\" stroke=\"#9aa5b1\" stroke-width=\"1\"/>{}<text x=\"{:.1f}\" "
+        "y=\"{:.1f}\" text-anchor=\"middle\">layer (program order)</text></svg>",
         line, dots, left + width / 2, top + height + 22);
     table_head(o, "accuracy-table",
                {{"index", "#", true, ""},
@@ -922,8 +911,8 @@ std::string html_report(const std::string& json, const std::string& name) {
   if (model.empty()) model = name;
   std::string o;
   o.reserve(4096 + 900 * layers.size());
-  o += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">";
+  o += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" "
+       "content=\"width=device-width, initial-scale=1\">";
   o += fmt::format("<title>npusim: {}</title>\n<script>{}</script>\n<style>{}</style></head>\n<body>\n",
                    esc(model), html_assets::kErrorCapture, html_assets::kCss);
   o += fmt::format("<header><h1>npusim report: {}</h1><div class=\"meta\">", esc(model));
@@ -931,8 +920,8 @@ std::string html_report(const std::string& json, const std::string& name) {
     o += fmt::format("<div>{}</div><div>npusim {}</div>", esc(run["command"].str()),
                      esc(run["version"].str()));
   }
-  o += "</div></header>\n<nav><a href=\"#summary\">Summary</a><a href=\"#layers\">Layers</a>"
-       "<a href=\"#timeline\">Timeline</a><a href=\"#roofline\">Roofline</a>";
+  o += "</div></header>\n<nav><a href=\"#summary\">Summary</a><a href=\"#layers\">Layers</a><a "
+       "href=\"#timeline\">Timeline</a><a href=\"#roofline\">Roofline</a>";
   if (r["energy"].is_map() || r["area"].is_map()) o += "<a href=\"#energy\">Energy</a>";
   if (r["accuracy"].is_map()) o += "<a href=\"#accuracy\">Accuracy</a>";
   o += "</nav>\n<main>\n";
