@@ -1,5 +1,6 @@
 #!/bin/bash
-# Installs the Debian 12 packages npusim needs to build, test and run its scripts (as root).
+# Installs the Debian 12 packages npusim needs to build, test and run its scripts (as root); chromium and
+# python3-pil are for the HTML report's browser test (tests/e2e/browser_check.py).
 # Installs only what is missing, so a second run takes a second.
 set -euo pipefail
 packages=(
@@ -8,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   python3-numpy python3-onnx python3-torch python3-torchvision python3-matplotlib
+  chromium python3-pil
   slurm-wlm munge
 )
 # Node.js and npm run the onnxruntime golden check. A machine that already has them (e.g. NodeSource's

@@ -34,6 +34,7 @@
 #include "sim/mapping/mapping_file.h"
 #include "sim/model/model.h"
 #include "sim/model/tensor_io.h"
+#include "sim/report/html_report.h"
 #include "sim/io/sha256.h"
 #include "sim/sweep/sweep_cli.h"
 #include "sim/version/version.h"
@@ -67,6 +68,7 @@ struct CommonOptions {
   std::string config;
   std::vector<std::string> sets;
   std::string report;
+  std::string html;
   std::string trace;
   std::string trace_csv;
   std::string layers_csv;
@@ -106,6 +108,9 @@ po::options_description output_options(CommonOptions& o) {
   po::options_description d("Simulation and output");
   d.add_options()("functional", po::bool_switch(&o.functional), "compute real values, not only timing")(
       "report", po::value(&o.report)->value_name("FILE.json"), "write the full report as JSON")(
+      "html", po::value(&o.html)->value_name("FILE.html"),
+      "write the report as one self-contained HTML page: summary, sortable layer table, timeline, roofline "
+      "(docs/report.md)")(
       "trace", po::value(&o.trace)->value_name("FILE.json"), "write a Chrome/Perfetto trace-event file")(
       "trace-csv", po::value(&o.trace_csv)->value_name("FILE.csv"), "write the trace events as CSV")(
       "layers-csv", po::value(&o.layers_csv)->value_name("FILE.csv"),
@@ -165,6 +170,14 @@ std::unique_ptr<std::ofstream> open_output(const std::string& path) {
   auto f = std::make_unique<std::ofstream>(path, std::ios::binary);
   if (!*f) throw InputError(fmt::format("cannot write '{}'", path));
   return f;
+}
+
+// Writes `text` to the file at `path`.
+void write_output(const std::string& path, const std::string& text) {
+  auto f = open_output(path);
+  if (!f->write(text.data(), static_cast<std::streamsize>(text.size())) || !f->flush()) {
+    throw InputError(fmt::format("cannot write '{}'", path));
+  }
 }
 
 // Simulates `program` and writes whatever the options ask for.
@@ -275,10 +288,17 @@ int simulate_and_report(Context& ctx, const CommonOptions& o, const std::string&
   if (extras) {
     for (const auto& sec : extras->sections) report.sections.push_back(sec);
   }
-  if (!o.report.empty()) {
-    auto f = open_output(o.report);
-    traces::write_report_json(report, *f);
-    if (!f->flush()) throw InputError(fmt::format("cannot write '{}'", o.report));
+  if (!o.report.empty() || !o.html.empty()) {
+    // The HTML page is a view of the JSON (the same as `npusim report FILE.json --html`).
+    const std::string json = traces::report_json(report);
+    if (!o.report.empty()) write_output(o.report, json);
+    if (!o.html.empty()) {
+      try {
+        write_output(o.html, html_report(json, o.html));
+      } catch (const ReportReadError& e) {
+        throw RunError(fmt::format("the run's own report did not make an HTML page: {}", e.what()));
+      }
+    }
   }
   if (!o.layers_csv.empty()) {
     auto f = open_output(o.layers_csv);
@@ -803,6 +823,26 @@ int cmd_diff(Context& ctx, const Command& cmd) {
   return kExitOk;
 }
 
+int cmd_report(Context& ctx, const Command& cmd) {
+  std::string input, html;
+  po::options_description d("Options");
+  d.add_options()("input", po::value(&input)->value_name("REPORT.json"), "a report (npusim run --report)")(
+      "html", po::value(&html)->value_name("FILE.html"),
+      "write it as one self-contained HTML page: summary, sortable layer table, timeline, roofline, energy and "
+      "accuracy when the report has them");
+  po::positional_options_description pos;
+  pos.add("input", 1);
+  if (!parse(ctx, cmd, d, pos)) return kExitOk;
+  if (input.empty()) throw UsageError("report needs a report file, REPORT.json (see 'npusim report --help')");
+  if (html.empty()) throw UsageError("report needs --html FILE.html, the page to write (see 'npusim report --help')");
+  try {
+    write_output(html, html_report(read_report_text(input), input));
+  } catch (const ReportReadError& e) {
+    throw InputError(e.what());
+  }
+  return kExitOk;
+}
+
 int cmd_ops(Context& ctx, const Command& cmd) {
   po::options_description d("Options");
   if (!parse(ctx, cmd, d, {})) return kExitOk;
@@ -831,6 +871,9 @@ const std::vector<Command>& commands() {
       {"diff", "diff A.json B.json [--top N|all]",
        "Compare two run reports: model, configuration, precision plan, results, and the layers (matched by name) "
        "that changed most."},
+      {"report", "report REPORT.json --html FILE.html",
+       "Write a saved run report as one self-contained HTML page (summary, layers, timeline, roofline, energy, "
+       "accuracy)."},
       {"sweep", "sweep SWEEP.yaml [-j N] [-o DIR] [--dry-run] [--slurm] [--shard I/N] | sweep --merge DIR",
        "Run a design-space sweep over configuration keys and models, locally or on Slurm (docs/sweeps.md)."},
   };
@@ -845,6 +888,7 @@ int dispatch(const Command& cmd, Context& ctx) {
   if (cmd.name == "disasm") return cmd_disasm(ctx, cmd);
   if (cmd.name == "ops") return cmd_ops(ctx, cmd);
   if (cmd.name == "diff") return cmd_diff(ctx, cmd);
+  if (cmd.name == "report") return cmd_report(ctx, cmd);
   if (cmd.name == "sweep") return run_sweep(ctx.args, ctx.out, ctx.err);
   return cmd_config(ctx, cmd);
 }

@@ -5,46 +5,23 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <sstream>
 #include <map>
 #include <optional>
 #include <vector>
 
 #include "isa/layer_names.h"
+#include "sim/report/report_file.h"
 
 namespace npusim::sim {
 namespace {
 
-// A report as parsed JSON (yaml-cpp reads JSON: it is YAML's flow style).
+// A report as parsed JSON.
 struct Loaded {
   std::string path;
   YAML::Node root;
 };
 
-Loaded load(const std::string& path) {
-  Loaded l{path, {}};
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ReportReadError(fmt::format("cannot open '{}'", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  const std::string t = text.str();
-  const size_t first = t.find_first_not_of(" \t\r\n");
-  const auto not_json = [&](const std::string& why) {
-    return ReportReadError(fmt::format("{} is not JSON ({}); give a report written by `npusim run --report FILE.json`",
-                                       path, why));
-  };
-  if (first == std::string::npos || t[first] != '{') throw not_json("it does not start with '{'");
-  try {
-    l.root = YAML::Load(t);
-  } catch (const YAML::Exception& e) {
-    throw not_json(fmt::format("line {}: {}", e.mark.line + 1, e.msg));
-  }
-  if (!l.root.IsMap() || !l.root["total_cycles"] || !l.root["layers"] || !l.root["layers"].IsSequence()) {
-    throw ReportReadError(fmt::format("{} is not an npusim report (it has no total_cycles and layers[])", path));
-  }
-  return l;
-}
+Loaded load(const std::string& path) { return Loaded{path, load_report(path)}; }
 
 // The value at a dotted path ("dram.bytes_read"), if the report has it as a scalar.
 std::optional<std::string> scalar_at(const YAML::Node& root, const std::string& dotted) {

@@ -1,0 +1,942 @@
+#include "sim/report/html_report.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "sim/report/html_assets.h"
+#include "sim/report/report_file.h"
+
+namespace npusim::sim {
+namespace {
+
+// One value of the report, read defensively: a missing key, a null or a value of another type reads as
+// absent, so an older or hand-made report shows what it has and omits the rest.
+class J {
+ public:
+  J() = default;
+  explicit J(YAML::Node n) : n_(std::move(n)) {}
+  J operator[](const char* key) const {
+    if (!n_ || !n_.IsMap()) return {};
+    const YAML::Node c = n_[key];
+    return c ? J(c) : J();
+  }
+  bool present() const { return n_ && !n_.IsNull(); }
+  bool is_map() const { return n_ && n_.IsMap(); }
+  std::string str() const { return n_ && n_.IsScalar() ? n_.Scalar() : std::string(); }
+  std::optional<double> num() const {
+    if (!n_ || !n_.IsScalar()) return std::nullopt;
+    const std::string& s = n_.Scalar();
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v)) return std::nullopt;
+    return v;
+  }
+  double num_or(double fallback) const { return num().value_or(fallback); }
+  std::vector<J> items() const {
+    std::vector<J> out;
+    if (n_ && n_.IsSequence()) {
+      for (const YAML::Node& x : n_) out.emplace_back(x);
+    }
+    return out;
+  }
+  std::vector<std::pair<std::string, J>> entries() const {
+    std::vector<std::pair<std::string, J>> out;
+    if (n_ && n_.IsMap()) {
+      for (const auto& kv : n_) out.emplace_back(kv.first.Scalar(), J(kv.second));
+    }
+    return out;
+  }
+
+ private:
+  YAML::Node n_;
+};
+
+// ---- text -------------------------------------------------------------------------------------------
+
+// Escapes text for HTML content and attribute values (and SVG inside HTML).
+std::string esc(std::string_view s) {
+  std::string o;
+  o.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      case '\'':
+        o += "&#39;";
+        break;
+      default:
+        // Control characters other than white space are not allowed in HTML text: shown as U+FFFD.
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') {
+          o += "\xEF\xBF\xBD";
+        } else {
+          o += c;
+        }
+    }
+  }
+  return o;
+}
+
+// 12,345,678 for whole numbers, four significant digits otherwise.
+std::string grouped(double v) {
+  if (v != std::floor(v) || std::fabs(v) >= 1e18) return fmt::format("{:.4g}", v);
+  std::string digits = fmt::format("{:.0f}", std::fabs(v));
+  std::string o;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) o += ',';
+    o += digits[i];
+  }
+  return v < 0 ? "-" + o : o;
+}
+
+// 1.23 G (decimal prefixes) followed by `unit`.
+std::string si(double v, std::string_view unit) {
+  static const char* const kPrefix[] = {"", "k", "M", "G", "T", "P"};
+  int p = 0;
+  double a = std::fabs(v);
+  while (a >= 1000 && p < 5) {
+    a /= 1000;
+    v /= 1000;
+    ++p;
+  }
+  return fmt::format("{:.3g} {}{}", v, kPrefix[p], unit);
+}
+
+std::string pct(double part, double whole) {
+  return whole > 0 ? fmt::format("{:.1f}%", 100.0 * part / whole) : "-";
+}
+
+// A number for an attribute the table sorts by ("" when absent: sorted last).
+std::string sort_key(std::optional<double> v) { return v ? fmt::format("{}", *v) : std::string(); }
+
+// ---- the report's layers ----------------------------------------------------------------------------
+
+constexpr double kPi = 3.14159265358979323846;
+
+constexpr const char* kParts[] = {"compute", "memory", "scheduling", "host"};
+
+struct Layer {
+  size_t index = 0;
+  std::string name, shown, op, placement, precision, bound;
+  double start = 0, end = 0, cycles = 0;
+  double parts[4] = {0, 0, 0, 0};  // the breakdown, in kParts order
+  double macs = 0, read = 0, written = 0;
+  bool padded = false;  // array_macs: the array spent more MAC slots than the useful MACs
+  std::optional<double> bound_cycles, efficiency, energy_mj;
+  std::string energy_title;  // the layer's energy by component, for a tooltip
+};
+
+std::vector<Layer> read_layers(const J& r) {
+  std::vector<Layer> out;
+  const std::vector<J> items = r["layers"].items();
+  out.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const J& j = items[i];
+    Layer l;
+    l.index = i;
+    l.name = j["name"].str();
+    l.shown = j["display_name"].str();
+    if (l.shown.empty()) l.shown = l.name;
+    l.op = j["op"].str();
+    l.placement = j["mapping"]["placement"].str();
+    if (l.placement.empty()) l.placement = j["placement"].str();
+    l.precision = j["precision"].str();
+    l.start = j["start_cycle"].num_or(0);
+    l.end = j["end_cycle"].num_or(l.start);
+    l.cycles = j["cycles"].num_or(l.end - l.start);
+    size_t top = 0;
+    for (size_t k = 0; k < 4; ++k) {
+      l.parts[k] = j["breakdown"][kParts[k]].num_or(0);
+      if (l.parts[k] > l.parts[top]) top = k;
+    }
+    l.bound = j["bound"].str();
+    if (l.bound.empty() || std::find(std::begin(kParts), std::end(kParts), l.bound) == std::end(kParts)) {
+      l.bound = kParts[top];
+    }
+    l.macs = j["macs"].num_or(0);
+    l.padded = j["array_macs"].present();
+    l.read = j["dram_bytes_read"].num_or(0);
+    l.written = j["dram_bytes_written"].num_or(0);
+    l.bound_cycles = j["bound_cycles"].num();
+    l.efficiency = j["efficiency"].num();
+    l.energy_mj = j["energy"]["total_mj"].num();
+    for (const auto& [k, v] : j["energy"]["by_component_mj"].entries()) {
+      if (const auto x = v.num())
+        l.energy_title += fmt::format("{}{} {:.4g} mJ", l.energy_title.empty() ? "" : ", ", k, *x);
+    }
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+// ---- building blocks ----------------------------------------------------------------------------------
+
+void card(std::string& o, std::string_view key, const std::string& value, const std::string& sub = "") {
+  o += fmt::format("<div class=\"card\"><div class=\"k\">{}</div><div class=\"v\">{}</div>", esc(key),
+                   esc(value));
+  if (!sub.empty()) o += fmt::format("<div class=\"s\">{}</div>", esc(sub));
+  o += "</div>";
+}
+
+// A stacked bar of the four parts of `total` cycles (one element: a gradient, so that a table of thousands
+// of layers stays light); its tooltip lists them.
+void breakdown_bar(std::string& o, const double (&parts)[4], double total, bool big) {
+  std::string title, stops;
+  double at = 0;
+  for (size_t k = 0; k < 4; ++k) {
+    title += fmt::format("{}{} {} ({})", k ? ", " : "", kParts[k], grouped(parts[k]), pct(parts[k], total));
+    if (total > 0 && parts[k] > 0) {
+      at += 100.0 * parts[k] / total;
+      stops += fmt::format(",var(--{}) 0 {:.2f}%", kParts[k], std::min(at, 100.0));
+    }
+  }
+  o += fmt::format(
+      "<div class=\"bar{}\" title=\"{}\"{}></div>", big ? " big" : "", esc(title),
+      stops.empty() ? "" : fmt::format(" style=\"background:linear-gradient(90deg{},#eee 0)\"", stops));
+}
+
+void legend(std::string& o) {
+  o += "<div class=\"legend\">";
+  for (const char* p : kParts) o += fmt::format("<span><i class=\"c-{}\"></i>{}</span>", p, p);
+  o += "</div>";
+}
+
+struct Column {
+  const char* key;
+  const char* label;
+  bool numeric;
+  const char* title;
+};
+
+void table_head(std::string& o, const std::string& id, const std::vector<Column>& cols) {
+  o += fmt::format("<div class=\"scroll\"><table class=\"sortable\" id=\"{}\"><thead><tr>", id);
+  for (const Column& c : cols) {
+    o += fmt::format("<th data-key=\"{}\"{}{}>{}</th>", c.key,
+                     c.numeric ? " data-type=\"num\" class=\"n\"" : "",
+                     *c.title ? fmt::format(" title=\"{}\"", esc(c.title)) : "", esc(c.label));
+  }
+  o += "</tr></thead><tbody>\n";
+}
+
+void table_end(std::string& o) { o += "</tbody></table></div>\n"; }
+
+// A numeric cell: `shown` as text, sorted by `v` (absent: empty, sorted last).
+void num_cell(std::string& o, std::optional<double> v, const std::string& shown,
+              const std::string& title = "") {
+  o += fmt::format("<td class=\"n\" data-v=\"{}\"{}>{}</td>", sort_key(v),
+                   title.empty() ? "" : fmt::format(" title=\"{}\"", esc(title)), esc(shown));
+}
+
+void text_cell(std::string& o, const std::string& text, const std::string& title = "") {
+  o += fmt::format("<td{}>{}</td>", title.empty() ? "" : fmt::format(" title=\"{}\"", esc(title)), esc(text));
+}
+
+// Horizontal bars of named amounts (energy by component, area by unit), largest first.
+void amount_bars(std::string& o, std::vector<std::pair<std::string, double>> values, std::string_view unit,
+                 std::string_view title) {
+  std::stable_sort(values.begin(), values.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  double total = 0, top = 0;
+  for (const auto& v : values) {
+    total += v.second;
+    top = std::max(top, v.second);
+  }
+  const double w = 760, label = 120, bar_w = 420, row = 22;
+  const double h = row * static_cast<double>(values.size()) + 8;
+  o += fmt::format("<svg viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" role=\"img\" aria-label=\"{}\">", w,
+                   h, w, h, esc(title));
+  for (size_t i = 0; i < values.size(); ++i) {
+    const double y = 4 + row * static_cast<double>(i);
+    const double len = top > 0 ? bar_w * values[i].second / top : 0;
+    o += fmt::format(
+        "<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text><rect x=\"{}\" y=\"{:.1f}\" "
+        "width=\"{:.1f}\" height=\"{}\" fill=\"#4c72b0\"><title>{}: {:.4g} {}</title></rect><text "
+        "x=\"{:.1f}\" y=\"{:.1f}\">{:.4g} {} ({})</text>",
+        label - 6, y + 14, esc(values[i].first), label, y + 3, len, row - 6, esc(values[i].first),
+        values[i].second, esc(unit), label + len + 6, y + 14, values[i].second, esc(unit),
+        pct(values[i].second, total));
+  }
+  o += "</svg>\n";
+}
+
+// ---- sections -----------------------------------------------------------------------------------------
+
+void summary_section(std::string& o, const J& r) {
+  const double total = r["total_cycles"].num_or(0);
+  const J run = r["run"];
+  o += "<section id=\"summary\"><h2>Summary</h2><div class=\"cards\">";
+  if (run.present()) {
+    const std::string sha = run["model_sha256"].str();
+    card(o, "model", run["model"].str(), sha.empty() ? "" : "sha256 " + sha.substr(0, 16));
+    std::string sets;
+    for (const J& s : run["sets"].items()) sets += (sets.empty() ? "--set " : ", ") + s.str();
+    card(o, "configuration", run["config"].str().empty() ? "edge (built-in)" : run["config"].str(), sets);
+  }
+  if (r["precision"].is_map()) {
+    card(o, "precision", r["precision"]["plan"].str(),
+         fmt::format("peak {} MACs/cycle", grouped(r["precision"]["peak_macs_per_cycle"].num_or(0))));
+  }
+  card(o, "total cycles", grouped(total),
+       fmt::format("{} instructions", grouped(r["sim"]["instructions"].num_or(0))));
+  card(o, "latency", fmt::format("{:.4g} ms", r["latency_ms"].num_or(0)),
+       fmt::format("at {} MHz", grouped(r["frequency_mhz"].num_or(0))));
+  card(o, "MACs", grouped(r["macs"].num_or(0)));
+  const double int8_util = r["array_utilization"].num_or(0);
+  if (const auto u = r["precision"]["utilization"].num()) {
+    const std::string plan = r["precision"]["plan"].str();
+    card(o, "utilization", fmt::format("{:.1f}%", 100 * *u),
+         plan == "int8" ? std::string("of the int8 peak")
+                        : fmt::format("of the {} peak; {:.1f}% of the int8 peak",
+                                      plan.rfind("mixed", 0) == 0 ? "plan's" : plan, 100 * int8_util));
+  } else {
+    card(o, "utilization", fmt::format("{:.1f}%", 100 * int8_util), "of the int8 peak");
+  }
+  if (const auto e = r["efficiency"].num()) {
+    card(o, "roofline efficiency", fmt::format("{:.1f}%", 100 * *e),
+         fmt::format("bound {} cycles (the layers' bounds summed)", grouped(r["bound_cycles"].num_or(0))));
+  }
+  const J a = r["array"];
+  card(o, "array", fmt::format("{} x {}", grouped(a["rows"].num_or(0)), grouped(a["cols"].num_or(0))),
+       a["dataflow"].str());
+  const J d = r["dram"];
+  std::string bw = fmt::format("{:.3g} GB/s average", d["avg_bandwidth_gbps"].num_or(0));
+  if (d["peak_bandwidth_gbps"].num_or(0) > 0)
+    bw += fmt::format(" of {:.3g} peak", d["peak_bandwidth_gbps"].num_or(0));
+  card(o, "DRAM " + d["model"].str(),
+       fmt::format("{} read, {} written", si(d["bytes_read"].num_or(0), "B"),
+                   si(d["bytes_written"].num_or(0), "B")),
+       bw);
+  if (r["host"]["calls"].num_or(0) > 0) {
+    card(o, "host fallbacks", fmt::format("{} calls", grouped(r["host"]["calls"].num_or(0))),
+         fmt::format("{} to the host, {} back", si(r["host"]["bytes_to_host"].num_or(0), "B"),
+                     si(r["host"]["bytes_from_host"].num_or(0), "B")));
+  }
+  const J en = r["energy"];
+  if (const auto mj = en["total_mj"].num()) {
+    card(o, "energy", fmt::format("{:.4g} mJ", *mj),
+         fmt::format("{:.3g} W average, {:.3g} TOPS/W", en["average_power_w"].num_or(0),
+                     en["tops_per_w"].num_or(0)));
+  }
+  if (const auto mm2 = r["area"]["total_mm2"].num()) card(o, "area", fmt::format("{:.4g} mm\u00b2", *mm2));
+  o += "</div>\n<h3>Where the cycles go</h3>";
+  double parts[4];
+  for (size_t k = 0; k < 4; ++k) parts[k] = r["breakdown"][kParts[k]].num_or(0);
+  breakdown_bar(o, parts, total, true);
+  o += "<div class=\"legend\">";
+  for (size_t k = 0; k < 4; ++k) {
+    o += fmt::format("<span><i class=\"c-{}\"></i>{} {} ({})</span>", kParts[k], kParts[k], grouped(parts[k]),
+                     pct(parts[k], total));
+  }
+  o += "</div><p class=\"note\">Each cycle is charged to the first that applies: the matrix or vector unit "
+       "busy (compute), a DMA transfer in flight (memory), a host call (host), otherwise scheduling.</p>\n";
+
+  // Per unit.
+  const auto units = r["units"].entries();
+  if (!units.empty()) {
+    o += "<h3>Units</h3>";
+    table_head(o, "unit-table",
+               {{"unit", "unit", false, ""},
+                {"instructions", "instructions", true, ""},
+                {"busy", "busy", true, "share of the total cycles"},
+                {"idle", "idle", true, ""},
+                {"memory", "memory stall", true, "waiting for DMA/DRAM, bank conflicts included"},
+                {"scheduling", "scheduling stall", true, ""},
+                {"queue_full", "queue full", true, ""},
+                {"host", "host stall", true, ""}});
+    for (const auto& [name, u] : units) {
+      const J s = u["stalls"];
+      const double busy = u["busy"].num_or(0), idle = u["idle"].num_or(0);
+      const double mem = s["memory"].num_or(0) + s["bank_conflict"].num_or(0);
+      o += "<tr>";
+      text_cell(o, name);
+      num_cell(o, u["instructions"].num_or(0), grouped(u["instructions"].num_or(0)));
+      for (double v :
+           {busy, idle, mem, s["scheduling"].num_or(0), s["queue_full"].num_or(0), s["host"].num_or(0)}) {
+        num_cell(o, total > 0 ? v / total : 0, pct(v, total), grouped(v) + " cycles");
+      }
+      o += "</tr>\n";
+    }
+    table_end(o);
+  }
+
+  // By op type.
+  const std::vector<J> ops = r["ops"].items();
+  if (!ops.empty()) {
+    o += "<h3>Time by op type</h3><p class=\"note\">The sum of each op type's layer cycles (layers may "
+         "overlap in time).</p>";
+    table_head(o, "op-table",
+               {{"op", "op", false, ""},
+                {"layers", "layers", true, ""},
+                {"cycles", "cycles", true, ""},
+                {"share", "share", true, "of the layers' summed cycles"},
+                {"breakdown", "breakdown", false, "compute, memory, scheduling, host"},
+                {"dram", "DRAM bytes", true, "read + written"}});
+    for (const J& x : ops) {
+      const double cycles = x["cycles"].num_or(0);
+      double parts_op[4];
+      for (size_t k = 0; k < 4; ++k) parts_op[k] = x["breakdown"][kParts[k]].num_or(0);
+      const double bytes = x["dram_bytes_read"].num_or(0) + x["dram_bytes_written"].num_or(0);
+      o += "<tr>";
+      text_cell(o, x["op"].str());
+      num_cell(o, x["layers"].num_or(0), grouped(x["layers"].num_or(0)));
+      num_cell(o, cycles, grouped(cycles));
+      num_cell(o, x["share"].num_or(0), fmt::format("{:.1f}%", 100 * x["share"].num_or(0)));
+      o += "<td>";
+      breakdown_bar(o, parts_op, cycles, false);
+      o += "</td>";
+      num_cell(o, bytes, si(bytes, "B"));
+      o += "</tr>\n";
+    }
+    table_end(o);
+  }
+
+  const std::vector<J> fallbacks = r["compile"]["fallbacks"].items();
+  if (!fallbacks.empty()) {
+    o += fmt::format("<h3>Host fallbacks</h3><p class=\"note\">{} node{} run on the host CPU.</p><ul>",
+                     fallbacks.size(), fallbacks.size() == 1 ? "" : "s");
+    for (const J& f : fallbacks) {
+      o += fmt::format("<li><b>{}</b> ({}): {}; about {} cycles</li>", esc(f["node"].str()),
+                       esc(f["op"].str()), esc(f["reason"].str()), grouped(f["estimated_cycles"].num_or(0)));
+    }
+    o += "</ul>";
+  }
+  o += "</section>\n";
+}
+
+void layers_section(std::string& o, const J& r, const std::vector<Layer>& layers) {
+  const double total = r["total_cycles"].num_or(0);
+  const bool with_precision =
+      std::any_of(layers.begin(), layers.end(), [](const Layer& l) { return !l.precision.empty(); });
+  const bool with_eff =
+      std::any_of(layers.begin(), layers.end(), [](const Layer& l) { return l.bound_cycles.has_value(); });
+  const bool with_energy =
+      std::any_of(layers.begin(), layers.end(), [](const Layer& l) { return l.energy_mj.has_value(); });
+  o += fmt::format(
+      "<section id=\"layers\"><h2>Layers</h2><p class=\"note\">One row per layer in program order; click a "
+      "column to sort (again to reverse). Hover a name for the full ONNX name, a bar for its cycles.</p><div "
+      "class=\"filter\"><input type=\"search\" placeholder=\"filter by name or op\" "
+      "data-filter=\"layer-table\" aria-label=\"filter layers\"> <span id=\"layer-table-count\">{} "
+      "layers</span></div>",
+      layers.size());
+  std::vector<Column> cols = {
+      {"index", "#", true, "program order"},
+      {"name", "layer", false, ""},
+      {"op", "op", false, ""},
+      {"placement", "placement", false, "matrix, vector, free (a view) or host (CPU fallback)"}};
+  if (with_precision) cols.push_back({"precision", "precision", false, ""});
+  cols.insert(cols.end(), {{"start", "start", true, "start cycle"},
+                           {"cycles", "cycles", true, ""},
+                           {"share", "share", true, "of the total cycles"},
+                           {"breakdown", "breakdown", false, "compute, memory, scheduling, host"},
+                           {"compute", "comp", true, "compute share of the layer's cycles"},
+                           {"memory", "mem", true, "memory share"},
+                           {"scheduling", "sched", true, "scheduling share"},
+                           {"host", "host", true, "host share"}});
+  if (with_eff) cols.push_back({"efficiency", "efficiency", true, "roofline bound / cycles"});
+  if (with_energy) cols.push_back({"energy", "energy mJ", true, ""});
+  cols.insert(cols.end(), {{"macs", "MACs", true, "useful multiply-accumulates"},
+                           {"dram", "DRAM bytes", true, "read + written"}});
+  table_head(o, "layer-table", cols);
+  for (const Layer& l : layers) {
+    o += fmt::format("<tr id=\"L{}\" data-text=\"{}\">", l.index, esc(l.name + " " + l.op));
+    num_cell(o, static_cast<double>(l.index), std::to_string(l.index));
+    o += fmt::format("<td class=\"name\" title=\"{}\">{}</td>", esc(l.name), esc(l.shown));
+    text_cell(o, l.op);
+    text_cell(o, l.placement);
+    if (with_precision) text_cell(o, l.precision);
+    num_cell(o, l.start, grouped(l.start));
+    num_cell(o, l.cycles, grouped(l.cycles));
+    num_cell(o, total > 0 ? l.cycles / total : 0, pct(l.cycles, total));
+    o += "<td>";
+    breakdown_bar(o, l.parts, l.cycles, false);
+    o += "</td>";
+    for (double part : l.parts) num_cell(o, l.cycles > 0 ? part / l.cycles : 0, pct(part, l.cycles));
+    if (with_eff) {
+      num_cell(o, l.efficiency, l.efficiency ? fmt::format("{:.1f}%", 100 * *l.efficiency) : "",
+               l.bound_cycles ? "bound " + grouped(*l.bound_cycles) + " cycles" : "");
+    }
+    if (with_energy)
+      num_cell(o, l.energy_mj, l.energy_mj ? fmt::format("{:.4g}", *l.energy_mj) : "", l.energy_title);
+    num_cell(o, l.macs, grouped(l.macs));
+    num_cell(o, l.read + l.written, si(l.read + l.written, "B"),
+             fmt::format("{} read, {} written", grouped(l.read), grouped(l.written)));
+    o += "</tr>\n";
+  }
+  table_end(o);
+  o += "</section>\n";
+}
+
+// A round step for about `n` ticks over [0, span].
+double tick_step(double span, int n) {
+  if (span <= 0) return 1;
+  const double raw = span / n;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0}) {
+    if (raw <= m * mag) return m * mag;
+  }
+  return 10 * mag;
+}
+
+void timeline_section(std::string& o, const J& r, const std::vector<Layer>& layers) {
+  const double total = std::max(r["total_cycles"].num_or(0), 1.0);
+  // Layers overlap (the next layer's loads start while this one computes): each goes on the first lane
+  // free at its start, at most kLanes lanes (past that, on the lane that frees first).
+  constexpr size_t kLanes = 16;
+  std::vector<size_t> order(layers.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return layers[a].start < layers[b].start; });
+  std::vector<double> lane_end;
+  std::vector<size_t> lane(layers.size(), 0);
+  for (size_t i : order) {
+    size_t pick = lane_end.size();
+    for (size_t k = 0; k < lane_end.size(); ++k) {
+      if (lane_end[k] <= layers[i].start) {
+        pick = k;
+        break;
+      }
+    }
+    if (pick == lane_end.size() && lane_end.size() >= kLanes) {
+      pick = static_cast<size_t>(std::min_element(lane_end.begin(), lane_end.end()) - lane_end.begin());
+    }
+    if (pick == lane_end.size()) lane_end.push_back(0);
+    lane[i] = pick;
+    lane_end[pick] = std::max(lane_end[pick], layers[i].end);
+  }
+  const double left = 10, width = 1100, lane_h = 20, top = 8;
+  const double plot_h = lane_h * static_cast<double>(std::max<size_t>(lane_end.size(), 1));
+  const double h = top + plot_h + 34;
+  o += "<section id=\"timeline\"><h2>Timeline</h2><p class=\"note\">Each layer from its first instruction's "
+       "start to its last one's end, coloured by where most of its cycles went; overlapping layers go on "
+       "separate lanes. Hover for figures, click to find the layer in the table.</p>";
+  legend(o);
+  o += fmt::format(
+      "<svg viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" role=\"img\" aria-label=\"timeline\">",
+      left + width + 20, h, left + width + 20, h);
+  const double step = tick_step(total, 8);
+  for (double t = 0; t <= total * 1.0001; t += step) {
+    const double x = left + width * t / total;
+    o += fmt::format(
+        "<line class=\"grid\" x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{:.1f}\"/><text x=\"{:.1f}\" "
+        "y=\"{:.1f}\" text-anchor=\"middle\">{}</text>",
+        x, top, x, top + plot_h + 4, x, top + plot_h + 16, si(t, ""));
+  }
+  o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">cycles</text>", left + width / 2,
+                   top + plot_h + 30);
+  for (const Layer& l : layers) {
+    const double x = left + width * l.start / total;
+    const double w = std::max(width * (l.end - l.start) / total, 0.6);
+    const double y = top + lane_h * static_cast<double>(lane[l.index]) + 1;
+    o += fmt::format(
+        "<a href=\"#L{}\"><rect class=\"c-{}\" x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" "
+        "height=\"{}\"><title>{} ({}): cycles {}..{} ({}; {} bound)</title></rect></a>",
+        l.index, l.bound, x, y, w, lane_h - 2, esc(l.name), esc(l.op), grouped(l.start), grouped(l.end),
+        grouped(l.cycles), l.bound);
+  }
+  o += "</svg></section>\n";
+}
+
+// Log-log axes for the roofline.
+struct LogAxes {
+  double x0, x1, y0, y1;                                  // data range (positive)
+  double left = 70, top = 10, width = 760, height = 440;  // plot area in SVG units
+  double x(double v) const {
+    return left + width * (std::log10(v) - std::log10(x0)) / (std::log10(x1) - std::log10(x0));
+  }
+  double y(double v) const {
+    return top + height * (1 - (std::log10(v) - std::log10(y0)) / (std::log10(y1) - std::log10(y0)));
+  }
+};
+
+void roofline_section(std::string& o, const J& r, const std::vector<Layer>& layers) {
+  o += "<section id=\"roofline\"><h2>Roofline</h2>";
+  const double freq_hz = r["frequency_mhz"].num_or(0) * 1e6;
+  const J a = r["array"];
+  const double pes = a["rows"].num_or(0) * a["cols"].num_or(0);
+  // One roof per precision the layers with MACs use (a report without precisions: int8).
+  std::map<std::string, double> peaks;
+  for (const Layer& l : layers) {
+    if (l.macs > 0) peaks[l.precision.empty() ? "int8" : l.precision] = 0;
+  }
+  for (auto& [p, peak] : peaks) {
+    peak = pes * freq_hz * a["macs_per_pe_per_cycle"][p.c_str()].num_or(p == "int8" ? 1.0 : 0.0);
+  }
+  const double bw = r["dram"]["peak_bandwidth_gbps"].num_or(0) * 1e9;  // bytes/s; 0: no bandwidth roof
+  struct Point {
+    const Layer* l;
+    double x, y;
+    std::optional<double> own;  // the MAC/s the layer's bound allows
+  };
+  std::vector<Point> pts;
+  for (const Layer& l : layers) {
+    const double bytes = l.read + l.written;
+    if (l.macs <= 0 || l.cycles <= 0 || bytes <= 0 || freq_hz <= 0) continue;
+    Point p{&l, l.macs / bytes, l.macs / (l.cycles / freq_hz), std::nullopt};
+    if (l.bound_cycles && *l.bound_cycles > 0) p.own = l.macs / (*l.bound_cycles / freq_hz);
+    pts.push_back(p);
+  }
+  double max_peak = 0;
+  for (const auto& [p, peak] : peaks) max_peak = std::max(max_peak, peak);
+  if (pts.empty() || max_peak <= 0) {
+    o += "<p class=\"note\">No layer has both MACs and DRAM traffic (or the report has no array or clock): "
+         "nothing to place on a roofline.</p></section>\n";
+    return;
+  }
+  const double model_bytes = r["dram"]["bytes_read"].num_or(0) + r["dram"]["bytes_written"].num_or(0);
+  const double model_macs = r["macs"].num_or(0), total = r["total_cycles"].num_or(0);
+  const bool with_model = model_bytes > 0 && model_macs > 0 && total > 0;
+  double xlo = pts[0].x, xhi = pts[0].x, ylo = pts[0].y, yhi = max_peak;
+  for (const Point& p : pts) {
+    xlo = std::min(xlo, p.x);
+    xhi = std::max(xhi, p.x);
+    ylo = std::min({ylo, p.y, p.own.value_or(p.y)});
+    yhi = std::max({yhi, p.y, p.own.value_or(p.y)});  // above the peak only in a hand-made report
+  }
+  if (with_model) {
+    xlo = std::min(xlo, model_macs / model_bytes);
+    xhi = std::max(xhi, model_macs / model_bytes);
+  }
+  xlo /= 10;
+  xhi *= 10;
+  if (bw > 0) {
+    xlo = std::min(xlo, max_peak / bw / 10);
+    xhi = std::max(xhi, max_peak / bw * 10);
+  }
+  LogAxes ax{std::pow(10, std::floor(std::log10(xlo))), std::pow(10, std::ceil(std::log10(xhi))),
+             std::pow(10, std::floor(std::log10(ylo / 2))), std::pow(10, std::ceil(std::log10(yhi * 1.5)))};
+  o += fmt::format(
+      "<p class=\"note\">Each layer at its arithmetic intensity (useful MACs per DRAM byte) and achieved "
+      "MAC/s, coloured by where most of its cycles went, under the roof of each precision the layers use "
+      "(the array's peak{}). A grey line rises to the layer's own roof (the MAC/s its bound allows): its "
+      "length is the distance to the roof. Triangles: layers on which the array also spent MAC slots on "
+      "padding. The star is the whole model. {} of {} layers shown (the others have no MACs or no DRAM "
+      "traffic).</p>",
+      bw > 0 ? fmt::format(" and {:.4g} GB/s of DRAM bandwidth", bw / 1e9)
+             : ", no bandwidth roof: ideal DRAM",
+      pts.size(), layers.size());
+  legend(o);
+  const double w = ax.left + ax.width + 260, h = ax.top + ax.height + 44;
+  o += fmt::format(
+      "<svg viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" role=\"img\" "
+      "aria-label=\"roofline\"><defs><clipPath id=\"plot\"><rect x=\"{}\" y=\"{}\" width=\"{}\" "
+      "height=\"{}\"/></clipPath></defs>",
+      w, h, w, h, ax.left, ax.top, ax.width, ax.height);
+  for (double v = ax.x0; v <= ax.x1 * 1.0001; v *= 10) {
+    o += fmt::format(
+        "<line class=\"grid\" x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\"/><text x=\"{0:.1f}\" "
+        "y=\"{3}\" text-anchor=\"middle\">{4:g}</text>",
+        ax.x(v), ax.top, ax.top + ax.height, ax.top + ax.height + 14, v);
+  }
+  for (double v = ax.y0; v <= ax.y1 * 1.0001; v *= 10) {
+    o += fmt::format(
+        "<line class=\"grid\" x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\"/><text x=\"{3}\" "
+        "y=\"{4:.1f}\" text-anchor=\"end\">{5}</text>",
+        ax.left, ax.y(v), ax.left + ax.width, ax.left - 4, ax.y(v) + 4, si(v, ""));
+  }
+  o += fmt::format(
+      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" class=\"axis\"/><text x=\"{:.1f}\" "
+      "y=\"{:.1f}\" text-anchor=\"middle\">arithmetic intensity (MACs per DRAM byte)</text><text "
+      "transform=\"translate(14 {:.1f}) rotate(-90)\" text-anchor=\"middle\">achieved MAC/s</text><g "
+      "clip-path=\"url(#plot)\">",
+      ax.left, ax.top, ax.width, ax.height, ax.left + ax.width / 2, ax.top + ax.height + 34,
+      ax.top + ax.height / 2);
+  // Roofs, highest first, each with its own dash pattern and a legend line on the right.
+  std::vector<std::pair<std::string, double>> roofs(peaks.begin(), peaks.end());
+  std::stable_sort(roofs.begin(), roofs.end(),
+                   [](const auto& p, const auto& q) { return p.second > q.second; });
+  static const char* const kDash[] = {"", "6 3", "2 3", "8 3 2 3"};
+  std::string roof_legend;
+  for (size_t i = 0; i < roofs.size(); ++i) {
+    const double pk = roofs[i].second;
+    if (pk <= 0) continue;
+    std::vector<std::pair<double, double>> line;
+    const auto roof_at = [&](double x) { return bw > 0 ? std::min(pk, x * bw) : pk; };
+    line.emplace_back(ax.x0, roof_at(ax.x0));
+    if (bw > 0 && pk / bw > ax.x0 && pk / bw < ax.x1) line.emplace_back(pk / bw, pk);
+    line.emplace_back(ax.x1, roof_at(ax.x1));
+    std::string points;
+    for (const auto& [x, y] : line)
+      points += fmt::format("{:.1f},{:.1f} ", ax.x(x), ax.y(std::max(y, ax.y0 / 10)));
+    const char* dash = kDash[i % 4];
+    o += fmt::format("<polyline class=\"roof\" points=\"{}\"{}><title>{} roof: {} MAC/s</title></polyline>",
+                     points, *dash ? fmt::format(" stroke-dasharray=\"{}\"", dash) : "", esc(roofs[i].first),
+                     si(pk, ""));
+    const double ly = ax.top + 14 + 18 * static_cast<double>(i);
+    roof_legend += fmt::format(
+        "<line class=\"roof\" x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\"{3}/><text x=\"{4}\" "
+        "y=\"{5:.1f}\">{6} roof: {7}MAC/s{8}</text>",
+        ax.left + ax.width + 12, ly, ax.left + ax.width + 36,
+        *dash ? fmt::format(" stroke-dasharray=\"{}\"", dash) : "", ax.left + ax.width + 40, ly + 4,
+        esc(roofs[i].first), si(pk, ""), bw > 0 ? fmt::format(", ridge {:.3g} MAC/B", pk / bw) : "");
+  }
+  for (const Point& p : pts) {
+    if (p.own) {
+      o += fmt::format("<line class=\"own\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\"/>",
+                       ax.x(p.x), ax.y(p.y), ax.y(*p.own));
+    }
+  }
+  for (const Point& p : pts) {
+    const Layer& l = *p.l;
+    const std::string title = fmt::format(
+        "{} ({}{}): {:.3g} MACs/byte, {}MAC/s{}", l.name, l.op, l.precision.empty() ? "" : ", " + l.precision,
+        p.x, si(p.y, ""), l.efficiency ? fmt::format(", {:.1f}% of its roof", 100 * *l.efficiency) : "");
+    const double cx = ax.x(p.x), cy = ax.y(p.y);
+    if (l.padded) {
+      o += fmt::format(
+          "<a href=\"#L{}\"><polygon class=\"c-{}\" points=\"{:.1f},{:.1f} {:.1f},{:.1f} {:.1f},{:.1f}\" "
+          "stroke=\"#000\" stroke-width=\"0.4\"><title>{}</title></polygon></a>",
+          l.index, l.bound, cx, cy - 4.5, cx - 4, cy + 3, cx + 4, cy + 3, esc(title));
+    } else {
+      o += fmt::format(
+          "<a href=\"#L{}\"><circle class=\"c-{}\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.2\" stroke=\"#000\" "
+          "stroke-width=\"0.4\"><title>{}</title></circle></a>",
+          l.index, l.bound, cx, cy, esc(title));
+    }
+  }
+  if (with_model) {
+    const double cx = ax.x(model_macs / model_bytes), cy = ax.y(model_macs / (total / freq_hz));
+    std::string star;
+    for (int k = 0; k < 10; ++k) {
+      const double rad = k % 2 ? 3.5 : 9, ang = kPi / 5 * k - kPi / 2;
+      star += fmt::format("{:.1f},{:.1f} ", cx + rad * std::cos(ang), cy + rad * std::sin(ang));
+    }
+    o += fmt::format(
+        "<polygon points=\"{}\" fill=\"gold\" stroke=\"#000\" stroke-width=\"0.6\"><title>whole model: "
+        "{:.3g} MACs/byte, {}MAC/s</title></polygon>",
+        star, model_macs / model_bytes, si(model_macs / (total / freq_hz), ""));
+  }
+  o += "</g>" + roof_legend + "</svg></section>\n";
+}
+
+void energy_section(std::string& o, const J& r, const std::vector<Layer>& layers) {
+  const J en = r["energy"], area = r["area"];
+  if (!en.is_map() && !area.is_map()) return;
+  o += "<section id=\"energy\"><h2>Energy and area</h2>";
+  if (en.is_map()) {
+    o += "<div class=\"cards\">";
+    if (const auto v = en["total_mj"].num()) card(o, "energy per inference", fmt::format("{:.4g} mJ", *v));
+    if (const auto v = en["average_power_w"].num()) card(o, "average power", fmt::format("{:.4g} W", *v));
+    if (const auto v = en["peak_power_w"].num()) card(o, "peak power", fmt::format("{:.4g} W", *v));
+    if (const auto v = en["tops_per_w"].num()) card(o, "efficiency", fmt::format("{:.4g} TOPS/W", *v));
+    double layer_sum = 0;
+    size_t with = 0;
+    for (const Layer& l : layers) {
+      if (l.energy_mj) {
+        layer_sum += *l.energy_mj;
+        ++with;
+      }
+    }
+    if (with)
+      card(o, "layers' energy", fmt::format("{:.4g} mJ", layer_sum),
+           fmt::format("summed over {} layers", with));
+    o += "</div>";
+    std::vector<std::pair<std::string, double>> parts;
+    for (const auto& [k, v] : en["by_component_mj"].entries()) {
+      if (const auto x = v.num()) parts.emplace_back(k, *x);
+    }
+    if (!parts.empty()) {
+      o += "<h3>Energy by component</h3>";
+      amount_bars(o, parts, "mJ", "energy by component");
+    }
+  }
+  if (area.is_map()) {
+    std::vector<std::pair<std::string, double>> units;
+    for (const auto& [k, v] : area["by_unit_mm2"].entries()) {
+      if (const auto x = v.num()) units.emplace_back(k, *x);
+    }
+    o += fmt::format("<h3>Area{}</h3>", area["total_mm2"].num()
+                                            ? fmt::format(": {:.4g} mm\u00b2", *area["total_mm2"].num())
+                                            : "");
+    if (!units.empty()) amount_bars(o, units, "mm\u00b2", "area by unit");
+  }
+  o += "</section>\n";
+}
+
+void accuracy_section(std::string& o, const J& r) {
+  const J acc = r["accuracy"];
+  if (!acc.is_map()) return;
+  const double threshold = acc["bad_layer_sqnr_db"].num_or(0);
+  o += "<section id=\"accuracy\"><h2>Accuracy</h2><div class=\"cards\">";
+  card(o, "precision vs fp32", acc["precision"].str(),
+       fmt::format("{} evaluation inputs", grouped(acc["evaluation_inputs"].num_or(0))));
+  card(o, "output SQNR", fmt::format("{:.2f} dB", acc["output_sqnr_db"].num_or(0)),
+       fmt::format("cosine {:.5f}", acc["output_cosine"].num_or(0)));
+  card(o, "output max |error|", fmt::format("{:.4g}", acc["output_max_abs_error"].num_or(0)),
+       acc["output_nonfinite"].num_or(0) > 0
+           ? fmt::format("{} values are inf/NaN", grouped(acc["output_nonfinite"].num_or(0)))
+           : "");
+  const std::string first_bad = acc["first_bad_layer"].str();
+  card(o, fmt::format("first layer below {:.1f} dB", threshold), first_bad.empty() ? "none" : first_bad);
+  const J cal = acc["calibration"];
+  if (!cal["method"].str().empty()) {
+    card(o, "calibration", cal["method"].str(),
+         fmt::format("{} inputs: {}", grouped(cal["inputs"].num_or(0)), cal["source"].str()));
+  }
+  o += "</div>";
+  const std::vector<J> warnings = acc["warnings"].items();
+  if (!warnings.empty()) {
+    o += "<ul>";
+    for (const J& w : warnings) o += fmt::format("<li class=\"bad\">{}</li>", esc(w.str()));
+    o += "</ul>";
+  }
+  const J adv = acc["mixed_precision_advice"];
+  if (adv.is_map()) {
+    o += fmt::format(
+        "<p>Mixed-precision advice (target {:.1f} dB): {} {:.2f} dB with <code>--precision-override "
+        "'{}'</code>, {} cycles (as planned: {}).</p>",
+        adv["target_sqnr_db"].num_or(0), adv["met"].str() == "true" ? "met," : "not met, best",
+        adv["achieved_sqnr_db"].num_or(0), esc(adv["overrides"].str()), grouped(adv["cost"].num_or(0)),
+        grouped(adv["cost_as_planned"].num_or(0)));
+  }
+  const std::vector<J> layers = acc["layers"].items();
+  if (!layers.empty()) {
+    // SQNR of each layer's output in program order, against the bad-layer threshold.
+    double lo = threshold, hi = threshold;
+    for (const J& l : layers) {
+      if (const auto s = l["sqnr_db"].num()) {
+        lo = std::min(lo, *s);
+        hi = std::max(hi, *s);
+      }
+    }
+    lo = std::floor(lo / 10) * 10;
+    hi = std::ceil(hi / 10) * 10 + (hi == lo ? 10 : 0);
+    const double left = 50, top = 8, width = 1000, height = 200;
+    const auto y_of = [&](double v) { return top + height * (1 - (v - lo) / (hi - lo)); };
+    const double n = static_cast<double>(std::max<size_t>(layers.size() - 1, 1));
+    o += fmt::format(
+        "<h3>SQNR per layer</h3><p class=\"note\">Each layer's output against the fp32 reference, in program "
+        "order; red below {:.1f} dB.</p><svg viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" role=\"img\" "
+        "aria-label=\"SQNR per layer\">",
+        threshold, left + width + 10, top + height + 30, left + width + 10, top + height + 30);
+    for (double v = lo; v <= hi + 1e-9; v += tick_step(hi - lo, 5)) {
+      o += fmt::format(
+          "<line class=\"grid\" x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\"/><text x=\"{3}\" "
+          "y=\"{4:.1f}\" text-anchor=\"end\">{5:g} dB</text>",
+          left, y_of(v), left + width, left - 4, y_of(v) + 4, v);
+    }
+    o += fmt::format("<line class=\"thr\" x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\"/>", left,
+                     y_of(threshold), left + width);
+    std::string line;
+    std::string dots;
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const auto s = layers[i]["sqnr_db"].num();
+      if (!s) continue;
+      const double x = left + width * static_cast<double>(i) / n, y = y_of(*s);
+      line += fmt::format("{:.1f},{:.1f} ", x, y);
+      dots += fmt::format(
+          "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.2\" fill=\"{}\"><title>{} ({}): {:.2f} "
+          "dB</title></circle>",
+          x, y, *s < threshold ? "#c44e52" : "#4c72b0", esc(layers[i]["name"].str()),
+          esc(layers[i]["op"].str()), *s);
+    }
+    o += fmt::format(
+        "<polyline points=\"{}\" fill=\"none\" stroke=\"#9aa5b1\" stroke-width=\"1\"/>{}<text x=\"{:.1f}\" "
+        "y=\"{:.1f}\" text-anchor=\"middle\">layer (program order)</text></svg>",
+        line, dots, left + width / 2, top + height + 22);
+    table_head(o, "accuracy-table",
+               {{"index", "#", true, ""},
+                {"name", "layer", false, ""},
+                {"op", "op", false, ""},
+                {"precision", "precision", false, ""},
+                {"sqnr", "SQNR dB", true, ""},
+                {"cosine", "cosine", true, ""},
+                {"max_abs_error", "max |error|", true, ""},
+                {"overflow", "overflow", true, "fp16 values that overflowed to inf"},
+                {"underflow", "underflow", true, "fp16 values that underflowed to 0"},
+                {"saturated", "saturated", true, "int8 values outside the calibrated range"},
+                {"nonfinite", "inf/NaN", true, ""}});
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const J& l = layers[i];
+      const auto s = l["sqnr_db"].num();
+      o += "<tr>";
+      num_cell(o, static_cast<double>(i), std::to_string(i));
+      text_cell(o, l["name"].str());
+      text_cell(o, l["op"].str());
+      text_cell(o, l["precision"].str());
+      num_cell(o, s, s ? fmt::format("{:.2f}", *s) : l["sqnr_db"].str());
+      num_cell(o, l["cosine"].num(), fmt::format("{:.5f}", l["cosine"].num_or(0)));
+      num_cell(o, l["max_abs_error"].num(), fmt::format("{:.4g}", l["max_abs_error"].num_or(0)));
+      for (const char* k : {"overflow", "underflow", "saturated", "nonfinite"}) {
+        num_cell(o, l[k].num(), grouped(l[k].num_or(0)));
+      }
+      o += "</tr>\n";
+    }
+    table_end(o);
+  }
+  const std::vector<J> outliers = acc["weight_outliers"].items();
+  if (!outliers.empty()) {
+    o += "<h3>Weight outliers</h3><p class=\"note\">Channels whose largest |weight| is far above the layer's "
+         "median channel: they stretch a per-tensor int8 scale.</p><ul>";
+    for (const J& w : outliers) {
+      o += fmt::format("<li>{} channel {}: {:.3g}x the median ({:.4g} vs {:.4g})</li>", esc(w["layer"].str()),
+                       grouped(w["channel"].num_or(0)), w["factor"].num_or(0), w["channel_max_abs"].num_or(0),
+                       w["median_max_abs"].num_or(0));
+    }
+    o += "</ul>";
+  }
+  o += "</section>\n";
+}
+
+}  // namespace
+
+std::string html_report(const std::string& json, const std::string& name) {
+  const J r(parse_report(json, name));
+  std::vector<Layer> layers;
+  try {
+    layers = read_layers(r);
+  } catch (const YAML::Exception&) {
+    throw ReportReadError(fmt::format("{} is not an npusim report (its layers[] are not objects)", name));
+  }
+  const J run = r["run"];
+  std::string model = run["model"].str();
+  if (model.empty()) model = name;
+  std::string o;
+  o.reserve(4096 + 900 * layers.size());
+  o += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" "
+       "content=\"width=device-width, initial-scale=1\">";
+  o += fmt::format("<title>npusim: {}</title>\n<script>{}</script>\n<style>{}</style></head>\n<body>\n",
+                   esc(model), html_assets::kErrorCapture, html_assets::kCss);
+  o += fmt::format("<header><h1>npusim report: {}</h1><div class=\"meta\">", esc(model));
+  if (run.present()) {
+    o += fmt::format("<div>{}</div><div>npusim {}</div>", esc(run["command"].str()),
+                     esc(run["version"].str()));
+  }
+  o += "</div></header>\n<nav><a href=\"#summary\">Summary</a><a href=\"#layers\">Layers</a><a "
+       "href=\"#timeline\">Timeline</a><a href=\"#roofline\">Roofline</a>";
+  if (r["energy"].is_map() || r["area"].is_map()) o += "<a href=\"#energy\">Energy</a>";
+  if (r["accuracy"].is_map()) o += "<a href=\"#accuracy\">Accuracy</a>";
+  o += "</nav>\n<main>\n";
+  try {
+    summary_section(o, r);
+    layers_section(o, r, layers);
+    timeline_section(o, r, layers);
+    roofline_section(o, r, layers);
+    energy_section(o, r, layers);
+    accuracy_section(o, r);
+  } catch (const YAML::Exception&) {
+    throw ReportReadError(fmt::format("{} is not an npusim report (a field has an unexpected shape)", name));
+  }
+  o += fmt::format("</main>\n<script>{}</script>\n</body></html>\n", html_assets::kScript);
+  return o;
+}
+
+}  // namespace npusim::sim
