@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "traces/energy.h"
 #include "traces/event.h"
 
 namespace npusim::traces {
@@ -59,6 +60,10 @@ struct LayerReport {
   // The layer's roofline bound (docs/report.md): set by the compiler's view of a model; none for host
   // layers and for programs run without it.
   std::optional<uint64_t> bound_cycles;
+  // What the layer did, in actions that cost energy (not written: its energy is).
+  Activity activity;
+  // Its energy (traces::add_energy), static share included.
+  EnergyBreakdown energy;
   // JSON members ("key": value, ...) that stages outside the simulator attach to the layer, e.g. the
   // compiler's mapping (tiles, estimated cycles); written verbatim after the fields above.
   std::string extra_json;
@@ -131,6 +136,9 @@ struct Report {
   std::vector<UnitReport> units;
   std::vector<LayerReport> layers;
   SimInfo sim;
+  // Energy and area (traces::add_energy; docs/energy.md): none for a report that never had them.
+  std::optional<EnergyReport> energy;
+  std::optional<AreaReport> area;
   std::optional<RunInfo> run;  // set by the command line (docs/report.md "run")
   // Further top-level sections (name, JSON value) from stages outside the simulator: the compiler's
   // memory plan and fallbacks, the accuracy report. Written verbatim, in order, before "sim".
