@@ -11,9 +11,11 @@ namespace {
 
 constexpr double kPjToMj = 1e-9;
 
-// Every energy is kept on a grid of 2^-32 mJ (0.23 fJ): sums of such numbers below 2^21 mJ are exact in
-// a double in any order, so the layers add up to the total exactly for every reader of the report.
-double on_grid(double mj) { return std::ldexp(std::round(std::ldexp(mj, 32)), -32); }
+// Every energy is kept on a grid of 2^-36 mJ (0.015 pJ): sums of such numbers below 2^17 mJ (131 J) are
+// exact in a double in any order, so the layers add up to the total exactly for every reader.
+double on_grid(double mj) {
+  return std::ldexp(std::round(std::ldexp(mj, kEnergyGridExponent)), -kEnergyGridExponent);
+}
 
 // Energy of one access to scratchpad `b`: 8 * width bits, per-bit energy growing with the square root of
 // the bank's capacity (longer bit lines and word lines), as CACTI's trend and Horowitz's 8 KB / 32 KB /
@@ -38,7 +40,8 @@ AreaReport estimate_area(const isa::NpuConfig& c) {
     return static_cast<double>(p.size_kib) / 1024.0 * c.area.sram_mm2_per_mib * s;
   };
   auto set = [&](AreaUnit u, double mm2) { a.by_unit_mm2[static_cast<size_t>(u)] = mm2; };
-  set(AreaUnit::kArray, static_cast<double>(c.systolic_array.rows * c.systolic_array.cols) * c.area.pe_um2 * 1e-6 * s);
+  set(AreaUnit::kArray,
+      static_cast<double>(c.systolic_array.rows * c.systolic_array.cols) * c.area.pe_um2 * 1e-6 * s);
   set(AreaUnit::kSramInput, sram(c.sram.input));
   set(AreaUnit::kSramWeight, c.sram.shared_scratchpad ? 0.0 : sram(c.sram.weight));  // shared: inside input
   set(AreaUnit::kSramAccumulator, sram(c.sram.accumulator));
@@ -63,8 +66,8 @@ EnergyBreakdown dynamic_energy(const Activity& a, uint64_t dram_bytes, const isa
   }
   b[EnergyComponent::kSram] = sram * s;
   const isa::DramEnergyConfig& d = e.dram[static_cast<size_t>(c.dram.model)];
-  b[EnergyComponent::kDram] =
-      8.0 * static_cast<double>(dram_bytes) * d.pj_per_bit + static_cast<double>(a.dram_activates) * d.activate_pj;
+  b[EnergyComponent::kDram] = 8.0 * static_cast<double>(dram_bytes) * d.pj_per_bit +
+                              static_cast<double>(a.dram_activates) * d.activate_pj;
   b[EnergyComponent::kVector] = static_cast<double>(a.vector_elements) * e.vector_pj_per_element * s;
   b[EnergyComponent::kDma] = static_cast<double>(a.dma_bytes) * e.dma_pj_per_byte * s;
   b[EnergyComponent::kHostLink] = static_cast<double>(a.host_link_bytes) * e.host_link_pj_per_byte;

@@ -21,7 +21,7 @@ struct Activity {
   // Scratchpad accesses (one access = bank_width_bytes of that scratchpad), by the storage buffer.
   std::array<uint64_t, isa::kNumBuffers> sram_reads{};
   std::array<uint64_t, isa::kNumBuffers> sram_writes{};
-  uint64_t dram_activates = 0;  // row misses the layer's transfers caused (banked DRAM models)
+  uint64_t dram_activates = 0;   // row misses the layer's transfers caused (banked DRAM models)
   uint64_t vector_elements = 0;  // element operations x initiation interval
   uint64_t dma_bytes = 0;        // bytes the DMA moved (both directions)
   uint64_t host_link_bytes = 0;  // bytes over the host link (both directions)
@@ -32,6 +32,9 @@ enum class EnergyComponent : uint8_t { kMac, kSram, kDram, kVector, kDma, kHostL
 inline constexpr size_t kNumEnergyComponents = 7;
 inline constexpr std::array<std::string_view, kNumEnergyComponents> kEnergyComponentNames = {
     "mac", "sram", "dram", "vector", "dma", "host_link", "static"};
+
+// Energies are multiples of 2^-kEnergyGridExponent mJ (docs/energy.md, "Adding up exactly").
+inline constexpr int kEnergyGridExponent = 36;
 
 // Energy in millijoules by component; total() adds them in component order.
 struct EnergyBreakdown {
@@ -53,7 +56,7 @@ struct EnergyReport {
   // reader adding the layers in that order gets these numbers exactly). A run without layers keeps its
   // energy here alone.
   EnergyBreakdown by_component;
-  double total_mj = 0;  // by_component.total()
+  double total_mj = 0;         // by_component.total()
   double average_power_w = 0;  // total / latency
   double peak_power_w = 0;     // the highest step of the power profile
   double tops_per_w = 0;       // 2 x useful MACs / energy, in tera-operations per joule

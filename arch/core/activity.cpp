@@ -13,7 +13,8 @@ using isa::DType;
 using isa::Field;
 
 // Accesses of `bytes` to scratchpad `b`, counted on the storage it lives in, in whole bank words.
-void access(traces::Activity& a, const isa::NpuConfig& c, Buffer b, int64_t bytes, int64_t times, bool write) {
+void access(traces::Activity& a, const isa::NpuConfig& c, Buffer b, int64_t bytes, int64_t times,
+            bool write) {
   if (bytes <= 0 || times <= 0) return;
   const auto width = static_cast<uint64_t>(c.sram.buffer(b).bank_width_bytes);
   const uint64_t words = (static_cast<uint64_t>(bytes) + width - 1) / width * static_cast<uint64_t>(times);
@@ -72,7 +73,8 @@ void count_activity(const isa::Instruction& ins, const isa::NpuConfig& c, traces
     }
     case isa::Opcode::kPreload:
       access(a, c, static_cast<Buffer>(ins.get(Field::kBuf)),
-             ins.get(Field::kRows) * ins.get(Field::kCols) * isa::dtype_bytes(static_cast<DType>(ins.get(Field::kDtype))),
+             ins.get(Field::kRows) * ins.get(Field::kCols) *
+                 isa::dtype_bytes(static_cast<DType>(ins.get(Field::kDtype))),
              1, false);
       break;
     case isa::Opcode::kMatmul:
@@ -85,7 +87,8 @@ void count_activity(const isa::Instruction& ins, const isa::NpuConfig& c, traces
       access(a, c, static_cast<Buffer>(ins.get(Field::kSrc2Buf)), b.src2, 1, false);
       access(a, c, static_cast<Buffer>(ins.get(Field::kDstBuf)), b.dst, 1, true);
       const auto op = static_cast<size_t>(ins.get(Field::kVop));
-      a.vector_elements += static_cast<uint64_t>(isa::timing::vec_work_elements(ins) * c.vector.ops[op].ii_cycles);
+      a.vector_elements +=
+          static_cast<uint64_t>(isa::timing::vec_work_elements(ins) * c.vector.ops[op].ii_cycles);
       break;
     }
     case isa::Opcode::kHostCall:
