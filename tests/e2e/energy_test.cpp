@@ -142,5 +142,17 @@ TEST(Energy, SummaryShowsEnergyPowerEfficiencyAndArea) {
   EXPECT_NE(r.out.find("\narea              "), std::string::npos) << r.out;
 }
 
+// npusim diff compares the energy figures of two reports: int8 against fp32 of the same layer.
+TEST(Energy, DiffComparesEnergyPowerEfficiencyAndArea) {
+  const std::string dir = temp_dir("energy-diff");
+  const std::string a = report_of(dir, "a", {kConv, "--precision", "int8"});
+  const std::string b = report_of(dir, "b", {kConv, "--precision", "fp32"});
+  const CommandResult r = run_command({NPUSIM_BIN, "diff", a, b});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* key : {"  energy.total_mj ", "  energy.average_power_w ", "  energy.peak_power_w ",
+                          "  energy.tops_per_w ", "  area.total_mm2 "})
+    EXPECT_NE(r.out.find(key), std::string::npos) << key << "\n" << r.out;
+}
+
 }  // namespace
 }  // namespace npusim::test
