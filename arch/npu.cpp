@@ -145,6 +145,7 @@ traces::Report Npu::report() const {
     l.instructions = lc.instructions;
     l.dram_bytes_read = lc.dram_bytes_read;
     l.dram_bytes_written = lc.dram_bytes_written;
+    l.activity = lc.activity;
     r.layers.push_back(std::move(l));
   }
   r.macs = static_cast<uint64_t>(static_cast<int64_t>(matrix_.macs()) + useful_minus_executed);

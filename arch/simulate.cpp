@@ -103,6 +103,8 @@ traces::Report simulate(const isa::Program& program, const isa::NpuConfig& confi
     if (!npu.finished()) throw SimError(npu.deadlock_message());
     report = npu.report();
   }
+  traces::add_energy(report, config);
+  if (options.sink && report.energy) options.sink->power(report.energy->profile);
   if (options.sink) options.sink->finish();
   if (state && options.after_run) options.after_run(*state);
   report.sim.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

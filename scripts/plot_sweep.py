@@ -4,6 +4,8 @@
   --kind heatmap   a metric over two swept axes (one panel per model)
   --kind line      a metric along one swept axis, one line per model
   --kind pareto    the Pareto front of a metric (latency) against a cost (default: array PEs x SRAM KiB)
+  --kind energy    the Pareto front of latency against energy per inference (--cost energy_mj):
+                   the designs no other beats on both
   --kind summary   the three side by side (default)
 
 The swept columns are those between `id` and `status` in the CSV; zipped columns (e.g. rows and cols
@@ -214,14 +216,14 @@ def pareto(ax, data, metric, cost_expr, model_col, models, log):
     ax.set_ylabel(metric)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    ax.set_title(f"Pareto front: {metric} vs cost", fontsize=9)
+    ax.set_title(f"Pareto front: {metric} vs {'energy' if cost_expr == 'energy_mj' else 'cost'}", fontsize=9)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", help="results.csv written by npusim sweep")
     ap.add_argument("-o", "--output", required=True, help="image to write (.png or .svg)")
-    ap.add_argument("--kind", choices=["summary", "heatmap", "line", "pareto"], default="summary")
+    ap.add_argument("--kind", choices=["summary", "heatmap", "line", "pareto", "energy"], default="summary")
     ap.add_argument("--metric", default="latency_ms", help="column to plot (default latency_ms)")
     ap.add_argument("--x", help="axis column for the heatmap's x or the line plot (default: first varying axis)")
     ap.add_argument("--y", help="axis column for the heatmap's y (default: second varying axis)")
@@ -233,6 +235,8 @@ def main():
                          "auto (default): when its values span a factor of 10 or more")
     ap.add_argument("--title", default=None)
     args = ap.parse_args()
+    if args.kind == "energy":  # latency against energy: a Pareto front whose cost is the energy column
+        args.kind, args.cost = "pareto", "energy_mj"
     if os.path.splitext(args.output)[1].lower() not in (".png", ".svg"):
         fail(f"-o {args.output}: the image must end in .png or .svg")
 

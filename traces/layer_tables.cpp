@@ -52,7 +52,7 @@ std::vector<OpRollup> op_rollup(const Report& r) {
 void write_layers_csv(const Report& r, std::ostream& out) {
   std::string o =
       "index,name,display_name,op,placement,precision,start_cycle,end_cycle,cycles,compute,memory,scheduling,host,macs,"
-      "dram_bytes_read,dram_bytes_written,bound,bound_cycles,efficiency,fused_into\n";
+      "dram_bytes_read,dram_bytes_written,bound,bound_cycles,efficiency,fused_into,energy_mj\n";
   const std::vector<std::string> shown = display_names(r);
   for (size_t i = 0; i < r.layers.size(); ++i) {
     const LayerReport& l = r.layers[i];
@@ -70,6 +70,8 @@ void write_layers_csv(const Report& r, std::ostream& out) {
     if (const std::optional<double> e = efficiency(l)) o += fmt::format("{:.4f}", *e);
     o += ',';
     append_csv_field(o, l.fused_into);
+    o += ',';
+    if (r.energy) o += fmt::format("{}", l.energy.total());
     o += '\n';
   }
   out << o;

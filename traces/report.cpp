@@ -24,6 +24,25 @@ void breakdown_json(std::string& o, const Breakdown& b) {
                    b.scheduling, b.host);
 }
 
+// {"total_mj": T, "by_component_mj": {"mac": .., ..}}, without the closing brace.
+void energy_json(std::string& o, const EnergyBreakdown& e) {
+  o += "{\"total_mj\": " + num(e.total()) + ", \"by_component_mj\": {";
+  for (size_t k = 0; k < kNumEnergyComponents; ++k)
+    o += fmt::format("{}\"{}\": {}", k ? ", " : "", kEnergyComponentNames[k], num(e.mj[k]));
+  o += "}";
+}
+
+void energy_area_json(std::string& o, const EnergyReport& e, const AreaReport& a) {
+  o += "  \"energy\": ";
+  energy_json(o, e.by_component);
+  o += fmt::format(", \"average_power_w\": {}, \"peak_power_w\": {}, \"tops_per_w\": {}}},\n", num(e.average_power_w),
+                   num(e.peak_power_w), num(e.tops_per_w));
+  o += "  \"area\": {\"total_mm2\": " + num(a.total_mm2) + ", \"by_unit_mm2\": {";
+  for (size_t k = 0; k < kNumAreaUnits; ++k)
+    o += fmt::format("{}\"{}\": {}", k ? ", " : "", kAreaUnitNames[k], num(a.by_unit_mm2[k]));
+  o += "}},\n";
+}
+
 std::string pct(uint64_t part, uint64_t whole) {
   return whole ? fmt::format("{:5.1f}%", 100.0 * part / whole) : std::string("  -  ");
 }
@@ -208,6 +227,7 @@ std::string report_json(const Report& r) {
                    r.sram.bank_conflict_cycles);
   o += fmt::format("  \"host\": {{\"calls\": {}, \"bytes_to_host\": {}, \"bytes_from_host\": {}}},\n", r.host.calls,
                    r.host.bytes_to_host, r.host.bytes_from_host);
+  if (r.energy && r.area) energy_area_json(o, *r.energy, *r.area);
   o += "  \"units\": {";
   for (size_t i = 0; i < r.units.size(); ++i) {
     const UnitReport& u = r.units[i];
@@ -248,6 +268,11 @@ std::string report_json(const Report& r) {
         l.start_cycle, l.end_cycle, l.cycles, l.compute_cycles, l.vector_cycles, l.macs, l.instructions,
         l.dram_bytes_read, l.dram_bytes_written, bound_label(l));
     breakdown_json(o, l.breakdown);
+    if (r.energy) {
+      o += ", \"energy\": ";
+      energy_json(o, l.energy);
+      o += "}";
+    }
     if (l.array_macs) o += fmt::format(", \"array_macs\": {}", *l.array_macs);
     roofline_json(o, l.bound_cycles, efficiency(l));
     if (!l.extra_json.empty()) o += ", " + l.extra_json;
@@ -319,6 +344,19 @@ std::string summary_text(const Report& r, size_t top_layers) {
                    r.dma.bursts, r.dma.misaligned_bursts, r.dma.misalignment_extra_cycles);
   o += fmt::format("sram              {} bank conflicts (+{} cycles)\n", r.sram.bank_conflicts,
                    r.sram.bank_conflict_cycles);
+  if (r.energy && r.area) {
+    const EnergyReport& e = *r.energy;
+    o += fmt::format("energy            {:.4g} mJ/inference, {:.3g} W average, {:.3g} W peak, {:.3g} TOPS/W\n",
+                     e.total_mj, e.average_power_w, e.peak_power_w, e.tops_per_w);
+    o += "energy by part   ";
+    for (size_t k = 0; k < kNumEnergyComponents; ++k)
+      o += fmt::format(" {} {:.3g} ({:.0f}%)", kEnergyComponentNames[k], e.by_component.mj[k],
+                       e.total_mj > 0 ? 100.0 * e.by_component.mj[k] / e.total_mj : 0.0);
+    o += fmt::format("\narea              {:.3g} mm2 (array {:.3g}, sram {:.3g}, vector {:.3g}, dma {:.3g})\n",
+                     r.area->total_mm2, r.area->by_unit_mm2[0],
+                     r.area->by_unit_mm2[1] + r.area->by_unit_mm2[2] + r.area->by_unit_mm2[3], r.area->by_unit_mm2[4],
+                     r.area->by_unit_mm2[5]);
+  }
   if (r.host.calls) {
     o += fmt::format("host              {} calls, {} B to host, {} B back\n", r.host.calls, r.host.bytes_to_host,
                      r.host.bytes_from_host);

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "traces/energy.h"
 #include "traces/event.h"
 
 namespace npusim::traces {
@@ -66,6 +67,10 @@ struct LayerReport {
   // its efficiency is the whole group's, (bound_cycles + fused_bound_cycles) / cycles.
   uint64_t fused_bound_cycles = 0;
   bool fused() const { return placement == "fused"; }
+  // What the layer did, in actions that cost energy (not written: its energy is).
+  Activity activity;
+  // Its energy (traces::add_energy), static share included.
+  EnergyBreakdown energy;
   // JSON members ("key": value, ...) that stages outside the simulator attach to the layer, e.g. the
   // compiler's mapping (tiles, estimated cycles); written verbatim after the fields above.
   std::string extra_json;
@@ -138,6 +143,9 @@ struct Report {
   std::vector<UnitReport> units;
   std::vector<LayerReport> layers;
   SimInfo sim;
+  // Energy and area (traces::add_energy; docs/energy.md): none for a report that never had them.
+  std::optional<EnergyReport> energy;
+  std::optional<AreaReport> area;
   std::optional<RunInfo> run;  // set by the command line (docs/report.md "run")
   // The bound of the program as compiled (docs/report.md "Roofline"): each program layer's own tensors
   // after fusion, fused nodes not counted. Set by the compiler's view of a model.

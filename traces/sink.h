@@ -1,10 +1,12 @@
 #pragma once
 // Trace sinks: where events go when tracing is on. The simulator calls begin() once, event() per
-// slice and finish() at the end of the run; finish() is idempotent, so the owner may call it again.
+// slice, power() once with the run's power profile (docs/energy.md) and finish() at the end of the run;
+// finish() is idempotent, so the owner may call it again.
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "traces/energy.h"
 #include "traces/event.h"
 
 namespace npusim::traces {
@@ -14,6 +16,8 @@ class Sink {
   virtual ~Sink() = default;
   virtual void begin(const TraceInfo& info) = 0;
   virtual void event(const Event& e) = 0;
+  // The power profile, after the last event (sinks without a counter track ignore it).
+  virtual void power(const std::vector<PowerStep>&) {}
   virtual void finish() = 0;
 };
 
@@ -24,6 +28,8 @@ class ChromeTraceSink : public Sink {
   explicit ChromeTraceSink(std::ostream& out) : out_(out) {}
   void begin(const TraceInfo& info) override;
   void event(const Event& e) override;
+  // A counter track "power" (watts), one "C" sample per step of the profile.
+  void power(const std::vector<PowerStep>& steps) override;
   void finish() override;
 
  private:
@@ -53,6 +59,7 @@ class TeeSink : public Sink {
   explicit TeeSink(std::vector<Sink*> sinks) : sinks_(std::move(sinks)) {}
   void begin(const TraceInfo& info) override;
   void event(const Event& e) override;
+  void power(const std::vector<PowerStep>& steps) override;
   void finish() override;
 
  private:

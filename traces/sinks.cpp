@@ -93,6 +93,17 @@ void ChromeTraceSink::event(const Event& e) {
   out_ << buf_;
 }
 
+void ChromeTraceSink::power(const std::vector<PowerStep>& steps) {
+  if (!open_) return;
+  buf_.clear();
+  for (const PowerStep& s : steps) {
+    fmt::format_to(std::back_inserter(buf_),
+                   ",\n{{\"ph\":\"C\",\"pid\":0,\"name\":\"power\",\"ts\":{:.6f},\"args\":{{\"W\":{}}}}}",
+                   s.start_cycle / info_.frequency_mhz, s.watts);
+  }
+  out_ << buf_;
+}
+
 void ChromeTraceSink::finish() {
   if (!open_) return;
   open_ = false;
@@ -126,6 +137,10 @@ void TeeSink::begin(const TraceInfo& info) {
 void TeeSink::event(const Event& e) {
   for (Sink* s : sinks_)
     if (s) s->event(e);
+}
+void TeeSink::power(const std::vector<PowerStep>& steps) {
+  for (Sink* s : sinks_)
+    if (s) s->power(steps);
 }
 void TeeSink::finish() {
   for (Sink* s : sinks_)

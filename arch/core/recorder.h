@@ -9,6 +9,7 @@
 #include "arch/core/dispatch.h"
 #include "isa/program.h"
 #include "traces/accounting.h"
+#include "traces/energy.h"
 #include "traces/sink.h"
 
 namespace npusim::arch {
@@ -28,6 +29,7 @@ class Recorder {
     uint64_t host_calls = 0;
     uint64_t dram_bytes_read = 0;     // LOADs of the layer
     uint64_t dram_bytes_written = 0;  // STOREs of the layer
+    traces::Activity activity;        // actions that cost energy (arch/core/activity.h)
   };
 
   Recorder(const isa::Program& program, size_t units, traces::Sink* sink)

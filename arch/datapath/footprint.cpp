@@ -271,6 +271,16 @@ VecGeometry dwconv_geometry(const Instruction& ins, DType in, DType out, Bcast b
 }
 }  // namespace
 
+VecOperandBytes vec_operand_bytes(const Instruction& ins, const VecGeometry& g) {
+  const int64_t in_b = isa::dtype_bytes(static_cast<DType>(ins.get(Field::kDtype)));
+  const int64_t out_b = isa::dtype_bytes(static_cast<DType>(ins.get(Field::kDtypeOut)));
+  VecOperandBytes b;
+  b.src1 = g.src1_elems * in_b;
+  b.src2 = g.src2_elems * (g.src2_record_bytes ? g.src2_record_bytes : in_b);
+  b.dst = g.dst_elems * out_b;
+  return b;
+}
+
 VecGeometry vec_geometry(const Instruction& ins) {
   const int64_t vop = field(ins, Field::kVop);
   if (vop < 0 || vop >= isa::kNumVecOps) fail(ins, fmt::format("op={} is not a vector op", vop));

@@ -64,6 +64,13 @@ struct VecGeometry {
   int64_t out_h = 0;  // pooling only
   int64_t out_w = 0;
 };
+// The bytes a VEC instruction reads from its src1 and src2 buffers and writes to its dst buffer.
+struct VecOperandBytes {
+  int64_t src1 = 0;
+  int64_t src2 = 0;  // 0: the op reads no src2
+  int64_t dst = 0;
+};
+VecOperandBytes vec_operand_bytes(const isa::Instruction& ins, const VecGeometry& g);
 bool vec_is_binary(isa::VecOp op);  // reads src2 (add, sub, mul, div, max, min, pow)
 // Validates the VEC fields (throws DatapathError) and returns the sizes.
 VecGeometry vec_geometry(const isa::Instruction& ins);

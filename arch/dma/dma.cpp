@@ -71,6 +71,7 @@ void DmaEngine::transfer(const Descriptor& desc, DmaQueue& owner) {
   // DRAM side: every burst against the DRAM model.
   const uint64_t pps = fab_.period_ps;
   isa::timing::DmaTransfer x;
+  const uint64_t row_misses_before = fab_.dram->stats().row_misses;
   if (fab_.rec.tracing()) {
     for (ChannelSpan& s : spans_) s = {UINT64_MAX, 0, 0};
     x = bursts_.run(rows, store, begin * pps, *fab_.dram, [&](uint64_t addr, uint64_t issue, uint64_t done, uint32_t n) {
@@ -92,7 +93,10 @@ void DmaEngine::transfer(const Descriptor& desc, DmaQueue& owner) {
   stats_.bursts += x.bursts.bursts;
   stats_.misaligned_bursts += x.bursts.misaligned_bursts;
   (store ? stats_.bytes_written : stats_.bytes_read) += bytes;
-  if (auto* l = fab_.rec.layer(d.layer)) (store ? l->dram_bytes_written : l->dram_bytes_read) += bytes;
+  if (auto* l = fab_.rec.layer(d.layer)) {
+    (store ? l->dram_bytes_written : l->dram_bytes_read) += bytes;
+    l->activity.dram_activates += fab_.dram->stats().row_misses - row_misses_before;
+  }
   fab_.rec.busy(unit_, d, now, end, traces::Category::kMemory, bytes);
   if (fab_.rec.tracing()) {
     // This engine's track of each channel (Npu::track_names: channel-major, one per engine).

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "arch/core/activity.h"
+
 namespace npusim::arch {
 
 using isa::Opcode;
@@ -53,7 +55,10 @@ void Sequencer::run() {
       next_report += report_every;
     }
     local += step;
-    if (auto* l = fab_.rec.layer(ins.layer())) ++l->instructions;
+    if (auto* l = fab_.rec.layer(ins.layer())) {
+      ++l->instructions;
+      count_activity(ins, fab_.config, l->activity);
+    }
     if (ins.opcode == Opcode::kBarrier || ins.opcode == Opcode::kHalt) {
       fab_.rec.count_instruction(kSequencerUnit);
       drain(local, static_cast<int64_t>(i));

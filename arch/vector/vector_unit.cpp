@@ -19,15 +19,10 @@ void VectorUnit::decode(const isa::Instruction& ins, Dispatch& d) const {
   Dispatch::VectorWork& w = d.work.vector;
   w.cycles = static_cast<uint64_t>(isa::timing::vec_cycles(ins, config_));
   // Operand bytes per scratchpad; each scratchpad touched is reserved once.
-  const datapath::VecGeometry g = datapath::vec_geometry(ins);
-  const int64_t in_b = isa::dtype_bytes(static_cast<isa::DType>(ins.get(Field::kDtype)));
-  const int64_t out_b = isa::dtype_bytes(static_cast<isa::DType>(ins.get(Field::kDtypeOut)));
-  w.bytes[static_cast<size_t>(ins.get(Field::kSrc1Buf))] += g.src1_elems * in_b;
-  if (g.src2_elems) {
-    w.bytes[static_cast<size_t>(ins.get(Field::kSrc2Buf))] +=
-        g.src2_elems * (g.src2_record_bytes ? g.src2_record_bytes : in_b);
-  }
-  w.bytes[static_cast<size_t>(ins.get(Field::kDstBuf))] += g.dst_elems * out_b;
+  const datapath::VecOperandBytes b = datapath::vec_operand_bytes(ins, datapath::vec_geometry(ins));
+  w.bytes[static_cast<size_t>(ins.get(Field::kSrc1Buf))] += b.src1;
+  if (b.src2) w.bytes[static_cast<size_t>(ins.get(Field::kSrc2Buf))] += b.src2;
+  w.bytes[static_cast<size_t>(ins.get(Field::kDstBuf))] += b.dst;
 }
 
 void VectorUnit::execute(const Dispatch& d, uint64_t) {

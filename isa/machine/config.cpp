@@ -140,14 +140,33 @@ std::string_view SystolicArrayConfig::unused_reason(std::string_view key) const 
 }
 
 std::string_view NpuConfig::unused_reason(std::string_view path) const {
-  constexpr std::string_view kDram = "dram.", kArray = "systolic_array.";
+  constexpr std::string_view kDram = "dram.", kArray = "systolic_array.", kDramEnergy = "energy.dram.",
+                             kMac = "energy.mac_pj.";
+  if (path.substr(0, kDramEnergy.size()) == kDramEnergy) {
+    const std::string_view model = kDramModelNames[static_cast<size_t>(dram.model)];
+    const std::string_view rest = path.substr(kDramEnergy.size());
+    return rest.substr(0, model.size()) == model && rest.size() > model.size() && rest[model.size()] == '.'
+               ? ""
+               : "each DRAM model's energy is declared under energy.dram.<model>; only the chosen model's keys "
+                 "are used";
+  }
+  if (path.substr(0, kMac.size()) == kMac) {
+    for (size_t i = 1; i < kMacPrecisions.size(); ++i)
+      if (path.substr(kMac.size()) == kDTypeNames[static_cast<size_t>(kMacPrecisions[i])] &&
+          systolic_array.rate(kMacPrecisions[i]) <= 0)
+        return "the array does not support this precision (its systolic_array rate is 0)";
+    return "";
+  }
   if (path.substr(0, kDram.size()) == kDram) return dram.unused_reason(path.substr(kDram.size()));
   if (path.substr(0, kArray.size()) == kArray) return systolic_array.unused_reason(path.substr(kArray.size()));
   return "";
 }
 
 std::vector<std::string_view> NpuConfig::governing_keys(std::string_view path) {
-  if (path.substr(0, 5) == "dram.") return {"dram.model"};
+  if (path.substr(0, 5) == "dram." || path.substr(0, 12) == "energy.dram.") return {"dram.model"};
+  if (path == "energy.mac_pj.fp16") return {"systolic_array.fp16_rate"};
+  if (path == "energy.mac_pj.bf16") return {"systolic_array.bf16_rate"};
+  if (path == "energy.mac_pj.fp32") return {"systolic_array.fp32_rate"};
   if (path == "systolic_array.pipelined_folds") return {"systolic_array.dataflow", "systolic_array.double_buffered"};
   return {};
 }
@@ -192,6 +211,68 @@ void HostConfig::visit(Visitor& v) {
   v.real({"call_overhead_us", "us", "fixed cost of one host call (driver, synchronisation)"}, call_overhead_us, 0, 1e6);
 }
 
+void TechnologyConfig::visit(Visitor& v) {
+  v.real({"node_nm", "nm",
+          "process node of the design: energy.* and area.* figures, given at their reference_nm, scale to it "
+          "(energy by node / reference, area by its square)"},
+         node_nm, 3, 500);
+}
+
+double EnergyConfig::mac(DType t) const {
+  for (size_t i = 0; i < kMacPrecisions.size(); ++i)
+    if (kMacPrecisions[i] == t) return mac_pj[i];
+  return mac_pj[0];  // uint8 runs on the int8 datapath
+}
+
+void EnergyConfig::visit(Visitor& v) {
+  v.real({"reference_nm", "nm", "process node at which the on-chip energies below are given (Horowitz: 45 nm)"},
+         reference_nm, 3, 500);
+  v.group("mac_pj", "energy of one multiply-accumulate in the array, by input precision (accumulation included)",
+          [&] {
+            for (size_t i = 0; i < kMacPrecisions.size(); ++i)
+              v.real({kDTypeNames[static_cast<size_t>(kMacPrecisions[i])], "pJ", "one MAC"}, mac_pj[i], 0, 1e4);
+          });
+  v.real({"sram_read_pj_per_bit", "pJ/bit",
+          "SRAM read energy per bit from an 8 KiB bank; an access of bank_width_bytes to a bank of B KiB costs "
+          "8 * bank_width_bytes * this * sqrt(B / 8)"},
+         sram_read_pj_per_bit, 0, 1e3);
+  v.real({"sram_write_pj_per_bit", "pJ/bit", "SRAM write energy per bit into an 8 KiB bank, scaled like reads"},
+         sram_write_pj_per_bit, 0, 1e3);
+  v.group("dram", "off-chip energy of each DRAM model (not scaled by the technology node); only the chosen "
+                  "dram.model's keys apply",
+          [&] {
+            for (size_t m = 0; m < dram.size(); ++m) {
+              v.group(kDramModelNames[m], "", [&] {
+                v.real({"pj_per_bit", "pJ/bit", "energy per bit read or written (column access and I/O)"},
+                       dram[m].pj_per_bit, 0, 1e4);
+                if (m >= static_cast<size_t>(DramModel::kDdr4_3200))
+                  v.real({"activate_pj", "pJ", "energy of one row activate and its precharge (one per row miss)"},
+                         dram[m].activate_pj, 0, 1e6);
+              });
+            }
+          });
+  v.real({"vector_pj_per_element", "pJ",
+          "vector-unit energy per element and initiation interval (an op of ii_cycles 4 costs 4x per element)"},
+         vector_pj_per_element, 0, 1e4);
+  v.real({"dma_pj_per_byte", "pJ/byte", "DMA engines and on-chip interconnect, per byte moved between DRAM and SRAM"},
+         dma_pj_per_byte, 0, 1e4);
+  v.real({"host_link_pj_per_byte", "pJ/byte", "host link, per byte to or from the host (off-chip, not scaled)"},
+         host_link_pj_per_byte, 0, 1e5);
+  v.real({"static_mw_per_mm2", "mW/mm2", "static (leakage) power per mm2 of the area estimate, at technology.node_nm"},
+         static_mw_per_mm2, 0, 1e4);
+}
+
+void AreaConfig::visit(Visitor& v) {
+  v.real({"reference_nm", "nm", "process node at which the areas below are given"}, reference_nm, 3, 500);
+  v.real({"pe_um2", "um2", "one PE of the array (multiplier, accumulator, operand registers) with every precision "
+                           "it supports"},
+         pe_um2, 0, 1e7);
+  v.real({"sram_mm2_per_mib", "mm2/MiB", "SRAM macro area per MiB (cells and periphery), each scratchpad"},
+         sram_mm2_per_mib, 0, 1e4);
+  v.real({"vector_lane_um2", "um2", "one vector-unit lane"}, vector_lane_um2, 0, 1e8);
+  v.real({"dma_engine_mm2", "mm2", "one DMA engine with its descriptor queues"}, dma_engine_mm2, 0, 1e4);
+}
+
 void NpuConfig::visit(Visitor& v) {
   v.real({"frequency_mhz", "MHz", "NPU clock frequency"}, frequency_mhz, 1, 100000);
   v.group("sequencer", "instruction fetch, decode and dispatch", [&] { sequencer.visit(v); });
@@ -203,6 +284,9 @@ void NpuConfig::visit(Visitor& v) {
   v.group("dram", "off-chip memory", [&] { dram.visit(v); });
   v.group("vector", "the vector unit", [&] { vector.visit(v); });
   v.group("host", "host CPU and link, for fallback ops", [&] { host.visit(v); });
+  v.group("technology", "the process node", [&] { technology.visit(v); });
+  v.group("energy", "energy per action and static power (docs/energy.md)", [&] { energy.visit(v); });
+  v.group("area", "area per unit (docs/energy.md)", [&] { area.visit(v); });
 }
 
 }  // namespace npusim::isa

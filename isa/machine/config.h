@@ -140,6 +140,58 @@ struct HostConfig {
   void visit(Visitor& v);
 };
 
+// Off-chip energy of one DRAM model: per bit moved (column access and I/O) and per row activate
+// (activate + precharge; banked models only, which count row misses).
+struct DramEnergyConfig {
+  double pj_per_bit = 5.0;
+  double activate_pj = 0.0;
+};
+
+// The process the design is built in. Per-action energies and areas are given at their own reference
+// nodes (energy.reference_nm, area.reference_nm) and scaled to this one (docs/energy.md).
+struct TechnologyConfig {
+  double node_nm = 28.0;
+  void visit(Visitor& v);
+  // Dynamic energy scales with switched capacitance, proportional to the feature size (the supply
+  // voltage has stayed near 0.9-1.0 V since 45 nm): E(node) = E(ref) * node / ref.
+  double energy_scale(double reference_nm) const { return node_nm / reference_nm; }
+  // Area scales with the square of the feature size.
+  double area_scale(double reference_nm) const { return (node_nm / reference_nm) * (node_nm / reference_nm); }
+};
+
+// Energy per action (docs/energy.md): counts the simulator already makes times these, plus static power
+// over time. On-chip figures are at reference_nm; DRAM and host-link figures are off-chip and not scaled.
+struct EnergyConfig {
+  double reference_nm = 45.0;
+  // Energy of one MAC (multiply and accumulate) by input precision: int8, fp16, bf16, fp32.
+  std::array<double, 4> mac_pj = {0.3, 2.0, 2.0, 4.6};
+  // SRAM energy per bit of an access to an 8 KiB bank; it scales with sqrt(bank capacity / 8 KiB).
+  double sram_read_pj_per_bit = 0.156;
+  double sram_write_pj_per_bit = 0.172;
+  // Index = DramModel.
+  std::array<DramEnergyConfig, 5> dram = {DramEnergyConfig{5.0, 0.0}, DramEnergyConfig{5.0, 0.0},
+                                          DramEnergyConfig{15.0, 2000.0}, DramEnergyConfig{4.0, 1000.0},
+                                          DramEnergyConfig{3.0, 909.0}};
+  double vector_pj_per_element = 1.0;
+  double dma_pj_per_byte = 1.5;
+  double host_link_pj_per_byte = 40.0;
+  double static_mw_per_mm2 = 5.0;
+  void visit(Visitor& v);
+  // The precision whose MAC energy mac_pj[i] is (kMacPrecisions[i]).
+  double mac(DType t) const;
+};
+inline constexpr std::array<DType, 4> kMacPrecisions = {DType::kInt8, DType::kFp16, DType::kBf16, DType::kFp32};
+
+// Silicon area (docs/energy.md), at reference_nm, scaled to technology.node_nm by area_scale().
+struct AreaConfig {
+  double reference_nm = 45.0;
+  double pe_um2 = 2500.0;
+  double sram_mm2_per_mib = 5.8;
+  double vector_lane_um2 = 12000.0;
+  double dma_engine_mm2 = 0.05;
+  void visit(Visitor& v);
+};
+
 // The whole NPU.
 struct NpuConfig {
   double frequency_mhz = 1000.0;
@@ -151,13 +203,17 @@ struct NpuConfig {
   DramConfig dram;
   VectorConfig vector;
   HostConfig host;
+  TechnologyConfig technology;
+  EnergyConfig energy;
+  AreaConfig area;
   void visit(Visitor& v);
   // Why the parameter at dotted `path` has no effect on this machine ("" when it has): a DRAM key the
   // chosen DRAM model does not use, pipelined_folds on an array that cannot pipeline. The loader
   // rejects such a key when it is given in the same or a later layer than the keys that decide it
   // (governing_keys).
   std::string_view unused_reason(std::string_view path) const;
-  // The keys whose values decide unused_reason(path): dram.model for DRAM keys.
+  // The keys whose values decide unused_reason(path): dram.model for DRAM keys (and DRAM energy keys),
+  // the precision's rate for a MAC energy.
   static std::vector<std::string_view> governing_keys(std::string_view path);
 };
 

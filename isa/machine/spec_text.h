@@ -25,7 +25,8 @@ class SpecTextError : public std::runtime_error {
 // Every parameter of `c` as "dotted.key=value\n", in declaration order.
 std::string to_spec_text(const NpuConfig& c);
 
-// Reads to_spec_text() output back. Every parameter must appear exactly once; blank lines and lines
+// Reads to_spec_text() output back. Every parameter must appear exactly once (the technology, energy and
+// area keys, which do not shape a program, may be missing: programs compiled before they existed); blank lines and lines
 // starting with '#' are ignored. Throws SpecTextError listing every bad line ("machine spec line 3: ...").
 NpuConfig from_spec_text(const std::string& text);
 

@@ -147,7 +147,8 @@ std::string diff_reports(const std::string& a_path, const std::string& b_path, s
   for (const char* key : {"total_cycles", "latency_ms", "macs", "precision.peak_macs_per_cycle", "precision.utilization",
                           "array_utilization", "bound_cycles", "efficiency", "breakdown.compute", "breakdown.memory",
                           "breakdown.scheduling", "breakdown.host", "dram.bytes_read", "dram.bytes_written",
-                          "dram.avg_bandwidth_gbps", "host.calls", "sim.instructions"}) {
+                          "dram.avg_bandwidth_gbps", "host.calls", "energy.total_mj", "energy.average_power_w",
+                          "energy.peak_power_w", "energy.tops_per_w", "area.total_mm2", "sim.instructions"}) {
     const auto [x, y] = what(key);
     if (!x && !y) continue;
     const std::optional<double> nx = number(x), ny = number(y);

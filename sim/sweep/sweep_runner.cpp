@@ -438,6 +438,13 @@ std::map<std::string, std::string> read_metrics(const std::string& report_path) 
       if (any) m[c.column] = std::to_string(peak);
       continue;
     }
+    if (std::string(c.path) == "#energy_delay") {
+      // Energy-delay product: energy per inference x latency, in mJ x ms.
+      const YAML::Node e = at_path(root, "energy.total_mj"), t = root["latency_ms"];
+      if (e && e.IsScalar() && t && t.IsScalar())
+        m[c.column] = tidy_number(fmt::format("{}", e.as<double>() * t.as<double>()));
+      continue;
+    }
     const YAML::Node n = at_path(root, c.path);
     if (n && n.IsScalar()) m[c.column] = tidy_number(n.Scalar());
   }
@@ -552,6 +559,12 @@ const std::vector<MetricColumn>& metric_columns() {
       {"dram_bytes_written", "dram.bytes_written"},
       {"dram_bandwidth_gbps", "dram.avg_bandwidth_gbps"},
       {"sram_peak_bytes", "#peak_sram"},
+      {"energy_mj", "energy.total_mj"},
+      {"average_power_w", "energy.average_power_w"},
+      {"peak_power_w", "energy.peak_power_w"},
+      {"tops_per_w", "energy.tops_per_w"},
+      {"energy_delay_mj_ms", "#energy_delay"},
+      {"area_mm2", "area.total_mm2"},
       {"instructions", "sim.instructions"},
       {"layers", "#layers"},
   };

@@ -48,14 +48,15 @@ TEST(Reports, LayersCsvHasOneRowPerLayerWithItsCyclesBreakdownBytesAndBound) {
   const std::string csv = dir + "/l.csv";
   EXPECT_EQ(read_file(csv).substr(0, read_file(csv).find('\n')),
             "index,name,display_name,op,placement,precision,start_cycle,end_cycle,cycles,compute,memory,scheduling,host,macs,"
-            "dram_bytes_read,dram_bytes_written,bound,bound_cycles,efficiency,fused_into");
+            "dram_bytes_read,dram_bytes_written,bound,bound_cycles,efficiency,fused_into,energy_mj");
   EXPECT_EQ(check_csv(dir + "/r.json", csv, "print(len(rows) == len(r['layers']) > 0)"), "True");
   // Each row is its layer: cycles are end - start, the breakdown adds up to them.
   EXPECT_EQ(check_csv(dir + "/r.json", csv,
                       "print(all(x['name'] == l['name'] and int(x['cycles']) == l['cycles'] == "
                       "int(x['end_cycle']) - int(x['start_cycle']) and "
                       "sum(int(x[k]) for k in ('compute', 'memory', 'scheduling', 'host')) == l['cycles'] and "
-                      "int(x['macs']) == l['macs'] and x['precision'] == l['precision'] "
+                      "int(x['macs']) == l['macs'] and x['precision'] == l['precision'] and "
+                      "float(x['energy_mj']) == l['energy']['total_mj'] "
                       "for x, l in zip(rows, r['layers'])))"),
             "True");
   // Every DMA transfer belongs to a layer: the layers' bytes add up to the run's.

@@ -173,6 +173,21 @@ TEST(SpecText, MissingAndDuplicateKeysAreErrors) {
   EXPECT_NO_THROW(isa::from_spec_text("# machine\n\n" + missing + first + "\n"));
 }
 
+// A program compiled before the energy model has no technology/energy/area lines: it still loads, with
+// their defaults; every other key stays required.
+TEST(SpecText, ProgramsWithoutEnergyKeysLoadWithTheirDefaults) {
+  isa::NpuConfig c;
+  c.systolic_array.rows = 8;
+  c.energy.mac_pj[0] = 7;
+  std::string old;
+  for (const std::string& l : lines_of(isa::to_spec_text(c)))
+    if (l.rfind("technology.", 0) != 0 && l.rfind("energy.", 0) != 0 && l.rfind("area.", 0) != 0) old += l + "\n";
+  const isa::NpuConfig back = isa::from_spec_text(old);
+  EXPECT_EQ(back.systolic_array.rows, 8);
+  EXPECT_EQ(back.energy.mac_pj[0], isa::NpuConfig{}.energy.mac_pj[0]);
+  EXPECT_EQ(isa::from_spec_text(isa::to_spec_text(c)).energy.mac_pj[0], 7.0);
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Resolved YAML
 

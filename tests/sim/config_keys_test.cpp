@@ -94,9 +94,9 @@ std::string probe(const isa::NpuConfig& c, std::string* why = nullptr) {
   static const isa::Program kVectorProgram = isa::assemble(vector_and_host_probe(), "probe.s");
   std::string all;
   try {
-    // Small layers of each float precision (each has its own MAC rate) and a padded conv: the array,
+    // Small layers of each precision (each has its own MAC rate and MAC energy) and a padded conv: the array,
     // the scratchpads, the DMA and the DRAM all take part.
-    const char* kPrecisions[] = {"fp32", "fp16", "bf16"};
+    const char* kPrecisions[] = {"fp32", "fp16", "bf16", "int8"};
     for (const char* p : kPrecisions) {
       ModelOptions o;
       o.plan.spec.model = compiler::quant::parse_precision(p);
@@ -134,8 +134,10 @@ std::vector<std::string> perturbations(const ParamInfo& p) {
 }
 
 TEST(ConfigKeys, EveryNumericKeyChangesAFigureOnAProbeOrIsDeclaredNotToAffectTiming) {
-  // The defaults (lpddr4_4266, banked) and the two other kinds of DRAM model.
-  const std::vector<std::vector<std::string>> bases = {{}, {"dram.model=simple"}, {"dram.model=ideal"}};
+  // The defaults (lpddr4_4266, banked), the two other kinds of DRAM model, and the other banked models
+  // (each has its own energy keys).
+  const std::vector<std::vector<std::string>> bases = {
+      {}, {"dram.model=simple"}, {"dram.model=ideal"}, {"dram.model=ddr4_3200"}, {"dram.model=hbm2"}};
   std::vector<std::string> failures;
   int walked = 0;
   for (const std::vector<std::string>& sets : bases) {
@@ -146,8 +148,8 @@ TEST(ConfigKeys, EveryNumericKeyChangesAFigureOnAProbeOrIsDeclaredNotToAffectTim
     for (const ParamInfo& p : isa::list_params(base)) {
       if (p.kind != ParamInfo::Kind::kInteger && p.kind != ParamInfo::Kind::kReal) continue;
       if (!p.affects_timing || !base.unused_reason(p.path).empty()) continue;
-      // Keys outside dram are walked once, on the defaults.
-      if (!sets.empty() && p.path.rfind("dram.", 0) != 0) continue;
+      // Keys outside dram (and its energy) are walked once, on the defaults.
+      if (!sets.empty() && p.path.rfind("dram.", 0) != 0 && p.path.rfind("energy.dram.", 0) != 0) continue;
       ++walked;
       bool changed = false, ran = false;
       for (const std::string& value : perturbations(p)) {

@@ -1,0 +1,102 @@
+#include "arch/core/activity.h"
+
+#include "arch/datapath/footprint.h"
+#include "isa/timing/dma.h"
+#include "isa/timing/systolic.h"
+#include "isa/timing/units.h"
+
+namespace npusim::arch {
+namespace {
+
+using isa::Buffer;
+using isa::DType;
+using isa::Field;
+
+// Accesses of `bytes` to scratchpad `b`, counted on the storage it lives in, in whole bank words.
+void access(traces::Activity& a, const isa::NpuConfig& c, Buffer b, int64_t bytes, int64_t times,
+            bool write) {
+  if (bytes <= 0 || times <= 0) return;
+  const auto width = static_cast<uint64_t>(c.sram.buffer(b).bank_width_bytes);
+  const uint64_t words = (static_cast<uint64_t>(bytes) + width - 1) / width * static_cast<uint64_t>(times);
+  (write ? a.sram_writes : a.sram_reads)[static_cast<size_t>(c.sram.storage(b))] += words;
+}
+
+size_t mac_index(DType t) {
+  for (size_t i = 0; i < isa::kMacPrecisions.size(); ++i)
+    if (isa::kMacPrecisions[i] == t) return i;
+  return 0;  // uint8 on the int8 datapath
+}
+
+void count_matrix(const isa::Instruction& ins, const isa::NpuConfig& c, traces::Activity& a) {
+  const auto dt = static_cast<DType>(ins.get(Field::kDtype));
+  const isa::timing::GemmShape g = isa::timing::gemm_shape(ins);
+  const isa::timing::FoldMap f = isa::timing::fold_map(c.systolic_array, g);
+  a.macs[mac_index(dt)] += static_cast<uint64_t>(g.m * g.k * g.n);
+  const int64_t a_bytes = g.m * g.k * isa::dtype_bytes(dt);
+  const int64_t b_bytes = g.k * g.n * isa::dtype_bytes(datapath::weight_dtype(dt));
+  const int64_t c_bytes = g.m * g.n * isa::dtype_bytes(datapath::accumulator_dtype(dt));
+  const bool preloaded = ins.get(Field::kPreloaded) != 0;
+  const int64_t accumulate = ins.get(Field::kAccumulate) != 0 ? 1 : 0;
+  int64_t a_reads = 1, b_reads = 1, c_writes = 1;
+  switch (c.systolic_array.dataflow) {
+    case isa::Dataflow::kWs:  // B stationary, A streamed per column fold, C per row fold
+      a_reads = f.col_folds;
+      b_reads = preloaded ? 0 : 1;
+      c_writes = f.row_folds;
+      break;
+    case isa::Dataflow::kOs:  // C stays in the PEs; A streamed per column fold, B per row fold
+      a_reads = f.col_folds;
+      b_reads = f.row_folds;
+      break;
+    case isa::Dataflow::kIs:  // A stationary, B streamed per column fold, C per row fold
+      a_reads = preloaded ? 0 : 1;
+      b_reads = f.col_folds;
+      c_writes = f.row_folds;
+      break;
+  }
+  access(a, c, Buffer::kInput, a_bytes, a_reads, false);
+  access(a, c, Buffer::kWeight, b_bytes, b_reads, false);
+  access(a, c, Buffer::kAccumulator, c_bytes, c_writes, true);
+  access(a, c, Buffer::kAccumulator, c_bytes, c_writes - 1 + accumulate, false);
+}
+
+}  // namespace
+
+void count_activity(const isa::Instruction& ins, const isa::NpuConfig& c, traces::Activity& a) {
+  switch (ins.opcode) {
+    case isa::Opcode::kLoad:
+    case isa::Opcode::kStore: {
+      const bool store = ins.opcode == isa::Opcode::kStore;
+      a.dma_bytes += static_cast<uint64_t>(isa::timing::dma_rows(ins).bytes());
+      access(a, c, static_cast<Buffer>(ins.get(Field::kBuf)), isa::timing::dma_sram_bytes(ins), 1, !store);
+      break;
+    }
+    case isa::Opcode::kPreload:
+      access(a, c, static_cast<Buffer>(ins.get(Field::kBuf)),
+             ins.get(Field::kRows) * ins.get(Field::kCols) *
+                 isa::dtype_bytes(static_cast<DType>(ins.get(Field::kDtype))),
+             1, false);
+      break;
+    case isa::Opcode::kMatmul:
+    case isa::Opcode::kConv:
+      count_matrix(ins, c, a);
+      break;
+    case isa::Opcode::kVec: {
+      const datapath::VecOperandBytes b = datapath::vec_operand_bytes(ins, datapath::vec_geometry(ins));
+      access(a, c, static_cast<Buffer>(ins.get(Field::kSrc1Buf)), b.src1, 1, false);
+      access(a, c, static_cast<Buffer>(ins.get(Field::kSrc2Buf)), b.src2, 1, false);
+      access(a, c, static_cast<Buffer>(ins.get(Field::kDstBuf)), b.dst, 1, true);
+      const auto op = static_cast<size_t>(ins.get(Field::kVop));
+      a.vector_elements +=
+          static_cast<uint64_t>(isa::timing::vec_work_elements(ins) * c.vector.ops[op].ii_cycles);
+      break;
+    }
+    case isa::Opcode::kHostCall:
+      a.host_link_bytes += static_cast<uint64_t>(ins.get(Field::kInBytes) + ins.get(Field::kOutBytes));
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace npusim::arch
