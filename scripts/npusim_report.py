@@ -84,3 +84,31 @@ def plain_ticks(axis, minor=True):
     axis.set_major_formatter(f)
     if minor:
         axis.set_minor_formatter(f)
+
+
+def place_labels(ax, labels, offsets=None, avoid=(), **text_kw):
+    """Annotates `labels` [(text, (x, y)), ...], most important first, so that no two overlap, none
+    covers an artist of `avoid` (a legend) and none leaves the axes: each takes the first of `offsets`
+    (points from its point; by default around it at growing distances) where its box is clear of the
+    labels placed before it; one with no clear place is left out. Call it once the figure's layout is
+    final (after tight_layout). Returns the placed annotations."""
+    if offsets is None:
+        offsets = [(dx * r, dy * r) for r in (1, 2, 3, 4) for dx, dy in ((4, 6), (4, -12), (-4, 6), (-4, -12))]
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    axes_box = ax.get_window_extent(renderer)
+    placed, boxes = [], [a.get_window_extent(renderer) for a in avoid]
+    for text, xy in labels:
+        for dx, dy in offsets:
+            kw = dict(text_kw)
+            kw.setdefault("ha", "left" if dx >= 0 else "right")
+            a = ax.annotate(text, xy, xytext=(dx, dy), textcoords="offset points", **kw)
+            box = a.get_window_extent(renderer).expanded(1.05, 1.1)
+            inside = (box.x0 >= axes_box.x0 and box.x1 <= axes_box.x1 and box.y0 >= axes_box.y0
+                      and box.y1 <= axes_box.y1)
+            if inside and not any(box.overlaps(b) for b in boxes):
+                placed.append(a)
+                boxes.append(box)
+                break
+            a.remove()
+    return placed

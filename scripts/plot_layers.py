@@ -67,24 +67,26 @@ def main():
         ax.bar(x, v, bottom=bottom, color=colour, label=part, width=0.8)
         bottom += v
     slowest = sorted(range(n), key=lambda i: -bottom[i])[:max(0, args.top)]
-    for i in slowest:
-        l = layers[i]
-        # Short names, written upwards from the top of the bar, inside the axes (the y range leaves room).
-        ax.annotate(f"{npusim_report.display_name(l)} ({l.get('op', '')})", (x[i], bottom[i]), xytext=(0, 4),
-                    textcoords="offset points", rotation=90, fontsize=7, ha="center", va="bottom")
+    # Short names, written upwards from the top of the bar, inside the axes (the y range leaves room),
+    # each where it overlaps no other (npusim_report.place_labels, once the layout is final).
+    labels = [(f"{npusim_report.display_name(layers[i])} ({layers[i].get('op', '')})", (x[i], bottom[i]))
+              for i in slowest]
     ax.set_xlabel("layer (program order)" if args.sort == "order" else "layer (slowest first)")
     ax.set_ylabel("energy (mJ)" if args.energy else "cycles")
     if n <= 40:
         ax.set_xticks(x)
         ax.set_xticklabels([npusim_report.display_name(l) for l in layers], rotation=90, fontsize=7)
     ax.set_ylim(0, bottom.max() * 1.6 if bottom.max() > 0 else 1)
-    ax.legend(loc="upper right", fontsize=8)
+    legend = ax.legend(loc="upper right", fontsize=8)
     total = r.get("total_cycles", 0)
     spent = (f"{r['energy']['total_mj']:.4g} mJ, {r['energy']['average_power_w']:.3g} W average" if args.energy
              else f"{total} cycles")
     ax.set_title(args.title or f"{npusim_report.run_title(r, args.report)}: {n} layers, {spent} "
                                 f"({r.get('latency_ms', 0):.4g} ms); top {len(slowest)} labelled")
     fig.tight_layout()
+    # Upwards from the bar's top, or shifted up or sideways by a label's height when that one is taken.
+    npusim_report.place_labels(ax, labels, offsets=[(0, 4), (0, 40), (0, 80), (-8, 4), (8, 4), (-8, 40), (8, 40)],
+                               avoid=[legend], rotation=90, fontsize=7, ha="center", va="bottom")
     try:
         fig.savefig(args.output, dpi=120)
     except OSError as e:

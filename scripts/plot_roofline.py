@@ -105,6 +105,8 @@ def main():
     pts = []
     skipped = 0
     for l in r["layers"]:
+        if l.get("placement") == "fused":
+            continue  # a node fused into the layer before it: that layer's point stands for both
         macs, grouped = useful_macs(l)
         cycles, b = float(l.get("cycles", 0)), float(per_layer.get(l["name"], 0))
         if macs <= 0 or cycles <= 0 or b <= 0:
@@ -149,17 +151,16 @@ def main():
     if total_bytes > 0 and model_macs > 0 and r.get("total_cycles", 0) > 0:
         ax.scatter([model_macs / total_bytes], [model_macs / (r["total_cycles"] / freq_hz)], marker="*", s=180,
                    color="gold", edgecolor="black", zorder=4, label="whole model")
-    # The five layers farthest from their roof (without bounds: the slowest), named; labels alternate
-    # above and below to limit overlaps.
-    key = (lambda p: p[6]) if all(p[6] is not None for p in pts) else (lambda p: p[1])
-    for i, p in enumerate(sorted(pts, key=key)[:5]):
-        text = p[3] + (f" ({100 * p[6]:.0f}% of roof)" if p[6] is not None else "")
-        ax.annotate(text, (p[0], p[1]), xytext=(4, 6 if i % 2 else -10), textcoords="offset points", fontsize=7)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    # The five layers farthest from their roof (without bounds: the slowest), named where their labels
+    # do not overlap (npusim_report.place_labels; placed once the axes' scales and limits are final).
+    key = (lambda p: p[6]) if all(p[6] is not None for p in pts) else (lambda p: p[1])
+    labels = [(p[3] + (f" ({100 * p[6]:.0f}% of roof)" if p[6] is not None else ""), (p[0], p[1]))
+              for p in sorted(pts, key=key)[:5]]
     ax.set_xlabel("arithmetic intensity (MACs per DRAM byte)")
     ax.set_ylabel("achieved MAC/s")
-    ax.legend(fontsize=8, loc="lower right")
+    legend = ax.legend(fontsize=8, loc="lower right")
     extra = f"; precision {r['precision']['plan']}" if "precision" in r else ""
     extra += f"; {skipped} layers without MACs or DRAM traffic not shown" if skipped else ""
     if "efficiency" in r:
@@ -167,6 +168,7 @@ def main():
     ax.set_title(args.title or f"{npusim_report.run_title(r, args.report)}: {len(pts)} layers{extra}", fontsize=10)
     ax.grid(True, which="both", alpha=0.2)
     fig.tight_layout()
+    npusim_report.place_labels(ax, labels, avoid=[legend], fontsize=7)
     try:
         fig.savefig(args.output, dpi=120)
     except OSError as e:

@@ -428,6 +428,7 @@ struct ModelCliOptions {
   std::string weights = "per-channel";
   std::string activations = "asymmetric";
   bool verbose = false;
+  std::string graph_dumps;  // -v: what compile_model printed, for print_verbose
   bool no_fusion = false;   // --no-fusion
   std::string mapping;      // --mapping FILE.yaml
   std::string mapping_out;  // --mapping-out FILE.yaml
@@ -444,7 +445,7 @@ po::options_description model_options(ModelCliOptions& m) {
       }),
       "set the first (batch) dimension of every model input to N; shape inference propagates it")(
       "verbose,v", po::bool_switch(&m.verbose),
-      "print the graph after import and after every pass, and the mapping")(
+      "print the mapping table and precision plan, then the graph after import and after every pass")(
       "no-fusion", po::bool_switch(&m.no_fusion),
       "fuse nothing into a layer's epilogue (bias, residual Add, activations run as layers of their own) and fold "
       "no Concat into its producers' stores: what fusion buys")(
@@ -661,8 +662,8 @@ bool is_program_file(const std::string& path) {
 }
 
 // Compiles `spec`, mapping the compiler's errors onto the CLI's exit codes.
-CompiledModel compile_or_throw(Context& ctx, const std::string& spec, const isa::NpuConfig& config,
-                               const ModelCliOptions& m) {
+CompiledModel compile_or_throw(const std::string& spec, const isa::NpuConfig& config,
+                               ModelCliOptions& m) {
   ModelOptions options = to_model_options(m, config);
   if (m.memory_limit_gb < 0) throw UsageError("--memory-limit-gb must not be negative");
   if (m.memory_limit_gb > 0) compiler::set_memory_limit_bytes(static_cast<uint64_t>(m.memory_limit_gb * 1e9));
@@ -676,9 +677,11 @@ CompiledModel compile_or_throw(Context& ctx, const std::string& spec, const isa:
     options.mapping = &mapping;
   }
   try {
-    CompiledModel cm = compile_model(spec, config, options, m.verbose ? &ctx.out : nullptr);
-    if (!m.verbose) return cm;
-    ctx.out << "precision plan: " << compiler::quant::plan_summary(cm.plan) << "\n";
+    // -v: the graph after import and after every pass, kept until the mapping table is printed
+    // (print_verbose): the table is what is read first, the graphs run to a thousand lines.
+    std::ostringstream graphs;
+    CompiledModel cm = compile_model(spec, config, options, m.verbose ? &graphs : nullptr);
+    if (m.verbose) m.graph_dumps = graphs.str();
     return cm;
   } catch (const compiler::ModelError& e) {
     throw InputError(e.what());
@@ -691,6 +694,17 @@ CompiledModel compile_or_throw(Context& ctx, const std::string& spec, const isa:
   } catch (const compiler::CompileError& e) {
     throw RunError(e.what());
   }
+}
+
+// -v: the mapping table and the precision plan (print_mapping), and last, after whatever else the
+// command prints, the graph after import and after every pass (print_graphs).
+void print_mapping(Context& ctx, const ModelCliOptions& m, const CompiledModel& cm) {
+  if (!m.verbose) return;
+  ctx.out << compiler::compile_summary(cm.result) << "\n";
+  ctx.out << "precision plan: " << compiler::quant::plan_summary(cm.plan) << "\n\n";
+}
+void print_graphs(Context& ctx, const ModelCliOptions& m) {
+  if (m.verbose) ctx.out << "\ngraphs after import and after each pass (-v)\n" << m.graph_dumps << "\n";
 }
 
 // --mapping-out: every layer's mapping, under a header saying what it was compiled from.
@@ -760,12 +774,14 @@ int cmd_run(Context& ctx, const Command& cmd) {
     check_machine(program, config);
     return simulate_and_report(ctx, o, model, program, config, nullptr, io);
   }
-  const CompiledModel compiled = compile_or_throw(ctx, model, config, m);
+  const CompiledModel compiled = compile_or_throw(model, config, m);
   write_mapping_out(ctx, o, m, model, compiled);
-  if (m.verbose) ctx.out << compiler::compile_summary(compiled.result) << "\n";
+  print_mapping(ctx, m, compiled);
   ReportExtras extras;
   if (acc.accuracy || acc.advise_sqnr) accuracy_report(ctx, compiled, config, m, acc, io.seed, extras);
-  return simulate_and_report(ctx, o, model, compiled.result.program, config, &compiled, io, &extras);
+  const int rc = simulate_and_report(ctx, o, model, compiled.result.program, config, &compiled, io, &extras);
+  print_graphs(ctx, m);
+  return rc;
 }
 
 int cmd_compile(Context& ctx, const Command& cmd) {
@@ -787,7 +803,7 @@ int cmd_compile(Context& ctx, const Command& cmd) {
   if (model.empty()) throw UsageError("compile needs a model (see 'npusim compile --help')");
   if (output.empty()) throw UsageError("compile needs -o PROG.npu (see 'npusim compile --help')");
   const isa::NpuConfig config = resolve_config(o);
-  CompiledModel compiled = compile_or_throw(ctx, model, config, m);
+  CompiledModel compiled = compile_or_throw(model, config, m);
   write_mapping_out(ctx, o, m, model, compiled);
   compiled.result.program.machine = isa::to_spec_text(config);
   try {
@@ -801,7 +817,12 @@ int cmd_compile(Context& ctx, const Command& cmd) {
   } catch (const isa::ProgramError& e) {
     throw InputError(e.what());
   }
-  if (!quiet) ctx.out << compiler::compile_summary(compiled.result);
+  if (m.verbose) {
+    print_mapping(ctx, m, compiled);
+    print_graphs(ctx, m);
+  } else if (!quiet) {
+    ctx.out << compiler::compile_summary(compiled.result);
+  }
   return kExitOk;
 }
 

@@ -84,7 +84,8 @@ TEST(Html, RunAndReportWriteTheSamePageWhichRendersWithOneRowPerLayer) {
   const auto seen = browse(dir + "/run.html", dir, true);
   expect_rendered(seen, layers);
   EXPECT_EQ(seen.count("sorted_by_cycles") ? seen.at("sorted_by_cycles") : "", "True");
-  EXPECT_EQ(seen.count("sections") ? seen.at("sections") : "", "summary,layers,timeline,roofline,accuracy");
+  // A run has the energy section (docs/energy.md) and, with --accuracy, the accuracy section.
+  EXPECT_EQ(seen.count("sections") ? seen.at("sections") : "", "summary,layers,timeline,roofline,energy,accuracy");
 }
 
 TEST(Html, ExecWritesThePageWithoutTheCompilersView) {

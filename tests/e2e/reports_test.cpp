@@ -498,5 +498,50 @@ TEST(SmallThings, EveryColumnOfTheCompileTableIsDocumented) {
   EXPECT_EQ(n, 13);
 }
 
+// -v prints what is read first first: the mapping table and the precision plan, then (compile) the
+// graphs after every pass, or (run) the simulation's summary and then the graphs.
+TEST(SmallThings, VerboseCompileAndRunPrintTheMappingTableBeforeTheGraphs) {
+  const std::string dir = temp_dir("verbose");
+  CommandResult r = npusim({"compile", "demo", "-o", dir + "/d.npu", "-v"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t table = r.out.find("\nlayer "), plan = r.out.find("\nprecision plan: "),
+               graphs = r.out.find("graphs after import and after each pass (-v)\n== imported");
+  EXPECT_NE(r.out.find(" layers, "), std::string::npos);
+  EXPECT_LT(r.out.find(" layers, "), table);
+  EXPECT_LT(table, plan);
+  EXPECT_LT(plan, graphs);
+  EXPECT_NE(graphs, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("== after placement", graphs), std::string::npos);
+  r = npusim({"run", "demo", "-v"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t total = r.out.find("\ntotal cycles");
+  graphs = r.out.find("graphs after import and after each pass (-v)");
+  EXPECT_LT(r.out.find("\nprecision plan: "), total);
+  EXPECT_LT(total, graphs);
+  EXPECT_NE(graphs, std::string::npos) << r.out;
+}
+
+// Plot labels never overlap (scripts/npusim_report.place_labels): ten labels on one point, and the
+// roofline plot of a real run, whose named layers sit close together.
+TEST(SmallThings, PlotLabelsDoNotOverlap) {
+  const CommandResult r = run_command(
+      {"/usr/bin/python3", "-c",
+       "import sys; sys.path.insert(0, sys.argv[1])\n"
+       "import npusim_report\n"
+       "plt = npusim_report.pyplot()\n"
+       "fig, ax = plt.subplots(figsize=(6, 4)); ax.set_xlim(0, 10); ax.set_ylim(0, 10)\n"
+       "legend = ax.legend(handles=[ax.plot([0], [0], label='x')[0]], loc='upper right')\n"
+       "fig.tight_layout()\n"
+       "placed = npusim_report.place_labels(ax, [('label number %d' % i, (5, 5)) for i in range(10)], "
+       "avoid=[legend], fontsize=7)\n"
+       "rd = fig.canvas.get_renderer()\n"
+       "boxes = [a.get_window_extent(rd) for a in placed] + [legend.get_window_extent(rd)]\n"
+       "print(len(placed) >= 4, not any(boxes[i].overlaps(boxes[j]) for i in range(len(boxes)) "
+       "for j in range(i + 1, len(boxes))))\n",
+       std::string(NPUSIM_SOURCE_DIR) + "/scripts"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "True True\n") << r.err;
+}
+
 }  // namespace
 }  // namespace npusim::test
