@@ -400,8 +400,12 @@ std::map<std::string, std::string> read_metrics(const std::string& report_path) 
   std::map<std::string, std::string> m;
   for (const MetricColumn& c : metric_columns()) {
     if (std::string(c.path) == "#layers") {
+      // The program's layers: the model's nodes fused into them (placement "fused") are not layers.
       const YAML::Node l = root["layers"];
-      if (l && l.IsSequence()) m[c.column] = std::to_string(l.size());
+      if (!l || !l.IsSequence()) continue;
+      size_t n = 0;
+      for (const auto& layer : l) n += !(layer["placement"] && layer["placement"].Scalar() == "fused");
+      m[c.column] = std::to_string(n);
       continue;
     }
     if (std::string(c.path) == "#sum:layers.compute_cycles") {

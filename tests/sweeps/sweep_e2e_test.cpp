@@ -146,6 +146,9 @@ TEST(SweepRun, ResultsCarryThePrecisionPlanItsUtilizationAndTheRoofline) {
       const double want = std::stod(json_eval(report, "repr(" + path + ")"));
       EXPECT_NEAR(std::stod(row.at(column)), want, 1e-9 * want) << column;
     }
+    // `layers` counts the program's layers, not the model's nodes fused into them (the demo has six).
+    EXPECT_EQ(row.at("layers"), json_eval(report, "sum(l['placement'] != 'fused' for l in r['layers'])"));
+    EXPECT_EQ(json_eval(report, "sum(l['placement'] == 'fused' for l in r['layers'])"), "6");
   }
 }
 
