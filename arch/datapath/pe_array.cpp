@@ -7,13 +7,13 @@
 #include <utility>
 
 #include "arch/datapath/numerics.h"
+#include "isa/ceil_div.h"
 
 namespace npusim::arch::datapath {
 
 namespace {
 
 uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Multiply-accumulate of the two value domains. Integer: modulo 2^32 (unsigned arithmetic).
 struct IntArith {

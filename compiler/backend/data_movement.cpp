@@ -250,7 +250,7 @@ bool lower_pad(Context& c, const Node& n, std::string* why) {
   Slots s = make_slots(c, Buffer::kInput);
   const int64_t cap = s.elems * c.esize / ey;  // slot capacity in elements of the copied type
   int64_t ti = std::min<int64_t>(inner, kMaxDim);
-  while (ti > 1 && (1 + pt + pb) * out_cols * ti > cap) ti = cdiv(ti, 2);
+  while (ti > 1 && (1 + pt + pb) * out_cols * ti > cap) ti = ceil_div(ti, 2);
   if (std::max({pt, pb, pl, pr}) > 255 || out_cols > kMaxDim || (1 + pt + pb) * out_cols * ti > cap) {
     *why = "padding beyond LOAD's halo fields or a padded row larger than a slot";
     return false;

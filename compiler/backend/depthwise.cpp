@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "isa/ceil_div.h"
 #include "isa/timing/dma.h"
 #include "isa/timing/units.h"
 
@@ -21,7 +22,6 @@ namespace {
 // Vector candidates simulated per layer (the closed form's best few), as MatrixMapper::choose does.
 constexpr size_t kTimedCandidates = 2;
 
-int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
 int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
 
@@ -56,7 +56,7 @@ Instruction dma_box(isa::Opcode op, DType t, std::array<int64_t, 3> sizes, std::
 // Candidate extents of one tile dimension: the whole extent, then halves down to 1.
 std::vector<int64_t> extents(int64_t n) {
   std::vector<int64_t> v;
-  for (int64_t x = n; x >= 1; x = x == 1 ? 0 : cdiv(x, 2)) {
+  for (int64_t x = n; x >= 1; x = x == 1 ? 0 : ceil_div(x, 2)) {
     if (v.empty() || v.back() != x) v.push_back(x);
   }
   return v;
@@ -136,8 +136,8 @@ std::vector<DepthwiseTiling> DepthwiseMapper::search(size_t keep) const {
   for (int64_t tn : extents(j_.C)) {
     if (tn != j_.C && tn % lanes == 0) tns.push_back(tn);
   }
-  for (int64_t m = cdiv(j_.C, 2); m >= lanes && m > 1; m = cdiv(m, 2)) {
-    const int64_t tn = cdiv(m, lanes) * lanes;
+  for (int64_t m = ceil_div(j_.C, 2); m >= lanes && m > 1; m = ceil_div(m, 2)) {
+    const int64_t tn = ceil_div(m, lanes) * lanes;
     if (std::find(tns.begin(), tns.end(), tn) == tns.end() && tn < j_.C) tns.push_back(tn);
   }
   if (tns.back() > 1) tns.push_back(std::min<int64_t>(j_.C, lanes));

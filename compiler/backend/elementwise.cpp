@@ -292,7 +292,7 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
   int64_t t0, t1 = 1;
   if (box_dims == 1) {
     t0 = std::min<int64_t>({inner, 4096, sa.elems, sb.elems});
-    t1 = std::min<int64_t>({cdiv(inner, t0), kMaxDim, sa.elems / t0, mode == Bcast::kNone ? sb.elems / t0 : kMaxDim});
+    t1 = std::min<int64_t>({ceil_div(inner, t0), kMaxDim, sa.elems / t0, mode == Bcast::kNone ? sb.elems / t0 : kMaxDim});
     t1 = std::max<int64_t>(1, t1);
   } else {
     const int64_t outer = dims[k - 2].ext;

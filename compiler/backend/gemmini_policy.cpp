@@ -4,10 +4,11 @@
 #include <array>
 #include <cmath>
 
+#include "isa/ceil_div.h"
+
 namespace npusim::compiler::backend {
 namespace {
 
-int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Scratchpad (A + B) or accumulator (C) rows a conv tile takes (tiled_conv_total_spad_rows with pool
 // size and stride 1, input dilation 1, no downsampling, untransposed operands). Gemmini sizes the
@@ -18,7 +19,7 @@ int64_t conv_rows(const GemminiGeometry& g, bool acc, int64_t stride, int64_t di
                 kchs = a[6];
   const int64_t irows = orows * stride + krows + (dilation - 1) * (krows - 1) - 1;
   const int64_t icols = ocols * stride + kcols + (dilation - 1) * (kcols - 1) - 1;
-  const int64_t in_banks = cdiv(kchs, g.dim), out_banks = cdiv(ochs, g.dim);
+  const int64_t in_banks = ceil_div(kchs, g.dim), out_banks = ceil_div(ochs, g.dim);
   if (acc) return out_banks * batches * orows * ocols;
   return in_banks * batches * irows * icols + out_banks * kcols * krows * kchs;
 }
@@ -39,7 +40,7 @@ GemminiGeometry GemminiGeometry::of(const isa::NpuConfig& c) {
 
 GemminiMatmulTile gemmini_matmul_tile(const GemminiGeometry& g, int64_t dim_i, int64_t dim_j, int64_t dim_k) {
   const int64_t dim = g.dim;
-  const int64_t i_blocks = cdiv(dim_i, dim), j_blocks = cdiv(dim_j, dim), k_blocks = cdiv(dim_k, dim);
+  const int64_t i_blocks = ceil_div(dim_i, dim), j_blocks = ceil_div(dim_j, dim), k_blocks = ceil_div(dim_k, dim);
   // Double-buffered (WS): each side of the ping-pong gets half of each memory.
   const int64_t max_spad_rows = g.spad_rows / 2, max_acc_rows = g.acc_rows / 2;
   // The starting tile: a square I x J that half the accumulator's half holds, and the K that fills a

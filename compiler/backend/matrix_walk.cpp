@@ -10,6 +10,7 @@
 #include "compiler/backend/gemmini_policy.h"
 #include "compiler/backend/imposed.h"
 #include "compiler/passes/lowered.h"
+#include "isa/ceil_div.h"
 #include "isa/timing/dma.h"
 #include "isa/timing/systolic.h"
 #include "isa/timing/units.h"
@@ -54,7 +55,6 @@ using isa::VecOp;
 
 namespace {
 
-int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Candidates the search simulates when it can time code: enough to correct the closed form's ranking
 // where it is wrong, few enough to keep compile time within a simulation of the model.
@@ -68,7 +68,7 @@ int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
 // largest and the smallest (1, which always fits).
 std::vector<int64_t> candidates(int64_t extent, int64_t granule, size_t max_count, bool even_splits) {
   std::set<int64_t> s;
-  for (int64_t d = 1; d <= extent; d *= 2) s.insert(cdiv(extent, d));
+  for (int64_t d = 1; d <= extent; d *= 2) s.insert(ceil_div(extent, d));
   for (int64_t g = std::max<int64_t>(1, granule); g < extent; g *= 2) s.insert(g);
   s.insert(1);
   std::vector<int64_t> v(s.rbegin(), s.rend());  // largest first
@@ -84,7 +84,7 @@ std::vector<int64_t> candidates(int64_t extent, int64_t granule, size_t max_coun
   // always: a tile just below the extent's third (64 of ViT's 197 tokens) leaves a remainder tile of a
   // few rows that pays a whole pass over the other operand.
   for (int64_t d = 2; d <= 4 && even_splits; ++d) {
-    const int64_t e = cdiv(extent, d);
+    const int64_t e = ceil_div(extent, d);
     if (e > 1 && std::find(v.begin(), v.end(), e) == v.end()) v.push_back(e);
   }
   std::sort(v.rbegin(), v.rend());
@@ -103,8 +103,8 @@ std::vector<std::pair<int64_t, int64_t>> chunks(int64_t extent, int64_t tile) {
 
 MatrixMapper::Reuse MatrixMapper::reuse(const Tiling& t) const {
   const int64_t cin_b = t.gb * j_.cg, cout_b = t.gb * j_.mg;
-  const int64_t nk = cdiv(cin_b, t.tc), nn = cdiv(cout_b, t.tn), blocks = j_.groups / t.gb;
-  const int64_t ns = j_.images * cdiv(j_.OH, t.toh) * cdiv(j_.OW, t.tow);
+  const int64_t nk = ceil_div(cin_b, t.tc), nn = ceil_div(cout_b, t.tn), blocks = j_.groups / t.gb;
+  const int64_t ns = j_.images * ceil_div(j_.OH, t.toh) * ceil_div(j_.OW, t.tow);
   Reuse r;
   // Spatial-outer walks every output-channel tile of a spatial tile in turn: its input (all of it, or
   // its one K chunk) stays. Channel-outer walks the spatial tiles for each output-channel tile: a
@@ -134,7 +134,7 @@ bool MatrixMapper::input_resident_ok(const Tiling& t) const {
   // chunks would have to be loaded chunk-major, rows of tc channels: with the small chunks where it
   // would matter (ResNet-50 layer4's 3x3 convs, 8 channels) the DMA fetches a burst per 8 bytes and
   // the layer ran 20% slower (measured, 257 k -> 315 k cycles int8).
-  const int64_t cin_b = t.gb * j_.cg, nk = cdiv(cin_b, t.tc);
+  const int64_t cin_b = t.gb * j_.cg, nk = ceil_div(cin_b, t.tc);
   return j_.gemm && t.spatial_outer && nk >= 2 && cin_b <= 65535 && t.gb == j_.groups;
 }
 
@@ -182,7 +182,7 @@ void MatrixMapper::estimate(Tiling& t) const {
   const int64_t blocks = j_.groups / t.gb;
   const auto oh = chunks(j_.OH, t.toh), ow = chunks(j_.OW, t.tow), kc = chunks(cin_b, t.tc),
              nc = chunks(cout_b, t.tn);
-  const int64_t ns = j_.images * cdiv(j_.OH, t.toh) * cdiv(j_.OW, t.tow), nn = cdiv(cout_b, t.tn);
+  const int64_t ns = j_.images * ceil_div(j_.OH, t.toh) * ceil_div(j_.OW, t.tow), nn = ceil_div(cout_b, t.tn);
   // A resident input tile (GEMMs) is loaded once per spatial tile, all its K chunks in one LOAD.
   const Reuse r = reuse(t);
   const bool reuse_a = r.a, reuse_b = r.b;
@@ -384,7 +384,7 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
 void MatrixMapper::generate(const Tiling& t) {
   const int64_t ea = isa::dtype_bytes(s_.ops.a), ew = isa::dtype_bytes(s_.ops.w);
   const int64_t cin_b = t.gb * j_.cg, cout_b = t.gb * j_.mg, blocks = j_.groups / t.gb;
-  const int64_t nk = cdiv(cin_b, t.tc), nn = cdiv(cout_b, t.tn);
+  const int64_t nk = ceil_div(cin_b, t.tc), nn = ceil_div(cout_b, t.tn);
   // SRAM slots: input and weight ping-pong pairs here, the accumulator's from the strategy.
   SramAlloc in{Buffer::kInput}, wt{Buffer::kWeight}, acc{Buffer::kAccumulator};
   // An operand loaded once (Reuse::a_once / b_once) has one slot: both names are the same.

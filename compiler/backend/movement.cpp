@@ -93,7 +93,7 @@ void copy_box(Context& c, const DramTensor& src, uint64_t src_off, const DramTen
   for (size_t j = 0; j < nb; ++j) tile[j] = std::max<int64_t>(1, tile[j]);
   std::vector<int64_t> ext;  // loop extents: outer dims, then chunk counts of the box dims
   for (size_t j = 0; j + nb < k; ++j) ext.push_back(d[j].extent);
-  for (size_t j = nb; j-- > 0;) ext.push_back(cdiv(d[k - 1 - j].extent, tile[j]));
+  for (size_t j = nb; j-- > 0;) ext.push_back(ceil_div(d[k - 1 - j].extent, tile[j]));
   const uint64_t es = static_cast<uint64_t>(isa::dtype_bytes(dst.dtype));
   const uint64_t ess = static_cast<uint64_t>(isa::dtype_bytes(on_tile ? src.dtype : dst.dtype));
   odometer(ext, [&](const std::vector<int64_t>& idx) {
@@ -185,9 +185,9 @@ std::string permute_copy(Context& c, const DramTensor& x, const DramTensor& y, c
   const int64_t te = std::min<int64_t>({E.extent, kMaxDim, std::max<int64_t>(1, s.elems / (ta * tb))});
   std::vector<int64_t> ext;
   for (size_t i : rest) ext.push_back(d[i].extent);
-  ext.push_back(cdiv(E.extent, te));
-  ext.push_back(cdiv(A.extent, ta));
-  ext.push_back(cdiv(B.extent, tb));
+  ext.push_back(ceil_div(E.extent, te));
+  ext.push_back(ceil_div(A.extent, ta));
+  ext.push_back(ceil_div(B.extent, tb));
   const uint64_t es = static_cast<uint64_t>(isa::dtype_bytes(y.dtype)), ex = static_cast<uint64_t>(isa::dtype_bytes(x.dtype));
   if (!on_tile && ex != es) throw std::logic_error("permute_copy: x and y differ in dtype without a conversion");
   odometer(ext, [&](const std::vector<int64_t>& idx) {

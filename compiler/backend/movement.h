@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "compiler/backend/context.h"
+#include "isa/ceil_div.h"
 
 namespace npusim::compiler::backend {
 
 inline constexpr int64_t kMaxDim = 65535;  // the widest DMA size / VEC d field
-inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Row-major strides of a shape (in elements).
 std::vector<int64_t> strides_of(const Shape& s);

@@ -108,7 +108,7 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
     Slots p = make_slots(c, Buffer::kWeight);
     Slots f = make_slots(c, Buffer::kAccumulator, acc_base);
     int64_t tc = std::min<int64_t>(C, kMaxDim);
-    while (tc > 1 && W * tc > s.elems) tc = cdiv(tc, 2);
+    while (tc > 1 && W * tc > s.elems) tc = ceil_div(tc, 2);
     int64_t r = 0;
     for (int64_t d = std::min<int64_t>(H, 255); d >= 1 && r == 0; --d) {
       if (H % d == 0 && d * W * tc <= s.elems) r = d;
@@ -226,10 +226,10 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
   auto in_rows = [&](int64_t t) { return (t - 1) * sh + kh; };
   auto in_cols = [&](int64_t t) { return (t - 1) * sw + kw; };
   int64_t tc = std::min<int64_t>(C, kMaxDim), tow = OW, toh = OH;
-  while (tc > 1 && in_rows(1) * in_cols(tow) * tc > s.elems) tc = cdiv(tc, 2);
-  while (tow > 1 && in_rows(1) * in_cols(tow) * tc > s.elems) tow = cdiv(tow, 2);
+  while (tc > 1 && in_rows(1) * in_cols(tow) * tc > s.elems) tc = ceil_div(tc, 2);
+  while (tow > 1 && in_rows(1) * in_cols(tow) * tc > s.elems) tow = ceil_div(tow, 2);
   while (toh > 1 && (in_rows(toh) * in_cols(tow) * tc > s.elems || toh * tow * tc > o.elems || toh * tow > f.elems)) {
-    toh = cdiv(toh, 2);
+    toh = ceil_div(toh, 2);
   }
   if (in_rows(toh) * in_cols(tow) * tc > s.elems || toh * tow * tc > o.elems) {
     *why = "pooling window does not fit the input scratchpad";

@@ -105,10 +105,10 @@ bool lower_rowwise(Context& c, const Node& n, std::string* why) {
     return false;
   }
   int64_t tile = std::min(fit, R);
-  if (cdiv(R, kPipelinedTiles) * D >= kMinPipelinedTile) {
-    tile = std::min(tile, cdiv(R, kPipelinedTiles));
+  if (ceil_div(R, kPipelinedTiles) * D >= kMinPipelinedTile) {
+    tile = std::min(tile, ceil_div(R, kPipelinedTiles));
   } else {
-    tile = std::min(tile, cdiv(kMinPipelinedTile, D));
+    tile = std::min(tile, ceil_div(kMinPipelinedTile, D));
   }
   const uint64_t st1 = 64, st2 = 64 + round64(tile * es);
 

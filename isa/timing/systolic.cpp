@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "isa/ceil_div.h"
+
 namespace npusim::isa::timing {
 namespace {
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 GemmShape gemm_shape(const Instruction& ins) {

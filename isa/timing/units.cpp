@@ -4,9 +4,10 @@
 #include <numeric>
 #include <vector>
 
+#include "isa/ceil_div.h"
+
 namespace npusim::isa::timing {
 namespace {
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t us_to_cycles(double us, double f_mhz) { return static_cast<int64_t>(std::ceil(us * f_mhz - 1e-9)); }
 }  // namespace
 

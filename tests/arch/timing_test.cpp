@@ -6,6 +6,7 @@
 #include <random>
 
 #include "arch/datapath/pe_array.h"
+#include "isa/ceil_div.h"
 #include "isa/timing/dma.h"
 #include "isa/timing/dram.h"
 #include "isa/timing/systolic.h"
@@ -28,7 +29,6 @@ isa::SystolicArrayConfig array(int64_t r, int64_t c, Dataflow df, bool double_bu
   return a;
 }
 
-int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 TEST(SystolicTiming, WeightStationaryFoldIsPreloadPlusSkewedStreamPlusDrain) {
   // 4x4 array, M=8, K=10, N=6: K folds over rows (3), N over cols (2). Each fold: R cycles to
@@ -213,7 +213,7 @@ TEST(VectorTiming, LatencyPlusLanesTimesInitiationInterval) {
   ins.opcode = isa::Opcode::kVec;
   ins.set(isa::Field::kVop, static_cast<int>(isa::VecOp::kDiv)).set(isa::Field::kD0, 100).set(isa::Field::kD1, 3);
   const auto& t = v.ops[static_cast<int>(isa::VecOp::kDiv)];
-  EXPECT_EQ(timing::vec_cycles(ins, v), t.latency_cycles + cdiv(300, 16) * t.ii_cycles);
+  EXPECT_EQ(timing::vec_cycles(ins, v), t.latency_cycles + ceil_div(300, 16) * t.ii_cycles);
 }
 
 TEST(HostTiming, LinkBothWaysPlusOverheadPlusCpu) {

@@ -10,13 +10,13 @@
 #include "arch/datapath/executor.h"
 #include "arch/datapath/numerics.h"
 #include "arch/datapath/pe_array.h"
+#include "isa/ceil_div.h"
 
 namespace npusim::arch::datapath {
 namespace {
 
 using isa::Dataflow;
 
-int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Closed form. WS: B stationary (K on rows, N on cols); each fold loads R rows of weights, streams M
 // input rows skewed over R rows, and drains partial sums through R rows and C columns.
@@ -25,11 +25,11 @@ int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t closed_form(Dataflow df, int64_t R, int64_t C, int64_t M, int64_t K, int64_t N) {
   switch (df) {
     case Dataflow::kWs:
-      return cdiv(K, R) * cdiv(N, C) * (R + (M + R + C - 2));
+      return ceil_div(K, R) * ceil_div(N, C) * (R + (M + R + C - 2));
     case Dataflow::kOs:
-      return cdiv(M, R) * cdiv(N, C) * (K + R + C - 2);
+      return ceil_div(M, R) * ceil_div(N, C) * (K + R + C - 2);
     case Dataflow::kIs:
-      return cdiv(K, R) * cdiv(M, C) * (R + (N + R + C - 2));
+      return ceil_div(K, R) * ceil_div(M, C) * (R + (N + R + C - 2));
   }
   return -1;
 }
@@ -37,11 +37,11 @@ int64_t closed_form(Dataflow df, int64_t R, int64_t C, int64_t M, int64_t K, int
 int64_t closed_form_folds(Dataflow df, int64_t R, int64_t C, int64_t M, int64_t K, int64_t N) {
   switch (df) {
     case Dataflow::kWs:
-      return cdiv(K, R) * cdiv(N, C);
+      return ceil_div(K, R) * ceil_div(N, C);
     case Dataflow::kOs:
-      return cdiv(M, R) * cdiv(N, C);
+      return ceil_div(M, R) * ceil_div(N, C);
     case Dataflow::kIs:
-      return cdiv(K, R) * cdiv(M, C);
+      return ceil_div(K, R) * ceil_div(M, C);
   }
   return -1;
 }
