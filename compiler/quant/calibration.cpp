@@ -4,12 +4,12 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <random>
 
 #include "compiler/import/import.h"
 #include "compiler/interp/interpreter.h"
+#include "compiler/io/npy.h"
 #include "compiler/quant/emulate.h"
 #include "isa/numerics.h"
 
@@ -244,60 +244,21 @@ std::map<std::string, TensorStats> collect_statistics(const Graph& g, const std:
 
 // ---- inputs ------------------------------------------------------------------------------------
 
-static std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw CalibrationError(path + ": cannot open");
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 Tensor read_npy_tensor(const std::string& path) {
-  const std::string b = read_file(path);
-  if (b.size() < 10 || b.compare(0, 6, "\x93NUMPY") != 0) throw CalibrationError(path + ": not a .npy file");
-  const int major = static_cast<unsigned char>(b[6]);
-  size_t header_len, off;
-  if (major == 1) {
-    header_len = static_cast<unsigned char>(b[8]) | (static_cast<unsigned char>(b[9]) << 8);
-    off = 10;
-  } else {
-    if (b.size() < 12) throw CalibrationError(path + ": truncated .npy header");
-    header_len = 0;
-    for (int k = 0; k < 4; ++k) header_len |= static_cast<size_t>(static_cast<unsigned char>(b[8 + k])) << (8 * k);
-    off = 12;
+  NpyArray a;
+  try {
+    a = read_npy(path);  // compiler/io/npy.h: the one reader (header, dtype and size checks)
+  } catch (const NpyError& e) {
+    throw CalibrationError(e.what());
   }
-  if (off + header_len > b.size()) throw CalibrationError(path + ": truncated .npy header");
-  const std::string h = b.substr(off, header_len);
-  auto field = [&](const std::string& key) {
-    const size_t k = h.find("'" + key + "'");
-    if (k == std::string::npos) throw CalibrationError(path + ": .npy header has no '" + key + "'");
-    return h.substr(h.find(':', k) + 1);
-  };
-  std::string descr = field("descr");
-  descr = descr.substr(descr.find('\'') + 1);
-  descr = descr.substr(0, descr.find('\''));
-  if (field("fortran_order").find("True") < field("fortran_order").find(','))
-    throw CalibrationError(path + ": Fortran-order .npy arrays are not supported");
-  std::string shp = field("shape");
-  shp = shp.substr(shp.find('(') + 1, shp.find(')') - shp.find('(') - 1);
-  Shape shape;
-  std::string num;
-  for (char c : shp + ",") {
-    if (std::isdigit(static_cast<unsigned char>(c))) {
-      num += c;
-    } else if (c == ',' && !num.empty()) {
-      shape.push_back(std::stoll(num));
-      num.clear();
-    }
-  }
+  const Shape shape(a.shape.begin(), a.shape.end());
   const int64_t n = num_elements(shape);
-  const char* d = b.data() + off + header_len;
-  const size_t avail = b.size() - off - header_len;
-  if (descr.size() < 3 || (descr[0] != '<' && descr[0] != '|'))
-    throw CalibrationError(path + ": unsupported .npy dtype '" + descr + "' (little-endian expected)");
-  const char kind = descr[1];
-  const int size = std::stoi(descr.substr(2));
-  if (avail < static_cast<size_t>(n) * size) throw CalibrationError(path + ": .npy data is truncated");
+  const char kind = a.descr[1];
+  const int size = npy_item_size(a.descr);
+  const uint8_t* d = a.data.data();
+  auto unsupported = [&] { return CalibrationError(path + ": unsupported .npy dtype '" + a.descr + "'"); };
   if (kind == 'f') {
-    std::vector<float> v(n);
+    std::vector<float> v(static_cast<size_t>(n));
     for (int64_t k = 0; k < n; ++k) {
       if (size == 4) {
         std::memcpy(&v[k], d + 4 * k, 4);
@@ -310,26 +271,34 @@ Tensor read_npy_tensor(const std::string& path) {
         std::memcpy(&x, d + 2 * k, 2);
         v[k] = isa::numerics::fp16_to_fp32(x);
       } else {
-        throw CalibrationError(path + ": unsupported .npy dtype '" + descr + "'");
+        throw unsupported();
       }
     }
     return Tensor::from_floats(shape, std::move(v));
   }
-  if (kind == 'i' || kind == 'u') {
-    std::vector<int64_t> v(n);
-    DataType t;
-    for (int64_t k = 0; k < n; ++k) {
-      const char* p = d + size * k;
-      if (kind == 'i' && size == 1) v[k] = static_cast<int8_t>(p[0]);
-      else if (kind == 'u' && size == 1) v[k] = static_cast<uint8_t>(p[0]);
-      else if (kind == 'i' && size == 4) { int32_t x; std::memcpy(&x, p, 4); v[k] = x; }
-      else if (kind == 'i' && size == 8) { int64_t x; std::memcpy(&x, p, 8); v[k] = x; }
-      else throw CalibrationError(path + ": unsupported .npy dtype '" + descr + "'");
+  if (kind != 'i' && kind != 'u') throw unsupported();
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) {
+    const uint8_t* p = d + size * k;
+    if (kind == 'i' && size == 1) {
+      v[k] = static_cast<int8_t>(p[0]);
+    } else if (kind == 'u' && size == 1) {
+      v[k] = p[0];
+    } else if (kind == 'i' && size == 4) {
+      int32_t x;
+      std::memcpy(&x, p, 4);
+      v[k] = x;
+    } else if (kind == 'i' && size == 8) {
+      int64_t x;
+      std::memcpy(&x, p, 8);
+      v[k] = x;
+    } else {
+      throw unsupported();
     }
-    t = kind == 'u' ? DataType::kUInt8 : size == 1 ? DataType::kInt8 : size == 4 ? DataType::kInt32 : DataType::kInt64;
-    return Tensor::from_ints(t, shape, std::move(v));
   }
-  throw CalibrationError(path + ": unsupported .npy dtype '" + descr + "'");
+  const DataType t =
+      kind == 'u' ? DataType::kUInt8 : size == 1 ? DataType::kInt8 : size == 4 ? DataType::kInt32 : DataType::kInt64;
+  return Tensor::from_ints(t, shape, std::move(v));
 }
 
 static bool is_tensor_file(const fs::path& p) {

@@ -7,10 +7,16 @@
 #include <random>
 
 #include "compiler/import/import.h"
+#include "compiler/io/npy.h"
 #include "isa/numerics.h"
-#include "sim/io/npy.h"
 
 namespace npusim::sim {
+
+using compiler::npy_item_size;
+using compiler::NpyArray;
+using compiler::NpyError;
+using compiler::read_npy;
+using compiler::write_npy;
 namespace {
 
 namespace num = isa::numerics;

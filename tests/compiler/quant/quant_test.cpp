@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <random>
 
 #include "compiler/import/import.h"
 #include "compiler/interp/interpreter.h"
+#include "compiler/io/npy.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/accuracy.h"
 #include "compiler/quant/calibration.h"
@@ -126,6 +128,34 @@ TensorStats gaussian_with_outliers(int n, int outliers, float outlier_value) {
   TensorStats s;
   s.add(v.data(), v.size());
   return s;
+}
+
+// Calibration inputs are read by the one .npy reader (compiler/io/npy.h): integer codes stay integers,
+// and a bad file is a CalibrationError naming it with the reader's own reason.
+TEST(Calibration, NpyInputsGoThroughTheOneReader) {
+  const std::string dir = ::testing::TempDir();
+  NpyArray a;
+  a.descr = "|i1";
+  a.shape = {2, 3};
+  a.data = {1, 2, 3, 0xff, 0xfe, 0x80};
+  write_npy(dir + "/codes.npy", a);
+  const Tensor t = read_npy_tensor(dir + "/codes.npy");
+  EXPECT_EQ(t.dtype, DataType::kInt8);
+  EXPECT_EQ(t.shape, (Shape{2, 3}));
+  EXPECT_EQ(t.to_int_vector(), (std::vector<int64_t>{1, 2, 3, -1, -2, -128}));
+  a.descr = "<f4";
+  a.data.resize(4);  // 1 of 6 floats
+  std::vector<uint8_t> bytes = format_npy(a);
+  {
+    std::ofstream out(dir + "/short.npy", std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  }
+  try {
+    read_npy_tensor(dir + "/short.npy");
+    ADD_FAILURE() << "a truncated .npy was read";
+  } catch (const CalibrationError& e) {
+    EXPECT_NE(std::string(e.what()).find("short.npy: .npy data is 4 bytes"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Calibration, EntropyAndPercentileClipAGaussiansOutliersMinMaxKeepsThem) {

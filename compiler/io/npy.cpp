@@ -1,4 +1,4 @@
-#include "sim/io/npy.h"
+#include "compiler/io/npy.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <iterator>
 #include <limits>
 
-namespace npusim::sim {
+namespace npusim::compiler {
 namespace {
 
 constexpr char kMagic[] = "\x93NUMPY";
@@ -150,4 +150,4 @@ void write_npy(const std::string& path, const NpyArray& a) {
   }
 }
 
-}  // namespace npusim::sim
+}  // namespace npusim::compiler

@@ -1,12 +1,13 @@
 #pragma once
-// NumPy .npy files (format versions 1.0-3.0, C order, little-endian): the model inputs a user gives
-// `npusim run --inputs DIR` and the outputs `--outputs DIR` writes.
+// NumPy .npy files (format versions 1.0-3.0, C order, little-endian): calibration inputs
+// (compiler/quant), the model inputs a user gives `npusim run --inputs DIR` and the outputs
+// `--outputs DIR` writes. The one reader and writer.
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-namespace npusim::sim {
+namespace npusim::compiler {
 
 // A .npy array as stored: its NumPy dtype descriptor ("<f4", "|i1", ...), shape and raw bytes.
 struct NpyArray {
@@ -28,4 +29,4 @@ NpyArray read_npy(const std::string& path);
 std::vector<uint8_t> format_npy(const NpyArray& a);
 void write_npy(const std::string& path, const NpyArray& a);
 
-}  // namespace npusim::sim
+}  // namespace npusim::compiler
