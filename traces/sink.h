@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "isa/json_text.h"
 #include "traces/energy.h"
 #include "traces/event.h"
 
@@ -69,8 +70,8 @@ class TeeSink : public Sink {
 // The name a slice gets: its layer's name, "stall: <reason>" for stalls, the opcode otherwise.
 std::string slice_name(const Event& e, const TraceInfo& info);
 
-// JSON string escaping (shared by the trace and report writers).
-void append_json_string(std::string& out, std::string_view s);
+// JSON string escaping: the one in isa/json_text.h.
+using npusim::append_json_string;
 // A CSV field, quoted when it holds a comma, a quote or a newline (shared by the CSV writers).
 void append_csv_field(std::string& out, std::string_view s);
 

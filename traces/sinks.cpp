@@ -22,35 +22,6 @@ void append_csv_field(std::string& out, std::string_view s) {
   out += '"';
 }
 
-void append_json_string(std::string& out, std::string_view s) {
-  out += '"';
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-}
 
 std::string slice_name(const Event& e, const TraceInfo& info) {
   if (e.kind == Kind::kStall) return "stall: " + std::string(kReasonNames[static_cast<int>(e.reason)]);

@@ -9,6 +9,7 @@
 
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/emulate.h"
+#include "isa/json_text.h"
 
 namespace npusim::compiler::quant {
 
@@ -114,31 +115,6 @@ ErrorSums output_error(const Graph& g, const PrecisionPlan& plan, const std::vec
   return s;
 }
 
-std::string json_string(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        o += "\\\"";
-        break;
-      case '\\':
-        o += "\\\\";
-        break;
-      case '\n':
-        o += "\\n";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          o += buf;
-        } else {
-          o += c;
-        }
-    }
-  }
-  return o + "\"";
-}
 
 std::string num(double v) {
   if (!std::isfinite(v)) return v > 0 ? "300" : (v < 0 ? "-300" : "null");

@@ -10,18 +10,13 @@
 #include "compiler/import/import.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/qdq.h"
+#include "isa/json_text.h"
 #include "sim/model/host_calls.h"
 #include "sim/model/tensor_io.h"
 #include "traces/sink.h"
 
 namespace npusim::sim {
 namespace {
-
-std::string json_string(const std::string& s) {
-  std::string o;
-  traces::append_json_string(o, s);
-  return o;
-}
 
 std::string json_dims(const compiler::Shape& s) {
   std::string o = "[";

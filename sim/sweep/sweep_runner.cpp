@@ -24,6 +24,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "isa/json_text.h"
+
 namespace npusim::sim {
 namespace {
 
@@ -36,34 +38,6 @@ constexpr const char* kPlanJson = "plan.json";
 
 // ---- JSON and CSV text -------------------------------------------------------------------------
 
-std::string json_string(const std::string& s) {
-  std::string o = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        o += "\\\"";
-        break;
-      case '\\':
-        o += "\\\\";
-        break;
-      case '\n':
-        o += "\\n";
-        break;
-      case '\r':
-        o += "\\r";
-        break;
-      case '\t':
-        o += "\\t";
-        break;
-      default:
-        if (c < 0x20)
-          o += fmt::format("\\u{:04x}", c);
-        else
-          o += static_cast<char>(c);
-    }
-  }
-  return o + "\"";
-}
 
 // A value as JSON: a number or boolean when its text is one, a string otherwise. Swept values and
 // report figures keep the exact text they were written with, so reruns and merges are byte-identical.
