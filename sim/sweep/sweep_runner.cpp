@@ -393,14 +393,9 @@ std::map<std::string, std::string> read_metrics(const std::string& report_path) 
       continue;
     }
     if (std::string(c.path) == "#peak_sram") {
-      // The report's own figure when it has one; otherwise the largest scratchpad footprint the
-      // compiler gave any layer (layers[].mapping.sram_bytes, its ping-pong slots in the input, weight
-      // and accumulator scratchpads together): the SRAM the program needs at its peak.
-      const YAML::Node own = at_path(root, "sram.peak_bytes");
-      if (own && own.IsScalar()) {
-        m[c.column] = own.Scalar();
-        continue;
-      }
+      // The largest scratchpad footprint the compiler gave any layer (layers[].mapping.sram_bytes, its
+      // slots in the input, weight and accumulator scratchpads together): the SRAM the program needs at
+      // its peak.
       const YAML::Node l = root["layers"];
       if (!l || !l.IsSequence()) continue;
       uint64_t peak = 0;

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -146,6 +147,12 @@ TEST(SweepRun, ResultsCarryThePrecisionPlanItsUtilizationAndTheRoofline) {
       const double want = std::stod(json_eval(report, "repr(" + path + ")"));
       EXPECT_NEAR(std::stod(row.at(column)), want, 1e-9 * want) << column;
     }
+    // Every figure column (after sram_kib, before report) reads something the report writes: none is
+    // empty on a run that has them all (a path to a field no report has would stay empty).
+    const auto first = std::find(t.header.begin(), t.header.end(), "sram_kib");
+    const auto last = std::find(t.header.begin(), t.header.end(), "report");
+    ASSERT_LT(first, last);
+    for (auto c = first + 1; c != last; ++c) EXPECT_FALSE(row.at(*c).empty()) << *c;
     // `layers` counts the program's layers, not the model's nodes fused into them (the demo has six).
     EXPECT_EQ(row.at("layers"), json_eval(report, "sum(l['placement'] != 'fused' for l in r['layers'])"));
     EXPECT_EQ(json_eval(report, "sum(l['placement'] == 'fused' for l in r['layers'])"), "6");
