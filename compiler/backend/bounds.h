@@ -8,7 +8,8 @@ namespace npusim::compiler {
 // the imported graph has gets that node's own bound (its tensors before fusion: a conv's residual Add
 // is the Add's), and r.absorbed lists the nodes the passes fused away, each with its own bound in the
 // precision of the layer that runs it; r.compiled_bound_cycles keeps the sum of the bounds as compiled.
-// Call after compile(lowered), lowered = lower(imported).
+// Call after compile(lowered), lowered = lower(imported) (for a pre-quantized model, after its QDQ
+// import: compiler/quant/qdq.h).
 void bound_as_imported(CompileResult& r, const Graph& imported, const Graph& lowered, const isa::NpuConfig& config);
 
 }  // namespace npusim::compiler

@@ -15,6 +15,15 @@ bool piece_of(const Node& piece, const Node& n) {
   return piece.name.compare(0, prefix.size(), prefix) == 0;
 }
 
+// QuantizeLinear, DequantizeLinear, or a Cast between a QuantizeLinear and a DequantizeLinear (torch's
+// fake-quantization export: Q -> Cast -> DQ).
+bool quantization_scaffolding(const Node& n, const std::set<std::string>& quantize_outputs,
+                              const std::set<std::string>& dequantize_inputs) {
+  if (n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear") return true;
+  return n.op_type == "Cast" && n.inputs.size() == 1 && n.outputs.size() == 1 &&
+         (quantize_outputs.count(n.inputs[0]) || dequantize_inputs.count(n.outputs[0]));
+}
+
 }  // namespace
 
 std::vector<AbsorbedNode> absorbed_nodes(const Graph& imported, const Graph& lowered) {
@@ -32,6 +41,11 @@ std::vector<AbsorbedNode> absorbed_nodes(const Graph& imported, const Graph& low
   std::set<std::string> compile_time_values;
   for (const std::string& v : imported.inputs)
     if (imported.has_value(v) && imported.value(v).is_constant()) compile_time_values.insert(v);
+  std::set<std::string> quantize_outputs, dequantize_inputs;
+  for (const Node& n : imported.nodes) {
+    if (n.op_type == "QuantizeLinear") quantize_outputs.insert(n.outputs.begin(), n.outputs.end());
+    if (n.op_type == "DequantizeLinear" && !n.inputs.empty()) dequantize_inputs.insert(n.inputs[0]);
+  }
   std::vector<const Node*> candidates;
   std::map<std::string, std::vector<const Node*>> readers;  // imported value -> its reading nodes
   for (const Node& n : imported.nodes) {
@@ -49,10 +63,8 @@ std::vector<AbsorbedNode> absorbed_nodes(const Graph& imported, const Graph& low
     }
     for (const std::string& v : n.inputs)
       if (!v.empty()) readers[v].push_back(&n);
-    // Quantization points (QuantizeLinear / DequantizeLinear of a pre-quantized model) are number
-    // formats, not work: the precision plan takes them (compiler/quant/qdq.h).
-    const bool quantization_point = n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear";
-    if (!by_name.count(n.name) && !quantization_point) candidates.push_back(&n);
+    if (!by_name.count(n.name) && !quantization_scaffolding(n, quantize_outputs, dequantize_inputs))
+      candidates.push_back(&n);
   }
   // The lowered node that took n's work: the producer of one of its outputs, else (an intermediate
   // value of a fused chain) where the first reader of its output went.

@@ -23,7 +23,9 @@ struct AbsorbedNode {
 // The nodes of `imported` that `lowered` (lower(imported)) no longer has, each with the lowered node
 // that took its work, in `imported` order. Left out: nodes evaluated at compile time (constants and
 // the shape arithmetic the passes fold), and nodes decomposed into several lowered nodes (those
-// pieces are program layers of their own, named after the node: compiler/passes/expand.cpp).
+// pieces are program layers of their own, named after the node: compiler/passes/expand.cpp), and the
+// quantization scaffolding of a pre-quantized model (QuantizeLinear, DequantizeLinear and a Cast
+// between them: a number format, which the precision plan takes, not work).
 std::vector<AbsorbedNode> absorbed_nodes(const Graph& imported, const Graph& lowered);
 
 }  // namespace npusim::compiler

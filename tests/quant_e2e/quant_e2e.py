@@ -171,6 +171,10 @@ elif CASE == "prequantized":
     check(y.shape == (1, 10) and np.abs(y).max() > 0, f"functional output {y}")
     # The quantized add stays a node (the model quantizes the conv output before it).
     check(prec.get("/Add") == "int8", "the quantized residual add is not an int8 node")
+    # Fused nodes are the float model's (the ReLUs in the convs' epilogues), not its quantization
+    # scaffolding: no QuantizeLinear, DequantizeLinear or the Casts between them counts as work.
+    fused = {l["name"]: l["op"] for l in r["layers"] if l["placement"] == "fused"}
+    check(fused and set(fused.values()) == {"Relu"}, f"fused nodes of the pre-quantized model: {fused}")
     rf, _ = report(qdq, "qdq_fp32", "--precision", "fp32", "-q")
     check(all(l["precision"] == "fp32" for l in rf["layers"]), "--precision fp32 kept int8 layers")
     check(rf["total_cycles"] > r["total_cycles"], "fp32 not slower than the model's int8")
