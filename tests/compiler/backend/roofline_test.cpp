@@ -162,6 +162,28 @@ TEST(Roofline, FusedNodesAreFoundInTheLayerThatRunsThemAndShapeArithmeticIsLeftO
   }
 }
 
+TEST(Roofline, ADecomposedNodeIsFoundAsItsPiecesAndARemovedIdentityUnderItsReader) {
+  // Softmax decomposed (no row-wise kernel by default): its pieces, named after it, are layers of their
+  // own, so the Softmax is not listed as fused into the last of them. The Identity before it is removed
+  // (its reader reads its input): it is listed under the layer that took its place.
+  GraphBuilder b;
+  b.input("x", {1, 4, 64});
+  b.node("Identity", {"x"}, {"xi"}, "id");
+  b.node("Softmax", {"xi"}, {"y"}, "sm").attrs["axis"].value = int64_t{-1};
+  b.output("y");
+  const Graph imported = b.build();
+  Graph g = imported;
+  lower(g);
+  bool pieces = false;
+  for (const Node& n : g.nodes) pieces |= n.name.rfind("sm_", 0) == 0;
+  ASSERT_TRUE(pieces) << "the Softmax was not decomposed";
+  const std::vector<AbsorbedNode> a = absorbed_nodes(imported, g);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].name, "id");
+  EXPECT_EQ(a[0].into.rfind("sm_", 0), 0u) << a[0].into;
+  EXPECT_TRUE(a[0].on_chip_inputs.empty());  // it read the graph input, which the program still reads
+}
+
 TEST(Roofline, EveryLayerIsBoundAsTheModelsOwnNodeAndFusedNodesBringTheirOwnBounds) {
   const Graph imported = residual_block();
   Graph g = imported;
