@@ -2,12 +2,14 @@
 
 #include <map>
 
+#include "compiler/backend/imposed.h"
 #include "compiler/backend/roofline.h"
 #include "compiler/passes/absorbed.h"
 
 namespace npusim::compiler {
 
-void bound_as_imported(CompileResult& r, const Graph& imported, const Graph& lowered, const isa::NpuConfig& config) {
+void bound_as_imported(CompileResult& r, const Graph& imported, const Graph& lowered, const isa::NpuConfig& config,
+                       const MappingOverrides* mapping) {
   std::map<std::string, const Node*> original;
   std::map<std::string, int64_t> readers;
   for (const Node& n : imported.nodes) {
@@ -44,6 +46,17 @@ void bound_as_imported(CompileResult& r, const Graph& imported, const Graph& low
       }
     }
     r.absorbed.push_back(std::move(l));
+  }
+  // Fusion groups: recorded in each layer's chosen mapping, checked against an imposed one.
+  std::map<std::string, std::vector<std::string>> groups;
+  for (const AbsorbedLayer& a : r.absorbed) groups[a.into].push_back(a.name);
+  for (LayerPlan& p : r.layers) {
+    auto g = groups.find(p.name);
+    p.chosen.fused = g == groups.end() ? std::nullopt : std::optional<std::vector<std::string>>(g->second);
+    if (mapping) {
+      if (const LayerMapping* m = mapping->find(p.name))
+        backend::check_fusion(*m, g == groups.end() ? std::vector<std::string>{} : g->second);
+    }
   }
 }
 

@@ -10,6 +10,9 @@ namespace npusim::compiler {
 // precision of the layer that runs it; r.compiled_bound_cycles keeps the sum of the bounds as compiled.
 // Call after compile(lowered), lowered = lower(imported) (for a pre-quantized model, after its QDQ
 // import: compiler/quant/qdq.h).
-void bound_as_imported(CompileResult& r, const Graph& imported, const Graph& lowered, const isa::NpuConfig& config);
+// Each layer's fusion group becomes its `chosen.fused` (what --mapping-out writes); an imposed entry's
+// `fused` list must be that group (backend/imposed.h check_fusion, MappingError otherwise).
+void bound_as_imported(CompileResult& r, const Graph& imported, const Graph& lowered, const isa::NpuConfig& config,
+                       const MappingOverrides* mapping = nullptr);
 
 }  // namespace npusim::compiler

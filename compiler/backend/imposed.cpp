@@ -88,6 +88,23 @@ void check_applied(const LayerMapping& m, const LayerPlan& plan, bool forced_hos
   }
 }
 
+void check_fusion(const LayerMapping& m, const std::vector<std::string>& fused) {
+  if (!m.fused) return;
+  std::vector<std::string> want = *m.fused, have = fused;
+  std::sort(want.begin(), want.end());
+  std::sort(have.begin(), have.end());
+  if (want == have) return;
+  auto list = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+    return "[" + s + "]";
+  };
+  fail(m, "fused",
+       fmt::format("fused {}: the compiler fused {} into this layer; fusion is decided by the passes (--no-fusion "
+                   "turns it off), so a mapping file can record it but not change it",
+                   list(*m.fused), list(fused)));
+}
+
 ImposedTiling::ImposedTiling(const Context& c, const MatrixJob& j, const MatrixMapper& mm) : j_(j) {
   if (!c.options.mapping) return;
   m_ = c.options.mapping->find(c.plan->name);

@@ -23,6 +23,10 @@ bool imposed_host(const LayerMapping& m, const Node& n, const std::string& natur
 // and was not placed where the entry asked).
 void check_applied(const LayerMapping& m, const LayerPlan& plan, bool forced_host);
 
+// After fusion is known (backend/bounds.h): an entry's `fused` list is the layer's fusion group
+// `fused`, in any order.
+void check_fusion(const LayerMapping& m, const std::vector<std::string>& fused);
+
 // What an entry imposes on one matrix layer's tiling search (MatrixMapper::search): the candidates of
 // each imposed dimension are that value alone; open dimensions are searched as usual.
 class ImposedTiling {

@@ -36,6 +36,10 @@ struct LayerMapping {
   std::optional<int64_t> tile_m, tile_k;            // Gemm/MatMul: rows, reduction
   std::optional<int64_t> tile_n;                    // output channels (conv) or columns (Gemm/MatMul)
   std::optional<LoopOrder> loop_order;
+  // The model's nodes fused into this layer (its fusion group, compiler/passes/absorbed.h). The passes
+  // decide fusion; an entry records it, and imposing one that differs from what they decided (say,
+  // under --no-fusion) is an error, not a silent change.
+  std::optional<std::vector<std::string>> fused;
   // Where each key's value came from ("m.yaml:7:5"), for messages; "" is the entry itself.
   std::map<std::string, std::string> where;
 

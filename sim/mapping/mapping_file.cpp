@@ -68,6 +68,25 @@ const std::vector<Field>& fields() {
     }
     f.push_back(choice("loop_order", &LayerMapping::loop_order, compiler::loop_order_name,
                        compiler::parse_loop_order, "expected spatial_outer or channel_outer"));
+    f.push_back({"fused",
+                 [](const LayerMapping& m) {
+                   YAML::Node v;
+                   if (m.fused) {
+                     v = YAML::Node(YAML::NodeType::Sequence);
+                     for (const std::string& n : *m.fused) v.push_back(n);
+                   }
+                   return v;
+                 },
+                 [](const YAML::Node& v, LayerMapping& m) -> std::string {
+                   if (!v.IsSequence()) return "fused: expected a list of the model's node names";
+                   std::vector<std::string> names;
+                   for (const YAML::Node& n : v) {
+                     if (!n.IsScalar() || n.Scalar().empty()) return "fused: expected a list of the model's node names";
+                     names.push_back(n.Scalar());
+                   }
+                   m.fused = std::move(names);
+                   return "";
+                 }});
     return f;
   }();
   return list;

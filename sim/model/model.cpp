@@ -104,7 +104,7 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
   compiler::lower(m.lowered, pipeline, observer);
   m.plan = compiler::quant::build_plan(m.lowered, options.plan, &m.imported, own ? &*own : nullptr, &m.quant_notes);
   m.result = compile_with_plan(m.lowered, config, m.plan, options.timer, options.mapping, options.fusion);
-  compiler::bound_as_imported(m.result, m.imported, m.lowered, config);
+  compiler::bound_as_imported(m.result, m.imported, m.lowered, config, options.mapping);
   return m;
 }
 

@@ -120,5 +120,29 @@ TEST(MappingCli, HostPlacementShowsWhatACpuFallbackCosts) {
   EXPECT_NE(layer_cycles(dir + "/b.json", layer), layer_cycles(dir + "/a.json", layer));
 }
 
+// A layer's fusion group is recorded (`fused`: the model's nodes fused into it) and checked, not imposed:
+// the passes decide fusion, so a file whose group differs from theirs (here: run with --no-fusion,
+// which keeps only the folded BatchNormalization) exits 2 naming the layer and both groups.
+TEST(MappingCli, FusionGroupsAreRecordedAndCheckedNotImposed) {
+  const std::string dir = temp_dir("mapping_fused");
+  CommandResult r = npusim({"run", "demo", "-q", "--mapping-out", dir + "/m.yaml", "--report", dir + "/a.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(read_file(dir + "/m.yaml").find("name: conv1, placement: matrix"), std::string::npos);
+  EXPECT_NE(read_file(dir + "/m.yaml").find(", fused: [bn1, relu1]}"), std::string::npos) << read_file(dir + "/m.yaml");
+  r = npusim({"run", "demo", "-q", "--mapping", dir + "/m.yaml", "--report", dir + "/b.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(dir + "/a.json", "r['total_cycles']"), json_eval(dir + "/b.json", "r['total_cycles']"));
+  r = npusim({"run", "demo", "-q", "--no-fusion", "--mapping", dir + "/m.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("m.yaml:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("layer 'conv1': fused [bn1, relu1]: the compiler fused [bn1] into this layer"),
+            std::string::npos)
+      << r.err;
+  write_file(dir + "/bad.yaml", "layers:\n  - {name: conv1, fused: 3}\n");
+  r = npusim({"run", "demo", "-q", "--mapping", dir + "/bad.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("layer 'conv1': fused: expected a list of the model's node names"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace npusim::test
