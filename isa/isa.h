@@ -178,13 +178,20 @@ enum class VecOp : uint8_t {
                       // str_h x str_w, dilation imm0 x imm1 (0 = 1); dst = [OH][OW][C] sums in int32 (integer
                       // inputs) or fp32 (dtype_out must be that type), OH = (H - (win_h-1)*imm0 - 1)/str_h + 1.
                       // Each output adds its products in (i, j) window order onto 0, as CONV does.
+  kOutput = 31,       // the output stage: a per-channel bias, the scaling and a clamp in one pass (as NVDLA's
+                      // SDP or an Ethos-U output unit apply them on the way out of the accumulators). bcast
+                      // (row, col or scalar, not none) picks each element's record in src2. dtype int32: records
+                      // are int32 triples (bias, multiplier, shift); y = clip(requantize(sat32(x + bias))) with
+                      // zero point imm2, exactly ADD, per-channel REQUANTIZE to the integer dtype_out, then CLIP
+                      // to [imm0, imm1] (fp32 bits). Float dtype: records are fp32 biases; y = clip(x + bias,
+                      // imm0, imm1) in fp32 (CLIP's rule) rounded to the float dtype_out; imm2 = 0.
 };
-inline constexpr int kNumVecOps = 31;
+inline constexpr int kNumVecOps = 32;
 inline constexpr std::array<std::string_view, kNumVecOps> kVecOpNames = {
     "copy", "add",   "sub",  "mul",   "div",          "max",        "min",     "pow",      "relu",
     "leaky_relu", "clip", "sigmoid", "tanh", "gelu", "erf",  "exp", "sqrt", "rsqrt",
     "hard_sigmoid", "hard_swish", "requantize", "max_pool", "avg_pool", "reduce_sum", "reduce_max",
-    "reduce_mean", "transpose", "abs", "neg", "recip", "dwconv"};
+    "reduce_mean", "transpose", "abs", "neg", "recip", "dwconv", "output"};
 
 enum class Bcast : uint8_t { kNone = 0, kScalar = 1, kRow = 2, kCol = 3 };
 inline constexpr int kNumBcasts = 4;

@@ -328,6 +328,21 @@ VecGeometry vec_geometry(const Instruction& ins) {
       const int64_t s = field(ins, Field::kImm1);
       if (s < -31 || s > 31) fail(ins, fmt::format("requantize shift imm1={} is outside [-31, 31]", s));
     }
+  } else if (op == VecOp::kOutput) {
+    if (bcast == Bcast::kNone) fail(ins, "output reads one record per channel (or one for all): bcast must not be none");
+    buffer_field(ins, Field::kSrc2Buf, "src2_buf");
+    g.src2_elems = src2_count();
+    if (in == DType::kInt32) {
+      if (!is_integer(out)) fail(ins, fmt::format("output of int32 sums writes an integer type, not {}", dtype_name(out)));
+      g.src2_record_bytes = 12;  // (bias, multiplier, shift)
+    } else {
+      if (is_integer(in) || is_integer(out)) {
+        fail(ins, fmt::format("output reads int32 or float sums and writes their kind, not {} -> {}", dtype_name(in),
+                              dtype_name(out)));
+      }
+      if (field(ins, Field::kImm2) != 0) fail(ins, "a float output stage has no zero point; imm2 must be 0");
+      g.src2_record_bytes = 4;  // fp32 bias
+    }
   } else if (op == VecOp::kDwConv) {
     return dwconv_geometry(ins, in, out, bcast, d0, d1, d2);
   } else if (bcast != Bcast::kNone) {

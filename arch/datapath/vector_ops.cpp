@@ -317,6 +317,43 @@ void requantize(const Instruction& ins, const VecGeometry& g, const std::vector<
   }
 }
 
+// output (isa.h): element by element through the same conversions as the instructions it stands for.
+// Integer: ADD (int32, saturating), per-channel REQUANTIZE to dtype_out, CLIP; float: ADD in fp32, CLIP,
+// rounded to dtype_out.
+void output_stage(const Instruction& ins, const VecGeometry& g, const uint8_t* src1, const uint8_t* src2,
+                  uint8_t* dst) {
+  const auto in = static_cast<DType>(ins.get(Field::kDtype)), out = static_cast<DType>(ins.get(Field::kDtypeOut));
+  const auto bcast = static_cast<Bcast>(ins.get(Field::kBcast));
+  const int64_t d0 = ins.get(Field::kD0);
+  const float lo = imm_float(ins, Field::kImm0), hi = imm_float(ins, Field::kImm1);
+  const uint64_t es_out = u(isa::dtype_bytes(out));
+  // Every source element is read before anything is written (dst may overlap src1, as in place).
+  const bool ints = in == DType::kInt32;
+  const std::vector<int64_t> xi = ints ? read_ints(src1, g.src1_elems, in) : std::vector<int64_t>{};
+  const std::vector<float> xf = ints ? std::vector<float>{} : read_floats(src1, g.src1_elems, in);
+  for (int64_t i = 0; i < g.dst_elems; ++i) {
+    const int64_t r = src2_index(bcast, i, d0);
+    uint8_t* y = dst + u(i) * es_out;
+    if (ints) {
+      int32_t rec[3];
+      std::memcpy(rec, src2 + u(r) * 12, 12);
+      if (rec[2] < -31 || rec[2] > 31) {
+        throw DatapathError(fmt::format("{}: per-channel shift {} (record {}) is outside [-31, 31]", describe(ins),
+                                        rec[2], r));
+      }
+      uint8_t sum[4];
+      store_int(sum, DType::kInt32, xi[u(i)] + rec[0]);
+      const auto x = static_cast<int32_t>(load_int(sum, DType::kInt32));
+      store_int(y, out, requantize_unsaturated(x, rec[1], rec[2], static_cast<int32_t>(ins.get(Field::kImm2))));
+      store_float(y, out, nan_min(nan_max(load_float(y, out), lo), hi));
+    } else {
+      float bias;
+      std::memcpy(&bias, src2 + u(r) * 4, 4);
+      store_float(y, out, nan_min(nan_max(xf[u(i)] + bias, lo), hi));
+    }
+  }
+}
+
 // dwconv (isa.h): per channel, the window's products added in (i, j) order onto 0; integer sums wrap
 // modulo 2^32 as the array's adder does, float sums are fp32 (products of fp16/bf16 inputs are exact).
 void dwconv(const Instruction& ins, const VecGeometry& g, const uint8_t* src1, const uint8_t* w, uint8_t* dst) {
@@ -383,6 +420,10 @@ void execute_vec(const Instruction& ins, MachineState& st) {
 
   if (op == VecOp::kDwConv) {
     dwconv(ins, g, s1, s2.data(), dst);
+    return;
+  }
+  if (op == VecOp::kOutput) {
+    output_stage(ins, g, s1, s2.data(), dst);
     return;
   }
   if (is_integer(in) && integer_capable(op)) {

@@ -482,7 +482,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     // What the program carries of the layer, so a run of the program file reports what this run does.
     prog.layers[i].precision = precision;
     if (plan.placement == "matrix" || plan.placement == "vector") prog.layers[i].macs = static_cast<uint64_t>(plan.macs);
-    c.em.collapse_sram();
+    c.em.collapse_sram(before);
     if (imposed) backend::check_applied(*imposed, plan, forced_host);
     plan.chosen.name = plan.name;
     plan.chosen.placement = parse_placement(plan.placement);

@@ -109,6 +109,13 @@ uint64_t Context::sram_base(isa::Buffer b) const {
              : 0;
 }
 
+SramAlloc Context::slots(isa::Buffer b, int64_t need) const {
+  const int64_t cap = capacity(b);
+  if (shared_capacity() > 0 || layer % 2 == 0 || need <= 0 || need > cap) return SramAlloc{b, 0, 0};
+  const uint64_t base = static_cast<uint64_t>(cap - need) / 64 * 64;
+  return SramAlloc{b, base, base};
+}
+
 uint64_t Context::reserve_data(uint64_t bytes) {
   if (!in_trial_) throw std::logic_error("backend: reserve_data outside a trial");
   const uint64_t at = align(data_end_);
@@ -193,6 +200,20 @@ Instruction make(Opcode op, uint32_t layer) {
 }
 }  // namespace
 
+namespace {
+// The DRAM bytes a box touches, first to last (strides are unsigned), as one range; with the range the
+// caller names (a tensor's), the hull of both, so it never misses a byte. A load then waits only for
+// the stores it overlaps, not for every store to its tensor (the next layer's first tiles load while
+// this layer's last ones are still being stored).
+Range box_range(const Range& named, uint64_t addr, isa::DType t, const std::array<int64_t, 4>& s,
+                const std::array<int64_t, 3>& st) {
+  const int64_t last = (s[0] - 1) + (s[1] - 1) * st[0] + (s[2] - 1) * st[1] + (s[3] - 1) * st[2];
+  const uint64_t end = addr + static_cast<uint64_t>((last + 1) * isa::dtype_bytes(t));
+  if (addr >= named.begin && end <= named.end) return Range{named.space, addr, end};
+  return Range{named.space, std::min(addr, named.begin), std::max(end, named.end)};
+}
+}  // namespace
+
 int Context::load(isa::Buffer buf, uint64_t sram, const Range& dram_range, uint64_t dram_addr, isa::DType t,
                   std::array<int64_t, 4> s, std::array<int64_t, 3> st, std::array<int64_t, 4> pads,
                   int64_t pad_value) {
@@ -209,7 +230,7 @@ int Context::load(isa::Buffer buf, uint64_t sram, const Range& dram_range, uint6
   // tracking every weight tile would only grow the emitter's history).
   const bool constant = dram_range.begin >= data_base_ && dram_range.begin < scratch_base_;
   if (constant) return em.emit(i, {}, {Range{static_cast<int>(buf), sram, sram + bytes}});
-  return em.emit(i, {dram_range}, {Range{static_cast<int>(buf), sram, sram + bytes}});
+  return em.emit(i, {box_range(dram_range, dram_addr, t, s, st)}, {Range{static_cast<int>(buf), sram, sram + bytes}});
 }
 
 int Context::store(isa::Buffer buf, uint64_t sram, const Range& dram_range, uint64_t dram_addr, isa::DType t,
@@ -220,7 +241,7 @@ int Context::store(isa::Buffer buf, uint64_t sram, const Range& dram_range, uint
   i.set(Field::kSize0, s[0]).set(Field::kSize1, s[1]).set(Field::kSize2, s[2]).set(Field::kSize3, s[3]);
   i.set(Field::kStride1, st[0]).set(Field::kStride2, st[1]).set(Field::kStride3, st[2]);
   const uint64_t bytes = static_cast<uint64_t>(s[0] * s[1] * s[2] * s[3] * isa::dtype_bytes(t));
-  return em.emit(i, {Range{static_cast<int>(buf), sram, sram + bytes}}, {dram_range});
+  return em.emit(i, {Range{static_cast<int>(buf), sram, sram + bytes}}, {box_range(dram_range, dram_addr, t, s, st)});
 }
 
 int Context::vec(const VecArgs& a) {
@@ -238,7 +259,13 @@ int Context::vec(const VecArgs& a) {
   const bool binary = a.op == isa::VecOp::kAdd || a.op == isa::VecOp::kSub || a.op == isa::VecOp::kMul ||
                       a.op == isa::VecOp::kDiv || a.op == isa::VecOp::kMax || a.op == isa::VecOp::kMin ||
                       a.op == isa::VecOp::kPow;
-  if (binary) {
+  // src2's records (isa.h): binary ops read `in` elements; a per-channel REQUANTIZE int32 (multiplier,
+  // shift) pairs; the output stage (bias, multiplier, shift) int32 triples, or fp32 biases for float sums.
+  int64_t record = 0;
+  if (binary) record = in_es;
+  if (a.op == isa::VecOp::kRequantize && a.bcast != isa::Bcast::kNone) record = 8;
+  if (a.op == isa::VecOp::kOutput) record = a.in == isa::DType::kInt32 ? 12 : 4;
+  if (record > 0) {
     i.set(Field::kSrc2Buf, static_cast<int64_t>(a.src2_buf)).set(Field::kSrc2Addr, static_cast<int64_t>(a.src2));
     i.set(Field::kBcast, static_cast<int64_t>(a.bcast));
     int64_t n2 = n;
@@ -248,7 +275,7 @@ int Context::vec(const VecArgs& a) {
       case isa::Bcast::kCol: n2 = a.d1 * a.d2; break;
       case isa::Bcast::kNone: break;
     }
-    reads.push_back(Range{static_cast<int>(a.src2_buf), a.src2, a.src2 + static_cast<uint64_t>(n2 * in_es)});
+    reads.push_back(Range{static_cast<int>(a.src2_buf), a.src2, a.src2 + static_cast<uint64_t>(n2 * record)});
   }
   if (a.op == isa::VecOp::kMaxPool || a.op == isa::VecOp::kAvgPool) {
     i.set(Field::kWinH, a.win_h).set(Field::kWinW, a.win_w).set(Field::kStrH, a.str_h).set(Field::kStrW, a.str_w);

@@ -43,6 +43,8 @@ struct DramTensor {
 struct SramAlloc {
   isa::Buffer buf = isa::Buffer::kInput;
   uint64_t next = 0;
+  uint64_t base = 0;  // where the layer's slots begin (Context::slots)
+  uint64_t used() const { return next - base; }
   // Reserves `bytes` (rounded up to 64) and returns the offset.
   uint64_t take(uint64_t bytes) {
     const uint64_t at = next;
@@ -81,6 +83,11 @@ class Context {
   // (weights in the upper half); the matrix walk splits the whole of it per tiling (shared_capacity).
   int64_t capacity(isa::Buffer b) const;
   uint64_t sram_base(isa::Buffer b) const;
+  // An allocator for a layer's slots of scratchpad b, `need` bytes in all: consecutive layers take
+  // opposite ends of every scratchpad (odd program layers the top), so a layer's first loads write
+  // bytes the layer before no longer reads and start while its last tiles finish. A shared scratchpad,
+  // and a need beyond the capacity, start at the bottom.
+  SramAlloc slots(isa::Buffer b, int64_t need) const;
   // Bytes inputs and weights may take together when they share one scratchpad (0: separate ones).
   int64_t shared_capacity() const {
     return config.sram.shared_scratchpad ? config.sram.input.size_bytes() : 0;

@@ -120,6 +120,13 @@ void DepthwiseMapper::estimate(DepthwiseTiling& t) const {
       }
     }
   }
+  // The epilogue's per-channel vectors: once per side while a channel chunk lasts (EpilogueParams).
+  const double p_loads = static_cast<double>(
+      EpilogueParams::loads(false, 1, ceil_div(j_.C, t.tn), j_.images * ceil_div(j_.OH, t.toh) * ceil_div(j_.OW, t.tow)));
+  for (int64_t e : s_.param_loads(t.tn)) {
+    dma += p_loads * isa::timing::estimate_dma_cycles(dma_box(isa::Opcode::kLoad, DType::kInt32, {e, 1, 1}, {e, e}), cfg);
+    bytes += p_loads * static_cast<double>(e * 4);
+  }
   dma /= static_cast<double>(std::max<int64_t>(1, cfg.dma.engines));
   if (c_.dram_bytes_per_cycle > 0) dma = std::max(dma, bytes / c_.dram_bytes_per_cycle);
   t.compute = vec;
@@ -167,7 +174,8 @@ std::vector<DepthwiseTiling> DepthwiseMapper::search(size_t keep) const {
 void DepthwiseMapper::generate(const DepthwiseTiling& t) {
   const DType a = s_.ops.a, wt = weight_dtype(a);
   const int64_t ea = isa::dtype_bytes(a), ew = isa::dtype_bytes(wt);
-  SramAlloc in{Buffer::kInput}, wb{Buffer::kWeight}, acc{Buffer::kAccumulator};
+  SramAlloc in = c_.slots(Buffer::kInput, t.in_bytes), wb = c_.slots(Buffer::kWeight, t.w_bytes),
+            acc = c_.slots(Buffer::kAccumulator, t.acc_bytes);
   uint64_t a_slot[2], w_slot[2];
   for (auto& s : a_slot) s = in.take(u(j_.in_rows(t.toh) * j_.in_cols(t.tow) * t.tn * ea));
   s_.allocate(acc, acc, t.toh * t.tow, t.tn);
@@ -211,9 +219,9 @@ void DepthwiseMapper::generate(const DepthwiseTiling& t) {
       }
     }
   }
-  c_.plan->sram_input_bytes = static_cast<int64_t>(in.next);
-  c_.plan->sram_weight_bytes = static_cast<int64_t>(wb.next - (c_.shared_capacity() > 0 ? in.next : 0));
-  c_.plan->sram_acc_bytes = static_cast<int64_t>(acc.next);
+  c_.plan->sram_input_bytes = static_cast<int64_t>(in.used());
+  c_.plan->sram_weight_bytes = static_cast<int64_t>(wb.next - (c_.shared_capacity() > 0 ? in.next : wb.base));
+  c_.plan->sram_acc_bytes = static_cast<int64_t>(acc.used());
 }
 
 bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm,

@@ -138,19 +138,29 @@ void Emitter::rollback(const Checkpoint& cp) {
   tokens_ = cp.tokens;
 }
 
-void Emitter::collapse_sram() {
+void Emitter::collapse_sram(int64_t keep_from) {
   for (int s = 0; s < isa::kNumBuffers; ++s) {
     auto& recs = records_[s];
-    if (recs.size() <= 1) continue;
-    Record all{Range{s, 0, 0}, kNone, kNone};
+    // Records the instructions from keep_from on touched stay as they are; the older ones merge into one
+    // record over their extent, with the latest writer and reader of each queue.
+    std::vector<Record> kept;
+    Record old{Range{s, UINT64_MAX, 0}, kNone, kNone};
     for (const Record& r : recs) {
-      all.r.end = std::max(all.r.end, r.r.end);
+      const int last = std::max(*std::max_element(r.writer.begin(), r.writer.end()),
+                                *std::max_element(r.reader.begin(), r.reader.end()));
+      if (last >= keep_from) {
+        kept.push_back(r);
+        continue;
+      }
+      old.r.begin = std::min(old.r.begin, r.r.begin);
+      old.r.end = std::max(old.r.end, r.r.end);
       for (int p = 0; p < isa::kNumQueues; ++p) {
-        all.writer[p] = std::max(all.writer[p], r.writer[p]);
-        all.reader[p] = std::max(all.reader[p], r.reader[p]);
+        old.writer[p] = std::max(old.writer[p], r.writer[p]);
+        old.reader[p] = std::max(old.reader[p], r.reader[p]);
       }
     }
-    recs.assign(1, all);
+    if (old.r.begin < old.r.end) kept.insert(kept.begin(), old);
+    recs = std::move(kept);
   }
 }
 

@@ -46,9 +46,11 @@ class Emitter {
   // Ranges of space `from` are bytes of space `to` (a weight buffer sharing the input scratchpad).
   void share(int from, int to) { storage_[static_cast<size_t>(from)] = to; }
 
-  // Forget fine-grained SRAM ranges: each scratchpad's history collapses into one range covering the
-  // whole buffer (conservative; called between layers so the history stays small).
-  void collapse_sram();
+  // Forget fine-grained SRAM ranges of instructions before keep_from: in each scratchpad they merge into
+  // one record over their extent (conservative; called between layers so the history stays small, with
+  // keep_from the first instruction of the layer just emitted, whose ranges stay exact so that the next
+  // layer's first loads wait only for what they overwrite).
+  void collapse_sram(int64_t keep_from);
   // Emits HALT (after which nothing may be emitted).
   void halt(uint32_t layer);
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <set>
 
@@ -43,33 +44,6 @@ DType float_dtype(Precision p) {
 
 // The graph's I/O format under a plan: fp32 (the user's inputs and outputs).
 constexpr DType kIoDtype = DType::kFp32;
-
-// VEC with any op (Context::vec leaves src2 out of requantize): requantize with bcast reads int32
-// (multiplier, shift) pairs from src2.
-int vec(Context& c, const Context::VecArgs& a) {
-  if (a.op != VecOp::kRequantize || a.bcast == isa::Bcast::kNone) return c.vec(a);
-  isa::Instruction i;
-  i.opcode = isa::Opcode::kVec;
-  i.set(isa::Field::kLayer, c.layer);
-  i.set(isa::Field::kVop, static_cast<int64_t>(a.op)).set(isa::Field::kDtype, static_cast<int64_t>(a.in));
-  i.set(isa::Field::kDtypeOut, static_cast<int64_t>(a.out));
-  i.set(isa::Field::kSrc1Buf, static_cast<int64_t>(a.src1_buf)).set(isa::Field::kSrc1Addr, static_cast<int64_t>(a.src1));
-  i.set(isa::Field::kSrc2Buf, static_cast<int64_t>(a.src2_buf)).set(isa::Field::kSrc2Addr, static_cast<int64_t>(a.src2));
-  i.set(isa::Field::kBcast, static_cast<int64_t>(a.bcast));
-  i.set(isa::Field::kDstBuf, static_cast<int64_t>(a.dst_buf)).set(isa::Field::kDstAddr, static_cast<int64_t>(a.dst));
-  i.set(isa::Field::kD0, a.d0).set(isa::Field::kD1, a.d1).set(isa::Field::kD2, a.d2);
-  i.set(isa::Field::kImm0, 0).set(isa::Field::kImm1, 0).set(isa::Field::kImm2, a.imm2);
-  const int64_t n = a.d0 * a.d1 * a.d2;
-  int64_t pairs = n;
-  if (a.bcast == isa::Bcast::kRow) pairs = a.d0;
-  if (a.bcast == isa::Bcast::kCol) pairs = a.d1 * a.d2;
-  if (a.bcast == isa::Bcast::kScalar) pairs = 1;
-  const std::vector<Range> reads = {
-      Range{static_cast<int>(a.src1_buf), a.src1, a.src1 + static_cast<uint64_t>(n * isa::dtype_bytes(a.in))},
-      Range{static_cast<int>(a.src2_buf), a.src2, a.src2 + static_cast<uint64_t>(pairs * 8)}};
-  return c.em.emit(i, reads,
-                   {Range{static_cast<int>(a.dst_buf), a.dst, a.dst + static_cast<uint64_t>(n * isa::dtype_bytes(a.out))}});
-}
 
 std::vector<uint8_t> int32_bytes(const std::vector<int32_t>& v) {
   std::vector<uint8_t> b(v.size() * 4);
@@ -433,6 +407,10 @@ struct Int8Job : MatrixJob {
   std::vector<int8_t> w;       // [g][kh][kw][cg][mg]
   uint64_t bias_addr = 0;      // int32 [M] (bias_folded)
   uint64_t rq_addr = 0;        // int32 pairs [M][2]
+  // Neither a residual nor the float epilogue: bias, requantization and clamp are one output-stage VEC
+  // (isa::VecOp::kOutput) reading int32 triples [M][3] (bias_folded, multiplier, shift) at out_addr.
+  bool output_stage = false;
+  uint64_t out_addr = 0;
   bool residual = false;
   uint64_t rr_addr = 0;        // residual rescale pairs [M][2]
   bool float_epi = false;
@@ -462,7 +440,7 @@ class Int8Strategy : public MatrixStrategy {
   // Accumulator: 64 bytes of constants, then per ping-pong side C (int32), bias, requant pairs,
   // residual (int32), residual pairs, acc_scale.
   int64_t acc_bytes(int64_t p, int64_t tn) const override {
-    int64_t b = round64(p * tn * 4) + round64(tn * 4) + round64(tn * 8);
+    int64_t b = round64(p * tn * 4) + (j_.output_stage ? round64(tn * 12) : round64(tn * 4) + round64(tn * 8));
     if (j_.residual) b += round64(p * tn * 4) + round64(tn * 8);
     if (j_.float_epi) b += round64(tn * 4);
     if (j_.silu) b += round64(p * tn * 4);
@@ -470,6 +448,7 @@ class Int8Strategy : public MatrixStrategy {
   }
 
   int epilogue_ops() const override {
+    if (j_.output_stage) return 1;
     int ops = 2;  // bias, requantize
     if (j_.residual) ops += 3;
     if (j_.clamp) ops += 1;
@@ -482,13 +461,25 @@ class Int8Strategy : public MatrixStrategy {
     return 2 * round64(p * tn * 4) * ((j_.residual ? 1 : 0) + (j_.silu ? 1 : 0));
   }
 
+  std::vector<int64_t> param_loads(int64_t tn) const override {
+    if (j_.output_stage) return {3 * tn};
+    std::vector<int64_t> v = {tn, j_.float_epi ? tn : 2 * tn};  // bias; requantization pairs or scales
+    if (j_.residual) v.push_back(2 * tn);
+    return v;
+  }
+
   void allocate(SramAlloc& acc, SramAlloc& side, int64_t p_max, int64_t tn) override {
     side_buf_ = side.buf;
+    params_.reset();
     kslot_ = acc.take(64);
     for (int s = 0; s < 2; ++s) {
       side_[s].c = acc.take(static_cast<uint64_t>(p_max * tn * 4));
-      side_[s].bias = acc.take(static_cast<uint64_t>(tn * 4));
-      side_[s].rq = acc.take(static_cast<uint64_t>(tn * 8));
+      if (j_.output_stage) {
+        side_[s].bias = acc.take(static_cast<uint64_t>(tn * 12));  // the output stage's triples
+      } else {
+        side_[s].bias = acc.take(static_cast<uint64_t>(tn * 4));
+        side_[s].rq = acc.take(static_cast<uint64_t>(tn * 8));
+      }
       if (j_.residual) {
         side_[s].r = side.take(static_cast<uint64_t>(p_max * tn * 4));
         side_[s].rr = acc.take(static_cast<uint64_t>(tn * 8));
@@ -537,62 +528,78 @@ class Int8Strategy : public MatrixStrategy {
       return a;
     };
     const Range seg{kDram, j_.bias_addr, j_.bias_addr + 1};
+    // The per-channel vectors, unless this side already holds this tile's channels.
+    const bool load = params_.need_load(side, n0, tn);
+    if (j_.output_stage) {
+      if (load) {
+        c_.load(A, sd.bias, Range{kDram, j_.out_addr, j_.out_addr + 1}, j_.out_addr + static_cast<uint64_t>(n0 * 12),
+                DType::kInt32, {3 * tn, 1, 1, 1}, {0, 0, 0});
+      }
+      Context::VecArgs o = v(VecOp::kOutput, DType::kInt32, j_.y_dt, cs, cs);
+      o.src2 = sd.bias, o.bcast = isa::Bcast::kRow, o.imm2 = j_.y_zp;
+      const float inf = std::numeric_limits<float>::infinity();
+      o.imm0 = f32_imm(j_.clamp ? static_cast<float>(j_.clamp_min) : -inf);
+      o.imm1 = f32_imm(j_.clamp ? static_cast<float>(j_.clamp_max) : inf);
+      c_.vec(o);
+      c_.store(A, cs, j_.y_range, j_.y_addr + static_cast<uint64_t>(out_off), j_.y_dt, box, {P, j_.OW * P, 0});
+      return;
+    }
     // acc += bias_folded (per output channel).
-    c_.load(A, sd.bias, seg, j_.bias_addr + static_cast<uint64_t>(n0 * 4), DType::kInt32, {tn, 1, 1, 1}, {0, 0, 0});
+    if (load) c_.load(A, sd.bias, seg, j_.bias_addr + static_cast<uint64_t>(n0 * 4), DType::kInt32, {tn, 1, 1, 1}, {0, 0, 0});
     Context::VecArgs add = v(VecOp::kAdd, DType::kInt32, DType::kInt32, cs, cs);
     add.src2 = sd.bias, add.bcast = isa::Bcast::kRow;
-    vec(c_, add);
+    c_.vec(add);
     if (j_.residual) {
       // acc = sat32(acc + requantize(r - r.zp, residual_rescale, 0)).
       c_.load(side_buf_, sd.r, j_.r_range, j_.r_addr + static_cast<uint64_t>(yoff), j_.r_dt, box, strides);
-      c_.load(A, sd.rr, seg, j_.rr_addr + static_cast<uint64_t>(n0 * 8), DType::kInt32, {2 * tn, 1, 1, 1}, {0, 0, 0});
+      if (load) c_.load(A, sd.rr, seg, j_.rr_addr + static_cast<uint64_t>(n0 * 8), DType::kInt32, {2 * tn, 1, 1, 1}, {0, 0, 0});
       Context::VecArgs sub = v(VecOp::kSub, j_.r_dt, DType::kInt32, sd.r, sd.r);
       sub.src2 = kslot, sub.bcast = isa::Bcast::kScalar, sub.src1_buf = sub.dst_buf = side_buf_;
-      vec(c_, sub);
+      c_.vec(sub);
       Context::VecArgs rq = v(VecOp::kRequantize, DType::kInt32, DType::kInt32, sd.r, sd.r);
       rq.src2 = sd.rr, rq.bcast = isa::Bcast::kRow, rq.imm2 = 0, rq.src1_buf = rq.dst_buf = side_buf_;
-      vec(c_, rq);
+      c_.vec(rq);
       Context::VecArgs radd = v(VecOp::kAdd, DType::kInt32, DType::kInt32, cs, cs);
       radd.src2 = sd.r, radd.src2_buf = side_buf_;
-      vec(c_, radd);
+      c_.vec(radd);
     }
     if (!j_.float_epi) {
-      c_.load(A, sd.rq, seg, j_.rq_addr + static_cast<uint64_t>(n0 * 8), DType::kInt32, {2 * tn, 1, 1, 1}, {0, 0, 0});
+      if (load) c_.load(A, sd.rq, seg, j_.rq_addr + static_cast<uint64_t>(n0 * 8), DType::kInt32, {2 * tn, 1, 1, 1}, {0, 0, 0});
       Context::VecArgs rq = v(VecOp::kRequantize, DType::kInt32, j_.y_dt, cs, cs);
       rq.src2 = sd.rq, rq.bcast = isa::Bcast::kRow, rq.imm2 = j_.y_zp;
-      vec(c_, rq);
+      c_.vec(rq);
       if (j_.clamp) {
         Context::VecArgs cl = v(VecOp::kClip, j_.y_dt, j_.y_dt, cs, cs);
         cl.imm0 = f32_imm(static_cast<float>(j_.clamp_min));
         cl.imm1 = f32_imm(static_cast<float>(j_.clamp_max));
-        vec(c_, cl);
+        c_.vec(cl);
       }
     } else {
       // y = quantize(act(float(acc) * acc_scale)).
-      vec(c_, v(VecOp::kCopy, DType::kInt32, DType::kFp32, cs, cs));
-      c_.load(A, sd.sc, seg, j_.accscale_addr + static_cast<uint64_t>(n0 * 4), DType::kFp32, {tn, 1, 1, 1},
+      c_.vec(v(VecOp::kCopy, DType::kInt32, DType::kFp32, cs, cs));
+      if (load) c_.load(A, sd.sc, seg, j_.accscale_addr + static_cast<uint64_t>(n0 * 4), DType::kFp32, {tn, 1, 1, 1},
               {0, 0, 0});
       Context::VecArgs mul = v(VecOp::kMul, DType::kFp32, DType::kFp32, cs, cs);
       mul.src2 = sd.sc, mul.bcast = isa::Bcast::kRow;
-      vec(c_, mul);
+      c_.vec(mul);
       if (j_.silu) {
         Context::VecArgs sig = v(VecOp::kSigmoid, DType::kFp32, DType::kFp32, cs, sd.t);
         sig.dst_buf = side_buf_;
-        vec(c_, sig);
+        c_.vec(sig);
         Context::VecArgs m = v(VecOp::kMul, DType::kFp32, DType::kFp32, cs, cs);
         m.src2 = sd.t, m.src2_buf = side_buf_;
-        vec(c_, m);
+        c_.vec(m);
       } else {
         Context::VecArgs act = v(j_.act, DType::kFp32, DType::kFp32, cs, cs);
         act.imm0 = j_.act_imm0, act.imm1 = j_.act_imm1;
-        vec(c_, act);
+        c_.vec(act);
       }
       Context::VecArgs div = v(VecOp::kDiv, DType::kFp32, DType::kInt32, cs, cs);
       div.src2 = kslot + 4, div.bcast = isa::Bcast::kScalar;
-      vec(c_, div);
+      c_.vec(div);
       Context::VecArgs zp = v(VecOp::kAdd, DType::kInt32, j_.y_dt, cs, cs);
       zp.src2 = kslot + 8, zp.bcast = isa::Bcast::kScalar;
-      vec(c_, zp);
+      c_.vec(zp);
     }
     c_.store(A, cs, j_.y_range, j_.y_addr + static_cast<uint64_t>(out_off), j_.y_dt, box, {P, j_.OW * P, 0});
   }
@@ -605,6 +612,7 @@ class Int8Strategy : public MatrixStrategy {
   const Int8Job& j_;
   uint64_t kslot_ = 0;
   Side side_[2];
+  EpilogueParams params_;
   Buffer side_buf_ = Buffer::kAccumulator;  // where each side's r and t slots lie (allocate)
 };
 
@@ -710,8 +718,17 @@ bool lower_matrix_int8(Context& c, const Node& n) {
     const uint64_t xa = x.addr;
     j.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * a_img); };
   }
-  j.bias_addr = c.add_data(int32_bytes(L.bias_folded));
-  j.rq_addr = c.add_data(int32_bytes(pairs_of(L.requant)));
+  j.output_stage = L.residual.empty() && !L.float_epilogue;
+  if (j.output_stage) {
+    std::vector<int32_t> triples;
+    for (size_t m = 0; m < L.bias_folded.size(); ++m) {
+      triples.insert(triples.end(), {L.bias_folded[m], L.requant[m].multiplier, L.requant[m].shift});
+    }
+    j.out_addr = c.add_data(int32_bytes(triples));
+  } else {
+    j.bias_addr = c.add_data(int32_bytes(L.bias_folded));
+    j.rq_addr = c.add_data(int32_bytes(pairs_of(L.requant)));
+  }
   ConstWords k;
   if (!L.residual.empty()) {
     const DramTensor& r = c.tensor(L.residual);

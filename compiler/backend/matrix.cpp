@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 
 #include "compiler/backend/context.h"
 #include "compiler/backend/depthwise.h"
@@ -63,6 +64,7 @@ class FloatStrategy : public MatrixStrategy {
   }
 
   int epilogue_ops() const override {
+    if (output_stage()) return 1;
     int ops = (j_.epi.bias != Epilogue::Bias::kNone) + (j_.epi.residual ? 1 : 0) + (j_.epi.has_act ? 1 : 0) +
               (j_.epi.silu ? 1 : 0);
     if (ops == 0 && c_.act != DType::kFp32) ops = 1;
@@ -76,9 +78,16 @@ class FloatStrategy : public MatrixStrategy {
     return b;
   }
 
+  std::vector<int64_t> param_loads(int64_t tn) const override {
+    if (j_.epi.bias == Epilogue::Bias::kRow) return {tn};
+    if (j_.epi.bias == Epilogue::Bias::kScalar) return {1};
+    return {};
+  }
+
   void allocate(SramAlloc& acc, SramAlloc& side, int64_t p_max, int64_t tn) override {
     const Epilogue& e = j_.epi;
     side_buf_ = side.buf;
+    params_.reset();
     for (int s = 0; s < 2; ++s) c_slot_[s] = acc.take(static_cast<uint64_t>(p_max * tn * 4));
     for (int s = 0; s < 2; ++s) {
       if (e.bias == Epilogue::Bias::kRow) bias_slot_[s] = acc.take(static_cast<uint64_t>(tn * 4));
@@ -127,8 +136,9 @@ class FloatStrategy : public MatrixStrategy {
       Context::VecArgs v = base(VecOp::kAdd);
       v.src2 = bias_s;
       switch (e.bias) {
-        case Epilogue::Bias::kRow:
-          c_.load(A, bias_s, all, e.bias_addr + static_cast<uint64_t>(t.n0 * 4), DType::kFp32, {tn, 1, 1, 1},
+        case Epilogue::Bias::kRow:  // the per-channel vector, unless this side holds this tile's channels
+          if (params_.need_load(side, t.n0, tn))
+            c_.load(A, bias_s, all, e.bias_addr + static_cast<uint64_t>(t.n0 * 4), DType::kFp32, {tn, 1, 1, 1},
                   {0, 0, 0});
           v.bcast = isa::Bcast::kRow;
           break;
@@ -138,7 +148,7 @@ class FloatStrategy : public MatrixStrategy {
           v.bcast = isa::Bcast::kCol;
           break;
         case Epilogue::Bias::kScalar:
-          c_.load(A, bias_s, all, e.bias_addr, DType::kFp32, {1, 1, 1, 1}, {0, 0, 0});
+          if (params_.need_load(side, t.n0, tn)) c_.load(A, bias_s, all, e.bias_addr, DType::kFp32, {1, 1, 1, 1}, {0, 0, 0});
           v.bcast = isa::Bcast::kScalar;
           break;
         case Epilogue::Bias::kFull:
@@ -148,6 +158,16 @@ class FloatStrategy : public MatrixStrategy {
           break;
         case Epilogue::Bias::kNone:
           break;
+      }
+      if (output_stage()) {
+        // Relu is the clamp to [0, inf): they differ only on -0, which a sum onto +0 plus a bias never is.
+        const float inf = std::numeric_limits<float>::infinity();
+        v.op = VecOp::kOutput, v.out = c_.act;
+        v.imm0 = e.has_act && e.act == VecOp::kClip ? e.imm0 : f32_imm(e.has_act ? 0.0f : -inf);
+        v.imm1 = e.has_act && e.act == VecOp::kClip ? e.imm1 : f32_imm(inf);
+        c_.vec(v);
+        c_.store(A, cs, j_.y_range, j_.y_base(t.img) + out_off, c_.act, box, {P, j_.OW * P, 0});
+        return;
       }
       steps.push_back(v);
     }
@@ -185,10 +205,18 @@ class FloatStrategy : public MatrixStrategy {
 
  private:
   static int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
+  // A per-channel or scalar bias with at most Relu or Clip after it: one output-stage VEC
+  // (isa::VecOp::kOutput) instead of an add, the activation and the narrowing.
+  bool output_stage() const {
+    const Epilogue& e = j_.epi;
+    return !e.residual && !e.silu && (e.bias == Epilogue::Bias::kRow || e.bias == Epilogue::Bias::kScalar) &&
+           (!e.has_act || e.act == VecOp::kRelu || e.act == VecOp::kClip);
+  }
 
   Context& c_;
   const FloatJob& j_;
   uint64_t c_slot_[2] = {0, 0}, bias_slot_[2] = {0, 0}, r_slot_[2] = {0, 0}, t_slot_[2] = {0, 0};
+  EpilogueParams params_;
   Buffer side_buf_ = Buffer::kAccumulator;  // where r_slot_ and t_slot_ lie (allocate)
 };
 

@@ -233,9 +233,17 @@ void MatrixMapper::estimate(Tiling& t) const {
       bytes += box(n, k, j_.kh * j_.kw, o.w) * b.skew * times_b;
     }
   }
+  // The epilogue's per-channel vectors: once per side while a channel range lasts (EpilogueParams).
+  double load_p = 0;
+  const double p_loads = static_cast<double>(EpilogueParams::loads(t.spatial_outer, 1, nn, ns));
+  for (int64_t e : s_.param_loads(t.tn)) {
+    const BoxCost& v = dma_cost(e, 1, 1, e, e, isa::DType::kInt32);
+    load_p += v.cycles * p_loads;
+    bytes += static_cast<double>(e * 4) * v.skew * p_loads;
+  }
   compute *= static_cast<double>(blocks);
   // The engines work in parallel but share the DRAM: at most its sustained rate.
-  double dma = (load_a + load_b + load_r + store) * static_cast<double>(blocks) / engines;
+  double dma = (load_a + load_b + load_r + load_p + store) * static_cast<double>(blocks) / engines;
   if (c_.dram_bytes_per_cycle > 0) dma = std::max(dma, bytes * static_cast<double>(blocks) / c_.dram_bytes_per_cycle);
   vec *= static_cast<double>(blocks);
   const double first = dma_cycles(t.tc, j_.in_cols(t.tow), j_.in_rows(t.toh), j_.pixel_stride(), j_.row_stride(), o.a) +
@@ -386,7 +394,8 @@ void MatrixMapper::generate(const Tiling& t) {
   const int64_t cin_b = t.gb * j_.cg, cout_b = t.gb * j_.mg, blocks = j_.groups / t.gb;
   const int64_t nk = ceil_div(cin_b, t.tc), nn = ceil_div(cout_b, t.tn);
   // SRAM slots: input and weight ping-pong pairs here, the accumulator's from the strategy.
-  SramAlloc in{Buffer::kInput}, wt{Buffer::kWeight}, acc{Buffer::kAccumulator};
+  SramAlloc in = c_.slots(Buffer::kInput, t.in_bytes), wt = c_.slots(Buffer::kWeight, t.w_bytes),
+            acc = c_.slots(Buffer::kAccumulator, t.acc_bytes);
   // An operand loaded once (Reuse::a_once / b_once) has one slot: both names are the same.
   const Reuse reused = reuse(t);
   uint64_t a_slot[2], b_slot[2];
@@ -501,9 +510,9 @@ void MatrixMapper::generate(const Tiling& t) {
       }
     }
   }
-  c_.plan->sram_input_bytes = static_cast<int64_t>(in.next);
-  c_.plan->sram_weight_bytes = static_cast<int64_t>(wt.next - (c_.shared_capacity() > 0 ? in.next : 0));
-  c_.plan->sram_acc_bytes = static_cast<int64_t>(acc.next);
+  c_.plan->sram_input_bytes = static_cast<int64_t>(in.used());
+  c_.plan->sram_weight_bytes = static_cast<int64_t>(wt.next - (c_.shared_capacity() > 0 ? in.next : wt.base));
+  c_.plan->sram_acc_bytes = static_cast<int64_t>(acc.used());
 }
 
 void MatrixMapper::load_input(int64_t img, int64_t oy0, int64_t oh, int64_t ox0, int64_t ow, int64_t c0,

@@ -94,6 +94,32 @@ struct OutTile {
   int64_t img, oy0, oh, ox0, ow, n0, tn;
 };
 
+// The epilogue's per-channel vectors (bias, requantization pairs, scales) held in a ping-pong side's
+// slots. A side loads them again only when its previous tile had other channels, so a walk that keeps
+// the channel range while the spatial tiles pass (one output-channel tile; depthwise channel chunks
+// outer) loads them once per side, not once per tile. Strategies keep one per node (reset by allocate).
+class EpilogueParams {
+ public:
+  void reset() { held_.fill({-1, -1}); }
+  // Whether side `side` (0 or 1) must load the vectors of channels [n0, n0 + tn); records them as held.
+  bool need_load(int side, int64_t n0, int64_t tn) {
+    auto& h = held_[static_cast<size_t>(side)];
+    if (h[0] == n0 && h[1] == tn) return false;
+    h = {n0, tn};
+    return true;
+  }
+  // How many times a walk loads them (the cost model's count of need_load == true): `blocks` times
+  // `nn` output-channel tiles by `nsp` spatial tiles, sides alternating tile by tile.
+  static int64_t loads(bool spatial_outer, int64_t blocks, int64_t nn, int64_t nsp) {
+    if (!spatial_outer || nn == 1) return blocks * nn * std::min<int64_t>(2, nsp);  // runs of one channel range
+    if (nn == 2) return blocks * 2;  // each side keeps one of the two ranges
+    return blocks * nn * nsp;
+  }
+
+ private:
+  std::array<std::array<int64_t, 2>, 2> held_ = {{{-1, -1}, {-1, -1}}};
+};
+
 // What a precision supplies to the shared search and walk. Contract: Context::act is `ops.a` while the
 // walk runs (CONV/MATMUL take their operand dtype from it).
 class MatrixStrategy {
@@ -114,6 +140,9 @@ class MatrixStrategy {
   virtual int64_t acc_bytes(int64_t p, int64_t tn) const = 0;
   // VEC instructions of the epilogue per output tile (cost model; each counted as an add of the tile).
   virtual int epilogue_ops() const = 0;
+  // The per-channel vectors the epilogue loads through an EpilogueParams for a tile of tn channels, one
+  // entry per LOAD, in 4-byte elements (cost model).
+  virtual std::vector<int64_t> param_loads(int64_t /*tn*/) const { return {}; }
   // Of acc_bytes, the bytes of the epilogue's tile-sized operand slots (a residual or full-bias tile, a
   // SiLU temporary), both sides: the walk may place them in the input scratchpad instead, where the
   // vector unit reaches them as well, so that the accumulator holds twice the pixels per tile (a longer

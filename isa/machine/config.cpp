@@ -186,6 +186,7 @@ std::array<VecOpTiming, kNumVecOps> VectorConfig::default_ops() {
   set(VecOp::kRsqrt, 12, 2);
   set(VecOp::kRecip, 12, 2);
   set(VecOp::kRequantize, 6, 1);
+  set(VecOp::kOutput, 6, 1);
   set(VecOp::kTranspose, 4, 2);
   return t;
 }

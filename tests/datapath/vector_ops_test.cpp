@@ -194,6 +194,98 @@ TEST(Vec, RequantizeScalarAndPerChannel) {
             (std::vector<int8_t>{47, 51, -47, -50}));  // 50.5 -> 51 (SRDHM rounds half up), -50.5 -> -50
 }
 
+// The output stage is exactly ADD (saturating int32), per-channel REQUANTIZE and CLIP, in one pass.
+TEST(Vec, OutputStageIsAddRequantizeClipInOnePass) {
+  const int C = 3, P = 40, n = C * P;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int32_t> any(INT32_MIN, INT32_MAX), small(-40000, 40000);
+  std::vector<int32_t> x(n), triples, bias, pairs;
+  for (int i = 0; i < n; ++i) x[i] = i % 7 == 0 ? any(rng) : small(rng);  // some saturate in the add
+  const int32_t biases[C] = {INT32_MAX - 5, -1234, 77}, mults[C] = {1 << 30, 1518500250, 2147483647},
+                shifts[C] = {6, -2, 31};
+  for (int c = 0; c < C; ++c) {
+    triples.insert(triples.end(), {biases[c], mults[c], shifts[c]});
+    bias.push_back(biases[c]);
+    pairs.insert(pairs.end(), {mults[c], shifts[c]});
+  }
+  for (DType out : {DType::kUint8, DType::kInt8, DType::kInt32}) {
+    for (bool clamp : {false, true}) {
+      const float lo = clamp ? 3.0f : -INFINITY, hi = clamp ? 200.0f : INFINITY;
+      // Three instructions, each in place in the accumulator.
+      isa::NpuConfig cfg;
+      MachineState st{cfg};
+      put(st, Buffer::kAccumulator, 0, x);
+      put(st, Buffer::kWeight, 0, bias);
+      put(st, Buffer::kWeight, 4096, pairs);
+      Instruction add = vec(VecOp::kAdd, DType::kInt32, DType::kInt32, C, P);
+      add.set(Field::kSrc1Buf, static_cast<int64_t>(Buffer::kAccumulator)).set(Field::kBcast, static_cast<int64_t>(Bcast::kRow));
+      execute(add, cfg, st);
+      Instruction rq = vec(VecOp::kRequantize, DType::kInt32, out, C, P);
+      rq.set(Field::kSrc1Buf, static_cast<int64_t>(Buffer::kAccumulator)).set(Field::kBcast, static_cast<int64_t>(Bcast::kRow));
+      rq.set(Field::kSrc2Addr, 4096).set(Field::kImm2, 5);
+      execute(rq, cfg, st);
+      Instruction clip = vec(VecOp::kClip, out, out, n);
+      clip.set(Field::kSrc1Buf, static_cast<int64_t>(Buffer::kAccumulator)).set(Field::kImm0, fbits(lo)).set(Field::kImm1, fbits(hi));
+      execute(clip, cfg, st);
+      const size_t bytes = static_cast<size_t>(n * isa::dtype_bytes(out));
+      const std::vector<uint8_t> want = get<uint8_t>(st, Buffer::kAccumulator, 0, bytes);
+      // One output-stage instruction.
+      VecRun r;
+      Instruction o = vec(VecOp::kOutput, DType::kInt32, out, C, P);
+      o.set(Field::kBcast, static_cast<int64_t>(Bcast::kRow)).set(Field::kImm2, 5);
+      o.set(Field::kImm0, fbits(lo)).set(Field::kImm1, fbits(hi));
+      put(r.st, Buffer::kInput, 0, x);
+      put(r.st, Buffer::kWeight, 0, triples);
+      execute(o, r.cfg, r.st);
+      EXPECT_EQ(get<uint8_t>(r.st, Buffer::kAccumulator, 0, bytes), want) << isa::kDTypeNames[static_cast<size_t>(out)]
+                                                                           << (clamp ? " clamped" : "");
+    }
+  }
+  // By hand: 100 + 20 = 120, x 0.5 >> 2 = 15, + zero point 1 = 16, clamped to [0, 10] -> 10.
+  VecRun r;
+  Instruction o = vec(VecOp::kOutput, DType::kInt32, DType::kUint8, 1);
+  o.set(Field::kBcast, static_cast<int64_t>(Bcast::kScalar)).set(Field::kImm2, 1);
+  o.set(Field::kImm0, fbits(0.0f)).set(Field::kImm1, fbits(10.0f));
+  EXPECT_EQ((r.run<int32_t, uint8_t>(o, std::vector<int32_t>{100}, std::vector<int32_t>{20, 1 << 30, 2}, 1)),
+            (std::vector<uint8_t>{10}));
+}
+
+TEST(Vec, FloatOutputStageIsAddClipAndTheNarrowing) {
+  const int C = 4, P = 25, n = C * P;
+  const auto x = randoms(n, -8.0f, 8.0f, 3), bias = randoms(C, -2.0f, 2.0f, 4);
+  VecRun r;
+  Instruction o = vec(VecOp::kOutput, DType::kFp32, DType::kFp16, C, P);
+  o.set(Field::kBcast, static_cast<int64_t>(Bcast::kRow)).set(Field::kImm0, fbits(0.0f)).set(Field::kImm1, fbits(6.0f));
+  const auto got = r.run<float, uint16_t>(o, x, bias, n);
+  for (int i = 0; i < n; ++i) {
+    const float want = std::min(std::max(x[i] + bias[i % C], 0.0f), 6.0f);
+    EXPECT_EQ(got[i], fp32_to_fp16(want)) << i;
+  }
+}
+
+TEST(Vec, OutputStageRejectsWhatItCannotMean) {
+  VecRun r;
+  auto fails = [&](Instruction ins, const char* what) {
+    try {
+      execute(ins, r.cfg, r.st);
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const DatapathError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  fails(vec(VecOp::kOutput, DType::kInt32, DType::kInt8, 4), "bcast must not be none");
+  Instruction f = vec(VecOp::kOutput, DType::kInt32, DType::kFp16, 4);
+  f.set(Field::kBcast, static_cast<int64_t>(Bcast::kRow));
+  fails(f, "writes an integer type");
+  Instruction z = vec(VecOp::kOutput, DType::kFp32, DType::kFp16, 4);
+  z.set(Field::kBcast, static_cast<int64_t>(Bcast::kRow)).set(Field::kImm2, 3);
+  fails(z, "imm2 must be 0");
+  Instruction s = vec(VecOp::kOutput, DType::kInt32, DType::kInt8, 1);
+  s.set(Field::kBcast, static_cast<int64_t>(Bcast::kScalar));
+  put(r.st, Buffer::kWeight, 0, std::vector<int32_t>{0, 1 << 30, 40});
+  fails(s, "outside [-31, 31]");
+}
+
 TEST(Vec, PoolingWindowsAndStrides) {
   // H=4, W=5, C=2, window 2x3, stride 2x2 -> out 2 x 2 x 2.
   const int H = 4, W = 5, C = 2;

@@ -282,6 +282,7 @@ TEST(Names, EveryNameTableIsCompleteAndUnique) {
   check(mnemonics);
   EXPECT_EQ(kVecOpNames[static_cast<int>(VecOp::kRequantize)], "requantize");
   EXPECT_EQ(kVecOpNames[static_cast<int>(VecOp::kRecip)], "recip");
+  EXPECT_EQ(kVecOpNames[static_cast<int>(VecOp::kOutput)], "output");
 }
 
 TEST(Names, FieldNamesAreUniqueWithinAFormatAndMeanOneFieldAcrossFormats) {

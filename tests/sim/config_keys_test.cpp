@@ -64,6 +64,10 @@ std::string vector_and_host_probe() {
       s += "VEC layer=vec" + wait + " op=" + op +
            " dtype=fp32 dtype_out=fp32 src1_buf=input src1=0x0 dst_buf=acc "
            "dst=0x4000 d0=8 d1=8 d2=8 win_h=2 win_w=2 str_h=2 str_w=2\n";
+    } else if (op == "output") {
+      s += "VEC layer=vec" + wait +
+           " op=output dtype=fp32 dtype_out=fp16 src1_buf=input src1=0x0 src2_buf=weight src2=0x0 dst_buf=acc "
+           "dst=0x4000 d0=64 d1=8 d2=1 bcast=row\n";
     } else if (op == "dwconv") {
       s += "VEC layer=vec" + wait +
            " op=dwconv dtype=fp32 dtype_out=fp32 src1_buf=input src1=0x0 src2_buf=weight src2=0x0 dst_buf=acc "

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "compiler/backend/compile.h"
+#include "compiler/backend/matrix_walk.h"
 #include "compiler/import/import.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/ops/op_table.h"
@@ -422,6 +423,63 @@ TEST(Matrix, PointwiseStridedConvLoadsOnlyThePixelsItUses) {
     EXPECT_EQ(i.get(isa::Field::kStride2), 2 * 14 * 16);  // every other row of 14 pixels
   }
   EXPECT_GT(loads, 0);
+}
+
+// A conv's bias and Clip are one output-stage VEC per tile, and the bias vector of a channel range is
+// loaded once per ping-pong side while the spatial tiles pass (not once per tile).
+TEST(Matrix, BiasAndClampAreOneOutputStageWhoseVectorsLoadOncePerSide) {
+  GraphBuilder b;
+  b.input("x", {1, 16, 24, 24});
+  b.constant("w", {8, 16, 1, 1}, 0.5f, 3);
+  b.constant("b", {8}, 0.5f, 4);
+  b.node("Conv", {"x", "w", "b"}, {"c"});
+  b.node("Relu", {"c"}, {"y"});
+  b.output("y");
+  CompileResult r;
+  EXPECT_LT(compile_and_compare(b.build(), small_sram(), &r), kTol) << compile_summary(r);
+  uint32_t layer = 0;
+  while (layer < r.layers.size() && r.layers[layer].placement != "matrix") ++layer;
+  ASSERT_LT(layer, r.layers.size()) << compile_summary(r);
+  int64_t stores = 0, outputs = 0, vecs = 0, acc_loads = 0;
+  for (const isa::Instruction& i : r.program.instructions) {
+    if (i.layer() != layer) continue;
+    if (i.opcode == isa::Opcode::kStore) ++stores;
+    if (i.opcode == isa::Opcode::kVec) ++vecs;
+    if (i.opcode == isa::Opcode::kVec && i.get(isa::Field::kVop) == static_cast<int64_t>(isa::VecOp::kOutput)) ++outputs;
+    if (i.opcode == isa::Opcode::kLoad && i.get(isa::Field::kBuf) == static_cast<int64_t>(isa::Buffer::kAccumulator))
+      ++acc_loads;
+  }
+  EXPECT_GT(stores, 2) << compile_summary(r);  // several output tiles of the one channel range
+  EXPECT_EQ(outputs, stores);
+  EXPECT_EQ(vecs, stores);
+  EXPECT_EQ(acc_loads, 2);
+}
+
+// EpilogueParams::loads (the cost model's count) is what need_load does along every loop order.
+TEST(Matrix, EpilogueVectorLoadsCountedAsTheWalkMakesThem) {
+  for (bool spatial_outer : {false, true}) {
+    for (int64_t blocks : {1, 3}) {
+      for (int64_t nn : {1, 2, 3, 4}) {
+        for (int64_t nsp : {1, 2, 5}) {
+          backend::EpilogueParams p;
+          p.reset();
+          int64_t loads = 0;
+          int side = 0;
+          for (int64_t b = 0; b < blocks; ++b) {
+            for (int64_t outer = 0; outer < (spatial_outer ? nsp : nn); ++outer) {
+              for (int64_t inner = 0; inner < (spatial_outer ? nn : nsp); ++inner) {
+                const int64_t jn = spatial_outer ? inner : outer;
+                loads += p.need_load(side, b * 100 + jn * 10, 10);
+                side ^= 1;
+              }
+            }
+          }
+          EXPECT_EQ(backend::EpilogueParams::loads(spatial_outer, blocks, nn, nsp), loads)
+              << spatial_outer << " " << blocks << " " << nn << " " << nsp;
+        }
+      }
+    }
+  }
 }
 
 // Conv -> SiLU runs as one layer whose epilogue computes x * sigmoid(x) on the accumulator tile (a
