@@ -31,6 +31,8 @@
 #include "sim/cli/diff.h"
 #include "sim/config/config_dump.h"
 #include "sim/config/config_loader.h"
+#include "sim/e2e/e2e_trace.h"
+#include "sim/e2e/pipeline.h"
 #include "sim/mapping/mapping_file.h"
 #include "sim/model/model.h"
 #include "sim/model/tensor_io.h"
@@ -235,7 +237,8 @@ traces::RunInfo run_info(Context& ctx, const CommonOptions& o, const std::string
 
 int simulate_and_report(Context& ctx, const CommonOptions& o, const std::string& model, const isa::Program& program,
                         const isa::NpuConfig& config, const CompiledModel* compiled = nullptr,
-                        const FunctionalIo& io = {}, const ReportExtras* extras = nullptr) {
+                        const FunctionalIo& io = {}, const ReportExtras* extras = nullptr,
+                        e2e::E2eResult* pipeline = nullptr) {
   const size_t top = top_layers(o.top);
   traces::RunInfo info = run_info(ctx, o, model, config);
   auto trace_json = open_output(o.trace);
@@ -254,6 +257,9 @@ int simulate_and_report(Context& ctx, const CommonOptions& o, const std::string&
       sink = csv_sink.get();
     }
   }
+  // --pipeline: the NPU's events move to where the model starts; the host stages get lanes of their own.
+  std::unique_ptr<e2e::E2eTraceSink> e2e_sink;
+  if (sink && pipeline) sink = (e2e_sink = std::make_unique<e2e::E2eTraceSink>(*sink, *pipeline)).get();
   arch::RunOptions run;
   std::vector<std::string> written;  // --outputs: the files written
   FunctionalIo fio = io;
@@ -282,6 +288,12 @@ int simulate_and_report(Context& ctx, const CommonOptions& o, const std::string&
     throw InputError(e.what());
   }
   if (bar) ctx.err << "\r" << std::string(24, ' ') << "\r";
+  if (pipeline) {
+    e2e::add_npu_run(*pipeline, static_cast<int64_t>(report.total_cycles),
+                     static_cast<int64_t>(report.breakdown.host));
+    report.sections.emplace_back("e2e", e2e::e2e_json(*pipeline));
+    if (e2e_sink) e2e_sink->complete(*pipeline);
+  }
   if (sink) sink->finish();
   report.run = std::move(info);
   if (compiled) attach_compile_info(*compiled, report);
@@ -307,6 +319,7 @@ int simulate_and_report(Context& ctx, const CommonOptions& o, const std::string&
   }
   if (!o.quiet) ctx.out << traces::summary_text(report, top);
   if (!o.quiet && extras) ctx.out << extras->text;
+  if (!o.quiet && pipeline) ctx.out << e2e::e2e_text(*pipeline);
   // What the user asked for by name is printed even under -q: the advice.
   if (extras) ctx.out << extras->answer;
   if (!o.quiet && !written.empty()) {
@@ -735,11 +748,14 @@ int cmd_run(Context& ctx, const Command& cmd) {
   CommonOptions o;
   ModelCliOptions m;
   FunctionalIo io;
-  std::string model;
+  std::string model, pipeline_file;
   po::options_description d = config_options(o);
   d.add(model_options(m));
   d.add(precision_options(m));
   d.add(output_options(o));
+  d.add_options()("pipeline", po::value(&pipeline_file)->value_name("PIPE.yaml"),
+                  "end to end: pre-processing, transfers, the model, post-processing and a stream of frames; "
+                  "the report's e2e section (docs/e2e.md)");
   AccuracyCliOptions acc;
   d.add(accuracy_options(acc));
   po::options_description f("Functional runs");
@@ -759,6 +775,17 @@ int cmd_run(Context& ctx, const Command& cmd) {
     throw UsageError("--inputs and --outputs need --functional");
   }
   const isa::NpuConfig config = resolve_config(o);
+  std::optional<e2e::E2eResult> pipeline;
+  std::optional<e2e::PipelineSpec> pipeline_spec;
+  if (!pipeline_file.empty()) {
+    pipeline_spec = e2e::parse_pipeline_file(pipeline_file);
+    const e2e::StreamSpec& st = pipeline_spec->stream;
+    if (st.batch_line > 0 && m.batch > 0 && m.batch != st.batch) {
+      throw UsageError(fmt::format("{}:{}:{}: stream.batch: {} but --batch {}; give one", pipeline_file,
+                                   st.batch_line, st.batch_column, st.batch, m.batch));
+    }
+    if (st.batch_line > 0) m.batch = st.batch;
+  }
   if (!m.calibration_samples_given && !o.functional && !acc.accuracy && !acc.advise_sqnr) {
     // Timing only: int8 scales change no cycle count, so one synthetic input is enough to place the
     // layers (calibrating ResNet-50 on 32 inputs costs about a minute of interpreter time).
@@ -772,14 +799,27 @@ int cmd_run(Context& ctx, const Command& cmd) {
     }
     const isa::Program program = load_program(model);
     check_machine(program, config);
-    return simulate_and_report(ctx, o, model, program, config, nullptr, io);
+    if (pipeline_spec) {
+      if (pipeline_spec->stream.batch > 1) {
+        throw UsageError(
+            "stream.batch applies to models, not to a compiled program (compile it with --batch)");
+      }
+      pipeline = e2e::plan_pipeline(*pipeline_spec, program, config, 1);
+    }
+    return simulate_and_report(ctx, o, model, program, config, nullptr, io, nullptr,
+                               pipeline ? &*pipeline : nullptr);
   }
   const CompiledModel compiled = compile_or_throw(model, config, m);
   write_mapping_out(ctx, o, m, model, compiled);
   print_mapping(ctx, m, compiled);
   ReportExtras extras;
   if (acc.accuracy || acc.advise_sqnr) accuracy_report(ctx, compiled, config, m, acc, io.seed, extras);
-  const int rc = simulate_and_report(ctx, o, model, compiled.result.program, config, &compiled, io, &extras);
+  if (pipeline_spec) {
+    pipeline =
+        e2e::plan_pipeline(*pipeline_spec, compiled.result.program, config, std::max<int64_t>(1, m.batch));
+  }
+  const int rc = simulate_and_report(ctx, o, model, compiled.result.program, config, &compiled, io, &extras,
+                                     pipeline ? &*pipeline : nullptr);
   print_graphs(ctx, m);
   return rc;
 }
@@ -961,6 +1001,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     try {
       return dispatch(cmd, ctx);
     } catch (const ConfigError& e) {
+      for (const std::string& m : e.messages()) err << "npusim: error: " << m << "\n";
+      return kExitUsage;
+    } catch (const e2e::PipelineError& e) {
       for (const std::string& m : e.messages()) err << "npusim: error: " << m << "\n";
       return kExitUsage;
     } catch (const UsageError& e) {
