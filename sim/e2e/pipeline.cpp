@@ -382,12 +382,12 @@ std::string e2e_text(const E2eResult& r) {
   std::string t = fmt::format("\nend to end ({}): {:.3f} ms per inference of {} frame{}, NPU {:.1f}%\n",
                               r.pipeline, r.latency_cycles / f / 1000.0, r.batch, r.batch == 1 ? "" : "s",
                               r.latency_cycles > 0 ? 100.0 * r.npu_cycles / r.latency_cycles : 0.0);
-  t += fmt::format("  {:<36} {:<10} {:>12} {:>7}\n", "stage", "unit", "time us", "share");
+  t += fmt::format("  {:<40} {:<10} {:>12} {:>7}\n", "stage", "unit", "time us", "share");
   for (const Stage& s : r.stages) {
     std::string name = s.name;
     if (s.kind == "model" && s.fallback_cycles > 0)
       name += fmt::format(" (CPU fallbacks {:.1f} us)", s.fallback_cycles / f);
-    t += fmt::format("  {:<36} {:<10} {:>12.1f} {:>6.1f}%\n", name, s.unit, s.cycles / f,
+    t += fmt::format("  {:<40} {:<10} {:>12.1f} {:>6.1f}%\n", name, s.unit, s.cycles / f,
                      r.latency_cycles > 0 ? 100.0 * s.cycles / r.latency_cycles : 0.0);
   }
   auto align = [&](const char* dir, const TransferInfo& x) {
