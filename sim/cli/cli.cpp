@@ -37,6 +37,8 @@
 #include "sim/model/model.h"
 #include "sim/model/tensor_io.h"
 #include "sim/report/html_report.h"
+#include "sim/serve/scenario.h"
+#include "sim/serve/scheduler.h"
 #include "sim/io/sha256.h"
 #include "sim/sweep/sweep_cli.h"
 #include "sim/version/version.h"
@@ -824,6 +826,61 @@ int cmd_run(Context& ctx, const Command& cmd) {
   return rc;
 }
 
+// npusim serve: every model of the scenario compiled and simulated alone as `npusim run` would, then
+// their requests scheduled on one NPU at layer boundaries (sim/serve, docs/scenarios.md).
+int cmd_serve(Context& ctx, const Command& cmd) {
+  std::string scenario_file, report_file, trace_file;
+  bool quiet = false;
+  po::options_description d("Serving");
+  d.add_options()("scenario", po::value(&scenario_file)->value_name("SCENARIO.yaml"),
+                  "models, arrivals, priorities, policy, duration (docs/scenarios.md)")(
+      "report", po::value(&report_file)->value_name("FILE.json"), "write the per-model and per-unit figures as JSON")(
+      "trace", po::value(&trace_file)->value_name("FILE.json"),
+      "write a Chrome/Perfetto trace: one lane per model, one slice per stretch a request ran")(
+      "quiet,q", po::bool_switch(&quiet), "print nothing but errors");
+  po::positional_options_description pos;
+  pos.add("scenario", 1);
+  if (!parse(ctx, cmd, d, pos)) return kExitOk;
+  if (scenario_file.empty()) throw UsageError("serve needs a scenario file (npusim serve SCENARIO.yaml)");
+  const serve::Scenario scenario = serve::parse_scenario_file(scenario_file);
+  const isa::NpuConfig config = load_config(scenario.config, scenario.sets);
+  std::vector<serve::ModelProfile> profiles;
+  for (const serve::ScenarioModel& sm : scenario.models) {
+    ModelCliOptions m;
+    if (!sm.precision.empty()) m.precision = sm.precision;
+    if (sm.batch > 0) {
+      m.batch = sm.batch;
+      m.batch_given = true;
+    }
+    m.calibration_samples = 1;  // timing only, as `npusim run` without --calibration
+    const CompiledModel compiled = compile_or_throw(sm.model, config, m);
+    traces::Report report;
+    try {
+      report = arch::simulate(compiled.result.program, config, arch::RunOptions{});
+    } catch (const arch::SimError& e) {
+      throw RunError(fmt::format("{}: {}", sm.name, e.what()));
+    }
+    serve::ModelProfile p;
+    p.name = sm.name;
+    p.total_cycles = static_cast<int64_t>(report.total_cycles);
+    std::vector<int64_t> ends;
+    for (const traces::LayerReport& l : report.layers)
+      if (!l.fused()) ends.push_back(static_cast<int64_t>(l.end_cycle));
+    p.segments = serve::layer_segments(ends, p.total_cycles);
+    for (const traces::UnitReport& u : report.units) p.unit_busy.emplace_back(u.name, static_cast<int64_t>(u.busy));
+    profiles.push_back(std::move(p));
+  }
+  const serve::ServeResult result = serve::run_scenario(scenario, profiles, config.frequency_mhz);
+  if (!report_file.empty()) write_output(report_file, serve::serve_json(result, scenario));
+  if (!trace_file.empty()) {
+    auto f = open_output(trace_file);
+    serve::write_serve_trace(result, *f);
+    if (!f->flush()) throw InputError(fmt::format("cannot write '{}'", trace_file));
+  }
+  if (!quiet) ctx.out << serve::serve_text(result);
+  return kExitOk;
+}
+
 int cmd_compile(Context& ctx, const Command& cmd) {
   CommonOptions o;
   ModelCliOptions m;
@@ -935,6 +992,9 @@ const std::vector<Command>& commands() {
       {"report", "report REPORT.json --html FILE.html",
        "Write a saved run report as one self-contained HTML page (summary, layers, timeline, roofline, energy, "
        "accuracy)."},
+      {"serve", "serve SCENARIO.yaml [--report FILE.json] [--trace FILE.json]",
+       "Several models sharing one NPU: arrivals, priorities, a scheduling policy; latency percentiles, deadline "
+       "misses, throughput, unit utilization (docs/scenarios.md)."},
       {"sweep", "sweep SWEEP.yaml [-j N] [-o DIR] [--dry-run] [--slurm] [--shard I/N] | sweep --merge DIR",
        "Run a design-space sweep over configuration keys and models, locally or on Slurm (docs/sweeps.md)."},
   };
@@ -951,6 +1011,7 @@ int dispatch(const Command& cmd, Context& ctx) {
   if (cmd.name == "diff") return cmd_diff(ctx, cmd);
   if (cmd.name == "report") return cmd_report(ctx, cmd);
   if (cmd.name == "sweep") return run_sweep(ctx.args, ctx.out, ctx.err);
+  if (cmd.name == "serve") return cmd_serve(ctx, cmd);
   return cmd_config(ctx, cmd);
 }
 
@@ -1003,7 +1064,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     } catch (const ConfigError& e) {
       for (const std::string& m : e.messages()) err << "npusim: error: " << m << "\n";
       return kExitUsage;
-    } catch (const e2e::PipelineError& e) {
+    } catch (const YamlFileError& e) {  // pipeline and scenario files
       for (const std::string& m : e.messages()) err << "npusim: error: " << m << "\n";
       return kExitUsage;
     } catch (const UsageError& e) {

@@ -14,14 +14,6 @@ namespace {
 constexpr std::array<std::string_view, kNumResources> kResourceNames = {"host_cpu_pre", "host_link_in", "npu",
                                                                         "host_link_out", "host_cpu_post"};
 
-// Nearest-rank percentile of sorted values.
-int64_t percentile(const std::vector<int64_t>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
-  rank = std::clamp<size_t>(rank, 1, sorted.size());
-  return sorted[rank - 1];
-}
-
 std::string json_str(const std::string& s) {
   std::string out;
   append_json_string(out, s);
@@ -29,6 +21,13 @@ std::string json_str(const std::string& s) {
 }
 
 }  // namespace
+
+int64_t percentile(const std::vector<int64_t>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
+  rank = std::clamp<size_t>(rank, 1, sorted.size());
+  return sorted[rank - 1];
+}
 
 std::string_view resource_name(Resource r) { return kResourceNames[static_cast<size_t>(r)]; }
 

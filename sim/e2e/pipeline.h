@@ -107,6 +107,9 @@ void add_npu_run(E2eResult& r, int64_t model_cycles, int64_t fallback_cycles);
 // ahead; the NPU and the link take a batch at a time.
 StreamResult simulate_stream(const E2eResult& r, const StreamSpec& spec);
 
+// The nearest-rank percentile `p` (0..100] of ascending `sorted` values (0 when empty).
+int64_t percentile(const std::vector<int64_t>& sorted, double p);
+
 // The report's `e2e` section (a JSON object) and the summary lines.
 std::string e2e_json(const E2eResult& r);
 std::string e2e_text(const E2eResult& r);

@@ -4,9 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "isa/machine/spec_text.h"
 #include "sim/config/yaml_errors.h"
@@ -98,46 +96,6 @@ class Parser : public YamlErrors {
   }
 
  private:
-  void unknown(const YAML::Node& key, const std::string& prefix, const std::string& k,
-               const std::vector<std::string>& valid) {
-    const std::string guess = isa::closest_name(k, valid);
-    error(key, prefix + k + ": unknown key" +
-                   (guess.empty() ? " (valid: " + join(valid) + ")" : " (did you mean '" + guess + "'?)"));
-  }
-
-  // An integer in [lo, hi].
-  void integer(const YAML::Node& n, const std::string& key, int64_t& out, int64_t lo, int64_t hi) {
-    std::string text;
-    if (!scalar(n, key, text)) return;
-    int64_t v = 0;
-    try {
-      v = n.as<int64_t>();
-    } catch (const YAML::Exception&) {
-      error(n, fmt::format("{}: '{}' is not an integer", key, text));
-      return;
-    }
-    if (v < lo || v > hi) {
-      error(n, fmt::format("{}: {} is out of range ({}..{})", key, v, lo, hi));
-      return;
-    }
-    out = v;
-  }
-  void real(const YAML::Node& n, const std::string& key, double& out, double lo, double hi) {
-    std::string text;
-    if (!scalar(n, key, text)) return;
-    double v = 0;
-    try {
-      v = n.as<double>();
-    } catch (const YAML::Exception&) {
-      error(n, fmt::format("{}: '{}' is not a number", key, text));
-      return;
-    }
-    if (!(v >= lo && v <= hi)) {
-      error(n, fmt::format("{}: {} is out of range ({}..{})", key, text, lo, hi));
-      return;
-    }
-    out = v;
-  }
   bool map(const YAML::Node& n, const std::string& key) {
     if (n.IsMap()) return true;
     error(n, key + ": expected a mapping of keys");
@@ -309,14 +267,6 @@ class Parser : public YamlErrors {
 
 }  // namespace
 
-PipelineError::PipelineError(std::vector<std::string> messages)
-    : std::runtime_error([&] {
-        std::string s;
-        for (size_t i = 0; i < messages.size(); ++i) s += (i ? "\n" : "") + messages[i];
-        return s;
-      }()),
-      messages_(std::move(messages)) {}
-
 PipelineSpec parse_pipeline_text(const std::string& text, const std::string& source_name) {
   PipelineSpec p;
   p.path = source_name;
@@ -334,11 +284,13 @@ PipelineSpec parse_pipeline_text(const std::string& text, const std::string& sou
 }
 
 PipelineSpec parse_pipeline_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw PipelineError({fmt::format("cannot read pipeline file '{}'", path)});
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_pipeline_text(ss.str(), path);
+  std::string text;
+  try {
+    text = read_yaml_text(path, "pipeline");
+  } catch (const YamlFileError& e) {
+    throw PipelineError(e.messages());
+  }
+  return parse_pipeline_text(text, path);
 }
 
 }  // namespace npusim::sim::e2e

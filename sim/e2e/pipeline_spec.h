@@ -8,19 +8,16 @@
 #include <string>
 #include <vector>
 
+#include "sim/config/yaml_errors.h"
 #include "sim/e2e/kernels.h"
 
 namespace npusim::sim::e2e {
 
-// A pipeline file the user got wrong (exit 2). messages() holds one line per problem, each naming the
-// file, line and column and the key involved.
-class PipelineError : public std::runtime_error {
+// A pipeline file the user got wrong (exit 2): one line per problem, each naming the file, line and
+// column and the key involved.
+class PipelineError : public YamlFileError {
  public:
-  explicit PipelineError(std::vector<std::string> messages);
-  const std::vector<std::string>& messages() const { return messages_; }
-
- private:
-  std::vector<std::string> messages_;
+  using YamlFileError::YamlFileError;
 };
 
 // Where a stage runs: the host CPU (host.cpu_gops) or the NPU's vector unit (an inserted op, like
