@@ -868,6 +868,12 @@ int cmd_serve(Context& ctx, const Command& cmd) {
       if (!l.fused()) ends.push_back(static_cast<int64_t>(l.end_cycle));
     p.segments = serve::layer_segments(ends, p.total_cycles);
     for (const traces::UnitReport& u : report.units) p.unit_busy.emplace_back(u.name, static_cast<int64_t>(u.busy));
+    if (sm.pipeline_spec) {
+      e2e::E2eResult pipeline =
+          e2e::plan_pipeline(*sm.pipeline_spec, compiled.result.program, config, std::max<int64_t>(1, sm.batch));
+      e2e::add_npu_run(pipeline, p.total_cycles, static_cast<int64_t>(report.breakdown.host));
+      serve::add_pipeline(p, pipeline);
+    }
     profiles.push_back(std::move(p));
   }
   const serve::ServeResult result = serve::run_scenario(scenario, profiles, config.frequency_mhz);

@@ -136,11 +136,30 @@ class Parser : public YamlErrors {
           integer(v, key, sm.priority, -1000000, 1000000);
         } else if (k == "deadline_ms") {
           real(v, key, sm.deadline_ms, 1e-9, 1e9);
+        } else if (k == "pipeline") {
+          std::string f;
+          if (!scalar(v, key, f)) continue;
+          sm.pipeline = relative(f);
+          std::error_code ec;
+          if (!fs::is_regular_file(sm.pipeline, ec)) {
+            error(v, key + ": '" + f + "' does not exist");
+            continue;
+          }
+          try {
+            sm.pipeline_spec = e2e::parse_pipeline_file(sm.pipeline);
+          } catch (const e2e::PipelineError& e) {
+            errors_.insert(errors_.end(), e.messages().begin(), e.messages().end());
+            continue;
+          }
+          if (sm.pipeline_spec->stream.enabled) {
+            error(v, key + ": '" + f +
+                         "' has a stream: section; in a scenario the model's arrivals are its stream");
+          }
         } else if (k == "arrival") {
           seed_given = read_arrivals(v, key, sm.arrivals);
         } else {
           unknown(kv.first, where + ".", k,
-                  {"name", "model", "precision", "batch", "priority", "deadline_ms", "arrival"});
+                  {"name", "model", "precision", "batch", "priority", "deadline_ms", "pipeline", "arrival"});
         }
       }
       if (!m["model"]) error(m, where + ".model: missing (an ONNX file, demo, gemm:..., conv:...)");

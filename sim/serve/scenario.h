@@ -3,11 +3,13 @@
 // each with its arrival process, priority and deadline, a scheduling policy and a duration. This file
 // parses and validates the YAML; scheduler.h runs it.
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "sim/config/yaml_errors.h"
+#include "sim/e2e/pipeline_spec.h"
 
 namespace npusim::sim::serve {
 
@@ -45,6 +47,9 @@ struct ScenarioModel {
   int64_t priority = 0;    // higher runs first under `policy: priority`
   double deadline_ms = 0;  // 0 = none
   Arrivals arrivals;
+  std::string
+      pipeline;  // an end-to-end pipeline file (docs/e2e.md), resolved against the scenario; "" = none
+  std::optional<e2e::PipelineSpec> pipeline_spec;  // that file, parsed (it has no stream: the arrivals are)
   int line = 0, column = 0;
 };
 

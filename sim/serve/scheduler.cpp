@@ -18,8 +18,9 @@ struct Request {
   size_t model = 0;
   int64_t index = 0;  // among its model's requests
   int64_t arrival = 0;
-  size_t next = 0;  // next segment
-  int64_t done = -1;
+  int64_t ready = 0;  // when it reaches the NPU: arrival + the host stages before it
+  size_t next = 0;    // next segment
+  int64_t done = -1;  // when its last NPU segment ended
 };
 
 std::string json_str(const std::string& s) {
@@ -29,6 +30,22 @@ std::string json_str(const std::string& s) {
 }
 
 }  // namespace
+
+void add_pipeline(ModelProfile& p, const e2e::E2eResult& pipeline) {
+  int64_t npu_before = 0;
+  for (size_t i = 0; i < pipeline.stages.size(); ++i) {
+    const e2e::Stage& st = pipeline.stages[i];
+    if (i < pipeline.model_stage) {
+      (st.unit == "npu" ? npu_before : p.host_before_cycles) += st.cycles;
+    } else if (i > pipeline.model_stage) {
+      p.host_after_cycles += st.cycles;
+    }
+  }
+  if (npu_before > 0) {
+    p.segments.insert(p.segments.begin(), npu_before);
+    p.total_cycles += npu_before;
+  }
+}
 
 std::vector<int64_t> layer_segments(const std::vector<int64_t>& layer_end_cycles, int64_t total_cycles) {
   std::vector<int64_t> seg;
@@ -81,7 +98,8 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
   for (size_t m = 0; m < n_models; ++m) {
     const std::vector<double> t = arrival_times_ms(s.models[m].arrivals, s.duration_ms);
     for (size_t i = 0; i < t.size(); ++i) {
-      reqs.push_back({m, static_cast<int64_t>(i), isa::timing::us_to_cycles(t[i] * 1000.0, f_mhz), 0, -1});
+      const int64_t at = isa::timing::us_to_cycles(t[i] * 1000.0, f_mhz);
+      reqs.push_back({m, static_cast<int64_t>(i), at, at + profiles[m].host_before_cycles, 0, -1});
     }
     if (static_cast<int64_t>(reqs.size()) > kMaxRequests) {
       throw ScenarioError(
@@ -91,7 +109,7 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
     }
   }
   std::stable_sort(reqs.begin(), reqs.end(),
-                   [](const Request& a, const Request& b) { return a.arrival < b.arrival; });
+                   [](const Request& a, const Request& b) { return a.ready < b.ready; });
 
   std::vector<double> unit_busy;
   std::vector<std::string> unit_names;
@@ -105,7 +123,7 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
   unit_busy.assign(unit_names.size(), 0.0);
   std::vector<int64_t> preemptions(n_models, 0);
 
-  // Requests that arrived and are not done, in arrival order.
+  // Requests that reached the NPU and are not done, in the order they reached it.
   std::vector<size_t> ready;
   size_t next_arrival = 0;
   int64_t t = 0, npu_busy = 0;
@@ -137,9 +155,9 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
     return 0;
   };
   while (next_arrival < reqs.size() || !ready.empty()) {
-    while (next_arrival < reqs.size() && reqs[next_arrival].arrival <= t) ready.push_back(next_arrival++);
+    while (next_arrival < reqs.size() && reqs[next_arrival].ready <= t) ready.push_back(next_arrival++);
     if (ready.empty()) {
-      t = reqs[next_arrival].arrival;
+      t = reqs[next_arrival].ready;
       continue;
     }
     const size_t slot = pick();
@@ -191,13 +209,16 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
     st.name = s.models[m].name;
     st.priority = s.models[m].priority;
     st.deadline_ms = s.models[m].deadline_ms;
-    st.alone_ms = static_cast<double>(profiles[m].total_cycles) * ms_per_cycle;
+    const ModelProfile& p = profiles[m];
+    st.alone_ms =
+        static_cast<double>(p.host_before_cycles + p.total_cycles + p.host_after_cycles) * ms_per_cycle;
     st.preemptions = preemptions[m];
     std::vector<int64_t> lat;
     for (const Request& q : reqs) {
       if (q.model != m) continue;
-      lat.push_back(q.done - q.arrival);
-      if (st.deadline_ms > 0 && static_cast<double>(q.done - q.arrival) * ms_per_cycle > st.deadline_ms)
+      const int64_t latency = q.done + p.host_after_cycles - q.arrival;
+      lat.push_back(latency);
+      if (st.deadline_ms > 0 && static_cast<double>(latency) * ms_per_cycle > st.deadline_ms)
         ++st.deadline_misses;
     }
     st.requests = static_cast<int64_t>(lat.size());

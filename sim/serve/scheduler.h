@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/e2e/pipeline.h"
 #include "sim/serve/scenario.h"
 
 namespace npusim::sim::serve {
@@ -21,7 +22,16 @@ struct ModelProfile {
   std::vector<int64_t> segments;
   int64_t total_cycles = 0;
   std::vector<std::pair<std::string, int64_t>> unit_busy;  // per unit: busy cycles of one inference
+  // With a pipeline (docs/e2e.md): the host stages before the NPU (pre-processing, copies, the input
+  // transfer) and after it (output transfer, copies, post-processing); they run for each request
+  // without waiting for other requests. NPU-inserted stages are segments of their own.
+  int64_t host_before_cycles = 0;
+  int64_t host_after_cycles = 0;
 };
+
+// Adds a model's end-to-end pipeline (plan_pipeline + add_npu_run on its program and cycles) to its
+// profile: host stages before and after the NPU, NPU-inserted stages as a first segment.
+void add_pipeline(ModelProfile& p, const e2e::E2eResult& pipeline);
 
 // The boundaries of a simulated run: segment i ends at the i-th layer's end (running maximum), the last
 // at total_cycles; zero-length segments are dropped.
@@ -35,7 +45,7 @@ struct ModelStats {
   int64_t priority = 0;
   double deadline_ms = 0;
   int64_t requests = 0;
-  double alone_ms = 0;  // one inference alone (total_cycles)
+  double alone_ms = 0;  // one request alone: total_cycles plus the pipeline's host stages
   double latency_p50_ms = 0, latency_p95_ms = 0, latency_p99_ms = 0, latency_max_ms = 0, latency_mean_ms = 0;
   int64_t deadline_misses = 0;
   double throughput_per_s = 0;  // requests completed / duration

@@ -36,6 +36,25 @@ TEST(ServeCli, OneModelAloneTakesExactlyNpusimRunsCycles) {
   EXPECT_EQ(json_eval(dir + "/s.json", "r['models'][0]['requests']"), "1");
 }
 
+TEST(ServeCli, AModelWithAPipelineTakesItsEndToEndLatencyAlone) {
+  const std::string dir = temp_dir("serve_pipeline");
+  write_file(
+      dir + "/p.yaml",
+      "frame: {width: 64, height: 48}\npre:\n  - {op: resize, width: 32, height: 32}\n  - {op: normalize, "
+      "on: npu}\npost:\n  - {op: nms, boxes: 300}\n");
+  const CommandResult run =
+      npusim({"run", "demo", "-q", "--pipeline", dir + "/p.yaml", "--report", dir + "/run.json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  write_file(dir + "/s.yaml",
+             "duration_ms: 10\nmodels:\n  - {name: only, model: demo, pipeline: p.yaml, arrival: "
+             "{type: periodic, period_ms: 100}}\n");
+  const CommandResult r = npusim({"serve", dir + "/s.yaml", "--report", dir + "/s.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const long long e2e = std::stoll(json_eval(dir + "/run.json", "r['e2e']['latency_cycles']"));
+  EXPECT_EQ(std::llround(std::stod(json_eval(dir + "/s.json", "r['models'][0]['latency_max_ms']")) * 1e6),
+            e2e);
+}
+
 TEST(ServeCli, TwoModelsShareTheNpuWithALanePerModel) {
   const std::string dir = temp_dir("serve_two");
   write_file(dir + "/s.yaml", R"(policy: priority

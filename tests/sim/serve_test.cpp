@@ -90,6 +90,24 @@ TEST(Scenario, TraceArrivalsComeFromACsvFile) {
             std::string::npos);
 }
 
+TEST(Scenario, APipelinePerModelIsCheckedToo) {
+  const std::string dir = std::filesystem::temp_directory_path() / "npusim_serve_pipeline";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/p.yaml") << "post:\n  - {op: fixed, time_us: 10}\n";
+  std::ofstream(dir + "/stream.yaml") << "stream: {frames: 3}\n";
+  std::ofstream(dir + "/bad.yaml") << "post:\n  - {op: fixd}\n";
+  const std::string head = kModel + "    arrival: {type: periodic, period_ms: 1}\n    pipeline: ";
+  const Scenario s = parse_scenario_text(head + "p.yaml\n", "s.yaml", dir);
+  ASSERT_TRUE(s.models[0].pipeline_spec.has_value());
+  EXPECT_EQ(s.models[0].pipeline_spec->post.size(), 1u);
+  EXPECT_EQ(errors_of(head + dir + "/stream.yaml\n"),
+            "s.yaml:5:15: models[0].pipeline: '" + dir +
+                "/stream.yaml' has a stream: section; in a scenario the model's arrivals are its stream");
+  EXPECT_EQ(errors_of(head + dir + "/bad.yaml\n"),
+            dir + "/bad.yaml:2:10: post[0].op: 'fixd' is not a kernel (did you mean 'fixed'?)");
+  EXPECT_EQ(errors_of(head + "none.yaml\n"), "s.yaml:5:15: models[0].pipeline: 'none.yaml' does not exist");
+}
+
 TEST(Scenario, ArrivalProcesses) {
   Arrivals p;
   p.period_ms = 10;
@@ -152,6 +170,36 @@ TEST(Scheduler, AModelAloneTakesExactlyItsOwnCycles) {
     EXPECT_DOUBLE_EQ(r.models[0].alone_ms, 4779 / 1e6);
     EXPECT_NEAR(r.units[0].second, 2000.0 / 1e9, 1e-15);  // busy over the 1 s span
   }
+}
+
+TEST(Scheduler, APipelinesHostStagesAddToEachRequestAndItsNpuStagesToTheNpu) {
+  e2e::E2eResult pipeline;
+  pipeline.batch = 1;
+  auto stage = [](const std::string& unit, int64_t cycles) {
+    e2e::Stage st;
+    st.unit = unit;
+    st.cycles = cycles;
+    return st;
+  };
+  pipeline.stages = {stage("host_cpu", 700), stage("host_link", 300), stage("npu", 50),
+                     stage("npu", 1000),     stage("host_link", 20),  stage("host_cpu", 4000)};
+  pipeline.model_stage = 3;
+  ModelProfile p = profile("a", 2, 500);
+  add_pipeline(p, pipeline);
+  EXPECT_EQ(p.host_before_cycles, 1000);
+  EXPECT_EQ(p.host_after_cycles, 4020);
+  EXPECT_EQ(p.segments, (std::vector<int64_t>{50, 500, 500}));
+  EXPECT_EQ(p.total_cycles, 1050);
+  Scenario s;
+  s.duration_ms = 0.01;
+  Arrivals a;
+  a.period_ms = 0.002;  // 5 requests, 2000 cycles apart: the host stages overlap, the NPU (1050) keeps up
+  s.models = {model("a", 0, a)};
+  const ServeResult r = run_scenario(s, {p}, 1000);
+  EXPECT_EQ(r.models[0].requests, 5);
+  EXPECT_DOUBLE_EQ(r.models[0].alone_ms, 6070 / 1e6);
+  EXPECT_DOUBLE_EQ(r.models[0].latency_max_ms, 6070 / 1e6);
+  EXPECT_EQ(r.slices.front().start, 1000);  // the first request reaches the NPU after its host stages
 }
 
 TEST(Scheduler, TwoModelsAtLowLoadStayWithinFivePercentOfAlone) {
