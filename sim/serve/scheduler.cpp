@@ -244,16 +244,18 @@ std::string serve_json(const ServeResult& r, const Scenario& s) {
       json_str(s.path), r.policy, r.duration_ms, r.frequency_mhz, r.span_cycles, r.npu_busy);
   for (size_t i = 0; i < r.models.size(); ++i) {
     const ModelStats& m = r.models[i];
+    // Latencies of a model without requests, and a deadline not given, are null.
+    auto ms = [&](double v) { return m.requests > 0 ? fmt::format("{:.6f}", v) : std::string("null"); };
     j += fmt::format(
         "{}{{\"name\": {}, \"model\": {}, \"priority\": {}, \"deadline_ms\": {}, \"requests\": {}, "
-        "\"alone_ms\": "
-        "{:.6f}, \"latency_p50_ms\": {:.6f}, \"latency_p95_ms\": {:.6f}, \"latency_p99_ms\": {:.6f}, "
-        "\"latency_max_ms\": {:.6f}, \"latency_mean_ms\": {:.6f}, \"deadline_misses\": {}, "
-        "\"throughput_per_s\": "
-        "{:.6f}, \"preemptions\": {}}}",
-        i ? ", " : "", json_str(m.name), json_str(s.models[i].model), m.priority, m.deadline_ms, m.requests,
-        m.alone_ms, m.latency_p50_ms, m.latency_p95_ms, m.latency_p99_ms, m.latency_max_ms, m.latency_mean_ms,
-        m.deadline_misses, m.throughput_per_s, m.preemptions);
+        "\"alone_ms\": {:.6f}, "
+        "\"latency_p50_ms\": {}, \"latency_p95_ms\": {}, \"latency_p99_ms\": {}, \"latency_max_ms\": {}, "
+        "\"latency_mean_ms\": {}, \"deadline_misses\": {}, \"throughput_per_s\": {:.6f}, \"preemptions\": "
+        "{}}}",
+        i ? ", " : "", json_str(m.name), json_str(s.models[i].model), m.priority,
+        m.deadline_ms > 0 ? fmt::format("{}", m.deadline_ms) : std::string("null"), m.requests, m.alone_ms,
+        ms(m.latency_p50_ms), ms(m.latency_p95_ms), ms(m.latency_p99_ms), ms(m.latency_max_ms),
+        ms(m.latency_mean_ms), m.deadline_misses, m.throughput_per_s, m.preemptions);
   }
   j += "], \"units\": [";
   for (size_t i = 0; i < r.units.size(); ++i)
@@ -270,6 +272,11 @@ std::string serve_text(const ServeResult& r) {
   t += fmt::format("  {:<16} {:>4} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9}\n", "model", "prio",
                    "requests", "alone ms", "p50 ms", "p95 ms", "p99 ms", "max ms", "missed", "req/s");
   for (const ModelStats& m : r.models) {
+    if (m.requests == 0) {
+      t += fmt::format("  {:<16} {:>4} {:>8} {:>9.3f}   (no request arrived)\n", m.name, m.priority, 0,
+                       m.alone_ms);
+      continue;
+    }
     t += fmt::format("  {:<16} {:>4} {:>8} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>8} {:>9.1f}\n",
                      m.name, m.priority, m.requests, m.alone_ms, m.latency_p50_ms, m.latency_p95_ms,
                      m.latency_p99_ms, m.latency_max_ms,

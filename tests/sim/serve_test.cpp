@@ -260,5 +260,20 @@ TEST(Scheduler, FifoNeverPreemptsAndRoundRobinAlternates) {
   EXPECT_EQ(r.slices[0].model, 1u);  // b first: its priority is higher
 }
 
+TEST(Scheduler, AModelWithoutRequestsHasNoLatencies) {
+  Scenario s;
+  s.duration_ms = 1;
+  Arrivals late;
+  late.period_ms = 1;
+  late.phase_ms = 5;  // after the duration
+  s.models = {model("late", 0, late)};
+  const ServeResult r = run_scenario(s, {profile("late", 2, 10)}, 1000);
+  EXPECT_EQ(r.models[0].requests, 0);
+  const std::string j = serve_json(r, s);
+  EXPECT_NE(j.find("\"latency_p99_ms\": null"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"deadline_ms\": null"), std::string::npos) << j;
+  EXPECT_NE(serve_text(r).find("(no request arrived)"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace npusim::sim::serve
