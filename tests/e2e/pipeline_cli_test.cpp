@@ -89,8 +89,8 @@ TEST(PipelineCli, AMisalignedZeroCopyBufferShowsItsExtraCopy) {
   const std::string dir = temp_dir("pipeline_align");
   const CommandResult a =
       npusim({"run", "demo", "-q", "--pipeline", pipeline(dir, 64), "--report", dir + "/a.json"});
-  const CommandResult m =
-      npusim({"run", "demo", "--pipeline", pipeline(dir, 4), "--report", dir + "/m.json"});
+  const CommandResult m = npusim({"run", "demo", "--pipeline", pipeline(dir, 4), "--report", dir + "/m.json",
+                                  "--html", dir + "/m.html"});
   ASSERT_EQ(a.exit_code, 0) << a.err;
   ASSERT_EQ(m.exit_code, 0) << m.err;
   EXPECT_EQ(json_eval(dir + "/a.json", "[s['op'] for s in r['e2e']['stages'] if s['kind'] == 'input']"),
@@ -106,6 +106,11 @@ TEST(PipelineCli, AMisalignedZeroCopyBufferShowsItsExtraCopy) {
   EXPECT_EQ(std::stoll(json_eval(dir + "/m.json", "r['e2e']['latency_cycles']")),
             std::stoll(json_eval(dir + "/a.json", "r['e2e']['latency_cycles']")) + extra);
   EXPECT_NE(m.out.find("but dma.alignment_bytes is 64: an extra copy of"), std::string::npos) << m.out;
+  // The HTML page shows the section, the misaligned buffer and a row per stage.
+  const std::string html = read_file(dir + "/m.html");
+  for (const char* s : {"id=\"e2e\"", "input buffer misaligned", "id=\"e2e-table\"", "input bounce copy"}) {
+    EXPECT_NE(html.find(s), std::string::npos) << s;
+  }
 }
 
 TEST(PipelineCli, BadPipelineFilesExit2NamingFileLineColumnAndKey) {
