@@ -843,7 +843,13 @@ int cmd_serve(Context& ctx, const Command& cmd) {
   if (!parse(ctx, cmd, d, pos)) return kExitOk;
   if (scenario_file.empty()) throw UsageError("serve needs a scenario file (npusim serve SCENARIO.yaml)");
   const serve::Scenario scenario = serve::parse_scenario_file(scenario_file);
-  const isa::NpuConfig config = load_config(scenario.config, scenario.sets);
+  isa::NpuConfig config = load_config(scenario.config, scenario.sets);
+  if (scenario.sram_partitioned) {
+    config = serve::partitioned_sram(config, scenario.models.size());
+    std::vector<std::string> problems = check_constraints(config);
+    for (std::string& p : problems) p = fmt::format("{}: sram: partitioned: {}", scenario_file, p);
+    if (!problems.empty()) throw ConfigError(problems);
+  }
   std::vector<serve::ModelProfile> profiles;
   for (const serve::ScenarioModel& sm : scenario.models) {
     ModelCliOptions m;

@@ -66,6 +66,13 @@ class Parser : public YamlErrors {
           s.policy = Policy::kRoundRobin;
         else
           error(v, "policy: '" + p + "' is not one of priority, fifo, round_robin");
+      } else if (k == "sram") {
+        std::string m;
+        if (!scalar(v, k, m)) continue;
+        if (m == "partitioned")
+          s.sram_partitioned = true;
+        else if (m != "shared")
+          error(v, "sram: '" + m + "' is neither 'shared' nor 'partitioned'");
       } else if (k == "duration_ms") {
         real(v, k, s.duration_ms, 1e-6, 1e9);
       } else if (k == "seed") {
@@ -75,7 +82,7 @@ class Parser : public YamlErrors {
       } else if (k == "models") {
         read_models(v, s);
       } else {
-        unknown(kv.first, "", k, {"config", "set", "policy", "duration_ms", "seed", "models"});
+        unknown(kv.first, "", k, {"config", "set", "policy", "sram", "duration_ms", "seed", "models"});
       }
     }
     if (!root["models"]) error(root, "models: missing (a list of models, docs/scenarios.md)");
@@ -268,6 +275,14 @@ std::string_view policy_name(Policy p) {
     default:
       return "round_robin";
   }
+}
+
+isa::NpuConfig partitioned_sram(const isa::NpuConfig& config, size_t models) {
+  isa::NpuConfig c = config;
+  const int64_t n = static_cast<int64_t>(std::max<size_t>(1, models));
+  for (isa::ScratchpadConfig* pad : {&c.sram.input, &c.sram.weight, &c.sram.accumulator})
+    pad->size_kib = std::max<int64_t>(1, pad->size_kib / n);
+  return c;
 }
 
 Scenario parse_scenario_text(const std::string& text, const std::string& source_name,

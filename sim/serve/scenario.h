@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "isa/machine/config.h"
 #include "sim/config/yaml_errors.h"
 #include "sim/e2e/pipeline_spec.h"
 
@@ -59,11 +60,18 @@ struct Scenario {
   std::vector<std::string> sets;  // --set overrides
   Policy policy = Policy::kPriority;
   double duration_ms = 1000;  // arrivals in [0, duration); the run continues until they are all done
+  // `sram: partitioned`: each model is compiled and simulated with 1/N of every scratchpad (N models),
+  // its own slice; `shared` (default): each model has all of it.
+  bool sram_partitioned = false;
   uint32_t seed = 1;
   std::vector<ScenarioModel> models;
 };
 
 std::string_view policy_name(Policy p);
+
+// `config` with every scratchpad's size_kib divided among `models` (rounded down, at least 1 KiB): the
+// slice one model has under `sram: partitioned`.
+isa::NpuConfig partitioned_sram(const isa::NpuConfig& config, size_t models);
 
 // Parses `path`. Throws ScenarioError listing every problem: unknown keys (with a suggestion), wrong
 // types, negative or zero rates and periods, priorities that are not integers, model files or trace

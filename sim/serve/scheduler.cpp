@@ -90,6 +90,7 @@ std::vector<double> arrival_times_ms(const Arrivals& a, double duration_ms) {
 ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& profiles, double f_mhz) {
   ServeResult r;
   r.policy = std::string(policy_name(s.policy));
+  r.sram = s.sram_partitioned ? "partitioned" : "shared";
   r.duration_ms = s.duration_ms;
   r.frequency_mhz = f_mhz;
   const size_t n_models = s.models.size();
@@ -239,9 +240,9 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
 std::string serve_json(const ServeResult& r, const Scenario& s) {
   std::string j = "{";
   j += fmt::format(
-      "\"scenario\": {}, \"policy\": \"{}\", \"duration_ms\": {}, \"frequency_mhz\": {}, "
+      "\"scenario\": {}, \"policy\": \"{}\", \"sram\": \"{}\", \"duration_ms\": {}, \"frequency_mhz\": {}, "
       "\"span_cycles\": {}, \"npu_busy\": {:.6f}, \"models\": [",
-      json_str(s.path), r.policy, r.duration_ms, r.frequency_mhz, r.span_cycles, r.npu_busy);
+      json_str(s.path), r.policy, r.sram, r.duration_ms, r.frequency_mhz, r.span_cycles, r.npu_busy);
   for (size_t i = 0; i < r.models.size(); ++i) {
     const ModelStats& m = r.models[i];
     // Latencies of a model without requests, and a deadline not given, are null.
@@ -267,8 +268,9 @@ std::string serve_json(const ServeResult& r, const Scenario& s) {
 
 std::string serve_text(const ServeResult& r) {
   std::string t = fmt::format(
-      "scenario: policy {}, {:g} ms of arrivals, run until {:.3f} ms; NPU busy {:.1f}%\n", r.policy,
-      r.duration_ms, static_cast<double>(r.span_cycles) / r.frequency_mhz / 1000.0, 100.0 * r.npu_busy);
+      "scenario: policy {}, SRAM {}, {:g} ms of arrivals, run until {:.3f} ms; NPU busy {:.1f}%\n", r.policy,
+      r.sram, r.duration_ms, static_cast<double>(r.span_cycles) / r.frequency_mhz / 1000.0,
+      100.0 * r.npu_busy);
   t += fmt::format("  {:<16} {:>4} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9}\n", "model", "prio",
                    "requests", "alone ms", "p50 ms", "p95 ms", "p99 ms", "max ms", "missed", "req/s");
   for (const ModelStats& m : r.models) {

@@ -61,6 +61,7 @@ struct Slice {
 
 struct ServeResult {
   std::string policy;
+  std::string sram;  // "shared" or "partitioned"
   double duration_ms = 0;
   double frequency_mhz = 0;
   int64_t span_cycles = 0;  // until the last request finished (at least the duration)

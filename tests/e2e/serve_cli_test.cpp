@@ -36,6 +36,34 @@ TEST(ServeCli, OneModelAloneTakesExactlyNpusimRunsCycles) {
   EXPECT_EQ(json_eval(dir + "/s.json", "r['models'][0]['requests']"), "1");
 }
 
+TEST(ServeCli, PartitionedSramGivesEachModelItsShareOfEveryScratchpad) {
+  const std::string dir = temp_dir("serve_sram");
+  // Three models: each has a third of the edge preset's 256/128/128 KiB.
+  const CommandResult run = npusim({"run", "gemm:M=256,N=256,K=512", "-q", "--set", "sram.input.size_kib=85",
+                                    "--set", "sram.weight.size_kib=42", "--set",
+                                    "sram.accumulator.size_kib=42", "--report", dir + "/run.json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const CommandResult whole =
+      npusim({"run", "gemm:M=256,N=256,K=512", "-q", "--report", dir + "/whole.json"});
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  write_file(dir + "/s.yaml", R"(sram: partitioned
+duration_ms: 10
+models:
+  - {name: big, model: "gemm:M=256,N=256,K=512", arrival: {type: periodic, period_ms: 100}}
+  - {name: b, model: demo, arrival: {type: periodic, period_ms: 100, phase_ms: 50}}
+  - {name: c, model: demo, arrival: {type: periodic, period_ms: 100, phase_ms: 50}}
+)");
+  const CommandResult r = npusim({"serve", dir + "/s.yaml", "--report", dir + "/s.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("SRAM partitioned"), std::string::npos) << r.out;
+  const long long cycles = std::stoll(json_eval(dir + "/run.json", "r['total_cycles']"));
+  EXPECT_EQ(std::llround(std::stod(json_eval(dir + "/s.json", "r['models'][0]['alone_ms']")) * 1e6), cycles);
+  EXPECT_EQ(json_eval(dir + "/s.json", "r['sram']"), "partitioned");
+  // The slice is smaller than the whole: the GEMM runs in more, smaller tiles.
+  EXPECT_NE(json_eval(dir + "/whole.json", "r['total_cycles']"),
+            json_eval(dir + "/run.json", "r['total_cycles']"));
+}
+
 TEST(ServeCli, AModelWithAPipelineTakesItsEndToEndLatencyAlone) {
   const std::string dir = temp_dir("serve_pipeline");
   write_file(

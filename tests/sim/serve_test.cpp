@@ -73,8 +73,24 @@ TEST(Scenario, BadFilesNameFileLineColumnAndKey) {
             "s.yaml:1:14: duration_ms: 0 is out of range (1e-06..1e+09)");
   EXPECT_EQ(errors_of("policy: edf\n" + kModel + "    arrival: {type: periodic, period_ms: 1}\n"),
             "s.yaml:1:9: policy: 'edf' is not one of priority, fifo, round_robin");
+  EXPECT_EQ(errors_of("sram: private\n" + kModel + "    arrival: {type: periodic, period_ms: 1}\n"),
+            "s.yaml:1:7: sram: 'private' is neither 'shared' nor 'partitioned'");
   EXPECT_EQ(errors_of("duration_ms: 10\n"),
             "s.yaml:1:1: models: missing (a list of models, docs/scenarios.md)");
+}
+
+TEST(Scenario, PartitionedSramDividesEveryScratchpad) {
+  isa::NpuConfig c;  // 256 / 128 / 128 KiB
+  const isa::NpuConfig third = partitioned_sram(c, 3);
+  EXPECT_EQ(third.sram.input.size_kib, 85);
+  EXPECT_EQ(third.sram.weight.size_kib, 42);
+  EXPECT_EQ(third.sram.accumulator.size_kib, 42);
+  EXPECT_EQ(third.sram.input.banks, c.sram.input.banks);
+  EXPECT_EQ(partitioned_sram(c, 1000).sram.input.size_kib, 1);
+  EXPECT_TRUE(
+      parse_scenario_text("sram: partitioned\n" + kModel + "    arrival: {type: periodic, period_ms: 1}\n",
+                          "s.yaml", ".")
+          .sram_partitioned);
 }
 
 TEST(Scenario, TraceArrivalsComeFromACsvFile) {
