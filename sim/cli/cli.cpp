@@ -866,14 +866,7 @@ int cmd_serve(Context& ctx, const Command& cmd) {
     } catch (const arch::SimError& e) {
       throw RunError(fmt::format("{}: {}", sm.name, e.what()));
     }
-    serve::ModelProfile p;
-    p.name = sm.name;
-    p.total_cycles = static_cast<int64_t>(report.total_cycles);
-    std::vector<int64_t> ends;
-    for (const traces::LayerReport& l : report.layers)
-      if (!l.fused()) ends.push_back(static_cast<int64_t>(l.end_cycle));
-    p.segments = serve::layer_segments(ends, p.total_cycles);
-    for (const traces::UnitReport& u : report.units) p.unit_busy.emplace_back(u.name, static_cast<int64_t>(u.busy));
+    serve::ModelProfile p = serve::profile_of(sm.name, report);
     if (sm.pipeline_spec) {
       e2e::E2eResult pipeline =
           e2e::plan_pipeline(*sm.pipeline_spec, compiled.result.program, config, std::max<int64_t>(1, sm.batch));

@@ -31,6 +31,19 @@ std::string json_str(const std::string& s) {
 
 }  // namespace
 
+ModelProfile profile_of(const std::string& name, const traces::Report& report) {
+  ModelProfile p;
+  p.name = name;
+  p.total_cycles = static_cast<int64_t>(report.total_cycles);
+  std::vector<int64_t> ends;
+  for (const traces::LayerReport& l : report.layers)
+    if (!l.fused()) ends.push_back(static_cast<int64_t>(l.end_cycle));
+  p.segments = layer_segments(ends, p.total_cycles);
+  for (const traces::UnitReport& u : report.units)
+    p.unit_busy.emplace_back(u.name, static_cast<int64_t>(u.busy));
+  return p;
+}
+
 void add_pipeline(ModelProfile& p, const e2e::E2eResult& pipeline) {
   int64_t npu_before = 0;
   for (size_t i = 0; i < pipeline.stages.size(); ++i) {

@@ -11,6 +11,7 @@
 
 #include "sim/e2e/pipeline.h"
 #include "sim/serve/scenario.h"
+#include "traces/report.h"
 
 namespace npusim::sim::serve {
 
@@ -28,6 +29,10 @@ struct ModelProfile {
   int64_t host_before_cycles = 0;
   int64_t host_after_cycles = 0;
 };
+
+// A model's profile from its run's report: segments at its program layers' end cycles (fused nodes are
+// not layers), its units' busy cycles.
+ModelProfile profile_of(const std::string& name, const traces::Report& report);
 
 // Adds a model's end-to-end pipeline (plan_pipeline + add_npu_run on its program and cycles) to its
 // profile: host stages before and after the NPU, NPU-inserted stages as a first segment.

@@ -143,6 +143,22 @@ TEST(Scenario, ArrivalProcesses) {
 TEST(Scheduler, LayerSegmentsAddUpToTheRun) {
   EXPECT_EQ(layer_segments({100, 90, 250, 250, 400}, 420), (std::vector<int64_t>{100, 150, 150, 20}));
   EXPECT_EQ(layer_segments({}, 50), std::vector<int64_t>{50});
+  traces::Report report;
+  report.total_cycles = 300;
+  traces::LayerReport conv, relu, fc;
+  conv.end_cycle = 120;
+  relu.placement = "fused";  // no boundary of its own
+  relu.end_cycle = 10;
+  fc.end_cycle = 280;
+  report.layers = {conv, relu, fc};
+  traces::UnitReport matrix;
+  matrix.name = "matrix";
+  matrix.busy = 200;
+  report.units = {matrix};
+  const ModelProfile p = profile_of("m", report);
+  EXPECT_EQ(p.segments, (std::vector<int64_t>{120, 160, 20}));
+  EXPECT_EQ(p.total_cycles, 300);
+  EXPECT_EQ(p.unit_busy, (std::vector<std::pair<std::string, int64_t>>{{"matrix", 200}}));
 }
 
 // A model of `layers` layers of `cycles` each.
