@@ -61,6 +61,7 @@ E2eResult plan_pipeline(const PipelineSpec& spec, const isa::Program& program, c
   const double f = config.frequency_mhz;
   const isa::HostConfig& host = config.host;
   const ModelIo io = model_io(program);
+  r.model_input_bytes = io.input_bytes;
 
   // The data as it flows through the pre-processing stages: elements per frame and their size.
   int64_t elements = io.input_elements / r.batch;
@@ -298,7 +299,7 @@ StreamResult simulate_stream(const E2eResult& r, const StreamSpec& spec) {
   s.bound_fps = frame_cycles[slowest] > 0 ? f_hz / frame_cycles[slowest] : 0;
 
   const int64_t in_bytes = r.input.bytes, out_bytes = r.output.bytes;
-  s.npu_buffer_bytes = b * (in_bytes + out_bytes);
+  s.npu_buffer_bytes = b * (std::max(in_bytes, r.model_input_bytes) + out_bytes);
   // Frames captured but not yet done: +1 at arrival, -1 at completion (completions first on ties).
   std::vector<std::pair<int64_t, int>> ev;
   for (int64_t i = 0; i < frames; ++i) {

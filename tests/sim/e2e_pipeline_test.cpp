@@ -192,6 +192,11 @@ post:
   ASSERT_NE(topk, nullptr);
   EXPECT_EQ(topk->elements, 1000);  // the model's output per frame
   EXPECT_EQ(find(r, "fixed")->cycles, 100000);
+  // The NPU's input buffers hold the model's float input the NPU stages write, not the link's uint8 bytes.
+  StreamSpec spec;
+  spec.enabled = true;
+  spec.frames = 4;
+  EXPECT_EQ(simulate_stream(r, spec).npu_buffer_bytes, 2 * (3 * 224 * 224 * 4 + 1000 * 4));
   EXPECT_NE(e2e_json(r).find("\"critical_path\": [\"resize\", \"input copy\""), std::string::npos)
       << e2e_json(r);
 }
