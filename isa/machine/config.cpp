@@ -206,9 +206,10 @@ void VectorConfig::visit(Visitor& v) {
 }
 
 void HostConfig::visit(Visitor& v) {
-  v.real({"link_bandwidth_gbps", "GB/s", "host link bandwidth (each direction)"}, link_bandwidth_gbps, 0.001, 1e4);
+  v.real({"link_bandwidth_gbps", "GB/s", "host link bandwidth (each direction); also host-side copies of pipelines"},
+         link_bandwidth_gbps, 0.001, 1e4);
   v.real({"link_latency_us", "us", "host link latency per transfer"}, link_latency_us, 0, 1e6);
-  v.real({"cpu_gops", "Gop/s", "host CPU throughput on fallback ops"}, cpu_gops, 0.001, 1e6);
+  v.real({"cpu_gops", "Gop/s", "host CPU throughput on fallback ops and pipeline kernels"}, cpu_gops, 0.001, 1e6);
   v.real({"call_overhead_us", "us", "fixed cost of one host call (driver, synchronisation)"}, call_overhead_us, 0, 1e6);
 }
 

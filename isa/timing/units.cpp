@@ -7,9 +7,7 @@
 #include "isa/ceil_div.h"
 
 namespace npusim::isa::timing {
-namespace {
 int64_t us_to_cycles(double us, double f_mhz) { return static_cast<int64_t>(std::ceil(us * f_mhz - 1e-9)); }
-}  // namespace
 
 int64_t vec_work_elements(const Instruction& ins) {
   const int64_t d0 = ins.get(Field::kD0), d1 = std::max<int64_t>(1, ins.get(Field::kD1)),
@@ -43,9 +41,17 @@ HostCycles host_cycles(int64_t in_bytes, int64_t out_bytes, int64_t cpu_ops, con
   // bytes / (GB/s) = ns; / 1000 = us.
   c.link_in = us_to_cycles(h.link_latency_us + in_bytes / h.link_bandwidth_gbps / 1000.0, f_mhz);
   c.link_out = us_to_cycles(h.link_latency_us + out_bytes / h.link_bandwidth_gbps / 1000.0, f_mhz);
-  c.cpu = us_to_cycles(static_cast<double>(cpu_ops) / h.cpu_gops / 1000.0, f_mhz);
+  c.cpu = host_cpu_cycles(cpu_ops, h, f_mhz);
   c.overhead = us_to_cycles(h.call_overhead_us, f_mhz);
   return c;
+}
+
+int64_t host_cpu_cycles(int64_t cpu_ops, const HostConfig& h, double f_mhz) {
+  return us_to_cycles(static_cast<double>(cpu_ops) / h.cpu_gops / 1000.0, f_mhz);
+}
+
+int64_t host_copy_cycles(int64_t bytes, const HostConfig& h, double f_mhz) {
+  return us_to_cycles(static_cast<double>(bytes) / h.link_bandwidth_gbps / 1000.0, f_mhz);
 }
 
 int64_t sram_transfer_cycles(int64_t bytes, const ScratchpadConfig& s) {

@@ -25,6 +25,12 @@ struct HostCycles {
 };
 HostCycles host_cycles(int64_t in_bytes, int64_t out_bytes, int64_t cpu_ops, const HostConfig& host,
                        double frequency_mhz);
+// The parts of host_cycles on their own, for host work outside a host call (sim/e2e pipelines):
+// microseconds at the NPU clock, rounded up; cpu_ops / cpu_gops; a host-side copy of `bytes` at the
+// link bandwidth (the host config's figure for copies and cache maintenance), without the link latency.
+int64_t us_to_cycles(double us, double frequency_mhz);
+int64_t host_cpu_cycles(int64_t cpu_ops, const HostConfig& host, double frequency_mhz);
+int64_t host_copy_cycles(int64_t bytes, const HostConfig& host, double frequency_mhz);
 
 // Cycles a dense transfer of `bytes` occupies a scratchpad: all banks, every port.
 int64_t sram_transfer_cycles(int64_t bytes, const ScratchpadConfig& sram);

@@ -31,10 +31,14 @@
 #include "sim/cli/diff.h"
 #include "sim/config/config_dump.h"
 #include "sim/config/config_loader.h"
+#include "sim/e2e/e2e_trace.h"
+#include "sim/e2e/pipeline.h"
 #include "sim/mapping/mapping_file.h"
 #include "sim/model/model.h"
 #include "sim/model/tensor_io.h"
 #include "sim/report/html_report.h"
+#include "sim/serve/scenario.h"
+#include "sim/serve/scheduler.h"
 #include "sim/io/sha256.h"
 #include "sim/sweep/sweep_cli.h"
 #include "sim/version/version.h"
@@ -235,7 +239,8 @@ traces::RunInfo run_info(Context& ctx, const CommonOptions& o, const std::string
 
 int simulate_and_report(Context& ctx, const CommonOptions& o, const std::string& model, const isa::Program& program,
                         const isa::NpuConfig& config, const CompiledModel* compiled = nullptr,
-                        const FunctionalIo& io = {}, const ReportExtras* extras = nullptr) {
+                        const FunctionalIo& io = {}, const ReportExtras* extras = nullptr,
+                        e2e::E2eResult* pipeline = nullptr) {
   const size_t top = top_layers(o.top);
   traces::RunInfo info = run_info(ctx, o, model, config);
   auto trace_json = open_output(o.trace);
@@ -254,6 +259,9 @@ int simulate_and_report(Context& ctx, const CommonOptions& o, const std::string&
       sink = csv_sink.get();
     }
   }
+  // --pipeline: the NPU's events move to where the model starts; the host stages get lanes of their own.
+  std::unique_ptr<e2e::E2eTraceSink> e2e_sink;
+  if (sink && pipeline) sink = (e2e_sink = std::make_unique<e2e::E2eTraceSink>(*sink, *pipeline)).get();
   arch::RunOptions run;
   std::vector<std::string> written;  // --outputs: the files written
   FunctionalIo fio = io;
@@ -282,6 +290,12 @@ int simulate_and_report(Context& ctx, const CommonOptions& o, const std::string&
     throw InputError(e.what());
   }
   if (bar) ctx.err << "\r" << std::string(24, ' ') << "\r";
+  if (pipeline) {
+    e2e::add_npu_run(*pipeline, static_cast<int64_t>(report.total_cycles),
+                     static_cast<int64_t>(report.breakdown.host));
+    report.sections.emplace_back("e2e", e2e::e2e_json(*pipeline));
+    if (e2e_sink) e2e_sink->complete(*pipeline);
+  }
   if (sink) sink->finish();
   report.run = std::move(info);
   if (compiled) attach_compile_info(*compiled, report);
@@ -307,6 +321,7 @@ int simulate_and_report(Context& ctx, const CommonOptions& o, const std::string&
   }
   if (!o.quiet) ctx.out << traces::summary_text(report, top);
   if (!o.quiet && extras) ctx.out << extras->text;
+  if (!o.quiet && pipeline) ctx.out << e2e::e2e_text(*pipeline);
   // What the user asked for by name is printed even under -q: the advice.
   if (extras) ctx.out << extras->answer;
   if (!o.quiet && !written.empty()) {
@@ -735,11 +750,14 @@ int cmd_run(Context& ctx, const Command& cmd) {
   CommonOptions o;
   ModelCliOptions m;
   FunctionalIo io;
-  std::string model;
+  std::string model, pipeline_file;
   po::options_description d = config_options(o);
   d.add(model_options(m));
   d.add(precision_options(m));
   d.add(output_options(o));
+  d.add_options()("pipeline", po::value(&pipeline_file)->value_name("PIPE.yaml"),
+                  "end to end: pre-processing, transfers, the model, post-processing and a stream of frames; "
+                  "the report's e2e section (docs/e2e.md)");
   AccuracyCliOptions acc;
   d.add(accuracy_options(acc));
   po::options_description f("Functional runs");
@@ -759,6 +777,17 @@ int cmd_run(Context& ctx, const Command& cmd) {
     throw UsageError("--inputs and --outputs need --functional");
   }
   const isa::NpuConfig config = resolve_config(o);
+  std::optional<e2e::E2eResult> pipeline;
+  std::optional<e2e::PipelineSpec> pipeline_spec;
+  if (!pipeline_file.empty()) {
+    pipeline_spec = e2e::parse_pipeline_file(pipeline_file);
+    const e2e::StreamSpec& st = pipeline_spec->stream;
+    if (st.batch_line > 0 && m.batch > 0 && m.batch != st.batch) {
+      throw UsageError(fmt::format("{}:{}:{}: stream.batch: {} but --batch {}; give one", pipeline_file,
+                                   st.batch_line, st.batch_column, st.batch, m.batch));
+    }
+    if (st.batch_line > 0) m.batch = st.batch;
+  }
   if (!m.calibration_samples_given && !o.functional && !acc.accuracy && !acc.advise_sqnr) {
     // Timing only: int8 scales change no cycle count, so one synthetic input is enough to place the
     // layers (calibrating ResNet-50 on 32 inputs costs about a minute of interpreter time).
@@ -772,16 +801,89 @@ int cmd_run(Context& ctx, const Command& cmd) {
     }
     const isa::Program program = load_program(model);
     check_machine(program, config);
-    return simulate_and_report(ctx, o, model, program, config, nullptr, io);
+    if (pipeline_spec) {
+      if (pipeline_spec->stream.batch > 1) {
+        throw UsageError(
+            "stream.batch applies to models, not to a compiled program (compile it with --batch)");
+      }
+      pipeline = e2e::plan_pipeline(*pipeline_spec, program, config, 1);
+    }
+    return simulate_and_report(ctx, o, model, program, config, nullptr, io, nullptr,
+                               pipeline ? &*pipeline : nullptr);
   }
   const CompiledModel compiled = compile_or_throw(model, config, m);
   write_mapping_out(ctx, o, m, model, compiled);
   print_mapping(ctx, m, compiled);
   ReportExtras extras;
   if (acc.accuracy || acc.advise_sqnr) accuracy_report(ctx, compiled, config, m, acc, io.seed, extras);
-  const int rc = simulate_and_report(ctx, o, model, compiled.result.program, config, &compiled, io, &extras);
+  if (pipeline_spec) {
+    pipeline =
+        e2e::plan_pipeline(*pipeline_spec, compiled.result.program, config, std::max<int64_t>(1, m.batch));
+  }
+  const int rc = simulate_and_report(ctx, o, model, compiled.result.program, config, &compiled, io, &extras,
+                                     pipeline ? &*pipeline : nullptr);
   print_graphs(ctx, m);
   return rc;
+}
+
+// npusim serve: every model of the scenario compiled and simulated alone as `npusim run` would, then
+// their requests scheduled on one NPU at layer boundaries (sim/serve, docs/scenarios.md).
+int cmd_serve(Context& ctx, const Command& cmd) {
+  std::string scenario_file, report_file, trace_file;
+  bool quiet = false;
+  po::options_description d("Serving");
+  d.add_options()("scenario", po::value(&scenario_file)->value_name("SCENARIO.yaml"),
+                  "models, arrivals, priorities, policy, duration (docs/scenarios.md)")(
+      "report", po::value(&report_file)->value_name("FILE.json"), "write the per-model and per-unit figures as JSON")(
+      "trace", po::value(&trace_file)->value_name("FILE.json"),
+      "write a Chrome/Perfetto trace: one lane per model, one slice per stretch a request ran")(
+      "quiet,q", po::bool_switch(&quiet), "print nothing but errors");
+  po::positional_options_description pos;
+  pos.add("scenario", 1);
+  if (!parse(ctx, cmd, d, pos)) return kExitOk;
+  if (scenario_file.empty()) throw UsageError("serve needs a scenario file (npusim serve SCENARIO.yaml)");
+  const serve::Scenario scenario = serve::parse_scenario_file(scenario_file);
+  isa::NpuConfig config = load_config(scenario.config, scenario.sets);
+  if (scenario.sram_partitioned) {
+    config = serve::partitioned_sram(config, scenario.models.size());
+    std::vector<std::string> problems = check_constraints(config);
+    for (std::string& p : problems) p = fmt::format("{}: sram: partitioned: {}", scenario_file, p);
+    if (!problems.empty()) throw ConfigError(problems);
+  }
+  std::vector<serve::ModelProfile> profiles;
+  for (const serve::ScenarioModel& sm : scenario.models) {
+    ModelCliOptions m;
+    if (!sm.precision.empty()) m.precision = sm.precision;
+    if (sm.batch > 0) {
+      m.batch = sm.batch;
+      m.batch_given = true;
+    }
+    m.calibration_samples = 1;  // timing only, as `npusim run` without --calibration
+    const CompiledModel compiled = compile_or_throw(sm.model, config, m);
+    traces::Report report;
+    try {
+      report = arch::simulate(compiled.result.program, config, arch::RunOptions{});
+    } catch (const arch::SimError& e) {
+      throw RunError(fmt::format("{}: {}", sm.name, e.what()));
+    }
+    serve::ModelProfile p = serve::profile_of(sm.name, report);
+    if (sm.pipeline_spec) {
+      e2e::E2eResult pipeline =
+          e2e::plan_pipeline(*sm.pipeline_spec, compiled.result.program, config, std::max<int64_t>(1, sm.batch));
+      e2e::add_npu_run(pipeline, p.total_cycles, static_cast<int64_t>(report.breakdown.host));
+      serve::add_pipeline(p, pipeline);
+    }
+    profiles.push_back(std::move(p));
+  }
+  const serve::ServeResult result = serve::run_scenario(scenario, profiles, config.frequency_mhz);
+  if (!report_file.empty()) write_output(report_file, serve::serve_json(result, scenario));
+  if (!trace_file.empty()) {
+    auto f = open_output(trace_file);
+    serve::write_serve_trace(result, *f);
+    if (!f->flush()) throw InputError(fmt::format("cannot write '{}'", trace_file));
+  }
+  if (!quiet) ctx.out << serve::serve_text(result);
+  return kExitOk;
 }
 
 int cmd_compile(Context& ctx, const Command& cmd) {
@@ -895,6 +997,9 @@ const std::vector<Command>& commands() {
       {"report", "report REPORT.json --html FILE.html",
        "Write a saved run report as one self-contained HTML page (summary, layers, timeline, roofline, energy, "
        "accuracy)."},
+      {"serve", "serve SCENARIO.yaml [--report FILE.json] [--trace FILE.json]",
+       "Several models sharing one NPU: arrivals, priorities, a scheduling policy; latency percentiles, deadline "
+       "misses, throughput, unit utilization (docs/scenarios.md)."},
       {"sweep", "sweep SWEEP.yaml [-j N] [-o DIR] [--dry-run] [--slurm] [--shard I/N] | sweep --merge DIR",
        "Run a design-space sweep over configuration keys and models, locally or on Slurm (docs/sweeps.md)."},
   };
@@ -911,6 +1016,7 @@ int dispatch(const Command& cmd, Context& ctx) {
   if (cmd.name == "diff") return cmd_diff(ctx, cmd);
   if (cmd.name == "report") return cmd_report(ctx, cmd);
   if (cmd.name == "sweep") return run_sweep(ctx.args, ctx.out, ctx.err);
+  if (cmd.name == "serve") return cmd_serve(ctx, cmd);
   return cmd_config(ctx, cmd);
 }
 
@@ -961,6 +1067,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     try {
       return dispatch(cmd, ctx);
     } catch (const ConfigError& e) {
+      for (const std::string& m : e.messages()) err << "npusim: error: " << m << "\n";
+      return kExitUsage;
+    } catch (const YamlFileError& e) {  // pipeline and scenario files
       for (const std::string& m : e.messages()) err << "npusim: error: " << m << "\n";
       return kExitUsage;
     } catch (const UsageError& e) {

@@ -896,6 +896,61 @@ void accuracy_section(std::string& o, const J& r) {
   o += "</section>\n";
 }
 
+// End to end (`--pipeline`, docs/e2e.md): the stages around the model, the transfers' alignment, the stream.
+void e2e_section(std::string& o, const J& r) {
+  const J e = r["e2e"];
+  if (!e.is_map()) return;
+  const double f = r["frequency_mhz"].num_or(1000);
+  o += "<section id=\"e2e\"><h2>End to end</h2><div class=\"cards\">";
+  card(o, "latency end to end", fmt::format("{:.3f} ms", e["latency_ms"].num_or(0)),
+       fmt::format("{} frame(s) per inference: {}", grouped(e["batch"].num_or(1)), e["pipeline"].str()));
+  card(o, "NPU share", fmt::format("{:.1f}%", 100.0 * e["npu_share"].num_or(0)),
+       "NPU stages without CPU fallbacks");
+  card(o, "slowest stage", e["slowest_stage"].str());
+  for (const char* dir : {"input", "output"}) {
+    const J t = e[dir];
+    if (t["aligned"].str() == "false" && t["transfer"].str() == "zero_copy") {
+      card(o, std::string(dir) + " buffer misaligned",
+           fmt::format("+{:.1f} us", t["extra_copy_cycles"].num_or(0) / f),
+           fmt::format("a bounce copy of {} bytes: the buffer is aligned to {} B, dma.alignment_bytes is {}",
+                       grouped(t["extra_copy_bytes"].num_or(0)), grouped(t["host_alignment_bytes"].num_or(0)),
+                       grouped(t["dma_alignment_bytes"].num_or(0))));
+    }
+  }
+  const J st = e["stream"];
+  if (st.is_map()) {
+    card(o, "stream throughput", fmt::format("{:.1f} frames/s", st["throughput_fps"].num_or(0)),
+         fmt::format("bound {:.1f} by {}", st["bound_fps"].num_or(0), st["bounding_stage"].str()));
+    card(o, "stream latency", fmt::format("p50 {:.3f} ms", st["latency_p50_ms"].num_or(0)),
+         fmt::format("p99 {:.3f} ms, {} frames in flight at most", st["latency_p99_ms"].num_or(0),
+                     grouped(st["frames_in_flight_max"].num_or(0))));
+  }
+  o += "</div>";
+  table_head(o, "e2e-table",
+             {{"index", "#", true, ""},
+              {"name", "stage", false, ""},
+              {"kind", "kind", false, ""},
+              {"unit", "unit", false, ""},
+              {"op", "op", false, ""},
+              {"us", "time us", true, ""},
+              {"share", "share", true, "of the end-to-end latency"}});
+  const std::vector<J> stages = e["stages"].items();
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const J& s = stages[i];
+    o += "<tr>";
+    num_cell(o, static_cast<double>(i), std::to_string(i));
+    text_cell(o, s["name"].str());
+    text_cell(o, s["kind"].str());
+    text_cell(o, s["unit"].str());
+    text_cell(o, s["op"].str());
+    num_cell(o, s["us"].num(), fmt::format("{:.1f}", s["us"].num_or(0)));
+    num_cell(o, s["share"].num(), fmt::format("{:.1f}%", 100.0 * s["share"].num_or(0)));
+    o += "</tr>\n";
+  }
+  table_end(o);
+  o += "</section>\n";
+}
+
 }  // namespace
 
 std::string html_report(const std::string& json, const std::string& name) {
@@ -924,6 +979,7 @@ std::string html_report(const std::string& json, const std::string& name) {
        "href=\"#timeline\">Timeline</a><a href=\"#roofline\">Roofline</a>";
   if (r["energy"].is_map() || r["area"].is_map()) o += "<a href=\"#energy\">Energy</a>";
   if (r["accuracy"].is_map()) o += "<a href=\"#accuracy\">Accuracy</a>";
+  if (r["e2e"].is_map()) o += "<a href=\"#e2e\">End to end</a>";
   o += "</nav>\n<main>\n";
   try {
     summary_section(o, r);
@@ -932,6 +988,7 @@ std::string html_report(const std::string& json, const std::string& name) {
     roofline_section(o, r, layers);
     energy_section(o, r, layers);
     accuracy_section(o, r);
+    e2e_section(o, r);
   } catch (const YAML::Exception&) {
     throw ReportReadError(fmt::format("{} is not an npusim report (a field has an unexpected shape)", name));
   }

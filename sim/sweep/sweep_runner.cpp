@@ -540,6 +540,11 @@ const std::vector<MetricColumn>& metric_columns() {
       {"area_mm2", "area.total_mm2"},
       {"instructions", "sim.instructions"},
       {"layers", "#layers"},
+      // With `run_args: [--pipeline, PIPE.yaml]` (docs/e2e.md); empty otherwise.
+      {"e2e_latency_ms", "e2e.latency_ms"},
+      {"e2e_npu_share", "e2e.npu_share"},
+      {"stream_throughput_fps", "e2e.stream.throughput_fps"},
+      {"stream_latency_p99_ms", "e2e.stream.latency_p99_ms"},
   };
   return kColumns;
 }

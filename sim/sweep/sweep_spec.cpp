@@ -10,6 +10,7 @@
 
 #include "isa/machine/spec_text.h"
 #include "sim/config/config_loader.h"
+#include "sim/config/yaml_errors.h"
 
 namespace npusim::sim {
 namespace {
@@ -23,31 +24,9 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
 }
 
 // Collects problems with their file positions while the sweep file is read.
-class Parser {
+class Parser : public YamlErrors {
  public:
-  Parser(std::string source, std::string dir) : source_(std::move(source)), dir_(std::move(dir)) {}
-
-  void error(const YAML::Node& n, const std::string& msg) { error(n.Mark(), msg); }
-  void error(const YAML::Mark& m, const std::string& msg) {
-    if (m.is_null() || m.line < 0)
-      errors_.push_back(source_ + ": " + msg);
-    else
-      errors_.push_back(fmt::format("{}:{}:{}: {}", source_, m.line + 1, m.column + 1, msg));
-  }
-  const std::vector<std::string>& errors() const { return errors_; }
-
-  // A scalar's text, or an error naming `what`.
-  bool scalar(const YAML::Node& n, const std::string& what, std::string& out) {
-    if (!n.IsScalar()) {
-      error(n, what + ": expected a single value, not " +
-                   (n.IsSequence() ? "a list"
-                    : n.IsMap()    ? "a mapping"
-                                   : "null"));
-      return false;
-    }
-    out = n.Scalar();
-    return true;
-  }
+  Parser(std::string source, std::string dir) : YamlErrors(std::move(source)), dir_(std::move(dir)) {}
 
   // A path from the sweep file: relative paths are relative to the sweep file's folder.
   std::string relative_to_file(const std::string& p) const {
@@ -112,8 +91,8 @@ class Parser {
     for (const Axis& a : s.axes) {
       for (const AxisColumn& c : a.columns) {
         if (c.kind == AxisKind::kPreset && !s.base.empty()) {
-          errors_.push_back(fmt::format("{}:{}:{}: config: swept on an axis and also set by 'base: {}'; keep one",
-                                        source_, c.line, c.column, s.base));
+          error_at(c.line, c.column,
+                   fmt::format("config: swept on an axis and also set by 'base: {}'; keep one", s.base));
         }
       }
     }
@@ -373,9 +352,7 @@ class Parser {
     return true;
   }
 
-  std::string source_;
   std::string dir_;
-  std::vector<std::string> errors_;
 };
 
 }  // namespace

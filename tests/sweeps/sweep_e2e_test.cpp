@@ -132,7 +132,10 @@ TEST(SweepRun, ResultsCsvNumbersHaveNoFloatNoise) {
 // its roofline, as its report does.
 TEST(SweepRun, ResultsCarryThePrecisionPlanItsUtilizationAndTheRoofline) {
   const std::string d = temp_dir("sweep-precision-columns");
-  const std::string f = write_sweep(d, "axes:\n  - model: [default]\n  - precision: [fp32, int8]\n");
+  // With a pipeline (docs/e2e.md), so that the e2e and stream columns are filled too.
+  const std::string pipeline = std::string(NPUSIM_SOURCE_DIR) + "/configs/pipelines/classifier.yaml";
+  const std::string f = write_sweep(
+      d, "axes:\n  - model: [default]\n  - precision: [fp32, int8]\nrun_args: [--pipeline, " + pipeline + "]\n");
   ASSERT_EQ(sweep({f, "-o", d + "/out"}).exit_code, 0);
   const Table t = read_csv(d + "/out/results.csv");
   ASSERT_EQ(t.rows.size(), 2u);
@@ -143,7 +146,10 @@ TEST(SweepRun, ResultsCarryThePrecisionPlanItsUtilizationAndTheRoofline) {
     for (const auto& [column, path] : std::vector<std::pair<std::string, std::string>>{
              {"plan_utilization", "r['precision']['utilization']"},
              {"efficiency", "r['efficiency']"},
-             {"bound_cycles", "r['bound_cycles']"}}) {
+             {"bound_cycles", "r['bound_cycles']"},
+             {"e2e_latency_ms", "r['e2e']['latency_ms']"},
+             {"stream_throughput_fps", "r['e2e']['stream']['throughput_fps']"},
+             {"stream_latency_p99_ms", "r['e2e']['stream']['latency_p99_ms']"}}) {
       const double want = std::stod(json_eval(report, "repr(" + path + ")"));
       EXPECT_NEAR(std::stod(row.at(column)), want, 1e-9 * want) << column;
     }

@@ -1,0 +1,418 @@
+#include "sim/e2e/pipeline.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "isa/json_text.h"
+#include "isa/timing/units.h"
+
+namespace npusim::sim::e2e {
+namespace {
+
+constexpr std::array<std::string_view, kNumResources> kResourceNames = {"host_cpu_pre", "host_link_in", "npu",
+                                                                        "host_link_out", "host_cpu_post"};
+
+std::string json_str(const std::string& s) {
+  std::string out;
+  append_json_string(out, s);
+  return out;
+}
+
+}  // namespace
+
+int64_t percentile(const std::vector<int64_t>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
+  rank = std::clamp<size_t>(rank, 1, sorted.size());
+  return sorted[rank - 1];
+}
+
+std::string_view resource_name(Resource r) { return kResourceNames[static_cast<size_t>(r)]; }
+
+ModelIo model_io(const isa::Program& program) {
+  ModelIo io;
+  bool first = true;
+  for (const isa::TensorBinding& t : program.tensors) {
+    int64_t n = 1;
+    for (uint64_t d : t.dims) n *= static_cast<int64_t>(d);
+    const int64_t bytes = n * isa::dtype_bytes(t.dtype);
+    if (t.role == isa::TensorBinding::Role::kInput) {
+      io.input_bytes += bytes;
+      io.input_elements += n;
+      if (first) io.input_dtype_bytes = isa::dtype_bytes(t.dtype);
+      first = false;
+    } else {
+      io.output_bytes += bytes;
+      io.output_elements += n;
+    }
+  }
+  return io;
+}
+
+E2eResult plan_pipeline(const PipelineSpec& spec, const isa::Program& program, const isa::NpuConfig& config,
+                        int64_t batch) {
+  E2eResult r;
+  r.pipeline = spec.path;
+  r.frequency_mhz = config.frequency_mhz;
+  r.batch = std::max<int64_t>(1, batch);
+  r.stream_spec = spec.stream;
+  const double f = config.frequency_mhz;
+  const isa::HostConfig& host = config.host;
+  const ModelIo io = model_io(program);
+  r.model_input_bytes = io.input_bytes;
+
+  // The data as it flows through the pre-processing stages: elements per frame and their size.
+  int64_t elements = io.input_elements / r.batch;
+  int64_t bpe = io.input_dtype_bytes;
+  int64_t channels = spec.frame_channels;
+  if (spec.frame_width > 0) {
+    elements = spec.frame_width * spec.frame_height * spec.frame_channels;
+    bpe = spec.frame_bytes_per_element;
+  }
+  r.frame_bytes = elements * bpe;
+
+  auto add_kernel = [&](const StageSpec& s, const std::string& kind, int64_t n) {
+    Stage st;
+    st.name = s.name;
+    st.kind = kind;
+    st.op = std::string(kernel_name(s.kernel));
+    st.elements = n;
+    KernelWork w;
+    w.elements = n;
+    w.k = s.k;
+    w.boxes = s.boxes;
+    w.timesteps = s.timesteps;
+    w.classes = s.classes;
+    w.nearest = s.nearest;
+    if (s.kernel == Kernel::kNms) st.elements = s.boxes;
+    if (s.kernel == Kernel::kCtcGreedy) st.elements = s.timesteps * s.classes;
+    if (s.kernel == Kernel::kFixed) st.elements = 0;
+    if (s.on == Placement::kNpu) {
+      st.unit = "npu";
+      st.resource = Resource::kNpu;
+      st.run_cycles = npu_cycles(s.kernel, n, config.vector);
+    } else {
+      st.unit = "host_cpu";
+      st.resource = kind == "pre" ? Resource::kHostPre : Resource::kHostPost;
+      st.ops = host_ops(s.kernel, w);
+      st.run_cycles = s.kernel == Kernel::kFixed ? isa::timing::us_to_cycles(s.time_us, f)
+                                                 : isa::timing::host_cpu_cycles(st.ops, host, f);
+    }
+    r.stages.push_back(st);
+  };
+
+  // Pre-processing on the host; the bytes that cross the link are the data at the first NPU stage.
+  int64_t transfer_bytes = io.input_bytes;
+  bool npu_pre = false;
+  std::vector<const StageSpec*> npu_stages;
+  for (const StageSpec& s : spec.pre) {
+    if (s.on == Placement::kNpu && !npu_pre) {
+      npu_pre = true;
+      transfer_bytes = elements * bpe * r.batch;
+    }
+    if (s.kernel == Kernel::kResize) elements = s.width * s.height * channels;
+    if (s.on == Placement::kNpu) {
+      npu_stages.push_back(&s);
+      if (s.kernel == Kernel::kNormalize || s.kernel == Kernel::kCast) bpe = io.input_dtype_bytes;
+      continue;
+    }
+    add_kernel(s, "pre", elements);
+    if (s.kernel == Kernel::kNormalize || s.kernel == Kernel::kCast) bpe = io.input_dtype_bytes;
+  }
+  if (spec.frame_width > 0 && elements * r.batch != io.input_elements) {
+    r.notes.push_back(
+        fmt::format("pre-processing ends at {} elements per frame, but the model's inputs hold {} per frame; "
+                    "the transfers use "
+                    "the model's input bytes",
+                    elements, io.input_elements / r.batch));
+  }
+
+  // The input: a host copy (copy mode), or a bounce copy (zero-copy from a misaligned buffer), then the link.
+  auto transfer = [&](const TransferSpec& t, int64_t bytes, bool in, TransferInfo& info) {
+    info.zero_copy = t.zero_copy;
+    info.bytes = bytes;
+    info.host_alignment_bytes = t.host_alignment_bytes;
+    info.dma_alignment_bytes = config.dma.alignment_bytes;
+    info.aligned = t.host_alignment_bytes % config.dma.alignment_bytes == 0;
+    const std::string dir = in ? "input" : "output";
+    Stage copy;
+    copy.kind = dir;
+    copy.unit = "host_cpu";
+    copy.resource = in ? Resource::kHostPre : Resource::kHostPost;
+    copy.bytes = bytes / r.batch;
+    copy.run_cycles = isa::timing::host_copy_cycles(copy.bytes, host, f);
+    if (!t.zero_copy) {
+      copy.name = dir + " copy";
+      copy.op = "copy";
+    } else if (!info.aligned) {
+      copy.name = dir + " bounce copy (misaligned buffer)";
+      copy.op = "bounce_copy";
+      info.extra_copy_bytes = bytes;
+      info.extra_copy_cycles = copy.run_cycles * r.batch;
+    }
+    Stage link;
+    link.name = dir + " transfer";
+    link.kind = dir;
+    link.unit = "host_link";
+    link.op = "transfer";
+    link.resource = in ? Resource::kLinkIn : Resource::kLinkOut;
+    link.per_frame = false;
+    link.bytes = bytes;
+    const isa::timing::HostCycles hc = isa::timing::host_cycles(in ? bytes : 0, in ? 0 : bytes, 0, host, f);
+    link.run_cycles = in ? hc.link_in : hc.link_out;
+    const bool has_copy = !copy.op.empty();
+    if (in) {
+      if (has_copy) r.stages.push_back(copy);
+      r.stages.push_back(link);
+    } else {
+      r.stages.push_back(link);
+      if (has_copy) r.stages.push_back(copy);
+    }
+  };
+  transfer(spec.input, transfer_bytes, true, r.input);
+
+  // Pre-processing inserted on the NPU, then the model.
+  for (const StageSpec* s : npu_stages) {
+    add_kernel(*s, "pre", s->kernel == Kernel::kResize ? s->width * s->height * channels : elements);
+    r.stages.back().per_frame = true;
+  }
+  Stage model;
+  model.name = "model";
+  model.kind = "model";
+  model.unit = "npu";
+  model.op = "model";
+  model.resource = Resource::kNpu;
+  model.per_frame = false;
+  r.model_stage = r.stages.size();
+  r.stages.push_back(model);
+
+  transfer(spec.output, io.output_bytes, false, r.output);
+  const int64_t out_elements = io.output_elements / r.batch;
+  for (const StageSpec& s : spec.post) {
+    const int64_t n = s.elements > 0 ? s.elements : out_elements;
+    add_kernel(s, "post", n);
+  }
+  return r;
+}
+
+void add_npu_run(E2eResult& r, int64_t model_cycles, int64_t fallback_cycles) {
+  Stage& m = r.stages[r.model_stage];
+  m.run_cycles = model_cycles;
+  m.fallback_cycles = fallback_cycles;
+  int64_t t = 0;
+  r.npu_cycles = 0;
+  for (Stage& s : r.stages) {
+    s.cycles = s.per_frame ? s.run_cycles * r.batch : s.run_cycles;
+    s.start_cycle = t;
+    t += s.cycles;
+    if (s.unit == "npu") r.npu_cycles += s.cycles - s.fallback_cycles;
+  }
+  r.latency_cycles = t;
+  if (r.stream_spec.enabled) {
+    r.stream = simulate_stream(r, r.stream_spec);
+    r.stream_done = true;
+  }
+}
+
+StreamResult simulate_stream(const E2eResult& r, const StreamSpec& spec) {
+  StreamResult s;
+  s.frames = spec.frames;
+  s.rate_fps = spec.rate_fps;
+  s.batch = r.batch;
+  s.buffers = spec.buffers;
+  const int64_t n = r.batch, frames = spec.frames, b = spec.buffers;
+  // Per resource: cycles per frame (per-frame stages) and per batch (transfers, the model).
+  std::array<int64_t, kNumResources> per_frame{}, per_batch{};
+  for (const Stage& st : r.stages) {
+    (st.per_frame ? per_frame : per_batch)[static_cast<size_t>(st.resource)] += st.run_cycles;
+  }
+  const int64_t pre = per_frame[0], post = per_frame[4];
+  // The NPU's per-frame stages (inserted pre-processing) run on the batch, one frame after another.
+  const int64_t link_in = per_batch[1], npu = per_batch[2] + per_frame[2] * n, link_out = per_batch[3];
+  const double period = spec.rate_fps > 0 ? r.frequency_mhz * 1e6 / spec.rate_fps : 0;  // cycles
+
+  const int64_t batches = (frames + n - 1) / n;
+  std::vector<int64_t> arrival(frames), done(frames);
+  std::vector<int64_t> li_start(batches), npu_end(batches), lo_end(batches), post_end(batches);
+  int64_t pre_free = 0, li_free = 0, npu_free = 0, lo_free = 0, post_free = 0;
+  std::array<int64_t, kNumResources> busy{};
+  for (int64_t k = 0; k < batches; ++k) {
+    const int64_t first = k * n, last = std::min(frames, first + n);
+    for (int64_t i = first; i < last; ++i) {
+      // A host staging buffer per batch in flight: frame i waits for batch k - buffers to leave.
+      int64_t earliest = period > 0 ? static_cast<int64_t>(std::llround(static_cast<double>(i) * period)) : 0;
+      if (k >= b) earliest = std::max(earliest, li_start[k - b]);
+      const int64_t start = std::max(earliest, pre_free);
+      arrival[i] = period > 0 ? static_cast<int64_t>(std::llround(static_cast<double>(i) * period)) : start;
+      pre_free = start + pre;
+      busy[0] += pre;
+    }
+    // The input buffer (slot k mod buffers) is free once the NPU finished batch k - buffers.
+    li_start[k] = std::max({pre_free, li_free, k >= b ? npu_end[k - b] : int64_t{0}});
+    li_free = li_start[k] + link_in;
+    busy[1] += link_in;
+    // The output buffer is free once batch k - buffers left it.
+    const int64_t npu_start = std::max({li_free, npu_free, k >= b ? lo_end[k - b] : int64_t{0}});
+    npu_end[k] = npu_free = npu_start + npu;
+    busy[2] += npu;
+    // The host's output buffer is free once batch k - buffers is post-processed.
+    const int64_t lo_start = std::max({npu_end[k], lo_free, k >= b ? post_end[k - b] : int64_t{0}});
+    lo_end[k] = lo_free = lo_start + link_out;
+    busy[3] += link_out;
+    for (int64_t i = first; i < last; ++i) {
+      post_free = std::max(lo_end[k], post_free) + post;
+      done[i] = post_free;
+      busy[4] += post;
+    }
+    post_end[k] = post_free;
+  }
+
+  const int64_t t0 = frames > 0 ? arrival[0] : 0;
+  s.span_cycles = frames > 0 ? done[frames - 1] - t0 : 0;
+  const double f_hz = r.frequency_mhz * 1e6;
+  // Frames over the time they took; a paced stream lasts at least its frames' periods (the camera's time).
+  const double duration = std::max(static_cast<double>(s.span_cycles), static_cast<double>(frames) * period);
+  s.throughput_fps = duration > 0 ? static_cast<double>(frames) * f_hz / duration : 0;
+  s.latency_cycles.resize(frames);
+  for (int64_t i = 0; i < frames; ++i) s.latency_cycles[i] = done[i] - arrival[i];
+  std::vector<int64_t> sorted = s.latency_cycles;
+  std::sort(sorted.begin(), sorted.end());
+  const double ms_per_cycle = 1e-3 / r.frequency_mhz;
+  s.latency_p50_ms = static_cast<double>(percentile(sorted, 50)) * ms_per_cycle;
+  s.latency_p99_ms = static_cast<double>(percentile(sorted, 99)) * ms_per_cycle;
+  s.latency_max_ms = sorted.empty() ? 0 : static_cast<double>(sorted.back()) * ms_per_cycle;
+
+  const std::array<double, kNumResources> frame_cycles = {
+      static_cast<double>(pre), static_cast<double>(link_in) / static_cast<double>(n),
+      static_cast<double>(npu) / static_cast<double>(n),
+      static_cast<double>(link_out) / static_cast<double>(n), static_cast<double>(post)};
+  size_t slowest = 0;
+  for (size_t i = 0; i < frame_cycles.size(); ++i) {
+    s.per_frame_us.push_back(frame_cycles[i] / r.frequency_mhz);
+    s.utilization.push_back(
+        s.span_cycles > 0 ? static_cast<double>(busy[i]) / static_cast<double>(s.span_cycles) : 0);
+    if (frame_cycles[i] > frame_cycles[slowest]) slowest = i;
+  }
+  s.bounding_stage = std::string(kResourceNames[slowest]);
+  s.bound_fps = frame_cycles[slowest] > 0 ? f_hz / frame_cycles[slowest] : 0;
+
+  const int64_t in_bytes = r.input.bytes, out_bytes = r.output.bytes;
+  s.npu_buffer_bytes = b * (std::max(in_bytes, r.model_input_bytes) + out_bytes);
+  // Frames captured but not yet done: +1 at arrival, -1 at completion (completions first on ties).
+  std::vector<std::pair<int64_t, int>> ev;
+  for (int64_t i = 0; i < frames; ++i) {
+    ev.emplace_back(arrival[i], 1);
+    ev.emplace_back(done[i], -1);
+  }
+  std::sort(ev.begin(), ev.end());
+  int64_t in_flight = 0;
+  for (const auto& e : ev) {
+    in_flight += e.second;
+    s.frames_in_flight_max = std::max(s.frames_in_flight_max, in_flight);
+  }
+  s.host_frame_bytes_max = s.frames_in_flight_max * r.frame_bytes;
+  return s;
+}
+
+std::string e2e_json(const E2eResult& r) {
+  const double f = r.frequency_mhz;
+  std::string j = "{";
+  j += fmt::format(
+      "\"pipeline\": {}, \"batch\": {}, \"frame_bytes\": {}, \"latency_cycles\": {}, \"latency_ms\": {:.6f}, "
+      "\"npu_cycles\": {}, \"npu_share\": {:.6f}, ",
+      json_str(r.pipeline), r.batch, r.frame_bytes, r.latency_cycles, r.latency_cycles / f / 1000.0,
+      r.npu_cycles,
+      r.latency_cycles > 0 ? static_cast<double>(r.npu_cycles) / static_cast<double>(r.latency_cycles) : 0.0);
+  j += "\"stages\": [";
+  const Stage* slowest = nullptr;
+  std::string path;
+  for (size_t i = 0; i < r.stages.size(); ++i) {
+    const Stage& s = r.stages[i];
+    if (!slowest || s.cycles > slowest->cycles) slowest = &s;
+    if (s.cycles > 0) path += (path.empty() ? "" : ", ") + json_str(s.name);
+    j += fmt::format(
+        "{}{{\"name\": {}, \"kind\": \"{}\", \"unit\": \"{}\", \"op\": \"{}\", \"lane\": \"{}\", "
+        "\"per_frame\": {}, "
+        "\"elements\": {}, \"ops\": {}, \"bytes\": {}, \"start_cycle\": {}, \"cycles\": {}, \"us\": {:.3f}, "
+        "\"share\": {:.6f}",
+        i ? ", " : "", json_str(s.name), s.kind, s.unit, s.op, resource_name(s.resource),
+        s.per_frame ? "true" : "false", s.elements, s.ops, s.bytes, s.start_cycle, s.cycles, s.cycles / f,
+        r.latency_cycles > 0 ? static_cast<double>(s.cycles) / static_cast<double>(r.latency_cycles) : 0.0);
+    if (s.kind == "model") j += fmt::format(", \"fallback_cycles\": {}", s.fallback_cycles);
+    j += "}";
+  }
+  j += "], \"critical_path\": [" + path + "], ";
+  j += fmt::format("\"slowest_stage\": {}, ", json_str(slowest ? slowest->name : ""));
+  auto transfer = [&](const TransferInfo& t) {
+    return fmt::format(
+        "{{\"transfer\": \"{}\", \"bytes\": {}, \"host_alignment_bytes\": {}, \"dma_alignment_bytes\": {}, "
+        "\"aligned\": {}, \"extra_copy_bytes\": {}, \"extra_copy_cycles\": {}}}",
+        t.zero_copy ? "zero_copy" : "copy", t.bytes, t.host_alignment_bytes, t.dma_alignment_bytes,
+        t.aligned ? "true" : "false", t.extra_copy_bytes, t.extra_copy_cycles);
+  };
+  j += "\"input\": " + transfer(r.input) + ", \"output\": " + transfer(r.output) + ", \"notes\": [";
+  for (size_t i = 0; i < r.notes.size(); ++i) j += (i ? ", " : "") + json_str(r.notes[i]);
+  j += "]";
+  if (r.stream_done) {
+    const StreamResult& s = r.stream;
+    j += fmt::format(
+        ", \"stream\": {{\"frames\": {}, \"rate_fps\": {}, \"batch\": {}, \"buffers\": {}, "
+        "\"throughput_fps\": {:.6f}, "
+        "\"bound_fps\": {:.6f}, \"bounding_stage\": \"{}\", \"latency_p50_ms\": {:.6f}, \"latency_p99_ms\": "
+        "{:.6f}, "
+        "\"latency_max_ms\": {:.6f}, \"npu_buffer_bytes\": {}, \"frames_in_flight_max\": {}, "
+        "\"host_frame_bytes_max\": {}, \"resources\": [",
+        s.frames, s.rate_fps, s.batch, s.buffers, s.throughput_fps, s.bound_fps, s.bounding_stage,
+        s.latency_p50_ms, s.latency_p99_ms, s.latency_max_ms, s.npu_buffer_bytes, s.frames_in_flight_max,
+        s.host_frame_bytes_max);
+    for (size_t i = 0; i < s.per_frame_us.size(); ++i) {
+      j += fmt::format("{}{{\"name\": \"{}\", \"us_per_frame\": {:.3f}, \"utilization\": {:.6f}}}",
+                       i ? ", " : "", kResourceNames[i], s.per_frame_us[i], s.utilization[i]);
+    }
+    j += "]}";
+  }
+  j += "}";
+  return j;
+}
+
+std::string e2e_text(const E2eResult& r) {
+  const double f = r.frequency_mhz;
+  std::string t = fmt::format("\nend to end ({}): {:.3f} ms per inference of {} frame{}, NPU {:.1f}%\n",
+                              r.pipeline, r.latency_cycles / f / 1000.0, r.batch, r.batch == 1 ? "" : "s",
+                              r.latency_cycles > 0 ? 100.0 * r.npu_cycles / r.latency_cycles : 0.0);
+  t += fmt::format("  {:<40} {:<10} {:>12} {:>7}\n", "stage", "unit", "time us", "share");
+  for (const Stage& s : r.stages) {
+    std::string name = s.name;
+    if (s.kind == "model" && s.fallback_cycles > 0)
+      name += fmt::format(" (CPU fallbacks {:.1f} us)", s.fallback_cycles / f);
+    t += fmt::format("  {:<40} {:<10} {:>12.1f} {:>6.1f}%\n", name, s.unit, s.cycles / f,
+                     r.latency_cycles > 0 ? 100.0 * s.cycles / r.latency_cycles : 0.0);
+  }
+  auto align = [&](const char* dir, const TransferInfo& x) {
+    if (!x.zero_copy) return std::string();
+    if (x.aligned)
+      return fmt::format("  {}: zero-copy, buffer aligned to {} B (dma.alignment_bytes {}): no copy\n", dir,
+                         x.host_alignment_bytes, x.dma_alignment_bytes);
+    return fmt::format(
+        "  {}: zero-copy, buffer aligned to {} B but dma.alignment_bytes is {}: an extra copy of {} "
+        "bytes, {:.1f} us\n",
+        dir, x.host_alignment_bytes, x.dma_alignment_bytes, x.extra_copy_bytes, x.extra_copy_cycles / f);
+  };
+  t += align("input", r.input) + align("output", r.output);
+  for (const std::string& n : r.notes) t += "  note: " + n + "\n";
+  if (r.stream_done) {
+    const StreamResult& s = r.stream;
+    t += fmt::format(
+        "stream: {} frames {}, batch {}, {} buffer{}: {:.1f} frames/s (bound {:.1f} by {}), latency p50 "
+        "{:.3f} ms "
+        "p99 {:.3f} ms, NPU buffers {} KiB, up to {} frames in flight\n",
+        s.frames, s.rate_fps > 0 ? fmt::format("at {:g} fps", s.rate_fps) : std::string("back to back"),
+        s.batch, s.buffers, s.buffers == 1 ? "" : "s", s.throughput_fps, s.bound_fps, s.bounding_stage,
+        s.latency_p50_ms, s.latency_p99_ms, (s.npu_buffer_bytes + 1023) / 1024, s.frames_in_flight_max);
+  }
+  return t;
+}
+
+}  // namespace npusim::sim::e2e

@@ -1,0 +1,315 @@
+#include "sim/serve/scenario.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "isa/machine/spec_text.h"
+#include "sim/config/yaml_errors.h"
+
+namespace npusim::sim::serve {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s;
+}
+
+// A built-in model spec of `npusim run` (not a file).
+bool builtin_model(const std::string& m) {
+  return m == "demo" || m.rfind("gemm:", 0) == 0 || m.rfind("conv:", 0) == 0;
+}
+
+class Parser : public YamlErrors {
+ public:
+  Parser(std::string source, std::string dir) : YamlErrors(std::move(source)), dir_(std::move(dir)) {}
+
+  void read(const YAML::Node& root, Scenario& s) {
+    if (!root.IsMap()) {
+      error(root, "a scenario file is a mapping with at least 'models:' (docs/scenarios.md)");
+      return;
+    }
+    for (const auto& kv : root) {
+      const std::string k = kv.first.Scalar();
+      const YAML::Node& v = kv.second;
+      if (k == "config") {
+        std::string c;
+        if (scalar(v, k, c)) {
+          const std::string local = relative(c);
+          std::error_code ec;
+          s.config = fs::is_regular_file(local, ec) ? local : c;
+        }
+      } else if (k == "set") {
+        if (!v.IsSequence()) {
+          error(v, "set: expected a list of KEY=VALUE");
+          continue;
+        }
+        for (const YAML::Node& e : v) {
+          std::string t;
+          if (scalar(e, "set[]", t)) s.sets.push_back(t);
+        }
+      } else if (k == "policy") {
+        std::string p;
+        if (!scalar(v, k, p)) continue;
+        if (p == "priority")
+          s.policy = Policy::kPriority;
+        else if (p == "fifo")
+          s.policy = Policy::kFifo;
+        else if (p == "round_robin")
+          s.policy = Policy::kRoundRobin;
+        else
+          error(v, "policy: '" + p + "' is not one of priority, fifo, round_robin");
+      } else if (k == "sram") {
+        std::string m;
+        if (!scalar(v, k, m)) continue;
+        if (m == "partitioned")
+          s.sram_partitioned = true;
+        else if (m != "shared")
+          error(v, "sram: '" + m + "' is neither 'shared' nor 'partitioned'");
+      } else if (k == "duration_ms") {
+        real(v, k, s.duration_ms, 1e-6, 1e9);
+      } else if (k == "seed") {
+        int64_t seed = s.seed;
+        integer(v, k, seed, 0, 0xffffffffLL);
+        s.seed = static_cast<uint32_t>(seed);
+      } else if (k == "models") {
+        read_models(v, s);
+      } else {
+        unknown(kv.first, "", k, {"config", "set", "policy", "sram", "duration_ms", "seed", "models"});
+      }
+    }
+    if (!root["models"]) error(root, "models: missing (a list of models, docs/scenarios.md)");
+    // Poisson seeds default to the scenario's seed plus the model's index (independent streams).
+    for (size_t i = 0; i < s.models.size(); ++i) {
+      if (!seed_given_[i]) s.models[i].arrivals.seed = s.seed + static_cast<uint32_t>(i);
+    }
+  }
+
+ private:
+  std::string relative(const std::string& p) const {
+    if (p.empty() || fs::path(p).is_absolute()) return p;
+    return (fs::path(dir_) / p).lexically_normal().string();
+  }
+  void read_models(const YAML::Node& n, Scenario& s) {
+    if (!n.IsSequence() || n.size() == 0) {
+      error(n, "models: expected a non-empty list of models (- name: ..., model: ...)");
+      return;
+    }
+    std::set<std::string> names;
+    for (size_t i = 0; i < n.size(); ++i) {
+      const YAML::Node& m = n[i];
+      const std::string where = fmt::format("models[{}]", i);
+      if (!m.IsMap()) {
+        error(m, where + ": expected a mapping (name, model, arrival, ...)");
+        continue;
+      }
+      ScenarioModel sm;
+      sm.line = m.Mark().line + 1;
+      sm.column = m.Mark().column + 1;
+      bool seed_given = false;
+      for (const auto& kv : m) {
+        const std::string k = kv.first.Scalar();
+        const std::string key = where + "." + k;
+        const YAML::Node& v = kv.second;
+        if (k == "name") {
+          if (scalar(v, key, sm.name) && !names.insert(sm.name).second)
+            error(v, key + ": '" + sm.name + "' names two models");
+        } else if (k == "model") {
+          std::string spec;
+          if (!scalar(v, key, spec)) continue;
+          if (builtin_model(spec)) {
+            sm.model = spec;
+          } else {
+            sm.model = relative(spec);
+            std::error_code ec;
+            if (!fs::is_regular_file(sm.model, ec)) error(v, key + ": '" + spec + "' does not exist");
+          }
+        } else if (k == "precision") {
+          if (scalar(v, key, sm.precision)) {
+            static const std::vector<std::string> kPrecisions = {"auto", "fp32", "fp16", "bf16", "int8"};
+            if (std::find(kPrecisions.begin(), kPrecisions.end(), sm.precision) == kPrecisions.end())
+              error(v, key + ": '" + sm.precision + "' is not one of " + join(kPrecisions));
+          }
+        } else if (k == "batch") {
+          integer(v, key, sm.batch, 1, 65536);
+        } else if (k == "priority") {
+          integer(v, key, sm.priority, -1000000, 1000000);
+        } else if (k == "deadline_ms") {
+          real(v, key, sm.deadline_ms, 1e-9, 1e9);
+        } else if (k == "pipeline") {
+          std::string f;
+          if (!scalar(v, key, f)) continue;
+          sm.pipeline = relative(f);
+          std::error_code ec;
+          if (!fs::is_regular_file(sm.pipeline, ec)) {
+            error(v, key + ": '" + f + "' does not exist");
+            continue;
+          }
+          try {
+            sm.pipeline_spec = e2e::parse_pipeline_file(sm.pipeline);
+          } catch (const e2e::PipelineError& e) {
+            errors_.insert(errors_.end(), e.messages().begin(), e.messages().end());
+            continue;
+          }
+          if (sm.pipeline_spec->stream.enabled) {
+            error(v, key + ": '" + f +
+                         "' has a stream: section; in a scenario the model's arrivals are its stream");
+          }
+        } else if (k == "arrival") {
+          seed_given = read_arrivals(v, key, sm.arrivals);
+        } else {
+          unknown(kv.first, where + ".", k,
+                  {"name", "model", "precision", "batch", "priority", "deadline_ms", "pipeline", "arrival"});
+        }
+      }
+      if (!m["model"]) error(m, where + ".model: missing (an ONNX file, demo, gemm:..., conv:...)");
+      if (!m["arrival"]) error(m, where + ".arrival: missing (periodic, poisson or trace)");
+      if (sm.name.empty()) sm.name = fmt::format("model{}", i);
+      seed_given_.push_back(seed_given);
+      s.models.push_back(sm);
+    }
+  }
+
+  // Returns whether a seed was given.
+  bool read_arrivals(const YAML::Node& n, const std::string& where, Arrivals& a) {
+    if (!n.IsMap()) {
+      error(n, where + ": expected a mapping (type: periodic|poisson|trace, ...)");
+      return false;
+    }
+    std::string type;
+    if (!n["type"] || !scalar(n["type"], where + ".type", type)) {
+      if (!n["type"]) error(n, where + ".type: missing (periodic, poisson or trace)");
+      return false;
+    }
+    std::vector<std::string> valid = {"type"};
+    if (type == "periodic") {
+      a.kind = Arrivals::Kind::kPeriodic;
+      valid.insert(valid.end(), {"period_ms", "phase_ms"});
+      if (!n["period_ms"]) error(n, where + ".period_ms: missing (periodic arrivals need a period)");
+    } else if (type == "poisson") {
+      a.kind = Arrivals::Kind::kPoisson;
+      valid.insert(valid.end(), {"rate_hz", "seed"});
+      if (!n["rate_hz"]) error(n, where + ".rate_hz: missing (Poisson arrivals need a rate)");
+    } else if (type == "trace") {
+      a.kind = Arrivals::Kind::kTrace;
+      valid.push_back("file");
+      if (!n["file"]) error(n, where + ".file: missing (a CSV of arrival times in ms)");
+    } else {
+      error(n["type"], where + ".type: '" + type + "' is not one of periodic, poisson, trace");
+      return false;
+    }
+    bool seed = false;
+    for (const auto& kv : n) {
+      const std::string k = kv.first.Scalar();
+      const std::string key = where + "." + k;
+      if (std::find(valid.begin(), valid.end(), k) == valid.end()) {
+        unknown(kv.first, where + ".", k, valid);
+        continue;
+      }
+      if (k == "period_ms") {
+        real(kv.second, key, a.period_ms, 1e-9, 1e9);
+      } else if (k == "phase_ms") {
+        real(kv.second, key, a.phase_ms, 0, 1e9);
+      } else if (k == "rate_hz") {
+        real(kv.second, key, a.rate_hz, 1e-9, 1e9);
+      } else if (k == "seed") {
+        int64_t sd = 0;
+        integer(kv.second, key, sd, 0, 0xffffffffLL);
+        a.seed = static_cast<uint32_t>(sd);
+        seed = true;
+      } else if (k == "file") {
+        std::string f;
+        if (scalar(kv.second, key, f)) read_trace(kv.second, key, relative(f), a);
+      }
+    }
+    return seed;
+  }
+
+  void read_trace(const YAML::Node& at, const std::string& key, const std::string& path, Arrivals& a) {
+    a.trace = path;
+    std::ifstream f(path);
+    if (!f) {
+      error(at, key + ": '" + path + "' cannot be read");
+      return;
+    }
+    std::string line;
+    int n = 0;
+    while (std::getline(f, line)) {
+      ++n;
+      const std::string cell = line.substr(0, line.find(','));
+      if (cell.find_first_not_of(" \t\r") == std::string::npos) continue;
+      try {
+        size_t used = 0;
+        const double t = std::stod(cell, &used);
+        if (t < 0) throw std::invalid_argument("negative");
+        a.trace_ms.push_back(t);
+      } catch (const std::exception&) {
+        if (n == 1) continue;  // a header line
+        errors_.push_back(fmt::format("{}:{}: {} (from {}): '{}' is not an arrival time in ms (>= 0)", path,
+                                      n, key, source_, cell));
+        return;
+      }
+    }
+    std::sort(a.trace_ms.begin(), a.trace_ms.end());
+  }
+
+  std::string dir_;
+  std::vector<bool> seed_given_;
+};
+
+}  // namespace
+
+std::string_view policy_name(Policy p) {
+  switch (p) {
+    case Policy::kPriority:
+      return "priority";
+    case Policy::kFifo:
+      return "fifo";
+    default:
+      return "round_robin";
+  }
+}
+
+isa::NpuConfig partitioned_sram(const isa::NpuConfig& config, size_t models) {
+  isa::NpuConfig c = config;
+  const int64_t n = static_cast<int64_t>(std::max<size_t>(1, models));
+  for (isa::ScratchpadConfig* pad : {&c.sram.input, &c.sram.weight, &c.sram.accumulator})
+    pad->size_kib = std::max<int64_t>(1, pad->size_kib / n);
+  return c;
+}
+
+Scenario parse_scenario_text(const std::string& text, const std::string& source_name,
+                             const std::string& dir) {
+  Scenario s;
+  s.path = source_name;
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw ScenarioError({fmt::format("{}:{}:{}: not valid YAML: {}", source_name, e.mark.line + 1,
+                                     e.mark.column + 1, e.msg)});
+  }
+  Parser p(source_name, dir);
+  p.read(root, s);
+  if (!p.errors().empty()) throw ScenarioError(p.errors());
+  return s;
+}
+
+Scenario parse_scenario_file(const std::string& path) {
+  std::string text;
+  try {
+    text = read_yaml_text(path, "scenario");
+  } catch (const YamlFileError& e) {
+    throw ScenarioError(e.messages());
+  }
+  return parse_scenario_text(text, path, fs::path(path).parent_path().string());
+}
+
+}  // namespace npusim::sim::serve

@@ -1,0 +1,83 @@
+#pragma once
+// A serving scenario (`npusim serve SCENARIO.yaml`, docs/scenarios.md): several models sharing one NPU,
+// each with its arrival process, priority and deadline, a scheduling policy and a duration. This file
+// parses and validates the YAML; scheduler.h runs it.
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "isa/machine/config.h"
+#include "sim/config/yaml_errors.h"
+#include "sim/e2e/pipeline_spec.h"
+
+namespace npusim::sim::serve {
+
+// A scenario file the user got wrong (exit 2): one line per problem, each naming file:line:column and
+// the key.
+class ScenarioError : public YamlFileError {
+ public:
+  using YamlFileError::YamlFileError;
+};
+
+// Which request the NPU runs next, decided at every layer boundary.
+enum class Policy {
+  kPriority,    // the highest priority waiting request (earliest arrival on ties); a running request is
+                // preempted at its next layer boundary by a higher-priority arrival
+  kFifo,        // the earliest arrival runs to completion
+  kRoundRobin,  // one layer per model in turn among the models with waiting requests
+};
+
+struct Arrivals {
+  enum class Kind { kPeriodic, kPoisson, kTrace };
+  Kind kind = Kind::kPeriodic;
+  double period_ms = 0;  // periodic
+  double phase_ms = 0;   // periodic: the first arrival
+  double rate_hz = 0;    // poisson
+  uint32_t seed = 1;     // poisson (default: the scenario's seed + the model's index)
+  std::string trace;     // trace: a CSV file of arrival times in ms (one per line; a header line allowed)
+  std::vector<double> trace_ms;  // trace: the times read from it, sorted
+};
+
+struct ScenarioModel {
+  std::string name;
+  std::string model;  // the MODEL argument of `npusim run` (a relative file resolved against the scenario)
+  std::string precision;   // "" = auto, as `npusim run`
+  int64_t batch = 0;       // 0 = the model's own
+  int64_t priority = 0;    // higher runs first under `policy: priority`
+  double deadline_ms = 0;  // 0 = none
+  Arrivals arrivals;
+  std::string
+      pipeline;  // an end-to-end pipeline file (docs/e2e.md), resolved against the scenario; "" = none
+  std::optional<e2e::PipelineSpec> pipeline_spec;  // that file, parsed (it has no stream: the arrivals are)
+  int line = 0, column = 0;
+};
+
+struct Scenario {
+  std::string path;
+  std::string config;             // --config of every model ("" = built-in edge); relative to the scenario
+  std::vector<std::string> sets;  // --set overrides
+  Policy policy = Policy::kPriority;
+  double duration_ms = 1000;  // arrivals in [0, duration); the run continues until they are all done
+  // `sram: partitioned`: each model is compiled and simulated with 1/N of every scratchpad (N models),
+  // its own slice; `shared` (default): each model has all of it.
+  bool sram_partitioned = false;
+  uint32_t seed = 1;
+  std::vector<ScenarioModel> models;
+};
+
+std::string_view policy_name(Policy p);
+
+// `config` with every scratchpad's size_kib divided among `models` (rounded down, at least 1 KiB): the
+// slice one model has under `sram: partitioned`.
+isa::NpuConfig partitioned_sram(const isa::NpuConfig& config, size_t models);
+
+// Parses `path`. Throws ScenarioError listing every problem: unknown keys (with a suggestion), wrong
+// types, negative or zero rates and periods, priorities that are not integers, model files or trace
+// files that do not exist, unreadable trace lines, duplicate model names.
+Scenario parse_scenario_file(const std::string& path);
+// As parse_scenario_file for text in memory; relative paths resolve against `dir`.
+Scenario parse_scenario_text(const std::string& text, const std::string& source_name, const std::string& dir);
+
+}  // namespace npusim::sim::serve

@@ -1,0 +1,330 @@
+#include "sim/serve/scheduler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "isa/json_text.h"
+#include "isa/timing/units.h"
+#include "sim/e2e/pipeline.h"
+#include "traces/sink.h"
+
+namespace npusim::sim::serve {
+namespace {
+
+struct Request {
+  size_t model = 0;
+  int64_t index = 0;  // among its model's requests
+  int64_t arrival = 0;
+  int64_t ready = 0;  // when it reaches the NPU: arrival + the host stages before it
+  size_t next = 0;    // next segment
+  int64_t done = -1;  // when its last NPU segment ended
+};
+
+std::string json_str(const std::string& s) {
+  std::string out;
+  append_json_string(out, s);
+  return out;
+}
+
+}  // namespace
+
+ModelProfile profile_of(const std::string& name, const traces::Report& report) {
+  ModelProfile p;
+  p.name = name;
+  p.total_cycles = static_cast<int64_t>(report.total_cycles);
+  std::vector<int64_t> ends;
+  for (const traces::LayerReport& l : report.layers)
+    if (!l.fused()) ends.push_back(static_cast<int64_t>(l.end_cycle));
+  p.segments = layer_segments(ends, p.total_cycles);
+  for (const traces::UnitReport& u : report.units)
+    p.unit_busy.emplace_back(u.name, static_cast<int64_t>(u.busy));
+  return p;
+}
+
+void add_pipeline(ModelProfile& p, const e2e::E2eResult& pipeline) {
+  int64_t npu_before = 0;
+  for (size_t i = 0; i < pipeline.stages.size(); ++i) {
+    const e2e::Stage& st = pipeline.stages[i];
+    if (i < pipeline.model_stage) {
+      (st.unit == "npu" ? npu_before : p.host_before_cycles) += st.cycles;
+    } else if (i > pipeline.model_stage) {
+      p.host_after_cycles += st.cycles;
+    }
+  }
+  if (npu_before > 0) {
+    p.segments.insert(p.segments.begin(), npu_before);
+    p.total_cycles += npu_before;
+  }
+}
+
+std::vector<int64_t> layer_segments(const std::vector<int64_t>& layer_end_cycles, int64_t total_cycles) {
+  std::vector<int64_t> seg;
+  int64_t at = 0;
+  for (int64_t e : layer_end_cycles) {
+    const int64_t end = std::min(e, total_cycles);
+    if (end > at) {
+      seg.push_back(end - at);
+      at = end;
+    }
+  }
+  if (total_cycles > at) seg.push_back(total_cycles - at);
+  return seg;
+}
+
+std::vector<double> arrival_times_ms(const Arrivals& a, double duration_ms) {
+  std::vector<double> t;
+  switch (a.kind) {
+    case Arrivals::Kind::kPeriodic:
+      for (int64_t i = 0;; ++i) {
+        const double x = a.phase_ms + static_cast<double>(i) * a.period_ms;
+        if (x >= duration_ms || static_cast<int64_t>(t.size()) > kMaxRequests) break;
+        t.push_back(x);
+      }
+      break;
+    case Arrivals::Kind::kPoisson: {
+      std::mt19937_64 rng(a.seed);
+      std::exponential_distribution<double> gap(a.rate_hz / 1000.0);  // per ms
+      for (double x = gap(rng); x < duration_ms && static_cast<int64_t>(t.size()) <= kMaxRequests;
+           x += gap(rng))
+        t.push_back(x);
+      break;
+    }
+    case Arrivals::Kind::kTrace:
+      for (double x : a.trace_ms)
+        if (x < duration_ms) t.push_back(x);
+      break;
+  }
+  return t;
+}
+
+ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& profiles, double f_mhz) {
+  ServeResult r;
+  r.policy = std::string(policy_name(s.policy));
+  r.sram = s.sram_partitioned ? "partitioned" : "shared";
+  r.duration_ms = s.duration_ms;
+  r.frequency_mhz = f_mhz;
+  const size_t n_models = s.models.size();
+
+  std::vector<Request> reqs;
+  for (size_t m = 0; m < n_models; ++m) {
+    const std::vector<double> t = arrival_times_ms(s.models[m].arrivals, s.duration_ms);
+    for (size_t i = 0; i < t.size(); ++i) {
+      const int64_t at = isa::timing::us_to_cycles(t[i] * 1000.0, f_mhz);
+      reqs.push_back({m, static_cast<int64_t>(i), at, at + profiles[m].host_before_cycles, 0, -1});
+    }
+    if (static_cast<int64_t>(reqs.size()) > kMaxRequests) {
+      throw ScenarioError(
+          {fmt::format("{}: the arrivals make more than {} requests in {} ms; shorten duration_ms or "
+                       "lower the rates",
+                       s.path, kMaxRequests, s.duration_ms)});
+    }
+  }
+  std::stable_sort(reqs.begin(), reqs.end(),
+                   [](const Request& a, const Request& b) { return a.ready < b.ready; });
+
+  std::vector<double> unit_busy;
+  std::vector<std::string> unit_names;
+  for (const ModelProfile& p : profiles) {
+    for (const auto& [name, busy] : p.unit_busy) {
+      (void)busy;
+      if (std::find(unit_names.begin(), unit_names.end(), name) == unit_names.end())
+        unit_names.push_back(name);
+    }
+  }
+  unit_busy.assign(unit_names.size(), 0.0);
+  std::vector<int64_t> preemptions(n_models, 0);
+
+  // Requests that reached the NPU and are not done, in the order they reached it.
+  std::vector<size_t> ready;
+  size_t next_arrival = 0;
+  int64_t t = 0, npu_busy = 0;
+  long running = -1;              // the request that ran the last segment
+  size_t rr_last = n_models - 1;  // round-robin: the model served last
+  auto pick = [&]() -> size_t {   // index into `ready`
+    switch (s.policy) {
+      case Policy::kFifo: {
+        for (size_t i = 0; i < ready.size(); ++i)
+          if (static_cast<long>(ready[i]) == running) return i;  // runs to completion
+        return 0;
+      }
+      case Policy::kPriority: {
+        size_t best = 0;
+        for (size_t i = 1; i < ready.size(); ++i) {
+          if (s.models[reqs[ready[i]].model].priority > s.models[reqs[ready[best]].model].priority) best = i;
+        }
+        return best;  // the earliest arrival among the highest priority
+      }
+      case Policy::kRoundRobin: {
+        for (size_t k = 1; k <= n_models; ++k) {
+          const size_t m = (rr_last + k) % n_models;
+          for (size_t i = 0; i < ready.size(); ++i)
+            if (reqs[ready[i]].model == m) return i;
+        }
+        return 0;
+      }
+    }
+    return 0;
+  };
+  while (next_arrival < reqs.size() || !ready.empty()) {
+    while (next_arrival < reqs.size() && reqs[next_arrival].ready <= t) ready.push_back(next_arrival++);
+    if (ready.empty()) {
+      t = reqs[next_arrival].ready;
+      continue;
+    }
+    const size_t slot = pick();
+    const size_t id = ready[slot];
+    Request& q = reqs[id];
+    if (running >= 0 && static_cast<size_t>(running) != id && reqs[running].done < 0 &&
+        reqs[running].next > 0) {
+      ++preemptions[reqs[running].model];
+    }
+    const ModelProfile& p = profiles[q.model];
+    if (p.segments.empty()) {  // a model without cycles is done on arrival
+      q.done = t;
+      ready.erase(ready.begin() + static_cast<long>(slot));
+      continue;
+    }
+    const int64_t seg = p.segments[q.next];
+    if (!r.slices.empty() && r.slices.back().model == q.model && r.slices.back().request == q.index &&
+        r.slices.back().end == t) {
+      r.slices.back().end = t + seg;
+    } else {
+      r.slices.push_back({q.model, q.index, t, t + seg});
+    }
+    for (const auto& [name, busy] : p.unit_busy) {
+      const size_t u =
+          static_cast<size_t>(std::find(unit_names.begin(), unit_names.end(), name) - unit_names.begin());
+      unit_busy[u] +=
+          static_cast<double>(busy) * static_cast<double>(seg) / static_cast<double>(p.total_cycles);
+    }
+    t += seg;
+    npu_busy += seg;
+    running = static_cast<long>(id);
+    rr_last = q.model;
+    if (++q.next == p.segments.size()) {
+      q.done = t;
+      ready.erase(ready.begin() + static_cast<long>(slot));
+    }
+  }
+
+  const int64_t duration_cycles = isa::timing::us_to_cycles(s.duration_ms * 1000.0, f_mhz);
+  r.span_cycles = std::max(t, duration_cycles);
+  r.npu_busy = r.span_cycles > 0 ? static_cast<double>(npu_busy) / static_cast<double>(r.span_cycles) : 0;
+  for (size_t u = 0; u < unit_names.size(); ++u)
+    r.units.emplace_back(unit_names[u],
+                         r.span_cycles > 0 ? unit_busy[u] / static_cast<double>(r.span_cycles) : 0);
+
+  const double ms_per_cycle = 1e-3 / f_mhz;
+  for (size_t m = 0; m < n_models; ++m) {
+    ModelStats st;
+    st.name = s.models[m].name;
+    st.priority = s.models[m].priority;
+    st.deadline_ms = s.models[m].deadline_ms;
+    const ModelProfile& p = profiles[m];
+    st.alone_ms =
+        static_cast<double>(p.host_before_cycles + p.total_cycles + p.host_after_cycles) * ms_per_cycle;
+    st.preemptions = preemptions[m];
+    std::vector<int64_t> lat;
+    for (const Request& q : reqs) {
+      if (q.model != m) continue;
+      const int64_t latency = q.done + p.host_after_cycles - q.arrival;
+      lat.push_back(latency);
+      if (st.deadline_ms > 0 && static_cast<double>(latency) * ms_per_cycle > st.deadline_ms)
+        ++st.deadline_misses;
+    }
+    st.requests = static_cast<int64_t>(lat.size());
+    std::sort(lat.begin(), lat.end());
+    st.latency_p50_ms = static_cast<double>(e2e::percentile(lat, 50)) * ms_per_cycle;
+    st.latency_p95_ms = static_cast<double>(e2e::percentile(lat, 95)) * ms_per_cycle;
+    st.latency_p99_ms = static_cast<double>(e2e::percentile(lat, 99)) * ms_per_cycle;
+    st.latency_max_ms = lat.empty() ? 0 : static_cast<double>(lat.back()) * ms_per_cycle;
+    double sum = 0;
+    for (int64_t l : lat) sum += static_cast<double>(l);
+    st.latency_mean_ms = lat.empty() ? 0 : sum / static_cast<double>(lat.size()) * ms_per_cycle;
+    st.throughput_per_s = static_cast<double>(st.requests) / (s.duration_ms / 1000.0);
+    r.models.push_back(st);
+  }
+  return r;
+}
+
+std::string serve_json(const ServeResult& r, const Scenario& s) {
+  std::string j = "{";
+  j += fmt::format(
+      "\"scenario\": {}, \"policy\": \"{}\", \"sram\": \"{}\", \"duration_ms\": {}, \"frequency_mhz\": {}, "
+      "\"span_cycles\": {}, \"npu_busy\": {:.6f}, \"models\": [",
+      json_str(s.path), r.policy, r.sram, r.duration_ms, r.frequency_mhz, r.span_cycles, r.npu_busy);
+  for (size_t i = 0; i < r.models.size(); ++i) {
+    const ModelStats& m = r.models[i];
+    // Latencies of a model without requests, and a deadline not given, are null.
+    auto ms = [&](double v) { return m.requests > 0 ? fmt::format("{:.6f}", v) : std::string("null"); };
+    j += fmt::format(
+        "{}{{\"name\": {}, \"model\": {}, \"priority\": {}, \"deadline_ms\": {}, \"requests\": {}, "
+        "\"alone_ms\": {:.6f}, "
+        "\"latency_p50_ms\": {}, \"latency_p95_ms\": {}, \"latency_p99_ms\": {}, \"latency_max_ms\": {}, "
+        "\"latency_mean_ms\": {}, \"deadline_misses\": {}, \"throughput_per_s\": {:.6f}, \"preemptions\": "
+        "{}}}",
+        i ? ", " : "", json_str(m.name), json_str(s.models[i].model), m.priority,
+        m.deadline_ms > 0 ? fmt::format("{}", m.deadline_ms) : std::string("null"), m.requests, m.alone_ms,
+        ms(m.latency_p50_ms), ms(m.latency_p95_ms), ms(m.latency_p99_ms), ms(m.latency_max_ms),
+        ms(m.latency_mean_ms), m.deadline_misses, m.throughput_per_s, m.preemptions);
+  }
+  j += "], \"units\": [";
+  for (size_t i = 0; i < r.units.size(); ++i)
+    j += fmt::format("{}{{\"name\": {}, \"utilization\": {:.6f}}}", i ? ", " : "", json_str(r.units[i].first),
+                     r.units[i].second);
+  j += "]}\n";
+  return j;
+}
+
+std::string serve_text(const ServeResult& r) {
+  std::string t = fmt::format(
+      "scenario: policy {}, SRAM {}, {:g} ms of arrivals, run until {:.3f} ms; NPU busy {:.1f}%\n", r.policy,
+      r.sram, r.duration_ms, static_cast<double>(r.span_cycles) / r.frequency_mhz / 1000.0,
+      100.0 * r.npu_busy);
+  t += fmt::format("  {:<16} {:>4} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9}\n", "model", "prio",
+                   "requests", "alone ms", "p50 ms", "p95 ms", "p99 ms", "max ms", "missed", "req/s");
+  for (const ModelStats& m : r.models) {
+    if (m.requests == 0) {
+      t += fmt::format("  {:<16} {:>4} {:>8} {:>9.3f}   (no request arrived)\n", m.name, m.priority, 0,
+                       m.alone_ms);
+      continue;
+    }
+    t += fmt::format("  {:<16} {:>4} {:>8} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>8} {:>9.1f}\n",
+                     m.name, m.priority, m.requests, m.alone_ms, m.latency_p50_ms, m.latency_p95_ms,
+                     m.latency_p99_ms, m.latency_max_ms,
+                     m.deadline_ms > 0 ? std::to_string(m.deadline_misses) : std::string("-"),
+                     m.throughput_per_s);
+  }
+  t += "  unit utilization:";
+  for (const auto& [name, u] : r.units) t += fmt::format(" {} {:.1f}%", name, 100.0 * u);
+  t += "\n";
+  return t;
+}
+
+void write_serve_trace(const ServeResult& r, std::ostream& out) {
+  traces::ChromeTraceSink sink(out);
+  traces::TraceInfo info;
+  info.frequency_mhz = r.frequency_mhz;
+  std::vector<int64_t> first_label(r.models.size(), 0);
+  for (size_t m = 0; m < r.models.size(); ++m) {
+    info.units.push_back(r.models[m].name);
+    first_label[m] = static_cast<int64_t>(info.layers.size());
+    for (int64_t q = 0; q < r.models[m].requests; ++q)
+      info.layers.push_back(fmt::format("{} #{}", r.models[m].name, q));
+  }
+  sink.begin(info);
+  for (const Slice& s : r.slices) {
+    traces::Event e;
+    e.unit = static_cast<uint16_t>(s.model);
+    e.layer = static_cast<uint32_t>(first_label[s.model] + s.request);
+    e.start = static_cast<uint64_t>(s.start);
+    e.end = static_cast<uint64_t>(s.end);
+    sink.event(e);
+  }
+  sink.finish();
+}
+
+}  // namespace npusim::sim::serve

@@ -1,0 +1,91 @@
+#pragma once
+// Running a serving scenario: requests of several models share one NPU, which runs one layer at a time;
+// at every layer boundary the policy picks the request to run next (docs/scenarios.md). Each model's
+// layers take the cycles of its own simulation (`npusim run`), so a model alone takes exactly its run's
+// cycles; what the scenario adds is the waiting.
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/e2e/pipeline.h"
+#include "sim/serve/scenario.h"
+#include "traces/report.h"
+
+namespace npusim::sim::serve {
+
+// One model as simulated alone.
+struct ModelProfile {
+  std::string name;
+  // Cycles from one layer boundary to the next (the layers' end cycles in program order); they add up
+  // to total_cycles.
+  std::vector<int64_t> segments;
+  int64_t total_cycles = 0;
+  std::vector<std::pair<std::string, int64_t>> unit_busy;  // per unit: busy cycles of one inference
+  // With a pipeline (docs/e2e.md): the host stages before the NPU (pre-processing, copies, the input
+  // transfer) and after it (output transfer, copies, post-processing); they run for each request
+  // without waiting for other requests. NPU-inserted stages are segments of their own.
+  int64_t host_before_cycles = 0;
+  int64_t host_after_cycles = 0;
+};
+
+// A model's profile from its run's report: segments at its program layers' end cycles (fused nodes are
+// not layers), its units' busy cycles.
+ModelProfile profile_of(const std::string& name, const traces::Report& report);
+
+// Adds a model's end-to-end pipeline (plan_pipeline + add_npu_run on its program and cycles) to its
+// profile: host stages before and after the NPU, NPU-inserted stages as a first segment.
+void add_pipeline(ModelProfile& p, const e2e::E2eResult& pipeline);
+
+// The boundaries of a simulated run: segment i ends at the i-th layer's end (running maximum), the last
+// at total_cycles; zero-length segments are dropped.
+std::vector<int64_t> layer_segments(const std::vector<int64_t>& layer_end_cycles, int64_t total_cycles);
+
+// The arrival times (ms) of one model's requests in [0, duration_ms).
+std::vector<double> arrival_times_ms(const Arrivals& a, double duration_ms);
+
+struct ModelStats {
+  std::string name;
+  int64_t priority = 0;
+  double deadline_ms = 0;
+  int64_t requests = 0;
+  double alone_ms = 0;  // one request alone: total_cycles plus the pipeline's host stages
+  double latency_p50_ms = 0, latency_p95_ms = 0, latency_p99_ms = 0, latency_max_ms = 0, latency_mean_ms = 0;
+  int64_t deadline_misses = 0;
+  double throughput_per_s = 0;  // requests completed / duration
+  int64_t preemptions = 0;      // times a request of this model was set aside at a layer boundary
+};
+
+// A stretch of one request running on the NPU, for the trace.
+struct Slice {
+  size_t model = 0;
+  int64_t request = 0;  // index among the model's requests
+  int64_t start = 0, end = 0;
+};
+
+struct ServeResult {
+  std::string policy;
+  std::string sram;  // "shared" or "partitioned"
+  double duration_ms = 0;
+  double frequency_mhz = 0;
+  int64_t span_cycles = 0;  // until the last request finished (at least the duration)
+  double npu_busy = 0;      // fraction of the span the NPU ran a layer
+  std::vector<ModelStats> models;
+  std::vector<std::pair<std::string, double>> units;  // per unit: utilization over the span
+  std::vector<Slice> slices;
+};
+
+// The most requests a scenario may make (arrivals over all models).
+inline constexpr int64_t kMaxRequests = 2000000;
+
+// Runs `s` over `profiles` (parallel to s.models). Throws ScenarioError when the arrivals make more than
+// kMaxRequests requests.
+ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& profiles, double frequency_mhz);
+
+std::string serve_json(const ServeResult& r, const Scenario& s);
+std::string serve_text(const ServeResult& r);
+// A Chrome/Perfetto trace: one lane per model, one slice per stretch a request ran.
+void write_serve_trace(const ServeResult& r, std::ostream& out);
+
+}  // namespace npusim::sim::serve

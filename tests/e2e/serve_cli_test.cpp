@@ -1,0 +1,138 @@
+// `npusim serve SCENARIO.yaml` (issue 13, docs/scenarios.md) as a user runs it: a model alone takes
+// exactly `npusim run`'s cycles, the trace has a lane per model, bad scenario files exit 2 naming
+// file:line:column and the key.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "tests/e2e/run_command.h"
+
+namespace npusim::test {
+namespace {
+
+const std::string kBin = NPUSIM_BIN;
+
+CommandResult npusim(std::vector<std::string> args) {
+  args.insert(args.begin(), kBin);
+  return run_command(args);
+}
+
+TEST(ServeCli, OneModelAloneTakesExactlyNpusimRunsCycles) {
+  const std::string dir = temp_dir("serve_alone");
+  const CommandResult run = npusim({"run", "demo", "-q", "--report", dir + "/run.json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  write_file(
+      dir + "/s.yaml",
+      "duration_ms: 10\nmodels:\n  - {name: only, model: demo, arrival: {type: periodic, period_ms: 100}}\n");
+  const CommandResult r = npusim({"serve", dir + "/s.yaml", "--report", dir + "/s.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("only"), std::string::npos) << r.out;
+  // The edge preset runs at 1 GHz: a cycle is 1e-6 ms.
+  const long long cycles = std::stoll(json_eval(dir + "/run.json", "r['total_cycles']"));
+  EXPECT_EQ(std::llround(std::stod(json_eval(dir + "/s.json", "r['models'][0]['latency_max_ms']")) * 1e6),
+            cycles);
+  EXPECT_EQ(json_eval(dir + "/s.json", "r['models'][0]['requests']"), "1");
+}
+
+TEST(ServeCli, PartitionedSramGivesEachModelItsShareOfEveryScratchpad) {
+  const std::string dir = temp_dir("serve_sram");
+  // Three models: each has a third of the edge preset's 256/128/128 KiB.
+  const CommandResult run = npusim({"run", "gemm:M=256,N=256,K=512", "-q", "--set", "sram.input.size_kib=85",
+                                    "--set", "sram.weight.size_kib=42", "--set",
+                                    "sram.accumulator.size_kib=42", "--report", dir + "/run.json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const CommandResult whole =
+      npusim({"run", "gemm:M=256,N=256,K=512", "-q", "--report", dir + "/whole.json"});
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  write_file(dir + "/s.yaml", R"(sram: partitioned
+duration_ms: 10
+models:
+  - {name: big, model: "gemm:M=256,N=256,K=512", arrival: {type: periodic, period_ms: 100}}
+  - {name: b, model: demo, arrival: {type: periodic, period_ms: 100, phase_ms: 50}}
+  - {name: c, model: demo, arrival: {type: periodic, period_ms: 100, phase_ms: 50}}
+)");
+  const CommandResult r = npusim({"serve", dir + "/s.yaml", "--report", dir + "/s.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("SRAM partitioned"), std::string::npos) << r.out;
+  const long long cycles = std::stoll(json_eval(dir + "/run.json", "r['total_cycles']"));
+  EXPECT_EQ(std::llround(std::stod(json_eval(dir + "/s.json", "r['models'][0]['alone_ms']")) * 1e6), cycles);
+  EXPECT_EQ(json_eval(dir + "/s.json", "r['sram']"), "partitioned");
+  // The slice is smaller than the whole: the GEMM runs in more, smaller tiles.
+  EXPECT_NE(json_eval(dir + "/whole.json", "r['total_cycles']"),
+            json_eval(dir + "/run.json", "r['total_cycles']"));
+}
+
+TEST(ServeCli, AModelWithAPipelineTakesItsEndToEndLatencyAlone) {
+  const std::string dir = temp_dir("serve_pipeline");
+  write_file(
+      dir + "/p.yaml",
+      "frame: {width: 64, height: 48}\npre:\n  - {op: resize, width: 32, height: 32}\n  - {op: normalize, "
+      "on: npu}\npost:\n  - {op: nms, boxes: 300}\n");
+  const CommandResult run =
+      npusim({"run", "demo", "-q", "--pipeline", dir + "/p.yaml", "--report", dir + "/run.json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  write_file(dir + "/s.yaml",
+             "duration_ms: 10\nmodels:\n  - {name: only, model: demo, pipeline: p.yaml, arrival: "
+             "{type: periodic, period_ms: 100}}\n");
+  const CommandResult r = npusim({"serve", dir + "/s.yaml", "--report", dir + "/s.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const long long e2e = std::stoll(json_eval(dir + "/run.json", "r['e2e']['latency_cycles']"));
+  EXPECT_EQ(std::llround(std::stod(json_eval(dir + "/s.json", "r['models'][0]['latency_max_ms']")) * 1e6),
+            e2e);
+}
+
+TEST(ServeCli, TwoModelsShareTheNpuWithALanePerModel) {
+  const std::string dir = temp_dir("serve_two");
+  write_file(dir + "/s.yaml", R"(policy: priority
+duration_ms: 50
+models:
+  - {name: det, model: demo, priority: 2, deadline_ms: 0.05, arrival: {type: periodic, period_ms: 1}}
+  - {name: cls, model: "gemm:M=128,N=128,K=128", priority: 1, arrival: {type: poisson, rate_hz: 1000}}
+)");
+  const CommandResult r =
+      npusim({"serve", dir + "/s.yaml", "--report", dir + "/s.json", "--trace", dir + "/t.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(dir + "/s.json", "[m['name'] for m in r['models']]"), "['det', 'cls']");
+  EXPECT_EQ(json_eval(dir + "/s.json", "r['models'][0]['requests']"), "50");
+  EXPECT_EQ(json_eval(dir + "/s.json", "all(m['latency_p50_ms'] >= m['alone_ms'] > 0 for m in r['models'])"),
+            "True");
+  EXPECT_EQ(json_eval(dir + "/s.json",
+                      "any(u['name'] == 'matrix' and 0 < u['utilization'] < 1 for u in r['units'])"),
+            "True");
+  EXPECT_EQ(json_eval(dir + "/t.json",
+                      "sorted(e['args']['name'] for e in r['traceEvents'] if e.get('name') == "
+                      "'thread_name')"),
+            "['cls', 'det']");
+  EXPECT_EQ(json_eval(dir + "/t.json", "len([e for e in r['traceEvents'] if e.get('ph') == 'X']) >= 50"),
+            "True");
+}
+
+TEST(ServeCli, BadScenarioFilesExit2NamingFileLineColumnAndKey) {
+  const std::string dir = temp_dir("serve_bad");
+  write_file(dir + "/bad.yaml", R"(duraton_ms: 5
+models:
+  - name: a
+    model: missing.onnx
+    priority: high
+    arrival: {type: poisson, rate_hz: -1}
+)");
+  const CommandResult r = npusim({"serve", dir + "/bad.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  const std::string f = dir + "/bad.yaml";
+  for (const std::string& m : {f + ":1:1: duraton_ms: unknown key (did you mean 'duration_ms'?)",
+                               f + ":4:12: models[0].model: 'missing.onnx' does not exist",
+                               f + ":5:15: models[0].priority: 'high' is not an integer",
+                               f + ":6:39: models[0].arrival.rate_hz: -1 is out of range"}) {
+    EXPECT_NE(r.err.find(m), std::string::npos) << m << "\n" << r.err;
+  }
+  const CommandResult none = npusim({"serve"});
+  EXPECT_EQ(none.exit_code, 2);
+  const CommandResult missing = npusim({"serve", dir + "/none.yaml"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("cannot read scenario file"), std::string::npos) << missing.err;
+}
+
+}  // namespace
+}  // namespace npusim::test

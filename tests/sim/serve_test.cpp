@@ -1,0 +1,311 @@
+// Serving scenarios (sim/serve): the scenario file's validation, arrival processes, and the scheduler's
+// invariants: a model alone takes exactly its own cycles, two models at low load stay within 5% of
+// alone, a higher priority never has a worse p99 at the same load.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <string>
+
+#include "sim/serve/scenario.h"
+#include "sim/serve/scheduler.h"
+
+namespace npusim::sim::serve {
+namespace {
+
+std::string errors_of(const std::string& text) {
+  try {
+    parse_scenario_text(text, "s.yaml", NPUSIM_SOURCE_DIR);
+  } catch (const ScenarioError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const std::string kModel = "models:\n  - name: a\n    model: demo\n";
+
+TEST(Scenario, ParsesModelsArrivalsAndPolicy) {
+  const Scenario s = parse_scenario_text(R"(policy: round_robin
+duration_ms: 500
+seed: 9
+set: [systolic_array.rows=16]
+models:
+  - {name: a, model: demo, priority: 2, deadline_ms: 5, batch: 2, precision: int8,
+     arrival: {type: periodic, period_ms: 10, phase_ms: 3}}
+  - {name: b, model: "gemm:M=64,N=64,K=64", arrival: {type: poisson, rate_hz: 50}}
+  - {name: c, model: demo, arrival: {type: poisson, rate_hz: 50, seed: 4}}
+)",
+                                         "s.yaml", ".");
+  EXPECT_EQ(s.policy, Policy::kRoundRobin);
+  EXPECT_DOUBLE_EQ(s.duration_ms, 500);
+  ASSERT_EQ(s.models.size(), 3u);
+  EXPECT_EQ(s.models[0].priority, 2);
+  EXPECT_EQ(s.models[0].batch, 2);
+  EXPECT_EQ(s.models[0].precision, "int8");
+  EXPECT_DOUBLE_EQ(s.models[0].arrivals.phase_ms, 3);
+  EXPECT_EQ(s.models[1].arrivals.seed, 10u);  // the scenario's seed + its index
+  EXPECT_EQ(s.models[2].arrivals.seed, 4u);
+  EXPECT_EQ(s.sets, std::vector<std::string>{"systolic_array.rows=16"});
+}
+
+TEST(Scenario, BadFilesNameFileLineColumnAndKey) {
+  EXPECT_EQ(errors_of("polcy: fifo\n" + kModel + "    arrival: {type: periodic, period_ms: 1}\n"),
+            "s.yaml:1:1: polcy: unknown key (did you mean 'policy'?)");
+  EXPECT_EQ(errors_of(kModel + "    arrival: {type: poisson, rate_hz: -5}\n"),
+            "s.yaml:4:39: models[0].arrival.rate_hz: -5 is out of range (1e-09..1e+09)");
+  EXPECT_EQ(errors_of(kModel + "    priority: high\n    arrival: {type: periodic, period_ms: 1}\n"),
+            "s.yaml:4:15: models[0].priority: 'high' is not an integer");
+  EXPECT_EQ(errors_of(kModel + "    priority: 1.5\n    arrival: {type: periodic, period_ms: 1}\n"),
+            "s.yaml:4:15: models[0].priority: '1.5' is not an integer");
+  EXPECT_EQ(
+      errors_of(
+          "models:\n  - name: a\n    model: no/such.onnx\n    arrival: {type: periodic, period_ms: 1}\n"),
+      "s.yaml:3:12: models[0].model: 'no/such.onnx' does not exist");
+  EXPECT_EQ(errors_of(kModel + "    arrival: {type: periodic}\n"),
+            "s.yaml:4:14: models[0].arrival.period_ms: missing (periodic arrivals need a period)");
+  EXPECT_EQ(errors_of(kModel + "    arrival: {type: periodic, period_ms: 1, rate_hz: 3}\n"),
+            "s.yaml:4:45: models[0].arrival.rate_hz: unknown key (valid: type, period_ms, phase_ms)");
+  EXPECT_EQ(errors_of(kModel + "    arrival: {type: trace, file: none.csv}\n"),
+            "s.yaml:4:34: models[0].arrival.file: '" + std::string(NPUSIM_SOURCE_DIR) +
+                "/none.csv' cannot be read");
+  EXPECT_EQ(errors_of("duration_ms: 0\n" + kModel + "    arrival: {type: periodic, period_ms: 1}\n"),
+            "s.yaml:1:14: duration_ms: 0 is out of range (1e-06..1e+09)");
+  EXPECT_EQ(errors_of("policy: edf\n" + kModel + "    arrival: {type: periodic, period_ms: 1}\n"),
+            "s.yaml:1:9: policy: 'edf' is not one of priority, fifo, round_robin");
+  EXPECT_EQ(errors_of("sram: private\n" + kModel + "    arrival: {type: periodic, period_ms: 1}\n"),
+            "s.yaml:1:7: sram: 'private' is neither 'shared' nor 'partitioned'");
+  EXPECT_EQ(errors_of("duration_ms: 10\n"),
+            "s.yaml:1:1: models: missing (a list of models, docs/scenarios.md)");
+}
+
+TEST(Scenario, PartitionedSramDividesEveryScratchpad) {
+  isa::NpuConfig c;  // 256 / 128 / 128 KiB
+  const isa::NpuConfig third = partitioned_sram(c, 3);
+  EXPECT_EQ(third.sram.input.size_kib, 85);
+  EXPECT_EQ(third.sram.weight.size_kib, 42);
+  EXPECT_EQ(third.sram.accumulator.size_kib, 42);
+  EXPECT_EQ(third.sram.input.banks, c.sram.input.banks);
+  EXPECT_EQ(partitioned_sram(c, 1000).sram.input.size_kib, 1);
+  EXPECT_TRUE(
+      parse_scenario_text("sram: partitioned\n" + kModel + "    arrival: {type: periodic, period_ms: 1}\n",
+                          "s.yaml", ".")
+          .sram_partitioned);
+}
+
+TEST(Scenario, TraceArrivalsComeFromACsvFile) {
+  const std::string dir = std::filesystem::temp_directory_path() / "npusim_serve_trace";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/t.csv") << "time_ms\n5\n1.5\n\n20\n";
+  const Scenario s = parse_scenario_text(kModel + "    arrival: {type: trace, file: t.csv}\n", "s.yaml", dir);
+  EXPECT_EQ(s.models[0].arrivals.trace_ms, (std::vector<double>{1.5, 5, 20}));
+  EXPECT_EQ(arrival_times_ms(s.models[0].arrivals, 10), (std::vector<double>{1.5, 5}));
+  std::ofstream(dir + "/bad.csv") << "1\nsoon\n";
+  EXPECT_NE(errors_of(kModel + "    arrival: {type: trace, file: " + dir + "/bad.csv}\n")
+                .find("bad.csv:2: models[0].arrival.file (from s.yaml): 'soon' is not an arrival time"),
+            std::string::npos);
+}
+
+TEST(Scenario, APipelinePerModelIsCheckedToo) {
+  const std::string dir = std::filesystem::temp_directory_path() / "npusim_serve_pipeline";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/p.yaml") << "post:\n  - {op: fixed, time_us: 10}\n";
+  std::ofstream(dir + "/stream.yaml") << "stream: {frames: 3}\n";
+  std::ofstream(dir + "/bad.yaml") << "post:\n  - {op: fixd}\n";
+  const std::string head = kModel + "    arrival: {type: periodic, period_ms: 1}\n    pipeline: ";
+  const Scenario s = parse_scenario_text(head + "p.yaml\n", "s.yaml", dir);
+  ASSERT_TRUE(s.models[0].pipeline_spec.has_value());
+  EXPECT_EQ(s.models[0].pipeline_spec->post.size(), 1u);
+  EXPECT_EQ(errors_of(head + dir + "/stream.yaml\n"),
+            "s.yaml:5:15: models[0].pipeline: '" + dir +
+                "/stream.yaml' has a stream: section; in a scenario the model's arrivals are its stream");
+  EXPECT_EQ(errors_of(head + dir + "/bad.yaml\n"),
+            dir + "/bad.yaml:2:10: post[0].op: 'fixd' is not a kernel (did you mean 'fixed'?)");
+  EXPECT_EQ(errors_of(head + "none.yaml\n"), "s.yaml:5:15: models[0].pipeline: 'none.yaml' does not exist");
+}
+
+TEST(Scenario, ArrivalProcesses) {
+  Arrivals p;
+  p.period_ms = 10;
+  p.phase_ms = 2.5;
+  EXPECT_EQ(arrival_times_ms(p, 40), (std::vector<double>{2.5, 12.5, 22.5, 32.5}));
+  Arrivals q;
+  q.kind = Arrivals::Kind::kPoisson;
+  q.rate_hz = 1000;
+  q.seed = 3;
+  const std::vector<double> t = arrival_times_ms(q, 10000);
+  EXPECT_NEAR(static_cast<double>(t.size()), 10000, 400);  // 1000/s for 10 s
+  EXPECT_EQ(t, arrival_times_ms(q, 10000));                // the seed fixes them
+  q.seed = 4;
+  EXPECT_NE(t, arrival_times_ms(q, 10000));
+}
+
+TEST(Scheduler, LayerSegmentsAddUpToTheRun) {
+  EXPECT_EQ(layer_segments({100, 90, 250, 250, 400}, 420), (std::vector<int64_t>{100, 150, 150, 20}));
+  EXPECT_EQ(layer_segments({}, 50), std::vector<int64_t>{50});
+  traces::Report report;
+  report.total_cycles = 300;
+  traces::LayerReport conv, relu, fc;
+  conv.end_cycle = 120;
+  relu.placement = "fused";  // no boundary of its own
+  relu.end_cycle = 10;
+  fc.end_cycle = 280;
+  report.layers = {conv, relu, fc};
+  traces::UnitReport matrix;
+  matrix.name = "matrix";
+  matrix.busy = 200;
+  report.units = {matrix};
+  const ModelProfile p = profile_of("m", report);
+  EXPECT_EQ(p.segments, (std::vector<int64_t>{120, 160, 20}));
+  EXPECT_EQ(p.total_cycles, 300);
+  EXPECT_EQ(p.unit_busy, (std::vector<std::pair<std::string, int64_t>>{{"matrix", 200}}));
+}
+
+// A model of `layers` layers of `cycles` each.
+ModelProfile profile(const std::string& name, int layers, int64_t cycles) {
+  ModelProfile p;
+  p.name = name;
+  p.segments.assign(layers, cycles);
+  p.total_cycles = layers * cycles;
+  p.unit_busy = {{"matrix", p.total_cycles / 2}};
+  return p;
+}
+
+ScenarioModel model(const std::string& name, int64_t priority, Arrivals a) {
+  ScenarioModel m;
+  m.name = name;
+  m.priority = priority;
+  m.arrivals = a;
+  return m;
+}
+
+Arrivals poisson(double rate_hz, uint32_t seed) {
+  Arrivals a;
+  a.kind = Arrivals::Kind::kPoisson;
+  a.rate_hz = rate_hz;
+  a.seed = seed;
+  return a;
+}
+
+TEST(Scheduler, AModelAloneTakesExactlyItsOwnCycles) {
+  Scenario s;
+  s.duration_ms = 1000;
+  Arrivals once;
+  once.period_ms = 1e6;  // one request
+  s.models = {model("a", 0, once)};
+  const ModelProfile p = {"a", {123, 4567, 89}, 123 + 4567 + 89, {{"matrix", 2000}}};
+  for (Policy policy : {Policy::kPriority, Policy::kFifo, Policy::kRoundRobin}) {
+    s.policy = policy;
+    const ServeResult r = run_scenario(s, {p}, 1000);
+    ASSERT_EQ(r.models[0].requests, 1);
+    EXPECT_DOUBLE_EQ(r.models[0].latency_max_ms, 4779 / 1e6);
+    EXPECT_DOUBLE_EQ(r.models[0].alone_ms, 4779 / 1e6);
+    EXPECT_NEAR(r.units[0].second, 2000.0 / 1e9, 1e-15);  // busy over the 1 s span
+  }
+}
+
+TEST(Scheduler, APipelinesHostStagesAddToEachRequestAndItsNpuStagesToTheNpu) {
+  e2e::E2eResult pipeline;
+  pipeline.batch = 1;
+  auto stage = [](const std::string& unit, int64_t cycles) {
+    e2e::Stage st;
+    st.unit = unit;
+    st.cycles = cycles;
+    return st;
+  };
+  pipeline.stages = {stage("host_cpu", 700), stage("host_link", 300), stage("npu", 50),
+                     stage("npu", 1000),     stage("host_link", 20),  stage("host_cpu", 4000)};
+  pipeline.model_stage = 3;
+  ModelProfile p = profile("a", 2, 500);
+  add_pipeline(p, pipeline);
+  EXPECT_EQ(p.host_before_cycles, 1000);
+  EXPECT_EQ(p.host_after_cycles, 4020);
+  EXPECT_EQ(p.segments, (std::vector<int64_t>{50, 500, 500}));
+  EXPECT_EQ(p.total_cycles, 1050);
+  Scenario s;
+  s.duration_ms = 0.01;
+  Arrivals a;
+  a.period_ms = 0.002;  // 5 requests, 2000 cycles apart: the host stages overlap, the NPU (1050) keeps up
+  s.models = {model("a", 0, a)};
+  const ServeResult r = run_scenario(s, {p}, 1000);
+  EXPECT_EQ(r.models[0].requests, 5);
+  EXPECT_DOUBLE_EQ(r.models[0].alone_ms, 6070 / 1e6);
+  EXPECT_DOUBLE_EQ(r.models[0].latency_max_ms, 6070 / 1e6);
+  EXPECT_EQ(r.slices.front().start, 1000);  // the first request reaches the NPU after its host stages
+}
+
+TEST(Scheduler, TwoModelsAtLowLoadStayWithinFivePercentOfAlone) {
+  // 2 ms and 1 ms models at 5 requests/s each: 1.5% load. A request that meets the other model's waits for
+  // it (or, round robin, shares the NPU with it), so the mean rises by about the load times the other's time.
+  for (Policy policy : {Policy::kPriority, Policy::kFifo, Policy::kRoundRobin}) {
+    for (uint32_t seed = 1; seed <= 5; ++seed) {
+      Scenario s;
+      s.policy = policy;
+      s.duration_ms = 40000;
+      s.models = {model("a", 1, poisson(5, seed)), model("b", 0, poisson(5, seed + 100))};
+      const ServeResult r = run_scenario(s, {profile("a", 40, 50000), profile("b", 20, 50000)}, 1000);
+      for (const ModelStats& m : r.models) {
+        EXPECT_GT(m.requests, 150);
+        EXPECT_LE(m.latency_mean_ms, 1.05 * m.alone_ms) << m.name << " seed " << seed << " " << r.policy;
+        EXPECT_EQ(m.latency_p50_ms, m.alone_ms) << m.name;
+      }
+    }
+  }
+}
+
+TEST(Scheduler, AHigherPriorityNeverHasAWorseP99AtTheSameLoad) {
+  for (double rate :
+       {50.0, 150.0, 300.0}) {  // 10% to 60% load each of two 1 ms models... up to 120% in total
+    for (uint32_t seed = 1; seed <= 4; ++seed) {
+      Scenario s;
+      s.policy = Policy::kPriority;
+      s.duration_ms = 5000;
+      s.models = {model("low", 0, poisson(rate, seed)), model("high", 5, poisson(rate, seed + 50))};
+      const ServeResult r = run_scenario(s, {profile("low", 10, 100000), profile("high", 10, 100000)}, 1000);
+      EXPECT_LE(r.models[1].latency_p99_ms, r.models[0].latency_p99_ms)
+          << "rate " << rate << " seed " << seed;
+      if (rate >= 150) {
+        EXPECT_GT(r.models[1].preemptions + r.models[0].preemptions, 0);
+      }
+    }
+  }
+}
+
+TEST(Scheduler, FifoNeverPreemptsAndRoundRobinAlternates) {
+  Scenario s;
+  s.duration_ms = 1;
+  Arrivals at0;
+  at0.period_ms = 1e6;
+  s.models = {model("a", 0, at0), model("b", 9, at0)};
+  const std::vector<ModelProfile> p = {profile("a", 3, 10), profile("b", 3, 10)};
+  s.policy = Policy::kFifo;
+  ServeResult r = run_scenario(s, p, 1000);
+  EXPECT_EQ(r.slices.size(), 2u);  // a then b, each in one piece
+  EXPECT_EQ(r.models[0].preemptions + r.models[1].preemptions, 0);
+  s.policy = Policy::kRoundRobin;
+  r = run_scenario(s, p, 1000);
+  ASSERT_EQ(r.slices.size(), 6u);  // a b a b a b
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(r.slices[i].model, i % 2);
+  s.policy = Policy::kPriority;
+  r = run_scenario(s, p, 1000);
+  ASSERT_EQ(r.slices.size(), 2u);
+  EXPECT_EQ(r.slices[0].model, 1u);  // b first: its priority is higher
+}
+
+TEST(Scheduler, AModelWithoutRequestsHasNoLatencies) {
+  Scenario s;
+  s.duration_ms = 1;
+  Arrivals late;
+  late.period_ms = 1;
+  late.phase_ms = 5;  // after the duration
+  s.models = {model("late", 0, late)};
+  const ServeResult r = run_scenario(s, {profile("late", 2, 10)}, 1000);
+  EXPECT_EQ(r.models[0].requests, 0);
+  const std::string j = serve_json(r, s);
+  EXPECT_NE(j.find("\"latency_p99_ms\": null"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"deadline_ms\": null"), std::string::npos) << j;
+  EXPECT_NE(serve_text(r).find("(no request arrived)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace npusim::sim::serve
