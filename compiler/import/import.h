@@ -26,6 +26,9 @@ struct ImportOptions {
   // ONNX shape inference propagates it. A model whose graph bakes in its export batch (a Reshape to a
   // constant shape) then fails with the ModelError that inference or lowering raises.
   int64_t batch = 0;
+  // Values of named dynamic dimensions (`--dynamic seq=128`): every input dimension whose dim_param is
+  // a key takes the value. Each key must name a dim_param of some runtime input.
+  std::map<std::string, int64_t> dim_params;
 };
 
 // Parse "NAME=1x3x224x224" (a scalar input is "NAME="). Throws ModelError on a malformed spec.

@@ -31,6 +31,7 @@
 #include "sim/cli/diff.h"
 #include "sim/config/config_dump.h"
 #include "sim/config/config_loader.h"
+#include "sim/dynamic/dynamic_cli.h"
 #include "sim/mapping/mapping_file.h"
 #include "sim/model/model.h"
 #include "sim/model/tensor_io.h"
@@ -663,8 +664,9 @@ bool is_program_file(const std::string& path) {
 
 // Compiles `spec`, mapping the compiler's errors onto the CLI's exit codes.
 CompiledModel compile_or_throw(const std::string& spec, const isa::NpuConfig& config,
-                               ModelCliOptions& m) {
+                               ModelCliOptions& m, const dynamic::DimBinding& dims = {}) {
   ModelOptions options = to_model_options(m, config);
+  options.dim_params = dims;
   if (m.memory_limit_gb < 0) throw UsageError("--memory-limit-gb must not be negative");
   if (m.memory_limit_gb > 0) compiler::set_memory_limit_bytes(static_cast<uint64_t>(m.memory_limit_gb * 1e9));
   compiler::MappingOverrides mapping;
@@ -731,6 +733,22 @@ void write_mapping_out(const Context& ctx, const CommonOptions& o, const ModelCl
   }
 }
 
+// --dynamic / --requests: every profile compiled and timed, the request policies served; the report
+// shows the largest profile with the `profiles` and `requests` sections (sim/dynamic).
+dynamic::DynamicStudy dynamic_study(const dynamic::DynamicCliOptions& dyn, const std::string& model,
+                                    const isa::NpuConfig& config, ModelCliOptions& m) {
+  try {
+    return dynamic::run_dynamic_study(
+        dyn, [&](const dynamic::DimBinding& dims) { return compile_or_throw(model, config, m, dims); }, config);
+  } catch (const dynamic::DynamicUsageError& e) {
+    throw UsageError(e.what());
+  } catch (const dynamic::OverflowError& e) {
+    throw RunError(e.what());
+  } catch (const arch::SimError& e) {
+    throw RunError(e.what());
+  }
+}
+
 int cmd_run(Context& ctx, const Command& cmd) {
   CommonOptions o;
   ModelCliOptions m;
@@ -742,6 +760,8 @@ int cmd_run(Context& ctx, const Command& cmd) {
   d.add(output_options(o));
   AccuracyCliOptions acc;
   d.add(accuracy_options(acc));
+  dynamic::DynamicCliOptions dyn;
+  d.add(dynamic::dynamic_options(dyn, true));
   po::options_description f("Functional runs");
   f.add_options()("inputs", po::value(&io.inputs_dir)->value_name("DIR"),
                   "read each model input from DIR/NAME.npy or DIR/NAME.pb (default: seeded random inputs)")(
@@ -770,18 +790,54 @@ int cmd_run(Context& ctx, const Command& cmd) {
     if (!m.mapping.empty() || !m.mapping_out.empty()) {
       throw UsageError("--mapping and --mapping-out apply to models, not to a compiled program");
     }
+    if (dyn.active()) throw UsageError("--dynamic and --requests apply to models, not to a compiled program");
     const isa::Program program = load_program(model);
     check_machine(program, config);
     return simulate_and_report(ctx, o, model, program, config, nullptr, io);
   }
-  const CompiledModel compiled = compile_or_throw(model, config, m);
+  ReportExtras extras;
+  std::optional<dynamic::DynamicStudy> study;
+  if (dyn.active()) {
+    study = dynamic_study(dyn, model, config, m);
+    extras.sections = std::move(study->sections);
+    extras.text = std::move(study->text);
+  }
+  const CompiledModel compiled = study ? std::move(study->main_model) : compile_or_throw(model, config, m);
   write_mapping_out(ctx, o, m, model, compiled);
   print_mapping(ctx, m, compiled);
-  ReportExtras extras;
   if (acc.accuracy || acc.advise_sqnr) accuracy_report(ctx, compiled, config, m, acc, io.seed, extras);
   const int rc = simulate_and_report(ctx, o, model, compiled.result.program, config, &compiled, io, &extras);
   print_graphs(ctx, m);
   return rc;
+}
+
+// compile --dynamic: one program file per profile (PROG.npu -> PROG.seq128.npu), the weights in each.
+int compile_profiles(Context& ctx, ModelCliOptions& m, const dynamic::DynamicCliOptions& dyn,
+                     const std::string& model, const std::string& output, const std::string& asm_out, bool quiet,
+                     const isa::NpuConfig& config) {
+  if (!m.mapping_out.empty()) throw UsageError("--mapping-out writes one model's mappings; leave out --dynamic");
+  std::vector<dynamic::DimBinding> profiles;
+  try {
+    profiles = dynamic::profiles_of(dyn);
+  } catch (const dynamic::DynamicUsageError& e) {
+    throw UsageError(e.what());
+  }
+  for (const dynamic::DimBinding& p : profiles) {
+    CompiledModel compiled = compile_or_throw(model, config, m, p);
+    compiled.result.program.machine = isa::to_spec_text(config);
+    const std::string path = dynamic::profile_path(output, p);
+    try {
+      isa::write_program_file(path, compiled.result.program);
+      if (!asm_out.empty()) write_output(dynamic::profile_path(asm_out, p), isa::disassemble(compiled.result.program));
+    } catch (const isa::ProgramError& e) {
+      throw InputError(e.what());
+    }
+    if (!quiet) {
+      ctx.out << fmt::format("profile {}: wrote {} ({} instructions, compiled in {:.3f} s)\n", dynamic::binding_text(p),
+                             path, compiled.result.program.instructions.size(), compiled.result.compile_seconds);
+    }
+  }
+  return kExitOk;
 }
 
 int cmd_compile(Context& ctx, const Command& cmd) {
@@ -797,12 +853,15 @@ int cmd_compile(Context& ctx, const Command& cmd) {
       "output,o", po::value(&output)->value_name("PROG.npu"), "program file to write")(
       "asm", po::value(&asm_out)->value_name("PROG.s"), "also write the assembly text")(
       "quiet,q", po::bool_switch(&quiet), "print nothing but errors");
+  dynamic::DynamicCliOptions dyn;
+  d.add(dynamic::dynamic_options(dyn, false));
   po::positional_options_description pos;
   pos.add("model", 1);
   if (!parse(ctx, cmd, d, pos)) return kExitOk;
   if (model.empty()) throw UsageError("compile needs a model (see 'npusim compile --help')");
   if (output.empty()) throw UsageError("compile needs -o PROG.npu (see 'npusim compile --help')");
   const isa::NpuConfig config = resolve_config(o);
+  if (dyn.active()) return compile_profiles(ctx, m, dyn, model, output, asm_out, quiet, config);
   CompiledModel compiled = compile_or_throw(model, config, m);
   write_mapping_out(ctx, o, m, model, compiled);
   compiled.result.program.machine = isa::to_spec_text(config);

@@ -1,0 +1,132 @@
+#include "sim/dynamic/dynamic_cli.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "arch/simulate.h"
+#include "isa/program.h"
+#include "sim/dynamic/requests.h"
+
+namespace npusim::sim::dynamic {
+
+namespace po = boost::program_options;
+
+po::options_description dynamic_options(DynamicCliOptions& o, bool with_requests) {
+  po::options_description d("Dynamic shapes (docs/dynamic.md)");
+  d.add_options()("dynamic", po::value(&o.dynamic)->composing()->value_name("NAME=V1,V2,..."),
+                  "compile one program per profile: NAME is a dynamic dimension (dim_param) of the model, e.g. "
+                  "seq=64,128,256 (repeatable; several make every combination); the report's `profiles` section "
+                  "lists them");
+  if (!with_requests) return d;
+  d.add_options()("requests", po::value(&o.requests)->value_name("FILE.csv"),
+                  "serve a request stream: a header naming the dynamic dimensions (and optionally arrival_ms), one "
+                  "row per request; the report's `requests` section gives latency percentiles per policy")(
+      "shape-policy", po::value(&o.shape_policy)->value_name("P"),
+      "pad (the cheapest profile holding the request), recompile (compile each new shape on first use), dynamic "
+      "(exact shapes, host shape inference per layer) or all (default)")(
+      "on-overflow", po::value(&o.on_overflow)->value_name("O"),
+      "pad, a request no profile holds: split (default) into pieces the largest profile holds, truncate to it, or "
+      "error (exit 1)")(
+      "program-cache", po::value(&o.program_cache)->value_name("N"),
+      "recompile: programs kept, least recently used evicted; starts with the profiles (default 8)")(
+      "compile-host-factor", po::value(&o.compile_host_factor)->value_name("F"),
+      "recompile: a compile on the serving host takes npusim's own measured compile time x F (default 1)")(
+      "compile-ms-per-layer",
+      po::value<double>()->value_name("MS")->notifier([&o](double v) { o.compile_ms_per_layer = v; }),
+      "recompile: a compile takes MS per program layer instead of the measured time (deterministic)")(
+      "host-us-per-layer", po::value(&o.host_us_per_layer)->value_name("US"),
+      "dynamic: host shape inference and tiling before each layer, in microseconds (default 20)");
+  return d;
+}
+
+std::vector<DimBinding> profiles_of(const DynamicCliOptions& o) {
+  return profile_bindings(parse_dynamic_specs(o.dynamic));
+}
+
+std::string profile_path(const std::string& path, const DimBinding& profile) {
+  std::string tag;
+  for (const auto& [name, v] : profile) tag += fmt::format(".{}{}", name, v);
+  const size_t slash = path.find_last_of('/');
+  const size_t dot = path.find_last_of('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return path + tag;
+  return path.substr(0, dot) + tag + path.substr(dot);
+}
+
+ShapeRun measure_shape(const CompiledModel& compiled, const isa::NpuConfig& config) {
+  const traces::Report report = arch::simulate(compiled.result.program, config, {});
+  ShapeRun s;
+  s.total_cycles = report.total_cycles;
+  s.latency_ms = report.latency_ms;
+  s.macs = report.macs;
+  for (const traces::LayerReport& l : report.layers) {
+    if (l.placement == "fused") continue;
+    s.serial_cycles += l.cycles;
+    ++s.layers;
+  }
+  s.compile_seconds = compiled.result.compile_seconds;
+  // The program as deployed without its data segments: the weights are stored once for every profile.
+  const isa::Program& p = compiled.result.program;
+  isa::Program code;
+  code.machine = p.machine;
+  code.layers = p.layers;
+  code.instructions = p.instructions;
+  code.host_ops = p.host_ops;
+  code.tensors = p.tensors;
+  s.program_bytes = isa::serialize(code).size();
+  s.workspace_bytes = compiled.result.memory.activation_bytes;
+  s.weight_bytes = compiled.result.memory.weight_bytes;
+  return s;
+}
+
+DynamicStudy run_dynamic_study(const DynamicCliOptions& o, const ProfileCompiler& compile,
+                               const isa::NpuConfig& config) {
+  if (o.dynamic.empty()) throw DynamicUsageError("--requests needs profiles: --dynamic NAME=V1,V2,...");
+  const std::vector<DimValues> dims = parse_dynamic_specs(o.dynamic);
+  const std::vector<DimBinding> profiles = profile_bindings(dims);
+  std::vector<Policy> policies;
+  PolicyOptions popt;
+  if (!o.requests.empty()) {
+    policies = parse_policies(o.shape_policy);
+    popt.overflow = parse_overflow(o.on_overflow);
+    if (o.program_cache < 1) throw DynamicUsageError("--program-cache must be at least 1");
+    if (!(o.compile_host_factor >= 0)) throw DynamicUsageError("--compile-host-factor must not be negative");
+    if (o.compile_ms_per_layer && !(*o.compile_ms_per_layer >= 0))
+      throw DynamicUsageError("--compile-ms-per-layer must not be negative");
+    if (!(o.host_us_per_layer >= 0)) throw DynamicUsageError("--host-us-per-layer must not be negative");
+    popt.program_cache = static_cast<size_t>(o.program_cache);
+    popt.compile_host_factor = o.compile_host_factor;
+    popt.compile_ms_per_layer = o.compile_ms_per_layer;
+    popt.host_us_per_layer = o.host_us_per_layer;
+  }
+  std::vector<std::string> names;
+  for (const DimValues& d : dims) names.push_back(d.name);
+  // Read before anything is compiled: a bad row fails in a moment, not after minutes of compiling.
+  const std::vector<Request> requests = o.requests.empty() ? std::vector<Request>{} : read_requests(o.requests, names);
+
+  DynamicStudy study;
+  study.main = profiles.back();
+  std::map<DimBinding, ShapeRun> runs;
+  for (const DimBinding& p : profiles) {
+    CompiledModel cm = compile(p);
+    const ShapeRun& run = runs.emplace(p, measure_shape(cm, config)).first->second;
+    study.profiles.push_back({p, run});
+    if (p == study.main) study.main_model = std::move(cm);
+  }
+  study.sections.emplace_back("profiles", profiles_json(study.profiles, study.main));
+  study.text = profiles_text(study.profiles, study.main);
+  if (requests.empty()) return study;
+
+  const ShapeCost cost = [&](const DimBinding& shape) -> const ShapeRun& {
+    auto it = runs.find(shape);
+    if (it == runs.end()) it = runs.emplace(shape, measure_shape(compile(shape), config)).first;
+    return it->second;
+  };
+  std::vector<PolicyResult> results;
+  for (Policy p : policies) results.push_back(simulate_policy(p, requests, profiles, cost, popt, o.requests));
+  study.sections.emplace_back("requests", requests_json(o.requests, results, popt, runs.size()));
+  study.text += requests_text(o.requests, results);
+  return study;
+}
+
+}  // namespace npusim::sim::dynamic
