@@ -297,14 +297,17 @@ Graph import_scalesim_csv(const std::string& path) {
 
 Graph load_model(const std::string& spec, const ImportOptions& options) {
   if (is_builtin_model_spec(spec)) {
-    if (!options.input_shapes.empty() || options.batch > 0 || !options.dim_params.empty())
-      throw ModelError("--input-shape, --batch and --dynamic do not apply to built-in model '" + spec +
-                       "' (its shapes are fixed)");
+    if (!options.input_shapes.empty() || options.batch > 0)
+      throw ModelError("--input-shape and --batch do not apply to built-in model '" + spec + "' (its shapes are fixed)");
+    if (!options.dim_params.empty())
+      throw ModelError("--dynamic does not apply to built-in model '" + spec + "' (its shapes are fixed)");
     return builtin_model(spec);
   }
   if (spec.size() > 4 && spec.compare(spec.size() - 4, 4, ".csv") == 0) {
-    if (!options.input_shapes.empty() || options.batch > 0 || !options.dim_params.empty())
-      throw ModelError("--input-shape, --batch and --dynamic do not apply to SCALE-Sim topology '" + spec +
+    if (!options.dim_params.empty())
+      throw ModelError("--dynamic does not apply to SCALE-Sim topology '" + spec + "' (its shapes are fixed)");
+    if (!options.input_shapes.empty() || options.batch > 0)
+      throw ModelError("--input-shape and --batch do not apply to SCALE-Sim topology '" + spec +
                        "' (its shapes are fixed)");
     return import_scalesim_csv(spec);
   }
