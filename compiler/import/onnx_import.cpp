@@ -308,7 +308,11 @@ void bind_inputs(onnx::GraphProto& g, const std::unordered_set<std::string>& ini
       for (auto& d : *tt->mutable_shape()->mutable_dim()) {
         if (d.has_dim_value() || !d.has_dim_param()) continue;
         auto it = options.dim_params.find(d.dim_param());
-        if (it != options.dim_params.end()) d.set_dim_value(it->second);
+        if (it == options.dim_params.end()) continue;
+        if (options.input_shapes.count(in.name()))
+          throw ModelError("--input-shape " + in.name() + "=... and --dynamic " + it->first + " both bind input '" +
+                           in.name() + "'; give one of them");
+        d.set_dim_value(it->second);
       }
     }
     // Recorded intermediate and output shapes still carry the symbolic dimension; inference recomputes

@@ -86,6 +86,13 @@ TEST(DynamicModels, BadUsageExits2WithOneClearSentence) {
                    "--shape-policy", "fastest"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--shape-policy 'fastest' is not one of pad, recompile, dynamic, all"), std::string::npos);
+  r = run_command({NPUSIM_BIN, "run", kModel, "-q", "--dynamic", "seq=64", "--input-shape", "input=1x8x768"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--input-shape input=... and --dynamic seq both bind input 'input'"), std::string::npos)
+      << r.err;
+  r = run_command({NPUSIM_BIN, "run", kModel, "-q", "--requests", dir + "/bad.csv"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--requests needs profiles"), std::string::npos) << r.err;
   r = run_command({NPUSIM_BIN, "run", "gemm:M=8,N=8,K=8", "-q", "--dynamic", "seq=64"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--dynamic does not apply to built-in model"), std::string::npos) << r.err;
