@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "arch/simulate.h"
 #include "isa/program.h"
@@ -22,20 +24,20 @@ po::options_description dynamic_options(DynamicCliOptions& o, bool with_requests
   d.add_options()("requests", po::value(&o.requests)->value_name("FILE.csv"),
                   "serve a request stream: a header naming the dynamic dimensions (and optionally arrival_ms), one "
                   "row per request; the report's `requests` section gives latency percentiles per policy")(
-      "shape-policy", po::value(&o.shape_policy)->value_name("P"),
+      "shape-policy", po::value<std::string>()->value_name("P")->notifier([&o](const std::string& v) { o.shape_policy = v; }),
       "pad (the cheapest profile holding the request), recompile (compile each new shape on first use), dynamic "
       "(exact shapes, host shape inference per layer) or all (default)")(
-      "on-overflow", po::value(&o.on_overflow)->value_name("O"),
+      "on-overflow", po::value<std::string>()->value_name("O")->notifier([&o](const std::string& v) { o.on_overflow = v; }),
       "pad, a request no profile holds: split (default) into pieces the largest profile holds, truncate to it, or "
       "error (exit 1)")(
-      "program-cache", po::value(&o.program_cache)->value_name("N"),
+      "program-cache", po::value<int>()->value_name("N")->notifier([&o](int v) { o.program_cache = v; }),
       "recompile: programs kept, least recently used evicted; starts with the profiles (default 8)")(
-      "compile-host-factor", po::value(&o.compile_host_factor)->value_name("F"),
+      "compile-host-factor", po::value<double>()->value_name("F")->notifier([&o](double v) { o.compile_host_factor = v; }),
       "recompile: a compile on the serving host takes npusim's own measured compile time x F (default 1)")(
       "compile-ms-per-layer",
       po::value<double>()->value_name("MS")->notifier([&o](double v) { o.compile_ms_per_layer = v; }),
       "recompile: a compile takes MS per program layer instead of the measured time (deterministic)")(
-      "host-us-per-layer", po::value(&o.host_us_per_layer)->value_name("US"),
+      "host-us-per-layer", po::value<double>()->value_name("US")->notifier([&o](double v) { o.host_us_per_layer = v; }),
       "dynamic: host shape inference and tiling before each layer, in microseconds (default 20)");
   return d;
 }
@@ -84,20 +86,40 @@ DynamicStudy run_dynamic_study(const DynamicCliOptions& o, const ProfileCompiler
   if (o.dynamic.empty()) throw DynamicUsageError("--requests needs profiles: --dynamic NAME=V1,V2,...");
   const std::vector<DimValues> dims = parse_dynamic_specs(o.dynamic);
   const std::vector<DimBinding> profiles = profile_bindings(dims);
-  std::vector<Policy> policies;
+  const std::vector<Policy> policies = parse_policies(o.shape_policy.value_or("all"));
+  const auto serves = [&](Policy p) { return std::find(policies.begin(), policies.end(), p) != policies.end(); };
+  // An option that would change nothing is an error, not a silent no-op.
+  for (const auto& [given, option, policy] :
+       {std::tuple{o.shape_policy.has_value(), "--shape-policy", std::optional<Policy>{}},
+        std::tuple{o.on_overflow.has_value(), "--on-overflow", std::optional{Policy::kPad}},
+        std::tuple{o.program_cache.has_value(), "--program-cache", std::optional{Policy::kRecompile}},
+        std::tuple{o.compile_host_factor.has_value(), "--compile-host-factor", std::optional{Policy::kRecompile}},
+        std::tuple{o.compile_ms_per_layer.has_value(), "--compile-ms-per-layer", std::optional{Policy::kRecompile}},
+        std::tuple{o.host_us_per_layer.has_value(), "--host-us-per-layer", std::optional{Policy::kDynamic}}}) {
+    if (!given) continue;
+    if (o.requests.empty()) throw DynamicUsageError(fmt::format("{} applies to a request stream: add --requests FILE.csv", option));
+    if (policy && !serves(*policy))
+      throw DynamicUsageError(fmt::format("{} applies to --shape-policy {} (or all), not {}", option, to_string(*policy),
+                                          *o.shape_policy));
+  }
   PolicyOptions popt;
-  if (!o.requests.empty()) {
-    policies = parse_policies(o.shape_policy);
-    popt.overflow = parse_overflow(o.on_overflow);
-    if (o.program_cache < 1) throw DynamicUsageError("--program-cache must be at least 1");
-    if (!(o.compile_host_factor >= 0)) throw DynamicUsageError("--compile-host-factor must not be negative");
-    if (o.compile_ms_per_layer && !(*o.compile_ms_per_layer >= 0))
-      throw DynamicUsageError("--compile-ms-per-layer must not be negative");
-    if (!(o.host_us_per_layer >= 0)) throw DynamicUsageError("--host-us-per-layer must not be negative");
-    popt.program_cache = static_cast<size_t>(o.program_cache);
-    popt.compile_host_factor = o.compile_host_factor;
-    popt.compile_ms_per_layer = o.compile_ms_per_layer;
-    popt.host_us_per_layer = o.host_us_per_layer;
+  if (o.on_overflow) popt.overflow = parse_overflow(*o.on_overflow);
+  if (o.program_cache) {
+    if (*o.program_cache < 1) throw DynamicUsageError("--program-cache must be at least 1");
+    popt.program_cache = static_cast<size_t>(*o.program_cache);
+  }
+  if (o.compile_host_factor) {
+    if (!(*o.compile_host_factor >= 0)) throw DynamicUsageError("--compile-host-factor must not be negative");
+    if (o.compile_ms_per_layer)
+      throw DynamicUsageError("--compile-host-factor scales the measured compile time, which --compile-ms-per-layer replaces: give one");
+    popt.compile_host_factor = *o.compile_host_factor;
+  }
+  if (o.compile_ms_per_layer && !(*o.compile_ms_per_layer >= 0))
+    throw DynamicUsageError("--compile-ms-per-layer must not be negative");
+  popt.compile_ms_per_layer = o.compile_ms_per_layer;
+  if (o.host_us_per_layer) {
+    if (!(*o.host_us_per_layer >= 0)) throw DynamicUsageError("--host-us-per-layer must not be negative");
+    popt.host_us_per_layer = *o.host_us_per_layer;
   }
   std::vector<std::string> names;
   for (const DimValues& d : dims) names.push_back(d.name);

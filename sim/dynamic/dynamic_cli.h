@@ -19,12 +19,14 @@ namespace npusim::sim::dynamic {
 struct DynamicCliOptions {
   std::vector<std::string> dynamic;  // --dynamic NAME=V1,V2,... (repeatable)
   std::string requests;              // --requests FILE.csv
-  std::string shape_policy = "all";
-  std::string on_overflow = "split";
-  int program_cache = 8;
-  double compile_host_factor = 1.0;
+  // Unset: the default (PolicyOptions); a policy option given without --requests, or for a policy that
+  // is not run, is rejected rather than ignored.
+  std::optional<std::string> shape_policy;  // default "all"
+  std::optional<std::string> on_overflow;   // pad
+  std::optional<int> program_cache;         // recompile
+  std::optional<double> compile_host_factor;
   std::optional<double> compile_ms_per_layer;
-  double host_us_per_layer = 20.0;
+  std::optional<double> host_us_per_layer;  // dynamic
   bool active() const { return !dynamic.empty() || !requests.empty(); }
 };
 

@@ -93,6 +93,16 @@ TEST(DynamicModels, BadUsageExits2WithOneClearSentence) {
   r = run_command({NPUSIM_BIN, "run", kModel, "-q", "--requests", dir + "/bad.csv"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--requests needs profiles"), std::string::npos) << r.err;
+  // A policy option that would change nothing is rejected, not ignored.
+  write_file(dir + "/ok.csv", "seq\n64\n");
+  r = run_command({NPUSIM_BIN, "run", kModel, "-q", "--dynamic", "seq=64", "--program-cache", "2"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--program-cache applies to a request stream"), std::string::npos) << r.err;
+  r = run_command({NPUSIM_BIN, "run", kModel, "-q", "--dynamic", "seq=64", "--requests", dir + "/ok.csv",
+                   "--shape-policy", "pad", "--host-us-per-layer", "50"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--host-us-per-layer applies to --shape-policy dynamic (or all), not pad"), std::string::npos)
+      << r.err;
   r = run_command({NPUSIM_BIN, "run", "gemm:M=8,N=8,K=8", "-q", "--dynamic", "seq=64"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--dynamic does not apply to built-in model"), std::string::npos) << r.err;
