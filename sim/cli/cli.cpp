@@ -32,6 +32,7 @@
 #include "sim/config/config_dump.h"
 #include "sim/config/config_loader.h"
 #include "sim/dynamic/dynamic_cli.h"
+#include "sim/dynamic/generation.h"
 #include "sim/mapping/mapping_file.h"
 #include "sim/model/model.h"
 #include "sim/model/tensor_io.h"
@@ -749,6 +750,21 @@ dynamic::DynamicStudy dynamic_study(const dynamic::DynamicCliOptions& dyn, const
   }
 }
 
+// --generate: the llm: decoder's prefill and decode steps (sim/dynamic/generation.h).
+dynamic::GenerationStudy generation_study(const dynamic::GenerateRequest& g, const std::string& model,
+                                          const isa::NpuConfig& config, ModelCliOptions& m) {
+  try {
+    return dynamic::run_generation(
+        model, g, [&](const std::string& spec) { return compile_or_throw(spec, config, m); }, config);
+  } catch (const dynamic::DynamicUsageError& e) {
+    throw UsageError(e.what());
+  } catch (const compiler::ModelError& e) {
+    throw InputError(e.what());
+  } catch (const arch::SimError& e) {
+    throw RunError(e.what());
+  }
+}
+
 int cmd_run(Context& ctx, const Command& cmd) {
   CommonOptions o;
   ModelCliOptions m;
@@ -769,9 +785,10 @@ int cmd_run(Context& ctx, const Command& cmd) {
       "seed", po::value(&io.seed)->value_name("N"), "seed of the random inputs");
   d.add(f);
   d.add_options()("model", po::value(&model)->value_name("MODEL"),
-                  "an ONNX model, a SCALE-Sim topology (.csv), a micro-model (gemm:M=..,N=..,K=.. or "
-                  "conv:H=..,W=..,C=..,K=..,R=..,S=..,stride=..,pad=..), a program (.npu or .s); default: the "
-                  "built-in demo CNN");
+                  "an ONNX model, a SCALE-Sim topology (.csv), a micro-model (gemm:M=..,N=..,K=.., "
+                  "conv:H=..,W=..,C=..,K=..,R=..,S=..,stride=..,pad=.. or "
+                  "llm:layers=..,hidden=..,heads=..,kv_heads=..,ffn=..,vocab=..), a program (.npu or .s); default: "
+                  "the built-in demo CNN");
   po::positional_options_description pos;
   pos.add("model", 1);
   if (!parse(ctx, cmd, d, pos)) return kExitOk;
@@ -797,12 +814,25 @@ int cmd_run(Context& ctx, const Command& cmd) {
   }
   ReportExtras extras;
   std::optional<dynamic::DynamicStudy> study;
+  std::optional<dynamic::GenerationStudy> generation;
+  std::optional<dynamic::GenerateRequest> generate;
+  try {
+    generate = dynamic::generate_request(dyn);
+  } catch (const dynamic::DynamicUsageError& e) {
+    throw UsageError(e.what());
+  }
   if (dyn.active()) {
     study = dynamic_study(dyn, model, config, m);
     extras.sections = std::move(study->sections);
     extras.text = std::move(study->text);
+  } else if (generate) {
+    generation = generation_study(*generate, model, config, m);
+    extras.sections.emplace_back("generation", std::move(generation->section));
+    extras.text = std::move(generation->text);
   }
-  const CompiledModel compiled = study ? std::move(study->main_model) : compile_or_throw(model, config, m);
+  const CompiledModel compiled = study        ? std::move(study->main_model)
+                                 : generation ? std::move(generation->prefill)
+                                              : compile_or_throw(model, config, m);
   write_mapping_out(ctx, o, m, model, compiled);
   print_mapping(ctx, m, compiled);
   if (acc.accuracy || acc.advise_sqnr) accuracy_report(ctx, compiled, config, m, acc, io.seed, extras);

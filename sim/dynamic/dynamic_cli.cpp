@@ -8,6 +8,7 @@
 
 #include "arch/simulate.h"
 #include "isa/program.h"
+#include "sim/dynamic/generation.h"
 #include "sim/dynamic/requests.h"
 
 namespace npusim::sim::dynamic {
@@ -38,8 +39,29 @@ po::options_description dynamic_options(DynamicCliOptions& o, bool with_requests
       po::value<double>()->value_name("MS")->notifier([&o](double v) { o.compile_ms_per_layer = v; }),
       "recompile: a compile takes MS per program layer instead of the measured time (deterministic)")(
       "host-us-per-layer", po::value<double>()->value_name("US")->notifier([&o](double v) { o.host_us_per_layer = v; }),
-      "dynamic: host shape inference and tiling before each layer, in microseconds (default 20)");
+      "dynamic: host shape inference and tiling before each layer, in microseconds (default 20)")(
+      "generate", po::value(&o.generate)->value_name("PROMPT:NEW"),
+      "llm: models: simulate a prefill over PROMPT tokens and a decode step for each further token up to NEW; "
+      "the report's `generation` section (time to first token, per-token latency, KV cache)")(
+      "kv-cache", po::value<std::string>()->value_name("K")->notifier([&o](const std::string& v) { o.kv_cache = v; }),
+      "--generate: static:N (every decode step on one program of KV capacity N, masked) or growing (default: "
+      "programs per KV bucket)")(
+      "kv-bucket", po::value<int64_t>()->value_name("B")->notifier([&o](int64_t v) { o.kv_bucket = v; }),
+      "--generate with --kv-cache growing: decode programs are compiled for KV lengths that are multiples of B "
+      "(default 128)");
   return d;
+}
+
+std::optional<GenerateRequest> generate_request(const DynamicCliOptions& o) {
+  if (o.generate.empty()) {
+    if (o.kv_cache) throw DynamicUsageError("--kv-cache applies to --generate");
+    if (o.kv_bucket) throw DynamicUsageError("--kv-bucket applies to --generate");
+    return std::nullopt;
+  }
+  if (o.active()) throw DynamicUsageError("--generate does not combine with --dynamic or --requests");
+  if (o.kv_bucket && o.kv_cache && *o.kv_cache != "growing")
+    throw DynamicUsageError("--kv-bucket applies to --kv-cache growing");
+  return parse_generate(o.generate, o.kv_cache.value_or("growing"), o.kv_bucket.value_or(128));
 }
 
 std::vector<DimBinding> profiles_of(const DynamicCliOptions& o) {

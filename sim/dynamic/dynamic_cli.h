@@ -27,6 +27,10 @@ struct DynamicCliOptions {
   std::optional<double> compile_host_factor;
   std::optional<double> compile_ms_per_layer;
   std::optional<double> host_us_per_layer;  // dynamic
+  // --generate PROMPT:NEW on the llm: decoder (sim/dynamic/generation.h).
+  std::string generate;
+  std::optional<std::string> kv_cache;  // static:N | growing (default)
+  std::optional<int64_t> kv_bucket;     // growing: default 128
   bool active() const { return !dynamic.empty() || !requests.empty(); }
 };
 
@@ -55,6 +59,11 @@ ShapeRun measure_shape(const CompiledModel& compiled, const isa::NpuConfig& conf
 
 // `--dynamic` parsed and the profiles listed, or a DynamicUsageError.
 std::vector<DimBinding> profiles_of(const DynamicCliOptions& o);
+
+// --generate's options checked and parsed (DynamicUsageError): none of them without --generate, and
+// --generate not together with --dynamic or --requests.
+struct GenerateRequest;
+std::optional<GenerateRequest> generate_request(const DynamicCliOptions& o);
 
 // PROG.npu -> PROG.seq128.npu: one program file per profile.
 std::string profile_path(const std::string& path, const DimBinding& profile);

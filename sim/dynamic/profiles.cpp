@@ -7,6 +7,19 @@
 
 namespace npusim::sim::dynamic {
 
+int64_t positive_integer(const std::string& text, const std::string& what) {
+  size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size() || v < 1)
+    throw DynamicUsageError(fmt::format("{} '{}' is not a positive integer", what, text));
+  return v;
+}
+
 std::vector<DimValues> parse_dynamic_specs(const std::vector<std::string>& specs) {
   std::vector<DimValues> out;
   std::set<std::string> names;
@@ -24,16 +37,7 @@ std::vector<DimValues> parse_dynamic_specs(const std::vector<std::string>& specs
     while (pos <= spec.size()) {
       const size_t comma = std::min(spec.find(',', pos), spec.size());
       const std::string text = spec.substr(pos, comma - pos);
-      size_t used = 0;
-      long long v = 0;
-      try {
-        v = std::stoll(text, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (text.empty() || used != text.size() || v < 1) {
-        throw DynamicUsageError(fmt::format("--dynamic {}: '{}' is not a positive integer", d.name, text));
-      }
+      const int64_t v = positive_integer(text, "--dynamic " + d.name + ":");
       if (std::find(d.values.begin(), d.values.end(), v) != d.values.end()) {
         throw DynamicUsageError(fmt::format("--dynamic {}: value {} is listed twice", d.name, v));
       }

@@ -16,6 +16,9 @@ class DynamicUsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// `text` as a positive integer, or a DynamicUsageError "WHAT 'TEXT' is not a positive integer".
+int64_t positive_integer(const std::string& text, const std::string& what);
+
 // Values of named dynamic dimensions (dim_param -> value): one profile, or one request's shape.
 using DimBinding = std::map<std::string, int64_t>;
 

@@ -81,15 +81,11 @@ std::vector<Request> parse_requests(const std::string& text, const std::string& 
           throw error(line, fmt::format("arrival_ms '{}' is not a non-negative number", c));
         r.arrival_ms = v;
       } else {
-        long long v = 0;
         try {
-          v = std::stoll(c, &used);
-        } catch (const std::exception&) {
-          used = 0;
+          r.shape[columns[k]] = positive_integer(c, columns[k]);
+        } catch (const DynamicUsageError& e) {
+          throw error(line, e.what());
         }
-        if (c.empty() || used != c.size() || v < 1)
-          throw error(line, fmt::format("{} '{}' is not a positive integer", columns[k], c));
-        r.shape[columns[k]] = v;
       }
     }
     out.push_back(std::move(r));
