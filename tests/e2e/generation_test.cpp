@@ -50,6 +50,24 @@ TEST(Generation, StaticKvCapacityRunsEveryStepOnOneProgram) {
             std::to_string(2 * 2 * 2 * 32 * 4 * 64));
 }
 
+TEST(Generation, EveryOpOfPrefillAndDecodeRunsOnTheNpuInFloatAndInt8) {
+  // RMSNorm, rotary embeddings, the GQA broadcast, the KV Concat, the mask, Softmax and SwiGLU: no host call
+  // on the edge preset (fp32) nor on tpu-v1 (int8 only).
+  const std::string dir = temp_dir("generation-npu");
+  for (const char* preset : {"edge", "tpu-v1"}) {
+    const std::string f = dir + "/" + preset + ".json";
+    const CommandResult r = run_command({NPUSIM_BIN, "run", kLlm, "-q", "-c", preset, "--generate", "16:2", "--report", f});
+    ASSERT_EQ(r.exit_code, 0) << preset << ": " << r.err;
+    EXPECT_EQ(json_eval(f, "r['host']['calls']"), "0") << preset;
+    EXPECT_EQ(json_eval(f, "len([l for l in r['layers'] if l['placement'] == 'host'])"), "0") << preset;
+    // A decode step: one token over 16 cached positions.
+    const CommandResult d = run_command({NPUSIM_BIN, "run", kLlm + ",past=16", "-q", "-c", preset, "--report", f});
+    ASSERT_EQ(d.exit_code, 0) << preset << ": " << d.err;
+    EXPECT_EQ(json_eval(f, "r['host']['calls']"), "0") << preset;
+  }
+  EXPECT_EQ(json_eval(dir + "/tpu-v1.json", "r['precision']['plan']"), "int8");
+}
+
 TEST(Generation, BadRequestsExit2) {
   CommandResult r = run_command({NPUSIM_BIN, "run", kLlm, "-q", "--generate", "60:10", "--kv-cache", "static:64"});
   EXPECT_EQ(r.exit_code, 2);
