@@ -188,6 +188,9 @@ struct ReportExtras {
   std::vector<std::pair<std::string, std::string>> sections;
   std::string text;
   std::string answer;  // printed even under -q: what an option asked for (--advise-sqnr's override list)
+  // A timing-only simulation of the same program already run (--dynamic, --generate): reused unless the
+  // run needs its own (--functional, traces), so each shape is simulated once.
+  std::optional<traces::Report> simulated;
 };
 
 // --top N|all: how many layers the summary lists.
@@ -275,7 +278,8 @@ int simulate_and_report(Context& ctx, const CommonOptions& o, const std::string&
   }
   traces::Report report;
   try {
-    report = arch::simulate(program, config, run);
+    report = extras && extras->simulated && !o.functional && !sink ? *extras->simulated
+                                                                    : arch::simulate(program, config, run);
   } catch (const arch::SimError& e) {
     if (bar) ctx.err << "\r";
     throw RunError(e.what());
@@ -825,10 +829,12 @@ int cmd_run(Context& ctx, const Command& cmd) {
     study = dynamic_study(dyn, model, config, m);
     extras.sections = std::move(study->sections);
     extras.text = std::move(study->text);
+    extras.simulated = std::move(study->main_report);
   } else if (generate) {
     generation = generation_study(*generate, model, config, m);
     extras.sections.emplace_back("generation", std::move(generation->section));
     extras.text = std::move(generation->text);
+    extras.simulated = std::move(generation->prefill_report);
   }
   const CompiledModel compiled = study        ? std::move(study->main_model)
                                  : generation ? std::move(generation->prefill)

@@ -77,8 +77,7 @@ std::string profile_path(const std::string& path, const DimBinding& profile) {
   return path.substr(0, dot) + tag + path.substr(dot);
 }
 
-ShapeRun measure_shape(const CompiledModel& compiled, const isa::NpuConfig& config) {
-  const traces::Report report = arch::simulate(compiled.result.program, config, {});
+ShapeRun shape_run(const CompiledModel& compiled, const traces::Report& report) {
   ShapeRun s;
   s.total_cycles = report.total_cycles;
   s.latency_ms = report.latency_ms;
@@ -153,9 +152,13 @@ DynamicStudy run_dynamic_study(const DynamicCliOptions& o, const ProfileCompiler
   std::map<DimBinding, ShapeRun> runs;
   for (const DimBinding& p : profiles) {
     CompiledModel cm = compile(p);
-    const ShapeRun& run = runs.emplace(p, measure_shape(cm, config)).first->second;
+    traces::Report report = arch::simulate(cm.result.program, config, {});
+    const ShapeRun& run = runs.emplace(p, shape_run(cm, report)).first->second;
     study.profiles.push_back({p, run});
-    if (p == study.main) study.main_model = std::move(cm);
+    if (p == study.main) {
+      study.main_model = std::move(cm);
+      study.main_report = std::move(report);
+    }
   }
   study.sections.emplace_back("profiles", profiles_json(study.profiles, study.main));
   study.text = profiles_text(study.profiles, study.main);
@@ -163,7 +166,10 @@ DynamicStudy run_dynamic_study(const DynamicCliOptions& o, const ProfileCompiler
 
   const ShapeCost cost = [&](const DimBinding& shape) -> const ShapeRun& {
     auto it = runs.find(shape);
-    if (it == runs.end()) it = runs.emplace(shape, measure_shape(compile(shape), config)).first;
+    if (it == runs.end()) {
+      const CompiledModel cm = compile(shape);
+      it = runs.emplace(shape, shape_run(cm, arch::simulate(cm.result.program, config, {}))).first;
+    }
     return it->second;
   };
   std::vector<PolicyResult> results;

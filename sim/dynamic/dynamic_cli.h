@@ -13,6 +13,7 @@
 #include "sim/dynamic/policies.h"
 #include "sim/dynamic/profiles.h"
 #include "sim/model/model.h"
+#include "traces/report.h"
 
 namespace npusim::sim::dynamic {
 
@@ -45,6 +46,7 @@ struct DynamicStudy {
   std::vector<ProfileRun> profiles;
   DimBinding main;            // the largest profile: the rest of the report shows it
   CompiledModel main_model;   // its compiled model
+  traces::Report main_report; // and its timing-only simulation (the report reuses it)
   std::vector<std::pair<std::string, std::string>> sections;  // "profiles", "requests"
   std::string text;                                           // the summary's tables
 };
@@ -54,8 +56,8 @@ struct DynamicStudy {
 DynamicStudy run_dynamic_study(const DynamicCliOptions& o, const ProfileCompiler& compile,
                                const isa::NpuConfig& config);
 
-// What one compiled shape costs (simulated once, timing only).
-ShapeRun measure_shape(const CompiledModel& compiled, const isa::NpuConfig& config);
+// What one compiled shape costs, from its timing-only simulation.
+ShapeRun shape_run(const CompiledModel& compiled, const traces::Report& report);
 
 // `--dynamic` parsed and the profiles listed, or a DynamicUsageError.
 std::vector<DimBinding> profiles_of(const DynamicCliOptions& o);

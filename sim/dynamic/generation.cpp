@@ -69,6 +69,7 @@ GenerationStudy run_generation(const std::string& model, const GenerateRequest& 
     return steps.emplace(past, std::move(st)).first->second;
   };
   const Step& prefill = run(g.prompt, 0);
+  study.prefill_report = prefill.report;
   const double ttft = prefill.report.latency_ms;
   std::vector<double> per_step;
   std::vector<int64_t> step_past;

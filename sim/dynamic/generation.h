@@ -35,7 +35,8 @@ GenerateRequest parse_generate(const std::string& generate, const std::string& k
 using SpecCompiler = std::function<CompiledModel(const std::string& spec)>;
 
 struct GenerationStudy {
-  CompiledModel prefill;  // the rest of the report shows it
+  CompiledModel prefill;          // the rest of the report shows it
+  traces::Report prefill_report;  // its timing-only simulation (the report reuses it)
   std::string section;    // the report's `generation` section
   std::string text;       // the summary's lines
 };
