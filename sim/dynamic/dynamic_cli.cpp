@@ -19,8 +19,8 @@ po::options_description dynamic_options(DynamicCliOptions& o, bool with_requests
   po::options_description d("Dynamic shapes (docs/dynamic.md)");
   d.add_options()("dynamic", po::value(&o.dynamic)->composing()->value_name("NAME=V1,V2,..."),
                   "compile one program per profile: NAME is a dynamic dimension (dim_param) of the model, e.g. "
-                  "seq=64,128,256 (repeatable; several make every combination); the report's `profiles` section "
-                  "lists them");
+                  "seq=64,128,256 (repeatable; several make every combination); run: the report's `profiles` section "
+                  "lists them; compile: one file per profile, PROG.seq64.npu, ...");
   if (!with_requests) return d;
   d.add_options()("requests", po::value(&o.requests)->value_name("FILE.csv"),
                   "serve a request stream: a header naming the dynamic dimensions (and optionally arrival_ms), one "
