@@ -4,7 +4,7 @@
 Usage: export_models.py OUTDIR NAME...
 
 NAME is one of: resnet50, resnet18, mobilenet_v2, efficientnet_b0, densenet121, vit_b_16, bert_base,
-bert_small, resnet18_qdq, mobilenet_v2_qdq (or "all").
+bert_small, bert_small_dyn, resnet18_qdq, mobilenet_v2_qdq (or "all").
   resnet50, resnet18, mobilenet_v2, efficientnet_b0, densenet121, vit_b_16  torchvision's architectures,
               input "input" 1x3x224x224
   resnet18_qdq, mobilenet_v2_qdq  the same architectures pre-quantized with torch's own tooling
@@ -14,6 +14,8 @@ bert_small, resnet18_qdq, mobilenet_v2_qdq (or "all").
   bert_base   BERT-base-shaped encoder: 12 post-LN layers, hidden 768, 12 heads, FFN 3072, GELU, on a
               1x128x768 embedding input "input" (torch.nn.TransformerEncoder; no token embedding lookup)
   bert_small  the same layer with 2 layers (a quick test model)
+  bert_small_dyn  bert_small with a dynamic sequence length: input "input" 1 x seq x 768, dim_param "seq"
+              (bind it with --dynamic seq=... or --input-shape input=1x128x768; docs/dynamic.md)
 Weights are random (weights=None) with a fixed seed, so the same command always writes the same model.
 BatchNorm running statistics are re-estimated on random inputs before export: with random init and the
 default statistics (mean 0, var 1) activations shrink layer after layer until they vanish, which makes
@@ -114,7 +116,7 @@ class Encoder(nn.Module):
 
 
 def encoder_model(name):
-    layers = {"bert_base": 12, "bert_small": 2}[name]
+    layers = {"bert_base": 12, "bert_small": 2, "bert_small_dyn": 2}[name]
     model = Encoder(layers).eval()
     return model, torch.randn(1, 128, 768)
 
@@ -122,6 +124,7 @@ def encoder_model(name):
 MODELS = {"resnet50": image_model, "resnet18": image_model, "mobilenet_v2": image_model,
           "efficientnet_b0": image_model, "densenet121": image_model,
           "vit_b_16": image_model, "bert_base": encoder_model, "bert_small": encoder_model,
+          "bert_small_dyn": encoder_model,
           "resnet18_qdq": quantized_image_model, "mobilenet_v2_qdq": quantized_image_model}
 
 
@@ -133,9 +136,11 @@ def export(name, outdir):
     part = path + ".part"
     # Tracing with autograd on (parameters require grad) also keeps nn.MultiheadAttention off its fused
     # inference path (aten::_native_multi_head_attention); the exported graph is the same arithmetic.
+    # Models named *_dyn keep the sequence length (dimension 1) symbolic, as a deployed text model does.
+    dynamic_axes = {"input": {1: "seq"}, "output": {1: "seq"}} if name.endswith("_dyn") else None
     with torch.enable_grad():
         torch.onnx.export(model, (example,), part, opset_version=13, input_names=["input"],
-                          output_names=["output"], do_constant_folding=True)
+                          output_names=["output"], do_constant_folding=True, dynamic_axes=dynamic_axes)
     os.replace(part, path)
     print(path, flush=True)
 

@@ -169,7 +169,45 @@ std::pair<std::string, Shape> parse_input_shape(const std::string& spec) {
 }
 
 bool is_builtin_model_spec(const std::string& spec) {
-  return spec == "demo" || spec.rfind("gemm:", 0) == 0 || spec.rfind("conv:", 0) == 0;
+  return spec == "demo" || spec.rfind("gemm:", 0) == 0 || spec.rfind("conv:", 0) == 0 || spec.rfind("llm:", 0) == 0;
+}
+
+int64_t LlmSpec::parameters() const {
+  const int64_t hd = head_dim();
+  const int64_t per_layer = hidden * (heads * hd) + 2 * hidden * (kv_heads * hd) + hidden * hidden + 3 * hidden * ffn +
+                            2 * hidden;
+  return layers * per_layer + hidden + hidden * vocab;
+}
+
+LlmSpec parse_llm_spec(const std::string& spec) {
+  if (spec.rfind("llm:", 0) != 0) throw ModelError("'" + spec + "' is not an llm: model spec");
+  auto p = parse_params(spec, spec.substr(4), {"layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq", "past"});
+  LlmSpec s;
+  s.layers = need(p, "layers", spec);
+  s.hidden = need(p, "hidden", spec);
+  s.heads = need(p, "heads", spec);
+  s.kv_heads = need(p, "kv_heads", spec);
+  s.ffn = need(p, "ffn", spec);
+  s.vocab = need(p, "vocab", spec);
+  if (p.count("seq")) s.seq = p["seq"];
+  if (p.count("past")) s.past = p["past"];
+  if (s.hidden % s.heads != 0)
+    throw ModelError("model spec '" + spec + "': hidden (" + std::to_string(s.hidden) + ") is not a multiple of heads (" +
+                     std::to_string(s.heads) + ")");
+  if (s.heads % s.kv_heads != 0)
+    throw ModelError("model spec '" + spec + "': heads (" + std::to_string(s.heads) + ") is not a multiple of kv_heads (" +
+                     std::to_string(s.kv_heads) + ")");
+  if (s.head_dim() % 2 != 0)
+    throw ModelError("model spec '" + spec + "': the head dimension hidden/heads (" + std::to_string(s.head_dim()) +
+                     ") must be even for rotary embeddings");
+  return s;
+}
+
+std::string llm_spec_text(const LlmSpec& s) {
+  return "llm:layers=" + std::to_string(s.layers) + ",hidden=" + std::to_string(s.hidden) +
+         ",heads=" + std::to_string(s.heads) + ",kv_heads=" + std::to_string(s.kv_heads) +
+         ",ffn=" + std::to_string(s.ffn) + ",vocab=" + std::to_string(s.vocab) + ",seq=" + std::to_string(s.seq) +
+         (s.past > 0 ? ",past=" + std::to_string(s.past) : std::string());
 }
 
 namespace {
@@ -192,7 +230,13 @@ onnx::ModelProto builtin_proto(const std::string& spec) {
     add_conv(b, "conv", h, w, need(p, "C", spec), need(p, "K", spec), r, s, stride, stride, pad, 1, 7);
     return b.model();
   }
-  throw ModelError("unknown built-in model '" + spec + "' (expected demo, gemm:M=..,N=..,K=.. or conv:H=..,W=..,...)");
+  if (spec.rfind("llm:", 0) == 0) {
+    const LlmSpec s = parse_llm_spec(spec);
+    check_weight_bytes("weights of " + spec, {s.parameters()});
+    return detail::llm_model(s);
+  }
+  throw ModelError("unknown built-in model '" + spec +
+                   "' (expected demo, gemm:M=..,N=..,K=.., conv:H=..,W=..,... or llm:layers=..,hidden=..,...)");
 }
 
 }  // namespace
@@ -299,9 +343,13 @@ Graph load_model(const std::string& spec, const ImportOptions& options) {
   if (is_builtin_model_spec(spec)) {
     if (!options.input_shapes.empty() || options.batch > 0)
       throw ModelError("--input-shape and --batch do not apply to built-in model '" + spec + "' (its shapes are fixed)");
+    if (!options.dim_params.empty())
+      throw ModelError("--dynamic does not apply to built-in model '" + spec + "' (its shapes are fixed)");
     return builtin_model(spec);
   }
   if (spec.size() > 4 && spec.compare(spec.size() - 4, 4, ".csv") == 0) {
+    if (!options.dim_params.empty())
+      throw ModelError("--dynamic does not apply to SCALE-Sim topology '" + spec + "' (its shapes are fixed)");
     if (!options.input_shapes.empty() || options.batch > 0)
       throw ModelError("--input-shape and --batch do not apply to SCALE-Sim topology '" + spec +
                        "' (its shapes are fixed)");

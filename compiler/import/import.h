@@ -26,6 +26,9 @@ struct ImportOptions {
   // ONNX shape inference propagates it. A model whose graph bakes in its export batch (a Reshape to a
   // constant shape) then fails with the ModelError that inference or lowering raises.
   int64_t batch = 0;
+  // Values of named dynamic dimensions (`--dynamic seq=128`): every input dimension whose dim_param is
+  // a key takes the value. Each key must name a dim_param of some runtime input.
+  std::map<std::string, int64_t> dim_params;
 };
 
 // Parse "NAME=1x3x224x224" (a scalar input is "NAME="). Throws ModelError on a malformed spec.
@@ -56,10 +59,26 @@ std::string read_tensor_name(const std::string& path);
 Graph import_scalesim_csv(const std::string& path);
 Graph import_scalesim_csv_text(const std::string& text, const std::string& display_name = "<csv>");
 
-// Built-in models: "demo" (a small CNN: 3 x conv-bn-relu, global pool, gemm on 1x3x32x32),
+// Built-in models (and llm: above): "demo" (a small CNN: 3 x conv-bn-relu, global pool, gemm on 1x3x32x32),
 // "gemm:M=..,N=..,K=.." (one MatMul) and "conv:H=..,W=..,C=..,K=..,R=..,S=..,stride=..,pad=.."
 // (one Conv on 1xCxHxW; stride defaults to 1, pad to 0). Weights are deterministic pseudo-random
 // values so functional runs compute something non-trivial.
+// "llm:layers=..,hidden=..,heads=..,kv_heads=..,ffn=..,vocab=..[,seq=..][,past=..]": a Llama-shaped decoder
+// (RMSNorm, rotary embeddings, grouped-query attention, SwiGLU, LM head on the last position) on token
+// embeddings llm.x [seq, hidden], with the KV cache as inputs llm.past_kL / llm.past_vL [kv_heads, past,
+// head_dim] (when past > 0) and outputs llm.present_kL / llm.present_vL [kv_heads, past + seq, head_dim].
+// seq defaults to 1 and past to 0: a prefill of P tokens is seq=P, a decode step over L cached positions
+// is seq=1,past=L.
+struct LlmSpec {
+  int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0, seq = 1, past = 0;
+  int64_t head_dim() const { return hidden / heads; }
+  int64_t parameters() const;  // weights of the decoder (norm gains included)
+};
+// Throws ModelError naming the parameter (unknown or missing key, hidden not divisible by heads, heads
+// not a multiple of kv_heads, odd head_dim).
+LlmSpec parse_llm_spec(const std::string& spec);
+std::string llm_spec_text(const LlmSpec& s);
+
 Graph builtin_model(const std::string& spec);
 bool is_builtin_model_spec(const std::string& spec);
 // The built-in model as a serialized ONNX ModelProto (to save it, or to feed import_onnx_bytes).

@@ -287,6 +287,41 @@ void bind_inputs(onnx::GraphProto& g, const std::unordered_set<std::string>& ini
                        " (inputs: " + list + ")");
     }
   }
+  if (!options.dim_params.empty()) {
+    std::set<std::string> params;
+    for (const auto& in : g.input()) {
+      if (initializers.count(in.name()) || !in.type().has_tensor_type() || !in.type().tensor_type().has_shape()) continue;
+      for (const auto& d : in.type().tensor_type().shape().dim())
+        if (!d.has_dim_value() && d.has_dim_param() && !d.dim_param().empty()) params.insert(d.dim_param());
+    }
+    for (const auto& [param, value] : options.dim_params) {
+      if (params.count(param)) continue;
+      std::string list;
+      for (const auto& p : params) list += (list.empty() ? "" : ", ") + p;
+      throw ModelError("--dynamic names '" + param + "', which is not a dynamic dimension of " + model_name +
+                       (list.empty() ? " (it has none)" : " (its dynamic dimensions: " + list + ")"));
+    }
+    for (auto& in : *g.mutable_input()) {
+      if (initializers.count(in.name()) || !in.type().has_tensor_type()) continue;
+      auto* tt = in.mutable_type()->mutable_tensor_type();
+      if (!tt->has_shape()) continue;
+      for (auto& d : *tt->mutable_shape()->mutable_dim()) {
+        if (d.has_dim_value() || !d.has_dim_param()) continue;
+        auto it = options.dim_params.find(d.dim_param());
+        if (it == options.dim_params.end()) continue;
+        if (options.input_shapes.count(in.name()))
+          throw ModelError("--input-shape " + in.name() + "=... and --dynamic " + it->first + " both bind input '" +
+                           in.name() + "'; give one of them");
+        d.set_dim_value(it->second);
+      }
+    }
+    // Recorded intermediate and output shapes still carry the symbolic dimension; inference recomputes
+    // them from the bound inputs.
+    g.clear_value_info();
+    for (auto& out : *g.mutable_output()) {
+      if (out.type().has_tensor_type()) out.mutable_type()->mutable_tensor_type()->clear_shape();
+    }
+  }
   if (options.batch > 0) {
     // The exporter's recorded shapes carry its own batch; drop them so shape inference recomputes
     // every shape from the rebound inputs instead of reporting a conflict.
@@ -333,7 +368,9 @@ void bind_inputs(onnx::GraphProto& g, const std::unordered_set<std::string>& ini
       const auto& d = tt->shape().dim(k);
       if (!d.has_dim_value() || d.dim_value() < 0)
         throw ModelError(model_name + ": input '" + in.name() + "' dimension " + std::to_string(k) + " (" +
-                         dim_text(d) + ") is dynamic and unbound; bind it with --input-shape " + in.name() + "=...");
+                         dim_text(d) + ") is dynamic and unbound; bind it with --input-shape " + in.name() + "=..." +
+                         (d.has_dim_param() && !d.dim_param().empty() ? " or --dynamic " + d.dim_param() + "=V1,V2,..."
+                                                                       : ""));
     }
   }
 }

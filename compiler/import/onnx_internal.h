@@ -35,6 +35,9 @@ class ModelBuilder {
   onnx::ModelProto model_;
 };
 
+// The llm: micro-model's graph (compiler/import/builtin_llm.cpp).
+onnx::ModelProto llm_model(const LlmSpec& spec);
+
 // Deterministic pseudo-random weights in [-scale, scale] (a fixed LCG, so built-in models are the same
 // on every machine and run).
 std::vector<float> pseudo_random(int64_t n, float scale, uint32_t seed);

@@ -31,6 +31,8 @@
 #include "sim/cli/diff.h"
 #include "sim/config/config_dump.h"
 #include "sim/config/config_loader.h"
+#include "sim/dynamic/dynamic_cli.h"
+#include "sim/dynamic/generation.h"
 #include "sim/e2e/e2e_trace.h"
 #include "sim/e2e/pipeline.h"
 #include "sim/mapping/mapping_file.h"
@@ -190,6 +192,9 @@ struct ReportExtras {
   std::vector<std::pair<std::string, std::string>> sections;
   std::string text;
   std::string answer;  // printed even under -q: what an option asked for (--advise-sqnr's override list)
+  // A timing-only simulation of the same program already run (--dynamic, --generate): reused unless the
+  // run needs its own (--functional, traces), so each shape is simulated once.
+  std::optional<traces::Report> simulated;
 };
 
 // --top N|all: how many layers the summary lists.
@@ -281,7 +286,8 @@ int simulate_and_report(Context& ctx, const CommonOptions& o, const std::string&
   }
   traces::Report report;
   try {
-    report = arch::simulate(program, config, run);
+    report = extras && extras->simulated && !o.functional && !sink ? *extras->simulated
+                                                                    : arch::simulate(program, config, run);
   } catch (const arch::SimError& e) {
     if (bar) ctx.err << "\r";
     throw RunError(e.what());
@@ -678,8 +684,9 @@ bool is_program_file(const std::string& path) {
 
 // Compiles `spec`, mapping the compiler's errors onto the CLI's exit codes.
 CompiledModel compile_or_throw(const std::string& spec, const isa::NpuConfig& config,
-                               ModelCliOptions& m) {
+                               ModelCliOptions& m, const dynamic::DimBinding& dims = {}) {
   ModelOptions options = to_model_options(m, config);
+  options.dim_params = dims;
   if (m.memory_limit_gb < 0) throw UsageError("--memory-limit-gb must not be negative");
   if (m.memory_limit_gb > 0) compiler::set_memory_limit_bytes(static_cast<uint64_t>(m.memory_limit_gb * 1e9));
   compiler::MappingOverrides mapping;
@@ -746,6 +753,37 @@ void write_mapping_out(const Context& ctx, const CommonOptions& o, const ModelCl
   }
 }
 
+// --dynamic / --requests: every profile compiled and timed, the request policies served; the report
+// shows the largest profile with the `profiles` and `requests` sections (sim/dynamic).
+dynamic::DynamicStudy dynamic_study(const dynamic::DynamicCliOptions& dyn, const std::string& model,
+                                    const isa::NpuConfig& config, ModelCliOptions& m) {
+  try {
+    return dynamic::run_dynamic_study(
+        dyn, [&](const dynamic::DimBinding& dims) { return compile_or_throw(model, config, m, dims); }, config);
+  } catch (const dynamic::DynamicUsageError& e) {
+    throw UsageError(e.what());
+  } catch (const dynamic::OverflowError& e) {
+    throw RunError(e.what());
+  } catch (const arch::SimError& e) {
+    throw RunError(e.what());
+  }
+}
+
+// --generate: the llm: decoder's prefill and decode steps (sim/dynamic/generation.h).
+dynamic::GenerationStudy generation_study(const dynamic::GenerateRequest& g, const std::string& model,
+                                          const isa::NpuConfig& config, ModelCliOptions& m) {
+  try {
+    return dynamic::run_generation(
+        model, g, [&](const std::string& spec) { return compile_or_throw(spec, config, m); }, config);
+  } catch (const dynamic::DynamicUsageError& e) {
+    throw UsageError(e.what());
+  } catch (const compiler::ModelError& e) {
+    throw InputError(e.what());
+  } catch (const arch::SimError& e) {
+    throw RunError(e.what());
+  }
+}
+
 int cmd_run(Context& ctx, const Command& cmd) {
   CommonOptions o;
   ModelCliOptions m;
@@ -760,6 +798,8 @@ int cmd_run(Context& ctx, const Command& cmd) {
                   "the report's e2e section (docs/e2e.md)");
   AccuracyCliOptions acc;
   d.add(accuracy_options(acc));
+  dynamic::DynamicCliOptions dyn;
+  d.add(dynamic::dynamic_options(dyn, true));
   po::options_description f("Functional runs");
   f.add_options()("inputs", po::value(&io.inputs_dir)->value_name("DIR"),
                   "read each model input from DIR/NAME.npy or DIR/NAME.pb (default: seeded random inputs)")(
@@ -767,9 +807,10 @@ int cmd_run(Context& ctx, const Command& cmd) {
       "seed", po::value(&io.seed)->value_name("N"), "seed of the random inputs");
   d.add(f);
   d.add_options()("model", po::value(&model)->value_name("MODEL"),
-                  "an ONNX model, a SCALE-Sim topology (.csv), a micro-model (gemm:M=..,N=..,K=.. or "
-                  "conv:H=..,W=..,C=..,K=..,R=..,S=..,stride=..,pad=..), a program (.npu or .s); default: the "
-                  "built-in demo CNN");
+                  "an ONNX model, a SCALE-Sim topology (.csv), a micro-model (gemm:M=..,N=..,K=.., "
+                  "conv:H=..,W=..,C=..,K=..,R=..,S=..,stride=..,pad=.. or "
+                  "llm:layers=..,hidden=..,heads=..,kv_heads=..,ffn=..,vocab=..), a program (.npu or .s); default: "
+                  "the built-in demo CNN");
   po::positional_options_description pos;
   pos.add("model", 1);
   if (!parse(ctx, cmd, d, pos)) return kExitOk;
@@ -799,6 +840,7 @@ int cmd_run(Context& ctx, const Command& cmd) {
     if (!m.mapping.empty() || !m.mapping_out.empty()) {
       throw UsageError("--mapping and --mapping-out apply to models, not to a compiled program");
     }
+    if (dyn.active()) throw UsageError("--dynamic and --requests apply to models, not to a compiled program");
     const isa::Program program = load_program(model);
     check_machine(program, config);
     if (pipeline_spec) {
@@ -811,10 +853,31 @@ int cmd_run(Context& ctx, const Command& cmd) {
     return simulate_and_report(ctx, o, model, program, config, nullptr, io, nullptr,
                                pipeline ? &*pipeline : nullptr);
   }
-  const CompiledModel compiled = compile_or_throw(model, config, m);
+  ReportExtras extras;
+  std::optional<dynamic::DynamicStudy> study;
+  std::optional<dynamic::GenerationStudy> generation;
+  std::optional<dynamic::GenerateRequest> generate;
+  try {
+    generate = dynamic::generate_request(dyn);
+  } catch (const dynamic::DynamicUsageError& e) {
+    throw UsageError(e.what());
+  }
+  if (dyn.active()) {
+    study = dynamic_study(dyn, model, config, m);
+    extras.sections = std::move(study->sections);
+    extras.text = std::move(study->text);
+    extras.simulated = std::move(study->main_report);
+  } else if (generate) {
+    generation = generation_study(*generate, model, config, m);
+    extras.sections.emplace_back("generation", std::move(generation->section));
+    extras.text = std::move(generation->text);
+    extras.simulated = std::move(generation->prefill_report);
+  }
+  const CompiledModel compiled = study        ? std::move(study->main_model)
+                                 : generation ? std::move(generation->prefill)
+                                              : compile_or_throw(model, config, m);
   write_mapping_out(ctx, o, m, model, compiled);
   print_mapping(ctx, m, compiled);
-  ReportExtras extras;
   if (acc.accuracy || acc.advise_sqnr) accuracy_report(ctx, compiled, config, m, acc, io.seed, extras);
   if (pipeline_spec) {
     pipeline =
@@ -886,6 +949,35 @@ int cmd_serve(Context& ctx, const Command& cmd) {
   return kExitOk;
 }
 
+// compile --dynamic: one program file per profile (PROG.npu -> PROG.seq128.npu), the weights in each.
+int compile_profiles(Context& ctx, ModelCliOptions& m, const dynamic::DynamicCliOptions& dyn,
+                     const std::string& model, const std::string& output, const std::string& asm_out, bool quiet,
+                     const isa::NpuConfig& config) {
+  if (!m.mapping_out.empty()) throw UsageError("--mapping-out writes one model's mappings; leave out --dynamic");
+  std::vector<dynamic::DimBinding> profiles;
+  try {
+    profiles = dynamic::profiles_of(dyn);
+  } catch (const dynamic::DynamicUsageError& e) {
+    throw UsageError(e.what());
+  }
+  for (const dynamic::DimBinding& p : profiles) {
+    CompiledModel compiled = compile_or_throw(model, config, m, p);
+    compiled.result.program.machine = isa::to_spec_text(config);
+    const std::string path = dynamic::profile_path(output, p);
+    try {
+      isa::write_program_file(path, compiled.result.program);
+      if (!asm_out.empty()) write_output(dynamic::profile_path(asm_out, p), isa::disassemble(compiled.result.program));
+    } catch (const isa::ProgramError& e) {
+      throw InputError(e.what());
+    }
+    if (!quiet) {
+      ctx.out << fmt::format("profile {}: wrote {} ({} instructions, compiled in {:.3f} s)\n", dynamic::binding_text(p),
+                             path, compiled.result.program.instructions.size(), compiled.result.compile_seconds);
+    }
+  }
+  return kExitOk;
+}
+
 int cmd_compile(Context& ctx, const Command& cmd) {
   CommonOptions o;
   ModelCliOptions m;
@@ -899,12 +991,15 @@ int cmd_compile(Context& ctx, const Command& cmd) {
       "output,o", po::value(&output)->value_name("PROG.npu"), "program file to write")(
       "asm", po::value(&asm_out)->value_name("PROG.s"), "also write the assembly text")(
       "quiet,q", po::bool_switch(&quiet), "print nothing but errors");
+  dynamic::DynamicCliOptions dyn;
+  d.add(dynamic::dynamic_options(dyn, false));
   po::positional_options_description pos;
   pos.add("model", 1);
   if (!parse(ctx, cmd, d, pos)) return kExitOk;
   if (model.empty()) throw UsageError("compile needs a model (see 'npusim compile --help')");
   if (output.empty()) throw UsageError("compile needs -o PROG.npu (see 'npusim compile --help')");
   const isa::NpuConfig config = resolve_config(o);
+  if (dyn.active()) return compile_profiles(ctx, m, dyn, model, output, asm_out, quiet, config);
   CompiledModel compiled = compile_or_throw(model, config, m);
   write_mapping_out(ctx, o, m, model, compiled);
   compiled.result.program.machine = isa::to_spec_text(config);

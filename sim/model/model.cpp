@@ -72,6 +72,7 @@ CompiledModel compile_model(const std::string& spec, const isa::NpuConfig& confi
   compiler::ImportOptions import;
   for (const std::string& s : options.input_shapes) import.input_shapes.insert(compiler::parse_input_shape(s));
   import.batch = options.batch;
+  import.dim_params = options.dim_params;
   return compile_graph(compiler::load_model(spec, import), config, options, verbose);
 }
 

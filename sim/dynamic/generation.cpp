@@ -1,0 +1,132 @@
+#include "sim/dynamic/generation.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "arch/simulate.h"
+#include "sim/dynamic/policies.h"
+
+namespace npusim::sim::dynamic {
+namespace {
+
+// One compiled decoder shape, simulated once.
+struct Step {
+  traces::Report report;
+  uint64_t weight_bytes = 0;
+  uint64_t kv_bytes_per_position = 0;  // K and V of every layer, one position, as the program stores them
+};
+
+}  // namespace
+
+GenerateRequest parse_generate(const std::string& generate, const std::string& kv_cache, int64_t bucket) {
+  GenerateRequest g;
+  const size_t colon = generate.find(':');
+  if (colon == std::string::npos) throw DynamicUsageError(fmt::format("--generate '{}' is not PROMPT:NEW (e.g. 512:128)", generate));
+  g.prompt = positive_integer(generate.substr(0, colon), "--generate prompt length");
+  g.new_tokens = positive_integer(generate.substr(colon + 1), "--generate new tokens");
+  if (bucket < 1) throw DynamicUsageError("--kv-bucket must be at least 1");
+  g.bucket = bucket;
+  if (kv_cache == "growing") return g;
+  if (kv_cache.rfind("static:", 0) != 0)
+    throw DynamicUsageError(fmt::format("--kv-cache '{}' is not static:N or growing", kv_cache));
+  g.static_kv = true;
+  g.capacity = positive_integer(kv_cache.substr(7), "--kv-cache static capacity");
+  // The last decode step holds prompt + new - 1 positions (its own included).
+  if (g.prompt + g.new_tokens - 1 > g.capacity)
+    throw DynamicUsageError(fmt::format("--generate {}:{} needs {} KV positions; --kv-cache static:{} holds {}", g.prompt,
+                                        g.new_tokens, g.prompt + g.new_tokens - 1, g.capacity, g.capacity));
+  return g;
+}
+
+GenerationStudy run_generation(const std::string& model, const GenerateRequest& g, const SpecCompiler& compile,
+                               const isa::NpuConfig& config) {
+  if (model.rfind("llm:", 0) != 0)
+    throw DynamicUsageError("--generate runs the built-in decoder llm:layers=..,hidden=..,heads=..,kv_heads=..,ffn=..,vocab=..");
+  compiler::LlmSpec spec = compiler::parse_llm_spec(model);
+  if (spec.seq != 1 || spec.past != 0)
+    throw DynamicUsageError("--generate sets seq and past itself; leave them out of the llm: spec");
+  std::map<int64_t, Step> steps;  // by past length (0: the prefill)
+  GenerationStudy study;
+  auto run = [&](int64_t seq, int64_t past) -> const Step& {
+    auto it = steps.find(past);
+    if (it != steps.end()) return it->second;
+    compiler::LlmSpec s = spec;
+    s.seq = seq;
+    s.past = past;
+    CompiledModel cm = compile(compiler::llm_spec_text(s));
+    Step st;
+    st.report = arch::simulate(cm.result.program, config, {});
+    st.weight_bytes = cm.result.memory.weight_bytes;
+    for (const isa::TensorBinding& b : cm.result.program.tensors) {
+      if (b.role != isa::TensorBinding::Role::kOutput || b.name.rfind("llm.present_", 0) != 0) continue;
+      const uint64_t positions = b.dims.size() == 3 ? b.dims[1] : 1;
+      uint64_t n = 1;
+      for (uint64_t d : b.dims) n *= d;
+      st.kv_bytes_per_position += n * static_cast<uint64_t>(isa::dtype_bytes(b.dtype)) / positions;
+    }
+    if (past == 0) study.prefill = std::move(cm);
+    return steps.emplace(past, std::move(st)).first->second;
+  };
+  const Step& prefill = run(g.prompt, 0);
+  study.prefill_report = prefill.report;
+  const double ttft = prefill.report.latency_ms;
+  std::vector<double> per_step;
+  std::vector<int64_t> step_past;
+  double decode_ms = 0, weight_stream_ms = 0;
+  for (int64_t t = 1; t < g.new_tokens; ++t) {
+    const int64_t past = g.prompt + t - 1;  // positions cached before this step
+    const int64_t program_past = g.static_kv ? g.capacity - 1 : (past + g.bucket - 1) / g.bucket * g.bucket;
+    const Step& s = run(1, program_past);
+    const traces::Report& r = s.report;
+    per_step.push_back(r.latency_ms);
+    step_past.push_back(program_past);
+    decode_ms += r.latency_ms;
+    // Weight streaming: the step's memory-bound time, attributed to weights by their share of the bytes read.
+    if (r.total_cycles > 0 && r.dram.bytes_read > 0) {
+      const double mem_share = static_cast<double>(r.breakdown.memory) / static_cast<double>(r.total_cycles);
+      const double weight_share = std::min(1.0, static_cast<double>(s.weight_bytes) / static_cast<double>(r.dram.bytes_read));
+      weight_stream_ms += r.latency_ms * mem_share * weight_share;
+    }
+  }
+  const uint64_t per_position = prefill.kv_bytes_per_position;
+  const int64_t final_positions = g.prompt + g.new_tokens - 1;
+  const uint64_t kv_bytes = per_position * static_cast<uint64_t>(final_positions);
+  const uint64_t kv_capacity_bytes =
+      per_position * static_cast<uint64_t>(g.static_kv ? g.capacity : (final_positions + g.bucket - 1) / g.bucket * g.bucket);
+  const LatencyStats decode = latency_stats(per_step);
+  const double total_ms = ttft + decode_ms;
+  const double tokens_per_s = total_ms > 0 ? static_cast<double>(g.new_tokens) / (total_ms / 1000.0) : 0;
+  const double decode_tokens_per_s = decode_ms > 0 ? static_cast<double>(per_step.size()) / (decode_ms / 1000.0) : 0;
+  std::string programs, steps_json;
+  for (const auto& [past, s] : steps) {
+    programs += fmt::format("{}{{\"kind\": {}, \"seq\": {}, \"past\": {}, \"total_cycles\": {}, \"latency_ms\": {}}}",
+                            programs.empty() ? "" : ", ", past == 0 ? "\"prefill\"" : "\"decode\"",
+                            past == 0 ? g.prompt : 1, past, s.report.total_cycles, s.report.latency_ms);
+  }
+  for (size_t i = 0; i < per_step.size(); ++i)
+    steps_json += fmt::format("{}{{\"token\": {}, \"past\": {}, \"program_past\": {}, \"latency_ms\": {}}}", i ? ", " : "",
+                              i + 2, g.prompt + static_cast<int64_t>(i), step_past[i], per_step[i]);
+  study.section = fmt::format(
+      "{{\"prompt\": {}, \"new_tokens\": {}, \"kv_cache\": {}, \"kv_bucket\": {}, \"ttft_ms\": {}, "
+      "\"decode_ms\": {{\"first\": {}, \"mean\": {}, \"last\": {}, \"total\": {}}}, \"tokens_per_s\": {}, "
+      "\"decode_tokens_per_s\": {}, \"kv_cache_bytes\": {}, \"kv_cache_capacity_bytes\": {}, \"kv_cache_placement\": "
+      "\"dram\", \"weight_bytes\": {}, \"weight_streaming_share\": {}, \"programs\": [{}], \"steps\": [{}]}}",
+      g.prompt, g.new_tokens, g.static_kv ? fmt::format("\"static:{}\"", g.capacity) : std::string("\"growing\""),
+      g.static_kv ? std::string("null") : std::to_string(g.bucket), ttft, per_step.empty() ? 0.0 : per_step.front(),
+      decode.mean, per_step.empty() ? 0.0 : per_step.back(), decode_ms, tokens_per_s, decode_tokens_per_s, kv_bytes,
+      kv_capacity_bytes, prefill.weight_bytes, decode_ms > 0 ? weight_stream_ms / decode_ms : 0.0, programs, steps_json);
+  study.text = fmt::format(
+      "\ngeneration: prompt {} + {} new tokens, KV cache {} (the report above shows the prefill)\n"
+      "  time to first token {:.3f} ms; decode per token first {:.3f} / mean {:.3f} / last {:.3f} ms; {:.1f} tokens/s "
+      "overall, {:.1f} in decode\n"
+      "  {} programs (1 prefill, {} decode); KV cache {} bytes at the end ({} allocated) in DRAM; weight streaming "
+      "{:.0f}% of decode time\n",
+      g.prompt, g.new_tokens, g.static_kv ? fmt::format("static:{}", g.capacity) : fmt::format("growing (bucket {})", g.bucket),
+      ttft, per_step.empty() ? 0.0 : per_step.front(), decode.mean, per_step.empty() ? 0.0 : per_step.back(), tokens_per_s,
+      decode_tokens_per_s, steps.size(), steps.size() - 1, kv_bytes, kv_capacity_bytes,
+      decode_ms > 0 ? 100.0 * weight_stream_ms / decode_ms : 0.0);
+  return study;
+}
+
+}  // namespace npusim::sim::dynamic

@@ -1,0 +1,49 @@
+#pragma once
+// `npusim run llm:... --generate PROMPT:NEW`: a prefill over the prompt, then one decode step per further
+// token over a growing KV cache, as a static NPU runs a decoder: one program for the prefill and one per
+// KV bucket for the decode steps (not one per token). Each program is compiled and simulated once.
+//
+//   --kv-cache growing (default)  a decode step over L cached positions runs the program compiled for
+//                                 L rounded up to a multiple of --kv-bucket B (default 128), the padded
+//                                 positions masked
+//   --kv-cache static:N           every decode step runs the program with capacity N (past N-1, masked):
+//                                 what a static NPU graph with a fixed KV capacity does
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "compiler/import/import.h"
+#include "isa/machine/config.h"
+#include "sim/dynamic/profiles.h"
+#include "sim/model/model.h"
+
+namespace npusim::sim::dynamic {
+
+struct GenerateRequest {
+  int64_t prompt = 0, new_tokens = 0;
+  bool static_kv = false;
+  int64_t capacity = 0;  // static: N
+  int64_t bucket = 128;  // growing: the KV length programs are compiled for is a multiple of this
+};
+
+// Parses --generate P:N, --kv-cache static:N|growing and --kv-bucket; DynamicUsageError on a bad value
+// or a prompt and generation that do not fit a static capacity.
+GenerateRequest parse_generate(const std::string& generate, const std::string& kv_cache, int64_t bucket);
+
+// Compiles a model spec (the CLI maps its errors to exit codes).
+using SpecCompiler = std::function<CompiledModel(const std::string& spec)>;
+
+struct GenerationStudy {
+  CompiledModel prefill;          // the rest of the report shows it
+  traces::Report prefill_report;  // its timing-only simulation (the report reuses it)
+  std::string section;    // the report's `generation` section
+  std::string text;       // the summary's lines
+};
+
+// `model` must be an llm: spec without seq/past. Throws DynamicUsageError, compiler::ModelError and
+// arch::SimError.
+GenerationStudy run_generation(const std::string& model, const GenerateRequest& g, const SpecCompiler& compile,
+                               const isa::NpuConfig& config);
+
+}  // namespace npusim::sim::dynamic

@@ -1,0 +1,303 @@
+#include "sim/dynamic/policies.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <list>
+#include <numeric>
+
+#include "isa/json_text.h"
+
+namespace npusim::sim::dynamic {
+
+double ShapeRun::serial_ms() const {
+  if (total_cycles == 0) return 0;
+  return latency_ms * static_cast<double>(std::max(serial_cycles, total_cycles)) / static_cast<double>(total_cycles);
+}
+
+Policy parse_policy(const std::string& text) {
+  if (text == "pad") return Policy::kPad;
+  if (text == "recompile") return Policy::kRecompile;
+  if (text == "dynamic") return Policy::kDynamic;
+  throw DynamicUsageError(fmt::format("--shape-policy '{}' is not one of pad, recompile, dynamic, all", text));
+}
+
+std::vector<Policy> parse_policies(const std::string& text) {
+  if (text == "all") return {Policy::kPad, Policy::kRecompile, Policy::kDynamic};
+  return {parse_policy(text)};
+}
+
+Overflow parse_overflow(const std::string& text) {
+  if (text == "split") return Overflow::kSplit;
+  if (text == "truncate") return Overflow::kTruncate;
+  if (text == "error") return Overflow::kError;
+  throw DynamicUsageError(fmt::format("--on-overflow '{}' is not one of split, truncate, error", text));
+}
+
+const char* to_string(Policy p) {
+  switch (p) {
+    case Policy::kPad: return "pad";
+    case Policy::kRecompile: return "recompile";
+    case Policy::kDynamic: return "dynamic";
+  }
+  return "?";
+}
+
+const char* to_string(Overflow o) {
+  switch (o) {
+    case Overflow::kSplit: return "split";
+    case Overflow::kTruncate: return "truncate";
+    case Overflow::kError: return "error";
+  }
+  return "?";
+}
+
+LatencyStats latency_stats(std::vector<double> values) {
+  LatencyStats s;
+  if (values.empty()) return s;
+  std::sort(values.begin(), values.end());
+  auto rank = [&](double p) {
+    const size_t k = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(values.size())));
+    return values[std::clamp<size_t>(k, 1, values.size()) - 1];
+  };
+  s.p50 = rank(50);
+  s.p95 = rank(95);
+  s.p99 = rank(99);
+  s.max = values.back();
+  s.mean = std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+  return s;
+}
+
+namespace {
+
+// The cheapest profile holding `shape` (fewest simulated cycles; the first listed on a tie), or none.
+const DimBinding* cheapest_holder(const DimBinding& shape, const std::vector<DimBinding>& profiles,
+                                  const ShapeCost& cost) {
+  const DimBinding* best = nullptr;
+  for (const DimBinding& p : profiles) {
+    if (!holds(p, shape)) continue;
+    if (!best || cost(p).total_cycles < cost(*best).total_cycles) best = &p;
+  }
+  return best;
+}
+
+// Each dimension's largest profile value.
+DimBinding largest_values(const std::vector<DimBinding>& profiles) {
+  DimBinding m;
+  for (const DimBinding& p : profiles)
+    for (const auto& [name, v] : p) m[name] = std::max(m[name], v);
+  return m;
+}
+
+struct Service {
+  std::string ran_as;
+  double npu_ms = 0;
+  uint64_t useful = 0, executed = 0;
+};
+
+Service pad_service(const Request& r, const std::vector<DimBinding>& profiles, const ShapeCost& cost,
+                    const PolicyOptions& o, const std::string& file, PolicyResult& result) {
+  Service s;
+  if (const DimBinding* p = cheapest_holder(r.shape, profiles, cost)) {
+    s.ran_as = binding_text(*p);
+    s.npu_ms = cost(*p).latency_ms;
+    s.executed = cost(*p).macs;
+    s.useful = cost(r.shape).macs;
+    return s;
+  }
+  if (o.overflow == Overflow::kError) {
+    throw OverflowError(fmt::format("{}:{}: request {} fits no profile (profiles: {}); --on-overflow split or "
+                                    "truncate serves it",
+                                    file, r.line, binding_text(r.shape), bindings_list(profiles)));
+  }
+  const DimBinding largest = largest_values(profiles);
+  DimBinding piece = r.shape;
+  int64_t pieces = 1;
+  for (auto& [name, v] : piece) {
+    const int64_t cap = largest.at(name);
+    if (v <= cap) continue;
+    if (o.overflow == Overflow::kTruncate) {
+      v = cap;
+    } else {
+      const int64_t n = (v + cap - 1) / cap;
+      pieces *= n;
+      v = (v + n - 1) / n;
+    }
+  }
+  ++(o.overflow == Overflow::kTruncate ? result.truncated : result.split);
+  const DimBinding* p = cheapest_holder(piece, profiles, cost);
+  const auto n = static_cast<uint64_t>(pieces);
+  s.ran_as = (pieces > 1 ? fmt::format("{} x ", pieces) : "") + binding_text(*p);
+  s.npu_ms = static_cast<double>(n) * cost(*p).latency_ms;
+  s.executed = n * cost(*p).macs;
+  s.useful = n * cost(piece).macs;
+  return s;
+}
+
+}  // namespace
+
+PolicyResult simulate_policy(Policy policy, const std::vector<Request>& requests,
+                             const std::vector<DimBinding>& profiles, const ShapeCost& cost,
+                             const PolicyOptions& options, const std::string& requests_name) {
+  if (policy == Policy::kPad && profiles.empty()) {
+    throw DynamicUsageError("--shape-policy pad needs profiles (--dynamic NAME=V1,V2,...)");
+  }
+  PolicyResult result;
+  result.policy = policy;
+  std::vector<const Request*> order;
+  for (const Request& r : requests) order.push_back(&r);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const Request* a, const Request* b) { return a->arrival_ms < b->arrival_ms; });
+  // recompile: the program cache, most recently used first; the profiles were compiled ahead of time.
+  std::list<DimBinding> cache;
+  for (const DimBinding& p : profiles) {
+    cache.push_front(p);
+    if (cache.size() > options.program_cache) cache.pop_back();
+  }
+  double npu_free = 0, host_free = 0;
+  std::vector<double> latencies;
+  for (const Request* r : order) {
+    Service s;
+    double ready = r->arrival_ms, compile_ms = 0;
+    if (policy == Policy::kPad) {
+      s = pad_service(*r, profiles, cost, options, requests_name, result);
+    } else {
+      const ShapeRun& run = cost(r->shape);
+      s.ran_as = binding_text(r->shape);
+      s.useful = s.executed = run.macs;
+      if (policy == Policy::kDynamic) {
+        s.npu_ms = run.serial_ms() + static_cast<double>(run.layers) * options.host_us_per_layer / 1000.0;
+      } else {
+        s.npu_ms = run.latency_ms;
+        auto hit = std::find(cache.begin(), cache.end(), r->shape);
+        if (hit != cache.end()) {
+          cache.splice(cache.begin(), cache, hit);
+        } else {
+          compile_ms = options.compile_ms_per_layer ? *options.compile_ms_per_layer * static_cast<double>(run.layers)
+                                                    : run.compile_seconds * 1000.0 * options.compile_host_factor;
+          // The host compiles one shape at a time, possibly while the NPU still serves earlier requests.
+          host_free = std::max(host_free, r->arrival_ms) + compile_ms;
+          ready = host_free;
+          ++result.compile_events;
+          result.compile_ms += compile_ms;
+          cache.push_front(r->shape);
+          if (cache.size() > options.program_cache) cache.pop_back();
+        }
+      }
+    }
+    RequestOutcome out;
+    out.request = r;
+    out.ran_as = s.ran_as;
+    out.compile_ms = compile_ms;
+    out.start_ms = std::max(ready, npu_free);
+    out.end_ms = out.start_ms + s.npu_ms;
+    npu_free = out.end_ms;
+    result.useful_macs += s.useful;
+    result.executed_macs += s.executed;
+    latencies.push_back(out.latency_ms());
+    result.outcomes.push_back(std::move(out));
+  }
+  result.padding_macs = result.executed_macs > result.useful_macs ? result.executed_macs - result.useful_macs : 0;
+  result.latency = latency_stats(latencies);
+  if (!order.empty()) {
+    result.makespan_ms = npu_free - order.front()->arrival_ms;
+    result.throughput_rps =
+        result.makespan_ms > 0 ? static_cast<double>(order.size()) / (result.makespan_ms / 1000.0) : 0;
+  }
+  return result;
+}
+
+std::string requests_json(const std::string& file, const std::vector<PolicyResult>& results,
+                          const PolicyOptions& options, size_t shapes_simulated) {
+  const size_t count = results.empty() ? 0 : results.front().outcomes.size();
+  std::string o = fmt::format(
+      "{{\"file\": {}, \"count\": {}, \"shapes_simulated\": {}, \"options\": {{\"on_overflow\": {}, "
+      "\"program_cache\": {}, \"compile_host_factor\": {}, \"compile_ms_per_layer\": {}, \"host_us_per_layer\": {}}}, "
+      "\"policies\": [",
+      json_string(file), count, shapes_simulated, json_string(to_string(options.overflow)), options.program_cache,
+      options.compile_host_factor,
+      options.compile_ms_per_layer ? fmt::format("{}", *options.compile_ms_per_layer) : std::string("null"),
+      options.host_us_per_layer);
+  for (size_t i = 0; i < results.size(); ++i) {
+    const PolicyResult& r = results[i];
+    const LatencyStats& l = r.latency;
+    o += fmt::format(
+        "{}{{\"policy\": {}, \"latency_ms\": {{\"p50\": {}, \"p95\": {}, \"p99\": {}, \"max\": {}, \"mean\": {}}}, "
+        "\"makespan_ms\": {}, \"throughput_rps\": {}, \"useful_macs\": {}, \"executed_macs\": {}, "
+        "\"padding_macs\": {}, \"padding_share\": {}, \"compile_events\": {}, \"compile_ms\": {}, \"split\": {}, "
+        "\"truncated\": {}, \"per_request\": [",
+        i ? ", " : "", json_string(to_string(r.policy)), l.p50, l.p95, l.p99, l.max, l.mean, r.makespan_ms,
+        r.throughput_rps, r.useful_macs, r.executed_macs, r.padding_macs,
+        r.executed_macs ? static_cast<double>(r.padding_macs) / static_cast<double>(r.executed_macs) : 0.0,
+        r.compile_events, r.compile_ms, r.split, r.truncated);
+    for (size_t k = 0; k < r.outcomes.size(); ++k) {
+      const RequestOutcome& q = r.outcomes[k];
+      o += fmt::format(
+          "{}{{\"line\": {}, \"shape\": {}, \"ran_as\": {}, \"arrival_ms\": {}, \"start_ms\": {}, \"end_ms\": {}, "
+          "\"latency_ms\": {}, \"compile_ms\": {}}}",
+          k ? ", " : "", q.request->line, json_string(binding_text(q.request->shape)), json_string(q.ran_as),
+          q.request->arrival_ms, q.start_ms, q.end_ms, q.latency_ms(), q.compile_ms);
+    }
+    o += "]}";
+  }
+  return o + "]}";
+}
+
+std::string requests_text(const std::string& file, const std::vector<PolicyResult>& results) {
+  const size_t count = results.empty() ? 0 : results.front().outcomes.size();
+  std::string o = fmt::format("\nrequests: {} from {} (one NPU, FIFO by arrival)\n", count, file);
+  o += fmt::format("  {:<10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9} {:>10}\n", "policy", "p50 ms",
+                   "p95 ms", "p99 ms", "max ms", "mean ms", "req/s", "padding", "compiles", "compile ms");
+  for (const PolicyResult& r : results) {
+    const double share =
+        r.executed_macs ? 100.0 * static_cast<double>(r.padding_macs) / static_cast<double>(r.executed_macs) : 0.0;
+    o += fmt::format("  {:<10} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.1f} {:>7.1f}% {:>9} {:>10.3f}\n",
+                     to_string(r.policy), r.latency.p50, r.latency.p95, r.latency.p99, r.latency.max, r.latency.mean,
+                     r.throughput_rps, share, r.compile_events, r.compile_ms);
+    if (r.split || r.truncated)
+      o += fmt::format("  {:<10} {} request(s) split, {} truncated (--on-overflow)\n", "", r.split, r.truncated);
+  }
+  return o;
+}
+
+std::string profiles_json(const std::vector<ProfileRun>& profiles, const DimBinding& main) {
+  uint64_t programs = 0, workspace = 0, weights = 0;
+  std::string list;
+  for (size_t i = 0; i < profiles.size(); ++i) {
+    const ProfileRun& p = profiles[i];
+    std::string dims;
+    for (const auto& [name, v] : p.dims) dims += fmt::format("{}{}: {}", dims.empty() ? "" : ", ", json_string(name), v);
+    list += fmt::format(
+        "{}{{\"name\": {}, \"dims\": {{{}}}, \"total_cycles\": {}, \"latency_ms\": {}, \"macs\": {}, "
+        "\"program_bytes\": {}, \"workspace_bytes\": {}, \"compile_seconds\": {}}}",
+        i ? ", " : "", json_string(binding_text(p.dims)), dims, p.run.total_cycles, p.run.latency_ms, p.run.macs,
+        p.run.program_bytes, p.run.workspace_bytes, p.run.compile_seconds);
+    programs += p.run.program_bytes;
+    workspace = std::max(workspace, p.run.workspace_bytes);
+    weights = std::max(weights, p.run.weight_bytes);
+  }
+  return fmt::format(
+      "{{\"main\": {}, \"weight_bytes\": {}, \"program_bytes\": {}, \"workspace_bytes\": {}, \"footprint_bytes\": {}, "
+      "\"profiles\": [{}]}}",
+      json_string(binding_text(main)), weights, programs, workspace, weights + programs + workspace, list);
+}
+
+std::string profiles_text(const std::vector<ProfileRun>& profiles, const DimBinding& main) {
+  std::string o = fmt::format("\nprofiles: {} (the report above shows {})\n", profiles.size(), binding_text(main));
+  o += fmt::format("  {:<20} {:>12} {:>11} {:>14} {:>15} {:>11}\n", "profile", "cycles", "latency ms",
+                   "program bytes", "workspace bytes", "compile s");
+  uint64_t programs = 0, workspace = 0, weights = 0;
+  for (const ProfileRun& p : profiles) {
+    o += fmt::format("  {:<20} {:>12} {:>11.4f} {:>14} {:>15} {:>11.3f}\n", binding_text(p.dims), p.run.total_cycles,
+                     p.run.latency_ms, p.run.program_bytes, p.run.workspace_bytes, p.run.compile_seconds);
+    programs += p.run.program_bytes;
+    workspace = std::max(workspace, p.run.workspace_bytes);
+    weights = std::max(weights, p.run.weight_bytes);
+  }
+  o += fmt::format("  weights {} bytes (stored once, shared by every profile); programs {}; workspace {} (the largest)\n",
+                   weights, programs, workspace);
+  return o;
+}
+
+}  // namespace npusim::sim::dynamic

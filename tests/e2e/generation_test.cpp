@@ -1,0 +1,92 @@
+// --generate on the built-in llm: decoder: a prefill and one decode step per further token, decode steps
+// sharing one program per KV bucket; expected figures from the spec (KV bytes) and from independent runs
+// of the same shapes (time to first token).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/e2e/run_command.h"
+
+namespace npusim::test {
+namespace {
+
+const std::string kLlm = "llm:layers=2,hidden=128,heads=4,kv_heads=2,ffn=256,vocab=500";
+
+TEST(Generation, PrefillThenDecodeStepsOnePerTokenOneProgramPerKvBucket) {
+  const std::string dir = temp_dir("generation");
+  CommandResult r = run_command({NPUSIM_BIN, "run", kLlm, "-q", "--generate", "100:40", "--kv-bucket", "64",
+                                 "--report", dir + "/g.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string f = dir + "/g.json";
+  // Cached positions before decode steps 2..40 run from 100 to 138: buckets 128 and 192.
+  EXPECT_EQ(json_eval(f, "[(p['kind'], p['past']) for p in r['generation']['programs']]"),
+            "[('prefill', 0), ('decode', 128), ('decode', 192)]");
+  EXPECT_EQ(json_eval(f, "len(r['generation']['steps'])"), "39");
+  EXPECT_EQ(json_eval(f, "[s['program_past'] for s in r['generation']['steps']][0::19]"), "[128, 128, 192]");
+  // Each step takes its program's simulated latency; the longer context is slower.
+  EXPECT_EQ(json_eval(f, "(lambda g: all(s['latency_ms'] == {p['past']: p['latency_ms'] for p in g['programs']}"
+                         "[s['program_past']] for s in g['steps']))(r['generation'])"),
+            "True");
+  EXPECT_EQ(json_eval(f, "r['generation']['decode_ms']['last'] > r['generation']['decode_ms']['first']"), "True");
+  // K and V of 2 layers, 2 KV heads of 32 values, fp32, for 100 + 40 - 1 positions.
+  EXPECT_EQ(json_eval(f, "r['generation']['kv_cache_bytes']"), std::to_string(2 * 2 * 2 * 32 * 4 * 139));
+  EXPECT_EQ(json_eval(f, "0 < r['generation']['weight_streaming_share'] <= 1"), "True");
+  // Time to first token: the prefill, as a plain run of the same shape simulates it; the report shows it.
+  r = run_command({NPUSIM_BIN, "run", kLlm + ",seq=100", "-q", "--report", dir + "/p.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(f, "r['generation']['ttft_ms']"), json_eval(dir + "/p.json", "r['latency_ms']"));
+  EXPECT_EQ(json_eval(f, "r['total_cycles']"), json_eval(dir + "/p.json", "r['total_cycles']"));
+}
+
+TEST(Generation, StaticKvCapacityRunsEveryStepOnOneProgram) {
+  const std::string dir = temp_dir("generation-static");
+  const CommandResult r = run_command({NPUSIM_BIN, "run", kLlm, "-q", "--generate", "16:8", "--kv-cache", "static:64",
+                                       "--report", dir + "/g.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(dir + "/g.json", "[(p['kind'], p['past']) for p in r['generation']['programs']]"),
+            "[('prefill', 0), ('decode', 63)]");
+  EXPECT_EQ(json_eval(dir + "/g.json", "len({s['latency_ms'] for s in r['generation']['steps']})"), "1");
+  EXPECT_EQ(json_eval(dir + "/g.json", "r['generation']['kv_cache_capacity_bytes']"),
+            std::to_string(2 * 2 * 2 * 32 * 4 * 64));
+}
+
+TEST(Generation, EveryOpOfThePrefillRunsOnTheNpuInFloatAndInt8AndOfADecodeStepInFloat) {
+  // RMSNorm, rotary embeddings, the GQA broadcast, the KV Concat, the mask, Softmax and SwiGLU: no host call
+  // on the edge preset (fp32) nor on tpu-v1 (int8 only).
+  const std::string dir = temp_dir("generation-npu");
+  for (const char* preset : {"edge", "tpu-v1"}) {
+    const std::string f = dir + "/" + preset + ".json";
+    const CommandResult r = run_command({NPUSIM_BIN, "run", kLlm, "-q", "-c", preset, "--generate", "16:2", "--report", f});
+    ASSERT_EQ(r.exit_code, 0) << preset << ": " << r.err;
+    EXPECT_EQ(json_eval(f, "r['host']['calls']"), "0") << preset;
+    EXPECT_EQ(json_eval(f, "len([l for l in r['layers'] if l['placement'] == 'host'])"), "0") << preset;
+  }
+  // A decode step (one token over 16 cached positions) in fp32. In int8 its two attention MatMuls over the
+  // cache inputs still fall back to the host (docs/dynamic.md, "Not done yet").
+  const CommandResult d =
+      run_command({NPUSIM_BIN, "run", kLlm + ",past=16", "-q", "--report", dir + "/decode.json"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_EQ(json_eval(dir + "/decode.json", "r['host']['calls']"), "0");
+  EXPECT_EQ(json_eval(dir + "/tpu-v1.json", "r['precision']['plan']"), "int8");
+}
+
+TEST(Generation, BadRequestsExit2) {
+  CommandResult r = run_command({NPUSIM_BIN, "run", kLlm, "-q", "--generate", "60:10", "--kv-cache", "static:64"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--generate 60:10 needs 69 KV positions; --kv-cache static:64 holds 64"), std::string::npos)
+      << r.err;
+  r = run_command({NPUSIM_BIN, "run", "gemm:M=8,N=8,K=8", "-q", "--generate", "4:4"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--generate runs the built-in decoder llm:"), std::string::npos) << r.err;
+  r = run_command({NPUSIM_BIN, "run", kLlm, "-q", "--kv-cache", "growing"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--kv-cache applies to --generate"), std::string::npos) << r.err;
+  r = run_command({NPUSIM_BIN, "run", kLlm, "-q", "--generate", "4x4"});
+  EXPECT_EQ(r.exit_code, 2);
+  r = run_command({NPUSIM_BIN, "run", "llm:layers=1,hidden=30,heads=4,kv_heads=2,ffn=8,vocab=8", "-q"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("hidden (30) is not a multiple of heads (4)"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace npusim::test
