@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/io/preprocess.h"
 #include "compiler/ir/graph.h"
 
 namespace npusim::compiler::quant {
@@ -94,9 +95,12 @@ std::map<std::string, TensorStats> collect_statistics(const Graph& g, const std:
 // Calibration inputs from a folder: either one file per sample (models with one input) or one
 // sub-folder per sample holding one file per input (matched by the TensorProto's name, else the file
 // stem, else the order input_0, input_1, ... as in ONNX test data sets). Files are .npy (float32/64,
-// float16, int8/uint8/int32/int64) or serialized ONNX TensorProto (.pb). Samples are sorted by path;
-// at most `limit` are read (0 = all). Throws CalibrationError naming the file.
-std::vector<Sample> load_samples(const Graph& g, const std::string& folder, int limit = 0);
+// float16, int8/uint8/int32/int64), serialized ONNX TensorProto (.pb) or PNG/JPEG images, which
+// `preprocess` turns into the input (required for images). Files are recognised by their content
+// (.pb by name); hidden files are skipped and any other file is an error. Samples are sorted by path;
+// at most `limit` are read (0 = all). Throws CalibrationError naming the file and what was expected.
+std::vector<Sample> load_samples(const Graph& g, const std::string& folder, int limit = 0,
+                                 const Preprocess* preprocess = nullptr);
 // One tensor from a .npy file (float32 result for float data, exact ints otherwise).
 Tensor read_npy_tensor(const std::string& path);
 
