@@ -47,6 +47,17 @@ std::vector<int64_t> top_k(const Tensor& t, int64_t row, int64_t classes, int64_
   return idx;
 }
 
+// Indices without leading and trailing spaces (the index one past the keys); unchanged without keys.
+std::vector<int64_t> trim_spaces(const std::vector<int64_t>& v, const std::vector<std::string>& keys) {
+  if (keys.empty()) return v;
+  const int64_t space = static_cast<int64_t>(keys.size()) + 1;
+  auto is_space = [&](int64_t i) { return i == space || keys[static_cast<size_t>(i - 1)] == " "; };
+  size_t lo = 0, hi = v.size();
+  while (lo < hi && v[lo] >= 1 && v[lo] <= space && is_space(v[lo])) ++lo;
+  while (hi > lo && v[hi - 1] >= 1 && v[hi - 1] <= space && is_space(v[hi - 1])) --hi;
+  return std::vector<int64_t>(v.begin() + static_cast<std::ptrdiff_t>(lo), v.begin() + static_cast<std::ptrdiff_t>(hi));
+}
+
 }  // namespace
 
 std::string to_string(Task t) {
@@ -145,6 +156,7 @@ void TaskEvaluator::add(const Tensor& ref, const Tensor& q) {
     case Task::kOcrRec: {
       const std::vector<int64_t> a = ctc_greedy_decode(ref), b = ctc_greedy_decode(q);
       m_.strings_equal += a == b;
+      m_.strings_equal_trimmed += trim_spaces(a, o_.keys) == trim_spaces(b, o_.keys);
       m_.reference_chars += static_cast<int64_t>(a.size());
       m_.char_edits += edit_distance(a, b);
       if (a != b && m_.mismatches.size() < kMaxMismatches)
@@ -174,6 +186,7 @@ void TaskEvaluator::add(const Tensor& ref, const Tensor& q) {
 double TaskMetrics::top1_rate() const { return ratio(top1_agree, inputs); }
 double TaskMetrics::top5_rate() const { return ratio(top5_agree, inputs); }
 double TaskMetrics::string_rate() const { return ratio(strings_equal, inputs); }
+double TaskMetrics::trimmed_string_rate() const { return ratio(strings_equal_trimmed, inputs); }
 double TaskMetrics::char_error_rate() const { return ratio(char_edits, reference_chars); }
 double TaskMetrics::det_f1() const {
   const int64_t sum = det_reference_pixels + det_quantized_pixels;
@@ -197,6 +210,7 @@ std::string task_json(const TaskMetrics& m) {
       break;
     case Task::kOcrRec:
       o << ", \"strings_equal\": " << m.strings_equal << ", \"string_agreement\": " << num(m.string_rate())
+        << ", \"string_agreement_trimmed\": " << num(m.trimmed_string_rate())
         << ", \"reference_chars\": " << m.reference_chars << ", \"char_edits\": " << m.char_edits
         << ", \"char_error_rate\": " << num(m.char_error_rate()) << ", \"mismatches\": [";
       for (size_t k = 0; k < m.mismatches.size(); ++k)
@@ -228,7 +242,8 @@ std::string task_summary(const TaskMetrics& m) {
       break;
     case Task::kOcrRec:
       o << "same string on " << m.strings_equal << " of " << m.inputs << " (" << num(100 * m.string_rate())
-        << "%), character error rate " << num(100 * m.char_error_rate()) << "%\n";
+        << "%; " << num(100 * m.trimmed_string_rate()) << "% ignoring leading/trailing spaces), character error rate "
+        << num(100 * m.char_error_rate()) << "%\n";
       for (const auto& mm : m.mismatches) o << "  fp32 \"" << mm.reference << "\"  quantized \"" << mm.quantized << "\"\n";
       break;
     case Task::kOcrDet:

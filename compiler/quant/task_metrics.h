@@ -51,6 +51,7 @@ struct TaskMetrics {
   int64_t top5_agree = 0;  // the fp32 top-1 class is among the quantized top-5
   // ocr-rec
   int64_t strings_equal = 0;
+  int64_t strings_equal_trimmed = 0;  // equal once leading/trailing spaces are dropped (needs keys)
   int64_t reference_chars = 0;  // characters fp32 decoded, over all inputs
   int64_t char_edits = 0;       // edit distance quantized vs fp32, summed
   struct Mismatch {
@@ -66,6 +67,7 @@ struct TaskMetrics {
   double top1_rate() const;
   double top5_rate() const;
   double string_rate() const;
+  double trimmed_string_rate() const;
   double char_error_rate() const;  // char_edits / reference_chars
   double det_f1() const;           // 2|A∩B| / (|A| + |B|); 1 when both maps are empty
   double det_iou() const;          // |A∩B| / |A∪B|; 1 when both are empty

@@ -165,7 +165,8 @@ def case_rec():
 
     def judge(acc):
         t = acc["task"]
-        print(f"rec: same string {t['strings_equal']}/{t['inputs']}, CER {t['char_error_rate']:.4f}, "
+        print(f"rec: same string {t['strings_equal']}/{t['inputs']} "
+              f"({t['string_agreement_trimmed']:.3f} ignoring leading/trailing spaces), CER {t['char_error_rate']:.4f}, "
               f"output cosine {acc['output_cosine']:.4f}")
         check(t["string_agreement"] >= 0.95, f"int8 reads fp32's string on {t['string_agreement']:.3f} < 0.95")
 

@@ -216,6 +216,17 @@ TEST(TaskMetrics, CtcGreedyMergesRepeatsDropsBlanksAndCountsEdits) {
   ev.add(scores, Tensor::from_floats({1, 7, 3}, s2));
   const quant::TaskMetrics& m = ev.metrics();
   EXPECT_EQ(m.strings_equal, 1);
+  EXPECT_EQ(m.strings_equal_trimmed, 1);
+  // A trailing space (index 3 = one past the keys) differs strictly, not once trimmed.
+  quant::TaskEvaluator sp(o);
+  std::vector<float> s4(8 * 4, 0.0f);  // 4 classes: blank, a, b, space
+  for (size_t t = 0; t < best.size(); ++t) s4[t * 4 + best[t]] = 1.0f;
+  std::vector<float> s5 = s4;
+  s5[7 * 4 + 3] = 1.0f;  // "aab" then a space
+  s4[7 * 4 + 0] = 1.0f;
+  sp.add(Tensor::from_floats({1, 8, 4}, s4), Tensor::from_floats({1, 8, 4}, s5));
+  EXPECT_EQ(sp.metrics().strings_equal, 0);
+  EXPECT_EQ(sp.metrics().strings_equal_trimmed, 1);
   EXPECT_EQ(m.reference_chars, 6);
   EXPECT_EQ(m.char_edits, 1);
   EXPECT_DOUBLE_EQ(m.char_error_rate(), 1.0 / 6.0);
