@@ -424,7 +424,7 @@ struct ModelCliOptions {
   std::string calibration_dir;
   int calibration_samples = 32;
   bool calibration_samples_given = false;
-  std::string calibration_method = "entropy";
+  std::string calibration_method = "percentile";  // CalibrationOptions' default (calibration.h says why)
   std::string preprocess_file;                      // --preprocess FILE.yaml
   std::optional<compiler::Preprocess> preprocess;   // read from it by load_preprocess()
   std::string weights = "per-channel";
@@ -481,7 +481,8 @@ po::options_description precision_options(ModelCliOptions& m) {
       "calibration samples read from DIR (0 = all) or generated: seeded N(0,1) inputs, flagged in the report "
       "(default 32; a timing-only run, without --functional or --accuracy, calibrates on 1: scales do not "
       "change timing)")(
-      "calibration-method", po::value(&m.calibration_method)->value_name("M"), "minmax, percentile or entropy (default)")(
+      "calibration-method", po::value(&m.calibration_method)->value_name("M"),
+      "minmax, percentile (default) or entropy")(
       "preprocess", po::value(&m.preprocess_file)->value_name("FILE.yaml"),
       "how PNG/JPEG images in --calibration, --accuracy-inputs and --inputs become the model's input: resize or "
       "letterbox, channel order, scale, mean/std, layout, dtype (docs/quantization.md, \"Images as inputs\")")(
