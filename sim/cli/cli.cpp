@@ -601,7 +601,18 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
 void load_preprocess(ModelCliOptions& m) {
   if (m.preprocess_file.empty() || m.preprocess) return;
   compiler::Preprocess p;
-  load_declared_file(m.preprocess_file, [&p](isa::Visitor& v) { p.visit(v); });
+  const auto given = load_declared_file(m.preprocess_file, [&p](isa::Visitor& v) { p.visit(v); });
+  // Keys that would do nothing under the chosen resize are errors, not silently ignored.
+  const std::string resize(compiler::Preprocess::kResizeNames[static_cast<size_t>(p.resize)]);
+  std::vector<std::string> errors;
+  for (const char* key : {"anchor", "pad_value"}) {
+    if (given.count(key) && p.resize != compiler::Preprocess::Resize::kLetterbox)
+      errors.push_back(fmt::format("{}: {} applies to resize: letterbox only (resize is {})", given.at(key), key,
+                                   resize));
+  }
+  if (given.count("interpolation") && p.resize == compiler::Preprocess::Resize::kNone)
+    errors.push_back(fmt::format("{}: interpolation does nothing with resize: none", given.at("interpolation")));
+  if (!errors.empty()) throw ConfigError(std::move(errors));
   m.preprocess = p;
 }
 

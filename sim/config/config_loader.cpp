@@ -685,7 +685,8 @@ static std::string read_text(const std::string& path) {
   return text.str();
 }
 
-void load_declared_file(const std::string& path, const std::function<void(isa::Visitor&)>& visit) {
+std::map<std::string, std::string> load_declared_file(const std::string& path,
+                                                      const std::function<void(isa::Visitor&)>& visit) {
   const std::string text = read_text(path);
   std::vector<std::string> errors;
   std::vector<Given> given;
@@ -698,6 +699,9 @@ void load_declared_file(const std::string& path, const std::function<void(isa::V
     errors.push_back(position(path, e.mark) + ": invalid YAML: " + e.msg);
   }
   if (!errors.empty()) throw ConfigError(std::move(errors));
+  std::map<std::string, std::string> where;
+  for (const Given& g : given) where[g.path] = g.where;
+  return where;
 }
 
 isa::NpuConfig load_config(const std::string& yaml_path_or_preset, const std::vector<std::string>& sets) {

@@ -3,6 +3,7 @@
 // one declaration in isa::NpuConfig::visit(). Every problem is collected and reported at once, each
 // naming the full dotted key and, for files, file:line:column.
 #include <functional>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -45,8 +46,10 @@ isa::NpuConfig load_config_text(const std::string& yaml_text, const std::string&
 // Reads the YAML file `path` into any struct declared through visit() (the pre-processing
 // description, compiler/io/preprocess.h) with the same checks as a configuration: unknown keys (with
 // suggestions), values of the wrong kind or out of range, each at file:line:column with its dotted key.
-// Throws ConfigError listing every problem found.
-void load_declared_file(const std::string& path, const std::function<void(isa::Visitor&)>& visit);
+// Throws ConfigError listing every problem found. Returns the parameters the file gives (dotted key ->
+// "file:line:column"), for the caller's checks between keys.
+std::map<std::string, std::string> load_declared_file(const std::string& path,
+                                                      const std::function<void(isa::Visitor&)>& visit);
 
 // Applies "key.path=value" overrides to `c`, appending one message per problem to `errors`.
 void apply_sets(isa::NpuConfig& c, const std::vector<std::string>& sets, std::vector<std::string>& errors);

@@ -8,8 +8,9 @@ Cases:
           PNG/JPEG calibration images of other sizes are resized (report: 4 real calibration inputs),
           --accuracy-inputs is the evaluation set, --task classify fills accuracy.task; a PNG through
           --inputs gives the same outputs as the .npy numpy makes from it by the same description;
-          a stray file, an image without --preprocess, resize: none on another size, and an unknown or
-          bad --preprocess key each exit 2 naming the file (and file:line:col and key).
+          a stray file, an image without --preprocess, resize: none on another size, and an unknown,
+          bad or idle (anchor without letterbox) --preprocess key each exit 2 naming the file (and
+          file:line:col and key).
   rec     PP-OCRv4 rec int8 (x = 1x3x48x320), 32 rendered calibration lines, 40 other held-out lines:
           the int8 CTC-decoded string equals fp32's on >= 80 % of the held-out lines (measured 85 %;
           issue 17's target, 95 %, is NOT met yet) and the character error rate stays <= 2 %.
@@ -150,6 +151,11 @@ def case_images():
     for want in (f"{bad}:2:1: colour_order: unknown key", "channel_order", f"{bad}:3:9: layout = chw",
                  f"{bad}:4:11: mean.r"):
         check(want in p.stderr, f"expected '{want}' in:\n{p.stderr}")
+    idle = os.path.join(tmp, "idle.yaml")
+    with open(idle, "w") as f:
+        f.write("resize: stretch\nanchor: top_left\n")
+    p = run(["run", model, "--preprocess", idle], expect=2)
+    check(f"{idle}:2:9: anchor applies to resize: letterbox only (resize is stretch)" in p.stderr, p.stderr)
     print("images: OK")
 
 
