@@ -19,17 +19,17 @@ void Preprocess::visit(isa::Visitor& v) {
   v.choice({"channel_order", "", "order of the colour channels in the input tensor: rgb or bgr"}, channel_order,
            kChannelOrderNames);
   v.real({"scale", "", "pixel (0..255) multiplier applied before mean and std: value = (pixel * scale - mean) / std"},
-         scale, 1e-12, 1e12);
+         scale, 1e-9, 1e6);
   auto per_channel = [&](std::string_view key, std::string_view description, PerChannel& c, double min) {
     v.group(key, description, [&] {
-      v.real({"r", "", "red channel"}, c.r, min, 1e12);
-      v.real({"g", "", "green channel"}, c.g, min, 1e12);
-      v.real({"b", "", "blue channel"}, c.b, min, 1e12);
+      v.real({"r", "", "red channel"}, c.r, min, 1e6);
+      v.real({"g", "", "green channel"}, c.g, min, 1e6);
+      v.real({"b", "", "blue channel"}, c.b, min, 1e6);
     });
   };
   per_channel("mean", "per-channel mean subtracted after scaling (named by colour, whatever channel_order)", mean,
-              -1e12);
-  per_channel("std", "per-channel standard deviation divided by after the mean", std, 1e-12);
+              -1e6);
+  per_channel("std", "per-channel standard deviation divided by after the mean", std, 1e-9);
   v.choice({"layout", "", "input tensor layout: nchw or nhwc"}, layout, kLayoutNames);
   v.choice({"dtype", "", "element type: float32, or uint8 / int8 (rounded to nearest, saturated)"}, dtype,
            kDtypeNames);

@@ -485,7 +485,7 @@ po::options_description precision_options(ModelCliOptions& m) {
       "minmax, percentile (default) or entropy")(
       "preprocess", po::value(&m.preprocess_file)->value_name("FILE.yaml"),
       "how PNG/JPEG images in --calibration, --accuracy-inputs and --inputs become the model's input: resize or "
-      "letterbox, channel order, scale, mean/std, layout, dtype (docs/quantization.md, \"Images as inputs\")")(
+      "letterbox, channel order, scale, mean/std, layout, dtype (docs/quantization.md, \"Images as inputs and task metrics\")")(
       "weights", po::value(&m.weights)->value_name("G"), "int8 weight scales: per-channel (default) or per-tensor")(
       "activations", po::value(&m.activations)->value_name("S"),
       "int8 activations: asymmetric (uint8 with a zero point, default) or symmetric (int8, zero point 0)");
