@@ -1,12 +1,14 @@
 #include "compiler/io/image.h"
 
 #include <png.h>
-// jpeglib.h needs FILE and size_t declared before it.
+// clang-format off: jpeglib.h needs FILE and size_t declared before it.
 #include <cstdio>
+#include <jpeglib.h>
+// clang-format on
+
 #include <csetjmp>
 #include <cstring>
 #include <fstream>
-#include <jpeglib.h>
 
 namespace npusim::compiler {
 

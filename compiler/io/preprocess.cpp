@@ -7,18 +7,22 @@
 namespace npusim::compiler {
 
 void Preprocess::visit(isa::Visitor& v) {
-  v.choice({"resize", "", "how the image reaches the input's height x width: stretch, letterbox (keep the aspect "
-                          "ratio, pad the rest) or none (the image must have that size)"},
+  v.choice({"resize", "",
+            "how the image reaches the input's height x width: stretch, letterbox (keep the aspect "
+            "ratio, pad the rest) or none (the image must have that size)"},
            resize, kResizeNames);
-  v.choice({"interpolation", "", "resampling: bilinear (half-pixel centres, as OpenCV's INTER_LINEAR) or nearest"},
-           interpolation, kInterpolationNames);
-  v.choice({"anchor", "", "letterbox: where the scaled image sits, center or top_left (padding right and bottom)"},
-           anchor, kAnchorNames);
-  v.real({"pad_value", "", "letterbox: the padding's pixel value, before scale, mean and std"}, pad_value, 0.0,
-         255.0);
-  v.choice({"channel_order", "", "order of the colour channels in the input tensor: rgb or bgr"}, channel_order,
-           kChannelOrderNames);
-  v.real({"scale", "", "pixel (0..255) multiplier applied before mean and std: value = (pixel * scale - mean) / std"},
+  v.choice(
+      {"interpolation", "", "resampling: bilinear (half-pixel centres, as OpenCV's INTER_LINEAR) or nearest"},
+      interpolation, kInterpolationNames);
+  v.choice(
+      {"anchor", "", "letterbox: where the scaled image sits, center or top_left (padding right and bottom)"},
+      anchor, kAnchorNames);
+  v.real({"pad_value", "", "letterbox: the padding's pixel value, before scale, mean and std"}, pad_value,
+         0.0, 255.0);
+  v.choice({"channel_order", "", "order of the colour channels in the input tensor: rgb or bgr"},
+           channel_order, kChannelOrderNames);
+  v.real({"scale", "",
+          "pixel (0..255) multiplier applied before mean and std: value = (pixel * scale - mean) / std"},
          scale, 1e-9, 1e6);
   auto per_channel = [&](std::string_view key, std::string_view description, PerChannel& c, double min) {
     v.group(key, description, [&] {
@@ -27,8 +31,8 @@ void Preprocess::visit(isa::Visitor& v) {
       v.real({"b", "", "blue channel"}, c.b, min, 1e6);
     });
   };
-  per_channel("mean", "per-channel mean subtracted after scaling (named by colour, whatever channel_order)", mean,
-              -1e6);
+  per_channel("mean", "per-channel mean subtracted after scaling (named by colour, whatever channel_order)",
+              mean, -1e6);
   per_channel("std", "per-channel standard deviation divided by after the mean", std, 1e-9);
   v.choice({"layout", "", "input tensor layout: nchw or nhwc"}, layout, kLayoutNames);
   v.choice({"dtype", "", "element type: float32, or uint8 / int8 (rounded to nearest, saturated)"}, dtype,
@@ -45,15 +49,16 @@ ImageGeometry image_geometry(const Preprocess& p, const Shape& s, const std::str
       throw PreprocessError(what + " has shape " + shape_to_string(s) +
                             ": bind its dynamic dimensions with --input-shape before feeding images");
   if (s[0] != 1)
-    throw PreprocessError(what + " has batch " + std::to_string(s[0]) + ": one image is one sample of batch 1");
+    throw PreprocessError(what + " has batch " + std::to_string(s[0]) +
+                          ": one image is one sample of batch 1");
   ImageGeometry g;
   const bool nchw = p.layout == Preprocess::Layout::kNchw;
   g.channels = nchw ? s[1] : s[3];
   g.height = nchw ? s[2] : s[1];
   g.width = nchw ? s[3] : s[2];
   if (g.channels != 1 && g.channels != 3)
-    throw PreprocessError(what + " has shape " + shape_to_string(s) + ": under layout " + layout + " that is " +
-                          std::to_string(g.channels) + " channels; an image gives 1 or 3");
+    throw PreprocessError(what + " has shape " + shape_to_string(s) + ": under layout " + layout +
+                          " that is " + std::to_string(g.channels) + " channels; an image gives 1 or 3");
   return g;
 }
 
@@ -72,7 +77,8 @@ std::vector<float> resample(const Image& img, int64_t w, int64_t h, Preprocess::
     const int64_t y0 = std::min<int64_t>(static_cast<int64_t>(fy), img.height - 1);
     const int64_t y1 = std::min<int64_t>(y0 + 1, img.height - 1);
     const float wy = static_cast<float>(fy - static_cast<double>(y0));
-    const int64_t ny = std::min<int64_t>(static_cast<int64_t>((static_cast<double>(y) + 0.5) * sy), img.height - 1);
+    const int64_t ny =
+        std::min<int64_t>(static_cast<int64_t>((static_cast<double>(y) + 0.5) * sy), img.height - 1);
     for (int64_t x = 0; x < w; ++x) {
       float* o = &out[static_cast<size_t>((y * w + x) * 3)];
       if (mode == Preprocess::Interpolation::kNearest) {
@@ -97,15 +103,17 @@ std::vector<float> resample(const Image& img, int64_t w, int64_t h, Preprocess::
 
 }  // namespace
 
-Tensor preprocess_image(const Image& img, const Preprocess& p, const Shape& input_shape, const std::string& file) {
+Tensor preprocess_image(const Image& img, const Preprocess& p, const Shape& input_shape,
+                        const std::string& file) {
   const ImageGeometry g = image_geometry(p, input_shape, file + ": the model input");
   const int64_t H = g.height, W = g.width;
   // The region of the H x W canvas the image covers, and its pixels (3 channels) resampled to it.
   int64_t rw = W, rh = H, ox = 0, oy = 0;
   if (p.resize == Preprocess::Resize::kNone && (img.width != W || img.height != H)) {
-    throw PreprocessError(file + ": image of " + std::to_string(img.width) + "x" + std::to_string(img.height) +
-                          " (width x height) but the model input takes " + std::to_string(W) + "x" +
-                          std::to_string(H) + " and the pre-processing says resize: none");
+    throw PreprocessError(file + ": image of " + std::to_string(img.width) + "x" +
+                          std::to_string(img.height) + " (width x height) but the model input takes " +
+                          std::to_string(W) + "x" + std::to_string(H) +
+                          " and the pre-processing says resize: none");
   }
   if (p.resize == Preprocess::Resize::kLetterbox) {
     const double s = std::min(static_cast<double>(W) / static_cast<double>(img.width),
@@ -117,10 +125,9 @@ Tensor preprocess_image(const Image& img, const Preprocess& p, const Shape& inpu
       oy = (H - rh) / 2;
     }
   }
-  const std::vector<float> region =
-      rw == img.width && rh == img.height
-          ? std::vector<float>(img.rgb.begin(), img.rgb.end())
-          : resample(img, rw, rh, p.interpolation);
+  const std::vector<float> region = rw == img.width && rh == img.height
+                                        ? std::vector<float>(img.rgb.begin(), img.rgb.end())
+                                        : resample(img, rw, rh, p.interpolation);
   const double mean[3] = {p.mean.r, p.mean.g, p.mean.b};
   const double stdv[3] = {p.std.r, p.std.g, p.std.b};
   const bool bgr = p.channel_order == Preprocess::ChannelOrder::kBgr;

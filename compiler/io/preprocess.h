@@ -54,7 +54,7 @@ struct Preprocess {
   Anchor anchor = Anchor::kCenter;
   double pad_value = 0;  // letterbox padding, in pixel units (0..255) before scale/mean/std
   ChannelOrder channel_order = ChannelOrder::kRgb;
-  double scale = 1.0 / 255.0;         // value = (pixel * scale - mean) / std, per channel
+  double scale = 1.0 / 255.0;  // value = (pixel * scale - mean) / std, per channel
   PerChannel mean{0, 0, 0};
   PerChannel std{1, 1, 1};
   Layout layout = Layout::kNchw;
@@ -73,6 +73,7 @@ ImageGeometry image_geometry(const Preprocess& p, const Shape& input_shape, cons
 // The model input for one image: resized/letterboxed to the input's height x width, channels
 // reordered (a 1-channel input takes the ITU-R BT.601 grey level, normalised with mean.r and std.r),
 // normalised, laid out and typed as `p` says. `file` names the image in errors.
-Tensor preprocess_image(const Image& img, const Preprocess& p, const Shape& input_shape, const std::string& file);
+Tensor preprocess_image(const Image& img, const Preprocess& p, const Shape& input_shape,
+                        const std::string& file);
 
 }  // namespace npusim::compiler

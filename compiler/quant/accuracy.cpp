@@ -223,7 +223,8 @@ AccuracyReport evaluate_accuracy(const Graph& g, const PrecisionPlan& plan, cons
     if (task) {
       const std::string& first = g.outputs.at(0);
       if (!ref.count(first))
-        throw TaskError("--task: the model's first output '" + first + "' is not a float tensor computed by a layer");
+        throw TaskError("--task: the model's first output '" + first +
+                        "' is not a float tensor computed by a layer");
       task->add(ref.at(first), q_out.at(first));
     }
   }
@@ -343,8 +344,8 @@ void write_accuracy_json(const AccuracyReport& r, std::ostream& o) {
     << ", \"inputs\": " << r.calibration.inputs << ", \"synthetic\": " << (r.calibration.synthetic ? "true" : "false")
     << ", \"source\": " << json_string(r.calibration.source) << "},\n";
   o << "    \"evaluation_inputs\": " << r.evaluation_inputs << ",\n";
-  o << "    \"evaluation_source\": " << (r.evaluation_source.empty() ? "null" : json_string(r.evaluation_source))
-    << ",\n";
+  o << "    \"evaluation_source\": "
+    << (r.evaluation_source.empty() ? "null" : json_string(r.evaluation_source)) << ",\n";
   o << "    \"warnings\": [";
   for (size_t k = 0; k < r.warnings.size(); ++k) o << (k ? ", " : "") << json_string(r.warnings[k]);
   o << "],\n";

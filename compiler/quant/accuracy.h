@@ -77,10 +77,10 @@ struct AccuracyReport {
   CalibrationInfo calibration;      // method "" when nothing was calibrated
   int evaluation_inputs = 0;
   bool evaluation_synthetic = false;
-  std::string evaluation_source;    // the folder the evaluation inputs came from ("" = synthetic)
+  std::string evaluation_source;  // the folder the evaluation inputs came from ("" = synthetic)
   std::vector<WeightOutlier> weight_outliers;
   std::vector<std::string> warnings;  // sentences for the user (synthetic calibration, fallbacks)
-  std::optional<TaskMetrics> task;  // with AccuracyOptions::task
+  std::optional<TaskMetrics> task;    // with AccuracyOptions::task
   // Filled by advise_mixed_precision when asked.
   std::optional<MixedPrecisionAdvice> advice;
 };

@@ -344,7 +344,8 @@ static Tensor read_sample_file(const Graph& g, const std::string& input, const f
       }
     case FileKind::kImage: {
       if (!preprocess)
-        throw CalibrationError(p.string() + ": an image needs --preprocess FILE.yaml to say how it becomes input '" +
+        throw CalibrationError(p.string() +
+                               ": an image needs --preprocess FILE.yaml to say how it becomes input '" +
                                input + "' (resize, scale, mean/std, layout)");
       const Value& v = g.value(input);
       try {
@@ -358,7 +359,8 @@ static Tensor read_sample_file(const Graph& g, const std::string& input, const f
     case FileKind::kOther:
       break;
   }
-  throw CalibrationError(p.string() + ": neither an image nor a tensor; expected " + expected_input(g, input));
+  throw CalibrationError(p.string() + ": neither an image nor a tensor; expected " +
+                         expected_input(g, input));
 }
 
 static void check_against(const Graph& g, const std::string& input, const Tensor& t, const std::string& file) {

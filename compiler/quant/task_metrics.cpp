@@ -28,8 +28,8 @@ std::string num(double v) {
 // Rows of a [.., C] output: (rows, C). Classification and recognition read the last axis as classes.
 std::pair<int64_t, int64_t> rows_and_classes(const Tensor& t, const char* task) {
   if (t.rank() < 1 || t.shape.back() < 1)
-    throw TaskError(std::string("--task ") + task + ": the model's output has shape " + shape_to_string(t.shape) +
-                    ", which has no class axis");
+    throw TaskError(std::string("--task ") + task + ": the model's output has shape " +
+                    shape_to_string(t.shape) + ", which has no class axis");
   const int64_t c = t.shape.back();
   return {t.size() / c, c};
 }
@@ -40,9 +40,8 @@ std::vector<int64_t> top_k(const Tensor& t, int64_t row, int64_t classes, int64_
   std::iota(idx.begin(), idx.end(), 0);
   const float* p = t.f.data() + row * classes;
   k = std::min(k, classes);
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [p](int64_t a, int64_t b) {
-    return p[a] > p[b] || (p[a] == p[b] && a < b);
-  });
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                    [p](int64_t a, int64_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
   idx.resize(static_cast<size_t>(k));
   return idx;
 }
@@ -55,7 +54,8 @@ std::vector<int64_t> trim_spaces(const std::vector<int64_t>& v, const std::vecto
   size_t lo = 0, hi = v.size();
   while (lo < hi && v[lo] >= 1 && v[lo] <= space && is_space(v[lo])) ++lo;
   while (hi > lo && v[hi - 1] >= 1 && v[hi - 1] <= space && is_space(v[hi - 1])) --hi;
-  return std::vector<int64_t>(v.begin() + static_cast<std::ptrdiff_t>(lo), v.begin() + static_cast<std::ptrdiff_t>(hi));
+  return std::vector<int64_t>(v.begin() + static_cast<std::ptrdiff_t>(lo),
+                              v.begin() + static_cast<std::ptrdiff_t>(hi));
 }
 
 }  // namespace
@@ -196,7 +196,9 @@ double TaskMetrics::det_iou() const {
   const int64_t uni = det_reference_pixels + det_quantized_pixels - det_both_pixels;
   return uni ? ratio(det_both_pixels, uni) : 1.0;
 }
-double TaskMetrics::mean_abs_error() const { return values ? sum_abs_error / static_cast<double>(values) : 0.0; }
+double TaskMetrics::mean_abs_error() const {
+  return values ? sum_abs_error / static_cast<double>(values) : 0.0;
+}
 double TaskMetrics::relative_rms_error() const {
   return sum_sq_reference > 0 ? std::sqrt(sum_sq_error / sum_sq_reference) : 0.0;
 }
@@ -220,8 +222,8 @@ std::string task_json(const TaskMetrics& m) {
       break;
     case Task::kOcrDet:
       o << ", \"f1\": " << num(m.det_f1()) << ", \"iou\": " << num(m.det_iou())
-        << ", \"reference_pixels\": " << m.det_reference_pixels << ", \"quantized_pixels\": " << m.det_quantized_pixels
-        << ", \"both_pixels\": " << m.det_both_pixels;
+        << ", \"reference_pixels\": " << m.det_reference_pixels
+        << ", \"quantized_pixels\": " << m.det_quantized_pixels << ", \"both_pixels\": " << m.det_both_pixels;
       break;
     case Task::kRegress:
       o << ", \"mean_abs_error\": " << num(m.mean_abs_error())
@@ -242,16 +244,19 @@ std::string task_summary(const TaskMetrics& m) {
       break;
     case Task::kOcrRec:
       o << "same string on " << m.strings_equal << " of " << m.inputs << " (" << num(100 * m.string_rate())
-        << "%; " << num(100 * m.trimmed_string_rate()) << "% ignoring leading/trailing spaces), character error rate "
-        << num(100 * m.char_error_rate()) << "%\n";
-      for (const auto& mm : m.mismatches) o << "  fp32 \"" << mm.reference << "\"  quantized \"" << mm.quantized << "\"\n";
+        << "%; " << num(100 * m.trimmed_string_rate())
+        << "% ignoring leading/trailing spaces), character error rate " << num(100 * m.char_error_rate())
+        << "%\n";
+      for (const auto& mm : m.mismatches)
+        o << "  fp32 \"" << mm.reference << "\"  quantized \"" << mm.quantized << "\"\n";
       break;
     case Task::kOcrDet:
-      o << "text-map F1 " << num(m.det_f1()) << ", IoU " << num(m.det_iou()) << " (pixels above the threshold)\n";
+      o << "text-map F1 " << num(m.det_f1()) << ", IoU " << num(m.det_iou())
+        << " (pixels above the threshold)\n";
       break;
     case Task::kRegress:
-      o << "mean |error| " << num(m.mean_abs_error()) << ", relative RMS error " << num(m.relative_rms_error())
-        << "\n";
+      o << "mean |error| " << num(m.mean_abs_error()) << ", relative RMS error "
+        << num(m.relative_rms_error()) << "\n";
       break;
   }
   return o.str();

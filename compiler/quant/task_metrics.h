@@ -29,7 +29,8 @@ struct TaskOptions {
   // ppocr_keys_v1.txt lists them one per line; an index one past the keys is the space (PaddleOCR's
   // use_space_char). Empty: strings show class indices ("#12 #5").
   std::vector<std::string> keys;
-  double det_threshold = 0.3;  // ocr-det: a pixel is text when its probability exceeds this (PaddleOCR's det_db_thresh)
+  double det_threshold =
+      0.3;  // ocr-det: a pixel is text when its probability exceeds this (PaddleOCR's det_db_thresh)
 };
 
 // The keys file: one entry per line (UTF-8, the line ending removed). Throws TaskError naming the file.
@@ -52,8 +53,8 @@ struct TaskMetrics {
   // ocr-rec
   int64_t strings_equal = 0;
   int64_t strings_equal_trimmed = 0;  // equal once leading/trailing spaces are dropped (needs keys)
-  int64_t reference_chars = 0;  // characters fp32 decoded, over all inputs
-  int64_t char_edits = 0;       // edit distance quantized vs fp32, summed
+  int64_t reference_chars = 0;        // characters fp32 decoded, over all inputs
+  int64_t char_edits = 0;             // edit distance quantized vs fp32, summed
   struct Mismatch {
     std::string reference, quantized;
   };

@@ -424,9 +424,9 @@ struct ModelCliOptions {
   std::string calibration_dir;
   int calibration_samples = 32;
   bool calibration_samples_given = false;
-  std::string calibration_method = "percentile";  // CalibrationOptions' default (calibration.h says why)
-  std::string preprocess_file;                      // --preprocess FILE.yaml
-  std::optional<compiler::Preprocess> preprocess;   // read from it by load_preprocess()
+  std::string calibration_method = "percentile";   // CalibrationOptions' default (calibration.h says why)
+  std::string preprocess_file;                     // --preprocess FILE.yaml
+  std::optional<compiler::Preprocess> preprocess;  // read from it by load_preprocess()
   std::string weights = "per-channel";
   std::string activations = "asymmetric";
   bool verbose = false;
@@ -463,30 +463,32 @@ po::options_description model_options(ModelCliOptions& m) {
 
 po::options_description precision_options(ModelCliOptions& m) {
   po::options_description d("Precision and quantization (docs/quantization.md)");
-  d.add_options()("precision", po::value(&m.precision)->value_name("P"),
-                  "whole-model precision: fp32, fp16, bf16, int8, or auto (default: fp32 when the array has fp32 "
-                  "MACs, else bf16, else fp16, else int8)")(
+  d.add_options()(
+      "precision", po::value(&m.precision)->value_name("P"),
+      "whole-model precision: fp32, fp16, bf16, int8, or auto (default: fp32 when the array has fp32 "
+      "MACs, else bf16, else fp16, else int8)")(
       "precision-override", po::value(&m.overrides)->composing()->value_name("KEY=P,..."),
-      "per-layer precision by ONNX node name or op type, e.g. conv1=fp16,Softmax=fp32 (repeatable; later wins)")(
-      "precision-file", po::value(&m.precision_file)->value_name("FILE.yaml"),
-      "per-layer overrides in YAML: a mapping KEY: P, a list of one-key maps, or {overrides: ...}")(
+      "per-layer precision by ONNX node name or op type, e.g. conv1=fp16,Softmax=fp32 (repeatable; later "
+      "wins)")("precision-file", po::value(&m.precision_file)->value_name("FILE.yaml"),
+               "per-layer overrides in YAML: a mapping KEY: P, a list of one-key maps, or {overrides: ...}")(
       "calibration", po::value(&m.calibration_dir)->value_name("DIR"),
-      "int8 calibration inputs: one image (PNG/JPEG, with --preprocess) or .npy/.pb per sample, or one folder per "
+      "int8 calibration inputs: one image (PNG/JPEG, with --preprocess) or .npy/.pb per sample, or one "
+      "folder per "
       "sample (default: synthetic)")(
-      "calibration-samples",
-      po::value<int>()->value_name("N")->notifier([&m](int v) {
+      "calibration-samples", po::value<int>()->value_name("N")->notifier([&m](int v) {
         m.calibration_samples = v;
         m.calibration_samples_given = true;
       }),
       "calibration samples read from DIR (0 = all) or generated: seeded N(0,1) inputs, flagged in the report "
       "(default 32; a timing-only run, without --functional or --accuracy, calibrates on 1: scales do not "
-      "change timing)")(
-      "calibration-method", po::value(&m.calibration_method)->value_name("M"),
-      "minmax, percentile (default) or entropy")(
+      "change timing)")("calibration-method", po::value(&m.calibration_method)->value_name("M"),
+                        "minmax, percentile (default) or entropy")(
       "preprocess", po::value(&m.preprocess_file)->value_name("FILE.yaml"),
-      "how PNG/JPEG images in --calibration, --accuracy-inputs and --inputs become the model's input: resize or "
-      "letterbox, channel order, scale, mean/std, layout, dtype (docs/quantization.md, \"Images as inputs and task metrics\")")(
-      "weights", po::value(&m.weights)->value_name("G"), "int8 weight scales: per-channel (default) or per-tensor")(
+      "how PNG/JPEG images in --calibration, --accuracy-inputs and --inputs become the model's input: resize "
+      "or "
+      "letterbox, channel order, scale, mean/std, layout, dtype (docs/quantization.md, \"Images as inputs "
+      "and task metrics\")")("weights", po::value(&m.weights)->value_name("G"),
+                             "int8 weight scales: per-channel (default) or per-tensor")(
       "activations", po::value(&m.activations)->value_name("S"),
       "int8 activations: asymmetric (uint8 with a zero point, default) or symmetric (int8, zero point 0)");
   return d;
@@ -607,11 +609,12 @@ void load_preprocess(ModelCliOptions& m) {
   std::vector<std::string> errors;
   for (const char* key : {"anchor", "pad_value"}) {
     if (given.count(key) && p.resize != compiler::Preprocess::Resize::kLetterbox)
-      errors.push_back(fmt::format("{}: {} applies to resize: letterbox only (resize is {})", given.at(key), key,
-                                   resize));
+      errors.push_back(
+          fmt::format("{}: {} applies to resize: letterbox only (resize is {})", given.at(key), key, resize));
   }
   if (given.count("interpolation") && p.resize == compiler::Preprocess::Resize::kNone)
-    errors.push_back(fmt::format("{}: interpolation does nothing with resize: none", given.at("interpolation")));
+    errors.push_back(
+        fmt::format("{}: interpolation does nothing with resize: none", given.at("interpolation")));
   if (!errors.empty()) throw ConfigError(std::move(errors));
   m.preprocess = p;
 }
@@ -629,24 +632,28 @@ struct AccuracyCliOptions {
 
 po::options_description accuracy_options(AccuracyCliOptions& a) {
   po::options_description d("Accuracy (the quantized reference against the FP32 reference, docs/quantization.md)");
-  d.add_options()("accuracy", po::bool_switch(&a.accuracy),
-                  "add the per-layer accuracy report (SQNR, cosine, max error, first bad layer, weight outliers) to "
-                  "the report's `accuracy` section and print a summary")(
+  d.add_options()(
+      "accuracy", po::bool_switch(&a.accuracy),
+      "add the per-layer accuracy report (SQNR, cosine, max error, first bad layer, weight outliers) to "
+      "the report's `accuracy` section and print a summary")(
       "accuracy-threshold", po::value(&a.threshold_db)->value_name("DB"),
       "first_bad_layer: the first layer whose SQNR is below DB (default 20)")(
       "accuracy-samples", po::value<int>()->value_name("N")->notifier([&a](int v) { a.samples = v; }),
-      "evaluation inputs: the first N of --accuracy-inputs DIR (default: all), else of --calibration DIR, else N "
+      "evaluation inputs: the first N of --accuracy-inputs DIR (default: all), else of --calibration DIR, "
+      "else N "
       "seeded synthetic inputs (other seeds than calibration) (default 4)")(
       "accuracy-inputs", po::value(&a.inputs_dir)->value_name("DIR"),
       "held-out evaluation inputs, laid out as --calibration's (images with --preprocess, .npy/.pb)")(
       "task", po::value(&a.task)->value_name("T"),
-      "task metrics of the quantized model against fp32 on the first output: classify (top-1/top-5 agreement), "
+      "task metrics of the quantized model against fp32 on the first output: classify (top-1/top-5 "
+      "agreement), "
       "ocr-rec (CTC greedy-decoded strings, character error rate), ocr-det (F1/IoU of the thresholded text "
       "map), regress (mean and relative error)")(
       "keys", po::value(&a.keys)->value_name("FILE"),
       "ocr-rec: the recogniser's character list, one per line (e.g. PaddleOCR's ppocr_keys_v1.txt)")(
       "advise-sqnr", po::value<double>()->value_name("DB")->notifier([&a](double v) { a.advise_sqnr = v; }),
-      "find the layers to keep in fp16 so the output SQNR reaches DB at the lowest simulated latency, and print "
+      "find the layers to keep in fp16 so the output SQNR reaches DB at the lowest simulated latency, and "
+      "print "
       "them as a --precision-override list");
   return d;
 }
@@ -658,9 +665,12 @@ void accuracy_report(Context& /*ctx*/, const CompiledModel& cm, const isa::NpuCo
   const compiler::Preprocess* pre = m.preprocess ? &*m.preprocess : nullptr;
   std::vector<q::Sample> samples;
   try {
-    if (!a.inputs_dir.empty()) samples = q::load_samples(cm.lowered, a.inputs_dir, a.samples.value_or(0), pre);
-    else if (!m.calibration_dir.empty()) samples = q::load_samples(cm.lowered, m.calibration_dir, a.samples.value_or(4), pre);
-    else samples = q::synthetic_samples(cm.lowered, a.samples.value_or(4), seed + 1000);
+    if (!a.inputs_dir.empty())
+      samples = q::load_samples(cm.lowered, a.inputs_dir, a.samples.value_or(0), pre);
+    else if (!m.calibration_dir.empty())
+      samples = q::load_samples(cm.lowered, m.calibration_dir, a.samples.value_or(4), pre);
+    else
+      samples = q::synthetic_samples(cm.lowered, a.samples.value_or(4), seed + 1000);
   } catch (const q::CalibrationError& e) {
     throw InputError(e.what());
   }

@@ -257,7 +257,8 @@ class YamlReader final : public isa::PathVisitor {
       : tree_(tree), source_(std::move(source)), errors_(errors), given_(given), params_(params) {}
 
   void read(size_t root, isa::NpuConfig& c) {
-    read(root, [&c](isa::Visitor& v) { c.visit(v); }, "(e.g. 'systolic_array:'), ");
+    read(
+        root, [&c](isa::Visitor& v) { c.visit(v); }, "(e.g. 'systolic_array:'), ");
   }
   void read(size_t root, const std::function<void(isa::Visitor&)>& visit, const std::string& example = "") {
     frames_.push_back({std::nullopt, "", {}});

@@ -192,24 +192,27 @@ std::map<std::string, std::vector<float>> read_inputs(const isa::Program& progra
       } catch (const std::exception& e) {
         throw TensorIoError(fmt::format("{}: {}", path, e.what()));
       }
-    } else if (std::string image = image_for(dir, (std::filesystem::path(dir) / tensor_file_stem(b.name)).string(),
-                                             inputs == 1);
+    } else if (std::string image = image_for(
+                   dir, (std::filesystem::path(dir) / tensor_file_stem(b.name)).string(), inputs == 1);
                !image.empty()) {
       path = image;
       if (!preprocess) {
-        throw TensorIoError(fmt::format("{}: an image needs --preprocess FILE.yaml to say how it becomes model "
-                                        "input '{}' (resize, scale, mean/std, layout)",
-                                        path, b.name));
+        throw TensorIoError(
+            fmt::format("{}: an image needs --preprocess FILE.yaml to say how it becomes model "
+                        "input '{}' (resize, scale, mean/std, layout)",
+                        path, b.name));
       }
       try {
-        v = compiler::preprocess_image(compiler::read_image(path), *preprocess, dims_of(b), path).to_float_vector();
+        v = compiler::preprocess_image(compiler::read_image(path), *preprocess, dims_of(b), path)
+                .to_float_vector();
       } catch (const std::runtime_error& e) {
         throw TensorIoError(e.what());
       }
     } else {
-      throw TensorIoError(fmt::format("no input file for model input '{}': expected {}.npy, {}.pb, an image "
-                                      "{}.png/.jpg or (ONNX test data) {}.pb",
-                                      b.name, stem, stem, stem, onnx_test_stem));
+      throw TensorIoError(
+          fmt::format("no input file for model input '{}': expected {}.npy, {}.pb, an image "
+                      "{}.png/.jpg or (ONNX test data) {}.pb",
+                      b.name, stem, stem, stem, onnx_test_stem));
     }
     const int64_t want = compiler::num_elements(dims_of(b));
     if (static_cast<int64_t>(v.size()) != want) {

@@ -4,11 +4,13 @@
 // decoding, Levenshtein distance, Dice/IoU).
 #include <gtest/gtest.h>
 #include <png.h>
-// jpeglib.h needs FILE and size_t declared first.
+// clang-format off: jpeglib.h needs FILE and size_t declared before it.
 #include <cstdio>
+#include <jpeglib.h>
+// clang-format on
+
 #include <filesystem>
 #include <fstream>
-#include <jpeglib.h>
 
 #include "compiler/io/image.h"
 #include "compiler/io/preprocess.h"
@@ -154,7 +156,8 @@ TEST(Preprocess, ResizeNoneRejectsAnotherSizeNamingTheFileAndBothSizes) {
     EXPECT_NE(m.find("4x4"), std::string::npos) << m;
   }
   EXPECT_THROW(preprocess_image(image(1, 1, {0, 0, 0}), Preprocess{}, {1, 4, 4}, "a.png"), PreprocessError);
-  EXPECT_THROW(preprocess_image(image(1, 1, {0, 0, 0}), Preprocess{}, {2, 3, 4, 4}, "a.png"), PreprocessError);
+  EXPECT_THROW(preprocess_image(image(1, 1, {0, 0, 0}), Preprocess{}, {2, 3, 4, 4}, "a.png"),
+               PreprocessError);
 }
 
 Graph one_input_model() {
