@@ -1,15 +1,16 @@
 #!/bin/bash
 # Installs the Debian 12 packages npusim needs to build, test and run its scripts (as root); chromium and
 # python3-pil are for the HTML report's browser test (tests/e2e/browser_check.py).
+# python3-pil and fonts-dejavu-core also render the text images the OCR accuracy tests feed (tests/ocr).
 # Installs only what is missing, so a second run takes a second.
 set -euo pipefail
 packages=(
   build-essential cmake pkg-config git
   libsystemc-dev libboost-program-options-dev libfmt-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
+  libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata libpng-dev libjpeg-dev
   python3-numpy python3-onnx python3-torch python3-torchvision python3-matplotlib
-  chromium python3-pil
+  chromium python3-pil fonts-dejavu-core
   slurm-wlm munge
 )
 # Node.js and npm run the onnxruntime golden check. A machine that already has them (e.g. NodeSource's

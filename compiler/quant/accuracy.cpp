@@ -203,6 +203,8 @@ AccuracyReport evaluate_accuracy(const Graph& g, const PrecisionPlan& plan, cons
   std::map<std::string, ErrorSums> per_value;
   ErrorSums output;
   std::set<std::string> graph_outputs(g.outputs.begin(), g.outputs.end());
+  std::optional<TaskEvaluator> task;
+  if (options.task) task.emplace(*options.task);
   for (const auto& sample : samples) {
     // The reference keeps each node's first output; the quantized run compares as it goes.
     std::map<std::string, Tensor> ref;
@@ -218,7 +220,15 @@ AccuracyReport evaluate_accuracy(const Graph& g, const PrecisionPlan& plan, cons
     });
     for (const auto& o : g.outputs)
       if (q_out.at(o).floating() && ref.count(o)) output.add(ref.at(o), q_out.at(o));
+    if (task) {
+      const std::string& first = g.outputs.at(0);
+      if (!ref.count(first))
+        throw TaskError("--task: the model's first output '" + first +
+                        "' is not a float tensor computed by a layer");
+      task->add(ref.at(first), q_out.at(first));
+    }
   }
+  if (task) r.task = task->metrics();
   r.output_sqnr_db = output.sqnr_db();
   r.output_cosine = output.cosine();
   r.output_max_abs_error = output.max_abs;
@@ -334,6 +344,8 @@ void write_accuracy_json(const AccuracyReport& r, std::ostream& o) {
     << ", \"inputs\": " << r.calibration.inputs << ", \"synthetic\": " << (r.calibration.synthetic ? "true" : "false")
     << ", \"source\": " << json_string(r.calibration.source) << "},\n";
   o << "    \"evaluation_inputs\": " << r.evaluation_inputs << ",\n";
+  o << "    \"evaluation_source\": "
+    << (r.evaluation_source.empty() ? "null" : json_string(r.evaluation_source)) << ",\n";
   o << "    \"warnings\": [";
   for (size_t k = 0; k < r.warnings.size(); ++k) o << (k ? ", " : "") << json_string(r.warnings[k]);
   o << "],\n";
@@ -355,6 +367,7 @@ void write_accuracy_json(const AccuracyReport& r, std::ostream& o) {
       << ", \"factor\": " << num(w.factor) << "}";
   }
   o << (r.weight_outliers.empty() ? "]" : "\n    ]");
+  if (r.task) o << ",\n    \"task\": " << task_json(*r.task);
   if (r.advice) {
     const auto& a = *r.advice;
     o << ",\n    \"mixed_precision_advice\": {\"target_sqnr_db\": " << num(a.target_sqnr_db)
@@ -382,6 +395,7 @@ std::string accuracy_summary(const AccuracyReport& r, size_t worst_layers) {
   if (!r.calibration.method.empty())
     o << "calibration: " << r.calibration.method << " on " << r.calibration.inputs << " inputs ("
       << r.calibration.source << ")\n";
+  if (r.task) o << task_summary(*r.task);
   for (const auto& w : r.warnings) o << "WARNING: " << w << "\n";
   o << "first layer below " << r.bad_layer_sqnr_db << " dB: "
     << (r.first_bad_layer.empty() ? std::string("none") : r.first_bad_layer) << "\n";
@@ -419,7 +433,8 @@ PrecisionPlan build_plan(const Graph& g, const PlanRequest& request, const Graph
     std::vector<Sample> samples;
     info.method = to_string(request.quant.calibration.method);
     if (!request.calibration_dir.empty()) {
-      samples = load_samples(g, request.calibration_dir, request.calibration_count);
+      samples = load_samples(g, request.calibration_dir, request.calibration_count,
+                             request.preprocess ? &*request.preprocess : nullptr);
       info.source = request.calibration_dir;
     } else {
       samples = synthetic_samples(g, std::max(1, request.calibration_count), request.seed);

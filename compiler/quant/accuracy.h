@@ -15,6 +15,7 @@
 #include "compiler/quant/precision.h"
 #include "compiler/quant/qdq.h"
 #include "compiler/quant/quantize.h"
+#include "compiler/quant/task_metrics.h"
 
 namespace npusim::compiler::quant {
 
@@ -51,6 +52,7 @@ struct WeightOutlier {
 struct AccuracyOptions {
   double bad_layer_sqnr_db = 20.0;  // first_bad_layer: the first layer below this
   double outlier_factor = 8.0;      // a channel is an outlier above this many times the median
+  std::optional<TaskOptions> task;  // --task: task metrics on the model's first output
 };
 
 struct MixedPrecisionAdvice {
@@ -75,8 +77,10 @@ struct AccuracyReport {
   CalibrationInfo calibration;      // method "" when nothing was calibrated
   int evaluation_inputs = 0;
   bool evaluation_synthetic = false;
+  std::string evaluation_source;  // the folder the evaluation inputs came from ("" = synthetic)
   std::vector<WeightOutlier> weight_outliers;
   std::vector<std::string> warnings;  // sentences for the user (synthetic calibration, fallbacks)
+  std::optional<TaskMetrics> task;    // with AccuracyOptions::task
   // Filled by advise_mixed_precision when asked.
   std::optional<MixedPrecisionAdvice> advice;
 };
@@ -118,6 +122,7 @@ struct PlanRequest {
   QuantOptions quant;
   std::string calibration_dir;  // "" = synthetic
   int calibration_count = 32;   // samples read from the folder (0 = all) or generated
+  std::optional<Preprocess> preprocess;  // how calibration images become inputs (--preprocess)
   uint32_t seed = 1;
 };
 // With `model` (a pre-quantized model's own scales, qdq.h), int8 nodes take the model's QParams and

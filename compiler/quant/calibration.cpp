@@ -4,11 +4,13 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <random>
 
 #include "compiler/import/import.h"
 #include "compiler/interp/interpreter.h"
+#include "compiler/io/image.h"
 #include "compiler/io/npy.h"
 #include "compiler/quant/emulate.h"
 #include "isa/numerics.h"
@@ -301,25 +303,64 @@ Tensor read_npy_tensor(const std::string& path) {
   return Tensor::from_ints(t, shape, std::move(v));
 }
 
-static bool is_tensor_file(const fs::path& p) {
-  const auto e = p.extension().string();
-  return e == ".npy" || e == ".pb";
+// What a file in a calibration folder holds, by its content (a .pb has no signature: by its name).
+enum class FileKind { kNpy, kTensorProto, kImage, kOther };
+static FileKind file_kind(const fs::path& p) {
+  if (p.extension() == ".pb") return FileKind::kTensorProto;
+  if (sniff_image(p.string()) != ImageFormat::kNone) return FileKind::kImage;
+  std::ifstream in(p, std::ios::binary);
+  char head[6] = {};
+  if (in.read(head, sizeof head) && std::memcmp(head, "\x93NUMPY", 6) == 0) return FileKind::kNpy;
+  return FileKind::kOther;
 }
 
-static Tensor read_any(const fs::path& p, std::string* name) {
-  if (p.extension() == ".npy") {
-    if (name) *name = p.stem().string();
-    return read_npy_tensor(p.string());
-  }
-  try {
-    if (name) {
-      *name = read_tensor_name(p.string());
-      if (name->empty()) *name = p.stem().string();
+// Files of a folder that are samples: everything but hidden files and sub-folders, sorted.
+static std::vector<fs::path> sample_files(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (!e.is_directory() && e.path().filename().string().rfind('.', 0) != 0) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// What a sample file for `input` must be, for the error about a file that is neither.
+static std::string expected_input(const Graph& g, const std::string& input) {
+  const Value& v = g.value(input);
+  return "a PNG/JPEG image or a tensor (.npy, .pb) for input '" + input + "'" +
+         (v.shape_known ? " of shape " + shape_to_string(v.shape) : "");
+}
+
+// The tensor a sample file gives `input`.
+static Tensor read_sample_file(const Graph& g, const std::string& input, const fs::path& p,
+                               const Preprocess* preprocess) {
+  switch (file_kind(p)) {
+    case FileKind::kNpy:
+      return read_npy_tensor(p.string());
+    case FileKind::kTensorProto:
+      try {
+        return read_tensor_file(p.string());
+      } catch (const std::exception& e) {
+        throw CalibrationError(p.string() + ": " + e.what());
+      }
+    case FileKind::kImage: {
+      if (!preprocess)
+        throw CalibrationError(p.string() +
+                               ": an image needs --preprocess FILE.yaml to say how it becomes input '" +
+                               input + "' (resize, scale, mean/std, layout)");
+      const Value& v = g.value(input);
+      try {
+        return preprocess_image(read_image(p.string()), *preprocess, v.shape, p.string());
+      } catch (const ImageError& e) {
+        throw CalibrationError(e.what());
+      } catch (const PreprocessError& e) {
+        throw CalibrationError(e.what());
+      }
     }
-    return read_tensor_file(p.string());
-  } catch (const std::exception& e) {
-    throw CalibrationError(p.string() + ": " + e.what());
+    case FileKind::kOther:
+      break;
   }
+  throw CalibrationError(p.string() + ": neither an image nor a tensor; expected " +
+                         expected_input(g, input));
 }
 
 static void check_against(const Graph& g, const std::string& input, const Tensor& t, const std::string& file) {
@@ -344,24 +385,23 @@ static Tensor as_input_type(const Graph& g, const std::string& input, Tensor t) 
   return t;
 }
 
-std::vector<Sample> load_samples(const Graph& g, const std::string& folder, int limit) {
+std::vector<Sample> load_samples(const Graph& g, const std::string& folder, int limit,
+                                 const Preprocess* preprocess) {
   std::error_code ec;
   if (!fs::is_directory(folder, ec)) throw CalibrationError(folder + ": not a folder of calibration inputs");
-  std::vector<fs::path> files, dirs;
-  for (const auto& e : fs::directory_iterator(folder)) {
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(folder))
     if (e.is_directory()) dirs.push_back(e.path());
-    else if (is_tensor_file(e.path())) files.push_back(e.path());
-  }
-  std::sort(files.begin(), files.end());
+  const std::vector<fs::path> files = sample_files(folder);
   std::sort(dirs.begin(), dirs.end());
   std::vector<Sample> out;
   if (!files.empty()) {
     if (g.inputs.size() != 1)
-      throw CalibrationError(folder + ": loose tensor files need a model with one input; this one has " +
+      throw CalibrationError(folder + ": loose sample files need a model with one input; this one has " +
                              std::to_string(g.inputs.size()) + " (use one sub-folder per sample)");
     for (const auto& f : files) {
       if (limit > 0 && static_cast<int>(out.size()) >= limit) break;
-      Tensor t = read_any(f, nullptr);
+      Tensor t = read_sample_file(g, g.inputs[0], f, preprocess);
       check_against(g, g.inputs[0], t, f.string());
       out.push_back({{g.inputs[0], as_input_type(g, g.inputs[0], std::move(t))}});
     }
@@ -369,21 +409,27 @@ std::vector<Sample> load_samples(const Graph& g, const std::string& folder, int 
   }
   for (const auto& d : dirs) {
     if (limit > 0 && static_cast<int>(out.size()) >= limit) break;
-    std::vector<fs::path> fl;
-    for (const auto& e : fs::directory_iterator(d))
-      if (is_tensor_file(e.path())) fl.push_back(e.path());
-    std::sort(fl.begin(), fl.end());
+    const std::vector<fs::path> fl = sample_files(d);
     if (fl.empty()) continue;
     Sample s;
     for (size_t k = 0; k < fl.size(); ++k) {
-      std::string name;
-      Tensor t = read_any(fl[k], &name);
+      // The input a file is for: the name a TensorProto carries, else the file stem, else its position.
+      std::string name = fl[k].stem().string();
+      if (file_kind(fl[k]) == FileKind::kTensorProto) {
+        try {
+          name = read_tensor_name(fl[k].string());
+        } catch (const std::exception& e) {
+          throw CalibrationError(fl[k].string() + ": " + e.what());
+        }
+        if (name.empty()) name = fl[k].stem().string();
+      }
       std::string input;
       if (std::find(g.inputs.begin(), g.inputs.end(), name) != g.inputs.end()) input = name;
       else if (name == "input_" + std::to_string(k) && k < g.inputs.size()) input = g.inputs[k];
       else if (g.inputs.size() == 1 && fl.size() == 1) input = g.inputs[0];
       else
         throw CalibrationError(fl[k].string() + ": names no input of the model ('" + name + "')");
+      Tensor t = read_sample_file(g, input, fl[k], preprocess);
       check_against(g, input, t, fl[k].string());
       s[input] = as_input_type(g, input, std::move(t));
     }
@@ -391,7 +437,7 @@ std::vector<Sample> load_samples(const Graph& g, const std::string& folder, int 
       if (!s.count(in)) throw CalibrationError(d.string() + ": no tensor for model input '" + in + "'");
     out.push_back(std::move(s));
   }
-  if (out.empty()) throw CalibrationError(folder + ": no .npy or .pb calibration inputs found");
+  if (out.empty()) throw CalibrationError(folder + ": no calibration inputs found (images, .npy or .pb)");
   return out;
 }
 

@@ -227,6 +227,21 @@ std::vector<std::string> values_to_calibrate(const Graph& g, const PrecisionPlan
   return need;
 }
 
+// A value computed by a saturating function (Softmax, Sigmoid, HardSigmoid, Tanh; standalone or fused
+// as an epilogue): its range is bounded by the function and its largest values are its most confident
+// ones (a recogniser's class probabilities near 1), so clipping them -- as entropy or percentile
+// calibration does with a long tail -- flattens exactly the values an argmax reads. Measured on
+// PP-OCRv4 rec (int8, entropy, 32 rendered lines): the final Softmax dropped the output SQNR from
+// 14.4 dB to 2.6 dB. These values are calibrated by min-max.
+static bool saturating_output(const Graph& g, const std::string& v) {
+  const int p = g.producer(v);
+  if (p < 0) return false;
+  const Node& n = g.nodes[static_cast<size_t>(p)];
+  static const std::set<std::string> kBounded = {"Softmax", "Sigmoid", "HardSigmoid", "Tanh"};
+  if (n.domain.empty() && kBounded.count(n.op_type)) return true;
+  return kBounded.count(n.attr_string(kActivation, "")) > 0;
+}
+
 void quantize_plan(const Graph& g, PrecisionPlan& plan, const std::map<std::string, TensorStats>& stats,
                    const QuantOptions& options, const std::map<std::string, QuantizedWeights>& given) {
   // The inputs and outputs of int8 Concats share one QParams, as TensorRT and TFLite arrange: then a
@@ -276,8 +291,9 @@ void quantize_plan(const Graph& g, PrecisionPlan& plan, const std::map<std::stri
     if (it == stats.end())
       throw std::runtime_error("quantize_plan: no calibration statistics for value '" + v + "'");
     const bool sym = options.symmetric_activations || force_symmetric;
-    plan.values[v] = qparams_for_range(choose_range(it->second, options.calibration, sym), sym,
-                                       options.asymmetric_dtype);
+    CalibrationOptions co = options.calibration;
+    if (saturating_output(g, v)) co.method = CalibrationMethod::kMinMax;
+    plan.values[v] = qparams_for_range(choose_range(it->second, co, sym), sym, options.asymmetric_dtype);
   };
   // Both operands of an int8 MatMul of two runtime values (attention) are symmetric: with zero points
   // 0 the array's integer sums need no runtime column-sum correction, so the NPU runs it in int8.

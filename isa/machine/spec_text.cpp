@@ -246,8 +246,12 @@ class Lister final : public PathVisitor {
 
 std::vector<ParamInfo> list_params(const NpuConfig& c) {
   NpuConfig copy = c;  // visit() takes a mutable config; the lister only reads
+  return list_params([&copy](Visitor& v) { copy.visit(v); });
+}
+
+std::vector<ParamInfo> list_params(const std::function<void(Visitor&)>& visit) {
   Lister l;
-  copy.visit(l);
+  visit(l);
   return std::move(l.out);
 }
 

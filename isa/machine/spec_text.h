@@ -6,6 +6,7 @@
 //  - a flat, ordered list of the parameters with their paths (for dumps, docs and suggestions).
 // No YAML here: isa must not depend on yaml-cpp.
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -76,6 +77,8 @@ struct ParamInfo {
 
 // Groups and parameters of `c` in declaration order (a group precedes its members).
 std::vector<ParamInfo> list_params(const NpuConfig& c);
+// The same for any struct declared through visit() (e.g. the pre-processing description).
+std::vector<ParamInfo> list_params(const std::function<void(Visitor&)>& visit);
 
 // The type name and the allowed values of a parameter as users read them: "integer", "1..4096";
 // "real", "0.0..1.0"; "boolean", "true, false"; "choice", "ws, os, is".

@@ -445,7 +445,9 @@ struct ModelCliOptions {
   std::string calibration_dir;
   int calibration_samples = 32;
   bool calibration_samples_given = false;
-  std::string calibration_method = "entropy";
+  std::string calibration_method = "percentile";   // CalibrationOptions' default (calibration.h says why)
+  std::string preprocess_file;                     // --preprocess FILE.yaml
+  std::optional<compiler::Preprocess> preprocess;  // read from it by load_preprocess()
   std::string weights = "per-channel";
   std::string activations = "asymmetric";
   bool verbose = false;
@@ -482,25 +484,32 @@ po::options_description model_options(ModelCliOptions& m) {
 
 po::options_description precision_options(ModelCliOptions& m) {
   po::options_description d("Precision and quantization (docs/quantization.md)");
-  d.add_options()("precision", po::value(&m.precision)->value_name("P"),
-                  "whole-model precision: fp32, fp16, bf16, int8, or auto (default: fp32 when the array has fp32 "
-                  "MACs, else bf16, else fp16, else int8)")(
+  d.add_options()(
+      "precision", po::value(&m.precision)->value_name("P"),
+      "whole-model precision: fp32, fp16, bf16, int8, or auto (default: fp32 when the array has fp32 "
+      "MACs, else bf16, else fp16, else int8)")(
       "precision-override", po::value(&m.overrides)->composing()->value_name("KEY=P,..."),
-      "per-layer precision by ONNX node name or op type, e.g. conv1=fp16,Softmax=fp32 (repeatable; later wins)")(
-      "precision-file", po::value(&m.precision_file)->value_name("FILE.yaml"),
-      "per-layer overrides in YAML: a mapping KEY: P, a list of one-key maps, or {overrides: ...}")(
+      "per-layer precision by ONNX node name or op type, e.g. conv1=fp16,Softmax=fp32 (repeatable; later "
+      "wins)")("precision-file", po::value(&m.precision_file)->value_name("FILE.yaml"),
+               "per-layer overrides in YAML: a mapping KEY: P, a list of one-key maps, or {overrides: ...}")(
       "calibration", po::value(&m.calibration_dir)->value_name("DIR"),
-      "int8 calibration inputs: one .npy/.pb per sample, or one folder per sample (default: synthetic)")(
-      "calibration-samples",
-      po::value<int>()->value_name("N")->notifier([&m](int v) {
+      "int8 calibration inputs: one image (PNG/JPEG, with --preprocess) or .npy/.pb per sample, or one "
+      "folder per "
+      "sample (default: synthetic)")(
+      "calibration-samples", po::value<int>()->value_name("N")->notifier([&m](int v) {
         m.calibration_samples = v;
         m.calibration_samples_given = true;
       }),
       "calibration samples read from DIR (0 = all) or generated: seeded N(0,1) inputs, flagged in the report "
       "(default 32; a timing-only run, without --functional or --accuracy, calibrates on 1: scales do not "
-      "change timing)")(
-      "calibration-method", po::value(&m.calibration_method)->value_name("M"), "minmax, percentile or entropy (default)")(
-      "weights", po::value(&m.weights)->value_name("G"), "int8 weight scales: per-channel (default) or per-tensor")(
+      "change timing)")("calibration-method", po::value(&m.calibration_method)->value_name("M"),
+                        "minmax, percentile (default) or entropy")(
+      "preprocess", po::value(&m.preprocess_file)->value_name("FILE.yaml"),
+      "how PNG/JPEG images in --calibration, --accuracy-inputs and --inputs become the model's input: resize "
+      "or "
+      "letterbox, channel order, scale, mean/std, layout, dtype (docs/quantization.md, \"Images as inputs "
+      "and task metrics\")")("weights", po::value(&m.weights)->value_name("G"),
+                             "int8 weight scales: per-channel (default) or per-tensor")(
       "activations", po::value(&m.activations)->value_name("S"),
       "int8 activations: asymmetric (uint8 with a zero point, default) or symmetric (int8, zero point 0)");
   return d;
@@ -607,29 +616,65 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
   }
   r.calibration_dir = m.calibration_dir;
   r.calibration_count = m.calibration_samples;
+  r.preprocess = m.preprocess;
   return o;
+}
+
+// --preprocess: read once, validated like a configuration file (exit 2 naming file:line:col and key).
+void load_preprocess(ModelCliOptions& m) {
+  if (m.preprocess_file.empty() || m.preprocess) return;
+  compiler::Preprocess p;
+  const auto given = load_declared_file(m.preprocess_file, [&p](isa::Visitor& v) { p.visit(v); });
+  // Keys that would do nothing under the chosen resize are errors, not silently ignored.
+  const std::string resize(compiler::Preprocess::kResizeNames[static_cast<size_t>(p.resize)]);
+  std::vector<std::string> errors;
+  for (const char* key : {"anchor", "pad_value"}) {
+    if (given.count(key) && p.resize != compiler::Preprocess::Resize::kLetterbox)
+      errors.push_back(
+          fmt::format("{}: {} applies to resize: letterbox only (resize is {})", given.at(key), key, resize));
+  }
+  if (given.count("interpolation") && p.resize == compiler::Preprocess::Resize::kNone)
+    errors.push_back(
+        fmt::format("{}: interpolation does nothing with resize: none", given.at("interpolation")));
+  if (!errors.empty()) throw ConfigError(std::move(errors));
+  m.preprocess = p;
 }
 
 // --accuracy and --advise-sqnr.
 struct AccuracyCliOptions {
   bool accuracy = false;
   double threshold_db = 20.0;
-  int samples = 4;
+  std::optional<int> samples;  // default: 4, or every file of --accuracy-inputs
+  std::string inputs_dir;      // --accuracy-inputs
+  std::string task;            // --task
+  std::string keys;            // --keys FILE (ocr-rec)
   std::optional<double> advise_sqnr;
 };
 
 po::options_description accuracy_options(AccuracyCliOptions& a) {
   po::options_description d("Accuracy (the quantized reference against the FP32 reference, docs/quantization.md)");
-  d.add_options()("accuracy", po::bool_switch(&a.accuracy),
-                  "add the per-layer accuracy report (SQNR, cosine, max error, first bad layer, weight outliers) to "
-                  "the report's `accuracy` section and print a summary")(
+  d.add_options()(
+      "accuracy", po::bool_switch(&a.accuracy),
+      "add the per-layer accuracy report (SQNR, cosine, max error, first bad layer, weight outliers) to "
+      "the report's `accuracy` section and print a summary")(
       "accuracy-threshold", po::value(&a.threshold_db)->value_name("DB"),
       "first_bad_layer: the first layer whose SQNR is below DB (default 20)")(
-      "accuracy-samples", po::value(&a.samples)->value_name("N"),
-      "evaluation inputs: N seeded synthetic inputs (other seeds than calibration), or the first N of "
-      "--calibration DIR (default 4)")(
+      "accuracy-samples", po::value<int>()->value_name("N")->notifier([&a](int v) { a.samples = v; }),
+      "evaluation inputs: the first N of --accuracy-inputs DIR (default: all), else of --calibration DIR, "
+      "else N "
+      "seeded synthetic inputs (other seeds than calibration) (default 4)")(
+      "accuracy-inputs", po::value(&a.inputs_dir)->value_name("DIR"),
+      "held-out evaluation inputs, laid out as --calibration's (images with --preprocess, .npy/.pb)")(
+      "task", po::value(&a.task)->value_name("T"),
+      "task metrics of the quantized model against fp32 on the first output: classify (top-1/top-5 "
+      "agreement), "
+      "ocr-rec (CTC greedy-decoded strings, character error rate), ocr-det (F1/IoU of the thresholded text "
+      "map), regress (mean and relative error)")(
+      "keys", po::value(&a.keys)->value_name("FILE"),
+      "ocr-rec: the recogniser's character list, one per line (e.g. PaddleOCR's ppocr_keys_v1.txt)")(
       "advise-sqnr", po::value<double>()->value_name("DB")->notifier([&a](double v) { a.advise_sqnr = v; }),
-      "find the layers to keep in fp16 so the output SQNR reaches DB at the lowest simulated latency, and print "
+      "find the layers to keep in fp16 so the output SQNR reaches DB at the lowest simulated latency, and "
+      "print "
       "them as a --precision-override list");
   return d;
 }
@@ -637,18 +682,39 @@ po::options_description accuracy_options(AccuracyCliOptions& a) {
 void accuracy_report(Context& /*ctx*/, const CompiledModel& cm, const isa::NpuConfig& config, const ModelCliOptions& m,
                      const AccuracyCliOptions& a, uint32_t seed, ReportExtras& extras) {
   namespace q = compiler::quant;
-  if (a.samples < 1) throw UsageError("--accuracy-samples must be >= 1");
+  if (a.samples && *a.samples < 1) throw UsageError("--accuracy-samples must be >= 1");
+  const compiler::Preprocess* pre = m.preprocess ? &*m.preprocess : nullptr;
   std::vector<q::Sample> samples;
   try {
-    samples = m.calibration_dir.empty() ? q::synthetic_samples(cm.lowered, a.samples, seed + 1000)
-                                        : q::load_samples(cm.lowered, m.calibration_dir, a.samples);
+    if (!a.inputs_dir.empty())
+      samples = q::load_samples(cm.lowered, a.inputs_dir, a.samples.value_or(0), pre);
+    else if (!m.calibration_dir.empty())
+      samples = q::load_samples(cm.lowered, m.calibration_dir, a.samples.value_or(4), pre);
+    else
+      samples = q::synthetic_samples(cm.lowered, a.samples.value_or(4), seed + 1000);
   } catch (const q::CalibrationError& e) {
     throw InputError(e.what());
   }
   q::AccuracyOptions opt;
   opt.bad_layer_sqnr_db = a.threshold_db;
-  q::AccuracyReport r = q::evaluate_accuracy(cm.lowered, cm.plan, samples, opt);
-  r.evaluation_synthetic = m.calibration_dir.empty();
+  if (!a.task.empty()) {
+    q::TaskOptions t;
+    try {
+      t.task = q::parse_task(a.task);
+      if (!a.keys.empty()) t.keys = q::read_keys_file(a.keys);
+    } catch (const q::TaskError& e) {
+      throw UsageError(e.what());
+    }
+    opt.task = t;
+  }
+  q::AccuracyReport r;
+  try {
+    r = q::evaluate_accuracy(cm.lowered, cm.plan, samples, opt);
+  } catch (const q::TaskError& e) {
+    throw InputError(e.what());
+  }
+  r.evaluation_synthetic = a.inputs_dir.empty() && m.calibration_dir.empty();
+  r.evaluation_source = !a.inputs_dir.empty() ? a.inputs_dir : m.calibration_dir;
   if (a.advise_sqnr) {
     if (!cm.plan.has_int8()) throw UsageError("--advise-sqnr needs int8 layers (--precision int8)");
     // Cost of a plan: compile it and simulate it (timing only).
@@ -685,6 +751,7 @@ bool is_program_file(const std::string& path) {
 // Compiles `spec`, mapping the compiler's errors onto the CLI's exit codes.
 CompiledModel compile_or_throw(const std::string& spec, const isa::NpuConfig& config,
                                ModelCliOptions& m, const dynamic::DimBinding& dims = {}) {
+  load_preprocess(m);
   ModelOptions options = to_model_options(m, config);
   options.dim_params = dims;
   if (m.memory_limit_gb < 0) throw UsageError("--memory-limit-gb must not be negative");
@@ -802,7 +869,8 @@ int cmd_run(Context& ctx, const Command& cmd) {
   d.add(dynamic::dynamic_options(dyn, true));
   po::options_description f("Functional runs");
   f.add_options()("inputs", po::value(&io.inputs_dir)->value_name("DIR"),
-                  "read each model input from DIR/NAME.npy or DIR/NAME.pb (default: seeded random inputs)")(
+                  "read each model input from DIR/NAME.npy, DIR/NAME.pb or an image DIR/NAME.png/.jpg (with "
+                  "--preprocess; one input: the folder's only image) (default: seeded random inputs)")(
       "outputs", po::value(&io.outputs_dir)->value_name("DIR"), "write each model output to DIR/NAME.npy")(
       "seed", po::value(&io.seed)->value_name("N"), "seed of the random inputs");
   d.add(f);
@@ -817,6 +885,10 @@ int cmd_run(Context& ctx, const Command& cmd) {
   if ((!io.inputs_dir.empty() || !io.outputs_dir.empty()) && !o.functional) {
     throw UsageError("--inputs and --outputs need --functional");
   }
+  if ((!acc.inputs_dir.empty() || !acc.task.empty()) && !acc.accuracy && !acc.advise_sqnr) {
+    throw UsageError("--accuracy-inputs and --task need --accuracy or --advise-sqnr");
+  }
+  if (!acc.keys.empty() && acc.task != "ocr-rec") throw UsageError("--keys needs --task ocr-rec");
   const isa::NpuConfig config = resolve_config(o);
   std::optional<e2e::E2eResult> pipeline;
   std::optional<e2e::PipelineSpec> pipeline_spec;
@@ -829,6 +901,8 @@ int cmd_run(Context& ctx, const Command& cmd) {
     }
     if (st.batch_line > 0) m.batch = st.batch;
   }
+  load_preprocess(m);
+  io.preprocess = m.preprocess ? &*m.preprocess : nullptr;
   if (!m.calibration_samples_given && !o.functional && !acc.accuracy && !acc.advise_sqnr) {
     // Timing only: int8 scales change no cycle count, so one synthetic input is enough to place the
     // layers (calibrating ResNet-50 on 32 inputs costs about a minute of interpreter time).

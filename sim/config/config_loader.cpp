@@ -79,11 +79,13 @@ const std::vector<ParamInfo>& declared_params() {
 
 // A suggestion for an unknown key `name` at a level whose valid keys are `level_keys`: the closest key
 // at that level, else a parameter elsewhere with (nearly) that name, else the list of valid keys.
-std::string suggestion(std::string_view name, const std::vector<std::string>& level_keys) {
+// `params`: the whole declaration (default: the NPU configuration's).
+std::string suggestion(std::string_view name, const std::vector<std::string>& level_keys,
+                       const std::vector<ParamInfo>& params = declared_params()) {
   std::string guess = isa::closest_name(name, level_keys);
   if (!guess.empty()) return " (did you mean '" + guess + "'?)";
   std::vector<std::string> leaves, paths;
-  for (const ParamInfo& p : declared_params()) {
+  for (const ParamInfo& p : params) {
     leaves.push_back(p.key);
     paths.push_back(p.path);
   }
@@ -245,24 +247,28 @@ struct Given {
   int layer;
 };
 
-// Reads a YAML document into an NpuConfig, walking the declaration; keys the walk never asks for are
-// unknown. Values the document does not give keep their defaults.
+// Reads a YAML document into a declared struct (an NpuConfig, a pre-processing description), walking
+// its visit(); keys the walk never asks for are unknown. Values the document does not give keep their
+// defaults. `params` is the struct's whole declaration, for suggestions across levels.
 class YamlReader final : public isa::PathVisitor {
  public:
   YamlReader(const Tree& tree, std::string source, std::vector<std::string>& errors,
-             std::vector<Given>& given)
-      : tree_(tree), source_(std::move(source)), errors_(errors), given_(given) {}
+             std::vector<Given>& given, const std::vector<ParamInfo>& params = declared_params())
+      : tree_(tree), source_(std::move(source)), errors_(errors), given_(given), params_(params) {}
 
   void read(size_t root, isa::NpuConfig& c) {
+    read(
+        root, [&c](isa::Visitor& v) { c.visit(v); }, "(e.g. 'systolic_array:'), ");
+  }
+  void read(size_t root, const std::function<void(isa::Visitor&)>& visit, const std::string& example = "") {
     frames_.push_back({std::nullopt, "", {}});
     if (node(root).kind == Tree::Kind::kMap) {
       frames_.back().map = root;
     } else {
       error(node(root).mark,
-            std::string("expected a mapping of configuration keys (e.g. 'systolic_array:'), got ") +
-                describe(node(root)));
+            "expected a mapping of configuration keys " + example + "got " + describe(node(root)));
     }
-    c.visit(*this);
+    visit(*this);
     check_keys(frames_.back());
     frames_.pop_back();
     // Report in file order, as a reader goes through the file (the walk follows the declaration).
@@ -401,7 +407,7 @@ class YamlReader final : public isa::PathVisitor {
         continue;
       }
       if (std::find(f.declared.begin(), f.declared.end(), k.scalar) == f.declared.end())
-        error(k.mark, full + ": unknown key" + suggestion(k.scalar, f.declared));
+        error(k.mark, full + ": unknown key" + suggestion(k.scalar, f.declared, params_));
     }
   }
 
@@ -418,6 +424,7 @@ class YamlReader final : public isa::PathVisitor {
   std::string source_;
   std::vector<std::string>& errors_;
   std::vector<Given>& given_;
+  const std::vector<ParamInfo>& params_;
   std::vector<Frame> frames_;
   std::vector<Found> found_;
 };
@@ -666,6 +673,38 @@ isa::NpuConfig load_config_text(const std::string& yaml_text, const std::string&
   return c;
 }
 
+// The text of a file, or a ConfigError naming it.
+static std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  if (!in || !(text << in.rdbuf()) || in.bad()) {
+    // An empty file makes rdbuf() extraction "fail" without being unreadable.
+    std::error_code ec;
+    if (!in.is_open() || std::filesystem::file_size(path, ec) != 0 || ec)
+      throw ConfigError({path + ": cannot read the file"});
+  }
+  return text.str();
+}
+
+std::map<std::string, std::string> load_declared_file(const std::string& path,
+                                                      const std::function<void(isa::Visitor&)>& visit) {
+  const std::string text = read_text(path);
+  std::vector<std::string> errors;
+  std::vector<Given> given;
+  const std::vector<ParamInfo> params = isa::list_params(visit);
+  try {
+    Tree tree;
+    if (std::optional<size_t> root = read_document(text, path, tree, errors))
+      YamlReader(tree, path, errors, given, params).read(*root, visit);
+  } catch (const YAML::Exception& e) {
+    errors.push_back(position(path, e.mark) + ": invalid YAML: " + e.msg);
+  }
+  if (!errors.empty()) throw ConfigError(std::move(errors));
+  std::map<std::string, std::string> where;
+  for (const Given& g : given) where[g.path] = g.where;
+  return where;
+}
+
 isa::NpuConfig load_config(const std::string& yaml_path_or_preset, const std::vector<std::string>& sets) {
   if (yaml_path_or_preset.empty()) {
     isa::NpuConfig c;
@@ -678,15 +717,7 @@ isa::NpuConfig load_config(const std::string& yaml_path_or_preset, const std::ve
     return c;
   }
   const std::string path = resolve_config_path(yaml_path_or_preset);
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  if (!in || !(text << in.rdbuf()) || in.bad()) {
-    // An empty file makes rdbuf() extraction "fail" without being unreadable.
-    std::error_code ec;
-    if (!in.is_open() || std::filesystem::file_size(path, ec) != 0 || ec)
-      throw ConfigError({path + ": cannot read the file"});
-  }
-  return load_config_text(text.str(), path, sets);
+  return load_config_text(read_text(path), path, sets);
 }
 
 }  // namespace npusim::sim

@@ -2,6 +2,8 @@
 // Loading an NPU configuration: a YAML file or a preset, then --set overrides, validated against the
 // one declaration in isa::NpuConfig::visit(). Every problem is collected and reported at once, each
 // naming the full dotted key and, for files, file:line:column.
+#include <functional>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -40,6 +42,14 @@ isa::NpuConfig load_config(const std::string& yaml_path_or_preset, const std::ve
 // As load_config() for YAML text already in memory; `source_name` prefixes the positions in messages.
 isa::NpuConfig load_config_text(const std::string& yaml_text, const std::string& source_name,
                                 const std::vector<std::string>& sets = {});
+
+// Reads the YAML file `path` into any struct declared through visit() (the pre-processing
+// description, compiler/io/preprocess.h) with the same checks as a configuration: unknown keys (with
+// suggestions), values of the wrong kind or out of range, each at file:line:column with its dotted key.
+// Throws ConfigError listing every problem found. Returns the parameters the file gives (dotted key ->
+// "file:line:column"), for the caller's checks between keys.
+std::map<std::string, std::string> load_declared_file(const std::string& path,
+                                                      const std::function<void(isa::Visitor&)>& visit);
 
 // Applies "key.path=value" overrides to `c`, appending one message per problem to `errors`.
 void apply_sets(isa::NpuConfig& c, const std::vector<std::string>& sets, std::vector<std::string>& errors);

@@ -80,6 +80,7 @@ void attach_compile_info(const CompiledModel& compiled, traces::Report& report);
 // Where a functional run takes its inputs and puts its outputs.
 struct FunctionalIo {
   std::string inputs_dir;   // empty: seeded random inputs
+  const compiler::Preprocess* preprocess = nullptr;  // how images in inputs_dir become inputs
   std::string outputs_dir;  // empty: outputs are not written
   uint32_t seed = 1;
   std::vector<std::string>* written = nullptr;  // when set: "PATH (SHAPE)" of each output file written

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "compiler/import/import.h"
+#include "compiler/io/image.h"
 #include "compiler/io/npy.h"
 #include "isa/numerics.h"
 
@@ -140,9 +141,32 @@ std::string tensor_file_stem(const std::string& name) {
   return s;
 }
 
-std::map<std::string, std::vector<float>> read_inputs(const isa::Program& program, const std::string& dir) {
+namespace {
+
+// The image file for input `stem` in `dir`: stem.png/.jpg/.jpeg, else (`only_input`) the folder's
+// one image; "" when there is none.
+std::string image_for(const std::string& dir, const std::string& stem, bool only_input) {
+  for (const char* ext : {".png", ".jpg", ".jpeg"})
+    if (std::filesystem::exists(stem + ext)) return stem + ext;
+  if (!only_input) return "";
+  std::vector<std::string> images;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.is_regular_file() && compiler::sniff_image(e.path().string()) != compiler::ImageFormat::kNone)
+      images.push_back(e.path().string());
+  if (images.size() > 1)
+    throw TensorIoError(fmt::format("{} holds {} images: name the model input's image {}.png (or .jpg)", dir,
+                                    images.size(), stem));
+  return images.empty() ? "" : images[0];
+}
+
+}  // namespace
+
+std::map<std::string, std::vector<float>> read_inputs(const isa::Program& program, const std::string& dir,
+                                                      const compiler::Preprocess* preprocess) {
   std::map<std::string, std::vector<float>> values;
   int index = -1;  // the binding's position among the inputs (ONNX test data names files input_K.pb)
+  int inputs = 0;
+  for (const isa::TensorBinding& b : program.tensors) inputs += b.role == isa::TensorBinding::Role::kInput;
   for (const isa::TensorBinding& b : program.tensors) {
     if (b.role != isa::TensorBinding::Role::kInput) continue;
     ++index;
@@ -168,10 +192,27 @@ std::map<std::string, std::vector<float>> read_inputs(const isa::Program& progra
       } catch (const std::exception& e) {
         throw TensorIoError(fmt::format("{}: {}", path, e.what()));
       }
+    } else if (std::string image = image_for(
+                   dir, (std::filesystem::path(dir) / tensor_file_stem(b.name)).string(), inputs == 1);
+               !image.empty()) {
+      path = image;
+      if (!preprocess) {
+        throw TensorIoError(
+            fmt::format("{}: an image needs --preprocess FILE.yaml to say how it becomes model "
+                        "input '{}' (resize, scale, mean/std, layout)",
+                        path, b.name));
+      }
+      try {
+        v = compiler::preprocess_image(compiler::read_image(path), *preprocess, dims_of(b), path)
+                .to_float_vector();
+      } catch (const std::runtime_error& e) {
+        throw TensorIoError(e.what());
+      }
     } else {
-      throw TensorIoError(fmt::format("no input file for model input '{}': expected {}.npy, {}.pb or (ONNX test "
-                                      "data) {}.pb",
-                                      b.name, stem, stem, onnx_test_stem));
+      throw TensorIoError(
+          fmt::format("no input file for model input '{}': expected {}.npy, {}.pb, an image "
+                      "{}.png/.jpg or (ONNX test data) {}.pb",
+                      b.name, stem, stem, stem, onnx_test_stem));
     }
     const int64_t want = compiler::num_elements(dims_of(b));
     if (static_cast<int64_t>(v.size()) != want) {

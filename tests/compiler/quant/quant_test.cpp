@@ -158,6 +158,45 @@ TEST(Calibration, NpyInputsGoThroughTheOneReader) {
   }
 }
 
+TEST(Calibration, ASoftmaxsConfidentProbabilitiesAreNotClippedByEntropyOrPercentile) {
+  // 20000 classes, one confident class per input (p ~ 0.9), the rest spread over ~1e-10..1e-3: the
+  // confident values are 1 in 20000 of the histogram, a tail entropy (max 1e-3 clipped) and percentile
+  // (99.99 %) cut.
+  // Clipping them would flatten exactly what the argmax reads; the plan takes min-max instead.
+  GraphBuilder b;
+  auto x = b.input("x", {1, 20000});
+  b.output(b.node("Softmax", {x}, "y", {1, 20000}, {{"axis", attr_i(-1)}}));
+  Graph g = b.build();
+  std::vector<Sample> samples;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> logits(0.0f, 2.5f);
+  for (int k = 0; k < 16; ++k) {
+    std::vector<float> v(20000);
+    for (float& f : v) f = logits(rng);
+    v[static_cast<size_t>(k * 997)] = 20.0f;
+    samples.push_back({{"x", Tensor::from_floats({1, 20000}, v)}});
+  }
+  const auto stats = collect_statistics(g, samples);
+  ASSERT_GT(stats.at("y").max(), 0.8f);
+  for (CalibrationMethod m : {CalibrationMethod::kEntropy, CalibrationMethod::kPercentile}) {
+    CalibrationOptions co;
+    co.method = m;
+    // Percentile really clips that tail for a value that is not a Softmax output ...
+    if (m == CalibrationMethod::kPercentile) {
+      EXPECT_LT(choose_range(stats.at("y"), co, false).hi, 0.5f);
+    }
+    // ... but not for the Softmax's output.
+    PrecisionSpec spec;
+    spec.model = Precision::kInt8;
+    PrecisionPlan plan = resolve_plan(g, spec);
+    QuantOptions qo;
+    qo.calibration = co;
+    quantize_plan(g, plan, stats, qo);
+    const QParams& q = plan.values.at("y");
+    EXPECT_GE(q.dequantize(q.qmax()), stats.at("y").max() * 0.999f) << to_string(m);
+  }
+}
+
 TEST(Calibration, EntropyAndPercentileClipAGaussiansOutliersMinMaxKeepsThem) {
   const TensorStats s = gaussian_with_outliers(200000, 10, 40.0f);
   EXPECT_FLOAT_EQ(std::max(-s.min(), s.max()), 40.0f);

@@ -1,0 +1,32 @@
+#pragma once
+// PNG and JPEG images as model inputs: decoding (libpng, libjpeg-turbo) to 8-bit RGB, recognised by
+// their content (signature bytes), not their file name.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace npusim::compiler {
+
+// An image file that cannot be read or decoded (the message names the file).
+class ImageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// 8-bit RGB pixels, row-major, interleaved (R, G, B of pixel (0, 0) first). Grey and palette images
+// are expanded to RGB, alpha is dropped (composited on black by libpng, as most deployment loaders do).
+struct Image {
+  int64_t width = 0, height = 0;
+  std::vector<uint8_t> rgb;  // width * height * 3
+};
+
+enum class ImageFormat { kNone, kPng, kJpeg };
+
+// The format a file's first bytes announce (kNone when it is neither, or cannot be opened).
+ImageFormat sniff_image(const std::string& path);
+
+// Decodes a PNG or JPEG file. Throws ImageError naming the file.
+Image read_image(const std::string& path);
+
+}  // namespace npusim::compiler

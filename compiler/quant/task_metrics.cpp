@@ -1,0 +1,265 @@
+#include "compiler/quant/task_metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iomanip>
+#include <numeric>
+#include <sstream>
+
+#include "isa/json_text.h"
+
+namespace npusim::compiler::quant {
+
+namespace {
+
+constexpr size_t kMaxMismatches = 5;
+
+double ratio(int64_t part, int64_t whole) {
+  return whole ? static_cast<double>(part) / static_cast<double>(whole) : 0.0;
+}
+
+std::string num(double v) {
+  std::ostringstream os;
+  os << std::setprecision(6) << v;
+  return os.str();
+}
+
+// Rows of a [.., C] output: (rows, C). Classification and recognition read the last axis as classes.
+std::pair<int64_t, int64_t> rows_and_classes(const Tensor& t, const char* task) {
+  if (t.rank() < 1 || t.shape.back() < 1)
+    throw TaskError(std::string("--task ") + task + ": the model's output has shape " +
+                    shape_to_string(t.shape) + ", which has no class axis");
+  const int64_t c = t.shape.back();
+  return {t.size() / c, c};
+}
+
+// Class indices of row `r`, best first (the first `k`).
+std::vector<int64_t> top_k(const Tensor& t, int64_t row, int64_t classes, int64_t k) {
+  std::vector<int64_t> idx(static_cast<size_t>(classes));
+  std::iota(idx.begin(), idx.end(), 0);
+  const float* p = t.f.data() + row * classes;
+  k = std::min(k, classes);
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                    [p](int64_t a, int64_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+  idx.resize(static_cast<size_t>(k));
+  return idx;
+}
+
+// Indices without leading and trailing spaces (the index one past the keys); unchanged without keys.
+std::vector<int64_t> trim_spaces(const std::vector<int64_t>& v, const std::vector<std::string>& keys) {
+  if (keys.empty()) return v;
+  const int64_t space = static_cast<int64_t>(keys.size()) + 1;
+  auto is_space = [&](int64_t i) { return i == space || keys[static_cast<size_t>(i - 1)] == " "; };
+  size_t lo = 0, hi = v.size();
+  while (lo < hi && v[lo] >= 1 && v[lo] <= space && is_space(v[lo])) ++lo;
+  while (hi > lo && v[hi - 1] >= 1 && v[hi - 1] <= space && is_space(v[hi - 1])) --hi;
+  return std::vector<int64_t>(v.begin() + static_cast<std::ptrdiff_t>(lo),
+                              v.begin() + static_cast<std::ptrdiff_t>(hi));
+}
+
+}  // namespace
+
+std::string to_string(Task t) {
+  switch (t) {
+    case Task::kClassify:
+      return "classify";
+    case Task::kOcrRec:
+      return "ocr-rec";
+    case Task::kOcrDet:
+      return "ocr-det";
+    case Task::kRegress:
+      return "regress";
+  }
+  return "regress";
+}
+
+Task parse_task(const std::string& text) {
+  for (Task t : {Task::kClassify, Task::kOcrRec, Task::kOcrDet, Task::kRegress})
+    if (text == to_string(t)) return t;
+  throw TaskError("--task '" + text + "' is not one of classify, ocr-rec, ocr-det, regress");
+}
+
+std::vector<std::string> read_keys_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw TaskError("cannot open the keys file '" + path + "'");
+  std::vector<std::string> keys;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    keys.push_back(line);
+  }
+  if (keys.empty()) throw TaskError(path + ": the keys file is empty (expected one character per line)");
+  return keys;
+}
+
+std::vector<int64_t> ctc_greedy_decode(const Tensor& scores) {
+  const auto [steps, classes] = rows_and_classes(scores, "ocr-rec");
+  std::vector<int64_t> out;
+  int64_t prev = -1;
+  for (int64_t t = 0; t < steps; ++t) {
+    const int64_t best = top_k(scores, t, classes, 1)[0];
+    if (best != 0 && best != prev) out.push_back(best);
+    prev = best;
+  }
+  return out;
+}
+
+std::string decode_text(const std::vector<int64_t>& indices, const std::vector<std::string>& keys) {
+  std::string s;
+  for (int64_t i : indices) {
+    if (keys.empty()) {
+      s += (s.empty() ? "#" : " #") + std::to_string(i);
+    } else if (i >= 1 && i <= static_cast<int64_t>(keys.size())) {
+      s += keys[static_cast<size_t>(i - 1)];
+    } else if (i == static_cast<int64_t>(keys.size()) + 1) {
+      s += " ";
+    } else {
+      s += "<" + std::to_string(i) + ">";
+    }
+  }
+  return s;
+}
+
+int64_t edit_distance(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  std::vector<int64_t> row(b.size() + 1);
+  std::iota(row.begin(), row.end(), 0);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    int64_t diag = row[0];
+    row[0] = static_cast<int64_t>(i);
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const int64_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+void TaskEvaluator::add(const Tensor& ref, const Tensor& q) {
+  if (!ref.floating() || !q.floating() || ref.shape != q.shape)
+    throw TaskError("--task " + to_string(o_.task) + ": the model's first output is not a float tensor");
+  ++m_.inputs;
+  switch (o_.task) {
+    case Task::kClassify: {
+      const auto [rows, classes] = rows_and_classes(ref, "classify");
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t want = top_k(ref, r, classes, 1)[0];
+        const std::vector<int64_t> got = top_k(q, r, classes, 5);
+        m_.top1_agree += got[0] == want;
+        m_.top5_agree += std::find(got.begin(), got.end(), want) != got.end();
+      }
+      // One input may hold several rows (a batch): count rows as inputs.
+      m_.inputs += rows - 1;
+      break;
+    }
+    case Task::kOcrRec: {
+      const std::vector<int64_t> a = ctc_greedy_decode(ref), b = ctc_greedy_decode(q);
+      m_.strings_equal += a == b;
+      m_.strings_equal_trimmed += trim_spaces(a, o_.keys) == trim_spaces(b, o_.keys);
+      m_.reference_chars += static_cast<int64_t>(a.size());
+      m_.char_edits += edit_distance(a, b);
+      if (a != b && m_.mismatches.size() < kMaxMismatches)
+        m_.mismatches.push_back({decode_text(a, o_.keys), decode_text(b, o_.keys)});
+      break;
+    }
+    case Task::kOcrDet:
+      for (size_t k = 0; k < ref.f.size(); ++k) {
+        const bool a = ref.f[k] > o_.det_threshold, b = q.f[k] > o_.det_threshold;
+        m_.det_reference_pixels += a;
+        m_.det_quantized_pixels += b;
+        m_.det_both_pixels += a && b;
+      }
+      break;
+    case Task::kRegress:
+      for (size_t k = 0; k < ref.f.size(); ++k) {
+        const double e = static_cast<double>(q.f[k]) - ref.f[k];
+        m_.sum_abs_error += std::fabs(e);
+        m_.sum_sq_error += e * e;
+        m_.sum_sq_reference += static_cast<double>(ref.f[k]) * ref.f[k];
+      }
+      m_.values += static_cast<int64_t>(ref.f.size());
+      break;
+  }
+}
+
+double TaskMetrics::top1_rate() const { return ratio(top1_agree, inputs); }
+double TaskMetrics::top5_rate() const { return ratio(top5_agree, inputs); }
+double TaskMetrics::string_rate() const { return ratio(strings_equal, inputs); }
+double TaskMetrics::trimmed_string_rate() const { return ratio(strings_equal_trimmed, inputs); }
+double TaskMetrics::char_error_rate() const { return ratio(char_edits, reference_chars); }
+double TaskMetrics::det_f1() const {
+  const int64_t sum = det_reference_pixels + det_quantized_pixels;
+  return sum ? 2.0 * static_cast<double>(det_both_pixels) / static_cast<double>(sum) : 1.0;
+}
+double TaskMetrics::det_iou() const {
+  const int64_t uni = det_reference_pixels + det_quantized_pixels - det_both_pixels;
+  return uni ? ratio(det_both_pixels, uni) : 1.0;
+}
+double TaskMetrics::mean_abs_error() const {
+  return values ? sum_abs_error / static_cast<double>(values) : 0.0;
+}
+double TaskMetrics::relative_rms_error() const {
+  return sum_sq_reference > 0 ? std::sqrt(sum_sq_error / sum_sq_reference) : 0.0;
+}
+
+std::string task_json(const TaskMetrics& m) {
+  std::ostringstream o;
+  o << "{\"task\": " << json_string(to_string(m.task)) << ", \"inputs\": " << m.inputs;
+  switch (m.task) {
+    case Task::kClassify:
+      o << ", \"top1_agreement\": " << num(m.top1_rate()) << ", \"top5_agreement\": " << num(m.top5_rate());
+      break;
+    case Task::kOcrRec:
+      o << ", \"strings_equal\": " << m.strings_equal << ", \"string_agreement\": " << num(m.string_rate())
+        << ", \"string_agreement_trimmed\": " << num(m.trimmed_string_rate())
+        << ", \"reference_chars\": " << m.reference_chars << ", \"char_edits\": " << m.char_edits
+        << ", \"char_error_rate\": " << num(m.char_error_rate()) << ", \"mismatches\": [";
+      for (size_t k = 0; k < m.mismatches.size(); ++k)
+        o << (k ? ", " : "") << "{\"fp32\": " << json_string(m.mismatches[k].reference)
+          << ", \"quantized\": " << json_string(m.mismatches[k].quantized) << "}";
+      o << "]";
+      break;
+    case Task::kOcrDet:
+      o << ", \"f1\": " << num(m.det_f1()) << ", \"iou\": " << num(m.det_iou())
+        << ", \"reference_pixels\": " << m.det_reference_pixels
+        << ", \"quantized_pixels\": " << m.det_quantized_pixels << ", \"both_pixels\": " << m.det_both_pixels;
+      break;
+    case Task::kRegress:
+      o << ", \"mean_abs_error\": " << num(m.mean_abs_error())
+        << ", \"relative_rms_error\": " << num(m.relative_rms_error());
+      break;
+  }
+  o << "}";
+  return o.str();
+}
+
+std::string task_summary(const TaskMetrics& m) {
+  std::ostringstream o;
+  o << "task " << to_string(m.task) << " (" << m.inputs << " inputs, quantized vs fp32): ";
+  switch (m.task) {
+    case Task::kClassify:
+      o << "top-1 agreement " << num(100 * m.top1_rate()) << "%, top-5 agreement " << num(100 * m.top5_rate())
+        << "%\n";
+      break;
+    case Task::kOcrRec:
+      o << "same string on " << m.strings_equal << " of " << m.inputs << " (" << num(100 * m.string_rate())
+        << "%; " << num(100 * m.trimmed_string_rate())
+        << "% ignoring leading/trailing spaces), character error rate " << num(100 * m.char_error_rate())
+        << "%\n";
+      for (const auto& mm : m.mismatches)
+        o << "  fp32 \"" << mm.reference << "\"  quantized \"" << mm.quantized << "\"\n";
+      break;
+    case Task::kOcrDet:
+      o << "text-map F1 " << num(m.det_f1()) << ", IoU " << num(m.det_iou())
+        << " (pixels above the threshold)\n";
+      break;
+    case Task::kRegress:
+      o << "mean |error| " << num(m.mean_abs_error()) << ", relative RMS error "
+        << num(m.relative_rms_error()) << "\n";
+      break;
+  }
+  return o.str();
+}
+
+}  // namespace npusim::compiler::quant

