@@ -37,12 +37,12 @@ Npu::Npu(const sc_core::sc_module_name& name, const isa::NpuConfig& config, cons
       queues_("queue"),
       load_descriptors_("load_descriptors"),
       store_descriptors_("store_descriptors"),
-      sequencer_("sequencer", config.sequencer, sink, fab_, std::move(progress)),
-      load_("load", config.dma, sink, fab_, Queue::kLoad),
-      matrix_("matrix", config.systolic_array, sink, fab_),
-      vector_("vector", config.vector, sink, fab_),
-      store_("store", config.dma, sink, fab_, Queue::kStore),
-      host_("host", config.host, sink, fab_),
+      sequencer_("sequencer", config.sequencer, fab_, std::move(progress)),
+      load_("load", config.dma, fab_, Queue::kLoad),
+      matrix_("matrix", config.systolic_array, fab_),
+      vector_("vector", config.vector, fab_),
+      store_("store", config.dma, fab_, Queue::kStore),
+      host_("host", config.host, fab_),
       engines_("dma") {
   const int depth = static_cast<int>(config.sequencer.queue_depth);
   const int ddepth = static_cast<int>(config.dma.queue_depth);
@@ -54,7 +54,7 @@ Npu::Npu(const sc_core::sc_module_name& name, const isa::NpuConfig& config, cons
   store_descriptors_.init(engines,
                           [ddepth](const char* n, size_t) { return new BoundedQueue<Descriptor>(n, ddepth); });
   engines_.init(engines, [&](const char* n, size_t i) {
-    return new DmaEngine(n, config.dma, sink, fab_, static_cast<int>(i));
+    return new DmaEngine(n, config.dma, fab_, static_cast<int>(i));
   });
 
   // Bindings, all in one place.

@@ -11,7 +11,6 @@
 #include "arch/npu.h"
 
 namespace npusim::arch {
-namespace {
 
 // SystemC elaborates one netlist per simulation context. Each run gets a fresh context: the
 // previous one we made is deleted (its modules are gone by then) and a new one becomes both the
@@ -33,8 +32,6 @@ void fresh_simcontext() {
   sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
   sc_core::sc_report_handler::set_actions(sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
 }
-
-}  // namespace
 
 void check_program(const isa::Program& program, const isa::NpuConfig& config) {
   for (size_t i = 0; i < program.instructions.size(); ++i) {

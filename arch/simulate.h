@@ -27,6 +27,10 @@ struct RunOptions {
 // capacity violations, invalid instructions. `config` must be validated.
 traces::Report simulate(const isa::Program& program, const isa::NpuConfig& config, const RunOptions& options);
 
+// Makes a new, empty SystemC simulation context current (simulate() calls it before each run; a test
+// that builds units itself calls it first). The previous context must have no live modules.
+void fresh_simcontext();
+
 // Checks every instruction before a run: encodable fields, SRAM capacity (datapath::footprint),
 // supported precision, host-op index. Throws SimError naming the first bad instruction.
 void check_program(const isa::Program& program, const isa::NpuConfig& config);

@@ -35,6 +35,8 @@
 #include <string_view>
 #include <vector>
 
+#include "isa/instruction_storage.h"
+
 namespace npusim::isa {
 
 // The five instruction queues the sequencer dispatches to, one per unit.
@@ -438,115 +440,18 @@ inline const Format& format(Opcode op) { return kFormats[static_cast<size_t>(op)
 std::optional<Opcode> opcode_from_mnemonic(std::string_view mnemonic);
 
 // ---- in-memory storage of a decoded Instruction (not the encoding) ----------------------------
-//
-// A program holds one Instruction per instruction, so their size is the program's memory and the
-// simulator's cache footprint: 64 bytes each, instead of one int64 per Field (528 bytes). Every
-// field gets a byte slot wide enough for its widest format (wait/signal 1 byte, layer 2, a 16-bit
-// size 2, a 40-bit address 5, ...). Fields that never occur in the same format may share bytes
-// (VEC's d0 and LOAD's size0, say); a presence bit per field says which of them is set. Values that
-// do not fit their slot, or a field set on top of a set field it shares bytes with (both only
-// happen in instructions validate() rejects), move the instruction to a plain array of every
-// field, so get() always returns exactly what set() stored.
+// The byte slots every field gets in an Instruction's 64 bytes are laid out by isa/instruction_storage.h
+// from the format table above; the layout is checked here, at compile time.
 namespace storage {
-inline constexpr int kHeaderFields = 3;  // wait, signal, layer: dedicated bytes, no presence bit
-inline constexpr int kDataBytes = 47;    // with the opcode byte, presence bits and overflow pointer: 64
 static_assert(kNumFields - kHeaderFields <= 64, "one presence bit per non-header field");
-
-struct Slot {
-  uint8_t offset = 0;     // first byte in Instruction's data
-  uint8_t bytes = 0;      // little-endian, two's complement when is_signed
-  bool is_signed = false;
-  int8_t bit = -1;        // presence bit; -1 for the header fields
-};
-struct SlotTable {
-  std::array<Slot, kNumFields> slot{};
-  std::array<uint64_t, kNumFields> overlap{};  // presence bits of the other fields sharing bytes with it
-  std::array<uint64_t, kNumOpcodes> in_format{};  // presence bits of each opcode's fields
-  int end = 0;                                 // bytes used
-};
-
-constexpr SlotTable make_slots() {
-  SlotTable t{};
-  int width[kNumFields] = {};
-  bool is_signed[kNumFields] = {};
-  auto note = [&](const FieldSpec& s) {
-    const int i = static_cast<int>(s.field);
-    if (s.width > width[i]) width[i] = s.width;
-    if (s.kind == FieldKind::kSigned) is_signed[i] = true;
-  };
-  for (const FieldSpec& s : layout::kHeader) note(s);
-  for (const Format& fmt : kFormats) {
-    for (int k = 0; k < fmt.num_fields; ++k) note(fmt.fields[k]);
-  }
-  bool placed[kNumFields] = {};
-  int next = 0;
-  for (const FieldSpec& s : layout::kHeader) {
-    const int i = static_cast<int>(s.field);
-    t.slot[i] = Slot{static_cast<uint8_t>(next), static_cast<uint8_t>((width[i] + 7) / 8), is_signed[i], -1};
-    next += t.slot[i].bytes;
-    placed[i] = true;
-  }
-  const int base = next;
-  t.end = next;
-  // Largest formats first, each field at the lowest offset free among the fields of this format.
-  constexpr Opcode kOrder[] = {Opcode::kVec,     Opcode::kLoad,     Opcode::kConv, Opcode::kMatmul,
-                               Opcode::kPreload, Opcode::kHostCall, Opcode::kStore};
-  for (Opcode op : kOrder) {
-    const Format& fmt = kFormats[static_cast<size_t>(op)];
-    bool used[kDataBytes + 8] = {};
-    for (int k = 0; k < fmt.num_fields; ++k) {
-      const int i = static_cast<int>(fmt.fields[k].field);
-      if (!placed[i]) continue;
-      for (int b = 0; b < t.slot[i].bytes; ++b) used[t.slot[i].offset + b] = true;
-    }
-    for (int k = 0; k < fmt.num_fields; ++k) {
-      const int i = static_cast<int>(fmt.fields[k].field);
-      if (placed[i]) continue;
-      const int bytes = (width[i] + 7) / 8;
-      int off = base;
-      for (;; ++off) {
-        bool free = true;
-        for (int b = 0; b < bytes && free; ++b) free = off + b >= kDataBytes + 8 || !used[off + b];
-        if (free) break;
-      }
-      t.slot[i] = Slot{static_cast<uint8_t>(off), static_cast<uint8_t>(bytes), is_signed[i],
-                       static_cast<int8_t>(i - kHeaderFields)};
-      for (int b = 0; b < bytes && off + b < kDataBytes + 8; ++b) used[off + b] = true;
-      placed[i] = true;
-      if (off + bytes > t.end) t.end = off + bytes;
-    }
-  }
-  for (int i = kHeaderFields; i < kNumFields; ++i) {
-    if (!placed[i]) t.end = 1000;  // a field no format has: the static_assert below fails
-    for (int j = kHeaderFields; j < kNumFields; ++j) {
-      const Slot a = t.slot[i], b = t.slot[j];
-      if (i != j && a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes) {
-        t.overlap[i] |= uint64_t{1} << b.bit;
-      }
-    }
-  }
-  for (int op = 0; op < kNumOpcodes; ++op) {
-    for (int k = 0; k < kFormats[op].num_fields; ++k) {
-      t.in_format[op] |= uint64_t{1} << t.slot[static_cast<int>(kFormats[op].fields[k].field)].bit;
-    }
-  }
-  return t;
-}
-inline constexpr SlotTable kSlots = make_slots();
+// Largest formats first: each field of a format at the lowest offset free among that format's fields.
+inline constexpr Opcode kPlacementOrder[] = {Opcode::kVec,     Opcode::kLoad,    Opcode::kConv,
+                                             Opcode::kMatmul,  Opcode::kPreload, Opcode::kHostCall,
+                                             Opcode::kStore};
+inline constexpr SlotTable<kNumFields, kNumOpcodes> kSlots =
+    make_slots<kNumFields, kNumOpcodes>(layout::kHeader, kFormats, kPlacementOrder);
 static_assert(kSlots.end <= kDataBytes, "the fields of some format do not fit an Instruction's bytes");
-
-constexpr bool formats_do_not_share_bytes() {
-  for (const Format& fmt : kFormats) {
-    for (int a = 0; a < fmt.num_fields; ++a) {
-      for (int b = 0; b < fmt.num_fields; ++b) {
-        const int i = static_cast<int>(fmt.fields[a].field), j = static_cast<int>(fmt.fields[b].field);
-        if (i != j && (kSlots.overlap[i] >> kSlots.slot[j].bit) & 1) return false;
-      }
-    }
-  }
-  return true;
-}
-static_assert(formats_do_not_share_bytes(), "two fields of one format share storage bytes");
+static_assert(formats_do_not_share_bytes(kSlots, kFormats), "two fields of one format share storage bytes");
 }  // namespace storage
 
 // A decoded instruction: its opcode and the value of every field (absent fields are zero). Any

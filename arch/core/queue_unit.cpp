@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "arch/core/binding.h"
 #include "arch/datapath/error.h"
 #include "arch/sim_error.h"
 
@@ -13,6 +14,10 @@ using traces::Reason;
 QueueUnit::QueueUnit(const sc_core::sc_module_name& name, Fabric& fabric, Queue queue)
     : sc_core::sc_module(name), fab_(fabric), queue_(queue), unit_(queue_unit(queue)) {
   SC_THREAD(run);
+}
+
+void QueueUnit::end_of_elaboration() {
+  require_bound(*this, in, "its instruction queue (in)");
 }
 
 std::string QueueUnit::blocked_on() const {

@@ -29,6 +29,8 @@ class QueueUnit : public sc_core::sc_module {
   std::string blocked_on() const;
 
  protected:
+  // Fails elaboration when `in` was never bound (arch/core/binding.h).
+  void end_of_elaboration() override;
   // Runs instruction d.index; called at the cycle its tokens are in. Tokens were pushed by
   // `token_cycle` at the latest. Completes it through fab_.complete (now or later).
   virtual void execute(const Dispatch& d, uint64_t token_cycle) = 0;

@@ -1,8 +1,11 @@
 #include "arch/dma/dma.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
+#include "arch/core/binding.h"
 #include "isa/timing/units.h"
 
 namespace npusim::arch {
@@ -10,8 +13,8 @@ namespace npusim::arch {
 using isa::Field;
 using isa::Opcode;
 
-DmaEngine::DmaEngine(const sc_core::sc_module_name& name, const isa::DmaConfig& config, traces::Sink*,
-                     Fabric& fabric, int id)
+DmaEngine::DmaEngine(const sc_core::sc_module_name& name, const isa::DmaConfig& config, Fabric& fabric,
+                     int id)
     : sc_core::sc_module(name),
       config_(config),
       fab_(fabric),
@@ -113,7 +116,7 @@ void DmaEngine::transfer(const Descriptor& desc, DmaQueue& owner) {
   owner.finished(desc);
 }
 
-DmaQueue::DmaQueue(const sc_core::sc_module_name& name, const isa::DmaConfig& config, traces::Sink*, Fabric& fabric,
+DmaQueue::DmaQueue(const sc_core::sc_module_name& name, const isa::DmaConfig& config, Fabric& fabric,
                    isa::Queue queue)
     : QueueUnit(name, fabric, queue), to_engine(static_cast<size_t>(config.engines), nullptr) {}
 
@@ -144,6 +147,23 @@ void DmaQueue::execute(const Dispatch& d, uint64_t) {
   }
   done_.push_back(-1);
   port->write(Descriptor{d, next_seq_++});
+}
+
+void DmaEngine::end_of_elaboration() {
+  require_bound(*this, from_load, "its descriptor queue from the load queue (from_load)");
+  require_bound(*this, from_store, "its descriptor queue from the store queue (from_store)");
+  require_bound(*this, load_, "the load queue (attach)");
+  require_bound(*this, store_, "the store queue (attach)");
+}
+
+void DmaQueue::end_of_elaboration() {
+  QueueUnit::end_of_elaboration();
+  for (size_t e = 0; e < to_engine.size(); ++e)
+    require_bound(*this, to_engine[e], fmt::format("its descriptor queue to engine {} (to_engine[{}])", e, e));
+  if (engines_.size() != to_engine.size())
+    throw SimError(fmt::format("{}: {} DMA engines attached for {} descriptor queues (attach)", name(),
+                               engines_.size(), to_engine.size()));
+  for (size_t e = 0; e < engines_.size(); ++e) require_bound(*this, engines_[e], fmt::format("engine {}", e));
 }
 
 void DmaQueue::finished(const Descriptor& d) {

@@ -29,8 +29,7 @@ class DmaEngine : public sc_core::sc_module {
   BoundedQueue<Descriptor>* from_store = nullptr;
 
   SC_HAS_PROCESS(DmaEngine);
-  DmaEngine(const sc_core::sc_module_name& name, const isa::DmaConfig& config, traces::Sink* sink, Fabric& fabric,
-            int id);
+  DmaEngine(const sc_core::sc_module_name& name, const isa::DmaConfig& config, Fabric& fabric, int id);
   void attach(DmaQueue* load, DmaQueue* store) {
     load_ = load;
     store_ = store;
@@ -46,6 +45,10 @@ class DmaEngine : public sc_core::sc_module {
     uint64_t bytes_written = 0;
   };
   const Stats& stats() const { return stats_; }
+
+ protected:
+  // Fails elaboration when a descriptor queue or a queue front end was never bound.
+  void end_of_elaboration() override;
 
  private:
   void run();
@@ -73,13 +76,17 @@ class DmaQueue : public QueueUnit {
   std::vector<BoundedQueue<Descriptor>*> to_engine;  // one per engine
 
   SC_HAS_PROCESS(DmaQueue);
-  DmaQueue(const sc_core::sc_module_name& name, const isa::DmaConfig& config, traces::Sink* sink, Fabric& fabric,
+  DmaQueue(const sc_core::sc_module_name& name, const isa::DmaConfig& config, Fabric& fabric,
            isa::Queue queue);
   void attach(std::vector<DmaEngine*> engines) { engines_ = std::move(engines); }
 
   // An engine finished descriptor `d`: retire it and every later one already finished, in order.
   void finished(const Descriptor& d);
   void decode(const isa::Instruction& ins, Dispatch& d) const override;
+
+ protected:
+  // Fails elaboration when `in`, an engine's descriptor queue or the engines were never bound.
+  void end_of_elaboration() override;
 
  private:
   void execute(const Dispatch& d, uint64_t token_cycle) override;

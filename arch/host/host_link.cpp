@@ -6,7 +6,7 @@ namespace npusim::arch {
 
 using isa::Field;
 
-HostLink::HostLink(const sc_core::sc_module_name& name, const isa::HostConfig& config, traces::Sink*, Fabric& fabric)
+HostLink::HostLink(const sc_core::sc_module_name& name, const isa::HostConfig& config, Fabric& fabric)
     : QueueUnit(name, fabric, isa::Queue::kHost), config_(config) {}
 
 void HostLink::decode(const isa::Instruction& ins, Dispatch& d) const {

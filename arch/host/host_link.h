@@ -8,7 +8,7 @@ namespace npusim::arch {
 class HostLink : public QueueUnit {
  public:
   SC_HAS_PROCESS(HostLink);
-  HostLink(const sc_core::sc_module_name& name, const isa::HostConfig& config, traces::Sink* sink, Fabric& fabric);
+  HostLink(const sc_core::sc_module_name& name, const isa::HostConfig& config, Fabric& fabric);
 
   uint64_t calls() const { return calls_; }
   uint64_t bytes_in() const { return bytes_in_; }

@@ -3,13 +3,14 @@
 #include <fmt/format.h>
 
 #include "arch/core/activity.h"
+#include "arch/core/binding.h"
 
 namespace npusim::arch {
 
 using isa::Opcode;
 
-Sequencer::Sequencer(const sc_core::sc_module_name& name, const isa::SequencerConfig& config, traces::Sink*,
-                     Fabric& fabric, std::function<void(double)> progress)
+Sequencer::Sequencer(const sc_core::sc_module_name& name, const isa::SequencerConfig& config, Fabric& fabric,
+                     std::function<void(double)> progress)
     : sc_core::sc_module(name),
       config_(config),
       fab_(fabric),
@@ -100,6 +101,14 @@ void Sequencer::run() {
   end_cycle_ = std::max(fab_.now(), fab_.last_end);
   finished_ = true;
   if (progress_) progress_(1.0);
+}
+
+void Sequencer::end_of_elaboration() {
+  for (int q = 0; q < isa::kNumQueues; ++q) {
+    const std::string_view queue = isa::kQueueNames[static_cast<size_t>(q)];
+    require_bound(*this, to_queue[q], fmt::format("the {} queue (to_queue[{}])", queue, q));
+    require_bound(*this, units_[q], fmt::format("the {} unit (attach)", queue));
+  }
 }
 
 }  // namespace npusim::arch

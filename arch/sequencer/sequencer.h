@@ -22,8 +22,8 @@ class Sequencer : public sc_core::sc_module {
   std::array<BoundedQueue<Dispatch>*, isa::kNumQueues> to_queue{};  // indexed by isa::Queue
 
   SC_HAS_PROCESS(Sequencer);
-  Sequencer(const sc_core::sc_module_name& name, const isa::SequencerConfig& config, traces::Sink* sink,
-            Fabric& fabric, std::function<void(double)> progress);
+  Sequencer(const sc_core::sc_module_name& name, const isa::SequencerConfig& config, Fabric& fabric,
+            std::function<void(double)> progress);
 
   // The units behind the queues, which decode what is dispatched to them.
   void attach(const std::array<const QueueUnit*, isa::kNumQueues>& units) { units_ = units; }
@@ -33,6 +33,10 @@ class Sequencer : public sc_core::sc_module {
   uint64_t dispatched() const { return dispatched_; }
   // For deadlock reports: what dispatch is blocked on, or "".
   std::string blocked_on() const;
+
+ protected:
+  // Fails elaboration when a queue or a unit behind one was never bound.
+  void end_of_elaboration() override;
 
  private:
   void run();

@@ -12,7 +12,7 @@ using isa::Opcode;
 namespace timing = isa::timing;
 
 SystolicArray::SystolicArray(const sc_core::sc_module_name& name, const isa::SystolicArrayConfig& config,
-                             traces::Sink* /*sink: events go through the fabric's recorder*/, Fabric& fabric)
+                             Fabric& fabric)
     : QueueUnit(name, fabric, isa::Queue::kMatrix), config_(config) {
   if (config_.model == isa::ArrayModel::kPe) {
     pe_ = std::make_unique<datapath::PeArray>(config_.rows, config_.cols, config_.dataflow);

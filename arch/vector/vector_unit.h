@@ -8,8 +8,7 @@ namespace npusim::arch {
 class VectorUnit : public QueueUnit {
  public:
   SC_HAS_PROCESS(VectorUnit);
-  VectorUnit(const sc_core::sc_module_name& name, const isa::VectorConfig& config, traces::Sink* sink,
-             Fabric& fabric);
+  VectorUnit(const sc_core::sc_module_name& name, const isa::VectorConfig& config, Fabric& fabric);
 
  private:
   void decode(const isa::Instruction& ins, Dispatch& d) const override;

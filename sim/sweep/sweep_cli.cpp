@@ -11,6 +11,9 @@
 #include <sstream>
 
 #include "sim/config/config_loader.h"
+#include "sim/sweep/child_process.h"
+#include "sim/sweep/result_store.h"
+#include "sim/sweep/slurm.h"
 #include "sim/sweep/sweep_runner.h"
 #include "sim/sweep/sweep_spec.h"
 

@@ -1,5 +1,5 @@
 // The sweep file format and its expansion into points (sim/sweep/sweep_spec.h), and the row format of
-// the results (sim/sweep/sweep_runner.h). Nothing here runs a simulation.
+// the results (sim/sweep/result_store.h). Nothing here runs a simulation.
 #include "sim/sweep/sweep_spec.h"
 
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/sweep/sweep_runner.h"
+#include "sim/sweep/result_store.h"
 
 namespace npusim::sim {
 namespace {

@@ -8,7 +8,7 @@
 #include "arch/datapath/error.h"
 #include "arch/datapath/executor.h"
 #include "isa/timing/units.h"
-#include "tests/datapath/dp_test_util.h"
+#include "tests/arch/datapath/dp_test_util.h"
 
 namespace npusim::arch::datapath {
 namespace {

@@ -1,4 +1,4 @@
-// isa::Instruction's compact storage (isa.h "in-memory storage"): whatever is set is what get()
+// isa::Instruction's compact storage (isa/instruction_storage.h): whatever is set is what get()
 // returns, for any field, value and opcode, and == / validate() behave as on a plain array of every
 // field. Checked against such an array on random operations that mix valid values, values at and
 // past each field's width, fields outside the opcode's format and opcode changes.

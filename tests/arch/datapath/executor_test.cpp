@@ -9,7 +9,7 @@
 #include <random>
 
 #include "arch/datapath/error.h"
-#include "tests/datapath/dp_test_util.h"
+#include "tests/arch/datapath/dp_test_util.h"
 
 namespace npusim::arch::datapath {
 namespace {

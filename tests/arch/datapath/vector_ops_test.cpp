@@ -7,7 +7,7 @@
 
 #include "arch/datapath/error.h"
 #include "arch/datapath/executor.h"
-#include "tests/datapath/dp_test_util.h"
+#include "tests/arch/datapath/dp_test_util.h"
 
 namespace npusim::arch::datapath {
 namespace {

@@ -1,33 +1,24 @@
-// Tests of isa/timing: the closed forms against first principles, the PE-level model and the
-// DRAM presets' datasheet figures.
+// Tests of isa/timing: the closed forms against first principles and the DRAM presets' datasheet
+// figures. The PE-level model's cross-check against the closed form is in
+// tests/arch/datapath/pe_timing_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <random>
 
-#include "arch/datapath/pe_array.h"
 #include "isa/ceil_div.h"
 #include "isa/timing/dma.h"
 #include "isa/timing/dram.h"
 #include "isa/timing/systolic.h"
 #include "isa/timing/units.h"
+#include "tests/isa/timing_test_util.h"
 
 namespace npusim {
 namespace {
 
 using isa::Dataflow;
+using testing::array;
 namespace timing = isa::timing;
-
-isa::SystolicArrayConfig array(int64_t r, int64_t c, Dataflow df, bool double_buffered = false,
-                               bool pipelined_folds = false) {
-  isa::SystolicArrayConfig a;
-  a.rows = r;
-  a.cols = c;
-  a.dataflow = df;
-  a.double_buffered = double_buffered;
-  a.pipelined_folds = pipelined_folds;
-  return a;
-}
 
 
 TEST(SystolicTiming, WeightStationaryFoldIsPreloadPlusSkewedStreamPlusDrain) {
@@ -96,66 +87,6 @@ TEST(SystolicTiming, PipelinedFoldsPayFillAndDrainOnce) {
             timing::gemm_cycles(array(4, 4, Dataflow::kWs, false, false), g, isa::DType::kInt8, false).total);
   EXPECT_EQ(timing::gemm_cycles(array(4, 4, Dataflow::kOs, true, true), g, isa::DType::kInt8, false).total,
             timing::gemm_cycles(array(4, 4, Dataflow::kOs, true, false), g, isa::DType::kInt8, false).total);
-}
-
-// With every option (double buffering, pipelined folds, a preloaded first fold, a reduced rate) the
-// PE-level model and the closed form agree.
-TEST(SystolicTiming, PeModelMatchesClosedFormWithEveryTimingOption) {
-  const int64_t sizes[] = {1, 2, 3, 5, 8, 9};
-  for (auto [r, c] : {std::pair<int64_t, int64_t>{4, 4}, {3, 5}, {5, 2}}) {
-    for (Dataflow df : {Dataflow::kWs, Dataflow::kOs, Dataflow::kIs}) {
-      const arch::datapath::PeArray pe(r, c, df);
-      for (bool db : {false, true}) {
-        for (bool piped : {false, true}) {
-          for (bool pre : {false, true}) {
-            for (isa::DType t : {isa::DType::kInt8, isa::DType::kFp16}) {
-              const auto a = array(r, c, df, db, piped);
-              arch::datapath::PeTimingOptions opt;
-              opt.double_buffered = db;
-              opt.first_fold_preloaded = pre;
-              opt.rate = a.rate(t);
-              opt.pipelined_folds = a.folds_pipelined();
-              for (int64_t m : sizes) {
-                for (int64_t k : sizes) {
-                  for (int64_t n : sizes) {
-                    const auto closed = timing::gemm_cycles(a, {m, k, n}, t, pre);
-                    ASSERT_EQ(pe.run(m, k, n, nullptr, opt).cycles, closed.total)
-                        << r << "x" << c << " " << isa::kDataflowNames[static_cast<int>(df)] << " m=" << m
-                        << " k=" << k << " n=" << n << " db=" << db << " pipelined=" << piped << " pre=" << pre
-                        << " " << isa::kDTypeNames[static_cast<size_t>(t)];
-                  }
-                }
-              }
-            }
-          }
-        }
-      }
-    }
-  }
-}
-
-// The PE-level model steps every PE every cycle; the closed form must agree on every shape,
-// including those that do not fill the array.
-TEST(SystolicTiming, PeModelMatchesClosedFormOverShapeGrid) {
-  const int64_t sizes[] = {1, 2, 3, 4, 5, 7, 8, 9};
-  for (auto [r, c] : {std::pair<int64_t, int64_t>{4, 4}, {3, 5}, {2, 6}}) {
-    for (Dataflow df : {Dataflow::kWs, Dataflow::kOs, Dataflow::kIs}) {
-      const auto a = array(r, c, df);
-      const arch::datapath::PeArray pe(r, c, df);
-      for (int64_t m : sizes) {
-        for (int64_t k : sizes) {
-          for (int64_t n : sizes) {
-            const auto closed = timing::gemm_cycles(a, {m, k, n}, isa::DType::kInt8, false);
-            const auto stepped = pe.run(m, k, n);
-            ASSERT_EQ(stepped.cycles, closed.total)
-                << r << "x" << c << " " << isa::kDataflowNames[static_cast<int>(df)] << " m=" << m << " k=" << k
-                << " n=" << n;
-            ASSERT_EQ(stepped.folds, closed.folds);
-          }
-        }
-      }
-    }
-  }
 }
 
 TEST(SramTiming, BankConflictFactorCountsRowsSharingABank) {
