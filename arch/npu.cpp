@@ -148,7 +148,6 @@ traces::Report Npu::report() const {
     l.activity = lc.activity;
     r.layers.push_back(std::move(l));
   }
-  traces::partition_layer_spans(r.layers);
   r.macs = static_cast<uint64_t>(static_cast<int64_t>(matrix_.macs()) + useful_minus_executed);
   r.array_utilization =
       total ? static_cast<double>(r.macs) / (static_cast<double>(c.systolic_array.rows * c.systolic_array.cols) * total)

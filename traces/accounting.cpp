@@ -49,31 +49,4 @@ bool Accounting::layer(uint32_t layer, uint64_t& start, uint64_t& end, Breakdown
   return true;
 }
 
-void partition_layer_spans(std::vector<LayerReport>& layers) {
-  bool first = true;
-  uint64_t prev_end = 0;
-  for (LayerReport& l : layers) {
-    if (l.end_cycle == 0) {  // no activity: a point at the boundary
-      l.start_cycle = l.end_cycle = prev_end;
-      continue;
-    }
-    const uint64_t start = first ? 0 : prev_end;  // the first layer from the start of the run
-    const uint64_t end = std::max(l.end_cycle, start);
-    first = false;
-    prev_end = end;
-    l.start_cycle = start;
-    l.end_cycle = end;
-    l.cycles = end - start;
-    Breakdown& b = l.breakdown;
-    const uint64_t busy = b.compute + b.memory + b.host;
-    if (busy > l.cycles) {
-      const double f = static_cast<double>(l.cycles) / static_cast<double>(busy);
-      b.compute = static_cast<uint64_t>(static_cast<double>(b.compute) * f);
-      b.memory = std::min(static_cast<uint64_t>(static_cast<double>(b.memory) * f), l.cycles - b.compute);
-      b.host = std::min(static_cast<uint64_t>(static_cast<double>(b.host) * f), l.cycles - b.compute - b.memory);
-    }
-    b.scheduling = l.cycles - b.compute - b.memory - b.host;
-  }
-}
-
 }  // namespace npusim::traces

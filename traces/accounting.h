@@ -17,13 +17,6 @@ namespace npusim::traces {
 
 enum class Category : uint8_t { kCompute = 0, kMemory = 1, kHost = 2 };
 
-// Layers run overlapped (a layer's first loads start while the layer before it finishes), so their own
-// spans overlap. The report gives each layer the time from the end of the layer before it (program
-// order; the first from cycle 0) to its own end instead: a partition of the run, so the layers' cycles add up to total_cycles
-// and the overlap counts for the layer that finishes first. Its own compute, memory and host lengths are
-// scaled into that window when they do not fit; the rest of the window is scheduling.
-void partition_layer_spans(std::vector<LayerReport>& layers);
-
 class Accounting {
  public:
   void reset(size_t layers);

@@ -6,10 +6,8 @@
 #include <sstream>
 
 #include "arch/simulate.h"
-#include "isa/assembly.h"
 #include "isa/timing/systolic.h"
 #include "test_util.h"
-#include "traces/accounting.h"
 #include "traces/sink.h"
 
 namespace npusim {
@@ -227,41 +225,6 @@ TEST(Simulate, BreakdownsAddUpOnAPipelinedProgram) {
     EXPECT_EQ(r.dram.bytes_read, 4096u + 8192 * 2 + 16384);
     EXPECT_EQ(r.dram.bytes_written, 8192u * 2 + 16384 * 4);
   }
-}
-
-// Layers whose work overlaps (no dependency between them) still partition the run: each layer's
-// cycles run from the end of the layer before it to its own end, and they add up to total_cycles.
-TEST(Simulate, OverlappingLayersPartitionTheRun) {
-  const isa::Program p = isa::assemble(
-      ".layer a Load\n.layer b Relu\n"
-      "LOAD layer=a dtype=fp32 buf=input dram=0x0 sram=0x0 size0=4096 size1=4 size2=1 size3=1 stride1=4096 "
-      "stride2=0 stride3=0\n"
-      "VEC layer=b op=relu dtype=fp32 dtype_out=fp32 src1_buf=acc src1=0x0 dst_buf=acc dst=0x4000 d0=64 d1=8 "
-      "d2=1\n"
-      "HALT\n",
-      "overlap.s");
-  isa::NpuConfig c;
-  const traces::Report r = arch::simulate(p, c, {});
-  ASSERT_EQ(r.layers.size(), 2u);
-  expect_adds_up(r);
-  EXPECT_EQ(r.layers[0].cycles + r.layers[1].cycles, r.total_cycles);
-  EXPECT_EQ(r.layers[1].start_cycle, r.layers[0].end_cycle);
-  EXPECT_EQ(r.layers[1].cycles, 0u);  // the ReLU finished while the load was still running
-}
-
-TEST(Simulate, PartitionScalesALayersOwnBusyTimeIntoItsWindow) {
-  std::vector<traces::LayerReport> ls(3);
-  ls[0].start_cycle = 0, ls[0].end_cycle = 100, ls[0].cycles = 100, ls[0].breakdown = {80, 20, 0, 0};
-  ls[1].start_cycle = 60, ls[1].end_cycle = 160, ls[1].cycles = 100, ls[1].breakdown = {90, 10, 0, 0};
-  ls[2].start_cycle = 0, ls[2].end_cycle = 0;  // no activity (a free layer)
-  traces::partition_layer_spans(ls);
-  EXPECT_EQ(ls[1].start_cycle, 100u);
-  EXPECT_EQ(ls[1].cycles, 60u);
-  EXPECT_EQ(ls[1].breakdown.total(), 60u);
-  EXPECT_EQ(ls[1].breakdown.compute, 54u);  // 90 of its 100 busy cycles, scaled into 60
-  EXPECT_EQ(ls[2].start_cycle, 160u);
-  EXPECT_EQ(ls[2].cycles, 0u);
-  EXPECT_EQ(ls[0].breakdown.total(), 100u);
 }
 
 TEST(Simulate, RepeatedRunsInOneProcessGiveIdenticalReports) {
