@@ -482,7 +482,10 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     // What the program carries of the layer, so a run of the program file reports what this run does.
     prog.layers[i].precision = precision;
     if (plan.placement == "matrix" || plan.placement == "vector") prog.layers[i].macs = static_cast<uint64_t>(plan.macs);
-    c.em.collapse_sram(before);
+    // A SCALE-Sim topology's rows are independent layers that SCALE-Sim runs one at a time: each starts
+    // after the one before it (its SRAM history merged whole), so every row's cycles are its own and
+    // they add up to the run. A model's layers keep the exact history of the layer just emitted.
+    c.em.collapse_sram(g.nhwc_io ? c.em.size() : before);
     if (imposed) backend::check_applied(*imposed, plan, forced_host);
     plan.chosen.name = plan.name;
     plan.chosen.placement = parse_placement(plan.placement);

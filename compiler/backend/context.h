@@ -86,7 +86,7 @@ class Context {
   // An allocator for a layer's slots of scratchpad b, `need` bytes in all: consecutive layers take
   // opposite ends of every scratchpad (odd program layers the top), so a layer's first loads write
   // bytes the layer before no longer reads and start while its last tiles finish. A shared scratchpad,
-  // and a need beyond the capacity, start at the bottom.
+  // a SCALE-Sim topology (rows run one at a time) and a need beyond the capacity start at the bottom.
   SramAlloc slots(isa::Buffer b, int64_t need) const;
   // Bytes inputs and weights may take together when they share one scratchpad (0: separate ones).
   int64_t shared_capacity() const {
