@@ -451,7 +451,8 @@ struct ModelCliOptions {
   std::string weights = "per-channel";
   std::string activations = "asymmetric";
   bool verbose = false;
-  std::string graph_dumps;  // -v: what compile_model printed, for print_verbose
+  bool graphs = false;       // --graphs
+  std::string graph_dumps;  // --graphs: what compile_model printed, for print_graphs
   bool no_fusion = false;   // --no-fusion
   std::string mapping;      // --mapping FILE.yaml
   std::string mapping_out;  // --mapping-out FILE.yaml
@@ -467,8 +468,9 @@ po::options_description model_options(ModelCliOptions& m) {
         m.batch_given = true;
       }),
       "set the first (batch) dimension of every model input to N; shape inference propagates it")(
-      "verbose,v", po::bool_switch(&m.verbose),
-      "print the mapping table and precision plan, then the graph after import and after every pass")(
+      "verbose,v", po::bool_switch(&m.verbose), "print the mapping table and the precision plan")(
+      "graphs", po::bool_switch(&m.graphs),
+      "print the graph after import and after every pass, last (long: every node with its full ONNX names)")(
       "no-fusion", po::bool_switch(&m.no_fusion),
       "fuse nothing into a layer's epilogue (bias, residual Add, activations run as layers of their own) and fold "
       "no Concat into its producers' stores: what fusion buys")(
@@ -769,8 +771,8 @@ CompiledModel compile_or_throw(const std::string& spec, const isa::NpuConfig& co
     // -v: the graph after import and after every pass, kept until the mapping table is printed
     // (print_verbose): the table is what is read first, the graphs run to a thousand lines.
     std::ostringstream graphs;
-    CompiledModel cm = compile_model(spec, config, options, m.verbose ? &graphs : nullptr);
-    if (m.verbose) m.graph_dumps = graphs.str();
+    CompiledModel cm = compile_model(spec, config, options, m.graphs ? &graphs : nullptr);
+    if (m.graphs) m.graph_dumps = graphs.str();
     return cm;
   } catch (const compiler::ModelError& e) {
     throw InputError(e.what());
@@ -785,7 +787,7 @@ CompiledModel compile_or_throw(const std::string& spec, const isa::NpuConfig& co
   }
 }
 
-// -v: the mapping table and the precision plan (print_mapping), and last, after whatever else the
+// -v: the mapping table and the precision plan (print_mapping); --graphs: last, after whatever else the
 // command prints, the graph after import and after every pass (print_graphs).
 void print_mapping(Context& ctx, const ModelCliOptions& m, const CompiledModel& cm) {
   if (!m.verbose) return;
@@ -793,7 +795,7 @@ void print_mapping(Context& ctx, const ModelCliOptions& m, const CompiledModel& 
   ctx.out << "precision plan: " << compiler::quant::plan_summary(cm.plan) << "\n\n";
 }
 void print_graphs(Context& ctx, const ModelCliOptions& m) {
-  if (m.verbose) ctx.out << "\ngraphs after import and after each pass (-v)\n" << m.graph_dumps << "\n";
+  if (m.graphs) ctx.out << "\ngraphs after import and after each pass (--graphs)\n" << m.graph_dumps << "\n";
 }
 
 // --mapping-out: every layer's mapping, under a header saying what it was compiled from.
@@ -1090,10 +1092,10 @@ int cmd_compile(Context& ctx, const Command& cmd) {
   }
   if (m.verbose) {
     print_mapping(ctx, m, compiled);
-    print_graphs(ctx, m);
   } else if (!quiet) {
     ctx.out << compiler::compile_summary(compiled.result);
   }
+  print_graphs(ctx, m);
   return kExitOk;
 }
 

@@ -498,27 +498,33 @@ TEST(SmallThings, EveryColumnOfTheCompileTableIsDocumented) {
   EXPECT_EQ(n, 13);
 }
 
-// -v prints what is read first first: the mapping table and the precision plan, then (compile) the
-// graphs after every pass, or (run) the simulation's summary and then the graphs.
-TEST(SmallThings, VerboseCompileAndRunPrintTheMappingTableBeforeTheGraphs) {
+// -v prints the mapping table and the precision plan, nothing else of the compiler; --graphs adds the
+// graph after every pass, last: after the table (compile) or after the simulation's summary (run).
+TEST(SmallThings, VerboseCompileAndRunPrintTheMappingTableAndGraphsOnlyOnRequest) {
   const std::string dir = temp_dir("verbose");
   CommandResult r = npusim({"compile", "demo", "-o", dir + "/d.npu", "-v"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  size_t table = r.out.find("\nlayer "), plan = r.out.find("\nprecision plan: "),
-               graphs = r.out.find("graphs after import and after each pass (-v)\n== imported");
+  size_t table = r.out.find("\nlayer "), plan = r.out.find("\nprecision plan: ");
   EXPECT_NE(r.out.find(" layers, "), std::string::npos);
   EXPECT_LT(r.out.find(" layers, "), table);
   EXPECT_LT(table, plan);
-  EXPECT_LT(plan, graphs);
+  EXPECT_NE(plan, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("== imported"), std::string::npos) << r.out;
+  r = npusim({"compile", "demo", "-o", dir + "/d.npu", "-v", "--graphs"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t graphs = r.out.find("graphs after import and after each pass (--graphs)\n== imported");
+  EXPECT_LT(r.out.find("\nprecision plan: "), graphs);
   EXPECT_NE(graphs, std::string::npos) << r.out;
   EXPECT_NE(r.out.find("== after placement", graphs), std::string::npos);
   r = npusim({"run", "demo", "-v"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const size_t total = r.out.find("\ntotal cycles");
-  graphs = r.out.find("graphs after import and after each pass (-v)");
-  EXPECT_LT(r.out.find("\nprecision plan: "), total);
-  EXPECT_LT(total, graphs);
-  EXPECT_NE(graphs, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nprecision plan: "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("== imported"), std::string::npos) << r.out;
+  r = npusim({"run", "demo", "--graphs"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t total = r.out.find("\ntotal cycles"), run_graphs = r.out.find("graphs after import and after each pass");
+  EXPECT_LT(total, run_graphs);
+  EXPECT_NE(run_graphs, std::string::npos) << r.out;
 }
 
 // Plot labels never overlap (scripts/npusim_report.place_labels): ten labels on one point, and the
