@@ -14,13 +14,7 @@
 namespace npusim::test {
 namespace {
 
-const std::string kBin = NPUSIM_BIN;
 const std::string kSource = NPUSIM_SOURCE_DIR;
-
-CommandResult npusim(std::vector<std::string> args) {
-  args.insert(args.begin(), kBin);
-  return run_command(args);
-}
 
 // Every dotted parameter key, collected from the one declaration (NpuConfig::visit).
 class KeyCollector : public isa::Visitor {

@@ -20,11 +20,6 @@ namespace {
 const std::string kBin = NPUSIM_BIN;
 const std::string kBrowserCheck = std::string(NPUSIM_SOURCE_DIR) + "/tests/e2e/browser_check.py";
 
-CommandResult npusim(std::vector<std::string> args) {
-  args.insert(args.begin(), kBin);
-  return run_command(args);
-}
-
 // What headless Chromium saw of `page` (tests/e2e/browser_check.py): key -> value. `sort`: opened with
 // #sort=cycles; without `screenshot` no screenshot is taken (it costs a second browser run).
 std::map<std::string, std::string> browse(const std::string& page, const std::string& dir, bool sort = false,

@@ -13,11 +13,6 @@ namespace {
 
 const std::string kConv = "conv:H=28,W=28,C=32,K=64,R=3,S=3,stride=1,pad=1";
 
-CommandResult npusim(std::vector<std::string> args) {
-  args.insert(args.begin(), NPUSIM_BIN);
-  return run_command(args);
-}
-
 // The name of the first matrix layer in a mapping file that --mapping-out wrote (one entry per line).
 std::string matrix_layer(const std::string& mapping) {
   const size_t at = mapping.rfind("{name: ", mapping.find("placement: matrix")) + 7;

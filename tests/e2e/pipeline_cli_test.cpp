@@ -11,13 +11,7 @@
 namespace npusim::test {
 namespace {
 
-const std::string kBin = NPUSIM_BIN;
 const std::string kSource = NPUSIM_SOURCE_DIR;
-
-CommandResult npusim(std::vector<std::string> args) {
-  args.insert(args.begin(), kBin);
-  return run_command(args);
-}
 
 const std::string kPipeline = R"(frame: {width: 320, height: 240, channels: 3}
 pre:

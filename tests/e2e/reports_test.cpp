@@ -12,12 +12,6 @@
 namespace npusim::test {
 namespace {
 
-const std::string kBin = NPUSIM_BIN;
-
-CommandResult npusim(std::vector<std::string> args) {
-  args.insert(args.begin(), kBin);
-  return run_command(args);
-}
 
 // Runs a Python program over the report JSON (r) and the layers CSV (rows, a list of dicts); returns
 // what it prints.

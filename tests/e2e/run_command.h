@@ -24,4 +24,12 @@ void write_file(const std::string& path, const std::string& text);
 // returns what it prints, without the final newline; throws std::runtime_error when Python fails.
 std::string json_eval(const std::string& path, const std::string& expr);
 
+#ifdef NPUSIM_BIN
+// The npusim binary under test (the target's NPUSIM_BIN) run with `args`.
+inline CommandResult npusim(std::vector<std::string> args) {
+  args.insert(args.begin(), NPUSIM_BIN);
+  return run_command(args);
+}
+#endif
+
 }  // namespace npusim::test

@@ -12,12 +12,6 @@
 namespace npusim::test {
 namespace {
 
-const std::string kBin = NPUSIM_BIN;
-
-CommandResult npusim(std::vector<std::string> args) {
-  args.insert(args.begin(), kBin);
-  return run_command(args);
-}
 
 TEST(ServeCli, OneModelAloneTakesExactlyNpusimRunsCycles) {
   const std::string dir = temp_dir("serve_alone");
