@@ -15,6 +15,7 @@
 #include "compiler/backend/imposed.h"
 #include "compiler/backend/int8.h"
 #include "compiler/backend/movement.h"
+#include "compiler/backend/residency.h"
 #include "compiler/backend/roofline.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/precision.h"
@@ -112,6 +113,7 @@ int64_t host_cpu_ops(const Graph& g, const Node& n) {
 }
 
 void lower_host(Context& c, const Node& n, const std::string& reason) {
+  c.spill_on_chip();  // the host reads DRAM
   CompileResult& r = c.result;
   HostCallInfo info;
   info.host_op = static_cast<uint32_t>(c.program.host_ops.size());
@@ -371,6 +373,8 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     const LayerMapping* imposed = options.mapping ? options.mapping->find(n.name) : nullptr;
     const bool forced_host = imposed && backend::imposed_host(*imposed, n, plan.placement);
     const int64_t before = c.em.size();
+    std::optional<bool> kept_output;  // Conv layers: whether the output stayed on chip (LayerMapping::on_chip)
+    if (!forced_host && !folded && plan.placement == "matrix") backend::plan_on_chip(c, i);
     if (n.domain == kNpuDomain && n.op_type == "Transpose" && n.has_attr(kLayoutChange)) {
       const Value& in = g.value(n.inputs[0]);
       const Value& out = g.value(n.outputs[0]);
@@ -451,6 +455,10 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
       if (const std::string note = views.describe(); !note.empty()) plan.mapping += "; " + note;
       if (const std::string note = c.folding.describe(n); !note.empty()) plan.mapping += "; " + note;
     }
+    if (n.op_type == "Conv" && (plan.placement == "matrix" || plan.placement == "vector")) {
+      kept_output = c.on_chip.pending && c.on_chip.producer == i;
+    }
+    backend::finish_on_chip(c, i);
     if (plan.model_cycles == 0) plan.model_cycles = plan.est_cycles;
     if (c.can_time() && c.em.size() > before) {
       // Between its neighbours, as in the whole program: the layers before it run first (their tails
@@ -488,6 +496,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     c.em.collapse_sram(g.nhwc_io ? c.em.size() : before);
     if (imposed) backend::check_applied(*imposed, plan, forced_host);
     plan.chosen.name = plan.name;
+    plan.chosen.on_chip = kept_output;
     plan.chosen.placement = parse_placement(plan.placement);
     result.layers.push_back(plan);
   }
@@ -537,7 +546,10 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
   for (const auto& out : g.outputs) bind(out, isa::TensorBinding::Role::kOutput);
 
   for (const auto& [name, t] : c.tensors) {
-    result.values.push_back({name, t.addr, t.shape, t.layout, t.dtype, g.value(name).dtype, t.view_strides});
+    auto kept = c.kept_on_chip.find(name);  // never in DRAM (backend/residency.h)
+    (kept == c.kept_on_chip.end() ? result.values : result.on_chip)
+        .push_back({name, kept == c.kept_on_chip.end() ? t.addr : kept->second, t.shape, t.layout, t.dtype,
+                    g.value(name).dtype, t.view_strides});
   }
   uint64_t wbytes = 0;
   for (const auto& d : prog.data) wbytes += d.bytes.size();

@@ -66,6 +66,9 @@ struct CompileOptions {
   // producer writes its output straight into its slice of the Concat's buffer and the Concat copies
   // nothing (or only the inputs left). false (`--no-fusion`): every Concat copies its inputs.
   bool fold_concats = true;
+  // A convolution's output read only by the pointwise conv after it stays in SRAM (backend/residency.h).
+  // false (`--no-fusion`): every layer's output goes to DRAM.
+  bool keep_on_chip = true;
 };
 
 // What the mapper chose for one node.
@@ -93,6 +96,10 @@ struct LayerPlan {
   LayerMapping chosen;
   // The layer's roofline bound in cycles (backend/roofline.h): none for host layers, 0 for free ones.
   std::optional<int64_t> bound_cycles;
+  // On-chip residency (backend/residency.h): the value this layer read where the layer before left it
+  // in the input scratchpad ("" = none), and the DRAM bytes that saved (its write and its read).
+  std::string on_chip_input;
+  int64_t on_chip_bytes_saved = 0;
 };
 
 // A node that runs on the host CPU.
@@ -167,6 +174,9 @@ struct CompileResult {
   // Where every runtime value lives (address, layout, storage dtype: int8/uint8 codes under an int8
   // plan), for tests that read intermediate tensors from a functional run.
   std::vector<HostTensor> values;
+  // The values that never touch DRAM (backend/residency.h), as `values` but with dram_addr their byte
+  // address in the input scratchpad, where they lie dense once their producer's layer is done.
+  std::vector<HostTensor> on_chip;
   double compile_seconds = 0;
 };
 

@@ -2,6 +2,7 @@
 // Shared state of one compile() run and the instruction helpers every lowering uses (internal to the
 // back end). Values live in DRAM in their physical layout (Value::layout); `phys` is the logical shape
 // permuted into memory order, outermost first.
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -53,6 +54,22 @@ struct SramAlloc {
   }
 };
 
+// A value its producer left in the input scratchpad for its one consumer instead of storing it to DRAM
+// (backend/residency.h): dense [pixels][channels] at `addr`, `bytes` long, the top of the scratchpad.
+struct OnChipValue {
+  std::string value;  // graph value name ("" = none)
+  Range dram;         // its DRAM tensor (still allocated: a spill writes it there)
+  uint64_t addr = 0;
+  int64_t bytes = 0;
+  std::array<int64_t, 4> box{};     // the DRAM tensor as one STORE box (sizes, innermost first) ...
+  std::array<int64_t, 3> strides{};  // ... and its strides, in elements
+  isa::DType dtype = isa::DType::kFp32;
+  uint32_t producer = 0;  // its layer
+  bool imposed = false;   // a mapping file's on_chip=true: the reader takes it without costing
+  bool pending = false;   // in SRAM only: a DRAM reader must spill it first
+  bool spilled = false;
+};
+
 class Context {
  public:
   Context(const Graph& g, const isa::NpuConfig& config, const CompileOptions& options, CompileResult& result);
@@ -77,6 +94,19 @@ class Context {
     auto it = codes.find(v);
     return it == codes.end() ? nullptr : it->second;
   }
+
+  // ---- on-chip residency (backend/residency.h) ----
+  // Bytes at the top of the input scratchpad held for a value kept on chip (no lowering allocates them:
+  // capacity(kInput) leaves them out).
+  int64_t input_reserved = 0;
+  // The value the node being lowered may leave in the scratchpad (residency planner), "" = none.
+  std::string keep_output;
+  bool keep_imposed = false;  // ... because a mapping file says on_chip=true
+  OnChipValue on_chip;
+  std::map<std::string, uint64_t> kept_on_chip;  // values read in place (never in DRAM) -> their SRAM address
+  // Emits the STORE that writes on_chip's value to its DRAM tensor, when it is still only in SRAM (a
+  // reader that does not read it in place needs it there). Context::load calls it for its readers.
+  void spill_on_chip();
 
   // Bytes of scratchpad `b` a lowering that allocates it on its own may use, from sram_base(b). With
   // sram.shared_scratchpad the input and weight buffers are one scratchpad: such lowerings get half each
@@ -162,6 +192,7 @@ class Context {
     size_t data_segments = 0;
     uint64_t data_end = 0, scratch_end = 0;
     LayerPlan plan;
+    OnChipValue on_chip;
   };
   // Choices the mapper made by simulation, by a key of everything they depend on (MatrixMapper::choose).
   std::map<std::string, size_t> decided;

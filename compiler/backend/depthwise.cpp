@@ -105,9 +105,12 @@ void DepthwiseMapper::estimate(DepthwiseTiling& t) const {
                          s_.epilogue_ops() * static_cast<double>(isa::timing::vec_cycles(add, cfg.vector));
         double d = isa::timing::estimate_dma_cycles(
             dma_box(isa::Opcode::kLoad, s_.ops.a, {tn, cols, rows}, {j_.C, j_.W * j_.C}), cfg);
-        d += isa::timing::estimate_dma_cycles(dma_box(isa::Opcode::kStore, s_.ops.y, {tn, ow, oh}, {j_.out_pitch(), j_.OW * j_.out_pitch()}),
-                                              cfg);
-        double b = static_cast<double>(rows * cols * tn * ea + oh * ow * tn * ey);
+        double b = static_cast<double>(rows * cols * tn * ea);
+        if (j_.y_sram < 0) {  // stored (not left on chip: backend/residency.h)
+          d += isa::timing::estimate_dma_cycles(
+              dma_box(isa::Opcode::kStore, s_.ops.y, {tn, ow, oh}, {j_.out_pitch(), j_.OW * j_.out_pitch()}), cfg);
+          b += static_cast<double>(oh * ow * tn * ey);
+        }
         if (s_.ops.tile_read) {
           d += isa::timing::estimate_dma_cycles(
               dma_box(isa::Opcode::kLoad, s_.ops.r, {tn, ow, oh}, {j_.M, j_.OW * j_.M}), cfg);
@@ -153,7 +156,7 @@ std::vector<DepthwiseTiling> DepthwiseMapper::search(size_t keep) const {
       for (int64_t toh : extents(j_.OH)) {
         DepthwiseTiling t;
         t.toh = toh, t.tow = tow, t.tn = tn;
-        if (!fits(t)) continue;
+        if (!j_.y_sram_tile(j_.groups, toh, tow, tn) || !fits(t)) continue;
         estimate(t);
         all.push_back(t);
       }
@@ -225,12 +228,15 @@ void DepthwiseMapper::generate(const DepthwiseTiling& t) {
 }
 
 bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm,
-                               const Tiling& array) {
+                               const Tiling* array_tiling) {
   // A SCALE-Sim topology (Graph::nhwc_io) is checked against SCALE-Sim, which runs every layer, depthwise
   // ("DP") rows included, on the array: its convs stay there.
   if (!DepthwiseMapper::applies(j) || c.g.nhwc_io) return false;
   const LayerMapping* imposed = c.options.mapping ? c.options.mapping->find(c.plan->name) : nullptr;
   const bool want_vector = imposed && imposed->placement == Placement::kNpuVector;
+  // No array tiling (none honours the job's constraints, MatrixJob::y_sram): the vector unit or nothing.
+  const bool only_vector = want_vector || !array_tiling;
+  const Tiling array = array_tiling ? *array_tiling : Tiling{};
   if (imposed && !want_vector && (imposed->placement || imposed->has_tiling())) return false;
   DepthwiseMapper dm(c, j, s);
   std::vector<DepthwiseTiling> best = dm.search(c.can_time() ? kTimedCandidates : 1);
@@ -246,11 +252,12 @@ bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s
   // epilogue and the array's tiling (MatrixMapper::choose's key, extended).
   const std::string key =
       fmt::format("depthwise {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}|{} {} {} {} {}|{}", j.images, j.H,
-                  j.W, j.C, j.OH, j.out_pitch(), j.OW, j.kh, j.kw, j.sh, j.sw, j.dh, j.dw, j.pt, j.pl, static_cast<int>(s.ops.a),
+                  j.W, j.C, j.OH, j.out_pitch(), j.OW, j.kh, j.kw, j.sh, j.sw, j.dh, j.dw, j.pt, j.pl,
+                  static_cast<int>(s.ops.a) + 1000 * (j.y_sram >= 0),
                   static_cast<int>(s.ops.y), static_cast<int>(s.ops.r), s.ops.tile_read, s.epilogue_ops(), array.gb,
-                  array.toh, array.tow, array.tn, array.spatial_outer, want_vector);
+                  array.toh, array.tow, array.tn, array.spatial_outer, only_vector);
   size_t win = 0;
-  bool vector = want_vector, cached = false;
+  bool vector = only_vector, cached = false;
   int64_t array_cycles = array.simulated;
   const int64_t first = c.em.size();
   if (auto it = c.decided.find(key); it != c.decided.end()) {
@@ -260,7 +267,7 @@ bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s
     c.timed = {};
   } else if (c.can_time()) {
     Context::Timed array_timed = c.timed;
-    if (!want_vector && array_cycles < 0) {
+    if (!only_vector && array_cycles < 0) {
       const Context::Trial trial = c.begin_trial();
       mm.generate(array);
       std::vector<int64_t> cycles = c.time_code(first);
@@ -281,11 +288,11 @@ bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s
         vector_timed = {first, last, std::move(cycles)};
       }
     }
-    if (!want_vector) vector = best[win].simulated < array_cycles;
+    if (!only_vector) vector = best[win].simulated < array_cycles;
     c.timed = vector ? vector_timed : array_timed;
     c.decided.emplace(key, vector ? win + 1 : 0);
   } else {
-    if (!want_vector) vector = best.front().est < array.est;
+    if (!only_vector) vector = best.front().est < array.est;
     c.decided.emplace(key, vector ? 1 : 0);
   }
   if (!vector) return false;
@@ -294,6 +301,7 @@ bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s
   p.placement = "vector";
   const std::string against =
       want_vector ? "placed on the vector unit by the mapping file"
+      : !array_tiling ? "the array has no tiling that leaves the output on chip"
       : array_cycles >= 0 && t.simulated >= 0
           ? fmt::format("{} cycles simulated against {} on the array as block-diagonal CONVs of {} groups",
                         t.simulated, array_cycles, array.gb)

@@ -62,7 +62,9 @@ class DepthwiseMapper {
 // line, tile) and returns true. Returns false, emitting nothing, otherwise (not depthwise, the array is
 // faster or imposed): the caller maps the job on the array under `array`, and c.timed, when set, is
 // that code's time.
+// `array` null: the array has no tiling for the job (none honours MatrixJob::y_sram), so the vector unit
+// maps it when it can.
 bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm,
-                               const Tiling& array);
+                               const Tiling* array);
 
 }  // namespace npusim::compiler::backend

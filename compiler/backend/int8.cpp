@@ -14,6 +14,7 @@
 #include "compiler/backend/depthwise.h"
 #include "compiler/backend/matrix_walk.h"
 #include "compiler/backend/movement.h"
+#include "compiler/backend/residency.h"
 #include "compiler/backend/rowwise.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/precision.h"
@@ -403,7 +404,7 @@ struct Int8Job : MatrixJob {
   uint64_t y_addr = 0, r_addr = 0;
   int64_t y_img = 0;  // elements per output image (of the residual; of the output unless it is a view)
   int64_t y_view_img = -1;  // an output view's elements per image (-1: y_img)
-  Range y_range, r_range;
+  Range r_range;
   std::vector<int8_t> w;       // [g][kh][kw][cg][mg]
   uint64_t bias_addr = 0;      // int32 [M] (bias_folded)
   uint64_t rq_addr = 0;        // int32 pairs [M][2]
@@ -540,8 +541,7 @@ class Int8Strategy : public MatrixStrategy {
       const float inf = std::numeric_limits<float>::infinity();
       o.imm0 = f32_imm(j_.clamp ? static_cast<float>(j_.clamp_min) : -inf);
       o.imm1 = f32_imm(j_.clamp ? static_cast<float>(j_.clamp_max) : inf);
-      c_.vec(o);
-      c_.store(A, cs, j_.y_range, j_.y_addr + static_cast<uint64_t>(out_off), j_.y_dt, box, {P, j_.OW * P, 0});
+      finish(o, t, out_off, box);
       return;
     }
     // acc += bias_folded (per output channel).
@@ -567,13 +567,12 @@ class Int8Strategy : public MatrixStrategy {
       if (load) c_.load(A, sd.rq, seg, j_.rq_addr + static_cast<uint64_t>(n0 * 8), DType::kInt32, {2 * tn, 1, 1, 1}, {0, 0, 0});
       Context::VecArgs rq = v(VecOp::kRequantize, DType::kInt32, j_.y_dt, cs, cs);
       rq.src2 = sd.rq, rq.bcast = isa::Bcast::kRow, rq.imm2 = j_.y_zp;
+      if (!j_.clamp) return finish(rq, t, out_off, box);
       c_.vec(rq);
-      if (j_.clamp) {
-        Context::VecArgs cl = v(VecOp::kClip, j_.y_dt, j_.y_dt, cs, cs);
-        cl.imm0 = f32_imm(static_cast<float>(j_.clamp_min));
-        cl.imm1 = f32_imm(static_cast<float>(j_.clamp_max));
-        c_.vec(cl);
-      }
+      Context::VecArgs cl = v(VecOp::kClip, j_.y_dt, j_.y_dt, cs, cs);
+      cl.imm0 = f32_imm(static_cast<float>(j_.clamp_min));
+      cl.imm1 = f32_imm(static_cast<float>(j_.clamp_max));
+      return finish(cl, t, out_off, box);
     } else {
       // y = quantize(act(float(acc) * acc_scale)).
       c_.vec(v(VecOp::kCopy, DType::kInt32, DType::kFp32, cs, cs));
@@ -599,12 +598,28 @@ class Int8Strategy : public MatrixStrategy {
       c_.vec(div);
       Context::VecArgs zp = v(VecOp::kAdd, DType::kInt32, j_.y_dt, cs, cs);
       zp.src2 = kslot + 8, zp.bcast = isa::Bcast::kScalar;
-      c_.vec(zp);
+      finish(zp, t, out_off, box);
     }
-    c_.store(A, cs, j_.y_range, j_.y_addr + static_cast<uint64_t>(out_off), j_.y_dt, box, {P, j_.OW * P, 0});
   }
 
+  bool ends_with_vec() const override { return true; }
+
  private:
+  // The tile's last VEC `last` (writing the codes at its dst slot), then the STORE of that slot; or, with
+  // MatrixJob::y_sram, `last` writing the tile where the next layer reads it (backend/residency.h).
+  void finish(Context::VecArgs last, const OutTile& t, int64_t out_off, const std::array<int64_t, 4>& box) {
+    if (j_.y_sram >= 0) {
+      last.dst_buf = Buffer::kInput;
+      last.dst = static_cast<uint64_t>(j_.y_sram) + j_.y_sram_offset(t.img, t.oy0, t.ox0, t.n0, isa::dtype_bytes(j_.y_dt));
+      c_.vec(last);
+      return;
+    }
+    c_.vec(last);
+    const int64_t P = j_.out_pitch();
+    c_.store(last.dst_buf, last.dst, j_.y_range, j_.y_addr + static_cast<uint64_t>(out_off), j_.y_dt, box,
+             {P, j_.OW * P, 0});
+  }
+
   struct Side {
     uint64_t c = 0, bias = 0, rq = 0, r = 0, rr = 0, sc = 0, t = 0;
   };
@@ -763,14 +778,20 @@ bool lower_matrix_int8(Context& c, const Node& n) {
   c.esize = 1;
   Int8Strategy strategy(c, j);
   MatrixMapper mm(c, j, strategy);
+  place_on_chip(c, j, strategy, mm);
   int64_t evaluated = 0;
-  const Tiling t = mm.choose(&evaluated);
-  if (evaluated == 0) {
+  Tiling t = mm.choose(&evaluated);
+  bool on_vector = lower_depthwise_on_vector(c, j, strategy, mm, evaluated ? &t : nullptr);
+  if (!on_vector && evaluated == 0 && drop_on_chip_output(c, j)) {
+    t = mm.choose(&evaluated);
+    on_vector = lower_depthwise_on_vector(c, j, strategy, mm, evaluated ? &t : nullptr);
+  }
+  if (!on_vector && evaluated == 0) {
     c.act = saved_act, c.esize = saved_es;
     throw CompileError(fmt::format("layer '{}' ({}): even the smallest int8 tile does not fit the scratchpads",
                                    n.name, j.what));
   }
-  if (lower_depthwise_on_vector(c, j, strategy, mm, t)) {
+  if (on_vector) {
     c.act = saved_act;
     c.esize = saved_es;
     return true;

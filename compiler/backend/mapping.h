@@ -36,6 +36,9 @@ struct LayerMapping {
   std::optional<int64_t> tile_m, tile_k;            // Gemm/MatMul: rows, reduction
   std::optional<int64_t> tile_n;                    // output channels (conv) or columns (Gemm/MatMul)
   std::optional<LoopOrder> loop_order;
+  // Whether the layer's output stays in the input scratchpad for the pointwise conv after it
+  // (compiler/backend/residency.h) instead of going to DRAM. Left out: the back end decides.
+  std::optional<bool> on_chip;
   // The model's nodes fused into this layer (its fusion group, compiler/passes/absorbed.h). The passes
   // decide fusion; an entry records it, and imposing one that differs from what they decided (say,
   // under --no-fusion) is an error, not a silent change.

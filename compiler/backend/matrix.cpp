@@ -12,6 +12,7 @@
 #include "compiler/backend/depthwise.h"
 #include "compiler/backend/matrix_walk.h"
 #include "compiler/backend/movement.h"
+#include "compiler/backend/residency.h"
 #include "compiler/passes/lowered.h"
 
 namespace npusim::compiler::backend {
@@ -39,7 +40,6 @@ struct Epilogue {
 struct FloatJob : MatrixJob {
   std::vector<float> w;  // constant: w[((g*kh + i)*kw + j)*cg*mg + c*mg + m]
   std::function<uint64_t(int64_t)> y_base, res_base;
-  Range y_range;
   Epilogue epi;
 };
 
@@ -165,8 +165,7 @@ class FloatStrategy : public MatrixStrategy {
         v.op = VecOp::kOutput, v.out = c_.act;
         v.imm0 = e.has_act && e.act == VecOp::kClip ? e.imm0 : f32_imm(e.has_act ? 0.0f : -inf);
         v.imm1 = e.has_act && e.act == VecOp::kClip ? e.imm1 : f32_imm(inf);
-        c_.vec(v);
-        c_.store(A, cs, j_.y_range, j_.y_base(t.img) + out_off, c_.act, box, {P, j_.OW * P, 0});
+        finish(v, t, out_off, box);
         return;
       }
       steps.push_back(v);
@@ -199,11 +198,34 @@ class FloatStrategy : public MatrixStrategy {
     if (c_.act != DType::kFp32 && steps.empty()) steps.push_back(base(VecOp::kCopy));
     // Below fp32 the last step narrows in place: the vector unit reads its sources before it writes.
     if (c_.act != DType::kFp32) steps.back().out = c_.act;
-    for (const auto& v : steps) c_.vec(v);
-    c_.store(A, cs, j_.y_range, j_.y_base(t.img) + out_off, c_.act, box, {P, j_.OW * P, 0});
+    if (steps.empty()) {
+      c_.store(A, cs, j_.y_range, j_.y_base(t.img) + out_off, c_.act, box, {P, j_.OW * P, 0});
+      return;
+    }
+    for (size_t k = 0; k + 1 < steps.size(); ++k) c_.vec(steps[k]);
+    finish(steps.back(), t, out_off, box);
+  }
+
+  bool ends_with_vec() const override {
+    const Epilogue& e = j_.epi;
+    return c_.act != DType::kFp32 || e.bias != Epilogue::Bias::kNone || e.residual || e.silu || e.has_act;
   }
 
  private:
+  // The tile's last VEC `last` (writing c_.act at its dst slot), then the STORE of that slot; or, with
+  // MatrixJob::y_sram, `last` writing the tile where the next layer reads it (backend/residency.h).
+  void finish(Context::VecArgs last, const OutTile& t, uint64_t out_off, const std::array<int64_t, 4>& box) {
+    if (j_.y_sram >= 0) {
+      last.dst_buf = Buffer::kInput;
+      last.dst = static_cast<uint64_t>(j_.y_sram) + j_.y_sram_offset(t.img, t.oy0, t.ox0, t.n0, c_.esize);
+      c_.vec(last);
+      return;
+    }
+    c_.vec(last);
+    const int64_t P = j_.out_pitch();
+    c_.store(last.dst_buf, last.dst, j_.y_range, j_.y_base(t.img) + out_off, c_.act, box, {P, j_.OW * P, 0});
+  }
+
   static int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
   // A per-channel or scalar bias with at most Relu or Clip after it: one output-stage VEC
   // (isa::VecOp::kOutput) instead of an add, the activation and the narrowing.
@@ -256,10 +278,16 @@ bool same_layout(const DramTensor& a, const DramTensor& b) { return a.phys == b.
 void run(Context& c, FloatJob& j) {
   FloatStrategy fs(c, j);
   MatrixMapper mm(c, j, fs);
+  place_on_chip(c, j, fs, mm);
   int64_t evaluated = 0;
-  const Tiling t = mm.choose(&evaluated);
+  Tiling t = mm.choose(&evaluated);
+  bool on_vector = lower_depthwise_on_vector(c, j, fs, mm, evaluated ? &t : nullptr);
+  if (!on_vector && evaluated == 0 && drop_on_chip_output(c, j)) {
+    t = mm.choose(&evaluated);
+    on_vector = lower_depthwise_on_vector(c, j, fs, mm, evaluated ? &t : nullptr);
+  }
+  if (on_vector) return;
   if (evaluated == 0) too_small(c, j, mm);
-  if (lower_depthwise_on_vector(c, j, fs, mm, t)) return;
   record_tiling(c, j, t, evaluated);
   const int64_t before = c.em.size();
   mm.generate(t);

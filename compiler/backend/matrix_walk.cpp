@@ -121,7 +121,7 @@ void MatrixMapper::slot_bytes(Tiling& t) const {
   const int64_t ea = isa::dtype_bytes(s_.ops.a), ew = isa::dtype_bytes(s_.ops.w);
   const int64_t channels = t.input_resident ? t.gb * j_.cg : t.tc;
   const Reuse r = reuse(t);
-  t.in_bytes = (r.a_once ? 1 : 2) * round64((j_.in_rows(t.toh) * j_.in_cols(t.tow) + position_slack()) * channels * ea);
+  t.in_bytes = j_.a_sram >= 0 ? 0 : (r.a_once ? 1 : 2) * round64((j_.in_rows(t.toh) * j_.in_cols(t.tow) + position_slack()) * channels * ea);
   t.w_bytes = (r.b_once ? 1 : 2) * round64(j_.kh * j_.kw * t.tc * t.tn * ew);
   t.acc_bytes = s_.acc_bytes(t.toh * t.tow, t.tn);
   const int64_t side = s_.side_bytes(t.toh * t.tow, t.tn);
@@ -135,7 +135,7 @@ bool MatrixMapper::input_resident_ok(const Tiling& t) const {
   // would matter (ResNet-50 layer4's 3x3 convs, 8 channels) the DMA fetches a burst per 8 bytes and
   // the layer ran 20% slower (measured, 257 k -> 315 k cycles int8).
   const int64_t cin_b = t.gb * j_.cg, nk = ceil_div(cin_b, t.tc);
-  return j_.gemm && t.spatial_outer && nk >= 2 && cin_b <= 65535 && t.gb == j_.groups;
+  return j_.gemm && j_.a_sram < 0 && t.spatial_outer && nk >= 2 && cin_b <= 65535 && t.gb == j_.groups;
 }
 
 bool MatrixMapper::fits(const Tiling& t) const {
@@ -199,7 +199,8 @@ void MatrixMapper::estimate(Tiling& t) const {
       const double sp = static_cast<double>(hc * wc * j_.images);
       for (auto [k, kcnt] : kc) {
         const BoxCost& a = dma_cost(k, j_.in_cols(w), j_.in_rows(h), j_.pixel_stride(), j_.row_stride(), o.a);
-        const double times_a = sp * static_cast<double>(kcnt) * (reuse_a ? 1.0 : static_cast<double>(nn));
+        const double times_a =
+            j_.a_sram >= 0 ? 0.0 : sp * static_cast<double>(kcnt) * (reuse_a ? 1.0 : static_cast<double>(nn));
         load_a += a.cycles * times_a;
         bytes += box(k, j_.in_cols(w), j_.in_rows(h), o.a) * a.skew * times_a;
         for (auto [n, ncnt] : nc) {
@@ -212,9 +213,11 @@ void MatrixMapper::estimate(Tiling& t) const {
       }
       for (auto [n, ncnt] : nc) {
         const double tiles = sp * static_cast<double>(ncnt);
-        const BoxCost& y = dma_cost(n, w, h, j_.out_pitch(), j_.OW * j_.out_pitch(), o.y);
-        store += y.cycles * tiles;
-        bytes += box(n, w, h, o.y) * y.skew * tiles;
+        if (j_.y_sram < 0) {
+          const BoxCost& y = dma_cost(n, w, h, j_.out_pitch(), j_.OW * j_.out_pitch(), o.y);
+          store += y.cycles * tiles;
+          bytes += box(n, w, h, o.y) * y.skew * tiles;
+        }
         vec += tiles * ops * vec_cost(p * n);
         if (o.tile_read) {
           const BoxCost& r = dma_cost(n, w, h, j_.M, j_.OW * j_.M, o.r);
@@ -246,9 +249,12 @@ void MatrixMapper::estimate(Tiling& t) const {
   double dma = (load_a + load_b + load_r + load_p + store) * static_cast<double>(blocks) / engines;
   if (c_.dram_bytes_per_cycle > 0) dma = std::max(dma, bytes * static_cast<double>(blocks) / c_.dram_bytes_per_cycle);
   vec *= static_cast<double>(blocks);
-  const double first = dma_cycles(t.tc, j_.in_cols(t.tow), j_.in_rows(t.toh), j_.pixel_stride(), j_.row_stride(), o.a) +
-                       dma_cycles(t.tn, t.tc, j_.kh * j_.kw, t.tn, t.tc * t.tn, o.w);
-  const double last = dma_cycles(t.tn, t.tow, t.toh, j_.out_pitch(), j_.OW * j_.out_pitch(), o.y);
+  const double first =
+      (j_.a_sram >= 0 ? 0.0
+                      : dma_cycles(t.tc, j_.in_cols(t.tow), j_.in_rows(t.toh), j_.pixel_stride(), j_.row_stride(), o.a)) +
+      dma_cycles(t.tn, t.tc, j_.kh * j_.kw, t.tn, t.tc * t.tn, o.w);
+  const double last = j_.y_sram >= 0 ? vec_cost(t.toh * t.tow * t.tn)
+                                     : dma_cycles(t.tn, t.tow, t.toh, j_.out_pitch(), j_.OW * j_.out_pitch(), o.y);
   t.compute = compute;
   t.dma = dma;
   t.est = std::max({compute, dma, vec}) + first + last;
@@ -321,6 +327,7 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
         for (int64_t toh : tohs) {
           for (int64_t tow : tows) {
             if (toh * tow > 65535 || j_.in_rows(toh) > 65535 || j_.in_cols(tow) > 65535) continue;
+            if (!j_.y_sram_tile(gb, toh, tow, tn)) continue;
             for (int order = 0; order < 3; ++order) {
               // 0: spatial-outer, 1: channel-outer, 2: spatial-outer with the input tile resident.
               if (!imposed.allows(order != 1, order == 2)) continue;
@@ -362,7 +369,8 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
   std::string key = fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}|{} {} {} {} {} {}",
                                 j_.gemm, j_.b_const, j_.images, j_.H, j_.W, j_.C, j_.OH, j_.OW, j_.M, j_.out_pitch(), j_.kh, j_.kw,
                                 j_.sh, j_.sw, j_.dh, j_.dw, j_.pt, j_.pl, j_.groups, j_.cg, j_.mg, j_.step_h, j_.step_w,
-                                j_.src_w, static_cast<int>(s_.ops.a), static_cast<int>(s_.ops.w),
+                                j_.src_w, static_cast<int>(s_.ops.a) + 100 * (j_.a_sram >= 0) + 1000 * (j_.y_sram >= 0),
+                                static_cast<int>(s_.ops.w),
                                 static_cast<int>(s_.ops.y), static_cast<int>(s_.ops.r), s_.ops.tile_read,
                                 s_.epilogue_ops());
   for (const Tiling& t : best) {
@@ -400,7 +408,8 @@ void MatrixMapper::generate(const Tiling& t) {
   const Reuse reused = reuse(t);
   uint64_t a_slot[2], b_slot[2];
   for (int s = 0; s < 2; ++s)
-    a_slot[s] = s == 1 && reused.a_once
+    a_slot[s] = j_.a_sram >= 0 ? 0
+              : s == 1 && reused.a_once
                     ? a_slot[0]
                     : in.take(static_cast<uint64_t>((j_.in_rows(t.toh) * j_.in_cols(t.tow) + position_slack()) *
                                                     (t.input_resident ? cin_b : t.tc) * ea));
@@ -451,7 +460,11 @@ void MatrixMapper::generate(const Tiling& t) {
         const int64_t k0 = ik * t.tc, tc = std::min(t.tc, cin_b - k0);
         // Input tile with halo (resident: every K chunk, loaded with the first).
         const int64_t akey = (b * static_cast<int64_t>(sp.size()) + si) * nk + (resident ? 0 : ik);
-        if (!((reuse_a || resident) && a_key == akey)) {
+        if (j_.a_sram >= 0) {
+          // Where the producer left it (GEMMs: rows of C elements).
+          a_cur = static_cast<uint64_t>(j_.a_sram) +
+                  static_cast<uint64_t>(((s.img * j_.H + s.oy0) * j_.W + s.ox0) * j_.C + cin0) * static_cast<uint64_t>(ea);
+        } else if (!((reuse_a || resident) && a_key == akey)) {
           a_cur = a_slot[a_next];
           a_next ^= 1;
           a_key = akey;
@@ -459,8 +472,9 @@ void MatrixMapper::generate(const Tiling& t) {
           load_input(s.img, s.oy0, s.oh, s.ox0, s.ow, resident ? cin0 : cin0 + k0, resident ? cin_b : tc, a_cur);
         }
         // This K chunk of the input tile: a resident GEMM tile's columns [k0, k0 + tc), read in place.
-        const uint64_t a_k = resident ? a_cur + static_cast<uint64_t>(k0 * ea) : a_cur;
-        const int64_t a_stride = resident ? cin_b : tc;
+        const bool in_place = resident || j_.a_sram >= 0;
+        const uint64_t a_k = in_place ? a_cur + static_cast<uint64_t>(k0 * ea) : a_cur;
+        const int64_t a_stride = j_.a_sram >= 0 ? j_.C : resident ? cin_b : tc;
         const int64_t wkey = (b * nn + jn) * nk + ik;
         // A runtime B differs per image, so it is reused only within one.
         const int64_t bkey = j_.b_const ? wkey : s.img * blocks * nn * nk + wkey;

@@ -43,6 +43,7 @@ struct MatrixJob {
   int64_t groups = 1, cg = 1, mg = 1;       // groups, input and output channels per group
   std::function<uint64_t(int64_t)> a_base;  // DRAM address of image img's input
   Range a_range;
+  Range y_range;  // the output's DRAM tensor (the strategy's epilogue stores it)
   // Weights: constant (tiles made by MatrixStrategy::weight_tile), or a runtime [K, N] matrix per image
   // (gemm only).
   bool b_const = true;
@@ -56,6 +57,20 @@ struct MatrixJob {
   int64_t step_h = 1, step_w = 1, src_w = 0;  // src_w 0: rows of W pixels
   int64_t pixel_stride() const { return step_w * C; }
   int64_t row_stride() const { return step_h * (src_w ? src_w : W) * C; }
+
+  // On-chip residency (backend/residency.h), byte addresses in the input scratchpad, -1 = none:
+  // a_sram: the input is where its producer left it, dense [rows][C] (GEMMs: MATMUL reads each K chunk in
+  // place; nothing is loaded); y_sram: the output stays there for the next layer, dense [pixels][M] (the
+  // epilogue's one VEC writes it, nothing is stored), which needs tiles of every output channel over
+  // whole rows of pixels (y_sram_tile).
+  int64_t a_sram = -1, y_sram = -1;
+  bool y_sram_tile(int64_t gb, int64_t toh, int64_t tow, int64_t tn) const {
+    return y_sram < 0 || (gb == groups && tn >= gb * mg && (tow >= OW || toh == 1));
+  }
+  // Bytes from y_sram to output element (img, oy, ox, n) of `es`-byte elements.
+  uint64_t y_sram_offset(int64_t img, int64_t oy, int64_t ox, int64_t n, int64_t es) const {
+    return static_cast<uint64_t>((((img * OH + oy) * OW + ox) * M + n) * es);
+  }
 
   int64_t in_rows(int64_t toh) const { return (toh - 1) * sh + (kh - 1) * dh + 1; }
   int64_t in_cols(int64_t tow) const { return (tow - 1) * sw + (kw - 1) * dw + 1; }
@@ -161,8 +176,12 @@ class MatrixStrategy {
   // A depthwise job's (groups == C == M) constant weights for the vector unit's dwconv: the DRAM address
   // of a data segment [kh][kw][C] in ops.w (depthwise_weight_values, compiler/backend/depthwise.h).
   virtual uint64_t depthwise_weights() = 0;
-  // Emits the epilogue of one output tile whose sums are in acc_slot(side), ending with its STORE.
+  // Emits the epilogue of one output tile whose sums are in acc_slot(side), ending with its STORE (or,
+  // with MatrixJob::y_sram, its one VEC writing the tile into the input scratchpad).
   virtual void epilogue(const OutTile& t, int side) = 0;
+  // Whether the epilogue ends with a VEC that writes the whole tile, which can then write it into the
+  // input scratchpad instead of its slot (MatrixJob::y_sram).
+  virtual bool ends_with_vec() const = 0;
 };
 
 // The values of a constant weight tile (see MatrixStrategy::weight_tile) from weights laid out

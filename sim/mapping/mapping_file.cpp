@@ -68,6 +68,14 @@ const std::vector<Field>& fields() {
     }
     f.push_back(choice("loop_order", &LayerMapping::loop_order, compiler::loop_order_name,
                        compiler::parse_loop_order, "expected spatial_outer or channel_outer"));
+    f.push_back({"on_chip",
+                 [](const LayerMapping& m) { return m.on_chip ? YAML::Node(*m.on_chip) : YAML::Node(); },
+                 [](const YAML::Node& v, LayerMapping& m) -> std::string {
+                   bool b = false;
+                   if (!v.IsScalar() || !YAML::convert<bool>::decode(v, b)) return "on_chip: expected true or false";
+                   m.on_chip = b;
+                   return "";
+                 }});
     f.push_back({"fused",
                  [](const LayerMapping& m) {
                    YAML::Node v;

@@ -25,8 +25,10 @@ std::string json_dims(const compiler::Shape& s) {
 }
 
 // The model's nodes fused into program layers, each right after its layer: 0 cycles, the layer's
-// precision and span, its own bound (counted in the layer's efficiency).
-void add_fused_layers(const std::vector<compiler::AbsorbedLayer>& absorbed, traces::Report& report) {
+// precision and span, its own bound (counted in the layer's efficiency). The fusion totals count them and
+// the values program layers kept on chip for the next one (LayerPlan::on_chip_input).
+void add_fused_layers(const compiler::CompileResult& result, traces::Report& report) {
+  const std::vector<compiler::AbsorbedLayer>& absorbed = result.absorbed;
   traces::Report::Fusion& fusion = report.fusion.emplace();
   std::map<std::string, std::vector<const compiler::AbsorbedLayer*>> by_layer;
   for (const compiler::AbsorbedLayer& a : absorbed) by_layer[a.into].push_back(&a);
@@ -61,6 +63,11 @@ void add_fused_layers(const std::vector<compiler::AbsorbedLayer>& absorbed, trac
     for (traces::LayerReport& f : fused) layers.push_back(std::move(f));
   }
   report.layers = std::move(layers);
+  for (const compiler::LayerPlan& p : result.layers) {
+    if (p.on_chip_input.empty()) continue;
+    ++fusion.tensors;
+    fusion.bytes_saved += static_cast<uint64_t>(p.on_chip_bytes_saved);
+  }
   report.sections.emplace_back("fusion", fmt::format("{{\"fused_nodes\": {}, \"tensors_on_chip\": {}, \"dram_bytes_saved\": {}}}",
                                                      fusion.nodes, fusion.tensors, fusion.bytes_saved));
 }
@@ -127,6 +134,7 @@ compiler::CompileResult compile_with_plan(const compiler::Graph& lowered, const 
   }
   copt.timer = timer;
   copt.fold_concats = fold_concats;
+  copt.keep_on_chip = fold_concats;
   return compiler::compile(lowered, config, copt);
 }
 
@@ -147,8 +155,12 @@ void attach_compile_info(const CompiledModel& compiled, traces::Report& report) 
         json_string(p.placement), json_string(p.mapping), p.tile_m, p.tile_k, p.tile_n, p.tile_oh, p.tile_ow,
         json_string(p.loop_order), p.sram_input_bytes, p.sram_weight_bytes, p.sram_acc_bytes, p.est_cycles,
         p.est_compute_cycles, p.est_dma_cycles, p.candidates, json_string(p.tile_limit));
+    if (!p.on_chip_input.empty()) {
+      l.extra_json += fmt::format(", \"on_chip_input\": {}, \"on_chip_bytes_saved\": {}", json_string(p.on_chip_input),
+                                  p.on_chip_bytes_saved);
+    }
   }
-  add_fused_layers(result.absorbed, report);
+  add_fused_layers(result, report);
   if (result.compiled_bound_cycles) report.compiled_bound_cycles = static_cast<uint64_t>(*result.compiled_bound_cycles);
   const compiler::MemoryPlan& mem = result.memory;
   std::string o = fmt::format(

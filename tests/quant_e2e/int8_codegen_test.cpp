@@ -63,8 +63,9 @@ Compiled compile_int8(const std::string& spec, const isa::NpuConfig& config, boo
   return compile_graph_int8(compiler::load_model(spec), config, req);
 }
 
-// Reads a value's elements from DRAM in logical (ONNX) order as integers (codes) or floats.
-std::vector<double> read_value(arch::datapath::MachineState& st, const compiler::HostTensor& t) {
+// Reads a value's elements from DRAM (or, on_chip, the input scratchpad: CompileResult::on_chip) in
+// logical (ONNX) order as integers (codes) or floats.
+std::vector<double> read_value(arch::datapath::MachineState& st, const compiler::HostTensor& t, bool on_chip = false) {
   const int64_t n = compiler::num_elements(t.shape);
   const int es = isa::dtype_bytes(t.dtype);
   // Physical strides: layout[i] is the logical dim at memory position i; a view (a Concat's slice its
@@ -82,7 +83,11 @@ std::vector<double> read_value(arch::datapath::MachineState& st, const compiler:
     s *= t.shape[static_cast<size_t>(layout[i])];
   }
   std::vector<uint8_t> raw(static_cast<size_t>(std::max(n, span) * es));
-  st.dram().read(t.dram_addr, raw.data(), raw.size());
+  if (on_chip) {
+    std::memcpy(raw.data(), st.sram_span(isa::Buffer::kInput, t.dram_addr, raw.size(), t.name), raw.size());
+  } else {
+    st.dram().read(t.dram_addr, raw.data(), raw.size());
+  }
   std::vector<double> out(static_cast<size_t>(n));
   std::vector<int64_t> idx(r, 0);
   for (int64_t k = 0; k < n; ++k) {
@@ -141,6 +146,9 @@ int check_bit_exact(const Compiled& c, const isa::NpuConfig& config, const q::Sa
     for (const auto& v : c.result.values) {
       if (v.name == out->second) snapshot[v.name] = read_value(st, v);
     }
+    for (const auto& v : c.result.on_chip) {  // where its producer left it for the next layer
+      if (v.name == out->second) snapshot[v.name] = read_value(st, v, true);
+    }
   }
   const auto expected = q::expected_int8_tensors(c.lowered, c.plan, sample);
   int matrix_layers = 0;
@@ -150,6 +158,9 @@ int check_bit_exact(const Compiled& c, const isa::NpuConfig& config, const q::Sa
     if (e == expected.end()) continue;
     const compiler::HostTensor* where = nullptr;
     for (const auto& v : c.result.values) {
+      if (v.name == L.output) where = &v;
+    }
+    for (const auto& v : c.result.on_chip) {
       if (v.name == L.output) where = &v;
     }
     if (!where || !snapshot.count(L.output)) continue;  // an alias

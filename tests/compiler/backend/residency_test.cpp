@@ -1,0 +1,145 @@
+// On-chip residency between layers (compiler/backend/residency.h): a conv's output read only by the
+// pointwise conv after it stays in the input scratchpad. The program computes exactly what the
+// layer-by-layer one does (in program order and in random interleavings of the queues, so the tokens
+// order the in-place reads after the writes), the value is never stored, and values with other readers
+// or that do not fit stay in DRAM.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "compiler/backend/compile.h"
+#include "compiler/interp/interpreter.h"
+#include "compiler/passes/lowered.h"
+#include "tests/compiler/backend/functional.h"
+
+namespace npusim::compiler::testing {
+namespace {
+
+void conv(GraphBuilder& b, const std::string& x, const std::string& y, int64_t cin, int64_t cout, int64_t k,
+          int64_t group, uint32_t seed) {
+  b.constant(y + "_w", {cout, cin / group, k, k}, 0.5f, seed).constant(y + "_b", {cout}, 0.5f, seed + 1);
+  Node& n = b.node("Conv", {x, y + "_w", y + "_b"}, {y + "_c"}, y + "_conv");
+  n.attrs["pads"].value = std::vector<int64_t>{k / 2, k / 2, k / 2, k / 2};
+  n.attrs["kernel_shape"].value = std::vector<int64_t>{k, k};
+  n.attrs["group"].value = group;
+  b.node("Relu", {y + "_c"}, {y}, y + "_relu");
+}
+
+// MobileNetV2's inverted residual (expand -> depthwise -> project, + x), then a ResNet-like 3x3 -> 1x1
+// pair whose 3x3 output has a second reader (an Add), so it cannot stay on chip.
+Graph blocks() {
+  GraphBuilder b;
+  b.input("x", {1, 16, 14, 14});
+  conv(b, "x", "e", 16, 48, 1, 1, 1);
+  conv(b, "e", "d", 48, 48, 3, 48, 3);
+  b.constant("p_w", {16, 48, 1, 1}, 0.5f, 5).constant("p_b", {16}, 0.5f, 6);
+  Node& p = b.node("Conv", {"d", "p_w", "p_b"}, {"p"}, "p_conv");
+  p.attrs["kernel_shape"].value = std::vector<int64_t>{1, 1};
+  b.node("Add", {"p", "x"}, {"r"}, "res");
+  conv(b, "r", "t", 16, 24, 3, 1, 7);
+  conv(b, "t", "u", 24, 16, 1, 1, 9);
+  b.node("Add", {"t", "t"}, {"tt"}, "twice");
+  b.output("u").output("tt");
+  return b.build();
+}
+
+const LayerPlan& layer(const CompileResult& r, const std::string& name) {
+  auto it = std::find_if(r.layers.begin(), r.layers.end(), [&](const LayerPlan& p) { return p.name == name; });
+  if (it == r.layers.end()) throw std::runtime_error("no layer " + name);
+  return *it;
+}
+
+bool on_chip(const CompileResult& r, const std::string& value) {
+  return std::any_of(r.on_chip.begin(), r.on_chip.end(), [&](const HostTensor& t) { return t.name == value; });
+}
+
+TEST(Residency, DepthwiseOutputStaysOnChipForItsPointwiseReaderAndComputesTheSame) {
+  for (const isa::DType precision : {isa::DType::kFp32, isa::DType::kFp16}) {
+    Graph lowered = blocks();
+    lower(lowered);
+    CompileOptions on, off;
+    on.precision = off.precision = precision;
+    off.keep_on_chip = false;
+    const isa::NpuConfig config;
+    const CompileResult kept = compile(lowered, config, on);
+    const CompileResult stored = compile(lowered, config, off);
+    // The depthwise conv's output (its fused Relu's value) is read where it lies.
+    const LayerPlan& proj = layer(kept, "p_conv");
+    EXPECT_EQ(proj.on_chip_input, "d");
+    EXPECT_EQ(proj.on_chip_bytes_saved, 2 * 48 * 14 * 14 * isa::dtype_bytes(precision));
+    EXPECT_TRUE(on_chip(kept, "d"));
+    EXPECT_TRUE(layer(stored, "p_conv").on_chip_input.empty());
+    EXPECT_TRUE(stored.on_chip.empty());
+    // A value with a second reader stays in DRAM.
+    EXPECT_FALSE(on_chip(kept, "t"));
+    EXPECT_TRUE(layer(kept, "u_conv").on_chip_input.empty());
+    // The depthwise layer stores nothing: its epilogue writes the tiles into the input scratchpad.
+    int64_t stores = 0, dw_layer = -1;
+    for (size_t i = 0; i < lowered.nodes.size(); ++i) {
+      if (lowered.nodes[i].name == "d_conv") dw_layer = static_cast<int64_t>(i);
+    }
+    ASSERT_GE(dw_layer, 0);
+    for (const isa::Instruction& ins : kept.program.instructions) {
+      stores += ins.layer() == static_cast<uint32_t>(dw_layer) && ins.opcode == isa::Opcode::kStore;
+    }
+    EXPECT_EQ(stores, 0);
+    EXPECT_EQ(check_tokens(kept.program), "");
+    std::map<std::string, Tensor> in{{"x", random_tensor({1, 16, 14, 14}, 1.0f, 11)}};
+    const auto want = run_program(stored, config, in);
+    EXPECT_EQ(max_rel_error(run_program(kept, config, in), want), 0.0);
+    for (uint32_t seed : {1u, 2u, 3u}) {
+      RunOptions shuffled;
+      shuffled.random_order = true;
+      shuffled.seed = seed;
+      EXPECT_EQ(max_rel_error(run_program(kept, config, in, shuffled), want), 0.0) << "interleaving " << seed;
+    }
+    EXPECT_LT(max_rel_error(want, interpret(blocks(), in)), precision == isa::DType::kFp32 ? 1e-5 : 2e-2);
+  }
+}
+
+TEST(Residency, AValueTooLargeForTheScratchpadOrAskedOffStaysInDram) {
+  Graph lowered = blocks();
+  lower(lowered);
+  isa::NpuConfig config = small_sram();  // 16 KiB input scratchpad: 48 x 14 x 14 fp32 does not fit
+  const CompileResult r = compile(lowered, config);
+  EXPECT_TRUE(r.on_chip.empty());
+  EXPECT_TRUE(layer(r, "p_conv").on_chip_input.empty());
+  std::map<std::string, Tensor> in{{"x", random_tensor({1, 16, 14, 14}, 1.0f, 11)}};
+  EXPECT_LT(max_rel_error(run_program(r, config, in), interpret(blocks(), in)), 1e-5);
+}
+
+}  // namespace
+}  // namespace npusim::compiler::testing
+
+namespace npusim::compiler::testing {
+namespace {
+
+TEST(Residency, AMappingFileImposesItOrForbidsItAndNamesWhyItCannot) {
+  Graph lowered = blocks();
+  lower(lowered);
+  const isa::NpuConfig config;
+  MappingOverrides m;
+  CompileOptions opt;
+  opt.mapping = &m;
+  m.layers["d_conv"].name = "d_conv";
+  m.layers["d_conv"].on_chip = false;
+  EXPECT_TRUE(compile(lowered, config, opt).on_chip.empty());
+  m.layers["d_conv"].on_chip = true;
+  const CompileResult r = compile(lowered, config, opt);
+  EXPECT_EQ(layer(r, "p_conv").on_chip_input, "d");
+  EXPECT_EQ(*layer(r, "d_conv").chosen.on_chip, true);
+  // The 3x3 conv's output has a second reader.
+  m.layers["t_conv"].name = "t_conv";
+  m.layers["t_conv"].on_chip = true;
+  try {
+    compile(lowered, config, opt);
+    ADD_FAILURE() << "on_chip=true on a value with two readers compiled";
+  } catch (const MappingError& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 't_conv': on_chip=true: the output has other readers"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace npusim::compiler::testing
