@@ -2,6 +2,7 @@
 // Trace sinks: where events go when tracing is on. The simulator calls begin() once, event() per
 // slice, power() once with the run's power profile (docs/energy.md) and finish() at the end of the run;
 // finish() is idempotent, so the owner may call it again.
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -36,7 +37,8 @@ class ChromeTraceSink : public Sink {
  private:
   std::ostream& out_;
   TraceInfo info_;
-  std::string buf_;
+  std::string buf_;                 // the text of the current call, written to out_ at its end
+  std::optional<JsonWriter> json_;  // writes into buf_; the trace's object and event array stay open
   bool open_ = false;
 };
 
