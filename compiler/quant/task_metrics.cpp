@@ -7,6 +7,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "isa/edit_distance.h"
 #include "isa/json_text.h"
 
 namespace npusim::compiler::quant {
@@ -122,18 +123,7 @@ std::string decode_text(const std::vector<int64_t>& indices, const std::vector<s
 }
 
 int64_t edit_distance(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
-  std::vector<int64_t> row(b.size() + 1);
-  std::iota(row.begin(), row.end(), 0);
-  for (size_t i = 1; i <= a.size(); ++i) {
-    int64_t diag = row[0];
-    row[0] = static_cast<int64_t>(i);
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const int64_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
+  return edit_distance_between(a, b);
 }
 
 void TaskEvaluator::add(const Tensor& ref, const Tensor& q) {

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "arch/simulate.h"
+#include "isa/ceil_div.h"
 #include "isa/json_text.h"
 #include "sim/dynamic/policies.h"
 
@@ -77,7 +78,7 @@ GenerationStudy run_generation(const std::string& model, const GenerateRequest& 
   double decode_ms = 0, weight_stream_ms = 0;
   for (int64_t t = 1; t < g.new_tokens; ++t) {
     const int64_t past = g.prompt + t - 1;  // positions cached before this step
-    const int64_t program_past = g.static_kv ? g.capacity - 1 : (past + g.bucket - 1) / g.bucket * g.bucket;
+    const int64_t program_past = g.static_kv ? g.capacity - 1 : ceil_div(past, g.bucket) * g.bucket;
     const Step& s = run(1, program_past);
     const traces::Report& r = s.report;
     per_step.push_back(r.latency_ms);
@@ -95,7 +96,7 @@ GenerationStudy run_generation(const std::string& model, const GenerateRequest& 
   const uint64_t kv_bytes = per_position * static_cast<uint64_t>(final_positions);
   const uint64_t kv_capacity_bytes =
       per_position *
-      static_cast<uint64_t>(g.static_kv ? g.capacity : (final_positions + g.bucket - 1) / g.bucket * g.bucket);
+      static_cast<uint64_t>(g.static_kv ? g.capacity : ceil_div(final_positions, g.bucket) * g.bucket);
   const LatencyStats decode = latency_stats(per_step);
   const double total_ms = ttft + decode_ms;
   const double tokens_per_s = total_ms > 0 ? static_cast<double>(g.new_tokens) / (total_ms / 1000.0) : 0;

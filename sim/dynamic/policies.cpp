@@ -7,6 +7,7 @@
 #include <list>
 #include <numeric>
 
+#include "isa/ceil_div.h"
 #include "isa/json_text.h"
 
 namespace npusim::sim::dynamic {
@@ -120,9 +121,9 @@ Service pad_service(const Request& r, const std::vector<DimBinding>& profiles, c
     if (o.overflow == Overflow::kTruncate) {
       v = cap;
     } else {
-      const int64_t n = (v + cap - 1) / cap;
+      const int64_t n = ceil_div(v, cap);
       pieces *= n;
-      v = (v + n - 1) / n;
+      v = ceil_div(v, n);
     }
   }
   ++(o.overflow == Overflow::kTruncate ? result.truncated : result.split);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "isa/ceil_div.h"
 #include "isa/json_text.h"
 #include "isa/timing/units.h"
 
@@ -227,7 +228,7 @@ StreamResult simulate_stream(const E2eResult& r, const StreamSpec& spec) {
   const int64_t link_in = per_batch[1], npu = per_batch[2] + per_frame[2] * n, link_out = per_batch[3];
   const double period = spec.rate_fps > 0 ? r.frequency_mhz * 1e6 / spec.rate_fps : 0;  // cycles
 
-  const int64_t batches = (frames + n - 1) / n;
+  const int64_t batches = ceil_div(frames, n);
   std::vector<int64_t> arrival(frames), done(frames);
   std::vector<int64_t> li_start(batches), npu_end(batches), lo_end(batches), post_end(batches);
   int64_t pre_free = 0, li_free = 0, npu_free = 0, lo_free = 0, post_free = 0;
