@@ -74,7 +74,8 @@ std::string slice_name(const Event& e, const TraceInfo& info);
 
 // JSON string escaping: the one in isa/json_text.h.
 using npusim::append_json_string;
-// A CSV field, quoted when it holds a comma, a quote or a newline (shared by the CSV writers).
+// A CSV field, quoted when it holds a comma, a quote, a newline or a carriage return (RFC 4180), quotes
+// doubled: every CSV npusim writes (traces, layer tables, sweep results).
 void append_csv_field(std::string& out, std::string_view s);
 
 }  // namespace npusim::traces

@@ -10,7 +10,7 @@ std::string_view opcode_name(isa::Opcode op) { return isa::format(op).mnemonic; 
 }  // namespace
 
 void append_csv_field(std::string& out, std::string_view s) {
-  if (s.find_first_of(",\"\n") == std::string_view::npos) {
+  if (s.find_first_of(",\"\n\r") == std::string_view::npos) {
     out += s;
     return;
   }

@@ -18,6 +18,7 @@
 
 #include "isa/json_text.h"
 #include "sim/sweep/report_figures.h"
+#include "traces/sink.h"
 
 namespace npusim::sim {
 namespace {
@@ -44,11 +45,11 @@ void json_value(JsonWriter& w, const std::string& s) {
   w.value(s);
 }
 
+// A CSV field as the trace and layer tables write them (traces/sink.h).
 std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string o = "\"";
-  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return o + "\"";
+  std::string o;
+  traces::append_csv_field(o, s);
+  return o;
 }
 
 }  // namespace
