@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "isa/edit_distance.h"
+
 namespace npusim::isa {
 namespace {
 
@@ -30,18 +32,8 @@ bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 // Case-insensitive Levenshtein distance; names are short, so the O(n*m) table is cheap.
 size_t typo_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (lower(a[i - 1]) == lower(b[j - 1]) ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
+  return static_cast<size_t>(
+      edit_distance_between(a, b, false, [](char x, char y) { return lower(x) == lower(y); }));
 }
 
 // " (did you mean 'x'?)" for the closest candidate when it is plausibly what was meant, else

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "isa/json_text.h"
 #include "isa/layer_names.h"
 #include "traces/layer_tables.h"
 #include "traces/sink.h"
@@ -13,44 +14,39 @@
 namespace npusim::traces {
 namespace {
 
-// Doubles in JSON: finite, shortest round-trip form.
-std::string num(double v) {
-  if (!(v == v) || v > 1e300 || v < -1e300) return "0";
-  return fmt::format("{}", v);
+// Doubles in the summary text: shortest round-trip form.
+std::string num(double v) { return fmt::format("{}", v); }
+
+void breakdown_json(JsonWriter& w, const Breakdown& b) {
+  w.object().member("compute", b.compute).member("memory", b.memory).member("scheduling", b.scheduling);
+  w.member("host", b.host).end();
 }
 
-void breakdown_json(std::string& o, const Breakdown& b) {
-  o += fmt::format("{{\"compute\": {}, \"memory\": {}, \"scheduling\": {}, \"host\": {}}}", b.compute, b.memory,
-                   b.scheduling, b.host);
+// {"total_mj": T, "by_component_mj": {"mac": .., ..}}, left open for the caller's further members.
+void energy_json(JsonWriter& w, const EnergyBreakdown& e) {
+  w.object().member("total_mj", e.total()).key("by_component_mj").object();
+  for (size_t k = 0; k < kNumEnergyComponents; ++k) w.member(kEnergyComponentNames[k], e.mj[k]);
+  w.end();
 }
 
-// {"total_mj": T, "by_component_mj": {"mac": .., ..}}, without the closing brace.
-void energy_json(std::string& o, const EnergyBreakdown& e) {
-  o += "{\"total_mj\": " + num(e.total()) + ", \"by_component_mj\": {";
-  for (size_t k = 0; k < kNumEnergyComponents; ++k)
-    o += fmt::format("{}\"{}\": {}", k ? ", " : "", kEnergyComponentNames[k], num(e.mj[k]));
-  o += "}";
-}
-
-void energy_area_json(std::string& o, const EnergyReport& e, const AreaReport& a) {
-  o += "  \"energy\": ";
-  energy_json(o, e.by_component);
-  o += fmt::format(", \"average_power_w\": {}, \"peak_power_w\": {}, \"tops_per_w\": {}}},\n", num(e.average_power_w),
-                   num(e.peak_power_w), num(e.tops_per_w));
-  o += "  \"area\": {\"total_mm2\": " + num(a.total_mm2) + ", \"by_unit_mm2\": {";
-  for (size_t k = 0; k < kNumAreaUnits; ++k)
-    o += fmt::format("{}\"{}\": {}", k ? ", " : "", kAreaUnitNames[k], num(a.by_unit_mm2[k]));
-  o += "}},\n";
+void energy_area_json(JsonWriter& w, const EnergyReport& e, const AreaReport& a) {
+  w.key("energy");
+  energy_json(w, e.by_component);
+  w.member("average_power_w", e.average_power_w).member("peak_power_w", e.peak_power_w);
+  w.member("tops_per_w", e.tops_per_w).end();
+  w.key("area").object().member("total_mm2", a.total_mm2).key("by_unit_mm2").object();
+  for (size_t k = 0; k < kNumAreaUnits; ++k) w.member(kAreaUnitNames[k], a.by_unit_mm2[k]);
+  w.end().end();
 }
 
 std::string pct(uint64_t part, uint64_t whole) {
   return whole ? fmt::format("{:5.1f}%", 100.0 * part / whole) : std::string("  -  ");
 }
 
-// ", "bound_cycles": B, "efficiency": E' (each when known).
-void roofline_json(std::string& o, std::optional<uint64_t> bound, std::optional<double> eff) {
-  if (bound) o += fmt::format(", \"bound_cycles\": {}", *bound);
-  if (eff) o += fmt::format(", \"efficiency\": {}", num(*eff));
+// "bound_cycles": B, "efficiency": E (each when known), on the current line.
+void roofline_json(JsonWriter& w, std::optional<uint64_t> bound, std::optional<double> eff) {
+  if (bound) w.same_line().member("bound_cycles", *bound);
+  if (eff) w.same_line().member("efficiency", *eff);
 }
 
 std::optional<double> ratio(std::optional<uint64_t> bound, uint64_t cycles) {
@@ -58,59 +54,46 @@ std::optional<double> ratio(std::optional<uint64_t> bound, uint64_t cycles) {
   return static_cast<double>(*bound) / static_cast<double>(cycles);
 }
 
-void ops_json(std::string& o, const std::vector<OpRollup>& ops) {
-  o += "[";
-  for (size_t i = 0; i < ops.size(); ++i) {
-    const OpRollup& x = ops[i];
-    o += i ? ",\n    {\"op\": " : "\n    {\"op\": ";
-    append_json_string(o, x.op);
-    o += fmt::format(", \"layers\": {}, \"fused_nodes\": {}, \"cycles\": {}, \"share\": {}, \"macs\": {}, \"dram_bytes_read\": {}, "
-                     "\"dram_bytes_written\": {}, \"breakdown\": ",
-                     x.layers, x.fused_nodes, x.cycles, num(x.share), x.macs, x.dram_bytes_read, x.dram_bytes_written);
-    breakdown_json(o, x.breakdown);
-    if (x.bound_cycles) o += fmt::format(", \"bound_cycles\": {}", *x.bound_cycles);
-    o += "}";
+void ops_json(JsonWriter& w, const std::vector<OpRollup>& ops) {
+  w.key("ops").array(JsonWriter::Layout::kLines);
+  for (const OpRollup& x : ops) {
+    w.object().member("op", x.op).member("layers", x.layers).member("fused_nodes", x.fused_nodes);
+    w.member("cycles", x.cycles).member("share", x.share).member("macs", x.macs);
+    w.member("dram_bytes_read", x.dram_bytes_read).member("dram_bytes_written", x.dram_bytes_written);
+    w.key("breakdown");
+    breakdown_json(w, x.breakdown);
+    if (x.bound_cycles) w.member("bound_cycles", *x.bound_cycles);
+    w.end();
   }
-  o += ops.empty() ? "],\n" : "\n  ],\n";
+  w.end();
 }
 
 // A parameter's canonical text as JSON: numbers and booleans bare, everything else a string.
-void parameter_json(std::string& o, const std::string& v) {
+void parameter_json(JsonWriter& w, const std::string& v) {
   if (v == "true" || v == "false") {
-    o += v;
+    w.raw(v);
     return;
   }
   char* end = nullptr;
   std::strtod(v.c_str(), &end);
   if (!v.empty() && end == v.c_str() + v.size() && v.find_first_not_of("0123456789+-.eE") == std::string::npos) {
-    o += v;
+    w.raw(v);
   } else {
-    append_json_string(o, v);
+    w.value(v);
   }
 }
 
-void run_json(std::string& o, const RunInfo& run) {
-  o += "  \"run\": {";
-  for (const auto& [key, value] : {std::pair{"command", &run.command}, std::pair{"version", &run.version},
-                                   std::pair{"model", &run.model}, std::pair{"model_sha256", &run.model_sha256},
-                                   std::pair{"config", &run.config}}) {
-    o += fmt::format("\"{}\": ", key);
-    append_json_string(o, *value);
-    o += ", ";
+void run_json(JsonWriter& w, const RunInfo& run) {
+  w.key("run").object().member("command", run.command).member("version", run.version);
+  w.member("model", run.model).member("model_sha256", run.model_sha256).member("config", run.config);
+  w.key("sets").array();
+  for (const std::string& s : run.sets) w.value(s);
+  w.end().key("parameters").object(JsonWriter::Layout::kLines);
+  for (const auto& [key, value] : run.parameters) {
+    w.key(key);
+    parameter_json(w, value);
   }
-  o += "\"sets\": [";
-  for (size_t i = 0; i < run.sets.size(); ++i) {
-    if (i) o += ", ";
-    append_json_string(o, run.sets[i]);
-  }
-  o += "], \"parameters\": {";
-  for (size_t i = 0; i < run.parameters.size(); ++i) {
-    o += i ? ",\n    " : "\n    ";
-    append_json_string(o, run.parameters[i].first);
-    o += ": ";
-    parameter_json(o, run.parameters[i].second);
-  }
-  o += run.parameters.empty() ? "}},\n" : "\n  }},\n";
+  w.end().end();
 }
 
 }  // namespace
@@ -179,116 +162,96 @@ std::optional<PrecisionFigures> precision_figures(const Report& r) {
 }
 
 std::string report_json(const Report& r) {
+  using Layout = JsonWriter::Layout;
   std::string o;
-  o += "{\n";
-  o += fmt::format("  \"total_cycles\": {},\n  \"frequency_mhz\": {},\n  \"latency_ms\": {},\n", r.total_cycles,
-                   num(r.frequency_mhz), num(r.latency_ms));
-  o += fmt::format("  \"macs\": {},\n  \"array_utilization\": {}", r.macs, num(r.array_utilization));
+  JsonWriter w(o);
+  w.object(Layout::kLines);
+  w.member("total_cycles", r.total_cycles).member("frequency_mhz", r.frequency_mhz);
+  w.member("latency_ms", r.latency_ms)
+      .member("macs", r.macs)
+      .member("array_utilization", r.array_utilization);
   if (const std::optional<PrecisionFigures> pf = precision_figures(r)) {
-    o += ",\n  \"precision\": {\"plan\": ";
-    append_json_string(o, pf->plan);
-    o += ", \"layers\": {";
-    for (size_t i = 0; i < pf->layers.size(); ++i) {
-      if (i) o += ", ";
-      append_json_string(o, pf->layers[i].first);
-      o += fmt::format(": {}", pf->layers[i].second);
-    }
-    o += fmt::format("}}, \"peak_macs_per_cycle\": {}, \"utilization\": {}}}", num(pf->peak_macs_per_cycle),
-                     num(pf->utilization));
+    w.key("precision").object().member("plan", pf->plan).key("layers").object();
+    for (const auto& [precision, layers] : pf->layers) w.member(precision, layers);
+    w.end()
+        .member("peak_macs_per_cycle", pf->peak_macs_per_cycle)
+        .member("utilization", pf->utilization)
+        .end();
   }
-  roofline_json(o, model_bound_cycles(r), model_efficiency(r));
+  roofline_json(w, model_bound_cycles(r), model_efficiency(r));
   if (r.compiled_bound_cycles) {
-    o += fmt::format(", \"compiled_bound_cycles\": {}", *r.compiled_bound_cycles);
-    if (const auto e = ratio(r.compiled_bound_cycles, r.total_cycles)) o += fmt::format(", \"compiled_efficiency\": {}", num(*e));
+    w.same_line().member("compiled_bound_cycles", *r.compiled_bound_cycles);
+    if (const auto e = ratio(r.compiled_bound_cycles, r.total_cycles))
+      w.same_line().member("compiled_efficiency", *e);
   }
-  o += ",\n  \"array\": {\"rows\": " + std::to_string(r.array_rows) +
-       ", \"cols\": " + std::to_string(r.array_cols) + ", \"dataflow\": ";
-  append_json_string(o, r.dataflow);
-  o += ", \"macs_per_pe_per_cycle\": {";
-  for (size_t i = 0; i < r.array_macs_per_pe_per_cycle.size(); ++i) {
-    if (i) o += ", ";
-    append_json_string(o, r.array_macs_per_pe_per_cycle[i].first);
-    o += ": " + num(r.array_macs_per_pe_per_cycle[i].second);
+  w.key("array")
+      .object()
+      .member("rows", r.array_rows)
+      .member("cols", r.array_cols)
+      .member("dataflow", r.dataflow);
+  w.key("macs_per_pe_per_cycle").object();
+  for (const auto& [precision, rate] : r.array_macs_per_pe_per_cycle) w.member(precision, rate);
+  w.end().end();
+  w.key("breakdown");
+  breakdown_json(w, r.breakdown);
+  w.key("dram").object().member("model", r.dram.model).member("bytes_read", r.dram.bytes_read);
+  w.member("bytes_written", r.dram.bytes_written).member("avg_bandwidth_gbps", r.dram.avg_bandwidth_gbps);
+  w.member("peak_bandwidth_gbps", r.dram.peak_bandwidth_gbps).member("requests", r.dram.requests);
+  w.member("row_hits", r.dram.row_hits).member("row_misses", r.dram.row_misses);
+  w.member("refreshes", r.dram.refreshes).end();
+  w.key("dma").object().member("transfers", r.dma.transfers).member("bursts", r.dma.bursts);
+  w.member("misaligned_bursts", r.dma.misaligned_bursts);
+  w.member("misalignment_extra_cycles", r.dma.misalignment_extra_cycles).end();
+  w.key("sram").object().member("bank_conflicts", r.sram.bank_conflicts);
+  w.member("bank_conflict_cycles", r.sram.bank_conflict_cycles).end();
+  w.key("host").object().member("calls", r.host.calls).member("bytes_to_host", r.host.bytes_to_host);
+  w.member("bytes_from_host", r.host.bytes_from_host).end();
+  if (r.energy && r.area) energy_area_json(w, *r.energy, *r.area);
+  w.key("units").object(Layout::kLines);
+  for (const UnitReport& u : r.units) {
+    w.key(u.name)
+        .object()
+        .member("instructions", u.instructions)
+        .member("busy", u.busy)
+        .member("idle", u.idle);
+    w.key("stalls").object();
+    for (int k = 1; k < kNumReasons; ++k) w.member(kReasonNames[k], u.stalls[k]);
+    w.end().end();
   }
-  o += "}},\n  \"breakdown\": ";
-  breakdown_json(o, r.breakdown);
-  o += ",\n  \"dram\": {\"model\": ";
-  append_json_string(o, r.dram.model);
-  o += fmt::format(
-      ", \"bytes_read\": {}, \"bytes_written\": {}, \"avg_bandwidth_gbps\": {}, \"peak_bandwidth_gbps\": {}, "
-      "\"requests\": {}, \"row_hits\": {}, \"row_misses\": {}, \"refreshes\": {}}},\n",
-      r.dram.bytes_read, r.dram.bytes_written, num(r.dram.avg_bandwidth_gbps), num(r.dram.peak_bandwidth_gbps),
-      r.dram.requests, r.dram.row_hits, r.dram.row_misses, r.dram.refreshes);
-  o += fmt::format(
-      "  \"dma\": {{\"transfers\": {}, \"bursts\": {}, \"misaligned_bursts\": {}, \"misalignment_extra_cycles\": "
-      "{}}},\n",
-      r.dma.transfers, r.dma.bursts, r.dma.misaligned_bursts, r.dma.misalignment_extra_cycles);
-  o += fmt::format("  \"sram\": {{\"bank_conflicts\": {}, \"bank_conflict_cycles\": {}}},\n", r.sram.bank_conflicts,
-                   r.sram.bank_conflict_cycles);
-  o += fmt::format("  \"host\": {{\"calls\": {}, \"bytes_to_host\": {}, \"bytes_from_host\": {}}},\n", r.host.calls,
-                   r.host.bytes_to_host, r.host.bytes_from_host);
-  if (r.energy && r.area) energy_area_json(o, *r.energy, *r.area);
-  o += "  \"units\": {";
-  for (size_t i = 0; i < r.units.size(); ++i) {
-    const UnitReport& u = r.units[i];
-    o += i ? ",\n    " : "\n    ";
-    append_json_string(o, u.name);
-    o += fmt::format(": {{\"instructions\": {}, \"busy\": {}, \"idle\": {}, \"stalls\": {{", u.instructions, u.busy,
-                     u.idle);
-    for (int k = 1; k < kNumReasons; ++k) {
-      o += fmt::format("{}\"{}\": {}", k > 1 ? ", " : "", kReasonNames[k], u.stalls[k]);
-    }
-    o += "}}";
-  }
-  o += r.units.empty() ? "},\n" : "\n  },\n";
-  o += "  \"layers\": [";
+  w.end();
+  w.key("layers").array(Layout::kLines);
   const std::vector<std::string> shown = display_names(r);
   for (size_t i = 0; i < r.layers.size(); ++i) {
     const LayerReport& l = r.layers[i];
-    o += i ? ",\n    {\"name\": " : "\n    {\"name\": ";
-    append_json_string(o, l.name);
-    o += ", \"display_name\": ";
-    append_json_string(o, shown[i]);
-    o += ", \"op\": ";
-    append_json_string(o, l.op);
-    o += ", \"placement\": ";
-    append_json_string(o, l.placement);
-    if (l.fused()) {
-      o += ", \"fused_into\": ";
-      append_json_string(o, l.fused_into);
-    }
-    if (!l.precision.empty()) {
-      o += ", \"precision\": ";
-      append_json_string(o, l.precision);
-    }
-    o += fmt::format(
-        ", \"start_cycle\": {}, \"end_cycle\": {}, \"cycles\": {}, \"compute_cycles\": {}, \"vector_cycles\": {}, "
-        "\"macs\": {}, \"instructions\": {}, \"dram_bytes_read\": {}, \"dram_bytes_written\": {}, \"bound\": \"{}\", "
-        "\"breakdown\": ",
-        l.start_cycle, l.end_cycle, l.cycles, l.compute_cycles, l.vector_cycles, l.macs, l.instructions,
-        l.dram_bytes_read, l.dram_bytes_written, bound_label(l));
-    breakdown_json(o, l.breakdown);
+    w.object().member("name", l.name).member("display_name", shown[i]).member("op", l.op);
+    w.member("placement", l.placement);
+    if (l.fused()) w.member("fused_into", l.fused_into);
+    if (!l.precision.empty()) w.member("precision", l.precision);
+    w.member("start_cycle", l.start_cycle).member("end_cycle", l.end_cycle).member("cycles", l.cycles);
+    w.member("compute_cycles", l.compute_cycles)
+        .member("vector_cycles", l.vector_cycles)
+        .member("macs", l.macs);
+    w.member("instructions", l.instructions).member("dram_bytes_read", l.dram_bytes_read);
+    w.member("dram_bytes_written", l.dram_bytes_written).member("bound", bound_label(l));
+    w.key("breakdown");
+    breakdown_json(w, l.breakdown);
     if (r.energy) {
-      o += ", \"energy\": ";
-      energy_json(o, l.energy);
-      o += "}";
+      w.key("energy");
+      energy_json(w, l.energy);
+      w.end();
     }
-    if (l.array_macs) o += fmt::format(", \"array_macs\": {}", *l.array_macs);
-    roofline_json(o, l.bound_cycles, efficiency(l));
-    if (!l.extra_json.empty()) o += ", " + l.extra_json;
-    o += "}";
+    if (l.array_macs) w.member("array_macs", *l.array_macs);
+    roofline_json(w, l.bound_cycles, efficiency(l));
+    w.raw_members(l.extra_json).end();
   }
-  o += r.layers.empty() ? "],\n" : "\n  ],\n";
-  o += "  \"ops\": ";
-  ops_json(o, op_rollup(r));
-  for (const auto& [name, value] : r.sections) {
-    o += "  ";
-    append_json_string(o, name);
-    o += ": " + value + ",\n";
-  }
-  if (r.run) run_json(o, *r.run);
-  o += fmt::format("  \"sim\": {{\"wall_seconds\": {}, \"instructions\": {}, \"functional\": {}}}\n}}\n",
-                   num(r.sim.wall_seconds), r.sim.instructions, r.sim.functional ? "true" : "false");
+  w.end();
+  ops_json(w, op_rollup(r));
+  for (const auto& [name, value] : r.sections) w.key(name).raw(value);
+  if (r.run) run_json(w, *r.run);
+  w.key("sim").object().member("wall_seconds", r.sim.wall_seconds).member("instructions", r.sim.instructions);
+  w.member("functional", r.sim.functional).end();
+  w.end();
+  o += '\n';
   return o;
 }
 

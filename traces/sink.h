@@ -2,6 +2,7 @@
 // Trace sinks: where events go when tracing is on. The simulator calls begin() once, event() per
 // slice, power() once with the run's power profile (docs/energy.md) and finish() at the end of the run;
 // finish() is idempotent, so the owner may call it again.
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -36,7 +37,8 @@ class ChromeTraceSink : public Sink {
  private:
   std::ostream& out_;
   TraceInfo info_;
-  std::string buf_;
+  std::string buf_;                 // the text of the current call, written to out_ at its end
+  std::optional<JsonWriter> json_;  // writes into buf_; the trace's object and event array stay open
   bool open_ = false;
 };
 
@@ -72,7 +74,8 @@ std::string slice_name(const Event& e, const TraceInfo& info);
 
 // JSON string escaping: the one in isa/json_text.h.
 using npusim::append_json_string;
-// A CSV field, quoted when it holds a comma, a quote or a newline (shared by the CSV writers).
+// A CSV field, quoted when it holds a comma, a quote, a newline or a carriage return (RFC 4180), quotes
+// doubled: every CSV npusim writes (traces, layer tables, sweep results).
 void append_csv_field(std::string& out, std::string_view s);
 
 }  // namespace npusim::traces

@@ -10,7 +10,7 @@ std::string_view opcode_name(isa::Opcode op) { return isa::format(op).mnemonic; 
 }  // namespace
 
 void append_csv_field(std::string& out, std::string_view s) {
-  if (s.find_first_of(",\"\n") == std::string_view::npos) {
+  if (s.find_first_of(",\"\n\r") == std::string_view::npos) {
     out += s;
     return;
   }
@@ -30,47 +30,63 @@ std::string slice_name(const Event& e, const TraceInfo& info) {
 }
 
 void ChromeTraceSink::begin(const TraceInfo& info) {
+  using Layout = JsonWriter::Layout;
   info_ = info;
   buf_.clear();
-  buf_ += "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
-  buf_ += "{\"ph\":\"M\",\"pid\":0,\"tid\":0,\"name\":\"process_name\",\"args\":{\"name\":\"npusim\"}}";
+  JsonWriter& w = json_.emplace(buf_);
+  w.object(Layout::kCompact).member("displayTimeUnit", "ns").key("traceEvents").array(Layout::kCompactLines);
+  w.object(Layout::kCompact)
+      .member("ph", "M")
+      .member("pid", 0)
+      .member("tid", 0)
+      .member("name", "process_name");
+  w.key("args").object(Layout::kCompact).member("name", "npusim").end().end();
   for (size_t i = 0; i < info_.units.size(); ++i) {
-    buf_ += fmt::format(",\n{{\"ph\":\"M\",\"pid\":0,\"tid\":{},\"name\":\"thread_name\",\"args\":{{\"name\":", i);
-    append_json_string(buf_, info_.units[i]);
-    buf_ += fmt::format("}}}},\n{{\"ph\":\"M\",\"pid\":0,\"tid\":{},\"name\":\"thread_sort_index\","
-                        "\"args\":{{\"sort_index\":{}}}}}",
-                        i, i);
+    w.object(Layout::kCompact)
+        .member("ph", "M")
+        .member("pid", 0)
+        .member("tid", i)
+        .member("name", "thread_name");
+    w.key("args").object(Layout::kCompact).member("name", info_.units[i]).end().end();
+    w.object(Layout::kCompact)
+        .member("ph", "M")
+        .member("pid", 0)
+        .member("tid", i)
+        .member("name", "thread_sort_index");
+    w.key("args").object(Layout::kCompact).member("sort_index", i).end().end();
   }
   out_ << buf_;
   open_ = true;
 }
 
 void ChromeTraceSink::event(const Event& e) {
+  using Layout = JsonWriter::Layout;
   buf_.clear();
   const double f = info_.frequency_mhz;
-  buf_ += ",\n{\"ph\":\"X\",\"pid\":0,\"tid\":";
-  fmt::format_to(std::back_inserter(buf_), "{},\"name\":", e.unit);
-  append_json_string(buf_, slice_name(e, info_));
-  fmt::format_to(std::back_inserter(buf_),
-                 ",\"cat\":\"{}\",\"ts\":{:.6f},\"dur\":{:.6f},\"args\":{{\"opcode\":\"{}\",\"instruction\":{},"
-                 "\"start_cycle\":{},\"end_cycle\":{},\"bytes\":{},\"reason\":\"{}\"",
-                 kKindNames[static_cast<int>(e.kind)], e.start / f, (e.end - e.start) / f, opcode_name(e.opcode),
-                 e.instruction, e.start, e.end, e.bytes, kReasonNames[static_cast<int>(e.reason)]);
-  if (e.layer < info_.layers.size()) {
-    buf_ += ",\"layer\":";
-    append_json_string(buf_, info_.layers[e.layer]);
-  }
-  buf_ += "}}";
+  JsonWriter& w = *json_;
+  w.object(Layout::kCompact).member("ph", "X").member("pid", 0).member("tid", e.unit);
+  w.member("name", slice_name(e, info_)).member("cat", kKindNames[static_cast<int>(e.kind)]);
+  w.key("ts").fixed(e.start / f, 6).key("dur").fixed((e.end - e.start) / f, 6);
+  w.key("args")
+      .object(Layout::kCompact)
+      .member("opcode", opcode_name(e.opcode))
+      .member("instruction", e.instruction);
+  w.member("start_cycle", e.start).member("end_cycle", e.end).member("bytes", e.bytes);
+  w.member("reason", kReasonNames[static_cast<int>(e.reason)]);
+  if (e.layer < info_.layers.size()) w.member("layer", info_.layers[e.layer]);
+  w.end().end();
   out_ << buf_;
 }
 
 void ChromeTraceSink::power(const std::vector<PowerStep>& steps) {
+  using Layout = JsonWriter::Layout;
   if (!open_) return;
   buf_.clear();
+  JsonWriter& w = *json_;
   for (const PowerStep& s : steps) {
-    fmt::format_to(std::back_inserter(buf_),
-                   ",\n{{\"ph\":\"C\",\"pid\":0,\"name\":\"power\",\"ts\":{:.6f},\"args\":{{\"W\":{}}}}}",
-                   s.start_cycle / info_.frequency_mhz, s.watts);
+    w.object(Layout::kCompact).member("ph", "C").member("pid", 0).member("name", "power");
+    w.key("ts").fixed(s.start_cycle / info_.frequency_mhz, 6);
+    w.key("args").object(Layout::kCompact).member("W", s.watts).end().end();
   }
   out_ << buf_;
 }
@@ -78,7 +94,9 @@ void ChromeTraceSink::power(const std::vector<PowerStep>& steps) {
 void ChromeTraceSink::finish() {
   if (!open_) return;
   open_ = false;
-  out_ << "\n]}\n";
+  buf_.clear();
+  json_->end().end();
+  out_ << buf_ << '\n';
   out_.flush();
 }
 

@@ -34,12 +34,6 @@ void KernelContext::fail(const std::string& what) const {
   throw InterpretError("node '" + node.name + "' (" + node.op_type + "): " + what);
 }
 
-std::vector<int64_t> strides_of(const Shape& s) {
-  std::vector<int64_t> st(s.size(), 1);
-  for (int d = static_cast<int>(s.size()) - 2; d >= 0; --d) st[d] = st[d + 1] * s[d + 1];
-  return st;
-}
-
 Shape broadcast_shapes(const KernelContext& ctx, const Shape& a, const Shape& b) {
   const size_t r = std::max(a.size(), b.size());
   Shape out(r);

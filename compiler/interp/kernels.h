@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "compiler/interp/interpreter.h"
+#include "isa/strides.h"
 
 namespace npusim::compiler::interp {
 
@@ -48,8 +49,6 @@ inline void integer_range(DataType t, int64_t& lo, int64_t& hi) {
   }
 }
 
-// Contiguous row-major strides.
-std::vector<int64_t> strides_of(const Shape& s);
 // Numpy broadcast of two shapes; throws InterpretError via ctx on mismatch.
 Shape broadcast_shapes(const KernelContext& ctx, const Shape& a, const Shape& b);
 // Normalise a possibly negative axis against `rank`; fails the node if out of range.

@@ -969,7 +969,7 @@ void resize_impl(KernelContext& c, const Tensor& x, std::vector<double> scales, 
     }
   }
   Tensor y(DataType::kFloat32, os);
-  auto xst = strides_of(x.shape);
+  auto xst = dense_strides(x.shape);
   std::vector<int64_t> idx(r, 0);
   for (int64_t o = 0; o < y.size(); ++o) {
     // Sum over the product of taps of every axis (recursive via an explicit stack).

@@ -43,7 +43,7 @@ void reduce(KernelContext& c) {
   std::fill(acc.begin(), acc.end(), init);
   // For LogSumExp, subtract the max for stability.
   std::vector<double> mx;
-  auto ost = strides_of(ks);
+  auto ost = dense_strides(ks);
   std::vector<int64_t> st(r);
   for (int64_t d = 0; d < r; ++d) st[d] = red[d] ? 0 : ost[d];
   auto walk = [&](auto&& f) {

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "compiler/interp/kernels.h"
+#include "isa/ceil_div.h"
 
 namespace npusim::compiler::interp {
 namespace {
@@ -146,7 +147,7 @@ void k_transpose(KernelContext& c) {
   Shape os(r);
   for (int64_t d = 0; d < r; ++d) os[d] = x.shape[norm_axis(c, perm[d], r)];
   Tensor y(x.dtype, os);
-  auto xs = strides_of(x.shape);
+  auto xs = dense_strides(x.shape);
   std::vector<int64_t> st(r);  // input stride for each output dim
   for (int64_t d = 0; d < r; ++d) st[d] = xs[norm_axis(c, perm[d], r)];
   std::vector<int64_t> idx(r, 0);
@@ -247,7 +248,7 @@ void k_split(KernelContext& c) {
   else if (c.opset < 13)
     sizes = c.node.attr_ints("split", {});
   if (sizes.empty()) {
-    const int64_t each = (x.shape[axis] + nout - 1) / nout;  // last part smaller when uneven
+    const int64_t each = ceil_div(x.shape[axis], nout);  // last part smaller when uneven
     for (int64_t k = 0; k < nout; ++k) sizes.push_back(std::min(each, x.shape[axis] - k * each));
   }
   if (static_cast<int64_t>(sizes.size()) != nout) c.fail("split sizes do not match the number of outputs");
@@ -311,7 +312,7 @@ void k_slice(KernelContext& c) {
     step[a] = s;
   }
   Tensor y(x.dtype, len);
-  auto xs = strides_of(x.shape);
+  auto xs = dense_strides(x.shape);
   std::vector<int64_t> idx(r, 0);
   for (int64_t o = 0; o < y.size(); ++o) {
     int64_t off = 0;
@@ -353,7 +354,7 @@ void k_gather_elements(KernelContext& c) {
   const int64_t axis = norm_axis(c, c.node.attr_int("axis", 0), x.rank());
   if (ind.rank() != x.rank()) c.fail("indices must have the data's rank");
   Tensor y(x.dtype, ind.shape);
-  auto xs = strides_of(x.shape);
+  auto xs = dense_strides(x.shape);
   std::vector<int64_t> idx(ind.rank(), 0);
   for (int64_t o = 0; o < y.size(); ++o) {
     int64_t off = 0;
@@ -397,7 +398,7 @@ void k_pad(KernelContext& c) {
     if (mode == "reflect" && x.shape[d] < 2 && (pads[d] > 0 || pads[r + d] > 0)) c.fail("reflect needs size >= 2");
   }
   Tensor y(x.dtype, os);
-  auto xs = strides_of(x.shape);
+  auto xs = dense_strides(x.shape);
   std::vector<int64_t> idx(r, 0);
   for (int64_t o = 0; o < y.size(); ++o) {
     int64_t off = 0;
@@ -454,7 +455,7 @@ void k_tile(KernelContext& c) {
   Shape os(r);
   for (int64_t d = 0; d < r; ++d) os[d] = x.shape[d] * reps[d];
   Tensor y(x.dtype, os);
-  auto xs = strides_of(x.shape);
+  auto xs = dense_strides(x.shape);
   std::vector<int64_t> idx(r, 0);
   for (int64_t o = 0; o < y.size(); ++o) {
     int64_t off = 0;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -56,6 +57,12 @@ int npy_item_size(const std::string& descr) {
   if (t == "f8" || t == "i8" || t == "u8") return 8;
   if (t == "i1" || t == "u1" || t == "b1") return 1;
   return 0;
+}
+
+bool is_npy_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[sizeof kMagic - 1] = {};
+  return in.read(head, sizeof head) && std::memcmp(head, kMagic, sizeof head) == 0;
 }
 
 NpyArray parse_npy(const std::vector<uint8_t>& b, const std::string& name) {

@@ -24,6 +24,9 @@ class NpyError : public std::runtime_error {
 // Bytes per element of a supported descriptor: f2/f4/f8, i1/i2/i4/i8, u1/u2/u4/u8, b1; 0 otherwise.
 int npy_item_size(const std::string& descr);
 
+// Whether the file starts with the .npy magic (false when it cannot be read).
+bool is_npy_file(const std::string& path);
+
 NpyArray parse_npy(const std::vector<uint8_t>& bytes, const std::string& display_name);
 NpyArray read_npy(const std::string& path);
 std::vector<uint8_t> format_npy(const NpyArray& a);

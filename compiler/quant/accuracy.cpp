@@ -331,51 +331,69 @@ MixedPrecisionAdvice advise_mixed_precision(const Graph& g, const PrecisionPlan&
   return a;
 }
 
+// A figure in the accuracy section: 8 significant digits; an infinite SQNR (an exact match) as +-300 dB,
+// NaN as null.
+JsonWriter& figure(JsonWriter& w, double v) {
+  if (!std::isfinite(v)) return w.raw(v > 0 ? "300" : (v < 0 ? "-300" : "null"));
+  return w.significant(v, 8);
+}
+
 void write_accuracy_json(const AccuracyReport& r, std::ostream& o) {
-  o << "{\n";
-  o << "    \"precision\": " << json_string(r.precision) << ",\n";
-  o << "    \"output_sqnr_db\": " << num(r.output_sqnr_db) << ",\n";
-  o << "    \"output_cosine\": " << num(r.output_cosine) << ",\n";
-  o << "    \"output_max_abs_error\": " << num(r.output_max_abs_error) << ",\n";
-  o << "    \"output_nonfinite\": " << r.output_nonfinite << ",\n";
-  o << "    \"first_bad_layer\": " << (r.first_bad_layer.empty() ? "null" : json_string(r.first_bad_layer)) << ",\n";
-  o << "    \"bad_layer_sqnr_db\": " << num(r.bad_layer_sqnr_db) << ",\n";
-  o << "    \"calibration\": {\"method\": " << json_string(r.calibration.method)
-    << ", \"inputs\": " << r.calibration.inputs << ", \"synthetic\": " << (r.calibration.synthetic ? "true" : "false")
-    << ", \"source\": " << json_string(r.calibration.source) << "},\n";
-  o << "    \"evaluation_inputs\": " << r.evaluation_inputs << ",\n";
-  o << "    \"evaluation_source\": "
-    << (r.evaluation_source.empty() ? "null" : json_string(r.evaluation_source)) << ",\n";
-  o << "    \"warnings\": [";
-  for (size_t k = 0; k < r.warnings.size(); ++k) o << (k ? ", " : "") << json_string(r.warnings[k]);
-  o << "],\n";
-  o << "    \"layers\": [";
-  for (size_t k = 0; k < r.layers.size(); ++k) {
-    const auto& l = r.layers[k];
-    o << (k ? ",\n" : "\n") << "      {\"name\": " << json_string(l.name) << ", \"op\": " << json_string(l.op)
-      << ", \"precision\": " << json_string(std::string(to_string(l.precision))) << ", \"sqnr_db\": " << num(l.sqnr_db)
-      << ", \"cosine\": " << num(l.cosine) << ", \"max_abs_error\": " << num(l.max_abs_error)
-      << ", \"nonfinite\": " << l.nonfinite << ", \"overflow\": " << l.overflow << ", \"underflow\": " << l.underflow
-      << ", \"saturated\": " << l.saturated << "}";
+  using Layout = JsonWriter::Layout;
+  std::string s;
+  JsonWriter w(s, 1);  // a section of the report, one level in
+  w.object(Layout::kLines).member("precision", r.precision);
+  figure(w.key("output_sqnr_db"), r.output_sqnr_db);
+  figure(w.key("output_cosine"), r.output_cosine);
+  figure(w.key("output_max_abs_error"), r.output_max_abs_error);
+  w.member("output_nonfinite", r.output_nonfinite);
+  if (r.first_bad_layer.empty()) {
+    w.key("first_bad_layer").null();
+  } else {
+    w.member("first_bad_layer", r.first_bad_layer);
   }
-  o << (r.layers.empty() ? "],\n" : "\n    ],\n");
-  o << "    \"weight_outliers\": [";
-  for (size_t k = 0; k < r.weight_outliers.size(); ++k) {
-    const auto& w = r.weight_outliers[k];
-    o << (k ? ",\n" : "\n") << "      {\"layer\": " << json_string(w.layer) << ", \"channel\": " << w.channel
-      << ", \"channel_max_abs\": " << num(w.channel_max_abs) << ", \"median_max_abs\": " << num(w.median_max_abs)
-      << ", \"factor\": " << num(w.factor) << "}";
+  figure(w.key("bad_layer_sqnr_db"), r.bad_layer_sqnr_db);
+  w.key("calibration").object().member("method", r.calibration.method).member("inputs", r.calibration.inputs);
+  w.member("synthetic", r.calibration.synthetic).member("source", r.calibration.source).end();
+  w.member("evaluation_inputs", r.evaluation_inputs);
+  if (r.evaluation_source.empty()) {
+    w.key("evaluation_source").null();
+  } else {
+    w.member("evaluation_source", r.evaluation_source);
   }
-  o << (r.weight_outliers.empty() ? "]" : "\n    ]");
-  if (r.task) o << ",\n    \"task\": " << task_json(*r.task);
+  w.key("warnings").array();
+  for (const std::string& warning : r.warnings) w.value(warning);
+  w.end().key("layers").array(Layout::kLines);
+  for (const auto& l : r.layers) {
+    w.object().member("name", l.name).member("op", l.op).member("precision", to_string(l.precision));
+    figure(w.key("sqnr_db"), l.sqnr_db);
+    figure(w.key("cosine"), l.cosine);
+    figure(w.key("max_abs_error"), l.max_abs_error);
+    w.member("nonfinite", l.nonfinite).member("overflow", l.overflow).member("underflow", l.underflow);
+    w.member("saturated", l.saturated).end();
+  }
+  w.end().key("weight_outliers").array(Layout::kLines);
+  for (const auto& x : r.weight_outliers) {
+    w.object().member("layer", x.layer).member("channel", x.channel);
+    figure(w.key("channel_max_abs"), x.channel_max_abs);
+    figure(w.key("median_max_abs"), x.median_max_abs);
+    figure(w.key("factor"), x.factor);
+    w.end();
+  }
+  w.end();
+  if (r.task) w.key("task").raw(task_json(*r.task));
   if (r.advice) {
     const auto& a = *r.advice;
-    o << ",\n    \"mixed_precision_advice\": {\"target_sqnr_db\": " << num(a.target_sqnr_db)
-      << ", \"met\": " << (a.met ? "true" : "false") << ", \"achieved_sqnr_db\": " << num(a.achieved_sqnr_db)
-      << ", \"overrides\": " << json_string(a.overrides) << ", \"cost\": " << num(a.cost)
-      << ", \"cost_as_planned\": " << num(a.cost_int8) << "}";
+    figure(w.key("mixed_precision_advice").object().key("target_sqnr_db"), a.target_sqnr_db);
+    w.member("met", a.met);
+    figure(w.key("achieved_sqnr_db"), a.achieved_sqnr_db);
+    w.member("overrides", a.overrides);
+    figure(w.key("cost"), a.cost);
+    figure(w.key("cost_as_planned"), a.cost_int8);
+    w.end();
   }
-  o << "\n  }";
+  w.end();
+  o << s;
 }
 
 std::string accuracy_json(const AccuracyReport& r) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -308,10 +307,7 @@ enum class FileKind { kNpy, kTensorProto, kImage, kOther };
 static FileKind file_kind(const fs::path& p) {
   if (p.extension() == ".pb") return FileKind::kTensorProto;
   if (sniff_image(p.string()) != ImageFormat::kNone) return FileKind::kImage;
-  std::ifstream in(p, std::ios::binary);
-  char head[6] = {};
-  if (in.read(head, sizeof head) && std::memcmp(head, "\x93NUMPY", 6) == 0) return FileKind::kNpy;
-  return FileKind::kOther;
+  return is_npy_file(p.string()) ? FileKind::kNpy : FileKind::kOther;
 }
 
 // Files of a folder that are samples: everything but hidden files and sub-folders, sorted.

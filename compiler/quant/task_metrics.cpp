@@ -7,6 +7,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "isa/edit_distance.h"
 #include "isa/json_text.h"
 
 namespace npusim::compiler::quant {
@@ -122,18 +123,7 @@ std::string decode_text(const std::vector<int64_t>& indices, const std::vector<s
 }
 
 int64_t edit_distance(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
-  std::vector<int64_t> row(b.size() + 1);
-  std::iota(row.begin(), row.end(), 0);
-  for (size_t i = 1; i <= a.size(); ++i) {
-    int64_t diag = row[0];
-    row[0] = static_cast<int64_t>(i);
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const int64_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
+  return edit_distance_between(a, b);
 }
 
 void TaskEvaluator::add(const Tensor& ref, const Tensor& q) {
@@ -204,34 +194,40 @@ double TaskMetrics::relative_rms_error() const {
 }
 
 std::string task_json(const TaskMetrics& m) {
-  std::ostringstream o;
-  o << "{\"task\": " << json_string(to_string(m.task)) << ", \"inputs\": " << m.inputs;
+  std::string s;
+  JsonWriter w(s);
+  // Rates and errors: 6 significant digits.
+  auto figure = [&](std::string_view key, double v) { w.key(key).significant(v, 6); };
+  w.object().member("task", to_string(m.task)).member("inputs", m.inputs);
   switch (m.task) {
     case Task::kClassify:
-      o << ", \"top1_agreement\": " << num(m.top1_rate()) << ", \"top5_agreement\": " << num(m.top5_rate());
+      figure("top1_agreement", m.top1_rate());
+      figure("top5_agreement", m.top5_rate());
       break;
     case Task::kOcrRec:
-      o << ", \"strings_equal\": " << m.strings_equal << ", \"string_agreement\": " << num(m.string_rate())
-        << ", \"string_agreement_trimmed\": " << num(m.trimmed_string_rate())
-        << ", \"reference_chars\": " << m.reference_chars << ", \"char_edits\": " << m.char_edits
-        << ", \"char_error_rate\": " << num(m.char_error_rate()) << ", \"mismatches\": [";
-      for (size_t k = 0; k < m.mismatches.size(); ++k)
-        o << (k ? ", " : "") << "{\"fp32\": " << json_string(m.mismatches[k].reference)
-          << ", \"quantized\": " << json_string(m.mismatches[k].quantized) << "}";
-      o << "]";
+      w.member("strings_equal", m.strings_equal);
+      figure("string_agreement", m.string_rate());
+      figure("string_agreement_trimmed", m.trimmed_string_rate());
+      w.member("reference_chars", m.reference_chars).member("char_edits", m.char_edits);
+      figure("char_error_rate", m.char_error_rate());
+      w.key("mismatches").array();
+      for (const auto& mm : m.mismatches)
+        w.object().member("fp32", mm.reference).member("quantized", mm.quantized).end();
+      w.end();
       break;
     case Task::kOcrDet:
-      o << ", \"f1\": " << num(m.det_f1()) << ", \"iou\": " << num(m.det_iou())
-        << ", \"reference_pixels\": " << m.det_reference_pixels
-        << ", \"quantized_pixels\": " << m.det_quantized_pixels << ", \"both_pixels\": " << m.det_both_pixels;
+      figure("f1", m.det_f1());
+      figure("iou", m.det_iou());
+      w.member("reference_pixels", m.det_reference_pixels).member("quantized_pixels", m.det_quantized_pixels);
+      w.member("both_pixels", m.det_both_pixels);
       break;
     case Task::kRegress:
-      o << ", \"mean_abs_error\": " << num(m.mean_abs_error())
-        << ", \"relative_rms_error\": " << num(m.relative_rms_error());
+      figure("mean_abs_error", m.mean_abs_error());
+      figure("relative_rms_error", m.relative_rms_error());
       break;
   }
-  o << "}";
-  return o.str();
+  w.end();
+  return s;
 }
 
 std::string task_summary(const TaskMetrics& m) {

@@ -6,6 +6,8 @@
 #include <map>
 #include <system_error>
 
+#include "isa/edit_distance.h"
+
 namespace npusim::isa {
 
 // ---------------------------------------------------------------------------------------------------
@@ -148,19 +150,7 @@ std::string parse_choice(std::string_view text, const std::vector<std::string_vi
 }
 
 int edit_distance(std::string_view a, std::string_view b) {
-  const size_t n = a.size(), m = b.size();
-  std::vector<std::vector<int>> d(n + 1, std::vector<int>(m + 1));
-  for (size_t i = 0; i <= n; ++i) d[i][0] = static_cast<int>(i);
-  for (size_t j = 0; j <= m; ++j) d[0][j] = static_cast<int>(j);
-  for (size_t i = 1; i <= n; ++i) {
-    for (size_t j = 1; j <= m; ++j) {
-      const int cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  }
-  return d[n][m];
+  return static_cast<int>(edit_distance_between(a, b, /*transpositions=*/true));
 }
 
 std::string closest_name(std::string_view word, const std::vector<std::string>& candidates) {

@@ -5,6 +5,8 @@
 #include <map>
 
 #include "arch/simulate.h"
+#include "isa/ceil_div.h"
+#include "isa/json_text.h"
 #include "sim/dynamic/policies.h"
 
 namespace npusim::sim::dynamic {
@@ -76,7 +78,7 @@ GenerationStudy run_generation(const std::string& model, const GenerateRequest& 
   double decode_ms = 0, weight_stream_ms = 0;
   for (int64_t t = 1; t < g.new_tokens; ++t) {
     const int64_t past = g.prompt + t - 1;  // positions cached before this step
-    const int64_t program_past = g.static_kv ? g.capacity - 1 : (past + g.bucket - 1) / g.bucket * g.bucket;
+    const int64_t program_past = g.static_kv ? g.capacity - 1 : ceil_div(past, g.bucket) * g.bucket;
     const Step& s = run(1, program_past);
     const traces::Report& r = s.report;
     per_step.push_back(r.latency_ms);
@@ -93,29 +95,45 @@ GenerationStudy run_generation(const std::string& model, const GenerateRequest& 
   const int64_t final_positions = g.prompt + g.new_tokens - 1;
   const uint64_t kv_bytes = per_position * static_cast<uint64_t>(final_positions);
   const uint64_t kv_capacity_bytes =
-      per_position * static_cast<uint64_t>(g.static_kv ? g.capacity : (final_positions + g.bucket - 1) / g.bucket * g.bucket);
+      per_position *
+      static_cast<uint64_t>(g.static_kv ? g.capacity : ceil_div(final_positions, g.bucket) * g.bucket);
   const LatencyStats decode = latency_stats(per_step);
   const double total_ms = ttft + decode_ms;
   const double tokens_per_s = total_ms > 0 ? static_cast<double>(g.new_tokens) / (total_ms / 1000.0) : 0;
   const double decode_tokens_per_s = decode_ms > 0 ? static_cast<double>(per_step.size()) / (decode_ms / 1000.0) : 0;
-  std::string programs, steps_json;
-  for (const auto& [past, s] : steps) {
-    programs += fmt::format("{}{{\"kind\": {}, \"seq\": {}, \"past\": {}, \"total_cycles\": {}, \"latency_ms\": {}}}",
-                            programs.empty() ? "" : ", ", past == 0 ? "\"prefill\"" : "\"decode\"",
-                            past == 0 ? g.prompt : 1, past, s.report.total_cycles, s.report.latency_ms);
+  JsonWriter w(study.section);
+  w.object().member("prompt", g.prompt).member("new_tokens", g.new_tokens);
+  if (g.static_kv) {
+    w.member("kv_cache", fmt::format("static:{}", g.capacity)).key("kv_bucket").null();
+  } else {
+    w.member("kv_cache", "growing").member("kv_bucket", g.bucket);
   }
-  for (size_t i = 0; i < per_step.size(); ++i)
-    steps_json += fmt::format("{}{{\"token\": {}, \"past\": {}, \"program_past\": {}, \"latency_ms\": {}}}", i ? ", " : "",
-                              i + 2, g.prompt + static_cast<int64_t>(i), step_past[i], per_step[i]);
-  study.section = fmt::format(
-      "{{\"prompt\": {}, \"new_tokens\": {}, \"kv_cache\": {}, \"kv_bucket\": {}, \"ttft_ms\": {}, "
-      "\"decode_ms\": {{\"first\": {}, \"mean\": {}, \"last\": {}, \"total\": {}}}, \"tokens_per_s\": {}, "
-      "\"decode_tokens_per_s\": {}, \"kv_cache_bytes\": {}, \"kv_cache_capacity_bytes\": {}, \"kv_cache_placement\": "
-      "\"dram\", \"weight_bytes\": {}, \"weight_streaming_share\": {}, \"programs\": [{}], \"steps\": [{}]}}",
-      g.prompt, g.new_tokens, g.static_kv ? fmt::format("\"static:{}\"", g.capacity) : std::string("\"growing\""),
-      g.static_kv ? std::string("null") : std::to_string(g.bucket), ttft, per_step.empty() ? 0.0 : per_step.front(),
-      decode.mean, per_step.empty() ? 0.0 : per_step.back(), decode_ms, tokens_per_s, decode_tokens_per_s, kv_bytes,
-      kv_capacity_bytes, prefill.weight_bytes, decode_ms > 0 ? weight_stream_ms / decode_ms : 0.0, programs, steps_json);
+  w.member("ttft_ms", ttft)
+      .key("decode_ms")
+      .object()
+      .member("first", per_step.empty() ? 0.0 : per_step.front());
+  w.member("mean", decode.mean)
+      .member("last", per_step.empty() ? 0.0 : per_step.back())
+      .member("total", decode_ms);
+  w.end().member("tokens_per_s", tokens_per_s).member("decode_tokens_per_s", decode_tokens_per_s);
+  w.member("kv_cache_bytes", kv_bytes).member("kv_cache_capacity_bytes", kv_capacity_bytes);
+  w.member("kv_cache_placement", "dram").member("weight_bytes", prefill.weight_bytes);
+  w.member("weight_streaming_share", decode_ms > 0 ? weight_stream_ms / decode_ms : 0.0)
+      .key("programs")
+      .array();
+  for (const auto& [past, s] : steps) {
+    w.object().member("kind", past == 0 ? "prefill" : "decode").member("seq", past == 0 ? g.prompt : 1);
+    w.member("past", past)
+        .member("total_cycles", s.report.total_cycles)
+        .member("latency_ms", s.report.latency_ms);
+    w.end();
+  }
+  w.end().key("steps").array();
+  for (size_t i = 0; i < per_step.size(); ++i) {
+    w.object().member("token", i + 2).member("past", g.prompt + static_cast<int64_t>(i));
+    w.member("program_past", step_past[i]).member("latency_ms", per_step[i]).end();
+  }
+  w.end().end();
   study.text = fmt::format(
       "\ngeneration: prompt {} + {} new tokens, KV cache {} (the report above shows the prefill)\n"
       "  time to first token {:.3f} ms; decode per token first {:.3f} / mean {:.3f} / last {:.3f} ms; {:.1f} tokens/s "

@@ -7,6 +7,7 @@
 #include <list>
 #include <numeric>
 
+#include "isa/ceil_div.h"
 #include "isa/json_text.h"
 
 namespace npusim::sim::dynamic {
@@ -120,9 +121,9 @@ Service pad_service(const Request& r, const std::vector<DimBinding>& profiles, c
     if (o.overflow == Overflow::kTruncate) {
       v = cap;
     } else {
-      const int64_t n = (v + cap - 1) / cap;
+      const int64_t n = ceil_div(v, cap);
       pieces *= n;
-      v = (v + n - 1) / n;
+      v = ceil_div(v, n);
     }
   }
   ++(o.overflow == Overflow::kTruncate ? result.truncated : result.split);
@@ -211,37 +212,42 @@ PolicyResult simulate_policy(Policy policy, const std::vector<Request>& requests
 std::string requests_json(const std::string& file, const std::vector<PolicyResult>& results,
                           const PolicyOptions& options, size_t shapes_simulated) {
   const size_t count = results.empty() ? 0 : results.front().outcomes.size();
-  std::string o = fmt::format(
-      "{{\"file\": {}, \"count\": {}, \"shapes_simulated\": {}, \"options\": {{\"on_overflow\": {}, "
-      "\"program_cache\": {}, \"compile_host_factor\": {}, \"compile_ms_per_layer\": {}, \"host_us_per_layer\": {}}}, "
-      "\"policies\": [",
-      json_string(file), count, shapes_simulated, json_string(to_string(options.overflow)), options.program_cache,
-      options.compile_host_factor,
-      options.compile_ms_per_layer ? fmt::format("{}", *options.compile_ms_per_layer) : std::string("null"),
-      options.host_us_per_layer);
-  for (size_t i = 0; i < results.size(); ++i) {
-    const PolicyResult& r = results[i];
-    const LatencyStats& l = r.latency;
-    o += fmt::format(
-        "{}{{\"policy\": {}, \"latency_ms\": {{\"p50\": {}, \"p95\": {}, \"p99\": {}, \"max\": {}, \"mean\": {}}}, "
-        "\"makespan_ms\": {}, \"throughput_rps\": {}, \"useful_macs\": {}, \"executed_macs\": {}, "
-        "\"padding_macs\": {}, \"padding_share\": {}, \"compile_events\": {}, \"compile_ms\": {}, \"split\": {}, "
-        "\"truncated\": {}, \"per_request\": [",
-        i ? ", " : "", json_string(to_string(r.policy)), l.p50, l.p95, l.p99, l.max, l.mean, r.makespan_ms,
-        r.throughput_rps, r.useful_macs, r.executed_macs, r.padding_macs,
-        r.executed_macs ? static_cast<double>(r.padding_macs) / static_cast<double>(r.executed_macs) : 0.0,
-        r.compile_events, r.compile_ms, r.split, r.truncated);
-    for (size_t k = 0; k < r.outcomes.size(); ++k) {
-      const RequestOutcome& q = r.outcomes[k];
-      o += fmt::format(
-          "{}{{\"line\": {}, \"shape\": {}, \"ran_as\": {}, \"arrival_ms\": {}, \"start_ms\": {}, \"end_ms\": {}, "
-          "\"latency_ms\": {}, \"compile_ms\": {}}}",
-          k ? ", " : "", q.request->line, json_string(binding_text(q.request->shape)), json_string(q.ran_as),
-          q.request->arrival_ms, q.start_ms, q.end_ms, q.latency_ms(), q.compile_ms);
-    }
-    o += "]}";
+  std::string o;
+  JsonWriter w(o);
+  w.object().member("file", file).member("count", count).member("shapes_simulated", shapes_simulated);
+  w.key("options").object().member("on_overflow", to_string(options.overflow));
+  w.member("program_cache", options.program_cache).member("compile_host_factor", options.compile_host_factor);
+  if (options.compile_ms_per_layer) {
+    w.member("compile_ms_per_layer", *options.compile_ms_per_layer);
+  } else {
+    w.key("compile_ms_per_layer").null();
   }
-  return o + "]}";
+  w.member("host_us_per_layer", options.host_us_per_layer).end().key("policies").array();
+  for (const PolicyResult& r : results) {
+    const LatencyStats& l = r.latency;
+    w.object().member("policy", to_string(r.policy)).key("latency_ms").object().member("p50", l.p50);
+    w.member("p95", l.p95).member("p99", l.p99).member("max", l.max).member("mean", l.mean).end();
+    w.member("makespan_ms", r.makespan_ms).member("throughput_rps", r.throughput_rps);
+    w.member("useful_macs", r.useful_macs)
+        .member("executed_macs", r.executed_macs)
+        .member("padding_macs", r.padding_macs);
+    w.member("padding_share", r.executed_macs
+                                  ? static_cast<double>(r.padding_macs) / static_cast<double>(r.executed_macs)
+                                  : 0.0);
+    w.member("compile_events", r.compile_events).member("compile_ms", r.compile_ms).member("split", r.split);
+    w.member("truncated", r.truncated).key("per_request").array();
+    for (const RequestOutcome& q : r.outcomes) {
+      w.object().member("line", q.request->line).member("shape", binding_text(q.request->shape));
+      w.member("ran_as", q.ran_as).member("arrival_ms", q.request->arrival_ms).member("start_ms", q.start_ms);
+      w.member("end_ms", q.end_ms)
+          .member("latency_ms", q.latency_ms())
+          .member("compile_ms", q.compile_ms)
+          .end();
+    }
+    w.end().end();
+  }
+  w.end().end();
+  return o;
 }
 
 std::string requests_text(const std::string& file, const std::vector<PolicyResult>& results) {
@@ -263,24 +269,28 @@ std::string requests_text(const std::string& file, const std::vector<PolicyResul
 
 std::string profiles_json(const std::vector<ProfileRun>& profiles, const DimBinding& main) {
   uint64_t programs = 0, workspace = 0, weights = 0;
-  std::string list;
-  for (size_t i = 0; i < profiles.size(); ++i) {
-    const ProfileRun& p = profiles[i];
-    std::string dims;
-    for (const auto& [name, v] : p.dims) dims += fmt::format("{}{}: {}", dims.empty() ? "" : ", ", json_string(name), v);
-    list += fmt::format(
-        "{}{{\"name\": {}, \"dims\": {{{}}}, \"total_cycles\": {}, \"latency_ms\": {}, \"macs\": {}, "
-        "\"program_bytes\": {}, \"workspace_bytes\": {}, \"compile_seconds\": {}}}",
-        i ? ", " : "", json_string(binding_text(p.dims)), dims, p.run.total_cycles, p.run.latency_ms, p.run.macs,
-        p.run.program_bytes, p.run.workspace_bytes, p.run.compile_seconds);
+  for (const ProfileRun& p : profiles) {
     programs += p.run.program_bytes;
     workspace = std::max(workspace, p.run.workspace_bytes);
     weights = std::max(weights, p.run.weight_bytes);
   }
-  return fmt::format(
-      "{{\"main\": {}, \"weight_bytes\": {}, \"program_bytes\": {}, \"workspace_bytes\": {}, \"footprint_bytes\": {}, "
-      "\"profiles\": [{}]}}",
-      json_string(binding_text(main)), weights, programs, workspace, weights + programs + workspace, list);
+  std::string o;
+  JsonWriter w(o);
+  w.object()
+      .member("main", binding_text(main))
+      .member("weight_bytes", weights)
+      .member("program_bytes", programs);
+  w.member("workspace_bytes", workspace).member("footprint_bytes", weights + programs + workspace);
+  w.key("profiles").array();
+  for (const ProfileRun& p : profiles) {
+    w.object().member("name", binding_text(p.dims)).key("dims").object();
+    for (const auto& [name, v] : p.dims) w.member(name, v);
+    w.end().member("total_cycles", p.run.total_cycles).member("latency_ms", p.run.latency_ms);
+    w.member("macs", p.run.macs).member("program_bytes", p.run.program_bytes);
+    w.member("workspace_bytes", p.run.workspace_bytes).member("compile_seconds", p.run.compile_seconds).end();
+  }
+  w.end().end();
+  return o;
 }
 
 std::string profiles_text(const std::vector<ProfileRun>& profiles, const DimBinding& main) {

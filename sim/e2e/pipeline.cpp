@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "isa/ceil_div.h"
 #include "isa/json_text.h"
 #include "isa/timing/units.h"
 
@@ -13,12 +14,6 @@ namespace {
 
 constexpr std::array<std::string_view, kNumResources> kResourceNames = {"host_cpu_pre", "host_link_in", "npu",
                                                                         "host_link_out", "host_cpu_post"};
-
-std::string json_str(const std::string& s) {
-  std::string out;
-  append_json_string(out, s);
-  return out;
-}
 
 }  // namespace
 
@@ -233,7 +228,7 @@ StreamResult simulate_stream(const E2eResult& r, const StreamSpec& spec) {
   const int64_t link_in = per_batch[1], npu = per_batch[2] + per_frame[2] * n, link_out = per_batch[3];
   const double period = spec.rate_fps > 0 ? r.frequency_mhz * 1e6 / spec.rate_fps : 0;  // cycles
 
-  const int64_t batches = (frames + n - 1) / n;
+  const int64_t batches = ceil_div(frames, n);
   std::vector<int64_t> arrival(frames), done(frames);
   std::vector<int64_t> li_start(batches), npu_end(batches), lo_end(batches), post_end(batches);
   int64_t pre_free = 0, li_free = 0, npu_free = 0, lo_free = 0, post_free = 0;
@@ -318,62 +313,67 @@ StreamResult simulate_stream(const E2eResult& r, const StreamSpec& spec) {
 
 std::string e2e_json(const E2eResult& r) {
   const double f = r.frequency_mhz;
-  std::string j = "{";
-  j += fmt::format(
-      "\"pipeline\": {}, \"batch\": {}, \"frame_bytes\": {}, \"latency_cycles\": {}, \"latency_ms\": {:.6f}, "
-      "\"npu_cycles\": {}, \"npu_share\": {:.6f}, ",
-      json_str(r.pipeline), r.batch, r.frame_bytes, r.latency_cycles, r.latency_cycles / f / 1000.0,
-      r.npu_cycles,
-      r.latency_cycles > 0 ? static_cast<double>(r.npu_cycles) / static_cast<double>(r.latency_cycles) : 0.0);
-  j += "\"stages\": [";
-  const Stage* slowest = nullptr;
-  std::string path;
-  for (size_t i = 0; i < r.stages.size(); ++i) {
-    const Stage& s = r.stages[i];
-    if (!slowest || s.cycles > slowest->cycles) slowest = &s;
-    if (s.cycles > 0) path += (path.empty() ? "" : ", ") + json_str(s.name);
-    j += fmt::format(
-        "{}{{\"name\": {}, \"kind\": \"{}\", \"unit\": \"{}\", \"op\": \"{}\", \"lane\": \"{}\", "
-        "\"per_frame\": {}, "
-        "\"elements\": {}, \"ops\": {}, \"bytes\": {}, \"start_cycle\": {}, \"cycles\": {}, \"us\": {:.3f}, "
-        "\"share\": {:.6f}",
-        i ? ", " : "", json_str(s.name), s.kind, s.unit, s.op, resource_name(s.resource),
-        s.per_frame ? "true" : "false", s.elements, s.ops, s.bytes, s.start_cycle, s.cycles, s.cycles / f,
-        r.latency_cycles > 0 ? static_cast<double>(s.cycles) / static_cast<double>(r.latency_cycles) : 0.0);
-    if (s.kind == "model") j += fmt::format(", \"fallback_cycles\": {}", s.fallback_cycles);
-    j += "}";
-  }
-  j += "], \"critical_path\": [" + path + "], ";
-  j += fmt::format("\"slowest_stage\": {}, ", json_str(slowest ? slowest->name : ""));
-  auto transfer = [&](const TransferInfo& t) {
-    return fmt::format(
-        "{{\"transfer\": \"{}\", \"bytes\": {}, \"host_alignment_bytes\": {}, \"dma_alignment_bytes\": {}, "
-        "\"aligned\": {}, \"extra_copy_bytes\": {}, \"extra_copy_cycles\": {}}}",
-        t.zero_copy ? "zero_copy" : "copy", t.bytes, t.host_alignment_bytes, t.dma_alignment_bytes,
-        t.aligned ? "true" : "false", t.extra_copy_bytes, t.extra_copy_cycles);
+  auto share = [&](int64_t cycles) {
+    return r.latency_cycles > 0 ? static_cast<double>(cycles) / static_cast<double>(r.latency_cycles) : 0.0;
   };
-  j += "\"input\": " + transfer(r.input) + ", \"output\": " + transfer(r.output) + ", \"notes\": [";
-  for (size_t i = 0; i < r.notes.size(); ++i) j += (i ? ", " : "") + json_str(r.notes[i]);
-  j += "]";
+  std::string j;
+  JsonWriter w(j);
+  w.object().member("pipeline", r.pipeline).member("batch", r.batch).member("frame_bytes", r.frame_bytes);
+  w.member("latency_cycles", r.latency_cycles).key("latency_ms").fixed(r.latency_cycles / f / 1000.0, 6);
+  w.member("npu_cycles", r.npu_cycles).key("npu_share").fixed(share(r.npu_cycles), 6).key("stages").array();
+  const Stage* slowest = nullptr;
+  for (const Stage& s : r.stages) {
+    if (!slowest || s.cycles > slowest->cycles) slowest = &s;
+    w.object().member("name", s.name).member("kind", s.kind).member("unit", s.unit).member("op", s.op);
+    w.member("lane", resource_name(s.resource))
+        .member("per_frame", s.per_frame)
+        .member("elements", s.elements);
+    w.member("ops", s.ops)
+        .member("bytes", s.bytes)
+        .member("start_cycle", s.start_cycle)
+        .member("cycles", s.cycles);
+    w.key("us").fixed(s.cycles / f, 3).key("share").fixed(share(s.cycles), 6);
+    if (s.kind == "model") w.member("fallback_cycles", s.fallback_cycles);
+    w.end();
+  }
+  w.end().key("critical_path").array();
+  for (const Stage& s : r.stages) {
+    if (s.cycles > 0) w.value(s.name);
+  }
+  w.end().member("slowest_stage", slowest ? slowest->name : "");
+  auto transfer = [&](const char* key, const TransferInfo& t) {
+    w.key(key).object().member("transfer", t.zero_copy ? "zero_copy" : "copy").member("bytes", t.bytes);
+    w.member("host_alignment_bytes", t.host_alignment_bytes)
+        .member("dma_alignment_bytes", t.dma_alignment_bytes);
+    w.member("aligned", t.aligned).member("extra_copy_bytes", t.extra_copy_bytes);
+    w.member("extra_copy_cycles", t.extra_copy_cycles).end();
+  };
+  transfer("input", r.input);
+  transfer("output", r.output);
+  w.key("notes").array();
+  for (const std::string& note : r.notes) w.value(note);
+  w.end();
   if (r.stream_done) {
     const StreamResult& s = r.stream;
-    j += fmt::format(
-        ", \"stream\": {{\"frames\": {}, \"rate_fps\": {}, \"batch\": {}, \"buffers\": {}, "
-        "\"throughput_fps\": {:.6f}, "
-        "\"bound_fps\": {:.6f}, \"bounding_stage\": \"{}\", \"latency_p50_ms\": {:.6f}, \"latency_p99_ms\": "
-        "{:.6f}, "
-        "\"latency_max_ms\": {:.6f}, \"npu_buffer_bytes\": {}, \"frames_in_flight_max\": {}, "
-        "\"host_frame_bytes_max\": {}, \"resources\": [",
-        s.frames, s.rate_fps, s.batch, s.buffers, s.throughput_fps, s.bound_fps, s.bounding_stage,
-        s.latency_p50_ms, s.latency_p99_ms, s.latency_max_ms, s.npu_buffer_bytes, s.frames_in_flight_max,
-        s.host_frame_bytes_max);
+    w.key("stream")
+        .object()
+        .member("frames", s.frames)
+        .member("rate_fps", s.rate_fps)
+        .member("batch", s.batch);
+    w.member("buffers", s.buffers).key("throughput_fps").fixed(s.throughput_fps, 6);
+    w.key("bound_fps").fixed(s.bound_fps, 6).member("bounding_stage", s.bounding_stage);
+    w.key("latency_p50_ms").fixed(s.latency_p50_ms, 6).key("latency_p99_ms").fixed(s.latency_p99_ms, 6);
+    w.key("latency_max_ms").fixed(s.latency_max_ms, 6).member("npu_buffer_bytes", s.npu_buffer_bytes);
+    w.member("frames_in_flight_max", s.frames_in_flight_max)
+        .member("host_frame_bytes_max", s.host_frame_bytes_max);
+    w.key("resources").array();
     for (size_t i = 0; i < s.per_frame_us.size(); ++i) {
-      j += fmt::format("{}{{\"name\": \"{}\", \"us_per_frame\": {:.3f}, \"utilization\": {:.6f}}}",
-                       i ? ", " : "", kResourceNames[i], s.per_frame_us[i], s.utilization[i]);
+      w.object().member("name", kResourceNames[i]).key("us_per_frame").fixed(s.per_frame_us[i], 3);
+      w.key("utilization").fixed(s.utilization[i], 6).end();
     }
-    j += "]}";
+    w.end().end();
   }
-  j += "}";
+  w.end();
   return j;
 }
 

@@ -8,6 +8,7 @@
 #include "arch/datapath/numerics.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/passes/lowered.h"
+#include "isa/strides.h"
 
 namespace npusim::sim {
 
@@ -22,12 +23,6 @@ using compiler::Value;
 using compiler::num_elements;
 
 namespace {
-
-std::vector<int64_t> strides_of(const Shape& s) {
-  std::vector<int64_t> st(s.size(), 1);
-  for (size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
-  return st;
-}
 
 // Element offset of each logical element: through the layout into memory order, then the physical
 // strides (HostTensor::strides, dense when empty).
@@ -45,10 +40,10 @@ std::vector<int64_t> phys_index(const Shape& shape, const std::vector<int>& layo
   }
   Shape phys;
   for (int d : layout) phys.push_back(shape[static_cast<size_t>(d)]);
-  const auto ps = view_strides.empty() ? strides_of(phys) : view_strides;
+  const auto ps = view_strides.empty() ? dense_strides(phys) : view_strides;
   std::vector<int64_t> pstride_of_logical(shape.size());
   for (size_t p = 0; p < layout.size(); ++p) pstride_of_logical[static_cast<size_t>(layout[p])] = ps[p];
-  const auto ls = strides_of(shape);
+  const auto ls = dense_strides(shape);
   for (int64_t i = 0; i < n; ++i) {
     int64_t rem = i, pi = 0;
     for (size_t d = 0; d < shape.size(); ++d) {

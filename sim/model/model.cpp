@@ -1,7 +1,5 @@
 #include "sim/model/model.h"
 
-#include <fmt/format.h>
-
 #include <map>
 #include <optional>
 #include <ostream>
@@ -17,12 +15,6 @@
 
 namespace npusim::sim {
 namespace {
-
-std::string json_dims(const compiler::Shape& s) {
-  std::string o = "[";
-  for (size_t i = 0; i < s.size(); ++i) o += fmt::format("{}{}", i ? ", " : "", s[i]);
-  return o + "]";
-}
 
 // The model's nodes fused into program layers, each right after its layer: 0 cycles, the layer's
 // precision and span, its own bound (counted in the layer's efficiency). The fusion totals count them and
@@ -52,9 +44,10 @@ void add_fused_layers(const compiler::CompileResult& result, traces::Report& rep
         f.bound_cycles = static_cast<uint64_t>(*a->bound_cycles);
         host.fused_bound_cycles += *f.bound_cycles;
       }
-      f.extra_json = "\"on_chip_inputs\": [";
-      for (size_t k = 0; k < a->on_chip_inputs.size(); ++k) f.extra_json += (k ? ", " : "") + json_string(a->on_chip_inputs[k]);
-      f.extra_json += fmt::format("], \"dram_bytes_saved\": {}", a->dram_bytes_saved);
+      JsonWriter w(f.extra_json);
+      w.members().key("on_chip_inputs").array();
+      for (const std::string& input : a->on_chip_inputs) w.value(input);
+      w.end().member("dram_bytes_saved", a->dram_bytes_saved).end();
       fusion.tensors += a->on_chip_inputs.size();
       fusion.bytes_saved += static_cast<uint64_t>(a->dram_bytes_saved);
       ++fusion.nodes;
@@ -68,8 +61,14 @@ void add_fused_layers(const compiler::CompileResult& result, traces::Report& rep
     ++fusion.tensors;
     fusion.bytes_saved += static_cast<uint64_t>(p.on_chip_bytes_saved);
   }
-  report.sections.emplace_back("fusion", fmt::format("{{\"fused_nodes\": {}, \"tensors_on_chip\": {}, \"dram_bytes_saved\": {}}}",
-                                                     fusion.nodes, fusion.tensors, fusion.bytes_saved));
+  std::string section;
+  JsonWriter(section)
+      .object()
+      .member("fused_nodes", fusion.nodes)
+      .member("tensors_on_chip", fusion.tensors)
+      .member("dram_bytes_saved", fusion.bytes_saved)
+      .end();
+  report.sections.emplace_back("fusion", section);
 }
 
 }  // namespace
@@ -147,50 +146,58 @@ void attach_compile_info(const CompiledModel& compiled, traces::Report& report) 
     if (it == plans.end()) continue;
     const compiler::LayerPlan& p = *it->second;
     if (p.bound_cycles) l.bound_cycles = static_cast<uint64_t>(*p.bound_cycles);
-    l.extra_json = fmt::format(
-        "\"mapping\": {{\"placement\": {}, \"description\": {}, \"tile\": {{\"m\": {}, \"k\": {}, \"n\": {}, "
-        "\"oh\": {}, \"ow\": {}}}, \"loop_order\": {}, \"sram_bytes\": {{\"input\": {}, \"weight\": {}, "
-        "\"accumulator\": {}}}, \"estimated_cycles\": {}, \"estimated_compute_cycles\": {}, "
-        "\"estimated_dma_cycles\": {}, \"candidates\": {}, \"tile_limit\": {}}}",
-        json_string(p.placement), json_string(p.mapping), p.tile_m, p.tile_k, p.tile_n, p.tile_oh, p.tile_ow,
-        json_string(p.loop_order), p.sram_input_bytes, p.sram_weight_bytes, p.sram_acc_bytes, p.est_cycles,
-        p.est_compute_cycles, p.est_dma_cycles, p.candidates, json_string(p.tile_limit));
+    JsonWriter w(l.extra_json);
+    w.members().key("mapping").object().member("placement", p.placement).member("description", p.mapping);
+    w.key("tile").object().member("m", p.tile_m).member("k", p.tile_k).member("n", p.tile_n);
+    w.member("oh", p.tile_oh).member("ow", p.tile_ow).end().member("loop_order", p.loop_order);
+    w.key("sram_bytes").object().member("input", p.sram_input_bytes).member("weight", p.sram_weight_bytes);
+    w.member("accumulator", p.sram_acc_bytes).end().member("estimated_cycles", p.est_cycles);
+    w.member("estimated_compute_cycles", p.est_compute_cycles)
+        .member("estimated_dma_cycles", p.est_dma_cycles);
+    w.member("candidates", p.candidates).member("tile_limit", p.tile_limit).end();
     if (!p.on_chip_input.empty()) {
-      l.extra_json += fmt::format(", \"on_chip_input\": {}, \"on_chip_bytes_saved\": {}", json_string(p.on_chip_input),
-                                  p.on_chip_bytes_saved);
+      w.member("on_chip_input", p.on_chip_input).member("on_chip_bytes_saved", p.on_chip_bytes_saved);
     }
+    w.end();
   }
   add_fused_layers(result, report);
   if (result.compiled_bound_cycles) report.compiled_bound_cycles = static_cast<uint64_t>(*result.compiled_bound_cycles);
   const compiler::MemoryPlan& mem = result.memory;
-  std::string o = fmt::format(
-      "{{\"seconds\": {}, \"fusion\": {}, \"memory\": {{\"activation_bytes\": {}, \"activation_bytes_no_reuse\": {}, "
-      "\"weight_bytes\": {}, \"scratch_bytes\": {}}}, \"fallbacks\": [",
-      result.compile_seconds, compiled.fusion, mem.activation_bytes, mem.activation_bytes_no_reuse,
-      mem.weight_bytes, mem.scratch_bytes);
-  for (size_t i = 0; i < result.fallbacks.size(); ++i) {
-    const compiler::Fallback& f = result.fallbacks[i];
-    o += fmt::format("{}{{\"node\": {}, \"op\": {}, \"reason\": {}, \"estimated_cycles\": {}}}", i ? ", " : "",
-                     json_string(f.node), json_string(f.op), json_string(f.reason), f.est_cycles);
+  std::string o;
+  JsonWriter w(o);
+  w.object()
+      .member("seconds", result.compile_seconds)
+      .member("fusion", compiled.fusion)
+      .key("memory")
+      .object();
+  w.member("activation_bytes", mem.activation_bytes)
+      .member("activation_bytes_no_reuse", mem.activation_bytes_no_reuse);
+  w.member("weight_bytes", mem.weight_bytes)
+      .member("scratch_bytes", mem.scratch_bytes)
+      .end()
+      .key("fallbacks")
+      .array();
+  for (const compiler::Fallback& f : result.fallbacks) {
+    w.object().member("node", f.node).member("op", f.op).member("reason", f.reason);
+    w.member("estimated_cycles", f.est_cycles).end();
   }
-  o += "], \"layout_conversions\": [";
-  for (size_t i = 0; i < result.transposes.size(); ++i) {
-    const compiler::InsertedTranspose& t = result.transposes[i];
-    o += fmt::format("{}{{\"node\": {}, \"value\": {}, \"shape\": {}, \"reason\": {}}}", i ? ", " : "",
-                     json_string(t.node), json_string(t.input), json_dims(t.shape), json_string(t.reason));
+  w.end().key("layout_conversions").array();
+  for (const compiler::InsertedTranspose& t : result.transposes) {
+    w.object().member("node", t.node).member("value", t.input).key("shape").array();
+    for (int64_t d : t.shape) w.value(d);
+    w.end().member("reason", t.reason).end();
   }
-  o += "]";
+  w.end();
   const compiler::quant::PrecisionPlan& plan = compiled.plan;
   if (plan.has_int8()) {
     const compiler::quant::CalibrationInfo& cal = plan.calibration;
-    o += fmt::format(", \"quantization\": {{\"prequantized\": {}, \"calibration\": {{\"method\": {}, \"inputs\": {}, "
-                     "\"synthetic\": {}, \"source\": {}}}, \"notes\": [",
-                     compiled.prequantized, json_string(cal.method), cal.inputs, cal.synthetic, json_string(cal.source));
-    for (size_t i = 0; i < compiled.quant_notes.size(); ++i)
-      o += (i ? ", " : "") + json_string(compiled.quant_notes[i]);
-    o += "]}";
+    w.key("quantization").object().member("prequantized", compiled.prequantized).key("calibration").object();
+    w.member("method", cal.method).member("inputs", cal.inputs).member("synthetic", cal.synthetic);
+    w.member("source", cal.source).end().key("notes").array();
+    for (const std::string& note : compiled.quant_notes) w.value(note);
+    w.end().end();
   }
-  o += "}";
+  w.end();
   report.sections.emplace_back("compile", o);
 }
 

@@ -23,12 +23,6 @@ struct Request {
   int64_t done = -1;  // when its last NPU segment ended
 };
 
-std::string json_str(const std::string& s) {
-  std::string out;
-  append_json_string(out, s);
-  return out;
-}
-
 }  // namespace
 
 ModelProfile profile_of(const std::string& name, const traces::Report& report) {
@@ -251,32 +245,43 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
 }
 
 std::string serve_json(const ServeResult& r, const Scenario& s) {
-  std::string j = "{";
-  j += fmt::format(
-      "\"scenario\": {}, \"policy\": \"{}\", \"sram\": \"{}\", \"duration_ms\": {}, \"frequency_mhz\": {}, "
-      "\"span_cycles\": {}, \"npu_busy\": {:.6f}, \"models\": [",
-      json_str(s.path), r.policy, r.sram, r.duration_ms, r.frequency_mhz, r.span_cycles, r.npu_busy);
+  std::string j;
+  JsonWriter w(j);
+  w.object().member("scenario", s.path).member("policy", r.policy).member("sram", r.sram);
+  w.member("duration_ms", r.duration_ms)
+      .member("frequency_mhz", r.frequency_mhz)
+      .member("span_cycles", r.span_cycles);
+  w.key("npu_busy").fixed(r.npu_busy, 6).key("models").array();
   for (size_t i = 0; i < r.models.size(); ++i) {
     const ModelStats& m = r.models[i];
     // Latencies of a model without requests, and a deadline not given, are null.
-    auto ms = [&](double v) { return m.requests > 0 ? fmt::format("{:.6f}", v) : std::string("null"); };
-    j += fmt::format(
-        "{}{{\"name\": {}, \"model\": {}, \"priority\": {}, \"deadline_ms\": {}, \"requests\": {}, "
-        "\"alone_ms\": {:.6f}, "
-        "\"latency_p50_ms\": {}, \"latency_p95_ms\": {}, \"latency_p99_ms\": {}, \"latency_max_ms\": {}, "
-        "\"latency_mean_ms\": {}, \"deadline_misses\": {}, \"throughput_per_s\": {:.6f}, \"preemptions\": "
-        "{}}}",
-        i ? ", " : "", json_str(m.name), json_str(s.models[i].model), m.priority,
-        m.deadline_ms > 0 ? fmt::format("{}", m.deadline_ms) : std::string("null"), m.requests, m.alone_ms,
-        ms(m.latency_p50_ms), ms(m.latency_p95_ms), ms(m.latency_p99_ms), ms(m.latency_max_ms),
-        ms(m.latency_mean_ms), m.deadline_misses, m.throughput_per_s, m.preemptions);
+    auto ms = [&](const char* key, double v) {
+      if (m.requests > 0) {
+        w.key(key).fixed(v, 6);
+      } else {
+        w.key(key).null();
+      }
+    };
+    w.object().member("name", m.name).member("model", s.models[i].model).member("priority", m.priority);
+    if (m.deadline_ms > 0) {
+      w.member("deadline_ms", m.deadline_ms);
+    } else {
+      w.key("deadline_ms").null();
+    }
+    w.member("requests", m.requests).key("alone_ms").fixed(m.alone_ms, 6);
+    ms("latency_p50_ms", m.latency_p50_ms);
+    ms("latency_p95_ms", m.latency_p95_ms);
+    ms("latency_p99_ms", m.latency_p99_ms);
+    ms("latency_max_ms", m.latency_max_ms);
+    ms("latency_mean_ms", m.latency_mean_ms);
+    w.member("deadline_misses", m.deadline_misses).key("throughput_per_s").fixed(m.throughput_per_s, 6);
+    w.member("preemptions", m.preemptions).end();
   }
-  j += "], \"units\": [";
-  for (size_t i = 0; i < r.units.size(); ++i)
-    j += fmt::format("{}{{\"name\": {}, \"utilization\": {:.6f}}}", i ? ", " : "", json_str(r.units[i].first),
-                     r.units[i].second);
-  j += "]}\n";
-  return j;
+  w.end().key("units").array();
+  for (const auto& [name, utilization] : r.units)
+    w.object().member("name", name).key("utilization").fixed(utilization, 6).end();
+  w.end().end();
+  return j + "\n";
 }
 
 std::string serve_text(const ServeResult& r) {

@@ -6,26 +6,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <stdexcept>
+
+#include "sim/report/report_reader.h"
 
 namespace npusim::sim {
 namespace {
-
-YAML::Node at_path(const YAML::Node& root, const std::string& path) {
-  YAML::Node n = root;
-  size_t from = 0;
-  while (from <= path.size()) {
-    const size_t dot = path.find('.', from);
-    const std::string part = path.substr(from, dot == std::string::npos ? std::string::npos : dot - from);
-    if (!n.IsMap()) return YAML::Node();
-    const YAML::Node child = n[part];
-    if (!child) return YAML::Node();
-    n.reset(child);
-    if (dot == std::string::npos) break;
-    from = dot + 1;
-  }
-  return n;
-}
 
 // A figure as the results table shows it: integers as they are, other numbers to 10 significant digits
 // (82.708653, not the 82.70865300000001 of the report's shortest round-trip form); text unchanged.
@@ -39,101 +26,134 @@ std::string tidy_number(const std::string& s) {
 
 }  // namespace
 
+using Figure = std::optional<std::string>;
+
+Figure integer(uint64_t v) { return std::to_string(v); }
+Figure real(double v) { return tidy_number(fmt::format("{}", v)); }
+// A figure of the `e2e` section (sim/e2e writes it, outside the simulator's typed report): its JSON text.
+Figure e2e_figure(const YAML::Node& root, std::initializer_list<const char*> keys) {
+  YAML::Node n = root["e2e"];
+  for (const char* k : keys) {
+    if (!n || !n.IsMap()) return std::nullopt;
+    n.reset(n[k]);
+  }
+  if (n && n.IsScalar()) return tidy_number(n.Scalar());
+  return std::nullopt;
+}
+
 const std::vector<MetricColumn>& metric_columns() {
+  using P = const PointReport&;
   static const std::vector<MetricColumn> kColumns = {
-      {"total_cycles", "total_cycles"},
-      {"latency_ms", "latency_ms"},
-      {"frequency_mhz", "frequency_mhz"},
-      {"macs", "macs"},
-      {"array_utilization", "array_utilization"},
-      {"precision_plan", "precision.plan"},
-      {"plan_utilization", "precision.utilization"},
-      {"bound_cycles", "bound_cycles"},
-      {"efficiency", "efficiency"},
-      {"compute_cycles", "breakdown.compute"},
-      {"memory_cycles", "breakdown.memory"},
-      {"scheduling_cycles", "breakdown.scheduling"},
-      {"host_cycles", "breakdown.host"},
-      {"matrix_cycles", "#sum:layers.compute_cycles"},
-      {"dram_bytes_read", "dram.bytes_read"},
-      {"dram_bytes_written", "dram.bytes_written"},
-      {"dram_bandwidth_gbps", "dram.avg_bandwidth_gbps"},
-      {"sram_peak_bytes", "#peak_sram"},
-      {"energy_mj", "energy.total_mj"},
-      {"average_power_w", "energy.average_power_w"},
-      {"peak_power_w", "energy.peak_power_w"},
-      {"tops_per_w", "energy.tops_per_w"},
-      {"energy_delay_mj_ms", "#energy_delay"},
-      {"area_mm2", "area.total_mm2"},
-      {"instructions", "sim.instructions"},
-      {"layers", "#layers"},
+      {"total_cycles", [](P p) { return integer(p.report.total_cycles); }},
+      {"latency_ms", [](P p) { return real(p.report.latency_ms); }},
+      {"frequency_mhz", [](P p) { return real(p.report.frequency_mhz); }},
+      {"macs", [](P p) { return integer(p.report.macs); }},
+      {"array_utilization", [](P p) { return real(p.report.array_utilization); }},
+      {"precision_plan",
+       [](P p) -> Figure {
+         if (const auto f = traces::precision_figures(p.report)) return f->plan;
+         return std::nullopt;
+       }},
+      {"plan_utilization",
+       [](P p) -> Figure {
+         if (const auto f = traces::precision_figures(p.report)) return real(f->utilization);
+         return std::nullopt;
+       }},
+      {"bound_cycles",
+       [](P p) -> Figure {
+         if (const auto b = traces::model_bound_cycles(p.report)) return integer(*b);
+         return std::nullopt;
+       }},
+      {"efficiency",
+       [](P p) -> Figure {
+         if (const auto e = traces::model_efficiency(p.report)) return real(*e);
+         return std::nullopt;
+       }},
+      {"compute_cycles", [](P p) { return integer(p.report.breakdown.compute); }},
+      {"memory_cycles", [](P p) { return integer(p.report.breakdown.memory); }},
+      {"scheduling_cycles", [](P p) { return integer(p.report.breakdown.scheduling); }},
+      {"host_cycles", [](P p) { return integer(p.report.breakdown.host); }},
+      // The matrix unit's own cycles (fill and drain included), summed over the layers.
+      {"matrix_cycles",
+       [](P p) {
+         uint64_t sum = 0;
+         for (const traces::LayerReport& l : p.report.layers) sum += l.compute_cycles;
+         return integer(sum);
+       }},
+      {"dram_bytes_read", [](P p) { return integer(p.report.dram.bytes_read); }},
+      {"dram_bytes_written", [](P p) { return integer(p.report.dram.bytes_written); }},
+      {"dram_bandwidth_gbps", [](P p) { return real(p.report.dram.avg_bandwidth_gbps); }},
+      // The largest scratchpad footprint the compiler gave any layer (layers[].mapping.sram_bytes, its
+      // slots in the input, weight and accumulator scratchpads together): the SRAM the program needs at
+      // its peak. The mapping is the compiler's section of each layer.
+      {"sram_peak_bytes",
+       [](P p) -> Figure {
+         uint64_t peak = 0;
+         bool any = false;
+         for (const YAML::Node& layer : p.json["layers"]) {
+           const YAML::Node mapping = layer["mapping"];
+           if (!mapping || !mapping["sram_bytes"] || !mapping["sram_bytes"].IsMap()) continue;
+           uint64_t sum = 0;
+           for (const auto& kv : mapping["sram_bytes"]) sum += kv.second.as<uint64_t>();
+           peak = std::max(peak, sum);
+           any = true;
+         }
+         return any ? integer(peak) : std::nullopt;
+       }},
+      {"energy_mj",
+       [](P p) { return p.report.energy ? real(p.report.energy->by_component.total()) : std::nullopt; }},
+      {"average_power_w",
+       [](P p) { return p.report.energy ? real(p.report.energy->average_power_w) : std::nullopt; }},
+      {"peak_power_w",
+       [](P p) { return p.report.energy ? real(p.report.energy->peak_power_w) : std::nullopt; }},
+      {"tops_per_w", [](P p) { return p.report.energy ? real(p.report.energy->tops_per_w) : std::nullopt; }},
+      // Energy-delay product: energy per inference x latency, in mJ x ms.
+      {"energy_delay_mj_ms",
+       [](P p) {
+         return p.report.energy ? real(p.report.energy->by_component.total() * p.report.latency_ms)
+                                : std::nullopt;
+       }},
+      {"area_mm2", [](P p) { return p.report.area ? real(p.report.area->total_mm2) : std::nullopt; }},
+      {"instructions", [](P p) { return integer(p.report.sim.instructions); }},
+      // The program's layers: the model's nodes fused into them (placement "fused") are not layers.
+      {"layers",
+       [](P p) {
+         uint64_t n = 0;
+         for (const traces::LayerReport& l : p.report.layers) n += l.fused() ? 0 : 1;
+         return integer(n);
+       }},
       // With `run_args: [--pipeline, PIPE.yaml]` (docs/e2e.md); empty otherwise.
-      {"e2e_latency_ms", "e2e.latency_ms"},
-      {"e2e_npu_share", "e2e.npu_share"},
-      {"stream_throughput_fps", "e2e.stream.throughput_fps"},
-      {"stream_latency_p99_ms", "e2e.stream.latency_p99_ms"},
+      {"e2e_latency_ms", [](P p) { return e2e_figure(p.json, {"latency_ms"}); }},
+      {"e2e_npu_share", [](P p) { return e2e_figure(p.json, {"npu_share"}); }},
+      {"stream_throughput_fps",
+       [](P p) {
+         return e2e_figure(p.json, {"stream", "throughput_fps"});
+       }},
+      {"stream_latency_p99_ms",
+       [](P p) {
+         return e2e_figure(p.json, {"stream", "latency_p99_ms"});
+       }},
   };
   return kColumns;
 }
 
 std::map<std::string, std::string> read_metrics(const std::string& report_path) {
-  YAML::Node root;
+  PointReport p;
   try {
-    root = YAML::LoadFile(report_path);
+    p.json = YAML::LoadFile(report_path);
   } catch (const YAML::Exception& e) {
     throw std::runtime_error("the report " + report_path + " is unreadable: " + e.msg);
   }
-  if (!root.IsMap() || !root["total_cycles"])
+  if (!p.json.IsMap() || !p.json["total_cycles"])
     throw std::runtime_error("the report " + report_path + " has no total_cycles");
+  try {
+    p.report = read_report(p.json);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("the report " + report_path + " is unreadable: " + e.what());
+  }
   std::map<std::string, std::string> m;
   for (const MetricColumn& c : metric_columns()) {
-    if (std::string(c.path) == "#layers") {
-      // The program's layers: the model's nodes fused into them (placement "fused") are not layers.
-      const YAML::Node l = root["layers"];
-      if (!l || !l.IsSequence()) continue;
-      size_t n = 0;
-      for (const auto& layer : l) n += !(layer["placement"] && layer["placement"].Scalar() == "fused");
-      m[c.column] = std::to_string(n);
-      continue;
-    }
-    if (std::string(c.path) == "#sum:layers.compute_cycles") {
-      // The matrix unit's own cycles (fill and drain included), summed over the layers.
-      const YAML::Node l = root["layers"];
-      if (!l || !l.IsSequence()) continue;
-      uint64_t sum = 0;
-      for (const auto& layer : l)
-        if (layer["compute_cycles"]) sum += layer["compute_cycles"].as<uint64_t>();
-      m[c.column] = std::to_string(sum);
-      continue;
-    }
-    if (std::string(c.path) == "#peak_sram") {
-      // The largest scratchpad footprint the compiler gave any layer (layers[].mapping.sram_bytes, its
-      // slots in the input, weight and accumulator scratchpads together): the SRAM the program needs at
-      // its peak.
-      const YAML::Node l = root["layers"];
-      if (!l || !l.IsSequence()) continue;
-      uint64_t peak = 0;
-      bool any = false;
-      for (const auto& layer : l) {
-        const YAML::Node b = at_path(layer, "mapping.sram_bytes");
-        if (!b || !b.IsMap()) continue;
-        uint64_t sum = 0;
-        for (const auto& kv : b) sum += kv.second.as<uint64_t>();
-        peak = std::max(peak, sum);
-        any = true;
-      }
-      if (any) m[c.column] = std::to_string(peak);
-      continue;
-    }
-    if (std::string(c.path) == "#energy_delay") {
-      // Energy-delay product: energy per inference x latency, in mJ x ms.
-      const YAML::Node e = at_path(root, "energy.total_mj"), t = root["latency_ms"];
-      if (e && e.IsScalar() && t && t.IsScalar())
-        m[c.column] = tidy_number(fmt::format("{}", e.as<double>() * t.as<double>()));
-      continue;
-    }
-    const YAML::Node n = at_path(root, c.path);
-    if (n && n.IsScalar()) m[c.column] = tidy_number(n.Scalar());
+    if (Figure f = c.figure(p)) m[c.column] = std::move(*f);
   }
   return m;
 }

@@ -1,21 +1,34 @@
 #pragma once
 // The headline figures a sweep takes from each point's report.json into its results table.
+#include <yaml-cpp/yaml.h>
+
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "traces/report.h"
+
 namespace npusim::sim {
 
-// The headline columns taken from each point's report: column name and dotted path in the report JSON
-// (or a '#' name for a figure derived from several fields).
+// A point's report read back: the simulator's typed report (sim/report/report_reader.h) and the JSON,
+// for the sections stages outside the simulator write (the compiler's mapping, e2e).
+struct PointReport {
+  traces::Report report;
+  YAML::Node json;
+};
+
+// One headline column: its name and the figure it takes from a report, as the table shows it (none:
+// the report has no such figure, e.g. energy of a run without it).
 struct MetricColumn {
   const char* column;
-  const char* path;
+  std::optional<std::string> (*figure)(const PointReport&);
 };
+// The one declared list: results.csv / results.jsonl columns in this order (docs/sweeps.md).
 const std::vector<MetricColumn>& metric_columns();
 
-// Reads the headline figures (column -> the report's text; absent = null); throws std::runtime_error
-// when the report is not a report.
+// Reads the headline figures (column -> text; absent = null); throws std::runtime_error when the
+// report is not a report.
 std::map<std::string, std::string> read_metrics(const std::string& report_path);
 
 }  // namespace npusim::sim

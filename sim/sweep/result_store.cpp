@@ -18,6 +18,7 @@
 
 #include "isa/json_text.h"
 #include "sim/sweep/report_figures.h"
+#include "traces/sink.h"
 
 namespace npusim::sim {
 namespace {
@@ -26,23 +27,29 @@ namespace fs = std::filesystem;
 
 // A value as JSON: a number or boolean when its text is one, a string otherwise. Swept values and
 // report figures keep the exact text they were written with, so reruns and merges are byte-identical.
-std::string json_value(const std::string& s) {
-  if (s == "true" || s == "false") return s;
+void json_value(JsonWriter& w, const std::string& s) {
+  if (s == "true" || s == "false") {
+    w.raw(s);
+    return;
+  }
   if (!s.empty() && (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-')) {
     char* end = nullptr;
     errno = 0;
     const double d = std::strtod(s.c_str(), &end);
     const bool hex = s.find_first_of("xX") != std::string::npos;
-    if (end && *end == '\0' && errno == 0 && std::isfinite(d) && !hex) return s;
+    if (end && *end == '\0' && errno == 0 && std::isfinite(d) && !hex) {
+      w.raw(s);
+      return;
+    }
   }
-  return json_string(s);
+  w.value(s);
 }
 
+// A CSV field as the trace and layer tables write them (traces/sink.h).
 std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string o = "\"";
-  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return o + "\"";
+  std::string o;
+  traces::append_csv_field(o, s);
+  return o;
 }
 
 }  // namespace
@@ -238,36 +245,47 @@ std::string row_csv(const ResultRow& r, const std::vector<std::string>& columns)
 }
 
 std::string row_json(const ResultRow& r, const std::vector<std::string>& columns) {
-  std::string s = fmt::format("{{\"index\": {}, \"id\": {}", r.index, json_string(r.id));
+  std::string s;
+  JsonWriter w(s);
+  w.object().member("index", r.index).member("id", r.id);
   for (size_t i = 0; i < columns.size(); ++i)
-    s += ", " + json_string(columns[i]) + ": " + json_value(i < r.values.size() ? r.values[i].second : "");
-  s += fmt::format(", \"status\": {}, \"exit_code\": {}, \"error\": {}, \"array_pes\": {}, \"sram_kib\": {}",
-                   json_string(r.status), r.exit_code, json_string(r.error), r.array_pes, r.sram_kib);
+    json_value(w.key(columns[i]), i < r.values.size() ? r.values[i].second : "");
+  w.member("status", r.status).member("exit_code", r.exit_code).member("error", r.error);
+  w.member("array_pes", r.array_pes).member("sram_kib", r.sram_kib);
   for (const MetricColumn& m : metric_columns()) {
     auto it = r.metrics.find(m.column);
-    s += fmt::format(", \"{}\": {}", m.column, it == r.metrics.end() ? "null" : json_value(it->second));
+    if (it == r.metrics.end()) {
+      w.key(m.column).null();
+    } else {
+      json_value(w.key(m.column), it->second);
+    }
   }
-  return s + ", \"report\": " + (r.report.empty() ? "null" : json_string(r.report)) + "}";
+  if (r.report.empty()) {
+    w.key("report").null();
+  } else {
+    w.member("report", r.report);
+  }
+  w.end();
+  return s;
 }
 
 void write_plan(const std::string& out_dir, const SweepSpec& spec, const std::vector<SweepPoint>& points) {
-  std::string s = "{\n  \"sweep\": " + json_string(fs::absolute(spec.path).lexically_normal().string()) +
-                  ",\n  \"name\": " + json_string(spec.name) + ",\n  \"base\": " + json_string(spec.base) +
-                  ",\n  \"columns\": [";
-  const std::vector<std::string> cols = spec.column_keys();
-  for (size_t i = 0; i < cols.size(); ++i) s += (i ? ", " : "") + json_string(cols[i]);
-  s += "],\n  \"points\": [";
-  for (size_t i = 0; i < points.size(); ++i) {
-    const SweepPoint& p = points[i];
-    s += fmt::format("{}\n    {{\"index\": {}, \"id\": {}, \"values\": [", i ? "," : "", p.index,
-                     json_string(p.id));
-    for (size_t k = 0; k < p.values.size(); ++k) s += (k ? ", " : "") + json_string(p.values[k].second);
-    s += fmt::format("], \"array_pes\": {}, \"sram_kib\": {}, \"command\": [", p.array_pes, p.sram_kib);
-    const std::vector<std::string> cmd = p.run_command(spec.base);
-    for (size_t k = 0; k < cmd.size(); ++k) s += (k ? ", " : "") + json_string(cmd[k]);
-    s += "]}";
+  using Layout = JsonWriter::Layout;
+  std::string s;
+  JsonWriter w(s);
+  w.object(Layout::kLines).member("sweep", fs::absolute(spec.path).lexically_normal().string());
+  w.member("name", spec.name).member("base", spec.base).key("columns").array();
+  for (const std::string& c : spec.column_keys()) w.value(c);
+  w.end().key("points").array(Layout::kLines);
+  for (const SweepPoint& p : points) {
+    w.object().member("index", p.index).member("id", p.id).key("values").array();
+    for (const auto& v : p.values) w.value(v.second);
+    w.end().member("array_pes", p.array_pes).member("sram_kib", p.sram_kib).key("command").array();
+    for (const std::string& arg : p.run_command(spec.base)) w.value(arg);
+    w.end().end();
   }
-  s += "\n  ]\n}\n";
+  w.end().end();
+  s += '\n';
   fs::create_directories(out_dir);
   write_atomically((fs::path(out_dir) / kPlanJson).string(), s);
 }

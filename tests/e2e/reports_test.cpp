@@ -543,5 +543,36 @@ TEST(SmallThings, PlotLabelsDoNotOverlap) {
   EXPECT_EQ(r.out, "True True\n") << r.err;
 }
 
+// docs/report.md's field tables against what npusim writes (tests/e2e/check_report_docs.py): every field
+// of these reports is documented, and every documented field of a section they write is written. The
+// reports together write every section: the compiler's view with int8 and accuracy, an end-to-end
+// pipeline, generation, dynamic profiles and requests, a depthwise conv (array_macs).
+TEST(Reports, DocsReportMdNamesExactlyTheFieldsTheReportsWrite) {
+  const std::string src = NPUSIM_SOURCE_DIR;
+  const std::string dir = temp_dir("report_docs");
+  const CommandResult models =
+      run_command({"/usr/bin/python3", src + "/tests/e2e/make_report_models.py", dir});
+  ASSERT_EQ(models.exit_code, 0) << models.err;
+  write_file(dir + "/requests.csv", "arrival_ms,seq\n0,8\n1,12\n");
+  const std::vector<std::vector<std::string>> runs = {
+      {"demo", "--precision", "int8", "--accuracy"},
+      {"demo", "--pipeline", src + "/configs/pipelines/classifier.yaml"},
+      {"llm:layers=1,hidden=64,heads=2,kv_heads=1,ffn=128,vocab=100", "--generate", "4:2"},
+      {dir + "/dyn.onnx", "--dynamic", "seq=8,16", "--requests", dir + "/requests.csv"},
+      {dir + "/dw.onnx"},
+  };
+  std::vector<std::string> check = {"/usr/bin/python3", src + "/tests/e2e/check_report_docs.py",
+                                    src + "/docs/report.md"};
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::vector<std::string> args = {"run", "-q", "--report", dir + "/r" + std::to_string(i) + ".json"};
+    args.insert(args.begin() + 1, runs[i].begin(), runs[i].end());
+    const CommandResult r = npusim(args);
+    ASSERT_EQ(r.exit_code, 0) << runs[i][0] << ": " << r.err;
+    check.push_back(dir + "/r" + std::to_string(i) + ".json");
+  }
+  const CommandResult r = run_command(check);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+}
+
 }  // namespace
 }  // namespace npusim::test

@@ -140,6 +140,11 @@ TEST(Calibration, NpyInputsGoThroughTheOneReader) {
   a.data = {1, 2, 3, 0xff, 0xfe, 0x80};
   write_npy(dir + "/codes.npy", a);
   const Tensor t = read_npy_tensor(dir + "/codes.npy");
+  // A calibration folder tells .npy files by their magic (compiler/io/npy.h), whatever their name.
+  EXPECT_TRUE(is_npy_file(dir + "/codes.npy"));
+  std::ofstream(dir + "/not_npy.npy") << "\x93NUMPz";  // closed at the end of the statement
+  EXPECT_FALSE(is_npy_file(dir + "/not_npy.npy"));
+  EXPECT_FALSE(is_npy_file(dir + "/missing.npy"));
   EXPECT_EQ(t.dtype, DataType::kInt8);
   EXPECT_EQ(t.shape, (Shape{2, 3}));
   EXPECT_EQ(t.to_int_vector(), (std::vector<int64_t>{1, 2, 3, -1, -2, -128}));

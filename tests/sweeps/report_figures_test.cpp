@@ -1,0 +1,90 @@
+// The sweep's headline columns (sim/sweep/report_figures.h) against what the report writes: each column
+// of the one declared list is filled from a report that has every section, with the value the report's
+// fields give.
+#include "sim/sweep/report_figures.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "tests/sim/rich_report.h"
+
+namespace npusim::sim {
+namespace {
+
+TEST(ReportFigures, EveryColumnIsFilledFromAReportWithEverySection) {
+  traces::Report r = test::rich_report();
+  // What the compiler and the end-to-end stage add (sim/model, sim/e2e): a layer's mapping, the e2e section.
+  r.layers[0].extra_json =
+      "\"mapping\": {\"sram_bytes\": {\"input\": 1000, \"weight\": 2000, \"accumulator\": 500}}";
+  r.layers[2].extra_json =
+      "\"mapping\": {\"sram_bytes\": {\"input\": 4000, \"weight\": 100, \"accumulator\": 1}}";
+  r.sections.emplace_back("e2e",
+                          "{\"latency_ms\": 0.5, \"npu_share\": 0.25, \"stream\": {\"throughput_fps\": "
+                          "2000.5, \"latency_p99_ms\": 0.75}}");
+  const std::string path =
+      (std::filesystem::temp_directory_path() /
+       ("report_figures_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + ".json"))
+          .string();
+  std::ofstream(path) << traces::report_json(r);
+  const std::map<std::string, std::string> m = read_metrics(path);
+  std::filesystem::remove(path);
+  const std::map<std::string, std::string> want = {
+      {"total_cycles", "10000"},
+      {"latency_ms", "0.01066666667"},  // 10 significant digits
+      {"frequency_mhz", "937.5"},
+      {"macs", "123456"},
+      {"array_utilization", "0.0482265625"},
+      {"precision_plan", "mixed: 1 fp16, 1 int8"},
+      {"bound_cycles", "8450"},  // 7000 + 250 (the fused ReLU) + 1200
+      {"efficiency", "0.845"},
+      {"compute_cycles", "6000"},
+      {"memory_cycles", "3000"},
+      {"scheduling_cycles", "900"},
+      {"host_cycles", "100"},
+      {"matrix_cycles", "6500"},  // 5000 + 1500
+      {"dram_bytes_read", "4096"},
+      {"dram_bytes_written", "2048"},
+      {"dram_bandwidth_gbps", "0.5734"},
+      {"sram_peak_bytes", "4101"},  // the larger of 3500 and 4101
+      {"energy_mj", "0.97375"},     // every component of both layers
+      {"average_power_w", "91.40625"},
+      {"peak_power_w", "120.75"},
+      {"tops_per_w", "0.0026977"},
+      {"area_mm2", "1.21875"},
+      {"instructions", "59"},
+      {"layers", "2"},  // the fused ReLU is not a layer of the program
+      {"e2e_latency_ms", "0.5"},
+      {"e2e_npu_share", "0.25"},
+      {"stream_throughput_fps", "2000.5"},
+      {"stream_latency_p99_ms", "0.75"},
+  };
+  for (const MetricColumn& c : metric_columns()) {
+    ASSERT_TRUE(m.count(c.column)) << c.column << " is not filled";
+    if (want.count(c.column)) {
+      EXPECT_EQ(m.at(c.column), want.at(c.column)) << c.column;
+    }
+  }
+  // energy_delay_mj_ms = energy x latency.
+  EXPECT_NEAR(std::stod(m.at("energy_delay_mj_ms")), 0.97375 * 0.010666666666666666, 1e-11);  // 10 digits
+  EXPECT_EQ(m.size(), metric_columns().size());
+}
+
+TEST(ReportFigures, ARunWithoutTheOptionalSectionsLeavesTheirColumnsEmpty) {
+  traces::Report r;
+  r.total_cycles = 7;
+  const std::string path = (std::filesystem::temp_directory_path() / "report_figures_min.json").string();
+  std::ofstream(path) << traces::report_json(r);
+  const std::map<std::string, std::string> m = read_metrics(path);
+  std::filesystem::remove(path);
+  EXPECT_EQ(m.at("total_cycles"), "7");
+  for (const char* c :
+       {"precision_plan", "bound_cycles", "energy_mj", "area_mm2", "sram_peak_bytes", "e2e_latency_ms"})
+    EXPECT_FALSE(m.count(c)) << c;
+}
+
+}  // namespace
+}  // namespace npusim::sim
