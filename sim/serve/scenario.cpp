@@ -141,6 +141,10 @@ class Parser : public YamlErrors {
           integer(v, key, sm.batch, 1, 65536);
         } else if (k == "priority") {
           integer(v, key, sm.priority, -1000000, 1000000);
+        } else if (k == "core") {
+          integer(v, key, sm.core, 0, 63);
+          sm.core_line = v.Mark().line + 1;
+          sm.core_column = v.Mark().column + 1;
         } else if (k == "deadline_ms") {
           real(v, key, sm.deadline_ms, 1e-9, 1e9);
         } else if (k == "pipeline") {
@@ -166,7 +170,8 @@ class Parser : public YamlErrors {
           seed_given = read_arrivals(v, key, sm.arrivals);
         } else {
           unknown(kv.first, where + ".", k,
-                  {"name", "model", "precision", "batch", "priority", "deadline_ms", "pipeline", "arrival"});
+                  {"name", "model", "precision", "batch", "priority", "core", "deadline_ms", "pipeline",
+                   "arrival"});
         }
       }
       if (!m["model"]) error(m, where + ".model: missing (an ONNX file, demo, gemm:..., conv:...)");
@@ -283,6 +288,25 @@ isa::NpuConfig partitioned_sram(const isa::NpuConfig& config, size_t models) {
   for (isa::ScratchpadConfig* pad : {&c.sram.input, &c.sram.weight, &c.sram.accumulator})
     pad->size_kib = std::max<int64_t>(1, pad->size_kib / n);
   return c;
+}
+
+std::vector<size_t> models_per_core(const Scenario& s, int64_t cores) {
+  std::vector<std::string> errors;
+  std::vector<size_t> on_core(static_cast<size_t>(std::max<int64_t>(cores, 1)), 0);
+  for (size_t i = 0; i < s.models.size(); ++i) {
+    const ScenarioModel& m = s.models[i];
+    if (m.core >= cores) {
+      errors.push_back(
+          fmt::format("{}:{}:{}: models[{}].core: {} but the configuration has {} core{} (0..{})", s.path,
+                      m.core_line, m.core_column, i, m.core, cores, cores == 1 ? "" : "s", cores - 1));
+    } else {
+      ++on_core[static_cast<size_t>(m.core)];
+    }
+  }
+  if (!errors.empty()) throw ScenarioError(errors);
+  std::vector<size_t> shared;
+  for (const ScenarioModel& m : s.models) shared.push_back(on_core[static_cast<size_t>(m.core)]);
+  return shared;
 }
 
 Scenario parse_scenario_text(const std::string& text, const std::string& source_name,
