@@ -72,6 +72,10 @@ const std::vector<MetricColumn>& metric_columns() {
       {"e2e_npu_share", "e2e.npu_share"},
       {"stream_throughput_fps", "e2e.stream.throughput_fps"},
       {"stream_latency_p99_ms", "e2e.stream.latency_p99_ms"},
+      // With `run_args: [--split, batch]` (or layers) on a multi-core config (docs/multicore.md).
+      {"multicore_latency_ms", "multicore.latency_ms"},
+      {"multicore_throughput_per_s", "multicore.throughput_per_s"},
+      {"multicore_speedup", "multicore.speedup"},
   };
   return kColumns;
 }
