@@ -1048,8 +1048,20 @@ int cmd_serve(Context& ctx, const Command& cmd) {
   for (size_t i = 0; i < scenario.models.size(); ++i) {
     const serve::ScenarioModel& sm = scenario.models[i];
     isa::NpuConfig config = whole;
+    if (!sm.sets.empty()) {  // its own overrides, after the scenario's
+      std::vector<std::string> sets = scenario.sets;
+      sets.insert(sets.end(), sm.sets.begin(), sm.sets.end());
+      try {
+        config = load_config(scenario.config, sets);
+      } catch (const ConfigError& e) {
+        std::vector<std::string> problems = e.messages();
+        for (std::string& p : problems)
+          p = fmt::format("{}:{}:{}: models[{}].set: {}", scenario_file, sm.set_line, sm.set_column, i, p);
+        throw ConfigError(problems);
+      }
+    }
     if (scenario.sram_partitioned) {  // among the models of its core: each core has its own SRAM
-      config = serve::partitioned_sram(whole, sharing[i]);
+      config = serve::partitioned_sram(config, sharing[i]);
       std::vector<std::string> problems = check_constraints(config);
       for (std::string& p : problems) p = fmt::format("{}: sram: partitioned: {}", scenario_file, p);
       if (!problems.empty()) throw ConfigError(problems);

@@ -141,6 +141,8 @@ class Parser : public YamlErrors {
           integer(v, key, sm.batch, 1, 65536);
         } else if (k == "priority") {
           integer(v, key, sm.priority, -1000000, 1000000);
+        } else if (k == "set") {
+          read_model_sets(v, key, sm);
         } else if (k == "core") {
           integer(v, key, sm.core, 0, 63);
           sm.core_line = v.Mark().line + 1;
@@ -170,7 +172,7 @@ class Parser : public YamlErrors {
           seed_given = read_arrivals(v, key, sm.arrivals);
         } else {
           unknown(kv.first, where + ".", k,
-                  {"name", "model", "precision", "batch", "priority", "core", "deadline_ms", "pipeline",
+                  {"name", "model", "precision", "batch", "priority", "core", "set", "deadline_ms", "pipeline",
                    "arrival"});
         }
       }
@@ -179,6 +181,33 @@ class Parser : public YamlErrors {
       if (sm.name.empty()) sm.name = fmt::format("model{}", i);
       seed_given_.push_back(seed_given);
       s.models.push_back(sm);
+    }
+  }
+
+  // A model's own `set`: KEY=VALUE overrides of what is the model's own (its core's array, SRAM, vector
+  // unit, DMA engines, lowering...). What every model shares (the clock, the cores, DRAM, the host) is the
+  // scenario's.
+  void read_model_sets(const YAML::Node& v, const std::string& key, ScenarioModel& sm) {
+    if (!v.IsSequence()) {
+      error(v, key + ": expected a list of KEY=VALUE");
+      return;
+    }
+    sm.set_line = v.Mark().line + 1;
+    sm.set_column = v.Mark().column + 1;
+    for (const YAML::Node& e : v) {
+      std::string t;
+      if (!scalar(e, key + "[]", t)) continue;
+      const std::string k = t.substr(0, t.find('='));
+      bool shared = false;
+      for (const char* prefix : {"frequency_mhz", "cores", "dram.", "host.", "technology.", "energy.", "area."})
+        shared = shared || k.rfind(prefix, 0) == 0;
+      if (shared) {
+        error(e, key + ": '" + k +
+                     "' is shared by every model of the NPU (or describes the whole chip); set it in the "
+                     "scenario's set");
+        continue;
+      }
+      sm.sets.push_back(t);
     }
   }
 

@@ -314,6 +314,19 @@ TEST(Scheduler, ModelsOnDifferentCoresDoNotWaitForEachOther) {
   EXPECT_NEAR(r.npu_busy, 5000.0 / (2 * 1e6), 1e-12);
 }
 
+TEST(Scenario, AModelsOwnSetKeepsItsKeysAndRefusesSharedOnes) {
+  const Scenario s = parse_scenario_text(
+      "models:\n  - {name: a, model: demo, set: [systolic_array.rows=16, lowering.conv=im2col], arrival: {type: "
+      "periodic, period_ms: 1}}\n",
+      "s.yaml", ".");
+  EXPECT_EQ(s.models[0].sets, (std::vector<std::string>{"systolic_array.rows=16", "lowering.conv=im2col"}));
+  EXPECT_EQ(s.models[0].set_line, 2);
+  EXPECT_EQ(s.models[0].set_column, 33);
+  EXPECT_EQ(errors_of(kModel + "    set: [host.cpu_gops=1]\n    arrival: {type: periodic, period_ms: 1}\n"),
+            "s.yaml:4:11: models[0].set: 'host.cpu_gops' is shared by every model of the NPU (or describes the "
+            "whole chip); set it in the scenario's set");
+}
+
 TEST(Scenario, CoreIsCheckedAgainstTheConfigurationsCores) {
   const Scenario s = parse_scenario_text(
       "models:\n  - {name: a, model: demo, core: 1, arrival: {type: periodic, period_ms: 1}}\n"
