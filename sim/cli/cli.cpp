@@ -1037,11 +1037,19 @@ int cmd_serve(Context& ctx, const Command& cmd) {
       "trace", po::value(&trace_file)->value_name("FILE.json"),
       "write a Chrome/Perfetto trace: one lane per model, one slice per stretch a request ran")(
       "quiet,q", po::bool_switch(&quiet), "print nothing but errors");
+  std::string config_arg;
+  std::vector<std::string> sets;
+  d.add_options()("config,c", po::value(&config_arg)->value_name("FILE.yaml"),
+                  "the configuration instead of the scenario's config (a preset name or a file)")(
+      "set", po::value(&sets)->composing()->value_name("KEY=VALUE"),
+      "override a configuration parameter after the scenario's set (repeatable; sweeps use it)");
   po::positional_options_description pos;
   pos.add("scenario", 1);
   if (!parse(ctx, cmd, d, pos)) return kExitOk;
   if (scenario_file.empty()) throw UsageError("serve needs a scenario file (npusim serve SCENARIO.yaml)");
-  const serve::Scenario scenario = serve::parse_scenario_file(scenario_file);
+  serve::Scenario scenario = serve::parse_scenario_file(scenario_file);
+  if (!config_arg.empty()) scenario.config = config_arg;
+  scenario.sets.insert(scenario.sets.end(), sets.begin(), sets.end());
   const isa::NpuConfig whole = load_config(scenario.config, scenario.sets);
   const std::vector<size_t> sharing = serve::models_per_core(scenario, whole.cores);
   std::vector<serve::ModelProfile> profiles;

@@ -76,6 +76,12 @@ const std::vector<MetricColumn>& metric_columns() {
       {"multicore_latency_ms", "multicore.latency_ms"},
       {"multicore_throughput_per_s", "multicore.throughput_per_s"},
       {"multicore_speedup", "multicore.speedup"},
+      // A scenario sweep's points (`scenario: FILE`, npusim serve; docs/scenarios.md): over its models.
+      {"serve_npu_busy", "npu_busy"},
+      {"serve_latency_p99_ms", "#max:models.latency_p99_ms"},
+      {"serve_throughput_per_s", "#sum:models.throughput_per_s"},
+      {"serve_deadline_misses", "#sum:models.deadline_misses"},
+      {"serve_weight_reloads", "#sum:models.weight_reloads"},
   };
   return kColumns;
 }
@@ -87,10 +93,29 @@ std::map<std::string, std::string> read_metrics(const std::string& report_path) 
   } catch (const YAML::Exception& e) {
     throw std::runtime_error("the report " + report_path + " is unreadable: " + e.msg);
   }
-  if (!root.IsMap() || !root["total_cycles"])
+  const bool serve = root.IsMap() && root["span_cycles"] && root["models"];
+  if (!root.IsMap() || (!root["total_cycles"] && !serve))
     throw std::runtime_error("the report " + report_path + " has no total_cycles");
   std::map<std::string, std::string> m;
   for (const MetricColumn& c : metric_columns()) {
+    const std::string path = c.path;
+    if (path.rfind("#max:models.", 0) == 0 || path.rfind("#sum:models.", 0) == 0) {
+      // Over the scenario's models (a model without requests has null latencies: left out).
+      const std::string field = path.substr(12);
+      const YAML::Node l = root["models"];
+      if (!l || !l.IsSequence()) continue;
+      double acc = 0;
+      bool any = false;
+      for (const auto& model : l) {
+        const YAML::Node v = model[field];
+        if (!v || !v.IsScalar() || v.Scalar() == "null") continue;
+        const double x = v.as<double>();
+        acc = !any ? x : path[1] == 'm' ? std::max(acc, x) : acc + x;
+        any = true;
+      }
+      if (any) m[c.column] = tidy_number(fmt::format("{}", acc));
+      continue;
+    }
     if (std::string(c.path) == "#layers") {
       // The program's layers: the model's nodes fused into them (placement "fused") are not layers.
       const YAML::Node l = root["layers"];

@@ -155,12 +155,13 @@ TEST(SweepRun, ResultsCarryThePrecisionPlanItsUtilizationAndTheRoofline) {
     }
     // Every figure column (after sram_kib, before report) reads something the report writes: none is
     // empty on a run that has them all (a path to a field no report has would stay empty). The multicore
-    // columns need --split, which a pipeline run does not combine with: the next test has them.
+    // columns need --split, which a pipeline run does not combine with, the serve columns a scenario: the
+    // next tests have them.
     const auto first = std::find(t.header.begin(), t.header.end(), "sram_kib");
     const auto last = std::find(t.header.begin(), t.header.end(), "report");
     ASSERT_LT(first, last);
     for (auto c = first + 1; c != last; ++c) {
-      if (c->rfind("multicore_", 0) == 0) continue;
+      if (c->rfind("multicore_", 0) == 0 || c->rfind("serve_", 0) == 0) continue;
       EXPECT_FALSE(row.at(*c).empty()) << *c;
     }
     // `layers` counts the program's layers, not the model's nodes fused into them (the demo has six).
@@ -190,6 +191,39 @@ TEST(SweepRun, MulticoreSplitFillsItsColumns) {
       EXPECT_NEAR(std::stod(row.at(column)), want, 1e-9 * want) << column;
     }
   }
+}
+
+// A scenario sweep (docs/scenarios.md): every point is `npusim serve` with the point's configuration;
+// the serve columns summarise its models.
+TEST(SweepRun, AScenarioSweepRunsServeAtEveryPoint) {
+  const std::string d = temp_dir("sweep-scenario");
+  write_file(d + "/s.yaml", R"(duration_ms: 20
+models:
+  - {name: a, model: demo, deadline_ms: 0.02, arrival: {type: periodic, period_ms: 1}}
+  - {name: b, model: "gemm:M=128,N=128,K=128", arrival: {type: poisson, rate_hz: 500}}
+)");
+  const std::string f = write_sweep(d, "scenario: s.yaml\naxes:\n  - systolic_array.rows: [16, 32]\n");
+  ASSERT_EQ(sweep({f, "-o", d + "/out"}).exit_code, 0);
+  const Table t = read_csv(d + "/out/results.csv");
+  ASSERT_EQ(t.rows.size(), 2u);
+  for (const auto& row : t.rows) {
+    ASSERT_EQ(row.at("status"), "ok") << row.at("error");
+    const std::string report = d + "/out/" + row.at("report");
+    EXPECT_EQ(std::stod(row.at("serve_latency_p99_ms")),
+              std::stod(json_eval(report, "repr(max(m['latency_p99_ms'] for m in r['models']))")));
+    EXPECT_NEAR(std::stod(row.at("serve_throughput_per_s")),
+                std::stod(json_eval(report, "repr(sum(m['throughput_per_s'] for m in r['models']))")), 1e-6);
+    EXPECT_EQ(row.at("serve_deadline_misses"),
+              json_eval(report, "sum(m['deadline_misses'] for m in r['models'])"));
+    EXPECT_EQ(row.at("serve_npu_busy"), json_eval(report, "r['npu_busy']"));
+  }
+  // A smaller array is slower: the tail grows.
+  EXPECT_GT(std::stod(t.rows[0].at("serve_latency_p99_ms")), std::stod(t.rows[1].at("serve_latency_p99_ms")));
+  // The scenario names the models: a model axis is refused.
+  const std::string bad = write_sweep(d, "scenario: s.yaml\naxes:\n  - model: [default]\n");
+  const CommandResult r = sweep({bad, "-o", d + "/bad"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("model: a scenario sweep takes its models"), std::string::npos) << r.err;
 }
 
 TEST(SweepCli, UsageErrorsExitTwo) {
