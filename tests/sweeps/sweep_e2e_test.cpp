@@ -128,6 +128,15 @@ TEST(SweepRun, ResultsCsvNumbersHaveNoFloatNoise) {
   }
 }
 
+// Each (column, Python path) pair: the row's figure is the report's, to 1e-9.
+void expect_columns_match(const std::map<std::string, std::string>& row, const std::string& report,
+                          const std::vector<std::pair<std::string, std::string>>& columns) {
+  for (const auto& [column, path] : columns) {
+    const double want = std::stod(json_eval(report, "repr(" + path + ")"));
+    EXPECT_NEAR(std::stod(row.at(column)), want, 1e-9 * want) << column;
+  }
+}
+
 // The results say which precision each point ran in and how close it came to that plan's peak and to
 // its roofline, as its report does.
 TEST(SweepRun, ResultsCarryThePrecisionPlanItsUtilizationAndTheRoofline) {
@@ -143,16 +152,13 @@ TEST(SweepRun, ResultsCarryThePrecisionPlanItsUtilizationAndTheRoofline) {
     ASSERT_EQ(row.at("status"), "ok") << row.at("error");
     EXPECT_EQ(row.at("precision_plan"), row.at("precision"));
     const std::string report = d + "/out/" + row.at("report");
-    for (const auto& [column, path] : std::vector<std::pair<std::string, std::string>>{
-             {"plan_utilization", "r['precision']['utilization']"},
-             {"efficiency", "r['efficiency']"},
-             {"bound_cycles", "r['bound_cycles']"},
-             {"e2e_latency_ms", "r['e2e']['latency_ms']"},
-             {"stream_throughput_fps", "r['e2e']['stream']['throughput_fps']"},
-             {"stream_latency_p99_ms", "r['e2e']['stream']['latency_p99_ms']"}}) {
-      const double want = std::stod(json_eval(report, "repr(" + path + ")"));
-      EXPECT_NEAR(std::stod(row.at(column)), want, 1e-9 * want) << column;
-    }
+    expect_columns_match(row, report,
+                         {{"plan_utilization", "r['precision']['utilization']"},
+                          {"efficiency", "r['efficiency']"},
+                          {"bound_cycles", "r['bound_cycles']"},
+                          {"e2e_latency_ms", "r['e2e']['latency_ms']"},
+                          {"stream_throughput_fps", "r['e2e']['stream']['throughput_fps']"},
+                          {"stream_latency_p99_ms", "r['e2e']['stream']['latency_p99_ms']"}});
     // Every figure column (after sram_kib, before report) reads something the report writes: none is
     // empty on a run that has them all (a path to a field no report has would stay empty). The multicore
     // columns need --split, which a pipeline run does not combine with, the serve columns a scenario: the
@@ -183,13 +189,10 @@ TEST(SweepRun, MulticoreSplitFillsItsColumns) {
   for (const auto& row : t.rows) {
     ASSERT_EQ(row.at("status"), "ok") << row.at("error");
     const std::string report = d + "/out/" + row.at("report");
-    for (const auto& [column, path] : std::vector<std::pair<std::string, std::string>>{
-             {"multicore_latency_ms", "r['multicore']['latency_ms']"},
-             {"multicore_throughput_per_s", "r['multicore']['throughput_per_s']"},
-             {"multicore_speedup", "r['multicore']['speedup']"}}) {
-      const double want = std::stod(json_eval(report, "repr(" + path + ")"));
-      EXPECT_NEAR(std::stod(row.at(column)), want, 1e-9 * want) << column;
-    }
+    expect_columns_match(row, report,
+                         {{"multicore_latency_ms", "r['multicore']['latency_ms']"},
+                          {"multicore_throughput_per_s", "r['multicore']['throughput_per_s']"},
+                          {"multicore_speedup", "r['multicore']['speedup']"}});
   }
 }
 
