@@ -128,6 +128,15 @@ TEST(SweepRun, ResultsCsvNumbersHaveNoFloatNoise) {
   }
 }
 
+// Runs the sweep `text` (written in `d`) into d/out and returns its results; every point must be "ok".
+Table swept(const std::string& d, const std::string& text) {
+  const std::string f = write_sweep(d, text);
+  EXPECT_EQ(sweep({f, "-o", d + "/out"}).exit_code, 0);
+  Table t = read_csv(d + "/out/results.csv");
+  for (const auto& row : t.rows) EXPECT_EQ(row.at("status"), "ok") << row.at("error");
+  return t;
+}
+
 // Each (column, Python path) pair: the row's figure is the report's, to 1e-9.
 void expect_columns_match(const std::map<std::string, std::string>& row, const std::string& report,
                           const std::vector<std::pair<std::string, std::string>>& columns) {
@@ -143,13 +152,11 @@ TEST(SweepRun, ResultsCarryThePrecisionPlanItsUtilizationAndTheRoofline) {
   const std::string d = temp_dir("sweep-precision-columns");
   // With a pipeline (docs/e2e.md), so that the e2e and stream columns are filled too.
   const std::string pipeline = std::string(NPUSIM_SOURCE_DIR) + "/configs/pipelines/classifier.yaml";
-  const std::string f = write_sweep(
-      d, "axes:\n  - model: [default]\n  - precision: [fp32, int8]\nrun_args: [--pipeline, " + pipeline + "]\n");
-  ASSERT_EQ(sweep({f, "-o", d + "/out"}).exit_code, 0);
-  const Table t = read_csv(d + "/out/results.csv");
+  const Table t =
+      swept(d, "axes:\n  - model: [default]\n  - precision: [fp32, int8]\nrun_args: [--pipeline, " +
+                   pipeline + "]\n");
   ASSERT_EQ(t.rows.size(), 2u);
   for (const auto& row : t.rows) {
-    ASSERT_EQ(row.at("status"), "ok") << row.at("error");
     EXPECT_EQ(row.at("precision_plan"), row.at("precision"));
     const std::string report = d + "/out/" + row.at("report");
     expect_columns_match(row, report,
@@ -181,13 +188,10 @@ TEST(SweepRun, MulticoreSplitFillsItsColumns) {
   const std::string d = temp_dir("sweep-multicore-columns");
   // A small CNN with a batch dimension (the built-in models' shapes are fixed).
   const std::string cnn = std::string(NPUSIM_SOURCE_DIR) + "/tests/compiler/passes/data/small_cnn_op13.onnx";
-  const std::string f = write_sweep(
+  const Table t = swept(
       d, "set: {cores: 2}\naxes:\n  - model: [" + cnn + "]\n  - batch: [2, 4]\nrun_args: [--split, batch]\n");
-  ASSERT_EQ(sweep({f, "-o", d + "/out"}).exit_code, 0);
-  const Table t = read_csv(d + "/out/results.csv");
   ASSERT_EQ(t.rows.size(), 2u);
   for (const auto& row : t.rows) {
-    ASSERT_EQ(row.at("status"), "ok") << row.at("error");
     const std::string report = d + "/out/" + row.at("report");
     expect_columns_match(row, report,
                          {{"multicore_latency_ms", "r['multicore']['latency_ms']"},
@@ -205,12 +209,9 @@ models:
   - {name: a, model: demo, deadline_ms: 0.02, arrival: {type: periodic, period_ms: 1}}
   - {name: b, model: "gemm:M=128,N=128,K=128", arrival: {type: poisson, rate_hz: 500}}
 )");
-  const std::string f = write_sweep(d, "scenario: s.yaml\naxes:\n  - systolic_array.rows: [16, 32]\n");
-  ASSERT_EQ(sweep({f, "-o", d + "/out"}).exit_code, 0);
-  const Table t = read_csv(d + "/out/results.csv");
+  const Table t = swept(d, "scenario: s.yaml\naxes:\n  - systolic_array.rows: [16, 32]\n");
   ASSERT_EQ(t.rows.size(), 2u);
   for (const auto& row : t.rows) {
-    ASSERT_EQ(row.at("status"), "ok") << row.at("error");
     const std::string report = d + "/out/" + row.at("report");
     EXPECT_EQ(std::stod(row.at("serve_latency_p99_ms")),
               std::stod(json_eval(report, "repr(max(m['latency_p99_ms'] for m in r['models']))")));
