@@ -30,10 +30,10 @@ std::vector<std::string> Npu::track_names(const isa::NpuConfig& config) {
 
 Npu::Npu(const sc_core::sc_module_name& name, const isa::NpuConfig& config, const isa::Program& program,
          traces::Sink* sink, datapath::MachineState* state, std::function<void(double)> progress,
-         isa::timing::Refresh refresh)
+         Uncore& uncore, int core)
     : sc_core::sc_module(name),
       unit_names_(track_names(config)),
-      fab_(program, config, sink, unit_names_.size(), state, refresh),
+      fab_(program, config, sink, unit_names_.size(), state, uncore, core),
       queues_("queue"),
       load_descriptors_("load_descriptors"),
       store_descriptors_("store_descriptors"),

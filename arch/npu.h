@@ -1,6 +1,7 @@
 #pragma once
-// The whole NPU for one run: the shared fabric, the sequencer, the five queue units, the DMA
-// engines and the bounded queues between them, bound by name here and nowhere else.
+// One core of the NPU for one run: the fabric its units share, the sequencer, the five queue units, the
+// DMA engines and the bounded queues between them, bound by name here and nowhere else. The DRAM model
+// and the host link are the uncore's, shared with the other cores of a multi-core run.
 #include <systemc>
 
 #include <functional>
@@ -20,8 +21,8 @@ namespace npusim::arch {
 class Npu : public sc_core::sc_module {
  public:
   Npu(const sc_core::sc_module_name& name, const isa::NpuConfig& config, const isa::Program& program,
-      traces::Sink* sink, datapath::MachineState* state, std::function<void(double)> progress,
-      isa::timing::Refresh refresh = isa::timing::Refresh::kScheduled);
+      traces::Sink* sink, datapath::MachineState* state, std::function<void(double)> progress, Uncore& uncore,
+      int core = 0);
 
   bool finished() const { return sequencer_.finished(); }
   const std::string& error() const { return fab_.error; }

@@ -87,7 +87,8 @@ traces::Report simulate(const isa::Program& program, const isa::NpuConfig& confi
   fresh_simcontext();
   traces::Report report;
   {
-    Npu npu("npu", config, program, options.sink, state.get(), options.progress, options.dram_refresh);
+    Uncore uncore(config.dram, options.dram_refresh);
+    Npu npu("npu", config, program, options.sink, state.get(), options.progress, uncore);
     if (options.sink) {
       traces::TraceInfo info;
       info.frequency_mhz = config.frequency_mhz;
@@ -106,6 +107,46 @@ traces::Report simulate(const isa::Program& program, const isa::NpuConfig& confi
   if (state && options.after_run) options.after_run(*state);
   report.sim.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return report;
+}
+
+std::vector<traces::Report> simulate_cores(const std::vector<const isa::Program*>& programs,
+                                           const isa::NpuConfig& config, const RunOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (options.functional || options.sink)
+    throw SimError("a multi-core run is timing only: no functional mode, no trace");
+  if (programs.empty() || static_cast<int64_t>(programs.size()) > config.cores)
+    throw SimError(fmt::format("{} programs for {} cores", programs.size(), config.cores));
+  for (size_t i = 0; i < programs.size(); ++i) {
+    try {
+      check_program(*programs[i], config);
+    } catch (const SimError& e) {
+      throw SimError(fmt::format("core {}: {}", i, e.what()));
+    }
+  }
+  fresh_simcontext();
+  std::vector<traces::Report> reports;
+  {
+    Uncore uncore(config.dram, options.dram_refresh);
+    std::vector<std::unique_ptr<Npu>> cores;
+    for (size_t i = 0; i < programs.size(); ++i) {
+      // Progress follows core 0 (the cores start together).
+      cores.push_back(std::make_unique<Npu>(fmt::format("core{}", i).c_str(), config, *programs[i], nullptr,
+                                            nullptr, i == 0 ? options.progress : nullptr, uncore,
+                                            static_cast<int>(i)));
+    }
+    sc_core::sc_start();
+    for (size_t i = 0; i < cores.size(); ++i) {
+      if (!cores[i]->error().empty()) throw SimError(fmt::format("core {}: {}", i, cores[i]->error()));
+      if (!cores[i]->finished()) throw SimError(fmt::format("core {}: {}", i, cores[i]->deadlock_message()));
+      reports.push_back(cores[i]->report());
+    }
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (traces::Report& r : reports) {
+    traces::add_energy(r, config);
+    r.sim.wall_seconds = wall;
+  }
+  return reports;
 }
 
 }  // namespace npusim::arch

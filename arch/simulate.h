@@ -2,6 +2,7 @@
 // Runs a program on the SystemC model of the NPU and returns the report. The entry point the CLI,
 // the sweeps and the tests use; callable any number of times in one process.
 #include <functional>
+#include <vector>
 
 #include "arch/datapath/state.h"
 #include "arch/sim_error.h"
@@ -26,6 +27,17 @@ struct RunOptions {
 // Throws SimError for simulation failures: deadlock (naming which queues wait on which tokens),
 // capacity violations, invalid instructions. `config` must be validated.
 traces::Report simulate(const isa::Program& program, const isa::NpuConfig& config, const RunOptions& options);
+
+// Runs one program per core of a multi-core NPU (config.cores) in one simulation: each core has its own
+// sequencer, array, SRAM, vector unit, DMA engines and queues, and all share one DRAM model (their bursts
+// contend for its channels, banks and row buffers) and the host link (arch/core/uncore.h). Core i runs
+// programs[i], in its own region of DRAM (core_dram_base); cores beyond programs.size() idle. Timing only:
+// options.functional and options.sink must be off. Returns one report per program, its core's: cycles
+// from the start to that core's last instruction, its units, layers and DMA traffic; the DRAM counters
+// (requests, row hits and misses, refreshes) are the shared DRAM's. Throws SimError as simulate() does,
+// naming the core.
+std::vector<traces::Report> simulate_cores(const std::vector<const isa::Program*>& programs,
+                                           const isa::NpuConfig& config, const RunOptions& options = {});
 
 // Makes a new, empty SystemC simulation context current (simulate() calls it before each run; a test
 // that builds units itself calls it first). The previous context must have no live modules.

@@ -19,8 +19,9 @@ struct Dispatch {
     uint64_t cycles;
     uint64_t bytes[isa::kNumBuffers];  // operand bytes per scratchpad
   };
-  struct HostWork {
-    uint64_t cycles;
+  struct HostWork {  // timing::HostCycles: the link each way (latency included) and the host's own time
+    uint64_t link_in, host, link_out;
+    uint64_t occupy_in, occupy_out;  // cycles the bytes occupy the link each way (no latency)
     int64_t in, out;
   };
   struct DmaWork {  // timing::DmaRows and the SRAM side

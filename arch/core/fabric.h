@@ -1,7 +1,8 @@
 #pragma once
 // What every unit of one simulated NPU shares: the program, the config, the clock, the recorder,
-// the token channels, the SRAM and DRAM timing resources, the functional state (functional mode
-// only) and the count of instructions in flight (for BARRIER, HALT and deadlock detection).
+// the token channels, the SRAM, the DRAM model and host link of the uncore (shared with the other cores
+// of a multi-core NPU), the functional state (functional mode only) and the count of instructions in
+// flight (for BARRIER, HALT and deadlock detection).
 #include <systemc>
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 
 #include "arch/core/recorder.h"
 #include "arch/core/tokens.h"
+#include "arch/core/uncore.h"
 #include "arch/datapath/state.h"
 #include "arch/sram/sram.h"
 #include "isa/machine/config.h"
@@ -27,13 +29,15 @@ inline constexpr uint16_t kFirstDmaUnit = 1 + isa::kNumQueues;
 class Fabric {
  public:
   Fabric(const isa::Program& program, const isa::NpuConfig& config, traces::Sink* sink, size_t units,
-         datapath::MachineState* state, isa::timing::Refresh refresh)
+         datapath::MachineState* state, Uncore& uncore, int core)
       : program(program),
         config(config),
         period_ps(static_cast<uint64_t>(std::llround(1e6 / config.frequency_mhz))),
         rec(program, units, sink),
         sram(config.sram),
-        dram(isa::timing::make_dram(config.dram, refresh)),
+        dram(uncore.dram.get()),
+        link(uncore.link),
+        dram_base(core_dram_base(core)),
         state(state) {}
 
   // The current cycle. Every wait is a whole number of periods, so this is exact.
@@ -77,7 +81,9 @@ class Fabric {
   Recorder rec;
   Tokens tokens;
   Sram sram;
-  std::unique_ptr<isa::timing::Dram> dram;
+  isa::timing::Dram* dram;        // the uncore's
+  HostLinkBus& link;              // the uncore's
+  const uint64_t dram_base;       // added to the program's DRAM addresses (core_dram_base)
   datapath::MachineState* state;  // null in timing mode
   int64_t outstanding = 0;        // dispatched, not yet completed
   sc_core::sc_event all_done;

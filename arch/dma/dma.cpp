@@ -58,7 +58,7 @@ void DmaEngine::transfer(const Descriptor& desc, DmaQueue& owner) {
   const uint64_t now = fab_.now();
   const uint64_t begin = now + static_cast<uint64_t>(config_.setup_cycles);
   isa::timing::DmaRows rows;
-  rows.dram_addr = w.dram_addr;
+  rows.dram_addr = fab_.dram_base + w.dram_addr;
   rows.row_bytes = w.row_bytes;
   for (int i = 0; i < 3; ++i) {
     rows.count[i] = w.count[i];

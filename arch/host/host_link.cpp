@@ -1,5 +1,7 @@
 #include "arch/host/host_link.h"
 
+#include <algorithm>
+
 #include "isa/timing/units.h"
 
 namespace npusim::arch {
@@ -15,9 +17,16 @@ void HostLink::decode(const isa::Instruction& ins, Dispatch& d) const {
   const auto& ops = fab_.program.host_ops;
   const int64_t cpu_ops = ops.empty() ? ins.get(Field::kCpuOps)
                                       : static_cast<int64_t>(ops[static_cast<size_t>(ins.get(Field::kHostOp))].cpu_ops);
-  const uint64_t cycles =
-      static_cast<uint64_t>(isa::timing::host_cycles(in, out, cpu_ops, config_, fab_.config.frequency_mhz).total());
-  d.work.host = Dispatch::HostWork{cycles, in, out};
+  const isa::timing::HostCycles c =
+      isa::timing::host_cycles(in, out, cpu_ops, config_, fab_.config.frequency_mhz);
+  const double f = fab_.config.frequency_mhz;
+  d.work.host = Dispatch::HostWork{static_cast<uint64_t>(c.link_in),
+                                   static_cast<uint64_t>(c.cpu + c.overhead),
+                                   static_cast<uint64_t>(c.link_out),
+                                   static_cast<uint64_t>(isa::timing::host_copy_cycles(in, config_, f)),
+                                   static_cast<uint64_t>(isa::timing::host_copy_cycles(out, config_, f)),
+                                   in,
+                                   out};
 }
 
 void HostLink::execute(const Dispatch& d, uint64_t) {
@@ -27,9 +36,17 @@ void HostLink::execute(const Dispatch& d, uint64_t) {
   ++calls_;
   bytes_in_ += w.in;
   bytes_out_ += w.out;
-  fab_.rec.busy(unit_, d, now, now + w.cycles, traces::Category::kHost, w.in + w.out);
+  // The link is the uncore's: another core's bytes in the same direction delay this call's (one core
+  // alone never waits: its host calls run one at a time). The call is busy from its start to its end.
+  HostLinkBus& link = fab_.link;
+  const uint64_t in_start = std::max(now, link.in_free);
+  link.in_free = in_start + w.occupy_in;
+  const uint64_t out_start = std::max(in_start + w.link_in + w.host, link.out_free);
+  link.out_free = out_start + w.occupy_out;
+  const uint64_t end = out_start + w.link_out;
+  fab_.rec.busy(unit_, d, now, end, traces::Category::kHost, w.in + w.out);
   if (auto* l = fab_.rec.layer(d.layer)) ++l->host_calls;
-  fab_.wait_cycles(w.cycles);
+  fab_.wait_cycles(end - now);
   fab_.complete(queue_, d.signal);
 }
 

@@ -115,6 +115,12 @@ void DramConfig::visit(Visitor& v) {
   v.real({"bandwidth_gbps", "GB/s",
           "total bandwidth of the simple model (a banked preset's is per channel x channels)"},
          bandwidth_gbps, 0.001, 1e5);
+  v.integer({"capacity_mib", "MiB",
+             "DRAM size, 0 = unlimited; a model whose weights, activations and scratch do not fit is refused, "
+             "and a serving scenario whose models do not all fit reloads weights over the host link on a "
+             "switch (it bounds what fits; no timing of one run depends on it)",
+             false},
+            capacity_mib, 0, 1 << 24);
 }
 
 std::string_view DramConfig::unused_reason(std::string_view key) const {
@@ -277,6 +283,13 @@ void AreaConfig::visit(Visitor& v) {
 
 void NpuConfig::visit(Visitor& v) {
   v.real({"frequency_mhz", "MHz", "NPU clock frequency"}, frequency_mhz, 1, 100000);
+  v.integer(
+      {"cores", "cores",
+       "NPU cores, each with its own sequencer, array, SRAM, vector unit, DMA engines and queues as "
+       "described below; they share the DRAM (its bandwidth) and the host link. A program runs on one "
+       "core (its figures do not depend on this key); npusim run --split and a scenario's core use more",
+       false},
+      cores, 1, 64);
   v.group("sequencer", "instruction fetch, decode and dispatch", [&] { sequencer.visit(v); });
   v.group("systolic_array", "the matrix unit", [&] { systolic_array.visit(v); });
   v.group("sram", "on-chip scratchpads", [&] { sram.visit(v); });

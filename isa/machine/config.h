@@ -112,6 +112,7 @@ struct DramConfig {
   int64_t channels = 2;
   double latency_ns = 100.0;
   double bandwidth_gbps = 17.0;
+  int64_t capacity_mib = 0;  // 0 = unlimited (docs/scenarios.md, "Memory")
   void visit(Visitor& v);
   // Why the parameter `key` of this group does not apply to the chosen model ("" when it does).
   std::string_view unused_reason(std::string_view key) const;
@@ -195,6 +196,9 @@ struct AreaConfig {
 // The whole NPU.
 struct NpuConfig {
   double frequency_mhz = 1000.0;
+  // Cores, each with everything below but the DRAM and the host link, which they share (arch/core/uncore.h).
+  // A program runs on one core; `npusim run --cores` places a model on several (docs/multicore.md).
+  int64_t cores = 1;
   SequencerConfig sequencer;
   SystolicArrayConfig systolic_array;
   SramConfig sram;

@@ -349,9 +349,10 @@ class SpecReader final : public PathVisitor {
   SpecLine* find(const std::string& path) {
     auto it = lines_.find(path);
     if (it == lines_.end()) {
-      // Programs compiled before the energy model existed have no technology/energy/area lines; those
-      // keys do not shape a program, so their defaults stand.
-      for (const char* observer : {"technology.", "energy.", "area."})
+      // Programs compiled before the energy model (or multi-core NPUs, or DRAM capacities) existed have no
+      // technology/energy/area (or cores, dram.capacity_mib) lines; those keys do not shape a program, so
+      // their defaults stand.
+      for (const char* observer : {"technology.", "energy.", "area.", "cores", "dram.capacity_mib"})
         if (path.rfind(observer, 0) == 0) return nullptr;
       errors_.push_back("machine spec: " + path + ": missing");
       return nullptr;

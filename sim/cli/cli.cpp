@@ -28,6 +28,7 @@
 #include "isa/assembly.h"
 #include "isa/machine/spec_text.h"
 #include "isa/program.h"
+#include "isa/timing/units.h"
 #include "sim/cli/diff.h"
 #include "sim/config/config_dump.h"
 #include "sim/config/config_loader.h"
@@ -38,6 +39,7 @@
 #include "sim/mapping/mapping_file.h"
 #include "sim/model/model.h"
 #include "sim/model/tensor_io.h"
+#include "sim/multicore/split.h"
 #include "sim/report/html_report.h"
 #include "sim/serve/scenario.h"
 #include "sim/serve/scheduler.h"
@@ -773,6 +775,8 @@ CompiledModel compile_or_throw(const std::string& spec, const isa::NpuConfig& co
     std::ostringstream graphs;
     CompiledModel cm = compile_model(spec, config, options, m.graphs ? &graphs : nullptr);
     if (m.graphs) m.graph_dumps = graphs.str();
+    const std::string too_big = dram_capacity_problem(cm.result.memory, config);
+    if (!too_big.empty()) throw UsageError(fmt::format("{}: {}", spec, too_big));
     return cm;
   } catch (const compiler::ModelError& e) {
     throw InputError(e.what());
@@ -853,6 +857,49 @@ dynamic::GenerationStudy generation_study(const dynamic::GenerateRequest& g, con
   }
 }
 
+// --split: which one, checked against the configuration and the other options.
+multicore::Split split_option(const std::string& name, const isa::NpuConfig& config, const CommonOptions& o,
+                              bool pipeline) {
+  size_t i = 0;
+  while (i < std::size(multicore::kSplitNames) && multicore::kSplitNames[i] != name) ++i;
+  if (i == std::size(multicore::kSplitNames))
+    throw UsageError(fmt::format("--split '{}': expected none, batch or layers", name));
+  const auto split = static_cast<multicore::Split>(i);
+  if (split == multicore::Split::kNone) return split;
+  if (config.cores < 2)
+    throw UsageError(
+        fmt::format("--split {} needs a multi-core NPU; the configuration has cores = {} (set cores: N)",
+                    name, config.cores));
+  if (o.functional || !o.trace.empty() || !o.trace_csv.empty() || pipeline)
+    throw UsageError(
+        "--split is timing only: it does not combine with --functional, --trace, --trace-csv or --pipeline");
+  return split;
+}
+
+// --split: the model over the cores in one simulation; the report's body stays the run on one core
+// (simulated here once and reused), the split goes to the multicore section.
+void multicore_study(multicore::Split split, const std::string& model, const CompiledModel& compiled,
+                     const isa::NpuConfig& config, const ModelCliOptions& m, ReportExtras& extras) {
+  if (split == multicore::Split::kBatch && m.batch <= 0)
+    throw UsageError(fmt::format("--split batch needs --batch N (N >= cores = {})", config.cores));
+  try {
+    extras.simulated = arch::simulate(compiled.result.program, config, {});
+    const multicore::SplitResult r =
+        multicore::run_split(split, compiled.result.program, *extras.simulated, config,
+                             std::max<int64_t>(1, m.batch), [&](int64_t batch) {
+                               ModelCliOptions share = m;
+                               share.batch = batch;
+                               return compile_or_throw(model, config, share).result.program;
+                             });
+    extras.sections.emplace_back("multicore", multicore::split_json(r));
+    extras.text += multicore::split_text(r);
+  } catch (const multicore::SplitError& e) {
+    throw UsageError(e.what());
+  } catch (const arch::SimError& e) {
+    throw RunError(e.what());
+  }
+}
+
 int cmd_run(Context& ctx, const Command& cmd) {
   CommonOptions o;
   ModelCliOptions m;
@@ -865,6 +912,11 @@ int cmd_run(Context& ctx, const Command& cmd) {
   d.add_options()("pipeline", po::value(&pipeline_file)->value_name("PIPE.yaml"),
                   "end to end: pre-processing, transfers, the model, post-processing and a stream of frames; "
                   "the report's e2e section (docs/e2e.md)");
+  std::string split_name = "none";
+  d.add_options()("split", po::value(&split_name)->value_name("none|batch|layers"),
+                  "on a multi-core NPU (cores > 1 in the config): none = the model on one core; batch = each "
+                  "core runs its share of --batch; layers = each core a stage of the layers; the report's "
+                  "multicore section (docs/multicore.md)");
   AccuracyCliOptions acc;
   d.add(accuracy_options(acc));
   dynamic::DynamicCliOptions dyn;
@@ -892,6 +944,7 @@ int cmd_run(Context& ctx, const Command& cmd) {
   }
   if (!acc.keys.empty() && acc.task != "ocr-rec") throw UsageError("--keys needs --task ocr-rec");
   const isa::NpuConfig config = resolve_config(o);
+  const multicore::Split split = split_option(split_name, config, o, !pipeline_file.empty());
   std::optional<e2e::E2eResult> pipeline;
   std::optional<e2e::PipelineSpec> pipeline_spec;
   if (!pipeline_file.empty()) {
@@ -917,6 +970,8 @@ int cmd_run(Context& ctx, const Command& cmd) {
       throw UsageError("--mapping and --mapping-out apply to models, not to a compiled program");
     }
     if (dyn.active()) throw UsageError("--dynamic and --requests apply to models, not to a compiled program");
+    if (split != multicore::Split::kNone)
+      throw UsageError("--split applies to models, not to a compiled program");
     const isa::Program program = load_program(model);
     check_machine(program, config);
     if (pipeline_spec) {
@@ -955,6 +1010,11 @@ int cmd_run(Context& ctx, const Command& cmd) {
   write_mapping_out(ctx, o, m, model, compiled);
   print_mapping(ctx, m, compiled);
   if (acc.accuracy || acc.advise_sqnr) accuracy_report(ctx, compiled, config, m, acc, io.seed, extras);
+  if (split != multicore::Split::kNone) {
+    if (dyn.active() || generate)
+      throw UsageError("--split does not combine with --dynamic, --requests or --generate");
+    multicore_study(split, model, compiled, config, m, extras);
+  }
   if (pipeline_spec) {
     pipeline =
         e2e::plan_pipeline(*pipeline_spec, compiled.result.program, config, std::max<int64_t>(1, m.batch));
@@ -977,20 +1037,43 @@ int cmd_serve(Context& ctx, const Command& cmd) {
       "trace", po::value(&trace_file)->value_name("FILE.json"),
       "write a Chrome/Perfetto trace: one lane per model, one slice per stretch a request ran")(
       "quiet,q", po::bool_switch(&quiet), "print nothing but errors");
+  std::string config_arg;
+  std::vector<std::string> sets;
+  d.add_options()("config,c", po::value(&config_arg)->value_name("FILE.yaml"),
+                  "the configuration instead of the scenario's config (a preset name or a file)")(
+      "set", po::value(&sets)->composing()->value_name("KEY=VALUE"),
+      "override a configuration parameter after the scenario's set (repeatable; sweeps use it)");
   po::positional_options_description pos;
   pos.add("scenario", 1);
   if (!parse(ctx, cmd, d, pos)) return kExitOk;
   if (scenario_file.empty()) throw UsageError("serve needs a scenario file (npusim serve SCENARIO.yaml)");
-  const serve::Scenario scenario = serve::parse_scenario_file(scenario_file);
-  isa::NpuConfig config = load_config(scenario.config, scenario.sets);
-  if (scenario.sram_partitioned) {
-    config = serve::partitioned_sram(config, scenario.models.size());
-    std::vector<std::string> problems = check_constraints(config);
-    for (std::string& p : problems) p = fmt::format("{}: sram: partitioned: {}", scenario_file, p);
-    if (!problems.empty()) throw ConfigError(problems);
-  }
+  serve::Scenario scenario = serve::parse_scenario_file(scenario_file);
+  if (!config_arg.empty()) scenario.config = config_arg;
+  scenario.sets.insert(scenario.sets.end(), sets.begin(), sets.end());
+  const isa::NpuConfig whole = load_config(scenario.config, scenario.sets);
+  const std::vector<size_t> sharing = serve::models_per_core(scenario, whole.cores);
   std::vector<serve::ModelProfile> profiles;
-  for (const serve::ScenarioModel& sm : scenario.models) {
+  for (size_t i = 0; i < scenario.models.size(); ++i) {
+    const serve::ScenarioModel& sm = scenario.models[i];
+    isa::NpuConfig config = whole;
+    if (!sm.sets.empty()) {  // its own overrides, after the scenario's
+      std::vector<std::string> sets = scenario.sets;
+      sets.insert(sets.end(), sm.sets.begin(), sm.sets.end());
+      try {
+        config = load_config(scenario.config, sets);
+      } catch (const ConfigError& e) {
+        std::vector<std::string> problems = e.messages();
+        for (std::string& p : problems)
+          p = fmt::format("{}:{}:{}: models[{}].set: {}", scenario_file, sm.set_line, sm.set_column, i, p);
+        throw ConfigError(problems);
+      }
+    }
+    if (scenario.sram_partitioned) {  // among the models of its core: each core has its own SRAM
+      config = serve::partitioned_sram(config, sharing[i]);
+      std::vector<std::string> problems = check_constraints(config);
+      for (std::string& p : problems) p = fmt::format("{}: sram: partitioned: {}", scenario_file, p);
+      if (!problems.empty()) throw ConfigError(problems);
+    }
     ModelCliOptions m;
     if (!sm.precision.empty()) m.precision = sm.precision;
     if (sm.batch > 0) {
@@ -1006,6 +1089,10 @@ int cmd_serve(Context& ctx, const Command& cmd) {
       throw RunError(fmt::format("{}: {}", sm.name, e.what()));
     }
     serve::ModelProfile p = serve::profile_of(sm.name, report);
+    const compiler::MemoryPlan& mem = compiled.result.memory;
+    p.weight_bytes = static_cast<int64_t>(mem.weight_bytes);
+    p.activation_bytes = static_cast<int64_t>(dram_footprint_bytes(mem) - mem.weight_bytes);
+    p.reload_cycles = isa::timing::host_cycles(p.weight_bytes, 0, 0, config.host, config.frequency_mhz).link_in;
     if (sm.pipeline_spec) {
       e2e::E2eResult pipeline =
           e2e::plan_pipeline(*sm.pipeline_spec, compiled.result.program, config, std::max<int64_t>(1, sm.batch));
@@ -1014,7 +1101,8 @@ int cmd_serve(Context& ctx, const Command& cmd) {
     }
     profiles.push_back(std::move(p));
   }
-  const serve::ServeResult result = serve::run_scenario(scenario, profiles, config.frequency_mhz);
+  const serve::ServeResult result =
+      serve::run_scenario(scenario, profiles, whole.frequency_mhz, whole.dram.capacity_mib << 20);
   if (!report_file.empty()) write_output(report_file, serve::serve_json(result, scenario));
   if (!trace_file.empty()) {
     auto f = open_output(trace_file);

@@ -226,4 +226,20 @@ void add_functional_hooks(const isa::Program& program, const CompiledModel* comp
   };
 }
 
+uint64_t dram_footprint_bytes(const compiler::MemoryPlan& memory) {
+  return memory.weight_bytes + memory.activation_bytes + memory.scratch_bytes;
+}
+
+std::string dram_capacity_problem(const compiler::MemoryPlan& memory, const isa::NpuConfig& config) {
+  const uint64_t capacity = static_cast<uint64_t>(config.dram.capacity_mib) << 20;
+  const uint64_t need = dram_footprint_bytes(memory);
+  if (capacity == 0 || need <= capacity) return "";
+  constexpr double kMib = 1 << 20;
+  return fmt::format(
+      "the model needs {:.2f} MiB of DRAM (weights {:.2f}, activations {:.2f}, scratch {:.2f}) but "
+      "dram.capacity_mib is {}",
+      need / kMib, memory.weight_bytes / kMib, memory.activation_bytes / kMib, memory.scratch_bytes / kMib,
+      config.dram.capacity_mib);
+}
+
 }  // namespace npusim::sim

@@ -77,6 +77,12 @@ compiler::CompileResult compile_with_plan(const compiler::Graph& lowered, const 
 // fallbacks with their cost, inserted layout conversions, the precision plan's calibration and notes).
 void attach_compile_info(const CompiledModel& compiled, traces::Report& report);
 
+// The DRAM a compiled model occupies: weights, peak activations (with lifetime reuse) and scratch.
+uint64_t dram_footprint_bytes(const compiler::MemoryPlan& memory);
+// Why the model does not fit the configuration's dram.capacity_mib ("" when it does or capacity is
+// unlimited): one sentence naming the key and the model's footprint.
+std::string dram_capacity_problem(const compiler::MemoryPlan& memory, const isa::NpuConfig& config);
+
 // Where a functional run takes its inputs and puts its outputs.
 struct FunctionalIo {
   std::string inputs_dir;   // empty: seeded random inputs

@@ -141,6 +141,12 @@ class Parser : public YamlErrors {
           integer(v, key, sm.batch, 1, 65536);
         } else if (k == "priority") {
           integer(v, key, sm.priority, -1000000, 1000000);
+        } else if (k == "set") {
+          read_model_sets(v, key, sm);
+        } else if (k == "core") {
+          integer(v, key, sm.core, 0, 63);
+          sm.core_line = v.Mark().line + 1;
+          sm.core_column = v.Mark().column + 1;
         } else if (k == "deadline_ms") {
           real(v, key, sm.deadline_ms, 1e-9, 1e9);
         } else if (k == "pipeline") {
@@ -166,7 +172,8 @@ class Parser : public YamlErrors {
           seed_given = read_arrivals(v, key, sm.arrivals);
         } else {
           unknown(kv.first, where + ".", k,
-                  {"name", "model", "precision", "batch", "priority", "deadline_ms", "pipeline", "arrival"});
+                  {"name", "model", "precision", "batch", "priority", "core", "set", "deadline_ms", "pipeline",
+                   "arrival"});
         }
       }
       if (!m["model"]) error(m, where + ".model: missing (an ONNX file, demo, gemm:..., conv:...)");
@@ -174,6 +181,33 @@ class Parser : public YamlErrors {
       if (sm.name.empty()) sm.name = fmt::format("model{}", i);
       seed_given_.push_back(seed_given);
       s.models.push_back(sm);
+    }
+  }
+
+  // A model's own `set`: KEY=VALUE overrides of what is the model's own (its core's array, SRAM, vector
+  // unit, DMA engines, lowering...). What every model shares (the clock, the cores, DRAM, the host) is the
+  // scenario's.
+  void read_model_sets(const YAML::Node& v, const std::string& key, ScenarioModel& sm) {
+    if (!v.IsSequence()) {
+      error(v, key + ": expected a list of KEY=VALUE");
+      return;
+    }
+    sm.set_line = v.Mark().line + 1;
+    sm.set_column = v.Mark().column + 1;
+    for (const YAML::Node& e : v) {
+      std::string t;
+      if (!scalar(e, key + "[]", t)) continue;
+      const std::string k = t.substr(0, t.find('='));
+      bool shared = false;
+      for (const char* prefix : {"frequency_mhz", "cores", "dram.", "host.", "technology.", "energy.", "area."})
+        shared = shared || k.rfind(prefix, 0) == 0;
+      if (shared) {
+        error(e, key + ": '" + k +
+                     "' is shared by every model of the NPU (or describes the whole chip); set it in the "
+                     "scenario's set");
+        continue;
+      }
+      sm.sets.push_back(t);
     }
   }
 
@@ -283,6 +317,25 @@ isa::NpuConfig partitioned_sram(const isa::NpuConfig& config, size_t models) {
   for (isa::ScratchpadConfig* pad : {&c.sram.input, &c.sram.weight, &c.sram.accumulator})
     pad->size_kib = std::max<int64_t>(1, pad->size_kib / n);
   return c;
+}
+
+std::vector<size_t> models_per_core(const Scenario& s, int64_t cores) {
+  std::vector<std::string> errors;
+  std::vector<size_t> on_core(static_cast<size_t>(std::max<int64_t>(cores, 1)), 0);
+  for (size_t i = 0; i < s.models.size(); ++i) {
+    const ScenarioModel& m = s.models[i];
+    if (m.core >= cores) {
+      errors.push_back(
+          fmt::format("{}:{}:{}: models[{}].core: {} but the configuration has {} core{} (0..{})", s.path,
+                      m.core_line, m.core_column, i, m.core, cores, cores == 1 ? "" : "s", cores - 1));
+    } else {
+      ++on_core[static_cast<size_t>(m.core)];
+    }
+  }
+  if (!errors.empty()) throw ScenarioError(errors);
+  std::vector<size_t> shared;
+  for (const ScenarioModel& m : s.models) shared.push_back(on_core[static_cast<size_t>(m.core)]);
+  return shared;
 }
 
 Scenario parse_scenario_text(const std::string& text, const std::string& source_name,

@@ -46,6 +46,12 @@ struct ScenarioModel {
   std::string precision;   // "" = auto, as `npusim run`
   int64_t batch = 0;       // 0 = the model's own
   int64_t priority = 0;    // higher runs first under `policy: priority`
+  // Its own KEY=VALUE overrides on top of the scenario's (never of what the models share: the clock, the
+  // cores, DRAM, the host link, energy and area); where `set` was given.
+  std::vector<std::string> sets;
+  int set_line = 0, set_column = 0;
+  int64_t core = 0;        // the core it is pinned to (config `cores`); each core schedules its own models
+  int core_line = 0, core_column = 0;  // where `core` was given (0: not given), for the check against `cores`
   double deadline_ms = 0;  // 0 = none
   Arrivals arrivals;
   std::string
@@ -69,9 +75,14 @@ struct Scenario {
 
 std::string_view policy_name(Policy p);
 
-// `config` with every scratchpad's size_kib divided among `models` (rounded down, at least 1 KiB): the
-// slice one model has under `sram: partitioned`.
+// `config` with every scratchpad's size_kib divided among `models` (the models sharing one core) (rounded
+// down, at least 1 KiB): the slice one model has under `sram: partitioned`.
 isa::NpuConfig partitioned_sram(const isa::NpuConfig& config, size_t models);
+
+// Checks every model's `core` against the configuration's `cores` and returns, per model, how many models
+// share its core. Throws ScenarioError naming file:line:column and the key of each model pinned past the last
+// core.
+std::vector<size_t> models_per_core(const Scenario& s, int64_t cores);
 
 // Parses `path`. Throws ScenarioError listing every problem: unknown keys (with a suggestion), wrong
 // types, negative or zero rates and periods, priorities that are not integers, model files or trace

@@ -23,6 +23,41 @@ struct Request {
   int64_t done = -1;  // when its last NPU segment ended
 };
 
+// Weights in DRAM, least recently used first (dram.capacity_mib): use(m) makes model m's weights resident
+// and most recently used, evicting others as needed, and returns the cycles their reload took (0 when
+// they were there). Before the run the weights are loaded in model order while they fit.
+class WeightCache {
+ public:
+  WeightCache(const std::vector<ModelProfile>& profiles, int64_t capacity) : p_(profiles), capacity_(capacity) {
+    for (size_t m = 0; m < p_.size(); ++m) {
+      if (used_ + p_[m].weight_bytes > capacity_) continue;
+      lru_.push_back(m);
+      used_ += p_[m].weight_bytes;
+    }
+  }
+  int64_t use(size_t m) {
+    auto it = std::find(lru_.begin(), lru_.end(), m);
+    if (it != lru_.end()) {
+      lru_.erase(it);
+      lru_.push_back(m);
+      return 0;
+    }
+    while (used_ + p_[m].weight_bytes > capacity_ && !lru_.empty()) {
+      used_ -= p_[lru_.front()].weight_bytes;
+      lru_.erase(lru_.begin());
+    }
+    lru_.push_back(m);
+    used_ += p_[m].weight_bytes;
+    return p_[m].reload_cycles;
+  }
+
+ private:
+  const std::vector<ModelProfile>& p_;
+  int64_t capacity_;
+  int64_t used_ = 0;
+  std::vector<size_t> lru_;
+};
+
 }  // namespace
 
 ModelProfile profile_of(const std::string& name, const traces::Report& report) {
@@ -94,7 +129,8 @@ std::vector<double> arrival_times_ms(const Arrivals& a, double duration_ms) {
   return t;
 }
 
-ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& profiles, double f_mhz) {
+ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& profiles, double f_mhz,
+                         int64_t dram_capacity_bytes) {
   ServeResult r;
   r.policy = std::string(policy_name(s.policy));
   r.sram = s.sram_partitioned ? "partitioned" : "shared";
@@ -131,85 +167,133 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
   unit_busy.assign(unit_names.size(), 0.0);
   std::vector<int64_t> preemptions(n_models, 0);
 
-  // Requests that reached the NPU and are not done, in the order they reached it.
-  std::vector<size_t> ready;
-  size_t next_arrival = 0;
-  int64_t t = 0, npu_busy = 0;
-  long running = -1;              // the request that ran the last segment
-  size_t rr_last = n_models - 1;  // round-robin: the model served last
-  auto pick = [&]() -> size_t {   // index into `ready`
-    switch (s.policy) {
-      case Policy::kFifo: {
-        for (size_t i = 0; i < ready.size(); ++i)
-          if (static_cast<long>(ready[i]) == running) return i;  // runs to completion
-        return 0;
-      }
-      case Policy::kPriority: {
-        size_t best = 0;
-        for (size_t i = 1; i < ready.size(); ++i) {
-          if (s.models[reqs[ready[i]].model].priority > s.models[reqs[ready[best]].model].priority) best = i;
-        }
-        return best;  // the earliest arrival among the highest priority
-      }
-      case Policy::kRoundRobin: {
-        for (size_t k = 1; k <= n_models; ++k) {
-          const size_t m = (rr_last + k) % n_models;
+  // Each core schedules the requests of the models pinned to it, on its own: the same loop per core.
+  int64_t cores = 1, span = 0, npu_busy = 0;
+  for (const ScenarioModel& m : s.models) cores = std::max(cores, m.core + 1);
+
+  // DRAM: activations and scratch of every model stay; the weights too when everything fits.
+  int64_t activations = 0, weights = 0, largest = 0;
+  for (const ModelProfile& p : profiles) {
+    activations += p.activation_bytes;
+    weights += p.weight_bytes;
+    largest = std::max(largest, p.weight_bytes);
+  }
+  r.dram_capacity_bytes = dram_capacity_bytes;
+  r.dram_needed_bytes = activations + weights;
+  r.weights_resident = dram_capacity_bytes == 0 || activations + weights <= dram_capacity_bytes;
+  if (!r.weights_resident) {
+    constexpr double kMib = 1 << 20;
+    if (activations + largest > dram_capacity_bytes) {
+      throw ScenarioError({fmt::format(
+          "{}: dram.capacity_mib: the models' activations and scratch ({:.2f} MiB) and the largest model's weights "
+          "({:.2f} MiB) do not fit in {:.2f} MiB",
+          s.path, activations / kMib, largest / kMib, dram_capacity_bytes / kMib)});
+    }
+    if (cores > 1) {
+      throw ScenarioError({fmt::format(
+          "{}: dram.capacity_mib: the models need {:.2f} MiB, more than {:.2f} MiB, and weight reloads are modelled "
+          "with every model on one core only; pin them to one core or raise dram.capacity_mib",
+          s.path, (activations + weights) / kMib, dram_capacity_bytes / kMib)});
+    }
+  }
+  WeightCache cache(profiles, r.weights_resident ? weights : dram_capacity_bytes - activations);
+  std::vector<int64_t> reloads(n_models, 0);
+  for (int64_t core = 0; core < cores; ++core) {
+    std::vector<size_t> order;  // this core's requests, by the time they reach the NPU
+    for (size_t i = 0; i < reqs.size(); ++i)
+      if (s.models[reqs[i].model].core == core) order.push_back(i);
+    // Requests that reached the NPU and are not done, in the order they reached it.
+    std::vector<size_t> ready;
+    size_t next_arrival = 0;
+    int64_t t = 0;
+    long running = -1;              // the request that ran the last segment
+    size_t rr_last = n_models - 1;  // round-robin: the model served last
+    auto pick = [&]() -> size_t {   // index into `ready`
+      switch (s.policy) {
+        case Policy::kFifo: {
           for (size_t i = 0; i < ready.size(); ++i)
-            if (reqs[ready[i]].model == m) return i;
+            if (static_cast<long>(ready[i]) == running) return i;  // runs to completion
+          return 0;
         }
-        return 0;
+        case Policy::kPriority: {
+          size_t best = 0;
+          for (size_t i = 1; i < ready.size(); ++i) {
+            if (s.models[reqs[ready[i]].model].priority > s.models[reqs[ready[best]].model].priority)
+              best = i;
+          }
+          return best;  // the earliest arrival among the highest priority
+        }
+        case Policy::kRoundRobin: {
+          for (size_t k = 1; k <= n_models; ++k) {
+            const size_t m = (rr_last + k) % n_models;
+            for (size_t i = 0; i < ready.size(); ++i)
+              if (reqs[ready[i]].model == m) return i;
+          }
+          return 0;
+        }
+      }
+      return 0;
+    };
+    while (next_arrival < order.size() || !ready.empty()) {
+      while (next_arrival < order.size() && reqs[order[next_arrival]].ready <= t)
+        ready.push_back(order[next_arrival++]);
+      if (ready.empty()) {
+        t = reqs[order[next_arrival]].ready;
+        continue;
+      }
+      const size_t slot = pick();
+      const size_t id = ready[slot];
+      Request& q = reqs[id];
+      if (running >= 0 && static_cast<size_t>(running) != id && reqs[running].done < 0 &&
+          reqs[running].next > 0) {
+        ++preemptions[reqs[running].model];
+      }
+      const ModelProfile& p = profiles[q.model];
+      if (p.segments.empty()) {  // a model without cycles is done on arrival
+        q.done = t;
+        ready.erase(ready.begin() + static_cast<long>(slot));
+        continue;
+      }
+      const int64_t seg = p.segments[q.next];
+      // Its weights first, when they were evicted (the NPU waits for the host link).
+      const int64_t start = t, reload = cache.use(q.model);
+      if (reload > 0) {
+        ++reloads[q.model];
+        r.reload_cycles += reload;
+        t += reload;
+      }
+      if (!r.slices.empty() && r.slices.back().model == q.model && r.slices.back().request == q.index &&
+          r.slices.back().end == start) {
+        r.slices.back().end = t + seg;
+      } else {
+        r.slices.push_back({q.model, q.index, start, t + seg});
+      }
+      for (const auto& [name, busy] : p.unit_busy) {
+        const size_t u =
+            static_cast<size_t>(std::find(unit_names.begin(), unit_names.end(), name) - unit_names.begin());
+        unit_busy[u] +=
+            static_cast<double>(busy) * static_cast<double>(seg) / static_cast<double>(p.total_cycles);
+      }
+      t += seg;
+      npu_busy += seg;
+      running = static_cast<long>(id);
+      rr_last = q.model;
+      if (++q.next == p.segments.size()) {
+        q.done = t;
+        ready.erase(ready.begin() + static_cast<long>(slot));
       }
     }
-    return 0;
-  };
-  while (next_arrival < reqs.size() || !ready.empty()) {
-    while (next_arrival < reqs.size() && reqs[next_arrival].ready <= t) ready.push_back(next_arrival++);
-    if (ready.empty()) {
-      t = reqs[next_arrival].ready;
-      continue;
-    }
-    const size_t slot = pick();
-    const size_t id = ready[slot];
-    Request& q = reqs[id];
-    if (running >= 0 && static_cast<size_t>(running) != id && reqs[running].done < 0 &&
-        reqs[running].next > 0) {
-      ++preemptions[reqs[running].model];
-    }
-    const ModelProfile& p = profiles[q.model];
-    if (p.segments.empty()) {  // a model without cycles is done on arrival
-      q.done = t;
-      ready.erase(ready.begin() + static_cast<long>(slot));
-      continue;
-    }
-    const int64_t seg = p.segments[q.next];
-    if (!r.slices.empty() && r.slices.back().model == q.model && r.slices.back().request == q.index &&
-        r.slices.back().end == t) {
-      r.slices.back().end = t + seg;
-    } else {
-      r.slices.push_back({q.model, q.index, t, t + seg});
-    }
-    for (const auto& [name, busy] : p.unit_busy) {
-      const size_t u =
-          static_cast<size_t>(std::find(unit_names.begin(), unit_names.end(), name) - unit_names.begin());
-      unit_busy[u] +=
-          static_cast<double>(busy) * static_cast<double>(seg) / static_cast<double>(p.total_cycles);
-    }
-    t += seg;
-    npu_busy += seg;
-    running = static_cast<long>(id);
-    rr_last = q.model;
-    if (++q.next == p.segments.size()) {
-      q.done = t;
-      ready.erase(ready.begin() + static_cast<long>(slot));
-    }
+    span = std::max(span, t);
   }
 
   const int64_t duration_cycles = isa::timing::us_to_cycles(s.duration_ms * 1000.0, f_mhz);
-  r.span_cycles = std::max(t, duration_cycles);
-  r.npu_busy = r.span_cycles > 0 ? static_cast<double>(npu_busy) / static_cast<double>(r.span_cycles) : 0;
+  r.cores = cores;
+  r.span_cycles = std::max(span, duration_cycles);
+  // Over every core the models use: busy cycles over span x cores.
+  const double capacity = static_cast<double>(r.span_cycles) * static_cast<double>(cores);
+  r.npu_busy = capacity > 0 ? static_cast<double>(npu_busy) / capacity : 0;
   for (size_t u = 0; u < unit_names.size(); ++u)
-    r.units.emplace_back(unit_names[u],
-                         r.span_cycles > 0 ? unit_busy[u] / static_cast<double>(r.span_cycles) : 0);
+    r.units.emplace_back(unit_names[u], capacity > 0 ? unit_busy[u] / capacity : 0);
 
   const double ms_per_cycle = 1e-3 / f_mhz;
   for (size_t m = 0; m < n_models; ++m) {
@@ -221,6 +305,7 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
     st.alone_ms =
         static_cast<double>(p.host_before_cycles + p.total_cycles + p.host_after_cycles) * ms_per_cycle;
     st.preemptions = preemptions[m];
+    st.weight_reloads = reloads[m];
     std::vector<int64_t> lat;
     for (const Request& q : reqs) {
       if (q.model != m) continue;
@@ -250,7 +335,8 @@ std::string serve_json(const ServeResult& r, const Scenario& s) {
   w.object().member("scenario", s.path).member("policy", r.policy).member("sram", r.sram);
   w.member("duration_ms", r.duration_ms)
       .member("frequency_mhz", r.frequency_mhz)
-      .member("span_cycles", r.span_cycles);
+      .member("span_cycles", r.span_cycles)
+      .member("cores", r.cores);
   w.key("npu_busy").fixed(r.npu_busy, 6).key("models").array();
   for (size_t i = 0; i < r.models.size(); ++i) {
     const ModelStats& m = r.models[i];
@@ -262,7 +348,8 @@ std::string serve_json(const ServeResult& r, const Scenario& s) {
         w.key(key).null();
       }
     };
-    w.object().member("name", m.name).member("model", s.models[i].model).member("priority", m.priority);
+    w.object().member("name", m.name).member("model", s.models[i].model).member("core", s.models[i].core);
+    w.member("priority", m.priority);
     if (m.deadline_ms > 0) {
       w.member("deadline_ms", m.deadline_ms);
     } else {
@@ -275,9 +362,18 @@ std::string serve_json(const ServeResult& r, const Scenario& s) {
     ms("latency_max_ms", m.latency_max_ms);
     ms("latency_mean_ms", m.latency_mean_ms);
     w.member("deadline_misses", m.deadline_misses).key("throughput_per_s").fixed(m.throughput_per_s, 6);
-    w.member("preemptions", m.preemptions).end();
+    w.member("preemptions", m.preemptions).member("weight_reloads", m.weight_reloads).end();
   }
-  w.end().key("units").array();
+  constexpr double kMib = 1 << 20;
+  w.end().key("dram").object().key("capacity_mib");
+  if (r.dram_capacity_bytes > 0) {
+    w.value(r.dram_capacity_bytes / kMib);
+  } else {
+    w.null();
+  }
+  w.key("needed_mib").fixed(r.dram_needed_bytes / kMib, 6).member("weights_resident", r.weights_resident);
+  w.key("reload_ms").fixed(static_cast<double>(r.reload_cycles) / r.frequency_mhz / 1000.0, 6).end();
+  w.key("units").array();
   for (const auto& [name, utilization] : r.units)
     w.object().member("name", name).key("utilization").fixed(utilization, 6).end();
   w.end().end();
@@ -286,9 +382,9 @@ std::string serve_json(const ServeResult& r, const Scenario& s) {
 
 std::string serve_text(const ServeResult& r) {
   std::string t = fmt::format(
-      "scenario: policy {}, SRAM {}, {:g} ms of arrivals, run until {:.3f} ms; NPU busy {:.1f}%\n", r.policy,
-      r.sram, r.duration_ms, static_cast<double>(r.span_cycles) / r.frequency_mhz / 1000.0,
-      100.0 * r.npu_busy);
+      "scenario: policy {}, SRAM {}, {:g} ms of arrivals, run until {:.3f} ms; NPU busy {:.1f}%{}\n",
+      r.policy, r.sram, r.duration_ms, static_cast<double>(r.span_cycles) / r.frequency_mhz / 1000.0,
+      100.0 * r.npu_busy, r.cores > 1 ? fmt::format(" (over {} cores)", r.cores) : std::string());
   t += fmt::format("  {:<16} {:>4} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9}\n", "model", "prio",
                    "requests", "alone ms", "p50 ms", "p95 ms", "p99 ms", "max ms", "missed", "req/s");
   for (const ModelStats& m : r.models) {
@@ -302,6 +398,13 @@ std::string serve_text(const ServeResult& r) {
                      m.latency_p99_ms, m.latency_max_ms,
                      m.deadline_ms > 0 ? std::to_string(m.deadline_misses) : std::string("-"),
                      m.throughput_per_s);
+  }
+  if (!r.weights_resident) {
+    int64_t reloads = 0;
+    for (const ModelStats& m : r.models) reloads += m.weight_reloads;
+    t += fmt::format("  DRAM: the models need {:.1f} MiB of {:.1f} MiB: {} weight reloads over the host link, {:.3f} ms\n",
+                     r.dram_needed_bytes / double(1 << 20), r.dram_capacity_bytes / double(1 << 20), reloads,
+                     static_cast<double>(r.reload_cycles) / r.frequency_mhz / 1000.0);
   }
   t += "  unit utilization:";
   for (const auto& [name, u] : r.units) t += fmt::format(" {} {:.1f}%", name, 100.0 * u);

@@ -28,6 +28,11 @@ struct ModelProfile {
   // without waiting for other requests. NPU-inserted stages are segments of their own.
   int64_t host_before_cycles = 0;
   int64_t host_after_cycles = 0;
+  // DRAM (dram.capacity_mib): its weights, and its activations plus scratch, in bytes; the cycles a
+  // reload of its weights over the host link takes (link latency + weight bytes / link bandwidth).
+  int64_t weight_bytes = 0;
+  int64_t activation_bytes = 0;
+  int64_t reload_cycles = 0;
 };
 
 // A model's profile from its run's report: segments at its program layers' end cycles (fused nodes are
@@ -55,6 +60,7 @@ struct ModelStats {
   int64_t deadline_misses = 0;
   double throughput_per_s = 0;  // requests completed / duration
   int64_t preemptions = 0;      // times a request of this model was set aside at a layer boundary
+  int64_t weight_reloads = 0;   // times its weights were loaded over the host link (DRAM too small)
 };
 
 // A stretch of one request running on the NPU, for the trace.
@@ -70,10 +76,18 @@ struct ServeResult {
   double duration_ms = 0;
   double frequency_mhz = 0;
   int64_t span_cycles = 0;  // until the last request finished (at least the duration)
-  double npu_busy = 0;      // fraction of the span the NPU ran a layer
+  int64_t cores = 1;        // cores the models are pinned to (the highest `core` + 1)
+  double npu_busy = 0;      // fraction of span x cores the cores ran a layer
+  // per unit (below): its busy cycles over all cores / (span x cores)
   std::vector<ModelStats> models;
   std::vector<std::pair<std::string, double>> units;  // per unit: utilization over the span
   std::vector<Slice> slices;
+  // DRAM: the capacity (0 = unlimited), the bytes every model needs, whether all weights stay resident,
+  // and the cycles spent reloading weights.
+  int64_t dram_capacity_bytes = 0;
+  int64_t dram_needed_bytes = 0;
+  bool weights_resident = true;
+  int64_t reload_cycles = 0;
 };
 
 // The most requests a scenario may make (arrivals over all models).
@@ -81,7 +95,13 @@ inline constexpr int64_t kMaxRequests = 2000000;
 
 // Runs `s` over `profiles` (parallel to s.models). Throws ScenarioError when the arrivals make more than
 // kMaxRequests requests.
-ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& profiles, double frequency_mhz);
+// `dram_capacity_bytes` (0 = unlimited): the activations and scratch of every model stay in DRAM; the
+// weights of all models too when everything fits, else weights live in DRAM least recently used first
+// and a model's layer that finds its weights evicted waits for their reload over the host link
+// (ModelProfile::reload_cycles) first. Reloads need every model on one core; throws ScenarioError when
+// they would not be, or when the activations plus one model's weights do not fit.
+ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& profiles, double frequency_mhz,
+                         int64_t dram_capacity_bytes = 0);
 
 std::string serve_json(const ServeResult& r, const Scenario& s);
 std::string serve_text(const ServeResult& r);

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <initializer_list>
 #include <stdexcept>
+#include <string_view>
 
 #include "sim/report/report_reader.h"
 
@@ -30,15 +31,33 @@ using Figure = std::optional<std::string>;
 
 Figure integer(uint64_t v) { return std::to_string(v); }
 Figure real(double v) { return tidy_number(fmt::format("{}", v)); }
-// A figure of the `e2e` section (sim/e2e writes it, outside the simulator's typed report): its JSON text.
-Figure e2e_figure(const YAML::Node& root, std::initializer_list<const char*> keys) {
-  YAML::Node n = root["e2e"];
+// A figure of a section written outside the simulator's typed report (`e2e` by sim/e2e, `multicore` by
+// sim/multicore, a scenario's report by npusim serve): its JSON text at the path `keys`.
+Figure json_figure(const YAML::Node& root, std::initializer_list<const char*> keys) {
+  YAML::Node n = root;
   for (const char* k : keys) {
     if (!n || !n.IsMap()) return std::nullopt;
     n.reset(n[k]);
   }
   if (n && n.IsScalar()) return tidy_number(n.Scalar());
   return std::nullopt;
+}
+
+// The largest (max) or the sum of a scenario report's models' `field` (a model without requests has null
+// latencies: left out).
+Figure over_models(const YAML::Node& root, const char* field, bool max) {
+  const YAML::Node l = root["models"];
+  if (!l || !l.IsSequence()) return std::nullopt;
+  double acc = 0;
+  bool any = false;
+  for (const auto& model : l) {
+    const YAML::Node v = model[field];
+    if (!v || !v.IsScalar() || v.Scalar() == "null") continue;
+    const double x = v.as<double>();
+    acc = !any ? x : max ? std::max(acc, x) : acc + x;
+    any = true;
+  }
+  return any ? real(acc) : std::nullopt;
 }
 
 const std::vector<MetricColumn>& metric_columns() {
@@ -123,16 +142,26 @@ const std::vector<MetricColumn>& metric_columns() {
          return integer(n);
        }},
       // With `run_args: [--pipeline, PIPE.yaml]` (docs/e2e.md); empty otherwise.
-      {"e2e_latency_ms", [](P p) { return e2e_figure(p.json, {"latency_ms"}); }},
-      {"e2e_npu_share", [](P p) { return e2e_figure(p.json, {"npu_share"}); }},
+      {"e2e_latency_ms", [](P p) { return json_figure(p.json, {"e2e", "latency_ms"}); }},
+      {"e2e_npu_share", [](P p) { return json_figure(p.json, {"e2e", "npu_share"}); }},
       {"stream_throughput_fps",
        [](P p) {
-         return e2e_figure(p.json, {"stream", "throughput_fps"});
+         return json_figure(p.json, {"e2e", "stream", "throughput_fps"});
        }},
       {"stream_latency_p99_ms",
        [](P p) {
-         return e2e_figure(p.json, {"stream", "latency_p99_ms"});
+         return json_figure(p.json, {"e2e", "stream", "latency_p99_ms"});
        }},
+      // With `run_args: [--split, batch]` (or layers) on a multi-core config (docs/multicore.md).
+      {"multicore_latency_ms", [](P p) { return json_figure(p.json, {"multicore", "latency_ms"}); }},
+      {"multicore_throughput_per_s", [](P p) { return json_figure(p.json, {"multicore", "throughput_per_s"}); }},
+      {"multicore_speedup", [](P p) { return json_figure(p.json, {"multicore", "speedup"}); }},
+      // A scenario sweep's points (`scenario: FILE`, npusim serve; docs/scenarios.md): over its models.
+      {"serve_npu_busy", [](P p) { return json_figure(p.json, {"npu_busy"}); }},
+      {"serve_latency_p99_ms", [](P p) { return over_models(p.json, "latency_p99_ms", true); }},
+      {"serve_throughput_per_s", [](P p) { return over_models(p.json, "throughput_per_s", false); }},
+      {"serve_deadline_misses", [](P p) { return over_models(p.json, "deadline_misses", false); }},
+      {"serve_weight_reloads", [](P p) { return over_models(p.json, "weight_reloads", false); }},
   };
   return kColumns;
 }
@@ -144,15 +173,18 @@ std::map<std::string, std::string> read_metrics(const std::string& report_path) 
   } catch (const YAML::Exception& e) {
     throw std::runtime_error("the report " + report_path + " is unreadable: " + e.msg);
   }
-  if (!p.json.IsMap() || !p.json["total_cycles"])
+  // A scenario's report (npusim serve) has only the serve_* figures.
+  const bool serve = p.json.IsMap() && p.json["span_cycles"] && p.json["models"];
+  if (!p.json.IsMap() || (!p.json["total_cycles"] && !serve))
     throw std::runtime_error("the report " + report_path + " has no total_cycles");
   try {
-    p.report = read_report(p.json);
+    if (!serve) p.report = read_report(p.json);
   } catch (const std::exception& e) {
     throw std::runtime_error("the report " + report_path + " is unreadable: " + e.what());
   }
   std::map<std::string, std::string> m;
   for (const MetricColumn& c : metric_columns()) {
+    if (serve != (std::string_view(c.column).rfind("serve_", 0) == 0)) continue;
     if (Figure f = c.figure(p)) m[c.column] = std::move(*f);
   }
   return m;

@@ -39,8 +39,8 @@ class Parser : public YamlErrors {
       error(root, "a sweep file is a mapping with at least 'axes:' (see docs/sweeps.md)");
       return;
     }
-    static const std::vector<std::string> kKeys = {"name",      "base",      "set",      "axes", "combine",
-                                                   "timeout_s", "trace_csv", "run_args", "slurm"};
+    static const std::vector<std::string> kKeys = {"name",      "base",      "set",      "axes",  "combine",
+                                                   "timeout_s", "trace_csv", "run_args", "slurm", "scenario"};
     for (const auto& kv : root) {
       const std::string k = kv.first.Scalar();
       const YAML::Node& v = kv.second;
@@ -80,6 +80,16 @@ class Parser : public YamlErrors {
         read_string_list(v, "run_args", s.run_args);
       } else if (k == "slurm") {
         read_slurm(v, s.slurm);
+      } else if (k == "scenario") {
+        std::string f;
+        if (!scalar(v, "scenario", f)) continue;
+        const std::string local = relative_to_file(f);
+        std::error_code ec;
+        if (!fs::is_regular_file(local, ec)) {
+          error(v, "scenario: '" + f + "' does not exist");
+          continue;
+        }
+        s.scenario = fs::absolute(local).lexically_normal().string();
       } else {
         std::string guess = isa::closest_name(k, kKeys);
         error(kv.first, k + ": unknown key" +
@@ -88,6 +98,20 @@ class Parser : public YamlErrors {
       }
     }
     if (!root["axes"]) error(root, "the sweep has no 'axes:' list");
+    if (!s.scenario.empty()) {
+      // The scenario names its models, precisions and batches; a point varies the configuration.
+      for (const Axis& a : s.axes) {
+        for (const AxisColumn& c : a.columns) {
+          if (c.kind == AxisKind::kModel || c.kind == AxisKind::kPrecision || c.kind == AxisKind::kBatch)
+            error_at(c.line, c.column,
+                     c.key +
+                         ": a scenario sweep takes its models, precisions and batches from the scenario; "
+                         "sweep configuration keys or config");
+        }
+      }
+      if (root["trace_csv"] && s.trace_csv)
+        error(root["trace_csv"], "trace_csv: a scenario run writes no trace CSV");
+    }
     for (const Axis& a : s.axes) {
       for (const AxisColumn& c : a.columns) {
         if (c.kind == AxisKind::kPreset && !s.base.empty()) {
@@ -368,7 +392,8 @@ std::vector<std::string> SweepSpec::column_keys() const {
 }
 
 std::vector<std::string> SweepPoint::run_command(const std::string& base) const {
-  std::vector<std::string> argv = {"run"};
+  std::vector<std::string> argv = {scenario.empty() ? "run" : "serve"};
+  if (!scenario.empty()) argv.push_back(scenario);
   if (!model.empty()) argv.push_back(model);
   if (!config.empty() || !base.empty()) {
     argv.push_back("--config");
@@ -460,6 +485,7 @@ std::vector<SweepPoint> expand_points(const SweepSpec& spec) {
   for (const std::vector<size_t>& t : tuples) {
     SweepPoint p;
     p.index = points.size();
+    p.scenario = spec.scenario;
     p.sets = spec.sets;
     std::vector<std::string> axis_args;
     for (size_t a = 0; a < n_axes; ++a) {
@@ -488,19 +514,24 @@ std::vector<SweepPoint> expand_points(const SweepSpec& spec) {
     }
     p.args = axis_args;
     p.args.insert(p.args.end(), spec.run_args.begin(), spec.run_args.end());
-    try {
-      const isa::NpuConfig c = load_config(p.config.empty() ? spec.base : p.config, p.sets);
-      p.array_pes = c.systolic_array.rows * c.systolic_array.cols;
-      p.sram_kib = c.sram.input.size_kib + c.sram.weight.size_kib + c.sram.accumulator.size_kib;
-    } catch (const ConfigError& e) {
-      std::string m;
-      for (const std::string& line : e.messages()) m += (m.empty() ? "" : "; ") + line;
-      p.config_error = "invalid configuration: " + m;
+    // A scenario sweep without base or config axis runs the scenario's own config: left to the serve
+    // run (array_pes and sram_kib stay 0).
+    if (p.scenario.empty() || !p.config.empty() || !spec.base.empty()) {
+      try {
+        const isa::NpuConfig c = load_config(p.config.empty() ? spec.base : p.config, p.sets);
+        p.array_pes = c.systolic_array.rows * c.systolic_array.cols;
+        p.sram_kib = c.sram.input.size_kib + c.sram.weight.size_kib + c.sram.accumulator.size_kib;
+      } catch (const ConfigError& e) {
+        std::string m;
+        for (const std::string& line : e.messages()) m += (m.empty() ? "" : "; ") + line;
+        p.config_error = "invalid configuration: " + m;
+      }
     }
     // The identity is the full command line (and the base config's name): a point is the same point
     // if and only if it would run the same simulation.
     const std::string config = p.config.empty() ? spec.base : p.config;
     std::string ident = config + '\x1f' + config_text(config);
+    if (!p.scenario.empty()) ident += '\x1f' + config_text(p.scenario);
     for (const std::string& s : p.run_command("")) ident += '\x1f' + s;
     p.id = stable_hash(ident);
     points.push_back(std::move(p));

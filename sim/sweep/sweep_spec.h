@@ -67,6 +67,9 @@ struct SweepSpec {
   std::string base;  // --config of every point: a path (absolute) or a preset name; "" = built-in
   std::vector<std::string> sets;      // fixed "key=value" overrides applied before the axes
   std::vector<std::string> run_args;  // fixed extra arguments of every `npusim run`
+  // `scenario: FILE` (absolute): every point runs `npusim serve FILE` with the point's --config and --set
+  // instead of `npusim run` (docs/scenarios.md); "" = none.
+  std::string scenario;
   std::vector<Axis> axes;
   bool zip = false;        // `combine: zip`: all axes advance together instead of the product
   double timeout_s = 0;    // per point; 0 = none
@@ -87,12 +90,14 @@ struct SweepPoint {
   std::string config;  // the `config` axis's --config for this point ("" = the sweep's base)
   std::vector<std::string> sets;                            // base overrides then axis overrides
   std::vector<std::string> args;                            // --precision/--batch and the fixed run_args
+  std::string scenario;      // SweepSpec::scenario: the point is `npusim serve SCENARIO`
   std::string config_error;  // non-empty: this combination is not a valid configuration
   int64_t array_pes = 0;     // rows x cols of the resolved configuration
   int64_t sram_kib = 0;      // input + weight + accumulator scratchpads
 
   // The arguments after `npusim`: run [MODEL] [--config CONFIG] --set ... (without output options);
-  // CONFIG is the point's `config` axis value, else `base`.
+  // CONFIG is the point's `config` axis value, else `base`. With a scenario: serve SCENARIO [--config
+  // CONFIG] --set ...
   std::vector<std::string> run_command(const std::string& base) const;
 };
 

@@ -28,7 +28,8 @@ struct Netlist {
   const bool fresh = (fresh_simcontext(), true);
   isa::Program program;
   isa::NpuConfig config;
-  Fabric fabric{program, config, nullptr, 16, nullptr, isa::timing::Refresh::kScheduled};
+  Uncore uncore{config.dram, isa::timing::Refresh::kScheduled};
+  Fabric fabric{program, config, nullptr, 16, nullptr, uncore, 0};
 };
 
 TEST(Binding, QueueUnitWithoutItsInstructionQueueFailsAtElaboration) {

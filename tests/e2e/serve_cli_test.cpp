@@ -77,6 +77,47 @@ TEST(ServeCli, AModelWithAPipelineTakesItsEndToEndLatencyAlone) {
             e2e);
 }
 
+TEST(ServeCli, AModelsOwnSetOverridesTheScenariosConfigForItAlone) {
+  const std::string dir = temp_dir("serve_model_set");
+  const CommandResult run = npusim({"run", "demo", "-q", "--set", "systolic_array.rows=16", "--set",
+                                    "systolic_array.cols=8", "--report", dir + "/run.json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const CommandResult plain = npusim({"run", "demo", "-q", "--report", dir + "/plain.json"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  write_file(dir + "/s.yaml", R"(set: [systolic_array.rows=16]
+duration_ms: 10
+models:
+  - {name: narrow, model: demo, set: [systolic_array.cols=8], arrival: {type: periodic, period_ms: 100}}
+  - {name: plain, model: demo, set: [systolic_array.rows=32], arrival: {type: periodic, period_ms: 100, phase_ms: 50}}
+)");
+  const CommandResult r = npusim({"serve", dir + "/s.yaml", "--report", dir + "/s.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The model's set comes after the scenario's: narrow runs on 16 x 8, plain on the preset's 32 x 32.
+  for (const auto& [model, report] : {std::pair{0, "run.json"}, std::pair{1, "plain.json"}}) {
+    const long long cycles = std::stoll(json_eval(dir + "/" + report, "r['total_cycles']"));
+    EXPECT_EQ(std::llround(std::stod(json_eval(dir + "/s.json", "r['models'][" + std::to_string(model) +
+                                                                     "]['alone_ms']")) *
+                           1e6),
+              cycles)
+        << report;
+  }
+  write_file(dir + "/bad.yaml", R"(models:
+  - {name: a, model: demo, set: [dram.channels=4, systolic_array.rowz=8], arrival: {type: periodic, period_ms: 1}}
+)");
+  const CommandResult shared = npusim({"serve", dir + "/bad.yaml"});
+  EXPECT_EQ(shared.exit_code, 2);
+  EXPECT_NE(shared.err.find(dir + "/bad.yaml:2:34: models[0].set: 'dram.channels' is shared by every model"),
+            std::string::npos)
+      << shared.err;
+  write_file(dir + "/bad2.yaml", R"(models:
+  - {name: a, model: demo, set: [systolic_array.rowz=8], arrival: {type: periodic, period_ms: 1}}
+)");
+  const CommandResult unknown = npusim({"serve", dir + "/bad2.yaml"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find(dir + "/bad2.yaml:2:33: models[0].set: "), std::string::npos) << unknown.err;
+  EXPECT_NE(unknown.err.find("systolic_array.rowz"), std::string::npos) << unknown.err;
+}
+
 TEST(ServeCli, TwoModelsShareTheNpuWithALanePerModel) {
   const std::string dir = temp_dir("serve_two");
   write_file(dir + "/s.yaml", R"(policy: priority

@@ -138,10 +138,10 @@ TEST(SpecText, RoundTripIsExact) {
 
 TEST(SpecText, BadLinesAreNamed) {
   std::string text = isa::to_spec_text(isa::NpuConfig{});
-  // Line 3 is sequencer.dispatch_cycles; give it a bad value and add two bad lines.
+  // Line 4 is sequencer.dispatch_cycles; give it a bad value and add two bad lines.
   std::vector<std::string> lines = lines_of(text);
-  ASSERT_EQ(lines[2], "sequencer.dispatch_cycles=1");
-  lines[2] = "sequencer.dispatch_cycles=lots";
+  ASSERT_EQ(lines[3], "sequencer.dispatch_cycles=1");
+  lines[3] = "sequencer.dispatch_cycles=lots";
   lines.push_back("no_such.key=1");
   lines.push_back("garbage");
   std::string bad;
@@ -151,7 +151,7 @@ TEST(SpecText, BadLinesAreNamed) {
     FAIL() << "expected SpecTextError";
   } catch (const isa::SpecTextError& e) {
     const std::string m = e.what();
-    EXPECT_TRUE(contains(m, "machine spec line 3: sequencer.dispatch_cycles = lots is not an integer")) << m;
+    EXPECT_TRUE(contains(m, "machine spec line 4: sequencer.dispatch_cycles = lots is not an integer")) << m;
     EXPECT_TRUE(contains(m, "no_such.key: unknown key")) << m;
     EXPECT_TRUE(contains(m, "'garbage': expected key=value")) << m;
   }
@@ -186,6 +186,25 @@ TEST(SpecText, ProgramsWithoutEnergyKeysLoadWithTheirDefaults) {
   EXPECT_EQ(back.systolic_array.rows, 8);
   EXPECT_EQ(back.energy.mac_pj[0], isa::NpuConfig{}.energy.mac_pj[0]);
   EXPECT_EQ(isa::from_spec_text(isa::to_spec_text(c)).energy.mac_pj[0], 7.0);
+}
+
+// A program compiled before multi-core NPUs and DRAM capacities has no cores or dram.capacity_mib line: it
+// still loads (neither shapes a program), with their defaults.
+TEST(SpecText, ProgramsWithoutCoresOrDramCapacityLoadWithTheirDefaults) {
+  isa::NpuConfig c;
+  c.cores = 4;
+  c.dram.capacity_mib = 512;
+  c.systolic_array.rows = 8;
+  std::string old;
+  for (const std::string& l : lines_of(isa::to_spec_text(c)))
+    if (l.rfind("cores=", 0) != 0 && l.rfind("dram.capacity_mib=", 0) != 0) old += l + "\n";
+  const isa::NpuConfig back = isa::from_spec_text(old);
+  EXPECT_EQ(back.systolic_array.rows, 8);
+  EXPECT_EQ(back.cores, 1);
+  EXPECT_EQ(back.dram.capacity_mib, 0);
+  const isa::NpuConfig full = isa::from_spec_text(isa::to_spec_text(c));
+  EXPECT_EQ(full.cores, 4);
+  EXPECT_EQ(full.dram.capacity_mib, 512);
 }
 
 // ---------------------------------------------------------------------------------------------------

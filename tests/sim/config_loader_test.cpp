@@ -489,8 +489,19 @@ TEST(ConfigPresets, EveryPresetInConfigsLoadsCleanly) {
     }
   }
   std::vector<std::string> names = preset_names();
-  for (const char* p : {"edge", "tpu-v1", "gemmini", "datacenter"})
+  for (const char* p : {"edge", "tpu-v1", "gemmini", "datacenter", "datacenter-2core"})
     EXPECT_NE(std::find(names.begin(), names.end(), p), names.end()) << p;
+}
+
+TEST(ConfigPresets, DatacenterChipIsTwoDatacenterCoresOnTwiceTheChannels) {
+  isa::NpuConfig chip = load_config("datacenter-2core");
+  const isa::NpuConfig core = load_config("datacenter");
+  EXPECT_EQ(chip.cores, 2);
+  EXPECT_EQ(chip.dram.channels, 2 * core.dram.channels);
+  // Everything else is one core's.
+  chip.cores = core.cores;
+  chip.dram.channels = core.dram.channels;
+  EXPECT_EQ(raw_values(chip), raw_values(core));
 }
 
 TEST(ConfigPresets, EdgeIsExactlyTheBuiltInDefaults) {

@@ -271,12 +271,18 @@ TEST(Scheduler, AHigherPriorityNeverHasAWorseP99AtTheSameLoad) {
   }
 }
 
-TEST(Scheduler, FifoNeverPreemptsAndRoundRobinAlternates) {
+// Models "a" and "b" of priorities `pa` and `pb`, one request each at time 0, over 1 ms.
+Scenario both_at_zero(int64_t pa, int64_t pb) {
   Scenario s;
   s.duration_ms = 1;
   Arrivals at0;
   at0.period_ms = 1e6;
-  s.models = {model("a", 0, at0), model("b", 9, at0)};
+  s.models = {model("a", pa, at0), model("b", pb, at0)};
+  return s;
+}
+
+TEST(Scheduler, FifoNeverPreemptsAndRoundRobinAlternates) {
+  Scenario s = both_at_zero(0, 9);
   const std::vector<ModelProfile> p = {profile("a", 3, 10), profile("b", 3, 10)};
   s.policy = Policy::kFifo;
   ServeResult r = run_scenario(s, p, 1000);
@@ -290,6 +296,105 @@ TEST(Scheduler, FifoNeverPreemptsAndRoundRobinAlternates) {
   r = run_scenario(s, p, 1000);
   ASSERT_EQ(r.slices.size(), 2u);
   EXPECT_EQ(r.slices[0].model, 1u);  // b first: its priority is higher
+}
+
+TEST(Scheduler, ModelsOnDifferentCoresDoNotWaitForEachOther) {
+  // Both arrive at 0: on one core the second waits for the first; pinned to two cores, neither waits.
+  Scenario s = both_at_zero(1, 0);
+  const std::vector<ModelProfile> p = {profile("a", 3, 1000), profile("b", 2, 1000)};
+  ServeResult r = run_scenario(s, p, 1000);
+  EXPECT_EQ(r.cores, 1);
+  EXPECT_DOUBLE_EQ(r.models[1].latency_max_ms, 5000 / 1e6);  // after a's 3000 cycles
+  s.models[1].core = 1;
+  r = run_scenario(s, p, 1000);
+  EXPECT_EQ(r.cores, 2);
+  EXPECT_DOUBLE_EQ(r.models[0].latency_max_ms, 3000 / 1e6);
+  EXPECT_DOUBLE_EQ(r.models[1].latency_max_ms, 2000 / 1e6);
+  // Busy 5000 cycles over two cores' 1 ms span (the duration).
+  EXPECT_NEAR(r.npu_busy, 5000.0 / (2 * 1e6), 1e-12);
+}
+
+TEST(Scenario, AModelsOwnSetKeepsItsKeysAndRefusesSharedOnes) {
+  const Scenario s = parse_scenario_text(
+      "models:\n  - {name: a, model: demo, set: [systolic_array.rows=16, lowering.conv=im2col], arrival: {type: "
+      "periodic, period_ms: 1}}\n",
+      "s.yaml", ".");
+  EXPECT_EQ(s.models[0].sets, (std::vector<std::string>{"systolic_array.rows=16", "lowering.conv=im2col"}));
+  EXPECT_EQ(s.models[0].set_line, 2);
+  EXPECT_EQ(s.models[0].set_column, 33);
+  EXPECT_EQ(errors_of(kModel + "    set: [host.cpu_gops=1]\n    arrival: {type: periodic, period_ms: 1}\n"),
+            "s.yaml:4:11: models[0].set: 'host.cpu_gops' is shared by every model of the NPU (or describes the "
+            "whole chip); set it in the scenario's set");
+}
+
+TEST(Scenario, CoreIsCheckedAgainstTheConfigurationsCores) {
+  const Scenario s = parse_scenario_text(
+      "models:\n  - {name: a, model: demo, core: 1, arrival: {type: periodic, period_ms: 1}}\n"
+      "  - {name: b, model: demo, arrival: {type: periodic, period_ms: 1}}\n",
+      "s.yaml", ".");
+  EXPECT_EQ(models_per_core(s, 2), (std::vector<size_t>{1, 1}));
+  EXPECT_EQ(models_per_core(s, 4), (std::vector<size_t>{1, 1}));
+  try {
+    models_per_core(s, 1);
+    ADD_FAILURE() << "core 1 of 1 accepted";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(std::string(e.what()), "s.yaml:2:34: models[0].core: 1 but the configuration has 1 core (0..0)");
+  }
+  EXPECT_EQ(errors_of(kModel + "    core: 1.5\n    arrival: {type: periodic, period_ms: 1}\n"),
+            "s.yaml:4:11: models[0].core: '1.5' is not an integer");
+}
+
+// Two models of 1000 weight bytes each that alternate on one core; the link reloads weights in 700 cycles.
+struct Alternating {
+  Scenario s;
+  std::vector<ModelProfile> p = {profile("a", 1, 100), profile("b", 1, 100)};
+  Alternating() {
+    s.duration_ms = 1;
+    Arrivals a, b;
+    a.period_ms = b.period_ms = 0.25;  // a at 0, 0.25, 0.5, 0.75 ms; b 0.1 ms after each
+    b.phase_ms = 0.1;
+    s.models = {model("a", 0, a), model("b", 0, b)};
+    for (ModelProfile& m : p) {
+      m.weight_bytes = 1000;
+      m.activation_bytes = 200;
+      m.reload_cycles = 700;
+    }
+  }
+};
+
+TEST(Scheduler, WeightsStayResidentWhenDramHoldsEveryModel) {
+  Alternating x;
+  const ServeResult r = run_scenario(x.s, x.p, 1000, 2400);  // 2 x (1000 + 200): everything fits
+  EXPECT_TRUE(r.weights_resident);
+  EXPECT_EQ(r.reload_cycles, 0);
+  for (const ModelStats& m : r.models) {
+    EXPECT_EQ(m.weight_reloads, 0);
+    EXPECT_DOUBLE_EQ(m.latency_max_ms, 100 / 1e6);
+  }
+}
+
+TEST(Scheduler, EveryModelSwitchReloadsWeightsWhenDramHoldsOnlyOne) {
+  // 400 bytes of activations + one model's 1000 weight bytes fit in 1500, two do not: a is loaded
+  // before the run; b's first request reloads (evicting a), a's next reloads (evicting b), and so on.
+  Alternating x;
+  const ServeResult r = run_scenario(x.s, x.p, 1000, 1500);
+  EXPECT_FALSE(r.weights_resident);
+  EXPECT_EQ(r.dram_needed_bytes, 2400);
+  EXPECT_EQ(r.models[0].weight_reloads, 3);  // all but the first of its 4 requests
+  EXPECT_EQ(r.models[1].weight_reloads, 4);
+  EXPECT_EQ(r.reload_cycles, 7 * 700);
+  EXPECT_DOUBLE_EQ(r.models[0].latency_p50_ms, (700 + 100) / 1e6);
+  EXPECT_DOUBLE_EQ(r.models[1].latency_max_ms, (700 + 100) / 1e6);
+  EXPECT_NE(serve_json(r, x.s).find("\"weights_resident\": false"), std::string::npos);
+  EXPECT_NE(serve_text(r).find("7 weight reloads over the host link"), std::string::npos) << serve_text(r);
+}
+
+TEST(Scheduler, DramTooSmallForOneModelOrReloadsOnSeveralCoresIsAScenarioError) {
+  Alternating x;
+  EXPECT_THROW(run_scenario(x.s, x.p, 1000, 1300), ScenarioError);  // 400 + 1000 > 1300
+  x.s.models[1].core = 1;
+  EXPECT_THROW(run_scenario(x.s, x.p, 1000, 1500), ScenarioError);
+  EXPECT_NO_THROW(run_scenario(x.s, x.p, 1000, 2400));
 }
 
 TEST(Scheduler, AModelWithoutRequestsHasNoLatencies) {

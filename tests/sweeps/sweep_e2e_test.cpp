@@ -128,41 +128,106 @@ TEST(SweepRun, ResultsCsvNumbersHaveNoFloatNoise) {
   }
 }
 
+// Runs the sweep `text` (written in `d`) into d/out and returns its results; every point must be "ok".
+Table swept(const std::string& d, const std::string& text) {
+  const std::string f = write_sweep(d, text);
+  EXPECT_EQ(sweep({f, "-o", d + "/out"}).exit_code, 0);
+  Table t = read_csv(d + "/out/results.csv");
+  for (const auto& row : t.rows) EXPECT_EQ(row.at("status"), "ok") << row.at("error");
+  return t;
+}
+
+// Each (column, Python path) pair: the row's figure is the report's, to 1e-9.
+void expect_columns_match(const std::map<std::string, std::string>& row, const std::string& report,
+                          const std::vector<std::pair<std::string, std::string>>& columns) {
+  for (const auto& [column, path] : columns) {
+    const double want = std::stod(json_eval(report, "repr(" + path + ")"));
+    EXPECT_NEAR(std::stod(row.at(column)), want, 1e-9 * want) << column;
+  }
+}
+
 // The results say which precision each point ran in and how close it came to that plan's peak and to
 // its roofline, as its report does.
 TEST(SweepRun, ResultsCarryThePrecisionPlanItsUtilizationAndTheRoofline) {
   const std::string d = temp_dir("sweep-precision-columns");
   // With a pipeline (docs/e2e.md), so that the e2e and stream columns are filled too.
   const std::string pipeline = std::string(NPUSIM_SOURCE_DIR) + "/configs/pipelines/classifier.yaml";
-  const std::string f = write_sweep(
-      d, "axes:\n  - model: [default]\n  - precision: [fp32, int8]\nrun_args: [--pipeline, " + pipeline + "]\n");
-  ASSERT_EQ(sweep({f, "-o", d + "/out"}).exit_code, 0);
-  const Table t = read_csv(d + "/out/results.csv");
+  const Table t =
+      swept(d, "axes:\n  - model: [default]\n  - precision: [fp32, int8]\nrun_args: [--pipeline, " +
+                   pipeline + "]\n");
   ASSERT_EQ(t.rows.size(), 2u);
   for (const auto& row : t.rows) {
-    ASSERT_EQ(row.at("status"), "ok") << row.at("error");
     EXPECT_EQ(row.at("precision_plan"), row.at("precision"));
     const std::string report = d + "/out/" + row.at("report");
-    for (const auto& [column, path] : std::vector<std::pair<std::string, std::string>>{
-             {"plan_utilization", "r['precision']['utilization']"},
-             {"efficiency", "r['efficiency']"},
-             {"bound_cycles", "r['bound_cycles']"},
-             {"e2e_latency_ms", "r['e2e']['latency_ms']"},
-             {"stream_throughput_fps", "r['e2e']['stream']['throughput_fps']"},
-             {"stream_latency_p99_ms", "r['e2e']['stream']['latency_p99_ms']"}}) {
-      const double want = std::stod(json_eval(report, "repr(" + path + ")"));
-      EXPECT_NEAR(std::stod(row.at(column)), want, 1e-9 * want) << column;
-    }
+    expect_columns_match(row, report,
+                         {{"plan_utilization", "r['precision']['utilization']"},
+                          {"efficiency", "r['efficiency']"},
+                          {"bound_cycles", "r['bound_cycles']"},
+                          {"e2e_latency_ms", "r['e2e']['latency_ms']"},
+                          {"stream_throughput_fps", "r['e2e']['stream']['throughput_fps']"},
+                          {"stream_latency_p99_ms", "r['e2e']['stream']['latency_p99_ms']"}});
     // Every figure column (after sram_kib, before report) reads something the report writes: none is
-    // empty on a run that has them all (a path to a field no report has would stay empty).
+    // empty on a run that has them all (a path to a field no report has would stay empty). The multicore
+    // columns need --split, which a pipeline run does not combine with, the serve columns a scenario: the
+    // next tests have them.
     const auto first = std::find(t.header.begin(), t.header.end(), "sram_kib");
     const auto last = std::find(t.header.begin(), t.header.end(), "report");
     ASSERT_LT(first, last);
-    for (auto c = first + 1; c != last; ++c) EXPECT_FALSE(row.at(*c).empty()) << *c;
+    for (auto c = first + 1; c != last; ++c) {
+      if (c->rfind("multicore_", 0) == 0 || c->rfind("serve_", 0) == 0) continue;
+      EXPECT_FALSE(row.at(*c).empty()) << *c;
+    }
     // `layers` counts the program's layers, not the model's nodes fused into them (the demo has six).
     EXPECT_EQ(row.at("layers"), json_eval(report, "sum(l['placement'] != 'fused' for l in r['layers'])"));
     EXPECT_EQ(json_eval(report, "sum(l['placement'] == 'fused' for l in r['layers'])"), "6");
   }
+}
+
+// A multi-core split (docs/multicore.md) fills the multicore columns from the report's multicore section.
+TEST(SweepRun, MulticoreSplitFillsItsColumns) {
+  const std::string d = temp_dir("sweep-multicore-columns");
+  // A small CNN with a batch dimension (the built-in models' shapes are fixed).
+  const std::string cnn = std::string(NPUSIM_SOURCE_DIR) + "/tests/compiler/passes/data/small_cnn_op13.onnx";
+  const Table t = swept(
+      d, "set: {cores: 2}\naxes:\n  - model: [" + cnn + "]\n  - batch: [2, 4]\nrun_args: [--split, batch]\n");
+  ASSERT_EQ(t.rows.size(), 2u);
+  for (const auto& row : t.rows) {
+    const std::string report = d + "/out/" + row.at("report");
+    expect_columns_match(row, report,
+                         {{"multicore_latency_ms", "r['multicore']['latency_ms']"},
+                          {"multicore_throughput_per_s", "r['multicore']['throughput_per_s']"},
+                          {"multicore_speedup", "r['multicore']['speedup']"}});
+  }
+}
+
+// A scenario sweep (docs/scenarios.md): every point is `npusim serve` with the point's configuration;
+// the serve columns summarise its models.
+TEST(SweepRun, AScenarioSweepRunsServeAtEveryPoint) {
+  const std::string d = temp_dir("sweep-scenario");
+  write_file(d + "/s.yaml", R"(duration_ms: 20
+models:
+  - {name: a, model: demo, deadline_ms: 0.02, arrival: {type: periodic, period_ms: 1}}
+  - {name: b, model: "gemm:M=128,N=128,K=128", arrival: {type: poisson, rate_hz: 500}}
+)");
+  const Table t = swept(d, "scenario: s.yaml\naxes:\n  - systolic_array.rows: [16, 32]\n");
+  ASSERT_EQ(t.rows.size(), 2u);
+  for (const auto& row : t.rows) {
+    const std::string report = d + "/out/" + row.at("report");
+    EXPECT_EQ(std::stod(row.at("serve_latency_p99_ms")),
+              std::stod(json_eval(report, "repr(max(m['latency_p99_ms'] for m in r['models']))")));
+    EXPECT_NEAR(std::stod(row.at("serve_throughput_per_s")),
+                std::stod(json_eval(report, "repr(sum(m['throughput_per_s'] for m in r['models']))")), 1e-6);
+    EXPECT_EQ(row.at("serve_deadline_misses"),
+              json_eval(report, "sum(m['deadline_misses'] for m in r['models'])"));
+    EXPECT_EQ(row.at("serve_npu_busy"), json_eval(report, "r['npu_busy']"));
+  }
+  // A smaller array is slower: the tail grows.
+  EXPECT_GT(std::stod(t.rows[0].at("serve_latency_p99_ms")), std::stod(t.rows[1].at("serve_latency_p99_ms")));
+  // The scenario names the models: a model axis is refused.
+  const std::string bad = write_sweep(d, "scenario: s.yaml\naxes:\n  - model: [default]\n");
+  const CommandResult r = sweep({bad, "-o", d + "/bad"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("model: a scenario sweep takes its models"), std::string::npos) << r.err;
 }
 
 TEST(SweepCli, UsageErrorsExitTwo) {

@@ -1,0 +1,115 @@
+// Multi-core runs (arch::simulate_cores): cores with their own units sharing the DRAM model and the host
+// link, checked against one core alone and against the bandwidth they share.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "arch/simulate.h"
+#include "test_util.h"
+
+namespace npusim {
+namespace {
+
+using testing::load_program;
+
+isa::NpuConfig two_cores() {
+  isa::NpuConfig c;
+  c.cores = 2;
+  c.frequency_mhz = 1000;
+  c.sequencer.dispatch_cycles = 0;
+  c.systolic_array.rows = 4;
+  c.systolic_array.cols = 4;
+  c.systolic_array.double_buffered = false;
+  return c;
+}
+
+// A memory-bound program: one 1 MiB LOAD. The simple DRAM's 10 GB/s is the bound.
+isa::NpuConfig streaming(isa::NpuConfig c) {
+  c.dram.model = isa::DramModel::kSimple;
+  c.dram.bandwidth_gbps = 10;
+  c.dram.latency_ns = 100;
+  c.dma.max_outstanding = 64;
+  c.sram.input.size_kib = 1024;
+  return c;
+}
+
+TEST(Multicore, OneProgramOnACoreTakesExactlyItsSingleCoreCycles) {
+  const isa::Program p = load_program("all_opcodes.s");
+  const isa::NpuConfig c = two_cores();
+  const std::vector<traces::Report> r = arch::simulate_cores({&p}, c);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].total_cycles, arch::simulate(p, c, {}).total_cycles);
+}
+
+TEST(Multicore, ComputeBoundProgramsOnIdealDramRunInTheTimeOfOne) {
+  // Ideal DRAM: unlimited bandwidth, nothing shared is contended, so each core takes its time alone.
+  const isa::Program p = load_program("gemm_tile.s");
+  isa::NpuConfig c = two_cores();
+  c.dram.model = isa::DramModel::kIdeal;
+  const uint64_t alone = arch::simulate(p, c, {}).total_cycles;
+  const std::vector<traces::Report> r = arch::simulate_cores({&p, &p}, c);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].total_cycles, alone);
+  EXPECT_EQ(r[1].total_cycles, alone);
+}
+
+TEST(Multicore, TwoMemoryBoundCoresShareTheDramBandwidth) {
+  // Each core streams 1 MiB; together 2 MiB at 10 GB/s: the pair ends at twice one core's time alone
+  // (bytes / bandwidth), not at the time of one (the ideal of two independent memories), and is no
+  // slower than running the two one after the other.
+  const isa::Program p = load_program("dma_bound.s");
+  const isa::NpuConfig c = streaming(two_cores());
+  const uint64_t alone = arch::simulate(p, c, {}).total_cycles;
+  const double expected_alone = (1 << 20) / 10.0;  // ns = cycles at 1 GHz
+  EXPECT_NEAR(static_cast<double>(alone), expected_alone, 0.02 * expected_alone);
+  const std::vector<traces::Report> r = arch::simulate_cores({&p, &p}, c);
+  ASSERT_EQ(r.size(), 2u);
+  const uint64_t makespan = std::max(r[0].total_cycles, r[1].total_cycles);
+  EXPECT_NEAR(static_cast<double>(makespan), 2 * expected_alone, 0.02 * expected_alone);
+  EXPECT_LE(makespan, 2 * alone);
+  for (const traces::Report& x : r) {
+    EXPECT_GE(x.total_cycles, alone);
+    EXPECT_EQ(x.dram.bytes_read, 1u << 20);  // each core's own traffic
+  }
+}
+
+TEST(Multicore, TwoIndependentProgramsAreNoSlowerTogetherThanOneAfterTheOther) {
+  // A compute-bound and a memory-bound program: each is at least as slow as alone (they share the
+  // DRAM), and the pair ends no later than the two run back to back on one core.
+  const isa::Program gemm = load_program("gemm_tile.s"), stream = load_program("dma_bound.s");
+  const isa::NpuConfig c = streaming(two_cores());
+  const uint64_t alone_gemm = arch::simulate(gemm, c, {}).total_cycles;
+  const uint64_t alone_stream = arch::simulate(stream, c, {}).total_cycles;
+  const std::vector<traces::Report> r = arch::simulate_cores({&gemm, &stream}, c);
+  EXPECT_GE(r[0].total_cycles, alone_gemm);
+  EXPECT_GE(r[1].total_cycles, alone_stream);
+  EXPECT_LE(std::max(r[0].total_cycles, r[1].total_cycles), alone_gemm + alone_stream);
+}
+
+TEST(Multicore, HostCallsOfTwoCoresWaitForEachOthersLinkTransfers) {
+  // One HOSTCALL sending 1 MB at 1 GB/s (1 ms on the link, no latency, no CPU time): alone it takes the
+  // transfer; on two cores the second call's bytes follow the first's on the shared link.
+  const isa::Program p = isa::assemble(
+      ".layer fallback Softmax\n"
+      "HOSTCALL layer=fallback host_op=0 in_bytes=1000000 out_bytes=0 cpu_ops=0\nHALT\n",
+      "host.s");
+  isa::NpuConfig c = two_cores();
+  c.host.link_bandwidth_gbps = 1;
+  c.host.link_latency_us = 0;
+  c.host.call_overhead_us = 0;
+  const uint64_t alone = arch::simulate(p, c, {}).total_cycles;
+  EXPECT_NEAR(static_cast<double>(alone), 1e6, 100);  // 1 ms at 1 GHz
+  const std::vector<traces::Report> r = arch::simulate_cores({&p, &p}, c);
+  EXPECT_EQ(std::min(r[0].total_cycles, r[1].total_cycles), alone);
+  EXPECT_NEAR(static_cast<double>(std::max(r[0].total_cycles, r[1].total_cycles)), 2e6, 100);
+}
+
+TEST(Multicore, MoreProgramsThanCoresIsASimError) {
+  const isa::Program p = load_program("gemm_tile.s");
+  isa::NpuConfig c = two_cores();
+  c.cores = 1;
+  EXPECT_THROW(arch::simulate_cores({&p, &p}, c), arch::SimError);
+}
+
+}  // namespace
+}  // namespace npusim

@@ -1,0 +1,158 @@
+// Multi-core NPUs as a user runs them (issue 13 item 4, docs/multicore.md): `npusim run --split` over
+// `cores: N`, a scenario's models pinned to cores, and the mistakes that exit 2.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "tests/e2e/run_command.h"
+
+namespace npusim::test {
+
+namespace {
+
+// A small CNN with a batch dimension (the built-in models' shapes are fixed).
+const std::string kCnn = std::string(NPUSIM_SOURCE_DIR) + "/tests/compiler/passes/data/small_cnn_op13.onnx";
+
+TEST(MulticoreCli, SplitByBatchRunsEachShareOnItsCoreAndBeatsOneCore) {
+  const std::string dir = temp_dir("multicore_batch");
+  const CommandResult one = npusim({"run", kCnn, "-q", "--batch", "1", "--report", dir + "/one.json"});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const CommandResult r = npusim(
+      {"run", kCnn, "--set", "cores=2", "--batch", "2", "--split", "batch", "--report", dir + "/two.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("multi-core: 2 cores, split by batch (batch 2)"), std::string::npos) << r.out;
+  const std::string f = dir + "/two.json";
+  EXPECT_EQ(json_eval(f, "[c['batch'] for c in r['multicore']['per_core']]"), "[1, 1]");
+  // Each core's share alone is `npusim run --batch 1`, exactly.
+  const std::string alone = json_eval(dir + "/one.json", "r['total_cycles']");
+  EXPECT_EQ(json_eval(f, "[c['alone_cycles'] for c in r['multicore']['per_core']]"),
+            "[" + alone + ", " + alone + "]");
+  // Sharing the DRAM makes no core faster than alone; the batch is no slower than on one core (the
+  // report's body: the batch of 2 on one core).
+  EXPECT_EQ(json_eval(f, "all(c['cycles'] >= c['alone_cycles'] for c in r['multicore']['per_core'])"),
+            "True");
+  EXPECT_EQ(json_eval(f, "r['multicore']['one_core_cycles'] == r['total_cycles']"), "True");
+  EXPECT_EQ(json_eval(f, "r['multicore']['latency_cycles'] <= r['total_cycles']"), "True");
+  EXPECT_EQ(json_eval(f, "r['multicore']['speedup'] >= 1"), "True");
+}
+
+TEST(MulticoreCli, SplitByLayersCutsTheProgramIntoOneStagePerCore) {
+  const std::string dir = temp_dir("multicore_layers");
+  const CommandResult r =
+      npusim({"run", "demo", "-q", "--set", "cores=2", "--split", "layers", "--report", dir + "/r.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string f = dir + "/r.json";
+  EXPECT_EQ(json_eval(f, "len(r['multicore']['per_core'])"), "2");
+  // The stages partition the program's layers (the report's layers less the nodes fused into them), in
+  // order, and each is shorter than the whole model.
+  EXPECT_EQ(json_eval(f,
+                      "sum(c['layers'] for c in r['multicore']['per_core']) == "
+                      "sum(l['placement'] != 'fused' for l in r['layers'])"),
+            "True");
+  EXPECT_EQ(json_eval(f, "r['multicore']['per_core'][0]['first_layer'] == r['layers'][0]['name']"), "True");
+  EXPECT_EQ(json_eval(f, "r['multicore']['per_core'][1]['last_layer'] == r['layers'][-1]['name']"), "True");
+  EXPECT_EQ(
+      json_eval(f, "all(0 < c['alone_cycles'] < r['total_cycles'] for c in r['multicore']['per_core'])"),
+      "True");
+  EXPECT_EQ(json_eval(f, "all(c['cycles'] >= c['alone_cycles'] for c in r['multicore']['per_core'])"),
+            "True");
+  // The latency is the sum of the stages, the throughput one frame per slowest stage.
+  EXPECT_EQ(
+      json_eval(f,
+                "r['multicore']['latency_cycles'] == sum(c['cycles'] for c in r['multicore']['per_core'])"),
+      "True");
+  EXPECT_EQ(
+      json_eval(
+          f,
+          "abs(r['multicore']['throughput_per_s'] - r['frequency_mhz'] * 1e6 / max(c['cycles'] for c in "
+          "r['multicore']['per_core'])) < 1"),
+      "True");
+}
+
+TEST(MulticoreCli, TheDatacenterChipPresetHasTwoCores) {
+  // --split refuses a single-core configuration, so the run itself shows the preset's two cores.
+  const std::string dir = temp_dir("multicore_preset");
+  const CommandResult run = npusim(
+      {"run", kCnn, "-q", "-c", "datacenter-2core", "--batch", "2", "--split", "batch", "--report", dir + "/r.json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(json_eval(dir + "/r.json", "r['multicore']['cores']"), "2");
+  EXPECT_EQ(json_eval(dir + "/r.json", "r['multicore']['per_core'][1]['batch']"), "1");
+}
+
+TEST(MulticoreCli, SplitMistakesExit2WithOneSentence) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"run", kCnn, "--split", "batch", "--batch", "2"},
+       "--split batch needs a multi-core NPU; the configuration has cores = 1 (set cores: N)"},
+      {{"run", kCnn, "--set", "cores=2", "--split", "batch"},
+       "--split batch needs --batch N (N >= cores = 2)"},
+      {{"run", kCnn, "--set", "cores=4", "--split", "batch", "--batch", "2"},
+       "--split batch: batch 2 is smaller than cores 4"},
+      {{"run", "demo", "--set", "cores=2", "--split", "rows"},
+       "--split 'rows': expected none, batch or layers"},
+      {{"run", "demo", "--set", "cores=2", "--split", "layers", "--functional"}, "--split is timing only"},
+      {{"run", "demo", "--set", "cores=0"}, "cores"},
+  };
+  for (const Case& c : cases) {
+    const CommandResult r = npusim(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.message << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.message << "\n" << r.err;
+  }
+}
+
+TEST(MulticoreCli, ModelsPinnedToTwoCoresDoNotWaitForEachOther) {
+  const std::string dir = temp_dir("multicore_serve");
+  // Both arrive together every 2 ms: on one core one waits for the other, on two cores neither does.
+  const std::string models = R"(models:
+  - {name: a, model: demo, priority: 1, CORE_A arrival: {type: periodic, period_ms: 2}}
+  - {name: b, model: demo, priority: 1, CORE_B arrival: {type: periodic, period_ms: 2}}
+)";
+  auto scenario = [&](const std::string& a, const std::string& b) {
+    std::string s = models;
+    s.replace(s.find("CORE_A"), 6, a);
+    s.replace(s.find("CORE_B"), 6, b);
+    return "config: edge\nset: [cores=2]\nduration_ms: 10\n" + s;
+  };
+  write_file(dir + "/one.yaml", scenario("", ""));
+  write_file(dir + "/two.yaml", scenario("core: 0,", "core: 1,"));
+  ASSERT_EQ(npusim({"serve", dir + "/one.yaml", "-q", "--report", dir + "/one.json"}).exit_code, 0);
+  const CommandResult r = npusim({"serve", dir + "/two.yaml", "--report", dir + "/two.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("(over 2 cores)"), std::string::npos) << r.out;
+  EXPECT_EQ(json_eval(dir + "/two.json", "[m['core'] for m in r['models']]"), "[0, 1]");
+  EXPECT_EQ(json_eval(dir + "/two.json", "all(m['latency_max_ms'] == m['alone_ms'] for m in r['models'])"),
+            "True");
+  EXPECT_EQ(json_eval(dir + "/one.json", "r['models'][1]['latency_max_ms'] > r['models'][1]['alone_ms']"),
+            "True");
+}
+
+TEST(MulticoreCli, AModelPinnedPastTheLastCoreExits2NamingFileLineColumnAndKey) {
+  const std::string dir = temp_dir("multicore_serve_bad");
+  write_file(dir + "/bad.yaml", R"(set: [cores=2]
+models:
+  - {name: a, model: demo, core: 2, arrival: {type: periodic, period_ms: 2}}
+  - {name: b, model: demo, core: -1, arrival: {type: periodic, period_ms: 2}}
+)");
+  const CommandResult r = npusim({"serve", dir + "/bad.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(dir + "/bad.yaml:4:34: models[1].core: -1 is out of range"), std::string::npos)
+      << r.err;
+  write_file(dir + "/past.yaml", R"(set: [cores=2]
+models:
+  - {name: a, model: demo, core: 2, arrival: {type: periodic, period_ms: 2}}
+)");
+  const CommandResult past = npusim({"serve", dir + "/past.yaml"});
+  EXPECT_EQ(past.exit_code, 2);
+  EXPECT_NE(
+      past.err.find(dir + "/past.yaml:3:34: models[0].core: 2 but the configuration has 2 cores (0..1)"),
+      std::string::npos)
+      << past.err;
+}
+
+}  // namespace
+}  // namespace npusim::test
