@@ -9,18 +9,13 @@
 #include "compiler/backend/context.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/precision.h"
+#include "isa/strides.h"
 
 namespace npusim::compiler::backend {
 
 namespace {
 
 bool is_concat(const Node& n) { return n.domain.empty() && n.op_type == "Concat"; }
-
-std::vector<int64_t> dense_strides(const Shape& phys) {
-  std::vector<int64_t> st(phys.size(), 1);
-  for (size_t i = phys.size(); i-- > 1;) st[i - 1] = st[i] * phys[i];
-  return st;
-}
 
 // The physical position of logical dim `axis` of a value stored in `layout`.
 size_t phys_pos(const std::vector<int>& layout, int64_t axis) {

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "isa/program_slice.h"
+#include "isa/strides.h"
 #include "isa/timing/dma.h"
 
 namespace npusim::compiler::backend {
@@ -66,10 +67,7 @@ Shape physical(const Shape& logical, const std::vector<int>& layout) {
 }
 
 std::vector<int64_t> DramTensor::strides() const {
-  if (strided()) return view_strides;
-  std::vector<int64_t> st(phys.size(), 1);
-  for (size_t i = phys.size(); i-- > 1;) st[i - 1] = st[i] * phys[i];
-  return st;
+  return strided() ? view_strides : dense_strides(phys);
 }
 
 uint64_t DramTensor::span_bytes() const {

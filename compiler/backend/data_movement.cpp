@@ -17,6 +17,7 @@
 #include "compiler/interp/interpreter.h"
 #include "compiler/passes/lowered.h"
 #include "isa/numerics.h"
+#include "isa/strides.h"
 
 namespace npusim::compiler::backend {
 
@@ -150,8 +151,8 @@ namespace {
 // Slice with unit steps, and Split (each output a slice).
 bool slice_copy(Context& c, const DramTensor& x, const DramTensor& y, const std::vector<int64_t>& starts) {
   const size_t r = y.shape.size();
-  const auto xst = strides_of(x.phys);
-  const auto yst = strides_of(y.phys);
+  const auto xst = dense_strides(x.phys);
+  const auto yst = dense_strides(y.phys);
   const auto xpos = positions(x);
   int64_t off = 0;
   for (size_t d = 0; d < r; ++d) off += starts[d] * xst[static_cast<size_t>(xpos[d])];
@@ -426,8 +427,8 @@ bool lower_index_map(Context& c, const Node& n, std::string* why) {
     std::vector<int64_t> phys(static_cast<size_t>(count));
     {
       const auto pos = positions(*src);
-      const auto pst = strides_of(src->phys);
-      const auto lst = strides_of(v.shape);
+      const auto pst = dense_strides(src->phys);
+      const auto lst = dense_strides(v.shape);
       for (int64_t j = 0; j < count; ++j) {
         int64_t rem = j, p = 0;
         for (size_t d = 0; d < v.shape.size(); ++d) {
@@ -487,8 +488,8 @@ bool lower_index_map(Context& c, const Node& n, std::string* why) {
     const int64_t count = r.size();
     std::vector<int64_t> map(static_cast<size_t>(count), -1);
     const auto pos = positions(y);
-    const auto pst = strides_of(y.phys);
-    const auto lst = strides_of(y.shape);
+    const auto pst = dense_strides(y.phys);
+    const auto lst = dense_strides(y.shape);
     for (int64_t j = 0; j < count; ++j) {
       int64_t rem = j, p = 0;
       for (size_t d = 0; d < y.shape.size(); ++d) {

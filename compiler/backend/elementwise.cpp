@@ -19,6 +19,7 @@
 #include "compiler/interp/interpreter.h"
 #include "compiler/passes/lowered.h"
 #include "isa/numerics.h"
+#include "isa/strides.h"
 
 namespace npusim::compiler::backend {
 
@@ -158,9 +159,9 @@ Operand constant_operand(Context& c, const std::vector<float>& src, const Shape&
   Operand o;
   for (int d : ylay) o.pshape.push_back(padded[static_cast<size_t>(d)]);
   const size_t r = padded.size();
-  const auto lst = strides_of(padded);
+  const auto lst = dense_strides(padded);
   std::vector<float> dst(static_cast<size_t>(num_elements(o.pshape)));
-  const auto pst = strides_of(o.pshape);
+  const auto pst = dense_strides(o.pshape);
   for (int64_t i = 0; i < static_cast<int64_t>(dst.size()); ++i) {
     int64_t rem = i, li = 0;
     for (size_t k = 0; k < r; ++k) {

@@ -9,16 +9,12 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "isa/strides.h"
+
 namespace npusim::compiler::backend {
 
 using isa::Buffer;
 using isa::VecOp;
-
-std::vector<int64_t> strides_of(const Shape& s) {
-  std::vector<int64_t> st(s.size(), 1);
-  for (size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
-  return st;
-}
 
 Slots make_slots(Context& c, Buffer b, uint64_t base, int64_t max_elems) {
   Slots s;
@@ -139,8 +135,8 @@ std::string permute_copy(Context& c, const DramTensor& x, const DramTensor& y, c
                          const std::function<void(uint64_t slot, int64_t d0, int64_t d1)>& on_tile) {
   const size_t r = y.shape.size();
   const auto xpos = positions(x);
-  const auto xst = strides_of(x.phys);
-  const auto yst = strides_of(y.phys);
+  const auto xst = dense_strides(x.phys);
+  const auto yst = dense_strides(y.phys);
   std::vector<int> ylay = y.layout;
   if (ylay.empty()) {
     ylay.resize(r);
@@ -272,8 +268,8 @@ DramTensor constant_tensor(Context& c, const Tensor& value, const std::vector<in
   d.dtype = t;
   const int64_t n = num_elements(value.shape);
   std::vector<double> v(static_cast<size_t>(n));
-  const auto ls = strides_of(value.shape);
-  const auto pst = strides_of(d.phys);
+  const auto ls = dense_strides(value.shape);
+  const auto pst = dense_strides(d.phys);
   std::vector<int> lay = layout;
   if (lay.empty()) {
     lay.resize(value.shape.size());

@@ -13,8 +13,6 @@ namespace npusim::compiler::backend {
 
 inline constexpr int64_t kMaxDim = 65535;  // the widest DMA size / VEC d field
 
-// Row-major strides of a shape (in elements).
-std::vector<int64_t> strides_of(const Shape& s);
 // Logical dim -> physical position of a tensor.
 std::vector<int> positions(const DramTensor& t);
 
