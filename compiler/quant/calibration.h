@@ -1,7 +1,8 @@
 #pragma once
 // INT8 post-training calibration: run the FP32 reference interpreter over calibration inputs, collect
 // per-tensor statistics (range and histograms), and choose each tensor's clipping range by min-max,
-// percentile or entropy (KL divergence, TensorRT's method).
+// percentile, entropy (KL divergence, TensorRT's method) or MSE (the range with the least expected squared
+// error, clipping and rounding together).
 #include <cstdint>
 #include <map>
 #include <stdexcept>
@@ -19,9 +20,9 @@ class CalibrationError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class CalibrationMethod { kMinMax, kPercentile, kEntropy };
+enum class CalibrationMethod { kMinMax, kPercentile, kEntropy, kMse };
 std::string to_string(CalibrationMethod m);
-// "minmax" | "percentile" | "entropy"; throws CalibrationError.
+// "minmax" | "percentile" | "entropy" | "mse"; throws CalibrationError.
 CalibrationMethod parse_calibration_method(const std::string& text);
 
 // Running statistics of one tensor over all calibration inputs: exact min/max and two histograms of
@@ -84,6 +85,14 @@ double entropy_threshold(const std::vector<double>& hist, double bin_width, int 
                          double max_clipped = 1e-3);
 // The magnitude below which `percentile` % of the histogram's mass lies (upper edge of that bin).
 double percentile_threshold(const std::vector<double>& hist, double bin_width, double percentile);
+// The clipping threshold t (a bin edge) minimising the expected squared error of the histogram's values
+// when the range [0, t] (plus `other` on the other side of zero, kept fixed) is cut into `steps` equal
+// steps of size (t + other) / steps: a value x > t costs (x - t)^2 (clipped), a value inside costs the
+// rounding noise step^2 / 12, or x^2 when it is below half a step (it rounds to zero, which is exact on
+// the grid); the `other_count` values on the other side add their rounding noise. Values are taken at
+// their bin centres. An empty histogram returns 0.
+double mse_threshold(const std::vector<double>& hist, double bin_width, int steps, double other = 0,
+                     double other_count = 0);
 
 // The range for one tensor. symmetric: [-t, t] from the magnitude histogram; asymmetric: each side
 // from its own histogram (entropy: one threshold from the magnitudes, then intersected with [min, max]).

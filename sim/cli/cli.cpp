@@ -505,7 +505,7 @@ po::options_description precision_options(ModelCliOptions& m) {
       "calibration samples read from DIR (0 = all) or generated: seeded N(0,1) inputs, flagged in the report "
       "(default 32; a timing-only run, without --functional or --accuracy, calibrates on 1: scales do not "
       "change timing)")("calibration-method", po::value(&m.calibration_method)->value_name("M"),
-                        "minmax, percentile (default) or entropy")(
+                        "minmax, percentile (default), entropy or mse")(
       "preprocess", po::value(&m.preprocess_file)->value_name("FILE.yaml"),
       "how PNG/JPEG images in --calibration, --accuracy-inputs and --inputs become the model's input: resize "
       "or "
@@ -601,7 +601,7 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
   try {
     r.quant.calibration.method = q::parse_calibration_method(m.calibration_method);
   } catch (const std::exception&) {
-    throw UsageError(fmt::format("--calibration-method '{}' is not one of minmax, percentile, entropy",
+    throw UsageError(fmt::format("--calibration-method '{}' is not one of minmax, percentile, entropy, mse",
                                  m.calibration_method));
   }
   if (m.weights != "per-channel" && m.weights != "per-tensor") {

@@ -216,6 +216,47 @@ TEST(Calibration, EntropyAndPercentileClipAGaussiansOutliersMinMaxKeepsThem) {
   EXPECT_LT(e, 15.0f);
 }
 
+TEST(Calibration, MseClipsAGaussianWhereClippingAndRoundingNoiseBalanceButKeepsCostlyOutliers) {
+  // For N(0, 1) quantized symmetrically with 127 steps a side, the expected squared error
+  // 2((1 + a^2) Q(a) - a phi(a)) + (1 - 2 Q(a)) (a / 127)^2 / 12 is smallest at a = 3.92 (numerical
+  // minimisation of that formula).
+  CalibrationOptions o;
+  o.method = CalibrationMethod::kMse;
+  const TensorStats s = gaussian_with_outliers(200000, 0, 0.0f);
+  const float t = choose_range(s, o, true).hi;
+  EXPECT_GT(t, 3.4f);
+  EXPECT_LT(t, 4.5f);
+  // Asymmetric: each side of the same Gaussian settles near the same threshold (255 steps in all).
+  const ClipRange r = choose_range(s, o, false);
+  EXPECT_GT(r.hi, 3.4f);
+  EXPECT_LT(r.hi, 4.5f);
+  EXPECT_LT(r.lo, -3.4f);
+  EXPECT_GT(r.lo, -4.5f);
+  // Ten values at +-40 among 200 000: clipping them at 4 costs 10 x 36^2 = 12 960, more than the
+  // rounding noise of the whole range, 200 000 x (40 / 127)^2 / 12 = 1 653 -- unlike percentile and
+  // entropy, MSE keeps (nearly all of) them.
+  const float w = choose_range(gaussian_with_outliers(200000, 10, 40.0f), o, true).hi;
+  EXPECT_GT(w, 30.0f);
+}
+
+TEST(Calibration, MseKeepsNearlyAllOfAUniformDistributionAndCountsClippingExactly) {
+  // Uniform on [0, 1) with density n: clipping at t costs n (1 - t)^3 / 3, rounding n t (t / 127)^2 / 12;
+  // the derivative vanishes at 1 - t = t sqrt(3 / 193548), t = 0.99608: the edge 2040/2048.
+  std::vector<double> uniform(2048, 1.0);
+  EXPECT_DOUBLE_EQ(mse_threshold(uniform, 1.0 / 2048, 127), 2040.0 / 2048);
+  // N values at 0.5 (bin 0's centre) and one at 100.5 (bin 100's). For a threshold t <= 100 the error is
+  // (100.5 - t)^2 + N (t / 127)^2 / 12 (no value is below half a step), smallest at
+  // t = 100.5 / (1 + N / 193548): N = 1000 -> 99.98, so the edge 100 (0.25 + 51.67 = 51.92, against
+  // 52.76 for keeping all at 101 and 52.90 at 99); N = 10^6 -> 16.3, so 16 (8462.9, 17: 8465.4).
+  std::vector<double> h(101, 0.0);
+  h[0] = 1000;
+  h[100] = 1;
+  EXPECT_DOUBLE_EQ(mse_threshold(h, 1.0, 127), 100.0);
+  h[0] = 1e6;
+  EXPECT_DOUBLE_EQ(mse_threshold(h, 1.0, 127), 16.0);
+  EXPECT_DOUBLE_EQ(mse_threshold(std::vector<double>(8, 0.0), 1.0, 127), 0.0);
+}
+
 TEST(Calibration, EntropyKeepsTheFullRangeOfAUniformDistribution) {
   std::vector<float> v(100000);
   for (size_t k = 0; k < v.size(); ++k) v[k] = -1.0f + 2.0f * (k + 0.5f) / v.size();
