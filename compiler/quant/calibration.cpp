@@ -99,6 +99,45 @@ void TensorStats::add(const float* data, size_t n) {
   }
 }
 
+void TensorStats::add(const Tensor& t) {
+  add(t.f.data(), t.f.size());
+  if (!shape_consistent_ || t.rank() < 2 || t.f.empty()) return;
+  if (channel_samples_ == 0) {
+    shape_ = t.shape;
+    dim1_sum_.assign(static_cast<size_t>(t.shape[1]), 0.0);
+    last_sum_.assign(static_cast<size_t>(t.shape.back()), 0.0);
+  } else if (t.shape != shape_) {
+    shape_consistent_ = false;
+    return;
+  }
+  const int64_t d1 = t.shape[1], last = t.shape.back();
+  int64_t inner1 = 1;
+  for (int64_t d = 2; d < t.rank(); ++d) inner1 *= t.shape[d];
+  for (size_t k = 0; k < t.f.size(); ++k) {
+    const double v = t.f[k];
+    if (std::isnan(v) || std::isinf(v)) continue;
+    dim1_sum_[static_cast<size_t>((static_cast<int64_t>(k) / inner1) % d1)] += v;
+    last_sum_[static_cast<size_t>(static_cast<int64_t>(k) % last)] += v;
+  }
+  ++channel_samples_;
+}
+
+static std::vector<double> means_of(const std::vector<double>& sums, int64_t per_index) {
+  std::vector<double> m(sums.size());
+  for (size_t c = 0; c < sums.size(); ++c) m[c] = sums[c] / static_cast<double>(per_index);
+  return m;
+}
+
+std::vector<double> TensorStats::channel_means() const {
+  if (!shape_consistent_ || channel_samples_ == 0) return {};
+  return means_of(dim1_sum_, num_elements(shape_) / shape_[1] * channel_samples_);
+}
+
+std::vector<double> TensorStats::last_dim_means() const {
+  if (!shape_consistent_ || channel_samples_ == 0) return {};
+  return means_of(last_sum_, num_elements(shape_) / shape_.back() * channel_samples_);
+}
+
 std::vector<double> TensorStats::magnitude_histogram() const {
   std::vector<double> h(pos_.size());
   for (size_t k = 0; k < h.size(); ++k) h[k] = pos_[k] + neg_[k];
@@ -289,7 +328,7 @@ std::map<std::string, TensorStats> collect_statistics(const Graph& g, const std:
     if (name.empty() || !t.floating() || t.f.empty()) return;
     auto it = stats.find(name);
     if (it == stats.end()) it = stats.emplace(name, TensorStats(bins)).first;
-    it->second.add(t.f.data(), t.f.size());
+    it->second.add(t);
   };
   PrecisionPlan fp32;
   for (const auto& sample : samples) {

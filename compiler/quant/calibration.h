@@ -34,6 +34,16 @@ class TensorStats {
  public:
   explicit TensorStats(int bins = 2048) : pos_(bins, 0.0), neg_(bins, 0.0) {}
   void add(const float* data, size_t n);
+  // add() plus the per-channel sums behind channel_means() (a shape that changes between samples
+  // drops them).
+  void add(const Tensor& t);
+
+  // Means over all samples per index of dim 1 (the channels of NCHW / NCL) and per index of the last
+  // dim (the K of a MatMul / Gemm input): the E[x] of bias correction. Empty when unknown.
+  std::vector<double> channel_means() const;
+  std::vector<double> last_dim_means() const;
+  // The shape of the tensors behind the means (empty when unknown).
+  Shape channel_shape() const { return shape_consistent_ && channel_samples_ ? shape_ : Shape{}; }
 
   float min() const { return min_; }
   float max() const { return max_; }
@@ -51,6 +61,10 @@ class TensorStats {
   double width_ = 0;  // 0 until the first non-zero value
   float min_ = 0, max_ = 0;
   int64_t count_ = 0;
+  Shape shape_;                                  // of the tensors add(const Tensor&) saw
+  bool shape_consistent_ = true;
+  std::vector<double> dim1_sum_, last_sum_;      // per index of dim 1 / of the last dim
+  int64_t channel_samples_ = 0;
 };
 
 struct CalibrationOptions {

@@ -450,6 +450,7 @@ struct ModelCliOptions {
   std::optional<compiler::Preprocess> preprocess;  // read from it by load_preprocess()
   std::string weights = "per-channel";
   std::string activations = "asymmetric";
+  bool bias_correction = false;  // --bias-correction
   bool verbose = false;
   bool graphs = false;       // --graphs
   std::string graph_dumps;  // --graphs: what compile_model printed, for print_graphs
@@ -513,7 +514,10 @@ po::options_description precision_options(ModelCliOptions& m) {
       "and task metrics\")")("weights", po::value(&m.weights)->value_name("G"),
                              "int8 weight scales: per-channel (default) or per-tensor")(
       "activations", po::value(&m.activations)->value_name("S"),
-      "int8 activations: asymmetric (uint8 with a zero point, default) or symmetric (int8, zero point 0)");
+      "int8 activations: asymmetric (uint8 with a zero point, default) or symmetric (int8, zero point 0)")(
+      "bias-correction", po::bool_switch(&m.bias_correction),
+      "int8: fold the mean shift that rounding the weights causes (from the calibration inputs' per-channel "
+      "means) into each layer's int32 bias (docs/quantization.md)");
   return d;
 }
 
@@ -612,6 +616,7 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
     throw UsageError(fmt::format("--activations '{}' is not one of asymmetric, symmetric", m.activations));
   }
   r.quant.symmetric_activations = m.activations == "symmetric";
+  r.quant.bias_correction = m.bias_correction;
   if (m.calibration_samples < 0) throw UsageError("--calibration-samples must be >= 0");
   if (m.calibration_samples == 0 && m.calibration_dir.empty()) {
     throw UsageError("--calibration-samples 0 (all) needs --calibration DIR");

@@ -428,6 +428,82 @@ Graph conv_chain(bool outlier) {
   return g;
 }
 
+TEST(BiasCorrection, WeightRoundingShiftIsTheRoundingErrorTimesTheInputChannelMeansByHand) {
+  // Grouped Conv (2 groups, 1 input channel each), W = [2, 1, 1, 2]; codes chosen so that channel 0's
+  // second weight is off by -0.25 (code -1 x 0.5 = -0.5 for -0.25) and channel 1's second by -0.25
+  // (2 x 0.25 = 0.5 for 0.75). Means per input channel {2, -4}: shifts {-0.25 x 2, -0.25 x -4}.
+  Node conv;
+  conv.op_type = "Conv";
+  const Tensor w = Tensor::from_floats({2, 1, 1, 2}, {0.5f, -0.25f, 1.0f, 0.75f});
+  QuantizedWeights q{{1, -1, 4, 2}, {0.5f, 0.25f}};
+  EXPECT_EQ(weight_rounding_shift(conv, w, q, 0, {2.0, -4.0}), (std::vector<double>{-0.5, 1.0}));
+  // With the input's shape, a tap that reads padding for some outputs counts only where it reads inside:
+  // W = [1, 1, 1, 3] on a 1x3 row with pads 1 left and right, all three codes off by +0.5 (code 1 x 1 for
+  // 0.5), mean 1: the outer taps read inside for 2 of 3 outputs, so 0.5 x (2/3 + 1 + 2/3).
+  Node padded;
+  padded.op_type = "Conv";
+  padded.attrs["pads"] = attr_ints({0, 1, 0, 1});
+  const std::vector<double> edge = weight_rounding_shift(
+      padded, Tensor::from_floats({1, 1, 1, 3}, {0.5f, 0.5f, 0.5f}), QuantizedWeights{{1, 1, 1}, {1.0f}}, 0,
+      {1.0}, Shape{1, 1, 1, 3});
+  ASSERT_EQ(edge.size(), 1u);
+  EXPECT_NEAR(edge[0], 0.5 * (2.0 / 3 + 1 + 2.0 / 3), 1e-12);
+  // The means must cover the input channels: 3 channels cannot be split into groups of 1 for 2 outputs.
+  EXPECT_TRUE(weight_rounding_shift(conv, w, q, 0, {1.0, 1.0, 1.0}).empty());
+  // MatMul B = [K = 2, N = 2] (channels last): column 1's errors {0, -0.25} meet means {2, -4}.
+  Node mm;
+  mm.op_type = "MatMul";
+  EXPECT_EQ(weight_rounding_shift(mm, Tensor::from_floats({2, 2}, {0.5f, 1.0f, -0.25f, 0.75f}),
+                                  QuantizedWeights{{1, 4, 0, 3}, {0.5f, 0.25f}}, 1, {2.0, -4.0}),
+            (std::vector<double>{0.25 * -4.0, 0.0}));
+  // Gemm with transB, B = [N = 2, K = 2], the Conv's numbers: now both outputs read both inputs, and
+  // each row's error (-0.25 on its second weight) meets the second input's mean: {1, 1}.
+  Node gemm;
+  gemm.op_type = "Gemm";
+  EXPECT_EQ(weight_rounding_shift(gemm, Tensor::from_floats({2, 2}, {0.5f, -0.25f, 1.0f, 0.75f}), q, 0, {2.0, -4.0}),
+            (std::vector<double>{1.0, 1.0}));
+}
+
+TEST(BiasCorrection, RemovesTheOutputMeanShiftOfRoundedWeightsOnInputsWithANonzeroMean) {
+  // One MatMul, per-tensor weights (coarse: the rounding errors are large), inputs 3 + N(0, 1): without
+  // correction each output channel's int8 mean is off by about sum_k err[k][c] x 3.
+  GraphBuilder b;
+  auto x = b.input("x", {1, 64});
+  b.output(b.node("MatMul", {x, b.random_constant("w", {64, 8}, 5)}, "y", {1, 8}));
+  const Graph g = b.build();
+  std::mt19937 rng(9);
+  std::normal_distribution<float> d(3.0f, 1.0f);
+  std::vector<Sample> samples;
+  for (int k = 0; k < 64; ++k) {
+    std::vector<float> v(64);
+    for (float& f : v) f = d(rng);
+    samples.push_back({{"x", Tensor::from_floats({1, 64}, v)}});
+  }
+  const auto stats = collect_statistics(g, samples);
+  ASSERT_EQ(stats.at("x").last_dim_means().size(), 64u);
+  auto mean_shift = [&](bool correct) {
+    PrecisionSpec spec;
+    spec.model = Precision::kInt8;
+    PrecisionPlan plan = resolve_plan(g, spec);
+    QuantOptions qo;
+    qo.per_channel = false;
+    qo.bias_correction = correct;
+    qo.calibration.method = CalibrationMethod::kMinMax;
+    quantize_plan(g, plan, stats, qo);
+    std::vector<double> diff(8, 0.0);
+    for (const Sample& s : samples) {
+      const Tensor q = emulate(g, plan, s).at("y");
+      const Tensor f = emulate(g, PrecisionPlan{}, s).at("y");
+      for (int c = 0; c < 8; ++c) diff[c] += (q.f[c] - f.f[c]) / samples.size();
+    }
+    double total = 0;
+    for (double v : diff) total += std::fabs(v);
+    return total;
+  };
+  const double without = mean_shift(false), with = mean_shift(true);
+  EXPECT_LT(with, 0.5 * without) << "mean |shift| per channel summed: " << with << " vs " << without;
+}
+
 TEST(AccuracyReport, InjectedOutlierWeightIsFlaggedByTheOutlierTableAndFirstBadLayer) {
   for (bool outlier : {false, true}) {
     Graph g = conv_chain(outlier);
