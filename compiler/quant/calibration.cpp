@@ -26,6 +26,8 @@ std::string to_string(CalibrationMethod m) {
       return "percentile";
     case CalibrationMethod::kEntropy:
       return "entropy";
+    case CalibrationMethod::kMse:
+      return "mse";
   }
   return "minmax";
 }
@@ -34,7 +36,8 @@ CalibrationMethod parse_calibration_method(const std::string& text) {
   if (text == "minmax" || text == "min-max") return CalibrationMethod::kMinMax;
   if (text == "percentile") return CalibrationMethod::kPercentile;
   if (text == "entropy" || text == "kl") return CalibrationMethod::kEntropy;
-  throw CalibrationError("unknown calibration method '" + text + "' (expected minmax, percentile or entropy)");
+  if (text == "mse") return CalibrationMethod::kMse;
+  throw CalibrationError("unknown calibration method '" + text + "' (expected minmax, percentile, entropy or mse)");
 }
 
 // ---- statistics --------------------------------------------------------------------------------
@@ -93,6 +96,45 @@ void TensorStats::add(const float* data, size_t n) {
     const int b = std::min(last, static_cast<int>(a * inv));
     (v < 0 ? neg_ : pos_)[b] += 1.0;
   }
+}
+
+void TensorStats::add(const Tensor& t) {
+  add(t.f.data(), t.f.size());
+  if (!shape_consistent_ || t.rank() < 2 || t.f.empty()) return;
+  if (channel_samples_ == 0) {
+    shape_ = t.shape;
+    dim1_sum_.assign(static_cast<size_t>(t.shape[1]), 0.0);
+    last_sum_.assign(static_cast<size_t>(t.shape.back()), 0.0);
+  } else if (t.shape != shape_) {
+    shape_consistent_ = false;
+    return;
+  }
+  const int64_t d1 = t.shape[1], last = t.shape.back();
+  int64_t inner1 = 1;
+  for (int64_t d = 2; d < t.rank(); ++d) inner1 *= t.shape[d];
+  for (size_t k = 0; k < t.f.size(); ++k) {
+    const double v = t.f[k];
+    if (std::isnan(v) || std::isinf(v)) continue;
+    dim1_sum_[static_cast<size_t>((static_cast<int64_t>(k) / inner1) % d1)] += v;
+    last_sum_[static_cast<size_t>(static_cast<int64_t>(k) % last)] += v;
+  }
+  ++channel_samples_;
+}
+
+static std::vector<double> means_of(const std::vector<double>& sums, int64_t per_index) {
+  std::vector<double> m(sums.size());
+  for (size_t c = 0; c < sums.size(); ++c) m[c] = sums[c] / static_cast<double>(per_index);
+  return m;
+}
+
+std::vector<double> TensorStats::channel_means() const {
+  if (!shape_consistent_ || channel_samples_ == 0) return {};
+  return means_of(dim1_sum_, num_elements(shape_) / shape_[1] * channel_samples_);
+}
+
+std::vector<double> TensorStats::last_dim_means() const {
+  if (!shape_consistent_ || channel_samples_ == 0) return {};
+  return means_of(last_sum_, num_elements(shape_) / shape_.back() * channel_samples_);
 }
 
 std::vector<double> TensorStats::magnitude_histogram() const {
@@ -178,6 +220,39 @@ double entropy_threshold(const std::vector<double>& hist, double bin_width, int 
   return static_cast<double>(best_i) * bin_width;
 }
 
+double mse_threshold(const std::vector<double>& hist, double bin_width, int steps, double other,
+                     double other_count) {
+  const int n = static_cast<int>(hist.size());
+  int last_nonzero = -1;
+  for (int k = 0; k < n; ++k)
+    if (hist[k] > 0) last_nonzero = k;
+  if (last_nonzero < 0 || bin_width <= 0) return 0;
+  // Prefix sums of c, c x and c x^2 over the bin centres x_k = (k + 1/2) w.
+  std::vector<double> s0(n + 1, 0.0), s1(n + 1, 0.0), s2(n + 1, 0.0);
+  for (int k = 0; k < n; ++k) {
+    const double x = (k + 0.5) * bin_width;
+    s0[k + 1] = s0[k] + hist[k];
+    s1[k + 1] = s1[k] + hist[k] * x;
+    s2[k + 1] = s2[k] + hist[k] * x * x;
+  }
+  double best_err = std::numeric_limits<double>::infinity();
+  int best_i = last_nonzero + 1;
+  for (int i = 1; i <= last_nonzero + 1; ++i) {
+    const double t = i * bin_width;
+    const double step = (t + other) / steps;
+    const double clipped = (s2[n] - s2[i]) - 2 * t * (s1[n] - s1[i]) + t * t * (s0[n] - s0[i]);
+    // Bins whose centre lies below half a step round to zero: k < step / (2 w) - 1/2.
+    const int j = std::clamp(static_cast<int>(std::ceil(step / (2 * bin_width) - 0.5)), 0, i);
+    const double inside = s2[j] + (s0[i] - s0[j] + other_count) * step * step / 12.0;
+    const double err = clipped + inside;
+    if (err < best_err) {
+      best_err = err;
+      best_i = i;
+    }
+  }
+  return static_cast<double>(best_i) * bin_width;
+}
+
 ClipRange choose_range(const TensorStats& s, const CalibrationOptions& o, bool symmetric) {
   ClipRange r;
   if (s.count() == 0) return r;
@@ -208,6 +283,30 @@ ClipRange choose_range(const TensorStats& s, const CalibrationOptions& o, bool s
     }
     return r;
   }
+  if (o.method == CalibrationMethod::kMse) {
+    if (symmetric) {
+      const double t = std::min(amax, mse_threshold(s.magnitude_histogram(), w, 127));
+      r.lo = static_cast<float>(-t);
+      r.hi = static_cast<float>(t);
+      return r;
+    }
+    // Asymmetric: 255 steps over [-tn, tp]; each side's threshold depends on the other's through the
+    // step, so alternate (from min-max) until they settle; two rounds suffice in practice.
+    const auto& ph = s.positive_histogram();
+    const auto& nh = s.negative_histogram();
+    double pc = 0, nc = 0;
+    for (double c : ph) pc += c;
+    for (double c : nh) nc += c;
+    const double pmax = std::max(0.0f, s.max()), nmax = std::max(0.0f, -s.min());
+    double tp = pmax, tn = nmax;
+    for (int round = 0; round < 3; ++round) {
+      if (pc > 0) tp = std::min(pmax, mse_threshold(ph, w, 255, tn, nc));
+      if (nc > 0) tn = std::min(nmax, mse_threshold(nh, w, 255, tp, pc));
+    }
+    r.lo = static_cast<float>(-tn);
+    r.hi = static_cast<float>(tp);
+    return r;
+  }
   // Entropy. A one-sided tensor (after ReLU) quantized asymmetrically spends all 255 levels on one side.
   const bool one_sided = !symmetric && s.min() >= 0;
   const double t = std::min(amax, entropy_threshold(s.magnitude_histogram(), w, one_sided ? 255 : 128, o.entropy_max_clipped));
@@ -228,7 +327,7 @@ std::map<std::string, TensorStats> collect_statistics(const Graph& g, const std:
     if (name.empty() || !t.floating() || t.f.empty()) return;
     auto it = stats.find(name);
     if (it == stats.end()) it = stats.emplace(name, TensorStats(bins)).first;
-    it->second.add(t.f.data(), t.f.size());
+    it->second.add(t);
   };
   PrecisionPlan fp32;
   for (const auto& sample : samples) {

@@ -1,7 +1,8 @@
 #pragma once
 // INT8 post-training calibration: run the FP32 reference interpreter over calibration inputs, collect
 // per-tensor statistics (range and histograms), and choose each tensor's clipping range by min-max,
-// percentile or entropy (KL divergence, TensorRT's method).
+// percentile, entropy (KL divergence, TensorRT's method) or MSE (the range with the least expected squared
+// error, clipping and rounding together).
 #include <cstdint>
 #include <map>
 #include <stdexcept>
@@ -19,9 +20,9 @@ class CalibrationError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class CalibrationMethod { kMinMax, kPercentile, kEntropy };
+enum class CalibrationMethod { kMinMax, kPercentile, kEntropy, kMse };
 std::string to_string(CalibrationMethod m);
-// "minmax" | "percentile" | "entropy"; throws CalibrationError.
+// "minmax" | "percentile" | "entropy" | "mse"; throws CalibrationError.
 CalibrationMethod parse_calibration_method(const std::string& text);
 
 // Running statistics of one tensor over all calibration inputs: exact min/max and two histograms of
@@ -33,6 +34,16 @@ class TensorStats {
  public:
   explicit TensorStats(int bins = 2048) : pos_(bins, 0.0), neg_(bins, 0.0) {}
   void add(const float* data, size_t n);
+  // add() plus the per-channel sums behind channel_means() (a shape that changes between samples
+  // drops them).
+  void add(const Tensor& t);
+
+  // Means over all samples per index of dim 1 (the channels of NCHW / NCL) and per index of the last
+  // dim (the K of a MatMul / Gemm input): the E[x] of bias correction. Empty when unknown.
+  std::vector<double> channel_means() const;
+  std::vector<double> last_dim_means() const;
+  // The shape of the tensors behind the means (empty when unknown).
+  Shape channel_shape() const { return shape_consistent_ && channel_samples_ ? shape_ : Shape{}; }
 
   float min() const { return min_; }
   float max() const { return max_; }
@@ -50,6 +61,10 @@ class TensorStats {
   double width_ = 0;  // 0 until the first non-zero value
   float min_ = 0, max_ = 0;
   int64_t count_ = 0;
+  Shape shape_;                                  // of the tensors add(const Tensor&) saw
+  bool shape_consistent_ = true;
+  std::vector<double> dim1_sum_, last_sum_;      // per index of dim 1 / of the last dim
+  int64_t channel_samples_ = 0;
 };
 
 struct CalibrationOptions {
@@ -84,6 +99,14 @@ double entropy_threshold(const std::vector<double>& hist, double bin_width, int 
                          double max_clipped = 1e-3);
 // The magnitude below which `percentile` % of the histogram's mass lies (upper edge of that bin).
 double percentile_threshold(const std::vector<double>& hist, double bin_width, double percentile);
+// The clipping threshold t (a bin edge) minimising the expected squared error of the histogram's values
+// when the range [0, t] (plus `other` on the other side of zero, kept fixed) is cut into `steps` equal
+// steps of size (t + other) / steps: a value x > t costs (x - t)^2 (clipped), a value inside costs the
+// rounding noise step^2 / 12, or x^2 when it is below half a step (it rounds to zero, which is exact on
+// the grid); the `other_count` values on the other side add their rounding noise. Values are taken at
+// their bin centres. An empty histogram returns 0.
+double mse_threshold(const std::vector<double>& hist, double bin_width, int steps, double other = 0,
+                     double other_count = 0);
 
 // The range for one tensor. symmetric: [-t, t] from the magnitude histogram; asymmetric: each side
 // from its own histogram (entropy: one threshold from the magnitudes, then intersected with [min, max]).

@@ -21,11 +21,9 @@ namespace {
   throw InterpretError("node '" + n.name + "' (" + n.op_type + "): " + what);
 }
 
-// ---- int8 matrix kernels -----------------------------------------------------------------------
+}  // namespace
 
-struct ConvGeom {
-  int64_t n, c, h, w, m, kh, kw, oh, ow, sh, sw, dh, dw, pt, pl, group;
-};
+// ---- int8 matrix kernels -----------------------------------------------------------------------
 
 ConvGeom conv_geometry(const Node& node, const Shape& x, const Shape& wshape) {
   const int nd = static_cast<int>(x.size()) - 2;
@@ -74,6 +72,8 @@ ConvGeom conv_geometry(const Node& node, const Shape& x, const Shape& wshape) {
   g.ow = out[1];
   return g;
 }
+
+namespace {
 
 // A fused activation in fp32 (the shared isa::numerics functions the datapath's vector unit runs).
 float act_fp32(const Node& n, const std::string& a, float x) {

@@ -44,6 +44,13 @@ struct Int8Tensor {
 std::map<std::string, Int8Tensor> expected_int8_tensors(const Graph& g, const PrecisionPlan& plan,
                                                         const Sample& inputs);
 
+// A 1-D or 2-D Conv's geometry in NCHW terms (1-D: h = kh = 1): sizes, strides, dilations, the leading
+// pads (auto_pad resolved) and the output size. Throws InterpretError for other ranks.
+struct ConvGeom {
+  int64_t n, c, h, w, m, kh, kw, oh, ow, sh, sw, dh, dw, pt, pl, group;
+};
+ConvGeom conv_geometry(const Node& node, const Shape& x, const Shape& wshape);
+
 // The integer core of one int8 matrix node, exposed for tests: given the input codes (and residual
 // codes when the layer has one), the output codes. Conv inputs are NCHW (or NCL), MatMul/Gemm [..., M, K].
 std::vector<int32_t> run_int8_layer(const Graph& g, const Node& n, const PrecisionPlan& plan,

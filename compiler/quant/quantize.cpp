@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "compiler/passes/lowered.h"
+#include "compiler/quant/emulate.h"
 
 namespace npusim::compiler::quant {
 
@@ -82,8 +83,65 @@ static bool float_value(const Graph& g, const std::string& name) {
   return !name.empty() && g.has_value(name) && !g.value(name).is_constant() && is_float(g.value(name).dtype);
 }
 
+std::vector<double> weight_rounding_shift(const Node& n, const Tensor& w, const QuantizedWeights& q,
+                                          int channel_axis, const std::vector<double>& means, const Shape& x) {
+  if (w.f.empty() || q.q.size() != w.f.size() || means.empty()) return {};
+  const int64_t channels = w.shape[channel_axis];
+  if (static_cast<int64_t>(q.scale.size()) != channels) return {};
+  std::vector<double> shift(static_cast<size_t>(channels), 0.0);
+  const int64_t n_in = static_cast<int64_t>(means.size());
+  if (n.op_type == "Conv") {
+    // W = [O, C_in / groups, k...]: output o reads input channels of its group.
+    if (w.rank() < 3 || channel_axis != 0) return {};
+    const int64_t per_group_in = w.shape[1];
+    if (per_group_in <= 0 || n_in % per_group_in != 0) return {};
+    const int64_t groups = n_in / per_group_in;
+    if (channels % groups != 0) return {};
+    const int64_t out_per_group = channels / groups;
+    int64_t window = 1;
+    for (int64_t d = 2; d < w.rank(); ++d) window *= w.shape[d];
+    // Per kernel tap: the fraction of output positions where it reads inside the input.
+    std::vector<double> inside(static_cast<size_t>(window), 1.0);
+    if (x.size() == w.shape.size() && (x.size() == 3 || x.size() == 4)) {
+      const ConvGeom c = conv_geometry(n, x, w.shape);
+      auto count = [](int64_t out, int64_t stride, int64_t pad, int64_t tap, int64_t size) {
+        int64_t k = 0;
+        for (int64_t o = 0; o < out; ++o) {
+          const int64_t at = o * stride - pad + tap;
+          if (at >= 0 && at < size) ++k;
+        }
+        return k;
+      };
+      for (int64_t a = 0; a < c.kh; ++a)
+        for (int64_t b = 0; b < c.kw; ++b)
+          inside[static_cast<size_t>(a * c.kw + b)] =
+              static_cast<double>(count(c.oh, c.sh, c.pt, a * c.dh, c.h) * count(c.ow, c.sw, c.pl, b * c.dw, c.w)) /
+              static_cast<double>(c.oh * c.ow);
+    }
+    for (size_t k = 0; k < w.f.size(); ++k) {
+      const int64_t o = static_cast<int64_t>(k) / (per_group_in * window);
+      const int64_t i = (o / out_per_group) * per_group_in + (static_cast<int64_t>(k) / window) % per_group_in;
+      const double err = static_cast<double>(q.q[k]) * q.scale[static_cast<size_t>(o)] - w.f[k];
+      shift[static_cast<size_t>(o)] += err * means[static_cast<size_t>(i)] * inside[k % window];
+    }
+    return shift;
+  }
+  // Gemm / MatMul with a 2-D weight: [K, N] (channels last) or [N, K] (transB, channels first).
+  if (w.rank() != 2) return {};
+  const bool channels_first = channel_axis == 0;
+  const int64_t K = channels_first ? w.shape[1] : w.shape[0];
+  if (K != n_in) return {};
+  for (size_t k = 0; k < w.f.size(); ++k) {
+    const int64_t row = static_cast<int64_t>(k) / w.shape[1], col = static_cast<int64_t>(k) % w.shape[1];
+    const int64_t c = channels_first ? row : col, i = channels_first ? col : row;
+    const double err = static_cast<double>(q.q[k]) * q.scale[static_cast<size_t>(c)] - w.f[k];
+    shift[static_cast<size_t>(c)] += err * means[static_cast<size_t>(i)];
+  }
+  return shift;
+}
+
 bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const QuantOptions& options,
-                 const QuantizedWeights* given, std::string& reason) {
+                 const QuantizedWeights* given, std::string& reason, const TensorStats* input_stats) {
   LayerQuant L;
   L.node = n.name;
   L.op = n.op_type;
@@ -104,6 +162,7 @@ bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const Quant
   }
   const auto& xq = plan.values.at(L.input);
   int64_t channels = 1;
+  std::vector<double> rounding_shift;  // bias correction, empty for none
   if (L.weight_is_constant) {
     const Tensor& w = *wv.constant;
     if (!w.floating()) {
@@ -118,6 +177,11 @@ bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const Quant
     }
     channels = w.shape[L.weight_channel_axis];
     QuantizedWeights qw = given ? *given : quantize_weights(w, L.weight_channel_axis, options.per_channel);
+    if (!given && options.bias_correction && input_stats)
+      rounding_shift = weight_rounding_shift(n, w, qw, L.weight_channel_axis,
+                                             n.op_type == "Conv" ? input_stats->channel_means()
+                                                                 : input_stats->last_dim_means(),
+                                             input_stats->channel_shape());
     L.per_channel = given ? qw.scale.size() > 1 && std::adjacent_find(qw.scale.begin(), qw.scale.end(),
                                                                       std::not_equal_to<float>()) != qw.scale.end()
                           : options.per_channel;
@@ -148,6 +212,9 @@ bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const Quant
     }
     for (int64_t c = 0; c < channels; ++c) bias[c] = bv.constant->f[bv.constant->size() == 1 ? 0 : c];
   }
+  std::vector<double> corrected(bias.begin(), bias.end());
+  if (static_cast<int64_t>(rounding_shift.size()) == channels)
+    for (int64_t c = 0; c < channels; ++c) corrected[c] -= rounding_shift[c];
   const QParams& yq = plan.values.at(L.output);
   L.acc_scale.resize(channels);
   L.requant.resize(channels);
@@ -161,7 +228,7 @@ bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const Quant
                "int8 path's range";
       return false;
     }
-    const double b = std::nearbyint(static_cast<double>(bias[c]) / static_cast<double>(L.acc_scale[c]));
+    const double b = std::nearbyint(corrected[c] / static_cast<double>(L.acc_scale[c]));
     L.bias[c] = static_cast<int32_t>(std::clamp(b, -2147483648.0, 2147483647.0));
     L.requant[c] = *m;
   }
@@ -330,7 +397,9 @@ void quantize_plan(const Graph& g, PrecisionPlan& plan, const std::map<std::stri
     if (plan.layers.count(n.name) && !plan.layers.at(n.name).weight_q.empty()) continue;
     std::string reason;
     auto gw = given.find(n.name);
-    if (!build_layer(g, n, plan, options, gw == given.end() ? nullptr : &gw->second, reason)) {
+    auto st = stats.find(n.inputs.at(0));
+    if (!build_layer(g, n, plan, options, gw == given.end() ? nullptr : &gw->second, reason,
+                     st == stats.end() ? nullptr : &st->second)) {
       pit->second.effective = Precision::kFp16;
       pit->second.reason = reason + "; runs in fp16";
     }

@@ -452,6 +452,7 @@ struct ModelCliOptions {
   std::optional<compiler::Preprocess> preprocess;  // read from it by load_preprocess()
   std::string weights = "per-channel";
   std::string activations = "asymmetric";
+  bool bias_correction = false;  // --bias-correction
   bool verbose = false;
   bool graphs = false;       // --graphs
   std::string graph_dumps;  // --graphs: what compile_model printed, for print_graphs
@@ -507,7 +508,7 @@ po::options_description precision_options(ModelCliOptions& m) {
       "calibration samples read from DIR (0 = all) or generated: seeded N(0,1) inputs, flagged in the report "
       "(default 32; a timing-only run, without --functional or --accuracy, calibrates on 1: scales do not "
       "change timing)")("calibration-method", po::value(&m.calibration_method)->value_name("M"),
-                        "minmax, percentile (default) or entropy")(
+                        "minmax, percentile (default), entropy or mse")(
       "preprocess", po::value(&m.preprocess_file)->value_name("FILE.yaml"),
       "how PNG/JPEG images in --calibration, --accuracy-inputs and --inputs become the model's input: resize "
       "or "
@@ -515,7 +516,10 @@ po::options_description precision_options(ModelCliOptions& m) {
       "and task metrics\")")("weights", po::value(&m.weights)->value_name("G"),
                              "int8 weight scales: per-channel (default) or per-tensor")(
       "activations", po::value(&m.activations)->value_name("S"),
-      "int8 activations: asymmetric (uint8 with a zero point, default) or symmetric (int8, zero point 0)");
+      "int8 activations: asymmetric (uint8 with a zero point, default) or symmetric (int8, zero point 0)")(
+      "bias-correction", po::bool_switch(&m.bias_correction),
+      "int8: fold the mean shift that rounding the weights causes (from the calibration inputs' per-channel "
+      "means) into each layer's int32 bias (docs/quantization.md)");
   return d;
 }
 
@@ -603,7 +607,7 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
   try {
     r.quant.calibration.method = q::parse_calibration_method(m.calibration_method);
   } catch (const std::exception&) {
-    throw UsageError(fmt::format("--calibration-method '{}' is not one of minmax, percentile, entropy",
+    throw UsageError(fmt::format("--calibration-method '{}' is not one of minmax, percentile, entropy, mse",
                                  m.calibration_method));
   }
   if (m.weights != "per-channel" && m.weights != "per-tensor") {
@@ -614,6 +618,7 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
     throw UsageError(fmt::format("--activations '{}' is not one of asymmetric, symmetric", m.activations));
   }
   r.quant.symmetric_activations = m.activations == "symmetric";
+  r.quant.bias_correction = m.bias_correction;
   if (m.calibration_samples < 0) throw UsageError("--calibration-samples must be >= 0");
   if (m.calibration_samples == 0 && m.calibration_dir.empty()) {
     throw UsageError("--calibration-samples 0 (all) needs --calibration DIR");

@@ -8,7 +8,7 @@ Cases:
           PNG/JPEG calibration images of other sizes are resized (report: 4 real calibration inputs),
           --accuracy-inputs is the evaluation set, --task classify fills accuracy.task; a PNG through
           --inputs gives the same outputs as the .npy numpy makes from it by the same description;
-          a stray file, an image without --preprocess, resize: none on another size, and an unknown,
+          a stray file, a .npy of the wrong shape, an image without --preprocess, resize: none on another size, and an unknown,
           bad or idle (anchor without letterbox) --preprocess key each exit 2 naming the file (and
           file:line:col and key).
   rec     PP-OCRv4 rec int8 (x = 1x3x48x320), 32 rendered calibration lines, 40 other held-out lines:
@@ -137,6 +137,11 @@ def case_images():
     p = run(["run"] + base + ["--calibration", cal], expect=2)
     check("notes.txt" in p.stderr and "1x3x16x16" in p.stderr and "Traceback" not in p.stderr, p.stderr)
     os.remove(os.path.join(cal, "notes.txt"))
+    np.save(os.path.join(cal, "wrong.npy"), np.zeros((1, 3, 8, 8), np.float32))
+    p = run(["run"] + base + ["--calibration", cal], expect=2)
+    check("wrong.npy" in p.stderr and "1x3x8x8" in p.stderr and "1x3x16x16" in p.stderr and
+          "Traceback" not in p.stderr, p.stderr)
+    os.remove(os.path.join(cal, "wrong.npy"))
     p = run(["run", model, "--precision", "int8", "--accuracy", "--calibration", cal], expect=2)
     check("--preprocess" in p.stderr and "a.png" in p.stderr, p.stderr)
     none = os.path.join(tmp, "none.yaml")

@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "compiler/io/image.h"
+#include "compiler/io/npy.h"
 #include "compiler/io/preprocess.h"
 #include "compiler/quant/calibration.h"
 #include "compiler/quant/task_metrics.h"
@@ -194,6 +195,57 @@ TEST(CalibrationImages, ImagesOfAnySizeAreResizedAndOtherFilesAreErrorsNamingThe
     const std::string m = e.what();
     EXPECT_NE(m.find("notes.txt"), std::string::npos) << m;
     EXPECT_NE(m.find("1x3x8x8"), std::string::npos) << m;
+  }
+}
+
+// One load_samples call on a folder holding `file` besides a good image: the CalibrationError's text.
+std::string calibration_error(const fs::path& d, const Preprocess& p) {
+  try {
+    quant::load_samples(one_input_model(), d.string(), 0, &p);
+  } catch (const quant::CalibrationError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(CalibrationImages, AWrongShapeTensorOrABrokenFileIsAnErrorNamingTheFileAndWhatWasExpected) {
+  Preprocess p;
+  {
+    const fs::path d = scratch("calib_shape");
+    write_png(d / "a.png", 5, 3, std::vector<uint8_t>(45, 7));
+    NpyArray a;
+    a.descr = "<f4";
+    a.shape = {1, 3, 4, 4};
+    a.data.assign(48 * 4, 0);
+    write_npy((d / "b.npy").string(), a);
+    const std::string m = calibration_error(d, p);
+    EXPECT_NE(m.find("b.npy"), std::string::npos) << m;
+    EXPECT_NE(m.find("1x3x4x4"), std::string::npos) << m;
+    EXPECT_NE(m.find("1x3x8x8"), std::string::npos) << m;
+  }
+  {
+    const fs::path d = scratch("calib_truncated");
+    write_png(d / "a.png", 5, 3, std::vector<uint8_t>(45, 7));
+    std::ofstream(d / "b.npy", std::ios::binary) << "\x93NUMPY\x01\x00";
+    const std::string m = calibration_error(d, p);
+    EXPECT_NE(m.find("b.npy"), std::string::npos) << m;
+  }
+  {
+    // A PNG signature followed by garbage: recognised as an image, and its decoding error names it.
+    const fs::path d = scratch("calib_broken_png");
+    write_png(d / "a.png", 5, 3, std::vector<uint8_t>(45, 7));
+    std::ofstream(d / "b.png", std::ios::binary) << "\x89PNG\r\n\x1a\nnot really a png";
+    const std::string m = calibration_error(d, p);
+    EXPECT_NE(m.find("b.png"), std::string::npos) << m;
+  }
+  {
+    // A JPEG of another size and aspect is resized to the input (stretch: every pixel the same colour).
+    const fs::path d = scratch("calib_resized_jpeg");
+    write_jpeg(d / "a.jpg", 37, 11, 255, 255, 255);
+    const auto samples = quant::load_samples(one_input_model(), d.string(), 0, &p);
+    ASSERT_EQ(samples.size(), 1u);
+    EXPECT_EQ(samples[0].at("x").shape, (Shape{1, 3, 8, 8}));
+    for (float v : samples[0].at("x").f) EXPECT_NEAR(v, 1.0f, 0.02f);
   }
 }
 

@@ -221,6 +221,47 @@ TEST(Calibration, EntropyAndPercentileClipAGaussiansOutliersMinMaxKeepsThem) {
   EXPECT_LT(e, 15.0f);
 }
 
+TEST(Calibration, MseClipsAGaussianWhereClippingAndRoundingNoiseBalanceButKeepsCostlyOutliers) {
+  // For N(0, 1) quantized symmetrically with 127 steps a side, the expected squared error
+  // 2((1 + a^2) Q(a) - a phi(a)) + (1 - 2 Q(a)) (a / 127)^2 / 12 is smallest at a = 3.92 (numerical
+  // minimisation of that formula).
+  CalibrationOptions o;
+  o.method = CalibrationMethod::kMse;
+  const TensorStats s = gaussian_with_outliers(200000, 0, 0.0f);
+  const float t = choose_range(s, o, true).hi;
+  EXPECT_GT(t, 3.4f);
+  EXPECT_LT(t, 4.5f);
+  // Asymmetric: each side of the same Gaussian settles near the same threshold (255 steps in all).
+  const ClipRange r = choose_range(s, o, false);
+  EXPECT_GT(r.hi, 3.4f);
+  EXPECT_LT(r.hi, 4.5f);
+  EXPECT_LT(r.lo, -3.4f);
+  EXPECT_GT(r.lo, -4.5f);
+  // Ten values at +-40 among 200 000: clipping them at 4 costs 10 x 36^2 = 12 960, more than the
+  // rounding noise of the whole range, 200 000 x (40 / 127)^2 / 12 = 1 653 -- unlike percentile and
+  // entropy, MSE keeps (nearly all of) them.
+  const float w = choose_range(gaussian_with_outliers(200000, 10, 40.0f), o, true).hi;
+  EXPECT_GT(w, 30.0f);
+}
+
+TEST(Calibration, MseKeepsNearlyAllOfAUniformDistributionAndCountsClippingExactly) {
+  // Uniform on [0, 1) with density n: clipping at t costs n (1 - t)^3 / 3, rounding n t (t / 127)^2 / 12;
+  // the derivative vanishes at 1 - t = t sqrt(3 / 193548), t = 0.99608: the edge 2040/2048.
+  std::vector<double> uniform(2048, 1.0);
+  EXPECT_DOUBLE_EQ(mse_threshold(uniform, 1.0 / 2048, 127), 2040.0 / 2048);
+  // N values at 0.5 (bin 0's centre) and one at 100.5 (bin 100's). For a threshold t <= 100 the error is
+  // (100.5 - t)^2 + N (t / 127)^2 / 12 (no value is below half a step), smallest at
+  // t = 100.5 / (1 + N / 193548): N = 1000 -> 99.98, so the edge 100 (0.25 + 51.67 = 51.92, against
+  // 52.76 for keeping all at 101 and 52.90 at 99); N = 10^6 -> 16.3, so 16 (8462.9, 17: 8465.4).
+  std::vector<double> h(101, 0.0);
+  h[0] = 1000;
+  h[100] = 1;
+  EXPECT_DOUBLE_EQ(mse_threshold(h, 1.0, 127), 100.0);
+  h[0] = 1e6;
+  EXPECT_DOUBLE_EQ(mse_threshold(h, 1.0, 127), 16.0);
+  EXPECT_DOUBLE_EQ(mse_threshold(std::vector<double>(8, 0.0), 1.0, 127), 0.0);
+}
+
 TEST(Calibration, EntropyKeepsTheFullRangeOfAUniformDistribution) {
   std::vector<float> v(100000);
   for (size_t k = 0; k < v.size(); ++k) v[k] = -1.0f + 2.0f * (k + 0.5f) / v.size();
@@ -390,6 +431,82 @@ Graph conv_chain(bool outlier) {
     g.add_constant("w2", w2);
   }
   return g;
+}
+
+TEST(BiasCorrection, WeightRoundingShiftIsTheRoundingErrorTimesTheInputChannelMeansByHand) {
+  // Grouped Conv (2 groups, 1 input channel each), W = [2, 1, 1, 2]; codes chosen so that channel 0's
+  // second weight is off by -0.25 (code -1 x 0.5 = -0.5 for -0.25) and channel 1's second by -0.25
+  // (2 x 0.25 = 0.5 for 0.75). Means per input channel {2, -4}: shifts {-0.25 x 2, -0.25 x -4}.
+  Node conv;
+  conv.op_type = "Conv";
+  const Tensor w = Tensor::from_floats({2, 1, 1, 2}, {0.5f, -0.25f, 1.0f, 0.75f});
+  QuantizedWeights q{{1, -1, 4, 2}, {0.5f, 0.25f}};
+  EXPECT_EQ(weight_rounding_shift(conv, w, q, 0, {2.0, -4.0}), (std::vector<double>{-0.5, 1.0}));
+  // With the input's shape, a tap that reads padding for some outputs counts only where it reads inside:
+  // W = [1, 1, 1, 3] on a 1x3 row with pads 1 left and right, all three codes off by +0.5 (code 1 x 1 for
+  // 0.5), mean 1: the outer taps read inside for 2 of 3 outputs, so 0.5 x (2/3 + 1 + 2/3).
+  Node padded;
+  padded.op_type = "Conv";
+  padded.attrs["pads"] = attr_ints({0, 1, 0, 1});
+  const std::vector<double> edge = weight_rounding_shift(
+      padded, Tensor::from_floats({1, 1, 1, 3}, {0.5f, 0.5f, 0.5f}), QuantizedWeights{{1, 1, 1}, {1.0f}}, 0,
+      {1.0}, Shape{1, 1, 1, 3});
+  ASSERT_EQ(edge.size(), 1u);
+  EXPECT_NEAR(edge[0], 0.5 * (2.0 / 3 + 1 + 2.0 / 3), 1e-12);
+  // The means must cover the input channels: 3 channels cannot be split into groups of 1 for 2 outputs.
+  EXPECT_TRUE(weight_rounding_shift(conv, w, q, 0, {1.0, 1.0, 1.0}).empty());
+  // MatMul B = [K = 2, N = 2] (channels last): column 1's errors {0, -0.25} meet means {2, -4}.
+  Node mm;
+  mm.op_type = "MatMul";
+  EXPECT_EQ(weight_rounding_shift(mm, Tensor::from_floats({2, 2}, {0.5f, 1.0f, -0.25f, 0.75f}),
+                                  QuantizedWeights{{1, 4, 0, 3}, {0.5f, 0.25f}}, 1, {2.0, -4.0}),
+            (std::vector<double>{0.25 * -4.0, 0.0}));
+  // Gemm with transB, B = [N = 2, K = 2], the Conv's numbers: now both outputs read both inputs, and
+  // each row's error (-0.25 on its second weight) meets the second input's mean: {1, 1}.
+  Node gemm;
+  gemm.op_type = "Gemm";
+  EXPECT_EQ(weight_rounding_shift(gemm, Tensor::from_floats({2, 2}, {0.5f, -0.25f, 1.0f, 0.75f}), q, 0, {2.0, -4.0}),
+            (std::vector<double>{1.0, 1.0}));
+}
+
+TEST(BiasCorrection, RemovesTheOutputMeanShiftOfRoundedWeightsOnInputsWithANonzeroMean) {
+  // One MatMul, per-tensor weights (coarse: the rounding errors are large), inputs 3 + N(0, 1): without
+  // correction each output channel's int8 mean is off by about sum_k err[k][c] x 3.
+  GraphBuilder b;
+  auto x = b.input("x", {1, 64});
+  b.output(b.node("MatMul", {x, b.random_constant("w", {64, 8}, 5)}, "y", {1, 8}));
+  const Graph g = b.build();
+  std::mt19937 rng(9);
+  std::normal_distribution<float> d(3.0f, 1.0f);
+  std::vector<Sample> samples;
+  for (int k = 0; k < 64; ++k) {
+    std::vector<float> v(64);
+    for (float& f : v) f = d(rng);
+    samples.push_back({{"x", Tensor::from_floats({1, 64}, v)}});
+  }
+  const auto stats = collect_statistics(g, samples);
+  ASSERT_EQ(stats.at("x").last_dim_means().size(), 64u);
+  auto mean_shift = [&](bool correct) {
+    PrecisionSpec spec;
+    spec.model = Precision::kInt8;
+    PrecisionPlan plan = resolve_plan(g, spec);
+    QuantOptions qo;
+    qo.per_channel = false;
+    qo.bias_correction = correct;
+    qo.calibration.method = CalibrationMethod::kMinMax;
+    quantize_plan(g, plan, stats, qo);
+    std::vector<double> diff(8, 0.0);
+    for (const Sample& s : samples) {
+      const Tensor q = emulate(g, plan, s).at("y");
+      const Tensor f = emulate(g, PrecisionPlan{}, s).at("y");
+      for (int c = 0; c < 8; ++c) diff[c] += (q.f[c] - f.f[c]) / samples.size();
+    }
+    double total = 0;
+    for (double v : diff) total += std::fabs(v);
+    return total;
+  };
+  const double without = mean_shift(false), with = mean_shift(true);
+  EXPECT_LT(with, 0.5 * without) << "mean |shift| per channel summed: " << with << " vs " << without;
 }
 
 TEST(AccuracyReport, InjectedOutlierWeightIsFlaggedByTheOutlierTableAndFirstBadLayer) {
