@@ -102,6 +102,9 @@ class Context {
   uint64_t add_floats(const std::vector<float>& v, isa::DType t);
   // The DRAM address a data segment of `bytes` would get, reserved without building it (trials only).
   uint64_t reserve_data(uint64_t bytes);
+  // Places `bytes` of a shape-only constant's data (Tensor::shape_only): a segment that records its size
+  // only (isa::DataSegment::elided_bytes), at the address add_data would give it; in a trial, reserve_data.
+  uint64_t add_elided_data(uint64_t bytes);
   // DRAM scratch (not reused) of `bytes`.
   uint64_t add_scratch(uint64_t bytes);
 

@@ -2,6 +2,7 @@
 // sharing one program per KV bucket; expected figures from the spec (KV bytes) and from independent runs
 // of the same shapes (time to first token).
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <string>
 
@@ -86,6 +87,32 @@ TEST(Generation, BadRequestsExit2) {
   r = run_command({NPUSIM_BIN, "run", "llm:layers=1,hidden=30,heads=4,kv_heads=2,ffn=8,vocab=8", "-q"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("hidden (30) is not a multiple of heads (4)"), std::string::npos) << r.err;
+}
+
+TEST(Generation, ATimingRunGeneratesNoWeightValuesAndTakesTheCyclesAFunctionalRunTakes) {
+  // 63 M parameters, 253 MB as fp32: a timing run leaves every MatMul weight's values out (they change no
+  // cycle count), so the process stays far below even one copy of them.
+  const std::string dir = temp_dir("generation-shape-only");
+  const std::string big = "llm:layers=2,hidden=1024,heads=16,kv_heads=4,ffn=4096,vocab=32000";
+  CommandResult r = npusim({"run", big, "-q", "--generate", "16:2", "--report", dir + "/big.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  rusage children{};
+  ASSERT_EQ(getrusage(RUSAGE_CHILDREN, &children), 0);
+  EXPECT_LT(children.ru_maxrss, 150 * 1024) << "peak RSS in KiB";
+  EXPECT_EQ(json_eval(dir + "/big.json", "r['compile']['memory']['weight_bytes'] > 250e6"), "True");
+  // The same program as with the values: a functional run (which needs them) takes the same cycles, prefill
+  // and decode step alike.
+  for (const char* shape : {",seq=6", ",past=5"}) {
+    for (const std::string& mode : {std::string("timing"), std::string("functional")}) {
+      std::vector<std::string> args = {"run", kLlm + shape, "-q", "--report", dir + "/" + mode + ".json"};
+      if (mode == "functional") args.push_back("--functional");
+      r = npusim(args);
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+    }
+    for (const char* figure : {"r['total_cycles']", "r['compile']['memory']['weight_bytes']", "r['dram']['bytes_read']"}) {
+      EXPECT_EQ(json_eval(dir + "/timing.json", figure), json_eval(dir + "/functional.json", figure)) << shape << figure;
+    }
+  }
 }
 
 }  // namespace
