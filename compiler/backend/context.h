@@ -168,6 +168,9 @@ class Context {
   };
   // Choices the mapper made by simulation, by a key of everything they depend on (MatrixMapper::choose).
   std::map<std::string, size_t> decided;
+  // Index maps of data-movement nodes (lower_index_map), one per output, by a key of everything they
+  // depend on (index_map_key): the element each output element copies, or -1.
+  std::map<std::string, std::vector<std::vector<int64_t>>> index_maps;
   Trial begin_trial();
   void end_trial(const Trial& t);
   bool in_trial() const { return in_trial_; }
