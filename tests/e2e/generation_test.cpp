@@ -51,7 +51,7 @@ TEST(Generation, StaticKvCapacityRunsEveryStepOnOneProgram) {
             std::to_string(2 * 2 * 2 * 32 * 4 * 64));
 }
 
-TEST(Generation, EveryOpOfThePrefillRunsOnTheNpuInFloatAndInt8AndOfADecodeStepInFloat) {
+TEST(Generation, EveryOpOfThePrefillAndOfADecodeStepRunsOnTheNpuInFloatAndInt8) {
   // RMSNorm, rotary embeddings, the GQA broadcast, the KV Concat, the mask, Softmax and SwiGLU: no host call
   // on the edge preset (fp32) nor on tpu-v1 (int8 only).
   const std::string dir = temp_dir("generation-npu");
@@ -62,13 +62,16 @@ TEST(Generation, EveryOpOfThePrefillRunsOnTheNpuInFloatAndInt8AndOfADecodeStepIn
     EXPECT_EQ(json_eval(f, "r['host']['calls']"), "0") << preset;
     EXPECT_EQ(json_eval(f, "len([l for l in r['layers'] if l['placement'] == 'host'])"), "0") << preset;
   }
-  // A decode step (one token over 16 cached positions) in fp32. In int8 its two attention MatMuls over the
-  // cache inputs still fall back to the host (docs/dynamic.md, "Not done yet").
-  const CommandResult d =
-      run_command({NPUSIM_BIN, "run", kLlm + ",past=16", "-q", "--report", dir + "/decode.json"});
-  ASSERT_EQ(d.exit_code, 0) << d.err;
-  EXPECT_EQ(json_eval(dir + "/decode.json", "r['host']['calls']"), "0");
+  // A decode step (one token over 16 cached positions) too, in fp32 and in int8: its attention MatMuls over
+  // the cache inputs run on the array (the KV Concat group is quantized symmetrically).
+  for (const char* preset : {"edge", "tpu-v1"}) {
+    const std::string f = dir + "/decode-" + preset + ".json";
+    const CommandResult d = run_command({NPUSIM_BIN, "run", kLlm + ",past=16", "-q", "-c", preset, "--report", f});
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    EXPECT_EQ(json_eval(f, "r['host']['calls']"), "0") << preset;
+  }
   EXPECT_EQ(json_eval(dir + "/tpu-v1.json", "r['precision']['plan']"), "int8");
+  EXPECT_EQ(json_eval(dir + "/decode-tpu-v1.json", "r['precision']['plan']"), "int8");
 }
 
 TEST(Generation, BadRequestsExit2) {
