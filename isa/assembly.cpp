@@ -709,6 +709,7 @@ Program assemble(const std::string& text, const std::string& source_name) {
 }
 
 std::string disassemble(const Program& p) {
+  require_data_bytes(p, "disassembling a program");
   std::string o;
   o.reserve(160 * p.instructions.size() + 64 * p.layers.size() + p.machine.size());
   size_t pos = 0;

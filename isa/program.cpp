@@ -283,7 +283,17 @@ void check_references(const Program& p) {
 
 }  // namespace
 
+void require_data_bytes(const Program& p, const std::string& what) {
+  for (const DataSegment& d : p.data) {
+    if (d.elided_bytes == 0) continue;
+    throw ProgramError(fmt::format("{} needs the program's data, but the {} bytes at DRAM {:#x} were compiled "
+                                   "for timing only (shape-only weights): compile the model with its values",
+                                   what, d.elided_bytes, d.dram_addr));
+  }
+}
+
 std::vector<uint8_t> serialize(const Program& p) {
+  require_data_bytes(p, "writing a program file");
   std::vector<uint8_t> out;
   std::vector<uint64_t> words;
   words.reserve(p.instructions.size() * 5);

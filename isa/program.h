@@ -46,7 +46,14 @@ struct Layer {
 struct DataSegment {
   uint64_t dram_addr = 0;
   std::vector<uint8_t> bytes;
-  bool operator==(const DataSegment& o) const { return dram_addr == o.dram_addr && bytes == o.bytes; }
+  // A segment of a timing-only compile whose values were never generated (compiler::Tensor::shape_only
+  // weights): its size, with `bytes` empty. A program holding one simulates in timing mode only: it
+  // cannot be written (serialize, disassemble) nor run functionally.
+  uint64_t elided_bytes = 0;
+  uint64_t size() const { return bytes.size() + elided_bytes; }
+  bool operator==(const DataSegment& o) const {
+    return dram_addr == o.dram_addr && bytes == o.bytes && elided_bytes == o.elided_bytes;
+  }
 };
 
 // An operation the host CPU runs for a HOSTCALL.
@@ -91,6 +98,11 @@ class ProgramError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Throws ProgramError when a data segment's bytes were left out (DataSegment::elided_bytes): `what`
+// (writing the program, a functional run) needs them.
+void require_data_bytes(const Program& p, const std::string& what);
+
+// Throws ProgramError for a program with elided data (require_data_bytes).
 std::vector<uint8_t> serialize(const Program& p);
 // Throws ProgramError on any malformed input (never reads out of bounds, never aborts).
 Program deserialize(const std::vector<uint8_t>& bytes);

@@ -72,6 +72,11 @@ MachineState::MachineState(const isa::NpuConfig& config, const isa::Program& pro
     sram_[b].assign(static_cast<size_t>(config.sram.buffer(static_cast<isa::Buffer>(b)).size_bytes()), 0);
   }
   for (const isa::DataSegment& seg : program.data) {
+    if (seg.elided_bytes > 0) {
+      throw DatapathError(fmt::format("the {} bytes of data at DRAM {:#x} were compiled for timing only (shape-only "
+                                      "weights): a functional run needs the model compiled with its values",
+                                      seg.elided_bytes, seg.dram_addr));
+    }
     dram_.write(seg.dram_addr, seg.bytes.data(), seg.bytes.size());
   }
 }

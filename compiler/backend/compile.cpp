@@ -552,7 +552,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
                     g.value(name).dtype, t.view_strides});
   }
   uint64_t wbytes = 0;
-  for (const auto& d : prog.data) wbytes += d.bytes.size();
+  for (const auto& d : prog.data) wbytes += d.size();
   result.memory.weight_bytes = wbytes;
   result.memory.scratch_bytes = c.scratch_end_ - (uint64_t{1} << 38);
   result.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

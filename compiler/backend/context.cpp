@@ -135,6 +135,17 @@ uint64_t Context::add_data(std::vector<uint8_t> bytes) {
   return at;
 }
 
+uint64_t Context::add_elided_data(uint64_t bytes) {
+  if (in_trial_) return reserve_data(bytes);
+  const uint64_t at = align(data_end_);
+  data_end_ = at + bytes;
+  isa::DataSegment seg;
+  seg.dram_addr = at;
+  seg.elided_bytes = bytes;
+  program.data.push_back(std::move(seg));
+  return at;
+}
+
 uint64_t Context::add_floats(const std::vector<float>& v, isa::DType t) {
   if (in_trial_) return reserve_data(v.size() * static_cast<uint64_t>(isa::dtype_bytes(t)));
   std::vector<uint8_t> b(v.size() * static_cast<size_t>(isa::dtype_bytes(t)));

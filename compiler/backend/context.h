@@ -132,6 +132,9 @@ class Context {
   uint64_t add_floats(const std::vector<float>& v, isa::DType t);
   // The DRAM address a data segment of `bytes` would get, reserved without building it (trials only).
   uint64_t reserve_data(uint64_t bytes);
+  // Places `bytes` of a shape-only constant's data (Tensor::shape_only): a segment that records its size
+  // only (isa::DataSegment::elided_bytes), at the address add_data would give it; in a trial, reserve_data.
+  uint64_t add_elided_data(uint64_t bytes);
   // DRAM scratch (not reused) of `bytes`.
   uint64_t add_scratch(uint64_t bytes);
 
@@ -196,6 +199,9 @@ class Context {
   };
   // Choices the mapper made by simulation, by a key of everything they depend on (MatrixMapper::choose).
   std::map<std::string, size_t> decided;
+  // Index maps of data-movement nodes (lower_index_map), one per output, by a key of everything they
+  // depend on (index_map_key): the element each output element copies, or -1.
+  std::map<std::string, std::vector<std::vector<int64_t>>> index_maps;
   Trial begin_trial();
   void end_trial(const Trial& t);
   bool in_trial() const { return in_trial_; }

@@ -364,11 +364,63 @@ std::vector<size_t> data_inputs(const Context& c, const Node& n) {
   return {};
 }
 
+// Everything the index maps of `n` depend on: the node (op type, attributes, which inputs repeat), its
+// parameters' values, and the logical shapes and memory orders of its data inputs and of its outputs --
+// not their addresses, so the repeated layers of a model (a decoder's GQA Expand in every layer) compute
+// their maps once. Empty (no reuse) when a parameter has no values.
+std::string index_map_key(const Context& c, const Node& n, const std::vector<size_t>& data,
+                          const std::vector<const DramTensor*>& sources) {
+  std::string key = n.op_type + "|" + n.domain;
+  for (const auto& [name, a] : n.attrs) {
+    if (name.rfind("npu.", 0) == 0) continue;
+    key += "|" + name + ":" + std::to_string(static_cast<int>(a.kind())) + ":";
+    switch (a.kind()) {
+      case Attribute::Kind::kInt: key += std::to_string(a.i()); break;
+      case Attribute::Kind::kFloat: key += fmt::format("{}", a.f()); break;
+      case Attribute::Kind::kString: key += a.s(); break;
+      case Attribute::Kind::kInts: key += fmt::format("{}", fmt::join(a.ints(), ",")); break;
+      case Attribute::Kind::kFloats: key += fmt::format("{}", fmt::join(a.floats(), ",")); break;
+      case Attribute::Kind::kStrings: key += fmt::format("{}", fmt::join(a.strings(), "\x1f")); break;
+      case Attribute::Kind::kTensor: return "";
+    }
+  }
+  size_t source = 0;
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    const std::string& name = n.inputs[k];
+    key += "|in" + std::to_string(k) + ":";
+    if (name.empty()) continue;
+    const size_t first = static_cast<size_t>(std::find(n.inputs.begin(), n.inputs.end(), name) - n.inputs.begin());
+    if (first < k) {
+      key += "=" + std::to_string(first);
+      continue;
+    }
+    const Value& v = c.g.value(name);
+    key += fmt::format("{}", fmt::join(v.shape, "x"));
+    if (std::find(data.begin(), data.end(), k) != data.end()) {
+      const DramTensor& src = *sources[source++];
+      key += fmt::format(" order {} phys {}", fmt::join(positions(src), ","), fmt::join(src.phys, "x"));
+      continue;
+    }
+    const Tensor& t = *v.constant;
+    if (!t.has_values()) return "";
+    key += fmt::format(" t{} ", static_cast<int>(t.dtype));
+    key += t.floating() ? fmt::format("{}", fmt::join(t.f, ",")) : fmt::format("{}", fmt::join(t.i, ","));
+  }
+  for (const auto& o : n.outputs) {
+    if (o.empty() || !c.tensors.count(o)) continue;
+    const DramTensor& y = c.tensor(o);
+    key += fmt::format("|out {} order {} phys {}", fmt::join(y.shape, "x"), fmt::join(positions(y), ","),
+                       fmt::join(y.phys, "x"));
+  }
+  return key;
+}
+
 // Lowers a pure data-movement node by evaluating it at compile time on tensors of element ids with the
 // reference interpreter (ids are exact in int64, or in float32 below 2^24 for ops that only take
 // floats): the output then names, for every element, the source element it copies (or none: a fill
 // value), which copy_index_map turns into DMA rows. Parameters (pads, starts, indices, scales, a Where
-// condition) must be constants: the ISA has no data-dependent addressing.
+// condition) must be constants: the ISA has no data-dependent addressing. The maps are kept by
+// index_map_key (Context::index_maps) for the nodes that repeat.
 bool lower_index_map(Context& c, const Node& n, std::string* why) {
   const std::vector<size_t> data = data_inputs(c, n);
   if (data.empty()) {
@@ -385,26 +437,18 @@ bool lower_index_map(Context& c, const Node& n, std::string* why) {
   }
   const DramTensor& y0 = c.tensor(n.outputs[0]);
   const isa::DType dt = y0.dtype;
-  Graph mini;
-  mini.opset = c.g.opset;
-  Node m = n;
-  for (auto it = m.attrs.begin(); it != m.attrs.end();) {
-    it = it->first.rfind("npu.", 0) == 0 ? m.attrs.erase(it) : std::next(it);
-  }
   std::vector<const DramTensor*> sources;
   std::vector<DramTensor> constants;
   constants.reserve(data.size());
-  std::map<std::string, Tensor> inputs;
-  constexpr int64_t kBase = int64_t{1} << 52;
+  std::vector<std::string> source_names;
   for (size_t k = 0; k < n.inputs.size(); ++k) {
     const std::string& name = n.inputs[k];
-    if (name.empty() || mini.has_value(name)) continue;
-    const Value& v = c.g.value(name);
-    const bool is_data = std::find(data.begin(), data.end(), k) != data.end();
-    if (!is_data) {
-      mini.add_constant(name, *v.constant);
+    if (name.empty() || std::find(n.inputs.begin(), n.inputs.begin() + static_cast<long>(k), name) !=
+                            n.inputs.begin() + static_cast<long>(k)) {
       continue;
     }
+    if (std::find(data.begin(), data.end(), k) == data.end()) continue;
+    const Value& v = c.g.value(name);
     const DramTensor* src;
     if (v.is_constant()) {
       constants.push_back(constant_tensor(c, *v.constant, {}, dt));
@@ -416,61 +460,114 @@ bool lower_index_map(Context& c, const Node& n, std::string* why) {
         return false;
       }
     }
-    const int64_t id = static_cast<int64_t>(sources.size());
     sources.push_back(src);
-    const int64_t count = num_elements(v.shape);
-    if (float_ids && count >= (int64_t{1} << 24) - 1) {
+    source_names.push_back(name);
+    if (float_ids && num_elements(v.shape) >= (int64_t{1} << 24) - 1) {
       *why = "tensor too large for the compile-time index map";
       return false;
     }
-    // Element j (logical) of this source -> its physical element.
-    std::vector<int64_t> phys(static_cast<size_t>(count));
-    {
-      const auto pos = positions(*src);
-      const auto pst = dense_strides(src->phys);
-      const auto lst = dense_strides(v.shape);
+    if (float_ids && sources.size() > 1) return false;
+  }
+  std::vector<std::string> outputs;
+  for (const auto& o : n.outputs) {
+    if (!o.empty() && c.tensors.count(o)) outputs.push_back(o);
+  }
+  const std::string key = index_map_key(c, n, data, sources);
+  auto cached = key.empty() ? c.index_maps.end() : c.index_maps.find(key);
+  std::vector<std::vector<int64_t>> maps;
+  if (cached == c.index_maps.end()) {
+    Graph mini;
+    mini.opset = c.g.opset;
+    Node m = n;
+    for (auto it = m.attrs.begin(); it != m.attrs.end();) {
+      it = it->first.rfind("npu.", 0) == 0 ? m.attrs.erase(it) : std::next(it);
+    }
+    std::map<std::string, Tensor> inputs;
+    constexpr int64_t kBase = int64_t{1} << 52;
+    for (const auto& name : n.inputs) {
+      if (name.empty() || mini.has_value(name)) continue;
+      const Value& v = c.g.value(name);
+      const auto at = std::find(source_names.begin(), source_names.end(), name);
+      if (at == source_names.end()) {
+        mini.add_constant(name, *v.constant);
+        continue;
+      }
+      const int64_t id = at - source_names.begin();
+      const DramTensor& src = *sources[static_cast<size_t>(id)];
+      const int64_t count = num_elements(v.shape);
+      // Element j (logical) of this source -> its physical element.
+      std::vector<int64_t> phys(static_cast<size_t>(count));
+      {
+        const auto pos = positions(src);
+        const auto pst = dense_strides(src.phys);
+        const auto lst = dense_strides(v.shape);
+        for (int64_t j = 0; j < count; ++j) {
+          int64_t rem = j, p = 0;
+          for (size_t d = 0; d < v.shape.size(); ++d) {
+            const int64_t co = rem / lst[d];
+            rem %= lst[d];
+            p += co * pst[static_cast<size_t>(pos[d])];
+          }
+          phys[static_cast<size_t>(j)] = p;
+        }
+      }
+      Value& mv = mini.ensure_value(name);
+      mv.name = name;
+      mv.shape = v.shape;
+      mv.shape_known = true;
+      mini.inputs.push_back(name);
+      if (float_ids) {
+        std::vector<float> f(static_cast<size_t>(count));
+        for (int64_t j = 0; j < count; ++j) f[static_cast<size_t>(j)] = static_cast<float>(phys[static_cast<size_t>(j)] + 1);
+        mv.dtype = DataType::kFloat32;
+        inputs[name] = Tensor::from_floats(v.shape, f);
+      } else {
+        std::vector<int64_t> ids(static_cast<size_t>(count));
+        for (int64_t j = 0; j < count; ++j) ids[static_cast<size_t>(j)] = kBase + (id << kMapShift) + phys[static_cast<size_t>(j)];
+        mv.dtype = DataType::kInt64;
+        inputs[name] = Tensor::from_ints(DataType::kInt64, v.shape, ids);
+      }
+    }
+    for (const auto& o : m.outputs) {
+      if (!o.empty()) mini.ensure_value(o).name = o;
+    }
+    mini.outputs = outputs;
+    mini.nodes.push_back(m);
+    std::map<std::string, Tensor> out;
+    try {
+      out = interpret(mini, inputs);
+    } catch (const std::exception& e) {
+      *why = fmt::format("index map: {}", e.what());
+      return false;
+    }
+    for (const auto& oname : outputs) {
+      const DramTensor& y = c.tensor(oname);
+      const Tensor& r = out.at(oname);
+      const int64_t count = r.size();
+      std::vector<int64_t>& map = maps.emplace_back(static_cast<size_t>(count), -1);
+      const auto pos = positions(y);
+      const auto pst = dense_strides(y.phys);
+      const auto lst = dense_strides(y.shape);
       for (int64_t j = 0; j < count; ++j) {
         int64_t rem = j, p = 0;
-        for (size_t d = 0; d < v.shape.size(); ++d) {
+        for (size_t d = 0; d < y.shape.size(); ++d) {
           const int64_t co = rem / lst[d];
           rem %= lst[d];
           p += co * pst[static_cast<size_t>(pos[d])];
         }
-        phys[static_cast<size_t>(j)] = p;
+        int64_t src = -1;
+        if (float_ids) {
+          const float f = r.f[static_cast<size_t>(j)];
+          if (f >= 1.0f && f == std::floor(f)) src = static_cast<int64_t>(f) - 1;
+        } else if (r.i[static_cast<size_t>(j)] >= kBase) {
+          src = r.i[static_cast<size_t>(j)] - kBase;
+        }
+        map[static_cast<size_t>(p)] = src;
       }
     }
-    Value& mv = mini.ensure_value(name);
-    mv.name = name;
-    mv.shape = v.shape;
-    mv.shape_known = true;
-    mini.inputs.push_back(name);
-    if (float_ids) {
-      if (sources.size() > 1) return false;
-      std::vector<float> f(static_cast<size_t>(count));
-      for (int64_t j = 0; j < count; ++j) f[static_cast<size_t>(j)] = static_cast<float>(phys[static_cast<size_t>(j)] + 1);
-      mv.dtype = DataType::kFloat32;
-      inputs[name] = Tensor::from_floats(v.shape, f);
-    } else {
-      std::vector<int64_t> ids(static_cast<size_t>(count));
-      for (int64_t j = 0; j < count; ++j) ids[static_cast<size_t>(j)] = kBase + (id << kMapShift) + phys[static_cast<size_t>(j)];
-      mv.dtype = DataType::kInt64;
-      inputs[name] = Tensor::from_ints(DataType::kInt64, v.shape, ids);
-    }
+    if (!key.empty()) cached = c.index_maps.emplace(key, std::move(maps)).first;
   }
-  for (const auto& o : m.outputs) {
-    if (!o.empty()) mini.ensure_value(o).name = o;
-  }
-  for (const auto& o : m.outputs) {
-    if (!o.empty() && c.tensors.count(o)) mini.outputs.push_back(o);
-  }
-  mini.nodes.push_back(m);
-  std::map<std::string, Tensor> out;
-  try {
-    out = interpret(mini, inputs);
-  } catch (const std::exception& e) {
-    *why = fmt::format("index map: {}", e.what());
-    return false;
-  }
+  const std::vector<std::vector<int64_t>>& use = cached == c.index_maps.end() ? maps : cached->second;
   double fill = 0;
   if (n.op_type == "Pad") {
     fill = pad_fill(c, n, dt);
@@ -478,35 +575,13 @@ bool lower_index_map(Context& c, const Node& n, std::string* why) {
     fill = n.attr_float("extrapolation_value", 0.0f);
   }
   int64_t rows = 0;
-  for (const auto& oname : mini.outputs) {
-    const DramTensor& y = c.tensor(oname);
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const DramTensor& y = c.tensor(outputs[k]);
     if (y.dtype != dt) {
       *why = "outputs of different storage types";
       return false;
     }
-    const Tensor& r = out.at(oname);
-    const int64_t count = r.size();
-    std::vector<int64_t> map(static_cast<size_t>(count), -1);
-    const auto pos = positions(y);
-    const auto pst = dense_strides(y.phys);
-    const auto lst = dense_strides(y.shape);
-    for (int64_t j = 0; j < count; ++j) {
-      int64_t rem = j, p = 0;
-      for (size_t d = 0; d < y.shape.size(); ++d) {
-        const int64_t co = rem / lst[d];
-        rem %= lst[d];
-        p += co * pst[static_cast<size_t>(pos[d])];
-      }
-      int64_t src = -1;
-      if (float_ids) {
-        const float f = r.f[static_cast<size_t>(j)];
-        if (f >= 1.0f && f == std::floor(f)) src = static_cast<int64_t>(f) - 1;
-      } else if (r.i[static_cast<size_t>(j)] >= kBase) {
-        src = r.i[static_cast<size_t>(j)] - kBase;
-      }
-      map[static_cast<size_t>(p)] = src;
-    }
-    rows += copy_index_map(c, y, sources, map, fill);
+    rows += copy_index_map(c, y, sources, use[k], fill);
   }
   c.plan->mapping = fmt::format("DMA gather from a compile-time index map ({} rows)", rows);
   return true;

@@ -39,6 +39,7 @@ struct Epilogue {
 // A float matrix node: the shared job plus its weights and output side.
 struct FloatJob : MatrixJob {
   std::vector<float> w;  // constant: w[((g*kh + i)*kw + j)*cg*mg + c*mg + m]
+  bool w_elided = false;  // a shape-only constant (a timing-only compile): tiles placed, no values written
   std::function<uint64_t(int64_t)> y_base, res_base;
   Epilogue epi;
 };
@@ -101,8 +102,8 @@ class FloatStrategy : public MatrixStrategy {
   uint64_t acc_slot(int side) const override { return c_slot_[side]; }
 
   uint64_t weight_tile(int64_t b, int64_t gb, int64_t k0, int64_t k1, int64_t n0, int64_t n1) override {
-    if (c_.in_trial()) {
-      return c_.reserve_data(static_cast<uint64_t>(j_.kh * j_.kw * (k1 - k0) * (n1 - n0) * c_.esize));
+    if (c_.in_trial() || j_.w_elided) {
+      return c_.add_elided_data(static_cast<uint64_t>(j_.kh * j_.kw * (k1 - k0) * (n1 - n0) * c_.esize));
     }
     return c_.add_floats(weight_tile_values(j_, j_.w, b, gb, k0, k1, n0, n1), c_.act);
   }
@@ -485,7 +486,8 @@ bool lower_gemm(Context& c, const Node& n) {
     j.H = j.OH = a_count * M;
     j.a_base = [=](int64_t) { return aa; };
     j.y_base = [=](int64_t) { return ya; };
-    j.w = bv.constant->to_float_vector();  // [K][N] = [g=1][1][1][cg][mg]
+    j.w_elided = !bv.constant->has_values();
+    if (!j.w_elided) j.w = bv.constant->to_float_vector();  // [K][N] = [g=1][1][1][cg][mg]
   } else {
     if (bv.is_constant()) return false;  // batched constant weights: not mapped
     const DramTensor& b = c.tensor(n.inputs[1]);

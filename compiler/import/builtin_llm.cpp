@@ -2,6 +2,7 @@
 // a KV cache, SwiGLU FFN, LM head) built as ONNX, one graph per (seq, past) shape: a prefill is seq=P,
 // past=0; a decode step is seq=1 over past=L cached positions.
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,12 @@ class Emitter {
     b_.add_initializer(name, shape, v);
     return name;
   }
+  // A MatMul weight: shape-only when the builder leaves weight values out.
+  std::string weight(const Shape& shape, const std::function<std::vector<float>()>& values) {
+    const std::string name = prefix_ + "/const_" + std::to_string(count_++);
+    b_.add_weight(name, shape, values);
+    return name;
+  }
   ModelBuilder& builder() { return b_; }
 
  private:
@@ -54,7 +61,9 @@ std::string rms_norm(Emitter& e, const std::string& x, int64_t hidden, uint32_t 
 }
 
 std::string linear(Emitter& e, const std::string& x, int64_t in, int64_t out, uint32_t seed) {
-  const std::string w = e.floats({in, out}, pseudo_random(in * out, 1.0f / std::sqrt(static_cast<float>(in)), seed));
+  const std::string w = e.weight({in, out}, [=] {
+    return pseudo_random(in * out, 1.0f / std::sqrt(static_cast<float>(in)), seed);
+  });
   return e.op("MatMul", {x, w});
 }
 
@@ -86,9 +95,8 @@ std::string transpose(Emitter& e, const std::string& x, const std::vector<int64_
 
 }  // namespace
 
-onnx::ModelProto llm_model(const LlmSpec& s) {
+void llm_model(const LlmSpec& s, ModelBuilder& b) {
   const int64_t hd = s.hidden / s.heads, total = s.past + s.seq, group = s.heads / s.kv_heads;
-  ModelBuilder b("llm");
   b.add_input("llm.x", {s.seq, s.hidden});  // token embeddings (the lookup is a Gather on the host)
   std::string x = "llm.x";
   uint32_t seed = 1000;
@@ -155,7 +163,6 @@ onnx::ModelProto llm_model(const LlmSpec& s) {
   const std::string logits = linear(e, normed, s.hidden, s.vocab, seed++);
   b.add_node("Identity", "head/logits", {logits}, {"llm.logits"});
   b.add_output("llm.logits");
-  return b.model();
 }
 
 }  // namespace npusim::compiler::detail

@@ -80,8 +80,7 @@ int64_t need(const std::map<std::string, int64_t>& p, const std::string& key, co
   return it->second;
 }
 
-onnx::ModelProto demo_model() {
-  ModelBuilder b("demo");
+void demo_model(ModelBuilder& b) {
   b.add_input("input", {1, 3, 32, 32});
   const int64_t chans[4] = {3, 16, 32, 64};
   const int64_t strides[3] = {1, 2, 2};
@@ -118,7 +117,6 @@ onnx::ModelProto demo_model() {
   auto& fc = b.add_node("Gemm", "fc", {"flatten.out", "fc.weight", "fc.bias"}, {"logits"});
   ModelBuilder::set_attr(fc, "transB", int64_t{1});
   b.add_output("logits");
-  return b.model();
 }
 
 // The values of a weight are held about three times over while compiling (the ONNX initializer, the
@@ -132,9 +130,9 @@ void check_weight_bytes(const std::string& name, const Shape& shape) {
 }
 
 void add_matmul(ModelBuilder& b, const std::string& name, int64_t m, int64_t n, int64_t k, uint32_t seed) {
-  check_weight_bytes(name + ".b", {k, n});
+  if (b.weight_values()) check_weight_bytes(name + ".b", {k, n});
   b.add_input(name + ".a", {m, k});
-  b.add_initializer(name + ".b", {k, n}, pseudo_random(k * n, 1.0f / std::sqrt(static_cast<float>(k)), seed));
+  b.add_weight(name + ".b", {k, n}, [=] { return pseudo_random(k * n, 1.0f / std::sqrt(static_cast<float>(k)), seed); });
   b.add_node("MatMul", name, {name + ".a", name + ".b"}, {name + ".out"});
   b.add_output(name + ".out");
 }
@@ -212,13 +210,19 @@ std::string llm_spec_text(const LlmSpec& s) {
 
 namespace {
 
-onnx::ModelProto builtin_proto(const std::string& spec) {
-  if (spec == "demo") return demo_model();
+// The built-in model `spec`, built; its MatMul weights shape-only unless `weight_values`
+// (ImportOptions::weight_values).
+ModelBuilder builtin_builder(const std::string& spec, bool weight_values) {
+  if (spec == "demo") {
+    ModelBuilder b("demo", weight_values);
+    demo_model(b);
+    return b;
+  }
   if (spec.rfind("gemm:", 0) == 0) {
     auto p = parse_params(spec, spec.substr(5), {"M", "N", "K"});
-    ModelBuilder b("gemm");
+    ModelBuilder b("gemm", weight_values);
     add_matmul(b, "gemm", need(p, "M", spec), need(p, "N", spec), need(p, "K", spec), 7);
-    return b.model();
+    return b;
   }
   if (spec.rfind("conv:", 0) == 0) {
     auto p = parse_params(spec, spec.substr(5), {"H", "W", "C", "K", "R", "S", "stride", "pad"});
@@ -226,14 +230,16 @@ onnx::ModelProto builtin_proto(const std::string& spec) {
     const int64_t stride = p.count("stride") ? p["stride"] : 1, pad = p.count("pad") ? p["pad"] : 0;
     if (h + 2 * pad < r || w + 2 * pad < s)
       throw ModelError("model spec '" + spec + "': the filter is larger than the padded input");
-    ModelBuilder b("conv");
+    ModelBuilder b("conv", weight_values);
     add_conv(b, "conv", h, w, need(p, "C", spec), need(p, "K", spec), r, s, stride, stride, pad, 1, 7);
-    return b.model();
+    return b;
   }
   if (spec.rfind("llm:", 0) == 0) {
     const LlmSpec s = parse_llm_spec(spec);
-    check_weight_bytes("weights of " + spec, {s.parameters()});
-    return detail::llm_model(s);
+    if (weight_values) check_weight_bytes("weights of " + spec, {s.parameters()});
+    ModelBuilder b("llm", weight_values);
+    detail::llm_model(s, b);
+    return b;
   }
   throw ModelError("unknown built-in model '" + spec +
                    "' (expected demo, gemm:M=..,N=..,K=.., conv:H=..,W=..,... or llm:layers=..,hidden=..,...)");
@@ -241,14 +247,16 @@ onnx::ModelProto builtin_proto(const std::string& spec) {
 
 }  // namespace
 
-Graph builtin_model(const std::string& spec) {
-  onnx::ModelProto m = builtin_proto(spec);
-  return detail::import_model_proto(m, {}, ".", "builtin:" + spec);
+Graph builtin_model(const std::string& spec, bool weight_values) {
+  ModelBuilder b = builtin_builder(spec, weight_values);
+  return detail::import_built(b, "builtin:" + spec);
 }
 
-std::string builtin_model_onnx(const std::string& spec) { return builtin_proto(spec).SerializeAsString(); }
+std::string builtin_model_onnx(const std::string& spec) {
+  return builtin_builder(spec, true).model().SerializeAsString();
+}
 
-Graph import_scalesim_csv_text(const std::string& text, const std::string& display_name) {
+Graph import_scalesim_csv_text(const std::string& text, const std::string& display_name, bool weight_values) {
   std::istringstream is(text);
   std::string line;
   std::vector<std::pair<int, std::vector<std::string>>> rows;
@@ -284,7 +292,7 @@ Graph import_scalesim_csv_text(const std::string& text, const std::string& displ
   std::string gname = display_name;
   auto slash = gname.find_last_of('/');
   if (slash != std::string::npos) gname = gname.substr(slash + 1);
-  ModelBuilder b(gname);
+  ModelBuilder b(gname, weight_values);
   std::map<std::string, int> seen;
   uint32_t seed = 100;
   for (const auto& [ln, f] : rows) {
@@ -325,18 +333,18 @@ Graph import_scalesim_csv_text(const std::string& text, const std::string& displ
     }
     add_conv(b, name, h + extra_h, w + extra_w, c, dp ? c * k : k, r, s, sh, sw, 0, dp ? c : 1, seed++);
   }
-  Graph g = detail::import_model_proto(b.model(), {}, ".", display_name);
+  Graph g = detail::import_built(b, display_name);
   // Rows are layers on the array's own feature-map layout: no conversions around them.
   g.nhwc_io = true;
   return g;
 }
 
-Graph import_scalesim_csv(const std::string& path) {
+Graph import_scalesim_csv(const std::string& path, bool weight_values) {
   std::ifstream in(path);
   if (!in) throw ModelError("cannot open SCALE-Sim topology '" + path + "'");
   std::ostringstream ss;
   ss << in.rdbuf();
-  return import_scalesim_csv_text(ss.str(), path);
+  return import_scalesim_csv_text(ss.str(), path, weight_values);
 }
 
 Graph load_model(const std::string& spec, const ImportOptions& options) {
@@ -345,7 +353,7 @@ Graph load_model(const std::string& spec, const ImportOptions& options) {
       throw ModelError("--input-shape and --batch do not apply to built-in model '" + spec + "' (its shapes are fixed)");
     if (!options.dim_params.empty())
       throw ModelError("--dynamic does not apply to built-in model '" + spec + "' (its shapes are fixed)");
-    return builtin_model(spec);
+    return builtin_model(spec, options.weight_values);
   }
   if (spec.size() > 4 && spec.compare(spec.size() - 4, 4, ".csv") == 0) {
     if (!options.dim_params.empty())
@@ -353,7 +361,7 @@ Graph load_model(const std::string& spec, const ImportOptions& options) {
     if (!options.input_shapes.empty() || options.batch > 0)
       throw ModelError("--input-shape and --batch do not apply to SCALE-Sim topology '" + spec +
                        "' (its shapes are fixed)");
-    return import_scalesim_csv(spec);
+    return import_scalesim_csv(spec, options.weight_values);
   }
   return import_onnx_file(spec, options);
 }

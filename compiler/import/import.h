@@ -29,6 +29,11 @@ struct ImportOptions {
   // Values of named dynamic dimensions (`--dynamic seq=128`): every input dimension whose dim_param is
   // a key takes the value. Each key must name a dim_param of some runtime input.
   std::map<std::string, int64_t> dim_params;
+  // false (timing-only runs): the MatMul weights of built-in models (gemm:, llm:) and of SCALE-Sim GEMM
+  // rows are shape-only constants (Tensor::shape_only): never generated nor held, since no cycle count
+  // depends on them. The reference interpreter, int8 calibration and functional runs need true. ONNX
+  // files always carry their values.
+  bool weight_values = true;
 };
 
 // Parse "NAME=1x3x224x224" (a scalar input is "NAME="). Throws ModelError on a malformed spec.
@@ -56,8 +61,9 @@ std::string read_tensor_name(const std::string& path);
 // topology (`Layer Name, M, N, K,`) becomes one MatMul [M x K] x [K x N] per row. Weights are
 // pseudo-random constants (a topology carries no data). Rows are independent layers, as in SCALE-Sim:
 // every layer's output is a graph output.
-Graph import_scalesim_csv(const std::string& path);
-Graph import_scalesim_csv_text(const std::string& text, const std::string& display_name = "<csv>");
+Graph import_scalesim_csv(const std::string& path, bool weight_values = true);
+Graph import_scalesim_csv_text(const std::string& text, const std::string& display_name = "<csv>",
+                               bool weight_values = true);
 
 // Built-in models (and llm: above): "demo" (a small CNN: 3 x conv-bn-relu, global pool, gemm on 1x3x32x32),
 // "gemm:M=..,N=..,K=.." (one MatMul) and "conv:H=..,W=..,C=..,K=..,R=..,S=..,stride=..,pad=.."
@@ -79,7 +85,8 @@ struct LlmSpec {
 LlmSpec parse_llm_spec(const std::string& spec);
 std::string llm_spec_text(const LlmSpec& s);
 
-Graph builtin_model(const std::string& spec);
+// `weight_values`: ImportOptions::weight_values.
+Graph builtin_model(const std::string& spec, bool weight_values = true);
 bool is_builtin_model_spec(const std::string& spec);
 // The built-in model as a serialized ONNX ModelProto (to save it, or to feed import_onnx_bytes).
 std::string builtin_model_onnx(const std::string& spec);

@@ -1,13 +1,15 @@
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <algorithm>
+#include <memory>
 #include <stdexcept>
 
 #include "compiler/import/onnx_internal.h"
 
 namespace npusim::compiler::detail {
 
-ModelBuilder::ModelBuilder(const std::string& graph_name) {
+ModelBuilder::ModelBuilder(const std::string& graph_name, bool weight_values) : weight_values_(weight_values) {
   model_.set_ir_version(8);
   model_.set_producer_name("npusim");
   auto* os = model_.add_opset_import();
@@ -44,6 +46,26 @@ void ModelBuilder::add_initializer(const std::string& name, const Shape& shape, 
   t->set_data_type(onnx::TensorProto::FLOAT);
   for (int64_t d : shape) t->add_dims(d);
   t->set_raw_data(std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
+}
+
+void ModelBuilder::add_weight(const std::string& name, const Shape& shape,
+                              const std::function<std::vector<float>()>& values) {
+  if (weight_values_) {
+    add_initializer(name, shape, values());
+    return;
+  }
+  add_input(name, shape);
+  shape_only_.push_back(name);
+}
+
+Graph import_built(ModelBuilder& b, const std::string& display_name) {
+  Graph g = import_model_proto(b.model(), {}, ".", display_name);
+  for (const std::string& name : b.shape_only_weights()) {
+    Value& v = g.value(name);
+    v.constant = std::make_shared<const Tensor>(Tensor::shape_only(v.dtype, v.shape));
+    g.inputs.erase(std::find(g.inputs.begin(), g.inputs.end(), name));
+  }
+  return g;
 }
 
 void ModelBuilder::add_int64_initializer(const std::string& name, const Shape& shape,

@@ -4,6 +4,7 @@
 // conversion as an ONNX file.
 #include <onnx/onnx_pb.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,11 +18,18 @@ Graph import_model_proto(onnx::ModelProto& model, const ImportOptions& options, 
 // Builds a float32 ONNX model node by node (opset 17).
 class ModelBuilder {
  public:
-  explicit ModelBuilder(const std::string& graph_name);
+  // `weight_values` false: add_weight records weights by shape only (ImportOptions::weight_values).
+  explicit ModelBuilder(const std::string& graph_name, bool weight_values = true);
   void add_input(const std::string& name, const Shape& shape);
   void add_output(const std::string& name);
   // A float32 initializer with the given values (size must match the shape).
   void add_initializer(const std::string& name, const Shape& shape, const std::vector<float>& values);
+  // A float32 weight: an initializer of `values()`, or, without weight values, a graph input of that
+  // shape (so ONNX's checker and shape inference see it) that import_built() turns into a shape-only
+  // constant; `values` is not called then.
+  void add_weight(const std::string& name, const Shape& shape, const std::function<std::vector<float>()>& values);
+  bool weight_values() const { return weight_values_; }
+  const std::vector<std::string>& shape_only_weights() const { return shape_only_; }
   void add_int64_initializer(const std::string& name, const Shape& shape, const std::vector<int64_t>& values);
   onnx::NodeProto& add_node(const std::string& op_type, const std::string& name,
                             const std::vector<std::string>& inputs, const std::vector<std::string>& outputs);
@@ -33,10 +41,15 @@ class ModelBuilder {
 
  private:
   onnx::ModelProto model_;
+  bool weight_values_ = true;
+  std::vector<std::string> shape_only_;
 };
 
-// The llm: micro-model's graph (compiler/import/builtin_llm.cpp).
-onnx::ModelProto llm_model(const LlmSpec& spec);
+// Imports the builder's model; its shape-only weights become constants without values.
+Graph import_built(ModelBuilder& b, const std::string& display_name);
+
+// The llm: micro-model's graph (compiler/import/builtin_llm.cpp), built into `b`.
+void llm_model(const LlmSpec& spec, ModelBuilder& b);
 
 // Deterministic pseudo-random weights in [-scale, scale] (a fixed LCG, so built-in models are the same
 // on every machine and run).

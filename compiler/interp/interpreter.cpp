@@ -85,8 +85,13 @@ std::map<std::string, Tensor> run(const Graph& g, std::map<std::string, Tensor> 
     env[name] = std::move(it->second);
     view[name] = &env[name];
   }
-  for (const auto& [name, v] : g.values)
-    if (v.is_constant() && !view.count(name)) view[name] = v.constant.get();
+  for (const auto& [name, v] : g.values) {
+    if (!v.is_constant() || view.count(name)) continue;
+    if (!v.constant->has_values())
+      throw InterpretError("constant '" + name + "' carries its shape only (a timing-only compile): there is "
+                           "nothing to compute with");
+    view[name] = v.constant.get();
+  }
 
   // Last reader of every value, so intermediates are freed as soon as possible.
   std::unordered_map<std::string, size_t> last_use;

@@ -109,7 +109,22 @@ Tensor Tensor::from_ints(DataType dt, Shape s, std::vector<int64_t> v) {
   return t;
 }
 
+Tensor Tensor::shape_only(DataType t, Shape s) {
+  if (num_elements(s) < 0) throw std::invalid_argument("tensor shape " + shape_to_string(s) + " is not concrete");
+  Tensor out;
+  out.dtype = t;
+  out.shape = std::move(s);
+  out.values_elided = true;
+  return out;
+}
+
+void Tensor::throw_elided() const {
+  throw std::logic_error("a " + shape_to_string(shape) +
+                         " constant carries its shape only (a timing-only compile) but its values were read");
+}
+
 std::vector<int64_t> Tensor::to_int_vector() const {
+  if (values_elided) throw_elided();
   if (!floating()) return i;
   std::vector<int64_t> out(f.size());
   for (size_t k = 0; k < f.size(); ++k) out[k] = static_cast<int64_t>(f[k]);
@@ -117,6 +132,7 @@ std::vector<int64_t> Tensor::to_int_vector() const {
 }
 
 std::vector<float> Tensor::to_float_vector() const {
+  if (values_elided) throw_elided();
   if (floating()) return f;
   std::vector<float> out(i.size());
   for (size_t k = 0; k < i.size(); ++k) out[k] = static_cast<float>(i[k]);

@@ -45,12 +45,16 @@ int64_t num_elements(const Shape& s);
 std::string shape_to_string(const Shape& s);
 
 // A dense row-major tensor. Exactly one of `f` (floating types) or `i` (integer types and bool)
-// holds num_elements(shape) values; the other is empty.
+// holds num_elements(shape) values; the other is empty. A shape-only tensor (values_elided) holds
+// neither: a constant whose values a timing-only compile leaves out (ImportOptions::weight_values),
+// since no cycle count depends on them. Its type and shape are exact; reading its values through
+// to_float_vector, to_int_vector, as_double or as_int throws std::logic_error.
 struct Tensor {
   DataType dtype = DataType::kFloat32;
   Shape shape;
   std::vector<float> f;
   std::vector<int64_t> i;
+  bool values_elided = false;
 
   Tensor() = default;
   // A zero-filled tensor of the given type and shape.
@@ -60,15 +64,27 @@ struct Tensor {
   static Tensor from_ints(DataType t, Shape s, std::vector<int64_t> v);
   static Tensor scalar_float(float v) { return from_floats({}, {v}); }
   static Tensor scalar_int(DataType t, int64_t v) { return from_ints(t, {}, {v}); }
+  // A tensor of this type and shape without values (values_elided).
+  static Tensor shape_only(DataType t, Shape s);
 
   int64_t size() const { return num_elements(shape); }
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }
   bool floating() const { return is_float(dtype); }
+  bool has_values() const { return !values_elided; }
   // Element k as double / int64 whatever the storage (for shapes, indices and attributes).
-  double as_double(int64_t k) const { return floating() ? f[k] : static_cast<double>(i[k]); }
-  int64_t as_int(int64_t k) const { return floating() ? static_cast<int64_t>(f[k]) : i[k]; }
+  double as_double(int64_t k) const {
+    if (values_elided) throw_elided();
+    return floating() ? f[k] : static_cast<double>(i[k]);
+  }
+  int64_t as_int(int64_t k) const {
+    if (values_elided) throw_elided();
+    return floating() ? static_cast<int64_t>(f[k]) : i[k];
+  }
   std::vector<int64_t> to_int_vector() const;
   std::vector<float> to_float_vector() const;
+
+ private:
+  [[noreturn]] void throw_elided() const;
 };
 
 // Wrap an integer to the range of `t` the way a C cast of two's complement does (int8 -> [-128,127]).

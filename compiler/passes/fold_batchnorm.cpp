@@ -32,11 +32,11 @@ bool fold_into(Graph& g, Node& m, const Affine& a) {
   const auto c = static_cast<int64_t>(a.scale.size());
   const Tensor* bias = m.has_input(2) ? constant_of(g, m.inputs[2]) : nullptr;
   if (m.has_input(2) && !bias) return false;
-  Tensor nw = *w;
+  Tensor nw = *w;  // a shape-only weight (a timing-only compile) stays shape-only: nothing to scale
   if (m.op_type == "Conv") {
     if (w->rank() < 3 || w->shape[0] != c || (bias && bias->size() != c)) return false;
     const int64_t per = w->size() / c;
-    for (int64_t o = 0; o < c; ++o)
+    for (int64_t o = 0; o < c && nw.has_values(); ++o)
       for (int64_t j = 0; j < per; ++j) nw.f[o * per + j] *= a.scale[o];
     m.inputs.resize(std::max<size_t>(m.inputs.size(), 3));
     m.inputs[2] = add_constant(g, m.name + "_bias_bn", folded_bias(bias, a));
@@ -45,7 +45,7 @@ bool fold_into(Graph& g, Node& m, const Affine& a) {
     const int64_t group = m.attr_int("group", 1), cin = w->shape[0], mg = w->shape[1];
     if (w->rank() < 3 || mg * group != c || cin % group || (bias && bias->size() != c)) return false;
     const int64_t per = w->size() / (cin * mg);
-    for (int64_t ci = 0; ci < cin; ++ci)
+    for (int64_t ci = 0; ci < cin && nw.has_values(); ++ci)
       for (int64_t j = 0; j < mg; ++j) {
         const float s = a.scale[(ci / (cin / group)) * mg + j];
         for (int64_t e = 0; e < per; ++e) nw.f[(ci * mg + j) * per + e] *= s;
@@ -58,7 +58,7 @@ bool fold_into(Graph& g, Node& m, const Affine& a) {
                                 m.attr_float("alpha", 1.0f) != 1.0f || m.attr_float("beta", 1.0f) != 1.0f))
       return false;
     if (w->rank() != 2 || w->shape[1] != c || g.value(m.inputs[0]).shape.size() != 2) return false;
-    for (int64_t k = 0; k < w->shape[0]; ++k)
+    for (int64_t k = 0; k < w->shape[0] && nw.has_values(); ++k)
       for (int64_t n = 0; n < c; ++n) nw.f[k * c + n] *= a.scale[n];
     Tensor nb;
     if (!bias) {

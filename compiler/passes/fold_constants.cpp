@@ -38,8 +38,26 @@ bool all_inputs_constant(const Graph& g, const Node& n) {
 }
 
 // Evaluates `n` alone in a graph holding just its (constant) inputs; nullopt when the interpreter
-// cannot (unsupported op or type): such a node simply stays.
+// cannot (unsupported op or type): such a node simply stays. Over a shape-only constant (a timing-only
+// compile) the outputs are shape-only too, of the shapes the importer inferred: the node folds as it
+// would with values.
 std::optional<std::vector<Tensor>> evaluate(const Graph& g, const Node& n) {
+  bool elided = false;
+  for (const auto& in : n.inputs) elided = elided || (!in.empty() && !constant_of(g, in)->has_values());
+  if (elided) {
+    if (!interpreter_supports(n.op_type)) return std::nullopt;
+    std::vector<Tensor> out;
+    for (const auto& o : n.outputs) {
+      if (o.empty()) {
+        out.emplace_back();
+        continue;
+      }
+      const Value& v = g.value(o);
+      if (!v.fully_known() || v.dtype == DataType::kUndefined) return std::nullopt;
+      out.push_back(Tensor::shape_only(v.dtype, v.shape));
+    }
+    return out;
+  }
   Graph mini;
   mini.opset = g.opset;
   for (const auto& in : n.inputs)

@@ -15,6 +15,7 @@ using detail::make_node;
 
 Tensor transpose_2d(const Tensor& t) {
   const int64_t r = t.shape[0], c = t.shape[1];
+  if (!t.has_values()) return Tensor::shape_only(t.dtype, {c, r});
   Tensor out(t.dtype, {c, r});
   for (int64_t i = 0; i < r; ++i)
     for (int64_t j = 0; j < c; ++j) {

@@ -60,7 +60,7 @@ int UseIndex::sole_consumer(const std::string& v) const {
 
 std::optional<float> scalar_constant(const Graph& g, const std::string& name) {
   const Tensor* t = constant_of(g, name);
-  if (!t || t->size() == 0 || !interpretable(t->dtype)) return std::nullopt;
+  if (!t || t->size() == 0 || !t->has_values() || !interpretable(t->dtype)) return std::nullopt;
   double first = t->as_double(0);
   for (int64_t k = 1; k < t->size(); ++k)
     if (t->as_double(k) != first) return std::nullopt;

@@ -37,7 +37,8 @@ class UseIndex {
   std::unordered_set<std::string> outputs_;
 };
 
-// The first float value of a constant whose every element is equal (a scalar in any shape), if so.
+// The first float value of a constant whose every element is equal (a scalar in any shape), if so; nullopt
+// for a shape-only constant (Tensor::shape_only), whose values are not known.
 std::optional<float> scalar_constant(const Graph& g, const std::string& name);
 
 // Adds a new constant under a fresh name derived from `base`; returns the name.

@@ -346,11 +346,12 @@ void quantize_plan(const Graph& g, PrecisionPlan& plan, const std::map<std::stri
     for (const std::string& m : {v, p})
       if (widest.at(find(m)) != m) share[m] = widest.at(find(m));
   auto root = [&](const std::string& v) { return share.at(v); };
+  std::set<std::string> symmetric;  // values quantized with zero point 0 (filled below, before any assign)
   std::function<void(const std::string&, bool)> assign = [&](const std::string& v, bool force_symmetric) {
     if (plan.values.count(v)) return;
     if (share.count(v)) {
       const std::string r = root(v);
-      assign(r, force_symmetric);
+      assign(r, force_symmetric || symmetric.count(r) > 0);
       plan.values[v] = plan.values.at(r);
       return;
     }
@@ -364,7 +365,6 @@ void quantize_plan(const Graph& g, PrecisionPlan& plan, const std::map<std::stri
   };
   // Both operands of an int8 MatMul of two runtime values (attention) are symmetric: with zero points
   // 0 the array's integer sums need no runtime column-sum correction, so the NPU runs it in int8.
-  std::set<std::string> symmetric;
   for (const Node& n : g.nodes)
     if (plan.precision_of(n.name) == Precision::kInt8 && is_matrix_op(n) && n.op_type == "MatMul" &&
         float_value(g, n.inputs.at(1))) {
@@ -376,6 +376,10 @@ void quantize_plan(const Graph& g, PrecisionPlan& plan, const std::map<std::stri
     if (shares_input_qparams(*it) && float_value(g, it->inputs.at(0)))
       for (const auto& out : it->outputs)
         if (symmetric.count(out)) symmetric.insert(it->inputs[0]);
+  // ... and so is a Concat group one of them belongs to (a decode step's KV cache: the past K/V inputs and
+  // the new position's, concatenated), through the group's root whose QParams every member takes.
+  for (const auto& [member, r] : share)
+    if (symmetric.count(member)) symmetric.insert(r);
   for (const Node& n : g.nodes) {
     auto pit = plan.nodes.find(n.name);
     if (pit == plan.nodes.end() || pit->second.effective != Precision::kInt8) continue;

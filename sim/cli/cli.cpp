@@ -460,6 +460,7 @@ struct ModelCliOptions {
   std::string mapping;      // --mapping FILE.yaml
   std::string mapping_out;  // --mapping-out FILE.yaml
   double memory_limit_gb = 0;  // --memory-limit-gb (0 = the machine's available memory)
+  bool timing_only = false;    // nothing reads the weights' values: ModelOptions::weight_values false
 };
 
 po::options_description model_options(ModelCliOptions& m) {
@@ -584,6 +585,7 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
   ModelOptions o;
   o.timer = simulation_timer(config);
   o.fusion = !m.no_fusion;
+  o.weight_values = !m.timing_only;
   o.input_shapes = m.input_shapes;
   if (m.batch_given && (m.batch < 1 || m.batch > 65536)) {
     throw UsageError(fmt::format("--batch {} is out of range (1..65536)", m.batch));
@@ -969,6 +971,8 @@ int cmd_run(Context& ctx, const Command& cmd) {
     m.calibration_samples = 1;
   }
   if (model.empty()) model = "demo";
+  // A timing run reads no weight values: built-in models leave them out (docs/performance.md).
+  m.timing_only = !o.functional && !acc.accuracy && !acc.advise_sqnr;
   start_model_hash(ctx, model);
   if (is_program_file(model)) {
     if (!m.mapping.empty() || !m.mapping_out.empty()) {
@@ -1086,6 +1090,7 @@ int cmd_serve(Context& ctx, const Command& cmd) {
       m.batch_given = true;
     }
     m.calibration_samples = 1;  // timing only, as `npusim run` without --calibration
+    m.timing_only = true;
     const CompiledModel compiled = compile_or_throw(sm.model, config, m);
     traces::Report report;
     try {

@@ -79,6 +79,10 @@ CompiledModel compile_model(const std::string& spec, const isa::NpuConfig& confi
   for (const std::string& s : options.input_shapes) import.input_shapes.insert(compiler::parse_input_shape(s));
   import.batch = options.batch;
   import.dim_params = options.dim_params;
+  bool int8 = options.plan.spec.model == compiler::quant::Precision::kInt8;
+  for (const compiler::quant::PrecisionOverride& o : options.plan.spec.overrides)
+    int8 = int8 || o.precision == compiler::quant::Precision::kInt8;
+  import.weight_values = options.weight_values || int8;
   return compile_graph(compiler::load_model(spec, import), config, options, verbose);
 }
 

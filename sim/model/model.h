@@ -41,6 +41,10 @@ struct ModelOptions {
   bool fusion = true;
   // Imposed per-layer mappings (--mapping, sim/mapping/mapping_file.h); must outlive the compile.
   const compiler::MappingOverrides* mapping = nullptr;
+  // false: a timing-only compile: built-in models' MatMul weights carry their shape only
+  // (compiler::ImportOptions::weight_values), so their program cannot run functionally nor be written.
+  // A plan with int8 keeps the values (calibration runs the model).
+  bool weight_values = true;
 };
 
 struct CompiledModel {

@@ -2,6 +2,7 @@
 // sharing one program per KV bucket; expected figures from the spec (KV bytes) and from independent runs
 // of the same shapes (time to first token).
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <string>
 
@@ -50,7 +51,7 @@ TEST(Generation, StaticKvCapacityRunsEveryStepOnOneProgram) {
             std::to_string(2 * 2 * 2 * 32 * 4 * 64));
 }
 
-TEST(Generation, EveryOpOfThePrefillRunsOnTheNpuInFloatAndInt8AndOfADecodeStepInFloat) {
+TEST(Generation, EveryOpOfThePrefillAndOfADecodeStepRunsOnTheNpuInFloatAndInt8) {
   // RMSNorm, rotary embeddings, the GQA broadcast, the KV Concat, the mask, Softmax and SwiGLU: no host call
   // on the edge preset (fp32) nor on tpu-v1 (int8 only).
   const std::string dir = temp_dir("generation-npu");
@@ -61,13 +62,16 @@ TEST(Generation, EveryOpOfThePrefillRunsOnTheNpuInFloatAndInt8AndOfADecodeStepIn
     EXPECT_EQ(json_eval(f, "r['host']['calls']"), "0") << preset;
     EXPECT_EQ(json_eval(f, "len([l for l in r['layers'] if l['placement'] == 'host'])"), "0") << preset;
   }
-  // A decode step (one token over 16 cached positions) in fp32. In int8 its two attention MatMuls over the
-  // cache inputs still fall back to the host (docs/dynamic.md, "Not done yet").
-  const CommandResult d =
-      run_command({NPUSIM_BIN, "run", kLlm + ",past=16", "-q", "--report", dir + "/decode.json"});
-  ASSERT_EQ(d.exit_code, 0) << d.err;
-  EXPECT_EQ(json_eval(dir + "/decode.json", "r['host']['calls']"), "0");
+  // A decode step (one token over 16 cached positions) too, in fp32 and in int8: its attention MatMuls over
+  // the cache inputs run on the array (the KV Concat group is quantized symmetrically).
+  for (const char* preset : {"edge", "tpu-v1"}) {
+    const std::string f = dir + "/decode-" + preset + ".json";
+    const CommandResult d = run_command({NPUSIM_BIN, "run", kLlm + ",past=16", "-q", "-c", preset, "--report", f});
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    EXPECT_EQ(json_eval(f, "r['host']['calls']"), "0") << preset;
+  }
   EXPECT_EQ(json_eval(dir + "/tpu-v1.json", "r['precision']['plan']"), "int8");
+  EXPECT_EQ(json_eval(dir + "/decode-tpu-v1.json", "r['precision']['plan']"), "int8");
 }
 
 TEST(Generation, BadRequestsExit2) {
@@ -86,6 +90,32 @@ TEST(Generation, BadRequestsExit2) {
   r = run_command({NPUSIM_BIN, "run", "llm:layers=1,hidden=30,heads=4,kv_heads=2,ffn=8,vocab=8", "-q"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("hidden (30) is not a multiple of heads (4)"), std::string::npos) << r.err;
+}
+
+TEST(Generation, ATimingRunGeneratesNoWeightValuesAndTakesTheCyclesAFunctionalRunTakes) {
+  // 63 M parameters, 253 MB as fp32: a timing run leaves every MatMul weight's values out (they change no
+  // cycle count), so the process stays far below even one copy of them.
+  const std::string dir = temp_dir("generation-shape-only");
+  const std::string big = "llm:layers=2,hidden=1024,heads=16,kv_heads=4,ffn=4096,vocab=32000";
+  CommandResult r = npusim({"run", big, "-q", "--generate", "16:2", "--report", dir + "/big.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  rusage children{};
+  ASSERT_EQ(getrusage(RUSAGE_CHILDREN, &children), 0);
+  EXPECT_LT(children.ru_maxrss, 150 * 1024) << "peak RSS in KiB";
+  EXPECT_EQ(json_eval(dir + "/big.json", "r['compile']['memory']['weight_bytes'] > 250e6"), "True");
+  // The same program as with the values: a functional run (which needs them) takes the same cycles, prefill
+  // and decode step alike.
+  for (const char* shape : {",seq=6", ",past=5"}) {
+    for (const std::string& mode : {std::string("timing"), std::string("functional")}) {
+      std::vector<std::string> args = {"run", kLlm + shape, "-q", "--report", dir + "/" + mode + ".json"};
+      if (mode == "functional") args.push_back("--functional");
+      r = npusim(args);
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+    }
+    for (const char* figure : {"r['total_cycles']", "r['compile']['memory']['weight_bytes']", "r['dram']['bytes_read']"}) {
+      EXPECT_EQ(json_eval(dir + "/timing.json", figure), json_eval(dir + "/functional.json", figure)) << shape << figure;
+    }
+  }
 }
 
 }  // namespace

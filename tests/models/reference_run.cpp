@@ -2,7 +2,8 @@
 // interpreter on the model as imported — before any pass, so fusion, folding, layout and decomposition
 // are all under test — on INPUT_DIR/NAME.npy and writes OUTPUT_DIR/NAME.npy (float32) per graph output.
 //
-// Usage: models_reference_run MODEL.onnx INPUT_DIR OUTPUT_DIR
+// Usage: models_reference_run MODEL.onnx INPUT_DIR OUTPUT_DIR [NAME=V ...]  (NAME=V binds a dynamic
+// dimension as --dynamic NAME=V does)
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -40,13 +41,20 @@ void write_npy(const std::string& path, const npusim::compiler::Tensor& t) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s MODEL.onnx INPUT_DIR OUTPUT_DIR\n", argv[0]);
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: %s MODEL.onnx INPUT_DIR OUTPUT_DIR [NAME=V ...]\n", argv[0]);
     return 2;
   }
   try {
     namespace c = npusim::compiler;
-    const c::Graph g = c::import_onnx_file(argv[1]);
+    c::ImportOptions options;
+    for (int k = 4; k < argc; ++k) {
+      const std::string bind = argv[k];
+      const size_t eq = bind.find('=');
+      if (eq == std::string::npos) throw std::runtime_error("'" + bind + "' is not NAME=V");
+      options.dim_params[bind.substr(0, eq)] = std::stoll(bind.substr(eq + 1));
+    }
+    const c::Graph g = c::import_onnx_file(argv[1], options);
     std::map<std::string, c::Tensor> inputs;
     for (const std::string& in : g.inputs) inputs[in] = c::quant::read_npy_tensor(std::string(argv[2]) + "/" + in + ".npy");
     for (const auto& [name, t] : c::interpret(g, std::move(inputs))) {
