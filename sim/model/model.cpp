@@ -1,5 +1,7 @@
 #include "sim/model/model.h"
 
+#include <fmt/format.h>
+
 #include <map>
 #include <optional>
 #include <ostream>
