@@ -458,7 +458,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     if (n.op_type == "Conv" && (plan.placement == "matrix" || plan.placement == "vector")) {
       kept_output = c.on_chip.pending && c.on_chip.producer == i;
     }
-    backend::finish_on_chip(c, i);
+    backend::finish_on_chip(c, i, plan);
     if (plan.model_cycles == 0) plan.model_cycles = plan.est_cycles;
     if (c.can_time() && c.em.size() > before) {
       // Between its neighbours, as in the whole program: the layers before it run first (their tails

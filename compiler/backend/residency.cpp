@@ -170,9 +170,14 @@ bool drop_on_chip_output(Context& c, MatrixJob& j) {
   return true;
 }
 
-void finish_on_chip(Context& c, size_t i) {
+void finish_on_chip(Context& c, size_t i, LayerPlan& plan) {
   c.keep_output.clear();
-  if (c.on_chip.pending && c.on_chip.producer == i) return;  // the next layer reads it
+  // The value is input-scratchpad bytes of both layers: the producer writes it, the reader reads it.
+  if (!plan.on_chip_input.empty()) plan.sram_input_bytes += plan.on_chip_bytes_saved / 2;
+  if (c.on_chip.pending && c.on_chip.producer == i) {
+    plan.sram_input_bytes += c.on_chip.bytes;
+    return;  // the next layer reads it
+  }
   c.spill_on_chip();
   c.on_chip = {};
   c.input_reserved = 0;

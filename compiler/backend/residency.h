@@ -30,6 +30,7 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapp
 bool drop_on_chip_output(Context& c, MatrixJob& j);
 // After node i is lowered: keeps the reservation while the next node is to read the value, otherwise
 // spills a value nobody read in place and releases the bytes.
-void finish_on_chip(Context& c, size_t i);
+// The layer's plan counts the value's bytes in its input scratchpad use (LayerPlan::sram_input_bytes).
+void finish_on_chip(Context& c, size_t i, LayerPlan& plan);
 
 }  // namespace npusim::compiler::backend
