@@ -25,6 +25,7 @@ TEST(ReportFigures, EveryColumnIsFilledFromAReportWithEverySection) {
   r.sections.emplace_back("e2e",
                           "{\"latency_ms\": 0.5, \"npu_share\": 0.25, \"stream\": {\"throughput_fps\": "
                           "2000.5, \"latency_p99_ms\": 0.75}}");
+  r.sections.emplace_back("multicore", "{\"latency_ms\": 1.5, \"throughput_per_s\": 1333.25, \"speedup\": 1.75}");
   const std::string path =
       (std::filesystem::temp_directory_path() /
        ("report_figures_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + ".json"))
@@ -61,8 +62,18 @@ TEST(ReportFigures, EveryColumnIsFilledFromAReportWithEverySection) {
       {"e2e_npu_share", "0.25"},
       {"stream_throughput_fps", "2000.5"},
       {"stream_latency_p99_ms", "0.75"},
+      {"multicore_latency_ms", "1.5"},
+      {"multicore_throughput_per_s", "1333.25"},
+      {"multicore_speedup", "1.75"},
   };
+  size_t serve_columns = 0;
   for (const MetricColumn& c : metric_columns()) {
+    // A scenario's figures come from npusim serve's report only.
+    if (std::string(c.column).rfind("serve_", 0) == 0) {
+      ++serve_columns;
+      EXPECT_FALSE(m.count(c.column)) << c.column << " filled from a run's report";
+      continue;
+    }
     ASSERT_TRUE(m.count(c.column)) << c.column << " is not filled";
     if (want.count(c.column)) {
       EXPECT_EQ(m.at(c.column), want.at(c.column)) << c.column;
@@ -70,7 +81,23 @@ TEST(ReportFigures, EveryColumnIsFilledFromAReportWithEverySection) {
   }
   // energy_delay_mj_ms = energy x latency.
   EXPECT_NEAR(std::stod(m.at("energy_delay_mj_ms")), 0.97375 * 0.010666666666666666, 1e-11);  // 10 digits
-  EXPECT_EQ(m.size(), metric_columns().size());
+  EXPECT_EQ(m.size(), metric_columns().size() - serve_columns);
+}
+
+TEST(ReportFigures, AScenarioReportFillsTheServeColumnsOverItsModels) {
+  const std::string path = (std::filesystem::temp_directory_path() / "report_figures_serve.json").string();
+  // npusim serve's report (sim/serve/scheduler.cpp): a model without requests has null latencies.
+  std::ofstream(path) << "{\"scenario\": \"s.yaml\", \"span_cycles\": 100, \"npu_busy\": 0.5, \"models\": ["
+                         "{\"latency_p99_ms\": 2.5, \"throughput_per_s\": 10, \"deadline_misses\": 1, \"weight_reloads\": 0},"
+                         "{\"latency_p99_ms\": 4, \"throughput_per_s\": 5.5, \"deadline_misses\": 2, \"weight_reloads\": 3},"
+                         "{\"latency_p99_ms\": null, \"throughput_per_s\": 0, \"deadline_misses\": 0, \"weight_reloads\": 0}]}";
+  const std::map<std::string, std::string> m = read_metrics(path);
+  std::filesystem::remove(path);
+  const std::map<std::string, std::string> want = {
+      {"serve_npu_busy", "0.5"},          {"serve_latency_p99_ms", "4"},  {"serve_throughput_per_s", "15.5"},
+      {"serve_deadline_misses", "3"},     {"serve_weight_reloads", "3"},
+  };
+  EXPECT_EQ(m, want);
 }
 
 TEST(ReportFigures, ARunWithoutTheOptionalSectionsLeavesTheirColumnsEmpty) {
