@@ -141,6 +141,13 @@ void lower_host(Context& c, const Node& n, const std::string& reason) {
     out_bytes += static_cast<int64_t>(t.bytes);
   }
   const int64_t ops = host_cpu_ops(c.g, n);
+  constexpr int64_t kMaxCpuOps = (int64_t{1} << 48) - 1;  // HOSTCALL's cpu_ops field (isa/isa.h)
+  if (ops > kMaxCpuOps) {
+    throw CompileError(fmt::format("layer '{}' ({}) would run on the host ({}) and needs {:.3g} CPU operations, more "
+                                   "than one host call can carry ({:.3g}): the model is too large to simulate",
+                                   n.name, n.op_type, reason, static_cast<double>(ops),
+                                   static_cast<double>(kMaxCpuOps)));
+  }
   isa::Instruction h;
   h.opcode = isa::Opcode::kHostCall;
   h.set(isa::Field::kLayer, c.layer).set(isa::Field::kHostOp, info.host_op);

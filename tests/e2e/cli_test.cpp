@@ -401,6 +401,17 @@ TEST(Cli, HugeMicroModelFailsBeforeAllocatingNamingTheTensorAndTheBytes) {
   EXPECT_EQ(r.err.find("bad_alloc"), std::string::npos) << r.err;
 }
 
+// The same model timed: no weights are held, but its MatMul (K beyond an instruction's reach) would run on
+// the host with more operations than a host call carries: one sentence naming the layer, not a field of
+// an instruction.
+TEST(Cli, HugeMicroModelTimedFailsNamingTheLayerItCannotRun) {
+  const CommandResult r = npusim({"run", "gemm:M=100000,N=100000,K=100000", "-q"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("would run on the host"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the model is too large to simulate"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("HOSTCALL"), std::string::npos) << r.err;
+}
+
 // The instruction stream is budgeted too: 4096 rows of a 32 x 32 GEMM need more than a thousand
 // instructions, which (instruction, queue position, dependency clock) exceed 20 kB.
 TEST(Cli, ProgramPastTheMemoryLimitFailsNamingTheProgram) {
