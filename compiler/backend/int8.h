@@ -18,6 +18,7 @@
 // clamp as VEC clip; other fused activations take the float epilogue (fp32 * acc_scale, activation,
 // quantize). int8 vector nodes (pooling, adds that were not fused, ...) compute in fp32 between a
 // dequantize and a quantize, as the contract states.
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -74,6 +75,18 @@ bool int8_matrix_mappable(const quant::PrecisionPlan& plan, const Node& n);
 
 // Lowers an int8 matrix node (int8_matrix_mappable). False when its form is not mapped.
 bool lower_matrix_int8(Context& c, const Node& n);
+
+// Int32 words as the bytes of a data segment.
+std::vector<uint8_t> int32_bytes(const std::vector<int32_t>& v);
+// Constants of a conversion or an epilogue, as one small data segment: int32 words and fp32 words.
+struct ConstWords {
+  std::vector<int32_t> w;
+  int add_i(int32_t v) {
+    w.push_back(v);
+    return static_cast<int>(w.size() - 1);
+  }
+  int add_f(float f);
+};
 
 // The conversion constants of convert_tensor and of the in-tile conversions: 16 bytes, [0] zero point
 // of the codes read (int32; read as int8/uint8 its low byte is the code), [1] their scale (fp32),

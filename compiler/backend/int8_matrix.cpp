@@ -1,0 +1,441 @@
+// INT8 matrix nodes (see int8.h): the int8 job and strategy for the shared tiling search and walk
+// (matrix_walk.h), and lower_matrix_int8.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <optional>
+
+#include "compiler/backend/depthwise.h"
+#include "compiler/backend/int8.h"
+#include "compiler/backend/matrix_walk.h"
+#include "compiler/backend/residency.h"
+#include "compiler/passes/lowered.h"
+#include "compiler/quant/precision.h"
+#include "compiler/quant/quantize.h"
+
+namespace npusim::compiler::backend {
+
+using isa::Buffer;
+using isa::DType;
+using isa::VecOp;
+using quant::Precision;
+using quant::QParams;
+
+
+namespace {
+
+int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
+
+// An int8 matrix node: the shared job plus its int8 weights, the quantization constants of its
+// epilogue and its output side.
+struct Int8Job : MatrixJob {
+  DType a_dt = DType::kUint8, y_dt = DType::kUint8, r_dt = DType::kUint8;
+  int32_t a_zp = 0, y_zp = 0;
+  uint64_t y_addr = 0, r_addr = 0;
+  int64_t y_img = 0;  // elements per output image (of the residual; of the output unless it is a view)
+  int64_t y_view_img = -1;  // an output view's elements per image (-1: y_img)
+  Range r_range;
+  std::vector<int8_t> w;       // [g][kh][kw][cg][mg]
+  uint64_t bias_addr = 0;      // int32 [M] (bias_folded)
+  uint64_t rq_addr = 0;        // int32 pairs [M][2]
+  // Neither a residual nor the float epilogue: bias, requantization and clamp are one output-stage VEC
+  // (isa::VecOp::kOutput) reading int32 triples [M][3] (bias_folded, multiplier, shift) at out_addr.
+  bool output_stage = false;
+  uint64_t out_addr = 0;
+  bool residual = false;
+  uint64_t rr_addr = 0;        // residual rescale pairs [M][2]
+  bool float_epi = false;
+  uint64_t accscale_addr = 0;  // fp32 [M]
+  VecOp act = VecOp::kCopy;
+  int64_t act_imm0 = 0, act_imm1 = 0;
+  bool silu = false;  // act = x * sigmoid(x): sigmoid into a scratch tile, then the multiply
+  bool clamp = false;
+  int32_t clamp_min = 0, clamp_max = 0;
+  uint64_t k_addr = 0;  // constants: [0] residual zp, [1] y scale (fp32), [2] y zp
+};
+
+// Codes as operands (A's dtype, int8 weights, halo = A's zero point), int32 sums, and the integer
+// epilogue: + bias_folded, the rescaled residual, REQUANTIZE and the clamp (or the float epilogue).
+class Int8Strategy : public MatrixStrategy {
+ public:
+  Int8Strategy(Context& c, const Int8Job& j) : c_(c), j_(j) {
+    ops.a = j.a_dt;
+    ops.w = DType::kInt8;
+    ops.y = j.y_dt;
+    ops.tile_read = j.residual;
+    ops.r = j.r_dt;
+    // Padding is the input's zero point: (pad - zp) * w = 0, as the quantized reference assumes.
+    ops.pad = j.a_zp;
+  }
+
+  // Accumulator: 64 bytes of constants, then per ping-pong side C (int32), bias, requant pairs,
+  // residual (int32), residual pairs, acc_scale.
+  int64_t acc_bytes(int64_t p, int64_t tn) const override {
+    int64_t b = round64(p * tn * 4) + (j_.output_stage ? round64(tn * 12) : round64(tn * 4) + round64(tn * 8));
+    if (j_.residual) b += round64(p * tn * 4) + round64(tn * 8);
+    if (j_.float_epi) b += round64(tn * 4);
+    if (j_.silu) b += round64(p * tn * 4);
+    return 64 + 2 * b;
+  }
+
+  int epilogue_ops() const override {
+    if (j_.output_stage) return 1;
+    int ops = 2;  // bias, requantize
+    if (j_.residual) ops += 3;
+    if (j_.clamp) ops += 1;
+    if (j_.float_epi) ops += 4;
+    if (j_.silu) ops += 1;
+    return ops;
+  }
+
+  int64_t side_bytes(int64_t p, int64_t tn) const override {
+    return 2 * round64(p * tn * 4) * ((j_.residual ? 1 : 0) + (j_.silu ? 1 : 0));
+  }
+
+  std::vector<int64_t> param_loads(int64_t tn) const override {
+    if (j_.output_stage) return {3 * tn};
+    std::vector<int64_t> v = {tn, j_.float_epi ? tn : 2 * tn};  // bias; requantization pairs or scales
+    if (j_.residual) v.push_back(2 * tn);
+    return v;
+  }
+
+  void allocate(SramAlloc& acc, SramAlloc& side, int64_t p_max, int64_t tn) override {
+    side_buf_ = side.buf;
+    params_.reset();
+    kslot_ = acc.take(64);
+    for (int s = 0; s < 2; ++s) {
+      side_[s].c = acc.take(static_cast<uint64_t>(p_max * tn * 4));
+      if (j_.output_stage) {
+        side_[s].bias = acc.take(static_cast<uint64_t>(tn * 12));  // the output stage's triples
+      } else {
+        side_[s].bias = acc.take(static_cast<uint64_t>(tn * 4));
+        side_[s].rq = acc.take(static_cast<uint64_t>(tn * 8));
+      }
+      if (j_.residual) {
+        side_[s].r = side.take(static_cast<uint64_t>(p_max * tn * 4));
+        side_[s].rr = acc.take(static_cast<uint64_t>(tn * 8));
+      }
+      if (j_.float_epi) side_[s].sc = acc.take(static_cast<uint64_t>(tn * 4));
+      if (j_.silu) side_[s].t = side.take(static_cast<uint64_t>(p_max * tn * 4));
+    }
+    c_.load(Buffer::kAccumulator, kslot_, Range{kDram, j_.k_addr, j_.k_addr + 12}, j_.k_addr, DType::kInt32,
+            {3, 1, 1, 1}, {0, 0, 0});
+  }
+
+  uint64_t acc_slot(int side) const override { return side_[side].c; }
+
+  uint64_t weight_tile(int64_t b, int64_t gb, int64_t k0, int64_t k1, int64_t n0, int64_t n1) override {
+    if (c_.in_trial()) return c_.reserve_data(static_cast<uint64_t>(j_.kh * j_.kw * (k1 - k0) * (n1 - n0)));
+    const std::vector<int8_t> v = weight_tile_values(j_, j_.w, b, gb, k0, k1, n0, n1);
+    std::vector<uint8_t> bytes(v.size());
+    if (!v.empty()) std::memcpy(bytes.data(), v.data(), v.size());
+    return c_.add_data(std::move(bytes));
+  }
+
+  uint64_t depthwise_weights() override {
+    if (c_.in_trial()) return c_.reserve_data(static_cast<uint64_t>(j_.kh * j_.kw * j_.groups));
+    const std::vector<int8_t> v = depthwise_weight_values(j_, j_.w);
+    std::vector<uint8_t> bytes(v.size());
+    if (!v.empty()) std::memcpy(bytes.data(), v.data(), v.size());
+    return c_.add_data(std::move(bytes));
+  }
+
+  void epilogue(const OutTile& t, int side) override {
+    const int64_t p = t.oh * t.ow, tn = t.tn, n0 = t.n0;
+    const Side& sd = side_[side];
+    const uint64_t cs = sd.c, kslot = kslot_;
+    const Buffer A = Buffer::kAccumulator;
+    const int64_t yoff = t.img * j_.y_img + (t.oy0 * j_.OW + t.ox0) * j_.M + n0;  // the residual's
+    const int64_t P = j_.out_pitch();
+    const int64_t out_off = t.img * (j_.y_view_img >= 0 ? j_.y_view_img : j_.y_img) + (t.oy0 * j_.OW + t.ox0) * P + n0;
+    const std::array<int64_t, 4> box = {tn, t.ow, t.oh, 1};
+    const std::array<int64_t, 3> strides = {j_.M, j_.OW * j_.M, 0};
+    auto v = [&](VecOp op, DType in, DType out, uint64_t src1, uint64_t dst) {
+      Context::VecArgs a;
+      a.op = op, a.in = in, a.out = out;
+      a.src1_buf = a.src2_buf = a.dst_buf = A;
+      a.src1 = src1, a.dst = dst;
+      a.d0 = tn, a.d1 = p, a.d2 = 1;
+      return a;
+    };
+    const Range seg{kDram, j_.bias_addr, j_.bias_addr + 1};
+    // The per-channel vectors, unless this side already holds this tile's channels.
+    const bool load = params_.need_load(side, n0, tn);
+    if (j_.output_stage) {
+      if (load) {
+        c_.load(A, sd.bias, Range{kDram, j_.out_addr, j_.out_addr + 1}, j_.out_addr + static_cast<uint64_t>(n0 * 12),
+                DType::kInt32, {3 * tn, 1, 1, 1}, {0, 0, 0});
+      }
+      Context::VecArgs o = v(VecOp::kOutput, DType::kInt32, j_.y_dt, cs, cs);
+      o.src2 = sd.bias, o.bcast = isa::Bcast::kRow, o.imm2 = j_.y_zp;
+      const float inf = std::numeric_limits<float>::infinity();
+      o.imm0 = f32_imm(j_.clamp ? static_cast<float>(j_.clamp_min) : -inf);
+      o.imm1 = f32_imm(j_.clamp ? static_cast<float>(j_.clamp_max) : inf);
+      finish(o, t, out_off, box);
+      return;
+    }
+    // acc += bias_folded (per output channel).
+    if (load) c_.load(A, sd.bias, seg, j_.bias_addr + static_cast<uint64_t>(n0 * 4), DType::kInt32, {tn, 1, 1, 1}, {0, 0, 0});
+    Context::VecArgs add = v(VecOp::kAdd, DType::kInt32, DType::kInt32, cs, cs);
+    add.src2 = sd.bias, add.bcast = isa::Bcast::kRow;
+    c_.vec(add);
+    if (j_.residual) {
+      // acc = sat32(acc + requantize(r - r.zp, residual_rescale, 0)).
+      c_.load(side_buf_, sd.r, j_.r_range, j_.r_addr + static_cast<uint64_t>(yoff), j_.r_dt, box, strides);
+      if (load) c_.load(A, sd.rr, seg, j_.rr_addr + static_cast<uint64_t>(n0 * 8), DType::kInt32, {2 * tn, 1, 1, 1}, {0, 0, 0});
+      Context::VecArgs sub = v(VecOp::kSub, j_.r_dt, DType::kInt32, sd.r, sd.r);
+      sub.src2 = kslot, sub.bcast = isa::Bcast::kScalar, sub.src1_buf = sub.dst_buf = side_buf_;
+      c_.vec(sub);
+      Context::VecArgs rq = v(VecOp::kRequantize, DType::kInt32, DType::kInt32, sd.r, sd.r);
+      rq.src2 = sd.rr, rq.bcast = isa::Bcast::kRow, rq.imm2 = 0, rq.src1_buf = rq.dst_buf = side_buf_;
+      c_.vec(rq);
+      Context::VecArgs radd = v(VecOp::kAdd, DType::kInt32, DType::kInt32, cs, cs);
+      radd.src2 = sd.r, radd.src2_buf = side_buf_;
+      c_.vec(radd);
+    }
+    if (!j_.float_epi) {
+      if (load) c_.load(A, sd.rq, seg, j_.rq_addr + static_cast<uint64_t>(n0 * 8), DType::kInt32, {2 * tn, 1, 1, 1}, {0, 0, 0});
+      Context::VecArgs rq = v(VecOp::kRequantize, DType::kInt32, j_.y_dt, cs, cs);
+      rq.src2 = sd.rq, rq.bcast = isa::Bcast::kRow, rq.imm2 = j_.y_zp;
+      if (!j_.clamp) return finish(rq, t, out_off, box);
+      c_.vec(rq);
+      Context::VecArgs cl = v(VecOp::kClip, j_.y_dt, j_.y_dt, cs, cs);
+      cl.imm0 = f32_imm(static_cast<float>(j_.clamp_min));
+      cl.imm1 = f32_imm(static_cast<float>(j_.clamp_max));
+      return finish(cl, t, out_off, box);
+    } else {
+      // y = quantize(act(float(acc) * acc_scale)).
+      c_.vec(v(VecOp::kCopy, DType::kInt32, DType::kFp32, cs, cs));
+      if (load) c_.load(A, sd.sc, seg, j_.accscale_addr + static_cast<uint64_t>(n0 * 4), DType::kFp32, {tn, 1, 1, 1},
+              {0, 0, 0});
+      Context::VecArgs mul = v(VecOp::kMul, DType::kFp32, DType::kFp32, cs, cs);
+      mul.src2 = sd.sc, mul.bcast = isa::Bcast::kRow;
+      c_.vec(mul);
+      if (j_.silu) {
+        Context::VecArgs sig = v(VecOp::kSigmoid, DType::kFp32, DType::kFp32, cs, sd.t);
+        sig.dst_buf = side_buf_;
+        c_.vec(sig);
+        Context::VecArgs m = v(VecOp::kMul, DType::kFp32, DType::kFp32, cs, cs);
+        m.src2 = sd.t, m.src2_buf = side_buf_;
+        c_.vec(m);
+      } else {
+        Context::VecArgs act = v(j_.act, DType::kFp32, DType::kFp32, cs, cs);
+        act.imm0 = j_.act_imm0, act.imm1 = j_.act_imm1;
+        c_.vec(act);
+      }
+      Context::VecArgs div = v(VecOp::kDiv, DType::kFp32, DType::kInt32, cs, cs);
+      div.src2 = kslot + 4, div.bcast = isa::Bcast::kScalar;
+      c_.vec(div);
+      Context::VecArgs zp = v(VecOp::kAdd, DType::kInt32, j_.y_dt, cs, cs);
+      zp.src2 = kslot + 8, zp.bcast = isa::Bcast::kScalar;
+      finish(zp, t, out_off, box);
+    }
+  }
+
+  bool ends_with_vec() const override { return true; }
+
+ private:
+  // The tile's last VEC `last` (writing the codes at its dst slot), then the STORE of that slot; or, with
+  // MatrixJob::y_sram, `last` writing the tile where the next layer reads it (backend/residency.h).
+  void finish(Context::VecArgs last, const OutTile& t, int64_t out_off, const std::array<int64_t, 4>& box) {
+    if (j_.y_sram >= 0) {
+      last.dst_buf = Buffer::kInput;
+      last.dst = static_cast<uint64_t>(j_.y_sram) + j_.y_sram_offset(t.img, t.oy0, t.ox0, t.n0, isa::dtype_bytes(j_.y_dt));
+      c_.vec(last);
+      return;
+    }
+    c_.vec(last);
+    const int64_t P = j_.out_pitch();
+    c_.store(last.dst_buf, last.dst, j_.y_range, j_.y_addr + static_cast<uint64_t>(out_off), j_.y_dt, box,
+             {P, j_.OW * P, 0});
+  }
+
+  struct Side {
+    uint64_t c = 0, bias = 0, rq = 0, r = 0, rr = 0, sc = 0, t = 0;
+  };
+  Context& c_;
+  const Int8Job& j_;
+  uint64_t kslot_ = 0;
+  Side side_[2];
+  EpilogueParams params_;
+  Buffer side_buf_ = Buffer::kAccumulator;  // where each side's r and t slots lie (allocate)
+};
+
+// The float epilogue's activation: Relu and Clip take the integer clamp instead.
+bool set_float_activation(const Node& n, Int8Job& j) {
+  const std::string act = n.attr_string(kActivation, "");
+  if (act.empty() || act == "Relu" || act == "Clip") return false;
+  if (act == "Silu") return j.silu = true;
+  return fused_activation(n, act, &j.act, &j.act_imm0, &j.act_imm1);
+}
+
+std::vector<int32_t> pairs_of(const std::vector<isa::numerics::QuantizedMultiplier>& q) {
+  std::vector<int32_t> v;
+  for (const auto& m : q) {
+    v.push_back(m.multiplier);
+    v.push_back(m.shift);
+  }
+  return v;
+}
+
+}  // namespace
+
+bool int8_matrix_mappable(const quant::PrecisionPlan& plan, const Node& n) {
+  if (plan.precision_of(n.name) != Precision::kInt8 || !n.domain.empty()) return false;
+  auto layer = plan.layers.find(n.name);
+  if (layer == plan.layers.end()) return false;
+  const quant::LayerQuant& L = layer->second;
+  if (L.weight_is_constant) return n.op_type == "Conv" || n.op_type == "Gemm" || n.op_type == "MatMul";
+  auto a = plan.values.find(L.input), b = plan.values.find(L.weight);
+  return n.op_type == "MatMul" && a != plan.values.end() && b != plan.values.end() && a->second.zero_point == 0 &&
+         b->second.zero_point == 0 && b->second.dtype == DType::kInt8 && L.residual.empty();
+}
+
+bool lower_matrix_int8(Context& c, const Node& n) {
+  const quant::PrecisionPlan& plan = *c.options.plan;
+  const quant::LayerQuant& L = plan.layers.at(n.name);
+  if (!int8_matrix_mappable(plan, n)) return false;
+  const DramTensor& x = c.tensor(L.input);
+  const DramTensor& y = c.tensor(L.output);
+  const QParams& xq = plan.values.at(L.input);
+  const QParams& yq = plan.values.at(L.output);
+  if (x.dtype != xq.dtype || y.dtype != yq.dtype) throw std::logic_error("backend: int8 operands not in codes");
+  Int8Job j;
+  j.a_dt = xq.dtype, j.y_dt = yq.dtype, j.a_zp = xq.zero_point, j.y_zp = yq.zero_point;
+  j.y_addr = y.addr, j.a_range = x.range(), j.y_range = y.range();
+  int64_t a_img = 0;  // input elements per image
+  const int64_t M_out = static_cast<int64_t>(L.bias_folded.size());
+  if (n.op_type == "Conv") {
+    if (x.shape.size() != 4 || x.layout != kNhwc || y.layout != kNhwc) return false;
+    j.images = x.shape[0];
+    j.C = x.shape[1], j.H = x.shape[2], j.W = x.shape[3];
+    j.M = y.shape[1], j.OH = y.shape[2], j.OW = y.shape[3];
+    j.groups = n.attr_int("group", 1);
+    j.cg = j.C / j.groups, j.mg = j.M / j.groups;
+    j.kh = L.weight_shape[2], j.kw = L.weight_shape[3];
+    const auto st = n.attr_ints("strides", {1, 1}), dl = n.attr_ints("dilations", {1, 1});
+    j.sh = st[0], j.sw = st[1], j.dh = dl[0], j.dw = dl[1];
+    set_conv_pads(n, j);
+    if (!j.conv_mappable()) return false;
+    j.w = grouped_weights(j, L.weight_q);
+    a_img = j.H * j.W * j.C, j.y_img = j.OH * j.OW * j.M;
+    if (y.strided()) j.y_pitch = y.view_strides[2], j.y_view_img = y.view_strides[0];  // a Concat's slice
+    c.plan->mapping = fmt::format("int8 CONV {}x{} stride {}x{}{}", j.kh, j.kw, j.sh, j.sw,
+                                  j.groups > 1 ? fmt::format(", {} groups", j.groups) : "");
+  } else if (!L.weight_is_constant) {
+    // MatMul of two runtime operands (attention): B [..., K, N] int8 codes per output batch, loaded
+    // like an activation; batch dims broadcast as numpy does.
+    const DramTensor& b = c.tensor(L.weight);
+    if (!x.layout.empty() || !y.layout.empty() || !b.layout.empty() || b.dtype != DType::kInt8) return false;
+    if (x.shape.size() < 2 || b.shape.size() < 2) return false;
+    const int64_t Mr = x.shape[x.shape.size() - 2], K = x.shape.back(), N = b.shape.back();
+    if (b.shape[b.shape.size() - 2] != K || K > 65535 || N > 65535) return false;
+    const std::optional<MatmulBatches> mb = matmul_batches(x.shape, b.shape, y.shape);
+    if (!mb) return false;
+    j.gemm = true;
+    j.images = mb->images;
+    j.C = K, j.W = 1, j.OW = 1, j.M = N, j.cg = K, j.mg = N;
+    j.H = j.OH = Mr;
+    j.y_img = Mr * N;
+    j.b_const = false;
+    const std::vector<int64_t> ao = mb->a_off, bo = mb->b_off;
+    const uint64_t xa = x.addr, ba = b.addr;
+    j.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(ao[static_cast<size_t>(img)] * Mr * K); };
+    j.b_base = [=](int64_t img) { return ba + static_cast<uint64_t>(bo[static_cast<size_t>(img)] * K * N); };
+    j.b_range = b.range();
+    c.plan->mapping = fmt::format("int8 MATMUL M={} K={} N={} (runtime B){}", Mr, K, N,
+                                  j.images > 1 ? fmt::format(" x {} batches", j.images) : "");
+  } else {
+    // Gemm/MatMul with a shared constant 2-D weight [K][N]: every batch dim of A folds into M.
+    if (!x.layout.empty() || !y.layout.empty() || L.weight_shape.size() != 2 || x.shape.empty()) return false;
+    if (n.op_type == "Gemm" && (n.attr_int("transA", 0) || n.attr_int("transB", 0))) return false;
+    const int64_t K = L.weight_shape[0], N = L.weight_shape[1];
+    if (x.shape.back() != K || K > 65535 || N > 65535) return false;
+    j.gemm = true;
+    j.C = K, j.W = 1, j.OW = 1, j.M = N, j.cg = K, j.mg = N;
+    j.H = j.OH = num_elements(x.shape) / K;
+    j.w = L.weight_q;
+    j.y_img = 0;
+    c.plan->mapping = fmt::format("int8 MATMUL M={} K={} N={}", j.OH, K, N);
+  }
+  if (M_out != j.M) return false;
+  if (L.weight_is_constant) {
+    const uint64_t xa = x.addr;
+    j.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * a_img); };
+  }
+  j.output_stage = L.residual.empty() && !L.float_epilogue;
+  if (j.output_stage) {
+    std::vector<int32_t> triples;
+    for (size_t m = 0; m < L.bias_folded.size(); ++m) {
+      triples.insert(triples.end(), {L.bias_folded[m], L.requant[m].multiplier, L.requant[m].shift});
+    }
+    j.out_addr = c.add_data(int32_bytes(triples));
+  } else {
+    j.bias_addr = c.add_data(int32_bytes(L.bias_folded));
+    j.rq_addr = c.add_data(int32_bytes(pairs_of(L.requant)));
+  }
+  ConstWords k;
+  if (!L.residual.empty()) {
+    const DramTensor& r = c.tensor(L.residual);
+    if (r.phys != y.phys) return false;
+    const QParams& rq = plan.values.at(L.residual);
+    j.residual = true;
+    j.r_dt = rq.dtype;
+    j.r_addr = r.addr;
+    j.r_range = r.range();
+    j.rr_addr = c.add_data(int32_bytes(pairs_of(L.residual_rescale)));
+    k.add_i(rq.zero_point);
+  } else {
+    k.add_i(0);
+  }
+  k.add_f(yq.scale);
+  k.add_i(yq.zero_point);
+  j.k_addr = c.add_data(int32_bytes(k.w));
+  j.float_epi = L.float_epilogue;
+  if (j.float_epi) {
+    if (!set_float_activation(n, j)) return false;
+    j.accscale_addr = c.add_floats(L.acc_scale, DType::kFp32);
+  } else {
+    j.clamp = L.clamp_min > yq.qmin() || L.clamp_max < yq.qmax();
+    j.clamp_min = L.clamp_min, j.clamp_max = L.clamp_max;
+  }
+  j.what = fmt::format("int8 {} {}", n.op_type, n.name);
+  if (subsample_pointwise(j)) c.plan->mapping += ", reading only the pixels it uses (strided LOAD)";
+  // The array's operand dtype is A's: uint8 A with int8 B, or int8 x int8.
+  const DType saved_act = c.act;
+  const int64_t saved_es = c.esize;
+  c.act = j.a_dt;
+  c.esize = 1;
+  Int8Strategy strategy(c, j);
+  MatrixMapper mm(c, j, strategy);
+  place_on_chip(c, j, strategy, mm);
+  int64_t evaluated = 0;
+  Tiling t = mm.choose(&evaluated);
+  bool on_vector = lower_depthwise_on_vector(c, j, strategy, mm, evaluated ? &t : nullptr);
+  if (!on_vector && evaluated == 0 && drop_on_chip_output(c, j)) {
+    t = mm.choose(&evaluated);
+    on_vector = lower_depthwise_on_vector(c, j, strategy, mm, evaluated ? &t : nullptr);
+  }
+  if (!on_vector && evaluated == 0) {
+    c.act = saved_act, c.esize = saved_es;
+    throw CompileError(fmt::format("layer '{}' ({}): even the smallest int8 tile does not fit the scratchpads",
+                                   n.name, j.what));
+  }
+  if (on_vector) {
+    c.act = saved_act;
+    c.esize = saved_es;
+    return true;
+  }
+  record_tiling(c, j, t, evaluated);
+  mm.generate(t);
+  if (j.groups > 1) c.plan->mapping += fmt::format(" as {} block-diagonal blocks of {} groups", j.groups / t.gb, t.gb);
+  c.act = saved_act;
+  c.esize = saved_es;
+  return true;
+}
+
+}  // namespace npusim::compiler::backend
