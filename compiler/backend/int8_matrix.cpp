@@ -412,14 +412,9 @@ bool lower_matrix_int8(Context& c, const Node& n) {
   c.esize = 1;
   Int8Strategy strategy(c, j);
   MatrixMapper mm(c, j, strategy);
-  place_on_chip(c, j, strategy, mm);
+  Tiling t;
   int64_t evaluated = 0;
-  Tiling t = mm.choose(&evaluated);
-  bool on_vector = lower_depthwise_on_vector(c, j, strategy, mm, evaluated ? &t : nullptr);
-  if (!on_vector && evaluated == 0 && drop_on_chip_output(c, j)) {
-    t = mm.choose(&evaluated);
-    on_vector = lower_depthwise_on_vector(c, j, strategy, mm, evaluated ? &t : nullptr);
-  }
+  const bool on_vector = map_matrix_job(c, j, strategy, mm, &t, &evaluated);
   if (!on_vector && evaluated == 0) {
     c.act = saved_act, c.esize = saved_es;
     throw CompileError(fmt::format("layer '{}' ({}): even the smallest int8 tile does not fit the scratchpads",

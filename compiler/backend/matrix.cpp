@@ -279,15 +279,9 @@ bool same_layout(const DramTensor& a, const DramTensor& b) { return a.phys == b.
 void run(Context& c, FloatJob& j) {
   FloatStrategy fs(c, j);
   MatrixMapper mm(c, j, fs);
-  place_on_chip(c, j, fs, mm);
+  Tiling t;
   int64_t evaluated = 0;
-  Tiling t = mm.choose(&evaluated);
-  bool on_vector = lower_depthwise_on_vector(c, j, fs, mm, evaluated ? &t : nullptr);
-  if (!on_vector && evaluated == 0 && drop_on_chip_output(c, j)) {
-    t = mm.choose(&evaluated);
-    on_vector = lower_depthwise_on_vector(c, j, fs, mm, evaluated ? &t : nullptr);
-  }
-  if (on_vector) return;
+  if (map_matrix_job(c, j, fs, mm, &t, &evaluated)) return;
   if (evaluated == 0) too_small(c, j, mm);
   record_tiling(c, j, t, evaluated);
   const int64_t before = c.em.size();

@@ -163,11 +163,16 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapp
   c.on_chip = o;
 }
 
-bool drop_on_chip_output(Context& c, MatrixJob& j) {
-  if (j.y_sram < 0) return false;
+bool map_matrix_job(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm, Tiling* t, int64_t* evaluated) {
+  place_on_chip(c, j, s, mm);
+  *t = mm.choose(evaluated);
+  if (lower_depthwise_on_vector(c, j, s, mm, *evaluated ? t : nullptr)) return true;
+  if (*evaluated > 0 || j.y_sram < 0) return false;
+  // No tiling leaves the output on chip: it goes to DRAM.
   j.y_sram = -1;
   c.on_chip = {};
-  return true;
+  *t = mm.choose(evaluated);
+  return lower_depthwise_on_vector(c, j, s, mm, *evaluated ? t : nullptr);
 }
 
 void finish_on_chip(Context& c, size_t i, LayerPlan& plan) {

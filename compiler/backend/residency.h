@@ -25,9 +25,12 @@ void plan_on_chip(Context& c, size_t i);
 // its output on chip when the planner asked for it and its epilogue ends with a VEC (MatrixJob::y_sram).
 // Each only when the closed form does not find it slower (MatrixMapper::search, DepthwiseMapper::search).
 void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapper& mm);
-// When no tiling satisfies MatrixJob::y_sram's shape: gives the output back to DRAM. Returns whether it
-// did (the caller searches again).
-bool drop_on_chip_output(Context& c, MatrixJob& j);
+// Maps a matrix job (its strategy built): its on-chip input and output (place_on_chip), the array's
+// tiling (MatrixMapper::choose) and, for a depthwise job, the vector unit when that is faster
+// (lower_depthwise_on_vector, which emits it); when no tiling leaves the output on chip it goes to DRAM.
+// Returns true when the vector unit took the job; otherwise *t is the array's tiling for the caller to
+// generate (*evaluated == 0: not even the smallest fits).
+bool map_matrix_job(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm, Tiling* t, int64_t* evaluated);
 // After node i is lowered: keeps the reservation while the next node is to read the value, otherwise
 // spills a value nobody read in place and releases the bytes.
 // The layer's plan counts the value's bytes in its input scratchpad use (LayerPlan::sram_input_bytes).
