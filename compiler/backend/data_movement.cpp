@@ -421,6 +421,22 @@ std::string index_map_key(const Context& c, const Node& n, const std::vector<siz
 // value), which copy_index_map turns into DMA rows. Parameters (pads, starts, indices, scales, a Where
 // condition) must be constants: the ISA has no data-dependent addressing. The maps are kept by
 // index_map_key (Context::index_maps) for the nodes that repeat.
+namespace {
+
+// The physical element of a tensor's logical element j: `pos` gives each logical dim's position in memory,
+// `pst` the physical strides, `lst` the logical ones.
+int64_t physical_element(int64_t j, const std::vector<int>& pos, const std::vector<int64_t>& pst,
+                         const std::vector<int64_t>& lst) {
+  int64_t p = 0;
+  for (size_t d = 0; d < lst.size(); ++d) {
+    p += j / lst[d] * pst[static_cast<size_t>(pos[d])];
+    j %= lst[d];
+  }
+  return p;
+}
+
+}  // namespace
+
 bool lower_index_map(Context& c, const Node& n, std::string* why) {
   const std::vector<size_t> data = data_inputs(c, n);
   if (data.empty()) {
@@ -501,15 +517,7 @@ bool lower_index_map(Context& c, const Node& n, std::string* why) {
         const auto pos = positions(src);
         const auto pst = dense_strides(src.phys);
         const auto lst = dense_strides(v.shape);
-        for (int64_t j = 0; j < count; ++j) {
-          int64_t rem = j, p = 0;
-          for (size_t d = 0; d < v.shape.size(); ++d) {
-            const int64_t co = rem / lst[d];
-            rem %= lst[d];
-            p += co * pst[static_cast<size_t>(pos[d])];
-          }
-          phys[static_cast<size_t>(j)] = p;
-        }
+        for (int64_t j = 0; j < count; ++j) phys[static_cast<size_t>(j)] = physical_element(j, pos, pst, lst);
       }
       Value& mv = mini.ensure_value(name);
       mv.name = name;
@@ -549,12 +557,7 @@ bool lower_index_map(Context& c, const Node& n, std::string* why) {
       const auto pst = dense_strides(y.phys);
       const auto lst = dense_strides(y.shape);
       for (int64_t j = 0; j < count; ++j) {
-        int64_t rem = j, p = 0;
-        for (size_t d = 0; d < y.shape.size(); ++d) {
-          const int64_t co = rem / lst[d];
-          rem %= lst[d];
-          p += co * pst[static_cast<size_t>(pos[d])];
-        }
+        const int64_t p = physical_element(j, pos, pst, lst);
         int64_t src = -1;
         if (float_ids) {
           const float f = r.f[static_cast<size_t>(j)];
