@@ -20,26 +20,16 @@ bool is_matrix(const Node& n) {
 }
 
 // A constant `c` added to the [.., M, ..] output of `m` as a per-channel bias: returns it as [M]
-// (Conv / ConvTranspose: channel axis 1; MatMul: last axis); for Gemm, C broadcast to [M, N].
+// (detail::channel_constant along the output channel axis); for Gemm, C broadcast to [M, N].
 std::optional<Tensor> as_bias(const Graph& g, const Node& m, const Tensor& c) {
+  if (m.op_type != "Gemm") return detail::channel_constant(g, m.outputs[0], detail::output_channel_axis(g, m), c);
   const Value& out = g.value(m.outputs[0]);
   if (!out.fully_known() || !c.floating() || c.rank() > static_cast<int64_t>(out.shape.size()))
     return std::nullopt;
-  const size_t r = out.shape.size(), off = r - c.shape.size();
-  if (m.op_type == "Gemm") {
-    for (size_t d = 0; d < c.shape.size(); ++d)
-      if (c.shape[d] != 1 && c.shape[d] != out.shape[off + d]) return std::nullopt;
-    return c;  // combined with the existing C below
-  }
-  const size_t axis = (m.op_type == "MatMul") ? r - 1 : 1;
-  if (r < 2 && m.op_type != "MatMul") return std::nullopt;
-  const int64_t ch = out.shape[axis];
+  const size_t off = out.shape.size() - c.shape.size();
   for (size_t d = 0; d < c.shape.size(); ++d)
-    if (c.shape[d] != 1 && !(off + d == axis && c.shape[d] == ch)) return std::nullopt;
-  Tensor b(DataType::kFloat32, {ch});
-  const bool per_channel = c.size() == ch && ch != 1 ? true : false;
-  for (int64_t i = 0; i < ch; ++i) b.f[i] = c.f[per_channel ? i : 0];
-  return b;
+    if (c.shape[d] != 1 && c.shape[d] != out.shape[off + d]) return std::nullopt;
+  return c;  // combined with the existing C below
 }
 
 // Adds two bias constants with numpy broadcasting (shapes of rank <= 2 here).

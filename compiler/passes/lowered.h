@@ -44,7 +44,10 @@
 // 3. BatchNormalization directly after a Conv / ConvTranspose / Gemm (or a 2-D MatMul with a constant
 //    weight, which then becomes a Gemm carrying the folded bias) whose output has no other consumer and
 //    is not materialized is folded into that node's weights and bias (new constants; the old ones are
-//    removed when unused). An unfused BatchNormalization stays a vector node (batchnorm_affine gives
+//    removed when unused); so is a constant per-channel Mul / Div / Add / Sub there. Other chains of
+//    two or more of those on a 4-D value become one BatchNormalization (mean 0, var 1, epsilon 0), and
+//    a BatchNormalization read only by an unpadded Conv with constant weights is folded into that
+//    conv's weights and bias. An unfused BatchNormalization stays a vector node (batchnorm_affine gives
 //    its per-channel affine map when its parameters are constant; the back end lowers it as one pass
 //    over the tensor) and may carry a fused activation (point 2). It is not decomposed.
 //

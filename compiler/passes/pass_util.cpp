@@ -67,6 +67,26 @@ std::optional<float> scalar_constant(const Graph& g, const std::string& name) {
   return static_cast<float>(first);
 }
 
+std::optional<Tensor> channel_constant(const Graph& g, const std::string& v, size_t axis, const Tensor& c) {
+  const Value& out = g.value(v);
+  if (!out.fully_known() || !c.floating() || !c.has_values() || c.rank() > static_cast<int64_t>(out.shape.size()) ||
+      axis >= out.shape.size())
+    return std::nullopt;
+  const size_t off = out.shape.size() - c.shape.size();
+  const int64_t ch = out.shape[axis];
+  for (size_t d = 0; d < c.shape.size(); ++d)
+    if (c.shape[d] != 1 && !(off + d == axis && c.shape[d] == ch)) return std::nullopt;
+  Tensor b(DataType::kFloat32, {ch});
+  const bool per_channel = c.size() == ch && ch != 1;
+  for (int64_t i = 0; i < ch; ++i) b.f[i] = static_cast<float>(c.as_double(per_channel ? i : 0));
+  return b;
+}
+
+size_t output_channel_axis(const Graph& g, const Node& m) {
+  const size_t r = g.value(m.outputs[0]).shape.size();
+  return m.op_type == "Conv" || m.op_type == "ConvTranspose" || r == 0 ? 1 : r - 1;
+}
+
 std::string add_constant(Graph& g, const std::string& base, Tensor t) {
   std::string name = g.unique_value_name(base);
   g.add_constant(name, std::move(t));

@@ -41,6 +41,14 @@ class UseIndex {
 // for a shape-only constant (Tensor::shape_only), whose values are not known.
 std::optional<float> scalar_constant(const Graph& g, const std::string& name);
 
+// A constant `c` applied element-wise to value `v` that varies only along v's axis `axis`, as one value per
+// index of that axis ([v.shape[axis]], a scalar repeated); nullopt when it does not broadcast that way to
+// v's shape or is not a float constant with values.
+std::optional<Tensor> channel_constant(const Graph& g, const std::string& v, size_t axis, const Tensor& c);
+
+// The channel axis of matrix node m's output: 1 for Conv / ConvTranspose, the last for Gemm / MatMul.
+size_t output_channel_axis(const Graph& g, const Node& m);
+
 // Adds a new constant under a fresh name derived from `base`; returns the name.
 std::string add_constant(Graph& g, const std::string& base, Tensor t);
 

@@ -20,11 +20,14 @@ void eliminate_dead_nodes(Graph& g);
 // transposed operand gets a Transpose node.
 void normalize_gemm(Graph& g);
 
-// Folds a BatchNormalization into the Conv / ConvTranspose / Gemm / 2-D-constant-weight MatMul that
-// feeds it (when that node's output has no other use).
+// Folds per-channel affine maps (a BatchNormalization, constant Mul / Div / Add / Sub) into the Conv /
+// ConvTranspose / Gemm / 2-D-constant-weight MatMul that feeds them (when that node's output has no other
+// use); merges other chains of them into one BatchNormalization, which folds into an unpadded Conv
+// that is its only reader.
 void fold_batchnorm(Graph& g);
 
-// LayerNorm, GELU, HardSwish and SiLU as torch.onnx.export spells them -> one node each.
+// LayerNorm, GELU, HardSwish, HardSigmoid and SiLU as torch.onnx.export and paddle2onnx spell them -> one
+// node each.
 void recognize_patterns(Graph& g);
 
 // Bias Add, residual Add and activation after a matrix node -> the node's epilogue attributes; an

@@ -1,8 +1,9 @@
 // The standard lowering pipeline: the order matters. Folding first (shape arithmetic and Constant
 // nodes become constants the matchers can read), Gemm normalisation before BN folding (which assumes
-// B is [K, N]), BN folding before epilogue fusion (the BN sits between the matrix op and its
-// activation), recognition before fusion (Gelu becomes fusable) and before decomposition (which
-// expands what recognition built), layout after every rewrite of the compute nodes, placement last.
+// B is [K, N]), recognition before BN folding (the patterns are the exporters' spelling: a HardSwish's
+// Div(6) must not be folded into the affine map after it) and before fusion (Gelu becomes fusable) and
+// decomposition (which expands what recognition built), BN folding before epilogue fusion (the BN sits
+// between the matrix op and its activation), layout after every rewrite of the compute nodes, placement last.
 #include "compiler/passes/pass_util.h"
 #include "compiler/passes/passes.h"
 
@@ -13,8 +14,8 @@ std::vector<Pass> standard_pipeline(const PipelineOptions& o) {
   if (o.fold_constants) p.push_back({"fold-constants", passes::fold_constants});
   p.push_back({"dce", passes::eliminate_dead_nodes});
   p.push_back({"normalize-gemm", passes::normalize_gemm});
-  if (o.fold_batchnorm) p.push_back({"fold-batchnorm", passes::fold_batchnorm});
   if (o.recognize_patterns) p.push_back({"recognize-patterns", passes::recognize_patterns});
+  if (o.fold_batchnorm) p.push_back({"fold-batchnorm", passes::fold_batchnorm});
   if (o.fuse_epilogues) p.push_back({"fuse-epilogues", passes::fuse_epilogues});
   if (o.decompose) {
     const int64_t limit = o.whole_row_limit;

@@ -4,6 +4,7 @@
 // decomposition pass can then map well. The patterns are the ones torch.onnx.export emits; every
 // intermediate must have no other reader, otherwise the chain is left alone.
 #include <cmath>
+#include <limits>
 
 #include "compiler/passes/pass_util.h"
 #include "compiler/passes/passes.h"
@@ -234,6 +235,71 @@ bool match_gated(Graph& g, Matcher& m, int act) {
   return true;
 }
 
+// The bounds of a Clip (inputs from opset 11, attributes before), if constant.
+std::optional<std::pair<float, float>> clip_bounds(const Graph& g, const Node& c) {
+  float lo = std::numeric_limits<float>::lowest(), hi = std::numeric_limits<float>::max();
+  if (g.opset < 11) return std::make_pair(c.attr_float("min", lo), c.attr_float("max", hi));
+  for (size_t k = 1; k < 3; ++k) {
+    if (!c.has_input(k)) continue;
+    auto v = scalar_constant(g, c.inputs[k]);
+    if (!v) return std::nullopt;
+    (k == 1 ? lo : hi) = *v;
+  }
+  return std::make_pair(lo, hi);
+}
+
+// The sole reader of `v` when it divides `v` by 6 (Div(v, 6) or Mul by 1/6), else -1.
+int sixth(const Graph& g, const Matcher& m, const std::string& v) {
+  int k = m.next(v, "Div");
+  if (k >= 0) return g.nodes[k].inputs[0] == v && near(scalar_constant(g, g.nodes[k].inputs[1]), 6.0) ? k : -1;
+  k = m.next(v, "Mul");
+  const int i = k < 0 ? -1 : Matcher::operand_index(g.nodes[k], v);
+  return i >= 0 && near(scalar_constant(g, g.nodes[k].inputs[1 - i]), 1.0 / 6.0) ? k : -1;
+}
+
+// Add(x, 3) -> Clip(0, 6) -> Div(6) [-> Mul(x)] or Add(x, 3) -> Clip(0, 6) -> Mul(x) -> Div(6): HardSigmoid
+// (alpha 1/6, beta 1/2) or HardSwish as PaddlePaddle's exporter (paddle2onnx) and older torch exports spell
+// them; anchored at the Add.
+bool match_hard_chain(Graph& g, Matcher& m, int add) {
+  const Node& an = g.nodes[add];
+  if (an.op_type != "Add" || an.inputs.size() != 2) return false;
+  const int xi = near(scalar_constant(g, an.inputs[1]), 3.0) ? 0 : near(scalar_constant(g, an.inputs[0]), 3.0) ? 1 : -1;
+  if (xi < 0 || detail::constant_of(g, an.inputs[xi])) return false;
+  const std::string x = an.inputs[xi];
+  const int clip = m.next(an.outputs[0], "Clip");
+  if (clip < 0 || g.nodes[clip].inputs[0] != an.outputs[0]) return false;
+  const auto b = clip_bounds(g, g.nodes[clip]);
+  if (!b || !near(b->first, 0.0) || !near(b->second, 6.0)) return false;
+  auto times_x = [&](const std::string& v) {
+    const int k = m.next(v, "Mul");
+    const int i = k < 0 ? -1 : Matcher::operand_index(g.nodes[k], v);
+    return i >= 0 && g.nodes[k].inputs[1 - i] == x ? k : -1;
+  };
+  const std::string& cv = g.nodes[clip].outputs[0];
+  std::vector<int> others = {add, clip};
+  int last = -1;
+  bool swish = true;
+  if (const int mul = times_x(cv); mul >= 0) {
+    last = sixth(g, m, g.nodes[mul].outputs[0]);
+    others.push_back(mul);
+  } else if (const int div = sixth(g, m, cv); div >= 0) {
+    last = times_x(g.nodes[div].outputs[0]);
+    swish = last >= 0;
+    if (!swish) last = div;
+    else others.push_back(div);
+  }
+  if (last < 0) return false;
+  Node n;
+  n.op_type = swish ? "HardSwish" : "HardSigmoid";
+  n.inputs = {x};
+  if (!swish) {
+    n.attrs["alpha"].value = 1.0f / 6.0f;
+    n.attrs["beta"].value = 0.5f;
+  }
+  m.replace(last, std::move(n), others);
+  return true;
+}
+
 }  // namespace
 
 void recognize_patterns(Graph& g) {
@@ -241,7 +307,8 @@ void recognize_patterns(Graph& g) {
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     if (m.dead(k) || !g.nodes[k].domain.empty()) continue;
     const int i = static_cast<int>(k);
-    if (match_layernorm(g, m, i) || match_gelu(g, m, i) || match_gated(g, m, i)) continue;
+    if (match_layernorm(g, m, i) || match_gelu(g, m, i) || match_gated(g, m, i) ||
+        match_hard_chain(g, m, i)) continue;
   }
   m.finish();
 }

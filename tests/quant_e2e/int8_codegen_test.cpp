@@ -815,8 +815,9 @@ TEST(Int8Codegen, UnfoldedBatchNormsRunOnCodesInOnePassBitExactly) {
     } else if (!acts[i].empty()) {
       h = b.node(acts[i], {bn}, "act" + k, {1, 10, 7, 5});
     }
-    b.output(b.node("Conv", {h, b.random_constant("w" + k, {3, 10, 1, 1}, seed + 5, -0.5f, 0.5f)}, "y" + k,
-                    {1, 3, 7, 5}));
+    // Padded: a BN right before an unpadded conv would fold into its weights (fold-batchnorm).
+    b.output(b.node("Conv", {h, b.random_constant("w" + k, {3, 10, 3, 3}, seed + 5, -0.5f, 0.5f)}, "y" + k,
+                    {1, 3, 7, 5}, {{"pads", t::attr_ints({1, 1, 1, 1})}}));
   }
   const Graph g = b.build();
   isa::NpuConfig small;  // an accumulator of 2 KiB: the BN's fp32 work takes several tiles

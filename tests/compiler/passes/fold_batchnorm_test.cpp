@@ -68,6 +68,60 @@ TEST(FoldBatchnorm, GroupedConvTransposeAndGemmFoldExactly) {
   EXPECT_TRUE(same_outputs(before, g));
 }
 
+TEST(FoldBatchnorm, ConstantScaleAndShiftAfterAConvFoldIntoIt) {
+  // PP-LCNet's learnable affine block: Conv -> Mul(scalar) -> Add(scalar); and a per-channel Sub, a Div.
+  GraphBuilder b;
+  auto x = b.input("x", {1, 3, 6, 6});
+  auto c = b.node("Conv", {x, b.random_constant("w", {4, 3, 3, 3}, 1), b.random_constant("bias", {4}, 2)}, "c",
+                  {1, 4, 4, 4}, {{"kernel_shape", attr_ints({3, 3})}});
+  auto m = b.node("Mul", {b.scalar("s", 0.75f), c}, "m", {1, 4, 4, 4});
+  auto a = b.node("Add", {m, b.scalar("t", -0.25f)}, "a", {1, 4, 4, 4});
+  auto d = b.node("Sub", {a, b.random_constant("u", {4, 1, 1}, 3)}, "d", {1, 4, 4, 4});
+  b.output(b.node("Div", {d, b.scalar("q", 3.0f)}, "y", {1, 4, 4, 4}));
+  Graph before = b.build();
+  Graph g = before;
+  passes::fold_batchnorm(g);
+  g.verify();
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].op_type, "Conv");
+  EXPECT_EQ(g.nodes[0].outputs[0], "y");
+  EXPECT_TRUE(same_outputs(before, g));
+}
+
+TEST(FoldBatchnorm, AffineChainsBecomeOneMapAndFoldIntoAnUnpaddedConv) {
+  // After an activation: Mul -> Add (scalars) is one BatchNormalization before a padded conv; before an
+  // unpadded (1x1, grouped too) conv it folds into that conv's weights and bias. A lone Mul stays.
+  GraphBuilder b;
+  const Shape s = {1, 4, 5, 5};
+  auto x = b.input("x", s);
+  auto affine = [&](const std::string& k, const std::string& in) {
+    auto m = b.node("Mul", {in, b.scalar("s" + k, 0.5f + 0.25f * static_cast<float>(k[0] - '0'))}, "m" + k, s);
+    return b.node("Add", {m, b.random_constant("t" + k, {1, 4, 1, 1}, 10 + static_cast<uint32_t>(k[0]))}, "a" + k, s);
+  };
+  auto r = b.node("Relu", {x}, "r", s);
+  auto p = b.node("Conv", {affine("1", r), b.random_constant("wp", {4, 1, 3, 3}, 4)}, "p", s,
+                  {{"pads", attr_ints({1, 1, 1, 1})}, {"group", attr_i(4)}});
+  auto q = b.node("Conv", {affine("2", p), b.random_constant("wq", {6, 2, 1, 1}, 5)}, "q", {1, 6, 5, 5},
+                  {{"group", attr_i(2)}});
+  b.output(b.node("Mul", {q, b.scalar("lone", 2.0f)}, "y", {1, 6, 5, 5}));
+  Graph before = b.build();
+  Graph g = before;
+  passes::fold_batchnorm(g);
+  g.verify();
+  // Relu, the padded conv's affine map, the two convs (the lone Mul folds into q as its scale).
+  EXPECT_EQ(count_ops(g, "BatchNormalization"), 1);
+  EXPECT_EQ(count_ops(g, "Add"), 0);
+  EXPECT_EQ(count_ops(g, "Mul"), 0);
+  EXPECT_EQ(g.nodes.size(), 4u);
+  const Node* bn = find_node(g, "BatchNormalization");
+  ASSERT_NE(bn, nullptr);
+  EXPECT_EQ(bn->outputs[0], "a1");
+  EXPECT_EQ(bn->name, before.nodes[before.producer("a1")].name);  // named after the chain's last node
+  EXPECT_EQ(bn->inputs[0], "r");
+  EXPECT_EQ(find_node(g, "Relu")->outputs[0], "r");
+  EXPECT_TRUE(same_outputs(before, g));
+}
+
 TEST(FoldBatchnorm, ConvOutputReadElsewhereKeepsTheBatchNorm) {
   GraphBuilder b;
   auto x = b.input("x", {1, 2, 4, 4});

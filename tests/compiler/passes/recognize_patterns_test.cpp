@@ -71,6 +71,38 @@ TEST(RecognizePatterns, GeluWithHalfAppliedFirstAndLayerNormWithoutAffine) {
   EXPECT_TRUE(same_outputs(before, g));
 }
 
+TEST(RecognizePatterns, PaddleHardSwishAndHardSigmoidChains) {
+  // paddle2onnx spells hardswish as x * Clip(x + 3, 0, 6) / 6 and hardsigmoid as Clip(x + 3, 0, 6) / 6
+  // (or with Mul 1/6); each chain is one node. A chain with another constant (Add 2) stays.
+  GraphBuilder b;
+  const Shape s = {1, 4, 3, 3};
+  auto x = b.input("x", s);
+  auto lo = b.scalar("lo", 0.0f), hi = b.scalar("hi", 6.0f);
+  auto chain = [&](const std::string& k, const std::string& in, float add) {
+    auto a = b.node("Add", {in, b.scalar("three" + k, add)}, "a" + k, s);
+    return b.node("Clip", {a, lo, hi}, "c" + k, s);
+  };
+  auto m1 = b.node("Mul", {x, chain("1", x, 3.0f)}, "m1", s);
+  auto hs1 = b.node("Div", {m1, b.scalar("six1", 6.0f)}, "hs1", s);                      // HardSwish
+  auto d2 = b.node("Div", {chain("2", hs1, 3.0f), b.scalar("six2", 6.0f)}, "d2", s);    // HardSigmoid
+  auto d3 = b.node("Mul", {b.scalar("sixth3", 1.0f / 6.0f), chain("3", d2, 3.0f)}, "d3", s);
+  auto hs3 = b.node("Mul", {d3, d2}, "hs3", s);                                          // HardSwish
+  auto no = b.node("Div", {chain("4", hs3, 2.0f), b.scalar("six4", 6.0f)}, "no", s);    // not one
+  b.output(no);
+  Graph before = b.build();
+  Graph g = before;
+  passes::recognize_patterns(g);
+  g.verify();
+  EXPECT_EQ(count_ops(g, "HardSwish"), 2);
+  EXPECT_EQ(count_ops(g, "HardSigmoid"), 1);
+  EXPECT_EQ(count_ops(g, "Clip"), 1);  // the Add 2 chain
+  const Node* hsig = find_node(g, "HardSigmoid");
+  ASSERT_NE(hsig, nullptr);
+  EXPECT_FLOAT_EQ(hsig->attr_float("alpha", 0), 1.0f / 6.0f);
+  EXPECT_EQ(hsig->outputs[0], "d2");
+  EXPECT_TRUE(same_outputs(before, g));
+}
+
 TEST(RecognizePatterns, IntermediateReadElsewhereBlocksTheMatch) {
   GraphBuilder b;
   auto x = b.input("x", {4});
