@@ -38,6 +38,9 @@ struct DramTensor {
   // (what dependency tracking must cover).
   uint64_t span_bytes() const;
   Range range() const { return Range{kDram, addr, addr + span_bytes()}; }
+  // Whether a 4-D tensor lies in memory as NHWC: its layout is, or its dims of extent > 1 are in NHWC's
+  // order (an ONNX-order [N, 1, H, W] tensor -- a one-channel image or graph output -- is NHWC in memory).
+  bool nhwc_in_memory() const;
 };
 
 // Byte offsets of a ping-pong (or single) set of slots in one scratchpad.

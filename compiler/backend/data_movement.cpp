@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include "compiler/backend/context.h"
 #include "compiler/backend/int8.h"
@@ -435,6 +436,55 @@ int64_t physical_element(int64_t j, const std::vector<int>& pos, const std::vect
   return p;
 }
 
+// A nearest upsampling by integer factors in channel-last memory, read off its index map: output element
+// (b, oy, ox, ch) of the physical [N, OH, OW, C] copies source element (b, oy / sh, ox / sw, ch) of the
+// physical [N, H, W, C]. {sh, sw}, or nullopt for any other map (a plain copy included).
+std::optional<std::pair<int64_t, int64_t>> upsampling_factors(const DramTensor& x, const DramTensor& y,
+                                                                const std::vector<int64_t>& map) {
+  if (x.phys.size() != 4 || y.phys.size() != 4 || x.strided() || y.strided() || x.dtype != y.dtype) return std::nullopt;
+  const int64_t N = x.phys[0], H = x.phys[1], W = x.phys[2], C = x.phys[3], OH = y.phys[1], OW = y.phys[2];
+  if (y.phys[0] != N || y.phys[3] != C || H <= 0 || W <= 0 || OH % H || OW % W) return std::nullopt;
+  const int64_t sh = OH / H, sw = OW / W;
+  if (sh * sw <= 1 || static_cast<int64_t>(map.size()) != N * OH * OW * C) return std::nullopt;
+  size_t p = 0;
+  for (int64_t b = 0; b < N; ++b)
+    for (int64_t oy = 0; oy < OH; ++oy)
+      for (int64_t ox = 0; ox < OW; ++ox)
+        for (int64_t ch = 0; ch < C; ++ch)
+          if (map[p++] != ((b * H + oy / sh) * W + ox / sw) * C + ch) return std::nullopt;
+  return std::make_pair(sh, sw);
+}
+
+// Emits an upsampling (upsampling_factors) that moves its input once and its output once: each tile of
+// input rows is loaded once and stored sh x sw times, each STORE writing every sw-th pixel of every sh-th
+// output row. False (nothing emitted) when one pixel's channels do not fit a slot.
+bool replicate_tiles(Context& c, const DramTensor& x, const DramTensor& y, int64_t sh, int64_t sw) {
+  Slots s = make_slots(c, Buffer::kInput);
+  const int64_t N = x.phys[0], H = x.phys[1], W = x.phys[2], C = x.phys[3], OH = y.phys[1], OW = y.phys[2];
+  if (C > s.elems || C > kMaxDim) return false;
+  const int64_t wt = std::min({W, s.elems / C, kMaxDim});
+  const int64_t rt = std::min({H, std::max<int64_t>(1, s.elems / (wt * C)), kMaxDim});
+  const auto es = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
+  for (int64_t b = 0; b < N; ++b) {
+    for (int64_t y0 = 0; y0 < H; y0 += rt) {
+      for (int64_t x0 = 0; x0 < W; x0 += wt) {
+        const int64_t nr = std::min(rt, H - y0), nw = std::min(wt, W - x0);
+        const uint64_t slot = s.take();
+        c.load(Buffer::kInput, slot, x.range(), x.addr + static_cast<uint64_t>(((b * H + y0) * W + x0) * C) * es,
+               x.dtype, {C, nw, nr, 1}, {C, W * C, 0});
+        for (int64_t i = 0; i < sh; ++i) {
+          for (int64_t j = 0; j < sw; ++j) {
+            const int64_t at = ((b * OH + y0 * sh + i) * OW + x0 * sw + j) * C;
+            c.store(Buffer::kInput, slot, y.range(), y.addr + static_cast<uint64_t>(at) * es, y.dtype, {C, nw, nr, 1},
+                    {sw * C, sh * OW * C, 0});
+          }
+        }
+      }
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 bool lower_index_map(Context& c, const Node& n, std::string* why) {
@@ -576,6 +626,15 @@ bool lower_index_map(Context& c, const Node& n, std::string* why) {
     fill = pad_fill(c, n, dt);
   } else if (n.op_type == "Resize") {
     fill = n.attr_float("extrapolation_value", 0.0f);
+  }
+  if (outputs.size() == 1 && sources.size() == 1) {
+    const DramTensor& y = c.tensor(outputs[0]);
+    const auto f = upsampling_factors(*sources[0], y, use[0]);
+    if (f && replicate_tiles(c, *sources[0], y, f->first, f->second)) {
+      c.plan->mapping = fmt::format("nearest upsampling {}x{}: each input tile loaded once, stored {} times (strided STOREs)",
+                                    f->first, f->second, f->first * f->second);
+      return true;
+    }
   }
   int64_t rows = 0;
   for (size_t k = 0; k < outputs.size(); ++k) {

@@ -108,7 +108,7 @@ void DepthwiseMapper::estimate(DepthwiseTiling& t) const {
         double b = static_cast<double>(rows * cols * tn * ea);
         if (j_.y_sram < 0) {  // stored (not left on chip: backend/residency.h)
           d += isa::timing::estimate_dma_cycles(
-              dma_box(isa::Opcode::kStore, s_.ops.y, {tn, ow, oh}, {j_.out_pitch(), j_.OW * j_.out_pitch()}), cfg);
+              dma_box(isa::Opcode::kStore, s_.ops.y, {tn, ow, oh}, {j_.out_pitch(), j_.out_row()}), cfg);
           b += static_cast<double>(oh * ow * tn * ey);
         }
         if (s_.ops.tile_read) {

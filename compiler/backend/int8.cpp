@@ -16,6 +16,7 @@
 #include "compiler/backend/rowwise.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/precision.h"
+#include "compiler/quant/quantize.h"
 
 namespace npusim::compiler::backend {
 
@@ -228,14 +229,17 @@ bool converts_in_tiles(const Node& n) {
   return (binary.count(n.op_type) && n.num_given_inputs() == 2) || unary.count(n.op_type);
 }
 
-// An op that only selects or moves values (max pooling, Concat, Split, Slice, Transpose, Pad, Relu) whose runtime
-// inputs and outputs are all stored as codes of one QParams: it runs on the codes themselves, exactly.
-// Returns the codes' dtype, or nullopt.
+// An op that only selects or moves values (max pooling, Concat, Split, Slice, Transpose, Pad, Relu, the
+// copies quant::shares_input_qparams lists: nearest Resize, DepthToSpace, ...) whose runtime inputs and
+// outputs are all stored as codes of one QParams: it runs on the codes themselves, exactly. Returns the
+// codes' dtype, or nullopt.
 std::optional<DType> moves_codes(const Context& c, const quant::PrecisionPlan& plan, const Node& n) {
   static const std::set<std::string> ops = {"MaxPool", "GlobalMaxPool", "Concat", "Split", "Slice", "Transpose",
-                                            "Pad", "Relu"};
+                                            "Pad", "Relu", "Resize", "Upsample", "DepthToSpace", "SpaceToDepth",
+                                            "Expand", "Tile"};
   if (!(n.domain.empty() || (n.domain == kNpuDomain && n.op_type == "Transpose")) || !ops.count(n.op_type))
     return std::nullopt;
+  if ((n.op_type == "Resize" || n.op_type == "Upsample") && !quant::shares_input_qparams(n)) return std::nullopt;
   if (n.op_type == "MaxPool" && n.outputs.size() > 1 && !n.outputs[1].empty()) return std::nullopt;
   const QParams* first = nullptr;
   DType dt = DType::kFp32;

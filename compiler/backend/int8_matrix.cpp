@@ -151,7 +151,7 @@ class Int8Strategy : public MatrixStrategy {
     const Buffer A = Buffer::kAccumulator;
     const int64_t yoff = t.img * j_.y_img + (t.oy0 * j_.OW + t.ox0) * j_.M + n0;  // the residual's
     const int64_t P = j_.out_pitch();
-    const int64_t out_off = t.img * (j_.y_view_img >= 0 ? j_.y_view_img : j_.y_img) + (t.oy0 * j_.OW + t.ox0) * P + n0;
+    const int64_t out_off = t.img * (j_.y_view_img >= 0 ? j_.y_view_img : j_.y_img) + t.oy0 * j_.out_row() + t.ox0 * P + n0;
     const std::array<int64_t, 4> box = {tn, t.ow, t.oh, 1};
     const std::array<int64_t, 3> strides = {j_.M, j_.OW * j_.M, 0};
     auto v = [&](VecOp op, DType in, DType out, uint64_t src1, uint64_t dst) {
@@ -251,7 +251,7 @@ class Int8Strategy : public MatrixStrategy {
     c_.vec(last);
     const int64_t P = j_.out_pitch();
     c_.store(last.dst_buf, last.dst, j_.y_range, j_.y_addr + static_cast<uint64_t>(out_off), j_.y_dt, box,
-             {P, j_.OW * P, 0});
+             {P, j_.out_row(), 0});
   }
 
   struct Side {
@@ -310,7 +310,7 @@ bool lower_matrix_int8(Context& c, const Node& n) {
   int64_t a_img = 0;  // input elements per image
   const int64_t M_out = static_cast<int64_t>(L.bias_folded.size());
   if (n.op_type == "Conv") {
-    if (x.shape.size() != 4 || x.layout != kNhwc || y.layout != kNhwc) return false;
+    if (!x.nhwc_in_memory() || !y.nhwc_in_memory()) return false;
     j.images = x.shape[0];
     j.C = x.shape[1], j.H = x.shape[2], j.W = x.shape[3];
     j.M = y.shape[1], j.OH = y.shape[2], j.OW = y.shape[3];

@@ -120,7 +120,7 @@ class FloatStrategy : public MatrixStrategy {
     const Buffer A = Buffer::kAccumulator;
     const uint64_t yoff = static_cast<uint64_t>(((t.oy0 * j_.OW + t.ox0) * j_.M + t.n0) * c_.esize);  // residual
     const int64_t P = j_.out_pitch();
-    const uint64_t out_off = static_cast<uint64_t>(((t.oy0 * j_.OW + t.ox0) * P + t.n0) * c_.esize);
+    const uint64_t out_off = static_cast<uint64_t>((t.oy0 * j_.out_row() + t.ox0 * P + t.n0) * c_.esize);
     const std::array<int64_t, 4> box = {tn, t.ow, t.oh, 1};
     const std::array<int64_t, 3> strides = {j_.M, j_.OW * j_.M, 0};
     // Each step reads `cur` (fp32 in the accumulator) and the last one converts to the activation dtype.
@@ -200,7 +200,7 @@ class FloatStrategy : public MatrixStrategy {
     // Below fp32 the last step narrows in place: the vector unit reads its sources before it writes.
     if (c_.act != DType::kFp32) steps.back().out = c_.act;
     if (steps.empty()) {
-      c_.store(A, cs, j_.y_range, j_.y_base(t.img) + out_off, c_.act, box, {P, j_.OW * P, 0});
+      c_.store(A, cs, j_.y_range, j_.y_base(t.img) + out_off, c_.act, box, {P, j_.out_row(), 0});
       return;
     }
     for (size_t k = 0; k + 1 < steps.size(); ++k) c_.vec(steps[k]);
@@ -224,7 +224,7 @@ class FloatStrategy : public MatrixStrategy {
     }
     c_.vec(last);
     const int64_t P = j_.out_pitch();
-    c_.store(last.dst_buf, last.dst, j_.y_range, j_.y_base(t.img) + out_off, c_.act, box, {P, j_.OW * P, 0});
+    c_.store(last.dst_buf, last.dst, j_.y_range, j_.y_base(t.img) + out_off, c_.act, box, {P, j_.out_row(), 0});
   }
 
   static int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
@@ -359,7 +359,7 @@ bool lower_conv(Context& c, const Node& n) {
   if (xv.shape.size() != 4 || !wv.is_constant() || n.op_type != "Conv") return false;
   const DramTensor& x = c.tensor(n.inputs[0]);
   const DramTensor& y = c.tensor(n.outputs[0]);
-  if (x.layout != kNhwc || y.layout != kNhwc) return false;
+  if (!x.nhwc_in_memory() || !y.nhwc_in_memory()) return false;
   ConvSpec cs;
   cs.x = &x, cs.y = &y;
   cs.groups = n.attr_int("group", 1);
@@ -369,6 +369,72 @@ bool lower_conv(Context& c, const Node& n) {
   cs.node_pads = true;
   cs.w = const_floats(c, n.inputs[1]);
   return lower_conv_spec(c, n, cs);
+}
+
+// A ConvTranspose whose stride equals its kernel (no padding, dilation or output padding, one group):
+// every input pixel writes its own kh x kw block of output pixels, so no block overlaps another and no
+// zero is multiplied. Kernel row i is one 1x1 convolution of the input to kw * M channels (channel
+// j * M + m is output pixel (y * sh + i, x * sw + j), channel m), whose output rows are every sh-th row
+// of the output (MatrixJob::y_row) and whose pixels are contiguous there (kw = sw). False, with nothing
+// emitted, for any other form.
+bool lower_conv_transpose_blocks(Context& c, const Node& n, const DramTensor& x, const DramTensor& y) {
+  const Value& wv = c.g.value(n.inputs[1]);
+  const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+  const int64_t M = y.shape[1], OH = y.shape[2], OW = y.shape[3];
+  const int64_t kh = wv.shape[2], kw = wv.shape[3];
+  const auto st = n.attr_ints("strides", {1, 1}), dl = n.attr_ints("dilations", {1, 1});
+  const auto pads = n.attr_ints("pads", {0, 0, 0, 0}), opad = n.attr_ints("output_padding", {0, 0});
+  const auto zero = [](const std::vector<int64_t>& v) { return std::all_of(v.begin(), v.end(), [](int64_t e) { return e == 0; }); };
+  if (n.attr_int("group", 1) != 1 || wv.shape[0] != C || wv.shape[1] != M || st.size() != 2 || st[0] != kh ||
+      st[1] != kw || dl != std::vector<int64_t>{1, 1} || !zero(pads) || !zero(opad) || OH != H * kh || OW != W * kw ||
+      n.attr_string("auto_pad", "NOTSET") != "NOTSET" || y.strided() || x.strided() ||
+      (n.has_attr(kResidualInput) && n.has_input(3)))
+    return false;
+  FloatJob j;
+  j.images = N, j.C = C, j.H = H, j.W = W, j.M = kw * M, j.OH = H, j.OW = W;
+  j.cg = C, j.mg = kw * M;
+  j.y_row = kh * OW * M;
+  if (!j.conv_mappable() || !set_activation(n, j.epi)) return false;
+  if (n.has_input(2)) {
+    const Value& bv = c.g.value(n.inputs[2]);
+    if (!bv.is_constant()) return false;
+    const std::vector<float> b = bv.constant->to_float_vector();
+    std::vector<float> rep;
+    for (int64_t jj = 0; jj < kw; ++jj) rep.insert(rep.end(), b.begin(), b.end());
+    j.epi.bias = Epilogue::Bias::kRow;
+    j.epi.bias_addr = c.add_floats(rep, DType::kFp32);
+  }
+  const std::vector<float> w = const_floats(c, n.inputs[1]);  // [C][M][kh][kw]
+  const uint64_t es = static_cast<uint64_t>(c.esize), xa = x.addr;
+  j.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * H * W * C) * es; };
+  j.a_range = x.range();
+  j.y_range = y.range();
+  LayerPlan total;
+  for (int64_t i = 0; i < kh; ++i) {
+    std::vector<float> wi(static_cast<size_t>(kw * M * C));  // [kw * M][C][1][1]
+    for (int64_t jj = 0; jj < kw; ++jj)
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t ci = 0; ci < C; ++ci)
+          wi[static_cast<size_t>((jj * M + m) * C + ci)] = w[static_cast<size_t>(((ci * M + m) * kh + i) * kw + jj)];
+    FloatJob ji = j;
+    ji.w = grouped_weights(ji, wi);
+    const uint64_t ya = y.addr + static_cast<uint64_t>(i * OW * M) * es;
+    ji.y_base = [=](int64_t img) { return ya + static_cast<uint64_t>(img * OH * OW * M) * es; };
+    ji.what = fmt::format("ConvTranspose {}x{}x{}->{} kernel row {}", kh, kw, C, M, i);
+    run(c, ji);
+    const LayerPlan& p = *c.plan;
+    total.est_cycles += p.est_cycles, total.model_cycles += p.model_cycles;
+    total.est_compute_cycles += p.est_compute_cycles, total.est_dma_cycles += p.est_dma_cycles;
+    total.macs += p.macs, total.instructions += p.instructions, total.candidates += p.candidates;
+  }
+  LayerPlan& p = *c.plan;
+  p.est_cycles = total.est_cycles, p.model_cycles = total.model_cycles;
+  p.est_compute_cycles = total.est_compute_cycles, p.est_dma_cycles = total.est_dma_cycles;
+  p.macs = total.macs, p.instructions = total.instructions, p.candidates = total.candidates;
+  p.mapping = fmt::format("ConvTranspose with stride = kernel {}x{}: {} 1x1 CONVs of {} channels, each writing one output "
+                          "row in {} (strided STORE)",
+                          kh, kw, kh, kw * M, kh);
+  return true;
 }
 
 // ConvTranspose (2-D, constant weights) as a stride-1 convolution over a zero-inserted copy of the input:
@@ -382,7 +448,8 @@ bool lower_conv_transpose(Context& c, const Node& n) {
   if (xv.shape.size() != 4 || !wv.is_constant()) return false;
   const DramTensor& x = c.tensor(n.inputs[0]);
   const DramTensor& y = c.tensor(n.outputs[0]);
-  if (x.layout != kNhwc || y.layout != kNhwc) return false;
+  if (!x.nhwc_in_memory() || !y.nhwc_in_memory()) return false;
+  if (lower_conv_transpose_blocks(c, n, x, y)) return true;
   const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
   const int64_t M = y.shape[1], OH = y.shape[2], OW = y.shape[3];
   const int64_t groups = n.attr_int("group", 1);

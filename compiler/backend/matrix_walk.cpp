@@ -214,7 +214,7 @@ void MatrixMapper::estimate(Tiling& t) const {
       for (auto [n, ncnt] : nc) {
         const double tiles = sp * static_cast<double>(ncnt);
         if (j_.y_sram < 0) {
-          const BoxCost& y = dma_cost(n, w, h, j_.out_pitch(), j_.OW * j_.out_pitch(), o.y);
+          const BoxCost& y = dma_cost(n, w, h, j_.out_pitch(), j_.out_row(), o.y);
           store += y.cycles * tiles;
           bytes += box(n, w, h, o.y) * y.skew * tiles;
         }
@@ -254,7 +254,7 @@ void MatrixMapper::estimate(Tiling& t) const {
                       : dma_cycles(t.tc, j_.in_cols(t.tow), j_.in_rows(t.toh), j_.pixel_stride(), j_.row_stride(), o.a)) +
       dma_cycles(t.tn, t.tc, j_.kh * j_.kw, t.tn, t.tc * t.tn, o.w);
   const double last = j_.y_sram >= 0 ? vec_cost(t.toh * t.tow * t.tn)
-                                     : dma_cycles(t.tn, t.tow, t.toh, j_.out_pitch(), j_.OW * j_.out_pitch(), o.y);
+                                     : dma_cycles(t.tn, t.tow, t.toh, j_.out_pitch(), j_.out_row(), o.y);
   t.compute = compute;
   t.dma = dma;
   t.est = std::max({compute, dma, vec}) + first + last;
@@ -366,8 +366,8 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
   if (!c_.can_time()) return best.front();
   // A layer identical to one already decided (ResNet's repeated blocks: the same geometry, operand
   // types, epilogue and candidates) takes the same winner without simulating the candidates again.
-  std::string key = fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}|{} {} {} {} {} {}",
-                                j_.gemm, j_.b_const, j_.images, j_.H, j_.W, j_.C, j_.OH, j_.OW, j_.M, j_.out_pitch(), j_.kh, j_.kw,
+  std::string key = fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}|{} {} {} {} {} {}",
+                                j_.gemm, j_.b_const, j_.images, j_.H, j_.W, j_.C, j_.OH, j_.OW, j_.M, j_.out_pitch(), j_.out_row(), j_.kh, j_.kw,
                                 j_.sh, j_.sw, j_.dh, j_.dw, j_.pt, j_.pl, j_.groups, j_.cg, j_.mg, j_.step_h, j_.step_w,
                                 j_.src_w, static_cast<int>(s_.ops.a) + 100 * (j_.a_sram >= 0) + 1000 * (j_.y_sram >= 0),
                                 static_cast<int>(s_.ops.w),

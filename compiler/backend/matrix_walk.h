@@ -39,6 +39,11 @@ struct MatrixJob {
   // a Concat's buffer, whose channels are the row pitch (backend/concat_in_place.h).
   int64_t y_pitch = 0;
   int64_t out_pitch() const { return y_pitch ? y_pitch : M; }
+  // Elements between output rows in DRAM when not OW * out_pitch(): the output rows are every few rows
+  // of a larger tensor (a ConvTranspose whose stride equals its kernel writes each kernel row's pixels
+  // as one such job, lower_conv_transpose).
+  int64_t y_row = 0;
+  int64_t out_row() const { return y_row ? y_row : OW * out_pitch(); }
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;
   int64_t groups = 1, cg = 1, mg = 1;       // groups, input and output channels per group
   std::function<uint64_t(int64_t)> a_base;  // DRAM address of image img's input

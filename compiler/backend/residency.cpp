@@ -102,7 +102,7 @@ bool as_sram_gemm(const MatrixJob& j, const OnChipValue& v, MatrixJob* g) {
       j.a_base(0) != v.dram.begin)
     return false;
   const bool pointwise = !j.gemm && j.kh == 1 && j.kw == 1 && j.sh == 1 && j.sw == 1 && j.pt == 0 && j.pl == 0 &&
-                         j.OH == j.H && j.OW == j.W && j.step_h == 1 && j.step_w == 1 && j.src_w == 0 && j.y_pitch == 0;
+                         j.OH == j.H && j.OW == j.W && j.step_h == 1 && j.step_w == 1 && j.src_w == 0 && j.y_pitch == 0 && j.y_row == 0;
   if (!pointwise && !(j.gemm && j.images == 1)) return false;
   *g = j;
   if (pointwise) {
@@ -136,7 +136,7 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapp
   }
   // The output, for the layer after, when the tiles that leave it on chip cost this layer no more than
   // the next one saves by not reading it (its bytes at the DRAM's sustained rate).
-  if (c.keep_output.empty() || !s.ends_with_vec() || j.y_pitch != 0) return;
+  if (c.keep_output.empty() || !s.ends_with_vec() || j.y_pitch != 0 || j.y_row != 0) return;
   const DramTensor& y = c.tensor(c.keep_output);
   if (j.y_range.begin != y.addr || j.y_range.end != y.range().end) return;
   const int64_t cap = scratchpad_capacity(c.config, isa::Buffer::kInput);

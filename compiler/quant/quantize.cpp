@@ -67,7 +67,12 @@ bool shares_input_qparams(const Node& n) {
                                             "Slice", "Split", "Pad", "ReduceMax", "DepthToSpace",
                                             "SpaceToDepth", "Expand", "Tile"};
   if (n.domain == kNpuDomain && n.op_type == "Transpose") return true;
-  return n.domain.empty() && ops.count(n.op_type);
+  if (!n.domain.empty()) return false;
+  // A nearest-neighbour Resize only copies values (tf_crop_and_resize may also write a fill value).
+  if (n.op_type == "Resize" || n.op_type == "Upsample")
+    return n.attr_string("mode", "nearest") == "nearest" &&
+           n.attr_string("coordinate_transformation_mode", "half_pixel") != "tf_crop_and_resize";
+  return ops.count(n.op_type) > 0;
 }
 
 int weight_channel_axis(const Node& n, int weight_rank) {

@@ -870,6 +870,27 @@ TEST(Int8Codegen, ConstantPadMovesCodesWithItsHaloTheValuesCode) {
   }
 }
 
+TEST(Int8Codegen, NearestResizeMovesCodesOnceEachWay) {
+  // Conv -> Resize(nearest, x2 x2 and x4 x2) -> Conv in int8: the Resize shares its input's QParams and
+  // copies codes (each input tile loaded once, stored once per output position), bit-exact.
+  for (const float sw : {2.0f, 4.0f}) {
+    namespace t = compiler::testing;
+    t::GraphBuilder b;
+    auto x = b.input("x", {1, 5, 6, 7});
+    auto a = b.node("Conv", {x, b.random_constant("wa", {16, 5, 1, 1}, 1, -0.5f, 0.5f)}, "a", {1, 16, 6, 7});
+    auto u = b.node("Resize", {a, b.constant("roi", compiler::Tensor::from_floats({0}, {})),
+                               b.constant("sc", compiler::Tensor::from_floats({4}, {1, 1, 2, sw}))},
+                    "u", {1, 16, 12, static_cast<int64_t>(7 * sw)}, {{"mode", t::attr_s("nearest")}});
+    b.output(b.node("Conv", {u, b.random_constant("wb", {4, 16, 1, 1}, 2, -0.5f, 0.5f)}, "y",
+                    {1, 4, 12, static_cast<int64_t>(7 * sw)}));
+    const isa::NpuConfig config;
+    const Compiled k = compile_graph_int8(b.build(), config);
+    EXPECT_EQ(k.plan.values.at("u").scale, k.plan.values.at("a").scale);
+    expect_one_layer_storing_codes(k, "Resize", "nearest upsampling");
+    for (const auto& sample : q::synthetic_samples(k.lowered, 2, 31)) EXPECT_EQ(check_bit_exact(k, config, sample), 2);
+  }
+}
+
 TEST(Int8Codegen, LayoutTransposesOfFloatGraphIOConvertCodesInTheirTileLoop) {
   // A float NCHW graph input into an int8 conv: the layout change to NHWC quantizes its transposed
   // tiles on the way (one pass, codes stored), instead of storing floats for a separate conversion. The

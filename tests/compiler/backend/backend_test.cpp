@@ -4,6 +4,7 @@
 // numbers (so the tokens capture every hazard), errors name the layer, the search is fast.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <cmath>
@@ -614,6 +615,66 @@ TEST(Vector, TransposeConcatSliceReduceMatch) {
 }
 
 // ---- models ----
+
+TEST(Matrix, ConvTransposeWithStrideEqualToKernelIsOneConvPerKernelRow) {
+  // Each input pixel writes its own block of output pixels: no zero insertion, no zero MACs. Square and
+  // non-square kernels, a bias and a fused Relu, a one-channel output (a graph output in ONNX order, which
+  // is NHWC in memory), on the default machine and on small scratchpads.
+  struct Case {
+    int64_t m, kh, kw;
+  };
+  for (const Case& k : {Case{3, 2, 2}, Case{4, 3, 2}, Case{1, 2, 2}}) {
+    GraphBuilder b;
+    b.input("x", {2, 6, 5, 7});
+    b.constant("w", {6, k.m, k.kh, k.kw}, 0.5f, 3).constant("b", {k.m}, 0.5f, 4);
+    Node& n = b.node("ConvTranspose", {"x", "w", "b"}, {k.m == 1 ? "y" : "t"});
+    n.attrs["strides"].value = std::vector<int64_t>{k.kh, k.kw};
+    if (k.m != 1) b.node("Relu", {"t"}, {"y"});
+    b.output("y");
+    const Graph g = b.build();
+    for (const isa::NpuConfig& config : {isa::NpuConfig{}, small_sram()}) {
+      CompileResult r;
+      EXPECT_LT(compile_and_compare(g, config, &r), kTol) << k.m << " " << k.kh << "x" << k.kw;
+      EXPECT_TRUE(r.fallbacks.empty()) << compile_summary(r);
+      const auto l = std::find_if(r.layers.begin(), r.layers.end(), [](const LayerPlan& p) { return p.op == "ConvTranspose"; });
+      ASSERT_NE(l, r.layers.end()) << compile_summary(r);
+      EXPECT_NE(l->mapping.find("stride = kernel"), std::string::npos) << l->mapping;
+      EXPECT_EQ(l->macs, 2 * 5 * 7 * 6 * k.kh * k.kw * k.m);  // the transposed conv's own MACs
+      EXPECT_EQ(check_tokens(r.program), "");
+    }
+  }
+}
+
+TEST(Vector, NearestUpsamplingByIntegerFactorsStoresEachInputTileOncePerOutputPosition) {
+  // Resize nearest x2 x3 between two convs (NHWC): one LOAD per input tile, sh * sw STOREs of it; the
+  // instructions are counted, the values compared.
+  GraphBuilder b;
+  b.input("x", {1, 4, 6, 5});
+  b.constant("w1", {16, 4, 1, 1}, 0.5f, 3).constant("w2", {8, 16, 1, 1}, 0.5f, 4);
+  b.node("Conv", {"x", "w1"}, {"a"});
+  b.constant("roi", Tensor::from_floats({0}, {})).constant("sc", Tensor::from_floats({4}, {1, 1, 2, 3}));
+  b.node("Resize", {"a", "roi", "sc"}, {"u"}).attrs["mode"].value = std::string("nearest");
+  b.node("Conv", {"u", "w2"}, {"y"});
+  b.output("y");
+  const Graph g = b.build();
+  for (const isa::NpuConfig& config : {isa::NpuConfig{}, small_sram()}) {
+    CompileResult r;
+    EXPECT_LT(compile_and_compare(g, config, &r), kTol);
+    EXPECT_TRUE(r.fallbacks.empty()) << compile_summary(r);
+    uint32_t layer = 0;
+    while (layer < r.layers.size() && r.layers[layer].op != "Resize") ++layer;
+    ASSERT_LT(layer, r.layers.size()) << compile_summary(r);
+    EXPECT_NE(r.layers[layer].mapping.find("nearest upsampling 2x3"), std::string::npos) << r.layers[layer].mapping;
+    int64_t loads = 0, stores = 0;
+    for (const isa::Instruction& i : r.program.instructions) {
+      if (i.layer() != layer) continue;
+      loads += i.opcode == isa::Opcode::kLoad;
+      stores += i.opcode == isa::Opcode::kStore;
+    }
+    EXPECT_GE(loads, 1);
+    EXPECT_EQ(stores, 6 * loads);
+  }
+}
 
 TEST(Models, BuiltinDemoCnnMatches) {
   const Graph g = builtin_model("demo");
