@@ -290,7 +290,7 @@ def main():
     title = args.title or f"{os.path.basename(os.path.dirname(os.path.abspath(args.results)))}: {len(data)} points"
     if failed:
         title += f" ({failed} failed or without {args.metric}, not shown)"
-    fig.suptitle(title, fontsize=10)
+    npusim_report.fit_title(fig, fig.suptitle(title, fontsize=10))
     fig.tight_layout()
     try:
         fig.savefig(args.output, dpi=120)

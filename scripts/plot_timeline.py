@@ -175,7 +175,8 @@ def main():
     # The legend below the cycle axis, the title above the layer labels (both outside the axes).
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=min(8, max(1, len(handles))),
               fontsize=8, frameon=False)
-    fig.suptitle(args.title or f"{os.path.basename(args.trace)}: cycles {t0}..{t1}", fontsize=11)
+    npusim_report.fit_title(fig, fig.suptitle(args.title or f"{os.path.basename(args.trace)}: cycles {t0}..{t1}",
+                                              fontsize=11))
     fig.tight_layout()
     try:
         fig.savefig(args.output, dpi=dpi)

@@ -543,6 +543,29 @@ TEST(SmallThings, PlotLabelsDoNotOverlap) {
   EXPECT_EQ(r.out, "True True\n") << r.err;
 }
 
+// A plot's title names the model, configuration, precision plan and what was left out: MobileNetV2's
+// roofline title ran past both edges of the figure. npusim_report.fit_title wraps it until it fits.
+TEST(SmallThings, PlotTitlesFitTheFigure) {
+  const CommandResult r =
+      run_command({"/usr/bin/python3", "-c",
+                   "import sys; sys.path.insert(0, sys.argv[1])\n"
+                   "import npusim_report\n"
+                   "plt = npusim_report.pyplot()\n"
+                   "fig, ax = plt.subplots(figsize=(8, 6))\n"
+                   "long = 'mobilenet_v2.onnx on edge: 53 layers; precision mixed: 40 int8, 3 fp16; 3 layers "
+                   "without MACs or '"
+                   " 'DRAM traffic not shown; model efficiency 142%'\n"
+                   "title = npusim_report.fit_title(fig, ax.set_title(long, fontsize=10))\n"
+                   "fig.tight_layout()\n"
+                   "box = title.get_window_extent(fig.canvas.get_renderer())\n"
+                   "print(box.x0 >= 0, box.x1 <= fig.bbox.width, box.y1 <= fig.bbox.height, "
+                   "title.get_text().count('\\n') >= 1,"
+                   " title.get_text().replace('\\n', ' ') == long)\n",
+                   std::string(NPUSIM_SOURCE_DIR) + "/scripts"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "True True True True True\n") << r.err;
+}
+
 // docs/report.md's field tables against what npusim writes (tests/e2e/check_report_docs.py): every field
 // of these reports is documented, and every documented field of a section they write is written. The
 // reports together write every section: the compiler's view with int8 and accuracy, an end-to-end
