@@ -296,8 +296,8 @@ std::string summary_text(const Report& r, size_t top_layers) {
   o += fmt::format("breakdown         compute {} ({})  memory {} ({})  scheduling {} ({})  host {} ({})\n",
                    r.breakdown.compute, pct(r.breakdown.compute, T), r.breakdown.memory, pct(r.breakdown.memory, T),
                    r.breakdown.scheduling, pct(r.breakdown.scheduling, T), r.breakdown.host, pct(r.breakdown.host, T));
-  o += fmt::format("dram ({})  read {} B, written {} B, {:.2f} GB/s average", r.dram.model, r.dram.bytes_read,
-                   r.dram.bytes_written, r.dram.avg_bandwidth_gbps);
+  o += fmt::format("{:<17} read {} B, written {} B, {:.2f} GB/s average", "dram (" + r.dram.model + ")",
+                   r.dram.bytes_read, r.dram.bytes_written, r.dram.avg_bandwidth_gbps);
   if (r.dram.peak_bandwidth_gbps > 0) o += fmt::format(" of {:.2f} GB/s peak", r.dram.peak_bandwidth_gbps);
   if (r.dram.row_hits + r.dram.row_misses > 0) {
     o += fmt::format(", row hits {:.1f}%", 100.0 * r.dram.row_hits / (r.dram.row_hits + r.dram.row_misses));

@@ -543,6 +543,21 @@ TEST(SmallThings, PlotLabelsDoNotOverlap) {
   EXPECT_EQ(r.out, "True True\n") << r.err;
 }
 
+// The summary's figures start in one column after their labels, the DRAM line's too ("dram (ideal)  read"
+// stood out by four columns).
+TEST(SmallThings, SummaryFiguresStartInOneColumn) {
+  for (const char* dram : {"ideal", "hbm2", "lpddr4_4266"}) {
+    const CommandResult r = npusim({"run", "demo", "--set", std::string("dram.model=") + dram});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string label = std::string("\ndram (") + dram + ")";
+    const size_t at = r.out.find(label);
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const size_t read = r.out.find(" read ", at);
+    EXPECT_EQ(read - at - 1, std::max<size_t>(label.size() - 1, 17)) << r.out;
+    EXPECT_NE(r.out.find("\ndma               "), std::string::npos) << r.out;
+  }
+}
+
 // A plot's title names the model, configuration, precision plan and what was left out: MobileNetV2's
 // roofline title ran past both edges of the figure. npusim_report.fit_title wraps it until it fits.
 TEST(SmallThings, PlotTitlesFitTheFigure) {
