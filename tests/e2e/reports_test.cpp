@@ -322,6 +322,28 @@ TEST(Reports, DiffPrintsWhatDiffersInConfigurationResultsAndLayers) {
   EXPECT_NE(same.out.find("configuration: 0 of"), std::string::npos) << same.out;
 }
 
+// A model path longer than the run section's columns kept no space before B's value
+// ("models/efficientnet_b0.onnx models/efficientnet_b0.onnx"): A's column widens to its longest value.
+TEST(Reports, DiffKeepsItsRunColumnsApartForALongModelPath) {
+  const std::string dir = temp_dir("diff_long_model_path");
+  const std::string model = dir + "/a_scalesim_topology_with_a_long_name.csv";
+  write_file(
+      model,
+      "Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, Strides,\n"
+      "Conv1, 16, 16, 3, 3, 8, 16, 1,\n");
+  ASSERT_EQ(npusim({"run", model, "-q", "--report", dir + "/a.json"}).exit_code, 0);
+  ASSERT_EQ(npusim({"run", model, "-q", "-c", "tpu-v1", "--report", dir + "/b.json"}).exit_code, 0);
+  const CommandResult d = npusim({"diff", dir + "/a.json", dir + "/b.json"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  const std::string pad(30 - std::string("  model").size(), ' ');
+  EXPECT_NE(d.out.find("\n  model" + pad + " " + model + " " + model), std::string::npos) << d.out;
+  // The rows below keep the same columns.
+  const std::string config = "\n  config" + std::string(30 - 8, ' ') + " edge (built-in)" +
+                             std::string(model.size() - std::string("edge (built-in)").size(), ' ') +
+                             " tpu-v1";
+  EXPECT_NE(d.out.find(config), std::string::npos) << d.out;
+}
+
 TEST(Reports, DiffOfSomethingElseThanTwoReportsIsOneSentenceAndExit2) {
   const std::string dir = temp_dir("diff_bad");
   ASSERT_EQ(npusim({"run", "demo", "-q", "--report", dir + "/a.json"}).exit_code, 0);
