@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 
@@ -269,7 +270,10 @@ std::string summary_text(const Report& r, size_t top_layers) {
   o += fmt::format("total cycles      {}  ({:.6g} ms at {} MHz)\n", T, r.latency_ms, num(r.frequency_mhz));
   const std::optional<PrecisionFigures> pf = precision_figures(r);
   if (pf) {
-    o += fmt::format("precision         {}: peak {} MACs/cycle\n", pf->plan, num(pf->peak_macs_per_cycle));
+    // A mixed plan's peak is a rate between its precisions' (1020.6): one decimal, as the other rates.
+    const double peak = pf->peak_macs_per_cycle;
+    o += fmt::format("precision         {}: peak {} MACs/cycle\n", pf->plan,
+                     peak == std::floor(peak) ? num(peak) : fmt::format("{:.1f}", peak));
     o += fmt::format("array             {}x{} {}, {} MACs, utilization {:.1f}% of the {} peak ({:.1f}% of the int8 peak)\n",
                      r.array_rows, r.array_cols, r.dataflow, r.macs, 100.0 * pf->utilization,
                      pf->layers.size() == 1 ? pf->plan : "plan's", 100.0 * r.array_utilization);
