@@ -573,6 +573,32 @@ TEST(SmallThings, PlotLabelsDoNotOverlap) {
   EXPECT_EQ(r.out, "True True\n") << r.err;
 }
 
+// One naming scheme in the timeline too: given the run's report, its layer labels are the report's display
+// names (the trace carries full names; without a report the timeline shortens them itself).
+TEST(SmallThings, TimelineLabelsLayersByTheirDisplayNamesGivenTheReport) {
+  const std::string dir = temp_dir("timeline_names");
+  const std::string topo = dir + "/t.csv";
+  write_file(
+      topo,
+      "Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, Strides,\n"
+      "Conv1, 16, 16, 3, 3, 8, 16, 1,\n"
+      "a_layer_name_far_longer_than_twenty_eight_characters, 16, 16, 1, 1, 16, 16, 1,\n");
+  ASSERT_EQ(
+      npusim({"run", topo, "-q", "--report", dir + "/r.json", "--trace-csv", dir + "/trace.csv"}).exit_code,
+      0);
+  const std::string scripts = std::string(NPUSIM_SOURCE_DIR) + "/scripts";
+  CommandResult r = run_command({"/usr/bin/python3", scripts + "/plot_timeline.py", dir + "/trace.csv",
+                                 "--report", dir + "/r.json", "-o", dir + "/t.png"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_command({"/usr/bin/python3", "-c",
+                   "import sys; sys.path.insert(0, sys.argv[1]); import plot_timeline as p\n"
+                   "print(p.layer_label(sys.argv[2])(sys.argv[3]))",
+                   scripts, dir + "/r.json", "a_layer_name_far_longer_than_twenty_eight_characters"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, json_eval(dir + "/r.json", "r['layers'][1]['display_name']") + "\n");
+  EXPECT_LE(r.out.size(), 29u) << r.out;
+}
+
 // The summary's figures start in one column after their labels, the DRAM line's too ("dram (ideal)  read"
 // stood out by four columns).
 TEST(SmallThings, SummaryFiguresStartInOneColumn) {
