@@ -330,15 +330,20 @@ TEST(Reports, DiffPrintsWhatDiffersInConfigurationResultsAndLayers) {
   EXPECT_NE(same.out.find("configuration: 0 of"), std::string::npos) << same.out;
 }
 
+// A SCALE-Sim topology CSV of `rows` ("name, H, W, R, S, C, K, stride,\n" each).
+void write_topology(const std::string& path, const std::string& rows) {
+  write_file(
+      path,
+      "Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, Strides,\n" +
+          rows);
+}
+
 // A model path longer than the run section's columns kept no space before B's value
 // ("models/efficientnet_b0.onnx models/efficientnet_b0.onnx"): A's column widens to its longest value.
 TEST(Reports, DiffKeepsItsRunColumnsApartForALongModelPath) {
   const std::string dir = temp_dir("diff_long_model_path");
   const std::string model = dir + "/a_scalesim_topology_with_a_long_name.csv";
-  write_file(
-      model,
-      "Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, Strides,\n"
-      "Conv1, 16, 16, 3, 3, 8, 16, 1,\n");
+  write_topology(model, "Conv1, 16, 16, 3, 3, 8, 16, 1,\n");
   ASSERT_EQ(npusim({"run", model, "-q", "--report", dir + "/a.json"}).exit_code, 0);
   ASSERT_EQ(npusim({"run", model, "-q", "-c", "tpu-v1", "--report", dir + "/b.json"}).exit_code, 0);
   const CommandResult d = npusim({"diff", dir + "/a.json", dir + "/b.json"});
@@ -578,11 +583,9 @@ TEST(SmallThings, PlotLabelsDoNotOverlap) {
 TEST(SmallThings, TimelineLabelsLayersByTheirDisplayNamesGivenTheReport) {
   const std::string dir = temp_dir("timeline_names");
   const std::string topo = dir + "/t.csv";
-  write_file(
-      topo,
-      "Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, Strides,\n"
-      "Conv1, 16, 16, 3, 3, 8, 16, 1,\n"
-      "a_layer_name_far_longer_than_twenty_eight_characters, 16, 16, 1, 1, 16, 16, 1,\n");
+  write_topology(topo,
+                 "Conv1, 16, 16, 3, 3, 8, 16, 1,\n"
+                 "a_layer_name_far_longer_than_twenty_eight_characters, 16, 16, 1, 1, 16, 16, 1,\n");
   ASSERT_EQ(
       npusim({"run", topo, "-q", "--report", dir + "/r.json", "--trace-csv", dir + "/trace.csv"}).exit_code,
       0);
