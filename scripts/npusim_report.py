@@ -86,6 +86,23 @@ def plain_ticks(axis, minor=True):
         axis.set_minor_formatter(f)
 
 
+def fit_title(fig, text):
+    """Wraps a title (the Text that set_title or suptitle returned) at spaces onto more lines until it lies
+    within the figure: a long one (model, configuration, precision plan, what was left out) was cut at both
+    edges. Call it before tight_layout, which then makes room for its lines; returns `text`."""
+    import textwrap
+    renderer = fig.canvas.get_renderer()
+    full = " ".join(text.get_text().split("\n"))
+    width = len(full)
+    while width > 16:
+        box = text.get_window_extent(renderer)
+        if box.x0 >= 0 and box.x1 <= fig.bbox.width and box.width <= 0.96 * fig.bbox.width:
+            break
+        width = int(width * 0.85)
+        text.set_text("\n".join(textwrap.wrap(full, width)))
+    return text
+
+
 def place_labels(ax, labels, offsets=None, avoid=(), **text_kw):
     """Annotates `labels` [(text, (x, y)), ...], most important first, so that no two overlap, none
     covers an artist of `avoid` (a legend) and none leaves the axes: each takes the first of `offsets`

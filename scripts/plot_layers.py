@@ -81,8 +81,8 @@ def main():
     total = r.get("total_cycles", 0)
     spent = (f"{r['energy']['total_mj']:.4g} mJ, {r['energy']['average_power_w']:.3g} W average" if args.energy
              else f"{total} cycles")
-    ax.set_title(args.title or f"{npusim_report.run_title(r, args.report)}: {n} layers, {spent} "
-                                f"({r.get('latency_ms', 0):.4g} ms); top {len(slowest)} labelled")
+    npusim_report.fit_title(fig, ax.set_title(args.title or f"{npusim_report.run_title(r, args.report)}: {n} layers, "
+                                                f"{spent} ({r.get('latency_ms', 0):.4g} ms); top {len(slowest)} labelled"))
     fig.tight_layout()
     # Upwards from the bar's top, or shifted up or sideways by a label's height when that one is taken.
     npusim_report.place_labels(ax, labels, offsets=[(0, 4), (0, 40), (0, 80), (-8, 4), (8, 4), (-8, 40), (8, 40)],

@@ -165,7 +165,9 @@ def main():
     extra += f"; {skipped} layers without MACs or DRAM traffic not shown" if skipped else ""
     if "efficiency" in r:
         extra += f"; model efficiency {100 * r['efficiency']:.0f}%"
-    ax.set_title(args.title or f"{npusim_report.run_title(r, args.report)}: {len(pts)} layers{extra}", fontsize=10)
+    npusim_report.fit_title(
+        fig, ax.set_title(args.title or f"{npusim_report.run_title(r, args.report)}: {len(pts)} layers{extra}",
+                          fontsize=10))
     ax.grid(True, which="both", alpha=0.2)
     fig.tight_layout()
     npusim_report.place_labels(ax, labels, avoid=[legend], fontsize=7)

@@ -6,7 +6,8 @@
   --kind pareto    the Pareto front of a metric (latency) against a cost (default: array PEs x SRAM KiB)
   --kind energy    the Pareto front of latency against energy per inference (--cost energy_mj):
                    the designs no other beats on both
-  --kind summary   the three side by side (default)
+  --kind summary   the three side by side (default; those the sweep can fill: a heatmap needs two
+                   independent axes besides the model, a line plot one)
 
 The swept columns are those between `id` and `status` in the CSV; zipped columns (e.g. rows and cols
 swept together) count as one axis. When more axes vary than a plot shows, each cell or line point
@@ -163,15 +164,20 @@ def heatmap(ax, fig, data, x, y, metric, model_col, model, others, log):
 
 def line(ax, data, x, metric, model_col, models, others, log):
     numeric = all(num(d[x]) is not None for d in data)
+    # Names (presets, configuration files) in the sweep's order, at the same place for every model.
+    order = []
+    for d in sorted(data, key=lambda d: num(d["index"]) or 0):
+        if d[x] not in order:
+            order.append(d[x])
     for m in models:
         sel = [d for d in data if model_col is None or d[model_col] == m]
-        xs = sorted({d[x] for d in sel}, key=sort_key)
+        xs = sorted({d[x] for d in sel}, key=sort_key) if numeric else [v for v in order if any(d[x] == v for d in sel)]
         ys = [best(num(d[metric]) for d in sel if d[x] == xv) for xv in xs]
-        pos = [num(v) for v in xs] if numeric else list(range(len(xs)))
+        pos = [num(v) for v in xs] if numeric else [order.index(v) for v in xs]
         ax.plot(pos, ys, marker="o", label=m if model_col else metric)
-        if not numeric:
-            ax.set_xticks(pos)
-            ax.set_xticklabels(xs, rotation=45, fontsize=8)
+    if not numeric:
+        ax.set_xticks(list(range(len(order))))
+        ax.set_xticklabels(order, rotation=45, fontsize=8)
     if numeric:
         vals = sorted({num(d[x]) for d in data})
         if vals[0] > 0 and vals[-1] / vals[0] >= 16:
@@ -260,6 +266,8 @@ def main():
 
     log = use_log(args.log, [num(d[args.metric]) for d in data])
     kinds = ["heatmap", "line", "pareto"] if args.kind == "summary" else [args.kind]
+    if args.kind == "summary":  # the panels this sweep can fill: a heatmap needs two axes, a line one
+        kinds = [k for k in kinds if not (k == "heatmap" and not (x and y)) and not (k == "line" and not x)]
     panels = []
     for k in kinds:
         if k == "heatmap":
@@ -270,27 +278,19 @@ def main():
     for ax, (k, m) in zip(axs[0], panels):
         if k == "heatmap":
             if not (x and y):
-                if args.kind == "heatmap":
-                    fail("a heatmap needs two swept axes that vary independently; this sweep has "
-                         f"{len(free)} ({', '.join(free) or 'none'})")
-                ax.text(0.5, 0.5, "a heatmap needs two independent axes", ha="center", transform=ax.transAxes)
-                ax.set_axis_off()
-                continue
+                fail("a heatmap needs two swept axes that vary independently; this sweep has "
+                     f"{len(free)} ({', '.join(free) or 'none'})")
             heatmap(ax, fig, data, x, y, args.metric, model_col, m, [a for a in free if a not in (x, y)], log)
         elif k == "line":
             if not x:
-                if args.kind == "line":
-                    fail("a line plot needs a swept axis with more than one value")
-                ax.text(0.5, 0.5, "no varying axis", ha="center", transform=ax.transAxes)
-                ax.set_axis_off()
-                continue
+                fail("a line plot needs a swept axis with more than one value")
             line(ax, data, x, args.metric, model_col, models, [a for a in free if a != x], log)
         else:
             pareto(ax, data, args.metric, args.cost, model_col, models, log)
     title = args.title or f"{os.path.basename(os.path.dirname(os.path.abspath(args.results)))}: {len(data)} points"
     if failed:
         title += f" ({failed} failed or without {args.metric}, not shown)"
-    fig.suptitle(title, fontsize=10)
+    npusim_report.fit_title(fig, fig.suptitle(title, fontsize=10))
     fig.tight_layout()
     try:
         fig.savefig(args.output, dpi=120)

@@ -4,9 +4,11 @@
 One row per unit (sequencer, queues, DMA engines, DRAM channels, host), one bar per slice coloured by
 the class of its opcode (DMA, matrix, vector, host, sync); stalls are drawn hatched, one hatch per
 reason (memory, bank_conflict, scheduling, queue_full, host); dotted vertical lines mark where each
-layer starts, labelled with the layer's short name (the ONNX path without repeated scopes and op type).
+layer starts, labelled with the layer's display name when --report gives the run's report (the name the
+summary, the layer CSV and the other plots show), else its short name (the ONNX path without repeated
+scopes and op type; the trace carries full names).
 
-Example:  plot_timeline.py trace.csv -o timeline.png [--start 0 --end 50000] [--units matrix,vector]
+Example:  plot_timeline.py trace.csv -o timeline.png [--report r.json] [--start 0 --end 50000] [--units matrix,vector]
 """
 import argparse
 import csv
@@ -85,6 +87,16 @@ def unit_key(name, first_seen):
     return (group, numbers, first_seen[name])
 
 
+def layer_label(report_path):
+    """A layer's label from its full name (the trace's `layer`): the report's display name when a report
+    is given, else the short name."""
+    shown = {}
+    if report_path:
+        shown = {l["name"]: npusim_report.display_name(l) for l in npusim_report.read_report(report_path)["layers"]
+                 if isinstance(l, dict) and "name" in l}
+    return lambda name: shown.get(name) or short_name(name)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("trace", help="trace CSV written by npusim run --trace-csv")
@@ -92,11 +104,14 @@ def main():
     ap.add_argument("--start", type=int, default=None, help="first cycle shown")
     ap.add_argument("--end", type=int, default=None, help="last cycle shown")
     ap.add_argument("--units", default=None, help="comma-separated units to show (default: all)")
+    ap.add_argument("--report", default=None,
+                    help="report JSON of the same run (npusim run --report): label layers by their display names")
     ap.add_argument("--title", default=None)
     args = ap.parse_args()
     if os.path.splitext(args.output)[1].lower() not in (".png", ".svg"):
         fail(f"-o {args.output}: the image must end in .png or .svg")
 
+    label = layer_label(args.report)
     rows = read_trace(args.trace)
     if not rows:
         fail(f"{args.trace} has a header but no events")
@@ -158,7 +173,7 @@ def main():
     for name, s in marks:
         ax.axvline(max(s, t0), color="black", linestyle=":", linewidth=0.6, alpha=0.7)
         if last is None or s - last >= spacing:
-            ax.text(max(s, t0), 1.01, short_name(name), rotation=45, fontsize=7, va="bottom", ha="left",
+            ax.text(max(s, t0), 1.01, label(name), rotation=45, fontsize=7, va="bottom", ha="left",
                     transform=ax.get_xaxis_transform())
             last = s
 
@@ -175,7 +190,8 @@ def main():
     # The legend below the cycle axis, the title above the layer labels (both outside the axes).
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=min(8, max(1, len(handles))),
               fontsize=8, frameon=False)
-    fig.suptitle(args.title or f"{os.path.basename(args.trace)}: cycles {t0}..{t1}", fontsize=11)
+    npusim_report.fit_title(fig, fig.suptitle(args.title or f"{os.path.basename(args.trace)}: cycles {t0}..{t1}",
+                                              fontsize=11))
     fig.tight_layout()
     try:
         fig.savefig(args.output, dpi=dpi)

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 
@@ -269,7 +270,10 @@ std::string summary_text(const Report& r, size_t top_layers) {
   o += fmt::format("total cycles      {}  ({:.6g} ms at {} MHz)\n", T, r.latency_ms, num(r.frequency_mhz));
   const std::optional<PrecisionFigures> pf = precision_figures(r);
   if (pf) {
-    o += fmt::format("precision         {}: peak {} MACs/cycle\n", pf->plan, num(pf->peak_macs_per_cycle));
+    // A mixed plan's peak is a rate between its precisions' (1020.6): one decimal, as the other rates.
+    const double peak = pf->peak_macs_per_cycle;
+    o += fmt::format("precision         {}: peak {} MACs/cycle\n", pf->plan,
+                     peak == std::floor(peak) ? num(peak) : fmt::format("{:.1f}", peak));
     o += fmt::format("array             {}x{} {}, {} MACs, utilization {:.1f}% of the {} peak ({:.1f}% of the int8 peak)\n",
                      r.array_rows, r.array_cols, r.dataflow, r.macs, 100.0 * pf->utilization,
                      pf->layers.size() == 1 ? pf->plan : "plan's", 100.0 * r.array_utilization);
@@ -296,8 +300,8 @@ std::string summary_text(const Report& r, size_t top_layers) {
   o += fmt::format("breakdown         compute {} ({})  memory {} ({})  scheduling {} ({})  host {} ({})\n",
                    r.breakdown.compute, pct(r.breakdown.compute, T), r.breakdown.memory, pct(r.breakdown.memory, T),
                    r.breakdown.scheduling, pct(r.breakdown.scheduling, T), r.breakdown.host, pct(r.breakdown.host, T));
-  o += fmt::format("dram ({})  read {} B, written {} B, {:.2f} GB/s average", r.dram.model, r.dram.bytes_read,
-                   r.dram.bytes_written, r.dram.avg_bandwidth_gbps);
+  o += fmt::format("{:<17} read {} B, written {} B, {:.2f} GB/s average", "dram (" + r.dram.model + ")",
+                   r.dram.bytes_read, r.dram.bytes_written, r.dram.avg_bandwidth_gbps);
   if (r.dram.peak_bandwidth_gbps > 0) o += fmt::format(" of {:.2f} GB/s peak", r.dram.peak_bandwidth_gbps);
   if (r.dram.row_hits + r.dram.row_misses > 0) {
     o += fmt::format(", row hits {:.1f}%", 100.0 * r.dram.row_hits / (r.dram.row_hits + r.dram.row_misses));

@@ -21,6 +21,7 @@
 #include "compiler/quant/precision.h"
 #include "isa/layer_names.h"
 #include "isa/machine/spec_text.h"
+#include "isa/text_wrap.h"
 #include "isa/timing/dma.h"
 #include "isa/timing/units.h"
 
@@ -571,9 +572,14 @@ std::string compile_summary(const CompileResult& r) {
   s += fmt::format("{} layers, {} instructions, {} data segments ({:.1f} KiB), compile {:.3f} s\n", r.layers.size(),
                    r.program.instructions.size(), r.program.data.size(),
                    static_cast<double>(r.memory.weight_bytes) / 1024.0, r.compile_seconds);
-  s += fmt::format("{:<28} {:<18} {:<7} {:>6} {:>6} {:>6} {:>6} {:>9} {:>9} {:>9} {:>7} {:>12}  {}\n", "layer",
-                   "op", "place", "tile_m", "tile_k", "tile_n", "groups", "in_KiB", "w_KiB", "acc_KiB", "instr",
-                   "est_cycles", "mapping");
+  const std::string header =
+      fmt::format("{:<28} {:<18} {:<7} {:>6} {:>6} {:>6} {:>6} {:>9} {:>9} {:>9} {:>7} {:>12}  {}", "layer",
+                  "op", "place", "tile_m", "tile_k", "tile_n", "groups", "in_KiB", "w_KiB", "acc_KiB",
+                  "instr", "est_cycles", "mapping");
+  s += header + "\n";
+  // A long mapping description wraps in its own column (the report's layers[].mapping.description has it
+  // on one line).
+  const size_t mapping_column = header.find("mapping");
   int64_t total = 0;
   std::vector<std::string> names;
   for (const LayerPlan& p : r.layers) names.push_back(p.name);
@@ -581,11 +587,14 @@ std::string compile_summary(const CompileResult& r) {
   for (size_t i = 0; i < r.layers.size(); ++i) {
     const LayerPlan& p = r.layers[i];
     total += p.est_cycles;
-    s += fmt::format("{:<28} {:<18} {:<7} {:>6} {:>6} {:>6} {:>6} {:>9.1f} {:>9.1f} {:>9.1f} {:>7} {:>12}  {}{}\n",
-                     names[i], p.op.substr(0, 18),
-                     p.placement, p.tile_m, p.tile_k, p.tile_n, p.group_block, p.sram_input_bytes / 1024.0,
-                     p.sram_weight_bytes / 1024.0, p.sram_acc_bytes / 1024.0, p.instructions, p.est_cycles, p.mapping,
-                     p.loop_order.empty() ? "" : "; " + p.loop_order);
+    s += isa::wrap_lines(
+             fmt::format(
+                 "{:<28} {:<18} {:<7} {:>6} {:>6} {:>6} {:>6} {:>9.1f} {:>9.1f} {:>9.1f} {:>7} {:>12}  {}{}",
+                 names[i], p.op.substr(0, 18), p.placement, p.tile_m, p.tile_k, p.tile_n, p.group_block,
+                 p.sram_input_bytes / 1024.0, p.sram_weight_bytes / 1024.0, p.sram_acc_bytes / 1024.0,
+                 p.instructions, p.est_cycles, p.mapping, p.loop_order.empty() ? "" : "; " + p.loop_order),
+             kCompileTableWidth, mapping_column) +
+         "\n";
   }
   s += fmt::format("estimated total (layers back to back): {} cycles\n", total);
   s += fmt::format("memory: activations {:.1f} KiB with lifetime reuse ({:.1f} KiB without, saving {:.1f}%), "
@@ -601,14 +610,19 @@ std::string compile_summary(const CompileResult& r) {
   } else {
     s += fmt::format("fallbacks: {}\n", r.fallbacks.size());
     for (const Fallback& f : r.fallbacks) {
-      s += fmt::format("  {} ({}): {} cycles on the host; {}\n", f.node, f.op, f.est_cycles, f.reason);
+      s += isa::wrap_lines(
+               fmt::format("  {} ({}): {} cycles on the host; {}", f.node, f.op, f.est_cycles, f.reason),
+               kCompileTableWidth, 4) +
+           "\n";
     }
   }
   if (!r.transposes.empty()) {
     s += fmt::format("inserted layout conversions: {}\n", r.transposes.size());
     for (const auto& t : r.transposes) {
-      s += fmt::format("  {}: {} -> {} ({}){}\n", t.node, t.input, t.output, shape_to_string(t.shape),
-                       t.reason.empty() ? "" : ": " + t.reason);
+      s += isa::wrap_lines(fmt::format("  {}: {} -> {} ({}){}", t.node, t.input, t.output,
+                                       shape_to_string(t.shape), t.reason.empty() ? "" : ": " + t.reason),
+                           kCompileTableWidth, 4) +
+           "\n";
     }
   }
   return s;

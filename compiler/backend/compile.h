@@ -189,8 +189,12 @@ CompileResult compile(const Graph& lowered, const isa::NpuConfig& config, const 
 // scratch row, the weight scratchpad. The pipeline's PipelineOptions::whole_row_limit.
 int64_t rowwise_row_limit(const isa::NpuConfig& config);
 
+// The compile table's line width: its columns take 133 characters, a long mapping description wraps in
+// the rest.
+inline constexpr size_t kCompileTableWidth = 200;
+
 // Human-readable report: per layer tiles, SRAM, estimated cycles; fallbacks with their cost; the memory
-// plan; the inserted layout conversions.
+// plan; the inserted layout conversions. No line is longer than kCompileTableWidth.
 std::string compile_summary(const CompileResult& r);
 
 }  // namespace npusim::compiler

@@ -7,6 +7,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "isa/text_wrap.h"
+
 namespace npusim::compiler {
 
 int64_t Node::attr_int(const std::string& key, int64_t fallback) const {
@@ -229,11 +231,11 @@ std::string to_string(const Attribute& a) {
   return "?";
 }
 
-std::string to_string(const Graph& g) {
+std::string to_string(const Graph& g, size_t width) {
   std::ostringstream os;
   os << "graph " << (g.name.empty() ? "<unnamed>" : g.name) << " (opset " << g.opset << ", " << g.nodes.size()
      << " nodes)\n";
-  for (const auto& in : g.inputs) os << "  input  " << value_type(g, in) << "\n";
+  for (const auto& in : g.inputs) os << isa::wrap_lines("  input  " + value_type(g, in), width, 9) << "\n";
   size_t nconst = 0;
   int64_t const_bytes = 0;
   for (const auto& [n, v] : g.values)
@@ -243,22 +245,29 @@ std::string to_string(const Graph& g) {
     }
   os << "  constants: " << nconst << " (" << const_bytes << " bytes)\n";
   for (const auto& node : g.nodes) {
-    os << "  " << node.name << " = " << (node.domain.empty() ? "" : node.domain + ".") << node.op_type << "(";
-    for (size_t k = 0; k < node.inputs.size(); ++k) os << (k ? ", " : "") << value_type(g, node.inputs[k]);
-    os << ") -> ";
-    for (size_t k = 0; k < node.outputs.size(); ++k) os << (k ? ", " : "") << value_type(g, node.outputs[k]);
+    std::string head =
+        "  " + node.name + " = " + (node.domain.empty() ? "" : node.domain + ".") + node.op_type + "(";
+    for (size_t k = 0; k < node.inputs.size(); ++k) head += (k ? ", " : "") + value_type(g, node.inputs[k]);
+    head += ")";
+    std::string outs = "-> ";
+    for (size_t k = 0; k < node.outputs.size(); ++k) outs += (k ? ", " : "") + value_type(g, node.outputs[k]);
+    std::string attrs;
     if (!node.attrs.empty()) {
-      os << " {";
-      bool first = true;
-      for (const auto& [k, a] : node.attrs) {
-        os << (first ? "" : ", ") << k << "=" << to_string(a);
-        first = false;
-      }
-      os << "}";
+      attrs = "{";
+      for (const auto& [k, a] : node.attrs) attrs += (attrs.size() > 1 ? ", " : "") + k + "=" + to_string(a);
+      attrs += "}";
     }
-    os << "\n";
+    std::string line = head + " " + outs + (attrs.empty() ? "" : " " + attrs);
+    if (width == 0 || line.size() <= width) {
+      os << line << "\n";
+      continue;
+    }
+    // Too long for one line: the inputs, the outputs and the attributes each start a line of their own,
+    // and each wraps under its own indent.
+    os << isa::wrap_lines(head, width, 6) << "\n" << isa::wrap_lines("      " + outs, width, 9) << "\n";
+    if (!attrs.empty()) os << isa::wrap_lines("      " + attrs, width, 7) << "\n";
   }
-  for (const auto& o : g.outputs) os << "  output " << value_type(g, o) << "\n";
+  for (const auto& o : g.outputs) os << isa::wrap_lines("  output " + value_type(g, o), width, 9) << "\n";
   return os.str();
 }
 

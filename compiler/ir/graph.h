@@ -115,9 +115,14 @@ class Graph {
   std::string unique_value_name(const std::string& base) const;
 };
 
+// `npusim --graphs`' line width: a terminal's, rather than ONNX paths' 400 characters.
+inline constexpr size_t kGraphTextWidth = 120;
+
 // Human-readable dump: inputs, constants (shape only), one line per node with input/output shapes and
-// attributes, outputs. `npusim compile -v` prints it after every pass.
-std::string to_string(const Graph& g);
+// attributes, outputs. `npusim compile --graphs` prints it after every pass. With a `width` (> 0) no line
+// is longer: a node that does not fit puts its outputs and its attributes on lines of their own, and each
+// part wraps at spaces (isa::wrap_lines: names stay whole unless one is longer than a line).
+std::string to_string(const Graph& g, size_t width = 0);
 std::string to_string(const Attribute& a);
 
 // A graph transformation with a name (for -v output and error messages).

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "isa/layer_names.h"
@@ -101,9 +103,10 @@ std::string diff_reports(const std::string& a_path, const std::string& b_path, s
     const std::optional<std::string> x = scalar_at(a.root, key), y = scalar_at(b.root, key);
     return std::make_pair(x, y);
   };
-  auto line = [&](const std::string& label, const std::optional<std::string>& x, const std::optional<std::string>& y) {
-    o += fmt::format("{:<30} {:<24} {:<24}{}\n", label, show(x), show(y), x == y ? "" : "  <- differs");
-  };
+  // A's column as wide as its longest value (a model path can be longer than the 24 columns).
+  std::vector<std::tuple<std::string, std::optional<std::string>, std::optional<std::string>>> run_rows;
+  auto line = [&](const std::string& label, const std::optional<std::string>& x,
+                  const std::optional<std::string>& y) { run_rows.emplace_back(label, x, y); };
   o += "\nrun\n";
   for (const char* key : {"run.model", "run.model_sha256", "run.config", "run.version", "precision.plan"}) {
     auto [x, y] = what(key);
@@ -117,6 +120,18 @@ std::string diff_reports(const std::string& a_path, const std::string& b_path, s
       if (y && y->empty()) y = "edge (built-in)";
     }
     line("  " + (k.rfind("run.", 0) == 0 ? k.substr(4) : k), x, y);
+  }
+  size_t wa = 24, wb = 24;
+  for (const auto& [label, x, y] : run_rows) {
+    wa = std::max(wa, show(x).size());
+    wb = std::max(wb, show(y).size());
+  }
+  for (const auto& [label, x, y] : run_rows) {
+    if (x == y) {
+      o += fmt::format("{:<30} {:<{}} {}\n", label, show(x), wa, show(y));
+    } else {
+      o += fmt::format("{:<30} {:<{}} {:<{}}  <- differs\n", label, show(x), wa, show(y), wb);
+    }
   }
 
   // Configuration: every parameter either report records.

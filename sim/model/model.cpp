@@ -92,7 +92,8 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
                             std::ostream* verbose) {
   CompiledModel m;
   m.imported = std::move(imported);
-  if (verbose) *verbose << "== imported\n" << compiler::to_string(m.imported) << "\n";
+  if (verbose)
+    *verbose << "== imported\n" << compiler::to_string(m.imported, compiler::kGraphTextWidth) << "\n";
   std::optional<compiler::quant::ModelQuant> own;
   if (compiler::quant::is_prequantized(m.imported)) {
     compiler::quant::QdqImport q = compiler::quant::import_qdq(m.imported);
@@ -100,14 +101,16 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
     own = std::move(q.quant);
     m.prequantized = true;
     m.quant_notes = std::move(q.notes);
-    if (verbose) *verbose << "== after qdq import\n" << compiler::to_string(m.lowered) << "\n";
+    if (verbose)
+      *verbose << "== after qdq import\n"
+               << compiler::to_string(m.lowered, compiler::kGraphTextWidth) << "\n";
   } else {
     m.lowered = m.imported;
   }
   compiler::PassManager::Observer observer;
   if (verbose) {
     observer = [verbose](const std::string& pass, const compiler::Graph& g) {
-      *verbose << "== after " << pass << "\n" << compiler::to_string(g) << "\n";
+      *verbose << "== after " << pass << "\n" << compiler::to_string(g, compiler::kGraphTextWidth) << "\n";
     };
   }
   compiler::PipelineOptions pipeline;

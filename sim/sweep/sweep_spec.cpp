@@ -139,9 +139,13 @@ class Parser : public YamlErrors {
     std::error_code ec;
     if (fs::is_regular_file(local, ec)) b = fs::absolute(local).lexically_normal().string();
     try {
-      resolve_config_path(b);
+      // The file by itself, as `npusim config -c FILE` reads it: a YAML error, an unknown key or a value
+      // out of range fails every point, so the sweep, up front. Checks between keys wait for the point's
+      // --set values (an invalid combination is a failed point).
+      isa::NpuConfig c;
+      load_declared_file(resolve_config_path(b), [&c](isa::Visitor& v) { c.visit(v); });
     } catch (const ConfigError& e) {
-      error(at, key + ": " + std::string(e.what()));
+      for (const std::string& m : e.messages()) error(at, key + ": " + m);
       return "";
     }
     return b;

@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <sstream>
+#include <string>
+
 #include "compiler/ir/graph.h"
 
 namespace npusim::compiler {
@@ -72,6 +76,46 @@ TEST(GraphIr, PrinterShowsEveryNodeWithShapes) {
   EXPECT_NE(s.find("input  x:float32[1x4]"), std::string::npos) << s;
   EXPECT_NE(s.find("first = Neg("), std::string::npos) << s;
   EXPECT_NE(s.find("second = Relu("), std::string::npos) << s;
+}
+
+// `--graphs` prints the dump at a terminal's width: a node too long for one line puts its outputs and its
+// attributes on lines of their own, and long input lists wrap; nothing is left out.
+TEST(GraphIr, PrinterKeepsLongNodesWithinTheWidthWithOutputsAndAttributesOnTheirOwnLines) {
+  Graph g;
+  const std::string in = "/features/features.1/conv/conv.0/conv.0.0/Conv_output_0";
+  const std::string out = "/features/features.1/conv/conv.1/Conv_output_0";
+  g.ensure_value(in).shape = {1, 32, 112, 112};
+  g.ensure_value(in).shape_known = true;
+  for (const std::string& v : {in, std::string("w"), out}) g.ensure_value(v).dtype = DataType::kFloat32;
+  g.inputs = {in};
+  g.outputs = {out};
+  Node n{"Conv", "/features/features.1/conv/conv.1/Conv", "", {in, "w", in}, {out}, {}};
+  n.attrs["kernel_shape"].value = std::vector<int64_t>{3, 3};
+  n.attrs["pads"].value = std::vector<int64_t>{1, 1, 1, 1};
+  n.attrs["group"].value = int64_t{32};
+  g.nodes.push_back(n);
+  const std::string full = to_string(g);
+  const std::string wrapped = to_string(g, 100);
+  std::istringstream lines(wrapped);
+  size_t longest = 0;
+  for (std::string line; std::getline(lines, line);) longest = std::max(longest, line.size());
+  EXPECT_LE(longest, 100u) << wrapped;
+  EXPECT_GT(full.find(" -> "), 150u) << full;  // one line without a width
+  EXPECT_NE(wrapped.find("\n  /features/features.1/conv/conv.1/Conv =\n      Conv(" + in +
+                         ":float32[1x32x112x112],\n"),
+            std::string::npos)
+      << wrapped;
+  EXPECT_NE(wrapped.find("\n      -> " + out + ":float32[?]\n"), std::string::npos) << wrapped;
+  EXPECT_NE(wrapped.find("\n      {group=32, kernel_shape=[3,3], pads=[1,1,1,1]}\n"), std::string::npos)
+      << wrapped;
+  EXPECT_NE(wrapped.find("\n  output " + out + ":float32[?]\n"), std::string::npos) << wrapped;
+  auto squeeze = [](const std::string& s) {
+    std::string r;
+    for (char c : s)
+      if (c != ' ' && c != '\n') r += c;
+    return r;
+  };
+  EXPECT_EQ(squeeze(wrapped), squeeze(full));
 }
 
 TEST(PassManager, RunsPassesInOrderAndNamesABrokenOne) {

@@ -2,6 +2,8 @@
 // of its compiled program agree, and the trace's slices nest on every track.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <sstream>
 #include <string>
 
 #include "tests/e2e/run_command.h"
@@ -77,6 +79,38 @@ TEST(ReportsModels, MobileNetV2TimelineJoinsSlicesSmallerThanAPixel) {
   const size_t bars = std::stoul(r.out.substr(r.out.find("drawn as ") + 9));
   EXPECT_GT(slices, 10000u) << r.out;
   EXPECT_LT(bars * 10, slices) << r.out;
+}
+
+// `compile -v --graphs` once printed 1 144 lines for MobileNetV2, 954 of them over 200 characters (its
+// ONNX paths, a node's inputs, outputs and attributes on one line; the table's mapping descriptions). The
+// table stays within 200 columns and the graphs within 120, with every node's full name still on a line
+// of its own.
+TEST(ReportsModels, MobileNetV2VerboseCompileLinesHaveABoundedWidth) {
+  const std::string dir = temp_dir("reports-models-verbose");
+  const CommandResult r =
+      run_command({NPUSIM_BIN, "compile", kModel, "-o", dir + "/m.npu", "-v", "--graphs"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t graphs = r.out.find("graphs after import and after each pass");
+  ASSERT_NE(graphs, std::string::npos) << r.out;
+  std::istringstream in(r.out);
+  size_t at = 0, longest_table = 0, longest_graph = 0, lines = 0;
+  for (std::string line; std::getline(in, line); at += line.size() + 1, ++lines) {
+    size_t& longest = at < graphs ? longest_table : longest_graph;
+    longest = std::max(longest, line.size());
+  }
+  EXPECT_GT(lines, 1000u);
+  EXPECT_GT(longest_table, 150u);  // the table's own columns take 133
+  EXPECT_LE(longest_table, 200u);
+  EXPECT_LE(longest_graph, 120u);
+  EXPECT_NE(r.out.find("\n  /features/features.1/conv/conv.0/conv.0.0/Conv =", graphs), std::string::npos);
+  EXPECT_NE(
+      r.out.find("\n      -> /features/features.1/conv/conv.0/conv.0.0/Conv_output_0:float32[1x32x112x112]\n",
+                 graphs),
+      std::string::npos);
+  EXPECT_NE(
+      r.out.find("\n      {dilations=[1,1], group=32, kernel_shape=[3,3], pads=[1,1,1,1], strides=[1,1]}\n",
+                 graphs),
+      std::string::npos);
 }
 
 }  // namespace

@@ -174,7 +174,15 @@ TEST(Reports, MixedPlanNamesItsPrecisionsAndTheirCombinedPeak) {
                       "print(abs(r['precision']['peak_macs_per_cycle'] - peak) < 1e-9 * peak and "
                       "m['fp16'] > 0 and m['int8'] > 0)"),
             "True");
-  EXPECT_NE(r.out.find("precision         mixed: " + n + " int8, 1 fp16: peak"), std::string::npos) << r.out;
+  // The summary prints the combined peak with one decimal (it printed 1020.6139556446376).
+  const std::string peak = json_eval(report, "'%.1f' % r['precision']['peak_macs_per_cycle']");
+  EXPECT_EQ(
+      json_eval(report,
+                "r['precision']['peak_macs_per_cycle'] != round(r['precision']['peak_macs_per_cycle'])"),
+      "True");
+  EXPECT_NE(r.out.find("precision         mixed: " + n + " int8, 1 fp16: peak " + peak + " MACs/cycle\n"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST(Reports, RooflinePlotDrawsTheRoofOfEachPrecisionOfThePlan) {
@@ -320,6 +328,33 @@ TEST(Reports, DiffPrintsWhatDiffersInConfigurationResultsAndLayers) {
   // The same report twice: nothing differs.
   const CommandResult same = npusim({"diff", dir + "/a.json", dir + "/a.json"});
   EXPECT_NE(same.out.find("configuration: 0 of"), std::string::npos) << same.out;
+}
+
+// A SCALE-Sim topology CSV of `rows` ("name, H, W, R, S, C, K, stride,\n" each).
+void write_topology(const std::string& path, const std::string& rows) {
+  write_file(
+      path,
+      "Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, Strides,\n" +
+          rows);
+}
+
+// A model path longer than the run section's columns kept no space before B's value
+// ("models/efficientnet_b0.onnx models/efficientnet_b0.onnx"): A's column widens to its longest value.
+TEST(Reports, DiffKeepsItsRunColumnsApartForALongModelPath) {
+  const std::string dir = temp_dir("diff_long_model_path");
+  const std::string model = dir + "/a_scalesim_topology_with_a_long_name.csv";
+  write_topology(model, "Conv1, 16, 16, 3, 3, 8, 16, 1,\n");
+  ASSERT_EQ(npusim({"run", model, "-q", "--report", dir + "/a.json"}).exit_code, 0);
+  ASSERT_EQ(npusim({"run", model, "-q", "-c", "tpu-v1", "--report", dir + "/b.json"}).exit_code, 0);
+  const CommandResult d = npusim({"diff", dir + "/a.json", dir + "/b.json"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  const std::string pad(30 - std::string("  model").size(), ' ');
+  EXPECT_NE(d.out.find("\n  model" + pad + " " + model + " " + model), std::string::npos) << d.out;
+  // The rows below keep the same columns.
+  const std::string config = "\n  config" + std::string(30 - 8, ' ') + " edge (built-in)" +
+                             std::string(model.size() - std::string("edge (built-in)").size(), ' ') +
+                             " tpu-v1";
+  EXPECT_NE(d.out.find(config), std::string::npos) << d.out;
 }
 
 TEST(Reports, DiffOfSomethingElseThanTwoReportsIsOneSentenceAndExit2) {
@@ -541,6 +576,68 @@ TEST(SmallThings, PlotLabelsDoNotOverlap) {
        std::string(NPUSIM_SOURCE_DIR) + "/scripts"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "True True\n") << r.err;
+}
+
+// One naming scheme in the timeline too: given the run's report, its layer labels are the report's display
+// names (the trace carries full names; without a report the timeline shortens them itself).
+TEST(SmallThings, TimelineLabelsLayersByTheirDisplayNamesGivenTheReport) {
+  const std::string dir = temp_dir("timeline_names");
+  const std::string topo = dir + "/t.csv";
+  write_topology(topo,
+                 "Conv1, 16, 16, 3, 3, 8, 16, 1,\n"
+                 "a_layer_name_far_longer_than_twenty_eight_characters, 16, 16, 1, 1, 16, 16, 1,\n");
+  ASSERT_EQ(
+      npusim({"run", topo, "-q", "--report", dir + "/r.json", "--trace-csv", dir + "/trace.csv"}).exit_code,
+      0);
+  const std::string scripts = std::string(NPUSIM_SOURCE_DIR) + "/scripts";
+  CommandResult r = run_command({"/usr/bin/python3", scripts + "/plot_timeline.py", dir + "/trace.csv",
+                                 "--report", dir + "/r.json", "-o", dir + "/t.png"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_command({"/usr/bin/python3", "-c",
+                   "import sys; sys.path.insert(0, sys.argv[1]); import plot_timeline as p\n"
+                   "print(p.layer_label(sys.argv[2])(sys.argv[3]))",
+                   scripts, dir + "/r.json", "a_layer_name_far_longer_than_twenty_eight_characters"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, json_eval(dir + "/r.json", "r['layers'][1]['display_name']") + "\n");
+  EXPECT_LE(r.out.size(), 29u) << r.out;
+}
+
+// The summary's figures start in one column after their labels, the DRAM line's too ("dram (ideal)  read"
+// stood out by four columns).
+TEST(SmallThings, SummaryFiguresStartInOneColumn) {
+  for (const char* dram : {"ideal", "hbm2", "lpddr4_4266"}) {
+    const CommandResult r = npusim({"run", "demo", "--set", std::string("dram.model=") + dram});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string label = std::string("\ndram (") + dram + ")";
+    const size_t at = r.out.find(label);
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const size_t read = r.out.find(" read ", at);
+    EXPECT_EQ(read - at - 1, std::max<size_t>(label.size() - 1, 17)) << r.out;
+    EXPECT_NE(r.out.find("\ndma               "), std::string::npos) << r.out;
+  }
+}
+
+// A plot's title names the model, configuration, precision plan and what was left out: MobileNetV2's
+// roofline title ran past both edges of the figure. npusim_report.fit_title wraps it until it fits.
+TEST(SmallThings, PlotTitlesFitTheFigure) {
+  const CommandResult r =
+      run_command({"/usr/bin/python3", "-c",
+                   "import sys; sys.path.insert(0, sys.argv[1])\n"
+                   "import npusim_report\n"
+                   "plt = npusim_report.pyplot()\n"
+                   "fig, ax = plt.subplots(figsize=(8, 6))\n"
+                   "long = 'mobilenet_v2.onnx on edge: 53 layers; precision mixed: 40 int8, 3 fp16; 3 layers "
+                   "without MACs or '"
+                   " 'DRAM traffic not shown; model efficiency 142%'\n"
+                   "title = npusim_report.fit_title(fig, ax.set_title(long, fontsize=10))\n"
+                   "fig.tight_layout()\n"
+                   "box = title.get_window_extent(fig.canvas.get_renderer())\n"
+                   "print(box.x0 >= 0, box.x1 <= fig.bbox.width, box.y1 <= fig.bbox.height, "
+                   "title.get_text().count('\\n') >= 1,"
+                   " title.get_text().replace('\\n', ' ') == long)\n",
+                   std::string(NPUSIM_SOURCE_DIR) + "/scripts"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "True True True True True\n") << r.err;
 }
 
 // docs/report.md's field tables against what npusim writes (tests/e2e/check_report_docs.py): every field

@@ -590,6 +590,39 @@ TEST(Plots, SweepPlotsUseOneNumberFormat) {
   EXPECT_EQ(source.find(":.3g}\", ha="), std::string::npos) << "cell labels go through human()";
 }
 
+// A sweep over presets (`- config: [...]`) has one axis besides the model: the summary draws the line and
+// Pareto panels (not two empty heatmaps), the presets along x in the sweep's order, each at one place for
+// every model (a model that lacks a point keeps its others in place).
+TEST(Plots, APresetAxisSweepPlotsPresetsInTheSweepsOrderWithoutEmptyPanels) {
+  const std::string d = temp_dir("sweep-plot-presets");
+  write_file(d + "/results.csv",
+             "index,id,model,config,status,exit_code,error,array_pes,sram_kib,latency_ms,report\n"
+             "0,a,m1,edge,ok,0,,1024,512,0.9,\n"
+             "1,b,m1,tpu-v1,ok,0,,65536,28928,0.5,\n"
+             "2,c,m1,gemmini,ok,0,,256,256,3,\n"
+             "3,d,m2,edge,ok,0,,1024,512,0.4,\n"
+             "4,e,m2,tpu-v1,failed,1,x,,,,\n"
+             "5,f,m2,gemmini,ok,0,,256,256,1.5,\n");
+  CommandResult r =
+      run_command({kPython, kScripts + "plot_sweep.py", d + "/results.csv", "-o", d + "/s.png"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(": line, pareto over 5 points"), std::string::npos) << r.out;
+  r = run_command(
+      {kPython, "-c",
+       "import sys; sys.path.insert(0, sys.argv[1])\n"
+       "import npusim_report, plot_sweep as p\n"
+       "plt = npusim_report.pyplot()\n"
+       "header, axes, rows = p.read_results(sys.argv[2])\n"
+       "fig, ax = plt.subplots()\n"
+       "p.line(ax, [d for d in rows if d['status'] == 'ok'], 'config', 'latency_ms', 'model', ['m1', 'm2'], "
+       "[], False)\n"
+       "print([t.get_text() for t in ax.get_xticklabels()], [[int(v) for v in l.get_xdata()] for l in "
+       "ax.get_lines()])\n",
+       kScripts, d + "/results.csv"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "['edge', 'tpu-v1', 'gemmini'] [[0, 1, 2], [0, 2]]\n");
+}
+
 TEST(Plots, EachScriptRefusesTheWrongKindOfFile) {
   const std::string d = temp_dir("sweep-plot-errors");
   const std::string f = write_sweep(d, "trace_csv: true\naxes:\n  - systolic_array.rows: [16]\n");

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -136,6 +137,30 @@ TEST(SweepSpec, SweepingAKeyTwiceIsAnError) {
       "  - systolic_array.rows: [8]\n"
       "  - systolic_array.rows: [16]\n");
   EXPECT_NE(e.find("my.yaml:3:5: systolic_array.rows: swept twice"), std::string::npos) << e;
+}
+
+// A configuration file on the config axis (or as the base) that fails by itself (an unknown key, a
+// value out of range) fails the sweep up front, each problem at the sweep file's line and the file's own,
+// like `precision: [int9]`, not as a failed point at run time.
+TEST(SweepSpec, AConfigFileWithErrorsOnTheConfigAxisFailsUpFront) {
+  const std::string bad = testing::TempDir() + "sweep_spec_bad_config.yaml";  // TempDir() ends in '/'
+  {
+    std::ofstream out(bad);
+    out << "systolic_array:\n  rowz: 3\ndram:\n  model: ddr9\n";
+  }
+  for (const std::string& text : {"axes:\n  - config: [edge, " + bad + "]\n",
+                                  "base: " + bad + "\naxes:\n  - systolic_array.rows: [8]\n"}) {
+    try {
+      parse(text);
+      ADD_FAILURE() << "expected an error: " << text;
+    } catch (const SweepError& e) {
+      ASSERT_EQ(e.messages().size(), 2u) << text;
+      EXPECT_NE(e.messages()[0].find(bad + ":2:3: systolic_array.rowz: unknown key"), std::string::npos)
+          << e.messages()[0];
+      EXPECT_EQ(e.messages()[0].rfind("my.yaml:", 0), 0u) << e.messages()[0];
+      EXPECT_NE(e.messages()[1].find(bad + ":4:10: dram.model = ddr9"), std::string::npos) << e.messages()[1];
+    }
+  }
 }
 
 TEST(SweepSpec, AMissingModelFileIsAnErrorAtItsLine) {
