@@ -9,7 +9,11 @@ The step's compiled program must run every layer on the NPU (none on the host); 
 further requires exactly N program layers of op OP (e.g. RMSNormalization=5: each RMSNorm recognised as
 one layer; Expand=0: no copy of the KV heads).
 
-Usage: check_decoder.py NPUSIM REFERENCE_RUN MODEL.onnx CONFIG.yaml [--npu-ops OP=N ...]
+REFERENCE is the reference interpreter's runner (models_reference_run) or `ort:NODE_MODULES`: onnxruntime-node
+(scripts/ort_run.js, installed in NODE_MODULES by the golden fixture) runs the same 12 steps on the same
+inputs, its own K/V cache fed back, as the independent reference.
+
+Usage: check_decoder.py NPUSIM REFERENCE MODEL.onnx CONFIG.yaml [--npu-ops OP=N ...]
 """
 import json
 import os
@@ -68,8 +72,8 @@ def main(argv):
     npusim, reference, model, config = argv[1:5]
     want_ops = {op: int(n) for op, n in (a.split("=") for a in argv[6:])}
 
-    def call(cmd):
-        r = subprocess.run(cmd, capture_output=True, text=True)
+    def call(cmd, env=None):
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if r.returncode != 0:
             sys.exit(f"check_decoder: {' '.join(cmd)} failed ({r.returncode}): {r.stderr.strip()}")
 
@@ -90,11 +94,17 @@ def main(argv):
         npu, npu_logits = generate(lambda i, o, p: call(
             [npusim, "run", model, "-q", "-c", config, "--functional", "--dynamic", f"past={p}", "--inputs", i,
              "--outputs", o]), os.path.join(work, "npu"), model)
-        ref, ref_logits = generate(lambda i, o, p: call([reference, model, i, o, f"past={p}"]),
-                                   os.path.join(work, "ref"), model)
+        if reference.startswith("ort:"):
+            env = dict(os.environ, NODE_PATH=reference[4:])
+            ort_run = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "ort_run.js")
+            ref, ref_logits = generate(lambda i, o, p: call(["node", ort_run, model, i, o], env),
+                                       os.path.join(work, "ref"), model)
+        else:
+            ref, ref_logits = generate(lambda i, o, p: call([reference, model, i, o, f"past={p}"]),
+                                       os.path.join(work, "ref"), model)
     worst = max(float(np.max(np.abs(a - b)) / max(1e-6, float(np.max(np.abs(b)))))
                 for a, b in zip(npu_logits, ref_logits))
-    print(f"npusim tokens    {npu}\nreference tokens {ref}\nworst logits error relative to the row's max: {worst:.2e}")
+    print(f"npusim tokens    {npu}\n{'onnxruntime' if reference.startswith('ort:') else 'reference'} tokens {ref}\nworst logits error relative to the row's max: {worst:.2e}")
     if npu != ref:
         print("check_decoder: the greedy tokens differ", file=sys.stderr)
         return 1
