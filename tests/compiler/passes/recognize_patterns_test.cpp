@@ -153,6 +153,20 @@ TEST(RecognizePatterns, GqaHeadBroadcastBecomesRowsOfOneMatMulPerKvHead) {
       EXPECT_EQ(g.value(n.inputs[1]).shape[0], 2) << n.name;  // the 2 KV heads themselves
     }
   EXPECT_TRUE(same_outputs(before, g));
+  // With a batch axis in front, as Hugging Face exports it: [1, kvh, 1, T, d] -> [1, kvh, g, T, d].
+  GraphBuilder hf;
+  auto bq = hf.input("q", {1, 6, 2, 4});
+  auto bu = hf.node("Unsqueeze", {hf.input("k", {1, 2, 5, 4}), hf.ints("ax", {2})}, "u", {1, 2, 1, 5, 4});
+  auto be = hf.node("Expand", {bu, hf.ints("shape", {1, 2, 3, 5, 4})}, "e", {1, 2, 3, 5, 4});
+  auto br = hf.node("Reshape", {be, hf.ints("heads", {1, 6, 5, 4})}, "r", {1, 6, 5, 4});
+  auto bt = hf.node("Transpose", {br}, "t", {1, 6, 4, 5}, {{"perm", attr_ints({0, 1, 3, 2})}});
+  hf.output(hf.node("MatMul", {bq, bt}, "y", {1, 6, 2, 5}));
+  Graph hf_before = hf.build();
+  Graph hf_after = hf_before;
+  passes::recognize_patterns(hf_after);
+  hf_after.verify();
+  EXPECT_EQ(count_ops(hf_after, "Expand"), 0);
+  EXPECT_TRUE(same_outputs(hf_before, hf_after));
   // A broadcast that is not one KV head per consecutive group (the copy is along another axis) stays.
   GraphBuilder c;
   auto kk = c.input("k", {1, 3, 5, 4});
