@@ -1,4 +1,4 @@
-// Softmax and LayerNormalization as one row-wise vector layer each (see rowwise.h).
+// Softmax, LayerNormalization and RMSNormalization as one row-wise vector layer each (see rowwise.h).
 #include "compiler/backend/rowwise.h"
 
 #include <fmt/format.h>
@@ -67,7 +67,7 @@ constexpr int64_t kMinPipelinedTile = 2048;
 }  // namespace
 
 bool is_rowwise(const Node& n) {
-  return n.domain.empty() && (n.op_type == "Softmax" || n.op_type == "LayerNormalization");
+  return (n.domain.empty() && (n.op_type == "Softmax" || n.op_type == "LayerNormalization")) || is_rmsnorm(n);
 }
 
 bool lower_rowwise(Context& c, const Node& n, std::string* why) {
@@ -82,7 +82,7 @@ bool lower_rowwise(Context& c, const Node& n, std::string* why) {
     *why = "rows not contiguous: input or output not in ONNX order";
     return false;
   }
-  const bool softmax = n.op_type == "Softmax";
+  const bool softmax = n.op_type == "Softmax", rms = is_rmsnorm(n);
   const int64_t D = f->row, R = f->rows, es = c.esize;
   // SRAM: input buffer = kSlots slots of whole rows, in turn; weight buffer = scale, bias (LayerNorm),
   // then a scratch tile; accumulator = conversion constants (0, 16), epsilon (32), two per-row
@@ -187,8 +187,10 @@ bool lower_rowwise(Context& c, const Node& n, std::string* why) {
       if (qy) vec(VecOp::kDiv, m, m, rows, 1, at(acc, 16 + 8), Bcast::kScalar);
       finish(VecOp::kMul, m, Bcast::kCol);
     } else {
-      vec(VecOp::kReduceMean, m, cur, D, rows);
-      step(VecOp::kSub, m, Bcast::kCol, a, a);
+      if (!rms) {
+        vec(VecOp::kReduceMean, m, cur, D, rows);
+        step(VecOp::kSub, m, Bcast::kCol, a, a);
+      }
       vec(VecOp::kMul, other(), cur, D, rows, cur, Bcast::kNone);  // the squares, beside the differences
       vec(VecOp::kReduceMean, v, other(), D, rows);
       vec(VecOp::kAdd, v, v, rows, 1, at(acc, 32), Bcast::kScalar);
@@ -212,8 +214,9 @@ bool lower_rowwise(Context& c, const Node& n, std::string* why) {
       "row-wise {}: {} tile(s) of up to {} rows x {} elements loaded once, {} VEC steps per tile in SRAM "
       "(per-row statistics broadcast by column{}), stored once{}{}",
       softmax ? "softmax (reduce_max, sub, exp, reduce_sum, recip, mul)"
+      : rms   ? "rmsnorm (mul, reduce_mean, add eps, rsqrt, mul, mul gamma)"
               : "layernorm (reduce_mean, sub, mul, reduce_mean, add eps, rsqrt, mul, mul gamma, add beta)",
-      tiles, tile, D, softmax ? 6 : 7 + (gamma ? 1 : 0) + (beta ? 1 : 0),
+      tiles, tile, D, softmax ? 6 : (rms ? 5 : 7) + (gamma ? 1 : 0) + (beta ? 1 : 0),
       gamma || beta ? ", scale/bias by row" : "",
       qx || qy ? "; int8 codes converted once after the load and once before the store" : "",
       qy ? " (the output scale folded into the per-row factor)" : "");

@@ -1,14 +1,16 @@
 #pragma once
-// Row-wise vector kernels (internal to the back end): a Softmax over its trailing axes and a
-// LayerNormalization as one layer each, as a vendor compiler runs them. Each tile of whole rows is
-// loaded once, every step runs on the vector unit in SRAM with per-row broadcasts, and the result is
-// stored once; decomposed into primitives (compiler/passes/decompose.cpp) each step would load its
-// operands from DRAM and store its result back.
+// Row-wise vector kernels (internal to the back end): a Softmax over its trailing axes, a
+// LayerNormalization and an RMSNormalization (npu domain) as one layer each, as a vendor compiler runs them.
+// Each tile of whole rows is loaded once, every step runs on the vector unit in SRAM with per-row broadcasts,
+// and the result is stored once; decomposed into primitives (compiler/passes/decompose.cpp) each step would
+// load its operands from DRAM and store its result back.
 //
 // Per tile of `rows` rows of D elements, in the layer's compute format (the precision; fp32 for int8):
 //   Softmax:   reduce_max -> m; x -= m (bcast col); exp; reduce_sum -> s; s = recip(s); x *= s (col)
 //   LayerNorm: reduce_mean -> m; x -= m (col); t = x * x; reduce_mean(t) -> v; v += eps (scalar);
 //              v = rsqrt(v); x *= v (col); x *= gamma (bcast row); x += beta (row)
+//   RMSNorm:   t = x * x; reduce_mean(t) -> v; v += eps (scalar); v = rsqrt(v); x *= v (col);
+//              x *= gamma (bcast row)
 // (the element-wise steps move the tile between its input-buffer slot and a scratch tile in the weight
 // buffer, so that no step reads and writes one scratchpad port; the last writes the slot again)
 // Each intermediate is rounded to the compute format as the decomposed nodes' were, but the division
@@ -27,7 +29,7 @@
 
 namespace npusim::compiler::backend {
 
-// Softmax or LayerNormalization (default domain): the nodes lower_rowwise takes.
+// Softmax or LayerNormalization (default domain), npu.RMSNormalization: the nodes lower_rowwise takes.
 bool is_rowwise(const Node& n);
 
 // Lowers a node in compiler::rowwise_form; false (with the reason) when its rows do not fit the

@@ -1,11 +1,12 @@
 // Decomposition into vector-unit primitives: the vector unit executes one isa::VecOp per instruction,
-// and Softmax, LayerNormalization, InstanceNormalization, SiLU, PRelu, the norm reductions
+// and Softmax, LayerNormalization, RMSNormalization, InstanceNormalization, SiLU, PRelu, the norm reductions
 // (ReduceSumSquare/L1/L2) and variadic Sum/Mean are not among them. Spelling
 // them as the primitives here lets tiling and codegen treat every vector node as one VecOp (and shows
 // the true number of passes over the data in the report). Softmax and LayerNormalization whose rows
-// the back end's row-wise kernel holds in SRAM stay whole (whole_row_limit): decomposed, each step
-// would load its operands from DRAM and store its result back. An unfused BatchNormalization is left
-// whole: the back end streams its per-channel affine map (and a fused activation) in one pass.
+// the back end's row-wise kernel holds in SRAM stay whole (and RMSNormalization) (whole_row_limit):
+// decomposed, each step would load its operands from DRAM and store its result back. An unfused
+// BatchNormalization is left whole: the back end streams its per-channel affine map (and a fused activation)
+// in one pass.
 #include "compiler/passes/expand.h"
 #include "compiler/passes/pass_util.h"
 #include "compiler/passes/passes.h"
@@ -14,7 +15,7 @@ namespace npusim::compiler {
 
 std::optional<RowwiseForm> rowwise_form(const Graph& g, const Node& n) {
   const bool softmax = n.domain.empty() && n.op_type == "Softmax";
-  const bool layernorm = n.domain.empty() && n.op_type == "LayerNormalization";
+  const bool layernorm = (n.domain.empty() && n.op_type == "LayerNormalization") || is_rmsnorm(n);
   if ((!softmax && !layernorm) || n.inputs.empty() || n.outputs.empty()) return std::nullopt;
   const Value& x = g.value(n.inputs[0]);
   if (!x.shape_known || x.shape.empty() || !(is_float(x.dtype) || x.dtype == DataType::kUndefined)) return std::nullopt;
@@ -52,7 +53,9 @@ void decompose(Graph& g, int64_t whole_row_limit) {
     const Node& n = g.nodes[k];
     std::optional<std::vector<Node>> parts;
     std::string why;  // why a Softmax / LayerNormalization is decomposed although the row-wise kernel is on
-    if (whole_row_limit > 0 && n.domain.empty() && (n.op_type == "Softmax" || n.op_type == "LayerNormalization")) {
+    if (whole_row_limit > 0 &&
+        ((n.domain.empty() && (n.op_type == "Softmax" || n.op_type == "LayerNormalization")) ||
+         is_rmsnorm(n))) {
       const std::optional<RowwiseForm> f = rowwise_form(g, n);
       if (f && f->row <= whole_row_limit) {
         out.push_back(n);
@@ -68,6 +71,8 @@ void decompose(Graph& g, int64_t whole_row_limit) {
       parts = detail::expand_softmax(g, n);
     else if (n.domain.empty() && n.op_type == "LayerNormalization")
       parts = detail::expand_layernorm(g, n);
+    else if (is_rmsnorm(n))
+      parts = detail::expand_rmsnorm(g, n);
     else if (n.domain.empty() && n.op_type == "InstanceNormalization")
       parts = detail::expand_instancenorm(g, n);
     else if (n.domain.empty() &&

@@ -109,6 +109,23 @@ std::optional<std::vector<Node>> expand_layernorm(Graph& g, const Node& n) {
   return b.finish();
 }
 
+std::optional<std::vector<Node>> expand_rmsnorm(Graph& g, const Node& n) {
+  const Value& x = g.value(n.inputs[0]);
+  if (!x.shape_known || x.shape.empty()) return std::nullopt;
+  const auto r = static_cast<int64_t>(x.shape.size());
+  std::vector<int64_t> axes;
+  for (int64_t a = norm_axis(n.attr_int("axis", -1), r); a < r; ++a) axes.push_back(a);
+  const Shape rs = reduced(x.shape, axes);
+  Builder b(g, n);
+  std::string sq = b.node("Mul", {n.inputs[0], n.inputs[0]}, x.shape);
+  std::string ms = b.reduce("ReduceMean", sq, axes, rs);
+  std::string me = b.node("Add", {ms, b.scalar("eps", n.attr_float("epsilon", 1e-5f))}, rs);
+  std::string rms = b.node("Sqrt", {me}, rs);
+  std::string y = b.node("Div", {n.inputs[0], rms}, x.shape);
+  if (n.has_input(1)) b.node("Mul", {y, n.inputs[1]}, x.shape);
+  return b.finish();
+}
+
 std::optional<std::vector<Node>> expand_silu(Graph& g, const Node& n) {
   const Value& x = g.value(n.inputs[0]);
   Builder b(g, n);

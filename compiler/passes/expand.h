@@ -13,6 +13,8 @@ namespace npusim::compiler::passes::detail {
 
 std::optional<std::vector<Node>> expand_softmax(Graph& g, const Node& n);
 std::optional<std::vector<Node>> expand_layernorm(Graph& g, const Node& n);
+// npu.RMSNormalization -> Mul(x, x), ReduceMean, Add(eps), Sqrt, Div, Mul(scale).
+std::optional<std::vector<Node>> expand_rmsnorm(Graph& g, const Node& n);
 std::optional<std::vector<Node>> expand_silu(Graph& g, const Node& n);
 // Erf form: 0.5 * x * (1 + erf(x / sqrt 2)).
 std::optional<std::vector<Node>> expand_gelu(Graph& g, const Node& n);

@@ -15,8 +15,9 @@
 //    placement (compiler/ops, find_op) with the constraints the table states checked on the node as
 //    lowered: Gather with neither data nor indices constant -> host; Cast -> free on a constant, else
 //    vector; Reshape/Flatten/Squeeze/Unsqueeze -> free when their input is in ONNX order (always, after
-//    the layout pass), else vector; a matrix op with non-float operands -> host; npu.Gelu, npu.Silu and
-//    the layout npu.Transpose -> vector; ops the table does not list (and other domains) -> host.
+//    the layout pass), else vector; a matrix op with non-float operands -> host; npu.Gelu, npu.Silu,
+//    npu.RMSNormalization and the layout npu.Transpose -> vector; ops the table does not list (and other
+//    domains) -> host.
 //
 // 2. Matrix nodes: Conv (any group, dilation, stride, pads, incl. depthwise), ConvTranspose, Gemm,
 //    MatMul (batched, broadcasting as ONNX). Their inputs are uniform:
@@ -55,6 +56,11 @@
 //      ReduceMean, Sub, Pow(2), ReduceMean, Add(eps), Sqrt, Div [, Mul(gamma)] [, Add(beta)]
 //          -> LayerNormalization (domain "", axis = the normalised last axis, epsilon; a missing gamma
 //             becomes ones, a missing beta becomes absent)
+//      Pow(2) | Mul(x, x), ReduceMean, Add(eps), Sqrt, then Div(x, .) or Mul(x, Div(1, .) | Reciprocal)
+//      [, Mul(gamma)]
+//          -> RMSNormalization (domain "npu"; inputs x, scale (a missing gamma becomes ones); attributes
+//             axis = the normalised last axis, epsilon: x * scale / sqrt(mean(x^2 over the axes) + eps),
+//             ONNX opset 23's RMSNormalization, which ONNX 1.12 lacks)
 //      Div(sqrt2), Erf, Add(1), Mul(x), Mul(0.5) (either Mul order)      -> Gelu   (domain "npu")
 //      HardSigmoid(alpha 1/6, beta 1/2) then Mul with its own input     -> HardSwish (domain "")
 //      Sigmoid then Mul with its own input                              -> Silu   (domain "npu")
@@ -71,13 +77,14 @@
 //      LayerNormalization      -> ReduceMean, Sub, Mul, ReduceMean, Add(eps), Sqrt, Div, Mul(gamma),
 //                                 Add(beta)
 //      npu.Silu                -> Sigmoid, Mul
+//      npu.RMSNormalization    -> Mul(x, x), ReduceMean, Add(eps), Sqrt, Div, Mul(scale)
 //      InstanceNormalization   -> as LayerNormalization over the spatial axes, [C,1,..] scale/bias
 //      ReduceSumSquare/L1/L2   -> Mul(x, x) | Abs, ReduceSum [, Sqrt]
 //      Sum / Mean (variadic)   -> Add chain [, Mul(1/n)]
 //      PRelu                   -> Relu(x) + slope * Min(x, 0)
 //    With options.decompose = false those nodes stay as they are.
-//    Exception (options.whole_row_limit > 0): a Softmax or LayerNormalization in row-wise form
-//    (rowwise_form below) whose row has at most whole_row_limit elements stays one node, for the back
+//    Exception (options.whole_row_limit > 0): a Softmax, LayerNormalization or RMSNormalization in row-wise
+//    form (rowwise_form below) whose row has at most whole_row_limit elements stays one node, for the back
 //    end's row-wise kernel (compiler/backend/rowwise.h: rows loaded once, every step in SRAM). Other
 //    axes, longer rows and non-constant scale/bias are decomposed as above, and then each piece carries
 //    kDecomposedWhy (string): why its node was not kept whole (the back end adds it to the layer's
@@ -155,13 +162,17 @@ struct PipelineOptions {
 
 // A Softmax over its trailing axes (since opset 13: the axis and only 1s after it; before: the axes
 // from `axis` on, which it flattens) or a LayerNormalization (the axes from `axis` on; Mean/InvStdDev
-// outputs unused; scale and bias absent or constants of one element or of the whole row), seen as
+// outputs unused; scale and bias absent or constants of one element or of the whole row) or an
+// npu.RMSNormalization (the same, scale only), seen as
 // `rows` independent rows of `row` contiguous elements (ONNX order). nullopt for anything else.
 struct RowwiseForm {
   int64_t rows = 0;  // product of the leading axes
   int64_t row = 0;   // product of the normalised axes
 };
 std::optional<RowwiseForm> rowwise_form(const Graph& g, const Node& n);
+
+// npu.RMSNormalization (point 4).
+inline bool is_rmsnorm(const Node& n) { return n.domain == kNpuDomain && n.op_type == "RMSNormalization"; }
 
 // The passes in the order lower() runs them, given the options.
 std::vector<Pass> standard_pipeline(const PipelineOptions& options);

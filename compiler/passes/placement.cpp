@@ -25,8 +25,11 @@ bool in_onnx_order(const Graph& g, const std::string& v) {
 
 std::string placement_of(const Graph& g, const Node& n) {
   if (n.domain == kNpuDomain) {
-    // Gelu: VecOp gelu; Silu: sigmoid + mul; layout conversions: VecOp transpose.
-    if (n.op_type == "Gelu" || n.op_type == "Silu" || n.op_type == "Transpose") return "vector";
+    // Gelu: VecOp gelu; Silu: sigmoid + mul; RMSNormalization: the row-wise kernel or its pieces; layout
+    // conversions: VecOp transpose.
+    if (n.op_type == "Gelu" || n.op_type == "Silu" || n.op_type == "RMSNormalization" ||
+        n.op_type == "Transpose")
+      return "vector";
     return "host";
   }
   if (!n.domain.empty()) return "host";

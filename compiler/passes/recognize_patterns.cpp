@@ -1,10 +1,12 @@
-// Pattern recognition: exporters spell LayerNorm, GELU, HardSwish and SiLU (at opsets that lack the
-// op, or always) as chains of elementwise ops. Seven vector passes over the tensor for a LayerNorm is
+// Pattern recognition: exporters spell LayerNorm, RMSNorm, GELU, HardSwish and SiLU (at opsets that lack
+// the op, or always) as chains of elementwise ops. Seven vector passes over the tensor for a LayerNorm is
 // what the NPU would pay if the chain stayed; one recognised node is what a kernel library or the
 // decomposition pass can then map well. The patterns are the ones torch.onnx.export emits; every
 // intermediate must have no other reader, otherwise the chain is left alone.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "compiler/passes/pass_util.h"
 #include "compiler/passes/passes.h"
@@ -163,6 +165,86 @@ bool match_layernorm(Graph& g, Matcher& m, int div) {
   return true;
 }
 
+// RMSNorm as Llama exports it (Hugging Face's LlamaRMSNorm: x * rsqrt(mean(x^2) + eps) * weight) or
+// spelled with a division: Pow(x, 2) | Mul(x, x) -> ReduceMean(last axes, keepdims) -> Add(eps) -> Sqrt,
+// then Div(x, sqrt) or Mul(x, Div(1, sqrt) | Reciprocal(sqrt)), [-> Mul(gamma)]; anchored at the node
+// that makes the normalised x (tried after match_layernorm, whose Div(x - mean, sqrt) it would also fit).
+bool match_rmsnorm(Graph& g, Matcher& m, int norm) {
+  const Node& nn = g.nodes[norm];
+  if (nn.inputs.size() != 2 || (nn.op_type != "Div" && nn.op_type != "Mul")) return false;
+  std::vector<int> others;
+  std::string x;
+  int sqrt = -1;
+  if (nn.op_type == "Div") {
+    x = nn.inputs[0];
+    sqrt = m.chain(nn.inputs[1], "Sqrt", norm);
+  } else {
+    for (int side = 0; side < 2 && sqrt < 0; ++side) {
+      const std::string& r = nn.inputs[static_cast<size_t>(side)];
+      int inv = m.chain(r, "Reciprocal", norm);
+      if (inv < 0 && (inv = m.chain(r, "Div", norm)) >= 0 &&
+          !near(scalar_constant(g, g.nodes[inv].inputs[0]), 1.0))
+        inv = -1;
+      if (inv < 0) continue;
+      const std::string& s = g.nodes[inv].op_type == "Div" ? g.nodes[inv].inputs[1] : g.nodes[inv].inputs[0];
+      if ((sqrt = m.chain(s, "Sqrt", inv)) < 0) continue;
+      x = nn.inputs[static_cast<size_t>(1 - side)];
+      others.push_back(inv);
+    }
+  }
+  if (sqrt < 0 || detail::constant_of(g, x)) return false;
+  const int add = m.chain(g.nodes[sqrt].inputs[0], "Add", sqrt);
+  if (add < 0) return false;
+  const Node& an = g.nodes[add];
+  const int ms_side = scalar_constant(g, an.inputs[1]) ? 0 : scalar_constant(g, an.inputs[0]) ? 1 : -1;
+  if (ms_side < 0) return false;
+  const float eps = *scalar_constant(g, an.inputs[1 - ms_side]);
+  const int mean = m.chain(an.inputs[ms_side], "ReduceMean", add);
+  if (mean < 0 || g.nodes[mean].attr_int("keepdims", 1) != 1) return false;
+  const std::string sq = g.nodes[mean].inputs[0];
+  int pow = m.chain(sq, "Pow", mean);
+  if (pow >= 0) {
+    if (g.nodes[pow].inputs[0] != x || !near(scalar_constant(g, g.nodes[pow].inputs[1]), 2.0)) return false;
+  } else if ((pow = m.chain(sq, "Mul", mean)) < 0 || g.nodes[pow].inputs[0] != x ||
+             g.nodes[pow].inputs[1] != x) {
+    return false;
+  }
+  const Value& xv = g.value(x);
+  if (!xv.shape_known) return false;
+  const auto rank = static_cast<int64_t>(xv.shape.size());
+  const auto axes = detail::reduce_axes(g, g.nodes[mean], rank);
+  if (!axes || axes->empty()) return false;
+  for (size_t k = 0; k < axes->size(); ++k)  // trailing contiguous axes, as the normalisation's axis
+    if ((*axes)[k] != rank - static_cast<int64_t>(axes->size()) + static_cast<int64_t>(k)) return false;
+  const int64_t axis = axes->front();
+  const Shape norm_shape(xv.shape.begin() + axis, xv.shape.end());
+  for (int64_t s : norm_shape)
+    if (s < 0) return false;
+  others.insert(others.end(), {pow, mean, add, sqrt});
+  int anchor = norm;
+  std::optional<Tensor> gamma;
+  if (const int mul = m.next(nn.outputs[0], "Mul"); mul >= 0) {
+    const int idx = Matcher::operand_index(g.nodes[mul], nn.outputs[0]);
+    const Tensor* c = idx < 0 ? nullptr : detail::constant_of(g, g.nodes[mul].inputs[1 - idx]);
+    if (c && (gamma = broadcast_constant(*c, norm_shape))) {
+      others.push_back(anchor);
+      anchor = mul;
+    }
+  }
+  if (!gamma) {
+    gamma = Tensor(DataType::kFloat32, norm_shape);
+    for (auto& v : gamma->f) v = 1.0f;
+  }
+  Node rms;
+  rms.op_type = "RMSNormalization";
+  rms.domain = kNpuDomain;
+  rms.inputs = {x, detail::add_constant(g, g.nodes[anchor].name + "_scale", std::move(*gamma))};
+  rms.attrs["axis"].value = axis;
+  rms.attrs["epsilon"].value = eps;
+  m.replace(anchor, std::move(rms), others);
+  return true;
+}
+
 // Div(x, sqrt 2) | Mul(x, 1/sqrt 2) -> Erf -> Add(1) -> Mul(x) -> Mul(0.5), or the 0.5 applied to x
 // first; anchored at the Erf.
 bool match_gelu(Graph& g, Matcher& m, int erf) {
@@ -300,6 +382,111 @@ bool match_hard_chain(Graph& g, Matcher& m, int add) {
   return true;
 }
 
+// A Transpose swapping the last two axes.
+bool swaps_last_two(const Node& t, size_t rank) {
+  const std::vector<int64_t> perm = t.attr_ints("perm");
+  if (perm.size() != rank || rank < 2) return false;
+  for (size_t d = 0; d < rank; ++d) {
+    const size_t want = d + 2 < rank ? d : (d == rank - 2 ? rank - 1 : rank - 2);
+    if (perm[d] != static_cast<int64_t>(want)) return false;
+  }
+  return true;
+}
+
+// Grouped-query attention's head broadcast as address arithmetic. Exporters widen each KV head to the
+// `group` query heads it serves with a copy (Llama's repeat_kv, the llm: builtin):
+//   Reshape/Unsqueeze(kv) [P.., kvh, 1, T, d] -> Expand [P.., kvh, g, T, d] -> Reshape [P.., h, T, d]
+//   [-> Transpose(last two)] -> MatMul(A [P.., h, S, x], .)
+// The copy is g times the cache, written and read again on every decode step. Query head j*g + i reads
+// KV head j, so the g query heads of one KV head are consecutive: A as [P.., kvh, g*S, x] (a free
+// Reshape of a contiguous tensor) multiplied by the KV head itself gives the same rows, and a free
+// Reshape makes them [P.., h, S, N] again. Every intermediate must have no other reader.
+void share_kv_heads(Graph& g) {
+  detail::UseIndex uses(g);
+  std::vector<bool> dead(g.nodes.size(), false);
+  std::map<size_t, std::vector<Node>> replacement;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& mm = g.nodes[k];
+    if (mm.op_type != "MatMul" || !mm.domain.empty() || mm.inputs.size() != 2) continue;
+    const int kk = static_cast<int>(k);
+    auto sole = [&](const std::string& v, const char* op, int reader) {
+      const int p = uses.producer(v);
+      if (p < 0 || dead[p] || g.nodes[p].op_type != op || !g.nodes[p].domain.empty()) return -1;
+      return uses.sole_consumer(v) == reader && !detail::is_graph_output(g, v) ? p : -1;
+    };
+    std::string b = mm.inputs[1];
+    int tr = sole(b, "Transpose", kk);
+    if (tr >= 0) b = g.nodes[tr].inputs[0];
+    const int rs = sole(b, "Reshape", tr >= 0 ? tr : kk);
+    if (rs < 0) continue;
+    const int ex = sole(g.nodes[rs].inputs[0], "Expand", rs);
+    if (ex < 0) continue;
+    const Value &ein = g.value(g.nodes[ex].inputs[0]), &eout = g.value(g.nodes[ex].outputs[0]);
+    const Value &wide = g.value(g.nodes[rs].outputs[0]), &a = g.value(mm.inputs[0]),
+                &y = g.value(mm.outputs[0]);
+    if (!ein.fully_known() || !eout.fully_known() || !wide.fully_known() || !a.fully_known() ||
+        !y.fully_known())
+      continue;
+    if (ein.is_constant() || !is_float(ein.dtype)) continue;
+    const size_t r = wide.shape.size();
+    if (r < 3 || ein.shape.size() != r + 1 || eout.shape.size() != r + 1 || a.shape.size() != r ||
+        y.shape.size() != r)
+      continue;
+    if (tr >= 0 && !swaps_last_two(g.nodes[tr], r)) continue;
+    const Shape prefix(wide.shape.begin(), wide.shape.end() - 3);
+    const int64_t heads = wide.shape[r - 3], T = wide.shape[r - 2], d = wide.shape[r - 1];
+    const int64_t kvh = ein.shape[r - 3], group = eout.shape[r - 2];
+    auto with = [&](Shape s, std::initializer_list<int64_t> tail) {
+      s.insert(s.end(), tail);
+      return s;
+    };
+    if (group < 2 || kvh * group != heads || ein.shape != with(prefix, {kvh, 1, T, d}) ||
+        eout.shape != with(prefix, {kvh, group, T, d}) ||
+        !std::equal(prefix.begin(), prefix.end(), a.shape.begin()) || a.shape[r - 3] != heads)
+      continue;
+    const int64_t S = a.shape[r - 2], X = a.shape[r - 1], N = y.shape[r - 1];
+    const std::string base = mm.name;
+    std::vector<Node> nodes;
+    // (Node names are made unique against the graph, which does not hold these yet: one suffix each.)
+    auto reshape = [&](const std::string& v, const Shape& to, const std::string& suffix,
+                       const std::string& out) {
+      const std::string o = out.empty() ? detail::add_value(g, base + suffix, g.value(v).dtype, to) : out;
+      const std::string shape = detail::add_constant(g, base + suffix + "_shape", detail::int64_vector(to));
+      nodes.push_back(detail::make_node(g, "Reshape", base + suffix, {v, shape}, {o}));
+      return o;
+    };
+    const std::string rows = reshape(mm.inputs[0], with(prefix, {kvh, group * S, X}), "_group_rows", "");
+    std::string kv = reshape(g.nodes[ex].inputs[0], with(prefix, {kvh, T, d}), "_kv_heads", "");
+    if (tr >= 0) {
+      const std::string t = detail::add_value(g, base + "_kv_t", ein.dtype, with(prefix, {kvh, d, T}));
+      Node tn = detail::make_node(g, "Transpose", base + "_kv_t", {kv}, {t});
+      tn.attrs["perm"] = g.nodes[tr].attrs.at("perm");
+      nodes.push_back(std::move(tn));
+      kv = t;
+    }
+    const std::string prod =
+        detail::add_value(g, base + "_grouped", y.dtype, with(prefix, {kvh, group * S, N}));
+    Node m2 = mm;
+    m2.inputs = {rows, kv};
+    m2.outputs = {prod};
+    nodes.push_back(std::move(m2));
+    reshape(prod, y.shape, "_heads", mm.outputs[0]);
+    for (int n : {kk, tr, rs, ex})
+      if (n >= 0) dead[static_cast<size_t>(n)] = true;
+    replacement[k] = std::move(nodes);
+  }
+  if (replacement.empty()) return;
+  std::vector<Node> out;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    if (auto it = replacement.find(k); it != replacement.end())
+      for (auto& n : it->second) out.push_back(std::move(n));
+    else if (!dead[k])
+      out.push_back(std::move(g.nodes[k]));
+  }
+  g.nodes = std::move(out);
+  detail::drop_unreferenced_values(g);
+}
+
 }  // namespace
 
 void recognize_patterns(Graph& g) {
@@ -307,10 +494,12 @@ void recognize_patterns(Graph& g) {
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     if (m.dead(k) || !g.nodes[k].domain.empty()) continue;
     const int i = static_cast<int>(k);
-    if (match_layernorm(g, m, i) || match_gelu(g, m, i) || match_gated(g, m, i) ||
-        match_hard_chain(g, m, i)) continue;
+    if (match_layernorm(g, m, i) || match_rmsnorm(g, m, i) || match_gelu(g, m, i) || match_gated(g, m, i) ||
+        match_hard_chain(g, m, i))
+      continue;
   }
   m.finish();
+  share_kv_heads(g);
 }
 
 }  // namespace npusim::compiler::passes

@@ -94,6 +94,7 @@ Graph reference_graph(const Graph& lowered) {
       std::optional<std::vector<Node>> e;
       if (n.op_type == "Gelu") e = passes::detail::expand_gelu(g, n);
       if (n.op_type == "Silu") e = passes::detail::expand_silu(g, n);
+      if (is_rmsnorm(n)) e = passes::detail::expand_rmsnorm(g, n);
       if (n.op_type == "Transpose" && n.attr_int(kLayoutChange, 0) == 1) {
         Node id = n;
         id.domain.clear();

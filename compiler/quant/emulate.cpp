@@ -243,10 +243,9 @@ Tensor rounded(const Tensor& t, Precision p) {
   return r;
 }
 
-
-// The back end's row-wise Softmax / LayerNormalization (compiler/backend/rowwise.h) as the vector unit
-// computes it: the VecOps it runs, in order, each in fp32 with its result rounded to the compute format
-// (fp16/bf16; int8 layers compute in fp32 between one dequantize and one quantize), reductions summed
+// The back end's row-wise Softmax / LayerNormalization / RMSNormalization (compiler/backend/rowwise.h) as the
+// vector unit computes it: the VecOps it runs, in order, each in fp32 with its result rounded to the compute
+// format (fp16/bf16; int8 layers compute in fp32 between one dequantize and one quantize), reductions summed
 // in row order as the datapath does. With `out` (an int8 layer writing codes) the output scale is folded
 // in as the kernel does: the per-row factor divided by it, beta divided by it, the last step rounded to
 // int32 (half to even, saturated) and the zero point added (saturated to the codes); `codes` receives
@@ -262,7 +261,7 @@ Tensor rowwise_layer(const Node& n, const RowwiseForm& f, const std::vector<cons
       for (int64_t i = 0; i < D; ++i) v[static_cast<size_t>(i)] = ins[k]->f[ins[k]->f.size() == 1 ? 0 : static_cast<size_t>(i)];
     return v;
   };
-  const bool softmax = n.op_type == "Softmax";
+  const bool softmax = n.op_type == "Softmax", rms = is_rmsnorm(n);
   const std::vector<float> gamma = softmax ? std::vector<float>{} : row_param(1, 1.0f);
   const std::vector<float> beta = softmax ? std::vector<float>{} : row_param(2, 0.0f);
   const bool has_gamma = !softmax && n.has_input(1), has_beta = !softmax && n.has_input(2);
@@ -298,9 +297,9 @@ Tensor rowwise_layer(const Node& n, const RowwiseForm& f, const std::vector<cons
     }
     float acc = xp[0];
     for (int64_t i = 1; i < D; ++i) acc += xp[i];
-    const float mean = r(acc / static_cast<float>(D));
+    const float mean = rms ? 0.0f : r(acc / static_cast<float>(D));  // RMSNorm: no centring step
     for (int64_t i = 0; i < D; ++i) {
-      yp[i] = r(xp[i] - mean);
+      yp[i] = rms ? xp[i] : r(xp[i] - mean);
       t[static_cast<size_t>(i)] = r(yp[i] * yp[i]);
     }
     acc = t[0];
@@ -546,6 +545,9 @@ class Emulator {
           v = n.op_type == "Gelu" ? num::gelu(v) : v * num::sigmoid(v);
         return {t};
       }
+      // The interpreter has no RMSNormalization (ONNX 1.12): the row-wise kernel's steps in fp32.
+      if (const auto rows = rowwise_form(g_, n); rows && is_rmsnorm(n))
+        return {rowwise_layer(n, *rows, ins, Precision::kFp32)};
       fail(n, "unknown npu-domain op");
     }
     const bool matrix = is_matrix_op(n) || (n.domain.empty() && n.op_type == "ConvTranspose");

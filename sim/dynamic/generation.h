@@ -15,21 +15,11 @@
 
 #include "compiler/import/import.h"
 #include "isa/machine/config.h"
+#include "sim/dynamic/generate_request.h"
 #include "sim/dynamic/profiles.h"
 #include "sim/model/model.h"
 
 namespace npusim::sim::dynamic {
-
-struct GenerateRequest {
-  int64_t prompt = 0, new_tokens = 0;
-  bool static_kv = false;
-  int64_t capacity = 0;  // static: N
-  int64_t bucket = 128;  // growing: the KV length programs are compiled for is a multiple of this
-};
-
-// Parses --generate P:N, --kv-cache static:N|growing and --kv-bucket; DynamicUsageError on a bad value
-// or a prompt and generation that do not fit a static capacity.
-GenerateRequest parse_generate(const std::string& generate, const std::string& kv_cache, int64_t bucket);
 
 // Compiles a model spec (the CLI maps its errors to exit codes).
 using SpecCompiler = std::function<CompiledModel(const std::string& spec)>;

@@ -43,6 +43,14 @@ Figure json_figure(const YAML::Node& root, std::initializer_list<const char*> ke
   return std::nullopt;
 }
 
+// A figure of the report's `requests` section (sim/dynamic, docs/dynamic.md) at the path `keys` under its
+// policy: a sweep point serves one policy (the sweep file's shape_policy), so the section has one.
+Figure request_figure(const YAML::Node& root, std::initializer_list<const char*> keys) {
+  const YAML::Node policies = root["requests"] ? root["requests"]["policies"] : YAML::Node();
+  if (!policies || !policies.IsSequence() || policies.size() != 1) return std::nullopt;
+  return json_figure(policies[0], keys);
+}
+
 // The largest (max) or the sum of a scenario report's models' `field` (a model without requests has null
 // latencies: left out).
 Figure over_models(const YAML::Node& root, const char* field, bool max) {
@@ -142,8 +150,14 @@ const std::vector<MetricColumn>& metric_columns() {
          return integer(n);
        }},
       // With `run_args: [--pipeline, PIPE.yaml]` (docs/e2e.md); empty otherwise.
-      {"e2e_latency_ms", [](P p) { return json_figure(p.json, {"e2e", "latency_ms"}); }},
-      {"e2e_npu_share", [](P p) { return json_figure(p.json, {"e2e", "npu_share"}); }},
+      {"e2e_latency_ms",
+       [](P p) {
+         return json_figure(p.json, {"e2e", "latency_ms"});
+       }},
+      {"e2e_npu_share",
+       [](P p) {
+         return json_figure(p.json, {"e2e", "npu_share"});
+       }},
       {"stream_throughput_fps",
        [](P p) {
          return json_figure(p.json, {"e2e", "stream", "throughput_fps"});
@@ -153,9 +167,52 @@ const std::vector<MetricColumn>& metric_columns() {
          return json_figure(p.json, {"e2e", "stream", "latency_p99_ms"});
        }},
       // With `run_args: [--split, batch]` (or layers) on a multi-core config (docs/multicore.md).
-      {"multicore_latency_ms", [](P p) { return json_figure(p.json, {"multicore", "latency_ms"}); }},
-      {"multicore_throughput_per_s", [](P p) { return json_figure(p.json, {"multicore", "throughput_per_s"}); }},
-      {"multicore_speedup", [](P p) { return json_figure(p.json, {"multicore", "speedup"}); }},
+      {"multicore_latency_ms",
+       [](P p) {
+         return json_figure(p.json, {"multicore", "latency_ms"});
+       }},
+      {"multicore_throughput_per_s",
+       [](P p) {
+         return json_figure(p.json, {"multicore", "throughput_per_s"});
+       }},
+      {"multicore_speedup",
+       [](P p) {
+         return json_figure(p.json, {"multicore", "speedup"});
+       }},
+      // With a `generate` axis (or --generate): the report's `generation` section (docs/dynamic.md). Time per
+      // output token is the mean decode step (the first token is the prefill's: ttft_ms).
+      {"ttft_ms",
+       [](P p) {
+         return json_figure(p.json, {"generation", "ttft_ms"});
+       }},
+      {"tpot_ms",
+       [](P p) {
+         return json_figure(p.json, {"generation", "decode_ms", "mean"});
+       }},
+      {"tokens_per_s",
+       [](P p) {
+         return json_figure(p.json, {"generation", "tokens_per_s"});
+       }},
+      // With a `requests` axis (or --requests) and one shape policy per point: the report's `requests`.
+      {"request_latency_p50_ms",
+       [](P p) {
+         return request_figure(p.json, {"latency_ms", "p50"});
+       }},
+      {"request_latency_p95_ms",
+       [](P p) {
+         return request_figure(p.json, {"latency_ms", "p95"});
+       }},
+      {"request_latency_p99_ms",
+       [](P p) {
+         return request_figure(p.json, {"latency_ms", "p99"});
+       }},
+      {"request_latency_mean_ms",
+       [](P p) {
+         return request_figure(p.json, {"latency_ms", "mean"});
+       }},
+      {"request_throughput_rps", [](P p) { return request_figure(p.json, {"throughput_rps"}); }},
+      {"padding_share", [](P p) { return request_figure(p.json, {"padding_share"}); }},
+      {"compile_events", [](P p) { return request_figure(p.json, {"compile_events"}); }},
       // A scenario sweep's points (`scenario: FILE`, npusim serve; docs/scenarios.md): over its models.
       {"serve_npu_busy", [](P p) { return json_figure(p.json, {"npu_busy"}); }},
       {"serve_latency_p99_ms", [](P p) { return over_models(p.json, "latency_p99_ms", true); }},

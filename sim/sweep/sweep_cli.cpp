@@ -59,13 +59,18 @@ void parse_shard(const std::string& text, int& index, int& count) {
     throw Usage("--shard '" + text + "': I must be in 0..N-1 and N at least 1");
 }
 
-// The run options the binary accepts, from `npusim run --help`: precision and batch axes need them.
+// The run options the binary accepts, from `npusim run --help`: precision, batch and the dynamic-shape
+// axes need them.
 void check_run_supports(const SweepSpec& spec, const std::string& exe) {
   std::vector<std::pair<const AxisColumn*, std::string>> needs;
   for (const Axis& a : spec.axes)
     for (const AxisColumn& c : a.columns) {
       if (c.kind == AxisKind::kPrecision) needs.emplace_back(&c, "--precision");
       if (c.kind == AxisKind::kBatch) needs.emplace_back(&c, "--batch");
+      if (c.kind == AxisKind::kGenerate) needs.emplace_back(&c, "--generate");
+      if (c.kind == AxisKind::kDynamic) needs.emplace_back(&c, "--dynamic");
+      if (c.kind == AxisKind::kRequests) needs.emplace_back(&c, "--requests");
+      if (c.kind == AxisKind::kShapePolicy) needs.emplace_back(&c, "--shape-policy");
     }
   if (needs.empty()) return;
   int pipefd[2];

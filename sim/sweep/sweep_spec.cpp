@@ -6,11 +6,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "isa/machine/spec_text.h"
 #include "sim/config/config_loader.h"
 #include "sim/config/yaml_errors.h"
+#include "sim/dynamic/generate_request.h"
+#include "sim/dynamic/profiles.h"
 
 namespace npusim::sim {
 namespace {
@@ -112,6 +115,7 @@ class Parser : public YamlErrors {
       if (root["trace_csv"] && s.trace_csv)
         error(root["trace_csv"], "trace_csv: a scenario run writes no trace CSV");
     }
+    check_dynamic_axes(root, s);
     for (const Axis& a : s.axes) {
       for (const AxisColumn& c : a.columns) {
         if (c.kind == AxisKind::kPreset && !s.base.empty()) {
@@ -123,6 +127,56 @@ class Parser : public YamlErrors {
   }
 
  private:
+  // The dynamic-shape axes between themselves and run_args: what `npusim run` would refuse at every point
+  // (--requests without --dynamic, a policy without --requests) fails the file instead, and a request
+  // stream needs one shape policy per point, so that each row holds one policy's latencies.
+  void check_dynamic_axes(const YAML::Node& root, const SweepSpec& s) {
+    const AxisColumn* col[4] = {nullptr, nullptr, nullptr, nullptr};  // generate, dynamic, requests, policy
+    for (const Axis& a : s.axes)
+      for (const AxisColumn& c : a.columns) {
+        if (c.kind == AxisKind::kGenerate) col[0] = &c;
+        if (c.kind == AxisKind::kDynamic) col[1] = &c;
+        if (c.kind == AxisKind::kRequests) col[2] = &c;
+        if (c.kind == AxisKind::kShapePolicy) col[3] = &c;
+      }
+    // A run argument's value (`--flag V` or `--flag=V`), if run_args has the flag.
+    auto run_arg = [&](const std::string& flag) -> std::optional<std::string> {
+      for (size_t i = 0; i < s.run_args.size(); ++i) {
+        if (s.run_args[i] == flag) return i + 1 < s.run_args.size() ? s.run_args[i + 1] : std::string();
+        if (s.run_args[i].rfind(flag + "=", 0) == 0) return s.run_args[i].substr(flag.size() + 1);
+      }
+      return std::nullopt;
+    };
+    auto at = [&](const AxisColumn* c, const std::string& m) { error_at(c->line, c->column, m); };
+    const bool dynamic = col[1] || run_arg("--dynamic"), requests = col[2] || run_arg("--requests");
+    if (!s.scenario.empty()) {
+      for (const AxisColumn* c : col)
+        if (c)
+          at(c, c->key + ": a scenario sweep runs npusim serve, which has no dynamic shapes or generation");
+      return;
+    }
+    if (col[0] && (dynamic || requests))
+      at(col[0],
+         "generate: runs the llm: decoder's prefill and decode steps; it does not combine with dynamic "
+         "or requests");
+    if (col[2] && !dynamic)
+      at(col[2], "requests: needs the profiles to serve them on: a dynamic axis or --dynamic in run_args");
+    const std::optional<std::string> policy = run_arg("--shape-policy");
+    if (col[3] && policy) at(col[3], "shape_policy: swept on an axis and also given in run_args; keep one");
+    if (col[3] && !requests)
+      at(col[3],
+         "shape_policy: a policy serves a request stream: add a requests axis or --requests in run_args");
+    if (requests && !col[3] && (!policy || *policy == "all")) {
+      const std::string m =
+          "a request stream needs one shape policy per point (each row holds one policy's "
+          "latencies): add '- shape_policy: [pad, recompile, dynamic]' to the axes";
+      if (col[2])
+        at(col[2], "requests: " + m);
+      else
+        error(root["run_args"], "run_args: --requests: " + m);
+    }
+  }
+
   void read_base(const YAML::Node& v, SweepSpec& s) {
     std::string b;
     if (!scalar(v, "base", b)) return;
@@ -264,6 +318,14 @@ class Parser : public YamlErrors {
           col.kind = AxisKind::kBatch;
         else if (col.key == "config")
           col.kind = AxisKind::kPreset;
+        else if (col.key == "generate")
+          col.kind = AxisKind::kGenerate;
+        else if (col.key == "dynamic")
+          col.kind = AxisKind::kDynamic;
+        else if (col.key == "requests")
+          col.kind = AxisKind::kRequests;
+        else if (col.key == "shape_policy")
+          col.kind = AxisKind::kShapePolicy;
         bool ok = true;
         bool unknown_key = false;
         for (const auto& e : kv.second) {
@@ -294,6 +356,33 @@ class Parser : public YamlErrors {
               const std::string guess = isa::closest_name(value, kPrecisions);
               error(e, "precision: '" + value + "' is not one of " + join(kPrecisions, ", ") +
                            (guess.empty() ? "" : " (did you mean '" + guess + "'?)"));
+              ok = false;
+            }
+          } else if (col.kind == AxisKind::kGenerate || col.kind == AxisKind::kDynamic) {
+            // The run's own parsers (sim/dynamic): a value `npusim run` would refuse fails the sweep here.
+            try {
+              if (col.kind == AxisKind::kGenerate)
+                dynamic::parse_generate(value, "growing", 128);
+              else
+                dynamic::parse_dynamic_specs({value});
+            } catch (const dynamic::DynamicUsageError& x) {
+              error(e, col.key + ": " + x.what());
+              ok = false;
+            }
+          } else if (col.kind == AxisKind::kRequests) {
+            const std::string local = relative_to_file(value);
+            std::error_code ec;
+            if (!fs::is_regular_file(local, ec)) {
+              error(e, "requests: '" + value + "' does not exist (looked for " + local + ")");
+              ok = false;
+            }
+            col.files.push_back(fs::absolute(local).lexically_normal().string());
+          } else if (col.kind == AxisKind::kShapePolicy) {
+            // One policy per point (`all` would put three policies' figures in one row).
+            static const std::vector<std::string> kPolicies = {"pad", "recompile", "dynamic"};
+            if (std::find(kPolicies.begin(), kPolicies.end(), value) == kPolicies.end()) {
+              error(e, "shape_policy: '" + value + "' is not one of " + join(kPolicies, ", ") +
+                           " (one policy per point: each row of the results is one policy)");
               ok = false;
             }
           } else if (col.kind == AxisKind::kBatch) {
@@ -513,6 +602,19 @@ std::vector<SweepPoint> expand_points(const SweepSpec& spec) {
           case AxisKind::kPreset:
             p.config = c.configs[t[a]];
             break;
+          case AxisKind::kGenerate:
+            axis_args.insert(axis_args.end(), {"--generate", v});
+            break;
+          case AxisKind::kDynamic:
+            axis_args.insert(axis_args.end(), {"--dynamic", v});
+            break;
+          case AxisKind::kRequests:
+            p.requests = c.files[t[a]];
+            axis_args.insert(axis_args.end(), {"--requests", p.requests});
+            break;
+          case AxisKind::kShapePolicy:
+            axis_args.insert(axis_args.end(), {"--shape-policy", v});
+            break;
         }
       }
     }
@@ -536,6 +638,7 @@ std::vector<SweepPoint> expand_points(const SweepSpec& spec) {
     const std::string config = p.config.empty() ? spec.base : p.config;
     std::string ident = config + '\x1f' + config_text(config);
     if (!p.scenario.empty()) ident += '\x1f' + config_text(p.scenario);
+    if (!p.requests.empty()) ident += '\x1f' + config_text(p.requests);
     for (const std::string& s : p.run_command("")) ident += '\x1f' + s;
     p.id = stable_hash(ident);
     points.push_back(std::move(p));

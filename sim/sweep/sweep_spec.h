@@ -23,8 +23,21 @@ class SweepError : public std::runtime_error {
 };
 
 // What an axis column varies: a configuration key (--set key=value) or one of the run's own inputs.
-// kPreset is the `config` axis: a preset name or a configuration file per value (--config).
-enum class AxisKind { kConfig, kModel, kPrecision, kBatch, kPreset };
+// kPreset is the `config` axis: a preset name or a configuration file per value (--config). The dynamic
+// shape axes (docs/dynamic.md): kGenerate `generate` (--generate P:N), kDynamic `dynamic` (--dynamic
+// NAME=V1,V2,...), kRequests `requests` (--requests FILE.csv) and kShapePolicy `shape_policy`
+// (--shape-policy pad|recompile|dynamic: one policy per point, one row per policy).
+enum class AxisKind {
+  kConfig,
+  kModel,
+  kPrecision,
+  kBatch,
+  kPreset,
+  kGenerate,
+  kDynamic,
+  kRequests,
+  kShapePolicy
+};
 
 // A model on the model axis: how it is labelled in the results and what `npusim run` is given.
 struct ModelValue {
@@ -40,6 +53,7 @@ struct AxisColumn {
   std::vector<std::string> values;  // display values; for models, the names
   std::vector<ModelValue> models;   // kModel only, parallel to `values`
   std::vector<std::string> configs;  // kPreset only, parallel to `values`: the --config argument
+  std::vector<std::string> files;    // kRequests only, parallel to `values`: the file (absolute)
   int line = 0;                     // 1-based position of the key in the sweep file
   int column = 0;
 };
@@ -91,6 +105,7 @@ struct SweepPoint {
   std::vector<std::string> sets;                            // base overrides then axis overrides
   std::vector<std::string> args;                            // --precision/--batch and the fixed run_args
   std::string scenario;      // SweepSpec::scenario: the point is `npusim serve SCENARIO`
+  std::string requests;      // the `requests` axis's file (absolute), "" = none
   std::string config_error;  // non-empty: this combination is not a valid configuration
   int64_t array_pes = 0;     // rows x cols of the resolved configuration
   int64_t sram_kib = 0;      // input + weight + accumulator scratchpads

@@ -665,14 +665,16 @@ TEST(Int8Codegen, RowwiseLayerNormAndSoftmaxConvertCodesOnceAndMatchTheReference
   // reads int8 codes, dequantizes once, computes in fp32 and quantizes once (the output scale folded into
   // its last step): the codes it writes, and the MatMul after it, are the quantized reference's bit for bit.
   // The last step, which writes int32 with the output scale folded in, is the add of beta or (no bias)
-  // the multiply by gamma: both forms.
-  for (int params = 1; params <= 2; ++params) {
+  // the multiply by gamma: both forms, and an RMSNormalization (npu domain, params 0) in its place.
+  for (int params = 0; params <= 2; ++params) {
     compiler::testing::GraphBuilder b;
     auto x = b.input("x", {3, 29, 16});
     auto h = b.node("MatMul", {x, b.random_constant("w1", {16, 45}, 1, -0.5f, 0.5f)}, "h", {3, 29, 45});
     std::vector<std::string> ln_in = {h, b.random_constant("gamma", {45}, 2, 0.5f, 1.5f)};
     if (params >= 2) ln_in.push_back(b.random_constant("beta", {45}, 3, -0.5f, 0.5f));
-    auto n = b.node("LayerNormalization", ln_in, "n", {3, 29, 45}, {{"epsilon", compiler::testing::attr_f(1e-5f)}});
+    auto n = b.node(params == 0 ? "RMSNormalization" : "LayerNormalization", ln_in, "n", {3, 29, 45},
+                    {{"epsilon", compiler::testing::attr_f(1e-5f)}}, compiler::DataType::kFloat32,
+                    params == 0 ? compiler::kNpuDomain : "");
     auto s = b.node("Softmax", {n}, "s", {3, 29, 45}, {{"axis", compiler::testing::attr_i(-1)}});
     b.output(b.node("MatMul", {s, b.random_constant("w2", {45, 7}, 4, -0.5f, 0.5f)}, "y", {3, 29, 7}));
     isa::NpuConfig config;

@@ -26,6 +26,15 @@ TEST(ReportFigures, EveryColumnIsFilledFromAReportWithEverySection) {
                           "{\"latency_ms\": 0.5, \"npu_share\": 0.25, \"stream\": {\"throughput_fps\": "
                           "2000.5, \"latency_p99_ms\": 0.75}}");
   r.sections.emplace_back("multicore", "{\"latency_ms\": 1.5, \"throughput_per_s\": 1333.25, \"speedup\": 1.75}");
+  // sim/dynamic's sections (docs/dynamic.md): generation, and a request stream served by one policy.
+  r.sections.emplace_back("generation",
+                          "{\"ttft_ms\": 1.893, \"decode_ms\": {\"first\": 0.5, \"mean\": 0.5625, \"last\": "
+                          "0.648, \"total\": 21.9}, \"tokens_per_s\": 40.25}");
+  r.sections.emplace_back(
+      "requests",
+      "{\"count\": 3, \"policies\": [{\"policy\": \"pad\", \"latency_ms\": {\"p50\": 13.5, "
+      "\"p95\": 26.75, \"p99\": 26.875, \"max\": 27, \"mean\": 17.5}, \"throughput_rps\": "
+      "34.25, \"padding_share\": 0.237, \"compile_events\": 0}]}");
   const std::string path =
       (std::filesystem::temp_directory_path() /
        ("report_figures_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + ".json"))
@@ -65,6 +74,16 @@ TEST(ReportFigures, EveryColumnIsFilledFromAReportWithEverySection) {
       {"multicore_latency_ms", "1.5"},
       {"multicore_throughput_per_s", "1333.25"},
       {"multicore_speedup", "1.75"},
+      {"ttft_ms", "1.893"},
+      {"tpot_ms", "0.5625"},  // the mean decode step
+      {"tokens_per_s", "40.25"},
+      {"request_latency_p50_ms", "13.5"},
+      {"request_latency_p95_ms", "26.75"},
+      {"request_latency_p99_ms", "26.875"},
+      {"request_latency_mean_ms", "17.5"},
+      {"request_throughput_rps", "34.25"},
+      {"padding_share", "0.237"},
+      {"compile_events", "0"},
   };
   size_t serve_columns = 0;
   for (const MetricColumn& c : metric_columns()) {
@@ -98,6 +117,20 @@ TEST(ReportFigures, AScenarioReportFillsTheServeColumnsOverItsModels) {
       {"serve_deadline_misses", "3"},     {"serve_weight_reloads", "3"},
   };
   EXPECT_EQ(m, want);
+}
+
+// `--shape-policy all` (three policies in one report) fills no request column rather than one policy's.
+TEST(ReportFigures, RequestColumnsNeedExactlyOnePolicy) {
+  traces::Report r;
+  r.total_cycles = 7;
+  r.sections.emplace_back("requests",
+                          "{\"policies\": [{\"policy\": \"pad\", \"latency_ms\": {\"p50\": 1}}, {\"policy\": "
+                          "\"dynamic\", \"latency_ms\": {\"p50\": 2}}]}");
+  const std::string path = (std::filesystem::temp_directory_path() / "report_figures_policies.json").string();
+  std::ofstream(path) << traces::report_json(r);
+  const std::map<std::string, std::string> m = read_metrics(path);
+  std::filesystem::remove(path);
+  EXPECT_EQ(m.count("request_latency_p50_ms"), 0u);
 }
 
 TEST(ReportFigures, ARunWithoutTheOptionalSectionsLeavesTheirColumnsEmpty) {

@@ -168,13 +168,17 @@ TEST(SweepRun, ResultsCarryThePrecisionPlanItsUtilizationAndTheRoofline) {
                           {"stream_latency_p99_ms", "r['e2e']['stream']['latency_p99_ms']"}});
     // Every figure column (after sram_kib, before report) reads something the report writes: none is
     // empty on a run that has them all (a path to a field no report has would stay empty). The multicore
-    // columns need --split, which a pipeline run does not combine with, the serve columns a scenario: the
-    // next tests have them.
+    // columns need --split, which a pipeline run does not combine with, the serve columns a scenario, the
+    // generation and request columns --generate or --requests: the next tests have them.
     const auto first = std::find(t.header.begin(), t.header.end(), "sram_kib");
     const auto last = std::find(t.header.begin(), t.header.end(), "report");
     ASSERT_LT(first, last);
+    const std::set<std::string> dynamic = {"ttft_ms", "tpot_ms", "tokens_per_s", "padding_share",
+                                           "compile_events"};
     for (auto c = first + 1; c != last; ++c) {
-      if (c->rfind("multicore_", 0) == 0 || c->rfind("serve_", 0) == 0) continue;
+      if (c->rfind("multicore_", 0) == 0 || c->rfind("serve_", 0) == 0 || c->rfind("request_", 0) == 0 ||
+          dynamic.count(*c))
+        continue;
       EXPECT_FALSE(row.at(*c).empty()) << *c;
     }
     // `layers` counts the program's layers, not the model's nodes fused into them (the demo has six).
@@ -198,6 +202,54 @@ TEST(SweepRun, MulticoreSplitFillsItsColumns) {
                           {"multicore_throughput_per_s", "r['multicore']['throughput_per_s']"},
                           {"multicore_speedup", "r['multicore']['speedup']"}});
   }
+}
+
+// Generation and request streams as axes (docs/dynamic.md): time to first token and per output token,
+// and one policy's request latency percentiles per row, each the point's report's.
+TEST(SweepRun, GenerateAndRequestAxesFillTheirColumns) {
+  const std::string d = temp_dir("sweep-dynamic-columns");
+  const Table g = swept(d,
+                        "axes:\n  - model: ['llm:layers=1,hidden=64,heads=2,kv_heads=1,ffn=128,vocab=100']\n"
+                        "  - generate: ['4:3', '96:3']\n");
+  ASSERT_EQ(g.rows.size(), 2u);
+  for (const auto& row : g.rows) {
+    expect_columns_match(row, d + "/out/" + row.at("report"),
+                         {{"ttft_ms", "r['generation']['ttft_ms']"},
+                          {"tpot_ms", "r['generation']['decode_ms']['mean']"},
+                          {"tokens_per_s", "r['generation']['tokens_per_s']"}});
+    EXPECT_EQ(row.at("request_latency_p50_ms"), "");
+  }
+  // A prefill over 96 tokens takes longer than over 4.
+  EXPECT_GT(std::stod(g.rows[1].at("ttft_ms")), std::stod(g.rows[0].at("ttft_ms")));
+
+  // A MatMul over a symbolic `seq` (tests/e2e/make_report_models.py); the request of 12 pads to 16.
+  const std::string r = d + "/req";
+  fs::create_directories(r);
+  ASSERT_EQ(run_command({kPython, std::string(NPUSIM_SOURCE_DIR) + "/tests/e2e/make_report_models.py", r})
+                .exit_code,
+            0);
+  write_file(r + "/requests.csv", "arrival_ms,seq\n0,8\n100,12\n200,16\n");
+  const Table q =
+      swept(r,
+            "axes:\n  - model: [dyn.onnx]\n  - dynamic: ['seq=8,16']\n  - requests: [requests.csv]\n"
+            "  - shape_policy: [pad, dynamic]\n");
+  ASSERT_EQ(q.rows.size(), 2u);
+  for (const auto& row : q.rows) {
+    const std::string policy = "r['requests']['policies'][0]";
+    expect_columns_match(row, r + "/out/" + row.at("report"),
+                         {{"request_latency_p50_ms", policy + "['latency_ms']['p50']"},
+                          {"request_latency_p95_ms", policy + "['latency_ms']['p95']"},
+                          {"request_latency_p99_ms", policy + "['latency_ms']['p99']"},
+                          {"request_latency_mean_ms", policy + "['latency_ms']['mean']"},
+                          {"request_throughput_rps", policy + "['throughput_rps']"},
+                          {"compile_events", policy + "['compile_events']"}});
+    EXPECT_EQ(json_eval(r + "/out/" + row.at("report"), policy + "['policy']"), row.at("shape_policy"));
+    EXPECT_EQ(row.at("ttft_ms"), "");
+  }
+  // Under pad the requests run as seq 8, 16 and 16 (40 rows of the MatMul) for 36 rows of their own: a
+  // tenth of the MACs is padding; none under dynamic.
+  EXPECT_NEAR(std::stod(q.rows[0].at("padding_share")), 4.0 / 40.0, 1e-9);
+  EXPECT_EQ(std::stod(q.rows[1].at("padding_share")), 0.0);
 }
 
 // A scenario sweep (docs/scenarios.md): every point is `npusim serve` with the point's configuration;

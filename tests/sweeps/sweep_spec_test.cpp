@@ -182,6 +182,64 @@ TEST(SweepSpec, ModelsPrecisionsAndBatchesBecomeRunArguments) {
   EXPECT_EQ(value(p[1], "model"), "gemm:M=64,N=64,K=64");
 }
 
+TEST(SweepSpec, GenerateDynamicRequestsAndShapePolicyBecomeRunArguments) {
+  const std::vector<SweepPoint> g = expand_points(
+      parse("axes:\n  - model: ['llm:layers=1,hidden=64,heads=2,kv_heads=1,ffn=128,vocab=100']\n"
+            "  - generate: ['4:2', '16:8']\n"));
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[1].run_command(""),
+            (std::vector<std::string>{"run",
+                                      "llm:layers=1,hidden=64,heads=2,kv_heads=1,ffn=128,"
+                                      "vocab=100",
+                                      "--generate", "16:8"}));
+  const std::vector<SweepPoint> r =
+      expand_points(parse("axes:\n  - dynamic: ['seq=64,128,256', 'seq=128']\n"
+                          "  - requests: [docs/dynamic/requests_mixed.csv]\n"
+                          "  - shape_policy: [pad, dynamic]\n"));
+  ASSERT_EQ(r.size(), 4u);
+  const std::string csv = std::string(NPUSIM_SOURCE_DIR) + "/docs/dynamic/requests_mixed.csv";
+  EXPECT_EQ(r[1].run_command(""), (std::vector<std::string>{"run", "--dynamic", "seq=64,128,256",
+                                                            "--requests", csv, "--shape-policy", "dynamic"}));
+  EXPECT_EQ(value(r[2], "dynamic"), "seq=128");
+  EXPECT_EQ(value(r[2], "requests"), "docs/dynamic/requests_mixed.csv");  // as written in the sweep file
+  std::set<std::string> ids;
+  for (const SweepPoint& p : r) ids.insert(p.id);
+  EXPECT_EQ(ids.size(), 4u);
+}
+
+TEST(SweepSpec, DynamicShapeAxesTheRunWouldRefuseAreErrorsOfTheFile) {
+  EXPECT_EQ(first_error("axes:\n  - generate: ['4:2', 'x:2']\n"),
+            "my.yaml:2:23: generate: --generate prompt length 'x' is not a positive integer");
+  EXPECT_EQ(first_error("axes:\n  - dynamic: ['seq=8,8']\n").rfind("my.yaml:2:15: dynamic: ", 0), 0u);
+  EXPECT_EQ(first_error("axes:\n  - requests: [no/such.csv]\n")
+                .rfind("my.yaml:2:16: requests: 'no/such.csv' does not exist", 0),
+            0u);
+  // One policy per point: each row of the results holds one policy's latencies.
+  EXPECT_EQ(first_error("axes:\n  - dynamic: ['seq=8']\n  - requests: [docs/dynamic/requests_mixed.csv]\n")
+                .rfind("my.yaml:3:5: requests: a request stream needs one shape policy per point", 0),
+            0u);
+  EXPECT_EQ(first_error("axes:\n  - dynamic: ['seq=8']\n  - shape_policy: [pad, all]\n")
+                .rfind("my.yaml:3:25: shape_policy: 'all' is not one of pad, recompile, dynamic", 0),
+            0u);
+  EXPECT_EQ(
+      first_error("axes:\n  - dynamic: ['seq=8']\n  - shape_policy: [pad]\n"),
+      "my.yaml:3:5: shape_policy: a policy serves a request stream: add a requests axis or --requests in "
+      "run_args");
+  EXPECT_EQ(
+      first_error("axes:\n  - requests: [docs/dynamic/requests_mixed.csv]\n  - shape_policy: [pad]\n"),
+      "my.yaml:2:5: requests: needs the profiles to serve them on: a dynamic axis or --dynamic in run_args");
+  EXPECT_EQ(first_error("axes:\n  - generate: ['4:2']\nrun_args: [--dynamic, seq=8]\n")
+                .rfind("my.yaml:2:5: generate: runs the llm: decoder's prefill and decode steps", 0),
+            0u);
+  EXPECT_EQ(
+      first_error("axes:\n  - dynamic: ['seq=8']\nrun_args: [--requests, r.csv]\n")
+          .rfind("my.yaml:3:11: run_args: --requests: a request stream needs one shape policy per point", 0),
+      0u);
+  // Given once in run_args, one policy is fine.
+  EXPECT_EQ(
+      first_error("axes:\n  - dynamic: ['seq=8']\nrun_args: [--requests, r.csv, --shape-policy, pad]\n"), "");
+}
+
 TEST(SweepSpec, FixedSetsComeBeforeTheAxesOnTheCommandLine) {
   const std::vector<SweepPoint> p =
       expand_points(parse("base: edge\n"

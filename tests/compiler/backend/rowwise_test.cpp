@@ -1,6 +1,6 @@
-// The row-wise Softmax / LayerNormalization kernel (compiler/backend/rowwise.h): one layer per node,
-// named as the node; its fp16/bf16 results exactly what the quantized reference (compiler/quant/emulate)
-// predicts; within rounding of the FP32 interpreter and of the decomposed program.
+// The row-wise Softmax / LayerNormalization / RMSNormalization kernel (compiler/backend/rowwise.h): one layer
+// per node, named as the node; its fp16/bf16 results exactly what the quantized reference
+// (compiler/quant/emulate) predicts; within rounding of the FP32 interpreter and of the decomposed program.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -132,6 +132,62 @@ TEST(Rowwise, RandomInterleavingOfTheQueuesGivesTheSameBits) {
   o.random_order = true;
   o.seed = 5;
   EXPECT_EQ(differing(run_program(r.result, tiny_sram(), {{"x", x}}, o).at("y"), r.y), 0);
+}
+
+// x [3, 29, 45] -> RMSNorm as Llama exports it (x * (1 / sqrt(mean(x^2) + eps)) * w: lower() recognises
+// one npu.RMSNormalization) -> Softmax -> y.
+Graph rmsnorm_then_softmax() {
+  GraphBuilder b;
+  b.input("x", {3, 29, 45});
+  b.constant("w", {45}, 1.0f, 5);
+  b.constant("two", Tensor::scalar_float(2.0f)).constant("eps", Tensor::scalar_float(1e-5f));
+  b.constant("one", Tensor::scalar_float(1.0f));
+  b.node("Pow", {"x", "two"}, {"p"});
+  b.node("ReduceMean", {"p"}, {"m"}).attrs["axes"].value = std::vector<int64_t>{-1};
+  b.node("Add", {"m", "eps"}, {"a"});
+  b.node("Sqrt", {"a"}, {"sd"});
+  b.node("Div", {"one", "sd"}, {"r"});
+  b.node("Mul", {"x", "r"}, {"n"});
+  b.node("Mul", {"w", "n"}, {"h"}, "norm");
+  b.node("Softmax", {"h"}, {"y"}, "attn/Softmax");
+  b.output("y");
+  return b.build();
+}
+
+TEST(Rowwise, RmsNormIsOneLayerWhoseFp16AndBf16ResultsAreTheQuantizedReferencesExactly) {
+  const Graph g = rmsnorm_then_softmax();
+  const Tensor x = random_tensor({3, 29, 45}, 2.0f, 14);
+  const Compiled r = compile_and_run(g, tiny_sram(), isa::DType::kFp16, true, x);
+  ASSERT_EQ(r.result.layers.size(), 2u) << compile_summary(r.result);
+  EXPECT_EQ(r.result.layers[0].name, "norm");
+  EXPECT_EQ(r.result.layers[0].placement, "vector");
+  EXPECT_NE(
+      r.result.layers[0].mapping.find("row-wise rmsnorm (mul, reduce_mean, add eps, rsqrt, mul, mul gamma)"),
+      std::string::npos)
+      << r.result.layers[0].mapping;
+  EXPECT_NE(
+      r.result.layers[0].mapping.find("7 tile(s) of up to 14 rows x 45 elements loaded once, 6 VEC steps"),
+      std::string::npos)
+      << r.result.layers[0].mapping;
+  EXPECT_TRUE(r.result.fallbacks.empty());
+  EXPECT_EQ(check_tokens(r.result.program), "");
+  for (const isa::NpuConfig& config : {isa::NpuConfig{}, tiny_sram()}) {
+    for (auto [dt, p] : {std::pair{isa::DType::kFp16, quant::Precision::kFp16},
+                         std::pair{isa::DType::kBf16, quant::Precision::kBf16}}) {
+      const Compiled c = compile_and_run(g, config, dt, true, x);
+      quant::PrecisionPlan plan;
+      plan.model = p;
+      EXPECT_EQ(differing(c.y, quant::emulate(c.lowered, plan, {{"x", x}}).at("y")), 0)
+          << isa::kDTypeNames[static_cast<size_t>(dt)];
+    }
+  }
+  // fp32: the interpreter on the exported chain, and the decomposed pieces, within rounding.
+  const Tensor ref = interpret(g, {{"x", x}}).at("y");
+  const Compiled fused = compile_and_run(g, tiny_sram(), isa::DType::kFp32, true, x);
+  const Compiled parts = compile_and_run(g, tiny_sram(), isa::DType::kFp32, false, x);
+  EXPECT_GT(parts.result.layers.size(), 8u);  // 6 + 5 primitive layers
+  EXPECT_LT(max_rel_error({{"y", fused.y}}, {{"y", ref}}), 1e-5);
+  EXPECT_LT(max_rel_error({{"y", parts.y}}, {{"y", ref}}), 1e-5);
 }
 
 TEST(Rowwise, RowsLongerThanTheLimitAndOtherAxesStayDecomposed) {

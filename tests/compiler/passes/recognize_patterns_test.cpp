@@ -71,6 +71,113 @@ TEST(RecognizePatterns, GeluWithHalfAppliedFirstAndLayerNormWithoutAffine) {
   EXPECT_TRUE(same_outputs(before, g));
 }
 
+// Hugging Face's LlamaRMSNorm as torch.onnx.export spells it: weight * (x * rsqrt(mean(x^2) + eps)), the
+// rsqrt as Div(1, Sqrt).
+TEST(RecognizePatterns, LlamaRmsNormBecomesOneNode) {
+  GraphBuilder b;
+  auto x = b.input("x", {3, 8});
+  auto p = b.node("Pow", {x, b.scalar("two", 2.0f)}, "p", {3, 8});
+  auto m = b.node("ReduceMean", {p}, "m", {3, 1}, {{"axes", attr_ints({-1})}});
+  auto a = b.node("Add", {m, b.scalar("eps", 1e-6f)}, "a", {3, 1});
+  auto sd = b.node("Sqrt", {a}, "sd", {3, 1});
+  auto r = b.node("Div", {b.scalar("one", 1.0f), sd}, "r", {3, 1});
+  auto n = b.node("Mul", {x, r}, "n", {3, 8});
+  b.output(b.node("Mul", {b.random_constant("w", {8}, 3, 0.5f, 1.5f), n}, "y", {3, 8}));
+  Graph before = b.build();
+  Graph g = before;
+  passes::recognize_patterns(g);
+  g.verify();
+  ASSERT_EQ(g.nodes.size(), 1u);
+  const Node& rms = g.nodes[0];
+  EXPECT_EQ(rms.op_type, "RMSNormalization");
+  EXPECT_EQ(rms.domain, "npu");
+  EXPECT_EQ(rms.outputs[0], "y");
+  EXPECT_EQ(rms.attr_int("axis", 0), 1);
+  EXPECT_NEAR(rms.attr_float("epsilon", 0), 1e-6f, 1e-12);
+  EXPECT_TRUE(same_outputs(before, g));
+}
+
+// The llm: builtin's spelling (Mul(x, x), Div(x, sqrt), Mul(gamma)) and a Reciprocal without gamma, over
+// the last two axes.
+TEST(RecognizePatterns, RmsNormWithDivisionOrReciprocalAndNoGamma) {
+  GraphBuilder b;
+  auto x = b.input("x", {2, 3, 4});
+  auto sq = b.node("Mul", {x, x}, "sq", {2, 3, 4});
+  auto m = b.node("ReduceMean", {sq}, "m", {2, 3, 1}, {{"axes", attr_ints({-1})}});
+  auto sd = b.node("Sqrt", {b.node("Add", {m, b.scalar("eps", 1e-5f)}, "a", {2, 3, 1})}, "sd", {2, 3, 1});
+  auto n = b.node("Div", {x, sd}, "n", {2, 3, 4});
+  auto h = b.node("Mul", {n, b.random_constant("gamma", {4}, 5, 0.5f, 1.5f)}, "h", {2, 3, 4});
+  auto sq2 = b.node("Pow", {h, b.scalar("two", 2.0f)}, "sq2", {2, 3, 4});
+  auto m2 = b.node("ReduceMean", {sq2}, "m2", {2, 1, 1}, {{"axes", attr_ints({1, 2})}});
+  auto sd2 =
+      b.node("Sqrt", {b.node("Add", {b.scalar("eps2", 1e-5f), m2}, "a2", {2, 1, 1})}, "sd2", {2, 1, 1});
+  b.output(b.node("Mul", {b.node("Reciprocal", {sd2}, "r2", {2, 1, 1}), h}, "y", {2, 3, 4}));
+  Graph before = b.build();
+  Graph g = before;
+  passes::recognize_patterns(g);
+  g.verify();
+  ASSERT_EQ(g.nodes.size(), 2u);
+  for (const Node& n2 : g.nodes) EXPECT_EQ(n2.op_type, "RMSNormalization");
+  EXPECT_EQ(g.nodes[0].attr_int("axis", 0), 2);
+  EXPECT_EQ(g.nodes[1].attr_int("axis", 0), 1);  // over the last two axes; gamma ones
+  EXPECT_TRUE(same_outputs(before, g));
+}
+
+// Grouped-query attention as Llama's repeat_kv exports it: each of 2 KV heads copied for 3 query heads
+// (Unsqueeze, Expand, Reshape), K transposed for Q Kᵀ. After the pass no copy is left: the 3 query heads
+// of a KV head are rows of one MatMul against that head.
+TEST(RecognizePatterns, GqaHeadBroadcastBecomesRowsOfOneMatMulPerKvHead) {
+  GraphBuilder b;
+  auto q = b.input("q", {6, 2, 4});
+  auto k = b.input("k", {2, 5, 4});
+  auto v = b.input("v", {2, 5, 4});
+  auto widen = [&](const std::string& kv) {
+    auto u = b.node("Unsqueeze", {kv, b.ints(kv + "_ax", {1})}, kv + "_u", {2, 1, 5, 4});
+    auto e = b.node("Expand", {u, b.ints(kv + "_shape", {2, 3, 5, 4})}, kv + "_e", {2, 3, 5, 4});
+    return b.node("Reshape", {e, b.ints(kv + "_heads", {6, 5, 4})}, kv + "_r", {6, 5, 4});
+  };
+  auto kt = b.node("Transpose", {widen(k)}, "kt", {6, 4, 5}, {{"perm", attr_ints({0, 2, 1})}});
+  auto scores = b.node("MatMul", {q, kt}, "scores", {6, 2, 5});
+  auto probs = b.node("Softmax", {scores}, "probs", {6, 2, 5}, {{"axis", attr_i(-1)}});
+  b.output(b.node("MatMul", {probs, widen(v)}, "ctx", {6, 2, 4}));
+  Graph before = b.build();
+  Graph g = before;
+  passes::recognize_patterns(g);
+  g.verify();
+  EXPECT_EQ(count_ops(g, "Expand"), 0);
+  EXPECT_EQ(count_ops(g, "MatMul"), 2);
+  for (const Node& n : g.nodes)
+    if (n.op_type == "MatMul") {
+      const Shape& rows = g.value(n.inputs[0]).shape;  // Q [2, 3 heads x 2, 4] or P [2, 3 x 2, 5]
+      EXPECT_TRUE(rows.size() == 3 && rows[0] == 2 && rows[1] == 6) << n.name;
+      EXPECT_EQ(g.value(n.inputs[1]).shape[0], 2) << n.name;  // the 2 KV heads themselves
+    }
+  EXPECT_TRUE(same_outputs(before, g));
+  // With a batch axis in front, as Hugging Face exports it: [1, kvh, 1, T, d] -> [1, kvh, g, T, d].
+  GraphBuilder hf;
+  auto bq = hf.input("q", {1, 6, 2, 4});
+  auto bu = hf.node("Unsqueeze", {hf.input("k", {1, 2, 5, 4}), hf.ints("ax", {2})}, "u", {1, 2, 1, 5, 4});
+  auto be = hf.node("Expand", {bu, hf.ints("shape", {1, 2, 3, 5, 4})}, "e", {1, 2, 3, 5, 4});
+  auto br = hf.node("Reshape", {be, hf.ints("heads", {1, 6, 5, 4})}, "r", {1, 6, 5, 4});
+  auto bt = hf.node("Transpose", {br}, "t", {1, 6, 4, 5}, {{"perm", attr_ints({0, 1, 3, 2})}});
+  hf.output(hf.node("MatMul", {bq, bt}, "y", {1, 6, 2, 5}));
+  Graph hf_before = hf.build();
+  Graph hf_after = hf_before;
+  passes::recognize_patterns(hf_after);
+  hf_after.verify();
+  EXPECT_EQ(count_ops(hf_after, "Expand"), 0);
+  EXPECT_TRUE(same_outputs(hf_before, hf_after));
+  // A broadcast that is not one KV head per consecutive group (the copy is along another axis) stays.
+  GraphBuilder c;
+  auto kk = c.input("k", {1, 3, 5, 4});
+  auto e = c.node("Expand", {kk, c.ints("shape", {2, 3, 5, 4})}, "e", {2, 3, 5, 4});
+  auto r = c.node("Reshape", {e, c.ints("heads", {6, 5, 4})}, "r", {6, 5, 4});
+  c.output(c.node("MatMul", {c.input("q", {6, 2, 5}), r}, "y", {6, 2, 4}));
+  Graph other = c.build();
+  passes::recognize_patterns(other);
+  EXPECT_EQ(count_ops(other, "Expand"), 1);
+}
+
 TEST(RecognizePatterns, PaddleHardSwishAndHardSigmoidChains) {
   // paddle2onnx spells hardswish as x * Clip(x + 3, 0, 6) / 6 and hardsigmoid as Clip(x + 3, 0, 6) / 6
   // (or with Mul 1/6); each chain is one node. A chain with another constant (Add 2) stays.
