@@ -453,6 +453,7 @@ struct ModelCliOptions {
   std::string weights = "per-channel";
   std::string activations = "asymmetric";
   bool bias_correction = false;  // --bias-correction
+  bool empirical_bias_correction = false;  // --empirical-bias-correction
   bool verbose = false;
   bool graphs = false;       // --graphs
   std::string graph_dumps;  // --graphs: what compile_model printed, for print_graphs
@@ -520,7 +521,10 @@ po::options_description precision_options(ModelCliOptions& m) {
       "int8 activations: asymmetric (uint8 with a zero point, default) or symmetric (int8, zero point 0)")(
       "bias-correction", po::bool_switch(&m.bias_correction),
       "int8: fold the mean shift that rounding the weights causes (from the calibration inputs' per-channel "
-      "means) into each layer's int32 bias (docs/quantization.md)");
+      "means) into each layer's int32 bias (docs/quantization.md)")(
+      "empirical-bias-correction", po::bool_switch(&m.empirical_bias_correction),
+      "int8: run the quantized model beside fp32 on the first 8 calibration inputs, layer by layer, and fold "
+      "each layer's mean output error per channel into its int32 bias (docs/quantization.md)");
   return d;
 }
 
@@ -621,6 +625,7 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
   }
   r.quant.symmetric_activations = m.activations == "symmetric";
   r.quant.bias_correction = m.bias_correction;
+  r.quant.empirical_bias_correction = m.empirical_bias_correction;
   if (m.calibration_samples < 0) throw UsageError("--calibration-samples must be >= 0");
   if (m.calibration_samples == 0 && m.calibration_dir.empty()) {
     throw UsageError("--calibration-samples 0 (all) needs --calibration DIR");
