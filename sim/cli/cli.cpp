@@ -531,8 +531,8 @@ po::options_description precision_options(ModelCliOptions& m) {
         m.empirical_bias_samples = v;
         m.empirical_bias_samples_given = true;
       }),
-      "--empirical-bias-correction: how many calibration inputs it runs, all at once (default 8; memory grows "
-      "with N)");
+      "--empirical-bias-correction: how many calibration inputs it runs, all at once (default 8; memory "
+      "grows with N)");
   return d;
 }
 

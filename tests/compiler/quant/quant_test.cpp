@@ -546,7 +546,8 @@ TEST(BiasCorrection, EmpiricalCorrectionCentresEachLayersOutputOnFp32sWithTheLay
     std::map<std::string, Tensor> ref;
     std::map<std::string, std::vector<double>> sum, count;
     for (const Sample& s : samples) {
-      emulate(g, PrecisionPlan{}, s, [&](const Node& n, const std::vector<const Tensor*>& o) { ref[n.name] = *o[0]; });
+      emulate(g, PrecisionPlan{}, s,
+              [&](const Node& n, const std::vector<const Tensor*>& o) { ref[n.name] = *o[0]; });
       emulate(g, p, s, [&](const Node& n, const std::vector<const Tensor*>& o) {
         auto& ds = sum[n.name];
         auto& dc = count[n.name];
@@ -575,7 +576,8 @@ TEST(BiasCorrection, EmpiricalCorrectionCentresEachLayersOutputOnFp32sWithTheLay
     const LayerQuant& L = corrected.layers.at(layer);
     // Half an accumulator unit (the bias is an integer) plus half an output step, per channel.
     const double bound = 8 * (0.5 * L.acc_scale[0] + 0.5 * corrected.values.at(L.output).scale);
-    EXPECT_LT(after.at(layer), bound) << layer << ": " << after.at(layer) << " (before " << before.at(layer) << ")";
+    EXPECT_LT(after.at(layer), bound)
+        << layer << ": " << after.at(layer) << " (before " << before.at(layer) << ")";
     EXPECT_LT(after.at(layer), before.at(layer)) << layer;
   }
 }
