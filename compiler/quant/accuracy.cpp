@@ -447,8 +447,8 @@ PrecisionPlan build_plan(const Graph& g, const PlanRequest& request, const Graph
   const std::vector<std::string> missing = values_to_calibrate(g, plan);
   std::map<std::string, TensorStats> stats;
   CalibrationInfo info;
+  std::vector<Sample> samples;
   if (!missing.empty()) {
-    std::vector<Sample> samples;
     info.method = to_string(request.quant.calibration.method);
     if (!request.calibration_dir.empty()) {
       samples = load_samples(g, request.calibration_dir, request.calibration_count,
@@ -474,6 +474,11 @@ PrecisionPlan build_plan(const Graph& g, const PlanRequest& request, const Graph
     }
   }
   quantize_plan(g, plan, stats, request.quant, given);
+  if (request.quant.empirical_bias_correction && !samples.empty()) {
+    if (static_cast<int>(samples.size()) > request.quant.empirical_bias_samples)
+      samples.resize(static_cast<size_t>(std::max(1, request.quant.empirical_bias_samples)));
+    correct_output_bias(g, plan, samples);
+  }
   plan.calibration = info;
   return plan;
 }

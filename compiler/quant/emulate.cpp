@@ -323,15 +323,7 @@ class Emulator {
   std::map<std::string, EValue> env;
 
   void run(const Sample& inputs, const EmulationObserver& observer) {
-    for (const auto& o : g_.outputs) outputs_.insert(o);
-    for (const Node& n : g_.nodes)
-      for (const auto& in : n.inputs)
-        if (!in.empty()) ++uses_[in];
-    for (const auto& in : g_.inputs) {
-      auto it = inputs.find(in);
-      if (it == inputs.end()) throw InterpretError("no value given for graph input '" + in + "'");
-      env[in].real = it->second;
-    }
+    begin(inputs);
     for (const Node& n : g_.nodes) {
       run_node(n);
       if (observer) {
@@ -345,7 +337,26 @@ class Emulator {
 
   void keep_all() { keep_all_ = true; }
 
- private:
+  // Node-by-node use (run() is begin() then, per node, run_node() and release_dead()).
+  void begin(const Sample& inputs) {
+    for (const auto& o : g_.outputs) outputs_.insert(o);
+    for (const Node& n : g_.nodes)
+      for (const auto& in : n.inputs)
+        if (!in.empty()) ++uses_[in];
+    for (const auto& in : g_.inputs) {
+      auto it = inputs.find(in);
+      if (it == inputs.end()) throw InterpretError("no value given for graph input '" + in + "'");
+      env[in].real = it->second;
+    }
+  }
+  void run_node(const Node& n) {
+    const Precision p = plan_.precision_of(n.name);
+    if (p == Precision::kInt8 && plan_.layers.count(n.name)) {
+      run_int8_matrix(n);
+      return;
+    }
+    run_other(n);
+  }
   // Drops values no later node reads (graph outputs and, for the test hook, everything else stay), so
   // emulating ResNet-50 holds a few activations at a time, not all of them.
   void release_dead(const Node& n) {
@@ -357,6 +368,7 @@ class Emulator {
     }
   }
 
+ private:
   const Tensor& input_real(const std::string& name) {
     const Value& v = g_.value(name);
     if (v.is_constant()) return *v.constant;
@@ -393,21 +405,21 @@ class Emulator {
     return !name.empty() && g_.has_value(name) && !g_.value(name).is_constant() && is_float(g_.value(name).dtype);
   }
 
-  void run_node(const Node& n) {
+  void run_int8_matrix(const Node& n) {
+    const LayerQuant& L = plan_.layers.at(n.name);
+    Int8Tensor x = codes_of(L.input);
+    Int8Tensor b, r;
+    if (!L.weight_is_constant) b = codes_of(L.weight);
+    if (!L.residual.empty()) r = codes_of(L.residual);
+    Int8Tensor y;
+    y.qparams = plan_.values.at(L.output);
+    y.codes = run_int8_layer(g_, n, plan_, x, L.weight_is_constant ? nullptr : &b,
+                             L.residual.empty() ? nullptr : &r, y.shape);
+    set_codes(L.output, std::move(y));
+  }
+
+  void run_other(const Node& n) {
     const Precision p = plan_.precision_of(n.name);
-    if (p == Precision::kInt8 && plan_.layers.count(n.name)) {
-      const LayerQuant& L = plan_.layers.at(n.name);
-      Int8Tensor x = codes_of(L.input);
-      Int8Tensor b, r;
-      if (!L.weight_is_constant) b = codes_of(L.weight);
-      if (!L.residual.empty()) r = codes_of(L.residual);
-      Int8Tensor y;
-      y.qparams = plan_.values.at(L.output);
-      y.codes = run_int8_layer(g_, n, plan_, x, L.weight_is_constant ? nullptr : &b,
-                               L.residual.empty() ? nullptr : &r, y.shape);
-      set_codes(L.output, std::move(y));
-      return;
-    }
     if (const auto a = batchnorm_affine(g_, n)) {
       run_affine(n, *a, p);
       return;
@@ -601,6 +613,96 @@ std::map<std::string, Tensor> emulate(const Graph& g, const PrecisionPlan& plan,
     out[o] = v.is_constant() ? *v.constant : e.env.at(o).real;
   }
   return out;
+}
+
+int correct_output_bias(const Graph& g, PrecisionPlan& plan, const std::vector<Sample>& samples) {
+  if (samples.empty()) return 0;
+  PrecisionPlan fp32;
+  fp32.model = Precision::kFp32;
+  std::vector<Emulator> ref, quant;
+  ref.reserve(samples.size());
+  quant.reserve(samples.size());
+  for (const Sample& s : samples) {
+    ref.emplace_back(g, fp32);
+    ref.back().begin(s);
+    quant.emplace_back(g, plan);
+    quant.back().begin(s);
+  }
+  int corrected = 0;
+  for (const Node& n : g.nodes) {
+    for (size_t k = 0; k < samples.size(); ++k) {
+      ref[k].run_node(n);
+      quant[k].run_node(n);
+    }
+    auto it = plan.layers.find(n.name);
+    // The fused activation's linear piece: the values strictly inside (lo, hi), where the output is
+    // slope * accumulator + constant, so a mean output shift there is slope x the accumulator's.
+    double lo = -INFINITY, hi = INFINITY, slope = 1.0;
+    bool linear_piece = it != plan.layers.end();
+    if (linear_piece) {
+      const std::string& act = it->second.activation;
+      if (act == "Relu") {
+        lo = 0;
+      } else if (act == "Clip") {
+        lo = n.attr_float(kActMin, -INFINITY);
+        hi = n.attr_float(kActMax, INFINITY);
+      } else if (act == "HardSigmoid") {
+        lo = 0, hi = 1, slope = n.attr_float(kAlpha, 0.2f);
+      } else if (!act.empty()) {
+        linear_piece = false;
+      }
+    }
+    if (linear_piece && plan.precision_of(n.name) == Precision::kInt8 && it->second.weight_is_constant &&
+        !it->second.weight_q.empty() && slope > 0) {
+      LayerQuant& L = it->second;
+      const bool conv = n.op_type == "Conv";
+      std::vector<double> diff(L.bias.size(), 0.0);
+      std::vector<int64_t> count(L.bias.size(), 0);
+      bool fits = true;
+      for (size_t k = 0; k < samples.size() && fits; ++k) {
+        const Tensor& q = quant[k].env.at(L.output).real;
+        const Tensor& r = ref[k].env.at(L.output).real;
+        if (q.f.size() != r.f.size() || q.shape.empty()) {
+          fits = false;
+          break;
+        }
+        const int64_t channels = conv ? q.shape.at(1) : q.shape.back();
+        if (channels != static_cast<int64_t>(diff.size())) {
+          fits = false;
+          break;
+        }
+        int64_t inner = 1;
+        if (conv)
+          for (size_t d = 2; d < q.shape.size(); ++d) inner *= q.shape[d];
+        for (size_t e = 0; e < q.f.size(); ++e) {
+          const double qv = q.f[e], rv = r.f[e];
+          if (!(qv > lo && qv < hi && rv > lo && rv < hi)) continue;
+          const size_t c = static_cast<size_t>((static_cast<int64_t>(e) / inner) % channels);
+          diff[c] += qv - rv;
+          ++count[c];
+        }
+      }
+      if (fits) {
+        for (size_t c = 0; c < diff.size(); ++c) {
+          if (count[c] == 0) continue;
+          const double shift =
+              std::nearbyint(diff[c] / static_cast<double>(count[c]) / slope / L.acc_scale[c]);
+          const double b = std::clamp(static_cast<double>(L.bias[c]) - shift, -2147483648.0, 2147483647.0);
+          const int64_t applied = static_cast<int64_t>(L.bias[c]) - static_cast<int64_t>(b);
+          L.bias[c] = static_cast<int32_t>(b);
+          L.bias_folded[c] =
+              static_cast<int32_t>(static_cast<uint32_t>(L.bias_folded[c]) - static_cast<uint32_t>(applied));
+        }
+        for (auto& e : quant) e.run_node(n);  // again, with the corrected bias
+        ++corrected;
+      }
+    }
+    for (size_t k = 0; k < samples.size(); ++k) {
+      ref[k].release_dead(n);
+      quant[k].release_dead(n);
+    }
+  }
+  return corrected;
 }
 
 std::map<std::string, Int8Tensor> expected_int8_tensors(const Graph& g, const PrecisionPlan& plan,

@@ -38,6 +38,17 @@ struct Int8Tensor {
   std::vector<int32_t> codes;  // values in [qparams.qmin(), qparams.qmax()], row-major logical order
 };
 
+// Empirical bias correction (Nagel et al. 2019's empirical variant, as AIMET and OpenVINO apply it): runs
+// `plan` and the fp32 graph over `samples` (the calibration inputs) node by node, all samples in step, and
+// at each int8 matrix layer with constant weights moves the mean of the quantized output per channel onto
+// fp32's by changing its int32 bias (bias and bias_folded), before the layers below it are computed. A
+// fused Relu, Clip or HardSigmoid is measured on its linear piece (values both runs put strictly inside
+// its bounds, divided by its slope); other fused activations leave the layer as it is. The error it removes
+// is whatever made the mean drift -- rounded weights, and the clipped or coarse activations of the layers
+// above -- and each layer sees the corrections above it, so none is counted twice. Holds every sample's live
+// activations at once. Returns the layers corrected.
+int correct_output_bias(const Graph& g, PrecisionPlan& plan, const std::vector<Sample>& samples);
+
 // The test hook for the compiled program: the int8 codes of every value an int8 node writes, by value
 // name, as the functional datapath must produce them bit for bit (in logical ONNX order; a compiled
 // program's NHWC buffers are compared after reordering).

@@ -22,6 +22,12 @@ struct QuantOptions {
   // (edge, per-channel, percentile) +1.67 dB output SQNR on random-weight ResNet-18 and +0.14 dB on
   // MobileNetV2, but -1.0 dB on PP-OCRv4 det (320x320, cosine 0.9798 -> 0.9745); docs/quantization.md.
   bool bias_correction = false;
+  // Empirical bias correction (correct_output_bias, emulate.h): after quantizing, each int8 matrix layer's
+  // mean output error per channel, measured against fp32 on the first `empirical_bias_samples`
+  // calibration inputs layer by layer, is folded into its int32 bias. Off by default; measured in
+  // docs/quantization.md ("Empirical bias correction").
+  bool empirical_bias_correction = false;
+  int empirical_bias_samples = 8;  // all of the samples run in step: memory grows with this
 };
 
 // Activation parameters for a clipping range. The range is widened to contain 0 (so zero padding and

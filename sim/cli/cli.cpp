@@ -453,6 +453,9 @@ struct ModelCliOptions {
   std::string weights = "per-channel";
   std::string activations = "asymmetric";
   bool bias_correction = false;  // --bias-correction
+  bool empirical_bias_correction = false;  // --empirical-bias-correction
+  int empirical_bias_samples = 8;          // --empirical-bias-samples (QuantOptions' default)
+  bool empirical_bias_samples_given = false;
   bool verbose = false;
   bool graphs = false;       // --graphs
   std::string graph_dumps;  // --graphs: what compile_model printed, for print_graphs
@@ -520,7 +523,16 @@ po::options_description precision_options(ModelCliOptions& m) {
       "int8 activations: asymmetric (uint8 with a zero point, default) or symmetric (int8, zero point 0)")(
       "bias-correction", po::bool_switch(&m.bias_correction),
       "int8: fold the mean shift that rounding the weights causes (from the calibration inputs' per-channel "
-      "means) into each layer's int32 bias (docs/quantization.md)");
+      "means) into each layer's int32 bias (docs/quantization.md)")(
+      "empirical-bias-correction", po::bool_switch(&m.empirical_bias_correction),
+      "int8: run the quantized model beside fp32 on the first calibration inputs, layer by layer, and fold "
+      "each layer's mean output error per channel into its int32 bias (docs/quantization.md)")(
+      "empirical-bias-samples", po::value<int>()->value_name("N")->notifier([&m](int v) {
+        m.empirical_bias_samples = v;
+        m.empirical_bias_samples_given = true;
+      }),
+      "--empirical-bias-correction: how many calibration inputs it runs, all at once (default 8; memory "
+      "grows with N)");
   return d;
 }
 
@@ -621,6 +633,11 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
   }
   r.quant.symmetric_activations = m.activations == "symmetric";
   r.quant.bias_correction = m.bias_correction;
+  r.quant.empirical_bias_correction = m.empirical_bias_correction;
+  if (m.empirical_bias_samples_given && !m.empirical_bias_correction)
+    throw UsageError("--empirical-bias-samples needs --empirical-bias-correction");
+  if (m.empirical_bias_samples < 1) throw UsageError("--empirical-bias-samples must be >= 1");
+  r.quant.empirical_bias_samples = m.empirical_bias_samples;
   if (m.calibration_samples < 0) throw UsageError("--calibration-samples must be >= 0");
   if (m.calibration_samples == 0 && m.calibration_dir.empty()) {
     throw UsageError("--calibration-samples 0 (all) needs --calibration DIR");

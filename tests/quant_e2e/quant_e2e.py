@@ -11,7 +11,8 @@ Cases:
                      the int8 rate (estimated compute halves) and move fewer bytes.
   outlier            a copy of tests/quant_e2e/data/mbv2_block.onnx with one output channel of b1_project
                      scaled x60: per-tensor int8 flags it in weight_outliers and first_bad_layer.
-  errors             unknown precision / override key -> exit 2 naming it; int8-only presets run by default.
+  errors             unknown precision / override key -> exit 2 naming it; --empirical-bias-samples without
+                     --empirical-bias-correction or below 1 -> exit 2; int8-only presets run by default.
   prequantized       tests/quant_e2e/data/qdq_resblock.onnx (torch-quantized, QDQ form): runs with the model's
                      own scales (no calibration) in int8 by default, on edge and on the int8-only tpu-v1,
                      functionally and with --accuracy; --precision fp32 runs the dequantized float graph;
@@ -144,6 +145,14 @@ elif CASE == "errors":
     prec = {l["name"]: l["precision"] for l in r["accuracy"]["layers"]}
     check(prec.get("b1_dw") == "fp16" and prec.get("fc") == "fp32" and prec.get("b1_expand") == "int8",
           f"YAML overrides not applied: {prec}")
+    p = run(["run", BLOCK, "--precision", "int8", "--empirical-bias-samples", "4"], expect=2)
+    check("--empirical-bias-samples needs --empirical-bias-correction" in p.stderr, p.stderr)
+    p = run(["run", BLOCK, "--precision", "int8", "--empirical-bias-correction", "--empirical-bias-samples", "0"],
+            expect=2)
+    check("--empirical-bias-samples must be >= 1" in p.stderr, p.stderr)
+    r, _ = report(BLOCK, "ebc", "--precision", "int8", "--accuracy", "--calibration-samples", "4",
+                  "--empirical-bias-correction", "--empirical-bias-samples", "2")
+    check(r["accuracy"]["output_cosine"] > 0.9, f"empirical bias correction: {r['accuracy']['output_cosine']}")
     for preset in ("tpu-v1", "gemmini"):
         path = os.path.join(tmp, preset + ".json")
         run(["run", BLOCK, "--config", preset, "--report", path, "--calibration-samples", "4", "-q"])

@@ -509,6 +509,79 @@ TEST(BiasCorrection, RemovesTheOutputMeanShiftOfRoundedWeightsOnInputsWithANonze
   EXPECT_LT(with, 0.5 * without) << "mean |shift| per channel summed: " << with << " vs " << without;
 }
 
+TEST(BiasCorrection, EmpiricalCorrectionCentresEachLayersOutputOnFp32sWithTheLayersAboveCorrectedFirst) {
+  // Three Convs with a ReLU on the middle one, per-tensor weights, inputs 3 + N(0, 1): rounded weights and
+  // the coarse activations shift each channel's mean, and the shift of conv1 reaches conv2 and conv3. After
+  // correct_output_bias every layer's mean error per channel (ReLU: over the values both runs leave above
+  // zero) is within half an accumulator unit plus the output codes' rounding of fp32's, on the same inputs;
+  // the weights are untouched. (Layer by layer because a layer's measured error includes the shift of the
+  // layers above, which their own corrections remove.)
+  GraphBuilder b;
+  auto x = b.input("x", {1, 4, 6, 6});
+  auto c1 = b.node("Conv", {x, b.random_constant("w1", {8, 4, 1, 1}, 31)}, "c1", {1, 8, 6, 6});
+  b.graph().nodes.back().name = "conv1";
+  auto c2 = b.node("Conv", {c1, b.random_constant("w2", {8, 8, 1, 1}, 32)}, "c2", {1, 8, 6, 6},
+                   {{kActivation, testing::attr_s("Relu")}});
+  b.graph().nodes.back().name = "conv2";
+  auto c3 = b.node("Conv", {c2, b.random_constant("w3", {8, 8, 1, 1}, 33)}, "c3", {1, 8, 6, 6});
+  b.graph().nodes.back().name = "conv3";
+  b.output(c3);
+  const Graph g = b.build();
+  std::mt19937 rng(7);
+  std::normal_distribution<float> d(3.0f, 1.0f);
+  std::vector<Sample> samples;
+  for (int k = 0; k < 16; ++k) {
+    std::vector<float> v(4 * 36);
+    for (float& f : v) f = d(rng);
+    samples.push_back({{"x", Tensor::from_floats({1, 4, 6, 6}, v)}});
+  }
+  PrecisionSpec spec;
+  spec.model = Precision::kInt8;
+  PrecisionPlan plan = resolve_plan(g, spec);
+  QuantOptions qo;
+  qo.per_channel = false;
+  quantize_plan(g, plan, collect_statistics(g, samples), qo);
+  // Mean error per channel of every layer's output (ReLU: on its linear piece), summed over channels.
+  auto mean_errors = [&](const PrecisionPlan& p) {
+    std::map<std::string, Tensor> ref;
+    std::map<std::string, std::vector<double>> sum, count;
+    for (const Sample& s : samples) {
+      emulate(g, PrecisionPlan{}, s,
+              [&](const Node& n, const std::vector<const Tensor*>& o) { ref[n.name] = *o[0]; });
+      emulate(g, p, s, [&](const Node& n, const std::vector<const Tensor*>& o) {
+        auto& ds = sum[n.name];
+        auto& dc = count[n.name];
+        ds.resize(8, 0.0);
+        dc.resize(8, 0.0);
+        for (size_t e = 0; e < o[0]->f.size(); ++e) {
+          const double q = o[0]->f[e], r = ref.at(n.name).f[e];
+          if (n.name == "conv2" && !(q > 0 && r > 0)) continue;
+          ds[e / 36] += q - r;
+          dc[e / 36] += 1;
+        }
+      });
+    }
+    std::map<std::string, double> out;
+    for (const auto& [name, ds] : sum)
+      for (size_t c = 0; c < 8; ++c) out[name] += count[name][c] ? std::fabs(ds[c] / count[name][c]) : 0.0;
+    return out;
+  };
+  const auto before = mean_errors(plan);
+  const std::vector<int8_t> weights = plan.layers.at("conv2").weight_q;
+  PrecisionPlan corrected = plan;
+  EXPECT_EQ(correct_output_bias(g, corrected, samples), 3);
+  EXPECT_EQ(corrected.layers.at("conv2").weight_q, weights);
+  const auto after = mean_errors(corrected);
+  for (const char* layer : {"conv1", "conv2", "conv3"}) {
+    const LayerQuant& L = corrected.layers.at(layer);
+    // Half an accumulator unit (the bias is an integer) plus half an output step, per channel.
+    const double bound = 8 * (0.5 * L.acc_scale[0] + 0.5 * corrected.values.at(L.output).scale);
+    EXPECT_LT(after.at(layer), bound)
+        << layer << ": " << after.at(layer) << " (before " << before.at(layer) << ")";
+    EXPECT_LT(after.at(layer), before.at(layer)) << layer;
+  }
+}
+
 TEST(AccuracyReport, InjectedOutlierWeightIsFlaggedByTheOutlierTableAndFirstBadLayer) {
   for (bool outlier : {false, true}) {
     Graph g = conv_chain(outlier);
