@@ -22,6 +22,7 @@ using Affine = ChannelAffine;
 // A per-output-channel bias after the fold: s*b + t (b = 0 when absent).
 Tensor folded_bias(const Tensor* bias, const Affine& a) {
   const auto c = static_cast<int64_t>(a.scale.size());
+  if (bias && !bias->has_values()) return Tensor::shape_only(DataType::kFloat32, {c});  // a timing-only compile
   Tensor out(DataType::kFloat32, {c});
   for (int64_t i = 0; i < c; ++i) out.f[i] = (bias ? bias->f[i] : 0.0f) * a.scale[i] + a.shift[i];
   return out;
@@ -65,8 +66,8 @@ bool fold_into(Graph& g, Node& m, const Affine& a) {
     for (int64_t k = 0; k < w->shape[0] && nw.has_values(); ++k)
       for (int64_t n = 0; n < c; ++n) nw.f[k * c + n] *= a.scale[n];
     Tensor nb;
-    if (!bias) {
-      nb = folded_bias(nullptr, a);
+    if (!bias || !bias->has_values()) {
+      nb = folded_bias(bias, a);
     } else {
       // C broadcasts to [M, N]: keep its row dimension, materialise the column one.
       const Shape& bs = bias->shape;
@@ -223,12 +224,12 @@ void fold_into_next_conv(Graph& g, std::vector<bool>& dead) {
     const Tensor* w = constant_of(g, conv.inputs[1]);
     const Tensor* bias = conv.has_input(2) ? constant_of(g, conv.inputs[2]) : nullptr;
     if (!w || !w->floating() || w->rank() < 3 || (conv.has_input(2) && !bias)) continue;
+    if (bias && bias->has_values() != w->has_values()) continue;  // values on one side only: nothing to fold
     const int64_t m = w->shape[0], cg = w->shape[1], group = conv.attr_int("group", 1);
     if (group <= 0 || m % group || cg * group != static_cast<int64_t>(a->scale.size())) continue;
     const int64_t per = w->size() / (m * cg), mg = m / group;
     Tensor nw = *w;
-    Tensor nb = bias && bias->has_values() && w->has_values() ? *bias : Tensor(DataType::kFloat32, {m});
-    if (!w->has_values()) nb = Tensor::shape_only(DataType::kFloat32, {m});
+    Tensor nb = !w->has_values() ? Tensor::shape_only(DataType::kFloat32, {m}) : bias ? *bias : Tensor(DataType::kFloat32, {m});
     for (int64_t o = 0; o < m && nw.has_values(); ++o) {
       double sum = 0.0;
       for (int64_t c = 0; c < cg; ++c) {

@@ -122,6 +122,31 @@ TEST(FoldBatchnorm, AffineChainsBecomeOneMapAndFoldIntoAnUnpaddedConv) {
   EXPECT_TRUE(same_outputs(before, g));
 }
 
+TEST(FoldBatchnorm, ShapeOnlyWeightsFoldTheSameWayWithoutValues) {
+  // A timing-only compile (shape-only weights and biases) folds exactly what the compile with values
+  // folds: the program must be the same instruction for instruction.
+  for (const bool values : {true, false}) {
+    GraphBuilder b;
+    const Shape s = {1, 4, 5, 5};
+    auto x = b.input("x", s);
+    auto weight = [&](const std::string& name, const Shape& shape, uint32_t seed) {
+      return values ? b.random_constant(name, shape, seed) : b.constant(name, Tensor::shape_only(DataType::kFloat32, shape));
+    };
+    auto c = b.node("Conv", {x, weight("w", {4, 4, 1, 1}, 1), weight("bias", {4}, 2)}, "c", s);
+    auto m = b.node("Mul", {c, b.scalar("s", 0.5f)}, "m", s);
+    auto r = b.node("Relu", {b.node("Add", {m, b.scalar("t", 0.25f)}, "a", s)}, "r", s);
+    auto m2 = b.node("Mul", {r, b.scalar("s2", 2.0f)}, "m2", s);
+    auto a2 = b.node("Add", {m2, b.scalar("t2", -1.0f)}, "a2", s);
+    b.output(b.node("Conv", {a2, weight("w2", {3, 4, 1, 1}, 3), weight("bias2", {3}, 4)}, "y", {1, 3, 5, 5}));
+    Graph g = b.build();
+    passes::fold_batchnorm(g);
+    g.verify();
+    EXPECT_EQ(g.nodes.size(), 3u) << values;  // Conv, Relu, Conv
+    EXPECT_EQ(count_ops(g, "Mul") + count_ops(g, "Add") + count_ops(g, "BatchNormalization"), 0) << values;
+    for (size_t k : {size_t{0}, size_t{2}}) EXPECT_EQ(g.value(g.nodes[k].inputs[2]).constant->has_values(), values);
+  }
+}
+
 TEST(FoldBatchnorm, ConvOutputReadElsewhereKeepsTheBatchNorm) {
   GraphBuilder b;
   auto x = b.input("x", {1, 2, 4, 4});
