@@ -440,8 +440,9 @@ int64_t physical_element(int64_t j, const std::vector<int>& pos, const std::vect
 // (b, oy, ox, ch) of the physical [N, OH, OW, C] copies source element (b, oy / sh, ox / sw, ch) of the
 // physical [N, H, W, C]. {sh, sw}, or nullopt for any other map (a plain copy included).
 std::optional<std::pair<int64_t, int64_t>> upsampling_factors(const DramTensor& x, const DramTensor& y,
-                                                                const std::vector<int64_t>& map) {
-  if (x.phys.size() != 4 || y.phys.size() != 4 || x.strided() || y.strided() || x.dtype != y.dtype) return std::nullopt;
+                                                              const std::vector<int64_t>& map) {
+  if (x.phys.size() != 4 || y.phys.size() != 4 || x.strided() || y.strided() || x.dtype != y.dtype)
+    return std::nullopt;
   const int64_t N = x.phys[0], H = x.phys[1], W = x.phys[2], C = x.phys[3], OH = y.phys[1], OW = y.phys[2];
   if (y.phys[0] != N || y.phys[3] != C || H <= 0 || W <= 0 || OH % H || OW % W) return std::nullopt;
   const int64_t sh = OH / H, sw = OW / W;
@@ -470,13 +471,14 @@ bool replicate_tiles(Context& c, const DramTensor& x, const DramTensor& y, int64
       for (int64_t x0 = 0; x0 < W; x0 += wt) {
         const int64_t nr = std::min(rt, H - y0), nw = std::min(wt, W - x0);
         const uint64_t slot = s.take();
-        c.load(Buffer::kInput, slot, x.range(), x.addr + static_cast<uint64_t>(((b * H + y0) * W + x0) * C) * es,
-               x.dtype, {C, nw, nr, 1}, {C, W * C, 0});
+        c.load(Buffer::kInput, slot, x.range(),
+               x.addr + static_cast<uint64_t>(((b * H + y0) * W + x0) * C) * es, x.dtype, {C, nw, nr, 1},
+               {C, W * C, 0});
         for (int64_t i = 0; i < sh; ++i) {
           for (int64_t j = 0; j < sw; ++j) {
             const int64_t at = ((b * OH + y0 * sh + i) * OW + x0 * sw + j) * C;
-            c.store(Buffer::kInput, slot, y.range(), y.addr + static_cast<uint64_t>(at) * es, y.dtype, {C, nw, nr, 1},
-                    {sw * C, sh * OW * C, 0});
+            c.store(Buffer::kInput, slot, y.range(), y.addr + static_cast<uint64_t>(at) * es, y.dtype,
+                    {C, nw, nr, 1}, {sw * C, sh * OW * C, 0});
           }
         }
       }
@@ -631,8 +633,9 @@ bool lower_index_map(Context& c, const Node& n, std::string* why) {
     const DramTensor& y = c.tensor(outputs[0]);
     const auto f = upsampling_factors(*sources[0], y, use[0]);
     if (f && replicate_tiles(c, *sources[0], y, f->first, f->second)) {
-      c.plan->mapping = fmt::format("nearest upsampling {}x{}: each input tile loaded once, stored {} times (strided STOREs)",
-                                    f->first, f->second, f->first * f->second);
+      c.plan->mapping = fmt::format(
+          "nearest upsampling {}x{}: each input tile loaded once, stored {} times (strided STOREs)", f->first,
+          f->second, f->first * f->second);
       return true;
     }
   }

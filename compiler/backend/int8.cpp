@@ -234,12 +234,13 @@ bool converts_in_tiles(const Node& n) {
 // outputs are all stored as codes of one QParams: it runs on the codes themselves, exactly. Returns the
 // codes' dtype, or nullopt.
 std::optional<DType> moves_codes(const Context& c, const quant::PrecisionPlan& plan, const Node& n) {
-  static const std::set<std::string> ops = {"MaxPool", "GlobalMaxPool", "Concat", "Split", "Slice", "Transpose",
-                                            "Pad", "Relu", "Resize", "Upsample", "DepthToSpace", "SpaceToDepth",
-                                            "Expand", "Tile"};
+  static const std::set<std::string> ops = {"MaxPool",      "GlobalMaxPool", "Concat", "Split",  "Slice",
+                                            "Transpose",    "Pad",           "Relu",   "Resize", "Upsample",
+                                            "DepthToSpace", "SpaceToDepth",  "Expand", "Tile"};
   if (!(n.domain.empty() || (n.domain == kNpuDomain && n.op_type == "Transpose")) || !ops.count(n.op_type))
     return std::nullopt;
-  if ((n.op_type == "Resize" || n.op_type == "Upsample") && !quant::shares_input_qparams(n)) return std::nullopt;
+  if ((n.op_type == "Resize" || n.op_type == "Upsample") && !quant::shares_input_qparams(n))
+    return std::nullopt;
   if (n.op_type == "MaxPool" && n.outputs.size() > 1 && !n.outputs[1].empty()) return std::nullopt;
   const QParams* first = nullptr;
   DType dt = DType::kFp32;

@@ -151,7 +151,8 @@ class Int8Strategy : public MatrixStrategy {
     const Buffer A = Buffer::kAccumulator;
     const int64_t yoff = t.img * j_.y_img + (t.oy0 * j_.OW + t.ox0) * j_.M + n0;  // the residual's
     const int64_t P = j_.out_pitch();
-    const int64_t out_off = t.img * (j_.y_view_img >= 0 ? j_.y_view_img : j_.y_img) + t.oy0 * j_.out_row() + t.ox0 * P + n0;
+    const int64_t out_off =
+        t.img * (j_.y_view_img >= 0 ? j_.y_view_img : j_.y_img) + t.oy0 * j_.out_row() + t.ox0 * P + n0;
     const std::array<int64_t, 4> box = {tn, t.ow, t.oh, 1};
     const std::array<int64_t, 3> strides = {j_.M, j_.OW * j_.M, 0};
     auto v = [&](VecOp op, DType in, DType out, uint64_t src1, uint64_t dst) {

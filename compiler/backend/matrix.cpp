@@ -224,7 +224,8 @@ class FloatStrategy : public MatrixStrategy {
     }
     c_.vec(last);
     const int64_t P = j_.out_pitch();
-    c_.store(last.dst_buf, last.dst, j_.y_range, j_.y_base(t.img) + out_off, c_.act, box, {P, j_.out_row(), 0});
+    c_.store(last.dst_buf, last.dst, j_.y_range, j_.y_base(t.img) + out_off, c_.act, box,
+             {P, j_.out_row(), 0});
   }
 
   static int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
@@ -384,10 +385,12 @@ bool lower_conv_transpose_blocks(Context& c, const Node& n, const DramTensor& x,
   const int64_t kh = wv.shape[2], kw = wv.shape[3];
   const auto st = n.attr_ints("strides", {1, 1}), dl = n.attr_ints("dilations", {1, 1});
   const auto pads = n.attr_ints("pads", {0, 0, 0, 0}), opad = n.attr_ints("output_padding", {0, 0});
-  const auto zero = [](const std::vector<int64_t>& v) { return std::all_of(v.begin(), v.end(), [](int64_t e) { return e == 0; }); };
+  const auto zero = [](const std::vector<int64_t>& v) {
+    return std::all_of(v.begin(), v.end(), [](int64_t e) { return e == 0; });
+  };
   if (n.attr_int("group", 1) != 1 || wv.shape[0] != C || wv.shape[1] != M || st.size() != 2 || st[0] != kh ||
-      st[1] != kw || dl != std::vector<int64_t>{1, 1} || !zero(pads) || !zero(opad) || OH != H * kh || OW != W * kw ||
-      n.attr_string("auto_pad", "NOTSET") != "NOTSET" || y.strided() || x.strided() ||
+      st[1] != kw || dl != std::vector<int64_t>{1, 1} || !zero(pads) || !zero(opad) || OH != H * kh ||
+      OW != W * kw || n.attr_string("auto_pad", "NOTSET") != "NOTSET" || y.strided() || x.strided() ||
       (n.has_attr(kResidualInput) && n.has_input(3)))
     return false;
   FloatJob j;
@@ -415,7 +418,8 @@ bool lower_conv_transpose_blocks(Context& c, const Node& n, const DramTensor& x,
     for (int64_t jj = 0; jj < kw; ++jj)
       for (int64_t m = 0; m < M; ++m)
         for (int64_t ci = 0; ci < C; ++ci)
-          wi[static_cast<size_t>((jj * M + m) * C + ci)] = w[static_cast<size_t>(((ci * M + m) * kh + i) * kw + jj)];
+          wi[static_cast<size_t>((jj * M + m) * C + ci)] =
+              w[static_cast<size_t>(((ci * M + m) * kh + i) * kw + jj)];
     FloatJob ji = j;
     ji.w = grouped_weights(ji, wi);
     const uint64_t ya = y.addr + static_cast<uint64_t>(i * OW * M) * es;
@@ -431,9 +435,10 @@ bool lower_conv_transpose_blocks(Context& c, const Node& n, const DramTensor& x,
   p.est_cycles = total.est_cycles, p.model_cycles = total.model_cycles;
   p.est_compute_cycles = total.est_compute_cycles, p.est_dma_cycles = total.est_dma_cycles;
   p.macs = total.macs, p.instructions = total.instructions, p.candidates = total.candidates;
-  p.mapping = fmt::format("ConvTranspose with stride = kernel {}x{}: {} 1x1 CONVs of {} channels, each writing one output "
-                          "row in {} (strided STORE)",
-                          kh, kw, kh, kw * M, kh);
+  p.mapping = fmt::format(
+      "ConvTranspose with stride = kernel {}x{}: {} 1x1 CONVs of {} channels, each writing one output "
+      "row in {} (strided STORE)",
+      kh, kw, kh, kw * M, kh);
   return true;
 }
 

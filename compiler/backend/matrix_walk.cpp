@@ -366,13 +366,13 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
   if (!c_.can_time()) return best.front();
   // A layer identical to one already decided (ResNet's repeated blocks: the same geometry, operand
   // types, epilogue and candidates) takes the same winner without simulating the candidates again.
-  std::string key = fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}|{} {} {} {} {} {}",
-                                j_.gemm, j_.b_const, j_.images, j_.H, j_.W, j_.C, j_.OH, j_.OW, j_.M, j_.out_pitch(), j_.out_row(), j_.kh, j_.kw,
-                                j_.sh, j_.sw, j_.dh, j_.dw, j_.pt, j_.pl, j_.groups, j_.cg, j_.mg, j_.step_h, j_.step_w,
-                                j_.src_w, static_cast<int>(s_.ops.a) + 100 * (j_.a_sram >= 0) + 1000 * (j_.y_sram >= 0),
-                                static_cast<int>(s_.ops.w),
-                                static_cast<int>(s_.ops.y), static_cast<int>(s_.ops.r), s_.ops.tile_read,
-                                s_.epilogue_ops());
+  std::string key = fmt::format(
+      "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}|{} {} {} {} {} {}", j_.gemm,
+      j_.b_const, j_.images, j_.H, j_.W, j_.C, j_.OH, j_.OW, j_.M, j_.out_pitch(), j_.out_row(), j_.kh, j_.kw,
+      j_.sh, j_.sw, j_.dh, j_.dw, j_.pt, j_.pl, j_.groups, j_.cg, j_.mg, j_.step_h, j_.step_w, j_.src_w,
+      static_cast<int>(s_.ops.a) + 100 * (j_.a_sram >= 0) + 1000 * (j_.y_sram >= 0),
+      static_cast<int>(s_.ops.w), static_cast<int>(s_.ops.y), static_cast<int>(s_.ops.r), s_.ops.tile_read,
+      s_.epilogue_ops());
   for (const Tiling& t : best) {
     key += fmt::format("|{} {} {} {} {} {} {}", t.gb, t.toh, t.tow, t.tc, t.tn, t.spatial_outer, t.input_resident);
   }

@@ -101,8 +101,9 @@ bool as_sram_gemm(const MatrixJob& j, const OnChipValue& v, MatrixJob* g) {
   if (!v.pending || j.a_range.begin != v.dram.begin || j.a_range.end != v.dram.end || !j.b_const || j.groups != 1 ||
       j.a_base(0) != v.dram.begin)
     return false;
-  const bool pointwise = !j.gemm && j.kh == 1 && j.kw == 1 && j.sh == 1 && j.sw == 1 && j.pt == 0 && j.pl == 0 &&
-                         j.OH == j.H && j.OW == j.W && j.step_h == 1 && j.step_w == 1 && j.src_w == 0 && j.y_pitch == 0 && j.y_row == 0;
+  const bool pointwise = !j.gemm && j.kh == 1 && j.kw == 1 && j.sh == 1 && j.sw == 1 && j.pt == 0 &&
+                         j.pl == 0 && j.OH == j.H && j.OW == j.W && j.step_h == 1 && j.step_w == 1 &&
+                         j.src_w == 0 && j.y_pitch == 0 && j.y_row == 0;
   if (!pointwise && !(j.gemm && j.images == 1)) return false;
   *g = j;
   if (pointwise) {

@@ -22,7 +22,8 @@ using Affine = ChannelAffine;
 // A per-output-channel bias after the fold: s*b + t (b = 0 when absent).
 Tensor folded_bias(const Tensor* bias, const Affine& a) {
   const auto c = static_cast<int64_t>(a.scale.size());
-  if (bias && !bias->has_values()) return Tensor::shape_only(DataType::kFloat32, {c});  // a timing-only compile
+  if (bias && !bias->has_values())
+    return Tensor::shape_only(DataType::kFloat32, {c});  // a timing-only compile
   Tensor out(DataType::kFloat32, {c});
   for (int64_t i = 0; i < c; ++i) out.f[i] = (bias ? bias->f[i] : 0.0f) * a.scale[i] + a.shift[i];
   return out;
@@ -219,7 +220,8 @@ void fold_into_next_conv(Graph& g, std::vector<bool>& dead) {
     if (conv.op_type != "Conv" || !conv.domain.empty() || conv.inputs[0] != e.outputs[0]) continue;
     const std::string auto_pad = conv.attr_string("auto_pad", "NOTSET");
     const auto pads = conv.attr_ints("pads", {});
-    if ((auto_pad != "NOTSET" && auto_pad != "VALID") || std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p != 0; }))
+    if ((auto_pad != "NOTSET" && auto_pad != "VALID") ||
+        std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p != 0; }))
       continue;
     const Tensor* w = constant_of(g, conv.inputs[1]);
     const Tensor* bias = conv.has_input(2) ? constant_of(g, conv.inputs[2]) : nullptr;
@@ -229,7 +231,9 @@ void fold_into_next_conv(Graph& g, std::vector<bool>& dead) {
     if (group <= 0 || m % group || cg * group != static_cast<int64_t>(a->scale.size())) continue;
     const int64_t per = w->size() / (m * cg), mg = m / group;
     Tensor nw = *w;
-    Tensor nb = !w->has_values() ? Tensor::shape_only(DataType::kFloat32, {m}) : bias ? *bias : Tensor(DataType::kFloat32, {m});
+    Tensor nb = !w->has_values() ? Tensor::shape_only(DataType::kFloat32, {m})
+                : bias           ? *bias
+                                 : Tensor(DataType::kFloat32, {m});
     for (int64_t o = 0; o < m && nw.has_values(); ++o) {
       double sum = 0.0;
       for (int64_t c = 0; c < cg; ++c) {

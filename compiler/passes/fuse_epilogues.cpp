@@ -22,7 +22,8 @@ bool is_matrix(const Node& n) {
 // A constant `c` added to the [.., M, ..] output of `m` as a per-channel bias: returns it as [M]
 // (detail::channel_constant along the output channel axis); for Gemm, C broadcast to [M, N].
 std::optional<Tensor> as_bias(const Graph& g, const Node& m, const Tensor& c) {
-  if (m.op_type != "Gemm") return detail::channel_constant(g, m.outputs[0], detail::output_channel_axis(g, m), c);
+  if (m.op_type != "Gemm")
+    return detail::channel_constant(g, m.outputs[0], detail::output_channel_axis(g, m), c);
   const Value& out = g.value(m.outputs[0]);
   if (!out.fully_known() || !c.floating() || c.rank() > static_cast<int64_t>(out.shape.size()))
     return std::nullopt;

@@ -69,8 +69,8 @@ std::optional<float> scalar_constant(const Graph& g, const std::string& name) {
 
 std::optional<Tensor> channel_constant(const Graph& g, const std::string& v, size_t axis, const Tensor& c) {
   const Value& out = g.value(v);
-  if (!out.fully_known() || !c.floating() || !c.has_values() || c.rank() > static_cast<int64_t>(out.shape.size()) ||
-      axis >= out.shape.size())
+  if (!out.fully_known() || !c.floating() || !c.has_values() ||
+      c.rank() > static_cast<int64_t>(out.shape.size()) || axis >= out.shape.size())
     return std::nullopt;
   const size_t off = out.shape.size() - c.shape.size();
   const int64_t ch = out.shape[axis];

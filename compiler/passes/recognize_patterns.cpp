@@ -333,7 +333,8 @@ std::optional<std::pair<float, float>> clip_bounds(const Graph& g, const Node& c
 // The sole reader of `v` when it divides `v` by 6 (Div(v, 6) or Mul by 1/6), else -1.
 int sixth(const Graph& g, const Matcher& m, const std::string& v) {
   int k = m.next(v, "Div");
-  if (k >= 0) return g.nodes[k].inputs[0] == v && near(scalar_constant(g, g.nodes[k].inputs[1]), 6.0) ? k : -1;
+  if (k >= 0)
+    return g.nodes[k].inputs[0] == v && near(scalar_constant(g, g.nodes[k].inputs[1]), 6.0) ? k : -1;
   k = m.next(v, "Mul");
   const int i = k < 0 ? -1 : Matcher::operand_index(g.nodes[k], v);
   return i >= 0 && near(scalar_constant(g, g.nodes[k].inputs[1 - i]), 1.0 / 6.0) ? k : -1;
@@ -345,7 +346,9 @@ int sixth(const Graph& g, const Matcher& m, const std::string& v) {
 bool match_hard_chain(Graph& g, Matcher& m, int add) {
   const Node& an = g.nodes[add];
   if (an.op_type != "Add" || an.inputs.size() != 2) return false;
-  const int xi = near(scalar_constant(g, an.inputs[1]), 3.0) ? 0 : near(scalar_constant(g, an.inputs[0]), 3.0) ? 1 : -1;
+  const int xi = near(scalar_constant(g, an.inputs[1]), 3.0)   ? 0
+                 : near(scalar_constant(g, an.inputs[0]), 3.0) ? 1
+                                                               : -1;
   if (xi < 0 || detail::constant_of(g, an.inputs[xi])) return false;
   const std::string x = an.inputs[xi];
   const int clip = m.next(an.outputs[0], "Clip");
@@ -367,8 +370,10 @@ bool match_hard_chain(Graph& g, Matcher& m, int add) {
   } else if (const int div = sixth(g, m, cv); div >= 0) {
     last = times_x(g.nodes[div].outputs[0]);
     swish = last >= 0;
-    if (!swish) last = div;
-    else others.push_back(div);
+    if (!swish)
+      last = div;
+    else
+      others.push_back(div);
   }
   if (last < 0) return false;
   Node n;

@@ -880,8 +880,9 @@ TEST(Int8Codegen, NearestResizeMovesCodesOnceEachWay) {
     t::GraphBuilder b;
     auto x = b.input("x", {1, 5, 6, 7});
     auto a = b.node("Conv", {x, b.random_constant("wa", {16, 5, 1, 1}, 1, -0.5f, 0.5f)}, "a", {1, 16, 6, 7});
-    auto u = b.node("Resize", {a, b.constant("roi", compiler::Tensor::from_floats({0}, {})),
-                               b.constant("sc", compiler::Tensor::from_floats({4}, {1, 1, 2, sw}))},
+    auto u = b.node("Resize",
+                    {a, b.constant("roi", compiler::Tensor::from_floats({0}, {})),
+                     b.constant("sc", compiler::Tensor::from_floats({4}, {1, 1, 2, sw}))},
                     "u", {1, 16, 12, static_cast<int64_t>(7 * sw)}, {{"mode", t::attr_s("nearest")}});
     b.output(b.node("Conv", {u, b.random_constant("wb", {4, 16, 1, 1}, 2, -0.5f, 0.5f)}, "y",
                     {1, 4, 12, static_cast<int64_t>(7 * sw)}));
@@ -889,7 +890,8 @@ TEST(Int8Codegen, NearestResizeMovesCodesOnceEachWay) {
     const Compiled k = compile_graph_int8(b.build(), config);
     EXPECT_EQ(k.plan.values.at("u").scale, k.plan.values.at("a").scale);
     expect_one_layer_storing_codes(k, "Resize", "nearest upsampling");
-    for (const auto& sample : q::synthetic_samples(k.lowered, 2, 31)) EXPECT_EQ(check_bit_exact(k, config, sample), 2);
+    for (const auto& sample : q::synthetic_samples(k.lowered, 2, 31))
+      EXPECT_EQ(check_bit_exact(k, config, sample), 2);
   }
 }
 

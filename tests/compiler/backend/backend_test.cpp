@@ -5,9 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
-#include <cmath>
 
 #include "compiler/backend/compile.h"
 #include "compiler/backend/matrix_walk.h"
@@ -636,7 +636,8 @@ TEST(Matrix, ConvTransposeWithStrideEqualToKernelIsOneConvPerKernelRow) {
       CompileResult r;
       EXPECT_LT(compile_and_compare(g, config, &r), kTol) << k.m << " " << k.kh << "x" << k.kw;
       EXPECT_TRUE(r.fallbacks.empty()) << compile_summary(r);
-      const auto l = std::find_if(r.layers.begin(), r.layers.end(), [](const LayerPlan& p) { return p.op == "ConvTranspose"; });
+      const auto l = std::find_if(r.layers.begin(), r.layers.end(),
+                                  [](const LayerPlan& p) { return p.op == "ConvTranspose"; });
       ASSERT_NE(l, r.layers.end()) << compile_summary(r);
       EXPECT_NE(l->mapping.find("stride = kernel"), std::string::npos) << l->mapping;
       EXPECT_EQ(l->macs, 2 * 5 * 7 * 6 * k.kh * k.kw * k.m);  // the transposed conv's own MACs
@@ -664,7 +665,8 @@ TEST(Vector, NearestUpsamplingByIntegerFactorsStoresEachInputTileOncePerOutputPo
     uint32_t layer = 0;
     while (layer < r.layers.size() && r.layers[layer].op != "Resize") ++layer;
     ASSERT_LT(layer, r.layers.size()) << compile_summary(r);
-    EXPECT_NE(r.layers[layer].mapping.find("nearest upsampling 2x3"), std::string::npos) << r.layers[layer].mapping;
+    EXPECT_NE(r.layers[layer].mapping.find("nearest upsampling 2x3"), std::string::npos)
+        << r.layers[layer].mapping;
     int64_t loads = 0, stores = 0;
     for (const isa::Instruction& i : r.program.instructions) {
       if (i.layer() != layer) continue;

@@ -72,8 +72,8 @@ TEST(FoldBatchnorm, ConstantScaleAndShiftAfterAConvFoldIntoIt) {
   // PP-LCNet's learnable affine block: Conv -> Mul(scalar) -> Add(scalar); and a per-channel Sub, a Div.
   GraphBuilder b;
   auto x = b.input("x", {1, 3, 6, 6});
-  auto c = b.node("Conv", {x, b.random_constant("w", {4, 3, 3, 3}, 1), b.random_constant("bias", {4}, 2)}, "c",
-                  {1, 4, 4, 4}, {{"kernel_shape", attr_ints({3, 3})}});
+  auto c = b.node("Conv", {x, b.random_constant("w", {4, 3, 3, 3}, 1), b.random_constant("bias", {4}, 2)},
+                  "c", {1, 4, 4, 4}, {{"kernel_shape", attr_ints({3, 3})}});
   auto m = b.node("Mul", {b.scalar("s", 0.75f), c}, "m", {1, 4, 4, 4});
   auto a = b.node("Add", {m, b.scalar("t", -0.25f)}, "a", {1, 4, 4, 4});
   auto d = b.node("Sub", {a, b.random_constant("u", {4, 1, 1}, 3)}, "d", {1, 4, 4, 4});
@@ -95,8 +95,10 @@ TEST(FoldBatchnorm, AffineChainsBecomeOneMapAndFoldIntoAnUnpaddedConv) {
   const Shape s = {1, 4, 5, 5};
   auto x = b.input("x", s);
   auto affine = [&](const std::string& k, const std::string& in) {
-    auto m = b.node("Mul", {in, b.scalar("s" + k, 0.5f + 0.25f * static_cast<float>(k[0] - '0'))}, "m" + k, s);
-    return b.node("Add", {m, b.random_constant("t" + k, {1, 4, 1, 1}, 10 + static_cast<uint32_t>(k[0]))}, "a" + k, s);
+    auto m =
+        b.node("Mul", {in, b.scalar("s" + k, 0.5f + 0.25f * static_cast<float>(k[0] - '0'))}, "m" + k, s);
+    return b.node("Add", {m, b.random_constant("t" + k, {1, 4, 1, 1}, 10 + static_cast<uint32_t>(k[0]))},
+                  "a" + k, s);
   };
   auto r = b.node("Relu", {x}, "r", s);
   auto p = b.node("Conv", {affine("1", r), b.random_constant("wp", {4, 1, 3, 3}, 4)}, "p", s,
@@ -130,7 +132,8 @@ TEST(FoldBatchnorm, ShapeOnlyWeightsFoldTheSameWayWithoutValues) {
     const Shape s = {1, 4, 5, 5};
     auto x = b.input("x", s);
     auto weight = [&](const std::string& name, const Shape& shape, uint32_t seed) {
-      return values ? b.random_constant(name, shape, seed) : b.constant(name, Tensor::shape_only(DataType::kFloat32, shape));
+      return values ? b.random_constant(name, shape, seed)
+                    : b.constant(name, Tensor::shape_only(DataType::kFloat32, shape));
     };
     auto c = b.node("Conv", {x, weight("w", {4, 4, 1, 1}, 1), weight("bias", {4}, 2)}, "c", s);
     auto m = b.node("Mul", {c, b.scalar("s", 0.5f)}, "m", s);
@@ -143,7 +146,8 @@ TEST(FoldBatchnorm, ShapeOnlyWeightsFoldTheSameWayWithoutValues) {
     g.verify();
     EXPECT_EQ(g.nodes.size(), 3u) << values;  // Conv, Relu, Conv
     EXPECT_EQ(count_ops(g, "Mul") + count_ops(g, "Add") + count_ops(g, "BatchNormalization"), 0) << values;
-    for (size_t k : {size_t{0}, size_t{2}}) EXPECT_EQ(g.value(g.nodes[k].inputs[2]).constant->has_values(), values);
+    for (size_t k : {size_t{0}, size_t{2}})
+      EXPECT_EQ(g.value(g.nodes[k].inputs[2]).constant->has_values(), values);
   }
 }
 

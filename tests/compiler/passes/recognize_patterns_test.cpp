@@ -190,11 +190,11 @@ TEST(RecognizePatterns, PaddleHardSwishAndHardSigmoidChains) {
     return b.node("Clip", {a, lo, hi}, "c" + k, s);
   };
   auto m1 = b.node("Mul", {x, chain("1", x, 3.0f)}, "m1", s);
-  auto hs1 = b.node("Div", {m1, b.scalar("six1", 6.0f)}, "hs1", s);                      // HardSwish
-  auto d2 = b.node("Div", {chain("2", hs1, 3.0f), b.scalar("six2", 6.0f)}, "d2", s);    // HardSigmoid
+  auto hs1 = b.node("Div", {m1, b.scalar("six1", 6.0f)}, "hs1", s);                   // HardSwish
+  auto d2 = b.node("Div", {chain("2", hs1, 3.0f), b.scalar("six2", 6.0f)}, "d2", s);  // HardSigmoid
   auto d3 = b.node("Mul", {b.scalar("sixth3", 1.0f / 6.0f), chain("3", d2, 3.0f)}, "d3", s);
-  auto hs3 = b.node("Mul", {d3, d2}, "hs3", s);                                          // HardSwish
-  auto no = b.node("Div", {chain("4", hs3, 2.0f), b.scalar("six4", 6.0f)}, "no", s);    // not one
+  auto hs3 = b.node("Mul", {d3, d2}, "hs3", s);                                       // HardSwish
+  auto no = b.node("Div", {chain("4", hs3, 2.0f), b.scalar("six4", 6.0f)}, "no", s);  // not one
   b.output(no);
   Graph before = b.build();
   Graph g = before;
