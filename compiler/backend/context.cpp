@@ -3,6 +3,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "compiler/passes/lowered.h"
 #include "isa/program_slice.h"
 #include "isa/strides.h"
 #include "isa/timing/dma.h"
@@ -71,16 +72,15 @@ std::vector<int64_t> DramTensor::strides() const {
 }
 
 bool DramTensor::nhwc_in_memory() const {
-  static const std::vector<int> kNhwcOrder = {0, 2, 3, 1};
   if (shape.size() != 4) return false;
-  if (layout == kNhwcOrder) return true;
+  if (layout == kNhwc) return true;
   if (strided()) return false;  // a view's strides are those of its own layout
   std::vector<int> order = layout;
   if (order.empty()) order = {0, 1, 2, 3};
   std::vector<int> a, b;
   for (int d : order)
     if (shape[static_cast<size_t>(d)] > 1) a.push_back(d);
-  for (int d : kNhwcOrder)
+  for (int d : kNhwc)
     if (shape[static_cast<size_t>(d)] > 1) b.push_back(d);
   return a == b;
 }
