@@ -17,6 +17,7 @@
 #include "compiler/backend/movement.h"
 #include "compiler/backend/residency.h"
 #include "compiler/backend/roofline.h"
+#include "compiler/backend/vector_tiling.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/precision.h"
 #include "isa/layer_names.h"
@@ -431,7 +432,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
         ok = scope.int8_matrix() ? backend::lower_matrix_int8(c, n) : backend::lower_matrix(c, n);
         if (!ok) why = "matrix op form not mapped by the back end";
       } else {
-        ok = backend::lower_vector(c, n, &why);
+        ok = backend::lower_vector_tiled(c, n, &why);
       }
       if (!ok) {
         if (c.em.size() != lowering_from) throw std::logic_error("backend: a lowering emitted code and then gave up");

@@ -81,8 +81,10 @@ struct LayerPlan {
   int64_t tile_m = 0, tile_k = 0, tile_n = 0;
   int64_t tile_oh = 0, tile_ow = 0;  // conv: output rows x cols per tile (tile_m = tile_oh * tile_ow)
   int64_t group_block = 0;           // grouped conv: groups mapped together as one block-diagonal CONV
+  int64_t tile_elems = 0;  // vector layers that stream SRAM tiles: elements per tile (vector_tiling.h)
   std::string loop_order;            // e.g. "n-outer (weights resident)"
-  // Matrix layers: why the tile is not larger, e.g. "sram.accumulator 94% full" or "whole layer".
+  // Why the tile is not larger, e.g. "sram.accumulator 94% full" or "whole layer" (matrix layers), "a
+  // smaller tile pipelines better: ..." (vector layers).
   std::string tile_limit;
   int64_t sram_input_bytes = 0, sram_weight_bytes = 0, sram_acc_bytes = 0;  // all slots of the layer
   int64_t est_cycles = 0;            // the layer after its predecessor on an idle machine (simulated when timed)

@@ -87,6 +87,11 @@ class Context {
   int64_t esize;   // bytes per activation element
   double dram_bytes_per_cycle;  // isa::timing::sustained_dram_bytes_per_cycle (0 = unlimited)
   uint32_t layer = 0;
+  // Vector layers' SRAM tiles (backend/vector_tiling.h): make_slots hands out at most `tile_limit`
+  // elements per slot (0 = as many as the scratchpad holds) and records in `slot_elems` the largest slot
+  // it handed out since the layer began (0 = the lowering streams no tiles).
+  int64_t tile_limit = 0;
+  int64_t slot_elems = 0;
   std::map<std::string, DramTensor> tensors;  // runtime values by name
   ConcatFolding folding;                      // values written in place into a Concat's buffer
   // # int8: runtime values the current node reads or writes as int8/uint8 codes itself (PlanScope

@@ -19,7 +19,7 @@ namespace {
 // The first tiling key the entry sets ("loop_order" when only that).
 std::string_view first_tiling_key(const LayerMapping& m) {
   for (const TileKey& k : tile_keys()) {
-    if (m.*k.field) return k.key;
+    if (k.scope != TileScope::kVector && m.*k.field) return k.key;
   }
   return "loop_order";
 }
@@ -40,6 +40,17 @@ void check_mapping_names(const Graph& g, const MappingOverrides& mapping) {
 }
 
 bool imposed_host(const LayerMapping& m, const Node& n, const std::string& natural) {
+  const bool to_host = m.placement == Placement::kHost;
+  if (m.has_vector_tiling() && (natural != "vector" || to_host)) {
+    const std::string where = to_host ? "is placed on the host"
+                              : natural == "matrix"
+                                  ? "runs on the array (its tile is tile_m/tile_oh/... x tile_n)"
+                              : natural == "free" ? "is free (an alias of its input, no instructions)"
+                                                  : "runs on the host";
+    fail(m, "tile_elems",
+         fmt::format("tile_elems applies to layers that stream SRAM tiles on the vector unit; this {} {}",
+                     n.op_type, where));
+  }
   if (m.has_tiling() && natural != "matrix") {
     const std::string_view key = first_tiling_key(m);
     fail(m, key,

@@ -15,6 +15,9 @@ const std::vector<TileKey>& tile_keys() {
       {"tile_m", &LayerMapping::tile_m, TileScope::kGemm, "Gemm/MatMul: rows (M) per tile"},
       {"tile_k", &LayerMapping::tile_k, TileScope::kGemm, "Gemm/MatMul: reduction (K) chunk"},
       {"tile_n", &LayerMapping::tile_n, TileScope::kBoth, "output channels (conv) or columns (N) per tile"},
+      {"tile_elems", &LayerMapping::tile_elems, TileScope::kVector,
+       "vector layers that stream SRAM tiles (element-wise, pooling, data movement): elements per tile, the "
+       "largest of the layer's ping-pong slots"},
   };
   return keys;
 }
@@ -29,10 +32,12 @@ std::string LayerMapping::at(std::string_view key) const {
 bool LayerMapping::has_tiling() const {
   if (loop_order) return true;
   for (const TileKey& k : tile_keys()) {
-    if (this->*k.field) return true;
+    if (k.scope != TileScope::kVector && this->*k.field) return true;
   }
   return false;
 }
+
+bool LayerMapping::has_vector_tiling() const { return tile_elems.has_value(); }
 
 std::string_view loop_order_name(LoopOrder o) {
   switch (o) {

@@ -35,6 +35,7 @@ struct LayerMapping {
   std::optional<int64_t> tile_oh, tile_ow, tile_c;  // conv: output rows, output cols, input channels
   std::optional<int64_t> tile_m, tile_k;            // Gemm/MatMul: rows, reduction
   std::optional<int64_t> tile_n;                    // output channels (conv) or columns (Gemm/MatMul)
+  std::optional<int64_t> tile_elems;                // vector layers that stream tiles: elements per SRAM tile
   std::optional<LoopOrder> loop_order;
   // Whether the layer's output stays in the input scratchpad for the pointwise conv after it
   // (compiler/backend/residency.h) instead of going to DRAM. Left out: the back end decides.
@@ -48,11 +49,12 @@ struct LayerMapping {
 
   // The position of `key` (the entry's when the key has none).
   std::string at(std::string_view key) const;
-  bool has_tiling() const;  // any key of the matrix tiling (all but name and placement)
+  bool has_tiling() const;         // any key of the matrix tiling (the matrix tile keys, loop_order)
+  bool has_vector_tiling() const;  // tile_elems (compiler/backend/vector_tiling.h)
 };
 
-// Which matrix layers a tile key applies to.
-enum class TileScope { kConv, kGemm, kBoth };
+// Which layers a tile key applies to: matrix layers (convolutions, GEMMs or both) or vector layers.
+enum class TileScope { kConv, kGemm, kBoth, kVector };
 
 // A tile key of LayerMapping: one declaration that the file reader and writer, the back end's checks
 // and the documentation walk.

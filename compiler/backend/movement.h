@@ -16,7 +16,8 @@ inline constexpr int64_t kMaxDim = 65535;  // the widest DMA size / VEC d field
 // Logical dim -> physical position of a tensor.
 std::vector<int> positions(const DramTensor& t);
 
-// Ping-pong slots in one scratchpad, each `elems` elements of c.esize bytes.
+// Ping-pong slots in one scratchpad, each `elems` elements of c.esize bytes (at most Context::tile_limit,
+// and recorded in Context::slot_elems: backend/vector_tiling.h).
 struct Slots {
   isa::Buffer buf;
   uint64_t addr[2] = {0, 0};

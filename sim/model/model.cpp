@@ -158,7 +158,8 @@ void attach_compile_info(const CompiledModel& compiled, traces::Report& report) 
     JsonWriter w(l.extra_json);
     w.members().key("mapping").object().member("placement", p.placement).member("description", p.mapping);
     w.key("tile").object().member("m", p.tile_m).member("k", p.tile_k).member("n", p.tile_n);
-    w.member("oh", p.tile_oh).member("ow", p.tile_ow).end().member("loop_order", p.loop_order);
+    w.member("oh", p.tile_oh).member("ow", p.tile_ow).member("elems", p.tile_elems).end();
+    w.member("loop_order", p.loop_order);
     w.key("sram_bytes").object().member("input", p.sram_input_bytes).member("weight", p.sram_weight_bytes);
     w.member("accumulator", p.sram_acc_bytes).end().member("estimated_cycles", p.est_cycles);
     w.member("estimated_compute_cycles", p.est_compute_cycles)

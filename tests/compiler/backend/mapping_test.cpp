@@ -275,6 +275,61 @@ TEST(Mapping, KeysTheLayersLoweringHasNoChoiceForAreErrors) {
             std::string::npos);
 }
 
+// x [1, 32, 64, 64] -> Sigmoid: an element-wise layer whose 131072 elements stream through SRAM tiles.
+Graph sigmoid() {
+  GraphBuilder b;
+  b.input("x", {1, 32, 64, 64});
+  b.node("Sigmoid", {"x"}, {"y"});
+  b.output("y");
+  return b.build();
+}
+
+TEST(Mapping, AnImposedVectorTileIsTheLayersTileAndStillComputesTheModel) {
+  Graph lowered = sigmoid();
+  lower(lowered);
+  const CompileResult whole = compile(lowered, isa::NpuConfig{});
+  const LayerPlan& w = layer(whole, "y_node");
+  ASSERT_GT(w.tile_elems, 8192);  // the largest tile the input scratchpad's ping-pong pair holds
+  EXPECT_EQ(w.chosen.tile_elems, w.tile_elems);
+  LayerMapping m = entry("y_node");
+  m.tile_elems = 4096;
+  CompileResult r;
+  EXPECT_LT(imposed_error(sigmoid(), m, &r), 1e-6);
+  const LayerPlan& p = layer(r, "y_node");
+  EXPECT_EQ(p.tile_elems, 4096);
+  EXPECT_EQ(p.tile_limit, "imposed by the mapping file");
+  EXPECT_EQ(p.chosen.tile_elems, 4096);
+  // 32 tiles of 4096 instead of a few whole-SRAM ones: a LOAD, a VEC and a STORE each.
+  EXPECT_GE(p.instructions, 3 * 32);
+  EXPECT_LT(w.instructions, p.instructions);
+}
+
+TEST(Mapping, BadVectorTilesAreErrors) {
+  LayerMapping m = entry("y_node");
+  m.tile_elems = 0;
+  m.where["tile_elems"] = "m.yaml:4:17";
+  EXPECT_EQ(error_of(sigmoid(), m), "m.yaml:4:17: layer 'y_node': tile_elems=0 must be at least 1");
+  m.tile_elems = 131073;
+  EXPECT_EQ(
+      error_of(sigmoid(), m),
+      "m.yaml:4:17: layer 'y_node': tile_elems=131073 is larger than the layer's largest tensor (131072 "
+      "elements)");
+  isa::NpuConfig small;
+  small.sram.input.size_kib = 64;  // a ping-pong pair of 32 KiB: 8192 fp32 elements each
+  m.tile_elems = 10000;
+  EXPECT_EQ(error_of(sigmoid(), m, small),
+            "m.yaml:4:17: layer 'y_node': tile_elems=10000 overflows the scratchpad: a ping-pong slot of "
+            "this layer "
+            "holds at most 8192 elements");
+  m = entry("c_node");  // the conv: a matrix layer
+  m.tile_elems = 64;
+  EXPECT_EQ(error_of(conv_then_vector(), m)
+                .rfind("m.yaml:3:5: layer 'c_node': tile_elems applies to layers that "
+                       "stream SRAM tiles on the vector unit; this Conv runs on the array",
+                       0),
+            0u);
+}
+
 TEST(Mapping, GroupBlockMustDivideTheGroupsAndIsNotSplit) {
   LayerMapping m = entry("c_node");
   m.group_block = 3;
