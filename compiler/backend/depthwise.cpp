@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
+#include <utility>
 
 #include "isa/ceil_div.h"
 #include "isa/timing/dma.h"
@@ -60,6 +62,35 @@ std::vector<int64_t> extents(int64_t n) {
     if (v.empty() || v.back() != x) v.push_back(x);
   }
   return v;
+}
+
+// The keys a mapping file may give a depthwise conv on the vector unit (tile_oh, tile_ow, tile_n), each
+// within the layer; the array's keys name what they would tile and exit 2.
+void check_vector_tiles(const LayerMapping& m, const MatrixJob& j) {
+  auto fail = [&](std::string_view key, const std::string& what) {
+    throw MappingError(fmt::format("{}: layer '{}': {}", m.at(key), m.name, what));
+  };
+  for (const auto& [key, v] : {std::pair{"group_block", m.group_block}, std::pair{"tile_c", m.tile_c},
+                               std::pair{"tile_m", m.tile_m}, std::pair{"tile_k", m.tile_k}}) {
+    if (v) {
+      fail(key,
+           fmt::format("{} applies to the array's mapping; on the vector unit (placement vector) a depthwise "
+                       "conv's tile is tile_oh x tile_ow x tile_n",
+                       key));
+    }
+  }
+  if (m.loop_order) {
+    fail("loop_order",
+         "loop_order applies to the array's mapping; on the vector unit (placement vector) a "
+         "depthwise conv walks its tiles channel chunk by channel chunk");
+  }
+  for (const auto& [key, v, extent, what] : {std::tuple{"tile_oh", m.tile_oh, j.OH, "output rows"},
+                                             std::tuple{"tile_ow", m.tile_ow, j.OW, "output columns"},
+                                             std::tuple{"tile_n", m.tile_n, j.C, "channels"}}) {
+    if (!v) continue;
+    if (*v < 1) fail(key, fmt::format("{}={} must be at least 1", key, *v));
+    if (*v > extent) fail(key, fmt::format("{}={} is larger than the layer's {} {}", key, *v, extent, what));
+  }
 }
 
 }  // namespace
@@ -137,7 +168,7 @@ void DepthwiseMapper::estimate(DepthwiseTiling& t) const {
   t.est = std::max(vec, dma) + std::min(first_load, last_vec);
 }
 
-std::vector<DepthwiseTiling> DepthwiseMapper::search(size_t keep) const {
+std::vector<DepthwiseTiling> DepthwiseMapper::search(size_t keep, const LayerMapping* imposed) const {
   std::vector<DepthwiseTiling> all;
   // Channel chunks that are whole multiples of the lanes where possible (every pass of the vector unit
   // full), or the whole tensor.
@@ -151,9 +182,15 @@ std::vector<DepthwiseTiling> DepthwiseMapper::search(size_t keep) const {
     if (std::find(tns.begin(), tns.end(), tn) == tns.end() && tn < j_.C) tns.push_back(tn);
   }
   if (tns.back() > 1) tns.push_back(std::min<int64_t>(j_.C, lanes));
+  std::vector<int64_t> tows = extents(j_.OW), tohs = extents(j_.OH);
+  if (imposed) {  // a mapping file's values: the only candidates of their dimensions
+    if (imposed->tile_n) tns = {*imposed->tile_n};
+    if (imposed->tile_ow) tows = {*imposed->tile_ow};
+    if (imposed->tile_oh) tohs = {*imposed->tile_oh};
+  }
   for (int64_t tn : tns) {
-    for (int64_t tow : extents(j_.OW)) {
-      for (int64_t toh : extents(j_.OH)) {
+    for (int64_t tow : tows) {
+      for (int64_t toh : tohs) {
         DepthwiseTiling t;
         t.toh = toh, t.tow = tow, t.tn = tn;
         if (!j_.y_sram_tile(j_.groups, toh, tow, tn) || !fits(t)) continue;
@@ -238,9 +275,20 @@ bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s
   const bool only_vector = want_vector || !array_tiling;
   const Tiling array = array_tiling ? *array_tiling : Tiling{};
   if (imposed && !want_vector && (imposed->placement || imposed->has_tiling())) return false;
+  const LayerMapping* tiles = want_vector && imposed->has_tiling() ? imposed : nullptr;
+  if (tiles) check_vector_tiles(*tiles, j);
   DepthwiseMapper dm(c, j, s);
-  std::vector<DepthwiseTiling> best = dm.search(c.can_time() ? kTimedCandidates : 1);
+  std::vector<DepthwiseTiling> best = dm.search(c.can_time() ? kTimedCandidates : 1, tiles);
   if (best.empty()) {
+    if (tiles) {
+      throw MappingError(fmt::format(
+          "{}: layer '{}': placement vector: no tile with tile_oh={} tile_ow={} "
+          "tile_n={} (left out: any) fits the scratchpads (input and weight tiles "
+          "in ping-pong pairs, the sums in the accumulator)",
+          imposed->at("placement"), c.plan->name, tiles->tile_oh ? std::to_string(*tiles->tile_oh) : "-",
+          tiles->tile_ow ? std::to_string(*tiles->tile_ow) : "-",
+          tiles->tile_n ? std::to_string(*tiles->tile_n) : "-"));
+    }
     if (want_vector) {
       throw MappingError(fmt::format("{}: layer '{}': placement vector: not even one output pixel of {} fits the "
                                      "scratchpads",
@@ -325,6 +373,9 @@ bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s
   p.macs = j.images * j.OH * j.OW * j.M * j.kh * j.kw;
   p.chosen = LayerMapping{};
   p.chosen.placement = Placement::kNpuVector;
+  p.chosen.tile_oh = t.toh;
+  p.chosen.tile_ow = t.tow;
+  p.chosen.tile_n = t.tn;
   const int64_t before = c.em.size();
   dm.generate(t);
   p.instructions = c.em.size() - before;

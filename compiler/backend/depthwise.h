@@ -42,8 +42,9 @@ class DepthwiseMapper {
   // Whether job j is a depthwise conv the vector unit can run (constant weights, not subsampled, fields
   // within VEC's widths).
   static bool applies(const MatrixJob& j);
-  // The `keep` tilings that fit with the smallest closed-form estimate, best first.
-  std::vector<DepthwiseTiling> search(size_t keep) const;
+  // The `keep` tilings that fit with the smallest closed-form estimate, best first; a mapping file's
+  // tile_oh, tile_ow and tile_n (`imposed`, checked by the caller) are the only candidates of theirs.
+  std::vector<DepthwiseTiling> search(size_t keep, const LayerMapping* imposed = nullptr) const;
   // Emits the job under tiling t and records its SRAM use in c.plan.
   void generate(const DepthwiseTiling& t);
 

@@ -64,8 +64,8 @@ bool imposed_host(const LayerMapping& m, const Node& n, const std::string& natur
   // A depthwise conv may run on the vector unit (compiler/backend/depthwise.h), whose lowering honours
   // the placement; check_applied reports a layer it could not place there.
   if (*m.placement == Placement::kNpuVector && natural == "matrix" && n.op_type == "Conv" &&
-      n.attr_int("group", 1) > 1 && !m.has_tiling()) {
-    return false;
+      n.attr_int("group", 1) > 1) {
+    return false;  // its tiles, if any, are the vector mapping's (lower_depthwise_on_vector checks them)
   }
   if (*m.placement == Placement::kHost) {
     if (natural == "free") {
@@ -86,16 +86,19 @@ bool imposed_host(const LayerMapping& m, const Node& n, const std::string& natur
 }
 
 void check_applied(const LayerMapping& m, const LayerPlan& plan, bool forced_host) {
-  if (forced_host || plan.placement == "matrix") return;
-  if (m.has_tiling()) {
-    fail(m, first_tiling_key(m),
-         fmt::format("the tiling cannot apply: the back end runs this layer on the {} ({})", plan.placement,
-                     plan.mapping));
-  }
+  if (forced_host) return;
   if (m.placement && placement_name(*m.placement) != plan.placement) {
     fail(m, "placement",
          fmt::format("placement {}: the back end cannot map this layer there ({})",
                      placement_name(*m.placement), plan.mapping));
+  }
+  // A depthwise conv placed on the vector unit took its tiles there (depthwise.h).
+  const bool vector_dwconv = plan.placement == "vector" && plan.op == "Conv";
+  if (plan.placement == "matrix" || vector_dwconv) return;
+  if (m.has_tiling()) {
+    fail(m, first_tiling_key(m),
+         fmt::format("the tiling cannot apply: the back end runs this layer on the {} ({})", plan.placement,
+                     plan.mapping));
   }
 }
 
@@ -119,7 +122,8 @@ void check_fusion(const LayerMapping& m, const std::vector<std::string>& fused) 
 ImposedTiling::ImposedTiling(const Context& c, const MatrixJob& j, const MatrixMapper& mm) : j_(j) {
   if (!c.options.mapping) return;
   m_ = c.options.mapping->find(c.plan->name);
-  if (!m_ || !m_->has_tiling()) {
+  // An entry that places the layer on the vector unit tiles that mapping (depthwise.h), not the array's.
+  if (!m_ || !m_->has_tiling() || m_->placement == Placement::kNpuVector) {
     m_ = nullptr;
     return;
   }

@@ -156,15 +156,49 @@ TEST(Depthwise, ReimposingTheChosenMappingsReproducesTheProgram) {
   }
 }
 
-TEST(Depthwise, TilingKeysCannotApplyToTheVectorPlacementNorVectorToADenseConv) {
-  Graph lowered = depthwise_graph(DwCase{"late", 1, 64, 7, 7, 3, 1, 1, 1, true, nullptr});
-  lower(lowered);
+// A mapping file tiles a depthwise conv on the vector unit with tile_oh, tile_ow and tile_n (what
+// --mapping-out writes for it); the array's keys, and tiles larger than the layer, exit 2.
+TEST(Depthwise, TheVectorPlacementTakesItsTilesAndRejectsTheArraysKeys) {
+  const Graph g = depthwise_graph(DwCase{"late", 1, 64, 7, 7, 3, 1, 1, 1, true, nullptr});
   MappingOverrides m = on(Placement::kNpuVector);
-  m.layers["dw"].tile_n = 32;
-  m.layers["dw"].where["tile_n"] = "m.yaml:2:3";
+  m.layers["dw"].tile_oh = 2, m.layers["dw"].tile_ow = 7, m.layers["dw"].tile_n = 32;
   CompileOptions o;
   o.mapping = &m;
-  EXPECT_THROW(compile(lowered, isa::NpuConfig{}, o), MappingError);
+  CompileResult r;
+  EXPECT_LT(compile_and_compare(g, isa::NpuConfig{}, &r, {}, o), kTol);
+  const LayerPlan& p = dw_layer(r);
+  EXPECT_EQ(p.placement, "vector") << p.mapping;
+  EXPECT_EQ(p.tile_oh, 2);
+  EXPECT_EQ(p.tile_ow, 7);
+  EXPECT_EQ(p.tile_n, 32);
+  EXPECT_EQ(p.chosen.tile_oh, 2);
+  EXPECT_EQ(p.chosen.tile_n, 32);
+  EXPECT_NE(p.mapping.find("2x7x32 output tiles"), std::string::npos) << p.mapping;
+  Graph lowered = g;
+  lower(lowered);
+  auto error = [&](const MappingOverrides& bad) {
+    CompileOptions b;
+    b.mapping = &bad;
+    try {
+      compile(lowered, isa::NpuConfig{}, b);
+    } catch (const MappingError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  MappingOverrides bad = on(Placement::kNpuVector);
+  bad.layers["dw"].tile_c = 8;
+  bad.layers["dw"].where["tile_c"] = "m.yaml:2:3";
+  EXPECT_EQ(error(bad).rfind(
+                "m.yaml:2:3: layer 'dw': tile_c applies to the array's mapping; on the vector unit", 0),
+            0u)
+      << error(bad);
+  bad = on(Placement::kNpuVector);
+  bad.layers["dw"].tile_oh = 8;
+  EXPECT_EQ(error(bad), "m.yaml:1:1: layer 'dw': tile_oh=8 is larger than the layer's 7 output rows");
+  bad = on(Placement::kNpuVector);
+  bad.layers["dw"].loop_order = LoopOrder::kChannelOuter;
+  EXPECT_NE(error(bad).find("loop_order applies to the array's mapping"), std::string::npos) << error(bad);
 }
 
 }  // namespace

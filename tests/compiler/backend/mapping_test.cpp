@@ -359,6 +359,16 @@ TEST(Mapping, AMatrixLayerCannotBeForcedOntoTheVectorUnitNorAVectorLayerOntoTheA
   EXPECT_NE(
       error_of(conv_then_vector(), m).find("placement matrix: this GlobalAveragePool is a vector layer"),
       std::string::npos);
+  // A grouped conv that is not depthwise: the vector unit's VEC dwconv cannot take it, and the array's
+  // mapping is no silent substitute.
+  m = entry("c_node");
+  m.placement = Placement::kNpuVector;
+  EXPECT_EQ(error_of(conv_then_vector(4), m)
+                .rfind("m.yaml:3:5: layer 'c_node': placement vector: the back end "
+                       "cannot map this layer there",
+                       0),
+            0u)
+      << error_of(conv_then_vector(4), m);
 }
 
 }  // namespace
