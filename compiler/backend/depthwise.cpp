@@ -298,7 +298,7 @@ bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s
   if (!vector) return false;
   const DepthwiseTiling& t = best[win];
   LayerPlan& p = *c.plan;
-  p.placement = "vector";
+  p.placement = Placement::kNpuVector;
   const std::string against =
       want_vector ? "placed on the vector unit by the mapping file"
       : !array_tiling ? "the array has no tiling that leaves the output on chip"

@@ -347,7 +347,7 @@ bool lower_conv_spec(Context& c, const Node& n, const ConvSpec& cs) {
                                 j.groups > 1 ? fmt::format(", {} groups", j.groups) : "");
   if (subsample_pointwise(j)) c.plan->mapping += ", reading only the pixels it uses (strided LOAD)";
   run(c, j);
-  if (j.groups > 1 && c.plan->placement == "matrix") {
+  if (j.groups > 1 && c.plan->placement == Placement::kNpuMatrix) {
     c.plan->mapping += fmt::format(" as {} block-diagonal blocks of {} groups", j.groups / c.plan->group_block,
                                    c.plan->group_block);
   }
