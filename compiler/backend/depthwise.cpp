@@ -23,7 +23,6 @@ namespace {
 constexpr size_t kTimedCandidates = 2;
 
 uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
-int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
 
 // The weight dtype of a dwconv on `a` (the array's rule: int8 weights for uint8 codes).
 DType weight_dtype(DType a) { return a == DType::kUint8 ? DType::kInt8 : a; }

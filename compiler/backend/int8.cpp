@@ -136,7 +136,7 @@ void convert_tensor(Context& c, const DramTensor& src, const QParams* src_q, con
   load_conversion_constants(c, kslot, src_q, dst_q);
   const int64_t cap = (c.capacity(A) - 64) / 2 / 4 / 64 * 64;
   const int64_t chunk = std::max<int64_t>(64, std::min<int64_t>({total, cap, kMaxDim}));
-  const uint64_t slot[2] = {64, 64 + static_cast<uint64_t>(chunk * 4 + 63) / 64 * 64};
+  const uint64_t slot[2] = {64, 64 + static_cast<uint64_t>(round64(chunk * 4))};
   int next = 0;
   for (int64_t off = 0; off < total; off += chunk) {
     const int64_t n = std::min(chunk, total - off);

@@ -228,7 +228,6 @@ class FloatStrategy : public MatrixStrategy {
              {P, j_.out_row(), 0});
   }
 
-  static int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
   // A per-channel or scalar bias with at most Relu or Clip after it: one output-stage VEC
   // (isa::VecOp::kOutput) instead of an add, the activation and the narrowing.
   bool output_stage() const {
