@@ -42,7 +42,7 @@ namespace {
 constexpr size_t kContextLayers = 3;
 constexpr int64_t kContextInstructions = 500;
 
-bool is_free(const Node& n) { return n.attr_string(kPlacement, "") == "free"; }
+bool is_free(const Node& n) { return assigned_placement(n) == Placement::kFree; }
 
 isa::DType storage_dtype(const Value& v, isa::DType act) {
   return is_float(v.dtype) || v.dtype == DataType::kUndefined ? act : isa::DType::kInt32;
@@ -84,11 +84,10 @@ uint64_t place(std::vector<Buf>& bufs, uint64_t align) {
   return peak;
 }
 
-std::string placement_of(const Node& n) {
-  const std::string p = n.attr_string(kPlacement, "");
-  if (!p.empty()) return p;
-  if (n.op_type == "Conv" || n.op_type == "Gemm" || n.op_type == "MatMul") return "matrix";
-  return "vector";
+Placement placement_of(const Node& n) {
+  if (const std::optional<Placement> p = assigned_placement(n)) return *p;
+  if (n.op_type == "Conv" || n.op_type == "Gemm" || n.op_type == "MatMul") return Placement::kNpuMatrix;
+  return Placement::kNpuVector;
 }
 
 int64_t host_cpu_ops(const Graph& g, const Node& n) {
@@ -172,8 +171,8 @@ void lower_host(Context& c, const Node& n, const std::string& reason) {
 // int8 path takes Conv/Gemm/MatMul with constant weights; any other matrix node computes in the
 // plan's float format (fp32 for int8 plans), which an int8-only array (tpu-v1, gemmini) does not have.
 // Mirrors backend::PlanScope's choice, which raises the same condition as an error.
-std::string unsupported_on_array(const Context& c, const Node& n, const std::string& placement) {
-  if (placement != "matrix" || !c.options.plan) return "";
+std::string unsupported_on_array(const Context& c, const Node& n, Placement placement) {
+  if (placement != Placement::kNpuMatrix || !c.options.plan) return "";
   const quant::PrecisionPlan& plan = *c.options.plan;
   const quant::Precision p = plan.precision_of(n.name);
   if (backend::int8_matrix_mappable(plan, n)) return "";
@@ -193,14 +192,14 @@ std::string unsupported_on_array(const Context& c, const Node& n, const std::str
 // folding decides so that the layers it folds for need none of it.
 class ViewScope {
  public:
-  ViewScope(Context& c, const Node& n, const std::string& placement) : c_(c), n_(n) { swap(placement); }
+  ViewScope(Context& c, const Node& n, Placement placement) : c_(c), n_(n) { swap(placement); }
   ViewScope(const ViewScope&) = delete;
   ViewScope& operator=(const ViewScope&) = delete;
   ~ViewScope() {
     for (const auto& [name, t] : saved_) c_.tensors[name] = t;
   }
   // Every view dense (before a host fallback).
-  void materialize() { swap("host"); }
+  void materialize() { swap(Placement::kHost); }
   void finish() {
     for (const auto& name : outputs_) backend::copy_tensor(c_, c_.tensors.at(name), saved_.at(name));
     for (const auto& [name, t] : saved_) c_.tensors[name] = t;
@@ -213,7 +212,7 @@ class ViewScope {
   }
 
  private:
-  void swap(const std::string& placement) {
+  void swap(Placement placement) {
     for (int output = 0; output < 2; ++output) {
       for (const auto& s : output ? n_.outputs : n_.inputs) {
         if (s.empty() || saved_.count(s) || !c_.tensors.count(s)) continue;
@@ -283,7 +282,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
   // lives in its Concat's buffer, whose lifetime covers it.
   {
     std::map<std::string, isa::DType> storage;
-    std::map<std::string, std::string> placements;
+    std::map<std::string, Placement> placements;
     for (const auto& in : g.inputs)
       if (!g.value(in).is_constant()) storage[in] = value_dtype(in);
     for (const Node& n : g.nodes) {
@@ -377,13 +376,13 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     plan.op = n.op_type;
     plan.placement = placement_of(n);
     const bool folded = c.folding.folded(n);
-    if (folded) plan.placement = "free";
+    if (folded) plan.placement = Placement::kFree;
     c.plan = &plan;
     const LayerMapping* imposed = options.mapping ? options.mapping->find(n.name) : nullptr;
     const bool forced_host = imposed && backend::imposed_host(*imposed, n, plan.placement);
     const int64_t before = c.em.size();
     std::optional<bool> kept_output;  // Conv layers: whether the output stayed on chip (LayerMapping::on_chip)
-    if (!forced_host && !folded && plan.placement == "matrix") backend::plan_on_chip(c, i);
+    if (!forced_host && !folded && plan.placement == Placement::kNpuMatrix) backend::plan_on_chip(c, i);
     if (n.domain == kNpuDomain && n.op_type == "Transpose" && n.has_attr(kLayoutChange)) {
       const Value& in = g.value(n.inputs[0]);
       const Value& out = g.value(n.outputs[0]);
@@ -392,7 +391,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     }
     if (folded) {
       plan.mapping = c.folding.describe(n);
-    } else if (plan.placement == "free") {
+    } else if (plan.placement == Placement::kFree) {
       plan.mapping = "alias (no instructions)";
       if (n.op_type == "Dropout" && n.outputs.size() > 1 && !n.outputs[1].empty() && c.tensors.count(n.outputs[1])) {
         // Inference: the mask is all true, written as a fill.
@@ -401,11 +400,11 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
         plan.mapping = "alias; mask written as a fill of ones";
         plan.instructions = c.em.size() - before;
       }
-    } else if (plan.placement == "host" && !options.plan) {
+    } else if (plan.placement == Placement::kHost && !options.plan) {
       ViewScope views(c, n, plan.placement);
       lower_host(c, n, "placed on the host by the op table");
       views.finish();
-    } else if (plan.placement == "host") {
+    } else if (plan.placement == Placement::kHost) {
       ViewScope views(c, n, plan.placement);
       backend::PlanScope scope(c, n, plan.placement);  // # int8: conversions around the node
       lower_host(c, n, "placed on the host by the op table");
@@ -414,7 +413,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     } else if (std::string unsupported = unsupported_on_array(c, n, plan.placement); !unsupported.empty()) {
       // The array has no MACs in the precision this node would need (an int8-only part and a MatMul of
       // two runtime operands, say): the CPU runs it, and the report shows what that costs.
-      plan.placement = "host";
+      plan.placement = Placement::kHost;
       ViewScope views(c, n, plan.placement);
       backend::PlanScope scope(c, n, plan.placement);
       lower_host(c, n, unsupported);
@@ -428,7 +427,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
       bool ok = false;
       if (forced_host) {
         why = "placed on the host by the mapping file";  // as if the lowering declined: the same path
-      } else if (plan.placement == "matrix") {
+      } else if (plan.placement == Placement::kNpuMatrix) {
         ok = scope.int8_matrix() ? backend::lower_matrix_int8(c, n) : backend::lower_matrix(c, n);
         if (!ok) why = "matrix op form not mapped by the back end";
       } else {
@@ -436,14 +435,14 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
       }
       if (!ok) {
         if (c.em.size() != lowering_from) throw std::logic_error("backend: a lowering emitted code and then gave up");
-        plan.placement = "host";
+        plan.placement = Placement::kHost;
         scope.materialize();  // # int8: the host reads floats
         views.materialize();  // ... and dense tensors
         lower_host(c, n, why.empty() ? "not mapped by the back end" : why);
       } else {
         plan.instructions = c.em.size() - before;
         if (n.has_attr(kDecomposedWhy)) plan.mapping += "; " + n.attr_string(kDecomposedWhy, "");
-        if (plan.placement != "matrix") {
+        if (plan.placement != Placement::kNpuMatrix) {
           // Vector layers: the busier of the vector unit and the DMA engines, from the emitted code.
           double vec = 0, dma = 0;
           for (int64_t k = before; k < c.em.size(); ++k) {
@@ -464,7 +463,8 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
       if (const std::string note = views.describe(); !note.empty()) plan.mapping += "; " + note;
       if (const std::string note = c.folding.describe(n); !note.empty()) plan.mapping += "; " + note;
     }
-    if (n.op_type == "Conv" && (plan.placement == "matrix" || plan.placement == "vector")) {
+    if (n.op_type == "Conv" &&
+        (plan.placement == Placement::kNpuMatrix || plan.placement == Placement::kNpuVector)) {
       kept_output = c.on_chip.pending && c.on_chip.producer == i;
     }
     backend::finish_on_chip(c, i, plan);
@@ -491,14 +491,15 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     c.timed = {};
     const isa::DType precision =
         options.plan ? quant::to_dtype(options.plan->precision_of(n.name)) : options.precision;
-    if (plan.placement == "free" && plan.instructions == 0) {
+    if (plan.placement == Placement::kFree && plan.instructions == 0) {
       plan.bound_cycles = 0;
-    } else if (plan.placement != "host") {
+    } else if (plan.placement != Placement::kHost) {
       plan.bound_cycles = backend::roofline(g, n, plan.macs, precision, config).bound_cycles();
     }
     // What the program carries of the layer, so a run of the program file reports what this run does.
     prog.layers[i].precision = precision;
-    if (plan.placement == "matrix" || plan.placement == "vector") prog.layers[i].macs = static_cast<uint64_t>(plan.macs);
+    if (plan.placement == Placement::kNpuMatrix || plan.placement == Placement::kNpuVector)
+      prog.layers[i].macs = static_cast<uint64_t>(plan.macs);
     // A SCALE-Sim topology's rows are independent layers that SCALE-Sim runs one at a time: each starts
     // after the one before it (its SRAM history merged whole), so every row's cycles are its own and
     // they add up to the run. A model's layers keep the exact history of the layer just emitted.
@@ -506,7 +507,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     if (imposed) backend::check_applied(*imposed, plan, forced_host);
     plan.chosen.name = plan.name;
     plan.chosen.on_chip = kept_output;
-    plan.chosen.placement = parse_placement(plan.placement);
+    plan.chosen.placement = plan.placement;
     result.layers.push_back(plan);
   }
   c.em.halt(static_cast<uint32_t>(g.nodes.empty() ? 0 : g.nodes.size() - 1));
@@ -587,11 +588,12 @@ std::string compile_summary(const CompileResult& r) {
   names = isa::display_names(names);
   for (size_t i = 0; i < r.layers.size(); ++i) {
     const LayerPlan& p = r.layers[i];
+    const std::string_view where = placement_name(p.placement);
     total += p.est_cycles;
     s += isa::wrap_lines(
              fmt::format(
                  "{:<28} {:<18} {:<7} {:>6} {:>6} {:>6} {:>6} {:>9.1f} {:>9.1f} {:>9.1f} {:>7} {:>12}  {}{}",
-                 names[i], p.op.substr(0, 18), p.placement, p.tile_m, p.tile_k, p.tile_n, p.group_block,
+                 names[i], p.op.substr(0, 18), where, p.tile_m, p.tile_k, p.tile_n, p.group_block,
                  p.sram_input_bytes / 1024.0, p.sram_weight_bytes / 1024.0, p.sram_acc_bytes / 1024.0,
                  p.instructions, p.est_cycles, p.mapping, p.loop_order.empty() ? "" : "; " + p.loop_order),
              kCompileTableWidth, mapping_column) +

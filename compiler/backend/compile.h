@@ -75,7 +75,7 @@ struct CompileOptions {
 struct LayerPlan {
   std::string name;
   std::string op;
-  std::string placement;  // "matrix", "vector", "free", "host"
+  Placement placement = Placement::kHost;
   std::string mapping;    // one line: e.g. "conv 3x3 s1 as CONV, 9 groups per block" or the vector lowering
   // Matrix layers: the tile (output rows/cols or M, reduction chunk, output channels/N) and loop order.
   int64_t tile_m = 0, tile_k = 0, tile_n = 0;

@@ -28,7 +28,7 @@ size_t phys_pos(const std::vector<int>& layout, int64_t axis) {
 class Decider {
  public:
   Decider(const Graph& g, const CompileOptions& o, const std::map<std::string, isa::DType>& storage,
-          const std::map<std::string, std::string>& placement)
+          const std::map<std::string, Placement>& placement)
       : g_(g), o_(o), storage_(storage), placement_(placement) {
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const Node& n = g.nodes[i];
@@ -57,9 +57,9 @@ class Decider {
   }
 
  private:
-  std::string placement_of(const Node& n) const {
+  std::optional<Placement> placement_of(const Node& n) const {
     auto it = placement_.find(n.name);
-    return it == placement_.end() ? "" : it->second;
+    return it == placement_.end() ? std::nullopt : std::optional<Placement>(it->second);
   }
   bool runtime(const std::string& v) const {
     return !v.empty() && g_.has_value(v) && !g_.value(v).is_constant() && storage_.count(v) &&
@@ -91,7 +91,7 @@ class Decider {
   }
 
   bool eligible(const Node& n) const {
-    if (placement_of(n) != "vector" || n.outputs.empty() || !runtime(n.outputs[0])) return false;
+    if (placement_of(n) != Placement::kNpuVector || n.outputs.empty() || !runtime(n.outputs[0])) return false;
     if (o_.mapping) {
       const LayerMapping* m = o_.mapping->find(n.name);
       if (m && m->placement && *m->placement != Placement::kFree) return false;
@@ -136,8 +136,8 @@ class Decider {
     auto it = readers_.find(v);
     if (it == readers_.end()) return true;
     for (const Node* r : it->second) {
-      if (placement_of(*r) == "free") return false;
-      if (!dense && !ConcatFolding::takes_view(g_, *r, placement_of(*r), v, false)) return false;
+      if (placement_of(*r) == Placement::kFree) return false;
+      if (!dense && !ConcatFolding::takes_view(g_, *r, *placement_of(*r), v, false)) return false;
     }
     return true;
   }
@@ -159,8 +159,8 @@ class Decider {
     auto p = producer_.find(x);
     if (p == producer_.end()) return false;
     const Node& prod = *p->second;
-    const std::string pl = placement_of(prod);
-    if (pl != "matrix" && pl != "vector") return false;
+    const std::optional<Placement> pl = placement_of(prod);
+    if (pl != Placement::kNpuMatrix && pl != Placement::kNpuVector) return false;
     if (o_.mapping) {
       const LayerMapping* m = o_.mapping->find(prod.name);
       if (m && m->placement && *m->placement == Placement::kHost) return false;
@@ -244,7 +244,7 @@ class Decider {
   const Graph& g_;
   const CompileOptions& o_;
   const std::map<std::string, isa::DType>& storage_;
-  const std::map<std::string, std::string>& placement_;
+  const std::map<std::string, Placement>& placement_;
   std::map<std::string, std::vector<const Node*>> readers_;
   std::map<std::string, const Node*> producer_;
   std::set<std::string> io_;
@@ -290,24 +290,26 @@ std::string ConcatFolding::describe(const Node& n) const {
            : "";
 }
 
-bool ConcatFolding::takes_view(const Graph& g, const Node& n, const std::string& placement, const std::string& v,
+bool ConcatFolding::takes_view(const Graph& g, const Node& n, Placement placement, const std::string& v,
                                bool output) {
   if (!n.domain.empty()) return false;
   if (n.op_type == "Concat") {  // lower_concat (but with a constant operand of an integer Concat: the index map)
     for (const auto& in : n.inputs)
       if (in.empty() || (g.value(in).is_constant() && !is_float(g.value(n.outputs.at(0)).dtype))) return false;
-    return placement == "vector";
+    return placement == Placement::kNpuVector;
   }
-  if (n.op_type == "Conv") return output && placement == "matrix" && !n.outputs.empty() && n.outputs[0] == v;
-  if (n.op_type == "BatchNormalization") return !output && placement == "vector" && n.inputs.at(0) == v;
+  if (n.op_type == "Conv")
+    return output && placement == Placement::kNpuMatrix && !n.outputs.empty() && n.outputs[0] == v;
+  if (n.op_type == "BatchNormalization")
+    return !output && placement == Placement::kNpuVector && n.inputs.at(0) == v;
   if (n.op_type == "MaxPool" || n.op_type == "AveragePool")  // lower_pool's output tiles
-    return output && placement == "vector" && n.outputs.size() == 1 && n.outputs[0] == v;
+    return output && placement == Placement::kNpuVector && n.outputs.size() == 1 && n.outputs[0] == v;
   return false;
 }
 
 ConcatFolding fold_concats(const Graph& g, const CompileOptions& options,
                            const std::map<std::string, isa::DType>& storage,
-                           const std::map<std::string, std::string>& placement) {
+                           const std::map<std::string, Placement>& placement) {
   if (!options.fold_concats) return {};
   return Decider(g, options, storage, placement).run();
 }

@@ -60,7 +60,7 @@ struct ConcatFolding {
   // Whether node n's lowering reads input `v` (or writes output `v`) as a strided view itself: CONV's
   // output tiles (their STOREs take the row pitch), the per-channel affine map of a BatchNormalization
   // (its LOAD boxes), Concat's own copies. Others get dense copies from compile().
-  static bool takes_view(const Graph& g, const Node& n, const std::string& placement, const std::string& v,
+  static bool takes_view(const Graph& g, const Node& n, Placement placement, const std::string& v,
                          bool output);
 };
 
@@ -69,6 +69,6 @@ struct ConcatFolding {
 // will use it.
 ConcatFolding fold_concats(const Graph& g, const CompileOptions& options,
                            const std::map<std::string, isa::DType>& storage,
-                           const std::map<std::string, std::string>& placement);
+                           const std::map<std::string, Placement>& placement);
 
 }  // namespace npusim::compiler::backend

@@ -12,10 +12,14 @@
 #include "compiler/backend/concat_in_place.h"
 #include "compiler/backend/emitter.h"
 #include "compiler/ir/graph.h"
+#include "isa/ceil_div.h"
 #include "isa/isa.h"
 #include "isa/machine/config.h"
 
 namespace npusim::compiler::backend {
+
+// A scratchpad slot's bytes rounded up to the 64-byte alignment the lowerings allocate SRAM slots at.
+inline int64_t round64(int64_t bytes) { return ceil_div(bytes, 64) * 64; }
 
 // A runtime tensor in DRAM.
 struct DramTensor {

@@ -23,9 +23,7 @@
 namespace npusim::compiler::backend {
 
 using isa::Buffer;
-using isa::Bcast;
 using isa::DType;
-using isa::VecOp;
 
 namespace {
 

@@ -25,7 +25,6 @@ namespace {
 constexpr size_t kTimedCandidates = 2;
 
 uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
-int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
 
 // The weight dtype of a dwconv on `a` (the array's rule: int8 weights for uint8 codes).
 DType weight_dtype(DType a) { return a == DType::kUint8 ? DType::kInt8 : a; }
@@ -346,7 +345,7 @@ bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s
   if (!vector) return false;
   const DepthwiseTiling& t = best[win];
   LayerPlan& p = *c.plan;
-  p.placement = "vector";
+  p.placement = Placement::kNpuVector;
   const std::string against =
       want_vector ? "placed on the vector unit by the mapping file"
       : !array_tiling ? "the array has no tiling that leaves the output on chip"

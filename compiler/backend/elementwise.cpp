@@ -286,7 +286,7 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
   Slots sb = make_slots(c, Buffer::kWeight);
   // Several broadcast operands share the weight slots: one region each.
   sb.elems /= static_cast<int64_t>(Bs.size());
-  const uint64_t b_region = static_cast<uint64_t>((sb.elems * c.esize + 63) / 64 * 64);
+  const uint64_t b_region = static_cast<uint64_t>(round64(sb.elems * c.esize));
   const uint64_t ea = static_cast<uint64_t>(isa::dtype_bytes(A.dt)), eb = static_cast<uint64_t>(isa::dtype_bytes(Bp.dt));
   const uint64_t ey = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
   const int64_t inner = dims[k - 1].ext;

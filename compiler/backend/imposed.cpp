@@ -39,36 +39,38 @@ void check_mapping_names(const Graph& g, const MappingOverrides& mapping) {
   }
 }
 
-bool imposed_host(const LayerMapping& m, const Node& n, const std::string& natural) {
+bool imposed_host(const LayerMapping& m, const Node& n, Placement natural) {
+  const std::string_view name = placement_name(natural);
   const bool to_host = m.placement == Placement::kHost;
-  if (m.has_vector_tiling() && (natural != "vector" || to_host)) {
+  if (m.has_vector_tiling() && (natural != Placement::kNpuVector || to_host)) {
     const std::string where = to_host ? "is placed on the host"
-                              : natural == "matrix"
+                              : natural == Placement::kNpuMatrix
                                   ? "runs on the array (its tile is tile_m/tile_oh/... x tile_n)"
-                              : natural == "free" ? "is free (an alias of its input, no instructions)"
-                                                  : "runs on the host";
+                              : natural == Placement::kFree ? "is free (an alias of its input, no instructions)"
+                                                            : "runs on the host";
     fail(m, "tile_elems",
          fmt::format("tile_elems applies to layers that stream SRAM tiles on the vector unit; this {} {}",
                      n.op_type, where));
   }
-  if (m.has_tiling() && natural != "matrix") {
+  if (m.has_tiling() && natural != Placement::kNpuMatrix) {
     const std::string_view key = first_tiling_key(m);
     fail(m, key,
          fmt::format(
              "{} applies to matrix layers; this {} runs on the {} unit{}, whose lowering has no such choice",
-             key, n.op_type, natural, natural == "host" || natural == "free" ? " (or none)" : ""));
+             key, n.op_type, name,
+             natural == Placement::kHost || natural == Placement::kFree ? " (or none)" : ""));
   }
   if (!m.placement) return false;
   const std::string_view want = placement_name(*m.placement);
-  if (want == natural) return false;
+  if (*m.placement == natural) return false;
   // A depthwise conv may run on the vector unit (compiler/backend/depthwise.h), whose lowering honours
   // the placement; check_applied reports a layer it could not place there.
-  if (*m.placement == Placement::kNpuVector && natural == "matrix" && n.op_type == "Conv" &&
+  if (*m.placement == Placement::kNpuVector && natural == Placement::kNpuMatrix && n.op_type == "Conv" &&
       n.attr_int("group", 1) > 1) {
     return false;  // its tiles, if any, are the vector mapping's (lower_depthwise_on_vector checks them)
   }
   if (*m.placement == Placement::kHost) {
-    if (natural == "free") {
+    if (natural == Placement::kFree) {
       fail(
           m, "placement",
           fmt::format("placement host: this {} is free (an alias of its input, no instructions), so there is "
@@ -81,24 +83,24 @@ bool imposed_host(const LayerMapping& m, const Node& n, const std::string& natur
     return true;
   }
   fail(m, "placement",
-       fmt::format("placement {}: this {} is a {} layer; only '{}'{} can apply", want, n.op_type, natural,
-                   natural, natural == "host" || natural == "free" ? "" : " or 'host'"));
+       fmt::format("placement {}: this {} is a {} layer; only '{}'{} can apply", want, n.op_type, name, name,
+                   natural == Placement::kHost || natural == Placement::kFree ? "" : " or 'host'"));
 }
 
 void check_applied(const LayerMapping& m, const LayerPlan& plan, bool forced_host) {
   if (forced_host) return;
-  if (m.placement && placement_name(*m.placement) != plan.placement) {
+  if (m.placement && *m.placement != plan.placement) {
     fail(m, "placement",
          fmt::format("placement {}: the back end cannot map this layer there ({})",
                      placement_name(*m.placement), plan.mapping));
   }
   // A depthwise conv placed on the vector unit took its tiles there (depthwise.h).
-  const bool vector_dwconv = plan.placement == "vector" && plan.op == "Conv";
-  if (plan.placement == "matrix" || vector_dwconv) return;
+  const bool vector_dwconv = plan.placement == Placement::kNpuVector && plan.op == "Conv";
+  if (plan.placement == Placement::kNpuMatrix || vector_dwconv) return;
   if (m.has_tiling()) {
     fail(m, first_tiling_key(m),
-         fmt::format("the tiling cannot apply: the back end runs this layer on the {} ({})", plan.placement,
-                     plan.mapping));
+         fmt::format("the tiling cannot apply: the back end runs this layer on the {} ({})",
+                     placement_name(plan.placement), plan.mapping));
   }
 }
 

@@ -14,10 +14,10 @@ namespace npusim::compiler::backend {
 // Every entry names a node of the lowered graph `g`.
 void check_mapping_names(const Graph& g, const MappingOverrides& mapping);
 
-// Before lowering node `n`, whose back-end placement is `natural` ("matrix", "vector", "free", "host"):
+// Before lowering node `n`, whose back-end placement is `natural`:
 // the imposed placement must be the natural one or "host" (not for free layers), and tiling keys need a
 // matrix layer. Returns whether the entry moves the layer onto the host.
-bool imposed_host(const LayerMapping& m, const Node& n, const std::string& natural);
+bool imposed_host(const LayerMapping& m, const Node& n, Placement natural);
 
 // After lowering: what the entry imposes was applied (a layer that fell back to the host has no tiling,
 // and was not placed where the entry asked).

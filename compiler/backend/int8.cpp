@@ -136,7 +136,7 @@ void convert_tensor(Context& c, const DramTensor& src, const QParams* src_q, con
   load_conversion_constants(c, kslot, src_q, dst_q);
   const int64_t cap = (c.capacity(A) - 64) / 2 / 4 / 64 * 64;
   const int64_t chunk = std::max<int64_t>(64, std::min<int64_t>({total, cap, kMaxDim}));
-  const uint64_t slot[2] = {64, 64 + static_cast<uint64_t>(chunk * 4 + 63) / 64 * 64};
+  const uint64_t slot[2] = {64, 64 + static_cast<uint64_t>(round64(chunk * 4))};
   int next = 0;
   for (int64_t off = 0; off < total; off += chunk) {
     const int64_t n = std::min(chunk, total - off);
@@ -272,16 +272,16 @@ std::optional<DType> moves_codes(const Context& c, const quant::PrecisionPlan& p
 
 }  // namespace
 
-PlanScope::PlanScope(Context& c, const Node& n, const std::string& placement) : c_(c), n_(n) {
+PlanScope::PlanScope(Context& c, const Node& n, Placement placement) : c_(c), n_(n) {
   if (!c.options.plan) return;
   const quant::PrecisionPlan& plan = *c.options.plan;
   active_ = true;
   saved_act_ = c.act;
   saved_esize_ = c.esize;
   const Precision p = plan.precision_of(n.name);
-  int8_matrix_ = placement == "matrix" && int8_matrix_mappable(plan, n);
+  int8_matrix_ = placement == Placement::kNpuMatrix && int8_matrix_mappable(plan, n);
   const DType compute = float_dtype(p);
-  if (placement == "matrix" && !int8_matrix_ && c.config.systolic_array.rate(compute) <= 0) {
+  if (placement == Placement::kNpuMatrix && !int8_matrix_ && c.config.systolic_array.rate(compute) <= 0) {
     throw CompileError(fmt::format("layer '{}' runs in {} but the systolic array has no {} MACs "
                                    "(systolic_array.{}_rate is 0); run it in int8 or another format",
                                    n.name, quant::to_string(p), isa::kDTypeNames[static_cast<size_t>(compute)],
@@ -289,7 +289,7 @@ PlanScope::PlanScope(Context& c, const Node& n, const std::string& placement) : 
   }
   c.act = compute;
   c.esize = isa::dtype_bytes(compute);
-  if (placement == "vector" && p == Precision::kInt8) {
+  if (placement == Placement::kNpuVector && p == Precision::kInt8) {
     if (const std::optional<DType> codes = moves_codes(c, plan, n)) {
       // Selecting or moving values is exact on codes of one QParams: the node runs on the codes.
       deferred_ = true;
@@ -298,7 +298,7 @@ PlanScope::PlanScope(Context& c, const Node& n, const std::string& placement) : 
       return;
     }
   }
-  deferred_ = placement == "vector" && p == Precision::kInt8 && converts_in_tiles(n);
+  deferred_ = placement == Placement::kNpuVector && p == Precision::kInt8 && converts_in_tiles(n);
   convert_io(deferred_);
 }
 

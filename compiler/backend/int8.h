@@ -46,7 +46,7 @@ std::map<std::string, isa::DType> planned_storage(const Graph& g, const quant::P
 // back to the host, materialize() makes the DRAM conversions after all.
 class PlanScope {
  public:
-  PlanScope(Context& c, const Node& n, const std::string& placement);
+  PlanScope(Context& c, const Node& n, Placement placement);
   ~PlanScope();
   PlanScope(const PlanScope&) = delete;
   PlanScope& operator=(const PlanScope&) = delete;

@@ -28,8 +28,6 @@ using quant::QParams;
 
 namespace {
 
-int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
-
 // An int8 matrix node: the shared job plus its int8 weights, the quantization constants of its
 // epilogue and its output side.
 struct Int8Job : MatrixJob {

@@ -228,7 +228,6 @@ class FloatStrategy : public MatrixStrategy {
              {P, j_.out_row(), 0});
   }
 
-  static int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
   // A per-channel or scalar bias with at most Relu or Clip after it: one output-stage VEC
   // (isa::VecOp::kOutput) instead of an add, the activation and the narrowing.
   bool output_stage() const {
@@ -347,7 +346,7 @@ bool lower_conv_spec(Context& c, const Node& n, const ConvSpec& cs) {
                                 j.groups > 1 ? fmt::format(", {} groups", j.groups) : "");
   if (subsample_pointwise(j)) c.plan->mapping += ", reading only the pixels it uses (strided LOAD)";
   run(c, j);
-  if (j.groups > 1 && c.plan->placement == "matrix") {
+  if (j.groups > 1 && c.plan->placement == Placement::kNpuMatrix) {
     c.plan->mapping += fmt::format(" as {} block-diagonal blocks of {} groups", j.groups / c.plan->group_block,
                                    c.plan->group_block);
   }

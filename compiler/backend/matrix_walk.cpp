@@ -61,7 +61,6 @@ namespace {
 constexpr size_t kTimedCandidates = 3;
 // ... among those whose closed-form estimate is within this factor of the best one's.
 constexpr double kTimedRange = 1.25;
-int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
 
 // Tile sizes worth trying for a dimension: the whole extent, its halvings, and powers-of-two multiples of
 // the array granule (full folds); when there are too many, an evenly spread subset that keeps the

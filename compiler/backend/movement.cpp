@@ -24,7 +24,7 @@ Slots make_slots(Context& c, Buffer b, uint64_t base, int64_t max_elems) {
   s.elems = std::min<int64_t>({avail / c.esize, max_elems, c.tile_limit > 0 ? c.tile_limit : INT64_MAX});
   c.slot_elems = std::max(c.slot_elems, s.elems);
   s.addr[0] = base;
-  s.addr[1] = base + static_cast<uint64_t>((s.elems * c.esize + 63) / 64 * 64);
+  s.addr[1] = base + static_cast<uint64_t>(round64(s.elems * c.esize));
   return s;
 }
 

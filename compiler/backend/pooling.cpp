@@ -18,9 +18,8 @@
 
 namespace npusim::compiler::backend {
 
-using isa::Buffer;
 using isa::Bcast;
-using isa::DType;
+using isa::Buffer;
 using isa::VecOp;
 
 namespace {

@@ -14,8 +14,6 @@ namespace npusim::compiler::backend {
 
 namespace {
 
-int64_t round64(int64_t b) { return (b + 63) / 64 * 64; }
-
 // A Conv the walk can run as a GEMM over its input's pixels: 1x1, stride 1, no padding, one group,
 // constant weights.
 bool pointwise_conv(const Graph& g, const Node& n) {

@@ -43,8 +43,6 @@ using isa::VecOp;
 
 namespace {
 
-uint64_t round64(int64_t bytes) { return static_cast<uint64_t>((bytes + 63) / 64 * 64); }
-
 bool onnx_order(const DramTensor& t) {
   for (size_t i = 0; i < t.layout.size(); ++i)
     if (t.layout[i] != static_cast<int>(i)) return false;

@@ -17,8 +17,8 @@ enum class Placement {
 };
 
 std::string_view to_string(Placement p);
-// The short names of the npu.placement attribute, LayerPlan::placement and mapping files: "matrix",
-// "vector", "free", "host".
+// The short names of the npu.placement attribute, mapping files, the report's layers[].mapping.placement
+// and `npusim compile -v`: "matrix", "vector", "free", "host".
 std::string_view placement_name(Placement p);
 std::optional<Placement> parse_placement(std::string_view text);
 

@@ -49,7 +49,7 @@ void alias_free_ops(Graph& g) {
     }
     const std::string in = n.inputs[0], out = n.outputs[0];
     if (detail::is_graph_output(g, out)) {
-      n.attrs[kPlacement].value = std::string("free");
+      n.attrs[kPlacement].value = std::string(placement_name(Placement::kFree));
       continue;
     }
     detail::replace_uses(g, out, in);

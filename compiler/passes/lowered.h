@@ -123,6 +123,7 @@
 #include <vector>
 
 #include "compiler/ir/graph.h"
+#include "compiler/ops/op_table.h"
 
 namespace npusim::compiler {
 
@@ -141,6 +142,9 @@ inline constexpr const char* kLayoutReason = "npu.layout_reason";
 inline constexpr const char* kDecomposedWhy = "npu.decomposed_why";
 // The domain of npusim's own ops (Gelu, Silu, the layout Transpose).
 inline constexpr const char* kNpuDomain = "npu";
+
+// The placement the placement pass set on n (its kPlacement attribute); nullopt when n has none.
+std::optional<Placement> assigned_placement(const Node& n);
 
 // The NHWC memory order of a logical NCHW tensor.
 inline const std::vector<int> kNhwc = {0, 2, 3, 1};

@@ -48,7 +48,7 @@ void alias_free_ops(Graph& g);
 // Sets npu.placement on every node from the op table and the node's constraints.
 void assign_placement(Graph& g);
 
-// The placement of one node of g as a string ("matrix", "vector", "free", "host").
-std::string placement_of(const Graph& g, const Node& n);
+// The placement of one node of g.
+Placement placement_of(const Graph& g, const Node& n);
 
 }  // namespace npusim::compiler::passes

@@ -1,6 +1,8 @@
 // Placement: which unit runs each node. The op table (compiler/ops) is the one source of truth for
 // which ops run where; this pass applies the table's stated constraints to the node as lowered (its
 // operands' constness, layouts, types), so the back end never re-derives them.
+#include <stdexcept>
+
 #include "compiler/ops/op_table.h"
 #include "compiler/passes/pass_util.h"
 #include "compiler/passes/passes.h"
@@ -23,33 +25,46 @@ bool in_onnx_order(const Graph& g, const std::string& v) {
 
 }  // namespace
 
-std::string placement_of(const Graph& g, const Node& n) {
+Placement placement_of(const Graph& g, const Node& n) {
   if (n.domain == kNpuDomain) {
     // Gelu: VecOp gelu; Silu: sigmoid + mul; RMSNormalization: the row-wise kernel or its pieces; layout
     // conversions: VecOp transpose.
     if (n.op_type == "Gelu" || n.op_type == "Silu" || n.op_type == "RMSNormalization" ||
         n.op_type == "Transpose")
-      return "vector";
-    return "host";
+      return Placement::kNpuVector;
+    return Placement::kHost;
   }
-  if (!n.domain.empty()) return "host";
+  if (!n.domain.empty()) return Placement::kHost;
   const OpSupport* row = find_op(n.op_type);
-  if (!row) return "host";
+  if (!row) return Placement::kHost;
   const std::string& op = n.op_type;
   // Constraints the table states in words, checked on the node.
   if (op == "Gather" && !detail::constant_of(g, n.inputs[0]) && !detail::constant_of(g, n.inputs[1]))
-    return "host";
-  if (op == "Cast") return detail::constant_of(g, n.inputs[0]) ? "free" : "vector";
+    return Placement::kHost;
+  if (op == "Cast") return detail::constant_of(g, n.inputs[0]) ? Placement::kFree : Placement::kNpuVector;
   if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze")
-    return in_onnx_order(g, n.inputs[0]) ? "free" : "vector";
+    return in_onnx_order(g, n.inputs[0]) ? Placement::kFree : Placement::kNpuVector;
   if ((op == "Conv" || op == "ConvTranspose" || op == "Gemm" || op == "MatMul") &&
       !(float_operand(g, n.inputs[0]) && float_operand(g, n.inputs[1])))
-    return "host";
-  return std::string(placement_name(row->placement));
+    return Placement::kHost;
+  return row->placement;
 }
 
 void assign_placement(Graph& g) {
-  for (auto& n : g.nodes) n.attrs[kPlacement].value = placement_of(g, n);
+  for (auto& n : g.nodes) n.attrs[kPlacement].value = std::string(placement_name(placement_of(g, n)));
 }
 
 }  // namespace npusim::compiler::passes
+
+namespace npusim::compiler {
+
+std::optional<Placement> assigned_placement(const Node& n) {
+  const std::string text = n.attr_string(kPlacement, "");
+  if (text.empty()) return std::nullopt;
+  const std::optional<Placement> p = parse_placement(text);
+  if (!p)
+    throw std::logic_error("node '" + n.name + "': " + kPlacement + " is '" + text + "', not a placement");
+  return p;
+}
+
+}  // namespace npusim::compiler

@@ -93,7 +93,7 @@ struct ErrorSums {
 
 bool reported_layer(const Node& n) {
   if (n.domain == kNpuDomain && n.op_type == "Transpose") return false;
-  return n.attr_string(kPlacement, "") != "free";
+  return assigned_placement(n) != Placement::kFree;
 }
 
 PrecisionPlan all_fp32(const PrecisionPlan& plan) {

@@ -156,7 +156,11 @@ void attach_compile_info(const CompiledModel& compiled, traces::Report& report) 
     const compiler::LayerPlan& p = *it->second;
     if (p.bound_cycles) l.bound_cycles = static_cast<uint64_t>(*p.bound_cycles);
     JsonWriter w(l.extra_json);
-    w.members().key("mapping").object().member("placement", p.placement).member("description", p.mapping);
+    w.members()
+        .key("mapping")
+        .object()
+        .member("placement", compiler::placement_name(p.placement))
+        .member("description", p.mapping);
     w.key("tile").object().member("m", p.tile_m).member("k", p.tile_k).member("n", p.tile_n);
     w.member("oh", p.tile_oh).member("ow", p.tile_ow).member("elems", p.tile_elems).end();
     w.member("loop_order", p.loop_order);

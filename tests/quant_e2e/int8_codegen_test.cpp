@@ -239,7 +239,8 @@ TEST(Int8Codegen, DepthwiseConvsOnTheVectorUnitMatchBitExactly) {
       opt.mapping = &vector;
       c.result = compiler::compile(c.lowered, config, opt);
       int on_vector = 0;
-      for (const auto& l : c.result.layers) on_vector += l.op == "Conv" && l.placement == "vector";
+      for (const auto& l : c.result.layers)
+        on_vector += l.op == "Conv" && l.placement == compiler::Placement::kNpuVector;
       EXPECT_EQ(on_vector, 2);
       for (const auto& s : q::synthetic_samples(c.lowered, 2, 5)) EXPECT_EQ(check_bit_exact(c, config, s), 8);
     }
@@ -952,7 +953,7 @@ TEST(Int8Codegen, DepthwiseSearchSimulatesTheBestTileOfEveryChannelChunk) {
   for (const auto& l : k.result.layers) {
     if (l.op != "Conv") continue;
     ++convs;
-    EXPECT_EQ(l.placement, "vector") << l.mapping;
+    EXPECT_EQ(l.placement, compiler::Placement::kNpuVector) << l.mapping;
     EXPECT_EQ(l.tile_n, 96) << l.mapping;
   }
   EXPECT_EQ(convs, 1);
@@ -1105,10 +1106,10 @@ TEST(Int8Codegen, ConcatsFoldedIntoTheirProducersStoresGiveTheUnfoldedProgramsBi
     for (const auto& l : k.result.layers) {
       if (l.op != "Concat") continue;
       if (l.name == "cat0_node") {  // the first: it requantizes x0 into the block's buffer
-        EXPECT_EQ(l.placement, "vector");
+        EXPECT_EQ(l.placement, compiler::Placement::kNpuVector);
         EXPECT_NE(l.mapping.find("1 input(s) requantized"), std::string::npos) << l.mapping;
       } else {
-        EXPECT_EQ(l.placement, "free") << l.name << ": " << l.mapping;
+        EXPECT_EQ(l.placement, compiler::Placement::kFree) << l.name << ": " << l.mapping;
         EXPECT_EQ(l.instructions, 0) << l.name;
       }
     }
@@ -1131,7 +1132,7 @@ TEST(Int8Codegen, AConcatInputOfAnotherScaleIsRequantizedNotFolded) {
   k.result = compiler::compile(k.lowered, config, opt);
   for (const auto& l : k.result.layers) {
     if (l.op == "Concat") {
-      EXPECT_EQ(l.placement, "vector");
+      EXPECT_EQ(l.placement, compiler::Placement::kNpuVector);
       EXPECT_NE(l.mapping.find("1 input(s) requantized"), std::string::npos) << l.mapping;
       EXPECT_NE(l.mapping.find("1 of 2 input(s) written in place"), std::string::npos) << l.mapping;
     }

@@ -439,7 +439,7 @@ TEST(Matrix, BiasAndClampAreOneOutputStageWhoseVectorsLoadOncePerSide) {
   CompileResult r;
   EXPECT_LT(compile_and_compare(b.build(), small_sram(), &r), kTol) << compile_summary(r);
   uint32_t layer = 0;
-  while (layer < r.layers.size() && r.layers[layer].placement != "matrix") ++layer;
+  while (layer < r.layers.size() && r.layers[layer].placement != Placement::kNpuMatrix) ++layer;
   ASSERT_LT(layer, r.layers.size()) << compile_summary(r);
   int64_t stores = 0, outputs = 0, vecs = 0, acc_loads = 0;
   for (const isa::Instruction& i : r.program.instructions) {
@@ -502,7 +502,8 @@ TEST(Matrix, ConvWithAFusedSiluMatches) {
     copts.precision = precision;
     EXPECT_LT(compile_and_compare(b.build(), small_sram(), &r, {}, copts), tol) << compile_summary(r);
     int vector_layers = 0;
-    for (const LayerPlan& p : r.layers) vector_layers += p.placement == "vector" && p.op != "Transpose";
+    for (const LayerPlan& p : r.layers)
+      vector_layers += p.placement == Placement::kNpuVector && p.op != "Transpose";
     EXPECT_EQ(vector_layers, 0) << compile_summary(r);
   }
 }
@@ -527,7 +528,7 @@ TEST(Matrix, ResidualTileLiesInTheInputScratchpadWhenItFits) {
       CompileResult r;
       EXPECT_LT(compile_and_compare(g, config, &r, {}, copts), tol) << compile_summary(r);
       int matrix_layers = 0, from_input = 0;
-      for (const LayerPlan& p : r.layers) matrix_layers += p.placement == "matrix";
+      for (const LayerPlan& p : r.layers) matrix_layers += p.placement == Placement::kNpuMatrix;
       for (const isa::Instruction& i : r.program.instructions) {
         if (i.opcode == isa::Opcode::kVec && i.get(isa::Field::kVop) == static_cast<int64_t>(isa::VecOp::kAdd) &&
             i.get(isa::Field::kSrc2Buf) == static_cast<int64_t>(isa::Buffer::kInput)) {
@@ -558,7 +559,7 @@ TEST(Matrix, TileRowsSplitTheExtentEvenlyRatherThanLeaveAFewRowRemainder) {
   const CompileResult r = compile(g, isa::NpuConfig{}, o);
   int matmuls = 0;
   for (const LayerPlan& p : r.layers) {
-    if (p.placement != "matrix") continue;
+    if (p.placement != Placement::kNpuMatrix) continue;
     ++matmuls;
     EXPECT_GE(197 % p.tile_m == 0 ? p.tile_m : 197 % p.tile_m, p.tile_m / 2) << p.mapping << " tile_m " << p.tile_m;
   }

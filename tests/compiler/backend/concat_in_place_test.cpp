@@ -144,7 +144,7 @@ TEST(ConcatInPlace, DenseBlocksFoldEveryConcatAndComputeWhatTheCopiesDo) {
       for (const LayerPlan& p : b.folded.layers) {
         if (p.op != "Concat") continue;
         ++concats;
-        EXPECT_EQ(p.placement, "free") << p.name << ": " << p.mapping;
+        EXPECT_EQ(p.placement, Placement::kFree) << p.name << ": " << p.mapping;
         EXPECT_EQ(p.instructions, 0) << p.name;
         EXPECT_NE(p.mapping.find("folded into its producers' stores"), std::string::npos) << p.mapping;
         EXPECT_EQ(p.bound_cycles, 0) << p.name;
@@ -177,9 +177,10 @@ TEST(ConcatInPlace, InceptionFoldsWhatItCanAndCopiesTheRest) {
     // buffer, not at its own offsets, so it copies them; d is also read by the Add, which does not read
     // views, so cat copies it too; a it takes in place.
     const LayerPlan& cat = layer(b.folded, "cat_node");
-    EXPECT_EQ(cat.placement, "vector");
+    EXPECT_EQ(cat.placement, Placement::kNpuVector);
     EXPECT_NE(cat.mapping.find("1 of 4 input(s) written in place"), std::string::npos) << cat.mapping;
-    EXPECT_EQ(layer(b.folded, "cat2_node").placement, "free") << layer(b.folded, "cat2_node").mapping;
+    EXPECT_EQ(layer(b.folded, "cat2_node").placement, Placement::kFree)
+        << layer(b.folded, "cat2_node").mapping;
     EXPECT_NE(layer(b.folded, "a_conv").mapping.find("written in place"), std::string::npos);
     EXPECT_NE(layer(b.folded, "c_conv").mapping.find("written in place"), std::string::npos);
     EXPECT_EQ(layer(b.folded, "d_conv").mapping.find("in place"), std::string::npos);
@@ -207,7 +208,8 @@ TEST(ConcatInPlace, ProducersThatDoNotWriteViewsGetADenseCopyAndContiguousSlices
   EXPECT_LE(r.between, 1e-5) << compile_summary(r.folded);
   EXPECT_LT(r.folded_vs_ref, 1e-4);
   EXPECT_EQ(check_tokens(r.folded.program), "");
-  for (const char* c : {"side_node", "rows_node"}) EXPECT_EQ(layer(r.folded, c).placement, "free") << c;
+  for (const char* c : {"side_node", "rows_node"})
+    EXPECT_EQ(layer(r.folded, c).placement, Placement::kFree) << c;
   EXPECT_NE(layer(r.folded, "a_mm").mapping.find("copied between a Concat's slice and a dense DRAM scratch"),
             std::string::npos)
       << layer(r.folded, "a_mm").mapping;
@@ -249,9 +251,9 @@ TEST(ConcatInPlace, OffWhenAskedAndForAConcatAMappingFilePlaces) {
   o.mapping = &m;
   const CompileResult r = compile(lowered, isa::NpuConfig{}, o);
   const LayerPlan& out = layer(r, "b0_out_node");
-  EXPECT_EQ(out.placement, "vector");
+  EXPECT_EQ(out.placement, Placement::kNpuVector);
   EXPECT_GT(out.instructions, 0);
-  EXPECT_EQ(layer(r, "b1_out_node").placement, "free");
+  EXPECT_EQ(layer(r, "b1_out_node").placement, Placement::kFree);
 }
 
 }  // namespace

@@ -81,7 +81,7 @@ TEST_P(DepthwiseOnVector, MatchesTheInterpreterOnDefaultAndSmallSram) {
       EXPECT_EQ(check_tokens(r.program), "");
       EXPECT_TRUE(r.fallbacks.empty()) << compile_summary(r);
       const LayerPlan& p = dw_layer(r);
-      EXPECT_EQ(p.placement, "vector") << p.mapping;
+      EXPECT_EQ(p.placement, Placement::kNpuVector) << p.mapping;
       EXPECT_NE(p.mapping.find("VEC dwconv"), std::string::npos) << p.mapping;
       // The tokens capture every hazard of the ping-pong slots: a random interleaving computes the same.
       RunOptions random;
@@ -109,20 +109,20 @@ TEST(Depthwise, TheChoiceIsTheFasterMappingAndEitherPlacementCanBeImposed) {
   lower(lowered);
   isa::NpuConfig edge;  // 32 lanes, 32 x 32 array
   const CompileResult chosen = compile(lowered, edge);
-  EXPECT_EQ(dw_layer(chosen).placement, "vector") << dw_layer(chosen).mapping;
+  EXPECT_EQ(dw_layer(chosen).placement, Placement::kNpuVector) << dw_layer(chosen).mapping;
   EXPECT_EQ(dw_layer(chosen).chosen.placement, Placement::kNpuVector);
   const MappingOverrides matrix = on(Placement::kNpuMatrix);
   CompileOptions o;
   o.mapping = &matrix;
   const CompileResult forced = compile(lowered, edge, o);
-  EXPECT_EQ(dw_layer(forced).placement, "matrix");
+  EXPECT_EQ(dw_layer(forced).placement, Placement::kNpuMatrix);
   EXPECT_NE(dw_layer(forced).mapping.find("block-diagonal"), std::string::npos);
   EXPECT_LT(dw_layer(chosen).est_cycles, dw_layer(forced).est_cycles);
 
   // With a vector unit of 1 lane the array is faster: the back end keeps it.
   isa::NpuConfig slow = edge;
   slow.vector.lanes = 1;
-  EXPECT_EQ(dw_layer(compile(lowered, slow)).placement, "matrix");
+  EXPECT_EQ(dw_layer(compile(lowered, slow)).placement, Placement::kNpuMatrix);
 }
 
 TEST(Depthwise, AScaleSimTopologysDepthwiseRowsStayOnTheArrayAsSCALESimRunsThem) {
@@ -133,7 +133,7 @@ TEST(Depthwise, AScaleSimTopologysDepthwiseRowsStayOnTheArrayAsSCALESimRunsThem)
       "Conv_DP_15, 9, 9, 3, 3, 960, 1, 1,\n");
   lower(g);
   const CompileResult r = compile(g, isa::NpuConfig{});
-  EXPECT_EQ(dw_layer(r).placement, "matrix") << dw_layer(r).mapping;
+  EXPECT_EQ(dw_layer(r).placement, Placement::kNpuMatrix) << dw_layer(r).mapping;
   EXPECT_NE(dw_layer(r).mapping.find("block-diagonal"), std::string::npos) << dw_layer(r).mapping;
 }
 
@@ -167,7 +167,7 @@ TEST(Depthwise, TheVectorPlacementTakesItsTilesAndRejectsTheArraysKeys) {
   CompileResult r;
   EXPECT_LT(compile_and_compare(g, isa::NpuConfig{}, &r, {}, o), kTol);
   const LayerPlan& p = dw_layer(r);
-  EXPECT_EQ(p.placement, "vector") << p.mapping;
+  EXPECT_EQ(p.placement, Placement::kNpuVector) << p.mapping;
   EXPECT_EQ(p.tile_oh, 2);
   EXPECT_EQ(p.tile_ow, 7);
   EXPECT_EQ(p.tile_n, 32);

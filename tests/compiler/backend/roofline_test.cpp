@@ -98,7 +98,7 @@ TEST(Roofline, DepthwiseConvIsBoundedByTheVectorLanesNotTheArray) {
   const CompileResult r = compile(g, c);
   const int64_t macs = hw * hw * ch * 9;
   // On either unit (compiler/backend/depthwise.h): the bound is the layer's, not the mapping's.
-  ASSERT_NE(layer(r, "dw").placement, "host");
+  ASSERT_NE(layer(r, "dw").placement, Placement::kHost);
   ASSERT_TRUE(layer(r, "dw").bound_cycles.has_value());
   EXPECT_EQ(*layer(r, "dw").bound_cycles, macs / c.vector.lanes);
 }
@@ -114,7 +114,7 @@ TEST(Roofline, VectorLayerIsBoundedByItsLargestTensorOverTheLanesOrItsBytes) {
   const double largest = 64 * 16 * 16, bytes = 4 * (largest + 64 + largest);
   isa::NpuConfig c;
   CompileResult r = compile(g, c);
-  ASSERT_EQ(layer(r, "add").placement, "vector");
+  ASSERT_EQ(layer(r, "add").placement, Placement::kNpuVector);
   ASSERT_TRUE(layer(r, "add").bound_cycles.has_value());
   EXPECT_EQ(*layer(r, "add").bound_cycles, roof(largest / static_cast<double>(c.vector.lanes), bytes, c));
   c.dram.model = isa::DramModel::kIdeal;

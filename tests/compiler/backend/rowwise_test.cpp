@@ -73,7 +73,7 @@ TEST(Rowwise, SoftmaxAndLayerNormAreOneLayerEachNamedAsTheirNodes) {
   EXPECT_EQ(r.result.layers[0].name, "norm");
   EXPECT_EQ(r.result.layers[1].name, "attn/Softmax");
   for (const LayerPlan& l : r.result.layers) {
-    EXPECT_EQ(l.placement, "vector") << l.name;
+    EXPECT_EQ(l.placement, Placement::kNpuVector) << l.name;
     EXPECT_NE(l.mapping.find("row-wise"), std::string::npos) << l.mapping;
     // 87 rows of 45 fp16 elements in three 1344-byte slots (672 elements): tiles of 14 rows, the last of 3.
     EXPECT_NE(l.mapping.find("7 tile(s) of up to 14 rows x 45 elements"), std::string::npos) << l.mapping;
@@ -160,7 +160,7 @@ TEST(Rowwise, RmsNormIsOneLayerWhoseFp16AndBf16ResultsAreTheQuantizedReferencesE
   const Compiled r = compile_and_run(g, tiny_sram(), isa::DType::kFp16, true, x);
   ASSERT_EQ(r.result.layers.size(), 2u) << compile_summary(r.result);
   EXPECT_EQ(r.result.layers[0].name, "norm");
-  EXPECT_EQ(r.result.layers[0].placement, "vector");
+  EXPECT_EQ(r.result.layers[0].placement, Placement::kNpuVector);
   EXPECT_NE(
       r.result.layers[0].mapping.find("row-wise rmsnorm (mul, reduce_mean, add eps, rsqrt, mul, mul gamma)"),
       std::string::npos)

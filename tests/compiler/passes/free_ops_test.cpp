@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+
 #include "compiler/passes/passes.h"
 #include "tests/compiler/passes/graph_builder.h"
 
@@ -24,6 +26,23 @@ TEST(FreeOps, IdentityAndDropoutAreRemovedAndReshapeIsAFreeAlias) {
   EXPECT_EQ(g.nodes[0].attr_string(kPlacement, ""), "free");
   EXPECT_EQ(g.nodes[1].attr_string(kPlacement, ""), "vector");
   EXPECT_TRUE(same_outputs(before, g));
+}
+
+// The attribute is text in the graph (it is written with the lowered model); the compiler reads it back
+// as the op table's enum, and a value that is no placement is an internal error, not a default.
+TEST(FreeOps, AssignedPlacementReadsTheAttributeAsTheOpTablesEnum) {
+  GraphBuilder b;
+  auto x = b.input("x", {2, 6});
+  auto r = b.node("Reshape", {x, b.ints("shape", {3, 4})}, "r", {3, 4});
+  b.output(b.node("Relu", {r}, "y", {3, 4}));
+  Graph g = b.build();
+  EXPECT_EQ(assigned_placement(g.nodes[0]), std::nullopt);
+  passes::assign_placement(g);
+  EXPECT_EQ(assigned_placement(g.nodes[0]), Placement::kFree);
+  EXPECT_EQ(assigned_placement(g.nodes[1]), Placement::kNpuVector);
+  g.nodes[1].attrs[kPlacement].value =
+      std::string("npu-vector");  // to_string's spelling, not the attribute's
+  EXPECT_THROW(assigned_placement(g.nodes[1]), std::logic_error);
 }
 
 TEST(FreeOps, IdentityProducingAGraphOutputStaysAsAFreeNode) {
