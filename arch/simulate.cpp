@@ -111,14 +111,22 @@ traces::Report simulate(const isa::Program& program, const isa::NpuConfig& confi
 
 std::vector<traces::Report> simulate_cores(const std::vector<const isa::Program*>& programs,
                                            const isa::NpuConfig& config, const RunOptions& options) {
+  return simulate_cores(programs, std::vector<const isa::NpuConfig*>(programs.size(), &config), options);
+}
+
+std::vector<traces::Report> simulate_cores(const std::vector<const isa::Program*>& programs,
+                                           const std::vector<const isa::NpuConfig*>& configs,
+                                           const RunOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   if (options.functional || options.sink)
     throw SimError("a multi-core run is timing only: no functional mode, no trace");
-  if (programs.empty() || static_cast<int64_t>(programs.size()) > config.cores)
-    throw SimError(fmt::format("{} programs for {} cores", programs.size(), config.cores));
+  if (programs.empty() || configs.size() != programs.size() ||
+      static_cast<int64_t>(programs.size()) > configs[0]->cores)
+    throw SimError(fmt::format("{} programs for {} cores", programs.size(), configs.empty() ? 0 : configs[0]->cores));
+  const isa::NpuConfig& config = *configs[0];
   for (size_t i = 0; i < programs.size(); ++i) {
     try {
-      check_program(*programs[i], config);
+      check_program(*programs[i], *configs[i]);
     } catch (const SimError& e) {
       throw SimError(fmt::format("core {}: {}", i, e.what()));
     }
@@ -130,7 +138,7 @@ std::vector<traces::Report> simulate_cores(const std::vector<const isa::Program*
     std::vector<std::unique_ptr<Npu>> cores;
     for (size_t i = 0; i < programs.size(); ++i) {
       // Progress follows core 0 (the cores start together).
-      cores.push_back(std::make_unique<Npu>(fmt::format("core{}", i).c_str(), config, *programs[i], nullptr,
+      cores.push_back(std::make_unique<Npu>(fmt::format("core{}", i).c_str(), *configs[i], *programs[i], nullptr,
                                             nullptr, i == 0 ? options.progress : nullptr, uncore,
                                             static_cast<int>(i)));
     }
@@ -142,8 +150,9 @@ std::vector<traces::Report> simulate_cores(const std::vector<const isa::Program*
     }
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (traces::Report& r : reports) {
-    traces::add_energy(r, config);
+  for (size_t i = 0; i < reports.size(); ++i) {
+    traces::Report& r = reports[i];
+    traces::add_energy(r, *configs[i]);
     r.sim.wall_seconds = wall;
   }
   return reports;

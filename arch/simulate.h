@@ -38,6 +38,12 @@ traces::Report simulate(const isa::Program& program, const isa::NpuConfig& confi
 // naming the core.
 std::vector<traces::Report> simulate_cores(const std::vector<const isa::Program*>& programs,
                                            const isa::NpuConfig& config, const RunOptions& options = {});
+// As above with each core's own configuration (configs parallel to programs; they may differ in what
+// belongs to one core, e.g. the array or the scratchpads; the DRAM, host link, clock and `cores` are the
+// first one's).
+std::vector<traces::Report> simulate_cores(const std::vector<const isa::Program*>& programs,
+                                           const std::vector<const isa::NpuConfig*>& configs,
+                                           const RunOptions& options = {});
 
 // Makes a new, empty SystemC simulation context current (simulate() calls it before each run; a test
 // that builds units itself calls it first). The previous context must have no live modules.

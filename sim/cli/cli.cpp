@@ -1079,6 +1079,9 @@ int cmd_serve(Context& ctx, const Command& cmd) {
   const isa::NpuConfig whole = load_config(scenario.config, scenario.sets);
   const std::vector<size_t> sharing = serve::models_per_core(scenario, whole.cores);
   std::vector<serve::ModelProfile> profiles;
+  std::vector<isa::NpuConfig> configs;  // per model, for the co-runs below
+  std::vector<isa::Program> programs;
+  std::vector<traces::Report> alone;
   for (size_t i = 0; i < scenario.models.size(); ++i) {
     const serve::ScenarioModel& sm = scenario.models[i];
     isa::NpuConfig config = whole;
@@ -1108,7 +1111,7 @@ int cmd_serve(Context& ctx, const Command& cmd) {
     }
     m.calibration_samples = 1;  // timing only, as `npusim run` without --calibration
     m.timing_only = true;
-    const CompiledModel compiled = compile_or_throw(sm.model, config, m);
+    CompiledModel compiled = compile_or_throw(sm.model, config, m);
     traces::Report report;
     try {
       report = arch::simulate(compiled.result.program, config, arch::RunOptions{});
@@ -1127,9 +1130,29 @@ int cmd_serve(Context& ctx, const Command& cmd) {
       serve::add_pipeline(p, pipeline);
     }
     profiles.push_back(std::move(p));
+    configs.push_back(config);
+    programs.push_back(std::move(compiled.result.program));
+    alone.push_back(std::move(report));
+  }
+  // Models on different cores slow each other down through the DRAM and the host link they share: each
+  // pair's slowdowns come from one simulation of their programs on two cores (docs/scenarios.md).
+  serve::Slowdowns slowdown;
+  for (size_t i = 0; i < scenario.models.size(); ++i) {
+    for (size_t j = i + 1; j < scenario.models.size(); ++j) {
+      if (scenario.models[i].core == scenario.models[j].core) continue;
+      if (slowdown.empty()) slowdown.assign(scenario.models.size(), std::vector<double>(scenario.models.size(), 1.0));
+      std::vector<traces::Report> both;
+      try {
+        both = arch::simulate_cores({&programs[i], &programs[j]}, {&configs[i], &configs[j]});
+      } catch (const arch::SimError& e) {
+        throw RunError(fmt::format("{} with {} on two cores: {}", scenario.models[i].name, scenario.models[j].name,
+                                   e.what()));
+      }
+      std::tie(slowdown[i][j], slowdown[j][i]) = serve::co_run_slowdowns(alone[i], both[0], alone[j], both[1]);
+    }
   }
   const serve::ServeResult result =
-      serve::run_scenario(scenario, profiles, whole.frequency_mhz, whole.dram.capacity_mib << 20);
+      serve::run_scenario(scenario, profiles, whole.frequency_mhz, whole.dram.capacity_mib << 20, slowdown);
   if (!report_file.empty()) write_output(report_file, serve::serve_json(result, scenario));
   if (!trace_file.empty()) {
     auto f = open_output(trace_file);
