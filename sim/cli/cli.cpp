@@ -244,28 +244,35 @@ traces::RunInfo run_info(Context& ctx, const CommonOptions& o, const std::string
   return info;
 }
 
+// --trace and --trace-csv: the files and the sink that writes both (null when neither was given).
+struct TraceFiles {
+  explicit TraceFiles(const CommonOptions& o) : json(open_output(o.trace)), csv(open_output(o.trace_csv)) {
+    if (json) sink = (json_sink = std::make_unique<traces::ChromeTraceSink>(*json)).get();
+    if (csv) {
+      csv_sink = std::make_unique<traces::CsvTraceSink>(*csv);
+      if (sink) {
+        tee = std::make_unique<traces::TeeSink>(std::vector<traces::Sink*>{sink, csv_sink.get()});
+        sink = tee.get();
+      } else {
+        sink = csv_sink.get();
+      }
+    }
+  }
+  decltype(open_output(std::string())) json, csv;
+  std::unique_ptr<traces::ChromeTraceSink> json_sink;
+  std::unique_ptr<traces::CsvTraceSink> csv_sink;
+  std::unique_ptr<traces::TeeSink> tee;
+  traces::Sink* sink = nullptr;
+};
+
 int simulate_and_report(Context& ctx, const CommonOptions& o, const std::string& model, const isa::Program& program,
                         const isa::NpuConfig& config, const CompiledModel* compiled = nullptr,
                         const FunctionalIo& io = {}, const ReportExtras* extras = nullptr,
                         e2e::E2eResult* pipeline = nullptr) {
   const size_t top = top_layers(o.top);
   traces::RunInfo info = run_info(ctx, o, model, config);
-  auto trace_json = open_output(o.trace);
-  auto trace_csv = open_output(o.trace_csv);
-  std::unique_ptr<traces::ChromeTraceSink> json_sink;
-  std::unique_ptr<traces::CsvTraceSink> csv_sink;
-  std::unique_ptr<traces::TeeSink> tee;
-  traces::Sink* sink = nullptr;
-  if (trace_json) sink = (json_sink = std::make_unique<traces::ChromeTraceSink>(*trace_json)).get();
-  if (trace_csv) {
-    csv_sink = std::make_unique<traces::CsvTraceSink>(*trace_csv);
-    if (sink) {
-      tee = std::make_unique<traces::TeeSink>(std::vector<traces::Sink*>{sink, csv_sink.get()});
-      sink = tee.get();
-    } else {
-      sink = csv_sink.get();
-    }
-  }
+  TraceFiles traces(o);
+  traces::Sink* sink = traces.sink;
   // --pipeline: the NPU's events move to where the model starts; the host stages get lanes of their own.
   std::unique_ptr<e2e::E2eTraceSink> e2e_sink;
   if (sink && pipeline) sink = (e2e_sink = std::make_unique<e2e::E2eTraceSink>(*sink, *pipeline)).get();
@@ -894,16 +901,22 @@ multicore::Split split_option(const std::string& name, const isa::NpuConfig& con
     throw UsageError(
         fmt::format("--split {} needs a multi-core NPU; the configuration has cores = {} (set cores: N)",
                     name, config.cores));
-  if (o.functional || !o.trace.empty() || !o.trace_csv.empty() || pipeline)
+  if (o.functional)
     throw UsageError(
-        "--split is timing only: it does not combine with --functional, --trace, --trace-csv or --pipeline");
+        "--split does not combine with --functional: the cores' runs are timing only (run --functional without "
+        "--split for the values, which do not depend on the cores)");
+  if (pipeline)
+    throw UsageError(
+        "--split does not combine with --pipeline: a pipeline's stages are timed around one run on one core");
   return split;
 }
 
 // --split: the model over the cores in one simulation; the report's body stays the run on one core
-// (simulated here once and reused), the split goes to the multicore section.
+// (simulated here once and reused), the split goes to the multicore section; --trace and --trace-csv get
+// the cores' run (a track per unit of each core).
 void multicore_study(multicore::Split split, const std::string& model, const CompiledModel& compiled,
-                     const isa::NpuConfig& config, const ModelCliOptions& m, ReportExtras& extras) {
+                     const isa::NpuConfig& config, const CommonOptions& o, const ModelCliOptions& m,
+                     ReportExtras& extras) {
   if (split == multicore::Split::kBatch && m.batch <= 0)
     throw UsageError(fmt::format("--split batch needs --batch N (N >= cores = {})", config.cores));
   try {
@@ -914,7 +927,8 @@ void multicore_study(multicore::Split split, const std::string& model, const Com
                                ModelCliOptions share = m;
                                share.batch = batch;
                                return compile_or_throw(model, config, share).result.program;
-                             });
+                             },
+                             TraceFiles(o).sink);
     extras.sections.emplace_back("multicore", multicore::split_json(r));
     extras.text += multicore::split_text(r);
   } catch (const multicore::SplitError& e) {
@@ -1039,13 +1053,15 @@ int cmd_run(Context& ctx, const Command& cmd) {
   if (split != multicore::Split::kNone) {
     if (dyn.active() || generate)
       throw UsageError("--split does not combine with --dynamic, --requests or --generate");
-    multicore_study(split, model, compiled, config, m, extras);
+    multicore_study(split, model, compiled, config, o, m, extras);
   }
+  CommonOptions body = o;  // with --split, the traces are the cores' run (multicore_study)
+  if (split != multicore::Split::kNone) body.trace = body.trace_csv = "";
   if (pipeline_spec) {
     pipeline =
         e2e::plan_pipeline(*pipeline_spec, compiled.result.program, config, std::max<int64_t>(1, m.batch));
   }
-  const int rc = simulate_and_report(ctx, o, model, compiled.result.program, config, &compiled, io, &extras,
+  const int rc = simulate_and_report(ctx, body, model, compiled.result.program, config, &compiled, io, &extras,
                                      pipeline ? &*pipeline : nullptr);
   print_graphs(ctx, m);
   return rc;

@@ -80,7 +80,7 @@ std::vector<size_t> stage_cuts(const isa::Program& program, const traces::Report
 
 SplitResult run_split(Split split, const isa::Program& whole, const traces::Report& whole_alone,
                       const isa::NpuConfig& config, int64_t batch,
-                      const std::function<isa::Program(int64_t batch)>& compile_batch) {
+                      const std::function<isa::Program(int64_t batch)>& compile_batch, traces::Sink* sink) {
   SplitResult r;
   r.split = split;
   r.cores = config.cores;
@@ -130,7 +130,9 @@ SplitResult run_split(Split split, const isa::Program& whole, const traces::Repo
   }
   std::vector<const isa::Program*> ptrs;
   for (const isa::Program& p : programs) ptrs.push_back(&p);
-  const std::vector<traces::Report> together = arch::simulate_cores(ptrs, config);
+  arch::RunOptions run;
+  run.sink = sink;
+  const std::vector<traces::Report> together = arch::simulate_cores(ptrs, config, run);
   for (size_t i = 0; i < programs.size(); ++i) {
     CoreFigures& c = r.per_core[i];
     c.cycles = together[i].total_cycles;

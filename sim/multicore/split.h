@@ -14,6 +14,7 @@
 #include "isa/machine/config.h"
 #include "isa/program.h"
 #include "traces/report.h"
+#include "traces/sink.h"
 
 namespace npusim::sim::multicore {
 
@@ -68,9 +69,12 @@ struct SplitResult {
 struct SplitError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// `sink` (optional) gets the trace of the run on the cores (arch::simulate_cores: a track per unit of each
+// core).
 SplitResult run_split(Split split, const isa::Program& whole, const traces::Report& whole_alone,
                       const isa::NpuConfig& config, int64_t batch,
-                      const std::function<isa::Program(int64_t batch)>& compile_batch);
+                      const std::function<isa::Program(int64_t batch)>& compile_batch,
+                      traces::Sink* sink = nullptr);
 
 std::string split_json(const SplitResult& r);
 std::string split_text(const SplitResult& r);
