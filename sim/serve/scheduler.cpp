@@ -188,6 +188,7 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
   r.sram = s.sram_partitioned ? "partitioned" : "shared";
   r.duration_ms = s.duration_ms;
   r.frequency_mhz = f_mhz;
+  r.slowdown = slowdown;
   const size_t n_models = s.models.size();
 
   std::vector<Request> reqs;
@@ -468,7 +469,12 @@ std::string serve_json(const ServeResult& r, const Scenario& s) {
     ms("latency_max_ms", m.latency_max_ms);
     ms("latency_mean_ms", m.latency_mean_ms);
     w.member("deadline_misses", m.deadline_misses).key("throughput_per_s").fixed(m.throughput_per_s, 6);
-    w.member("preemptions", m.preemptions).member("weight_reloads", m.weight_reloads).end();
+    w.member("preemptions", m.preemptions).member("weight_reloads", m.weight_reloads);
+    // Its slowdown next to each model on another core (measured on their two programs together).
+    w.key("slowdown_next_to").object();
+    for (size_t j = 0; !r.slowdown.empty() && j < r.models.size(); ++j)
+      if (s.models[j].core != s.models[i].core) w.key(r.models[j].name).fixed(r.slowdown[i][j], 4);
+    w.end().end();
   }
   constexpr double kMib = 1 << 20;
   w.end().key("dram").object().key("capacity_mib");
@@ -511,6 +517,13 @@ std::string serve_text(const ServeResult& r) {
     t += fmt::format("  DRAM: the models need {:.1f} MiB of {:.1f} MiB: {} weight reloads over the host link, {:.3f} ms\n",
                      r.dram_needed_bytes / double(1 << 20), r.dram_capacity_bytes / double(1 << 20), reloads,
                      static_cast<double>(r.reload_cycles) / r.frequency_mhz / 1000.0);
+  }
+  // Models on different cores: how much each slows down next to each other (their runs together).
+  for (size_t i = 0; i < r.slowdown.size(); ++i) {
+    std::string next;
+    for (size_t j = 0; j < r.slowdown[i].size(); ++j)
+      if (r.slowdown[i][j] > 1) next += fmt::format("{}x{:.3f} next to {}", next.empty() ? "" : ", ", r.slowdown[i][j], r.models[j].name);
+    if (!next.empty()) t += fmt::format("  shared DRAM/link: {} {}\n", r.models[i].name, next);
   }
   t += "  unit utilization:";
   for (const auto& [name, u] : r.units) t += fmt::format(" {} {:.1f}%", name, 100.0 * u);

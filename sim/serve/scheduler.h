@@ -98,6 +98,7 @@ struct ServeResult {
   int64_t dram_needed_bytes = 0;
   bool weights_resident = true;
   int64_t reload_cycles = 0;
+  Slowdowns slowdown;  // as given to run_scenario (models on different cores)
 };
 
 // The most requests a scenario may make (arrivals over all models).

@@ -324,6 +324,11 @@ TEST(Scheduler, OverlappingSegmentsOnTwoCoresAreEachSlowerAndApartTheyAreNot) {
   ServeResult r = run_scenario(s, p, 1000, 0, slow);
   EXPECT_DOUBLE_EQ(r.models[0].latency_max_ms, 1750 / 1e6);
   EXPECT_DOUBLE_EQ(r.models[1].latency_max_ms, 1500 / 1e6);
+  // The report says by how much each slows down next to the other.
+  EXPECT_NE(serve_text(r).find("shared DRAM/link: a x2.000 next to b"), std::string::npos) << serve_text(r);
+  const std::string j = serve_json(r, s);
+  EXPECT_NE(j.find("\"slowdown_next_to\": {\"b\": 2.0000}"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"slowdown_next_to\": {\"a\": 1.5000}"), std::string::npos) << j;
   // b arrives when a is done: neither is slowed.
   s.models[1].arrivals.phase_ms = 0.002;
   r = run_scenario(s, p, 1000, 0, slow);
