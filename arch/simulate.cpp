@@ -146,7 +146,8 @@ std::vector<traces::Report> simulate_cores(const std::vector<const isa::Program*
   if (options.functional) throw SimError("a multi-core run is timing only: no functional mode");
   if (programs.empty() || configs.size() != programs.size() ||
       static_cast<int64_t>(programs.size()) > configs[0]->cores)
-    throw SimError(fmt::format("{} programs for {} cores", programs.size(), configs.empty() ? 0 : configs[0]->cores));
+    throw SimError(
+        fmt::format("{} programs for {} cores", programs.size(), configs.empty() ? 0 : configs[0]->cores));
   const isa::NpuConfig& config = *configs[0];
   for (size_t i = 0; i < programs.size(); ++i) {
     try {
@@ -168,13 +169,15 @@ std::vector<traces::Report> simulate_cores(const std::vector<const isa::Program*
       if (options.sink) {
         sinks.push_back(std::make_unique<CoreSink>(*options.sink, static_cast<uint16_t>(info.units.size()),
                                                    static_cast<uint32_t>(info.layers.size())));
-        for (const std::string& u : Npu::track_names(*configs[i])) info.units.push_back(fmt::format("core{} {}", i, u));
+        for (const std::string& u : Npu::track_names(*configs[i]))
+          info.units.push_back(fmt::format("core{} {}", i, u));
         for (const isa::Layer& l : programs[i]->layers) info.layers.push_back(l.name);
       }
       // Progress follows core 0 (the cores start together).
       cores.push_back(std::make_unique<Npu>(fmt::format("core{}", i).c_str(), *configs[i], *programs[i],
                                             options.sink ? sinks.back().get() : nullptr, nullptr,
-                                            i == 0 ? options.progress : nullptr, uncore, static_cast<int>(i)));
+                                            i == 0 ? options.progress : nullptr, uncore,
+                                            static_cast<int>(i)));
     }
     if (options.sink) options.sink->begin(info);
     sc_core::sc_start();

@@ -903,8 +903,8 @@ multicore::Split split_option(const std::string& name, const isa::NpuConfig& con
                     name, config.cores));
   if (o.functional)
     throw UsageError(
-        "--split does not combine with --functional: the cores' runs are timing only (run --functional without "
-        "--split for the values, which do not depend on the cores)");
+        "--split does not combine with --functional: the cores' runs are timing only (run --functional "
+        "without --split for the values, which do not depend on the cores)");
   if (pipeline)
     throw UsageError(
         "--split does not combine with --pipeline: a pipeline's stages are timed around one run on one core");
@@ -921,14 +921,14 @@ void multicore_study(multicore::Split split, const std::string& model, const Com
     throw UsageError(fmt::format("--split batch needs --batch N (N >= cores = {})", config.cores));
   try {
     extras.simulated = arch::simulate(compiled.result.program, config, {});
-    const multicore::SplitResult r =
-        multicore::run_split(split, compiled.result.program, *extras.simulated, config,
-                             std::max<int64_t>(1, m.batch), [&](int64_t batch) {
-                               ModelCliOptions share = m;
-                               share.batch = batch;
-                               return compile_or_throw(model, config, share).result.program;
-                             },
-                             TraceFiles(o).sink);
+    const multicore::SplitResult r = multicore::run_split(
+        split, compiled.result.program, *extras.simulated, config, std::max<int64_t>(1, m.batch),
+        [&](int64_t batch) {
+          ModelCliOptions share = m;
+          share.batch = batch;
+          return compile_or_throw(model, config, share).result.program;
+        },
+        TraceFiles(o).sink);
     extras.sections.emplace_back("multicore", multicore::split_json(r));
     extras.text += multicore::split_text(r);
   } catch (const multicore::SplitError& e) {
@@ -1061,8 +1061,8 @@ int cmd_run(Context& ctx, const Command& cmd) {
     pipeline =
         e2e::plan_pipeline(*pipeline_spec, compiled.result.program, config, std::max<int64_t>(1, m.batch));
   }
-  const int rc = simulate_and_report(ctx, body, model, compiled.result.program, config, &compiled, io, &extras,
-                                     pipeline ? &*pipeline : nullptr);
+  const int rc = simulate_and_report(ctx, body, model, compiled.result.program, config, &compiled, io,
+                                     &extras, pipeline ? &*pipeline : nullptr);
   print_graphs(ctx, m);
   return rc;
 }
@@ -1156,15 +1156,17 @@ int cmd_serve(Context& ctx, const Command& cmd) {
   for (size_t i = 0; i < scenario.models.size(); ++i) {
     for (size_t j = i + 1; j < scenario.models.size(); ++j) {
       if (scenario.models[i].core == scenario.models[j].core) continue;
-      if (slowdown.empty()) slowdown.assign(scenario.models.size(), std::vector<double>(scenario.models.size(), 1.0));
+      if (slowdown.empty())
+        slowdown.assign(scenario.models.size(), std::vector<double>(scenario.models.size(), 1.0));
       std::vector<traces::Report> both;
       try {
         both = arch::simulate_cores({&programs[i], &programs[j]}, {&configs[i], &configs[j]});
       } catch (const arch::SimError& e) {
-        throw RunError(fmt::format("{} with {} on two cores: {}", scenario.models[i].name, scenario.models[j].name,
-                                   e.what()));
+        throw RunError(fmt::format("{} with {} on two cores: {}", scenario.models[i].name,
+                                   scenario.models[j].name, e.what()));
       }
-      std::tie(slowdown[i][j], slowdown[j][i]) = serve::co_run_slowdowns(alone[i], both[0], alone[j], both[1]);
+      std::tie(slowdown[i][j], slowdown[j][i]) =
+          serve::co_run_slowdowns(alone[i], both[0], alone[j], both[1]);
     }
   }
   const serve::ServeResult result =

@@ -147,12 +147,15 @@ double work_done_by(const traces::Report& alone, const traces::Report& shared, d
 
 std::pair<double, double> co_run_slowdowns(const traces::Report& a_alone, const traces::Report& a_shared,
                                            const traces::Report& b_alone, const traces::Report& b_shared) {
-  const double ta = static_cast<double>(a_shared.total_cycles), tb = static_cast<double>(b_shared.total_cycles);
+  const double ta = static_cast<double>(a_shared.total_cycles),
+               tb = static_cast<double>(b_shared.total_cycles);
   auto ratio = [](double shared, double alone) { return alone > 0 ? std::max(1.0, shared / alone) : 1.0; };
   if (ta <= tb) {
-    return {ratio(ta, static_cast<double>(a_alone.total_cycles)), ratio(ta, work_done_by(b_alone, b_shared, ta))};
+    return {ratio(ta, static_cast<double>(a_alone.total_cycles)),
+            ratio(ta, work_done_by(b_alone, b_shared, ta))};
   }
-  return {ratio(tb, work_done_by(a_alone, a_shared, tb)), ratio(tb, static_cast<double>(b_alone.total_cycles))};
+  return {ratio(tb, work_done_by(a_alone, a_shared, tb)),
+          ratio(tb, static_cast<double>(b_alone.total_cycles))};
 }
 
 std::vector<double> arrival_times_ms(const Arrivals& a, double duration_ms) {
@@ -241,11 +244,12 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
     constexpr double kMib = 1 << 20;
     const int64_t running = std::accumulate(largest.begin(), largest.end(), int64_t{0});
     if (activations + running > dram_capacity_bytes) {
-      throw ScenarioError({fmt::format(
-          "{}: dram.capacity_mib: the models' activations and scratch ({:.2f} MiB) and the largest model's weights "
-          "{}({:.2f} MiB) do not fit in {:.2f} MiB",
-          s.path, activations / kMib, cores > 1 ? "of each core " : "", running / kMib,
-          dram_capacity_bytes / kMib)});
+      throw ScenarioError(
+          {fmt::format("{}: dram.capacity_mib: the models' activations and scratch ({:.2f} MiB) and the "
+                       "largest model's weights "
+                       "{}({:.2f} MiB) do not fit in {:.2f} MiB",
+                       s.path, activations / kMib, cores > 1 ? "of each core " : "", running / kMib,
+                       dram_capacity_bytes / kMib)});
     }
   }
   WeightCache cache(profiles, r.weights_resident ? weights : dram_capacity_bytes - activations);
@@ -269,7 +273,8 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
   };
   std::vector<Core> core(static_cast<size_t>(cores));
   for (Core& c : core) c.rr_last = n_models - 1;
-  for (size_t i = 0; i < reqs.size(); ++i) core[static_cast<size_t>(s.models[reqs[i].model].core)].order.push_back(i);
+  for (size_t i = 0; i < reqs.size(); ++i)
+    core[static_cast<size_t>(s.models[reqs[i].model].core)].order.push_back(i);
 
   auto pick = [&](Core& c) -> size_t {  // index into c.ready
     switch (s.policy) {
@@ -281,7 +286,8 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
       case Policy::kPriority: {
         size_t best = 0;
         for (size_t i = 1; i < c.ready.size(); ++i) {
-          if (s.models[reqs[c.ready[i]].model].priority > s.models[reqs[c.ready[best]].model].priority) best = i;
+          if (s.models[reqs[c.ready[i]].model].priority > s.models[reqs[c.ready[best]].model].priority)
+            best = i;
         }
         return best;  // the earliest arrival among the highest priority
       }
@@ -309,7 +315,8 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
         const size_t slot = pick(c);
         const size_t id = c.ready[slot];
         Request& q = reqs[id];
-        if (c.last >= 0 && static_cast<size_t>(c.last) != id && reqs[c.last].done < 0 && reqs[c.last].next > 0)
+        if (c.last >= 0 && static_cast<size_t>(c.last) != id && reqs[c.last].done < 0 &&
+            reqs[c.last].next > 0)
           ++preemptions[reqs[c.last].model];
         const ModelProfile& p = profiles[q.model];
         if (p.segments.empty()) {  // a model without cycles is done on arrival
@@ -380,7 +387,8 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
       for (const auto& [name, busy] : p.unit_busy) {
         const size_t u =
             static_cast<size_t>(std::find(unit_names.begin(), unit_names.end(), name) - unit_names.begin());
-        unit_busy[u] += static_cast<double>(busy) * static_cast<double>(seg) / static_cast<double>(p.total_cycles);
+        unit_busy[u] +=
+            static_cast<double>(busy) * static_cast<double>(seg) / static_cast<double>(p.total_cycles);
       }
       npu_busy += t - c.run_from;
       pinned[q.model] = false;
@@ -522,7 +530,9 @@ std::string serve_text(const ServeResult& r) {
   for (size_t i = 0; i < r.slowdown.size(); ++i) {
     std::string next;
     for (size_t j = 0; j < r.slowdown[i].size(); ++j)
-      if (r.slowdown[i][j] > 1) next += fmt::format("{}x{:.3f} next to {}", next.empty() ? "" : ", ", r.slowdown[i][j], r.models[j].name);
+      if (r.slowdown[i][j] > 1)
+        next +=
+            fmt::format("{}x{:.3f} next to {}", next.empty() ? "" : ", ", r.slowdown[i][j], r.models[j].name);
     if (!next.empty()) t += fmt::format("  shared DRAM/link: {} {}\n", r.models[i].name, next);
   }
   t += "  unit utilization:";

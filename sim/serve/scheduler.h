@@ -44,8 +44,10 @@ using Slowdowns = std::vector<std::vector<double>>;
 // slowdown while the other ran. The one that finished first was slowed over all of its run; the other
 // over the part of its work done by then (its layers' end cycles map its co-run time to its time alone).
 // {slowdown of a, slowdown of b}; each at least 1.
-std::pair<double, double> co_run_slowdowns(const traces::Report& a_alone, const traces::Report& a_shared,
-                                           const traces::Report& b_alone, const traces::Report& b_shared);// A model's profile from its run's report: segments at its program layers' end cycles (fused nodes are
+std::pair<double, double> co_run_slowdowns(
+    const traces::Report& a_alone, const traces::Report& a_shared, const traces::Report& b_alone,
+    const traces::Report& b_shared);  // A model's profile from its run's report: segments at its program
+                                      // layers' end cycles (fused nodes are
 // not layers), its units' busy cycles.
 ModelProfile profile_of(const std::string& name, const traces::Report& report);
 

@@ -61,7 +61,8 @@ TEST(Multicore, EachCoreRunsWithItsOwnConfiguration) {
   a.dram.model = isa::DramModel::kIdeal;
   isa::NpuConfig b = a;
   b.sequencer.dispatch_cycles = 7;
-  const uint64_t alone_a = arch::simulate(p, a, {}).total_cycles, alone_b = arch::simulate(p, b, {}).total_cycles;
+  const uint64_t alone_a = arch::simulate(p, a, {}).total_cycles,
+                 alone_b = arch::simulate(p, b, {}).total_cycles;
   ASSERT_NE(alone_a, alone_b);
   const std::vector<traces::Report> r = arch::simulate_cores({&p, &p}, {&a, &b});
   ASSERT_EQ(r.size(), 2u);

@@ -111,25 +111,29 @@ TEST(MulticoreCli, SplitMistakesExit2WithOneSentence) {
 
 TEST(MulticoreCli, SplitWritesATraceWithATrackPerUnitOfEachCore) {
   const std::string dir = temp_dir("multicore_trace");
-  const CommandResult r = npusim({"run", "demo", "-q", "--set", "cores=2", "--split", "layers", "--report",
-                                  dir + "/r.json", "--trace", dir + "/t.json", "--trace-csv", dir + "/t.csv"});
+  const CommandResult r =
+      npusim({"run", "demo", "-q", "--set", "cores=2", "--split", "layers", "--report", dir + "/r.json",
+              "--trace", dir + "/t.json", "--trace-csv", dir + "/t.csv"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string t = dir + "/t.json";
   // Every unit of each core has its track, named after its core.
   const std::string tracks =
       "[e['args']['name'] for e in r['traceEvents'] if e['ph'] == 'M' and e['name'] == 'thread_name']";
   EXPECT_EQ(json_eval(t, "'core0 matrix' in " + tracks + " and 'core1 matrix' in " + tracks), "True");
-  EXPECT_EQ(json_eval(t, "sum(n.startswith('core0 ') for n in " + tracks + ") == sum(n.startswith('core1 ') for n in " +
-                             tracks + ")"),
+  EXPECT_EQ(json_eval(t, "sum(n.startswith('core0 ') for n in " + tracks +
+                             ") == sum(n.startswith('core1 ') for n in " + tracks + ")"),
             "True");
   // Each core's slices end with its run: the last one at the core's cycles in the report's multicore section.
   const std::string cycles = json_eval(dir + "/r.json", "[c['cycles'] for c in r['multicore']['per_core']]");
   const std::string f = json_eval(dir + "/r.json", "r['frequency_mhz']");
   for (int core = 0; core < 2; ++core) {
-    const std::string tids = "{e['tid'] for e in r['traceEvents'] if e['ph'] == 'M' and e['name'] == 'thread_name' "
-                             "and e['args']['name'].startswith('core" + std::to_string(core) + " ')}";
-    const std::string end = "round(max(e['ts'] + e['dur'] for e in r['traceEvents'] if e['ph'] == 'X' and e['tid'] in " +
-                            tids + ") * " + f + ")";
+    const std::string tids =
+        "{e['tid'] for e in r['traceEvents'] if e['ph'] == 'M' and e['name'] == 'thread_name' "
+        "and e['args']['name'].startswith('core" +
+        std::to_string(core) + " ')}";
+    const std::string end =
+        "round(max(e['ts'] + e['dur'] for e in r['traceEvents'] if e['ph'] == 'X' and e['tid'] in " + tids +
+        ") * " + f + ")";
     EXPECT_EQ(json_eval(t, end + " == " + cycles + "[" + std::to_string(core) + "]"), "True") << core;
   }
   EXPECT_NE(read_file(dir + "/t.csv").find("\ncore1 matrix,"), std::string::npos);
