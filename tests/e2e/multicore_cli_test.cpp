@@ -99,7 +99,7 @@ TEST(MulticoreCli, SplitMistakesExit2WithOneSentence) {
        "--split does not combine with --functional: the cores' runs are timing only"},
       {{"run", "demo", "--set", "cores=2", "--split", "layers", "--pipeline",
         std::string(NPUSIM_SOURCE_DIR) + "/configs/pipelines/classifier.yaml"},
-       "--split does not combine with --pipeline"},
+       "--split layers does not combine with --pipeline: the pipeline's model stage is one inference"},
       {{"run", "demo", "--set", "cores=0"}, "cores"},
   };
   for (const Case& c : cases) {
@@ -137,6 +137,32 @@ TEST(MulticoreCli, SplitWritesATraceWithATrackPerUnitOfEachCore) {
     EXPECT_EQ(json_eval(t, end + " == " + cycles + "[" + std::to_string(core) + "]"), "True") << core;
   }
   EXPECT_NE(read_file(dir + "/t.csv").find("\ncore1 matrix,"), std::string::npos);
+}
+
+TEST(MulticoreCli, ABatchSplitsPipelineTakesTheCoresLatencyAsItsModelStage) {
+  const std::string dir = temp_dir("multicore_pipeline");
+  write_file(dir + "/p.yaml",
+             "input: {transfer: copy}\noutput: {transfer: copy}\npost:\n  - {op: fixed, time_us: 40}\n"
+             "stream: {frames: 20}\n");
+  const std::vector<std::string> run = {"run",     kCnn, "-q",         "--set",         "cores=2",
+                                        "--batch", "2",  "--pipeline", dir + "/p.yaml", "--report"};
+  std::vector<std::string> one = run, two = run;
+  one.push_back(dir + "/one.json");
+  two.push_back(dir + "/two.json");
+  two.insert(two.end(), {"--split", "batch"});
+  ASSERT_EQ(npusim(one).exit_code, 0);
+  const CommandResult r = npusim(two);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string model_stage = "[s['cycles'] for s in r['e2e']['stages'] if s['kind'] == 'model']";
+  // On one core the model stage is the run's cycles; split, it is the slowest core's, and the host stages
+  // stay as they were.
+  EXPECT_EQ(json_eval(dir + "/one.json", model_stage + " == [r['total_cycles']]"), "True");
+  EXPECT_EQ(json_eval(dir + "/two.json", model_stage + " == [r['multicore']['latency_cycles']]"), "True");
+  const std::string host = "[s['cycles'] for s in r['e2e']['stages'] if s['kind'] != 'model']";
+  EXPECT_EQ(json_eval(dir + "/one.json", host), json_eval(dir + "/two.json", host));
+  EXPECT_EQ(json_eval(dir + "/two.json",
+                      "sum(s['cycles'] for s in r['e2e']['stages']) == r['e2e']['latency_cycles']"),
+            "True");
 }
 
 TEST(MulticoreCli, ModelsPinnedToTwoCoresShareTheDramButDoNotWaitForEachOther) {
