@@ -109,16 +109,49 @@ traces::Report simulate(const isa::Program& program, const isa::NpuConfig& confi
   return report;
 }
 
+namespace {
+
+// One core's events into the trace of a multi-core run: its tracks and layers follow those of the cores
+// before it (the trace's TraceInfo lists every core's, simulate_cores).
+class CoreSink : public traces::Sink {
+ public:
+  CoreSink(traces::Sink& out, uint16_t first_unit, uint32_t first_layer)
+      : out_(out), first_unit_(first_unit), first_layer_(first_layer) {}
+  void begin(const traces::TraceInfo&) override {}
+  void event(const traces::Event& e) override {
+    traces::Event moved = e;
+    moved.unit = static_cast<uint16_t>(moved.unit + first_unit_);
+    if (moved.layer != traces::kNoLayer) moved.layer += first_layer_;
+    out_.event(moved);
+  }
+  void finish() override {}
+
+ private:
+  traces::Sink& out_;
+  const uint16_t first_unit_;
+  const uint32_t first_layer_;
+};
+
+}  // namespace
+
 std::vector<traces::Report> simulate_cores(const std::vector<const isa::Program*>& programs,
                                            const isa::NpuConfig& config, const RunOptions& options) {
+  return simulate_cores(programs, std::vector<const isa::NpuConfig*>(programs.size(), &config), options);
+}
+
+std::vector<traces::Report> simulate_cores(const std::vector<const isa::Program*>& programs,
+                                           const std::vector<const isa::NpuConfig*>& configs,
+                                           const RunOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (options.functional || options.sink)
-    throw SimError("a multi-core run is timing only: no functional mode, no trace");
-  if (programs.empty() || static_cast<int64_t>(programs.size()) > config.cores)
-    throw SimError(fmt::format("{} programs for {} cores", programs.size(), config.cores));
+  if (options.functional) throw SimError("a multi-core run is timing only: no functional mode");
+  if (programs.empty() || configs.size() != programs.size() ||
+      static_cast<int64_t>(programs.size()) > configs[0]->cores)
+    throw SimError(
+        fmt::format("{} programs for {} cores", programs.size(), configs.empty() ? 0 : configs[0]->cores));
+  const isa::NpuConfig& config = *configs[0];
   for (size_t i = 0; i < programs.size(); ++i) {
     try {
-      check_program(*programs[i], config);
+      check_program(*programs[i], *configs[i]);
     } catch (const SimError& e) {
       throw SimError(fmt::format("core {}: {}", i, e.what()));
     }
@@ -128,12 +161,25 @@ std::vector<traces::Report> simulate_cores(const std::vector<const isa::Program*
   {
     Uncore uncore(config.dram, options.dram_refresh);
     std::vector<std::unique_ptr<Npu>> cores;
+    // A trace has every core's tracks ("core1 matrix") and layers, in core order.
+    std::vector<std::unique_ptr<CoreSink>> sinks;
+    traces::TraceInfo info;
+    info.frequency_mhz = config.frequency_mhz;
     for (size_t i = 0; i < programs.size(); ++i) {
+      if (options.sink) {
+        sinks.push_back(std::make_unique<CoreSink>(*options.sink, static_cast<uint16_t>(info.units.size()),
+                                                   static_cast<uint32_t>(info.layers.size())));
+        for (const std::string& u : Npu::track_names(*configs[i]))
+          info.units.push_back(fmt::format("core{} {}", i, u));
+        for (const isa::Layer& l : programs[i]->layers) info.layers.push_back(l.name);
+      }
       // Progress follows core 0 (the cores start together).
-      cores.push_back(std::make_unique<Npu>(fmt::format("core{}", i).c_str(), config, *programs[i], nullptr,
-                                            nullptr, i == 0 ? options.progress : nullptr, uncore,
+      cores.push_back(std::make_unique<Npu>(fmt::format("core{}", i).c_str(), *configs[i], *programs[i],
+                                            options.sink ? sinks.back().get() : nullptr, nullptr,
+                                            i == 0 ? options.progress : nullptr, uncore,
                                             static_cast<int>(i)));
     }
+    if (options.sink) options.sink->begin(info);
     sc_core::sc_start();
     for (size_t i = 0; i < cores.size(); ++i) {
       if (!cores[i]->error().empty()) throw SimError(fmt::format("core {}: {}", i, cores[i]->error()));
@@ -142,10 +188,12 @@ std::vector<traces::Report> simulate_cores(const std::vector<const isa::Program*
     }
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (traces::Report& r : reports) {
-    traces::add_energy(r, config);
+  for (size_t i = 0; i < reports.size(); ++i) {
+    traces::Report& r = reports[i];
+    traces::add_energy(r, *configs[i]);
     r.sim.wall_seconds = wall;
   }
+  if (options.sink) options.sink->finish();
   return reports;
 }
 

@@ -32,12 +32,19 @@ traces::Report simulate(const isa::Program& program, const isa::NpuConfig& confi
 // sequencer, array, SRAM, vector unit, DMA engines and queues, and all share one DRAM model (their bursts
 // contend for its channels, banks and row buffers) and the host link (arch/core/uncore.h). Core i runs
 // programs[i], in its own region of DRAM (core_dram_base); cores beyond programs.size() idle. Timing only:
-// options.functional and options.sink must be off. Returns one report per program, its core's: cycles
-// from the start to that core's last instruction, its units, layers and DMA traffic; the DRAM counters
-// (requests, row hits and misses, refreshes) are the shared DRAM's. Throws SimError as simulate() does,
-// naming the core.
+// options.functional must be off. options.sink gets one trace of every core: core i's tracks are named
+// "core<i> <unit>" and follow core i - 1's, its layers follow core i - 1's. Returns one report per program,
+// its core's: cycles from the start to that core's last instruction, its units, layers and DMA traffic; the
+// DRAM counters (requests, row hits and misses, refreshes) are the shared DRAM's. Throws SimError as
+// simulate() does, naming the core.
 std::vector<traces::Report> simulate_cores(const std::vector<const isa::Program*>& programs,
                                            const isa::NpuConfig& config, const RunOptions& options = {});
+// As above with each core's own configuration (configs parallel to programs; they may differ in what
+// belongs to one core, e.g. the array or the scratchpads; the DRAM, host link, clock and `cores` are the
+// first one's).
+std::vector<traces::Report> simulate_cores(const std::vector<const isa::Program*>& programs,
+                                           const std::vector<const isa::NpuConfig*>& configs,
+                                           const RunOptions& options = {});
 
 // Makes a new, empty SystemC simulation context current (simulate() calls it before each run; a test
 // that builds units itself calls it first). The previous context must have no live modules.

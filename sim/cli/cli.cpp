@@ -197,6 +197,9 @@ struct ReportExtras {
   // A timing-only simulation of the same program already run (--dynamic, --generate): reused unless the
   // run needs its own (--functional, traces), so each shape is simulated once.
   std::optional<traces::Report> simulated;
+  // --split batch --pipeline: the NPU's cycles (and of them, host fallbacks') the pipeline's model stage
+  // takes: the cores' run, not the report body's run on one core.
+  std::optional<std::pair<int64_t, int64_t>> pipeline_npu;
 };
 
 // --top N|all: how many layers the summary lists.
@@ -244,28 +247,35 @@ traces::RunInfo run_info(Context& ctx, const CommonOptions& o, const std::string
   return info;
 }
 
+// --trace and --trace-csv: the files and the sink that writes both (null when neither was given).
+struct TraceFiles {
+  explicit TraceFiles(const CommonOptions& o) : json(open_output(o.trace)), csv(open_output(o.trace_csv)) {
+    if (json) sink = (json_sink = std::make_unique<traces::ChromeTraceSink>(*json)).get();
+    if (csv) {
+      csv_sink = std::make_unique<traces::CsvTraceSink>(*csv);
+      if (sink) {
+        tee = std::make_unique<traces::TeeSink>(std::vector<traces::Sink*>{sink, csv_sink.get()});
+        sink = tee.get();
+      } else {
+        sink = csv_sink.get();
+      }
+    }
+  }
+  decltype(open_output(std::string())) json, csv;
+  std::unique_ptr<traces::ChromeTraceSink> json_sink;
+  std::unique_ptr<traces::CsvTraceSink> csv_sink;
+  std::unique_ptr<traces::TeeSink> tee;
+  traces::Sink* sink = nullptr;
+};
+
 int simulate_and_report(Context& ctx, const CommonOptions& o, const std::string& model, const isa::Program& program,
                         const isa::NpuConfig& config, const CompiledModel* compiled = nullptr,
                         const FunctionalIo& io = {}, const ReportExtras* extras = nullptr,
                         e2e::E2eResult* pipeline = nullptr) {
   const size_t top = top_layers(o.top);
   traces::RunInfo info = run_info(ctx, o, model, config);
-  auto trace_json = open_output(o.trace);
-  auto trace_csv = open_output(o.trace_csv);
-  std::unique_ptr<traces::ChromeTraceSink> json_sink;
-  std::unique_ptr<traces::CsvTraceSink> csv_sink;
-  std::unique_ptr<traces::TeeSink> tee;
-  traces::Sink* sink = nullptr;
-  if (trace_json) sink = (json_sink = std::make_unique<traces::ChromeTraceSink>(*trace_json)).get();
-  if (trace_csv) {
-    csv_sink = std::make_unique<traces::CsvTraceSink>(*trace_csv);
-    if (sink) {
-      tee = std::make_unique<traces::TeeSink>(std::vector<traces::Sink*>{sink, csv_sink.get()});
-      sink = tee.get();
-    } else {
-      sink = csv_sink.get();
-    }
-  }
+  TraceFiles traces(o);
+  traces::Sink* sink = traces.sink;
   // --pipeline: the NPU's events move to where the model starts; the host stages get lanes of their own.
   std::unique_ptr<e2e::E2eTraceSink> e2e_sink;
   if (sink && pipeline) sink = (e2e_sink = std::make_unique<e2e::E2eTraceSink>(*sink, *pipeline)).get();
@@ -299,8 +309,12 @@ int simulate_and_report(Context& ctx, const CommonOptions& o, const std::string&
   }
   if (bar) ctx.err << "\r" << std::string(24, ' ') << "\r";
   if (pipeline) {
-    e2e::add_npu_run(*pipeline, static_cast<int64_t>(report.total_cycles),
-                     static_cast<int64_t>(report.breakdown.host));
+    if (extras && extras->pipeline_npu) {
+      e2e::add_npu_run(*pipeline, extras->pipeline_npu->first, extras->pipeline_npu->second);
+    } else {
+      e2e::add_npu_run(*pipeline, static_cast<int64_t>(report.total_cycles),
+                       static_cast<int64_t>(report.breakdown.host));
+    }
     report.sections.emplace_back("e2e", e2e::e2e_json(*pipeline));
     if (e2e_sink) e2e_sink->complete(*pipeline);
   }
@@ -894,27 +908,39 @@ multicore::Split split_option(const std::string& name, const isa::NpuConfig& con
     throw UsageError(
         fmt::format("--split {} needs a multi-core NPU; the configuration has cores = {} (set cores: N)",
                     name, config.cores));
-  if (o.functional || !o.trace.empty() || !o.trace_csv.empty() || pipeline)
+  if (o.functional)
     throw UsageError(
-        "--split is timing only: it does not combine with --functional, --trace, --trace-csv or --pipeline");
+        "--split does not combine with --functional: the cores' runs are timing only (run --functional "
+        "without --split for the values, which do not depend on the cores)");
+  if (pipeline && split == multicore::Split::kLayers)
+    throw UsageError(
+        "--split layers does not combine with --pipeline: the pipeline's model stage is one inference, and a "
+        "layer pipeline works on several frames at once (use --split batch)");
   return split;
 }
 
 // --split: the model over the cores in one simulation; the report's body stays the run on one core
-// (simulated here once and reused), the split goes to the multicore section.
+// (simulated here once and reused), the split goes to the multicore section; --trace and --trace-csv get
+// the cores' run (a track per unit of each core).
 void multicore_study(multicore::Split split, const std::string& model, const CompiledModel& compiled,
-                     const isa::NpuConfig& config, const ModelCliOptions& m, ReportExtras& extras) {
+                     const isa::NpuConfig& config, const CommonOptions& o, const ModelCliOptions& m,
+                     ReportExtras& extras) {
   if (split == multicore::Split::kBatch && m.batch <= 0)
     throw UsageError(fmt::format("--split batch needs --batch N (N >= cores = {})", config.cores));
   try {
     extras.simulated = arch::simulate(compiled.result.program, config, {});
-    const multicore::SplitResult r =
-        multicore::run_split(split, compiled.result.program, *extras.simulated, config,
-                             std::max<int64_t>(1, m.batch), [&](int64_t batch) {
-                               ModelCliOptions share = m;
-                               share.batch = batch;
-                               return compile_or_throw(model, config, share).result.program;
-                             });
+    const multicore::SplitResult r = multicore::run_split(
+        split, compiled.result.program, *extras.simulated, config, std::max<int64_t>(1, m.batch),
+        [&](int64_t batch) {
+          ModelCliOptions share = m;
+          share.batch = batch;
+          return compile_or_throw(model, config, share).result.program;
+        },
+        TraceFiles(o).sink);
+    if (split == multicore::Split::kBatch) {
+      extras.pipeline_npu = {static_cast<int64_t>(r.latency_cycles()),
+                             static_cast<int64_t>(r.latency_host_cycles())};
+    }
     extras.sections.emplace_back("multicore", multicore::split_json(r));
     extras.text += multicore::split_text(r);
   } catch (const multicore::SplitError& e) {
@@ -1039,14 +1065,16 @@ int cmd_run(Context& ctx, const Command& cmd) {
   if (split != multicore::Split::kNone) {
     if (dyn.active() || generate)
       throw UsageError("--split does not combine with --dynamic, --requests or --generate");
-    multicore_study(split, model, compiled, config, m, extras);
+    multicore_study(split, model, compiled, config, o, m, extras);
   }
+  CommonOptions body = o;  // with --split, the traces are the cores' run (multicore_study)
+  if (split != multicore::Split::kNone) body.trace = body.trace_csv = "";
   if (pipeline_spec) {
     pipeline =
         e2e::plan_pipeline(*pipeline_spec, compiled.result.program, config, std::max<int64_t>(1, m.batch));
   }
-  const int rc = simulate_and_report(ctx, o, model, compiled.result.program, config, &compiled, io, &extras,
-                                     pipeline ? &*pipeline : nullptr);
+  const int rc = simulate_and_report(ctx, body, model, compiled.result.program, config, &compiled, io,
+                                     &extras, pipeline ? &*pipeline : nullptr);
   print_graphs(ctx, m);
   return rc;
 }
@@ -1079,6 +1107,9 @@ int cmd_serve(Context& ctx, const Command& cmd) {
   const isa::NpuConfig whole = load_config(scenario.config, scenario.sets);
   const std::vector<size_t> sharing = serve::models_per_core(scenario, whole.cores);
   std::vector<serve::ModelProfile> profiles;
+  std::vector<isa::NpuConfig> configs;  // per model, for the co-runs below
+  std::vector<isa::Program> programs;
+  std::vector<traces::Report> alone;
   for (size_t i = 0; i < scenario.models.size(); ++i) {
     const serve::ScenarioModel& sm = scenario.models[i];
     isa::NpuConfig config = whole;
@@ -1108,7 +1139,7 @@ int cmd_serve(Context& ctx, const Command& cmd) {
     }
     m.calibration_samples = 1;  // timing only, as `npusim run` without --calibration
     m.timing_only = true;
-    const CompiledModel compiled = compile_or_throw(sm.model, config, m);
+    CompiledModel compiled = compile_or_throw(sm.model, config, m);
     traces::Report report;
     try {
       report = arch::simulate(compiled.result.program, config, arch::RunOptions{});
@@ -1127,9 +1158,31 @@ int cmd_serve(Context& ctx, const Command& cmd) {
       serve::add_pipeline(p, pipeline);
     }
     profiles.push_back(std::move(p));
+    configs.push_back(config);
+    programs.push_back(std::move(compiled.result.program));
+    alone.push_back(std::move(report));
+  }
+  // Models on different cores slow each other down through the DRAM and the host link they share: each
+  // pair's slowdowns come from one simulation of their programs on two cores (docs/scenarios.md).
+  serve::Slowdowns slowdown;
+  for (size_t i = 0; i < scenario.models.size(); ++i) {
+    for (size_t j = i + 1; j < scenario.models.size(); ++j) {
+      if (scenario.models[i].core == scenario.models[j].core) continue;
+      if (slowdown.empty())
+        slowdown.assign(scenario.models.size(), std::vector<double>(scenario.models.size(), 1.0));
+      std::vector<traces::Report> both;
+      try {
+        both = arch::simulate_cores({&programs[i], &programs[j]}, {&configs[i], &configs[j]});
+      } catch (const arch::SimError& e) {
+        throw RunError(fmt::format("{} with {} on two cores: {}", scenario.models[i].name,
+                                   scenario.models[j].name, e.what()));
+      }
+      std::tie(slowdown[i][j], slowdown[j][i]) =
+          serve::co_run_slowdowns(alone[i], both[0], alone[j], both[1]);
+    }
   }
   const serve::ServeResult result =
-      serve::run_scenario(scenario, profiles, whole.frequency_mhz, whole.dram.capacity_mib << 20);
+      serve::run_scenario(scenario, profiles, whole.frequency_mhz, whole.dram.capacity_mib << 20, slowdown);
   if (!report_file.empty()) write_output(report_file, serve::serve_json(result, scenario));
   if (!trace_file.empty()) {
     auto f = open_output(trace_file);

@@ -80,7 +80,7 @@ std::vector<size_t> stage_cuts(const isa::Program& program, const traces::Report
 
 SplitResult run_split(Split split, const isa::Program& whole, const traces::Report& whole_alone,
                       const isa::NpuConfig& config, int64_t batch,
-                      const std::function<isa::Program(int64_t batch)>& compile_batch) {
+                      const std::function<isa::Program(int64_t batch)>& compile_batch, traces::Sink* sink) {
   SplitResult r;
   r.split = split;
   r.cores = config.cores;
@@ -105,7 +105,7 @@ SplitResult run_split(Split split, const isa::Program& whole, const traces::Repo
       compiled.emplace_back(b, programs.size());
       programs.push_back(b == batch ? whole : compile_batch(b));
     }
-    for (int64_t b : shares) r.per_core.push_back(CoreFigures{b, "", "", 0, 0, 0, 0});
+    for (int64_t b : shares) r.per_core.push_back(CoreFigures{b, "", "", 0, 0, 0, 0, 0});
   } else if (split == Split::kLayers) {
     const std::vector<size_t> cuts = stage_cuts(whole, whole_alone, config.cores);
     if (static_cast<int64_t>(cuts.size()) != config.cores + 1)
@@ -130,11 +130,14 @@ SplitResult run_split(Split split, const isa::Program& whole, const traces::Repo
   }
   std::vector<const isa::Program*> ptrs;
   for (const isa::Program& p : programs) ptrs.push_back(&p);
-  const std::vector<traces::Report> together = arch::simulate_cores(ptrs, config);
+  arch::RunOptions run;
+  run.sink = sink;
+  const std::vector<traces::Report> together = arch::simulate_cores(ptrs, config, run);
   for (size_t i = 0; i < programs.size(); ++i) {
     CoreFigures& c = r.per_core[i];
     c.cycles = together[i].total_cycles;
     c.dram_bytes = together[i].dram.bytes_read + together[i].dram.bytes_written;
+    c.host_cycles = together[i].breakdown.host;
     // Alone: the same program on an idle NPU (a repeated program reuses the figure).
     if (i > 0 && split == Split::kBatch && c.batch == r.per_core[i - 1].batch) {
       c.alone_cycles = r.per_core[i - 1].alone_cycles;
@@ -151,6 +154,13 @@ uint64_t SplitResult::latency_cycles() const {
   uint64_t t = 0;
   for (const CoreFigures& c : per_core) t = split == Split::kLayers ? t + c.cycles : std::max(t, c.cycles);
   return t;
+}
+
+uint64_t SplitResult::latency_host_cycles() const {
+  const CoreFigures* slowest = nullptr;
+  for (const CoreFigures& c : per_core)
+    if (!slowest || c.cycles > slowest->cycles) slowest = &c;
+  return slowest ? slowest->host_cycles : 0;
 }
 
 double SplitResult::throughput_per_s() const {

@@ -14,6 +14,7 @@
 #include "isa/machine/config.h"
 #include "isa/program.h"
 #include "traces/report.h"
+#include "traces/sink.h"
 
 namespace npusim::sim::multicore {
 
@@ -43,6 +44,7 @@ struct CoreFigures {
   uint64_t cycles = 0;                  // with the other cores running (shared DRAM and host link)
   uint64_t alone_cycles = 0;            // its work alone on an idle NPU
   uint64_t dram_bytes = 0;              // read + written by its DMA
+  uint64_t host_cycles = 0;             // of `cycles`, its host fallbacks' (the report's breakdown.host)
 };
 
 struct SplitResult {
@@ -55,6 +57,8 @@ struct SplitResult {
   // kBatch: the slowest core (the batch is done when every share is); kLayers: one frame through every
   // stage with all stages busy (the sum of the stages' cycles).
   uint64_t latency_cycles() const;
+  // kBatch: the host fallback cycles of the core that sets latency_cycles (the slowest).
+  uint64_t latency_host_cycles() const;
   // Frames per second: kBatch batch / latency; kLayers batch per slowest stage (the pipeline's period).
   double throughput_per_s() const;
   // Throughput over one core's (batch / one_core_cycles).
@@ -68,9 +72,12 @@ struct SplitResult {
 struct SplitError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// `sink` (optional) gets the trace of the run on the cores (arch::simulate_cores: a track per unit of each
+// core).
 SplitResult run_split(Split split, const isa::Program& whole, const traces::Report& whole_alone,
                       const isa::NpuConfig& config, int64_t batch,
-                      const std::function<isa::Program(int64_t batch)>& compile_batch);
+                      const std::function<isa::Program(int64_t batch)>& compile_batch,
+                      traces::Sink* sink = nullptr);
 
 std::string split_json(const SplitResult& r);
 std::string split_text(const SplitResult& r);

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <numeric>
 #include <random>
+#include <stdexcept>
 
 #include "isa/json_text.h"
 #include "isa/timing/units.h"
@@ -24,8 +27,9 @@ struct Request {
 };
 
 // Weights in DRAM, least recently used first (dram.capacity_mib): use(m) makes model m's weights resident
-// and most recently used, evicting others as needed, and returns the cycles their reload took (0 when
-// they were there). Before the run the weights are loaded in model order while they fit.
+// and most recently used, evicting others as needed (never a pinned model's: one running on another core),
+// and returns the cycles their reload takes (0 when they were there). Before the run the weights are
+// loaded in model order while they fit.
 class WeightCache {
  public:
   WeightCache(const std::vector<ModelProfile>& profiles, int64_t capacity) : p_(profiles), capacity_(capacity) {
@@ -35,17 +39,23 @@ class WeightCache {
       used_ += p_[m].weight_bytes;
     }
   }
-  int64_t use(size_t m) {
+  int64_t use(size_t m, const std::vector<bool>& pinned) {
     auto it = std::find(lru_.begin(), lru_.end(), m);
     if (it != lru_.end()) {
       lru_.erase(it);
       lru_.push_back(m);
       return 0;
     }
-    while (used_ + p_[m].weight_bytes > capacity_ && !lru_.empty()) {
-      used_ -= p_[lru_.front()].weight_bytes;
-      lru_.erase(lru_.begin());
+    for (auto e = lru_.begin(); used_ + p_[m].weight_bytes > capacity_ && e != lru_.end();) {
+      if (pinned[*e]) {
+        ++e;
+        continue;
+      }
+      used_ -= p_[*e].weight_bytes;
+      e = lru_.erase(e);
     }
+    // run_scenario checked that the activations and one model per core fit.
+    if (used_ + p_[m].weight_bytes > capacity_) throw std::logic_error("serve: the weight cache overflowed");
     lru_.push_back(m);
     used_ += p_[m].weight_bytes;
     return p_[m].reload_cycles;
@@ -103,6 +113,51 @@ std::vector<int64_t> layer_segments(const std::vector<int64_t>& layer_end_cycles
   return seg;
 }
 
+namespace {
+
+// The run's layer boundaries, as (its cycle, the cycle the same layers end at in another run) pairs:
+// the layers' end cycles in program order (running maximum), from 0 to the two totals.
+std::vector<std::pair<double, double>> boundary_map(const traces::Report& run, const traces::Report& other) {
+  std::vector<std::pair<double, double>> m = {{0, 0}};
+  double a = 0, b = 0;
+  for (size_t i = 0; i < run.layers.size() && i < other.layers.size(); ++i) {
+    if (run.layers[i].fused()) continue;
+    a = std::max(a, static_cast<double>(run.layers[i].end_cycle));
+    b = std::max(b, static_cast<double>(other.layers[i].end_cycle));
+    m.emplace_back(a, b);
+  }
+  m.emplace_back(static_cast<double>(run.total_cycles), static_cast<double>(other.total_cycles));
+  return m;
+}
+
+// The work (cycles alone) `shared` had done by cycle `t` of its shared run, interpolated between layer
+// boundaries.
+double work_done_by(const traces::Report& alone, const traces::Report& shared, double t) {
+  const std::vector<std::pair<double, double>> m = boundary_map(shared, alone);
+  for (size_t k = 1; k < m.size(); ++k) {
+    if (t > m[k].first) continue;
+    const double span = m[k].first - m[k - 1].first;
+    const double f = span > 0 ? (t - m[k - 1].first) / span : 1;
+    return m[k - 1].second + f * (m[k].second - m[k - 1].second);
+  }
+  return static_cast<double>(alone.total_cycles);
+}
+
+}  // namespace
+
+std::pair<double, double> co_run_slowdowns(const traces::Report& a_alone, const traces::Report& a_shared,
+                                           const traces::Report& b_alone, const traces::Report& b_shared) {
+  const double ta = static_cast<double>(a_shared.total_cycles),
+               tb = static_cast<double>(b_shared.total_cycles);
+  auto ratio = [](double shared, double alone) { return alone > 0 ? std::max(1.0, shared / alone) : 1.0; };
+  if (ta <= tb) {
+    return {ratio(ta, static_cast<double>(a_alone.total_cycles)),
+            ratio(ta, work_done_by(b_alone, b_shared, ta))};
+  }
+  return {ratio(tb, work_done_by(a_alone, a_shared, tb)),
+          ratio(tb, static_cast<double>(b_alone.total_cycles))};
+}
+
 std::vector<double> arrival_times_ms(const Arrivals& a, double duration_ms) {
   std::vector<double> t;
   switch (a.kind) {
@@ -130,12 +185,13 @@ std::vector<double> arrival_times_ms(const Arrivals& a, double duration_ms) {
 }
 
 ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& profiles, double f_mhz,
-                         int64_t dram_capacity_bytes) {
+                         int64_t dram_capacity_bytes, const Slowdowns& slowdown) {
   ServeResult r;
   r.policy = std::string(policy_name(s.policy));
   r.sram = s.sram_partitioned ? "partitioned" : "shared";
   r.duration_ms = s.duration_ms;
   r.frequency_mhz = f_mhz;
+  r.slowdown = slowdown;
   const size_t n_models = s.models.size();
 
   std::vector<Request> reqs;
@@ -167,106 +223,166 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
   unit_busy.assign(unit_names.size(), 0.0);
   std::vector<int64_t> preemptions(n_models, 0);
 
-  // Each core schedules the requests of the models pinned to it, on its own: the same loop per core.
+  // Each core schedules the requests of the models pinned to it with the policy, on its own; the cores
+  // meet in the DRAM (capacity and bandwidth) and the host link.
   int64_t cores = 1, span = 0, npu_busy = 0;
   for (const ScenarioModel& m : s.models) cores = std::max(cores, m.core + 1);
 
   // DRAM: activations and scratch of every model stay; the weights too when everything fits.
-  int64_t activations = 0, weights = 0, largest = 0;
-  for (const ModelProfile& p : profiles) {
-    activations += p.activation_bytes;
-    weights += p.weight_bytes;
-    largest = std::max(largest, p.weight_bytes);
+  int64_t activations = 0, weights = 0;
+  std::vector<int64_t> largest(static_cast<size_t>(cores), 0);  // per core, its largest model's weights
+  for (size_t m = 0; m < n_models; ++m) {
+    activations += profiles[m].activation_bytes;
+    weights += profiles[m].weight_bytes;
+    int64_t& l = largest[static_cast<size_t>(s.models[m].core)];
+    l = std::max(l, profiles[m].weight_bytes);
   }
   r.dram_capacity_bytes = dram_capacity_bytes;
   r.dram_needed_bytes = activations + weights;
   r.weights_resident = dram_capacity_bytes == 0 || activations + weights <= dram_capacity_bytes;
   if (!r.weights_resident) {
     constexpr double kMib = 1 << 20;
-    if (activations + largest > dram_capacity_bytes) {
-      throw ScenarioError({fmt::format(
-          "{}: dram.capacity_mib: the models' activations and scratch ({:.2f} MiB) and the largest model's weights "
-          "({:.2f} MiB) do not fit in {:.2f} MiB",
-          s.path, activations / kMib, largest / kMib, dram_capacity_bytes / kMib)});
-    }
-    if (cores > 1) {
-      throw ScenarioError({fmt::format(
-          "{}: dram.capacity_mib: the models need {:.2f} MiB, more than {:.2f} MiB, and weight reloads are modelled "
-          "with every model on one core only; pin them to one core or raise dram.capacity_mib",
-          s.path, (activations + weights) / kMib, dram_capacity_bytes / kMib)});
+    const int64_t running = std::accumulate(largest.begin(), largest.end(), int64_t{0});
+    if (activations + running > dram_capacity_bytes) {
+      throw ScenarioError(
+          {fmt::format("{}: dram.capacity_mib: the models' activations and scratch ({:.2f} MiB) and the "
+                       "largest model's weights "
+                       "{}({:.2f} MiB) do not fit in {:.2f} MiB",
+                       s.path, activations / kMib, cores > 1 ? "of each core " : "", running / kMib,
+                       dram_capacity_bytes / kMib)});
     }
   }
   WeightCache cache(profiles, r.weights_resident ? weights : dram_capacity_bytes - activations);
   std::vector<int64_t> reloads(n_models, 0);
-  for (int64_t core = 0; core < cores; ++core) {
-    std::vector<size_t> order;  // this core's requests, by the time they reach the NPU
-    for (size_t i = 0; i < reqs.size(); ++i)
-      if (s.models[reqs[i].model].core == core) order.push_back(i);
-    // Requests that reached the NPU and are not done, in the order they reached it.
-    std::vector<size_t> ready;
+  std::vector<bool> pinned(n_models, false);  // models with a segment in progress (their weights stay)
+  int64_t link_free = 0;                      // when the host link is free for the next reload
+
+  struct Core {
+    std::vector<size_t> order;  // its requests, by the time they reach the NPU
     size_t next_arrival = 0;
-    int64_t t = 0;
-    long running = -1;              // the request that ran the last segment
-    size_t rr_last = n_models - 1;  // round-robin: the model served last
-    auto pick = [&]() -> size_t {   // index into `ready`
-      switch (s.policy) {
-        case Policy::kFifo: {
-          for (size_t i = 0; i < ready.size(); ++i)
-            if (static_cast<long>(ready[i]) == running) return i;  // runs to completion
-          return 0;
-        }
-        case Policy::kPriority: {
-          size_t best = 0;
-          for (size_t i = 1; i < ready.size(); ++i) {
-            if (s.models[reqs[ready[i]].model].priority > s.models[reqs[ready[best]].model].priority)
-              best = i;
-          }
-          return best;  // the earliest arrival among the highest priority
-        }
-        case Policy::kRoundRobin: {
-          for (size_t k = 1; k <= n_models; ++k) {
-            const size_t m = (rr_last + k) % n_models;
-            for (size_t i = 0; i < ready.size(); ++i)
-              if (reqs[ready[i]].model == m) return i;
-          }
-          return 0;
-        }
+    std::vector<size_t> ready;  // requests that reached the NPU and are not done, in that order
+    long last = -1;             // the request that ran the last segment
+    size_t rr_last = 0;         // round-robin: the model served last
+    long active = -1;           // the request whose segment is in progress
+    int64_t start = 0;          // when that segment was picked (its slice starts; a reload first)
+    int64_t run_from = 0;       // when it runs (after its reload)
+    double left = 0;            // its cycles alone not yet done
+    int64_t end = 0;            // when it ends at the current rates
+    double rate = 1;
+    long slice = -1;  // its last slice in r.slices
+  };
+  std::vector<Core> core(static_cast<size_t>(cores));
+  for (Core& c : core) c.rr_last = n_models - 1;
+  for (size_t i = 0; i < reqs.size(); ++i)
+    core[static_cast<size_t>(s.models[reqs[i].model].core)].order.push_back(i);
+
+  auto pick = [&](Core& c) -> size_t {  // index into c.ready
+    switch (s.policy) {
+      case Policy::kFifo: {
+        for (size_t i = 0; i < c.ready.size(); ++i)
+          if (static_cast<long>(c.ready[i]) == c.last) return i;  // runs to completion
+        return 0;
       }
-      return 0;
-    };
-    while (next_arrival < order.size() || !ready.empty()) {
-      while (next_arrival < order.size() && reqs[order[next_arrival]].ready <= t)
-        ready.push_back(order[next_arrival++]);
-      if (ready.empty()) {
-        t = reqs[order[next_arrival]].ready;
+      case Policy::kPriority: {
+        size_t best = 0;
+        for (size_t i = 1; i < c.ready.size(); ++i) {
+          if (s.models[reqs[c.ready[i]].model].priority > s.models[reqs[c.ready[best]].model].priority)
+            best = i;
+        }
+        return best;  // the earliest arrival among the highest priority
+      }
+      case Policy::kRoundRobin: {
+        for (size_t k = 1; k <= n_models; ++k) {
+          const size_t m = (c.rr_last + k) % n_models;
+          for (size_t i = 0; i < c.ready.size(); ++i)
+            if (reqs[c.ready[i]].model == m) return i;
+        }
+        return 0;
+      }
+    }
+    return 0;
+  };
+
+  int64_t t = 0;
+  for (;;) {
+    // Idle cores pick their next segment.
+    bool pending = false;
+    for (Core& c : core) {
+      while (c.active < 0) {
+        while (c.next_arrival < c.order.size() && reqs[c.order[c.next_arrival]].ready <= t)
+          c.ready.push_back(c.order[c.next_arrival++]);
+        if (c.ready.empty()) break;
+        const size_t slot = pick(c);
+        const size_t id = c.ready[slot];
+        Request& q = reqs[id];
+        if (c.last >= 0 && static_cast<size_t>(c.last) != id && reqs[c.last].done < 0 &&
+            reqs[c.last].next > 0)
+          ++preemptions[reqs[c.last].model];
+        const ModelProfile& p = profiles[q.model];
+        if (p.segments.empty()) {  // a model without cycles is done on arrival
+          q.done = t;
+          c.ready.erase(c.ready.begin() + static_cast<long>(slot));
+          continue;
+        }
+        // Its weights first, when they were evicted (the core waits for the host link).
+        c.active = static_cast<long>(id);
+        c.start = c.run_from = t;
+        pinned[q.model] = true;
+        const int64_t reload = cache.use(q.model, pinned);
+        if (reload > 0) {
+          ++reloads[q.model];
+          r.reload_cycles += reload;
+          c.run_from = std::max(t, link_free) + reload;
+          link_free = c.run_from;
+        }
+        c.left = static_cast<double>(p.segments[q.next]);
+        c.last = static_cast<long>(id);
+        c.rr_last = q.model;
+      }
+      pending = pending || c.active >= 0 || c.next_arrival < c.order.size();
+    }
+    if (!pending) break;
+
+    // The segments running now slow each other down (what the cores share: DRAM, the host link).
+    std::vector<size_t> running;
+    for (const Core& c : core)
+      if (c.active >= 0 && c.run_from <= t) running.push_back(reqs[c.active].model);
+    int64_t next = std::numeric_limits<int64_t>::max();
+    for (Core& c : core) {
+      if (c.active < 0) {
+        if (c.next_arrival < c.order.size()) next = std::min(next, reqs[c.order[c.next_arrival]].ready);
         continue;
       }
-      const size_t slot = pick();
-      const size_t id = ready[slot];
-      Request& q = reqs[id];
-      if (running >= 0 && static_cast<size_t>(running) != id && reqs[running].done < 0 &&
-          reqs[running].next > 0) {
-        ++preemptions[reqs[running].model];
+      if (c.run_from > t) {
+        next = std::min(next, c.run_from);
+        continue;
       }
+      const size_t m = reqs[c.active].model;
+      double slower = 1;
+      if (!slowdown.empty())
+        for (size_t other : running)
+          if (other != m) slower += slowdown[m][other] - 1;
+      c.rate = 1 / slower;
+      // Whole cycles, rounded up (exact alone: left is whole and the rate 1).
+      c.end = t + static_cast<int64_t>(std::ceil(c.left / c.rate - 1e-6));
+      next = std::min(next, c.end);
+    }
+    const int64_t dt = next - t;
+    t = next;
+    for (Core& c : core) {
+      if (c.active < 0 || c.run_from > t - dt) continue;  // not running over [t - dt, t)
+      c.left -= static_cast<double>(dt) * c.rate;
+      if (c.end != t) continue;
+      // Its segment is done.
+      Request& q = reqs[c.active];
       const ModelProfile& p = profiles[q.model];
-      if (p.segments.empty()) {  // a model without cycles is done on arrival
-        q.done = t;
-        ready.erase(ready.begin() + static_cast<long>(slot));
-        continue;
-      }
       const int64_t seg = p.segments[q.next];
-      // Its weights first, when they were evicted (the NPU waits for the host link).
-      const int64_t start = t, reload = cache.use(q.model);
-      if (reload > 0) {
-        ++reloads[q.model];
-        r.reload_cycles += reload;
-        t += reload;
-      }
-      if (!r.slices.empty() && r.slices.back().model == q.model && r.slices.back().request == q.index &&
-          r.slices.back().end == start) {
-        r.slices.back().end = t + seg;
+      if (c.slice >= 0 && r.slices[c.slice].model == q.model && r.slices[c.slice].request == q.index &&
+          r.slices[c.slice].end == c.start) {
+        r.slices[c.slice].end = t;
       } else {
-        r.slices.push_back({q.model, q.index, start, t + seg});
+        c.slice = static_cast<long>(r.slices.size());
+        r.slices.push_back({q.model, q.index, c.start, t});
       }
       for (const auto& [name, busy] : p.unit_busy) {
         const size_t u =
@@ -274,16 +390,15 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
         unit_busy[u] +=
             static_cast<double>(busy) * static_cast<double>(seg) / static_cast<double>(p.total_cycles);
       }
-      t += seg;
-      npu_busy += seg;
-      running = static_cast<long>(id);
-      rr_last = q.model;
+      npu_busy += t - c.run_from;
+      pinned[q.model] = false;
       if (++q.next == p.segments.size()) {
         q.done = t;
-        ready.erase(ready.begin() + static_cast<long>(slot));
+        c.ready.erase(std::find(c.ready.begin(), c.ready.end(), static_cast<size_t>(c.active)));
       }
+      c.active = -1;
+      span = std::max(span, t);
     }
-    span = std::max(span, t);
   }
 
   const int64_t duration_cycles = isa::timing::us_to_cycles(s.duration_ms * 1000.0, f_mhz);
@@ -362,7 +477,12 @@ std::string serve_json(const ServeResult& r, const Scenario& s) {
     ms("latency_max_ms", m.latency_max_ms);
     ms("latency_mean_ms", m.latency_mean_ms);
     w.member("deadline_misses", m.deadline_misses).key("throughput_per_s").fixed(m.throughput_per_s, 6);
-    w.member("preemptions", m.preemptions).member("weight_reloads", m.weight_reloads).end();
+    w.member("preemptions", m.preemptions).member("weight_reloads", m.weight_reloads);
+    // Its slowdown next to each model on another core (measured on their two programs together).
+    w.key("slowdown_next_to").object();
+    for (size_t j = 0; !r.slowdown.empty() && j < r.models.size(); ++j)
+      if (s.models[j].core != s.models[i].core) w.key(r.models[j].name).fixed(r.slowdown[i][j], 4);
+    w.end().end();
   }
   constexpr double kMib = 1 << 20;
   w.end().key("dram").object().key("capacity_mib");
@@ -405,6 +525,15 @@ std::string serve_text(const ServeResult& r) {
     t += fmt::format("  DRAM: the models need {:.1f} MiB of {:.1f} MiB: {} weight reloads over the host link, {:.3f} ms\n",
                      r.dram_needed_bytes / double(1 << 20), r.dram_capacity_bytes / double(1 << 20), reloads,
                      static_cast<double>(r.reload_cycles) / r.frequency_mhz / 1000.0);
+  }
+  // Models on different cores: how much each slows down next to each other (their runs together).
+  for (size_t i = 0; i < r.slowdown.size(); ++i) {
+    std::string next;
+    for (size_t j = 0; j < r.slowdown[i].size(); ++j)
+      if (r.slowdown[i][j] > 1)
+        next +=
+            fmt::format("{}x{:.3f} next to {}", next.empty() ? "" : ", ", r.slowdown[i][j], r.models[j].name);
+    if (!next.empty()) t += fmt::format("  shared DRAM/link: {} {}\n", r.models[i].name, next);
   }
   t += "  unit utilization:";
   for (const auto& [name, u] : r.units) t += fmt::format(" {} {:.1f}%", name, 100.0 * u);

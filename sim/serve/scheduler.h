@@ -35,7 +35,19 @@ struct ModelProfile {
   int64_t reload_cycles = 0;
 };
 
-// A model's profile from its run's report: segments at its program layers' end cycles (fused nodes are
+// How much models on different cores slow each other down through what the cores share (the DRAM and
+// the host link): slowdown[i][j] is model i's time over its time alone while model j runs on another
+// core, measured by co_run_slowdowns (empty: no contention; 1 where it is not measured).
+using Slowdowns = std::vector<std::vector<double>>;
+
+// From one simulation of two programs started together on two cores (arch::simulate_cores): each one's
+// slowdown while the other ran. The one that finished first was slowed over all of its run; the other
+// over the part of its work done by then (its layers' end cycles map its co-run time to its time alone).
+// {slowdown of a, slowdown of b}; each at least 1.
+std::pair<double, double> co_run_slowdowns(
+    const traces::Report& a_alone, const traces::Report& a_shared, const traces::Report& b_alone,
+    const traces::Report& b_shared);  // A model's profile from its run's report: segments at its program
+                                      // layers' end cycles (fused nodes are
 // not layers), its units' busy cycles.
 ModelProfile profile_of(const std::string& name, const traces::Report& report);
 
@@ -88,6 +100,7 @@ struct ServeResult {
   int64_t dram_needed_bytes = 0;
   bool weights_resident = true;
   int64_t reload_cycles = 0;
+  Slowdowns slowdown;  // as given to run_scenario (models on different cores)
 };
 
 // The most requests a scenario may make (arrivals over all models).
@@ -95,13 +108,17 @@ inline constexpr int64_t kMaxRequests = 2000000;
 
 // Runs `s` over `profiles` (parallel to s.models). Throws ScenarioError when the arrivals make more than
 // kMaxRequests requests.
+// Each core runs one segment at a time. A segment alone on the NPU takes its cycles; while models j run
+// segments on other cores, model i's segment progresses at 1 / (1 + sum over j of (slowdown[i][j] - 1))
+// of its pace alone (docs/scenarios.md, "Several cores").
 // `dram_capacity_bytes` (0 = unlimited): the activations and scratch of every model stay in DRAM; the
 // weights of all models too when everything fits, else weights live in DRAM least recently used first
-// and a model's layer that finds its weights evicted waits for their reload over the host link
-// (ModelProfile::reload_cycles) first. Reloads need every model on one core; throws ScenarioError when
-// they would not be, or when the activations plus one model's weights do not fit.
+// (never those of a segment running on another core) and a model's layer that finds its weights evicted
+// waits for their reload over the host link (ModelProfile::reload_cycles) first; reloads of different
+// cores take the link one after the other. Throws ScenarioError when the activations plus, per core, the
+// largest weights of its models do not fit.
 ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& profiles, double frequency_mhz,
-                         int64_t dram_capacity_bytes = 0);
+                         int64_t dram_capacity_bytes = 0, const Slowdowns& slowdown = {});
 
 std::string serve_json(const ServeResult& r, const Scenario& s);
 std::string serve_text(const ServeResult& r);

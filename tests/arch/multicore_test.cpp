@@ -53,6 +53,23 @@ TEST(Multicore, ComputeBoundProgramsOnIdealDramRunInTheTimeOfOne) {
   EXPECT_EQ(r[1].total_cycles, alone);
 }
 
+TEST(Multicore, EachCoreRunsWithItsOwnConfiguration) {
+  // Ideal DRAM: each core takes exactly its time alone on its own configuration; core 1's sequencer
+  // takes longer to dispatch.
+  const isa::Program p = load_program("gemm_tile.s");
+  isa::NpuConfig a = two_cores();
+  a.dram.model = isa::DramModel::kIdeal;
+  isa::NpuConfig b = a;
+  b.sequencer.dispatch_cycles = 7;
+  const uint64_t alone_a = arch::simulate(p, a, {}).total_cycles,
+                 alone_b = arch::simulate(p, b, {}).total_cycles;
+  ASSERT_NE(alone_a, alone_b);
+  const std::vector<traces::Report> r = arch::simulate_cores({&p, &p}, {&a, &b});
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].total_cycles, alone_a);
+  EXPECT_EQ(r[1].total_cycles, alone_b);
+}
+
 TEST(Multicore, TwoMemoryBoundCoresShareTheDramBandwidth) {
   // Each core streams 1 MiB; together 2 MiB at 10 GB/s: the pair ends at twice one core's time alone
   // (bytes / bandwidth), not at the time of one (the ideal of two independent memories), and is no

@@ -314,6 +314,72 @@ TEST(Scheduler, ModelsOnDifferentCoresDoNotWaitForEachOther) {
   EXPECT_NEAR(r.npu_busy, 5000.0 / (2 * 1e6), 1e-12);
 }
 
+TEST(Scheduler, OverlappingSegmentsOnTwoCoresAreEachSlowerAndApartTheyAreNot) {
+  // a slows down x2 while b runs on the other core, b x1.5 while a runs. Both at 0: a runs at 1/2, b at
+  // 2/3 until b's 1000 cycles end at 1500 (a has done 750 of its 1000), then a alone: 1750.
+  Scenario s = both_at_zero(0, 0);
+  s.models[1].core = 1;
+  const std::vector<ModelProfile> p = {profile("a", 2, 500), profile("b", 1, 1000)};
+  const Slowdowns slow = {{1, 2}, {1.5, 1}};
+  ServeResult r = run_scenario(s, p, 1000, 0, slow);
+  EXPECT_DOUBLE_EQ(r.models[0].latency_max_ms, 1750 / 1e6);
+  EXPECT_DOUBLE_EQ(r.models[1].latency_max_ms, 1500 / 1e6);
+  // The report says by how much each slows down next to the other.
+  EXPECT_NE(serve_text(r).find("shared DRAM/link: a x2.000 next to b"), std::string::npos) << serve_text(r);
+  const std::string j = serve_json(r, s);
+  EXPECT_NE(j.find("\"slowdown_next_to\": {\"b\": 2.0000}"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"slowdown_next_to\": {\"a\": 1.5000}"), std::string::npos) << j;
+  // b arrives when a is done: neither is slowed.
+  s.models[1].arrivals.phase_ms = 0.002;
+  r = run_scenario(s, p, 1000, 0, slow);
+  EXPECT_DOUBLE_EQ(r.models[0].latency_max_ms, 1000 / 1e6);
+  EXPECT_DOUBLE_EQ(r.models[1].latency_max_ms, 1000 / 1e6);
+  // On one core they never overlap: the slowdowns do not apply, b waits instead.
+  s.models[1].core = 0;
+  s.models[1].arrivals.phase_ms = 0;
+  r = run_scenario(s, p, 1000, 0, slow);
+  EXPECT_DOUBLE_EQ(r.models[0].latency_max_ms, 1000 / 1e6);
+  EXPECT_DOUBLE_EQ(r.models[1].latency_max_ms, 2000 / 1e6);
+}
+
+TEST(Scheduler, ThreeCoresAddTheirSlowdowns) {
+  Scenario s = both_at_zero(0, 0);
+  s.models[1].core = 1;
+  s.models.push_back(s.models[1]);
+  s.models[2].name = "c";
+  s.models[2].core = 2;
+  const std::vector<ModelProfile> p = {profile("a", 1, 1000), profile("b", 1, 1000), profile("c", 1, 1000)};
+  // Each x1.5 next to each other: 1 + 0.5 + 0.5 = x2 with both others running, all 3 end at 2000.
+  const Slowdowns slow = {{1, 1.5, 1.5}, {1.5, 1, 1.5}, {1.5, 1.5, 1}};
+  const ServeResult r = run_scenario(s, p, 1000, 0, slow);
+  for (const ModelStats& m : r.models) EXPECT_DOUBLE_EQ(m.latency_max_ms, 2000 / 1e6) << m.name;
+}
+
+traces::Report run_with_layer_ends(std::vector<uint64_t> ends) {
+  traces::Report r;
+  for (uint64_t e : ends) {
+    traces::LayerReport l;
+    l.end_cycle = e;
+    r.layers.push_back(l);
+  }
+  r.total_cycles = ends.back();
+  return r;
+}
+
+TEST(Scheduler, CoRunSlowdownsOfTheShorterRunAreItsWholeRunsAndOfTheLongerTheOverlappedPart) {
+  // a: 1000 alone, 1500 next to b. b: two layers of 1000 alone; next to a its first layer took 2000, so by
+  // a's end (1500) it had done 750 cycles' work: x2.
+  const auto [a, b] = co_run_slowdowns(run_with_layer_ends({1000}), run_with_layer_ends({1500}),
+                                       run_with_layer_ends({1000, 2000}), run_with_layer_ends({2000, 3000}));
+  EXPECT_DOUBLE_EQ(a, 1.5);
+  EXPECT_DOUBLE_EQ(b, 2.0);
+  // Never below 1.
+  const auto [c, d] = co_run_slowdowns(run_with_layer_ends({1000}), run_with_layer_ends({999}),
+                                       run_with_layer_ends({1000}), run_with_layer_ends({1000}));
+  EXPECT_DOUBLE_EQ(c, 1.0);
+  EXPECT_DOUBLE_EQ(d, 1.0);
+}
+
 TEST(Scenario, AModelsOwnSetKeepsItsKeysAndRefusesSharedOnes) {
   const Scenario s = parse_scenario_text(
       "models:\n  - {name: a, model: demo, set: [systolic_array.rows=16, lowering.conv=im2col], arrival: {type: "
@@ -389,12 +455,43 @@ TEST(Scheduler, EveryModelSwitchReloadsWeightsWhenDramHoldsOnlyOne) {
   EXPECT_NE(serve_text(r).find("7 weight reloads over the host link"), std::string::npos) << serve_text(r);
 }
 
-TEST(Scheduler, DramTooSmallForOneModelOrReloadsOnSeveralCoresIsAScenarioError) {
+TEST(Scheduler, DramTooSmallForOneModelPerCoreIsAScenarioError) {
   Alternating x;
   EXPECT_THROW(run_scenario(x.s, x.p, 1000, 1300), ScenarioError);  // 400 + 1000 > 1300
-  x.s.models[1].core = 1;
-  EXPECT_THROW(run_scenario(x.s, x.p, 1000, 1500), ScenarioError);
+  x.s.models[1].core = 1;  // each core's model must fit at once: 400 + 1000 + 1000
+  EXPECT_THROW(run_scenario(x.s, x.p, 1000, 2399), ScenarioError);
   EXPECT_NO_THROW(run_scenario(x.s, x.p, 1000, 2400));
+}
+
+TEST(Scheduler, WeightReloadsOnSeveralCoresTakeTheLinkInTurnAndNeverEvictARunningModel) {
+  // a and b on core 0, c on core 1; 1000 weight bytes and 200 of activations each; DRAM holds the
+  // activations and two models' weights (a and b, loaded before the run). At 0 a runs (resident) and c
+  // reloads over the link (evicting b, the least recently used) until 700, then runs to 800. b arrives at
+  // 50 and is picked at 100: its weights evict a (c's are in use on core 1) and wait for the link until
+  // 700: reload to 1400, run to 1500.
+  Scenario s;
+  s.duration_ms = 1;
+  Arrivals at0, at50;
+  at0.period_ms = at50.period_ms = 1e6;
+  at50.phase_ms = 50 / 1e6;
+  s.models = {model("a", 0, at0), model("b", 0, at50), model("c", 0, at0)};
+  s.models[2].core = 1;
+  std::vector<ModelProfile> p = {profile("a", 1, 100), profile("b", 1, 100), profile("c", 1, 100)};
+  for (ModelProfile& m : p) {
+    m.weight_bytes = 1000;
+    m.activation_bytes = 200;
+    m.reload_cycles = 700;
+  }
+  const ServeResult r = run_scenario(s, p, 1000, 2600);
+  EXPECT_FALSE(r.weights_resident);
+  EXPECT_EQ(r.models[0].weight_reloads, 0);
+  EXPECT_EQ(r.models[1].weight_reloads, 1);
+  EXPECT_EQ(r.models[2].weight_reloads, 1);
+  EXPECT_DOUBLE_EQ(r.models[0].latency_max_ms, 100 / 1e6);
+  EXPECT_DOUBLE_EQ(r.models[2].latency_max_ms, 800 / 1e6);
+  EXPECT_DOUBLE_EQ(r.models[1].latency_max_ms, 1450 / 1e6);
+  // The activations and the largest weights of each core must fit: 600 + 1000 + 1000.
+  EXPECT_THROW(run_scenario(s, p, 1000, 2599), ScenarioError);
 }
 
 TEST(Scheduler, AModelWithoutRequestsHasNoLatencies) {
