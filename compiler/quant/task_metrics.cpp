@@ -149,8 +149,20 @@ void TaskEvaluator::add(const Tensor& ref, const Tensor& q) {
       m_.strings_equal_trimmed += trim_spaces(a, o_.keys) == trim_spaces(b, o_.keys);
       m_.reference_chars += static_cast<int64_t>(a.size());
       m_.char_edits += edit_distance(a, b);
-      if (a != b && m_.mismatches.size() < kMaxMismatches)
-        m_.mismatches.push_back({decode_text(a, o_.keys), decode_text(b, o_.keys)});
+      if (a != b && m_.mismatches.size() < kMaxMismatches) {
+        TaskMetrics::Mismatch mm{decode_text(a, o_.keys), decode_text(b, o_.keys)};
+        const auto [steps, classes] = rows_and_classes(ref, "ocr-rec");
+        for (int64_t t = 0; t < steps; ++t) {
+          const int64_t want = top_k(ref, t, classes, 1)[0], got = top_k(q, t, classes, 1)[0];
+          if (want == got) continue;
+          ++mm.steps_differing;
+          const float* r = ref.f.data() + t * classes;
+          const double margin = static_cast<double>(r[want]) - r[got];
+          mm.fp32_margin_min = mm.steps_differing == 1 ? margin : std::min(mm.fp32_margin_min, margin);
+          mm.fp32_margin_max = std::max(mm.fp32_margin_max, margin);
+        }
+        m_.mismatches.push_back(std::move(mm));
+      }
       break;
     }
     case Task::kOcrDet:
@@ -212,7 +224,15 @@ std::string task_json(const TaskMetrics& m) {
       figure("char_error_rate", m.char_error_rate());
       w.key("mismatches").array();
       for (const auto& mm : m.mismatches)
-        w.object().member("fp32", mm.reference).member("quantized", mm.quantized).end();
+        w.object()
+            .member("fp32", mm.reference)
+            .member("quantized", mm.quantized)
+            .member("steps_differing", mm.steps_differing)
+            .key("fp32_margin_min")
+            .significant(mm.fp32_margin_min, 6)
+            .key("fp32_margin_max")
+            .significant(mm.fp32_margin_max, 6)
+            .end();
       w.end();
       break;
     case Task::kOcrDet:
@@ -244,7 +264,9 @@ std::string task_summary(const TaskMetrics& m) {
         << "% ignoring leading/trailing spaces), character error rate " << num(100 * m.char_error_rate())
         << "%\n";
       for (const auto& mm : m.mismatches)
-        o << "  fp32 \"" << mm.reference << "\"  quantized \"" << mm.quantized << "\"\n";
+        o << "  fp32 \"" << mm.reference << "\"  quantized \"" << mm.quantized << "\"  ("
+          << mm.steps_differing << " step(s) differ; fp32 margin there " << num(mm.fp32_margin_min) << " to "
+          << num(mm.fp32_margin_max) << ")\n";
       break;
     case Task::kOcrDet:
       o << "text-map F1 " << num(m.det_f1()) << ", IoU " << num(m.det_iou())

@@ -57,6 +57,12 @@ struct TaskMetrics {
   int64_t char_edits = 0;             // edit distance quantized vs fp32, summed
   struct Mismatch {
     std::string reference, quantized;
+    // Over the steps whose argmax differs: how many, and the smallest and largest fp32 margin there
+    // (fp32's score of its own choice minus its score of the quantized run's choice, in the output's
+    // units). A small minimum: at least one flip was a near-tie in fp32 itself; a large maximum is
+    // often a character emitted one step earlier or later, which leaves the string as it is.
+    int64_t steps_differing = 0;
+    double fp32_margin_min = 0, fp32_margin_max = 0;
   };
   std::vector<Mismatch> mismatches;  // the first few differing strings
   // ocr-det: pixels above the threshold, over all inputs

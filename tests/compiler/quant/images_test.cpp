@@ -279,15 +279,27 @@ TEST(TaskMetrics, CtcGreedyMergesRepeatsDropsBlanksAndCountsEdits) {
   std::vector<float> s5 = s4;
   s5[7 * 4 + 3] = 1.0f;  // "aab" then a space
   s4[7 * 4 + 0] = 1.0f;
+  s4[7 * 4 + 3] = 0.75f;  // fp32 itself nearly picks the space there: a margin of 0.25
   sp.add(Tensor::from_floats({1, 8, 4}, s4), Tensor::from_floats({1, 8, 4}, s5));
   EXPECT_EQ(sp.metrics().strings_equal, 0);
   EXPECT_EQ(sp.metrics().strings_equal_trimmed, 1);
+  ASSERT_EQ(sp.metrics().mismatches.size(), 1u);
+  EXPECT_EQ(sp.metrics().mismatches[0].steps_differing, 1);
+  EXPECT_DOUBLE_EQ(sp.metrics().mismatches[0].fp32_margin_min, 0.25);
+  EXPECT_DOUBLE_EQ(sp.metrics().mismatches[0].fp32_margin_max, 0.25);
   EXPECT_EQ(m.reference_chars, 6);
   EXPECT_EQ(m.char_edits, 1);
   EXPECT_DOUBLE_EQ(m.char_error_rate(), 1.0 / 6.0);
   ASSERT_EQ(m.mismatches.size(), 1u);
   EXPECT_EQ(m.mismatches[0].reference, "aab");
   EXPECT_EQ(m.mismatches[0].quantized, "aa");
+  EXPECT_EQ(m.mismatches[0].steps_differing, 2);  // steps 4 and 5, each fp32's 1 against its 0
+  EXPECT_DOUBLE_EQ(m.mismatches[0].fp32_margin_min, 1.0);
+  EXPECT_DOUBLE_EQ(m.mismatches[0].fp32_margin_max, 1.0);
+  const std::string json = quant::task_json(m);
+  EXPECT_NE(json.find("\"steps_differing\": 2, \"fp32_margin_min\": 1, \"fp32_margin_max\": 1}"),
+            std::string::npos)
+      << json;
 }
 
 TEST(TaskMetrics, ClassifyTopOneTopFiveAndDetectionDiceIou) {
