@@ -7,9 +7,11 @@
 namespace npusim::sim {
 namespace {
 
-// A member's value as T (0, "" or false when absent); ReportReadError naming the key when it is not a T.
+// A member's value as T (0, "" or false when absent, or when the section `n` it belongs to is absent);
+// ReportReadError naming the key when it is not a T.
 template <class T>
 T get(const YAML::Node& n, const char* key) {
+  if (!n) return T{};
   const YAML::Node v = n[key];
   if (!v || v.IsNull()) return T{};
   try {
@@ -54,8 +56,10 @@ traces::Report read_fields(const YAML::Node& root) {
   r.array_rows = get<int64_t>(array, "rows");
   r.array_cols = get<int64_t>(array, "cols");
   r.dataflow = get<std::string>(array, "dataflow");
-  for (const auto& kv : array["macs_per_pe_per_cycle"])
-    r.array_macs_per_pe_per_cycle.emplace_back(kv.first.Scalar(), kv.second.as<double>());
+  if (array) {
+    for (const auto& kv : array["macs_per_pe_per_cycle"])
+      r.array_macs_per_pe_per_cycle.emplace_back(kv.first.Scalar(), kv.second.as<double>());
+  }
   r.breakdown = breakdown(root["breakdown"]);
   const YAML::Node dram = root["dram"];
   r.dram.model = get<std::string>(dram, "model");
