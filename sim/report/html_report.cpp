@@ -163,7 +163,7 @@ std::vector<Layer> read_layers(const traces::Report& rep, const J& r) {
     l.shown = shown[i];
     l.op = x.op;
     if (i < items.size()) l.placement = items[i]["mapping"]["placement"].str();  // the compiler's placement
-    if (l.placement.empty()) l.placement = x.placement;
+    if (l.placement.empty()) l.placement = traces::layer_placement_name(x.placement);
     l.precision = x.precision;
     l.start = static_cast<double>(x.start_cycle);
     l.end = static_cast<double>(x.end_cycle);

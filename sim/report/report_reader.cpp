@@ -109,7 +109,13 @@ traces::Report read_fields(const YAML::Node& root) {
     traces::LayerReport l;
     l.name = get<std::string>(n, "name");
     l.op = get<std::string>(n, "op");
-    l.placement = get<std::string>(n, "placement");
+    const std::string placement = get<std::string>(n, "placement");
+    if (!placement.empty()) {  // absent: on the NPU, as LayerReport has it
+      const std::optional<traces::LayerPlacement> p = traces::parse_layer_placement(placement);
+      if (!p)
+        throw ReportReadError("the report's 'placement' is '" + placement + "', not npu, host or fused");
+      l.placement = *p;
+    }
     l.fused_into = get<std::string>(n, "fused_into");
     l.precision = get<std::string>(n, "precision");
     l.start_cycle = get<uint64_t>(n, "start_cycle");

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "sim/report/report_file.h"
@@ -45,6 +46,24 @@ TEST(ReportReader, AnAbsentSectionReadsAsZeros) {
   ASSERT_EQ(back.layers.size(), 1u);
   EXPECT_EQ(back.layers[0].cycles, 9u);
   EXPECT_EQ(back.layers[0].breakdown.total(), 0u);
+}
+
+// layers[].placement is read as traces::LayerPlacement: the three values the writer spells, nothing else.
+TEST(ReportReader, ALayerPlacementIsOneOfNpuHostFused) {
+  const traces::Report back = read_report(parse_report(traces::report_json(test::rich_report()), "r.json"));
+  EXPECT_TRUE(std::any_of(back.layers.begin(), back.layers.end(), [](const traces::LayerReport& l) {
+    return l.placement == traces::LayerPlacement::kFused;
+  }));
+  std::string json = traces::report_json(test::rich_report());
+  const std::string from = "\"placement\": \"fused\"";
+  ASSERT_NE(json.find(from), std::string::npos);
+  json.replace(json.find(from), from.size(), "\"placement\": \"matrix\"");
+  try {
+    read_report(parse_report(json, "bad.json"));
+    FAIL() << "no error";
+  } catch (const ReportReadError& e) {
+    EXPECT_EQ(std::string(e.what()), "the report's 'placement' is 'matrix', not npu, host or fused");
+  }
 }
 
 TEST(ReportReader, AFieldOfTheWrongTypeIsAReportReadErrorNamingIt) {
