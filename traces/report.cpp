@@ -100,20 +100,12 @@ void run_json(JsonWriter& w, const RunInfo& run) {
 }  // namespace
 
 std::string_view layer_placement_name(LayerPlacement p) {
-  switch (p) {
-    case LayerPlacement::kNpu:
-      return "npu";
-    case LayerPlacement::kHost:
-      return "host";
-    case LayerPlacement::kFused:
-      return "fused";
-  }
-  return "npu";
+  return kLayerPlacementNames[static_cast<size_t>(p)];
 }
 
 std::optional<LayerPlacement> parse_layer_placement(std::string_view text) {
-  for (LayerPlacement p : {LayerPlacement::kNpu, LayerPlacement::kHost, LayerPlacement::kFused}) {
-    if (layer_placement_name(p) == text) return p;
+  for (size_t k = 0; k < kLayerPlacementNames.size(); ++k) {
+    if (kLayerPlacementNames[k] == text) return static_cast<LayerPlacement>(k);
   }
   return std::nullopt;
 }

@@ -42,6 +42,7 @@ struct UnitReport {
 // model fused into the layer `fused_into`: no instructions, 0 cycles). The report's layers[].placement
 // spells it "npu", "host", "fused".
 enum class LayerPlacement { kNpu, kHost, kFused };
+inline constexpr std::array<std::string_view, 3> kLayerPlacementNames = {"npu", "host", "fused"};
 std::string_view layer_placement_name(LayerPlacement p);
 std::optional<LayerPlacement> parse_layer_placement(std::string_view text);
 
