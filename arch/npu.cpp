@@ -131,7 +131,8 @@ traces::Report Npu::report() const {
     l.name = fab_.program.layers[i].name;
     l.op = fab_.program.layers[i].op;
     const auto& lc = layers[i];
-    l.placement = lc.instructions > 0 && lc.host_calls == lc.instructions ? "host" : "npu";
+    l.placement = lc.instructions > 0 && lc.host_calls == lc.instructions ? traces::LayerPlacement::kHost
+                                                                          : traces::LayerPlacement::kNpu;
     fab_.rec.accounting().layer(static_cast<uint32_t>(i), l.start_cycle, l.end_cycle, l.breakdown);
     l.cycles = l.end_cycle - l.start_cycle;
     l.compute_cycles = lc.compute_cycles;

@@ -10,7 +10,7 @@
 namespace npusim::traces {
 
 std::string_view bound_label(const LayerReport& l) {
-  if (l.placement == "host") return "host";
+  if (l.placement == LayerPlacement::kHost) return "host";
   const Breakdown& b = l.breakdown;
   if (b.total() == 0) return "none";
   const std::pair<uint64_t, std::string_view> parts[] = {
@@ -62,9 +62,10 @@ void write_layers_csv(const Report& r, std::ostream& out) {
     append_csv_field(o, shown[i]);
     o += ',';
     append_csv_field(o, l.op);
-    o += fmt::format(",{},{},{},{},{},{},{},{},{},{},{},{},{},", l.placement, l.precision, l.start_cycle,
-                     l.end_cycle, l.cycles, l.breakdown.compute, l.breakdown.memory, l.breakdown.scheduling,
-                     l.breakdown.host, l.macs, l.dram_bytes_read, l.dram_bytes_written, bound_label(l));
+    o += fmt::format(",{},{},{},{},{},{},{},{},{},{},{},{},{},", layer_placement_name(l.placement),
+                     l.precision, l.start_cycle, l.end_cycle, l.cycles, l.breakdown.compute,
+                     l.breakdown.memory, l.breakdown.scheduling, l.breakdown.host, l.macs, l.dram_bytes_read,
+                     l.dram_bytes_written, bound_label(l));
     if (l.bound_cycles) o += std::to_string(*l.bound_cycles);
     o += ',';
     if (const std::optional<double> e = efficiency(l)) o += fmt::format("{:.4f}", *e);

@@ -99,6 +99,17 @@ void run_json(JsonWriter& w, const RunInfo& run) {
 
 }  // namespace
 
+std::string_view layer_placement_name(LayerPlacement p) {
+  return kLayerPlacementNames[static_cast<size_t>(p)];
+}
+
+std::optional<LayerPlacement> parse_layer_placement(std::string_view text) {
+  for (size_t k = 0; k < kLayerPlacementNames.size(); ++k) {
+    if (kLayerPlacementNames[k] == text) return static_cast<LayerPlacement>(k);
+  }
+  return std::nullopt;
+}
+
 std::optional<double> efficiency(const LayerReport& l) {
   if (l.fused() || !l.bound_cycles) return std::nullopt;
   return ratio(*l.bound_cycles + l.fused_bound_cycles, l.cycles);
@@ -225,7 +236,7 @@ std::string report_json(const Report& r) {
   for (size_t i = 0; i < r.layers.size(); ++i) {
     const LayerReport& l = r.layers[i];
     w.object().member("name", l.name).member("display_name", shown[i]).member("op", l.op);
-    w.member("placement", l.placement);
+    w.member("placement", layer_placement_name(l.placement));
     if (l.fused()) w.member("fused_into", l.fused_into);
     if (!l.precision.empty()) w.member("precision", l.precision);
     w.member("start_cycle", l.start_cycle).member("end_cycle", l.end_cycle).member("cycles", l.cycles);
@@ -371,7 +382,7 @@ std::string summary_text(const Report& r, size_t top_layers) {
         roof = e ? fmt::format(" {:6.1f}%", 100.0 * *e) : fmt::format(" {:>7}", "-");
       }
       o += fmt::format("{:<28} {:<14} {:>5} {:>12} {:>7} {:>7} {:>7} {:>7}{}\n", name, l.op.substr(0, 14),
-                       l.placement, l.cycles, pct(l.breakdown.compute, l.cycles),
+                       layer_placement_name(l.placement), l.cycles, pct(l.breakdown.compute, l.cycles),
                        pct(l.breakdown.memory, l.cycles), pct(l.breakdown.scheduling, l.cycles),
                        pct(l.breakdown.host, l.cycles), roof);
     }

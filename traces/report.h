@@ -7,6 +7,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -37,12 +38,18 @@ struct UnitReport {
   }
 };
 
+// Where a report layer's work ran: on the NPU, all of it as host calls, or nowhere of its own (a node of the
+// model fused into the layer `fused_into`: no instructions, 0 cycles). The report's layers[].placement
+// spells it "npu", "host", "fused".
+enum class LayerPlacement { kNpu, kHost, kFused };
+inline constexpr std::array<std::string_view, 3> kLayerPlacementNames = {"npu", "host", "fused"};
+std::string_view layer_placement_name(LayerPlacement p);
+std::optional<LayerPlacement> parse_layer_placement(std::string_view text);
+
 struct LayerReport {
   std::string name;
   std::string op;
-  // "npu", "host" (all its work ran as host calls) or "fused" (a node of the model whose work the layer
-  // `fused_into` does: no instructions of its own, 0 cycles).
-  std::string placement = "npu";
+  LayerPlacement placement = LayerPlacement::kNpu;
   std::string fused_into;
   uint64_t start_cycle = 0;
   uint64_t end_cycle = 0;
@@ -66,7 +73,7 @@ struct LayerReport {
   // The bounds of the nodes fused into this layer (placement "fused", fused_into = this layer's name):
   // its efficiency is the whole group's, (bound_cycles + fused_bound_cycles) / cycles.
   uint64_t fused_bound_cycles = 0;
-  bool fused() const { return placement == "fused"; }
+  bool fused() const { return placement == LayerPlacement::kFused; }
   // What the layer did, in actions that cost energy (not written: its energy is).
   Activity activity;
   // Its energy (traces::add_energy), static share included.

@@ -10,6 +10,7 @@
 #include "compiler/import/import.h"
 #include "compiler/import/onnx_internal.h"
 #include "compiler/ir/memory_budget.h"
+#include "isa/ceil_div.h"
 
 namespace npusim::compiler {
 namespace {
@@ -318,7 +319,7 @@ Graph import_scalesim_csv_text(const std::string& text, const std::string& displ
     // SCALE-Sim: ofmap = ceil((ifmap - filter + stride) / stride). Its inputs are pre-padded, so the
     // rows and columns the ceiling adds are part of the input map: it grows by them (no conv padding,
     // which could exceed the filter's reach on a 1x1 strided row).
-    const int64_t oh = (h - r + sh + sh - 1) / sh, ow = (w - s + sw + sw - 1) / sw;
+    const int64_t oh = ceil_div(h - r + sh, sh), ow = ceil_div(w - s + sw, sw);
     const int64_t extra_h = std::max<int64_t>((oh - 1) * sh + r - h, 0);
     const int64_t extra_w = std::max<int64_t>((ow - 1) * sw + s - w, 0);
     // A depthwise layer ("DP" in the name): SCALE-Sim runs one single-channel layer per channel; one

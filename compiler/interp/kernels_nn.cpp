@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "compiler/interp/kernels.h"
+#include "isa/ceil_div.h"
 
 namespace npusim::compiler::interp {
 
@@ -254,7 +255,7 @@ Geometry conv_geometry(KernelContext& c, const Shape& x, const std::vector<int64
     if (g.s[j] <= 0 || g.d[j] <= 0 || g.k[j] <= 0) c.fail("strides, dilations and kernel must be positive");
     const int64_t ek = (g.k[j] - 1) * g.d[j] + 1;
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      g.out[j] = (g.in[j] + g.s[j] - 1) / g.s[j];
+      g.out[j] = ceil_div(g.in[j], g.s[j]);
       const int64_t total = std::max<int64_t>(0, (g.out[j] - 1) * g.s[j] + ek - g.in[j]);
       g.pb[j] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
       g.pe[j] = total - g.pb[j];
@@ -271,7 +272,7 @@ Geometry conv_geometry(KernelContext& c, const Shape& x, const std::vector<int64
     const int64_t span = g.in[j] + g.pb[j] + g.pe[j] - ek;
     if (span < 0) c.fail("the kernel is larger than the padded input");
     if (ceil_mode) {
-      g.out[j] = (span + g.s[j] - 1) / g.s[j] + 1;
+      g.out[j] = ceil_div(span, g.s[j]) + 1;
       if ((g.out[j] - 1) * g.s[j] >= g.in[j] + g.pb[j]) --g.out[j];  // last window must start inside
     } else {
       g.out[j] = span / g.s[j] + 1;

@@ -302,11 +302,11 @@ void k_slice(KernelContext& c) {
     if (s > 0) {
       b = std::clamp<int64_t>(b, 0, dim);
       e = std::clamp<int64_t>(e, 0, dim);
-      len[a] = e > b ? (e - b + s - 1) / s : 0;
+      len[a] = e > b ? ceil_div(e - b, s) : 0;
     } else {
       b = std::clamp<int64_t>(b, 0, dim - 1);
       e = std::clamp<int64_t>(e, -1, dim - 1);
-      len[a] = b > e ? (b - e + (-s) - 1) / (-s) : 0;
+      len[a] = b > e ? ceil_div(b - e, -s) : 0;
     }
     st[a] = b;
     step[a] = s;

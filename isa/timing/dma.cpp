@@ -2,6 +2,8 @@
 
 #include <memory>
 
+#include "isa/ceil_div.h"
+
 namespace npusim::isa::timing {
 
 int64_t dma_size(const Instruction& ins, int d) {
@@ -39,7 +41,7 @@ int64_t dma_sram_bytes(const Instruction& ins) {
 
 BurstCount count_bursts(const DmaRows& r, const DmaConfig& dma) {
   BurstCount c;
-  const int64_t per_row = (r.row_bytes + dma.burst_bytes - 1) / dma.burst_bytes;
+  const int64_t per_row = ceil_div(r.row_bytes, dma.burst_bytes);
   c.bursts = per_row * r.rows();
   // Alignment depends on each row's address: count the misaligned rows.
   for (int64_t i2 = 0; i2 < r.count[2]; ++i2) {

@@ -1,7 +1,6 @@
 #include "sim/cli/diff.h"
 
 #include <fmt/format.h>
-#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,44 +10,101 @@
 #include <tuple>
 #include <vector>
 
-#include "isa/layer_names.h"
+#include "isa/json_text.h"
 #include "sim/report/report_file.h"
+#include "sim/report/report_reader.h"
+#include "traces/report.h"
 
 namespace npusim::sim {
 namespace {
 
-// A report as parsed JSON.
+// A report read through the typed reader: figures come from traces::Report's fields and the functions
+// that wrote them (precision_figures, model_bound_cycles, ...), not from string paths into the JSON.
 struct Loaded {
   std::string path;
-  YAML::Node root;
+  traces::Report r;
 };
 
-Loaded load(const std::string& path) { return Loaded{path, load_report(path)}; }
-
-// The value at a dotted path ("dram.bytes_read"), if the report has it as a scalar.
-std::optional<std::string> scalar_at(const YAML::Node& root, const std::string& dotted) {
-  YAML::Node n = YAML::Clone(root);
-  size_t i = 0;
-  while (i <= dotted.size()) {
-    const size_t j = std::min(dotted.find('.', i), dotted.size());
-    if (!n.IsMap()) return std::nullopt;
-    n = n[dotted.substr(i, j - i)];
-    if (!n) return std::nullopt;
-    i = j + 1;
+Loaded load(const std::string& path) {
+  const YAML::Node root = load_report(path);
+  try {
+    return Loaded{path, read_report(root)};
+  } catch (const ReportReadError& e) {
+    throw ReportReadError(fmt::format("{}: {}", path, e.what()));
   }
-  if (!n.IsScalar()) return std::nullopt;
-  return n.Scalar();
 }
 
-std::optional<double> number(const std::optional<std::string>& s) {
-  if (!s) return std::nullopt;
-  try {
-    size_t used = 0;
-    const double v = std::stod(*s, &used);
-    if (used == s->size()) return v;
-  } catch (const std::exception&) {
+// A figure as the report's JSON spells it (JsonWriter's text for the value).
+template <class T>
+std::string json_text(T v) {
+  std::string s;
+  JsonWriter(s).value(v);
+  return s;
+}
+
+// One row of the results table: the figure's text in the report and its value, absent when the
+// report does not have it.
+struct Figure {
+  std::optional<std::string> text;
+  std::optional<double> value;
+};
+
+template <class T>
+Figure figure(T v) {
+  return Figure{json_text(v), static_cast<double>(v)};
+}
+
+template <class T>
+Figure figure(const std::optional<T>& v) {
+  return v ? figure(*v) : Figure{};
+}
+
+// The results table's figures of one report, by the name the table shows (the JSON path of each).
+std::vector<std::pair<std::string, Figure>> results_of(const traces::Report& r) {
+  const std::optional<traces::PrecisionFigures> pf = traces::precision_figures(r);
+  const std::optional<traces::EnergyReport>& e = r.energy;
+  std::vector<std::pair<std::string, Figure>> out = {
+      {"total_cycles", figure(r.total_cycles)},
+      {"latency_ms", figure(r.latency_ms)},
+      {"macs", figure(r.macs)},
+      {"precision.peak_macs_per_cycle", pf ? figure(pf->peak_macs_per_cycle) : Figure{}},
+      {"precision.utilization", pf ? figure(pf->utilization) : Figure{}},
+      {"array_utilization", figure(r.array_utilization)},
+      {"bound_cycles", figure(traces::model_bound_cycles(r))},
+      {"efficiency", figure(traces::model_efficiency(r))},
+      {"breakdown.compute", figure(r.breakdown.compute)},
+      {"breakdown.memory", figure(r.breakdown.memory)},
+      {"breakdown.scheduling", figure(r.breakdown.scheduling)},
+      {"breakdown.host", figure(r.breakdown.host)},
+      {"dram.bytes_read", figure(r.dram.bytes_read)},
+      {"dram.bytes_written", figure(r.dram.bytes_written)},
+      {"dram.avg_bandwidth_gbps", figure(r.dram.avg_bandwidth_gbps)},
+      {"host.calls", figure(r.host.calls)},
+      {"energy.total_mj", e ? figure(e->total_mj) : Figure{}},
+      {"energy.average_power_w", e ? figure(e->average_power_w) : Figure{}},
+      {"energy.peak_power_w", e ? figure(e->peak_power_w) : Figure{}},
+      {"energy.tops_per_w", e ? figure(e->tops_per_w) : Figure{}},
+      {"area.total_mm2", r.area ? figure(r.area->total_mm2) : Figure{}},
+      {"sim.instructions", figure(r.sim.instructions)}};
+  return out;
+}
+
+// The table of what was run, by label: the model, its sha256 (16 hex digits tell files apart on a line),
+// the configuration, npusim's version and the precision plan; absent when the report does not say.
+std::vector<std::pair<std::string, std::optional<std::string>>> run_of(const traces::Report& r) {
+  const std::optional<traces::PrecisionFigures> pf = traces::precision_figures(r);
+  std::optional<std::string> model, sha, config, version;
+  if (r.run) {
+    model = r.run->model;
+    sha = r.run->model_sha256.substr(0, 16);
+    config = r.run->config.empty() ? "edge (built-in)" : r.run->config;
+    version = r.run->version;
   }
-  return std::nullopt;
+  return {{"  model", model},
+          {"  model_sha256", sha},
+          {"  config", config},
+          {"  version", version},
+          {"  precision.plan", pf ? std::optional<std::string>(pf->plan) : std::nullopt}};
 }
 
 // "+12.3%", "-4.0%", "same", or "" when it cannot be said.
@@ -61,33 +117,18 @@ std::string change(std::optional<double> a, std::optional<double> b) {
 
 std::string show(const std::optional<std::string>& s) { return s ? *s : "-"; }
 
-// Ordered (key, value) pairs of a map node (the recorded parameters).
-std::vector<std::pair<std::string, std::string>> entries(const YAML::Node& m) {
-  std::vector<std::pair<std::string, std::string>> out;
-  if (!m || !m.IsMap()) return out;
-  for (const auto& kv : m) out.emplace_back(kv.first.Scalar(), kv.second.IsScalar() ? kv.second.Scalar() : "?");
-  return out;
-}
-
 struct LayerFigures {
   std::string name, op;
-  std::string shown;  // the display name (isa::display_names over the report's layers)
+  std::string shown;  // the display name (traces::display_names over the report's layers)
   double cycles = 0;
 };
 
-std::vector<LayerFigures> layers_of(const YAML::Node& root) {
+std::vector<LayerFigures> layers_of(const traces::Report& r) {
   std::vector<LayerFigures> out;
-  for (const auto& l : root["layers"]) {
-    LayerFigures f;
-    f.name = l["name"] ? l["name"].Scalar() : "";
-    f.op = l["op"] ? l["op"].Scalar() : "";
-    f.cycles = number(l["cycles"] ? std::optional<std::string>(l["cycles"].Scalar()) : std::nullopt).value_or(0);
-    out.push_back(f);
+  const std::vector<std::string> shown = traces::display_names(r);
+  for (size_t i = 0; i < r.layers.size(); ++i) {
+    out.push_back({r.layers[i].name, r.layers[i].op, shown[i], static_cast<double>(r.layers[i].cycles)});
   }
-  std::vector<std::string> names;
-  for (const LayerFigures& f : out) names.push_back(f.name);
-  names = isa::display_names(names);
-  for (size_t i = 0; i < out.size(); ++i) out[i].shown = names[i];
   return out;
 }
 
@@ -98,29 +139,13 @@ std::string diff_reports(const std::string& a_path, const std::string& b_path, s
   const Loaded b = load(b_path);
   std::string o = fmt::format("A: {}\nB: {}\n", a.path, b.path);
 
-  // What was run.
-  auto what = [&](const std::string& key) {
-    const std::optional<std::string> x = scalar_at(a.root, key), y = scalar_at(b.root, key);
-    return std::make_pair(x, y);
-  };
-  // A's column as wide as its longest value (a model path can be longer than the 24 columns).
+  // What was run; A's column as wide as its longest value (a model path can be longer than the 24 columns).
   std::vector<std::tuple<std::string, std::optional<std::string>, std::optional<std::string>>> run_rows;
-  auto line = [&](const std::string& label, const std::optional<std::string>& x,
-                  const std::optional<std::string>& y) { run_rows.emplace_back(label, x, y); };
-  o += "\nrun\n";
-  for (const char* key : {"run.model", "run.model_sha256", "run.config", "run.version", "precision.plan"}) {
-    auto [x, y] = what(key);
-    const std::string k = key;
-    if (k == "run.model_sha256") {  // 16 hex digits tell files apart on a line
-      if (x) x = x->substr(0, 16);
-      if (y) y = y->substr(0, 16);
-    }
-    if (k == "run.config") {
-      if (x && x->empty()) x = "edge (built-in)";
-      if (y && y->empty()) y = "edge (built-in)";
-    }
-    line("  " + (k.rfind("run.", 0) == 0 ? k.substr(4) : k), x, y);
+  {
+    const auto ra = run_of(a.r), rb = run_of(b.r);
+    for (size_t k = 0; k < ra.size(); ++k) run_rows.emplace_back(ra[k].first, ra[k].second, rb[k].second);
   }
+  o += "\nrun\n";
   size_t wa = 24, wb = 24;
   for (const auto& [label, x, y] : run_rows) {
     wa = std::max(wa, show(x).size());
@@ -135,8 +160,9 @@ std::string diff_reports(const std::string& a_path, const std::string& b_path, s
   }
 
   // Configuration: every parameter either report records.
-  const auto pa = entries(a.root["run"] ? a.root["run"]["parameters"] : YAML::Node());
-  const auto pb = entries(b.root["run"] ? b.root["run"]["parameters"] : YAML::Node());
+  const auto no_parameters = std::vector<std::pair<std::string, std::string>>();
+  const auto& pa = a.r.run ? a.r.run->parameters : no_parameters;
+  const auto& pb = b.r.run ? b.r.run->parameters : no_parameters;
   if (pa.empty() || pb.empty()) {
     o += fmt::format("\nconfiguration: not recorded in {} (a report from before npusim recorded it)\n",
                      pa.empty() ? (pb.empty() ? "A and B" : "A") : "B");
@@ -159,22 +185,20 @@ std::string diff_reports(const std::string& a_path, const std::string& b_path, s
 
   // The run's figures.
   o += fmt::format("\n{:<30} {:>16} {:>16} {:>9}\n", "results", "A", "B", "change");
-  for (const char* key : {"total_cycles", "latency_ms", "macs", "precision.peak_macs_per_cycle", "precision.utilization",
-                          "array_utilization", "bound_cycles", "efficiency", "breakdown.compute", "breakdown.memory",
-                          "breakdown.scheduling", "breakdown.host", "dram.bytes_read", "dram.bytes_written",
-                          "dram.avg_bandwidth_gbps", "host.calls", "energy.total_mj", "energy.average_power_w",
-                          "energy.peak_power_w", "energy.tops_per_w", "area.total_mm2", "sim.instructions"}) {
-    const auto [x, y] = what(key);
-    if (!x && !y) continue;
-    const std::optional<double> nx = number(x), ny = number(y);
-    auto fmt_num = [](const std::optional<std::string>& s, const std::optional<double>& n) {
-      if (!n) return show(s);
-      return *n != std::floor(*n) ? fmt::format("{:.4g}", *n) : show(s);
+  const auto fa = results_of(a.r), fb = results_of(b.r);
+  for (size_t k = 0; k < fa.size(); ++k) {
+    const Figure& x = fa[k].second;
+    const Figure& y = fb[k].second;
+    if (!x.text && !y.text) continue;
+    auto fmt_num = [](const Figure& f) {
+      if (!f.value) return show(f.text);
+      return *f.value != std::floor(*f.value) ? fmt::format("{:.4g}", *f.value) : show(f.text);
     };
-    o += fmt::format("  {:<28} {:>16} {:>16} {:>9}\n", key, fmt_num(x, nx), fmt_num(y, ny), change(nx, ny));
+    o += fmt::format("  {:<28} {:>16} {:>16} {:>9}\n", fa[k].first, fmt_num(x), fmt_num(y),
+                     change(x.value, y.value));
   }
 
-  const std::vector<LayerFigures> la = layers_of(a.root), lb = layers_of(b.root);
+  const std::vector<LayerFigures> la = layers_of(a.r), lb = layers_of(b.r);
 
   // By op type: the sum of the layers' cycles (layers may overlap in time), most cycles first.
   std::map<std::string, std::pair<double, double>> by_op;

@@ -83,7 +83,7 @@ ShapeRun shape_run(const CompiledModel& compiled, const traces::Report& report) 
   s.latency_ms = report.latency_ms;
   s.macs = report.macs;
   for (const traces::LayerReport& l : report.layers) {
-    if (l.placement == "fused") continue;
+    if (l.fused()) continue;
     s.serial_cycles += l.cycles;
     ++s.layers;
   }

@@ -38,7 +38,7 @@ void add_fused_layers(const compiler::CompileResult& result, traces::Report& rep
       traces::LayerReport f;
       f.name = a->name;
       f.op = a->op;
-      f.placement = "fused";
+      f.placement = traces::LayerPlacement::kFused;
       f.fused_into = host.name;
       f.precision = host.precision;
       f.start_cycle = f.end_cycle = host.end_cycle;

@@ -15,12 +15,17 @@
 
 #include "sim/report/html_assets.h"
 #include "sim/report/report_file.h"
+#include "sim/report/report_reader.h"
+#include "traces/layer_tables.h"
+#include "traces/report.h"
 
 namespace npusim::sim {
 namespace {
 
-// One value of the report, read defensively: a missing key, a null or a value of another type reads as
-// absent, so an older or hand-made report shows what it has and omits the rest.
+// One value of the sections that stages outside the simulator write (the compiler's fallbacks and each
+// layer's mapping, the accuracy report, the end-to-end pipeline), read defensively: a missing key, a null
+// or a value of another type reads as absent, so a report shows what it has and omits the rest. The
+// simulator's figures come typed, from sim::read_report.
 class J {
  public:
   J() = default;
@@ -145,43 +150,45 @@ struct Layer {
   std::string energy_title;  // the layer's energy by component, for a tooltip
 };
 
-std::vector<Layer> read_layers(const J& r) {
+std::vector<Layer> read_layers(const traces::Report& rep, const J& r) {
   std::vector<Layer> out;
   const std::vector<J> items = r["layers"].items();
-  out.reserve(items.size());
-  for (size_t i = 0; i < items.size(); ++i) {
-    const J& j = items[i];
+  const std::vector<std::string> shown = traces::display_names(rep);
+  out.reserve(rep.layers.size());
+  for (size_t i = 0; i < rep.layers.size(); ++i) {
+    const traces::LayerReport& x = rep.layers[i];
     Layer l;
     l.index = i;
-    l.name = j["name"].str();
-    l.shown = j["display_name"].str();
-    if (l.shown.empty()) l.shown = l.name;
-    l.op = j["op"].str();
-    l.placement = j["mapping"]["placement"].str();
-    if (l.placement.empty()) l.placement = j["placement"].str();
-    l.precision = j["precision"].str();
-    l.start = j["start_cycle"].num_or(0);
-    l.end = j["end_cycle"].num_or(l.start);
-    l.cycles = j["cycles"].num_or(l.end - l.start);
+    l.name = x.name;
+    l.shown = shown[i];
+    l.op = x.op;
+    if (i < items.size()) l.placement = items[i]["mapping"]["placement"].str();  // the compiler's placement
+    if (l.placement.empty()) l.placement = traces::layer_placement_name(x.placement);
+    l.precision = x.precision;
+    l.start = static_cast<double>(x.start_cycle);
+    l.end = static_cast<double>(x.end_cycle);
+    l.cycles = static_cast<double>(x.cycles);
+    const uint64_t parts[4] = {x.breakdown.compute, x.breakdown.memory, x.breakdown.scheduling,
+                               x.breakdown.host};
     size_t top = 0;
     for (size_t k = 0; k < 4; ++k) {
-      l.parts[k] = j["breakdown"][kParts[k]].num_or(0);
+      l.parts[k] = static_cast<double>(parts[k]);
       if (l.parts[k] > l.parts[top]) top = k;
     }
-    l.bound = j["bound"].str();
-    if (l.bound.empty() || std::find(std::begin(kParts), std::end(kParts), l.bound) == std::end(kParts)) {
-      l.bound = kParts[top];
-    }
-    l.macs = j["macs"].num_or(0);
-    l.padded = j["array_macs"].present();
-    l.read = j["dram_bytes_read"].num_or(0);
-    l.written = j["dram_bytes_written"].num_or(0);
-    l.bound_cycles = j["bound_cycles"].num();
-    l.efficiency = j["efficiency"].num();
-    l.energy_mj = j["energy"]["total_mj"].num();
-    for (const auto& [k, v] : j["energy"]["by_component_mj"].entries()) {
-      if (const auto x = v.num())
-        l.energy_title += fmt::format("{}{} {:.4g} mJ", l.energy_title.empty() ? "" : ", ", k, *x);
+    l.bound = std::string(traces::bound_label(x));
+    if (std::find(std::begin(kParts), std::end(kParts), l.bound) == std::end(kParts)) l.bound = kParts[top];
+    l.macs = static_cast<double>(x.macs);
+    l.padded = x.array_macs.has_value();
+    l.read = static_cast<double>(x.dram_bytes_read);
+    l.written = static_cast<double>(x.dram_bytes_written);
+    if (x.bound_cycles) l.bound_cycles = static_cast<double>(*x.bound_cycles);
+    l.efficiency = traces::efficiency(x);
+    if (rep.energy) {
+      l.energy_mj = x.energy.total();
+      for (size_t k = 0; k < traces::kNumEnergyComponents; ++k) {
+        l.energy_title += fmt::format("{}{} {:.4g} mJ", l.energy_title.empty() ? "" : ", ",
+                                      traces::kEnergyComponentNames[k], x.energy.mj[k]);
+      }
     }
     out.push_back(std::move(l));
   }
@@ -280,66 +287,62 @@ void amount_bars(std::string& o, std::vector<std::pair<std::string, double>> val
 
 // ---- sections -----------------------------------------------------------------------------------------
 
-void summary_section(std::string& o, const J& r) {
-  const double total = r["total_cycles"].num_or(0);
-  const J run = r["run"];
+// A count as the page's figures take it.
+double num(uint64_t v) { return static_cast<double>(v); }
+
+void summary_section(std::string& o, const traces::Report& rep, const J& r) {
+  const double total = num(rep.total_cycles);
+  const std::optional<traces::PrecisionFigures> pf = traces::precision_figures(rep);
   o += "<section id=\"summary\"><h2>Summary</h2><div class=\"cards\">";
-  if (run.present()) {
-    const std::string sha = run["model_sha256"].str();
-    card(o, "model", run["model"].str(), sha.empty() ? "" : "sha256 " + sha.substr(0, 16));
+  if (const std::optional<traces::RunInfo>& run = rep.run) {
+    const std::string& sha = run->model_sha256;
+    card(o, "model", run->model, sha.empty() ? "" : "sha256 " + sha.substr(0, 16));
     std::string sets;
-    for (const J& s : run["sets"].items()) sets += (sets.empty() ? "--set " : ", ") + s.str();
-    card(o, "configuration", run["config"].str().empty() ? "edge (built-in)" : run["config"].str(), sets);
+    for (const std::string& s : run->sets) sets += (sets.empty() ? "--set " : ", ") + s;
+    card(o, "configuration", run->config.empty() ? "edge (built-in)" : run->config, sets);
   }
-  if (r["precision"].is_map()) {
-    card(o, "precision", r["precision"]["plan"].str(),
-         fmt::format("peak {} MACs/cycle", grouped(r["precision"]["peak_macs_per_cycle"].num_or(0))));
-  }
-  card(o, "total cycles", grouped(total),
-       fmt::format("{} instructions", grouped(r["sim"]["instructions"].num_or(0))));
-  card(o, "latency", fmt::format("{:.4g} ms", r["latency_ms"].num_or(0)),
-       fmt::format("at {} MHz", grouped(r["frequency_mhz"].num_or(0))));
-  card(o, "MACs", grouped(r["macs"].num_or(0)));
-  const double int8_util = r["array_utilization"].num_or(0);
-  if (const auto u = r["precision"]["utilization"].num()) {
-    const std::string plan = r["precision"]["plan"].str();
-    card(o, "utilization", fmt::format("{:.1f}%", 100 * *u),
+  if (pf) card(o, "precision", pf->plan, fmt::format("peak {} MACs/cycle", grouped(pf->peak_macs_per_cycle)));
+  card(o, "total cycles", grouped(total), fmt::format("{} instructions", grouped(num(rep.sim.instructions))));
+  card(o, "latency", fmt::format("{:.4g} ms", rep.latency_ms),
+       fmt::format("at {} MHz", grouped(rep.frequency_mhz)));
+  card(o, "MACs", grouped(num(rep.macs)));
+  const double int8_util = rep.array_utilization;
+  if (pf) {
+    const std::string& plan = pf->plan;
+    card(o, "utilization", fmt::format("{:.1f}%", 100 * pf->utilization),
          plan == "int8" ? std::string("of the int8 peak")
                         : fmt::format("of the {} peak; {:.1f}% of the int8 peak",
                                       plan.rfind("mixed", 0) == 0 ? "plan's" : plan, 100 * int8_util));
   } else {
     card(o, "utilization", fmt::format("{:.1f}%", 100 * int8_util), "of the int8 peak");
   }
-  if (const auto e = r["efficiency"].num()) {
+  if (const auto e = traces::model_efficiency(rep)) {
     card(o, "roofline efficiency", fmt::format("{:.1f}%", 100 * *e),
-         fmt::format("bound {} cycles (the layers' bounds summed)", grouped(r["bound_cycles"].num_or(0))));
+         fmt::format("bound {} cycles (the layers' bounds summed)",
+                     grouped(num(traces::model_bound_cycles(rep).value_or(0)))));
   }
-  const J a = r["array"];
-  card(o, "array", fmt::format("{} x {}", grouped(a["rows"].num_or(0)), grouped(a["cols"].num_or(0))),
-       a["dataflow"].str());
-  const J d = r["dram"];
-  std::string bw = fmt::format("{:.3g} GB/s average", d["avg_bandwidth_gbps"].num_or(0));
-  if (d["peak_bandwidth_gbps"].num_or(0) > 0)
-    bw += fmt::format(" of {:.3g} peak", d["peak_bandwidth_gbps"].num_or(0));
-  card(o, "DRAM " + d["model"].str(),
-       fmt::format("{} read, {} written", si(d["bytes_read"].num_or(0), "B"),
-                   si(d["bytes_written"].num_or(0), "B")),
-       bw);
-  if (r["host"]["calls"].num_or(0) > 0) {
-    card(o, "host fallbacks", fmt::format("{} calls", grouped(r["host"]["calls"].num_or(0))),
-         fmt::format("{} to the host, {} back", si(r["host"]["bytes_to_host"].num_or(0), "B"),
-                     si(r["host"]["bytes_from_host"].num_or(0), "B")));
+  card(o, "array",
+       fmt::format("{} x {}", grouped(static_cast<double>(rep.array_rows)),
+                   grouped(static_cast<double>(rep.array_cols))),
+       rep.dataflow);
+  const traces::DramReport& d = rep.dram;
+  std::string bw = fmt::format("{:.3g} GB/s average", d.avg_bandwidth_gbps);
+  if (d.peak_bandwidth_gbps > 0) bw += fmt::format(" of {:.3g} peak", d.peak_bandwidth_gbps);
+  card(o, "DRAM " + d.model,
+       fmt::format("{} read, {} written", si(num(d.bytes_read), "B"), si(num(d.bytes_written), "B")), bw);
+  if (rep.host.calls > 0) {
+    card(o, "host fallbacks", fmt::format("{} calls", grouped(num(rep.host.calls))),
+         fmt::format("{} to the host, {} back", si(num(rep.host.bytes_to_host), "B"),
+                     si(num(rep.host.bytes_from_host), "B")));
   }
-  const J en = r["energy"];
-  if (const auto mj = en["total_mj"].num()) {
-    card(o, "energy", fmt::format("{:.4g} mJ", *mj),
-         fmt::format("{:.3g} W average, {:.3g} TOPS/W", en["average_power_w"].num_or(0),
-                     en["tops_per_w"].num_or(0)));
+  if (const std::optional<traces::EnergyReport>& en = rep.energy) {
+    card(o, "energy", fmt::format("{:.4g} mJ", en->total_mj),
+         fmt::format("{:.3g} W average, {:.3g} TOPS/W", en->average_power_w, en->tops_per_w));
   }
-  if (const auto mm2 = r["area"]["total_mm2"].num()) card(o, "area", fmt::format("{:.4g} mm\u00b2", *mm2));
+  if (rep.area) card(o, "area", fmt::format("{:.4g} mm\u00b2", rep.area->total_mm2));
   o += "</div>\n<h3>Where the cycles go</h3>";
-  double parts[4];
-  for (size_t k = 0; k < 4; ++k) parts[k] = r["breakdown"][kParts[k]].num_or(0);
+  const double parts[4] = {num(rep.breakdown.compute), num(rep.breakdown.memory),
+                           num(rep.breakdown.scheduling), num(rep.breakdown.host)};
   breakdown_bar(o, parts, total, true);
   o += "<div class=\"legend\">";
   for (size_t k = 0; k < 4; ++k) {
@@ -350,8 +353,7 @@ void summary_section(std::string& o, const J& r) {
        "busy (compute), a DMA transfer in flight (memory), a host call (host), otherwise scheduling.</p>\n";
 
   // Per unit.
-  const auto units = r["units"].entries();
-  if (!units.empty()) {
+  if (!rep.units.empty()) {
     o += "<h3>Units</h3>";
     table_head(o, "unit-table",
                {{"unit", "unit", false, ""},
@@ -362,15 +364,15 @@ void summary_section(std::string& o, const J& r) {
                 {"scheduling", "scheduling stall", true, ""},
                 {"queue_full", "queue full", true, ""},
                 {"host", "host stall", true, ""}});
-    for (const auto& [name, u] : units) {
-      const J s = u["stalls"];
-      const double busy = u["busy"].num_or(0), idle = u["idle"].num_or(0);
-      const double mem = s["memory"].num_or(0) + s["bank_conflict"].num_or(0);
+    for (const traces::UnitReport& u : rep.units) {
+      const auto stall = [&](traces::Reason k) { return num(u.stalls[static_cast<size_t>(k)]); };
+      const double busy = num(u.busy), idle = num(u.idle);
+      const double mem = stall(traces::Reason::kMemory) + stall(traces::Reason::kBankConflict);
       o += "<tr>";
-      text_cell(o, name);
-      num_cell(o, u["instructions"].num_or(0), grouped(u["instructions"].num_or(0)));
-      for (double v :
-           {busy, idle, mem, s["scheduling"].num_or(0), s["queue_full"].num_or(0), s["host"].num_or(0)}) {
+      text_cell(o, u.name);
+      num_cell(o, num(u.instructions), grouped(num(u.instructions)));
+      for (double v : {busy, idle, mem, stall(traces::Reason::kScheduling), stall(traces::Reason::kQueueFull),
+                       stall(traces::Reason::kHost)}) {
         num_cell(o, total > 0 ? v / total : 0, pct(v, total), grouped(v) + " cycles");
       }
       o += "</tr>\n";
@@ -379,7 +381,7 @@ void summary_section(std::string& o, const J& r) {
   }
 
   // By op type.
-  const std::vector<J> ops = r["ops"].items();
+  const std::vector<traces::OpRollup> ops = traces::op_rollup(rep);
   if (!ops.empty()) {
     o += "<h3>Time by op type</h3><p class=\"note\">The sum of each op type's layer cycles (layers may "
          "overlap in time).</p>";
@@ -390,16 +392,16 @@ void summary_section(std::string& o, const J& r) {
                 {"share", "share", true, "of the layers' summed cycles"},
                 {"breakdown", "breakdown", false, "compute, memory, scheduling, host"},
                 {"dram", "DRAM bytes", true, "read + written"}});
-    for (const J& x : ops) {
-      const double cycles = x["cycles"].num_or(0);
-      double parts_op[4];
-      for (size_t k = 0; k < 4; ++k) parts_op[k] = x["breakdown"][kParts[k]].num_or(0);
-      const double bytes = x["dram_bytes_read"].num_or(0) + x["dram_bytes_written"].num_or(0);
+    for (const traces::OpRollup& x : ops) {
+      const double cycles = num(x.cycles);
+      const double parts_op[4] = {num(x.breakdown.compute), num(x.breakdown.memory),
+                                  num(x.breakdown.scheduling), num(x.breakdown.host)};
+      const double bytes = num(x.dram_bytes_read) + num(x.dram_bytes_written);
       o += "<tr>";
-      text_cell(o, x["op"].str());
-      num_cell(o, x["layers"].num_or(0), grouped(x["layers"].num_or(0)));
+      text_cell(o, x.op);
+      num_cell(o, num(x.layers), grouped(num(x.layers)));
       num_cell(o, cycles, grouped(cycles));
-      num_cell(o, x["share"].num_or(0), fmt::format("{:.1f}%", 100 * x["share"].num_or(0)));
+      num_cell(o, x.share, fmt::format("{:.1f}%", 100 * x.share));
       o += "<td>";
       breakdown_bar(o, parts_op, cycles, false);
       o += "</td>";
@@ -422,8 +424,8 @@ void summary_section(std::string& o, const J& r) {
   o += "</section>\n";
 }
 
-void layers_section(std::string& o, const J& r, const std::vector<Layer>& layers) {
-  const double total = r["total_cycles"].num_or(0);
+void layers_section(std::string& o, const traces::Report& rep, const std::vector<Layer>& layers) {
+  const double total = num(rep.total_cycles);
   const bool with_precision =
       std::any_of(layers.begin(), layers.end(), [](const Layer& l) { return !l.precision.empty(); });
   const bool with_eff =
@@ -496,8 +498,8 @@ double tick_step(double span, int n) {
   return 10 * mag;
 }
 
-void timeline_section(std::string& o, const J& r, const std::vector<Layer>& layers) {
-  const double total = std::max(r["total_cycles"].num_or(0), 1.0);
+void timeline_section(std::string& o, const traces::Report& rep, const std::vector<Layer>& layers) {
+  const double total = std::max(num(rep.total_cycles), 1.0);
   // Layers overlap (the next layer's loads start while this one computes): each goes on the first lane
   // free at its start, at most kLanes lanes (past that, on the lane that frees first).
   constexpr size_t kLanes = 16;
@@ -567,20 +569,23 @@ struct LogAxes {
   }
 };
 
-void roofline_section(std::string& o, const J& r, const std::vector<Layer>& layers) {
+void roofline_section(std::string& o, const traces::Report& rep, const std::vector<Layer>& layers) {
   o += "<section id=\"roofline\"><h2>Roofline</h2>";
-  const double freq_hz = r["frequency_mhz"].num_or(0) * 1e6;
-  const J a = r["array"];
-  const double pes = a["rows"].num_or(0) * a["cols"].num_or(0);
+  const double freq_hz = rep.frequency_mhz * 1e6;
+  const double pes = static_cast<double>(rep.array_rows) * static_cast<double>(rep.array_cols);
   // One roof per precision the layers with MACs use (a report without precisions: int8).
   std::map<std::string, double> peaks;
   for (const Layer& l : layers) {
     if (l.macs > 0) peaks[l.precision.empty() ? "int8" : l.precision] = 0;
   }
   for (auto& [p, peak] : peaks) {
-    peak = pes * freq_hz * a["macs_per_pe_per_cycle"][p.c_str()].num_or(p == "int8" ? 1.0 : 0.0);
+    double rate = p == "int8" ? 1.0 : 0.0;  // a report without the array's rates: int8 only
+    for (const auto& [name, r] : rep.array_macs_per_pe_per_cycle) {
+      if (name == p) rate = r;
+    }
+    peak = pes * freq_hz * rate;
   }
-  const double bw = r["dram"]["peak_bandwidth_gbps"].num_or(0) * 1e9;  // bytes/s; 0: no bandwidth roof
+  const double bw = rep.dram.peak_bandwidth_gbps * 1e9;  // bytes/s; 0: no bandwidth roof
   struct Point {
     const Layer* l;
     double x, y;
@@ -601,8 +606,8 @@ void roofline_section(std::string& o, const J& r, const std::vector<Layer>& laye
          "nothing to place on a roofline.</p></section>\n";
     return;
   }
-  const double model_bytes = r["dram"]["bytes_read"].num_or(0) + r["dram"]["bytes_written"].num_or(0);
-  const double model_macs = r["macs"].num_or(0), total = r["total_cycles"].num_or(0);
+  const double model_bytes = num(rep.dram.bytes_read) + num(rep.dram.bytes_written);
+  const double model_macs = num(rep.macs), total = num(rep.total_cycles);
   const bool with_model = model_bytes > 0 && model_macs > 0 && total > 0;
   double xlo = pts[0].x, xhi = pts[0].x, ylo = pts[0].y, yhi = max_peak;
   for (const Point& p : pts) {
@@ -727,16 +732,15 @@ void roofline_section(std::string& o, const J& r, const std::vector<Layer>& laye
   o += "</g>" + roof_legend + "</svg></section>\n";
 }
 
-void energy_section(std::string& o, const J& r, const std::vector<Layer>& layers) {
-  const J en = r["energy"], area = r["area"];
-  if (!en.is_map() && !area.is_map()) return;
+void energy_section(std::string& o, const traces::Report& rep, const std::vector<Layer>& layers) {
+  if (!rep.energy && !rep.area) return;
   o += "<section id=\"energy\"><h2>Energy and area</h2>";
-  if (en.is_map()) {
+  if (const std::optional<traces::EnergyReport>& en = rep.energy) {
     o += "<div class=\"cards\">";
-    if (const auto v = en["total_mj"].num()) card(o, "energy per inference", fmt::format("{:.4g} mJ", *v));
-    if (const auto v = en["average_power_w"].num()) card(o, "average power", fmt::format("{:.4g} W", *v));
-    if (const auto v = en["peak_power_w"].num()) card(o, "peak power", fmt::format("{:.4g} W", *v));
-    if (const auto v = en["tops_per_w"].num()) card(o, "efficiency", fmt::format("{:.4g} TOPS/W", *v));
+    card(o, "energy per inference", fmt::format("{:.4g} mJ", en->total_mj));
+    card(o, "average power", fmt::format("{:.4g} W", en->average_power_w));
+    card(o, "peak power", fmt::format("{:.4g} W", en->peak_power_w));
+    card(o, "efficiency", fmt::format("{:.4g} TOPS/W", en->tops_per_w));
     double layer_sum = 0;
     size_t with = 0;
     for (const Layer& l : layers) {
@@ -750,23 +754,17 @@ void energy_section(std::string& o, const J& r, const std::vector<Layer>& layers
            fmt::format("summed over {} layers", with));
     o += "</div>";
     std::vector<std::pair<std::string, double>> parts;
-    for (const auto& [k, v] : en["by_component_mj"].entries()) {
-      if (const auto x = v.num()) parts.emplace_back(k, *x);
-    }
-    if (!parts.empty()) {
-      o += "<h3>Energy by component</h3>";
-      amount_bars(o, parts, "mJ", "energy by component");
-    }
+    for (size_t k = 0; k < traces::kNumEnergyComponents; ++k)
+      parts.emplace_back(traces::kEnergyComponentNames[k], en->by_component.mj[k]);
+    o += "<h3>Energy by component</h3>";
+    amount_bars(o, parts, "mJ", "energy by component");
   }
-  if (area.is_map()) {
+  if (const std::optional<traces::AreaReport>& area = rep.area) {
     std::vector<std::pair<std::string, double>> units;
-    for (const auto& [k, v] : area["by_unit_mm2"].entries()) {
-      if (const auto x = v.num()) units.emplace_back(k, *x);
-    }
-    o += fmt::format("<h3>Area{}</h3>", area["total_mm2"].num()
-                                            ? fmt::format(": {:.4g} mm\u00b2", *area["total_mm2"].num())
-                                            : "");
-    if (!units.empty()) amount_bars(o, units, "mm\u00b2", "area by unit");
+    for (size_t k = 0; k < traces::kNumAreaUnits; ++k)
+      units.emplace_back(traces::kAreaUnitNames[k], area->by_unit_mm2[k]);
+    o += fmt::format("<h3>Area: {:.4g} mm\u00b2</h3>", area->total_mm2);
+    amount_bars(o, units, "mm\u00b2", "area by unit");
   }
   o += "</section>\n";
 }
@@ -897,10 +895,10 @@ void accuracy_section(std::string& o, const J& r) {
 }
 
 // End to end (`--pipeline`, docs/e2e.md): the stages around the model, the transfers' alignment, the stream.
-void e2e_section(std::string& o, const J& r) {
+void e2e_section(std::string& o, const traces::Report& rep, const J& r) {
   const J e = r["e2e"];
   if (!e.is_map()) return;
-  const double f = r["frequency_mhz"].num_or(1000);
+  const double f = rep.frequency_mhz > 0 ? rep.frequency_mhz : 1000;  // absent: 1 GHz
   o += "<section id=\"e2e\"><h2>End to end</h2><div class=\"cards\">";
   card(o, "latency end to end", fmt::format("{:.3f} ms", e["latency_ms"].num_or(0)),
        fmt::format("{} frame(s) per inference: {}", grouped(e["batch"].num_or(1)), e["pipeline"].str()));
@@ -954,15 +952,21 @@ void e2e_section(std::string& o, const J& r) {
 }  // namespace
 
 std::string html_report(const std::string& json, const std::string& name) {
-  const J r(parse_report(json, name));
+  const YAML::Node root = parse_report(json, name);
+  traces::Report rep;
+  try {
+    rep = read_report(root);
+  } catch (const ReportReadError& e) {
+    throw ReportReadError(fmt::format("{}: {}", name, e.what()));
+  }
+  const J r(root);
   std::vector<Layer> layers;
   try {
-    layers = read_layers(r);
+    layers = read_layers(rep, r);
   } catch (const YAML::Exception&) {
     throw ReportReadError(fmt::format("{} is not an npusim report (its layers[] are not objects)", name));
   }
-  const J run = r["run"];
-  std::string model = run["model"].str();
+  std::string model = rep.run ? rep.run->model : "";
   if (model.empty()) model = name;
   std::string o;
   o.reserve(4096 + 900 * layers.size());
@@ -971,24 +975,22 @@ std::string html_report(const std::string& json, const std::string& name) {
   o += fmt::format("<title>npusim: {}</title>\n<script>{}</script>\n<style>{}</style></head>\n<body>\n",
                    esc(model), html_assets::kErrorCapture, html_assets::kCss);
   o += fmt::format("<header><h1>npusim report: {}</h1><div class=\"meta\">", esc(model));
-  if (run.present()) {
-    o += fmt::format("<div>{}</div><div>npusim {}</div>", esc(run["command"].str()),
-                     esc(run["version"].str()));
-  }
+  if (rep.run)
+    o += fmt::format("<div>{}</div><div>npusim {}</div>", esc(rep.run->command), esc(rep.run->version));
   o += "</div></header>\n<nav><a href=\"#summary\">Summary</a><a href=\"#layers\">Layers</a><a "
        "href=\"#timeline\">Timeline</a><a href=\"#roofline\">Roofline</a>";
-  if (r["energy"].is_map() || r["area"].is_map()) o += "<a href=\"#energy\">Energy</a>";
+  if (rep.energy || rep.area) o += "<a href=\"#energy\">Energy</a>";
   if (r["accuracy"].is_map()) o += "<a href=\"#accuracy\">Accuracy</a>";
   if (r["e2e"].is_map()) o += "<a href=\"#e2e\">End to end</a>";
   o += "</nav>\n<main>\n";
   try {
-    summary_section(o, r);
-    layers_section(o, r, layers);
-    timeline_section(o, r, layers);
-    roofline_section(o, r, layers);
-    energy_section(o, r, layers);
+    summary_section(o, rep, r);
+    layers_section(o, rep, layers);
+    timeline_section(o, rep, layers);
+    roofline_section(o, rep, layers);
+    energy_section(o, rep, layers);
     accuracy_section(o, r);
-    e2e_section(o, r);
+    e2e_section(o, rep, r);
   } catch (const YAML::Exception&) {
     throw ReportReadError(fmt::format("{} is not an npusim report (a field has an unexpected shape)", name));
   }

@@ -7,9 +7,11 @@
 namespace npusim::sim {
 namespace {
 
-// A member's value as T (0, "" or false when absent); ReportReadError naming the key when it is not a T.
+// A member's value as T (0, "" or false when absent, or when the section `n` it belongs to is absent);
+// ReportReadError naming the key when it is not a T.
 template <class T>
 T get(const YAML::Node& n, const char* key) {
+  if (!n) return T{};
   const YAML::Node v = n[key];
   if (!v || v.IsNull()) return T{};
   try {
@@ -54,8 +56,10 @@ traces::Report read_fields(const YAML::Node& root) {
   r.array_rows = get<int64_t>(array, "rows");
   r.array_cols = get<int64_t>(array, "cols");
   r.dataflow = get<std::string>(array, "dataflow");
-  for (const auto& kv : array["macs_per_pe_per_cycle"])
-    r.array_macs_per_pe_per_cycle.emplace_back(kv.first.Scalar(), kv.second.as<double>());
+  if (array) {
+    for (const auto& kv : array["macs_per_pe_per_cycle"])
+      r.array_macs_per_pe_per_cycle.emplace_back(kv.first.Scalar(), kv.second.as<double>());
+  }
   r.breakdown = breakdown(root["breakdown"]);
   const YAML::Node dram = root["dram"];
   r.dram.model = get<std::string>(dram, "model");
@@ -105,7 +109,13 @@ traces::Report read_fields(const YAML::Node& root) {
     traces::LayerReport l;
     l.name = get<std::string>(n, "name");
     l.op = get<std::string>(n, "op");
-    l.placement = get<std::string>(n, "placement");
+    const std::string placement = get<std::string>(n, "placement");
+    if (!placement.empty()) {  // absent: on the NPU, as LayerReport has it
+      const std::optional<traces::LayerPlacement> p = traces::parse_layer_placement(placement);
+      if (!p)
+        throw ReportReadError("the report's 'placement' is '" + placement + "', not npu, host or fused");
+      l.placement = *p;
+    }
     l.fused_into = get<std::string>(n, "fused_into");
     l.precision = get<std::string>(n, "precision");
     l.start_cycle = get<uint64_t>(n, "start_cycle");

@@ -362,14 +362,23 @@ TEST(Reports, DiffOfSomethingElseThanTwoReportsIsOneSentenceAndExit2) {
   ASSERT_EQ(npusim({"run", "demo", "-q", "--report", dir + "/a.json"}).exit_code, 0);
   write_file(dir + "/x.txt", "not json {");
   write_file(dir + "/y.json", "{\"a\": 1}");
+  // A report whose figure is not of the type npusim writes there: diff reads figures by type.
+  std::string wrong = read_file(dir + "/a.json");
+  const size_t at = wrong.find("\"total_cycles\": ");
+  ASSERT_NE(at, std::string::npos);
+  wrong.insert(at + std::string("\"total_cycles\": ").size(), "\"many\", \"was\": ");
+  write_file(dir + "/wrong.json", wrong);
   struct Case {
     std::vector<std::string> args;
     std::string expect;
   };
-  for (const Case& c : std::vector<Case>{{{"diff", dir + "/a.json"}, "diff needs two reports"},
-                                         {{"diff", dir + "/a.json", dir + "/none.json"}, "cannot open"},
-                                         {{"diff", dir + "/a.json", dir + "/x.txt"}, "is not JSON"},
-                                         {{"diff", dir + "/y.json", dir + "/a.json"}, "is not an npusim report"}}) {
+  for (const Case& c :
+       std::vector<Case>{{{"diff", dir + "/a.json"}, "diff needs two reports"},
+                         {{"diff", dir + "/a.json", dir + "/none.json"}, "cannot open"},
+                         {{"diff", dir + "/a.json", dir + "/x.txt"}, "is not JSON"},
+                         {{"diff", dir + "/y.json", dir + "/a.json"}, "is not an npusim report"},
+                         {{"diff", dir + "/a.json", dir + "/wrong.json"},
+                          "wrong.json: the report's 'total_cycles' is not what npusim writes"}}) {
     const CommandResult r = npusim(c.args);
     EXPECT_EQ(r.exit_code, 2) << c.expect;
     EXPECT_EQ(r.err.rfind("npusim: error: ", 0), 0u) << r.err;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "sim/report/report_file.h"
@@ -31,6 +32,38 @@ TEST(ReportReader, AMinimalReportReadsWithoutTheOptionalSections) {
   EXPECT_FALSE(back.energy);
   EXPECT_FALSE(back.run);
   EXPECT_EQ(traces::report_json(back), json);
+}
+
+// A hand-made or older report without a whole section (dma, sram, host, array): its figures read as 0,
+// as an absent member does, instead of failing on the section.
+TEST(ReportReader, AnAbsentSectionReadsAsZeros) {
+  const traces::Report back = read_report(
+      parse_report("{\"total_cycles\": 9, \"layers\": [{\"name\": \"a\", \"cycles\": 9}]}", "cut.json"));
+  EXPECT_EQ(back.total_cycles, 9u);
+  EXPECT_EQ(back.dma.transfers, 0u);
+  EXPECT_EQ(back.host.calls, 0u);
+  EXPECT_EQ(back.array_rows, 0);
+  ASSERT_EQ(back.layers.size(), 1u);
+  EXPECT_EQ(back.layers[0].cycles, 9u);
+  EXPECT_EQ(back.layers[0].breakdown.total(), 0u);
+}
+
+// layers[].placement is read as traces::LayerPlacement: the three values the writer spells, nothing else.
+TEST(ReportReader, ALayerPlacementIsOneOfNpuHostFused) {
+  const traces::Report back = read_report(parse_report(traces::report_json(test::rich_report()), "r.json"));
+  EXPECT_TRUE(std::any_of(back.layers.begin(), back.layers.end(), [](const traces::LayerReport& l) {
+    return l.placement == traces::LayerPlacement::kFused;
+  }));
+  std::string json = traces::report_json(test::rich_report());
+  const std::string from = "\"placement\": \"fused\"";
+  ASSERT_NE(json.find(from), std::string::npos);
+  json.replace(json.find(from), from.size(), "\"placement\": \"matrix\"");
+  try {
+    read_report(parse_report(json, "bad.json"));
+    FAIL() << "no error";
+  } catch (const ReportReadError& e) {
+    EXPECT_EQ(std::string(e.what()), "the report's 'placement' is 'matrix', not npu, host or fused");
+  }
 }
 
 TEST(ReportReader, AFieldOfTheWrongTypeIsAReportReadErrorNamingIt) {

@@ -45,7 +45,7 @@ inline traces::Report rich_report() {
   traces::LayerReport relu;
   relu.name = "/relu1/Relu";
   relu.op = "Relu";
-  relu.placement = "fused";
+  relu.placement = traces::LayerPlacement::kFused;
   relu.fused_into = conv.name;
   relu.precision = "int8";
   relu.start_cycle = relu.end_cycle = 8010;

@@ -147,7 +147,7 @@ TEST(Scheduler, LayerSegmentsAddUpToTheRun) {
   report.total_cycles = 300;
   traces::LayerReport conv, relu, fc;
   conv.end_cycle = 120;
-  relu.placement = "fused";  // no boundary of its own
+  relu.placement = traces::LayerPlacement::kFused;  // no boundary of its own
   relu.end_cycle = 10;
   fc.end_cycle = 280;
   report.layers = {conv, relu, fc};
