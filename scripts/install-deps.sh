@@ -9,6 +9,7 @@ packages=(
   libsystemc-dev libboost-program-options-dev libfmt-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata libpng-dev libjpeg-dev
+  libssl-dev libjemalloc-dev
   python3-numpy python3-onnx python3-torch python3-torchvision python3-matplotlib
   chromium python3-pil fonts-dejavu-core
   slurm-wlm munge
