@@ -164,13 +164,13 @@ uint64_t Context::add_elided_data(uint64_t bytes) {
 uint64_t Context::add_floats(const std::vector<float>& v, isa::DType t) {
   if (in_trial_) return reserve_data(v.size() * static_cast<uint64_t>(isa::dtype_bytes(t)));
   std::vector<uint8_t> b(v.size() * static_cast<size_t>(isa::dtype_bytes(t)));
+  if (t == isa::DType::kFp32) {
+    if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
+    return add_data(std::move(b));
+  }
   for (size_t i = 0; i < v.size(); ++i) {
-    if (t == isa::DType::kFp32) {
-      std::memcpy(&b[i * 4], &v[i], 4);
-    } else {
-      const uint16_t h = t == isa::DType::kFp16 ? to_fp16(v[i]) : to_bf16(v[i]);
-      std::memcpy(&b[i * 2], &h, 2);
-    }
+    const uint16_t h = t == isa::DType::kFp16 ? to_fp16(v[i]) : to_bf16(v[i]);
+    std::memcpy(&b[i * 2], &h, 2);
   }
   return add_data(std::move(b));
 }

@@ -298,7 +298,10 @@ std::vector<float> const_floats(const Context& c, const std::string& name) {
 struct ConvSpec {
   const DramTensor* x = nullptr;
   const DramTensor* y = nullptr;
-  std::vector<float> w;
+  // The weights: the constant's own values (a Conv's: not copied, a ResNet-50 holds 100 MB of them)
+  // or `derived` (ConvTranspose's flipped kernel).
+  const std::vector<float>* w = nullptr;
+  std::vector<float> derived;
   int64_t groups = 1, kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;
   bool node_pads = false;  // Conv: pt / pl from the node's pads or auto_pad instead
 };
@@ -315,7 +318,7 @@ bool lower_conv_spec(Context& c, const Node& n, const ConvSpec& cs) {
   j.kh = cs.kh, j.kw = cs.kw, j.sh = cs.sh, j.sw = cs.sw, j.dh = cs.dh, j.dw = cs.dw, j.pt = cs.pt, j.pl = cs.pl;
   if (cs.node_pads) set_conv_pads(n, j);
   if (!j.conv_mappable()) return false;
-  j.w = grouped_weights(j, cs.w);
+  j.w = grouped_weights(j, *cs.w);
   const uint64_t es = static_cast<uint64_t>(c.esize);
   const uint64_t xa = x.addr, ya = y.addr;
   const int64_t xs = j.H * j.W * j.C, ys = j.OH * j.OW * j.M;
@@ -367,7 +370,13 @@ bool lower_conv(Context& c, const Node& n) {
   const auto st = n.attr_ints("strides", {1, 1}), dl = n.attr_ints("dilations", {1, 1});
   cs.sh = st[0], cs.sw = st[1], cs.dh = dl[0], cs.dw = dl[1];
   cs.node_pads = true;
-  cs.w = const_floats(c, n.inputs[1]);
+  const Tensor& wt = *wv.constant;
+  if (wt.floating() && wt.has_values()) {
+    cs.w = &wt.f;
+  } else {
+    cs.derived = wt.to_float_vector();
+    cs.w = &cs.derived;
+  }
   return lower_conv_spec(c, n, cs);
 }
 
@@ -507,13 +516,14 @@ bool lower_conv_transpose(Context& c, const Node& n) {
   cs.groups = groups, cs.kh = kh, cs.kw = kw, cs.dh = d[0], cs.dw = d[1];
   // W [C][mg][kh][kw] -> conv weights [M][cg][kh][kw], flipped.
   const std::vector<float> w = const_floats(c, n.inputs[1]);
-  cs.w.assign(static_cast<size_t>(M * cg * kh * kw), 0.0f);
+  cs.derived.assign(static_cast<size_t>(M * cg * kh * kw), 0.0f);
+  cs.w = &cs.derived;
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t m = 0; m < mg; ++m) {
       for (int64_t ci = 0; ci < cg; ++ci) {
         for (int64_t i = 0; i < kh; ++i) {
           for (int64_t jj = 0; jj < kw; ++jj) {
-            cs.w[static_cast<size_t>((((g * mg + m) * cg + ci) * kh + i) * kw + jj)] =
+            cs.derived[static_cast<size_t>((((g * mg + m) * cg + ci) * kh + i) * kw + jj)] =
                 w[static_cast<size_t>((((g * cg + ci) * mg + m) * kh + (kh - 1 - i)) * kw + (kw - 1 - jj))];
           }
         }
