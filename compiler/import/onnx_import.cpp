@@ -4,11 +4,17 @@
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -16,6 +22,7 @@
 
 #include "compiler/import/import.h"
 #include "compiler/import/onnx_internal.h"
+#include "compiler/import/onnx_wire.h"
 
 namespace npusim::compiler {
 namespace {
@@ -71,6 +78,8 @@ T load_le(const char* p) {
 }
 
 // Converts a TensorProto whose data is inline (raw_data or typed fields). `what` names it in errors.
+// `lifted`, when its data() is not null, is the tensor's raw_data read from the file in place
+// (lift_raw_data, compiler/import/onnx_wire.h); the proto's own raw_data is then a placeholder.
 // Little-endian fp32 values read from unaligned bytes, as a random-access iterator for vector::assign.
 struct UnalignedFloats {
   using iterator_category = std::random_access_iterator_tag;
@@ -93,7 +102,7 @@ struct UnalignedFloats {
   bool operator<(const UnalignedFloats& o) const { return p < o.p; }
 };
 
-Tensor convert_tensor(const onnx::TensorProto& tp, const std::string& what) {
+Tensor convert_tensor(const onnx::TensorProto& tp, const std::string& what, std::string_view lifted = {}) {
   const int et = tp.data_type();
   const DataType dt = static_cast<DataType>(et);
   switch (dt) {
@@ -122,10 +131,11 @@ Tensor convert_tensor(const onnx::TensorProto& tp, const std::string& what) {
     return ModelError(what + " has " + std::to_string(have) + " values for shape " + shape_to_string(shape) +
                       " (" + std::to_string(n) + " expected)");
   };
-  if (tp.has_raw_data() && dt == DataType::kFloat32) {
+  const bool has_raw = lifted.data() != nullptr || tp.has_raw_data();
+  const std::string_view raw = lifted.data() != nullptr ? lifted : std::string_view(tp.raw_data());
+  if (has_raw && dt == DataType::kFloat32) {
     // The bulk of every model: one pass over the bytes, straight into the vector (resizing first would
     // zero every page once more: 8% of a ResNet-50 run).
-    const std::string& raw = tp.raw_data();
     if (static_cast<int64_t>(raw.size()) != n * es) throw mismatch(static_cast<int64_t>(raw.size()) / es);
     t.f.assign(UnalignedFloats{raw.data()}, UnalignedFloats{raw.data() + n * es});
     return t;
@@ -135,8 +145,7 @@ Tensor convert_tensor(const onnx::TensorProto& tp, const std::string& what) {
     t.f.resize(static_cast<size_t>(n));
   else
     t.i.resize(static_cast<size_t>(n));
-  if (tp.has_raw_data()) {
-    const std::string& raw = tp.raw_data();
+  if (has_raw) {
     if (static_cast<int64_t>(raw.size()) != n * es) throw mismatch(static_cast<int64_t>(raw.size()) / es);
     const char* p = raw.data();
     for (int64_t k = 0; k < n; ++k, p += es) {
@@ -404,14 +413,59 @@ ModelError unreadable(const std::string& mname) {
 
 }  // namespace
 
+// A read-only mapping of a whole file, unmapped when it goes.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+      // Populated up front: one call maps the page cache instead of a fault per 4 KiB page.
+      void* p =
+          ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+      if (p != MAP_FAILED) data_ = static_cast<const char*>(p), size_ = static_cast<size_t>(st.st_size);
+    }
+    ::close(fd);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile() {
+    if (data_ != nullptr) ::munmap(const_cast<char*>(data_), size_);
+  }
+  bool ok() const { return data_ != nullptr; }
+  std::string_view bytes() const { return {data_, size_}; }
+
+ private:
+  const char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Initializers' raw_data of at least this size is converted from the mapped file in place; smaller ones
+// (shapes, scales, the values shape inference propagates) are parsed with the rest of the model.
+constexpr size_t kLiftRawBytes = 64 * 1024;
+
 Graph import_onnx_file(const std::string& path, const ImportOptions& options) {
-  // Parsed straight from the stream: holding the file's bytes as well as the parsed model would add a
-  // third copy of the weights to the peak (ViT-B/16: 346 MB).
+  const std::string mname = "'" + path + "'";
+  // The file mapped, protobuf given its structure only (the large raw_data fields lifted out,
+  // compiler/import/onnx_wire.h), and the weights converted from the mapping: one copy of them is made,
+  // into the graph, where parsing the whole file made two.
+  if (const MappedFile file(path);
+      file.ok() && file.bytes().size() < static_cast<size_t>(std::numeric_limits<int>::max())) {
+    if (std::optional<detail::LiftedModel> lifted = detail::lift_raw_data(file.bytes(), kLiftRawBytes)) {
+      onnx::ModelProto model;
+      if (!model.ParseFromString(lifted->proto)) throw unreadable(mname);
+      lifted->proto = std::string();
+      return detail::import_model_proto(model, options, dir_of(path), path, &lifted->raw);
+    }
+  }
+  // Otherwise (not mappable, or not wire data, whose error protobuf gives) parsed straight from the
+  // stream: holding the file's bytes as well as the parsed model would add a third copy of the weights
+  // to the peak (ViT-B/16: 346 MB).
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw ModelError("cannot open '" + path + "': " + std::strerror(errno));
   const std::streamoff size = in.tellg();
   if (size < 0) throw ModelError("cannot read '" + path + "'");
-  const std::string mname = "'" + path + "'";
   if (size >= std::numeric_limits<int>::max()) throw too_large(mname);
   in.seekg(0);
   onnx::ModelProto model;
@@ -431,7 +485,7 @@ Graph import_onnx_bytes(const std::string& bytes, const ImportOptions& options, 
 namespace detail {
 
 Graph import_model_proto(onnx::ModelProto& model, const ImportOptions& options, const std::string& base_dir,
-                         const std::string& display_name) {
+                         const std::string& display_name, const std::vector<std::string_view>* lifted) {
   const std::string mname = "'" + display_name + "'";
   if (model.ir_version() <= 0 || !model.has_graph())
     throw ModelError(mname + " is not an ONNX model (it has no ir_version or no graph)");
@@ -519,8 +573,12 @@ Graph import_model_proto(onnx::ModelProto& model, const ImportOptions& options, 
   for (const auto& vi : gp->input()) set_value_type(g.ensure_value(vi.name()), vi.type());
   for (const auto& vi : gp->value_info()) set_value_type(g.ensure_value(vi.name()), vi.type());
   for (const auto& vi : gp->output()) set_value_type(g.ensure_value(vi.name()), vi.type());
-  for (auto& init : *gp->mutable_initializer()) {
-    Tensor t = convert_tensor(init, mname + " initializer '" + init.name() + "'");
+  for (int k = 0; k < gp->initializer_size(); ++k) {
+    onnx::TensorProto& init = *gp->mutable_initializer(k);
+    const std::string_view in_file = lifted != nullptr && k < static_cast<int>(lifted->size())
+                                         ? (*lifted)[static_cast<size_t>(k)]
+                                         : std::string_view();
+    Tensor t = convert_tensor(init, mname + " initializer '" + init.name() + "'", in_file);
     g.add_constant(init.name(), std::move(t));
     // Nothing reads the proto's copy again: release it as we go, so the weights are held about once,
     // not twice, at the peak. (clear_*() would keep the buffers' capacity; the swapped-out copy is freed.)

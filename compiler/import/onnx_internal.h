@@ -6,14 +6,18 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "compiler/import/import.h"
 
 namespace npusim::compiler::detail {
 
+// `lifted`: per graph initializer, its raw_data in the mapped file when lift_raw_data took it out of
+// `model` (compiler/import/onnx_wire.h); the mapping must outlive the call.
 Graph import_model_proto(onnx::ModelProto& model, const ImportOptions& options, const std::string& base_dir,
-                         const std::string& display_name);
+                         const std::string& display_name,
+                         const std::vector<std::string_view>* lifted = nullptr);
 
 // Builds a float32 ONNX model node by node (opset 17).
 class ModelBuilder {

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "compiler/import/import.h"
+#include "compiler/import/onnx_wire.h"
 
 namespace npusim::compiler {
 namespace {
@@ -304,6 +305,48 @@ TEST(OnnxImport, BatchDoesNotApplyToFixedShapeModels) {
   ImportOptions batch;
   batch.batch = 2;
   EXPECT_THROW(load_model("gemm:M=4,N=5,K=6", batch), ModelError);
+}
+
+// A model file's large raw_data fields are converted from the mapped file (compiler/import/onnx_wire.h):
+// the graph is the one parsing the whole file gives, and protobuf sees only the model's structure.
+TEST(OnnxWire, LargeInitializersAreLiftedOutAndImportTheSame) {
+  const std::string bytes = builtin_model_onnx("gemm:M=2,N=96,K=200");  // a 75 KiB weight
+  const std::optional<detail::LiftedModel> lifted = detail::lift_raw_data(bytes, 64 * 1024);
+  ASSERT_TRUE(lifted.has_value());
+  ASSERT_EQ(lifted->raw.size(), 1u);
+  ASSERT_NE(lifted->raw[0].data(), nullptr);
+  EXPECT_EQ(lifted->raw[0].size(), 96u * 200u * 4u);
+  EXPECT_GE(lifted->raw[0].data(), bytes.data());  // a view into the file's bytes, not a copy
+  EXPECT_LT(lifted->proto.size(), 2048u);
+
+  const std::string path = ::testing::TempDir() + "/lifted_gemm.onnx";
+  std::ofstream(path, std::ios::binary) << bytes;
+  const Graph from_file = import_onnx_file(path);     // lifted
+  const Graph from_bytes = import_onnx_bytes(bytes);  // parsed whole
+  std::remove(path.c_str());
+  int constants = 0;
+  for (const auto& [name, v] : from_bytes.values) {
+    if (!v.is_constant()) continue;
+    ++constants;
+    ASSERT_TRUE(from_file.value(name).is_constant()) << name;
+    EXPECT_EQ(from_file.value(name).constant->f, v.constant->f) << name;
+    EXPECT_EQ(from_file.value(name).constant->shape, v.constant->shape) << name;
+  }
+  EXPECT_GE(constants, 1);
+}
+
+TEST(OnnxWire, SmallTensorsAndOtherFieldsPassThroughByteForByte) {
+  const std::string bytes = builtin_model_onnx("gemm:M=2,N=8,K=8");
+  const std::optional<detail::LiftedModel> lifted = detail::lift_raw_data(bytes, 64 * 1024);
+  ASSERT_TRUE(lifted.has_value());
+  EXPECT_EQ(lifted->proto, bytes);
+  for (std::string_view r : lifted->raw) EXPECT_EQ(r.data(), nullptr);
+}
+
+TEST(OnnxWire, BytesThatAreNotWireDataAreLeftToProtobuf) {
+  EXPECT_FALSE(detail::lift_raw_data(std::string("\xff\xff\xff", 3), 1).has_value());
+  const std::string bytes = builtin_model_onnx("gemm:M=2,N=96,K=200");
+  EXPECT_FALSE(detail::lift_raw_data(std::string_view(bytes).substr(0, bytes.size() / 2), 1).has_value());
 }
 
 }  // namespace
