@@ -6,12 +6,14 @@
 #include "sim/cli/cli.h"
 
 #ifdef NPUSIM_JEMALLOC
-// jemalloc's compiled-in options (its MALLOC_CONF environment variable still overrides them): transparent
-// huge pages for every arena. A model's weights pass through a few fresh buffers of tens of MB (the
-// parsed protobuf, the graph's tensors, the laid-out weights, the program's data segments); with 2 MiB
-// pages they fault 40x less often (ResNet-50: 87 700 -> 3 200 minor faults, docs/performance.md).
+// jemalloc's compiled-in options (its MALLOC_CONF environment variable still overrides them):
+// - transparent huge pages for every arena. A model's weights pass through a few fresh buffers of tens
+//   of MB (the graph's tensors, the laid-out weights, the program's data segments); with 2 MiB pages
+//   they fault 500x less often (ResNet-50: 87 700 -> 2 000 minor faults, docs/performance.md);
+// - freed pages kept, not given back to the kernel on a timer: what a layer frees the next one reuses
+//   instead of faulting in (and zeroing) new pages. A run is short; its peak is what it holds.
 extern "C" {
-const char* malloc_conf = "thp:always,metadata_thp:auto";
+const char* malloc_conf = "thp:always,metadata_thp:auto,dirty_decay_ms:-1,muzzy_decay_ms:-1";
 }
 #endif
 
