@@ -211,6 +211,10 @@ class Context {
   };
   // Choices the mapper made by simulation, by a key of everything they depend on (MatrixMapper::choose).
   std::map<std::string, size_t> decided;
+  // The cost model's DMA figures of a box of data (MatrixMapper::dma_cost): {cycles, skew} by its sizes,
+  // strides and element type. They depend on the configuration alone, so layers share them (ResNet-50's
+  // search asks for the same boxes from layer to layer).
+  std::map<std::array<int64_t, 6>, std::array<double, 2>> dma_box_costs;
   // Index maps of data-movement nodes (lower_index_map), one per output, by a key of everything they
   // depend on (index_map_key): the element each output element copies, or -1.
   std::map<std::string, std::vector<std::vector<int64_t>>> index_maps;

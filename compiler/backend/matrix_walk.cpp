@@ -150,6 +150,8 @@ const MatrixMapper::BoxCost& MatrixMapper::dma_cost(int64_t s0, int64_t s1, int6
   const std::array<int64_t, 6> key = {s0, s1, s2, st1, st2, static_cast<int64_t>(t)};
   auto it = dma_memo_.find(key);
   if (it != dma_memo_.end()) return it->second;
+  if (auto shared = c_.dma_box_costs.find(key); shared != c_.dma_box_costs.end())
+    return dma_memo_.emplace(key, BoxCost{shared->second[0], shared->second[1]}).first->second;
   isa::Instruction i;
   i.opcode = isa::Opcode::kLoad;
   i.set(isa::Field::kDtype, static_cast<int64_t>(t)).set(isa::Field::kDramAddr, 0);
@@ -162,6 +164,7 @@ const MatrixMapper::BoxCost& MatrixMapper::dma_cost(int64_t s0, int64_t s1, int6
   const BoxCost v{isa::timing::estimate_dma_cycles(i, c_.config),
                   std::max(isa::timing::channel_skew(rows, c_.config.dram),
                            isa::timing::dram_cost_factor(rows, false, c_.config, c_.dram_bytes_per_cycle))};
+  c_.dma_box_costs.emplace(key, std::array<double, 2>{v.cycles, v.skew});
   return dma_memo_.emplace(key, v).first->second;
 }
 

@@ -333,7 +333,8 @@ class MatrixMapper {
   Context& c_;
   const MatrixJob& j_;
   MatrixStrategy& s_;
-  mutable std::map<std::array<int64_t, 6>, BoxCost> dma_memo_;
+  mutable std::map<std::array<int64_t, 6>, BoxCost>
+      dma_memo_;  // this layer's, in front of Context::dma_box_costs
 };
 
 // Records a chosen tiling in c.plan (tile shape, loop order, estimates, MACs).
