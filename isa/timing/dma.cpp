@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "isa/ceil_div.h"
+#include "isa/timing/fast_div.h"
 
 namespace npusim::isa::timing {
 
@@ -44,10 +45,11 @@ BurstCount count_bursts(const DmaRows& r, const DmaConfig& dma) {
   const int64_t per_row = ceil_div(r.row_bytes, dma.burst_bytes);
   c.bursts = per_row * r.rows();
   // Alignment depends on each row's address: count the misaligned rows.
+  const FastDiv align(static_cast<uint64_t>(dma.alignment_bytes));
   for (int64_t i2 = 0; i2 < r.count[2]; ++i2) {
     for (int64_t i1 = 0; i1 < r.count[1]; ++i1) {
       uint64_t a = r.dram_addr + i1 * r.stride[1] + i2 * r.stride[2];
-      for (int64_t i0 = 0; i0 < r.count[0]; ++i0, a += r.stride[0]) c.misaligned_bursts += a % dma.alignment_bytes != 0;
+      for (int64_t i0 = 0; i0 < r.count[0]; ++i0, a += r.stride[0]) c.misaligned_bursts += align.mod(a) != 0;
     }
   }
   c.bursts += c.misaligned_bursts;
@@ -58,17 +60,19 @@ double channel_skew(const DmaRows& r, const DramConfig& dram) {
   const int64_t channels = dram_channel_count(dram);
   if (channels <= 1 || dram_peak_bandwidth_gbps(dram) <= 0 || r.row_bytes <= 0) return 1.0;
   const uint64_t unit = dram_interleave_bytes(dram), stripe = unit * static_cast<uint64_t>(channels);
+  const FastDiv unit_div(unit), chan_div(static_cast<uint64_t>(channels)), stripe_div(stripe);
   std::vector<uint64_t> per(static_cast<size_t>(channels), 0);
   auto add = [&](uint64_t a, uint64_t left) {
-    while (left > 0 && a % unit != 0) {  // head, up to the next unit boundary
-      const uint64_t take = std::min(left, unit - a % unit);
-      per[(a / unit) % static_cast<uint64_t>(channels)] += take;
+    while (left > 0 && unit_div.mod(a) != 0) {  // head, up to the next unit boundary
+      const uint64_t take = std::min(left, unit - unit_div.mod(a));
+      per[chan_div.mod(unit_div.div(a))] += take;
       a += take, left -= take;
     }
-    for (uint64_t& p : per) p += left / stripe * unit;  // whole stripes
-    a += left / stripe * stripe, left %= stripe;
+    const uint64_t stripes = stripe_div.div(left);
+    for (uint64_t& p : per) p += stripes * unit;  // whole stripes
+    a += stripes * stripe, left -= stripes * stripe;
     for (; left > 0; a += std::min(left, unit), left -= std::min(left, unit)) {
-      per[(a / unit) % static_cast<uint64_t>(channels)] += std::min(left, unit);
+      per[chan_div.mod(unit_div.div(a))] += std::min(left, unit);
     }
   };
   int64_t visited = 0;
