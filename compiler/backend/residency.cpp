@@ -184,7 +184,7 @@ void finish_on_chip(Context& c, size_t i, LayerPlan& plan) {
   }
   c.spill_on_chip();
   c.on_chip = {};
-  c.input_reserved = 0;
+  c.input_reserved = c.input_held;  // an SE block's input stays held (backend/se_fusion.h)
 }
 
 }  // namespace npusim::compiler::backend

@@ -1150,5 +1150,47 @@ TEST(Int8Codegen, AConcatInputOfAnotherScaleIsRequantizedNotFolded) {
   }
 }
 
+TEST(Int8Codegen, SqueezeExcitationGroupRunsInTheAccumulatorAndGivesTheUnfusedProgramsBitsExactly) {
+  // EfficientNet's SE block in int8: conv -> GlobalAveragePool -> 1x1 conv + Relu -> 1x1 conv + Sigmoid
+  // -> Mul with the conv's output -> 1x1 conv. The pool and the Mul convert codes in their tile loops with
+  // the fp32 work in the accumulator buffer; the pool holds the block's input in SRAM for the Mul
+  // (compiler/backend/se_fusion.h). Every value is the quantized reference's code, and the outputs equal
+  // those of the program without the group, bit for bit.
+  namespace t = compiler::testing;
+  t::GraphBuilder b;
+  auto x = b.input("x", {1, 3, 12, 12});
+  auto d = b.node("Conv", {x, b.random_constant("wd", {16, 3, 3, 3}, 1, -0.5f, 0.5f)}, "d", {1, 16, 12, 12},
+                  {{"pads", t::attr_ints({1, 1, 1, 1})}});
+  auto p = b.node("GlobalAveragePool", {d}, "p", {1, 16, 1, 1});
+  auto rc = b.node("Conv", {p, b.random_constant("wr", {4, 16, 1, 1}, 2, -0.5f, 0.5f)}, "rc", {1, 4, 1, 1});
+  auto r = b.node("Relu", {rc}, "r", {1, 4, 1, 1});
+  auto ec = b.node("Conv", {r, b.random_constant("we", {16, 4, 1, 1}, 3, -0.5f, 0.5f)}, "ec", {1, 16, 1, 1});
+  auto e = b.node("Sigmoid", {ec}, "e", {1, 16, 1, 1});
+  auto m = b.node("Mul", {d, e}, "m", {1, 16, 12, 12});
+  b.output(b.node("Conv", {m, b.random_constant("wy", {8, 16, 1, 1}, 4, -0.5f, 0.5f)}, "y", {1, 8, 12, 12}));
+  Compiled k = lower_and_plan_int8(b, 4);
+  const isa::NpuConfig config;
+  compiler::CompileOptions opt;
+  opt.plan = &k.plan;
+  k.result = compiler::compile(k.lowered, config, opt);
+  opt.keep_on_chip = false;
+  const compiler::CompileResult unfused = compiler::compile(k.lowered, config, opt);
+  EXPECT_TRUE(k.result.fallbacks.empty());
+  int checked = 0;
+  for (const auto& l : k.result.layers) {
+    if (l.op != "Mul" && l.op != "GlobalAveragePool") continue;
+    ++checked;
+    EXPECT_NE(l.mapping.find("fp32 work in the accumulator buffer"), std::string::npos) << l.mapping;
+    EXPECT_EQ(l.fusion_group, "se:p_node") << l.name;
+    EXPECT_EQ(l.on_chip_input, l.op == "Mul" ? "d" : "");
+  }
+  EXPECT_EQ(checked, 2);
+  for (const auto& l : unfused.layers) EXPECT_EQ(l.fusion_group, "") << l.name;
+  for (const auto& sample : q::synthetic_samples(k.lowered, 2, 41)) {
+    EXPECT_EQ(check_bit_exact(k, config, sample, {}, {"p_node", "m_node"}), 4);
+    EXPECT_EQ(run_outputs(k.result, config, sample), run_outputs(unfused, config, sample));
+  }
+}
+
 }  // namespace
 }  // namespace npusim
