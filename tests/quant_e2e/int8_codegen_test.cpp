@@ -1150,25 +1150,33 @@ TEST(Int8Codegen, AConcatInputOfAnotherScaleIsRequantizedNotFolded) {
   }
 }
 
-TEST(Int8Codegen, SqueezeExcitationGroupRunsInTheAccumulatorAndGivesTheUnfusedProgramsBitsExactly) {
-  // EfficientNet's SE block in int8: conv -> GlobalAveragePool -> 1x1 conv + Relu -> 1x1 conv + Sigmoid
-  // -> Mul with the conv's output -> 1x1 conv. The pool and the Mul convert codes in their tile loops with
-  // the fp32 work in the accumulator buffer; the pool holds the block's input in SRAM for the Mul
-  // (compiler/backend/se_fusion.h). Every value is the quantized reference's code, and the outputs equal
-  // those of the program without the group, bit for bit.
+// EfficientNet's SE block, planned in int8: conv -> GlobalAveragePool -> 1x1 conv + Relu -> 1x1 conv +
+// Sigmoid -> Mul with the conv's output -> 1x1 conv.
+Compiled squeeze_excitation_int8() {
   namespace t = compiler::testing;
   t::GraphBuilder b;
-  auto x = b.input("x", {1, 3, 12, 12});
-  auto d = b.node("Conv", {x, b.random_constant("wd", {16, 3, 3, 3}, 1, -0.5f, 0.5f)}, "d", {1, 16, 12, 12},
-                  {{"pads", t::attr_ints({1, 1, 1, 1})}});
-  auto p = b.node("GlobalAveragePool", {d}, "p", {1, 16, 1, 1});
-  auto rc = b.node("Conv", {p, b.random_constant("wr", {4, 16, 1, 1}, 2, -0.5f, 0.5f)}, "rc", {1, 4, 1, 1});
-  auto r = b.node("Relu", {rc}, "r", {1, 4, 1, 1});
-  auto ec = b.node("Conv", {r, b.random_constant("we", {16, 4, 1, 1}, 3, -0.5f, 0.5f)}, "ec", {1, 16, 1, 1});
-  auto e = b.node("Sigmoid", {ec}, "e", {1, 16, 1, 1});
-  auto m = b.node("Mul", {d, e}, "m", {1, 16, 12, 12});
-  b.output(b.node("Conv", {m, b.random_constant("wy", {8, 16, 1, 1}, 4, -0.5f, 0.5f)}, "y", {1, 8, 12, 12}));
-  Compiled k = lower_and_plan_int8(b, 4);
+  // A 1x1 conv of `in` (cin channels) to `out` (cout channels) on h x h pixels.
+  auto pointwise = [&](const std::string& in, const std::string& out, int64_t cin, int64_t cout, int64_t h,
+                       uint32_t seed) {
+    return b.node("Conv", {in, b.random_constant("w" + out, {cout, cin, 1, 1}, seed, -0.5f, 0.5f)}, out,
+                  {1, cout, h, h});
+  };
+  const std::string x = b.input("x", {1, 3, 12, 12});
+  const std::string d = b.node("Conv", {x, b.random_constant("wd", {16, 3, 3, 3}, 1, -0.5f, 0.5f)}, "d",
+                               {1, 16, 12, 12}, {{"pads", t::attr_ints({1, 1, 1, 1})}});
+  const std::string p = b.node("GlobalAveragePool", {d}, "p", {1, 16, 1, 1});
+  const std::string r = b.node("Relu", {pointwise(p, "rc", 16, 4, 1, 2)}, "r", {1, 4, 1, 1});
+  const std::string e = b.node("Sigmoid", {pointwise(r, "ec", 4, 16, 1, 3)}, "e", {1, 16, 1, 1});
+  b.output(pointwise(b.node("Mul", {d, e}, "m", {1, 16, 12, 12}), "y", 16, 8, 12, 4));
+  return lower_and_plan_int8(b, 4);
+}
+
+TEST(Int8Codegen, SqueezeExcitationGroupRunsInTheAccumulatorAndGivesTheUnfusedProgramsBitsExactly) {
+  // The pool and the Mul convert codes in their tile loops with the fp32 work in the accumulator buffer;
+  // the pool holds the block's input in SRAM for the Mul (compiler/backend/se_fusion.h). Every value is
+  // the quantized reference's code, and the outputs equal those of the program without the group, bit
+  // for bit.
+  Compiled k = squeeze_excitation_int8();
   const isa::NpuConfig config;
   compiler::CompileOptions opt;
   opt.plan = &k.plan;

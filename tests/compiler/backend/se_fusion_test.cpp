@@ -40,13 +40,15 @@ Graph se_block() {
 }
 
 const LayerPlan& layer(const CompileResult& r, const std::string& name) {
-  auto it = std::find_if(r.layers.begin(), r.layers.end(), [&](const LayerPlan& p) { return p.name == name; });
+  auto it =
+      std::find_if(r.layers.begin(), r.layers.end(), [&](const LayerPlan& p) { return p.name == name; });
   if (it == r.layers.end()) throw std::runtime_error("no layer " + name);
   return *it;
 }
 
 int64_t count(const CompileResult& r, const std::string& name, isa::Opcode op) {
-  const auto at = std::find_if(r.layers.begin(), r.layers.end(), [&](const LayerPlan& p) { return p.name == name; });
+  const auto at =
+      std::find_if(r.layers.begin(), r.layers.end(), [&](const LayerPlan& p) { return p.name == name; });
   const uint32_t index = static_cast<uint32_t>(at - r.layers.begin());
   return std::count_if(r.program.instructions.begin(), r.program.instructions.end(),
                        [&](const isa::Instruction& i) { return i.layer() == index && i.opcode == op; });
@@ -81,7 +83,8 @@ TEST(SeFusion, TheMulReadsTheBlockInputWhereThePoolLeftItAndComputesTheSame) {
     EXPECT_TRUE(layer(plain, "scale").fusion_group.empty());
     EXPECT_TRUE(layer(plain, "scale").on_chip_input.empty());
     // Its DRAM copy stays: the value is not among those that never touch DRAM.
-    EXPECT_TRUE(std::none_of(fused.on_chip.begin(), fused.on_chip.end(), [](const HostTensor& t) { return t.name == "d"; }));
+    EXPECT_TRUE(std::none_of(fused.on_chip.begin(), fused.on_chip.end(),
+                             [](const HostTensor& t) { return t.name == "d"; }));
     EXPECT_EQ(check_tokens(fused.program), "");
     // Identical results in program order (seed 0) and in random interleavings of the queues (the tokens
     // order the Mul's reads after the pool's loads, across the layers between them).
