@@ -89,6 +89,9 @@ struct HeldValue {
   size_t pool = 0, mul = 0;  // the GlobalAveragePool's and the Mul's layers
   bool loaded = false;       // the pool loaded it there (set by lower_pool)
   bool read = false;         // the Mul read it there (set by lower_binary)
+  // The Mul may leave its product in place of it for the pointwise conv after it (as residency does,
+  // backend/residency.h: Context::on_chip).
+  bool keep_output = false;
 };
 
 class Context {

@@ -15,6 +15,7 @@
 #include "compiler/backend/int8.h"
 #include "compiler/backend/matrix_walk.h"
 #include "compiler/backend/movement.h"
+#include "compiler/backend/residency.h"
 #include "compiler/backend/vector_lowerings.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/passes/lowered.h"
@@ -234,8 +235,12 @@ constexpr uint64_t kConvA = 0, kConvB = 16, kConvY = 32;
 // buffer) and says where the result is, which is quantized when `qy` (conversion constants at kConvA /
 // kConvB / kConvY of the accumulator buffer, loaded by the caller) and stored. A tile holds at most
 // `max_tile` elements. Returns the broadcast mode of the VEC box.
+// With `kept` (A held in the scratchpad, backend/se_fusion.h), each result tile is written where its A
+// tile lies (codes of y's size in place of A's) and not stored, when A's tiles are read in place and y's
+// elements are A's size: *kept says whether it was (y then lies dense at A.sram).
 Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>& Bs, const DramTensor& y,
-                       const quant::QParams* qy, const TileFn& on_tile, int64_t max_tile = INT64_MAX) {
+                       const quant::QParams* qy, const TileFn& on_tile, int64_t max_tile = INT64_MAX,
+                       bool* kept = nullptr) {
   // The B operands share one shape and storage type (each is loaded with the same box).
   const Shape& P = y.phys;
   const Operand& Bp = Bs[0];
@@ -329,6 +334,8 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
   // contiguous run), so the tile is worked on where it lies and not loaded.
   const bool a_held = A.sram >= 0 && A.t && !A.t->strided() && (box_dims == 1 || t0 == inner);
   if (a_held) c.held.read = true;
+  const bool in_place = kept && a_held && isa::dtype_bytes(y.dtype) == isa::dtype_bytes(A.dt);
+  if (kept) *kept = in_place;
   odometer(ext, [&](const std::vector<int64_t>& idx) {
     int64_t ao = 0, bo = 0, yo = 0;
     for (size_t i = 0; i + box_dims < k; ++i) {
@@ -382,6 +389,12 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
     std::vector<uint64_t> b_slots;
     for (size_t i = 0; i < Bs.size(); ++i) b_slots.push_back(b_cur + i * b_region);
     const TileResult res = on_tile(sl, b_slots, d0, d1, mode);
+    if (in_place) {  // the result where the A tile lies: the codes written there, or the float tile already is
+      if (qy) quantize_tile_into(c, res.buf, res.addr, Buffer::kInput, sl, d0, d1, y.dtype, kConvY);
+      if (!qy && !(res.buf == Buffer::kInput && res.addr == sl))
+        throw std::logic_error("backend: an in-place result tile computed elsewhere");
+      return;
+    }
     if (qy) quantize_tile(c, res.buf, res.addr, d0, d1, y.dtype, kConvY);
     c.store(res.buf, res.addr, y.range(), y.addr + static_cast<uint64_t>(yo) * ey, y.dtype, {d0, d1, 1, 1}, yst_box);
   });
@@ -469,6 +482,7 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
   const quant::QParams* qa = A.q;
   A.q = nullptr;
   if (c.held.mul == c.layer) c.held.read = false;
+  bool kept = false;
   if (A.t) A.sram = c.held_addr(A.range, A.dt);  // an SE block's input, where its pool left it
   Slots acc = qa ? make_slots(c, Buffer::kAccumulator, 64) : Slots{};
   const Bcast mode = stream_broadcast(c, A, {B}, y, qy, [&](uint64_t a_slot, const std::vector<uint64_t>& b, int64_t d0,
@@ -504,14 +518,18 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
       c.vec(av);
     }
     return TileResult{work, sl};
-  }, qa ? acc.elems : INT64_MAX);
-  c.plan->mapping = fmt::format("VEC {} bcast {}{}{}{}{}", isa::kVecOpNames[static_cast<size_t>(op)],
+  }, qa ? acc.elems : INT64_MAX, c.held.keep_output && c.held.mul == c.layer ? &kept : nullptr);
+  // The product stays in the scratchpad for the pointwise conv after the Mul (backend/residency.h; the
+  // first LOAD of it by any other reader spills it).
+  if (kept) c.on_chip = nhwc_on_chip(n.outputs[0], y, static_cast<uint64_t>(A.sram), c.layer);
+  c.plan->mapping = fmt::format("VEC {} bcast {}{}{}{}{}{}", isa::kVecOpNames[static_cast<size_t>(op)],
                                 isa::kBcastNames[static_cast<size_t>(mode)], negate ? " + neg" : recip_a ? " of recip" : "",
                                 act.empty() ? "" : " + " + act,
                                 qa ? ", int8 codes converted in the tile loop, fp32 work in the accumulator buffer"
                                 : B.q || qy ? ", int8 codes converted in the tile loop"
                                             : "",
-                                A.sram >= 0 && c.held.read ? ", input read where its SE block's pool left it" : "");
+                                A.sram >= 0 && c.held.read ? ", input read where its SE block's pool left it" : "",
+                                kept ? ", output left there for the next layer" : "");
   return true;
 }
 

@@ -120,8 +120,15 @@ void subtract_zero_point(Context& c, Buffer buf, uint64_t slot, Buffer dst_buf, 
 }
 
 void quantize_tile(Context& c, Buffer buf, uint64_t slot, int64_t d0, int64_t d1, DType codes, uint64_t kslot) {
+  quantize_tile_into(c, buf, slot, buf, slot, d0, d1, codes, kslot);
+}
+
+void quantize_tile_into(Context& c, Buffer buf, uint64_t slot, Buffer dst_buf, uint64_t dst, int64_t d0, int64_t d1,
+                        DType codes, uint64_t kslot) {
   c.vec(tile_op(VecOp::kDiv, DType::kFp32, DType::kInt32, buf, slot, d0, d1, kslot + 8, isa::Bcast::kScalar));
-  c.vec(tile_op(VecOp::kAdd, DType::kInt32, codes, buf, slot, d0, d1, kslot + 12, isa::Bcast::kScalar));
+  Context::VecArgs v = tile_op(VecOp::kAdd, DType::kInt32, codes, buf, slot, d0, d1, kslot + 12, isa::Bcast::kScalar);
+  v.dst_buf = dst_buf, v.dst = dst;
+  c.vec(v);
 }
 
 void convert_tensor(Context& c, const DramTensor& src, const QParams* src_q, const DramTensor& dst,

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/backend/residency.h"
 #include "compiler/passes/lowered.h"
 
 namespace npusim::compiler::backend {
@@ -76,6 +77,9 @@ void plan_se_hold(Context& c, size_t i) {
   c.input_held = bytes;
   c.input_reserved += bytes;
   c.held.addr = static_cast<uint64_t>(cap - c.input_reserved);
+  const DramTensor& y = c.tensor(c.g.nodes[static_cast<size_t>(j)].outputs[0]);
+  c.held.keep_output = next_reads_on_chip(c, static_cast<size_t>(j)).empty() &&
+                       isa::dtype_bytes(y.dtype) == isa::dtype_bytes(t.dtype) && y.layout == kNhwc;
 }
 
 void finish_se_hold(Context& c, size_t i, LayerPlan& plan) {
@@ -91,9 +95,16 @@ void finish_se_hold(Context& c, size_t i, LayerPlan& plan) {
     plan.fusion_group = group;
     plan.on_chip_input = c.held.value;
     plan.on_chip_bytes_saved = c.held.bytes;
-    plan.sram_input_bytes += c.held.bytes;
     c.result.layers[c.held.pool].sram_input_bytes += c.held.bytes;
   }
+  if (c.on_chip.pending && c.on_chip.producer == i && c.on_chip.addr == c.held.addr) {
+    // The Mul left its product where X was: the bytes stay reserved for it (finish_on_chip releases
+    // them after its reader).
+    c.input_held = 0;
+    c.held = {};
+    return;
+  }
+  plan.sram_input_bytes += c.held.read ? c.held.bytes : 0;
   release(c);
 }
 

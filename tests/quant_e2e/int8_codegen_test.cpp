@@ -1193,6 +1193,11 @@ TEST(Int8Codegen, SqueezeExcitationGroupRunsInTheAccumulatorAndGivesTheUnfusedPr
     EXPECT_EQ(l.on_chip_input, l.op == "Mul" ? "d" : "");
   }
   EXPECT_EQ(checked, 2);
+  // The Mul's codes stay in SRAM for the 1x1 conv after it.
+  const auto y = std::find_if(k.result.layers.begin(), k.result.layers.end(),
+                              [](const compiler::LayerPlan& l) { return l.name == "y_node"; });
+  ASSERT_NE(y, k.result.layers.end());
+  EXPECT_EQ(y->on_chip_input, "m");
   for (const auto& l : unfused.layers) EXPECT_EQ(l.fusion_group, "") << l.name;
   for (const auto& sample : q::synthetic_samples(k.lowered, 2, 41)) {
     EXPECT_EQ(check_bit_exact(k, config, sample, {}, {"p_node", "m_node"}), 4);

@@ -76,11 +76,20 @@ TEST(SeFusion, TheMulReadsTheBlockInputWhereThePoolLeftItAndComputesTheSame) {
     EXPECT_EQ(layer(fused, "pool").fusion_group, "se:pool");
     EXPECT_EQ(layer(fused, "e_conv").fusion_group, "se:pool");
     EXPECT_EQ(layer(fused, "y_conv").fusion_group, "");
+    // The product stays where the block's input was, for the pointwise conv after the Mul, and never
+    // touches DRAM.
+    EXPECT_NE(mul.mapping.find("output left there for the next layer"), std::string::npos) << mul.mapping;
+    EXPECT_EQ(count(fused, "scale", isa::Opcode::kStore), 0);
+    EXPECT_EQ(layer(fused, "y_conv").on_chip_input, "m");
+    EXPECT_TRUE(std::any_of(fused.on_chip.begin(), fused.on_chip.end(),
+                            [](const HostTensor& t) { return t.name == "m"; }));
     EXPECT_NE(mul.mapping.find("read where its SE block's pool left it"), std::string::npos) << mul.mapping;
     // The Mul loads only the scale (and no tile of its input); unfused, it loads its input too.
     EXPECT_EQ(count(fused, "scale", isa::Opcode::kLoad), 1);
     EXPECT_GT(count(plain, "scale", isa::Opcode::kLoad), 1);
     EXPECT_TRUE(layer(plain, "scale").fusion_group.empty());
+    // So the Mul's DMA time (its loads and stores by the closed form) falls.
+    EXPECT_LT(mul.est_dma_cycles, layer(plain, "scale").est_dma_cycles);
     EXPECT_TRUE(layer(plain, "scale").on_chip_input.empty());
     // Its DRAM copy stays: the value is not among those that never touch DRAM.
     EXPECT_TRUE(std::none_of(fused.on_chip.begin(), fused.on_chip.end(),
