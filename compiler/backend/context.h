@@ -92,6 +92,7 @@ struct HeldValue {
   // The Mul may leave its product in place of it for the pointwise conv after it (as residency does,
   // backend/residency.h: Context::on_chip).
   bool keep_output = false;
+  bool keep_imposed = false;  // ... because a mapping file tiles the reader as reading it in place
 };
 
 class Context {

@@ -521,7 +521,10 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
   }, qa ? acc.elems : INT64_MAX, c.held.keep_output && c.held.mul == c.layer ? &kept : nullptr);
   // The product stays in the scratchpad for the pointwise conv after the Mul (backend/residency.h; the
   // first LOAD of it by any other reader spills it).
-  if (kept) c.on_chip = nhwc_on_chip(n.outputs[0], y, static_cast<uint64_t>(A.sram), c.layer);
+  if (kept) {
+    c.on_chip = nhwc_on_chip(n.outputs[0], y, static_cast<uint64_t>(A.sram), c.layer);
+    c.on_chip.imposed = c.held.keep_imposed;
+  }
   c.plan->mapping = fmt::format("VEC {} bcast {}{}{}{}{}{}", isa::kVecOpNames[static_cast<size_t>(op)],
                                 isa::kBcastNames[static_cast<size_t>(mode)], negate ? " + neg" : recip_a ? " of recip" : "",
                                 act.empty() ? "" : " + " + act,

@@ -80,6 +80,15 @@ void plan_se_hold(Context& c, size_t i) {
   const DramTensor& y = c.tensor(c.g.nodes[static_cast<size_t>(j)].outputs[0]);
   c.held.keep_output = next_reads_on_chip(c, static_cast<size_t>(j)).empty() &&
                        isa::dtype_bytes(y.dtype) == isa::dtype_bytes(t.dtype) && y.layout == kNhwc;
+  // A mapping file's tiling of the reader (what --mapping-out wrote) says how it read the product: a
+  // GEMM tile (tile_m) in place, taken without costing; a convolution's tile from DRAM.
+  const LayerMapping* reader = c.options.mapping && c.held.keep_output
+                                   ? c.options.mapping->find(c.g.nodes[static_cast<size_t>(j) + 1].name)
+                                   : nullptr;
+  if (reader && reader->has_tiling()) {
+    c.held.keep_output = reader->tile_m.has_value();
+    c.held.keep_imposed = c.held.keep_output;
+  }
 }
 
 void finish_se_hold(Context& c, size_t i, LayerPlan& plan) {

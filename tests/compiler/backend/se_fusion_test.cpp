@@ -109,6 +109,24 @@ TEST(SeFusion, TheMulReadsTheBlockInputWhereThePoolLeftItAndComputesTheSame) {
   }
 }
 
+TEST(SeFusion, ReimposingTheChosenMappingsReproducesTheProgram) {
+  // What --mapping-out writes and --mapping imposes: the projection conv's GEMM tile (it reads the Mul's
+  // product in place) must bring the same decision back, not a convolution's tile check.
+  Graph lowered = se_block();
+  lower(lowered);
+  const CompileResult first = compile(lowered, isa::NpuConfig{});
+  ASSERT_EQ(layer(first, "y_conv").on_chip_input, "m");
+  MappingOverrides mapping;
+  for (const LayerPlan& p : first.layers) mapping.layers[p.name] = p.chosen;
+  CompileOptions options;
+  options.mapping = &mapping;
+  const CompileResult again = compile(lowered, isa::NpuConfig{}, options);
+  ASSERT_EQ(again.program.instructions.size(), first.program.instructions.size());
+  for (size_t i = 0; i < first.program.instructions.size(); ++i) {
+    EXPECT_TRUE(again.program.instructions[i] == first.program.instructions[i]) << "instruction " << i;
+  }
+}
+
 TEST(SeFusion, AnInputTooLargeForTheScratchpadIsLoadedAgain) {
   Graph lowered = se_block();
   lower(lowered);
