@@ -17,6 +17,7 @@
 #include "compiler/backend/movement.h"
 #include "compiler/backend/residency.h"
 #include "compiler/backend/roofline.h"
+#include "compiler/backend/se_fusion.h"
 #include "compiler/backend/vector_tiling.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/precision.h"
@@ -383,6 +384,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     const int64_t before = c.em.size();
     std::optional<bool> kept_output;  // Conv layers: whether the output stayed on chip (LayerMapping::on_chip)
     if (!forced_host && !folded && plan.placement == Placement::kNpuMatrix) backend::plan_on_chip(c, i);
+    if (!forced_host && !folded && plan.placement == Placement::kNpuVector) backend::plan_se_hold(c, i);
     if (n.domain == kNpuDomain && n.op_type == "Transpose" && n.has_attr(kLayoutChange)) {
       const Value& in = g.value(n.inputs[0]);
       const Value& out = g.value(n.outputs[0]);
@@ -468,6 +470,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
       kept_output = c.on_chip.pending && c.on_chip.producer == i;
     }
     backend::finish_on_chip(c, i, plan);
+    backend::finish_se_hold(c, i, plan);
     if (plan.model_cycles == 0) plan.model_cycles = plan.est_cycles;
     if (c.can_time() && c.em.size() > before) {
       // Between its neighbours, as in the whole program: the layers before it run first (their tails

@@ -102,6 +102,9 @@ struct LayerPlan {
   // in the input scratchpad ("" = none), and the DRAM bytes that saved (its write and its read).
   std::string on_chip_input;
   int64_t on_chip_bytes_saved = 0;
+  // Layers fused into one group (backend/se_fusion.h): the group's name, "" = none. A squeeze-and-
+  // excitation block's pool, the layers on its pooled vector and its Mul are "se:" + the pool's name.
+  std::string fusion_group;
 };
 
 // A node that runs on the host CPU.

@@ -77,6 +77,24 @@ struct OnChipValue {
   bool spilled = false;
 };
 
+// A squeeze-and-excitation block's input held in the input scratchpad from its GlobalAveragePool to
+// its Mul (backend/se_fusion.h): dense [pixels][channels] at `addr`, `bytes` long, at the top of the
+// scratchpad. Its DRAM copy stays (the pool reads it there); the Mul reads it here instead of again.
+struct HeldValue {
+  std::string value;  // graph value name ("" = none)
+  Range dram;         // its DRAM tensor
+  uint64_t addr = 0;
+  int64_t bytes = 0;
+  isa::DType dtype = isa::DType::kFp32;
+  size_t pool = 0, mul = 0;  // the GlobalAveragePool's and the Mul's layers
+  bool loaded = false;       // the pool loaded it there (set by lower_pool)
+  bool read = false;         // the Mul read it there (set by lower_binary)
+  // The Mul may leave its product in place of it for the pointwise conv after it (as residency does,
+  // backend/residency.h: Context::on_chip).
+  bool keep_output = false;
+  bool keep_imposed = false;  // ... because a mapping file tiles the reader as reading it in place
+};
+
 class Context {
  public:
   Context(const Graph& g, const isa::NpuConfig& config, const CompileOptions& options, CompileResult& result);
@@ -119,6 +137,18 @@ class Context {
   // Emits the STORE that writes on_chip's value to its DRAM tensor, when it is still only in SRAM (a
   // reader that does not read it in place needs it there). Context::load calls it for its readers.
   void spill_on_chip();
+  // An SE block's input held from its pool to its Mul (backend/se_fusion.h); its bytes are the first
+  // of input_reserved (input_held of them), below which residency reserves its own.
+  HeldValue held;
+  int64_t input_held = 0;
+  // The SRAM address a node of the current layer reads value `v` at when the hold covers it (the Mul
+  // of the group, once the pool loaded it), else -1.
+  int64_t held_addr(const Range& dram, isa::DType t) const {
+    return held.loaded && held.mul == layer && held.dram.begin == dram.begin && held.dram.end == dram.end &&
+                   held.dtype == t
+               ? static_cast<int64_t>(held.addr)
+               : -1;
+  }
 
   // Bytes of scratchpad `b` a lowering that allocates it on its own may use, from sram_base(b). With
   // sram.shared_scratchpad the input and weight buffers are one scratchpad: such lowerings get half each

@@ -15,6 +15,7 @@
 #include "compiler/backend/int8.h"
 #include "compiler/backend/matrix_walk.h"
 #include "compiler/backend/movement.h"
+#include "compiler/backend/residency.h"
 #include "compiler/backend/vector_lowerings.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/passes/lowered.h"
@@ -140,6 +141,7 @@ struct Operand {
   Shape pshape;  // extents in output physical order (1 = broadcast)
   isa::DType dt = isa::DType::kFp32;     // element type in DRAM
   const quant::QParams* q = nullptr;      // # int8: codes converted in the tile loop (Context::codes)
+  int64_t sram = -1;  // where the input scratchpad already holds it (an SE block's input), -1 = in DRAM only
 };
 
 // The output's memory order of logical dims (ONNX order when its layout is empty).
@@ -233,8 +235,12 @@ constexpr uint64_t kConvA = 0, kConvB = 16, kConvY = 32;
 // buffer) and says where the result is, which is quantized when `qy` (conversion constants at kConvA /
 // kConvB / kConvY of the accumulator buffer, loaded by the caller) and stored. A tile holds at most
 // `max_tile` elements. Returns the broadcast mode of the VEC box.
+// With `kept` (A held in the scratchpad, backend/se_fusion.h), each result tile is written where its A
+// tile lies (codes of y's size in place of A's) and not stored, when A's tiles are read in place and y's
+// elements are A's size: *kept says whether it was (y then lies dense at A.sram).
 Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>& Bs, const DramTensor& y,
-                       const quant::QParams* qy, const TileFn& on_tile, int64_t max_tile = INT64_MAX) {
+                       const quant::QParams* qy, const TileFn& on_tile, int64_t max_tile = INT64_MAX,
+                       bool* kept = nullptr) {
   // The B operands share one shape and storage type (each is loaded with the same box).
   const Shape& P = y.phys;
   const Operand& Bp = Bs[0];
@@ -324,6 +330,12 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
   ext.push_back(static_cast<int64_t>(pieces.size()));
   int64_t last_b_off = -1, last_b_n = -1;
   uint64_t b_cur = 0;
+  // A held in the scratchpad (backend/se_fusion.h): every tile is a dense piece of it (whole rows, or a
+  // contiguous run), so the tile is worked on where it lies and not loaded.
+  const bool a_held = A.sram >= 0 && A.t && !A.t->strided() && (box_dims == 1 || t0 == inner);
+  if (a_held) c.held.read = true;
+  const bool in_place = kept && a_held && isa::dtype_bytes(y.dtype) == isa::dtype_bytes(A.dt);
+  if (kept) *kept = in_place;
   odometer(ext, [&](const std::vector<int64_t>& idx) {
     int64_t ao = 0, bo = 0, yo = 0;
     for (size_t i = 0; i + box_dims < k; ++i) {
@@ -362,8 +374,8 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
         bsz = {d1, 1, 1, 1};
       }
     }
-    const uint64_t sl = sa.take();
-    c.load(Buffer::kInput, sl, A.range, A.addr + static_cast<uint64_t>(ao) * ea, A.dt, {d0, d1, 1, 1}, ast);
+    const uint64_t sl = a_held ? static_cast<uint64_t>(A.sram) + static_cast<uint64_t>(ao) * ea : sa.take();
+    if (!a_held) c.load(Buffer::kInput, sl, A.range, A.addr + static_cast<uint64_t>(ao) * ea, A.dt, {d0, d1, 1, 1}, ast);
     if (A.q) dequantize_tile(c, Buffer::kInput, sl, d0, d1, A.dt, kConvA);
     if (!(bo == last_b_off && b_n == last_b_n)) {
       b_cur = sb.take();
@@ -377,6 +389,12 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
     std::vector<uint64_t> b_slots;
     for (size_t i = 0; i < Bs.size(); ++i) b_slots.push_back(b_cur + i * b_region);
     const TileResult res = on_tile(sl, b_slots, d0, d1, mode);
+    if (in_place) {  // the result where the A tile lies: the codes written there, or the float tile already is
+      if (qy) quantize_tile_into(c, res.buf, res.addr, Buffer::kInput, sl, d0, d1, y.dtype, kConvY);
+      if (!qy && !(res.buf == Buffer::kInput && res.addr == sl))
+        throw std::logic_error("backend: an in-place result tile computed elsewhere");
+      return;
+    }
     if (qy) quantize_tile(c, res.buf, res.addr, d0, d1, y.dtype, kConvY);
     c.store(res.buf, res.addr, y.range(), y.addr + static_cast<uint64_t>(yo) * ey, y.dtype, {d0, d1, 1, 1}, yst_box);
   });
@@ -458,37 +476,63 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
   if (A.q) load_conversion_constants(c, kConvA, A.q, nullptr);
   if (B.q) load_conversion_constants(c, kConvB, B.q, nullptr);
   if (qy) load_conversion_constants(c, kConvY, nullptr, qy);
-  const Bcast mode = stream_broadcast(c, A, {B}, y, qy, [&](uint64_t sl, const std::vector<uint64_t>& b, int64_t d0,
+  // # int8: with codes in, the fp32 work runs in the accumulator buffer, as lower_batchnorm's does: the
+  // codes come in through the input buffer (1 byte per element on its port, which the DMA shares)
+  // instead of every step's 4-byte operands (an SE block's Mul was 3x its roofline on that port).
+  const quant::QParams* qa = A.q;
+  A.q = nullptr;
+  if (c.held.mul == c.layer) c.held.read = false;
+  bool kept = false;
+  if (A.t) A.sram = c.held_addr(A.range, A.dt);  // an SE block's input, where its pool left it
+  Slots acc = qa ? make_slots(c, Buffer::kAccumulator, 64) : Slots{};
+  const Bcast mode = stream_broadcast(c, A, {B}, y, qy, [&](uint64_t a_slot, const std::vector<uint64_t>& b, int64_t d0,
                                                            int64_t d1, Bcast bc) {
     const uint64_t b_cur = b[0];
+    Buffer work = Buffer::kInput;
+    uint64_t sl = a_slot;
+    if (qa) {
+      work = Buffer::kAccumulator;
+      sl = acc.take();
+      dequantize_tile_into(c, Buffer::kInput, a_slot, work, sl, d0, d1, A.dt, kConvA);
+    }
     if (recip_a) {
       Context::VecArgs r;
-      r.op = VecOp::kRecip, r.in = r.out = c.act, r.src1_buf = r.dst_buf = Buffer::kInput;
+      r.op = VecOp::kRecip, r.in = r.out = c.act, r.src1_buf = r.dst_buf = work;
       r.src1 = r.dst = sl, r.d0 = d0, r.d1 = d1;
       c.vec(r);
     }
     Context::VecArgs v;
-    v.op = op, v.in = v.out = c.act, v.src1_buf = v.dst_buf = Buffer::kInput, v.src1 = v.dst = sl;
+    v.op = op, v.in = v.out = c.act, v.src1_buf = v.dst_buf = work, v.src1 = v.dst = sl;
     v.src2_buf = Buffer::kWeight, v.src2 = b_cur, v.d0 = d0, v.d1 = d1, v.bcast = bc;
     c.vec(v);
     if (negate) {
       Context::VecArgs ng;
-      ng.op = VecOp::kNeg, ng.in = ng.out = c.act, ng.src1_buf = ng.dst_buf = Buffer::kInput;
+      ng.op = VecOp::kNeg, ng.in = ng.out = c.act, ng.src1_buf = ng.dst_buf = work;
       ng.src1 = ng.dst = sl, ng.d0 = d0, ng.d1 = d1;
       c.vec(ng);
     }
     if (!act.empty()) {
       Context::VecArgs av;
-      av.op = act_op, av.in = av.out = c.act, av.src1_buf = av.dst_buf = Buffer::kInput, av.src1 = av.dst = sl;
+      av.op = act_op, av.in = av.out = c.act, av.src1_buf = av.dst_buf = work, av.src1 = av.dst = sl;
       av.d0 = d0, av.d1 = d1, av.imm0 = act_imm0, av.imm1 = act_imm1;
       c.vec(av);
     }
-    return TileResult{Buffer::kInput, sl};
-  });
-  c.plan->mapping = fmt::format("VEC {} bcast {}{}{}{}", isa::kVecOpNames[static_cast<size_t>(op)],
+    return TileResult{work, sl};
+  }, qa ? acc.elems : INT64_MAX, c.held.keep_output && c.held.mul == c.layer ? &kept : nullptr);
+  // The product stays in the scratchpad for the pointwise conv after the Mul (backend/residency.h; the
+  // first LOAD of it by any other reader spills it).
+  if (kept) {
+    c.on_chip = nhwc_on_chip(n.outputs[0], y, static_cast<uint64_t>(A.sram), c.layer);
+    c.on_chip.imposed = c.held.keep_imposed;
+  }
+  c.plan->mapping = fmt::format("VEC {} bcast {}{}{}{}{}{}", isa::kVecOpNames[static_cast<size_t>(op)],
                                 isa::kBcastNames[static_cast<size_t>(mode)], negate ? " + neg" : recip_a ? " of recip" : "",
                                 act.empty() ? "" : " + " + act,
-                                A.q || B.q || qy ? ", int8 codes converted in the tile loop" : "");
+                                qa ? ", int8 codes converted in the tile loop, fp32 work in the accumulator buffer"
+                                : B.q || qy ? ", int8 codes converted in the tile loop"
+                                            : "",
+                                A.sram >= 0 && c.held.read ? ", input read where its SE block's pool left it" : "",
+                                kept ? ", output left there for the next layer" : "");
   return true;
 }
 

@@ -103,8 +103,13 @@ Context::VecArgs tile_op(VecOp o, DType in, DType out, Buffer buf, uint64_t slot
 
 void dequantize_tile(Context& c, Buffer buf, uint64_t slot, int64_t d0, int64_t d1, DType codes, uint64_t kslot,
                      DType out) {
-  subtract_zero_point(c, buf, slot, buf, slot, d0, d1, codes, kslot);
-  c.vec(tile_op(VecOp::kMul, DType::kFp32, out, buf, slot, d0, d1, kslot + 4, isa::Bcast::kScalar));
+  dequantize_tile_into(c, buf, slot, buf, slot, d0, d1, codes, kslot, out);
+}
+
+void dequantize_tile_into(Context& c, Buffer buf, uint64_t slot, Buffer dst_buf, uint64_t dst, int64_t d0, int64_t d1,
+                          DType codes, uint64_t kslot, DType out) {
+  subtract_zero_point(c, buf, slot, dst_buf, dst, d0, d1, codes, kslot);
+  c.vec(tile_op(VecOp::kMul, DType::kFp32, out, dst_buf, dst, d0, d1, kslot + 4, isa::Bcast::kScalar));
 }
 
 void subtract_zero_point(Context& c, Buffer buf, uint64_t slot, Buffer dst_buf, uint64_t dst, int64_t d0, int64_t d1,
@@ -115,8 +120,15 @@ void subtract_zero_point(Context& c, Buffer buf, uint64_t slot, Buffer dst_buf, 
 }
 
 void quantize_tile(Context& c, Buffer buf, uint64_t slot, int64_t d0, int64_t d1, DType codes, uint64_t kslot) {
+  quantize_tile_into(c, buf, slot, buf, slot, d0, d1, codes, kslot);
+}
+
+void quantize_tile_into(Context& c, Buffer buf, uint64_t slot, Buffer dst_buf, uint64_t dst, int64_t d0, int64_t d1,
+                        DType codes, uint64_t kslot) {
   c.vec(tile_op(VecOp::kDiv, DType::kFp32, DType::kInt32, buf, slot, d0, d1, kslot + 8, isa::Bcast::kScalar));
-  c.vec(tile_op(VecOp::kAdd, DType::kInt32, codes, buf, slot, d0, d1, kslot + 12, isa::Bcast::kScalar));
+  Context::VecArgs v = tile_op(VecOp::kAdd, DType::kInt32, codes, buf, slot, d0, d1, kslot + 12, isa::Bcast::kScalar);
+  v.dst_buf = dst_buf, v.dst = dst;
+  c.vec(v);
 }
 
 void convert_tensor(Context& c, const DramTensor& src, const QParams* src_q, const DramTensor& dst,

@@ -102,6 +102,14 @@ void dequantize_tile(Context& c, isa::Buffer buf, uint64_t slot, int64_t d0, int
                      uint64_t kslot, isa::DType out = isa::DType::kFp32);  // `out`: the mul's float result
 void quantize_tile(Context& c, isa::Buffer buf, uint64_t slot, int64_t d0, int64_t d1, isa::DType codes,
                    uint64_t kslot);
+// quantize_tile with the codes written to `dst` of `dst_buf` (the int32 step stays at `slot`).
+void quantize_tile_into(Context& c, isa::Buffer buf, uint64_t slot, isa::Buffer dst_buf, uint64_t dst, int64_t d0,
+                        int64_t d1, isa::DType codes, uint64_t kslot);
+// dequantize_tile with the fp32 tile written to `dst` of `dst_buf` (the same two VEC steps): an int8
+// vector layer whose fp32 work runs in the accumulator buffer reads the codes once from the input
+// buffer, whose port then carries 1 byte per element instead of every step's 4-byte operands.
+void dequantize_tile_into(Context& c, isa::Buffer buf, uint64_t slot, isa::Buffer dst_buf, uint64_t dst, int64_t d0,
+                          int64_t d1, isa::DType codes, uint64_t kslot, isa::DType out = isa::DType::kFp32);
 // dequantize_tile's first half: codes at `slot` of `buf` -> fp32 (code - zero point, exact) at `dst` of
 // `dst_buf`; for a consumer that folds the scale into its own constants (the BatchNormalization layer,
 // quant::affine_arith).

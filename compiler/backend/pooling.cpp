@@ -103,9 +103,16 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
     // results of an image collect in SRAM and are pooled once more. Bands are equal (r divides H), so the
     // mean of the band means is the mean. Streams the input once at DRAM rate instead of loading every
     // channel's whole H x W window as its own strided tile.
+    // An SE block's input held in the scratchpad (backend/se_fusion.h): the bands load into the held
+    // region at their place in the tensor, and are sized as if nothing were held, so they (and the
+    // sums) are those of the unfused program.
+    c.held.loaded = false;
+    const bool hold = c.held.value == n.inputs[0] && c.held.pool == c.layer && c.held.dram.begin == x.range().begin &&
+                      c.held.dram.end == x.range().end && c.held.dtype == x.dtype;
+    if (hold) c.input_reserved -= c.input_held;
     Slots s = make_slots(c, Buffer::kInput);
+    if (hold) c.input_reserved += c.input_held;
     Slots p = make_slots(c, Buffer::kWeight);
-    Slots f = make_slots(c, Buffer::kAccumulator, acc_base);
     int64_t tc = std::min<int64_t>(C, kMaxDim);
     while (tc > 1 && W * tc > s.elems) tc = ceil_div(tc, 2);
     int64_t r = 0;
@@ -113,19 +120,38 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
       if (H % d == 0 && d * W * tc <= s.elems) r = d;
     }
     const int64_t T = r > 0 ? H / r : 0;
+    // The final results' slots, then (# int8) one slot the bands' fp32 values take when it holds a band:
+    // the codes come in through the input buffer and the fp32 steps read and write the accumulator
+    // buffer, so the input port carries 1 byte per element rather than the 4-byte operands of the
+    // dequantization (the VEC steps run in order, so one slot serves every band). The bands are the same
+    // either way: the sums, and so the results, are too.
+    Slots f = make_slots(c, Buffer::kAccumulator, acc_base, tc);
+    const uint64_t work_at = acc_base + 2 * static_cast<uint64_t>(round64(f.elems * c.esize));
+    const int64_t work_elems = (c.capacity(Buffer::kAccumulator) - static_cast<int64_t>(work_at)) / c.esize;
+    const bool in_acc = qx && r * W * tc <= work_elems;
+    const uint64_t work = c.sram_base(Buffer::kAccumulator) + work_at;
+    // Held: whole rows of every channel (each band a contiguous piece of the tensor), and codes
+    // dequantized into the accumulator buffer (in place they would overwrite the rest of the tensor).
+    const bool held = hold && tc == C && (!qx || in_acc);
     if (r > 0 && W <= 255 && T <= 255 && T * tc <= p.elems && tc <= f.elems) {
+      c.held.loaded = held;
       for (int64_t img = 0; img < N; ++img) {
         for (int64_t c0 = 0; c0 < C; c0 += tc) {
           const int64_t nc = std::min(tc, C - c0);
           const uint64_t pl = p.take();
           for (int64_t b = 0; b < T; ++b) {
-            const uint64_t sl = s.take();
-            const uint64_t xa = x.addr + static_cast<uint64_t>(((img * H + b * r) * W * C + c0)) * ex;
-            c.load(Buffer::kInput, sl, x.range(), xa, x.dtype, {nc, W, r, 1}, {C, W * C, 0});
-            if (qx) dequantize_tile(c, Buffer::kInput, sl, nc, W * r, x.dtype, 0);
+            const uint64_t offset = static_cast<uint64_t>(((img * H + b * r) * W * C + c0)) * ex;
+            const uint64_t sl = held ? c.held.addr + offset : s.take();
+            c.load(Buffer::kInput, sl, x.range(), x.addr + offset, x.dtype, {nc, W, r, 1}, {C, W * C, 0});
+            if (in_acc) {
+              dequantize_tile_into(c, Buffer::kInput, sl, Buffer::kAccumulator, work, nc, W * r, x.dtype, 0);
+            } else if (qx) {
+              dequantize_tile(c, Buffer::kInput, sl, nc, W * r, x.dtype, 0);
+            }
             Context::VecArgs v;
             v.op = is_max ? VecOp::kMaxPool : VecOp::kAvgPool;
-            v.in = v.out = c.act, v.src1_buf = Buffer::kInput, v.src1 = sl, v.dst_buf = Buffer::kWeight;
+            v.in = v.out = c.act, v.src1_buf = in_acc ? Buffer::kAccumulator : Buffer::kInput;
+            v.src1 = in_acc ? work : sl, v.dst_buf = Buffer::kWeight;
             v.dst = pl + static_cast<uint64_t>(b * nc) * es;
             v.d0 = nc, v.d1 = W, v.d2 = r, v.win_h = r, v.win_w = W, v.str_h = 1, v.str_w = 1;
             c.vec(v);
@@ -141,9 +167,11 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
                   {nc, 1, 1, 1}, {0, 0, 0});
         }
       }
-      c.plan->mapping = fmt::format("VEC {} over {} bands of {}x{} pixels x {} channels, then over the bands{}{}",
+      c.plan->mapping = fmt::format("VEC {} over {} bands of {}x{} pixels x {} channels, then over the bands{}{}{}{}",
                                     is_max ? "max_pool" : "avg_pool", T, r, W, tc,
-                                    isa::numerics::is_integer(c.act) ? " on int8 codes" : "", in_codes);
+                                    isa::numerics::is_integer(c.act) ? " on int8 codes" : "", in_codes,
+                                    in_acc ? ", fp32 work in the accumulator buffer" : "",
+                                    held ? ", loaded into the SE block's held region" : "");
       return true;
     }
   }

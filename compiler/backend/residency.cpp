@@ -32,6 +32,43 @@ bool pointwise_conv(const Graph& g, const Node& n) {
 
 }  // namespace
 
+std::string next_reads_on_chip(const Context& c, size_t i) {
+  const Node& p = c.g.nodes[i];
+  if (i + 1 >= c.g.nodes.size() || !pointwise_conv(c.g, c.g.nodes[i + 1]))
+    return "the next layer is not a pointwise Conv (1x1, stride 1, unpadded, one group, constant weights)";
+  const Node& q = c.g.nodes[i + 1];
+  const std::string& v = p.outputs[0];
+  if (q.inputs[0] != v) return "the next layer does not read the output as its input";
+  if (c.folding.folded(p) || c.folding.folded(q)) return "the output is written into a Concat's buffer";
+  for (const std::string& o : c.g.outputs) {
+    if (o == v) return "the output is a graph output";
+  }
+  const std::vector<int> readers = c.g.consumers(v);
+  if (readers.size() != 1 || readers[0] != static_cast<int>(i + 1)) return "the output has other readers";
+  for (size_t k = 1; k < q.inputs.size(); ++k) {
+    if (q.inputs[k] == v) return "the next layer reads the output twice";
+  }
+  auto t = c.tensors.find(v);
+  if (t == c.tensors.end() || t->second.strided() || t->second.shape.size() != 4 || t->second.layout != kNhwc)
+    return "the output is not a dense NHWC feature map";
+  return "";
+}
+
+OnChipValue nhwc_on_chip(const std::string& value, const DramTensor& y, uint64_t addr, uint32_t producer) {
+  OnChipValue o;
+  o.value = value;
+  o.dram = y.range();
+  o.addr = addr;
+  o.bytes = num_elements(y.shape) * isa::dtype_bytes(y.dtype);
+  o.dtype = y.dtype;
+  // NHWC [N][H][W][C]: rows of W pixels.
+  o.box = {y.phys[3], y.phys[2], y.phys[0] * y.phys[1], 1};
+  o.strides = {y.phys[3], y.phys[2] * y.phys[3], 0};
+  o.pending = true;
+  o.producer = producer;
+  return o;
+}
+
 void plan_on_chip(Context& c, size_t i) {
   c.keep_output.clear();
   c.keep_imposed = false;
@@ -45,23 +82,8 @@ void plan_on_chip(Context& c, size_t i) {
     if (c.g.nhwc_io) return "a SCALE-Sim topology's rows run one at a time";
     if (c.shared_capacity() > 0) return "inputs and weights share one scratchpad";
     if (p.op_type != "Conv" || p.outputs.size() != 1) return "only a Conv leaves its output on chip";
-    if (i + 1 >= c.g.nodes.size() || !pointwise_conv(c.g, c.g.nodes[i + 1]))
-      return "the next layer is not a pointwise Conv (1x1, stride 1, unpadded, one group, constant weights)";
-    const Node& q = c.g.nodes[i + 1];
-    const std::string& v = p.outputs[0];
-    if (q.inputs[0] != v) return "the next layer does not read the output as its input";
-    if (c.folding.folded(p) || c.folding.folded(q)) return "the output is written into a Concat's buffer";
-    for (const std::string& o : c.g.outputs) {
-      if (o == v) return "the output is a graph output";
-    }
-    const std::vector<int> readers = c.g.consumers(v);
-    if (readers.size() != 1 || readers[0] != static_cast<int>(i + 1)) return "the output has other readers";
-    for (size_t k = 1; k < q.inputs.size(); ++k) {
-      if (q.inputs[k] == v) return "the next layer reads the output twice";
-    }
-    auto t = c.tensors.find(v);
-    if (t == c.tensors.end() || t->second.strided() || t->second.shape.size() != 4 || t->second.layout != kNhwc)
-      return "the output is not a dense NHWC feature map";
+    if (const std::string no = next_reads_on_chip(c, i); !no.empty()) return no;
+    const auto t = c.tensors.find(p.outputs[0]);
     // Below the value node i reads on chip, if any (a chain: depthwise -> pointwise -> pointwise).
     const int64_t bytes = round64(num_elements(t->second.shape) * isa::dtype_bytes(t->second.dtype));
     if (4 * (c.input_reserved + bytes) > 3 * scratchpad_capacity(c.config, isa::Buffer::kInput)) {
@@ -139,11 +161,7 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapp
   const DramTensor& y = c.tensor(c.keep_output);
   if (j.y_range.begin != y.addr || j.y_range.end != y.range().end) return;
   const int64_t cap = scratchpad_capacity(c.config, isa::Buffer::kInput);
-  OnChipValue o;
-  o.value = c.keep_output;
-  o.dram = y.range();
-  o.addr = static_cast<uint64_t>(cap - c.input_reserved);
-  o.bytes = num_elements(y.shape) * isa::dtype_bytes(y.dtype);
+  OnChipValue o = nhwc_on_chip(c.keep_output, y, static_cast<uint64_t>(cap - c.input_reserved), c.layer);
   c.keep_output.clear();
   const double without = c.keep_imposed ? 0.0 : best_estimate(c, j, s, mm);
   j.y_sram = static_cast<int64_t>(o.addr);
@@ -152,13 +170,7 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapp
     j.y_sram = -1;
     return;
   }
-  o.dtype = y.dtype;
-  // NHWC [N][H][W][C]: rows of W pixels.
-  o.box = {y.phys[3], y.phys[2], y.phys[0] * y.phys[1], 1};
-  o.strides = {y.phys[3], y.phys[2] * y.phys[3], 0};
-  o.pending = true;
   o.imposed = c.keep_imposed;
-  o.producer = c.layer;
   c.on_chip = o;
 }
 
@@ -184,7 +196,7 @@ void finish_on_chip(Context& c, size_t i, LayerPlan& plan) {
   }
   c.spill_on_chip();
   c.on_chip = {};
-  c.input_reserved = 0;
+  c.input_reserved = c.input_held;  // an SE block's input stays held (backend/se_fusion.h)
 }
 
 }  // namespace npusim::compiler::backend

@@ -10,12 +10,20 @@
 // searched, costed and simulated as they will run. Any other reader (a host fallback, a conversion)
 // gets the tensor through Context::spill_on_chip first, so the program stays exact whatever lowers.
 #include <cstddef>
+#include <string>
 
 #include "compiler/backend/context.h"
 #include "compiler/backend/matrix_walk.h"
 
 namespace npusim::compiler::backend {
 
+// Why node i's output cannot stay on chip for node i + 1 as far as the reader goes ("" = it can): node
+// i + 1 must be a pointwise Conv reading it as its input, its only reader, and it a dense NHWC feature
+// map that is not a graph output nor written into a Concat's buffer.
+std::string next_reads_on_chip(const Context& c, size_t i);
+// The value `value` (DRAM tensor y, dense NHWC) left at `addr` of the input scratchpad by layer
+// `producer`, pending for its reader.
+OnChipValue nhwc_on_chip(const std::string& value, const DramTensor& y, uint64_t addr, uint32_t producer);
 // Before node i of the graph is lowered: whether its output can stay on chip for node i + 1 (one reader,
 // a pointwise Conv reading it as its input, small enough that with a value node i itself reads on chip
 // a quarter of the input scratchpad stays for the layers' own tiles). If so, sets Context::keep_output and reserves its bytes (Context::input_reserved).

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <ostream>
@@ -60,7 +61,11 @@ void add_fused_layers(const compiler::CompileResult& result, traces::Report& rep
   report.layers = std::move(layers);
   for (const compiler::LayerPlan& p : result.layers) {
     if (p.on_chip_input.empty()) continue;
-    ++fusion.tensors;
+    // A value that never touches DRAM; an SE block's input read where its pool left it keeps its DRAM
+    // copy and counts only its bytes (compiler/backend/se_fusion.h).
+    if (std::any_of(result.on_chip.begin(), result.on_chip.end(),
+                    [&](const compiler::HostTensor& t) { return t.name == p.on_chip_input; }))
+      ++fusion.tensors;
     fusion.bytes_saved += static_cast<uint64_t>(p.on_chip_bytes_saved);
   }
   std::string section;
@@ -172,6 +177,7 @@ void attach_compile_info(const CompiledModel& compiled, traces::Report& report) 
     if (!p.on_chip_input.empty()) {
       w.member("on_chip_input", p.on_chip_input).member("on_chip_bytes_saved", p.on_chip_bytes_saved);
     }
+    if (!p.fusion_group.empty()) w.member("fusion_group", p.fusion_group);
     w.end();
   }
   add_fused_layers(result, report);

@@ -1150,5 +1150,60 @@ TEST(Int8Codegen, AConcatInputOfAnotherScaleIsRequantizedNotFolded) {
   }
 }
 
+// EfficientNet's SE block, planned in int8: conv -> GlobalAveragePool -> 1x1 conv + Relu -> 1x1 conv +
+// Sigmoid -> Mul with the conv's output -> 1x1 conv.
+Compiled squeeze_excitation_int8() {
+  namespace t = compiler::testing;
+  t::GraphBuilder b;
+  // A 1x1 conv of `in` (cin channels) to `out` (cout channels) on h x h pixels.
+  auto pointwise = [&](const std::string& in, const std::string& out, int64_t cin, int64_t cout, int64_t h,
+                       uint32_t seed) {
+    return b.node("Conv", {in, b.random_constant("w" + out, {cout, cin, 1, 1}, seed, -0.5f, 0.5f)}, out,
+                  {1, cout, h, h});
+  };
+  const std::string x = b.input("x", {1, 3, 12, 12});
+  const std::string d = b.node("Conv", {x, b.random_constant("wd", {16, 3, 3, 3}, 1, -0.5f, 0.5f)}, "d",
+                               {1, 16, 12, 12}, {{"pads", t::attr_ints({1, 1, 1, 1})}});
+  const std::string p = b.node("GlobalAveragePool", {d}, "p", {1, 16, 1, 1});
+  const std::string r = b.node("Relu", {pointwise(p, "rc", 16, 4, 1, 2)}, "r", {1, 4, 1, 1});
+  const std::string e = b.node("Sigmoid", {pointwise(r, "ec", 4, 16, 1, 3)}, "e", {1, 16, 1, 1});
+  b.output(pointwise(b.node("Mul", {d, e}, "m", {1, 16, 12, 12}), "y", 16, 8, 12, 4));
+  return lower_and_plan_int8(b, 4);
+}
+
+TEST(Int8Codegen, SqueezeExcitationGroupRunsInTheAccumulatorAndGivesTheUnfusedProgramsBitsExactly) {
+  // The pool and the Mul convert codes in their tile loops with the fp32 work in the accumulator buffer;
+  // the pool holds the block's input in SRAM for the Mul (compiler/backend/se_fusion.h). Every value is
+  // the quantized reference's code, and the outputs equal those of the program without the group, bit
+  // for bit.
+  Compiled k = squeeze_excitation_int8();
+  const isa::NpuConfig config;
+  compiler::CompileOptions opt;
+  opt.plan = &k.plan;
+  k.result = compiler::compile(k.lowered, config, opt);
+  opt.keep_on_chip = false;
+  const compiler::CompileResult unfused = compiler::compile(k.lowered, config, opt);
+  EXPECT_TRUE(k.result.fallbacks.empty());
+  int checked = 0;
+  for (const auto& l : k.result.layers) {
+    if (l.op != "Mul" && l.op != "GlobalAveragePool") continue;
+    ++checked;
+    EXPECT_NE(l.mapping.find("fp32 work in the accumulator buffer"), std::string::npos) << l.mapping;
+    EXPECT_EQ(l.fusion_group, "se:p_node") << l.name;
+    EXPECT_EQ(l.on_chip_input, l.op == "Mul" ? "d" : "");
+  }
+  EXPECT_EQ(checked, 2);
+  // The Mul's codes stay in SRAM for the 1x1 conv after it.
+  const auto y = std::find_if(k.result.layers.begin(), k.result.layers.end(),
+                              [](const compiler::LayerPlan& l) { return l.name == "y_node"; });
+  ASSERT_NE(y, k.result.layers.end());
+  EXPECT_EQ(y->on_chip_input, "m");
+  for (const auto& l : unfused.layers) EXPECT_EQ(l.fusion_group, "") << l.name;
+  for (const auto& sample : q::synthetic_samples(k.lowered, 2, 41)) {
+    EXPECT_EQ(check_bit_exact(k, config, sample, {}, {"p_node", "m_node"}), 4);
+    EXPECT_EQ(run_outputs(k.result, config, sample), run_outputs(unfused, config, sample));
+  }
+}
+
 }  // namespace
 }  // namespace npusim
