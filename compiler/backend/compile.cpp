@@ -10,6 +10,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "compiler/backend/attention_fusion.h"
 #include "compiler/backend/concat_in_place.h"
 #include "compiler/backend/context.h"
 #include "compiler/backend/imposed.h"
@@ -368,6 +369,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
   // ---- code generation, node by node ----
   // Layers whose code was timed, in order: (first instruction, layer index).
   std::vector<std::pair<int64_t, size_t>> timed_layers;
+  backend::AttentionBlock attention;  // the attention block lowered as one layer, if any (attention_fusion.h)
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     c.layer = static_cast<uint32_t>(i);
@@ -391,6 +393,15 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     }
     if (folded) {
       plan.mapping = c.folding.describe(n);
+    } else if (attention.covers(i)) {
+      plan.mapping = backend::describe_fused(c, attention, i);
+      plan.fused_into = g.nodes[attention.first].name;
+      plan.macs = attention.macs[i - attention.first];
+      plan.on_chip_input = n.inputs[0];
+      plan.on_chip_bytes_saved = attention.bytes_saved / 2;
+    } else if (!forced_host && plan.placement == Placement::kNpuMatrix &&
+               (attention = backend::lower_attention(c, i)).fused()) {
+      plan.instructions = c.em.size() - before;
     } else if (plan.placement == Placement::kFree) {
       plan.mapping = "alias (no instructions)";
       if (n.op_type == "Dropout" && n.outputs.size() > 1 && !n.outputs[1].empty() && c.tensors.count(n.outputs[1])) {

@@ -102,6 +102,9 @@ struct LayerPlan {
   // in the input scratchpad ("" = none), and the DRAM bytes that saved (its write and its read).
   std::string on_chip_input;
   int64_t on_chip_bytes_saved = 0;
+  // A node whose work another layer's code does (a fused attention block, backend/attention_fusion.h):
+  // that layer's name ("" = none). The layer emits no instructions; its plan keeps its own MACs and bound.
+  std::string fused_into;
 };
 
 // A node that runs on the host CPU.
