@@ -9,7 +9,8 @@ MatMul, which makes the back end lower those blocks layer by layer, everything e
 - the outputs of both runs are identical bit for bit (the fusion rounds where the layers did);
 - the fused run takes fewer cycles and its report counts the block's intermediates among the tensors on
   chip;
-- with --no-fusion no layer is a fused attention block.
+- with --no-fusion no layer is a fused attention block;
+- re-imposing the fused run's --mapping-out reproduces it (the same blocks, the same cycles).
 
 Usage: check_attention_fusion.py NPUSIM MODEL.onnx CONFIG.yaml PRECISION [--min-blocks N]
 """
@@ -102,6 +103,13 @@ def main():
         run(a.npusim, common + ["--no-fusion", "--report", report])
         if blocks(json.load(open(report)))[0]:
             print(f"FAIL: {name}: --no-fusion left a fused attention layer")
+            ok = False
+        report = os.path.join(tmp, "again.json")
+        run(a.npusim, common + ["--mapping", fused_map, "--report", report])
+        again = json.load(open(report))
+        if blocks(again)[0] != hosts or again["total_cycles"] != cycles["fused"]:
+            print(f"FAIL: {name}: re-imposing the fused run's --mapping-out gave {len(blocks(again)[0])} fused "
+                  f"layers and {again['total_cycles']} cycles, not the fused run's")
             ok = False
     print("OK" if ok else "FAILED")
     return 0 if ok else 1
