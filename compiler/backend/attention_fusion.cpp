@@ -23,7 +23,18 @@ namespace {
 struct Chain {
   const DramTensor *q = nullptr, *kt = nullptr, *v = nullptr, *y = nullptr;
   std::string scores, probs;
+  std::vector<std::string> values;  // the intermediates in order: the scores, [scaled, masked,] probabilities
   int64_t G = 1, Sq = 0, Sk = 0, dk = 0, dv = 0;
+  // A scale between the score MatMul and the Softmax: VEC div or mul by a scalar constant.
+  VecOp scale_op = VecOp::kCopy;  // kCopy: none
+  float scale = 1.0f;
+  // A mask added to the scores: [..., 1, Sk] broadcast over the query rows (and over heads where its
+  // batch dims are 1); a constant (its values) or a runtime value (its tensor). mask_row[h]: the
+  // element where head h's row starts.
+  bool mask = false;
+  const DramTensor* mask_t = nullptr;
+  std::vector<float> mask_values;
+  std::vector<int64_t> mask_row;
 };
 
 bool dense_onnx_order(const DramTensor& t) {
@@ -47,28 +58,90 @@ bool only_read_by(const Graph& g, const std::string& v, size_t reader) {
   return r.size() == 1 && r[0] == static_cast<int>(reader);
 }
 
-// Why nodes i, i+1, i+2 are not an attention block fusion takes ("" = they are), and the chain.
-std::string match(const Context& c, size_t i, Chain* ch) {
+// Node k of the graph as `op` reading `in` as its first input, with no fused activation.
+bool next_is(const Graph& g, size_t k, const char* op, const std::string& in) {
+  if (k >= g.nodes.size()) return false;
+  const Node& n = g.nodes[k];
+  return n.domain.empty() && n.op_type == op && n.num_given_inputs() == 2 && n.inputs[0] == in &&
+         n.outputs.size() == 1 && !n.has_attr(kActivation);
+}
+
+// The mask's row per head: its shape right-aligned to the scores' [batch..., Sq, Sk], with 1 for the query
+// rows and each batch dim 1 or the scores'. False when it does not broadcast so.
+bool mask_rows(const Shape& m, const Shape& scores, std::vector<int64_t>* rows) {
+  const size_t r = scores.size();
+  if (m.size() > r || m.empty() || m.back() != scores[r - 1] || (m.size() >= 2 && m[m.size() - 2] != 1)) return false;
+  Shape full(r, 1);
+  std::copy(m.begin(), m.end(), full.begin() + static_cast<std::ptrdiff_t>(r - m.size()));
+  std::vector<int64_t> stride(r, 0);
+  int64_t st = full[r - 1];
+  for (size_t d = r - 1; d-- > 0;) {
+    if (full[d] != 1 && full[d] != scores[d]) return false;
+    stride[d] = full[d] == 1 ? 0 : st;
+    st *= full[d];
+  }
+  int64_t heads = 1;
+  for (size_t d = 0; d + 2 < r; ++d) heads *= scores[d];
+  for (int64_t h = 0; h < heads; ++h) {
+    int64_t rest = h, at = 0;
+    for (size_t d = r - 2; d-- > 0;) {
+      at += rest % scores[d] * stride[d];
+      rest /= scores[d];
+    }
+    rows->push_back(at);
+  }
+  return true;
+}
+
+// Why the nodes from i on are not an attention block fusion takes ("" = they are), and the chain (its
+// nodes are [i, i + *count)).
+std::string match(const Context& c, size_t i, Chain* ch, size_t* count) {
   if (!c.options.keep_on_chip) return "fusion is off";
   if (c.options.plan) return "a precision plan (int8) is in force";
   if (c.g.nhwc_io || c.shared_capacity() > 0) return "one scratchpad for inputs and weights";
   if (c.on_chip.pending) return "a value is held on chip";
   const Graph& g = c.g;
-  if (i + 2 >= g.nodes.size()) return "no room for a block";
-  const Node &a = g.nodes[i], &s = g.nodes[i + 1], &b = g.nodes[i + 2];
-  if (!plain_matmul(g, a) || !plain_matmul(g, b)) return "not two plain MatMuls";
-  if (!s.domain.empty() || s.op_type != "Softmax" || s.inputs[0] != a.outputs[0] || b.inputs[0] != s.outputs[0])
-    return "not MatMul -> Softmax -> MatMul";
-  if (!only_read_by(g, a.outputs[0], i + 1) || !only_read_by(g, s.outputs[0], i + 2)) return "intermediates read elsewhere";
+  const Node& a = g.nodes[i];
+  if (!plain_matmul(g, a)) return "not a plain MatMul";
+  size_t k = i + 1;
+  std::string cur = a.outputs[0];
+  ch->values = {cur};
+  const auto scalar_constant = [&](const std::string& v) {
+    return g.value(v).is_constant() && g.value(v).fully_known() && num_elements(g.value(v).shape) == 1;
+  };
+  if ((next_is(g, k, "Div", cur) || next_is(g, k, "Mul", cur)) && scalar_constant(g.nodes[k].inputs[1])) {
+    ch->scale_op = g.nodes[k].op_type == "Div" ? VecOp::kDiv : VecOp::kMul;
+    ch->scale = g.value(g.nodes[k].inputs[1]).constant->to_float_vector().at(0);
+    cur = g.nodes[k++].outputs[0];
+    ch->values.push_back(cur);
+  }
+  const Node* add = next_is(g, k, "Add", cur) ? &g.nodes[k] : nullptr;
+  if (add) {
+    ch->mask = true;
+    cur = g.nodes[k++].outputs[0];
+    ch->values.push_back(cur);
+  }
+  if (k + 1 >= g.nodes.size()) return "no room for a block";
+  const Node &s = g.nodes[k], &b = g.nodes[k + 1];
+  if (!s.domain.empty() || s.op_type != "Softmax" || s.inputs[0] != cur || !plain_matmul(g, b) ||
+      b.inputs[0] != s.outputs[0])
+    return "not MatMul -> [scale] -> [mask] -> Softmax -> MatMul";
+  ch->values.push_back(s.outputs[0]);
+  *count = k + 2 - i;
+  for (size_t v = 0; v < ch->values.size(); ++v)
+    if (!only_read_by(g, ch->values[v], i + 1 + v)) return "intermediates read elsewhere";
   if (c.options.mapping) {
-    for (size_t k = i; k <= i + 2; ++k) {
-      const LayerMapping* m = c.options.mapping->find(g.nodes[k].name);
-      if (m && (m->has_tiling() || m->has_vector_tiling() ||
-                (m->placement && *m->placement != (k == i + 1 ? Placement::kNpuVector : Placement::kNpuMatrix))))
+    for (size_t n = i; n < i + *count; ++n) {
+      const LayerMapping* m = c.options.mapping->find(g.nodes[n].name);
+      const Placement natural = g.nodes[n].op_type == "MatMul" ? Placement::kNpuMatrix : Placement::kNpuVector;
+      if (m && (m->has_tiling() || m->has_vector_tiling() || (m->placement && *m->placement != natural)))
         return "a mapping file imposes the layer-by-layer program";
     }
   }
-  for (const std::string& v : {a.inputs[0], a.inputs[1], b.inputs[1], b.outputs[0], a.outputs[0], s.outputs[0]}) {
+  std::vector<std::string> dense = {a.inputs[0], a.inputs[1], b.inputs[1], b.outputs[0]};
+  dense.insert(dense.end(), ch->values.begin(), ch->values.end());
+  if (add && !g.value(add->inputs[1]).is_constant()) dense.push_back(add->inputs[1]);
+  for (const std::string& v : dense) {
     auto t = c.tensors.find(v);
     if (t == c.tensors.end() || !dense_onnx_order(t->second) || t->second.dtype != c.act) return "a tensor is not dense";
   }
@@ -84,6 +157,15 @@ std::string match(const Context& c, size_t i, Chain* ch) {
   }
   ch->Sq = q[r - 2], ch->dk = q[r - 1], ch->Sk = kt[r - 1], ch->dv = v[r - 1];
   if (kt[r - 2] != ch->dk || v[r - 2] != ch->Sk) return "shapes do not chain";
+  if (add) {
+    const Value& m = g.value(add->inputs[1]);
+    if (!m.fully_known() || !mask_rows(m.shape, g.value(ch->scores).shape, &ch->mask_row))
+      return "the Add is not a mask of one row per head";
+    if (m.is_constant())
+      ch->mask_values = m.constant->to_float_vector();
+    else
+      ch->mask_t = &c.tensor(add->inputs[1]);
+  }
   const std::optional<RowwiseForm> f = rowwise_form(g, s);
   if (!f || f->row != ch->Sk || f->rows != ch->G * ch->Sq) return "the Softmax is not over the keys";
   if (std::max({ch->Sk, ch->dk, ch->dv, ch->Sq}) > kMaxDim) return "too long";
@@ -107,6 +189,8 @@ Footprint footprint(const Context& c, const Chain& ch, const Blocking& b) {
   f.weight = b.sets * (round64(ch.dk * ch.Sk * es) + round64(ch.Sk * ch.dv * es)) + round64(r * ch.Sk * es);
   f.input = 2 * (round64(r * ch.dk * es) + round64(r * ch.Sk * es));
   f.acc = 2 * (round64(r * ch.Sk * 4) + round64(r * ch.dv * 4) + round64(r * es));
+  if (ch.scale_op != VecOp::kCopy) f.acc += 64;
+  if (ch.mask) f.acc += b.sets * round64(ch.Sk * es);
   return f;
 }
 
@@ -128,6 +212,24 @@ void emit(Context& c, const Chain& ch, const Blocking& b, bool round_trip) {
     v_at[k] = w.take(static_cast<uint64_t>(ch.Sk * ch.dv * es));
   }
   const uint64_t scratch_at = w.take(static_cast<uint64_t>(r * ch.Sk * es));
+  uint64_t scale_at = 0, mask_at[2] = {0, 0};
+  if (ch.scale_op != VecOp::kCopy) {
+    scale_at = acc.take(64);
+    const uint64_t at = c.add_floats({ch.scale}, c.act);
+    c.load(Buffer::kAccumulator, scale_at, Range{kDram, at, at + static_cast<uint64_t>(es)}, at, c.act, {1, 1, 1, 1},
+           {0, 0, 0});
+  }
+  Range mask_range{};
+  uint64_t mask_addr = 0;
+  if (ch.mask) {
+    for (int k = 0; k < b.sets; ++k) mask_at[k] = acc.take(static_cast<uint64_t>(ch.Sk * es));
+    if (ch.mask_t) {
+      mask_range = ch.mask_t->range(), mask_addr = ch.mask_t->addr;
+    } else {
+      mask_addr = c.add_floats(ch.mask_values, c.act);
+      mask_range = Range{kDram, mask_addr, mask_addr + static_cast<uint64_t>(ch.mask_values.size()) * es};
+    }
+  }
   for (int k = 0; k < 2; ++k) {
     q_at[k] = in.take(static_cast<uint64_t>(r * ch.dk * es));
     p_at[k] = in.take(static_cast<uint64_t>(r * ch.Sk * es));
@@ -151,6 +253,10 @@ void emit(Context& c, const Chain& ch, const Blocking& b, bool round_trip) {
            {ch.Sk, ch.dk, 1, 1}, {ch.Sk, 0, 0});
     c.load(Buffer::kWeight, v_at[set], ch.v->range(), ch.v->addr + bytes(h * ch.Sk * ch.dv), c.act,
            {ch.dv, ch.Sk, 1, 1}, {ch.dv, 0, 0});
+    if (ch.mask) {
+      c.load(Buffer::kAccumulator, mask_at[set], mask_range, mask_addr + bytes(ch.mask_row[static_cast<size_t>(h)]),
+             c.act, {ch.Sk, 1, 1, 1}, {0, 0, 0});
+    }
     for (int64_t r0 = 0; r0 < ch.Sq; r0 += r, ++tile) {
       const int side = static_cast<int>(tile % 2);
       const int64_t rows = std::min(r, ch.Sq - r0), row0 = h * ch.Sq + r0;
@@ -165,6 +271,16 @@ void emit(Context& c, const Chain& ch, const Blocking& b, bool round_trip) {
         c.store(p.buf, p.addr, S.range(), S.addr + bytes(row0 * ch.Sk), c.act, {ch.Sk, rows, 1, 1}, {ch.Sk, 0, 0});
         c.load(p.buf, p.addr, S.range(), S.addr + bytes(row0 * ch.Sk), c.act, {ch.Sk, rows, 1, 1}, {ch.Sk, 0, 0});
       }
+      // The scale and the mask, each one VEC in the activation format as their element-wise layers.
+      const auto with = [&](VecOp op, uint64_t at, Bcast bc) {
+        Context::VecArgs e;
+        e.op = op, e.in = e.out = c.act, e.bcast = bc;
+        e.src1_buf = e.dst_buf = p.buf, e.src1 = e.dst = p.addr, e.src2_buf = Buffer::kAccumulator, e.src2 = at;
+        e.d0 = ch.Sk, e.d1 = rows;
+        c.vec(e);
+      };
+      if (ch.scale_op != VecOp::kCopy) with(ch.scale_op, scale_at, Bcast::kScalar);
+      if (ch.mask) with(VecOp::kAdd, mask_at[set], Bcast::kRow);
       softmax_to_factor(c, p, At{Buffer::kWeight, scratch_at}, m, ch.Sk, rows);
       Context::VecArgs mul;
       mul.op = VecOp::kMul, mul.in = mul.out = c.act, mul.bcast = Bcast::kCol;
@@ -214,7 +330,8 @@ int64_t time_trial(Context& c, const Chain& ch, const Blocking& b, bool round_tr
 
 AttentionBlock lower_attention(Context& c, size_t i) {
   Chain ch;
-  if (!match(c, i, &ch).empty() || !c.can_time()) return {};
+  size_t count = 0;
+  if (!match(c, i, &ch, &count).empty() || !c.can_time()) return {};
   const std::vector<Blocking> cands = candidates(c, ch);
   if (cands.empty()) return {};
   Blocking best;
@@ -228,12 +345,13 @@ AttentionBlock lower_attention(Context& c, size_t i) {
   if (best_cycles >= round_trip) return {};
   emit(c, ch, best, false);
   AttentionBlock blk;
-  blk.first = i, blk.last = i + 2;
-  blk.on_chip = {ch.scores, ch.probs};
+  blk.first = i, blk.last = i + count - 1;
+  blk.on_chip = ch.values;
   const int64_t seq2 = ch.G * ch.Sq * ch.Sk;
   // Each written once and read once by its one reader.
-  blk.bytes_saved = 2 * 2 * seq2 * c.esize;
-  blk.macs = {seq2 * ch.dk, 0, seq2 * ch.dv};
+  blk.value_bytes_saved = 2 * seq2 * c.esize;
+  blk.macs.assign(count, 0);
+  blk.macs.front() = seq2 * ch.dk, blk.macs.back() = seq2 * ch.dv;
   const Footprint f = footprint(c, ch, best);
   LayerPlan& p = *c.plan;
   p.tile_m = best.rows, p.tile_k = ch.dk, p.tile_n = ch.Sk;
@@ -247,19 +365,19 @@ AttentionBlock lower_attention(Context& c, size_t i) {
   p.macs = blk.macs[0];
   p.candidates = static_cast<int64_t>(cands.size()) + 1;
   p.mapping = fmt::format(
-      "fused attention (score MatMul -> {} -> value MatMul) over {} head(s): per head K^T [{}x{}] and V [{}x{}] "
+      "fused attention (score MatMul -> {}{}{} -> value MatMul) over {} head(s): per head K^T [{}x{}] and V [{}x{}] "
       "loaded once ({}), blocks of {} query rows: scores MATMUL into the accumulator, rounded into the input "
-      "scratchpad, softmax in place, value MATMUL reading them there; the {}x{} scores and probabilities never "
+      "scratchpad, softmax in place, value MATMUL reading them there; the {} {}x{} intermediates never "
       "touch DRAM ({} bytes saved; {} cycles simulated against {} with them stored and loaded back)",
-      c.g.nodes[i + 1].name, ch.G, ch.dk, ch.Sk, ch.Sk, ch.dv,
-      best.sets == 2 ? "double-buffered across heads" : "one head at a time", best.rows, ch.Sq, ch.Sk,
-      blk.bytes_saved, best_cycles, round_trip);
+      ch.scale_op == VecOp::kCopy ? "" : "scale -> ", ch.mask ? "mask -> " : "", c.g.nodes[blk.last - 1].name, ch.G, ch.dk, ch.Sk, ch.Sk, ch.dv,
+      best.sets == 2 ? "double-buffered across heads" : "one head at a time", best.rows, ch.values.size(), ch.Sq, ch.Sk,
+      blk.value_bytes_saved * static_cast<int64_t>(ch.values.size()), best_cycles, round_trip);
   return blk;
 }
 
 std::string describe_fused(const Context& c, const AttentionBlock& b, size_t i) {
-  return fmt::format("fused into the attention layer '{}' (no instructions of its own; its {} stays on chip)",
-                     c.g.nodes[b.first].name, i == b.first + 1 ? "input, the scores," : "input, the probabilities,");
+  return fmt::format("fused into the attention layer '{}' (no instructions of its own; its input '{}' stays on chip)",
+                     c.g.nodes[b.first].name, c.g.nodes[i].inputs[0]);
 }
 
 }  // namespace npusim::compiler::backend

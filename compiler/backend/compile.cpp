@@ -398,7 +398,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
       plan.fused_into = g.nodes[attention.first].name;
       plan.macs = attention.macs[i - attention.first];
       plan.on_chip_input = n.inputs[0];
-      plan.on_chip_bytes_saved = attention.bytes_saved / 2;
+      plan.on_chip_bytes_saved = attention.value_bytes_saved;
     } else if (!forced_host && plan.placement == Placement::kNpuMatrix &&
                (attention = backend::lower_attention(c, i)).fused()) {
       plan.instructions = c.em.size() - before;

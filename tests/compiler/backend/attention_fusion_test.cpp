@@ -16,11 +16,27 @@ namespace {
 
 // q [3, Sq, 16] x kt [3, 16, Sk] -> Softmax (last axis) -> x v [3, Sk, 24]: Sq and Sk are not multiples of
 // the array, the lanes or any block, so blocks end partial.
-Graph attention(int64_t sq, int64_t sk) {
+// With `scale`, a Div (a runtime mask [3, 1, sk] added after it) or a Mul (a constant mask [1, sk]) by a
+// scalar constant between the score MatMul and the Softmax.
+enum class Between { kNothing, kDivAndRuntimeMask, kMulAndConstantMask };
+
+Graph attention(int64_t sq, int64_t sk, Between between = Between::kNothing) {
   GraphBuilder b;
   b.input("q", {3, sq, 16}).input("kt", {3, 16, sk}).input("v", {3, sk, 24});
   b.node("MatMul", {"q", "kt"}, {"s"}, "scores");
-  b.node("Softmax", {"s"}, {"p"}, "softmax");
+  std::string x = "s";
+  if (between != Between::kNothing) {
+    const bool div = between == Between::kDivAndRuntimeMask;
+    b.constant("c", {1}, 3.0f, 11);
+    b.node(div ? "Div" : "Mul", {"s", "c"}, {"scaled"}, "scale");
+    if (div)
+      b.input("mask", {3, 1, sk});
+    else
+      b.constant("mask", {1, sk}, 4.0f, 12);
+    b.node("Add", {"scaled", "mask"}, {"masked"}, "mask_add");
+    x = "masked";
+  }
+  b.node("Softmax", {x}, {"p"}, "softmax");
   b.node("MatMul", {"p", "v"}, {"y"}, "values");
   b.output("y");
   return b.build();
@@ -54,6 +70,26 @@ bool same_bits(const Tensor& a, const Tensor& b) {
   for (int64_t k = 0; k < a.size(); ++k)
     if (std::memcmp(&a.f[k], &b.f[k], sizeof(float)) != 0) return false;
   return true;
+}
+
+TEST(AttentionFusion, AScaleAndAMaskRunInTheBlockAndTheOutputsStayTheLayerByLayerProgramsBitForBit) {
+  for (Between between : {Between::kDivAndRuntimeMask, Between::kMulAndConstantMask}) {
+    const Graph g = attention(37, 29, between);
+    for (isa::DType dt : {isa::DType::kFp32, isa::DType::kFp16}) {
+      const Compiled fused = compile_and_run(g, small_sram(), dt, true);
+      const Compiled plain = compile_and_run(g, small_sram(), dt, false);
+      const std::vector<LayerPlan>& l = fused.result.layers;
+      ASSERT_EQ(l.size(), 5u) << compile_summary(fused.result);
+      EXPECT_NE(l[0].mapping.find("score MatMul -> scale -> mask -> softmax -> value MatMul"), std::string::npos)
+          << l[0].mapping;
+      for (size_t k = 1; k < 5; ++k) {
+        EXPECT_EQ(l[k].fused_into, "scores") << l[k].name;
+        EXPECT_EQ(l[k].instructions, 0) << l[k].name;
+      }
+      EXPECT_EQ(l[4].on_chip_input, "p");
+      EXPECT_TRUE(same_bits(fused.y, plain.y)) << isa::kDTypeNames[static_cast<size_t>(dt)];
+    }
+  }
 }
 
 TEST(AttentionFusion, OneLayerWhoseOutputsAreTheLayerByLayerProgramsBitForBit) {
