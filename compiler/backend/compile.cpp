@@ -478,7 +478,8 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
         (plan.placement == Placement::kNpuMatrix || plan.placement == Placement::kNpuVector)) {
       kept_output = c.on_chip.pending && c.on_chip.producer == i;
     }
-    backend::finish_on_chip(c, i, plan);
+    // A node of a fused attention block holds no SRAM of its own (its input lies in the block's slots).
+    if (!attention.covers(i)) backend::finish_on_chip(c, i, plan);
     if (plan.model_cycles == 0) plan.model_cycles = plan.est_cycles;
     if (c.can_time() && c.em.size() > before) {
       // Between its neighbours, as in the whole program: the layers before it run first (their tails
