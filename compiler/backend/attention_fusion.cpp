@@ -70,7 +70,8 @@ bool next_is(const Graph& g, size_t k, const char* op, const std::string& in) {
 // rows and each batch dim 1 or the scores'. False when it does not broadcast so.
 bool mask_rows(const Shape& m, const Shape& scores, std::vector<int64_t>* rows) {
   const size_t r = scores.size();
-  if (m.size() > r || m.empty() || m.back() != scores[r - 1] || (m.size() >= 2 && m[m.size() - 2] != 1)) return false;
+  if (m.size() > r || m.empty() || m.back() != scores[r - 1] || (m.size() >= 2 && m[m.size() - 2] != 1))
+    return false;
   Shape full(r, 1);
   std::copy(m.begin(), m.end(), full.begin() + static_cast<std::ptrdiff_t>(r - m.size()));
   std::vector<int64_t> stride(r, 0);
@@ -133,7 +134,8 @@ std::string match(const Context& c, size_t i, Chain* ch, size_t* count) {
   if (c.options.mapping) {
     for (size_t n = i; n < i + *count; ++n) {
       const LayerMapping* m = c.options.mapping->find(g.nodes[n].name);
-      const Placement natural = g.nodes[n].op_type == "MatMul" ? Placement::kNpuMatrix : Placement::kNpuVector;
+      const Placement natural =
+          g.nodes[n].op_type == "MatMul" ? Placement::kNpuMatrix : Placement::kNpuVector;
       if (m && (m->has_tiling() || m->has_vector_tiling() || (m->placement && *m->placement != natural)))
         return "a mapping file imposes the layer-by-layer program";
     }
@@ -143,7 +145,8 @@ std::string match(const Context& c, size_t i, Chain* ch, size_t* count) {
   if (add && !g.value(add->inputs[1]).is_constant()) dense.push_back(add->inputs[1]);
   for (const std::string& v : dense) {
     auto t = c.tensors.find(v);
-    if (t == c.tensors.end() || !dense_onnx_order(t->second) || t->second.dtype != c.act) return "a tensor is not dense";
+    if (t == c.tensors.end() || !dense_onnx_order(t->second) || t->second.dtype != c.act)
+      return "a tensor is not dense";
   }
   ch->q = &c.tensor(a.inputs[0]), ch->kt = &c.tensor(a.inputs[1]), ch->v = &c.tensor(b.inputs[1]);
   ch->y = &c.tensor(b.outputs[0]);
@@ -216,8 +219,8 @@ void emit(Context& c, const Chain& ch, const Blocking& b, bool round_trip) {
   if (ch.scale_op != VecOp::kCopy) {
     scale_at = acc.take(64);
     const uint64_t at = c.add_floats({ch.scale}, c.act);
-    c.load(Buffer::kAccumulator, scale_at, Range{kDram, at, at + static_cast<uint64_t>(es)}, at, c.act, {1, 1, 1, 1},
-           {0, 0, 0});
+    c.load(Buffer::kAccumulator, scale_at, Range{kDram, at, at + static_cast<uint64_t>(es)}, at, c.act,
+           {1, 1, 1, 1}, {0, 0, 0});
   }
   Range mask_range{};
   uint64_t mask_addr = 0;
@@ -254,8 +257,8 @@ void emit(Context& c, const Chain& ch, const Blocking& b, bool round_trip) {
     c.load(Buffer::kWeight, v_at[set], ch.v->range(), ch.v->addr + bytes(h * ch.Sk * ch.dv), c.act,
            {ch.dv, ch.Sk, 1, 1}, {ch.dv, 0, 0});
     if (ch.mask) {
-      c.load(Buffer::kAccumulator, mask_at[set], mask_range, mask_addr + bytes(ch.mask_row[static_cast<size_t>(h)]),
-             c.act, {ch.Sk, 1, 1, 1}, {0, 0, 0});
+      c.load(Buffer::kAccumulator, mask_at[set], mask_range,
+             mask_addr + bytes(ch.mask_row[static_cast<size_t>(h)]), c.act, {ch.Sk, 1, 1, 1}, {0, 0, 0});
     }
     for (int64_t r0 = 0; r0 < ch.Sq; r0 += r, ++tile) {
       const int side = static_cast<int>(tile % 2);
@@ -268,14 +271,17 @@ void emit(Context& c, const Chain& ch, const Blocking& b, bool round_trip) {
       // The scores in the activation format, as the score MatMul's epilogue rounds them for its STORE.
       vec(VecOp::kCopy, DType::kFp32, c.act, p, s, ch.Sk, rows);
       if (round_trip) {
-        c.store(p.buf, p.addr, S.range(), S.addr + bytes(row0 * ch.Sk), c.act, {ch.Sk, rows, 1, 1}, {ch.Sk, 0, 0});
-        c.load(p.buf, p.addr, S.range(), S.addr + bytes(row0 * ch.Sk), c.act, {ch.Sk, rows, 1, 1}, {ch.Sk, 0, 0});
+        c.store(p.buf, p.addr, S.range(), S.addr + bytes(row0 * ch.Sk), c.act, {ch.Sk, rows, 1, 1},
+                {ch.Sk, 0, 0});
+        c.load(p.buf, p.addr, S.range(), S.addr + bytes(row0 * ch.Sk), c.act, {ch.Sk, rows, 1, 1},
+               {ch.Sk, 0, 0});
       }
       // The scale and the mask, each one VEC in the activation format as their element-wise layers.
       const auto with = [&](VecOp op, uint64_t at, Bcast bc) {
         Context::VecArgs e;
         e.op = op, e.in = e.out = c.act, e.bcast = bc;
-        e.src1_buf = e.dst_buf = p.buf, e.src1 = e.dst = p.addr, e.src2_buf = Buffer::kAccumulator, e.src2 = at;
+        e.src1_buf = e.dst_buf = p.buf, e.src1 = e.dst = p.addr, e.src2_buf = Buffer::kAccumulator,
+        e.src2 = at;
         e.d0 = ch.Sk, e.d1 = rows;
         c.vec(e);
       };
@@ -284,12 +290,15 @@ void emit(Context& c, const Chain& ch, const Blocking& b, bool round_trip) {
       softmax_to_factor(c, p, At{Buffer::kWeight, scratch_at}, m, ch.Sk, rows);
       Context::VecArgs mul;
       mul.op = VecOp::kMul, mul.in = mul.out = c.act, mul.bcast = Bcast::kCol;
-      mul.src1_buf = mul.dst_buf = p.buf, mul.src1 = mul.dst = p.addr, mul.src2_buf = m.buf, mul.src2 = m.addr;
+      mul.src1_buf = mul.dst_buf = p.buf, mul.src1 = mul.dst = p.addr, mul.src2_buf = m.buf,
+      mul.src2 = m.addr;
       mul.d0 = ch.Sk, mul.d1 = rows;
       c.vec(mul);
       if (round_trip) {
-        c.store(p.buf, p.addr, P.range(), P.addr + bytes(row0 * ch.Sk), c.act, {ch.Sk, rows, 1, 1}, {ch.Sk, 0, 0});
-        c.load(p.buf, p.addr, P.range(), P.addr + bytes(row0 * ch.Sk), c.act, {ch.Sk, rows, 1, 1}, {ch.Sk, 0, 0});
+        c.store(p.buf, p.addr, P.range(), P.addr + bytes(row0 * ch.Sk), c.act, {ch.Sk, rows, 1, 1},
+                {ch.Sk, 0, 0});
+        c.load(p.buf, p.addr, P.range(), P.addr + bytes(row0 * ch.Sk), c.act, {ch.Sk, rows, 1, 1},
+               {ch.Sk, 0, 0});
       }
       c.matmul(p.addr, 0, v_at[set], o.addr, rows, ch.Sk, ch.dv, false);
       // The value MatMul's epilogue: narrowed in place below fp32, then stored.
@@ -356,28 +365,33 @@ AttentionBlock lower_attention(Context& c, size_t i) {
   LayerPlan& p = *c.plan;
   p.tile_m = best.rows, p.tile_k = ch.dk, p.tile_n = ch.Sk;
   p.loop_order = "heads outer (K^T, V resident per head), query-row blocks inner";
-  p.tile_limit = best.rows == ch.Sq ? fmt::format("a block holds all {} query rows of a head", ch.Sq)
-                 : best.rows == cands.front().rows
-                     ? fmt::format("a block of more query rows does not fit the scratchpads")
-                     : fmt::format("a smaller block pipelines better: {} cycles simulated against {} with blocks of {} rows",
-                                   best_cycles, first_cycles, cands.front().rows);
+  p.tile_limit =
+      best.rows == ch.Sq ? fmt::format("a block holds all {} query rows of a head", ch.Sq)
+      : best.rows == cands.front().rows
+          ? fmt::format("a block of more query rows does not fit the scratchpads")
+          : fmt::format(
+                "a smaller block pipelines better: {} cycles simulated against {} with blocks of {} rows",
+                best_cycles, first_cycles, cands.front().rows);
   p.sram_input_bytes = f.input, p.sram_weight_bytes = f.weight, p.sram_acc_bytes = f.acc;
   p.macs = blk.macs[0];
   p.candidates = static_cast<int64_t>(cands.size()) + 1;
   p.mapping = fmt::format(
-      "fused attention (score MatMul -> {}{}{} -> value MatMul) over {} head(s): per head K^T [{}x{}] and V [{}x{}] "
+      "fused attention (score MatMul -> {}{}{} -> value MatMul) over {} head(s): per head K^T [{}x{}] and V "
+      "[{}x{}] "
       "loaded once ({}), blocks of {} query rows: scores MATMUL into the accumulator, rounded into the input "
       "scratchpad, softmax in place, value MATMUL reading them there; the {} {}x{} intermediates never "
       "touch DRAM ({} bytes saved; {} cycles simulated against {} with them stored and loaded back)",
-      ch.scale_op == VecOp::kCopy ? "" : "scale -> ", ch.mask ? "mask -> " : "", c.g.nodes[blk.last - 1].name, ch.G, ch.dk, ch.Sk, ch.Sk, ch.dv,
-      best.sets == 2 ? "double-buffered across heads" : "one head at a time", best.rows, ch.values.size(), ch.Sq, ch.Sk,
-      blk.value_bytes_saved * static_cast<int64_t>(ch.values.size()), best_cycles, round_trip);
+      ch.scale_op == VecOp::kCopy ? "" : "scale -> ", ch.mask ? "mask -> " : "", c.g.nodes[blk.last - 1].name,
+      ch.G, ch.dk, ch.Sk, ch.Sk, ch.dv,
+      best.sets == 2 ? "double-buffered across heads" : "one head at a time", best.rows, ch.values.size(),
+      ch.Sq, ch.Sk, blk.value_bytes_saved * static_cast<int64_t>(ch.values.size()), best_cycles, round_trip);
   return blk;
 }
 
 std::string describe_fused(const Context& c, const AttentionBlock& b, size_t i) {
-  return fmt::format("fused into the attention layer '{}' (no instructions of its own; its input '{}' stays on chip)",
-                     c.g.nodes[b.first].name, c.g.nodes[i].inputs[0]);
+  return fmt::format(
+      "fused into the attention layer '{}' (no instructions of its own; its input '{}' stays on chip)",
+      c.g.nodes[b.first].name, c.g.nodes[i].inputs[0]);
 }
 
 }  // namespace npusim::compiler::backend

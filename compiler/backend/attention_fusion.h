@@ -20,8 +20,8 @@
 // Softmax (last axis, whole rows) -> MatMul, consecutive nodes, each intermediate read only by the next,
 // equal batch dims, dense tensors in ONNX order, float precision (no int8 plan), with separate input and
 // weight scratchpads. The scale and the mask are one VEC each on the block's scores in the activation
-// format, as their element-wise layers compute them. Anything else, --no-fusion, or a mapping file with tiling
-// keys or another placement on one of the three layers, lowers layer by layer.
+// format, as their element-wise layers compute them. Anything else, --no-fusion, or a mapping file with
+// tiling keys or another placement on one of the block's layers, lowers layer by layer.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -34,9 +34,10 @@ namespace npusim::compiler::backend {
 // A fused attention block: graph nodes [first, last], lowered as node `first`'s layer.
 struct AttentionBlock {
   size_t first = 0, last = 0;  // last == 0: none
-  std::vector<std::string> on_chip;  // the intermediates (scores, [scaled, masked,] probabilities), never in DRAM
-  std::vector<int64_t> macs;         // each node's own MACs (0 but for the MatMuls), by node - first
-  int64_t value_bytes_saved = 0;     // DRAM bytes the layer-by-layer program moved for each of them
+  // The intermediates (scores, [scaled, masked,] probabilities), never in DRAM.
+  std::vector<std::string> on_chip;
+  std::vector<int64_t> macs;      // each node's own MACs (0 but for the MatMuls), by node - first
+  int64_t value_bytes_saved = 0;  // DRAM bytes the layer-by-layer program moved for each of them
   bool fused() const { return last > first; }
   // Whether node i is one of the block's nodes after the first (its work runs in the first's layer).
   bool covers(size_t i) const { return fused() && i > first && i <= last; }

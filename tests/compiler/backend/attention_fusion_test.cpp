@@ -47,7 +47,8 @@ struct Compiled {
   Tensor y;
 };
 
-Compiled compile_and_run(const Graph& model, const isa::NpuConfig& config, isa::DType precision, bool fusion) {
+Compiled compile_and_run(const Graph& model, const isa::NpuConfig& config, isa::DType precision,
+                         bool fusion) {
   Graph lowered = model;
   PipelineOptions o;
   o.whole_row_limit = rowwise_row_limit(config);
@@ -80,7 +81,8 @@ TEST(AttentionFusion, AScaleAndAMaskRunInTheBlockAndTheOutputsStayTheLayerByLaye
       const Compiled plain = compile_and_run(g, small_sram(), dt, false);
       const std::vector<LayerPlan>& l = fused.result.layers;
       ASSERT_EQ(l.size(), 5u) << compile_summary(fused.result);
-      EXPECT_NE(l[0].mapping.find("score MatMul -> scale -> mask -> softmax -> value MatMul"), std::string::npos)
+      EXPECT_NE(l[0].mapping.find("score MatMul -> scale -> mask -> softmax -> value MatMul"),
+                std::string::npos)
           << l[0].mapping;
       for (size_t k = 1; k < 5; ++k) {
         EXPECT_EQ(l[k].fused_into, "scores") << l[k].name;
