@@ -10,6 +10,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "compiler/backend/attention_fusion.h"
 #include "compiler/backend/concat_in_place.h"
 #include "compiler/backend/context.h"
 #include "compiler/backend/imposed.h"
@@ -369,6 +370,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
   // ---- code generation, node by node ----
   // Layers whose code was timed, in order: (first instruction, layer index).
   std::vector<std::pair<int64_t, size_t>> timed_layers;
+  backend::AttentionBlock attention;  // the attention block lowered as one layer, if any (attention_fusion.h)
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     c.layer = static_cast<uint32_t>(i);
@@ -393,6 +395,15 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     }
     if (folded) {
       plan.mapping = c.folding.describe(n);
+    } else if (attention.covers(i)) {
+      plan.mapping = backend::describe_fused(c, attention, i);
+      plan.fused_into = g.nodes[attention.first].name;
+      plan.macs = attention.macs[i - attention.first];
+      plan.on_chip_input = n.inputs[0];
+      plan.on_chip_bytes_saved = attention.value_bytes_saved;
+    } else if (!forced_host && plan.placement == Placement::kNpuMatrix &&
+               (attention = backend::lower_attention(c, i)).fused()) {
+      plan.instructions = c.em.size() - before;
     } else if (plan.placement == Placement::kFree) {
       plan.mapping = "alias (no instructions)";
       if (n.op_type == "Dropout" && n.outputs.size() > 1 && !n.outputs[1].empty() && c.tensors.count(n.outputs[1])) {
@@ -469,7 +480,8 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
         (plan.placement == Placement::kNpuMatrix || plan.placement == Placement::kNpuVector)) {
       kept_output = c.on_chip.pending && c.on_chip.producer == i;
     }
-    backend::finish_on_chip(c, i, plan);
+    // A node of a fused attention block holds no SRAM of its own (its input lies in the block's slots).
+    if (!attention.covers(i)) backend::finish_on_chip(c, i, plan);
     backend::finish_se_hold(c, i, plan);
     if (plan.model_cycles == 0) plan.model_cycles = plan.est_cycles;
     if (c.can_time() && c.em.size() > before) {

@@ -105,6 +105,9 @@ struct LayerPlan {
   // Layers fused into one group (backend/se_fusion.h): the group's name, "" = none. A squeeze-and-
   // excitation block's pool, the layers on its pooled vector and its Mul are "se:" + the pool's name.
   std::string fusion_group;
+  // A node whose work another layer's code does (a fused attention block, backend/attention_fusion.h):
+  // that layer's name ("" = none). The layer emits no instructions; its plan keeps its own MACs and bound.
+  std::string fused_into;
 };
 
 // A node that runs on the host CPU.

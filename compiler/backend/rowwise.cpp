@@ -49,12 +49,6 @@ bool onnx_order(const DramTensor& t) {
   return true;
 }
 
-// An SRAM operand of a VEC: buffer and byte address.
-struct At {
-  Buffer buf;
-  uint64_t addr;
-};
-
 // Rows are split into about kPipelinedTiles tiles so that loads, vector work and stores overlap (only
 // the first load and the last store are exposed), but not into tiles of fewer than kMinPipelinedTile
 // elements (each VEC pays its latency per tile). Measured on bert_small and ViT-B/16 (edge): 4 to 16
@@ -63,6 +57,22 @@ constexpr int64_t kPipelinedTiles = 8;
 constexpr int64_t kMinPipelinedTile = 2048;
 
 }  // namespace
+
+void softmax_to_factor(Context& c, At slot, At scratch, At m, int64_t D, int64_t rows) {
+  const auto vec = [&](VecOp op, At dst, At a, int64_t d0, int64_t n, At b, Bcast bc) {
+    Context::VecArgs v;
+    v.op = op, v.in = v.out = c.act;
+    v.src1_buf = a.buf, v.src1 = a.addr, v.src2_buf = b.buf, v.src2 = b.addr, v.bcast = bc;
+    v.dst_buf = dst.buf, v.dst = dst.addr, v.d0 = d0, v.d1 = n;
+    c.vec(v);
+  };
+  const At none{Buffer::kInput, 0};
+  vec(VecOp::kReduceMax, m, slot, D, rows, none, Bcast::kNone);
+  vec(VecOp::kSub, scratch, slot, D, rows, m, Bcast::kCol);
+  vec(VecOp::kExp, slot, scratch, D, rows, none, Bcast::kNone);
+  vec(VecOp::kReduceSum, m, slot, D, rows, none, Bcast::kNone);
+  vec(VecOp::kRecip, m, m, rows, 1, none, Bcast::kNone);
+}
 
 bool is_rowwise(const Node& n) {
   return (n.domain.empty() && (n.op_type == "Softmax" || n.op_type == "LayerNormalization")) || is_rmsnorm(n);
@@ -177,11 +187,7 @@ bool lower_rowwise(Context& c, const Node& n, std::string* why) {
       if (qy) step(VecOp::kAdd, at(acc, 16 + 12), Bcast::kScalar, i32, y.dtype, true);
     };
     if (softmax) {
-      vec(VecOp::kReduceMax, m, cur, D, rows);
-      step(VecOp::kSub, m, Bcast::kCol, a, a);
-      step(VecOp::kExp, {Buffer::kInput, 0}, Bcast::kNone, a, a);
-      vec(VecOp::kReduceSum, m, cur, D, rows);
-      vec(VecOp::kRecip, m, m, rows, 1);
+      softmax_to_factor(c, sl, scratch, m, D, rows);
       if (qy) vec(VecOp::kDiv, m, m, rows, 1, at(acc, 16 + 8), Bcast::kScalar);
       finish(VecOp::kMul, m, Bcast::kCol);
     } else {

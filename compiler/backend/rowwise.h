@@ -29,6 +29,19 @@
 
 namespace npusim::compiler::backend {
 
+// An SRAM operand of a VEC: buffer and byte address.
+struct At {
+  isa::Buffer buf;
+  uint64_t addr;
+};
+
+// The softmax steps of `rows` rows of D elements in the compute format (c.act) at `slot` up to the
+// per-row factor: reduce_max into m, x - m (bcast col) into `scratch`, exp back into `slot`, reduce_sum
+// into m, m = recip(m). The caller multiplies the slot by m (bcast col), or folds an output scale into
+// m first. Shared by lower_rowwise and the fused attention (backend/attention_fusion.h), so that both
+// round where the Softmax layer does.
+void softmax_to_factor(Context& c, At slot, At scratch, At m, int64_t D, int64_t rows);
+
 // Softmax or LayerNormalization (default domain), npu.RMSNormalization: the nodes lower_rowwise takes.
 bool is_rowwise(const Node& n);
 

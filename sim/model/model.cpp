@@ -59,6 +59,21 @@ void add_fused_layers(const compiler::CompileResult& result, traces::Report& rep
     for (traces::LayerReport& f : fused) layers.push_back(std::move(f));
   }
   report.layers = std::move(layers);
+  // Program layers whose work another layer's code does (a fused attention block): placement "fused",
+  // their bound counted in that layer's efficiency.
+  std::map<std::string, traces::LayerReport*> by_name;
+  for (traces::LayerReport& l : report.layers) by_name[l.name] = &l;
+  for (const compiler::LayerPlan& p : result.layers) {
+    auto l = by_name.find(p.name);
+    auto host = by_name.find(p.fused_into);
+    if (p.fused_into.empty() || l == by_name.end() || host == by_name.end()) continue;
+    l->second->placement = traces::LayerPlacement::kFused;
+    l->second->fused_into = p.fused_into;
+    l->second->start_cycle = l->second->end_cycle = host->second->end_cycle;
+    l->second->cycles = 0;
+    if (l->second->bound_cycles && host->second->bound_cycles) host->second->fused_bound_cycles += *l->second->bound_cycles;
+    ++fusion.nodes;
+  }
   for (const compiler::LayerPlan& p : result.layers) {
     if (p.on_chip_input.empty()) continue;
     // A value that never touches DRAM; an SE block's input read where its pool left it keeps its DRAM

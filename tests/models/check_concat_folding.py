@@ -16,7 +16,8 @@ import sys
 import tempfile
 
 import numpy as np
-import onnx
+
+from random_inputs import write_random_inputs
 
 
 def main():
@@ -29,16 +30,9 @@ def main():
     ap.add_argument("--max-rel-error", type=float, default=1e-5)
     a = ap.parse_args()
     name = os.path.basename(a.model)
-    m = onnx.load(a.model, load_external_data=False)
-    inits = {i.name for i in m.graph.initializer}
     with tempfile.TemporaryDirectory() as tmp:
         ind = os.path.join(tmp, "in")
-        os.makedirs(ind)
-        rng = np.random.default_rng(1)
-        for i in m.graph.input:
-            if i.name not in inits:
-                dims = [d.dim_value for d in i.type.tensor_type.shape.dim]
-                np.save(os.path.join(ind, i.name + ".npy"), rng.standard_normal(dims).astype(np.float32))
+        write_random_inputs(a.model, ind)
         folded_map = os.path.join(tmp, "folded.yaml")
         unfolded_map = os.path.join(tmp, "unfolded.yaml")
         runs = {}

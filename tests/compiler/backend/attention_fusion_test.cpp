@@ -1,0 +1,136 @@
+// Attention's score -> softmax -> value as one layer (compiler/backend/attention_fusion.h), compiled with
+// the simulation timer as `npusim run` compiles (the fusion is decided by simulating its candidates):
+// the fused program's outputs are bit for bit those of the layer-by-layer one, its scores and
+// probabilities never touch DRAM, and the report's view of it (fused rows, bytes saved) is consistent.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "compiler/backend/compile.h"
+#include "compiler/passes/lowered.h"
+#include "sim/model/model.h"
+#include "tests/compiler/backend/functional.h"
+
+namespace npusim::compiler::testing {
+namespace {
+
+// q [3, Sq, 16] x kt [3, 16, Sk] -> Softmax (last axis) -> x v [3, Sk, 24]: Sq and Sk are not multiples of
+// the array, the lanes or any block, so blocks end partial.
+// With `scale`, a Div (a runtime mask [3, 1, sk] added after it) or a Mul (a constant mask [1, sk]) by a
+// scalar constant between the score MatMul and the Softmax.
+enum class Between { kNothing, kDivAndRuntimeMask, kMulAndConstantMask };
+
+Graph attention(int64_t sq, int64_t sk, Between between = Between::kNothing) {
+  GraphBuilder b;
+  b.input("q", {3, sq, 16}).input("kt", {3, 16, sk}).input("v", {3, sk, 24});
+  b.node("MatMul", {"q", "kt"}, {"s"}, "scores");
+  std::string x = "s";
+  if (between != Between::kNothing) {
+    const bool div = between == Between::kDivAndRuntimeMask;
+    b.constant("c", {1}, 3.0f, 11);
+    b.node(div ? "Div" : "Mul", {"s", "c"}, {"scaled"}, "scale");
+    if (div)
+      b.input("mask", {3, 1, sk});
+    else
+      b.constant("mask", {1, sk}, 4.0f, 12);
+    b.node("Add", {"scaled", "mask"}, {"masked"}, "mask_add");
+    x = "masked";
+  }
+  b.node("Softmax", {x}, {"p"}, "softmax");
+  b.node("MatMul", {"p", "v"}, {"y"}, "values");
+  b.output("y");
+  return b.build();
+}
+
+struct Compiled {
+  CompileResult result;
+  Tensor y;
+};
+
+Compiled compile_and_run(const Graph& model, const isa::NpuConfig& config, isa::DType precision,
+                         bool fusion) {
+  Graph lowered = model;
+  PipelineOptions o;
+  o.whole_row_limit = rowwise_row_limit(config);
+  lower(lowered, o);
+  CompileOptions co;
+  co.precision = precision;
+  co.keep_on_chip = fusion;
+  co.timer = sim::simulation_timer(config);
+  Compiled r;
+  r.result = compile(lowered, config, co);
+  std::map<std::string, Tensor> in;
+  uint32_t seed = 3;
+  for (const auto& i : model.inputs) in[i] = random_tensor(model.value(i).shape, 2.0f, seed++);
+  r.y = run_program(r.result, config, in).at("y");
+  return r;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.size() != b.size()) return false;
+  for (int64_t k = 0; k < a.size(); ++k)
+    if (std::memcmp(&a.f[k], &b.f[k], sizeof(float)) != 0) return false;
+  return true;
+}
+
+TEST(AttentionFusion, AScaleAndAMaskRunInTheBlockAndTheOutputsStayTheLayerByLayerProgramsBitForBit) {
+  for (Between between : {Between::kDivAndRuntimeMask, Between::kMulAndConstantMask}) {
+    const Graph g = attention(37, 29, between);
+    for (isa::DType dt : {isa::DType::kFp32, isa::DType::kFp16}) {
+      const Compiled fused = compile_and_run(g, small_sram(), dt, true);
+      const Compiled plain = compile_and_run(g, small_sram(), dt, false);
+      const std::vector<LayerPlan>& l = fused.result.layers;
+      ASSERT_EQ(l.size(), 5u) << compile_summary(fused.result);
+      EXPECT_NE(l[0].mapping.find("score MatMul -> scale -> mask -> softmax -> value MatMul"),
+                std::string::npos)
+          << l[0].mapping;
+      for (size_t k = 1; k < 5; ++k) {
+        EXPECT_EQ(l[k].fused_into, "scores") << l[k].name;
+        EXPECT_EQ(l[k].instructions, 0) << l[k].name;
+      }
+      EXPECT_EQ(l[4].on_chip_input, "p");
+      EXPECT_TRUE(same_bits(fused.y, plain.y)) << isa::kDTypeNames[static_cast<size_t>(dt)];
+    }
+  }
+}
+
+TEST(AttentionFusion, OneLayerWhoseOutputsAreTheLayerByLayerProgramsBitForBit) {
+  const Graph g = attention(37, 29);
+  for (const isa::NpuConfig& config : {isa::NpuConfig{}, small_sram()}) {
+    for (isa::DType dt : {isa::DType::kFp32, isa::DType::kFp16}) {
+      const Compiled fused = compile_and_run(g, config, dt, true);
+      const Compiled plain = compile_and_run(g, config, dt, false);
+      const std::vector<LayerPlan>& l = fused.result.layers;
+      ASSERT_EQ(l.size(), 3u);
+      EXPECT_EQ(l[0].mapping.rfind("fused attention", 0), 0u) << l[0].mapping;
+      EXPECT_GT(l[0].instructions, 0);
+      for (size_t k = 1; k < 3; ++k) {
+        EXPECT_EQ(l[k].fused_into, "scores");
+        EXPECT_EQ(l[k].instructions, 0);
+        // Each intermediate written once and read once, in the activation format.
+        EXPECT_EQ(l[k].on_chip_bytes_saved, 2 * 3 * 37 * 29 * isa::dtype_bytes(dt));
+      }
+      EXPECT_EQ(l[1].on_chip_input, "s");
+      EXPECT_EQ(l[2].on_chip_input, "p");
+      for (const LayerPlan& p : plain.result.layers) EXPECT_TRUE(p.fused_into.empty()) << p.name;
+      EXPECT_TRUE(same_bits(fused.y, plain.y)) << isa::kDTypeNames[static_cast<size_t>(dt)];
+      // The fused program moves q, k^T and v once and writes y once: no byte of the scores or the
+      // probabilities (the layer-by-layer one moves each twice more).
+      const auto moved = [](const CompileResult& r) {
+        int64_t bytes = 0;
+        for (const isa::Instruction& ins : r.program.instructions) {
+          if (ins.opcode != isa::Opcode::kLoad && ins.opcode != isa::Opcode::kStore) continue;
+          bytes += static_cast<int64_t>(ins.get(isa::Field::kSize0) * ins.get(isa::Field::kSize1) *
+                                        ins.get(isa::Field::kSize2) * ins.get(isa::Field::kSize3));
+        }
+        return bytes * isa::dtype_bytes(r.program.tensors.front().dtype);
+      };
+      const int64_t io = 3 * (37 * 16 + 16 * 29 + 29 * 24 + 37 * 24) * isa::dtype_bytes(dt);
+      EXPECT_EQ(moved(fused.result), io);
+      EXPECT_EQ(moved(plain.result), io + 4 * 3 * 37 * 29 * isa::dtype_bytes(dt));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace npusim::compiler::testing
