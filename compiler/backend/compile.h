@@ -102,6 +102,9 @@ struct LayerPlan {
   // in the input scratchpad ("" = none), and the DRAM bytes that saved (its write and its read).
   std::string on_chip_input;
   int64_t on_chip_bytes_saved = 0;
+  // The on-chip input also has a DRAM copy (a squeeze-and-excitation block's input, which its Mul reads
+  // where the pool left it): a read saved, not a tensor kept off DRAM.
+  bool on_chip_input_in_dram = false;
   // Layers fused into one group (backend/se_fusion.h): the group's name, "" = none. A squeeze-and-
   // excitation block's pool, the layers on its pooled vector and its Mul are "se:" + the pool's name.
   std::string fusion_group;

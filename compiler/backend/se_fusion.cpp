@@ -104,6 +104,7 @@ void finish_se_hold(Context& c, size_t i, LayerPlan& plan) {
     plan.fusion_group = group;
     plan.on_chip_input = c.held.value;
     plan.on_chip_bytes_saved = c.held.bytes;
+    plan.on_chip_input_in_dram = true;
     c.result.layers[c.held.pool].sram_input_bytes += c.held.bytes;
   }
   if (c.on_chip.pending && c.on_chip.producer == i && c.on_chip.addr == c.held.addr) {

@@ -78,9 +78,7 @@ void add_fused_layers(const compiler::CompileResult& result, traces::Report& rep
     if (p.on_chip_input.empty()) continue;
     // A value that never touches DRAM; an SE block's input read where its pool left it keeps its DRAM
     // copy and counts only its bytes (compiler/backend/se_fusion.h).
-    if (std::any_of(result.on_chip.begin(), result.on_chip.end(),
-                    [&](const compiler::HostTensor& t) { return t.name == p.on_chip_input; }))
-      ++fusion.tensors;
+    if (!p.on_chip_input_in_dram) ++fusion.tensors;
     fusion.bytes_saved += static_cast<uint64_t>(p.on_chip_bytes_saved);
   }
   std::string section;
