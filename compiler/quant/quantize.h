@@ -11,9 +11,24 @@
 
 namespace npusim::compiler::quant {
 
+// The range a symmetric int8 weight scale covers: max |w| of its channel (or tensor), or the clip
+// t = a * max |w| (a on a grid of 0.01 from 1 down to 0.5; ties keep the larger range) minimising, with
+// d_k = w_k - q(w_k) * t / 127 (q clamping to [-127, 127]) over the weights it covers:
+//   kMse:       sum d_k^2 (the weights' own error);
+//   kOutputMse: sum d_k^2 Var[x_k] + (sum d_k E[x_k])^2 per output channel, the expected squared error
+//               of one output when the inputs x_k the weights multiply are independent, with each input
+//               channel's mean and variance from the calibration inputs (kMse where they are unknown).
+enum class WeightRange { kMinMax, kMse, kOutputMse };
+std::string to_string(WeightRange r);
+// "minmax" | "mse" | "output-mse"; throws std::invalid_argument.
+WeightRange parse_weight_range(const std::string& text);
+
 struct QuantOptions {
   CalibrationOptions calibration;
   bool per_channel = true;             // weights: one scale per output channel, else one per tensor
+  // How each weight scale's range is chosen (quantize_weights): max |w|, or the clipped range that
+  // minimises the squared rounding-plus-clipping error of the weights it covers.
+  WeightRange weight_range = WeightRange::kMinMax;
   bool symmetric_activations = false;  // true: int8, zero point 0; false: asymmetric with a zero point
   isa::DType asymmetric_dtype = isa::DType::kUint8;  // kUint8 or kInt8 for asymmetric activations
   // Bias correction (Nagel et al., "Data-Free Quantization", 2019, the empirical variant): rounding the
@@ -36,13 +51,23 @@ struct QuantOptions {
 // clamped to the dtype.
 QParams qparams_for_range(ClipRange r, bool symmetric, isa::DType asymmetric_dtype);
 
-// Symmetric int8 weights: scale = max|w| / 127 over the whole tensor or per slice of `axis`, codes
-// round_half_even(w / scale) clamped to [-127, 127]. An all-zero slice gets scale 1.
+// Symmetric int8 weights: scale = range / 127 over the whole tensor or per slice of `axis` (range: see
+// WeightRange), codes round_half_even(w / scale) clamped to [-127, 127]. An all-zero slice gets scale 1.
 struct QuantizedWeights {
   std::vector<int8_t> q;
   std::vector<float> scale;  // one per index of `axis` (per tensor: repeated)
 };
-QuantizedWeights quantize_weights(const Tensor& w, int axis, bool per_channel);
+// `input_mean` / `input_var` (kOutputMse): per weight element, the mean and variance of the input value
+// it multiplies (weight_input_channels maps elements to input channels); empty: kMse's objective.
+QuantizedWeights quantize_weights(const Tensor& w, int axis, bool per_channel,
+                                  WeightRange range = WeightRange::kMinMax,
+                                  const std::vector<double>& input_mean = {},
+                                  const std::vector<double>& input_var = {});
+
+// The input channel (Conv: dim 1 of its input, grouped convolutions included; Gemm / MatMul: K) each
+// element of a matrix node's weight `w` multiplies; `inputs` is that channel count. Empty when the
+// layout does not fit.
+std::vector<int64_t> weight_input_channels(const Node& n, const Tensor& w, int channel_axis, int64_t inputs);
 
 // Ops whose int8 output takes its input's QParams (they select or move values, so they are exact on
 // the codes).

@@ -465,6 +465,7 @@ struct ModelCliOptions {
   std::string preprocess_file;                     // --preprocess FILE.yaml
   std::optional<compiler::Preprocess> preprocess;  // read from it by load_preprocess()
   std::string weights = "per-channel";
+  std::string weight_range = "minmax";  // --weight-range (QuantOptions' default)
   std::string activations = "asymmetric";
   bool bias_correction = false;  // --bias-correction
   bool empirical_bias_correction = false;  // --empirical-bias-correction
@@ -533,6 +534,10 @@ po::options_description precision_options(ModelCliOptions& m) {
       "letterbox, channel order, scale, mean/std, layout, dtype (docs/quantization.md, \"Images as inputs "
       "and task metrics\")")("weights", po::value(&m.weights)->value_name("G"),
                              "int8 weight scales: per-channel (default) or per-tensor")(
+      "weight-range", po::value(&m.weight_range)->value_name("R"),
+      "int8 weight scales' range: minmax (max |w|, default), mse (the clip minimising the weights' squared "
+      "rounding and clipping error) or output-mse (the clip minimising the expected output error, from the "
+      "calibration inputs' per-channel means and variances; docs/quantization.md)")(
       "activations", po::value(&m.activations)->value_name("S"),
       "int8 activations: asymmetric (uint8 with a zero point, default) or symmetric (int8, zero point 0)")(
       "bias-correction", po::bool_switch(&m.bias_correction),
@@ -642,6 +647,11 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
     throw UsageError(fmt::format("--weights '{}' is not one of per-channel, per-tensor", m.weights));
   }
   r.quant.per_channel = m.weights == "per-channel";
+  try {
+    r.quant.weight_range = q::parse_weight_range(m.weight_range);
+  } catch (const std::exception&) {
+    throw UsageError(fmt::format("--weight-range '{}' is not one of minmax, mse, output-mse", m.weight_range));
+  }
   if (m.activations != "asymmetric" && m.activations != "symmetric") {
     throw UsageError(fmt::format("--activations '{}' is not one of asymmetric, symmetric", m.activations));
   }
