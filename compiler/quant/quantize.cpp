@@ -102,7 +102,8 @@ static double mse_weight_clip(const std::vector<float>& values, const std::vecto
 }
 
 QuantizedWeights quantize_weights(const Tensor& w, int axis, bool per_channel, WeightRange range,
-                                  const std::vector<double>& input_mean, const std::vector<double>& input_var) {
+                                  const std::vector<double>& input_mean,
+                                  const std::vector<double>& input_var) {
   QuantizedWeights r;
   const int64_t n = w.size();
   r.q.resize(n);
@@ -119,7 +120,8 @@ QuantizedWeights quantize_weights(const Tensor& w, int axis, bool per_channel, W
   if (range != WeightRange::kMinMax) {
     // Per tensor, the output-error objective's mean term would mix output channels: kMse's there.
     const bool output = range == WeightRange::kOutputMse && per_channel &&
-                        static_cast<int64_t>(input_mean.size()) == n && static_cast<int64_t>(input_var.size()) == n;
+                        static_cast<int64_t>(input_mean.size()) == n &&
+                        static_cast<int64_t>(input_var.size()) == n;
     const size_t groups = per_channel ? static_cast<size_t>(channels) : 1;
     std::vector<std::vector<float>> values(groups);
     std::vector<std::vector<double>> mean(groups), var(groups);

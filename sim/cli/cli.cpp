@@ -650,7 +650,8 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
   try {
     r.quant.weight_range = q::parse_weight_range(m.weight_range);
   } catch (const std::exception&) {
-    throw UsageError(fmt::format("--weight-range '{}' is not one of minmax, mse, output-mse", m.weight_range));
+    throw UsageError(
+        fmt::format("--weight-range '{}' is not one of minmax, mse, output-mse", m.weight_range));
   }
   if (m.activations != "asymmetric" && m.activations != "symmetric") {
     throw UsageError(fmt::format("--activations '{}' is not one of asymmetric, symmetric", m.activations));
