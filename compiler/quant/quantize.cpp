@@ -286,7 +286,10 @@ bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const Quant
     QuantizedWeights qw = given ? *given
                                 : quantize_weights(w, L.weight_channel_axis, options.per_channel,
                                                    options.weight_range, tap_mean, tap_var);
-    if (!given && options.bias_correction && input_stats)
+    const bool correct = options.bias_correction == BiasCorrection::kAll ||
+                         (options.bias_correction == BiasCorrection::kNonNegativeInputs && input_stats &&
+                          input_stats->min() >= 0);
+    if (!given && correct && input_stats)
       rounding_shift = weight_rounding_shift(n, w, qw, L.weight_channel_axis,
                                              n.op_type == "Conv" ? input_stats->channel_means()
                                                                  : input_stats->last_dim_means(),

@@ -23,6 +23,10 @@ std::string to_string(WeightRange r);
 // "minmax" | "mse" | "output-mse"; throws std::invalid_argument.
 WeightRange parse_weight_range(const std::string& text);
 
+// Which int8 matrix layers' biases absorb their weight-rounding shift (QuantOptions::bias_correction).
+// CLI: --bias-correction (kAll), --bias-correction-nonnegative (kNonNegativeInputs).
+enum class BiasCorrection { kNone, kNonNegativeInputs, kAll };
+
 struct QuantOptions {
   CalibrationOptions calibration;
   bool per_channel = true;             // weights: one scale per output channel, else one per tensor
@@ -33,10 +37,13 @@ struct QuantOptions {
   isa::DType asymmetric_dtype = isa::DType::kUint8;  // kUint8 or kInt8 for asymmetric activations
   // Bias correction (Nagel et al., "Data-Free Quantization", 2019, the empirical variant): rounding the
   // weights shifts each output channel's mean by sum_k (w_q[k] scale - w[k]) E[x_k]; the int32 bias
-  // absorbs that shift, with E[x] per input channel from the calibration inputs. Off by default: measured
-  // (edge, per-channel, percentile) +1.67 dB output SQNR on random-weight ResNet-18 and +0.14 dB on
-  // MobileNetV2, but -1.0 dB on PP-OCRv4 det (320x320, cosine 0.9798 -> 0.9745); docs/quantization.md.
-  bool bias_correction = false;
+  // absorbs that shift, with E[x] per input channel from the calibration inputs. kNonNegativeInputs: only
+  // layers whose input is never negative on the calibration inputs (after a ReLU, ReLU6, Sigmoid...). Off by
+  // default: on every layer it costs PP-OCRv4 det 1 dB (320x320); restricted to non-negative inputs it lifts
+  // all four random-weight PTQ models over PyTorch's better engine + 1 dB and leaves det as it was, but costs
+  // the PP-OCR direction classifier 4 dB and rec with empirical bias correction a string
+  // (docs/quantization.md, "Weight ranges and bias correction, measured").
+  BiasCorrection bias_correction = BiasCorrection::kNone;
   // Empirical bias correction (correct_output_bias, emulate.h): after quantizing, each int8 matrix layer's
   // mean output error per channel, measured against fp32 on the first `empirical_bias_samples`
   // calibration inputs layer by layer, is folded into its int32 bias. Off by default; measured in
@@ -90,7 +97,8 @@ std::vector<std::string> values_to_calibrate(const Graph& g, const PrecisionPlan
 
 // Builds the LayerQuant of one int8 matrix node from the QParams already in plan.values and, when
 // `given` is non-null, pre-quantized weight codes/scales (QDQ models); returns false with `reason` when
-// the node cannot run in int8. With options.bias_correction, weights it quantizes itself and
+// the node cannot run in int8. With options.bias_correction (kNonNegativeInputs: when the input's
+// calibrated minimum is >= 0), weights it quantizes itself and
 // `input_stats` (the calibration statistics of the node's input) holding per-channel means, the bias
 // is corrected for the weights' rounding (see QuantOptions).
 bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const QuantOptions& options,

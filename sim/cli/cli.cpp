@@ -467,7 +467,8 @@ struct ModelCliOptions {
   std::string weights = "per-channel";
   std::string weight_range = "minmax";  // --weight-range (QuantOptions' default)
   std::string activations = "asymmetric";
-  bool bias_correction = false;  // --bias-correction
+  bool bias_correction = false;              // --bias-correction (every layer)
+  bool bias_correction_nonnegative = false;  // --bias-correction-nonnegative
   bool empirical_bias_correction = false;  // --empirical-bias-correction
   int empirical_bias_samples = 8;          // --empirical-bias-samples (QuantOptions' default)
   bool empirical_bias_samples_given = false;
@@ -543,6 +544,8 @@ po::options_description precision_options(ModelCliOptions& m) {
       "bias-correction", po::bool_switch(&m.bias_correction),
       "int8: fold the mean shift that rounding the weights causes (from the calibration inputs' per-channel "
       "means) into each layer's int32 bias (docs/quantization.md)")(
+      "bias-correction-nonnegative", po::bool_switch(&m.bias_correction_nonnegative),
+      "int8: the same, only in the layers whose input is never negative on the calibration inputs")(
       "empirical-bias-correction", po::bool_switch(&m.empirical_bias_correction),
       "int8: run the quantized model beside fp32 on the first calibration inputs, layer by layer, and fold "
       "each layer's mean output error per channel into its int32 bias (docs/quantization.md)")(
@@ -657,7 +660,11 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
     throw UsageError(fmt::format("--activations '{}' is not one of asymmetric, symmetric", m.activations));
   }
   r.quant.symmetric_activations = m.activations == "symmetric";
-  r.quant.bias_correction = m.bias_correction;
+  if (m.bias_correction && m.bias_correction_nonnegative)
+    throw UsageError("--bias-correction (every layer) and --bias-correction-nonnegative exclude each other");
+  r.quant.bias_correction = m.bias_correction               ? q::BiasCorrection::kAll
+                            : m.bias_correction_nonnegative ? q::BiasCorrection::kNonNegativeInputs
+                                                            : q::BiasCorrection::kNone;
   r.quant.empirical_bias_correction = m.empirical_bias_correction;
   if (m.empirical_bias_samples_given && !m.empirical_bias_correction)
     throw UsageError("--empirical-bias-samples needs --empirical-bias-correction");

@@ -153,6 +153,9 @@ elif CASE == "errors":
     r, _ = report(BLOCK, "ebc", "--precision", "int8", "--accuracy", "--calibration-samples", "4",
                   "--empirical-bias-correction", "--empirical-bias-samples", "2")
     check(r["accuracy"]["output_cosine"] > 0.9, f"empirical bias correction: {r['accuracy']['output_cosine']}")
+    p = run(["run", BLOCK, "--precision", "int8", "--bias-correction", "--bias-correction-nonnegative"], expect=2)
+    check("--bias-correction (every layer) and --bias-correction-nonnegative exclude each other" in p.stderr,
+          p.stderr)
     p = run(["run", BLOCK, "--precision", "int8", "--weight-range", "kl"], expect=2)
     check("--weight-range 'kl' is not one of minmax, mse, output-mse" in p.stderr, p.stderr)
     sqnr = {}

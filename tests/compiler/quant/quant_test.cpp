@@ -540,22 +540,24 @@ TEST(BiasCorrection, WeightRoundingShiftIsTheRoundingErrorTimesTheInputChannelMe
 
 TEST(BiasCorrection, RemovesTheOutputMeanShiftOfRoundedWeightsOnInputsWithANonzeroMean) {
   // One MatMul, per-tensor weights (coarse: the rounding errors are large), inputs 3 + N(0, 1): without
-  // correction each output channel's int8 mean is off by about sum_k err[k][c] x 3.
+  // correction each output channel's int8 mean is off by about sum_k err[k][c] x 3. Those inputs dip below
+  // zero, so kNonNegativeInputs leaves them alone; |3 + N(0, 1)| it corrects.
   GraphBuilder b;
   auto x = b.input("x", {1, 64});
   b.output(b.node("MatMul", {x, b.random_constant("w", {64, 8}, 5)}, "y", {1, 8}));
   const Graph g = b.build();
-  std::mt19937 rng(9);
-  std::normal_distribution<float> d(3.0f, 1.0f);
-  std::vector<Sample> samples;
-  for (int k = 0; k < 64; ++k) {
-    std::vector<float> v(64);
-    for (float& f : v) f = d(rng);
-    samples.push_back({{"x", Tensor::from_floats({1, 64}, v)}});
-  }
-  const auto stats = collect_statistics(g, samples);
-  ASSERT_EQ(stats.at("x").last_dim_means().size(), 64u);
-  auto mean_shift = [&](bool correct) {
+  auto mean_shift = [&](BiasCorrection correct, bool nonnegative) {
+    std::mt19937 rng(9);
+    std::normal_distribution<float> d(3.0f, 1.0f);
+    std::vector<Sample> samples;
+    for (int k = 0; k < 64; ++k) {
+      std::vector<float> v(64);
+      for (float& f : v) f = nonnegative ? std::fabs(d(rng)) : d(rng);
+      samples.push_back({{"x", Tensor::from_floats({1, 64}, v)}});
+    }
+    const auto stats = collect_statistics(g, samples);
+    EXPECT_EQ(stats.at("x").last_dim_means().size(), 64u);
+    EXPECT_EQ(stats.at("x").min() >= 0, nonnegative);
     PrecisionSpec spec;
     spec.model = Precision::kInt8;
     PrecisionPlan plan = resolve_plan(g, spec);
@@ -574,8 +576,17 @@ TEST(BiasCorrection, RemovesTheOutputMeanShiftOfRoundedWeightsOnInputsWithANonze
     for (double v : diff) total += std::fabs(v);
     return total;
   };
-  const double without = mean_shift(false), with = mean_shift(true);
-  EXPECT_LT(with, 0.5 * without) << "mean |shift| per channel summed: " << with << " vs " << without;
+  for (bool nonnegative : {false, true}) {
+    const double without = mean_shift(BiasCorrection::kNone, nonnegative);
+    const double with = mean_shift(BiasCorrection::kAll, nonnegative);
+    EXPECT_LT(with, 0.5 * without) << "mean |shift| per channel summed: " << with << " vs " << without;
+    const double restricted = mean_shift(BiasCorrection::kNonNegativeInputs, nonnegative);
+    if (nonnegative)
+      EXPECT_EQ(restricted, with);
+    else
+      EXPECT_EQ(restricted, without);
+  }
+  EXPECT_EQ(QuantOptions{}.bias_correction, BiasCorrection::kNone);
 }
 
 TEST(BiasCorrection, EmpiricalCorrectionCentresEachLayersOutputOnFp32sWithTheLayersAboveCorrectedFirst) {
