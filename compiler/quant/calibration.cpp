@@ -105,6 +105,8 @@ void TensorStats::add(const Tensor& t) {
     shape_ = t.shape;
     dim1_sum_.assign(static_cast<size_t>(t.shape[1]), 0.0);
     last_sum_.assign(static_cast<size_t>(t.shape.back()), 0.0);
+    dim1_sq_ = dim1_sum_;
+    last_sq_ = last_sum_;
   } else if (t.shape != shape_) {
     shape_consistent_ = false;
     return;
@@ -115,27 +117,29 @@ void TensorStats::add(const Tensor& t) {
   for (size_t k = 0; k < t.f.size(); ++k) {
     const double v = t.f[k];
     if (std::isnan(v) || std::isinf(v)) continue;
-    dim1_sum_[static_cast<size_t>((static_cast<int64_t>(k) / inner1) % d1)] += v;
-    last_sum_[static_cast<size_t>(static_cast<int64_t>(k) % last)] += v;
+    const auto c1 = static_cast<size_t>((static_cast<int64_t>(k) / inner1) % d1);
+    const auto cl = static_cast<size_t>(static_cast<int64_t>(k) % last);
+    dim1_sum_[c1] += v;
+    last_sum_[cl] += v;
+    dim1_sq_[c1] += v * v;
+    last_sq_[cl] += v * v;
   }
   ++channel_samples_;
 }
 
-static std::vector<double> means_of(const std::vector<double>& sums, int64_t per_index) {
+std::vector<double> TensorStats::means_of(const std::vector<double>& sums, bool last_dim) const {
+  if (!shape_consistent_ || channel_samples_ == 0) return {};
+  const double per_index =
+      static_cast<double>(num_elements(shape_) / (last_dim ? shape_.back() : shape_[1]) * channel_samples_);
   std::vector<double> m(sums.size());
-  for (size_t c = 0; c < sums.size(); ++c) m[c] = sums[c] / static_cast<double>(per_index);
+  for (size_t c = 0; c < sums.size(); ++c) m[c] = sums[c] / per_index;
   return m;
 }
 
-std::vector<double> TensorStats::channel_means() const {
-  if (!shape_consistent_ || channel_samples_ == 0) return {};
-  return means_of(dim1_sum_, num_elements(shape_) / shape_[1] * channel_samples_);
-}
-
-std::vector<double> TensorStats::last_dim_means() const {
-  if (!shape_consistent_ || channel_samples_ == 0) return {};
-  return means_of(last_sum_, num_elements(shape_) / shape_.back() * channel_samples_);
-}
+std::vector<double> TensorStats::channel_means() const { return means_of(dim1_sum_, false); }
+std::vector<double> TensorStats::last_dim_means() const { return means_of(last_sum_, true); }
+std::vector<double> TensorStats::channel_second_moments() const { return means_of(dim1_sq_, false); }
+std::vector<double> TensorStats::last_dim_second_moments() const { return means_of(last_sq_, true); }
 
 std::vector<double> TensorStats::magnitude_histogram() const {
   std::vector<double> h(pos_.size());

@@ -42,6 +42,9 @@ class TensorStats {
   // dim (the K of a MatMul / Gemm input): the E[x] of bias correction. Empty when unknown.
   std::vector<double> channel_means() const;
   std::vector<double> last_dim_means() const;
+  // E[x^2] per index of dim 1 / of the last dim, as the means (WeightRange::kOutputMse).
+  std::vector<double> channel_second_moments() const;
+  std::vector<double> last_dim_second_moments() const;
   // The shape of the tensors behind the means (empty when unknown).
   Shape channel_shape() const { return shape_consistent_ && channel_samples_ ? shape_ : Shape{}; }
 
@@ -57,6 +60,8 @@ class TensorStats {
 
  private:
   void grow_to(double amax);
+  // sums / the number of values behind each (per index of dim 1, or of the last dim); empty when unknown.
+  std::vector<double> means_of(const std::vector<double>& sums, bool last_dim) const;
   std::vector<double> pos_, neg_;
   double width_ = 0;  // 0 until the first non-zero value
   float min_ = 0, max_ = 0;
@@ -64,6 +69,7 @@ class TensorStats {
   Shape shape_;                                  // of the tensors add(const Tensor&) saw
   bool shape_consistent_ = true;
   std::vector<double> dim1_sum_, last_sum_;      // per index of dim 1 / of the last dim
+  std::vector<double> dim1_sq_, last_sq_;        // the same sums of squares
   int64_t channel_samples_ = 0;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <set>
 #include <stdexcept>
 
@@ -36,7 +37,73 @@ QParams qparams_for_range(ClipRange r, bool symmetric, isa::DType asymmetric_dty
   return q;
 }
 
-QuantizedWeights quantize_weights(const Tensor& w, int axis, bool per_channel) {
+std::string to_string(WeightRange r) {
+  return r == WeightRange::kMse ? "mse" : r == WeightRange::kOutputMse ? "output-mse" : "minmax";
+}
+
+WeightRange parse_weight_range(const std::string& text) {
+  if (text == "minmax" || text == "min-max") return WeightRange::kMinMax;
+  if (text == "mse") return WeightRange::kMse;
+  if (text == "output-mse") return WeightRange::kOutputMse;
+  throw std::invalid_argument("unknown weight range '" + text + "' (expected minmax, mse or output-mse)");
+}
+
+std::vector<int64_t> weight_input_channels(const Node& n, const Tensor& w, int channel_axis, int64_t inputs) {
+  const int64_t size = w.size();
+  std::vector<int64_t> in(static_cast<size_t>(size));
+  if (n.op_type == "Conv") {
+    // W = [O, C_in / groups, k...]: output o reads the input channels of its group.
+    if (w.rank() < 3 || channel_axis != 0 || w.shape[1] <= 0 || inputs % w.shape[1] != 0) return {};
+    const int64_t per_group_in = w.shape[1], groups = inputs / per_group_in;
+    if (w.shape[0] % groups != 0) return {};
+    const int64_t out_per_group = w.shape[0] / groups, window = size / (w.shape[0] * per_group_in);
+    for (int64_t k = 0; k < size; ++k) {
+      const int64_t o = k / (per_group_in * window);
+      in[k] = (o / out_per_group) * per_group_in + (k / window) % per_group_in;
+    }
+    return in;
+  }
+  if (w.rank() < 2) return {};
+  if (channel_axis == 0) {  // Gemm with transB: [N, K]
+    if (w.rank() != 2 || w.shape[1] != inputs) return {};
+    for (int64_t k = 0; k < size; ++k) in[k] = k % inputs;
+    return in;
+  }
+  const int64_t cols = w.shape.back(), rows = w.shape[w.rank() - 2];  // [..., K, N]
+  if (rows != inputs) return {};
+  for (int64_t k = 0; k < size; ++k) in[k] = (k / cols) % rows;
+  return in;
+}
+
+// The clip of `values` (max |value| = amax > 0) that WeightRange::kMse / kOutputMse chooses; `mean` and
+// `var` (the inputs' statistics per value, or empty) select kOutputMse's objective.
+static double mse_weight_clip(const std::vector<float>& values, const std::vector<double>& mean,
+                              const std::vector<double>& var, double amax) {
+  const bool output = !mean.empty();
+  double best = amax, best_err = std::numeric_limits<double>::infinity();
+  for (int step = 100; step >= 50; --step) {
+    const double t = amax * step / 100.0;
+    const float s = static_cast<float>(t / 127.0);
+    double err = 0, shift = 0;
+    for (size_t k = 0; k < values.size(); ++k) {
+      const float v = values[k];
+      const double q = std::clamp(std::nearbyint(static_cast<double>(v / s)), -127.0, 127.0);
+      const double d = v - q * s;
+      err += output ? d * d * var[k] : d * d;
+      if (output) shift += d * mean[k];
+    }
+    err += shift * shift;
+    if (err < best_err) {
+      best_err = err;
+      best = t;
+    }
+  }
+  return best;
+}
+
+QuantizedWeights quantize_weights(const Tensor& w, int axis, bool per_channel, WeightRange range,
+                                  const std::vector<double>& input_mean,
+                                  const std::vector<double>& input_var) {
   QuantizedWeights r;
   const int64_t n = w.size();
   r.q.resize(n);
@@ -44,10 +111,30 @@ QuantizedWeights quantize_weights(const Tensor& w, int axis, bool per_channel) {
   int64_t inner = 1;
   for (int64_t d = axis + 1; d < w.rank(); ++d) inner *= w.shape[d];
   auto channel_of = [&](int64_t k) { return (k / inner) % channels; };
+  auto group_of = [&](int64_t k) { return per_channel ? channel_of(k) : 0; };
   std::vector<float> amax(channels, 0.0f);
   for (int64_t k = 0; k < n; ++k) {
-    float& a = amax[per_channel ? channel_of(k) : 0];
+    float& a = amax[group_of(k)];
     a = std::max(a, std::fabs(w.f[k]));
+  }
+  if (range != WeightRange::kMinMax) {
+    // Per tensor, the output-error objective's mean term would mix output channels: kMse's there.
+    const bool output = range == WeightRange::kOutputMse && per_channel &&
+                        static_cast<int64_t>(input_mean.size()) == n &&
+                        static_cast<int64_t>(input_var.size()) == n;
+    const size_t groups = per_channel ? static_cast<size_t>(channels) : 1;
+    std::vector<std::vector<float>> values(groups);
+    std::vector<std::vector<double>> mean(groups), var(groups);
+    for (int64_t k = 0; k < n; ++k) {
+      const auto c = static_cast<size_t>(group_of(k));
+      values[c].push_back(w.f[k]);
+      if (output) {
+        mean[c].push_back(input_mean[k]);
+        var[c].push_back(input_var[k]);
+      }
+    }
+    for (size_t c = 0; c < groups; ++c)
+      if (amax[c] > 0) amax[c] = static_cast<float>(mse_weight_clip(values[c], mean[c], var[c], amax[c]));
   }
   if (!per_channel)
     for (auto& a : amax) a = amax[0];
@@ -181,8 +268,28 @@ bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const Quant
       return false;
     }
     channels = w.shape[L.weight_channel_axis];
-    QuantizedWeights qw = given ? *given : quantize_weights(w, L.weight_channel_axis, options.per_channel);
-    if (!given && options.bias_correction && input_stats)
+    std::vector<double> tap_mean, tap_var;  // WeightRange::kOutputMse: per weight element
+    if (!given && options.weight_range == WeightRange::kOutputMse && input_stats) {
+      const bool conv = n.op_type == "Conv";
+      const auto mean = conv ? input_stats->channel_means() : input_stats->last_dim_means();
+      const auto m2 = conv ? input_stats->channel_second_moments() : input_stats->last_dim_second_moments();
+      const auto in = weight_input_channels(n, w, L.weight_channel_axis, static_cast<int64_t>(mean.size()));
+      if (!in.empty() && m2.size() == mean.size()) {
+        tap_mean.reserve(in.size());
+        tap_var.reserve(in.size());
+        for (int64_t c : in) {
+          tap_mean.push_back(mean[c]);
+          tap_var.push_back(std::max(0.0, m2[c] - mean[c] * mean[c]));
+        }
+      }
+    }
+    QuantizedWeights qw = given ? *given
+                                : quantize_weights(w, L.weight_channel_axis, options.per_channel,
+                                                   options.weight_range, tap_mean, tap_var);
+    const bool correct = options.bias_correction == BiasCorrection::kAll ||
+                         (options.bias_correction == BiasCorrection::kNonNegativeInputs && input_stats &&
+                          input_stats->min() >= 0);
+    if (!given && correct && input_stats)
       rounding_shift = weight_rounding_shift(n, w, qw, L.weight_channel_axis,
                                              n.op_type == "Conv" ? input_stats->channel_means()
                                                                  : input_stats->last_dim_means(),

@@ -11,17 +11,39 @@
 
 namespace npusim::compiler::quant {
 
+// The range a symmetric int8 weight scale covers: max |w| of its channel (or tensor), or the clip
+// t = a * max |w| (a on a grid of 0.01 from 1 down to 0.5; ties keep the larger range) minimising, with
+// d_k = w_k - q(w_k) * t / 127 (q clamping to [-127, 127]) over the weights it covers:
+//   kMse:       sum d_k^2 (the weights' own error);
+//   kOutputMse: sum d_k^2 Var[x_k] + (sum d_k E[x_k])^2 per output channel, the expected squared error
+//               of one output when the inputs x_k the weights multiply are independent, with each input
+//               channel's mean and variance from the calibration inputs (kMse where they are unknown).
+enum class WeightRange { kMinMax, kMse, kOutputMse };
+std::string to_string(WeightRange r);
+// "minmax" | "mse" | "output-mse"; throws std::invalid_argument.
+WeightRange parse_weight_range(const std::string& text);
+
+// Which int8 matrix layers' biases absorb their weight-rounding shift (QuantOptions::bias_correction).
+// CLI: --bias-correction (kAll), --bias-correction-nonnegative (kNonNegativeInputs).
+enum class BiasCorrection { kNone, kNonNegativeInputs, kAll };
+
 struct QuantOptions {
   CalibrationOptions calibration;
   bool per_channel = true;             // weights: one scale per output channel, else one per tensor
+  // How each weight scale's range is chosen (quantize_weights): max |w|, or the clipped range that
+  // minimises the squared rounding-plus-clipping error of the weights it covers.
+  WeightRange weight_range = WeightRange::kMinMax;
   bool symmetric_activations = false;  // true: int8, zero point 0; false: asymmetric with a zero point
   isa::DType asymmetric_dtype = isa::DType::kUint8;  // kUint8 or kInt8 for asymmetric activations
   // Bias correction (Nagel et al., "Data-Free Quantization", 2019, the empirical variant): rounding the
   // weights shifts each output channel's mean by sum_k (w_q[k] scale - w[k]) E[x_k]; the int32 bias
-  // absorbs that shift, with E[x] per input channel from the calibration inputs. Off by default: measured
-  // (edge, per-channel, percentile) +1.67 dB output SQNR on random-weight ResNet-18 and +0.14 dB on
-  // MobileNetV2, but -1.0 dB on PP-OCRv4 det (320x320, cosine 0.9798 -> 0.9745); docs/quantization.md.
-  bool bias_correction = false;
+  // absorbs that shift, with E[x] per input channel from the calibration inputs. kNonNegativeInputs: only
+  // layers whose input is never negative on the calibration inputs (after a ReLU, ReLU6, Sigmoid...). Off by
+  // default: on every layer it costs PP-OCRv4 det 1 dB (320x320); restricted to non-negative inputs it lifts
+  // all four random-weight PTQ models over PyTorch's better engine + 1 dB and leaves det as it was, but costs
+  // the PP-OCR direction classifier 0.7 dB and rec with empirical bias correction a string, below issue
+  // 17's 95 % (docs/quantization.md, "Weight ranges and bias correction, measured").
+  BiasCorrection bias_correction = BiasCorrection::kNone;
   // Empirical bias correction (correct_output_bias, emulate.h): after quantizing, each int8 matrix layer's
   // mean output error per channel, measured against fp32 on the first `empirical_bias_samples`
   // calibration inputs layer by layer, is folded into its int32 bias. Off by default; measured in
@@ -36,13 +58,23 @@ struct QuantOptions {
 // clamped to the dtype.
 QParams qparams_for_range(ClipRange r, bool symmetric, isa::DType asymmetric_dtype);
 
-// Symmetric int8 weights: scale = max|w| / 127 over the whole tensor or per slice of `axis`, codes
-// round_half_even(w / scale) clamped to [-127, 127]. An all-zero slice gets scale 1.
+// Symmetric int8 weights: scale = range / 127 over the whole tensor or per slice of `axis` (range: see
+// WeightRange), codes round_half_even(w / scale) clamped to [-127, 127]. An all-zero slice gets scale 1.
 struct QuantizedWeights {
   std::vector<int8_t> q;
   std::vector<float> scale;  // one per index of `axis` (per tensor: repeated)
 };
-QuantizedWeights quantize_weights(const Tensor& w, int axis, bool per_channel);
+// `input_mean` / `input_var` (kOutputMse): per weight element, the mean and variance of the input value
+// it multiplies (weight_input_channels maps elements to input channels); empty: kMse's objective.
+QuantizedWeights quantize_weights(const Tensor& w, int axis, bool per_channel,
+                                  WeightRange range = WeightRange::kMinMax,
+                                  const std::vector<double>& input_mean = {},
+                                  const std::vector<double>& input_var = {});
+
+// The input channel (Conv: dim 1 of its input, grouped convolutions included; Gemm / MatMul: K) each
+// element of a matrix node's weight `w` multiplies; `inputs` is that channel count. Empty when the
+// layout does not fit.
+std::vector<int64_t> weight_input_channels(const Node& n, const Tensor& w, int channel_axis, int64_t inputs);
 
 // Ops whose int8 output takes its input's QParams (they select or move values, so they are exact on
 // the codes).
@@ -65,7 +97,8 @@ std::vector<std::string> values_to_calibrate(const Graph& g, const PrecisionPlan
 
 // Builds the LayerQuant of one int8 matrix node from the QParams already in plan.values and, when
 // `given` is non-null, pre-quantized weight codes/scales (QDQ models); returns false with `reason` when
-// the node cannot run in int8. With options.bias_correction, weights it quantizes itself and
+// the node cannot run in int8. With options.bias_correction (kNonNegativeInputs: when the input's
+// calibrated minimum is >= 0), weights it quantizes itself and
 // `input_stats` (the calibration statistics of the node's input) holding per-channel means, the bias
 // is corrected for the weights' rounding (see QuantOptions).
 bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const QuantOptions& options,

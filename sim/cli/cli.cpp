@@ -465,8 +465,10 @@ struct ModelCliOptions {
   std::string preprocess_file;                     // --preprocess FILE.yaml
   std::optional<compiler::Preprocess> preprocess;  // read from it by load_preprocess()
   std::string weights = "per-channel";
+  std::string weight_range = "minmax";  // --weight-range (QuantOptions' default)
   std::string activations = "asymmetric";
-  bool bias_correction = false;  // --bias-correction
+  bool bias_correction = false;              // --bias-correction (every layer)
+  bool bias_correction_nonnegative = false;  // --bias-correction-nonnegative
   bool empirical_bias_correction = false;  // --empirical-bias-correction
   int empirical_bias_samples = 8;          // --empirical-bias-samples (QuantOptions' default)
   bool empirical_bias_samples_given = false;
@@ -533,11 +535,17 @@ po::options_description precision_options(ModelCliOptions& m) {
       "letterbox, channel order, scale, mean/std, layout, dtype (docs/quantization.md, \"Images as inputs "
       "and task metrics\")")("weights", po::value(&m.weights)->value_name("G"),
                              "int8 weight scales: per-channel (default) or per-tensor")(
+      "weight-range", po::value(&m.weight_range)->value_name("R"),
+      "int8 weight scales' range: minmax (max |w|, default), mse (the clip minimising the weights' squared "
+      "rounding and clipping error) or output-mse (the clip minimising the expected output error, from the "
+      "calibration inputs' per-channel means and variances; docs/quantization.md)")(
       "activations", po::value(&m.activations)->value_name("S"),
       "int8 activations: asymmetric (uint8 with a zero point, default) or symmetric (int8, zero point 0)")(
       "bias-correction", po::bool_switch(&m.bias_correction),
       "int8: fold the mean shift that rounding the weights causes (from the calibration inputs' per-channel "
       "means) into each layer's int32 bias (docs/quantization.md)")(
+      "bias-correction-nonnegative", po::bool_switch(&m.bias_correction_nonnegative),
+      "int8: the same, only in the layers whose input is never negative on the calibration inputs")(
       "empirical-bias-correction", po::bool_switch(&m.empirical_bias_correction),
       "int8: run the quantized model beside fp32 on the first calibration inputs, layer by layer, and fold "
       "each layer's mean output error per channel into its int32 bias (docs/quantization.md)")(
@@ -642,11 +650,21 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
     throw UsageError(fmt::format("--weights '{}' is not one of per-channel, per-tensor", m.weights));
   }
   r.quant.per_channel = m.weights == "per-channel";
+  try {
+    r.quant.weight_range = q::parse_weight_range(m.weight_range);
+  } catch (const std::exception&) {
+    throw UsageError(
+        fmt::format("--weight-range '{}' is not one of minmax, mse, output-mse", m.weight_range));
+  }
   if (m.activations != "asymmetric" && m.activations != "symmetric") {
     throw UsageError(fmt::format("--activations '{}' is not one of asymmetric, symmetric", m.activations));
   }
   r.quant.symmetric_activations = m.activations == "symmetric";
-  r.quant.bias_correction = m.bias_correction;
+  if (m.bias_correction && m.bias_correction_nonnegative)
+    throw UsageError("--bias-correction (every layer) and --bias-correction-nonnegative exclude each other");
+  r.quant.bias_correction = m.bias_correction               ? q::BiasCorrection::kAll
+                            : m.bias_correction_nonnegative ? q::BiasCorrection::kNonNegativeInputs
+                                                            : q::BiasCorrection::kNone;
   r.quant.empirical_bias_correction = m.empirical_bias_correction;
   if (m.empirical_bias_samples_given && !m.empirical_bias_correction)
     throw UsageError("--empirical-bias-samples needs --empirical-bias-correction");

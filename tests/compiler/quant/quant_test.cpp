@@ -338,6 +338,75 @@ TEST(Weights, PerChannelScalesFollowEachChannelsMax) {
   EXPECT_EQ(pt.q[3], 3);  // 2.54 -> 3
 }
 
+TEST(Weights, MseRangeClipsALoneOutlierWhenTheRestRoundsFinerForItAndKeepsAUniformRange) {
+  // Channel 0: 16 383 evenly spaced values on [-1, 1] and one at 1.1. Min-max: step 1.1 / 127, rounding
+  // noise 16 384 x step^2 / 12 = 0.102; clipping near 1.0 costs the outlier (0.1)^2 = 0.01 and leaves
+  // 0.085 of rounding noise: the mse range is below max |w| and its error lower. Channel 1: the evenly
+  // spaced values alone, where clipping only adds error: the whole range.
+  constexpr int kN = 16384;
+  std::vector<float> v;
+  for (int k = 0; k < kN - 1; ++k) v.push_back(-1.0f + 2.0f * static_cast<float>(k) / (kN - 2));
+  v.push_back(1.1f);
+  for (int k = 0; k < kN; ++k) v.push_back(-1.0f + 2.0f * static_cast<float>(k) / (kN - 1));
+  const Tensor w = Tensor::from_floats({2, kN}, v);
+  const auto mm = quantize_weights(w, 0, true);
+  const auto mse = quantize_weights(w, 0, true, WeightRange::kMse);
+  auto error = [&](const QuantizedWeights& q, int c) {
+    double e = 0;
+    for (int k = 0; k < kN; ++k) {
+      const double d = v[c * kN + k] - q.q[c * kN + k] * static_cast<double>(q.scale[c]);
+      e += d * d;
+    }
+    return e;
+  };
+  EXPECT_LT(mse.scale[0], 0.97f * mm.scale[0]);
+  EXPECT_GT(mse.scale[0], 0.85f * mm.scale[0]);
+  EXPECT_LT(error(mse, 0), 0.95 * error(mm, 0));
+  EXPECT_FLOAT_EQ(mse.scale[1], mm.scale[1]);  // a uniform channel: clipping only adds error
+  EXPECT_EQ(parse_weight_range("output-mse"), WeightRange::kOutputMse);
+  EXPECT_THROW(parse_weight_range("kl"), std::invalid_argument);
+}
+
+TEST(Weights, OutputMseRangeWeighsEachWeightByItsInputsStatistics) {
+  // Two weights per output channel, the second near max |w|: its rounding error matters only if its
+  // input varies. With the first input constant at 0 (mean 0, variance 0) every clip is equally good for
+  // it, and the choice is the largest range that rounds the second weight best; with the second input
+  // constant at 0 instead, only the first weight counts and the clip is the one that rounds it best.
+  const Tensor w = Tensor::from_floats({1, 2}, {0.3f, 1.0f});
+  const auto keep = quantize_weights(w, 0, true, WeightRange::kOutputMse, {0.0, 0.0}, {0.0, 1.0});
+  EXPECT_FLOAT_EQ(keep.scale[0], 1.0f / 127.0f);  // 1.0 is exact on the full range
+  const auto first = quantize_weights(w, 0, true, WeightRange::kOutputMse, {0.0, 0.0}, {1.0, 0.0});
+  const double d = 0.3 - first.q[0] * static_cast<double>(first.scale[0]);
+  const double d_full = 0.3 - std::nearbyint(0.3 * 127.0) / 127.0;
+  EXPECT_LE(std::fabs(d), std::fabs(d_full));
+  EXPECT_LT(first.scale[0], 1.0f / 127.0f);  // the second weight clips: it multiplies a constant 0
+  // Constant inputs 1, 1 (variance 0) under the two smaller of three weights: the objective is their
+  // output's mean shift (d_0 + d_1)^2, which the clip search drives below min-max's (ignoring the mean
+  // term, every clip would score 0 and min-max's range would stay).
+  const Tensor w3 = Tensor::from_floats({1, 3}, {0.3f, 0.5f, 1.0f});
+  const auto shift = quantize_weights(w3, 0, true, WeightRange::kOutputMse, {1.0, 1.0, 0.0}, {0.0, 0.0, 0.0});
+  auto mean_shift = [&](const QuantizedWeights& q) {
+    return std::fabs(0.3 + 0.5 - (q.q[0] + q.q[1]) * static_cast<double>(q.scale[0]));
+  };
+  EXPECT_LT(mean_shift(shift), mean_shift(quantize_weights(w3, 0, true)));
+}
+
+TEST(Weights, InputChannelOfEachWeightElementForConvGroupsAndGemm) {
+  Node conv;
+  conv.op_type = "Conv";
+  // Grouped conv: 4 outputs, 2 groups, 2 input channels per group, 1x1 kernel -> 4 input channels.
+  const Tensor wc = Tensor::from_floats({4, 2, 1, 1}, std::vector<float>(8, 1.0f));
+  EXPECT_EQ(weight_input_channels(conv, wc, 0, 4), (std::vector<int64_t>{0, 1, 0, 1, 2, 3, 2, 3}));
+  EXPECT_TRUE(weight_input_channels(conv, wc, 0, 3).empty());
+  Node gemm;
+  gemm.op_type = "Gemm";
+  const Tensor wg = Tensor::from_floats({2, 3}, std::vector<float>(6, 1.0f));  // transB: [N, K]
+  EXPECT_EQ(weight_input_channels(gemm, wg, 0, 3), (std::vector<int64_t>{0, 1, 2, 0, 1, 2}));
+  Node mm;
+  mm.op_type = "MatMul";  // [K, N]
+  EXPECT_EQ(weight_input_channels(mm, wg, 1, 2), (std::vector<int64_t>{0, 0, 0, 1, 1, 1}));
+}
+
 // ---- the int8 reference -----------------------------------------------------------------------
 
 TEST(Int8Reference, ConvLayerMatchesAPlainIntegerReference) {
@@ -471,22 +540,24 @@ TEST(BiasCorrection, WeightRoundingShiftIsTheRoundingErrorTimesTheInputChannelMe
 
 TEST(BiasCorrection, RemovesTheOutputMeanShiftOfRoundedWeightsOnInputsWithANonzeroMean) {
   // One MatMul, per-tensor weights (coarse: the rounding errors are large), inputs 3 + N(0, 1): without
-  // correction each output channel's int8 mean is off by about sum_k err[k][c] x 3.
+  // correction each output channel's int8 mean is off by about sum_k err[k][c] x 3. Those inputs dip below
+  // zero, so kNonNegativeInputs leaves them alone; |3 + N(0, 1)| it corrects.
   GraphBuilder b;
   auto x = b.input("x", {1, 64});
   b.output(b.node("MatMul", {x, b.random_constant("w", {64, 8}, 5)}, "y", {1, 8}));
   const Graph g = b.build();
-  std::mt19937 rng(9);
-  std::normal_distribution<float> d(3.0f, 1.0f);
-  std::vector<Sample> samples;
-  for (int k = 0; k < 64; ++k) {
-    std::vector<float> v(64);
-    for (float& f : v) f = d(rng);
-    samples.push_back({{"x", Tensor::from_floats({1, 64}, v)}});
-  }
-  const auto stats = collect_statistics(g, samples);
-  ASSERT_EQ(stats.at("x").last_dim_means().size(), 64u);
-  auto mean_shift = [&](bool correct) {
+  auto mean_shift = [&](BiasCorrection correct, bool nonnegative) {
+    std::mt19937 rng(9);
+    std::normal_distribution<float> d(3.0f, 1.0f);
+    std::vector<Sample> samples;
+    for (int k = 0; k < 64; ++k) {
+      std::vector<float> v(64);
+      for (float& f : v) f = nonnegative ? std::fabs(d(rng)) : d(rng);
+      samples.push_back({{"x", Tensor::from_floats({1, 64}, v)}});
+    }
+    const auto stats = collect_statistics(g, samples);
+    EXPECT_EQ(stats.at("x").last_dim_means().size(), 64u);
+    EXPECT_EQ(stats.at("x").min() >= 0, nonnegative);
     PrecisionSpec spec;
     spec.model = Precision::kInt8;
     PrecisionPlan plan = resolve_plan(g, spec);
@@ -505,8 +576,17 @@ TEST(BiasCorrection, RemovesTheOutputMeanShiftOfRoundedWeightsOnInputsWithANonze
     for (double v : diff) total += std::fabs(v);
     return total;
   };
-  const double without = mean_shift(false), with = mean_shift(true);
-  EXPECT_LT(with, 0.5 * without) << "mean |shift| per channel summed: " << with << " vs " << without;
+  for (bool nonnegative : {false, true}) {
+    const double without = mean_shift(BiasCorrection::kNone, nonnegative);
+    const double with = mean_shift(BiasCorrection::kAll, nonnegative);
+    EXPECT_LT(with, 0.5 * without) << "mean |shift| per channel summed: " << with << " vs " << without;
+    const double restricted = mean_shift(BiasCorrection::kNonNegativeInputs, nonnegative);
+    if (nonnegative)
+      EXPECT_EQ(restricted, with);
+    else
+      EXPECT_EQ(restricted, without);
+  }
+  EXPECT_EQ(QuantOptions{}.bias_correction, BiasCorrection::kNone);
 }
 
 TEST(BiasCorrection, EmpiricalCorrectionCentresEachLayersOutputOnFp32sWithTheLayersAboveCorrectedFirst) {
