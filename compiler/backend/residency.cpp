@@ -143,10 +143,18 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapp
   // The input, where the layer before left it, when reading it there is no slower by the closed form
   // (otherwise the first LOAD of it spills it: Context::load).
   if (MatrixJob g; as_sram_gemm(j, v, &g)) {
+    // A mapping file's tiling of this layer (what --mapping-out wrote) says how it read the value: a
+    // GEMM tile (tile_m) in place, a convolution's tile from DRAM (the value spilled first), whatever
+    // the producer's entry says.
+    const LayerMapping* own = c.options.mapping ? c.options.mapping->find(c.g.nodes[c.layer].name) : nullptr;
+    const bool own_tiled = own != nullptr && own->has_tiling();
+    const bool decided = own_tiled || v.imposed;
     const MatrixJob plain = j;
-    const double without = v.imposed ? 0.0 : best_estimate(c, j, s, mm);
+    const double without = decided ? 0.0 : best_estimate(c, j, s, mm);
     j = g;
-    if (v.imposed || best_estimate(c, j, s, mm) <= without) {
+    const bool in_place =
+        own_tiled ? own->tile_m.has_value() : v.imposed || best_estimate(c, j, s, mm) <= without;
+    if (in_place) {
       c.kept_on_chip[v.value] = v.addr;
       v.pending = false;
       c.plan->on_chip_input = v.value;
