@@ -144,14 +144,12 @@ bool MatrixMapper::fits(const Tiling& t) const {
   return t.in_bytes <= c_.capacity(Buffer::kInput) && t.w_bytes <= c_.capacity(Buffer::kWeight);
 }
 
-// Memoised: the search asks for the same few boxes many times.
-const MatrixMapper::BoxCost& MatrixMapper::dma_cost(int64_t s0, int64_t s1, int64_t s2, int64_t st1, int64_t st2,
-                                                    DType t) const {
+// Memoised in Context::dma_box_costs: the search asks for the same few boxes many times, layer after layer.
+MatrixMapper::BoxCost MatrixMapper::dma_cost(int64_t s0, int64_t s1, int64_t s2, int64_t st1, int64_t st2,
+                                             DType t) const {
   const std::array<int64_t, 6> key = {s0, s1, s2, st1, st2, static_cast<int64_t>(t)};
-  auto it = dma_memo_.find(key);
-  if (it != dma_memo_.end()) return it->second;
-  if (auto shared = c_.dma_box_costs.find(key); shared != c_.dma_box_costs.end())
-    return dma_memo_.emplace(key, BoxCost{shared->second[0], shared->second[1]}).first->second;
+  if (auto it = c_.dma_box_costs.find(key); it != c_.dma_box_costs.end())
+    return {it->second[0], it->second[1]};
   isa::Instruction i;
   i.opcode = isa::Opcode::kLoad;
   i.set(isa::Field::kDtype, static_cast<int64_t>(t)).set(isa::Field::kDramAddr, 0);
@@ -165,7 +163,7 @@ const MatrixMapper::BoxCost& MatrixMapper::dma_cost(int64_t s0, int64_t s1, int6
                   std::max(isa::timing::channel_skew(rows, c_.config.dram),
                            isa::timing::dram_cost_factor(rows, false, c_.config, c_.dram_bytes_per_cycle))};
   c_.dma_box_costs.emplace(key, std::array<double, 2>{v.cycles, v.skew});
-  return dma_memo_.emplace(key, v).first->second;
+  return v;
 }
 
 double MatrixMapper::vec_cost(int64_t elems) const {

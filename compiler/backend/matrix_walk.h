@@ -310,7 +310,7 @@ class MatrixMapper {
   struct BoxCost {
     double cycles = 0, skew = 1;
   };
-  const BoxCost& dma_cost(int64_t s0, int64_t s1, int64_t s2, int64_t st1, int64_t st2, isa::DType t) const;
+  BoxCost dma_cost(int64_t s0, int64_t s1, int64_t s2, int64_t st1, int64_t st2, isa::DType t) const;
   double dma_cycles(int64_t s0, int64_t s1, int64_t s2, int64_t st1, int64_t st2, isa::DType t) const {
     return dma_cost(s0, s1, s2, st1, st2, t).cycles;
   }
@@ -333,8 +333,6 @@ class MatrixMapper {
   Context& c_;
   const MatrixJob& j_;
   MatrixStrategy& s_;
-  mutable std::map<std::array<int64_t, 6>, BoxCost>
-      dma_memo_;  // this layer's, in front of Context::dma_box_costs
 };
 
 // Records a chosen tiling in c.plan (tile shape, loop order, estimates, MACs).
