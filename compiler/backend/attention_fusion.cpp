@@ -33,7 +33,7 @@ struct Chain {
   // element where head h's row starts.
   bool mask = false;
   const DramTensor* mask_t = nullptr;
-  std::vector<float> mask_values;
+  const Tensor* mask_values = nullptr;
   std::vector<int64_t> mask_row;
 };
 
@@ -165,7 +165,7 @@ std::string match(const Context& c, size_t i, Chain* ch, size_t* count) {
     if (!m.fully_known() || !mask_rows(m.shape, g.value(ch->scores).shape, &ch->mask_row))
       return "the Add is not a mask of one row per head";
     if (m.is_constant())
-      ch->mask_values = m.constant->to_float_vector();
+      ch->mask_values = m.constant.get();
     else
       ch->mask_t = &c.tensor(add->inputs[1]);
   }
@@ -229,8 +229,8 @@ void emit(Context& c, const Chain& ch, const Blocking& b, bool round_trip) {
     if (ch.mask_t) {
       mask_range = ch.mask_t->range(), mask_addr = ch.mask_t->addr;
     } else {
-      mask_addr = c.add_floats(ch.mask_values, c.act);
-      mask_range = Range{kDram, mask_addr, mask_addr + static_cast<uint64_t>(ch.mask_values.size()) * es};
+      mask_addr = c.add_constant(*ch.mask_values, c.act);
+      mask_range = Range{kDram, mask_addr, mask_addr + static_cast<uint64_t>(ch.mask_values->size()) * es};
     }
   }
   for (int k = 0; k < 2; ++k) {

@@ -545,7 +545,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
         }
         b.dram_addr = c.add_data(std::move(bytes));
       } else {
-        b.dram_addr = c.add_floats(v.constant->to_float_vector(), b.dtype);
+        b.dram_addr = c.add_constant(*v.constant, b.dtype);
       }
     } else {
       const DramTensor& t = c.tensor(name);

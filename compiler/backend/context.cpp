@@ -161,13 +161,20 @@ uint64_t Context::add_elided_data(uint64_t bytes) {
   return at;
 }
 
+uint64_t Context::add_constant(const Tensor& v, isa::DType t) {
+  if (!v.has_values())
+    return add_elided_data(static_cast<uint64_t>(v.size()) * static_cast<uint64_t>(isa::dtype_bytes(t)));
+  return v.floating() ? add_floats(v.f, t) : add_floats(v.to_float_vector(), t);
+}
+
 uint64_t Context::add_floats(const std::vector<float>& v, isa::DType t) {
   if (in_trial_) return reserve_data(v.size() * static_cast<uint64_t>(isa::dtype_bytes(t)));
-  std::vector<uint8_t> b(v.size() * static_cast<size_t>(isa::dtype_bytes(t)));
   if (t == isa::DType::kFp32) {
-    if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
-    return add_data(std::move(b));
+    // Copied in one pass (sizing the vector first would zero every page once more).
+    const auto* p = reinterpret_cast<const uint8_t*>(v.data());
+    return add_data(std::vector<uint8_t>(p, p + v.size() * sizeof(float)));
   }
+  std::vector<uint8_t> b(v.size() * static_cast<size_t>(isa::dtype_bytes(t)));
   for (size_t i = 0; i < v.size(); ++i) {
     const uint16_t h = t == isa::DType::kFp16 ? to_fp16(v[i]) : to_bf16(v[i]);
     std::memcpy(&b[i * 2], &h, 2);

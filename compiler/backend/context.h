@@ -172,6 +172,9 @@ class Context {
   uint64_t add_data(std::vector<uint8_t> bytes);
   // Float values converted to `t` (fp32/fp16/bf16) as a data segment.
   uint64_t add_floats(const std::vector<float>& v, isa::DType t);
+  // A constant's values converted to `t` as a data segment; a shape-only constant (a timing-only
+  // compile) places a segment of its size without bytes (add_elided_data).
+  uint64_t add_constant(const Tensor& v, isa::DType t);
   // The DRAM address a data segment of `bytes` would get, reserved without building it (trials only).
   uint64_t reserve_data(uint64_t bytes);
   // Places `bytes` of a shape-only constant's data (Tensor::shape_only): a segment that records its size

@@ -154,12 +154,22 @@ std::vector<int> output_order(const DramTensor& y) {
   return ylay;
 }
 
-// A constant operand of logical shape `padded` (y's rank, 1 = broadcast) with data `src`, written as a
-// data segment in the output's physical order.
-Operand constant_operand(Context& c, const std::vector<float>& src, const Shape& padded, const DramTensor& y) {
+// A constant operand of logical shape `padded` (y's rank, 1 = broadcast) with data `*src`, written as a
+// data segment in the output's physical order; `src` null: a shape-only constant (a timing-only
+// compile), whose segment is placed without bytes.
+Operand constant_operand(Context& c, const std::vector<float>* src, const Shape& padded,
+                         const DramTensor& y) {
   const std::vector<int> ylay = output_order(y);
   Operand o;
   for (int d : ylay) o.pshape.push_back(padded[static_cast<size_t>(d)]);
+  o.constant = true;
+  o.dt = c.act;
+  if (src == nullptr) {
+    const auto bytes = static_cast<uint64_t>(num_elements(o.pshape)) * static_cast<uint64_t>(c.esize);
+    o.addr = c.add_elided_data(bytes);
+    o.range = Range{kDram, o.addr, o.addr + bytes};
+    return o;
+  }
   const size_t r = padded.size();
   const auto lst = dense_strides(padded);
   std::vector<float> dst(static_cast<size_t>(num_elements(o.pshape)));
@@ -171,10 +181,8 @@ Operand constant_operand(Context& c, const std::vector<float>& src, const Shape&
       rem %= pst[k];
       li += coord * lst[static_cast<size_t>(ylay[k])];
     }
-    dst[static_cast<size_t>(i)] = src[static_cast<size_t>(li)];
+    dst[static_cast<size_t>(i)] = (*src)[static_cast<size_t>(li)];
   }
-  o.constant = true;
-  o.dt = c.act;
   o.addr = c.add_floats(dst, c.act);
   o.range = Range{kDram, o.addr, o.addr + dst.size() * static_cast<uint64_t>(c.esize)};
   return o;
@@ -188,7 +196,10 @@ bool make_operand(Context& c, const std::string& name, const DramTensor& y, Oper
   Shape padded(r - v.shape.size(), 1);
   padded.insert(padded.end(), v.shape.begin(), v.shape.end());
   if (v.is_constant()) {
-    o = constant_operand(c, v.constant->to_float_vector(), padded, y);
+    const Tensor& t = *v.constant;
+    const std::vector<float> converted =
+        t.has_values() && !t.floating() ? t.to_float_vector() : std::vector<float>();
+    o = constant_operand(c, !t.has_values() ? nullptr : t.floating() ? &t.f : &converted, padded, y);
     return true;
   }
   const std::vector<int> ylay = output_order(y);
@@ -566,7 +577,8 @@ bool lower_batchnorm(Context& c, const Node& n, std::string* why) {
   if (qx || quantize) load_conversion_constants(c, kConvA, qx, quantize ? qy : nullptr);
   Shape per_channel(y.shape.size(), 1);
   per_channel[1] = y.shape[1];
-  const std::vector<Operand> Bs = {constant_operand(c, ar.mul, per_channel, y), constant_operand(c, ar.add, per_channel, y)};
+  const std::vector<Operand> Bs = {constant_operand(c, &ar.mul, per_channel, y),
+                                   constant_operand(c, &ar.add, per_channel, y)};
   const DType codes_out = ar.codes_out ? y.dtype : c.act;
   const bool clamp = ar.codes_out && !act.empty();
   // # int8: the fp32 work runs in the accumulator buffer (its conversion constants first): the codes

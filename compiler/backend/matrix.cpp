@@ -109,7 +109,9 @@ class FloatStrategy : public MatrixStrategy {
   }
 
   uint64_t depthwise_weights() override {
-    if (c_.in_trial()) return c_.reserve_data(static_cast<uint64_t>(j_.kh * j_.kw * j_.groups * c_.esize));
+    const auto bytes = static_cast<uint64_t>(j_.kh * j_.kw * j_.groups * c_.esize);
+    if (c_.in_trial()) return c_.reserve_data(bytes);
+    if (j_.w_elided) return c_.add_elided_data(bytes);
     return c_.add_floats(depthwise_weight_values(j_, j_.w), c_.act);
   }
 
@@ -289,10 +291,6 @@ void run(Context& c, FloatJob& j) {
   c.plan->instructions = c.em.size() - before;
 }
 
-std::vector<float> const_floats(const Context& c, const std::string& name) {
-  return c.g.value(name).constant->to_float_vector();
-}
-
 // A 2-D convolution over NHWC tensors: the node's own (Conv) or one derived from it (ConvTranspose as
 // a stride-1 conv over a zero-inserted copy of its input). w is [M][cg][kh][kw].
 struct ConvSpec {
@@ -302,6 +300,7 @@ struct ConvSpec {
   // or `derived` (ConvTranspose's flipped kernel).
   const std::vector<float>* w = nullptr;
   std::vector<float> derived;
+  bool w_elided = false;  // a shape-only constant (a timing-only compile): neither w nor derived
   int64_t groups = 1, kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;
   bool node_pads = false;  // Conv: pt / pl from the node's pads or auto_pad instead
 };
@@ -318,7 +317,8 @@ bool lower_conv_spec(Context& c, const Node& n, const ConvSpec& cs) {
   j.kh = cs.kh, j.kw = cs.kw, j.sh = cs.sh, j.sw = cs.sw, j.dh = cs.dh, j.dw = cs.dw, j.pt = cs.pt, j.pl = cs.pl;
   if (cs.node_pads) set_conv_pads(n, j);
   if (!j.conv_mappable()) return false;
-  j.w = grouped_weights(j, *cs.w);
+  j.w_elided = cs.w_elided;
+  if (!cs.w_elided) j.w = grouped_weights(j, *cs.w);
   const uint64_t es = static_cast<uint64_t>(c.esize);
   const uint64_t xa = x.addr, ya = y.addr;
   const int64_t xs = j.H * j.W * j.C, ys = j.OH * j.OW * j.M;
@@ -371,7 +371,9 @@ bool lower_conv(Context& c, const Node& n) {
   cs.sh = st[0], cs.sw = st[1], cs.dh = dl[0], cs.dw = dl[1];
   cs.node_pads = true;
   const Tensor& wt = *wv.constant;
-  if (wt.floating() && wt.has_values()) {
+  if (!wt.has_values()) {
+    cs.w_elided = true;
+  } else if (wt.floating()) {
     cs.w = &wt.f;
   } else {
     cs.derived = wt.to_float_vector();
@@ -415,21 +417,24 @@ bool lower_conv_transpose_blocks(Context& c, const Node& n, const DramTensor& x,
     j.epi.bias = Epilogue::Bias::kRow;
     j.epi.bias_addr = c.add_floats(rep, DType::kFp32);
   }
-  const std::vector<float> w = const_floats(c, n.inputs[1]);  // [C][M][kh][kw]
+  const Tensor& wt = *c.g.value(n.inputs[1]).constant;
+  const std::vector<float> w =
+      wt.has_values() ? wt.to_float_vector() : std::vector<float>();  // [C][M][kh][kw]
   const uint64_t es = static_cast<uint64_t>(c.esize), xa = x.addr;
   j.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * H * W * C) * es; };
   j.a_range = x.range();
   j.y_range = y.range();
   LayerPlan total;
   for (int64_t i = 0; i < kh; ++i) {
-    std::vector<float> wi(static_cast<size_t>(kw * M * C));  // [kw * M][C][1][1]
-    for (int64_t jj = 0; jj < kw; ++jj)
+    FloatJob ji = j;
+    ji.w_elided = !wt.has_values();
+    std::vector<float> wi(ji.w_elided ? 0 : static_cast<size_t>(kw * M * C));  // [kw * M][C][1][1]
+    for (int64_t jj = 0; jj < kw && !ji.w_elided; ++jj)
       for (int64_t m = 0; m < M; ++m)
         for (int64_t ci = 0; ci < C; ++ci)
           wi[static_cast<size_t>((jj * M + m) * C + ci)] =
               w[static_cast<size_t>(((ci * M + m) * kh + i) * kw + jj)];
-    FloatJob ji = j;
-    ji.w = grouped_weights(ji, wi);
+    if (!ji.w_elided) ji.w = grouped_weights(ji, wi);
     const uint64_t ya = y.addr + static_cast<uint64_t>(i * OW * M) * es;
     ji.y_base = [=](int64_t img) { return ya + static_cast<uint64_t>(img * OH * OW * M) * es; };
     ji.what = fmt::format("ConvTranspose {}x{}x{}->{} kernel row {}", kh, kw, C, M, i);
@@ -515,10 +520,12 @@ bool lower_conv_transpose(Context& c, const Node& n) {
   cs.x = &xp, cs.y = &y;
   cs.groups = groups, cs.kh = kh, cs.kw = kw, cs.dh = d[0], cs.dw = d[1];
   // W [C][mg][kh][kw] -> conv weights [M][cg][kh][kw], flipped.
-  const std::vector<float> w = const_floats(c, n.inputs[1]);
-  cs.derived.assign(static_cast<size_t>(M * cg * kh * kw), 0.0f);
+  const Tensor& wt = *c.g.value(n.inputs[1]).constant;
+  cs.w_elided = !wt.has_values();
+  const std::vector<float> w = cs.w_elided ? std::vector<float>() : wt.to_float_vector();
+  if (!cs.w_elided) cs.derived.assign(static_cast<size_t>(M * cg * kh * kw), 0.0f);
   cs.w = &cs.derived;
-  for (int64_t g = 0; g < groups; ++g) {
+  for (int64_t g = 0; g < groups && !cs.w_elided; ++g) {
     for (int64_t m = 0; m < mg; ++m) {
       for (int64_t ci = 0; ci < cg; ++ci) {
         for (int64_t i = 0; i < kh; ++i) {

@@ -29,10 +29,11 @@ struct ImportOptions {
   // Values of named dynamic dimensions (`--dynamic seq=128`): every input dimension whose dim_param is
   // a key takes the value. Each key must name a dim_param of some runtime input.
   std::map<std::string, int64_t> dim_params;
-  // false (timing-only runs): the MatMul weights of built-in models (gemm:, llm:) and of SCALE-Sim GEMM
-  // rows are shape-only constants (Tensor::shape_only): never generated nor held, since no cycle count
-  // depends on them. The reference interpreter, int8 calibration and functional runs need true. ONNX
-  // files always carry their values.
+  // false (timing-only runs): the weights are shape-only constants (Tensor::shape_only): never generated,
+  // converted nor held, since no cycle count depends on them. That is the MatMul weights of built-in
+  // models (gemm:, llm:) and of SCALE-Sim GEMM rows, and an ONNX file's floating initializers of 64 KiB
+  // or more (smaller ones, such as shapes, scales and per-channel vectors, keep their values). The
+  // reference interpreter, int8 calibration and functional runs need true.
   bool weight_values = true;
 };
 

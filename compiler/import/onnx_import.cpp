@@ -102,7 +102,15 @@ struct UnalignedFloats {
   bool operator<(const UnalignedFloats& o) const { return p < o.p; }
 };
 
-Tensor convert_tensor(const onnx::TensorProto& tp, const std::string& what, std::string_view lifted = {}) {
+// Floating initializers of at least this many bytes are weights: a timing-only import (ImportOptions::
+// weight_values false) keeps their type and shape only. Smaller ones (shapes, scales, clip bounds, the
+// per-channel vectors passes fold) keep their values, since the program's structure may depend on them.
+constexpr int64_t kElidedWeightBytes = 64 * 1024;
+
+// `keep_values` false: a floating tensor of kElidedWeightBytes or more is checked (its value count) and
+// returned shape-only (Tensor::shape_only), its values never read.
+Tensor convert_tensor(const onnx::TensorProto& tp, const std::string& what, std::string_view lifted = {},
+                      bool keep_values = true) {
   const int et = tp.data_type();
   const DataType dt = static_cast<DataType>(et);
   switch (dt) {
@@ -133,6 +141,14 @@ Tensor convert_tensor(const onnx::TensorProto& tp, const std::string& what, std:
   };
   const bool has_raw = lifted.data() != nullptr || tp.has_raw_data();
   const std::string_view raw = lifted.data() != nullptr ? lifted : std::string_view(tp.raw_data());
+  if (!keep_values && is_float(dt) && n * es >= kElidedWeightBytes) {
+    const int64_t have = has_raw                    ? static_cast<int64_t>(raw.size()) / es
+                         : dt == DataType::kFloat32 ? tp.float_data_size()
+                         : dt == DataType::kFloat64 ? tp.double_data_size()
+                                                    : tp.int32_data_size();
+    if (have != n || (has_raw && static_cast<int64_t>(raw.size()) != n * es)) throw mismatch(have);
+    return Tensor::shape_only(dt, shape);
+  }
   if (has_raw && dt == DataType::kFloat32) {
     // The bulk of every model: one pass over the bytes, straight into the vector (resizing first would
     // zero every page once more: 8% of a ResNet-50 run).
@@ -578,7 +594,8 @@ Graph import_model_proto(onnx::ModelProto& model, const ImportOptions& options, 
     const std::string_view in_file = lifted != nullptr && k < static_cast<int>(lifted->size())
                                          ? (*lifted)[static_cast<size_t>(k)]
                                          : std::string_view();
-    Tensor t = convert_tensor(init, mname + " initializer '" + init.name() + "'", in_file);
+    Tensor t =
+        convert_tensor(init, mname + " initializer '" + init.name() + "'", in_file, options.weight_values);
     g.add_constant(init.name(), std::move(t));
     // Nothing reads the proto's copy again: release it as we go, so the weights are held about once,
     // not twice, at the peak. (clear_*() would keep the buffers' capacity; the swapped-out copy is freed.)
