@@ -140,6 +140,12 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
   compiler::lower(m.lowered, pipeline, observer);
   compiler::passes::Equalization equalization;
   if (options.plan.quant.cross_layer_equalization) {
+    // A pre-quantized model's weight codes and activation scales are its own: rescaling its float weights
+    // would silently break the match between them.
+    if (m.prequantized)
+      throw compiler::quant::PrecisionError(
+          "--cle rescales a float model's weights; this model is pre-quantized (its own weight codes and "
+          "activation scales would no longer match)");
     equalization = compiler::passes::equalize_cross_layer(m.lowered);
     if (observer) observer("cross-layer-equalization", m.lowered);
   }

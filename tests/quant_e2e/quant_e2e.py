@@ -31,7 +31,7 @@ Cases:
                      MobileNetV2 block's 4 ReLU6 pairs (and its residual one) as skipped with the reason, its
                      project -> head pair (no activation between) as equalised;
                      int8 --accuracy --cle
-                     carries the same record in accuracy.calibration.
+                     carries the same record in accuracy.calibration; --cle on a pre-quantized model exits 2.
   qlinear            an onnxruntime-style QOperator model written here (QuantizeLinear, QLinearConv x2,
                      QLinearMatMul, DequantizeLinear, constant scales) runs its QLinear ops as int8 matrix
                      layers, and its output matches plain numpy integer arithmetic within one code.
@@ -377,6 +377,9 @@ elif CASE == "cle":
     check(len(relu6) == 4
           and len(residual) + len(relu6) == len(skipped), f"MobileNetV2 block's ReLU6 pairs: {skipped}")
     check(r["compile"]["cross_layer_equalization"]["skipped"] == skipped, "compile and accuracy records differ")
+    qdq = os.path.join(SRC, "tests", "quant_e2e", "data", "qdq_resblock.onnx")
+    p = run(["run", qdq, "--cle", "-q"], expect=2)
+    check("--cle" in p.stderr and "pre-quantized" in p.stderr and "Traceback" not in p.stderr, p.stderr)
     print(f"ok: --cle keeps ResNet-18's fp32 output (max difference {rel:.2g} of its largest magnitude), "
           f"equalises its 8 conv -> Relu -> conv pairs, skips {len(relu6)} ReLU6 pairs with the reason")
 else:
