@@ -354,8 +354,10 @@ void write_accuracy_json(const AccuracyReport& r, std::ostream& o) {
   }
   figure(w.key("bad_layer_sqnr_db"), r.bad_layer_sqnr_db);
   w.key("calibration").object().member("method", r.calibration.method).member("inputs", r.calibration.inputs);
-  w.member("synthetic", r.calibration.synthetic).member("source", r.calibration.source).end();
-  w.member("evaluation_inputs", r.evaluation_inputs);
+  w.member("synthetic", r.calibration.synthetic).member("source", r.calibration.source);
+  if (r.calibration.equalization.applied)
+    w.key("cross_layer_equalization").raw(equalization_json(r.calibration.equalization));
+  w.end().member("evaluation_inputs", r.evaluation_inputs);
   if (r.evaluation_source.empty()) {
     w.key("evaluation_source").null();
   } else {
@@ -396,6 +398,23 @@ void write_accuracy_json(const AccuracyReport& r, std::ostream& o) {
   o << s;
 }
 
+std::string equalization_json(const passes::Equalization& e) {
+  std::string s;
+  JsonWriter w(s);
+  w.object().member("rounds", e.rounds).key("pairs").array();
+  for (const passes::EqualizedPair& p : e.pairs) {
+    w.object().member("first", p.first).member("second", p.second).member("between", p.between);
+    figure(w.key("min_scale"), p.min_scale);
+    figure(w.key("max_scale"), p.max_scale);
+    w.end();
+  }
+  w.end().key("skipped").array();
+  for (const passes::SkippedPair& p : e.skipped)
+    w.object().member("first", p.first).member("second", p.second).member("reason", p.reason).end();
+  w.end().end();
+  return s;
+}
+
 std::string accuracy_json(const AccuracyReport& r) {
   std::ostringstream os;
   write_accuracy_json(r, os);
@@ -413,6 +432,9 @@ std::string accuracy_summary(const AccuracyReport& r, size_t worst_layers) {
   if (!r.calibration.method.empty())
     o << "calibration: " << r.calibration.method << " on " << r.calibration.inputs << " inputs ("
       << r.calibration.source << ")\n";
+  if (r.calibration.equalization.applied)
+    o << "cross-layer equalisation: " << r.calibration.equalization.pairs.size() << " conv pairs equalised, "
+      << r.calibration.equalization.skipped.size() << " skipped (the report's calibration.cross_layer_equalization says why)\n";
   if (r.task) o << task_summary(*r.task);
   for (const auto& w : r.warnings) o << "WARNING: " << w << "\n";
   o << "first layer below " << r.bad_layer_sqnr_db << " dB: "

@@ -107,6 +107,10 @@ MixedPrecisionAdvice advise_mixed_precision(const Graph& g, const PrecisionPlan&
 // The `accuracy` object of the report JSON (without a trailing newline).
 void write_accuracy_json(const AccuracyReport& r, std::ostream& out);
 std::string accuracy_json(const AccuracyReport& r);
+// {"rounds": N, "pairs": [{"first", "second", "between", "min_scale", "max_scale"}], "skipped": [{"first",
+// "second", "reason"}]}: what --cle did (the accuracy section's and the compile section's
+// cross_layer_equalization).
+std::string equalization_json(const passes::Equalization& e);
 // Human-readable: output figures, calibration warning, the worst layers, first bad layer, outliers.
 std::string accuracy_summary(const AccuracyReport& r, size_t worst_layers = 10);
 

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "compiler/ir/graph.h"
+#include "compiler/passes/cross_layer_equalization.h"
 #include "isa/isa.h"
 #include "isa/numerics.h"
 
@@ -141,6 +142,9 @@ struct CalibrationInfo {
   int inputs = 0;            // calibration inputs used
   bool synthetic = false;    // true: seeded random inputs, not user data (the report says so loudly)
   std::string source;        // folder of the inputs, or "synthetic seed N"
+  // Cross-layer equalisation applied to the graph before calibration (QuantOptions::
+  // cross_layer_equalization, --cle); `applied` false when it was not asked for.
+  passes::Equalization equalization;
 };
 
 // A node's resolved precision.

@@ -50,6 +50,10 @@ struct QuantOptions {
   // docs/quantization.md ("Empirical bias correction").
   bool empirical_bias_correction = false;
   int empirical_bias_samples = 8;  // all of the samples run in step: memory grows with this
+  // Cross-layer equalisation (passes::equalize_cross_layer) of the lowered graph before calibration: the
+  // caller that owns the graph applies it (sim/model compile_graph) and records the result in the plan's
+  // CalibrationInfo. Off by default; measured in docs/quantization.md ("Cross-layer equalisation").
+  bool cross_layer_equalization = false;
 };
 
 // Activation parameters for a clipping range. The range is widened to contain 0 (so zero padding and

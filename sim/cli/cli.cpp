@@ -470,6 +470,7 @@ struct ModelCliOptions {
   bool bias_correction = false;              // --bias-correction (every layer)
   bool bias_correction_nonnegative = false;  // --bias-correction-nonnegative
   bool empirical_bias_correction = false;  // --empirical-bias-correction
+  bool cle = false;                        // --cle
   int empirical_bias_samples = 8;          // --empirical-bias-samples (QuantOptions' default)
   bool empirical_bias_samples_given = false;
   bool verbose = false;
@@ -554,7 +555,11 @@ po::options_description precision_options(ModelCliOptions& m) {
         m.empirical_bias_samples_given = true;
       }),
       "--empirical-bias-correction: how many calibration inputs it runs, all at once (default 8; memory "
-      "grows with N)");
+      "grows with N)")(
+      "cle", po::bool_switch(&m.cle),
+      "cross-layer equalisation: rescale the channels of consecutive convolutions joined by no activation, "
+      "Relu or LeakyRelu (pairs with ReLU6 or other activations are skipped and listed) so both have equal "
+      "weight ranges; the function is unchanged (docs/quantization.md)");
   return d;
 }
 
@@ -670,6 +675,7 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
     throw UsageError("--empirical-bias-samples needs --empirical-bias-correction");
   if (m.empirical_bias_samples < 1) throw UsageError("--empirical-bias-samples must be >= 1");
   r.quant.empirical_bias_samples = m.empirical_bias_samples;
+  r.quant.cross_layer_equalization = m.cle;
   if (m.calibration_samples < 0) throw UsageError("--calibration-samples must be >= 0");
   if (m.calibration_samples == 0 && m.calibration_dir.empty()) {
     throw UsageError("--calibration-samples 0 (all) needs --calibration DIR");

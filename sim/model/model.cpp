@@ -9,7 +9,9 @@
 
 #include "compiler/backend/bounds.h"
 #include "compiler/import/import.h"
+#include "compiler/passes/cross_layer_equalization.h"
 #include "compiler/passes/lowered.h"
+#include "compiler/quant/accuracy.h"
 #include "compiler/quant/qdq.h"
 #include "isa/json_text.h"
 #include "sim/model/host_calls.h"
@@ -102,7 +104,7 @@ CompiledModel compile_model(const std::string& spec, const isa::NpuConfig& confi
   bool int8 = options.plan.spec.model == compiler::quant::Precision::kInt8;
   for (const compiler::quant::PrecisionOverride& o : options.plan.spec.overrides)
     int8 = int8 || o.precision == compiler::quant::Precision::kInt8;
-  import.weight_values = options.weight_values || int8;
+  import.weight_values = options.weight_values || int8 || options.plan.quant.cross_layer_equalization;
   return compile_graph(compiler::load_model(spec, import), config, options, verbose);
 }
 
@@ -136,7 +138,19 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
   pipeline.whole_row_limit = compiler::rowwise_row_limit(config);
   m.fusion = options.fusion;
   compiler::lower(m.lowered, pipeline, observer);
+  compiler::passes::Equalization equalization;
+  if (options.plan.quant.cross_layer_equalization) {
+    // A pre-quantized model's weight codes and activation scales are its own: rescaling its float weights
+    // would silently break the match between them.
+    if (m.prequantized)
+      throw compiler::quant::PrecisionError(
+          "--cle rescales a float model's weights; this model is pre-quantized (its own weight codes and "
+          "activation scales would no longer match)");
+    equalization = compiler::passes::equalize_cross_layer(m.lowered);
+    if (observer) observer("cross-layer-equalization", m.lowered);
+  }
   m.plan = compiler::quant::build_plan(m.lowered, options.plan, &m.imported, own ? &*own : nullptr, &m.quant_notes);
+  m.plan.calibration.equalization = std::move(equalization);
   m.result = compile_with_plan(m.lowered, config, m.plan, options.timer, options.mapping, options.fusion);
   compiler::bound_as_imported(m.result, m.imported, m.lowered, config, options.mapping);
   return m;
@@ -222,6 +236,8 @@ void attach_compile_info(const CompiledModel& compiled, traces::Report& report) 
   }
   w.end();
   const compiler::quant::PrecisionPlan& plan = compiled.plan;
+  if (plan.calibration.equalization.applied)
+    w.key("cross_layer_equalization").raw(compiler::quant::equalization_json(plan.calibration.equalization));
   if (plan.has_int8()) {
     const compiler::quant::CalibrationInfo& cal = plan.calibration;
     w.key("quantization").object().member("prequantized", compiled.prequantized).key("calibration").object();

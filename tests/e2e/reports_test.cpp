@@ -661,7 +661,7 @@ TEST(Reports, DocsReportMdNamesExactlyTheFieldsTheReportsWrite) {
   ASSERT_EQ(models.exit_code, 0) << models.err;
   write_file(dir + "/requests.csv", "arrival_ms,seq\n0,8\n1,12\n");
   const std::vector<std::vector<std::string>> runs = {
-      {"demo", "--precision", "int8", "--accuracy"},
+      {"demo", "--precision", "int8", "--accuracy", "--cle"},
       {"demo", "--pipeline", src + "/configs/pipelines/classifier.yaml"},
       {"llm:layers=1,hidden=64,heads=2,kv_heads=1,ffn=128,vocab=100", "--generate", "4:2"},
       {dir + "/dyn.onnx", "--dynamic", "seq=8,16", "--requests", dir + "/requests.csv"},

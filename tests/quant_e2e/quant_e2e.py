@@ -24,6 +24,14 @@ Cases:
                      map it: host fallback, which must read floats) and a Mul with its Sigmoid fused, on the
                      vector unit (codes converted in the tile loop), run functionally; outputs match
                      numpy's fp32 result within int8 error.
+  cle                ResNet-18 (random weights, re-estimated BatchNorm) with --cle: fp32 --functional outputs
+                     equal those without it within fp32 rounding (1e-5 of the output's largest magnitude;
+                     the weights changed, the function did not); the compile section lists the 8 basic
+                     blocks' conv -> Relu -> conv pairs as equalised with scales other than 1, and a
+                     MobileNetV2 block's 4 ReLU6 pairs (and its residual one) as skipped with the reason, its
+                     project -> head pair (no activation between) as equalised;
+                     int8 --accuracy --cle
+                     carries the same record in accuracy.calibration; --cle on a pre-quantized model exits 2.
   qlinear            an onnxruntime-style QOperator model written here (QuantizeLinear, QLinearConv x2,
                      QLinearMatMul, DequantizeLinear, constant scales) runs its QLinear ops as int8 matrix
                      layers, and its output matches plain numpy integer arithmetic within one code.
@@ -337,5 +345,42 @@ elif CASE == "qlinear":
     steps = np.abs(got - want) / np.float64(y3s)
     check(steps.max() <= 1.0 + 1e-6, f"output differs from numpy by {steps.max():.2f} codes: {got} vs {want}")
     print(f"ok: QLinearConv x2 + QLinearMatMul as int8 matrix layers; output within {steps.max():.0f} code of numpy")
+elif CASE == "cle":
+    import numpy as np
+    model = os.path.join(MODELS, "resnet18.onnx")
+    ind = os.path.join(tmp, "in")
+    os.makedirs(ind)
+    np.save(os.path.join(ind, "input.npy"), np.random.default_rng(5).standard_normal((1, 3, 224, 224)).astype(np.float32))
+    outs = {}
+    for name, extra in (("plain", []), ("cle", ["--cle"])):
+        outd = os.path.join(tmp, "out_" + name)
+        r, _ = report(model, "fp32_" + name, "--precision", "fp32", "--functional", "--inputs", ind, "--outputs", outd,
+                      "-q", *extra)
+        outs[name] = [np.load(os.path.join(outd, f)).astype(np.float64) for f in sorted(os.listdir(outd))]
+        if extra:
+            e = r["compile"]["cross_layer_equalization"]
+        else:
+            check("cross_layer_equalization" not in r["compile"], "a run without --cle reports an equalisation")
+    check(len(outs["plain"]) == 1 and len(outs["cle"]) == 1, "one output expected")
+    a, b = outs["plain"][0], outs["cle"][0]
+    rel = np.abs(a - b).max() / np.abs(a).max()
+    check(rel <= 1e-5, f"--cle changed the fp32 functional output by {rel:.3g} of its largest magnitude")
+    pairs = e["pairs"]
+    check(len(pairs) == 8 and all(p["between"] == "Relu" for p in pairs), f"ResNet-18's equalised pairs: {pairs}")
+    check(all(p["max_scale"] / p["min_scale"] > 1.01 for p in pairs), f"pairs left unscaled: {pairs}")
+    r, _ = report(BLOCK, "block", "--precision", "int8", "--accuracy", "--calibration-samples", "4", "--cle", "-q")
+    skipped = r["accuracy"]["calibration"]["cross_layer_equalization"]["skipped"]
+    relu6 = [s_ for s_ in skipped if "Clip(0, 6) would need a bound per channel" in s_["reason"]]
+    residual = [s_ for s_ in skipped if "a residual is added in its epilogue" in s_["reason"]]
+    linear = r["accuracy"]["calibration"]["cross_layer_equalization"]["pairs"]  # b2_project -> head, nothing between
+    check([(p["first"], p["second"], p["between"]) for p in linear] == [("b2_project", "head", "none")], f"{linear}")
+    check(len(relu6) == 4
+          and len(residual) + len(relu6) == len(skipped), f"MobileNetV2 block's ReLU6 pairs: {skipped}")
+    check(r["compile"]["cross_layer_equalization"]["skipped"] == skipped, "compile and accuracy records differ")
+    qdq = os.path.join(SRC, "tests", "quant_e2e", "data", "qdq_resblock.onnx")
+    p = run(["run", qdq, "--cle", "-q"], expect=2)
+    check("--cle" in p.stderr and "pre-quantized" in p.stderr and "Traceback" not in p.stderr, p.stderr)
+    print(f"ok: --cle keeps ResNet-18's fp32 output (max difference {rel:.2g} of its largest magnitude), "
+          f"equalises its 8 conv -> Relu -> conv pairs, skips {len(relu6)} ReLU6 pairs with the reason")
 else:
     sys.exit(f"unknown case {CASE}")
