@@ -417,6 +417,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
       plan.fused_into = g.nodes[conv_pool.conv].name;
       plan.on_chip_input = n.inputs[0];
       plan.on_chip_bytes_saved = conv_pool.bytes_saved;
+      plan.fusion_group = backend::fusion_group(c, conv_pool);
     } else if (!forced_host && plan.placement == Placement::kNpuMatrix &&
                (attention = backend::lower_attention(c, i)).fused()) {
       plan.instructions = c.em.size() - before;

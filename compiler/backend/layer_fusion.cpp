@@ -340,6 +340,7 @@ bool lower_conv_pool(Context& c, ConvBands& bands) {
   plan.instructions = c.em.size() - before;
   p.fused = true;
   p.band_rows = cand.rows;
+  plan.fusion_group = fusion_group(c, p);
   p.bytes_saved = 2 * static_cast<int64_t>(x.bytes);
   const int64_t overlap = std::max<int64_t>(0, p.w.kh - p.w.sh);
   plan.tile_limit = cand.rows == cands.front().rows
@@ -356,6 +357,8 @@ bool lower_conv_pool(Context& c, ConvBands& bands) {
       cand.buf_rows - 1, cand.bands.size() > 1 ? overlap : 0, p.H, p.W, p.C, p.bytes_saved, best_cycles, layered);
   return true;
 }
+
+std::string fusion_group(const Context& c, const ConvPool& p) { return "conv_pool:" + c.g.nodes[p.conv].name; }
 
 std::string describe_fused_pool(const Context& c, const ConvPool& p) {
   return fmt::format(

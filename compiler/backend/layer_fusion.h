@@ -121,6 +121,8 @@ class JobBands : public ConvBands {
 // layers, sets conv_pool->fused and returns true; otherwise emits nothing and returns false.
 bool lower_conv_pool(Context& c, ConvBands& bands);
 
+// The report's fusion group of a fused pair (LayerPlan::fusion_group): "conv_pool:" + the conv's name.
+std::string fusion_group(const Context& c, const ConvPool& p);
 // The mapping description of the pool fused into the conv's layer.
 std::string describe_fused_pool(const Context& c, const ConvPool& p);
 

@@ -5,7 +5,8 @@ model functionally as npusim fuses it (the default) and again with the same mapp
 pairs layer by layer, everything else unchanged. Checks:
 
 - the fused run has at least --min-fused conv layers with a pool fused into them, each pool in the report
-  as placement "fused", fused_into its conv, naming its input on chip, and one of them runs in at least
+  as placement "fused", fused_into its conv, naming its input on chip, both in the fusion group
+  "conv_pool:CONV", and one of them runs in at least
   --min-bands bands;
 - the outputs of both runs are identical bit for bit;
 - the fused run takes fewer cycles, and its report counts each conv output among the tensors on chip and
@@ -137,6 +138,10 @@ def main():
                 print(f"FAIL: {name}: the fused pool {pool} does not name its input on chip with 0 cycles")
                 ok = False
             saved += l.get("on_chip_bytes_saved", 0)
+            group = f"conv_pool:{conv}"
+            if l.get("fusion_group") != group or layers[conv].get("fusion_group") != group:
+                print(f"FAIL: {name}: {pool} and {conv} are not in the fusion group {group}")
+                ok = False
             if "fused with the" not in layers[conv]["mapping"]["description"]:
                 print(f"FAIL: {name}: the conv {conv}'s mapping does not describe the fusion")
                 ok = False
