@@ -314,7 +314,12 @@ bool lower_conv_pool(Context& c, ConvBands& bands) {
       const int64_t t = c.time_layer(first);
       c.end_trial(trial);
       if (first_cycles < 0) first_cycles = t;
-      if (best_cycles < 0 || t < best_cycles) best_cycles = t, best = k;
+      const bool worse = best_cycles >= 0 && t >= best_cycles;
+      if (!worse) best_cycles = t, best = k;
+      // Smaller bands only add fill and drain per band once they stop paying: the search stops at the
+      // first one slower than the best.
+      c.input_reserved = reserved;
+      if (worse) break;
     }
     c.input_reserved = reserved;
   }
