@@ -11,6 +11,7 @@
 #include <numeric>
 
 #include "compiler/backend/attention_fusion.h"
+#include "compiler/backend/layer_fusion.h"
 #include "compiler/backend/concat_in_place.h"
 #include "compiler/backend/context.h"
 #include "compiler/backend/imposed.h"
@@ -319,6 +320,12 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
   for (const auto& out : g.outputs) {
     if (!g.value(out).is_constant()) touch(out, kEnd);
   }
+  // A pool the conv before it may fuse (backend/layer_fusion.h) writes its output while the conv reads.
+  for (int i = 0; options.keep_on_chip && i < kEnd; ++i) {
+    if (!backend::conv_pool_pair(g, static_cast<size_t>(i))) continue;
+    for (const auto& s : g.nodes[static_cast<size_t>(i) + 1].outputs)
+      if (!s.empty()) touch(s, i);
+  }
   uint64_t no_reuse = 0;
   for (auto& [name, b] : bufs) {
     const Value& v = g.value(name);
@@ -371,6 +378,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
   // Layers whose code was timed, in order: (first instruction, layer index).
   std::vector<std::pair<int64_t, size_t>> timed_layers;
   backend::AttentionBlock attention;  // the attention block lowered as one layer, if any (attention_fusion.h)
+  backend::ConvPool conv_pool;        // the conv -> pool pair fused last, if any (layer_fusion.h)
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     c.layer = static_cast<uint32_t>(i);
@@ -387,6 +395,9 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     std::optional<bool> kept_output;  // Conv layers: whether the output stayed on chip (LayerMapping::on_chip)
     if (!forced_host && !folded && plan.placement == Placement::kNpuMatrix) backend::plan_on_chip(c, i);
     if (!forced_host && !folded && plan.placement == Placement::kNpuVector) backend::plan_se_hold(c, i);
+    backend::ConvPool pair;
+    if (!forced_host && !folded && plan.placement == Placement::kNpuMatrix && backend::plan_conv_pool(c, i, &pair))
+      c.conv_pool = &pair;
     if (n.domain == kNpuDomain && n.op_type == "Transpose" && n.has_attr(kLayoutChange)) {
       const Value& in = g.value(n.inputs[0]);
       const Value& out = g.value(n.outputs[0]);
@@ -401,6 +412,12 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
       plan.macs = attention.macs[i - attention.first];
       plan.on_chip_input = n.inputs[0];
       plan.on_chip_bytes_saved = attention.value_bytes_saved;
+    } else if (conv_pool.fused && conv_pool.pool == i) {
+      plan.mapping = backend::describe_fused_pool(c, conv_pool);
+      plan.fused_into = g.nodes[conv_pool.conv].name;
+      plan.on_chip_input = n.inputs[0];
+      plan.on_chip_bytes_saved = conv_pool.bytes_saved;
+      plan.fusion_group = backend::fusion_group(c, conv_pool);
     } else if (!forced_host && plan.placement == Placement::kNpuMatrix &&
                (attention = backend::lower_attention(c, i)).fused()) {
       plan.instructions = c.em.size() - before;
@@ -476,12 +493,14 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
       if (const std::string note = views.describe(); !note.empty()) plan.mapping += "; " + note;
       if (const std::string note = c.folding.describe(n); !note.empty()) plan.mapping += "; " + note;
     }
-    if (n.op_type == "Conv" &&
+    c.conv_pool = nullptr;
+    if (pair.fused) conv_pool = pair;
+    if (n.op_type == "Conv" && !pair.fused &&
         (plan.placement == Placement::kNpuMatrix || plan.placement == Placement::kNpuVector)) {
       kept_output = c.on_chip.pending && c.on_chip.producer == i;
     }
-    // A node of a fused attention block holds no SRAM of its own (its input lies in the block's slots).
-    if (!attention.covers(i)) backend::finish_on_chip(c, i, plan);
+    // A node of a fused block holds no SRAM of its own (its input lies in the block's slots).
+    if (!attention.covers(i) && !(conv_pool.fused && conv_pool.pool == i)) backend::finish_on_chip(c, i, plan);
     backend::finish_se_hold(c, i, plan);
     if (plan.model_cycles == 0) plan.model_cycles = plan.est_cycles;
     if (c.can_time() && c.em.size() > before) {

@@ -18,6 +18,8 @@
 
 namespace npusim::compiler::backend {
 
+struct ConvPool;  // backend/layer_fusion.h
+
 // A scratchpad slot's bytes rounded up to the 64-byte alignment the lowerings allocate SRAM slots at.
 inline int64_t round64(int64_t bytes) { return ceil_div(bytes, 64) * 64; }
 
@@ -133,6 +135,8 @@ class Context {
   std::string keep_output;
   bool keep_imposed = false;  // ... because a mapping file says on_chip=true
   OnChipValue on_chip;
+  // A conv -> pool pair the conv's lowering may fuse with line-buffer tiling (backend/layer_fusion.h).
+  ConvPool* conv_pool = nullptr;
   std::map<std::string, uint64_t> kept_on_chip;  // values read in place (never in DRAM) -> their SRAM address
   // Emits the STORE that writes on_chip's value to its DRAM tensor, when it is still only in SRAM (a
   // reader that does not read it in place needs it there). Context::load calls it for its readers.

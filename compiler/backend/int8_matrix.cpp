@@ -11,6 +11,7 @@
 
 #include "compiler/backend/depthwise.h"
 #include "compiler/backend/int8.h"
+#include "compiler/backend/layer_fusion.h"
 #include "compiler/backend/matrix_walk.h"
 #include "compiler/backend/residency.h"
 #include "compiler/passes/lowered.h"
@@ -409,6 +410,10 @@ bool lower_matrix_int8(Context& c, const Node& n) {
   const int64_t saved_es = c.esize;
   c.act = j.a_dt;
   c.esize = 1;
+  if (JobBands<Int8Job, Int8Strategy> bands(c, j); lower_conv_pool(c, bands)) {  // backend/layer_fusion.h
+    c.act = saved_act, c.esize = saved_es;
+    return true;
+  }
   Int8Strategy strategy(c, j);
   MatrixMapper mm(c, j, strategy);
   Tiling t;

@@ -10,6 +10,7 @@
 
 #include "compiler/backend/context.h"
 #include "compiler/backend/depthwise.h"
+#include "compiler/backend/layer_fusion.h"
 #include "compiler/backend/matrix_walk.h"
 #include "compiler/backend/movement.h"
 #include "compiler/backend/residency.h"
@@ -348,6 +349,8 @@ bool lower_conv_spec(Context& c, const Node& n, const ConvSpec& cs) {
   c.plan->mapping = fmt::format("CONV {}x{} stride {}x{} dilation {}x{}{}", j.kh, j.kw, j.sh, j.sw, j.dh, j.dw,
                                 j.groups > 1 ? fmt::format(", {} groups", j.groups) : "");
   if (subsample_pointwise(j)) c.plan->mapping += ", reading only the pixels it uses (strided LOAD)";
+  JobBands<FloatJob, FloatStrategy> bands(c, j);
+  if (!c.options.plan && lower_conv_pool(c, bands)) return true;  // backend/layer_fusion.h
   run(c, j);
   if (j.groups > 1 && c.plan->placement == Placement::kNpuMatrix) {
     c.plan->mapping += fmt::format(" as {} block-diagonal blocks of {} groups", j.groups / c.plan->group_block,

@@ -43,6 +43,34 @@ bool nhwc_order(const DramTensor& t) {
 
 }  // namespace
 
+bool pool_window(const Node& n, int64_t H, int64_t W, int64_t OH, int64_t OW, PoolWindow* w, std::string* why) {
+  const auto k = n.attr_ints("kernel_shape", {});
+  if (k.size() != 2) {
+    *why = "pooling kernel not 2-D";
+    return false;
+  }
+  w->kh = k[0], w->kw = k[1];
+  const auto st = n.attr_ints("strides", {1, 1});
+  w->sh = st[0], w->sw = st[1];
+  const auto dl = n.attr_ints("dilations", {1, 1});
+  if (dl[0] != 1 || dl[1] != 1) {
+    *why = "dilated pooling";
+    return false;
+  }
+  const std::string ap = n.attr_string("auto_pad", "NOTSET");
+  if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+    const int64_t ph = std::max<int64_t>(0, (OH - 1) * w->sh + w->kh - H);
+    const int64_t pw = std::max<int64_t>(0, (OW - 1) * w->sw + w->kw - W);
+    w->pt = ap == "SAME_UPPER" ? ph / 2 : ph - ph / 2;
+    w->pl = ap == "SAME_UPPER" ? pw / 2 : pw - pw / 2;
+    w->pb = ph - w->pt, w->pr = pw - w->pl;
+  } else {
+    const auto p = n.attr_ints("pads", {0, 0, 0, 0});
+    w->pt = p[0], w->pl = p[1], w->pb = p[2], w->pr = p[3];
+  }
+  return true;
+}
+
 // MaxPool / AveragePool / GlobalAveragePool / GlobalMaxPool on NHWC (or global pools on NCHW).
 bool lower_pool(Context& c, const Node& n, std::string* why) {
   const DramTensor& x = c.tensor(n.inputs[0]);
@@ -180,34 +208,10 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
     return false;
   }
   int64_t kh = H, kw = W, sh = 1, sw = 1, pt = 0, pl = 0, pb = 0, pr = 0;
-  std::string ap = "NOTSET";
   if (!global) {
-    const auto k = n.attr_ints("kernel_shape", {});
-    if (k.size() != 2) {
-      *why = "pooling kernel not 2-D";
-      return false;
-    }
-    kh = k[0], kw = k[1];
-    const auto st = n.attr_ints("strides", {1, 1});
-    sh = st[0], sw = st[1];
-    const auto dl = n.attr_ints("dilations", {1, 1});
-    if (dl[0] != 1 || dl[1] != 1) {
-      *why = "dilated pooling";
-      return false;
-    }
-    ap = n.attr_string("auto_pad", "NOTSET");
-    if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
-      const int64_t ph = std::max<int64_t>(0, (OH - 1) * sh + kh - H), pw = std::max<int64_t>(0, (OW - 1) * sw + kw - W);
-      pt = ap == "SAME_UPPER" ? ph / 2 : ph - ph / 2;
-      pl = ap == "SAME_UPPER" ? pw / 2 : pw - pw / 2;
-    } else {
-      const auto p = n.attr_ints("pads", {0, 0, 0, 0});
-      pt = p[0], pl = p[1], pb = p[2], pr = p[3];
-    }
-    if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
-      pb = std::max<int64_t>(0, (OH - 1) * sh + kh - H) - pt;
-      pr = std::max<int64_t>(0, (OW - 1) * sw + kw - W) - pl;
-    }
+    PoolWindow pw;
+    if (!pool_window(n, H, W, OH, OW, &pw, why)) return false;
+    kh = pw.kh, kw = pw.kw, sh = pw.sh, sw = pw.sw, pt = pw.pt, pl = pw.pl, pb = pw.pb, pr = pw.pr;
   }
   // AveragePool divides by the window's elements inside the input (count_include_pad=0) or inside the
   // padded input (=1); ceil_mode windows may hang past both. VEC avg_pool divides by kh*kw over a

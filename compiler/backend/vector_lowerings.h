@@ -36,6 +36,12 @@ bool lower_index_map(Context& c, const Node& n, std::string* why);
 
 // ---- pooling and reductions (pooling.cpp) ----
 bool lower_pool(Context& c, const Node& n, std::string* why);
+// A MaxPool's or AveragePool's window over an H x W input giving OH x OW: kernel, strides and the pads
+// (from `pads`, or what auto_pad SAME_UPPER / SAME_LOWER implies). False, with `why`, for other forms.
+struct PoolWindow {
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, pt = 0, pl = 0, pb = 0, pr = 0;
+};
+bool pool_window(const Node& n, int64_t H, int64_t W, int64_t OH, int64_t OW, PoolWindow* w, std::string* why);
 bool lower_reduce(Context& c, const Node& n, std::string* why);
 
 }  // namespace npusim::compiler::backend

@@ -1,0 +1,129 @@
+#pragma once
+// Conv -> pool fusion with line-buffer (row-band) tiling (internal to the back end). Layer by layer, a
+// convolution stores its whole output and the MaxPool / AveragePool after it loads it back: for a stem
+// (ResNet-50's 7x7 stride-2 conv -> 112x112x64 -> 3x3 stride-2 max pool) that map is far larger than
+// the scratchpad, so whole-tensor residency (backend/residency.h) cannot keep it. Fused, the conv runs
+// as bands of output rows: each band is the conv's own matrix job restricted to those rows (the same
+// tiling search, walk and epilogue), whose epilogue writes the rows dense [rows][W][C] into a line
+// buffer at the top of the input scratchpad; the pool's VECs read their windows there and only the
+// pooled rows are stored. The conv output never touches DRAM.
+//
+// Halo rows (the rows two consecutive bands' pool windows share, kh - sh for a 3x3 stride-2 pool) are
+// kept, not recomputed: after a band is pooled one VEC copy moves its last rows to the start of the
+// buffer and the next band's conv writes the rows after them.
+//
+// The pool reads the buffer without LOAD's halo: a window hanging over the input's edge (padding,
+// ceil_mode) is a VEC of its own over the rows and columns inside the input, which for a max pool is
+// exact (the padding is -inf); an average pool is fused only when every window lies inside the input.
+// Interior columns are one VEC whose rows are the buffer's rows (d1 = W, starting at the first interior
+// window's column); windows past the last interior one (reaching into the next row) are computed but not
+// stored (the rows are then stored one by one).
+// Every VEC computes what the layer-by-layer pool computes on the same values, so --functional outputs
+// are identical (fp32, fp16; int8 max pools run on the codes).
+//
+// The band height (pool output rows per band) is searched by simulation (Context::time_code), and the
+// fusion is taken only when its best candidate is faster than the conv and the pool layer by layer
+// (the conv's own simulated tiling, then the pool's lowering, timed together).
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "compiler/backend/context.h"
+#include "compiler/backend/matrix_walk.h"
+#include "compiler/backend/vector_lowerings.h"
+
+namespace npusim::compiler::backend {
+
+// A Conv whose one reader is the MaxPool / AveragePool right after it, as the planner found it.
+struct ConvPool {
+  size_t conv = 0, pool = 0;
+  PoolWindow w;        // the pool's window
+  bool is_max = true;
+  int64_t H = 0, W = 0, C = 0, OH = 0, OW = 0;  // the conv's output (the pool's input) and the pool's output
+  int64_t ox_a = 0, ox_b = 0;                   // the pool's output columns whose windows lie inside the input
+  int64_t vec_cols = 0;                         // the windows the interior VEC computes per row (>= ox_b - ox_a)
+  // Set by lower_conv_pool when it emitted the fused layer.
+  bool fused = false;
+  int64_t band_rows = 0;     // pool output rows per band
+  int64_t bytes_saved = 0;   // DRAM bytes of the conv output written and read back layer by layer
+};
+
+// Whether node i is a Conv whose output only the MaxPool / AveragePool right after it reads (the graph's
+// side of plan_conv_pool). The memory plan starts such a pool's output at the conv: fused, the pool writes
+// it while the conv still reads its input, so the two must not share DRAM.
+bool conv_pool_pair(const Graph& g, size_t i);
+
+// Before matrix node i is lowered: whether it is a Conv whose output only the pool after it reads and
+// that fusion may take (see the header comment); fills *p.
+bool plan_conv_pool(const Context& c, size_t i, ConvPool* p);
+
+// How a conv lowering maps and emits its job restricted to a band of output rows (the float and the
+// int8 lowerings each give one: JobBands).
+class ConvBands {
+ public:
+  virtual ~ConvBands() = default;
+  virtual const MatrixJob& job() const = 0;
+  // Whether the epilogue ends with a VEC that can write its tile into the scratchpad (MatrixJob::y_sram).
+  virtual bool ends_with_vec() const = 0;
+  // The tiling of output rows [r0, r1) written dense at y_sram of the input scratchpad (MatrixMapper::
+  // choose: simulated, outside any trial); *evaluated == 0: none fits.
+  virtual Tiling choose(int64_t r0, int64_t r1, uint64_t y_sram, int64_t* evaluated) = 0;
+  // Emits image img's rows [r0, r1) under tiling t.
+  virtual void generate(int64_t r0, int64_t r1, int64_t img, uint64_t y_sram, const Tiling& t) = 0;
+  // The whole job as the layer-by-layer program maps it.
+  virtual Tiling choose_whole(int64_t* evaluated) = 0;
+  virtual void generate_whole(const Tiling& t) = 0;
+};
+
+// The job restricted to output rows [r0, r1) of image 0 (the caller loops images through a_base),
+// written dense [rows][OW][M] at y_sram.
+void restrict_to_band(MatrixJob& j, int64_t r0, int64_t r1, int64_t img, int64_t y_sram, int64_t in_bytes);
+
+template <class Job, class Strategy>
+class JobBands : public ConvBands {
+ public:
+  JobBands(Context& c, const Job& j) : c_(c), j_(j) {}
+  const MatrixJob& job() const override { return j_; }
+  bool ends_with_vec() const override { return Strategy(c_, j_).ends_with_vec(); }
+  Tiling choose(int64_t r0, int64_t r1, uint64_t y_sram, int64_t* evaluated) override {
+    Job b = band(r0, r1, 0, y_sram);
+    Strategy s(c_, b);
+    MatrixMapper mm(c_, b, s);
+    return mm.choose(evaluated);
+  }
+  void generate(int64_t r0, int64_t r1, int64_t img, uint64_t y_sram, const Tiling& t) override {
+    Job b = band(r0, r1, img, y_sram);
+    Strategy s(c_, b);
+    MatrixMapper(c_, b, s).generate(t);
+  }
+  Tiling choose_whole(int64_t* evaluated) override {
+    Strategy s(c_, j_);
+    MatrixMapper mm(c_, j_, s);
+    return mm.choose(evaluated);
+  }
+  void generate_whole(const Tiling& t) override {
+    Strategy s(c_, j_);
+    MatrixMapper(c_, j_, s).generate(t);
+  }
+
+ private:
+  Job band(int64_t r0, int64_t r1, int64_t img, uint64_t y_sram) const {
+    Job b = j_;
+    restrict_to_band(b, r0, r1, img, static_cast<int64_t>(y_sram), c_.esize);
+    return b;
+  }
+  Context& c_;
+  const Job& j_;
+};
+
+// Called by the conv lowerings with their job (c.act and c.esize the operands'): when Context::conv_pool
+// names this conv, emits the fused conv -> pool layer if its best band height is faster than the two
+// layers, sets conv_pool->fused and returns true; otherwise emits nothing and returns false.
+bool lower_conv_pool(Context& c, ConvBands& bands);
+
+// The report's fusion group of a fused pair (LayerPlan::fusion_group): "conv_pool:" + the conv's name.
+std::string fusion_group(const Context& c, const ConvPool& p);
+// The mapping description of the pool fused into the conv's layer.
+std::string describe_fused_pool(const Context& c, const ConvPool& p);
+
+}  // namespace npusim::compiler::backend

@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Conv -> pool fusion with line-buffer tiling, end to end (docs/backend.md, "Conv -> pool fusion"): runs a
+model functionally as npusim fuses it (the default) and again with the same mapping (the first run's
+--mapping-out) but with `on_chip: false` imposed on each fused conv, which makes the back end lower those
+pairs layer by layer, everything else unchanged. Checks:
+
+- the fused run has at least --min-fused conv layers with a pool fused into them, each pool in the report
+  as placement "fused", fused_into its conv, naming its input on chip, both in the fusion group
+  "conv_pool:CONV", and one of them runs in at least
+  --min-bands bands;
+- the outputs of both runs are identical bit for bit;
+- the fused run takes fewer cycles, and its report counts each conv output among the tensors on chip and
+  its bytes (written and read back) in the DRAM bytes saved;
+- with --no-fusion no pool is fused (and, for fp32, the outputs agree with the fused run's within 1e-5
+  of the largest magnitude: --no-fusion also unfolds the other fusions);
+- re-imposing the fused run's --mapping-out reproduces it (the same fused layers, the same cycles).
+
+`--make-small DIR` first writes DIR/conv_pool.onnx, a small model with the three forms fusion takes (a
+7x7 stride-2 stem into a padded 3x3 stride-2 max pool, a 3x3 conv into a ceil_mode max pool, a 1x1 conv
+into a 2x2 average pool), and checks that model.
+
+Usage: check_conv_pool_fusion.py NPUSIM MODEL.onnx|--make-small DIR CONFIG.yaml PRECISION [--min-fused N]
+                                 [--set KEY=VALUE ...]
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+from random_inputs import write_random_inputs
+
+
+def make_small(folder):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(3)
+
+    def init(name, shape):
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.2).astype(np.float32), name)
+
+    inits = [init("w1", (16, 3, 7, 7)), init("b1", (16,)), init("w2", (24, 16, 3, 3)), init("b2", (24,)),
+             init("w3", (8, 24, 1, 1)), init("b3", (8,))]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], strides=[2, 2], pads=[3, 3, 3, 3], name="stem"),
+        helper.make_node("Relu", ["c1"], ["r1"], name="stem_relu"),
+        helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                         name="stem_pool"),
+        helper.make_node("Conv", ["p1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], name="conv2"),
+        helper.make_node("MaxPool", ["c2"], ["p2"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1,
+                         name="pool2"),
+        helper.make_node("Conv", ["p2", "w3", "b3"], ["c3"], name="conv3"),
+        helper.make_node("AveragePool", ["c3"], ["y"], kernel_shape=[2, 2], strides=[2, 2], name="pool3"),
+    ]
+    g = helper.make_graph(nodes, "conv_pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 62, 46])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 4, 3])], inits)
+    path = os.path.join(folder, "conv_pool.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return path
+
+
+def run(npusim, args):
+    p = subprocess.run([npusim, "run"] + args, capture_output=True, text=True)
+    if p.returncode != 0:
+        print(f"FAIL: npusim run {' '.join(args)} exited {p.returncode}: {p.stderr.strip()[-400:]}")
+        sys.exit(1)
+
+
+def fused_pools(report):
+    """The report's pools fused into a conv: {pool name: conv name}."""
+    ops = {l["name"]: l["op"] for l in report["layers"]}
+    return {l["name"]: l["fused_into"] for l in report["layers"]
+            if l.get("placement") == "fused" and l["op"] in ("MaxPool", "AveragePool")
+            and ops.get(l.get("fused_into")) == "Conv"}
+
+
+def load_outputs(folder):
+    return {f: np.load(os.path.join(folder, f)) for f in sorted(os.listdir(folder))}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("npusim")
+    ap.add_argument("model", nargs="?")
+    ap.add_argument("--make-small", metavar="DIR")
+    ap.add_argument("config")
+    ap.add_argument("precision")
+    ap.add_argument("--min-fused", type=int, default=1)
+    ap.add_argument("--min-bands", type=int, default=1,
+                    help="at least one fused conv runs in this many bands or more (halo rows kept between them)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a configuration override for every run (a small scratchpad: several bands)")
+    a = ap.parse_args()
+    if a.make_small:
+        os.makedirs(a.make_small, exist_ok=True)
+        a.model = make_small(a.make_small)
+    name = os.path.basename(a.model)
+    with tempfile.TemporaryDirectory() as tmp:
+        ind = os.path.join(tmp, "in")
+        write_random_inputs(a.model, ind)
+        common = [a.model, "--config", a.config, "--precision", a.precision, "-q"]
+        for kv in a.set:
+            common += ["--set", kv]
+        fused_map = os.path.join(tmp, "fused.yaml")
+        unfused_map = os.path.join(tmp, "unfused.yaml")
+        reports = {}
+        for what in ("fused", "unfused", "off"):
+            out = os.path.join(tmp, what)
+            report = os.path.join(tmp, what + ".json")
+            extra = {"fused": ["--mapping-out", fused_map], "unfused": ["--mapping", unfused_map],
+                     "off": ["--no-fusion"]}[what]
+            run(a.npusim, common + ["--functional", "--inputs", ind, "--outputs", out, "--report", report] + extra)
+            reports[what] = json.load(open(report))
+            if what == "fused":
+                convs = set(fused_pools(reports["fused"]).values())
+                with open(fused_map) as f, open(unfused_map, "w") as g:
+                    for line in f:
+                        if any(f"{{name: {v}, " in line or f"{{name: {v}}}" in line for v in convs):
+                            line = line.replace("}", ", on_chip: false}", 1)
+                        g.write(line)
+        ok = True
+        pools = fused_pools(reports["fused"])
+        cycles = {w: r["total_cycles"] for w, r in reports.items()}
+        print(f"{name} {a.precision}: {len(pools)} pool(s) fused into their conv; {cycles['fused']} cycles against "
+              f"{cycles['unfused']} layer by layer ({cycles['off']} with --no-fusion)")
+        if len(pools) < a.min_fused:
+            print(f"FAIL: {name}: {len(pools)} fused conv -> pool pairs, want >= {a.min_fused}")
+            ok = False
+        layers = {l["name"]: l for l in reports["fused"]["layers"]}
+        saved = 0
+        for pool, conv in pools.items():
+            l = layers[pool]
+            if not l.get("on_chip_input") or l.get("cycles", 0) != 0:
+                print(f"FAIL: {name}: the fused pool {pool} does not name its input on chip with 0 cycles")
+                ok = False
+            saved += l.get("on_chip_bytes_saved", 0)
+            group = f"conv_pool:{conv}"
+            if l.get("fusion_group") != group or layers[conv].get("fusion_group") != group:
+                print(f"FAIL: {name}: {pool} and {conv} are not in the fusion group {group}")
+                ok = False
+            if "fused with the" not in layers[conv]["mapping"]["description"]:
+                print(f"FAIL: {name}: the conv {conv}'s mapping does not describe the fusion")
+                ok = False
+        bands = [int(m.group(1)) for conv in set(pools.values())
+                 for m in [re.search(r"pooled rows per band, (\d+) bands", layers[conv]["mapping"]["description"])] if m]
+        if max(bands, default=0) < a.min_bands:
+            print(f"FAIL: {name}: the fused convs run in {bands} bands, want one with >= {a.min_bands}")
+            ok = False
+        if fused_pools(reports["unfused"]) or fused_pools(reports["off"]):
+            print(f"FAIL: {name}: on_chip: false or --no-fusion left a pool fused")
+            ok = False
+        if cycles["fused"] >= cycles["unfused"]:
+            print(f"FAIL: {name}: the fusion did not save cycles")
+            ok = False
+        fu = {w: r["fusion"] for w, r in reports.items()}
+        if fu["fused"]["tensors_on_chip"] != fu["unfused"]["tensors_on_chip"] + len(pools) or \
+                fu["fused"]["dram_bytes_saved"] != fu["unfused"]["dram_bytes_saved"] + saved or saved <= 0:
+            print(f"FAIL: {name}: fusion section {fu['fused']} against {fu['unfused']} layer by layer: want "
+                  f"{len(pools)} more tensors on chip and {saved} more bytes saved")
+            ok = False
+        got, want, off = (load_outputs(os.path.join(tmp, w)) for w in ("fused", "unfused", "off"))
+        for f in want:
+            same = got[f].shape == want[f].shape and got[f].tobytes() == want[f].tobytes()
+            print(f"  {f}: {'identical' if same else 'DIFFERENT'} bits")
+            ok &= same
+            if a.precision == "fp32":
+                scale = max(float(np.max(np.abs(off[f]))), 1e-30)
+                err = float(np.max(np.abs(got[f].astype(np.float64) - off[f]))) / scale
+                print(f"  {f}: max error against --no-fusion {err:.2e} of the largest magnitude")
+                if err > 1e-5:
+                    print(f"FAIL: {name}: {f} differs from the --no-fusion output by {err:.2e}")
+                    ok = False
+        report = os.path.join(tmp, "again.json")
+        run(a.npusim, common + ["--mapping", fused_map, "--report", report])
+        again = json.load(open(report))
+        if fused_pools(again) != pools or again["total_cycles"] != cycles["fused"]:
+            print(f"FAIL: {name}: re-imposing the fused run's --mapping-out gave {len(fused_pools(again))} fused "
+                  f"pools and {again['total_cycles']} cycles, not the fused run's")
+            ok = False
+    print("OK" if ok else "FAILED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
