@@ -13,7 +13,9 @@
 #include "compiler/backend/int8.h"
 #include "compiler/backend/layer_fusion.h"
 #include "compiler/backend/matrix_walk.h"
+#include "compiler/backend/movement.h"
 #include "compiler/backend/residency.h"
+#include "compiler/ops/conv_transpose.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/precision.h"
 #include "compiler/quant/quantize.h"
@@ -289,11 +291,214 @@ bool int8_matrix_mappable(const quant::PrecisionPlan& plan, const Node& n) {
   auto layer = plan.layers.find(n.name);
   if (layer == plan.layers.end()) return false;
   const quant::LayerQuant& L = layer->second;
-  if (L.weight_is_constant) return n.op_type == "Conv" || n.op_type == "Gemm" || n.op_type == "MatMul";
+  if (L.weight_is_constant)
+    return n.op_type == "Conv" || n.op_type == "ConvTranspose" || n.op_type == "Gemm" || n.op_type == "MatMul";
   auto a = plan.values.find(L.input), b = plan.values.find(L.weight);
   return n.op_type == "MatMul" && a != plan.values.end() && b != plan.values.end() && a->second.zero_point == 0 &&
          b->second.zero_point == 0 && b->second.dtype == DType::kInt8 && L.residual.empty();
 }
+
+namespace {
+
+// `v` with its M entries repeated `reps` times (channel r * M + m of a job is channel m of the layer).
+template <typename T>
+std::vector<T> repeated(const std::vector<T>& v, int64_t reps) {
+  std::vector<T> r;
+  for (int64_t k = 0; k < reps; ++k) r.insert(r.end(), v.begin(), v.end());
+  return r;
+}
+
+// The output side of int8 job j (geometry set): the epilogue's per-channel constants (each of the
+// layer's channels `reps` times, see repeated; `bias_folded` has the job's j.M entries already), the
+// residual, the output's constants and activation. False when the form is not mapped; nothing is
+// emitted either way.
+bool set_int8_output(Context& c, const Node& n, const quant::LayerQuant& L, const DramTensor& y, Int8Job& j,
+                     int64_t reps, const std::vector<int32_t>& bias_folded) {
+  const quant::PrecisionPlan& plan = *c.options.plan;
+  const QParams& yq = plan.values.at(L.output);
+  if (static_cast<int64_t>(L.requant.size()) * reps != j.M || static_cast<int64_t>(bias_folded.size()) != j.M)
+    return false;
+  j.output_stage = L.residual.empty() && !L.float_epilogue;
+  const std::vector<isa::numerics::QuantizedMultiplier> requant = repeated(L.requant, reps);
+  if (j.output_stage) {
+    std::vector<int32_t> triples;
+    for (size_t m = 0; m < bias_folded.size(); ++m) {
+      triples.insert(triples.end(), {bias_folded[m], requant[m].multiplier, requant[m].shift});
+    }
+    j.out_addr = c.add_data(int32_bytes(triples));
+  } else {
+    j.bias_addr = c.add_data(int32_bytes(bias_folded));
+    j.rq_addr = c.add_data(int32_bytes(pairs_of(requant)));
+  }
+  ConstWords k;
+  if (!L.residual.empty()) {
+    const DramTensor& r = c.tensor(L.residual);
+    if (r.phys != y.phys || reps != 1) return false;
+    const QParams& rq = plan.values.at(L.residual);
+    j.residual = true;
+    j.r_dt = rq.dtype;
+    j.r_addr = r.addr;
+    j.r_range = r.range();
+    j.rr_addr = c.add_data(int32_bytes(pairs_of(L.residual_rescale)));
+    k.add_i(rq.zero_point);
+  } else {
+    k.add_i(0);
+  }
+  k.add_f(yq.scale);
+  k.add_i(yq.zero_point);
+  j.k_addr = c.add_data(int32_bytes(k.w));
+  j.float_epi = L.float_epilogue;
+  if (j.float_epi) {
+    if (!set_float_activation(n, j)) return false;
+    j.accscale_addr = c.add_floats(repeated(L.acc_scale, reps), DType::kFp32);
+  } else {
+    j.clamp = L.clamp_min > yq.qmin() || L.clamp_max < yq.qmax();
+    j.clamp_min = L.clamp_min, j.clamp_max = L.clamp_max;
+  }
+  return true;
+}
+
+// The tiling search and the code of int8 job j (A's codes as the array's operand dtype: uint8 A with
+// int8 B, or int8 x int8). Throws CompileError when no tile fits.
+void run_int8_job(Context& c, const Node& n, Int8Job& j) {
+  const DType saved_act = c.act;
+  const int64_t saved_es = c.esize;
+  c.act = j.a_dt;
+  c.esize = 1;
+  Int8Strategy strategy(c, j);
+  MatrixMapper mm(c, j, strategy);
+  Tiling t;
+  int64_t evaluated = 0;
+  const bool on_vector = map_matrix_job(c, j, strategy, mm, &t, &evaluated);
+  if (!on_vector && evaluated == 0) {
+    c.act = saved_act, c.esize = saved_es;
+    throw CompileError(fmt::format("layer '{}' ({}): even the smallest int8 tile does not fit the scratchpads",
+                                   n.name, j.what));
+  }
+  if (!on_vector) {
+    record_tiling(c, j, t, evaluated);
+    mm.generate(t);
+    if (j.groups > 1) c.plan->mapping += fmt::format(" as {} block-diagonal blocks of {} groups", j.groups / t.gb, t.gb);
+  }
+  c.act = saved_act;
+  c.esize = saved_es;
+}
+
+// An int8 ConvTranspose whose stride equals its kernel (no padding, dilation or output padding, one
+// group), as the float path's lower_conv_transpose_blocks: kernel row i is one 1x1 conv of the input to
+// kw * M channels writing every kh-th output row (MatrixJob::y_row), so no zero is multiplied. `L`'s
+// weights are the equivalent conv's (flipped, quant::conv_transpose_weights). False, with nothing
+// emitted, for any other form.
+bool lower_conv_transpose_blocks_int8(Context& c, const Node& n, const quant::LayerQuant& L, const DramTensor& x,
+                                      const DramTensor& y, const ConvTransposeForm& f, Int8Job j) {
+  const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+  const int64_t M = y.shape[1], OH = y.shape[2], OW = y.shape[3], kh = f.kh, kw = f.kw;
+  if (n.attr_int("group", 1) != 1 || f.sh != kh || f.sw != kw || f.dh != 1 || f.dw != 1 || f.lead_h != kh - 1 ||
+      f.lead_w != kw - 1 || OH != H * kh || OW != W * kw || x.strided() || y.strided() || !L.residual.empty() ||
+      static_cast<int64_t>(L.weight_q.size()) != M * C * kh * kw)
+    return false;
+  j.images = N, j.C = C, j.H = H, j.W = W, j.M = kw * M, j.OH = H, j.OW = W;
+  j.cg = C, j.mg = kw * M;
+  j.y_row = kh * OW * M;
+  j.y_img = OH * OW * M;
+  if (!j.conv_mappable()) return false;
+  // Kernel row i's 1x1 weights: output channel jj * M + m, input ci is the transposed kernel's tap
+  // (i, jj), i.e. the conv's (kh - 1 - i, kw - 1 - jj); and their own bias_folded, since each output
+  // reads one tap, not the kh x kw that L.bias_folded's zero-point fold sums over.
+  std::vector<std::vector<int8_t>> wi(static_cast<size_t>(kh), std::vector<int8_t>(static_cast<size_t>(kw * M * C)));
+  std::vector<std::vector<int32_t>> bi(static_cast<size_t>(kh), std::vector<int32_t>(static_cast<size_t>(kw * M)));
+  for (int64_t i = 0; i < kh; ++i)
+    for (int64_t jj = 0; jj < kw; ++jj)
+      for (int64_t m = 0; m < M; ++m) {
+        int64_t wsum = 0;
+        for (int64_t ci = 0; ci < C; ++ci) {
+          const int8_t w = L.weight_q[static_cast<size_t>(((m * C + ci) * kh + (kh - 1 - i)) * kw + (kw - 1 - jj))];
+          wi[static_cast<size_t>(i)][static_cast<size_t>((jj * M + m) * C + ci)] = w;
+          wsum += w;
+        }
+        bi[static_cast<size_t>(i)][static_cast<size_t>(jj * M + m)] = static_cast<int32_t>(static_cast<uint32_t>(
+            static_cast<int64_t>(L.bias[static_cast<size_t>(m)]) - static_cast<int64_t>(j.a_zp) * wsum));
+      }
+  std::vector<Int8Job> rows(static_cast<size_t>(kh), j);
+  for (int64_t i = 0; i < kh; ++i)
+    if (!set_int8_output(c, n, L, y, rows[static_cast<size_t>(i)], kw, bi[static_cast<size_t>(i)])) return false;
+  const uint64_t xa = x.addr;
+  JobCosts total;
+  for (int64_t i = 0; i < kh; ++i) {
+    Int8Job& ji = rows[static_cast<size_t>(i)];
+    ji.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * H * W * C); };
+    ji.w = grouped_weights(ji, wi[static_cast<size_t>(i)]);
+    ji.y_addr = y.addr + static_cast<uint64_t>(i * OW * M);
+    ji.what = fmt::format("int8 ConvTranspose {} kernel row {}", n.name, i);
+    run_int8_job(c, n, ji);
+    total.add(*c.plan);
+  }
+  total.write(*c.plan);
+  c.plan->mapping = "int8 " + JobCosts::conv_transpose_rows(kh, kw, M);
+  return true;
+}
+
+// An int8 ConvTranspose (2-D, constant weights) as a stride-1 conv over a zero-inserted copy of its
+// input codes (compiler/ops/conv_transpose.h): the codes land every stride rows/columns in a DRAM
+// scratch tensor whose other elements are the input's zero point (real 0, which the accumulator's
+// (x - zero point) cancels, as the quantized reference assumes), then the conv runs with `L`'s flipped
+// weights. The array multiplies the inserted zero points: stride_h x stride_w times the transposed
+// conv's own MACs.
+bool lower_conv_transpose_int8(Context& c, const Node& n, const quant::LayerQuant& L, const DramTensor& x,
+                               const DramTensor& y, Int8Job j) {
+  if (!x.nhwc_in_memory() || !y.nhwc_in_memory() || L.weight_shape.size() != 4) return false;
+  const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+  ConvTransposeForm f;
+  try {
+    f = conv_transpose_form(n, H, W, L.weight_shape[2], L.weight_shape[3]);
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
+  if (f.oh != y.shape[2] || f.ow != y.shape[3]) return false;  // not the size shape inference gave: not mapped
+  if (lower_conv_transpose_blocks_int8(c, n, L, x, y, f, j)) return true;
+  j.images = N, j.C = C, j.H = f.hp, j.W = f.wp;
+  j.M = y.shape[1], j.OH = f.oh, j.OW = f.ow;
+  j.groups = n.attr_int("group", 1);
+  j.cg = j.C / j.groups, j.mg = j.M / j.groups;
+  j.kh = f.kh, j.kw = f.kw, j.dh = f.dh, j.dw = f.dw;
+  if (j.groups <= 0 || j.cg * j.groups != C || j.mg * j.groups != j.M || !j.conv_mappable()) return false;
+  j.y_img = j.OH * j.OW * j.M;
+  if (y.strided()) j.y_pitch = y.view_strides[2], j.y_view_img = y.view_strides[0];  // a Concat's slice
+  if (!set_int8_output(c, n, L, y, j, 1, L.bias_folded)) return false;
+  // Everything that could refuse the node is checked: the zero insertion.
+  DramTensor xp;
+  xp.shape = {N, C, f.hp, f.wp};
+  xp.layout = kNhwc;
+  xp.phys = physical(xp.shape, xp.layout);
+  xp.dtype = j.a_dt;
+  xp.bytes = static_cast<uint64_t>(num_elements(xp.shape));
+  xp.addr = c.add_scratch(xp.bytes);
+  std::vector<int64_t> map(static_cast<size_t>(N * f.hp * f.wp * C), -1);
+  for (int64_t b = 0; b < N; ++b)
+    for (int64_t iy = 0; iy < H; ++iy) {
+      const int64_t py = f.lead_h + iy * f.sh;
+      if (py < 0 || py >= f.hp) continue;
+      for (int64_t ix = 0; ix < W; ++ix) {
+        const int64_t px = f.lead_w + ix * f.sw;
+        if (px < 0 || px >= f.wp) continue;
+        for (int64_t ch = 0; ch < C; ++ch)
+          map[static_cast<size_t>(((b * f.hp + py) * f.wp + px) * C + ch)] = ((b * H + iy) * W + ix) * C + ch;
+      }
+    }
+  copy_index_map(c, xp, {&x}, map, static_cast<double>(j.a_zp));
+  j.w = grouped_weights(j, L.weight_q);
+  const uint64_t xa = xp.addr;
+  const int64_t a_img = f.hp * f.wp * C;
+  j.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * a_img); };
+  j.a_range = xp.range();
+  j.what = fmt::format("int8 ConvTranspose {}", n.name);
+  c.plan->mapping = fmt::format("zero-inserted input (stride {}x{}, zero point {}) + int8 CONV {}x{}{}", f.sh, f.sw,
+                                j.a_zp, j.kh, j.kw, j.groups > 1 ? fmt::format(", {} groups", j.groups) : "");
+  run_int8_job(c, n, j);
+  return true;
+}
+
+}  // namespace
 
 bool lower_matrix_int8(Context& c, const Node& n) {
   const quant::PrecisionPlan& plan = *c.options.plan;
@@ -307,8 +512,8 @@ bool lower_matrix_int8(Context& c, const Node& n) {
   Int8Job j;
   j.a_dt = xq.dtype, j.y_dt = yq.dtype, j.a_zp = xq.zero_point, j.y_zp = yq.zero_point;
   j.y_addr = y.addr, j.a_range = x.range(), j.y_range = y.range();
+  if (n.op_type == "ConvTranspose") return lower_conv_transpose_int8(c, n, L, x, y, j);
   int64_t a_img = 0;  // input elements per image
-  const int64_t M_out = static_cast<int64_t>(L.bias_folded.size());
   if (n.op_type == "Conv") {
     if (!x.nhwc_in_memory() || !y.nhwc_in_memory()) return false;
     j.images = x.shape[0];
@@ -362,78 +567,25 @@ bool lower_matrix_int8(Context& c, const Node& n) {
     j.y_img = 0;
     c.plan->mapping = fmt::format("int8 MATMUL M={} K={} N={}", j.OH, K, N);
   }
-  if (M_out != j.M) return false;
   if (L.weight_is_constant) {
     const uint64_t xa = x.addr;
     j.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * a_img); };
   }
-  j.output_stage = L.residual.empty() && !L.float_epilogue;
-  if (j.output_stage) {
-    std::vector<int32_t> triples;
-    for (size_t m = 0; m < L.bias_folded.size(); ++m) {
-      triples.insert(triples.end(), {L.bias_folded[m], L.requant[m].multiplier, L.requant[m].shift});
-    }
-    j.out_addr = c.add_data(int32_bytes(triples));
-  } else {
-    j.bias_addr = c.add_data(int32_bytes(L.bias_folded));
-    j.rq_addr = c.add_data(int32_bytes(pairs_of(L.requant)));
-  }
-  ConstWords k;
-  if (!L.residual.empty()) {
-    const DramTensor& r = c.tensor(L.residual);
-    if (r.phys != y.phys) return false;
-    const QParams& rq = plan.values.at(L.residual);
-    j.residual = true;
-    j.r_dt = rq.dtype;
-    j.r_addr = r.addr;
-    j.r_range = r.range();
-    j.rr_addr = c.add_data(int32_bytes(pairs_of(L.residual_rescale)));
-    k.add_i(rq.zero_point);
-  } else {
-    k.add_i(0);
-  }
-  k.add_f(yq.scale);
-  k.add_i(yq.zero_point);
-  j.k_addr = c.add_data(int32_bytes(k.w));
-  j.float_epi = L.float_epilogue;
-  if (j.float_epi) {
-    if (!set_float_activation(n, j)) return false;
-    j.accscale_addr = c.add_floats(L.acc_scale, DType::kFp32);
-  } else {
-    j.clamp = L.clamp_min > yq.qmin() || L.clamp_max < yq.qmax();
-    j.clamp_min = L.clamp_min, j.clamp_max = L.clamp_max;
-  }
+  if (!set_int8_output(c, n, L, y, j, 1, L.bias_folded)) return false;
   j.what = fmt::format("int8 {} {}", n.op_type, n.name);
   if (subsample_pointwise(j)) c.plan->mapping += ", reading only the pixels it uses (strided LOAD)";
-  // The array's operand dtype is A's: uint8 A with int8 B, or int8 x int8.
-  const DType saved_act = c.act;
-  const int64_t saved_es = c.esize;
-  c.act = j.a_dt;
-  c.esize = 1;
-  if (JobBands<Int8Job, Int8Strategy> bands(c, j); lower_conv_pool(c, bands)) {  // backend/layer_fusion.h
+  {
+    // The array's operand dtype is A's: uint8 A with int8 B, or int8 x int8 (as run_int8_job sets it).
+    const DType saved_act = c.act;
+    const int64_t saved_es = c.esize;
+    c.act = j.a_dt;
+    c.esize = 1;
+    JobBands<Int8Job, Int8Strategy> bands(c, j);
+    const bool fused = lower_conv_pool(c, bands);  // backend/layer_fusion.h
     c.act = saved_act, c.esize = saved_es;
-    return true;
+    if (fused) return true;
   }
-  Int8Strategy strategy(c, j);
-  MatrixMapper mm(c, j, strategy);
-  Tiling t;
-  int64_t evaluated = 0;
-  const bool on_vector = map_matrix_job(c, j, strategy, mm, &t, &evaluated);
-  if (!on_vector && evaluated == 0) {
-    c.act = saved_act, c.esize = saved_es;
-    throw CompileError(fmt::format("layer '{}' ({}): even the smallest int8 tile does not fit the scratchpads",
-                                   n.name, j.what));
-  }
-  if (on_vector) {
-    c.act = saved_act;
-    c.esize = saved_es;
-    return true;
-  }
-  record_tiling(c, j, t, evaluated);
-  mm.generate(t);
-  if (j.groups > 1) c.plan->mapping += fmt::format(" as {} block-diagonal blocks of {} groups", j.groups / t.gb, t.gb);
-  c.act = saved_act;
-  c.esize = saved_es;
+  run_int8_job(c, n, j);
   return true;
 }
 

@@ -14,6 +14,7 @@
 #include "compiler/backend/matrix_walk.h"
 #include "compiler/backend/movement.h"
 #include "compiler/backend/residency.h"
+#include "compiler/ops/conv_transpose.h"
 #include "compiler/passes/lowered.h"
 
 namespace npusim::compiler::backend {
@@ -427,7 +428,7 @@ bool lower_conv_transpose_blocks(Context& c, const Node& n, const DramTensor& x,
   j.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * H * W * C) * es; };
   j.a_range = x.range();
   j.y_range = y.range();
-  LayerPlan total;
+  JobCosts total;
   for (int64_t i = 0; i < kh; ++i) {
     FloatJob ji = j;
     ji.w_elided = !wt.has_values();
@@ -442,19 +443,10 @@ bool lower_conv_transpose_blocks(Context& c, const Node& n, const DramTensor& x,
     ji.y_base = [=](int64_t img) { return ya + static_cast<uint64_t>(img * OH * OW * M) * es; };
     ji.what = fmt::format("ConvTranspose {}x{}x{}->{} kernel row {}", kh, kw, C, M, i);
     run(c, ji);
-    const LayerPlan& p = *c.plan;
-    total.est_cycles += p.est_cycles, total.model_cycles += p.model_cycles;
-    total.est_compute_cycles += p.est_compute_cycles, total.est_dma_cycles += p.est_dma_cycles;
-    total.macs += p.macs, total.instructions += p.instructions, total.candidates += p.candidates;
+    total.add(*c.plan);
   }
-  LayerPlan& p = *c.plan;
-  p.est_cycles = total.est_cycles, p.model_cycles = total.model_cycles;
-  p.est_compute_cycles = total.est_compute_cycles, p.est_dma_cycles = total.est_dma_cycles;
-  p.macs = total.macs, p.instructions = total.instructions, p.candidates = total.candidates;
-  p.mapping = fmt::format(
-      "ConvTranspose with stride = kernel {}x{}: {} 1x1 CONVs of {} channels, each writing one output "
-      "row in {} (strided STORE)",
-      kh, kw, kh, kw * M, kh);
+  total.write(*c.plan);
+  c.plan->mapping = JobCosts::conv_transpose_rows(kh, kw, M);
   return true;
 }
 
@@ -484,33 +476,23 @@ bool lower_conv_transpose(Context& c, const Node& n) {
     if (!set_activation(n, e)) return false;
   }
   if (kh > 255 || kw > 255) return false;
-  const auto st = n.attr_ints("strides", {1, 1}), dl = n.attr_ints("dilations", {1, 1});
-  const auto opad = n.attr_ints("output_padding", {0, 0});
-  auto oshape = n.attr_ints("output_shape", {});
-  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
-  const int64_t s[2] = {st[0], st[1]}, d[2] = {dl[0], dl[1]}, k[2] = {kh, kw}, in[2] = {H, W}, out[2] = {OH, OW};
-  int64_t pb[2] = {0, 0};
-  for (int i = 0; i < 2; ++i) {
-    const int64_t full = s[i] * (in[i] - 1) + opad[static_cast<size_t>(i)] + (k[i] - 1) * d[i] + 1;
-    if (!oshape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      const int64_t total = full - out[i];
-      const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
-      pb[i] = auto_pad == "SAME_UPPER" ? half : total - half;
-    } else if (auto_pad == "NOTSET") {
-      pb[i] = n.attr_ints("pads", {0, 0, 0, 0})[static_cast<size_t>(i)];
-    }
+  ConvTransposeForm f;
+  try {
+    f = conv_transpose_form(n, H, W, kh, kw);
+  } catch (const std::invalid_argument&) {
+    return false;
   }
+  if (f.oh != OH || f.ow != OW) return false;  // not the size shape inference gave: not mapped
   // Zero-inserted, padded input: pixel (iy, ix) at (lead_h + iy*sh, lead_w + ix*sw).
-  const int64_t lead_h = (kh - 1) * d[0] - pb[0], lead_w = (kw - 1) * d[1] - pb[1];
-  const int64_t HP = OH + (kh - 1) * d[0], WP = OW + (kw - 1) * d[1];
+  const int64_t HP = f.hp, WP = f.wp;
   const DramTensor xp = scratch_tensor(c, {N, C, HP, WP}, kNhwc);
   std::vector<int64_t> map(static_cast<size_t>(N * HP * WP * C), -1);
   for (int64_t b = 0; b < N; ++b) {
     for (int64_t iy = 0; iy < H; ++iy) {
-      const int64_t py = lead_h + iy * s[0];
+      const int64_t py = f.lead_h + iy * f.sh;
       if (py < 0 || py >= HP) continue;
       for (int64_t ix = 0; ix < W; ++ix) {
-        const int64_t px = lead_w + ix * s[1];
+        const int64_t px = f.lead_w + ix * f.sw;
         if (px < 0 || px >= WP) continue;
         for (int64_t ch = 0; ch < C; ++ch) {
           map[static_cast<size_t>(((b * HP + py) * WP + px) * C + ch)] = ((b * H + iy) * W + ix) * C + ch;
@@ -521,27 +503,14 @@ bool lower_conv_transpose(Context& c, const Node& n) {
   copy_index_map(c, xp, {&x}, map, 0.0);
   ConvSpec cs;
   cs.x = &xp, cs.y = &y;
-  cs.groups = groups, cs.kh = kh, cs.kw = kw, cs.dh = d[0], cs.dw = d[1];
+  cs.groups = groups, cs.kh = kh, cs.kw = kw, cs.dh = f.dh, cs.dw = f.dw;
   // W [C][mg][kh][kw] -> conv weights [M][cg][kh][kw], flipped.
   const Tensor& wt = *c.g.value(n.inputs[1]).constant;
   cs.w_elided = !wt.has_values();
-  const std::vector<float> w = cs.w_elided ? std::vector<float>() : wt.to_float_vector();
-  if (!cs.w_elided) cs.derived.assign(static_cast<size_t>(M * cg * kh * kw), 0.0f);
+  if (!cs.w_elided) cs.derived = conv_transpose_conv_weights(wt.to_float_vector(), groups, cg, mg, kh, kw);
   cs.w = &cs.derived;
-  for (int64_t g = 0; g < groups && !cs.w_elided; ++g) {
-    for (int64_t m = 0; m < mg; ++m) {
-      for (int64_t ci = 0; ci < cg; ++ci) {
-        for (int64_t i = 0; i < kh; ++i) {
-          for (int64_t jj = 0; jj < kw; ++jj) {
-            cs.derived[static_cast<size_t>((((g * mg + m) * cg + ci) * kh + i) * kw + jj)] =
-                w[static_cast<size_t>((((g * cg + ci) * mg + m) * kh + (kh - 1 - i)) * kw + (kw - 1 - jj))];
-          }
-        }
-      }
-    }
-  }
   if (!lower_conv_spec(c, n, cs)) throw std::logic_error("backend: the zero-inserted conv of a ConvTranspose");
-  c.plan->mapping = fmt::format("zero-inserted input (stride {}x{}) + {}", s[0], s[1], c.plan->mapping);
+  c.plan->mapping = fmt::format("zero-inserted input (stride {}x{}) + {}", f.sh, f.sw, c.plan->mapping);
   return true;
 }
 

@@ -338,4 +338,29 @@ class MatrixMapper {
 // Records a chosen tiling in c.plan (tile shape, loop order, estimates, MACs).
 void record_tiling(Context& c, const MatrixJob& j, const Tiling& t, int64_t evaluated);
 
+// A layer lowered as several matrix jobs (a stride = kernel ConvTranspose's kernel rows): add() each
+// job's figures from c.plan after it is emitted, then write() their sums into the layer's plan.
+// conv_transpose_rows() is such a ConvTranspose's mapping line.
+class JobCosts {
+ public:
+  void add(const LayerPlan& p) {
+    t_.est_cycles += p.est_cycles, t_.model_cycles += p.model_cycles;
+    t_.est_compute_cycles += p.est_compute_cycles, t_.est_dma_cycles += p.est_dma_cycles;
+    t_.macs += p.macs, t_.instructions += p.instructions, t_.candidates += p.candidates;
+  }
+  void write(LayerPlan& p) const {
+    p.est_cycles = t_.est_cycles, p.model_cycles = t_.model_cycles;
+    p.est_compute_cycles = t_.est_compute_cycles, p.est_dma_cycles = t_.est_dma_cycles;
+    p.macs = t_.macs, p.instructions = t_.instructions, p.candidates = t_.candidates;
+  }
+  static std::string conv_transpose_rows(int64_t kh, int64_t kw, int64_t m) {
+    return "ConvTranspose with stride = kernel " + std::to_string(kh) + "x" + std::to_string(kw) + ": " +
+           std::to_string(kh) + " 1x1 CONVs of " + std::to_string(kw * m) +
+           " channels, each writing one output row in " + std::to_string(kh) + " (strided STORE)";
+  }
+
+ private:
+  LayerPlan t_;
+};
+
 }  // namespace npusim::compiler::backend

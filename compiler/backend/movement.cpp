@@ -245,6 +245,10 @@ std::vector<uint8_t> encode(const std::vector<double>& v, isa::DType t) {
     } else if (t == isa::DType::kFp32) {
       const float x = static_cast<float>(v[i]);
       std::memcpy(&b[i * 4], &x, 4);
+    } else if (t == isa::DType::kInt8 || t == isa::DType::kUint8) {  // codes (an int8 zero point fill)
+      const double lo = t == isa::DType::kInt8 ? -128.0 : 0.0, hi = t == isa::DType::kInt8 ? 127.0 : 255.0;
+      const auto x = static_cast<int32_t>(std::clamp(std::nearbyint(v[i]), lo, hi));
+      b[i] = static_cast<uint8_t>(x & 0xff);
     } else {
       throw std::logic_error("encode: 16-bit types go through Context::add_floats");
     }

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "compiler/interp/kernels.h"
+#include "compiler/ops/conv_transpose.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/quantize.h"
 #include "isa/numerics.h"
@@ -112,6 +113,54 @@ struct Epilogue {
   float activation(float x) const { return act_fp32(node, L.activation, x); }
 };
 
+// The int8 conv of geometry cg over NCHW codes x (zero point zx): im2col of the centred codes, int32
+// sums in wrapping arithmetic, the epilogue per output channel.
+std::vector<int32_t> conv_codes(const Node& n, const ConvGeom& cg, const std::vector<int32_t>& x, int32_t zx,
+                                const LayerQuant& L, const Epilogue& epi, const Int8Tensor* residual) {
+  const int64_t cpg = cg.c / cg.group, mpg = cg.m / cg.group;
+  const int64_t K = cpg * cg.kh * cg.kw, P = cg.oh * cg.ow;
+  std::vector<int32_t> out(static_cast<size_t>(cg.n * cg.m * P), 0);
+  if (residual && residual->codes.size() != out.size()) fail(n, "residual shape does not match the output");
+  auto res = [&](int64_t idx) -> int32_t {
+    return residual ? residual->codes[idx] - residual->qparams.zero_point : 0;
+  };
+  std::vector<int16_t> col(K * P);
+  std::vector<uint32_t> acc(P);
+  for (int64_t b = 0; b < cg.n; ++b) {
+    for (int64_t gi = 0; gi < cg.group; ++gi) {
+      // im2col of (x_q - zx); padding is the zero point, i.e. 0 after centring.
+      for (int64_t ci = 0; ci < cpg; ++ci)
+        for (int64_t i = 0; i < cg.kh; ++i)
+          for (int64_t j = 0; j < cg.kw; ++j) {
+            int16_t* row = &col[((ci * cg.kh + i) * cg.kw + j) * P];
+            const int32_t* xc = &x[((b * cg.c) + gi * cpg + ci) * cg.h * cg.w];
+            for (int64_t oy = 0; oy < cg.oh; ++oy) {
+              const int64_t iy = oy * cg.sh - cg.pt + i * cg.dh;
+              for (int64_t ox = 0; ox < cg.ow; ++ox) {
+                const int64_t ix = ox * cg.sw - cg.pl + j * cg.dw;
+                const bool inside = iy >= 0 && iy < cg.h && ix >= 0 && ix < cg.w;
+                row[oy * cg.ow + ox] = inside ? static_cast<int16_t>(xc[iy * cg.w + ix] - zx) : 0;
+              }
+            }
+          }
+      for (int64_t mi = 0; mi < mpg; ++mi) {
+        const int64_t m = gi * mpg + mi;
+        const int8_t* wm = &L.weight_q[m * K];
+        std::fill(acc.begin(), acc.end(), static_cast<uint32_t>(L.bias[m]));
+        for (int64_t k = 0; k < K; ++k) {
+          const int32_t wv = wm[k];
+          if (wv == 0) continue;
+          const int16_t* row = &col[k * P];
+          for (int64_t p = 0; p < P; ++p) acc[p] += static_cast<uint32_t>(wv * static_cast<int32_t>(row[p]));
+        }
+        const int64_t base = (b * cg.m + m) * P;
+        for (int64_t p = 0; p < P; ++p) out[base + p] = epi(acc[p], m, res(base + p));
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<int32_t> run_int8_layer(const Graph& /*g*/, const Node& n, const PrecisionPlan& plan,
@@ -127,46 +176,30 @@ std::vector<int32_t> run_int8_layer(const Graph& /*g*/, const Node& n, const Pre
   };
   if (n.op_type == "Conv") {
     const ConvGeom cg = conv_geometry(n, x.shape, L.weight_shape);
-    const int64_t cpg = cg.c / cg.group, mpg = cg.m / cg.group;
-    const int64_t K = cpg * cg.kh * cg.kw, P = cg.oh * cg.ow;
     out_shape = x.shape.size() == 4 ? Shape{cg.n, cg.m, cg.oh, cg.ow} : Shape{cg.n, cg.m, cg.ow};
-    out.assign(cg.n * cg.m * P, 0);
-    if (residual && residual->codes.size() != out.size()) fail(n, "residual shape does not match the output");
-    std::vector<int16_t> col(K * P);
-    std::vector<uint32_t> acc(P);
-    for (int64_t b = 0; b < cg.n; ++b) {
-      for (int64_t gi = 0; gi < cg.group; ++gi) {
-        // im2col of (x_q - zx); padding is the zero point, i.e. 0 after centring.
-        for (int64_t ci = 0; ci < cpg; ++ci)
-          for (int64_t i = 0; i < cg.kh; ++i)
-            for (int64_t j = 0; j < cg.kw; ++j) {
-              int16_t* row = &col[((ci * cg.kh + i) * cg.kw + j) * P];
-              const int32_t* xc = &x.codes[((b * cg.c) + gi * cpg + ci) * cg.h * cg.w];
-              for (int64_t oy = 0; oy < cg.oh; ++oy) {
-                const int64_t iy = oy * cg.sh - cg.pt + i * cg.dh;
-                for (int64_t ox = 0; ox < cg.ow; ++ox) {
-                  const int64_t ix = ox * cg.sw - cg.pl + j * cg.dw;
-                  const bool inside = iy >= 0 && iy < cg.h && ix >= 0 && ix < cg.w;
-                  row[oy * cg.ow + ox] = inside ? static_cast<int16_t>(xc[iy * cg.w + ix] - zx) : 0;
-                }
-              }
-            }
-        for (int64_t mi = 0; mi < mpg; ++mi) {
-          const int64_t m = gi * mpg + mi;
-          const int8_t* wm = &L.weight_q[m * K];
-          std::fill(acc.begin(), acc.end(), static_cast<uint32_t>(L.bias[m]));
-          for (int64_t k = 0; k < K; ++k) {
-            const int32_t wv = wm[k];
-            if (wv == 0) continue;
-            const int16_t* row = &col[k * P];
-            for (int64_t p = 0; p < P; ++p) acc[p] += static_cast<uint32_t>(wv * static_cast<int32_t>(row[p]));
-          }
-          const int64_t base = (b * cg.m + m) * P;
-          for (int64_t p = 0; p < P; ++p) out[base + p] = epi(acc[p], m, res(base + p));
+    return conv_codes(n, cg, x.codes, zx, L, epi, residual);
+  }
+  if (n.op_type == "ConvTranspose") {
+    // The stride-1 conv over the zero-inserted input (compiler/ops/conv_transpose.h), as the back end
+    // runs it: the inserted values and the padding are the zero point, which contributes nothing.
+    if (x.shape.size() != 4 || L.weight_shape.size() != 4) fail(n, "int8 ConvTranspose supports 2-D only");
+    const ConvTransposeForm f = conv_transpose_form(n, x.shape[2], x.shape[3], L.weight_shape[2], L.weight_shape[3]);
+    ConvGeom cg{};
+    cg.n = x.shape[0], cg.c = x.shape[1], cg.h = f.hp, cg.w = f.wp, cg.m = L.weight_shape[0];
+    cg.kh = f.kh, cg.kw = f.kw, cg.oh = f.oh, cg.ow = f.ow, cg.sh = cg.sw = 1, cg.dh = f.dh, cg.dw = f.dw;
+    cg.pt = cg.pl = 0, cg.group = n.attr_int("group", 1);
+    std::vector<int32_t> padded(static_cast<size_t>(cg.n * cg.c * f.hp * f.wp), zx);
+    for (int64_t bc = 0; bc < cg.n * cg.c; ++bc)
+      for (int64_t iy = 0; iy < f.h; ++iy) {
+        const int64_t py = f.lead_h + iy * f.sh;
+        if (py < 0 || py >= f.hp) continue;
+        for (int64_t ix = 0; ix < f.w; ++ix) {
+          const int64_t px = f.lead_w + ix * f.sw;
+          if (px >= 0 && px < f.wp) padded[(bc * f.hp + py) * f.wp + px] = x.codes[(bc * f.h + iy) * f.w + ix];
         }
       }
-    }
-    return out;
+    out_shape = Shape{cg.n, cg.m, cg.oh, cg.ow};
+    return conv_codes(n, cg, padded, zx, L, epi, residual);
   }
   // MatMul / Gemm: A [..., M, K] x B [..., K, N] (Gemm transB: B [N, K]).
   if (x.shape.size() < 2) fail(n, "int8 MatMul needs an input of rank >= 2");
@@ -655,7 +688,7 @@ int correct_output_bias(const Graph& g, PrecisionPlan& plan, const std::vector<S
     if (linear_piece && plan.precision_of(n.name) == Precision::kInt8 && it->second.weight_is_constant &&
         !it->second.weight_q.empty() && slope > 0) {
       LayerQuant& L = it->second;
-      const bool conv = n.op_type == "Conv";
+      const bool conv = n.op_type == "Conv" || n.op_type == "ConvTranspose";  // channels on dim 1
       std::vector<double> diff(L.bias.size(), 0.0);
       std::vector<int64_t> count(L.bias.size(), 0);
       bool fits = true;

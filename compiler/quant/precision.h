@@ -16,7 +16,7 @@
 //     A value produced by a non-int8 node (or a graph input) and read by an int8 node is quantized so on
 //     entry; a value produced by an int8 node is stored as codes and dequantized (fp32 multiply) when a
 //     non-int8 node reads it.
-//   int8 matrix nodes (Conv, ConvTranspose excluded, Gemm, MatMul) have plan.layers.at(n.name)
+//   int8 matrix nodes (Conv, ConvTranspose, Gemm, MatMul) have plan.layers.at(n.name)
 //     (LayerQuant): the accumulator is
 //        acc[n] = bias[n] + sum_k (x_q[k] - x.zero_point) * w_q[k][n]        (int32, wrapping)
 //     with zero-valued padding meaning x.zero_point (LOAD's halo pad value). For a constant weight,
@@ -28,7 +28,11 @@
 //     and when it is true (any other fused activation):
 //        y_q = quantize(act(float(acc[n]) * acc_scale[n]))     (fp32 multiply, activation in fp32).
 //     requant / residual_rescale have one entry per output channel (per-tensor weights: all equal).
-//     Output channels are W's dim 0 for Conv, the last dim of B for MatMul and normalised Gemm.
+//     Output channels are W's dim 0 for Conv, the last dim of B for MatMul and normalised Gemm. A 2-D
+//     ConvTranspose is the stride-1 conv over its input with the zero point inserted between pixels
+//     and around them (compiler/ops/conv_transpose.h); its LayerQuant holds that conv's weights
+//     ([M][C/group][kh][kw], flipped: quant::conv_transpose_weights), so the formulas above hold as
+//     for a Conv.
 //   int8 vector nodes: inputs dequantized, the op computed in fp32, the result quantized with the
 //     output's QParams. Ops that only move or select values (pooling max, Relu, reshapes, transposes,
 //     slices, pads) share their input's QParams, so for them this is exact on the codes. An unfolded

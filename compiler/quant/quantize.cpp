@@ -4,9 +4,11 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
+#include "compiler/ops/conv_transpose.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/emulate.h"
 
@@ -171,6 +173,8 @@ bool is_matrix_op(const Node& n) {
   return n.domain.empty() && (n.op_type == "Conv" || n.op_type == "Gemm" || n.op_type == "MatMul");
 }
 
+bool is_int8_layer_op(const Node& n) { return is_matrix_op(n) || (n.domain.empty() && n.op_type == "ConvTranspose"); }
+
 static bool float_value(const Graph& g, const std::string& name) {
   return !name.empty() && g.has_value(name) && !g.value(name).is_constant() && is_float(g.value(name).dtype);
 }
@@ -232,6 +236,32 @@ std::vector<double> weight_rounding_shift(const Node& n, const Tensor& w, const 
   return shift;
 }
 
+std::optional<Tensor> conv_transpose_weights(const Graph& g, const Node& n, std::string& reason) {
+  const Value& xv = g.value(n.inputs.at(0));
+  const Value& wv = g.value(n.inputs.at(1));
+  if (!wv.is_constant() || !wv.constant->floating() || wv.constant->rank() != 4 || xv.shape.size() != 4 ||
+      !xv.fully_known()) {
+    reason = "int8 ConvTranspose needs a 2-D input of known shape and constant floating-point weights";
+    return std::nullopt;
+  }
+  const Tensor& w = *wv.constant;
+  const int64_t groups = n.attr_int("group", 1);
+  if (groups <= 0 || xv.shape[1] % groups != 0 || w.shape[0] != xv.shape[1]) {
+    reason = "ConvTranspose weights do not match the input channels and group";
+    return std::nullopt;
+  }
+  try {
+    (void)conv_transpose_form(n, xv.shape[2], xv.shape[3], w.shape[2], w.shape[3]);
+  } catch (const std::invalid_argument& e) {
+    reason = e.what();
+    return std::nullopt;
+  }
+  const int64_t cg = w.shape[0] / groups, mg = w.shape[1];
+  Tensor t(w.dtype, Shape{mg * groups, cg, w.shape[2], w.shape[3]});
+  t.f = conv_transpose_conv_weights(w.f, groups, cg, mg, w.shape[2], w.shape[3]);
+  return t;
+}
+
 bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const QuantOptions& options,
                  const QuantizedWeights* given, std::string& reason, const TensorStats* input_stats) {
   LayerQuant L;
@@ -248,21 +278,27 @@ bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const Quant
       return false;
     }
   }
-  if (n.op_type == "Conv" && !L.weight_is_constant) {
-    reason = "int8 Conv needs constant weights";
+  if ((n.op_type == "Conv" || n.op_type == "ConvTranspose") && !L.weight_is_constant) {
+    reason = "int8 " + n.op_type + " needs constant weights";
     return false;
   }
   const auto& xq = plan.values.at(L.input);
   int64_t channels = 1;
   std::vector<double> rounding_shift;  // bias correction, empty for none
   if (L.weight_is_constant) {
-    const Tensor& w = *wv.constant;
+    Tensor as_conv;  // a ConvTranspose's weights as its equivalent conv's (conv_transpose_weights)
+    if (n.op_type == "ConvTranspose") {
+      std::optional<Tensor> t = conv_transpose_weights(g, n, reason);
+      if (!t) return false;
+      as_conv = std::move(*t);
+    }
+    const Tensor& w = n.op_type == "ConvTranspose" ? as_conv : *wv.constant;
     if (!w.floating()) {
       reason = "weights are not floating point";
       return false;
     }
     L.weight_shape = w.shape;
-    L.weight_channel_axis = weight_channel_axis(n, static_cast<int>(w.rank()));
+    L.weight_channel_axis = n.op_type == "ConvTranspose" ? 0 : weight_channel_axis(n, static_cast<int>(w.rank()));
     if (w.rank() < 1) {
       reason = "scalar weights";
       return false;
@@ -393,7 +429,7 @@ std::vector<std::string> values_to_calibrate(const Graph& g, const PrecisionPlan
     if (known.insert(v).second) need.push_back(v);
   };
   for (const Node& n : g.nodes) {
-    if (plan.precision_of(n.name) != Precision::kInt8 || (n.domain.empty() && n.op_type == "ConvTranspose")) continue;
+    if (plan.precision_of(n.name) != Precision::kInt8) continue;
     for (const auto& in : n.inputs)
       if (float_value(g, in)) want(in);
     const bool inherits = shares_input_qparams(n) && float_value(g, n.inputs.at(0));
@@ -495,12 +531,7 @@ void quantize_plan(const Graph& g, PrecisionPlan& plan, const std::map<std::stri
   for (const Node& n : g.nodes) {
     auto pit = plan.nodes.find(n.name);
     if (pit == plan.nodes.end() || pit->second.effective != Precision::kInt8) continue;
-    if (n.domain.empty() && n.op_type == "ConvTranspose") {
-      pit->second.effective = Precision::kFp16;
-      pit->second.reason = "ConvTranspose has no int8 lowering; runs in fp16";
-      continue;
-    }
-    const bool matrix = is_matrix_op(n);
+    const bool matrix = is_int8_layer_op(n);
     // Inputs first (the producer may be int8 already, then its QParams stay).
     for (size_t k = 0; k < n.inputs.size(); ++k)
       if (float_value(g, n.inputs[k])) assign(n.inputs[k], symmetric.count(n.inputs[k]) > 0);

@@ -3,6 +3,7 @@
 // matrix node its integer weights, int32 bias and requantization multipliers (precision.h states the
 // arithmetic those numbers feed).
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,8 +86,9 @@ std::vector<int64_t> weight_input_channels(const Node& n, const Tensor& w, int c
 bool shares_input_qparams(const Node& n);
 
 // Fills plan.values and plan.layers for every node whose effective precision is int8, from `stats`
-// (collect_statistics on the same graph). A node int8 cannot express (ConvTranspose, Gemm with
-// transA or alpha/beta != 1, a bias that is not per output channel) is demoted to fp16 with a reason.
+// (collect_statistics on the same graph). A node int8 cannot express (a ConvTranspose that is not 2-D
+// with constant weights, Gemm with transA or alpha/beta != 1, a bias that is not per output channel) is
+// demoted to fp16 with a reason.
 // Values that already have QParams in the plan (a pre-quantized model's own scales) keep them (`stats`
 // need not cover them); layers already in the plan with weights keep their weights; a node named in
 // `given` takes those weight codes and scales (a pre-quantized model's own, see qdq.h) instead of
@@ -124,5 +126,13 @@ int weight_channel_axis(const Node& n, int weight_rank);
 
 // True for the ops the int8 pipeline runs on the matrix unit.
 bool is_matrix_op(const Node& n);
+// is_matrix_op or a ConvTranspose: the nodes that get a LayerQuant in an int8 plan.
+bool is_int8_layer_op(const Node& n);
+
+// A 2-D ConvTranspose's constant weights as those of the stride-1 conv over its zero-inserted input
+// (compiler/ops/conv_transpose.h): [M][C/group][kh][kw], flipped. An int8 ConvTranspose's LayerQuant
+// holds them (weight_shape, weight_q, per-output-channel scales on dim 0) and the back end and the
+// reference run that conv. nullopt with `reason` for a form the int8 path does not take.
+std::optional<Tensor> conv_transpose_weights(const Graph& g, const Node& n, std::string& reason);
 
 }  // namespace npusim::compiler::quant
