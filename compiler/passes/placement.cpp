@@ -23,6 +23,28 @@ bool in_onnx_order(const Graph& g, const std::string& v) {
   return true;
 }
 
+// A Transpose that only moves dims of extent 1 (the others keep their order: [1, S, D] -> [S, 1, D], as
+// torch's batch-first <-> sequence-first swaps around attention), on ONNX-order data both sides: the
+// bytes are the same in the same order, so it is a Reshape (a free alias, no instructions).
+bool moves_only_unit_dims(const Graph& g, const Node& n) {
+  if (n.op_type != "Transpose" || !n.has_input(0) || n.outputs.size() != 1) return false;
+  const Value& x = g.value(n.inputs[0]);
+  if (!x.fully_known() || !in_onnx_order(g, n.inputs[0]) || !in_onnx_order(g, n.outputs[0])) return false;
+  const size_t r = x.shape.size();
+  std::vector<int64_t> perm = n.attr_ints("perm", {});
+  if (perm.empty())
+    for (size_t i = 0; i < r; ++i) perm.push_back(static_cast<int64_t>(r - 1 - i));
+  if (perm.size() != r) return false;
+  int64_t last = -1;
+  for (int64_t d : perm) {
+    if (d < 0 || d >= static_cast<int64_t>(r)) return false;
+    if (x.shape[static_cast<size_t>(d)] == 1) continue;
+    if (d < last) return false;
+    last = d;
+  }
+  return true;
+}
+
 }  // namespace
 
 Placement placement_of(const Graph& g, const Node& n) {
@@ -44,6 +66,7 @@ Placement placement_of(const Graph& g, const Node& n) {
   if (op == "Cast") return detail::constant_of(g, n.inputs[0]) ? Placement::kFree : Placement::kNpuVector;
   if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze")
     return in_onnx_order(g, n.inputs[0]) ? Placement::kFree : Placement::kNpuVector;
+  if (moves_only_unit_dims(g, n)) return Placement::kFree;
   if ((op == "Conv" || op == "ConvTranspose" || op == "Gemm" || op == "MatMul") &&
       !(float_operand(g, n.inputs[0]) && float_operand(g, n.inputs[1])))
     return Placement::kHost;

@@ -1002,3 +1002,34 @@ TEST(OpTable, EveryNpuOpCompilesWithoutFallbackAndMatches) {
 
 }  // namespace
 }  // namespace npusim::compiler::testing
+
+namespace npusim::compiler::testing {
+namespace {
+
+// torch's batch-first <-> sequence-first Transposes around attention ([1, S, D] <-> [S, 1, D]) move only
+// a dim of extent 1: free aliases (compiler/passes/placement.cpp), no instructions, and the program
+// computes what the reference does; the Transpose that swaps S and D still copies.
+TEST(DataMovementFolds, TransposesMovingOnlyUnitDimsEmitNoInstructionsAndComputeTheSame) {
+  GraphBuilder b;
+  b.input("x", {1, 6, 8}).constant("w", {8, 8});
+  b.node("MatMul", {"x", "w"}, {"m"}, "mm");
+  b.node("Transpose", {"m"}, {"t1"}, "seq_first").attrs["perm"].value = std::vector<int64_t>{1, 0, 2};
+  b.node("Relu", {"t1"}, {"r"}, "relu");
+  b.node("Transpose", {"r"}, {"t2"}, "batch_first").attrs["perm"].value = std::vector<int64_t>{1, 0, 2};
+  b.node("Transpose", {"t2"}, {"y"}, "swap").attrs["perm"].value = std::vector<int64_t>{0, 2, 1};
+  b.output("y");
+  const Graph g = b.build();
+  for (const isa::NpuConfig& config : {isa::NpuConfig{}, small_sram()}) {
+    CompileResult r;
+    EXPECT_LT(compile_and_compare(g, config, &r), kTol) << compile_summary(r);
+    for (const LayerPlan& l : r.layers) {
+      if (l.op != "Transpose") continue;
+      const bool unit = l.name != "swap";
+      EXPECT_EQ(l.placement == Placement::kFree, unit) << l.name;
+      EXPECT_EQ(l.instructions == 0, unit) << l.name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace npusim::compiler::testing
