@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <optional>
 
+#include "compiler/backend/int8.h"
 #include "compiler/backend/movement.h"
 #include "compiler/backend/rowwise.h"
 #include "compiler/passes/lowered.h"
+#include "compiler/quant/precision.h"
 
 namespace npusim::compiler::backend {
 
@@ -35,6 +37,14 @@ struct Chain {
   const DramTensor* mask_t = nullptr;
   const Tensor* mask_values = nullptr;
   std::vector<int64_t> mask_row;
+  // # int8: the layer-by-layer int8 program's quantization points: the MatMuls' output stages (score
+  // and value requantization), the scores' and the probabilities' codes (the Softmax dequantizes the
+  // one and quantizes the other). Q, K^T, V, the scores, the probabilities and the output are codes.
+  bool int8 = false;
+  const quant::LayerQuant *score_q = nullptr, *value_q = nullptr;
+  const quant::QParams *s_q = nullptr, *p_q = nullptr, *y_q = nullptr;
+  // Bytes of an element of the operands and of everything stored (1 in int8, else the activation's).
+  int64_t eo = 0;
 };
 
 bool dense_onnx_order(const DramTensor& t) {
@@ -98,7 +108,6 @@ bool mask_rows(const Shape& m, const Shape& scores, std::vector<int64_t>* rows) 
 // nodes are [i, i + *count)).
 std::string match(const Context& c, size_t i, Chain* ch, size_t* count) {
   if (!c.options.keep_on_chip) return "fusion is off";
-  if (c.options.plan) return "a precision plan (int8) is in force";
   if (c.g.nhwc_io || c.shared_capacity() > 0) return "one scratchpad for inputs and weights";
   if (c.on_chip.pending) return "a value is held on chip";
   const Graph& g = c.g;
@@ -143,10 +152,39 @@ std::string match(const Context& c, size_t i, Chain* ch, size_t* count) {
   std::vector<std::string> dense = {a.inputs[0], a.inputs[1], b.inputs[1], b.outputs[0]};
   dense.insert(dense.end(), ch->values.begin(), ch->values.end());
   if (add && !g.value(add->inputs[1]).is_constant()) dense.push_back(add->inputs[1]);
-  for (const std::string& v : dense) {
-    auto t = c.tensors.find(v);
-    if (t == c.tensors.end() || !dense_onnx_order(t->second) || t->second.dtype != c.act)
-      return "a tensor is not dense";
+  if (c.options.plan) {
+    // # int8: every node of the block int8, both MatMuls on the integer path with an output stage, and
+    // every tensor stored as the codes the layer-by-layer program reads and writes (no conversion).
+    const quant::PrecisionPlan& plan = *c.options.plan;
+    if (ch->values.size() != 2) return "int8: a scale or a mask between the score MatMul and the Softmax";
+    for (size_t n = i; n < i + *count; ++n)
+      if (plan.precision_of(g.nodes[n].name) != quant::Precision::kInt8) return "a node of the block is not int8";
+    for (const Node* mm : {&a, &b}) {
+      auto L = plan.layers.find(mm->name);
+      if (!int8_matrix_mappable(plan, *mm) || L == plan.layers.end() || !has_output_stage(L->second) ||
+          L->second.input != mm->inputs[0] || L->second.weight != mm->inputs[1] ||
+          L->second.output != mm->outputs[0])
+        return "int8: a MatMul is not on the integer path with an output stage";
+    }
+    for (const std::string& v : dense) {
+      auto q = plan.values.find(v);
+      auto t = c.tensors.find(v);
+      if (q == plan.values.end() || t == c.tensors.end() || t->second.dtype != q->second.dtype ||
+          !dense_onnx_order(t->second))
+        return "int8: a tensor is not dense codes";
+    }
+    ch->int8 = true;
+    ch->score_q = &plan.layers.at(a.name), ch->value_q = &plan.layers.at(b.name);
+    ch->s_q = &plan.values.at(a.outputs[0]), ch->p_q = &plan.values.at(s.outputs[0]);
+    ch->y_q = &plan.values.at(b.outputs[0]);
+    ch->eo = 1;
+  } else {
+    for (const std::string& v : dense) {
+      auto t = c.tensors.find(v);
+      if (t == c.tensors.end() || !dense_onnx_order(t->second) || t->second.dtype != c.act)
+        return "a tensor is not dense";
+    }
+    ch->eo = c.esize;
   }
   ch->q = &c.tensor(a.inputs[0]), ch->kt = &c.tensor(a.inputs[1]), ch->v = &c.tensor(b.inputs[1]);
   ch->y = &c.tensor(b.outputs[0]);
@@ -186,14 +224,16 @@ struct Footprint {
   int64_t input = 0, weight = 0, acc = 0;
 };
 
+// es: bytes of the softmax's compute format (fp32 in int8), eo: of the operands.
 Footprint footprint(const Context& c, const Chain& ch, const Blocking& b) {
-  const int64_t es = c.esize, r = b.rows;
+  const int64_t es = c.esize, eo = ch.eo, r = b.rows;
   Footprint f;
-  f.weight = b.sets * (round64(ch.dk * ch.Sk * es) + round64(ch.Sk * ch.dv * es)) + round64(r * ch.Sk * es);
-  f.input = 2 * (round64(r * ch.dk * es) + round64(r * ch.Sk * es));
+  f.weight = b.sets * (round64(ch.dk * ch.Sk * eo) + round64(ch.Sk * ch.dv * eo)) + round64(r * ch.Sk * es);
+  f.input = 2 * (round64(r * ch.dk * eo) + round64(r * ch.Sk * es));
   f.acc = 2 * (round64(r * ch.Sk * 4) + round64(r * ch.dv * 4) + round64(r * es));
   if (ch.scale_op != VecOp::kCopy) f.acc += 64;
   if (ch.mask) f.acc += b.sets * round64(ch.Sk * es);
+  if (ch.int8) f.acc += 64 + round64(ch.Sk * 12) + round64(ch.dv * 12);  // conversion constants, triples
   return f;
 }
 
@@ -203,16 +243,17 @@ bool fits(const Context& c, const Footprint& f) {
 }
 
 // Emits the block. `round_trip`: the scores and probabilities go to their DRAM tensors and come back
-// (the layer-by-layer program's traffic, for the costing).
+// (the layer-by-layer program's traffic, for the costing). c.act is the softmax's compute format.
 void emit(Context& c, const Chain& ch, const Blocking& b, bool round_trip) {
   const int64_t es = c.esize, r = b.rows;
   const Footprint f = footprint(c, ch, b);
   SramAlloc in = c.slots(Buffer::kInput, f.input), w = c.slots(Buffer::kWeight, f.weight),
             acc = c.slots(Buffer::kAccumulator, f.acc);
+  const auto bytes = [&](int64_t elems) { return static_cast<uint64_t>(elems * ch.eo); };
   uint64_t kt_at[2] = {0, 0}, v_at[2] = {0, 0}, q_at[2], p_at[2], s_at[2], o_at[2], m_at[2];
   for (int k = 0; k < b.sets; ++k) {
-    kt_at[k] = w.take(static_cast<uint64_t>(ch.dk * ch.Sk * es));
-    v_at[k] = w.take(static_cast<uint64_t>(ch.Sk * ch.dv * es));
+    kt_at[k] = w.take(bytes(ch.dk * ch.Sk));
+    v_at[k] = w.take(bytes(ch.Sk * ch.dv));
   }
   const uint64_t scratch_at = w.take(static_cast<uint64_t>(r * ch.Sk * es));
   uint64_t scale_at = 0, mask_at[2] = {0, 0};
@@ -221,6 +262,23 @@ void emit(Context& c, const Chain& ch, const Blocking& b, bool round_trip) {
     const uint64_t at = c.add_floats({ch.scale}, c.act);
     c.load(Buffer::kAccumulator, scale_at, Range{kDram, at, at + static_cast<uint64_t>(es)}, at, c.act,
            {1, 1, 1, 1}, {0, 0, 0});
+  }
+  // # int8: the Softmax's conversion constants (scores' codes in, probabilities' codes out) as
+  // lower_rowwise loads them, and each MatMul's output-stage triples, loaded once.
+  uint64_t k_at = 0, s_triples = 0, v_triples = 0;
+  if (ch.int8) {
+    k_at = acc.take(64);
+    load_conversion_constants(c, k_at, ch.s_q, nullptr);
+    load_conversion_constants(c, k_at + 16, nullptr, ch.p_q);
+    const auto triples = [&](const quant::LayerQuant& L, int64_t n) {
+      const uint64_t at = acc.take(static_cast<uint64_t>(n * 12));
+      const uint64_t addr = c.add_data(int32_bytes(output_stage_triples(L)));
+      c.load(Buffer::kAccumulator, at, Range{kDram, addr, addr + static_cast<uint64_t>(n * 12)}, addr,
+             DType::kInt32, {3 * n, 1, 1, 1}, {0, 0, 0});
+      return at;
+    };
+    s_triples = triples(*ch.score_q, ch.Sk);
+    v_triples = triples(*ch.value_q, ch.dv);
   }
   Range mask_range{};
   uint64_t mask_addr = 0;
@@ -234,14 +292,15 @@ void emit(Context& c, const Chain& ch, const Blocking& b, bool round_trip) {
     }
   }
   for (int k = 0; k < 2; ++k) {
-    q_at[k] = in.take(static_cast<uint64_t>(r * ch.dk * es));
+    q_at[k] = in.take(bytes(r * ch.dk));
     p_at[k] = in.take(static_cast<uint64_t>(r * ch.Sk * es));
     s_at[k] = acc.take(static_cast<uint64_t>(r * ch.Sk * 4));
     o_at[k] = acc.take(static_cast<uint64_t>(r * ch.dv * 4));
     m_at[k] = acc.take(static_cast<uint64_t>(r * es));
   }
   const DramTensor &S = c.tensor(ch.scores), &P = c.tensor(ch.probs);
-  const auto bytes = [&](int64_t elems) { return static_cast<uint64_t>(elems * es); };
+  // What the scores and the probabilities are stored as (codes in int8).
+  const DType s_dt = ch.int8 ? S.dtype : c.act, p_dt = ch.int8 ? P.dtype : c.act;
   // A VEC over a rows x d0 tile.
   const auto vec = [&](VecOp op, DType in_t, DType out_t, At dst, At src, int64_t d0, int64_t rows) {
     Context::VecArgs v;
@@ -249,32 +308,51 @@ void emit(Context& c, const Chain& ch, const Blocking& b, bool round_trip) {
     v.src1_buf = src.buf, v.src1 = src.addr, v.dst_buf = dst.buf, v.dst = dst.addr, v.d0 = d0, v.d1 = rows;
     c.vec(v);
   };
+  // # int8: a MatMul's output stage on its int32 sums (as the int8 matrix walk's epilogue).
+  const auto output_stage = [&](const quant::LayerQuant& L, const quant::QParams& y, uint64_t triples, At dst,
+                                At src, int64_t d0, int64_t rows) {
+    Context::VecArgs o = output_stage_vec(L, y);
+    o.src1_buf = src.buf, o.src1 = src.addr, o.src2_buf = Buffer::kAccumulator, o.src2 = triples;
+    o.dst_buf = dst.buf, o.dst = dst.addr, o.d0 = d0, o.d1 = rows;
+    c.vec(o);
+  };
+  // A MATMUL whose operands are `dt` (codes in int8: the array's operand format is A's).
+  const auto matmul = [&](DType dt, uint64_t a, uint64_t bw, uint64_t out, int64_t m, int64_t k, int64_t n) {
+    const DType act = c.act;
+    const int64_t esize = c.esize;
+    c.act = dt, c.esize = isa::dtype_bytes(dt);
+    c.matmul(a, 0, bw, out, m, k, n, false);
+    c.act = act, c.esize = esize;
+  };
   int64_t tile = 0;
   for (int64_t h = 0; h < ch.G; ++h) {
     const int set = static_cast<int>(h % b.sets);
-    c.load(Buffer::kWeight, kt_at[set], ch.kt->range(), ch.kt->addr + bytes(h * ch.dk * ch.Sk), c.act,
+    c.load(Buffer::kWeight, kt_at[set], ch.kt->range(), ch.kt->addr + bytes(h * ch.dk * ch.Sk), ch.kt->dtype,
            {ch.Sk, ch.dk, 1, 1}, {ch.Sk, 0, 0});
-    c.load(Buffer::kWeight, v_at[set], ch.v->range(), ch.v->addr + bytes(h * ch.Sk * ch.dv), c.act,
+    c.load(Buffer::kWeight, v_at[set], ch.v->range(), ch.v->addr + bytes(h * ch.Sk * ch.dv), ch.v->dtype,
            {ch.dv, ch.Sk, 1, 1}, {ch.dv, 0, 0});
     if (ch.mask) {
       c.load(Buffer::kAccumulator, mask_at[set], mask_range,
-             mask_addr + bytes(ch.mask_row[static_cast<size_t>(h)]), c.act, {ch.Sk, 1, 1, 1}, {0, 0, 0});
+             mask_addr + static_cast<uint64_t>(ch.mask_row[static_cast<size_t>(h)] * es), c.act,
+             {ch.Sk, 1, 1, 1}, {0, 0, 0});
     }
     for (int64_t r0 = 0; r0 < ch.Sq; r0 += r, ++tile) {
       const int side = static_cast<int>(tile % 2);
       const int64_t rows = std::min(r, ch.Sq - r0), row0 = h * ch.Sq + r0;
       const At p{Buffer::kInput, p_at[side]}, s{Buffer::kAccumulator, s_at[side]};
       const At o{Buffer::kAccumulator, o_at[side]}, m{Buffer::kAccumulator, m_at[side]};
-      c.load(Buffer::kInput, q_at[side], ch.q->range(), ch.q->addr + bytes(row0 * ch.dk), c.act,
+      c.load(Buffer::kInput, q_at[side], ch.q->range(), ch.q->addr + bytes(row0 * ch.dk), ch.q->dtype,
              {ch.dk, rows, 1, 1}, {ch.dk, 0, 0});
-      c.matmul(q_at[side], 0, kt_at[set], s.addr, rows, ch.dk, ch.Sk, false);
-      // The scores in the activation format, as the score MatMul's epilogue rounds them for its STORE.
-      vec(VecOp::kCopy, DType::kFp32, c.act, p, s, ch.Sk, rows);
+      matmul(ch.q->dtype, q_at[side], kt_at[set], s.addr, rows, ch.dk, ch.Sk);
+      // The scores as the score MatMul's epilogue writes them for its STORE: rounded to the activation
+      // format, or (int8) requantized to their codes.
+      if (ch.int8)
+        output_stage(*ch.score_q, *ch.s_q, s_triples, p, s, ch.Sk, rows);
+      else
+        vec(VecOp::kCopy, DType::kFp32, c.act, p, s, ch.Sk, rows);
       if (round_trip) {
-        c.store(p.buf, p.addr, S.range(), S.addr + bytes(row0 * ch.Sk), c.act, {ch.Sk, rows, 1, 1},
-                {ch.Sk, 0, 0});
-        c.load(p.buf, p.addr, S.range(), S.addr + bytes(row0 * ch.Sk), c.act, {ch.Sk, rows, 1, 1},
-               {ch.Sk, 0, 0});
+        c.store(p.buf, p.addr, S.range(), S.addr + bytes(row0 * ch.Sk), s_dt, {ch.Sk, rows, 1, 1}, {ch.Sk, 0, 0});
+        c.load(p.buf, p.addr, S.range(), S.addr + bytes(row0 * ch.Sk), s_dt, {ch.Sk, rows, 1, 1}, {ch.Sk, 0, 0});
       }
       // The scale and the mask, each one VEC in the activation format as their element-wise layers.
       const auto with = [&](VecOp op, uint64_t at, Bcast bc) {
@@ -287,23 +365,22 @@ void emit(Context& c, const Chain& ch, const Blocking& b, bool round_trip) {
       };
       if (ch.scale_op != VecOp::kCopy) with(ch.scale_op, scale_at, Bcast::kScalar);
       if (ch.mask) with(VecOp::kAdd, mask_at[set], Bcast::kRow);
-      softmax_to_factor(c, p, At{Buffer::kWeight, scratch_at}, m, ch.Sk, rows);
-      Context::VecArgs mul;
-      mul.op = VecOp::kMul, mul.in = mul.out = c.act, mul.bcast = Bcast::kCol;
-      mul.src1_buf = mul.dst_buf = p.buf, mul.src1 = mul.dst = p.addr, mul.src2_buf = m.buf,
-      mul.src2 = m.addr;
-      mul.d0 = ch.Sk, mul.d1 = rows;
-      c.vec(mul);
+      // The Softmax layer's steps (int8: from the scores' codes to the probabilities' codes).
+      softmax_rows(c, p, At{Buffer::kWeight, scratch_at}, m, At{Buffer::kAccumulator, k_at}, ch.Sk, rows,
+                   ch.int8 ? std::optional<DType>(s_dt) : std::nullopt,
+                   ch.int8 ? std::optional<DType>(p_dt) : std::nullopt);
       if (round_trip) {
-        c.store(p.buf, p.addr, P.range(), P.addr + bytes(row0 * ch.Sk), c.act, {ch.Sk, rows, 1, 1},
-                {ch.Sk, 0, 0});
-        c.load(p.buf, p.addr, P.range(), P.addr + bytes(row0 * ch.Sk), c.act, {ch.Sk, rows, 1, 1},
-               {ch.Sk, 0, 0});
+        c.store(p.buf, p.addr, P.range(), P.addr + bytes(row0 * ch.Sk), p_dt, {ch.Sk, rows, 1, 1}, {ch.Sk, 0, 0});
+        c.load(p.buf, p.addr, P.range(), P.addr + bytes(row0 * ch.Sk), p_dt, {ch.Sk, rows, 1, 1}, {ch.Sk, 0, 0});
       }
-      c.matmul(p.addr, 0, v_at[set], o.addr, rows, ch.Sk, ch.dv, false);
-      // The value MatMul's epilogue: narrowed in place below fp32, then stored.
-      if (c.act != DType::kFp32) vec(VecOp::kCopy, DType::kFp32, c.act, o, o, ch.dv, rows);
-      c.store(o.buf, o.addr, ch.y->range(), ch.y->addr + bytes(row0 * ch.dv), c.act, {ch.dv, rows, 1, 1},
+      matmul(p_dt, p.addr, v_at[set], o.addr, rows, ch.Sk, ch.dv);
+      // The value MatMul's epilogue: narrowed in place below fp32 (int8: requantized to the output's
+      // codes), then stored.
+      if (ch.int8)
+        output_stage(*ch.value_q, *ch.y_q, v_triples, o, o, ch.dv, rows);
+      else if (c.act != DType::kFp32)
+        vec(VecOp::kCopy, DType::kFp32, c.act, o, o, ch.dv, rows);
+      c.store(o.buf, o.addr, ch.y->range(), ch.y->addr + bytes(row0 * ch.dv), ch.y->dtype, {ch.dv, rows, 1, 1},
               {ch.dv, 0, 0});
     }
   }
@@ -335,12 +412,30 @@ int64_t time_trial(Context& c, const Chain& ch, const Blocking& b, bool round_tr
   return cycles;
 }
 
+// # int8: the softmax's compute format (fp32) as the block's c.act while it is costed and emitted, as
+// PlanScope sets it for the int8 Softmax layer; restored on every way out.
+class ComputeFormat {
+ public:
+  ComputeFormat(Context& c, bool int8) : c_(c), act_(c.act), esize_(c.esize) {
+    if (int8) c.act = DType::kFp32, c.esize = 4;
+  }
+  ~ComputeFormat() { c_.act = act_, c_.esize = esize_; }
+  ComputeFormat(const ComputeFormat&) = delete;
+  ComputeFormat& operator=(const ComputeFormat&) = delete;
+
+ private:
+  Context& c_;
+  DType act_;
+  int64_t esize_;
+};
+
 }  // namespace
 
 AttentionBlock lower_attention(Context& c, size_t i) {
   Chain ch;
   size_t count = 0;
   if (!match(c, i, &ch, &count).empty() || !c.can_time()) return {};
+  const ComputeFormat format(c, ch.int8);
   const std::vector<Blocking> cands = candidates(c, ch);
   if (cands.empty()) return {};
   Blocking best;
@@ -357,8 +452,8 @@ AttentionBlock lower_attention(Context& c, size_t i) {
   blk.first = i, blk.last = i + count - 1;
   blk.on_chip = ch.values;
   const int64_t seq2 = ch.G * ch.Sq * ch.Sk;
-  // Each written once and read once by its one reader.
-  blk.value_bytes_saved = 2 * seq2 * c.esize;
+  // Each written once and read once by its one reader (int8: as codes).
+  blk.value_bytes_saved = 2 * seq2 * ch.eo;
   blk.macs.assign(count, 0);
   blk.macs.front() = seq2 * ch.dk, blk.macs.back() = seq2 * ch.dv;
   const Footprint f = footprint(c, ch, best);
@@ -378,13 +473,16 @@ AttentionBlock lower_attention(Context& c, size_t i) {
   p.mapping = fmt::format(
       "fused attention (score MatMul -> {}{}{} -> value MatMul) over {} head(s): per head K^T [{}x{}] and V "
       "[{}x{}] "
-      "loaded once ({}), blocks of {} query rows: scores MATMUL into the accumulator, rounded into the input "
-      "scratchpad, softmax in place, value MATMUL reading them there; the {} {}x{} intermediates never "
+      "loaded once ({}), blocks of {} query rows: scores MATMUL into the accumulator, {} into the input "
+      "scratchpad, softmax in place{}, value MATMUL reading them there; the {} {}x{} intermediates never "
       "touch DRAM ({} bytes saved; {} cycles simulated against {} with them stored and loaded back)",
       ch.scale_op == VecOp::kCopy ? "" : "scale -> ", ch.mask ? "mask -> " : "", c.g.nodes[blk.last - 1].name,
       ch.G, ch.dk, ch.Sk, ch.Sk, ch.dv,
-      best.sets == 2 ? "double-buffered across heads" : "one head at a time", best.rows, ch.values.size(),
-      ch.Sq, ch.Sk, blk.value_bytes_saved * static_cast<int64_t>(ch.values.size()), best_cycles, round_trip);
+      best.sets == 2 ? "double-buffered across heads" : "one head at a time", best.rows,
+      ch.int8 ? "requantized to int8 codes (the score MatMul's output stage)" : "rounded",
+      ch.int8 ? " (dequantized, fp32, quantized to the probabilities' codes as the int8 Softmax layer)" : "",
+      ch.values.size(), ch.Sq, ch.Sk, blk.value_bytes_saved * static_cast<int64_t>(ch.values.size()),
+      best_cycles, round_trip);
   return blk;
 }
 

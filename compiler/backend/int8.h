@@ -76,6 +76,19 @@ bool int8_matrix_mappable(const quant::PrecisionPlan& plan, const Node& n);
 // Lowers an int8 matrix node (int8_matrix_mappable). False when its form is not mapped.
 bool lower_matrix_int8(Context& c, const Node& n);
 
+// The epilogue of an int8 matrix node with neither a residual nor the float epilogue: one output-stage
+// VEC (isa::VecOp::kOutput) reading int32 triples [N][3] (bias_folded, multiplier, shift), bias,
+// requantization and clamp in one pass. The one place that builds both, for lower_matrix_int8 and the
+// fused attention (backend/attention_fusion.h).
+bool has_output_stage(const quant::LayerQuant& L);
+std::vector<int32_t> output_stage_triples(const quant::LayerQuant& L);
+// The same for per-channel `bias_folded` and `requant` of a job's own (e.g. a ConvTranspose kernel row's).
+std::vector<int32_t> output_stage_triples(const std::vector<int32_t>& bias_folded,
+                                          const std::vector<isa::numerics::QuantizedMultiplier>& requant);
+// The VEC with its op, dtypes, broadcast and immediates (clamp bounds, output zero point) set; the caller
+// sets its operands (src2: the triples) and its box.
+Context::VecArgs output_stage_vec(const quant::LayerQuant& L, const quant::QParams& y);
+
 // Int32 words as the bytes of a data segment.
 std::vector<uint8_t> int32_bytes(const std::vector<int32_t>& v);
 // Constants of a conversion or an epilogue, as one small data segment: int32 words and fp32 words.

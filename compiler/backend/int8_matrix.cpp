@@ -47,6 +47,7 @@ struct Int8Job : MatrixJob {
   // (isa::VecOp::kOutput) reading int32 triples [M][3] (bias_folded, multiplier, shift) at out_addr.
   bool output_stage = false;
   uint64_t out_addr = 0;
+  Context::VecArgs out_vec;  // output_stage_vec
   bool residual = false;
   uint64_t rr_addr = 0;        // residual rescale pairs [M][2]
   bool float_epi = false;
@@ -172,11 +173,10 @@ class Int8Strategy : public MatrixStrategy {
         c_.load(A, sd.bias, Range{kDram, j_.out_addr, j_.out_addr + 1}, j_.out_addr + static_cast<uint64_t>(n0 * 12),
                 DType::kInt32, {3 * tn, 1, 1, 1}, {0, 0, 0});
       }
-      Context::VecArgs o = v(VecOp::kOutput, DType::kInt32, j_.y_dt, cs, cs);
-      o.src2 = sd.bias, o.bcast = isa::Bcast::kRow, o.imm2 = j_.y_zp;
-      const float inf = std::numeric_limits<float>::infinity();
-      o.imm0 = f32_imm(j_.clamp ? static_cast<float>(j_.clamp_min) : -inf);
-      o.imm1 = f32_imm(j_.clamp ? static_cast<float>(j_.clamp_max) : inf);
+      Context::VecArgs o = j_.out_vec;
+      o.src1_buf = o.src2_buf = o.dst_buf = A;
+      o.src1 = o.dst = cs, o.src2 = sd.bias;
+      o.d0 = tn, o.d1 = p, o.d2 = 1;
       finish(o, t, out_off, box);
       return;
     }
@@ -298,6 +298,32 @@ bool int8_matrix_mappable(const quant::PrecisionPlan& plan, const Node& n) {
          b->second.zero_point == 0 && b->second.dtype == DType::kInt8 && L.residual.empty();
 }
 
+bool has_output_stage(const quant::LayerQuant& L) { return L.residual.empty() && !L.float_epilogue; }
+
+std::vector<int32_t> output_stage_triples(const std::vector<int32_t>& bias_folded,
+                                          const std::vector<isa::numerics::QuantizedMultiplier>& requant) {
+  std::vector<int32_t> triples;
+  for (size_t m = 0; m < bias_folded.size(); ++m) {
+    triples.insert(triples.end(), {bias_folded[m], requant[m].multiplier, requant[m].shift});
+  }
+  return triples;
+}
+
+std::vector<int32_t> output_stage_triples(const quant::LayerQuant& L) {
+  return output_stage_triples(L.bias_folded, L.requant);
+}
+
+Context::VecArgs output_stage_vec(const quant::LayerQuant& L, const QParams& y) {
+  Context::VecArgs o;
+  o.op = VecOp::kOutput, o.in = DType::kInt32, o.out = y.dtype;
+  o.bcast = isa::Bcast::kRow, o.imm2 = y.zero_point;
+  const bool clamp = L.clamp_min > y.qmin() || L.clamp_max < y.qmax();
+  const float inf = std::numeric_limits<float>::infinity();
+  o.imm0 = f32_imm(clamp ? static_cast<float>(L.clamp_min) : -inf);
+  o.imm1 = f32_imm(clamp ? static_cast<float>(L.clamp_max) : inf);
+  return o;
+}
+
 namespace {
 
 // `v` with its M entries repeated `reps` times (channel r * M + m of a job is channel m of the layer).
@@ -318,14 +344,11 @@ bool set_int8_output(Context& c, const Node& n, const quant::LayerQuant& L, cons
   const QParams& yq = plan.values.at(L.output);
   if (static_cast<int64_t>(L.requant.size()) * reps != j.M || static_cast<int64_t>(bias_folded.size()) != j.M)
     return false;
-  j.output_stage = L.residual.empty() && !L.float_epilogue;
+  j.output_stage = has_output_stage(L);
   const std::vector<isa::numerics::QuantizedMultiplier> requant = repeated(L.requant, reps);
   if (j.output_stage) {
-    std::vector<int32_t> triples;
-    for (size_t m = 0; m < bias_folded.size(); ++m) {
-      triples.insert(triples.end(), {bias_folded[m], requant[m].multiplier, requant[m].shift});
-    }
-    j.out_addr = c.add_data(int32_bytes(triples));
+    j.out_addr = c.add_data(int32_bytes(output_stage_triples(bias_folded, requant)));
+    j.out_vec = output_stage_vec(L, yq);
   } else {
     j.bias_addr = c.add_data(int32_bytes(bias_folded));
     j.rq_addr = c.add_data(int32_bytes(pairs_of(requant)));

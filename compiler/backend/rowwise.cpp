@@ -56,15 +56,21 @@ bool onnx_order(const DramTensor& t) {
 constexpr int64_t kPipelinedTiles = 8;
 constexpr int64_t kMinPipelinedTile = 2048;
 
+// One VEC: dst = op(a, b) over a rows x d0 box (b broadcast per `bc`), reading `in`, writing `out`.
+void box_vec(Context& c, VecOp op, isa::DType in, isa::DType out, At dst, At a, int64_t d0, int64_t rows, At b,
+             Bcast bc) {
+  Context::VecArgs v;
+  v.op = op, v.in = in, v.out = out;
+  v.src1_buf = a.buf, v.src1 = a.addr, v.src2_buf = b.buf, v.src2 = b.addr, v.bcast = bc;
+  v.dst_buf = dst.buf, v.dst = dst.addr, v.d0 = d0, v.d1 = rows;
+  c.vec(v);
+}
+
 }  // namespace
 
 void softmax_to_factor(Context& c, At slot, At scratch, At m, int64_t D, int64_t rows) {
   const auto vec = [&](VecOp op, At dst, At a, int64_t d0, int64_t n, At b, Bcast bc) {
-    Context::VecArgs v;
-    v.op = op, v.in = v.out = c.act;
-    v.src1_buf = a.buf, v.src1 = a.addr, v.src2_buf = b.buf, v.src2 = b.addr, v.bcast = bc;
-    v.dst_buf = dst.buf, v.dst = dst.addr, v.d0 = d0, v.d1 = n;
-    c.vec(v);
+    box_vec(c, op, c.act, c.act, dst, a, d0, n, b, bc);
   };
   const At none{Buffer::kInput, 0};
   vec(VecOp::kReduceMax, m, slot, D, rows, none, Bcast::kNone);
@@ -72,6 +78,27 @@ void softmax_to_factor(Context& c, At slot, At scratch, At m, int64_t D, int64_t
   vec(VecOp::kExp, slot, scratch, D, rows, none, Bcast::kNone);
   vec(VecOp::kReduceSum, m, slot, D, rows, none, Bcast::kNone);
   vec(VecOp::kRecip, m, m, rows, 1, none, Bcast::kNone);
+}
+
+void softmax_rows(Context& c, At slot, At scratch, At m, At k, int64_t D, int64_t rows,
+                  std::optional<isa::DType> x_codes, std::optional<isa::DType> y_codes) {
+  const auto emit = [&](VecOp op, isa::DType in, isa::DType out, At dst, At a, int64_t d0, int64_t n, At b,
+                        Bcast bc) { box_vec(c, op, in, out, dst, a, d0, n, b, bc); };
+  const auto at = [](At a, uint64_t off) { return At{a.buf, a.addr + off}; };
+  const isa::DType a = c.act, i32 = isa::DType::kInt32;
+  if (x_codes) {  // dequantize: (codes - zero point) -> fp32 into the scratch tile, * scale back
+    emit(VecOp::kSub, *x_codes, isa::DType::kFp32, scratch, slot, D, rows, at(k, 0), Bcast::kScalar);
+    emit(VecOp::kMul, isa::DType::kFp32, a, slot, scratch, D, rows, at(k, 4), Bcast::kScalar);
+  }
+  softmax_to_factor(c, slot, scratch, m, D, rows);
+  if (!y_codes) {
+    emit(VecOp::kMul, a, a, slot, slot, D, rows, m, Bcast::kCol);
+    return;
+  }
+  // The output scale folded into the per-row factor; int32 into the scratch tile, + zero point back.
+  emit(VecOp::kDiv, a, a, m, m, rows, 1, at(k, 16 + 8), Bcast::kScalar);
+  emit(VecOp::kMul, a, i32, scratch, slot, D, rows, m, Bcast::kCol);
+  emit(VecOp::kAdd, i32, *y_codes, slot, scratch, D, rows, at(k, 16 + 12), Bcast::kScalar);
 }
 
 bool is_rowwise(const Node& n) {
@@ -146,13 +173,7 @@ bool lower_rowwise(Context& c, const Node& n, std::string* why) {
   }
   // One VEC: dst = op(a, b) over a rows x d0 box (b broadcast per `bc`), reading `in`, writing `out`.
   auto emit = [&](VecOp op, isa::DType in, isa::DType out, At dst, At a, int64_t d0, int64_t rows, At b,
-                  Bcast bc) {
-    Context::VecArgs v;
-    v.op = op, v.in = in, v.out = out;
-    v.src1_buf = a.buf, v.src1 = a.addr, v.src2_buf = b.buf, v.src2 = b.addr, v.bcast = bc;
-    v.dst_buf = dst.buf, v.dst = dst.addr, v.d0 = d0, v.d1 = rows;
-    c.vec(v);
-  };
+                  Bcast bc) { box_vec(c, op, in, out, dst, a, d0, rows, b, bc); };
   // The same in the compute format.
   auto vec = [&](VecOp op, At dst, At a, int64_t d0, int64_t rows, At b = {Buffer::kInput, 0},
                  Bcast bc = Bcast::kNone) { emit(op, c.act, c.act, dst, a, d0, rows, b, bc); };
@@ -175,22 +196,21 @@ bool lower_rowwise(Context& c, const Node& n, std::string* why) {
       emit(op, in, out, dst, cur, D, rows, b, bc);
       cur = dst;
     };
-    const isa::DType a = c.act, i32 = isa::DType::kInt32;
-    if (qx) {  // dequantize: (codes - zero point) -> fp32, * scale
-      step(VecOp::kSub, at(acc, 0), Bcast::kScalar, x.dtype, isa::DType::kFp32);
-      step(VecOp::kMul, at(acc, 4), Bcast::kScalar, isa::DType::kFp32, a);
-    }
-    // The result's last float step: int32 when the output is codes (their scale folded in), then + zero
-    // point into the slot; else straight into the slot.
-    const auto finish = [&](VecOp op, At b, Bcast bc) {
-      step(op, b, bc, a, qy ? i32 : a, !qy);
-      if (qy) step(VecOp::kAdd, at(acc, 16 + 12), Bcast::kScalar, i32, y.dtype, true);
-    };
     if (softmax) {
-      softmax_to_factor(c, sl, scratch, m, D, rows);
-      if (qy) vec(VecOp::kDiv, m, m, rows, 1, at(acc, 16 + 8), Bcast::kScalar);
-      finish(VecOp::kMul, m, Bcast::kCol);
+      softmax_rows(c, sl, scratch, m, acc, D, rows, qx ? std::optional<isa::DType>(x.dtype) : std::nullopt,
+                   qy ? std::optional<isa::DType>(y.dtype) : std::nullopt);
     } else {
+      const isa::DType a = c.act, i32 = isa::DType::kInt32;
+      if (qx) {  // dequantize: (codes - zero point) -> fp32, * scale
+        step(VecOp::kSub, at(acc, 0), Bcast::kScalar, x.dtype, isa::DType::kFp32);
+        step(VecOp::kMul, at(acc, 4), Bcast::kScalar, isa::DType::kFp32, a);
+      }
+      // The result's last float step: int32 when the output is codes (their scale folded in), then + zero
+      // point into the slot; else straight into the slot.
+      const auto finish = [&](VecOp op, At b, Bcast bc) {
+        step(op, b, bc, a, qy ? i32 : a, !qy);
+        if (qy) step(VecOp::kAdd, at(acc, 16 + 12), Bcast::kScalar, i32, y.dtype, true);
+      };
       if (!rms) {
         vec(VecOp::kReduceMean, m, cur, D, rows);
         step(VecOp::kSub, m, Bcast::kCol, a, a);

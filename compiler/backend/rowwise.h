@@ -23,6 +23,7 @@
 // (round half to even, saturated) and a VEC add of the zero point makes the codes: quantize's
 // element-wise VEC div (4 cycles per element and lane) is gone. compiler/quant/emulate.cpp models
 // exactly this sequence for --accuracy and the int8 test hooks.
+#include <optional>
 #include <string>
 
 #include "compiler/backend/context.h"
@@ -41,6 +42,15 @@ struct At {
 // m first. Shared by lower_rowwise and the fused attention (backend/attention_fusion.h), so that both
 // round where the Softmax layer does.
 void softmax_to_factor(Context& c, At slot, At scratch, At m, int64_t D, int64_t rows);
+
+// A Softmax layer's work on one tile of `rows` rows of D elements at `slot`, as lower_rowwise runs it,
+// the result left in `slot`. `x_codes`: the slot holds int8/uint8 codes of that dtype, dequantized with
+// the constants at k (load_conversion_constants(c, k.addr, &qx, nullptr)); `y_codes`: the result is
+// written as codes of that dtype with the constants at k + 16 (load_conversion_constants(c, k.addr + 16,
+// nullptr, &qy)), the output scale folded into the per-row factor. Otherwise the slot holds, and gets,
+// the compute format c.act. `scratch` holds a tile of the compute format; `m` one value per row.
+void softmax_rows(Context& c, At slot, At scratch, At m, At k, int64_t D, int64_t rows,
+                  std::optional<isa::DType> x_codes, std::optional<isa::DType> y_codes);
 
 // Softmax or LayerNormalization (default domain), npu.RMSNormalization: the nodes lower_rowwise takes.
 bool is_rowwise(const Node& n);

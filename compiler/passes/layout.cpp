@@ -2,6 +2,7 @@
 // the vector unit broadcasts per-channel vectors along rows, so 4-D activations between conv-like ops
 // live in NHWC. ONNX semantics stay logical (NCHW); Value::layout records the memory order, and a
 // conversion node is inserted only where a reader needs another order than the producer wrote.
+#include <optional>
 #include <set>
 
 #include "compiler/passes/pass_util.h"
@@ -51,6 +52,27 @@ bool same_memory_order(const Shape& s, const Layout& a, const Layout& b) {
   return order(a) == order(b);
 }
 
+// An ONNX Transpose of a 4-D activation whose input is in layout `from`: the output layout that keeps
+// every byte where it is (ONNX order or NHWC), or nullopt when none of those does. Output dim i is input
+// dim perm[i], so the output's memory order is the input's with each dim renamed by the inverse perm.
+std::optional<Layout> transpose_keeping_bytes(const Graph& g, const Node& n, const Layout& from) {
+  if (!n.domain.empty() || n.op_type != "Transpose" || !is_4d_activation(g, n.inputs[0]) ||
+      !is_4d_activation(g, n.outputs[0]))
+    return std::nullopt;
+  const std::vector<int64_t> perm = n.attr_ints("perm", {3, 2, 1, 0});
+  if (perm.size() != 4) return std::nullopt;
+  Layout inv(4, 0), to;
+  for (int i = 0; i < 4; ++i) {
+    if (perm[i] < 0 || perm[i] > 3) return std::nullopt;
+    inv[static_cast<size_t>(perm[i])] = i;
+  }
+  for (int k = 0; k < 4; ++k) to.push_back(inv[static_cast<size_t>(from.empty() ? k : from[k])]);
+  const Shape& y = g.value(n.outputs[0]).shape;
+  if (same_memory_order(y, to, {})) return Layout{};
+  if (same_memory_order(y, to, kNhwc)) return kNhwc;
+  return std::nullopt;
+}
+
 std::string layout_name(const Layout& l) { return l.empty() ? "NCHW" : l == kNhwc ? "NHWC" : "custom"; }
 
 // The layout node n wants for its input k (nullopt: no requirement, e.g. constants / weights).
@@ -63,6 +85,9 @@ std::optional<Layout> required(const Graph& g, const Node& n, size_t k, const La
     return Layout{};
   }
   if (layout_agnostic(n)) return agnostic_choice;
+  // A Transpose that can leave its input's bytes where they are reads them in their layout (it is then a
+  // free alias: compiler/passes/placement.cpp); ConvNeXt's NCHW <-> NHWC permutes around its LayerNorms.
+  if (transpose_keeping_bytes(g, n, g.value(v).layout)) return std::nullopt;
   return Layout{};
 }
 
@@ -83,6 +108,8 @@ void assign_layouts(Graph& g) {
       for (const auto& in : n.inputs)
         if (is_4d_activation(g, in) && g.value(in).layout == kNhwc) out = kNhwc;
       agnostic_choice[n.name] = out;
+    } else if (auto keep = transpose_keeping_bytes(g, n, g.value(n.inputs[0]).layout)) {
+      out = *keep;
     }
     for (const auto& o : n.outputs)
       if (is_4d_activation(g, o)) g.value(o).layout = out;

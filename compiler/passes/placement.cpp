@@ -23,6 +23,35 @@ bool in_onnx_order(const Graph& g, const std::string& v) {
   return true;
 }
 
+// A Transpose whose output, in its layout, holds the bytes in the order its input holds them in its own
+// (the dims of extent above 1 appear in the same memory order): [1, S, D] -> [S, 1, D] in ONNX order, as
+// torch's batch-first <-> sequence-first swaps around attention, or NHWC-stored [N, C, H, W] -> ONNX-order
+// [N, H, W, C], as ConvNeXt's permutes around its LayerNorms (compiler/passes/layout.cpp lets such a
+// Transpose read its input's layout). It moves nothing: a free alias, no instructions.
+bool keeps_bytes_in_place(const Graph& g, const Node& n) {
+  if (n.op_type != "Transpose" || !n.has_input(0) || n.outputs.size() != 1) return false;
+  const Value& x = g.value(n.inputs[0]);
+  const Value& y = g.value(n.outputs[0]);
+  if (!x.fully_known()) return false;
+  const size_t r = x.shape.size();
+  std::vector<int64_t> perm = n.attr_ints("perm", {});
+  if (perm.empty())
+    for (size_t i = 0; i < r; ++i) perm.push_back(static_cast<int64_t>(r - 1 - i));
+  if (perm.size() != r || (!x.layout.empty() && x.layout.size() != r) || (!y.layout.empty() && y.layout.size() != r))
+    return false;
+  for (int64_t d : perm)
+    if (d < 0 || d >= static_cast<int64_t>(r)) return false;
+  // The input's dims of extent above 1 in memory order: as the input stores them, and as the output does.
+  std::vector<int64_t> stored, written;
+  for (size_t k = 0; k < r; ++k) {
+    const int64_t dx = x.layout.empty() ? static_cast<int64_t>(k) : x.layout[k];
+    const int64_t dy = perm[static_cast<size_t>(y.layout.empty() ? static_cast<int>(k) : y.layout[k])];
+    if (x.shape[static_cast<size_t>(dx)] != 1) stored.push_back(dx);
+    if (x.shape[static_cast<size_t>(dy)] != 1) written.push_back(dy);
+  }
+  return stored == written;
+}
+
 }  // namespace
 
 Placement placement_of(const Graph& g, const Node& n) {
@@ -44,6 +73,7 @@ Placement placement_of(const Graph& g, const Node& n) {
   if (op == "Cast") return detail::constant_of(g, n.inputs[0]) ? Placement::kFree : Placement::kNpuVector;
   if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze")
     return in_onnx_order(g, n.inputs[0]) ? Placement::kFree : Placement::kNpuVector;
+  if (keeps_bytes_in_place(g, n)) return Placement::kFree;
   if ((op == "Conv" || op == "ConvTranspose" || op == "Gemm" || op == "MatMul") &&
       !(float_operand(g, n.inputs[0]) && float_operand(g, n.inputs[1])))
     return Placement::kHost;

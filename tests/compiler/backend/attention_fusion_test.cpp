@@ -4,10 +4,12 @@
 // probabilities never touch DRAM, and the report's view of it (fused rows, bytes saved) is consistent.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "compiler/backend/compile.h"
 #include "compiler/passes/lowered.h"
+#include "compiler/quant/accuracy.h"
 #include "sim/model/model.h"
 #include "tests/compiler/backend/functional.h"
 
@@ -129,6 +131,101 @@ TEST(AttentionFusion, OneLayerWhoseOutputsAreTheLayerByLayerProgramsBitForBit) {
       EXPECT_EQ(moved(fused.result), io);
       EXPECT_EQ(moved(plain.result), io + 4 * 3 * 37 * 29 * isa::dtype_bytes(dt));
     }
+  }
+}
+
+// # int8: the block between int8 MatMuls with constant weights, so that q, k^T, v and the attention's
+// output are int8 codes as in a transformer (graph inputs and outputs are fp32 under a plan):
+// xq [3, sq, 8] x wq -> q [3, sq, 16]; xk [3, 16, 8] x wk -> kt [3, 16, sk]; xv [3, sk, 8] x wv -> v;
+// attention as above -> y [3, sq, 24] x wo -> out.
+Graph projected_attention(int64_t sq, int64_t sk) {
+  GraphBuilder b;
+  b.input("xq", {3, sq, 8}).input("xk", {3, 16, 8}).input("xv", {3, sk, 8});
+  b.constant("wq", {8, 16}, 0.5f, 21).constant("wk", {8, sk}, 0.5f, 22).constant("wv", {8, 24}, 0.5f, 23);
+  b.constant("wo", {24, 8}, 0.5f, 24);
+  b.node("MatMul", {"xq", "wq"}, {"q"}, "proj_q");
+  b.node("MatMul", {"xk", "wk"}, {"kt"}, "proj_k");
+  b.node("MatMul", {"xv", "wv"}, {"v"}, "proj_v");
+  b.node("MatMul", {"q", "kt"}, {"s"}, "scores");
+  b.node("Softmax", {"s"}, {"p"}, "softmax");
+  b.node("MatMul", {"p", "v"}, {"y"}, "values");
+  b.node("MatMul", {"y", "wo"}, {"out"}, "proj_o");
+  b.output("out");
+  return b.build();
+}
+
+struct CompiledInt8 {
+  Graph lowered;
+  quant::PrecisionPlan plan;
+  CompileResult result;
+  Tensor out;
+};
+
+void compile_and_run_int8(const Graph& model, const isa::NpuConfig& config, bool fusion, CompiledInt8* r) {
+  r->lowered = model;
+  PipelineOptions o;
+  o.whole_row_limit = rowwise_row_limit(config);
+  lower(r->lowered, o);
+  quant::PlanRequest req;
+  req.spec.model = quant::Precision::kInt8;
+  req.calibration_count = 2;
+  r->plan = quant::build_plan(r->lowered, req, &model);
+  CompileOptions co;
+  co.plan = &r->plan;
+  co.keep_on_chip = fusion;
+  co.timer = sim::simulation_timer(config);
+  r->result = compile(r->lowered, config, co);
+  std::map<std::string, Tensor> in;
+  uint32_t seed = 3;
+  for (const auto& i : model.inputs) in[i] = random_tensor(model.value(i).shape, 2.0f, seed++);
+  r->out = run_program(r->result, config, in).at("out");
+}
+
+// Bytes of int8/uint8 codes the LOADs and STOREs of the named layers move.
+int64_t code_bytes_moved(const CompileResult& r, const std::vector<std::string>& layers) {
+  int64_t bytes = 0;
+  for (const isa::Instruction& ins : r.program.instructions) {
+    if (ins.opcode != isa::Opcode::kLoad && ins.opcode != isa::Opcode::kStore) continue;
+    const auto dt = static_cast<isa::DType>(ins.get(isa::Field::kDtype));
+    if (isa::dtype_bytes(dt) != 1) continue;
+    const std::string& name = r.layers.at(ins.layer()).name;
+    if (std::find(layers.begin(), layers.end(), name) == layers.end()) continue;
+    bytes += static_cast<int64_t>(ins.get(isa::Field::kSize0) * ins.get(isa::Field::kSize1) *
+                                  ins.get(isa::Field::kSize2) * ins.get(isa::Field::kSize3));
+  }
+  return bytes;
+}
+
+TEST(AttentionFusion, Int8BlockKeepsEveryQuantizationPointAndItsOutputsAreTheLayerByLayerProgramsBitForBit) {
+  const Graph g = projected_attention(37, 29);
+  for (const isa::NpuConfig& config : {isa::NpuConfig{}, small_sram()}) {
+    CompiledInt8 fused, plain;
+    compile_and_run_int8(g, config, true, &fused);
+    compile_and_run_int8(g, config, false, &plain);
+    // The quantization points the block must keep: the scores and the probabilities are int8 codes
+    // between int8 layers in the layer-by-layer program.
+    ASSERT_TRUE(fused.plan.values.count("s") && fused.plan.values.count("p"));
+    const std::vector<LayerPlan>& l = fused.result.layers;
+    const auto at = [&](const std::string& name) {
+      return std::find_if(l.begin(), l.end(), [&](const LayerPlan& p) { return p.name == name; });
+    };
+    ASSERT_NE(at("scores"), l.end());
+    EXPECT_EQ(at("scores")->mapping.rfind("fused attention", 0), 0u) << compile_summary(fused.result);
+    EXPECT_NE(at("scores")->mapping.find("requantized to int8 codes"), std::string::npos);
+    EXPECT_EQ(at("softmax")->fused_into, "scores");
+    EXPECT_EQ(at("values")->fused_into, "scores");
+    EXPECT_EQ(at("values")->instructions, 0);
+    // The intermediates as codes: one byte per element, written once and read once.
+    EXPECT_EQ(at("values")->on_chip_bytes_saved, 2 * 3 * 37 * 29);
+    for (const LayerPlan& p : plain.result.layers) EXPECT_TRUE(p.fused_into.empty()) << p.name;
+    EXPECT_EQ(fused.out.size(), plain.out.size());
+    EXPECT_TRUE(same_bits(fused.out, plain.out));
+    // The block moves the codes of q, k^T and v once and writes y once; the layer-by-layer program also
+    // stores and loads the scores and the probabilities.
+    const std::vector<std::string> block = {"scores", "softmax", "values"};
+    const int64_t io = 3 * (37 * 16 + 16 * 29 + 29 * 24 + 37 * 24);
+    EXPECT_EQ(code_bytes_moved(fused.result, block), io);
+    EXPECT_GE(code_bytes_moved(plain.result, block), io + 4 * 3 * 37 * 29);
   }
 }
 

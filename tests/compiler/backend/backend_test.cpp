@@ -4,6 +4,8 @@
 // numbers (so the tokens capture every hazard), errors name the layer, the search is fast.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -998,6 +1000,71 @@ TEST(OpTable, EveryNpuOpCompilesWithoutFallbackAndMatches) {
     ++checked;
   }
   EXPECT_GE(checked, 50);
+}
+
+}  // namespace
+}  // namespace npusim::compiler::testing
+
+namespace npusim::compiler::testing {
+namespace {
+
+// The layers named in `free` are free aliases without instructions, those in `copies` are not.
+void expect_free_transposes(const CompileResult& r, const std::set<std::string>& free,
+                            const std::set<std::string>& copies) {
+  for (const LayerPlan& l : r.layers) {
+    if (!free.count(l.name) && !copies.count(l.name)) continue;
+    EXPECT_EQ(l.placement == Placement::kFree, free.count(l.name) == 1) << l.name;
+    EXPECT_EQ(l.instructions == 0, free.count(l.name) == 1) << l.name;
+  }
+}
+
+// torch's batch-first <-> sequence-first Transposes around attention ([1, S, D] <-> [S, 1, D]) move only
+// a dim of extent 1: free aliases (compiler/passes/placement.cpp), no instructions, and the program
+// computes what the reference does; the Transpose that swaps S and D still copies.
+TEST(DataMovementFolds, TransposesMovingOnlyUnitDimsEmitNoInstructionsAndComputeTheSame) {
+  GraphBuilder b;
+  b.input("x", {1, 6, 8}).constant("w", {8, 8});
+  b.node("MatMul", {"x", "w"}, {"m"}, "mm");
+  b.node("Transpose", {"m"}, {"t1"}, "seq_first").attrs["perm"].value = std::vector<int64_t>{1, 0, 2};
+  b.node("Relu", {"t1"}, {"r"}, "relu");
+  b.node("Transpose", {"r"}, {"t2"}, "batch_first").attrs["perm"].value = std::vector<int64_t>{1, 0, 2};
+  b.node("Transpose", {"t2"}, {"y"}, "swap").attrs["perm"].value = std::vector<int64_t>{0, 2, 1};
+  b.output("y");
+  const Graph g = b.build();
+  for (const isa::NpuConfig& config : {isa::NpuConfig{}, small_sram()}) {
+    CompileResult r;
+    EXPECT_LT(compile_and_compare(g, config, &r), kTol) << compile_summary(r);
+    expect_free_transposes(r, {"seq_first", "batch_first"}, {"swap"});
+  }
+}
+
+// ConvNeXt's block: Conv (NHWC in memory) -> Transpose to [N, H, W, C] -> LayerNorm over C -> Transpose
+// back -> Conv. The first Transpose reads the conv's NHWC bytes, which are already [N, H, W, C] in ONNX
+// order, and the second writes ONNX-order [N, H, W, C] bytes that are the next conv's NHWC input: both
+// free aliases (compiler/passes/layout.cpp, placement.cpp), and no layout conversion is inserted.
+TEST(DataMovementFolds, PermutesBetweenNhwcConvsAndAChannelLayerNormMoveNoBytes) {
+  GraphBuilder b;
+  b.input("x", {1, 8, 5, 7}).constant("w1", {16, 8, 1, 1}).constant("w2", {8, 16, 1, 1});
+  b.constant("gamma", {16}).constant("beta", {16});
+  Node& c1 = b.node("Conv", {"x", "w1"}, {"c1"}, "conv1");
+  c1.attrs["kernel_shape"].value = std::vector<int64_t>{1, 1};
+  b.node("Transpose", {"c1"}, {"t1"}, "to_nhwc").attrs["perm"].value = std::vector<int64_t>{0, 2, 3, 1};
+  b.node("LayerNormalization", {"t1", "gamma", "beta"}, {"ln"}, "norm").attrs["axis"].value = int64_t{-1};
+  b.node("Transpose", {"ln"}, {"t2"}, "to_nchw").attrs["perm"].value = std::vector<int64_t>{0, 3, 1, 2};
+  Node& c2 = b.node("Conv", {"t2", "w2"}, {"y"}, "conv2");
+  c2.attrs["kernel_shape"].value = std::vector<int64_t>{1, 1};
+  b.output("y");
+  const Graph g = b.build();
+  for (const isa::NpuConfig& config : {isa::NpuConfig{}, small_sram()}) {
+    CompileResult r;
+    EXPECT_LT(compile_and_compare(g, config, &r), kTol) << compile_summary(r);
+    expect_free_transposes(r, {"to_nhwc", "to_nchw"}, {});
+    // The only layout conversions: the graph's NCHW input into the first conv and the last conv's NHWC
+    // output back to the graph's NCHW output; none around the LayerNorm.
+    ASSERT_EQ(r.transposes.size(), 2u) << compile_summary(r);
+    EXPECT_EQ(r.transposes[0].input, "x");
+    EXPECT_EQ(r.transposes[1].output, "y");
+  }
 }
 
 }  // namespace

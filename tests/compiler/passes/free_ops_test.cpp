@@ -45,6 +45,35 @@ TEST(FreeOps, AssignedPlacementReadsTheAttributeAsTheOpTablesEnum) {
   EXPECT_THROW(assigned_placement(g.nodes[1]), std::logic_error);
 }
 
+// A Transpose that moves only dims of extent 1 leaves every byte where it was (torch's batch-first <->
+// sequence-first swaps of a batch of one): a free alias, as a Reshape. One that reorders two dims of
+// extent above 1 moves bytes and stays a copy on the vector unit.
+TEST(FreeOps, ATransposeMovingOnlyUnitDimsIsAFreeAliasAndOneReorderingDataIsNot) {
+  GraphBuilder b;
+  auto x = b.input("x", {1, 5, 7});
+  auto t1 = b.node("Transpose", {x}, "t1", {5, 1, 7}, {{"perm", attr_ints({1, 0, 2})}});
+  auto t2 = b.node("Transpose", {t1}, "t2", {7, 1, 5}, {{"perm", attr_ints({2, 1, 0})}});
+  auto u = b.node("Unsqueeze", {t2, b.ints("axes", {0})}, "u", {1, 7, 1, 5});
+  auto t3 = b.node("Transpose", {u}, "t3", {7, 5, 1, 1}, {{"perm", attr_ints({1, 3, 0, 2})}});
+  auto t4 = b.node("Transpose", {t3}, "t4", {5, 7, 1, 1}, {{"perm", attr_ints({1, 0, 2, 3})}});
+  b.output(b.node("Relu", {t4}, "y", {5, 7, 1, 1}));
+  Graph before = b.build();
+  Graph g = before;
+  passes::alias_free_ops(g);
+  passes::assign_placement(g);
+  g.verify();
+  const auto placement = [&](const std::string& out) {
+    for (const Node& n : g.nodes)
+      if (n.outputs[0] == out) return n.attr_string(kPlacement, "");
+    return std::string("(none)");
+  };
+  EXPECT_EQ(placement("t1"), "free");
+  EXPECT_EQ(placement("t2"), "vector");  // 5 and 7 swap
+  EXPECT_EQ(placement("t3"), "free");    // 7 before 5 kept, the ones move
+  EXPECT_EQ(placement("t4"), "vector");
+  EXPECT_TRUE(same_outputs(before, g));
+}
+
 TEST(FreeOps, IdentityProducingAGraphOutputStaysAsAFreeNode) {
   GraphBuilder b;
   auto x = b.input("x", {3});
