@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <set>
 #include <tuple>
 
 #include "compiler/backend/context.h"
@@ -27,9 +28,10 @@ size_t phys_pos(const std::vector<int>& layout, int64_t axis) {
 
 class Decider {
  public:
+  // `unfolded`: Concats that must keep instructions of their own (see fold_concats).
   Decider(const Graph& g, const CompileOptions& o, const std::map<std::string, isa::DType>& storage,
-          const std::map<std::string, Placement>& placement)
-      : g_(g), o_(o), storage_(storage), placement_(placement) {
+          const std::map<std::string, Placement>& placement, const std::set<std::string>& unfolded)
+      : g_(g), o_(o), storage_(storage), placement_(placement), unfolded_(unfolded) {
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const Node& n = g.nodes[i];
       index_[n.name] = i;
@@ -92,9 +94,13 @@ class Decider {
 
   bool eligible(const Node& n) const {
     if (placement_of(n) != Placement::kNpuVector || n.outputs.empty() || !runtime(n.outputs[0])) return false;
+    if (unfolded_.count(n.name)) return false;
+    // An imposed `placement: vector` still takes part: a Concat that copies (requantizes) some inputs into
+    // its slices is a vector layer, and later Concats find those slices (copies_).
     if (o_.mapping) {
       const LayerMapping* m = o_.mapping->find(n.name);
-      if (m && m->placement && *m->placement != Placement::kFree) return false;
+      if (m && m->placement && *m->placement != Placement::kFree && *m->placement != Placement::kNpuVector)
+        return false;
     }
     const size_t r = g_.value(n.outputs[0]).shape.size();
     for (const auto& in : n.inputs)
@@ -245,6 +251,7 @@ class Decider {
   const CompileOptions& o_;
   const std::map<std::string, isa::DType>& storage_;
   const std::map<std::string, Placement>& placement_;
+  const std::set<std::string>& unfolded_;
   std::map<std::string, std::vector<const Node*>> readers_;
   std::map<std::string, const Node*> producer_;
   std::set<std::string> io_;
@@ -311,7 +318,19 @@ ConcatFolding fold_concats(const Graph& g, const CompileOptions& options,
                            const std::map<std::string, isa::DType>& storage,
                            const std::map<std::string, Placement>& placement) {
   if (!options.fold_concats) return {};
-  return Decider(g, options, storage, placement).run();
+  // A Concat a mapping file places on the vector unit must not end up free (no instructions): such
+  // Concats are taken out and the folding decided again, until none is left. The set only grows.
+  std::set<std::string> unfolded;
+  for (;;) {
+    ConcatFolding f = Decider(g, options, storage, placement, unfolded).run();
+    bool again = false;
+    for (const Node& n : g.nodes) {
+      if (!options.mapping || !f.folded(n) || unfolded.count(n.name)) continue;
+      const LayerMapping* m = options.mapping->find(n.name);
+      if (m && m->placement == Placement::kNpuVector) again |= unfolded.insert(n.name).second;
+    }
+    if (!again) return f;
+  }
 }
 
 }  // namespace npusim::compiler::backend
