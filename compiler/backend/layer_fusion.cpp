@@ -246,13 +246,24 @@ void emit(Context& c, ConvBands& bands, const ConvPool& p, const Candidate& cand
 }
 
 // Chooses each band's tiling (outside any trial); false when one does not fit.
-bool choose_tilings(ConvBands& bands, Candidate& cand, uint64_t buf, int64_t row_bytes) {
+// The pool's output slots (a ping-pong pair of `cand.rows` pooled rows, emit) take the end of the weight
+// scratchpad the conv's weight tiles leave free: both must fit, for every band's tiling.
+bool output_slots_fit(const Context& c, const ConvPool& p, const Candidate& cand, int64_t es) {
+  const int64_t need = 2 * round64(cand.rows * p.vec_cols * p.C * es);
+  const int64_t cap = c.capacity(Buffer::kWeight);
+  for (const Band& b : cand.bands)
+    if (round64(b.t.w_bytes) + need + 64 > cap) return false;
+  return true;
+}
+
+bool choose_tilings(const Context& c, ConvBands& bands, const ConvPool& p, Candidate& cand, uint64_t buf,
+                    int64_t row_bytes, int64_t es) {
   for (Band& b : cand.bands) {
     int64_t evaluated = 0;
     b.t = bands.choose(b.lo + b.kept, b.hi + 1, buf + static_cast<uint64_t>(b.kept * row_bytes), &evaluated);
     if (evaluated == 0) return false;
   }
-  return true;
+  return output_slots_fit(c, p, cand, es);
 }
 
 }  // namespace
@@ -307,7 +318,7 @@ bool lower_conv_pool(Context& c, ConvBands& bands) {
     Candidate& cand = cands[k];
     c.input_reserved = reserved + round64(cand.buf_rows * row_bytes);
     const uint64_t buf = static_cast<uint64_t>(cap - c.input_reserved);
-    if (choose_tilings(bands, cand, buf, row_bytes)) {
+    if (choose_tilings(c, bands, p, cand, buf, row_bytes, es)) {
       const Context::Trial trial = c.begin_trial();
       const int64_t first = c.em.size();
       emit(c, bands, p, cand, buf);
