@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <ostream>
+#include <utility>
 
 #include "compiler/backend/bounds.h"
 #include "compiler/import/import.h"
@@ -74,6 +75,13 @@ void add_fused_layers(const compiler::CompileResult& result, traces::Report& rep
     l->second->start_cycle = l->second->end_cycle = host->second->end_cycle;
     l->second->cycles = 0;
     if (l->second->bound_cycles && host->second->bound_cycles) host->second->fused_bound_cycles += *l->second->bound_cycles;
+    // The nodes fused into it (a Pad into the pool a conv -> pool fusion takes) belong to the host now.
+    host->second->fused_bound_cycles += std::exchange(l->second->fused_bound_cycles, 0);
+    for (traces::LayerReport& a : report.layers) {
+      if (a.placement != traces::LayerPlacement::kFused || a.fused_into != p.name) continue;
+      a.fused_into = p.fused_into;
+      a.start_cycle = a.end_cycle = host->second->end_cycle;
+    }
     ++fusion.nodes;
   }
   for (const compiler::LayerPlan& p : result.layers) {
