@@ -320,7 +320,8 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
   for (const auto& out : g.outputs) {
     if (!g.value(out).is_constant()) touch(out, kEnd);
   }
-  // A pool the conv before it may fuse (backend/layer_fusion.h) writes its output while the conv reads.
+  // A pool or depthwise conv the conv before it may fuse (backend/layer_fusion.h) writes its output while
+  // the conv reads.
   for (int i = 0; options.keep_on_chip && i < kEnd; ++i) {
     if (!backend::conv_pool_pair(g, static_cast<size_t>(i))) continue;
     for (const auto& s : g.nodes[static_cast<size_t>(i) + 1].outputs)
@@ -378,7 +379,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
   // Layers whose code was timed, in order: (first instruction, layer index).
   std::vector<std::pair<int64_t, size_t>> timed_layers;
   backend::AttentionBlock attention;  // the attention block lowered as one layer, if any (attention_fusion.h)
-  backend::ConvPool conv_pool;        // the conv -> pool pair fused last, if any (layer_fusion.h)
+  backend::ConvPool conv_pool;        // the conv -> pool / depthwise pair fused last, if any (layer_fusion.h)
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     c.layer = static_cast<uint32_t>(i);
@@ -393,7 +394,10 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     const bool forced_host = imposed && backend::imposed_host(*imposed, n, plan.placement);
     const int64_t before = c.em.size();
     std::optional<bool> kept_output;  // Conv layers: whether the output stayed on chip (LayerMapping::on_chip)
-    if (!forced_host && !folded && plan.placement == Placement::kNpuMatrix) backend::plan_on_chip(c, i);
+    // A reader fused into the conv before it (layer_fusion.h) was lowered with it: nothing to plan.
+    const bool fused_reader = conv_pool.fused && conv_pool.pool == i;
+    if (!forced_host && !folded && !fused_reader && plan.placement == Placement::kNpuMatrix)
+      backend::plan_on_chip(c, i);
     if (!forced_host && !folded && plan.placement == Placement::kNpuVector) backend::plan_se_hold(c, i);
     backend::ConvPool pair;
     if (!forced_host && !folded && plan.placement == Placement::kNpuMatrix && backend::plan_conv_pool(c, i, &pair))
@@ -412,8 +416,9 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
       plan.macs = attention.macs[i - attention.first];
       plan.on_chip_input = n.inputs[0];
       plan.on_chip_bytes_saved = attention.value_bytes_saved;
-    } else if (conv_pool.fused && conv_pool.pool == i) {
+    } else if (fused_reader) {
       plan.mapping = backend::describe_fused_pool(c, conv_pool);
+      plan.macs = conv_pool.reader_macs;
       plan.fused_into = g.nodes[conv_pool.conv].name;
       plan.on_chip_input = n.inputs[0];
       plan.on_chip_bytes_saved = conv_pool.bytes_saved;
@@ -495,7 +500,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     }
     c.conv_pool = nullptr;
     if (pair.fused) conv_pool = pair;
-    if (n.op_type == "Conv" && !pair.fused &&
+    if (n.op_type == "Conv" && !pair.fused && !fused_reader &&
         (plan.placement == Placement::kNpuMatrix || plan.placement == Placement::kNpuVector)) {
       kept_output = c.on_chip.pending && c.on_chip.producer == i;
     }
@@ -541,7 +546,9 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     if (imposed) backend::check_applied(*imposed, plan, forced_host);
     plan.chosen.name = plan.name;
     plan.chosen.on_chip = kept_output;
-    plan.chosen.placement = plan.placement;
+    // A depthwise conv fused into the conv before it has no placement of its own to write (lowered layer
+    // by layer, the back end chooses between the array and the vector unit).
+    if (!(fused_reader && conv_pool.depthwise)) plan.chosen.placement = plan.placement;
     result.layers.push_back(plan);
   }
   c.em.halt(static_cast<uint32_t>(g.nodes.empty() ? 0 : g.nodes.size() - 1));

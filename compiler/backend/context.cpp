@@ -116,6 +116,7 @@ int64_t scratchpad_capacity(const isa::NpuConfig& config, isa::Buffer b) {
 
 int64_t Context::capacity(isa::Buffer b) const {
   const int64_t cap = scratchpad_capacity(config, b);
+  if (b == isa::Buffer::kAccumulator) return cap - acc_reserved;
   return b == isa::Buffer::kInput ? cap - input_reserved : cap;
 }
 
@@ -208,6 +209,13 @@ Context::Trial Context::begin_trial() {
   if (plan) t.plan = *plan;
   t.on_chip = on_chip;
   in_trial_ = true;
+  return t;
+}
+
+Context::Trial Context::mark() {
+  if (in_trial_) throw std::logic_error("backend: an undo point inside a trial");
+  Trial t = begin_trial();
+  in_trial_ = false;
   return t;
 }
 

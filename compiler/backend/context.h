@@ -4,6 +4,7 @@
 // permuted into memory order, outermost first.
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 namespace npusim::compiler::backend {
 
 struct ConvPool;  // backend/layer_fusion.h
+class ConvBands;  // backend/layer_fusion.h
 
 // A scratchpad slot's bytes rounded up to the 64-byte alignment the lowerings allocate SRAM slots at.
 inline int64_t round64(int64_t bytes) { return ceil_div(bytes, 64) * 64; }
@@ -135,8 +137,15 @@ class Context {
   std::string keep_output;
   bool keep_imposed = false;  // ... because a mapping file says on_chip=true
   OnChipValue on_chip;
-  // A conv -> pool pair the conv's lowering may fuse with line-buffer tiling (backend/layer_fusion.h).
+  // A conv -> pool or conv -> depthwise conv pair the conv's lowering may fuse with line-buffer tiling
+  // (backend/layer_fusion.h).
   ConvPool* conv_pool = nullptr;
+  // Bytes at the top of the accumulator held by a fused reader (a depthwise conv's sums, layer_fusion.h):
+  // capacity(kAccumulator) leaves them out.
+  int64_t acc_reserved = 0;
+  // Set while layer_fusion.h lowers the depthwise reader of a line buffer: the conv lowerings hand the
+  // job they built for their node to it instead of mapping it (its result is the lowering's).
+  std::function<bool(ConvBands&)> take_conv_job;
   std::map<std::string, uint64_t> kept_on_chip;  // values read in place (never in DRAM) -> their SRAM address
   // Emits the STORE that writes on_chip's value to its DRAM tensor, when it is still only in SRAM (a
   // reader that does not read it in place needs it there). Context::load calls it for its readers.
@@ -257,6 +266,9 @@ class Context {
   std::map<std::string, std::vector<std::vector<int64_t>>> index_maps;
   Trial begin_trial();
   void end_trial(const Trial& t);
+  // An undo point outside a trial (end_trial restores it): the code emitted after it may run trials of
+  // its own (a layer lowered whole, its choices simulated, only to be timed and undone; layer_fusion.h).
+  Trial mark();
   bool in_trial() const { return in_trial_; }
 
   // Next free DRAM byte of the data segments / of the scratch region (set by the driver).

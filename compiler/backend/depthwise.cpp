@@ -26,26 +26,6 @@ constexpr size_t kTimedCandidates = 2;
 
 uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
 
-// The weight dtype of a dwconv on `a` (the array's rule: int8 weights for uint8 codes).
-DType weight_dtype(DType a) { return a == DType::kUint8 ? DType::kInt8 : a; }
-
-Instruction dwconv_instruction(uint32_t layer, DType a, uint64_t src, uint64_t w, uint64_t dst, int64_t c,
-                               int64_t in_w, int64_t in_h, const MatrixJob& j) {
-  Instruction i;
-  i.opcode = isa::Opcode::kVec;
-  i.set(Field::kLayer, layer);
-  i.set(Field::kVop, static_cast<int64_t>(isa::VecOp::kDwConv)).set(Field::kDtype, static_cast<int64_t>(a));
-  const bool integer = a == DType::kInt8 || a == DType::kUint8;
-  i.set(Field::kDtypeOut, static_cast<int64_t>(integer ? DType::kInt32 : DType::kFp32));
-  i.set(Field::kSrc1Buf, static_cast<int64_t>(Buffer::kInput)).set(Field::kSrc1Addr, static_cast<int64_t>(src));
-  i.set(Field::kSrc2Buf, static_cast<int64_t>(Buffer::kWeight)).set(Field::kSrc2Addr, static_cast<int64_t>(w));
-  i.set(Field::kDstBuf, static_cast<int64_t>(Buffer::kAccumulator)).set(Field::kDstAddr, static_cast<int64_t>(dst));
-  i.set(Field::kD0, c).set(Field::kD1, in_w).set(Field::kD2, in_h);
-  i.set(Field::kWinH, j.kh).set(Field::kWinW, j.kw).set(Field::kStrH, j.sh).set(Field::kStrW, j.sw);
-  i.set(Field::kImm0, j.dh == 1 ? 0 : j.dh).set(Field::kImm1, j.dw == 1 ? 0 : j.dw);
-  return i;
-}
-
 Instruction dma_box(isa::Opcode op, DType t, std::array<int64_t, 3> sizes, std::array<int64_t, 2> strides) {
   Instruction i;
   i.opcode = op;
@@ -94,6 +74,29 @@ void check_vector_tiles(const LayerMapping& m, const MatrixJob& j) {
 
 }  // namespace
 
+// The weight dtype of a dwconv on `a` (the array's rule: int8 weights for uint8 codes).
+DType depthwise_weight_dtype(DType a) { return a == DType::kUint8 ? DType::kInt8 : a; }
+
+Instruction dwconv_instruction(uint32_t layer, DType a, uint64_t src, uint64_t w, uint64_t dst, int64_t c,
+                               int64_t in_w, int64_t in_h, const MatrixJob& j) {
+  Instruction i;
+  i.opcode = isa::Opcode::kVec;
+  i.set(Field::kLayer, layer);
+  i.set(Field::kVop, static_cast<int64_t>(isa::VecOp::kDwConv)).set(Field::kDtype, static_cast<int64_t>(a));
+  const bool integer = a == DType::kInt8 || a == DType::kUint8;
+  i.set(Field::kDtypeOut, static_cast<int64_t>(integer ? DType::kInt32 : DType::kFp32));
+  i.set(Field::kSrc1Buf, static_cast<int64_t>(Buffer::kInput))
+      .set(Field::kSrc1Addr, static_cast<int64_t>(src));
+  i.set(Field::kSrc2Buf, static_cast<int64_t>(Buffer::kWeight))
+      .set(Field::kSrc2Addr, static_cast<int64_t>(w));
+  i.set(Field::kDstBuf, static_cast<int64_t>(Buffer::kAccumulator))
+      .set(Field::kDstAddr, static_cast<int64_t>(dst));
+  i.set(Field::kD0, c).set(Field::kD1, in_w).set(Field::kD2, in_h);
+  i.set(Field::kWinH, j.kh).set(Field::kWinW, j.kw).set(Field::kStrH, j.sh).set(Field::kStrW, j.sw);
+  i.set(Field::kImm0, j.dh == 1 ? 0 : j.dh).set(Field::kImm1, j.dw == 1 ? 0 : j.dw);
+  return i;
+}
+
 bool DepthwiseMapper::applies(const MatrixJob& j) {
   return !j.gemm && j.b_const && j.groups > 1 && j.groups == j.C && j.groups == j.M && j.cg == 1 && j.mg == 1 &&
          j.step_h == 1 && j.step_w == 1 && j.src_w == 0 && j.kh <= 255 && j.kw <= 255 && j.sh <= 255 &&
@@ -101,7 +104,7 @@ bool DepthwiseMapper::applies(const MatrixJob& j) {
 }
 
 bool DepthwiseMapper::fits(DepthwiseTiling& t) const {
-  const int64_t ea = isa::dtype_bytes(s_.ops.a), ew = isa::dtype_bytes(weight_dtype(s_.ops.a));
+  const int64_t ea = isa::dtype_bytes(s_.ops.a), ew = isa::dtype_bytes(depthwise_weight_dtype(s_.ops.a));
   const int64_t rows = j_.in_rows(t.toh), cols = j_.in_cols(t.tow);
   if (rows > 65535 || cols > 65535) return false;
   t.in_bytes = 2 * round64(rows * cols * t.tn * ea);
@@ -211,7 +214,7 @@ std::vector<DepthwiseTiling> DepthwiseMapper::search(size_t keep, const LayerMap
 }
 
 void DepthwiseMapper::generate(const DepthwiseTiling& t) {
-  const DType a = s_.ops.a, wt = weight_dtype(a);
+  const DType a = s_.ops.a, wt = depthwise_weight_dtype(a);
   const int64_t ea = isa::dtype_bytes(a), ew = isa::dtype_bytes(wt);
   SramAlloc in = c_.slots(Buffer::kInput, t.in_bytes), wb = c_.slots(Buffer::kWeight, t.w_bytes),
             acc = c_.slots(Buffer::kAccumulator, t.acc_bytes);

@@ -26,6 +26,14 @@ std::vector<T> depthwise_weight_values(const MatrixJob& j, const std::vector<T>&
   return r;
 }
 
+// The weight dtype of a VEC dwconv on `a` (the array's rule: int8 weights for uint8 codes).
+isa::DType depthwise_weight_dtype(isa::DType a);
+// The VEC dwconv of job j's window over an input tile of in_h x in_w pixels x c channels (halo included)
+// at src of the input scratchpad, weights [kh][kw][c] at w of the weight scratchpad, its sums
+// [OH][OW][c] (int32 for codes, else fp32) at dst of the accumulator.
+isa::Instruction dwconv_instruction(uint32_t layer, isa::DType a, uint64_t src, uint64_t w, uint64_t dst,
+                                    int64_t c, int64_t in_w, int64_t in_h, const MatrixJob& j);
+
 // A tiling of the vector mapping: output rows x cols x channels per tile.
 struct DepthwiseTiling {
   int64_t toh = 1, tow = 1, tn = 1;

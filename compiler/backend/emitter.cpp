@@ -111,24 +111,25 @@ int Emitter::emit(isa::Instruction ins, std::vector<Range> reads, std::vector<Ra
 }
 
 Emitter::Checkpoint Emitter::checkpoint() {
-  if (trial_from_ >= 0) throw std::logic_error("backend emitter: nested checkpoints");
   Checkpoint cp;
+  cp.outer_from = trial_from_;
+  cp.log_size = signal_log_.size();
   cp.instructions = program_.instructions.size();
   for (int s = 0; s < kNumSpaces; ++s) cp.records[static_cast<size_t>(s)] = records_[s];
   cp.queue_len = queue_len_;
   cp.queue_clock = queue_clock_;
   cp.tokens = tokens_;
   trial_from_ = static_cast<int64_t>(cp.instructions);
-  signal_log_.clear();
   return cp;
 }
 
 void Emitter::rollback(const Checkpoint& cp) {
-  for (auto it = signal_log_.rbegin(); it != signal_log_.rend(); ++it) {
+  for (auto it = signal_log_.rbegin(); it != signal_log_.rend() - static_cast<std::ptrdiff_t>(cp.log_size);
+       ++it) {
     program_.instructions[static_cast<size_t>(it->first)].set(isa::Field::kSignal, it->second);
   }
-  signal_log_.clear();
-  trial_from_ = -1;
+  signal_log_.resize(cp.log_size);
+  trial_from_ = cp.outer_from;
   program_.instructions.resize(cp.instructions);
   pos_.resize(cp.instructions);
   clock_.resize(cp.instructions);

@@ -62,9 +62,12 @@ class Emitter {
 
   // Trial emission (the mapper times candidate mappings by emitting them): everything emitted after
   // checkpoint() -- instructions, and the signal bits they added to earlier producers -- is undone by
-  // rollback(). One checkpoint at a time.
+  // rollback(). Checkpoints nest (a layer lowered whole inside an undo point runs trials of its own):
+  // each rollback undoes what came after its checkpoint, innermost first.
   struct Checkpoint {
     size_t instructions = 0;
+    int64_t outer_from = -1;  // the enclosing checkpoint's first instruction (-1: none)
+    size_t log_size = 0;      // the signal changes logged before it
     std::array<std::vector<Record>, kNumSpaces> records;
     std::array<int, isa::kNumQueues> queue_len{};
     std::array<Clock, isa::kNumQueues> queue_clock{};

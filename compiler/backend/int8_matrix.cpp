@@ -244,12 +244,7 @@ class Int8Strategy : public MatrixStrategy {
   // The tile's last VEC `last` (writing the codes at its dst slot), then the STORE of that slot; or, with
   // MatrixJob::y_sram, `last` writing the tile where the next layer reads it (backend/residency.h).
   void finish(Context::VecArgs last, const OutTile& t, int64_t out_off, const std::array<int64_t, 4>& box) {
-    if (j_.y_sram >= 0) {
-      last.dst_buf = Buffer::kInput;
-      last.dst = static_cast<uint64_t>(j_.y_sram) + j_.y_sram_offset(t.img, t.oy0, t.ox0, t.n0, isa::dtype_bytes(j_.y_dt));
-      c_.vec(last);
-      return;
-    }
+    if (j_.y_sram >= 0) return write_on_chip(c_, j_, last, t, isa::dtype_bytes(j_.y_dt));
     c_.vec(last);
     const int64_t P = j_.out_pitch();
     c_.store(last.dst_buf, last.dst, j_.y_range, j_.y_addr + static_cast<uint64_t>(out_off), j_.y_dt, box,
@@ -603,10 +598,12 @@ bool lower_matrix_int8(Context& c, const Node& n) {
     const int64_t saved_es = c.esize;
     c.act = j.a_dt;
     c.esize = 1;
-    JobBands<Int8Job, Int8Strategy> bands(c, j);
-    const bool fused = lower_conv_pool(c, bands);  // backend/layer_fusion.h
+    JobBands<Int8Job, Int8Strategy> bands(c, j, [&] { run_int8_job(c, n, j); });
+    // backend/layer_fusion.h: the job handed to a fused conv's lowering, or the conv fused with its reader.
+    const bool handed = static_cast<bool>(c.take_conv_job);
+    const bool fused = handed ? hand_conv_job(c, bands) : lower_conv_pool(c, bands);
     c.act = saved_act, c.esize = saved_es;
-    if (fused) return true;
+    if (fused || handed) return fused;
   }
   run_int8_job(c, n, j);
   return true;

@@ -4,9 +4,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
+#include "compiler/backend/depthwise.h"
+#include "compiler/backend/int8.h"
 #include "compiler/backend/movement.h"
+#include "compiler/backend/residency.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/quantize.h"
 
@@ -27,25 +31,29 @@ Span clip(int64_t o, int64_t stride, int64_t pad, int64_t k, int64_t n) {
   return Span{std::max<int64_t>(0, a), std::min(n - 1, b), a >= 0 && b <= n - 1};
 }
 
-// The rows of the pool's input one band of pool output rows [p0, p1) reads.
+// The buffer rows one band of reader output rows [p0, p1) reads: a pool's clipped to the input, a
+// depthwise conv's whole (its padding rows are buffer rows).
 Span band_rows(const ConvPool& p, int64_t p0, int64_t p1) {
+  if (p.depthwise) return Span{p0 * p.w.sh, (p1 - 1) * p.w.sh + p.w.kh - 1, true};
   return Span{clip(p0, p.w.sh, p.w.pt, p.w.kh, p.H).lo, clip(p1 - 1, p.w.sh, p.w.pt, p.w.kh, p.H).hi, true};
 }
 
-// One band: pool output rows [p0, p1), the input rows [lo, hi] it reads, of which [lo, lo + kept) are
-// the previous band's (moved to the buffer's start) and the rest the conv computes.
+// One band: reader output rows [p0, p1), the buffer rows [lo, hi] it reads, of which [lo, lo + kept) are
+// the previous band's (moved to the buffer's start) and the rest the conv computes (or padding).
 struct Band {
   int64_t p0 = 0, p1 = 0, lo = 0, hi = 0, kept = 0, from = 0;  // from: buffer row the kept rows come from
+  int64_t r0 = 0, r1 = 0;  // the conv's output rows [r0, r1) the band computes (r0 == r1: none)
   Tiling t;
 };
 
 struct Candidate {
-  int64_t rows = 0;      // pool output rows per band
-  int64_t buf_rows = 0;  // line-buffer rows (one more than a band reads: the interior VEC's rows run on)
+  int64_t rows = 0;  // reader output rows per band
+  int64_t buf_rows =
+      0;  // line-buffer rows (a pool's one more than a band reads: the interior VEC's rows run on)
   std::vector<Band> bands;
 };
 
-// The bands of `rows` pool rows; false when a band's kept rows would overlap the rows they move to.
+// The bands of `rows` reader rows; false when a band's kept rows would overlap the rows they move to.
 bool make_bands(const ConvPool& p, int64_t rows, Candidate* cand) {
   cand->rows = rows;
   int64_t prev_lo = -1, prev_hi = -1, most = 0;
@@ -59,16 +67,34 @@ bool make_bands(const ConvPool& p, int64_t rows, Candidate* cand) {
       b.from = b.lo - prev_lo;
       if (b.from < b.kept) return false;
     }
+    b.r0 = std::max(b.lo + b.kept, p.top) - p.top;
+    b.r1 = std::max(b.r0, std::min(b.hi, p.top + p.H - 1) - p.top + 1);
     most = std::max(most, b.hi - b.lo + 1);
     prev_lo = b.lo, prev_hi = b.hi;
     cand->bands.push_back(b);
   }
-  cand->buf_rows = most + 1;
+  cand->buf_rows = most + (p.depthwise ? 0 : 1);
   return true;
 }
 
 // The stride of an edge column's VEC: its one window, then past the row (d1 = W).
 int64_t edge_stride(const Span& s, int64_t W) { return W - (s.hi - s.lo + 1) + 1; }
+
+}  // namespace
+
+namespace {
+
+// Whether node n is a depthwise Conv (one group per channel, constant weights, no residual).
+bool depthwise_conv(const Graph& g, const Node& n) {
+  if (!n.domain.empty() || n.op_type != "Conv" || n.outputs.size() != 1 || n.has_attr(kResidualInput) ||
+      n.inputs.size() < 2)
+    return false;
+  const Value& w = g.value(n.inputs[1]);
+  const Value& x = g.value(n.inputs[0]);
+  if (!w.is_constant() || w.shape.size() != 4 || x.shape.size() != 4 || w.shape[1] != 1) return false;
+  const int64_t groups = n.attr_int("group", 1);
+  return groups > 1 && groups == x.shape[1] && groups == w.shape[0];
+}
 
 }  // namespace
 
@@ -79,8 +105,8 @@ bool conv_pool_pair(const Graph& g, size_t i) {
   if (!cv.domain.empty() || cv.op_type != "Conv" || cv.outputs.size() != 1 || cv.has_attr(kResidualInput) ||
       cv.attr_int("group", 1) != 1)
     return false;
-  if (!pl.domain.empty() || (pl.op_type != "MaxPool" && pl.op_type != "AveragePool") || pl.inputs[0] != cv.outputs[0])
-    return false;
+  const bool pool = pl.domain.empty() && (pl.op_type == "MaxPool" || pl.op_type == "AveragePool");
+  if ((!pool && !depthwise_conv(g, pl)) || pl.inputs[0] != cv.outputs[0]) return false;
   if (pl.outputs.size() > 1 && !pl.outputs[1].empty()) return false;
   const std::string& v = cv.outputs[0];
   for (const std::string& o : g.outputs)
@@ -88,6 +114,53 @@ bool conv_pool_pair(const Graph& g, size_t i) {
   const std::vector<int> readers = g.consumers(v);
   return readers.size() == 1 && readers[0] == static_cast<int>(i + 1);
 }
+
+namespace {
+
+// The depthwise side of plan_conv_pool (p->conv, p->pool set): both layers in one precision, dense NHWC
+// tensors, a window the buffer's padding covers exactly, and an output residency does not keep.
+bool plan_conv_dw(const Context& c, ConvPool* p) {
+  const Node& cv = c.g.nodes[p->conv];
+  const Node& dw = c.g.nodes[p->pool];
+  if (c.options.plan && (c.options.plan->precision_of(cv.name) != quant::Precision::kInt8 ||
+                         c.options.plan->precision_of(dw.name) != quant::Precision::kInt8))
+    return false;
+  auto xt = c.tensors.find(dw.inputs[0]);
+  auto yt = c.tensors.find(dw.outputs[0]);
+  if (xt == c.tensors.end() || yt == c.tensors.end()) return false;
+  const DramTensor &x = xt->second, &y = yt->second;
+  if (x.strided() || x.shape.size() != 4 || x.layout != kNhwc || y.strided() || y.shape.size() != 4 ||
+      !y.nhwc_in_memory())
+    return false;
+  const std::string pad = dw.attr_string("auto_pad", "NOTSET");
+  if (pad != "NOTSET" && pad != "VALID") return false;
+  for (int64_t d : dw.attr_ints("dilations", {1, 1}))
+    if (d != 1) return false;
+  const Value& wv = c.g.value(dw.inputs[1]);
+  const std::vector<int64_t> st = dw.attr_ints("strides", {1, 1});
+  const std::vector<int64_t> pads =
+      pad == "VALID" ? std::vector<int64_t>{0, 0, 0, 0} : dw.attr_ints("pads", {0, 0, 0, 0});
+  if (st.size() != 2 || pads.size() != 4) return false;
+  p->C = x.shape[1], p->H = x.shape[2], p->W = x.shape[3], p->OH = y.shape[2], p->OW = y.shape[3];
+  PoolWindow& w = p->w;
+  w.kh = wv.shape[2], w.kw = wv.shape[3], w.sh = st[0], w.sw = st[1], w.pt = pads[0], w.pl = pads[1];
+  // The padding the outputs read: the rows and columns past the input the last window reaches.
+  w.pb = (p->OH - 1) * w.sh + w.kh - w.pt - p->H;
+  w.pr = (p->OW - 1) * w.sw + w.kw - w.pl - p->W;
+  if (w.pb < 0 || w.pr < 0 || w.pt >= w.kh || w.pl >= w.kw || w.pb >= w.kh || w.pr >= w.kw) return false;
+  p->top = w.pt, p->rows = w.pt + p->H + w.pb, p->left = w.pl, p->pitch = w.pl + p->W + w.pr;
+  if (std::max({w.kh, w.kw, w.sh, w.sw}) > 255 || p->C > kMaxDim || p->pitch > kMaxDim) return false;
+  // The depthwise output kept on chip for the project conv after it (residency) is the better plan
+  // where it fits: this fusion stores it.
+  if (next_reads_on_chip(c, p->pool).empty() &&
+      4 * round64(num_elements(y.shape) * isa::dtype_bytes(y.dtype)) <=
+          3 * scratchpad_capacity(c.config, Buffer::kInput))
+    return false;
+  p->reader_macs = x.shape[0] * p->OH * p->OW * p->C * w.kh * w.kw;
+  return true;
+}
+
+}  // namespace
 
 bool plan_conv_pool(const Context& c, size_t i, ConvPool* p) {
   const Graph& g = c.g;
@@ -97,15 +170,22 @@ bool plan_conv_pool(const Context& c, size_t i, ConvPool* p) {
   const Node& cv = g.nodes[i];
   const Node& pl = g.nodes[i + 1];
   if (c.folding.folded(cv) || c.folding.folded(pl)) return false;
+  p->conv = i, p->pool = i + 1;
+  p->depthwise = pl.op_type == "Conv";
   if (c.options.mapping) {
     const LayerMapping* m = c.options.mapping->find(cv.name);
     if (m && (m->has_tiling() || m->has_vector_tiling() || m->on_chip.has_value() ||
               (m->placement && *m->placement != Placement::kNpuMatrix)))
       return false;
+    // The reader as --mapping-out writes it fused: its own placement, no tiles, (a depthwise conv) its
+    // output not on chip.
+    const Placement own = p->depthwise ? Placement::kNpuMatrix : Placement::kNpuVector;
     const LayerMapping* q = c.options.mapping->find(pl.name);
-    if (q && (q->has_tiling() || q->has_vector_tiling() || (q->placement && *q->placement != Placement::kNpuVector)))
+    if (q && (q->has_tiling() || q->has_vector_tiling() || (q->placement && *q->placement != own) ||
+              q->on_chip == true))
       return false;
   }
+  if (p->depthwise) return plan_conv_dw(c, p);
   if (c.options.plan) {
     // int8: a max pool on the conv's codes (it keeps their QParams), both layers int8.
     if (pl.op_type != "MaxPool" || !quant::shares_input_qparams(pl) ||
@@ -119,9 +199,9 @@ bool plan_conv_pool(const Context& c, size_t i, ConvPool* p) {
   const DramTensor &x = xt->second, &y = yt->second;
   if (x.strided() || x.shape.size() != 4 || x.layout != kNhwc || !y.nhwc_in_memory() || y.shape.size() != 4)
     return false;
-  p->conv = i, p->pool = i + 1;
   p->is_max = pl.op_type == "MaxPool";
   p->C = x.shape[1], p->H = x.shape[2], p->W = x.shape[3], p->OH = y.shape[2], p->OW = y.shape[3];
+  p->rows = p->H, p->pitch = p->W;
   std::string why;
   if (!pool_window(pl, p->H, p->W, p->OH, p->OW, &p->w, &why)) return false;
   const PoolWindow& w = p->w;
@@ -166,24 +246,224 @@ void restrict_to_band(MatrixJob& j, int64_t r0, int64_t r1, int64_t img, int64_t
 
 namespace {
 
-// Emits the fused layer under candidate `cand` (its bands' tilings chosen), the line buffer at `buf`.
-void emit(Context& c, ConvBands& bands, const ConvPool& p, const Candidate& cand, uint64_t buf) {
-  const Node& pn = c.g.nodes[p.pool];
-  const DramTensor& x = c.tensor(pn.inputs[0]);
-  const DramTensor& y = c.tensor(pn.outputs[0]);
-  const isa::DType t = x.dtype;
-  const int64_t es = isa::dtype_bytes(t), ey = isa::dtype_bytes(y.dtype);
-  const int64_t row = p.W * p.C;  // elements per buffer row
-  const PoolWindow& w = p.w;
-  // Output slots (a ping-pong pair) in the weight scratchpad, at the end the conv's weights do not use.
-  const int64_t out_elems = cand.rows * p.vec_cols * p.C;
-  const int64_t need = 2 * round64(out_elems * es);
+// What a windowed reader of the line buffer emits in the fused layer.
+class Reader {
+ public:
+  virtual ~Reader() = default;
+  // Bytes the reader takes at the end of the weight scratchpad the conv's weight tiles leave free.
+  virtual int64_t weight_bytes(const Candidate& cand) const = 0;
+  // Once per fused layer, before the first band (slots, constants; the buffer at `buf`).
+  virtual void begin(const Candidate& cand, uint64_t buf) = 0;
+  // Reads band b of image img from the buffer (its rows at `buf`, the conv's rows written).
+  virtual void read(const Band& b, int64_t img, uint64_t buf) = 0;
+};
+
+// The weight scratchpad's end a layer's own slots do not start from (Context::slots: even layers take
+// the bottom), `need` bytes.
+uint64_t free_weight_end(const Context& c, int64_t need) {
   const int64_t cap = c.capacity(Buffer::kWeight);
-  const uint64_t base = c.layer % 2 == 0 ? static_cast<uint64_t>(cap - need) / 64 * 64 : 0;
-  SramAlloc o{Buffer::kWeight, base, base};
-  const uint64_t slot[2] = {o.take(static_cast<uint64_t>(out_elems * es)), o.take(static_cast<uint64_t>(out_elems * es))};
-  int side = 0;
-  const int64_t P = y.strided() ? y.view_strides[2] : p.C, y_img = y.strided() ? y.view_strides[0] : p.OH * p.OW * p.C;
+  return c.layer % 2 == 0 ? static_cast<uint64_t>(cap - need) / 64 * 64 : 0;
+}
+
+// A MaxPool / AveragePool: its windows pooled in the buffer, the pooled tiles stored from ping-pong
+// slots in the weight scratchpad.
+class PoolReader : public Reader {
+ public:
+  PoolReader(Context& c, const ConvPool& p) : c_(c), p_(p) {}
+  int64_t weight_bytes(const Candidate& cand) const override {
+    return 2 * round64(cand.rows * p_.vec_cols * p_.C * es());
+  }
+  void begin(const Candidate& cand, uint64_t) override {
+    const int64_t out_elems = cand.rows * p_.vec_cols * p_.C;
+    const uint64_t base = free_weight_end(c_, weight_bytes(cand));
+    SramAlloc o{Buffer::kWeight, base, base};
+    slot_[0] = o.take(static_cast<uint64_t>(out_elems * es()));
+    slot_[1] = o.take(static_cast<uint64_t>(out_elems * es()));
+    side_ = 0;
+  }
+  void read(const Band& b, int64_t img, uint64_t buf) override {
+    const ConvPool& p = p_;
+    const Node& pn = c_.g.nodes[p.pool];
+    const DramTensor& x = c_.tensor(pn.inputs[0]);
+    const DramTensor& y = c_.tensor(pn.outputs[0]);
+    const isa::DType t = x.dtype;
+    const int64_t ey = isa::dtype_bytes(y.dtype);
+    const PoolWindow& w = p.w;
+    const int64_t P = y.strided() ? y.view_strides[2] : p.C,
+                  y_img = y.strided() ? y.view_strides[0] : p.OH * p.OW * p.C;
+    // The pool's regions: runs of output rows whose windows are whole (or one clipped row) x the interior
+    // columns and each edge column.
+    std::vector<std::array<int64_t, 2>> row_runs;  // [oy0, oy1)
+    for (int64_t oy = b.p0; oy < b.p1; ++oy) {
+      const bool full = clip(oy, w.sh, w.pt, w.kh, p.H).full;
+      if (full && !row_runs.empty() && row_runs.back()[1] == oy &&
+          clip(row_runs.back()[0], w.sh, w.pt, w.kh, p.H).full)
+        row_runs.back()[1] = oy + 1;
+      else
+        row_runs.push_back({oy, oy + 1});
+    }
+    std::vector<std::array<int64_t, 2>> col_runs;
+    for (int64_t ox = 0; ox < p.ox_a; ++ox) col_runs.push_back({ox, ox + 1});
+    col_runs.push_back({p.ox_a, p.ox_b});
+    for (int64_t ox = p.ox_b; ox < p.OW; ++ox) col_runs.push_back({ox, ox + 1});
+    for (const auto& rr : row_runs) {
+      const Span rs = clip(rr[0], w.sh, w.pt, w.kh, p.H);
+      const int64_t nr = rr[1] - rr[0];
+      for (const auto& cr : col_runs) {
+        const Span cs = clip(cr[0], w.sw, w.pl, w.kw, p.W);
+        const int64_t nc = cr[1] - cr[0];
+        Context::VecArgs v;
+        v.op = p.is_max ? VecOp::kMaxPool : VecOp::kAvgPool;
+        v.in = v.out = t;
+        v.src1_buf = Buffer::kInput;
+        v.src1 = buf + static_cast<uint64_t>(((rs.lo - b.lo) * p.W + cs.lo) * p.C * es());
+        v.dst_buf = Buffer::kWeight, v.dst = slot_[side_];
+        v.d0 = p.C, v.d1 = p.W;
+        v.win_h = rs.hi - rs.lo + 1, v.str_h = rs.full ? w.sh : 1;
+        v.d2 = (nr - 1) * v.str_h + v.win_h;
+        v.win_w = cs.hi - cs.lo + 1, v.str_w = cs.full ? w.sw : edge_stride(cs, p.W);
+        c_.vec(v);
+        const uint64_t ya = y.addr + static_cast<uint64_t>((img * y_img + (rr[0] * p.OW + cr[0]) * P) * ey);
+        const int64_t vc = cs.full ? p.vec_cols : 1;  // the VEC's output columns
+        if (vc == nc) {
+          c_.store(Buffer::kWeight, slot_[side_], y.range(), ya, y.dtype, {p.C, nc, nr, 1}, {P, p.OW * P, 0});
+        } else {
+          for (int64_t r = 0; r < nr; ++r) {  // the interior windows of each row, not the ones after them
+            c_.store(Buffer::kWeight, slot_[side_] + static_cast<uint64_t>(r * vc * p.C * ey), y.range(),
+                     ya + static_cast<uint64_t>(r * p.OW * P * ey), y.dtype, {p.C, nc, 1, 1}, {P, 0, 0});
+          }
+        }
+        side_ ^= 1;
+      }
+    }
+  }
+
+ private:
+  int64_t es() const { return isa::dtype_bytes(c_.tensor(c_.g.nodes[p_.pool].inputs[0]).dtype); }
+  Context& c_;
+  const ConvPool& p_;
+  uint64_t slot_[2] = {0, 0};
+  int side_ = 0;
+};
+
+// A depthwise conv: one VEC dwconv per band over the padded buffer rows, then its own epilogue (which
+// stores the band's output rows). Its weights stay in the weight scratchpad for the whole layer, its
+// sums and the epilogue's slots take the top of the accumulator (Context::acc_reserved).
+class DepthwiseReader : public Reader {
+ public:
+  DepthwiseReader(Context& c, const ConvPool& p, ConvBands& dw) : c_(c), p_(p), dw_(dw) {}
+  // The accumulator bytes of bands of `rows` output rows (both ping-pong sides, the epilogue's slots).
+  int64_t acc_bytes(int64_t rows) const { return strategy().acc_bytes(rows * p_.OW, p_.C); }
+  int64_t weight_bytes(const Candidate&) const override {
+    const MatrixJob& j = dw_.job();
+    return round64(j.kh * j.kw * p_.C * isa::dtype_bytes(depthwise_weight_dtype(strategy().ops.a)));
+  }
+  void begin(const Candidate& cand, uint64_t buf) override {
+    s_ = dw_.make_strategy();
+    const MatrixJob& j = dw_.job();
+    const isa::DType a = s_->ops.a, wt = depthwise_weight_dtype(a);
+    with_operands([&] {
+      const int64_t cap = scratchpad_capacity(c_.config, Buffer::kAccumulator);
+      const uint64_t base = static_cast<uint64_t>(cap - c_.acc_reserved);
+      SramAlloc acc{Buffer::kAccumulator, base, base};
+      s_->allocate(acc, acc, cand.rows * p_.OW, p_.C);
+      w_slot_ = free_weight_end(c_, weight_bytes(cand));
+      const uint64_t w_addr = s_->depthwise_weights();
+      const int64_t ew = isa::dtype_bytes(wt);
+      c_.load(Buffer::kWeight, w_slot_,
+              Range{kDram, w_addr, w_addr + static_cast<uint64_t>(j.kh * j.kw * p_.C * ew)}, w_addr, wt,
+              {p_.C, j.kh * j.kw, 1, 1}, {p_.C, 0, 0});
+      // The padding value (LOAD's halo value: 0, or the input's zero point for codes) as a data segment
+      // of whole padded rows, as many as the padding rows one band reads.
+      const DramTensor& x = c_.tensor(c_.g.nodes[p_.pool].inputs[0]);
+      pad_rows_ = std::max<int64_t>(1, std::max(p_.w.pt, p_.w.pb));
+      const int64_t n = pad_rows_ * p_.pitch * p_.C;
+      if (x.dtype == isa::DType::kUint8 || x.dtype == isa::DType::kInt8)
+        pad_ = c_.add_data(std::vector<uint8_t>(static_cast<size_t>(n), static_cast<uint8_t>(s_->ops.pad)));
+      else
+        pad_ = c_.add_floats(std::vector<float>(static_cast<size_t>(n), 0.0f), x.dtype);
+      pad_range_ = Range{kDram, pad_, pad_ + static_cast<uint64_t>(n * es())};
+      // The padding columns of every buffer row, once: a row's right ones and the next row's left ones
+      // are adjacent.
+      const int64_t row = p_.pitch * p_.C;
+      auto fill = [&](int64_t at, int64_t cols) {
+        if (cols > 0)
+          c_.load(Buffer::kInput, buf + static_cast<uint64_t>(at * es()), pad_range_, pad_, x.dtype,
+                  {p_.C, cols, 1, 1}, {p_.C, 0, 0});
+      };
+      fill(0, p_.w.pl);
+      for (int64_t r = 0; r + 1 < cand.buf_rows; ++r)
+        fill(r * row + (p_.w.pl + p_.W) * p_.C, p_.w.pr + p_.w.pl);
+      fill((cand.buf_rows - 1) * row + (p_.w.pl + p_.W) * p_.C, p_.w.pr);
+    });
+    side_ = 0;
+  }
+  void read(const Band& b, int64_t img, uint64_t buf) override {
+    with_operands([&] {
+      const isa::DType t = c_.tensor(c_.g.nodes[p_.pool].inputs[0]).dtype;
+      const int64_t row_bytes = p_.pitch * p_.C * es();
+      // Padding rows among the band's new rows: above the conv's first row, below its last.
+      auto pad_rows = [&](int64_t from, int64_t to) {  // buffer rows [from, to) of the band
+        for (int64_t r = std::max(from, b.lo + b.kept); r < to; r += pad_rows_) {
+          const int64_t n = std::min(pad_rows_, to - r);
+          c_.load(Buffer::kInput, buf + static_cast<uint64_t>((r - b.lo) * row_bytes), pad_range_, pad_, t,
+                  {p_.C, p_.pitch, n, 1}, {p_.C, p_.pitch * p_.C, 0});
+        }
+      };
+      pad_rows(b.lo, std::min(b.hi + 1, p_.top));
+      pad_rows(std::max(b.lo, p_.top + p_.H), b.hi + 1);
+      const MatrixJob& j = dw_.job();
+      const int64_t in_h = b.hi - b.lo + 1, oh = b.p1 - b.p0;
+      const uint64_t acc = s_->acc_slot(side_);
+      const isa::DType wt = depthwise_weight_dtype(s_->ops.a);
+      const isa::Instruction i =
+          dwconv_instruction(c_.layer, s_->ops.a, buf, w_slot_, acc, p_.C, p_.pitch, in_h, j);
+      c_.em.emit(i,
+                 {Range{static_cast<int>(Buffer::kInput), buf, buf + static_cast<uint64_t>(in_h * row_bytes)},
+                  Range{static_cast<int>(Buffer::kWeight), w_slot_,
+                        w_slot_ + static_cast<uint64_t>(j.kh * j.kw * p_.C * isa::dtype_bytes(wt))}},
+                 {Range{static_cast<int>(Buffer::kAccumulator), acc,
+                        acc + static_cast<uint64_t>(oh * p_.OW * p_.C * 4)}});
+      s_->epilogue(OutTile{img, b.p0, oh, 0, p_.OW, 0, p_.C}, side_);
+      side_ ^= 1;
+    });
+  }
+
+ private:
+  // The strategy's figures (the one begin made, or one made for the question).
+  const MatrixStrategy& strategy() const {
+    if (!probe_) probe_ = dw_.make_strategy();
+    return *probe_;
+  }
+  // Runs f with Context::act and esize the depthwise conv's operands' (MatrixStrategy's contract).
+  template <class F>
+  void with_operands(F f) {
+    const isa::DType act = c_.act;
+    const int64_t esize = c_.esize;
+    c_.act = s_->ops.a, c_.esize = isa::dtype_bytes(s_->ops.a);
+    f();
+    c_.act = act, c_.esize = esize;
+  }
+  int64_t es() const { return isa::dtype_bytes(c_.tensor(c_.g.nodes[p_.pool].inputs[0]).dtype); }
+  Context& c_;
+  const ConvPool& p_;
+  ConvBands& dw_;
+  std::unique_ptr<MatrixStrategy> s_;
+  mutable std::unique_ptr<MatrixStrategy> probe_;
+  uint64_t w_slot_ = 0, pad_ = 0;
+  Range pad_range_;
+  int64_t pad_rows_ = 1;
+  int side_ = 0;
+};
+
+// Emits the fused layer under candidate `cand` (its bands' tilings chosen), the line buffer at `buf`.
+void emit(Context& c, ConvBands& bands, const ConvPool& p, const Candidate& cand, uint64_t buf,
+          Reader& reader) {
+  const isa::DType t = c.tensor(c.g.nodes[p.pool].inputs[0]).dtype;
+  const int64_t es = isa::dtype_bytes(t);
+  const int64_t row = p.pitch * p.C;  // elements per buffer row
+  bands.set_line_pitch(p.depthwise ? row : 0);
+  reader.begin(cand, buf);
   const MatrixJob& j = bands.job();
   for (int64_t img = 0; img < j.images; ++img) {
     for (const Band& b : cand.bands) {
@@ -192,89 +472,153 @@ void emit(Context& c, ConvBands& bands, const ConvPool& p, const Candidate& cand
         v.op = VecOp::kCopy, v.in = v.out = t;
         v.src1_buf = v.dst_buf = Buffer::kInput;
         v.src1 = buf + static_cast<uint64_t>(b.from * row * es), v.dst = buf;
-        v.d0 = p.C, v.d1 = p.W, v.d2 = b.kept;
+        v.d0 = p.C, v.d1 = p.pitch, v.d2 = b.kept;
         c.vec(v);
       }
-      bands.generate(b.lo + b.kept, b.hi + 1, img, buf + static_cast<uint64_t>(b.kept * row * es), b.t);
-      // The pool's regions: runs of output rows whose windows are whole (or one clipped row) x the interior
-      // columns and each edge column.
-      std::vector<std::array<int64_t, 2>> row_runs;  // [oy0, oy1)
-      for (int64_t oy = b.p0; oy < b.p1; ++oy) {
-        const bool full = clip(oy, w.sh, w.pt, w.kh, p.H).full;
-        if (full && !row_runs.empty() && row_runs.back()[1] == oy &&
-            clip(row_runs.back()[0], w.sh, w.pt, w.kh, p.H).full)
-          row_runs.back()[1] = oy + 1;
-        else
-          row_runs.push_back({oy, oy + 1});
+      if (b.r1 > b.r0) {
+        const int64_t at = (b.r0 + p.top - b.lo) * row + p.left * p.C;
+        bands.generate(b.r0, b.r1, img, buf + static_cast<uint64_t>(at * es), b.t);
       }
-      std::vector<std::array<int64_t, 2>> col_runs;
-      for (int64_t ox = 0; ox < p.ox_a; ++ox) col_runs.push_back({ox, ox + 1});
-      col_runs.push_back({p.ox_a, p.ox_b});
-      for (int64_t ox = p.ox_b; ox < p.OW; ++ox) col_runs.push_back({ox, ox + 1});
-      for (const auto& rr : row_runs) {
-        const Span rs = clip(rr[0], w.sh, w.pt, w.kh, p.H);
-        const int64_t nr = rr[1] - rr[0];
-        for (const auto& cr : col_runs) {
-          const Span cs = clip(cr[0], w.sw, w.pl, w.kw, p.W);
-          const int64_t nc = cr[1] - cr[0];
-          Context::VecArgs v;
-          v.op = p.is_max ? VecOp::kMaxPool : VecOp::kAvgPool;
-          v.in = v.out = t;
-          v.src1_buf = Buffer::kInput;
-          v.src1 = buf + static_cast<uint64_t>(((rs.lo - b.lo) * p.W + cs.lo) * p.C * es);
-          v.dst_buf = Buffer::kWeight, v.dst = slot[side];
-          v.d0 = p.C, v.d1 = p.W;
-          v.win_h = rs.hi - rs.lo + 1, v.str_h = rs.full ? w.sh : 1;
-          v.d2 = (nr - 1) * v.str_h + v.win_h;
-          v.win_w = cs.hi - cs.lo + 1, v.str_w = cs.full ? w.sw : edge_stride(cs, p.W);
-          c.vec(v);
-          const uint64_t ya = y.addr + static_cast<uint64_t>((img * y_img + (rr[0] * p.OW + cr[0]) * P) * ey);
-          const int64_t vc = cs.full ? p.vec_cols : 1;  // the VEC's output columns
-          if (vc == nc) {
-            c.store(Buffer::kWeight, slot[side], y.range(), ya, y.dtype, {p.C, nc, nr, 1}, {P, p.OW * P, 0});
-          } else {
-            for (int64_t r = 0; r < nr; ++r) {  // the interior windows of each row, not the ones after them
-              c.store(Buffer::kWeight, slot[side] + static_cast<uint64_t>(r * vc * p.C * ey), y.range(),
-                      ya + static_cast<uint64_t>(r * p.OW * P * ey), y.dtype, {p.C, nc, 1, 1}, {P, 0, 0});
-            }
-          }
-          side ^= 1;
-        }
-      }
+      reader.read(b, img, buf);
     }
   }
+  bands.set_line_pitch(0);
 }
 
-// Chooses each band's tiling (outside any trial); false when one does not fit.
-// The pool's output slots (a ping-pong pair of `cand.rows` pooled rows, emit) take the end of the weight
-// scratchpad the conv's weight tiles leave free: both must fit, for every band's tiling.
-bool output_slots_fit(const Context& c, const ConvPool& p, const Candidate& cand, int64_t es) {
-  const int64_t need = 2 * round64(cand.rows * p.vec_cols * p.C * es);
-  const int64_t cap = c.capacity(Buffer::kWeight);
-  for (const Band& b : cand.bands)
-    if (round64(b.t.w_bytes) + need + 64 > cap) return false;
-  return true;
-}
-
+// Chooses each band's tiling (outside any trial); false when one does not fit, or when the reader's
+// bytes at the end of the weight scratchpad the conv's weight tiles leave free do not fit beside every
+// band's tiling.
 bool choose_tilings(const Context& c, ConvBands& bands, const ConvPool& p, Candidate& cand, uint64_t buf,
-                    int64_t row_bytes, int64_t es) {
+                    int64_t es, int64_t reader_weight_bytes) {
+  const int64_t row = p.pitch * p.C;
+  bands.set_line_pitch(p.depthwise ? row : 0);
+  bool ok = true;
   for (Band& b : cand.bands) {
+    if (b.r1 <= b.r0) continue;
     int64_t evaluated = 0;
-    b.t = bands.choose(b.lo + b.kept, b.hi + 1, buf + static_cast<uint64_t>(b.kept * row_bytes), &evaluated);
-    if (evaluated == 0) return false;
+    const int64_t at = (b.r0 + p.top - b.lo) * row + p.left * p.C;
+    b.t = bands.choose(b.r0, b.r1, buf + static_cast<uint64_t>(at * es), &evaluated);
+    if (evaluated == 0 || round64(b.t.w_bytes) + reader_weight_bytes + 64 > c.capacity(Buffer::kWeight)) {
+      ok = false;
+      break;
+    }
   }
-  return output_slots_fit(c, p, cand, es);
+  bands.set_line_pitch(0);
+  return ok;
 }
 
-}  // namespace
+// The fused layer's search: candidates of all the reader's rows per band, then halvings, the first four
+// whose line buffer fits in three quarters of the input scratchpad (and whose reader's accumulator bytes,
+// acc(rows), fit in half the accumulator); each band's tiling chosen, the candidate emitted, simulated
+// and undone. Returns the best candidate's index and cycles (-1: none fits); *first_cycles = the first's.
+struct Search {
+  std::vector<Candidate> cands;
+  size_t best = 0;
+  int64_t best_cycles = -1, first_cycles = -1;
+};
+Search search(Context& c, ConvBands& bands, const ConvPool& p, Reader& reader,
+              const std::function<int64_t(int64_t)>& acc) {
+  const isa::DType t = c.tensor(c.g.nodes[p.pool].inputs[0]).dtype;
+  const int64_t es = isa::dtype_bytes(t);
+  const int64_t row_bytes = p.pitch * p.C * es;
+  const int64_t cap = scratchpad_capacity(c.config, Buffer::kInput);
+  const int64_t acc_cap = scratchpad_capacity(c.config, Buffer::kAccumulator);
+  Search r;
+  for (int64_t rows = p.OH;; rows = ceil_div(rows, 2)) {
+    Candidate cand;
+    if (make_bands(p, rows, &cand) &&
+        4 * (c.input_reserved + round64(cand.buf_rows * row_bytes)) <= 3 * cap && 2 * acc(rows) <= acc_cap)
+      r.cands.push_back(std::move(cand));
+    if (rows <= 1 || r.cands.size() >= 4) break;
+  }
+  const int64_t reserved = c.input_reserved;
+  for (size_t k = 0; k < r.cands.size(); ++k) {
+    Candidate& cand = r.cands[k];
+    c.input_reserved = reserved + round64(cand.buf_rows * row_bytes);
+    c.acc_reserved = acc(cand.rows);
+    const uint64_t buf = static_cast<uint64_t>(cap - c.input_reserved);
+    bool worse = false;
+    if (choose_tilings(c, bands, p, cand, buf, es, reader.weight_bytes(cand))) {
+      const Context::Trial trial = c.begin_trial();
+      const int64_t first = c.em.size();
+      emit(c, bands, p, cand, buf, reader);
+      const int64_t cycles = c.time_layer(first);
+      c.end_trial(trial);
+      if (r.first_cycles < 0) r.first_cycles = cycles;
+      worse = r.best_cycles >= 0 && cycles >= r.best_cycles;
+      if (!worse) r.best_cycles = cycles, r.best = k;
+    }
+    c.input_reserved = reserved, c.acc_reserved = 0;
+    // Smaller bands only add fill and drain per band once they stop paying: the search stops at the
+    // first one slower than the best.
+    if (worse) break;
+  }
+  c.timed = {};  // the trials' figures are not the layer's
+  return r;
+}
 
-bool lower_conv_pool(Context& c, ConvBands& bands) {
-  if (!c.conv_pool || c.conv_pool->conv != c.layer || !bands.ends_with_vec()) return false;
+// Emits candidate r.best for good and fills the conv's plan and p (fused).
+void take(Context& c, ConvBands& bands, ConvPool& p, Reader& reader, const Search& r, int64_t layered,
+          int64_t evaluated, int64_t acc_bytes) {
+  const Node& pn = c.g.nodes[p.pool];
+  const DramTensor& x = c.tensor(pn.inputs[0]);
+  const int64_t row_bytes = p.pitch * p.C * isa::dtype_bytes(x.dtype);
+  const Candidate& cand = r.cands[r.best];
+  const int64_t cap = scratchpad_capacity(c.config, Buffer::kInput);
+  const int64_t reserved = c.input_reserved;
+  c.input_reserved = reserved + round64(cand.buf_rows * row_bytes);
+  c.acc_reserved = acc_bytes;
+  const uint64_t buf = static_cast<uint64_t>(cap - c.input_reserved);
+  const int64_t before = c.em.size();
+  emit(c, bands, p, cand, buf, reader);
+  c.input_reserved = reserved, c.acc_reserved = 0;
+  // The plan: the first band's tiling, the whole conv's MACs, the line buffer in the input scratchpad.
+  const MatrixJob& j = bands.job();
+  const Band& b0 =
+      *std::find_if(cand.bands.begin(), cand.bands.end(), [](const Band& b) { return b.r1 > b.r0; });
+  MatrixJob job0 = j;
+  restrict_to_band(job0, b0.r0, b0.r1, 0, static_cast<int64_t>(buf), c.esize);
+  record_tiling(c, job0, b0.t, evaluated);
+  LayerPlan& plan = *c.plan;
+  plan.macs = j.images * j.OH * j.OW * j.M * j.kh * j.kw * j.cg;
+  plan.chosen = LayerMapping{};
+  plan.est_cycles = r.best_cycles;
+  plan.candidates = static_cast<int64_t>(r.cands.size()) + 1;
+  plan.sram_input_bytes += round64(cand.buf_rows * row_bytes);
+  plan.sram_acc_bytes += acc_bytes;
+  plan.instructions = c.em.size() - before;
+  p.fused = true;
+  p.band_rows = cand.rows;
+  plan.fusion_group = fusion_group(c, p);
+  p.bytes_saved = 2 * static_cast<int64_t>(x.bytes);
+  const int64_t overlap = std::max<int64_t>(0, p.w.kh - p.w.sh);
+  const char* what = p.depthwise ? "output" : "pooled";
+  plan.tile_limit =
+      cand.rows == r.cands.front().rows
+          ? fmt::format("bands of {} {} rows: the largest whose line buffer fits", cand.rows, what)
+          : fmt::format(
+                "bands of {} {} rows pipeline better: {} cycles simulated against {} with bands of {}",
+                cand.rows, what, r.best_cycles, r.first_cycles, r.cands.front().rows);
+  const int64_t conv_rows = std::min(p.H, (cand.rows - 1) * p.w.sh + p.w.kh);
+  plan.mapping += fmt::format(
+      "; fused with the {} '{}' in bands of {} output rows ({} {} rows per band, {} bands): each band's "
+      "rows written into a line buffer of {} rows{} at the top of the input scratchpad, {} halo row(s) kept "
+      "(moved to the buffer's start by one VEC copy, not recomputed), {} there; the {}x{}x{} conv output "
+      "never touches DRAM ({} bytes saved; {} cycles simulated against {} layer by layer)",
+      p.depthwise ? "depthwise Conv" : pn.op_type, pn.name, conv_rows, cand.rows, what, cand.bands.size(),
+      cand.buf_rows - (p.depthwise ? 0 : 1),
+      p.depthwise ? fmt::format(" of {} pixels ({} padding columns)", p.pitch, p.pitch - p.W) : "",
+      cand.bands.size() > 1 ? overlap : 0,
+      p.depthwise ? "read by one VEC dwconv per band (its weights loaded once)" : "pooled", p.H, p.W, p.C,
+      p.bytes_saved, r.best_cycles, layered);
+}
+
+// Conv -> pool: the pool lowered layer by layer in the same trial as the conv's whole job.
+bool lower_conv_pool_pair(Context& c, ConvBands& bands) {
   ConvPool& p = *c.conv_pool;
   const Node& pn = c.g.nodes[p.pool];
   const DramTensor& x = c.tensor(pn.inputs[0]);
   const int64_t es = isa::dtype_bytes(x.dtype);
-  const int64_t row_bytes = p.W * p.C * es;
   // Layer by layer: the conv's own tiling, then the pool's lowering, timed together.
   int64_t evaluated = 0;
   const Tiling whole = bands.choose_whole(&evaluated);
@@ -301,86 +645,110 @@ bool lower_conv_pool(Context& c, ConvBands& bands) {
     c.end_trial(trial);
   }
   if (layered <= 0) return false;
-  // Candidates: bands of all the pool's rows, then halvings, the first four whose line buffer fits in
-  // three quarters of the input scratchpad.
-  const int64_t cap = scratchpad_capacity(c.config, Buffer::kInput);
-  std::vector<Candidate> cands;
-  for (int64_t r = p.OH;; r = ceil_div(r, 2)) {
-    Candidate cand;
-    if (make_bands(p, r, &cand) && 4 * (c.input_reserved + round64(cand.buf_rows * row_bytes)) <= 3 * cap)
-      cands.push_back(std::move(cand));
-    if (r <= 1 || cands.size() >= 4) break;
-  }
-  const int64_t reserved = c.input_reserved;
-  int64_t best_cycles = -1, first_cycles = -1;
-  size_t best = 0;
-  for (size_t k = 0; k < cands.size(); ++k) {
-    Candidate& cand = cands[k];
-    c.input_reserved = reserved + round64(cand.buf_rows * row_bytes);
-    const uint64_t buf = static_cast<uint64_t>(cap - c.input_reserved);
-    if (choose_tilings(c, bands, p, cand, buf, row_bytes, es)) {
-      const Context::Trial trial = c.begin_trial();
-      const int64_t first = c.em.size();
-      emit(c, bands, p, cand, buf);
-      const int64_t t = c.time_layer(first);
-      c.end_trial(trial);
-      if (first_cycles < 0) first_cycles = t;
-      const bool worse = best_cycles >= 0 && t >= best_cycles;
-      if (!worse) best_cycles = t, best = k;
-      // Smaller bands only add fill and drain per band once they stop paying: the search stops at the
-      // first one slower than the best.
-      c.input_reserved = reserved;
-      if (worse) break;
-    }
-    c.input_reserved = reserved;
-  }
-  c.timed = {};  // the trials' figures are not the layer's
-  if (best_cycles < 0 || best_cycles >= layered) return false;
-  Candidate& cand = cands[best];
-  c.input_reserved = reserved + round64(cand.buf_rows * row_bytes);
-  const uint64_t buf = static_cast<uint64_t>(cap - c.input_reserved);
-  const int64_t before = c.em.size();
-  emit(c, bands, p, cand, buf);
-  c.input_reserved = reserved;
-  // The plan: the first band's tiling, the whole conv's MACs, the line buffer in the input scratchpad.
-  const MatrixJob& j = bands.job();
-  MatrixJob b0 = j;
-  restrict_to_band(b0, cand.bands[0].lo, cand.bands[0].hi + 1, 0, static_cast<int64_t>(buf), c.esize);
-  record_tiling(c, b0, cand.bands[0].t, evaluated);
-  LayerPlan& plan = *c.plan;
-  plan.macs = j.images * j.OH * j.OW * j.M * j.kh * j.kw * j.cg;
-  plan.chosen = LayerMapping{};
-  plan.est_cycles = best_cycles;
-  plan.candidates = static_cast<int64_t>(cands.size()) + 1;
-  plan.sram_input_bytes += round64(cand.buf_rows * row_bytes);
-  plan.instructions = c.em.size() - before;
-  p.fused = true;
-  p.band_rows = cand.rows;
-  plan.fusion_group = fusion_group(c, p);
-  p.bytes_saved = 2 * static_cast<int64_t>(x.bytes);
-  const int64_t overlap = std::max<int64_t>(0, p.w.kh - p.w.sh);
-  plan.tile_limit = cand.rows == cands.front().rows
-                        ? fmt::format("bands of {} pooled rows: the largest whose line buffer fits", cand.rows)
-                        : fmt::format("bands of {} pooled rows pipeline better: {} cycles simulated against {} "
-                                      "with bands of {}",
-                                      cand.rows, best_cycles, first_cycles, cands.front().rows);
-  plan.mapping += fmt::format(
-      "; fused with the {} '{}' in bands of {} output rows ({} pooled rows per band, {} bands): each band's "
-      "rows written into a line buffer of {} rows at the top of the input scratchpad, {} halo row(s) kept "
-      "(moved to the buffer's start by one VEC copy, not recomputed), pooled there; the {}x{}x{} conv output "
-      "never touches DRAM ({} bytes saved; {} cycles simulated against {} layer by layer)",
-      pn.op_type, pn.name, std::min(p.H, (cand.rows - 1) * p.w.sh + p.w.kh), cand.rows, cand.bands.size(),
-      cand.buf_rows - 1, cand.bands.size() > 1 ? overlap : 0, p.H, p.W, p.C, p.bytes_saved, best_cycles, layered);
+  PoolReader reader(c, p);
+  const Search r = search(c, bands, p, reader, [](int64_t) { return int64_t{0}; });
+  if (r.best_cycles < 0 || r.best_cycles >= layered) return false;
+  take(c, bands, p, reader, r, layered, evaluated, 0);
   return true;
 }
 
-std::string fusion_group(const Context& c, const ConvPool& p) { return "conv_pool:" + c.g.nodes[p.conv].name; }
+// Conv -> depthwise conv, called with the depthwise conv's job (`dw`, built by its own lowering): the
+// depthwise conv lowered whole (its own choice of the array or the vector unit) after the conv's whole
+// job, timed together, against the bands.
+bool fuse_conv_dw(Context& c, ConvBands& bands, ConvBands& dw, LayerPlan* plan) {
+  ConvPool& p = *c.conv_pool;
+  const MatrixJob& dj = dw.job();
+  if (!DepthwiseMapper::applies(dj) || dj.dh != 1 || dj.dw != 1 || dj.a_sram >= 0 || dj.y_sram >= 0 ||
+      dj.kh != p.w.kh || dj.kw != p.w.kw || dj.sh != p.w.sh || dj.sw != p.w.sw ||
+      dj.images != bands.job().images)
+    return false;
+  int64_t evaluated = 0;
+  const Tiling whole = bands.choose_whole(&evaluated);
+  if (evaluated == 0) return false;
+  int64_t layered = 0;
+  {
+    // The depthwise conv's own lowering simulates its candidates (trials of its own): an undo point.
+    const Context::Trial undo = c.mark();
+    const int64_t first = c.em.size();
+    bands.generate_whole(whole);
+    LayerPlan scratch;
+    scratch.name = c.g.nodes[p.pool].name;
+    const uint32_t layer = c.layer;
+    c.plan = &scratch, c.layer = static_cast<uint32_t>(p.pool);
+    dw.lower_whole();
+    c.plan = plan, c.layer = layer;
+    const std::vector<int64_t> cycles = c.time_code(first);
+    if (cycles.size() >= 2) layered = cycles[cycles.size() - 1] + cycles[cycles.size() - 2];
+    c.end_trial(undo);
+    c.timed = {};
+  }
+  if (layered <= 0) return false;
+  DepthwiseReader reader(c, p, dw);
+  auto acc = [&](int64_t rows) { return round64(reader.acc_bytes(rows)); };
+  const Search r = search(c, bands, p, reader, acc);
+  if (r.best_cycles < 0 || r.best_cycles >= layered) return false;
+  take(c, bands, p, reader, r, layered, evaluated, acc(r.cands[r.best].rows));
+  return true;
+}
+
+// Conv -> depthwise conv: the depthwise conv's own lowering builds its job and hands it to fuse_conv_dw
+// (Context::take_conv_job). Whatever it built is undone when the fusion is not taken.
+bool lower_conv_dw_pair(Context& c, ConvBands& bands) {
+  const ConvPool& p = *c.conv_pool;
+  const Node& dn = c.g.nodes[p.pool];
+  LayerPlan* plan = c.plan;
+  LayerPlan scratch;
+  scratch.name = dn.name;
+  const Context::Trial undo = c.mark();
+  bool fused = false;
+  const isa::DType act = c.act;  // the conv's operands (its bands' contract)
+  const int64_t esize = c.esize;
+  c.take_conv_job = [&](ConvBands& dw) {
+    const isa::DType dw_act = c.act;
+    const int64_t dw_esize = c.esize;
+    c.plan = plan, c.act = act, c.esize = esize;
+    fused = fuse_conv_dw(c, bands, dw, plan);
+    c.plan = &scratch, c.act = dw_act, c.esize = dw_esize;
+    return fused;
+  };
+  c.plan = &scratch;
+  try {
+    if (c.options.plan)
+      lower_matrix_int8(c, dn);
+    else
+      lower_matrix(c, dn);
+  } catch (...) {
+    c.take_conv_job = nullptr, c.plan = plan, c.act = act, c.esize = esize;
+    throw;
+  }
+  c.take_conv_job = nullptr, c.plan = plan, c.act = act, c.esize = esize;
+  if (!fused) c.end_trial(undo);
+  return fused;
+}
+
+}  // namespace
+
+bool hand_conv_job(Context& c, ConvBands& bands) {
+  std::function<bool(ConvBands&)> take;
+  take.swap(c.take_conv_job);  // once: the job's fusion lowers nothing else through it
+  return take(bands);
+}
+
+bool lower_conv_pool(Context& c, ConvBands& bands) {
+  if (!c.conv_pool || c.conv_pool->conv != c.layer || !bands.ends_with_vec() || c.take_conv_job) return false;
+  return c.conv_pool->depthwise ? lower_conv_dw_pair(c, bands) : lower_conv_pool_pair(c, bands);
+}
+
+std::string fusion_group(const Context& c, const ConvPool& p) {
+  return (p.depthwise ? "conv_dwconv:" : "conv_pool:") + c.g.nodes[p.conv].name;
+}
 
 std::string describe_fused_pool(const Context& c, const ConvPool& p) {
   return fmt::format(
-      "fused into the conv layer '{}' (no instructions of its own): pools bands of {} rows from its line "
+      "fused into the conv layer '{}' (no instructions of its own): {} bands of {} output rows from its line "
       "buffer, its input '{}' never touches DRAM",
-      c.g.nodes[p.conv].name, p.band_rows, c.g.nodes[p.pool].inputs[0]);
+      c.g.nodes[p.conv].name, p.depthwise ? "VEC dwconv over" : "pools", p.band_rows,
+      c.g.nodes[p.pool].inputs[0]);
 }
 
 }  // namespace npusim::compiler::backend

@@ -220,12 +220,7 @@ class FloatStrategy : public MatrixStrategy {
   // The tile's last VEC `last` (writing c_.act at its dst slot), then the STORE of that slot; or, with
   // MatrixJob::y_sram, `last` writing the tile where the next layer reads it (backend/residency.h).
   void finish(Context::VecArgs last, const OutTile& t, uint64_t out_off, const std::array<int64_t, 4>& box) {
-    if (j_.y_sram >= 0) {
-      last.dst_buf = Buffer::kInput;
-      last.dst = static_cast<uint64_t>(j_.y_sram) + j_.y_sram_offset(t.img, t.oy0, t.ox0, t.n0, c_.esize);
-      c_.vec(last);
-      return;
-    }
+    if (j_.y_sram >= 0) return write_on_chip(c_, j_, last, t, c_.esize);
     c_.vec(last);
     const int64_t P = j_.out_pitch();
     c_.store(last.dst_buf, last.dst, j_.y_range, j_.y_base(t.img) + out_off, c_.act, box,
@@ -350,7 +345,8 @@ bool lower_conv_spec(Context& c, const Node& n, const ConvSpec& cs) {
   c.plan->mapping = fmt::format("CONV {}x{} stride {}x{} dilation {}x{}{}", j.kh, j.kw, j.sh, j.sw, j.dh, j.dw,
                                 j.groups > 1 ? fmt::format(", {} groups", j.groups) : "");
   if (subsample_pointwise(j)) c.plan->mapping += ", reading only the pixels it uses (strided LOAD)";
-  JobBands<FloatJob, FloatStrategy> bands(c, j);
+  JobBands<FloatJob, FloatStrategy> bands(c, j, [&] { run(c, j); });
+  if (c.take_conv_job) return hand_conv_job(c, bands);            // backend/layer_fusion.h
   if (!c.options.plan && lower_conv_pool(c, bands)) return true;  // backend/layer_fusion.h
   run(c, j);
   if (j.groups > 1 && c.plan->placement == Placement::kNpuMatrix) {

@@ -630,4 +630,25 @@ void record_tiling(Context& c, const MatrixJob& j, const Tiling& t, int64_t eval
   p.tile_limit = tile_limit(c, j, t);
 }
 
+void write_on_chip(Context& c, const MatrixJob& j, Context::VecArgs last, const OutTile& t, int64_t es) {
+  last.dst_buf = isa::Buffer::kInput;
+  const uint64_t at = static_cast<uint64_t>(j.y_sram) + j.y_sram_offset(t.img, t.oy0, t.ox0, t.n0, es);
+  if (!j.y_sram_row || t.oh == 1) {
+    last.dst = at;
+    c.vec(last);
+    return;
+  }
+  // The tile's pixels are [oh * ow][tn] at its sources: a row of ow pixels at a time (an operand that
+  // is not broadcast moves with it).
+  const int64_t px = t.ow * t.tn;
+  last.d1 = t.ow;
+  for (int64_t r = 0; r < t.oh; ++r) {
+    Context::VecArgs v = last;
+    v.src1 += static_cast<uint64_t>(r * px * isa::dtype_bytes(last.in));
+    if (v.bcast == isa::Bcast::kNone) v.src2 += static_cast<uint64_t>(r * px * isa::dtype_bytes(last.in));
+    v.dst = at + static_cast<uint64_t>(r * j.y_sram_row * es);
+    c.vec(v);
+  }
+}
+
 }  // namespace npusim::compiler::backend

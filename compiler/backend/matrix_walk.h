@@ -69,12 +69,16 @@ struct MatrixJob {
   // epilogue's one VEC writes it, nothing is stored), which needs tiles of every output channel over
   // whole rows of pixels (y_sram_tile).
   int64_t a_sram = -1, y_sram = -1;
+  // Elements between output rows at y_sram when not OW * M: rows written into a line buffer whose rows
+  // carry padding columns (backend/layer_fusion.h); each tile row is then a VEC of its own.
+  int64_t y_sram_row = 0;
   bool y_sram_tile(int64_t gb, int64_t toh, int64_t tow, int64_t tn) const {
     return y_sram < 0 || (gb == groups && tn >= gb * mg && (tow >= OW || toh == 1));
   }
   // Bytes from y_sram to output element (img, oy, ox, n) of `es`-byte elements.
   uint64_t y_sram_offset(int64_t img, int64_t oy, int64_t ox, int64_t n, int64_t es) const {
-    return static_cast<uint64_t>((((img * OH + oy) * OW + ox) * M + n) * es);
+    const int64_t row = y_sram_row ? y_sram_row : OW * M;
+    return static_cast<uint64_t>(((img * OH + oy) * row + ox * M + n) * es);
   }
 
   int64_t in_rows(int64_t toh) const { return (toh - 1) * sh + (kh - 1) * dh + 1; }
@@ -188,6 +192,11 @@ class MatrixStrategy {
   // input scratchpad instead of its slot (MatrixJob::y_sram).
   virtual bool ends_with_vec() const = 0;
 };
+
+// The epilogue's last VEC `last` of output tile t (its result `es`-byte elements) writing the tile where
+// the next layer reads it (MatrixJob::y_sram): one VEC, or one per tile row when the rows there are
+// further apart than the tile's (MatrixJob::y_sram_row).
+void write_on_chip(Context& c, const MatrixJob& j, Context::VecArgs last, const OutTile& t, int64_t es);
 
 // The values of a constant weight tile (see MatrixStrategy::weight_tile) from weights laid out
 // [groups][kh][kw][cg][mg]; zeros off the block diagonal.

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""Conv -> pool fusion with line-buffer tiling, end to end (docs/backend.md, "Conv -> pool fusion"): runs a
-model functionally as npusim fuses it (the default) and again with the same mapping (the first run's
---mapping-out) but with `on_chip: false` imposed on each fused conv, which makes the back end lower those
-pairs layer by layer, everything else unchanged. Checks:
+"""Conv -> pool and conv -> depthwise conv fusion with line-buffer tiling, end to end (docs/backend.md,
+"Conv -> pool fusion", "Conv -> depthwise conv fusion"): runs a model functionally as npusim fuses it (the
+default) and again with the same mapping (the first run's --mapping-out) but with `on_chip: false` imposed
+on each fused conv, which makes the back end lower those pairs layer by layer, everything else unchanged.
+Checks:
 
-- the fused run has at least --min-fused conv layers with a pool fused into them, each pool in the report
-  as placement "fused", fused_into its conv, naming its input on chip, both in the fusion group
-  "conv_pool:CONV", and one of them runs in at least
-  --min-bands bands;
+- the fused run has at least --min-fused conv layers with a reader (a pool, or a depthwise conv) fused
+  into them, each reader in the report as placement "fused", fused_into its conv, naming its input on
+  chip, both in the fusion group "conv_pool:CONV" (or "conv_dwconv:CONV"), and one of them runs in at
+  least --min-bands bands;
 - the outputs of both runs are identical bit for bit;
 - the fused run takes fewer cycles, and its report counts each conv output among the tensors on chip and
   its bytes (written and read back) in the DRAM bytes saved;
@@ -15,12 +16,16 @@ pairs layer by layer, everything else unchanged. Checks:
   of the largest magnitude: --no-fusion also unfolds the other fusions);
 - re-imposing the fused run's --mapping-out reproduces it (the same fused layers, the same cycles).
 
-`--make-small DIR` first writes DIR/conv_pool.onnx, a small model with the three forms fusion takes (a
-7x7 stride-2 stem into a padded 3x3 stride-2 max pool, a 3x3 conv into a ceil_mode max pool, a 1x1 conv
-into a 2x2 average pool), and checks that model.
+`--make-small DIR` first writes DIR/conv_pool.onnx, a small model with the three forms conv -> pool
+fusion takes (a 7x7 stride-2 stem into a padded 3x3 stride-2 max pool, a 3x3 conv into a ceil_mode max
+pool, a 1x1 conv into a 2x2 average pool), and checks that model. `--make-small-dwconv DIR` writes
+DIR/conv_dwconv.onnx instead: two MobileNetV2 blocks (expand 1x1 + ReLU6 -> depthwise 3x3 + ReLU6 ->
+project 1x1), the first stride 2 over an odd-sized map (its last window reads a padding row and column at
+the bottom and right), the second stride 1 with its residual Add (its input has two readers, so no
+residency keeps it on chip before the fusion).
 
-Usage: check_conv_pool_fusion.py NPUSIM MODEL.onnx|--make-small DIR CONFIG.yaml PRECISION [--min-fused N]
-                                 [--set KEY=VALUE ...]
+Usage: check_conv_pool_fusion.py NPUSIM MODEL.onnx|--make-small DIR|--make-small-dwconv DIR CONFIG.yaml
+                                 PRECISION [--min-fused N] [--min-bands N] [--set KEY=VALUE ...]
 """
 import argparse
 import json
@@ -63,6 +68,44 @@ def make_small(folder):
     return path
 
 
+def make_small_dwconv(folder):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(5)
+
+    def init(name, shape, scale=0.3):
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+    inits, nodes = [], []
+    six = [numpy_helper.from_array(np.array(0.0, np.float32), "zero"), numpy_helper.from_array(np.array(6.0, np.float32), "six")]
+
+    def block(x, k, cin, hidden, cout, stride, residual):
+        inits.extend([init(f"we{k}", (hidden, cin, 1, 1)), init(f"be{k}", (hidden,), 0.1),
+                      init(f"wd{k}", (hidden, 1, 3, 3)), init(f"bd{k}", (hidden,), 0.1),
+                      init(f"wp{k}", (cout, hidden, 1, 1)), init(f"bp{k}", (cout,), 0.1)])
+        nodes.extend([
+            helper.make_node("Conv", [x, f"we{k}", f"be{k}"], [f"e{k}"], name=f"expand{k}"),
+            helper.make_node("Clip", [f"e{k}", "zero", "six"], [f"er{k}"], name=f"expand{k}_relu6"),
+            helper.make_node("Conv", [f"er{k}", f"wd{k}", f"bd{k}"], [f"d{k}"], group=hidden, strides=[stride, stride],
+                             pads=[1, 1, 1, 1], name=f"dw{k}"),
+            helper.make_node("Clip", [f"d{k}", "zero", "six"], [f"dr{k}"], name=f"dw{k}_relu6"),
+            helper.make_node("Conv", [f"dr{k}", f"wp{k}", f"bp{k}"], [f"p{k}"], name=f"project{k}"),
+        ])
+        if not residual:
+            return f"p{k}"
+        nodes.append(helper.make_node("Add", [x, f"p{k}"], [f"y{k}"], name=f"add{k}"))
+        return f"y{k}"
+
+    y1 = block("x", 1, 8, 48, 16, 2, False)
+    y2 = block(y1, 2, 16, 64, 16, 1, True)
+    nodes.append(helper.make_node("Identity", [y2], ["y"], name="out"))
+    g = helper.make_graph(nodes, "conv_dwconv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 41, 31])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 21, 16])], inits + six)
+    path = os.path.join(folder, "conv_dwconv.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return path
+
+
 def run(npusim, args):
     p = subprocess.run([npusim, "run"] + args, capture_output=True, text=True)
     if p.returncode != 0:
@@ -71,10 +114,10 @@ def run(npusim, args):
 
 
 def fused_pools(report):
-    """The report's pools fused into a conv: {pool name: conv name}."""
+    """The report's line-buffer readers (pools, depthwise convs) fused into a conv: {reader name: conv name}."""
     ops = {l["name"]: l["op"] for l in report["layers"]}
     return {l["name"]: l["fused_into"] for l in report["layers"]
-            if l.get("placement") == "fused" and l["op"] in ("MaxPool", "AveragePool")
+            if l.get("placement") == "fused" and l["op"] in ("MaxPool", "AveragePool", "Conv")
             and ops.get(l.get("fused_into")) == "Conv"}
 
 
@@ -87,6 +130,7 @@ def main():
     ap.add_argument("npusim")
     ap.add_argument("model", nargs="?")
     ap.add_argument("--make-small", metavar="DIR")
+    ap.add_argument("--make-small-dwconv", metavar="DIR")
     ap.add_argument("config")
     ap.add_argument("precision")
     ap.add_argument("--min-fused", type=int, default=1)
@@ -98,6 +142,9 @@ def main():
     if a.make_small:
         os.makedirs(a.make_small, exist_ok=True)
         a.model = make_small(a.make_small)
+    if a.make_small_dwconv:
+        os.makedirs(a.make_small_dwconv, exist_ok=True)
+        a.model = make_small_dwconv(a.make_small_dwconv)
     name = os.path.basename(a.model)
     with tempfile.TemporaryDirectory() as tmp:
         ind = os.path.join(tmp, "in")
@@ -125,20 +172,20 @@ def main():
         ok = True
         pools = fused_pools(reports["fused"])
         cycles = {w: r["total_cycles"] for w, r in reports.items()}
-        print(f"{name} {a.precision}: {len(pools)} pool(s) fused into their conv; {cycles['fused']} cycles against "
+        print(f"{name} {a.precision}: {len(pools)} reader(s) fused into their conv; {cycles['fused']} cycles against "
               f"{cycles['unfused']} layer by layer ({cycles['off']} with --no-fusion)")
         if len(pools) < a.min_fused:
-            print(f"FAIL: {name}: {len(pools)} fused conv -> pool pairs, want >= {a.min_fused}")
+            print(f"FAIL: {name}: {len(pools)} fused conv -> reader pairs, want >= {a.min_fused}")
             ok = False
         layers = {l["name"]: l for l in reports["fused"]["layers"]}
         saved = 0
         for pool, conv in pools.items():
             l = layers[pool]
             if not l.get("on_chip_input") or l.get("cycles", 0) != 0:
-                print(f"FAIL: {name}: the fused pool {pool} does not name its input on chip with 0 cycles")
+                print(f"FAIL: {name}: the fused reader {pool} does not name its input on chip with 0 cycles")
                 ok = False
             saved += l.get("on_chip_bytes_saved", 0)
-            group = f"conv_pool:{conv}"
+            group = f"{'conv_dwconv' if l['op'] == 'Conv' else 'conv_pool'}:{conv}"
             if l.get("fusion_group") != group or layers[conv].get("fusion_group") != group:
                 print(f"FAIL: {name}: {pool} and {conv} are not in the fusion group {group}")
                 ok = False
@@ -146,12 +193,12 @@ def main():
                 print(f"FAIL: {name}: the conv {conv}'s mapping does not describe the fusion")
                 ok = False
         bands = [int(m.group(1)) for conv in set(pools.values())
-                 for m in [re.search(r"pooled rows per band, (\d+) bands", layers[conv]["mapping"]["description"])] if m]
+                 for m in [re.search(r"(?:pooled|output) rows per band, (\d+) bands", layers[conv]["mapping"]["description"])] if m]
         if max(bands, default=0) < a.min_bands:
             print(f"FAIL: {name}: the fused convs run in {bands} bands, want one with >= {a.min_bands}")
             ok = False
         if fused_pools(reports["unfused"]) or fused_pools(reports["off"]):
-            print(f"FAIL: {name}: on_chip: false or --no-fusion left a pool fused")
+            print(f"FAIL: {name}: on_chip: false or --no-fusion left a reader fused")
             ok = False
         if cycles["fused"] >= cycles["unfused"]:
             print(f"FAIL: {name}: the fusion did not save cycles")
@@ -179,7 +226,7 @@ def main():
         again = json.load(open(report))
         if fused_pools(again) != pools or again["total_cycles"] != cycles["fused"]:
             print(f"FAIL: {name}: re-imposing the fused run's --mapping-out gave {len(fused_pools(again))} fused "
-                  f"pools and {again['total_cycles']} cycles, not the fused run's")
+                  f"readers and {again['total_cycles']} cycles, not the fused run's")
             ok = False
     print("OK" if ok else "FAILED")
     return 0 if ok else 1
