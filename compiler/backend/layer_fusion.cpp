@@ -53,7 +53,7 @@ struct Candidate {
   std::vector<Band> bands;
 };
 
-// The bands of `rows` reader rows; false when a band's kept rows would overlap the rows they move to.
+// The bands of `rows` reader rows.
 bool make_bands(const ConvPool& p, int64_t rows, Candidate* cand) {
   cand->rows = rows;
   int64_t prev_lo = -1, prev_hi = -1, most = 0;
@@ -65,7 +65,6 @@ bool make_bands(const ConvPool& p, int64_t rows, Candidate* cand) {
     if (prev_hi >= b.lo) {
       b.kept = prev_hi - b.lo + 1;
       b.from = b.lo - prev_lo;
-      if (b.from < b.kept) return false;
     }
     b.r0 = std::max(b.lo + b.kept, p.top) - p.top;
     b.r1 = std::max(b.r0, std::min(b.hi, p.top + p.H - 1) - p.top + 1);
@@ -467,12 +466,16 @@ void emit(Context& c, ConvBands& bands, const ConvPool& p, const Candidate& cand
   const MatrixJob& j = bands.job();
   for (int64_t img = 0; img < j.images; ++img) {
     for (const Band& b : cand.bands) {
-      if (b.kept > 0) {
+      // The kept rows to the buffer's start: one VEC, or one per row (first to last) when the rows they
+      // move to overlap them (a stride-1 window over bands of one row keeps two rows and moves them by one).
+      const int64_t per_vec = b.from >= b.kept ? b.kept : 1;
+      for (int64_t r = 0; r < b.kept; r += per_vec) {
         Context::VecArgs v;
         v.op = VecOp::kCopy, v.in = v.out = t;
         v.src1_buf = v.dst_buf = Buffer::kInput;
-        v.src1 = buf + static_cast<uint64_t>(b.from * row * es), v.dst = buf;
-        v.d0 = p.C, v.d1 = p.pitch, v.d2 = b.kept;
+        v.src1 = buf + static_cast<uint64_t>((b.from + r) * row * es),
+        v.dst = buf + static_cast<uint64_t>(r * row * es);
+        v.d0 = p.C, v.d1 = p.pitch, v.d2 = per_vec;
         c.vec(v);
       }
       if (b.r1 > b.r0) {
@@ -509,8 +512,9 @@ bool choose_tilings(const Context& c, ConvBands& bands, const ConvPool& p, Candi
 
 // The fused layer's search: candidates of all the reader's rows per band, then halvings, the first four
 // whose line buffer fits in three quarters of the input scratchpad (and whose reader's accumulator bytes,
-// acc(rows), fit in half the accumulator); each band's tiling chosen, the candidate emitted, simulated
-// and undone. Returns the best candidate's index and cycles (-1: none fits); *first_cycles = the first's.
+// acc(rows), in three quarters of the accumulator: the conv's band tiles take the rest); each band's tiling
+// chosen, the candidate emitted, simulated and undone. Returns the best candidate's index and cycles (-1:
+// none fits); *first_cycles = the first's.
 struct Search {
   std::vector<Candidate> cands;
   size_t best = 0;
@@ -527,7 +531,8 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, Reader& reader,
   for (int64_t rows = p.OH;; rows = ceil_div(rows, 2)) {
     Candidate cand;
     if (make_bands(p, rows, &cand) &&
-        4 * (c.input_reserved + round64(cand.buf_rows * row_bytes)) <= 3 * cap && 2 * acc(rows) <= acc_cap)
+        4 * (c.input_reserved + round64(cand.buf_rows * row_bytes)) <= 3 * cap &&
+        4 * acc(rows) <= 3 * acc_cap)
       r.cands.push_back(std::move(cand));
     if (rows <= 1 || r.cands.size() >= 4) break;
   }
