@@ -48,8 +48,9 @@ struct Band {
 
 struct Candidate {
   int64_t rows = 0;  // reader output rows per band
-  int64_t buf_rows =
-      0;  // line-buffer rows (a pool's one more than a band reads: the interior VEC's rows run on)
+  // Line-buffer rows (a pool's one more than a band reads: the interior VEC's rows run on).
+  int64_t buf_rows = 0;
+  int64_t resident = -1;  // the conv's weights resident in the weight scratchpad at this address (-1: none)
   std::vector<Band> bands;
 };
 
@@ -455,6 +456,20 @@ class DepthwiseReader : public Reader {
   int side_ = 0;
 };
 
+// The bytes of the conv's weights as one tile [kh][kw][C][M] (MatrixJob::b_sram), 0 when the conv is not
+// one dense block of constant weights.
+int64_t resident_bytes(ConvBands& bands) {
+  const MatrixJob& j = bands.job();
+  if (j.groups != 1 || !j.b_const || j.gemm) return 0;
+  return round64(j.kh * j.kw * j.C * j.M * isa::dtype_bytes(bands.make_strategy()->ops.w));
+}
+
+// Where resident weights of `bytes` go: the end of the weight scratchpad the reader's bytes do not take
+// (free_weight_end takes the other).
+int64_t resident_addr(const Context& c, int64_t bytes) {
+  return c.layer % 2 == 0 ? 0 : (c.capacity(Buffer::kWeight) - bytes) / 64 * 64;
+}
+
 // Emits the fused layer under candidate `cand` (its bands' tilings chosen), the line buffer at `buf`.
 void emit(Context& c, ConvBands& bands, const ConvPool& p, const Candidate& cand, uint64_t buf,
           Reader& reader) {
@@ -462,6 +477,16 @@ void emit(Context& c, ConvBands& bands, const ConvPool& p, const Candidate& cand
   const int64_t es = isa::dtype_bytes(t);
   const int64_t row = p.pitch * p.C;  // elements per buffer row
   bands.set_line_pitch(p.depthwise ? row : 0);
+  if (cand.resident >= 0) {
+    // The conv's weights, once for every band (its band jobs load none: MatrixJob::b_sram).
+    const MatrixJob& j = bands.job();
+    std::unique_ptr<MatrixStrategy> s = bands.make_strategy();
+    const uint64_t w = s->weight_tile(0, 1, 0, j.C, 0, j.M);
+    const uint64_t bytes = static_cast<uint64_t>(j.kh * j.kw * j.C * j.M * isa::dtype_bytes(s->ops.w));
+    c.load(Buffer::kWeight, static_cast<uint64_t>(cand.resident), Range{kDram, w, w + bytes}, w, s->ops.w,
+           {j.M, j.C, j.kh * j.kw, 1}, {j.M, j.C * j.M, 0});
+    bands.set_resident_weights(cand.resident);
+  }
   reader.begin(cand, buf);
   const MatrixJob& j = bands.job();
   for (int64_t img = 0; img < j.images; ++img) {
@@ -486,6 +511,7 @@ void emit(Context& c, ConvBands& bands, const ConvPool& p, const Candidate& cand
     }
   }
   bands.set_line_pitch(0);
+  bands.set_resident_weights(-1);
 }
 
 // Chooses each band's tiling (outside any trial); false when one does not fit, or when the reader's
@@ -495,6 +521,7 @@ bool choose_tilings(const Context& c, ConvBands& bands, const ConvPool& p, Candi
                     int64_t es, int64_t reader_weight_bytes) {
   const int64_t row = p.pitch * p.C;
   bands.set_line_pitch(p.depthwise ? row : 0);
+  bands.set_resident_weights(cand.resident);
   bool ok = true;
   for (Band& b : cand.bands) {
     if (b.r1 <= b.r0) continue;
@@ -507,6 +534,7 @@ bool choose_tilings(const Context& c, ConvBands& bands, const ConvPool& p, Candi
     }
   }
   bands.set_line_pitch(0);
+  bands.set_resident_weights(-1);
   return ok;
 }
 
@@ -543,15 +571,30 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, Reader& reader,
     c.acc_reserved = acc(cand.rows);
     const uint64_t buf = static_cast<uint64_t>(cap - c.input_reserved);
     bool worse = false;
-    if (choose_tilings(c, bands, p, cand, buf, es, reader.weight_bytes(cand))) {
+    // The conv's weights resident across the bands, when they fit beside the reader's bytes, and loaded
+    // by each band: both simulated, the faster kept (resident, the tilings take every channel in one tile).
+    const int64_t rw = resident_bytes(bands), reader_w = reader.weight_bytes(cand);
+    std::vector<int64_t> where = {-1};
+    if (rw > 0 && rw + reader_w + 64 <= c.capacity(Buffer::kWeight))
+      where.insert(where.begin(), resident_addr(c, rw));
+    int64_t here = -1;
+    Candidate chosen;
+    for (int64_t at : where) {
+      Candidate v = cand;
+      v.resident = at;
+      if (!choose_tilings(c, bands, p, v, buf, es, reader_w + (at >= 0 ? rw : 0))) continue;
       const Context::Trial trial = c.begin_trial();
       const int64_t first = c.em.size();
-      emit(c, bands, p, cand, buf, reader);
+      emit(c, bands, p, v, buf, reader);
       const int64_t cycles = c.time_layer(first);
       c.end_trial(trial);
-      if (r.first_cycles < 0) r.first_cycles = cycles;
-      worse = r.best_cycles >= 0 && cycles >= r.best_cycles;
-      if (!worse) r.best_cycles = cycles, r.best = k;
+      if (here < 0 || cycles < here) here = cycles, chosen = std::move(v);
+    }
+    if (here >= 0) {
+      cand = std::move(chosen);
+      if (r.first_cycles < 0) r.first_cycles = here;
+      worse = r.best_cycles >= 0 && here >= r.best_cycles;
+      if (!worse) r.best_cycles = here, r.best = k;
     }
     c.input_reserved = reserved, c.acc_reserved = 0;
     // Smaller bands only add fill and drain per band once they stop paying: the search stops at the
@@ -591,6 +634,7 @@ void take(Context& c, ConvBands& bands, ConvPool& p, Reader& reader, const Searc
   plan.candidates = static_cast<int64_t>(r.cands.size()) + 1;
   plan.sram_input_bytes += round64(cand.buf_rows * row_bytes);
   plan.sram_acc_bytes += acc_bytes;
+  if (cand.resident >= 0) plan.sram_weight_bytes += resident_bytes(bands);
   plan.instructions = c.em.size() - before;
   p.fused = true;
   p.band_rows = cand.rows;
@@ -608,14 +652,17 @@ void take(Context& c, ConvBands& bands, ConvPool& p, Reader& reader, const Searc
   plan.mapping += fmt::format(
       "; fused with the {} '{}' in bands of {} output rows ({} {} rows per band, {} bands): each band's "
       "rows written into a line buffer of {} rows{} at the top of the input scratchpad, {} halo row(s) kept "
-      "(moved to the buffer's start by one VEC copy, not recomputed), {} there; the {}x{}x{} conv output "
-      "never touches DRAM ({} bytes saved; {} cycles simulated against {} layer by layer)",
+      "(moved to the buffer's start by one VEC copy, not recomputed), {} there; {}; the {}x{}x{} conv "
+      "output never touches DRAM ({} bytes saved; {} cycles simulated against {} layer by layer)",
       p.depthwise ? "depthwise Conv" : pn.op_type, pn.name, conv_rows, cand.rows, what, cand.bands.size(),
       cand.buf_rows - (p.depthwise ? 0 : 1),
       p.depthwise ? fmt::format(" of {} pixels ({} padding columns)", p.pitch, p.pitch - p.W) : "",
       cand.bands.size() > 1 ? overlap : 0,
-      p.depthwise ? "read by one VEC dwconv per band (its weights loaded once)" : "pooled", p.H, p.W, p.C,
-      p.bytes_saved, r.best_cycles, layered);
+      p.depthwise ? "read by one VEC dwconv per band (its weights loaded once)" : "pooled",
+      cand.resident >= 0
+          ? "the conv's weights loaded once, resident in the weight scratchpad across the bands"
+          : "each band loads the conv's weight tiles (they do not stay beside the bands' needs)",
+      p.H, p.W, p.C, p.bytes_saved, r.best_cycles, layered);
 }
 
 // Conv -> pool: the pool lowered layer by layer in the same trial as the conv's whole job.

@@ -102,9 +102,13 @@ class ConvBands {
   virtual std::unique_ptr<MatrixStrategy> make_strategy() = 0;
   // Elements between the rows choose and generate write at y_sram (0: dense rows; MatrixJob::y_sram_row).
   void set_line_pitch(int64_t elements) { line_pitch_ = elements; }
+  // Where the band jobs find their weights resident in the weight scratchpad (-1: they load them;
+  // MatrixJob::b_sram).
+  void set_resident_weights(int64_t addr) { b_sram_ = addr; }
 
  protected:
   int64_t line_pitch_ = 0;
+  int64_t b_sram_ = -1;
 };
 
 // The job restricted to output rows [r0, r1) of image 0 (the caller loops images through a_base),
@@ -146,6 +150,7 @@ class JobBands : public ConvBands {
     Job b = j_;
     restrict_to_band(b, r0, r1, img, static_cast<int64_t>(y_sram), c_.esize);
     b.y_sram_row = line_pitch_;
+    b.b_sram = b_sram_;
     return b;
   }
   Context& c_;

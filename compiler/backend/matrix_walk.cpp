@@ -121,7 +121,7 @@ void MatrixMapper::slot_bytes(Tiling& t) const {
   const int64_t channels = t.input_resident ? t.gb * j_.cg : t.tc;
   const Reuse r = reuse(t);
   t.in_bytes = j_.a_sram >= 0 ? 0 : (r.a_once ? 1 : 2) * round64((j_.in_rows(t.toh) * j_.in_cols(t.tow) + position_slack()) * channels * ea);
-  t.w_bytes = (r.b_once ? 1 : 2) * round64(j_.kh * j_.kw * t.tc * t.tn * ew);
+  t.w_bytes = j_.b_sram >= 0 ? 0 : (r.b_once ? 1 : 2) * round64(j_.kh * j_.kw * t.tc * t.tn * ew);
   t.acc_bytes = s_.acc_bytes(t.toh * t.tow, t.tn);
   const int64_t side = s_.side_bytes(t.toh * t.tow, t.tn);
   t.side_in_input = side > 0 && c_.shared_capacity() == 0 && t.in_bytes + side <= c_.capacity(Buffer::kInput);
@@ -231,7 +231,9 @@ void MatrixMapper::estimate(Tiling& t) const {
     for (auto [n, ncnt] : nc) {
       const BoxCost& b = dma_cost(n, k, j_.kh * j_.kw, n, k * n, o.w);
       const double once = j_.b_const ? 1.0 : static_cast<double>(j_.images);  // a runtime B: per image
-      const double times_b = static_cast<double>(kcnt * ncnt) * (reuse_b ? once : static_cast<double>(ns));
+      const double times_b =
+          j_.b_sram >= 0 ? 0.0
+                         : static_cast<double>(kcnt * ncnt) * (reuse_b ? once : static_cast<double>(ns));
       load_b += b.cycles * times_b;
       bytes += box(n, k, j_.kh * j_.kw, o.w) * b.skew * times_b;
     }
@@ -249,10 +251,10 @@ void MatrixMapper::estimate(Tiling& t) const {
   double dma = (load_a + load_b + load_r + load_p + store) * static_cast<double>(blocks) / engines;
   if (c_.dram_bytes_per_cycle > 0) dma = std::max(dma, bytes * static_cast<double>(blocks) / c_.dram_bytes_per_cycle);
   vec *= static_cast<double>(blocks);
-  const double first =
-      (j_.a_sram >= 0 ? 0.0
-                      : dma_cycles(t.tc, j_.in_cols(t.tow), j_.in_rows(t.toh), j_.pixel_stride(), j_.row_stride(), o.a)) +
-      dma_cycles(t.tn, t.tc, j_.kh * j_.kw, t.tn, t.tc * t.tn, o.w);
+  const double first = (j_.a_sram >= 0 ? 0.0
+                                       : dma_cycles(t.tc, j_.in_cols(t.tow), j_.in_rows(t.toh),
+                                                    j_.pixel_stride(), j_.row_stride(), o.a)) +
+                       (j_.b_sram >= 0 ? 0.0 : dma_cycles(t.tn, t.tc, j_.kh * j_.kw, t.tn, t.tc * t.tn, o.w));
   const double last = j_.y_sram >= 0 ? vec_cost(t.toh * t.tow * t.tn)
                                      : dma_cycles(t.tn, t.tow, t.toh, j_.out_pitch(), j_.out_row(), o.y);
   t.compute = compute;
@@ -328,6 +330,8 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
           for (int64_t tow : tows) {
             if (toh * tow > 65535 || j_.in_rows(toh) > 65535 || j_.in_cols(tow) > 65535) continue;
             if (!j_.y_sram_tile(gb, toh, tow, tn)) continue;
+            // Resident weights are one tile of every channel.
+            if (j_.b_sram >= 0 && (gb != j_.groups || j_.groups != 1 || tc < cin_b || tn < cout_b)) continue;
             for (int order = 0; order < 3; ++order) {
               // 0: spatial-outer, 1: channel-outer, 2: spatial-outer with the input tile resident.
               if (!imposed.allows(order != 1, order == 2)) continue;
@@ -370,7 +374,8 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
       "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}|{} {} {} {} {} {}", j_.gemm,
       j_.b_const, j_.images, j_.H, j_.W, j_.C, j_.OH, j_.OW, j_.M, j_.out_pitch(), j_.out_row(), j_.kh, j_.kw,
       j_.sh, j_.sw, j_.dh, j_.dw, j_.pt, j_.pl, j_.groups, j_.cg, j_.mg, j_.step_h, j_.step_w, j_.src_w,
-      static_cast<int>(s_.ops.a) + 100 * (j_.a_sram >= 0) + 1000 * (j_.y_sram >= 0),
+      static_cast<int>(s_.ops.a) + 100 * (j_.a_sram >= 0) + 1000 * (j_.y_sram >= 0) +
+          10000 * (j_.b_sram >= 0),
       static_cast<int>(s_.ops.w), static_cast<int>(s_.ops.y), static_cast<int>(s_.ops.r), s_.ops.tile_read,
       s_.epilogue_ops());
   for (const Tiling& t : best) {
@@ -416,11 +421,12 @@ void MatrixMapper::generate(const Tiling& t) {
   s_.allocate(acc, t.side_in_input ? in : acc, t.toh * t.tow, t.tn);
   if (c_.shared_capacity() > 0) wt.next = in.next;  // weights above the inputs in the one scratchpad
   for (int s = 0; s < 2; ++s)
-    b_slot[s] = s == 1 && reused.b_once ? b_slot[0]
-                                        : wt.take(static_cast<uint64_t>(j_.kh * j_.kw * t.tc * t.tn * ew));
-  // Constant weights: one data segment per (block, n chunk, k chunk) tile.
+    b_slot[s] = j_.b_sram >= 0            ? static_cast<uint64_t>(j_.b_sram)
+                : s == 1 && reused.b_once ? b_slot[0]
+                                          : wt.take(static_cast<uint64_t>(j_.kh * j_.kw * t.tc * t.tn * ew));
+  // Constant weights: one data segment per (block, n chunk, k chunk) tile (none when they are resident).
   std::vector<uint64_t> w_addr;
-  if (j_.b_const) {
+  if (j_.b_const && j_.b_sram < 0) {
     w_addr.resize(static_cast<size_t>(blocks * nn * nk));
     for (int64_t b = 0; b < blocks; ++b) {
       for (int64_t jn = 0; jn < nn; ++jn) {
@@ -478,7 +484,9 @@ void MatrixMapper::generate(const Tiling& t) {
         const int64_t wkey = (b * nn + jn) * nk + ik;
         // A runtime B differs per image, so it is reused only within one.
         const int64_t bkey = j_.b_const ? wkey : s.img * blocks * nn * nk + wkey;
-        if (!(reuse_b && b_key == bkey)) {
+        if (j_.b_sram >= 0) {
+          b_cur = static_cast<uint64_t>(j_.b_sram);
+        } else if (!(reuse_b && b_key == bkey)) {
           b_cur = b_slot[b_next];
           b_next ^= 1;
           b_key = bkey;

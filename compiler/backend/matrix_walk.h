@@ -72,6 +72,10 @@ struct MatrixJob {
   // Elements between output rows at y_sram when not OW * M: rows written into a line buffer whose rows
   // carry padding columns (backend/layer_fusion.h); each tile row is then a VEC of its own.
   int64_t y_sram_row = 0;
+  // Constant weights already in the weight scratchpad at this byte address (-1 = none), as the one tile
+  // [kh][kw][C][M] of a single block (layer_fusion.h loads them once for all of a conv's bands): the
+  // tiling then takes every input and output channel in one tile and the walk loads no weights.
+  int64_t b_sram = -1;
   bool y_sram_tile(int64_t gb, int64_t toh, int64_t tow, int64_t tn) const {
     return y_sram < 0 || (gb == groups && tn >= gb * mg && (tow >= OW || toh == 1));
   }

@@ -7,8 +7,9 @@ Checks:
 
 - the fused run has at least --min-fused conv layers with a reader (a pool, or a depthwise conv) fused
   into them, each reader in the report as placement "fused", fused_into its conv, naming its input on
-  chip, both in the fusion group "conv_pool:CONV" (or "conv_dwconv:CONV"), and one of them runs in at
-  least --min-bands bands;
+  chip, both in the fusion group "conv_pool:CONV" (or "conv_dwconv:CONV"), one of them runs in at
+  least --min-bands bands, and at least --min-resident of them keep their weights resident in the
+  weight scratchpad across their bands;
 - the outputs of both runs are identical bit for bit;
 - the fused run takes fewer cycles, and its report counts each conv output among the tensors on chip and
   its bytes (written and read back) in the DRAM bytes saved;
@@ -136,6 +137,8 @@ def main():
     ap.add_argument("--min-fused", type=int, default=1)
     ap.add_argument("--min-bands", type=int, default=1,
                     help="at least one fused conv runs in this many bands or more (halo rows kept between them)")
+    ap.add_argument("--min-resident", type=int, default=0,
+                    help="at least this many fused convs keep their weights resident across their bands")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a configuration override for every run (a small scratchpad: several bands)")
     a = ap.parse_args()
@@ -196,6 +199,12 @@ def main():
                  for m in [re.search(r"(?:pooled|output) rows per band, (\d+) bands", layers[conv]["mapping"]["description"])] if m]
         if max(bands, default=0) < a.min_bands:
             print(f"FAIL: {name}: the fused convs run in {bands} bands, want one with >= {a.min_bands}")
+            ok = False
+        resident = [conv for conv in set(pools.values())
+                    if "weights loaded once, resident" in layers[conv]["mapping"]["description"]]
+        if len(resident) < a.min_resident:
+            print(f"FAIL: {name}: {len(resident)} fused convs keep their weights resident across their bands, "
+                  f"want >= {a.min_resident}")
             ok = False
         if fused_pools(reports["unfused"]) or fused_pools(reports["off"]):
             print(f"FAIL: {name}: on_chip: false or --no-fusion left a reader fused")
