@@ -9,6 +9,7 @@
 
 #include "compiler/backend/depthwise.h"
 #include "compiler/backend/int8.h"
+#include "compiler/backend/line_buffer_readers.h"
 #include "compiler/backend/movement.h"
 #include "compiler/backend/residency.h"
 #include "compiler/passes/lowered.h"
@@ -21,47 +22,22 @@ using isa::VecOp;
 
 namespace {
 
-// A window's rows (or columns) clipped to the input [0, n): first and last.
-struct Span {
-  int64_t lo = 0, hi = 0;
-  bool full = false;  // the window lies inside the input
-};
-Span clip(int64_t o, int64_t stride, int64_t pad, int64_t k, int64_t n) {
-  const int64_t a = o * stride - pad, b = a + k - 1;
-  return Span{std::max<int64_t>(0, a), std::min(n - 1, b), a >= 0 && b <= n - 1};
-}
-
 // The buffer rows one band of reader output rows [p0, p1) reads: a pool's clipped to the input, a
 // depthwise conv's whole (its padding rows are buffer rows).
-Span band_rows(const ConvPool& p, int64_t p0, int64_t p1) {
-  if (p.depthwise) return Span{p0 * p.w.sh, (p1 - 1) * p.w.sh + p.w.kh - 1, true};
-  return Span{clip(p0, p.w.sh, p.w.pt, p.w.kh, p.H).lo, clip(p1 - 1, p.w.sh, p.w.pt, p.w.kh, p.H).hi, true};
+WindowSpan band_rows(const ConvPool& p, int64_t p0, int64_t p1) {
+  if (p.depthwise) return WindowSpan{p0 * p.w.sh, (p1 - 1) * p.w.sh + p.w.kh - 1, true};
+  return WindowSpan{clip(p0, p.w.sh, p.w.pt, p.w.kh, p.H).lo, clip(p1 - 1, p.w.sh, p.w.pt, p.w.kh, p.H).hi,
+                    true};
 }
 
-// One band: reader output rows [p0, p1), the buffer rows [lo, hi] it reads, of which [lo, lo + kept) are
-// the previous band's (moved to the buffer's start) and the rest the conv computes (or padding).
-struct Band {
-  int64_t p0 = 0, p1 = 0, lo = 0, hi = 0, kept = 0, from = 0;  // from: buffer row the kept rows come from
-  int64_t r0 = 0, r1 = 0;  // the conv's output rows [r0, r1) the band computes (r0 == r1: none)
-  Tiling t;
-};
-
-struct Candidate {
-  int64_t rows = 0;  // reader output rows per band
-  // Line-buffer rows (a pool's one more than a band reads: the interior VEC's rows run on).
-  int64_t buf_rows = 0;
-  int64_t resident = -1;  // the conv's weights resident in the weight scratchpad at this address (-1: none)
-  std::vector<Band> bands;
-};
-
 // The bands of `rows` reader rows.
-bool make_bands(const ConvPool& p, int64_t rows, Candidate* cand) {
+bool make_bands(const ConvPool& p, int64_t rows, BandHeight* cand) {
   cand->rows = rows;
   int64_t prev_lo = -1, prev_hi = -1, most = 0;
   for (int64_t p0 = 0; p0 < p.OH; p0 += rows) {
-    Band b;
+    LineBand b;
     b.p0 = p0, b.p1 = std::min(p.OH, p0 + rows);
-    const Span s = band_rows(p, b.p0, b.p1);
+    const WindowSpan s = band_rows(p, b.p0, b.p1);
     b.lo = s.lo, b.hi = s.hi;
     if (prev_hi >= b.lo) {
       b.kept = prev_hi - b.lo + 1;
@@ -76,9 +52,6 @@ bool make_bands(const ConvPool& p, int64_t rows, Candidate* cand) {
   cand->buf_rows = most + (p.depthwise ? 0 : 1);
   return true;
 }
-
-// The stride of an edge column's VEC: its one window, then past the row (d1 = W).
-int64_t edge_stride(const Span& s, int64_t W) { return W - (s.hi - s.lo + 1) + 1; }
 
 }  // namespace
 
@@ -209,7 +182,7 @@ bool plan_conv_pool(const Context& c, size_t i, ConvPool* p) {
   // The pool's output columns whose windows lie inside the input: one run, edges on either side of it.
   p->ox_a = -1, p->ox_b = -1;
   for (int64_t ox = 0; ox < p->OW; ++ox) {
-    const Span s = clip(ox, w.sw, w.pl, w.kw, p->W);
+    const WindowSpan s = clip(ox, w.sw, w.pl, w.kw, p->W);
     if (s.hi < s.lo) return false;  // a window entirely in the padding
     if (s.full && p->ox_a < 0) p->ox_a = ox;
     if (s.full) p->ox_b = ox + 1;
@@ -223,7 +196,7 @@ bool plan_conv_pool(const Context& c, size_t i, ConvPool* p) {
   // interior ones (any after them run into the next row and are not stored).
   p->vec_cols = (p->W - w.kw) / w.sw + 1;
   for (int64_t oy = 0; oy < p->OH; ++oy) {
-    const Span s = clip(oy, w.sh, w.pt, w.kh, p->H);
+    const WindowSpan s = clip(oy, w.sh, w.pt, w.kh, p->H);
     if (s.hi < s.lo) return false;
     if (!p->is_max && !s.full) return false;
   }
@@ -246,216 +219,6 @@ void restrict_to_band(MatrixJob& j, int64_t r0, int64_t r1, int64_t img, int64_t
 
 namespace {
 
-// What a windowed reader of the line buffer emits in the fused layer.
-class Reader {
- public:
-  virtual ~Reader() = default;
-  // Bytes the reader takes at the end of the weight scratchpad the conv's weight tiles leave free.
-  virtual int64_t weight_bytes(const Candidate& cand) const = 0;
-  // Once per fused layer, before the first band (slots, constants; the buffer at `buf`).
-  virtual void begin(const Candidate& cand, uint64_t buf) = 0;
-  // Reads band b of image img from the buffer (its rows at `buf`, the conv's rows written).
-  virtual void read(const Band& b, int64_t img, uint64_t buf) = 0;
-};
-
-// The weight scratchpad's end a layer's own slots do not start from (Context::slots: even layers take
-// the bottom), `need` bytes.
-uint64_t free_weight_end(const Context& c, int64_t need) {
-  const int64_t cap = c.capacity(Buffer::kWeight);
-  return c.layer % 2 == 0 ? static_cast<uint64_t>(cap - need) / 64 * 64 : 0;
-}
-
-// A MaxPool / AveragePool: its windows pooled in the buffer, the pooled tiles stored from ping-pong
-// slots in the weight scratchpad.
-class PoolReader : public Reader {
- public:
-  PoolReader(Context& c, const ConvPool& p) : c_(c), p_(p) {}
-  int64_t weight_bytes(const Candidate& cand) const override {
-    return 2 * round64(cand.rows * p_.vec_cols * p_.C * es());
-  }
-  void begin(const Candidate& cand, uint64_t) override {
-    const int64_t out_elems = cand.rows * p_.vec_cols * p_.C;
-    const uint64_t base = free_weight_end(c_, weight_bytes(cand));
-    SramAlloc o{Buffer::kWeight, base, base};
-    slot_[0] = o.take(static_cast<uint64_t>(out_elems * es()));
-    slot_[1] = o.take(static_cast<uint64_t>(out_elems * es()));
-    side_ = 0;
-  }
-  void read(const Band& b, int64_t img, uint64_t buf) override {
-    const ConvPool& p = p_;
-    const Node& pn = c_.g.nodes[p.pool];
-    const DramTensor& x = c_.tensor(pn.inputs[0]);
-    const DramTensor& y = c_.tensor(pn.outputs[0]);
-    const isa::DType t = x.dtype;
-    const int64_t ey = isa::dtype_bytes(y.dtype);
-    const PoolWindow& w = p.w;
-    const int64_t P = y.strided() ? y.view_strides[2] : p.C,
-                  y_img = y.strided() ? y.view_strides[0] : p.OH * p.OW * p.C;
-    // The pool's regions: runs of output rows whose windows are whole (or one clipped row) x the interior
-    // columns and each edge column.
-    std::vector<std::array<int64_t, 2>> row_runs;  // [oy0, oy1)
-    for (int64_t oy = b.p0; oy < b.p1; ++oy) {
-      const bool full = clip(oy, w.sh, w.pt, w.kh, p.H).full;
-      if (full && !row_runs.empty() && row_runs.back()[1] == oy &&
-          clip(row_runs.back()[0], w.sh, w.pt, w.kh, p.H).full)
-        row_runs.back()[1] = oy + 1;
-      else
-        row_runs.push_back({oy, oy + 1});
-    }
-    std::vector<std::array<int64_t, 2>> col_runs;
-    for (int64_t ox = 0; ox < p.ox_a; ++ox) col_runs.push_back({ox, ox + 1});
-    col_runs.push_back({p.ox_a, p.ox_b});
-    for (int64_t ox = p.ox_b; ox < p.OW; ++ox) col_runs.push_back({ox, ox + 1});
-    for (const auto& rr : row_runs) {
-      const Span rs = clip(rr[0], w.sh, w.pt, w.kh, p.H);
-      const int64_t nr = rr[1] - rr[0];
-      for (const auto& cr : col_runs) {
-        const Span cs = clip(cr[0], w.sw, w.pl, w.kw, p.W);
-        const int64_t nc = cr[1] - cr[0];
-        Context::VecArgs v;
-        v.op = p.is_max ? VecOp::kMaxPool : VecOp::kAvgPool;
-        v.in = v.out = t;
-        v.src1_buf = Buffer::kInput;
-        v.src1 = buf + static_cast<uint64_t>(((rs.lo - b.lo) * p.W + cs.lo) * p.C * es());
-        v.dst_buf = Buffer::kWeight, v.dst = slot_[side_];
-        v.d0 = p.C, v.d1 = p.W;
-        v.win_h = rs.hi - rs.lo + 1, v.str_h = rs.full ? w.sh : 1;
-        v.d2 = (nr - 1) * v.str_h + v.win_h;
-        v.win_w = cs.hi - cs.lo + 1, v.str_w = cs.full ? w.sw : edge_stride(cs, p.W);
-        c_.vec(v);
-        const uint64_t ya = y.addr + static_cast<uint64_t>((img * y_img + (rr[0] * p.OW + cr[0]) * P) * ey);
-        const int64_t vc = cs.full ? p.vec_cols : 1;  // the VEC's output columns
-        if (vc == nc) {
-          c_.store(Buffer::kWeight, slot_[side_], y.range(), ya, y.dtype, {p.C, nc, nr, 1}, {P, p.OW * P, 0});
-        } else {
-          for (int64_t r = 0; r < nr; ++r) {  // the interior windows of each row, not the ones after them
-            c_.store(Buffer::kWeight, slot_[side_] + static_cast<uint64_t>(r * vc * p.C * ey), y.range(),
-                     ya + static_cast<uint64_t>(r * p.OW * P * ey), y.dtype, {p.C, nc, 1, 1}, {P, 0, 0});
-          }
-        }
-        side_ ^= 1;
-      }
-    }
-  }
-
- private:
-  int64_t es() const { return isa::dtype_bytes(c_.tensor(c_.g.nodes[p_.pool].inputs[0]).dtype); }
-  Context& c_;
-  const ConvPool& p_;
-  uint64_t slot_[2] = {0, 0};
-  int side_ = 0;
-};
-
-// A depthwise conv: one VEC dwconv per band over the padded buffer rows, then its own epilogue (which
-// stores the band's output rows). Its weights stay in the weight scratchpad for the whole layer, its
-// sums and the epilogue's slots take the top of the accumulator (Context::acc_reserved).
-class DepthwiseReader : public Reader {
- public:
-  DepthwiseReader(Context& c, const ConvPool& p, ConvBands& dw) : c_(c), p_(p), dw_(dw) {}
-  // The accumulator bytes of bands of `rows` output rows (both ping-pong sides, the epilogue's slots).
-  int64_t acc_bytes(int64_t rows) const { return strategy().acc_bytes(rows * p_.OW, p_.C); }
-  int64_t weight_bytes(const Candidate&) const override {
-    const MatrixJob& j = dw_.job();
-    return round64(j.kh * j.kw * p_.C * isa::dtype_bytes(depthwise_weight_dtype(strategy().ops.a)));
-  }
-  void begin(const Candidate& cand, uint64_t buf) override {
-    s_ = dw_.make_strategy();
-    const MatrixJob& j = dw_.job();
-    const isa::DType a = s_->ops.a, wt = depthwise_weight_dtype(a);
-    with_operands([&] {
-      const int64_t cap = scratchpad_capacity(c_.config, Buffer::kAccumulator);
-      const uint64_t base = static_cast<uint64_t>(cap - c_.acc_reserved);
-      SramAlloc acc{Buffer::kAccumulator, base, base};
-      s_->allocate(acc, acc, cand.rows * p_.OW, p_.C);
-      w_slot_ = free_weight_end(c_, weight_bytes(cand));
-      const uint64_t w_addr = s_->depthwise_weights();
-      const int64_t ew = isa::dtype_bytes(wt);
-      c_.load(Buffer::kWeight, w_slot_,
-              Range{kDram, w_addr, w_addr + static_cast<uint64_t>(j.kh * j.kw * p_.C * ew)}, w_addr, wt,
-              {p_.C, j.kh * j.kw, 1, 1}, {p_.C, 0, 0});
-      // The padding value (LOAD's halo value: 0, or the input's zero point for codes) as a data segment
-      // of whole padded rows, as many as the padding rows one band reads.
-      const DramTensor& x = c_.tensor(c_.g.nodes[p_.pool].inputs[0]);
-      pad_rows_ = std::max<int64_t>(1, std::max(p_.w.pt, p_.w.pb));
-      const int64_t n = pad_rows_ * p_.pitch * p_.C;
-      if (x.dtype == isa::DType::kUint8 || x.dtype == isa::DType::kInt8)
-        pad_ = c_.add_data(std::vector<uint8_t>(static_cast<size_t>(n), static_cast<uint8_t>(s_->ops.pad)));
-      else
-        pad_ = c_.add_floats(std::vector<float>(static_cast<size_t>(n), 0.0f), x.dtype);
-      pad_range_ = Range{kDram, pad_, pad_ + static_cast<uint64_t>(n * es())};
-      // The padding columns of every buffer row, once: a row's right ones and the next row's left ones
-      // are adjacent.
-      const int64_t row = p_.pitch * p_.C;
-      auto fill = [&](int64_t at, int64_t cols) {
-        if (cols > 0)
-          c_.load(Buffer::kInput, buf + static_cast<uint64_t>(at * es()), pad_range_, pad_, x.dtype,
-                  {p_.C, cols, 1, 1}, {p_.C, 0, 0});
-      };
-      fill(0, p_.w.pl);
-      for (int64_t r = 0; r + 1 < cand.buf_rows; ++r)
-        fill(r * row + (p_.w.pl + p_.W) * p_.C, p_.w.pr + p_.w.pl);
-      fill((cand.buf_rows - 1) * row + (p_.w.pl + p_.W) * p_.C, p_.w.pr);
-    });
-    side_ = 0;
-  }
-  void read(const Band& b, int64_t img, uint64_t buf) override {
-    with_operands([&] {
-      const isa::DType t = c_.tensor(c_.g.nodes[p_.pool].inputs[0]).dtype;
-      const int64_t row_bytes = p_.pitch * p_.C * es();
-      // Padding rows among the band's new rows: above the conv's first row, below its last.
-      auto pad_rows = [&](int64_t from, int64_t to) {  // buffer rows [from, to) of the band
-        for (int64_t r = std::max(from, b.lo + b.kept); r < to; r += pad_rows_) {
-          const int64_t n = std::min(pad_rows_, to - r);
-          c_.load(Buffer::kInput, buf + static_cast<uint64_t>((r - b.lo) * row_bytes), pad_range_, pad_, t,
-                  {p_.C, p_.pitch, n, 1}, {p_.C, p_.pitch * p_.C, 0});
-        }
-      };
-      pad_rows(b.lo, std::min(b.hi + 1, p_.top));
-      pad_rows(std::max(b.lo, p_.top + p_.H), b.hi + 1);
-      const MatrixJob& j = dw_.job();
-      const int64_t in_h = b.hi - b.lo + 1, oh = b.p1 - b.p0;
-      const uint64_t acc = s_->acc_slot(side_);
-      const isa::DType wt = depthwise_weight_dtype(s_->ops.a);
-      const isa::Instruction i =
-          dwconv_instruction(c_.layer, s_->ops.a, buf, w_slot_, acc, p_.C, p_.pitch, in_h, j);
-      c_.em.emit(i,
-                 {Range{static_cast<int>(Buffer::kInput), buf, buf + static_cast<uint64_t>(in_h * row_bytes)},
-                  Range{static_cast<int>(Buffer::kWeight), w_slot_,
-                        w_slot_ + static_cast<uint64_t>(j.kh * j.kw * p_.C * isa::dtype_bytes(wt))}},
-                 {Range{static_cast<int>(Buffer::kAccumulator), acc,
-                        acc + static_cast<uint64_t>(oh * p_.OW * p_.C * 4)}});
-      s_->epilogue(OutTile{img, b.p0, oh, 0, p_.OW, 0, p_.C}, side_);
-      side_ ^= 1;
-    });
-  }
-
- private:
-  // The strategy's figures (the one begin made, or one made for the question).
-  const MatrixStrategy& strategy() const {
-    if (!probe_) probe_ = dw_.make_strategy();
-    return *probe_;
-  }
-  // Runs f with Context::act and esize the depthwise conv's operands' (MatrixStrategy's contract).
-  template <class F>
-  void with_operands(F f) {
-    const isa::DType act = c_.act;
-    const int64_t esize = c_.esize;
-    c_.act = s_->ops.a, c_.esize = isa::dtype_bytes(s_->ops.a);
-    f();
-    c_.act = act, c_.esize = esize;
-  }
-  int64_t es() const { return isa::dtype_bytes(c_.tensor(c_.g.nodes[p_.pool].inputs[0]).dtype); }
-  Context& c_;
-  const ConvPool& p_;
-  ConvBands& dw_;
-  std::unique_ptr<MatrixStrategy> s_;
-  mutable std::unique_ptr<MatrixStrategy> probe_;
-  uint64_t w_slot_ = 0, pad_ = 0;
-  Range pad_range_;
-  int64_t pad_rows_ = 1;
-  int side_ = 0;
-};
-
 // The bytes of the conv's weights as one tile [kh][kw][C][M] (MatrixJob::b_sram), 0 when the conv is not
 // one dense block of constant weights.
 int64_t resident_bytes(ConvBands& bands) {
@@ -471,8 +234,8 @@ int64_t resident_addr(const Context& c, int64_t bytes) {
 }
 
 // Emits the fused layer under candidate `cand` (its bands' tilings chosen), the line buffer at `buf`.
-void emit(Context& c, ConvBands& bands, const ConvPool& p, const Candidate& cand, uint64_t buf,
-          Reader& reader) {
+void emit(Context& c, ConvBands& bands, const ConvPool& p, const BandHeight& cand, uint64_t buf,
+          LineReader& reader) {
   const isa::DType t = c.tensor(c.g.nodes[p.pool].inputs[0]).dtype;
   const int64_t es = isa::dtype_bytes(t);
   const int64_t row = p.pitch * p.C;  // elements per buffer row
@@ -490,7 +253,7 @@ void emit(Context& c, ConvBands& bands, const ConvPool& p, const Candidate& cand
   reader.begin(cand, buf);
   const MatrixJob& j = bands.job();
   for (int64_t img = 0; img < j.images; ++img) {
-    for (const Band& b : cand.bands) {
+    for (const LineBand& b : cand.bands) {
       // The kept rows to the buffer's start: one VEC, or one per row (first to last) when the rows they
       // move to overlap them (a stride-1 window over bands of one row keeps two rows and moves them by one).
       const int64_t per_vec = b.from >= b.kept ? b.kept : 1;
@@ -517,13 +280,13 @@ void emit(Context& c, ConvBands& bands, const ConvPool& p, const Candidate& cand
 // Chooses each band's tiling (outside any trial); false when one does not fit, or when the reader's
 // bytes at the end of the weight scratchpad the conv's weight tiles leave free do not fit beside every
 // band's tiling.
-bool choose_tilings(const Context& c, ConvBands& bands, const ConvPool& p, Candidate& cand, uint64_t buf,
+bool choose_tilings(const Context& c, ConvBands& bands, const ConvPool& p, BandHeight& cand, uint64_t buf,
                     int64_t es, int64_t reader_weight_bytes) {
   const int64_t row = p.pitch * p.C;
   bands.set_line_pitch(p.depthwise ? row : 0);
   bands.set_resident_weights(cand.resident);
   bool ok = true;
-  for (Band& b : cand.bands) {
+  for (LineBand& b : cand.bands) {
     if (b.r1 <= b.r0) continue;
     int64_t evaluated = 0;
     const int64_t at = (b.r0 + p.top - b.lo) * row + p.left * p.C;
@@ -544,11 +307,11 @@ bool choose_tilings(const Context& c, ConvBands& bands, const ConvPool& p, Candi
 // chosen, the candidate emitted, simulated and undone. Returns the best candidate's index and cycles (-1:
 // none fits); *first_cycles = the first's.
 struct Search {
-  std::vector<Candidate> cands;
+  std::vector<BandHeight> cands;
   size_t best = 0;
   int64_t best_cycles = -1, first_cycles = -1;
 };
-Search search(Context& c, ConvBands& bands, const ConvPool& p, Reader& reader,
+Search search(Context& c, ConvBands& bands, const ConvPool& p, LineReader& reader,
               const std::function<int64_t(int64_t)>& acc) {
   const isa::DType t = c.tensor(c.g.nodes[p.pool].inputs[0]).dtype;
   const int64_t es = isa::dtype_bytes(t);
@@ -557,7 +320,7 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, Reader& reader,
   const int64_t acc_cap = scratchpad_capacity(c.config, Buffer::kAccumulator);
   Search r;
   for (int64_t rows = p.OH;; rows = ceil_div(rows, 2)) {
-    Candidate cand;
+    BandHeight cand;
     if (make_bands(p, rows, &cand) &&
         4 * (c.input_reserved + round64(cand.buf_rows * row_bytes)) <= 3 * cap &&
         4 * acc(rows) <= 3 * acc_cap)
@@ -566,7 +329,7 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, Reader& reader,
   }
   const int64_t reserved = c.input_reserved;
   for (size_t k = 0; k < r.cands.size(); ++k) {
-    Candidate& cand = r.cands[k];
+    BandHeight& cand = r.cands[k];
     c.input_reserved = reserved + round64(cand.buf_rows * row_bytes);
     c.acc_reserved = acc(cand.rows);
     const uint64_t buf = static_cast<uint64_t>(cap - c.input_reserved);
@@ -578,9 +341,9 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, Reader& reader,
     if (rw > 0 && rw + reader_w + 64 <= c.capacity(Buffer::kWeight))
       where.insert(where.begin(), resident_addr(c, rw));
     int64_t here = -1;
-    Candidate chosen;
+    BandHeight chosen;
     for (int64_t at : where) {
-      Candidate v = cand;
+      BandHeight v = cand;
       v.resident = at;
       if (!choose_tilings(c, bands, p, v, buf, es, reader_w + (at >= 0 ? rw : 0))) continue;
       const Context::Trial trial = c.begin_trial();
@@ -606,12 +369,12 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, Reader& reader,
 }
 
 // Emits candidate r.best for good and fills the conv's plan and p (fused).
-void take(Context& c, ConvBands& bands, ConvPool& p, Reader& reader, const Search& r, int64_t layered,
+void take(Context& c, ConvBands& bands, ConvPool& p, LineReader& reader, const Search& r, int64_t layered,
           int64_t evaluated, int64_t acc_bytes) {
   const Node& pn = c.g.nodes[p.pool];
   const DramTensor& x = c.tensor(pn.inputs[0]);
   const int64_t row_bytes = p.pitch * p.C * isa::dtype_bytes(x.dtype);
-  const Candidate& cand = r.cands[r.best];
+  const BandHeight& cand = r.cands[r.best];
   const int64_t cap = scratchpad_capacity(c.config, Buffer::kInput);
   const int64_t reserved = c.input_reserved;
   c.input_reserved = reserved + round64(cand.buf_rows * row_bytes);
@@ -622,8 +385,8 @@ void take(Context& c, ConvBands& bands, ConvPool& p, Reader& reader, const Searc
   c.input_reserved = reserved, c.acc_reserved = 0;
   // The plan: the first band's tiling, the whole conv's MACs, the line buffer in the input scratchpad.
   const MatrixJob& j = bands.job();
-  const Band& b0 =
-      *std::find_if(cand.bands.begin(), cand.bands.end(), [](const Band& b) { return b.r1 > b.r0; });
+  const LineBand& b0 =
+      *std::find_if(cand.bands.begin(), cand.bands.end(), [](const LineBand& b) { return b.r1 > b.r0; });
   MatrixJob job0 = j;
   restrict_to_band(job0, b0.r0, b0.r1, 0, static_cast<int64_t>(buf), c.esize);
   record_tiling(c, job0, b0.t, evaluated);
@@ -697,10 +460,10 @@ bool lower_conv_pool_pair(Context& c, ConvBands& bands) {
     c.end_trial(trial);
   }
   if (layered <= 0) return false;
-  PoolReader reader(c, p);
-  const Search r = search(c, bands, p, reader, [](int64_t) { return int64_t{0}; });
+  const std::unique_ptr<LineReader> reader = pool_reader(c, p);
+  const Search r = search(c, bands, p, *reader, [](int64_t) { return int64_t{0}; });
   if (r.best_cycles < 0 || r.best_cycles >= layered) return false;
-  take(c, bands, p, reader, r, layered, evaluated, 0);
+  take(c, bands, p, *reader, r, layered, evaluated, 0);
   return true;
 }
 

@@ -56,8 +56,8 @@ struct ConvPool {
   bool depthwise = false;  // the reader is a depthwise Conv (else a pool)
   PoolWindow w;            // the reader's window (a depthwise conv's pads: the ones its output reads)
   bool is_max = true;
-  int64_t H = 0, W = 0, C = 0, OH = 0,
-          OW = 0;  // the conv's output (the reader's input) and the reader's output
+  // The conv's output (the reader's input) and the reader's output.
+  int64_t H = 0, W = 0, C = 0, OH = 0, OW = 0;
   int64_t ox_a = 0, ox_b = 0;                   // the pool's output columns whose windows lie inside the input
   int64_t vec_cols = 0;                         // the windows the interior VEC computes per row (>= ox_b - ox_a)
   // The line buffer's geometry: buffer rows counted from the first padding row (depthwise: w.pt of
