@@ -27,7 +27,7 @@ struct Chain {
   const DramTensor *q = nullptr, *kt = nullptr, *v = nullptr, *y = nullptr;
   // Where each head's Q, K^T and V start and their row pitches: any of them may be a strided view of the
   // QKV projection's output (backend/strided_views.h).
-  MatrixRows qr, ktr, vr;
+  MatrixRows qr, ktr, vr, yr;  // ... and the output's (a head-merging Transpose's output, likewise)
   std::string scores, probs;
   std::vector<std::string> values;  // the intermediates in order: the scores, [scaled, masked,] probabilities
   int64_t G = 1, Sq = 0, Sk = 0, dk = 0, dv = 0;
@@ -110,11 +110,9 @@ bool mask_rows(const Shape& m, const Shape& scores, std::vector<int64_t>* rows) 
 
 // Why the nodes from i on are not an attention block fusion takes ("" = they are), and the chain (its
 // nodes are [i, i + *count)).
-std::string match(const Context& c, size_t i, Chain* ch, size_t* count) {
-  if (!c.options.keep_on_chip) return "fusion is off";
-  if (c.g.nhwc_io || c.shared_capacity() > 0) return "one scratchpad for inputs and weights";
-  if (c.on_chip.pending) return "a value is held on chip";
-  const Graph& g = c.g;
+// The nodes' shape alone: MatMul -> [scale] -> [mask] -> Softmax -> MatMul, each intermediate read only by
+// the next ("" = they are; *add the mask's Add, if any).
+std::string chain(const Graph& g, size_t i, Chain* ch, size_t* count, const Node** add_node) {
   const Node& a = g.nodes[i];
   if (!plain_matmul(g, a)) return "not a plain MatMul";
   size_t k = i + 1;
@@ -144,6 +142,20 @@ std::string match(const Context& c, size_t i, Chain* ch, size_t* count) {
   *count = k + 2 - i;
   for (size_t v = 0; v < ch->values.size(); ++v)
     if (!only_read_by(g, ch->values[v], i + 1 + v)) return "intermediates read elsewhere";
+  *add_node = add;
+  return "";
+}
+
+std::string match(const Context& c, size_t i, Chain* ch, size_t* count) {
+  if (!c.options.keep_on_chip) return "fusion is off";
+  if (c.g.nhwc_io || c.shared_capacity() > 0) return "one scratchpad for inputs and weights";
+  if (c.on_chip.pending) return "a value is held on chip";
+  const Graph& g = c.g;
+  const Node* add = nullptr;
+  if (std::string why = chain(g, i, ch, count, &add); !why.empty()) return why;
+  const Node& a = g.nodes[i];
+  const Node& s = g.nodes[i + *count - 2];
+  const Node& b = g.nodes[i + *count - 1];
   if (c.options.mapping) {
     for (size_t n = i; n < i + *count; ++n) {
       const LayerMapping* m = c.options.mapping->find(g.nodes[n].name);
@@ -154,8 +166,8 @@ std::string match(const Context& c, size_t i, Chain* ch, size_t* count) {
     }
   }
   // Q, K^T and V are read by rows (strided views included); the rest must be dense.
-  const std::vector<std::string> operands = {a.inputs[0], a.inputs[1], b.inputs[1]};
-  std::vector<std::string> dense = {b.outputs[0]};
+  const std::vector<std::string> operands = {a.inputs[0], a.inputs[1], b.inputs[1], b.outputs[0]};
+  std::vector<std::string> dense;
   dense.insert(dense.end(), ch->values.begin(), ch->values.end());
   if (add && !g.value(add->inputs[1]).is_constant()) dense.push_back(add->inputs[1]);
   if (c.options.plan) {
@@ -207,6 +219,7 @@ std::string match(const Context& c, size_t i, Chain* ch, size_t* count) {
   ch->q = &c.tensor(a.inputs[0]), ch->kt = &c.tensor(a.inputs[1]), ch->v = &c.tensor(b.inputs[1]);
   ch->qr = *matrix_rows(*ch->q), ch->ktr = *matrix_rows(*ch->kt), ch->vr = *matrix_rows(*ch->v);
   ch->y = &c.tensor(b.outputs[0]);
+  ch->yr = *matrix_rows(*ch->y);
   ch->scores = a.outputs[0], ch->probs = s.outputs[0];
   const Shape &q = ch->q->shape, &kt = ch->kt->shape, &v = ch->v->shape, &y = ch->y->shape;
   const size_t r = q.size();
@@ -402,8 +415,8 @@ void emit(Context& c, const Chain& ch, const Blocking& b, bool round_trip) {
         output_stage(*ch.value_q, *ch.y_q, v_triples, o, o, ch.dv, rows);
       else if (c.act != DType::kFp32)
         vec(VecOp::kCopy, DType::kFp32, c.act, o, o, ch.dv, rows);
-      c.store(o.buf, o.addr, ch.y->range(), ch.y->addr + bytes(row0 * ch.dv), ch.y->dtype, {ch.dv, rows, 1, 1},
-              {ch.dv, 0, 0});
+      c.store(o.buf, o.addr, ch.y->range(), ch.y->addr + bytes(head(ch.yr) + r0 * ch.yr.pitch), ch.y->dtype,
+              {ch.dv, rows, 1, 1}, {ch.yr.pitch, 0, 0});
     }
   }
 }
@@ -452,6 +465,14 @@ class ComputeFormat {
 };
 
 }  // namespace
+
+size_t attention_candidate(const Graph& g, size_t i) {
+  if (i >= g.nodes.size()) return 0;
+  Chain ch;
+  size_t count = 0;
+  const Node* add = nullptr;
+  return chain(g, i, &ch, &count, &add).empty() ? count : 0;
+}
 
 AttentionBlock lower_attention(Context& c, size_t i) {
   Chain ch;

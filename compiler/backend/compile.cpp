@@ -222,7 +222,8 @@ class ViewScope {
         if (s.empty() || saved_.count(s) || !c_.tensors.count(s)) continue;
         const DramTensor t = c_.tensors.at(s);
         if (!t.strided() || backend::ConcatFolding::takes_view(c_.g, n_, placement, s, output) ||
-            (!output && backend::StridedViews::reads_view(c_.g, n_, placement, s, t.shape, t.view_strides)))
+            (!output && backend::StridedViews::reads_view(c_.g, n_, placement, s, t.shape, t.view_strides)) ||
+            (output && backend::StridedViews::writes_view(c_.g, n_, placement, s, t.shape, t.view_strides)))
           continue;
         const DramTensor d = backend::dense_scratch(c_, t);
         if (!output) backend::copy_tensor(c_, t, d);
@@ -331,6 +332,12 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     if (!backend::conv_pool_pair(g, static_cast<size_t>(i))) continue;
     for (const auto& s : g.nodes[static_cast<size_t>(i) + 1].outputs)
       if (!s.empty()) touch(s, i);
+  }
+  // A fused attention block writes its value MatMul's output at its first node, while it still reads Q, K^T
+  // and V (attention_fusion.h).
+  for (int i = 0; options.keep_on_chip && i < kEnd; ++i) {
+    const size_t span = backend::attention_candidate(g, static_cast<size_t>(i));
+    if (span > 0) touch(g.nodes[static_cast<size_t>(i) + span - 1].outputs[0], i);
   }
   uint64_t no_reuse = 0;
   for (auto& [name, b] : bufs) {

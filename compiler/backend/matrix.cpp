@@ -535,12 +535,13 @@ bool lower_gemm(Context& c, const Node& n) {
   const int64_t a_count = num_elements(a_batch);
   const uint64_t aa = a.addr, ya = y.addr;
   // A may be a strided view (backend/strided_views.h): its rows `pitch` apart, its matrices anywhere.
-  const std::optional<MatrixRows> ar = matrix_rows(a);
-  if (!ar) return false;
+  const std::optional<MatrixRows> ar = matrix_rows(a), yr = matrix_rows(y);
+  if (!ar || !yr) return false;
   if (a.strided()) j.a_pitch = ar->pitch;
+  if (y.strided()) j.y_pitch = yr->pitch;  // written into a head-merging Transpose's output (strided_views.h)
   if (bv.is_constant() && b_batch.empty()) {
     // Shared 2-D weights: fold every batch dimension of A into M.
-    if (!ar->uniform) return false;
+    if (!ar->uniform || !yr->uniform) return false;
     j.images = 1;
     j.H = j.OH = a_count * M;
     j.a_base = [=](int64_t) { return aa; };
@@ -565,7 +566,9 @@ bool lower_gemm(Context& c, const Node& n) {
     const uint64_t ba = b.addr;
     j.a_base = [=](int64_t img) { return aa + static_cast<uint64_t>(ao[static_cast<size_t>(img)]) * es; };
     j.b_base = [=](int64_t img) { return ba + static_cast<uint64_t>(bo[static_cast<size_t>(img)]) * es; };
-    j.y_base = [=](int64_t img) { return ya + static_cast<uint64_t>(img * M * N) * es; };
+    std::vector<int64_t> yo;  // where each output matrix starts (elements)
+    for (int64_t i = 0; i < images; ++i) yo.push_back(yr->start.at(static_cast<size_t>(i)));
+    j.y_base = [=](int64_t img) { return ya + static_cast<uint64_t>(yo[static_cast<size_t>(img)]) * es; };
     j.b_range = b.range();
   }
   j.a_range = a.range();

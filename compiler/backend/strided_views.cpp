@@ -45,9 +45,12 @@ class Decider {
   Decider(const Graph& g, const CompileOptions& o, const std::map<std::string, isa::DType>& storage,
           const std::map<std::string, Placement>& placement, const ConcatFolding& concats)
       : g_(g), o_(o), storage_(storage), placement_(placement) {
-    for (const Node& n : g.nodes)
+    for (const Node& n : g.nodes) {
       for (const auto& s : n.inputs)
         if (!s.empty()) readers_[s].push_back(&n);
+      for (const auto& s : n.outputs)
+        if (!s.empty()) producer_[s] = &n;
+    }
     for (const auto& s : g.inputs) io_.insert(s);
     for (const auto& s : g.outputs) io_.insert(s);
     for (const auto& [v, slice] : concats.views) {
@@ -66,9 +69,17 @@ class Decider {
           s.folded.insert(n.name);
         }
       }
+      for (const Node& n : g_.nodes) {
+        if (s.folds(n)) continue;  // (a read view rejected for its readers may still be written in place)
+        if (std::optional<StridedViews::View> v = written_by_producer(n, s)) {
+          s.views[n.inputs[0]] = *v;
+          s.folded.insert(n.name);
+          s.written.insert(n.name);
+        }
+      }
       bool again = false;
       for (const Node& n : g_.nodes) {
-        if (!s.folds(n)) continue;
+        if (!s.folds(n) || s.written.count(n.name)) continue;
         const std::string& y = n.outputs[0];
         auto it = readers_.find(y);
         if (it == readers_.end()) continue;
@@ -170,11 +181,50 @@ class Decider {
     return v;
   }
 
+  // A Transpose keeping the innermost dim whose input only it reads and a MatMul / Gemm writes: that input
+  // as a view of the Transpose's output (nullopt: the Transpose copies).
+  std::optional<StridedViews::View> written_by_producer(const Node& n, const StridedViews& s) const {
+    if (!n.domain.empty() || n.op_type != "Transpose" || n.has_attr(kLayoutChange) || n.outputs.size() != 1 ||
+        !n.has_input(0) || placement_of(n) != Placement::kNpuVector)
+      return std::nullopt;
+    const std::string &x = n.inputs[0], &y = n.outputs[0];
+    if (!runtime(x) || !runtime(y) || io_.count(x) || io_.count(y) || concat_values_.count(x) ||
+        concat_values_.count(y) || s.views.count(x) || s.views.count(y) || !same_format(x, y))
+      return std::nullopt;
+    for (const auto& [v, view] : s.views)
+      if (view.root == x) return std::nullopt;
+    if (o_.mapping) {
+      const LayerMapping* m = o_.mapping->find(n.name);
+      if (m && m->placement && *m->placement != Placement::kFree) return std::nullopt;
+    }
+    auto readers = readers_.find(x);
+    auto producer = producer_.find(x);
+    if (readers == readers_.end() || readers->second.size() != 1 || producer == producer_.end())
+      return std::nullopt;
+    const Shape& xs = g_.value(x).shape;
+    std::vector<int64_t> perm = n.attr_ints("perm", {});
+    const size_t r = xs.size();
+    if (perm.empty())
+      for (size_t i = 0; i < r; ++i) perm.push_back(static_cast<int64_t>(r - 1 - i));
+    if (perm.size() != r) return std::nullopt;
+    // y[j] = x[i] with j_k = i_perm[k]: x's dim perm[k] steps as y's dim k.
+    const std::vector<int64_t> ys = dense_strides(g_.value(y).shape);
+    std::vector<int64_t> st(r, -1);
+    for (size_t k = 0; k < r; ++k) {
+      if (perm[k] < 0 || perm[k] >= static_cast<int64_t>(r)) return std::nullopt;
+      st[static_cast<size_t>(perm[k])] = ys[k];
+    }
+    const Node& p = *producer->second;
+    if (!StridedViews::writes_view(g_, p, placement_of(p), x, xs, st)) return std::nullopt;
+    return StridedViews::View{y, 0, st};
+  }
+
   const Graph& g_;
   const CompileOptions& o_;
   const std::map<std::string, isa::DType>& storage_;
   const std::map<std::string, Placement>& placement_;
   std::map<std::string, std::vector<const Node*>> readers_;
+  std::map<std::string, const Node*> producer_;
   std::set<std::string> io_, concat_values_, rejected_;
 };
 
@@ -245,8 +295,30 @@ bool StridedViews::reads_view(const Graph& g, const Node& n, Placement placement
   return false;
 }
 
+bool StridedViews::writes_view(const Graph& g, const Node& n, Placement placement, const std::string& v,
+                               const Shape& shape, const std::vector<int64_t>& strides) {
+  if (!n.domain.empty() || (n.op_type != "MatMul" && n.op_type != "Gemm") ||
+      placement != Placement::kNpuMatrix || n.outputs.size() != 1 || n.outputs[0] != v ||
+      strides.size() != shape.size() || shape.size() < 2 || strides.back() != 1)
+    return false;
+  // The batch matrices evenly spaced (one image stride); with shared weights the rows of every batch too.
+  const bool b_runtime = n.op_type == "MatMul" && n.has_input(1) && !g.value(n.inputs[1]).is_constant();
+  const size_t r = shape.size();
+  for (size_t i = 0; i + (b_runtime ? 3 : 2) < r; ++i)
+    if (shape[i] != 1 && strides[i] != strides[i + 1] * shape[i + 1]) return false;
+  return true;
+}
+
 std::string StridedViews::describe(const Graph& g, const Node& n) const {
   if (!folds(n)) return "";
+  if (written.count(n.name)) {
+    const View& v = views.at(n.inputs[0]);
+    const int p = g.producer(n.inputs[0]);
+    return fmt::format(
+        "folded into its producer's stores: '{}' writes its output in place into '{}' (strides [{}]); "
+        "no instructions",
+        p < 0 ? n.inputs[0] : g.nodes[static_cast<size_t>(p)].name, v.root, fmt::join(v.strides, ", "));
+  }
   const View& v = views.at(n.outputs[0]);
   std::vector<std::string> readers;
   for (int k : g.consumers(n.outputs[0])) readers.push_back("'" + g.nodes[static_cast<size_t>(k)].name + "'");

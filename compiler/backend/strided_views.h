@@ -16,6 +16,10 @@
 //   ONNX order; its root is the first value of the chain that is not a view (the projection's output);
 // - exact: the view holds the bytes the copy would have written -- the same storage format, and under an
 //   int8 plan the same QParams (Slices and Transposes keep their input's, so the codes pass through);
+// - the other way round, a Transpose that merges the heads back ([H, S, dh] -> [S, H, dh]) and is its
+//   input's only reader is folded into that input's producer: a MatMul (the attention's value MatMul, or
+//   the fused block) stores its output straight into the Transpose's output, rows D elements apart
+//   (writes_view), as a Concat's producers write into its slices;
 // - who may see one: every reader of a view is either a node that is itself a view, or a lowering that
 //   loads boxes of it with its strides itself (reads_view): a MatMul's A operand and its runtime B operand
 //   (rows contiguous, any row pitch, any offset per batch matrix; the fused attention block too), the
@@ -44,7 +48,8 @@ struct StridedViews {
     std::vector<int64_t> strides;  // elements per index of each dim (ONNX order)
   };
   std::map<std::string, View> views;  // by value
-  std::set<std::string> folded;       // nodes whose output is a view: no instructions
+  std::set<std::string> folded;       // nodes whose output is a view, or whose input is written as one
+  std::set<std::string> written;      // of those, the Transposes whose producer writes their output
 
   bool folds(const Node& n) const { return folded.count(n.name) > 0; }
   // The one-line mapping of a folded node ("" for others).
@@ -53,6 +58,11 @@ struct StridedViews {
   // Whether node n's lowering loads input `v` itself as a view of `shape` with `strides` (see above).
   static bool reads_view(const Graph& g, const Node& n, Placement placement, const std::string& v,
                          const Shape& shape, const std::vector<int64_t>& strides);
+  // Whether node n's lowering stores its output `v` itself as a view of `shape` with `strides`: a MatMul's
+  // or Gemm's output tiles (rows contiguous, any row pitch; batch matrices evenly spaced), the fused
+  // attention block's too.
+  static bool writes_view(const Graph& g, const Node& n, Placement placement, const std::string& v,
+                          const Shape& shape, const std::vector<int64_t>& strides);
 };
 
 // Strides of a view of `shape` / `strides` reshaped to `to` without moving an element (torch's view()
