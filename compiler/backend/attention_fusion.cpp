@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "compiler/backend/int8.h"
+#include "compiler/backend/matrix_walk.h"
 #include "compiler/backend/movement.h"
 #include "compiler/backend/rowwise.h"
 #include "compiler/passes/lowered.h"
@@ -24,6 +25,9 @@ namespace {
 // The block's tensors and shapes: G heads (the batch dims), Sq query rows, Sk keys, dk, dv.
 struct Chain {
   const DramTensor *q = nullptr, *kt = nullptr, *v = nullptr, *y = nullptr;
+  // Where each head's Q, K^T and V start and their row pitches: any of them may be a strided view of the
+  // QKV projection's output (backend/strided_views.h).
+  MatrixRows qr, ktr, vr, yr;  // ... and the output's (a head-merging Transpose's output, likewise)
   std::string scores, probs;
   std::vector<std::string> values;  // the intermediates in order: the scores, [scaled, masked,] probabilities
   int64_t G = 1, Sq = 0, Sk = 0, dk = 0, dv = 0;
@@ -106,11 +110,9 @@ bool mask_rows(const Shape& m, const Shape& scores, std::vector<int64_t>* rows) 
 
 // Why the nodes from i on are not an attention block fusion takes ("" = they are), and the chain (its
 // nodes are [i, i + *count)).
-std::string match(const Context& c, size_t i, Chain* ch, size_t* count) {
-  if (!c.options.keep_on_chip) return "fusion is off";
-  if (c.g.nhwc_io || c.shared_capacity() > 0) return "one scratchpad for inputs and weights";
-  if (c.on_chip.pending) return "a value is held on chip";
-  const Graph& g = c.g;
+// The nodes' shape alone: MatMul -> [scale] -> [mask] -> Softmax -> MatMul, each intermediate read only by
+// the next ("" = they are; *add the mask's Add, if any).
+std::string chain(const Graph& g, size_t i, Chain* ch, size_t* count, const Node** add_node) {
   const Node& a = g.nodes[i];
   if (!plain_matmul(g, a)) return "not a plain MatMul";
   size_t k = i + 1;
@@ -140,6 +142,20 @@ std::string match(const Context& c, size_t i, Chain* ch, size_t* count) {
   *count = k + 2 - i;
   for (size_t v = 0; v < ch->values.size(); ++v)
     if (!only_read_by(g, ch->values[v], i + 1 + v)) return "intermediates read elsewhere";
+  *add_node = add;
+  return "";
+}
+
+std::string match(const Context& c, size_t i, Chain* ch, size_t* count) {
+  if (!c.options.keep_on_chip) return "fusion is off";
+  if (c.g.nhwc_io || c.shared_capacity() > 0) return "one scratchpad for inputs and weights";
+  if (c.on_chip.pending) return "a value is held on chip";
+  const Graph& g = c.g;
+  const Node* add = nullptr;
+  if (std::string why = chain(g, i, ch, count, &add); !why.empty()) return why;
+  const Node& a = g.nodes[i];
+  const Node& s = g.nodes[i + *count - 2];
+  const Node& b = g.nodes[i + *count - 1];
   if (c.options.mapping) {
     for (size_t n = i; n < i + *count; ++n) {
       const LayerMapping* m = c.options.mapping->find(g.nodes[n].name);
@@ -149,7 +165,9 @@ std::string match(const Context& c, size_t i, Chain* ch, size_t* count) {
         return "a mapping file imposes the layer-by-layer program";
     }
   }
-  std::vector<std::string> dense = {a.inputs[0], a.inputs[1], b.inputs[1], b.outputs[0]};
+  // Q, K^T and V are read by rows (strided views included); the rest must be dense.
+  const std::vector<std::string> operands = {a.inputs[0], a.inputs[1], b.inputs[1], b.outputs[0]};
+  std::vector<std::string> dense;
   dense.insert(dense.end(), ch->values.begin(), ch->values.end());
   if (add && !g.value(add->inputs[1]).is_constant()) dense.push_back(add->inputs[1]);
   if (c.options.plan) {
@@ -173,6 +191,13 @@ std::string match(const Context& c, size_t i, Chain* ch, size_t* count) {
           !dense_onnx_order(t->second))
         return "int8: a tensor is not dense codes";
     }
+    for (const std::string& v : operands) {
+      auto q = plan.values.find(v);
+      auto t = c.tensors.find(v);
+      if (q == plan.values.end() || t == c.tensors.end() || t->second.dtype != q->second.dtype ||
+          !matrix_rows(t->second))
+        return "int8: an operand is not codes in rows";
+    }
     ch->int8 = true;
     ch->score_q = &plan.layers.at(a.name), ch->value_q = &plan.layers.at(b.name);
     ch->s_q = &plan.values.at(a.outputs[0]), ch->p_q = &plan.values.at(s.outputs[0]);
@@ -184,10 +209,17 @@ std::string match(const Context& c, size_t i, Chain* ch, size_t* count) {
       if (t == c.tensors.end() || !dense_onnx_order(t->second) || t->second.dtype != c.act)
         return "a tensor is not dense";
     }
+    for (const std::string& v : operands) {
+      auto t = c.tensors.find(v);
+      if (t == c.tensors.end() || !matrix_rows(t->second) || t->second.dtype != c.act)
+        return "an operand's rows are not contiguous";
+    }
     ch->eo = c.esize;
   }
   ch->q = &c.tensor(a.inputs[0]), ch->kt = &c.tensor(a.inputs[1]), ch->v = &c.tensor(b.inputs[1]);
+  ch->qr = *matrix_rows(*ch->q), ch->ktr = *matrix_rows(*ch->kt), ch->vr = *matrix_rows(*ch->v);
   ch->y = &c.tensor(b.outputs[0]);
+  ch->yr = *matrix_rows(*ch->y);
   ch->scores = a.outputs[0], ch->probs = s.outputs[0];
   const Shape &q = ch->q->shape, &kt = ch->kt->shape, &v = ch->v->shape, &y = ch->y->shape;
   const size_t r = q.size();
@@ -327,10 +359,13 @@ void emit(Context& c, const Chain& ch, const Blocking& b, bool round_trip) {
   int64_t tile = 0;
   for (int64_t h = 0; h < ch.G; ++h) {
     const int set = static_cast<int>(h % b.sets);
-    c.load(Buffer::kWeight, kt_at[set], ch.kt->range(), ch.kt->addr + bytes(h * ch.dk * ch.Sk), ch.kt->dtype,
-           {ch.Sk, ch.dk, 1, 1}, {ch.Sk, 0, 0});
-    c.load(Buffer::kWeight, v_at[set], ch.v->range(), ch.v->addr + bytes(h * ch.Sk * ch.dv), ch.v->dtype,
-           {ch.dv, ch.Sk, 1, 1}, {ch.dv, 0, 0});
+    const auto head = [&](const MatrixRows& m) {
+      return static_cast<int64_t>(m.start.at(static_cast<size_t>(h)));
+    };
+    c.load(Buffer::kWeight, kt_at[set], ch.kt->range(), ch.kt->addr + bytes(head(ch.ktr)), ch.kt->dtype,
+           {ch.Sk, ch.dk, 1, 1}, {ch.ktr.pitch, 0, 0});
+    c.load(Buffer::kWeight, v_at[set], ch.v->range(), ch.v->addr + bytes(head(ch.vr)), ch.v->dtype,
+           {ch.dv, ch.Sk, 1, 1}, {ch.vr.pitch, 0, 0});
     if (ch.mask) {
       c.load(Buffer::kAccumulator, mask_at[set], mask_range,
              mask_addr + static_cast<uint64_t>(ch.mask_row[static_cast<size_t>(h)] * es), c.act,
@@ -341,8 +376,8 @@ void emit(Context& c, const Chain& ch, const Blocking& b, bool round_trip) {
       const int64_t rows = std::min(r, ch.Sq - r0), row0 = h * ch.Sq + r0;
       const At p{Buffer::kInput, p_at[side]}, s{Buffer::kAccumulator, s_at[side]};
       const At o{Buffer::kAccumulator, o_at[side]}, m{Buffer::kAccumulator, m_at[side]};
-      c.load(Buffer::kInput, q_at[side], ch.q->range(), ch.q->addr + bytes(row0 * ch.dk), ch.q->dtype,
-             {ch.dk, rows, 1, 1}, {ch.dk, 0, 0});
+      c.load(Buffer::kInput, q_at[side], ch.q->range(), ch.q->addr + bytes(head(ch.qr) + r0 * ch.qr.pitch),
+             ch.q->dtype, {ch.dk, rows, 1, 1}, {ch.qr.pitch, 0, 0});
       matmul(ch.q->dtype, q_at[side], kt_at[set], s.addr, rows, ch.dk, ch.Sk);
       // The scores as the score MatMul's epilogue writes them for its STORE: rounded to the activation
       // format, or (int8) requantized to their codes.
@@ -380,8 +415,8 @@ void emit(Context& c, const Chain& ch, const Blocking& b, bool round_trip) {
         output_stage(*ch.value_q, *ch.y_q, v_triples, o, o, ch.dv, rows);
       else if (c.act != DType::kFp32)
         vec(VecOp::kCopy, DType::kFp32, c.act, o, o, ch.dv, rows);
-      c.store(o.buf, o.addr, ch.y->range(), ch.y->addr + bytes(row0 * ch.dv), ch.y->dtype, {ch.dv, rows, 1, 1},
-              {ch.dv, 0, 0});
+      c.store(o.buf, o.addr, ch.y->range(), ch.y->addr + bytes(head(ch.yr) + r0 * ch.yr.pitch), ch.y->dtype,
+              {ch.dv, rows, 1, 1}, {ch.yr.pitch, 0, 0});
     }
   }
 }
@@ -430,6 +465,14 @@ class ComputeFormat {
 };
 
 }  // namespace
+
+size_t attention_candidate(const Graph& g, size_t i) {
+  if (i >= g.nodes.size()) return 0;
+  Chain ch;
+  size_t count = 0;
+  const Node* add = nullptr;
+  return chain(g, i, &ch, &count, &add).empty() ? count : 0;
+}
 
 AttentionBlock lower_attention(Context& c, size_t i) {
   Chain ch;

@@ -43,6 +43,11 @@ struct AttentionBlock {
   bool covers(size_t i) const { return fused() && i > first && i <= last; }
 };
 
+// The number of nodes of the attention block starting at node i by the nodes' shape alone (0: none), which
+// fusion may take: the memory plan keeps the block's output from the first node on, since the fused
+// block writes it there (while still reading Q, K^T and V).
+size_t attention_candidate(const Graph& g, size_t i);
+
 // Before matrix node i is lowered: when it starts an attention block that fusion takes and its fused
 // code is faster, emits that code as node i's layer (its plan: mapping, tiles, SRAM, MACs, on-chip
 // input) and returns the block; otherwise emits nothing and returns an empty block.

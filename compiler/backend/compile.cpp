@@ -11,15 +11,16 @@
 #include <numeric>
 
 #include "compiler/backend/attention_fusion.h"
-#include "compiler/backend/layer_fusion.h"
 #include "compiler/backend/concat_in_place.h"
 #include "compiler/backend/context.h"
 #include "compiler/backend/imposed.h"
 #include "compiler/backend/int8.h"
+#include "compiler/backend/layer_fusion.h"
 #include "compiler/backend/movement.h"
 #include "compiler/backend/residency.h"
 #include "compiler/backend/roofline.h"
 #include "compiler/backend/se_fusion.h"
+#include "compiler/backend/strided_views.h"
 #include "compiler/backend/vector_tiling.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/precision.h"
@@ -220,7 +221,10 @@ class ViewScope {
       for (const auto& s : output ? n_.outputs : n_.inputs) {
         if (s.empty() || saved_.count(s) || !c_.tensors.count(s)) continue;
         const DramTensor t = c_.tensors.at(s);
-        if (!t.strided() || backend::ConcatFolding::takes_view(c_.g, n_, placement, s, output)) continue;
+        if (!t.strided() || backend::ConcatFolding::takes_view(c_.g, n_, placement, s, output) ||
+            (!output && backend::StridedViews::reads_view(c_.g, n_, placement, s, t.shape, t.view_strides)) ||
+            (output && backend::StridedViews::writes_view(c_.g, n_, placement, s, t.shape, t.view_strides)))
+          continue;
         const DramTensor d = backend::dense_scratch(c_, t);
         if (!output) backend::copy_tensor(c_, t, d);
         if (output) outputs_.push_back(s);
@@ -295,6 +299,9 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     }
     c.folding = backend::fold_concats(g, options, storage, placements);
     for (const auto& [v, slice] : c.folding.views) root[v] = slice.root;
+    // Slices, Transposes and the Reshapes between them read in place (backend/strided_views.h).
+    c.views = backend::fold_views(g, options, storage, placements, c.folding);
+    for (const auto& [v, view] : c.views.views) root[v] = view.root;
   }
   std::map<std::string, Buf> bufs;
   const int kEnd = static_cast<int>(g.nodes.size());
@@ -327,6 +334,12 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     for (const auto& s : g.nodes[static_cast<size_t>(i) + 1].outputs)
       if (!s.empty()) touch(s, i);
   }
+  // A fused attention block writes its value MatMul's output at its first node, while it still reads Q, K^T
+  // and V (attention_fusion.h).
+  for (int i = 0; options.keep_on_chip && i < kEnd; ++i) {
+    const size_t span = backend::attention_candidate(g, static_cast<size_t>(i));
+    if (span > 0) touch(g.nodes[static_cast<size_t>(i) + span - 1].outputs[0], i);
+  }
   uint64_t no_reuse = 0;
   for (auto& [name, b] : bufs) {
     const Value& v = g.value(name);
@@ -352,12 +365,16 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     t.dtype = value_dtype(name);
     t.bytes = static_cast<uint64_t>(std::max<int64_t>(1, num_elements(v.shape))) *
               static_cast<uint64_t>(isa::dtype_bytes(t.dtype));
-    if (auto view = c.folding.views.find(name); view != c.folding.views.end()) {
-      t.addr += static_cast<uint64_t>(view->second.offset * isa::dtype_bytes(t.dtype));
+    const auto as_view = [&](int64_t offset, const std::vector<int64_t>& strides) {
+      t.addr += static_cast<uint64_t>(offset * isa::dtype_bytes(t.dtype));
       const std::vector<int64_t> dense = t.strides();
       for (size_t i = 0; i < t.phys.size(); ++i)
-        if (t.phys[i] != 1 && dense[i] != view->second.strides[i]) t.view_strides = view->second.strides;
-    }
+        if (t.phys[i] != 1 && dense[i] != strides[i]) t.view_strides = strides;
+    };
+    if (auto view = c.folding.views.find(name); view != c.folding.views.end())
+      as_view(view->second.offset, view->second.strides);
+    if (auto view = c.views.views.find(name); view != c.views.views.end())
+      as_view(view->second.offset, view->second.strides);
     return t;
   };
   for (const auto& in : g.inputs) {
@@ -387,7 +404,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     plan.name = n.name;
     plan.op = n.op_type;
     plan.placement = placement_of(n);
-    const bool folded = c.folding.folded(n);
+    const bool folded = c.folding.folded(n) || c.views.folds(n);
     if (folded) plan.placement = Placement::kFree;
     c.plan = &plan;
     const LayerMapping* imposed = options.mapping ? options.mapping->find(n.name) : nullptr;
@@ -409,7 +426,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
                                    n.attr_string(kLayoutReason, "")});
     }
     if (folded) {
-      plan.mapping = c.folding.describe(n);
+      plan.mapping = c.views.folds(n) ? c.views.describe(g, n) : c.folding.describe(n);
     } else if (attention.covers(i)) {
       plan.mapping = backend::describe_fused(c, attention, i);
       plan.fused_into = g.nodes[attention.first].name;

@@ -12,6 +12,7 @@
 #include "compiler/backend/compile.h"
 #include "compiler/backend/concat_in_place.h"
 #include "compiler/backend/emitter.h"
+#include "compiler/backend/strided_views.h"
 #include "compiler/ir/graph.h"
 #include "isa/ceil_div.h"
 #include "isa/isa.h"
@@ -120,6 +121,7 @@ class Context {
   int64_t slot_elems = 0;
   std::map<std::string, DramTensor> tensors;  // runtime values by name
   ConcatFolding folding;                      // values written in place into a Concat's buffer
+  StridedViews views;                         // Slices / Transposes read in place (strided_views.h)
   // # int8: runtime values the current node reads or writes as int8/uint8 codes itself (PlanScope
   // deferred their conversion to fp32 into the node's tile loop): name -> their QParams (plan-owned).
   std::map<std::string, const quant::QParams*> codes;

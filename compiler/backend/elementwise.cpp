@@ -296,7 +296,9 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
     mode = dims[0].b_full ? Bcast::kNone : Bcast::kScalar;
     box_dims = 1;
   } else {
-    mode = dims[k - 1].b_full ? Bcast::kRow : Bcast::kCol;
+    // Two innermost dims both broadcast stay apart only when A's strides keep them apart (A a strided
+    // view, backend/strided_views.h): B is then one value for the whole box.
+    mode = dims[k - 1].b_full ? Bcast::kRow : dims[k - 2].b_full ? Bcast::kCol : Bcast::kScalar;
     box_dims = 2;
   }
   Slots sa = make_slots(c, Buffer::kInput, 0, max_tile);
@@ -375,7 +377,9 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
       yo += p.r0 * dims[k - 2].y_stride + p.c0;
       ast = {dims[k - 2].a_stride, 0, 0};
       yst_box = {dims[k - 2].y_stride, 0, 0};
-      if (mode == Bcast::kRow) {
+      if (mode == Bcast::kScalar) {
+        b_n = 1;
+      } else if (mode == Bcast::kRow) {
         bo += p.c0 * dims[k - 1].b_stride;
         b_n = d0;
         bsz = {d0, 1, 1, 1};

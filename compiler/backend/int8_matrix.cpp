@@ -558,17 +558,29 @@ bool lower_matrix_int8(Context& c, const Node& n) {
     const int64_t Mr = x.shape[x.shape.size() - 2], K = x.shape.back(), N = b.shape.back();
     if (b.shape[b.shape.size() - 2] != K || K > 65535 || N > 65535) return false;
     const std::optional<MatmulBatches> mb = matmul_batches(x.shape, b.shape, y.shape);
-    if (!mb) return false;
+    // Either operand may be a strided view (backend/strided_views.h): rows `pitch` apart.
+    const std::optional<MatrixRows> ar = matrix_rows(x), br = matrix_rows(b), yr = matrix_rows(y);
+    if (!mb || !ar || !br || !yr) return false;
+    if (x.strided()) j.a_pitch = ar->pitch;
+    if (b.strided()) j.b_pitch = br->pitch;
+    if (y.strided()) {  // written into a head-merging Transpose's output: images evenly spaced
+      j.y_pitch = yr->pitch;
+      j.y_view_img = yr->start.size() > 1 ? yr->start[1] : 0;
+      for (size_t i = 0; i < yr->start.size(); ++i)
+        if (yr->start[i] != static_cast<int64_t>(i) * j.y_view_img) return false;
+    }
     j.gemm = true;
     j.images = mb->images;
     j.C = K, j.W = 1, j.OW = 1, j.M = N, j.cg = K, j.mg = N;
     j.H = j.OH = Mr;
     j.y_img = Mr * N;
     j.b_const = false;
-    const std::vector<int64_t> ao = mb->a_off, bo = mb->b_off;
+    std::vector<int64_t> ao, bo;  // where each image's A and B start (elements, 1 byte each)
+    for (int64_t i : mb->a_off) ao.push_back(ar->start.at(static_cast<size_t>(i)));
+    for (int64_t i : mb->b_off) bo.push_back(br->start.at(static_cast<size_t>(i)));
     const uint64_t xa = x.addr, ba = b.addr;
-    j.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(ao[static_cast<size_t>(img)] * Mr * K); };
-    j.b_base = [=](int64_t img) { return ba + static_cast<uint64_t>(bo[static_cast<size_t>(img)] * K * N); };
+    j.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(ao[static_cast<size_t>(img)]); };
+    j.b_base = [=](int64_t img) { return ba + static_cast<uint64_t>(bo[static_cast<size_t>(img)]); };
     j.b_range = b.range();
     c.plan->mapping = fmt::format("int8 MATMUL M={} K={} N={} (runtime B){}", Mr, K, N,
                                   j.images > 1 ? fmt::format(" x {} batches", j.images) : "");
@@ -576,6 +588,11 @@ bool lower_matrix_int8(Context& c, const Node& n) {
     // Gemm/MatMul with a shared constant 2-D weight [K][N]: every batch dim of A folds into M.
     if (!x.layout.empty() || !y.layout.empty() || L.weight_shape.size() != 2 || x.shape.empty()) return false;
     if (n.op_type == "Gemm" && (n.attr_int("transA", 0) || n.attr_int("transB", 0))) return false;
+    const std::optional<MatrixRows> ar = matrix_rows(x),
+                                    yr = matrix_rows(y);  // views: evenly spaced rows only
+    if (!ar || !ar->uniform || !yr || !yr->uniform) return false;
+    if (x.strided()) j.a_pitch = ar->pitch;
+    if (y.strided()) j.y_pitch = yr->pitch;
     const int64_t K = L.weight_shape[0], N = L.weight_shape[1];
     if (x.shape.back() != K || K > 65535 || N > 65535) return false;
     j.gemm = true;

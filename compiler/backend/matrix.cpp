@@ -530,8 +530,14 @@ bool lower_gemm(Context& c, const Node& n) {
   const Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
   const int64_t a_count = num_elements(a_batch);
   const uint64_t aa = a.addr, ya = y.addr;
+  // A may be a strided view (backend/strided_views.h): its rows `pitch` apart, its matrices anywhere.
+  const std::optional<MatrixRows> ar = matrix_rows(a), yr = matrix_rows(y);
+  if (!ar || !yr) return false;
+  if (a.strided()) j.a_pitch = ar->pitch;
+  if (y.strided()) j.y_pitch = yr->pitch;  // written into a head-merging Transpose's output (strided_views.h)
   if (bv.is_constant() && b_batch.empty()) {
     // Shared 2-D weights: fold every batch dimension of A into M.
+    if (!ar->uniform || !yr->uniform) return false;
     j.images = 1;
     j.H = j.OH = a_count * M;
     j.a_base = [=](int64_t) { return aa; };
@@ -543,16 +549,22 @@ bool lower_gemm(Context& c, const Node& n) {
     const DramTensor& b = c.tensor(n.inputs[1]);
     if (!b.layout.empty()) return false;
     const std::optional<MatmulBatches> mb = matmul_batches(a.shape, bv.shape, y.shape);
-    if (!mb) return false;
-    const std::vector<int64_t> ao = mb->a_off, bo = mb->b_off;
+    const std::optional<MatrixRows> br = matrix_rows(b);
+    if (!mb || !br) return false;
+    if (b.strided()) j.b_pitch = br->pitch;
+    std::vector<int64_t> ao, bo;  // where each image's A and B start (elements)
+    for (int64_t i : mb->a_off) ao.push_back(ar->start.at(static_cast<size_t>(i)));
+    for (int64_t i : mb->b_off) bo.push_back(br->start.at(static_cast<size_t>(i)));
     const int64_t images = mb->images;
     j.images = images;
     j.H = j.OH = M;
     j.b_const = false;
     const uint64_t ba = b.addr;
-    j.a_base = [=](int64_t img) { return aa + static_cast<uint64_t>(ao[static_cast<size_t>(img)] * M * K) * es; };
-    j.b_base = [=](int64_t img) { return ba + static_cast<uint64_t>(bo[static_cast<size_t>(img)] * K * N) * es; };
-    j.y_base = [=](int64_t img) { return ya + static_cast<uint64_t>(img * M * N) * es; };
+    j.a_base = [=](int64_t img) { return aa + static_cast<uint64_t>(ao[static_cast<size_t>(img)]) * es; };
+    j.b_base = [=](int64_t img) { return ba + static_cast<uint64_t>(bo[static_cast<size_t>(img)]) * es; };
+    std::vector<int64_t> yo;  // where each output matrix starts (elements)
+    for (int64_t i = 0; i < images; ++i) yo.push_back(yr->start.at(static_cast<size_t>(i)));
+    j.y_base = [=](int64_t img) { return ya + static_cast<uint64_t>(yo[static_cast<size_t>(img)]) * es; };
     j.b_range = b.range();
   }
   j.a_range = a.range();

@@ -49,6 +49,36 @@ std::optional<MatmulBatches> matmul_batches(const Shape& a, const Shape& b, cons
   return m;
 }
 
+std::optional<MatrixRows> matrix_rows(const DramTensor& t) {
+  const size_t r = t.shape.size();
+  for (size_t k = 0; k < t.layout.size(); ++k)
+    if (t.layout[k] != static_cast<int>(k)) return std::nullopt;
+  if (r < 2) {
+    MatrixRows m;
+    m.start = {0};
+    m.pitch = r == 1 ? t.shape[0] : 1;
+    return m;
+  }
+  const std::vector<int64_t> st = t.strides();
+  if (st[r - 1] != 1 && t.shape[r - 1] != 1) return std::nullopt;
+  MatrixRows m;
+  m.pitch = t.shape[r - 2] == 1 && !t.strided() ? t.shape[r - 1] : st[r - 2];
+  for (size_t d = 0; d + 2 < r; ++d)
+    if (t.shape[d] != 1 && st[d] != st[d + 1] * t.shape[d + 1]) m.uniform = false;
+  const Shape batch(t.shape.begin(), t.shape.end() - 2);
+  const int64_t count = num_elements(batch);
+  m.start.resize(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t rem = i, at = 0;
+    for (size_t d = batch.size(); d-- > 0;) {
+      at += rem % batch[d] * st[d];
+      rem /= batch[d];
+    }
+    m.start[static_cast<size_t>(i)] = at;
+  }
+  return m;
+}
+
 using isa::Buffer;
 using isa::DType;
 using isa::VecOp;
@@ -229,7 +259,8 @@ void MatrixMapper::estimate(Tiling& t) const {
   }
   for (auto [k, kcnt] : kc) {
     for (auto [n, ncnt] : nc) {
-      const BoxCost& b = dma_cost(n, k, j_.kh * j_.kw, n, k * n, o.w);
+      const int64_t bp = j_.b_pitch ? j_.b_pitch : n;  // a strided view's rows (runtime B)
+      const BoxCost& b = dma_cost(n, k, j_.kh * j_.kw, bp, k * bp, o.w);
       const double once = j_.b_const ? 1.0 : static_cast<double>(j_.images);  // a runtime B: per image
       const double times_b =
           j_.b_sram >= 0 ? 0.0
@@ -254,7 +285,9 @@ void MatrixMapper::estimate(Tiling& t) const {
   const double first = (j_.a_sram >= 0 ? 0.0
                                        : dma_cycles(t.tc, j_.in_cols(t.tow), j_.in_rows(t.toh),
                                                     j_.pixel_stride(), j_.row_stride(), o.a)) +
-                       (j_.b_sram >= 0 ? 0.0 : dma_cycles(t.tn, t.tc, j_.kh * j_.kw, t.tn, t.tc * t.tn, o.w));
+                       (j_.b_sram >= 0 ? 0.0
+                                       : dma_cycles(t.tn, t.tc, j_.kh * j_.kw, j_.b_pitch ? j_.b_pitch : t.tn,
+                                                    t.tc * (j_.b_pitch ? j_.b_pitch : t.tn), o.w));
   const double last = j_.y_sram >= 0 ? vec_cost(t.toh * t.tow * t.tn)
                                      : dma_cycles(t.tn, t.tow, t.toh, j_.out_pitch(), j_.out_row(), o.y);
   t.compute = compute;
@@ -496,8 +529,8 @@ void MatrixMapper::generate(const Tiling& t) {
             c_.load(Buffer::kWeight, b_cur, r, addr, s_.ops.w, {tn, tc, j_.kh * j_.kw, 1}, {tn, tc * tn, 0});
           } else {
             // Runtime B [K, N] of this image (gemm only).
-            const uint64_t addr = j_.b_base(s.img) + static_cast<uint64_t>((k0 * j_.M + n0) * ew);
-            c_.load(Buffer::kWeight, b_cur, j_.b_range, addr, s_.ops.w, {tn, tc, 1, 1}, {j_.M, 0, 0});
+            const uint64_t addr = j_.b_base(s.img) + static_cast<uint64_t>((k0 * j_.b_row() + n0) * ew);
+            c_.load(Buffer::kWeight, b_cur, j_.b_range, addr, s_.ops.w, {tn, tc, 1, 1}, {j_.b_row(), 0, 0});
           }
         }
         if (j_.gemm) {

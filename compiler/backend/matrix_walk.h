@@ -60,8 +60,14 @@ struct MatrixJob {
   // subsample_pointwise makes it a stride-1 conv over those pixels (H = OH, W = OW) that lie step_h
   // source rows of src_w pixels / step_w pixels apart: tiles load only what the array uses.
   int64_t step_h = 1, step_w = 1, src_w = 0;  // src_w 0: rows of W pixels
-  int64_t pixel_stride() const { return step_w * C; }
-  int64_t row_stride() const { return step_h * (src_w ? src_w : W) * C; }
+  // Elements between the input's pixels (a GEMM's rows) in DRAM when not C: the input is a strided view
+  // (backend/strided_views.h: one head of a QKV projection's output, its rows 3 x H x dh elements apart).
+  int64_t a_pitch = 0;
+  int64_t pixel_stride() const { return step_w * (a_pitch ? a_pitch : C); }
+  int64_t row_stride() const { return step_h * (src_w ? src_w : W) * (a_pitch ? a_pitch : C); }
+  // Elements between the rows of a runtime B in DRAM when not M (a strided view, likewise).
+  int64_t b_pitch = 0;
+  int64_t b_row() const { return b_pitch ? b_pitch : M; }
 
   // On-chip residency (backend/residency.h), byte addresses in the input scratchpad, -1 = none:
   // a_sram: the input is where its producer left it, dense [rows][C] (GEMMs: MATMUL reads each K chunk in
@@ -268,6 +274,18 @@ struct MatmulBatches {
   std::vector<int64_t> a_off, b_off;
 };
 std::optional<MatmulBatches> matmul_batches(const Shape& a, const Shape& b, const Shape& y);
+
+// A MatMul operand [..., rows, cols] in DRAM (ONNX order), dense or a strided view (backend/strided_views.h):
+// the element where each of its matrices starts (row-major over its batch dims; MatmulBatches' offsets
+// index it), the elements between its rows, and whether the rows of all its matrices are evenly spaced
+// (`pitch` apart, so the batch dims fold into the rows). nullopt when a row's elements are not contiguous.
+// A dense operand gives matrix i at i x rows x cols with a pitch of cols.
+struct MatrixRows {
+  std::vector<int64_t> start;
+  int64_t pitch = 0;
+  bool uniform = true;
+};
+std::optional<MatrixRows> matrix_rows(const DramTensor& t);
 
 // Turns a 1x1 conv with stride > 1 and no padding into a stride-1 conv over the pixels it reads (see
 // MatrixJob::pixel_stride); call after the job's input addressing (a_base) is set. False: left as is.

@@ -136,8 +136,10 @@ std::string permute_copy(Context& c, const DramTensor& x, const DramTensor& y, c
                          const std::function<void(uint64_t slot, int64_t d0, int64_t d1)>& on_tile) {
   const size_t r = y.shape.size();
   const auto xpos = positions(x);
-  const auto xst = dense_strides(x.phys);
-  const auto yst = dense_strides(y.phys);
+  // Either side may be a view with strides of its own (backend/strided_views.h: the K transpose of
+  // attention reads its head-split view of the QKV projection's output).
+  const auto xst = x.strides();
+  const auto yst = y.strides();
   std::vector<int> ylay = y.layout;
   if (ylay.empty()) {
     ylay.resize(r);

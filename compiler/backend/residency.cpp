@@ -124,7 +124,7 @@ bool as_sram_gemm(const MatrixJob& j, const OnChipValue& v, MatrixJob* g) {
   const bool pointwise = !j.gemm && j.kh == 1 && j.kw == 1 && j.sh == 1 && j.sw == 1 && j.pt == 0 &&
                          j.pl == 0 && j.OH == j.H && j.OW == j.W && j.step_h == 1 && j.step_w == 1 &&
                          j.src_w == 0 && j.y_pitch == 0 && j.y_row == 0;
-  if (!pointwise && !(j.gemm && j.images == 1)) return false;
+  if ((!pointwise && !(j.gemm && j.images == 1)) || j.a_pitch != 0) return false;
   *g = j;
   if (pointwise) {
     g->H = g->OH = j.images * j.OH * j.OW;

@@ -1,0 +1,163 @@
+// Data movement folded into its readers' loads (compiler/backend/strided_views.h): torch's
+// nn.MultiheadAttention as it exports -- a fused QKV projection, three Slices, Reshapes splitting the
+// heads, Transposes bringing them outside -- compiled with the simulation timer as `npusim run` compiles.
+// The Slices and the head-split Transposes become strided views of the projection's output (free, no
+// instructions), the Transpose merging the heads back is written in place by the value MatMul, and the
+// program's outputs are bit for bit those of the program that copies them.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "compiler/backend/compile.h"
+#include "compiler/backend/strided_views.h"
+#include "compiler/passes/lowered.h"
+#include "compiler/quant/accuracy.h"
+#include "sim/model/model.h"
+#include "tests/compiler/backend/functional.h"
+
+namespace npusim::compiler::testing {
+namespace {
+
+using V = std::vector<int64_t>;
+
+// x [S, 1, D] -> MatMul w [D, 3D] + bias -> Slice q, k, v along the last axis -> Reshape [S, H, dh] ->
+// Transpose q, v to [H, S, dh] and k to [H, dh, S] -> q / sqrt(dh) -> MatMul -> Softmax -> MatMul ->
+// Transpose [S, H, dh] -> Reshape [S, D] -> MatMul wo: S, H and dh are no multiples of the array or lanes.
+Graph multihead_attention(int64_t S, int64_t H, int64_t dh) {
+  const int64_t D = H * dh;
+  GraphBuilder b;
+  b.input("x", {S, 1, D}).constant("w", {D, 3 * D}, 0.5f, 31).constant("bias", {3 * D}, 0.5f, 32);
+  b.constant("wo", {D, D}, 0.5f, 33).constant("scale", Tensor::from_floats({}, {2.8284271f}));
+  b.constant("heads", Tensor::from_ints(DataType::kInt64, {3}, {S, H, dh}));
+  b.constant("merged", Tensor::from_ints(DataType::kInt64, {2}, {S, D}));
+  b.constant("axes", Tensor::from_ints(DataType::kInt64, {1}, {2}));
+  b.node("MatMul", {"x", "w"}, {"m"}, "in_proj");
+  b.node("Add", {"bias", "m"}, {"qkv"}, "in_proj_bias");
+  for (int64_t i = 0; i < 3; ++i) {
+    const std::string p = std::string(1, "qkv"[i]);
+    b.constant(p + "_start", Tensor::from_ints(DataType::kInt64, {1}, {i * D}));
+    b.constant(p + "_end", Tensor::from_ints(DataType::kInt64, {1}, {(i + 1) * D}));
+    b.node("Slice", {"qkv", p + "_start", p + "_end", "axes"}, {p + "_s"}, "slice_" + p);
+    b.node("Reshape", {p + "_s", "heads"}, {p + "_r"}, "split_" + p);
+    b.node("Transpose", {p + "_r"}, {p + "_t"}, "heads_" + p).attrs["perm"].value =
+        i == 1 ? V{1, 2, 0} : V{1, 0, 2};
+  }
+  b.node("Div", {"q_t", "scale"}, {"q_scaled"}, "scale_q");
+  b.node("MatMul", {"q_scaled", "k_t"}, {"s"}, "scores");
+  b.node("Softmax", {"s"}, {"p"}, "softmax").attrs["axis"].value = int64_t{-1};
+  b.node("MatMul", {"p", "v_t"}, {"o"}, "values");
+  b.node("Transpose", {"o"}, {"o_t"}, "merge").attrs["perm"].value = V{1, 0, 2};
+  b.node("Reshape", {"o_t", "merged"}, {"o_r"}, "merge_heads");
+  b.node("MatMul", {"o_r", "wo"}, {"y"}, "out_proj");
+  b.output("y");
+  return b.build();
+}
+
+struct Program {
+  CompileResult result;
+  Tensor y;
+};
+
+// Compiles (fp32/fp16, or int8 with a plan calibrated on the model) and runs on the datapath. `views`:
+// CompileOptions::fold_concats (off: every Slice and Transpose copies); `fusion`: the attention block fused.
+Program compile_and_run(const Graph& model, const isa::NpuConfig& config, isa::DType precision, bool int8,
+                        bool views, bool fusion) {
+  Graph lowered = model;
+  PipelineOptions o;
+  o.whole_row_limit = rowwise_row_limit(config);
+  lower(lowered, o);
+  quant::PrecisionPlan plan;
+  CompileOptions co;
+  co.precision = precision;
+  if (int8) {
+    quant::PlanRequest req;
+    req.spec.model = quant::Precision::kInt8;
+    req.calibration_count = 2;
+    plan = quant::build_plan(lowered, req, &model);
+    co.plan = &plan;
+  }
+  co.fold_concats = views;
+  co.keep_on_chip = fusion;
+  co.timer = sim::simulation_timer(config);
+  Program r;
+  r.result = compile(lowered, config, co);
+  r.y = run_program(r.result, config, {{"x", random_tensor(model.value("x").shape, 2.0f, 5)}}).at("y");
+  return r;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.size() == b.size() && std::memcmp(a.f.data(), b.f.data(), a.f.size() * sizeof(float)) == 0;
+}
+
+const LayerPlan& layer(const CompileResult& r, const std::string& name) {
+  for (const LayerPlan& l : r.layers)
+    if (l.name == name) return l;
+  throw std::runtime_error("no layer " + name);
+}
+
+int64_t dram_bytes(const CompileResult& r) {
+  int64_t bytes = 0;
+  for (const isa::Instruction& ins : r.program.instructions) {
+    if (ins.opcode != isa::Opcode::kLoad && ins.opcode != isa::Opcode::kStore) continue;
+    const auto dt = static_cast<isa::DType>(ins.get(isa::Field::kDtype));
+    bytes += static_cast<int64_t>(ins.get(isa::Field::kSize0) * ins.get(isa::Field::kSize1) *
+                                  ins.get(isa::Field::kSize2) * ins.get(isa::Field::kSize3)) *
+             isa::dtype_bytes(dt);
+  }
+  return bytes;
+}
+
+TEST(StridedViews, QkvSlicesAndHeadSplitTransposesAreFreeViewsAndTheOutputsStayTheCopyingProgramsBitForBit) {
+  const Graph g = multihead_attention(13, 3, 8);
+  struct Case {
+    isa::DType dt;
+    bool int8;
+  };
+  for (const Case& k :
+       {Case{isa::DType::kFp32, false}, Case{isa::DType::kFp16, false}, Case{isa::DType::kFp32, true}}) {
+    for (bool fusion : {true, false}) {
+      for (const isa::NpuConfig& config : {isa::NpuConfig{}, small_sram()}) {
+        const std::string what = std::string(k.int8 ? "int8" : isa::kDTypeNames[static_cast<size_t>(k.dt)]) +
+                                 (fusion ? " fused" : " layer by layer");
+        const Program folded = compile_and_run(g, config, k.dt, k.int8, true, fusion);
+        const Program copied = compile_and_run(g, config, k.dt, k.int8, false, fusion);
+        EXPECT_TRUE(same_bits(folded.y, copied.y)) << what;
+        for (const char* name : {"slice_q", "slice_k", "slice_v", "heads_q", "heads_v"}) {
+          const LayerPlan& l = layer(folded.result, name);
+          EXPECT_EQ(l.placement, Placement::kFree) << what << " " << name << ": " << l.mapping;
+          EXPECT_EQ(l.instructions, 0) << what << " " << name;
+          EXPECT_NE(l.mapping.find("a strided view of 'qkv'"), std::string::npos) << what << " " << l.mapping;
+          EXPECT_EQ(layer(copied.result, name).placement, Placement::kNpuVector) << what << " " << name;
+        }
+        // K is read by the transpose that remains (VEC transpose into [H, dh, S]) from the projection's
+        // output; the heads merge back as the value MatMul (or the fused block) writes its output in place.
+        EXPECT_GT(layer(folded.result, "heads_k").instructions, 0) << what;
+        const LayerPlan& merge = layer(folded.result, "merge");
+        EXPECT_EQ(merge.placement, Placement::kFree) << what << ": " << merge.mapping;
+        EXPECT_EQ(merge.instructions, 0) << what;
+        EXPECT_NE(merge.mapping.find("'values' writes its output in place into 'o_t'"), std::string::npos)
+            << what << ": " << merge.mapping;
+        EXPECT_EQ(layer(copied.result, "merge").placement, Placement::kNpuVector) << what;
+        const bool fused = layer(folded.result, "scores").mapping.rfind("fused attention", 0) == 0;
+        if (!k.int8) {
+          EXPECT_EQ(fused, fusion) << what << ": " << layer(folded.result, "scores").mapping;
+        }
+        // Q, K and V are no longer written and read back: 2 x 3 x S x D elements fewer.
+        EXPECT_LT(dram_bytes(folded.result), dram_bytes(copied.result)) << what;
+      }
+    }
+  }
+}
+
+TEST(StridedViews, AReshapeKeepsAViewOnlyWhereTheElementsItMergesAreEvenlySpaced) {
+  // A Slice of [S, 1, 3D] along the last axis, heads split: rows 3D apart, heads dh apart.
+  EXPECT_EQ(backend::reshaped_strides({5, 1, 12}, {36, 36, 1}, {5, 3, 4}), (V{36, 4, 1}));
+  EXPECT_EQ(backend::reshaped_strides({5, 1, 12}, {36, 36, 1}, {1, 5, 12}), (V{180, 36, 1}));
+  // Heads in front ([H, S, dh] of a dense [S, H, dh]): merging S and dh back needs a copy.
+  EXPECT_EQ(backend::reshaped_strides({5, 3, 4}, {4, 20, 1}, {5, 12}), V{});
+  // Dense: the dense strides.
+  EXPECT_EQ(backend::reshaped_strides({6, 4}, {4, 1}, {2, 3, 4}), (V{12, 4, 1}));
+}
+
+}  // namespace
+}  // namespace npusim::compiler::testing
