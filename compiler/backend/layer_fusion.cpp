@@ -559,11 +559,19 @@ std::string fusion_group(const Context& c, const ConvPool& p) {
 }
 
 std::string describe_fused_pool(const Context& c, const ConvPool& p) {
+  const std::string& conv = c.g.nodes[p.conv].name;
+  const std::string& input = c.g.nodes[p.pool].inputs[0];
+  if (!p.depthwise) {
+    return fmt::format(
+        "fused into the conv layer '{}' (no instructions of its own): pools bands of {} rows from its line "
+        "buffer, its input '{}' never touches DRAM",
+        conv, p.band_rows, input);
+  }
+  // As the layer-by-layer description starts (the precision, the op), then where it runs.
   return fmt::format(
-      "fused into the conv layer '{}' (no instructions of its own): {} bands of {} output rows from its line "
-      "buffer, its input '{}' never touches DRAM",
-      c.g.nodes[p.conv].name, p.depthwise ? "VEC dwconv over" : "pools", p.band_rows,
-      c.g.nodes[p.pool].inputs[0]);
+      "{}VEC dwconv {}x{} stride {}x{}, {} channels, fused into the conv layer '{}' (no instructions of its "
+      "own): bands of {} output rows from its line buffer, its input '{}' never touches DRAM",
+      c.options.plan ? "int8 " : "", p.w.kh, p.w.kw, p.w.sh, p.w.sw, p.C, conv, p.band_rows, input);
 }
 
 }  // namespace npusim::compiler::backend
