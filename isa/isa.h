@@ -80,9 +80,11 @@ enum class Opcode : uint8_t {
   // (rows a_stride elements apart), B row-major in the weight buffer at b_addr (rows n apart), C
   // row-major int32/fp32 in the accumulator at c_addr (rows n apart). accumulate=1 adds to C.
   // preloaded=1 takes the stationary operand from the last PRELOAD instead of streaming it.
-  // Precisely (arch/datapath/executor.h): dtype is A's type; B is int8 when dtype is uint8, else
-  // dtype; int32 inputs are an error. a_stride=0 means dense (= k). Integer inputs accumulate in
-  // int32 (wrapping modulo 2^32), float inputs in fp32 (fp16/bf16 products are exact; with
+  // Precisely (arch/datapath/executor.h): dtype is A's type; B is int8 when dtype is uint8 or int16,
+  // else dtype; int32 and int64 inputs are an error. a_stride=0 means dense (= k). int8/uint8 inputs
+  // accumulate in int32 (wrapping modulo 2^32), int16 inputs in int64 (C has 8-byte elements; wrapping
+  // modulo 2^64, which K < 2^41 products never reach), float inputs in fp32 (fp16/bf16 products are exact;
+  // with
   // systolic_array.fp16_accumulate_fp32=false every addition rounds to the input precision). Each
   // output adds its products in k order onto C (accumulate=1) or 0, so the result does not depend on
   // the dataflow. preloaded=1: WS takes B, IS takes A from the stationary register, whose shape and
@@ -113,11 +115,23 @@ enum class Opcode : uint8_t {
 };
 inline constexpr int kNumOpcodes = 10;
 
-// Element types of tensors in DRAM and SRAM.
-enum class DType : uint8_t { kInt8 = 0, kUint8 = 1, kInt32 = 2, kFp16 = 3, kBf16 = 4, kFp32 = 5 };
-inline constexpr int kNumDTypes = 6;
-inline constexpr std::array<std::string_view, kNumDTypes> kDTypeNames = {"int8", "uint8", "int32",
-                                                                         "fp16", "bf16",  "fp32"};
+// Element types of tensors in DRAM and SRAM. int16 is an activation type (int16 x int8 MACs, at
+// systolic_array.int16_rate); int64 is the accumulator type of int16 MATMUL/CONV (a sum of K products of
+// up to 2^15 * 2^7 = 2^22 overflows int32 from K = 512 on, so the array accumulates int16 operands in
+// 64 bits, as TFLite's 16x8 kernels do in int64 and Ethos-U's in 48-bit accumulators).
+enum class DType : uint8_t {
+  kInt8 = 0,
+  kUint8 = 1,
+  kInt32 = 2,
+  kFp16 = 3,
+  kBf16 = 4,
+  kFp32 = 5,
+  kInt16 = 6,
+  kInt64 = 7
+};
+inline constexpr int kNumDTypes = 8;
+inline constexpr std::array<std::string_view, kNumDTypes> kDTypeNames = {"int8", "uint8", "int32", "fp16",
+                                                                         "bf16", "fp32",  "int16", "int64"};
 constexpr int dtype_bytes(DType t) {
   switch (t) {
     case DType::kInt8:
@@ -125,10 +139,13 @@ constexpr int dtype_bytes(DType t) {
       return 1;
     case DType::kFp16:
     case DType::kBf16:
+    case DType::kInt16:
       return 2;
     case DType::kInt32:
     case DType::kFp32:
       return 4;
+    case DType::kInt64:
+      return 8;
   }
   return 1;
 }
@@ -142,18 +159,18 @@ inline constexpr std::array<std::string_view, kNumBuffers> kBufferNames = {"inpu
 // `bcast` (none: same box; scalar: one element; row: one d0-vector reused for every row; col: one
 // element per row), result converted to the destination dtype.
 enum class VecOp : uint8_t {
-  kCopy = 0,         // dst = src1 (with dtype conversion)
-  kAdd = 1,          // dst = src1 + src2
-  kSub = 2,          // dst = src1 - src2
-  kMul = 3,          // dst = src1 * src2
-  kDiv = 4,          // dst = src1 / src2
-  kMax = 5,          // dst = max(src1, src2)
-  kMin = 6,          // dst = min(src1, src2)
-  kPow = 7,          // dst = src1 ^ src2
-  kRelu = 8,         // dst = max(src1, 0)
-  kLeakyRelu = 9,    // dst = src1 < 0 ? alpha * src1 : src1; alpha = imm0 as fp32 bits
-  kClip = 10,        // dst = clamp(src1, imm0, imm1) (fp32 bits)
-  kSigmoid = 11,     // lookup-table activations
+  kCopy = 0,       // dst = src1 (with dtype conversion)
+  kAdd = 1,        // dst = src1 + src2
+  kSub = 2,        // dst = src1 - src2
+  kMul = 3,        // dst = src1 * src2
+  kDiv = 4,        // dst = src1 / src2
+  kMax = 5,        // dst = max(src1, src2)
+  kMin = 6,        // dst = min(src1, src2)
+  kPow = 7,        // dst = src1 ^ src2
+  kRelu = 8,       // dst = max(src1, 0)
+  kLeakyRelu = 9,  // dst = src1 < 0 ? alpha * src1 : src1; alpha = imm0 as fp32 bits
+  kClip = 10,      // dst = clamp(src1, imm0, imm1) (fp32 bits)
+  kSigmoid = 11,   // lookup-table activations
   kTanh = 12,
   kGelu = 13,
   kErf = 14,
@@ -162,31 +179,34 @@ enum class VecOp : uint8_t {
   kRsqrt = 17,
   kHardSigmoid = 18,  // max(0, min(1, alpha*x + beta)); alpha = imm0, beta = imm1 (fp32 bits)
   kHardSwish = 19,    // x * hardsigmoid(x) with alpha 1/6, beta 1/2
-  kRequantize = 20,   // int32 -> int8: sat(((x * imm0) >> imm1 rounded) + zero_point), gemmlowp semantics
-                      // (exact formula: arch/datapath/numerics.h; imm2 = zero point; imm1 < 0 shifts
-                      // left; dtype_out may be uint8/int32 too). bcast != none: per-channel, src2 holds
-                      // int32 (multiplier, shift) pairs broadcast per bcast and imm0 = imm1 = 0.
-  kMaxPool = 21,      // d2 x d1 x d0 = H x W x C input; window win_h x win_w, stride str_h x str_w
-  kAvgPool = 22,      // output (H-win_h)/str_h+1 x (W-win_w)/str_w+1 x C; avg divides by win_h*win_w
-  kReduceSum = 23,    // reduce along d0: dst has d2 x d1 elements
+  kRequantize =
+      20,  // int32 -> int8: sat(((x * imm0) >> imm1 rounded) + zero_point), gemmlowp semantics
+           // (exact formula: arch/datapath/numerics.h; imm2 = zero point; imm1 < 0 shifts
+           // left; dtype_out may be any integer type). dtype int64 (int16 layers' sums): the
+           // same two roundings in 64 bits (isa/numerics.h requantize_unsaturated_64). bcast != none:
+           // per-channel, src2 holds int32 (multiplier, shift) pairs broadcast per bcast and imm0 = imm1 = 0.
+  kMaxPool = 21,    // d2 x d1 x d0 = H x W x C input; window win_h x win_w, stride str_h x str_w
+  kAvgPool = 22,    // output (H-win_h)/str_h+1 x (W-win_w)/str_w+1 x C; avg divides by win_h*win_w
+  kReduceSum = 23,  // reduce along d0: dst has d2 x d1 elements
   kReduceMax = 24,
   kReduceMean = 25,
-  kTranspose = 26,    // swap d0 and d1 of every d2-slice
+  kTranspose = 26,  // swap d0 and d1 of every d2-slice
   kAbs = 27,
   kNeg = 28,
   kRecip = 29,
-  kDwConv = 30,       // depthwise conv: d2 x d1 x d0 = H x W x C input tile (halo included) in src1; src2 holds
-                      // the weights [win_h][win_w][C] (int8 for uint8/int8 inputs, else dtype); stride
-                      // str_h x str_w, dilation imm0 x imm1 (0 = 1); dst = [OH][OW][C] sums in int32 (integer
-                      // inputs) or fp32 (dtype_out must be that type), OH = (H - (win_h-1)*imm0 - 1)/str_h + 1.
-                      // Each output adds its products in (i, j) window order onto 0, as CONV does.
-  kOutput = 31,       // the output stage: a per-channel bias, the scaling and a clamp in one pass (as NVDLA's
-                      // SDP or an Ethos-U output unit apply them on the way out of the accumulators). bcast
-                      // (row, col or scalar, not none) picks each element's record in src2. dtype int32: records
-                      // are int32 triples (bias, multiplier, shift); y = clip(requantize(sat32(x + bias))) with
-                      // zero point imm2, exactly ADD, per-channel REQUANTIZE to the integer dtype_out, then CLIP
-                      // to [imm0, imm1] (fp32 bits). Float dtype: records are fp32 biases; y = clip(x + bias,
-                      // imm0, imm1) in fp32 (CLIP's rule) rounded to the float dtype_out; imm2 = 0.
+  kDwConv = 30,  // depthwise conv: d2 x d1 x d0 = H x W x C input tile (halo included) in src1; src2 holds
+                 // the weights [win_h][win_w][C] (int8 for uint8/int8 inputs, else dtype); stride
+                 // str_h x str_w, dilation imm0 x imm1 (0 = 1); dst = [OH][OW][C] sums in int32 (integer
+                 // inputs) or fp32 (dtype_out must be that type), OH = (H - (win_h-1)*imm0 - 1)/str_h + 1.
+                 // Each output adds its products in (i, j) window order onto 0, as CONV does.
+  kOutput = 31,  // the output stage: a per-channel bias, the scaling and a clamp in one pass (as NVDLA's
+                 // SDP or an Ethos-U output unit apply them on the way out of the accumulators). bcast
+                 // (row, col or scalar, not none) picks each element's record in src2. dtype int32: records
+                 // are int32 triples (bias, multiplier, shift); y = clip(requantize(sat32(x + bias))) with
+                 // zero point imm2, exactly ADD, per-channel REQUANTIZE to the integer dtype_out, then CLIP
+                 // to [imm0, imm1] (fp32 bits). dtype int64: the same records, sat64 and the 64-bit
+                 // requantize. Float dtype: records are fp32 biases; y = clip(x + bias,
+                 // imm0, imm1) in fp32 (CLIP's rule) rounded to the float dtype_out; imm2 = 0.
 };
 inline constexpr int kNumVecOps = 32;
 inline constexpr std::array<std::string_view, kNumVecOps> kVecOpNames = {

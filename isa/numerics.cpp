@@ -70,6 +70,10 @@ int64_t dtype_min(DType t) {
       return -128;
     case DType::kUint8:
       return 0;
+    case DType::kInt16:
+      return INT16_MIN;
+    case DType::kInt64:
+      return INT64_MIN;
     default:
       return INT32_MIN;
   }
@@ -81,6 +85,10 @@ int64_t dtype_max(DType t) {
       return 127;
     case DType::kUint8:
       return 255;
+    case DType::kInt16:
+      return INT16_MAX;
+    case DType::kInt64:
+      return INT64_MAX;
     default:
       return INT32_MAX;
   }
@@ -120,6 +128,31 @@ int64_t requantize_unsaturated(int32_t x, int32_t multiplier, int32_t shift, int
     y = saturating_rounding_doubling_high_mul(shifted, multiplier);
   }
   return static_cast<int64_t>(y) + zero_point;
+}
+
+int64_t requantize_unsaturated_64(int64_t x, int32_t multiplier, int32_t shift, int32_t zero_point) {
+  using I128 = __int128;
+  const auto sat64 = [](I128 v) {
+    return static_cast<int64_t>(v < INT64_MIN ? I128{INT64_MIN} : v > INT64_MAX ? I128{INT64_MAX} : v);
+  };
+  // SaturatingRoundingDoublingHighMul in 64 bits: (a*b + nudge) / 2^31, truncating, as the int32 form.
+  const auto high_mul = [&](int64_t a) {
+    const I128 ab = static_cast<I128>(a) * multiplier;
+    const I128 nudge = ab >= 0 ? (I128{1} << 30) : (1 - (I128{1} << 30));
+    return sat64((ab + nudge) / (I128{1} << 31));
+  };
+  int64_t y;
+  if (shift >= 0) {
+    const int64_t h = high_mul(x);
+    // RoundingDivideByPOT: nearest, ties away from zero.
+    const int64_t mask = static_cast<int64_t>((uint64_t{1} << shift) - 1);
+    const int64_t remainder = h & mask;
+    const int64_t threshold = (mask >> 1) + (h < 0 ? 1 : 0);
+    y = (h >> shift) + (remainder > threshold ? 1 : 0);
+  } else {
+    y = high_mul(sat64(static_cast<I128>(x) * (I128{1} << -shift)));
+  }
+  return sat64(static_cast<I128>(y) + zero_point);
 }
 
 std::optional<QuantizedMultiplier> try_quantize_multiplier(double real) {

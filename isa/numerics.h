@@ -50,12 +50,27 @@ float round_to_precision(float x, DType t);
 inline int64_t clamp_i64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : (v > hi ? hi : v); }
 inline int8_t saturate_int8(int64_t v) { return static_cast<int8_t>(clamp_i64(v, -128, 127)); }
 inline uint8_t saturate_uint8(int64_t v) { return static_cast<uint8_t>(clamp_i64(v, 0, 255)); }
+inline int16_t saturate_int16(int64_t v) { return static_cast<int16_t>(clamp_i64(v, INT16_MIN, INT16_MAX)); }
 inline int32_t saturate_int32(int64_t v) { return static_cast<int32_t>(clamp_i64(v, INT32_MIN, INT32_MAX)); }
 
-// Range of an integer dtype (int8, uint8, int32).
+// Range of an integer dtype (int8, uint8, int16, int32, int64).
 int64_t dtype_min(DType t);
 int64_t dtype_max(DType t);
-constexpr bool is_integer(DType t) { return t == DType::kInt8 || t == DType::kUint8 || t == DType::kInt32; }
+constexpr bool is_integer(DType t) {
+  return t == DType::kInt8 || t == DType::kUint8 || t == DType::kInt16 || t == DType::kInt32 ||
+         t == DType::kInt64;
+}
+// The element type of B (and of a WS stationary operand, and of dwconv weights) for a MATMUL/CONV of
+// input dtype `a`: int8 for uint8 and int16 activations, otherwise `a`.
+constexpr DType weight_dtype(DType a) { return a == DType::kUint8 || a == DType::kInt16 ? DType::kInt8 : a; }
+// The accumulator type of the array for operand type `a`: int32 for int8/uint8, int64 for int16 (see
+// isa.h's DType), fp32 for floats. The one place that decides it: the datapath, the simulator's
+// footprints and the compiler's tiles read it here.
+constexpr DType accumulator_dtype(DType a) {
+  return a == DType::kInt16                                                ? DType::kInt64
+         : (a == DType::kInt8 || a == DType::kUint8 || a == DType::kInt32) ? DType::kInt32
+                                                                           : DType::kFp32;
+}
 
 // fp32 -> integer of `t`: round to nearest even, saturate to the type's range, NaN -> 0.
 int64_t float_to_int(float f, DType t);
@@ -80,6 +95,10 @@ int32_t saturating_rounding_doubling_high_mul(int32_t a, int32_t b);
 int32_t rounding_divide_by_pot(int32_t x, int exponent);
 // The formula above without the final saturation: returns y + z in 64 bits. shift in [-31, 31].
 int64_t requantize_unsaturated(int32_t x, int32_t multiplier, int32_t shift, int32_t zero_point);
+// The same formula for an int64 accumulator (int16 layers): the two roundings computed exactly in
+// 128 bits, SaturatingRoundingDoublingHighMul saturating to int64 and the left shift saturating x * 2^-s
+// to int64. Equal to requantize_unsaturated for every int32 x whose left shift does not saturate int32.
+int64_t requantize_unsaturated_64(int64_t x, int32_t multiplier, int32_t shift, int32_t zero_point);
 inline int8_t requantize_int8(int32_t x, int32_t multiplier, int32_t shift, int32_t zero_point) {
   return saturate_int8(requantize_unsaturated(x, multiplier, shift, zero_point));
 }

@@ -149,26 +149,34 @@ std::vector<float> to_fp32(const MatView& v) {
   return out;
 }
 
-// C[m x n] (+)= A[m x k] * B[k x n] with the rules in executor.h. `c` points at m*n 4-byte elements.
+// C[m x n] (+)= A[m x k] * B[k x n] of integer operands in the unsigned accumulator type Acc (uint32_t:
+// int32 sums wrapping modulo 2^32; uint64_t: the int64 sums of int16 operands).
+template <class Acc>
+void integer_gemm(const MatView& a, const MatView& b, uint8_t* c, bool accumulate) {
+  const int64_t m = a.rows, k = a.cols, n = b.cols;
+  const size_t mn = u(m * n);
+  const std::vector<int32_t> av = to_int32(a), bv = to_int32(b);
+  std::vector<Acc> acc(mn, 0);  // unsigned: wraps like the hardware adder
+  if (accumulate) std::memcpy(acc.data(), c, mn * sizeof(Acc));
+  for (int64_t i = 0; i < m; ++i) {
+    Acc* crow = acc.data() + i * n;
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const int32_t x = av[u(i * k + kk)];
+      if (x == 0) continue;
+      const int32_t* brow = bv.data() + kk * n;
+      for (int64_t j = 0; j < n; ++j) crow[j] += static_cast<Acc>(static_cast<int64_t>(x * brow[j]));
+    }
+  }
+  std::memcpy(c, acc.data(), mn * sizeof(Acc));
+}
+
+// C[m x n] (+)= A[m x k] * B[k x n] with the rules in executor.h. `c` points at m*n elements of
+// accumulator_dtype(a.t).
 void gemm(const MatView& a, const MatView& b, uint8_t* c, bool accumulate, const isa::NpuConfig& config) {
   const int64_t m = a.rows, k = a.cols, n = b.cols;
   const size_t mn = u(m * n);
-  if (is_integer(a.t)) {
-    const std::vector<int32_t> av = to_int32(a), bv = to_int32(b);
-    std::vector<uint32_t> acc(mn, 0);  // unsigned: wraps modulo 2^32 like the hardware adder
-    if (accumulate) std::memcpy(acc.data(), c, mn * 4);
-    for (int64_t i = 0; i < m; ++i) {
-      uint32_t* crow = acc.data() + i * n;
-      for (int64_t kk = 0; kk < k; ++kk) {
-        const int32_t x = av[u(i * k + kk)];
-        if (x == 0) continue;
-        const int32_t* brow = bv.data() + kk * n;
-        for (int64_t j = 0; j < n; ++j) crow[j] += static_cast<uint32_t>(x * brow[j]);
-      }
-    }
-    std::memcpy(c, acc.data(), mn * 4);
-    return;
-  }
+  if (a.t == DType::kInt16) return integer_gemm<uint64_t>(a, b, c, accumulate);
+  if (is_integer(a.t)) return integer_gemm<uint32_t>(a, b, c, accumulate);
   const std::vector<float> av = to_fp32(a), bv = to_fp32(b);
   std::vector<float> acc(mn, 0.0f);
   if (accumulate) std::memcpy(acc.data(), c, mn * 4);
@@ -209,7 +217,9 @@ const StationaryOperand& stationary_for(const Instruction& ins, const MachineSta
 }
 
 uint8_t* acc_span(const Instruction& ins, MachineState& st, int64_t m, int64_t n) {
-  return st.sram_span(Buffer::kAccumulator, u(ins.get(Field::kCAddr)), u(m * n) * 4, describe(ins));
+  const auto t = static_cast<DType>(ins.get(Field::kDtype));
+  return st.sram_span(Buffer::kAccumulator, u(ins.get(Field::kCAddr)),
+                      u(m * n) * u(isa::dtype_bytes(accumulator_dtype(t))), describe(ins));
 }
 
 void do_matmul(const Instruction& ins, const isa::NpuConfig& config, MachineState& st) {

@@ -5,13 +5,13 @@
 //
 // Summary of the numeric rules (isa/isa.h has the per-opcode text):
 //  - MATMUL/CONV: int8 x int8 and uint8 x int8 -> int32 accumulate exactly, wrapping modulo 2^32 like
-//    a hardware adder. fp16/bf16 inputs: each product is exact in fp32; with
-//    systolic_array.fp16_accumulate_fp32 the running sum is fp32 (acc = fp32(acc + a*b)), otherwise it
-//    is rounded to the input precision after every addition (acc = round_in(fp32(acc + a*b)), and an
-//    accumulated C is first rounded to the input precision); results are stored as fp32. fp32 inputs
-//    accumulate in fp32 (product and sum each rounded, never fused). For every output element the
-//    additions happen in k order starting from C (accumulate=1) or 0, whatever the dataflow, so WS,
-//    OS and IS give identical bits.
+//    a hardware adder; int16 x int8 -> int64 likewise (modulo 2^64; C has 8-byte elements). fp16/bf16 inputs:
+//    each product is exact in fp32; with systolic_array.fp16_accumulate_fp32 the running sum is fp32 (acc =
+//    fp32(acc + a*b)), otherwise it is rounded to the input precision after every addition (acc =
+//    round_in(fp32(acc + a*b)), and an accumulated C is first rounded to the input precision); results are
+//    stored as fp32. fp32 inputs accumulate in fp32 (product and sum each rounded, never fused). For every
+//    output element the additions happen in k order starting from C (accumulate=1) or 0, whatever the
+//    dataflow, so WS, OS and IS give identical bits.
 //  - VEC: see vector_ops.h.
 #include "arch/datapath/state.h"
 #include "isa/isa.h"

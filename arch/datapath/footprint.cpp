@@ -58,7 +58,11 @@ void require_positive(const Instruction& ins, std::initializer_list<std::pair<Fi
 std::string_view dtype_name(DType t) { return isa::kDTypeNames[static_cast<size_t>(t)]; }
 
 void require_mac_dtype(const Instruction& ins, DType t, const isa::NpuConfig& config) {
-  if (t == DType::kInt32) fail(ins, "the array has no int32 multipliers (dtype must be int8, uint8, fp16, bf16 or fp32)");
+  if (t == DType::kInt32 || t == DType::kInt64) {
+    fail(ins,
+         fmt::format("the array has no {} multipliers (dtype must be int8, uint8, int16, fp16, bf16 or fp32)",
+                     dtype_name(t)));
+  }
   if (config.systolic_array.rate(t) <= 0) {
     fail(ins, fmt::format("the array does not support {} (systolic_array.{}_rate = 0)", dtype_name(t), dtype_name(t)));
   }
@@ -186,7 +190,7 @@ void matrix(const Instruction& ins, const isa::NpuConfig& config, Ranges& fp) {
   if (!b_from_stationary(ins, config)) {
     add_sram(fp, Buffer::kWeight, u(field(ins, Field::kBAddr)), u(k) * u(n) * wes, Access::kRead);
   }
-  const uint64_t c_bytes = u(m) * u(n) * 4;
+  const uint64_t c_bytes = u(m) * u(n) * u(isa::dtype_bytes(accumulator_dtype(t)));
   if (field(ins, Field::kAccumulate)) add_sram(fp, Buffer::kAccumulator, u(field(ins, Field::kCAddr)), c_bytes, Access::kRead);
   add_sram(fp, Buffer::kAccumulator, u(field(ins, Field::kCAddr)), c_bytes, Access::kWrite);
 }
@@ -240,7 +244,8 @@ namespace {
 VecGeometry dwconv_geometry(const Instruction& ins, DType in, DType out, Bcast bcast, int64_t d0, int64_t d1,
                             int64_t d2) {
   if (bcast != Bcast::kNone) fail(ins, "dwconv reads whole weights from src2; bcast must be none");
-  if (in == DType::kInt32) fail(ins, "dwconv inputs are int8, uint8 or float, not int32");
+  if (in == DType::kInt32 || in == DType::kInt64)
+    fail(ins, "dwconv inputs are int8, uint8, int16 or float, not int32 or int64");
   if (out != accumulator_dtype(in)) {
     fail(ins, fmt::format("dwconv of {} writes {} sums, not {}", dtype_name(in), dtype_name(accumulator_dtype(in)),
                           dtype_name(out)));
@@ -315,7 +320,9 @@ VecGeometry vec_geometry(const Instruction& ins) {
     g.src2_elems = src2_count();
     g.src2_record_bytes = isa::dtype_bytes(in);
   } else if (op == VecOp::kRequantize) {
-    if (in != DType::kInt32) fail(ins, fmt::format("requantize reads int32, not {}", dtype_name(in)));
+    if (in != DType::kInt32 && in != DType::kInt64) {
+      fail(ins, fmt::format("requantize reads int32 or int64, not {}", dtype_name(in)));
+    }
     if (!is_integer(out)) fail(ins, fmt::format("requantize writes an integer type, not {}", dtype_name(out)));
     if (bcast != Bcast::kNone) {
       buffer_field(ins, Field::kSrc2Buf, "src2_buf");
@@ -332,13 +339,16 @@ VecGeometry vec_geometry(const Instruction& ins) {
     if (bcast == Bcast::kNone) fail(ins, "output reads one record per channel (or one for all): bcast must not be none");
     buffer_field(ins, Field::kSrc2Buf, "src2_buf");
     g.src2_elems = src2_count();
-    if (in == DType::kInt32) {
-      if (!is_integer(out)) fail(ins, fmt::format("output of int32 sums writes an integer type, not {}", dtype_name(out)));
+    if (in == DType::kInt32 || in == DType::kInt64) {
+      if (!is_integer(out)) {
+        fail(ins, fmt::format("output of {} sums writes an integer type, not {}", dtype_name(in),
+                              dtype_name(out)));
+      }
       g.src2_record_bytes = 12;  // (bias, multiplier, shift)
     } else {
       if (is_integer(in) || is_integer(out)) {
-        fail(ins, fmt::format("output reads int32 or float sums and writes their kind, not {} -> {}", dtype_name(in),
-                              dtype_name(out)));
+        fail(ins, fmt::format("output reads int32, int64 or float sums and writes their kind, not {} -> {}",
+                              dtype_name(in), dtype_name(out)));
       }
       if (field(ins, Field::kImm2) != 0) fail(ins, "a float output stage has no zero point; imm2 must be 0");
       g.src2_record_bytes = 4;  // fp32 bias
@@ -384,12 +394,6 @@ bool a_from_stationary(const Instruction& ins, const isa::NpuConfig& config) {
 
 bool b_from_stationary(const Instruction& ins, const isa::NpuConfig& config) {
   return ins.get(Field::kPreloaded) != 0 && config.systolic_array.dataflow == isa::Dataflow::kWs;
-}
-
-DType weight_dtype(DType a) { return a == DType::kUint8 ? DType::kInt8 : a; }
-
-DType accumulator_dtype(DType a) {
-  return (a == DType::kInt8 || a == DType::kUint8 || a == DType::kInt32) ? DType::kInt32 : DType::kFp32;
 }
 
 namespace {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "arch/datapath/numerics.h"
 #include "isa/isa.h"
 #include "isa/machine/config.h"
 
@@ -79,10 +80,7 @@ VecGeometry vec_geometry(const isa::Instruction& ins);
 // (preloaded=1: WS -> B, IS -> A; OS never).
 bool a_from_stationary(const isa::Instruction& ins, const isa::NpuConfig& config);
 bool b_from_stationary(const isa::Instruction& ins, const isa::NpuConfig& config);
-// The element type of B (and of a WS stationary operand) for a MATMUL/CONV of input dtype `a`:
-// int8 for uint8 activations, otherwise `a`.
-isa::DType weight_dtype(isa::DType a);
-// The accumulator element type for input dtype `a`: int32 for int8/uint8, fp32 for float types.
-isa::DType accumulator_dtype(isa::DType a);
+// weight_dtype and accumulator_dtype (the element types of B and C for an input dtype) are
+// isa/numerics.h's, re-exported by arch/datapath/numerics.h.
 
 }  // namespace npusim::arch::datapath

@@ -20,6 +20,9 @@ float load_float(const uint8_t* p, DType t) {
       std::memcpy(&v, p, 4);
       return static_cast<float>(v);
     }
+    case DType::kInt16:
+    case DType::kInt64:
+      return static_cast<float>(load_int(p, t));
     case DType::kFp16:
       return fp16_to_fp32(static_cast<uint16_t>(p[0] | (p[1] << 8)));
     case DType::kBf16:
@@ -44,6 +47,16 @@ int64_t load_int(const uint8_t* p, DType t) {
       std::memcpy(&v, p, 4);
       return v;
     }
+    case DType::kInt16: {
+      int16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    case DType::kInt64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
     default:
       throw DatapathError("internal: load_int on a floating-point element type");
   }
@@ -53,7 +66,9 @@ void store_float(uint8_t* p, DType t, float v) {
   switch (t) {
     case DType::kInt8:
     case DType::kUint8:
+    case DType::kInt16:
     case DType::kInt32:
+    case DType::kInt64:
       store_int(p, t, float_to_int(v, t));
       return;
     case DType::kFp16: {
@@ -87,6 +102,14 @@ void store_int(uint8_t* p, DType t, int64_t v) {
       std::memcpy(p, &s, 4);
       return;
     }
+    case DType::kInt16: {
+      const int16_t s = saturate_int16(v);
+      std::memcpy(p, &s, 2);
+      return;
+    }
+    case DType::kInt64:
+      std::memcpy(p, &v, 8);
+      return;
     default:
       store_float(p, t, static_cast<float>(v));
       return;

@@ -11,6 +11,7 @@
 
 namespace npusim::arch::datapath {
 
+using isa::numerics::accumulator_dtype;
 using isa::numerics::bf16_to_fp32;
 using isa::numerics::clamp_i64;
 using isa::numerics::dtype_max;
@@ -26,12 +27,15 @@ using isa::numerics::quantize_multiplier;
 using isa::numerics::QuantizedMultiplier;
 using isa::numerics::requantize_int8;
 using isa::numerics::requantize_unsaturated;
+using isa::numerics::requantize_unsaturated_64;
 using isa::numerics::round_to_precision;
 using isa::numerics::rounding_divide_by_pot;
+using isa::numerics::saturate_int16;
 using isa::numerics::saturate_int32;
 using isa::numerics::saturate_int8;
 using isa::numerics::saturate_uint8;
 using isa::numerics::saturating_rounding_doubling_high_mul;
+using isa::numerics::weight_dtype;
 
 // ---- elements in memory ------------------------------------------------------------------------
 

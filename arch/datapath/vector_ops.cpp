@@ -301,6 +301,7 @@ void requantize(const Instruction& ins, const VecGeometry& g, const std::vector<
   const auto bcast = static_cast<Bcast>(ins.get(Field::kBcast));
   const int64_t d0 = ins.get(Field::kD0);
   const auto zp = static_cast<int32_t>(ins.get(Field::kImm2));
+  const bool wide = static_cast<DType>(ins.get(Field::kDtype)) == DType::kInt64;  // int16 layers' sums
   for (int64_t i = 0; i < g.dst_elems; ++i) {
     int32_t mult = static_cast<int32_t>(ins.get(Field::kImm0));
     int32_t shift = static_cast<int32_t>(ins.get(Field::kImm1));
@@ -313,13 +314,14 @@ void requantize(const Instruction& ins, const VecGeometry& g, const std::vector<
                                         shift, src2_index(bcast, i, d0)));
       }
     }
-    out[u(i)] = requantize_unsaturated(static_cast<int32_t>(x[u(i)]), mult, shift, zp);
+    out[u(i)] = wide ? requantize_unsaturated_64(x[u(i)], mult, shift, zp)
+                     : requantize_unsaturated(static_cast<int32_t>(x[u(i)]), mult, shift, zp);
   }
 }
 
 // output (isa.h): element by element through the same conversions as the instructions it stands for.
-// Integer: ADD (int32, saturating), per-channel REQUANTIZE to dtype_out, CLIP; float: ADD in fp32, CLIP,
-// rounded to dtype_out.
+// Integer: ADD (int32, or int64 for int64 sums, saturating), per-channel REQUANTIZE to dtype_out, CLIP;
+// float: ADD in fp32, CLIP, rounded to dtype_out.
 void output_stage(const Instruction& ins, const VecGeometry& g, const uint8_t* src1, const uint8_t* src2,
                   uint8_t* dst) {
   const auto in = static_cast<DType>(ins.get(Field::kDtype)), out = static_cast<DType>(ins.get(Field::kDtypeOut));
@@ -328,7 +330,7 @@ void output_stage(const Instruction& ins, const VecGeometry& g, const uint8_t* s
   const float lo = imm_float(ins, Field::kImm0), hi = imm_float(ins, Field::kImm1);
   const uint64_t es_out = u(isa::dtype_bytes(out));
   // Every source element is read before anything is written (dst may overlap src1, as in place).
-  const bool ints = in == DType::kInt32;
+  const bool ints = in == DType::kInt32 || in == DType::kInt64;
   const std::vector<int64_t> xi = ints ? read_ints(src1, g.src1_elems, in) : std::vector<int64_t>{};
   const std::vector<float> xf = ints ? std::vector<float>{} : read_floats(src1, g.src1_elems, in);
   for (int64_t i = 0; i < g.dst_elems; ++i) {
@@ -341,10 +343,17 @@ void output_stage(const Instruction& ins, const VecGeometry& g, const uint8_t* s
         throw DatapathError(fmt::format("{}: per-channel shift {} (record {}) is outside [-31, 31]", describe(ins),
                                         rec[2], r));
       }
-      uint8_t sum[4];
-      store_int(sum, DType::kInt32, xi[u(i)] + rec[0]);
-      const auto x = static_cast<int32_t>(load_int(sum, DType::kInt32));
-      store_int(y, out, requantize_unsaturated(x, rec[1], rec[2], static_cast<int32_t>(ins.get(Field::kImm2))));
+      const auto zp = static_cast<int32_t>(ins.get(Field::kImm2));
+      if (in == DType::kInt64) {
+        const int64_t a = xi[u(i)], b = rec[0];
+        const int64_t x = (b > 0 && a > INT64_MAX - b)   ? INT64_MAX
+                          : (b < 0 && a < INT64_MIN - b) ? INT64_MIN
+                                                         : a + b;
+        store_int(y, out, requantize_unsaturated_64(x, rec[1], rec[2], zp));
+      } else {
+        const int32_t x = saturate_int32(xi[u(i)] + rec[0]);
+        store_int(y, out, requantize_unsaturated(x, rec[1], rec[2], zp));
+      }
       store_float(y, out, nan_min(nan_max(load_float(y, out), lo), hi));
     } else {
       float bias;
@@ -355,7 +364,8 @@ void output_stage(const Instruction& ins, const VecGeometry& g, const uint8_t* s
 }
 
 // dwconv (isa.h): per channel, the window's products added in (i, j) order onto 0; integer sums wrap
-// modulo 2^32 as the array's adder does, float sums are fp32 (products of fp16/bf16 inputs are exact).
+// modulo 2^32 (int64 sums of int16 inputs: modulo 2^64) as the array's adder does, float sums are fp32
+// (products of fp16/bf16 inputs are exact).
 void dwconv(const Instruction& ins, const VecGeometry& g, const uint8_t* src1, const uint8_t* w, uint8_t* dst) {
   const auto in = static_cast<DType>(ins.get(Field::kDtype));
   const DType wt = weight_dtype(in);
@@ -366,17 +376,21 @@ void dwconv(const Instruction& ins, const VecGeometry& g, const uint8_t* src1, c
   const int64_t taps = kh * kw;
   auto at = [&](int64_t y, int64_t x, int64_t i, int64_t j) { return ((y * sh + i * dh) * width + x * sw + j * dw) * c; };
   if (is_integer(in)) {
+    const DType sum_t = accumulator_dtype(in);
     const std::vector<int64_t> a = read_ints(src1, g.src1_elems, in), b = read_ints(w, taps * c, wt);
     for (int64_t y = 0; y < g.out_h; ++y) {
       for (int64_t x = 0; x < g.out_w; ++x) {
         for (int64_t ch = 0; ch < c; ++ch) {
-          uint32_t acc = 0;
+          uint64_t acc = 0;
           for (int64_t t = 0; t < taps; ++t) {
-            acc += static_cast<uint32_t>(a[u(at(y, x, t / kw, t % kw) + ch)] * b[u(t * c + ch)]);
+            acc += static_cast<uint64_t>(a[u(at(y, x, t / kw, t % kw) + ch)] * b[u(t * c + ch)]);
           }
-          int32_t v;
-          std::memcpy(&v, &acc, 4);
-          store_int(dst + u((y * g.out_w + x) * c + ch) * 4, DType::kInt32, v);
+          if (sum_t == DType::kInt64) {
+            std::memcpy(dst + u((y * g.out_w + x) * c + ch) * 8, &acc, 8);
+          } else {
+            const auto v = static_cast<uint32_t>(acc);
+            std::memcpy(dst + u((y * g.out_w + x) * c + ch) * 4, &v, 4);
+          }
         }
       }
     }

@@ -546,7 +546,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     }
     c.timed = {};
     const isa::DType precision =
-        options.plan ? quant::to_dtype(options.plan->precision_of(n.name)) : options.precision;
+        options.plan ? quant::to_dtype(options.plan->reported_precision(n.name)) : options.precision;
     if (plan.placement == Placement::kFree && plan.instructions == 0) {
       plan.bound_cycles = 0;
     } else if (plan.placement != Placement::kHost) {

@@ -1,5 +1,7 @@
 #include "compiler/backend/context.h"
 
+#include "isa/numerics.h"
+
 #include <cstring>
 #include <stdexcept>
 
@@ -316,7 +318,7 @@ int Context::vec(const VecArgs& a) {
   int64_t record = 0;
   if (binary) record = in_es;
   if (a.op == isa::VecOp::kRequantize && a.bcast != isa::Bcast::kNone) record = 8;
-  if (a.op == isa::VecOp::kOutput) record = a.in == isa::DType::kInt32 ? 12 : 4;
+  if (a.op == isa::VecOp::kOutput) record = isa::numerics::is_integer(a.in) ? 12 : 4;
   if (record > 0) {
     i.set(Field::kSrc2Buf, static_cast<int64_t>(a.src2_buf)).set(Field::kSrc2Addr, static_cast<int64_t>(a.src2));
     i.set(Field::kBcast, static_cast<int64_t>(a.bcast));
@@ -346,10 +348,14 @@ int Context::matmul(uint64_t a_addr, int64_t a_stride, uint64_t b_addr, uint64_t
   i.set(Field::kCAddr, static_cast<int64_t>(c_addr)).set(Field::kM, m).set(Field::kK, k).set(Field::kN, n);
   i.set(Field::kAccumulate, accumulate ? 1 : 0);
   const uint64_t es = static_cast<uint64_t>(esize);
+  const auto ew = static_cast<uint64_t>(isa::dtype_bytes(isa::numerics::weight_dtype(act)));
+  const auto ec = static_cast<uint64_t>(isa::dtype_bytes(isa::numerics::accumulator_dtype(act)));
   const uint64_t a_bytes = (static_cast<uint64_t>(m - 1) * static_cast<uint64_t>(a_stride) + static_cast<uint64_t>(k)) * es;
-  const Range c{static_cast<int>(isa::Buffer::kAccumulator), c_addr, c_addr + static_cast<uint64_t>(m * n * 4)};
-  std::vector<Range> reads = {Range{static_cast<int>(isa::Buffer::kInput), a_addr, a_addr + a_bytes},
-                              Range{static_cast<int>(isa::Buffer::kWeight), b_addr, b_addr + static_cast<uint64_t>(k * n) * es}};
+  const Range c{static_cast<int>(isa::Buffer::kAccumulator), c_addr,
+                c_addr + static_cast<uint64_t>(m * n) * ec};
+  std::vector<Range> reads = {
+      Range{static_cast<int>(isa::Buffer::kInput), a_addr, a_addr + a_bytes},
+      Range{static_cast<int>(isa::Buffer::kWeight), b_addr, b_addr + static_cast<uint64_t>(k * n) * ew}};
   if (accumulate) reads.push_back(c);
   return em.emit(i, reads, {c});
 }
@@ -365,10 +371,14 @@ int Context::conv(uint64_t a_addr, uint64_t b_addr, uint64_t c_addr, int64_t in_
   i.set(Field::kStrideH, sh).set(Field::kStrideW, sw).set(Field::kDilationH, dh).set(Field::kDilationW, dw);
   i.set(Field::kAccumulate, accumulate ? 1 : 0);
   const uint64_t es = static_cast<uint64_t>(esize);
-  const Range c{static_cast<int>(isa::Buffer::kAccumulator), c_addr, c_addr + static_cast<uint64_t>(out_h * out_w * n * 4)};
-  std::vector<Range> reads = {
-      Range{static_cast<int>(isa::Buffer::kInput), a_addr, a_addr + static_cast<uint64_t>(in_h * in_w * in_c) * es},
-      Range{static_cast<int>(isa::Buffer::kWeight), b_addr, b_addr + static_cast<uint64_t>(kh * kw * in_c * n) * es}};
+  const auto ew = static_cast<uint64_t>(isa::dtype_bytes(isa::numerics::weight_dtype(act)));
+  const auto ec = static_cast<uint64_t>(isa::dtype_bytes(isa::numerics::accumulator_dtype(act)));
+  const Range c{static_cast<int>(isa::Buffer::kAccumulator), c_addr,
+                c_addr + static_cast<uint64_t>(out_h * out_w * n) * ec};
+  std::vector<Range> reads = {Range{static_cast<int>(isa::Buffer::kInput), a_addr,
+                                    a_addr + static_cast<uint64_t>(in_h * in_w * in_c) * es},
+                              Range{static_cast<int>(isa::Buffer::kWeight), b_addr,
+                                    b_addr + static_cast<uint64_t>(kh * kw * in_c * n) * ew}};
   if (accumulate) reads.push_back(c);
   return em.emit(i, reads, {c});
 }

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "isa/ceil_div.h"
+#include "isa/numerics.h"
 #include "isa/timing/dma.h"
 #include "isa/timing/units.h"
 
@@ -75,7 +76,7 @@ void check_vector_tiles(const LayerMapping& m, const MatrixJob& j) {
 }  // namespace
 
 // The weight dtype of a dwconv on `a` (the array's rule: int8 weights for uint8 codes).
-DType depthwise_weight_dtype(DType a) { return a == DType::kUint8 ? DType::kInt8 : a; }
+DType depthwise_weight_dtype(DType a) { return isa::numerics::weight_dtype(a); }
 
 Instruction dwconv_instruction(uint32_t layer, DType a, uint64_t src, uint64_t w, uint64_t dst, int64_t c,
                                int64_t in_w, int64_t in_h, const MatrixJob& j) {
@@ -83,8 +84,7 @@ Instruction dwconv_instruction(uint32_t layer, DType a, uint64_t src, uint64_t w
   i.opcode = isa::Opcode::kVec;
   i.set(Field::kLayer, layer);
   i.set(Field::kVop, static_cast<int64_t>(isa::VecOp::kDwConv)).set(Field::kDtype, static_cast<int64_t>(a));
-  const bool integer = a == DType::kInt8 || a == DType::kUint8;
-  i.set(Field::kDtypeOut, static_cast<int64_t>(integer ? DType::kInt32 : DType::kFp32));
+  i.set(Field::kDtypeOut, static_cast<int64_t>(isa::numerics::accumulator_dtype(a)));
   i.set(Field::kSrc1Buf, static_cast<int64_t>(Buffer::kInput))
       .set(Field::kSrc1Addr, static_cast<int64_t>(src));
   i.set(Field::kSrc2Buf, static_cast<int64_t>(Buffer::kWeight))
@@ -252,10 +252,12 @@ void DepthwiseMapper::generate(const DepthwiseTiling& t) {
           c_next ^= 1;
           const uint64_t c_slot = s_.acc_slot(side);
           const Instruction i = dwconv_instruction(c_.layer, a, a_cur, w_cur, c_slot, tn, cols, rows, j_);
-          c_.em.emit(i,
-                     {Range{static_cast<int>(Buffer::kInput), a_cur, a_cur + u(rows * cols * tn * ea)},
-                      Range{static_cast<int>(Buffer::kWeight), w_cur, w_cur + u(j_.kh * j_.kw * tn * ew)}},
-                     {Range{static_cast<int>(Buffer::kAccumulator), c_slot, c_slot + u(oh * ow * tn * 4)}});
+          c_.em.emit(
+              i,
+              {Range{static_cast<int>(Buffer::kInput), a_cur, a_cur + u(rows * cols * tn * ea)},
+               Range{static_cast<int>(Buffer::kWeight), w_cur, w_cur + u(j_.kh * j_.kw * tn * ew)}},
+              {Range{static_cast<int>(Buffer::kAccumulator), c_slot,
+                     c_slot + u(oh * ow * tn * isa::dtype_bytes(isa::numerics::accumulator_dtype(a)))}});
           s_.epilogue(OutTile{img, oy0, oh, ox0, ow, n0, tn}, side);
         }
       }

@@ -28,7 +28,8 @@ using quant::QParams;
 
 namespace {
 
-bool is_int_code(DType t) { return t == DType::kInt8 || t == DType::kUint8; }
+// Quantized codes: int8/uint8, and int16 (the activations of int16 layers, quant/precision.h).
+bool is_int_code(DType t) { return t == DType::kInt8 || t == DType::kUint8 || t == DType::kInt16; }
 
 DType float_dtype(Precision p) {
   switch (p) {
@@ -306,7 +307,7 @@ PlanScope::PlanScope(Context& c, const Node& n, Placement placement) : c_(c), n_
       // Selecting or moving values is exact on codes of one QParams: the node runs on the codes.
       deferred_ = true;
       c.act = *codes;
-      c.esize = 1;
+      c.esize = isa::dtype_bytes(*codes);
       return;
     }
   }

@@ -64,7 +64,8 @@ struct Int8Job : MatrixJob {
 // epilogue: + bias_folded, the rescaled residual, REQUANTIZE and the clamp (or the float epilogue).
 class Int8Strategy : public MatrixStrategy {
  public:
-  Int8Strategy(Context& c, const Int8Job& j) : c_(c), j_(j) {
+  Int8Strategy(Context& c, const Int8Job& j)
+      : c_(c), j_(j), acc_dt_(isa::numerics::accumulator_dtype(j.a_dt)), ab_(isa::dtype_bytes(acc_dt_)) {
     ops.a = j.a_dt;
     ops.w = DType::kInt8;
     ops.y = j.y_dt;
@@ -74,11 +75,12 @@ class Int8Strategy : public MatrixStrategy {
     ops.pad = j.a_zp;
   }
 
-  // Accumulator: 64 bytes of constants, then per ping-pong side C (int32), bias, requant pairs,
-  // residual (int32), residual pairs, acc_scale.
+  // Accumulator: 64 bytes of constants, then per ping-pong side C (int32; int64 for int16 inputs), bias
+  // (C's type), requant pairs, residual (C's type), residual pairs, acc_scale.
   int64_t acc_bytes(int64_t p, int64_t tn) const override {
-    int64_t b = round64(p * tn * 4) + (j_.output_stage ? round64(tn * 12) : round64(tn * 4) + round64(tn * 8));
-    if (j_.residual) b += round64(p * tn * 4) + round64(tn * 8);
+    int64_t b =
+        round64(p * tn * ab_) + (j_.output_stage ? round64(tn * 12) : round64(tn * ab_) + round64(tn * 8));
+    if (j_.residual) b += round64(p * tn * ab_) + round64(tn * 8);
     if (j_.float_epi) b += round64(tn * 4);
     if (j_.silu) b += round64(p * tn * 4);
     return 64 + 2 * b;
@@ -95,7 +97,7 @@ class Int8Strategy : public MatrixStrategy {
   }
 
   int64_t side_bytes(int64_t p, int64_t tn) const override {
-    return 2 * round64(p * tn * 4) * ((j_.residual ? 1 : 0) + (j_.silu ? 1 : 0));
+    return 2 * (round64(p * tn * ab_) * (j_.residual ? 1 : 0) + round64(p * tn * 4) * (j_.silu ? 1 : 0));
   }
 
   std::vector<int64_t> param_loads(int64_t tn) const override {
@@ -110,15 +112,15 @@ class Int8Strategy : public MatrixStrategy {
     params_.reset();
     kslot_ = acc.take(64);
     for (int s = 0; s < 2; ++s) {
-      side_[s].c = acc.take(static_cast<uint64_t>(p_max * tn * 4));
+      side_[s].c = acc.take(static_cast<uint64_t>(p_max * tn * ab_));
       if (j_.output_stage) {
         side_[s].bias = acc.take(static_cast<uint64_t>(tn * 12));  // the output stage's triples
       } else {
-        side_[s].bias = acc.take(static_cast<uint64_t>(tn * 4));
+        side_[s].bias = acc.take(static_cast<uint64_t>(tn * ab_));
         side_[s].rq = acc.take(static_cast<uint64_t>(tn * 8));
       }
       if (j_.residual) {
-        side_[s].r = side.take(static_cast<uint64_t>(p_max * tn * 4));
+        side_[s].r = side.take(static_cast<uint64_t>(p_max * tn * ab_));
         side_[s].rr = acc.take(static_cast<uint64_t>(tn * 8));
       }
       if (j_.float_epi) side_[s].sc = acc.take(static_cast<uint64_t>(tn * 4));
@@ -174,34 +176,38 @@ class Int8Strategy : public MatrixStrategy {
                 DType::kInt32, {3 * tn, 1, 1, 1}, {0, 0, 0});
       }
       Context::VecArgs o = j_.out_vec;
+      o.in = acc_dt_;  // int64 sums of int16 inputs
       o.src1_buf = o.src2_buf = o.dst_buf = A;
       o.src1 = o.dst = cs, o.src2 = sd.bias;
       o.d0 = tn, o.d1 = p, o.d2 = 1;
       finish(o, t, out_off, box);
       return;
     }
-    // acc += bias_folded (per output channel).
-    if (load) c_.load(A, sd.bias, seg, j_.bias_addr + static_cast<uint64_t>(n0 * 4), DType::kInt32, {tn, 1, 1, 1}, {0, 0, 0});
-    Context::VecArgs add = v(VecOp::kAdd, DType::kInt32, DType::kInt32, cs, cs);
+    // acc += bias_folded (per output channel, in C's type).
+    if (load)
+      c_.load(A, sd.bias, seg, j_.bias_addr + static_cast<uint64_t>(n0 * ab_), acc_dt_, {tn, 1, 1, 1},
+              {0, 0, 0});
+    Context::VecArgs add = v(VecOp::kAdd, acc_dt_, acc_dt_, cs, cs);
     add.src2 = sd.bias, add.bcast = isa::Bcast::kRow;
     c_.vec(add);
     if (j_.residual) {
-      // acc = sat32(acc + requantize(r - r.zp, residual_rescale, 0)).
-      c_.load(side_buf_, sd.r, j_.r_range, j_.r_addr + static_cast<uint64_t>(yoff), j_.r_dt, box, strides);
+      // acc = sat32(acc + requantize(r - r.zp, residual_rescale, 0)) (int64 sums: in 64 bits).
+      c_.load(side_buf_, sd.r, j_.r_range,
+              j_.r_addr + static_cast<uint64_t>(yoff * isa::dtype_bytes(j_.r_dt)), j_.r_dt, box, strides);
       if (load) c_.load(A, sd.rr, seg, j_.rr_addr + static_cast<uint64_t>(n0 * 8), DType::kInt32, {2 * tn, 1, 1, 1}, {0, 0, 0});
-      Context::VecArgs sub = v(VecOp::kSub, j_.r_dt, DType::kInt32, sd.r, sd.r);
+      Context::VecArgs sub = v(VecOp::kSub, j_.r_dt, acc_dt_, sd.r, sd.r);
       sub.src2 = kslot, sub.bcast = isa::Bcast::kScalar, sub.src1_buf = sub.dst_buf = side_buf_;
       c_.vec(sub);
-      Context::VecArgs rq = v(VecOp::kRequantize, DType::kInt32, DType::kInt32, sd.r, sd.r);
+      Context::VecArgs rq = v(VecOp::kRequantize, acc_dt_, acc_dt_, sd.r, sd.r);
       rq.src2 = sd.rr, rq.bcast = isa::Bcast::kRow, rq.imm2 = 0, rq.src1_buf = rq.dst_buf = side_buf_;
       c_.vec(rq);
-      Context::VecArgs radd = v(VecOp::kAdd, DType::kInt32, DType::kInt32, cs, cs);
+      Context::VecArgs radd = v(VecOp::kAdd, acc_dt_, acc_dt_, cs, cs);
       radd.src2 = sd.r, radd.src2_buf = side_buf_;
       c_.vec(radd);
     }
     if (!j_.float_epi) {
       if (load) c_.load(A, sd.rq, seg, j_.rq_addr + static_cast<uint64_t>(n0 * 8), DType::kInt32, {2 * tn, 1, 1, 1}, {0, 0, 0});
-      Context::VecArgs rq = v(VecOp::kRequantize, DType::kInt32, j_.y_dt, cs, cs);
+      Context::VecArgs rq = v(VecOp::kRequantize, acc_dt_, j_.y_dt, cs, cs);
       rq.src2 = sd.rq, rq.bcast = isa::Bcast::kRow, rq.imm2 = j_.y_zp;
       if (!j_.clamp) return finish(rq, t, out_off, box);
       c_.vec(rq);
@@ -211,7 +217,7 @@ class Int8Strategy : public MatrixStrategy {
       return finish(cl, t, out_off, box);
     } else {
       // y = quantize(act(float(acc) * acc_scale)).
-      c_.vec(v(VecOp::kCopy, DType::kInt32, DType::kFp32, cs, cs));
+      c_.vec(v(VecOp::kCopy, acc_dt_, DType::kFp32, cs, cs));
       if (load) c_.load(A, sd.sc, seg, j_.accscale_addr + static_cast<uint64_t>(n0 * 4), DType::kFp32, {tn, 1, 1, 1},
               {0, 0, 0});
       Context::VecArgs mul = v(VecOp::kMul, DType::kFp32, DType::kFp32, cs, cs);
@@ -247,7 +253,8 @@ class Int8Strategy : public MatrixStrategy {
     if (j_.y_sram >= 0) return write_on_chip(c_, j_, last, t, isa::dtype_bytes(j_.y_dt));
     c_.vec(last);
     const int64_t P = j_.out_pitch();
-    c_.store(last.dst_buf, last.dst, j_.y_range, j_.y_addr + static_cast<uint64_t>(out_off), j_.y_dt, box,
+    c_.store(last.dst_buf, last.dst, j_.y_range,
+             j_.y_addr + static_cast<uint64_t>(out_off * isa::dtype_bytes(j_.y_dt)), j_.y_dt, box,
              {P, j_.out_row(), 0});
   }
 
@@ -256,6 +263,8 @@ class Int8Strategy : public MatrixStrategy {
   };
   Context& c_;
   const Int8Job& j_;
+  DType acc_dt_;  // the array's sums: int32, or int64 for int16 inputs (isa::numerics::accumulator_dtype)
+  int64_t ab_;    // its bytes
   uint64_t kslot_ = 0;
   Side side_[2];
   EpilogueParams params_;
@@ -345,7 +354,17 @@ bool set_int8_output(Context& c, const Node& n, const quant::LayerQuant& L, cons
     j.out_addr = c.add_data(int32_bytes(output_stage_triples(bias_folded, requant)));
     j.out_vec = output_stage_vec(L, yq);
   } else {
-    j.bias_addr = c.add_data(int32_bytes(bias_folded));
+    // The bias is added to the sums in their own type (int64 sums of int16 inputs: int64 records).
+    if (isa::numerics::accumulator_dtype(j.a_dt) == DType::kInt64) {
+      std::vector<uint8_t> b(bias_folded.size() * 8);
+      for (size_t k = 0; k < bias_folded.size(); ++k) {
+        const int64_t v = bias_folded[k];
+        std::memcpy(b.data() + k * 8, &v, 8);
+      }
+      j.bias_addr = c.add_data(std::move(b));
+    } else {
+      j.bias_addr = c.add_data(int32_bytes(bias_folded));
+    }
     j.rq_addr = c.add_data(int32_bytes(pairs_of(requant)));
   }
   ConstWords k;
@@ -382,7 +401,7 @@ void run_int8_job(Context& c, const Node& n, Int8Job& j) {
   const DType saved_act = c.act;
   const int64_t saved_es = c.esize;
   c.act = j.a_dt;
-  c.esize = 1;
+  c.esize = isa::dtype_bytes(j.a_dt);
   Int8Strategy strategy(c, j);
   MatrixMapper mm(c, j, strategy);
   Tiling t;
@@ -440,13 +459,13 @@ bool lower_conv_transpose_blocks_int8(Context& c, const Node& n, const quant::La
   std::vector<Int8Job> rows(static_cast<size_t>(kh), j);
   for (int64_t i = 0; i < kh; ++i)
     if (!set_int8_output(c, n, L, y, rows[static_cast<size_t>(i)], kw, bi[static_cast<size_t>(i)])) return false;
-  const uint64_t xa = x.addr;
+  const uint64_t xa = x.addr, ea = static_cast<uint64_t>(isa::dtype_bytes(j.a_dt));
   JobCosts total;
   for (int64_t i = 0; i < kh; ++i) {
     Int8Job& ji = rows[static_cast<size_t>(i)];
-    ji.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * H * W * C); };
+    ji.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * H * W * C) * ea; };
     ji.w = grouped_weights(ji, wi[static_cast<size_t>(i)]);
-    ji.y_addr = y.addr + static_cast<uint64_t>(i * OW * M);
+    ji.y_addr = y.addr + static_cast<uint64_t>(i * OW * M * isa::dtype_bytes(j.y_dt));
     ji.what = fmt::format("int8 ConvTranspose {} kernel row {}", n.name, i);
     run_int8_job(c, n, ji);
     total.add(*c.plan);
@@ -489,7 +508,7 @@ bool lower_conv_transpose_int8(Context& c, const Node& n, const quant::LayerQuan
   xp.layout = kNhwc;
   xp.phys = physical(xp.shape, xp.layout);
   xp.dtype = j.a_dt;
-  xp.bytes = static_cast<uint64_t>(num_elements(xp.shape));
+  xp.bytes = static_cast<uint64_t>(num_elements(xp.shape) * isa::dtype_bytes(j.a_dt));
   xp.addr = c.add_scratch(xp.bytes);
   std::vector<int64_t> map(static_cast<size_t>(N * f.hp * f.wp * C), -1);
   for (int64_t b = 0; b < N; ++b)
@@ -503,10 +522,15 @@ bool lower_conv_transpose_int8(Context& c, const Node& n, const quant::LayerQuan
           map[static_cast<size_t>(((b * f.hp + py) * f.wp + px) * C + ch)] = ((b * H + iy) * W + ix) * C + ch;
       }
     }
-  copy_index_map(c, xp, {&x}, map, static_cast<double>(j.a_zp));
+  {
+    const int64_t saved_es = c.esize;
+    c.esize = isa::dtype_bytes(j.a_dt);  // copy_index_map's slots hold codes of A's type
+    copy_index_map(c, xp, {&x}, map, static_cast<double>(j.a_zp));
+    c.esize = saved_es;
+  }
   j.w = grouped_weights(j, L.weight_q);
   const uint64_t xa = xp.addr;
-  const int64_t a_img = f.hp * f.wp * C;
+  const int64_t a_img = f.hp * f.wp * C * isa::dtype_bytes(j.a_dt);
   j.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * a_img); };
   j.a_range = xp.range();
   j.what = fmt::format("int8 ConvTranspose {}", n.name);
@@ -603,8 +627,8 @@ bool lower_matrix_int8(Context& c, const Node& n) {
     c.plan->mapping = fmt::format("int8 MATMUL M={} K={} N={}", j.OH, K, N);
   }
   if (L.weight_is_constant) {
-    const uint64_t xa = x.addr;
-    j.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * a_img); };
+    const uint64_t xa = x.addr, ea = static_cast<uint64_t>(isa::dtype_bytes(j.a_dt));
+    j.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * a_img) * ea; };
   }
   if (!set_int8_output(c, n, L, y, j, 1, L.bias_folded)) return false;
   j.what = fmt::format("int8 {} {}", n.op_type, n.name);
@@ -614,11 +638,13 @@ bool lower_matrix_int8(Context& c, const Node& n) {
     const DType saved_act = c.act;
     const int64_t saved_es = c.esize;
     c.act = j.a_dt;
-    c.esize = 1;
+    c.esize = isa::dtype_bytes(j.a_dt);
     JobBands<Int8Job, Int8Strategy> bands(c, j, [&] { run_int8_job(c, n, j); });
     // backend/layer_fusion.h: the job handed to a fused conv's lowering, or the conv fused with its reader.
+    // Line-buffer fusion keeps 8-bit codes (an int16 layer's input or output is not fused).
     const bool handed = static_cast<bool>(c.take_conv_job);
-    const bool fused = handed ? hand_conv_job(c, bands) : lower_conv_pool(c, bands);
+    const bool int16 = j.a_dt == DType::kInt16 || j.y_dt == DType::kInt16;
+    const bool fused = handed ? hand_conv_job(c, bands) : !int16 && lower_conv_pool(c, bands);
     c.act = saved_act, c.esize = saved_es;
     if (fused || handed) return fused;
   }

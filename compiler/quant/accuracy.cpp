@@ -240,7 +240,7 @@ AccuracyReport evaluate_accuracy(const Graph& g, const PrecisionPlan& plan, cons
     LayerAccuracy l;
     l.name = n.name;
     l.op = n.domain.empty() ? n.op_type : n.domain + "." + n.op_type;
-    l.precision = plan.precision_of(n.name);
+    l.precision = plan.reported_precision(n.name);
     l.sqnr_db = s.sqnr_db();
     l.cosine = s.cosine();
     l.max_abs_error = s.max_abs;
@@ -273,14 +273,28 @@ AccuracyReport evaluate_accuracy(const Graph& g, const PrecisionPlan& plan, cons
   }
   r.weight_outliers = find_weight_outliers(g, options.outlier_factor);
   for (const auto& [name, np] : plan.nodes)
-    if (np.effective != np.requested)
+    if (np.fell_back())
       r.warnings.push_back("node '" + name + "' runs in " + std::string(to_string(np.effective)) + ": " + np.reason);
+  return r;
+}
+
+PrecisionPlan requantize_plan(const Graph& g, const PrecisionPlan& plan,
+                              const std::map<std::string, TensorStats>& stats, const QuantOptions& options) {
+  PrecisionPlan r;
+  r.model = plan.model;
+  r.calibration = plan.calibration;
+  r.nodes = plan.nodes;
+  for (auto& [name, np] : r.nodes) {
+    np.int16 = np.requested == Precision::kInt16 && np.effective == Precision::kInt8;
+    if (np.int16 || np.effective == np.requested) np.reason.clear();
+  }
+  quantize_plan(g, r, stats, options);
   return r;
 }
 
 MixedPrecisionAdvice advise_mixed_precision(const Graph& g, const PrecisionPlan& plan,
                                             const std::vector<Sample>& samples, double target_sqnr_db,
-                                            const PlanCost& cost) {
+                                            const PlanCost& cost, const PlanRequantizer& int16) {
   MixedPrecisionAdvice a;
   a.target_sqnr_db = target_sqnr_db;
   const PrecisionPlan ref_plan = all_fp32(plan);
@@ -315,16 +329,37 @@ MixedPrecisionAdvice advise_mixed_precision(const Graph& g, const PrecisionPlan&
   std::stable_sort(cands.begin(), cands.end(),
                    [](const Candidate& x, const Candidate& y) { return x.priority > y.priority; });
   PrecisionPlan cur = plan;
+  std::map<std::string, Precision> moved;  // node -> the precision it was moved to
+  auto try_step = [&](const std::string& name, Precision to) {
+    PrecisionPlan next = cur;
+    NodePrecision& np = next.nodes[name];
+    np.requested = to;
+    np.effective = to == Precision::kInt16 ? Precision::kInt8 : to;
+    np.int16 = to == Precision::kInt16;
+    if (int16) next = int16(next);
+    if (to == Precision::kInt16 && !next.nodes.at(name).int16) return false;  // its input cannot be int16
+    cur = std::move(next);
+    moved[name] = to;
+    a.achieved_sqnr_db = output_error(g, cur, samples, refs).sqnr_db();
+    a.met = a.achieved_sqnr_db >= target_sqnr_db;
+    return true;
+  };
+  if (int16) {
+    for (const auto& c : cands) {
+      if (cur.nodes.at(c.name).int16) continue;  // already int16 (it reads another int16 layer's input)
+      if (try_step(c.name, Precision::kInt16) && a.met) break;
+    }
+  }
+  if (!a.met) {
+    for (const auto& c : cands)
+      if (try_step(c.name, Precision::kFp16) && a.met) break;
+  }
   std::vector<PrecisionOverride> ov;
   for (const auto& c : cands) {
-    cur.nodes[c.name].effective = Precision::kFp16;
-    a.layers.push_back(c.name);
-    ov.push_back({c.name, Precision::kFp16});
-    a.achieved_sqnr_db = output_error(g, cur, samples, refs).sqnr_db();
-    if (a.achieved_sqnr_db >= target_sqnr_db) {
-      a.met = true;
-      break;
-    }
+    auto it = moved.find(c.name);
+    if (it == moved.end()) continue;
+    ov.push_back({c.name, it->second});
+    (it->second == Precision::kInt16 ? a.int16_layers : a.layers).push_back(c.name);
   }
   a.overrides = format_overrides(ov);
   if (cost) a.cost = cost(cur);
@@ -460,8 +495,9 @@ std::string accuracy_summary(const AccuracyReport& r, size_t worst_layers) {
   return o.str();
 }
 
-PrecisionPlan build_plan(const Graph& g, const PlanRequest& request, const Graph* original, const ModelQuant* model,
-                         std::vector<std::string>* notes) {
+PrecisionPlan build_plan(const Graph& g, const PlanRequest& request, const Graph* original,
+                         const ModelQuant* model, std::vector<std::string>* notes,
+                         std::map<std::string, TensorStats>* stats_out) {
   PrecisionPlan plan = resolve_plan(g, request.spec, original);
   std::map<std::string, QuantizedWeights> given;
   if (model) given = apply_model_quant(g, *model, plan, request.follow_model, notes);
@@ -496,6 +532,7 @@ PrecisionPlan build_plan(const Graph& g, const PlanRequest& request, const Graph
     }
   }
   quantize_plan(g, plan, stats, request.quant, given);
+  if (stats_out) *stats_out = stats;
   if (request.quant.empirical_bias_correction && !samples.empty()) {
     if (static_cast<int>(samples.size()) > request.quant.empirical_bias_samples)
       samples.resize(static_cast<size_t>(std::max(1, request.quant.empirical_bias_samples)));

@@ -58,9 +58,10 @@ struct AccuracyOptions {
 struct MixedPrecisionAdvice {
   double target_sqnr_db = 0;
   bool met = false;
-  double achieved_sqnr_db = 0;          // output SQNR with `layers` in fp16, the rest as planned
+  double achieved_sqnr_db = 0;          // output SQNR with `layers` in fp16, `int16_layers` in int16
   std::vector<std::string> layers;      // node names to keep in fp16, in the order chosen
-  std::string overrides;                // ready to use: "conv1=fp16,conv5=fp16"
+  std::vector<std::string> int16_layers;  // node names to run with int16 activations (not in `layers`)
+  std::string overrides;                  // ready to use: "conv3=int16,conv1=fp16,conv5=fp16"
   double cost = 0;                      // the cost callback on the advised plan (0 without one)
   double cost_int8 = 0;                 // the cost callback on the plan as given
 };
@@ -95,14 +96,29 @@ std::vector<WeightOutlier> find_weight_outliers(const Graph& g, double factor);
 
 // Latency (or any cost) of a plan; the CLI wires it to the simulator. Lower is better.
 using PlanCost = std::function<double(const PrecisionPlan&)>;
+// Quantizes a plan again after nodes' requests changed (NodePrecision::requested kInt16 for int16
+// activations, effective kFp16 for fp16): the QParams and LayerQuants follow the new requests. The CLI
+// wires it to quantize_plan over the calibration statistics the plan was built from (requantize_plan).
+using PlanRequantizer = std::function<PrecisionPlan(const PrecisionPlan&)>;
 
 // Greedy by sensitivity: each int8 matrix layer is quantized alone (the rest fp32) to measure the
-// output SQNR it costs; layers are then moved to fp16 most-harmful first (with a cost callback: most
-// harm per unit of added cost, cost(plan with the layer in fp16) - cost(plan)), re-evaluating the
-// output SQNR after each, until `target_sqnr_db` is met or no int8 layer is left.
+// output SQNR it costs; layers are then moved up most-harmful first (with a cost callback: most harm per
+// unit of added cost, cost(plan with the layer in fp16) - cost(plan)), re-evaluating the output SQNR
+// after each, until `target_sqnr_db` is met. With `int16` (the array has int16 x int8 MACs), int16
+// activations are the first step: the layers are moved to int16 in that order, and only when every
+// layer that can take int16 has and the target is still not met are they moved on to fp16, in the same
+// order. Without it, layers go straight to fp16.
 MixedPrecisionAdvice advise_mixed_precision(const Graph& g, const PrecisionPlan& plan,
                                             const std::vector<Sample>& samples, double target_sqnr_db,
-                                            const PlanCost& cost = nullptr);
+                                            const PlanCost& cost = nullptr,
+                                            const PlanRequantizer& int16 = nullptr);
+
+// A PlanRequantizer's work: `plan`'s node requests (NodePrecision::requested / effective) quantized
+// again with `stats` (the calibration statistics `plan` was built from) and `options`: int16 flags
+// re-derived from the requests, QParams and LayerQuants rebuilt. Empirical bias correction is not
+// applied again.
+PrecisionPlan requantize_plan(const Graph& g, const PrecisionPlan& plan,
+                              const std::map<std::string, TensorStats>& stats, const QuantOptions& options);
 
 // The `accuracy` object of the report JSON (without a trailing newline).
 void write_accuracy_json(const AccuracyReport& r, std::ostream& out);
@@ -132,7 +148,9 @@ struct PlanRequest {
 // With `model` (a pre-quantized model's own scales, qdq.h), int8 nodes take the model's QParams and
 // weight codes, and only values the model leaves unquantized are calibrated (the calibration record
 // says how many); `notes` collects what could not be kept.
+// `stats`, when given, receives the calibration statistics (requantize_plan's input).
 PrecisionPlan build_plan(const Graph& g, const PlanRequest& request, const Graph* original = nullptr,
-                         const ModelQuant* model = nullptr, std::vector<std::string>* notes = nullptr);
+                         const ModelQuant* model = nullptr, std::vector<std::string>* notes = nullptr,
+                         std::map<std::string, TensorStats>* stats = nullptr);
 
 }  // namespace npusim::compiler::quant

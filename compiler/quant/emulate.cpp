@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <type_traits>
 
 #include "compiler/interp/kernels.h"
 #include "compiler/ops/conv_transpose.h"
@@ -90,21 +91,28 @@ float act_fp32(const Node& n, const std::string& a, float x) {
   fail(n, "unknown fused activation '" + a + "'");
 }
 
-// The per-output-channel epilogue: acc (int32) -> output code (precision.h's contract).
+// The per-output-channel epilogue: acc -> output code (precision.h's contract). int8 inputs: int32 sums
+// (the wrapped uint32); int16 inputs: int64 sums, the residual added without saturation (int64 sums of
+// int16 x int8 products never come near it) and the 64-bit requantize, as the datapath runs them.
 struct Epilogue {
   const LayerQuant& L;
   const QParams& y;
   const Node& node;
-  int32_t operator()(uint32_t acc_wrapped, int64_t c, int32_t residual_centered) const {
-    int32_t acc = static_cast<int32_t>(acc_wrapped);
+  // Acc: uint32_t (int32 sums, wrapped) or uint64_t (int64 sums).
+  template <class Acc>
+  int32_t operator()(Acc acc_wrapped, int64_t c, int32_t residual_centered) const {
+    constexpr bool wide = std::is_same_v<Acc, uint64_t>;
+    auto requantize = [](int64_t x, const num::QuantizedMultiplier& m, int32_t zp) {
+      return wide ? num::requantize_unsaturated_64(x, m.multiplier, m.shift, zp)
+                  : num::requantize_unsaturated(static_cast<int32_t>(x), m.multiplier, m.shift, zp);
+    };
+    int64_t acc = wide ? static_cast<int64_t>(acc_wrapped) : static_cast<int32_t>(acc_wrapped);
     if (!L.residual.empty()) {
-      const auto& r = L.residual_rescale[c];
-      acc = num::saturate_int32(static_cast<int64_t>(acc) +
-                                num::requantize_unsaturated(residual_centered, r.multiplier, r.shift, 0));
+      acc += requantize(residual_centered, L.residual_rescale[c], 0);
+      if (!wide) acc = num::saturate_int32(acc);
     }
     if (!L.float_epilogue) {
-      const auto& m = L.requant[c];
-      const int64_t v = num::requantize_unsaturated(acc, m.multiplier, m.shift, y.zero_point);
+      const int64_t v = requantize(acc, L.requant[c], y.zero_point);
       return static_cast<int32_t>(num::clamp_i64(v, L.clamp_min, L.clamp_max));
     }
     const float pre = static_cast<float>(acc) * L.acc_scale[c];
@@ -113,8 +121,10 @@ struct Epilogue {
   float activation(float x) const { return act_fp32(node, L.activation, x); }
 };
 
-// The int8 conv of geometry cg over NCHW codes x (zero point zx): im2col of the centred codes, int32
-// sums in wrapping arithmetic, the epilogue per output channel.
+// The int8 conv of geometry cg over NCHW codes x (zero point zx): im2col of the centred codes, sums in
+// the wrapping unsigned accumulator Acc (uint32_t: int32 sums of int8 inputs; uint64_t: int64 sums of
+// int16 inputs), the epilogue per output channel.
+template <class Acc>
 std::vector<int32_t> conv_codes(const Node& n, const ConvGeom& cg, const std::vector<int32_t>& x, int32_t zx,
                                 const LayerQuant& L, const Epilogue& epi, const Int8Tensor* residual) {
   const int64_t cpg = cg.c / cg.group, mpg = cg.m / cg.group;
@@ -125,7 +135,7 @@ std::vector<int32_t> conv_codes(const Node& n, const ConvGeom& cg, const std::ve
     return residual ? residual->codes[idx] - residual->qparams.zero_point : 0;
   };
   std::vector<int16_t> col(K * P);
-  std::vector<uint32_t> acc(P);
+  std::vector<Acc> acc(P);
   for (int64_t b = 0; b < cg.n; ++b) {
     for (int64_t gi = 0; gi < cg.group; ++gi) {
       // im2col of (x_q - zx); padding is the zero point, i.e. 0 after centring.
@@ -146,12 +156,13 @@ std::vector<int32_t> conv_codes(const Node& n, const ConvGeom& cg, const std::ve
       for (int64_t mi = 0; mi < mpg; ++mi) {
         const int64_t m = gi * mpg + mi;
         const int8_t* wm = &L.weight_q[m * K];
-        std::fill(acc.begin(), acc.end(), static_cast<uint32_t>(L.bias[m]));
+        std::fill(acc.begin(), acc.end(), static_cast<Acc>(static_cast<int64_t>(L.bias[m])));
         for (int64_t k = 0; k < K; ++k) {
           const int32_t wv = wm[k];
           if (wv == 0) continue;
           const int16_t* row = &col[k * P];
-          for (int64_t p = 0; p < P; ++p) acc[p] += static_cast<uint32_t>(wv * static_cast<int32_t>(row[p]));
+          for (int64_t p = 0; p < P; ++p)
+            acc[p] += static_cast<Acc>(static_cast<int64_t>(wv * static_cast<int32_t>(row[p])));
         }
         const int64_t base = (b * cg.m + m) * P;
         for (int64_t p = 0; p < P; ++p) out[base + p] = epi(acc[p], m, res(base + p));
@@ -170,6 +181,7 @@ std::vector<int32_t> run_int8_layer(const Graph& /*g*/, const Node& n, const Pre
   const QParams& yq = plan.values.at(L.output);
   const Epilogue epi{L, yq, n};
   const int32_t zx = x.qparams.zero_point;
+  const bool wide = x.qparams.dtype == isa::DType::kInt16;  // int16 x int8: int64 sums
   std::vector<int32_t> out;
   auto res = [&](int64_t idx) -> int32_t {
     return residual ? residual->codes[idx] - residual->qparams.zero_point : 0;
@@ -177,7 +189,8 @@ std::vector<int32_t> run_int8_layer(const Graph& /*g*/, const Node& n, const Pre
   if (n.op_type == "Conv") {
     const ConvGeom cg = conv_geometry(n, x.shape, L.weight_shape);
     out_shape = x.shape.size() == 4 ? Shape{cg.n, cg.m, cg.oh, cg.ow} : Shape{cg.n, cg.m, cg.ow};
-    return conv_codes(n, cg, x.codes, zx, L, epi, residual);
+    return wide ? conv_codes<uint64_t>(n, cg, x.codes, zx, L, epi, residual)
+                : conv_codes<uint32_t>(n, cg, x.codes, zx, L, epi, residual);
   }
   if (n.op_type == "ConvTranspose") {
     // The stride-1 conv over the zero-inserted input (compiler/ops/conv_transpose.h), as the back end
@@ -199,7 +212,8 @@ std::vector<int32_t> run_int8_layer(const Graph& /*g*/, const Node& n, const Pre
         }
       }
     out_shape = Shape{cg.n, cg.m, cg.oh, cg.ow};
-    return conv_codes(n, cg, padded, zx, L, epi, residual);
+    return wide ? conv_codes<uint64_t>(n, cg, padded, zx, L, epi, residual)
+                : conv_codes<uint32_t>(n, cg, padded, zx, L, epi, residual);
   }
   // MatMul / Gemm: A [..., M, K] x B [..., K, N] (Gemm transB: B [N, K]).
   if (x.shape.size() < 2) fail(n, "int8 MatMul needs an input of rank >= 2");
@@ -230,21 +244,29 @@ std::vector<int32_t> run_int8_layer(const Graph& /*g*/, const Node& n, const Pre
         const int64_t src = transb ? (j * K + k) : (bb * K * N + k * N + j);
         bc[(bb * K + k) * N + j] = (runtime_b ? runtime_b->codes[src] : L.weight_q[src]) - zb;
       }
-  std::vector<uint32_t> acc(N);
-  for (int64_t ba = 0; ba < batch_a; ++ba) {
-    const int32_t* bm = &bc[(batch_b == 1 ? 0 : ba) * K * N];
-    for (int64_t i = 0; i < M; ++i) {
-      for (int64_t j = 0; j < N; ++j) acc[j] = static_cast<uint32_t>(L.bias[j]);
-      const int32_t* arow = &x.codes[(ba * M + i) * K];
-      for (int64_t k = 0; k < K; ++k) {
-        const int32_t av = arow[k] - zx;
-        if (av == 0) continue;
-        const int32_t* brow = &bm[k * N];
-        for (int64_t j = 0; j < N; ++j) acc[j] += static_cast<uint32_t>(av * brow[j]);
+  auto run = [&](auto zero) {
+    using Acc = decltype(zero);
+    std::vector<Acc> acc(N);
+    for (int64_t ba = 0; ba < batch_a; ++ba) {
+      const int32_t* bm = &bc[(batch_b == 1 ? 0 : ba) * K * N];
+      for (int64_t i = 0; i < M; ++i) {
+        for (int64_t j = 0; j < N; ++j) acc[j] = static_cast<Acc>(static_cast<int64_t>(L.bias[j]));
+        const int32_t* arow = &x.codes[(ba * M + i) * K];
+        for (int64_t k = 0; k < K; ++k) {
+          const int32_t av = arow[k] - zx;
+          if (av == 0) continue;
+          const int32_t* brow = &bm[k * N];
+          for (int64_t j = 0; j < N; ++j) acc[j] += static_cast<Acc>(static_cast<int64_t>(av * brow[j]));
+        }
+        const int64_t base = (ba * M + i) * N;
+        for (int64_t j = 0; j < N; ++j) out[base + j] = epi(acc[j], j, res(base + j));
       }
-      const int64_t base = (ba * M + i) * N;
-      for (int64_t j = 0; j < N; ++j) out[base + j] = epi(acc[j], j, res(base + j));
     }
+  };
+  if (wide) {
+    run(uint64_t{0});
+  } else {
+    run(uint32_t{0});
   }
   return out;
 }

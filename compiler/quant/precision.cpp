@@ -19,6 +19,8 @@ std::string_view to_string(Precision p) {
       return "bf16";
     case Precision::kInt8:
       return "int8";
+    case Precision::kInt16:
+      return "int16";
   }
   return "fp32";
 }
@@ -30,7 +32,8 @@ Precision parse_precision(const std::string& text) {
   if (t == "fp16") return Precision::kFp16;
   if (t == "bf16") return Precision::kBf16;
   if (t == "int8") return Precision::kInt8;
-  throw PrecisionError("unknown precision '" + text + "' (expected fp32, fp16, bf16 or int8)");
+  if (t == "int16") return Precision::kInt16;
+  throw PrecisionError("unknown precision '" + text + "' (expected fp32, fp16, bf16, int8 or int16)");
 }
 
 isa::DType to_dtype(Precision p) {
@@ -43,6 +46,8 @@ isa::DType to_dtype(Precision p) {
       return isa::DType::kBf16;
     case Precision::kInt8:
       return isa::DType::kInt8;
+    case Precision::kInt16:
+      return isa::DType::kInt16;
   }
   return isa::DType::kFp32;
 }
@@ -125,6 +130,17 @@ Precision PrecisionPlan::precision_of(const std::string& name) const {
   return it == nodes.end() ? model : it->second.effective;
 }
 
+Precision PrecisionPlan::reported_precision(const std::string& name) const {
+  auto it = nodes.find(name);
+  return it == nodes.end() ? model : it->second.reported();
+}
+
+// The op types whose activation input can be int16 (the array's int16 x int8 MACs).
+static bool int16_capable(const std::string& op_type) {
+  return op_type == "Conv" || op_type == "ConvTranspose" || op_type == "Gemm" || op_type == "MatMul";
+}
+static bool int16_capable(const Node& n) { return n.domain.empty() && int16_capable(n.op_type); }
+
 bool PrecisionPlan::has_int8() const {
   for (const auto& [name, np] : nodes)
     if (np.effective == Precision::kInt8) return true;
@@ -136,6 +152,10 @@ static bool derived_from(const std::string& name, const std::string& key) {
 }
 
 PrecisionPlan resolve_plan(const Graph& g, const PrecisionSpec& spec, const Graph* original) {
+  if (spec.model == Precision::kInt16)
+    throw PrecisionError(
+        "int16 is a per-layer option for matrix layers: use --precision int8 with "
+        "--precision-override NODE_OR_OP=int16");
   PrecisionPlan plan;
   plan.model = spec.model;
   std::set<std::string> node_names, op_types;
@@ -164,6 +184,22 @@ PrecisionPlan resolve_plan(const Graph& g, const PrecisionSpec& spec, const Grap
     for (const auto& k : unmatched) list += (list.empty() ? "'" : ", '") + k + "'";
     throw PrecisionError("precision override " + list + " names no node and no op type of the model");
   }
+  // int16 names matrix layers only: an op type or a node (of the graph, or of the imported graph before
+  // a pass fused it) of another kind is a request int16 cannot honour.
+  for (const auto& o : spec.overrides) {
+    if (o.precision != Precision::kInt16) continue;
+    std::string other;  // the op type of a non-matrix node or op type the key names
+    if ((op_types.count(o.key) || original_by_op.count(o.key)) && !int16_capable(o.key)) other = o.key;
+    for (const Graph* graph : {&g, original})
+      if (graph)
+        for (const auto& n : graph->nodes)
+          if (n.name == o.key && !int16_capable(n)) other = n.op_type;
+    if (!other.empty())
+      throw PrecisionError("precision override '" + o.key +
+                           "=int16': int16 activations are for matrix layers "
+                           "(Conv, ConvTranspose, Gemm, MatMul), not " +
+                           other);
+  }
 
   for (const auto& n : g.nodes) {
     NodePrecision np;
@@ -185,7 +221,12 @@ PrecisionPlan resolve_plan(const Graph& g, const PrecisionSpec& spec, const Grap
         np.overridden = true;
       }
     }
-    np.effective = np.requested;
+    if (np.requested == Precision::kInt16) {
+      // A node a pass derived from a named matrix layer (its padding, say) runs in int8 with the layer.
+      if (!int16_capable(n)) np.requested = Precision::kInt8;
+      np.int16 = int16_capable(n);
+    }
+    np.effective = np.requested == Precision::kInt16 ? Precision::kInt8 : np.requested;
     plan.nodes[n.name] = np;
   }
   return plan;
@@ -193,7 +234,7 @@ PrecisionPlan resolve_plan(const Graph& g, const PrecisionSpec& spec, const Grap
 
 std::string plan_summary(const PrecisionPlan& plan) {
   std::map<Precision, std::vector<std::string>> by;
-  for (const auto& [name, np] : plan.nodes) by[np.effective].push_back(name);
+  for (const auto& [name, np] : plan.nodes) by[np.reported()].push_back(name);
   std::ostringstream os;
   bool first = true;
   for (const auto& [p, names] : by) {
@@ -208,7 +249,7 @@ std::string plan_summary(const PrecisionPlan& plan) {
   }
   int fallbacks = 0;
   for (const auto& [name, np] : plan.nodes)
-    if (np.effective != np.requested) ++fallbacks;
+    if (np.fell_back()) ++fallbacks;
   if (fallbacks) os << " (" << fallbacks << " nodes could not run in the requested precision)";
   return os.str();
 }

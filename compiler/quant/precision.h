@@ -58,9 +58,12 @@ class PrecisionError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Precision { kFp32, kFp16, kBf16, kInt8 };
+// kInt16 is a per-layer request only (--precision-override NODE=int16): a matrix layer whose activation
+// input is int16 codes (int16 x int8 weights, int64 sums, isa.h's DType). Such a node resolves to
+// effective kInt8 -- the integer datapath and every int8 rule below -- with NodePrecision::int16 set.
+enum class Precision { kFp32, kFp16, kBf16, kInt8, kInt16 };
 std::string_view to_string(Precision p);
-// "fp32" | "fp16" | "bf16" | "int8" (case-insensitive); throws PrecisionError naming the text.
+// "fp32" | "fp16" | "bf16" | "int8" | "int16" (case-insensitive); throws PrecisionError naming the text.
 Precision parse_precision(const std::string& text);
 // The operand dtype of the matrix unit for a precision (int8 activations may be uint8: see QParams).
 isa::DType to_dtype(Precision p);
@@ -87,11 +90,12 @@ std::vector<PrecisionOverride> parse_overrides(const std::string& text);
 // The inverse: "conv1=fp16,Softmax=fp32".
 std::string format_overrides(const std::vector<PrecisionOverride>& overrides);
 
-// Quantization parameters of one int8 tensor: real = (q - zero_point) * scale.
+// Quantization parameters of one int8 (or int16) tensor: real = (q - zero_point) * scale.
 struct QParams {
   float scale = 1.0f;
   int32_t zero_point = 0;
-  isa::DType dtype = isa::DType::kInt8;  // kInt8 or kUint8
+  isa::DType dtype =
+      isa::DType::kInt8;  // kInt8 or kUint8; kInt16 (symmetric, zero point 0) for int16 activations
   int32_t qmin() const { return static_cast<int32_t>(isa::numerics::dtype_min(dtype)); }
   int32_t qmax() const { return static_cast<int32_t>(isa::numerics::dtype_max(dtype)); }
   // ONNX QuantizeLinear / DequantizeLinear semantics (see the contract above).
@@ -154,9 +158,18 @@ struct CalibrationInfo {
 // A node's resolved precision.
 struct NodePrecision {
   Precision requested = Precision::kFp32;  // what the spec asked for
-  Precision effective = Precision::kFp32;  // what runs (int8 may fall back, see reason)
-  std::string reason;                      // why effective != requested, else ""
+  Precision effective = Precision::kFp32;  // what runs (int8 may fall back, see reason); never kInt16
+  std::string reason;                      // why effective != requested (and not int16), else ""
   bool overridden = false;                 // a per-layer override chose `requested`
+  // int16 activations (effective is kInt8): the node's activation input is int16 codes, its MACs int16 x
+  // int8 with int64 sums. Set by resolve_plan for a requested kInt16 matrix node; quantize_plan clears it
+  // (with a reason) where the input cannot be int16, and sets it on every matrix node reading an int16
+  // value (the array then runs it in int16 too).
+  bool int16 = false;
+  // What the node runs in, for reports: kInt16 for int16 activations, else effective.
+  Precision reported() const { return int16 ? Precision::kInt16 : effective; }
+  // effective differs from requested for a reason worth reporting (not int16 resolving to kInt8).
+  bool fell_back() const { return effective != requested && !(requested == Precision::kInt16 && int16); }
 };
 
 struct PrecisionPlan {
@@ -168,12 +181,17 @@ struct PrecisionPlan {
 
   // Effective precision of node `name`; the model precision for a node the plan does not list.
   Precision precision_of(const std::string& name) const;
+  // NodePrecision::reported of node `name` (kInt16 for int16 activations); precision_of when unlisted.
+  Precision reported_precision(const std::string& name) const;
   bool has_int8() const;
 };
 
 // Resolves `spec` on every node of `g`: a key equal to a node's name applies to it and to the nodes a
 // pass derived from it (named "KEY_..."), a key equal to an op type applies to the nodes of that type.
-// Node-name keys win over op-type keys; among keys of one kind the later override wins. When `g` is a
+// Node-name keys win over op-type keys; among keys of one kind the later override wins. An int16 key
+// applies to matrix nodes (Conv, ConvTranspose, Gemm, MatMul); naming another node or op type with int16,
+// or int16 as the model precision, is a PrecisionError; other nodes a key reaches only through a pass's
+// derivation take int8. When `g` is a
 // lowered graph, pass the imported graph as `original` so op-type keys also match ops the passes
 // rewrote (Softmax decomposed into ReduceMax/Sub/Exp/..., found through the original node names).
 // Throws PrecisionError listing every key that matches nothing.

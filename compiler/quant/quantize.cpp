@@ -39,6 +39,44 @@ QParams qparams_for_range(ClipRange r, bool symmetric, isa::DType asymmetric_dty
   return q;
 }
 
+static bool float_value(const Graph& g, const std::string& name);
+
+QParams int16_qparams(ClipRange r) {
+  QParams q;
+  q.dtype = isa::DType::kInt16;
+  q.zero_point = 0;
+  const double amax = std::max(-std::min<double>(0.0, r.lo), std::max<double>(0.0, r.hi));
+  q.scale = amax > 0 ? static_cast<float>(amax / 32767.0) : 1.0f;
+  return q;
+}
+
+std::string int16_input_problem(const Graph& g, const PrecisionPlan& plan, const Node& n) {
+  const std::string& x = n.inputs.at(0);
+  if (!float_value(g, x)) return "its input '" + x + "' is not a floating-point activation";
+  if (plan.values.count(x)) return "its input '" + x + "' carries the model's own int8 scales";
+  if (n.inputs.size() < 2 || !g.value(n.inputs[1]).is_constant())
+    return "int16 activations need constant weights (a runtime B operand is int8)";
+  const int p = g.producer(x);
+  if (p >= 0) {
+    const Node& w = g.nodes[static_cast<size_t>(p)];
+    if (plan.precision_of(w.name) == Precision::kInt8 && !is_int8_layer_op(w))
+      return "its input '" + x + "' is written by '" + w.name + "' (" + w.op_type +
+             "), an int8 vector node, which writes 8-bit codes only";
+  }
+  for (int r : g.consumers(x)) {
+    const Node& m = g.nodes[static_cast<size_t>(r)];
+    if (plan.precision_of(m.name) != Precision::kInt8) continue;  // float readers dequantize any codes
+    const bool as_input = is_int8_layer_op(m) && m.inputs.at(0) == x && m.inputs.size() >= 2 &&
+                          g.value(m.inputs[1]).is_constant() && m.inputs[1] != x;
+    const bool as_residual = is_int8_layer_op(m) && m.has_attr(kResidualInput) && m.inputs.size() > 3 &&
+                             m.inputs[3] == x && m.inputs.at(0) != x;
+    if (!as_input && !as_residual)
+      return "its input '" + x + "' is also read by '" + m.name + "' (" + m.op_type +
+             "), an int8 node that reads 8-bit codes only";
+  }
+  return "";
+}
+
 std::string to_string(WeightRange r) {
   return r == WeightRange::kMse ? "mse" : r == WeightRange::kOutputMse ? "output-mse" : "minmax";
 }
@@ -377,6 +415,13 @@ bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const Quant
       return false;
     }
     const double b = std::nearbyint(corrected[c] / static_cast<double>(L.acc_scale[c]));
+    if (xq.dtype == isa::DType::kInt16 && std::fabs(b) > 2147483647.0) {
+      // int16 inputs make an accumulator unit 256x finer than int8's; the bias records are int32.
+      reason = "the bias of output channel " + std::to_string(c) +
+               " exceeds int32 in the int16 layer's "
+               "accumulator units";
+      return false;
+    }
     L.bias[c] = static_cast<int32_t>(std::clamp(b, -2147483648.0, 2147483647.0));
     L.requant[c] = *m;
   }
@@ -494,9 +539,38 @@ void quantize_plan(const Graph& g, PrecisionPlan& plan, const std::map<std::stri
     for (const std::string& m : {v, p})
       if (widest.at(find(m)) != m) share[m] = widest.at(find(m));
   auto root = [&](const std::string& v) { return share.at(v); };
+  // int16 activations: the inputs of the int16 matrix nodes whose input can be int16 (a request that
+  // cannot be honoured runs with int8 activations, and says why); every int8 matrix node reading such a
+  // value as its input runs int16 too (its A operand is int16 codes).
+  std::set<std::string> wide;
+  for (const Node& n : g.nodes) {
+    auto pit = plan.nodes.find(n.name);
+    if (pit == plan.nodes.end() || !pit->second.int16 || pit->second.effective != Precision::kInt8) continue;
+    const std::string problem = int16_input_problem(g, plan, n);
+    if (problem.empty()) {
+      wide.insert(n.inputs[0]);
+    } else {
+      pit->second.int16 = false;
+      pit->second.reason = problem + "; runs with int8 activations";
+    }
+  }
+  for (const Node& n : g.nodes)
+    if (is_int8_layer_op(n) && plan.precision_of(n.name) == Precision::kInt8 && wide.count(n.inputs.at(0)))
+      plan.nodes[n.name].int16 = true;
   std::set<std::string> symmetric;  // values quantized with zero point 0 (filled below, before any assign)
   std::function<void(const std::string&, bool)> assign = [&](const std::string& v, bool force_symmetric) {
     if (plan.values.count(v)) return;
+    if (wide.count(v)) {
+      // int16: symmetric over the min-max range. With 32767 steps a side, rounding costs 256x less than in
+      // int8 and clipping would cost more than it saves (TFLite's 16x8 mode calibrates min/max too).
+      auto it = stats.find(v);
+      if (it == stats.end())
+        throw std::runtime_error("quantize_plan: no calibration statistics for value '" + v + "'");
+      CalibrationOptions co = options.calibration;
+      co.method = CalibrationMethod::kMinMax;
+      plan.values[v] = int16_qparams(choose_range(it->second, co, true));
+      return;
+    }
     if (share.count(v)) {
       const std::string r = root(v);
       assign(r, force_symmetric || symmetric.count(r) > 0);
@@ -548,6 +622,7 @@ void quantize_plan(const Graph& g, PrecisionPlan& plan, const std::map<std::stri
     if (!build_layer(g, n, plan, options, gw == given.end() ? nullptr : &gw->second, reason,
                      st == stats.end() ? nullptr : &st->second)) {
       pit->second.effective = Precision::kFp16;
+      pit->second.int16 = false;
       pit->second.reason = reason + "; runs in fp16";
     }
   }

@@ -63,6 +63,16 @@ struct QuantOptions {
 // clamped to the dtype.
 QParams qparams_for_range(ClipRange r, bool symmetric, isa::DType asymmetric_dtype);
 
+// int16 activation parameters (int16 activations, precision.h): symmetric, zero point 0, scale =
+// max |range| / 32767 (scale 1 for a degenerate range).
+QParams int16_qparams(ClipRange r);
+
+// Why node n (an int16-requested int8 matrix node) cannot take int16 activations, "" when it can: its
+// input must be a float activation without a model's own scales, its weights constant, and every int8
+// node that writes or reads that value an int8 matrix node (which reads int16 codes as its A operand or
+// residual and writes them from its output stage); float nodes convert any codes.
+std::string int16_input_problem(const Graph& g, const PrecisionPlan& plan, const Node& n);
+
 // Symmetric int8 weights: scale = range / 127 over the whole tensor or per slice of `axis` (range: see
 // WeightRange), codes round_half_even(w / scale) clamped to [-127, 127]. An all-zero slice gets scale 1.
 struct QuantizedWeights {

@@ -28,6 +28,11 @@ void SystolicArrayConfig::visit(Visitor& v) {
   v.real({"fp16_rate", "x int8", "fp16 MAC rate as a fraction of the int8 rate (0 = fp16 unsupported)"}, fp16_rate, 0, 1);
   v.real({"bf16_rate", "x int8", "bf16 MAC rate as a fraction of the int8 rate (0 = bf16 unsupported)"}, bf16_rate, 0, 1);
   v.real({"fp32_rate", "x int8", "fp32 MAC rate as a fraction of the int8 rate (0 = fp32 unsupported)"}, fp32_rate, 0, 1);
+  v.real({"int16_rate", "x int8",
+          "int16-activation x int8-weight MAC rate (int64 accumulation) as a fraction of the int8 rate (0 = "
+          "int16 "
+          "activations unsupported)"},
+         int16_rate, 0, 1);
   v.boolean({"fp16_accumulate_fp32", "", "fp16/bf16 products accumulate in fp32 (false: in the input precision)"},
             fp16_accumulate_fp32);
 }
@@ -40,6 +45,11 @@ double SystolicArrayConfig::rate(DType t) const {
       return bf16_rate;
     case DType::kFp32:
       return fp32_rate;
+    case DType::kInt16:
+      return int16_rate;
+    case DType::kInt32:
+    case DType::kInt64:
+      return 0.0;  // accumulator types: the array has no such multipliers
     default:
       return 1.0;
   }
@@ -173,6 +183,7 @@ std::vector<std::string_view> NpuConfig::governing_keys(std::string_view path) {
   if (path == "energy.mac_pj.fp16") return {"systolic_array.fp16_rate"};
   if (path == "energy.mac_pj.bf16") return {"systolic_array.bf16_rate"};
   if (path == "energy.mac_pj.fp32") return {"systolic_array.fp32_rate"};
+  if (path == "energy.mac_pj.int16") return {"systolic_array.int16_rate"};
   if (path == "systolic_array.pipelined_folds") return {"systolic_array.dataflow", "systolic_array.double_buffered"};
   return {};
 }

@@ -50,6 +50,7 @@ struct SystolicArrayConfig {
   double fp16_rate = 0.5;
   double bf16_rate = 0.5;
   double fp32_rate = 0.25;
+  double int16_rate = 0.5;  // int16 activations x int8 weights, int64 accumulation
   bool fp16_accumulate_fp32 = true;
   void visit(Visitor& v);
   // MAC rate of `t` relative to int8 (0 when the array does not support it).
@@ -164,8 +165,8 @@ struct TechnologyConfig {
 // over time. On-chip figures are at reference_nm; DRAM and host-link figures are off-chip and not scaled.
 struct EnergyConfig {
   double reference_nm = 45.0;
-  // Energy of one MAC (multiply and accumulate) by input precision: int8, fp16, bf16, fp32.
-  std::array<double, 4> mac_pj = {0.3, 2.0, 2.0, 4.6};
+  // Energy of one MAC (multiply and accumulate) by input precision: int8, fp16, bf16, fp32, int16 (x int8).
+  std::array<double, 5> mac_pj = {0.3, 2.0, 2.0, 4.6, 0.6};
   // SRAM energy per bit of an access to an 8 KiB bank; it scales with sqrt(bank capacity / 8 KiB).
   double sram_read_pj_per_bit = 0.156;
   double sram_write_pj_per_bit = 0.172;
@@ -181,7 +182,8 @@ struct EnergyConfig {
   // The precision whose MAC energy mac_pj[i] is (kMacPrecisions[i]).
   double mac(DType t) const;
 };
-inline constexpr std::array<DType, 4> kMacPrecisions = {DType::kInt8, DType::kFp16, DType::kBf16, DType::kFp32};
+inline constexpr std::array<DType, 5> kMacPrecisions = {DType::kInt8, DType::kFp16, DType::kBf16,
+                                                        DType::kFp32, DType::kInt16};
 
 // Silicon area (docs/energy.md), at reference_nm, scaled to technology.node_nm by area_scale().
 struct AreaConfig {

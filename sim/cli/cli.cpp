@@ -516,8 +516,9 @@ po::options_description precision_options(ModelCliOptions& m) {
       "MACs, else bf16, else fp16, else int8)")(
       "precision-override", po::value(&m.overrides)->composing()->value_name("KEY=P,..."),
       "per-layer precision by ONNX node name or op type, e.g. conv1=fp16,Softmax=fp32 (repeatable; later "
-      "wins)")("precision-file", po::value(&m.precision_file)->value_name("FILE.yaml"),
-               "per-layer overrides in YAML: a mapping KEY: P, a list of one-key maps, or {overrides: ...}")(
+      "wins); int16 gives a matrix layer int16 activations (int16 x int8 MACs, systolic_array.int16_rate)")(
+      "precision-file", po::value(&m.precision_file)->value_name("FILE.yaml"),
+      "per-layer overrides in YAML: a mapping KEY: P, a list of one-key maps, or {overrides: ...}")(
       "calibration", po::value(&m.calibration_dir)->value_name("DIR"),
       "int8 calibration inputs: one image (PNG/JPEG, with --preprocess) or .npy/.pb per sample, or one "
       "folder per "
@@ -788,7 +789,15 @@ void accuracy_report(Context& /*ctx*/, const CompiledModel& cm, const isa::NpuCo
       const compiler::CompileResult res = compile_with_plan(cm.lowered, config, p, simulation_timer(config), nullptr, cm.fusion);
       return static_cast<double>(arch::simulate(res.program, config, {}).total_cycles);
     };
-    r.advice = q::advise_mixed_precision(cm.lowered, cm.plan, samples, *a.advise_sqnr, cost);
+    // int16 activations as the step before fp16, where the array has int16 x int8 MACs (the plan quantized
+    // again from its calibration statistics; not for a model's own scales or an empirically corrected plan).
+    q::PlanRequantizer int16;
+    const q::QuantOptions quant = to_model_options(m, config).plan.quant;
+    if (config.systolic_array.int16_rate > 0 && !cm.prequantized && !quant.empirical_bias_correction)
+      int16 = [&](const q::PrecisionPlan& p) {
+        return q::requantize_plan(cm.lowered, p, cm.calibration_stats, quant);
+      };
+    r.advice = q::advise_mixed_precision(cm.lowered, cm.plan, samples, *a.advise_sqnr, cost, int16);
   }
   if (a.accuracy || a.advise_sqnr) extras.sections.emplace_back("accuracy", q::accuracy_json(r));
   extras.text += q::accuracy_summary(r);
@@ -801,10 +810,11 @@ void accuracy_report(Context& /*ctx*/, const CompiledModel& cm, const isa::NpuCo
           adv.target_sqnr_db, adv.achieved_sqnr_db, adv.cost_int8);
     } else {
       extras.answer += fmt::format(
-          "mixed-precision advice (target {:.1f} dB): {} {:.2f} dB with {} layer(s) in fp16, {:.0f} cycles "
-          "(int8 as planned: {:.0f})\n",
-          adv.target_sqnr_db, adv.met ? "met," : "NOT met, best", adv.achieved_sqnr_db, adv.layers.size(), adv.cost,
-          adv.cost_int8);
+          "mixed-precision advice (target {:.1f} dB): {} {:.2f} dB with {} layer(s) in int16 and {} in fp16, "
+          "{:.0f} "
+          "cycles (int8 as planned: {:.0f})\n",
+          adv.target_sqnr_db, adv.met ? "met," : "NOT met, best", adv.achieved_sqnr_db,
+          adv.int16_layers.size(), adv.layers.size(), adv.cost, adv.cost_int8);
       extras.answer += fmt::format("  --precision-override '{}'\n", adv.overrides);
     }
   }

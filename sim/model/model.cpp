@@ -111,7 +111,8 @@ CompiledModel compile_model(const std::string& spec, const isa::NpuConfig& confi
   import.dim_params = options.dim_params;
   bool int8 = options.plan.spec.model == compiler::quant::Precision::kInt8;
   for (const compiler::quant::PrecisionOverride& o : options.plan.spec.overrides)
-    int8 = int8 || o.precision == compiler::quant::Precision::kInt8;
+    int8 = int8 || o.precision == compiler::quant::Precision::kInt8 ||
+           o.precision == compiler::quant::Precision::kInt16;
   import.weight_values = options.weight_values || int8 || options.plan.quant.cross_layer_equalization;
   return compile_graph(compiler::load_model(spec, import), config, options, verbose);
 }
@@ -122,6 +123,12 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
   m.imported = std::move(imported);
   if (verbose)
     *verbose << "== imported\n" << compiler::to_string(m.imported, compiler::kGraphTextWidth) << "\n";
+  // int16 activations need the array's int16 x int8 MACs: refused before any work when it has none.
+  for (const compiler::quant::PrecisionOverride& o : options.plan.spec.overrides)
+    if (o.precision == compiler::quant::Precision::kInt16 && config.systolic_array.int16_rate <= 0)
+      throw compiler::quant::PrecisionError("precision override '" + o.key +
+                                            "=int16': this array has no int16 x int8 MACs "
+                                            "(systolic_array.int16_rate is 0)");
   std::optional<compiler::quant::ModelQuant> own;
   if (compiler::quant::is_prequantized(m.imported)) {
     compiler::quant::QdqImport q = compiler::quant::import_qdq(m.imported);
@@ -157,7 +164,8 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
     equalization = compiler::passes::equalize_cross_layer(m.lowered);
     if (observer) observer("cross-layer-equalization", m.lowered);
   }
-  m.plan = compiler::quant::build_plan(m.lowered, options.plan, &m.imported, own ? &*own : nullptr, &m.quant_notes);
+  m.plan = compiler::quant::build_plan(m.lowered, options.plan, &m.imported, own ? &*own : nullptr,
+                                       &m.quant_notes, &m.calibration_stats);
   m.plan.calibration.equalization = std::move(equalization);
   m.result = compile_with_plan(m.lowered, config, m.plan, options.timer, options.mapping, options.fusion);
   compiler::bound_as_imported(m.result, m.imported, m.lowered, config, options.mapping);

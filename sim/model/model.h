@@ -55,6 +55,8 @@ struct CompiledModel {
   bool prequantized = false;               // a QDQ / QLinear model: its own scales were imported
   bool fusion = true;                      // ModelOptions::fusion
   std::vector<std::string> quant_notes;    // what of the model's quantization could not be kept
+  // The calibration statistics the plan was quantized from (quant::requantize_plan; --advise-sqnr).
+  std::map<std::string, compiler::quant::TensorStats> calibration_stats;
 };
 
 // Imports `spec` (ONNX file, SCALE-Sim CSV, built-in micro-model), lowers it and compiles it for

@@ -1,5 +1,7 @@
 #include "sim/model/tensor_io.h"
 
+#include "arch/datapath/numerics.h"
+
 #include <fmt/format.h>
 
 #include <cstring>
@@ -22,62 +24,10 @@ namespace {
 
 namespace num = isa::numerics;
 
-float load(const uint8_t* p, isa::DType t) {
-  switch (t) {
-    case isa::DType::kInt8:
-      return static_cast<float>(static_cast<int8_t>(*p));
-    case isa::DType::kUint8:
-      return static_cast<float>(*p);
-    case isa::DType::kInt32: {
-      int32_t v;
-      std::memcpy(&v, p, 4);
-      return static_cast<float>(v);
-    }
-    case isa::DType::kFp16: {
-      uint16_t v;
-      std::memcpy(&v, p, 2);
-      return num::fp16_to_fp32(v);
-    }
-    case isa::DType::kBf16: {
-      uint16_t v;
-      std::memcpy(&v, p, 2);
-      return num::bf16_to_fp32(v);
-    }
-    case isa::DType::kFp32: {
-      float v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-  }
-  return 0;
-}
+// One element of `t` as the datapath reads and writes it (arch/datapath/numerics.h).
+float load(const uint8_t* p, isa::DType t) { return arch::datapath::load_float(p, t); }
 
-void store(uint8_t* p, isa::DType t, float x) {
-  switch (t) {
-    case isa::DType::kInt8:
-    case isa::DType::kUint8:
-      *p = static_cast<uint8_t>(num::float_to_int(x, t));
-      return;
-    case isa::DType::kInt32: {
-      const int32_t v = static_cast<int32_t>(num::float_to_int(x, t));
-      std::memcpy(p, &v, 4);
-      return;
-    }
-    case isa::DType::kFp16: {
-      const uint16_t v = num::fp32_to_fp16(x);
-      std::memcpy(p, &v, 2);
-      return;
-    }
-    case isa::DType::kBf16: {
-      const uint16_t v = num::fp32_to_bf16(x);
-      std::memcpy(p, &v, 2);
-      return;
-    }
-    case isa::DType::kFp32:
-      std::memcpy(p, &x, 4);
-      return;
-  }
-}
+void store(uint8_t* p, isa::DType t, float x) { arch::datapath::store_float(p, t, x); }
 
 compiler::Shape dims_of(const isa::TensorBinding& b) {
   return compiler::Shape(b.dims.begin(), b.dims.end());

@@ -206,7 +206,7 @@ TEST(ProgramFile, TruncatedInstructionStreamIsRejected) {
 }
 
 TEST(ProgramFile, BadTensorRoleAndDtypeAreRejected) {
-  for (auto [role, dtype] : {std::pair<uint8_t, uint8_t>{2, 0}, {0, 6}}) {
+  for (auto [role, dtype] : {std::pair<uint8_t, uint8_t>{2, 0}, {0, 8}}) {
     std::vector<uint8_t> b = header(1);
     std::vector<uint8_t> t;
     put32(t, 1);
@@ -216,7 +216,7 @@ TEST(ProgramFile, BadTensorRoleAndDtypeAreRejected) {
     put64(t, 0);
     put32(t, 0);
     section(b, 6, t);
-    EXPECT_NE(error_of(b).find("tensor 0 ('x') has " + std::string(role == 2 ? "role 2" : "dtype 6")),
+    EXPECT_NE(error_of(b).find("tensor 0 ('x') has " + std::string(role == 2 ? "role 2" : "dtype 8")),
               std::string::npos)
         << error_of(b);
   }

@@ -101,6 +101,12 @@ std::vector<double> read_value(arch::datapath::MachineState& st, const compiler:
     switch (t.dtype) {
       case isa::DType::kInt8: v = static_cast<int8_t>(*p); break;
       case isa::DType::kUint8: v = *p; break;
+      case isa::DType::kInt16: {
+        int16_t h;
+        std::memcpy(&h, p, 2);
+        v = h;
+        break;
+      }
       case isa::DType::kFp32: {
         float f;
         std::memcpy(&f, p, 4);
@@ -245,6 +251,35 @@ TEST(Int8Codegen, DepthwiseConvsOnTheVectorUnitMatchBitExactly) {
       for (const auto& l : c.result.layers)
         on_vector += l.op == "Conv" && l.placement == compiler::Placement::kNpuVector;
       EXPECT_EQ(on_vector, 2);
+      for (const auto& s : q::synthetic_samples(c.lowered, 2, 5)) EXPECT_EQ(check_bit_exact(c, config, s), 8);
+    }
+  }
+}
+
+// int16 activations (--precision-override NODE=int16): the layers named read int16 codes (written in
+// int16 by their int8 producers' output stages), multiply them with int8 weights into int64 sums on the
+// array at systolic_array.int16_rate, and every layer's codes equal the quantized reference's.
+TEST(Int8Codegen, Int16ActivationLayersMatchTheQuantizedReferenceBitExactly) {
+  const isa::NpuConfig config;
+  for (bool per_channel : {true, false}) {
+    for (bool symmetric : {false, true}) {
+      // b1_dw: a depthwise conv (on the array or the vector unit, whichever the search takes); b1_project:
+      // a 1x1 conv with a fused residual; b2_expand reads the residual sum; head a stride-1 1x1 conv.
+      const Compiled c = compile_int8(kBlocks, config, per_channel, symmetric,
+                                      "b1_dw=int16,b1_project=int16,b2_expand=int16,head=int16");
+      for (const char* name : {"b1_dw", "b1_project", "b2_expand", "head"}) {
+        EXPECT_TRUE(c.plan.nodes.at(name).int16) << name << ": " << c.plan.nodes.at(name).reason;
+        EXPECT_EQ(c.plan.reported_precision(name), q::Precision::kInt16);
+        EXPECT_EQ(c.plan.values.at(c.plan.layers.at(name).input).dtype, isa::DType::kInt16) << name;
+      }
+      bool int16_macs = false;
+      for (const auto& ins : c.result.program.instructions) {
+        const bool dwconv = ins.opcode == isa::Opcode::kVec &&
+                            ins.get(isa::Field::kVop) == static_cast<int64_t>(isa::VecOp::kDwConv);
+        if (ins.opcode != isa::Opcode::kConv && ins.opcode != isa::Opcode::kMatmul && !dwconv) continue;
+        int16_macs |= static_cast<isa::DType>(ins.get(isa::Field::kDtype)) == isa::DType::kInt16;
+      }
+      EXPECT_TRUE(int16_macs);
       for (const auto& s : q::synthetic_samples(c.lowered, 2, 5)) EXPECT_EQ(check_bit_exact(c, config, s), 8);
     }
   }

@@ -211,6 +211,36 @@ TEST(Matmul, Bf16WithFp32AccumulationAndUnsupportedDtypes) {
   EXPECT_THROW(execute(matmul(DType::kInt32, 1, 2, 1), cfg, st), DatapathError);
 }
 
+// int16 activations x int8 weights accumulate in int64: full-scale operands over K = 1024 reach
+// 1024 x 32767 x 127 = 4.26e9, beyond int32, and the sums are exact.
+TEST(Matmul, Int16TimesInt8AccumulatesInInt64BeyondInt32) {
+  isa::NpuConfig cfg;
+  MachineState st(cfg);
+  const int m = 3, k = 1024, n = 2;
+  std::vector<int16_t> a(static_cast<size_t>(m * k));
+  std::vector<int8_t> b(static_cast<size_t>(k * n));
+  std::mt19937 rng(4);
+  std::uniform_int_distribution<int> d16(-32768, 32767), d8(-127, 127);
+  for (int i = 0; i < m * k; ++i) a[static_cast<size_t>(i)] = static_cast<int16_t>(i < k ? 32767 : d16(rng));
+  for (int i = 0; i < k * n; ++i) b[static_cast<size_t>(i)] = static_cast<int8_t>(i % n == 0 ? 127 : d8(rng));
+  put(st, Buffer::kInput, 0, a);
+  put(st, Buffer::kWeight, 0, b);
+  std::vector<int64_t> want(static_cast<size_t>(m * n), 5);  // accumulated onto C = 5
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j)
+      for (int kk = 0; kk < k; ++kk)
+        want[static_cast<size_t>(i * n + j)] +=
+            int64_t{a[static_cast<size_t>(i * k + kk)]} * b[static_cast<size_t>(kk * n + j)];
+  EXPECT_EQ(want[0], 5 + int64_t{1024} * 32767 * 127);
+  put(st, Buffer::kAccumulator, 64, std::vector<int64_t>(static_cast<size_t>(m * n), 5));
+  execute(matmul(DType::kInt16, m, k, n, 0, 0, 64, true), cfg, st);
+  EXPECT_EQ((get<int64_t>(st, Buffer::kAccumulator, 64, static_cast<size_t>(m * n))), want);
+  // The array without int16 MACs refuses it; int64 is no operand type.
+  EXPECT_THROW(execute(matmul(DType::kInt64, 1, 2, 1), cfg, st), DatapathError);
+  cfg.systolic_array.int16_rate = 0;
+  EXPECT_THROW(execute(matmul(DType::kInt16, 1, 2, 1), cfg, st), DatapathError);
+}
+
 // ---- convolution through LOAD's halo ---------------------------------------------------------
 
 // Direct convolution of an H x W x C int8 image (NHWC) with [kh][kw][C][N] weights, `pad` pixels of

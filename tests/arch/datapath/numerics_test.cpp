@@ -226,6 +226,64 @@ TEST(Requantize, Int8ResultFollowsTheDocumentedFormula) {
   EXPECT_EQ(requantize_unsaturated(INT32_MAX, INT32_MAX, 0, 0), INT32_MAX - 1);
 }
 
+// The 64-bit requantize (int16 layers' int64 sums) is the 32-bit formula wherever that one does not
+// saturate, and keeps going where an int32 sum could not reach.
+TEST(Requantize, SixtyFourBitFormEqualsThe32BitOneOnInt32SumsAndExtendsIt) {
+  uint64_t s = 0x243f6a8885a308d3ull;
+  auto next = [&] {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s;
+  };
+  for (int i = 0; i < 200000; ++i) {
+    const auto x = static_cast<int32_t>(next());
+    const auto m = static_cast<int32_t>(next() & 0x7fffffff);
+    const int shift = static_cast<int>(next() % 63) - 31;
+    const auto zp = static_cast<int32_t>(static_cast<int64_t>(next() % 65536) - 32768);
+    // The 32-bit left shift saturates x * 2^-shift to int32; compare where it does not.
+    if (shift < 0 && (static_cast<int64_t>(x) * (int64_t{1} << -shift) > INT32_MAX ||
+                      static_cast<int64_t>(x) * (int64_t{1} << -shift) < INT32_MIN))
+      continue;
+    ASSERT_EQ(requantize_unsaturated_64(x, m, shift, zp), requantize_unsaturated(x, m, shift, zp))
+        << x << " " << m << " " << shift << " " << zp;
+  }
+  // 2^40 x 0.75 / 2^20 = 786432; -(2^40 + 2^19) x 0.5 / 2^20 = -524288.25 -> -524288 (then + zero point 3).
+  const int32_t three_quarters = static_cast<int32_t>(0.75 * 2147483648.0);
+  EXPECT_EQ(requantize_unsaturated_64(int64_t{1} << 40, three_quarters, 20, 0), 786432);
+  EXPECT_EQ(requantize_unsaturated_64(-((int64_t{1} << 40) + (int64_t{1} << 19)), 1 << 30, 20, 3),
+            -524288 + 3);
+  // Half away from zero in the divide: (2^33 + 2^13) x 0.5 / 2^13 = 2^19 + 0.5 -> 2^19 + 1, and the negative
+  // half away from zero too.
+  EXPECT_EQ(requantize_unsaturated_64((int64_t{1} << 33) + (int64_t{1} << 13), 1 << 30, 13, 0),
+            (1 << 19) + 1);
+  EXPECT_EQ(requantize_unsaturated_64(-(int64_t{1} << 33) - (int64_t{1} << 13), 1 << 30, 13, 0),
+            -(1 << 19) - 1);
+  // A left shift that int32 would saturate: 2^31 x 2 x 0.5 = 2^31.
+  EXPECT_EQ(requantize_unsaturated_64(int64_t{1} << 31, 1 << 30, -1, 0), int64_t{1} << 31);
+}
+
+TEST(Elements, Int16AndInt64AreLittleEndianAndSaturate) {
+  uint8_t buf[8];
+  store_int(buf, DType::kInt16, 40000);
+  EXPECT_EQ(load_int(buf, DType::kInt16), 32767);
+  store_int(buf, DType::kInt16, -40000);
+  EXPECT_EQ(load_int(buf, DType::kInt16), -32768);
+  store_int(buf, DType::kInt16, -2);
+  EXPECT_EQ(buf[0], 0xfe);
+  EXPECT_EQ(buf[1], 0xff);
+  store_int(buf, DType::kInt64, -(int64_t{1} << 40) - 1);
+  EXPECT_EQ(load_int(buf, DType::kInt64), -(int64_t{1} << 40) - 1);
+  EXPECT_EQ(buf[0], 0xff);
+  store_float(buf, DType::kInt16, 2.5f);  // nearest even
+  EXPECT_EQ(load_int(buf, DType::kInt16), 2);
+  EXPECT_EQ(isa::dtype_bytes(DType::kInt16), 2);
+  EXPECT_EQ(isa::dtype_bytes(DType::kInt64), 8);
+  EXPECT_EQ(accumulator_dtype(DType::kInt16), DType::kInt64);
+  EXPECT_EQ(weight_dtype(DType::kInt16), DType::kInt8);
+  EXPECT_EQ(accumulator_dtype(DType::kUint8), DType::kInt32);
+}
+
 TEST(Elements, LoadAndStoreEveryDtype) {
   uint8_t buf[4];
   store_float(buf, DType::kFp16, 1.5f);

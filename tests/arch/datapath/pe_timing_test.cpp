@@ -26,8 +26,9 @@ TEST(SystolicTiming, PeModelMatchesClosedFormWithEveryTimingOption) {
       for (bool db : {false, true}) {
         for (bool piped : {false, true}) {
           for (bool pre : {false, true}) {
-            for (isa::DType t : {isa::DType::kInt8, isa::DType::kFp16}) {
-              const auto a = array(r, c, df, db, piped);
+            for (isa::DType t : {isa::DType::kInt8, isa::DType::kFp16, isa::DType::kInt16}) {
+              auto a = array(r, c, df, db, piped);
+              a.int16_rate = 0.25;  // int16 x int8 at a quarter of the int8 rate (TPU v1's 16 x 16 rate)
               arch::datapath::PeTimingOptions opt;
               opt.double_buffered = db;
               opt.first_fold_preloaded = pre;

@@ -250,6 +250,33 @@ TEST(Vec, OutputStageIsAddRequantizeClipInOnePass) {
             (std::vector<uint8_t>{10}));
 }
 
+// int64 sums (int16 layers): REQUANTIZE and the output stage take them with the 64-bit requantize, and
+// write int16 codes as well as 8-bit ones.
+TEST(Vec, Int64SumsRequantizeAndPassTheOutputStage) {
+  const int64_t big = int64_t{1} << 36;  // beyond any int32 sum
+  const std::vector<int64_t> x{big, -big, 1000, 0};
+  const int32_t half = 1 << 30;
+  VecRun r;
+  Instruction ins = vec(VecOp::kRequantize, DType::kInt64, DType::kInt16, 4);
+  ins.set(Field::kImm0, half).set(Field::kImm1, 22).set(Field::kImm2, 0);
+  // 2^36 x 0.5 / 2^22 = 8192; 1000 x 0.5 / 2^22 -> 0.
+  EXPECT_EQ((r.run<int64_t, int16_t>(ins, x, {}, 4)), (std::vector<int16_t>{8192, -8192, 0, 0}));
+  ins.set(Field::kImm1, 10);  // 2^25: saturates int16
+  EXPECT_EQ((r.run<int64_t, int16_t>(ins, x, {}, 4)), (std::vector<int16_t>{32767, -32768, 0, 0}));
+  // Output stage: (x + bias) x 0.5 >> 22, + zero point 3, as uint8, clamped to [0, 200].
+  VecRun o;
+  Instruction out = vec(VecOp::kOutput, DType::kInt64, DType::kUint8, 1, 4);
+  out.set(Field::kBcast, static_cast<int64_t>(Bcast::kRow)).set(Field::kImm2, 3);
+  out.set(Field::kImm0, fbits(0.0f)).set(Field::kImm1, fbits(200.0f));
+  const std::vector<int64_t> sums{(int64_t{1} << 29) - (int64_t{1} << 22), -big, int64_t{100} << 22, 0};
+  put(o.st, Buffer::kInput, 0, sums);
+  put(o.st, Buffer::kWeight, 0, std::vector<int32_t>{int32_t{1} << 22, half, 22});
+  execute(out, o.cfg, o.st);
+  // 2^29 x 0.5 / 2^22 = 64 (+3); -2^36 -> clamp 0; (100 x 2^22 + 2^22) x 0.5 / 2^22 = 50.5 -> 51 (+3); 2^22 x
+  // 0.5 / 2^22 = 0.5 -> 1 (+3).
+  EXPECT_EQ(get<uint8_t>(o.st, Buffer::kAccumulator, 0, 4), (std::vector<uint8_t>{67, 0, 54, 4}));
+}
+
 TEST(Vec, FloatOutputStageIsAddClipAndTheNarrowing) {
   const int C = 4, P = 25, n = C * P;
   const auto x = randoms(n, -8.0f, 8.0f, 3), bias = randoms(C, -2.0f, 2.0f, 4);

@@ -117,6 +117,76 @@ TEST(PrecisionPlan, NodeNamesWinOverOpTypesAndDerivedNodesFollowTheirOrigin) {
   EXPECT_THROW(resolve_plan(g, spec), PrecisionError);
 }
 
+// int16 is a per-layer request for matrix layers: it resolves to the int8 datapath with int16 activations;
+// a model-wide int16, or int16 on a node that is no matrix layer, is refused with the reason.
+TEST(PrecisionPlan, Int16IsAPerLayerOptionForMatrixLayers) {
+  Graph g = two_conv_softmax();
+  PrecisionSpec spec;
+  spec.model = Precision::kInt8;
+  spec.overrides = parse_overrides("conv2=int16");
+  EXPECT_EQ(spec.overrides[0].precision, Precision::kInt16);
+  PrecisionPlan p = resolve_plan(g, spec);
+  EXPECT_EQ(p.precision_of("conv2"), Precision::kInt8);
+  EXPECT_TRUE(p.nodes.at("conv2").int16);
+  EXPECT_EQ(p.reported_precision("conv2"), Precision::kInt16);
+  EXPECT_FALSE(p.nodes.at("conv2").fell_back());
+  EXPECT_FALSE(p.nodes.at("conv1").int16);
+  spec.overrides = parse_overrides("Softmax=int16");
+  try {
+    resolve_plan(g, spec);
+    ADD_FAILURE() << "int16 on a Softmax was accepted";
+  } catch (const PrecisionError& e) {
+    EXPECT_NE(std::string(e.what()).find("matrix layers"), std::string::npos) << e.what();
+  }
+  spec.overrides.clear();
+  spec.model = Precision::kInt16;
+  EXPECT_THROW(resolve_plan(g, spec), PrecisionError);
+}
+
+// The input of an int16 layer is quantized symmetric int16 over its min-max range (its int8 producer writes
+// it in int16), and the layer's codes equal a plain integer reference with 64-bit sums.
+TEST(Int8Reference, Int16InputLayerMatchesAPlainIntegerReference) {
+  Graph g = two_conv_softmax();
+  PrecisionSpec spec;
+  spec.model = Precision::kInt8;
+  spec.overrides = parse_overrides("conv2=int16");
+  PrecisionPlan plan = resolve_plan(g, spec);
+  auto samples = synthetic_samples(g, 4, 5);
+  const auto stats = collect_statistics(g, samples);
+  quantize_plan(g, plan, stats, QuantOptions{});
+  ASSERT_TRUE(plan.nodes.at("conv2").int16) << plan.nodes.at("conv2").reason;
+  const QParams xq = plan.values.at("c1");
+  EXPECT_EQ(xq.dtype, isa::DType::kInt16);
+  EXPECT_EQ(xq.zero_point, 0);
+  const float amax = std::max(std::fabs(stats.at("c1").min()), std::fabs(stats.at("c1").max()));
+  EXPECT_FLOAT_EQ(xq.scale, amax / 32767.0f);
+  EXPECT_EQ(plan.values.at("x").dtype, isa::DType::kUint8);  // conv1's own input stays 8-bit
+  const auto expected = expected_int8_tensors(g, plan, samples[0]);
+  const LayerQuant& L = plan.layers.at("conv2");
+  const QParams yq = plan.values.at("c2");
+  const auto& x = expected.at("c1").codes;
+  int mismatches = 0;
+  for (int m = 0; m < 2; ++m)
+    for (int p = 0; p < 16; ++p) {
+      int64_t acc = L.bias[static_cast<size_t>(m)];
+      for (int c = 0; c < 2; ++c)
+        acc += int64_t{x[static_cast<size_t>(c * 16 + p)]} * L.weight_q[static_cast<size_t>(m * 2 + c)];
+      const double real =
+          static_cast<double>(acc) * xq.scale * L.weight_scale[static_cast<size_t>(m)] / yq.scale;
+      const int64_t want = std::clamp<int64_t>(std::llround(real) + yq.zero_point, yq.qmin(), yq.qmax());
+      // The integer multiplier rounds once more than the double: at most one code apart, rarely.
+      mismatches += std::abs(expected.at("c2").codes[static_cast<size_t>(m * 16 + p)] - want) > 1;
+    }
+  EXPECT_EQ(mismatches, 0);
+  // int16 inputs are finer: conv2's own output error is smaller than with int8 activations.
+  PrecisionSpec int8_spec;
+  int8_spec.model = Precision::kInt8;
+  PrecisionPlan int8_plan = resolve_plan(g, int8_spec);
+  quantize_plan(g, int8_plan, stats, QuantOptions{});
+  EXPECT_GT(evaluate_accuracy(g, plan, samples).layers[1].sqnr_db,
+            evaluate_accuracy(g, int8_plan, samples).layers[1].sqnr_db);
+}
+
 // ---- calibration ------------------------------------------------------------------------------
 
 TensorStats gaussian_with_outliers(int n, int outliers, float outlier_value) {
@@ -712,6 +782,36 @@ TEST(AccuracyReport, MixedPrecisionAdviceStartsAtTheOutlierLayer) {
   advised.values = plan.values;
   advised.layers = plan.layers;
   EXPECT_NEAR(evaluate_accuracy(g, advised, {samples[0]}).output_sqnr_db, a.achieved_sqnr_db, 1e-9);
+}
+
+// With a requantizer (an array with int16 MACs), the advice moves layers to int16 first and to fp16 only
+// when int16 is not enough.
+TEST(AccuracyReport, MixedPrecisionAdviceTriesInt16BeforeFp16) {
+  Graph g = conv_chain(false);
+  PrecisionSpec spec;
+  spec.model = Precision::kInt8;
+  PrecisionPlan plan = resolve_plan(g, spec);
+  auto samples = synthetic_samples(g, 4, 1);
+  const auto stats = collect_statistics(g, samples);
+  quantize_plan(g, plan, stats, QuantOptions{});
+  const PlanRequantizer requant = [&](const PrecisionPlan& p) {
+    return requantize_plan(g, p, stats, QuantOptions{});
+  };
+  const double before = evaluate_accuracy(g, plan, {samples[0]}).output_sqnr_db;
+  auto a = advise_mixed_precision(g, plan, {samples[0]}, before + 1.0, nullptr, requant);
+  EXPECT_TRUE(a.met);
+  EXPECT_TRUE(a.layers.empty()) << a.overrides;
+  ASSERT_FALSE(a.int16_layers.empty());
+  EXPECT_NE(a.overrides.find("=int16"), std::string::npos) << a.overrides;
+  // The override list rebuilt into a plan reaches the SQNR the advice reports.
+  spec.overrides = parse_overrides(a.overrides);
+  PrecisionPlan advised = resolve_plan(g, spec);
+  quantize_plan(g, advised, stats, QuantOptions{});
+  EXPECT_NEAR(evaluate_accuracy(g, advised, {samples[0]}).output_sqnr_db, a.achieved_sqnr_db, 1e-9);
+  // A target int16 cannot reach goes on to fp16.
+  auto b = advise_mixed_precision(g, plan, {samples[0]}, 200.0, nullptr, requant);
+  EXPECT_FALSE(b.met);
+  EXPECT_FALSE(b.layers.empty());
 }
 
 TEST(AccuracyReport, SyntheticCalibrationIsFlaggedLoudly) {
