@@ -150,12 +150,12 @@ bool plan_conv_pool(const Context& c, size_t i, ConvPool* p) {
     if (m && (m->has_tiling() || m->has_vector_tiling() || m->on_chip.has_value() ||
               (m->placement && *m->placement != Placement::kNpuMatrix)))
       return false;
-    // The reader as --mapping-out writes it fused: its own placement, no tiles, (a depthwise conv) its
-    // output not on chip.
-    const Placement own = p->depthwise ? Placement::kNpuMatrix : Placement::kNpuVector;
+    // The reader as --mapping-out writes it fused: no tiles; a pool its own placement, a depthwise conv
+    // none (an imposed one, the array's or the vector unit's, is a layer-by-layer mapping) and its output
+    // not on chip.
     const LayerMapping* q = c.options.mapping->find(pl.name);
-    if (q && (q->has_tiling() || q->has_vector_tiling() || (q->placement && *q->placement != own) ||
-              q->on_chip == true))
+    if (q && (q->has_tiling() || q->has_vector_tiling() || q->on_chip == true ||
+              (q->placement && (p->depthwise || *q->placement != Placement::kNpuVector))))
       return false;
   }
   if (p->depthwise) return plan_conv_dw(c, p);
