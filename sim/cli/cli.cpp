@@ -471,6 +471,8 @@ struct ModelCliOptions {
   bool bias_correction_nonnegative = false;  // --bias-correction-nonnegative
   bool empirical_bias_correction = false;  // --empirical-bias-correction
   bool cle = false;                        // --cle
+  std::string ptq_recipe = "auto";         // --ptq-recipe
+  bool ptq_recipe_given = false;
   int empirical_bias_samples = 8;          // --empirical-bias-samples (QuantOptions' default)
   bool empirical_bias_samples_given = false;
   bool verbose = false;
@@ -559,7 +561,15 @@ po::options_description precision_options(ModelCliOptions& m) {
       "cle", po::bool_switch(&m.cle),
       "cross-layer equalisation: rescale the channels of consecutive convolutions joined by no activation, "
       "Relu or LeakyRelu (pairs with ReLU6 or other activations are skipped and listed) so both have equal "
-      "weight ranges; the function is unchanged (docs/quantization.md)");
+      "weight ranges; the function is unchanged (docs/quantization.md)")(
+      "ptq-recipe", po::value<std::string>()->value_name("R")->notifier([&m](const std::string& v) {
+        m.ptq_recipe = v;
+        m.ptq_recipe_given = true;
+      }),
+      "int8: auto (default: quantize with and without --bias-correction-nonnegative, --bias-correction and "
+      "--cle, and keep the one whose output is closest to fp32 on the first calibration inputs; the report "
+      "lists the candidates) or none (none of them). --bias-correction, --bias-correction-nonnegative, --cle "
+      "and --empirical-bias-correction impose their recipe instead");
   return d;
 }
 
@@ -676,6 +686,17 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
   if (m.empirical_bias_samples < 1) throw UsageError("--empirical-bias-samples must be >= 1");
   r.quant.empirical_bias_samples = m.empirical_bias_samples;
   r.quant.cross_layer_equalization = m.cle;
+  if (m.ptq_recipe != "auto" && m.ptq_recipe != "none")
+    throw UsageError(fmt::format("--ptq-recipe '{}' is not one of auto, none", m.ptq_recipe));
+  const bool imposed =
+      m.bias_correction || m.bias_correction_nonnegative || m.cle || m.empirical_bias_correction;
+  if (imposed && m.ptq_recipe_given)
+    throw UsageError(
+        "--ptq-recipe and --bias-correction, --bias-correction-nonnegative, --cle, "
+        "--empirical-bias-correction "
+        "exclude each other (those options impose a recipe)");
+  // A timing run's numbers do not matter (scales change no cycle count): nothing to choose.
+  r.choose_recipe = m.ptq_recipe == "auto" && !imposed && !m.timing_only;
   if (m.calibration_samples < 0) throw UsageError("--calibration-samples must be >= 0");
   if (m.calibration_samples == 0 && m.calibration_dir.empty()) {
     throw UsageError("--calibration-samples 0 (all) needs --calibration DIR");

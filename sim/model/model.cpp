@@ -14,6 +14,7 @@
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/accuracy.h"
 #include "compiler/quant/qdq.h"
+#include "compiler/quant/recipe.h"
 #include "isa/json_text.h"
 #include "sim/model/host_calls.h"
 #include "sim/model/tensor_io.h"
@@ -157,8 +158,14 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
     equalization = compiler::passes::equalize_cross_layer(m.lowered);
     if (observer) observer("cross-layer-equalization", m.lowered);
   }
-  m.plan = compiler::quant::build_plan(m.lowered, options.plan, &m.imported, own ? &*own : nullptr, &m.quant_notes);
-  m.plan.calibration.equalization = std::move(equalization);
+  if (options.plan.choose_recipe && !m.prequantized) {
+    m.plan = compiler::quant::build_plan_choosing_recipe(m.lowered, options.plan, &m.imported);
+    if (observer && m.plan.calibration.equalization.applied) observer("cross-layer-equalization", m.lowered);
+  } else {
+    m.plan = compiler::quant::build_plan(m.lowered, options.plan, &m.imported, own ? &*own : nullptr,
+                                         &m.quant_notes);
+    m.plan.calibration.equalization = std::move(equalization);
+  }
   m.result = compile_with_plan(m.lowered, config, m.plan, options.timer, options.mapping, options.fusion);
   compiler::bound_as_imported(m.result, m.imported, m.lowered, config, options.mapping);
   return m;
@@ -250,7 +257,9 @@ void attach_compile_info(const CompiledModel& compiled, traces::Report& report) 
     const compiler::quant::CalibrationInfo& cal = plan.calibration;
     w.key("quantization").object().member("prequantized", compiled.prequantized).key("calibration").object();
     w.member("method", cal.method).member("inputs", cal.inputs).member("synthetic", cal.synthetic);
-    w.member("source", cal.source).end().key("notes").array();
+    w.member("source", cal.source);
+    if (cal.recipe.chosen) w.key("recipe").raw(compiler::quant::recipe_json(cal.recipe));
+    w.end().key("notes").array();
     for (const std::string& note : compiled.quant_notes) w.value(note);
     w.end().end();
   }

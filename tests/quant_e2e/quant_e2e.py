@@ -32,6 +32,13 @@ Cases:
                      project -> head pair (no activation between) as equalised;
                      int8 --accuracy --cle
                      carries the same record in accuracy.calibration; --cle on a pre-quantized model exits 2.
+  recipe             ResNet-18 int8 --accuracy with the defaults: the report's accuracy.calibration.recipe and
+                     compile.quantization.calibration.recipe list the 6 candidates (none, the two bias
+                     corrections, the same on the equalised graph) with their calibration SQNR and the one
+                     chosen (the highest, a less simple one only by more than 0.05 dB), the summary says so;
+                     the chosen recipe's output equals the one of the same recipe imposed by its options;
+                     --ptq-recipe none, an imposing option and a timing-only run choose nothing; a bad
+                     --ptq-recipe or one combined with --cle exits 2.
   qlinear            an onnxruntime-style QOperator model written here (QuantizeLinear, QLinearConv x2,
                      QLinearMatMul, DequantizeLinear, constant scales) runs its QLinear ops as int8 matrix
                      layers, and its output matches plain numpy integer arithmetic within one code.
@@ -382,5 +389,43 @@ elif CASE == "cle":
     check("--cle" in p.stderr and "pre-quantized" in p.stderr and "Traceback" not in p.stderr, p.stderr)
     print(f"ok: --cle keeps ResNet-18's fp32 output (max difference {rel:.2g} of its largest magnitude), "
           f"equalises its 8 conv -> Relu -> conv pairs, skips {len(relu6)} ReLU6 pairs with the reason")
+elif CASE == "recipe":
+    model = os.path.join(MODELS, "resnet18.onnx")
+    base = ["--precision", "int8", "--accuracy", "--calibration-samples", "8", "--accuracy-samples", "2"]
+    r, out = report(model, "auto", *base)
+    rec = r["accuracy"]["calibration"].get("recipe")
+    check(rec is not None, f"no recipe in the accuracy section: {r['accuracy']['calibration']}")
+    check(r["compile"]["quantization"]["calibration"].get("recipe") == rec, "compile and accuracy records differ")
+    names = [c["name"] for c in rec["candidates"]]
+    check(names == ["none", "bias-correction-nonnegative", "bias-correction", "cle", "cle+bias-correction-nonnegative",
+                    "cle+bias-correction"], f"candidates: {names}")
+    check(rec["scoring_inputs"] == 8, f"scored on {rec['scoring_inputs']} inputs, expected the 8 calibration inputs")
+    scores = [c["calibration_sqnr_db"] for c in rec["candidates"]]
+    best = 0
+    for k in range(1, len(scores)):
+        if scores[k] > scores[best] + 0.05:
+            best = k
+    check(rec["chosen"] == names[best], f"chose {rec['chosen']} with scores {dict(zip(names, scores))}")
+    check(f"PTQ recipe: {rec['chosen']}, chosen by output SQNR on 8 calibration inputs" in out, out)
+    check(("cross_layer_equalization" in r["accuracy"]["calibration"]) == rec["chosen"].startswith("cle"),
+          "the equalisation record does not follow the choice")
+    # The same recipe imposed by its options gives the same output.
+    flags = {"none": ["--ptq-recipe", "none"], "cle": ["--cle"]}.get(rec["chosen"]) or \
+        ["--" + part for part in rec["chosen"].split("+")]
+    r2, _ = report(model, "imposed", *base, *flags)
+    check("recipe" not in r2["accuracy"]["calibration"], f"{flags} imposes a recipe, yet a choice is reported")
+    check(r2["accuracy"]["output_sqnr_db"] == r["accuracy"]["output_sqnr_db"],
+          f"chosen {rec['chosen']}: {r['accuracy']['output_sqnr_db']} dB, imposed {flags}: {r2['accuracy']['output_sqnr_db']} dB")
+    for name, extra in (("none", ["--ptq-recipe", "none"]), ("nonneg", ["--bias-correction-nonnegative"])):
+        r3, out3 = report(model, name, *base, *extra)
+        check("recipe" not in r3["accuracy"]["calibration"] and "PTQ recipe" not in out3, f"{extra} still chooses")
+    r4, _ = report(model, "timing", "--precision", "int8")
+    check("recipe" not in r4["compile"]["quantization"]["calibration"], "a timing-only run chose a recipe")
+    for extra, words in ((["--ptq-recipe", "best"], "--ptq-recipe 'best' is not one of auto, none"),
+                         (["--ptq-recipe", "auto", "--cle"], "exclude each other")):
+        p = run(["run", model, "--precision", "int8"] + extra, expect=2)
+        check(words in p.stderr and "Traceback" not in p.stderr, p.stderr)
+    print(f"ok: ResNet-18 chose {rec['chosen']} ({dict(zip(names, scores))}, {rec['seconds']:.1f} s); imposed, the "
+          f"same output SQNR {r2['accuracy']['output_sqnr_db']:.2f} dB")
 else:
     sys.exit(f"unknown case {CASE}")
