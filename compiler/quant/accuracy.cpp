@@ -357,6 +357,7 @@ void write_accuracy_json(const AccuracyReport& r, std::ostream& o) {
   w.member("synthetic", r.calibration.synthetic).member("source", r.calibration.source);
   if (r.calibration.equalization.applied)
     w.key("cross_layer_equalization").raw(equalization_json(r.calibration.equalization));
+  if (r.calibration.smoothing.applied) w.key("smoothquant").raw(smoothing_json(r.calibration.smoothing));
   if (r.calibration.recipe.chosen) w.key("recipe").raw(recipe_json(r.calibration.recipe));
   w.end().member("evaluation_inputs", r.evaluation_inputs);
   if (r.evaluation_source.empty()) {
@@ -416,6 +417,26 @@ std::string equalization_json(const passes::Equalization& e) {
   return s;
 }
 
+std::string smoothing_json(const passes::Smoothing& sm) {
+  std::string s;
+  JsonWriter w(s);
+  figure(w.object().key("alpha"), sm.alpha);
+  w.key("layers").array();
+  for (const passes::SmoothedNorm& l : sm.layers) {
+    w.object().member("norm", l.norm).key("linears").array();
+    for (const std::string& m : l.linears) w.value(m);
+    w.end();
+    figure(w.key("min_scale"), l.min_scale);
+    figure(w.key("max_scale"), l.max_scale);
+    w.end();
+  }
+  w.end().key("skipped").array();
+  for (const passes::SkippedNorm& k : sm.skipped)
+    w.object().member("norm", k.norm).member("reason", k.reason).end();
+  w.end().end();
+  return s;
+}
+
 std::string recipe_json(const RecipeChoice& c) {
   std::string s;
   JsonWriter w(s);
@@ -425,7 +446,9 @@ std::string recipe_json(const RecipeChoice& c) {
   for (const RecipeCandidate& k : c.candidates) {
     w.object().member("name", k.name);
     figure(w.key("calibration_sqnr_db"), k.calibration_sqnr_db);
-    w.end();
+    w.key("per_input_sqnr_db").array();
+    for (double v : k.per_input_sqnr_db) figure(w, v);
+    w.end().end();
   }
   w.end().end();
   return s;
@@ -461,6 +484,12 @@ std::string accuracy_summary(const AccuracyReport& r, size_t worst_layers) {
   if (r.calibration.equalization.applied)
     o << "cross-layer equalisation: " << r.calibration.equalization.pairs.size() << " conv pairs equalised, "
       << r.calibration.equalization.skipped.size() << " skipped (the report's calibration.cross_layer_equalization says why)\n";
+  if (r.calibration.smoothing.applied)
+    o << "SmoothQuant (alpha " << r.calibration.smoothing.alpha
+      << "): " << r.calibration.smoothing.layers.size()
+      << " LayerNormalization(s) smoothed into their linear layers, "
+      << r.calibration.smoothing.skipped.size()
+      << " skipped (the report's calibration.smoothquant says why)\n";
   if (r.calibration.recipe.chosen) o << recipe_summary(r.calibration.recipe);
   if (r.task) o << task_summary(*r.task);
   for (const auto& w : r.warnings) o << "WARNING: " << w << "\n";
@@ -534,9 +563,22 @@ std::vector<std::map<std::string, Tensor>> fp32_outputs(const Graph& g, const st
   return refs;
 }
 
-double output_sqnr_db(const Graph& g, const PrecisionPlan& plan, const std::vector<Sample>& samples,
-                      const std::vector<std::map<std::string, Tensor>>& refs) {
-  return output_error(g, plan, samples, refs).sqnr_db();
+OutputSqnr output_sqnr(const Graph& g, const PrecisionPlan& plan, const std::vector<Sample>& samples,
+                       const std::vector<std::map<std::string, Tensor>>& refs) {
+  OutputSqnr r;
+  ErrorSums all;
+  for (size_t k = 0; k < samples.size(); ++k) {
+    ErrorSums one;
+    auto out = emulate(g, plan, samples[k]);
+    for (const auto& o : g.outputs) {
+      if (!out.at(o).floating()) continue;
+      one.add(refs[k].at(o), out.at(o));
+      all.add(refs[k].at(o), out.at(o));
+    }
+    r.per_input.push_back(one.sqnr_db());
+  }
+  r.overall = all.sqnr_db();
+  return r;
 }
 
 PrecisionPlan build_plan(const Graph& g, const PlanRequest& request, const Graph* original, const ModelQuant* model,

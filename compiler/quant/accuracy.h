@@ -111,8 +111,12 @@ std::string accuracy_json(const AccuracyReport& r);
 // "second", "reason"}]}: what --cle did (the accuracy section's and the compile section's
 // cross_layer_equalization).
 std::string equalization_json(const passes::Equalization& e);
-// {"chosen", "scoring_inputs", "seconds", "candidates": [{"name", "calibration_sqnr_db"}]}: the PTQ recipe
-// chosen by measurement (recipe.h; the accuracy section's and the compile section's calibration.recipe).
+// {"alpha", "layers": [{"norm", "linears", "min_scale", "max_scale"}], "skipped": [{"norm", "reason"}]}: what
+// SmoothQuant did (the accuracy section's and the compile section's smoothquant).
+std::string smoothing_json(const passes::Smoothing& s);
+// {"chosen", "scoring_inputs", "seconds", "candidates": [{"name", "calibration_sqnr_db",
+// "per_input_sqnr_db"}]}: the PTQ recipe chosen by measurement (recipe.h; the accuracy section's and the
+// compile section's calibration.recipe).
 std::string recipe_json(const RecipeChoice& c);
 // One line: "PTQ recipe: NAME, chosen by output SQNR on N calibration inputs (none 29.10 dB, ...; 3.2 s)".
 std::string recipe_summary(const RecipeChoice& c);
@@ -161,8 +165,12 @@ PrecisionPlan plan_from_statistics(const Graph& g, const PlanRequest& request,
 // The all-fp32 outputs of `g` on each sample (the reference the SQNRs below compare against).
 std::vector<std::map<std::string, Tensor>> fp32_outputs(const Graph& g, const std::vector<Sample>& samples);
 // Output SQNR of `plan` on `samples` against those reference outputs, over every floating output
-// (kExactSqnrDb when exact, -kExactSqnrDb with a non-finite output).
-double output_sqnr_db(const Graph& g, const PrecisionPlan& plan, const std::vector<Sample>& samples,
-                      const std::vector<std::map<std::string, Tensor>>& refs);
+// (kExactSqnrDb when exact, -kExactSqnrDb with a non-finite output): on each input alone and over all.
+struct OutputSqnr {
+  std::vector<double> per_input;
+  double overall = kExactSqnrDb;
+};
+OutputSqnr output_sqnr(const Graph& g, const PrecisionPlan& plan, const std::vector<Sample>& samples,
+                       const std::vector<std::map<std::string, Tensor>>& refs);
 
 }  // namespace npusim::compiler::quant

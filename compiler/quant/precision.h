@@ -47,6 +47,7 @@
 
 #include "compiler/ir/graph.h"
 #include "compiler/passes/cross_layer_equalization.h"
+#include "compiler/passes/smoothquant.h"
 #include "isa/isa.h"
 #include "isa/numerics.h"
 
@@ -145,7 +146,8 @@ struct LayerQuant {
 // against fp32 on the first calibration inputs, and the one taken.
 struct RecipeCandidate {
   std::string name;                // "none", "bias-correction-nonnegative", "cle+bias-correction", ...
-  double calibration_sqnr_db = 0;  // output SQNR on the scoring inputs
+  double calibration_sqnr_db = 0;  // output SQNR over the scoring inputs
+  std::vector<double> per_input_sqnr_db;  // on each scoring input alone (what the choice compares)
 };
 struct RecipeChoice {
   bool chosen = false;                      // false: the recipe was imposed (options) or nothing was int8
@@ -163,6 +165,9 @@ struct CalibrationInfo {
   // Cross-layer equalisation applied to the graph before calibration (QuantOptions::
   // cross_layer_equalization, --cle); `applied` false when it was not asked for.
   passes::Equalization equalization;
+  // SmoothQuant applied to the graph before calibration (QuantOptions::smoothquant_alpha, --smoothquant, or
+  // taken by the recipe choice); `applied` false otherwise.
+  passes::Smoothing smoothing;
   RecipeChoice recipe;
 };
 

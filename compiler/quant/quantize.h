@@ -55,6 +55,9 @@ struct QuantOptions {
   // caller that owns the graph applies it (sim/model compile_graph) and records the result in the plan's
   // CalibrationInfo. Off by default; measured in docs/quantization.md ("Cross-layer equalisation").
   bool cross_layer_equalization = false;
+  // SmoothQuant (passes::smooth_linear_inputs, smooth_activations in recipe.h) with this migration strength,
+  // applied like cross-layer equalisation by the caller that owns the graph. Off (nullopt) by default.
+  std::optional<double> smoothquant_alpha;
 };
 
 // Activation parameters for a clipping range. The range is widened to contain 0 (so zero padding and

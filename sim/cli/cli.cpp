@@ -471,6 +471,7 @@ struct ModelCliOptions {
   bool bias_correction_nonnegative = false;  // --bias-correction-nonnegative
   bool empirical_bias_correction = false;  // --empirical-bias-correction
   bool cle = false;                        // --cle
+  std::optional<double> smoothquant;       // --smoothquant [ALPHA]
   std::string ptq_recipe = "auto";         // --ptq-recipe
   bool ptq_recipe_given = false;
   int empirical_bias_samples = 8;          // --empirical-bias-samples (QuantOptions' default)
@@ -562,14 +563,22 @@ po::options_description precision_options(ModelCliOptions& m) {
       "cross-layer equalisation: rescale the channels of consecutive convolutions joined by no activation, "
       "Relu or LeakyRelu (pairs with ReLU6 or other activations are skipped and listed) so both have equal "
       "weight ranges; the function is unchanged (docs/quantization.md)")(
+      "smoothquant", po::value<double>()->implicit_value(0.5)->value_name("ALPHA")->notifier([&m](double v) {
+        m.smoothquant = v;
+      }),
+      "int8: SmoothQuant: move activation range into the weights of the linear layers that read a "
+      "LayerNormalization, per channel s = max|x|^ALPHA / max|w|^(1-ALPHA) folded into the norm's scale and "
+      "bias (ALPHA in [0, 1], default 0.5); the function is unchanged (docs/quantization.md)")(
       "ptq-recipe", po::value<std::string>()->value_name("R")->notifier([&m](const std::string& v) {
         m.ptq_recipe = v;
         m.ptq_recipe_given = true;
       }),
-      "int8: auto (default: quantize with and without --bias-correction-nonnegative, --bias-correction and "
-      "--cle, and keep the one whose output is closest to fp32 on the first calibration inputs; the report "
-      "lists the candidates) or none (none of them). --bias-correction, --bias-correction-nonnegative, --cle "
-      "and --empirical-bias-correction impose their recipe instead");
+      "int8: auto (default: quantize with and without --bias-correction-nonnegative, --bias-correction, "
+      "--cle and --smoothquant, and keep the one whose output is closest to fp32 on the first calibration "
+      "inputs; the report lists the candidates) or none (none of them). --bias-correction, "
+      "--bias-correction-nonnegative, --cle, --smoothquant and --empirical-bias-correction impose their "
+      "recipe "
+      "instead");
   return d;
 }
 
@@ -688,13 +697,16 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
   r.quant.cross_layer_equalization = m.cle;
   if (m.ptq_recipe != "auto" && m.ptq_recipe != "none")
     throw UsageError(fmt::format("--ptq-recipe '{}' is not one of auto, none", m.ptq_recipe));
-  const bool imposed =
-      m.bias_correction || m.bias_correction_nonnegative || m.cle || m.empirical_bias_correction;
+  if (m.smoothquant && !(*m.smoothquant >= 0.0 && *m.smoothquant <= 1.0))
+    throw UsageError(
+        fmt::format("--smoothquant {} is out of range (its alpha is in [0, 1])", *m.smoothquant));
+  r.quant.smoothquant_alpha = m.smoothquant;
+  const bool imposed = m.bias_correction || m.bias_correction_nonnegative || m.cle ||
+                       m.empirical_bias_correction || m.smoothquant.has_value();
   if (imposed && m.ptq_recipe_given)
     throw UsageError(
-        "--ptq-recipe and --bias-correction, --bias-correction-nonnegative, --cle, "
-        "--empirical-bias-correction "
-        "exclude each other (those options impose a recipe)");
+        "--ptq-recipe and --bias-correction, --bias-correction-nonnegative, --cle, --smoothquant, "
+        "--empirical-bias-correction exclude each other (those options impose a recipe)");
   // A timing run's numbers do not matter (scales change no cycle count): nothing to choose.
   r.choose_recipe = m.ptq_recipe == "auto" && !imposed && !m.timing_only;
   if (m.calibration_samples < 0) throw UsageError("--calibration-samples must be >= 0");

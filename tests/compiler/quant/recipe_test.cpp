@@ -17,22 +17,26 @@ namespace {
 
 using testing::GraphBuilder;
 
-TEST(RecipeChoice, EachCandidateWinsWhenItsCalibrationSqnrIsTheHighest) {
-  const std::vector<Recipe> all = recipe_candidates(true);
-  ASSERT_EQ(all.size(), 6u);
+TEST(RecipeChoice, EachCandidateWinsWhenItsCalibrationSqnrIsHigherOnEveryInput) {
+  const std::vector<Recipe> all = recipe_candidates(true, true);
+  ASSERT_EQ(all.size(), 9u);
   for (size_t winner = 0; winner < all.size(); ++winner) {
-    std::vector<double> scores(all.size(), 20.0);
-    scores[winner] = 21.0;
+    std::vector<std::vector<double>> scores(all.size(), {20.0, 18.0, 22.0, 19.0});
+    for (double& v : scores[winner]) v += 1.0;
     EXPECT_EQ(choose_recipe(scores, kRecipeMarginDb), winner) << to_string(all[winner]);
   }
 }
 
-TEST(RecipeChoice, ALessSimpleCandidateMustBeatEverySimplerOneByTheMargin) {
-  EXPECT_EQ(choose_recipe({20.0, 20.0, 20.0}, 0.05), 0u);  // a tie keeps the simplest
-  EXPECT_EQ(choose_recipe({20.0, 20.04}, 0.05), 0u);       // within the margin: noise
-  EXPECT_EQ(choose_recipe({20.0, 20.06}, 0.05), 1u);
-  EXPECT_EQ(choose_recipe({20.0, 20.5, 20.53}, 0.05), 1u);  // the later one must beat the best so far
-  EXPECT_EQ(choose_recipe({20.0, 19.0, 20.2, 20.1}, 0.05), 2u);
+TEST(RecipeChoice, ALessSimpleCandidateMustWinByTheMarginAndBeyondTheInputToInputNoise) {
+  EXPECT_EQ(choose_recipe({{20.0, 21.0}, {20.0, 21.0}, {20.0, 21.0}}, 0.05), 0u);  // a tie keeps the simplest
+  EXPECT_EQ(choose_recipe({{20.0, 21.0}, {20.04, 21.04}}, 0.05), 0u);              // within the margin
+  EXPECT_EQ(choose_recipe({{20.0, 21.0}, {20.06, 21.06}}, 0.05), 1u);
+  // A higher mean made of one large gain and a loss: the paired difference (+2, -1) has mean 0.5 and
+  // standard error 1.5, so it is noise.
+  EXPECT_EQ(choose_recipe({{20.0, 21.0}, {22.0, 20.0}}, 0.05), 0u);
+  // The later one must beat the best so far, not only the first.
+  EXPECT_EQ(choose_recipe({{20.0, 21.0}, {20.5, 21.5}, {20.53, 21.53}}, 0.05), 1u);
+  EXPECT_EQ(choose_recipe({{20.0, 21.0}, {19.0, 20.0}, {20.2, 21.2}, {20.1, 21.1}}, 0.05), 2u);
 }
 
 TEST(RecipeChoice, CandidatesAreSimplestFirstAndEqualisedOnlyWhenEqualisationChangesTheGraph) {
@@ -41,6 +45,11 @@ TEST(RecipeChoice, CandidatesAreSimplestFirstAndEqualisedOnlyWhenEqualisationCha
   EXPECT_EQ(names, (std::vector<std::string>{"none", "bias-correction-nonnegative", "bias-correction", "cle",
                                              "cle+bias-correction-nonnegative", "cle+bias-correction"}));
   EXPECT_EQ(recipe_candidates(false).size(), 3u);
+  names.clear();
+  for (const Recipe& r : recipe_candidates(false, true)) names.push_back(to_string(r));
+  EXPECT_EQ(names, (std::vector<std::string>{"none", "bias-correction-nonnegative", "bias-correction",
+                                             "smoothquant", "smoothquant+bias-correction-nonnegative",
+                                             "smoothquant+bias-correction"}));
 }
 
 PlanRequest int8_request() {
@@ -56,6 +65,7 @@ PlanRequest int8_request() {
 std::vector<double> scores_of(const RecipeChoice& c) {
   std::vector<double> s;
   for (const RecipeCandidate& k : c.candidates) s.push_back(k.calibration_sqnr_db);
+  EXPECT_EQ(c.candidates.empty() ? 0u : c.candidates[0].per_input_sqnr_db.size(), size_t(c.scoring_inputs));
   return s;
 }
 
