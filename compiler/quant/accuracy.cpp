@@ -440,7 +440,10 @@ std::string smoothing_json(const passes::Smoothing& sm) {
 std::string recipe_json(const RecipeChoice& c) {
   std::string s;
   JsonWriter w(s);
-  w.object().member("chosen", c.recipe).member("scoring_inputs", c.scoring_inputs);
+  w.object()
+      .member("chosen", c.recipe)
+      .member("scoring_inputs", c.scoring_inputs)
+      .member("held_out", c.held_out);
   figure(w.key("seconds"), c.seconds);
   w.key("candidates").array();
   for (const RecipeCandidate& k : c.candidates) {
@@ -457,7 +460,7 @@ std::string recipe_json(const RecipeChoice& c) {
 std::string recipe_summary(const RecipeChoice& c) {
   std::ostringstream o;
   o << std::fixed << std::setprecision(2) << "PTQ recipe: " << c.recipe << ", chosen by output SQNR on "
-    << c.scoring_inputs << " calibration inputs (";
+    << c.scoring_inputs << (c.held_out ? " held-out" : "") << " calibration inputs (";
   for (size_t k = 0; k < c.candidates.size(); ++k)
     o << (k ? ", " : "") << c.candidates[k].name << " " << c.candidates[k].calibration_sqnr_db << " dB";
   o << std::setprecision(1) << "; " << c.seconds << " s)\n";

@@ -114,7 +114,7 @@ std::string equalization_json(const passes::Equalization& e);
 // {"alpha", "layers": [{"norm", "linears", "min_scale", "max_scale"}], "skipped": [{"norm", "reason"}]}: what
 // SmoothQuant did (the accuracy section's and the compile section's smoothquant).
 std::string smoothing_json(const passes::Smoothing& s);
-// {"chosen", "scoring_inputs", "seconds", "candidates": [{"name", "calibration_sqnr_db",
+// {"chosen", "scoring_inputs", "held_out", "seconds", "candidates": [{"name", "calibration_sqnr_db",
 // "per_input_sqnr_db"}]}: the PTQ recipe chosen by measurement (recipe.h; the accuracy section's and the
 // compile section's calibration.recipe).
 std::string recipe_json(const RecipeChoice& c);

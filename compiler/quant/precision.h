@@ -154,6 +154,7 @@ struct RecipeChoice {
   std::string recipe;                       // the candidate taken
   std::vector<RecipeCandidate> candidates;  // in the order tried (simplest first)
   int scoring_inputs = 0;                   // the first calibration inputs the candidates were scored on
+  bool held_out = false;  // the candidates were calibrated on the other inputs (false: on all of them)
   double seconds = 0;                       // wall time of the choice (calibration of the CLE graph included)
 };
 

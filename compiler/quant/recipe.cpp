@@ -75,13 +75,20 @@ PrecisionPlan build_plan_choosing_recipe(Graph& g, const PlanRequest& request, c
   base.quant.bias_correction = BiasCorrection::kNone;
   if (!resolve_plan(g, request.spec, original).has_int8()) return build_plan(g, base, original);
   const CalibrationSet calibration = calibration_inputs(g, request);
-  const std::vector<Sample> scoring(
-      calibration.samples.begin(),
-      calibration.samples.begin() + std::min<size_t>(calibration.samples.size(), kRecipeScoringInputs));
+  // Held out: the candidates are calibrated on the other inputs and scored on the first kRecipeScoringInputs,
+  // so a correction fitted to the scoring inputs' own noise (bias correction's per-channel means) earns
+  // nothing. With fewer than twice that many inputs they are scored on inputs they were calibrated on.
+  const std::vector<Sample>& all = calibration.samples;
+  const size_t n_scoring = std::min<size_t>(all.size(), kRecipeScoringInputs);
+  const bool held_out = all.size() >= 2 * n_scoring;
+  const std::vector<Sample> scoring(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n_scoring));
+  CalibrationSet fit = calibration;
+  if (held_out)
+    fit.samples.erase(fit.samples.begin(), fit.samples.begin() + static_cast<std::ptrdiff_t>(n_scoring));
   // Every candidate is judged against the model as given.
   const std::vector<std::map<std::string, Tensor>> refs = fp32_outputs(g, scoring);
   const int bins = request.quant.calibration.bins;
-  const std::map<std::string, TensorStats> plain_stats = collect_statistics(g, calibration.samples, bins);
+  const std::map<std::string, TensorStats> plain_stats = collect_statistics(g, fit.samples, bins);
   Graph equalized = g;
   passes::Equalization equalization = passes::equalize_cross_layer(equalized);
   Graph smoothed = g;
@@ -90,33 +97,43 @@ PrecisionPlan build_plan_choosing_recipe(Graph& g, const PlanRequest& request, c
   const std::vector<Recipe> recipes =
       recipe_candidates(!equalization.pairs.empty(), !smoothing.layers.empty());
 
-  std::vector<PrecisionPlan> plans;
   std::vector<OutputSqnr> scores;
   // Candidates come grouped by graph: the statistics of the equalised or smoothed graph are collected once.
   std::map<std::string, TensorStats> other_stats;
   const Graph* other = nullptr;
-  for (const Recipe& r : recipes) {
-    const Graph& graph = r.cross_layer_equalization ? equalized : r.smoothquant ? smoothed : g;
-    if (&graph != &g && &graph != other) {
-      other_stats = collect_statistics(graph, calibration.samples, bins);
-      other = &graph;
-    }
+  auto graph_of = [&](const Recipe& r) -> const Graph& {
+    return r.cross_layer_equalization ? equalized : r.smoothquant ? smoothed : g;
+  };
+  auto request_of = [&](const Recipe& r) {
     PlanRequest candidate = base;
     candidate.quant.bias_correction = r.bias_correction;
-    plans.push_back(plan_from_statistics(graph, candidate, calibration,
-                                         &graph == &g ? plain_stats : other_stats, original));
-    scores.push_back(output_sqnr(graph, plans.back(), scoring, refs));
+    return candidate;
+  };
+  for (const Recipe& r : recipes) {
+    const Graph& graph = graph_of(r);
+    if (&graph != &g && &graph != other) {
+      other_stats = collect_statistics(graph, fit.samples, bins);
+      other = &graph;
+    }
+    const PrecisionPlan plan =
+        plan_from_statistics(graph, request_of(r), fit, &graph == &g ? plain_stats : other_stats, original);
+    scores.push_back(output_sqnr(graph, plan, scoring, refs));
   }
   std::vector<std::vector<double>> per_input;
   for (const OutputSqnr& s : scores) per_input.push_back(s.per_input);
   const size_t k = choose_recipe(per_input, kRecipeMarginDb);
-  PrecisionPlan plan = std::move(plans[k]);
+  // The chosen recipe calibrated on every input.
+  const Graph& chosen = graph_of(recipes[k]);
+  PrecisionPlan plan = plan_from_statistics(
+      chosen, request_of(recipes[k]), calibration,
+      !held_out && &chosen == &g ? plain_stats : collect_statistics(chosen, all, bins), original);
   RecipeChoice& choice = plan.calibration.recipe;
   choice.chosen = true;
   choice.recipe = to_string(recipes[k]);
   for (size_t i = 0; i < recipes.size(); ++i)
     choice.candidates.push_back({to_string(recipes[i]), scores[i].overall, scores[i].per_input});
   choice.scoring_inputs = static_cast<int>(scoring.size());
+  choice.held_out = held_out;
   if (recipes[k].cross_layer_equalization) {
     g = std::move(equalized);
     plan.calibration.equalization = std::move(equalization);

@@ -32,14 +32,15 @@ Cases:
                      project -> head pair (no activation between) as equalised;
                      int8 --accuracy --cle
                      carries the same record in accuracy.calibration; --cle on a pre-quantized model exits 2.
-  recipe             ResNet-18 int8 --accuracy with the defaults: the report's accuracy.calibration.recipe and
+  recipe             ResNet-18 int8 --accuracy with the defaults (16 calibration inputs): the report's accuracy.calibration.recipe and
                      compile.quantization.calibration.recipe list the 6 candidates (none, the two bias
-                     corrections, the same on the equalised graph) with their calibration SQNR and the one
+                     corrections, the same on the equalised graph) with their SQNR on the first 8 calibration
+                     inputs, calibrated on the other 8, and the one
                      chosen (a less simple one only when its paired gain per input beats 0.05 dB and twice
                      its standard error), the summary says so;
                      the chosen recipe's output equals the one of the same recipe imposed by its options;
                      --ptq-recipe none, an imposing option and a timing-only run choose nothing; a bad
-                     --ptq-recipe or one combined with --cle exits 2.
+                     --ptq-recipe, one combined with --cle, or --smoothquant outside [0, 1] exits 2.
   qlinear            an onnxruntime-style QOperator model written here (QuantizeLinear, QLinearConv x2,
                      QLinearMatMul, DequantizeLinear, constant scales) runs its QLinear ops as int8 matrix
                      layers, and its output matches plain numpy integer arithmetic within one code.
@@ -392,7 +393,7 @@ elif CASE == "cle":
           f"equalises its 8 conv -> Relu -> conv pairs, skips {len(relu6)} ReLU6 pairs with the reason")
 elif CASE == "recipe":
     model = os.path.join(MODELS, "resnet18.onnx")
-    base = ["--precision", "int8", "--accuracy", "--calibration-samples", "8", "--accuracy-samples", "2"]
+    base = ["--precision", "int8", "--accuracy", "--calibration-samples", "16", "--accuracy-samples", "2"]
     r, out = report(model, "auto", *base)
     rec = r["accuracy"]["calibration"].get("recipe")
     check(rec is not None, f"no recipe in the accuracy section: {r['accuracy']['calibration']}")
@@ -400,7 +401,8 @@ elif CASE == "recipe":
     names = [c["name"] for c in rec["candidates"]]
     check(names == ["none", "bias-correction-nonnegative", "bias-correction", "cle", "cle+bias-correction-nonnegative",
                     "cle+bias-correction"], f"candidates: {names}")
-    check(rec["scoring_inputs"] == 8, f"scored on {rec['scoring_inputs']} inputs, expected the 8 calibration inputs")
+    check(rec["scoring_inputs"] == 8 and rec["held_out"],
+          f"scored on {rec['scoring_inputs']} inputs (held out: {rec['held_out']}), expected 8 of the 16 held out")
     scores = [c["calibration_sqnr_db"] for c in rec["candidates"]]
     per_input = [c["per_input_sqnr_db"] for c in rec["candidates"]]
     check(all(len(p_) == 8 for p_ in per_input), f"per-input SQNRs: {per_input}")
@@ -412,7 +414,7 @@ elif CASE == "recipe":
         if mean > 0.05 and mean > 2 * se:
             best = k
     check(rec["chosen"] == names[best], f"chose {rec['chosen']} with scores {dict(zip(names, scores))}")
-    check(f"PTQ recipe: {rec['chosen']}, chosen by output SQNR on 8 calibration inputs" in out, out)
+    check(f"PTQ recipe: {rec['chosen']}, chosen by output SQNR on 8 held-out calibration inputs" in out, out)
     check(("cross_layer_equalization" in r["accuracy"]["calibration"]) == rec["chosen"].startswith("cle"),
           "the equalisation record does not follow the choice")
     # The same recipe imposed by its options gives the same output.
@@ -428,7 +430,8 @@ elif CASE == "recipe":
     r4, _ = report(model, "timing", "--precision", "int8")
     check("recipe" not in r4["compile"]["quantization"]["calibration"], "a timing-only run chose a recipe")
     for extra, words in ((["--ptq-recipe", "best"], "--ptq-recipe 'best' is not one of auto, none"),
-                         (["--ptq-recipe", "auto", "--cle"], "exclude each other")):
+                         (["--ptq-recipe", "auto", "--cle"], "exclude each other"),
+                         (["--smoothquant", "1.5"], "--smoothquant 1.5 is out of range (its alpha is in [0, 1])")):
         p = run(["run", model, "--precision", "int8"] + extra, expect=2)
         check(words in p.stderr and "Traceback" not in p.stderr, p.stderr)
     print(f"ok: ResNet-18 chose {rec['chosen']} ({dict(zip(names, scores))}, {rec['seconds']:.1f} s); imposed, the "

@@ -52,12 +52,12 @@ TEST(RecipeChoice, CandidatesAreSimplestFirstAndEqualisedOnlyWhenEqualisationCha
                                              "smoothquant+bias-correction"}));
 }
 
-PlanRequest int8_request() {
+PlanRequest int8_request(int calibration_inputs = 16) {
   PlanRequest r;
   r.spec.model = Precision::kInt8;
   r.quant.per_channel = false;  // coarse weights: what each candidate corrects is large
   r.quant.calibration.method = CalibrationMethod::kMinMax;
-  r.calibration_count = 16;
+  r.calibration_count = calibration_inputs;
   r.choose_recipe = true;
   return r;
 }
@@ -77,10 +77,15 @@ TEST(RecipeChoice, BiasCorrectionWinsWhereTheInputsMeanShiftsTheRoundedWeightsOu
   auto x = b.input("x", {1, 64});
   auto a = b.node("Abs", {x}, "a", {1, 64});
   auto s = b.node("Add", {a, b.scalar("three", 3.0f)}, "s", {1, 64});
-  b.output(b.node("MatMul", {s, b.random_constant("w", {64, 8}, 5)}, "y", {1, 8}));
+  // One weight of 40 sets the per-tensor scale (40 / 127): the others, in [-1, 1], round to 0 or one step.
+  std::vector<float> w = testing::uniform(64 * 8, 5);
+  w[0] = 40.0f;
+  b.output(b.node("MatMul", {s, b.constant("w", Tensor::from_floats({64, 8}, w))}, "y", {1, 8}));
   Graph g = b.build();
   const Graph before = g;
-  const PrecisionPlan plan = build_plan_choosing_recipe(g, int8_request());
+  // 64 inputs: the per-channel means bias correction needs come from the 56 not scored (with 8 of them the
+  // means' own noise costs more than the correction gains).
+  const PrecisionPlan plan = build_plan_choosing_recipe(g, int8_request(64));
   const RecipeChoice& c = plan.calibration.recipe;
   ASSERT_TRUE(c.chosen);
   EXPECT_EQ(c.recipe, "bias-correction-nonnegative") << ::testing::PrintToString(scores_of(c));
@@ -88,9 +93,10 @@ TEST(RecipeChoice, BiasCorrectionWinsWhereTheInputsMeanShiftsTheRoundedWeightsOu
   EXPECT_GT(c.candidates[1].calibration_sqnr_db, c.candidates[0].calibration_sqnr_db + 1.0);
   EXPECT_EQ(c.candidates[1].calibration_sqnr_db, c.candidates[2].calibration_sqnr_db);
   EXPECT_EQ(c.scoring_inputs, kRecipeScoringInputs);
+  EXPECT_TRUE(c.held_out);  // scored on 8, calibrated on the other 56
   EXPECT_FALSE(plan.calibration.equalization.applied);
   // The chosen plan is the one the recipe imposed builds.
-  PlanRequest imposed = int8_request();
+  PlanRequest imposed = int8_request(64);
   imposed.choose_recipe = false;
   imposed.quant.bias_correction = BiasCorrection::kNonNegativeInputs;
   const PrecisionPlan direct = build_plan(before, imposed);
