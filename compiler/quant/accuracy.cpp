@@ -392,6 +392,8 @@ void write_accuracy_json(const AccuracyReport& r, std::ostream& o) {
   w.member("synthetic", r.calibration.synthetic).member("source", r.calibration.source);
   if (r.calibration.equalization.applied)
     w.key("cross_layer_equalization").raw(equalization_json(r.calibration.equalization));
+  if (r.calibration.smoothing.applied) w.key("smoothquant").raw(smoothing_json(r.calibration.smoothing));
+  if (r.calibration.recipe.chosen) w.key("recipe").raw(recipe_json(r.calibration.recipe));
   w.end().member("evaluation_inputs", r.evaluation_inputs);
   if (r.evaluation_source.empty()) {
     w.key("evaluation_source").null();
@@ -450,6 +452,56 @@ std::string equalization_json(const passes::Equalization& e) {
   return s;
 }
 
+std::string smoothing_json(const passes::Smoothing& sm) {
+  std::string s;
+  JsonWriter w(s);
+  figure(w.object().key("alpha"), sm.alpha);
+  w.key("layers").array();
+  for (const passes::SmoothedNorm& l : sm.layers) {
+    w.object().member("norm", l.norm).key("linears").array();
+    for (const std::string& m : l.linears) w.value(m);
+    w.end();
+    figure(w.key("min_scale"), l.min_scale);
+    figure(w.key("max_scale"), l.max_scale);
+    w.end();
+  }
+  w.end().key("skipped").array();
+  for (const passes::SkippedNorm& k : sm.skipped)
+    w.object().member("norm", k.norm).member("reason", k.reason).end();
+  w.end().end();
+  return s;
+}
+
+std::string recipe_json(const RecipeChoice& c) {
+  std::string s;
+  JsonWriter w(s);
+  w.object()
+      .member("chosen", c.recipe)
+      .member("scoring_inputs", c.scoring_inputs)
+      .member("held_out", c.held_out);
+  figure(w.key("seconds"), c.seconds);
+  w.key("candidates").array();
+  for (const RecipeCandidate& k : c.candidates) {
+    w.object().member("name", k.name);
+    figure(w.key("calibration_sqnr_db"), k.calibration_sqnr_db);
+    w.key("per_input_sqnr_db").array();
+    for (double v : k.per_input_sqnr_db) figure(w, v);
+    w.end().end();
+  }
+  w.end().end();
+  return s;
+}
+
+std::string recipe_summary(const RecipeChoice& c) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(2) << "PTQ recipe: " << c.recipe << ", chosen by output SQNR on "
+    << c.scoring_inputs << (c.held_out ? " held-out" : "") << " calibration inputs (";
+  for (size_t k = 0; k < c.candidates.size(); ++k)
+    o << (k ? ", " : "") << c.candidates[k].name << " " << c.candidates[k].calibration_sqnr_db << " dB";
+  o << std::setprecision(1) << "; " << c.seconds << " s)\n";
+  return o.str();
+}
+
 std::string accuracy_json(const AccuracyReport& r) {
   std::ostringstream os;
   write_accuracy_json(r, os);
@@ -470,6 +522,13 @@ std::string accuracy_summary(const AccuracyReport& r, size_t worst_layers) {
   if (r.calibration.equalization.applied)
     o << "cross-layer equalisation: " << r.calibration.equalization.pairs.size() << " conv pairs equalised, "
       << r.calibration.equalization.skipped.size() << " skipped (the report's calibration.cross_layer_equalization says why)\n";
+  if (r.calibration.smoothing.applied)
+    o << "SmoothQuant (alpha " << r.calibration.smoothing.alpha
+      << "): " << r.calibration.smoothing.layers.size()
+      << " LayerNormalization(s) smoothed into their linear layers, "
+      << r.calibration.smoothing.skipped.size()
+      << " skipped (the report's calibration.smoothquant says why)\n";
+  if (r.calibration.recipe.chosen) o << recipe_summary(r.calibration.recipe);
   if (r.task) o << task_summary(*r.task);
   for (const auto& w : r.warnings) o << "WARNING: " << w << "\n";
   o << "first layer below " << r.bad_layer_sqnr_db << " dB: "
@@ -495,6 +554,71 @@ std::string accuracy_summary(const AccuracyReport& r, size_t worst_layers) {
   return o.str();
 }
 
+CalibrationSet calibration_inputs(const Graph& g, const PlanRequest& request) {
+  CalibrationSet c;
+  c.info.method = to_string(request.quant.calibration.method);
+  if (!request.calibration_dir.empty()) {
+    c.samples = load_samples(g, request.calibration_dir, request.calibration_count,
+                             request.preprocess ? &*request.preprocess : nullptr);
+    c.info.source = request.calibration_dir;
+  } else {
+    c.samples = synthetic_samples(g, std::max(1, request.calibration_count), request.seed);
+    c.info.synthetic = true;
+    c.info.source = "synthetic N(0,1), seed " + std::to_string(request.seed);
+  }
+  c.info.inputs = static_cast<int>(c.samples.size());
+  return c;
+}
+
+namespace {
+
+void correct_bias_if_asked(const Graph& g, PrecisionPlan& plan, const QuantOptions& quant,
+                           std::vector<Sample> samples) {
+  if (!quant.empirical_bias_correction || samples.empty()) return;
+  if (static_cast<int>(samples.size()) > quant.empirical_bias_samples)
+    samples.resize(static_cast<size_t>(std::max(1, quant.empirical_bias_samples)));
+  correct_output_bias(g, plan, samples);
+}
+
+}  // namespace
+
+PrecisionPlan plan_from_statistics(const Graph& g, const PlanRequest& request,
+                                   const CalibrationSet& calibration,
+                                   const std::map<std::string, TensorStats>& stats, const Graph* original) {
+  PrecisionPlan plan = resolve_plan(g, request.spec, original);
+  if (!plan.has_int8()) return plan;
+  quantize_plan(g, plan, stats, request.quant);
+  correct_bias_if_asked(g, plan, request.quant, calibration.samples);
+  plan.calibration = calibration.info;
+  return plan;
+}
+
+std::vector<std::map<std::string, Tensor>> fp32_outputs(const Graph& g, const std::vector<Sample>& samples) {
+  const PrecisionPlan fp32;  // every node the model's fp32
+  std::vector<std::map<std::string, Tensor>> refs;
+  refs.reserve(samples.size());
+  for (const Sample& s : samples) refs.push_back(emulate(g, fp32, s));
+  return refs;
+}
+
+OutputSqnr output_sqnr(const Graph& g, const PrecisionPlan& plan, const std::vector<Sample>& samples,
+                       const std::vector<std::map<std::string, Tensor>>& refs) {
+  OutputSqnr r;
+  ErrorSums all;
+  for (size_t k = 0; k < samples.size(); ++k) {
+    ErrorSums one;
+    auto out = emulate(g, plan, samples[k]);
+    for (const auto& o : g.outputs) {
+      if (!out.at(o).floating()) continue;
+      one.add(refs[k].at(o), out.at(o));
+      all.add(refs[k].at(o), out.at(o));
+    }
+    r.per_input.push_back(one.sqnr_db());
+  }
+  r.overall = all.sqnr_db();
+  return r;
+}
+
 PrecisionPlan build_plan(const Graph& g, const PlanRequest& request, const Graph* original,
                          const ModelQuant* model, std::vector<std::string>* notes,
                          std::map<std::string, TensorStats>* stats_out) {
@@ -507,17 +631,9 @@ PrecisionPlan build_plan(const Graph& g, const PlanRequest& request, const Graph
   CalibrationInfo info;
   std::vector<Sample> samples;
   if (!missing.empty()) {
-    info.method = to_string(request.quant.calibration.method);
-    if (!request.calibration_dir.empty()) {
-      samples = load_samples(g, request.calibration_dir, request.calibration_count,
-                             request.preprocess ? &*request.preprocess : nullptr);
-      info.source = request.calibration_dir;
-    } else {
-      samples = synthetic_samples(g, std::max(1, request.calibration_count), request.seed);
-      info.synthetic = true;
-      info.source = "synthetic N(0,1), seed " + std::to_string(request.seed);
-    }
-    info.inputs = static_cast<int>(samples.size());
+    CalibrationSet c = calibration_inputs(g, request);
+    samples = std::move(c.samples);
+    info = std::move(c.info);
     stats = collect_statistics(g, samples, request.quant.calibration.bins);
   }
   if (model) {
@@ -533,11 +649,7 @@ PrecisionPlan build_plan(const Graph& g, const PlanRequest& request, const Graph
   }
   quantize_plan(g, plan, stats, request.quant, given);
   if (stats_out) *stats_out = stats;
-  if (request.quant.empirical_bias_correction && !samples.empty()) {
-    if (static_cast<int>(samples.size()) > request.quant.empirical_bias_samples)
-      samples.resize(static_cast<size_t>(std::max(1, request.quant.empirical_bias_samples)));
-    correct_output_bias(g, plan, samples);
-  }
+  correct_bias_if_asked(g, plan, request.quant, std::move(samples));
   plan.calibration = info;
   return plan;
 }

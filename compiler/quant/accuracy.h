@@ -127,6 +127,15 @@ std::string accuracy_json(const AccuracyReport& r);
 // "second", "reason"}]}: what --cle did (the accuracy section's and the compile section's
 // cross_layer_equalization).
 std::string equalization_json(const passes::Equalization& e);
+// {"alpha", "layers": [{"norm", "linears", "min_scale", "max_scale"}], "skipped": [{"norm", "reason"}]}: what
+// SmoothQuant did (the accuracy section's and the compile section's smoothquant).
+std::string smoothing_json(const passes::Smoothing& s);
+// {"chosen", "scoring_inputs", "held_out", "seconds", "candidates": [{"name", "calibration_sqnr_db",
+// "per_input_sqnr_db"}]}: the PTQ recipe chosen by measurement (recipe.h; the accuracy section's and the
+// compile section's calibration.recipe).
+std::string recipe_json(const RecipeChoice& c);
+// One line: "PTQ recipe: NAME, chosen by output SQNR on N calibration inputs (none 29.10 dB, ...; 3.2 s)".
+std::string recipe_summary(const RecipeChoice& c);
 // Human-readable: output figures, calibration warning, the worst layers, first bad layer, outliers.
 std::string accuracy_summary(const AccuracyReport& r, size_t worst_layers = 10);
 
@@ -144,6 +153,10 @@ struct PlanRequest {
   int calibration_count = 32;   // samples read from the folder (0 = all) or generated
   std::optional<Preprocess> preprocess;  // how calibration images become inputs (--preprocess)
   uint32_t seed = 1;
+  // Choose the PTQ recipe (cross-layer equalisation, bias correction) by measurement
+  // (build_plan_choosing_recipe, recipe.h) instead of taking `quant`'s as given. The CLI's default; the
+  // library's is the recipe as given.
+  bool choose_recipe = false;
 };
 // With `model` (a pre-quantized model's own scales, qdq.h), int8 nodes take the model's QParams and
 // weight codes, and only values the model leaves unquantized are calibrated (the calibration record
@@ -152,5 +165,30 @@ struct PlanRequest {
 PrecisionPlan build_plan(const Graph& g, const PlanRequest& request, const Graph* original = nullptr,
                          const ModelQuant* model = nullptr, std::vector<std::string>* notes = nullptr,
                          std::map<std::string, TensorStats>* stats = nullptr);
+
+// build_plan in steps, for callers that build several plans from one calibration (recipe.h):
+// the request's calibration inputs (its folder, or seeded synthetic samples, flagged) and their provenance;
+struct CalibrationSet {
+  std::vector<Sample> samples;
+  CalibrationInfo info;
+};
+CalibrationSet calibration_inputs(const Graph& g, const PlanRequest& request);
+// and the plan of a float model (no `model`) from statistics collected on them (collect_statistics):
+// resolve, quantize, and empirical bias correction when the request asks for it.
+PrecisionPlan plan_from_statistics(const Graph& g, const PlanRequest& request,
+                                   const CalibrationSet& calibration,
+                                   const std::map<std::string, TensorStats>& stats,
+                                   const Graph* original = nullptr);
+
+// The all-fp32 outputs of `g` on each sample (the reference the SQNRs below compare against).
+std::vector<std::map<std::string, Tensor>> fp32_outputs(const Graph& g, const std::vector<Sample>& samples);
+// Output SQNR of `plan` on `samples` against those reference outputs, over every floating output
+// (kExactSqnrDb when exact, -kExactSqnrDb with a non-finite output): on each input alone and over all.
+struct OutputSqnr {
+  std::vector<double> per_input;
+  double overall = kExactSqnrDb;
+};
+OutputSqnr output_sqnr(const Graph& g, const PrecisionPlan& plan, const std::vector<Sample>& samples,
+                       const std::vector<std::map<std::string, Tensor>>& refs);
 
 }  // namespace npusim::compiler::quant

@@ -107,6 +107,7 @@ void TensorStats::add(const Tensor& t) {
     last_sum_.assign(static_cast<size_t>(t.shape.back()), 0.0);
     dim1_sq_ = dim1_sum_;
     last_sq_ = last_sum_;
+    last_max_ = last_sum_;
   } else if (t.shape != shape_) {
     shape_consistent_ = false;
     return;
@@ -123,6 +124,7 @@ void TensorStats::add(const Tensor& t) {
     last_sum_[cl] += v;
     dim1_sq_[c1] += v * v;
     last_sq_[cl] += v * v;
+    last_max_[cl] = std::max(last_max_[cl], std::fabs(v));
   }
   ++channel_samples_;
 }
@@ -134,6 +136,10 @@ std::vector<double> TensorStats::means_of(const std::vector<double>& sums, bool 
   std::vector<double> m(sums.size());
   for (size_t c = 0; c < sums.size(); ++c) m[c] = sums[c] / per_index;
   return m;
+}
+
+std::vector<double> TensorStats::last_dim_max_abs() const {
+  return shape_consistent_ && channel_samples_ ? last_max_ : std::vector<double>{};
 }
 
 std::vector<double> TensorStats::channel_means() const { return means_of(dim1_sum_, false); }

@@ -45,6 +45,8 @@ class TensorStats {
   // E[x^2] per index of dim 1 / of the last dim, as the means (WeightRange::kOutputMse).
   std::vector<double> channel_second_moments() const;
   std::vector<double> last_dim_second_moments() const;
+  // max |x| per index of the last dim over all samples (SmoothQuant's activation ranges); empty when unknown.
+  std::vector<double> last_dim_max_abs() const;
   // The shape of the tensors behind the means (empty when unknown).
   Shape channel_shape() const { return shape_consistent_ && channel_samples_ ? shape_ : Shape{}; }
 
@@ -70,6 +72,7 @@ class TensorStats {
   bool shape_consistent_ = true;
   std::vector<double> dim1_sum_, last_sum_;      // per index of dim 1 / of the last dim
   std::vector<double> dim1_sq_, last_sq_;        // the same sums of squares
+  std::vector<double> last_max_;                 // max |x| per index of the last dim
   int64_t channel_samples_ = 0;
 };
 

@@ -47,6 +47,7 @@
 
 #include "compiler/ir/graph.h"
 #include "compiler/passes/cross_layer_equalization.h"
+#include "compiler/passes/smoothquant.h"
 #include "isa/isa.h"
 #include "isa/numerics.h"
 
@@ -145,6 +146,22 @@ struct LayerQuant {
 };
 
 // How the int8 parameters were obtained, for the report.
+// The PTQ recipe chosen by measurement (build_plan_choosing_recipe, recipe.h): each candidate's output SQNR
+// against fp32 on the first calibration inputs, and the one taken.
+struct RecipeCandidate {
+  std::string name;                // "none", "bias-correction-nonnegative", "cle+bias-correction", ...
+  double calibration_sqnr_db = 0;  // output SQNR over the scoring inputs
+  std::vector<double> per_input_sqnr_db;  // on each scoring input alone (what the choice compares)
+};
+struct RecipeChoice {
+  bool chosen = false;                      // false: the recipe was imposed (options) or nothing was int8
+  std::string recipe;                       // the candidate taken
+  std::vector<RecipeCandidate> candidates;  // in the order tried (simplest first)
+  int scoring_inputs = 0;                   // the first calibration inputs the candidates were scored on
+  bool held_out = false;  // the candidates were calibrated on the other inputs (false: on all of them)
+  double seconds = 0;                       // wall time of the choice (calibration of the CLE graph included)
+};
+
 struct CalibrationInfo {
   std::string method;        // "minmax", "percentile", "entropy", or "model" (pre-quantized QDQ)
   int inputs = 0;            // calibration inputs used
@@ -153,6 +170,10 @@ struct CalibrationInfo {
   // Cross-layer equalisation applied to the graph before calibration (QuantOptions::
   // cross_layer_equalization, --cle); `applied` false when it was not asked for.
   passes::Equalization equalization;
+  // SmoothQuant applied to the graph before calibration (QuantOptions::smoothquant_alpha, --smoothquant, or
+  // taken by the recipe choice); `applied` false otherwise.
+  passes::Smoothing smoothing;
+  RecipeChoice recipe;
 };
 
 // A node's resolved precision.

@@ -43,7 +43,8 @@ struct QuantOptions {
   // default: on every layer it costs PP-OCRv4 det 1 dB (320x320); restricted to non-negative inputs it lifts
   // all four random-weight PTQ models over PyTorch's better engine + 1 dB and leaves det as it was, but costs
   // the PP-OCR direction classifier 0.7 dB and rec with empirical bias correction a string, below issue
-  // 17's 95 % (docs/quantization.md, "Weight ranges and bias correction, measured").
+  // 17's 95 % (docs/quantization.md, "Weight ranges and bias correction, measured"). The CLI's default
+  // chooses it, cross-layer equalisation and SmoothQuant per model by measurement (recipe.h).
   BiasCorrection bias_correction = BiasCorrection::kNone;
   // Empirical bias correction (correct_output_bias, emulate.h): after quantizing, each int8 matrix layer's
   // mean output error per channel, measured against fp32 on the first `empirical_bias_samples`
@@ -55,6 +56,9 @@ struct QuantOptions {
   // caller that owns the graph applies it (sim/model compile_graph) and records the result in the plan's
   // CalibrationInfo. Off by default; measured in docs/quantization.md ("Cross-layer equalisation").
   bool cross_layer_equalization = false;
+  // SmoothQuant (passes::smooth_linear_inputs, smooth_activations in recipe.h) with this migration strength,
+  // applied like cross-layer equalisation by the caller that owns the graph. Off (nullopt) by default.
+  std::optional<double> smoothquant_alpha;
 };
 
 // Activation parameters for a clipping range. The range is widened to contain 0 (so zero padding and

@@ -471,6 +471,9 @@ struct ModelCliOptions {
   bool bias_correction_nonnegative = false;  // --bias-correction-nonnegative
   bool empirical_bias_correction = false;  // --empirical-bias-correction
   bool cle = false;                        // --cle
+  std::optional<double> smoothquant;       // --smoothquant [ALPHA]
+  std::string ptq_recipe = "none";         // --ptq-recipe
+  bool ptq_recipe_given = false;
   int empirical_bias_samples = 8;          // --empirical-bias-samples (QuantOptions' default)
   bool empirical_bias_samples_given = false;
   bool verbose = false;
@@ -560,7 +563,24 @@ po::options_description precision_options(ModelCliOptions& m) {
       "cle", po::bool_switch(&m.cle),
       "cross-layer equalisation: rescale the channels of consecutive convolutions joined by no activation, "
       "Relu or LeakyRelu (pairs with ReLU6 or other activations are skipped and listed) so both have equal "
-      "weight ranges; the function is unchanged (docs/quantization.md)");
+      "weight ranges; the function is unchanged (docs/quantization.md)")(
+      "smoothquant", po::value<double>()->implicit_value(0.5)->value_name("ALPHA")->notifier([&m](double v) {
+        m.smoothquant = v;
+      }),
+      "int8: SmoothQuant: move activation range into the weights of the linear layers that read a "
+      "LayerNormalization, per channel s = max|x|^ALPHA / max|w|^(1-ALPHA) folded into the norm's scale and "
+      "bias (ALPHA in [0, 1], default 0.5); the function is unchanged (docs/quantization.md)")(
+      "ptq-recipe", po::value<std::string>()->value_name("R")->notifier([&m](const std::string& v) {
+        m.ptq_recipe = v;
+        m.ptq_recipe_given = true;
+      }),
+      "int8: none (default: none of the recipes below) or auto (quantize with and without "
+      "--bias-correction-nonnegative, --bias-correction, --cle and --smoothquant, and keep the one whose "
+      "output is closest to fp32 on held-out calibration inputs; the report lists the candidates; it takes "
+      "several calibration passes). --bias-correction, "
+      "--bias-correction-nonnegative, --cle, --smoothquant and --empirical-bias-correction impose their "
+      "recipe "
+      "instead");
   return d;
 }
 
@@ -677,6 +697,20 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
   if (m.empirical_bias_samples < 1) throw UsageError("--empirical-bias-samples must be >= 1");
   r.quant.empirical_bias_samples = m.empirical_bias_samples;
   r.quant.cross_layer_equalization = m.cle;
+  if (m.ptq_recipe != "auto" && m.ptq_recipe != "none")
+    throw UsageError(fmt::format("--ptq-recipe '{}' is not one of auto, none", m.ptq_recipe));
+  if (m.smoothquant && !(*m.smoothquant >= 0.0 && *m.smoothquant <= 1.0))
+    throw UsageError(
+        fmt::format("--smoothquant {} is out of range (its alpha is in [0, 1])", *m.smoothquant));
+  r.quant.smoothquant_alpha = m.smoothquant;
+  const bool imposed = m.bias_correction || m.bias_correction_nonnegative || m.cle ||
+                       m.empirical_bias_correction || m.smoothquant.has_value();
+  if (imposed && m.ptq_recipe_given)
+    throw UsageError(
+        "--ptq-recipe and --bias-correction, --bias-correction-nonnegative, --cle, --smoothquant, "
+        "--empirical-bias-correction exclude each other (those options impose a recipe)");
+  // A timing run's numbers do not matter (scales change no cycle count): nothing to choose.
+  r.choose_recipe = m.ptq_recipe == "auto" && !imposed && !m.timing_only;
   if (m.calibration_samples < 0) throw UsageError("--calibration-samples must be >= 0");
   if (m.calibration_samples == 0 && m.calibration_dir.empty()) {
     throw UsageError("--calibration-samples 0 (all) needs --calibration DIR");
@@ -790,10 +824,12 @@ void accuracy_report(Context& /*ctx*/, const CompiledModel& cm, const isa::NpuCo
       return static_cast<double>(arch::simulate(res.program, config, {}).total_cycles);
     };
     // int16 activations as the step before fp16, where the array has int16 x int8 MACs (the plan quantized
-    // again from its calibration statistics; not for a model's own scales or an empirically corrected plan).
+    // again from its calibration statistics; not for a model's own scales, an empirically corrected plan or a
+    // recipe chosen by measurement, whose statistics are the chosen candidate's).
     q::PlanRequantizer int16;
     const q::QuantOptions quant = to_model_options(m, config).plan.quant;
-    if (config.systolic_array.int16_rate > 0 && !cm.prequantized && !quant.empirical_bias_correction)
+    if (config.systolic_array.int16_rate > 0 && !cm.prequantized && !quant.empirical_bias_correction &&
+        !cm.calibration_stats.empty())
       int16 = [&](const q::PrecisionPlan& p) {
         return q::requantize_plan(cm.lowered, p, cm.calibration_stats, quant);
       };

@@ -14,6 +14,7 @@
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/accuracy.h"
 #include "compiler/quant/qdq.h"
+#include "compiler/quant/recipe.h"
 #include "isa/json_text.h"
 #include "sim/model/host_calls.h"
 #include "sim/model/tensor_io.h"
@@ -113,7 +114,8 @@ CompiledModel compile_model(const std::string& spec, const isa::NpuConfig& confi
   for (const compiler::quant::PrecisionOverride& o : options.plan.spec.overrides)
     int8 = int8 || o.precision == compiler::quant::Precision::kInt8 ||
            o.precision == compiler::quant::Precision::kInt16;
-  import.weight_values = options.weight_values || int8 || options.plan.quant.cross_layer_equalization;
+  import.weight_values = options.weight_values || int8 || options.plan.quant.cross_layer_equalization ||
+                         options.plan.quant.smoothquant_alpha.has_value();
   return compile_graph(compiler::load_model(spec, import), config, options, verbose);
 }
 
@@ -164,9 +166,27 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
     equalization = compiler::passes::equalize_cross_layer(m.lowered);
     if (observer) observer("cross-layer-equalization", m.lowered);
   }
-  m.plan = compiler::quant::build_plan(m.lowered, options.plan, &m.imported, own ? &*own : nullptr,
-                                       &m.quant_notes, &m.calibration_stats);
-  m.plan.calibration.equalization = std::move(equalization);
+  if (options.plan.choose_recipe && !m.prequantized) {
+    m.plan = compiler::quant::build_plan_choosing_recipe(m.lowered, options.plan, &m.imported);
+    if (observer && m.plan.calibration.equalization.applied) observer("cross-layer-equalization", m.lowered);
+    if (observer && m.plan.calibration.smoothing.applied) observer("smoothquant", m.lowered);
+  } else {
+    compiler::passes::Smoothing smoothing;
+    if (options.plan.quant.smoothquant_alpha) {
+      if (m.prequantized)
+        throw compiler::quant::PrecisionError(
+            "--smoothquant rescales a float model's weights; this model is pre-quantized (its own weight "
+            "codes "
+            "and activation scales would no longer match)");
+      smoothing =
+          compiler::quant::smooth_activations(m.lowered, options.plan, *options.plan.quant.smoothquant_alpha);
+      if (observer) observer("smoothquant", m.lowered);
+    }
+    m.plan = compiler::quant::build_plan(m.lowered, options.plan, &m.imported, own ? &*own : nullptr,
+                                         &m.quant_notes, &m.calibration_stats);
+    m.plan.calibration.equalization = std::move(equalization);
+    m.plan.calibration.smoothing = std::move(smoothing);
+  }
   m.result = compile_with_plan(m.lowered, config, m.plan, options.timer, options.mapping, options.fusion);
   compiler::bound_as_imported(m.result, m.imported, m.lowered, config, options.mapping);
   return m;
@@ -254,11 +274,15 @@ void attach_compile_info(const CompiledModel& compiled, traces::Report& report) 
   const compiler::quant::PrecisionPlan& plan = compiled.plan;
   if (plan.calibration.equalization.applied)
     w.key("cross_layer_equalization").raw(compiler::quant::equalization_json(plan.calibration.equalization));
+  if (plan.calibration.smoothing.applied)
+    w.key("smoothquant").raw(compiler::quant::smoothing_json(plan.calibration.smoothing));
   if (plan.has_int8()) {
     const compiler::quant::CalibrationInfo& cal = plan.calibration;
     w.key("quantization").object().member("prequantized", compiled.prequantized).key("calibration").object();
     w.member("method", cal.method).member("inputs", cal.inputs).member("synthetic", cal.synthetic);
-    w.member("source", cal.source).end().key("notes").array();
+    w.member("source", cal.source);
+    if (cal.recipe.chosen) w.key("recipe").raw(compiler::quant::recipe_json(cal.recipe));
+    w.end().key("notes").array();
     for (const std::string& note : compiled.quant_notes) w.value(note);
     w.end().end();
   }

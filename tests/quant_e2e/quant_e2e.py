@@ -37,6 +37,15 @@ Cases:
                      stays int8 and says why), its accuracy beats plain int8, its int16 matrix layers run at
                      edge's int16 rate (estimated compute above int8's); gemmini (no int16 MACs) and an int16
                      override on a Relu exit 2 with one sentence naming the reason.
+  recipe             ResNet-18 int8 --accuracy --ptq-recipe auto (16 calibration inputs): the report's accuracy.calibration.recipe and
+                     compile.quantization.calibration.recipe list the 6 candidates (none, the two bias
+                     corrections, the same on the equalised graph) with their SQNR on the first 8 calibration
+                     inputs, calibrated on the other 8, and the one
+                     chosen (a less simple one only when its paired gain per input beats 0.05 dB and twice
+                     its standard error), the summary says so;
+                     the chosen recipe's output equals the one of the same recipe imposed by its options;
+                     the default (none), an imposing option and a timing-only run choose nothing; a bad
+                     --ptq-recipe, one combined with --cle, or --smoothquant outside [0, 1] exits 2.
   qlinear            an onnxruntime-style QOperator model written here (QuantizeLinear, QLinearConv x2,
                      QLinearMatMul, DequantizeLinear, constant scales) runs its QLinear ops as int8 matrix
                      layers, and its output matches plain numpy integer arithmetic within one code.
@@ -95,8 +104,9 @@ if CASE == "accuracy_section":
 elif CASE == "per_channel":
     res = {}
     for w in ("per-channel", "per-tensor"):
+        # One recipe for both (the default would choose one per run: it compares recipes, not weight scales).
         r, _ = report(mbv2, "mb_" + w, "--precision", "int8", "--accuracy", "--weights", w,
-                      "--calibration-method", "minmax", "--calibration-samples", "8")
+                      "--calibration-method", "minmax", "--calibration-samples", "8", "--ptq-recipe", "none")
         res[w] = r["accuracy"]["output_sqnr_db"]
     check(res["per-channel"] > res["per-tensor"], f"per-channel {res['per-channel']} <= per-tensor {res['per-tensor']}")
     print(f"ok: per-channel {res['per-channel']:.2f} dB > per-tensor {res['per-tensor']:.2f} dB")
@@ -418,5 +428,51 @@ elif CASE == "cle":
     check("--cle" in p.stderr and "pre-quantized" in p.stderr and "Traceback" not in p.stderr, p.stderr)
     print(f"ok: --cle keeps ResNet-18's fp32 output (max difference {rel:.2g} of its largest magnitude), "
           f"equalises its 8 conv -> Relu -> conv pairs, skips {len(relu6)} ReLU6 pairs with the reason")
+elif CASE == "recipe":
+    model = os.path.join(MODELS, "resnet18.onnx")
+    base = ["--precision", "int8", "--accuracy", "--calibration-samples", "16", "--accuracy-samples", "2"]
+    r, out = report(model, "auto", *base, "--ptq-recipe", "auto")
+    rec = r["accuracy"]["calibration"].get("recipe")
+    check(rec is not None, f"no recipe in the accuracy section: {r['accuracy']['calibration']}")
+    check(r["compile"]["quantization"]["calibration"].get("recipe") == rec, "compile and accuracy records differ")
+    names = [c["name"] for c in rec["candidates"]]
+    check(names == ["none", "bias-correction-nonnegative", "bias-correction", "cle", "cle+bias-correction-nonnegative",
+                    "cle+bias-correction"], f"candidates: {names}")
+    check(rec["scoring_inputs"] == 8 and rec["held_out"],
+          f"scored on {rec['scoring_inputs']} inputs (held out: {rec['held_out']}), expected 8 of the 16 held out")
+    scores = [c["calibration_sqnr_db"] for c in rec["candidates"]]
+    per_input = [c["per_input_sqnr_db"] for c in rec["candidates"]]
+    check(all(len(p_) == 8 for p_ in per_input), f"per-input SQNRs: {per_input}")
+    best = 0
+    for k in range(1, len(per_input)):
+        d = [a - b for a, b in zip(per_input[k], per_input[best])]
+        mean = sum(d) / len(d)
+        se = (sum((x - mean) ** 2 for x in d) / (len(d) - 1) / len(d)) ** 0.5
+        if mean > 0.05 and mean > 2 * se:
+            best = k
+    check(rec["chosen"] == names[best], f"chose {rec['chosen']} with scores {dict(zip(names, scores))}")
+    check(f"PTQ recipe: {rec['chosen']}, chosen by output SQNR on 8 held-out calibration inputs" in out, out)
+    check(("cross_layer_equalization" in r["accuracy"]["calibration"]) == rec["chosen"].startswith("cle"),
+          "the equalisation record does not follow the choice")
+    # The same recipe imposed by its options gives the same output.
+    flags = {"none": ["--ptq-recipe", "none"], "cle": ["--cle"]}.get(rec["chosen"]) or \
+        ["--" + part for part in rec["chosen"].split("+")]
+    r2, _ = report(model, "imposed", *base, *flags)
+    check("recipe" not in r2["accuracy"]["calibration"], f"{flags} imposes a recipe, yet a choice is reported")
+    check(r2["accuracy"]["output_sqnr_db"] == r["accuracy"]["output_sqnr_db"],
+          f"chosen {rec['chosen']}: {r['accuracy']['output_sqnr_db']} dB, imposed {flags}: {r2['accuracy']['output_sqnr_db']} dB")
+    for name, extra in (("default", []), ("none", ["--ptq-recipe", "none"]),
+                        ("nonneg", ["--bias-correction-nonnegative"])):
+        r3, out3 = report(model, name, *base, *extra)
+        check("recipe" not in r3["accuracy"]["calibration"] and "PTQ recipe" not in out3, f"{extra} still chooses")
+    r4, _ = report(model, "timing", "--precision", "int8")
+    check("recipe" not in r4["compile"]["quantization"]["calibration"], "a timing-only run chose a recipe")
+    for extra, words in ((["--ptq-recipe", "best"], "--ptq-recipe 'best' is not one of auto, none"),
+                         (["--ptq-recipe", "auto", "--cle"], "exclude each other"),
+                         (["--smoothquant", "1.5"], "--smoothquant 1.5 is out of range (its alpha is in [0, 1])")):
+        p = run(["run", model, "--precision", "int8"] + extra, expect=2)
+        check(words in p.stderr and "Traceback" not in p.stderr, p.stderr)
+    print(f"ok: ResNet-18 chose {rec['chosen']} ({dict(zip(names, scores))}, {rec['seconds']:.1f} s); imposed, the "
+          f"same output SQNR {r2['accuracy']['output_sqnr_db']:.2f} dB")
 else:
     sys.exit(f"unknown case {CASE}")
