@@ -110,6 +110,16 @@ int Emitter::emit(isa::Instruction ins, std::vector<Range> reads, std::vector<Ra
   return idx;
 }
 
+int Emitter::last_access(Range r) const {
+  r.space = storage_[static_cast<size_t>(r.space)];
+  int last = -1;
+  for (const Record& rec : records_[r.space]) {
+    if (!overlaps(rec.r, r)) continue;
+    for (int p = 0; p < isa::kNumQueues; ++p) last = std::max({last, rec.writer[p], rec.reader[p]});
+  }
+  return last;
+}
+
 Emitter::Checkpoint Emitter::checkpoint() {
   Checkpoint cp;
   cp.outer_from = trial_from_;

@@ -51,6 +51,9 @@ class Emitter {
   // keep_from the first instruction of the layer just emitted, whose ranges stay exact so that the next
   // layer's first loads wait only for what they overwrite).
   void collapse_sram(int64_t keep_from);
+  // The latest instruction (program index) that reads or writes bytes of `r`: what an instruction writing
+  // `r` would wait for; -1 = none.
+  int last_access(Range r) const;
   // Emits HALT (after which nothing may be emitted).
   void halt(uint32_t layer);
 

@@ -182,12 +182,36 @@ std::string permute_copy(Context& c, const DramTensor& x, const DramTensor& y, c
   const int64_t ta = std::min<int64_t>({A.extent, kMaxDim, std::max<int64_t>(1, elems / tb)});
   tb = std::min<int64_t>({B.extent, kMaxDim, std::max<int64_t>(1, elems / ta)});
   const int64_t te = std::min<int64_t>({E.extent, kMaxDim, std::max<int64_t>(1, s.elems / (ta * tb))});
+  const uint64_t es = static_cast<uint64_t>(isa::dtype_bytes(y.dtype)),
+                 ex = static_cast<uint64_t>(isa::dtype_bytes(x.dtype));
+  // A tile smaller than its slot goes to the slot's beginning or its end, whichever the instructions
+  // before it last touched earlier (Emitter::last_access): the layer before streams its tiles from its
+  // slots' beginnings, so an independent neighbour (attention's K transpose after the Q scale) takes the
+  // end and overlaps that layer's last stores instead of waiting for them to free their SRAM
+  // (docs/backend.md, "Estimates"). With a conversion the slot's use is on_tile's, left where it is.
+  if (!on_tile) {
+    const uint64_t used = round64(ta * tb * te * std::max<int64_t>(static_cast<int64_t>(ex), c.esize));
+    const uint64_t slot = s.addr[1] - s.addr[0];
+    int64_t tiles = ceil_div(E.extent, te) * ceil_div(A.extent, ta) * ceil_div(B.extent, tb);
+    for (size_t i : rest) tiles *= d[i].extent;
+    const bool two = tiles > 1;
+    auto last = [&](uint64_t off) {
+      int l = c.em.last_access({static_cast<int>(Buffer::kInput), s.addr[0] + off, s.addr[0] + off + used});
+      if (two)
+        l = std::max(
+            l, c.em.last_access({static_cast<int>(Buffer::kInput), s.addr[1] + off, s.addr[1] + off + used}));
+      return l;
+    };
+    if (used < slot && last(slot - used) < last(0)) {
+      s.addr[0] += slot - used;
+      s.addr[1] += slot - used;
+    }
+  }
   std::vector<int64_t> ext;
   for (size_t i : rest) ext.push_back(d[i].extent);
   ext.push_back(ceil_div(E.extent, te));
   ext.push_back(ceil_div(A.extent, ta));
   ext.push_back(ceil_div(B.extent, tb));
-  const uint64_t es = static_cast<uint64_t>(isa::dtype_bytes(y.dtype)), ex = static_cast<uint64_t>(isa::dtype_bytes(x.dtype));
   if (!on_tile && ex != es) throw std::logic_error("permute_copy: x and y differ in dtype without a conversion");
   odometer(ext, [&](const std::vector<int64_t>& idx) {
     int64_t so = 0, dof = 0;
