@@ -17,7 +17,8 @@ struct Report;
 
 // What one layer did, in actions that cost energy.
 struct Activity {
-  std::array<uint64_t, 4> macs{};  // MAC slots the array executed, by isa::kMacPrecisions (padding included)
+  std::array<uint64_t, isa::kMacPrecisions.size()> macs{};  // MAC slots the array executed, by
+                                                            // isa::kMacPrecisions (padding included)
   // Scratchpad accesses (one access = bank_width_bytes of that scratchpad), by the storage buffer.
   std::array<uint64_t, isa::kNumBuffers> sram_reads{};
   std::array<uint64_t, isa::kNumBuffers> sram_writes{};

@@ -107,6 +107,14 @@ std::string probe(const isa::NpuConfig& c, std::string* why = nullptr) {
       const CompiledModel m = compile_model("gemm:M=40,N=72,K=100", c, o, nullptr);
       all += outcome(arch::simulate(m.result.program, c, {}));
     }
+    // The same layer with int16 activations (its own MAC rate and MAC energy), where the array has them.
+    if (c.systolic_array.int16_rate > 0) {
+      ModelOptions o;
+      o.plan.spec.model = compiler::quant::Precision::kInt8;
+      o.plan.spec.overrides = compiler::quant::parse_overrides("MatMul=int16");
+      const CompiledModel m = compile_model("gemm:M=40,N=72,K=100", c, o, nullptr);
+      all += outcome(arch::simulate(m.result.program, c, {}));
+    }
     // Layers larger than the scratchpads: their tiling depends on every capacity.
     for (const char* spec : {"conv:H=30,W=30,C=64,K=96,R=3,S=3,pad=1", "gemm:M=200,N=320,K=600"}) {
       const CompiledModel m = compile_model(spec, c, {}, nullptr);
