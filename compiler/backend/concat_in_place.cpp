@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "compiler/backend/context.h"
+#include "compiler/ir/value_index.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/precision.h"
 #include "isa/strides.h"
@@ -31,17 +32,8 @@ class Decider {
   // `unfolded`: Concats that must keep instructions of their own (see fold_concats).
   Decider(const Graph& g, const CompileOptions& o, const std::map<std::string, isa::DType>& storage,
           const std::map<std::string, Placement>& placement, const std::set<std::string>& unfolded)
-      : g_(g), o_(o), storage_(storage), placement_(placement), unfolded_(unfolded) {
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      const Node& n = g.nodes[i];
-      index_[n.name] = i;
-      for (const auto& s : n.inputs)
-        if (!s.empty()) readers_[s].push_back(&n);
-      for (const auto& s : n.outputs)
-        if (!s.empty()) producer_[s] = &n;
-    }
-    for (const auto& s : g.inputs) io_.insert(s);
-    for (const auto& s : g.outputs) io_.insert(s);
+      : g_(g), o_(o), storage_(storage), placement_(placement), unfolded_(unfolded), values_(g) {
+    for (size_t i = 0; i < g.nodes.size(); ++i) index_[g.nodes[i].name] = i;
   }
 
   ConcatFolding run() {
@@ -139,9 +131,7 @@ class Decider {
   bool readers_take(const std::string& v, const ConcatFolding::Slice& s) const {
     const bool dense = contiguous(v, s);
     if (!dense && !pitch_form(v, s)) return false;
-    auto it = readers_.find(v);
-    if (it == readers_.end()) return true;
-    for (const Node* r : it->second) {
+    for (const Node* r : values_.readers(v)) {
       if (placement_of(*r) == Placement::kFree) return false;
       if (!dense && !ConcatFolding::takes_view(g_, *r, *placement_of(*r), v, false)) return false;
     }
@@ -161,10 +151,10 @@ class Decider {
 
   // Whether x's producer may write it into slice s.
   bool can_place(const std::string& x, const ConcatFolding::Slice& s) const {
-    if (io_.count(x) || f_.views.count(x) || is_root(x)) return false;
-    auto p = producer_.find(x);
-    if (p == producer_.end()) return false;
-    const Node& prod = *p->second;
+    if (values_.is_graph_io(x) || f_.views.count(x) || is_root(x)) return false;
+    const Node* p = values_.producer(x);
+    if (!p) return false;
+    const Node& prod = *p;
     const std::optional<Placement> pl = placement_of(prod);
     if (pl != Placement::kNpuMatrix && pl != Placement::kNpuVector) return false;
     if (o_.mapping) {
@@ -179,7 +169,7 @@ class Decider {
   // y as a view of the buffer its inputs already lie in, consecutively along the axis.
   void view_of_inputs(const Node& n) {
     const std::string& y = n.outputs[0];
-    if (io_.count(y) || f_.views.count(y) || is_root(y)) return;
+    if (values_.is_graph_io(y) || f_.views.count(y) || is_root(y)) return;
     const int64_t axis = axis_of(n);
     const ConcatFolding::Slice* first = nullptr;
     int64_t next = 0;
@@ -252,9 +242,7 @@ class Decider {
   const std::map<std::string, isa::DType>& storage_;
   const std::map<std::string, Placement>& placement_;
   const std::set<std::string>& unfolded_;
-  std::map<std::string, std::vector<const Node*>> readers_;
-  std::map<std::string, const Node*> producer_;
-  std::set<std::string> io_;
+  const ValueIndex values_;
   ConcatFolding f_;
 };
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "compiler/ir/value_index.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/precision.h"
 #include "isa/strides.h"
@@ -44,15 +45,7 @@ class Decider {
  public:
   Decider(const Graph& g, const CompileOptions& o, const std::map<std::string, isa::DType>& storage,
           const std::map<std::string, Placement>& placement, const ConcatFolding& concats)
-      : g_(g), o_(o), storage_(storage), placement_(placement) {
-    for (const Node& n : g.nodes) {
-      for (const auto& s : n.inputs)
-        if (!s.empty()) readers_[s].push_back(&n);
-      for (const auto& s : n.outputs)
-        if (!s.empty()) producer_[s] = &n;
-    }
-    for (const auto& s : g.inputs) io_.insert(s);
-    for (const auto& s : g.outputs) io_.insert(s);
+      : g_(g), o_(o), storage_(storage), placement_(placement), index_(g) {
     for (const auto& [v, slice] : concats.views) {
       concat_values_.insert(v);
       concat_values_.insert(slice.root);
@@ -81,9 +74,7 @@ class Decider {
       for (const Node& n : g_.nodes) {
         if (!s.folds(n) || s.written.count(n.name)) continue;
         const std::string& y = n.outputs[0];
-        auto it = readers_.find(y);
-        if (it == readers_.end()) continue;
-        for (const Node* r : it->second) {
+        for (const Node* r : index_.readers(y)) {
           if (s.folds(*r)) continue;
           if (!StridedViews::reads_view(g_, *r, placement_of(*r), y, g_.value(y).shape,
                                         s.views.at(y).strides)) {
@@ -121,7 +112,8 @@ class Decider {
   std::optional<StridedViews::View> candidate(const Node& n, const StridedViews& s) const {
     if (!n.domain.empty() || n.outputs.size() != 1 || !n.has_input(0)) return std::nullopt;
     const std::string &x = n.inputs[0], &y = n.outputs[0];
-    if (!runtime(x) || !runtime(y) || io_.count(y) || concat_values_.count(x) || concat_values_.count(y))
+    if (!runtime(x) || !runtime(y) || index_.is_graph_io(y) || concat_values_.count(x) ||
+        concat_values_.count(y))
       return std::nullopt;
     const Placement p = placement_of(n);
     if (p != Placement::kNpuVector && p != Placement::kFree) return std::nullopt;
@@ -188,8 +180,9 @@ class Decider {
         !n.has_input(0) || placement_of(n) != Placement::kNpuVector)
       return std::nullopt;
     const std::string &x = n.inputs[0], &y = n.outputs[0];
-    if (!runtime(x) || !runtime(y) || io_.count(x) || io_.count(y) || concat_values_.count(x) ||
-        concat_values_.count(y) || s.views.count(x) || s.views.count(y) || !same_format(x, y))
+    if (!runtime(x) || !runtime(y) || index_.is_graph_io(x) || index_.is_graph_io(y) ||
+        concat_values_.count(x) || concat_values_.count(y) || s.views.count(x) || s.views.count(y) ||
+        !same_format(x, y))
       return std::nullopt;
     for (const auto& [v, view] : s.views)
       if (view.root == x) return std::nullopt;
@@ -197,10 +190,8 @@ class Decider {
       const LayerMapping* m = o_.mapping->find(n.name);
       if (m && m->placement && *m->placement != Placement::kFree) return std::nullopt;
     }
-    auto readers = readers_.find(x);
-    auto producer = producer_.find(x);
-    if (readers == readers_.end() || readers->second.size() != 1 || producer == producer_.end())
-      return std::nullopt;
+    const Node* producer = index_.producer(x);
+    if (index_.readers(x).size() != 1 || !producer) return std::nullopt;
     const Shape& xs = g_.value(x).shape;
     std::vector<int64_t> perm = n.attr_ints("perm", {});
     const size_t r = xs.size();
@@ -214,7 +205,7 @@ class Decider {
       if (perm[k] < 0 || perm[k] >= static_cast<int64_t>(r)) return std::nullopt;
       st[static_cast<size_t>(perm[k])] = ys[k];
     }
-    const Node& p = *producer->second;
+    const Node& p = *producer;
     if (!StridedViews::writes_view(g_, p, placement_of(p), x, xs, st)) return std::nullopt;
     return StridedViews::View{y, 0, st};
   }
@@ -223,9 +214,8 @@ class Decider {
   const CompileOptions& o_;
   const std::map<std::string, isa::DType>& storage_;
   const std::map<std::string, Placement>& placement_;
-  std::map<std::string, std::vector<const Node*>> readers_;
-  std::map<std::string, const Node*> producer_;
-  std::set<std::string> io_, concat_values_, rejected_;
+  const ValueIndex index_;
+  std::set<std::string> concat_values_, rejected_;
 };
 
 }  // namespace
