@@ -354,6 +354,32 @@ MixedPrecisionAdvice advise_mixed_precision(const Graph& g, const PrecisionPlan&
     for (const auto& c : cands)
       if (try_step(c.name, Precision::kFp16) && a.met) break;
   }
+  if (cost) a.cost = cost(cur);
+  // int16 moves were taken on SQNR alone: between an int16 layer and an fp16 one every activation is
+  // converted, so a mix can cost more than the same layers all in fp16 (which is at least as accurate as
+  // int16 activations over int8 weights). The twin replaces the mix when it meets the target too and
+  // costs less.
+  const bool mixed =
+      std::any_of(moved.begin(), moved.end(), [](const auto& m) { return m.second == Precision::kInt16; });
+  if (cost && mixed && a.met) {
+    PrecisionPlan twin = cur;
+    for (const auto& [name, to] : moved) {
+      NodePrecision& np = twin.nodes[name];
+      np.requested = np.effective = Precision::kFp16;
+      np.int16 = false;
+    }
+    if (int16) twin = int16(twin);
+    const double twin_sqnr = output_error(g, twin, samples, refs).sqnr_db();
+    const double twin_cost = cost(twin);
+    a.fp16_twin_sqnr_db = twin_sqnr;
+    a.fp16_twin_cost = twin_cost;
+    if (twin_sqnr >= target_sqnr_db && twin_cost < a.cost) {
+      for (auto& [name, to] : moved) to = Precision::kFp16;
+      a.achieved_sqnr_db = twin_sqnr;
+      a.cost = twin_cost;
+      a.took_fp16_twin = true;
+    }
+  }
   std::vector<PrecisionOverride> ov;
   for (const auto& c : cands) {
     auto it = moved.find(c.name);
@@ -362,7 +388,6 @@ MixedPrecisionAdvice advise_mixed_precision(const Graph& g, const PrecisionPlan&
     (it->second == Precision::kInt16 ? a.int16_layers : a.layers).push_back(c.name);
   }
   a.overrides = format_overrides(ov);
-  if (cost) a.cost = cost(cur);
   return a;
 }
 
@@ -429,6 +454,12 @@ void write_accuracy_json(const AccuracyReport& r, std::ostream& o) {
     w.member("overrides", a.overrides);
     figure(w.key("cost"), a.cost);
     figure(w.key("cost_as_planned"), a.cost_int8);
+    if (a.fp16_twin_cost) {
+      w.key("fp16_twin").object().member("taken", a.took_fp16_twin);
+      figure(w.key("sqnr_db"), *a.fp16_twin_sqnr_db);
+      figure(w.key("cost"), *a.fp16_twin_cost);
+      w.end();
+    }
     w.end();
   }
   w.end();

@@ -64,6 +64,10 @@ struct MixedPrecisionAdvice {
   std::string overrides;                  // ready to use: "conv3=int16,conv1=fp16,conv5=fp16"
   double cost = 0;                      // the cost callback on the advised plan (0 without one)
   double cost_int8 = 0;                 // the cost callback on the plan as given
+  // With a cost callback, a met advice with int16 layers is compared with the same moved layers all in
+  // fp16 (its SQNR and cost); `took_fp16_twin` when the twin met the target for less and replaced it.
+  std::optional<double> fp16_twin_sqnr_db, fp16_twin_cost;
+  bool took_fp16_twin = false;
 };
 
 struct AccuracyReport {
@@ -107,7 +111,9 @@ using PlanRequantizer = std::function<PrecisionPlan(const PrecisionPlan&)>;
 // after each, until `target_sqnr_db` is met. With `int16` (the array has int16 x int8 MACs), int16
 // activations are the first step: the layers are moved to int16 in that order, and only when every
 // layer that can take int16 has and the target is still not met are they moved on to fp16, in the same
-// order. Without it, layers go straight to fp16.
+// order. Without it, layers go straight to fp16. With both, a met advice that keeps int16 layers is
+// compared with the same layers all in fp16 (int16 and fp16 neighbours convert every activation between
+// them, so the mix can cost more): the twin is taken when it meets the target for less.
 MixedPrecisionAdvice advise_mixed_precision(const Graph& g, const PrecisionPlan& plan,
                                             const std::vector<Sample>& samples, double target_sqnr_db,
                                             const PlanCost& cost = nullptr,

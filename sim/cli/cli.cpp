@@ -852,6 +852,12 @@ void accuracy_report(Context& /*ctx*/, const CompiledModel& cm, const isa::NpuCo
           adv.target_sqnr_db, adv.met ? "met," : "NOT met, best", adv.achieved_sqnr_db,
           adv.int16_layers.size(), adv.layers.size(), adv.cost, adv.cost_int8);
       extras.answer += fmt::format("  --precision-override '{}'\n", adv.overrides);
+      if (adv.fp16_twin_cost)
+        extras.answer += fmt::format(
+            "  (the int16 + fp16 mix {} the same layers all in fp16: {:.2f} dB, {:.0f} cycles; {})\n",
+            adv.took_fp16_twin ? "was replaced by" : "was compared with", *adv.fp16_twin_sqnr_db,
+            *adv.fp16_twin_cost,
+            adv.took_fp16_twin ? "cheaper for the target" : "the mix is cheaper or the twin misses");
     }
   }
 }

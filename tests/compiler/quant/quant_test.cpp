@@ -814,6 +814,63 @@ TEST(AccuracyReport, MixedPrecisionAdviceTriesInt16BeforeFp16) {
   EXPECT_FALSE(b.layers.empty());
 }
 
+// int16 moves are taken on SQNR alone; when the resulting int16 + fp16 mix costs more than the same layers
+// all in fp16 (which meets the target too), the advice takes the fp16 twin; when the mix is cheaper it
+// keeps the mix and reports the twin it was compared with.
+TEST(AccuracyReport, MixedPrecisionAdviceTakesTheFp16TwinWhenTheMixCostsMore) {
+  Graph g = conv_chain(false);
+  PrecisionSpec spec;
+  spec.model = Precision::kInt8;
+  PrecisionPlan plan = resolve_plan(g, spec);
+  auto samples = synthetic_samples(g, 4, 1);
+  const auto stats = collect_statistics(g, samples);
+  quantize_plan(g, plan, stats, QuantOptions{});
+  const PlanRequantizer requant = [&](const PrecisionPlan& p) {
+    return requantize_plan(g, p, stats, QuantOptions{});
+  };
+  // A target between every layer in int16 and every layer in fp16: the greedy ends with a mix.
+  PrecisionPlan all16 = plan, allfp16 = plan;
+  for (const char* n : {"conv1", "conv2", "conv3"}) {
+    all16.nodes[n].requested = Precision::kInt16;
+    allfp16.nodes[n].requested = allfp16.nodes[n].effective = Precision::kFp16;
+  }
+  all16 = requant(all16);
+  const double sqnr16 = evaluate_accuracy(g, all16, {samples[0]}).output_sqnr_db;
+  const double sqnr_fp16 = evaluate_accuracy(g, requant(allfp16), {samples[0]}).output_sqnr_db;
+  ASSERT_GT(sqnr_fp16, sqnr16 + 2.0);
+  const double target = sqnr16 + 0.5;
+  auto cost_with = [](double int16_cost) {
+    return [int16_cost](const PrecisionPlan& p) {
+      double c = 0;
+      for (const auto& [name, np] : p.nodes)
+        c += np.int16 ? int16_cost : np.effective == Precision::kFp16 ? 3.0 : 1.0;
+      return c;
+    };
+  };
+  auto dear = advise_mixed_precision(g, plan, {samples[0]}, target, cost_with(10.0), requant);
+  EXPECT_TRUE(dear.met);
+  EXPECT_TRUE(dear.took_fp16_twin);
+  EXPECT_TRUE(dear.int16_layers.empty()) << dear.overrides;
+  EXPECT_FALSE(dear.layers.empty());
+  EXPECT_EQ(dear.overrides.find("int16"), std::string::npos) << dear.overrides;
+  ASSERT_TRUE(dear.fp16_twin_cost.has_value());
+  EXPECT_EQ(dear.cost, *dear.fp16_twin_cost);
+  EXPECT_GE(dear.achieved_sqnr_db, target);
+  EXPECT_NE(accuracy_json([&] {
+              AccuracyReport r;
+              r.advice = dear;
+              return r;
+            }())
+                .find("\"fp16_twin\": {\"taken\": true"),
+            std::string::npos);
+  auto cheap = advise_mixed_precision(g, plan, {samples[0]}, target, cost_with(1.5), requant);
+  EXPECT_TRUE(cheap.met);
+  EXPECT_FALSE(cheap.took_fp16_twin);
+  EXPECT_FALSE(cheap.int16_layers.empty()) << cheap.overrides;
+  ASSERT_TRUE(cheap.fp16_twin_cost.has_value());
+  EXPECT_LT(cheap.cost, *cheap.fp16_twin_cost);
+}
+
 TEST(AccuracyReport, SyntheticCalibrationIsFlaggedLoudly) {
   Graph g = conv_chain(false);
   PlanRequest req;
