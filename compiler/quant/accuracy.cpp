@@ -373,6 +373,8 @@ MixedPrecisionAdvice advise_mixed_precision(const Graph& g, const PrecisionPlan&
     const double twin_cost = cost(twin);
     a.fp16_twin_sqnr_db = twin_sqnr;
     a.fp16_twin_cost = twin_cost;
+    a.mix_sqnr_db = a.achieved_sqnr_db;
+    a.mix_cost = a.cost;
     if (twin_sqnr >= target_sqnr_db && twin_cost < a.cost) {
       for (auto& [name, to] : moved) to = Precision::kFp16;
       a.achieved_sqnr_db = twin_sqnr;
@@ -458,6 +460,8 @@ void write_accuracy_json(const AccuracyReport& r, std::ostream& o) {
       w.key("fp16_twin").object().member("taken", a.took_fp16_twin);
       figure(w.key("sqnr_db"), *a.fp16_twin_sqnr_db);
       figure(w.key("cost"), *a.fp16_twin_cost);
+      figure(w.key("mix_sqnr_db"), a.mix_sqnr_db);
+      figure(w.key("mix_cost"), a.mix_cost);
       w.end();
     }
     w.end();

@@ -66,7 +66,9 @@ struct MixedPrecisionAdvice {
   double cost_int8 = 0;                 // the cost callback on the plan as given
   // With a cost callback, a met advice with int16 layers is compared with the same moved layers all in
   // fp16 (its SQNR and cost); `took_fp16_twin` when the twin met the target for less and replaced it.
+  // `mix_*`: the int16 + fp16 advice it was compared with.
   std::optional<double> fp16_twin_sqnr_db, fp16_twin_cost;
+  double mix_sqnr_db = 0, mix_cost = 0;
   bool took_fp16_twin = false;
 };
 

@@ -855,6 +855,8 @@ TEST(AccuracyReport, MixedPrecisionAdviceTakesTheFp16TwinWhenTheMixCostsMore) {
   EXPECT_EQ(dear.overrides.find("int16"), std::string::npos) << dear.overrides;
   ASSERT_TRUE(dear.fp16_twin_cost.has_value());
   EXPECT_EQ(dear.cost, *dear.fp16_twin_cost);
+  EXPECT_GT(dear.mix_cost, dear.cost);
+  EXPECT_GE(dear.mix_sqnr_db, target);
   EXPECT_GE(dear.achieved_sqnr_db, target);
   EXPECT_NE(accuracy_json([&] {
               AccuracyReport r;
