@@ -417,6 +417,7 @@ void write_accuracy_json(const AccuracyReport& r, std::ostream& o) {
   figure(w.key("bad_layer_sqnr_db"), r.bad_layer_sqnr_db);
   w.key("calibration").object().member("method", r.calibration.method).member("inputs", r.calibration.inputs);
   w.member("synthetic", r.calibration.synthetic).member("source", r.calibration.source);
+  w.member("bias_correction", r.calibration.bias_correction);
   if (r.calibration.equalization.applied)
     w.key("cross_layer_equalization").raw(equalization_json(r.calibration.equalization));
   if (r.calibration.smoothing.applied) w.key("smoothquant").raw(smoothing_json(r.calibration.smoothing));
@@ -553,7 +554,9 @@ std::string accuracy_summary(const AccuracyReport& r, size_t worst_layers) {
     << "\n";
   if (!r.calibration.method.empty())
     o << "calibration: " << r.calibration.method << " on " << r.calibration.inputs << " inputs ("
-      << r.calibration.source << ")\n";
+      << r.calibration.source << ")"
+      << (r.calibration.bias_correction.empty() ? "" : ", bias correction " + r.calibration.bias_correction)
+      << "\n";
   if (r.calibration.equalization.applied)
     o << "cross-layer equalisation: " << r.calibration.equalization.pairs.size() << " conv pairs equalised, "
       << r.calibration.equalization.skipped.size() << " skipped (the report's calibration.cross_layer_equalization says why)\n";
@@ -625,6 +628,7 @@ PrecisionPlan plan_from_statistics(const Graph& g, const PlanRequest& request,
   quantize_plan(g, plan, stats, request.quant);
   correct_bias_if_asked(g, plan, request.quant, calibration.samples);
   plan.calibration = calibration.info;
+  plan.calibration.bias_correction = bias_correction_name(request.quant);
   return plan;
 }
 
@@ -686,6 +690,7 @@ PrecisionPlan build_plan(const Graph& g, const PlanRequest& request, const Graph
   if (stats_out) *stats_out = stats;
   correct_bias_if_asked(g, plan, request.quant, std::move(samples));
   plan.calibration = info;
+  if (!missing.empty()) plan.calibration.bias_correction = bias_correction_name(request.quant);
   return plan;
 }
 

@@ -167,6 +167,8 @@ struct CalibrationInfo {
   int inputs = 0;            // calibration inputs used
   bool synthetic = false;    // true: seeded random inputs, not user data (the report says so loudly)
   std::string source;        // folder of the inputs, or "synthetic seed N"
+  // The bias correction applied (bias_correction_name, quantize.h): "nonnegative-inputs" by default.
+  std::string bias_correction;
   // Cross-layer equalisation applied to the graph before calibration (QuantOptions::
   // cross_layer_equalization, --cle); `applied` false when it was not asked for.
   passes::Equalization equalization;

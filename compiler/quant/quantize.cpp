@@ -88,6 +88,23 @@ WeightRange parse_weight_range(const std::string& text) {
   throw std::invalid_argument("unknown weight range '" + text + "' (expected minmax, mse or output-mse)");
 }
 
+BiasCorrection effective_bias_correction(const QuantOptions& options) {
+  return options.empirical_bias_correction ? BiasCorrection::kNone : options.bias_correction;
+}
+
+std::string bias_correction_name(const QuantOptions& options) {
+  if (options.empirical_bias_correction) return "empirical";
+  switch (options.bias_correction) {
+    case BiasCorrection::kNonNegativeInputs:
+      return "nonnegative-inputs";
+    case BiasCorrection::kAll:
+      return "all";
+    case BiasCorrection::kNone:
+      break;
+  }
+  return "none";
+}
+
 std::vector<int64_t> weight_input_channels(const Node& n, const Tensor& w, int channel_axis, int64_t inputs) {
   const int64_t size = w.size();
   std::vector<int64_t> in(static_cast<size_t>(size));
@@ -360,9 +377,9 @@ bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const Quant
     QuantizedWeights qw = given ? *given
                                 : quantize_weights(w, L.weight_channel_axis, options.per_channel,
                                                    options.weight_range, tap_mean, tap_var);
-    const bool correct = options.bias_correction == BiasCorrection::kAll ||
-                         (options.bias_correction == BiasCorrection::kNonNegativeInputs && input_stats &&
-                          input_stats->min() >= 0);
+    const BiasCorrection mode = effective_bias_correction(options);
+    const bool correct = mode == BiasCorrection::kAll || (mode == BiasCorrection::kNonNegativeInputs &&
+                                                          input_stats && input_stats->min() >= 0);
     if (!given && correct && input_stats)
       rounding_shift = weight_rounding_shift(n, w, qw, L.weight_channel_axis,
                                              n.op_type == "Conv" ? input_stats->channel_means()

@@ -38,14 +38,13 @@ struct QuantOptions {
   isa::DType asymmetric_dtype = isa::DType::kUint8;  // kUint8 or kInt8 for asymmetric activations
   // Bias correction (Nagel et al., "Data-Free Quantization", 2019, the empirical variant): rounding the
   // weights shifts each output channel's mean by sum_k (w_q[k] scale - w[k]) E[x_k]; the int32 bias
-  // absorbs that shift, with E[x] per input channel from the calibration inputs. kNonNegativeInputs: only
-  // layers whose input is never negative on the calibration inputs (after a ReLU, ReLU6, Sigmoid...). Off by
-  // default: on every layer it costs PP-OCRv4 det 1 dB (320x320); restricted to non-negative inputs it lifts
-  // all four random-weight PTQ models over PyTorch's better engine + 1 dB and leaves det as it was, but costs
-  // the PP-OCR direction classifier 0.7 dB and rec with empirical bias correction a string, below issue
-  // 17's 95 % (docs/quantization.md, "Weight ranges and bias correction, measured"). The CLI's default
-  // chooses it, cross-layer equalisation and SmoothQuant per model by measurement (recipe.h).
-  BiasCorrection bias_correction = BiasCorrection::kNone;
+  // absorbs that shift, with E[x] per input channel from the calibration inputs. kNonNegativeInputs (the
+  // default): only layers whose input is never negative on the calibration inputs (after a ReLU, ReLU6,
+  // Sigmoid...), where the inputs' means are large and the shift systematic; kAll: every layer (costs
+  // PP-OCRv4 det 1 dB at 320x320). Empirical bias correction supersedes it: with empirical_bias_correction
+  // no analytic correction is applied, the measured correction removes the whole shift (docs/quantization.md,
+  // "Bias correction as the default, measured").
+  BiasCorrection bias_correction = BiasCorrection::kNonNegativeInputs;
   // Empirical bias correction (correct_output_bias, emulate.h): after quantizing, each int8 matrix layer's
   // mean output error per channel, measured against fp32 on the first `empirical_bias_samples`
   // calibration inputs layer by layer, is folded into its int32 bias. Off by default; measured in
@@ -60,6 +59,12 @@ struct QuantOptions {
   // applied like cross-layer equalisation by the caller that owns the graph. Off (nullopt) by default.
   std::optional<double> smoothquant_alpha;
 };
+
+// The analytic bias correction build_layer applies: options.bias_correction, kNone under empirical bias
+// correction (which measures and removes the whole shift, the weights' rounding included).
+BiasCorrection effective_bias_correction(const QuantOptions& options);
+// The bias correction the options ask for, for the report: "empirical", "nonnegative-inputs", "all", "none".
+std::string bias_correction_name(const QuantOptions& options);
 
 // Activation parameters for a clipping range. The range is widened to contain 0 (so zero padding and
 // ReLU are exact) and a degenerate range gets scale 1. Symmetric: int8, scale = max|range| / 127,

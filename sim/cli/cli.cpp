@@ -468,7 +468,8 @@ struct ModelCliOptions {
   std::string weight_range = "minmax";  // --weight-range (QuantOptions' default)
   std::string activations = "asymmetric";
   bool bias_correction = false;              // --bias-correction (every layer)
-  bool bias_correction_nonnegative = false;  // --bias-correction-nonnegative
+  bool bias_correction_nonnegative = false;  // --bias-correction-nonnegative (the default)
+  bool no_bias_correction = false;           // --no-bias-correction
   bool empirical_bias_correction = false;  // --empirical-bias-correction
   bool cle = false;                        // --cle
   std::optional<double> smoothquant;       // --smoothquant [ALPHA]
@@ -550,7 +551,9 @@ po::options_description precision_options(ModelCliOptions& m) {
       "int8: fold the mean shift that rounding the weights causes (from the calibration inputs' per-channel "
       "means) into each layer's int32 bias (docs/quantization.md)")(
       "bias-correction-nonnegative", po::bool_switch(&m.bias_correction_nonnegative),
-      "int8: the same, only in the layers whose input is never negative on the calibration inputs")(
+      "int8: the same, only in the layers whose input is never negative on the calibration inputs (the "
+      "default)")("no-bias-correction", po::bool_switch(&m.no_bias_correction),
+                  "int8: no bias correction (the default corrects the layers with non-negative inputs)")(
       "empirical-bias-correction", po::bool_switch(&m.empirical_bias_correction),
       "int8: run the quantized model beside fp32 on the first calibration inputs, layer by layer, and fold "
       "each layer's mean output error per channel into its int32 bias (docs/quantization.md)")(
@@ -574,13 +577,12 @@ po::options_description precision_options(ModelCliOptions& m) {
         m.ptq_recipe = v;
         m.ptq_recipe_given = true;
       }),
-      "int8: none (default: none of the recipes below) or auto (quantize with and without "
-      "--bias-correction-nonnegative, --bias-correction, --cle and --smoothquant, and keep the one whose "
-      "output is closest to fp32 on held-out calibration inputs; the report lists the candidates; it takes "
-      "several calibration passes). --bias-correction, "
-      "--bias-correction-nonnegative, --cle, --smoothquant and --empirical-bias-correction impose their "
-      "recipe "
-      "instead");
+      "int8: none (default: choose nothing, the defaults apply: bias correction where the input is "
+      "non-negative) or auto (quantize with and without --bias-correction-nonnegative, --bias-correction, "
+      "--cle and --smoothquant, and keep the one whose output is closest to fp32 on held-out calibration "
+      "inputs; the report lists the candidates; it takes several calibration passes). --bias-correction, "
+      "--bias-correction-nonnegative, --no-bias-correction, --cle, --smoothquant and "
+      "--empirical-bias-correction impose their recipe instead");
   return d;
 }
 
@@ -686,11 +688,18 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
     throw UsageError(fmt::format("--activations '{}' is not one of asymmetric, symmetric", m.activations));
   }
   r.quant.symmetric_activations = m.activations == "symmetric";
-  if (m.bias_correction && m.bias_correction_nonnegative)
-    throw UsageError("--bias-correction (every layer) and --bias-correction-nonnegative exclude each other");
-  r.quant.bias_correction = m.bias_correction               ? q::BiasCorrection::kAll
-                            : m.bias_correction_nonnegative ? q::BiasCorrection::kNonNegativeInputs
-                                                            : q::BiasCorrection::kNone;
+  if (m.bias_correction + m.bias_correction_nonnegative + m.no_bias_correction > 1)
+    throw UsageError(
+        "--bias-correction (every layer), --bias-correction-nonnegative and --no-bias-correction exclude "
+        "each "
+        "other");
+  if (m.empirical_bias_correction && (m.bias_correction || m.bias_correction_nonnegative))
+    throw UsageError(
+        "--empirical-bias-correction replaces the analytic --bias-correction / --bias-correction-nonnegative "
+        "(it measures and removes the whole shift); give one of them");
+  r.quant.bias_correction = m.bias_correction      ? q::BiasCorrection::kAll
+                            : m.no_bias_correction ? q::BiasCorrection::kNone
+                                                   : q::BiasCorrection::kNonNegativeInputs;
   r.quant.empirical_bias_correction = m.empirical_bias_correction;
   if (m.empirical_bias_samples_given && !m.empirical_bias_correction)
     throw UsageError("--empirical-bias-samples needs --empirical-bias-correction");
@@ -703,12 +712,12 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
     throw UsageError(
         fmt::format("--smoothquant {} is out of range (its alpha is in [0, 1])", *m.smoothquant));
   r.quant.smoothquant_alpha = m.smoothquant;
-  const bool imposed = m.bias_correction || m.bias_correction_nonnegative || m.cle ||
+  const bool imposed = m.bias_correction || m.bias_correction_nonnegative || m.no_bias_correction || m.cle ||
                        m.empirical_bias_correction || m.smoothquant.has_value();
   if (imposed && m.ptq_recipe_given)
     throw UsageError(
-        "--ptq-recipe and --bias-correction, --bias-correction-nonnegative, --cle, --smoothquant, "
-        "--empirical-bias-correction exclude each other (those options impose a recipe)");
+        "--ptq-recipe and --bias-correction, --bias-correction-nonnegative, --no-bias-correction, --cle, "
+        "--smoothquant, --empirical-bias-correction exclude each other (those options impose a recipe)");
   // A timing run's numbers do not matter (scales change no cycle count): nothing to choose.
   r.choose_recipe = m.ptq_recipe == "auto" && !imposed && !m.timing_only;
   if (m.calibration_samples < 0) throw UsageError("--calibration-samples must be >= 0");

@@ -280,7 +280,7 @@ void attach_compile_info(const CompiledModel& compiled, traces::Report& report) 
     const compiler::quant::CalibrationInfo& cal = plan.calibration;
     w.key("quantization").object().member("prequantized", compiled.prequantized).key("calibration").object();
     w.member("method", cal.method).member("inputs", cal.inputs).member("synthetic", cal.synthetic);
-    w.member("source", cal.source);
+    w.member("source", cal.source).member("bias_correction", cal.bias_correction);
     if (cal.recipe.chosen) w.key("recipe").raw(compiler::quant::recipe_json(cal.recipe));
     w.end().key("notes").array();
     for (const std::string& note : compiled.quant_notes) w.value(note);

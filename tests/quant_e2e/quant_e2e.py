@@ -6,7 +6,8 @@ usage: quant_e2e.py NPUSIM SOURCE_DIR MODELS_DIR CASE
 Cases:
   accuracy_section   MobileNetV2 int8 --accuracy: the report's accuracy section has the documented fields,
                      per-layer int8 entries, the synthetic-calibration flag, and the console summary.
-  per_channel        MobileNetV2 int8: per-channel weights give a higher output SQNR than per-tensor.
+  per_channel        MobileNetV2 int8 without bias correction: per-channel weights give a higher output SQNR
+                     than per-tensor.
   int8_faster        ResNet-18 on edge: int8 total cycles < fp16 total cycles; the int8 matrix layers use
                      the int8 rate (estimated compute halves) and move fewer bytes.
   outlier            a copy of tests/quant_e2e/data/mbv2_block.onnx with one output channel of b1_project
@@ -37,6 +38,9 @@ Cases:
                      stays int8 and says why), its accuracy beats plain int8, its int16 matrix layers run at
                      edge's int16 rate (estimated compute above int8's); gemmini (no int16 MACs) and an int16
                      override on a Relu exit 2 with one sentence naming the reason.
+  bias_correction    ResNet-18 int8 --accuracy: the default bias correction (layers with non-negative inputs)
+                     is named in the report and summary and lifts the output SQNR over --no-bias-correction;
+                     --bias-correction and --empirical-bias-correction are named as such.
   recipe             ResNet-18 int8 --accuracy --ptq-recipe auto (16 calibration inputs): the report's accuracy.calibration.recipe and
                      compile.quantization.calibration.recipe list the 6 candidates (none, the two bias
                      corrections, the same on the equalised graph) with their SQNR on the first 8 calibration
@@ -104,9 +108,10 @@ if CASE == "accuracy_section":
 elif CASE == "per_channel":
     res = {}
     for w in ("per-channel", "per-tensor"):
-        # One recipe for both (the default would choose one per run: it compares recipes, not weight scales).
+        # The weight scales alone: no bias correction (it removes more of per-tensor weights' larger rounding
+        # shift, so with it the two differ by the correction as much as by the scales).
         r, _ = report(mbv2, "mb_" + w, "--precision", "int8", "--accuracy", "--weights", w,
-                      "--calibration-method", "minmax", "--calibration-samples", "8", "--ptq-recipe", "none")
+                      "--calibration-method", "minmax", "--calibration-samples", "8", "--no-bias-correction")
         res[w] = r["accuracy"]["output_sqnr_db"]
     check(res["per-channel"] > res["per-tensor"], f"per-channel {res['per-channel']} <= per-tensor {res['per-tensor']}")
     print(f"ok: per-channel {res['per-channel']:.2f} dB > per-tensor {res['per-tensor']:.2f} dB")
@@ -208,8 +213,13 @@ elif CASE == "errors":
                   "--empirical-bias-correction", "--empirical-bias-samples", "2")
     check(r["accuracy"]["output_cosine"] > 0.9, f"empirical bias correction: {r['accuracy']['output_cosine']}")
     p = run(["run", BLOCK, "--precision", "int8", "--bias-correction", "--bias-correction-nonnegative"], expect=2)
-    check("--bias-correction (every layer) and --bias-correction-nonnegative exclude each other" in p.stderr,
-          p.stderr)
+    check("--bias-correction (every layer), --bias-correction-nonnegative and --no-bias-correction exclude each "
+          "other" in p.stderr, p.stderr)
+    p = run(["run", BLOCK, "--precision", "int8", "--bias-correction", "--no-bias-correction"], expect=2)
+    check("exclude each other" in p.stderr, p.stderr)
+    p = run(["run", BLOCK, "--precision", "int8", "--bias-correction-nonnegative", "--empirical-bias-correction"],
+            expect=2)
+    check("--empirical-bias-correction replaces the analytic --bias-correction" in p.stderr, p.stderr)
     p = run(["run", BLOCK, "--precision", "int8", "--weight-range", "kl"], expect=2)
     check("--weight-range 'kl' is not one of minmax, mse, output-mse" in p.stderr, p.stderr)
     sqnr = {}
@@ -455,8 +465,10 @@ elif CASE == "recipe":
     check(("cross_layer_equalization" in r["accuracy"]["calibration"]) == rec["chosen"].startswith("cle"),
           "the equalisation record does not follow the choice")
     # The same recipe imposed by its options gives the same output.
-    flags = {"none": ["--ptq-recipe", "none"], "cle": ["--cle"]}.get(rec["chosen"]) or \
-        ["--" + part for part in rec["chosen"].split("+")]
+    # (none of the recipe's parts a bias correction: --no-bias-correction, the default corrects.)
+    parts = [] if rec["chosen"] == "none" else rec["chosen"].split("+")
+    flags = ["--" + part for part in parts] + \
+        ([] if any(part.startswith("bias-correction") for part in parts) else ["--no-bias-correction"])
     r2, _ = report(model, "imposed", *base, *flags)
     check("recipe" not in r2["accuracy"]["calibration"], f"{flags} imposes a recipe, yet a choice is reported")
     check(r2["accuracy"]["output_sqnr_db"] == r["accuracy"]["output_sqnr_db"],
@@ -474,5 +486,27 @@ elif CASE == "recipe":
         check(words in p.stderr and "Traceback" not in p.stderr, p.stderr)
     print(f"ok: ResNet-18 chose {rec['chosen']} ({dict(zip(names, scores))}, {rec['seconds']:.1f} s); imposed, the "
           f"same output SQNR {r2['accuracy']['output_sqnr_db']:.2f} dB")
+elif CASE == "bias_correction":
+    # The default corrects the weight-rounding bias where a layer's input is never negative: the report and
+    # the summary name it, it lifts random-weight ResNet-18's output SQNR over no correction (its convs read
+    # ReLU outputs), --no-bias-correction turns it off, and --empirical-bias-correction supersedes it.
+    model = os.path.join(MODELS, "resnet18.onnx")
+    base = ["--precision", "int8", "--accuracy", "--calibration-samples", "8", "--accuracy-samples", "4"]
+    named = {}
+    sqnr = {}
+    for name, extra in (("default", []), ("none", ["--no-bias-correction"]), ("all", ["--bias-correction"])):
+        r, out = report(model, "bc_" + name, *base, *extra)
+        named[name] = r["accuracy"]["calibration"]["bias_correction"]
+        check(r["compile"]["quantization"]["calibration"]["bias_correction"] == named[name],
+              "compile and accuracy records differ")
+        check(f"bias correction {named[name]}" in out, out)
+        sqnr[name] = r["accuracy"]["output_sqnr_db"]
+    check(named == {"default": "nonnegative-inputs", "none": "none", "all": "all"}, f"named: {named}")
+    check(sqnr["default"] > sqnr["none"] + 0.3,
+          f"the default's bias correction does not lift ResNet-18: {sqnr['default']:.2f} vs {sqnr['none']:.2f} dB")
+    r, _ = report(model, "bc_ebc", *base, "--empirical-bias-correction", "--empirical-bias-samples", "2")
+    check(r["accuracy"]["calibration"]["bias_correction"] == "empirical", r["accuracy"]["calibration"])
+    print(f"ok: ResNet-18 int8 output SQNR {sqnr['default']:.2f} dB with the default bias correction, "
+          f"{sqnr['none']:.2f} dB without, {sqnr['all']:.2f} dB on every layer")
 else:
     sys.exit(f"unknown case {CASE}")

@@ -608,34 +608,53 @@ TEST(BiasCorrection, WeightRoundingShiftIsTheRoundingErrorTimesTheInputChannelMe
             (std::vector<double>{1.0, 1.0}));
 }
 
+// One MatMul [1, 64] x [64, 8] with random weights, and 3 + N(0, 1) inputs (their magnitudes if
+// `nonnegative`): the bias correction tests' layer.
+Graph one_matmul() {
+  GraphBuilder b;
+  auto x = b.input("x", {1, 64});
+  b.output(b.node("MatMul", {x, b.random_constant("w", {64, 8}, 5)}, "y", {1, 8}));
+  return b.build();
+}
+
+// g's int8 plan, every layer int8, per-tensor weights, bias correction `correct`.
+PrecisionPlan per_tensor_plan(const Graph& g, const std::map<std::string, TensorStats>& stats,
+                              BiasCorrection correct, bool empirical = false) {
+  PrecisionSpec spec;
+  spec.model = Precision::kInt8;
+  PrecisionPlan plan = resolve_plan(g, spec);
+  QuantOptions qo;
+  qo.per_channel = false;
+  qo.bias_correction = correct;
+  qo.empirical_bias_correction = empirical;
+  qo.calibration.method = CalibrationMethod::kMinMax;
+  quantize_plan(g, plan, stats, qo);
+  return plan;
+}
+
+std::vector<Sample> shifted_inputs(int count, bool nonnegative) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> d(3.0f, 1.0f);
+  std::vector<Sample> samples;
+  for (int k = 0; k < count; ++k) {
+    std::vector<float> v(64);
+    for (float& f : v) f = nonnegative ? std::fabs(d(rng)) : d(rng);
+    samples.push_back({{"x", Tensor::from_floats({1, 64}, v)}});
+  }
+  return samples;
+}
+
 TEST(BiasCorrection, RemovesTheOutputMeanShiftOfRoundedWeightsOnInputsWithANonzeroMean) {
   // One MatMul, per-tensor weights (coarse: the rounding errors are large), inputs 3 + N(0, 1): without
   // correction each output channel's int8 mean is off by about sum_k err[k][c] x 3. Those inputs dip below
   // zero, so kNonNegativeInputs leaves them alone; |3 + N(0, 1)| it corrects.
-  GraphBuilder b;
-  auto x = b.input("x", {1, 64});
-  b.output(b.node("MatMul", {x, b.random_constant("w", {64, 8}, 5)}, "y", {1, 8}));
-  const Graph g = b.build();
+  const Graph g = one_matmul();
   auto mean_shift = [&](BiasCorrection correct, bool nonnegative) {
-    std::mt19937 rng(9);
-    std::normal_distribution<float> d(3.0f, 1.0f);
-    std::vector<Sample> samples;
-    for (int k = 0; k < 64; ++k) {
-      std::vector<float> v(64);
-      for (float& f : v) f = nonnegative ? std::fabs(d(rng)) : d(rng);
-      samples.push_back({{"x", Tensor::from_floats({1, 64}, v)}});
-    }
+    const std::vector<Sample> samples = shifted_inputs(64, nonnegative);
     const auto stats = collect_statistics(g, samples);
     EXPECT_EQ(stats.at("x").last_dim_means().size(), 64u);
     EXPECT_EQ(stats.at("x").min() >= 0, nonnegative);
-    PrecisionSpec spec;
-    spec.model = Precision::kInt8;
-    PrecisionPlan plan = resolve_plan(g, spec);
-    QuantOptions qo;
-    qo.per_channel = false;
-    qo.bias_correction = correct;
-    qo.calibration.method = CalibrationMethod::kMinMax;
-    quantize_plan(g, plan, stats, qo);
+    const PrecisionPlan plan = per_tensor_plan(g, stats, correct);
     std::vector<double> diff(8, 0.0);
     for (const Sample& s : samples) {
       const Tensor q = emulate(g, plan, s).at("y");
@@ -656,7 +675,28 @@ TEST(BiasCorrection, RemovesTheOutputMeanShiftOfRoundedWeightsOnInputsWithANonze
     else
       EXPECT_EQ(restricted, without);
   }
-  EXPECT_EQ(QuantOptions{}.bias_correction, BiasCorrection::kNone);
+  // The default corrects the layers with non-negative inputs (docs/quantization.md, "Bias correction as the
+  // default, measured").
+  EXPECT_EQ(QuantOptions{}.bias_correction, BiasCorrection::kNonNegativeInputs);
+}
+
+TEST(BiasCorrection, EmpiricalCorrectionSupersedesTheAnalyticOne) {
+  // Empirical bias correction measures the whole mean shift, the weights' rounding included: with it,
+  // build_layer applies no analytic correction, whatever bias_correction says, so the two are not stacked.
+  const Graph g = one_matmul();
+  const auto stats = collect_statistics(g, shifted_inputs(16, true));
+  auto bias_of = [&](BiasCorrection correct, bool empirical) {
+    return per_tensor_plan(g, stats, correct, empirical).layers.begin()->second.bias;
+  };
+  const auto none = bias_of(BiasCorrection::kNone, false);
+  EXPECT_NE(bias_of(BiasCorrection::kNonNegativeInputs, false), none);  // the input is >= 0: corrected
+  EXPECT_EQ(bias_of(BiasCorrection::kNonNegativeInputs, true), none);
+  EXPECT_EQ(bias_of(BiasCorrection::kAll, true), none);
+  QuantOptions qo;
+  EXPECT_EQ(bias_correction_name(qo), "nonnegative-inputs");
+  qo.empirical_bias_correction = true;
+  EXPECT_EQ(effective_bias_correction(qo), BiasCorrection::kNone);
+  EXPECT_EQ(bias_correction_name(qo), "empirical");
 }
 
 TEST(BiasCorrection, EmpiricalCorrectionCentresEachLayersOutputOnFp32sWithTheLayersAboveCorrectedFirst) {
@@ -741,6 +781,8 @@ TEST(AccuracyReport, InjectedOutlierWeightIsFlaggedByTheOutlierTableAndFirstBadL
     QuantOptions qo;
     qo.per_channel = false;  // per-tensor: the outlier channel sets every channel's scale
     qo.calibration.method = CalibrationMethod::kMinMax;
+    // The crushed channels' rounding error itself, not what bias correction leaves of its mean.
+    qo.bias_correction = BiasCorrection::kNone;
     auto samples = synthetic_samples(g, 4, 1);
     quantize_plan(g, plan, collect_statistics(g, samples), qo);
     auto r = evaluate_accuracy(g, plan, {samples[0]});
