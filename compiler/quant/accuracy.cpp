@@ -306,26 +306,33 @@ MixedPrecisionAdvice advise_mixed_precision(const Graph& g, const PrecisionPlan&
     a.met = true;
     return a;
   }
-  // Sensitivity: output noise power when the layer alone is int8.
+  // Sensitivity: output noise power when the node alone is int8. Every int8 node is a candidate: the matrix
+  // layers, and the vector nodes (element-wise, pooling, resize, concat, affine) whose 8-bit codes can cost
+  // as much as a layer's rounded weights.
   struct Candidate {
     std::string name;
     double priority;
+    bool matrix;  // int16 activations are a matrix layer's step only
   };
   std::vector<Candidate> cands;
   for (const Node& n : g.nodes) {
-    if (plan.precision_of(n.name) != Precision::kInt8 || !plan.layers.count(n.name)) continue;
+    if (plan.precision_of(n.name) != Precision::kInt8 || !reported_layer(n)) continue;
     PrecisionPlan only = plan;
     for (auto& [name, np] : only.nodes)
       if (name != n.name) np.effective = Precision::kFp32;
-    const double sqnr = output_error(g, only, samples, refs).sqnr_db();
+    const ErrorSums alone = output_error(g, only, samples, refs);
+    const double sqnr = alone.sqnr_db();
+    a.sensitivity.push_back({n.name, n.op_type, sqnr, alone.cosine()});
     double priority = std::pow(10.0, -sqnr / 10.0);  // relative noise power
     if (cost) {
       PrecisionPlan moved = plan;
       moved.nodes[n.name].effective = Precision::kFp16;
       priority /= std::max(1e-9, cost(moved) - a.cost_int8);
     }
-    cands.push_back({n.name, priority});
+    cands.push_back({n.name, priority, plan.layers.count(n.name) > 0});
   }
+  std::stable_sort(a.sensitivity.begin(), a.sensitivity.end(),
+                   [](const NodeSensitivity& x, const NodeSensitivity& y) { return x.sqnr_db < y.sqnr_db; });
   std::stable_sort(cands.begin(), cands.end(),
                    [](const Candidate& x, const Candidate& y) { return x.priority > y.priority; });
   PrecisionPlan cur = plan;
@@ -346,7 +353,8 @@ MixedPrecisionAdvice advise_mixed_precision(const Graph& g, const PrecisionPlan&
   };
   if (int16) {
     for (const auto& c : cands) {
-      if (cur.nodes.at(c.name).int16) continue;  // already int16 (it reads another int16 layer's input)
+      // A vector node has no int16 step; a layer already int16 reads another int16 layer's input.
+      if (!c.matrix || cur.nodes.at(c.name).int16) continue;
       if (try_step(c.name, Precision::kInt16) && a.met) break;
     }
   }
@@ -465,7 +473,14 @@ void write_accuracy_json(const AccuracyReport& r, std::ostream& o) {
       figure(w.key("mix_cost"), a.mix_cost);
       w.end();
     }
-    w.end();
+    w.key("sensitivity").array(Layout::kLines);
+    for (const auto& x : a.sensitivity) {
+      w.object().member("name", x.name).member("op", x.op);
+      figure(w.key("sqnr_db"), x.sqnr_db);
+      figure(w.key("cosine"), x.cosine);
+      w.end();
+    }
+    w.end().end();
   }
   w.end();
   o << s;

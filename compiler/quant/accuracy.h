@@ -55,6 +55,13 @@ struct AccuracyOptions {
   std::optional<TaskOptions> task;  // --task: task metrics on the model's first output
 };
 
+// The model's output against fp32 when one node alone runs in int8 (the rest fp32).
+struct NodeSensitivity {
+  std::string name, op;
+  double sqnr_db = 0;
+  double cosine = 1;
+};
+
 struct MixedPrecisionAdvice {
   double target_sqnr_db = 0;
   bool met = false;
@@ -70,6 +77,9 @@ struct MixedPrecisionAdvice {
   std::optional<double> fp16_twin_sqnr_db, fp16_twin_cost;
   double mix_sqnr_db = 0, mix_cost = 0;
   bool took_fp16_twin = false;
+  // Every int8 node (matrix layers and vector nodes), most harmful first: the ranking the moves follow
+  // (without a cost callback). Empty when the plan as given meets the target.
+  std::vector<NodeSensitivity> sensitivity;
 };
 
 struct AccuracyReport {
@@ -107,9 +117,9 @@ using PlanCost = std::function<double(const PrecisionPlan&)>;
 // wires it to quantize_plan over the calibration statistics the plan was built from (requantize_plan).
 using PlanRequantizer = std::function<PrecisionPlan(const PrecisionPlan&)>;
 
-// Greedy by sensitivity: each int8 matrix layer is quantized alone (the rest fp32) to measure the
-// output SQNR it costs; layers are then moved up most-harmful first (with a cost callback: most harm per
-// unit of added cost, cost(plan with the layer in fp16) - cost(plan)), re-evaluating the output SQNR
+// Greedy by sensitivity: each int8 node (matrix layer or vector node) is quantized alone (the rest fp32) to
+// measure the output SQNR it costs; layers are then moved up most-harmful first (with a cost callback: most
+// harm per unit of added cost, cost(plan with the layer in fp16) - cost(plan)), re-evaluating the output SQNR
 // after each, until `target_sqnr_db` is met. With `int16` (the array has int16 x int8 MACs), int16
 // activations are the first step: the layers are moved to int16 in that order, and only when every
 // layer that can take int16 has and the target is still not met are they moved on to fp16, in the same

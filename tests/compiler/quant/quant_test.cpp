@@ -915,6 +915,47 @@ TEST(AccuracyReport, MixedPrecisionAdviceTakesTheFp16TwinWhenTheMixCostsMore) {
   EXPECT_LT(cheap.cost, *cheap.fp16_twin_cost);
 }
 
+// A vector node can cost more than any matrix layer: here the output Mul's per-tensor int8 range is set by
+// one channel 1000x larger than the others, which collapse to a few codes. The advice ranks every int8
+// node, vector nodes too, and moves the Mul first.
+TEST(AccuracyReport, MixedPrecisionAdviceRanksVectorNodesToo) {
+  GraphBuilder b;
+  auto x = b.input("x", {1, 8, 8, 8});
+  auto w = b.random_constant("w", {8, 8, 3, 3}, 21, -0.2f, 0.2f);
+  auto c = b.node("Conv", {x, w}, "c", {1, 8, 8, 8}, {{"pads", attr_ints({1, 1, 1, 1})}});
+  b.graph().nodes.back().name = "conv";
+  auto s = b.random_constant("s", {1, 8, 1, 1}, 22, 0.5f, 1.0f);
+  auto y = b.node("Mul", {c, s}, "y", {1, 8, 8, 8});
+  b.graph().nodes.back().name = "mul";
+  b.output(y);
+  Graph g = b.build();
+  Tensor st = *g.value("s").constant;
+  st.f[3] *= 1000.0f;
+  g.add_constant("s", st);
+  PrecisionSpec spec;
+  spec.model = Precision::kInt8;
+  PrecisionPlan plan = resolve_plan(g, spec);
+  auto samples = synthetic_samples(g, 4, 1);
+  quantize_plan(g, plan, collect_statistics(g, samples), QuantOptions{});
+  ASSERT_EQ(plan.precision_of("mul"), Precision::kInt8);
+  const double before = evaluate_accuracy(g, plan, {samples[0]}).output_sqnr_db;
+  auto a = advise_mixed_precision(g, plan, {samples[0]}, before + 10.0);
+  ASSERT_EQ(a.sensitivity.size(), 2u);
+  EXPECT_EQ(a.sensitivity[0].name, "mul");
+  EXPECT_EQ(a.sensitivity[0].op, "Mul");
+  EXPECT_LT(a.sensitivity[0].sqnr_db, a.sensitivity[1].sqnr_db);
+  EXPECT_TRUE(a.met) << a.achieved_sqnr_db << " dB from " << before;
+  ASSERT_FALSE(a.layers.empty());
+  EXPECT_EQ(a.layers[0], "mul");
+  EXPECT_NE(accuracy_json([&] {
+              AccuracyReport r;
+              r.advice = a;
+              return r;
+            }())
+                .find("\"sensitivity\": ["),
+            std::string::npos);
+}
+
 TEST(AccuracyReport, SyntheticCalibrationIsFlaggedLoudly) {
   Graph g = conv_chain(false);
   PlanRequest req;
