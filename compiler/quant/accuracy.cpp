@@ -16,7 +16,7 @@ namespace npusim::compiler::quant {
 namespace {
 
 // What a layer's number format can hold: fp16/bf16 largest finite value and smallest normal; int8 the
-// real range of the output's codes.
+// real range of the output's codes, widened by half a step each side (values inside round, not saturate).
 struct FormatLimits {
   double max_finite = INFINITY, min_normal = 0;
   double lo = -INFINITY, hi = INFINITY;
@@ -34,8 +34,12 @@ FormatLimits limits_of(const PrecisionPlan& plan, const Node& n) {
     case Precision::kInt8: {
       auto q = n.outputs.empty() ? plan.values.end() : plan.values.find(n.outputs[0]);
       if (q != plan.values.end()) {
-        f.lo = q->second.dequantize(q->second.qmin());
-        f.hi = q->second.dequantize(q->second.qmax());
+        // A value clipped by at most half a step loses no more than rounding does (HardSwish's flat
+        // minimum at -0.375 puts many values just below a range whose zero point was rounded): it does
+        // not count as saturated.
+        const double half_step = 0.5 * static_cast<double>(q->second.scale);
+        f.lo = q->second.dequantize(q->second.qmin()) - half_step;
+        f.hi = q->second.dequantize(q->second.qmax()) + half_step;
       }
       break;
     }

@@ -1086,6 +1086,28 @@ TEST(AccuracyReport, UnrepresentativeCalibrationShowsAsSaturation) {
   }
 }
 
+// A value clipped by at most half a step loses no more than rounding would: HardSwish's minimum -0.375 below
+// a range whose zero point was rounded up is rounding, not saturation; a value far above the range is.
+TEST(AccuracyReport, ValuesWithinHalfAStepOfTheRangeRoundRatherThanSaturate) {
+  GraphBuilder b;
+  auto x = b.input("x", {1, 1, 1, 5});
+  b.output(b.node("HardSwish", {x}, "y", {1, 1, 1, 5}));
+  Graph g = b.build();
+  PrecisionSpec spec;
+  spec.model = Precision::kInt8;
+  PrecisionPlan plan = resolve_plan(g, spec);
+  Sample s;
+  s["x"] = Tensor::from_floats({1, 1, 1, 5}, {-1.5f, -1.5f, 0.0f, 2.0f, 20.0f});  // y: -0.375 x2, 0, 1.67, 20
+  quantize_plan(g, plan, collect_statistics(g, {s}), QuantOptions{});
+  QParams& y = plan.values.at("y");
+  y.dtype = isa::DType::kUint8;
+  y.scale = 0.052f;  // real range [-0.364, 12.896]: -0.375 lies 0.21 steps below it, 20 far above
+  y.zero_point = 7;
+  const AccuracyReport r = evaluate_accuracy(g, plan, {s});
+  ASSERT_EQ(r.layers.size(), 1u);
+  EXPECT_EQ(r.layers[0].saturated, 1);
+}
+
 // ---- pre-quantized (QDQ) models -----------------------------------------------------------------
 
 std::string data(const std::string& f) { return std::string(NPUSIM_SOURCE_DIR) + "/tests/compiler/quant/data/" + f; }
