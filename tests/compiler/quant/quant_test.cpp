@@ -826,19 +826,36 @@ TEST(AccuracyReport, MixedPrecisionAdviceStartsAtTheOutlierLayer) {
   EXPECT_NEAR(evaluate_accuracy(g, advised, {samples[0]}).output_sqnr_db, a.achieved_sqnr_db, 1e-9);
 }
 
+// conv_chain quantized in int8 from 4 synthetic samples, with the requantizer an array with int16 MACs gives
+// the advice (the mixed-precision advice tests below).
+struct Int16AdviceChain {
+  Graph g = conv_chain(false);
+  PrecisionSpec spec = [] {
+    PrecisionSpec s;
+    s.model = Precision::kInt8;
+    return s;
+  }();
+  PrecisionPlan plan = resolve_plan(g, spec);
+  std::vector<Sample> samples = synthetic_samples(g, 4, 1);
+  std::map<std::string, TensorStats> stats = collect_statistics(g, samples);
+  PlanRequantizer requant = [this](const PrecisionPlan& p) {
+    return requantize_plan(g, p, stats, QuantOptions{});
+  };
+  Int16AdviceChain() { quantize_plan(g, plan, stats, QuantOptions{}); }
+  Int16AdviceChain(const Int16AdviceChain&) = delete;  // requant refers to this object's members
+  Int16AdviceChain& operator=(const Int16AdviceChain&) = delete;
+};
+
 // With a requantizer (an array with int16 MACs), the advice moves layers to int16 first and to fp16 only
 // when int16 is not enough.
 TEST(AccuracyReport, MixedPrecisionAdviceTriesInt16BeforeFp16) {
-  Graph g = conv_chain(false);
-  PrecisionSpec spec;
-  spec.model = Precision::kInt8;
-  PrecisionPlan plan = resolve_plan(g, spec);
-  auto samples = synthetic_samples(g, 4, 1);
-  const auto stats = collect_statistics(g, samples);
-  quantize_plan(g, plan, stats, QuantOptions{});
-  const PlanRequantizer requant = [&](const PrecisionPlan& p) {
-    return requantize_plan(g, p, stats, QuantOptions{});
-  };
+  Int16AdviceChain c;
+  Graph& g = c.g;
+  PrecisionSpec& spec = c.spec;
+  const PrecisionPlan& plan = c.plan;
+  const std::vector<Sample>& samples = c.samples;
+  const auto& stats = c.stats;
+  const PlanRequantizer& requant = c.requant;
   const double before = evaluate_accuracy(g, plan, {samples[0]}).output_sqnr_db;
   auto a = advise_mixed_precision(g, plan, {samples[0]}, before + 1.0, nullptr, requant);
   EXPECT_TRUE(a.met);
@@ -860,16 +877,11 @@ TEST(AccuracyReport, MixedPrecisionAdviceTriesInt16BeforeFp16) {
 // all in fp16 (which meets the target too), the advice takes the fp16 twin; when the mix is cheaper it
 // keeps the mix and reports the twin it was compared with.
 TEST(AccuracyReport, MixedPrecisionAdviceTakesTheFp16TwinWhenTheMixCostsMore) {
-  Graph g = conv_chain(false);
-  PrecisionSpec spec;
-  spec.model = Precision::kInt8;
-  PrecisionPlan plan = resolve_plan(g, spec);
-  auto samples = synthetic_samples(g, 4, 1);
-  const auto stats = collect_statistics(g, samples);
-  quantize_plan(g, plan, stats, QuantOptions{});
-  const PlanRequantizer requant = [&](const PrecisionPlan& p) {
-    return requantize_plan(g, p, stats, QuantOptions{});
-  };
+  Int16AdviceChain c;
+  Graph& g = c.g;
+  const PrecisionPlan& plan = c.plan;
+  const std::vector<Sample>& samples = c.samples;
+  const PlanRequantizer& requant = c.requant;
   // A target between every layer in int16 and every layer in fp16: the greedy ends with a mix.
   PrecisionPlan all16 = plan, allfp16 = plan;
   for (const char* n : {"conv1", "conv2", "conv3"}) {
