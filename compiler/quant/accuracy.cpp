@@ -298,9 +298,12 @@ PrecisionPlan requantize_plan(const Graph& g, const PrecisionPlan& plan,
 
 MixedPrecisionAdvice advise_mixed_precision(const Graph& g, const PrecisionPlan& plan,
                                             const std::vector<Sample>& samples, double target_sqnr_db,
-                                            const PlanCost& cost, const PlanRequantizer& int16) {
+                                            const PlanCost& cost, const PlanRequantizer& int16,
+                                            PrecisionPlan* advised) {
   MixedPrecisionAdvice a;
   a.target_sqnr_db = target_sqnr_db;
+  a.fitted_inputs = static_cast<int>(samples.size());
+  if (advised) *advised = plan;
   const PrecisionPlan ref_plan = all_fp32(plan);
   std::vector<std::map<std::string, Tensor>> refs;
   for (const auto& s : samples) refs.push_back(emulate(g, ref_plan, s));
@@ -392,8 +395,10 @@ MixedPrecisionAdvice advise_mixed_precision(const Graph& g, const PrecisionPlan&
       a.achieved_sqnr_db = twin_sqnr;
       a.cost = twin_cost;
       a.took_fp16_twin = true;
+      cur = std::move(twin);
     }
   }
+  if (advised) *advised = cur;
   std::vector<PrecisionOverride> ov;
   for (const auto& c : cands) {
     auto it = moved.find(c.name);
@@ -475,6 +480,24 @@ void write_accuracy_json(const AccuracyReport& r, std::ostream& o) {
       figure(w.key("cost"), *a.fp16_twin_cost);
       figure(w.key("mix_sqnr_db"), a.mix_sqnr_db);
       figure(w.key("mix_cost"), a.mix_cost);
+      w.end();
+    }
+    w.key("fitted_on").object().member("inputs", a.fitted_inputs);
+    if (a.fitted_source.empty())
+      w.key("source").null();
+    else
+      w.member("source", a.fitted_source);
+    w.end();
+    if (a.held_out) {
+      const auto& h = *a.held_out;
+      w.key("held_out").object().member("inputs", h.inputs);
+      if (h.source.empty())
+        w.key("source").null();
+      else
+        w.member("source", h.source);
+      figure(w.key("sqnr_db"), h.sqnr_db);
+      figure(w.key("cosine"), h.cosine);
+      if (h.task) w.key("task").raw(task_json(*h.task));
       w.end();
     }
     w.key("sensitivity").array(Layout::kLines);

@@ -80,6 +80,19 @@ struct MixedPrecisionAdvice {
   // Every int8 node (matrix layers and vector nodes), most harmful first: the ranking the moves follow
   // (without a cost callback). Empty when the plan as given meets the target.
   std::vector<NodeSensitivity> sensitivity;
+  // The inputs the advice was fitted on (the CLI's --advise-inputs; "" = the evaluation inputs).
+  int fitted_inputs = 0;
+  std::string fitted_source;
+  // The advised plan judged on the evaluation inputs when the advice was fitted on others (the CLI fills
+  // it): the figures a user can trust, as the fitting inputs are the ones the moves were chosen for.
+  struct Judgement {
+    int inputs = 0;
+    std::string source;  // "" = synthetic
+    double sqnr_db = kExactSqnrDb;
+    double cosine = 1.0;
+    std::optional<TaskMetrics> task;
+  };
+  std::optional<Judgement> held_out;
 };
 
 struct AccuracyReport {
@@ -126,10 +139,12 @@ using PlanRequantizer = std::function<PrecisionPlan(const PrecisionPlan&)>;
 // order. Without it, layers go straight to fp16. With both, a met advice that keeps int16 layers is
 // compared with the same layers all in fp16 (int16 and fp16 neighbours convert every activation between
 // them, so the mix can cost more): the twin is taken when it meets the target for less.
+// `advised`, when given, receives the advised plan (`plan` itself when it meets the target as it is).
 MixedPrecisionAdvice advise_mixed_precision(const Graph& g, const PrecisionPlan& plan,
                                             const std::vector<Sample>& samples, double target_sqnr_db,
                                             const PlanCost& cost = nullptr,
-                                            const PlanRequantizer& int16 = nullptr);
+                                            const PlanRequantizer& int16 = nullptr,
+                                            PrecisionPlan* advised = nullptr);
 
 // A PlanRequantizer's work: `plan`'s node requests (NodePrecision::requested / effective) quantized
 // again with `stats` (the calibration statistics `plan` was built from) and `options`: int16 flags

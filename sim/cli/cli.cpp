@@ -759,6 +759,8 @@ struct AccuracyCliOptions {
   std::string task;            // --task
   std::string keys;            // --keys FILE (ocr-rec)
   std::optional<double> advise_sqnr;
+  std::string advise_inputs;  // --advise-inputs: fit the advice here, judge it on the evaluation inputs
+  std::optional<int> advise_samples;  // --advise-samples (default: every file of --advise-inputs)
 };
 
 po::options_description accuracy_options(AccuracyCliOptions& a) {
@@ -785,7 +787,14 @@ po::options_description accuracy_options(AccuracyCliOptions& a) {
       "advise-sqnr", po::value<double>()->value_name("DB")->notifier([&a](double v) { a.advise_sqnr = v; }),
       "find the layers to keep in fp16 so the output SQNR reaches DB at the lowest simulated latency, and "
       "print "
-      "them as a --precision-override list");
+      "them as a --precision-override list")(
+      "advise-inputs", po::value(&a.advise_inputs)->value_name("DIR"),
+      "--advise-sqnr: fit the advice on these inputs (e.g. the --calibration folder) instead of the "
+      "evaluation "
+      "inputs, and judge the advised plan on the evaluation inputs (--accuracy-inputs), which the advice "
+      "then never saw")("advise-samples",
+                        po::value<int>()->value_name("N")->notifier([&a](int v) { a.advise_samples = v; }),
+                        "--advise-inputs: fit on the first N of its files (default: all)");
   return d;
 }
 
@@ -842,7 +851,31 @@ void accuracy_report(Context& /*ctx*/, const CompiledModel& cm, const isa::NpuCo
       int16 = [&](const q::PrecisionPlan& p) {
         return q::requantize_plan(cm.lowered, p, cm.calibration_stats, quant);
       };
-    r.advice = q::advise_mixed_precision(cm.lowered, cm.plan, samples, *a.advise_sqnr, cost, int16);
+    std::vector<q::Sample> fit;
+    if (!a.advise_inputs.empty()) {
+      try {
+        fit = q::load_samples(cm.lowered, a.advise_inputs, a.advise_samples.value_or(0), pre);
+      } catch (const q::CalibrationError& e) {
+        throw InputError(e.what());
+      }
+    }
+    q::PrecisionPlan advised;
+    r.advice = q::advise_mixed_precision(cm.lowered, cm.plan, fit.empty() ? samples : fit, *a.advise_sqnr,
+                                         cost, int16, &advised);
+    r.advice->fitted_source = fit.empty() ? r.evaluation_source : a.advise_inputs;
+    if (!fit.empty()) {
+      // The advised plan on the evaluation inputs, which the advice did not see.
+      q::MixedPrecisionAdvice::Judgement h;
+      h.inputs = static_cast<int>(samples.size());
+      h.source = r.evaluation_source;
+      if (r.advice->layers.empty() && r.advice->int16_layers.empty()) {
+        h.sqnr_db = r.output_sqnr_db, h.cosine = r.output_cosine, h.task = r.task;
+      } else {
+        const q::AccuracyReport j = q::evaluate_accuracy(cm.lowered, advised, samples, opt);
+        h.sqnr_db = j.output_sqnr_db, h.cosine = j.output_cosine, h.task = j.task;
+      }
+      r.advice->held_out = h;
+    }
   }
   if (a.accuracy || a.advise_sqnr) extras.sections.emplace_back("accuracy", q::accuracy_json(r));
   extras.text += q::accuracy_summary(r);
@@ -869,6 +902,13 @@ void accuracy_report(Context& /*ctx*/, const CompiledModel& cm, const isa::NpuCo
             adv.mix_sqnr_db, adv.mix_cost, *adv.fp16_twin_sqnr_db, *adv.fp16_twin_cost,
             adv.took_fp16_twin ? "the fp16 twin" : "the mix");
     }
+    if (adv.held_out)
+      extras.answer += fmt::format(
+          "  fitted on {} input(s) of {}; on the {} evaluation input(s), which it did not see: {:.2f} dB, "
+          "cosine "
+          "{:.4f}\n{}",
+          adv.fitted_inputs, adv.fitted_source, adv.held_out->inputs, adv.held_out->sqnr_db,
+          adv.held_out->cosine, adv.held_out->task ? "  " + q::task_summary(*adv.held_out->task) : "");
   }
 }
 
@@ -1075,6 +1115,12 @@ int cmd_run(Context& ctx, const Command& cmd) {
   if ((!io.inputs_dir.empty() || !io.outputs_dir.empty()) && !o.functional) {
     throw UsageError("--inputs and --outputs need --functional");
   }
+  if ((!acc.advise_inputs.empty() || acc.advise_samples) && !acc.advise_sqnr)
+    throw UsageError("--advise-inputs and --advise-samples need --advise-sqnr");
+  if (acc.advise_samples && acc.advise_inputs.empty())
+    throw UsageError(
+        "--advise-samples needs --advise-inputs (without it the advice is fitted on the evaluation inputs)");
+  if (acc.advise_samples && *acc.advise_samples < 1) throw UsageError("--advise-samples must be >= 1");
   if ((!acc.inputs_dir.empty() || !acc.task.empty()) && !acc.accuracy && !acc.advise_sqnr) {
     throw UsageError("--accuracy-inputs and --task need --accuracy or --advise-sqnr");
   }
