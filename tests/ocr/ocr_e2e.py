@@ -21,7 +21,11 @@ Cases:
   det     PP-OCRv4 det int8 (x = 1x3x640x640), 32 rendered calibration pages, 8 held-out pages: output
           cosine >= 0.98 and text-map F1 >= 0.97 against fp32 (measured 0.985 and 0.979 at ef7c3f2;
           0.973 and 0.967 before the HardSwish chains and affine blocks were fused; issue 17's target,
-          cosine 0.99, is NOT met yet).
+          cosine 0.99, is not met in all-int8: det_mixed meets it with 48 nodes in fp16).
+  det_mixed  the same det at 640x640 with --empirical-bias-correction --empirical-bias-samples 32 and the 48 nodes
+          of tests/ocr/det640_mixed.yaml in fp16 (the mixed-precision advice, fitted on calibration pages; +20.6 %
+          cycles): output cosine >= 0.99 and F1 >= 0.98 on the held-out pages (issue 17's det target, with
+          mixed precision).
   det_int8  PP-OCRv4 det int8 at 320x320 (2 synthetic calibration inputs): both ConvTransposes run in int8 on
           the array as kernel-row 1x1 convs, none falls back to fp16 (seconds; not nightly).
 The floors below the issue's targets guard what is reached against regressions; each case prints its
@@ -240,6 +244,22 @@ def case_det():
     ocr_case("ch_PP-OCRv4_det_infer.onnx", "1x3x640x640", "det.yaml", "ocr-det", calib, held, [], judge)
 
 
+def case_det_mixed():
+    calib = render("det_calib", "page", 32, 31)
+    held = render("det_held", "page", 8, 32)
+    mixed = os.path.join(HERE, "det640_mixed.yaml")
+
+    def judge(acc):
+        t = acc["task"]
+        print(f"det mixed: output cosine {acc['output_cosine']:.4f}, SQNR {acc['output_sqnr_db']:.2f} dB, "
+              f"map F1 {t['f1']:.4f}, IoU {t['iou']:.4f}")
+        check(acc["output_cosine"] >= 0.99, f"mixed int8 output cosine {acc['output_cosine']:.4f} < 0.99")
+        check(t["f1"] >= 0.98, f"mixed int8 text-map F1 {t['f1']:.4f} < 0.98")
+
+    ocr_case("ch_PP-OCRv4_det_infer.onnx", "1x3x640x640", "det.yaml", "ocr-det", calib, held,
+             ["--empirical-bias-correction", "--empirical-bias-samples", "32", "--precision-file", mixed], judge)
+
+
 def case_det_int8():
     """Every layer of PP-OCRv4 det that int8 can express runs in int8: the two ConvTransposes (2x2 stride 2,
     the DB head's upsampling) too, as kernel-row 1x1 convs on the array (no fp16 fallback, issue 17 item 3).
@@ -259,4 +279,5 @@ def case_det_int8():
               f"{l['name']} is not the int8 kernel-row lowering: {text}")
 
 
-{"images": case_images, "rec": case_rec, "cls": case_cls, "det": case_det, "det_int8": case_det_int8}[CASE]()
+{"images": case_images, "rec": case_rec, "cls": case_cls, "det": case_det, "det_mixed": case_det_mixed,
+ "det_int8": case_det_int8}[CASE]()
