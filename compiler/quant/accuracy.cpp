@@ -204,16 +204,27 @@ AccuracyReport evaluate_accuracy(const Graph& g, const PrecisionPlan& plan, cons
   r.calibration = plan.calibration;
   r.evaluation_inputs = static_cast<int>(samples.size());
   const PrecisionPlan ref_plan = all_fp32(plan);
-  std::map<std::string, ErrorSums> per_value;
+  std::map<std::string, ErrorSums> per_value, own_error;  // by a node's first output
   ErrorSums output;
   std::set<std::string> graph_outputs(g.outputs.begin(), g.outputs.end());
   std::optional<TaskEvaluator> task;
   if (options.task) task.emplace(*options.task);
   for (const auto& sample : samples) {
-    // The reference keeps each node's first output; the quantized run compares as it goes.
+    // The reference keeps every node's outputs; the quantized run compares as it goes. Each quantized layer
+    // is also run alone on the reference's inputs as they come (its own error).
     std::map<std::string, Tensor> ref;
+    auto ref_value = [&](const std::string& name) -> const Tensor& {
+      auto it = ref.find(name);
+      return it != ref.end() ? it->second : sample.at(name);
+    };
     emulate(g, ref_plan, sample, [&](const Node& n, const std::vector<const Tensor*>& outs) {
-      if (!outs.empty() && outs[0] && outs[0]->floating()) ref[n.outputs[0]] = *outs[0];
+      if (!outs.empty() && outs[0] && outs[0]->floating() && plan.precision_of(n.name) != Precision::kFp32 &&
+          reported_layer(n)) {
+        const std::vector<Tensor> alone = emulate_node(g, plan, n, ref_value);
+        own_error[n.outputs[0]].add(*outs[0], alone.at(0));
+      }
+      for (size_t k = 0; k < outs.size(); ++k)
+        if (outs[k]) ref[n.outputs[k]] = *outs[k];
     });
     auto q_out = emulate(g, plan, sample, [&](const Node& n, const std::vector<const Tensor*>& outs) {
       if (outs.empty() || !outs[0] || !outs[0]->floating()) return;
@@ -254,6 +265,10 @@ AccuracyReport evaluate_accuracy(const Graph& g, const PrecisionPlan& plan, cons
     l.underflow = s.underflow;
     l.saturated = s.saturated;
     l.ref_max_abs = s.ref_max_abs;
+    if (auto own = own_error.find(n.outputs[0]); own != own_error.end()) {
+      l.own_sqnr_db = own->second.sqnr_db();
+      l.own_cosine = own->second.cosine();
+    }
     if (r.first_bad_layer.empty() && l.sqnr_db < options.bad_layer_sqnr_db) r.first_bad_layer = l.name;
     range_warnings(l, s, range_notes);
     r.layers.push_back(std::move(l));
@@ -453,6 +468,8 @@ void write_accuracy_json(const AccuracyReport& r, std::ostream& o) {
     figure(w.key("sqnr_db"), l.sqnr_db);
     figure(w.key("cosine"), l.cosine);
     figure(w.key("max_abs_error"), l.max_abs_error);
+    if (l.own_sqnr_db) figure(w.key("own_sqnr_db"), *l.own_sqnr_db);
+    if (l.own_cosine) figure(w.key("own_cosine"), *l.own_cosine);
     w.member("nonfinite", l.nonfinite).member("overflow", l.overflow).member("underflow", l.underflow);
     w.member("saturated", l.saturated).end();
   }
@@ -618,11 +635,25 @@ std::string accuracy_summary(const AccuracyReport& r, size_t worst_layers) {
   std::stable_sort(worst.begin(), worst.end(),
                    [](const LayerAccuracy* a, const LayerAccuracy* b) { return a->sqnr_db < b->sqnr_db; });
   if (worst.size() > worst_layers) worst.resize(worst_layers);
-  if (!worst.empty()) o << "lowest-SQNR layers:\n";
-  for (const auto* l : worst)
-    o << "  " << std::left << std::setw(40) << l->name << std::right << " " << std::setw(5) << to_string(l->precision)
-      << "  sqnr " << std::setw(7) << l->sqnr_db << " dB  cosine " << std::setprecision(5) << l->cosine
-      << std::setprecision(2) << "\n";
+  auto line = [&o](const LayerAccuracy& l) {
+    o << "  " << std::left << std::setw(40) << l.name << std::right << " " << std::setw(5)
+      << to_string(l.precision) << "  sqnr " << std::setw(7) << l.sqnr_db << " dB  cosine "
+      << std::setprecision(5) << l.cosine << std::setprecision(2);
+    if (l.own_sqnr_db) o << "  own " << std::setw(7) << *l.own_sqnr_db << " dB";
+    o << "\n";
+  };
+  if (!worst.empty()) o << "lowest-SQNR layers (own: the layer's own error, alone on the fp32 inputs):\n";
+  for (const auto* l : worst) line(*l);
+  // Where the error comes from: a layer low in the list above may only inherit it.
+  std::vector<const LayerAccuracy*> adders;
+  for (const auto& l : r.layers)
+    if (l.own_sqnr_db) adders.push_back(&l);
+  std::stable_sort(adders.begin(), adders.end(), [](const LayerAccuracy* a, const LayerAccuracy* b) {
+    return *a->own_sqnr_db < *b->own_sqnr_db;
+  });
+  if (adders.size() > worst_layers) adders.resize(worst_layers);
+  if (!adders.empty()) o << "layers adding the most error (lowest own SQNR):\n";
+  for (const auto* l : adders) line(*l);
   if (!r.weight_outliers.empty()) {
     o << "weight outliers (channel max |w| / layer median):\n";
     for (size_t k = 0; k < r.weight_outliers.size() && k < 10; ++k) {

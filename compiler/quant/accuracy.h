@@ -37,6 +37,11 @@ struct LayerAccuracy {
   int64_t underflow = 0;   // fp16/bf16: nonzero reference values below the format's smallest normal
   int64_t saturated = 0;   // int8: reference values outside the output's int8 range (calibration)
   double ref_max_abs = 0;  // largest |reference value|
+  // The layer's own error: its output as the quantized layer computes it from the fp32 reference's inputs
+  // (emulate_node), against the reference, over the same inputs. sqnr_db above is what the layer has in
+  // the quantized run, the error of every layer above it included; this is what it adds itself (its input
+  // quantization, weights, arithmetic and output rounding). Absent for an fp32 layer (it adds nothing).
+  std::optional<double> own_sqnr_db, own_cosine;
 };
 
 // A weight channel whose max |w| is far above the layer's typical channel: with per-tensor scales it

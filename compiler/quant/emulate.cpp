@@ -670,6 +670,17 @@ std::map<std::string, Tensor> emulate(const Graph& g, const PrecisionPlan& plan,
   return out;
 }
 
+std::vector<Tensor> emulate_node(const Graph& g, const PrecisionPlan& plan, const Node& node,
+                                 const std::function<const Tensor&(const std::string& name)>& input) {
+  Emulator e(g, plan);
+  for (const std::string& in : node.inputs)
+    if (!in.empty() && !g.value(in).is_constant()) e.env[in].real = input(in);
+  e.run_node(node);
+  std::vector<Tensor> out;
+  for (const std::string& o : node.outputs) out.push_back(o.empty() ? Tensor() : std::move(e.env.at(o).real));
+  return out;
+}
+
 int correct_output_bias(const Graph& g, PrecisionPlan& plan, const std::vector<Sample>& samples) {
   if (samples.empty()) return 0;
   PrecisionPlan fp32;

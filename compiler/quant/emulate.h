@@ -31,6 +31,14 @@ using EmulationObserver = std::function<void(const Node& node, const std::vector
 std::map<std::string, Tensor> emulate(const Graph& g, const PrecisionPlan& plan, const Sample& inputs,
                                       const EmulationObserver& observer = nullptr);
 
+// One node alone under `plan`, fed real values (`input(name)` for each of its runtime inputs; constants come
+// from the graph): what emulate computes for it when its inputs hold those values. An int8 node quantizes
+// them with the QParams its producers would have written them in, an fp16/bf16 node rounds them. Returns
+// its outputs as real values (int8 results dequantized), in node.outputs order (empty for an omitted one).
+// The accuracy report's own-error figures (accuracy.h) feed it the fp32 reference's inputs.
+std::vector<Tensor> emulate_node(const Graph& g, const PrecisionPlan& plan, const Node& node,
+                                 const std::function<const Tensor&(const std::string& name)>& input);
+
 // An int8 tensor as the NPU holds it: codes with their parameters.
 struct Int8Tensor {
   Shape shape;                // logical (ONNX) shape

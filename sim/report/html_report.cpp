@@ -857,6 +857,8 @@ void accuracy_section(std::string& o, const J& r) {
                 {"precision", "precision", false, ""},
                 {"sqnr", "SQNR dB", true, ""},
                 {"cosine", "cosine", true, ""},
+                {"own_sqnr", "own SQNR dB", true,
+                 "the layer alone quantized, fed the fp32 reference's inputs: the error it adds itself"},
                 {"max_abs_error", "max |error|", true, ""},
                 {"overflow", "overflow", true, "fp16 values that overflowed to inf"},
                 {"underflow", "underflow", true, "fp16 values that underflowed to 0"},
@@ -872,6 +874,8 @@ void accuracy_section(std::string& o, const J& r) {
       text_cell(o, l["precision"].str());
       num_cell(o, s, s ? fmt::format("{:.2f}", *s) : l["sqnr_db"].str());
       num_cell(o, l["cosine"].num(), fmt::format("{:.5f}", l["cosine"].num_or(0)));
+      const auto own = l["own_sqnr_db"].num();
+      num_cell(o, own, own ? fmt::format("{:.2f}", *own) : "-");
       num_cell(o, l["max_abs_error"].num(), fmt::format("{:.4g}", l["max_abs_error"].num_or(0)));
       for (const char* k : {"overflow", "underflow", "saturated", "nonfinite"}) {
         num_cell(o, l[k].num(), grouped(l[k].num_or(0)));

@@ -95,6 +95,15 @@ if CASE == "accuracy_section":
     check(all(k in l for l in a["layers"] for k in ("name", "precision", "sqnr_db", "cosine", "max_abs_error")),
           "a layer lacks a field")
     check(sum(l["precision"] == "int8" for l in a["layers"]) >= 52, "fewer int8 layers than MobileNetV2's 52 convs+fc")
+    # Each quantized layer's own error; the first layer reads the graph input, so its own error is its error.
+    check(all("own_sqnr_db" in l and "own_cosine" in l for l in a["layers"] if l["precision"] == "int8"),
+          "an int8 layer lacks its own error")
+    first = a["layers"][0]
+    check(first["precision"] == "int8" and abs(first["own_sqnr_db"] - first["sqnr_db"]) < 1e-6,
+          f"first layer's own SQNR {first.get('own_sqnr_db')} differs from its SQNR {first['sqnr_db']}")
+    check(any(l["own_sqnr_db"] > l["sqnr_db"] + 3 for l in a["layers"] if "own_sqnr_db" in l),
+          "no layer inherits more error than it adds")
+    check("layers adding the most error" in out, "console lacks the own-error list")
     check(a["calibration"]["synthetic"] is True and any("SYNTHETIC" in w for w in a["warnings"]),
           "synthetic calibration is not flagged")
     check(0.9 <= a["output_cosine"] <= 1.0, f"int8 output cosine {a['output_cosine']}")

@@ -73,7 +73,9 @@ const std::string kAccuracy =
     "\"synthetic\"}, "
     "\"evaluation_inputs\": 4, \"warnings\": [\"weights <w> & co\"], \"layers\": [{\"name\": \"a<x>\", "
     "\"op\": \"Conv\", "
-    "\"precision\": \"int8\", \"sqnr_db\": 20, \"cosine\": 0.99, \"max_abs_error\": 0.1, \"nonfinite\": 0, "
+    "\"precision\": \"int8\", \"sqnr_db\": 20, \"cosine\": 0.99, \"own_sqnr_db\": 31.25, \"max_abs_error\": "
+    "0.1, "
+    "\"nonfinite\": 0, "
     "\"overflow\": 0, \"underflow\": 0, \"saturated\": 3}], \"weight_outliers\": []}, ";
 
 TEST(HtmlReport, EscapesEveryStringFromTheReport) {
@@ -125,7 +127,7 @@ TEST(HtmlReport, EnergyAndAccuracyOnlyWhenTheReportHasThem) {
   const std::string full = html_report(report(2, kLayerEnergy, kEnergy + kAccuracy), "r.json");
   for (const char* present : {"id=\"energy\"", "id=\"accuracy\"", "data-key=\"energy\"", "1.5 mJ", "2.5 W",
                               "4 W", "3.2 TOPS/W", "host_link", "static", "12.5 mm\u00b2", "sram_input",
-                              "15.20 dB", "id=\"accuracy-table\"", "mac 0.2 mJ"}) {
+                              "15.20 dB", "id=\"accuracy-table\"", "mac 0.2 mJ", "own SQNR dB", ">31.25<"}) {
     EXPECT_NE(full.find(present), std::string::npos) << present;
   }
   // The layers' energies summed (2 x 0.5 mJ) next to the total.

@@ -801,6 +801,39 @@ TEST(AccuracyReport, InjectedOutlierWeightIsFlaggedByTheOutlierTableAndFirstBadL
   }
 }
 
+// Each quantized layer's own error (alone, on the fp32 reference's inputs) next to what it has in the
+// quantized run. conv1 reads the graph input, so the two are the same figure; conv2's outlier channel
+// crushes its other channels, and conv3 inherits that: its error in the run is well below its own. An
+// fp32 layer adds nothing and has no own figure.
+TEST(AccuracyReport, OwnErrorSeparatesWhatALayerAddsFromWhatItInherits) {
+  Graph g = conv_chain(true);
+  PrecisionSpec spec;
+  spec.model = Precision::kInt8;
+  spec.overrides = parse_overrides("conv1=fp32");
+  PrecisionPlan plan = resolve_plan(g, spec);
+  QuantOptions qo;
+  qo.per_channel = false;
+  qo.calibration.method = CalibrationMethod::kMinMax;
+  qo.bias_correction = BiasCorrection::kNone;
+  auto samples = synthetic_samples(g, 4, 1);
+  quantize_plan(g, plan, collect_statistics(g, samples), qo);
+  auto r = evaluate_accuracy(g, plan, {samples[0], samples[1]});
+  ASSERT_EQ(r.layers.size(), 3u);
+  const LayerAccuracy &c1 = r.layers[0], &c2 = r.layers[1], &c3 = r.layers[2];
+  EXPECT_FALSE(c1.own_sqnr_db.has_value());
+  ASSERT_TRUE(c2.own_sqnr_db && c3.own_sqnr_db && c2.own_cosine);
+  // conv2's inputs are conv1's exact fp32 outputs in both runs.
+  EXPECT_NEAR(*c2.own_sqnr_db, c2.sqnr_db, 1e-9);
+  EXPECT_NEAR(*c2.own_cosine, c2.cosine, 1e-12);
+  EXPECT_LT(c3.sqnr_db + 10.0, *c3.own_sqnr_db)
+      << "conv3 inherits conv2's error: " << c3.sqnr_db << " dB, own " << *c3.own_sqnr_db;
+  const std::string summary = accuracy_summary(r);
+  const size_t adders = summary.find("layers adding the most error");
+  ASSERT_NE(adders, std::string::npos) << summary;
+  EXPECT_LT(summary.find("conv2", adders), summary.find("conv3", adders)) << summary;
+  EXPECT_NE(accuracy_json(r).find("\"own_sqnr_db\""), std::string::npos);
+}
+
 // The outlier crushes conv2's other channels (per-tensor weight scale) and stretches conv2's output
 // range, which conv3 reads quantized: the advice must start with conv2 or conv3, never conv1.
 TEST(AccuracyReport, MixedPrecisionAdviceStartsAtTheOutlierLayer) {
