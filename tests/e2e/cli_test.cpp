@@ -323,6 +323,10 @@ TEST(Cli, ReportCarriesEachLayersRooflineBoundAndEfficiencyAndTheModelsInJsonAnd
                        " cycles, efficiency " + pct),
             std::string::npos)
       << r.out;
+  // A fused program beating the layers' summed bound says why.
+  EXPECT_EQ(r.out.find("over 100%: fusion keeps tensors on chip") != std::string::npos,
+            json_eval(report, "r['efficiency'] > 1") == "True")
+      << r.out;
   EXPECT_EQ(json_eval(report, "r['array']['macs_per_pe_per_cycle']['int8']"), "1");
 }
 
