@@ -218,8 +218,8 @@ AccuracyReport evaluate_accuracy(const Graph& g, const PrecisionPlan& plan, cons
       return it != ref.end() ? it->second : sample.at(name);
     };
     emulate(g, ref_plan, sample, [&](const Node& n, const std::vector<const Tensor*>& outs) {
-      if (!outs.empty() && outs[0] && outs[0]->floating() && plan.precision_of(n.name) != Precision::kFp32 &&
-          reported_layer(n)) {
+      if (options.own_error && !outs.empty() && outs[0] && outs[0]->floating() &&
+          plan.precision_of(n.name) != Precision::kFp32 && reported_layer(n)) {
         const std::vector<Tensor> alone = emulate_node(g, plan, n, ref_value);
         own_error[n.outputs[0]].add(*outs[0], alone.at(0));
       }

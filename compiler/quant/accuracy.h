@@ -58,6 +58,7 @@ struct AccuracyOptions {
   double bad_layer_sqnr_db = 20.0;  // first_bad_layer: the first layer below this
   double outlier_factor = 8.0;      // a channel is an outlier above this many times the median
   std::optional<TaskOptions> task;  // --task: task metrics on the model's first output
+  bool own_error = true;            // each quantized layer's own error (LayerAccuracy::own_sqnr_db)
 };
 
 // The model's output against fp32 when one node alone runs in int8 (the rest fp32).

@@ -871,7 +871,9 @@ void accuracy_report(Context& /*ctx*/, const CompiledModel& cm, const isa::NpuCo
       if (r.advice->layers.empty() && r.advice->int16_layers.empty()) {
         h.sqnr_db = r.output_sqnr_db, h.cosine = r.output_cosine, h.task = r.task;
       } else {
-        const q::AccuracyReport j = q::evaluate_accuracy(cm.lowered, advised, samples, opt);
+        q::AccuracyOptions output_only = opt;
+        output_only.own_error = false;  // only the output figures are kept
+        const q::AccuracyReport j = q::evaluate_accuracy(cm.lowered, advised, samples, output_only);
         h.sqnr_db = j.output_sqnr_db, h.cosine = j.output_cosine, h.task = j.task;
       }
       r.advice->held_out = h;

@@ -832,6 +832,11 @@ TEST(AccuracyReport, OwnErrorSeparatesWhatALayerAddsFromWhatItInherits) {
   ASSERT_NE(adders, std::string::npos) << summary;
   EXPECT_LT(summary.find("conv2", adders), summary.find("conv3", adders)) << summary;
   EXPECT_NE(accuracy_json(r).find("\"own_sqnr_db\""), std::string::npos);
+  AccuracyOptions output_only;
+  output_only.own_error = false;
+  const AccuracyReport off = evaluate_accuracy(g, plan, {samples[0], samples[1]}, output_only);
+  EXPECT_FALSE(off.layers.at(1).own_sqnr_db.has_value());
+  EXPECT_EQ(off.layers.at(2).sqnr_db, c3.sqnr_db);
 }
 
 // The outlier crushes conv2's other channels (per-tensor weight scale) and stretches conv2's output
