@@ -448,6 +448,7 @@ void write_accuracy_json(const AccuracyReport& r, std::ostream& o) {
   }
   figure(w.key("bad_layer_sqnr_db"), r.bad_layer_sqnr_db);
   w.key("calibration").object().member("method", r.calibration.method).member("inputs", r.calibration.inputs);
+  if (r.calibration.percentile > 0) figure(w.key("percentile"), r.calibration.percentile);
   w.member("synthetic", r.calibration.synthetic).member("source", r.calibration.source);
   w.member("bias_correction", r.calibration.bias_correction);
   if (r.calibration.equalization.applied)
@@ -603,6 +604,17 @@ std::string accuracy_json(const AccuracyReport& r) {
   return os.str();
 }
 
+namespace {
+
+// 99.99, 99.999, 100: as many digits as the value has (up to 6 significant), not the summary's fixed 2.
+std::string shortest(double v) {
+  std::ostringstream o;
+  o << std::setprecision(6) << v;
+  return o.str();
+}
+
+}  // namespace
+
 std::string accuracy_summary(const AccuracyReport& r, size_t worst_layers) {
   std::ostringstream o;
   o << std::fixed << std::setprecision(2);
@@ -612,8 +624,9 @@ std::string accuracy_summary(const AccuracyReport& r, size_t worst_layers) {
     << (r.output_nonfinite ? ", " + std::to_string(r.output_nonfinite) + " OUTPUT VALUES ARE INF/NaN" : std::string())
     << "\n";
   if (!r.calibration.method.empty())
-    o << "calibration: " << r.calibration.method << " on " << r.calibration.inputs << " inputs ("
-      << r.calibration.source << ")"
+    o << "calibration: " << r.calibration.method
+      << (r.calibration.percentile > 0 ? " " + shortest(r.calibration.percentile) : std::string()) << " on "
+      << r.calibration.inputs << " inputs (" << r.calibration.source << ")"
       << (r.calibration.bias_correction.empty() ? "" : ", bias correction " + r.calibration.bias_correction)
       << "\n";
   if (r.calibration.equalization.applied)
@@ -668,6 +681,8 @@ std::string accuracy_summary(const AccuracyReport& r, size_t worst_layers) {
 CalibrationSet calibration_inputs(const Graph& g, const PlanRequest& request) {
   CalibrationSet c;
   c.info.method = to_string(request.quant.calibration.method);
+  if (request.quant.calibration.method == CalibrationMethod::kPercentile)
+    c.info.percentile = request.quant.calibration.percentile;
   if (!request.calibration_dir.empty()) {
     c.samples = load_samples(g, request.calibration_dir, request.calibration_count,
                              request.preprocess ? &*request.preprocess : nullptr);

@@ -164,6 +164,7 @@ struct RecipeChoice {
 
 struct CalibrationInfo {
   std::string method;        // "minmax", "percentile", "entropy", or "model" (pre-quantized QDQ)
+  double percentile = 0;     // "percentile": the share of magnitudes kept inside the range, in %; else 0
   int inputs = 0;            // calibration inputs used
   bool synthetic = false;    // true: seeded random inputs, not user data (the report says so loudly)
   std::string source;        // folder of the inputs, or "synthetic seed N"

@@ -462,6 +462,7 @@ struct ModelCliOptions {
   int calibration_samples = 32;
   bool calibration_samples_given = false;
   std::string calibration_method = "percentile";   // CalibrationOptions' default (calibration.h says why)
+  std::optional<double> calibration_percentile;    // --calibration-percentile
   std::string preprocess_file;                     // --preprocess FILE.yaml
   std::optional<compiler::Preprocess> preprocess;  // read from it by load_preprocess()
   std::string weights = "per-channel";
@@ -535,6 +536,10 @@ po::options_description precision_options(ModelCliOptions& m) {
       "(default 32; a timing-only run, without --functional or --accuracy, calibrates on 1: scales do not "
       "change timing)")("calibration-method", po::value(&m.calibration_method)->value_name("M"),
                         "minmax, percentile (default), entropy or mse")(
+      "calibration-percentile",
+      po::value<double>()->value_name("P")->notifier([&m](double v) { m.calibration_percentile = v; }),
+      "percentile calibration: keep P % of each tensor's magnitudes inside its int8 range, clipping the rest "
+      "(default 99.99)")(
       "preprocess", po::value(&m.preprocess_file)->value_name("FILE.yaml"),
       "how PNG/JPEG images in --calibration, --accuracy-inputs and --inputs become the model's input: resize "
       "or "
@@ -673,6 +678,15 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
   } catch (const std::exception&) {
     throw UsageError(fmt::format("--calibration-method '{}' is not one of minmax, percentile, entropy, mse",
                                  m.calibration_method));
+  }
+  if (m.calibration_percentile) {
+    if (r.quant.calibration.method != q::CalibrationMethod::kPercentile)
+      throw UsageError(fmt::format("--calibration-percentile applies to the percentile method, not '{}'",
+                                   m.calibration_method));
+    if (!(*m.calibration_percentile > 0.0 && *m.calibration_percentile <= 100.0))
+      throw UsageError(
+          fmt::format("--calibration-percentile {} is out of range (0, 100]", *m.calibration_percentile));
+    r.quant.calibration.percentile = *m.calibration_percentile;
   }
   if (m.weights != "per-channel" && m.weights != "per-tensor") {
     throw UsageError(fmt::format("--weights '{}' is not one of per-channel, per-tensor", m.weights));

@@ -231,6 +231,24 @@ elif CASE == "errors":
     check("--empirical-bias-correction replaces the analytic --bias-correction" in p.stderr, p.stderr)
     p = run(["run", BLOCK, "--precision", "int8", "--weight-range", "kl"], expect=2)
     check("--weight-range 'kl' is not one of minmax, mse, output-mse" in p.stderr, p.stderr)
+    for bad in ("0", "100.5", "nan"):
+        p = run(["run", BLOCK, "--precision", "int8", "--calibration-percentile", bad], expect=2)
+        check(f"--calibration-percentile {bad} is out of range (0, 100]" in p.stderr, p.stderr)
+    p = run(["run", BLOCK, "--precision", "int8", "--calibration-method", "mse", "--calibration-percentile", "99"],
+            expect=2)
+    check("--calibration-percentile applies to the percentile method, not 'mse'" in p.stderr, p.stderr)
+    # The percentile moves the ranges, so the output; the report and the summary name it.
+    pct = {}
+    for p_ in ("99.99", "90"):
+        r, out = report(BLOCK, "pct_" + p_, "--precision", "int8", "--accuracy", "--calibration-samples", "4",
+                        "--calibration-percentile", p_)
+        pct[p_] = r["accuracy"]["output_sqnr_db"]
+        check(r["accuracy"]["calibration"]["percentile"] == float(p_), f"calibration record: {r['accuracy']['calibration']}")
+        check(f"calibration: percentile {p_} on 4 inputs" in out, out)
+    r, _ = report(BLOCK, "pct_default", "--precision", "int8", "--accuracy", "--calibration-samples", "4")
+    check(r["accuracy"]["calibration"]["percentile"] == 99.99 and r["accuracy"]["output_sqnr_db"] == pct["99.99"],
+          f"default percentile: {r['accuracy']['calibration']}")
+    check(pct["90"] != pct["99.99"], f"--calibration-percentile changes nothing: {pct}")
     sqnr = {}
     for wr in ("minmax", "mse", "output-mse"):
         r, _ = report(BLOCK, "wr_" + wr, "--precision", "int8", "--accuracy", "--calibration-samples", "4",
