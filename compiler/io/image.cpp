@@ -2,8 +2,9 @@
 
 #include <png.h>
 // clang-format off: jpeglib.h needs FILE and size_t declared before it.
-#include <cstdio>
+#include <jerror.h>
 #include <jpeglib.h>
+#include <cstdio>
 // clang-format on
 
 #include <csetjmp>
@@ -24,20 +25,73 @@ ImageFormat sniff_image(const std::string& path) {
 
 namespace {
 
+// libpng reports errors through its error callback, which must not return: it jumps back to decode_png
+// (no C++ object with a destructor lives between the setjmp and the libpng calls). Warnings (an unknown
+// chunk, an ICC profile libpng does not like) do not stop the decode and are dropped.
+struct PngError {
+  std::jmp_buf jump;
+  char message[256];
+};
+
+void png_error_exit(png_structp png, png_const_charp message) {
+  PngError* e = static_cast<PngError*>(png_get_error_ptr(png));
+  std::snprintf(e->message, sizeof e->message, "%s", message);
+  std::longjmp(e->jump, 1);
+}
+
+void png_ignore_warning(png_structp, png_const_charp) {}
+
+// The stored 8-bit values, as OpenCV's imread(IMREAD_COLOR) and PIL's convert("RGB") give them: palette
+// and grey expanded to RGB, 16-bit samples cut to their high byte, alpha (and tRNS) dropped -- not
+// composited -- and no gamma or colour-profile conversion. Returns false (with `e.message` set) when
+// libpng failed.
+bool decode_png(std::FILE* f, PngError& e, int64_t& width, int64_t& height, std::vector<uint8_t>& rgb) {
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &e, png_error_exit, png_ignore_warning);
+  if (!png) {
+    std::snprintf(e.message, sizeof e.message, "libpng could not start");
+    return false;
+  }
+  png_infop info = png_create_info_struct(png);
+  if (!info || setjmp(e.jump)) {
+    if (!info) std::snprintf(e.message, sizeof e.message, "libpng could not start");
+    png_destroy_read_struct(&png, info ? &info : nullptr, nullptr);
+    return false;
+  }
+  png_init_io(png, f);
+  png_read_info(png, info);
+  const int color = png_get_color_type(png, info);
+  const int depth = png_get_bit_depth(png, info);
+  if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+  if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+  if (depth == 16) png_set_strip_16(png);
+  if (color & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(png);
+  if (color == PNG_COLOR_TYPE_GRAY || color == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
+  const int passes = png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  width = png_get_image_width(png, info);
+  height = png_get_image_height(png, info);
+  if (png_get_rowbytes(png, info) != static_cast<size_t>(width) * 3)
+    png_error(png, "unexpected row size after conversion to 8-bit RGB");
+  rgb.resize(static_cast<size_t>(width * height * 3));
+  for (int pass = 0; pass < passes; ++pass)
+    for (int64_t y = 0; y < height; ++y)
+      png_read_row(png, rgb.data() + static_cast<size_t>(y * width * 3), nullptr);
+  png_read_end(png, nullptr);
+  png_destroy_read_struct(&png, &info, nullptr);
+  return true;
+}
+
 Image read_png(const std::string& path) {
-  png_image img;
-  std::memset(&img, 0, sizeof img);
-  img.version = PNG_IMAGE_VERSION;
-  if (!png_image_begin_read_from_file(&img, path.c_str()))
-    throw ImageError(path + ": not a readable PNG image (" + img.message + ")");
-  img.format = PNG_FORMAT_RGB;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw ImageError(path + ": cannot open the file");
   Image out;
-  out.width = img.width;
-  out.height = img.height;
-  out.rgb.resize(PNG_IMAGE_SIZE(img));
-  if (!png_image_finish_read(&img, nullptr, out.rgb.data(), 0, nullptr)) {
-    const std::string why = img.message;
-    png_image_free(&img);
+  PngError e;
+  e.message[0] = '\0';
+  const bool ok = decode_png(f, e, out.width, out.height, out.rgb);
+  std::fclose(f);
+  if (!ok) {
+    // libpng's read callback says "Read Error" when the file ends before the image does.
+    const std::string why = std::strcmp(e.message, "Read Error") == 0 ? "the file ends early" : e.message;
     throw ImageError(path + ": corrupt PNG image (" + why + ")");
   }
   return out;
@@ -57,11 +111,19 @@ void jpeg_error_exit(j_common_ptr cinfo) {
   std::longjmp(e->jump, 1);
 }
 
+// libjpeg's warnings: a file that ends early decodes with grey where the data stopped, so it is an error
+// here (as PIL says "image file is truncated"); the others (extraneous bytes before a marker and the like)
+// leave the pixels right and are dropped rather than printed on stderr.
+void jpeg_message(j_common_ptr cinfo, int level) {
+  if (level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF) jpeg_error_exit(cinfo);
+}
+
 // Returns false (with `e.message` set) when libjpeg failed.
 bool decode_jpeg(std::FILE* f, JpegError& e, int64_t& width, int64_t& height, std::vector<uint8_t>& rgb) {
   jpeg_decompress_struct cinfo;
   cinfo.err = jpeg_std_error(&e.mgr);
   e.mgr.error_exit = jpeg_error_exit;
+  e.mgr.emit_message = jpeg_message;
   if (setjmp(e.jump)) {
     jpeg_destroy_decompress(&cinfo);
     return false;
@@ -69,14 +131,30 @@ bool decode_jpeg(std::FILE* f, JpegError& e, int64_t& width, int64_t& height, st
   jpeg_create_decompress(&cinfo);
   jpeg_stdio_src(&cinfo, f);
   jpeg_read_header(&cinfo, TRUE);
-  cinfo.out_color_space = JCS_RGB;
+  // CMYK (and YCCK) files: libjpeg gives the four inks, converted below as PIL and OpenCV do.
+  const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+  cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
   jpeg_start_decompress(&cinfo);
   width = cinfo.output_width;
   height = cinfo.output_height;
-  rgb.resize(static_cast<size_t>(width * height * 3));
+  rgb.resize(static_cast<size_t>(width * height * (cmyk ? 4 : 3)));
   while (cinfo.output_scanline < cinfo.output_height) {
-    JSAMPROW row = rgb.data() + static_cast<size_t>(cinfo.output_scanline) * static_cast<size_t>(width) * 3;
+    JSAMPROW row =
+        rgb.data() + static_cast<size_t>(cinfo.output_scanline) * static_cast<size_t>(width) * (cmyk ? 4 : 3);
     jpeg_read_scanlines(&cinfo, &row, 1);
+  }
+  if (cmyk) {
+    // Adobe's files store the inks inverted (255 = no ink); the colour is (255 - C) x (255 - K) / 255.
+    const bool inverted = cinfo.saw_Adobe_marker;
+    const size_t pixels = static_cast<size_t>(width * height);
+    for (size_t i = 0; i < pixels; ++i) {
+      const int k = inverted ? rgb[i * 4 + 3] : 255 - rgb[i * 4 + 3];
+      for (int ch = 0; ch < 3; ++ch) {
+        const int paper = inverted ? rgb[i * 4 + ch] : 255 - rgb[i * 4 + ch];
+        rgb[i * 3 + ch] = static_cast<uint8_t>((paper * k + 127) / 255);
+      }
+    }
+    rgb.resize(pixels * 3);
   }
   jpeg_finish_decompress(&cinfo);
   jpeg_destroy_decompress(&cinfo);

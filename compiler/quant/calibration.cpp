@@ -438,6 +438,13 @@ static std::string expected_input(const Graph& g, const std::string& input) {
 // The tensor a sample file gives `input`.
 static Tensor read_sample_file(const Graph& g, const std::string& input, const fs::path& p,
                                const Preprocess* preprocess) {
+  std::error_code ec;
+  if (!fs::exists(p, ec))
+    throw CalibrationError(p.string() + ": cannot be read: a link to a file that does not exist");
+  if (!std::ifstream(p, std::ios::binary))
+    throw CalibrationError(p.string() + ": cannot be read (permissions)");
+  if (fs::file_size(p, ec) == 0 && !ec)
+    throw CalibrationError(p.string() + ": the file is empty; expected " + expected_input(g, input));
   switch (file_kind(p)) {
     case FileKind::kNpy:
       return read_npy_tensor(p.string());
@@ -478,6 +485,14 @@ static void check_against(const Graph& g, const std::string& input, const Tensor
   } else if (v.shape_known) {
     throw CalibrationError(file + ": rank " + std::to_string(t.shape.size()) + " does not match input '" +
                            input + "' of shape " + shape_to_string(v.shape));
+  }
+  // A NaN or infinity would make every range, and every comparison with fp32, meaningless (an all-NaN
+  // input "matched" fp32 at 300 dB).
+  if (t.floating()) {
+    const auto bad = std::count_if(t.f.begin(), t.f.end(), [](float x) { return !std::isfinite(x); });
+    if (bad > 0)
+      throw CalibrationError(file + ": " + std::to_string(bad) + " of " + std::to_string(t.f.size()) +
+                             " values are NaN or infinite; calibration and evaluation inputs must be finite");
   }
 }
 

@@ -9,6 +9,8 @@
 #include <jpeglib.h>
 // clang-format on
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -40,8 +42,10 @@ void write_png(const fs::path& p, int w, int h, const std::vector<uint8_t>& rgb)
   ASSERT_TRUE(png_image_write_to_file(&img, p.c_str(), 0, rgb.data(), 0, nullptr)) << img.message;
 }
 
-// A flat-colour JPEG (quality 100: decodes within a level or two of the colour).
-void write_jpeg(const fs::path& p, int w, int h, uint8_t r, uint8_t g, uint8_t b) {
+// A flat-colour JPEG (quality 100: decodes within a level or two of the colour): 3 values are RGB, 4 are
+// CMYK (which libjpeg writes with Adobe's marker: stored inverted, 255 = no ink).
+void write_flat_jpeg(const fs::path& p, int w, int h, const std::vector<uint8_t>& colour) {
+  const int n = static_cast<int>(colour.size());
   jpeg_compress_struct c;
   jpeg_error_mgr err;
   c.err = jpeg_std_error(&err);
@@ -51,19 +55,44 @@ void write_jpeg(const fs::path& p, int w, int h, uint8_t r, uint8_t g, uint8_t b
   jpeg_stdio_dest(&c, f);
   c.image_width = w;
   c.image_height = h;
-  c.input_components = 3;
-  c.in_color_space = JCS_RGB;
+  c.input_components = n;
+  c.in_color_space = n == 4 ? JCS_CMYK : JCS_RGB;
   jpeg_set_defaults(&c);
   jpeg_set_quality(&c, 100, TRUE);
   jpeg_start_compress(&c, TRUE);
-  std::vector<uint8_t> row(static_cast<size_t>(w) * 3);
-  for (int x = 0; x < w; ++x) row[x * 3] = r, row[x * 3 + 1] = g, row[x * 3 + 2] = b;
+  std::vector<uint8_t> row(static_cast<size_t>(w) * n);
+  for (int x = 0; x < w; ++x)
+    for (int k = 0; k < n; ++k) row[x * n + k] = colour[k];
   while (c.next_scanline < c.image_height) {
     JSAMPROW rp = row.data();
     jpeg_write_scanlines(&c, &rp, 1);
   }
   jpeg_finish_compress(&c);
   jpeg_destroy_compress(&c);
+  std::fclose(f);
+}
+
+void write_jpeg(const fs::path& p, int w, int h, uint8_t r, uint8_t g, uint8_t b) {
+  write_flat_jpeg(p, w, h, {r, g, b});
+}
+
+// A PNG written with libpng's low-level API: any colour type and bit depth (16-bit samples big-endian, as
+// PNG stores them), with a gAMA chunk when `gamma` > 0.
+void write_png_raw(const fs::path& p, int w, int h, int color_type, int depth,
+                   const std::vector<uint8_t>& data, double gamma = 0) {
+  std::FILE* f = std::fopen(p.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
+  png_infop info = png_create_info_struct(png);
+  png_init_io(png, f);
+  png_set_IHDR(png, info, w, h, depth, color_type, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+               PNG_FILTER_TYPE_DEFAULT);
+  if (gamma > 0) png_set_gAMA(png, info, gamma);
+  png_write_info(png, info);
+  const size_t row = data.size() / static_cast<size_t>(h);
+  for (int y = 0; y < h; ++y) png_write_row(png, data.data() + y * row);
+  png_write_end(png, nullptr);
+  png_destroy_write_struct(&png, &info);
   std::fclose(f);
 }
 
@@ -96,6 +125,62 @@ TEST(ImageDecode, PngRoundTripsEveryPixelAndJpegDecodesItsColour) {
     FAIL();
   } catch (const ImageError& e) {
     EXPECT_NE(std::string(e.what()).find("d.png"), std::string::npos);
+  }
+}
+
+// What OpenCV's imread(IMREAD_COLOR) and PIL's convert("RGB") read (the loaders a deployment engineer's
+// reference pipeline uses): the stored values, whatever the PNG's alpha, bit depth or gAMA chunk says.
+TEST(ImageDecode, PngGivesTheStoredValuesAsOpenCvAndPilDo) {
+  const fs::path d = scratch("png_forms");
+  // RGBA with alpha 0, 100 and 255: the colours stay as stored (libpng's simplified reader composited
+  // them on black: alpha 0 gave 0, 0, 0).
+  write_png_raw(d / "rgba.png", 3, 1, PNG_COLOR_TYPE_RGB_ALPHA, 8,
+                {200, 100, 50, 0, 200, 100, 50, 100, 7, 8, 9, 255});
+  EXPECT_EQ(read_image((d / "rgba.png").string()).rgb,
+            (std::vector<uint8_t>{200, 100, 50, 200, 100, 50, 7, 8, 9}));
+  // 16-bit RGB: each sample's high byte (0x1234 -> 0x12), no linear-to-sRGB conversion.
+  write_png_raw(d / "rgb16.png", 2, 1, PNG_COLOR_TYPE_RGB, 16,
+                {0x12, 0x34, 0x80, 0x00, 0xff, 0xff, 0x00, 0x01, 0x40, 0xff, 0x7f, 0x80});
+  EXPECT_EQ(read_image((d / "rgb16.png").string()).rgb,
+            (std::vector<uint8_t>{0x12, 0x80, 0xff, 0x00, 0x40, 0x7f}));
+  // 16-bit grey with alpha: high byte, replicated to R, G and B, alpha dropped.
+  write_png_raw(d / "ga16.png", 1, 1, PNG_COLOR_TYPE_GRAY_ALPHA, 16, {0x60, 0x01, 0x00, 0x10});
+  EXPECT_EQ(read_image((d / "ga16.png").string()).rgb, (std::vector<uint8_t>{0x60, 0x60, 0x60}));
+  // An 8-bit file that declares gamma 1.0: the values as stored, no gamma correction.
+  write_png_raw(d / "gamma.png", 2, 1, PNG_COLOR_TYPE_RGB, 8, {10, 64, 128, 200, 250, 3}, 1.0);
+  EXPECT_EQ(read_image((d / "gamma.png").string()).rgb, (std::vector<uint8_t>{10, 64, 128, 200, 250, 3}));
+  // 2-bit grey: expanded to 8 bits (0..3 -> 0, 85, 170, 255).
+  write_png_raw(d / "grey2.png", 4, 1, PNG_COLOR_TYPE_GRAY, 2, {0x1b});
+  EXPECT_EQ(read_image((d / "grey2.png").string()).rgb,
+            (std::vector<uint8_t>{0, 0, 0, 85, 85, 85, 170, 170, 170, 255, 255, 255}));
+}
+
+TEST(ImageDecode, CmykJpegIsConvertedAndATruncatedJpegIsAnError) {
+  const fs::path d = scratch("jpeg_forms");
+  // Adobe-inverted C = 200, M = 255, Y = 100, K = 128: R = 200 x 128 / 255 = 100, G = 128, B = 50.
+  write_flat_jpeg(d / "cmyk.jpg", 16, 8, {200, 255, 100, 128});
+  const Image c = read_image((d / "cmyk.jpg").string());
+  ASSERT_EQ(c.width, 16);
+  ASSERT_EQ(c.rgb.size(), 16u * 8u * 3u);
+  EXPECT_NEAR(c.rgb[0], 100, 2);
+  EXPECT_NEAR(c.rgb[1], 128, 2);
+  EXPECT_NEAR(c.rgb[2], 50, 2);
+  // The first half of a JPEG: libjpeg would fill the rest with grey and print a warning; an error here.
+  // And a PNG cut short says so too.
+  write_jpeg(d / "full.jpg", 64, 64, 10, 20, 30);
+  write_png(d / "full.png", 64, 64, std::vector<uint8_t>(64 * 64 * 3, 77));
+  for (const std::string ext : {"jpg", "png"}) {
+    std::ifstream in(d / ("full." + ext), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(d / ("half." + ext), std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+    const std::string want = ext == "jpg" ? "half.jpg: corrupt JPEG image (Premature end of JPEG file)"
+                                          : "half.png: corrupt PNG image (the file ends early)";
+    try {
+      read_image((d / ("half." + ext)).string());
+      ADD_FAILURE() << "a truncated " << ext << " decoded";
+    } catch (const ImageError& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
   }
 }
 
@@ -237,6 +322,34 @@ TEST(CalibrationImages, AWrongShapeTensorOrABrokenFileIsAnErrorNamingTheFileAndW
     std::ofstream(d / "b.png", std::ios::binary) << "\x89PNG\r\n\x1a\nnot really a png";
     const std::string m = calibration_error(d, p);
     EXPECT_NE(m.find("b.png"), std::string::npos) << m;
+  }
+  {
+    // A tensor holding a NaN: an error counting them (all-NaN inputs once "matched" fp32 at 300 dB).
+    const fs::path d = scratch("calib_nan");
+    NpyArray a;
+    a.descr = "<f4";
+    a.shape = {1, 3, 8, 8};
+    std::vector<float> v(192, 0.5f);
+    v[7] = std::nanf("");
+    v[9] = INFINITY;
+    a.data.resize(v.size() * 4);
+    std::memcpy(a.data.data(), v.data(), a.data.size());
+    write_npy((d / "a.npy").string(), a);
+    const std::string m = calibration_error(d, p);
+    EXPECT_NE(m.find("a.npy: 2 of 192 values are NaN or infinite"), std::string::npos) << m;
+  }
+  {
+    // An empty file, and a link to nothing: each named, with what is wrong with it.
+    const fs::path d = scratch("calib_empty");
+    write_png(d / "a.png", 5, 3, std::vector<uint8_t>(45, 7));
+    std::ofstream(d / "b.png").close();
+    std::string m = calibration_error(d, p);
+    EXPECT_NE(m.find("b.png: the file is empty; expected a PNG/JPEG image or a tensor"), std::string::npos)
+        << m;
+    fs::remove(d / "b.png");
+    fs::create_symlink(d / "gone.png", d / "c.png");
+    m = calibration_error(d, p);
+    EXPECT_NE(m.find("c.png: cannot be read: a link to a file that does not exist"), std::string::npos) << m;
   }
   {
     // A JPEG of another size and aspect is resized to the input (stretch: every pixel the same colour).
