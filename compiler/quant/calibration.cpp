@@ -508,7 +508,8 @@ static Tensor as_input_type(const Graph& g, const std::string& input, Tensor t) 
 std::vector<Sample> load_samples(const Graph& g, const std::string& folder, int limit,
                                  const Preprocess* preprocess) {
   std::error_code ec;
-  if (!fs::is_directory(folder, ec)) throw CalibrationError(folder + ": not a folder of calibration inputs");
+  if (!fs::is_directory(folder, ec))
+    throw CalibrationError(folder + ": not a folder of inputs (images, .npy or .pb files)");
   std::vector<fs::path> dirs;
   for (const auto& e : fs::directory_iterator(folder))
     if (e.is_directory()) dirs.push_back(e.path());
@@ -557,7 +558,9 @@ std::vector<Sample> load_samples(const Graph& g, const std::string& folder, int 
       if (!s.count(in)) throw CalibrationError(d.string() + ": no tensor for model input '" + in + "'");
     out.push_back(std::move(s));
   }
-  if (out.empty()) throw CalibrationError(folder + ": no calibration inputs found (images, .npy or .pb)");
+  if (out.empty())
+    throw CalibrationError(folder +
+                           ": no inputs found (images, .npy or .pb files, or one sub-folder per sample)");
   return out;
 }
 

@@ -35,6 +35,14 @@ std::pair<int64_t, int64_t> rows_and_classes(const Tensor& t, const char* task) 
   return {t.size() / c, c};
 }
 
+// (rows, classes) of a classifier's output: [classes], [N, classes] or [N, classes, 1, 1] (the layout of
+// the last is [N, classes]'s).
+std::pair<int64_t, int64_t> classify_rows(const Shape& s) {
+  if (s.size() == 4) return {s[0], s[1]};
+  if (s.size() == 2) return {s[0], s[1]};
+  return {1, s.empty() ? 0 : s[0]};
+}
+
 // Class indices of row `r`, best first (the first `k`).
 std::vector<int64_t> top_k(const Tensor& t, int64_t row, int64_t classes, int64_t k) {
   std::vector<int64_t> idx(static_cast<size_t>(classes));
@@ -126,13 +134,41 @@ int64_t edit_distance(const std::vector<int64_t>& a, const std::vector<int64_t>&
   return edit_distance_between(a, b);
 }
 
+void check_task_output(Task task, const Shape& s) {
+  auto known = [&](size_t d, int64_t want) { return s[d] < 0 || s[d] == want; };
+  auto at_least = [&](size_t d, int64_t want) { return s[d] < 0 || s[d] >= want; };
+  bool fits = true;
+  std::string needs;
+  switch (task) {
+    case Task::kClassify:
+      fits = (s.size() == 1 && at_least(0, 2)) || (s.size() == 2 && at_least(1, 2)) ||
+             (s.size() == 4 && at_least(1, 2) && known(2, 1) && known(3, 1));
+      needs = "class scores, [N, classes] (or [classes], [N, classes, 1, 1])";
+      break;
+    case Task::kOcrRec:
+      fits = s.size() == 3 && known(0, 1) && at_least(2, 2);
+      needs = "one text line's CTC scores, [1, steps, classes]";
+      break;
+    case Task::kOcrDet:
+      fits = (s.size() == 4 && known(1, 1)) || s.size() == 3;
+      needs = "a one-channel text probability map, [N, 1, H, W] (or [N, H, W])";
+      break;
+    case Task::kRegress:
+      break;
+  }
+  if (!fits)
+    throw TaskError("--task " + to_string(task) + " reads " + needs + "; the model's first output is " +
+                    shape_to_string(s));
+}
+
 void TaskEvaluator::add(const Tensor& ref, const Tensor& q) {
   if (!ref.floating() || !q.floating() || ref.shape != q.shape)
     throw TaskError("--task " + to_string(o_.task) + ": the model's first output is not a float tensor");
+  check_task_output(o_.task, ref.shape);
   ++m_.inputs;
   switch (o_.task) {
     case Task::kClassify: {
-      const auto [rows, classes] = rows_and_classes(ref, "classify");
+      const auto [rows, classes] = classify_rows(ref.shape);
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t want = top_k(ref, r, classes, 1)[0];
         const std::vector<int64_t> got = top_k(q, r, classes, 5);
@@ -165,7 +201,13 @@ void TaskEvaluator::add(const Tensor& ref, const Tensor& q) {
       }
       break;
     }
-    case Task::kOcrDet:
+    case Task::kOcrDet: {
+      const auto [lo, hi] = std::minmax_element(ref.f.begin(), ref.f.end());
+      if (lo != ref.f.end() && (*lo < 0.0f || *hi > 1.0f))
+        throw TaskError(
+            "--task ocr-det reads a text probability map in [0, 1] (DB's output after its sigmoid); "
+            "the model's first output reaches " +
+            num(*lo) + " .. " + num(*hi) + " in fp32");
       for (size_t k = 0; k < ref.f.size(); ++k) {
         const bool a = ref.f[k] > o_.det_threshold, b = q.f[k] > o_.det_threshold;
         m_.det_reference_pixels += a;
@@ -173,6 +215,7 @@ void TaskEvaluator::add(const Tensor& ref, const Tensor& q) {
         m_.det_both_pixels += a && b;
       }
       break;
+    }
     case Task::kRegress:
       for (size_t k = 0; k < ref.f.size(); ++k) {
         const double e = static_cast<double>(q.f[k]) - ref.f[k];

@@ -33,6 +33,12 @@ struct TaskOptions {
       0.3;  // ocr-det: a pixel is text when its probability exceeds this (PaddleOCR's det_db_thresh)
 };
 
+// Whether an output of `shape` is what `task` reads; throws TaskError saying what it needs otherwise.
+// classify: [classes], [N, classes] or [N, classes, 1, 1]; ocr-rec: one line's scores, [1, T, classes];
+// ocr-det: a one-channel map, [N, 1, H, W] or [N, H, W]; regress: any. A dimension of -1 (not known before
+// the run) passes.
+void check_task_output(Task task, const Shape& shape);
+
 // The keys file: one entry per line (UTF-8, the line ending removed). Throws TaskError naming the file.
 std::vector<std::string> read_keys_file(const std::string& path);
 
@@ -87,7 +93,8 @@ class TaskEvaluator {
  public:
   explicit TaskEvaluator(TaskOptions o) : o_(std::move(o)) { m_.task = o_.task; }
   // The model's first output for one input: fp32 reference and quantized. Throws TaskError when the
-  // output's shape does not fit the task.
+  // output's shape does not fit the task (check_task_output), or, for ocr-det, when fp32's map is not a
+  // probability map (values outside [0, 1]).
   void add(const Tensor& reference, const Tensor& quantized);
   const TaskMetrics& metrics() const { return m_; }
 

@@ -817,6 +817,21 @@ void accuracy_report(Context& /*ctx*/, const CompiledModel& cm, const isa::NpuCo
   namespace q = compiler::quant;
   if (a.samples && *a.samples < 1) throw UsageError("--accuracy-samples must be >= 1");
   const compiler::Preprocess* pre = m.preprocess ? &*m.preprocess : nullptr;
+  q::AccuracyOptions opt;
+  opt.bad_layer_sqnr_db = a.threshold_db;
+  if (!a.task.empty()) {
+    q::TaskOptions t;
+    try {
+      t.task = q::parse_task(a.task);
+      // Before any evaluation input runs: an output the task cannot read is a usage error.
+      if (!cm.lowered.outputs.empty() && cm.lowered.value(cm.lowered.outputs[0]).shape_known)
+        q::check_task_output(t.task, cm.lowered.value(cm.lowered.outputs[0]).shape);
+      if (!a.keys.empty()) t.keys = q::read_keys_file(a.keys);
+    } catch (const q::TaskError& e) {
+      throw UsageError(e.what());
+    }
+    opt.task = t;
+  }
   std::vector<q::Sample> samples;
   try {
     if (!a.inputs_dir.empty())
@@ -827,18 +842,6 @@ void accuracy_report(Context& /*ctx*/, const CompiledModel& cm, const isa::NpuCo
       samples = q::synthetic_samples(cm.lowered, a.samples.value_or(4), seed + 1000);
   } catch (const q::CalibrationError& e) {
     throw InputError(e.what());
-  }
-  q::AccuracyOptions opt;
-  opt.bad_layer_sqnr_db = a.threshold_db;
-  if (!a.task.empty()) {
-    q::TaskOptions t;
-    try {
-      t.task = q::parse_task(a.task);
-      if (!a.keys.empty()) t.keys = q::read_keys_file(a.keys);
-    } catch (const q::TaskError& e) {
-      throw UsageError(e.what());
-    }
-    opt.task = t;
   }
   q::AccuracyReport r;
   try {

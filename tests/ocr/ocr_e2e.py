@@ -184,6 +184,28 @@ def case_images():
     for want in (f"{bad}:2:1: colour_order: unknown key", "channel_order", f"{bad}:3:9: layout = chw",
                  f"{bad}:4:11: mean.r"):
         check(want in p.stderr, f"expected '{want}' in:\n{p.stderr}")
+    # A task on an output it does not read (this classifier's [1, classes] scores as a text line or a text
+    # map) exits 2 before any evaluation input runs, saying what the task reads.
+    for task, want in (("ocr-rec", "--task ocr-rec reads one text line's CTC scores, [1, steps, classes]"),
+                       ("ocr-det", "--task ocr-det reads a one-channel text probability map")):
+        p = run(["run"] + base + ["--calibration", cal, "--task", task], expect=2)
+        check(want in p.stderr and "the model's first output is 1x" in p.stderr, p.stderr)
+    # An image cut short, an empty file and a tensor holding a NaN: each named, exit 2.
+    with open(os.path.join(tmp, "x.png"), "rb") as f:
+        whole = f.read()
+    for name, data, want in (("cut.png", whole[:len(whole) // 2], "cut.png: corrupt PNG image (the file ends early)"),
+                             ("empty.png", b"", "empty.png: the file is empty")):
+        with open(os.path.join(cal, name), "wb") as f:
+            f.write(data)
+        p = run(["run"] + base + ["--calibration", cal], expect=2)
+        check(want in p.stderr, f"expected '{want}' in:\n{p.stderr}")
+        os.remove(os.path.join(cal, name))
+    nan = np.zeros((1, 3, 16, 16), np.float32)
+    nan[0, 1, 2, 3] = np.nan
+    np.save(os.path.join(cal, "nan.npy"), nan)
+    p = run(["run"] + base + ["--calibration", cal], expect=2)
+    check("nan.npy: 1 of 768 values are NaN or infinite" in p.stderr, p.stderr)
+    os.remove(os.path.join(cal, "nan.npy"))
     idle = os.path.join(tmp, "idle.yaml")
     with open(idle, "w") as f:
         f.write("resize: stretch\nanchor: top_left\n")

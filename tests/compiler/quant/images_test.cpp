@@ -438,5 +438,61 @@ TEST(TaskMetrics, ClassifyTopOneTopFiveAndDetectionDiceIou) {
   EXPECT_THROW(quant::parse_task("segment"), quant::TaskError);
 }
 
+// A task reads only the outputs it is defined on: anything else is an error saying what it needs, not a
+// figure (an identity model's [1, 3, 60, 200] output once gave "top-1 agreement 95.8%" over 720 "inputs",
+// and a classifier's [1, 2] scores "same string on 4 of 4").
+TEST(TaskMetrics, ATaskRefusesAnOutputItCannotRead) {
+  using quant::Task;
+  auto message = [](Task t, const Shape& s) -> std::string {
+    try {
+      quant::check_task_output(t, s);
+    } catch (const quant::TaskError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  for (const Shape& s : {Shape{1000}, Shape{4, 1000}, Shape{1, 1000, 1, 1}, Shape{-1, 10}})
+    EXPECT_EQ(message(Task::kClassify, s), "") << shape_to_string(s);
+  for (const Shape& s : {Shape{1, 3, 60, 200}, Shape{1, 1}, Shape{2, 10, 7, 7}, Shape{}})
+    EXPECT_NE(message(Task::kClassify, s), "") << shape_to_string(s);
+  EXPECT_EQ(
+      message(Task::kClassify, {1, 3, 60, 200}),
+      "--task classify reads class scores, [N, classes] (or [classes], [N, classes, 1, 1]); the model's "
+      "first output is 1x3x60x200");
+  for (const Shape& s : {Shape{1, 40, 6625}, Shape{-1, 40, 6625}})
+    EXPECT_EQ(message(Task::kOcrRec, s), "") << shape_to_string(s);
+  for (const Shape& s :
+       {Shape{1, 2}, Shape{40, 6625}, Shape{4, 40, 6625}, Shape{1, 3, 48, 320}, Shape{1, 40, 1}})
+    EXPECT_NE(message(Task::kOcrRec, s), "") << shape_to_string(s);
+  for (const Shape& s : {Shape{1, 1, 640, 640}, Shape{1, 640, 640}, Shape{-1, 1, -1, -1}})
+    EXPECT_EQ(message(Task::kOcrDet, s), "") << shape_to_string(s);
+  for (const Shape& s : {Shape{1, 2}, Shape{1, 3, 640, 640}, Shape{6625}, Shape{640, 640}})
+    EXPECT_NE(message(Task::kOcrDet, s), "") << shape_to_string(s);
+  for (const Shape& s : {Shape{1, 2}, Shape{1, 3, 640, 640}, Shape{}})
+    EXPECT_EQ(message(Task::kRegress, s), "");
+
+  // The evaluator applies the same check, and reads [N, classes, 1, 1] as [N, classes].
+  quant::TaskOptions o;
+  o.task = Task::kClassify;
+  quant::TaskEvaluator cls(o);
+  cls.add(Tensor::from_floats({2, 3, 1, 1}, {0, 5, 1, 7, 2, 3}),
+          Tensor::from_floats({2, 3, 1, 1}, {0, 5, 1, 2, 7, 3}));
+  EXPECT_EQ(cls.metrics().inputs, 2);
+  EXPECT_DOUBLE_EQ(cls.metrics().top1_rate(), 0.5);
+  EXPECT_THROW(
+      cls.add(Tensor::from_floats({1, 2, 2}, {0, 1, 2, 3}), Tensor::from_floats({1, 2, 2}, {0, 1, 2, 3})),
+      quant::TaskError);
+  // ocr-det scores a probability map: fp32 values outside [0, 1] (logits) are refused, naming their range.
+  o.task = Task::kOcrDet;
+  quant::TaskEvaluator det(o);
+  try {
+    det.add(Tensor::from_floats({1, 1, 1, 3}, {-2.5f, 0.5f, 3}),
+            Tensor::from_floats({1, 1, 1, 3}, {-2.5f, 0.5f, 3}));
+    ADD_FAILURE() << "logits were scored as a probability map";
+  } catch (const quant::TaskError& e) {
+    EXPECT_NE(std::string(e.what()).find("reaches -2.5 .. 3 in fp32"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace npusim::compiler
