@@ -70,6 +70,11 @@ struct ImageGeometry {
 // Throws PreprocessError("<what> ...") when `input_shape` cannot take one image; `what` names the input.
 ImageGeometry image_geometry(const Preprocess& p, const Shape& input_shape, const std::string& what);
 
+// Throws PreprocessError when `p.dtype` is not the element type of the model input it feeds (`what` names
+// it): float32 for a floating-point input, uint8 or int8 for one of those. Cast on the way in, a float32
+// image in [0, 1] would reach a uint8 input as 0s and 1s, and uint8 codes a float input unnormalised.
+void check_image_dtype(const Preprocess& p, DataType input, const std::string& what);
+
 // The model input for one image: resized/letterboxed to the input's height x width, channels
 // reordered (a 1-channel input takes the ITU-R BT.601 grey level, normalised with mean.r and std.r),
 // normalised, laid out and typed as `p` says. `file` names the image in errors.

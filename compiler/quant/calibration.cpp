@@ -461,6 +461,7 @@ static Tensor read_sample_file(const Graph& g, const std::string& input, const f
                                input + "' (resize, scale, mean/std, layout)");
       const Value& v = g.value(input);
       try {
+        check_image_dtype(*preprocess, v.dtype, p.string() + ": model input '" + input + "'");
         return preprocess_image(read_image(p.string()), *preprocess, v.shape, p.string());
       } catch (const ImageError& e) {
         throw CalibrationError(e.what());

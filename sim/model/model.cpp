@@ -294,7 +294,9 @@ void add_functional_hooks(const isa::Program& program, const CompiledModel* comp
                           arch::RunOptions& run) {
   run.functional = true;
   run.before_run = [&program, compiled, &io](arch::datapath::MachineState& state) {
-    const auto inputs = io.inputs_dir.empty() ? random_inputs(program, io.seed) : read_inputs(program, io.inputs_dir, io.preprocess);
+    const auto inputs = io.inputs_dir.empty() ? random_inputs(program, io.seed)
+                                              : read_inputs(program, io.inputs_dir, io.preprocess,
+                                                            compiled ? &compiled->lowered : nullptr);
     for (const isa::TensorBinding& b : program.tensors) {
       auto it = inputs.find(b.name);
       if (b.role != isa::TensorBinding::Role::kInput || it == inputs.end()) continue;

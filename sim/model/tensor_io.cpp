@@ -112,7 +112,8 @@ std::string image_for(const std::string& dir, const std::string& stem, bool only
 }  // namespace
 
 std::map<std::string, std::vector<float>> read_inputs(const isa::Program& program, const std::string& dir,
-                                                      const compiler::Preprocess* preprocess) {
+                                                      const compiler::Preprocess* preprocess,
+                                                      const compiler::Graph* graph) {
   std::map<std::string, std::vector<float>> values;
   int index = -1;  // the binding's position among the inputs (ONNX test data names files input_K.pb)
   int inputs = 0;
@@ -153,6 +154,9 @@ std::map<std::string, std::vector<float>> read_inputs(const isa::Program& progra
                         path, b.name));
       }
       try {
+        if (graph && graph->has_value(b.name))
+          compiler::check_image_dtype(*preprocess, graph->value(b.name).dtype,
+                                      path + ": model input '" + b.name + "'");
         v = compiler::preprocess_image(compiler::read_image(path), *preprocess, dims_of(b), path)
                 .to_float_vector();
       } catch (const std::runtime_error& e) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "compiler/io/preprocess.h"
+#include "compiler/ir/graph.h"
 #include "compiler/ir/tensor.h"
 #include "isa/isa.h"
 #include "isa/program.h"
@@ -32,9 +33,11 @@ std::string tensor_file_stem(const std::string& name);
 // `dir/input_K.pb` for the K-th input (from 0) -- for every input binding of `program`,
 // checks the element count against the binding's dims and returns logical float values by name.
 // With `preprocess`, an image `dir/NAME.png|.jpg|.jpeg` (or, for a model with one input, the folder's
-// only image) is pre-processed into the input instead.
+// only image) is pre-processed into the input instead; with `graph`, the pre-processing's dtype must be the
+// input's element type there (compiler::check_image_dtype).
 std::map<std::string, std::vector<float>> read_inputs(const isa::Program& program, const std::string& dir,
-                                                      const compiler::Preprocess* preprocess = nullptr);
+                                                      const compiler::Preprocess* preprocess = nullptr,
+                                                      const compiler::Graph* graph = nullptr);
 // Seeded standard-normal values for every input binding (when the user gives no --inputs).
 std::map<std::string, std::vector<float>> random_inputs(const isa::Program& program, uint32_t seed);
 // Writes `dir/NAME.npy` (float32, the binding's dims) for each value; returns "PATH (SHAPE)" of each

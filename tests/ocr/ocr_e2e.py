@@ -206,6 +206,11 @@ def case_images():
     p = run(["run"] + base + ["--calibration", cal], expect=2)
     check("nan.npy: 1 of 768 values are NaN or infinite" in p.stderr, p.stderr)
     os.remove(os.path.join(cal, "nan.npy"))
+    u8 = os.path.join(tmp, "u8.yaml")
+    with open(u8, "w") as f:
+        f.write("resize: stretch\ndtype: uint8\n")
+    p = run(["run", model, "--precision", "int8", "--preprocess", u8, "--calibration", cal], expect=2)
+    check("model input 'x' is float32 but the pre-processing gives dtype uint8" in p.stderr, p.stderr)
     idle = os.path.join(tmp, "idle.yaml")
     with open(idle, "w") as f:
         f.write("resize: stretch\nanchor: top_left\n")

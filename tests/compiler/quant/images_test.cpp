@@ -210,6 +210,30 @@ TEST(Preprocess, BgrNhwcUint8PutsBlueFirstAndSaturates) {
   EXPECT_EQ(t.i, (std::vector<int64_t>{255, 200, 100}));
 }
 
+// The description's dtype is the input's element type, or the image is refused: cast on the way in, a
+// float32 image in [0, 1] reached a uint8 input as 0s and 1s.
+TEST(Preprocess, TheDtypeMustBeTheInputsElementType) {
+  Preprocess p;
+  EXPECT_NO_THROW(check_image_dtype(p, DataType::kFloat32, "x"));
+  EXPECT_NO_THROW(check_image_dtype(p, DataType::kFloat16, "x"));
+  try {
+    check_image_dtype(p, DataType::kUInt8, "a.png: model input 'x'");
+    ADD_FAILURE() << "float32 pixels accepted by a uint8 input";
+  } catch (const PreprocessError& e) {
+    EXPECT_EQ(
+        std::string(e.what()),
+        "a.png: model input 'x' is uint8 but the pre-processing gives dtype float32 (set dtype: uint8, with "
+        "the scale, mean and std that input expects)");
+  }
+  p.dtype = Preprocess::Dtype::kUint8;
+  EXPECT_NO_THROW(check_image_dtype(p, DataType::kUInt8, "x"));
+  EXPECT_THROW(check_image_dtype(p, DataType::kFloat32, "x"), PreprocessError);
+  EXPECT_THROW(check_image_dtype(p, DataType::kInt8, "x"), PreprocessError);
+  p.dtype = Preprocess::Dtype::kInt8;
+  EXPECT_NO_THROW(check_image_dtype(p, DataType::kInt8, "x"));
+  EXPECT_THROW(check_image_dtype(p, DataType::kInt64, "x"), PreprocessError);
+}
+
 TEST(Preprocess, LetterboxTopLeftKeepsTheAspectRatioAndPadsWithPadValue) {
   // 2x1 white image into 4x4: scale min(4/2, 4/1) = 2 -> 4x2 at the top, rows 2..3 padding.
   const Image img = image(2, 1, {255, 255, 255, 255, 255, 255});
