@@ -96,10 +96,19 @@ std::vector<std::string> read_keys_file(const std::string& path) {
   std::string line;
   while (std::getline(in, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (keys.empty() && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // a UTF-8 byte-order mark
     keys.push_back(line);
   }
   if (keys.empty()) throw TaskError(path + ": the keys file is empty (expected one character per line)");
   return keys;
+}
+
+void check_keys(const std::vector<std::string>& keys, int64_t classes, const std::string& path) {
+  const auto n = static_cast<int64_t>(keys.size());
+  if (classes < 0 || classes == n + 1 || classes == n + 2) return;
+  throw TaskError(path + " has " + std::to_string(n) + " keys, but the model's output has " +
+                  std::to_string(classes) + " classes, which takes " + std::to_string(classes - 2) + " or " +
+                  std::to_string(classes - 1) + " (the CTC blank first, one class per key, a space last)");
 }
 
 std::vector<int64_t> ctc_greedy_decode(const Tensor& scores) {

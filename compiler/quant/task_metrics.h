@@ -42,6 +42,11 @@ void check_task_output(Task task, const Shape& shape);
 // The keys file: one entry per line (UTF-8, the line ending removed). Throws TaskError naming the file.
 std::vector<std::string> read_keys_file(const std::string& path);
 
+// Throws TaskError unless a recogniser with `classes` output classes reads `keys` (from `path`): the CTC
+// blank first, one class per key, and PaddleOCR's optional space last, so classes = keys + 1 or + 2. A
+// wrong keys file would turn every decoded string into other characters.
+void check_keys(const std::vector<std::string>& keys, int64_t classes, const std::string& path);
+
 // CTC greedy decoding of a [1, T, C] (or [T, C]) score tensor: the argmax per step, repeats merged,
 // blanks (class 0) dropped. Returns class indices.
 std::vector<int64_t> ctc_greedy_decode(const Tensor& scores);

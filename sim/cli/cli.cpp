@@ -826,7 +826,11 @@ void accuracy_report(Context& /*ctx*/, const CompiledModel& cm, const isa::NpuCo
       // Before any evaluation input runs: an output the task cannot read is a usage error.
       if (!cm.lowered.outputs.empty() && cm.lowered.value(cm.lowered.outputs[0]).shape_known)
         q::check_task_output(t.task, cm.lowered.value(cm.lowered.outputs[0]).shape);
-      if (!a.keys.empty()) t.keys = q::read_keys_file(a.keys);
+      if (!a.keys.empty()) {
+        t.keys = q::read_keys_file(a.keys);
+        const compiler::Value& out = cm.lowered.value(cm.lowered.outputs.at(0));
+        if (out.shape_known && !out.shape.empty()) q::check_keys(t.keys, out.shape.back(), a.keys);
+      }
     } catch (const q::TaskError& e) {
       throw UsageError(e.what());
     }

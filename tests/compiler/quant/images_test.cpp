@@ -465,6 +465,28 @@ TEST(TaskMetrics, ClassifyTopOneTopFiveAndDetectionDiceIou) {
 // A task reads only the outputs it is defined on: anything else is an error saying what it needs, not a
 // figure (an identity model's [1, 3, 60, 200] output once gave "top-1 agreement 95.8%" over 720 "inputs",
 // and a classifier's [1, 2] scores "same string on 4 of 4").
+TEST(TaskMetrics, AKeysFileMustFitTheRecognisersClasses) {
+  const fs::path d = scratch("keys");
+  // A byte-order mark and Windows line endings are not part of the keys.
+  std::ofstream(d / "keys.txt", std::ios::binary) << "\xEF\xBB\xBF"
+                                                  << "a\r\nb\r\nc\r\n";
+  const std::vector<std::string> keys = quant::read_keys_file((d / "keys.txt").string());
+  EXPECT_EQ(keys, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_NO_THROW(quant::check_keys(keys, 4, "keys.txt"));   // blank + 3 keys
+  EXPECT_NO_THROW(quant::check_keys(keys, 5, "keys.txt"));   // ... + space
+  EXPECT_NO_THROW(quant::check_keys(keys, -1, "keys.txt"));  // not known before the run
+  try {
+    quant::check_keys(keys, 6625, "keys.txt");
+    ADD_FAILURE() << "3 keys accepted for 6625 classes";
+  } catch (const quant::TaskError& e) {
+    EXPECT_EQ(
+        std::string(e.what()),
+        "keys.txt has 3 keys, but the model's output has 6625 classes, which takes 6623 or 6624 (the CTC "
+        "blank first, one class per key, a space last)");
+  }
+  EXPECT_THROW(quant::check_keys(keys, 3, "keys.txt"), quant::TaskError);
+}
+
 TEST(TaskMetrics, ATaskRefusesAnOutputItCannotRead) {
   using quant::Task;
   auto message = [](Task t, const Shape& s) -> std::string {
