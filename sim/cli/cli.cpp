@@ -744,6 +744,17 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
   return o;
 }
 
+// e2e::plan_pipeline; a --preprocess description the model's input cannot take (not an image input) is a
+// usage error naming the file.
+e2e::E2eResult plan_pipeline_or_throw(const e2e::PipelineSpec& spec, const isa::Program& program,
+                                      const isa::NpuConfig& config, int64_t batch) {
+  try {
+    return e2e::plan_pipeline(spec, program, config, batch);
+  } catch (const compiler::PreprocessError& e) {
+    throw UsageError(fmt::format("--preprocess {} with --pipeline: {}", spec.preprocess_source, e.what()));
+  }
+}
+
 // --preprocess: read once, validated like a configuration file (exit 2 naming file:line:col and key).
 void load_preprocess(ModelCliOptions& m) {
   if (m.preprocess_file.empty() || m.preprocess) return;
@@ -1163,6 +1174,16 @@ int cmd_run(Context& ctx, const Command& cmd) {
   }
   load_preprocess(m);
   io.preprocess = m.preprocess ? &*m.preprocess : nullptr;
+  if (pipeline_spec && m.preprocess) {
+    // One description of the pre-processing: the pipeline costs the steps calibration and evaluation run.
+    if (!pipeline_spec->pre.empty())
+      throw UsageError(fmt::format(
+          "{} has pre: stages and --preprocess describes the pre-processing too; give one (without pre:, the "
+          "pipeline runs --preprocess's steps)",
+          pipeline_file));
+    pipeline_spec->preprocess = m.preprocess;
+    pipeline_spec->preprocess_source = m.preprocess_file;
+  }
   if (!m.calibration_samples_given && !o.functional && !acc.accuracy && !acc.advise_sqnr) {
     // Timing only: int8 scales change no cycle count, so one synthetic input is enough to place the
     // layers (calibrating ResNet-50 on 32 inputs costs about a minute of interpreter time).
@@ -1186,7 +1207,7 @@ int cmd_run(Context& ctx, const Command& cmd) {
         throw UsageError(
             "stream.batch applies to models, not to a compiled program (compile it with --batch)");
       }
-      pipeline = e2e::plan_pipeline(*pipeline_spec, program, config, 1);
+      pipeline = plan_pipeline_or_throw(*pipeline_spec, program, config, 1);
     }
     return simulate_and_report(ctx, o, model, program, config, nullptr, io, nullptr,
                                pipeline ? &*pipeline : nullptr);
@@ -1225,8 +1246,8 @@ int cmd_run(Context& ctx, const Command& cmd) {
   CommonOptions body = o;  // with --split, the traces are the cores' run (multicore_study)
   if (split != multicore::Split::kNone) body.trace = body.trace_csv = "";
   if (pipeline_spec) {
-    pipeline =
-        e2e::plan_pipeline(*pipeline_spec, compiled.result.program, config, std::max<int64_t>(1, m.batch));
+    pipeline = plan_pipeline_or_throw(*pipeline_spec, compiled.result.program, config,
+                                      std::max<int64_t>(1, m.batch));
   }
   const int rc = simulate_and_report(ctx, body, model, compiled.result.program, config, &compiled, io,
                                      &extras, pipeline ? &*pipeline : nullptr);

@@ -2,8 +2,8 @@
 // The costed kernel library of end-to-end pipelines (docs/e2e.md "Kernels"): how many host CPU
 // operations a pre- or post-processing kernel costs for its size, and what an element-wise kernel
 // costs when inserted on the NPU's vector unit. Costs depend only on the operation type and its
-// element (pixel) count, so any description of pre-processing (e.g. a model's --preprocess file) can be
-// costed by mapping each of its steps onto a Kernel and a count.
+// element (pixel) count, so any description of pre-processing can be costed by mapping each of its steps
+// onto a Kernel and a count (sim/e2e/preprocess_stages.h does it for a model's --preprocess file).
 #include <cstdint>
 #include <optional>
 #include <string>

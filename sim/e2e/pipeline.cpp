@@ -8,6 +8,7 @@
 #include "isa/ceil_div.h"
 #include "isa/json_text.h"
 #include "isa/timing/units.h"
+#include "sim/e2e/preprocess_stages.h"
 
 namespace npusim::sim::e2e {
 namespace {
@@ -45,6 +46,17 @@ ModelIo model_io(const isa::Program& program) {
   }
   return io;
 }
+
+namespace {
+
+// The first input binding's dims (logical, batch first).
+compiler::Shape model_input_shape(const isa::Program& program) {
+  for (const isa::TensorBinding& t : program.tensors)
+    if (t.role == isa::TensorBinding::Role::kInput) return compiler::Shape(t.dims.begin(), t.dims.end());
+  return {};
+}
+
+}  // namespace
 
 E2eResult plan_pipeline(const PipelineSpec& spec, const isa::Program& program, const isa::NpuConfig& config,
                         int64_t batch) {
@@ -99,10 +111,16 @@ E2eResult plan_pipeline(const PipelineSpec& spec, const isa::Program& program, c
   };
 
   // Pre-processing on the host; the bytes that cross the link are the data at the first NPU stage.
+  std::vector<StageSpec> pre = spec.pre;
+  if (spec.preprocess) {
+    pre = preprocess_stages(*spec.preprocess, model_input_shape(program));
+    r.notes.push_back(fmt::format("pre-processing: the steps of {} (resize, colour, normalisation, layout)",
+                                  spec.preprocess_source));
+  }
   int64_t transfer_bytes = io.input_bytes;
   bool npu_pre = false;
   std::vector<const StageSpec*> npu_stages;
-  for (const StageSpec& s : spec.pre) {
+  for (const StageSpec& s : pre) {
     if (s.on == Placement::kNpu && !npu_pre) {
       npu_pre = true;
       transfer_bytes = elements * bpe * r.batch;

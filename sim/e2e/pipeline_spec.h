@@ -4,10 +4,12 @@
 // host link, post-processing stages from a costed kernel library (sim/e2e/kernels.h), and optionally a
 // stream of frames. This file parses and validates the YAML; sim/e2e/pipeline.h costs it.
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "compiler/io/preprocess.h"
 #include "sim/config/yaml_errors.h"
 #include "sim/e2e/kernels.h"
 
@@ -65,6 +67,10 @@ struct PipelineSpec {
   // Zero width: no frame given (the pre-processing stages start from the model's input).
   int64_t frame_width = 0, frame_height = 0, frame_channels = 3, frame_bytes_per_element = 1;
   std::vector<StageSpec> pre;
+  // Set from --preprocess when the file has no `pre:` (sim/e2e/preprocess_stages.h): plan_pipeline then
+  // runs that description's steps, sized for the model's input, instead of `pre`.
+  std::optional<compiler::Preprocess> preprocess;
+  std::string preprocess_source;  // the description's file, for the report's notes
   TransferSpec input;
   TransferSpec output;
   std::vector<StageSpec> post;

@@ -129,6 +129,40 @@ TEST(PipelineCli, BadPipelineFilesExit2NamingFileLineColumnAndKey) {
   EXPECT_NE(batch.err.find("batch.yaml:2:3: stream.batch: 2 but --batch 4"), std::string::npos) << batch.err;
 }
 
+// --preprocess and a pipeline without pre: -- the pipeline runs the description's steps (the ones
+// calibration and evaluation compute), costed exactly as the same steps written as pre: stages.
+TEST(PipelineCli, PreprocessDescribesThePipelinesPreProcessing) {
+  const std::string dir = temp_dir("pipeline_preprocess");
+  const std::string rest = "input: {transfer: copy}\npost:\n  - {op: topk, k: 5}\n";
+  write_file(dir + "/bare.yaml", "frame: {width: 640, height: 480}\n" + rest);
+  // demo's input is 1x3x32x32: PaddleOCR-style letterbox, BGR, mean/std, NCHW.
+  write_file(dir + "/written.yaml",
+             "frame: {width: 640, height: 480}\npre:\n  - {op: resize, width: 32, height: 32}\n"
+             "  - {op: convert_color}\n  - {op: normalize}\n  - {op: layout}\n" +
+                 rest);
+  const std::string pre = kSource + "/tests/ocr/rec.yaml";
+  const CommandResult a = npusim(
+      {"run", "demo", "--pipeline", dir + "/bare.yaml", "--preprocess", pre, "--report", dir + "/a.json"});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const CommandResult b =
+      npusim({"run", "demo", "-q", "--pipeline", dir + "/written.yaml", "--report", dir + "/b.json"});
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const std::string stages =
+      "[(s['name'], s['op'], s['unit'], s['elements'], s['cycles']) for s in r['e2e']['stages']]";
+  EXPECT_EQ(json_eval(dir + "/a.json", stages), json_eval(dir + "/b.json", stages));
+  EXPECT_EQ(json_eval(dir + "/a.json", "[s['op'] for s in r['e2e']['stages'] if s['kind'] == 'pre']"),
+            "['resize', 'convert_color', 'normalize', 'layout']");
+  EXPECT_NE(a.out.find("note: pre-processing: the steps of " + pre), std::string::npos) << a.out;
+  // Both at once: exit 2, give one.
+  const CommandResult both =
+      npusim({"run", "demo", "--pipeline", dir + "/written.yaml", "--preprocess", pre});
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.err.find(
+                "written.yaml has pre: stages and --preprocess describes the pre-processing too; give one"),
+            std::string::npos)
+      << both.err;
+}
+
 TEST(PipelineCli, TheShippedPipelinesRun) {
   for (const char* p : {"classifier", "detector"}) {
     const CommandResult r =

@@ -11,6 +11,7 @@
 #include "sim/e2e/kernels.h"
 #include "sim/e2e/pipeline.h"
 #include "sim/e2e/pipeline_spec.h"
+#include "sim/e2e/preprocess_stages.h"
 
 namespace npusim::sim::e2e {
 namespace {
@@ -23,6 +24,48 @@ std::string errors_of(const std::string& text) {
     return e.what();
   }
   return "";
+}
+
+// The kernels and sizes of a --preprocess description's steps (docs/e2e.md, "Pre-processing from
+// --preprocess").
+std::string stages_of(const compiler::Preprocess& p, const compiler::Shape& input) {
+  std::string out;
+  for (const StageSpec& s : preprocess_stages(p, input)) {
+    out += (out.empty() ? "" : " ") + s.name;
+    if (s.kernel == Kernel::kResize)
+      out += "(" + std::to_string(s.width) + "x" + std::to_string(s.height) + (s.nearest ? " nearest)" : ")");
+  }
+  return out;
+}
+
+TEST(PreprocessStages, EachStepOfTheDescriptionIsAStage) {
+  using compiler::Preprocess;
+  // PaddleOCR's recogniser (tests/ocr/rec.yaml): letterbox, BGR, (x / 255 - 0.5) / 0.5, NCHW float32.
+  Preprocess rec;
+  rec.resize = Preprocess::Resize::kLetterbox;
+  rec.channel_order = Preprocess::ChannelOrder::kBgr;
+  rec.mean = {0.5, 0.5, 0.5};
+  rec.std = {0.5, 0.5, 0.5};
+  EXPECT_EQ(stages_of(rec, {1, 3, 48, 320}), "resize(320x48) convert_color normalize layout");
+  // A batch of 4 is four frames of one image each.
+  EXPECT_EQ(stages_of(rec, {4, 3, 48, 320}), "resize(320x48) convert_color normalize layout");
+  // RGB with the defaults (x / 255, NCHW float32): no colour stage.
+  EXPECT_EQ(stages_of(Preprocess{}, {1, 3, 224, 224}), "resize(224x224) normalize layout");
+  // An int8 model that takes the pixels as they are, NHWC, nearest resize: the resize alone.
+  Preprocess raw;
+  raw.interpolation = Preprocess::Interpolation::kNearest;
+  raw.scale = 1;
+  raw.layout = Preprocess::Layout::kNhwc;
+  raw.dtype = Preprocess::Dtype::kUint8;
+  EXPECT_EQ(stages_of(raw, {1, 96, 128, 3}), "resize(128x96 nearest)");
+  // The same pixels into a float32 input: a cast; without resizing, no resize stage; one channel: grey.
+  raw.dtype = Preprocess::Dtype::kFloat32;
+  raw.resize = Preprocess::Resize::kNone;
+  EXPECT_EQ(stages_of(raw, {1, 96, 128, 3}), "cast");
+  raw.layout = Preprocess::Layout::kNchw;
+  EXPECT_EQ(stages_of(raw, {1, 1, 28, 28}), "convert_color cast layout");
+  // An input that is not an image.
+  EXPECT_THROW(preprocess_stages(rec, {3, 48, 320}), compiler::PreprocessError);
 }
 
 TEST(PipelineSpec, ParsesEveryKey) {
