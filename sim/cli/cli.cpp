@@ -478,6 +478,8 @@ struct ModelCliOptions {
   bool ptq_recipe_given = false;
   int empirical_bias_samples = 8;          // --empirical-bias-samples (QuantOptions' default)
   bool empirical_bias_samples_given = false;
+  // String-valued int8 quantization options given on the command line (check_int8_options_apply).
+  std::vector<std::string> int8_only_given;
   bool verbose = false;
   bool graphs = false;       // --graphs
   std::string graph_dumps;  // --graphs: what compile_model printed, for print_graphs
@@ -534,8 +536,12 @@ po::options_description precision_options(ModelCliOptions& m) {
       }),
       "calibration samples read from DIR (0 = all) or generated: seeded N(0,1) inputs, flagged in the report "
       "(default 32; a timing-only run, without --functional or --accuracy, calibrates on 1: scales do not "
-      "change timing)")("calibration-method", po::value(&m.calibration_method)->value_name("M"),
-                        "minmax, percentile (default), entropy or mse")(
+      "change timing)")(
+      "calibration-method",
+      po::value(&m.calibration_method)
+          ->notifier([&m](const std::string&) { m.int8_only_given.push_back("--calibration-method"); })
+          ->value_name("M"),
+      "minmax, percentile (default), entropy or mse")(
       "calibration-percentile",
       po::value<double>()->value_name("P")->notifier([&m](double v) { m.calibration_percentile = v; }),
       "percentile calibration: keep P % of each tensor's magnitudes inside its int8 range, clipping the rest "
@@ -544,13 +550,23 @@ po::options_description precision_options(ModelCliOptions& m) {
       "how PNG/JPEG images in --calibration, --accuracy-inputs and --inputs become the model's input: resize "
       "or "
       "letterbox, channel order, scale, mean/std, layout, dtype (docs/quantization.md, \"Images as inputs "
-      "and task metrics\")")("weights", po::value(&m.weights)->value_name("G"),
-                             "int8 weight scales: per-channel (default) or per-tensor")(
-      "weight-range", po::value(&m.weight_range)->value_name("R"),
+      "and task metrics\")")(
+      "weights",
+      po::value(&m.weights)
+          ->notifier([&m](const std::string&) { m.int8_only_given.push_back("--weights"); })
+          ->value_name("G"),
+      "int8 weight scales: per-channel (default) or per-tensor")(
+      "weight-range",
+      po::value(&m.weight_range)
+          ->notifier([&m](const std::string&) { m.int8_only_given.push_back("--weight-range"); })
+          ->value_name("R"),
       "int8 weight scales' range: minmax (max |w|, default), mse (the clip minimising the weights' squared "
       "rounding and clipping error) or output-mse (the clip minimising the expected output error, from the "
       "calibration inputs' per-channel means and variances; docs/quantization.md)")(
-      "activations", po::value(&m.activations)->value_name("S"),
+      "activations",
+      po::value(&m.activations)
+          ->notifier([&m](const std::string&) { m.int8_only_given.push_back("--activations"); })
+          ->value_name("S"),
       "int8 activations: asymmetric (uint8 with a zero point, default) or symmetric (int8, zero point 0)")(
       "bias-correction", po::bool_switch(&m.bias_correction),
       "int8: fold the mean shift that rounding the weights causes (from the calibration inputs' per-channel "
@@ -753,6 +769,34 @@ e2e::E2eResult plan_pipeline_or_throw(const e2e::PipelineSpec& spec, const isa::
   } catch (const compiler::PreprocessError& e) {
     throw UsageError(fmt::format("--preprocess {} with --pipeline: {}", spec.preprocess_source, e.what()));
   }
+}
+
+// The int8 quantization options given for a run that quantizes nothing would be silently inert: exit 2 naming
+// them. (--cle and --smoothquant rewrite the float graph, which an fp32 run computes: not inert.)
+// `calibration_evaluates`: --calibration DIR also feeds the accuracy report's evaluation (no
+// --accuracy-inputs), so it is not inert.
+void check_int8_options_apply(const ModelCliOptions& m, const CompiledModel& cm, bool calibration_evaluates) {
+  if (cm.plan.has_int8() || cm.prequantized) return;
+  std::vector<std::string> given = m.int8_only_given;
+  const std::pair<bool, const char*> flags[] = {
+      {!m.calibration_dir.empty() && !calibration_evaluates, "--calibration"},
+      {m.calibration_samples_given, "--calibration-samples"},
+      {m.calibration_percentile.has_value(), "--calibration-percentile"},
+      {m.bias_correction, "--bias-correction"},
+      {m.bias_correction_nonnegative, "--bias-correction-nonnegative"},
+      {m.no_bias_correction, "--no-bias-correction"},
+      {m.empirical_bias_correction, "--empirical-bias-correction"},
+      {m.empirical_bias_samples_given, "--empirical-bias-samples"},
+      {m.ptq_recipe_given, "--ptq-recipe"}};
+  for (const auto& [on, name] : flags)
+    if (on) given.emplace_back(name);
+  if (given.empty()) return;
+  std::string list;
+  for (size_t k = 0; k < given.size(); ++k) list += (k ? ", " : "") + given[k];
+  throw UsageError(fmt::format(
+      "{} {} int8 quantization, and this run quantizes no layer (--precision {}): add "
+      "--precision int8 or an int8 --precision-override, or drop {}",
+      list, given.size() == 1 ? "applies to" : "apply to", m.precision, given.size() == 1 ? "it" : "them"));
 }
 
 // --preprocess: read once, validated like a configuration file (exit 2 naming file:line:col and key).
@@ -1174,6 +1218,12 @@ int cmd_run(Context& ctx, const Command& cmd) {
   }
   load_preprocess(m);
   io.preprocess = m.preprocess ? &*m.preprocess : nullptr;
+  if (m.preprocess && m.calibration_dir.empty() && io.inputs_dir.empty() && acc.inputs_dir.empty() &&
+      acc.advise_inputs.empty() && !pipeline_spec)
+    throw UsageError(
+        "--preprocess says how images become the model's input, but nothing in this run reads images or "
+        "costs "
+        "a pipeline (--calibration, --inputs, --accuracy-inputs, --advise-inputs or --pipeline)");
   if (pipeline_spec && m.preprocess) {
     // One description of the pre-processing: the pipeline costs the steps calibration and evaluation run.
     if (!pipeline_spec->pre.empty())
@@ -1235,6 +1285,7 @@ int cmd_run(Context& ctx, const Command& cmd) {
   const CompiledModel compiled = study        ? std::move(study->main_model)
                                  : generation ? std::move(generation->prefill)
                                               : compile_or_throw(model, config, m);
+  check_int8_options_apply(m, compiled, (acc.accuracy || acc.advise_sqnr) && acc.inputs_dir.empty());
   write_mapping_out(ctx, o, m, model, compiled);
   print_mapping(ctx, m, compiled);
   if (acc.accuracy || acc.advise_sqnr) accuracy_report(ctx, compiled, config, m, acc, io.seed, extras);
@@ -1421,6 +1472,7 @@ int cmd_compile(Context& ctx, const Command& cmd) {
   const isa::NpuConfig config = resolve_config(o);
   if (dyn.active()) return compile_profiles(ctx, m, dyn, model, output, asm_out, quiet, config);
   CompiledModel compiled = compile_or_throw(model, config, m);
+  check_int8_options_apply(m, compiled, false);
   write_mapping_out(ctx, o, m, model, compiled);
   compiled.result.program.machine = isa::to_spec_text(config);
   try {

@@ -256,6 +256,41 @@ TEST(Cli, BatchOutOfRangeOrOnAFixedShapeModelIsAUsageError) {
 namespace npusim::test {
 namespace {
 
+// An int8 quantization option on a run that quantizes nothing would do nothing: exit 2 naming it.
+TEST(Cli, Int8QuantizationOptionsOnARunWithoutInt8LayersAreUsageErrors) {
+  CommandResult r = npusim({"run", "demo", "-q", "--precision", "fp16", "--calibration-method", "mse"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--calibration-method applies to int8 quantization, and this run quantizes no layer "
+                       "(--precision fp16)"),
+            std::string::npos)
+      << r.err;
+  r = npusim(
+      {"run", "demo", "-q", "--precision", "fp32", "--weights", "per-tensor", "--empirical-bias-correction"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--weights, --empirical-bias-correction apply to int8 quantization"),
+            std::string::npos)
+      << r.err;
+  r = npusim({"compile", "demo", "--precision", "fp16", "--no-bias-correction", "-o",
+              temp_dir("int8_inert") + "/p.npu"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--no-bias-correction applies to int8 quantization"), std::string::npos) << r.err;
+  // --cle rewrites the float graph an fp32 run computes: it applies (quant_e2e_cle checks the function is
+  // kept).
+  EXPECT_EQ(npusim({"run", "demo", "-q", "--precision", "fp32", "--cle"}).exit_code, 0);
+  // A pre-processing description nothing reads.
+  r = npusim({"run", "demo", "-q", "--preprocess", std::string(NPUSIM_SOURCE_DIR) + "/tests/ocr/rec.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(
+      r.err.find("--preprocess says how images become the model's input, but nothing in this run reads"),
+      std::string::npos)
+      << r.err;
+  // The same options where something is int8 (the whole model, or one layer) run.
+  EXPECT_EQ(npusim({"run", "demo", "-q", "--precision", "int8", "--calibration-method", "mse"}).exit_code, 0);
+  r = npusim({"run", "demo", "-q", "--precision", "fp16", "--precision-override", "Conv=int8", "--weights",
+              "per-tensor"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 TEST(Cli, ACompiledProgramRunsOnLargerScratchpadsButNotOnSmallerOnesOrAnotherArray) {
   const std::string dir = temp_dir("machine");
   CommandResult r = npusim({"compile", "demo", "-o", dir + "/d.npu", "-q"});
