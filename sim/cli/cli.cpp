@@ -517,6 +517,10 @@ po::options_description model_options(ModelCliOptions& m) {
 
 po::options_description precision_options(ModelCliOptions& m) {
   po::options_description d("Precision and quantization (docs/quantization.md)");
+  // Records a string-valued int8 option as given (check_int8_options_apply).
+  auto given = [&m](const char* name) {
+    return [&m, name](const std::string&) { m.int8_only_given.push_back(name); };
+  };
   d.add_options()(
       "precision", po::value(&m.precision)->value_name("P"),
       "whole-model precision: fp32, fp16, bf16, int8, or auto (default: fp32 when the array has fp32 "
@@ -538,9 +542,7 @@ po::options_description precision_options(ModelCliOptions& m) {
       "(default 32; a timing-only run, without --functional or --accuracy, calibrates on 1: scales do not "
       "change timing)")(
       "calibration-method",
-      po::value(&m.calibration_method)
-          ->notifier([&m](const std::string&) { m.int8_only_given.push_back("--calibration-method"); })
-          ->value_name("M"),
+      po::value(&m.calibration_method)->notifier(given("--calibration-method"))->value_name("M"),
       "minmax, percentile (default), entropy or mse")(
       "calibration-percentile",
       po::value<double>()->value_name("P")->notifier([&m](double v) { m.calibration_percentile = v; }),
@@ -550,23 +552,13 @@ po::options_description precision_options(ModelCliOptions& m) {
       "how PNG/JPEG images in --calibration, --accuracy-inputs and --inputs become the model's input: resize "
       "or "
       "letterbox, channel order, scale, mean/std, layout, dtype (docs/quantization.md, \"Images as inputs "
-      "and task metrics\")")(
-      "weights",
-      po::value(&m.weights)
-          ->notifier([&m](const std::string&) { m.int8_only_given.push_back("--weights"); })
-          ->value_name("G"),
-      "int8 weight scales: per-channel (default) or per-tensor")(
-      "weight-range",
-      po::value(&m.weight_range)
-          ->notifier([&m](const std::string&) { m.int8_only_given.push_back("--weight-range"); })
-          ->value_name("R"),
+      "and task metrics\")")("weights", po::value(&m.weights)->notifier(given("--weights"))->value_name("G"),
+                             "int8 weight scales: per-channel (default) or per-tensor")(
+      "weight-range", po::value(&m.weight_range)->notifier(given("--weight-range"))->value_name("R"),
       "int8 weight scales' range: minmax (max |w|, default), mse (the clip minimising the weights' squared "
       "rounding and clipping error) or output-mse (the clip minimising the expected output error, from the "
       "calibration inputs' per-channel means and variances; docs/quantization.md)")(
-      "activations",
-      po::value(&m.activations)
-          ->notifier([&m](const std::string&) { m.int8_only_given.push_back("--activations"); })
-          ->value_name("S"),
+      "activations", po::value(&m.activations)->notifier(given("--activations"))->value_name("S"),
       "int8 activations: asymmetric (uint8 with a zero point, default) or symmetric (int8, zero point 0)")(
       "bias-correction", po::bool_switch(&m.bias_correction),
       "int8: fold the mean shift that rounding the weights causes (from the calibration inputs' per-channel "
