@@ -11,6 +11,7 @@
 #include "compiler/interp/interpreter.h"
 #include "compiler/io/image.h"
 #include "compiler/io/npy.h"
+#include "compiler/ir/memory_budget.h"
 #include "compiler/quant/emulate.h"
 #include "isa/numerics.h"
 
@@ -566,6 +567,13 @@ std::vector<Sample> load_samples(const Graph& g, const std::string& folder, int 
 }
 
 std::vector<Sample> synthetic_samples(const Graph& g, int n, uint32_t seed) {
+  // All n are held at once: say so before the machine runs out of memory.
+  uint64_t sample_bytes = 0;
+  for (const auto& in : g.inputs)
+    if (g.value(in).fully_known()) sample_bytes += static_cast<uint64_t>(num_elements(g.value(in).shape)) * 4;
+  check_allocation(
+      "holding " + std::to_string(n) + " synthetic inputs of " + format_bytes(sample_bytes) + " each",
+      sample_bytes * static_cast<uint64_t>(std::max(n, 0)), "ask for fewer samples");
   std::vector<Sample> out;
   for (int k = 0; k < n; ++k) {
     std::mt19937 rng(seed + static_cast<uint32_t>(k));

@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -1195,6 +1196,10 @@ int cmd_run(Context& ctx, const Command& cmd) {
     throw UsageError("--accuracy-inputs and --task need --accuracy or --advise-sqnr");
   }
   if (!acc.keys.empty() && acc.task != "ocr-rec") throw UsageError("--keys needs --task ocr-rec");
+  if (acc.advise_sqnr && !std::isfinite(*acc.advise_sqnr))
+    throw UsageError(fmt::format("--advise-sqnr {} is not a number of dB", *acc.advise_sqnr));
+  if (!std::isfinite(acc.threshold_db))
+    throw UsageError(fmt::format("--accuracy-threshold {} is not a number of dB", acc.threshold_db));
   const isa::NpuConfig config = resolve_config(o);
   const multicore::Split split = split_option(split_name, config, o, !pipeline_file.empty());
   std::optional<e2e::E2eResult> pipeline;
