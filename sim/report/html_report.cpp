@@ -769,13 +769,63 @@ void energy_section(std::string& o, const traces::Report& rep, const std::vector
   o += "</section>\n";
 }
 
+// The task metrics (accuracy.task, docs/quantization.md): what a user judges the quantized model by.
+void task_cards(std::string& o, const J& t) {
+  const std::string task = t["task"].str();
+  const std::string inputs =
+      fmt::format("--task {}: {} inputs, quantized vs fp32", task, grouped(t["inputs"].num_or(0)));
+  auto pct = [](double v) { return fmt::format("{:.1f}%", 100 * v); };
+  if (task == "classify") {
+    card(o, "top-1 agreement", pct(t["top1_agreement"].num_or(0)), inputs);
+    card(o, "top-5 agreement", pct(t["top5_agreement"].num_or(0)), "fp32's top-1 among the quantized top-5");
+  } else if (task == "ocr-rec") {
+    card(o, "same string", pct(t["string_agreement"].num_or(0)),
+         fmt::format("{} of {} ({} ignoring leading/trailing spaces)", grouped(t["strings_equal"].num_or(0)),
+                     grouped(t["inputs"].num_or(0)), pct(t["string_agreement_trimmed"].num_or(0))));
+    card(o, "character error rate", pct(t["char_error_rate"].num_or(0)),
+         fmt::format("{} edits over fp32's {} characters", grouped(t["char_edits"].num_or(0)),
+                     grouped(t["reference_chars"].num_or(0))));
+  } else if (task == "ocr-det") {
+    card(o, "text-map F1", fmt::format("{:.4f}", t["f1"].num_or(0)),
+         fmt::format("IoU {:.4f}; {}", t["iou"].num_or(0), inputs));
+  } else if (task == "regress") {
+    card(o, "mean |error|", fmt::format("{:.4g}", t["mean_abs_error"].num_or(0)),
+         fmt::format("relative RMS error {:.4g}; {}", t["relative_rms_error"].num_or(0), inputs));
+  }
+}
+
+// ocr-rec: the first strings the quantized model reads differently from fp32.
+void string_mismatches(std::string& o, const J& t) {
+  const std::vector<J> mm = t["mismatches"].items();
+  if (mm.empty()) return;
+  o += "<h3>Strings read differently (first few)</h3>";
+  table_head(o, "mismatch-table",
+             {{"fp32", "fp32", false, ""},
+              {"quantized", "quantized", false, ""},
+              {"steps", "steps differing", true, "decoding steps whose argmax differs"},
+              {"margin_min", "fp32 margin min", true,
+               "fp32's score of its own choice minus its score of the quantized choice, smallest over those "
+               "steps: small = a near-tie in fp32 itself"}});
+  for (const J& m : mm) {
+    o += "<tr>";
+    text_cell(o, m["fp32"].str());
+    text_cell(o, m["quantized"].str());
+    num_cell(o, m["steps_differing"].num(), grouped(m["steps_differing"].num_or(0)));
+    num_cell(o, m["fp32_margin_min"].num(), fmt::format("{:.4g}", m["fp32_margin_min"].num_or(0)));
+    o += "</tr>\n";
+  }
+  table_end(o);
+}
+
 void accuracy_section(std::string& o, const J& r) {
   const J acc = r["accuracy"];
   if (!acc.is_map()) return;
   const double threshold = acc["bad_layer_sqnr_db"].num_or(0);
   o += "<section id=\"accuracy\"><h2>Accuracy</h2><div class=\"cards\">";
+  const std::string source = acc["evaluation_source"].str();
   card(o, "precision vs fp32", acc["precision"].str(),
-       fmt::format("{} evaluation inputs", grouped(acc["evaluation_inputs"].num_or(0))));
+       fmt::format("{} evaluation inputs{}", grouped(acc["evaluation_inputs"].num_or(0)),
+                   source.empty() ? " (synthetic)" : ": " + source));
   card(o, "output SQNR", fmt::format("{:.2f} dB", acc["output_sqnr_db"].num_or(0)),
        fmt::format("cosine {:.5f}", acc["output_cosine"].num_or(0)));
   card(o, "output max |error|", fmt::format("{:.4g}", acc["output_max_abs_error"].num_or(0)),
@@ -789,7 +839,9 @@ void accuracy_section(std::string& o, const J& r) {
     card(o, "calibration", cal["method"].str(),
          fmt::format("{} inputs: {}", grouped(cal["inputs"].num_or(0)), cal["source"].str()));
   }
+  if (acc["task"].is_map()) task_cards(o, acc["task"]);
   o += "</div>";
+  if (acc["task"].is_map()) string_mismatches(o, acc["task"]);
   const std::vector<J> warnings = acc["warnings"].items();
   if (!warnings.empty()) {
     o += "<ul>";

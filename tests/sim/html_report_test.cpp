@@ -98,6 +98,42 @@ TEST(HtmlReport, EscapesEveryStringFromTheReport) {
   EXPECT_NE(decoded.find("caf\u00e9\uFFFD</td>"), std::string::npos);
 }
 
+// The task metrics a user judges by: cards for each task, and for ocr-rec the strings read differently,
+// escaped like every other string.
+TEST(HtmlReport, ShowsTheTaskMetricsAndTheStringsReadDifferently) {
+  std::string acc = kAccuracy;
+  const std::string rec =
+      "\"evaluation_source\": \"held<out>\", \"task\": {\"task\": \"ocr-rec\", \"inputs\": 20, "
+      "\"strings_equal\": 19, \"string_agreement\": 0.95, \"string_agreement_trimmed\": 1, "
+      "\"reference_chars\": 400, \"char_edits\": 2, \"char_error_rate\": 0.005, \"mismatches\": "
+      "[{\"fp32\": \"pay<ment>\", \"quantized\": \"paynent\", \"steps_differing\": 3, "
+      "\"fp32_margin_min\": 0.125, \"fp32_margin_max\": 4}]}, ";
+  acc.insert(acc.find("\"evaluation_inputs\""), rec);
+  const std::string page = html_report(report(2, "", acc), "r.json");
+  for (const char* present :
+       {"same string", "95.0%", "19 of 20 (100.0% ignoring leading/trailing spaces)", "character error rate",
+        "0.5%", "2 edits over fp32&#39;s 400 characters", "4 evaluation inputs: held&lt;out&gt;",
+        "id=\"mismatch-table\"", "pay&lt;ment&gt;", ">paynent<", ">0.125<"})
+    EXPECT_NE(page.find(present), std::string::npos) << present;
+  EXPECT_EQ(page.find("<ment>"), std::string::npos);
+  // Classification and detection: their own cards, no string table.
+  std::string cls = kAccuracy;
+  cls.insert(cls.find("\"evaluation_inputs\""),
+             "\"task\": {\"task\": \"classify\", \"inputs\": 8, \"top1_agreement\": 0.875, "
+             "\"top5_agreement\": 1}, ");
+  const std::string cpage = html_report(report(1, "", cls), "r.json");
+  for (const char* present : {"top-1 agreement", "87.5%", "--task classify: 8 inputs", "top-5 agreement",
+                              "4 evaluation inputs (synthetic)"})
+    EXPECT_NE(cpage.find(present), std::string::npos) << present;
+  EXPECT_EQ(cpage.find("mismatch-table"), std::string::npos);
+  std::string det = kAccuracy;
+  det.insert(det.find("\"evaluation_inputs\""),
+             "\"task\": {\"task\": \"ocr-det\", \"inputs\": 8, \"f1\": 0.98312, \"iou\": 0.9667}, ");
+  const std::string dpage = html_report(report(1, "", det), "r.json");
+  for (const char* present : {"text-map F1", "0.9831", "IoU 0.9667"})
+    EXPECT_NE(dpage.find(present), std::string::npos) << present;
+}
+
 TEST(HtmlReport, IsSelfContained) {
   const std::string page = html_report(report(2, kLayerEnergy, kEnergy + kAccuracy), "r.json");
   for (const char* external : {"http:", "https:", "src=", "@import", "url(http", "<link"}) {
