@@ -1159,6 +1159,12 @@ int cmd_run(Context& ctx, const Command& cmd) {
   d.add_options()("pipeline", po::value(&pipeline_file)->value_name("PIPE.yaml"),
                   "end to end: pre-processing, transfers, the model, post-processing and a stream of frames; "
                   "the report's e2e section (docs/e2e.md)");
+  std::string preprocess_on;
+  d.add_options()(
+      "preprocess-on", po::value(&preprocess_on)->value_name("host|npu"),
+      "--pipeline with --preprocess: where the description's colour, normalisation and layout steps "
+      "run (default host; npu: on the NPU's vector unit after the input transfer, like vendors' "
+      "AIPP; the resize stays on the host)");
   std::string split_name = "none";
   d.add_options()("split", po::value(&split_name)->value_name("none|batch|layers"),
                   "on a multi-core NPU (cores > 1 in the config): none = the model on one core; batch = each "
@@ -1215,6 +1221,13 @@ int cmd_run(Context& ctx, const Command& cmd) {
   }
   load_preprocess(m);
   io.preprocess = m.preprocess ? &*m.preprocess : nullptr;
+  if (!preprocess_on.empty()) {
+    if (preprocess_on != "host" && preprocess_on != "npu")
+      throw UsageError(fmt::format("--preprocess-on '{}' is not one of host, npu", preprocess_on));
+    if (!pipeline_spec || !m.preprocess)
+      throw UsageError("--preprocess-on places --preprocess's steps in a --pipeline: it needs both");
+    pipeline_spec->preprocess_on = preprocess_on == "npu" ? e2e::Placement::kNpu : e2e::Placement::kHost;
+  }
   if (m.preprocess && m.calibration_dir.empty() && io.inputs_dir.empty() && acc.inputs_dir.empty() &&
       acc.advise_inputs.empty() && !pipeline_spec)
     throw UsageError(

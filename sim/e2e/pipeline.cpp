@@ -113,9 +113,11 @@ E2eResult plan_pipeline(const PipelineSpec& spec, const isa::Program& program, c
   // Pre-processing on the host; the bytes that cross the link are the data at the first NPU stage.
   std::vector<StageSpec> pre = spec.pre;
   if (spec.preprocess) {
-    pre = preprocess_stages(*spec.preprocess, model_input_shape(program));
-    r.notes.push_back(fmt::format("pre-processing: the steps of {} (resize, colour, normalisation, layout)",
-                                  spec.preprocess_source));
+    pre = preprocess_stages(*spec.preprocess, model_input_shape(program), spec.preprocess_on);
+    r.notes.push_back(
+        fmt::format("pre-processing: the steps of {} (resize on the host; colour, normalisation "
+                    "and layout on the {})",
+                    spec.preprocess_source, spec.preprocess_on == Placement::kNpu ? "NPU" : "host"));
   }
   int64_t transfer_bytes = io.input_bytes;
   bool npu_pre = false;

@@ -71,6 +71,7 @@ struct PipelineSpec {
   // runs that description's steps, sized for the model's input, instead of `pre`.
   std::optional<compiler::Preprocess> preprocess;
   std::string preprocess_source;  // the description's file, for the report's notes
+  Placement preprocess_on = Placement::kHost;  // --preprocess-on: where its element-wise steps run
   TransferSpec input;
   TransferSpec output;
   std::vector<StageSpec> post;

@@ -2,16 +2,18 @@
 
 namespace npusim::sim::e2e {
 
-std::vector<StageSpec> preprocess_stages(const compiler::Preprocess& p, const compiler::Shape& input_shape) {
+std::vector<StageSpec> preprocess_stages(const compiler::Preprocess& p, const compiler::Shape& input_shape,
+                                         Placement elementwise_on) {
   using compiler::Preprocess;
   compiler::Shape one = input_shape;
   if (one.size() == 4) one[0] = 1;  // one frame: a batch is the pipeline's stream.batch
   const compiler::ImageGeometry geo = compiler::image_geometry(p, one, "the model's input");
   std::vector<StageSpec> out;
-  auto add = [&out](Kernel k) {
+  auto add = [&out, elementwise_on](Kernel k) {
     StageSpec s;
     s.kernel = k;
     s.name = std::string(kernel_name(k));
+    if (k != Kernel::kResize) s.on = elementwise_on;
     out.push_back(s);
     return &out.back();
   };

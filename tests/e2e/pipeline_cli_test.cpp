@@ -153,6 +153,26 @@ TEST(PipelineCli, PreprocessDescribesThePipelinesPreProcessing) {
   EXPECT_EQ(json_eval(dir + "/a.json", "[s['op'] for s in r['e2e']['stages'] if s['kind'] == 'pre']"),
             "['resize', 'convert_color', 'normalize', 'layout']");
   EXPECT_NE(a.out.find("note: pre-processing: the steps of " + pre), std::string::npos) << a.out;
+  // --preprocess-on npu: the element-wise steps run on the NPU after the transfer, which then carries the
+  // resized 8-bit pixels (a quarter of the float32 input's bytes), as vendors' AIPP does.
+  const CommandResult npu = npusim({"run", "demo", "-q", "--pipeline", dir + "/bare.yaml", "--preprocess",
+                                    pre, "--preprocess-on", "npu", "--report", dir + "/npu.json"});
+  ASSERT_EQ(npu.exit_code, 0) << npu.err;
+  EXPECT_EQ(json_eval(dir + "/npu.json",
+                      "[(s['op'], s['unit']) for s in r['e2e']['stages'] if s['kind'] == 'pre']"),
+            "[('resize', 'host_cpu'), ('convert_color', 'npu'), ('normalize', 'npu'), ('layout', 'npu')]");
+  EXPECT_EQ(json_eval(dir + "/npu.json", "r['e2e']['input']['bytes'] * 4"),
+            json_eval(dir + "/a.json", "r['e2e']['input']['bytes']"));
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--preprocess-on", "npu", "--preprocess", pre},
+        std::vector<std::string>{"--preprocess-on", "gpu", "--preprocess", pre, "--pipeline",
+                                 dir + "/bare.yaml"}}) {
+    std::vector<std::string> args = {"run", "demo", "-q"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    const CommandResult r = npusim(args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("--preprocess-on"), std::string::npos) << r.err;
+  }
   // Both at once: exit 2, give one.
   const CommandResult both =
       npusim({"run", "demo", "--pipeline", dir + "/written.yaml", "--preprocess", pre});

@@ -64,6 +64,11 @@ TEST(PreprocessStages, EachStepOfTheDescriptionIsAStage) {
   EXPECT_EQ(stages_of(raw, {1, 96, 128, 3}), "cast");
   raw.layout = Preprocess::Layout::kNchw;
   EXPECT_EQ(stages_of(raw, {1, 1, 28, 28}), "convert_color cast layout");
+  // On the NPU (AIPP): the element-wise steps move, the resize stays on the host.
+  std::string where;
+  for (const StageSpec& st : preprocess_stages(rec, {1, 3, 48, 320}, Placement::kNpu))
+    where += st.name + (st.on == Placement::kNpu ? "@npu " : "@host ");
+  EXPECT_EQ(where, "resize@host convert_color@npu normalize@npu layout@npu ");
   // An input that is not an image.
   EXPECT_THROW(preprocess_stages(rec, {3, 48, 320}), compiler::PreprocessError);
 }
