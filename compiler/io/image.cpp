@@ -52,9 +52,13 @@ bool decode_png(std::FILE* f, PngError& e, int64_t& width, int64_t& height, std:
     return false;
   }
   png_infop info = png_create_info_struct(png);
-  if (!info || setjmp(e.jump)) {
-    if (!info) std::snprintf(e.message, sizeof e.message, "libpng could not start");
-    png_destroy_read_struct(&png, info ? &info : nullptr, nullptr);
+  if (!info) {
+    std::snprintf(e.message, sizeof e.message, "libpng could not start");
+    png_destroy_read_struct(&png, nullptr, nullptr);
+    return false;
+  }
+  if (setjmp(e.jump)) {
+    png_destroy_read_struct(&png, &info, nullptr);
     return false;
   }
   png_init_io(png, f);
