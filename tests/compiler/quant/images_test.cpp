@@ -79,18 +79,20 @@ void write_jpeg(const fs::path& p, int w, int h, uint8_t r, uint8_t g, uint8_t b
 // A PNG written with libpng's low-level API: any colour type and bit depth (16-bit samples big-endian, as
 // PNG stores them), with a gAMA chunk when `gamma` > 0.
 void write_png_raw(const fs::path& p, int w, int h, int color_type, int depth,
-                   const std::vector<uint8_t>& data, double gamma = 0) {
+                   const std::vector<uint8_t>& data, double gamma = 0, bool interlaced = false) {
   std::FILE* f = std::fopen(p.c_str(), "wb");
   ASSERT_NE(f, nullptr);
   png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
   png_infop info = png_create_info_struct(png);
   png_init_io(png, f);
-  png_set_IHDR(png, info, w, h, depth, color_type, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
-               PNG_FILTER_TYPE_DEFAULT);
+  png_set_IHDR(png, info, w, h, depth, color_type, interlaced ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
   if (gamma > 0) png_set_gAMA(png, info, gamma);
   png_write_info(png, info);
+  const int passes = interlaced ? png_set_interlace_handling(png) : 1;
   const size_t row = data.size() / static_cast<size_t>(h);
-  for (int y = 0; y < h; ++y) png_write_row(png, data.data() + y * row);
+  for (int pass = 0; pass < passes; ++pass)
+    for (int y = 0; y < h; ++y) png_write_row(png, data.data() + y * row);
   png_write_end(png, nullptr);
   png_destroy_write_struct(&png, &info);
   std::fclose(f);
@@ -149,6 +151,11 @@ TEST(ImageDecode, PngGivesTheStoredValuesAsOpenCvAndPilDo) {
   // An 8-bit file that declares gamma 1.0: the values as stored, no gamma correction.
   write_png_raw(d / "gamma.png", 2, 1, PNG_COLOR_TYPE_RGB, 8, {10, 64, 128, 200, 250, 3}, 1.0);
   EXPECT_EQ(read_image((d / "gamma.png").string()).rgb, (std::vector<uint8_t>{10, 64, 128, 200, 250, 3}));
+  // Interlaced (Adam7): every pixel where it belongs.
+  std::vector<uint8_t> px(9 * 7 * 3);
+  for (size_t k = 0; k < px.size(); ++k) px[k] = static_cast<uint8_t>(k * 7 % 251);
+  write_png_raw(d / "adam7.png", 9, 7, PNG_COLOR_TYPE_RGB, 8, px, 0, true);
+  EXPECT_EQ(read_image((d / "adam7.png").string()).rgb, px);
   // 2-bit grey: expanded to 8 bits (0..3 -> 0, 85, 170, 255).
   write_png_raw(d / "grey2.png", 4, 1, PNG_COLOR_TYPE_GRAY, 2, {0x1b});
   EXPECT_EQ(read_image((d / "grey2.png").string()).rgb,
