@@ -17,8 +17,8 @@ class ImageError : public std::runtime_error {
 // 8-bit RGB pixels, row-major, interleaved (R, G, B of pixel (0, 0) first), the values OpenCV's
 // imread(IMREAD_COLOR) and PIL's convert("RGB") give (before OpenCV's BGR order): grey and palette images
 // expanded to RGB, 16-bit PNG samples cut to their high byte, alpha dropped (not composited), no gamma or
-// colour-profile conversion; CMYK JPEGs converted as (255 - C) x (255 - K) / 255. A JPEG that ends early
-// is an error.
+// colour-profile conversion; CMYK JPEGs converted as (255 - C) x (255 - K) / 255; a JPEG's EXIF orientation
+// is not applied (as PIL; OpenCV rotates). A JPEG or PNG that ends early is an error.
 struct Image {
   int64_t width = 0, height = 0;
   std::vector<uint8_t> rgb;  // width * height * 3
