@@ -507,6 +507,17 @@ static Tensor as_input_type(const Graph& g, const std::string& input, Tensor t) 
   return t;
 }
 
+// Samples are held at once (calibration, evaluation): past the available memory, a sentence before the
+// allocation rather than the OOM killer after it.
+static void check_samples_fit(const Graph& g, size_t n, const std::string& what) {
+  uint64_t sample_bytes = 0;
+  for (const auto& in : g.inputs)
+    if (g.value(in).fully_known()) sample_bytes += static_cast<uint64_t>(num_elements(g.value(in).shape)) * 4;
+  check_allocation(
+      "holding " + std::to_string(n) + " " + what + " of " + format_bytes(sample_bytes) + " each",
+      sample_bytes * n, "use fewer samples");
+}
+
 std::vector<Sample> load_samples(const Graph& g, const std::string& folder, int limit,
                                  const Preprocess* preprocess) {
   std::error_code ec;
@@ -518,6 +529,9 @@ std::vector<Sample> load_samples(const Graph& g, const std::string& folder, int 
   const std::vector<fs::path> files = sample_files(folder);
   std::sort(dirs.begin(), dirs.end());
   std::vector<Sample> out;
+  const size_t available = files.empty() ? dirs.size() : files.size();
+  check_samples_fit(g, limit > 0 ? std::min(available, static_cast<size_t>(limit)) : available,
+                    "inputs from " + folder);
   if (!files.empty()) {
     if (g.inputs.size() != 1)
       throw CalibrationError(folder + ": loose sample files need a model with one input; this one has " +
@@ -567,13 +581,7 @@ std::vector<Sample> load_samples(const Graph& g, const std::string& folder, int 
 }
 
 std::vector<Sample> synthetic_samples(const Graph& g, int n, uint32_t seed) {
-  // All n are held at once: say so before the machine runs out of memory.
-  uint64_t sample_bytes = 0;
-  for (const auto& in : g.inputs)
-    if (g.value(in).fully_known()) sample_bytes += static_cast<uint64_t>(num_elements(g.value(in).shape)) * 4;
-  check_allocation(
-      "holding " + std::to_string(n) + " synthetic inputs of " + format_bytes(sample_bytes) + " each",
-      sample_bytes * static_cast<uint64_t>(std::max(n, 0)), "ask for fewer samples");
+  check_samples_fit(g, static_cast<size_t>(std::max(n, 0)), "synthetic inputs");
   std::vector<Sample> out;
   for (int k = 0; k < n; ++k) {
     std::mt19937 rng(seed + static_cast<uint32_t>(k));
