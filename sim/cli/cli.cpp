@@ -845,7 +845,8 @@ po::options_description accuracy_options(AccuracyCliOptions& a) {
       "ocr-rec (CTC greedy-decoded strings, character error rate), ocr-det (F1/IoU of the thresholded text "
       "map), regress (mean and relative error)")(
       "keys", po::value(&a.keys)->value_name("FILE"),
-      "ocr-rec: the recogniser's character list, one per line (e.g. PaddleOCR's ppocr_keys_v1.txt)")(
+      "ocr-rec: the recogniser's character list, one per line (e.g. PaddleOCR's ppocr_keys_v1.txt); implies "
+      "--task ocr-rec")(
       "advise-sqnr", po::value<double>()->value_name("DB")->notifier([&a](double v) { a.advise_sqnr = v; }),
       "find the layers to keep in fp16 so the output SQNR reaches DB at the lowest simulated latency, and "
       "print "
@@ -1198,10 +1199,16 @@ int cmd_run(Context& ctx, const Command& cmd) {
     throw UsageError(
         "--advise-samples needs --advise-inputs (without it the advice is fitted on the evaluation inputs)");
   if (acc.advise_samples && *acc.advise_samples < 1) throw UsageError("--advise-samples must be >= 1");
+  // A keys file says what the output is: --task ocr-rec, unless another task was asked for.
+  if (!acc.keys.empty() && !acc.accuracy && !acc.advise_sqnr)
+    throw UsageError("--keys needs --accuracy or --advise-sqnr (it decodes the recogniser's strings there)");
+  if (!acc.keys.empty() && acc.task.empty()) acc.task = "ocr-rec";
   if ((!acc.inputs_dir.empty() || !acc.task.empty()) && !acc.accuracy && !acc.advise_sqnr) {
     throw UsageError("--accuracy-inputs and --task need --accuracy or --advise-sqnr");
   }
-  if (!acc.keys.empty() && acc.task != "ocr-rec") throw UsageError("--keys needs --task ocr-rec");
+  if (!acc.keys.empty() && acc.task != "ocr-rec")
+    throw UsageError(fmt::format(
+        "--keys is the recogniser's character list: it goes with --task ocr-rec, not {}", acc.task));
   if (acc.advise_sqnr && !std::isfinite(*acc.advise_sqnr))
     throw UsageError(fmt::format("--advise-sqnr {} is not a number of dB", *acc.advise_sqnr));
   if (!std::isfinite(acc.threshold_db))

@@ -190,6 +190,14 @@ def case_images():
                        ("ocr-det", "--task ocr-det reads a one-channel text probability map")):
         p = run(["run"] + base + ["--calibration", cal, "--task", task], expect=2)
         check(want in p.stderr and "the model's first output is 1x" in p.stderr, p.stderr)
+    # --keys says the output is a recogniser's: --task ocr-rec is inferred (and refuses this classifier).
+    keys = os.path.join(tmp, "keys.txt")
+    with open(keys, "w") as f:
+        f.write("a\nb\n")
+    p = run(["run"] + base + ["--calibration", cal, "--keys", keys], expect=2)
+    check("--task ocr-rec reads one text line's CTC scores" in p.stderr, p.stderr)
+    p = run(["run", model, "--keys", keys], expect=2)
+    check("--keys needs --accuracy or --advise-sqnr" in p.stderr, p.stderr)
     # An image cut short, an empty file and a tensor holding a NaN: each named, exit 2.
     with open(os.path.join(tmp, "x.png"), "rb") as f:
         whole = f.read()
