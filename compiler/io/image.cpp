@@ -122,8 +122,38 @@ void jpeg_message(j_common_ptr cinfo, int level) {
   if (level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF) jpeg_error_exit(cinfo);
 }
 
+// The orientation tag (0x0112) of an APP1 Exif payload, 1 when there is none or the payload is malformed.
+int exif_orientation(const uint8_t* d, size_t n) {
+  if (n < 14 || std::memcmp(d, "Exif\0\0", 6) != 0) return 1;
+  const uint8_t* t = d + 6;  // the TIFF header
+  const size_t tn = n - 6;
+  const bool little = t[0] == 'I' && t[1] == 'I';
+  if (!little && !(t[0] == 'M' && t[1] == 'M')) return 1;
+  auto u16 = [&](size_t at) { return little ? t[at] | t[at + 1] << 8 : t[at] << 8 | t[at + 1]; };
+  auto u32 = [&](size_t at) {
+    return little ? uint32_t{t[at]} | uint32_t{t[at + 1]} << 8 | uint32_t{t[at + 2]} << 16 |
+                        uint32_t{t[at + 3]} << 24
+                  : uint32_t{t[at]} << 24 | uint32_t{t[at + 1]} << 16 | uint32_t{t[at + 2]} << 8 |
+                        uint32_t{t[at + 3]};
+  };
+  if (u16(2) != 42) return 1;
+  const size_t ifd = u32(4);
+  if (ifd + 2 > tn) return 1;
+  const size_t entries = u16(ifd);
+  for (size_t k = 0; k < entries; ++k) {
+    const size_t e = ifd + 2 + 12 * k;
+    if (e + 12 > tn) return 1;
+    if (u16(e) == 0x0112 && u16(e + 2) == 3) {  // Orientation, SHORT
+      const int v = u16(e + 8);
+      return v >= 1 && v <= 8 ? v : 1;
+    }
+  }
+  return 1;
+}
+
 // Returns false (with `e.message` set) when libjpeg failed.
-bool decode_jpeg(std::FILE* f, JpegError& e, int64_t& width, int64_t& height, std::vector<uint8_t>& rgb) {
+bool decode_jpeg(std::FILE* f, JpegError& e, int64_t& width, int64_t& height, std::vector<uint8_t>& rgb,
+                 int& orientation) {
   jpeg_decompress_struct cinfo;
   cinfo.err = jpeg_std_error(&e.mgr);
   e.mgr.error_exit = jpeg_error_exit;
@@ -134,7 +164,11 @@ bool decode_jpeg(std::FILE* f, JpegError& e, int64_t& width, int64_t& height, st
   }
   jpeg_create_decompress(&cinfo);
   jpeg_stdio_src(&cinfo, f);
+  jpeg_save_markers(&cinfo, JPEG_APP0 + 1, 0xffff);
   jpeg_read_header(&cinfo, TRUE);
+  for (jpeg_saved_marker_ptr m = cinfo.marker_list; m; m = m->next)
+    if (m->marker == JPEG_APP0 + 1 && exif_orientation(m->data, m->data_length) != 1)
+      orientation = exif_orientation(m->data, m->data_length);
   // CMYK (and YCCK) files: libjpeg gives the four inks, converted below as PIL and OpenCV do.
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
   cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
@@ -171,13 +205,57 @@ Image read_jpeg(const std::string& path) {
   Image out;
   JpegError e;
   e.message[0] = '\0';
-  const bool ok = decode_jpeg(f, e, out.width, out.height, out.rgb);
+  const bool ok = decode_jpeg(f, e, out.width, out.height, out.rgb, out.orientation);
   std::fclose(f);
   if (!ok) throw ImageError(path + ": corrupt JPEG image (" + e.message + ")");
   return out;
 }
 
 }  // namespace
+
+Image upright(const Image& img) {
+  const int o = img.orientation;
+  if (o <= 1 || o > 8) {
+    Image out = img;
+    out.orientation = 1;
+    return out;
+  }
+  const int64_t W = img.width, H = img.height;
+  const bool swap = o >= 5;  // 5..8 exchange width and height
+  Image out;
+  out.width = swap ? H : W;
+  out.height = swap ? W : H;
+  out.rgb.resize(img.rgb.size());
+  for (int64_t oy = 0; oy < out.height; ++oy)
+    for (int64_t ox = 0; ox < out.width; ++ox) {
+      int64_t ix = ox, iy = oy;
+      switch (o) {
+        case 2:
+          ix = W - 1 - ox;
+          break;
+        case 3:
+          ix = W - 1 - ox, iy = H - 1 - oy;
+          break;
+        case 4:
+          iy = H - 1 - oy;
+          break;
+        case 5:
+          ix = oy, iy = ox;
+          break;
+        case 6:
+          ix = oy, iy = H - 1 - ox;
+          break;
+        case 7:
+          ix = W - 1 - oy, iy = H - 1 - ox;
+          break;
+        case 8:
+          ix = W - 1 - oy, iy = ox;
+          break;
+      }
+      for (int c = 0; c < 3; ++c) out.rgb[(oy * out.width + ox) * 3 + c] = img.rgb[(iy * W + ix) * 3 + c];
+    }
+  return out;
+}
 
 Image read_image(const std::string& path) {
   switch (sniff_image(path)) {

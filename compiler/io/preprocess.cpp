@@ -7,6 +7,10 @@
 namespace npusim::compiler {
 
 void Preprocess::visit(isa::Visitor& v) {
+  v.choice({"exif_orientation", "",
+            "a JPEG's EXIF orientation: ignore (the pixels as stored, as PIL's Image.open) or apply (turned "
+            "upright first, as OpenCV's imread)"},
+           exif_orientation, kExifOrientationNames);
   v.choice({"resize", "",
             "how the image reaches the input's height x width: stretch, letterbox (keep the aspect "
             "ratio, pad the rest) or none (the image must have that size)"},
@@ -122,8 +126,11 @@ std::vector<float> resample(const Image& img, int64_t w, int64_t h, Preprocess::
 
 }  // namespace
 
-Tensor preprocess_image(const Image& img, const Preprocess& p, const Shape& input_shape,
+Tensor preprocess_image(const Image& stored, const Preprocess& p, const Shape& input_shape,
                         const std::string& file) {
+  const bool turn = p.exif_orientation == Preprocess::ExifOrientation::kApply && stored.orientation != 1;
+  const Image turned = turn ? upright(stored) : Image{};
+  const Image& img = turn ? turned : stored;
   const ImageGeometry g = image_geometry(p, input_shape, file + ": the model input");
   const int64_t H = g.height, W = g.width;
   // The region of the H x W canvas the image covers, and its pixels (3 channels) resampled to it.

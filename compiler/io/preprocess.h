@@ -37,6 +37,10 @@ struct Preprocess {
   // which pads on the right and bottom).
   enum class Anchor { kCenter, kTopLeft };
   static constexpr std::array<std::string_view, 2> kAnchorNames = {"center", "top_left"};
+  // A JPEG's EXIF orientation: ignore (the pixels as stored, as PIL's Image.open) or apply (turned
+  // upright first, as OpenCV's imread).
+  enum class ExifOrientation { kIgnore, kApply };
+  static constexpr std::array<std::string_view, 2> kExifOrientationNames = {"ignore", "apply"};
   enum class ChannelOrder { kRgb, kBgr };
   static constexpr std::array<std::string_view, 2> kChannelOrderNames = {"rgb", "bgr"};
   enum class Layout { kNchw, kNhwc };
@@ -49,6 +53,7 @@ struct Preprocess {
     double r = 0, g = 0, b = 0;
   };
 
+  ExifOrientation exif_orientation = ExifOrientation::kIgnore;
   Resize resize = Resize::kStretch;
   Interpolation interpolation = Interpolation::kBilinear;
   Anchor anchor = Anchor::kCenter;

@@ -42,10 +42,11 @@ void write_png(const fs::path& p, int w, int h, const std::vector<uint8_t>& rgb)
   ASSERT_TRUE(png_image_write_to_file(&img, p.c_str(), 0, rgb.data(), 0, nullptr)) << img.message;
 }
 
-// A flat-colour JPEG (quality 100: decodes within a level or two of the colour): 3 values are RGB, 4 are
-// CMYK (which libjpeg writes with Adobe's marker: stored inverted, 255 = no ink).
-void write_flat_jpeg(const fs::path& p, int w, int h, const std::vector<uint8_t>& colour) {
-  const int n = static_cast<int>(colour.size());
+// A JPEG of `pixels` (quality 100: decodes within a level or two): 3 components are RGB, 4 CMYK (which
+// libjpeg writes with Adobe's marker: stored inverted, 255 = no ink); with an APP1 Exif block holding
+// `orientation` when it is not 0.
+void write_jpeg_pixels(const fs::path& p, int w, int h, int n, const std::vector<uint8_t>& pixels,
+                       int orientation = 0) {
   jpeg_compress_struct c;
   jpeg_error_mgr err;
   c.err = jpeg_std_error(&err);
@@ -60,16 +61,28 @@ void write_flat_jpeg(const fs::path& p, int w, int h, const std::vector<uint8_t>
   jpeg_set_defaults(&c);
   jpeg_set_quality(&c, 100, TRUE);
   jpeg_start_compress(&c, TRUE);
-  std::vector<uint8_t> row(static_cast<size_t>(w) * n);
-  for (int x = 0; x < w; ++x)
-    for (int k = 0; k < n; ++k) row[x * n + k] = colour[k];
+  if (orientation) {
+    // "Exif\0\0", a big-endian TIFF header, IFD0 with one entry: Orientation (0x0112), SHORT, 1 value.
+    const uint8_t exif[] = {
+        'E', 'x', 'i', 'f',  0,    0, 'M', 'M', 0, 42, 0, 0, 0,
+        8,   0,   1,   0x01, 0x12, 0, 3,   0,   0, 0,  1, 0, static_cast<uint8_t>(orientation),
+        0,   0,   0,   0,    0,    0};
+    jpeg_write_marker(&c, JPEG_APP0 + 1, exif, sizeof exif);
+  }
   while (c.next_scanline < c.image_height) {
-    JSAMPROW rp = row.data();
+    JSAMPROW rp = const_cast<uint8_t*>(pixels.data()) + static_cast<size_t>(c.next_scanline) * w * n;
     jpeg_write_scanlines(&c, &rp, 1);
   }
   jpeg_finish_compress(&c);
   jpeg_destroy_compress(&c);
   std::fclose(f);
+}
+
+// The same colour everywhere.
+void write_flat_jpeg(const fs::path& p, int w, int h, const std::vector<uint8_t>& colour) {
+  std::vector<uint8_t> px;
+  for (int k = 0; k < w * h; ++k) px.insert(px.end(), colour.begin(), colour.end());
+  write_jpeg_pixels(p, w, h, static_cast<int>(colour.size()), px);
 }
 
 void write_jpeg(const fs::path& p, int w, int h, uint8_t r, uint8_t g, uint8_t b) {
@@ -189,6 +202,53 @@ TEST(ImageDecode, CmykJpegIsConvertedAndATruncatedJpegIsAnError) {
       EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
     }
   }
+}
+
+// EXIF orientation: read from the JPEG, applied only when the description says so, with PIL's
+// ImageOps.exif_transpose (and OpenCV's imread) result for each of the eight values.
+TEST(ImageDecode, ExifOrientationIsReadAndAppliedOnlyWhenAsked) {
+  // A 3x2 image whose red values are 0, 3, .., 15 in row-major order; the expected red values of each
+  // orientation come from PIL (Image.transpose with exif_transpose's method for it).
+  Image img = image(3, 2, {});
+  for (int k = 0; k < 18; ++k) img.rgb.push_back(static_cast<uint8_t>(k));
+  const std::vector<std::vector<int>> want = {
+      {0, 3, 6, 9, 12, 15}, {6, 3, 0, 15, 12, 9}, {15, 12, 9, 6, 3, 0}, {9, 12, 15, 0, 3, 6},
+      {0, 9, 3, 12, 6, 15}, {9, 0, 12, 3, 15, 6}, {15, 6, 12, 3, 9, 0}, {6, 15, 3, 12, 0, 9}};
+  for (int o = 1; o <= 8; ++o) {
+    img.orientation = o;
+    const Image u = upright(img);
+    EXPECT_EQ(u.width, o >= 5 ? 2 : 3) << o;
+    EXPECT_EQ(u.orientation, 1);
+    std::vector<int> red;
+    for (size_t k = 0; k < u.rgb.size(); k += 3) red.push_back(u.rgb[k]);
+    EXPECT_EQ(red, want[o - 1]) << "orientation " << o;
+  }
+  // A JPEG tagged 6 (rotate 90 clockwise): 16x8, left half red, right half blue.
+  const fs::path d = scratch("exif");
+  std::vector<uint8_t> px;
+  for (int y = 0; y < 8; ++y)
+    for (int x = 0; x < 16; ++x)
+      px.insert(px.end(), {static_cast<uint8_t>(x < 8 ? 255 : 0), 0, static_cast<uint8_t>(x < 8 ? 0 : 255)});
+  write_jpeg_pixels(d / "r.jpg", 16, 8, 3, px, 6);
+  const Image stored = read_image((d / "r.jpg").string());
+  EXPECT_EQ(stored.orientation, 6);
+  EXPECT_EQ(stored.width, 16);  // read, not applied
+  // Into a 16 (high) x 8 (wide) input: ignored, the 16x8 photo is stretched (left red, right blue);
+  // applied, it stands upright, red on top and blue below.
+  Preprocess p;
+  p.scale = 1;
+  const Tensor as_stored = preprocess_image(stored, p, {1, 3, 16, 8}, "r.jpg");
+  p.exif_orientation = Preprocess::ExifOrientation::kApply;
+  const Tensor turned = preprocess_image(stored, p, {1, 3, 16, 8}, "r.jpg");
+  auto red_at = [](const Tensor& t, int y, int x) { return t.f[static_cast<size_t>(y * 8 + x)]; };
+  EXPECT_GT(red_at(as_stored, 0, 0), 200);
+  EXPECT_LT(red_at(as_stored, 0, 7), 50);
+  EXPECT_GT(red_at(turned, 0, 0), 200);
+  EXPECT_GT(red_at(turned, 0, 7), 200);
+  EXPECT_LT(red_at(turned, 15, 0), 50);
+  // No Exif block: orientation 1.
+  write_jpeg(d / "plain.jpg", 4, 4, 1, 2, 3);
+  EXPECT_EQ(read_image((d / "plain.jpg").string()).orientation, 1);
 }
 
 TEST(Preprocess, StretchIsHalfPixelBilinearThenScaleMeanStdPerChannel) {
