@@ -43,6 +43,21 @@ void Preprocess::visit(isa::Visitor& v) {
            kDtypeNames);
 }
 
+ImageRegion image_region(const Preprocess& p, int64_t img_w, int64_t img_h, int64_t W, int64_t H) {
+  ImageRegion r{W, H, 0, 0};
+  if (p.resize == Preprocess::Resize::kLetterbox) {
+    const double s = std::min(static_cast<double>(W) / static_cast<double>(img_w),
+                              static_cast<double>(H) / static_cast<double>(img_h));
+    r.rw = std::clamp<int64_t>(std::llround(static_cast<double>(img_w) * s), 1, W);
+    r.rh = std::clamp<int64_t>(std::llround(static_cast<double>(img_h) * s), 1, H);
+    if (p.anchor == Preprocess::Anchor::kCenter) {
+      r.ox = (W - r.rw) / 2;
+      r.oy = (H - r.rh) / 2;
+    }
+  }
+  return r;
+}
+
 void check_image_dtype(const Preprocess& p, DataType input, const std::string& what) {
   const std::string_view name = Preprocess::kDtypeNames[static_cast<size_t>(p.dtype)];
   const bool fits = is_float(input)             ? p.dtype == Preprocess::Dtype::kFloat32
@@ -134,23 +149,13 @@ Tensor preprocess_image(const Image& stored, const Preprocess& p, const Shape& i
   const ImageGeometry g = image_geometry(p, input_shape, file + ": the model input");
   const int64_t H = g.height, W = g.width;
   // The region of the H x W canvas the image covers, and its pixels (3 channels) resampled to it.
-  int64_t rw = W, rh = H, ox = 0, oy = 0;
   if (p.resize == Preprocess::Resize::kNone && (img.width != W || img.height != H)) {
     throw PreprocessError(file + ": image of " + std::to_string(img.width) + "x" +
                           std::to_string(img.height) + " (width x height) but the model input takes " +
                           std::to_string(W) + "x" + std::to_string(H) +
                           " and the pre-processing says resize: none");
   }
-  if (p.resize == Preprocess::Resize::kLetterbox) {
-    const double s = std::min(static_cast<double>(W) / static_cast<double>(img.width),
-                              static_cast<double>(H) / static_cast<double>(img.height));
-    rw = std::clamp<int64_t>(std::llround(static_cast<double>(img.width) * s), 1, W);
-    rh = std::clamp<int64_t>(std::llround(static_cast<double>(img.height) * s), 1, H);
-    if (p.anchor == Preprocess::Anchor::kCenter) {
-      ox = (W - rw) / 2;
-      oy = (H - rh) / 2;
-    }
-  }
+  const auto [rw, rh, ox, oy] = image_region(p, img.width, img.height, W, H);
   const std::vector<float> region = rw == img.width && rh == img.height
                                         ? std::vector<float>(img.rgb.begin(), img.rgb.end())
                                         : resample(img, rw, rh, p.interpolation);

@@ -75,6 +75,14 @@ struct ImageGeometry {
 // Throws PreprocessError("<what> ...") when `input_shape` cannot take one image; `what` names the input.
 ImageGeometry image_geometry(const Preprocess& p, const Shape& input_shape, const std::string& what);
 
+// Where an image of img_w x img_h lands on the input's W x H canvas: the region its resampled pixels cover
+// (rw x rh at ox, oy). stretch: the whole canvas; letterbox: the largest region of the image's aspect ratio,
+// at the anchor; none: the image as it is.
+struct ImageRegion {
+  int64_t rw = 0, rh = 0, ox = 0, oy = 0;
+};
+ImageRegion image_region(const Preprocess& p, int64_t img_w, int64_t img_h, int64_t W, int64_t H);
+
 // Throws PreprocessError when `p.dtype` is not the element type of the model input it feeds (`what` names
 // it): float32 for a floating-point input, uint8 or int8 for one of those. Cast on the way in, a float32
 // image in [0, 1] would reach a uint8 input as 0s and 1s, and uint8 codes a float input unnormalised.

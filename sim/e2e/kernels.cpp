@@ -12,8 +12,9 @@ struct KernelInfo {
   Kernel kernel;
   std::string_view name;
 };
-constexpr std::array<KernelInfo, 10> kKernels = {{
+constexpr std::array<KernelInfo, 11> kKernels = {{
     {Kernel::kResize, "resize"},
+    {Kernel::kPad, "pad"},
     {Kernel::kNormalize, "normalize"},
     {Kernel::kConvertColor, "convert_color"},
     {Kernel::kLayout, "layout"},
@@ -63,6 +64,8 @@ int64_t ops_per_element(Kernel k, bool nearest) {
     // Nearest: the source index and the copy.
     case Kernel::kResize:
       return nearest ? 2 : 10;
+    case Kernel::kPad:
+      return 1;  // one store of the padding value per padded element
     case Kernel::kNormalize:
       return 2;  // a subtract and a multiply by the precomputed 1/std
     case Kernel::kConvertColor:

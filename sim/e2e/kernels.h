@@ -16,6 +16,7 @@ namespace npusim::sim::e2e {
 
 enum class Kernel {
   kResize,        // bilinear (or nearest) resize to width x height; per output element
+  kPad,           // fill a width x height canvas around the data so far (letterbox); per padded element
   kNormalize,     // (x - mean) * (1 / std); per element
   kConvertColor,  // channel reorder (BGR <-> RGB); per element
   kLayout,        // HWC <-> CHW transpose; per element

@@ -113,7 +113,8 @@ E2eResult plan_pipeline(const PipelineSpec& spec, const isa::Program& program, c
   // Pre-processing on the host; the bytes that cross the link are the data at the first NPU stage.
   std::vector<StageSpec> pre = spec.pre;
   if (spec.preprocess) {
-    pre = preprocess_stages(*spec.preprocess, model_input_shape(program), spec.preprocess_on);
+    pre = preprocess_stages(*spec.preprocess, model_input_shape(program), spec.preprocess_on,
+                            spec.frame_width, spec.frame_height);
     r.notes.push_back(
         fmt::format("pre-processing: the steps of {} (resize on the host; colour, normalisation "
                     "and layout on the {})",
@@ -127,13 +128,18 @@ E2eResult plan_pipeline(const PipelineSpec& spec, const isa::Program& program, c
       npu_pre = true;
       transfer_bytes = elements * bpe * r.batch;
     }
-    if (s.kernel == Kernel::kResize) elements = s.width * s.height * channels;
+    int64_t work = elements;  // what the stage works on: the padded elements of a pad
+    if (s.kernel == Kernel::kResize) elements = work = s.width * s.height * channels;
+    if (s.kernel == Kernel::kPad) {
+      work = std::max<int64_t>(0, s.width * s.height * channels - elements);
+      elements = s.width * s.height * channels;
+    }
     if (s.on == Placement::kNpu) {
       npu_stages.push_back(&s);
       if (s.kernel == Kernel::kNormalize || s.kernel == Kernel::kCast) bpe = io.input_dtype_bytes;
       continue;
     }
-    add_kernel(s, "pre", elements);
+    add_kernel(s, "pre", work);
     if (s.kernel == Kernel::kNormalize || s.kernel == Kernel::kCast) bpe = io.input_dtype_bytes;
   }
   if (spec.frame_width > 0 && elements * r.batch != io.input_elements) {

@@ -27,6 +27,8 @@ KernelKeys kernel_keys(Kernel k) {
   switch (k) {
     case Kernel::kResize:
       return {{"mode"}, {"width", "height"}};
+    case Kernel::kPad:
+      return {{}, {"width", "height"}};
     case Kernel::kArgmax:
       return {{"elements"}, {}};
     case Kernel::kTopk:

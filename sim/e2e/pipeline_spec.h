@@ -32,7 +32,7 @@ struct StageSpec {
   Kernel kernel = Kernel::kFixed;
   Placement on = Placement::kHost;
   // Kernel parameters (unused ones stay 0; which apply: kernels.h).
-  int64_t width = 0, height = 0;       // resize: the output size
+  int64_t width = 0, height = 0;       // resize: the output size; pad: the canvas
   bool nearest = false;                // resize: `mode: nearest` (default bilinear)
   int64_t elements = 0;                // argmax/topk: the scores per frame (0: the model's outputs)
   int64_t k = 0;                       // topk

@@ -14,13 +14,16 @@
 namespace npusim::sim::e2e {
 
 // The stages of `p` for a model input of `input_shape` (logical, batch first; the batch may exceed 1):
-// resize (stretch or letterbox: to the input's height x width; none: no stage), convert_color (bgr, or a
+// resize (stretch: to the input's height x width; letterbox: to the region a frame_width x frame_height
+// frame covers in it, then pad to the whole input -- the whole input when the frame is not given (0);
+// none: no stage), convert_color (bgr, or a
 // one-channel input's grey level), normalize (unless scale, mean and std leave the pixels as they are:
 // then cast, for a float32 or int8 input), layout (nchw). The resize runs on the host; the element-wise
 // steps after it run where `elementwise_on` says (kNpu: inserted on the NPU's vector unit after the input
 // transfer, as vendors' AIPP does). Throws compiler::PreprocessError when the input cannot take an image
 // (image_geometry).
 std::vector<StageSpec> preprocess_stages(const compiler::Preprocess& p, const compiler::Shape& input_shape,
-                                         Placement elementwise_on = Placement::kHost);
+                                         Placement elementwise_on = Placement::kHost, int64_t frame_width = 0,
+                                         int64_t frame_height = 0);
 
 }  // namespace npusim::sim::e2e

@@ -135,10 +135,12 @@ TEST(PipelineCli, PreprocessDescribesThePipelinesPreProcessing) {
   const std::string dir = temp_dir("pipeline_preprocess");
   const std::string rest = "input: {transfer: copy}\npost:\n  - {op: topk, k: 5}\n";
   write_file(dir + "/bare.yaml", "frame: {width: 640, height: 480}\n" + rest);
-  // demo's input is 1x3x32x32: PaddleOCR-style letterbox, BGR, mean/std, NCHW.
+  // demo's input is 1x3x32x32: PaddleOCR-style letterbox (the 640x480 frame covers 32x24 of it, the rest is
+  // padding), BGR, mean/std, NCHW.
   write_file(dir + "/written.yaml",
-             "frame: {width: 640, height: 480}\npre:\n  - {op: resize, width: 32, height: 32}\n"
-             "  - {op: convert_color}\n  - {op: normalize}\n  - {op: layout}\n" +
+             "frame: {width: 640, height: 480}\npre:\n  - {op: resize, width: 32, height: 24}\n"
+             "  - {op: pad, width: 32, height: 32}\n  - {op: convert_color}\n  - {op: normalize}\n"
+             "  - {op: layout}\n" +
                  rest);
   const std::string pre = kSource + "/tests/ocr/rec.yaml";
   const CommandResult a = npusim(
@@ -151,7 +153,10 @@ TEST(PipelineCli, PreprocessDescribesThePipelinesPreProcessing) {
       "[(s['name'], s['op'], s['unit'], s['elements'], s['cycles']) for s in r['e2e']['stages']]";
   EXPECT_EQ(json_eval(dir + "/a.json", stages), json_eval(dir + "/b.json", stages));
   EXPECT_EQ(json_eval(dir + "/a.json", "[s['op'] for s in r['e2e']['stages'] if s['kind'] == 'pre']"),
-            "['resize', 'convert_color', 'normalize', 'layout']");
+            "['resize', 'pad', 'convert_color', 'normalize', 'layout']");
+  // The pad stores the 32x8 rows the image does not cover, 3 channels each.
+  EXPECT_EQ(json_eval(dir + "/a.json", "[s['elements'] for s in r['e2e']['stages'] if s['op'] == 'pad']"),
+            "[768]");
   EXPECT_NE(a.out.find("note: pre-processing: the steps of " + pre), std::string::npos) << a.out;
   // --preprocess-on npu: the element-wise steps run on the NPU after the transfer, which then carries the
   // resized 8-bit pixels (a quarter of the float32 input's bytes), as vendors' AIPP does.
@@ -160,7 +165,8 @@ TEST(PipelineCli, PreprocessDescribesThePipelinesPreProcessing) {
   ASSERT_EQ(npu.exit_code, 0) << npu.err;
   EXPECT_EQ(json_eval(dir + "/npu.json",
                       "[(s['op'], s['unit']) for s in r['e2e']['stages'] if s['kind'] == 'pre']"),
-            "[('resize', 'host_cpu'), ('convert_color', 'npu'), ('normalize', 'npu'), ('layout', 'npu')]");
+            "[('resize', 'host_cpu'), ('pad', 'host_cpu'), ('convert_color', 'npu'), ('normalize', 'npu'), "
+            "('layout', 'npu')]");
   EXPECT_EQ(json_eval(dir + "/npu.json", "r['e2e']['input']['bytes'] * 4"),
             json_eval(dir + "/a.json", "r['e2e']['input']['bytes']"));
   for (const std::vector<std::string>& bad :

@@ -47,6 +47,14 @@ TEST(PreprocessStages, EachStepOfTheDescriptionIsAStage) {
   rec.mean = {0.5, 0.5, 0.5};
   rec.std = {0.5, 0.5, 0.5};
   EXPECT_EQ(stages_of(rec, {1, 3, 48, 320}), "resize(320x48) convert_color normalize layout");
+  // With the frame known, a letterbox resizes to the region the frame covers and pads the rest: a 640x480
+  // frame into 320x48 scales by min(320/640, 48/480) = 0.1 to 64x48 (compiler::image_region).
+  std::string framed;
+  for (const StageSpec& st : preprocess_stages(rec, {1, 3, 48, 320}, Placement::kHost, 640, 480))
+    framed += st.name + "(" + std::to_string(st.width) + "x" + std::to_string(st.height) + ") ";
+  EXPECT_EQ(framed, "resize(64x48) pad(320x48) convert_color(0x0) normalize(0x0) layout(0x0) ");
+  // A stretch covers the whole input whatever the frame: no pad.
+  EXPECT_EQ(stages_of(Preprocess{}, {1, 3, 224, 224}), "resize(224x224) normalize layout");
   // A batch of 4 is four frames of one image each.
   EXPECT_EQ(stages_of(rec, {4, 3, 48, 320}), "resize(320x48) convert_color normalize layout");
   // RGB with the defaults (x / 255, NCHW float32): no colour stage.
@@ -69,6 +77,10 @@ TEST(PreprocessStages, EachStepOfTheDescriptionIsAStage) {
   for (const StageSpec& st : preprocess_stages(rec, {1, 3, 48, 320}, Placement::kNpu))
     where += st.name + (st.on == Placement::kNpu ? "@npu " : "@host ");
   EXPECT_EQ(where, "resize@host convert_color@npu normalize@npu layout@npu ");
+  where.clear();
+  for (const StageSpec& st : preprocess_stages(rec, {1, 3, 48, 320}, Placement::kNpu, 640, 480))
+    where += st.name + (st.on == Placement::kNpu ? "@npu " : "@host ");
+  EXPECT_EQ(where, "resize@host pad@host convert_color@npu normalize@npu layout@npu ");
   // An input that is not an image.
   EXPECT_THROW(preprocess_stages(rec, {3, 48, 320}), compiler::PreprocessError);
 }
@@ -128,6 +140,8 @@ TEST(PipelineSpec, ErrorsNameFileLineColumnAndKey) {
       "p.yaml:3:5: pre[1].on: a host stage after an NPU stage; the NPU stages run after the input transfer, "
       "so they come last");
   EXPECT_EQ(errors_of("stream:\n  batch: 2.5\n"), "p.yaml:2:10: stream.batch: '2.5' is not an integer");
+  EXPECT_EQ(errors_of("pre:\n  - {op: pad, width: 8}\n"),
+            "p.yaml:2:5: pre[0].height: missing (pad needs width, height)");
   // Every problem at once.
   const std::string two = errors_of("frame: {width: 0, height: 1}\nstream: {buffer: 2}\n");
   EXPECT_NE(two.find("p.yaml:1:16: frame.width: 0 is out of range"), std::string::npos) << two;
@@ -140,6 +154,8 @@ TEST(E2eKernels, CostsFollowTheirSize) {
   w.elements = 1000;
   EXPECT_EQ(host_ops(Kernel::kNormalize, w), 2000);
   EXPECT_EQ(host_ops(Kernel::kResize, w), 10000);
+  EXPECT_EQ(host_ops(Kernel::kPad, w), 1000);  // one store per padded element
+  EXPECT_FALSE(runs_on_npu(Kernel::kPad));
   w.nearest = true;
   EXPECT_EQ(host_ops(Kernel::kResize, w), 2000);
   w.k = 8;  // log2(8) = 3 sift levels
