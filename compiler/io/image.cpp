@@ -167,7 +167,7 @@ bool decode_jpeg(std::FILE* f, JpegError& e, int64_t& width, int64_t& height, st
   jpeg_save_markers(&cinfo, JPEG_APP0 + 1, 0xffff);
   jpeg_read_header(&cinfo, TRUE);
   for (jpeg_saved_marker_ptr m = cinfo.marker_list; m; m = m->next)
-    if (m->marker == JPEG_APP0 + 1 && exif_orientation(m->data, m->data_length) != 1)
+    if (m->marker == JPEG_APP0 + 1 && orientation == 1)
       orientation = exif_orientation(m->data, m->data_length);
   // CMYK (and YCCK) files: libjpeg gives the four inks, converted below as PIL and OpenCV do.
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;

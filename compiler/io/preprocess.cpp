@@ -60,21 +60,17 @@ ImageRegion image_region(const Preprocess& p, int64_t img_w, int64_t img_h, int6
 
 void check_image_dtype(const Preprocess& p, DataType input, const std::string& what) {
   const std::string_view name = Preprocess::kDtypeNames[static_cast<size_t>(p.dtype)];
-  const bool fits = is_float(input)             ? p.dtype == Preprocess::Dtype::kFloat32
-                    : input == DataType::kUInt8 ? p.dtype == Preprocess::Dtype::kUint8
-                    : input == DataType::kInt8  ? p.dtype == Preprocess::Dtype::kInt8
-                                                : false;
-  if (fits) return;
-  const std::string want = is_float(input)             ? "float32"
-                           : input == DataType::kUInt8 ? "uint8"
-                           : input == DataType::kInt8  ? "int8"
-                                                       : "";
+  const std::string_view want = is_float(input)             ? "float32"
+                                : input == DataType::kUInt8 ? "uint8"
+                                : input == DataType::kInt8  ? "int8"
+                                                            : "";
+  if (!want.empty() && want == name) return;
   if (want.empty())
     throw PreprocessError(what + " is " + std::string(to_string(input)) +
                           ": an image becomes a float32, uint8 or int8 input only");
   throw PreprocessError(what + " is " + std::string(to_string(input)) +
-                        " but the pre-processing gives dtype " + std::string(name) + " (set dtype: " + want +
-                        ", with the scale, mean and std that input expects)");
+                        " but the pre-processing gives dtype " + std::string(name) + " (set dtype: " +
+                        std::string(want) + ", with the scale, mean and std that input expects)");
 }
 
 ImageGeometry image_geometry(const Preprocess& p, const Shape& s, const std::string& what) {
