@@ -1,5 +1,6 @@
 #pragma once
-// The `npusim` command line: subcommands run, compile, exec, asm, disasm, ops, config.
+// The `npusim` command line: the commands of the command table (sim/cli/commands/table.cpp), one file
+// each under sim/cli/commands/.
 // Exit codes: 0 success, 1 compile or simulation error, 2 usage or configuration error.
 #include <iosfwd>
 

@@ -1,0 +1,138 @@
+// npusim serve: several models sharing one NPU (sim/serve, docs/scenarios.md).
+#include <fmt/format.h>
+
+#include <tuple>
+#include <vector>
+
+#include "arch/simulate.h"
+#include "isa/timing/units.h"
+#include "sim/cli/commands/commands.h"
+#include "sim/cli/compile_model.h"
+#include "sim/cli/files.h"
+#include "sim/config/config_loader.h"
+#include "sim/e2e/pipeline.h"
+#include "sim/model/model.h"
+#include "sim/serve/scenario.h"
+#include "sim/serve/scheduler.h"
+
+namespace npusim::sim::cli {
+
+namespace po = boost::program_options;
+
+// npusim serve: every model of the scenario compiled and simulated alone as `npusim run` would, then
+// their requests scheduled on one NPU at layer boundaries (sim/serve, docs/scenarios.md).
+int cmd_serve(Context& ctx, const Command& cmd) {
+  std::string scenario_file, report_file, trace_file;
+  bool quiet = false;
+  po::options_description d("Serving");
+  d.add_options()("scenario", po::value(&scenario_file)->value_name("SCENARIO.yaml"),
+                  "models, arrivals, priorities, policy, duration (docs/scenarios.md)")(
+      "report", po::value(&report_file)->value_name("FILE.json"),
+      "write the per-model and per-unit figures as JSON")(
+      "trace", po::value(&trace_file)->value_name("FILE.json"),
+      "write a Chrome/Perfetto trace: one lane per model, one slice per stretch a request ran")(
+      "quiet,q", po::bool_switch(&quiet), "print nothing but errors");
+  std::string config_arg;
+  std::vector<std::string> sets;
+  d.add_options()("config,c", po::value(&config_arg)->value_name("FILE.yaml"),
+                  "the configuration instead of the scenario's config (a preset name or a file)")(
+      "set", po::value(&sets)->composing()->value_name("KEY=VALUE"),
+      "override a configuration parameter after the scenario's set (repeatable; sweeps use it)");
+  po::positional_options_description pos;
+  pos.add("scenario", 1);
+  if (!parse(ctx, cmd, d, pos)) return kExitOk;
+  if (scenario_file.empty()) throw UsageError("serve needs a scenario file (npusim serve SCENARIO.yaml)");
+  serve::Scenario scenario = serve::parse_scenario_file(scenario_file);
+  if (!config_arg.empty()) scenario.config = config_arg;
+  scenario.sets.insert(scenario.sets.end(), sets.begin(), sets.end());
+  const isa::NpuConfig whole = load_config(scenario.config, scenario.sets);
+  const std::vector<size_t> sharing = serve::models_per_core(scenario, whole.cores);
+  std::vector<serve::ModelProfile> profiles;
+  std::vector<isa::NpuConfig> configs;  // per model, for the co-runs below
+  std::vector<isa::Program> programs;
+  std::vector<traces::Report> alone;
+  for (size_t i = 0; i < scenario.models.size(); ++i) {
+    const serve::ScenarioModel& sm = scenario.models[i];
+    isa::NpuConfig config = whole;
+    if (!sm.sets.empty()) {  // its own overrides, after the scenario's
+      std::vector<std::string> sets = scenario.sets;
+      sets.insert(sets.end(), sm.sets.begin(), sm.sets.end());
+      try {
+        config = load_config(scenario.config, sets);
+      } catch (const ConfigError& e) {
+        std::vector<std::string> problems = e.messages();
+        for (std::string& p : problems)
+          p = fmt::format("{}:{}:{}: models[{}].set: {}", scenario_file, sm.set_line, sm.set_column, i, p);
+        throw ConfigError(problems);
+      }
+    }
+    if (scenario.sram_partitioned) {  // among the models of its core: each core has its own SRAM
+      config = serve::partitioned_sram(config, sharing[i]);
+      std::vector<std::string> problems = check_constraints(config);
+      for (std::string& p : problems) p = fmt::format("{}: sram: partitioned: {}", scenario_file, p);
+      if (!problems.empty()) throw ConfigError(problems);
+    }
+    ModelCliOptions m;
+    if (!sm.precision.empty()) m.precision = sm.precision;
+    if (sm.batch > 0) {
+      m.batch = sm.batch;
+      m.batch_given = true;
+    }
+    m.calibration_samples = 1;  // timing only, as `npusim run` without --calibration
+    m.timing_only = true;
+    CompiledModel compiled = compile_or_throw(sm.model, config, m);
+    traces::Report report;
+    try {
+      report = arch::simulate(compiled.result.program, config, arch::RunOptions{});
+    } catch (const arch::SimError& e) {
+      throw RunError(fmt::format("{}: {}", sm.name, e.what()));
+    }
+    serve::ModelProfile p = serve::profile_of(sm.name, report);
+    const compiler::MemoryPlan& mem = compiled.result.memory;
+    p.weight_bytes = static_cast<int64_t>(mem.weight_bytes);
+    p.activation_bytes = static_cast<int64_t>(dram_footprint_bytes(mem) - mem.weight_bytes);
+    p.reload_cycles =
+        isa::timing::host_cycles(p.weight_bytes, 0, 0, config.host, config.frequency_mhz).link_in;
+    if (sm.pipeline_spec) {
+      e2e::E2eResult pipeline = e2e::plan_pipeline(*sm.pipeline_spec, compiled.result.program, config,
+                                                   std::max<int64_t>(1, sm.batch));
+      e2e::add_npu_run(pipeline, p.total_cycles, static_cast<int64_t>(report.breakdown.host));
+      serve::add_pipeline(p, pipeline);
+    }
+    profiles.push_back(std::move(p));
+    configs.push_back(config);
+    programs.push_back(std::move(compiled.result.program));
+    alone.push_back(std::move(report));
+  }
+  // Models on different cores slow each other down through the DRAM and the host link they share: each
+  // pair's slowdowns come from one simulation of their programs on two cores (docs/scenarios.md).
+  serve::Slowdowns slowdown;
+  for (size_t i = 0; i < scenario.models.size(); ++i) {
+    for (size_t j = i + 1; j < scenario.models.size(); ++j) {
+      if (scenario.models[i].core == scenario.models[j].core) continue;
+      if (slowdown.empty())
+        slowdown.assign(scenario.models.size(), std::vector<double>(scenario.models.size(), 1.0));
+      std::vector<traces::Report> both;
+      try {
+        both = arch::simulate_cores({&programs[i], &programs[j]}, {&configs[i], &configs[j]});
+      } catch (const arch::SimError& e) {
+        throw RunError(fmt::format("{} with {} on two cores: {}", scenario.models[i].name,
+                                   scenario.models[j].name, e.what()));
+      }
+      std::tie(slowdown[i][j], slowdown[j][i]) =
+          serve::co_run_slowdowns(alone[i], both[0], alone[j], both[1]);
+    }
+  }
+  const serve::ServeResult result =
+      serve::run_scenario(scenario, profiles, whole.frequency_mhz, whole.dram.capacity_mib << 20, slowdown);
+  if (!report_file.empty()) write_output(report_file, serve::serve_json(result, scenario));
+  if (!trace_file.empty()) {
+    auto f = open_output(trace_file);
+    serve::write_serve_trace(result, *f);
+    if (!f->flush()) throw InputError(fmt::format("cannot write '{}'", trace_file));
+  }
+  if (!quiet) ctx.out << serve::serve_text(result);
+  return kExitOk;
+}
+
+}  // namespace npusim::sim::cli

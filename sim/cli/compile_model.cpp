@@ -1,0 +1,87 @@
+#include "sim/cli/compile_model.h"
+
+#include <fmt/format.h>
+
+#include <ostream>
+#include <sstream>
+#include <vector>
+
+#include "compiler/import/import.h"
+#include "compiler/ir/memory_budget.h"
+#include "compiler/quant/calibration.h"
+#include "compiler/quant/precision.h"
+#include "sim/mapping/mapping_file.h"
+
+namespace npusim::sim::cli {
+
+CompiledModel compile_or_throw(const std::string& spec, const isa::NpuConfig& config, ModelCliOptions& m,
+                               const dynamic::DimBinding& dims) {
+  load_preprocess(m);
+  ModelOptions options = to_model_options(m, config);
+  options.dim_params = dims;
+  if (m.memory_limit_gb < 0) throw UsageError("--memory-limit-gb must not be negative");
+  if (m.memory_limit_gb > 0) compiler::set_memory_limit_bytes(static_cast<uint64_t>(m.memory_limit_gb * 1e9));
+  compiler::MappingOverrides mapping;
+  if (!m.mapping.empty()) {
+    try {
+      mapping = read_mapping_file(m.mapping);
+    } catch (const MappingFileError& e) {
+      throw InputError(e.what());
+    }
+    options.mapping = &mapping;
+  }
+  try {
+    // -v: the graph after import and after every pass, kept until the mapping table is printed
+    // (print_verbose): the table is what is read first, the graphs run to a thousand lines.
+    std::ostringstream graphs;
+    CompiledModel cm = compile_model(spec, config, options, m.graphs ? &graphs : nullptr);
+    if (m.graphs) m.graph_dumps = graphs.str();
+    const std::string too_big = dram_capacity_problem(cm.result.memory, config);
+    if (!too_big.empty()) throw UsageError(fmt::format("{}: {}", spec, too_big));
+    return cm;
+  } catch (const compiler::ModelError& e) {
+    throw InputError(e.what());
+  } catch (const compiler::quant::PrecisionError& e) {
+    throw UsageError(e.what());
+  } catch (const compiler::quant::CalibrationError& e) {
+    throw InputError(e.what());
+  } catch (const compiler::MappingError& e) {
+    throw InputError(e.what());
+  } catch (const compiler::CompileError& e) {
+    throw RunError(e.what());
+  }
+}
+
+void print_mapping(Context& ctx, const ModelCliOptions& m, const CompiledModel& cm) {
+  if (!m.verbose) return;
+  ctx.out << compiler::compile_summary(cm.result) << "\n";
+  ctx.out << "precision plan: " << compiler::quant::plan_summary(cm.plan) << "\n\n";
+}
+void print_graphs(Context& ctx, const ModelCliOptions& m) {
+  if (m.graphs) ctx.out << "\ngraphs after import and after each pass (--graphs)\n" << m.graph_dumps << "\n";
+}
+
+void write_mapping_out(const Context& ctx, const CommonOptions& o, const ModelCliOptions& m,
+                       const std::string& spec, const CompiledModel& cm) {
+  if (m.mapping_out.empty()) return;
+  std::string sets;
+  for (const std::string& s : o.sets) sets += " --set " + s;
+  std::string args;
+  for (const std::string& a : ctx.args) args += (args.empty() ? "" : " ") + a;
+  const std::vector<std::string> header = {
+      "npusim mapping: every layer of one compiled model, keyed by (lowered) ONNX node name.",
+      "`--mapping THIS_FILE` imposes it; keys and entries left out are searched (docs/backend.md).",
+      fmt::format("model: {}", spec),
+      fmt::format("config: {}{}", o.config.empty() ? "edge (built-in default)" : o.config, sets),
+      fmt::format("precision: {}{}", compiler::quant::to_string(cm.plan.model),
+                  m.overrides.empty() && m.precision_file.empty() ? "" : " with per-layer overrides"),
+      fmt::format("arguments: {}", args),
+  };
+  try {
+    write_mapping_file(m.mapping_out, cm.result.layers, header);
+  } catch (const std::runtime_error& e) {
+    throw InputError(e.what());
+  }
+}
+
+}  // namespace npusim::sim::cli

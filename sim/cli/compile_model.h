@@ -1,0 +1,28 @@
+#pragma once
+// Compiling a model for the commands that do (run, compile, serve): the compiler's errors mapped onto the
+// CLI's exit codes, and what -v, --graphs and --mapping-out print or write.
+#include <string>
+
+#include "isa/machine/config.h"
+#include "sim/cli/command.h"
+#include "sim/cli/options/common.h"
+#include "sim/cli/options/model.h"
+#include "sim/dynamic/profiles.h"
+#include "sim/model/model.h"
+
+namespace npusim::sim::cli {
+
+// Compiles `spec`, mapping the compiler's errors onto the CLI's exit codes.
+CompiledModel compile_or_throw(const std::string& spec, const isa::NpuConfig& config, ModelCliOptions& m,
+                               const dynamic::DimBinding& dims = {});
+
+// -v: the mapping table and the precision plan (print_mapping); --graphs: last, after whatever else the
+// command prints, the graph after import and after every pass (print_graphs).
+void print_mapping(Context& ctx, const ModelCliOptions& m, const CompiledModel& cm);
+void print_graphs(Context& ctx, const ModelCliOptions& m);
+
+// --mapping-out: every layer's mapping, under a header saying what it was compiled from.
+void write_mapping_out(const Context& ctx, const CommonOptions& o, const ModelCliOptions& m,
+                       const std::string& spec, const CompiledModel& cm);
+
+}  // namespace npusim::sim::cli

@@ -1,0 +1,32 @@
+#pragma once
+// Files the commands read and write, their failures as the CLI's errors (InputError: exit 2).
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "isa/machine/config.h"
+#include "isa/program.h"
+
+namespace npusim::sim::cli {
+
+// The whole file at `path` (InputError when it cannot be opened).
+std::string read_text_file(const std::string& path);
+
+// Opens an output file for a trace, or nothing when no path was given.
+std::unique_ptr<std::ofstream> open_output(const std::string& path);
+
+// Writes `text` to the file at `path`.
+void write_output(const std::string& path, const std::string& text);
+
+// A program file by its name: .npu, or assembly text (.s, .asm).
+bool is_program_file(const std::string& path);
+
+// Loads a program from a binary program file or assembly text (by extension).
+isa::Program load_program(const std::string& path);
+
+// Checks that a program compiled for one machine runs on an array of the same shape (its tiles and
+// preloads were chosen for it) and on scratchpads at least as large as it was compiled for (it
+// addresses them; more room changes nothing).
+void check_machine(const isa::Program& p, const isa::NpuConfig& config);
+
+}  // namespace npusim::sim::cli
