@@ -218,21 +218,29 @@ TEST(Cli, EveryPresetRunsTheDemo) {
   }
 }
 
-TEST(Cli, ReadmeTestCommandIsWhatCiRuns) {
+TEST(Cli, ReadmeCommandsAreWhatCiRuns) {
   const std::string readme = read_file(kSource + "/README.md");
   const std::string ci = read_file(kSource + "/.ci/run");
-  std::smatch m;
   std::vector<std::string> commands;
   const std::regex block("```sh\\n([^\\n]*)\\n```");
   for (auto it = std::sregex_iterator(readme.begin(), readme.end(), block); it != std::sregex_iterator(); ++it) {
     commands.push_back((*it)[1]);
   }
-  ASSERT_GE(commands.size(), 3u);
-  EXPECT_NE(commands[1].find("ctest"), std::string::npos);
-  EXPECT_NE(ci.find("\n" + commands[1] + "\n"), std::string::npos) << "README test command: " << commands[1];
-  // The sanitizer job: README's third command, run by CI too.
-  EXPECT_NE(commands[2].find("-DNPUSIM_SANITIZE=ON"), std::string::npos);
-  EXPECT_NE(ci.find("\n" + commands[2] + "\n"), std::string::npos) << "README sanitizer command: " << commands[2];
+  // 1 try it (builds the npusim target only), 2 the test suite, 3 the slow tests, 4 the sanitizers.
+  ASSERT_EQ(commands.size(), 4u) << "README must hold exactly four one-line ```sh blocks";
+  EXPECT_NE(commands[0].find("--target npusim"), std::string::npos) << commands[0];
+  EXPECT_NE(commands[1].find("ctest"), std::string::npos) << commands[1];
+  EXPECT_NE(commands[1].find("-LE slow"), std::string::npos) << commands[1];
+  EXPECT_NE(commands[2].find("-L slow"), std::string::npos) << commands[2];
+  EXPECT_NE(commands[3].find("-DNPUSIM_SANITIZE=ON"), std::string::npos) << commands[3];
+  // CI runs 2, 3 and 4 verbatim, in that order.
+  std::size_t at = 0;
+  for (int i = 1; i < 4; ++i) {
+    const std::size_t found = ci.find("\n" + commands[i] + "\n", at);
+    EXPECT_NE(found, std::string::npos) << "README command " << i + 1 << " is not in .ci/run after the one before: "
+                                        << commands[i];
+    if (found != std::string::npos) at = found + 1;
+  }
 }
 
 }  // namespace
