@@ -47,6 +47,10 @@ SOURCES = {
     "tpu": "N. P. Jouppi et al., \"In-Datacenter Performance Analysis of a Tensor Processing Unit\", ISCA 2017: "
            "table 2 (28 W idle, 40 W busy), figure 2 (floorplan: Unified Buffer 29 %, Matrix Multiply Unit 24 %, "
            "Accumulators 6 % of a die under 331 mm2)",
+    "eyeriss": "Y.-H. Chen, T. Krishna, J. Emer, V. Sze, \"Eyeriss: An Energy-Efficient Reconfigurable Accelerator "
+               "for Deep Convolutional Neural Networks\", IEEE JSSC 52(1), 2017 (ISSCC 2016): the 65 nm chip, 168 PEs "
+               "at 200 MHz, runs AlexNet's five convolutional layers at 34.7 frames/s and 278 mW (DRAM not "
+               "included), as docs/energy.md cites it",
     "nvdla": "NVDLA Primer, \"Example Area and Performance with NVDLA\" (http://nvdla.org/primer.html; "
              "nvdla/nvdla.github.io `primer.html` at 0fa0e49a9dd3254d1c22c6f1e5b2d7364a9363fe): per configuration "
              "the MACs, convolution buffer, SDRAM bandwidth, cell area at 16 nm, int8 ResNet-50 frames/s and "
@@ -256,6 +260,47 @@ def tpu_rows():
     ]
 
 
+# --- Eyeriss (AlexNet's convolutional layers) ---------------------------------------------------------------
+
+PUBLISHED_EYERISS = {"fps": 34.7, "mw": 278.0}
+
+# The Eyeriss-like machine of docs/energy.md: 12 x 14 = 168 PEs of 16-bit MACs at 200 MHz, a 112 KiB buffer
+# (Eyeriss' global buffer is 108 KB), 65 nm; a 16-bit multiply ~4x Horowitz's 8-bit one plus a 16-bit add.
+EYERISS_SETS = ("frequency_mhz=200", "systolic_array.rows=12", "systolic_array.cols=14",
+                "systolic_array.fp16_rate=1.0", "sram.input.size_kib=64", "sram.weight.size_kib=32",
+                "sram.accumulator.size_kib=16", "vector.lanes=14", "technology.node_nm=65",
+                "energy.mac_pj.fp16=0.85")
+
+
+def conv_layers(report):
+    return [l for l in report["layers"] if l["op"] == "Conv"]
+
+
+def eyeriss_conv_ms(report):
+    """Time of AlexNet's Conv layers: their cycles at the clock (the chip's figure covers them alone)."""
+    return sum(l["cycles"] for l in conv_layers(report)) / (report["frequency_mhz"] * 1000.0)
+
+
+def eyeriss_conv_mw(report):
+    """Power of the Conv layers without DRAM: their energy (less its dram part) over their time."""
+    mj = sum(l["energy"]["total_mj"] - l["energy"]["by_component_mj"]["dram"] for l in conv_layers(report))
+    return mj / eyeriss_conv_ms(report) * 1000.0
+
+
+def eyeriss_rows():
+    run = Run("alexnet", "edge", EYERISS_SETS, ("--precision", "fp16"))
+    setup = "edge with the Eyeriss-like settings below, fp16, AlexNet's five Conv layers"
+    arr = ("a weight-stationary array for Eyeriss' row-stationary one; no per-PE register files; "
+           "torchvision's AlexNet (the same conv shapes at 224 x 224)")
+    p = PUBLISHED_EYERISS
+    return [
+        Row("Eyeriss", "AlexNet CONV layers, time per frame (ms)", "eyeriss", "measurement", 1000.0 / p["fps"],
+            "ms", run, eyeriss_conv_ms, assumed=arr, setup=setup),
+        Row("Eyeriss", "AlexNet CONV layers, power without DRAM (mW)", "eyeriss", "measurement", p["mw"], "mW",
+            run, eyeriss_conv_mw, assumed=arr, setup=setup),
+    ]
+
+
 # --- NVDLA primer table (an estimate) ----------------------------------------------------------------------
 
 # (MACs, conv buffer KB, SDRAM GB/s, cell area mm2 at 16 nm, int8 ResNet-50 frames/s, average power mW at 16 nm)
@@ -308,14 +353,12 @@ def nvdla_rows():
 
 
 def all_rows():
-    return gemmini_rows() + vta_rows() + ethos_rows() + tpu_rows() + nvdla_rows()
+    return gemmini_rows() + vta_rows() + ethos_rows() + tpu_rows() + eyeriss_rows() + nvdla_rows()
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Running and writing
 # ---------------------------------------------------------------------------------------------------------
-
-MODEL_NAMES = ("resnet18", "resnet34", "resnet50", "resnet101", "mobilenet_v2")
 
 
 def ensure_models(models_dir, runs):
