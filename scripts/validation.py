@@ -5,8 +5,9 @@ and vendors' cycle-level models.
 Usage: validation.py --npusim NPUSIM [--models DIR] [--jobs N] [--check DOC | --output DOC]
 
 Without --check or --output the document is printed. --check DOC exits 1 with a diff when DOC differs from
-what this script prints (the ctest `validation` runs it that way, so the committed document cannot drift);
---output DOC writes it. --models DIR holds the ONNX models (exported there with scripts/export_models.py
+what this script prints (the ctest `validation_doc` runs it that way, so the committed document cannot
+drift); --output DOC writes it. --only SYSTEM runs that system's rows alone; with --check it compares that
+system's section (ctest `validation_gemmini`, seconds, in the unit suite). --models DIR holds the ONNX models (exported there with scripts/export_models.py
 when missing). Runs npusim once per distinct configuration (about 40 runs, --jobs at a time).
 
 Every published figure, with its source, is declared once below (PUBLISHED_*); every preset and setting
@@ -483,12 +484,22 @@ def load_notes():
         NOTES[current] = "".join(lines).strip() + "\n"
 
 
+def section(text, system):
+    """The part of a rendered document from its '## SYSTEM' heading to the next heading ("" if none)."""
+    start = text.find(f"\n## {system}\n")
+    if start < 0:
+        return ""
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end >= 0 else len(text)]
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--npusim", required=True)
     ap.add_argument("--models", default=os.path.join(tempfile.gettempdir(), "npusim-validation-models"))
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--only", help="only the rows of this system (for a quick look; not with --check)")
+    ap.add_argument("--only", help="only the rows of this system; with --check, only its section is compared "
+                                   "(a quick check of one system; not with --output)")
     group = ap.add_mutually_exclusive_group()
     group.add_argument("--check")
     group.add_argument("--output")
@@ -500,8 +511,8 @@ def main(argv):
     rows = all_rows()
     if a.only:
         rows = [r for r in rows if r.system == a.only]
-        if not rows or a.check:
-            print(f"validation.py: --only {a.only}: no such system, or used with --check", file=sys.stderr)
+        if not rows or a.output:
+            print(f"validation.py: --only {a.only}: no such system, or used with --output", file=sys.stderr)
             return 2
     runs = []
     for r in rows:
@@ -520,6 +531,8 @@ def main(argv):
     if a.check:
         with open(a.check) as f:
             committed = f.read()
+        if a.only:
+            committed, text = section(committed, a.only), section(text, a.only)
         if committed != text:
             sys.stdout.writelines(difflib.unified_diff(committed.splitlines(True), text.splitlines(True),
                                                        a.check, "scripts/validation.py"))
