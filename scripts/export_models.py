@@ -3,9 +3,10 @@
 
 Usage: export_models.py OUTDIR NAME...
 
-NAME is one of: resnet50, resnet18, mobilenet_v2, mobilenet_v3_small, efficientnet_b0, densenet121, vit_b_16,
+NAME is one of: resnet50, resnet18, resnet34, resnet101, alexnet, mobilenet_v2, mobilenet_v3_small, efficientnet_b0, densenet121, vit_b_16,
 bert_base, bert_small, bert_small_dyn, resnet18_qdq, mobilenet_v2_qdq (or "all").
-  resnet50, resnet18, mobilenet_v2, mobilenet_v3_small, efficientnet_b0, densenet121, vit_b_16  torchvision's
+  resnet50, resnet18, resnet34, resnet101, alexnet, mobilenet_v2, mobilenet_v3_small, efficientnet_b0,
+              densenet121, vit_b_16  torchvision's
               architectures,
               input "input" 1x3x224x224
   resnet18_qdq, mobilenet_v2_qdq  the same architectures pre-quantized with torch's own tooling
@@ -61,7 +62,8 @@ def perturb_layernorms(model, scale=0.1):
 
 def image_model(name):
     import torchvision.models as tvm
-    ctor = {"resnet50": tvm.resnet50, "resnet18": tvm.resnet18, "mobilenet_v2": tvm.mobilenet_v2,
+    ctor = {"resnet50": tvm.resnet50, "resnet18": tvm.resnet18, "resnet34": tvm.resnet34,
+            "resnet101": tvm.resnet101, "alexnet": tvm.alexnet, "mobilenet_v2": tvm.mobilenet_v2,
             "vit_b_16": tvm.vit_b_16, "efficientnet_b0": tvm.efficientnet_b0,
             "mobilenet_v3_small": tvm.mobilenet_v3_small,
             "densenet121": tvm.densenet121}[name]
@@ -123,7 +125,9 @@ def encoder_model(name):
     return model, torch.randn(1, 128, 768)
 
 
-MODELS = {"resnet50": image_model, "resnet18": image_model, "mobilenet_v2": image_model,
+MODELS = {"resnet50": image_model, "resnet18": image_model, "resnet34": image_model, "resnet101": image_model,
+          "alexnet": image_model,
+          "mobilenet_v2": image_model,
           "efficientnet_b0": image_model, "densenet121": image_model, "mobilenet_v3_small": image_model,
           "vit_b_16": image_model, "bert_base": encoder_model, "bert_small": encoder_model,
           "bert_small_dyn": encoder_model,
