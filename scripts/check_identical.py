@@ -4,9 +4,9 @@
 Usage: check_identical.py OLD_NPUSIM NEW_NPUSIM [MODELS_DIR] [--quick] [--jobs N] [--keep DIR]
                           [--functional-max-mb MB] [--only SUBSTRING]
 
-For every case -- the built-in demo, gemm: and conv: micro-models and a small llm:, on edge and (the
-micro-models) on the gemmini and tpu-v1 presets, plus every MODELS_DIR/*.onnx (default /work/tmp/models)
-on edge -- in fp32, fp16 and int8, both binaries run, each in a directory of its own with the same
+For every case -- the built-in demo, gemm: and conv: micro-models and a small llm: on edge, the
+micro-models on datacenter and (int8, their arrays have no float MACs) gemmini and tpu-v1, and every
+MODELS_DIR/*.onnx (default /work/tmp/models) on edge -- in fp32, fp16 and int8, both binaries run, each in a directory of its own with the same
 relative file names:
 
   npusim run MODEL --precision P -q --report report.json --mapping-out mapping.yaml
@@ -42,10 +42,10 @@ BUILTINS = [
     "conv:H=7,W=7,C=64,K=64,R=1,S=1",
     "llm:layers=1,hidden=64,heads=4,kv_heads=2,ffn=128,vocab=100",
 ]
-# The micro-models also run on presets whose scratchpads or arrays differ from edge's: gemmini shares the
-# input and weight scratchpad, tpu-v1 has an int8-only array.
-EXTRA_CONFIGS = ["gemmini", "tpu-v1"]
 PRECISIONS = ["fp32", "fp16", "int8"]
+# The micro-models also run on presets whose scratchpads or arrays differ from edge's: gemmini shares the
+# input and weight scratchpad, tpu-v1 has a large int8-only array (both int8 only), datacenter is large.
+EXTRA_CONFIGS = [("gemmini", ["int8"]), ("tpu-v1", ["int8"]), ("datacenter", PRECISIONS)]
 # Report keys that depend on when, how fast, with which build or with which command line a run happened.
 VOLATILE_KEY = re.compile(r"seconds|wall|^command$|^version$|timestamp|^date$|^arguments$")
 TIMEOUT_S = 1800
@@ -170,17 +170,17 @@ def check_case(case, old_bin, new_bin, work):
 
 
 def cases(models_dir, quick, functional_max_mb):
-    models = [(m, "edge", True) for m in BUILTINS]
-    models += [(m, cfg, True) for cfg in EXTRA_CONFIGS for m in BUILTINS if not m.startswith("llm:")]
+    models = [(m, "edge", PRECISIONS, True) for m in BUILTINS]
+    models += [(m, cfg, ps, True) for cfg, ps in EXTRA_CONFIGS for m in BUILTINS if not m.startswith("llm:")]
     if not quick and models_dir and os.path.isdir(models_dir):
         for f in sorted(os.listdir(models_dir)):
             if f.endswith(".onnx"):
                 path = os.path.join(models_dir, f)
-                models.append((path, "edge", os.path.getsize(path) <= functional_max_mb * 2**20))
+                models.append((path, "edge", PRECISIONS, os.path.getsize(path) <= functional_max_mb * 2**20))
     out = []
-    for model, cfg, functional in models:
+    for model, cfg, precisions, functional in models:
         label = os.path.basename(model)
-        for p in PRECISIONS:
+        for p in precisions:
             base = [model, "--config", cfg, "--precision", p, "-q"]
             tag = f"{label} {cfg} {p}"
             out.append((f"{tag} run", ["run"] + base + ["--report", "report.json", "--mapping-out", "mapping.yaml"],
