@@ -10,18 +10,19 @@
 #include <cstring>
 #include <numeric>
 
-#include "compiler/backend/attention_fusion.h"
-#include "compiler/backend/concat_in_place.h"
-#include "compiler/backend/context.h"
-#include "compiler/backend/imposed.h"
-#include "compiler/backend/int8.h"
-#include "compiler/backend/layer_fusion.h"
-#include "compiler/backend/movement.h"
-#include "compiler/backend/residency.h"
-#include "compiler/backend/roofline.h"
-#include "compiler/backend/se_fusion.h"
-#include "compiler/backend/strided_views.h"
-#include "compiler/backend/vector_tiling.h"
+#include "compiler/backend/core/context.h"
+#include "compiler/backend/estimate/roofline.h"
+#include "compiler/backend/fusion/attention_fusion.h"
+#include "compiler/backend/fusion/layer_fusion.h"
+#include "compiler/backend/fusion/residency.h"
+#include "compiler/backend/fusion/se_fusion.h"
+#include "compiler/backend/int8/int8.h"
+#include "compiler/backend/mapping/imposed.h"
+#include "compiler/backend/memory/concat_in_place.h"
+#include "compiler/backend/memory/movement.h"
+#include "compiler/backend/memory/strided_views.h"
+#include "compiler/backend/vector/rowwise.h"
+#include "compiler/backend/vector/vector_tiling.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/precision.h"
 #include "isa/layer_names.h"
@@ -190,7 +191,7 @@ std::string unsupported_on_array(const Context& c, const Node& n, Placement plac
                      dt, dt);
 }
 
-// Hands node n's lowering a dense copy of every strided view (backend/concat_in_place.h) it does not
+// Hands node n's lowering a dense copy of every strided view (backend/memory/concat_in_place.h) it does not
 // take itself (ConcatFolding::takes_view): an input is copied out of its slice before the node, an
 // output written to DRAM scratch and copied into its slice after it. Correct for any lowering; the
 // folding decides so that the layers it folds for need none of it.
@@ -274,7 +275,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
       root[n.outputs[0]] = find_root(n.inputs[0]);
     }
   }
-  // # int8: per-value storage formats of a precision plan (backend/int8.h).
+  // # int8: per-value storage formats of a precision plan (backend/int8/int8.h).
   std::map<std::string, isa::DType> planned;
   if (options.plan) {
     std::map<std::string, std::string> roots;
@@ -285,7 +286,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     auto it = planned.find(name);
     return it != planned.end() ? it->second : storage_dtype(g.value(name), c.act);
   };
-  // Concats folded into their producers' stores (backend/concat_in_place.h): a value written in place
+  // Concats folded into their producers' stores (backend/memory/concat_in_place.h): a value written in place
   // lives in its Concat's buffer, whose lifetime covers it.
   {
     std::map<std::string, isa::DType> storage;
@@ -299,7 +300,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
     }
     c.folding = backend::fold_concats(g, options, storage, placements);
     for (const auto& [v, slice] : c.folding.views) root[v] = slice.root;
-    // Slices, Transposes and the Reshapes between them read in place (backend/strided_views.h).
+    // Slices, Transposes and the Reshapes between them read in place (backend/memory/strided_views.h).
     c.views = backend::fold_views(g, options, storage, placements, c.folding);
     for (const auto& [v, view] : c.views.views) root[v] = view.root;
   }
@@ -327,7 +328,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
   for (const auto& out : g.outputs) {
     if (!g.value(out).is_constant()) touch(out, kEnd);
   }
-  // A pool or depthwise conv the conv before it may fuse (backend/layer_fusion.h) writes its output while
+  // A pool or depthwise conv the conv before it may fuse (backend/fusion/layer_fusion.h) writes its output while
   // the conv reads.
   for (int i = 0; options.keep_on_chip && i < kEnd; ++i) {
     if (!backend::conv_pool_pair(g, static_cast<size_t>(i))) continue;
@@ -614,7 +615,7 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
   for (const auto& out : g.outputs) bind(out, isa::TensorBinding::Role::kOutput);
 
   for (const auto& [name, t] : c.tensors) {
-    auto kept = c.kept_on_chip.find(name);  // never in DRAM (backend/residency.h)
+    auto kept = c.kept_on_chip.find(name);  // never in DRAM (backend/fusion/residency.h)
     (kept == c.kept_on_chip.end() ? result.values : result.on_chip)
         .push_back({name, kept == c.kept_on_chip.end() ? t.addr : kept->second, t.shape, t.layout, t.dtype,
                     g.value(name).dtype, t.view_strides});
@@ -626,6 +627,8 @@ CompileResult compile(const Graph& g, const isa::NpuConfig& config, const Compil
   result.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }
+
+int64_t rowwise_row_limit(const isa::NpuConfig& config) { return backend::longest_row(config); }
 
 std::string compile_summary(const CompileResult& r) {
   std::string s;

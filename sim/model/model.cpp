@@ -8,7 +8,7 @@
 #include <ostream>
 #include <utility>
 
-#include "compiler/backend/bounds.h"
+#include "compiler/backend/estimate/bounds.h"
 #include "compiler/import/import.h"
 #include "compiler/passes/cross_layer_equalization.h"
 #include "compiler/passes/lowered.h"
@@ -88,7 +88,7 @@ void add_fused_layers(const compiler::CompileResult& result, traces::Report& rep
   for (const compiler::LayerPlan& p : result.layers) {
     if (p.on_chip_input.empty()) continue;
     // A value that never touches DRAM; an SE block's input read where its pool left it keeps its DRAM
-    // copy and counts only its bytes (compiler/backend/se_fusion.h).
+    // copy and counts only its bytes (compiler/backend/fusion/se_fusion.h).
     if (!p.on_chip_input_in_dram) ++fusion.tensors;
     fusion.bytes_saved += static_cast<uint64_t>(p.on_chip_bytes_saved);
   }
