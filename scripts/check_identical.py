@@ -49,6 +49,8 @@ EXTRA_CONFIGS = [("gemmini", ["int8"]), ("tpu-v1", ["int8"]), ("datacenter", PRE
 # Report keys that depend on when, how fast, with which build or with which command line a run happened.
 VOLATILE_KEY = re.compile(r"seconds|wall|^command$|^version$|timestamp|^date$|^arguments$")
 TIMEOUT_S = 1800
+# Arguments an exported model needs (its dynamic dimensions bound; scripts/export_models.py).
+MODEL_ARGS = {"bert_small_dyn.onnx": ["--input-shape", "input=1x128x768"]}
 
 
 def strip_volatile(x):
@@ -181,7 +183,7 @@ def cases(models_dir, quick, functional_max_mb):
     for model, cfg, precisions, functional in models:
         label = os.path.basename(model)
         for p in precisions:
-            base = [model, "--config", cfg, "--precision", p, "-q"]
+            base = [model, "--config", cfg, "--precision", p, "-q"] + MODEL_ARGS.get(label, [])
             tag = f"{label} {cfg} {p}"
             out.append((f"{tag} run", ["run"] + base + ["--report", "report.json", "--mapping-out", "mapping.yaml"],
                         ["report.json", "mapping.yaml"]))

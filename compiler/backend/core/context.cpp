@@ -118,8 +118,8 @@ int64_t scratchpad_capacity(const isa::NpuConfig& config, isa::Buffer b) {
 
 int64_t Context::capacity(isa::Buffer b) const {
   const int64_t cap = scratchpad_capacity(config, b);
-  if (b == isa::Buffer::kAccumulator) return cap - acc_reserved;
-  return b == isa::Buffer::kInput ? cap - input_reserved : cap;
+  if (b == isa::Buffer::kAccumulator) return cap - fusion.acc_reserved;
+  return b == isa::Buffer::kInput ? cap - fusion.input_reserved : cap;
 }
 
 uint64_t Context::sram_base(isa::Buffer b) const {
@@ -209,7 +209,7 @@ Context::Trial Context::begin_trial() {
   t.data_end = data_end_;
   t.scratch_end = scratch_end_;
   if (plan) t.plan = *plan;
-  t.on_chip = on_chip;
+  t.on_chip = fusion.on_chip;
   in_trial_ = true;
   return t;
 }
@@ -227,15 +227,16 @@ void Context::end_trial(const Trial& t) {
   data_end_ = t.data_end;
   scratch_end_ = t.scratch_end;
   if (plan) *plan = t.plan;
-  on_chip = t.on_chip;
+  fusion.on_chip = t.on_chip;
   in_trial_ = false;
 }
 
 void Context::spill_on_chip() {
-  if (!on_chip.pending) return;
-  on_chip.pending = false;
-  on_chip.spilled = true;
-  store(isa::Buffer::kInput, on_chip.addr, on_chip.dram, on_chip.dram.begin, on_chip.dtype, on_chip.box, on_chip.strides);
+  OnChipValue& v = fusion.on_chip;
+  if (!v.pending) return;
+  v.pending = false;
+  v.spilled = true;
+  store(isa::Buffer::kInput, v.addr, v.dram, v.dram.begin, v.dtype, v.box, v.strides);
 }
 
 const DramTensor& Context::tensor(const std::string& name) const {
@@ -270,7 +271,8 @@ Range box_range(const Range& named, uint64_t addr, isa::DType t, const std::arra
 int Context::load(isa::Buffer buf, uint64_t sram, const Range& dram_range, uint64_t dram_addr, isa::DType t,
                   std::array<int64_t, 4> s, std::array<int64_t, 3> st, std::array<int64_t, 4> pads,
                   int64_t pad_value) {
-  if (on_chip.pending && dram_range.begin < on_chip.dram.end && on_chip.dram.begin < dram_range.end) spill_on_chip();
+  const OnChipValue& v = fusion.on_chip;
+  if (v.pending && dram_range.begin < v.dram.end && v.dram.begin < dram_range.end) spill_on_chip();
   Instruction i = make(Opcode::kLoad, layer);
   i.set(Field::kDtype, static_cast<int64_t>(t)).set(Field::kBuf, static_cast<int64_t>(buf));
   i.set(Field::kDramAddr, static_cast<int64_t>(dram_addr)).set(Field::kSramAddr, static_cast<int64_t>(sram));

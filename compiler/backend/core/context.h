@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "compiler/backend/core/emitter.h"
+#include "compiler/backend/fusion/fusion_state.h"
 #include "compiler/backend/memory/concat_in_place.h"
 #include "compiler/backend/memory/strided_views.h"
 #include "compiler/backend/options.h"
@@ -20,9 +21,6 @@
 #include "isa/machine/config.h"
 
 namespace npusim::compiler::backend {
-
-struct ConvPool;  // backend/fusion/layer_fusion.h
-class ConvBands;  // backend/fusion/layer_fusion.h
 
 // A scratchpad slot's bytes rounded up to the 64-byte alignment the lowerings allocate SRAM slots at.
 inline int64_t round64(int64_t bytes) { return ceil_div(bytes, 64) * 64; }
@@ -67,40 +65,6 @@ struct SramAlloc {
   }
 };
 
-// A value its producer left in the input scratchpad for its one consumer instead of storing it to DRAM
-// (backend/fusion/residency.h): dense [pixels][channels] at `addr`, `bytes` long, the top of the scratchpad.
-struct OnChipValue {
-  std::string value;  // graph value name ("" = none)
-  Range dram;         // its DRAM tensor (still allocated: a spill writes it there)
-  uint64_t addr = 0;
-  int64_t bytes = 0;
-  std::array<int64_t, 4> box{};     // the DRAM tensor as one STORE box (sizes, innermost first) ...
-  std::array<int64_t, 3> strides{};  // ... and its strides, in elements
-  isa::DType dtype = isa::DType::kFp32;
-  uint32_t producer = 0;  // its layer
-  bool imposed = false;   // a mapping file's on_chip=true: the reader takes it without costing
-  bool pending = false;   // in SRAM only: a DRAM reader must spill it first
-  bool spilled = false;
-};
-
-// A squeeze-and-excitation block's input held in the input scratchpad from its GlobalAveragePool to
-// its Mul (backend/fusion/se_fusion.h): dense [pixels][channels] at `addr`, `bytes` long, at the top of the
-// scratchpad. Its DRAM copy stays (the pool reads it there); the Mul reads it here instead of again.
-struct HeldValue {
-  std::string value;  // graph value name ("" = none)
-  Range dram;         // its DRAM tensor
-  uint64_t addr = 0;
-  int64_t bytes = 0;
-  isa::DType dtype = isa::DType::kFp32;
-  size_t pool = 0, mul = 0;  // the GlobalAveragePool's and the Mul's layers
-  bool loaded = false;       // the pool loaded it there (set by lower_pool)
-  bool read = false;         // the Mul read it there (set by lower_binary)
-  // The Mul may leave its product in place of it for the pointwise conv after it (as residency does,
-  // backend/fusion/residency.h: Context::on_chip).
-  bool keep_output = false;
-  bool keep_imposed = false;  // ... because a mapping file tiles the reader as reading it in place
-};
-
 class Context {
  public:
   Context(const Graph& g, const isa::NpuConfig& config, const CompileOptions& options, CompileResult& result);
@@ -132,39 +96,11 @@ class Context {
     return it == codes.end() ? nullptr : it->second;
   }
 
-  // ---- on-chip residency (backend/fusion/residency.h) ----
-  // Bytes at the top of the input scratchpad held for a value kept on chip (no lowering allocates them:
-  // capacity(kInput) leaves them out).
-  int64_t input_reserved = 0;
-  // The value the node being lowered may leave in the scratchpad (residency planner), "" = none.
-  std::string keep_output;
-  bool keep_imposed = false;  // ... because a mapping file says on_chip=true
-  OnChipValue on_chip;
-  // A conv -> pool or conv -> depthwise conv pair the conv's lowering may fuse with line-buffer tiling
-  // (backend/fusion/layer_fusion.h).
-  ConvPool* conv_pool = nullptr;
-  // Bytes at the top of the accumulator held by a fused reader (a depthwise conv's sums, layer_fusion.h):
-  // capacity(kAccumulator) leaves them out.
-  int64_t acc_reserved = 0;
-  // Set while layer_fusion.h lowers the depthwise reader of a line buffer: the conv lowerings hand the
-  // job they built for their node to it instead of mapping it (its result is the lowering's).
-  std::function<bool(ConvBands&)> take_conv_job;
-  std::map<std::string, uint64_t> kept_on_chip;  // values read in place (never in DRAM) -> their SRAM address
-  // Emits the STORE that writes on_chip's value to its DRAM tensor, when it is still only in SRAM (a
-  // reader that does not read it in place needs it there). Context::load calls it for its readers.
+  // Fusion groups' state (fusion/fusion_state.h): only fusion/ and the scratchpad accounting here read it.
+  FusionState fusion;
+  // Emits the STORE that writes fusion.on_chip's value to its DRAM tensor, when it is still only in SRAM
+  // (a reader that does not read it in place needs it there). Context::load calls it for its readers.
   void spill_on_chip();
-  // An SE block's input held from its pool to its Mul (backend/fusion/se_fusion.h); its bytes are the first
-  // of input_reserved (input_held of them), below which residency reserves its own.
-  HeldValue held;
-  int64_t input_held = 0;
-  // The SRAM address a node of the current layer reads value `v` at when the hold covers it (the Mul
-  // of the group, once the pool loaded it), else -1.
-  int64_t held_addr(const Range& dram, isa::DType t) const {
-    return held.loaded && held.mul == layer && held.dram.begin == dram.begin && held.dram.end == dram.end &&
-                   held.dtype == t
-               ? static_cast<int64_t>(held.addr)
-               : -1;
-  }
 
   // Bytes of scratchpad `b` a lowering that allocates it on its own may use, from sram_base(b). With
   // sram.shared_scratchpad the input and weight buffers are one scratchpad: such lowerings get half each

@@ -149,7 +149,7 @@ std::string chain(const Graph& g, size_t i, Chain* ch, size_t* count, const Node
 std::string match(const Context& c, size_t i, Chain* ch, size_t* count) {
   if (!c.options.keep_on_chip) return "fusion is off";
   if (c.g.nhwc_io || c.shared_capacity() > 0) return "one scratchpad for inputs and weights";
-  if (c.on_chip.pending) return "a value is held on chip";
+  if (c.fusion.on_chip.pending) return "a value is held on chip";
   const Graph& g = c.g;
   const Node* add = nullptr;
   if (std::string why = chain(g, i, ch, count, &add); !why.empty()) return why;

@@ -138,7 +138,7 @@ bool plan_conv_dw(const Context& c, ConvPool* p) {
 bool plan_conv_pool(const Context& c, size_t i, ConvPool* p) {
   const Graph& g = c.g;
   if (!c.options.keep_on_chip || !c.can_time() || g.nhwc_io || c.shared_capacity() > 0) return false;
-  if (c.on_chip.pending || c.input_reserved > 0 || !c.keep_output.empty()) return false;
+  if (c.fusion.on_chip.pending || c.fusion.input_reserved > 0 || !c.fusion.keep_output.empty()) return false;
   if (!conv_pool_pair(g, i)) return false;
   const Node& cv = g.nodes[i];
   const Node& pl = g.nodes[i + 1];
@@ -322,17 +322,17 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, LineReader& reade
   for (int64_t rows = p.OH;; rows = ceil_div(rows, 2)) {
     BandHeight cand;
     if (make_bands(p, rows, &cand) &&
-        4 * (c.input_reserved + round64(cand.buf_rows * row_bytes)) <= 3 * cap &&
+        4 * (c.fusion.input_reserved + round64(cand.buf_rows * row_bytes)) <= 3 * cap &&
         4 * acc(rows) <= 3 * acc_cap)
       r.cands.push_back(std::move(cand));
     if (rows <= 1 || r.cands.size() >= 4) break;
   }
-  const int64_t reserved = c.input_reserved;
+  const int64_t reserved = c.fusion.input_reserved;
   for (size_t k = 0; k < r.cands.size(); ++k) {
     BandHeight& cand = r.cands[k];
-    c.input_reserved = reserved + round64(cand.buf_rows * row_bytes);
-    c.acc_reserved = acc(cand.rows);
-    const uint64_t buf = static_cast<uint64_t>(cap - c.input_reserved);
+    c.fusion.input_reserved = reserved + round64(cand.buf_rows * row_bytes);
+    c.fusion.acc_reserved = acc(cand.rows);
+    const uint64_t buf = static_cast<uint64_t>(cap - c.fusion.input_reserved);
     bool worse = false;
     // The conv's weights resident across the bands, when they fit beside the reader's bytes, and loaded
     // by each band: both simulated, the faster kept (resident, the tilings take every channel in one tile).
@@ -359,7 +359,7 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, LineReader& reade
       worse = r.best_cycles >= 0 && here >= r.best_cycles;
       if (!worse) r.best_cycles = here, r.best = k;
     }
-    c.input_reserved = reserved, c.acc_reserved = 0;
+    c.fusion.input_reserved = reserved, c.fusion.acc_reserved = 0;
     // Smaller bands only add fill and drain per band once they stop paying: the search stops at the
     // first one slower than the best.
     if (worse) break;
@@ -376,13 +376,13 @@ void take(Context& c, ConvBands& bands, ConvPool& p, LineReader& reader, const S
   const int64_t row_bytes = p.pitch * p.C * isa::dtype_bytes(x.dtype);
   const BandHeight& cand = r.cands[r.best];
   const int64_t cap = scratchpad_capacity(c.config, Buffer::kInput);
-  const int64_t reserved = c.input_reserved;
-  c.input_reserved = reserved + round64(cand.buf_rows * row_bytes);
-  c.acc_reserved = acc_bytes;
-  const uint64_t buf = static_cast<uint64_t>(cap - c.input_reserved);
+  const int64_t reserved = c.fusion.input_reserved;
+  c.fusion.input_reserved = reserved + round64(cand.buf_rows * row_bytes);
+  c.fusion.acc_reserved = acc_bytes;
+  const uint64_t buf = static_cast<uint64_t>(cap - c.fusion.input_reserved);
   const int64_t before = c.em.size();
   emit(c, bands, p, cand, buf, reader);
-  c.input_reserved = reserved, c.acc_reserved = 0;
+  c.fusion.input_reserved = reserved, c.fusion.acc_reserved = 0;
   // The plan: the first band's tiling, the whole conv's MACs, the line buffer in the input scratchpad.
   const MatrixJob& j = bands.job();
   const LineBand& b0 =
@@ -430,7 +430,7 @@ void take(Context& c, ConvBands& bands, ConvPool& p, LineReader& reader, const S
 
 // Conv -> pool: the pool lowered layer by layer in the same trial as the conv's whole job.
 bool lower_conv_pool_pair(Context& c, ConvBands& bands) {
-  ConvPool& p = *c.conv_pool;
+  ConvPool& p = *c.fusion.conv_pool;
   const Node& pn = c.g.nodes[p.pool];
   const DramTensor& x = c.tensor(pn.inputs[0]);
   const int64_t es = isa::dtype_bytes(x.dtype);
@@ -471,7 +471,7 @@ bool lower_conv_pool_pair(Context& c, ConvBands& bands) {
 // depthwise conv lowered whole (its own choice of the array or the vector unit) after the conv's whole
 // job, timed together, against the bands.
 bool fuse_conv_dw(Context& c, ConvBands& bands, ConvBands& dw, LayerPlan* plan) {
-  ConvPool& p = *c.conv_pool;
+  ConvPool& p = *c.fusion.conv_pool;
   const MatrixJob& dj = dw.job();
   if (!DepthwiseMapper::applies(dj) || dj.dh != 1 || dj.dw != 1 || dj.a_sram >= 0 || dj.y_sram >= 0 ||
       dj.kh != p.w.kh || dj.kw != p.w.kw || dj.sh != p.w.sh || dj.sw != p.w.sw ||
@@ -507,9 +507,9 @@ bool fuse_conv_dw(Context& c, ConvBands& bands, ConvBands& dw, LayerPlan* plan) 
 }
 
 // Conv -> depthwise conv: the depthwise conv's own lowering builds its job and hands it to fuse_conv_dw
-// (Context::take_conv_job). Whatever it built is undone when the fusion is not taken.
+// (FusionState::take_conv_job). Whatever it built is undone when the fusion is not taken.
 bool lower_conv_dw_pair(Context& c, ConvBands& bands) {
-  const ConvPool& p = *c.conv_pool;
+  const ConvPool& p = *c.fusion.conv_pool;
   const Node& dn = c.g.nodes[p.pool];
   LayerPlan* plan = c.plan;
   LayerPlan scratch;
@@ -518,7 +518,7 @@ bool lower_conv_dw_pair(Context& c, ConvBands& bands) {
   bool fused = false;
   const isa::DType act = c.act;  // the conv's operands (its bands' contract)
   const int64_t esize = c.esize;
-  c.take_conv_job = [&](ConvBands& dw) {
+  c.fusion.take_conv_job = [&](ConvBands& dw) {
     const isa::DType dw_act = c.act;
     const int64_t dw_esize = c.esize;
     c.plan = plan, c.act = act, c.esize = esize;
@@ -533,25 +533,27 @@ bool lower_conv_dw_pair(Context& c, ConvBands& bands) {
     else
       lower_matrix(c, dn);
   } catch (...) {
-    c.take_conv_job = nullptr, c.plan = plan, c.act = act, c.esize = esize;
+    c.fusion.take_conv_job = nullptr, c.plan = plan, c.act = act, c.esize = esize;
     throw;
   }
-  c.take_conv_job = nullptr, c.plan = plan, c.act = act, c.esize = esize;
+  c.fusion.take_conv_job = nullptr, c.plan = plan, c.act = act, c.esize = esize;
   if (!fused) c.end_trial(undo);
   return fused;
 }
 
 }  // namespace
 
+bool conv_job_wanted(const Context& c) { return static_cast<bool>(c.fusion.take_conv_job); }
+
 bool hand_conv_job(Context& c, ConvBands& bands) {
   std::function<bool(ConvBands&)> take;
-  take.swap(c.take_conv_job);  // once: the job's fusion lowers nothing else through it
+  take.swap(c.fusion.take_conv_job);  // once: the job's fusion lowers nothing else through it
   return take(bands);
 }
 
 bool lower_conv_pool(Context& c, ConvBands& bands) {
-  if (!c.conv_pool || c.conv_pool->conv != c.layer || !bands.ends_with_vec() || c.take_conv_job) return false;
-  return c.conv_pool->depthwise ? lower_conv_dw_pair(c, bands) : lower_conv_pool_pair(c, bands);
+  if (!c.fusion.conv_pool || c.fusion.conv_pool->conv != c.layer || !bands.ends_with_vec() || c.fusion.take_conv_job) return false;
+  return c.fusion.conv_pool->depthwise ? lower_conv_dw_pair(c, bands) : lower_conv_pool_pair(c, bands);
 }
 
 std::string fusion_group(const Context& c, const ConvPool& p) {

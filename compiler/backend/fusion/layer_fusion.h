@@ -158,13 +158,15 @@ class JobBands : public ConvBands {
   std::function<void()> whole_;
 };
 
-// Called by the conv lowerings with their job (c.act and c.esize the operands'): when Context::conv_pool
+// Called by the conv lowerings with their job (c.act and c.esize the operands'): when FusionState::conv_pool
 // names this conv, emits the fused conv -> reader layer if its best band height is faster than the two
 // layers, sets conv_pool->fused and returns true; otherwise emits nothing and returns false. A
-// depthwise reader's job is built by its own lowering, called here (Context::take_conv_job).
+// depthwise reader's job is built by its own lowering, called here (FusionState::take_conv_job).
 bool lower_conv_pool(Context& c, ConvBands& bands);
-// Called by the conv lowerings instead when Context::take_conv_job is set: hands it their job (once) and
-// returns its result.
+// Whether the conv lowering runs for a fused depthwise reader, which takes the job it builds
+// (FusionState::take_conv_job): the lowering then calls hand_conv_job instead of mapping the job.
+bool conv_job_wanted(const Context& c);
+// Hands the job to the fused reader's lowering (once) and returns its result.
 bool hand_conv_job(Context& c, ConvBands& bands);
 
 // The report's fusion group of a fused pair (LayerPlan::fusion_group): "conv_pool:" or "conv_dwconv:" +

@@ -138,7 +138,7 @@ void DepthwiseReader::begin(const BandHeight& cand, uint64_t buf) {
   const isa::DType a = s_->ops.a, wt = depthwise_weight_dtype(a);
   with_operands([&] {
     const int64_t cap = scratchpad_capacity(c_.config, Buffer::kAccumulator);
-    const uint64_t base = static_cast<uint64_t>(cap - c_.acc_reserved);
+    const uint64_t base = static_cast<uint64_t>(cap - c_.fusion.acc_reserved);
     SramAlloc acc{Buffer::kAccumulator, base, base};
     s_->allocate(acc, acc, cand.rows * p_.OW, p_.C);
     w_slot_ = free_weight_end(c_, weight_bytes(cand));

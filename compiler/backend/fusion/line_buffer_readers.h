@@ -66,7 +66,7 @@ std::unique_ptr<LineReader> pool_reader(Context& c, const ConvPool& p);
 // A depthwise conv (its job `dw` built by its own lowering): one VEC dwconv per band over the padded
 // buffer rows, then its own epilogue (which stores the band's output rows). Its weights stay in the weight
 // scratchpad for the whole layer, its sums and the epilogue's slots take the top of the accumulator
-// (Context::acc_reserved).
+// (FusionState::acc_reserved).
 class DepthwiseReader : public LineReader {
  public:
   DepthwiseReader(Context& c, const ConvPool& p, ConvBands& dw) : c_(c), p_(p), dw_(dw) {}

@@ -70,8 +70,8 @@ OnChipValue nhwc_on_chip(const std::string& value, const DramTensor& y, uint64_t
 }
 
 void plan_on_chip(Context& c, size_t i) {
-  c.keep_output.clear();
-  c.keep_imposed = false;
+  c.fusion.keep_output.clear();
+  c.fusion.keep_imposed = false;
   const Node& p = c.g.nodes[i];
   const LayerMapping* imposed = c.options.mapping ? c.options.mapping->find(p.name) : nullptr;
   const std::optional<bool> want = imposed ? imposed->on_chip : std::nullopt;
@@ -86,7 +86,7 @@ void plan_on_chip(Context& c, size_t i) {
     const auto t = c.tensors.find(p.outputs[0]);
     // Below the value node i reads on chip, if any (a chain: depthwise -> pointwise -> pointwise).
     const int64_t bytes = round64(num_elements(t->second.shape) * isa::dtype_bytes(t->second.dtype));
-    if (4 * (c.input_reserved + bytes) > 3 * scratchpad_capacity(c.config, isa::Buffer::kInput)) {
+    if (4 * (c.fusion.input_reserved + bytes) > 3 * scratchpad_capacity(c.config, isa::Buffer::kInput)) {
       return fmt::format("its {} bytes (with any value already held) exceed 3/4 of the input scratchpad", bytes);
     }
     return "";
@@ -96,9 +96,9 @@ void plan_on_chip(Context& c, size_t i) {
     return;
   }
   const DramTensor& t = c.tensor(p.outputs[0]);
-  c.keep_output = p.outputs[0];
-  c.keep_imposed = want.has_value();
-  c.input_reserved += round64(num_elements(t.shape) * isa::dtype_bytes(t.dtype));
+  c.fusion.keep_output = p.outputs[0];
+  c.fusion.keep_imposed = want.has_value();
+  c.fusion.input_reserved += round64(num_elements(t.shape) * isa::dtype_bytes(t.dtype));
 }
 
 namespace {
@@ -139,7 +139,7 @@ bool as_sram_gemm(const MatrixJob& j, const OnChipValue& v, MatrixJob* g) {
 }  // namespace
 
 void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapper& mm) {
-  OnChipValue& v = c.on_chip;
+  OnChipValue& v = c.fusion.on_chip;
   // The input, where the layer before left it, when reading it there is no slower by the closed form
   // (otherwise the first LOAD of it spills it: Context::load).
   if (MatrixJob g; as_sram_gemm(j, v, &g)) {
@@ -155,7 +155,7 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapp
     const bool in_place =
         own_tiled ? own->tile_m.has_value() : v.imposed || best_estimate(c, j, s, mm) <= without;
     if (in_place) {
-      c.kept_on_chip[v.value] = v.addr;
+      c.fusion.kept_on_chip[v.value] = v.addr;
       v.pending = false;
       c.plan->on_chip_input = v.value;
       c.plan->on_chip_bytes_saved = 2 * v.bytes;
@@ -165,21 +165,21 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapp
   }
   // The output, for the layer after, when the tiles that leave it on chip cost this layer no more than
   // the next one saves by not reading it (its bytes at the DRAM's sustained rate).
-  if (c.keep_output.empty() || !s.ends_with_vec() || j.y_pitch != 0 || j.y_row != 0) return;
-  const DramTensor& y = c.tensor(c.keep_output);
+  if (c.fusion.keep_output.empty() || !s.ends_with_vec() || j.y_pitch != 0 || j.y_row != 0) return;
+  const DramTensor& y = c.tensor(c.fusion.keep_output);
   if (j.y_range.begin != y.addr || j.y_range.end != y.range().end) return;
   const int64_t cap = scratchpad_capacity(c.config, isa::Buffer::kInput);
-  OnChipValue o = nhwc_on_chip(c.keep_output, y, static_cast<uint64_t>(cap - c.input_reserved), c.layer);
-  c.keep_output.clear();
-  const double without = c.keep_imposed ? 0.0 : best_estimate(c, j, s, mm);
+  OnChipValue o = nhwc_on_chip(c.fusion.keep_output, y, static_cast<uint64_t>(cap - c.fusion.input_reserved), c.layer);
+  c.fusion.keep_output.clear();
+  const double without = c.fusion.keep_imposed ? 0.0 : best_estimate(c, j, s, mm);
   j.y_sram = static_cast<int64_t>(o.addr);
   const double read = c.dram_bytes_per_cycle > 0 ? static_cast<double>(o.bytes) / c.dram_bytes_per_cycle : 0.0;
-  if (!c.keep_imposed && best_estimate(c, j, s, mm) > without + read) {
+  if (!c.fusion.keep_imposed && best_estimate(c, j, s, mm) > without + read) {
     j.y_sram = -1;
     return;
   }
-  o.imposed = c.keep_imposed;
-  c.on_chip = o;
+  o.imposed = c.fusion.keep_imposed;
+  c.fusion.on_chip = o;
 }
 
 bool map_matrix_job(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm, Tiling* t, int64_t* evaluated) {
@@ -189,22 +189,24 @@ bool map_matrix_job(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& m
   if (*evaluated > 0 || j.y_sram < 0) return false;
   // No tiling leaves the output on chip: it goes to DRAM.
   j.y_sram = -1;
-  c.on_chip = {};
+  c.fusion.on_chip = {};
   *t = mm.choose(evaluated);
   return lower_depthwise_on_vector(c, j, s, mm, *evaluated ? t : nullptr);
 }
 
 void finish_on_chip(Context& c, size_t i, LayerPlan& plan) {
-  c.keep_output.clear();
+  c.fusion.keep_output.clear();
   // The value is input-scratchpad bytes of both layers: the producer writes it, the reader reads it.
   if (!plan.on_chip_input.empty()) plan.sram_input_bytes += plan.on_chip_bytes_saved / 2;
-  if (c.on_chip.pending && c.on_chip.producer == i) {
-    plan.sram_input_bytes += c.on_chip.bytes;
+  if (c.fusion.on_chip.pending && c.fusion.on_chip.producer == i) {
+    plan.sram_input_bytes += c.fusion.on_chip.bytes;
     return;  // the next layer reads it
   }
   c.spill_on_chip();
-  c.on_chip = {};
-  c.input_reserved = c.input_held;  // an SE block's input stays held (backend/fusion/se_fusion.h)
+  c.fusion.on_chip = {};
+  c.fusion.input_reserved = c.fusion.input_held;  // an SE block's input stays held (backend/fusion/se_fusion.h)
 }
+
+const std::map<std::string, uint64_t>& kept_on_chip(const Context& c) { return c.fusion.kept_on_chip; }
 
 }  // namespace npusim::compiler::backend

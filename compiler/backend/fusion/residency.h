@@ -6,10 +6,11 @@
 // GEMM over those pixels, reads each K chunk in place (MATMUL's a_stride). The tensor never touches
 // DRAM: the bytes a layer-by-layer program would have written and read back are saved (MobileNet's
 // depthwise -> project pairs, ResNet's 3x3 -> 1x1). The bytes it takes are held at the top of the
-// input scratchpad from the producer's mapping on (Context::input_reserved), so both layers' tiles are
+// input scratchpad from the producer's mapping on (FusionState::input_reserved), so both layers' tiles are
 // searched, costed and simulated as they will run. Any other reader (a host fallback, a conversion)
 // gets the tensor through Context::spill_on_chip first, so the program stays exact whatever lowers.
 #include <cstddef>
+#include <map>
 #include <string>
 
 #include "compiler/backend/core/context.h"
@@ -26,10 +27,10 @@ std::string next_reads_on_chip(const Context& c, size_t i);
 OnChipValue nhwc_on_chip(const std::string& value, const DramTensor& y, uint64_t addr, uint32_t producer);
 // Before node i of the graph is lowered: whether its output can stay on chip for node i + 1 (one reader,
 // a pointwise Conv reading it as its input, small enough that with a value node i itself reads on chip
-// a quarter of the input scratchpad stays for the layers' own tiles). If so, sets Context::keep_output and reserves its bytes (Context::input_reserved).
+// a quarter of the input scratchpad stays for the layers' own tiles). If so, sets FusionState::keep_output and reserves its bytes (FusionState::input_reserved).
 void plan_on_chip(Context& c, size_t i);
 // A matrix job about to be mapped (its strategy built): reads its input where the layer before left it
-// (MatrixJob::a_sram, as a GEMM over the input's pixels; recorded in Context::kept_on_chip), and leaves
+// (MatrixJob::a_sram, as a GEMM over the input's pixels; recorded in FusionState::kept_on_chip), and leaves
 // its output on chip when the planner asked for it and its epilogue ends with a VEC (MatrixJob::y_sram).
 // Each only when the closed form does not find it slower (MatrixMapper::search, DepthwiseMapper::search).
 void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapper& mm);
@@ -43,5 +44,9 @@ bool map_matrix_job(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& m
 // spills a value nobody read in place and releases the bytes.
 // The layer's plan counts the value's bytes in its input scratchpad use (LayerPlan::sram_input_bytes).
 void finish_on_chip(Context& c, size_t i, LayerPlan& plan);
+
+// Values read in place, never in DRAM -> their SRAM address (the binding stage reports them in
+// CompileResult::on_chip).
+const std::map<std::string, uint64_t>& kept_on_chip(const Context& c);
 
 }  // namespace npusim::compiler::backend

@@ -642,7 +642,7 @@ bool lower_matrix_int8(Context& c, const Node& n) {
     JobBands<Int8Job, Int8Strategy> bands(c, j, [&] { run_int8_job(c, n, j); });
     // backend/fusion/layer_fusion.h: the job handed to a fused conv's lowering, or the conv fused with its reader.
     // Line-buffer fusion keeps 8-bit codes (an int16 layer's input or output is not fused).
-    const bool handed = static_cast<bool>(c.take_conv_job);
+    const bool handed = conv_job_wanted(c);
     const bool int16 = j.a_dt == DType::kInt16 || j.y_dt == DType::kInt16;
     const bool fused = handed ? hand_conv_job(c, bands) : !int16 && lower_conv_pool(c, bands);
     c.act = saved_act, c.esize = saved_es;

@@ -346,7 +346,7 @@ bool lower_conv_spec(Context& c, const Node& n, const ConvSpec& cs) {
                                 j.groups > 1 ? fmt::format(", {} groups", j.groups) : "");
   if (subsample_pointwise(j)) c.plan->mapping += ", reading only the pixels it uses (strided LOAD)";
   JobBands<FloatJob, FloatStrategy> bands(c, j, [&] { run(c, j); });
-  if (c.take_conv_job) return hand_conv_job(c, bands);            // backend/fusion/layer_fusion.h
+  if (conv_job_wanted(c)) return hand_conv_job(c, bands);               // backend/fusion/layer_fusion.h
   if (!c.options.plan && lower_conv_pool(c, bands)) return true;  // backend/fusion/layer_fusion.h
   run(c, j);
   if (j.groups > 1 && c.plan->placement == Placement::kNpuMatrix) {

@@ -13,6 +13,7 @@
 
 #include "compiler/backend/core/context.h"
 #include "compiler/backend/fusion/residency.h"
+#include "compiler/backend/fusion/se_fusion.h"
 #include "compiler/backend/int8/int8.h"
 #include "compiler/backend/matrix/matrix_walk.h"
 #include "compiler/backend/memory/movement.h"
@@ -346,7 +347,7 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
   // A held in the scratchpad (backend/fusion/se_fusion.h): every tile is a dense piece of it (whole rows, or a
   // contiguous run), so the tile is worked on where it lies and not loaded.
   const bool a_held = A.sram >= 0 && A.t && !A.t->strided() && (box_dims == 1 || t0 == inner);
-  if (a_held) c.held.read = true;
+  if (a_held) se_mul_read_held(c);
   const bool in_place = kept && a_held && isa::dtype_bytes(y.dtype) == isa::dtype_bytes(A.dt);
   if (kept) *kept = in_place;
   odometer(ext, [&](const std::vector<int64_t>& idx) {
@@ -496,9 +497,9 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
   // instead of every step's 4-byte operands (an SE block's Mul was 3x its roofline on that port).
   const quant::QParams* qa = A.q;
   A.q = nullptr;
-  if (c.held.mul == c.layer) c.held.read = false;
+  se_mul_begin(c);
   bool kept = false;
-  if (A.t) A.sram = c.held_addr(A.range, A.dt);  // an SE block's input, where its pool left it
+  if (A.t) A.sram = se_mul_input(c, A.range, A.dt);  // an SE block's input, where its pool left it
   Slots acc = qa ? make_slots(c, Buffer::kAccumulator, 64) : Slots{};
   const Bcast mode = stream_broadcast(c, A, {B}, y, qy, [&](uint64_t a_slot, const std::vector<uint64_t>& b, int64_t d0,
                                                            int64_t d1, Bcast bc) {
@@ -533,20 +534,17 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
       c.vec(av);
     }
     return TileResult{work, sl};
-  }, qa ? acc.elems : INT64_MAX, c.held.keep_output && c.held.mul == c.layer ? &kept : nullptr);
+  }, qa ? acc.elems : INT64_MAX, se_mul_may_keep_product(c) ? &kept : nullptr);
   // The product stays in the scratchpad for the pointwise conv after the Mul (backend/fusion/residency.h; the
   // first LOAD of it by any other reader spills it).
-  if (kept) {
-    c.on_chip = nhwc_on_chip(n.outputs[0], y, static_cast<uint64_t>(A.sram), c.layer);
-    c.on_chip.imposed = c.held.keep_imposed;
-  }
+  if (kept) se_mul_kept_product(c, n.outputs[0], y, static_cast<uint64_t>(A.sram));
   c.plan->mapping = fmt::format("VEC {} bcast {}{}{}{}{}{}", isa::kVecOpNames[static_cast<size_t>(op)],
                                 isa::kBcastNames[static_cast<size_t>(mode)], negate ? " + neg" : recip_a ? " of recip" : "",
                                 act.empty() ? "" : " + " + act,
                                 qa ? ", int8 codes converted in the tile loop, fp32 work in the accumulator buffer"
                                 : B.q || qy ? ", int8 codes converted in the tile loop"
                                             : "",
-                                A.sram >= 0 && c.held.read ? ", input read where its SE block's pool left it" : "",
+                                A.sram >= 0 && se_mul_read(c) ? ", input read where its SE block's pool left it" : "",
                                 kept ? ", output left there for the next layer" : "");
   return true;
 }

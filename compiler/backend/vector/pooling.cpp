@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "compiler/backend/core/context.h"
+#include "compiler/backend/fusion/se_fusion.h"
 #include "compiler/backend/int8/int8.h"
 #include "compiler/backend/matrix/matrix_walk.h"
 #include "compiler/backend/memory/movement.h"
@@ -134,12 +135,8 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
     // An SE block's input held in the scratchpad (backend/fusion/se_fusion.h): the bands load into the held
     // region at their place in the tensor, and are sized as if nothing were held, so they (and the
     // sums) are those of the unfused program.
-    c.held.loaded = false;
-    const bool hold = c.held.value == n.inputs[0] && c.held.pool == c.layer && c.held.dram.begin == x.range().begin &&
-                      c.held.dram.end == x.range().end && c.held.dtype == x.dtype;
-    if (hold) c.input_reserved -= c.input_held;
-    Slots s = make_slots(c, Buffer::kInput);
-    if (hold) c.input_reserved += c.input_held;
+    const bool hold = se_pool_holds(c, n, x);
+    Slots s = se_pool_slots(c, hold);
     Slots p = make_slots(c, Buffer::kWeight);
     int64_t tc = std::min<int64_t>(C, kMaxDim);
     while (tc > 1 && W * tc > s.elems) tc = ceil_div(tc, 2);
@@ -162,14 +159,14 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
     // dequantized into the accumulator buffer (in place they would overwrite the rest of the tensor).
     const bool held = hold && tc == C && (!qx || in_acc);
     if (r > 0 && W <= 255 && T <= 255 && T * tc <= p.elems && tc <= f.elems) {
-      c.held.loaded = held;
+      se_pool_loaded(c, held);
       for (int64_t img = 0; img < N; ++img) {
         for (int64_t c0 = 0; c0 < C; c0 += tc) {
           const int64_t nc = std::min(tc, C - c0);
           const uint64_t pl = p.take();
           for (int64_t b = 0; b < T; ++b) {
             const uint64_t offset = static_cast<uint64_t>(((img * H + b * r) * W * C + c0)) * ex;
-            const uint64_t sl = held ? c.held.addr + offset : s.take();
+            const uint64_t sl = held ? se_held_addr(c, offset) : s.take();
             c.load(Buffer::kInput, sl, x.range(), x.addr + offset, x.dtype, {nc, W, r, 1}, {C, W * C, 0});
             if (in_acc) {
               dequantize_tile_into(c, Buffer::kInput, sl, Buffer::kAccumulator, work, nc, W * r, x.dtype, 0);
