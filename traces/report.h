@@ -16,6 +16,8 @@
 
 namespace npusim::traces {
 
+class ReportVisitor;  // traces/report_visitor.h: the fields below are declared through it
+
 // Where cycles went; compute + memory + scheduling + host = the span it describes.
 struct Breakdown {
   uint64_t compute = 0;
@@ -23,6 +25,7 @@ struct Breakdown {
   uint64_t scheduling = 0;
   uint64_t host = 0;
   uint64_t total() const { return compute + memory + scheduling + host; }
+  void visit(ReportVisitor& v);
 };
 
 struct UnitReport {
@@ -93,6 +96,7 @@ struct DramReport {
   uint64_t row_hits = 0;
   uint64_t row_misses = 0;
   uint64_t refreshes = 0;
+  void visit(ReportVisitor& v);
 };
 
 struct DmaReport {
@@ -100,23 +104,27 @@ struct DmaReport {
   uint64_t bursts = 0;
   uint64_t misaligned_bursts = 0;
   uint64_t misalignment_extra_cycles = 0;  // DRAM data-bus cycles the misaligned bursts occupied
+  void visit(ReportVisitor& v);
 };
 
 struct SramReport {
   uint64_t bank_conflicts = 0;        // instructions that hit a bank conflict
   uint64_t bank_conflict_cycles = 0;  // cycles added by them
+  void visit(ReportVisitor& v);
 };
 
 struct HostReport {
   uint64_t calls = 0;
   uint64_t bytes_to_host = 0;
   uint64_t bytes_from_host = 0;
+  void visit(ReportVisitor& v);
 };
 
 struct SimInfo {
   double wall_seconds = 0;
   uint64_t instructions = 0;
   bool functional = false;
+  void visit(ReportVisitor& v);
 };
 
 // What a run was: enough to say later which model, configuration and npusim produced a report.
@@ -129,6 +137,7 @@ struct RunInfo {
   std::vector<std::string> sets;  // --set overrides, in order
   // Every configuration parameter as resolved (dotted key, canonical value text), declaration order.
   std::vector<std::pair<std::string, std::string>> parameters;
+  void visit(ReportVisitor& v);
 };
 
 struct Report {
@@ -167,6 +176,10 @@ struct Report {
   // Further top-level sections (name, JSON value) from stages outside the simulator: the compiler's
   // memory plan and fallbacks, the accuracy report. Written verbatim, in order, before "sim".
   std::vector<std::pair<std::string, std::string>> sections;
+
+  // Every field in JSON order (traces/report_fields.cpp): the writer, the reader, diff, sweeps and the
+  // docs check walk it.
+  void visit(ReportVisitor& v);
 };
 
 // The roofline (docs/report.md). A layer's efficiency is bound_cycles / cycles: none without a bound
@@ -176,6 +189,8 @@ std::optional<double> efficiency(const LayerReport& l);
 std::optional<uint64_t> model_bound_cycles(const Report& r);
 // model_bound_cycles / total_cycles (host layers count in total_cycles but have no bound).
 std::optional<double> model_efficiency(const Report& r);
+// compiled_bound_cycles / total_cycles.
+std::optional<double> compiled_efficiency(const Report& r);
 
 // The layers' short display names (isa::display_names), in order: the summary, the layer CSV and the
 // report's layers[].display_name use them; layers[].name stays the full name.
