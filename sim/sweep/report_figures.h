@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "traces/report.h"
+#include "traces/report_paths.h"
 
 namespace npusim::sim {
 
@@ -15,14 +16,17 @@ namespace npusim::sim {
 // for the sections stages outside the simulator write (the compiler's mapping, e2e).
 struct PointReport {
   traces::Report report;
+  std::map<std::string, traces::ReportFigure> figures;  // traces::report_figures(report)
   YAML::Node json;
 };
 
 // One headline column: its name and the figure it takes from a report, as the table shows it (none:
-// the report has no such figure, e.g. energy of a run without it).
+// the report has no such figure, e.g. energy of a run without it): the field at `path` of the report's
+// declaration (traces/report_paths.h), or what `figure` computes from the report when `path` is null.
 struct MetricColumn {
   const char* column;
-  std::optional<std::string> (*figure)(const PointReport&);
+  const char* path;
+  std::optional<std::string> (*figure)(const PointReport&) = nullptr;
 };
 // The one declared list: results.csv / results.jsonl columns in this order (docs/sweeps.md).
 const std::vector<MetricColumn>& metric_columns();
