@@ -23,6 +23,7 @@
 
 #include "sim/dynamic/profiles.h"
 #include "sim/dynamic/requests.h"
+#include "traces/report_visitor.h"
 
 namespace npusim::sim::dynamic {
 
@@ -99,7 +100,17 @@ PolicyResult simulate_policy(Policy policy, const std::vector<Request>& requests
                              const std::vector<DimBinding>& profiles, const ShapeCost& cost,
                              const PolicyOptions& options, const std::string& requests_name);
 
-// The report's `requests` section and the summary's table.
+// The report's `requests` section: the request stream served under each policy, field by field
+// (traces/report_visitor.h).
+struct RequestsSection {
+  std::string file;
+  std::vector<PolicyResult> results;
+  PolicyOptions options;
+  size_t shapes_simulated = 0;
+  void visit(traces::ReportVisitor& v);
+};
+
+// The report's `requests` section (RequestsSection's JSON) and the summary's table.
 std::string requests_json(const std::string& file, const std::vector<PolicyResult>& results,
                           const PolicyOptions& options, size_t shapes_simulated);
 std::string requests_text(const std::string& file, const std::vector<PolicyResult>& results);
@@ -108,6 +119,13 @@ std::string requests_text(const std::string& file, const std::vector<PolicyResul
 struct ProfileRun {
   DimBinding dims;
   ShapeRun run;
+};
+// The report's `profiles` section, field by field: every compiled profile, `main` the one the rest of the
+// report shows.
+struct ProfilesSection {
+  std::vector<ProfileRun> profiles;
+  DimBinding main;
+  void visit(traces::ReportVisitor& v);
 };
 std::string profiles_json(const std::vector<ProfileRun>& profiles, const DimBinding& main);
 std::string profiles_text(const std::vector<ProfileRun>& profiles, const DimBinding& main);
