@@ -49,6 +49,21 @@ inline constexpr std::array<std::string_view, 3> kLayerPlacementNames = {"npu", 
 std::string_view layer_placement_name(LayerPlacement p);
 std::optional<LayerPlacement> parse_layer_placement(std::string_view text);
 
+// What the compiler chose for a layer (docs/report.md, "What the compiler adds"): set from the compiler's
+// plan by sim/model; none for a program run without it.
+struct LayerMapping {
+  std::string placement;    // matrix, vector, free (a view) or host
+  std::string description;  // one line: how the layer was lowered
+  int64_t tile_m = 0, tile_k = 0, tile_n = 0, tile_oh = 0, tile_ow = 0, tile_elems = 0;
+  std::string loop_order;
+  int64_t sram_input_bytes = 0, sram_weight_bytes = 0, sram_accumulator_bytes = 0;  // all its slots
+  int64_t estimated_cycles = 0, estimated_compute_cycles = 0, estimated_dma_cycles = 0;
+  int64_t candidates = 0;  // tilings the search evaluated
+  std::string tile_limit;
+  int64_t sram_bytes() const { return sram_input_bytes + sram_weight_bytes + sram_accumulator_bytes; }
+  void visit(ReportVisitor& v);
+};
+
 struct LayerReport {
   std::string name;
   std::string op;
@@ -81,9 +96,18 @@ struct LayerReport {
   Activity activity;
   // Its energy (traces::add_energy), static share included.
   EnergyBreakdown energy;
-  // JSON members ("key": value, ...) that stages outside the simulator attach to the layer, e.g. the
-  // compiler's mapping (tiles, estimated cycles); written verbatim after the fields above.
-  std::string extra_json;
+  // What the compiler adds (sim/model): its mapping; the value it read where the layer before left it in
+  // SRAM and the DRAM bytes that saved; the fusion group it belongs to ("" = none).
+  std::optional<LayerMapping> mapping;
+  std::string on_chip_input;
+  int64_t on_chip_bytes_saved = 0;
+  std::string fusion_group;
+  // A node of the model fused into another layer by the compiler (placement fused, no mapping of its
+  // own): the values it reads that never touch DRAM, and the DRAM bytes a layer-by-layer program would
+  // have moved for them.
+  std::vector<std::string> on_chip_inputs;
+  int64_t dram_bytes_saved = 0;
+  bool absorbed() const { return fused() && !mapping; }
 };
 
 struct DramReport {
@@ -171,6 +195,7 @@ struct Report {
     uint64_t nodes = 0;          // nodes fused into program layers
     uint64_t tensors = 0;        // values that never touch DRAM
     uint64_t bytes_saved = 0;    // DRAM bytes a layer-by-layer program would have moved for them
+    void visit(ReportVisitor& v);  // the report's `fusion` section
   };
   std::optional<Fusion> fusion;
   // Further top-level sections (name, JSON value) from stages outside the simulator: the compiler's

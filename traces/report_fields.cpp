@@ -84,7 +84,20 @@ void visit_layer(ReportVisitor& v, LayerReport& l, std::string_view shown, bool 
       v.derived({"efficiency", "", "(bound_cycles + the fused nodes' bounds) / cycles"}, *e);
     }
   }
-  v.json({"", "", "members stages outside the simulator add (the compiler's mapping)"}, l.extra_json);
+  v.optional_object({"mapping", "", "what the compiler chose for the layer"}, l.mapping,
+                    [&](LayerMapping& m) { m.visit(v); });
+  if (v.fills() || !l.on_chip_input.empty()) {
+    v.text({"on_chip_input", "", "the value it read where the layer before left it in SRAM"}, l.on_chip_input);
+    v.integer({"on_chip_bytes_saved", "bytes", "the DRAM bytes that did not move"}, l.on_chip_bytes_saved);
+  }
+  if (v.fills() || !l.fusion_group.empty())
+    v.text({"fusion_group", "", "the group of layers fused across layers it belongs to"}, l.fusion_group);
+  if (l.absorbed()) {
+    v.list({"on_chip_inputs", "", "fused nodes: the values it reads that never touch DRAM"}, l.on_chip_inputs,
+           [&](std::string& value, size_t) { v.text({"", "", "a value"}, value); });
+    v.integer({"dram_bytes_saved", "bytes", "fused nodes: the DRAM bytes a layer-by-layer program would have moved"},
+              l.dram_bytes_saved);
+  }
 }
 
 void visit_op(ReportVisitor& v, OpRollup& x) {
@@ -107,6 +120,37 @@ void Breakdown::visit(ReportVisitor& v) {
   v.integer({"memory", "cycles", "a DMA transfer in flight or a bank conflict, nothing computing"}, memory);
   v.integer({"scheduling", "cycles", "everyone waiting on a token, or the queues empty"}, scheduling);
   v.integer({"host", "cycles", "a host call running"}, host);
+}
+
+void LayerMapping::visit(ReportVisitor& v) {
+  v.text({"placement", "", "matrix, vector, free or host"}, placement);
+  v.text({"description", "", "how the layer was lowered"}, description);
+  v.object({"tile", "", "the tile"}, [&] {
+    v.integer({"m", "rows", "output pixels or rows per tile"}, tile_m);
+    v.integer({"k", "", "the reduction chunk"}, tile_k);
+    v.integer({"n", "channels", "output channels per tile"}, tile_n);
+    v.integer({"oh", "rows", "conv output rows per tile"}, tile_oh);
+    v.integer({"ow", "cols", "conv output cols per tile"}, tile_ow);
+    v.integer({"elems", "elements", "vector layers: elements per tile"}, tile_elems);
+  });
+  v.text({"loop_order", "", "which operand stays resident across the tile loop"}, loop_order);
+  v.object({"sram_bytes", "bytes", "its slots in each scratchpad"}, [&] {
+    v.integer({"input", "bytes", "in the input scratchpad"}, sram_input_bytes);
+    v.integer({"weight", "bytes", "in the weight scratchpad"}, sram_weight_bytes);
+    v.integer({"accumulator", "bytes", "in the accumulator"}, sram_accumulator_bytes);
+  });
+  v.integer({"estimated_cycles", "cycles", "the compiler's estimate"}, estimated_cycles);
+  v.integer({"estimated_compute_cycles", "cycles", "its compute part"}, estimated_compute_cycles);
+  v.integer({"estimated_dma_cycles", "cycles", "its DMA part"}, estimated_dma_cycles);
+  v.integer({"candidates", "tilings", "tilings the search evaluated"}, candidates);
+  v.text({"tile_limit", "", "what bounded the tile"}, tile_limit);
+}
+
+void Report::Fusion::visit(ReportVisitor& v) {
+  v.integer({"fused_nodes", "nodes", "nodes fused into program layers"}, nodes);
+  v.integer({"tensors_on_chip", "values", "values that never touch DRAM"}, tensors);
+  v.integer({"dram_bytes_saved", "bytes", "DRAM bytes a layer-by-layer program would have moved for them"},
+            bytes_saved);
 }
 
 void DramReport::visit(ReportVisitor& v) {

@@ -102,20 +102,13 @@ const std::vector<MetricColumn>& metric_columns() {
       {"dram_bandwidth_gbps", "dram.avg_bandwidth_gbps"},
       // The largest scratchpad footprint the compiler gave any layer (layers[].mapping.sram_bytes, its
       // slots in the input, weight and accumulator scratchpads together): the SRAM the program needs at
-      // its peak. The mapping is the compiler's section of each layer.
+      // its peak.
       {"sram_peak_bytes", nullptr,
        [](P p) -> Figure {
-         uint64_t peak = 0;
-         bool any = false;
-         for (const YAML::Node& layer : p.json["layers"]) {
-           const YAML::Node mapping = layer["mapping"];
-           if (!mapping || !mapping["sram_bytes"] || !mapping["sram_bytes"].IsMap()) continue;
-           uint64_t sum = 0;
-           for (const auto& kv : mapping["sram_bytes"]) sum += kv.second.as<uint64_t>();
-           peak = std::max(peak, sum);
-           any = true;
-         }
-         return any ? integer(peak) : std::nullopt;
+         std::optional<int64_t> peak;
+         for (const traces::LayerReport& l : p.report.layers)
+           if (l.mapping) peak = std::max(peak.value_or(0), l.mapping->sram_bytes());
+         return peak ? integer(static_cast<uint64_t>(*peak)) : std::nullopt;
        }},
       {"energy_mj", "energy.total_mj"},
       {"average_power_w", "energy.average_power_w"},

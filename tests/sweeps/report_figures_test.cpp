@@ -18,10 +18,14 @@ namespace {
 TEST(ReportFigures, EveryColumnIsFilledFromAReportWithEverySection) {
   traces::Report r = test::rich_report();
   // What the compiler and the end-to-end stage add (sim/model, sim/e2e): a layer's mapping, the e2e section.
-  r.layers[0].extra_json =
-      "\"mapping\": {\"sram_bytes\": {\"input\": 1000, \"weight\": 2000, \"accumulator\": 500}}";
-  r.layers[2].extra_json =
-      "\"mapping\": {\"sram_bytes\": {\"input\": 4000, \"weight\": 100, \"accumulator\": 1}}";
+  r.layers[0].mapping.emplace();
+  r.layers[0].mapping->sram_input_bytes = 1000;
+  r.layers[0].mapping->sram_weight_bytes = 2000;
+  r.layers[0].mapping->sram_accumulator_bytes = 500;
+  r.layers[2].mapping.emplace();
+  r.layers[2].mapping->sram_input_bytes = 4000;
+  r.layers[2].mapping->sram_weight_bytes = 100;
+  r.layers[2].mapping->sram_accumulator_bytes = 1;
   r.sections.emplace_back("e2e",
                           "{\"latency_ms\": 0.5, \"npu_share\": 0.25, \"stream\": {\"throughput_fps\": "
                           "2000.5, \"latency_p99_ms\": 0.75}}");
