@@ -4,6 +4,7 @@
 // sim.wall_seconds.
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -164,6 +165,48 @@ struct RunInfo {
   void visit(ReportVisitor& v);
 };
 
+// A top-level section that a stage outside the simulator adds to the report (`e2e`, `multicore`,
+// `generation`, `profiles`, `requests`, the compiler's `fusion`, `compile`, `accuracy`): its data, which
+// declares its fields through visit() as the report's own do. visit() visits the section as one field of
+// the report (traces/report_visitor.h).
+class ReportSection {
+ public:
+  virtual ~ReportSection() = default;
+  virtual void visit(ReportVisitor& v) = 0;
+};
+
+// A section of type T, whose T::visit(ReportVisitor&) declares its members, under `key`.
+template <class T>
+class TypedSection final : public ReportSection {
+ public:
+  TypedSection(std::string key, T value) : key_(std::move(key)), value_(std::move(value)) {}
+  void visit(ReportVisitor& v) override;  // report_visitor.h
+  const T& value() const { return value_; }
+
+ private:
+  std::string key_;
+  T value_;
+};
+
+// A section that is JSON text from a library that cannot see traces/: the compiler's `compile` and
+// `accuracy` (compiler/ depends on isa/ only).
+class JsonSection final : public ReportSection {
+ public:
+  JsonSection(std::string key, std::string json) : key_(std::move(key)), json_(std::move(json)) {}
+  void visit(ReportVisitor& v) override;
+
+ private:
+  std::string key_;
+  std::string json_;
+};
+
+using ReportSections = std::vector<std::shared_ptr<ReportSection>>;
+
+template <class T>
+std::shared_ptr<ReportSection> make_section(std::string key, T value) {
+  return std::make_shared<TypedSection<T>>(std::move(key), std::move(value));
+}
+
 struct Report {
   uint64_t total_cycles = 0;
   double frequency_mhz = 0;
@@ -198,9 +241,8 @@ struct Report {
     void visit(ReportVisitor& v);  // the report's `fusion` section
   };
   std::optional<Fusion> fusion;
-  // Further top-level sections (name, JSON value) from stages outside the simulator: the compiler's
-  // memory plan and fallbacks, the accuracy report. Written verbatim, in order, before "sim".
-  std::vector<std::pair<std::string, std::string>> sections;
+  // The sections stages outside the simulator add, in the order added: written after `ops`.
+  ReportSections sections;
 
   // Every field in JSON order (traces/report_fields.cpp): the writer, the reader, diff, sweeps and the
   // docs check walk it.

@@ -115,6 +115,10 @@ void visit_op(ReportVisitor& v, OpRollup& x) {
 
 }  // namespace
 
+void JsonSection::visit(ReportVisitor& v) {
+  v.json({key_, "", "a section a stage outside the simulator adds, as JSON"}, json_);
+}
+
 void Breakdown::visit(ReportVisitor& v) {
   v.integer({"compute", "cycles", "the matrix or vector unit busy"}, compute);
   v.integer({"memory", "cycles", "a DMA transfer in flight or a bank conflict, nothing computing"}, memory);
@@ -296,7 +300,7 @@ void Report::visit(ReportVisitor& v) {
         {"ops", "", "the layers rolled up by op type, most cycles first"}, ops,
         [&](OpRollup& x, size_t) { v.object({"", "", "an op type"}, [&] { visit_op(v, x); }); }, Layout::kLines);
   }
-  for (auto& [name, value] : sections) v.json({name, "", "a section a stage outside the simulator wrote"}, value);
+  for (const std::shared_ptr<ReportSection>& s : sections) s->visit(v);
   v.optional_object({"run", "", "what was run"}, run, [&](RunInfo& info) { info.visit(v); });
   v.object({"sim", "", "the simulation itself"}, [&] { sim.visit(v); });
 }

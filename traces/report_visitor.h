@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "isa/json_text.h"
+#include "traces/report.h"
 
 namespace npusim::traces {
 
@@ -109,6 +110,11 @@ class ReportVisitor {
     end();
   }
 };
+
+template <class T>
+void TypedSection<T>::visit(ReportVisitor& v) {
+  v.object({key_, "", "a section a stage outside the simulator adds"}, [&] { value_.visit(v); });
+}
 
 // A section of the report that a stage outside the simulator declares (`e2e`, `multicore`, ...) as the
 // JSON writer writes it: `members` visits the section's fields; the text is the section's value (an

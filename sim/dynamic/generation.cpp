@@ -123,7 +123,7 @@ GenerationStudy run_generation(const std::string& model, const GenerateRequest& 
   const double total_ms = ttft + decode_ms;
   const double tokens_per_s = total_ms > 0 ? static_cast<double>(g.new_tokens) / (total_ms / 1000.0) : 0;
   const double decode_tokens_per_s = decode_ms > 0 ? static_cast<double>(per_step.size()) / (decode_ms / 1000.0) : 0;
-  GenerationSection section;
+  GenerationSection& section = study.section;
   section.prompt = g.prompt;
   section.new_tokens = g.new_tokens;
   section.kv_cache = g.static_kv ? fmt::format("static:{}", g.capacity) : "growing";
@@ -143,7 +143,6 @@ GenerationStudy run_generation(const std::string& model, const GenerateRequest& 
     section.programs.push_back({past, past == 0 ? g.prompt : 1, s.report.total_cycles, s.report.latency_ms});
   for (size_t i = 0; i < per_step.size(); ++i)
     section.steps.push_back({static_cast<int64_t>(i) + 2, g.prompt + static_cast<int64_t>(i), step_past[i], per_step[i]});
-  study.section = traces::section_json([&](traces::ReportVisitor& v) { section.visit(v); });
   study.text = fmt::format(
       "\ngeneration: prompt {} + {} new tokens, KV cache {} (the report above shows the prefill)\n"
       "  time to first token {:.3f} ms; decode per token first {:.3f} / mean {:.3f} / last {:.3f} ms; {:.1f} tokens/s "

@@ -56,7 +56,7 @@ struct GenerationSection {
 struct GenerationStudy {
   CompiledModel prefill;          // the rest of the report shows it
   traces::Report prefill_report;  // its timing-only simulation (the report reuses it)
-  std::string section;    // the report's `generation` section
+  GenerationSection section;  // the report's `generation` section
   std::string text;       // the summary's lines
 };
 

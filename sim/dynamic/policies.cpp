@@ -264,12 +264,6 @@ void RequestsSection::visit(traces::ReportVisitor& v) {
   });
 }
 
-std::string requests_json(const std::string& file, const std::vector<PolicyResult>& results,
-                          const PolicyOptions& options, size_t shapes_simulated) {
-  RequestsSection section{file, results, options, shapes_simulated};
-  return traces::section_json([&](traces::ReportVisitor& v) { section.visit(v); });
-}
-
 std::string requests_text(const std::string& file, const std::vector<PolicyResult>& results) {
   const size_t count = results.empty() ? 0 : results.front().outcomes.size();
   std::string o = fmt::format("\nrequests: {} from {} (one NPU, FIFO by arrival)\n", count, file);
@@ -317,11 +311,6 @@ void ProfilesSection::visit(traces::ReportVisitor& v) {
       v.real({"compile_seconds", "s", "npusim's compile of the profile, measured"}, p.run.compile_seconds);
     });
   });
-}
-
-std::string profiles_json(const std::vector<ProfileRun>& profiles, const DimBinding& main) {
-  ProfilesSection section{profiles, main};
-  return traces::section_json([&](traces::ReportVisitor& v) { section.visit(v); });
 }
 
 std::string profiles_text(const std::vector<ProfileRun>& profiles, const DimBinding& main) {

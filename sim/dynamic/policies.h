@@ -16,6 +16,7 @@
 //              the previous one ended (the sum of the layers' own cycles).
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -107,15 +108,14 @@ struct RequestsSection {
   std::vector<PolicyResult> results;
   PolicyOptions options;
   size_t shapes_simulated = 0;
+  std::shared_ptr<const std::vector<Request>> requests;  // what the outcomes point to, kept alive
   void visit(traces::ReportVisitor& v);
 };
 
-// The report's `requests` section (RequestsSection's JSON) and the summary's table.
-std::string requests_json(const std::string& file, const std::vector<PolicyResult>& results,
-                          const PolicyOptions& options, size_t shapes_simulated);
+// The summary's table of the request stream.
 std::string requests_text(const std::string& file, const std::vector<PolicyResult>& results);
 
-// The report's `profiles` section and the summary's table (`main`: the profile the rest of the report shows).
+// One compiled profile.
 struct ProfileRun {
   DimBinding dims;
   ShapeRun run;
@@ -127,7 +127,7 @@ struct ProfilesSection {
   DimBinding main;
   void visit(traces::ReportVisitor& v);
 };
-std::string profiles_json(const std::vector<ProfileRun>& profiles, const DimBinding& main);
+// The summary's table of the profiles (`main`: the profile the rest of the report shows).
 std::string profiles_text(const std::vector<ProfileRun>& profiles, const DimBinding& main);
 
 }  // namespace npusim::sim::dynamic

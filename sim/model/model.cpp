@@ -91,7 +91,7 @@ void add_fused_layers(const compiler::CompileResult& result, traces::Report& rep
     if (!p.on_chip_input_in_dram) ++fusion.tensors;
     fusion.bytes_saved += static_cast<uint64_t>(p.on_chip_bytes_saved);
   }
-  report.sections.emplace_back("fusion", traces::section_json([&](traces::ReportVisitor& v) { fusion.visit(v); }));
+  report.sections.push_back(traces::make_section("fusion", fusion));
 }
 
 }  // namespace
@@ -281,7 +281,7 @@ void attach_compile_info(const CompiledModel& compiled, traces::Report& report) 
     w.end().end();
   }
   w.end();
-  report.sections.emplace_back("compile", o);
+  report.sections.push_back(std::make_shared<traces::JsonSection>("compile", o));
 }
 
 void add_functional_hooks(const isa::Program& program, const CompiledModel* compiled, const FunctionalIo& io,

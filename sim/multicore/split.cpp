@@ -211,11 +211,6 @@ void SplitResult::visit(traces::ReportVisitor& v) {
   });
 }
 
-std::string split_json(const SplitResult& r) {
-  SplitResult copy = r;  // the writer only reads; visit() is the declaration every visitor walks
-  return traces::section_json([&](traces::ReportVisitor& v) { copy.visit(v); });
-}
-
 std::string split_text(const SplitResult& r) {
   const double f = r.frequency_mhz;
   auto ms = [f](uint64_t cycles) { return cycles / f / 1000.0; };

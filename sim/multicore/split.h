@@ -82,8 +82,6 @@ SplitResult run_split(Split split, const isa::Program& whole, const traces::Repo
                       const std::function<isa::Program(int64_t batch)>& compile_batch,
                       traces::Sink* sink = nullptr);
 
-// The `multicore` section's JSON (SplitResult::visit).
-std::string split_json(const SplitResult& r);
 std::string split_text(const SplitResult& r);
 
 }  // namespace npusim::sim::multicore
