@@ -12,8 +12,9 @@
 
 namespace npusim::sim {
 
-// A point's report read back: the simulator's typed report (sim/report/report_reader.h) and the JSON,
-// for the sections stages outside the simulator write (the compiler's mapping, e2e).
+// A point's report read back: the simulator's typed report (sim/report/report_reader.h), its figures by
+// path, and the JSON, for the top-level sections stages outside the simulator write (e2e, multicore,
+// generation, requests; a scenario's report), which the typed reader does not read back.
 struct PointReport {
   traces::Report report;
   std::map<std::string, traces::ReportFigure> figures;  // traces::report_figures(report)
