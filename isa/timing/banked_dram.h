@@ -60,6 +60,7 @@ class BankedDram final : public Dram {
   }
   // The interleave unit of an address, and whether place() is the same for all of a unit's bytes.
   uint64_t unit_of(uint64_t addr) const { return unit_.div(addr); }
+  uint64_t unit_bytes() const { return unit_.divisor(); }
   bool place_per_unit() const { return page_.divisor() % unit_.divisor() == 0; }
   // Device bursts a request of `bytes` takes.
   uint64_t beats(uint32_t bytes) const { return burst_.div(bytes + burst_.divisor() - 1); }

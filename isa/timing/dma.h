@@ -97,19 +97,25 @@ class BurstPort<BankedDram> {
   explicit BurstPort(BankedDram& dram) : dram_(dram), per_unit_(dram.place_per_unit()) {}
   uint64_t access(uint64_t addr, uint32_t bytes, bool write, uint64_t issue_ps) {
     if (!per_unit_) return dram_.access(addr, bytes, write, issue_ps);
-    const uint64_t unit = dram_.unit_of(addr);
-    if (unit != unit_) {
-      unit_ = unit;
+    if (addr - unit_begin_ >= unit_bytes_) {  // another interleave unit (or the first burst)
+      unit_begin_ = dram_.unit_of(addr) * dram_.unit_bytes();
+      unit_bytes_ = dram_.unit_bytes();
       place_ = dram_.place(addr);
     }
-    return dram_.serve(place_, dram_.beats(bytes), write, issue_ps);
+    if (bytes != bytes_) {  // every burst but a row's last has the engine's burst size
+      bytes_ = bytes;
+      beats_ = dram_.beats(bytes);
+    }
+    return dram_.serve(place_, beats_, write, issue_ps);
   }
 
  private:
   BankedDram& dram_;
   const bool per_unit_;
-  uint64_t unit_ = UINT64_MAX;
+  uint64_t unit_begin_ = 0, unit_bytes_ = 0;  // the unit place_ belongs to (none yet)
   BankedDram::Place place_{};
+  uint32_t bytes_ = 0;
+  uint64_t beats_ = 0;
 };
 
 // One DMA engine's burst issue logic: at most one burst per call, each waits for a free outstanding
