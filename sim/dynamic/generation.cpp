@@ -44,6 +44,8 @@ void GenerationSection::visit(traces::ReportVisitor& v) {
   v.text({"kv_cache_placement", "", "where the KV cache lives"}, kv_cache_placement);
   v.integer({"weight_bytes", "bytes", "the decoder's weights"}, weight_bytes);
   v.real({"weight_streaming_share", "", "of decode time, streaming weights"}, weight_streaming_share);
+  v.integer({"steps_simulated", "steps", "decode steps simulated: the first on each program"}, steps_simulated);
+  v.integer({"steps_reused", "steps", "decode steps that take their program's simulated timing"}, steps_reused);
   v.list({"programs", "", "each compiled program"}, programs, [&](Program& p, size_t) {
     v.object({"", "", "a program"}, [&] {
       if (!v.fills()) v.derived({"kind", "", "prefill or decode"}, p.past == 0 ? "prefill" : "decode");
@@ -98,9 +100,13 @@ GenerationStudy run_generation(const std::string& model, const GenerateRequest& 
   std::vector<double> per_step;
   std::vector<int64_t> step_past;
   double decode_ms = 0, weight_stream_ms = 0;
+  // A decode step is simulated when it is the first on its program, and otherwise takes that simulation's
+  // timing: every simulation starts from an idle machine, so a program's timing is the same each time.
+  int64_t steps_simulated = 0;
   for (int64_t t = 1; t < g.new_tokens; ++t) {
     const int64_t past = g.prompt + t - 1;  // positions cached before this step
     const int64_t program_past = g.static_kv ? g.capacity - 1 : ceil_div(past, g.bucket) * g.bucket;
+    if (steps.count(program_past) == 0) ++steps_simulated;
     const Step& s = run(1, program_past);
     const traces::Report& r = s.report;
     per_step.push_back(r.latency_ms);
@@ -139,6 +145,8 @@ GenerationStudy run_generation(const std::string& model, const GenerateRequest& 
   section.kv_cache_capacity_bytes = kv_capacity_bytes;
   section.weight_bytes = prefill.weight_bytes;
   section.weight_streaming_share = decode_ms > 0 ? weight_stream_ms / decode_ms : 0.0;
+  section.steps_simulated = steps_simulated;
+  section.steps_reused = static_cast<int64_t>(per_step.size()) - steps_simulated;
   for (const auto& [past, s] : steps)
     section.programs.push_back({past, past == 0 ? g.prompt : 1, s.report.total_cycles, s.report.latency_ms});
   for (size_t i = 0; i < per_step.size(); ++i)
@@ -147,11 +155,12 @@ GenerationStudy run_generation(const std::string& model, const GenerateRequest& 
       "\ngeneration: prompt {} + {} new tokens, KV cache {} (the report above shows the prefill)\n"
       "  time to first token {:.3f} ms; decode per token first {:.3f} / mean {:.3f} / last {:.3f} ms; {:.1f} tokens/s "
       "overall, {:.1f} in decode\n"
-      "  {} programs (1 prefill, {} decode); KV cache {} bytes at the end ({} allocated) in DRAM; weight streaming "
-      "{:.0f}% of decode time\n",
+      "  {} programs (1 prefill, {} decode); {} decode steps simulated, {} reuse their program's timing; KV cache {} "
+      "bytes at the end ({} allocated) in DRAM; weight streaming {:.0f}% of decode time\n",
       g.prompt, g.new_tokens, g.static_kv ? fmt::format("static:{}", g.capacity) : fmt::format("growing (bucket {})", g.bucket),
       ttft, per_step.empty() ? 0.0 : per_step.front(), decode.mean, per_step.empty() ? 0.0 : per_step.back(), tokens_per_s,
-      decode_tokens_per_s, steps.size(), steps.size() - 1, kv_bytes, kv_capacity_bytes,
+      decode_tokens_per_s, steps.size(), steps.size() - 1, steps_simulated,
+      static_cast<int64_t>(per_step.size()) - steps_simulated, kv_bytes, kv_capacity_bytes,
       decode_ms > 0 ? 100.0 * weight_stream_ms / decode_ms : 0.0);
   return study;
 }

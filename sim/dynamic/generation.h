@@ -38,6 +38,9 @@ struct GenerationSection {
   std::string kv_cache_placement = "dram";
   uint64_t weight_bytes = 0;
   double weight_streaming_share = 0;
+  // Decode steps simulated (the first on each program) and reusing their program's timing: every
+  // simulation starts from an idle machine, so a program's timing is the same for each of its steps.
+  int64_t steps_simulated = 0, steps_reused = 0;
   struct Program {
     int64_t past = 0;  // 0: the prefill
     int64_t seq = 0;
