@@ -82,7 +82,7 @@ void Sequencer::run() {
     BoundedQueue<Dispatch>* out = to_queue[q];
     if (out->num_free() == 0) {
       blocked_index_ = static_cast<int64_t>(i);
-      while (out->num_free() == 0) sc_core::wait(out->data_read_event());
+      while (out->num_free() == 0) out->wait_for_room();
       blocked_index_ = -1;
       const uint64_t t = fab_.now();
       if (t > local) {
