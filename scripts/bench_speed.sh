@@ -1,5 +1,5 @@
 #!/bin/bash
-# The simulation-speed figures of docs/performance.md ("Simulation speed, issue 39"), for one or two builds
+# The simulation-speed figures of docs/performance.md ("Issue 39: the core, ResNet-50 and the 1B decoder"), for one or two builds
 # side by side (runs interleaved, so that both see the same machine load):
 #   core   npusim_bench BM_SimulateTiming/25000 (100 001 instructions): simulated instructions per second of
 #          CPU time, best of --repeat, and the instructions the host executes per simulated instruction under
