@@ -10,6 +10,7 @@
 #include "isa/json_text.h"
 #include "isa/layer_names.h"
 #include "traces/layer_tables.h"
+#include "traces/report_visitor.h"
 #include "traces/sink.h"
 
 namespace npusim::traces {
@@ -18,36 +19,8 @@ namespace {
 // Doubles in the summary text: shortest round-trip form.
 std::string num(double v) { return fmt::format("{}", v); }
 
-void breakdown_json(JsonWriter& w, const Breakdown& b) {
-  w.object().member("compute", b.compute).member("memory", b.memory).member("scheduling", b.scheduling);
-  w.member("host", b.host).end();
-}
-
-// {"total_mj": T, "by_component_mj": {"mac": .., ..}}, left open for the caller's further members.
-void energy_json(JsonWriter& w, const EnergyBreakdown& e) {
-  w.object().member("total_mj", e.total()).key("by_component_mj").object();
-  for (size_t k = 0; k < kNumEnergyComponents; ++k) w.member(kEnergyComponentNames[k], e.mj[k]);
-  w.end();
-}
-
-void energy_area_json(JsonWriter& w, const EnergyReport& e, const AreaReport& a) {
-  w.key("energy");
-  energy_json(w, e.by_component);
-  w.member("average_power_w", e.average_power_w).member("peak_power_w", e.peak_power_w);
-  w.member("tops_per_w", e.tops_per_w).end();
-  w.key("area").object().member("total_mm2", a.total_mm2).key("by_unit_mm2").object();
-  for (size_t k = 0; k < kNumAreaUnits; ++k) w.member(kAreaUnitNames[k], a.by_unit_mm2[k]);
-  w.end().end();
-}
-
 std::string pct(uint64_t part, uint64_t whole) {
   return whole ? fmt::format("{:5.1f}%", 100.0 * part / whole) : std::string("  -  ");
-}
-
-// "bound_cycles": B, "efficiency": E (each when known), on the current line.
-void roofline_json(JsonWriter& w, std::optional<uint64_t> bound, std::optional<double> eff) {
-  if (bound) w.same_line().member("bound_cycles", *bound);
-  if (eff) w.same_line().member("efficiency", *eff);
 }
 
 std::optional<double> ratio(std::optional<uint64_t> bound, uint64_t cycles) {
@@ -55,47 +28,66 @@ std::optional<double> ratio(std::optional<uint64_t> bound, uint64_t cycles) {
   return static_cast<double>(*bound) / static_cast<double>(cycles);
 }
 
-void ops_json(JsonWriter& w, const std::vector<OpRollup>& ops) {
-  w.key("ops").array(JsonWriter::Layout::kLines);
-  for (const OpRollup& x : ops) {
-    w.object().member("op", x.op).member("layers", x.layers).member("fused_nodes", x.fused_nodes);
-    w.member("cycles", x.cycles).member("share", x.share).member("macs", x.macs);
-    w.member("dram_bytes_read", x.dram_bytes_read).member("dram_bytes_written", x.dram_bytes_written);
-    w.key("breakdown");
-    breakdown_json(w, x.breakdown);
-    if (x.bound_cycles) w.member("bound_cycles", *x.bound_cycles);
-    w.end();
+// The JSON writer: each field as JsonWriter writes its type, in the declaration's order and layout.
+class JsonReportWriter final : public ReportVisitor {
+ public:
+  explicit JsonReportWriter(JsonWriter& w) : w_(w) {}
+  void integer(const Field& f, uint64_t& v) override { key(f).value(v); }
+  void integer(const Field& f, int64_t& v) override { key(f).value(v); }
+  void real(const Field& f, double& v) override { write_real(key(f), f, v); }
+  void boolean(const Field& f, bool& v) override { key(f).value(v); }
+  void text(const Field& f, std::string& v) override { key(f).value(v); }
+  void integer(const Field& f, std::optional<uint64_t>& v) override {
+    if (v) key(f).value(*v);
   }
-  w.end();
-}
+  void choice(const Field& f, size_t& index, const std::vector<std::string_view>& names) override {
+    key(f).value(names[index]);
+  }
+  // Numbers and booleans bare, everything else a string.
+  void parameter(const Field& f, std::string& v) override {
+    key(f);
+    char* end = nullptr;
+    std::strtod(v.c_str(), &end);
+    const bool number = !v.empty() && end == v.c_str() + v.size() &&
+                        v.find_first_not_of("0123456789+-.eE") == std::string::npos;
+    if (v == "true" || v == "false" || number) {
+      w_.raw(v);
+    } else {
+      w_.value(v);
+    }
+  }
+  void json(const Field& f, std::string& text) override {
+    if (f.key.empty()) {
+      w_.raw_members(text);
+    } else {
+      w_.key(f.key).raw(text);
+    }
+  }
+  void derived(const Field& f, uint64_t v) override { key(f).value(v); }
+  void derived(const Field& f, double v) override { write_real(key(f), f, v); }
+  void derived(const Field& f, std::string_view v) override { key(f).value(v); }
+  void null(const Field& f) override { key(f).null(); }
+  bool begin_object(const Field& f, bool present, Layout layout) override {
+    if (present) key(f).object(layout);
+    return present;
+  }
+  size_t begin_list(const Field& f, size_t n, Layout layout) override {
+    key(f).array(layout);
+    return n;
+  }
+  void element(size_t) override {}
+  std::vector<std::string> begin_map(const Field& f, std::vector<std::string> keys, Layout layout,
+                                     std::string_view) override {
+    key(f).object(layout);
+    return keys;
+  }
+  void end() override { w_.end(); }
+  void same_line() override { w_.same_line(); }
 
-// A parameter's canonical text as JSON: numbers and booleans bare, everything else a string.
-void parameter_json(JsonWriter& w, const std::string& v) {
-  if (v == "true" || v == "false") {
-    w.raw(v);
-    return;
-  }
-  char* end = nullptr;
-  std::strtod(v.c_str(), &end);
-  if (!v.empty() && end == v.c_str() + v.size() && v.find_first_not_of("0123456789+-.eE") == std::string::npos) {
-    w.raw(v);
-  } else {
-    w.value(v);
-  }
-}
-
-void run_json(JsonWriter& w, const RunInfo& run) {
-  w.key("run").object().member("command", run.command).member("version", run.version);
-  w.member("model", run.model).member("model_sha256", run.model_sha256).member("config", run.config);
-  w.key("sets").array();
-  for (const std::string& s : run.sets) w.value(s);
-  w.end().key("parameters").object(JsonWriter::Layout::kLines);
-  for (const auto& [key, value] : run.parameters) {
-    w.key(key);
-    parameter_json(w, value);
-  }
-  w.end().end();
-}
+ private:
+  JsonWriter& key(const Field& f) { return f.key.empty() ? w_ : w_.key(f.key); }
+  JsonWriter& w_;
+};
 
 }  // namespace
 
@@ -126,6 +118,8 @@ std::optional<uint64_t> model_bound_cycles(const Report& r) {
 std::optional<double> model_efficiency(const Report& r) {
   return ratio(model_bound_cycles(r), r.total_cycles);
 }
+
+std::optional<double> compiled_efficiency(const Report& r) { return ratio(r.compiled_bound_cycles, r.total_cycles); }
 
 std::vector<std::string> display_names(const Report& r) {
   std::vector<std::string> names;
@@ -174,96 +168,23 @@ std::optional<PrecisionFigures> precision_figures(const Report& r) {
 }
 
 std::string report_json(const Report& r) {
-  using Layout = JsonWriter::Layout;
   std::string o;
   JsonWriter w(o);
-  w.object(Layout::kLines);
-  w.member("total_cycles", r.total_cycles).member("frequency_mhz", r.frequency_mhz);
-  w.member("latency_ms", r.latency_ms)
-      .member("macs", r.macs)
-      .member("array_utilization", r.array_utilization);
-  if (const std::optional<PrecisionFigures> pf = precision_figures(r)) {
-    w.key("precision").object().member("plan", pf->plan).key("layers").object();
-    for (const auto& [precision, layers] : pf->layers) w.member(precision, layers);
-    w.end()
-        .member("peak_macs_per_cycle", pf->peak_macs_per_cycle)
-        .member("utilization", pf->utilization)
-        .end();
-  }
-  roofline_json(w, model_bound_cycles(r), model_efficiency(r));
-  if (r.compiled_bound_cycles) {
-    w.same_line().member("compiled_bound_cycles", *r.compiled_bound_cycles);
-    if (const auto e = ratio(r.compiled_bound_cycles, r.total_cycles))
-      w.same_line().member("compiled_efficiency", *e);
-  }
-  w.key("array")
-      .object()
-      .member("rows", r.array_rows)
-      .member("cols", r.array_cols)
-      .member("dataflow", r.dataflow);
-  w.key("macs_per_pe_per_cycle").object();
-  for (const auto& [precision, rate] : r.array_macs_per_pe_per_cycle) w.member(precision, rate);
-  w.end().end();
-  w.key("breakdown");
-  breakdown_json(w, r.breakdown);
-  w.key("dram").object().member("model", r.dram.model).member("bytes_read", r.dram.bytes_read);
-  w.member("bytes_written", r.dram.bytes_written).member("avg_bandwidth_gbps", r.dram.avg_bandwidth_gbps);
-  w.member("peak_bandwidth_gbps", r.dram.peak_bandwidth_gbps).member("requests", r.dram.requests);
-  w.member("row_hits", r.dram.row_hits).member("row_misses", r.dram.row_misses);
-  w.member("refreshes", r.dram.refreshes).end();
-  w.key("dma").object().member("transfers", r.dma.transfers).member("bursts", r.dma.bursts);
-  w.member("misaligned_bursts", r.dma.misaligned_bursts);
-  w.member("misalignment_extra_cycles", r.dma.misalignment_extra_cycles).end();
-  w.key("sram").object().member("bank_conflicts", r.sram.bank_conflicts);
-  w.member("bank_conflict_cycles", r.sram.bank_conflict_cycles).end();
-  w.key("host").object().member("calls", r.host.calls).member("bytes_to_host", r.host.bytes_to_host);
-  w.member("bytes_from_host", r.host.bytes_from_host).end();
-  if (r.energy && r.area) energy_area_json(w, *r.energy, *r.area);
-  w.key("units").object(Layout::kLines);
-  for (const UnitReport& u : r.units) {
-    w.key(u.name)
-        .object()
-        .member("instructions", u.instructions)
-        .member("busy", u.busy)
-        .member("idle", u.idle);
-    w.key("stalls").object();
-    for (int k = 1; k < kNumReasons; ++k) w.member(kReasonNames[k], u.stalls[k]);
-    w.end().end();
-  }
-  w.end();
-  w.key("layers").array(Layout::kLines);
-  const std::vector<std::string> shown = display_names(r);
-  for (size_t i = 0; i < r.layers.size(); ++i) {
-    const LayerReport& l = r.layers[i];
-    w.object().member("name", l.name).member("display_name", shown[i]).member("op", l.op);
-    w.member("placement", layer_placement_name(l.placement));
-    if (l.fused()) w.member("fused_into", l.fused_into);
-    if (!l.precision.empty()) w.member("precision", l.precision);
-    w.member("start_cycle", l.start_cycle).member("end_cycle", l.end_cycle).member("cycles", l.cycles);
-    w.member("compute_cycles", l.compute_cycles)
-        .member("vector_cycles", l.vector_cycles)
-        .member("macs", l.macs);
-    w.member("instructions", l.instructions).member("dram_bytes_read", l.dram_bytes_read);
-    w.member("dram_bytes_written", l.dram_bytes_written).member("bound", bound_label(l));
-    w.key("breakdown");
-    breakdown_json(w, l.breakdown);
-    if (r.energy) {
-      w.key("energy");
-      energy_json(w, l.energy);
-      w.end();
-    }
-    if (l.array_macs) w.member("array_macs", *l.array_macs);
-    roofline_json(w, l.bound_cycles, efficiency(l));
-    w.raw_members(l.extra_json).end();
-  }
-  w.end();
-  ops_json(w, op_rollup(r));
-  for (const auto& [name, value] : r.sections) w.key(name).raw(value);
-  if (r.run) run_json(w, *r.run);
-  w.key("sim").object().member("wall_seconds", r.sim.wall_seconds).member("instructions", r.sim.instructions);
-  w.member("functional", r.sim.functional).end();
+  w.object(JsonWriter::Layout::kLines);
+  JsonReportWriter writer(w);
+  const_cast<Report&>(r).visit(writer);  // the writer only reads
   w.end();
   o += '\n';
+  return o;
+}
+
+std::string section_json(const std::function<void(ReportVisitor&)>& members, ReportVisitor::Layout layout) {
+  std::string o;
+  JsonWriter w(o);
+  w.object(layout);
+  JsonReportWriter writer(w);
+  members(writer);
+  w.end();
   return o;
 }
 
@@ -306,7 +227,7 @@ std::string summary_text(const Report& r, size_t top_layers) {
     if (r.compiled_bound_cycles) {
       o += fmt::format("                  as compiled: bound {} cycles, efficiency {:.1f}% (the fused layers' own "
                        "tensors)\n",
-                       *r.compiled_bound_cycles, 100.0 * ratio(r.compiled_bound_cycles, T).value_or(0.0));
+                       *r.compiled_bound_cycles, 100.0 * compiled_efficiency(r).value_or(0.0));
     }
   }
   if (r.fusion && r.fusion->nodes) {

@@ -4,6 +4,7 @@
 // sim.wall_seconds.
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -16,6 +17,8 @@
 
 namespace npusim::traces {
 
+class ReportVisitor;  // traces/report_visitor.h: the fields below are declared through it
+
 // Where cycles went; compute + memory + scheduling + host = the span it describes.
 struct Breakdown {
   uint64_t compute = 0;
@@ -23,6 +26,7 @@ struct Breakdown {
   uint64_t scheduling = 0;
   uint64_t host = 0;
   uint64_t total() const { return compute + memory + scheduling + host; }
+  void visit(ReportVisitor& v);
 };
 
 struct UnitReport {
@@ -45,6 +49,21 @@ enum class LayerPlacement { kNpu, kHost, kFused };
 inline constexpr std::array<std::string_view, 3> kLayerPlacementNames = {"npu", "host", "fused"};
 std::string_view layer_placement_name(LayerPlacement p);
 std::optional<LayerPlacement> parse_layer_placement(std::string_view text);
+
+// What the compiler chose for a layer (docs/report.md, "What the compiler adds"): set from the compiler's
+// plan by sim/model; none for a program run without it.
+struct LayerMapping {
+  std::string placement;    // matrix, vector, free (a view) or host
+  std::string description;  // one line: how the layer was lowered
+  int64_t tile_m = 0, tile_k = 0, tile_n = 0, tile_oh = 0, tile_ow = 0, tile_elems = 0;
+  std::string loop_order;
+  int64_t sram_input_bytes = 0, sram_weight_bytes = 0, sram_accumulator_bytes = 0;  // all its slots
+  int64_t estimated_cycles = 0, estimated_compute_cycles = 0, estimated_dma_cycles = 0;
+  int64_t candidates = 0;  // tilings the search evaluated
+  std::string tile_limit;
+  int64_t sram_bytes() const { return sram_input_bytes + sram_weight_bytes + sram_accumulator_bytes; }
+  void visit(ReportVisitor& v);
+};
 
 struct LayerReport {
   std::string name;
@@ -78,9 +97,18 @@ struct LayerReport {
   Activity activity;
   // Its energy (traces::add_energy), static share included.
   EnergyBreakdown energy;
-  // JSON members ("key": value, ...) that stages outside the simulator attach to the layer, e.g. the
-  // compiler's mapping (tiles, estimated cycles); written verbatim after the fields above.
-  std::string extra_json;
+  // What the compiler adds (sim/model): its mapping; the value it read where the layer before left it in
+  // SRAM and the DRAM bytes that saved; the fusion group it belongs to ("" = none).
+  std::optional<LayerMapping> mapping;
+  std::string on_chip_input;
+  int64_t on_chip_bytes_saved = 0;
+  std::string fusion_group;
+  // A node of the model fused into another layer by the compiler (placement fused, no mapping of its
+  // own): the values it reads that never touch DRAM, and the DRAM bytes a layer-by-layer program would
+  // have moved for them.
+  std::vector<std::string> on_chip_inputs;
+  int64_t dram_bytes_saved = 0;
+  bool absorbed() const { return fused() && !mapping; }
 };
 
 struct DramReport {
@@ -93,6 +121,7 @@ struct DramReport {
   uint64_t row_hits = 0;
   uint64_t row_misses = 0;
   uint64_t refreshes = 0;
+  void visit(ReportVisitor& v);
 };
 
 struct DmaReport {
@@ -100,23 +129,27 @@ struct DmaReport {
   uint64_t bursts = 0;
   uint64_t misaligned_bursts = 0;
   uint64_t misalignment_extra_cycles = 0;  // DRAM data-bus cycles the misaligned bursts occupied
+  void visit(ReportVisitor& v);
 };
 
 struct SramReport {
   uint64_t bank_conflicts = 0;        // instructions that hit a bank conflict
   uint64_t bank_conflict_cycles = 0;  // cycles added by them
+  void visit(ReportVisitor& v);
 };
 
 struct HostReport {
   uint64_t calls = 0;
   uint64_t bytes_to_host = 0;
   uint64_t bytes_from_host = 0;
+  void visit(ReportVisitor& v);
 };
 
 struct SimInfo {
   double wall_seconds = 0;
   uint64_t instructions = 0;
   bool functional = false;
+  void visit(ReportVisitor& v);
 };
 
 // What a run was: enough to say later which model, configuration and npusim produced a report.
@@ -129,7 +162,50 @@ struct RunInfo {
   std::vector<std::string> sets;  // --set overrides, in order
   // Every configuration parameter as resolved (dotted key, canonical value text), declaration order.
   std::vector<std::pair<std::string, std::string>> parameters;
+  void visit(ReportVisitor& v);
 };
+
+// A top-level section that a stage outside the simulator adds to the report (`e2e`, `multicore`,
+// `generation`, `profiles`, `requests`, the compiler's `fusion`, `compile`, `accuracy`): its data, which
+// declares its fields through visit() as the report's own do. visit() visits the section as one field of
+// the report (traces/report_visitor.h).
+class ReportSection {
+ public:
+  virtual ~ReportSection() = default;
+  virtual void visit(ReportVisitor& v) = 0;
+};
+
+// A section of type T, whose T::visit(ReportVisitor&) declares its members, under `key`.
+template <class T>
+class TypedSection final : public ReportSection {
+ public:
+  TypedSection(std::string key, T value) : key_(std::move(key)), value_(std::move(value)) {}
+  void visit(ReportVisitor& v) override;  // report_visitor.h
+  const T& value() const { return value_; }
+
+ private:
+  std::string key_;
+  T value_;
+};
+
+// A section that is JSON text from a library that cannot see traces/: the compiler's `compile` and
+// `accuracy` (compiler/ depends on isa/ only).
+class JsonSection final : public ReportSection {
+ public:
+  JsonSection(std::string key, std::string json) : key_(std::move(key)), json_(std::move(json)) {}
+  void visit(ReportVisitor& v) override;
+
+ private:
+  std::string key_;
+  std::string json_;
+};
+
+using ReportSections = std::vector<std::shared_ptr<ReportSection>>;
+
+template <class T>
+std::shared_ptr<ReportSection> make_section(std::string key, T value) {
+  return std::make_shared<TypedSection<T>>(std::move(key), std::move(value));
+}
 
 struct Report {
   uint64_t total_cycles = 0;
@@ -162,11 +238,15 @@ struct Report {
     uint64_t nodes = 0;          // nodes fused into program layers
     uint64_t tensors = 0;        // values that never touch DRAM
     uint64_t bytes_saved = 0;    // DRAM bytes a layer-by-layer program would have moved for them
+    void visit(ReportVisitor& v);  // the report's `fusion` section
   };
   std::optional<Fusion> fusion;
-  // Further top-level sections (name, JSON value) from stages outside the simulator: the compiler's
-  // memory plan and fallbacks, the accuracy report. Written verbatim, in order, before "sim".
-  std::vector<std::pair<std::string, std::string>> sections;
+  // The sections stages outside the simulator add, in the order added: written after `ops`.
+  ReportSections sections;
+
+  // Every field in JSON order (traces/report_fields.cpp): the writer, the reader, diff, sweeps and the
+  // docs check walk it.
+  void visit(ReportVisitor& v);
 };
 
 // The roofline (docs/report.md). A layer's efficiency is bound_cycles / cycles: none without a bound
@@ -176,6 +256,8 @@ std::optional<double> efficiency(const LayerReport& l);
 std::optional<uint64_t> model_bound_cycles(const Report& r);
 // model_bound_cycles / total_cycles (host layers count in total_cycles but have no bound).
 std::optional<double> model_efficiency(const Report& r);
+// compiled_bound_cycles / total_cycles.
+std::optional<double> compiled_efficiency(const Report& r);
 
 // The layers' short display names (isa::display_names), in order: the summary, the layer CSV and the
 // report's layers[].display_name use them; layers[].name stays the full name.

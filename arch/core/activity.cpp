@@ -62,13 +62,14 @@ void count_matrix(const isa::Instruction& ins, const isa::NpuConfig& c, traces::
 
 }  // namespace
 
-void count_activity(const isa::Instruction& ins, const isa::NpuConfig& c, traces::Activity& a) {
+void count_activity(const isa::Instruction& ins, const Dispatch& d, const isa::NpuConfig& c, traces::Activity& a) {
   switch (ins.opcode) {
     case isa::Opcode::kLoad:
     case isa::Opcode::kStore: {
       const bool store = ins.opcode == isa::Opcode::kStore;
-      a.dma_bytes += static_cast<uint64_t>(isa::timing::dma_rows(ins).bytes());
-      access(a, c, static_cast<Buffer>(ins.get(Field::kBuf)), isa::timing::dma_sram_bytes(ins), 1, !store);
+      const Dispatch::DmaWork& w = d.work.dma;
+      a.dma_bytes += static_cast<uint64_t>(w.row_bytes * w.count[0] * w.count[1] * w.count[2]);
+      access(a, c, w.buf, static_cast<int64_t>(w.sram_bytes), 1, !store);
       break;
     }
     case isa::Opcode::kPreload:
@@ -82,10 +83,10 @@ void count_activity(const isa::Instruction& ins, const isa::NpuConfig& c, traces
       count_matrix(ins, c, a);
       break;
     case isa::Opcode::kVec: {
-      const datapath::VecOperandBytes b = datapath::vec_operand_bytes(ins, datapath::vec_geometry(ins));
-      access(a, c, static_cast<Buffer>(ins.get(Field::kSrc1Buf)), b.src1, 1, false);
-      access(a, c, static_cast<Buffer>(ins.get(Field::kSrc2Buf)), b.src2, 1, false);
-      access(a, c, static_cast<Buffer>(ins.get(Field::kDstBuf)), b.dst, 1, true);
+      const Dispatch::VectorWork& w = d.work.vector;
+      access(a, c, static_cast<Buffer>(ins.get(Field::kSrc1Buf)), w.src1, 1, false);
+      access(a, c, static_cast<Buffer>(ins.get(Field::kSrc2Buf)), w.src2, 1, false);
+      access(a, c, static_cast<Buffer>(ins.get(Field::kDstBuf)), w.dst, 1, true);
       const auto op = static_cast<size_t>(ins.get(Field::kVop));
       a.vector_elements +=
           static_cast<uint64_t>(isa::timing::vec_work_elements(ins) * c.vector.ops[op].ii_cycles);

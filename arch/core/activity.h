@@ -3,18 +3,21 @@
 // scratchpad accesses by buffer, vector element operations, DMA and host-link bytes. A function of the
 // instruction and the machine alone, counted once per instruction when it is dispatched; DRAM row
 // activates are counted by the DMA engines, which see the DRAM model's row misses. No SystemC.
+#include "arch/core/dispatch.h"
 #include "isa/isa.h"
 #include "isa/machine/config.h"
 #include "traces/energy.h"
 
 namespace npusim::arch {
 
-// Adds what `ins` does to `a`. The instruction must have passed check_program.
+// Adds what `ins` does to `a`. The instruction must have passed check_program; `d` is its queue entry as
+// its unit decoded it (QueueUnit::decode), whose DMA rows and vector operand bytes are reused.
 //
 // Scratchpad traffic of a MATMUL/CONV follows the dataflow's folds (isa::timing::fold_map): the streamed
 // operand is read once per fold of the array's columns, the stationary one once (not at all when
 // preloaded: its PRELOAD read it), and the outputs are written once per fold of the reduction over the
 // array's rows (ws, is; once in os), read back before every write but the first unless accumulating.
-void count_activity(const isa::Instruction& ins, const isa::NpuConfig& config, traces::Activity& a);
+void count_activity(const isa::Instruction& ins, const Dispatch& d, const isa::NpuConfig& config,
+                    traces::Activity& a);
 
 }  // namespace npusim::arch

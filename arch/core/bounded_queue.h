@@ -4,8 +4,15 @@
 // read/written events are notified in the update phase in the same order -- so that replacing
 // sc_fifo changes no simulated cycle. It is called directly (no port, no virtual interface) and
 // moves its ring indices without a divide: the queues carry every instruction, twice for DMA.
+//
+// Processes wait through wait_for_data()/wait_for_room() (or WaitingForData for a wait on several
+// queues), which count them, and update() notifies an event only when a process waits on it. That is
+// exact: a delta notification made in the update phase triggers right after it, with no process running
+// in between, so the processes it would wake are those waiting when update() runs; an event nobody waits
+// on wakes no one. Most reads and writes happen with nobody waiting.
 #include <systemc>
 
+#include <initializer_list>
 #include <vector>
 
 namespace npusim::arch {
@@ -19,7 +26,7 @@ class BoundedQueue : public sc_core::sc_prim_channel {
 
   // Blocking read and write (wait on the other side's event while empty or full).
   void read(T& out) {
-    while (num_available() == 0) sc_core::wait(written_);
+    while (num_available() == 0) wait_for_data();
     out = buf_[static_cast<size_t>(ri_)];
     if (++ri_ == size_) ri_ = 0;
     ++free_;
@@ -27,7 +34,7 @@ class BoundedQueue : public sc_core::sc_prim_channel {
     request_update();
   }
   void write(const T& v) {
-    while (num_free() == 0) sc_core::wait(read_);
+    while (num_free() == 0) wait_for_room();
     buf_[static_cast<size_t>(wi_)] = v;
     if (++wi_ == size_) wi_ = 0;
     --free_;
@@ -36,13 +43,40 @@ class BoundedQueue : public sc_core::sc_prim_channel {
   }
   int num_available() const { return num_readable_ - num_read_; }
   int num_free() const { return size_ - num_readable_ - num_written_; }
-  const sc_core::sc_event& data_read_event() const { return read_; }
-  const sc_core::sc_event& data_written_event() const { return written_; }
+  // Waits until a value was written (readable from the next delta) / a value was read.
+  void wait_for_data() {
+    ++data_waiters_;
+    sc_core::wait(written_);
+    --data_waiters_;
+  }
+  void wait_for_room() {
+    ++room_waiters_;
+    sc_core::wait(read_);
+    --room_waiters_;
+  }
+
+  // Waits until a value was written to any of several queues (`any` is their written events' or-list,
+  // built once by the caller: building it per wait would allocate).
+  class WaitingForData {
+   public:
+    explicit WaitingForData(std::initializer_list<BoundedQueue*> queues) : queues_(queues) {
+      for (BoundedQueue* q : queues_) any_ |= q->written_;
+    }
+    void wait() {
+      for (BoundedQueue* q : queues_) ++q->data_waiters_;
+      sc_core::wait(any_);
+      for (BoundedQueue* q : queues_) --q->data_waiters_;
+    }
+
+   private:
+    std::vector<BoundedQueue*> queues_;
+    sc_core::sc_event_or_list any_;
+  };
 
  protected:
   void update() override {
-    if (num_read_ > 0) read_.notify(sc_core::SC_ZERO_TIME);
-    if (num_written_ > 0) written_.notify(sc_core::SC_ZERO_TIME);
+    if (num_read_ > 0 && room_waiters_ > 0) read_.notify(sc_core::SC_ZERO_TIME);
+    if (num_written_ > 0 && data_waiters_ > 0) written_.notify(sc_core::SC_ZERO_TIME);
     num_readable_ = size_ - free_;
     num_read_ = 0;
     num_written_ = 0;
@@ -56,6 +90,7 @@ class BoundedQueue : public sc_core::sc_prim_channel {
   int num_readable_ = 0;  // values readable in this delta cycle
   int num_read_ = 0;      // read in this delta cycle
   int num_written_ = 0;   // written in this delta cycle
+  int data_waiters_ = 0, room_waiters_ = 0;  // processes waiting on written_ / read_
   sc_core::sc_event read_, written_;
 };
 

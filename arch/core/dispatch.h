@@ -18,6 +18,7 @@ struct Dispatch {
   struct VectorWork {
     uint64_t cycles;
     uint64_t bytes[isa::kNumBuffers];  // operand bytes per scratchpad
+    int64_t src1, src2, dst;           // bytes per operand (datapath::vec_operand_bytes)
   };
   struct HostWork {  // timing::HostCycles: the link each way (latency included) and the host's own time
     uint64_t link_in, host, link_out;

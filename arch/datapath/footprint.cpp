@@ -28,30 +28,36 @@ std::string describe(const Instruction& ins) {
 
 namespace {
 
-[[noreturn]] void fail(const Instruction& ins, const std::string& msg) {
+// The failures are cold and out of line, so that the checks the pre-run check makes on every
+// instruction of a program inline into a few compares.
+[[noreturn, gnu::cold, gnu::noinline]] void fail(const Instruction& ins, const std::string& msg) {
   throw DatapathError(fmt::format("{}: {}", describe(ins), msg));
+}
+
+[[noreturn, gnu::cold, gnu::noinline]] void fail_field(const Instruction& ins, const char* name, int64_t v,
+                                                        const char* what) {
+  fail(ins, fmt::format("{}={}{}", name, v, what));
 }
 
 int64_t field(const Instruction& ins, Field f) { return ins.get(f); }
 
-DType dtype_field(const Instruction& ins, Field f, const char* name) {
+inline DType dtype_field(const Instruction& ins, Field f, const char* name) {
   const int64_t v = ins.get(f);
-  if (v < 0 || v >= isa::kNumDTypes) fail(ins, fmt::format("{}={} is not a dtype", name, v));
+  if (v < 0 || v >= isa::kNumDTypes) fail_field(ins, name, v, " is not a dtype");
   return static_cast<DType>(v);
 }
 
-Buffer buffer_field(const Instruction& ins, Field f, const char* name) {
+inline Buffer buffer_field(const Instruction& ins, Field f, const char* name) {
   const int64_t v = ins.get(f);
-  if (v < 0 || v >= isa::kNumBuffers) fail(ins, fmt::format("{}={} is not a buffer", name, v));
+  if (v < 0 || v >= isa::kNumBuffers) fail_field(ins, name, v, " is not a buffer");
   return static_cast<Buffer>(v);
 }
 
 // Every listed field must be >= 1.
-void require_positive(const Instruction& ins, std::initializer_list<std::pair<Field, const char*>> fields) {
+inline void require_positive(const Instruction& ins, std::initializer_list<std::pair<Field, const char*>> fields) {
   for (const auto& [f, name] : fields) {
-    if (ins.get(f) < 1) {
-      fail(ins, fmt::format("{}={}; it must be at least 1 (use 1 for an unused dimension)", name, ins.get(f)));
-    }
+    const int64_t v = ins.get(f);
+    if (v < 1) fail_field(ins, name, v, "; it must be at least 1 (use 1 for an unused dimension)");
   }
 }
 

@@ -25,13 +25,10 @@ DmaEngine::DmaEngine(const sc_core::sc_module_name& name, const isa::DmaConfig& 
 }
 
 void DmaEngine::run() {
-  // Built once: `a | b` in the loop would allocate an event list on every wait.
-  sc_core::sc_event_or_list any_written;
-  any_written |= from_load->data_written_event();
-  any_written |= from_store->data_written_event();
+  BoundedQueue<Descriptor>::WaitingForData any_written({from_load, from_store});
   for (;;) {
     if (from_load->num_available() == 0 && from_store->num_available() == 0) {
-      sc_core::wait(any_written);
+      any_written.wait();
       continue;
     }
     // Round robin between the two descriptor queues when both have work.
@@ -142,7 +139,7 @@ void DmaQueue::execute(const Dispatch& d, uint64_t) {
   BoundedQueue<Descriptor>* port = to_engine[best];
   if (port->num_free() == 0) {
     const uint64_t t0 = fab_.now();
-    while (port->num_free() == 0) sc_core::wait(port->data_read_event());
+    while (port->num_free() == 0) port->wait_for_room();
     fab_.rec.stall(unit_, d, traces::Reason::kMemory, t0, fab_.now());
   }
   done_.push_back(-1);

@@ -56,10 +56,8 @@ void Sequencer::run() {
       next_report += report_every;
     }
     local += step;
-    if (auto* l = fab_.rec.layer(ins.layer())) {
-      ++l->instructions;
-      count_activity(ins, fab_.config, l->activity);
-    }
+    auto* layer = fab_.rec.layer(ins.layer());
+    if (layer) ++layer->instructions;
     if (ins.opcode == Opcode::kBarrier || ins.opcode == Opcode::kHalt) {
       fab_.rec.count_instruction(kSequencerUnit);
       drain(local, static_cast<int64_t>(i));
@@ -80,10 +78,11 @@ void Sequencer::run() {
       fab_.fail(e.what());
       return;
     }
+    if (layer) count_activity(ins, d, fab_.config, layer->activity);
     BoundedQueue<Dispatch>* out = to_queue[q];
     if (out->num_free() == 0) {
       blocked_index_ = static_cast<int64_t>(i);
-      while (out->num_free() == 0) sc_core::wait(out->data_read_event());
+      while (out->num_free() == 0) out->wait_for_room();
       blocked_index_ = -1;
       const uint64_t t = fab_.now();
       if (t > local) {

@@ -23,6 +23,9 @@ void VectorUnit::decode(const isa::Instruction& ins, Dispatch& d) const {
   w.bytes[static_cast<size_t>(ins.get(Field::kSrc1Buf))] += b.src1;
   if (b.src2) w.bytes[static_cast<size_t>(ins.get(Field::kSrc2Buf))] += b.src2;
   w.bytes[static_cast<size_t>(ins.get(Field::kDstBuf))] += b.dst;
+  w.src1 = b.src1;
+  w.src2 = b.src2;
+  w.dst = b.dst;
 }
 
 void VectorUnit::execute(const Dispatch& d, uint64_t) {

@@ -12,191 +12,21 @@
 // (the producer signals, the consumer waits), redundant ones are dropped using the knowledge each queue
 // already has. This relies on every unit completing its own queue's instructions in program order.
 #include <cstdint>
-#include <functional>
-#include <optional>
-#include <stdexcept>
 #include <string>
-#include <vector>
 
-#include "compiler/backend/mapping.h"
+#include "compiler/backend/options.h"
+#include "compiler/backend/result.h"
 #include "compiler/ir/graph.h"
 #include "isa/machine/config.h"
-#include "isa/program.h"
 
 namespace npusim::compiler {
-
-namespace quant {
-struct PrecisionPlan;
-struct QParams;
-}
-
-// A layer the back end cannot map (e.g. a tile that does not fit the SRAM even at its smallest).
-class CompileError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// An imposed mapping (CompileOptions::mapping) that cannot apply: the message names where the value came
-// from, the layer and the violated constraint. A user error, unlike the CompileError it refines.
-class MappingError : public CompileError {
- public:
-  using CompileError::CompileError;
-};
-
-// Cycles of each layer of a program slice, simulated (CompileOptions::timer).
-using CodeTimer = std::function<std::vector<int64_t>(const isa::Program&)>;
-
-struct CompileOptions {
-  // Whole-model precision of matrix and vector ops and of activations in DRAM: fp32, fp16 or bf16.
-  isa::DType precision = isa::DType::kFp32;
-  // Per-layer precision (compiler/quant/precision.h is the contract; back end: backend/int8.h). When
-  // set, each node runs in its plan precision, activations are stored in their producer's format
-  // (int8 codes between int8 layers) and `precision` is only the format of graph inputs/outputs.
-  const quant::PrecisionPlan* plan = nullptr;
-  // Times a program (a slice of the one being compiled: isa/program_slice.h) on an idle machine and
-  // returns the cycles of each of its layers as a report counts them (their spans), in order. The
-  // simulator, injected by sim/ (the compiler does not link arch/): with it, every layer's estimate is
-  // its code simulated between its neighbours (docs/backend.md, "Estimates"), and the mapping search
-  // ranks its best few candidates by simulating each. Without it (the compiler's own tests), estimates
-  // come from the closed-form cost model.
-  CodeTimer timer;
-  // Imposed per-layer mappings (compiler/backend/mapping.h); layers it does not name are searched.
-  const MappingOverrides* mapping = nullptr;
-  // Concats folded into their producers' stores where that is exact (backend/concat_in_place.h): each
-  // producer writes its output straight into its slice of the Concat's buffer and the Concat copies
-  // nothing (or only the inputs left). false (`--no-fusion`): every Concat copies its inputs.
-  bool fold_concats = true;
-  // A convolution's output read only by the pointwise conv after it stays in SRAM (backend/residency.h).
-  // false (`--no-fusion`): every layer's output goes to DRAM.
-  bool keep_on_chip = true;
-};
-
-// What the mapper chose for one node.
-struct LayerPlan {
-  std::string name;
-  std::string op;
-  Placement placement = Placement::kHost;
-  std::string mapping;    // one line: e.g. "conv 3x3 s1 as CONV, 9 groups per block" or the vector lowering
-  // Matrix layers: the tile (output rows/cols or M, reduction chunk, output channels/N) and loop order.
-  int64_t tile_m = 0, tile_k = 0, tile_n = 0;
-  int64_t tile_oh = 0, tile_ow = 0;  // conv: output rows x cols per tile (tile_m = tile_oh * tile_ow)
-  int64_t group_block = 0;           // grouped conv: groups mapped together as one block-diagonal CONV
-  int64_t tile_elems = 0;  // vector layers that stream SRAM tiles: elements per tile (vector_tiling.h)
-  std::string loop_order;            // e.g. "n-outer (weights resident)"
-  // Why the tile is not larger, e.g. "sram.accumulator 94% full" or "whole layer" (matrix layers), "a
-  // smaller tile pipelines better: ..." (vector layers).
-  std::string tile_limit;
-  int64_t sram_input_bytes = 0, sram_weight_bytes = 0, sram_acc_bytes = 0;  // all slots of the layer
-  int64_t est_cycles = 0;            // the layer after its predecessor on an idle machine (simulated when timed)
-  int64_t model_cycles = 0;          // the closed-form cost model's figure (ranks the search's candidates)
-  int64_t est_compute_cycles = 0, est_dma_cycles = 0;  // the closed form's compute and DMA parts
-  int64_t macs = 0;
-  int64_t instructions = 0;
-  int64_t candidates = 0;            // tilings the search evaluated
-  // The same choices as imposable values (what --mapping-out writes): placement and, for matrix layers,
-  // the tiling; imposing them reproduces this layer.
-  LayerMapping chosen;
-  // The layer's roofline bound in cycles (backend/roofline.h): none for host layers, 0 for free ones.
-  std::optional<int64_t> bound_cycles;
-  // On-chip residency (backend/residency.h): the value this layer read where the layer before left it
-  // in the input scratchpad ("" = none), and the DRAM bytes that saved (its write and its read).
-  std::string on_chip_input;
-  int64_t on_chip_bytes_saved = 0;
-  // The on-chip input also has a DRAM copy (a squeeze-and-excitation block's input, which its Mul reads
-  // where the pool left it): a read saved, not a tensor kept off DRAM.
-  bool on_chip_input_in_dram = false;
-  // Layers fused into one group (backend/se_fusion.h): the group's name, "" = none. A squeeze-and-
-  // excitation block's pool, the layers on its pooled vector and its Mul are "se:" + the pool's name.
-  std::string fusion_group;
-  // A node whose work another layer's code does (a fused attention block, backend/attention_fusion.h):
-  // that layer's name ("" = none). The layer emits no instructions; its plan keeps its own MACs and bound.
-  std::string fused_into;
-};
-
-// A node that runs on the host CPU.
-struct Fallback {
-  std::string node;
-  std::string op;
-  std::string reason;
-  int64_t est_cycles = 0;  // isa::timing::host_cycles of its HOSTCALL
-};
-
-// Where one tensor of a host op lives in DRAM, for executing the node functionally.
-struct HostTensor {
-  std::string name;                 // graph value name
-  uint64_t dram_addr = 0;
-  Shape shape;                      // logical (ONNX) shape
-  std::vector<int> layout;          // memory order of the logical dims, empty = ONNX order
-  isa::DType dtype = isa::DType::kFp32;  // storage type in DRAM
-  // The value's ONNX element type: integer and bool values are stored as int32 and must be read back
-  // as integers (exactly) when the node is evaluated.
-  DataType value_dtype = DataType::kFloat32;
-  // Elements between consecutive indices of each dim in memory order; empty = dense. A value written in
-  // place into its slice of a Concat's buffer (CompileOptions::fold_concats) has that buffer's rows.
-  std::vector<int64_t> strides;
-};
-struct HostCallInfo {
-  uint32_t host_op = 0;             // index into Program::host_ops
-  Node node;                        // the ONNX node to evaluate (constant inputs are in `constants`)
-  std::vector<HostTensor> inputs;   // runtime inputs in node.inputs order (constants are omitted here)
-  std::vector<HostTensor> outputs;
-  std::vector<std::pair<std::string, Tensor>> constants;  // constant inputs of the node by name
-};
-
-struct MemoryPlan {
-  uint64_t activation_bytes = 0;     // peak DRAM for activations with lifetime-based reuse
-  uint64_t activation_bytes_no_reuse = 0;
-  uint64_t weight_bytes = 0;         // data segments (weights, biases, constants) as laid out
-  uint64_t scratch_bytes = 0;        // DRAM scratch for multi-pass lowerings
-  uint64_t activation_base = 0, weight_base = 0;
-};
-
-struct InsertedTranspose {
-  std::string node, input, output;
-  Shape shape;
-  std::vector<int> from_layout, to_layout;
-  std::string reason;
-};
-
-// A node of the model as imported whose work a program layer does (compiler/passes/absorbed.h).
-struct AbsorbedLayer {
-  std::string name;
-  std::string op;
-  std::string into;                    // the program layer (LayerPlan::name)
-  std::optional<int64_t> bound_cycles;  // its own roofline bound, as if it ran alone
-  // The values it reads that never touch DRAM (intermediates of the fused chain), and the DRAM bytes a
-  // layer-by-layer program would have moved for them: each written once and read by each of its readers,
-  // in the layer's precision.
-  std::vector<std::string> on_chip_inputs;
-  int64_t dram_bytes_saved = 0;
-};
-
-struct CompileResult {
-  isa::Program program;
-  std::vector<LayerPlan> layers;  // one per node, graph order
-  std::vector<AbsorbedLayer> absorbed;  // set by bound_as_imported (backend/bounds.h)
-  // The sum of the layers' bounds as compiled (each layer's own tensors after fusion, before
-  // bound_as_imported gives them the model's nodes' bounds): the roof of the code itself.
-  std::optional<int64_t> compiled_bound_cycles;
-  MemoryPlan memory;
-  std::vector<Fallback> fallbacks;
-  std::vector<HostCallInfo> host_calls;
-  std::vector<InsertedTranspose> transposes;
-  // Where every runtime value lives (address, layout, storage dtype: int8/uint8 codes under an int8
-  // plan), for tests that read intermediate tensors from a functional run.
-  std::vector<HostTensor> values;
-  // The values that never touch DRAM (backend/residency.h), as `values` but with dram_addr their byte
-  // address in the input scratchpad, where they lie dense once their producer's layer is done.
-  std::vector<HostTensor> on_chip;
-  double compile_seconds = 0;
-};
 
 // Compiles a graph lowered by compiler/passes. Throws CompileError naming the layer when it cannot be
 // mapped, std::invalid_argument for an unsupported precision.
 CompileResult compile(const Graph& lowered, const isa::NpuConfig& config, const CompileOptions& options = {});
 
 // The longest Softmax / LayerNormalization row (elements) the back end runs as one row-wise layer on
-// this machine (backend/rowwise.h): one fp32 row fits an input slot and, with scale, bias and a
+// this machine (backend/vector/rowwise.h): one fp32 row fits an input slot and, with scale, bias and a
 // scratch row, the weight scratchpad. The pipeline's PipelineOptions::whole_row_limit.
 int64_t rowwise_row_limit(const isa::NpuConfig& config);
 

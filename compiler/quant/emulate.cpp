@@ -298,7 +298,7 @@ Tensor rounded(const Tensor& t, Precision p) {
   return r;
 }
 
-// The back end's row-wise Softmax / LayerNormalization / RMSNormalization (compiler/backend/rowwise.h) as the
+// The back end's row-wise Softmax / LayerNormalization / RMSNormalization (compiler/backend/vector/rowwise.h) as the
 // vector unit computes it: the VecOps it runs, in order, each in fp32 with its result rounded to the compute
 // format (fp16/bf16; int8 layers compute in fp32 between one dequantize and one quantize), reductions summed
 // in row order as the datapath does. With `out` (an int8 layer writing codes) the output scale is folded

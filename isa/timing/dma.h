@@ -13,6 +13,7 @@
 
 #include "isa/isa.h"
 #include "isa/machine/config.h"
+#include "isa/timing/banked_dram.h"
 #include "isa/timing/dram.h"
 #include "isa/timing/fast_div.h"
 
@@ -75,6 +76,48 @@ struct DmaTransfer {
   BurstCount bursts;
 };
 
+// How a burst loop reaches a DRAM model: Dram::access. The banked model's specialisation calls it
+// directly and keeps the place (channel, bank, row) of the interleave unit the previous burst went to,
+// which a transfer's consecutive bursts share.
+template <class Model>
+class BurstPort {
+ public:
+  explicit BurstPort(Model& dram) : dram_(dram) {}
+  uint64_t access(uint64_t addr, uint32_t bytes, bool write, uint64_t issue_ps) {
+    return dram_.access(addr, bytes, write, issue_ps);
+  }
+
+ private:
+  Model& dram_;
+};
+
+template <>
+class BurstPort<BankedDram> {
+ public:
+  explicit BurstPort(BankedDram& dram) : dram_(dram), per_unit_(dram.place_per_unit()) {}
+  uint64_t access(uint64_t addr, uint32_t bytes, bool write, uint64_t issue_ps) {
+    if (!per_unit_) return dram_.access(addr, bytes, write, issue_ps);
+    if (addr - unit_begin_ >= unit_bytes_) {  // another interleave unit (or the first burst)
+      unit_begin_ = dram_.unit_of(addr) * dram_.unit_bytes();
+      unit_bytes_ = dram_.unit_bytes();
+      place_ = dram_.place(addr);
+    }
+    if (bytes != bytes_) {  // every burst but a row's last has the engine's burst size
+      bytes_ = bytes;
+      beats_ = dram_.beats(bytes);
+    }
+    return dram_.serve(place_, beats_, write, issue_ps);
+  }
+
+ private:
+  BankedDram& dram_;
+  const bool per_unit_;
+  uint64_t unit_begin_ = 0, unit_bytes_ = 0;  // the unit place_ belongs to (none yet)
+  BankedDram::Place place_{};
+  uint32_t bytes_ = 0;
+  uint64_t beats_ = 0;
+};
+
 // One DMA engine's burst issue logic: at most one burst per call, each waits for a free outstanding
 // slot (the completion of the burst max_outstanding before it).
 class DmaBurstEngine {
@@ -88,6 +131,17 @@ class DmaBurstEngine {
   // `per_burst(channel, issue_ps, done_ps, bytes)` is called for each burst when non-null (traces).
   template <class PerBurst>
   DmaTransfer run(const DmaRows& rows, bool write, uint64_t start_ps, Dram& dram, PerBurst&& per_burst) {
+    // The banked model called directly (its access() inlines into the loop); the others through Dram.
+    if (BankedDram* banked = dram.banked()) return run_on(rows, write, start_ps, *banked, per_burst);
+    return run_on(rows, write, start_ps, dram, per_burst);
+  }
+  DmaTransfer run(const DmaRows& rows, bool write, uint64_t start_ps, Dram& dram) {
+    return run(rows, write, start_ps, dram, [](uint64_t, uint64_t, uint64_t, uint32_t) {});
+  }
+
+ private:
+  template <class Model, class PerBurst>
+  DmaTransfer run_on(const DmaRows& rows, bool write, uint64_t start_ps, Model& dram, PerBurst& per_burst) {
     DmaTransfer x;
     x.first_issue_ps = start_ps;
     x.done_ps = start_ps;
@@ -95,9 +149,10 @@ class DmaBurstEngine {
     std::fill(slots_.begin(), slots_.end(), start_ps);
     size_t next = 0;
     uint64_t issue = start_ps;
+    BurstPort<Model> port(dram);
     auto one = [&](uint64_t addr, uint32_t bytes, bool misaligned) {
       issue = std::max(issue, slots_[next]);
-      const uint64_t done = dram.access(addr, bytes, write, issue);
+      const uint64_t done = port.access(addr, bytes, write, issue);
       slots_[next] = done;
       next = next + 1 == n ? 0 : next + 1;
       x.done_ps = std::max(x.done_ps, done);
@@ -120,11 +175,7 @@ class DmaBurstEngine {
     }
     return x;
   }
-  DmaTransfer run(const DmaRows& rows, bool write, uint64_t start_ps, Dram& dram) {
-    return run(rows, write, start_ps, dram, [](uint64_t, uint64_t, uint64_t, uint32_t) {});
-  }
 
- private:
   DmaConfig dma_;
   FastDiv burst_, align_;
   std::vector<uint64_t> slots_;  // completion time of the bursts in flight, a ring

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "isa/timing/banked_dram.h"
 #include "isa/timing/fast_div.h"
 
 namespace npusim::isa::timing {
@@ -86,124 +87,34 @@ class SimpleDram : public Dram {
   FastDiv chan_;
 };
 
-// Channels of banks with open-row buffers. Address map (low to high): byte within the channel
-// interleave unit, channel, then per channel: column within the page, bank, row -- so a sequential
-// stream spreads over the channels and walks each page before moving to the next bank.
-class BankedDram : public Dram {
- public:
-  BankedDram(const BankedDramTiming& t, int channels, Refresh refresh) : t_(t), channels_(std::max(1, channels)) {
-    const bool averaged = refresh == Refresh::kAveraged && t.t_refi_ns > t.t_rfc_ns;
-    // Averaged: every operation takes the share of time refresh would block, bandwidth and latency alike.
-    const double s = averaged ? t.t_refi_ns / (t.t_refi_ns - t.t_rfc_ns) : 1.0;
-    t_burst_ = ns_to_ps(t.t_burst_ns * s);
-    t_cl_ = ns_to_ps(t.t_cl_ns * s);
-    t_rcd_ = ns_to_ps(t.t_rcd_ns * s);
-    t_rp_ = ns_to_ps(t.t_rp_ns * s);
-    t_ras_ = ns_to_ps(t.t_ras_ns * s);
-    t_refi_ = averaged ? std::numeric_limits<uint64_t>::max() / 2 : ns_to_ps(t.t_refi_ns);  // never
-    t_rfc_ = ns_to_ps(t.t_rfc_ns);
-    t_wtr_ = ns_to_ps(t.t_wtr_ns * s);
-    t_rtw_ = ns_to_ps(t.t_rtw_ns * s);
-    unit_ = FastDiv(static_cast<uint64_t>(t.interleave_bytes));
-    chan_ = FastDiv(static_cast<uint64_t>(channels_));
-    stripe_ = FastDiv(static_cast<uint64_t>(t.interleave_bytes) * channels_);
-    page_ = FastDiv(static_cast<uint64_t>(t.page_bytes));
-    bank_ = FastDiv(static_cast<uint64_t>(t.banks));
-    burst_ = FastDiv(static_cast<uint64_t>(t.burst_bytes));
-    chans_.resize(channels_);
-    for (Channel& c : chans_) {
-      c.banks.resize(t.banks);
-      c.next_refresh = t_refi_;
-    }
-  }
-
-  int channels() const override { return channels_; }
-  int channel_of(uint64_t addr) const override { return static_cast<int>(chan_.mod(unit_.div(addr))); }
-  double peak_bandwidth_gbps() const override { return t_.peak_gbps() * channels_; }
-  double idle_latency_ns() const override { return t_.t_rcd_ns + t_.t_cl_ns + t_.t_burst_ns; }
-
-  uint64_t access(uint64_t addr, uint32_t bytes, bool write, uint64_t issue_ps) override {
-    ++stats_.requests;
-    Channel& ch = chans_[chan_.mod(unit_.div(addr))];
-    const uint64_t local = stripe_.div(addr) * unit_.divisor() + unit_.mod(addr);
-    const uint64_t page = page_.div(local);
-    Bank& bank = ch.banks[bank_.mod(page)];
-    const int64_t row = static_cast<int64_t>(bank_.div(page));
-    const uint64_t beats = burst_.div(bytes + burst_.divisor() - 1);
-
-    uint64_t t = issue_ps;
-    for (;;) {
-      // Refreshes due before this request are applied first: all banks close, the channel blocks.
-      while (ch.next_refresh <= std::max(t, ch.bus_free)) refresh(ch);
-      uint64_t cmd;
-      bool hit = bank.open_row == row;
-      if (hit) {
-        cmd = std::max(t, bank.ready);
-      } else {
-        uint64_t act = std::max(t, bank.ready);
-        if (bank.open_row >= 0) act = std::max(act, bank.act + t_ras_) + t_rp_;
-        cmd = act + t_rcd_;
-        bank.pending_act = act;
-      }
-      uint64_t data = cmd + t_cl_;
-      if (ch.any && ch.last_write != write) data = std::max(data, ch.bus_free + (write ? t_rtw_ : t_wtr_));
-      data = std::max(data, ch.bus_free);
-      const uint64_t end = data + beats * t_burst_;
-      if (end > ch.next_refresh) {  // would run into a refresh: refresh first, then retry
-        t = std::max(t, ch.next_refresh);
-        refresh(ch);
-        continue;
-      }
-      if (hit) {
-        ++stats_.row_hits;
-      } else {
-        ++stats_.row_misses;
-        bank.open_row = row;
-        bank.act = bank.pending_act;
-      }
-      bank.ready = cmd + beats * t_burst_;
-      ch.bus_free = end;
-      ch.last_write = write;
-      ch.any = true;
-      return end;
-    }
-  }
-
- private:
-  struct Bank {
-    int64_t open_row = -1;
-    uint64_t act = 0;          // time of the last activate
-    uint64_t ready = 0;        // earliest next command
-    uint64_t pending_act = 0;
-  };
-  struct Channel {
-    std::vector<Bank> banks;
-    uint64_t bus_free = 0;
-    uint64_t next_refresh = 0;
-    bool last_write = false;
-    bool any = false;
-  };
-
-  void refresh(Channel& ch) {
-    const uint64_t done = std::max(ch.next_refresh, ch.bus_free) + t_rfc_;
-    for (Bank& b : ch.banks) {
-      b.open_row = -1;
-      b.ready = std::max(b.ready, done);
-    }
-    ch.bus_free = std::max(ch.bus_free, done);
-    ch.next_refresh += t_refi_;
-    ++stats_.refreshes;
-  }
-
-  BankedDramTiming t_;
-  int channels_;
-  uint64_t t_burst_, t_cl_, t_rcd_, t_rp_, t_ras_, t_refi_, t_rfc_, t_wtr_, t_rtw_;
-  // The address map's divisors: interleave unit, channels, unit x channels, page, banks, burst.
-  FastDiv unit_, chan_, stripe_, page_, bank_, burst_;
-  std::vector<Channel> chans_;
-};
-
 }  // namespace
+
+BankedDram::BankedDram(const BankedDramTiming& t, int channels, Refresh refresh)
+    : t_(t), channels_(std::max(1, channels)) {
+  const bool averaged = refresh == Refresh::kAveraged && t.t_refi_ns > t.t_rfc_ns;
+  // Averaged: every operation takes the share of time refresh would block, bandwidth and latency alike.
+  const double s = averaged ? t.t_refi_ns / (t.t_refi_ns - t.t_rfc_ns) : 1.0;
+  t_burst_ = ns_to_ps(t.t_burst_ns * s);
+  t_cl_ = ns_to_ps(t.t_cl_ns * s);
+  t_rcd_ = ns_to_ps(t.t_rcd_ns * s);
+  t_rp_ = ns_to_ps(t.t_rp_ns * s);
+  t_ras_ = ns_to_ps(t.t_ras_ns * s);
+  t_refi_ = averaged ? std::numeric_limits<uint64_t>::max() / 2 : ns_to_ps(t.t_refi_ns);  // never
+  t_rfc_ = ns_to_ps(t.t_rfc_ns);
+  t_wtr_ = ns_to_ps(t.t_wtr_ns * s);
+  t_rtw_ = ns_to_ps(t.t_rtw_ns * s);
+  unit_ = FastDiv(static_cast<uint64_t>(t.interleave_bytes));
+  chan_ = FastDiv(static_cast<uint64_t>(channels_));
+  stripe_ = FastDiv(static_cast<uint64_t>(t.interleave_bytes) * channels_);
+  page_ = FastDiv(static_cast<uint64_t>(t.page_bytes));
+  bank_ = FastDiv(static_cast<uint64_t>(t.banks));
+  burst_ = FastDiv(static_cast<uint64_t>(t.burst_bytes));
+  chans_.resize(channels_);
+  for (Channel& c : chans_) {
+    c.banks.resize(t.banks);
+    c.next_refresh = t_refi_;
+  }
+}
 
 const BankedDramTiming& banked_preset(isa::DramModel model) {
   switch (model) {

@@ -20,9 +20,13 @@ struct DramStats {
   int64_t refreshes = 0;
 };
 
+class BankedDram;
+
 class Dram {
  public:
   virtual ~Dram() = default;
+  // This model as the banked one (banked_dram.h), or null: the DMA burst loop calls it directly.
+  virtual BankedDram* banked() { return nullptr; }
   // Serves one request of `bytes` at byte address `addr`, issued at `issue_ps`; returns the time
   // its last data beat is on the bus. Callers may issue requests out of time order (a DMA engine
   // computes a whole transfer when it starts): each resource serves its requests first come,

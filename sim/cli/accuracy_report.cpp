@@ -102,7 +102,8 @@ void accuracy_report(Context& /*ctx*/, const CompiledModel& cm, const isa::NpuCo
       r.advice->held_out = h;
     }
   }
-  if (a.accuracy || a.advise_sqnr) extras.sections.emplace_back("accuracy", q::accuracy_json(r));
+  if (a.accuracy || a.advise_sqnr)
+    extras.sections.push_back(std::make_shared<traces::JsonSection>("accuracy", q::accuracy_json(r)));
   extras.text += q::accuracy_summary(r);
   if (r.advice) {
     const q::MixedPrecisionAdvice& adv = *r.advice;

@@ -10,10 +10,10 @@
 #include <tuple>
 #include <vector>
 
-#include "isa/json_text.h"
 #include "sim/report/report_file.h"
 #include "sim/report/report_reader.h"
 #include "traces/report.h"
+#include "traces/report_paths.h"
 
 namespace npusim::sim {
 namespace {
@@ -34,14 +34,6 @@ Loaded load(const std::string& path) {
   }
 }
 
-// A figure as the report's JSON spells it (JsonWriter's text for the value).
-template <class T>
-std::string json_text(T v) {
-  std::string s;
-  JsonWriter(s).value(v);
-  return s;
-}
-
 // One row of the results table: the figure's text in the report and its value, absent when the
 // report does not have it.
 struct Figure {
@@ -49,43 +41,14 @@ struct Figure {
   std::optional<double> value;
 };
 
-template <class T>
-Figure figure(T v) {
-  return Figure{json_text(v), static_cast<double>(v)};
-}
-
-template <class T>
-Figure figure(const std::optional<T>& v) {
-  return v ? figure(*v) : Figure{};
-}
-
-// The results table's figures of one report, by the name the table shows (the JSON path of each).
+// The results table's figures of one report, by the name the table shows (the path of each).
 std::vector<std::pair<std::string, Figure>> results_of(const traces::Report& r) {
-  const std::optional<traces::PrecisionFigures> pf = traces::precision_figures(r);
-  const std::optional<traces::EnergyReport>& e = r.energy;
-  std::vector<std::pair<std::string, Figure>> out = {
-      {"total_cycles", figure(r.total_cycles)},
-      {"latency_ms", figure(r.latency_ms)},
-      {"macs", figure(r.macs)},
-      {"precision.peak_macs_per_cycle", pf ? figure(pf->peak_macs_per_cycle) : Figure{}},
-      {"precision.utilization", pf ? figure(pf->utilization) : Figure{}},
-      {"array_utilization", figure(r.array_utilization)},
-      {"bound_cycles", figure(traces::model_bound_cycles(r))},
-      {"efficiency", figure(traces::model_efficiency(r))},
-      {"breakdown.compute", figure(r.breakdown.compute)},
-      {"breakdown.memory", figure(r.breakdown.memory)},
-      {"breakdown.scheduling", figure(r.breakdown.scheduling)},
-      {"breakdown.host", figure(r.breakdown.host)},
-      {"dram.bytes_read", figure(r.dram.bytes_read)},
-      {"dram.bytes_written", figure(r.dram.bytes_written)},
-      {"dram.avg_bandwidth_gbps", figure(r.dram.avg_bandwidth_gbps)},
-      {"host.calls", figure(r.host.calls)},
-      {"energy.total_mj", e ? figure(e->total_mj) : Figure{}},
-      {"energy.average_power_w", e ? figure(e->average_power_w) : Figure{}},
-      {"energy.peak_power_w", e ? figure(e->peak_power_w) : Figure{}},
-      {"energy.tops_per_w", e ? figure(e->tops_per_w) : Figure{}},
-      {"area.total_mm2", r.area ? figure(r.area->total_mm2) : Figure{}},
-      {"sim.instructions", figure(r.sim.instructions)}};
+  const std::map<std::string, traces::ReportFigure> figures = traces::report_figures(r);
+  std::vector<std::pair<std::string, Figure>> out;
+  for (const char* path : diff_result_paths()) {
+    const auto it = figures.find(path);
+    out.emplace_back(path, it == figures.end() ? Figure{} : Figure{it->second.text, it->second.value});
+  }
   return out;
 }
 
@@ -133,6 +96,19 @@ std::vector<LayerFigures> layers_of(const traces::Report& r) {
 }
 
 }  // namespace
+
+const std::vector<const char*>& diff_result_paths() {
+  static const std::vector<const char*> kResults = {
+      "total_cycles",         "latency_ms",          "macs",
+      "precision.peak_macs_per_cycle",              "precision.utilization",
+      "array_utilization",    "bound_cycles",        "efficiency",
+      "breakdown.compute",    "breakdown.memory",    "breakdown.scheduling",
+      "breakdown.host",       "dram.bytes_read",     "dram.bytes_written",
+      "dram.avg_bandwidth_gbps", "host.calls",       "energy.total_mj",
+      "energy.average_power_w", "energy.peak_power_w", "energy.tops_per_w",
+      "area.total_mm2",       "sim.instructions"};
+  return kResults;
+}
 
 std::string diff_reports(const std::string& a_path, const std::string& b_path, size_t top) {
   const Loaded a = load(a_path);

@@ -112,7 +112,7 @@ int simulate_and_report(Context& ctx, const CommonOptions& o, const std::string&
       e2e::add_npu_run(*pipeline, static_cast<int64_t>(report.total_cycles),
                        static_cast<int64_t>(report.breakdown.host));
     }
-    report.sections.emplace_back("e2e", e2e::e2e_json(*pipeline));
+    report.sections.push_back(traces::make_section("e2e", *pipeline));
     if (e2e_sink) e2e_sink->complete(*pipeline);
   }
   if (sink) sink->finish();

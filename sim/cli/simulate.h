@@ -20,9 +20,9 @@
 
 namespace npusim::sim::cli {
 
-// What a run adds to the report beyond the simulation: extra JSON sections and text after the summary.
+// What a run adds to the report beyond the simulation: its sections and text after the summary.
 struct ReportExtras {
-  std::vector<std::pair<std::string, std::string>> sections;
+  traces::ReportSections sections;
   std::string text;
   std::string answer;  // printed even under -q: what an option asked for (--advise-sqnr's override list)
   // A timing-only simulation of the same program already run (--dynamic, --generate): reused unless the

@@ -145,7 +145,9 @@ DynamicStudy run_dynamic_study(const DynamicCliOptions& o, const ProfileCompiler
   std::vector<std::string> names;
   for (const DimValues& d : dims) names.push_back(d.name);
   // Read before anything is compiled: a bad row fails in a moment, not after minutes of compiling.
-  const std::vector<Request> requests = o.requests.empty() ? std::vector<Request>{} : read_requests(o.requests, names);
+  // Shared with the report's `requests` section, whose outcomes point into it.
+  const auto requests = std::make_shared<const std::vector<Request>>(
+      o.requests.empty() ? std::vector<Request>{} : read_requests(o.requests, names));
 
   DynamicStudy study;
   study.main = profiles.back();
@@ -160,9 +162,9 @@ DynamicStudy run_dynamic_study(const DynamicCliOptions& o, const ProfileCompiler
       study.main_report = std::move(report);
     }
   }
-  study.sections.emplace_back("profiles", profiles_json(study.profiles, study.main));
+  study.sections.push_back(traces::make_section("profiles", ProfilesSection{study.profiles, study.main}));
   study.text = profiles_text(study.profiles, study.main);
-  if (requests.empty()) return study;
+  if (requests->empty()) return study;
 
   const ShapeCost cost = [&](const DimBinding& shape) -> const ShapeRun& {
     auto it = runs.find(shape);
@@ -173,8 +175,8 @@ DynamicStudy run_dynamic_study(const DynamicCliOptions& o, const ProfileCompiler
     return it->second;
   };
   std::vector<PolicyResult> results;
-  for (Policy p : policies) results.push_back(simulate_policy(p, requests, profiles, cost, popt, o.requests));
-  study.sections.emplace_back("requests", requests_json(o.requests, results, popt, runs.size()));
+  for (Policy p : policies) results.push_back(simulate_policy(p, *requests, profiles, cost, popt, o.requests));
+  study.sections.push_back(traces::make_section("requests", RequestsSection{o.requests, results, popt, runs.size(), requests}));
   study.text += requests_text(o.requests, results);
   return study;
 }

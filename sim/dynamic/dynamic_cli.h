@@ -47,7 +47,7 @@ struct DynamicStudy {
   DimBinding main;            // the largest profile: the rest of the report shows it
   CompiledModel main_model;   // its compiled model
   traces::Report main_report; // and its timing-only simulation (the report reuses it)
-  std::vector<std::pair<std::string, std::string>> sections;  // "profiles", "requests"
+  traces::ReportSections sections;  // "profiles", "requests"
   std::string text;                                           // the summary's tables
 };
 

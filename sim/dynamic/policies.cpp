@@ -209,45 +209,59 @@ PolicyResult simulate_policy(Policy policy, const std::vector<Request>& requests
   return result;
 }
 
-std::string requests_json(const std::string& file, const std::vector<PolicyResult>& results,
-                          const PolicyOptions& options, size_t shapes_simulated) {
-  const size_t count = results.empty() ? 0 : results.front().outcomes.size();
-  std::string o;
-  JsonWriter w(o);
-  w.object().member("file", file).member("count", count).member("shapes_simulated", shapes_simulated);
-  w.key("options").object().member("on_overflow", to_string(options.overflow));
-  w.member("program_cache", options.program_cache).member("compile_host_factor", options.compile_host_factor);
-  if (options.compile_ms_per_layer) {
-    w.member("compile_ms_per_layer", *options.compile_ms_per_layer);
-  } else {
-    w.key("compile_ms_per_layer").null();
-  }
-  w.member("host_us_per_layer", options.host_us_per_layer).end().key("policies").array();
-  for (const PolicyResult& r : results) {
-    const LatencyStats& l = r.latency;
-    w.object().member("policy", to_string(r.policy)).key("latency_ms").object().member("p50", l.p50);
-    w.member("p95", l.p95).member("p99", l.p99).member("max", l.max).member("mean", l.mean).end();
-    w.member("makespan_ms", r.makespan_ms).member("throughput_rps", r.throughput_rps);
-    w.member("useful_macs", r.useful_macs)
-        .member("executed_macs", r.executed_macs)
-        .member("padding_macs", r.padding_macs);
-    w.member("padding_share", r.executed_macs
-                                  ? static_cast<double>(r.padding_macs) / static_cast<double>(r.executed_macs)
-                                  : 0.0);
-    w.member("compile_events", r.compile_events).member("compile_ms", r.compile_ms).member("split", r.split);
-    w.member("truncated", r.truncated).key("per_request").array();
-    for (const RequestOutcome& q : r.outcomes) {
-      w.object().member("line", q.request->line).member("shape", binding_text(q.request->shape));
-      w.member("ran_as", q.ran_as).member("arrival_ms", q.request->arrival_ms).member("start_ms", q.start_ms);
-      w.member("end_ms", q.end_ms)
-          .member("latency_ms", q.latency_ms())
-          .member("compile_ms", q.compile_ms)
-          .end();
+void RequestsSection::visit(traces::ReportVisitor& v) {
+  v.text({"file", "", "the --requests file"}, file);
+  v.derived({"count", "requests", "requests in the file"},
+            static_cast<uint64_t>(results.empty() ? 0 : results.front().outcomes.size()));
+  v.integer({"shapes_simulated", "shapes", "distinct shapes compiled and simulated"}, shapes_simulated);
+  v.object({"options", "", "the policies' options"}, [&] {
+    if (!v.fills()) v.derived({"on_overflow", "", "what a request past every profile does"}, to_string(options.overflow));
+    v.integer({"program_cache", "programs", "recompile: programs kept (LRU)"}, options.program_cache);
+    v.real({"compile_host_factor", "", "recompile: x npusim's measured compile seconds"}, options.compile_host_factor);
+    if (options.compile_ms_per_layer) {
+      v.real({"compile_ms_per_layer", "ms", "recompile: a fixed cost per layer"}, *options.compile_ms_per_layer);
+    } else {
+      v.null({"compile_ms_per_layer", "ms", "recompile: a fixed cost per layer"});
     }
-    w.end().end();
-  }
-  w.end().end();
-  return o;
+    v.real({"host_us_per_layer", "us", "dynamic: shape inference and tiling before each layer"},
+           options.host_us_per_layer);
+  });
+  v.list({"policies", "", "the stream served under each shape policy"}, results, [&](PolicyResult& r, size_t) {
+    v.object({"", "", "a policy"}, [&] {
+      if (!v.fills()) v.derived({"policy", "", "pad, recompile or dynamic"}, to_string(r.policy));
+      v.object({"latency_ms", "ms", "arrival to completion"}, [&] {
+        v.real({"p50", "ms", "median"}, r.latency.p50);
+        v.real({"p95", "ms", "95th percentile"}, r.latency.p95);
+        v.real({"p99", "ms", "99th percentile"}, r.latency.p99);
+        v.real({"max", "ms", "the largest"}, r.latency.max);
+        v.real({"mean", "ms", "the mean"}, r.latency.mean);
+      });
+      v.real({"makespan_ms", "ms", "first arrival to last completion"}, r.makespan_ms);
+      v.real({"throughput_rps", "requests/s", "requests / makespan"}, r.throughput_rps);
+      v.integer({"useful_macs", "MACs", "the requests' own shapes"}, r.useful_macs);
+      v.integer({"executed_macs", "MACs", "what the programs ran"}, r.executed_macs);
+      v.integer({"padding_macs", "MACs", "executed - useful"}, r.padding_macs);
+      v.derived({"padding_share", "", "padding_macs / executed_macs"},
+                r.executed_macs ? static_cast<double>(r.padding_macs) / static_cast<double>(r.executed_macs) : 0.0);
+      v.integer({"compile_events", "compiles", "programs compiled while serving"}, r.compile_events);
+      v.real({"compile_ms", "ms", "their time"}, r.compile_ms);
+      v.integer({"split", "requests", "requests split (--on-overflow split)"}, r.split);
+      v.integer({"truncated", "requests", "requests truncated (--on-overflow truncate)"}, r.truncated);
+      v.list({"per_request", "", "each request, in service order"}, r.outcomes, [&](RequestOutcome& q, size_t) {
+        v.object({"", "", "a request"}, [&] {
+          if (v.fills()) return;  // the request it refers to is the file's
+          v.derived({"line", "", "its line in the file"}, static_cast<uint64_t>(q.request->line));
+          v.derived({"shape", "", "its dimensions"}, binding_text(q.request->shape));
+          v.text({"ran_as", "", "the program(s) it ran on"}, q.ran_as);
+          v.derived({"arrival_ms", "ms", "when it arrived"}, q.request->arrival_ms);
+          v.real({"start_ms", "ms", "when it started"}, q.start_ms);
+          v.real({"end_ms", "ms", "when it completed"}, q.end_ms);
+          v.derived({"latency_ms", "ms", "end_ms - arrival_ms"}, q.latency_ms());
+          v.real({"compile_ms", "ms", "its share of compile time"}, q.compile_ms);
+        });
+      });
+    });
+  });
 }
 
 std::string requests_text(const std::string& file, const std::vector<PolicyResult>& results) {
@@ -267,30 +281,36 @@ std::string requests_text(const std::string& file, const std::vector<PolicyResul
   return o;
 }
 
-std::string profiles_json(const std::vector<ProfileRun>& profiles, const DimBinding& main) {
-  uint64_t programs = 0, workspace = 0, weights = 0;
-  for (const ProfileRun& p : profiles) {
-    programs += p.run.program_bytes;
-    workspace = std::max(workspace, p.run.workspace_bytes);
-    weights = std::max(weights, p.run.weight_bytes);
+void ProfilesSection::visit(traces::ReportVisitor& v) {
+  if (!v.fills()) {
+    uint64_t programs = 0, workspace = 0, weights = 0;
+    for (const ProfileRun& p : profiles) {
+      programs += p.run.program_bytes;
+      workspace = std::max(workspace, p.run.workspace_bytes);
+      weights = std::max(weights, p.run.weight_bytes);
+    }
+    v.derived({"main", "", "the profile the rest of the report shows"}, binding_text(main));
+    v.derived({"weight_bytes", "bytes", "weights, stored once and shared by every profile"}, weights);
+    v.derived({"program_bytes", "bytes", "the profiles' programs together"}, programs);
+    v.derived({"workspace_bytes", "bytes", "the largest profile's workspace"}, workspace);
+    v.derived({"footprint_bytes", "bytes", "weights + programs + workspace"}, weights + programs + workspace);
   }
-  std::string o;
-  JsonWriter w(o);
-  w.object()
-      .member("main", binding_text(main))
-      .member("weight_bytes", weights)
-      .member("program_bytes", programs);
-  w.member("workspace_bytes", workspace).member("footprint_bytes", weights + programs + workspace);
-  w.key("profiles").array();
-  for (const ProfileRun& p : profiles) {
-    w.object().member("name", binding_text(p.dims)).key("dims").object();
-    for (const auto& [name, v] : p.dims) w.member(name, v);
-    w.end().member("total_cycles", p.run.total_cycles).member("latency_ms", p.run.latency_ms);
-    w.member("macs", p.run.macs).member("program_bytes", p.run.program_bytes);
-    w.member("workspace_bytes", p.run.workspace_bytes).member("compile_seconds", p.run.compile_seconds).end();
-  }
-  w.end().end();
-  return o;
+  v.list({"profiles", "", "every compiled profile"}, profiles, [&](ProfileRun& p, size_t) {
+    v.object({"", "", "a profile"}, [&] {
+      if (!v.fills()) v.derived({"name", "", "its dimensions as text"}, binding_text(p.dims));
+      std::vector<std::string> names;
+      for (const auto& [name, value] : p.dims) names.push_back(name);
+      names = v.begin_map({"dims", "", "its dimensions"}, names, traces::ReportVisitor::Layout::kInline, "");
+      for (const std::string& name : names) v.integer({name, "", "a dimension"}, p.dims[name]);
+      v.end();
+      v.integer({"total_cycles", "cycles", "its simulated cycles"}, p.run.total_cycles);
+      v.real({"latency_ms", "ms", "its latency"}, p.run.latency_ms);
+      v.integer({"macs", "MACs", "its MACs"}, p.run.macs);
+      v.integer({"program_bytes", "bytes", "its program without data segments"}, p.run.program_bytes);
+      v.integer({"workspace_bytes", "bytes", "its activations"}, p.run.workspace_bytes);
+      v.real({"compile_seconds", "s", "npusim's compile of the profile, measured"}, p.run.compile_seconds);
+    });
+  });
 }
 
 std::string profiles_text(const std::vector<ProfileRun>& profiles, const DimBinding& main) {

@@ -16,6 +16,7 @@
 //              the previous one ended (the sum of the layers' own cycles).
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -23,6 +24,7 @@
 
 #include "sim/dynamic/profiles.h"
 #include "sim/dynamic/requests.h"
+#include "traces/report_visitor.h"
 
 namespace npusim::sim::dynamic {
 
@@ -99,17 +101,33 @@ PolicyResult simulate_policy(Policy policy, const std::vector<Request>& requests
                              const std::vector<DimBinding>& profiles, const ShapeCost& cost,
                              const PolicyOptions& options, const std::string& requests_name);
 
-// The report's `requests` section and the summary's table.
-std::string requests_json(const std::string& file, const std::vector<PolicyResult>& results,
-                          const PolicyOptions& options, size_t shapes_simulated);
+// The report's `requests` section: the request stream served under each policy, field by field
+// (traces/report_visitor.h).
+struct RequestsSection {
+  std::string file;
+  std::vector<PolicyResult> results;
+  PolicyOptions options;
+  size_t shapes_simulated = 0;
+  std::shared_ptr<const std::vector<Request>> requests;  // what the outcomes point to, kept alive
+  void visit(traces::ReportVisitor& v);
+};
+
+// The summary's table of the request stream.
 std::string requests_text(const std::string& file, const std::vector<PolicyResult>& results);
 
-// The report's `profiles` section and the summary's table (`main`: the profile the rest of the report shows).
+// One compiled profile.
 struct ProfileRun {
   DimBinding dims;
   ShapeRun run;
 };
-std::string profiles_json(const std::vector<ProfileRun>& profiles, const DimBinding& main);
+// The report's `profiles` section, field by field: every compiled profile, `main` the one the rest of the
+// report shows.
+struct ProfilesSection {
+  std::vector<ProfileRun> profiles;
+  DimBinding main;
+  void visit(traces::ReportVisitor& v);
+};
+// The summary's table of the profiles (`main`: the profile the rest of the report shows).
 std::string profiles_text(const std::vector<ProfileRun>& profiles, const DimBinding& main);
 
 }  // namespace npusim::sim::dynamic

@@ -337,70 +337,104 @@ StreamResult simulate_stream(const E2eResult& r, const StreamSpec& spec) {
   return s;
 }
 
-std::string e2e_json(const E2eResult& r) {
-  const double f = r.frequency_mhz;
+void E2eResult::visit(traces::ReportVisitor& v) {
+  using traces::Field;
+  const double f = frequency_mhz;
   auto share = [&](int64_t cycles) {
-    return r.latency_cycles > 0 ? static_cast<double>(cycles) / static_cast<double>(r.latency_cycles) : 0.0;
+    return latency_cycles > 0 ? static_cast<double>(cycles) / static_cast<double>(latency_cycles) : 0.0;
   };
-  std::string j;
-  JsonWriter w(j);
-  w.object().member("pipeline", r.pipeline).member("batch", r.batch).member("frame_bytes", r.frame_bytes);
-  w.member("latency_cycles", r.latency_cycles).key("latency_ms").fixed(r.latency_cycles / f / 1000.0, 6);
-  w.member("npu_cycles", r.npu_cycles).key("npu_share").fixed(share(r.npu_cycles), 6).key("stages").array();
-  const Stage* slowest = nullptr;
-  for (const Stage& s : r.stages) {
-    if (!slowest || s.cycles > slowest->cycles) slowest = &s;
-    w.object().member("name", s.name).member("kind", s.kind).member("unit", s.unit).member("op", s.op);
-    w.member("lane", resource_name(s.resource))
-        .member("per_frame", s.per_frame)
-        .member("elements", s.elements);
-    w.member("ops", s.ops)
-        .member("bytes", s.bytes)
-        .member("start_cycle", s.start_cycle)
-        .member("cycles", s.cycles);
-    w.key("us").fixed(s.cycles / f, 3).key("share").fixed(share(s.cycles), 6);
-    if (s.kind == "model") w.member("fallback_cycles", s.fallback_cycles);
-    w.end();
-  }
-  w.end().key("critical_path").array();
-  for (const Stage& s : r.stages) {
-    if (s.cycles > 0) w.value(s.name);
-  }
-  w.end().member("slowest_stage", slowest ? slowest->name : "");
-  auto transfer = [&](const char* key, const TransferInfo& t) {
-    w.key(key).object().member("transfer", t.zero_copy ? "zero_copy" : "copy").member("bytes", t.bytes);
-    w.member("host_alignment_bytes", t.host_alignment_bytes)
-        .member("dma_alignment_bytes", t.dma_alignment_bytes);
-    w.member("aligned", t.aligned).member("extra_copy_bytes", t.extra_copy_bytes);
-    w.member("extra_copy_cycles", t.extra_copy_cycles).end();
-  };
-  transfer("input", r.input);
-  transfer("output", r.output);
-  w.key("notes").array();
-  for (const std::string& note : r.notes) w.value(note);
-  w.end();
-  if (r.stream_done) {
-    const StreamResult& s = r.stream;
-    w.key("stream")
-        .object()
-        .member("frames", s.frames)
-        .member("rate_fps", s.rate_fps)
-        .member("batch", s.batch);
-    w.member("buffers", s.buffers).key("throughput_fps").fixed(s.throughput_fps, 6);
-    w.key("bound_fps").fixed(s.bound_fps, 6).member("bounding_stage", s.bounding_stage);
-    w.key("latency_p50_ms").fixed(s.latency_p50_ms, 6).key("latency_p99_ms").fixed(s.latency_p99_ms, 6);
-    w.key("latency_max_ms").fixed(s.latency_max_ms, 6).member("npu_buffer_bytes", s.npu_buffer_bytes);
-    w.member("frames_in_flight_max", s.frames_in_flight_max)
-        .member("host_frame_bytes_max", s.host_frame_bytes_max);
-    w.key("resources").array();
-    for (size_t i = 0; i < s.per_frame_us.size(); ++i) {
-      w.object().member("name", kResourceNames[i]).key("us_per_frame").fixed(s.per_frame_us[i], 3);
-      w.key("utilization").fixed(s.utilization[i], 6).end();
+  const std::vector<std::string_view> lanes(kResourceNames.begin(), kResourceNames.end());
+  v.text({"pipeline", "", "the pipeline file"}, pipeline);
+  v.integer({"batch", "frames", "frames per inference"}, batch);
+  v.integer({"frame_bytes", "bytes", "one frame as captured"}, frame_bytes);
+  v.integer({"latency_cycles", "cycles", "one inference end to end"}, latency_cycles);
+  v.derived({"latency_ms", "ms", "latency_cycles at the NPU clock", 6}, latency_cycles / f / 1000.0);
+  v.integer({"npu_cycles", "cycles", "NPU-inserted stages and the model without its host fallbacks"}, npu_cycles);
+  v.derived({"npu_share", "", "npu_cycles / latency_cycles", 6}, share(npu_cycles));
+  v.list({"stages", "", "every stage of one inference, in order"}, stages, [&](Stage& s, size_t) {
+    v.object({"", "", "a stage"}, [&] {
+      v.text({"name", "", "the stage"}, s.name);
+      v.text({"kind", "", "pre, input, model, output or post"}, s.kind);
+      v.text({"unit", "", "host_cpu, host_link or npu"}, s.unit);
+      v.text({"op", "", "a kernel name, copy, bounce_copy, transfer or model"}, s.op);
+      size_t lane = static_cast<size_t>(s.resource);
+      v.choice({"lane", "", "the resource the stage occupies in a stream"}, lane, lanes);
+      if (v.fills()) s.resource = static_cast<Resource>(lane);
+      v.boolean({"per_frame", "", "runs once per frame (else once per batch)"}, s.per_frame);
+      v.integer({"elements", "elements", "per frame (kernels)"}, s.elements);
+      v.integer({"ops", "operations", "host CPU operations per frame"}, s.ops);
+      v.integer({"bytes", "bytes", "bytes moved per run"}, s.bytes);
+      v.integer({"start_cycle", "cycle", "in one inference"}, s.start_cycle);
+      v.integer({"cycles", "cycles", "in one inference"}, s.cycles);
+      v.derived({"us", "us", "cycles at the NPU clock", 3}, s.cycles / f);
+      v.derived({"share", "", "cycles / latency_cycles", 6}, share(s.cycles));
+      if (s.kind == "model") v.integer({"fallback_cycles", "cycles", "the model's host fallbacks"}, s.fallback_cycles);
+    });
+  });
+  if (!v.fills()) {
+    std::vector<std::string> critical;
+    const Stage* slowest = nullptr;
+    for (const Stage& s : stages) {
+      if (!slowest || s.cycles > slowest->cycles) slowest = &s;
+      if (s.cycles > 0) critical.push_back(s.name);
     }
-    w.end().end();
+    v.list({"critical_path", "", "the stages that take time, in order"}, critical,
+           [&](std::string& name, size_t) { v.derived({"", "", "a stage"}, name); });
+    v.derived({"slowest_stage", "", "the stage with the most cycles"}, slowest ? slowest->name : "");
   }
-  w.end();
-  return j;
+  for (auto& [key, t] : {std::pair<const char*, TransferInfo*>{"input", &input}, {"output", &output}}) {
+    v.object({key, "", "how this direction crossed the host link"}, [&] {
+      if (!v.fills()) v.derived({"transfer", "", "zero_copy or copy"}, t->zero_copy ? "zero_copy" : "copy");
+      v.integer({"bytes", "bytes", "per batch"}, t->bytes);
+      v.integer({"host_alignment_bytes", "bytes", "the host buffer's alignment"}, t->host_alignment_bytes);
+      v.integer({"dma_alignment_bytes", "bytes", "dma.alignment_bytes"}, t->dma_alignment_bytes);
+      v.boolean({"aligned", "", "the buffer meets the DMA's alignment"}, t->aligned);
+      v.integer({"extra_copy_bytes", "bytes", "zero-copy with a misaligned buffer: the bounce copy"}, t->extra_copy_bytes);
+      v.integer({"extra_copy_cycles", "cycles", "its time"}, t->extra_copy_cycles);
+    });
+  }
+  v.list({"notes", "", "what the costing assumed"}, notes,
+         [&](std::string& note, size_t) { v.text({"", "", "a note"}, note); });
+  v.object(
+      {"stream", "", "frames through the stages (docs/e2e.md, Streams)"},
+      [&] {
+        StreamResult& s = stream;
+        v.integer({"frames", "frames", "frames sent"}, s.frames);
+        v.real({"rate_fps", "frames/s", "the capture rate; 0: back to back"}, s.rate_fps);
+        v.integer({"batch", "frames", "frames per NPU run"}, s.batch);
+        v.integer({"buffers", "buffers", "input and output buffers per direction"}, s.buffers);
+        v.real({"throughput_fps", "frames/s", "frames completed per second", 6}, s.throughput_fps);
+        v.real({"bound_fps", "frames/s", "1 / the slowest stage's time per frame", 6}, s.bound_fps);
+        v.text({"bounding_stage", "", "that stage's resource"}, s.bounding_stage);
+        v.real({"latency_p50_ms", "ms", "capture to completion, median", 6}, s.latency_p50_ms);
+        v.real({"latency_p99_ms", "ms", "capture to completion, 99th percentile", 6}, s.latency_p99_ms);
+        v.real({"latency_max_ms", "ms", "capture to completion, the largest", 6}, s.latency_max_ms);
+        v.integer({"npu_buffer_bytes", "bytes", "the buffers in the NPU's DRAM"}, s.npu_buffer_bytes);
+        v.integer({"frames_in_flight_max", "frames", "captured but not yet post-processed, at most"},
+                  s.frames_in_flight_max);
+        v.integer({"host_frame_bytes_max", "bytes", "frames_in_flight_max x the frame's bytes"}, s.host_frame_bytes_max);
+        const size_t n = v.begin_list({"resources", "", "each resource's load"}, s.per_frame_us.size(),
+                                      traces::ReportVisitor::Layout::kInline);
+        if (v.fills()) {
+          s.per_frame_us.resize(n);
+          s.utilization.resize(n);
+        }
+        for (size_t i = 0; i < n && i < s.per_frame_us.size() && i < s.utilization.size(); ++i) {
+          v.element(i);
+          v.object({"", "", "a resource"}, [&] {
+            if (!v.fills()) v.derived({"name", "", "the resource"}, kResourceNames[i]);
+            v.real({"us_per_frame", "us", "busy time per frame", 3}, s.per_frame_us[i]);
+            v.real({"utilization", "", "busy / span", 6}, s.utilization[i]);
+          });
+        }
+        v.end();
+      },
+      traces::ReportVisitor::Layout::kInline, stream_done);
+}
+
+std::string e2e_json(const E2eResult& r) {
+  E2eResult copy = r;  // the writer only reads; visit() is the declaration every visitor walks
+  return traces::section_json([&](traces::ReportVisitor& v) { copy.visit(v); });
 }
 
 std::string e2e_text(const E2eResult& r) {

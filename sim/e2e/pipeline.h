@@ -11,6 +11,7 @@
 #include "isa/machine/config.h"
 #include "isa/program.h"
 #include "sim/e2e/pipeline_spec.h"
+#include "traces/report_visitor.h"
 
 namespace npusim::sim::e2e {
 
@@ -86,6 +87,8 @@ struct E2eResult {
   int64_t npu_cycles = 0;  // NPU-inserted stages + the model without its host fallbacks
   bool stream_done = false;
   StreamResult stream;
+  // The report's `e2e` section, field by field (traces/report_visitor.h).
+  void visit(traces::ReportVisitor& v);
 };
 
 // The byte and element counts of the program's inputs and outputs (all of them, summed).

@@ -10,7 +10,7 @@
 //
 // The reader checks the file's shape (known keys, with a suggestion for a misspelt one; integers; one
 // entry per name) and records where each value came from; the back end checks that each value applies
-// to its layer (compiler/backend/mapping.h). The compiler never sees YAML.
+// to its layer (compiler/backend/mapping/mapping.h). The compiler never sees YAML.
 #include <stdexcept>
 #include <string>
 #include <vector>

@@ -8,7 +8,7 @@
 #include <ostream>
 #include <utility>
 
-#include "compiler/backend/bounds.h"
+#include "compiler/backend/estimate/bounds.h"
 #include "compiler/import/import.h"
 #include "compiler/passes/cross_layer_equalization.h"
 #include "compiler/passes/lowered.h"
@@ -18,6 +18,7 @@
 #include "isa/json_text.h"
 #include "sim/model/host_calls.h"
 #include "sim/model/tensor_io.h"
+#include "traces/report_visitor.h"
 #include "traces/sink.h"
 
 namespace npusim::sim {
@@ -51,10 +52,8 @@ void add_fused_layers(const compiler::CompileResult& result, traces::Report& rep
         f.bound_cycles = static_cast<uint64_t>(*a->bound_cycles);
         host.fused_bound_cycles += *f.bound_cycles;
       }
-      JsonWriter w(f.extra_json);
-      w.members().key("on_chip_inputs").array();
-      for (const std::string& input : a->on_chip_inputs) w.value(input);
-      w.end().member("dram_bytes_saved", a->dram_bytes_saved).end();
+      f.on_chip_inputs = a->on_chip_inputs;
+      f.dram_bytes_saved = a->dram_bytes_saved;
       fusion.tensors += a->on_chip_inputs.size();
       fusion.bytes_saved += static_cast<uint64_t>(a->dram_bytes_saved);
       ++fusion.nodes;
@@ -88,18 +87,11 @@ void add_fused_layers(const compiler::CompileResult& result, traces::Report& rep
   for (const compiler::LayerPlan& p : result.layers) {
     if (p.on_chip_input.empty()) continue;
     // A value that never touches DRAM; an SE block's input read where its pool left it keeps its DRAM
-    // copy and counts only its bytes (compiler/backend/se_fusion.h).
+    // copy and counts only its bytes (compiler/backend/fusion/se_fusion.h).
     if (!p.on_chip_input_in_dram) ++fusion.tensors;
     fusion.bytes_saved += static_cast<uint64_t>(p.on_chip_bytes_saved);
   }
-  std::string section;
-  JsonWriter(section)
-      .object()
-      .member("fused_nodes", fusion.nodes)
-      .member("tensors_on_chip", fusion.tensors)
-      .member("dram_bytes_saved", fusion.bytes_saved)
-      .end();
-  report.sections.emplace_back("fusion", section);
+  report.sections.push_back(traces::make_section("fusion", fusion));
 }
 
 }  // namespace
@@ -223,25 +215,27 @@ void attach_compile_info(const CompiledModel& compiled, traces::Report& report) 
     if (it == plans.end()) continue;
     const compiler::LayerPlan& p = *it->second;
     if (p.bound_cycles) l.bound_cycles = static_cast<uint64_t>(*p.bound_cycles);
-    JsonWriter w(l.extra_json);
-    w.members()
-        .key("mapping")
-        .object()
-        .member("placement", compiler::placement_name(p.placement))
-        .member("description", p.mapping);
-    w.key("tile").object().member("m", p.tile_m).member("k", p.tile_k).member("n", p.tile_n);
-    w.member("oh", p.tile_oh).member("ow", p.tile_ow).member("elems", p.tile_elems).end();
-    w.member("loop_order", p.loop_order);
-    w.key("sram_bytes").object().member("input", p.sram_input_bytes).member("weight", p.sram_weight_bytes);
-    w.member("accumulator", p.sram_acc_bytes).end().member("estimated_cycles", p.est_cycles);
-    w.member("estimated_compute_cycles", p.est_compute_cycles)
-        .member("estimated_dma_cycles", p.est_dma_cycles);
-    w.member("candidates", p.candidates).member("tile_limit", p.tile_limit).end();
-    if (!p.on_chip_input.empty()) {
-      w.member("on_chip_input", p.on_chip_input).member("on_chip_bytes_saved", p.on_chip_bytes_saved);
-    }
-    if (!p.fusion_group.empty()) w.member("fusion_group", p.fusion_group);
-    w.end();
+    traces::LayerMapping& m = l.mapping.emplace();
+    m.placement = compiler::placement_name(p.placement);
+    m.description = p.mapping;
+    m.tile_m = p.tile_m;
+    m.tile_k = p.tile_k;
+    m.tile_n = p.tile_n;
+    m.tile_oh = p.tile_oh;
+    m.tile_ow = p.tile_ow;
+    m.tile_elems = p.tile_elems;
+    m.loop_order = p.loop_order;
+    m.sram_input_bytes = p.sram_input_bytes;
+    m.sram_weight_bytes = p.sram_weight_bytes;
+    m.sram_accumulator_bytes = p.sram_acc_bytes;
+    m.estimated_cycles = p.est_cycles;
+    m.estimated_compute_cycles = p.est_compute_cycles;
+    m.estimated_dma_cycles = p.est_dma_cycles;
+    m.candidates = p.candidates;
+    m.tile_limit = p.tile_limit;
+    l.on_chip_input = p.on_chip_input;
+    l.on_chip_bytes_saved = p.on_chip_bytes_saved;
+    l.fusion_group = p.fusion_group;
   }
   add_fused_layers(result, report);
   if (result.compiled_bound_cycles) report.compiled_bound_cycles = static_cast<uint64_t>(*result.compiled_bound_cycles);
@@ -287,7 +281,7 @@ void attach_compile_info(const CompiledModel& compiled, traces::Report& report) 
     w.end().end();
   }
   w.end();
-  report.sections.emplace_back("compile", o);
+  report.sections.push_back(std::make_shared<traces::JsonSection>("compile", o));
 }
 
 void add_functional_hooks(const isa::Program& program, const CompiledModel* compiled, const FunctionalIo& io,

@@ -177,31 +177,38 @@ double SplitResult::speedup() const {
   return throughput_per_s() / one_core;
 }
 
-std::string split_json(const SplitResult& r) {
-  const double f = r.frequency_mhz;
-  std::string j = fmt::format(
-      "{{\"split\": \"{}\", \"cores\": {}, \"batch\": {}, \"one_core_cycles\": {}, \"one_core_ms\": {:.6f}, "
-      "\"latency_cycles\": {}, \"latency_ms\": {:.6f}, \"throughput_per_s\": {:.3f}, \"speedup\": {:.4f}, "
-      "\"per_core\": [",
-      kSplitNames[static_cast<size_t>(r.split)], r.cores, r.batch, r.one_core_cycles,
-      r.one_core_cycles / f / 1000.0, r.latency_cycles(), r.latency_cycles() / f / 1000.0,
-      r.throughput_per_s(), r.speedup());
-  for (size_t i = 0; i < r.per_core.size(); ++i) {
-    const CoreFigures& c = r.per_core[i];
-    j += fmt::format("{}{{\"core\": {}, ", i ? ", " : "", i);
-    if (r.split == Split::kLayers) {
-      j += "\"first_layer\": " + json_string(c.first_layer) +
-           ", \"last_layer\": " + json_string(c.last_layer) + fmt::format(", \"layers\": {}, ", c.layers);
-    } else {
-      j += fmt::format("\"batch\": {}, ", c.batch);
-    }
-    j += fmt::format(
-        "\"cycles\": {}, \"alone_cycles\": {}, \"slowdown\": {:.4f}, \"dram_bytes\": {}}}", c.cycles,
-        c.alone_cycles,
-        c.alone_cycles ? static_cast<double>(c.cycles) / static_cast<double>(c.alone_cycles) : 0.0,
-        c.dram_bytes);
-  }
-  return j + "]}";
+void SplitResult::visit(traces::ReportVisitor& v) {
+  using traces::Field;
+  const double f = frequency_mhz;
+  size_t how = static_cast<size_t>(split);
+  v.choice({"split", "", "none, batch or layers"}, how, std::vector<std::string_view>(std::begin(kSplitNames), std::end(kSplitNames)));
+  if (v.fills()) split = static_cast<Split>(how);
+  v.integer({"cores", "cores", "config.cores"}, cores);
+  v.integer({"batch", "frames", "frames one pass handles"}, batch);
+  v.integer({"one_core_cycles", "cycles", "the same work on one core"}, one_core_cycles);
+  v.derived({"one_core_ms", "ms", "one_core_cycles at the NPU clock", 6}, one_core_cycles / f / 1000.0);
+  v.derived({"latency_cycles", "cycles", "batch: the slowest core; layers: one frame through every stage"},
+            latency_cycles());
+  v.derived({"latency_ms", "ms", "latency_cycles at the NPU clock", 6}, latency_cycles() / f / 1000.0);
+  v.derived({"throughput_per_s", "frames/s", "frames per second", 3}, throughput_per_s());
+  v.derived({"speedup", "", "throughput over one core's", 4}, speedup());
+  v.list({"per_core", "", "what each core did"}, per_core, [&](CoreFigures& c, size_t i) {
+    v.object({"", "", "a core"}, [&] {
+      if (!v.fills()) v.derived({"core", "", "its index"}, static_cast<uint64_t>(i));
+      if (split == Split::kLayers) {
+        v.text({"first_layer", "", "its stage's first layer"}, c.first_layer);
+        v.text({"last_layer", "", "its stage's last layer"}, c.last_layer);
+        v.integer({"layers", "layers", "program layers in its stage"}, c.layers);
+      } else {
+        v.integer({"batch", "frames", "its share of the batch"}, c.batch);
+      }
+      v.integer({"cycles", "cycles", "with the other cores running"}, c.cycles);
+      v.integer({"alone_cycles", "cycles", "its work alone on an idle NPU"}, c.alone_cycles);
+      v.derived({"slowdown", "", "cycles / alone_cycles", 4},
+                c.alone_cycles ? static_cast<double>(c.cycles) / static_cast<double>(c.alone_cycles) : 0.0);
+      v.integer({"dram_bytes", "bytes", "read and written by its DMA"}, c.dram_bytes);
+    });
+  });
 }
 
 std::string split_text(const SplitResult& r) {

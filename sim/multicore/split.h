@@ -14,6 +14,7 @@
 #include "isa/machine/config.h"
 #include "isa/program.h"
 #include "traces/report.h"
+#include "traces/report_visitor.h"
 #include "traces/sink.h"
 
 namespace npusim::sim::multicore {
@@ -63,6 +64,8 @@ struct SplitResult {
   double throughput_per_s() const;
   // Throughput over one core's (batch / one_core_cycles).
   double speedup() const;
+  // The report's `multicore` section, field by field (traces/report_visitor.h).
+  void visit(traces::ReportVisitor& v);
 };
 
 // Runs `whole` (compiled for `batch`; `whole_alone` its run on one core) split `split` over config.cores
@@ -79,7 +82,6 @@ SplitResult run_split(Split split, const isa::Program& whole, const traces::Repo
                       const std::function<isa::Program(int64_t batch)>& compile_batch,
                       traces::Sink* sink = nullptr);
 
-std::string split_json(const SplitResult& r);
 std::string split_text(const SplitResult& r);
 
 }  // namespace npusim::sim::multicore

@@ -1,137 +1,131 @@
 #include "sim/report/report_reader.h"
 
 #include <string>
+#include <vector>
 
 #include "sim/report/report_file.h"
+#include "traces/report_visitor.h"
 
 namespace npusim::sim {
 namespace {
 
-// A member's value as T (0, "" or false when absent, or when the section `n` it belongs to is absent);
-// ReportReadError naming the key when it is not a T.
-template <class T>
-T get(const YAML::Node& n, const char* key) {
-  if (!n) return T{};
-  const YAML::Node v = n[key];
-  if (!v || v.IsNull()) return T{};
-  try {
-    return v.as<T>();
-  } catch (const YAML::Exception&) {
-    throw ReportReadError(std::string("the report's '") + key + "' is not what npusim writes there");
-  }
-}
+// The reader: walks traces::Report::visit with the JSON's nodes, filling each stored field. A member
+// that is absent (or null), or whose object is absent, leaves the field as it is (0, "", false, none);
+// one of the wrong type is a ReportReadError naming its key. Derived figures are not read.
+class YamlReportReader final : public traces::ReportVisitor {
+ public:
+  explicit YamlReportReader(const YAML::Node& root) { nodes_.push_back(root); }
 
-template <class T>
-std::optional<T> get_optional(const YAML::Node& n, const char* key) {
-  if (!n[key]) return std::nullopt;
-  return get<T>(n, key);
-}
-
-traces::Breakdown breakdown(const YAML::Node& n) {
-  traces::Breakdown b;
-  b.compute = get<uint64_t>(n, "compute");
-  b.memory = get<uint64_t>(n, "memory");
-  b.scheduling = get<uint64_t>(n, "scheduling");
-  b.host = get<uint64_t>(n, "host");
-  return b;
-}
-
-traces::EnergyBreakdown energy_breakdown(const YAML::Node& n) {
-  traces::EnergyBreakdown e;
-  const YAML::Node by = n["by_component_mj"];
-  for (size_t k = 0; k < traces::kNumEnergyComponents; ++k)
-    e.mj[k] = get<double>(by, std::string(traces::kEnergyComponentNames[k]).c_str());
-  return e;
-}
-
-traces::Report read_fields(const YAML::Node& root) {
-  traces::Report r;
-  r.total_cycles = get<uint64_t>(root, "total_cycles");
-  r.frequency_mhz = get<double>(root, "frequency_mhz");
-  r.latency_ms = get<double>(root, "latency_ms");
-  r.macs = get<uint64_t>(root, "macs");
-  r.array_utilization = get<double>(root, "array_utilization");
-  r.compiled_bound_cycles = get_optional<uint64_t>(root, "compiled_bound_cycles");
-  const YAML::Node array = root["array"];
-  r.array_rows = get<int64_t>(array, "rows");
-  r.array_cols = get<int64_t>(array, "cols");
-  r.dataflow = get<std::string>(array, "dataflow");
-  if (array) {
-    for (const auto& kv : array["macs_per_pe_per_cycle"])
-      r.array_macs_per_pe_per_cycle.emplace_back(kv.first.Scalar(), kv.second.as<double>());
+  bool fills() const override { return true; }
+  void integer(const traces::Field& f, uint64_t& v) override { get(f, v); }
+  void integer(const traces::Field& f, int64_t& v) override { get(f, v); }
+  void real(const traces::Field& f, double& v) override { get(f, v); }
+  void boolean(const traces::Field& f, bool& v) override { get(f, v); }
+  void text(const traces::Field& f, std::string& v) override { get(f, v); }
+  void integer(const traces::Field& f, std::optional<uint64_t>& v) override {
+    uint64_t x = 0;
+    if (get(f, x)) v = x;
   }
-  r.breakdown = breakdown(root["breakdown"]);
-  const YAML::Node dram = root["dram"];
-  r.dram.model = get<std::string>(dram, "model");
-  r.dram.bytes_read = get<uint64_t>(dram, "bytes_read");
-  r.dram.bytes_written = get<uint64_t>(dram, "bytes_written");
-  r.dram.avg_bandwidth_gbps = get<double>(dram, "avg_bandwidth_gbps");
-  r.dram.peak_bandwidth_gbps = get<double>(dram, "peak_bandwidth_gbps");
-  r.dram.requests = get<uint64_t>(dram, "requests");
-  r.dram.row_hits = get<uint64_t>(dram, "row_hits");
-  r.dram.row_misses = get<uint64_t>(dram, "row_misses");
-  r.dram.refreshes = get<uint64_t>(dram, "refreshes");
-  const YAML::Node dma = root["dma"];
-  r.dma.transfers = get<uint64_t>(dma, "transfers");
-  r.dma.bursts = get<uint64_t>(dma, "bursts");
-  r.dma.misaligned_bursts = get<uint64_t>(dma, "misaligned_bursts");
-  r.dma.misalignment_extra_cycles = get<uint64_t>(dma, "misalignment_extra_cycles");
-  r.sram.bank_conflicts = get<uint64_t>(root["sram"], "bank_conflicts");
-  r.sram.bank_conflict_cycles = get<uint64_t>(root["sram"], "bank_conflict_cycles");
-  const YAML::Node host = root["host"];
-  r.host.calls = get<uint64_t>(host, "calls");
-  r.host.bytes_to_host = get<uint64_t>(host, "bytes_to_host");
-  r.host.bytes_from_host = get<uint64_t>(host, "bytes_from_host");
-  if (const YAML::Node e = root["energy"]; e && root["area"]) {
-    traces::EnergyReport& energy = r.energy.emplace();
-    energy.by_component = energy_breakdown(e);
-    energy.total_mj = get<double>(e, "total_mj");
-    energy.average_power_w = get<double>(e, "average_power_w");
-    energy.peak_power_w = get<double>(e, "peak_power_w");
-    energy.tops_per_w = get<double>(e, "tops_per_w");
-    const YAML::Node a = root["area"];
-    traces::AreaReport& area = r.area.emplace();
-    area.total_mm2 = get<double>(a, "total_mm2");
-    for (size_t k = 0; k < traces::kNumAreaUnits; ++k)
-      area.by_unit_mm2[k] = get<double>(a["by_unit_mm2"], std::string(traces::kAreaUnitNames[k]).c_str());
-  }
-  for (const auto& kv : root["units"]) {
-    traces::UnitReport u;
-    u.name = kv.first.Scalar();
-    u.instructions = get<uint64_t>(kv.second, "instructions");
-    u.busy = get<uint64_t>(kv.second, "busy");
-    u.idle = get<uint64_t>(kv.second, "idle");
-    for (int k = 1; k < traces::kNumReasons; ++k)
-      u.stalls[k] = get<uint64_t>(kv.second["stalls"], std::string(traces::kReasonNames[k]).c_str());
-    r.units.push_back(u);
-  }
-  for (const YAML::Node& n : root["layers"]) {
-    traces::LayerReport l;
-    l.name = get<std::string>(n, "name");
-    l.op = get<std::string>(n, "op");
-    const std::string placement = get<std::string>(n, "placement");
-    if (!placement.empty()) {  // absent: on the NPU, as LayerReport has it
-      const std::optional<traces::LayerPlacement> p = traces::parse_layer_placement(placement);
-      if (!p)
-        throw ReportReadError("the report's 'placement' is '" + placement + "', not npu, host or fused");
-      l.placement = *p;
+  void choice(const traces::Field& f, size_t& index, const std::vector<std::string_view>& names) override {
+    std::string name;
+    if (!get(f, name) || name.empty()) return;  // absent: the field's default
+    for (size_t k = 0; k < names.size(); ++k) {
+      if (names[k] == name) {
+        index = k;
+        return;
+      }
     }
-    l.fused_into = get<std::string>(n, "fused_into");
-    l.precision = get<std::string>(n, "precision");
-    l.start_cycle = get<uint64_t>(n, "start_cycle");
-    l.end_cycle = get<uint64_t>(n, "end_cycle");
-    l.cycles = get<uint64_t>(n, "cycles");
-    l.compute_cycles = get<uint64_t>(n, "compute_cycles");
-    l.vector_cycles = get<uint64_t>(n, "vector_cycles");
-    l.macs = get<uint64_t>(n, "macs");
-    l.array_macs = get_optional<uint64_t>(n, "array_macs");
-    l.instructions = get<uint64_t>(n, "instructions");
-    l.dram_bytes_read = get<uint64_t>(n, "dram_bytes_read");
-    l.dram_bytes_written = get<uint64_t>(n, "dram_bytes_written");
-    l.breakdown = breakdown(n["breakdown"]);
-    if (n["energy"]) l.energy = energy_breakdown(n["energy"]);
-    l.bound_cycles = get_optional<uint64_t>(n, "bound_cycles");
-    r.layers.push_back(l);
+    std::string alternatives;
+    for (size_t k = 0; k < names.size(); ++k)
+      alternatives += std::string(k == 0 ? "" : k + 1 == names.size() ? " or " : ", ") + std::string(names[k]);
+    throw ReportReadError("the report's '" + std::string(f.key) + "' is '" + name + "', not " + alternatives);
+  }
+  void parameter(const traces::Field& f, std::string& v) override {
+    const YAML::Node n = node(f);
+    if (n && n.IsScalar()) v = n.Scalar();
+  }
+  // Sections and members stages outside the simulator wrote stay in the JSON: their readers read them there.
+  void json(const traces::Field&, std::string&) override {}
+  void derived(const traces::Field&, uint64_t) override {}
+  void derived(const traces::Field&, double) override {}
+  void derived(const traces::Field&, std::string_view) override {}
+  void null(const traces::Field&) override {}
+
+  // An absent object is not entered (no end() follows); an absent list or map is entered empty.
+  bool begin_object(const traces::Field& f, bool, Layout) override {
+    const YAML::Node n = child(f, YAML::NodeType::Map);
+    if (n) nodes_.push_back(n);
+    return bool(n);
+  }
+  size_t begin_list(const traces::Field& f, size_t, Layout) override {
+    const YAML::Node n = child(f, YAML::NodeType::Sequence);
+    nodes_.push_back(n ? n : YAML::Node());
+    return n ? n.size() : 0;
+  }
+  void element(size_t i) override { element_ = i; }
+  std::vector<std::string> begin_map(const traces::Field& f, std::vector<std::string>, Layout,
+                                     std::string_view) override {
+    const YAML::Node n = child(f, YAML::NodeType::Map);
+    nodes_.push_back(n ? n : YAML::Node());
+    std::vector<std::string> keys;
+    if (n) {
+      for (const auto& kv : n) keys.push_back(kv.first.Scalar());
+    }
+    return keys;
+  }
+  void end() override { nodes_.pop_back(); }
+
+ private:
+  // The member `f` of the current object, or (empty key) the current element of the current list;
+  // an undefined node when there is none.
+  YAML::Node node(const traces::Field& f) const {
+    const YAML::Node& n = nodes_.back();
+    if (f.key.empty()) return n.IsSequence() && element_ < n.size() ? n[element_] : absent();
+    return n.IsMap() ? n[std::string(f.key)] : absent();
+  }
+  static YAML::Node absent() {
+    static const YAML::Node kEmpty(YAML::NodeType::Map);
+    return kEmpty["absent"];
+  }
+
+  // The object, list or map `f`: an undefined node when it is absent or null; ReportReadError when it
+  // is something else.
+  YAML::Node child(const traces::Field& f, YAML::NodeType::value type) const {
+    const YAML::Node n = node(f);
+    if (!n || n.IsNull()) return absent();
+    if (n.Type() != type) wrong(f);
+    return n;
+  }
+
+  template <class T>
+  bool get(const traces::Field& f, T& v) {
+    const YAML::Node n = node(f);
+    if (!n || n.IsNull()) return false;
+    try {
+      v = n.as<T>();
+    } catch (const YAML::Exception&) {
+      wrong(f);
+    }
+    return true;
+  }
+
+  [[noreturn]] static void wrong(const traces::Field& f) {
+    throw ReportReadError("the report's '" + std::string(f.key) + "' is not what npusim writes there");
+  }
+
+  std::vector<YAML::Node> nodes_;
+  size_t element_ = 0;
+};
+
+}  // namespace
+
+traces::Report read_report(const YAML::Node& root) {
+  traces::Report r;
+  try {
+    YamlReportReader reader(root);
+    r.visit(reader);
+  } catch (const YAML::Exception& e) {
+    throw ReportReadError("the report does not have the fields npusim writes (" + e.msg + ")");
   }
   for (const traces::LayerReport& f : r.layers) {
     if (!f.fused() || !f.bound_cycles) continue;
@@ -139,32 +133,7 @@ traces::Report read_fields(const YAML::Node& root) {
       if (l.name == f.fused_into && !l.fused() && l.bound_cycles) l.fused_bound_cycles += *f.bound_cycles;
     }
   }
-  if (const YAML::Node run = root["run"]) {
-    traces::RunInfo& info = r.run.emplace();
-    info.command = get<std::string>(run, "command");
-    info.version = get<std::string>(run, "version");
-    info.model = get<std::string>(run, "model");
-    info.model_sha256 = get<std::string>(run, "model_sha256");
-    info.config = get<std::string>(run, "config");
-    for (const YAML::Node& s : run["sets"]) info.sets.push_back(s.Scalar());
-    for (const auto& kv : run["parameters"])
-      info.parameters.emplace_back(kv.first.Scalar(), kv.second.Scalar());
-  }
-  const YAML::Node sim = root["sim"];
-  r.sim.wall_seconds = get<double>(sim, "wall_seconds");
-  r.sim.instructions = get<uint64_t>(sim, "instructions");
-  r.sim.functional = get<bool>(sim, "functional");
   return r;
-}
-
-}  // namespace
-
-traces::Report read_report(const YAML::Node& root) {
-  try {
-    return read_fields(root);
-  } catch (const YAML::Exception& e) {
-    throw ReportReadError("the report does not have the fields npusim writes (" + e.msg + ")");
-  }
 }
 
 }  // namespace npusim::sim

@@ -8,10 +8,11 @@
 
 namespace npusim::sim {
 
-// Every field traces::report_json writes, read back: report_json(read_report(parse(report_json(r))))
-// gives report_json's bytes again for a report without `sections` and `extra_json` (the stages outside
-// the simulator keep their own JSON: read those sections from the node). Layers' fused_bound_cycles are
-// rebuilt from the fused nodes' bounds. `root` is a report parse_report accepted; throws ReportReadError
+// Every field of the report's declaration (traces::Report::visit) read back:
+// report_json(read_report(parse(report_json(r)))) gives report_json's bytes again for a report without
+// `sections` (the top-level sections stages outside the simulator add, kept as their JSON: read those from
+// the node). Derived figures are not read (the functions that wrote them compute them again); layers'
+// fused_bound_cycles are rebuilt from the fused nodes' bounds. `root` is a report parse_report accepted; throws ReportReadError
 // (sim/report/report_file.h) when a field has the wrong type.
 traces::Report read_report(const YAML::Node& root);
 

@@ -444,60 +444,89 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
   return r;
 }
 
-std::string serve_json(const ServeResult& r, const Scenario& s) {
-  std::string j;
-  JsonWriter w(j);
-  w.object().member("scenario", s.path).member("policy", r.policy).member("sram", r.sram);
-  w.member("duration_ms", r.duration_ms)
-      .member("frequency_mhz", r.frequency_mhz)
-      .member("span_cycles", r.span_cycles)
-      .member("cores", r.cores);
-  w.key("npu_busy").fixed(r.npu_busy, 6).key("models").array();
-  for (size_t i = 0; i < r.models.size(); ++i) {
-    const ModelStats& m = r.models[i];
-    // Latencies of a model without requests, and a deadline not given, are null.
-    auto ms = [&](const char* key, double v) {
-      if (m.requests > 0) {
-        w.key(key).fixed(v, 6);
-      } else {
-        w.key(key).null();
+void ServeResult::visit(traces::ReportVisitor& v, const Scenario& s) {
+  using Layout = traces::ReportVisitor::Layout;
+  if (!v.fills()) v.derived({"scenario", "", "the scenario file"}, s.path);
+  v.text({"policy", "", "priority, fifo or round_robin"}, policy);
+  v.text({"sram", "", "shared or partitioned"}, sram);
+  v.real({"duration_ms", "ms", "arrivals in [0, duration_ms)"}, duration_ms);
+  v.real({"frequency_mhz", "MHz", "the NPU clock"}, frequency_mhz);
+  v.integer({"span_cycles", "cycles", "until the last request finished"}, span_cycles);
+  v.integer({"cores", "cores", "cores the models are pinned to"}, cores);
+  v.real({"npu_busy", "", "fraction of span x cores the cores ran a layer", 6}, npu_busy);
+  v.list({"models", "", "each model of the scenario"}, models, [&](ModelStats& m, size_t i) {
+    v.object({"", "", "a model"}, [&] {
+      v.text({"name", "", "its name"}, m.name);
+      if (!v.fills()) {
+        v.derived({"model", "", "the model file or spec"}, s.models[i].model);
+        v.derived({"core", "", "the core it is pinned to"}, static_cast<uint64_t>(s.models[i].core));
       }
-    };
-    w.object().member("name", m.name).member("model", s.models[i].model).member("core", s.models[i].core);
-    w.member("priority", m.priority);
-    if (m.deadline_ms > 0) {
-      w.member("deadline_ms", m.deadline_ms);
-    } else {
-      w.key("deadline_ms").null();
-    }
-    w.member("requests", m.requests).key("alone_ms").fixed(m.alone_ms, 6);
-    ms("latency_p50_ms", m.latency_p50_ms);
-    ms("latency_p95_ms", m.latency_p95_ms);
-    ms("latency_p99_ms", m.latency_p99_ms);
-    ms("latency_max_ms", m.latency_max_ms);
-    ms("latency_mean_ms", m.latency_mean_ms);
-    w.member("deadline_misses", m.deadline_misses).key("throughput_per_s").fixed(m.throughput_per_s, 6);
-    w.member("preemptions", m.preemptions).member("weight_reloads", m.weight_reloads);
-    // Its slowdown next to each model on another core (measured on their two programs together).
-    w.key("slowdown_next_to").object();
-    for (size_t j = 0; !r.slowdown.empty() && j < r.models.size(); ++j)
-      if (s.models[j].core != s.models[i].core) w.key(r.models[j].name).fixed(r.slowdown[i][j], 4);
-    w.end().end();
-  }
+      v.integer({"priority", "", "higher runs first"}, m.priority);
+      const traces::Field deadline{"deadline_ms", "ms", "its deadline (null: none)"};
+      if (m.deadline_ms > 0 || v.fills()) {
+        v.real(deadline, m.deadline_ms);
+      } else {
+        v.null(deadline);
+      }
+      v.integer({"requests", "requests", "requests that arrived"}, m.requests);
+      v.real({"alone_ms", "ms", "one request alone", 6}, m.alone_ms);
+      // Latencies of a model without requests are null.
+      for (auto& [key, value] :
+           {std::pair<const char*, double*>{"latency_p50_ms", &m.latency_p50_ms}, {"latency_p95_ms", &m.latency_p95_ms},
+            {"latency_p99_ms", &m.latency_p99_ms}, {"latency_max_ms", &m.latency_max_ms},
+            {"latency_mean_ms", &m.latency_mean_ms}}) {
+        const traces::Field f{key, "ms", "arrival to completion (null: no request)", 6};
+        if (m.requests > 0 || v.fills()) {
+          v.real(f, *value);
+        } else {
+          v.null(f);
+        }
+      }
+      v.integer({"deadline_misses", "requests", "requests completed past their deadline"}, m.deadline_misses);
+      v.real({"throughput_per_s", "requests/s", "requests completed / duration", 6}, m.throughput_per_s);
+      v.integer({"preemptions", "", "times a request was set aside at a layer boundary"}, m.preemptions);
+      v.integer({"weight_reloads", "", "times its weights were loaded over the host link"}, m.weight_reloads);
+      // Its slowdown next to each model on another core (measured on their two programs together).
+      std::vector<std::string> names;
+      for (size_t j = 0; !slowdown.empty() && j < models.size(); ++j)
+        if (s.models[j].core != s.models[i].core) names.push_back(models[j].name);
+      v.begin_map({"slowdown_next_to", "", "its slowdown next to each model on another core"}, names,
+                  Layout::kInline, "");
+      for (size_t j = 0, k = 0; !v.fills() && j < models.size() && k < names.size(); ++j) {
+        if (s.models[j].core == s.models[i].core) continue;
+        v.derived({names[k++], "", "the slowdown", 4}, slowdown[i][j]);
+      }
+      v.end();
+    });
+  });
   constexpr double kMib = 1 << 20;
-  w.end().key("dram").object().key("capacity_mib");
-  if (r.dram_capacity_bytes > 0) {
-    w.value(r.dram_capacity_bytes / kMib);
-  } else {
-    w.null();
+  v.object({"dram", "", "DRAM capacity and weights"}, [&] {
+    if (v.fills()) return;
+    if (dram_capacity_bytes > 0) {
+      v.derived({"capacity_mib", "MiB", "the capacity (null: unlimited)"}, dram_capacity_bytes / kMib);
+    } else {
+      v.null({"capacity_mib", "MiB", "the capacity (null: unlimited)"});
+    }
+    v.derived({"needed_mib", "MiB", "what every model needs", 6}, dram_needed_bytes / kMib);
+    v.boolean({"weights_resident", "", "whether all weights stay in DRAM"}, weights_resident);
+    v.derived({"reload_ms", "ms", "time spent reloading weights", 6},
+              static_cast<double>(reload_cycles) / frequency_mhz / 1000.0);
+  });
+  const size_t n = v.begin_list({"units", "", "each unit's utilization over the span"}, units.size(), Layout::kInline);
+  if (v.fills()) units.resize(n);
+  for (size_t i = 0; i < n && i < units.size(); ++i) {
+    v.element(i);
+    v.object({"", "", "a unit"}, [&] {
+      v.text({"name", "", "the unit"}, units[i].first);
+      v.real({"utilization", "", "busy cycles over all cores / (span x cores)", 6}, units[i].second);
+    });
   }
-  w.key("needed_mib").fixed(r.dram_needed_bytes / kMib, 6).member("weights_resident", r.weights_resident);
-  w.key("reload_ms").fixed(static_cast<double>(r.reload_cycles) / r.frequency_mhz / 1000.0, 6).end();
-  w.key("units").array();
-  for (const auto& [name, utilization] : r.units)
-    w.object().member("name", name).key("utilization").fixed(utilization, 6).end();
-  w.end().end();
-  return j + "\n";
+  v.end();
+}
+
+std::string serve_json(const ServeResult& r, const Scenario& s) {
+  // The writer only reads (no copy of the slices).
+  return traces::section_json([&](traces::ReportVisitor& v) { const_cast<ServeResult&>(r).visit(v, s); }) + "\n";
 }
 
 std::string serve_text(const ServeResult& r) {

@@ -12,6 +12,7 @@
 #include "sim/e2e/pipeline.h"
 #include "sim/serve/scenario.h"
 #include "traces/report.h"
+#include "traces/report_visitor.h"
 
 namespace npusim::sim::serve {
 
@@ -101,6 +102,9 @@ struct ServeResult {
   bool weights_resident = true;
   int64_t reload_cycles = 0;
   Slowdowns slowdown;  // as given to run_scenario (models on different cores)
+  // The scenario's report (`npusim serve --report`), field by field (traces/report_visitor.h); `s` the
+  // scenario it ran.
+  void visit(traces::ReportVisitor& v, const Scenario& s);
 };
 
 // The most requests a scenario may make (arrivals over all models).
@@ -120,6 +124,7 @@ inline constexpr int64_t kMaxRequests = 2000000;
 ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& profiles, double frequency_mhz,
                          int64_t dram_capacity_bytes = 0, const Slowdowns& slowdown = {});
 
+// The scenario's report as JSON (ServeResult::visit).
 std::string serve_json(const ServeResult& r, const Scenario& s);
 std::string serve_text(const ServeResult& r);
 // A Chrome/Perfetto trace: one lane per model, one slice per stretch a request ran.

@@ -31,6 +31,12 @@ using Figure = std::optional<std::string>;
 
 Figure integer(uint64_t v) { return std::to_string(v); }
 Figure real(double v) { return tidy_number(fmt::format("{}", v)); }
+// The field at `path` of the report's declaration, as the table shows it (numbers tidied).
+Figure declared(const PointReport& p, const char* path) {
+  const auto it = p.figures.find(path);
+  if (it == p.figures.end()) return std::nullopt;
+  return it->second.kind == traces::ReportFigure::Kind::kReal ? tidy_number(it->second.text) : it->second.text;
+}
 // A figure of a section written outside the simulator's typed report (`e2e` by sim/e2e, `multicore` by
 // sim/multicore, a scenario's report by npusim serve): its JSON text at the path `keys`.
 Figure json_figure(const YAML::Node& root, std::initializer_list<const char*> keys) {
@@ -71,154 +77,128 @@ Figure over_models(const YAML::Node& root, const char* field, bool max) {
 const std::vector<MetricColumn>& metric_columns() {
   using P = const PointReport&;
   static const std::vector<MetricColumn> kColumns = {
-      {"total_cycles", [](P p) { return integer(p.report.total_cycles); }},
-      {"latency_ms", [](P p) { return real(p.report.latency_ms); }},
-      {"frequency_mhz", [](P p) { return real(p.report.frequency_mhz); }},
-      {"macs", [](P p) { return integer(p.report.macs); }},
-      {"array_utilization", [](P p) { return real(p.report.array_utilization); }},
-      {"precision_plan",
-       [](P p) -> Figure {
-         if (const auto f = traces::precision_figures(p.report)) return f->plan;
-         return std::nullopt;
-       }},
-      {"plan_utilization",
-       [](P p) -> Figure {
-         if (const auto f = traces::precision_figures(p.report)) return real(f->utilization);
-         return std::nullopt;
-       }},
-      {"bound_cycles",
-       [](P p) -> Figure {
-         if (const auto b = traces::model_bound_cycles(p.report)) return integer(*b);
-         return std::nullopt;
-       }},
-      {"efficiency",
-       [](P p) -> Figure {
-         if (const auto e = traces::model_efficiency(p.report)) return real(*e);
-         return std::nullopt;
-       }},
-      {"compute_cycles", [](P p) { return integer(p.report.breakdown.compute); }},
-      {"memory_cycles", [](P p) { return integer(p.report.breakdown.memory); }},
-      {"scheduling_cycles", [](P p) { return integer(p.report.breakdown.scheduling); }},
-      {"host_cycles", [](P p) { return integer(p.report.breakdown.host); }},
+      {"total_cycles", "total_cycles"},
+      {"latency_ms", "latency_ms"},
+      {"frequency_mhz", "frequency_mhz"},
+      {"macs", "macs"},
+      {"array_utilization", "array_utilization"},
+      {"precision_plan", "precision.plan"},
+      {"plan_utilization", "precision.utilization"},
+      {"bound_cycles", "bound_cycles"},
+      {"efficiency", "efficiency"},
+      {"compute_cycles", "breakdown.compute"},
+      {"memory_cycles", "breakdown.memory"},
+      {"scheduling_cycles", "breakdown.scheduling"},
+      {"host_cycles", "breakdown.host"},
       // The matrix unit's own cycles (fill and drain included), summed over the layers.
-      {"matrix_cycles",
+      {"matrix_cycles", nullptr,
        [](P p) {
          uint64_t sum = 0;
          for (const traces::LayerReport& l : p.report.layers) sum += l.compute_cycles;
          return integer(sum);
        }},
-      {"dram_bytes_read", [](P p) { return integer(p.report.dram.bytes_read); }},
-      {"dram_bytes_written", [](P p) { return integer(p.report.dram.bytes_written); }},
-      {"dram_bandwidth_gbps", [](P p) { return real(p.report.dram.avg_bandwidth_gbps); }},
+      {"dram_bytes_read", "dram.bytes_read"},
+      {"dram_bytes_written", "dram.bytes_written"},
+      {"dram_bandwidth_gbps", "dram.avg_bandwidth_gbps"},
       // The largest scratchpad footprint the compiler gave any layer (layers[].mapping.sram_bytes, its
       // slots in the input, weight and accumulator scratchpads together): the SRAM the program needs at
-      // its peak. The mapping is the compiler's section of each layer.
-      {"sram_peak_bytes",
+      // its peak.
+      {"sram_peak_bytes", nullptr,
        [](P p) -> Figure {
-         uint64_t peak = 0;
-         bool any = false;
-         for (const YAML::Node& layer : p.json["layers"]) {
-           const YAML::Node mapping = layer["mapping"];
-           if (!mapping || !mapping["sram_bytes"] || !mapping["sram_bytes"].IsMap()) continue;
-           uint64_t sum = 0;
-           for (const auto& kv : mapping["sram_bytes"]) sum += kv.second.as<uint64_t>();
-           peak = std::max(peak, sum);
-           any = true;
-         }
-         return any ? integer(peak) : std::nullopt;
+         std::optional<int64_t> peak;
+         for (const traces::LayerReport& l : p.report.layers)
+           if (l.mapping) peak = std::max(peak.value_or(0), l.mapping->sram_bytes());
+         return peak ? integer(static_cast<uint64_t>(*peak)) : std::nullopt;
        }},
-      {"energy_mj",
-       [](P p) { return p.report.energy ? real(p.report.energy->by_component.total()) : std::nullopt; }},
-      {"average_power_w",
-       [](P p) { return p.report.energy ? real(p.report.energy->average_power_w) : std::nullopt; }},
-      {"peak_power_w",
-       [](P p) { return p.report.energy ? real(p.report.energy->peak_power_w) : std::nullopt; }},
-      {"tops_per_w", [](P p) { return p.report.energy ? real(p.report.energy->tops_per_w) : std::nullopt; }},
+      {"energy_mj", "energy.total_mj"},
+      {"average_power_w", "energy.average_power_w"},
+      {"peak_power_w", "energy.peak_power_w"},
+      {"tops_per_w", "energy.tops_per_w"},
       // Energy-delay product: energy per inference x latency, in mJ x ms.
-      {"energy_delay_mj_ms",
+      {"energy_delay_mj_ms", nullptr,
        [](P p) {
          return p.report.energy ? real(p.report.energy->by_component.total() * p.report.latency_ms)
                                 : std::nullopt;
        }},
-      {"area_mm2", [](P p) { return p.report.area ? real(p.report.area->total_mm2) : std::nullopt; }},
-      {"instructions", [](P p) { return integer(p.report.sim.instructions); }},
+      {"area_mm2", "area.total_mm2"},
+      {"instructions", "sim.instructions"},
       // The program's layers: the model's nodes fused into them (placement "fused") are not layers.
-      {"layers",
+      {"layers", nullptr,
        [](P p) {
          uint64_t n = 0;
          for (const traces::LayerReport& l : p.report.layers) n += l.fused() ? 0 : 1;
          return integer(n);
        }},
       // With `run_args: [--pipeline, PIPE.yaml]` (docs/e2e.md); empty otherwise.
-      {"e2e_latency_ms",
+      {"e2e_latency_ms", nullptr,
        [](P p) {
          return json_figure(p.json, {"e2e", "latency_ms"});
        }},
-      {"e2e_npu_share",
+      {"e2e_npu_share", nullptr,
        [](P p) {
          return json_figure(p.json, {"e2e", "npu_share"});
        }},
-      {"stream_throughput_fps",
+      {"stream_throughput_fps", nullptr,
        [](P p) {
          return json_figure(p.json, {"e2e", "stream", "throughput_fps"});
        }},
-      {"stream_latency_p99_ms",
+      {"stream_latency_p99_ms", nullptr,
        [](P p) {
          return json_figure(p.json, {"e2e", "stream", "latency_p99_ms"});
        }},
       // With `run_args: [--split, batch]` (or layers) on a multi-core config (docs/multicore.md).
-      {"multicore_latency_ms",
+      {"multicore_latency_ms", nullptr,
        [](P p) {
          return json_figure(p.json, {"multicore", "latency_ms"});
        }},
-      {"multicore_throughput_per_s",
+      {"multicore_throughput_per_s", nullptr,
        [](P p) {
          return json_figure(p.json, {"multicore", "throughput_per_s"});
        }},
-      {"multicore_speedup",
+      {"multicore_speedup", nullptr,
        [](P p) {
          return json_figure(p.json, {"multicore", "speedup"});
        }},
       // With a `generate` axis (or --generate): the report's `generation` section (docs/dynamic.md). Time per
       // output token is the mean decode step (the first token is the prefill's: ttft_ms).
-      {"ttft_ms",
+      {"ttft_ms", nullptr,
        [](P p) {
          return json_figure(p.json, {"generation", "ttft_ms"});
        }},
-      {"tpot_ms",
+      {"tpot_ms", nullptr,
        [](P p) {
          return json_figure(p.json, {"generation", "decode_ms", "mean"});
        }},
-      {"tokens_per_s",
+      {"tokens_per_s", nullptr,
        [](P p) {
          return json_figure(p.json, {"generation", "tokens_per_s"});
        }},
       // With a `requests` axis (or --requests) and one shape policy per point: the report's `requests`.
-      {"request_latency_p50_ms",
+      {"request_latency_p50_ms", nullptr,
        [](P p) {
          return request_figure(p.json, {"latency_ms", "p50"});
        }},
-      {"request_latency_p95_ms",
+      {"request_latency_p95_ms", nullptr,
        [](P p) {
          return request_figure(p.json, {"latency_ms", "p95"});
        }},
-      {"request_latency_p99_ms",
+      {"request_latency_p99_ms", nullptr,
        [](P p) {
          return request_figure(p.json, {"latency_ms", "p99"});
        }},
-      {"request_latency_mean_ms",
+      {"request_latency_mean_ms", nullptr,
        [](P p) {
          return request_figure(p.json, {"latency_ms", "mean"});
        }},
-      {"request_throughput_rps", [](P p) { return request_figure(p.json, {"throughput_rps"}); }},
-      {"padding_share", [](P p) { return request_figure(p.json, {"padding_share"}); }},
-      {"compile_events", [](P p) { return request_figure(p.json, {"compile_events"}); }},
+      {"request_throughput_rps", nullptr, [](P p) { return request_figure(p.json, {"throughput_rps"}); }},
+      {"padding_share", nullptr, [](P p) { return request_figure(p.json, {"padding_share"}); }},
+      {"compile_events", nullptr, [](P p) { return request_figure(p.json, {"compile_events"}); }},
       // A scenario sweep's points (`scenario: FILE`, npusim serve; docs/scenarios.md): over its models.
-      {"serve_npu_busy", [](P p) { return json_figure(p.json, {"npu_busy"}); }},
-      {"serve_latency_p99_ms", [](P p) { return over_models(p.json, "latency_p99_ms", true); }},
-      {"serve_throughput_per_s", [](P p) { return over_models(p.json, "throughput_per_s", false); }},
-      {"serve_deadline_misses", [](P p) { return over_models(p.json, "deadline_misses", false); }},
-      {"serve_weight_reloads", [](P p) { return over_models(p.json, "weight_reloads", false); }},
+      {"serve_npu_busy", nullptr, [](P p) { return json_figure(p.json, {"npu_busy"}); }},
+      {"serve_latency_p99_ms", nullptr, [](P p) { return over_models(p.json, "latency_p99_ms", true); }},
+      {"serve_throughput_per_s", nullptr, [](P p) { return over_models(p.json, "throughput_per_s", false); }},
+      {"serve_deadline_misses", nullptr, [](P p) { return over_models(p.json, "deadline_misses", false); }},
+      {"serve_weight_reloads", nullptr, [](P p) { return over_models(p.json, "weight_reloads", false); }},
   };
   return kColumns;
 }
@@ -239,10 +219,11 @@ std::map<std::string, std::string> read_metrics(const std::string& report_path) 
   } catch (const std::exception& e) {
     throw std::runtime_error("the report " + report_path + " is unreadable: " + e.what());
   }
+  if (!serve) p.figures = traces::report_figures(p.report);
   std::map<std::string, std::string> m;
   for (const MetricColumn& c : metric_columns()) {
     if (serve != (std::string_view(c.column).rfind("serve_", 0) == 0)) continue;
-    if (Figure f = c.figure(p)) m[c.column] = std::move(*f);
+    if (Figure f = c.path ? declared(p, c.path) : c.figure(p)) m[c.column] = std::move(*f);
   }
   return m;
 }

@@ -5,6 +5,8 @@
 #include <sys/resource.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/e2e/run_command.h"
 
@@ -29,6 +31,8 @@ TEST(Generation, PrefillThenDecodeStepsOnePerTokenOneProgramPerKvBucket) {
                          "[s['program_past']] for s in g['steps']))(r['generation'])"),
             "True");
   EXPECT_EQ(json_eval(f, "r['generation']['decode_ms']['last'] > r['generation']['decode_ms']['first']"), "True");
+  // Two programs for 39 steps: the first step on each is simulated, the other 37 reuse its timing.
+  EXPECT_EQ(json_eval(f, "(r['generation']['steps_simulated'], r['generation']['steps_reused'])"), "(2, 37)");
   // K and V of 2 layers, 2 KV heads of 32 values, fp32, for 100 + 40 - 1 positions.
   EXPECT_EQ(json_eval(f, "r['generation']['kv_cache_bytes']"), std::to_string(2 * 2 * 2 * 32 * 4 * 139));
   EXPECT_EQ(json_eval(f, "0 < r['generation']['weight_streaming_share'] <= 1"), "True");
@@ -37,6 +41,25 @@ TEST(Generation, PrefillThenDecodeStepsOnePerTokenOneProgramPerKvBucket) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(json_eval(f, "r['generation']['ttft_ms']"), json_eval(dir + "/p.json", "r['latency_ms']"));
   EXPECT_EQ(json_eval(f, "r['total_cycles']"), json_eval(dir + "/p.json", "r['total_cycles']"));
+}
+
+// A reused step's timing is what simulating that step on its own gives: for steps early and late on
+// each program (past 100, 128, 129 and 138 cached positions), the decode program of their bucket, compiled
+// and simulated by itself in a separate run, takes the step's latency to the last digit.
+TEST(Generation, ReusedDecodeStepsTakeTheLatencyOfTheirOwnFullSimulation) {
+  const std::string dir = temp_dir("generation-reuse");
+  CommandResult r = run_command({NPUSIM_BIN, "run", kLlm, "-q", "--generate", "100:40", "--kv-bucket", "64",
+                                 "--report", dir + "/g.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const auto& [step, bucket] : std::vector<std::pair<int, int>>{{0, 128}, {28, 128}, {29, 192}, {38, 192}}) {
+    const std::string s = "r['generation']['steps'][" + std::to_string(step) + "]";
+    ASSERT_EQ(json_eval(dir + "/g.json", s + "['program_past']"), std::to_string(bucket));
+    r = run_command({NPUSIM_BIN, "run", kLlm + ",seq=1,past=" + std::to_string(bucket), "-q", "--report",
+                     dir + "/s.json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(json_eval(dir + "/g.json", s + "['latency_ms']"), json_eval(dir + "/s.json", "r['latency_ms']"))
+        << "step " << step;
+  }
 }
 
 TEST(Generation, StaticKvCapacityRunsEveryStepOnOneProgram) {

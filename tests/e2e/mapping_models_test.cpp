@@ -26,7 +26,7 @@ TEST(MappingModels, MobileNetV2Int8WrittenMappingImposedAgainGivesTheSameCycles)
       "0");
 }
 
-// Vector layers' tiles are searched by simulation (compiler/backend/vector_tiling.h): a layer whose
+// Vector layers' tiles are searched by simulation (compiler/backend/vector/vector_tiling.h): a layer whose
 // search kept a tile smaller than the scratchpad holds says why, with both simulated figures; its tile is
 // in the mapping file; imposing the whole-SRAM tile instead gives that layer the whole tile back.
 TEST(MappingModels, MobileNetV2VectorTilesAreSearchedWrittenAndImposed) {

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <random>
+#include <vector>
 
 #include "isa/ceil_div.h"
 #include "isa/timing/dma.h"
@@ -240,6 +242,75 @@ INSTANTIATE_TEST_SUITE_P(Presets, DramPresetTest,
                          ::testing::Values(isa::DramModel::kDdr4_3200, isa::DramModel::kLpddr4_4266,
                                            isa::DramModel::kHbm2),
                          [](const auto& info) { return std::string(isa::kDramModelNames[static_cast<int>(info.param)]); });
+
+// A DRAM model seen only through the Dram interface (banked() is null), so that a burst loop takes the
+// generic path: one virtual access() per burst.
+class Opaque : public timing::Dram {
+ public:
+  explicit Opaque(std::unique_ptr<timing::Dram> inner) : inner_(std::move(inner)) {}
+  uint64_t access(uint64_t addr, uint32_t bytes, bool write, uint64_t issue_ps) override {
+    return inner_->access(addr, bytes, write, issue_ps);
+  }
+  double peak_bandwidth_gbps() const override { return inner_->peak_bandwidth_gbps(); }
+  double idle_latency_ns() const override { return inner_->idle_latency_ns(); }
+  const timing::DramStats& inner_stats() const { return inner_->stats(); }
+
+ private:
+  std::unique_ptr<timing::Dram> inner_;
+};
+
+// The burst loop calls the banked model directly and keeps each interleave unit's channel, bank and row
+// across its bursts (timing::BurstPort): every burst's completion, the stats and the transfer's end must
+// be those of one Dram::access per burst, on random strided, misaligned, mixed read/write transfers,
+// with refreshes, three channels (a non-power-of-two map) and a page smaller than the interleave unit.
+TEST(DmaBurstEngine, DirectBankedPathEqualsOneVirtualAccessPerBurst) {
+  timing::BankedDramTiming small_page = timing::banked_preset(isa::DramModel::kLpddr4_4266);
+  small_page.page_bytes = 128;  // below the 256-byte interleave unit: no place per unit
+  const std::vector<std::pair<timing::BankedDramTiming, int>> models = {
+      {timing::banked_preset(isa::DramModel::kHbm2), 16},
+      {timing::banked_preset(isa::DramModel::kLpddr4_4266), 2},
+      {timing::banked_preset(isa::DramModel::kDdr4_3200), 3},
+      {small_page, 2}};
+  for (const auto& [t, channels] : models) {
+    auto direct = timing::make_banked_dram(t, channels);
+    Opaque generic(timing::make_banked_dram(t, channels));
+    ASSERT_NE(direct->banked(), nullptr);
+    ASSERT_EQ(generic.banked(), nullptr);
+    isa::DmaConfig d;
+    d.burst_bytes = 64;
+    d.alignment_bytes = 64;
+    d.max_outstanding = 8;
+    timing::DmaBurstEngine a(d), b(d);
+    std::mt19937_64 gen(7);
+    uint64_t start = 0;
+    for (int i = 0; i < 400; ++i) {
+      timing::DmaRows r;
+      r.dram_addr = gen() % (1ull << 26) & ~uint64_t{gen() % 2 ? 63u : 3u};
+      r.row_bytes = static_cast<int64_t>(1 + gen() % 3000);
+      r.count = {static_cast<int64_t>(1 + gen() % 4), static_cast<int64_t>(1 + gen() % 3), 1};
+      r.stride = {static_cast<int64_t>(r.row_bytes + gen() % 5000), static_cast<int64_t>(gen() % 40000), 0};
+      const bool write = gen() % 3 == 0;
+      std::vector<uint64_t> da, db;
+      const timing::DmaTransfer xa = a.run(r, write, start, *direct, [&](uint64_t, uint64_t, uint64_t done, uint32_t) {
+        da.push_back(done);
+      });
+      const timing::DmaTransfer xb = b.run(r, write, start, generic, [&](uint64_t, uint64_t, uint64_t done, uint32_t) {
+        db.push_back(done);
+      });
+      ASSERT_EQ(da, db) << t.name << " transfer " << i;
+      ASSERT_EQ(xa.done_ps, xb.done_ps);
+      ASSERT_EQ(xa.bursts.bursts, xb.bursts.bursts);
+      ASSERT_EQ(xa.bursts.misaligned_bursts, xb.bursts.misaligned_bursts);
+      start = gen() % 2 ? xa.done_ps : start + gen() % 20000;  // back to back, or overlapping
+    }
+    EXPECT_EQ(direct->stats().requests, generic.inner_stats().requests) << t.name;
+    EXPECT_EQ(direct->stats().row_hits, generic.inner_stats().row_hits) << t.name;
+    EXPECT_EQ(direct->stats().row_misses, generic.inner_stats().row_misses) << t.name;
+    EXPECT_EQ(direct->stats().refreshes, generic.inner_stats().refreshes) << t.name;
+    EXPECT_GT(direct->stats().refreshes, 0) << t.name;
+    EXPECT_GT(direct->stats().row_misses, 0) << t.name;
+  }
+}
 
 TEST(DramTiming, SimpleModelIsLatencyPlusBytesOverBandwidth) {
   isa::DramConfig c;

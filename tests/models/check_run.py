@@ -11,7 +11,7 @@ Checks:
   > 0), a loop order, SRAM bytes > 0 and the number of candidates searched;
 - the MACs: every Conv/Gemm/MatMul of the ONNX file is a matrix layer of the report, with the MACs
   counted here from ONNX's own shape inference (N*OH*OW*K*C/group*R*S, batch*M*N*K). Dense layers
-  must match exactly. A grouped conv runs as block-diagonal dense blocks (compiler/backend/matrix.cpp),
+  must match exactly. A grouped conv runs as block-diagonal dense blocks (compiler/backend/matrix/matrix.cpp),
   so the array also multiplies the zeros between groups and the report counts those MACs: it must be
   at least the useful count, and at most group times it (--strict-grouped-macs demands equality, as
   docs/report.md's "useful multiply-accumulates" says). array_utilization = macs/(rows*cols*total);
@@ -20,7 +20,7 @@ Checks:
   compile section with its estimated cost, and its MACs are left out of the array's count.
 - with --rowwise: every ONNX Softmax node is one vector layer of the report under the node's name, and
   every LayerNorm the exporter spelled out (two ReduceMeans ... Add) is one vector LayerNormalization
-  layer named as one of the model's nodes (compiler/backend/rowwise.h); no layer is a piece of either
+  layer named as one of the model's nodes (compiler/backend/vector/rowwise.h); no layer is a piece of either
   (a name the model does not have, e.g. ".../Softmax_ReduceMax" or ".../Add_1_ReduceMean").
 - every node of the ONNX file that runs (not evaluated at compile time: shape arithmetic, constants; not a
   quantization point) is in the report: a layer of its own, a node fused into the program layer listed

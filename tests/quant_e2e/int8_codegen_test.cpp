@@ -1211,7 +1211,7 @@ Compiled squeeze_excitation_int8() {
 
 TEST(Int8Codegen, SqueezeExcitationGroupRunsInTheAccumulatorAndGivesTheUnfusedProgramsBitsExactly) {
   // The pool and the Mul convert codes in their tile loops with the fp32 work in the accumulator buffer;
-  // the pool holds the block's input in SRAM for the Mul (compiler/backend/se_fusion.h). Every value is
+  // the pool holds the block's input in SRAM for the Mul (compiler/backend/fusion/se_fusion.h). Every value is
   // the quantized reference's code, and the outputs equal those of the program without the group, bit
   // for bit.
   Compiled k = squeeze_excitation_int8();

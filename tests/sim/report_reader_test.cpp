@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 
+#include "sim/cli/diff.h"
 #include "sim/report/report_file.h"
+#include "traces/report_paths.h"
 #include "tests/sim/rich_report.h"
 
 namespace npusim::sim {
@@ -76,6 +79,31 @@ TEST(ReportReader, AFieldOfTheWrongTypeIsAReportReadErrorNamingIt) {
   } catch (const ReportReadError& e) {
     EXPECT_NE(std::string(e.what()).find("'macs'"), std::string::npos) << e.what();
   }
+}
+
+// The reader walks the same declaration as the writer: an absent object is skipped, the rest still read.
+TEST(ReportReader, AnAbsentObjectBeforeAListLeavesTheListReadable) {
+  const traces::Report back = read_report(parse_report(
+      "{\"total_cycles\": 9, \"energy\": null, \"units\": {\"matrix\": {\"busy\": 4}}, "
+      "\"layers\": [{\"name\": \"a\", \"placement\": \"host\"}, {\"name\": \"b\"}], \"sim\": {\"instructions\": 3}}",
+      "partial.json"));
+  ASSERT_EQ(back.units.size(), 1u);
+  EXPECT_EQ(back.units[0].name, "matrix");
+  EXPECT_EQ(back.units[0].busy, 4u);
+  ASSERT_EQ(back.layers.size(), 2u);
+  EXPECT_EQ(back.layers[0].placement, traces::LayerPlacement::kHost);
+  EXPECT_EQ(back.layers[1].name, "b");
+  EXPECT_EQ(back.sim.instructions, 3u);
+}
+
+// `npusim diff` takes its results table from the report's declaration by path: each path names a field.
+TEST(ReportReader, EveryFigureDiffComparesIsADeclaredField) {
+  const std::map<std::string, traces::ReportFigure> figures = traces::report_figures(test::rich_report());
+  for (const char* path : diff_result_paths()) EXPECT_TRUE(figures.count(path)) << path;
+  EXPECT_EQ(figures.at("breakdown.memory").text, "3000");
+  EXPECT_EQ(figures.at("precision.plan").text, "mixed: 1 fp16, 1 int8");
+  EXPECT_EQ(figures.at("dram.avg_bandwidth_gbps").text, "0.5734");
+  EXPECT_EQ(figures.count("layers[].cycles"), 0u);  // lists are not figures of the run
 }
 
 }  // namespace

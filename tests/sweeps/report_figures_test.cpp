@@ -15,26 +15,34 @@
 namespace npusim::sim {
 namespace {
 
+// A section as the stages outside the simulator write it, for the columns that read its JSON.
+std::shared_ptr<traces::ReportSection> json_section(std::string key, std::string json) {
+  return std::make_shared<traces::JsonSection>(std::move(key), std::move(json));
+}
+
 TEST(ReportFigures, EveryColumnIsFilledFromAReportWithEverySection) {
   traces::Report r = test::rich_report();
   // What the compiler and the end-to-end stage add (sim/model, sim/e2e): a layer's mapping, the e2e section.
-  r.layers[0].extra_json =
-      "\"mapping\": {\"sram_bytes\": {\"input\": 1000, \"weight\": 2000, \"accumulator\": 500}}";
-  r.layers[2].extra_json =
-      "\"mapping\": {\"sram_bytes\": {\"input\": 4000, \"weight\": 100, \"accumulator\": 1}}";
-  r.sections.emplace_back("e2e",
+  r.layers[0].mapping.emplace();
+  r.layers[0].mapping->sram_input_bytes = 1000;
+  r.layers[0].mapping->sram_weight_bytes = 2000;
+  r.layers[0].mapping->sram_accumulator_bytes = 500;
+  r.layers[2].mapping.emplace();
+  r.layers[2].mapping->sram_input_bytes = 4000;
+  r.layers[2].mapping->sram_weight_bytes = 100;
+  r.layers[2].mapping->sram_accumulator_bytes = 1;
+  r.sections.push_back(json_section("e2e",
                           "{\"latency_ms\": 0.5, \"npu_share\": 0.25, \"stream\": {\"throughput_fps\": "
-                          "2000.5, \"latency_p99_ms\": 0.75}}");
-  r.sections.emplace_back("multicore", "{\"latency_ms\": 1.5, \"throughput_per_s\": 1333.25, \"speedup\": 1.75}");
+                          "2000.5, \"latency_p99_ms\": 0.75}}"));
+  r.sections.push_back(json_section("multicore", "{\"latency_ms\": 1.5, \"throughput_per_s\": 1333.25, \"speedup\": 1.75}"));
   // sim/dynamic's sections (docs/dynamic.md): generation, and a request stream served by one policy.
-  r.sections.emplace_back("generation",
+  r.sections.push_back(json_section("generation",
                           "{\"ttft_ms\": 1.893, \"decode_ms\": {\"first\": 0.5, \"mean\": 0.5625, \"last\": "
-                          "0.648, \"total\": 21.9}, \"tokens_per_s\": 40.25}");
-  r.sections.emplace_back(
-      "requests",
+                          "0.648, \"total\": 21.9}, \"tokens_per_s\": 40.25}"));
+  r.sections.push_back(json_section("requests",
       "{\"count\": 3, \"policies\": [{\"policy\": \"pad\", \"latency_ms\": {\"p50\": 13.5, "
       "\"p95\": 26.75, \"p99\": 26.875, \"max\": 27, \"mean\": 17.5}, \"throughput_rps\": "
-      "34.25, \"padding_share\": 0.237, \"compile_events\": 0}]}");
+      "34.25, \"padding_share\": 0.237, \"compile_events\": 0}]}"));
   const std::string path =
       (std::filesystem::temp_directory_path() /
        ("report_figures_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + ".json"))
@@ -123,9 +131,9 @@ TEST(ReportFigures, AScenarioReportFillsTheServeColumnsOverItsModels) {
 TEST(ReportFigures, RequestColumnsNeedExactlyOnePolicy) {
   traces::Report r;
   r.total_cycles = 7;
-  r.sections.emplace_back("requests",
+  r.sections.push_back(json_section("requests",
                           "{\"policies\": [{\"policy\": \"pad\", \"latency_ms\": {\"p50\": 1}}, {\"policy\": "
-                          "\"dynamic\", \"latency_ms\": {\"p50\": 2}}]}");
+                          "\"dynamic\", \"latency_ms\": {\"p50\": 2}}]}"));
   const std::string path = (std::filesystem::temp_directory_path() / "report_figures_policies.json").string();
   std::ofstream(path) << traces::report_json(r);
   const std::map<std::string, std::string> m = read_metrics(path);

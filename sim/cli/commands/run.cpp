@@ -116,7 +116,7 @@ void multicore_study(multicore::Split split, const std::string& model, const Com
       extras.pipeline_npu = {static_cast<int64_t>(r.latency_cycles()),
                              static_cast<int64_t>(r.latency_host_cycles())};
     }
-    extras.sections.emplace_back("multicore", multicore::split_json(r));
+    extras.sections.push_back(traces::make_section("multicore", r));
     extras.text += multicore::split_text(r);
   } catch (const multicore::SplitError& e) {
     throw UsageError(e.what());
@@ -275,7 +275,7 @@ int cmd_run(Context& ctx, const Command& cmd) {
     extras.simulated = std::move(study->main_report);
   } else if (generate) {
     generation = generation_study(*generate, model, config, m);
-    extras.sections.emplace_back("generation", std::move(generation->section));
+    extras.sections.push_back(traces::make_section("generation", std::move(generation->section)));
     extras.text = std::move(generation->text);
     extras.simulated = std::move(generation->prefill_report);
   }

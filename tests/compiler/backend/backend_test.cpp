@@ -12,7 +12,7 @@
 #include <fstream>
 
 #include "compiler/backend/compile.h"
-#include "compiler/backend/matrix_walk.h"
+#include "compiler/backend/matrix/matrix_walk.h"
 #include "compiler/import/import.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/ops/op_table.h"

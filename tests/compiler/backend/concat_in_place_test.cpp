@@ -1,4 +1,4 @@
-// Concats folded into their producers' stores (compiler/backend/concat_in_place.h): the folded program
+// Concats folded into their producers' stores (compiler/backend/memory/concat_in_place.h): the folded program
 // computes what the unfolded one does (fp32: within 1e-5 of the output's scale, in program order and in
 // random interleavings of the queues), and the Concats it folds have no instructions left.
 #include <gtest/gtest.h>
@@ -190,7 +190,7 @@ TEST(ConcatInPlace, InceptionFoldsWhatItCanAndCopiesTheRest) {
 TEST(ConcatInPlace, ProducersThatDoNotWriteViewsGetADenseCopyAndContiguousSlicesNeedNone) {
   // An Exp's and a MatMul's outputs (ONNX order) concatenated along their last axis: strided slices, which
   // the element-wise lowering does not write itself, so compile() hands it a dense scratch and copies it into
-  // its slice, while the MATMUL stores its rows with the slice's pitch (backend/strided_views.h,
+  // its slice, while the MATMUL stores its rows with the slice's pitch (backend/memory/strided_views.h,
   // writes_view); and along the first axis: contiguous slices, ordinary tensors at an offset that it writes
   // directly.
   GraphBuilder b;

@@ -1,4 +1,4 @@
-// Depthwise convolutions on the vector unit (compiler/backend/depthwise.h): the VEC dwconv mapping
+// Depthwise convolutions on the vector unit (compiler/backend/matrix/depthwise.h): the VEC dwconv mapping
 // matches the FP32 reference interpreter on odd shapes, strides, pads, dilation and fused epilogues;
 // the back end picks it by cost where the array wastes its MACs, keeps the array where that is faster,
 // and a mapping file imposes either placement and round-trips.

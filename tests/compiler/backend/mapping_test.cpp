@@ -1,4 +1,4 @@
-// Imposed mappings (compiler/backend/mapping.h): the back end maps a layer as its entry says, searches
+// Imposed mappings (compiler/backend/mapping/mapping.h): the back end maps a layer as its entry says, searches
 // what the entry leaves open, reproduces a compile from the mappings it reports, and rejects every value
 // that cannot apply with WHERE: layer 'NAME': CONSTRAINT.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// On-chip residency between layers (compiler/backend/residency.h): a conv's output read only by the
+// On-chip residency between layers (compiler/backend/fusion/residency.h): a conv's output read only by the
 // pointwise conv after it stays in the input scratchpad. The program computes exactly what the
 // layer-by-layer one does (in program order and in random interleavings of the queues, so the tokens
 // order the in-place reads after the writes), the value is never stored, and values with other readers

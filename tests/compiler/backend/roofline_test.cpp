@@ -1,5 +1,5 @@
 // The roofline bound the compiler gives each layer
-// (compiler/backend/roofline.h, docs/report.md): expected values from the
+// (compiler/backend/estimate/roofline.h, docs/report.md): expected values from the
 // layer's shapes and the machine's declared rates, computed here from the
 // config.
 #include <gtest/gtest.h>
@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "compiler/backend/bounds.h"
 #include "compiler/backend/compile.h"
+#include "compiler/backend/estimate/bounds.h"
 #include "compiler/import/import.h"
 #include "compiler/passes/absorbed.h"
 #include "compiler/passes/lowered.h"
@@ -97,7 +97,7 @@ TEST(Roofline, DepthwiseConvIsBoundedByTheVectorLanesNotTheArray) {
   c.dram.model = isa::DramModel::kIdeal;  // no memory roof: the compute roof alone
   const CompileResult r = compile(g, c);
   const int64_t macs = hw * hw * ch * 9;
-  // On either unit (compiler/backend/depthwise.h): the bound is the layer's, not the mapping's.
+  // On either unit (compiler/backend/matrix/depthwise.h): the bound is the layer's, not the mapping's.
   ASSERT_NE(layer(r, "dw").placement, Placement::kHost);
   ASSERT_TRUE(layer(r, "dw").bound_cycles.has_value());
   EXPECT_EQ(*layer(r, "dw").bound_cycles, macs / c.vector.lanes);

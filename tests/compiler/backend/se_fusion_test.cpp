@@ -1,4 +1,4 @@
-// Squeeze-and-excitation blocks as one fusion group (compiler/backend/se_fusion.h): the block's input
+// Squeeze-and-excitation blocks as one fusion group (compiler/backend/fusion/se_fusion.h): the block's input
 // stays in the input scratchpad from its GlobalAveragePool to its Mul, which reads it there instead of
 // loading it again; the program computes exactly what the unfused one does (in program order and in
 // random interleavings of the queues), and the group is named on its layers.

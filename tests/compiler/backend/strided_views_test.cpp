@@ -1,4 +1,4 @@
-// Data movement folded into its readers' loads (compiler/backend/strided_views.h): torch's
+// Data movement folded into its readers' loads (compiler/backend/memory/strided_views.h): torch's
 // nn.MultiheadAttention as it exports -- a fused QKV projection, three Slices, Reshapes splitting the
 // heads, Transposes bringing them outside -- compiled with the simulation timer as `npusim run` compiles.
 // The Slices and the head-split Transposes become strided views of the projection's output (free, no
@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "compiler/backend/compile.h"
-#include "compiler/backend/strided_views.h"
+#include "compiler/backend/memory/strided_views.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/accuracy.h"
 #include "sim/model/model.h"

@@ -1,0 +1,63 @@
+#include "compiler/backend/estimate/bounds.h"
+
+#include <map>
+
+#include "compiler/backend/estimate/roofline.h"
+#include "compiler/backend/mapping/imposed.h"
+#include "compiler/passes/absorbed.h"
+
+namespace npusim::compiler {
+
+void bound_as_imported(CompileResult& r, const Graph& imported, const Graph& lowered, const isa::NpuConfig& config,
+                       const MappingOverrides* mapping) {
+  std::map<std::string, const Node*> original;
+  std::map<std::string, int64_t> readers;
+  for (const Node& n : imported.nodes) {
+    original[n.name] = &n;
+    for (const std::string& v : n.inputs) ++readers[v];
+  }
+  std::map<std::string, size_t> layer_of;
+  r.compiled_bound_cycles.reset();
+  for (size_t i = 0; i < r.layers.size(); ++i) {
+    LayerPlan& p = r.layers[i];
+    layer_of[p.name] = i;
+    if (p.bound_cycles) r.compiled_bound_cycles = r.compiled_bound_cycles.value_or(0) + *p.bound_cycles;
+    auto it = original.find(p.name);
+    const std::optional<isa::DType> precision =
+        i < r.program.layers.size() ? r.program.layers[i].precision : std::nullopt;
+    if (!p.bound_cycles || it == original.end() || !precision) continue;
+    if (auto b = backend::standalone_roofline(imported, lowered, *it->second, p.macs, *precision, config))
+      p.bound_cycles = b->bound_cycles();
+  }
+  r.absorbed.clear();
+  for (const AbsorbedNode& a : absorbed_nodes(imported, lowered)) {
+    AbsorbedLayer l{a.name, a.op, a.into, std::nullopt, a.on_chip_inputs, 0};
+    auto at = layer_of.find(a.into);
+    if (at == layer_of.end()) continue;
+    const LayerPlan& host = r.layers[at->second];
+    const std::optional<isa::DType> precision =
+        at->second < r.program.layers.size() ? r.program.layers[at->second].precision : std::nullopt;
+    if (host.bound_cycles && precision) {
+      if (auto b = backend::standalone_roofline(imported, lowered, *original.at(a.name), 0, *precision, config))
+        l.bound_cycles = b->bound_cycles();
+      for (const std::string& v : l.on_chip_inputs) {
+        if (imported.has_value(v) && imported.value(v).fully_known())
+          l.dram_bytes_saved += num_elements(imported.value(v).shape) * isa::dtype_bytes(*precision) * (1 + readers[v]);
+      }
+    }
+    r.absorbed.push_back(std::move(l));
+  }
+  // Fusion groups: recorded in each layer's chosen mapping, checked against an imposed one.
+  std::map<std::string, std::vector<std::string>> groups;
+  for (const AbsorbedLayer& a : r.absorbed) groups[a.into].push_back(a.name);
+  for (LayerPlan& p : r.layers) {
+    auto g = groups.find(p.name);
+    p.chosen.fused = g == groups.end() ? std::nullopt : std::optional<std::vector<std::string>>(g->second);
+    if (mapping) {
+      if (const LayerMapping* m = mapping->find(p.name))
+        backend::check_fusion(*m, g == groups.end() ? std::vector<std::string>{} : g->second);
+    }
+  }
+}
+
+}  // namespace npusim::compiler

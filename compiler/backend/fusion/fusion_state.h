@@ -1,0 +1,83 @@
+#pragma once
+// The fusion groups' state while the lowering stage walks the layers (internal to the back end): what a
+// layer left in the input scratchpad for the next one (residency.h), the squeeze-and-excitation block's
+// input held from its pool to its Mul (se_fusion.h), the conv -> pool / depthwise pair the current conv
+// may fuse with (layer_fusion.h), and the scratchpad bytes these hold. Only fusion/ reads and writes it,
+// and the core that accounts for it (Context::capacity leaves the held bytes out; Context::load spills a
+// value kept on chip before a DRAM reader): the matrix and vector lowerings ask fusion/'s functions.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "compiler/backend/core/emitter.h"
+#include "isa/isa.h"
+
+namespace npusim::compiler::backend {
+
+struct ConvPool;  // fusion/layer_fusion.h
+class ConvBands;  // fusion/layer_fusion.h
+
+// A value its producer left in the input scratchpad for its one consumer instead of storing it to DRAM
+// (residency.h): dense [pixels][channels] at `addr`, `bytes` long, the top of the scratchpad.
+struct OnChipValue {
+  std::string value;  // graph value name ("" = none)
+  Range dram;         // its DRAM tensor (still allocated: a spill writes it there)
+  uint64_t addr = 0;
+  int64_t bytes = 0;
+  std::array<int64_t, 4> box{};     // the DRAM tensor as one STORE box (sizes, innermost first) ...
+  std::array<int64_t, 3> strides{};  // ... and its strides, in elements
+  isa::DType dtype = isa::DType::kFp32;
+  uint32_t producer = 0;  // its layer
+  bool imposed = false;   // a mapping file's on_chip=true: the reader takes it without costing
+  bool pending = false;   // in SRAM only: a DRAM reader must spill it first
+  bool spilled = false;
+};
+
+// A squeeze-and-excitation block's input held in the input scratchpad from its GlobalAveragePool to
+// its Mul (se_fusion.h): dense [pixels][channels] at `addr`, `bytes` long, at the top of the
+// scratchpad. Its DRAM copy stays (the pool reads it there); the Mul reads it here instead of again.
+struct HeldValue {
+  std::string value;  // graph value name ("" = none)
+  Range dram;         // its DRAM tensor
+  uint64_t addr = 0;
+  int64_t bytes = 0;
+  isa::DType dtype = isa::DType::kFp32;
+  size_t pool = 0, mul = 0;  // the GlobalAveragePool's and the Mul's layers
+  bool loaded = false;       // the pool loaded it there (set by lower_pool)
+  bool read = false;         // the Mul read it there (set by lower_binary)
+  // The Mul may leave its product in place of it for the pointwise conv after it (as residency does,
+  // residency.h: FusionState::on_chip).
+  bool keep_output = false;
+  bool keep_imposed = false;  // ... because a mapping file tiles the reader as reading it in place
+};
+
+struct FusionState {
+  // ---- on-chip residency (residency.h) ----
+  // Bytes at the top of the input scratchpad held for a value kept on chip (no lowering allocates them:
+  // Context::capacity(kInput) leaves them out).
+  int64_t input_reserved = 0;
+  // The value the node being lowered may leave in the scratchpad (residency planner), "" = none.
+  std::string keep_output;
+  bool keep_imposed = false;  // ... because a mapping file says on_chip=true
+  OnChipValue on_chip;
+  std::map<std::string, uint64_t> kept_on_chip;  // values read in place (never in DRAM) -> their SRAM address
+  // ---- line-buffer fusion (layer_fusion.h) ----
+  // A conv -> pool or conv -> depthwise conv pair the conv's lowering may fuse with line-buffer tiling.
+  ConvPool* conv_pool = nullptr;
+  // Bytes at the top of the accumulator held by a fused reader (a depthwise conv's sums):
+  // Context::capacity(kAccumulator) leaves them out.
+  int64_t acc_reserved = 0;
+  // Set while layer_fusion.h lowers the depthwise reader of a line buffer: the conv lowerings hand the
+  // job they built for their node to it instead of mapping it (its result is the lowering's).
+  std::function<bool(ConvBands&)> take_conv_job;
+  // ---- squeeze-and-excitation groups (se_fusion.h) ----
+  // The block's input held from its pool to its Mul; its bytes are the first of input_reserved
+  // (input_held of them), below which residency reserves its own.
+  HeldValue held;
+  int64_t input_held = 0;
+};
+
+}  // namespace npusim::compiler::backend

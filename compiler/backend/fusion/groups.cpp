@@ -1,0 +1,64 @@
+// The lowering stage's fusion groups (groups.h).
+#include "compiler/backend/fusion/groups.h"
+
+#include "compiler/backend/fusion/residency.h"
+#include "compiler/backend/fusion/se_fusion.h"
+
+namespace npusim::compiler::backend {
+
+void Groups::begin(size_t i, Placement placement, bool plannable) {
+  kept_output_.reset();
+  // A reader fused into the conv before it was lowered with it: nothing to plan.
+  fused_reader_ = conv_pool_.fused && conv_pool_.pool == i;
+  if (plannable && !fused_reader_ && placement == Placement::kNpuMatrix) plan_on_chip(c_, i);
+  if (plannable && placement == Placement::kNpuVector) plan_se_hold(c_, i);
+  pair_ = ConvPool{};
+  if (plannable && placement == Placement::kNpuMatrix && plan_conv_pool(c_, i, &pair_))
+    c_.fusion.conv_pool = &pair_;
+}
+
+bool Groups::member(size_t i, LayerPlan& plan) const {
+  const Node& n = c_.g.nodes[i];
+  if (attention_.covers(i)) {
+    plan.mapping = describe_fused(c_, attention_, i);
+    plan.fused_into = c_.g.nodes[attention_.first].name;
+    plan.macs = attention_.macs[i - attention_.first];
+    plan.on_chip_input = n.inputs[0];
+    plan.on_chip_bytes_saved = attention_.value_bytes_saved;
+    return true;
+  }
+  if (fused_reader_) {
+    plan.mapping = describe_fused_pool(c_, conv_pool_);
+    plan.macs = conv_pool_.reader_macs;
+    plan.fused_into = c_.g.nodes[conv_pool_.conv].name;
+    plan.on_chip_input = n.inputs[0];
+    plan.on_chip_bytes_saved = conv_pool_.bytes_saved;
+    plan.fusion_group = fusion_group(c_, conv_pool_);
+    return true;
+  }
+  return false;
+}
+
+bool Groups::lower_attention(size_t i) { return (attention_ = backend::lower_attention(c_, i)).fused(); }
+
+void Groups::finish(size_t i, LayerPlan& plan) {
+  const Node& n = c_.g.nodes[i];
+  c_.fusion.conv_pool = nullptr;
+  if (pair_.fused) conv_pool_ = pair_;
+  if (n.op_type == "Conv" && !pair_.fused && !fused_reader_ &&
+      (plan.placement == Placement::kNpuMatrix || plan.placement == Placement::kNpuVector)) {
+    kept_output_ = c_.fusion.on_chip.pending && c_.fusion.on_chip.producer == i;
+  }
+  // A node of a fused block holds no SRAM of its own (its input lies in the block's slots).
+  if (!attention_.covers(i) && !(conv_pool_.fused && conv_pool_.pool == i)) finish_on_chip(c_, i, plan);
+  finish_se_hold(c_, i, plan);
+}
+
+void Groups::record_choice(LayerPlan& plan) const {
+  plan.chosen.on_chip = kept_output_;
+  // A depthwise conv fused into the conv before it has no placement of its own to write (lowered layer
+  // by layer, the back end chooses between the array and the vector unit).
+  if (!(fused_reader_ && conv_pool_.depthwise)) plan.chosen.placement = plan.placement;
+}
+
+}  // namespace npusim::compiler::backend

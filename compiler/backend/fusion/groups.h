@@ -1,0 +1,54 @@
+#pragma once
+// The fusion groups of the lowering stage (internal to the back end; stages/lower_layers.cpp): the one
+// place that decides, for each layer, whether it starts a group -- its output left in the input
+// scratchpad for the pointwise conv after it (residency.h), a squeeze-and-excitation block's input held
+// from its pool to its Mul (se_fusion.h), a conv and the pool or depthwise conv after it tiled through a
+// line buffer (layer_fusion.h), an attention block lowered as one layer (attention_fusion.h) -- whether
+// it belongs to a group lowered already (its code is the group's), or is lowered alone.
+//
+// Groups are planned layer by layer as the layers are lowered, not ahead: whether a group fits depends on
+// what the layers before it hold in SRAM, and whether it forms on its first layer's lowering (a fusion
+// is kept only when its code is faster, and a pool that could not load into the held region lets it go).
+// The matrix and vector lowerings see the group only through the functions fusion/ declares for them.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "compiler/backend/core/context.h"
+#include "compiler/backend/fusion/attention_fusion.h"
+#include "compiler/backend/fusion/layer_fusion.h"
+
+namespace npusim::compiler::backend {
+
+class Groups {
+ public:
+  explicit Groups(Context& c) : c_(c) {}
+  Groups(const Groups&) = delete;
+  Groups& operator=(const Groups&) = delete;
+
+  // Before layer i is lowered on `placement`: plans the groups it may start. `plannable` is false for a
+  // layer that is folded into a view or placed on the host by the mapping file.
+  void begin(size_t i, Placement placement, bool plannable);
+  // Whether layer i's work is done by a group lowered already; then fills its plan (mapping, MACs, the
+  // layer whose code does it, the value it reads on chip).
+  bool member(size_t i, LayerPlan& plan) const;
+  // Lowers matrix layer i as the first of an attention block when fusion takes the block; true if it did.
+  bool lower_attention(size_t i);
+  // After layer i is lowered: what it leaves in SRAM for the next layer (or spills), the group it
+  // closes, the pair its conv fused.
+  void finish(size_t i, LayerPlan& plan);
+  // What --mapping-out records of the layer just finished (LayerPlan::chosen): whether its output stayed on
+  // chip and, but for a depthwise conv fused into the conv before it, its placement.
+  void record_choice(LayerPlan& plan) const;
+
+ private:
+  Context& c_;
+  AttentionBlock attention_;         // the attention block lowered as one layer last, if any
+  ConvPool conv_pool_;               // the conv -> pool / depthwise pair fused last, if any
+  ConvPool pair_;                    // the pair the current layer may start
+  bool fused_reader_ = false;        // the current layer is the reader of conv_pool_
+  std::optional<bool> kept_output_;  // Conv layers: whether the output stayed on chip
+};
+
+}  // namespace npusim::compiler::backend

@@ -1,0 +1,579 @@
+// Conv -> pool fusion with line-buffer tiling (see layer_fusion.h).
+#include "compiler/backend/fusion/layer_fusion.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "compiler/backend/fusion/line_buffer_readers.h"
+#include "compiler/backend/fusion/residency.h"
+#include "compiler/backend/int8/int8.h"
+#include "compiler/backend/matrix/depthwise.h"
+#include "compiler/backend/memory/movement.h"
+#include "compiler/passes/lowered.h"
+#include "compiler/quant/quantize.h"
+
+namespace npusim::compiler::backend {
+
+using isa::Buffer;
+using isa::VecOp;
+
+namespace {
+
+// The buffer rows one band of reader output rows [p0, p1) reads: a pool's clipped to the input, a
+// depthwise conv's whole (its padding rows are buffer rows).
+WindowSpan band_rows(const ConvPool& p, int64_t p0, int64_t p1) {
+  if (p.depthwise) return WindowSpan{p0 * p.w.sh, (p1 - 1) * p.w.sh + p.w.kh - 1, true};
+  return WindowSpan{clip(p0, p.w.sh, p.w.pt, p.w.kh, p.H).lo, clip(p1 - 1, p.w.sh, p.w.pt, p.w.kh, p.H).hi,
+                    true};
+}
+
+// The bands of `rows` reader rows.
+bool make_bands(const ConvPool& p, int64_t rows, BandHeight* cand) {
+  cand->rows = rows;
+  int64_t prev_lo = -1, prev_hi = -1, most = 0;
+  for (int64_t p0 = 0; p0 < p.OH; p0 += rows) {
+    LineBand b;
+    b.p0 = p0, b.p1 = std::min(p.OH, p0 + rows);
+    const WindowSpan s = band_rows(p, b.p0, b.p1);
+    b.lo = s.lo, b.hi = s.hi;
+    if (prev_hi >= b.lo) {
+      b.kept = prev_hi - b.lo + 1;
+      b.from = b.lo - prev_lo;
+    }
+    b.r0 = std::max(b.lo + b.kept, p.top) - p.top;
+    b.r1 = std::max(b.r0, std::min(b.hi, p.top + p.H - 1) - p.top + 1);
+    most = std::max(most, b.hi - b.lo + 1);
+    prev_lo = b.lo, prev_hi = b.hi;
+    cand->bands.push_back(b);
+  }
+  cand->buf_rows = most + (p.depthwise ? 0 : 1);
+  return true;
+}
+
+}  // namespace
+
+namespace {
+
+// Whether node n is a depthwise Conv (one group per channel, constant weights, no residual).
+bool depthwise_conv(const Graph& g, const Node& n) {
+  if (!n.domain.empty() || n.op_type != "Conv" || n.outputs.size() != 1 || n.has_attr(kResidualInput) ||
+      n.inputs.size() < 2)
+    return false;
+  const Value& w = g.value(n.inputs[1]);
+  const Value& x = g.value(n.inputs[0]);
+  if (!w.is_constant() || w.shape.size() != 4 || x.shape.size() != 4 || w.shape[1] != 1) return false;
+  const int64_t groups = n.attr_int("group", 1);
+  return groups > 1 && groups == x.shape[1] && groups == w.shape[0];
+}
+
+}  // namespace
+
+bool conv_pool_pair(const Graph& g, size_t i) {
+  if (i + 1 >= g.nodes.size()) return false;
+  const Node& cv = g.nodes[i];
+  const Node& pl = g.nodes[i + 1];
+  if (!cv.domain.empty() || cv.op_type != "Conv" || cv.outputs.size() != 1 || cv.has_attr(kResidualInput) ||
+      cv.attr_int("group", 1) != 1)
+    return false;
+  const bool pool = pl.domain.empty() && (pl.op_type == "MaxPool" || pl.op_type == "AveragePool");
+  if ((!pool && !depthwise_conv(g, pl)) || pl.inputs[0] != cv.outputs[0]) return false;
+  if (pl.outputs.size() > 1 && !pl.outputs[1].empty()) return false;
+  const std::string& v = cv.outputs[0];
+  for (const std::string& o : g.outputs)
+    if (o == v) return false;
+  const std::vector<int> readers = g.consumers(v);
+  return readers.size() == 1 && readers[0] == static_cast<int>(i + 1);
+}
+
+namespace {
+
+// The depthwise side of plan_conv_pool (p->conv, p->pool set): both layers in one precision, dense NHWC
+// tensors, a window the buffer's padding covers exactly, and an output residency does not keep.
+bool plan_conv_dw(const Context& c, ConvPool* p) {
+  const Node& cv = c.g.nodes[p->conv];
+  const Node& dw = c.g.nodes[p->pool];
+  if (c.options.plan && (c.options.plan->precision_of(cv.name) != quant::Precision::kInt8 ||
+                         c.options.plan->precision_of(dw.name) != quant::Precision::kInt8))
+    return false;
+  auto xt = c.tensors.find(dw.inputs[0]);
+  auto yt = c.tensors.find(dw.outputs[0]);
+  if (xt == c.tensors.end() || yt == c.tensors.end()) return false;
+  const DramTensor &x = xt->second, &y = yt->second;
+  if (x.strided() || x.shape.size() != 4 || x.layout != kNhwc || y.strided() || y.shape.size() != 4 ||
+      !y.nhwc_in_memory())
+    return false;
+  const std::string pad = dw.attr_string("auto_pad", "NOTSET");
+  if (pad != "NOTSET" && pad != "VALID") return false;
+  for (int64_t d : dw.attr_ints("dilations", {1, 1}))
+    if (d != 1) return false;
+  const Value& wv = c.g.value(dw.inputs[1]);
+  const std::vector<int64_t> st = dw.attr_ints("strides", {1, 1});
+  const std::vector<int64_t> pads =
+      pad == "VALID" ? std::vector<int64_t>{0, 0, 0, 0} : dw.attr_ints("pads", {0, 0, 0, 0});
+  if (st.size() != 2 || pads.size() != 4) return false;
+  p->C = x.shape[1], p->H = x.shape[2], p->W = x.shape[3], p->OH = y.shape[2], p->OW = y.shape[3];
+  PoolWindow& w = p->w;
+  w.kh = wv.shape[2], w.kw = wv.shape[3], w.sh = st[0], w.sw = st[1], w.pt = pads[0], w.pl = pads[1];
+  // The padding the outputs read: the rows and columns past the input the last window reaches.
+  w.pb = (p->OH - 1) * w.sh + w.kh - w.pt - p->H;
+  w.pr = (p->OW - 1) * w.sw + w.kw - w.pl - p->W;
+  if (w.pb < 0 || w.pr < 0 || w.pt >= w.kh || w.pl >= w.kw || w.pb >= w.kh || w.pr >= w.kw) return false;
+  p->top = w.pt, p->rows = w.pt + p->H + w.pb, p->left = w.pl, p->pitch = w.pl + p->W + w.pr;
+  if (std::max({w.kh, w.kw, w.sh, w.sw}) > 255 || p->C > kMaxDim || p->pitch > kMaxDim) return false;
+  // The depthwise output kept on chip for the project conv after it (residency) is the better plan
+  // where it fits: this fusion stores it.
+  if (next_reads_on_chip(c, p->pool).empty() &&
+      4 * round64(num_elements(y.shape) * isa::dtype_bytes(y.dtype)) <=
+          3 * scratchpad_capacity(c.config, Buffer::kInput))
+    return false;
+  p->reader_macs = x.shape[0] * p->OH * p->OW * p->C * w.kh * w.kw;
+  return true;
+}
+
+}  // namespace
+
+bool plan_conv_pool(const Context& c, size_t i, ConvPool* p) {
+  const Graph& g = c.g;
+  if (!c.options.keep_on_chip || !c.can_time() || g.nhwc_io || c.shared_capacity() > 0) return false;
+  if (c.fusion.on_chip.pending || c.fusion.input_reserved > 0 || !c.fusion.keep_output.empty()) return false;
+  if (!conv_pool_pair(g, i)) return false;
+  const Node& cv = g.nodes[i];
+  const Node& pl = g.nodes[i + 1];
+  if (c.folding.folded(cv) || c.folding.folded(pl)) return false;
+  p->conv = i, p->pool = i + 1;
+  p->depthwise = pl.op_type == "Conv";
+  if (c.options.mapping) {
+    const LayerMapping* m = c.options.mapping->find(cv.name);
+    if (m && (m->has_tiling() || m->has_vector_tiling() || m->on_chip.has_value() ||
+              (m->placement && *m->placement != Placement::kNpuMatrix)))
+      return false;
+    // The reader as --mapping-out writes it fused: no tiles; a pool its own placement, a depthwise conv
+    // none (an imposed one, the array's or the vector unit's, is a layer-by-layer mapping) and its output
+    // not on chip.
+    const LayerMapping* q = c.options.mapping->find(pl.name);
+    if (q && (q->has_tiling() || q->has_vector_tiling() || q->on_chip == true ||
+              (q->placement && (p->depthwise || *q->placement != Placement::kNpuVector))))
+      return false;
+  }
+  if (p->depthwise) return plan_conv_dw(c, p);
+  if (c.options.plan) {
+    // int8: a max pool on the conv's codes (it keeps their QParams), both layers int8.
+    if (pl.op_type != "MaxPool" || !quant::shares_input_qparams(pl) ||
+        c.options.plan->precision_of(cv.name) != quant::Precision::kInt8 ||
+        c.options.plan->precision_of(pl.name) != quant::Precision::kInt8)
+      return false;
+  }
+  auto xt = c.tensors.find(cv.outputs[0]);
+  auto yt = c.tensors.find(pl.outputs[0]);
+  if (xt == c.tensors.end() || yt == c.tensors.end()) return false;
+  const DramTensor &x = xt->second, &y = yt->second;
+  if (x.strided() || x.shape.size() != 4 || x.layout != kNhwc || !y.nhwc_in_memory() || y.shape.size() != 4)
+    return false;
+  p->is_max = pl.op_type == "MaxPool";
+  p->C = x.shape[1], p->H = x.shape[2], p->W = x.shape[3], p->OH = y.shape[2], p->OW = y.shape[3];
+  p->rows = p->H, p->pitch = p->W;
+  std::string why;
+  if (!pool_window(pl, p->H, p->W, p->OH, p->OW, &p->w, &why)) return false;
+  const PoolWindow& w = p->w;
+  if (std::max({w.kh, w.kw, w.sh, w.sw}) > 255 || p->C > kMaxDim || p->W > kMaxDim) return false;
+  // The pool's output columns whose windows lie inside the input: one run, edges on either side of it.
+  p->ox_a = -1, p->ox_b = -1;
+  for (int64_t ox = 0; ox < p->OW; ++ox) {
+    const WindowSpan s = clip(ox, w.sw, w.pl, w.kw, p->W);
+    if (s.hi < s.lo) return false;  // a window entirely in the padding
+    if (s.full && p->ox_a < 0) p->ox_a = ox;
+    if (s.full) p->ox_b = ox + 1;
+    // An edge column is one VEC over its clipped window whose stride skips the rest of the row.
+    if (!s.full && edge_stride(s, p->W) > 255) return false;
+  }
+  if (p->ox_a < 0) return false;
+  for (int64_t ox = p->ox_a; ox < p->ox_b; ++ox)
+    if (!clip(ox, w.sw, w.pl, w.kw, p->W).full) return false;
+  // The interior VEC walks rows of W pixels from the first interior window: its first windows are the
+  // interior ones (any after them run into the next row and are not stored).
+  p->vec_cols = (p->W - w.kw) / w.sw + 1;
+  for (int64_t oy = 0; oy < p->OH; ++oy) {
+    const WindowSpan s = clip(oy, w.sh, w.pt, w.kh, p->H);
+    if (s.hi < s.lo) return false;
+    if (!p->is_max && !s.full) return false;
+  }
+  // An average pool divides by the whole window: fused only when no window is clipped.
+  if (!p->is_max && (p->ox_a != 0 || p->ox_b != p->OW)) return false;
+  return true;
+}
+
+void restrict_to_band(MatrixJob& j, int64_t r0, int64_t r1, int64_t img, int64_t y_sram, int64_t in_bytes) {
+  const int64_t iy_lo = r0 * j.sh - j.pt, iy_hi = (r1 - 1) * j.sh - j.pt + (j.kh - 1) * j.dh;
+  const int64_t start = std::max<int64_t>(0, iy_lo);
+  const uint64_t off = static_cast<uint64_t>(start * j.row_stride() * in_bytes);
+  j.a_base = [base = j.a_base, img, off](int64_t) { return base(img) + off; };
+  j.pt = start - iy_lo;
+  j.H = std::min(j.H - 1, iy_hi) - start + 1;
+  j.OH = r1 - r0;
+  j.images = 1;
+  j.y_sram = y_sram;
+}
+
+namespace {
+
+// The bytes of the conv's weights as one tile [kh][kw][C][M] (MatrixJob::b_sram), 0 when the conv is not
+// one dense block of constant weights.
+int64_t resident_bytes(ConvBands& bands) {
+  const MatrixJob& j = bands.job();
+  if (j.groups != 1 || !j.b_const || j.gemm) return 0;
+  return round64(j.kh * j.kw * j.C * j.M * isa::dtype_bytes(bands.make_strategy()->ops.w));
+}
+
+// Where resident weights of `bytes` go: the end of the weight scratchpad the reader's bytes do not take
+// (free_weight_end takes the other).
+int64_t resident_addr(const Context& c, int64_t bytes) {
+  return c.layer % 2 == 0 ? 0 : (c.capacity(Buffer::kWeight) - bytes) / 64 * 64;
+}
+
+// Emits the fused layer under candidate `cand` (its bands' tilings chosen), the line buffer at `buf`.
+void emit(Context& c, ConvBands& bands, const ConvPool& p, const BandHeight& cand, uint64_t buf,
+          LineReader& reader) {
+  const isa::DType t = c.tensor(c.g.nodes[p.pool].inputs[0]).dtype;
+  const int64_t es = isa::dtype_bytes(t);
+  const int64_t row = p.pitch * p.C;  // elements per buffer row
+  bands.set_line_pitch(p.depthwise ? row : 0);
+  if (cand.resident >= 0) {
+    // The conv's weights, once for every band (its band jobs load none: MatrixJob::b_sram).
+    const MatrixJob& j = bands.job();
+    std::unique_ptr<MatrixStrategy> s = bands.make_strategy();
+    const uint64_t w = s->weight_tile(0, 1, 0, j.C, 0, j.M);
+    const uint64_t bytes = static_cast<uint64_t>(j.kh * j.kw * j.C * j.M * isa::dtype_bytes(s->ops.w));
+    c.load(Buffer::kWeight, static_cast<uint64_t>(cand.resident), Range{kDram, w, w + bytes}, w, s->ops.w,
+           {j.M, j.C, j.kh * j.kw, 1}, {j.M, j.C * j.M, 0});
+    bands.set_resident_weights(cand.resident);
+  }
+  reader.begin(cand, buf);
+  const MatrixJob& j = bands.job();
+  for (int64_t img = 0; img < j.images; ++img) {
+    for (const LineBand& b : cand.bands) {
+      // The kept rows to the buffer's start: one VEC, or one per row (first to last) when the rows they
+      // move to overlap them (a stride-1 window over bands of one row keeps two rows and moves them by one).
+      const int64_t per_vec = b.from >= b.kept ? b.kept : 1;
+      for (int64_t r = 0; r < b.kept; r += per_vec) {
+        Context::VecArgs v;
+        v.op = VecOp::kCopy, v.in = v.out = t;
+        v.src1_buf = v.dst_buf = Buffer::kInput;
+        v.src1 = buf + static_cast<uint64_t>((b.from + r) * row * es),
+        v.dst = buf + static_cast<uint64_t>(r * row * es);
+        v.d0 = p.C, v.d1 = p.pitch, v.d2 = per_vec;
+        c.vec(v);
+      }
+      if (b.r1 > b.r0) {
+        const int64_t at = (b.r0 + p.top - b.lo) * row + p.left * p.C;
+        bands.generate(b.r0, b.r1, img, buf + static_cast<uint64_t>(at * es), b.t);
+      }
+      reader.read(b, img, buf);
+    }
+  }
+  bands.set_line_pitch(0);
+  bands.set_resident_weights(-1);
+}
+
+// Chooses each band's tiling (outside any trial); false when one does not fit, or when the reader's
+// bytes at the end of the weight scratchpad the conv's weight tiles leave free do not fit beside every
+// band's tiling.
+bool choose_tilings(const Context& c, ConvBands& bands, const ConvPool& p, BandHeight& cand, uint64_t buf,
+                    int64_t es, int64_t reader_weight_bytes) {
+  const int64_t row = p.pitch * p.C;
+  bands.set_line_pitch(p.depthwise ? row : 0);
+  bands.set_resident_weights(cand.resident);
+  bool ok = true;
+  for (LineBand& b : cand.bands) {
+    if (b.r1 <= b.r0) continue;
+    int64_t evaluated = 0;
+    const int64_t at = (b.r0 + p.top - b.lo) * row + p.left * p.C;
+    b.t = bands.choose(b.r0, b.r1, buf + static_cast<uint64_t>(at * es), &evaluated);
+    if (evaluated == 0 || round64(b.t.w_bytes) + reader_weight_bytes + 64 > c.capacity(Buffer::kWeight)) {
+      ok = false;
+      break;
+    }
+  }
+  bands.set_line_pitch(0);
+  bands.set_resident_weights(-1);
+  return ok;
+}
+
+// The fused layer's search: candidates of all the reader's rows per band, then halvings, the first four
+// whose line buffer fits in three quarters of the input scratchpad (and whose reader's accumulator bytes,
+// acc(rows), in three quarters of the accumulator: the conv's band tiles take the rest); each band's tiling
+// chosen, the candidate emitted, simulated and undone. Returns the best candidate's index and cycles (-1:
+// none fits); *first_cycles = the first's.
+struct Search {
+  std::vector<BandHeight> cands;
+  size_t best = 0;
+  int64_t best_cycles = -1, first_cycles = -1;
+};
+Search search(Context& c, ConvBands& bands, const ConvPool& p, LineReader& reader,
+              const std::function<int64_t(int64_t)>& acc) {
+  const isa::DType t = c.tensor(c.g.nodes[p.pool].inputs[0]).dtype;
+  const int64_t es = isa::dtype_bytes(t);
+  const int64_t row_bytes = p.pitch * p.C * es;
+  const int64_t cap = scratchpad_capacity(c.config, Buffer::kInput);
+  const int64_t acc_cap = scratchpad_capacity(c.config, Buffer::kAccumulator);
+  Search r;
+  for (int64_t rows = p.OH;; rows = ceil_div(rows, 2)) {
+    BandHeight cand;
+    if (make_bands(p, rows, &cand) &&
+        4 * (c.fusion.input_reserved + round64(cand.buf_rows * row_bytes)) <= 3 * cap &&
+        4 * acc(rows) <= 3 * acc_cap)
+      r.cands.push_back(std::move(cand));
+    if (rows <= 1 || r.cands.size() >= 4) break;
+  }
+  const int64_t reserved = c.fusion.input_reserved;
+  for (size_t k = 0; k < r.cands.size(); ++k) {
+    BandHeight& cand = r.cands[k];
+    c.fusion.input_reserved = reserved + round64(cand.buf_rows * row_bytes);
+    c.fusion.acc_reserved = acc(cand.rows);
+    const uint64_t buf = static_cast<uint64_t>(cap - c.fusion.input_reserved);
+    bool worse = false;
+    // The conv's weights resident across the bands, when they fit beside the reader's bytes, and loaded
+    // by each band: both simulated, the faster kept (resident, the tilings take every channel in one tile).
+    const int64_t rw = resident_bytes(bands), reader_w = reader.weight_bytes(cand);
+    std::vector<int64_t> where = {-1};
+    if (rw > 0 && rw + reader_w + 64 <= c.capacity(Buffer::kWeight))
+      where.insert(where.begin(), resident_addr(c, rw));
+    int64_t here = -1;
+    BandHeight chosen;
+    for (int64_t at : where) {
+      BandHeight v = cand;
+      v.resident = at;
+      if (!choose_tilings(c, bands, p, v, buf, es, reader_w + (at >= 0 ? rw : 0))) continue;
+      const Context::Trial trial = c.begin_trial();
+      const int64_t first = c.em.size();
+      emit(c, bands, p, v, buf, reader);
+      const int64_t cycles = c.time_layer(first);
+      c.end_trial(trial);
+      if (here < 0 || cycles < here) here = cycles, chosen = std::move(v);
+    }
+    if (here >= 0) {
+      cand = std::move(chosen);
+      if (r.first_cycles < 0) r.first_cycles = here;
+      worse = r.best_cycles >= 0 && here >= r.best_cycles;
+      if (!worse) r.best_cycles = here, r.best = k;
+    }
+    c.fusion.input_reserved = reserved, c.fusion.acc_reserved = 0;
+    // Smaller bands only add fill and drain per band once they stop paying: the search stops at the
+    // first one slower than the best.
+    if (worse) break;
+  }
+  c.timed = {};  // the trials' figures are not the layer's
+  return r;
+}
+
+// Emits candidate r.best for good and fills the conv's plan and p (fused).
+void take(Context& c, ConvBands& bands, ConvPool& p, LineReader& reader, const Search& r, int64_t layered,
+          int64_t evaluated, int64_t acc_bytes) {
+  const Node& pn = c.g.nodes[p.pool];
+  const DramTensor& x = c.tensor(pn.inputs[0]);
+  const int64_t row_bytes = p.pitch * p.C * isa::dtype_bytes(x.dtype);
+  const BandHeight& cand = r.cands[r.best];
+  const int64_t cap = scratchpad_capacity(c.config, Buffer::kInput);
+  const int64_t reserved = c.fusion.input_reserved;
+  c.fusion.input_reserved = reserved + round64(cand.buf_rows * row_bytes);
+  c.fusion.acc_reserved = acc_bytes;
+  const uint64_t buf = static_cast<uint64_t>(cap - c.fusion.input_reserved);
+  const int64_t before = c.em.size();
+  emit(c, bands, p, cand, buf, reader);
+  c.fusion.input_reserved = reserved, c.fusion.acc_reserved = 0;
+  // The plan: the first band's tiling, the whole conv's MACs, the line buffer in the input scratchpad.
+  const MatrixJob& j = bands.job();
+  const LineBand& b0 =
+      *std::find_if(cand.bands.begin(), cand.bands.end(), [](const LineBand& b) { return b.r1 > b.r0; });
+  MatrixJob job0 = j;
+  restrict_to_band(job0, b0.r0, b0.r1, 0, static_cast<int64_t>(buf), c.esize);
+  record_tiling(c, job0, b0.t, evaluated);
+  LayerPlan& plan = *c.plan;
+  plan.macs = j.images * j.OH * j.OW * j.M * j.kh * j.kw * j.cg;
+  plan.chosen = LayerMapping{};
+  plan.est_cycles = r.best_cycles;
+  plan.candidates = static_cast<int64_t>(r.cands.size()) + 1;
+  plan.sram_input_bytes += round64(cand.buf_rows * row_bytes);
+  plan.sram_acc_bytes += acc_bytes;
+  if (cand.resident >= 0) plan.sram_weight_bytes += resident_bytes(bands);
+  plan.instructions = c.em.size() - before;
+  p.fused = true;
+  p.band_rows = cand.rows;
+  plan.fusion_group = fusion_group(c, p);
+  p.bytes_saved = 2 * static_cast<int64_t>(x.bytes);
+  const int64_t overlap = std::max<int64_t>(0, p.w.kh - p.w.sh);
+  const char* what = p.depthwise ? "output" : "pooled";
+  plan.tile_limit =
+      cand.rows == r.cands.front().rows
+          ? fmt::format("bands of {} {} rows: the largest whose line buffer fits", cand.rows, what)
+          : fmt::format(
+                "bands of {} {} rows pipeline better: {} cycles simulated against {} with bands of {}",
+                cand.rows, what, r.best_cycles, r.first_cycles, r.cands.front().rows);
+  const int64_t conv_rows = std::min(p.H, (cand.rows - 1) * p.w.sh + p.w.kh);
+  plan.mapping += fmt::format(
+      "; fused with the {} '{}' in bands of {} output rows ({} {} rows per band, {} bands): each band's "
+      "rows written into a line buffer of {} rows{} at the top of the input scratchpad, {} halo row(s) kept "
+      "(moved to the buffer's start by one VEC copy, not recomputed), {} there; {}; the {}x{}x{} conv "
+      "output never touches DRAM ({} bytes saved; {} cycles simulated against {} layer by layer)",
+      p.depthwise ? "depthwise Conv" : pn.op_type, pn.name, conv_rows, cand.rows, what, cand.bands.size(),
+      cand.buf_rows - (p.depthwise ? 0 : 1),
+      p.depthwise ? fmt::format(" of {} pixels ({} padding columns)", p.pitch, p.pitch - p.W) : "",
+      cand.bands.size() > 1 ? overlap : 0,
+      p.depthwise ? "read by one VEC dwconv per band (its weights loaded once)" : "pooled",
+      cand.resident >= 0
+          ? "the conv's weights loaded once, resident in the weight scratchpad across the bands"
+          : "each band loads the conv's weight tiles (they do not stay beside the bands' needs)",
+      p.H, p.W, p.C, p.bytes_saved, r.best_cycles, layered);
+}
+
+// Conv -> pool: the pool lowered layer by layer in the same trial as the conv's whole job.
+bool lower_conv_pool_pair(Context& c, ConvBands& bands) {
+  ConvPool& p = *c.fusion.conv_pool;
+  const Node& pn = c.g.nodes[p.pool];
+  const DramTensor& x = c.tensor(pn.inputs[0]);
+  const int64_t es = isa::dtype_bytes(x.dtype);
+  // Layer by layer: the conv's own tiling, then the pool's lowering, timed together.
+  int64_t evaluated = 0;
+  const Tiling whole = bands.choose_whole(&evaluated);
+  if (evaluated == 0) return false;
+  int64_t layered = 0;
+  {
+    const Context::Trial trial = c.begin_trial();
+    const int64_t first = c.em.size();
+    bands.generate_whole(whole);
+    LayerPlan scratch;
+    LayerPlan* plan = c.plan;
+    const uint32_t layer = c.layer;
+    const isa::DType act = c.act;
+    const int64_t esize = c.esize;
+    std::map<std::string, const quant::QParams*> codes;
+    codes.swap(c.codes);
+    c.plan = &scratch, c.layer = static_cast<uint32_t>(p.pool), c.act = x.dtype, c.esize = es;
+    std::string why;
+    const bool ok = lower_vector(c, pn, &why);
+    c.plan = plan, c.layer = layer, c.act = act, c.esize = esize;
+    codes.swap(c.codes);
+    const std::vector<int64_t> cycles = ok ? c.time_code(first) : std::vector<int64_t>{};
+    if (cycles.size() >= 2) layered = cycles[cycles.size() - 1] + cycles[cycles.size() - 2];
+    c.end_trial(trial);
+  }
+  if (layered <= 0) return false;
+  const std::unique_ptr<LineReader> reader = pool_reader(c, p);
+  const Search r = search(c, bands, p, *reader, [](int64_t) { return int64_t{0}; });
+  if (r.best_cycles < 0 || r.best_cycles >= layered) return false;
+  take(c, bands, p, *reader, r, layered, evaluated, 0);
+  return true;
+}
+
+// Conv -> depthwise conv, called with the depthwise conv's job (`dw`, built by its own lowering): the
+// depthwise conv lowered whole (its own choice of the array or the vector unit) after the conv's whole
+// job, timed together, against the bands.
+bool fuse_conv_dw(Context& c, ConvBands& bands, ConvBands& dw, LayerPlan* plan) {
+  ConvPool& p = *c.fusion.conv_pool;
+  const MatrixJob& dj = dw.job();
+  if (!DepthwiseMapper::applies(dj) || dj.dh != 1 || dj.dw != 1 || dj.a_sram >= 0 || dj.y_sram >= 0 ||
+      dj.kh != p.w.kh || dj.kw != p.w.kw || dj.sh != p.w.sh || dj.sw != p.w.sw ||
+      dj.images != bands.job().images)
+    return false;
+  int64_t evaluated = 0;
+  const Tiling whole = bands.choose_whole(&evaluated);
+  if (evaluated == 0) return false;
+  int64_t layered = 0;
+  {
+    // The depthwise conv's own lowering simulates its candidates (trials of its own): an undo point.
+    const Context::Trial undo = c.mark();
+    const int64_t first = c.em.size();
+    bands.generate_whole(whole);
+    LayerPlan scratch;
+    scratch.name = c.g.nodes[p.pool].name;
+    const uint32_t layer = c.layer;
+    c.plan = &scratch, c.layer = static_cast<uint32_t>(p.pool);
+    dw.lower_whole();
+    c.plan = plan, c.layer = layer;
+    const std::vector<int64_t> cycles = c.time_code(first);
+    if (cycles.size() >= 2) layered = cycles[cycles.size() - 1] + cycles[cycles.size() - 2];
+    c.end_trial(undo);
+    c.timed = {};
+  }
+  if (layered <= 0) return false;
+  DepthwiseReader reader(c, p, dw);
+  auto acc = [&](int64_t rows) { return round64(reader.acc_bytes(rows)); };
+  const Search r = search(c, bands, p, reader, acc);
+  if (r.best_cycles < 0 || r.best_cycles >= layered) return false;
+  take(c, bands, p, reader, r, layered, evaluated, acc(r.cands[r.best].rows));
+  return true;
+}
+
+// Conv -> depthwise conv: the depthwise conv's own lowering builds its job and hands it to fuse_conv_dw
+// (FusionState::take_conv_job). Whatever it built is undone when the fusion is not taken.
+bool lower_conv_dw_pair(Context& c, ConvBands& bands) {
+  const ConvPool& p = *c.fusion.conv_pool;
+  const Node& dn = c.g.nodes[p.pool];
+  LayerPlan* plan = c.plan;
+  LayerPlan scratch;
+  scratch.name = dn.name;
+  const Context::Trial undo = c.mark();
+  bool fused = false;
+  const isa::DType act = c.act;  // the conv's operands (its bands' contract)
+  const int64_t esize = c.esize;
+  c.fusion.take_conv_job = [&](ConvBands& dw) {
+    const isa::DType dw_act = c.act;
+    const int64_t dw_esize = c.esize;
+    c.plan = plan, c.act = act, c.esize = esize;
+    fused = fuse_conv_dw(c, bands, dw, plan);
+    c.plan = &scratch, c.act = dw_act, c.esize = dw_esize;
+    return fused;
+  };
+  c.plan = &scratch;
+  try {
+    if (c.options.plan)
+      lower_matrix_int8(c, dn);
+    else
+      lower_matrix(c, dn);
+  } catch (...) {
+    c.fusion.take_conv_job = nullptr, c.plan = plan, c.act = act, c.esize = esize;
+    throw;
+  }
+  c.fusion.take_conv_job = nullptr, c.plan = plan, c.act = act, c.esize = esize;
+  if (!fused) c.end_trial(undo);
+  return fused;
+}
+
+}  // namespace
+
+bool conv_job_wanted(const Context& c) { return static_cast<bool>(c.fusion.take_conv_job); }
+
+bool hand_conv_job(Context& c, ConvBands& bands) {
+  std::function<bool(ConvBands&)> take;
+  take.swap(c.fusion.take_conv_job);  // once: the job's fusion lowers nothing else through it
+  return take(bands);
+}
+
+bool lower_conv_pool(Context& c, ConvBands& bands) {
+  if (!c.fusion.conv_pool || c.fusion.conv_pool->conv != c.layer || !bands.ends_with_vec() || c.fusion.take_conv_job) return false;
+  return c.fusion.conv_pool->depthwise ? lower_conv_dw_pair(c, bands) : lower_conv_pool_pair(c, bands);
+}
+
+std::string fusion_group(const Context& c, const ConvPool& p) {
+  return (p.depthwise ? "conv_dwconv:" : "conv_pool:") + c.g.nodes[p.conv].name;
+}
+
+std::string describe_fused_pool(const Context& c, const ConvPool& p) {
+  const std::string& conv = c.g.nodes[p.conv].name;
+  const std::string& input = c.g.nodes[p.pool].inputs[0];
+  if (!p.depthwise) {
+    return fmt::format(
+        "fused into the conv layer '{}' (no instructions of its own): pools bands of {} rows from its line "
+        "buffer, its input '{}' never touches DRAM",
+        conv, p.band_rows, input);
+  }
+  // As the layer-by-layer description starts (the precision, the op), then where it runs.
+  return fmt::format(
+      "{}VEC dwconv {}x{} stride {}x{}, {} channels, fused into the conv layer '{}' (no instructions of its "
+      "own): bands of {} output rows from its line buffer, its input '{}' never touches DRAM",
+      c.options.plan ? "int8 " : "", p.w.kh, p.w.kw, p.w.sh, p.w.sw, p.C, conv, p.band_rows, input);
+}
+
+}  // namespace npusim::compiler::backend

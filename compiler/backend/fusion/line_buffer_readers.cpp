@@ -1,0 +1,206 @@
+// The line buffer's readers (see line_buffer_readers.h).
+#include "compiler/backend/fusion/line_buffer_readers.h"
+
+#include <array>
+#include <vector>
+
+#include "compiler/backend/matrix/depthwise.h"
+
+namespace npusim::compiler::backend {
+
+using isa::Buffer;
+using isa::VecOp;
+
+// The weight scratchpad's end a layer's own slots do not start from (Context::slots: even layers take
+// the bottom), `need` bytes.
+uint64_t free_weight_end(const Context& c, int64_t need) {
+  const int64_t cap = c.capacity(Buffer::kWeight);
+  return c.layer % 2 == 0 ? static_cast<uint64_t>(cap - need) / 64 * 64 : 0;
+}
+
+namespace {
+
+// A MaxPool / AveragePool: its windows pooled in the buffer, the pooled tiles stored from ping-pong
+// slots in the weight scratchpad.
+class PoolReader : public LineReader {
+ public:
+  PoolReader(Context& c, const ConvPool& p) : c_(c), p_(p) {}
+  int64_t weight_bytes(const BandHeight& cand) const override {
+    return 2 * round64(cand.rows * p_.vec_cols * p_.C * es());
+  }
+  void begin(const BandHeight& cand, uint64_t) override {
+    const int64_t out_elems = cand.rows * p_.vec_cols * p_.C;
+    const uint64_t base = free_weight_end(c_, weight_bytes(cand));
+    SramAlloc o{Buffer::kWeight, base, base};
+    slot_[0] = o.take(static_cast<uint64_t>(out_elems * es()));
+    slot_[1] = o.take(static_cast<uint64_t>(out_elems * es()));
+    side_ = 0;
+  }
+  void read(const LineBand& b, int64_t img, uint64_t buf) override {
+    const ConvPool& p = p_;
+    const Node& pn = c_.g.nodes[p.pool];
+    const DramTensor& x = c_.tensor(pn.inputs[0]);
+    const DramTensor& y = c_.tensor(pn.outputs[0]);
+    const isa::DType t = x.dtype;
+    const int64_t ey = isa::dtype_bytes(y.dtype);
+    const PoolWindow& w = p.w;
+    const int64_t P = y.strided() ? y.view_strides[2] : p.C,
+                  y_img = y.strided() ? y.view_strides[0] : p.OH * p.OW * p.C;
+    // The pool's regions: runs of output rows whose windows are whole (or one clipped row) x the interior
+    // columns and each edge column.
+    std::vector<std::array<int64_t, 2>> row_runs;  // [oy0, oy1)
+    for (int64_t oy = b.p0; oy < b.p1; ++oy) {
+      const bool full = clip(oy, w.sh, w.pt, w.kh, p.H).full;
+      if (full && !row_runs.empty() && row_runs.back()[1] == oy &&
+          clip(row_runs.back()[0], w.sh, w.pt, w.kh, p.H).full)
+        row_runs.back()[1] = oy + 1;
+      else
+        row_runs.push_back({oy, oy + 1});
+    }
+    std::vector<std::array<int64_t, 2>> col_runs;
+    for (int64_t ox = 0; ox < p.ox_a; ++ox) col_runs.push_back({ox, ox + 1});
+    col_runs.push_back({p.ox_a, p.ox_b});
+    for (int64_t ox = p.ox_b; ox < p.OW; ++ox) col_runs.push_back({ox, ox + 1});
+    for (const auto& rr : row_runs) {
+      const WindowSpan rs = clip(rr[0], w.sh, w.pt, w.kh, p.H);
+      const int64_t nr = rr[1] - rr[0];
+      for (const auto& cr : col_runs) {
+        const WindowSpan cs = clip(cr[0], w.sw, w.pl, w.kw, p.W);
+        const int64_t nc = cr[1] - cr[0];
+        Context::VecArgs v;
+        v.op = p.is_max ? VecOp::kMaxPool : VecOp::kAvgPool;
+        v.in = v.out = t;
+        v.src1_buf = Buffer::kInput;
+        v.src1 = buf + static_cast<uint64_t>(((rs.lo - b.lo) * p.W + cs.lo) * p.C * es());
+        v.dst_buf = Buffer::kWeight, v.dst = slot_[side_];
+        v.d0 = p.C, v.d1 = p.W;
+        v.win_h = rs.hi - rs.lo + 1, v.str_h = rs.full ? w.sh : 1;
+        v.d2 = (nr - 1) * v.str_h + v.win_h;
+        v.win_w = cs.hi - cs.lo + 1, v.str_w = cs.full ? w.sw : edge_stride(cs, p.W);
+        c_.vec(v);
+        const uint64_t ya = y.addr + static_cast<uint64_t>((img * y_img + (rr[0] * p.OW + cr[0]) * P) * ey);
+        const int64_t vc = cs.full ? p.vec_cols : 1;  // the VEC's output columns
+        if (vc == nc) {
+          c_.store(Buffer::kWeight, slot_[side_], y.range(), ya, y.dtype, {p.C, nc, nr, 1}, {P, p.OW * P, 0});
+        } else {
+          for (int64_t r = 0; r < nr; ++r) {  // the interior windows of each row, not the ones after them
+            c_.store(Buffer::kWeight, slot_[side_] + static_cast<uint64_t>(r * vc * p.C * ey), y.range(),
+                     ya + static_cast<uint64_t>(r * p.OW * P * ey), y.dtype, {p.C, nc, 1, 1}, {P, 0, 0});
+          }
+        }
+        side_ ^= 1;
+      }
+    }
+  }
+
+ private:
+  int64_t es() const { return isa::dtype_bytes(c_.tensor(c_.g.nodes[p_.pool].inputs[0]).dtype); }
+  Context& c_;
+  const ConvPool& p_;
+  uint64_t slot_[2] = {0, 0};
+  int side_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<LineReader> pool_reader(Context& c, const ConvPool& p) {
+  return std::make_unique<PoolReader>(c, p);
+}
+
+int64_t DepthwiseReader::acc_bytes(int64_t rows) const { return strategy().acc_bytes(rows * p_.OW, p_.C); }
+
+int64_t DepthwiseReader::weight_bytes(const BandHeight&) const {
+  const MatrixJob& j = dw_.job();
+  return round64(j.kh * j.kw * p_.C * isa::dtype_bytes(depthwise_weight_dtype(strategy().ops.a)));
+}
+
+const MatrixStrategy& DepthwiseReader::strategy() const {
+  if (!probe_) probe_ = dw_.make_strategy();
+  return *probe_;
+}
+
+template <class F>
+void DepthwiseReader::with_operands(F f) {
+  const isa::DType act = c_.act;
+  const int64_t esize = c_.esize;
+  c_.act = s_->ops.a, c_.esize = isa::dtype_bytes(s_->ops.a);
+  f();
+  c_.act = act, c_.esize = esize;
+}
+
+int64_t DepthwiseReader::es() const {
+  return isa::dtype_bytes(c_.tensor(c_.g.nodes[p_.pool].inputs[0]).dtype);
+}
+
+void DepthwiseReader::begin(const BandHeight& cand, uint64_t buf) {
+  s_ = dw_.make_strategy();
+  const MatrixJob& j = dw_.job();
+  const isa::DType a = s_->ops.a, wt = depthwise_weight_dtype(a);
+  with_operands([&] {
+    const int64_t cap = scratchpad_capacity(c_.config, Buffer::kAccumulator);
+    const uint64_t base = static_cast<uint64_t>(cap - c_.fusion.acc_reserved);
+    SramAlloc acc{Buffer::kAccumulator, base, base};
+    s_->allocate(acc, acc, cand.rows * p_.OW, p_.C);
+    w_slot_ = free_weight_end(c_, weight_bytes(cand));
+    const uint64_t w_addr = s_->depthwise_weights();
+    const int64_t ew = isa::dtype_bytes(wt);
+    c_.load(Buffer::kWeight, w_slot_,
+            Range{kDram, w_addr, w_addr + static_cast<uint64_t>(j.kh * j.kw * p_.C * ew)}, w_addr, wt,
+            {p_.C, j.kh * j.kw, 1, 1}, {p_.C, 0, 0});
+    // The padding value (LOAD's halo value: 0, or the input's zero point for codes) as a data segment
+    // of whole padded rows, as many as the padding rows one band reads.
+    const DramTensor& x = c_.tensor(c_.g.nodes[p_.pool].inputs[0]);
+    pad_rows_ = std::max<int64_t>(1, std::max(p_.w.pt, p_.w.pb));
+    const int64_t n = pad_rows_ * p_.pitch * p_.C;
+    if (x.dtype == isa::DType::kUint8 || x.dtype == isa::DType::kInt8)
+      pad_ = c_.add_data(std::vector<uint8_t>(static_cast<size_t>(n), static_cast<uint8_t>(s_->ops.pad)));
+    else
+      pad_ = c_.add_floats(std::vector<float>(static_cast<size_t>(n), 0.0f), x.dtype);
+    pad_range_ = Range{kDram, pad_, pad_ + static_cast<uint64_t>(n * es())};
+    // The padding columns of every buffer row, once: a row's right ones and the next row's left ones
+    // are adjacent.
+    const int64_t row = p_.pitch * p_.C;
+    auto fill = [&](int64_t at, int64_t cols) {
+      if (cols > 0)
+        c_.load(Buffer::kInput, buf + static_cast<uint64_t>(at * es()), pad_range_, pad_, x.dtype,
+                {p_.C, cols, 1, 1}, {p_.C, 0, 0});
+    };
+    fill(0, p_.w.pl);
+    for (int64_t r = 0; r + 1 < cand.buf_rows; ++r)
+      fill(r * row + (p_.w.pl + p_.W) * p_.C, p_.w.pr + p_.w.pl);
+    fill((cand.buf_rows - 1) * row + (p_.w.pl + p_.W) * p_.C, p_.w.pr);
+  });
+  side_ = 0;
+}
+
+void DepthwiseReader::read(const LineBand& b, int64_t img, uint64_t buf) {
+  with_operands([&] {
+    const isa::DType t = c_.tensor(c_.g.nodes[p_.pool].inputs[0]).dtype;
+    const int64_t row_bytes = p_.pitch * p_.C * es();
+    // Padding rows among the band's new rows: above the conv's first row, below its last.
+    auto pad_rows = [&](int64_t from, int64_t to) {  // buffer rows [from, to) of the band
+      for (int64_t r = std::max(from, b.lo + b.kept); r < to; r += pad_rows_) {
+        const int64_t n = std::min(pad_rows_, to - r);
+        c_.load(Buffer::kInput, buf + static_cast<uint64_t>((r - b.lo) * row_bytes), pad_range_, pad_, t,
+                {p_.C, p_.pitch, n, 1}, {p_.C, p_.pitch * p_.C, 0});
+      }
+    };
+    pad_rows(b.lo, std::min(b.hi + 1, p_.top));
+    pad_rows(std::max(b.lo, p_.top + p_.H), b.hi + 1);
+    const MatrixJob& j = dw_.job();
+    const int64_t in_h = b.hi - b.lo + 1, oh = b.p1 - b.p0;
+    const uint64_t acc = s_->acc_slot(side_);
+    const isa::DType wt = depthwise_weight_dtype(s_->ops.a);
+    const isa::Instruction i =
+        dwconv_instruction(c_.layer, s_->ops.a, buf, w_slot_, acc, p_.C, p_.pitch, in_h, j);
+    c_.em.emit(i,
+               {Range{static_cast<int>(Buffer::kInput), buf, buf + static_cast<uint64_t>(in_h * row_bytes)},
+                Range{static_cast<int>(Buffer::kWeight), w_slot_,
+                      w_slot_ + static_cast<uint64_t>(j.kh * j.kw * p_.C * isa::dtype_bytes(wt))}},
+               {Range{static_cast<int>(Buffer::kAccumulator), acc,
+                      acc + static_cast<uint64_t>(oh * p_.OW * p_.C * 4)}});
+    s_->epilogue(OutTile{img, b.p0, oh, 0, p_.OW, 0, p_.C}, side_);
+    side_ ^= 1;
+  });
+}
+}  // namespace npusim::compiler::backend

@@ -1,0 +1,97 @@
+#pragma once
+// The line buffer's geometry and its windowed readers (internal to the back end; backend/fusion/layer_fusion.h
+// describes the fusion): the bands a candidate band height cuts the reader's output rows into, and what
+// each reader -- a MaxPool / AveragePool, a depthwise Conv -- emits per fused layer and per band.
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "compiler/backend/core/context.h"
+#include "compiler/backend/fusion/layer_fusion.h"
+#include "compiler/backend/matrix/matrix_walk.h"
+
+namespace npusim::compiler::backend {
+
+// A window's rows (or columns) clipped to the input [0, n): first and last.
+struct WindowSpan {
+  int64_t lo = 0, hi = 0;
+  bool full = false;  // the window lies inside the input
+};
+inline WindowSpan clip(int64_t o, int64_t stride, int64_t pad, int64_t k, int64_t n) {
+  const int64_t a = o * stride - pad, b = a + k - 1;
+  return WindowSpan{std::max<int64_t>(0, a), std::min(n - 1, b), a >= 0 && b <= n - 1};
+}
+
+// One band: reader output rows [p0, p1), the buffer rows [lo, hi] it reads, of which [lo, lo + kept) are
+// the previous band's (moved to the buffer's start) and the rest the conv computes (or padding).
+struct LineBand {
+  int64_t p0 = 0, p1 = 0, lo = 0, hi = 0, kept = 0, from = 0;  // from: buffer row the kept rows come from
+  int64_t r0 = 0, r1 = 0;  // the conv's output rows [r0, r1) the band computes (r0 == r1: none)
+  Tiling t;
+};
+
+// A candidate band height and the bands it cuts the reader's output rows into.
+struct BandHeight {
+  int64_t rows = 0;  // reader output rows per band
+  // Line-buffer rows (a pool's one more than a band reads: the interior VEC's rows run on).
+  int64_t buf_rows = 0;
+  int64_t resident = -1;  // the conv's weights resident in the weight scratchpad at this address (-1: none)
+  std::vector<LineBand> bands;
+};
+
+// The stride of an edge column's VEC: its one window, then past the row (d1 = W).
+inline int64_t edge_stride(const WindowSpan& s, int64_t W) { return W - (s.hi - s.lo + 1) + 1; }
+
+// The weight scratchpad's end a layer's own slots do not start from (Context::slots: even layers take
+// the bottom), `need` bytes.
+uint64_t free_weight_end(const Context& c, int64_t need);
+
+// What a windowed reader of the line buffer emits in the fused layer.
+class LineReader {
+ public:
+  virtual ~LineReader() = default;
+  // Bytes the reader takes at the end of the weight scratchpad the conv's weight tiles leave free.
+  virtual int64_t weight_bytes(const BandHeight& cand) const = 0;
+  // Once per fused layer, before the first band (slots, constants; the buffer at `buf`).
+  virtual void begin(const BandHeight& cand, uint64_t buf) = 0;
+  // Reads band b of image img from the buffer (its rows at `buf`, the conv's rows written).
+  virtual void read(const LineBand& b, int64_t img, uint64_t buf) = 0;
+};
+
+// A MaxPool / AveragePool: its windows pooled in the buffer, the pooled tiles stored from ping-pong
+// slots in the weight scratchpad.
+std::unique_ptr<LineReader> pool_reader(Context& c, const ConvPool& p);
+
+// A depthwise conv (its job `dw` built by its own lowering): one VEC dwconv per band over the padded
+// buffer rows, then its own epilogue (which stores the band's output rows). Its weights stay in the weight
+// scratchpad for the whole layer, its sums and the epilogue's slots take the top of the accumulator
+// (FusionState::acc_reserved).
+class DepthwiseReader : public LineReader {
+ public:
+  DepthwiseReader(Context& c, const ConvPool& p, ConvBands& dw) : c_(c), p_(p), dw_(dw) {}
+  // The accumulator bytes of bands of `rows` output rows (both ping-pong sides, the epilogue's slots).
+  int64_t acc_bytes(int64_t rows) const;
+  int64_t weight_bytes(const BandHeight& cand) const override;
+  void begin(const BandHeight& cand, uint64_t buf) override;
+  void read(const LineBand& b, int64_t img, uint64_t buf) override;
+
+ private:
+  // The strategy's figures (one made for the question).
+  const MatrixStrategy& strategy() const;
+  // Runs f with Context::act and esize the depthwise conv's operands' (MatrixStrategy's contract).
+  template <class F>
+  void with_operands(F f);
+  int64_t es() const;
+  Context& c_;
+  const ConvPool& p_;
+  ConvBands& dw_;
+  std::unique_ptr<MatrixStrategy> s_;
+  mutable std::unique_ptr<MatrixStrategy> probe_;
+  uint64_t w_slot_ = 0, pad_ = 0;
+  Range pad_range_;
+  int64_t pad_rows_ = 1;
+  int side_ = 0;
+};
+
+}  // namespace npusim::compiler::backend

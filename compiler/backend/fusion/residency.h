@@ -1,0 +1,52 @@
+#pragma once
+// On-chip residency between layers (internal to the back end). A convolution whose output is read by
+// one pointwise convolution right after it can leave that output in the input scratchpad instead of
+// storing it to DRAM: its epilogue's one VEC writes each tile there (tiles of every output channel over
+// whole rows of pixels, so the tensor lies dense [pixels][channels]), and the consumer, mapped as a
+// GEMM over those pixels, reads each K chunk in place (MATMUL's a_stride). The tensor never touches
+// DRAM: the bytes a layer-by-layer program would have written and read back are saved (MobileNet's
+// depthwise -> project pairs, ResNet's 3x3 -> 1x1). The bytes it takes are held at the top of the
+// input scratchpad from the producer's mapping on (FusionState::input_reserved), so both layers' tiles are
+// searched, costed and simulated as they will run. Any other reader (a host fallback, a conversion)
+// gets the tensor through Context::spill_on_chip first, so the program stays exact whatever lowers.
+#include <cstddef>
+#include <map>
+#include <string>
+
+#include "compiler/backend/core/context.h"
+#include "compiler/backend/matrix/matrix_walk.h"
+
+namespace npusim::compiler::backend {
+
+// Why node i's output cannot stay on chip for node i + 1 as far as the reader goes ("" = it can): node
+// i + 1 must be a pointwise Conv reading it as its input, its only reader, and it a dense NHWC feature
+// map that is not a graph output nor written into a Concat's buffer.
+std::string next_reads_on_chip(const Context& c, size_t i);
+// The value `value` (DRAM tensor y, dense NHWC) left at `addr` of the input scratchpad by layer
+// `producer`, pending for its reader.
+OnChipValue nhwc_on_chip(const std::string& value, const DramTensor& y, uint64_t addr, uint32_t producer);
+// Before node i of the graph is lowered: whether its output can stay on chip for node i + 1 (one reader,
+// a pointwise Conv reading it as its input, small enough that with a value node i itself reads on chip
+// a quarter of the input scratchpad stays for the layers' own tiles). If so, sets FusionState::keep_output and reserves its bytes (FusionState::input_reserved).
+void plan_on_chip(Context& c, size_t i);
+// A matrix job about to be mapped (its strategy built): reads its input where the layer before left it
+// (MatrixJob::a_sram, as a GEMM over the input's pixels; recorded in FusionState::kept_on_chip), and leaves
+// its output on chip when the planner asked for it and its epilogue ends with a VEC (MatrixJob::y_sram).
+// Each only when the closed form does not find it slower (MatrixMapper::search, DepthwiseMapper::search).
+void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapper& mm);
+// Maps a matrix job (its strategy built): its on-chip input and output (place_on_chip), the array's
+// tiling (MatrixMapper::choose) and, for a depthwise job, the vector unit when that is faster
+// (lower_depthwise_on_vector, which emits it); when no tiling leaves the output on chip it goes to DRAM.
+// Returns true when the vector unit took the job; otherwise *t is the array's tiling for the caller to
+// generate (*evaluated == 0: not even the smallest fits).
+bool map_matrix_job(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm, Tiling* t, int64_t* evaluated);
+// After node i is lowered: keeps the reservation while the next node is to read the value, otherwise
+// spills a value nobody read in place and releases the bytes.
+// The layer's plan counts the value's bytes in its input scratchpad use (LayerPlan::sram_input_bytes).
+void finish_on_chip(Context& c, size_t i, LayerPlan& plan);
+
+// Values read in place, never in DRAM -> their SRAM address (the binding stage reports them in
+// CompileResult::on_chip).
+const std::map<std::string, uint64_t>& kept_on_chip(const Context& c);
+
+}  // namespace npusim::compiler::backend

@@ -1,0 +1,655 @@
+// INT8 matrix nodes (see int8.h): the int8 job and strategy for the shared tiling search and walk
+// (matrix_walk.h), and lower_matrix_int8.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <optional>
+
+#include "compiler/backend/fusion/layer_fusion.h"
+#include "compiler/backend/fusion/residency.h"
+#include "compiler/backend/int8/int8.h"
+#include "compiler/backend/matrix/depthwise.h"
+#include "compiler/backend/matrix/matrix_walk.h"
+#include "compiler/backend/memory/movement.h"
+#include "compiler/ops/conv_transpose.h"
+#include "compiler/passes/lowered.h"
+#include "compiler/quant/precision.h"
+#include "compiler/quant/quantize.h"
+
+namespace npusim::compiler::backend {
+
+using isa::Buffer;
+using isa::DType;
+using isa::VecOp;
+using quant::Precision;
+using quant::QParams;
+
+
+namespace {
+
+// An int8 matrix node: the shared job plus its int8 weights, the quantization constants of its
+// epilogue and its output side.
+struct Int8Job : MatrixJob {
+  DType a_dt = DType::kUint8, y_dt = DType::kUint8, r_dt = DType::kUint8;
+  int32_t a_zp = 0, y_zp = 0;
+  uint64_t y_addr = 0, r_addr = 0;
+  int64_t y_img = 0;  // elements per output image (of the residual; of the output unless it is a view)
+  int64_t y_view_img = -1;  // an output view's elements per image (-1: y_img)
+  Range r_range;
+  std::vector<int8_t> w;       // [g][kh][kw][cg][mg]
+  uint64_t bias_addr = 0;      // int32 [M] (bias_folded)
+  uint64_t rq_addr = 0;        // int32 pairs [M][2]
+  // Neither a residual nor the float epilogue: bias, requantization and clamp are one output-stage VEC
+  // (isa::VecOp::kOutput) reading int32 triples [M][3] (bias_folded, multiplier, shift) at out_addr.
+  bool output_stage = false;
+  uint64_t out_addr = 0;
+  Context::VecArgs out_vec;  // output_stage_vec
+  bool residual = false;
+  uint64_t rr_addr = 0;        // residual rescale pairs [M][2]
+  bool float_epi = false;
+  uint64_t accscale_addr = 0;  // fp32 [M]
+  VecOp act = VecOp::kCopy;
+  int64_t act_imm0 = 0, act_imm1 = 0;
+  bool silu = false;  // act = x * sigmoid(x): sigmoid into a scratch tile, then the multiply
+  bool clamp = false;
+  int32_t clamp_min = 0, clamp_max = 0;
+  uint64_t k_addr = 0;  // constants: [0] residual zp, [1] y scale (fp32), [2] y zp
+};
+
+// Codes as operands (A's dtype, int8 weights, halo = A's zero point), int32 sums, and the integer
+// epilogue: + bias_folded, the rescaled residual, REQUANTIZE and the clamp (or the float epilogue).
+class Int8Strategy : public MatrixStrategy {
+ public:
+  Int8Strategy(Context& c, const Int8Job& j)
+      : c_(c), j_(j), acc_dt_(isa::numerics::accumulator_dtype(j.a_dt)), ab_(isa::dtype_bytes(acc_dt_)) {
+    ops.a = j.a_dt;
+    ops.w = DType::kInt8;
+    ops.y = j.y_dt;
+    ops.tile_read = j.residual;
+    ops.r = j.r_dt;
+    // Padding is the input's zero point: (pad - zp) * w = 0, as the quantized reference assumes.
+    ops.pad = j.a_zp;
+  }
+
+  // Accumulator: 64 bytes of constants, then per ping-pong side C (int32; int64 for int16 inputs), bias
+  // (C's type), requant pairs, residual (C's type), residual pairs, acc_scale.
+  int64_t acc_bytes(int64_t p, int64_t tn) const override {
+    int64_t b =
+        round64(p * tn * ab_) + (j_.output_stage ? round64(tn * 12) : round64(tn * ab_) + round64(tn * 8));
+    if (j_.residual) b += round64(p * tn * ab_) + round64(tn * 8);
+    if (j_.float_epi) b += round64(tn * 4);
+    if (j_.silu) b += round64(p * tn * 4);
+    return 64 + 2 * b;
+  }
+
+  int epilogue_ops() const override {
+    if (j_.output_stage) return 1;
+    int ops = 2;  // bias, requantize
+    if (j_.residual) ops += 3;
+    if (j_.clamp) ops += 1;
+    if (j_.float_epi) ops += 4;
+    if (j_.silu) ops += 1;
+    return ops;
+  }
+
+  int64_t side_bytes(int64_t p, int64_t tn) const override {
+    return 2 * (round64(p * tn * ab_) * (j_.residual ? 1 : 0) + round64(p * tn * 4) * (j_.silu ? 1 : 0));
+  }
+
+  std::vector<int64_t> param_loads(int64_t tn) const override {
+    if (j_.output_stage) return {3 * tn};
+    std::vector<int64_t> v = {tn, j_.float_epi ? tn : 2 * tn};  // bias; requantization pairs or scales
+    if (j_.residual) v.push_back(2 * tn);
+    return v;
+  }
+
+  void allocate(SramAlloc& acc, SramAlloc& side, int64_t p_max, int64_t tn) override {
+    side_buf_ = side.buf;
+    params_.reset();
+    kslot_ = acc.take(64);
+    for (int s = 0; s < 2; ++s) {
+      side_[s].c = acc.take(static_cast<uint64_t>(p_max * tn * ab_));
+      if (j_.output_stage) {
+        side_[s].bias = acc.take(static_cast<uint64_t>(tn * 12));  // the output stage's triples
+      } else {
+        side_[s].bias = acc.take(static_cast<uint64_t>(tn * ab_));
+        side_[s].rq = acc.take(static_cast<uint64_t>(tn * 8));
+      }
+      if (j_.residual) {
+        side_[s].r = side.take(static_cast<uint64_t>(p_max * tn * ab_));
+        side_[s].rr = acc.take(static_cast<uint64_t>(tn * 8));
+      }
+      if (j_.float_epi) side_[s].sc = acc.take(static_cast<uint64_t>(tn * 4));
+      if (j_.silu) side_[s].t = side.take(static_cast<uint64_t>(p_max * tn * 4));
+    }
+    c_.load(Buffer::kAccumulator, kslot_, Range{kDram, j_.k_addr, j_.k_addr + 12}, j_.k_addr, DType::kInt32,
+            {3, 1, 1, 1}, {0, 0, 0});
+  }
+
+  uint64_t acc_slot(int side) const override { return side_[side].c; }
+
+  uint64_t weight_tile(int64_t b, int64_t gb, int64_t k0, int64_t k1, int64_t n0, int64_t n1) override {
+    if (c_.in_trial()) return c_.reserve_data(static_cast<uint64_t>(j_.kh * j_.kw * (k1 - k0) * (n1 - n0)));
+    const std::vector<int8_t> v = weight_tile_values(j_, j_.w, b, gb, k0, k1, n0, n1);
+    std::vector<uint8_t> bytes(v.size());
+    if (!v.empty()) std::memcpy(bytes.data(), v.data(), v.size());
+    return c_.add_data(std::move(bytes));
+  }
+
+  uint64_t depthwise_weights() override {
+    if (c_.in_trial()) return c_.reserve_data(static_cast<uint64_t>(j_.kh * j_.kw * j_.groups));
+    const std::vector<int8_t> v = depthwise_weight_values(j_, j_.w);
+    std::vector<uint8_t> bytes(v.size());
+    if (!v.empty()) std::memcpy(bytes.data(), v.data(), v.size());
+    return c_.add_data(std::move(bytes));
+  }
+
+  void epilogue(const OutTile& t, int side) override {
+    const int64_t p = t.oh * t.ow, tn = t.tn, n0 = t.n0;
+    const Side& sd = side_[side];
+    const uint64_t cs = sd.c, kslot = kslot_;
+    const Buffer A = Buffer::kAccumulator;
+    const int64_t yoff = t.img * j_.y_img + (t.oy0 * j_.OW + t.ox0) * j_.M + n0;  // the residual's
+    const int64_t P = j_.out_pitch();
+    const int64_t out_off =
+        t.img * (j_.y_view_img >= 0 ? j_.y_view_img : j_.y_img) + t.oy0 * j_.out_row() + t.ox0 * P + n0;
+    const std::array<int64_t, 4> box = {tn, t.ow, t.oh, 1};
+    const std::array<int64_t, 3> strides = {j_.M, j_.OW * j_.M, 0};
+    auto v = [&](VecOp op, DType in, DType out, uint64_t src1, uint64_t dst) {
+      Context::VecArgs a;
+      a.op = op, a.in = in, a.out = out;
+      a.src1_buf = a.src2_buf = a.dst_buf = A;
+      a.src1 = src1, a.dst = dst;
+      a.d0 = tn, a.d1 = p, a.d2 = 1;
+      return a;
+    };
+    const Range seg{kDram, j_.bias_addr, j_.bias_addr + 1};
+    // The per-channel vectors, unless this side already holds this tile's channels.
+    const bool load = params_.need_load(side, n0, tn);
+    if (j_.output_stage) {
+      if (load) {
+        c_.load(A, sd.bias, Range{kDram, j_.out_addr, j_.out_addr + 1}, j_.out_addr + static_cast<uint64_t>(n0 * 12),
+                DType::kInt32, {3 * tn, 1, 1, 1}, {0, 0, 0});
+      }
+      Context::VecArgs o = j_.out_vec;
+      o.in = acc_dt_;  // int64 sums of int16 inputs
+      o.src1_buf = o.src2_buf = o.dst_buf = A;
+      o.src1 = o.dst = cs, o.src2 = sd.bias;
+      o.d0 = tn, o.d1 = p, o.d2 = 1;
+      finish(o, t, out_off, box);
+      return;
+    }
+    // acc += bias_folded (per output channel, in C's type).
+    if (load)
+      c_.load(A, sd.bias, seg, j_.bias_addr + static_cast<uint64_t>(n0 * ab_), acc_dt_, {tn, 1, 1, 1},
+              {0, 0, 0});
+    Context::VecArgs add = v(VecOp::kAdd, acc_dt_, acc_dt_, cs, cs);
+    add.src2 = sd.bias, add.bcast = isa::Bcast::kRow;
+    c_.vec(add);
+    if (j_.residual) {
+      // acc = sat32(acc + requantize(r - r.zp, residual_rescale, 0)) (int64 sums: in 64 bits).
+      c_.load(side_buf_, sd.r, j_.r_range,
+              j_.r_addr + static_cast<uint64_t>(yoff * isa::dtype_bytes(j_.r_dt)), j_.r_dt, box, strides);
+      if (load) c_.load(A, sd.rr, seg, j_.rr_addr + static_cast<uint64_t>(n0 * 8), DType::kInt32, {2 * tn, 1, 1, 1}, {0, 0, 0});
+      Context::VecArgs sub = v(VecOp::kSub, j_.r_dt, acc_dt_, sd.r, sd.r);
+      sub.src2 = kslot, sub.bcast = isa::Bcast::kScalar, sub.src1_buf = sub.dst_buf = side_buf_;
+      c_.vec(sub);
+      Context::VecArgs rq = v(VecOp::kRequantize, acc_dt_, acc_dt_, sd.r, sd.r);
+      rq.src2 = sd.rr, rq.bcast = isa::Bcast::kRow, rq.imm2 = 0, rq.src1_buf = rq.dst_buf = side_buf_;
+      c_.vec(rq);
+      Context::VecArgs radd = v(VecOp::kAdd, acc_dt_, acc_dt_, cs, cs);
+      radd.src2 = sd.r, radd.src2_buf = side_buf_;
+      c_.vec(radd);
+    }
+    if (!j_.float_epi) {
+      if (load) c_.load(A, sd.rq, seg, j_.rq_addr + static_cast<uint64_t>(n0 * 8), DType::kInt32, {2 * tn, 1, 1, 1}, {0, 0, 0});
+      Context::VecArgs rq = v(VecOp::kRequantize, acc_dt_, j_.y_dt, cs, cs);
+      rq.src2 = sd.rq, rq.bcast = isa::Bcast::kRow, rq.imm2 = j_.y_zp;
+      if (!j_.clamp) return finish(rq, t, out_off, box);
+      c_.vec(rq);
+      Context::VecArgs cl = v(VecOp::kClip, j_.y_dt, j_.y_dt, cs, cs);
+      cl.imm0 = f32_imm(static_cast<float>(j_.clamp_min));
+      cl.imm1 = f32_imm(static_cast<float>(j_.clamp_max));
+      return finish(cl, t, out_off, box);
+    } else {
+      // y = quantize(act(float(acc) * acc_scale)).
+      c_.vec(v(VecOp::kCopy, acc_dt_, DType::kFp32, cs, cs));
+      if (load) c_.load(A, sd.sc, seg, j_.accscale_addr + static_cast<uint64_t>(n0 * 4), DType::kFp32, {tn, 1, 1, 1},
+              {0, 0, 0});
+      Context::VecArgs mul = v(VecOp::kMul, DType::kFp32, DType::kFp32, cs, cs);
+      mul.src2 = sd.sc, mul.bcast = isa::Bcast::kRow;
+      c_.vec(mul);
+      if (j_.silu) {
+        Context::VecArgs sig = v(VecOp::kSigmoid, DType::kFp32, DType::kFp32, cs, sd.t);
+        sig.dst_buf = side_buf_;
+        c_.vec(sig);
+        Context::VecArgs m = v(VecOp::kMul, DType::kFp32, DType::kFp32, cs, cs);
+        m.src2 = sd.t, m.src2_buf = side_buf_;
+        c_.vec(m);
+      } else {
+        Context::VecArgs act = v(j_.act, DType::kFp32, DType::kFp32, cs, cs);
+        act.imm0 = j_.act_imm0, act.imm1 = j_.act_imm1;
+        c_.vec(act);
+      }
+      Context::VecArgs div = v(VecOp::kDiv, DType::kFp32, DType::kInt32, cs, cs);
+      div.src2 = kslot + 4, div.bcast = isa::Bcast::kScalar;
+      c_.vec(div);
+      Context::VecArgs zp = v(VecOp::kAdd, DType::kInt32, j_.y_dt, cs, cs);
+      zp.src2 = kslot + 8, zp.bcast = isa::Bcast::kScalar;
+      finish(zp, t, out_off, box);
+    }
+  }
+
+  bool ends_with_vec() const override { return true; }
+
+ private:
+  // The tile's last VEC `last` (writing the codes at its dst slot), then the STORE of that slot; or, with
+  // MatrixJob::y_sram, `last` writing the tile where the next layer reads it (backend/fusion/residency.h).
+  void finish(Context::VecArgs last, const OutTile& t, int64_t out_off, const std::array<int64_t, 4>& box) {
+    if (j_.y_sram >= 0) return write_on_chip(c_, j_, last, t, isa::dtype_bytes(j_.y_dt));
+    c_.vec(last);
+    const int64_t P = j_.out_pitch();
+    c_.store(last.dst_buf, last.dst, j_.y_range,
+             j_.y_addr + static_cast<uint64_t>(out_off * isa::dtype_bytes(j_.y_dt)), j_.y_dt, box,
+             {P, j_.out_row(), 0});
+  }
+
+  struct Side {
+    uint64_t c = 0, bias = 0, rq = 0, r = 0, rr = 0, sc = 0, t = 0;
+  };
+  Context& c_;
+  const Int8Job& j_;
+  DType acc_dt_;  // the array's sums: int32, or int64 for int16 inputs (isa::numerics::accumulator_dtype)
+  int64_t ab_;    // its bytes
+  uint64_t kslot_ = 0;
+  Side side_[2];
+  EpilogueParams params_;
+  Buffer side_buf_ = Buffer::kAccumulator;  // where each side's r and t slots lie (allocate)
+};
+
+// The float epilogue's activation: Relu and Clip take the integer clamp instead.
+bool set_float_activation(const Node& n, Int8Job& j) {
+  const std::string act = n.attr_string(kActivation, "");
+  if (act.empty() || act == "Relu" || act == "Clip") return false;
+  if (act == "Silu") return j.silu = true;
+  return fused_activation(n, act, &j.act, &j.act_imm0, &j.act_imm1);
+}
+
+std::vector<int32_t> pairs_of(const std::vector<isa::numerics::QuantizedMultiplier>& q) {
+  std::vector<int32_t> v;
+  for (const auto& m : q) {
+    v.push_back(m.multiplier);
+    v.push_back(m.shift);
+  }
+  return v;
+}
+
+}  // namespace
+
+bool int8_matrix_mappable(const quant::PrecisionPlan& plan, const Node& n) {
+  if (plan.precision_of(n.name) != Precision::kInt8 || !n.domain.empty()) return false;
+  auto layer = plan.layers.find(n.name);
+  if (layer == plan.layers.end()) return false;
+  const quant::LayerQuant& L = layer->second;
+  if (L.weight_is_constant)
+    return n.op_type == "Conv" || n.op_type == "ConvTranspose" || n.op_type == "Gemm" || n.op_type == "MatMul";
+  auto a = plan.values.find(L.input), b = plan.values.find(L.weight);
+  return n.op_type == "MatMul" && a != plan.values.end() && b != plan.values.end() && a->second.zero_point == 0 &&
+         b->second.zero_point == 0 && b->second.dtype == DType::kInt8 && L.residual.empty();
+}
+
+bool has_output_stage(const quant::LayerQuant& L) { return L.residual.empty() && !L.float_epilogue; }
+
+std::vector<int32_t> output_stage_triples(const std::vector<int32_t>& bias_folded,
+                                          const std::vector<isa::numerics::QuantizedMultiplier>& requant) {
+  std::vector<int32_t> triples;
+  for (size_t m = 0; m < bias_folded.size(); ++m) {
+    triples.insert(triples.end(), {bias_folded[m], requant[m].multiplier, requant[m].shift});
+  }
+  return triples;
+}
+
+std::vector<int32_t> output_stage_triples(const quant::LayerQuant& L) {
+  return output_stage_triples(L.bias_folded, L.requant);
+}
+
+Context::VecArgs output_stage_vec(const quant::LayerQuant& L, const QParams& y) {
+  Context::VecArgs o;
+  o.op = VecOp::kOutput, o.in = DType::kInt32, o.out = y.dtype;
+  o.bcast = isa::Bcast::kRow, o.imm2 = y.zero_point;
+  const bool clamp = L.clamp_min > y.qmin() || L.clamp_max < y.qmax();
+  const float inf = std::numeric_limits<float>::infinity();
+  o.imm0 = f32_imm(clamp ? static_cast<float>(L.clamp_min) : -inf);
+  o.imm1 = f32_imm(clamp ? static_cast<float>(L.clamp_max) : inf);
+  return o;
+}
+
+namespace {
+
+// `v` with its M entries repeated `reps` times (channel r * M + m of a job is channel m of the layer).
+template <typename T>
+std::vector<T> repeated(const std::vector<T>& v, int64_t reps) {
+  std::vector<T> r;
+  for (int64_t k = 0; k < reps; ++k) r.insert(r.end(), v.begin(), v.end());
+  return r;
+}
+
+// The output side of int8 job j (geometry set): the epilogue's per-channel constants (each of the
+// layer's channels `reps` times, see repeated; `bias_folded` has the job's j.M entries already), the
+// residual, the output's constants and activation. False when the form is not mapped; nothing is
+// emitted either way.
+bool set_int8_output(Context& c, const Node& n, const quant::LayerQuant& L, const DramTensor& y, Int8Job& j,
+                     int64_t reps, const std::vector<int32_t>& bias_folded) {
+  const quant::PrecisionPlan& plan = *c.options.plan;
+  const QParams& yq = plan.values.at(L.output);
+  if (static_cast<int64_t>(L.requant.size()) * reps != j.M || static_cast<int64_t>(bias_folded.size()) != j.M)
+    return false;
+  j.output_stage = has_output_stage(L);
+  const std::vector<isa::numerics::QuantizedMultiplier> requant = repeated(L.requant, reps);
+  if (j.output_stage) {
+    j.out_addr = c.add_data(int32_bytes(output_stage_triples(bias_folded, requant)));
+    j.out_vec = output_stage_vec(L, yq);
+  } else {
+    // The bias is added to the sums in their own type (int64 sums of int16 inputs: int64 records).
+    if (isa::numerics::accumulator_dtype(j.a_dt) == DType::kInt64) {
+      std::vector<uint8_t> b(bias_folded.size() * 8);
+      for (size_t k = 0; k < bias_folded.size(); ++k) {
+        const int64_t v = bias_folded[k];
+        std::memcpy(b.data() + k * 8, &v, 8);
+      }
+      j.bias_addr = c.add_data(std::move(b));
+    } else {
+      j.bias_addr = c.add_data(int32_bytes(bias_folded));
+    }
+    j.rq_addr = c.add_data(int32_bytes(pairs_of(requant)));
+  }
+  ConstWords k;
+  if (!L.residual.empty()) {
+    const DramTensor& r = c.tensor(L.residual);
+    if (r.phys != y.phys || reps != 1) return false;
+    const QParams& rq = plan.values.at(L.residual);
+    j.residual = true;
+    j.r_dt = rq.dtype;
+    j.r_addr = r.addr;
+    j.r_range = r.range();
+    j.rr_addr = c.add_data(int32_bytes(pairs_of(L.residual_rescale)));
+    k.add_i(rq.zero_point);
+  } else {
+    k.add_i(0);
+  }
+  k.add_f(yq.scale);
+  k.add_i(yq.zero_point);
+  j.k_addr = c.add_data(int32_bytes(k.w));
+  j.float_epi = L.float_epilogue;
+  if (j.float_epi) {
+    if (!set_float_activation(n, j)) return false;
+    j.accscale_addr = c.add_floats(repeated(L.acc_scale, reps), DType::kFp32);
+  } else {
+    j.clamp = L.clamp_min > yq.qmin() || L.clamp_max < yq.qmax();
+    j.clamp_min = L.clamp_min, j.clamp_max = L.clamp_max;
+  }
+  return true;
+}
+
+// The tiling search and the code of int8 job j (A's codes as the array's operand dtype: uint8 A with
+// int8 B, or int8 x int8). Throws CompileError when no tile fits.
+void run_int8_job(Context& c, const Node& n, Int8Job& j) {
+  const DType saved_act = c.act;
+  const int64_t saved_es = c.esize;
+  c.act = j.a_dt;
+  c.esize = isa::dtype_bytes(j.a_dt);
+  Int8Strategy strategy(c, j);
+  MatrixMapper mm(c, j, strategy);
+  Tiling t;
+  int64_t evaluated = 0;
+  const bool on_vector = map_matrix_job(c, j, strategy, mm, &t, &evaluated);
+  if (!on_vector && evaluated == 0) {
+    c.act = saved_act, c.esize = saved_es;
+    throw CompileError(fmt::format("layer '{}' ({}): even the smallest int8 tile does not fit the scratchpads",
+                                   n.name, j.what));
+  }
+  if (!on_vector) {
+    record_tiling(c, j, t, evaluated);
+    mm.generate(t);
+    if (j.groups > 1) c.plan->mapping += fmt::format(" as {} block-diagonal blocks of {} groups", j.groups / t.gb, t.gb);
+  }
+  c.act = saved_act;
+  c.esize = saved_es;
+}
+
+// An int8 ConvTranspose whose stride equals its kernel (no padding, dilation or output padding, one
+// group), as the float path's lower_conv_transpose_blocks: kernel row i is one 1x1 conv of the input to
+// kw * M channels writing every kh-th output row (MatrixJob::y_row), so no zero is multiplied. `L`'s
+// weights are the equivalent conv's (flipped, quant::conv_transpose_weights). False, with nothing
+// emitted, for any other form.
+bool lower_conv_transpose_blocks_int8(Context& c, const Node& n, const quant::LayerQuant& L, const DramTensor& x,
+                                      const DramTensor& y, const ConvTransposeForm& f, Int8Job j) {
+  const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+  const int64_t M = y.shape[1], OH = y.shape[2], OW = y.shape[3], kh = f.kh, kw = f.kw;
+  if (n.attr_int("group", 1) != 1 || f.sh != kh || f.sw != kw || f.dh != 1 || f.dw != 1 || f.lead_h != kh - 1 ||
+      f.lead_w != kw - 1 || OH != H * kh || OW != W * kw || x.strided() || y.strided() || !L.residual.empty() ||
+      static_cast<int64_t>(L.weight_q.size()) != M * C * kh * kw)
+    return false;
+  j.images = N, j.C = C, j.H = H, j.W = W, j.M = kw * M, j.OH = H, j.OW = W;
+  j.cg = C, j.mg = kw * M;
+  j.y_row = kh * OW * M;
+  j.y_img = OH * OW * M;
+  if (!j.conv_mappable()) return false;
+  // Kernel row i's 1x1 weights: output channel jj * M + m, input ci is the transposed kernel's tap
+  // (i, jj), i.e. the conv's (kh - 1 - i, kw - 1 - jj); and their own bias_folded, since each output
+  // reads one tap, not the kh x kw that L.bias_folded's zero-point fold sums over.
+  std::vector<std::vector<int8_t>> wi(static_cast<size_t>(kh), std::vector<int8_t>(static_cast<size_t>(kw * M * C)));
+  std::vector<std::vector<int32_t>> bi(static_cast<size_t>(kh), std::vector<int32_t>(static_cast<size_t>(kw * M)));
+  for (int64_t i = 0; i < kh; ++i)
+    for (int64_t jj = 0; jj < kw; ++jj)
+      for (int64_t m = 0; m < M; ++m) {
+        int64_t wsum = 0;
+        for (int64_t ci = 0; ci < C; ++ci) {
+          const int8_t w = L.weight_q[static_cast<size_t>(((m * C + ci) * kh + (kh - 1 - i)) * kw + (kw - 1 - jj))];
+          wi[static_cast<size_t>(i)][static_cast<size_t>((jj * M + m) * C + ci)] = w;
+          wsum += w;
+        }
+        bi[static_cast<size_t>(i)][static_cast<size_t>(jj * M + m)] = static_cast<int32_t>(static_cast<uint32_t>(
+            static_cast<int64_t>(L.bias[static_cast<size_t>(m)]) - static_cast<int64_t>(j.a_zp) * wsum));
+      }
+  std::vector<Int8Job> rows(static_cast<size_t>(kh), j);
+  for (int64_t i = 0; i < kh; ++i)
+    if (!set_int8_output(c, n, L, y, rows[static_cast<size_t>(i)], kw, bi[static_cast<size_t>(i)])) return false;
+  const uint64_t xa = x.addr, ea = static_cast<uint64_t>(isa::dtype_bytes(j.a_dt));
+  JobCosts total;
+  for (int64_t i = 0; i < kh; ++i) {
+    Int8Job& ji = rows[static_cast<size_t>(i)];
+    ji.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * H * W * C) * ea; };
+    ji.w = grouped_weights(ji, wi[static_cast<size_t>(i)]);
+    ji.y_addr = y.addr + static_cast<uint64_t>(i * OW * M * isa::dtype_bytes(j.y_dt));
+    ji.what = fmt::format("int8 ConvTranspose {} kernel row {}", n.name, i);
+    run_int8_job(c, n, ji);
+    total.add(*c.plan);
+  }
+  total.write(*c.plan);
+  c.plan->mapping = "int8 " + JobCosts::conv_transpose_rows(kh, kw, M);
+  return true;
+}
+
+// An int8 ConvTranspose (2-D, constant weights) as a stride-1 conv over a zero-inserted copy of its
+// input codes (compiler/ops/conv_transpose.h): the codes land every stride rows/columns in a DRAM
+// scratch tensor whose other elements are the input's zero point (real 0, which the accumulator's
+// (x - zero point) cancels, as the quantized reference assumes), then the conv runs with `L`'s flipped
+// weights. The array multiplies the inserted zero points: stride_h x stride_w times the transposed
+// conv's own MACs.
+bool lower_conv_transpose_int8(Context& c, const Node& n, const quant::LayerQuant& L, const DramTensor& x,
+                               const DramTensor& y, Int8Job j) {
+  if (!x.nhwc_in_memory() || !y.nhwc_in_memory() || L.weight_shape.size() != 4) return false;
+  const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+  ConvTransposeForm f;
+  try {
+    f = conv_transpose_form(n, H, W, L.weight_shape[2], L.weight_shape[3]);
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
+  if (f.oh != y.shape[2] || f.ow != y.shape[3]) return false;  // not the size shape inference gave: not mapped
+  if (lower_conv_transpose_blocks_int8(c, n, L, x, y, f, j)) return true;
+  j.images = N, j.C = C, j.H = f.hp, j.W = f.wp;
+  j.M = y.shape[1], j.OH = f.oh, j.OW = f.ow;
+  j.groups = n.attr_int("group", 1);
+  j.cg = j.C / j.groups, j.mg = j.M / j.groups;
+  j.kh = f.kh, j.kw = f.kw, j.dh = f.dh, j.dw = f.dw;
+  if (j.groups <= 0 || j.cg * j.groups != C || j.mg * j.groups != j.M || !j.conv_mappable()) return false;
+  j.y_img = j.OH * j.OW * j.M;
+  if (y.strided()) j.y_pitch = y.view_strides[2], j.y_view_img = y.view_strides[0];  // a Concat's slice
+  if (!set_int8_output(c, n, L, y, j, 1, L.bias_folded)) return false;
+  // Everything that could refuse the node is checked: the zero insertion.
+  DramTensor xp;
+  xp.shape = {N, C, f.hp, f.wp};
+  xp.layout = kNhwc;
+  xp.phys = physical(xp.shape, xp.layout);
+  xp.dtype = j.a_dt;
+  xp.bytes = static_cast<uint64_t>(num_elements(xp.shape) * isa::dtype_bytes(j.a_dt));
+  xp.addr = c.add_scratch(xp.bytes);
+  std::vector<int64_t> map(static_cast<size_t>(N * f.hp * f.wp * C), -1);
+  for (int64_t b = 0; b < N; ++b)
+    for (int64_t iy = 0; iy < H; ++iy) {
+      const int64_t py = f.lead_h + iy * f.sh;
+      if (py < 0 || py >= f.hp) continue;
+      for (int64_t ix = 0; ix < W; ++ix) {
+        const int64_t px = f.lead_w + ix * f.sw;
+        if (px < 0 || px >= f.wp) continue;
+        for (int64_t ch = 0; ch < C; ++ch)
+          map[static_cast<size_t>(((b * f.hp + py) * f.wp + px) * C + ch)] = ((b * H + iy) * W + ix) * C + ch;
+      }
+    }
+  {
+    const int64_t saved_es = c.esize;
+    c.esize = isa::dtype_bytes(j.a_dt);  // copy_index_map's slots hold codes of A's type
+    copy_index_map(c, xp, {&x}, map, static_cast<double>(j.a_zp));
+    c.esize = saved_es;
+  }
+  j.w = grouped_weights(j, L.weight_q);
+  const uint64_t xa = xp.addr;
+  const int64_t a_img = f.hp * f.wp * C * isa::dtype_bytes(j.a_dt);
+  j.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * a_img); };
+  j.a_range = xp.range();
+  j.what = fmt::format("int8 ConvTranspose {}", n.name);
+  c.plan->mapping = fmt::format("zero-inserted input (stride {}x{}, zero point {}) + int8 CONV {}x{}{}", f.sh, f.sw,
+                                j.a_zp, j.kh, j.kw, j.groups > 1 ? fmt::format(", {} groups", j.groups) : "");
+  run_int8_job(c, n, j);
+  return true;
+}
+
+}  // namespace
+
+bool lower_matrix_int8(Context& c, const Node& n) {
+  const quant::PrecisionPlan& plan = *c.options.plan;
+  const quant::LayerQuant& L = plan.layers.at(n.name);
+  if (!int8_matrix_mappable(plan, n)) return false;
+  const DramTensor& x = c.tensor(L.input);
+  const DramTensor& y = c.tensor(L.output);
+  const QParams& xq = plan.values.at(L.input);
+  const QParams& yq = plan.values.at(L.output);
+  if (x.dtype != xq.dtype || y.dtype != yq.dtype) throw std::logic_error("backend: int8 operands not in codes");
+  Int8Job j;
+  j.a_dt = xq.dtype, j.y_dt = yq.dtype, j.a_zp = xq.zero_point, j.y_zp = yq.zero_point;
+  j.y_addr = y.addr, j.a_range = x.range(), j.y_range = y.range();
+  if (n.op_type == "ConvTranspose") return lower_conv_transpose_int8(c, n, L, x, y, j);
+  int64_t a_img = 0;  // input elements per image
+  if (n.op_type == "Conv") {
+    if (!x.nhwc_in_memory() || !y.nhwc_in_memory()) return false;
+    j.images = x.shape[0];
+    j.C = x.shape[1], j.H = x.shape[2], j.W = x.shape[3];
+    j.M = y.shape[1], j.OH = y.shape[2], j.OW = y.shape[3];
+    j.groups = n.attr_int("group", 1);
+    j.cg = j.C / j.groups, j.mg = j.M / j.groups;
+    j.kh = L.weight_shape[2], j.kw = L.weight_shape[3];
+    const auto st = n.attr_ints("strides", {1, 1}), dl = n.attr_ints("dilations", {1, 1});
+    j.sh = st[0], j.sw = st[1], j.dh = dl[0], j.dw = dl[1];
+    set_conv_pads(n, j);
+    if (!j.conv_mappable()) return false;
+    j.w = grouped_weights(j, L.weight_q);
+    a_img = j.H * j.W * j.C, j.y_img = j.OH * j.OW * j.M;
+    if (y.strided()) j.y_pitch = y.view_strides[2], j.y_view_img = y.view_strides[0];  // a Concat's slice
+    c.plan->mapping = fmt::format("int8 CONV {}x{} stride {}x{}{}", j.kh, j.kw, j.sh, j.sw,
+                                  j.groups > 1 ? fmt::format(", {} groups", j.groups) : "");
+  } else if (!L.weight_is_constant) {
+    // MatMul of two runtime operands (attention): B [..., K, N] int8 codes per output batch, loaded
+    // like an activation; batch dims broadcast as numpy does.
+    const DramTensor& b = c.tensor(L.weight);
+    if (!x.layout.empty() || !y.layout.empty() || !b.layout.empty() || b.dtype != DType::kInt8) return false;
+    if (x.shape.size() < 2 || b.shape.size() < 2) return false;
+    const int64_t Mr = x.shape[x.shape.size() - 2], K = x.shape.back(), N = b.shape.back();
+    if (b.shape[b.shape.size() - 2] != K || K > 65535 || N > 65535) return false;
+    const std::optional<MatmulBatches> mb = matmul_batches(x.shape, b.shape, y.shape);
+    // Either operand may be a strided view (backend/memory/strided_views.h): rows `pitch` apart.
+    const std::optional<MatrixRows> ar = matrix_rows(x), br = matrix_rows(b), yr = matrix_rows(y);
+    if (!mb || !ar || !br || !yr) return false;
+    if (x.strided()) j.a_pitch = ar->pitch;
+    if (b.strided()) j.b_pitch = br->pitch;
+    if (y.strided()) {  // written into a head-merging Transpose's output: images evenly spaced
+      j.y_pitch = yr->pitch;
+      j.y_view_img = yr->start.size() > 1 ? yr->start[1] : 0;
+      for (size_t i = 0; i < yr->start.size(); ++i)
+        if (yr->start[i] != static_cast<int64_t>(i) * j.y_view_img) return false;
+    }
+    j.gemm = true;
+    j.images = mb->images;
+    j.C = K, j.W = 1, j.OW = 1, j.M = N, j.cg = K, j.mg = N;
+    j.H = j.OH = Mr;
+    j.y_img = Mr * N;
+    j.b_const = false;
+    std::vector<int64_t> ao, bo;  // where each image's A and B start (elements, 1 byte each)
+    for (int64_t i : mb->a_off) ao.push_back(ar->start.at(static_cast<size_t>(i)));
+    for (int64_t i : mb->b_off) bo.push_back(br->start.at(static_cast<size_t>(i)));
+    const uint64_t xa = x.addr, ba = b.addr;
+    j.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(ao[static_cast<size_t>(img)]); };
+    j.b_base = [=](int64_t img) { return ba + static_cast<uint64_t>(bo[static_cast<size_t>(img)]); };
+    j.b_range = b.range();
+    c.plan->mapping = fmt::format("int8 MATMUL M={} K={} N={} (runtime B){}", Mr, K, N,
+                                  j.images > 1 ? fmt::format(" x {} batches", j.images) : "");
+  } else {
+    // Gemm/MatMul with a shared constant 2-D weight [K][N]: every batch dim of A folds into M.
+    if (!x.layout.empty() || !y.layout.empty() || L.weight_shape.size() != 2 || x.shape.empty()) return false;
+    if (n.op_type == "Gemm" && (n.attr_int("transA", 0) || n.attr_int("transB", 0))) return false;
+    const std::optional<MatrixRows> ar = matrix_rows(x),
+                                    yr = matrix_rows(y);  // views: evenly spaced rows only
+    if (!ar || !ar->uniform || !yr || !yr->uniform) return false;
+    if (x.strided()) j.a_pitch = ar->pitch;
+    if (y.strided()) j.y_pitch = yr->pitch;
+    const int64_t K = L.weight_shape[0], N = L.weight_shape[1];
+    if (x.shape.back() != K || K > 65535 || N > 65535) return false;
+    j.gemm = true;
+    j.C = K, j.W = 1, j.OW = 1, j.M = N, j.cg = K, j.mg = N;
+    j.H = j.OH = num_elements(x.shape) / K;
+    j.w = L.weight_q;
+    j.y_img = 0;
+    c.plan->mapping = fmt::format("int8 MATMUL M={} K={} N={}", j.OH, K, N);
+  }
+  if (L.weight_is_constant) {
+    const uint64_t xa = x.addr, ea = static_cast<uint64_t>(isa::dtype_bytes(j.a_dt));
+    j.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * a_img) * ea; };
+  }
+  if (!set_int8_output(c, n, L, y, j, 1, L.bias_folded)) return false;
+  j.what = fmt::format("int8 {} {}", n.op_type, n.name);
+  if (subsample_pointwise(j)) c.plan->mapping += ", reading only the pixels it uses (strided LOAD)";
+  {
+    // The array's operand dtype is A's: uint8 A with int8 B, or int8 x int8 (as run_int8_job sets it).
+    const DType saved_act = c.act;
+    const int64_t saved_es = c.esize;
+    c.act = j.a_dt;
+    c.esize = isa::dtype_bytes(j.a_dt);
+    JobBands<Int8Job, Int8Strategy> bands(c, j, [&] { run_int8_job(c, n, j); });
+    // backend/fusion/layer_fusion.h: the job handed to a fused conv's lowering, or the conv fused with its reader.
+    // Line-buffer fusion keeps 8-bit codes (an int16 layer's input or output is not fused).
+    const bool handed = conv_job_wanted(c);
+    const bool int16 = j.a_dt == DType::kInt16 || j.y_dt == DType::kInt16;
+    const bool fused = handed ? hand_conv_job(c, bands) : !int16 && lower_conv_pool(c, bands);
+    c.act = saved_act, c.esize = saved_es;
+    if (fused || handed) return fused;
+  }
+  run_int8_job(c, n, j);
+  return true;
+}
+
+}  // namespace npusim::compiler::backend

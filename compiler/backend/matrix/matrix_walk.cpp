@@ -1,0 +1,695 @@
+// The shared tiling search and tile walk of matrix nodes (see matrix_walk.h).
+#include "compiler/backend/matrix/matrix_walk.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "compiler/backend/mapping/imposed.h"
+#include "compiler/backend/matrix/gemmini_policy.h"
+#include "compiler/passes/lowered.h"
+#include "isa/ceil_div.h"
+#include "isa/timing/dma.h"
+#include "isa/timing/systolic.h"
+#include "isa/timing/units.h"
+
+namespace npusim::compiler::backend {
+
+std::optional<MatmulBatches> matmul_batches(const Shape& a, const Shape& b, const Shape& y) {
+  // Batch dims of the operands (a rank-1 operand has none) and of the output.
+  const Shape a_batch(a.begin(), a.end() - std::min<size_t>(a.size(), 2));
+  const Shape b_batch(b.begin(), b.end() - std::min<size_t>(b.size(), 2));
+  const Shape yb(y.begin(), y.end() - (y.size() >= 2 && a.size() >= 2 && b.size() >= 2 ? 2 : 1));
+  if (a_batch.size() > yb.size() || b_batch.size() > yb.size()) return std::nullopt;
+  MatmulBatches m;
+  m.images = num_elements(yb);
+  auto offsets = [&](const Shape& batch) {
+    std::vector<int64_t> off(static_cast<size_t>(m.images));
+    const size_t r = yb.size();
+    std::vector<int64_t> coord(r);
+    for (int64_t idx = 0; idx < m.images; ++idx) {
+      int64_t rem = idx, o = 0, stride = 1;
+      for (size_t d = r; d-- > 0;) {
+        coord[d] = rem % yb[d];
+        rem /= yb[d];
+      }
+      for (size_t d = batch.size(); d-- > 0;) {
+        const int64_t cd = coord[r - batch.size() + d];
+        o += (batch[d] == 1 ? 0 : cd) * stride;
+        stride *= batch[d];
+      }
+      off[static_cast<size_t>(idx)] = o;
+    }
+    return off;
+  };
+  m.a_off = offsets(a_batch);
+  m.b_off = offsets(b_batch);
+  return m;
+}
+
+std::optional<MatrixRows> matrix_rows(const DramTensor& t) {
+  const size_t r = t.shape.size();
+  for (size_t k = 0; k < t.layout.size(); ++k)
+    if (t.layout[k] != static_cast<int>(k)) return std::nullopt;
+  if (r < 2) {
+    MatrixRows m;
+    m.start = {0};
+    m.pitch = r == 1 ? t.shape[0] : 1;
+    return m;
+  }
+  const std::vector<int64_t> st = t.strides();
+  if (st[r - 1] != 1 && t.shape[r - 1] != 1) return std::nullopt;
+  MatrixRows m;
+  m.pitch = t.shape[r - 2] == 1 && !t.strided() ? t.shape[r - 1] : st[r - 2];
+  for (size_t d = 0; d + 2 < r; ++d)
+    if (t.shape[d] != 1 && st[d] != st[d + 1] * t.shape[d + 1]) m.uniform = false;
+  const Shape batch(t.shape.begin(), t.shape.end() - 2);
+  const int64_t count = num_elements(batch);
+  m.start.resize(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t rem = i, at = 0;
+    for (size_t d = batch.size(); d-- > 0;) {
+      at += rem % batch[d] * st[d];
+      rem /= batch[d];
+    }
+    m.start[static_cast<size_t>(i)] = at;
+  }
+  return m;
+}
+
+using isa::Buffer;
+using isa::DType;
+using isa::VecOp;
+
+namespace {
+
+
+// Candidates the search simulates when it can time code: enough to correct the closed form's ranking
+// where it is wrong, few enough to keep compile time within a simulation of the model.
+constexpr size_t kTimedCandidates = 3;
+// ... among those whose closed-form estimate is within this factor of the best one's.
+constexpr double kTimedRange = 1.25;
+
+// Tile sizes worth trying for a dimension: the whole extent, its halvings, and powers-of-two multiples of
+// the array granule (full folds); when there are too many, an evenly spread subset that keeps the
+// largest and the smallest (1, which always fits).
+std::vector<int64_t> candidates(int64_t extent, int64_t granule, size_t max_count, bool even_splits) {
+  std::set<int64_t> s;
+  for (int64_t d = 1; d <= extent; d *= 2) s.insert(ceil_div(extent, d));
+  for (int64_t g = std::max<int64_t>(1, granule); g < extent; g *= 2) s.insert(g);
+  s.insert(1);
+  std::vector<int64_t> v(s.rbegin(), s.rend());  // largest first
+  if (v.size() > max_count) {
+    std::vector<int64_t> k;
+    for (size_t i = 0; i < max_count; ++i) {
+      const size_t at = i * (v.size() - 1) / (max_count - 1);
+      if (k.empty() || k.back() != v[at]) k.push_back(v[at]);
+    }
+    v = k;
+  }
+  // With `even_splits` (the output rows, which a GEMM's M takes), the splits into 2, 3 and 4 tiles
+  // always: a tile just below the extent's third (64 of ViT's 197 tokens) leaves a remainder tile of a
+  // few rows that pays a whole pass over the other operand.
+  for (int64_t d = 2; d <= 4 && even_splits; ++d) {
+    const int64_t e = ceil_div(extent, d);
+    if (e > 1 && std::find(v.begin(), v.end(), e) == v.end()) v.push_back(e);
+  }
+  std::sort(v.rbegin(), v.rend());
+  return v;
+}
+
+// (size, count) of the full and remainder chunks of `extent` split by `tile`.
+std::vector<std::pair<int64_t, int64_t>> chunks(int64_t extent, int64_t tile) {
+  std::vector<std::pair<int64_t, int64_t>> r;
+  if (extent / tile > 0) r.push_back({tile, extent / tile});
+  if (extent % tile) r.push_back({extent % tile, 1});
+  return r;
+}
+
+}  // namespace
+
+MatrixMapper::Reuse MatrixMapper::reuse(const Tiling& t) const {
+  const int64_t cin_b = t.gb * j_.cg, cout_b = t.gb * j_.mg;
+  const int64_t nk = ceil_div(cin_b, t.tc), nn = ceil_div(cout_b, t.tn), blocks = j_.groups / t.gb;
+  const int64_t ns = j_.images * ceil_div(j_.OH, t.toh) * ceil_div(j_.OW, t.tow);
+  Reuse r;
+  // Spatial-outer walks every output-channel tile of a spatial tile in turn: its input (all of it, or
+  // its one K chunk) stays. Channel-outer walks the spatial tiles for each output-channel tile: a
+  // single spatial tile of one K chunk stays.
+  r.a = (t.spatial_outer && (nk == 1 || t.input_resident)) || (ns == 1 && nk == 1);
+  // The mirror image for the weights (a runtime B is still loaded once per image: the walk's key has it).
+  r.b = nk == 1 && (!t.spatial_outer || nn == 1);
+  r.a_once = blocks == 1 && ns == 1 && (nk == 1 || t.input_resident);
+  r.b_once = blocks == 1 && nk == 1 && nn == 1 && (j_.b_const || j_.images == 1);
+  return r;
+}
+
+void MatrixMapper::slot_bytes(Tiling& t) const {
+  const int64_t ea = isa::dtype_bytes(s_.ops.a), ew = isa::dtype_bytes(s_.ops.w);
+  const int64_t channels = t.input_resident ? t.gb * j_.cg : t.tc;
+  const Reuse r = reuse(t);
+  t.in_bytes = j_.a_sram >= 0 ? 0 : (r.a_once ? 1 : 2) * round64((j_.in_rows(t.toh) * j_.in_cols(t.tow) + position_slack()) * channels * ea);
+  t.w_bytes = j_.b_sram >= 0 ? 0 : (r.b_once ? 1 : 2) * round64(j_.kh * j_.kw * t.tc * t.tn * ew);
+  t.acc_bytes = s_.acc_bytes(t.toh * t.tow, t.tn);
+  const int64_t side = s_.side_bytes(t.toh * t.tow, t.tn);
+  t.side_in_input = side > 0 && c_.shared_capacity() == 0 && t.in_bytes + side <= c_.capacity(Buffer::kInput);
+  if (t.side_in_input) t.in_bytes += side, t.acc_bytes -= side;
+}
+
+bool MatrixMapper::input_resident_ok(const Tiling& t) const {
+  // GEMMs only: MATMUL reads its K chunk of the resident [m][K] tile in place (a_stride). A CONV's
+  // chunks would have to be loaded chunk-major, rows of tc channels: with the small chunks where it
+  // would matter (ResNet-50 layer4's 3x3 convs, 8 channels) the DMA fetches a burst per 8 bytes and
+  // the layer ran 20% slower (measured, 257 k -> 315 k cycles int8).
+  const int64_t cin_b = t.gb * j_.cg, nk = ceil_div(cin_b, t.tc);
+  return j_.gemm && j_.a_sram < 0 && t.spatial_outer && nk >= 2 && cin_b <= 65535 && t.gb == j_.groups;
+}
+
+bool MatrixMapper::fits(const Tiling& t) const {
+  if (t.acc_bytes > c_.capacity(Buffer::kAccumulator)) return false;
+  // One scratchpad for both: the walk places the weight slots right after the input slots.
+  if (c_.shared_capacity() > 0) return t.in_bytes + t.w_bytes <= c_.shared_capacity();
+  return t.in_bytes <= c_.capacity(Buffer::kInput) && t.w_bytes <= c_.capacity(Buffer::kWeight);
+}
+
+// Memoised in Context::dma_box_costs: the search asks for the same few boxes many times, layer after layer.
+MatrixMapper::BoxCost MatrixMapper::dma_cost(int64_t s0, int64_t s1, int64_t s2, int64_t st1, int64_t st2,
+                                             DType t) const {
+  const std::array<int64_t, 6> key = {s0, s1, s2, st1, st2, static_cast<int64_t>(t)};
+  if (auto it = c_.dma_box_costs.find(key); it != c_.dma_box_costs.end())
+    return {it->second[0], it->second[1]};
+  isa::Instruction i;
+  i.opcode = isa::Opcode::kLoad;
+  i.set(isa::Field::kDtype, static_cast<int64_t>(t)).set(isa::Field::kDramAddr, 0);
+  i.set(isa::Field::kSize0, s0)
+      .set(isa::Field::kSize1, s1)
+      .set(isa::Field::kSize2, s2)
+      .set(isa::Field::kSize3, 1);
+  i.set(isa::Field::kStride1, st1).set(isa::Field::kStride2, st2);
+  const isa::timing::DmaRows rows = isa::timing::dma_rows(i);
+  const BoxCost v{isa::timing::estimate_dma_cycles(i, c_.config),
+                  std::max(isa::timing::channel_skew(rows, c_.config.dram),
+                           isa::timing::dram_cost_factor(rows, false, c_.config, c_.dram_bytes_per_cycle))};
+  c_.dma_box_costs.emplace(key, std::array<double, 2>{v.cycles, v.skew});
+  return v;
+}
+
+double MatrixMapper::vec_cost(int64_t elems) const {
+  isa::Instruction i;
+  i.opcode = isa::Opcode::kVec;
+  i.set(isa::Field::kVop, static_cast<int64_t>(VecOp::kAdd))
+      .set(isa::Field::kD0, elems)
+      .set(isa::Field::kD1, 1);
+  i.set(isa::Field::kD2, 1);
+  return static_cast<double>(isa::timing::vec_cycles(i, c_.config.vector));
+}
+
+void MatrixMapper::estimate(Tiling& t) const {
+  const MatrixStrategy::Operands& o = s_.ops;
+  const int64_t cin_b = t.gb * j_.cg, cout_b = t.gb * j_.mg;
+  const int64_t blocks = j_.groups / t.gb;
+  const auto oh = chunks(j_.OH, t.toh), ow = chunks(j_.OW, t.tow), kc = chunks(cin_b, t.tc),
+             nc = chunks(cout_b, t.tn);
+  const int64_t ns = j_.images * ceil_div(j_.OH, t.toh) * ceil_div(j_.OW, t.tow), nn = ceil_div(cout_b, t.tn);
+  // A resident input tile (GEMMs) is loaded once per spatial tile, all its K chunks in one LOAD.
+  const Reuse r = reuse(t);
+  const bool reuse_a = r.a, reuse_b = r.b;
+  double compute = 0, vec = 0, store = 0, load_a = 0, load_b = 0, load_r = 0;
+  double bytes = 0;  // moved over DRAM in all
+  auto box = [](int64_t s0, int64_t s1, int64_t s2, isa::DType d) {
+    return static_cast<double>(s0 * s1 * s2 * isa::dtype_bytes(d));
+  };
+  const double engines = static_cast<double>(std::max<int64_t>(1, c_.config.dma.engines));
+  const int ops = s_.epilogue_ops();
+  for (auto [h, hc] : oh) {
+    for (auto [w, wc] : ow) {
+      const int64_t p = h * w;
+      const double sp = static_cast<double>(hc * wc * j_.images);
+      for (auto [k, kcnt] : kc) {
+        const BoxCost& a = dma_cost(k, j_.in_cols(w), j_.in_rows(h), j_.pixel_stride(), j_.row_stride(), o.a);
+        const double times_a =
+            j_.a_sram >= 0 ? 0.0 : sp * static_cast<double>(kcnt) * (reuse_a ? 1.0 : static_cast<double>(nn));
+        load_a += a.cycles * times_a;
+        bytes += box(k, j_.in_cols(w), j_.in_rows(h), o.a) * a.skew * times_a;
+        for (auto [n, ncnt] : nc) {
+          // Per kernel position: kh*kw GEMMs reducing over the channels alone.
+          const int64_t reps = per_position() ? j_.kh * j_.kw : 1;
+          const auto cyc = isa::timing::gemm_cycles(c_.config.systolic_array,
+                                                    {p, j_.kh * j_.kw * k / reps, n}, o.a, false);
+          compute += static_cast<double>(cyc.total * reps) * sp * static_cast<double>(kcnt * ncnt);
+        }
+      }
+      for (auto [n, ncnt] : nc) {
+        const double tiles = sp * static_cast<double>(ncnt);
+        if (j_.y_sram < 0) {
+          const BoxCost& y = dma_cost(n, w, h, j_.out_pitch(), j_.out_row(), o.y);
+          store += y.cycles * tiles;
+          bytes += box(n, w, h, o.y) * y.skew * tiles;
+        }
+        vec += tiles * ops * vec_cost(p * n);
+        if (o.tile_read) {
+          const BoxCost& r = dma_cost(n, w, h, j_.M, j_.OW * j_.M, o.r);
+          load_r += r.cycles * tiles;
+          bytes += box(n, w, h, o.r) * r.skew * tiles;
+        }
+      }
+    }
+  }
+  for (auto [k, kcnt] : kc) {
+    for (auto [n, ncnt] : nc) {
+      const int64_t bp = j_.b_pitch ? j_.b_pitch : n;  // a strided view's rows (runtime B)
+      const BoxCost& b = dma_cost(n, k, j_.kh * j_.kw, bp, k * bp, o.w);
+      const double once = j_.b_const ? 1.0 : static_cast<double>(j_.images);  // a runtime B: per image
+      const double times_b =
+          j_.b_sram >= 0 ? 0.0
+                         : static_cast<double>(kcnt * ncnt) * (reuse_b ? once : static_cast<double>(ns));
+      load_b += b.cycles * times_b;
+      bytes += box(n, k, j_.kh * j_.kw, o.w) * b.skew * times_b;
+    }
+  }
+  // The epilogue's per-channel vectors: once per side while a channel range lasts (EpilogueParams).
+  double load_p = 0;
+  const double p_loads = static_cast<double>(EpilogueParams::loads(t.spatial_outer, 1, nn, ns));
+  for (int64_t e : s_.param_loads(t.tn)) {
+    const BoxCost& v = dma_cost(e, 1, 1, e, e, isa::DType::kInt32);
+    load_p += v.cycles * p_loads;
+    bytes += static_cast<double>(e * 4) * v.skew * p_loads;
+  }
+  compute *= static_cast<double>(blocks);
+  // The engines work in parallel but share the DRAM: at most its sustained rate.
+  double dma = (load_a + load_b + load_r + load_p + store) * static_cast<double>(blocks) / engines;
+  if (c_.dram_bytes_per_cycle > 0) dma = std::max(dma, bytes * static_cast<double>(blocks) / c_.dram_bytes_per_cycle);
+  vec *= static_cast<double>(blocks);
+  const double first = (j_.a_sram >= 0 ? 0.0
+                                       : dma_cycles(t.tc, j_.in_cols(t.tow), j_.in_rows(t.toh),
+                                                    j_.pixel_stride(), j_.row_stride(), o.a)) +
+                       (j_.b_sram >= 0 ? 0.0
+                                       : dma_cycles(t.tn, t.tc, j_.kh * j_.kw, j_.b_pitch ? j_.b_pitch : t.tn,
+                                                    t.tc * (j_.b_pitch ? j_.b_pitch : t.tn), o.w));
+  const double last = j_.y_sram >= 0 ? vec_cost(t.toh * t.tow * t.tn)
+                                     : dma_cycles(t.tn, t.tow, t.toh, j_.out_pitch(), j_.out_row(), o.y);
+  t.compute = compute;
+  t.dma = dma;
+  t.est = std::max({compute, dma, vec}) + first + last;
+}
+
+std::optional<Tiling> MatrixMapper::policy_tiling() const {
+  if (c_.config.lowering.mapping_policy != isa::MappingPolicy::kGemmini || j_.groups != 1)
+    return std::nullopt;
+  const GemminiGeometry g = GemminiGeometry::of(c_.config);
+  Tiling t;
+  if (j_.gemm) {
+    const GemminiMatmulTile m = gemmini_matmul_tile(g, j_.OH * j_.OW, j_.mg, j_.cg);
+    t.toh = std::min(m.i, j_.OH), t.tow = j_.OW, t.tc = std::min(m.k, j_.cg), t.tn = std::min(m.j, j_.mg);
+    if (j_.OW != 1) return std::nullopt;
+  } else {
+    const GemminiConvTile k =
+        gemmini_conv_tile(g, j_.OH, j_.OW, j_.mg, j_.kh, j_.kw, j_.cg, j_.sh * j_.step_h, j_.dh);
+    if (k.krows < j_.kh || k.kcols < j_.kw) return std::nullopt;  // npusim keeps the kernel whole
+    t.toh = k.orows, t.tow = k.ocols, t.tc = k.kchs, t.tn = k.ochs;
+  }
+  return t;
+}
+
+std::vector<Tiling> MatrixMapper::search(int64_t* evaluated, size_t keep) const {
+  std::optional<Tiling> policy = policy_tiling();
+  while (policy) {
+    std::vector<Tiling> best = search_among(evaluated, keep, &*policy, false);
+    if (!best.empty()) return best;
+    // The policy's tile overflows npusim's slots (the int8 epilogue's bias and scales share the
+    // accumulator with Gemmini's half of it): fewer output rows, then columns, as Gemmini's own shrink
+    // does when the accumulator binds.
+    if (policy->toh > 1) {
+      --policy->toh;
+    } else if (policy->tow > 1) {
+      --policy->tow;
+    } else {
+      break;
+    }
+  }
+  return search_among(evaluated, keep, nullptr, true);
+}
+
+std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, const Tiling* policy,
+                                               bool report_none) const {
+  std::vector<Tiling> best;  // sorted by est, at most `keep`
+  const ImposedTiling imposed(c_, j_, *this);  // a mapping file's values for this layer (imposed.h)
+  std::vector<int64_t> gbs;
+  for (int64_t d = 1; d <= j_.groups; ++d) {
+    if (j_.groups % d == 0 && (d == 1 || d * j_.cg <= 4 * c_.config.systolic_array.rows)) gbs.push_back(d);
+  }
+  if (gbs.size() > 8) {  // keep 1 and the largest few
+    std::vector<int64_t> k = {1};
+    k.insert(k.end(), gbs.end() - 7, gbs.end());
+    gbs = k;
+  }
+  imposed.restrict_blocks(gbs);
+  const int64_t rows = c_.config.systolic_array.rows, cols = c_.config.systolic_array.cols;
+  int64_t n_eval = 0;
+  for (int64_t gb : gbs) {
+    const int64_t cin_b = gb * j_.cg, cout_b = gb * j_.mg;
+    auto tcs = gb > 1 ? std::vector<int64_t>{cin_b}
+                      : candidates(cin_b, std::max<int64_t>(1, rows / (j_.kh * j_.kw)), 8, false);
+    auto tns = gb > 1 ? std::vector<int64_t>{cout_b} : candidates(cout_b, cols, 8, false);
+    auto tohs = candidates(j_.OH, 1, 8, true);
+    auto tows = candidates(j_.OW, 1, 4, false);
+    if (policy) tcs = {policy->tc}, tns = {policy->tn}, tohs = {policy->toh}, tows = {policy->tow};
+    imposed.restrict(gb, tcs, tns, tohs, tows);  // an imposed value wins over the policy's
+    for (int64_t tc : tcs) {
+      for (int64_t tn : tns) {
+        for (int64_t toh : tohs) {
+          for (int64_t tow : tows) {
+            if (toh * tow > 65535 || j_.in_rows(toh) > 65535 || j_.in_cols(tow) > 65535) continue;
+            if (!j_.y_sram_tile(gb, toh, tow, tn)) continue;
+            // Resident weights are one tile of every channel.
+            if (j_.b_sram >= 0 && (gb != j_.groups || j_.groups != 1 || tc < cin_b || tn < cout_b)) continue;
+            for (int order = 0; order < 3; ++order) {
+              // 0: spatial-outer, 1: channel-outer, 2: spatial-outer with the input tile resident.
+              if (!imposed.allows(order != 1, order == 2)) continue;
+              // One output-channel tile: channel-outer walks what spatial-outer walks; rank it once.
+              if (order == 1 && tn >= cout_b && imposed.allows(true, false)) continue;
+              // Gemmini's loops keep the spatial tile outer (output channels, then the reduction, inner).
+              if (policy && order != 0 && imposed.allows(true, false)) continue;
+              Tiling t;
+              t.gb = gb, t.tc = tc, t.tn = tn, t.toh = toh, t.tow = tow, t.spatial_outer = order != 1;
+              t.input_resident = order == 2;
+              if (t.input_resident && !input_resident_ok(t)) continue;
+              slot_bytes(t);
+              if (!fits(t)) continue;
+              estimate(t);
+              ++n_eval;
+              if (best.size() < keep || t.est < best.back().est) {
+                auto at = std::upper_bound(best.begin(), best.end(), t,
+                                           [](const Tiling& a, const Tiling& b) { return a.est < b.est; });
+                best.insert(at, t);
+                if (best.size() > keep) best.pop_back();
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  if (n_eval == 0 && report_none) imposed.none_fits();
+  *evaluated = n_eval;
+  return best;
+}
+
+Tiling MatrixMapper::choose(int64_t* evaluated) {
+  std::vector<Tiling> best = search(evaluated, c_.can_time() ? kTimedCandidates : 1);
+  if (best.empty()) return Tiling{};
+  if (!c_.can_time()) return best.front();
+  // A layer identical to one already decided (ResNet's repeated blocks: the same geometry, operand
+  // types, epilogue and candidates) takes the same winner without simulating the candidates again.
+  std::string key = fmt::format(
+      "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}|{} {} {} {} {} {}", j_.gemm,
+      j_.b_const, j_.images, j_.H, j_.W, j_.C, j_.OH, j_.OW, j_.M, j_.out_pitch(), j_.out_row(), j_.kh, j_.kw,
+      j_.sh, j_.sw, j_.dh, j_.dw, j_.pt, j_.pl, j_.groups, j_.cg, j_.mg, j_.step_h, j_.step_w, j_.src_w,
+      static_cast<int>(s_.ops.a) + 100 * (j_.a_sram >= 0) + 1000 * (j_.y_sram >= 0) +
+          10000 * (j_.b_sram >= 0),
+      static_cast<int>(s_.ops.w), static_cast<int>(s_.ops.y), static_cast<int>(s_.ops.r), s_.ops.tile_read,
+      s_.epilogue_ops());
+  for (const Tiling& t : best) {
+    key += fmt::format("|{} {} {} {} {} {} {}", t.gb, t.toh, t.tow, t.tc, t.tn, t.spatial_outer, t.input_resident);
+  }
+  if (auto it = c_.decided.find(key); it != c_.decided.end()) return best[it->second];
+  size_t win = 0;
+  const int64_t first = c_.em.size();
+  for (size_t i = 0; i < best.size(); ++i) {
+    // The closed form errs by well under this factor on the layers it ranks (docs/backend.md).
+    if (i > 0 && best[i].est > kTimedRange * best.front().est) break;
+    const Context::Trial trial = c_.begin_trial();
+    generate(best[i]);
+    std::vector<int64_t> cycles = c_.time_code(first);
+    best[i].simulated = cycles.empty() ? 0 : cycles.back();
+    const int64_t last = c_.em.size();
+    c_.end_trial(trial);
+    if (i == 0 || best[i].simulated < best[win].simulated) {
+      win = i;
+      c_.timed = {first, last, std::move(cycles)};
+    }
+  }
+  c_.decided.emplace(std::move(key), win);
+  return best[win];
+}
+
+void MatrixMapper::generate(const Tiling& t) {
+  const int64_t ea = isa::dtype_bytes(s_.ops.a), ew = isa::dtype_bytes(s_.ops.w);
+  const int64_t cin_b = t.gb * j_.cg, cout_b = t.gb * j_.mg, blocks = j_.groups / t.gb;
+  const int64_t nk = ceil_div(cin_b, t.tc), nn = ceil_div(cout_b, t.tn);
+  // SRAM slots: input and weight ping-pong pairs here, the accumulator's from the strategy.
+  SramAlloc in = c_.slots(Buffer::kInput, t.in_bytes), wt = c_.slots(Buffer::kWeight, t.w_bytes),
+            acc = c_.slots(Buffer::kAccumulator, t.acc_bytes);
+  // An operand loaded once (Reuse::a_once / b_once) has one slot: both names are the same.
+  const Reuse reused = reuse(t);
+  uint64_t a_slot[2], b_slot[2];
+  for (int s = 0; s < 2; ++s)
+    a_slot[s] = j_.a_sram >= 0 ? 0
+              : s == 1 && reused.a_once
+                    ? a_slot[0]
+                    : in.take(static_cast<uint64_t>((j_.in_rows(t.toh) * j_.in_cols(t.tow) + position_slack()) *
+                                                    (t.input_resident ? cin_b : t.tc) * ea));
+  s_.allocate(acc, t.side_in_input ? in : acc, t.toh * t.tow, t.tn);
+  if (c_.shared_capacity() > 0) wt.next = in.next;  // weights above the inputs in the one scratchpad
+  for (int s = 0; s < 2; ++s)
+    b_slot[s] = j_.b_sram >= 0            ? static_cast<uint64_t>(j_.b_sram)
+                : s == 1 && reused.b_once ? b_slot[0]
+                                          : wt.take(static_cast<uint64_t>(j_.kh * j_.kw * t.tc * t.tn * ew));
+  // Constant weights: one data segment per (block, n chunk, k chunk) tile (none when they are resident).
+  std::vector<uint64_t> w_addr;
+  if (j_.b_const && j_.b_sram < 0) {
+    w_addr.resize(static_cast<size_t>(blocks * nn * nk));
+    for (int64_t b = 0; b < blocks; ++b) {
+      for (int64_t jn = 0; jn < nn; ++jn) {
+        for (int64_t ik = 0; ik < nk; ++ik) {
+          const int64_t n0 = jn * t.tn, n1 = std::min(cout_b, n0 + t.tn), k0 = ik * t.tc,
+                        k1 = std::min(cin_b, k0 + t.tc);
+          w_addr[static_cast<size_t>((b * nn + jn) * nk + ik)] = s_.weight_tile(b, t.gb, k0, k1, n0, n1);
+        }
+      }
+    }
+  }
+  struct Spatial {
+    int64_t img, oy0, oh, ox0, ow;
+  };
+  std::vector<Spatial> sp;
+  for (int64_t img = 0; img < j_.images; ++img) {
+    for (int64_t oy = 0; oy < j_.OH; oy += t.toh) {
+      for (int64_t ox = 0; ox < j_.OW; ox += t.tow) {
+        sp.push_back({img, oy, std::min(t.toh, j_.OH - oy), ox, std::min(t.tow, j_.OW - ox)});
+      }
+    }
+  }
+  int a_next = 0, b_next = 0, c_next = 0;
+  int64_t a_key = -1, b_key = -1;  // what the most recent A / B slot holds (reuse)
+  uint64_t a_cur = 0, b_cur = 0;
+  const bool reuse_a = reused.a, reuse_b = reused.b;
+  const bool resident = t.input_resident;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t cin0 = b * cin_b, cout0 = b * cout_b;
+    auto tile = [&](int64_t si, int64_t jn) {
+      const Spatial& s = sp[static_cast<size_t>(si)];
+      const int64_t n0 = jn * t.tn, tn = std::min(t.tn, cout_b - n0);
+      const int cs = c_next;
+      c_next ^= 1;
+      const uint64_t c_slot = s_.acc_slot(cs);
+      for (int64_t ik = 0; ik < nk; ++ik) {
+        const int64_t k0 = ik * t.tc, tc = std::min(t.tc, cin_b - k0);
+        // Input tile with halo (resident: every K chunk, loaded with the first).
+        const int64_t akey = (b * static_cast<int64_t>(sp.size()) + si) * nk + (resident ? 0 : ik);
+        if (j_.a_sram >= 0) {
+          // Where the producer left it (GEMMs: rows of C elements).
+          a_cur = static_cast<uint64_t>(j_.a_sram) +
+                  static_cast<uint64_t>(((s.img * j_.H + s.oy0) * j_.W + s.ox0) * j_.C + cin0) * static_cast<uint64_t>(ea);
+        } else if (!((reuse_a || resident) && a_key == akey)) {
+          a_cur = a_slot[a_next];
+          a_next ^= 1;
+          a_key = akey;
+          // Resident (GEMMs): the [m][K] tile as it lies, every K chunk at once.
+          load_input(s.img, s.oy0, s.oh, s.ox0, s.ow, resident ? cin0 : cin0 + k0, resident ? cin_b : tc, a_cur);
+        }
+        // This K chunk of the input tile: a resident GEMM tile's columns [k0, k0 + tc), read in place.
+        const bool in_place = resident || j_.a_sram >= 0;
+        const uint64_t a_k = in_place ? a_cur + static_cast<uint64_t>(k0 * ea) : a_cur;
+        const int64_t a_stride = j_.a_sram >= 0 ? j_.C : resident ? cin_b : tc;
+        const int64_t wkey = (b * nn + jn) * nk + ik;
+        // A runtime B differs per image, so it is reused only within one.
+        const int64_t bkey = j_.b_const ? wkey : s.img * blocks * nn * nk + wkey;
+        if (j_.b_sram >= 0) {
+          b_cur = static_cast<uint64_t>(j_.b_sram);
+        } else if (!(reuse_b && b_key == bkey)) {
+          b_cur = b_slot[b_next];
+          b_next ^= 1;
+          b_key = bkey;
+          if (j_.b_const) {
+            const uint64_t addr = w_addr[static_cast<size_t>(wkey)];
+            const Range r{kDram, addr, addr + static_cast<uint64_t>(j_.kh * j_.kw * tc * tn * ew)};
+            c_.load(Buffer::kWeight, b_cur, r, addr, s_.ops.w, {tn, tc, j_.kh * j_.kw, 1}, {tn, tc * tn, 0});
+          } else {
+            // Runtime B [K, N] of this image (gemm only).
+            const uint64_t addr = j_.b_base(s.img) + static_cast<uint64_t>((k0 * j_.b_row() + n0) * ew);
+            c_.load(Buffer::kWeight, b_cur, j_.b_range, addr, s_.ops.w, {tn, tc, 1, 1}, {j_.b_row(), 0, 0});
+          }
+        }
+        if (j_.gemm) {
+          c_.matmul(a_k, a_stride, b_cur, c_slot, s.oh * s.ow, tc, tn, ik > 0);
+        } else if (per_position()) {
+          // A 1x1 CONV per kernel position (r, q) over the window shifted by (r*dh, q*dw): rows keep the
+          // tile's pitch of in_cols pixels, the position's weights are its [tc][tn] slice.
+          const int64_t cols = j_.in_cols(s.ow);
+          for (int64_t r = 0; r < j_.kh; ++r) {
+            for (int64_t q = 0; q < j_.kw; ++q) {
+              const uint64_t a = a_cur + static_cast<uint64_t>((r * j_.dh * cols + q * j_.dw) * tc * ea);
+              const uint64_t w = b_cur + static_cast<uint64_t>((r * j_.kw + q) * tc * tn * ew);
+              c_.conv(a, w, c_slot, (s.oh - 1) * j_.sh + 1, cols, tc, s.oh, s.ow, tn, 1, 1, j_.sh, j_.sw, 1,
+                      1, ik > 0 || r > 0 || q > 0);
+            }
+          }
+        } else {
+          c_.conv(a_k, b_cur, c_slot, j_.in_rows(s.oh), j_.in_cols(s.ow), tc, s.oh, s.ow, tn, j_.kh, j_.kw,
+                  j_.sh, j_.sw, j_.dh, j_.dw, ik > 0);
+        }
+      }
+      s_.epilogue(OutTile{s.img, s.oy0, s.oh, s.ox0, s.ow, cout0 + n0, tn}, cs);
+    };
+    const int64_t nsp = static_cast<int64_t>(sp.size());
+    if (t.spatial_outer) {
+      for (int64_t si = 0; si < nsp; ++si) {
+        for (int64_t jn = 0; jn < nn; ++jn) tile(si, jn);
+      }
+    } else {
+      for (int64_t jn = 0; jn < nn; ++jn) {
+        for (int64_t si = 0; si < nsp; ++si) tile(si, jn);
+      }
+    }
+  }
+  c_.plan->sram_input_bytes = static_cast<int64_t>(in.used());
+  c_.plan->sram_weight_bytes = static_cast<int64_t>(wt.next - (c_.shared_capacity() > 0 ? in.next : wt.base));
+  c_.plan->sram_acc_bytes = static_cast<int64_t>(acc.used());
+}
+
+void MatrixMapper::load_input(int64_t img, int64_t oy0, int64_t oh, int64_t ox0, int64_t ow, int64_t c0,
+                              int64_t tc, uint64_t slot) {
+  const int64_t iy0 = oy0 * j_.sh - j_.pt, iy1 = iy0 + j_.in_rows(oh) - 1;
+  const int64_t ix0 = ox0 * j_.sw - j_.pl, ix1 = ix0 + j_.in_cols(ow) - 1;
+  const int64_t ptop = std::max<int64_t>(0, -iy0), pbot = std::max<int64_t>(0, iy1 - (j_.H - 1));
+  const int64_t pleft = std::max<int64_t>(0, -ix0), pright = std::max<int64_t>(0, ix1 - (j_.W - 1));
+  const int64_t ry0 = std::max<int64_t>(0, iy0), rx0 = std::max<int64_t>(0, ix0);
+  const int64_t rows = j_.in_rows(oh) - ptop - pbot, cols = j_.in_cols(ow) - pleft - pright;
+  const uint64_t addr =
+      j_.a_base(img) +
+      static_cast<uint64_t>((ry0 * j_.row_stride() + rx0 * j_.pixel_stride() + c0) * isa::dtype_bytes(s_.ops.a));
+  c_.load(Buffer::kInput, slot, j_.a_range, addr, s_.ops.a, {tc, cols, rows, 1}, {j_.pixel_stride(), j_.row_stride(), 0},
+          {ptop, pbot, pleft, pright}, s_.ops.pad);
+}
+
+bool subsample_pointwise(MatrixJob& j) {
+  if (j.gemm || j.kh != 1 || j.kw != 1 || (j.sh == 1 && j.sw == 1) || j.pt != 0 || j.pl != 0) return false;
+  j.src_w = j.W;
+  j.step_h = j.sh, j.step_w = j.sw;
+  j.H = j.OH, j.W = j.OW;
+  j.sh = j.sw = 1;
+  return true;
+}
+
+void set_conv_pads(const Node& n, MatrixJob& j) {
+  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    const int64_t ph = std::max<int64_t>(0, (j.OH - 1) * j.sh + (j.kh - 1) * j.dh + 1 - j.H);
+    const int64_t pw = std::max<int64_t>(0, (j.OW - 1) * j.sw + (j.kw - 1) * j.dw + 1 - j.W);
+    j.pt = auto_pad == "SAME_UPPER" ? ph / 2 : ph - ph / 2;
+    j.pl = auto_pad == "SAME_UPPER" ? pw / 2 : pw - pw / 2;
+  } else {
+    const auto pads = n.attr_ints("pads", {0, 0, 0, 0});
+    j.pt = pads[0], j.pl = pads[1];
+  }
+}
+
+bool fused_activation(const Node& n, const std::string& act, VecOp* op, int64_t* imm0, int64_t* imm1) {
+  if (act == "Relu") {
+    *op = VecOp::kRelu;
+  } else if (act == "Clip") {
+    *op = VecOp::kClip;
+    *imm0 = f32_imm(n.attr_float(kActMin, -INFINITY));
+    *imm1 = f32_imm(n.attr_float(kActMax, INFINITY));
+  } else if (act == "Sigmoid") {
+    *op = VecOp::kSigmoid;
+  } else if (act == "Tanh") {
+    *op = VecOp::kTanh;
+  } else if (act == "LeakyRelu") {
+    *op = VecOp::kLeakyRelu;
+    *imm0 = f32_imm(n.attr_float(kAlpha, 0.01f));
+  } else if (act == "HardSigmoid") {
+    *op = VecOp::kHardSigmoid;
+    *imm0 = f32_imm(n.attr_float(kAlpha, 0.2f));
+    *imm1 = f32_imm(n.attr_float(kBeta, 0.5f));
+  } else if (act == "HardSwish") {
+    *op = VecOp::kHardSwish;
+  } else if (act == "Gelu") {
+    *op = VecOp::kGelu;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+std::string tile_limit(const Context& c, const MatrixJob& j, const Tiling& t) {
+  if (t.toh == j.OH && t.tow == j.OW && t.tc == t.gb * j.cg && t.tn == t.gb * j.mg && t.gb == j.groups) {
+    return "whole layer in one tile";
+  }
+  // Slots are ping-pong pairs: past half of a scratchpad, doubling any tile dimension cannot fit.
+  const std::array<std::pair<const char*, double>, 3> fill = {
+      std::pair<const char*, double>{"sram.input", static_cast<double>(t.in_bytes) / c.capacity(Buffer::kInput)},
+      {"sram.weight", static_cast<double>(t.w_bytes) / c.capacity(Buffer::kWeight)},
+      {"sram.accumulator", static_cast<double>(t.acc_bytes) / c.capacity(Buffer::kAccumulator)}};
+  const auto full = std::max_element(fill.begin(), fill.end(), [](auto& a, auto& b) { return a.second < b.second; });
+  if (full->second > 0.5) return fmt::format("{} {:.0f}% full", full->first, 100.0 * full->second);
+  return t.simulated >= 0 ? "fastest in simulation (larger tiles that fit ran slower or ranked lower)"
+                          : "cheapest in the cost model";
+}
+
+void record_tiling(Context& c, const MatrixJob& j, const Tiling& t, int64_t evaluated) {
+  LayerPlan& p = *c.plan;
+  p.group_block = t.gb;
+  p.tile_oh = t.toh;
+  p.tile_ow = t.tow;
+  p.tile_m = t.toh * t.tow;
+  p.tile_k = j.kh * j.kw * t.tc;
+  p.tile_n = t.tn;
+  p.loop_order = t.input_resident  ? "spatial-outer, input tile resident across its K chunks"
+                 : t.spatial_outer ? "spatial-outer (input tile resident)"
+                                   : "channel-outer (weight tile resident)";
+  p.model_cycles = static_cast<int64_t>(t.est);
+  p.est_cycles = t.simulated >= 0 ? t.simulated : p.model_cycles;
+  p.est_compute_cycles = static_cast<int64_t>(t.compute);
+  p.est_dma_cycles = static_cast<int64_t>(t.dma);
+  p.candidates = evaluated;
+  p.macs = j.images * j.OH * j.OW * j.M * j.kh * j.kw * j.cg;
+  p.chosen = as_mapping(j, t);
+  p.tile_limit = tile_limit(c, j, t);
+}
+
+void write_on_chip(Context& c, const MatrixJob& j, Context::VecArgs last, const OutTile& t, int64_t es) {
+  last.dst_buf = isa::Buffer::kInput;
+  const uint64_t at = static_cast<uint64_t>(j.y_sram) + j.y_sram_offset(t.img, t.oy0, t.ox0, t.n0, es);
+  if (!j.y_sram_row || t.oh == 1) {
+    last.dst = at;
+    c.vec(last);
+    return;
+  }
+  // The tile's pixels are [oh * ow][tn] at its sources: a row of ow pixels at a time (an operand that
+  // is not broadcast moves with it).
+  const int64_t px = t.ow * t.tn;
+  last.d1 = t.ow;
+  for (int64_t r = 0; r < t.oh; ++r) {
+    Context::VecArgs v = last;
+    v.src1 += static_cast<uint64_t>(r * px * isa::dtype_bytes(last.in));
+    if (v.bcast == isa::Bcast::kNone) v.src2 += static_cast<uint64_t>(r * px * isa::dtype_bytes(last.in));
+    v.dst = at + static_cast<uint64_t>(r * j.y_sram_row * es);
+    c.vec(v);
+  }
+}
+
+}  // namespace npusim::compiler::backend

@@ -1,0 +1,48 @@
+#pragma once
+// What a compile is asked to do (compile.h): the precision or per-layer precision plan, the simulator
+// that times emitted code, imposed mappings and the fusions that may apply. Its own header so that the
+// lowerings read it without including the driver.
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "compiler/backend/mapping/mapping.h"
+#include "isa/isa.h"
+#include "isa/program.h"
+
+namespace npusim::compiler {
+
+namespace quant {
+struct PrecisionPlan;
+struct QParams;
+}
+
+// Cycles of each layer of a program slice, simulated (CompileOptions::timer).
+using CodeTimer = std::function<std::vector<int64_t>(const isa::Program&)>;
+
+struct CompileOptions {
+  // Whole-model precision of matrix and vector ops and of activations in DRAM: fp32, fp16 or bf16.
+  isa::DType precision = isa::DType::kFp32;
+  // Per-layer precision (compiler/quant/precision.h is the contract; back end: backend/int8/int8.h). When
+  // set, each node runs in its plan precision, activations are stored in their producer's format
+  // (int8 codes between int8 layers) and `precision` is only the format of graph inputs/outputs.
+  const quant::PrecisionPlan* plan = nullptr;
+  // Times a program (a slice of the one being compiled: isa/program_slice.h) on an idle machine and
+  // returns the cycles of each of its layers as a report counts them (their spans), in order. The
+  // simulator, injected by sim/ (the compiler does not link arch/): with it, every layer's estimate is
+  // its code simulated between its neighbours (docs/backend.md, "Estimates"), and the mapping search
+  // ranks its best few candidates by simulating each. Without it (the compiler's own tests), estimates
+  // come from the closed-form cost model.
+  CodeTimer timer;
+  // Imposed per-layer mappings (compiler/backend/mapping/mapping.h); layers it does not name are searched.
+  const MappingOverrides* mapping = nullptr;
+  // Concats folded into their producers' stores where that is exact (backend/memory/concat_in_place.h): each
+  // producer writes its output straight into its slice of the Concat's buffer and the Concat copies
+  // nothing (or only the inputs left). false (`--no-fusion`): every Concat copies its inputs.
+  bool fold_concats = true;
+  // A convolution's output read only by the pointwise conv after it stays in SRAM (backend/fusion/residency.h).
+  // false (`--no-fusion`): every layer's output goes to DRAM.
+  bool keep_on_chip = true;
+};
+
+}  // namespace npusim::compiler

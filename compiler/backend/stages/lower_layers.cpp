@@ -1,0 +1,216 @@
+// The lowering stage (lower_layers.h).
+#include "compiler/backend/stages/lower_layers.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compiler/backend/estimate/roofline.h"
+#include "compiler/backend/fusion/groups.h"
+#include "compiler/backend/host/host_call.h"
+#include "compiler/backend/int8/int8.h"
+#include "compiler/backend/mapping/imposed.h"
+#include "compiler/backend/memory/movement.h"
+#include "compiler/backend/memory/view_scope.h"
+#include "compiler/backend/stages/plan_memory.h"
+#include "compiler/backend/vector/vector_tiling.h"
+#include "compiler/passes/lowered.h"
+#include "compiler/quant/precision.h"
+#include "isa/timing/dma.h"
+#include "isa/timing/units.h"
+
+namespace npusim::compiler::backend {
+
+namespace {
+
+// What runs before a layer when its code is timed: the whole layer before it, and the code before
+// that up to kContextInstructions instructions in all, from at most kContextLayers layers back, so that
+// the DMA queues and DRAM are as busy as in the whole program when it starts (docs/backend.md,
+// "Estimates": with the layer before only, BERT's short layers are 10-20% off; more context costs
+// compile time for no accuracy on the models measured).
+constexpr size_t kContextLayers = 3;
+constexpr int64_t kContextInstructions = 500;
+
+// Why the array cannot run matrix node `n` in the precision the plan gives it ("" when it can). The
+// int8 path takes Conv/Gemm/MatMul with constant weights; any other matrix node computes in the
+// plan's float format (fp32 for int8 plans), which an int8-only array (tpu-v1, gemmini) does not have.
+// Mirrors PlanScope's choice, which raises the same condition as an error.
+std::string unsupported_on_array(const Context& c, const Node& n, Placement placement) {
+  if (placement != Placement::kNpuMatrix || !c.options.plan) return "";
+  const quant::PrecisionPlan& plan = *c.options.plan;
+  const quant::Precision p = plan.precision_of(n.name);
+  if (int8_matrix_mappable(plan, n)) return "";
+  const isa::DType compute = p == quant::Precision::kFp16   ? isa::DType::kFp16
+                             : p == quant::Precision::kBf16 ? isa::DType::kBf16
+                                                            : isa::DType::kFp32;
+  if (c.config.systolic_array.rate(compute) > 0) return "";
+  const std::string_view dt = isa::kDTypeNames[static_cast<size_t>(compute)];
+  return fmt::format(
+      "the array has no {} MACs (systolic_array.{}_rate is 0) and the int8 path does not take "
+      "this node (it needs constant weights, or two runtime operands with zero points 0)",
+      dt, dt);
+}
+
+}  // namespace
+
+void lower_layers(Context& c) {
+  const Graph& g = c.g;
+  const CompileOptions& options = c.options;
+  const isa::NpuConfig& config = c.config;
+  CompileResult& result = c.result;
+  isa::Program& prog = c.program;
+  // Layers whose code was timed, in order: (first instruction, layer index).
+  std::vector<std::pair<int64_t, size_t>> timed_layers;
+  Groups groups(c);  // fusion/groups.h
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    c.layer = static_cast<uint32_t>(i);
+    LayerPlan plan;
+    plan.name = n.name;
+    plan.op = n.op_type;
+    plan.placement = placement_of(n);
+    const bool folded = c.folding.folded(n) || c.views.folds(n);
+    if (folded) plan.placement = Placement::kFree;
+    c.plan = &plan;
+    const LayerMapping* imposed = options.mapping ? options.mapping->find(n.name) : nullptr;
+    const bool forced_host = imposed && imposed_host(*imposed, n, plan.placement);
+    const int64_t before = c.em.size();
+    groups.begin(i, plan.placement, !forced_host && !folded);
+    if (n.domain == kNpuDomain && n.op_type == "Transpose" && n.has_attr(kLayoutChange)) {
+      const Value& in = g.value(n.inputs[0]);
+      const Value& out = g.value(n.outputs[0]);
+      result.transposes.push_back({n.name, n.inputs[0], n.outputs[0], in.shape, in.layout, out.layout,
+                                   n.attr_string(kLayoutReason, "")});
+    }
+    if (folded) {
+      plan.mapping = c.views.folds(n) ? c.views.describe(g, n) : c.folding.describe(n);
+    } else if (groups.member(i, plan)) {
+      // Its work is done by the group lowered with an earlier layer.
+    } else if (!forced_host && plan.placement == Placement::kNpuMatrix && groups.lower_attention(i)) {
+      plan.instructions = c.em.size() - before;
+    } else if (plan.placement == Placement::kFree) {
+      plan.mapping = "alias (no instructions)";
+      if (n.op_type == "Dropout" && n.outputs.size() > 1 && !n.outputs[1].empty() &&
+          c.tensors.count(n.outputs[1])) {
+        // Inference: the mask is all true, written as a fill.
+        const DramTensor& mask = c.tensor(n.outputs[1]);
+        copy_index_map(c, mask, {}, std::vector<int64_t>(static_cast<size_t>(num_elements(mask.shape)), -1),
+                       1.0);
+        plan.mapping = "alias; mask written as a fill of ones";
+        plan.instructions = c.em.size() - before;
+      }
+    } else if (plan.placement == Placement::kHost && !options.plan) {
+      ViewScope views(c, n, plan.placement);
+      lower_host(c, n, "placed on the host by the op table");
+      views.finish();
+    } else if (plan.placement == Placement::kHost) {
+      ViewScope views(c, n, plan.placement);
+      PlanScope scope(c, n, plan.placement);  // # int8: conversions around the node
+      lower_host(c, n, "placed on the host by the op table");
+      scope.finish();
+      views.finish();
+    } else if (std::string unsupported = unsupported_on_array(c, n, plan.placement); !unsupported.empty()) {
+      // The array has no MACs in the precision this node would need (an int8-only part and a MatMul of
+      // two runtime operands, say): the CPU runs it, and the report shows what that costs.
+      plan.placement = Placement::kHost;
+      ViewScope views(c, n, plan.placement);
+      PlanScope scope(c, n, plan.placement);
+      lower_host(c, n, unsupported);
+      scope.finish();
+      views.finish();
+    } else {
+      ViewScope views(c, n, plan.placement);  // dense copies of the views it does not take
+      PlanScope scope(c, n, plan.placement);  // # int8: conversions around the node, no-op without a plan
+      const int64_t lowering_from = c.em.size();
+      std::string why;
+      bool ok = false;
+      if (forced_host) {
+        why = "placed on the host by the mapping file";  // as if the lowering declined: the same path
+      } else if (plan.placement == Placement::kNpuMatrix) {
+        ok = scope.int8_matrix() ? lower_matrix_int8(c, n) : lower_matrix(c, n);
+        if (!ok) why = "matrix op form not mapped by the back end";
+      } else {
+        ok = lower_vector_tiled(c, n, &why);
+      }
+      if (!ok) {
+        if (c.em.size() != lowering_from)
+          throw std::logic_error("backend: a lowering emitted code and then gave up");
+        plan.placement = Placement::kHost;
+        scope.materialize();  // # int8: the host reads floats
+        views.materialize();  // ... and dense tensors
+        lower_host(c, n, why.empty() ? "not mapped by the back end" : why);
+      } else {
+        plan.instructions = c.em.size() - before;
+        if (n.has_attr(kDecomposedWhy)) plan.mapping += "; " + n.attr_string(kDecomposedWhy, "");
+        if (plan.placement != Placement::kNpuMatrix) {
+          // Vector layers: the busier of the vector unit and the DMA engines, from the emitted code.
+          double vec = 0, dma = 0;
+          for (int64_t k = before; k < c.em.size(); ++k) {
+            const isa::Instruction& ins = prog.instructions[static_cast<size_t>(k)];
+            if (ins.opcode == isa::Opcode::kVec)
+              vec += static_cast<double>(isa::timing::vec_cycles(ins, config.vector));
+            if (ins.opcode == isa::Opcode::kLoad || ins.opcode == isa::Opcode::kStore) {
+              dma += isa::timing::estimate_dma_cycles(ins, config);
+            }
+          }
+          dma /= static_cast<double>(std::max<int64_t>(1, config.dma.engines));
+          plan.est_compute_cycles = static_cast<int64_t>(vec);
+          plan.est_dma_cycles = static_cast<int64_t>(dma);
+          plan.est_cycles = static_cast<int64_t>(std::max(vec, dma));
+        }
+      }
+      scope.finish();
+      views.finish();
+      if (const std::string note = views.describe(); !note.empty()) plan.mapping += "; " + note;
+      if (const std::string note = c.folding.describe(n); !note.empty()) plan.mapping += "; " + note;
+    }
+    groups.finish(i, plan);
+    if (plan.model_cycles == 0) plan.model_cycles = plan.est_cycles;
+    if (c.can_time() && c.em.size() > before) {
+      // Between its neighbours, as in the whole program: the layers before it run first (their tails
+      // overlap this layer's first loads), and the layer before it takes its figure from this run, where
+      // its successor's loads compete with it for DRAM.
+      const bool known = c.timed.first == before && c.timed.last == c.em.size() && !c.timed.cycles.empty();
+      const std::vector<int64_t> cycles = known ? c.timed.cycles : c.time_code(before);
+      plan.est_cycles = cycles.back();
+      if (!timed_layers.empty()) {
+        const int64_t from = c.context_first >= 0 && c.context_first < before ? c.context_first : before;
+        const size_t base = prog.instructions[static_cast<size_t>(from)].layer();
+        const size_t previous = timed_layers.back().second;
+        if (previous >= base && previous - base < cycles.size() - 1 && cycles[previous - base] > 0) {
+          result.layers[previous].est_cycles = cycles[previous - base];
+        }
+      }
+      timed_layers.emplace_back(before, i);
+      const size_t k = timed_layers.size() - std::min(timed_layers.size(), kContextLayers);
+      c.context_first = std::max(timed_layers[k].first, std::min(before, c.em.size() - kContextInstructions));
+    }
+    c.timed = {};
+    const isa::DType precision =
+        options.plan ? quant::to_dtype(options.plan->reported_precision(n.name)) : options.precision;
+    if (plan.placement == Placement::kFree && plan.instructions == 0) {
+      plan.bound_cycles = 0;
+    } else if (plan.placement != Placement::kHost) {
+      plan.bound_cycles = roofline(g, n, plan.macs, precision, config).bound_cycles();
+    }
+    // What the program carries of the layer, so a run of the program file reports what this run does.
+    prog.layers[i].precision = precision;
+    if (plan.placement == Placement::kNpuMatrix || plan.placement == Placement::kNpuVector)
+      prog.layers[i].macs = static_cast<uint64_t>(plan.macs);
+    // A SCALE-Sim topology's rows are independent layers that SCALE-Sim runs one at a time: each starts
+    // after the one before it (its SRAM history merged whole), so every row's cycles are its own and
+    // they add up to the run. A model's layers keep the exact history of the layer just emitted.
+    c.em.collapse_sram(g.nhwc_io ? c.em.size() : before);
+    if (imposed) check_applied(*imposed, plan, forced_host);
+    plan.chosen.name = plan.name;
+    groups.record_choice(plan);
+    result.layers.push_back(plan);
+  }
+  c.em.halt(static_cast<uint32_t>(g.nodes.empty() ? 0 : g.nodes.size() - 1));
+}
+
+}  // namespace npusim::compiler::backend

@@ -1,0 +1,633 @@
+// Element-wise vector nodes: activations (one VecOp streamed over contiguous tiles), binary ops with
+// broadcasting (the broadcast operand row-, column- or scalar-broadcast by the VEC box) and the
+// per-channel affine map of a BatchNormalization, with a fused activation on the result tile. Every lowering streams SRAM tiles: LOAD into a ping-pong slot, VEC in
+// place, STORE.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <numeric>
+#include <optional>
+#include <stdexcept>
+
+#include "compiler/backend/core/context.h"
+#include "compiler/backend/fusion/residency.h"
+#include "compiler/backend/fusion/se_fusion.h"
+#include "compiler/backend/int8/int8.h"
+#include "compiler/backend/matrix/matrix_walk.h"
+#include "compiler/backend/memory/movement.h"
+#include "compiler/backend/vector/vector_lowerings.h"
+#include "compiler/interp/interpreter.h"
+#include "compiler/passes/lowered.h"
+#include "isa/numerics.h"
+#include "isa/strides.h"
+
+namespace npusim::compiler::backend {
+
+using isa::Buffer;
+using isa::Bcast;
+using isa::DType;
+using isa::VecOp;
+
+bool unary_op(const Node& n, const Context& c, Context::VecArgs& v) {
+  const std::string& op = n.op_type;
+  if (op == "Relu") v.op = VecOp::kRelu;
+  else if (op == "Sigmoid") v.op = VecOp::kSigmoid;
+  else if (op == "Tanh") v.op = VecOp::kTanh;
+  else if (op == "Exp") v.op = VecOp::kExp;
+  else if (op == "Sqrt") v.op = VecOp::kSqrt;
+  else if (op == "Reciprocal") v.op = VecOp::kRecip;
+  else if (op == "Abs") v.op = VecOp::kAbs;
+  else if (op == "Neg") v.op = VecOp::kNeg;
+  else if (op == "Erf") v.op = VecOp::kErf;
+  else if (op == "Gelu" && n.attr_string("approximate", "none") == "none") v.op = VecOp::kGelu;
+  else if (op == "HardSwish") v.op = VecOp::kHardSwish;
+  else if (op == "Identity" || op == "Dropout") v.op = VecOp::kCopy;
+  else if (op == "LeakyRelu") {
+    v.op = VecOp::kLeakyRelu;
+    v.imm0 = f32_imm(n.attr_float("alpha", 0.01f));
+  } else if (op == "HardSigmoid") {
+    v.op = VecOp::kHardSigmoid;
+    v.imm0 = f32_imm(n.attr_float("alpha", 0.2f));
+    v.imm1 = f32_imm(n.attr_float("beta", 0.5f));
+  } else if (op == "Clip") {
+    v.op = VecOp::kClip;
+    float lo = n.attr_float("min", -INFINITY), hi = n.attr_float("max", INFINITY);
+    for (size_t k = 1; k <= 2; ++k) {
+      if (!n.has_input(k)) continue;
+      const Value& b = c.g.value(n.inputs[k]);
+      if (!b.is_constant()) return false;
+      (k == 1 ? lo : hi) = static_cast<float>(b.constant->as_double(0));
+    }
+    v.imm0 = f32_imm(lo);
+    v.imm1 = f32_imm(hi);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+bool lower_unary(Context& c, const Node& n, std::string* why) {
+  Context::VecArgs v;
+  if (!unary_op(n, c, v)) {
+    *why = fmt::format("{} is not lowered to the vector unit by the back end", n.op_type);
+    return false;
+  }
+  const DramTensor& x = c.tensor(n.inputs[0]);
+  const DramTensor& y = c.tensor(n.outputs[0]);
+  if (x.phys != y.phys) {
+    *why = "input and output layouts differ";
+    return false;
+  }
+  // # int8: a Relu whose output shares its input's QParams runs on the codes (PlanScope: c.act is the
+  // codes' type): relu(real) quantized is max(code, zero point), one clamp per element, exactly.
+  const bool on_codes = isa::numerics::is_integer(c.act);
+  if (on_codes) {
+    if (v.op != VecOp::kRelu || !c.options.plan || !c.options.plan->values.count(n.outputs[0]))
+      throw std::logic_error("backend: " + n.op_type + " on int8 codes");
+    v.op = VecOp::kClip;
+    v.imm0 = f32_imm(static_cast<float>(c.options.plan->values.at(n.outputs[0]).zero_point));
+    v.imm1 = f32_imm(INFINITY);
+  }
+  Slots s = make_slots(c, Buffer::kInput);
+  const int64_t total = num_elements(y.shape);
+  const int64_t d0max = std::min<int64_t>(4096, s.elems);
+  const uint64_t ex = static_cast<uint64_t>(isa::dtype_bytes(x.dtype)), ey = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
+  // # int8: codes converted in SRAM, tile by tile (PlanScope); constants at the accumulator's start.
+  const quant::QParams* qx = c.codes_of(n.inputs[0]);
+  const quant::QParams* qy = c.codes_of(n.outputs[0]);
+  if (qx) load_conversion_constants(c, 0, qx, nullptr);
+  if (qy) load_conversion_constants(c, 16, nullptr, qy);
+  for (int64_t off = 0; off < total;) {
+    const int64_t rem = total - off;
+    int64_t d0, d1;
+    if (rem >= d0max) {
+      d0 = d0max;
+      d1 = std::min<int64_t>(rem / d0max, std::min<int64_t>(kMaxDim, s.elems / d0max));
+    } else {
+      d0 = rem, d1 = 1;
+    }
+    const uint64_t slot = s.take();
+    c.load(Buffer::kInput, slot, x.range(), x.addr + static_cast<uint64_t>(off) * ex, x.dtype, {d0, d1, 1, 1},
+           {d0, 0, 0});
+    if (qx) dequantize_tile(c, Buffer::kInput, slot, d0, d1, x.dtype, 0);
+    Context::VecArgs a = v;
+    a.in = a.out = c.act;
+    a.src1_buf = a.dst_buf = Buffer::kInput;
+    a.src1 = a.dst = slot;
+    a.d0 = d0, a.d1 = d1, a.d2 = 1;
+    c.vec(a);
+    if (qy) quantize_tile(c, Buffer::kInput, slot, d0, d1, y.dtype, 16);
+    c.store(Buffer::kInput, slot, y.range(), y.addr + static_cast<uint64_t>(off) * ey, y.dtype, {d0, d1, 1, 1},
+            {d0, 0, 0});
+    off += d0 * d1;
+  }
+  c.plan->mapping = fmt::format("VEC {} streamed in {}-element tiles{}", isa::kVecOpNames[static_cast<size_t>(v.op)],
+                                s.elems, on_codes             ? " on int8 codes (relu = clamp at the zero point)"
+                                         : qx || qy ? ", int8 codes converted in the tile loop"
+                                                    : "");
+  return true;
+}
+
+
+namespace {
+
+// An operand of a broadcasting element-wise op, in the output's physical dim order.
+struct Operand {
+  bool constant = false;
+  const DramTensor* t = nullptr;
+  uint64_t addr = 0;  // DRAM address of its data (constant: a data segment written in this order)
+  Range range;
+  Shape pshape;  // extents in output physical order (1 = broadcast)
+  isa::DType dt = isa::DType::kFp32;     // element type in DRAM
+  const quant::QParams* q = nullptr;      // # int8: codes converted in the tile loop (Context::codes)
+  int64_t sram = -1;  // where the input scratchpad already holds it (an SE block's input), -1 = in DRAM only
+};
+
+// The output's memory order of logical dims (ONNX order when its layout is empty).
+std::vector<int> output_order(const DramTensor& y) {
+  std::vector<int> ylay = y.layout;
+  if (ylay.empty()) {
+    ylay.resize(y.shape.size());
+    std::iota(ylay.begin(), ylay.end(), 0);
+  }
+  return ylay;
+}
+
+// A constant operand of logical shape `padded` (y's rank, 1 = broadcast) with data `*src`, written as a
+// data segment in the output's physical order; `src` null: a shape-only constant (a timing-only
+// compile), whose segment is placed without bytes.
+Operand constant_operand(Context& c, const std::vector<float>* src, const Shape& padded,
+                         const DramTensor& y) {
+  const std::vector<int> ylay = output_order(y);
+  Operand o;
+  for (int d : ylay) o.pshape.push_back(padded[static_cast<size_t>(d)]);
+  o.constant = true;
+  o.dt = c.act;
+  if (src == nullptr) {
+    const auto bytes = static_cast<uint64_t>(num_elements(o.pshape)) * static_cast<uint64_t>(c.esize);
+    o.addr = c.add_elided_data(bytes);
+    o.range = Range{kDram, o.addr, o.addr + bytes};
+    return o;
+  }
+  const size_t r = padded.size();
+  const auto lst = dense_strides(padded);
+  std::vector<float> dst(static_cast<size_t>(num_elements(o.pshape)));
+  const auto pst = dense_strides(o.pshape);
+  for (int64_t i = 0; i < static_cast<int64_t>(dst.size()); ++i) {
+    int64_t rem = i, li = 0;
+    for (size_t k = 0; k < r; ++k) {
+      const int64_t coord = rem / pst[k];
+      rem %= pst[k];
+      li += coord * lst[static_cast<size_t>(ylay[k])];
+    }
+    dst[static_cast<size_t>(i)] = (*src)[static_cast<size_t>(li)];
+  }
+  o.addr = c.add_floats(dst, c.act);
+  o.range = Range{kDram, o.addr, o.addr + dst.size() * static_cast<uint64_t>(c.esize)};
+  return o;
+}
+
+// Returns false when the operand's DRAM layout is not the output's order (non-1 dims permuted).
+bool make_operand(Context& c, const std::string& name, const DramTensor& y, Operand& o) {
+  const Value& v = c.g.value(name);
+  const size_t r = y.shape.size();
+  if (v.shape.size() > r) return false;
+  Shape padded(r - v.shape.size(), 1);
+  padded.insert(padded.end(), v.shape.begin(), v.shape.end());
+  if (v.is_constant()) {
+    const Tensor& t = *v.constant;
+    const std::vector<float> converted =
+        t.has_values() && !t.floating() ? t.to_float_vector() : std::vector<float>();
+    o = constant_operand(c, !t.has_values() ? nullptr : t.floating() ? &t.f : &converted, padded, y);
+    return true;
+  }
+  const std::vector<int> ylay = output_order(y);
+  o.pshape.clear();
+  for (int d : ylay) o.pshape.push_back(padded[static_cast<size_t>(d)]);
+  const DramTensor& t = c.tensor(name);
+  // The non-1 logical dims must appear in the same relative order in its memory and in the output's.
+  std::vector<int> own = t.layout;
+  if (own.empty()) {
+    own.resize(v.shape.size());
+    std::iota(own.begin(), own.end(), 0);
+  }
+  std::vector<int> a, b;
+  const int shift = static_cast<int>(r - v.shape.size());
+  for (int d : own) {
+    if (v.shape[static_cast<size_t>(d)] != 1) a.push_back(d + shift);
+  }
+  for (int d : ylay) {
+    if (padded[static_cast<size_t>(d)] != 1) b.push_back(d);
+  }
+  if (a != b) return false;
+  o.t = &t;
+  o.addr = t.addr;
+  o.range = t.range();
+  o.dt = t.dtype;
+  o.q = c.codes_of(name);
+  return true;
+}
+
+// Where a tile's result lies for its STORE.
+struct TileResult {
+  Buffer buf;
+  uint64_t addr;
+};
+using TileFn = std::function<TileResult(uint64_t a_slot, const std::vector<uint64_t>& b_slots, int64_t d0,
+                                        int64_t d1, Bcast mode)>;
+// Where the conversion constants of int8 codes sit in the accumulator buffer (load_conversion_constants).
+constexpr uint64_t kConvA = 0, kConvB = 16, kConvY = 32;
+
+// Streams y = f(A, B...) over SRAM tiles: A has the output's full shape and layout, every B operand the
+// same broadcast shape (pshape, 1 = broadcast). Each tile of A is loaded (codes dequantized when A.q),
+// each B's matching piece loaded when it changes (one weight-slot region per B; codes dequantized),
+// `on_tile(a_slot, b_slots, d0, d1, mode)` emits the VEC work on the d1 x d0 tile (at a_slot of the input
+// buffer) and says where the result is, which is quantized when `qy` (conversion constants at kConvA /
+// kConvB / kConvY of the accumulator buffer, loaded by the caller) and stored. A tile holds at most
+// `max_tile` elements. Returns the broadcast mode of the VEC box.
+// With `kept` (A held in the scratchpad, backend/fusion/se_fusion.h), each result tile is written where its A
+// tile lies (codes of y's size in place of A's) and not stored, when A's tiles are read in place and y's
+// elements are A's size: *kept says whether it was (y then lies dense at A.sram).
+Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>& Bs, const DramTensor& y,
+                       const quant::QParams* qy, const TileFn& on_tile, int64_t max_tile = INT64_MAX,
+                       bool* kept = nullptr) {
+  // The B operands share one shape and storage type (each is loaded with the same box).
+  const Shape& P = y.phys;
+  const Operand& Bp = Bs[0];
+  // Merged dims with the B operands' broadcast flag. A and y may have strides of their own (A a view
+  // of a Concat's buffer, backend/memory/concat_in_place.h): dims merge where both are contiguous.
+  struct Dim {
+    int64_t ext;
+    bool b_full;
+    int64_t a_stride = 0, b_stride = 0, y_stride = 0;
+  };
+  const std::vector<int64_t> yst = y.strides();
+  const std::vector<int64_t> ast = A.t ? A.t->strides() : yst;
+  std::vector<Dim> dims;
+  for (size_t i = 0; i < P.size(); ++i) {
+    if (P[i] == 1) continue;
+    const bool bf = Bp.pshape[i] == P[i];
+    Dim& b = dims.empty() ? dims.emplace_back(Dim{0, bf}) : dims.back();
+    if (b.ext > 0 && b.b_full == bf && b.a_stride == ast[i] * P[i] && b.y_stride == yst[i] * P[i]) {
+      b.ext *= P[i];
+      b.a_stride = ast[i], b.y_stride = yst[i];
+    } else if (b.ext == 0) {
+      b = Dim{P[i], bf, ast[i], 0, yst[i]};
+    } else {
+      dims.push_back({P[i], bf, ast[i], 0, yst[i]});
+    }
+  }
+  if (dims.empty()) dims.push_back({1, true, 1, 0, 1});
+  if (dims.back().a_stride != 1 || dims.back().y_stride != 1)
+    throw std::logic_error("backend: element-wise operand without a contiguous innermost dim");
+  {
+    int64_t bs = 1;
+    for (size_t i = dims.size(); i-- > 0;) {
+      dims[i].b_stride = dims[i].b_full ? bs : 0;
+      if (dims[i].b_full) bs *= dims[i].ext;
+    }
+  }
+  const size_t k = dims.size();
+  // The VEC box: (d1 = second innermost, d0 = innermost) with the bcast mode they imply.
+  Bcast mode;
+  size_t box_dims;
+  if (k == 1) {
+    mode = dims[0].b_full ? Bcast::kNone : Bcast::kScalar;
+    box_dims = 1;
+  } else {
+    // Two innermost dims both broadcast stay apart only when A's strides keep them apart (A a strided
+    // view, backend/memory/strided_views.h): B is then one value for the whole box.
+    mode = dims[k - 1].b_full ? Bcast::kRow : dims[k - 2].b_full ? Bcast::kCol : Bcast::kScalar;
+    box_dims = 2;
+  }
+  Slots sa = make_slots(c, Buffer::kInput, 0, max_tile);
+  Slots sb = make_slots(c, Buffer::kWeight);
+  // Several broadcast operands share the weight slots: one region each.
+  sb.elems /= static_cast<int64_t>(Bs.size());
+  const uint64_t b_region = static_cast<uint64_t>(round64(sb.elems * c.esize));
+  const uint64_t ea = static_cast<uint64_t>(isa::dtype_bytes(A.dt)), eb = static_cast<uint64_t>(isa::dtype_bytes(Bp.dt));
+  const uint64_t ey = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
+  const int64_t inner = dims[k - 1].ext;
+  int64_t t0, t1 = 1;
+  if (box_dims == 1) {
+    t0 = std::min<int64_t>({inner, 4096, sa.elems, sb.elems});
+    t1 = std::min<int64_t>({ceil_div(inner, t0), kMaxDim, sa.elems / t0, mode == Bcast::kNone ? sb.elems / t0 : kMaxDim});
+    t1 = std::max<int64_t>(1, t1);
+  } else {
+    const int64_t outer = dims[k - 2].ext;
+    t0 = std::min<int64_t>({inner, kMaxDim, sa.elems, sb.elems});
+    t1 = std::max<int64_t>(1, std::min<int64_t>({outer, kMaxDim, sa.elems / t0, mode == Bcast::kCol ? sb.elems : kMaxDim}));
+  }
+  // Pieces of the box dims: (row start, col start, d1, d0).
+  struct Piece {
+    int64_t r0, c0, d1, d0;
+  };
+  std::vector<Piece> pieces;
+  if (box_dims == 1) {
+    for (int64_t start = 0; start < inner;) {
+      const int64_t rem = inner - start;
+      const int64_t d0 = std::min(rem, t0), d1 = rem >= t0 ? std::min(t1, rem / t0) : 1;
+      pieces.push_back({0, start, d1, d0});
+      start += d0 * d1;
+    }
+  } else {
+    for (int64_t r0 = 0; r0 < dims[k - 2].ext; r0 += t1) {
+      for (int64_t c0 = 0; c0 < inner; c0 += t0) {
+        pieces.push_back({r0, c0, std::min(t1, dims[k - 2].ext - r0), std::min(t0, inner - c0)});
+      }
+    }
+  }
+  std::vector<int64_t> ext;
+  for (size_t i = 0; i + box_dims < k; ++i) ext.push_back(dims[i].ext);
+  ext.push_back(static_cast<int64_t>(pieces.size()));
+  int64_t last_b_off = -1, last_b_n = -1;
+  uint64_t b_cur = 0;
+  // A held in the scratchpad (backend/fusion/se_fusion.h): every tile is a dense piece of it (whole rows, or a
+  // contiguous run), so the tile is worked on where it lies and not loaded.
+  const bool a_held = A.sram >= 0 && A.t && !A.t->strided() && (box_dims == 1 || t0 == inner);
+  if (a_held) se_mul_read_held(c);
+  const bool in_place = kept && a_held && isa::dtype_bytes(y.dtype) == isa::dtype_bytes(A.dt);
+  if (kept) *kept = in_place;
+  odometer(ext, [&](const std::vector<int64_t>& idx) {
+    int64_t ao = 0, bo = 0, yo = 0;
+    for (size_t i = 0; i + box_dims < k; ++i) {
+      ao += idx[i] * dims[i].a_stride;
+      bo += idx[i] * dims[i].b_stride;
+      yo += idx[i] * dims[i].y_stride;
+    }
+    const Piece& p = pieces[static_cast<size_t>(idx.back())];
+    const int64_t d0 = p.d0, d1 = p.d1;
+    int64_t b_n;
+    std::array<int64_t, 4> bsz = {1, 1, 1, 1};
+    std::array<int64_t, 3> bst = {d0, 0, 0};
+    std::array<int64_t, 3> ast = {d0, 0, 0}, yst_box = {d0, 0, 0};
+    if (box_dims == 1) {
+      ao += p.c0;
+      yo += p.c0;
+      if (mode == Bcast::kNone) {
+        bo += p.c0;
+        bsz = {d0, d1, 1, 1};
+        b_n = d0 * d1;
+      } else {
+        b_n = 1;
+      }
+    } else {
+      ao += p.r0 * dims[k - 2].a_stride + p.c0;
+      yo += p.r0 * dims[k - 2].y_stride + p.c0;
+      ast = {dims[k - 2].a_stride, 0, 0};
+      yst_box = {dims[k - 2].y_stride, 0, 0};
+      if (mode == Bcast::kScalar) {
+        b_n = 1;
+      } else if (mode == Bcast::kRow) {
+        bo += p.c0 * dims[k - 1].b_stride;
+        b_n = d0;
+        bsz = {d0, 1, 1, 1};
+      } else {
+        bo += p.r0 * dims[k - 2].b_stride;
+        b_n = d1;
+        bsz = {d1, 1, 1, 1};
+      }
+    }
+    const uint64_t sl = a_held ? static_cast<uint64_t>(A.sram) + static_cast<uint64_t>(ao) * ea : sa.take();
+    if (!a_held) c.load(Buffer::kInput, sl, A.range, A.addr + static_cast<uint64_t>(ao) * ea, A.dt, {d0, d1, 1, 1}, ast);
+    if (A.q) dequantize_tile(c, Buffer::kInput, sl, d0, d1, A.dt, kConvA);
+    if (!(bo == last_b_off && b_n == last_b_n)) {
+      b_cur = sb.take();
+      for (size_t i = 0; i < Bs.size(); ++i) {
+        const uint64_t at = b_cur + i * b_region;
+        c.load(Buffer::kWeight, at, Bs[i].range, Bs[i].addr + static_cast<uint64_t>(bo) * eb, Bs[i].dt, bsz, bst);
+        if (Bs[i].q) dequantize_tile(c, Buffer::kWeight, at, bsz[0], bsz[1], Bs[i].dt, kConvB);
+      }
+      last_b_off = bo, last_b_n = b_n;
+    }
+    std::vector<uint64_t> b_slots;
+    for (size_t i = 0; i < Bs.size(); ++i) b_slots.push_back(b_cur + i * b_region);
+    const TileResult res = on_tile(sl, b_slots, d0, d1, mode);
+    if (in_place) {  // the result where the A tile lies: the codes written there, or the float tile already is
+      if (qy) quantize_tile_into(c, res.buf, res.addr, Buffer::kInput, sl, d0, d1, y.dtype, kConvY);
+      if (!qy && !(res.buf == Buffer::kInput && res.addr == sl))
+        throw std::logic_error("backend: an in-place result tile computed elsewhere");
+      return;
+    }
+    if (qy) quantize_tile(c, res.buf, res.addr, d0, d1, y.dtype, kConvY);
+    c.store(res.buf, res.addr, y.range(), y.addr + static_cast<uint64_t>(yo) * ey, y.dtype, {d0, d1, 1, 1}, yst_box);
+  });
+  return mode;
+}
+
+}  // namespace
+
+bool lower_binary(Context& c, const Node& n, std::string* why) {
+  VecOp op;
+  const std::string& t = n.op_type;
+  if (t == "Add" || t == "Sum") op = VecOp::kAdd;
+  else if (t == "Sub") op = VecOp::kSub;
+  else if (t == "Mul") op = VecOp::kMul;
+  else if (t == "Div") op = VecOp::kDiv;
+  else if (t == "Max") op = VecOp::kMax;
+  else if (t == "Min") op = VecOp::kMin;
+  else if (t == "Pow") op = VecOp::kPow;
+  else return false;
+  if (n.num_given_inputs() != 2) {
+    *why = "variadic form with other than two inputs";
+    return false;
+  }
+  if (!is_float(c.g.value(n.outputs[0]).dtype)) {
+    *why = "integer element-wise arithmetic";
+    return false;
+  }
+  const DramTensor& y = c.tensor(n.outputs[0]);
+  for (size_t k = 0; k < 2; ++k) {
+    const Value& v = c.g.value(n.inputs[k]);
+    if (!is_float(v.dtype) && v.dtype != DataType::kUndefined) {
+      *why = "integer operand of a float element-wise op";
+      return false;
+    }
+  }
+  // A fused activation (the passes' npu.activation on an element-wise node) runs on the result tile.
+  VecOp act_op = VecOp::kCopy;
+  int64_t act_imm0 = 0, act_imm1 = 0;
+  const std::string act = n.attr_string(kActivation, "");
+  if (!act.empty() && !fused_activation(n, act, &act_op, &act_imm0, &act_imm1)) {
+    *why = "fused activation " + act + " has no VecOp";
+    return false;
+  }
+  Operand A, B;
+  if (!make_operand(c, n.inputs[0], y, A) || !make_operand(c, n.inputs[1], y, B)) {
+    *why = "operand layout differs from the output's";
+    return false;
+  }
+  const Shape& P = y.phys;
+  auto full = [&](const Operand& o) {
+    for (size_t i = 0; i < P.size(); ++i) {
+      if (o.pshape[i] != P[i]) return false;
+    }
+    return true;
+  };
+  bool negate = false, recip_a = false;
+  if (!full(A)) {
+    if (!full(B)) {
+      *why = "both operands broadcast";
+      return false;
+    }
+    if (op == VecOp::kAdd || op == VecOp::kMul || op == VecOp::kMax || op == VecOp::kMin) {
+      std::swap(A, B);
+    } else if (op == VecOp::kSub) {
+      std::swap(A, B);
+      negate = true;  // a - b = -(b - a)
+    } else if (op == VecOp::kDiv) {
+      std::swap(A, B);  // a / b = recip(b) * a, b now in the full slot
+      recip_a = true;
+      op = VecOp::kMul;
+    } else {
+      *why = "broadcast first operand of a non-commutative op";
+      return false;
+    }
+  }
+  const quant::QParams* qy = c.codes_of(n.outputs[0]);
+  // # int8: operands and output stored as codes are converted in SRAM, tile by tile (PlanScope);
+  // their conversion constants sit at the start of the accumulator buffer.
+  if (A.q) load_conversion_constants(c, kConvA, A.q, nullptr);
+  if (B.q) load_conversion_constants(c, kConvB, B.q, nullptr);
+  if (qy) load_conversion_constants(c, kConvY, nullptr, qy);
+  // # int8: with codes in, the fp32 work runs in the accumulator buffer, as lower_batchnorm's does: the
+  // codes come in through the input buffer (1 byte per element on its port, which the DMA shares)
+  // instead of every step's 4-byte operands (an SE block's Mul was 3x its roofline on that port).
+  const quant::QParams* qa = A.q;
+  A.q = nullptr;
+  se_mul_begin(c);
+  bool kept = false;
+  if (A.t) A.sram = se_mul_input(c, A.range, A.dt);  // an SE block's input, where its pool left it
+  Slots acc = qa ? make_slots(c, Buffer::kAccumulator, 64) : Slots{};
+  const Bcast mode = stream_broadcast(c, A, {B}, y, qy, [&](uint64_t a_slot, const std::vector<uint64_t>& b, int64_t d0,
+                                                           int64_t d1, Bcast bc) {
+    const uint64_t b_cur = b[0];
+    Buffer work = Buffer::kInput;
+    uint64_t sl = a_slot;
+    if (qa) {
+      work = Buffer::kAccumulator;
+      sl = acc.take();
+      dequantize_tile_into(c, Buffer::kInput, a_slot, work, sl, d0, d1, A.dt, kConvA);
+    }
+    if (recip_a) {
+      Context::VecArgs r;
+      r.op = VecOp::kRecip, r.in = r.out = c.act, r.src1_buf = r.dst_buf = work;
+      r.src1 = r.dst = sl, r.d0 = d0, r.d1 = d1;
+      c.vec(r);
+    }
+    Context::VecArgs v;
+    v.op = op, v.in = v.out = c.act, v.src1_buf = v.dst_buf = work, v.src1 = v.dst = sl;
+    v.src2_buf = Buffer::kWeight, v.src2 = b_cur, v.d0 = d0, v.d1 = d1, v.bcast = bc;
+    c.vec(v);
+    if (negate) {
+      Context::VecArgs ng;
+      ng.op = VecOp::kNeg, ng.in = ng.out = c.act, ng.src1_buf = ng.dst_buf = work;
+      ng.src1 = ng.dst = sl, ng.d0 = d0, ng.d1 = d1;
+      c.vec(ng);
+    }
+    if (!act.empty()) {
+      Context::VecArgs av;
+      av.op = act_op, av.in = av.out = c.act, av.src1_buf = av.dst_buf = work, av.src1 = av.dst = sl;
+      av.d0 = d0, av.d1 = d1, av.imm0 = act_imm0, av.imm1 = act_imm1;
+      c.vec(av);
+    }
+    return TileResult{work, sl};
+  }, qa ? acc.elems : INT64_MAX, se_mul_may_keep_product(c) ? &kept : nullptr);
+  // The product stays in the scratchpad for the pointwise conv after the Mul (backend/fusion/residency.h; the
+  // first LOAD of it by any other reader spills it).
+  if (kept) se_mul_kept_product(c, n.outputs[0], y, static_cast<uint64_t>(A.sram));
+  c.plan->mapping = fmt::format("VEC {} bcast {}{}{}{}{}{}", isa::kVecOpNames[static_cast<size_t>(op)],
+                                isa::kBcastNames[static_cast<size_t>(mode)], negate ? " + neg" : recip_a ? " of recip" : "",
+                                act.empty() ? "" : " + " + act,
+                                qa ? ", int8 codes converted in the tile loop, fp32 work in the accumulator buffer"
+                                : B.q || qy ? ", int8 codes converted in the tile loop"
+                                            : "",
+                                A.sram >= 0 && se_mul_read(c) ? ", input read where its SE block's pool left it" : "",
+                                kept ? ", output left there for the next layer" : "");
+  return true;
+}
+
+bool lower_batchnorm(Context& c, const Node& n, std::string* why) {
+  const std::optional<ChannelAffine> bn = batchnorm_affine(c.g, n);
+  if (!bn) {
+    *why = "BatchNormalization with runtime parameters, in training mode or with Mean/Var outputs in use";
+    return false;
+  }
+  const DramTensor& y = c.tensor(n.outputs[0]);
+  VecOp act_op = VecOp::kCopy;
+  int64_t act_imm0 = 0, act_imm1 = 0;
+  const std::string act = n.attr_string(kActivation, "");
+  if (!act.empty() && !fused_activation(n, act, &act_op, &act_imm0, &act_imm1)) {
+    *why = "fused activation " + act + " has no VecOp";
+    return false;
+  }
+  Operand A;
+  if (!make_operand(c, n.inputs[0], y, A) || A.pshape != y.phys) {
+    *why = "input layout differs from the output's";
+    return false;
+  }
+  // # int8: codes in and out (PlanScope deferred them here); quant::affine_arith folds the conversions
+  // into the per-channel constants where it can.
+  const quant::QParams* qx = A.q;
+  const quant::QParams* qy = c.codes_of(n.outputs[0]);
+  A.q = nullptr;
+  const quant::AffineArith ar = quant::affine_arith(bn->scale, bn->shift, qx, qy, act,
+                                                    n.attr_float(kActMin, -INFINITY), n.attr_float(kActMax, INFINITY));
+  const bool quantize = qy && !ar.codes_out;  // a float activation between the affine map and the codes
+  if (qx || quantize) load_conversion_constants(c, kConvA, qx, quantize ? qy : nullptr);
+  Shape per_channel(y.shape.size(), 1);
+  per_channel[1] = y.shape[1];
+  const std::vector<Operand> Bs = {constant_operand(c, &ar.mul, per_channel, y),
+                                   constant_operand(c, &ar.add, per_channel, y)};
+  const DType codes_out = ar.codes_out ? y.dtype : c.act;
+  const bool clamp = ar.codes_out && !act.empty();
+  // # int8: the fp32 work runs in the accumulator buffer (its conversion constants first): the codes
+  // come in and go out through the input buffer, whose port then carries 1 byte per element each way
+  // instead of the 4-byte operands of every VEC step (the scratchpad port, not the lanes, bounded it).
+  const bool in_acc = qx != nullptr;
+  Slots acc = make_slots(c, Buffer::kAccumulator, 64);
+  const Bcast mode = stream_broadcast(
+      c, A, Bs, y, nullptr,
+      [&](uint64_t sl, const std::vector<uint64_t>& b, int64_t d0, int64_t d1, Bcast bc) {
+        TileResult work{Buffer::kInput, sl};
+        if (in_acc) {
+          work = TileResult{Buffer::kAccumulator, acc.take()};
+          subtract_zero_point(c, Buffer::kInput, sl, work.buf, work.addr, d0, d1, A.dt, kConvA);
+        }
+        // The last step writes codes back to the input slot (a clamp, or the add without activation).
+        const TileResult out = in_acc && ar.codes_out ? TileResult{Buffer::kInput, sl} : work;
+        Context::VecArgs v;
+        v.in = v.out = c.act, v.src1_buf = v.dst_buf = work.buf, v.src1 = v.dst = work.addr;
+        v.src2_buf = Buffer::kWeight, v.d0 = d0, v.d1 = d1, v.bcast = bc;
+        v.op = VecOp::kMul, v.src2 = b[0];
+        c.vec(v);
+        v.op = VecOp::kAdd, v.src2 = b[1];
+        if (!clamp) v.out = codes_out, v.dst_buf = ar.codes_out ? out.buf : work.buf, v.dst = ar.codes_out ? out.addr : work.addr;
+        c.vec(v);
+        if (!act.empty()) {
+          Context::VecArgs av;
+          av.in = av.out = c.act, av.src1_buf = av.dst_buf = work.buf, av.src1 = av.dst = work.addr;
+          av.d0 = d0, av.d1 = d1;
+          if (clamp) {  // Relu / Clip in code space, rounded to codes
+            av.op = VecOp::kClip, av.out = codes_out, av.imm0 = f32_imm(ar.lo), av.imm1 = f32_imm(ar.hi);
+            av.dst_buf = out.buf, av.dst = out.addr;
+          } else {
+            av.op = act_op, av.imm0 = act_imm0, av.imm1 = act_imm1;
+          }
+          c.vec(av);
+        }
+        if (quantize) quantize_tile(c, work.buf, work.addr, d0, d1, y.dtype, kConvA);
+        return ar.codes_out ? out : work;
+      },
+      in_acc ? acc.elems : INT64_MAX);
+  c.plan->mapping = fmt::format("VEC mul + add bcast {} (per-channel affine){}{}", isa::kBcastNames[static_cast<size_t>(mode)],
+                                act.empty() ? "" : " + " + act,
+                                ar.codes_out ? ", int8 codes in and out (conversions folded into the constants)"
+                                : qx || qy   ? ", int8 codes converted in the tile loop"
+                                             : "");
+  return true;
+}
+
+}  // namespace npusim::compiler::backend

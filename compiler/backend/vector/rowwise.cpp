@@ -1,0 +1,251 @@
+// Softmax, LayerNormalization and RMSNormalization as one row-wise vector layer each (see rowwise.h).
+#include "compiler/backend/vector/rowwise.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include "compiler/backend/int8/int8.h"
+#include "compiler/backend/memory/movement.h"
+#include "compiler/passes/lowered.h"
+
+namespace npusim::compiler {
+
+namespace {
+
+// Tiles rotate through three slots of the input buffer: while one tile is loaded, the one before is
+// computed and the one before that stored. With two, a slot's next load waits for its store, which
+// waits for its vector work, and the layer (usually bound by the DRAM) loses the overlap: bert_small's
+// Softmax (fp16, edge) took 5197 cycles against a bound of 3840 with two slots, 4565 with three.
+constexpr int64_t kSlots = 3;
+
+int64_t slot_bytes(const isa::NpuConfig& config) {
+  return backend::scratchpad_capacity(config, isa::Buffer::kInput) / kSlots / 64 * 64;
+}
+
+}  // namespace
+
+namespace backend {
+
+int64_t longest_row(const isa::NpuConfig& config) {
+  // fp32 (the widest compute format): a row in one of the input buffer's slots, and scale, bias and one
+  // scratch row in the weight buffer.
+  const int64_t in = slot_bytes(config) / 4;
+  const int64_t w = backend::scratchpad_capacity(config, isa::Buffer::kWeight) / 3 / 64 * 64 / 4;
+  return std::max<int64_t>(0, std::min({backend::kMaxDim, in, w}));
+}
+
+using isa::Bcast;
+using isa::Buffer;
+using isa::VecOp;
+
+namespace {
+
+bool onnx_order(const DramTensor& t) {
+  for (size_t i = 0; i < t.layout.size(); ++i)
+    if (t.layout[i] != static_cast<int>(i)) return false;
+  return true;
+}
+
+// Rows are split into about kPipelinedTiles tiles so that loads, vector work and stores overlap (only
+// the first load and the last store are exposed), but not into tiles of fewer than kMinPipelinedTile
+// elements (each VEC pays its latency per tile). Measured on bert_small and ViT-B/16 (edge): 4 to 16
+// tiles of at least 1024 to 4096 elements are within 1% of each other.
+constexpr int64_t kPipelinedTiles = 8;
+constexpr int64_t kMinPipelinedTile = 2048;
+
+// One VEC: dst = op(a, b) over a rows x d0 box (b broadcast per `bc`), reading `in`, writing `out`.
+void box_vec(Context& c, VecOp op, isa::DType in, isa::DType out, At dst, At a, int64_t d0, int64_t rows, At b,
+             Bcast bc) {
+  Context::VecArgs v;
+  v.op = op, v.in = in, v.out = out;
+  v.src1_buf = a.buf, v.src1 = a.addr, v.src2_buf = b.buf, v.src2 = b.addr, v.bcast = bc;
+  v.dst_buf = dst.buf, v.dst = dst.addr, v.d0 = d0, v.d1 = rows;
+  c.vec(v);
+}
+
+}  // namespace
+
+void softmax_to_factor(Context& c, At slot, At scratch, At m, int64_t D, int64_t rows) {
+  const auto vec = [&](VecOp op, At dst, At a, int64_t d0, int64_t n, At b, Bcast bc) {
+    box_vec(c, op, c.act, c.act, dst, a, d0, n, b, bc);
+  };
+  const At none{Buffer::kInput, 0};
+  vec(VecOp::kReduceMax, m, slot, D, rows, none, Bcast::kNone);
+  vec(VecOp::kSub, scratch, slot, D, rows, m, Bcast::kCol);
+  vec(VecOp::kExp, slot, scratch, D, rows, none, Bcast::kNone);
+  vec(VecOp::kReduceSum, m, slot, D, rows, none, Bcast::kNone);
+  vec(VecOp::kRecip, m, m, rows, 1, none, Bcast::kNone);
+}
+
+void softmax_rows(Context& c, At slot, At scratch, At m, At k, int64_t D, int64_t rows,
+                  std::optional<isa::DType> x_codes, std::optional<isa::DType> y_codes) {
+  const auto emit = [&](VecOp op, isa::DType in, isa::DType out, At dst, At a, int64_t d0, int64_t n, At b,
+                        Bcast bc) { box_vec(c, op, in, out, dst, a, d0, n, b, bc); };
+  const auto at = [](At a, uint64_t off) { return At{a.buf, a.addr + off}; };
+  const isa::DType a = c.act, i32 = isa::DType::kInt32;
+  if (x_codes) {  // dequantize: (codes - zero point) -> fp32 into the scratch tile, * scale back
+    emit(VecOp::kSub, *x_codes, isa::DType::kFp32, scratch, slot, D, rows, at(k, 0), Bcast::kScalar);
+    emit(VecOp::kMul, isa::DType::kFp32, a, slot, scratch, D, rows, at(k, 4), Bcast::kScalar);
+  }
+  softmax_to_factor(c, slot, scratch, m, D, rows);
+  if (!y_codes) {
+    emit(VecOp::kMul, a, a, slot, slot, D, rows, m, Bcast::kCol);
+    return;
+  }
+  // The output scale folded into the per-row factor; int32 into the scratch tile, + zero point back.
+  emit(VecOp::kDiv, a, a, m, m, rows, 1, at(k, 16 + 8), Bcast::kScalar);
+  emit(VecOp::kMul, a, i32, scratch, slot, D, rows, m, Bcast::kCol);
+  emit(VecOp::kAdd, i32, *y_codes, slot, scratch, D, rows, at(k, 16 + 12), Bcast::kScalar);
+}
+
+bool is_rowwise(const Node& n) {
+  return (n.domain.empty() && (n.op_type == "Softmax" || n.op_type == "LayerNormalization")) || is_rmsnorm(n);
+}
+
+bool lower_rowwise(Context& c, const Node& n, std::string* why) {
+  const std::optional<RowwiseForm> f = rowwise_form(c.g, n);
+  if (!f) {
+    *why = "not in row-wise form (another axis, or a runtime scale/bias)";
+    return false;
+  }
+  const DramTensor& x = c.tensor(n.inputs[0]);
+  const DramTensor& y = c.tensor(n.outputs[0]);
+  if (!onnx_order(x) || !onnx_order(y)) {
+    *why = "rows not contiguous: input or output not in ONNX order";
+    return false;
+  }
+  const bool softmax = n.op_type == "Softmax", rms = is_rmsnorm(n);
+  const int64_t D = f->row, R = f->rows, es = c.esize;
+  // SRAM: input buffer = kSlots slots of whole rows, in turn; weight buffer = scale, bias (LayerNorm),
+  // then a scratch tile; accumulator = conversion constants (0, 16), epsilon (32), two per-row
+  // statistics from 64. Each element-wise step reads the tile where it is (its slot or the scratch
+  // tile) and writes it to the other: a scratchpad's port then carries one operand per step, not a
+  // read and a write (in place, an fp32 step waits for the input buffer's port twice as long as it
+  // computes). The scratch tile is only touched by the vector unit, in program order, and the last step
+  // writes the slot the STORE reads.
+  const int64_t slot = slot_bytes(c.config), slot_elems = slot / es;
+  const uint64_t ibase = c.sram_base(Buffer::kInput);
+  const uint64_t wbase = c.sram_base(Buffer::kWeight);
+  const uint64_t gamma_at = wbase, beta_at = wbase + round64(D * es);
+  const uint64_t scratch_at = softmax ? wbase : wbase + 2 * round64(D * es);
+  const int64_t scratch_rows =
+      (c.capacity(Buffer::kWeight) - static_cast<int64_t>(scratch_at - wbase)) / es / D;
+  const int64_t acc_rows = (c.capacity(Buffer::kAccumulator) - 64) / 2 / 64 * 64 / es;
+  const int64_t fit = std::min({slot_elems / D, scratch_rows, acc_rows, kMaxDim});
+  if (D > kMaxDim || fit < 1) {
+    *why = fmt::format("a row of {} elements does not fit the scratchpads", D);
+    return false;
+  }
+  int64_t tile = std::min(fit, R);
+  if (ceil_div(R, kPipelinedTiles) * D >= kMinPipelinedTile) {
+    tile = std::min(tile, ceil_div(R, kPipelinedTiles));
+  } else {
+    tile = std::min(tile, ceil_div(kMinPipelinedTile, D));
+  }
+  const uint64_t st1 = 64, st2 = 64 + round64(tile * es);
+
+  const quant::QParams* qx = c.codes_of(n.inputs[0]);
+  const quant::QParams* qy = c.codes_of(n.outputs[0]);
+  if (qx) load_conversion_constants(c, 0, qx, nullptr);
+  if (qy) load_conversion_constants(c, 16, nullptr, qy);
+  // A constant of the LayerNorm (scale, bias: one element or a whole row) as a row in SRAM.
+  // # int8 output: the bias is stored divided by the output scale (one fp32 division, as emulate.cpp's).
+  auto load_row = [&](size_t input, uint64_t at) {
+    const Tensor& t = *c.g.value(n.inputs[input]).constant;
+    std::vector<float> v = t.to_float_vector();
+    if (v.size() == 1) v.assign(static_cast<size_t>(D), v[0]);
+    if (qy && input == 2)
+      for (float& b : v) b /= qy->scale;
+    const uint64_t addr = c.add_floats(v, c.act);
+    c.load(Buffer::kWeight, at, Range{kDram, addr, addr + static_cast<uint64_t>(D * es)}, addr, c.act,
+           {D, 1, 1, 1}, {0, 0, 0});
+  };
+  const bool gamma = !softmax && n.has_input(1), beta = !softmax && n.has_input(2);
+  if (!softmax) {
+    const uint64_t eps = c.add_floats({n.attr_float("epsilon", 1e-5f)}, c.act);
+    c.load(Buffer::kAccumulator, 32, Range{kDram, eps, eps + static_cast<uint64_t>(es)}, eps, c.act,
+           {1, 1, 1, 1}, {0, 0, 0});
+    if (gamma) load_row(1, gamma_at);
+    if (beta) load_row(2, beta_at);
+  }
+  // One VEC: dst = op(a, b) over a rows x d0 box (b broadcast per `bc`), reading `in`, writing `out`.
+  auto emit = [&](VecOp op, isa::DType in, isa::DType out, At dst, At a, int64_t d0, int64_t rows, At b,
+                  Bcast bc) { box_vec(c, op, in, out, dst, a, d0, rows, b, bc); };
+  // The same in the compute format.
+  auto vec = [&](VecOp op, At dst, At a, int64_t d0, int64_t rows, At b = {Buffer::kInput, 0},
+                 Bcast bc = Bcast::kNone) { emit(op, c.act, c.act, dst, a, d0, rows, b, bc); };
+  const uint64_t ex = static_cast<uint64_t>(isa::dtype_bytes(x.dtype)),
+                 ey = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
+  const At scratch{Buffer::kWeight, scratch_at}, acc{Buffer::kAccumulator, 0};
+  const auto at = [](At a, uint64_t off) { return At{a.buf, a.addr + off}; };
+  int64_t tiles = 0;
+  for (int64_t r0 = 0; r0 < R; r0 += tile, ++tiles) {
+    const int64_t rows = std::min(tile, R - r0);
+    const At sl{Buffer::kInput, ibase + static_cast<uint64_t>(tiles % kSlots * slot)};
+    const At m{Buffer::kAccumulator, st1}, v{Buffer::kAccumulator, st2};
+    c.load(sl.buf, sl.addr, x.range(), x.addr + static_cast<uint64_t>(r0 * D) * ex, x.dtype, {D, rows, 1, 1},
+           {D, 0, 0});
+    At cur = sl;  // where the tile's values are
+    const auto other = [&] { return cur.buf == sl.buf ? scratch : sl; };
+    // An element-wise step to the tile's other place (`to_slot`: to the slot, in place if it is there).
+    const auto step = [&](VecOp op, At b, Bcast bc, isa::DType in, isa::DType out, bool to_slot = false) {
+      const At dst = to_slot ? sl : other();
+      emit(op, in, out, dst, cur, D, rows, b, bc);
+      cur = dst;
+    };
+    if (softmax) {
+      softmax_rows(c, sl, scratch, m, acc, D, rows, qx ? std::optional<isa::DType>(x.dtype) : std::nullopt,
+                   qy ? std::optional<isa::DType>(y.dtype) : std::nullopt);
+    } else {
+      const isa::DType a = c.act, i32 = isa::DType::kInt32;
+      if (qx) {  // dequantize: (codes - zero point) -> fp32, * scale
+        step(VecOp::kSub, at(acc, 0), Bcast::kScalar, x.dtype, isa::DType::kFp32);
+        step(VecOp::kMul, at(acc, 4), Bcast::kScalar, isa::DType::kFp32, a);
+      }
+      // The result's last float step: int32 when the output is codes (their scale folded in), then + zero
+      // point into the slot; else straight into the slot.
+      const auto finish = [&](VecOp op, At b, Bcast bc) {
+        step(op, b, bc, a, qy ? i32 : a, !qy);
+        if (qy) step(VecOp::kAdd, at(acc, 16 + 12), Bcast::kScalar, i32, y.dtype, true);
+      };
+      if (!rms) {
+        vec(VecOp::kReduceMean, m, cur, D, rows);
+        step(VecOp::kSub, m, Bcast::kCol, a, a);
+      }
+      vec(VecOp::kMul, other(), cur, D, rows, cur, Bcast::kNone);  // the squares, beside the differences
+      vec(VecOp::kReduceMean, v, other(), D, rows);
+      vec(VecOp::kAdd, v, v, rows, 1, at(acc, 32), Bcast::kScalar);
+      vec(VecOp::kRsqrt, v, v, rows, 1);
+      if (qy) vec(VecOp::kDiv, v, v, rows, 1, at(acc, 16 + 8), Bcast::kScalar);
+      if (!gamma && !beta) {
+        finish(VecOp::kMul, v, Bcast::kCol);
+      } else {
+        step(VecOp::kMul, v, Bcast::kCol, a, a);
+        if (gamma && beta) step(VecOp::kMul, {Buffer::kWeight, gamma_at}, Bcast::kRow, a, a);
+        if (beta)
+          finish(VecOp::kAdd, {Buffer::kWeight, beta_at}, Bcast::kRow);
+        else
+          finish(VecOp::kMul, {Buffer::kWeight, gamma_at}, Bcast::kRow);
+      }
+    }
+    c.store(sl.buf, sl.addr, y.range(), y.addr + static_cast<uint64_t>(r0 * D) * ey, y.dtype, {D, rows, 1, 1},
+            {D, 0, 0});
+  }
+  c.plan->mapping = fmt::format(
+      "row-wise {}: {} tile(s) of up to {} rows x {} elements loaded once, {} VEC steps per tile in SRAM "
+      "(per-row statistics broadcast by column{}), stored once{}{}",
+      softmax ? "softmax (reduce_max, sub, exp, reduce_sum, recip, mul)"
+      : rms   ? "rmsnorm (mul, reduce_mean, add eps, rsqrt, mul, mul gamma)"
+              : "layernorm (reduce_mean, sub, mul, reduce_mean, add eps, rsqrt, mul, mul gamma, add beta)",
+      tiles, tile, D, softmax ? 6 : (rms ? 5 : 7) + (gamma ? 1 : 0) + (beta ? 1 : 0),
+      gamma || beta ? ", scale/bias by row" : "",
+      qx || qy ? "; int8 codes converted once after the load and once before the store" : "",
+      qy ? " (the output scale folded into the per-row factor)" : "");
+  return true;
+}
+
+}  // namespace backend
+}  // namespace npusim::compiler

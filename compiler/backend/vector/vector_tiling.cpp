@@ -1,0 +1,229 @@
+// SRAM tiles of vector layers (see vector_tiling.h).
+#include "compiler/backend/vector/vector_tiling.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "compiler/backend/mapping/mapping.h"
+#include "isa/ceil_div.h"
+
+namespace npusim::compiler::backend {
+
+namespace {
+
+// A tensor that takes this many whole-SRAM tiles or more already keeps the DMA engines and the vector
+// unit overlapped: its tile is not searched.
+constexpr int64_t kDeepPipeline = 8;
+// Halvings of the whole-SRAM tile tried, and the fewest elements a tried tile keeps.
+constexpr int kHalvings = 3;
+constexpr int64_t kMinTileElems = 1024;
+
+// The most elements of any runtime value the node reads or writes.
+int64_t largest_value(const Context& c, const Node& n) {
+  int64_t most = 1;
+  for (const auto* list : {&n.inputs, &n.outputs}) {
+    for (const std::string& v : *list) {
+      auto t = c.tensors.find(v);
+      if (!v.empty() && t != c.tensors.end()) most = std::max(most, num_elements(t->second.shape));
+    }
+  }
+  return most;
+}
+
+// A reduction whose partial sums follow the tiles (a global average pool's bands, a ReduceMean's chunks):
+// another tile would round differently, so the search keeps the scratchpad's tile and the --functional
+// results stay those of every other mapping decision (an imposed tile_elems is the user's choice).
+bool tile_dependent_sums(const Node& n) {
+  const std::string& t = n.op_type;
+  return t == "GlobalAveragePool" || t == "ReduceMean" || t == "ReduceSum" || t == "ReduceL1" ||
+         t == "ReduceL2" || t == "ReduceSumSquare" || t == "ReduceLogSumExp" || t == "ReduceProd";
+}
+
+// Everything the candidates' code depends on: the node's kind, attributes and values (shapes, types,
+// layouts, views) and the int8 codes it converts itself.
+std::string decision_key(const Context& c, const Node& n) {
+  std::string k = fmt::format("vector-tile {} {}|", n.domain, n.op_type);
+  for (const auto& [name, a] : n.attrs) {
+    k += name + "=";
+    switch (a.kind()) {
+      case Attribute::Kind::kInt:
+        k += fmt::format("{}", a.i());
+        break;
+      case Attribute::Kind::kFloat:
+        k += fmt::format("{}", a.f());
+        break;
+      case Attribute::Kind::kString:
+        k += a.s();
+        break;
+      case Attribute::Kind::kInts:
+        k += fmt::format("{}", fmt::join(a.ints(), ","));
+        break;
+      case Attribute::Kind::kFloats:
+        k += fmt::format("{}", fmt::join(a.floats(), ","));
+        break;
+      default:
+        k += "?";  // strings and tensors: never the same decision by accident
+        k += n.name;
+    }
+    k += ";";
+  }
+  for (const auto* list : {&n.inputs, &n.outputs}) {
+    for (const std::string& v : *list) {
+      k += "|";
+      if (v.empty()) continue;
+      if (auto t = c.tensors.find(v); t != c.tensors.end()) {
+        const DramTensor& d = t->second;
+        k += fmt::format("{} {} {} {} {}", fmt::join(d.shape, "x"), static_cast<int>(d.dtype),
+                         fmt::join(d.layout, ","), fmt::join(d.view_strides, ","), c.codes.count(v));
+      } else {
+        k += "const " + v;  // constants: their values are the node's own
+      }
+    }
+  }
+  return k;
+}
+
+// One emission of the lowering under `limit` elements per slot (0 = the scratchpad's): whether it
+// lowered, and the largest slot it used.
+struct Emitted {
+  bool ok = false;
+  int64_t slot_elems = 0;
+};
+Emitted emit(Context& c, const Node& n, int64_t limit, std::string* why) {
+  c.tile_limit = limit;
+  c.slot_elems = 0;
+  Emitted e;
+  e.ok = lower_vector(c, n, why);
+  e.slot_elems = c.slot_elems;
+  c.tile_limit = 0;
+  c.slot_elems = 0;
+  return e;
+}
+
+// A trial emission under `limit`: its simulated cycles (or -1 when it does not lower), rolled back.
+struct Trialled {
+  int64_t cycles = -1;
+  int64_t slot_elems = 0;
+  std::string mapping;  // the lowering's description
+  Context::Timed timed;
+};
+Trialled trial(Context& c, const Node& n, int64_t limit) {
+  const int64_t first = c.em.size();
+  const Context::Trial t = c.begin_trial();
+  std::string why;
+  const Emitted e = emit(c, n, limit, &why);
+  Trialled r;
+  r.slot_elems = e.slot_elems;
+  r.mapping = c.plan->mapping;
+  if (e.ok && c.can_time()) {
+    std::vector<int64_t> cycles = c.time_code(first);
+    r.cycles = cycles.empty() ? 0 : cycles.back();
+    r.timed = {first, c.em.size(), std::move(cycles)};
+  } else if (e.ok) {
+    r.cycles = 0;
+  }
+  c.end_trial(t);
+  return r;
+}
+
+// The layer's tile in its plan. A slot larger than the whole tensor holds it in one tile: the plan
+// shows the tensor's elements, and the mapping records nothing to impose (a larger value is an error).
+void record(Context& c, const Node& n, int64_t slot_elems) {
+  const int64_t total = largest_value(c, n);
+  c.plan->tile_elems = std::min(slot_elems, total);
+  if (slot_elems > 0 && slot_elems <= total) c.plan->chosen.tile_elems = slot_elems;
+}
+
+[[noreturn]] void fail(const LayerMapping& m, const std::string& what) {
+  throw MappingError(fmt::format("{}: layer '{}': {}", m.at("tile_elems"), m.name, what));
+}
+
+// The imposed tile: checked against the layer (the whole-SRAM tile found by a trial) and emitted.
+bool lower_imposed(Context& c, const Node& n, const LayerMapping& m, std::string* why) {
+  const int64_t want = *m.tile_elems;
+  if (want < 1) fail(m, fmt::format("tile_elems={} must be at least 1", want));
+  const Trialled whole = trial(c, n, 0);
+  if (whole.cycles < 0) return emit(c, n, 0, why).ok;  // the vector unit cannot run it: the caller falls back
+  if (whole.slot_elems == 0) {
+    fail(m, fmt::format("tile_elems={}: this {} streams no SRAM tiles ({}), so it has no tile to choose",
+                        want, n.op_type, whole.mapping));
+  }
+  const int64_t total = largest_value(c, n);
+  if (want > total) {
+    fail(m,
+         fmt::format("tile_elems={} is larger than the layer's largest tensor ({} elements)", want, total));
+  }
+  if (want > whole.slot_elems) {
+    fail(m, fmt::format(
+                "tile_elems={} overflows the scratchpad: a ping-pong slot of this layer holds at most {} "
+                "elements",
+                want, whole.slot_elems));
+  }
+  const Emitted e = emit(c, n, want, why);
+  if (!e.ok) {
+    throw std::logic_error(
+        "backend: a vector lowering that lowered with its whole-SRAM tile gave up on a smaller one");
+  }
+  record(c, n, e.slot_elems);
+  c.plan->tile_limit = "imposed by the mapping file";
+  return true;
+}
+
+}  // namespace
+
+bool lower_vector_tiled(Context& c, const Node& n, std::string* why) {
+  const LayerMapping* imposed = c.options.mapping ? c.options.mapping->find(n.name) : nullptr;
+  if (imposed && imposed->tile_elems) return lower_imposed(c, n, *imposed, why);
+  if (!c.can_time()) {  // the compiler's own tests: the whole-SRAM tile, as the closed form assumes
+    const Emitted e = emit(c, n, 0, why);
+    if (e.ok) record(c, n, e.slot_elems);
+    return e.ok;
+  }
+  const std::string key = decision_key(c, n);
+  int64_t limit = 0;
+  std::string reason;
+  Context::Timed timed;
+  if (auto it = c.decided.find(key); it != c.decided.end()) {
+    limit = static_cast<int64_t>(it->second);
+    if (limit > 0) reason = "a smaller tile pipelines better (the choice made for an identical layer before)";
+  } else {
+    Trialled best = trial(c, n, 0);
+    if (best.cycles < 0) return emit(c, n, 0, why).ok;  // not on the vector unit: `why` says so
+    const int64_t whole = best.slot_elems, total = largest_value(c, n);
+    timed = best.timed;
+    if (whole > 0 && ceil_div(total, whole) < kDeepPipeline && !tile_dependent_sums(n)) {
+      const int64_t whole_cycles = best.cycles;
+      for (int h = 1; h <= kHalvings; ++h) {
+        const int64_t cand = (whole >> h) / 64 * 64;
+        if (cand < kMinTileElems) break;
+        if (cand >= total) continue;  // the same tiles
+        const Trialled t = trial(c, n, cand);
+        if (t.cycles >= 0 && t.cycles < best.cycles) {
+          best = t;
+          limit = cand;
+          timed = t.timed;
+        }
+      }
+      if (limit > 0) {
+        reason = fmt::format(
+            "a smaller tile pipelines better: {} cycles simulated against {} with the "
+            "whole-SRAM tile of {} elements",
+            best.cycles, whole_cycles, whole);
+      }
+    }
+    c.decided.emplace(key, static_cast<size_t>(limit));
+  }
+  const int64_t first = c.em.size();
+  const Emitted e = emit(c, n, limit, why);
+  if (!e.ok) throw std::logic_error("backend: a vector lowering gave up on the tile its trial lowered");
+  // The winning trial's code, emitted again unchanged: its time is known.
+  c.timed = timed.first == first && timed.last == c.em.size() ? timed : Context::Timed{};
+  record(c, n, e.slot_elems);
+  c.plan->tile_limit = reason;
+  return true;
+}
+
+}  // namespace npusim::compiler::backend

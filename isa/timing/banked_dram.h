@@ -1,0 +1,132 @@
+#pragma once
+// The banked DRAM model (dram.h): channels of banks with open-row buffers, refresh and read/write
+// turnaround. Declared here, with access() inline and the class final, so that the DMA burst loop
+// (dma.h, DmaBurstEngine) calls it directly: a transfer is tens to thousands of bursts, and a virtual
+// call per burst kept the model's arithmetic from being inlined into the loop.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "isa/timing/dram.h"
+#include "isa/timing/fast_div.h"
+
+namespace npusim::isa::timing {
+
+// Address map (low to high): byte within the channel interleave unit, channel, then per channel: column
+// within the page, bank, row -- so a sequential stream spreads over the channels and walks each page
+// before moving to the next bank.
+class BankedDram final : public Dram {
+ public:
+  BankedDram(const BankedDramTiming& t, int channels, Refresh refresh);
+
+  BankedDram* banked() override { return this; }
+  int channels() const override { return channels_; }
+  int channel_of(uint64_t addr) const override { return static_cast<int>(chan_.mod(unit_.div(addr))); }
+  double peak_bandwidth_gbps() const override { return t_.peak_gbps() * channels_; }
+  double idle_latency_ns() const override { return t_.t_rcd_ns + t_.t_cl_ns + t_.t_burst_ns; }
+
+  uint64_t access(uint64_t addr, uint32_t bytes, bool write, uint64_t issue_ps) override {
+    return serve(place(addr), beats(bytes), write, issue_ps);
+  }
+
+ private:
+  struct Bank {
+    int64_t open_row = -1;
+    uint64_t act = 0;    // time of the last activate
+    uint64_t ready = 0;  // earliest next command
+    uint64_t pending_act = 0;
+  };
+  struct Channel {
+    std::vector<Bank> banks;
+    uint64_t bus_free = 0;
+    uint64_t next_refresh = 0;
+    bool last_write = false;
+    bool any = false;
+  };
+
+ public:
+  // Where an address lives: its channel, bank and row. The same for every byte of one interleave unit
+  // when a page holds whole units (every preset), so a burst loop may keep it across the unit's bursts.
+  struct Place {
+    Channel* ch;
+    Bank* bank;
+    int64_t row;
+  };
+  Place place(uint64_t addr) {
+    Channel& ch = chans_[chan_.mod(unit_.div(addr))];
+    const uint64_t local = stripe_.div(addr) * unit_.divisor() + unit_.mod(addr);
+    const uint64_t page = page_.div(local);
+    return Place{&ch, &ch.banks[bank_.mod(page)], static_cast<int64_t>(bank_.div(page))};
+  }
+  // The interleave unit of an address, and whether place() is the same for all of a unit's bytes.
+  uint64_t unit_of(uint64_t addr) const { return unit_.div(addr); }
+  uint64_t unit_bytes() const { return unit_.divisor(); }
+  bool place_per_unit() const { return page_.divisor() % unit_.divisor() == 0; }
+  // Device bursts a request of `bytes` takes.
+  uint64_t beats(uint32_t bytes) const { return burst_.div(bytes + burst_.divisor() - 1); }
+
+  // access() of a request at `p` taking `beats` device bursts.
+  uint64_t serve(const Place& p, uint64_t beats, bool write, uint64_t issue_ps) {
+    ++stats_.requests;
+    Channel& ch = *p.ch;
+    Bank& bank = *p.bank;
+    const int64_t row = p.row;
+    uint64_t t = issue_ps;
+    for (;;) {
+      // Refreshes due before this request are applied first: all banks close, the channel blocks.
+      while (ch.next_refresh <= std::max(t, ch.bus_free)) refresh(ch);
+      uint64_t cmd;
+      bool hit = bank.open_row == row;
+      if (hit) {
+        cmd = std::max(t, bank.ready);
+      } else {
+        uint64_t act = std::max(t, bank.ready);
+        if (bank.open_row >= 0) act = std::max(act, bank.act + t_ras_) + t_rp_;
+        cmd = act + t_rcd_;
+        bank.pending_act = act;
+      }
+      uint64_t data = cmd + t_cl_;
+      if (ch.any && ch.last_write != write) data = std::max(data, ch.bus_free + (write ? t_rtw_ : t_wtr_));
+      data = std::max(data, ch.bus_free);
+      const uint64_t end = data + beats * t_burst_;
+      if (end > ch.next_refresh) {  // would run into a refresh: refresh first, then retry
+        t = std::max(t, ch.next_refresh);
+        refresh(ch);
+        continue;
+      }
+      if (hit) {
+        ++stats_.row_hits;
+      } else {
+        ++stats_.row_misses;
+        bank.open_row = row;
+        bank.act = bank.pending_act;
+      }
+      bank.ready = cmd + beats * t_burst_;
+      ch.bus_free = end;
+      ch.last_write = write;
+      ch.any = true;
+      return end;
+    }
+  }
+
+ private:
+  void refresh(Channel& ch) {
+    const uint64_t done = std::max(ch.next_refresh, ch.bus_free) + t_rfc_;
+    for (Bank& b : ch.banks) {
+      b.open_row = -1;
+      b.ready = std::max(b.ready, done);
+    }
+    ch.bus_free = std::max(ch.bus_free, done);
+    ch.next_refresh += t_refi_;
+    ++stats_.refreshes;
+  }
+
+  BankedDramTiming t_;
+  int channels_;
+  uint64_t t_burst_, t_cl_, t_rcd_, t_rp_, t_ras_, t_refi_, t_rfc_, t_wtr_, t_rtw_;
+  // The address map's divisors: interleave unit, channels, unit x channels, page, banks, burst.
+  FastDiv unit_, chan_, stripe_, page_, bank_, burst_;
+  std::vector<Channel> chans_;
+};
+
+}  // namespace npusim::isa::timing
