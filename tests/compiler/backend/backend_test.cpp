@@ -811,23 +811,30 @@ TEST(Precision, Fp16ProgramIsCloseToFp32Reference) {
 namespace npusim::compiler::testing {
 namespace {
 
+// The folder of BUILD/test_models (shared with the models fixtures; exports are atomic), with `names`
+// exported into it when missing. Empty when there is no /usr/bin/python3 to export with.
+std::string exported_models(const std::vector<std::string>& names) {
+  const std::string dir = std::string(NPUSIM_BINARY_DIR) + "/test_models";
+  std::string missing;
+  for (const auto& n : names) {
+    if (!std::ifstream(dir + "/" + n + ".onnx")) missing += " " + n;
+  }
+  if (missing.empty()) return dir;
+  if (!std::ifstream("/usr/bin/python3")) return "";
+  const std::string cmd = "/usr/bin/python3 " + std::string(NPUSIM_SOURCE_DIR) + "/scripts/export_models.py " + dir +
+                          missing + " > " + dir + ".backend_test.log 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  return dir;
+}
+
 // Exported torchvision / torch.nn models (scripts/export_models.py, run once into the build tree):
 // every op maps to the NPU (no fallback) and tokens balance. How fast they compile is a benchmark's
 // figure (docs/performance.md), not a unit test's: a timed assertion here failed whenever the machine
 // was busy.
 TEST(Models, ExportedModelsCompileWithoutFallbacks) {
-  const std::string dir = std::string(NPUSIM_BINARY_DIR) + "/tests/compiler/backend/models";
   const std::vector<std::string> names = {"resnet18", "mobilenet_v2", "bert_small"};
-  std::string missing;
-  for (const auto& n : names) {
-    if (!std::ifstream(dir + "/" + n + ".onnx")) missing += " " + n;
-  }
-  if (!missing.empty()) {
-    if (!std::ifstream("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3 to export models";
-    const std::string cmd = "/usr/bin/python3 " + std::string(NPUSIM_SOURCE_DIR) + "/scripts/export_models.py " + dir +
-                            missing + " > " + dir + ".log 2>&1";
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  }
+  const std::string dir = exported_models(names);
+  if (dir.empty()) GTEST_SKIP() << "no /usr/bin/python3 to export models";
   for (const auto& n : names) {
     Graph g = import_onnx_file(dir + "/" + n + ".onnx");
     lower(g);
@@ -839,9 +846,9 @@ TEST(Models, ExportedModelsCompileWithoutFallbacks) {
 
 // The same exported models, run end to end on the functional datapath against the interpreter.
 TEST(Models, ExportedModelsMatchInterpreter) {
-  const std::string dir = std::string(NPUSIM_BINARY_DIR) + "/tests/compiler/backend/models";
+  const std::string dir = exported_models({"resnet18", "mobilenet_v2", "bert_small"});
+  if (dir.empty()) GTEST_SKIP() << "no /usr/bin/python3 to export models";
   for (const std::string n : {"resnet18", "mobilenet_v2", "bert_small"}) {
-    if (!std::ifstream(dir + "/" + n + ".onnx")) GTEST_SKIP() << "run ExportedModelsCompileWithoutFallbacks first";
     const Graph g = import_onnx_file(dir + "/" + n + ".onnx");
     CompileResult r;
     EXPECT_LT(compile_and_compare(g, isa::NpuConfig{}, &r), kTol) << n;
