@@ -191,8 +191,7 @@ def tour(s):
     return "\n\n".join(parts)
 
 
-ZOO = ["resnet50", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "densenet121", "vit_b_16",
-       "bert_small"]
+ZOO = ["resnet50", "mobilenet_v2", "efficientnet_b0", "bert_small"]
 
 
 def zoo_int8(s):
