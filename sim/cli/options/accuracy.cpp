@@ -1,10 +1,15 @@
-#include "sim/cli/options/accuracy.h"
+// The accuracy option group of `run`: the quantized reference against the fp32 reference (--accuracy,
+// --task, --advise-sqnr, ...).
+#include <fmt/format.h>
+
+#include "sim/cli/options/groups.h"
 
 namespace npusim::sim::cli {
 
 namespace po = boost::program_options;
 
-po::options_description accuracy_options(AccuracyCliOptions& a) {
+po::options_description accuracy_options(Options& o) {
+  AccuracyCliOptions& a = o.accuracy;
   po::options_description d(
       "Accuracy (the quantized reference against the FP32 reference, docs/quantization.md)");
   d.add_options()(
@@ -12,11 +17,16 @@ po::options_description accuracy_options(AccuracyCliOptions& a) {
       "add the per-layer accuracy report (SQNR, cosine, max error, first bad layer, weight outliers) to "
       "the report's `accuracy` section and print a summary")(
       "accuracy-threshold", po::value(&a.threshold_db)->value_name("DB"),
-      "first_bad_layer: the first layer whose SQNR is below DB (default 20)")(
-      "accuracy-samples", po::value<int>()->value_name("N")->notifier([&a](int v) { a.samples = v; }),
-      "evaluation inputs: the first N of --accuracy-inputs DIR (default: all), else of --calibration DIR, "
-      "else N "
-      "seeded synthetic inputs (other seeds than calibration) (default 4)")(
+      fmt::format("first_bad_layer: the first layer whose SQNR is below DB (default {})",
+                  AccuracyCliOptions{}.threshold_db)
+          .c_str())("accuracy-samples",
+                    po::value<int>()->value_name("N")->notifier([&a](int v) { a.samples = v; }),
+                    fmt::format("evaluation inputs: the first N of --accuracy-inputs DIR (default: all), "
+                                "else of --calibration DIR, "
+                                "else N "
+                                "seeded synthetic inputs (other seeds than calibration) (default {})",
+                                AccuracyCliOptions::kSyntheticSamples)
+                        .c_str())(
       "accuracy-inputs", po::value(&a.inputs_dir)->value_name("DIR"),
       "held-out evaluation inputs, laid out as --calibration's (images with --preprocess, .npy/.pb)")(
       "task", po::value(&a.task)->value_name("T"),

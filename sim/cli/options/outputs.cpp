@@ -1,21 +1,15 @@
-#include "sim/cli/options/common.h"
+// The outputs option group: how the simulation runs and what it writes (--functional, --report, --html,
+// the traces, --top, --quiet).
+#include <fmt/format.h>
 
-#include "sim/config/config_loader.h"
+#include "sim/cli/options/groups.h"
 
 namespace npusim::sim::cli {
 
 namespace po = boost::program_options;
 
-po::options_description config_options(CommonOptions& o) {
-  po::options_description d("Configuration");
-  d.add_options()("config,c", po::value(&o.config)->value_name("FILE.yaml"),
-                  "NPU configuration: a YAML file or a preset name from configs/ (default: the built-in edge "
-                  "preset)")("set", po::value(&o.sets)->composing()->value_name("KEY=VALUE"),
-                             "override one parameter, e.g. --set systolic_array.rows=64 (repeatable)");
-  return d;
-}
-
-po::options_description output_options(CommonOptions& o) {
+po::options_description output_options(Options& opts) {
+  CommonOptions& o = opts.common;
   po::options_description d("Simulation and output");
   d.add_options()("functional", po::bool_switch(&o.functional), "compute real values, not only timing")(
       "report", po::value(&o.report)->value_name("FILE.json"), "write the full report as JSON")(
@@ -26,11 +20,10 @@ po::options_description output_options(CommonOptions& o) {
       "trace-csv", po::value(&o.trace_csv)->value_name("FILE.csv"), "write the trace events as CSV")(
       "layers-csv", po::value(&o.layers_csv)->value_name("FILE.csv"),
       "write one row per layer: cycles, breakdown, MACs, DRAM bytes, bound, efficiency (docs/report.md)")(
-      "top", po::value(&o.top)->value_name("N|all"), "layers the summary lists, slowest first (default 10)")(
+      "top", po::value(&o.top)->value_name("N|all"),
+      fmt::format("layers the summary lists, slowest first (default {})", CommonOptions{}.top).c_str())(
       "quiet,q", po::bool_switch(&o.quiet), "print nothing but errors");
   return d;
 }
-
-isa::NpuConfig resolve_config(const CommonOptions& o) { return load_config(o.config, o.sets); }
 
 }  // namespace npusim::sim::cli
