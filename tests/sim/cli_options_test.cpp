@@ -24,7 +24,7 @@ namespace q = compiler::quant;
 // `args` parsed against `group` bound to `o`.
 void parse_group(OptionGroup group, Options& o, std::vector<std::string> args) {
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(group(o)).run(), vm);
+  po::store(po::command_line_parser(args).options(group(o).options).run(), vm);
   po::notify(vm);
 }
 
@@ -38,7 +38,7 @@ ModelOptions model_options_of(OptionGroup group, std::vector<std::string> args) 
 // The help text of `option` in `group`.
 std::string description(OptionGroup group, const char* option) {
   Options o;
-  return group(o).find(option, false).description();
+  return group(o).options.find(option, false).description();
 }
 
 TEST(CliOptions, NoPrecisionOptionGivesTheLibrarysQuantizationDefaults) {

@@ -59,7 +59,7 @@ int cmd_compile(Context& ctx, const Command& cmd) {
   bool quiet = false;
   po::options_description d("Options");
   d.add_options()("model", po::value(&model)->value_name("MODEL"),
-                  "an ONNX model, a SCALE-Sim topology (.csv) or a micro-model")(
+                  "ONNX, SCALE-Sim .csv or gemm:/conv:/llm: micro-model")(
       "output,o", po::value(&output)->value_name("PROG.npu"), "program file to write")(
       "asm", po::value(&asm_out)->value_name("PROG.s"), "also write the assembly text")(
       "quiet,q", po::bool_switch(&quiet), "print nothing but errors");

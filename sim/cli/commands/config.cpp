@@ -14,8 +14,7 @@ int cmd_config(Context& ctx, const Command& cmd) {
   bool dump = false;
   bool markdown = false;
   po::options_description d("Options");
-  d.add_options()("dump", po::bool_switch(&dump),
-                  "list every parameter: type, unit, default, range, description")(
+  d.add_options()("dump", po::bool_switch(&dump), "every parameter: type, unit, default, range, description")(
       "markdown", po::bool_switch(&markdown), "with --dump: as a Markdown table (docs/config.md)");
   if (!parse(ctx, cmd, d, {}, &opts)) return kExitOk;
   const isa::NpuConfig config = resolve_config(opts.common);

@@ -136,12 +136,8 @@ int cmd_run(Context& ctx, const Command& cmd) {
   const std::string& split_name = opts.split;
   std::string model;
   po::options_description d("Options");
-  d.add_options()(
-      "model", po::value(&model)->value_name("MODEL"),
-      "an ONNX model, a SCALE-Sim topology (.csv), a micro-model (gemm:M=..,N=..,K=.., "
-      "conv:H=..,W=..,C=..,K=..,R=..,S=..,stride=..,pad=.. or "
-      "llm:layers=..,hidden=..,heads=..,kv_heads=..,ffn=..,vocab=..), a program (.npu or .s); default: "
-      "the built-in demo CNN");
+  d.add_options()("model", po::value(&model)->value_name("MODEL"),
+                  "ONNX, SCALE-Sim .csv, gemm:/conv:/llm: micro-model, .npu/.s program");
   po::positional_options_description pos;
   pos.add("model", 1);
   if (!parse(ctx, cmd, d, pos, &opts)) return kExitOk;

@@ -14,23 +14,31 @@ const std::vector<Command>& commands() {
        {machine_options, model_options, precision_options, accuracy_options, functional_options,
         end_to_end_options, multicore_options, dynamic_options, requests_options, generation_options,
         output_options},
+       "  npusim run resnet50.onnx --config datacenter --report r.json\n"
+       "  npusim run model.onnx --precision int8 --calibration images/ --preprocess pre.yaml --accuracy\n"
+       "  npusim run gemm:M=512,N=512,K=512 --set systolic_array.rows=64 --html r.html\n"
+       "  npusim run llm:layers=2,hidden=256,heads=4,kv_heads=4,ffn=512,vocab=1000 --generate 128:32\n"
+       "  npusim run --pipeline configs/pipelines/classifier.yaml\n",
        cmd_run},
       {"compile",
        "compile MODEL -o PROG.npu [--asm PROG.s] [options]",
        "Compile an ONNX model, SCALE-Sim topology or micro-model into an NPU program.",
        {machine_options, model_options, precision_options, dynamic_options},
+       "  npusim compile model.onnx -o model.npu --asm model.s --precision int8\n",
        cmd_compile},
       {"exec",
        "exec PROG.npu [options]",
        "Simulate a compiled or assembled program.",
        {machine_options, output_options},
+       "  npusim exec model.npu --functional --report r.json\n",
        cmd_exec},
-      {"asm", "asm FILE.s -o PROG.npu", "Assemble a program (docs/isa.md).", {}, cmd_asm},
-      {"disasm", "disasm PROG.npu", "Print a program file as assembly text.", {}, cmd_disasm},
+      {"asm", "asm FILE.s -o PROG.npu", "Assemble a program (docs/isa.md).", {}, "", cmd_asm},
+      {"disasm", "disasm PROG.npu", "Print a program file as assembly text.", {}, "", cmd_disasm},
       {"ops",
        "ops",
        "Print the ONNX operator support table: where each op runs and its constraints.",
        {},
+       "",
        cmd_ops},
       {"config",
        "config [--config FILE.yaml] [--set KEY=VALUE ...] [--dump [--markdown]]",
@@ -38,6 +46,7 @@ const std::vector<Command>& commands() {
        "default, "
        "range and description.",
        {machine_options},
+       "",
        cmd_config},
       {"diff",
        "diff A.json B.json [--top N|all]",
@@ -45,6 +54,7 @@ const std::vector<Command>& commands() {
        "name) "
        "that changed most.",
        {},
+       "",
        cmd_diff},
       {"report",
        "report REPORT.json --html FILE.html",
@@ -52,6 +62,7 @@ const std::vector<Command>& commands() {
        "energy, "
        "accuracy).",
        {},
+       "",
        cmd_report},
       {"serve",
        "serve SCENARIO.yaml [--report FILE.json] [--trace FILE.json]",
@@ -59,11 +70,13 @@ const std::vector<Command>& commands() {
        "deadline "
        "misses, throughput, unit utilization (docs/scenarios.md).",
        {},
+       "",
        cmd_serve},
       {"sweep",
        "sweep SWEEP.yaml [-j N] [-o DIR] [--dry-run] [--slurm] [--shard I/N] | sweep --merge DIR",
        "Run a design-space sweep over configuration keys and models, locally or on Slurm (docs/sweeps.md).",
        {},
+       "",
        cmd_sweep},
   };
   return kCommands;

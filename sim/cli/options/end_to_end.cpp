@@ -8,20 +8,16 @@ namespace npusim::sim::cli {
 
 namespace po = boost::program_options;
 
-po::options_description end_to_end_options(Options& opts) {
+GroupOptions end_to_end_options(Options& opts) {
   EndToEndCliOptions& e = opts.e2e;
   const bool npu_default = e2e::PipelineSpec{}.preprocess_on == e2e::Placement::kNpu;
-  po::options_description d("End to end (docs/e2e.md)");
+  po::options_description d;
   d.add_options()("pipeline", po::value(&e.pipeline_file)->value_name("PIPE.yaml"),
-                  "end to end: pre-processing, transfers, the model, post-processing and a stream of frames; "
-                  "the report's e2e section (docs/e2e.md)")(
+                  "pre-processing, transfers, model, post-processing, a frame stream")(
       "preprocess-on", po::value(&e.preprocess_on)->value_name("host|npu"),
-      fmt::format("--pipeline with --preprocess: where the description's colour, normalisation and layout "
-                  "steps run (default {}; npu: on the NPU's vector unit after the input transfer, like "
-                  "vendors' AIPP; the resize stays on the host)",
-                  npu_default ? "npu" : "host")
+      fmt::format("where --preprocess's steps run in the pipeline (default {})", npu_default ? "npu" : "host")
           .c_str());
-  return d;
+  return {"End to end (docs/e2e.md)", d};
 }
 
 }  // namespace npusim::sim::cli

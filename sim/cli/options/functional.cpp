@@ -8,16 +8,15 @@ namespace npusim::sim::cli {
 
 namespace po = boost::program_options;
 
-po::options_description functional_options(Options& opts) {
+GroupOptions functional_options(Options& opts) {
   FunctionalIo& io = opts.io;
-  po::options_description d("Functional runs");
+  po::options_description d;
   d.add_options()("inputs", po::value(&io.inputs_dir)->value_name("DIR"),
-                  "read each model input from DIR/NAME.npy, DIR/NAME.pb or an image DIR/NAME.png/.jpg (with "
-                  "--preprocess; one input: the folder's only image) (default: seeded random inputs)")(
+                  "model inputs: DIR/NAME.npy, .pb or an image (default: random)")(
       "outputs", po::value(&io.outputs_dir)->value_name("DIR"), "write each model output to DIR/NAME.npy")(
       "seed", po::value(&io.seed)->value_name("N"),
       fmt::format("seed of the random inputs (default {})", FunctionalIo{}.seed).c_str());
-  return d;
+  return {"Functional runs (--functional)", d};
 }
 
 }  // namespace npusim::sim::cli

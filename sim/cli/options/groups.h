@@ -32,16 +32,16 @@ struct Options {
   dynamic::DynamicCliOptions dynamic;
 };
 
-boost::program_options::options_description machine_options(Options& o);     // machine.cpp
-boost::program_options::options_description model_options(Options& o);       // model.cpp
-boost::program_options::options_description precision_options(Options& o);   // precision.cpp
-boost::program_options::options_description accuracy_options(Options& o);    // accuracy.cpp
-boost::program_options::options_description functional_options(Options& o);  // functional.cpp
-boost::program_options::options_description end_to_end_options(Options& o);  // end_to_end.cpp
-boost::program_options::options_description multicore_options(Options& o);   // multicore.cpp
-boost::program_options::options_description dynamic_options(Options& o);     // dynamic.cpp: --dynamic
-boost::program_options::options_description requests_options(Options& o);    // dynamic.cpp: --requests
-boost::program_options::options_description generation_options(Options& o);  // dynamic.cpp: --generate
-boost::program_options::options_description output_options(Options& o);      // outputs.cpp
+GroupOptions machine_options(Options& o);     // machine.cpp
+GroupOptions model_options(Options& o);       // model.cpp
+GroupOptions precision_options(Options& o);   // precision.cpp
+GroupOptions accuracy_options(Options& o);    // accuracy.cpp
+GroupOptions functional_options(Options& o);  // functional.cpp
+GroupOptions end_to_end_options(Options& o);  // end_to_end.cpp
+GroupOptions multicore_options(Options& o);   // multicore.cpp
+GroupOptions dynamic_options(Options& o);     // dynamic.cpp: --dynamic
+GroupOptions requests_options(Options& o);    // dynamic.cpp: --requests
+GroupOptions generation_options(Options& o);  // dynamic.cpp: --generate
+GroupOptions output_options(Options& o);      // outputs.cpp
 
 }  // namespace npusim::sim::cli

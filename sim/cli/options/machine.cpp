@@ -6,14 +6,14 @@ namespace npusim::sim::cli {
 
 namespace po = boost::program_options;
 
-po::options_description machine_options(Options& opts) {
+GroupOptions machine_options(Options& opts) {
   CommonOptions& o = opts.common;
-  po::options_description d("Configuration");
+  po::options_description d;
   d.add_options()("config,c", po::value(&o.config)->value_name("FILE.yaml"),
-                  "NPU configuration: a YAML file or a preset name from configs/ (default: the built-in edge "
-                  "preset)")("set", po::value(&o.sets)->composing()->value_name("KEY=VALUE"),
-                             "override one parameter, e.g. --set systolic_array.rows=64 (repeatable)");
-  return d;
+                  "a YAML file or a preset of configs/ (default: edge)")(
+      "set", po::value(&o.sets)->composing()->value_name("KEY=VALUE"),
+      "override one parameter, e.g. systolic_array.rows=64 (repeatable)");
+  return {"Machine (docs/config.md)", d};
 }
 
 isa::NpuConfig resolve_config(const CommonOptions& o) { return load_config(o.config, o.sets); }

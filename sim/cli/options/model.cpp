@@ -74,31 +74,24 @@ compiler::quant::Precision auto_precision(const isa::NpuConfig& config) {
 
 namespace po = boost::program_options;
 
-po::options_description model_options(Options& o) {
+GroupOptions model_options(Options& o) {
   ModelCliOptions& m = o.model;
-  po::options_description d("Model");
+  po::options_description d;
   d.add_options()("input-shape", po::value(&m.input_shapes)->composing()->value_name("NAME=1x3x224x224"),
                   "bind a model input's dynamic dimensions (repeatable)")(
       "batch", po::value<int64_t>()->value_name("N")->notifier([&m](int64_t v) {
         m.batch = v;
         m.batch_given = true;
       }),
-      "set the first (batch) dimension of every model input to N; shape inference propagates it")(
+      "set every model input's first (batch) dimension to N")(
       "verbose,v", po::bool_switch(&m.verbose), "print the mapping table and the precision plan")(
-      "graphs", po::bool_switch(&m.graphs),
-      "print the graph after import and after every pass, last (long: every node with its full ONNX names)")(
-      "no-fusion", po::bool_switch(&m.no_fusion),
-      "fuse nothing into a layer's epilogue (bias, residual Add, activations run as layers of their own) and "
-      "fold "
-      "no Concat into its producers' stores: what fusion buys")(
-      "mapping", po::value(&m.mapping)->value_name("FILE.yaml"),
-      "impose per-layer mappings (placement, tiles, loop order) by node name; layers it does not name are "
-      "searched (docs/backend.md, \"Mapping files\")")(
-      "mapping-out", po::value(&m.mapping_out)->value_name("FILE.yaml"),
-      "write every layer's mapping as a mapping file (--mapping reads it back and reproduces the compile)")(
+      "graphs", po::bool_switch(&m.graphs), "print the graph after import and after every pass")(
+      "no-fusion", po::bool_switch(&m.no_fusion), "fuse no epilogue and fold no Concat: what fusion buys")(
+      "mapping", po::value(&m.mapping)->value_name("FILE.yaml"), "impose per-layer mappings by node name")(
+      "mapping-out", po::value(&m.mapping_out)->value_name("FILE.yaml"), "write every layer's mapping")(
       "memory-limit-gb", po::value(&m.memory_limit_gb)->value_name("GB"),
-      "fail with a clear message before an allocation past GB (default: the machine's available memory)");
-  return d;
+      "fail before allocating past GB (default: the available memory)");
+  return {"Model", d};
 }
 
 ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& config) {
