@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace npusim::arch {
 
@@ -12,6 +13,25 @@ using isa::Queue;
 namespace {
 int dram_channels(const isa::DramConfig& d) {
   return d.model == isa::DramModel::kIdeal || d.model == isa::DramModel::kSimple ? 1 : static_cast<int>(d.channels);
+}
+
+// Which layers run on the host: those whose work is all HOSTCALLs, judged from the program (what the
+// compiler placed), not from the instructions a layer's counters saw. HALT, BARRIER and NOP carry a layer
+// (the program's final HALT the last one's) but are no layer's work: a model ending in an ArgMax that
+// falls back still reports it on the host.
+std::vector<bool> host_layers(const isa::Program& p) {
+  std::vector<int64_t> work(p.layers.size(), 0), host(p.layers.size(), 0);
+  for (const isa::Instruction& ins : p.instructions) {
+    const size_t l = ins.layer();
+    if (l >= p.layers.size() || ins.opcode == isa::Opcode::kHalt || ins.opcode == isa::Opcode::kBarrier ||
+        ins.opcode == isa::Opcode::kNop)
+      continue;
+    ++work[l];
+    if (ins.opcode == isa::Opcode::kHostCall) ++host[l];
+  }
+  std::vector<bool> on_host(p.layers.size());
+  for (size_t l = 0; l < on_host.size(); ++l) on_host[l] = work[l] > 0 && host[l] == work[l];
+  return on_host;
 }
 }  // namespace
 
@@ -126,14 +146,14 @@ traces::Report Npu::report() const {
 
   // Layers.
   const auto& layers = fab_.rec.layers();
+  const std::vector<bool> on_host = host_layers(fab_.program);
   int64_t useful_minus_executed = 0;
   for (size_t i = 0; i < layers.size(); ++i) {
     traces::LayerReport l;
     l.name = fab_.program.layers[i].name;
     l.op = fab_.program.layers[i].op;
     const auto& lc = layers[i];
-    l.placement = lc.instructions > 0 && lc.host_calls == lc.instructions ? traces::LayerPlacement::kHost
-                                                                          : traces::LayerPlacement::kNpu;
+    l.placement = i < on_host.size() && on_host[i] ? traces::LayerPlacement::kHost : traces::LayerPlacement::kNpu;
     fab_.rec.accounting().layer(static_cast<uint32_t>(i), l.start_cycle, l.end_cycle, l.breakdown);
     l.cycles = l.end_cycle - l.start_cycle;
     l.compute_cycles = lc.compute_cycles;

@@ -26,7 +26,6 @@ class Recorder {
     uint64_t vector_cycles = 0;
     uint64_t macs = 0;
     uint64_t instructions = 0;
-    uint64_t host_calls = 0;
     uint64_t dram_bytes_read = 0;     // LOADs of the layer
     uint64_t dram_bytes_written = 0;  // STOREs of the layer
     traces::Activity activity;        // actions that cost energy (arch/core/activity.h)

@@ -45,7 +45,6 @@ void HostLink::execute(const Dispatch& d, uint64_t) {
   link.out_free = out_start + w.occupy_out;
   const uint64_t end = out_start + w.link_out;
   fab_.rec.busy(unit_, d, now, end, traces::Category::kHost, w.in + w.out);
-  if (auto* l = fab_.rec.layer(d.layer)) ++l->host_calls;
   fab_.wait_cycles(end - now);
   fab_.complete(queue_, d.signal);
 }

@@ -42,9 +42,11 @@ void accuracy_report(Context& /*ctx*/, const CompiledModel& cm, const isa::NpuCo
     if (!a.inputs_dir.empty())
       samples = q::load_samples(cm.lowered, a.inputs_dir, a.samples.value_or(0), pre);
     else if (!m.calibration_dir.empty())
-      samples = q::load_samples(cm.lowered, m.calibration_dir, a.samples.value_or(4), pre);
+      samples = q::load_samples(cm.lowered, m.calibration_dir,
+                                a.samples.value_or(AccuracyCliOptions::kSyntheticSamples), pre);
     else
-      samples = q::synthetic_samples(cm.lowered, a.samples.value_or(4), seed + 1000);
+      samples = q::synthetic_samples(cm.lowered, a.samples.value_or(AccuracyCliOptions::kSyntheticSamples),
+                                     seed + 1000);
   } catch (const q::CalibrationError& e) {
     throw InputError(e.what());
   }

@@ -43,6 +43,14 @@ struct Context {
 };
 
 struct Command;
+struct Options;
+// An option group's heading in --help and its options.
+struct GroupOptions {
+  std::string heading;
+  boost::program_options::options_description options;
+};
+// An option group (sim/cli/options/groups.h): declares its options, bound to its part of Options.
+using OptionGroup = GroupOptions (*)(Options& o);
 // A command's handler: parses ctx.args (parse() below) and returns the exit code, or throws one of the
 // errors above (run_cli maps them onto exit codes).
 using Handler = int (*)(Context& ctx, const Command& cmd);
@@ -52,6 +60,8 @@ struct Command {
   std::string_view name;
   std::string_view synopsis;
   std::string_view summary;
+  std::vector<OptionGroup> groups;  // the option groups it takes, in the order its --help lists them
+  std::string_view examples;        // --help's examples, one command line each ("" for none)
   Handler handler;
 };
 
@@ -59,8 +69,11 @@ struct Command {
 // of commands: help, dispatch and the tests walk it.
 const std::vector<Command>& commands();
 
-// Parses `ctx.args` against `desc` (plus --help). Returns false when help was printed.
+// Parses `ctx.args` against the command's own options `desc`, then its option groups bound to `*options`
+// (which a command with groups must give), plus --help. Returns false when help was printed: the
+// synopsis, summary, one line per option under its group's heading, the examples and a pointer to
+// docs/cli.md, which describes every option at length.
 bool parse(Context& ctx, const Command& cmd, boost::program_options::options_description desc,
-           const boost::program_options::positional_options_description& pos);
+           const boost::program_options::positional_options_description& pos, Options* options = nullptr);
 
 }  // namespace npusim::sim::cli

@@ -13,45 +13,6 @@
 
 namespace npusim::sim::dynamic {
 
-namespace po = boost::program_options;
-
-po::options_description dynamic_options(DynamicCliOptions& o, bool with_requests) {
-  po::options_description d("Dynamic shapes (docs/dynamic.md)");
-  d.add_options()("dynamic", po::value(&o.dynamic)->composing()->value_name("NAME=V1,V2,..."),
-                  "compile one program per profile: NAME is a dynamic dimension (dim_param) of the model, e.g. "
-                  "seq=64,128,256 (repeatable; several make every combination); run: the report's `profiles` section "
-                  "lists them; compile: one file per profile, PROG.seq64.npu, ...");
-  if (!with_requests) return d;
-  d.add_options()("requests", po::value(&o.requests)->value_name("FILE.csv"),
-                  "serve a request stream: a header naming the dynamic dimensions (and optionally arrival_ms), one "
-                  "row per request; the report's `requests` section gives latency percentiles per policy")(
-      "shape-policy", po::value<std::string>()->value_name("P")->notifier([&o](const std::string& v) { o.shape_policy = v; }),
-      "pad (the cheapest profile holding the request), recompile (compile each new shape on first use), dynamic "
-      "(exact shapes, host shape inference per layer) or all (default)")(
-      "on-overflow", po::value<std::string>()->value_name("O")->notifier([&o](const std::string& v) { o.on_overflow = v; }),
-      "pad, a request no profile holds: split (default) into pieces the largest profile holds, truncate to it, or "
-      "error (exit 1)")(
-      "program-cache", po::value<int>()->value_name("N")->notifier([&o](int v) { o.program_cache = v; }),
-      "recompile: programs kept, least recently used evicted; starts with the profiles (default 8)")(
-      "compile-host-factor", po::value<double>()->value_name("F")->notifier([&o](double v) { o.compile_host_factor = v; }),
-      "recompile: a compile on the serving host takes npusim's own measured compile time x F (default 1)")(
-      "compile-ms-per-layer",
-      po::value<double>()->value_name("MS")->notifier([&o](double v) { o.compile_ms_per_layer = v; }),
-      "recompile: a compile takes MS per program layer instead of the measured time (deterministic)")(
-      "host-us-per-layer", po::value<double>()->value_name("US")->notifier([&o](double v) { o.host_us_per_layer = v; }),
-      "dynamic: host shape inference and tiling before each layer, in microseconds (default 20)")(
-      "generate", po::value(&o.generate)->value_name("PROMPT:NEW"),
-      "llm: models: simulate a prefill over PROMPT tokens and a decode step for each further token up to NEW; "
-      "the report's `generation` section (time to first token, per-token latency, KV cache)")(
-      "kv-cache", po::value<std::string>()->value_name("K")->notifier([&o](const std::string& v) { o.kv_cache = v; }),
-      "--generate: static:N (every decode step on one program of KV capacity N, masked) or growing (default: "
-      "programs per KV bucket)")(
-      "kv-bucket", po::value<int64_t>()->value_name("B")->notifier([&o](int64_t v) { o.kv_bucket = v; }),
-      "--generate with --kv-cache growing: decode programs are compiled for KV lengths that are multiples of B "
-      "(default 128)");
-  return d;
-}
-
 std::optional<GenerateRequest> generate_request(const DynamicCliOptions& o) {
   if (o.generate.empty()) {
     if (o.kv_cache) throw DynamicUsageError("--kv-cache applies to --generate");
@@ -61,7 +22,8 @@ std::optional<GenerateRequest> generate_request(const DynamicCliOptions& o) {
   if (o.active()) throw DynamicUsageError("--generate does not combine with --dynamic or --requests");
   if (o.kv_bucket && o.kv_cache && *o.kv_cache != "growing")
     throw DynamicUsageError("--kv-bucket applies to --kv-cache growing");
-  return parse_generate(o.generate, o.kv_cache.value_or("growing"), o.kv_bucket.value_or(128));
+  return parse_generate(o.generate, o.kv_cache.value_or("growing"),
+                        o.kv_bucket.value_or(GenerateRequest{}.bucket));
 }
 
 std::vector<DimBinding> profiles_of(const DynamicCliOptions& o) {
@@ -107,7 +69,7 @@ DynamicStudy run_dynamic_study(const DynamicCliOptions& o, const ProfileCompiler
   if (o.dynamic.empty()) throw DynamicUsageError("--requests needs profiles: --dynamic NAME=V1,V2,...");
   const std::vector<DimValues> dims = parse_dynamic_specs(o.dynamic);
   const std::vector<DimBinding> profiles = profile_bindings(dims);
-  const std::vector<Policy> policies = parse_policies(o.shape_policy.value_or("all"));
+  const std::vector<Policy> policies = parse_policies(o.shape_policy.value_or(kDefaultShapePolicy));
   const auto serves = [&](Policy p) { return std::find(policies.begin(), policies.end(), p) != policies.end(); };
   // An option that would change nothing is an error, not a silent no-op.
   for (const auto& [given, option, policy] :

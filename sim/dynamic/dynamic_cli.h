@@ -2,7 +2,6 @@
 // `npusim run|compile --dynamic ... [--requests FILE.csv --shape-policy ...]`: the command-line options
 // and the study behind them. Each profile (and, for the request policies, each distinct request shape) is
 // compiled and simulated once; the policies (sim/dynamic/policies.h) reuse the figures.
-#include <boost/program_options.hpp>
 #include <functional>
 #include <optional>
 #include <string>
@@ -17,12 +16,16 @@
 
 namespace npusim::sim::dynamic {
 
+// --shape-policy's default: every policy.
+inline constexpr const char* kDefaultShapePolicy = "all";
+
+// What `npusim run|compile` read from the dynamic-shape options (sim/cli/options/dynamic.cpp declares them).
 struct DynamicCliOptions {
   std::vector<std::string> dynamic;  // --dynamic NAME=V1,V2,... (repeatable)
   std::string requests;              // --requests FILE.csv
   // Unset: the default (PolicyOptions); a policy option given without --requests, or for a policy that
   // is not run, is rejected rather than ignored.
-  std::optional<std::string> shape_policy;  // default "all"
+  std::optional<std::string> shape_policy;  // default kDefaultShapePolicy
   std::optional<std::string> on_overflow;   // pad
   std::optional<int> program_cache;         // recompile
   std::optional<double> compile_host_factor;
@@ -31,12 +34,9 @@ struct DynamicCliOptions {
   // --generate PROMPT:NEW on the llm: decoder (sim/dynamic/generation.h).
   std::string generate;
   std::optional<std::string> kv_cache;  // static:N | growing (default)
-  std::optional<int64_t> kv_bucket;     // growing: default 128
+  std::optional<int64_t> kv_bucket;     // growing: default GenerateRequest{}.bucket
   bool active() const { return !dynamic.empty() || !requests.empty(); }
 };
-
-// The "Dynamic shapes" option group of `run` (with_requests) or `compile`.
-boost::program_options::options_description dynamic_options(DynamicCliOptions& o, bool with_requests);
 
 // Compiles the model with its dynamic dimensions bound as given (the CLI maps its errors to exit codes).
 using ProfileCompiler = std::function<CompiledModel(const DimBinding&)>;

@@ -97,6 +97,43 @@ TEST(Reports, OpRollupSumsTheLayersOfEachOpTypeInJsonAndSummary) {
   EXPECT_NE(r.out.find("\n" + first + " "), std::string::npos) << r.out;
 }
 
+// A classifier ending in an ArgMax, which the compiler places on the host (one HOSTCALL), reports that
+// layer on the host in the summary, the layers CSV and the JSON, as `compile -v` does; the program's final
+// HALT, which carries the last layer's index, is no work of that layer (issue 40, item 2).
+TEST(Reports, ALastLayerThatFallsBackToTheHostIsReportedOnTheHostEverywhere) {
+  const std::string dir = temp_dir("argmax_host");
+  const CommandResult model = run_command(
+      {"/usr/bin/python3", "-c",
+       "import sys, numpy as np, onnx\n"
+       "from onnx import helper as h, TensorProto as T, numpy_helper as nh\n"
+       "w = nh.from_array(np.random.default_rng(0).standard_normal((16, 10)).astype(np.float32), 'w')\n"
+       "g = h.make_graph([h.make_node('MatMul', ['x', 'w'], ['s'], name='classifier'),\n"
+       "                  h.make_node('ArgMax', ['s'], ['y'], axis=1, keepdims=0, name='argmax')], 'argmax',\n"
+       "                 [h.make_tensor_value_info('x', T.FLOAT, [1, 16])],\n"
+       "                 [h.make_tensor_value_info('y', T.INT64, [1])], [w])\n"
+       "onnx.save(h.make_model(g, opset_imports=[h.make_opsetid('', 13)]), sys.argv[1])\n",
+       dir + "/argmax.onnx"});
+  ASSERT_EQ(model.exit_code, 0) << model.err;
+  const CommandResult compiled = npusim({"compile", dir + "/argmax.onnx", "-o", dir + "/a.npu", "-v"});
+  ASSERT_EQ(compiled.exit_code, 0) << compiled.err;
+  EXPECT_NE(compiled.out.find("argmax (ArgMax): "), std::string::npos) << compiled.out;  // a fallback
+  const CommandResult r =
+      npusim({"run", dir + "/argmax.onnx", "--report", dir + "/r.json", "--layers-csv", dir + "/l.csv"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(dir + "/r.json", "[(l['name'], l['placement']) for l in r['layers']]"),
+            "[('classifier', 'npu'), ('argmax', 'host')]");
+  EXPECT_EQ(check_csv(dir + "/r.json", dir + "/l.csv", "print([(x['name'], x['placement']) for x in rows])"),
+            "[('classifier', 'npu'), ('argmax', 'host')]");
+  std::istringstream summary(r.out);
+  std::string line, row;
+  while (std::getline(summary, line))
+    if (line.rfind("argmax ", 0) == 0) row = line;
+  std::istringstream words(row);
+  std::string name, op, where;
+  words >> name >> op >> where;
+  EXPECT_EQ(op + " " + where, "ArgMax host") << r.out;
+}
+
 TEST(Reports, TopChoosesHowManyLayersTheSummaryLists) {
   const std::string dir = temp_dir("top");
   CommandResult r = npusim({"run", "demo", "--top", "all", "--report", dir + "/r.json"});

@@ -1,11 +1,14 @@
 // The command table (sim/cli/commands/table.cpp) is the only list of commands: the top-level help lists
 // exactly its entries, each name reaches its own handler (its own --help), and a name not in it is a
-// usage error.
+// usage error. docs/cli.md describes every option of every command and no other.
 #include <gtest/gtest.h>
 
 #include <systemc>  // declares sc_main, which runs the tests
 
 #include <algorithm>
+#include <fstream>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -47,8 +50,8 @@ TEST(CliCommands, TopLevelHelpListsExactlyTheCommandTable) {
   for (const cli::Command& c : cli::commands()) table.emplace_back(c.name);
   EXPECT_EQ(listed_commands(r.out), table);
   // The commands every workflow in docs/ starts from.
-  for (const char* c : {"run", "compile", "exec", "asm", "disasm", "ops", "config", "diff", "report", "serve",
-                        "sweep"}) {
+  for (const char* c :
+       {"run", "compile", "exec", "asm", "disasm", "ops", "config", "diff", "report", "serve", "sweep"}) {
     EXPECT_NE(std::find(table.begin(), table.end(), c), table.end()) << c;
   }
 }
@@ -87,6 +90,73 @@ TEST(CliCommands, ANameNotInTheTableIsAUsageError) {
   const Result r = npusim({"simulate"});
   EXPECT_EQ(r.code, kExitUsage);
   EXPECT_EQ(r.err, "npusim: error: unknown command 'simulate' (see 'npusim --help')\n");
+}
+
+// The long options a command's --help lists: the first --name on each option line ("  -c, --config ...",
+// "  --top N|all ...", or boost's "  -j [ --jobs ] N ..." for sweep).
+std::set<std::string> help_options(const std::string& help) {
+  std::set<std::string> names;
+  std::istringstream in(help);
+  const std::regex option("--([a-z][a-z0-9-]*)");
+  std::smatch m;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("  -", 0) == 0 && std::regex_search(line, m, option)) names.insert(m[1]);
+  }
+  return names;
+}
+
+// Every --name docs/cli.md mentions.
+std::set<std::string> doc_options(const std::string& text) {
+  std::set<std::string> names;
+  const std::regex option("(^|[^A-Za-z0-9-])--([a-z][a-z0-9-]*)");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), option); it != std::sregex_iterator(); ++it)
+    names.insert((*it)[2]);
+  return names;
+}
+
+std::string read_doc(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+TEST(CliCommands, DocsDescribeEveryOptionOfEveryCommandAndNoOther) {
+  const std::string doc = read_doc(std::string(NPUSIM_SOURCE_DIR) + "/docs/cli.md");
+  ASSERT_FALSE(doc.empty());
+  const std::set<std::string> documented = doc_options(doc);
+  std::set<std::string> all;
+  for (const cli::Command& c : cli::commands()) {
+    const std::string name(c.name);
+    EXPECT_NE(doc.find("\n## npusim " + name + "\n"), std::string::npos) << "no section for " << name;
+    const Result r = npusim({name, "--help"});
+    const std::set<std::string> options = help_options(r.out);
+    EXPECT_FALSE(options.empty()) << name;
+    for (const std::string& o : options) {
+      EXPECT_TRUE(documented.count(o)) << "npusim " << name << " --" << o << " is not in docs/cli.md";
+      all.insert(o);
+    }
+  }
+  for (const std::string& o : documented)
+    EXPECT_TRUE(all.count(o)) << "docs/cli.md names --" << o << ", which no command has";
+}
+
+TEST(CliCommands, RunHelpIsShortAndGrouped) {
+  const Result r = npusim({"run", "--help"});
+  // One line per option: no line of an option's description wraps onto the next.
+  std::istringstream in(r.out);
+  size_t lines = 0;
+  for (std::string line; std::getline(in, line); ++lines)
+    EXPECT_FALSE(line.rfind("    ", 0) == 0) << "a wrapped line: " << line;
+  EXPECT_LE(lines, 110u);
+  for (const char* heading :
+       {"Machine", "Model:", "Precision and quantization", "Accuracy", "Functional runs", "End to end",
+        "Multi-core", "Dynamic shapes", "Outputs", "Examples:"})
+    EXPECT_NE(r.out.find(std::string("\n") + heading), std::string::npos) << heading;
+  EXPECT_NE(r.out.find("docs/cli.md"), std::string::npos);
+  // sweep checks `run --help` for the options its axes need (sim/sweep/sweep_cli.cpp).
+  for (const char* o : {"--precision", "--batch", "--generate", "--dynamic", "--requests", "--shape-policy"})
+    EXPECT_NE(r.out.find(o), std::string::npos) << o;
 }
 
 }  // namespace

@@ -230,6 +230,52 @@ bool make_operand(Context& c, const std::string& name, const DramTensor& y, Oper
   return true;
 }
 
+// A dim of stream_broadcast's walk: dims of the output merged where A, y and the B operands' broadcast
+// flag allow, with each one's stride (b_stride set by the walk).
+struct StreamDim {
+  int64_t ext;
+  bool b_full;
+  int64_t a_stride = 0, b_stride = 0, y_stride = 0;
+};
+
+// The output's non-unit dims merged where both A and y are contiguous across them and the B operands
+// (which share one shape: Bs[0]'s) are full or broadcast in both. A and y may have strides of their own
+// (A a view of a Concat's buffer, backend/memory/concat_in_place.h).
+std::vector<StreamDim> stream_dims(const Operand& A, const std::vector<Operand>& Bs, const DramTensor& y) {
+  const Shape& P = y.phys;
+  const Operand& Bp = Bs[0];
+  const std::vector<int64_t> yst = y.strides();
+  const std::vector<int64_t> ast = A.t ? A.t->strides() : yst;
+  std::vector<StreamDim> dims;
+  for (size_t i = 0; i < P.size(); ++i) {
+    if (P[i] == 1) continue;
+    const bool bf = Bp.pshape[i] == P[i];
+    StreamDim& b = dims.empty() ? dims.emplace_back(StreamDim{0, bf}) : dims.back();
+    if (b.ext > 0 && b.b_full == bf && b.a_stride == ast[i] * P[i] && b.y_stride == yst[i] * P[i]) {
+      b.ext *= P[i];
+      b.a_stride = ast[i], b.y_stride = yst[i];
+    } else if (b.ext == 0) {
+      b = StreamDim{P[i], bf, ast[i], 0, yst[i]};
+    } else {
+      dims.push_back({P[i], bf, ast[i], 0, yst[i]});
+    }
+  }
+  if (dims.empty()) dims.push_back({1, true, 1, 0, 1});
+  return dims;
+}
+
+// Whether stream_broadcast can walk A and y: the VEC box's rows are contiguous in both (a Slice of a
+// value's innermost dim down to one element, read in place, is not).
+bool streamable(const Operand& A, const std::vector<Operand>& Bs, const DramTensor& y) {
+  const std::vector<StreamDim> dims = stream_dims(A, Bs, y);
+  return dims.back().a_stride == 1 && dims.back().y_stride == 1;
+}
+
+// Why a node whose operands are not streamable runs on the host, in the user's words.
+constexpr const char* kNotStreamable =
+    "its input or output is strided in memory along the innermost dimension (every element of that "
+    "dimension sits apart from the next), which the vector unit cannot stream";
+
 // Where a tile's result lies for its STORE.
 struct TileResult {
   Buffer buf;
@@ -254,33 +300,9 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
                        const quant::QParams* qy, const TileFn& on_tile, int64_t max_tile = INT64_MAX,
                        bool* kept = nullptr) {
   // The B operands share one shape and storage type (each is loaded with the same box).
-  const Shape& P = y.phys;
   const Operand& Bp = Bs[0];
-  // Merged dims with the B operands' broadcast flag. A and y may have strides of their own (A a view
-  // of a Concat's buffer, backend/memory/concat_in_place.h): dims merge where both are contiguous.
-  struct Dim {
-    int64_t ext;
-    bool b_full;
-    int64_t a_stride = 0, b_stride = 0, y_stride = 0;
-  };
-  const std::vector<int64_t> yst = y.strides();
-  const std::vector<int64_t> ast = A.t ? A.t->strides() : yst;
-  std::vector<Dim> dims;
-  for (size_t i = 0; i < P.size(); ++i) {
-    if (P[i] == 1) continue;
-    const bool bf = Bp.pshape[i] == P[i];
-    Dim& b = dims.empty() ? dims.emplace_back(Dim{0, bf}) : dims.back();
-    if (b.ext > 0 && b.b_full == bf && b.a_stride == ast[i] * P[i] && b.y_stride == yst[i] * P[i]) {
-      b.ext *= P[i];
-      b.a_stride = ast[i], b.y_stride = yst[i];
-    } else if (b.ext == 0) {
-      b = Dim{P[i], bf, ast[i], 0, yst[i]};
-    } else {
-      dims.push_back({P[i], bf, ast[i], 0, yst[i]});
-    }
-  }
-  if (dims.empty()) dims.push_back({1, true, 1, 0, 1});
-  if (dims.back().a_stride != 1 || dims.back().y_stride != 1)
+  std::vector<StreamDim> dims = stream_dims(A, Bs, y);
+  if (dims.back().a_stride != 1 || dims.back().y_stride != 1)  // the lowerings check streamable() first
     throw std::logic_error("backend: element-wise operand without a contiguous innermost dim");
   {
     int64_t bs = 1;
@@ -486,6 +508,10 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
       return false;
     }
   }
+  if (!streamable(A, {B}, y)) {
+    *why = kNotStreamable;
+    return false;
+  }
   const quant::QParams* qy = c.codes_of(n.outputs[0]);
   // # int8: operands and output stored as codes are converted in SRAM, tile by tile (PlanScope);
   // their conversion constants sit at the start of the accumulator buffer.
@@ -570,6 +596,14 @@ bool lower_batchnorm(Context& c, const Node& n, std::string* why) {
   }
   // # int8: codes in and out (PlanScope deferred them here); quant::affine_arith folds the conversions
   // into the per-channel constants where it can.
+  Shape per_channel(y.shape.size(), 1);
+  per_channel[1] = y.shape[1];
+  Operand per_channel_shape;  // the constants' shape, for the check before anything is emitted
+  for (int d : output_order(y)) per_channel_shape.pshape.push_back(per_channel[static_cast<size_t>(d)]);
+  if (!streamable(A, {per_channel_shape}, y)) {
+    *why = kNotStreamable;
+    return false;
+  }
   const quant::QParams* qx = A.q;
   const quant::QParams* qy = c.codes_of(n.outputs[0]);
   A.q = nullptr;
@@ -577,8 +611,6 @@ bool lower_batchnorm(Context& c, const Node& n, std::string* why) {
                                                     n.attr_float(kActMin, -INFINITY), n.attr_float(kActMax, INFINITY));
   const bool quantize = qy && !ar.codes_out;  // a float activation between the affine map and the codes
   if (qx || quantize) load_conversion_constants(c, kConvA, qx, quantize ? qy : nullptr);
-  Shape per_channel(y.shape.size(), 1);
-  per_channel[1] = y.shape[1];
   const std::vector<Operand> Bs = {constant_operand(c, &ar.mul, per_channel, y),
                                    constant_operand(c, &ar.add, per_channel, y)};
   const DType codes_out = ar.codes_out ? y.dtype : c.act;

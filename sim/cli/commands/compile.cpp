@@ -9,9 +9,7 @@
 #include "sim/cli/commands/commands.h"
 #include "sim/cli/compile_model.h"
 #include "sim/cli/files.h"
-#include "sim/cli/options/common.h"
-#include "sim/cli/options/model.h"
-#include "sim/dynamic/dynamic_cli.h"
+#include "sim/cli/options/groups.h"
 
 namespace npusim::sim::cli {
 namespace {
@@ -53,23 +51,21 @@ int compile_profiles(Context& ctx, ModelCliOptions& m, const dynamic::DynamicCli
 namespace po = boost::program_options;
 
 int cmd_compile(Context& ctx, const Command& cmd) {
-  CommonOptions o;
-  ModelCliOptions m;
+  Options opts;
+  const CommonOptions& o = opts.common;
+  ModelCliOptions& m = opts.model;
+  const dynamic::DynamicCliOptions& dyn = opts.dynamic;
   std::string model, output, asm_out;
   bool quiet = false;
-  po::options_description d = config_options(o);
-  d.add(model_options(m));
-  d.add(precision_options(m));
+  po::options_description d("Options");
   d.add_options()("model", po::value(&model)->value_name("MODEL"),
-                  "an ONNX model, a SCALE-Sim topology (.csv) or a micro-model")(
+                  "ONNX, SCALE-Sim .csv or gemm:/conv:/llm: micro-model")(
       "output,o", po::value(&output)->value_name("PROG.npu"), "program file to write")(
       "asm", po::value(&asm_out)->value_name("PROG.s"), "also write the assembly text")(
       "quiet,q", po::bool_switch(&quiet), "print nothing but errors");
-  dynamic::DynamicCliOptions dyn;
-  d.add(dynamic::dynamic_options(dyn, false));
   po::positional_options_description pos;
   pos.add("model", 1);
-  if (!parse(ctx, cmd, d, pos)) return kExitOk;
+  if (!parse(ctx, cmd, d, pos, &opts)) return kExitOk;
   if (model.empty()) throw UsageError("compile needs a model (see 'npusim compile --help')");
   if (output.empty()) throw UsageError("compile needs -o PROG.npu (see 'npusim compile --help')");
   const isa::NpuConfig config = resolve_config(o);

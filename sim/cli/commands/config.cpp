@@ -2,7 +2,7 @@
 #include <ostream>
 
 #include "sim/cli/commands/commands.h"
-#include "sim/cli/options/common.h"
+#include "sim/cli/options/groups.h"
 #include "sim/config/config_dump.h"
 
 namespace npusim::sim::cli {
@@ -10,15 +10,14 @@ namespace npusim::sim::cli {
 namespace po = boost::program_options;
 
 int cmd_config(Context& ctx, const Command& cmd) {
-  CommonOptions o;
+  Options opts;
   bool dump = false;
   bool markdown = false;
-  po::options_description d = config_options(o);
-  d.add_options()("dump", po::bool_switch(&dump),
-                  "list every parameter: type, unit, default, range, description")(
+  po::options_description d("Options");
+  d.add_options()("dump", po::bool_switch(&dump), "every parameter: type, unit, default, range, description")(
       "markdown", po::bool_switch(&markdown), "with --dump: as a Markdown table (docs/config.md)");
-  if (!parse(ctx, cmd, d, {})) return kExitOk;
-  const isa::NpuConfig config = resolve_config(o);
+  if (!parse(ctx, cmd, d, {}, &opts)) return kExitOk;
+  const isa::NpuConfig config = resolve_config(opts.common);
   if (dump) {
     ctx.out << (markdown ? config_reference_markdown() : config_reference());
   } else {

@@ -1,9 +1,12 @@
 // npusim diff: the command line of the report comparison (sim/cli/diff.h).
+#include <fmt/format.h>
+
 #include <string>
 #include <vector>
 
 #include "sim/cli/commands/commands.h"
 #include "sim/cli/diff.h"
+#include "sim/cli/options/common.h"
 #include "sim/cli/simulate.h"
 
 namespace npusim::sim::cli {
@@ -12,11 +15,12 @@ namespace po = boost::program_options;
 
 int cmd_diff(Context& ctx, const Command& cmd) {
   std::vector<std::string> files;
-  std::string top = "10";
+  std::string top = CommonOptions{}.top;
   po::options_description d("Options");
   d.add_options()("reports", po::value(&files)->value_name("A.json B.json"),
-                  "two reports (npusim run --report)")("top", po::value(&top)->value_name("N|all"),
-                                                       "layers that changed most to list (default 10)");
+                  "two reports (npusim run --report)")(
+      "top", po::value(&top)->value_name("N|all"),
+      fmt::format("layers that changed most to list (default {})", top).c_str());
   po::positional_options_description pos;
   pos.add("reports", 2);
   if (!parse(ctx, cmd, d, pos)) return kExitOk;

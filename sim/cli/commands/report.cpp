@@ -14,10 +14,7 @@ int cmd_report(Context& ctx, const Command& cmd) {
   std::string input, html;
   po::options_description d("Options");
   d.add_options()("input", po::value(&input)->value_name("REPORT.json"), "a report (npusim run --report)")(
-      "html", po::value(&html)->value_name("FILE.html"),
-      "write it as one self-contained HTML page: summary, sortable layer table, timeline, roofline, energy "
-      "and "
-      "accuracy when the report has them");
+      "html", po::value(&html)->value_name("FILE.html"), "write it as one self-contained HTML page");
   po::positional_options_description pos;
   pos.add("input", 1);
   if (!parse(ctx, cmd, d, pos)) return kExitOk;

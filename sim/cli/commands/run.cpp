@@ -12,11 +12,8 @@
 #include "sim/cli/commands/commands.h"
 #include "sim/cli/compile_model.h"
 #include "sim/cli/files.h"
-#include "sim/cli/options/accuracy.h"
-#include "sim/cli/options/common.h"
-#include "sim/cli/options/model.h"
+#include "sim/cli/options/groups.h"
 #include "sim/cli/simulate.h"
-#include "sim/dynamic/dynamic_cli.h"
 #include "sim/dynamic/generation.h"
 #include "sim/e2e/pipeline.h"
 #include "sim/e2e/pipeline_spec.h"
@@ -128,48 +125,22 @@ void multicore_study(multicore::Split split, const std::string& model, const Com
 }  // namespace
 
 int cmd_run(Context& ctx, const Command& cmd) {
-  CommonOptions o;
-  ModelCliOptions m;
-  FunctionalIo io;
-  std::string model, pipeline_file;
-  po::options_description d = config_options(o);
-  d.add(model_options(m));
-  d.add(precision_options(m));
-  d.add(output_options(o));
-  d.add_options()("pipeline", po::value(&pipeline_file)->value_name("PIPE.yaml"),
-                  "end to end: pre-processing, transfers, the model, post-processing and a stream of frames; "
-                  "the report's e2e section (docs/e2e.md)");
-  std::string preprocess_on;
-  d.add_options()(
-      "preprocess-on", po::value(&preprocess_on)->value_name("host|npu"),
-      "--pipeline with --preprocess: where the description's colour, normalisation and layout steps "
-      "run (default host; npu: on the NPU's vector unit after the input transfer, like vendors' "
-      "AIPP; the resize stays on the host)");
-  std::string split_name = "none";
-  d.add_options()("split", po::value(&split_name)->value_name("none|batch|layers"),
-                  "on a multi-core NPU (cores > 1 in the config): none = the model on one core; batch = each "
-                  "core runs its share of --batch; layers = each core a stage of the layers; the report's "
-                  "multicore section (docs/multicore.md)");
-  AccuracyCliOptions acc;
-  d.add(accuracy_options(acc));
-  dynamic::DynamicCliOptions dyn;
-  d.add(dynamic::dynamic_options(dyn, true));
-  po::options_description f("Functional runs");
-  f.add_options()("inputs", po::value(&io.inputs_dir)->value_name("DIR"),
-                  "read each model input from DIR/NAME.npy, DIR/NAME.pb or an image DIR/NAME.png/.jpg (with "
-                  "--preprocess; one input: the folder's only image) (default: seeded random inputs)")(
-      "outputs", po::value(&io.outputs_dir)->value_name("DIR"), "write each model output to DIR/NAME.npy")(
-      "seed", po::value(&io.seed)->value_name("N"), "seed of the random inputs");
-  d.add(f);
-  d.add_options()(
-      "model", po::value(&model)->value_name("MODEL"),
-      "an ONNX model, a SCALE-Sim topology (.csv), a micro-model (gemm:M=..,N=..,K=.., "
-      "conv:H=..,W=..,C=..,K=..,R=..,S=..,stride=..,pad=.. or "
-      "llm:layers=..,hidden=..,heads=..,kv_heads=..,ffn=..,vocab=..), a program (.npu or .s); default: "
-      "the built-in demo CNN");
+  Options opts;
+  const CommonOptions& o = opts.common;
+  ModelCliOptions& m = opts.model;
+  FunctionalIo& io = opts.io;
+  AccuracyCliOptions& acc = opts.accuracy;
+  const dynamic::DynamicCliOptions& dyn = opts.dynamic;
+  const std::string& pipeline_file = opts.e2e.pipeline_file;
+  const std::string& preprocess_on = opts.e2e.preprocess_on;
+  const std::string& split_name = opts.split;
+  std::string model;
+  po::options_description d("Options");
+  d.add_options()("model", po::value(&model)->value_name("MODEL"),
+                  "ONNX, SCALE-Sim .csv, gemm:/conv:/llm: micro-model, .npu/.s program");
   po::positional_options_description pos;
   pos.add("model", 1);
-  if (!parse(ctx, cmd, d, pos)) return kExitOk;
+  if (!parse(ctx, cmd, d, pos, &opts)) return kExitOk;
   if ((!io.inputs_dir.empty() || !io.outputs_dir.empty()) && !o.functional) {
     throw UsageError("--inputs and --outputs need --functional");
   }

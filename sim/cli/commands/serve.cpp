@@ -27,17 +27,16 @@ int cmd_serve(Context& ctx, const Command& cmd) {
   po::options_description d("Serving");
   d.add_options()("scenario", po::value(&scenario_file)->value_name("SCENARIO.yaml"),
                   "models, arrivals, priorities, policy, duration (docs/scenarios.md)")(
-      "report", po::value(&report_file)->value_name("FILE.json"),
-      "write the per-model and per-unit figures as JSON")(
+      "report", po::value(&report_file)->value_name("FILE.json"), "write the per-model and per-unit figures")(
       "trace", po::value(&trace_file)->value_name("FILE.json"),
-      "write a Chrome/Perfetto trace: one lane per model, one slice per stretch a request ran")(
-      "quiet,q", po::bool_switch(&quiet), "print nothing but errors");
+      "write a Chrome/Perfetto trace, a lane per model")("quiet,q", po::bool_switch(&quiet),
+                                                         "print nothing but errors");
   std::string config_arg;
   std::vector<std::string> sets;
   d.add_options()("config,c", po::value(&config_arg)->value_name("FILE.yaml"),
-                  "the configuration instead of the scenario's config (a preset name or a file)")(
+                  "the configuration instead of the scenario's")(
       "set", po::value(&sets)->composing()->value_name("KEY=VALUE"),
-      "override a configuration parameter after the scenario's set (repeatable; sweeps use it)");
+      "override a parameter after the scenario's set (repeatable)");
   po::positional_options_description pos;
   pos.add("scenario", 1);
   if (!parse(ctx, cmd, d, pos)) return kExitOk;

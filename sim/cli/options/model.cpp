@@ -1,3 +1,5 @@
+// The model option group (--input-shape, --batch, --mapping, ...) and what the model and precision groups
+// make of their options: the model pipeline's ModelOptions.
 #include "sim/cli/options/model.h"
 
 #include <fmt/format.h>
@@ -6,6 +8,7 @@
 #include "compiler/quant/calibration.h"
 #include "compiler/quant/precision.h"
 #include "sim/cli/command.h"
+#include "sim/cli/options/groups.h"
 #include "sim/config/config_loader.h"
 
 namespace npusim::sim::cli {
@@ -71,114 +74,24 @@ compiler::quant::Precision auto_precision(const isa::NpuConfig& config) {
 
 namespace po = boost::program_options;
 
-po::options_description model_options(ModelCliOptions& m) {
-  po::options_description d("Model");
+GroupOptions model_options(Options& o) {
+  ModelCliOptions& m = o.model;
+  po::options_description d;
   d.add_options()("input-shape", po::value(&m.input_shapes)->composing()->value_name("NAME=1x3x224x224"),
                   "bind a model input's dynamic dimensions (repeatable)")(
       "batch", po::value<int64_t>()->value_name("N")->notifier([&m](int64_t v) {
         m.batch = v;
         m.batch_given = true;
       }),
-      "set the first (batch) dimension of every model input to N; shape inference propagates it")(
+      "set every model input's first (batch) dimension to N")(
       "verbose,v", po::bool_switch(&m.verbose), "print the mapping table and the precision plan")(
-      "graphs", po::bool_switch(&m.graphs),
-      "print the graph after import and after every pass, last (long: every node with its full ONNX names)")(
-      "no-fusion", po::bool_switch(&m.no_fusion),
-      "fuse nothing into a layer's epilogue (bias, residual Add, activations run as layers of their own) and "
-      "fold "
-      "no Concat into its producers' stores: what fusion buys")(
-      "mapping", po::value(&m.mapping)->value_name("FILE.yaml"),
-      "impose per-layer mappings (placement, tiles, loop order) by node name; layers it does not name are "
-      "searched (docs/backend.md, \"Mapping files\")")(
-      "mapping-out", po::value(&m.mapping_out)->value_name("FILE.yaml"),
-      "write every layer's mapping as a mapping file (--mapping reads it back and reproduces the compile)")(
+      "graphs", po::bool_switch(&m.graphs), "print the graph after import and after every pass")(
+      "no-fusion", po::bool_switch(&m.no_fusion), "fuse no epilogue and fold no Concat: what fusion buys")(
+      "mapping", po::value(&m.mapping)->value_name("FILE.yaml"), "impose per-layer mappings by node name")(
+      "mapping-out", po::value(&m.mapping_out)->value_name("FILE.yaml"), "write every layer's mapping")(
       "memory-limit-gb", po::value(&m.memory_limit_gb)->value_name("GB"),
-      "fail with a clear message before an allocation past GB (default: the machine's available memory)");
-  return d;
-}
-
-po::options_description precision_options(ModelCliOptions& m) {
-  po::options_description d("Precision and quantization (docs/quantization.md)");
-  // Records a string-valued int8 option as given (check_int8_options_apply).
-  auto given = [&m](const char* name) {
-    return [&m, name](const std::string&) { m.int8_only_given.push_back(name); };
-  };
-  d.add_options()(
-      "precision", po::value(&m.precision)->value_name("P"),
-      "whole-model precision: fp32, fp16, bf16, int8, or auto (default: fp32 when the array has fp32 "
-      "MACs, else bf16, else fp16, else int8)")(
-      "precision-override", po::value(&m.overrides)->composing()->value_name("KEY=P,..."),
-      "per-layer precision by ONNX node name or op type, e.g. conv1=fp16,Softmax=fp32 (repeatable; later "
-      "wins); int16 gives a matrix layer int16 activations (int16 x int8 MACs, systolic_array.int16_rate)")(
-      "precision-file", po::value(&m.precision_file)->value_name("FILE.yaml"),
-      "per-layer overrides in YAML: a mapping KEY: P, a list of one-key maps, or {overrides: ...}")(
-      "calibration", po::value(&m.calibration_dir)->value_name("DIR"),
-      "int8 calibration inputs: one image (PNG/JPEG, with --preprocess) or .npy/.pb per sample, or one "
-      "folder per "
-      "sample (default: synthetic)")(
-      "calibration-samples", po::value<int>()->value_name("N")->notifier([&m](int v) {
-        m.calibration_samples = v;
-        m.calibration_samples_given = true;
-      }),
-      "calibration samples read from DIR (0 = all) or generated: seeded N(0,1) inputs, flagged in the report "
-      "(default 32; a timing-only run, without --functional or --accuracy, calibrates on 1: scales do not "
-      "change timing)")(
-      "calibration-method",
-      po::value(&m.calibration_method)->notifier(given("--calibration-method"))->value_name("M"),
-      "minmax, percentile (default), entropy or mse")(
-      "calibration-percentile",
-      po::value<double>()->value_name("P")->notifier([&m](double v) { m.calibration_percentile = v; }),
-      "percentile calibration: keep P % of each tensor's magnitudes inside its int8 range, clipping the rest "
-      "(default 99.99)")(
-      "preprocess", po::value(&m.preprocess_file)->value_name("FILE.yaml"),
-      "how PNG/JPEG images in --calibration, --accuracy-inputs and --inputs become the model's input: resize "
-      "or "
-      "letterbox, channel order, scale, mean/std, layout, dtype (docs/quantization.md, \"Images as inputs "
-      "and task metrics\")")("weights", po::value(&m.weights)->notifier(given("--weights"))->value_name("G"),
-                             "int8 weight scales: per-channel (default) or per-tensor")(
-      "weight-range", po::value(&m.weight_range)->notifier(given("--weight-range"))->value_name("R"),
-      "int8 weight scales' range: minmax (max |w|, default), mse (the clip minimising the weights' squared "
-      "rounding and clipping error) or output-mse (the clip minimising the expected output error, from the "
-      "calibration inputs' per-channel means and variances; docs/quantization.md)")(
-      "activations", po::value(&m.activations)->notifier(given("--activations"))->value_name("S"),
-      "int8 activations: asymmetric (uint8 with a zero point, default) or symmetric (int8, zero point 0)")(
-      "bias-correction", po::bool_switch(&m.bias_correction),
-      "int8: fold the mean shift that rounding the weights causes (from the calibration inputs' per-channel "
-      "means) into each layer's int32 bias (docs/quantization.md)")(
-      "bias-correction-nonnegative", po::bool_switch(&m.bias_correction_nonnegative),
-      "int8: the same, only in the layers whose input is never negative on the calibration inputs (the "
-      "default)")("no-bias-correction", po::bool_switch(&m.no_bias_correction),
-                  "int8: no bias correction (the default corrects the layers with non-negative inputs)")(
-      "empirical-bias-correction", po::bool_switch(&m.empirical_bias_correction),
-      "int8: run the quantized model beside fp32 on the first calibration inputs, layer by layer, and fold "
-      "each layer's mean output error per channel into its int32 bias (docs/quantization.md)")(
-      "empirical-bias-samples", po::value<int>()->value_name("N")->notifier([&m](int v) {
-        m.empirical_bias_samples = v;
-        m.empirical_bias_samples_given = true;
-      }),
-      "--empirical-bias-correction: how many calibration inputs it runs, all at once (default 8; memory "
-      "grows with N)")(
-      "cle", po::bool_switch(&m.cle),
-      "cross-layer equalisation: rescale the channels of consecutive convolutions joined by no activation, "
-      "Relu or LeakyRelu (pairs with ReLU6 or other activations are skipped and listed) so both have equal "
-      "weight ranges; the function is unchanged (docs/quantization.md)")(
-      "smoothquant", po::value<double>()->implicit_value(0.5)->value_name("ALPHA")->notifier([&m](double v) {
-        m.smoothquant = v;
-      }),
-      "int8: SmoothQuant: move activation range into the weights of the linear layers that read a "
-      "LayerNormalization, per channel s = max|x|^ALPHA / max|w|^(1-ALPHA) folded into the norm's scale and "
-      "bias (ALPHA in [0, 1], default 0.5); the function is unchanged (docs/quantization.md)")(
-      "ptq-recipe", po::value<std::string>()->value_name("R")->notifier([&m](const std::string& v) {
-        m.ptq_recipe = v;
-        m.ptq_recipe_given = true;
-      }),
-      "int8: none (default: choose nothing, the defaults apply: bias correction where the input is "
-      "non-negative) or auto (quantize with and without --bias-correction-nonnegative, --bias-correction, "
-      "--cle and --smoothquant, and keep the one whose output is closest to fp32 on held-out calibration "
-      "inputs; the report lists the candidates; it takes several calibration passes). --bias-correction, "
-      "--bias-correction-nonnegative, --no-bias-correction, --cle, --smoothquant and "
-      "--empirical-bias-correction impose their recipe instead");
-  return d;
+      "fail before allocating past GB (default: the available memory)");
+  return {"Model", d};
 }
 
 ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& config) {
@@ -245,9 +158,10 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
     throw UsageError(
         "--empirical-bias-correction replaces the analytic --bias-correction / --bias-correction-nonnegative "
         "(it measures and removes the whole shift); give one of them");
-  r.quant.bias_correction = m.bias_correction      ? q::BiasCorrection::kAll
-                            : m.no_bias_correction ? q::BiasCorrection::kNone
-                                                   : q::BiasCorrection::kNonNegativeInputs;
+  // None of the three: the library's default (QuantOptions::bias_correction).
+  if (m.bias_correction) r.quant.bias_correction = q::BiasCorrection::kAll;
+  if (m.bias_correction_nonnegative) r.quant.bias_correction = q::BiasCorrection::kNonNegativeInputs;
+  if (m.no_bias_correction) r.quant.bias_correction = q::BiasCorrection::kNone;
   r.quant.empirical_bias_correction = m.empirical_bias_correction;
   if (m.empirical_bias_samples_given && !m.empirical_bias_correction)
     throw UsageError("--empirical-bias-samples needs --empirical-bias-correction");

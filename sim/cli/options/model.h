@@ -1,14 +1,15 @@
 #pragma once
-// The option groups of the commands that compile a model: the model (--input-shape, --batch, --mapping,
-// ...) and its precision and quantization (--precision, --calibration, ...), and what they make of them:
-// the model pipeline's ModelOptions (sim/model/model.h).
-#include <boost/program_options.hpp>
+// What the model (--input-shape, --batch, --mapping, ...) and precision (--precision, --calibration, ...)
+// option groups read (model.cpp, precision.cpp), and what they make of it: the model pipeline's
+// ModelOptions (sim/model/model.h). Defaults a library struct has are taken from it.
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "compiler/io/preprocess.h"
+#include "compiler/quant/accuracy.h"
+#include "compiler/quant/quantize.h"
 #include "isa/machine/config.h"
 #include "sim/model/model.h"
 
@@ -23,24 +24,26 @@ struct ModelCliOptions {
   std::vector<std::string> overrides;  // --precision-override, each "KEY=PREC,KEY=PREC"
   std::string precision_file;
   std::string calibration_dir;
-  int calibration_samples = 32;
+  int calibration_samples = compiler::quant::PlanRequest{}.calibration_count;
   bool calibration_samples_given = false;
-  std::string calibration_method = "percentile";   // CalibrationOptions' default (calibration.h says why)
+  std::string calibration_method = to_string(compiler::quant::CalibrationOptions{}.method);
   std::optional<double> calibration_percentile;    // --calibration-percentile
   std::string preprocess_file;                     // --preprocess FILE.yaml
   std::optional<compiler::Preprocess> preprocess;  // read from it by load_preprocess()
-  std::string weights = "per-channel";
-  std::string weight_range = "minmax";  // --weight-range (QuantOptions' default)
-  std::string activations = "asymmetric";
+  std::string weights = compiler::quant::QuantOptions{}.per_channel ? "per-channel" : "per-tensor";
+  std::string weight_range = to_string(compiler::quant::QuantOptions{}.weight_range);  // --weight-range
+  std::string activations =
+      compiler::quant::QuantOptions{}.symmetric_activations ? "symmetric" : "asymmetric";
   bool bias_correction = false;              // --bias-correction (every layer)
-  bool bias_correction_nonnegative = false;  // --bias-correction-nonnegative (the default)
+  bool bias_correction_nonnegative = false;  // --bias-correction-nonnegative
   bool no_bias_correction = false;           // --no-bias-correction
   bool empirical_bias_correction = false;    // --empirical-bias-correction
   bool cle = false;                          // --cle
   std::optional<double> smoothquant;         // --smoothquant [ALPHA]
   std::string ptq_recipe = "none";           // --ptq-recipe
   bool ptq_recipe_given = false;
-  int empirical_bias_samples = 8;  // --empirical-bias-samples (QuantOptions' default)
+  int empirical_bias_samples =
+      compiler::quant::QuantOptions{}.empirical_bias_samples;  // --empirical-bias-samples
   bool empirical_bias_samples_given = false;
   // String-valued int8 quantization options given on the command line (check_int8_options_apply).
   std::vector<std::string> int8_only_given;
@@ -53,9 +56,6 @@ struct ModelCliOptions {
   double memory_limit_gb = 0;  // --memory-limit-gb (0 = the machine's available memory)
   bool timing_only = false;    // nothing reads the weights' values: ModelOptions::weight_values false
 };
-
-boost::program_options::options_description model_options(ModelCliOptions& m);
-boost::program_options::options_description precision_options(ModelCliOptions& m);
 
 // The model pipeline's options from the command line's (UsageError naming the option).
 ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& config);
