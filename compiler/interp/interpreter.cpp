@@ -60,6 +60,8 @@ const KernelTable& kernel_table() {
     register_nn(t);
     register_tensor(t);
     register_reduce(t);
+    register_control_flow(t);
+    register_recurrent(t);
     return t;
   }();
   return table;
@@ -71,11 +73,12 @@ bool interpreter_supports(const std::string& op_type) { return interp::kernel_ta
 
 namespace {
 
+// `scope`: values of enclosing graphs a subgraph reads (its captures), by the subgraph's names.
 std::map<std::string, Tensor> run(const Graph& g, std::map<std::string, Tensor> inputs, bool keep_all,
-                                  const NodeObserver& observer) {
+                                  const NodeObserver& observer, const interp::Scope& scope = {}) {
   using interp::KernelContext;
   std::unordered_map<std::string, Tensor> env;
-  std::unordered_map<std::string, const Tensor*> view;
+  std::unordered_map<std::string, const Tensor*> view(scope.begin(), scope.end());
   for (const auto& name : g.inputs) {
     auto it = inputs.find(name);
     if (it == inputs.end()) throw InterpretError("graph input '" + name + "' was not given a value");
@@ -178,6 +181,17 @@ std::map<std::string, Tensor> run(const Graph& g, std::map<std::string, Tensor> 
 }
 
 }  // namespace
+
+namespace interp {
+
+std::vector<Tensor> run_subgraph(const Graph& sub, std::map<std::string, Tensor> inputs, const Scope& scope) {
+  std::map<std::string, Tensor> out = run(sub, std::move(inputs), false, nullptr, scope);
+  std::vector<Tensor> result;
+  for (const auto& o : sub.outputs) result.push_back(std::move(out.at(o)));
+  return result;
+}
+
+}  // namespace interp
 
 std::map<std::string, Tensor> interpret(const Graph& g, std::map<std::string, Tensor> inputs,
                                         const NodeObserver& observer) {

@@ -171,6 +171,13 @@ std::vector<OpSupport> build() {
       {"Acosh", H, ""},
       {"Atanh", H, ""},
       {"Hardmax", H, ""},
+      // Control flow and recurrent layers.
+      {"If", H, "a condition known once input shapes and --input-value constants are bound: replaced by the branch it takes (fold-constants); a data-dependent condition runs the whole If on the host"},
+      {"Loop", H, "runs its body on the host"},
+      {"Scan", H, "runs its body on the host"},
+      {"LSTM", H, "constant W, R, B, P and sequence_lens covering the sequence: decomposed (decompose-recurrent) into one input-projection MatMul over all steps and, per step, a recurrent MatMul and the gates on the vector unit; otherwise on the host"},
+      {"GRU", H, "as LSTM"},
+      {"RNN", H, "as LSTM"},
       {"CastLike", H, ""},
   };
   std::sort(t.begin(), t.end(), [](const OpSupport& a, const OpSupport& b) { return a.op < b.op; });

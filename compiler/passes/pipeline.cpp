@@ -13,6 +13,7 @@ std::vector<Pass> standard_pipeline(const PipelineOptions& o) {
   std::vector<Pass> p;
   if (o.fold_constants) p.push_back({"fold-constants", passes::fold_constants});
   p.push_back({"dce", passes::eliminate_dead_nodes});
+  if (o.decompose) p.push_back({"decompose-recurrent", passes::decompose_recurrent});
   p.push_back({"normalize-gemm", passes::normalize_gemm});
   if (o.recognize_patterns) p.push_back({"recognize-patterns", passes::recognize_patterns});
   if (o.fold_batchnorm) p.push_back({"fold-batchnorm", passes::fold_batchnorm});
