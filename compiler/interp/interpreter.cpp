@@ -62,6 +62,7 @@ const KernelTable& kernel_table() {
     register_reduce(t);
     register_control_flow(t);
     register_recurrent(t);
+    register_index(t);
     return t;
   }();
   return table;

@@ -38,6 +38,7 @@ void register_tensor(KernelTable& t);
 void register_reduce(KernelTable& t);
 void register_control_flow(KernelTable& t);  // If, Loop, Scan
 void register_recurrent(KernelTable& t);     // LSTM, GRU, RNN
+void register_index(KernelTable& t);  // scatters, GatherND, TopK, Unique, losses, Det, windows, ...
 
 // Values a subgraph reads from its enclosing graphs, by the names the subgraph uses.
 using Scope = std::unordered_map<std::string, const Tensor*>;
