@@ -2,6 +2,8 @@
 #   nested_if_sr.onnx   Silero-shaped: If(sr == 16000) whose then branch holds an If on the input's batch
 #                       (Shape -> Gather -> Equal); x [N, 4] float, sr int64 scalar.
 #                       sr == 16000, N == 1: y = x * 2 + 3;  sr == 16000, N != 1: y = x * 2;  else y = x - 1.
+#   split_mean_op18.onnx  newer than the linked libonnx (IR 10, opset 18): Split(num_outputs=2) of x [2, 4] on
+#                       axis 1, then ReduceMean(axes input [1], keepdims 0) of each half: a [2], b [2].
 #   cascade_if.onnx     a data-dependent If: score = Sigmoid(x . w1 + b1) [1,1]; if score > 0.5 (ReduceMax then
 #                       Greater) y = Relu(x @ W2) [1, 3], else y = zeros [1, 3].
 import numpy as np
@@ -53,6 +55,17 @@ def cascade():
         [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
 
+def split_mean_op18():
+    g = helper.make_graph([
+        helper.make_node("Split", ["x"], ["l", "r"], axis=1, num_outputs=2), c("ax", np.array([1], np.int64)),
+        helper.make_node("ReduceMean", ["l", "ax"], ["a"], keepdims=0),
+        helper.make_node("ReduceMean", ["r", "ax"], ["b"], keepdims=0),
+    ], "split_mean_op18", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2]), helper.make_tensor_value_info("b", TensorProto.FLOAT, [2])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 10
+    return m
+
 if __name__ == "__main__":
     import os
     here = os.path.dirname(os.path.abspath(__file__))
@@ -60,3 +73,4 @@ if __name__ == "__main__":
         m.ir_version = 8
         onnx.checker.check_model(m)
         onnx.save(m, os.path.join(here, name + ".onnx"))
+    onnx.save(split_mean_op18(), os.path.join(here, "split_mean_op18.onnx"))  # libonnx 1.12's checker rejects it
