@@ -3,6 +3,8 @@
 // window functions and MeanVarianceNormalization.
 #include <algorithm>
 #include <cmath>
+#include <cctype>
+#include <map>
 #include <numeric>
 
 #include "compiler/interp/kernels.h"
@@ -399,9 +401,81 @@ void k_mvn(KernelContext& c) {
   c.out[0] = std::move(y);
 }
 
+// Einsum: every output element sums the product of the operands over the labels the output lacks.
+// "..." stands for the leading dims an operand has beyond its labels (the same for every operand).
+void k_einsum(KernelContext& c) {
+  std::string eq;
+  for (char ch : c.node.attr_string("equation", "")) if (ch != ' ') eq += ch;
+  const size_t arrow = eq.find("->");
+  std::vector<std::string> terms;
+  std::string lhs = eq.substr(0, arrow);
+  for (size_t p = 0;;) {
+    const size_t q = lhs.find(',', p);
+    terms.push_back(lhs.substr(p, q == std::string::npos ? std::string::npos : q - p));
+    if (q == std::string::npos) break;
+    p = q + 1;
+  }
+  if (terms.size() != c.in.size()) c.fail("the equation names " + std::to_string(terms.size()) + " operands");
+  // "..." becomes upper-case labels (the equation's own labels are letters; ONNX's tests use lower case).
+  int ell = -1;
+  for (size_t k = 0; k < terms.size(); ++k) {
+    const size_t e = terms[k].find("...");
+    if (e == std::string::npos) continue;
+    const int n = static_cast<int>(c.input(k).rank()) - static_cast<int>(terms[k].size() - 3);
+    ell = std::max(ell, n);
+    std::string dots;
+    for (int j = 0; j < n; ++j) dots += static_cast<char>('Z' - (n - 1 - j));
+    terms[k] = terms[k].substr(0, e) + dots + terms[k].substr(e + 3);
+  }
+  std::string out;
+  if (arrow != std::string::npos) {
+    out = eq.substr(arrow + 2);
+    if (const size_t e = out.find("..."); e != std::string::npos) {
+      std::string dots;
+      for (int j = 0; j < ell; ++j) dots += static_cast<char>('Z' - (ell - 1 - j));
+      out = out.substr(0, e) + dots + out.substr(e + 3);
+    }
+  } else {
+    std::map<char, int> seen;
+    for (const auto& t : terms) for (char ch : t) ++seen[ch];
+    for (int j = 0; j < ell; ++j) out += static_cast<char>('Z' - (ell - 1 - j));
+    for (const auto& [ch, n] : seen) if (n == 1 && std::islower(static_cast<unsigned char>(ch))) out += ch;
+  }
+  std::map<char, int64_t> size;
+  for (size_t k = 0; k < terms.size(); ++k) {
+    if (static_cast<int64_t>(terms[k].size()) != c.input(k).rank()) c.fail("operand " + std::to_string(k) + " does not have the equation's rank");
+    for (size_t d = 0; d < terms[k].size(); ++d) size[terms[k][d]] = c.input(k).shape[d];
+  }
+  std::string labels = out;
+  for (const auto& [ch, n] : size) if (out.find(ch) == std::string::npos) labels += ch;
+  Shape os;
+  for (char ch : out) os.push_back(size[ch]);
+  Tensor y(c.input(0).dtype, os);
+  std::vector<int64_t> idx(labels.size(), 0);
+  std::map<char, size_t> pos;
+  for (size_t j = 0; j < labels.size(); ++j) pos[labels[j]] = j;
+  int64_t total = 1;
+  for (char ch : labels) total *= size[ch];
+  const int64_t per_out = std::max<int64_t>(1, total / std::max<int64_t>(1, y.size()));
+  for (int64_t it = 0; it < total; ++it) {
+    int64_t rem = it;
+    for (int64_t j = static_cast<int64_t>(labels.size()) - 1; j >= 0; --j) idx[j] = rem % size[labels[j]], rem /= size[labels[j]];
+    double prod = 1;
+    for (size_t k = 0; k < terms.size(); ++k) {
+      int64_t off = 0;
+      for (char ch : terms[k]) off = off * size[ch] + idx[pos[ch]];
+      prod *= get(c.input(k), off);
+    }
+    const int64_t o = it / per_out;
+    set(y, o, get(y, o) + prod);
+  }
+  c.out[0] = std::move(y);
+}
+
 }  // namespace
 
 void register_index(KernelTable& t) {
+  t["Einsum"] = k_einsum;
   t["ScatterElements"] = k_scatter_elements;
   t["Scatter"] = k_scatter_elements;
   t["ScatterND"] = k_scatter_nd;

@@ -193,6 +193,7 @@ std::vector<OpSupport> build() {
       {"NegativeLogLikelihoodLoss", H, "a training loss"},
       {"SoftmaxCrossEntropyLoss", H, "a training loss"},
       {"Det", H, "LU factorisation"},
+      {"Einsum", H, "general contractions (a MatMul-shaped equation is a candidate for the matrix unit)"},
       {"HannWindow", H, "a constant of the given size"},
       {"HammingWindow", H, "a constant of the given size"},
       {"BlackmanWindow", H, "a constant of the given size"},
