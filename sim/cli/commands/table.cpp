@@ -13,7 +13,9 @@ const std::vector<Command>& commands() {
       {"exec", "exec PROG.npu [options]", "Simulate a compiled or assembled program.", cmd_exec},
       {"asm", "asm FILE.s -o PROG.npu", "Assemble a program (docs/isa.md).", cmd_asm},
       {"disasm", "disasm PROG.npu", "Print a program file as assembly text.", cmd_disasm},
-      {"ops", "ops", "Print the ONNX operator support table: where each op runs and its constraints.",
+      {"ops", "ops [MODEL] [options]",
+       "Print the ONNX operator support table: where each op runs and its constraints; with a model, its "
+       "ops, where each runs and why host ones do.",
        cmd_ops},
       {"config", "config [--config FILE.yaml] [--set KEY=VALUE ...] [--dump [--markdown]]",
        "Print the resolved configuration as YAML, or with --dump every parameter with its type, unit, "
