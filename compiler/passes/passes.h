@@ -31,6 +31,10 @@ std::vector<std::string> data_dependent_ifs(const Graph& g);
 // makes constant: the program of that path, for timing each path of a data-dependent If.
 void take_branch(Graph& g, const std::string& name, bool then_branch);
 
+// A Conv over a 3-D input with constant 3-D weights -> the same Conv of height 1 between two Reshapes
+// (free), so the back end's 2-D lowerings run it on the array.
+void conv1d_as_2d(Graph& g);
+
 // Gemm to transA = transB = 0, alpha = beta = 1: constant operands are rewritten, a non-constant
 // transposed operand gets a Transpose node.
 void normalize_gemm(Graph& g);
