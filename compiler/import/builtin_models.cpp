@@ -167,6 +167,27 @@ std::pair<std::string, Shape> parse_input_shape(const std::string& spec) {
   return {name, shape};
 }
 
+std::pair<std::string, std::vector<double>> parse_input_value(const std::string& spec) {
+  auto eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+    throw ModelError("--input-value '" + spec + "' is not NAME=V[,V...] (e.g. sr=16000)");
+  std::vector<double> values;
+  for (const auto& text : split(spec.substr(eq + 1), ',')) {
+    const std::string t = trim(text);
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(t, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (t.empty() || used != t.size())
+      throw ModelError("--input-value " + spec.substr(0, eq) + ": '" + t + "' is not a number");
+    values.push_back(v);
+  }
+  return {spec.substr(0, eq), values};
+}
+
 bool is_builtin_model_spec(const std::string& spec) {
   return spec == "demo" || spec.rfind("gemm:", 0) == 0 || spec.rfind("conv:", 0) == 0 || spec.rfind("llm:", 0) == 0;
 }

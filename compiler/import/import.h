@@ -35,10 +35,19 @@ struct ImportOptions {
   // or more (smaller ones, such as shapes, scales and per-channel vectors, keep their values). The
   // reference interpreter, int8 calibration and functional runs need true.
   bool weight_values = true;
+  // Runtime inputs fixed to constants (`--input-value sr=16000`): each becomes an initializer of the
+  // input's type and (bound) shape before ONNX's shape inference, so shape arithmetic and control flow
+  // that depend on it fold; the input is no longer a runtime input. One value fills the whole shape,
+  // otherwise there must be one value per element. A name that is no input of the model fixes nothing
+  // (the same options serve every variant of a model: one of Silero VAD's files has no `sr`).
+  std::map<std::string, std::vector<double>> input_values;
 };
 
 // Parse "NAME=1x3x224x224" (a scalar input is "NAME="). Throws ModelError on a malformed spec.
 std::pair<std::string, Shape> parse_input_shape(const std::string& spec);
+
+// Parse "NAME=V[,V...]" (--input-value). Throws ModelError on a malformed spec.
+std::pair<std::string, std::vector<double>> parse_input_value(const std::string& spec);
 
 // Read an ONNX model file (opset 7 or later). Initializers stored as external data are read from
 // files relative to the model's directory. Runs ONNX's checker and ONNX's shape inference with data

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -271,9 +272,8 @@ Attribute convert_attribute(const onnx::AttributeProto& a, const std::string& no
       out.value = std::vector<std::string>(a.strings().begin(), a.strings().end());
       break;
     case onnx::AttributeProto::TENSOR: out.value = convert_tensor(a.t(), what); break;
-    case onnx::AttributeProto::GRAPH:
     case onnx::AttributeProto::GRAPHS:
-      throw ModelError(what + " is a subgraph; control flow (If/Loop/Scan) is not supported");
+      throw ModelError(what + " is a list of subgraphs, which no ONNX operator npusim supports takes");
     default:
       throw ModelError(what + " has a type npusim does not support (" + std::to_string(a.type()) + ")");
   }
@@ -288,6 +288,132 @@ void set_value_type(Value& v, const onnx::TypeProto& type) {
     v.shape_known = true;
     v.shape.clear();
     for (const auto& d : tt.shape().dim()) v.shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
+  }
+}
+
+void convert_node(const onnx::NodeProto& n, Node& node, int64_t opset, const std::string& nd);
+
+// A subgraph (If branch, Loop or Scan body) as typed by ONNX's shape inference. Its initializers
+// become constants; the names it reads without defining them (from enclosing scopes) are added to
+// `free_names` in first-read order.
+std::shared_ptr<const Graph> convert_subgraph(const onnx::GraphProto& sg, int64_t opset, const std::string& what,
+                                              std::vector<std::string>& free_names) {
+  auto g = std::make_shared<Graph>();
+  g->name = sg.name();
+  g->opset = opset;
+  std::unordered_set<std::string> defined;
+  for (const auto& vi : sg.input()) {
+    set_value_type(g->ensure_value(vi.name()), vi.type());
+    g->inputs.push_back(vi.name());
+    defined.insert(vi.name());
+  }
+  for (const auto& vi : sg.value_info()) set_value_type(g->ensure_value(vi.name()), vi.type());
+  for (const auto& vi : sg.output()) set_value_type(g->ensure_value(vi.name()), vi.type());
+  for (const auto& init : sg.initializer()) {
+    g->add_constant(init.name(), convert_tensor(init, what + " initializer '" + init.name() + "'"));
+    defined.insert(init.name());
+  }
+  if (sg.sparse_initializer_size() > 0) throw ModelError(what + " has sparse initializers, which npusim does not support");
+  std::unordered_set<std::string> seen_free;
+  auto read = [&](const std::string& name) {
+    if (name.empty() || defined.count(name) || seen_free.count(name)) return;
+    seen_free.insert(name);
+    free_names.push_back(name);
+    g->ensure_value(name);
+  };
+  std::unordered_set<std::string> names;
+  for (int k = 0; k < sg.node_size(); ++k) {
+    const auto& n = sg.node(k);
+    Node node;
+    node.op_type = n.op_type();
+    node.domain = n.domain() == "ai.onnx" ? "" : n.domain();
+    node.name = n.name();
+    for (int s = 1; node.name.empty() || names.count(node.name); ++s)
+      node.name = n.op_type() + "_" + std::to_string(k) + (s > 1 ? "_" + std::to_string(s) : "");
+    names.insert(node.name);
+    node.inputs.assign(n.input().begin(), n.input().end());
+    node.outputs.assign(n.output().begin(), n.output().end());
+    convert_node(n, node, opset, what + " node '" + node.name + "' (" + node.op_type + ")");
+    for (const auto& in : node.inputs) read(in);
+    for (const auto& o : node.outputs)
+      if (!o.empty()) {
+        g->ensure_value(o);
+        defined.insert(o);
+      }
+    g->nodes.push_back(std::move(node));
+  }
+  for (const auto& vi : sg.output()) {
+    read(vi.name());
+    g->outputs.push_back(vi.name());
+  }
+  return g;
+}
+
+// Attributes and subgraphs of `n` into `node` (whose inputs are n's); a subgraph's captures are appended
+// to node.inputs and listed in kCaptures (compiler/ir/graph.h).
+void convert_node(const onnx::NodeProto& n, Node& node, int64_t opset, const std::string& nd) {
+  std::vector<std::string> captures;
+  for (const auto& a : n.attribute()) {
+    if (!a.ref_attr_name().empty())
+      throw ModelError(nd + " attribute '" + a.name() + "' refers to a function attribute outside a function");
+    if (a.type() == onnx::AttributeProto::GRAPH) {
+      std::vector<std::string> free_names;
+      node.subgraphs[a.name()] = convert_subgraph(a.g(), opset, nd + " subgraph '" + a.name() + "'", free_names);
+      for (const auto& f : free_names)
+        if (std::find(captures.begin(), captures.end(), f) == captures.end()) captures.push_back(f);
+      continue;
+    }
+    node.attrs[a.name()] = convert_attribute(a, nd);
+  }
+  if (captures.empty()) return;
+  node.inputs.insert(node.inputs.end(), captures.begin(), captures.end());
+  node.attrs[kCaptures].value = std::move(captures);
+}
+
+// --input-value: each named runtime input gets an initializer of its type and bound shape.
+void fix_input_values(onnx::GraphProto& g, std::unordered_set<std::string>& initializers, const ImportOptions& options) {
+  for (const auto& [name, values] : options.input_values) {
+    const onnx::ValueInfoProto* input = nullptr;
+    for (const auto& in : g.input())
+      if (!initializers.count(in.name()) && in.name() == name) input = &in;
+    // One set of options serves every variant of a model (Silero VAD's files: one has no `sr`): a name
+    // that is no input fixes nothing. sim reports it (compile_model's notes).
+    if (!input) continue;
+    const auto& tt = input->type().tensor_type();
+    Shape shape;
+    for (const auto& d : tt.shape().dim()) shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
+    const int64_t n = num_elements(shape);
+    if (!tt.has_shape() || std::any_of(shape.begin(), shape.end(), [](int64_t d) { return d < 0; }))
+      throw ModelError("--input-value " + name + ": the input's shape is not fixed; give it with --input-shape " + name +
+                       "=...");
+    if (static_cast<int64_t>(values.size()) != n && values.size() != 1)
+      throw ModelError("--input-value " + name + " gives " + std::to_string(values.size()) + " values but input '" +
+                       name + "' has shape " + shape_to_string(shape) + " (" + std::to_string(n) + " elements)");
+    onnx::TensorProto* t = g.add_initializer();
+    t->set_name(name);
+    t->set_data_type(tt.elem_type());
+    for (int64_t d : shape) t->add_dims(d);
+    const auto dt = static_cast<DataType>(tt.elem_type());
+    for (int64_t k = 0; k < n; ++k) {
+      const double v = values[values.size() == 1 ? 0 : static_cast<size_t>(k)];
+      switch (dt) {
+        case DataType::kFloat32: t->add_float_data(static_cast<float>(v)); break;
+        case DataType::kFloat64: t->add_double_data(v); break;
+        case DataType::kInt64: t->add_int64_data(static_cast<int64_t>(v)); break;
+        case DataType::kUInt32: case DataType::kUInt64: t->add_uint64_data(static_cast<uint64_t>(v)); break;
+        case DataType::kInt32: case DataType::kInt16: case DataType::kInt8: case DataType::kUInt16:
+        case DataType::kUInt8: case DataType::kBool:
+          t->add_int32_data(static_cast<int32_t>(v));
+          break;
+        default:
+          throw ModelError("--input-value " + name + ": input '" + name + "' has type " +
+                           std::string(to_string(dt)) + ", which --input-value cannot fix");
+      }
+      if (!is_float(dt) && v != std::floor(v))
+        throw ModelError("--input-value " + name + ": " + std::to_string(v) + " is not an integer, but input '" +
+                         name + "' has type " + std::string(to_string(dt)));
+    }
+    initializers.insert(name);
   }
 }
 
@@ -564,7 +690,14 @@ Graph import_model_proto(onnx::ModelProto& model, const ImportOptions& options, 
   for (const auto& o : gp->output())
     if (!available.count(o.name())) throw ModelError(mname + ": graph output '" + o.name() + "' is never produced");
 
-  try {
+  // A model newer than the libonnx we link (IR version > 8, opset > 17: Silero VAD's opset-18 file) uses
+  // operator forms its checker rejects (Split's num_outputs, reductions' axes input); our structure
+  // checks above still run, shape inference takes the newest schema it knows, and the interpreter and
+  // passes follow the model's opset.
+  const auto& versions = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  const bool newer = opset > versions.at("").second || model.ir_version() > onnx::IR_VERSION;
+  if (model.ir_version() > onnx::IR_VERSION) model.set_ir_version(onnx::IR_VERSION);
+  if (!newer) try {
     onnx::checker::check_model(model);
   } catch (const std::exception& e) {
     std::string msg = e.what();
@@ -573,6 +706,7 @@ Graph import_model_proto(onnx::ModelProto& model, const ImportOptions& options, 
   }
 
   bind_inputs(*gp, initializers, options, mname);
+  fix_input_values(*gp, initializers, options);
 
   try {
     onnx::ShapeInferenceOptions sio(/*check_type=*/true, /*error_mode=*/1, /*data_propagation=*/true);
@@ -628,12 +762,7 @@ Graph import_model_proto(onnx::ModelProto& model, const ImportOptions& options, 
     assigned.insert(node.name);
     node.inputs.assign(n.input().begin(), n.input().end());
     node.outputs.assign(n.output().begin(), n.output().end());
-    const std::string nd = mname + " node '" + node.name + "' (" + node.op_type + ")";
-    for (const auto& a : n.attribute()) {
-      if (!a.ref_attr_name().empty())
-        throw ModelError(nd + " attribute '" + a.name() + "' refers to a function attribute outside a function");
-      node.attrs[a.name()] = convert_attribute(a, nd);
-    }
+    convert_node(n, node, opset, mname + " node '" + node.name + "' (" + node.op_type + ")");
     for (const auto& o : node.outputs)
       if (!o.empty()) g.ensure_value(o);
     g.nodes.push_back(std::move(node));

@@ -1,5 +1,8 @@
 #include "compiler/interp/interpreter.h"
 
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <unordered_map>
 
 #include "compiler/interp/kernels.h"
@@ -60,6 +63,9 @@ const KernelTable& kernel_table() {
     register_nn(t);
     register_tensor(t);
     register_reduce(t);
+    register_control_flow(t);
+    register_recurrent(t);
+    register_index(t);
     return t;
   }();
   return table;
@@ -71,11 +77,39 @@ bool interpreter_supports(const std::string& op_type) { return interp::kernel_ta
 
 namespace {
 
+// float16 and bfloat16 results are computed in float32 and rounded (to nearest, ties to even) to the
+// type's precision once per node, as an fp16/bf16 kernel storing its result does.
+float round_to_half(float v) {
+  if (std::isnan(v) || std::isinf(v)) return v;
+  const float a = std::fabs(v);
+  if (a >= 65520.0f) return std::copysign(std::numeric_limits<float>::infinity(), v);
+  int e = 0;
+  std::frexp(a, &e);                       // a = m * 2^e, m in [0.5, 1)
+  const int exp = std::max(e - 11, -24);   // 11 significant bits; subnormals below 2^-14
+  return std::copysign(std::ldexp(std::nearbyint(std::ldexp(a, -exp)), exp), v);
+}
+float round_to_bfloat16(float v) {
+  if (std::isnan(v)) return v;
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  bits += 0x7fff + ((bits >> 16) & 1);
+  bits &= 0xffff0000u;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
+void round_to_type(Tensor& t) {
+  if (t.dtype == DataType::kFloat16)
+    for (float& v : t.f) v = round_to_half(v);
+  else if (t.dtype == DataType::kBFloat16)
+    for (float& v : t.f) v = round_to_bfloat16(v);
+}
+
+// `scope`: values of enclosing graphs a subgraph reads (its captures), by the subgraph's names.
 std::map<std::string, Tensor> run(const Graph& g, std::map<std::string, Tensor> inputs, bool keep_all,
-                                  const NodeObserver& observer) {
+                                  const NodeObserver& observer, const interp::Scope& scope = {}) {
   using interp::KernelContext;
   std::unordered_map<std::string, Tensor> env;
-  std::unordered_map<std::string, const Tensor*> view;
+  std::unordered_map<std::string, const Tensor*> view(scope.begin(), scope.end());
   for (const auto& name : g.inputs) {
     auto it = inputs.find(name);
     if (it == inputs.end()) throw InterpretError("graph input '" + name + "' was not given a value");
@@ -137,6 +171,7 @@ std::map<std::string, Tensor> run(const Graph& g, std::map<std::string, Tensor> 
       }
       Tensor& t = env[name];
       t = std::move(ctx.out[o]);
+      round_to_type(t);
       view[name] = &t;
       outs.push_back(&t);
     }
@@ -178,6 +213,17 @@ std::map<std::string, Tensor> run(const Graph& g, std::map<std::string, Tensor> 
 }
 
 }  // namespace
+
+namespace interp {
+
+std::vector<Tensor> run_subgraph(const Graph& sub, std::map<std::string, Tensor> inputs, const Scope& scope) {
+  std::map<std::string, Tensor> out = run(sub, std::move(inputs), false, nullptr, scope);
+  std::vector<Tensor> result;
+  for (const auto& o : sub.outputs) result.push_back(std::move(out.at(o)));
+  return result;
+}
+
+}  // namespace interp
 
 std::map<std::string, Tensor> interpret(const Graph& g, std::map<std::string, Tensor> inputs,
                                         const NodeObserver& observer) {

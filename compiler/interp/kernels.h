@@ -3,6 +3,7 @@
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -35,6 +36,14 @@ void register_elementwise(KernelTable& t);
 void register_nn(KernelTable& t);
 void register_tensor(KernelTable& t);
 void register_reduce(KernelTable& t);
+void register_control_flow(KernelTable& t);  // If, Loop, Scan
+void register_recurrent(KernelTable& t);     // LSTM, GRU, RNN
+void register_index(KernelTable& t);  // scatters, GatherND, TopK, Unique, losses, Det, windows, ...
+
+// Values a subgraph reads from its enclosing graphs, by the names the subgraph uses.
+using Scope = std::unordered_map<std::string, const Tensor*>;
+// Runs a subgraph on its formal inputs (by name) with `scope` visible; its outputs in order.
+std::vector<Tensor> run_subgraph(const Graph& sub, std::map<std::string, Tensor> inputs, const Scope& scope);
 const KernelTable& kernel_table();
 
 // The value range of an integer type (int64's for the others), for saturating conversions.

@@ -37,6 +37,12 @@ size_t Node::num_given_inputs() const {
   return n;
 }
 
+size_t num_formal_inputs(const Node& n) {
+  auto it = n.attrs.find(kCaptures);
+  const size_t captured = it == n.attrs.end() ? 0 : it->second.strings().size();
+  return n.inputs.size() >= captured ? n.inputs.size() - captured : 0;
+}
+
 bool Value::fully_known() const {
   if (!shape_known) return false;
   for (int64_t d : shape)
@@ -252,11 +258,10 @@ std::string to_string(const Graph& g, size_t width) {
     std::string outs = "-> ";
     for (size_t k = 0; k < node.outputs.size(); ++k) outs += (k ? ", " : "") + value_type(g, node.outputs[k]);
     std::string attrs;
-    if (!node.attrs.empty()) {
-      attrs = "{";
-      for (const auto& [k, a] : node.attrs) attrs += (attrs.size() > 1 ? ", " : "") + k + "=" + to_string(a);
-      attrs += "}";
-    }
+    for (const auto& [k, a] : node.attrs) attrs += (attrs.empty() ? "{" : ", ") + k + "=" + to_string(a);
+    for (const auto& [k, sub] : node.subgraphs)
+      attrs += (attrs.empty() ? "{" : ", ") + k + "=<graph of " + std::to_string(sub->nodes.size()) + " nodes>";
+    if (!attrs.empty()) attrs += "}";
     std::string line = head + " " + outs + (attrs.empty() ? "" : " " + attrs);
     if (width == 0 || line.size() <= width) {
       os << line << "\n";

@@ -19,7 +19,9 @@
 
 namespace npusim::compiler {
 
-// A node attribute with its ONNX type. Graph-valued attributes (If/Loop bodies) are not supported.
+class Graph;
+
+// A node attribute with its ONNX type. Graph-valued attributes (If/Loop/Scan bodies) are Node::subgraphs.
 struct Attribute {
   enum class Kind { kInt, kFloat, kString, kInts, kFloats, kStrings, kTensor };
   std::variant<int64_t, float, std::string, std::vector<int64_t>, std::vector<float>, std::vector<std::string>,
@@ -45,6 +47,12 @@ struct Node {
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
   std::map<std::string, Attribute> attrs;
+  // Graph-valued attributes (If's then_branch/else_branch, Loop's and Scan's body), by attribute name.
+  // A subgraph's `inputs` are its formal inputs (Loop/Scan); the names it reads from the enclosing
+  // scope are the node's captures: the last kCaptures.size() entries of `inputs` hold the enclosing
+  // values, kCaptures (a strings attribute) the names the subgraphs use for them, in the same order.
+  // Passes may rename those inputs like any other; the subgraphs keep their own names.
+  std::map<std::string, std::shared_ptr<const Graph>> subgraphs{};
 
   bool has_attr(const std::string& key) const { return attrs.count(key) != 0; }
   int64_t attr_int(const std::string& key, int64_t fallback) const;
@@ -56,6 +64,11 @@ struct Node {
   size_t num_given_inputs() const;
   bool has_input(size_t k) const { return k < inputs.size() && !inputs[k].empty(); }
 };
+
+// The attribute listing a control-flow node's captured names (Node::subgraphs).
+inline constexpr const char* kCaptures = "npu.captures";
+// The number of inputs of `n` that are its own (not captures of its subgraphs).
+size_t num_formal_inputs(const Node& n);
 
 // A tensor of the graph. shape_known=false means ONNX shape inference could not determine the
 // rank; a dimension of -1 means the rank is known but that dimension is not.

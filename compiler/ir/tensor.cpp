@@ -59,8 +59,11 @@ bool interpretable(DataType t) {
     case DataType::kInt32:
     case DataType::kInt64:
     case DataType::kUInt32:
+    case DataType::kFloat64:   // computed in float32 precision (Tensor::f)
+    case DataType::kFloat16:   // computed in float32, each node's results rounded to the type (the interpreter)
+    case DataType::kBFloat16:
     case DataType::kBool: return true;
-    default: return false;  // uint64 does not fit int64 storage exactly; fp16/fp64 are not FP32
+    default: return false;  // uint64 does not fit int64 storage exactly
   }
 }
 

@@ -34,7 +34,8 @@ std::string_view to_string(DataType t);
 int64_t element_size(DataType t);
 // True for the floating types (their values live in Tensor::f).
 bool is_float(DataType t);
-// True for the types the interpreter computes with: float32, the integer types up to 64 bits and bool.
+// True for the types the interpreter computes with: float32, float64 (in float32 precision), float16 and
+// bfloat16 (in float32, each node's results rounded to the type), the integer types up to 64 bits and bool.
 bool interpretable(DataType t);
 
 using Shape = std::vector<int64_t>;

@@ -180,7 +180,7 @@ void merge_affine_chains(Graph& g, std::vector<bool>& dead) {
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     if (dead[k] || g.nodes[k].inputs.empty()) continue;
     const std::string x = runtime_input(g, g.nodes[k]);
-    if (g.value(x).shape.size() != 4) continue;
+    if (x.empty() || g.value(x).shape.size() != 4) continue;
     auto a = constant_affine(g, g.nodes[k], x, 1);
     if (!a) continue;
     std::vector<int> chain = {static_cast<int>(k)};

@@ -181,7 +181,7 @@ bool refine_by_evaluation(Graph& g, const Node& n) {
   for (const auto& in : n.inputs) {
     if (in.empty() || mini.has_value(in)) continue;
     const Value& v = g.value(in);
-    if (v.is_constant()) {
+    if (v.is_constant() && v.constant->has_values()) {
       mini.values[in] = v;
       continue;
     }
@@ -231,19 +231,44 @@ void refine_shapes(Graph& g, const Node& n) {
   refine_by_evaluation(g, n);
 }
 
+// The branch an If takes when its condition is a constant; nullopt otherwise.
+std::optional<bool> known_branch(const Graph& g, const Node& n) {
+  if (n.op_type != "If" || !n.has_input(0)) return std::nullopt;
+  const Tensor* c = constant_of(g, n.inputs[0]);
+  if (!c || !c->has_values() || c->size() != 1) return std::nullopt;
+  return c->as_double(0) != 0.0;
+}
+
 }  // namespace
 
 void fold_constants(Graph& g) {
   std::vector<bool> dead(g.nodes.size(), false);
-  // One walk in topological order suffices: a folded output is a constant before its readers are seen.
+  // One walk in topological order suffices: a folded output is a constant before its readers are seen,
+  // and an inlined branch's nodes are walked where the If was.
   for (size_t k = 0; k < g.nodes.size(); ++k) {
+    if (!g.nodes[k].domain.empty()) continue;
+    if (std::optional<bool> branch = known_branch(g, g.nodes[k])) {
+      std::vector<Node> body = detail::inline_branch(g, g.nodes[k], *branch);
+      g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(k));
+      dead.erase(dead.begin() + static_cast<std::ptrdiff_t>(k));
+      dead.insert(dead.begin() + static_cast<std::ptrdiff_t>(k), body.size(), false);
+      g.nodes.insert(g.nodes.begin() + static_cast<std::ptrdiff_t>(k), std::make_move_iterator(body.begin()),
+                     std::make_move_iterator(body.end()));
+      --k;
+      continue;
+    }
     const Node& n = g.nodes[k];
-    if (!n.domain.empty()) continue;
     std::optional<std::vector<Tensor>> outs;
     if (auto shape = fold_shape_query(g, n)) {
       outs = std::vector<Tensor>{std::move(*shape)};
     } else if (all_inputs_constant(g, n)) {
       outs = evaluate(g, n);
+      if (!outs) {
+        // Over shape-only weights (a timing compile) the outputs need their shapes first: the node
+        // then folds as it does with values.
+        refine_shapes(g, n);
+        outs = evaluate(g, n);
+      }
     }
     if (!outs) {
       refine_shapes(g, n);

@@ -108,7 +108,8 @@ void assign_layouts(Graph& g) {
       for (const auto& in : n.inputs)
         if (is_4d_activation(g, in) && g.value(in).layout == kNhwc) out = kNhwc;
       agnostic_choice[n.name] = out;
-    } else if (auto keep = transpose_keeping_bytes(g, n, g.value(n.inputs[0]).layout)) {
+    } else if (auto keep = n.has_input(0) ? transpose_keeping_bytes(g, n, g.value(n.inputs[0]).layout)
+                                          : std::nullopt) {
       out = *keep;
     }
     for (const auto& o : n.outputs)

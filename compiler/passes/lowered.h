@@ -94,7 +94,15 @@
 //    nodes are evaluated with the FP32 interpreter, compiler/interp, and replaced by constants), which
 //    removes the exporters' shape arithmetic (Shape -> Gather -> Cast/Concat/Unsqueeze -> Reshape)
 //    once input shapes are bound. Value shapes that import left unknown behind that arithmetic are
-//    filled in as it folds (Value::shape_known), so the back end sees static shapes.
+//    filled in as it folds (Value::shape_known), so the back end sees static shapes. An If whose
+//    condition folds is replaced by the branch it takes (nested Ifs too); an If left has a condition
+//    computed from the data and runs on the host (placement "host"), its captures as inputs.
+//
+// 6b. Recurrent layers (options.decompose): an LSTM / GRU / RNN with a static X, constant W, R, B, P and
+//    no sequence shorter than X's is gone: per direction one input-projection MatMul over all steps
+//    ([seq*batch, input] x [input, gates*hidden] + biases), then per step a MatMul of the state with
+//    R^T plus that step's projected rows, Slices of the gate block, Clip, the activations and the
+//    element-wise state updates. Other recurrent nodes are left whole (host).
 //
 // 7. Layout (options.nhwc, default on). Value::layout gives every value's physical order: the
 //    logical dims in memory order, outermost first; empty = ONNX order. 4-D activations produced by

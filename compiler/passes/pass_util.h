@@ -13,6 +13,11 @@ namespace npusim::compiler::passes::detail {
 // The constant tensor of `name`, or nullptr when it is not a constant (or the name is empty).
 const Tensor* constant_of(const Graph& g, const std::string& name);
 
+// The nodes that replace the If `node` when it takes the then (or else) branch: the branch's nodes with
+// their values renamed into `g` (added to g.values; the captured names read the If's inputs, the branch
+// outputs write the If's outputs). The caller puts them where the If was.
+std::vector<Node> inline_branch(Graph& g, const Node& node, bool then_branch);
+
 // True when `name` is a graph output.
 bool is_graph_output(const Graph& g, const std::string& name);
 

@@ -2,6 +2,9 @@
 // The individual graph passes of the lowering pipeline (compiler/passes/lowered.h states what the whole
 // pipeline guarantees). Each pass is a plain function on the graph so tests can run one at a time;
 // each leaves a graph that verify()s, in topological order, computing the same graph outputs.
+#include <string>
+#include <vector>
+
 #include "compiler/ir/graph.h"
 #include "compiler/passes/lowered.h"
 
@@ -15,6 +18,22 @@ void fold_constants(Graph& g);
 // Removes nodes none of whose outputs is used (consumed or a graph output) and constants no node
 // reads.
 void eliminate_dead_nodes(Graph& g);
+
+// LSTM / GRU / RNN with a static X and constant weights -> per direction one input-projection MatMul over
+// all steps, then per step a recurrent MatMul plus the gates as element-wise ops and activations
+// (compiler/ops/recurrent.h describes the layers). Others stay whole (host); recurrent_host_reason says why.
+void decompose_recurrent(Graph& g);
+std::string recurrent_host_reason(const Graph& g, const Node& n);
+
+// The If nodes left after folding: their conditions depend on the data. Names, in graph order.
+std::vector<std::string> data_dependent_ifs(const Graph& g);
+// Replaces If `name` by the branch `then_branch` (true) or else_branch (false) and folds what that
+// makes constant: the program of that path, for timing each path of a data-dependent If.
+void take_branch(Graph& g, const std::string& name, bool then_branch);
+
+// A Conv over a 3-D input with constant 3-D weights -> the same Conv of height 1 between two Reshapes
+// (free), so the back end's 2-D lowerings run it on the array.
+void conv1d_as_2d(Graph& g);
 
 // Gemm to transA = transB = 0, alpha = beta = 1: constant operands are rewritten, a non-constant
 // transposed operand gets a Transpose node.

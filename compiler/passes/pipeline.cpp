@@ -13,7 +13,9 @@ std::vector<Pass> standard_pipeline(const PipelineOptions& o) {
   std::vector<Pass> p;
   if (o.fold_constants) p.push_back({"fold-constants", passes::fold_constants});
   p.push_back({"dce", passes::eliminate_dead_nodes});
+  if (o.decompose) p.push_back({"decompose-recurrent", passes::decompose_recurrent});
   p.push_back({"normalize-gemm", passes::normalize_gemm});
+  p.push_back({"conv1d-as-2d", passes::conv1d_as_2d});
   if (o.recognize_patterns) p.push_back({"recognize-patterns", passes::recognize_patterns});
   if (o.fold_batchnorm) p.push_back({"fold-batchnorm", passes::fold_batchnorm});
   if (o.fuse_epilogues) p.push_back({"fuse-epilogues", passes::fuse_epilogues});

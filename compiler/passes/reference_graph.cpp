@@ -28,7 +28,7 @@ std::vector<Node> split_epilogue(Graph& g, Node n) {
   else if (matrix) n.inputs.resize(std::min<size_t>(n.inputs.size(), 3));
   while (!n.inputs.empty() && n.inputs.back().empty()) n.inputs.pop_back();
   for (auto it = n.attrs.begin(); it != n.attrs.end();)
-    it = it->first.rfind("npu.", 0) == 0 ? n.attrs.erase(it) : std::next(it);
+    it = it->first.rfind("npu.", 0) == 0 && it->first != kCaptures ? n.attrs.erase(it) : std::next(it);
   struct Step {
     std::string op, operand;
   };
@@ -118,7 +118,7 @@ Graph reference_graph(const Graph& lowered) {
     }
     for (auto& p : parts) {
       for (auto it = p.attrs.begin(); it != p.attrs.end();)
-        it = it->first.rfind("npu.", 0) == 0 ? p.attrs.erase(it) : std::next(it);
+        it = it->first.rfind("npu.", 0) == 0 && it->first != kCaptures ? p.attrs.erase(it) : std::next(it);
       out.push_back(std::move(p));
     }
   }

@@ -100,6 +100,7 @@ CompiledModel compile_model(const std::string& spec, const isa::NpuConfig& confi
                             std::ostream* verbose) {
   compiler::ImportOptions import;
   for (const std::string& s : options.input_shapes) import.input_shapes.insert(compiler::parse_input_shape(s));
+  for (const std::string& s : options.input_values) import.input_values.insert(compiler::parse_input_value(s));
   import.batch = options.batch;
   import.dim_params = options.dim_params;
   bool int8 = options.plan.spec.model == compiler::quant::Precision::kInt8;

@@ -27,6 +27,7 @@ CodeTimer simulation_timer(const isa::NpuConfig& config);
 
 struct ModelOptions {
   std::vector<std::string> input_shapes;  // "NAME=1x3x224x224"
+  std::vector<std::string> input_values;  // "NAME=V[,V...]": inputs fixed to constants (compiler::ImportOptions)
   std::map<std::string, int64_t> dim_params;  // named dynamic dimensions bound (compiler::ImportOptions)
   int64_t batch = 0;                      // > 0: every input's first dimension (compiler::ImportOptions)
   // Whole-model precision, per-layer overrides, int8 quantization options and calibration inputs

@@ -5,19 +5,11 @@
 #include <random>
 
 #include "compiler/import/import.h"
+#include "tests/compiler/model_error.h"
 #include "compiler/import/onnx_wire.h"
 
 namespace npusim::compiler {
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ModelError& e) {
-    return e.what();
-  }
-  return "<no ModelError>";
-}
 
 const Node* find_node(const Graph& g, const std::string& op) {
   for (const auto& n : g.nodes)

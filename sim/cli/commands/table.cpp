@@ -35,10 +35,12 @@ const std::vector<Command>& commands() {
       {"asm", "asm FILE.s -o PROG.npu", "Assemble a program (docs/isa.md).", {}, "", cmd_asm},
       {"disasm", "disasm PROG.npu", "Print a program file as assembly text.", {}, "", cmd_disasm},
       {"ops",
-       "ops",
-       "Print the ONNX operator support table: where each op runs and its constraints.",
-       {},
-       "",
+       "ops [MODEL] [options]",
+       "Print the ONNX operator support table: where each op runs and its constraints; with a model, its "
+       "ops, where each runs and why host ones do.",
+       {machine_options, model_options},
+       "  npusim ops\n"
+       "  npusim ops model.onnx --input-shape x=1x3x224x224\n",
        cmd_ops},
       {"config",
        "config [--config FILE.yaml] [--set KEY=VALUE ...] [--dump [--markdown]]",

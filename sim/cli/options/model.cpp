@@ -79,6 +79,8 @@ GroupOptions model_options(Options& o) {
   po::options_description d;
   d.add_options()("input-shape", po::value(&m.input_shapes)->composing()->value_name("NAME=1x3x224x224"),
                   "bind a model input's dynamic dimensions (repeatable)")(
+      "input-value", po::value(&m.input_values)->composing()->value_name("NAME=V[,V...]"),
+      "fix a model input to constant values, so shape arithmetic and control flow on it fold (repeatable)")(
       "batch", po::value<int64_t>()->value_name("N")->notifier([&m](int64_t v) {
         m.batch = v;
         m.batch_given = true;
@@ -101,6 +103,7 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
   o.fusion = !m.no_fusion;
   o.weight_values = !m.timing_only;
   o.input_shapes = m.input_shapes;
+  o.input_values = m.input_values;
   if (m.batch_given && (m.batch < 1 || m.batch > 65536)) {
     throw UsageError(fmt::format("--batch {} is out of range (1..65536)", m.batch));
   }

@@ -18,6 +18,7 @@ namespace npusim::sim::cli {
 // Options of commands that compile a model.
 struct ModelCliOptions {
   std::vector<std::string> input_shapes;
+  std::vector<std::string> input_values;  // --input-value
   int64_t batch = 0;  // 0: not given (each input keeps its first dimension)
   bool batch_given = false;
   std::string precision = "auto";
