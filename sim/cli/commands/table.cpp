@@ -38,6 +38,10 @@ const std::vector<Command>& commands() {
       {"sweep", "sweep SWEEP.yaml [-j N] [-o DIR] [--dry-run] [--slurm] [--shard I/N] | sweep --merge DIR",
        "Run a design-space sweep over configuration keys and models, locally or on Slurm (docs/sweeps.md).",
        cmd_sweep},
+      {"calibrate", "calibrate MEASURED.csv -c PRESET_OR_FILE -o CALIBRATED.yaml [--params KEY ...] [--folds K]",
+       "Fit the configuration's calibratable parameters to a board's measured cycles; print the error before, "
+       "after and cross-validated (docs/calibrate.md).",
+       cmd_calibrate},
   };
   return kCommands;
 }
