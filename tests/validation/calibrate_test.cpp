@@ -51,7 +51,7 @@ TEST(Calibrate, EveryFittedParameterMovesTheMeasuredCycles) {
   const isa::NpuConfig base = simple_dram();
   const Predictor p(rows_of());
   const std::vector<double> before = p.predict(base);
-  for (const std::string& key : {"dma.setup_cycles", "dram.latency_ns", "dram.bandwidth_gbps", "sequencer.dispatch_cycles"}) {
+  for (const char* key : {"dma.setup_cycles", "dram.latency_ns", "dram.bandwidth_gbps", "sequencer.dispatch_cycles"}) {
     const Parameter param = calibratable(base, {key}).at(0);
     EXPECT_NE(p.predict(with(base, param, get(base, param) * 2 + 1)), before) << key;
   }
