@@ -80,6 +80,10 @@ const std::vector<Command>& commands() {
        {},
        "",
        cmd_sweep},
+      {"calibrate", "calibrate MEASURED.csv -c PRESET_OR_FILE -o CALIBRATED.yaml [--params KEY ...] [--folds K]",
+       "Fit the configuration's calibratable parameters to a board's measured cycles; print the error before, "
+       "after and cross-validated (docs/calibrate.md).",
+       cmd_calibrate},
   };
   return kCommands;
 }
