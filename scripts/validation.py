@@ -418,6 +418,10 @@ Every figure and source is declared once in `scripts/validation.py`; every prese
 the source of each of its figures. Errors are reported as they fall: no preset figure and no setting is
 fitted to a row (DESIGN.md: "When npusim and a published chip disagree, find the mechanism: never fit one
 row"). What the errors say, system by system, is below the tables.
+
+A user with measurements of their own board fits a configuration's free parameters to them with
+`npusim calibrate` ([calibrate.md](calibrate.md)), which reports the error it leaves on rows it was not
+fitted to. This page fits nothing.
 """
 
 

@@ -7,7 +7,7 @@ namespace npusim::isa {
 void SequencerConfig::visit(Visitor& v) {
   v.integer({"queue_depth", "instructions", "depth of each unit's instruction queue (load, matrix, vector, store, host)"},
             queue_depth, 1, 4096);
-  v.integer({"dispatch_cycles", "cycles", "cycles the sequencer spends fetching, decoding and dispatching one instruction"},
+  v.integer({"dispatch_cycles", "cycles", "cycles the sequencer spends fetching, decoding and dispatching one instruction", true, {0, 256}},
             dispatch_cycles, 0, 1024);
 }
 
@@ -108,7 +108,7 @@ void DmaConfig::visit(Visitor& v) {
   v.integer({"alignment_bytes", "bytes",
              "DRAM alignment rule: a transfer row not starting on this boundary costs an extra burst"},
             alignment_bytes, 1, 4096);
-  v.integer({"setup_cycles", "cycles", "cycles to fetch and decode one descriptor"}, setup_cycles, 0, 100000);
+  v.integer({"setup_cycles", "cycles", "cycles to fetch and decode one descriptor", true, {0, 10000}}, setup_cycles, 0, 100000);
 }
 
 void DramConfig::visit(Visitor& v) {
@@ -120,10 +120,10 @@ void DramConfig::visit(Visitor& v) {
              "with them; simple: they share bandwidth_gbps; not for ideal)"},
             channels, 1, 128);
   v.real({"latency_ns", "ns",
-          "access latency (ideal and simple models; a banked preset's follows from its timing)"},
+          "access latency (ideal and simple models; a banked preset's follows from its timing)", true, {0, 10000}},
          latency_ns, 0, 1e6);
   v.real({"bandwidth_gbps", "GB/s",
-          "total bandwidth of the simple model (a banked preset's is per channel x channels)"},
+          "total bandwidth of the simple model (a banked preset's is per channel x channels)", true, {0.01, 10000}},
          bandwidth_gbps, 0.001, 1e5);
   v.integer({"capacity_mib", "MiB",
              "DRAM size, 0 = unlimited; a model whose weights, activations and scratch do not fit is refused, "
@@ -214,8 +214,8 @@ void VectorConfig::visit(Visitor& v) {
           [&] {
             for (int i = 0; i < kNumVecOps; ++i) {
               v.group(kVecOpNames[i], "", [&] {
-                v.integer({"latency_cycles", "cycles", "pipeline latency"}, ops[i].latency_cycles, 0, 100000);
-                v.integer({"ii_cycles", "cycles", "initiation interval per element per lane"}, ops[i].ii_cycles, 1,
+                v.integer({"latency_cycles", "cycles", "pipeline latency", true, {0, 1000}}, ops[i].latency_cycles, 0, 100000);
+                v.integer({"ii_cycles", "cycles", "initiation interval per element per lane", true, {1, 64}}, ops[i].ii_cycles, 1,
                           100000);
               });
             }
@@ -225,9 +225,9 @@ void VectorConfig::visit(Visitor& v) {
 void HostConfig::visit(Visitor& v) {
   v.real({"link_bandwidth_gbps", "GB/s", "host link bandwidth (each direction); also host-side copies of pipelines"},
          link_bandwidth_gbps, 0.001, 1e4);
-  v.real({"link_latency_us", "us", "host link latency per transfer"}, link_latency_us, 0, 1e6);
-  v.real({"cpu_gops", "Gop/s", "host CPU throughput on fallback ops and pipeline kernels"}, cpu_gops, 0.001, 1e6);
-  v.real({"call_overhead_us", "us", "fixed cost of one host call (driver, synchronisation)"}, call_overhead_us, 0, 1e6);
+  v.real({"link_latency_us", "us", "host link latency per transfer", true, {0, 10000}}, link_latency_us, 0, 1e6);
+  v.real({"cpu_gops", "Gop/s", "host CPU throughput on fallback ops and pipeline kernels", true, {0.01, 10000}}, cpu_gops, 0.001, 1e6);
+  v.real({"call_overhead_us", "us", "fixed cost of one host call (driver, synchronisation)", true, {0, 10000}}, call_overhead_us, 0, 1e6);
 }
 
 void TechnologyConfig::visit(Visitor& v) {

@@ -192,6 +192,7 @@ class Lister final : public PathVisitor {
     i.affects_timing = p.affects_timing;
     i.int_min = min;
     i.int_max = max;
+    i.calibrate = p.calibrate;
     i.value = format_integer(value);
     out.push_back(std::move(i));
   }
@@ -200,6 +201,7 @@ class Lister final : public PathVisitor {
     i.affects_timing = p.affects_timing;
     i.real_min = min;
     i.real_max = max;
+    i.calibrate = p.calibrate;
     i.value = format_real(value);
     out.push_back(std::move(i));
   }

@@ -73,6 +73,7 @@ struct ParamInfo {
   std::vector<std::string> names;  // choices
   std::string value;               // canonical text of the value (parameters only)
   bool affects_timing = true;      // isa::Param::affects_timing
+  CalibrationRange calibrate;      // isa::Param::calibrate (integers and reals only)
 };
 
 // Groups and parameters of `c` in declaration order (a group precedes its members).

@@ -11,6 +11,13 @@
 
 namespace npusim::isa {
 
+// The range within which `npusim calibrate` may move a parameter to fit a board's measurements
+// (docs/calibrate.md); empty (the default) for the parameters a measurement may not move.
+struct CalibrationRange {
+  double min = 0, max = -1;
+  bool empty() const { return min > max; }
+};
+
 // What a parameter is, for users: its key (last path component), unit and one-line description.
 struct Param {
   std::string_view key;
@@ -19,6 +26,7 @@ struct Param {
   // False for the few parameters that cannot change a run's figures (the description says why); the
   // test that perturbs every key on a probe workload skips them.
   bool affects_timing = true;
+  CalibrationRange calibrate = {};
 };
 
 // Walks the parameters of a config tree. Implementations read (YAML, --set), write (dump) or both.

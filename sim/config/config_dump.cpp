@@ -14,11 +14,21 @@ struct Row {
   std::string key, type, unit, def, allowed, description;
 };
 
+// The description as the reference prints it: a parameter `npusim calibrate` may move says within what.
+std::string described(const ParamInfo& p) {
+  if (p.calibrate.empty()) return p.description;
+  const bool integer = p.kind == ParamInfo::Kind::kInteger;
+  auto bound = [&](double v) {
+    return integer ? isa::format_integer(static_cast<int64_t>(v)) : isa::format_real(v);
+  };
+  return p.description + " [calibratable: " + bound(p.calibrate.min) + ".." + bound(p.calibrate.max) + "]";
+}
+
 std::vector<Row> rows_of(const std::vector<ParamInfo>& params) {
   std::vector<Row> rows;
   for (const ParamInfo& p : params) {
     if (p.kind == ParamInfo::Kind::kGroup) continue;
-    rows.push_back({p.path, isa::kind_name(p.kind), p.unit, p.value, isa::allowed_text(p), p.description});
+    rows.push_back({p.path, isa::kind_name(p.kind), p.unit, p.value, isa::allowed_text(p), described(p)});
   }
   return rows;
 }
@@ -79,7 +89,7 @@ std::string config_reference_markdown() {
       continue;
     }
     out += "| `" + p.path + "` | " + isa::kind_name(p.kind) + " | " + md_cell(p.unit) + " | " +
-           md_cell(p.value) + " | " + md_cell(isa::allowed_text(p)) + " | " + md_cell(p.description) + " |\n";
+           md_cell(p.value) + " | " + md_cell(isa::allowed_text(p)) + " | " + md_cell(described(p)) + " |\n";
   }
   return out;
 }

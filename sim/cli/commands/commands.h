@@ -15,5 +15,6 @@ int cmd_diff(Context& ctx, const Command& cmd);
 int cmd_report(Context& ctx, const Command& cmd);
 int cmd_serve(Context& ctx, const Command& cmd);
 int cmd_sweep(Context& ctx, const Command& cmd);
+int cmd_calibrate(Context& ctx, const Command& cmd);
 
 }  // namespace npusim::sim::cli

@@ -80,6 +80,14 @@ const std::vector<Command>& commands() {
        {},
        "",
        cmd_sweep},
+      {"calibrate",
+       "calibrate MEASURED.csv -c PRESET_OR_FILE -o CALIBRATED.yaml [--params KEY ...] [--folds K]",
+       "Fit the configuration's calibratable parameters to a board's measured cycles; print the error before, "
+       "after and cross-validated (docs/calibrate.md).",
+       {machine_options},
+       "  npusim calibrate board.csv -c edge -o edge_calibrated.yaml\n"
+       "  npusim calibrate board.csv -c gemmini -o g.yaml --params dma.setup_cycles --folds 3\n",
+       cmd_calibrate},
   };
   return kCommands;
 }
