@@ -89,9 +89,12 @@ struct LayerReport {
   // The layer's roofline bound (docs/report.md): set by the compiler's view of a model; none for host
   // layers and for programs run without it.
   std::optional<uint64_t> bound_cycles;
-  // The bounds of the nodes fused into this layer (placement "fused", fused_into = this layer's name):
-  // its efficiency is the whole group's, (bound_cycles + fused_bound_cycles) / cycles.
+  // The bounds of the nodes fused into this layer (placement "fused", fused_into = this layer's name).
   uint64_t fused_bound_cycles = 0;
+  // The roofline bound of the layer's own compiled work (its tensors and MACs after fusion, on the unit
+  // it runs on; the fused program layers its code does the work of included): the roof its efficiency
+  // is measured against. Set by the compiler's view of a model; none for host and fused layers.
+  std::optional<uint64_t> compiled_bound_cycles;
   bool fused() const { return placement == LayerPlacement::kFused; }
   // What the layer did, in actions that cost energy (not written: its energy is).
   Activity activity;
@@ -249,9 +252,12 @@ struct Report {
   void visit(ReportVisitor& v);
 };
 
-// The roofline (docs/report.md). A layer's efficiency is bound_cycles / cycles: none without a bound
-// or without cycles.
+// The roofline (docs/report.md). A layer's efficiency is compiled_bound_cycles / cycles (its own work
+// against its roof): none without a compiled bound or without cycles.
 std::optional<double> efficiency(const LayerReport& l);
+// What fusion saved the layer: the model's nodes' bounds (bound_cycles + fused_bound_cycles) minus the
+// compiled bound, 0 when fusion saved nothing; none without both bounds.
+std::optional<uint64_t> fusion_saved_cycles(const LayerReport& l);
 // The model's bound: the sum of the layers' bounds; none when no layer has one.
 std::optional<uint64_t> model_bound_cycles(const Report& r);
 // model_bound_cycles / total_cycles (host layers count in total_cycles but have no bound).

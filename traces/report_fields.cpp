@@ -77,11 +77,20 @@ void visit_layer(ReportVisitor& v, LayerReport& l, std::string_view shown, bool 
       Layout::kInline, energy);
   v.integer({"array_macs", "MACs", "the MAC slots the array spent, when they differ from macs"}, l.array_macs);
   if (l.bound_cycles) v.same_line();
-  v.integer({"bound_cycles", "cycles", "the roofline bound of the layer's node"}, l.bound_cycles);
+  v.integer({"bound_cycles", "cycles", "the roofline bound of the layer's node as the model gives it"}, l.bound_cycles);
+  if (l.compiled_bound_cycles) v.same_line();
+  v.integer({"compiled_bound_cycles", "cycles", "the roofline bound of the layer's own compiled work (after fusion)"},
+            l.compiled_bound_cycles);
   if (!v.fills()) {
     if (const std::optional<double> e = efficiency(l)) {
       v.same_line();
-      v.derived({"efficiency", "", "(bound_cycles + the fused nodes' bounds) / cycles"}, *e);
+      v.derived({"efficiency", "", "compiled_bound_cycles / cycles"}, *e);
+    }
+    if (const std::optional<uint64_t> saved = fusion_saved_cycles(l)) {
+      v.same_line();
+      v.derived({"fusion_saved_cycles", "cycles",
+                 "(bound_cycles + the fused nodes' bounds) - compiled_bound_cycles: the roof fusion removed"},
+                *saved);
     }
   }
   v.optional_object({"mapping", "", "what the compiler chose for the layer"}, l.mapping,

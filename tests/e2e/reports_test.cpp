@@ -64,13 +64,12 @@ TEST(Reports, LayersCsvHasOneRowPerLayerWithItsCyclesBreakdownBytesAndBound) {
                       "print(all(x['bound'] == l['bound'] == max(ks, key=lambda k: int(x[k])) "
                       "for x, l in zip(rows, r['layers']) if int(x['cycles']) > 0))"),
             "True");
-  // Efficiency is the bound of the layer and of the nodes fused into it (rows naming it in fused_into)
-  // over its cycles, with four decimals; empty without a bound and on fused rows.
+  // Efficiency is the layer's compiled bound over its cycles (the JSON's), with four decimals; empty
+  // without one and on fused rows.
   EXPECT_EQ(check_csv(dir + "/r.json", csv,
-                      "fused = lambda n: sum(int(f['bound_cycles']) for f in rows if f['fused_into'] == n)\n"
-                      "print(all(x['efficiency'] == ('%.4f' % ((int(x['bound_cycles']) + fused(x['name'])) / "
-                      "int(x['cycles'])) if x['bound_cycles'] and int(x['cycles']) and not x['fused_into'] else '') "
-                      "for x in rows), any(x['fused_into'] for x in rows))"),
+                      "print(all(x['efficiency'] == ('%.4f' % (l['compiled_bound_cycles'] / int(x['cycles'])) "
+                      "if 'compiled_bound_cycles' in l and int(x['cycles']) else '') "
+                      "for x, l in zip(rows, r['layers'])), any(x['fused_into'] for x in rows))"),
             "True True");
 }
 

@@ -24,6 +24,7 @@ TEST(ReportReader, WritingWhatItReadGivesTheSameBytes) {
   ASSERT_TRUE(traces::precision_figures(back));
   EXPECT_EQ(traces::precision_figures(back)->plan, "mixed: 1 fp16, 1 int8");
   EXPECT_EQ(back.layers[0].fused_bound_cycles, 250u);
+  EXPECT_EQ(back.layers[0].compiled_bound_cycles, std::optional<uint64_t>(7100));
 }
 
 TEST(ReportReader, AMinimalReportReadsWithoutTheOptionalSections) {
