@@ -12,7 +12,9 @@ using isa::Queue;
 
 namespace {
 int dram_channels(const isa::DramConfig& d) {
-  return d.model == isa::DramModel::kIdeal || d.model == isa::DramModel::kSimple ? 1 : static_cast<int>(d.channels);
+  return d.model == isa::DramModel::kIdeal || d.model == isa::DramModel::kSimple
+             ? 1
+             : static_cast<int>(d.channels);
 }
 
 // Which layers run on the host: those whose work is all HOSTCALLs, judged from the program (what the
@@ -71,8 +73,8 @@ Npu::Npu(const sc_core::sc_module_name& name, const isa::NpuConfig& config, cons
                [depth](const char* n, size_t) { return new BoundedQueue<Dispatch>(n, depth); });
   load_descriptors_.init(engines,
                          [ddepth](const char* n, size_t) { return new BoundedQueue<Descriptor>(n, ddepth); });
-  store_descriptors_.init(engines,
-                          [ddepth](const char* n, size_t) { return new BoundedQueue<Descriptor>(n, ddepth); });
+  store_descriptors_.init(
+      engines, [ddepth](const char* n, size_t) { return new BoundedQueue<Descriptor>(n, ddepth); });
   engines_.init(engines, [&](const char* n, size_t i) {
     return new DmaEngine(n, config.dma, fab_, static_cast<int>(i));
   });
@@ -100,8 +102,9 @@ Npu::Npu(const sc_core::sc_module_name& name, const isa::NpuConfig& config, cons
 }
 
 std::string Npu::deadlock_message() const {
-  std::string m = fmt::format("deadlock at cycle {}: no unit can make progress ({} of {} instructions dispatched, {} in flight)",
-                              fab_.now(), sequencer_.dispatched(), fab_.program.instructions.size(), fab_.outstanding);
+  std::string m = fmt::format(
+      "deadlock at cycle {}: no unit can make progress ({} of {} instructions dispatched, {} in flight)",
+      fab_.now(), sequencer_.dispatched(), fab_.program.instructions.size(), fab_.outstanding);
   const QueueUnit* units[isa::kNumQueues] = {&load_, &matrix_, &vector_, &store_, &host_};
   for (const QueueUnit* u : units) {
     const std::string b = u->blocked_on();
@@ -136,7 +139,8 @@ traces::Report Npu::report() const {
   for (size_t u = 0; u < units; ++u) {
     traces::UnitReport ur;
     ur.name = unit_names_[u];
-    ur.instructions = u >= kFirstDmaUnit ? engines_[u - kFirstDmaUnit].stats().transfers : counters[u].instructions;
+    ur.instructions =
+        u >= kFirstDmaUnit ? engines_[u - kFirstDmaUnit].stats().transfers : counters[u].instructions;
     ur.busy = counters[u].busy;
     ur.stalls = counters[u].stalls;
     const uint64_t used = ur.busy + ur.stalled();
@@ -153,7 +157,8 @@ traces::Report Npu::report() const {
     l.name = fab_.program.layers[i].name;
     l.op = fab_.program.layers[i].op;
     const auto& lc = layers[i];
-    l.placement = i < on_host.size() && on_host[i] ? traces::LayerPlacement::kHost : traces::LayerPlacement::kNpu;
+    l.placement =
+        i < on_host.size() && on_host[i] ? traces::LayerPlacement::kHost : traces::LayerPlacement::kNpu;
     fab_.rec.accounting().layer(static_cast<uint32_t>(i), l.start_cycle, l.end_cycle, l.breakdown);
     l.cycles = l.end_cycle - l.start_cycle;
     l.compute_cycles = lc.compute_cycles;
@@ -171,9 +176,10 @@ traces::Report Npu::report() const {
     r.layers.push_back(std::move(l));
   }
   r.macs = static_cast<uint64_t>(static_cast<int64_t>(matrix_.macs()) + useful_minus_executed);
-  r.array_utilization =
-      total ? static_cast<double>(r.macs) / (static_cast<double>(c.systolic_array.rows * c.systolic_array.cols) * total)
-            : 0.0;
+  r.array_utilization = total
+                            ? static_cast<double>(r.macs) /
+                                  (static_cast<double>(c.systolic_array.rows * c.systolic_array.cols) * total)
+                            : 0.0;
 
   // DRAM and DMA.
   r.dram.model = std::string(isa::kDramModelNames[static_cast<int>(c.dram.model)]);
@@ -186,7 +192,8 @@ traces::Report Npu::report() const {
     r.dma.misaligned_bursts += e.stats().misaligned_bursts;
   }
   const double latency_us = total / c.frequency_mhz;
-  r.dram.avg_bandwidth_gbps = latency_us > 0 ? (r.dram.bytes_read + r.dram.bytes_written) / latency_us / 1000.0 : 0.0;
+  r.dram.avg_bandwidth_gbps =
+      latency_us > 0 ? (r.dram.bytes_read + r.dram.bytes_written) / latency_us / 1000.0 : 0.0;
   const auto& ds = fab_.dram->stats();
   r.dram.requests = ds.requests;
   r.dram.row_hits = ds.row_hits;
@@ -194,7 +201,8 @@ traces::Report Npu::report() const {
   r.dram.refreshes = ds.refreshes;
   // Each misaligned burst occupies the DRAM data path for burst_bytes / peak bandwidth.
   if (r.dram.peak_bandwidth_gbps > 0) {
-    const double ns = r.dma.misaligned_bursts * static_cast<double>(c.dma.burst_bytes) / r.dram.peak_bandwidth_gbps;
+    const double ns =
+        r.dma.misaligned_bursts * static_cast<double>(c.dma.burst_bytes) / r.dram.peak_bandwidth_gbps;
     r.dma.misalignment_extra_cycles = static_cast<uint64_t>(std::ceil(ns * c.frequency_mhz / 1000.0));
   }
   r.sram.bank_conflicts = fab_.sram.conflicts();

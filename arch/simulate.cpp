@@ -44,7 +44,8 @@ void check_program(const isa::Program& program, const isa::NpuConfig& config) {
       case isa::Opcode::kHalt:
         continue;
       case isa::Opcode::kHostCall:
-        if (!program.host_ops.empty() && static_cast<size_t>(ins.get(isa::Field::kHostOp)) >= program.host_ops.size()) {
+        if (!program.host_ops.empty() &&
+            static_cast<size_t>(ins.get(isa::Field::kHostOp)) >= program.host_ops.size()) {
           throw SimError(fmt::format("instruction {}: HOSTCALL host_op {} but the program has {} host ops", i,
                                      ins.get(isa::Field::kHostOp), program.host_ops.size()));
         }
@@ -53,8 +54,9 @@ void check_program(const isa::Program& program, const isa::NpuConfig& config) {
       case isa::Opcode::kConv: {
         const auto dt = static_cast<isa::DType>(ins.get(isa::Field::kDtype));
         if (config.systolic_array.rate(dt) <= 0) {
-          throw SimError(fmt::format("instruction {}: {} in {} but systolic_array.{}_rate is 0 (unsupported)", i,
-                                     isa::format(ins.opcode).mnemonic, isa::kDTypeNames[static_cast<int>(dt)],
+          throw SimError(fmt::format("instruction {}: {} in {} but systolic_array.{}_rate is 0 (unsupported)",
+                                     i, isa::format(ins.opcode).mnemonic,
+                                     isa::kDTypeNames[static_cast<int>(dt)],
                                      isa::kDTypeNames[static_cast<int>(dt)]));
         }
         break;
@@ -70,7 +72,8 @@ void check_program(const isa::Program& program, const isa::NpuConfig& config) {
   }
 }
 
-traces::Report simulate(const isa::Program& program, const isa::NpuConfig& config, const RunOptions& options) {
+traces::Report simulate(const isa::Program& program, const isa::NpuConfig& config,
+                        const RunOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   check_program(program, config);
 

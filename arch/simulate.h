@@ -7,17 +7,18 @@
 #include "arch/datapath/state.h"
 #include "arch/sim_error.h"
 #include "isa/machine/config.h"
-#include "isa/timing/dram.h"
 #include "isa/program.h"
+#include "isa/timing/dram.h"
 #include "traces/report.h"
 #include "traces/sink.h"
 
 namespace npusim::arch {
 
 struct RunOptions {
-  bool functional = false;        // compute real values (datapath::execute); timing mode allocates no tensor data
-  traces::Sink* sink = nullptr;   // trace events (null = no tracing)
-  std::function<void(double fraction)> progress;  // optional, called now and then with the fraction dispatched
+  bool functional = false;  // compute real values (datapath::execute); timing mode allocates no tensor data
+  traces::Sink* sink = nullptr;  // trace events (null = no tracing)
+  std::function<void(double fraction)>
+      progress;  // optional, called now and then with the fraction dispatched
   // Where a banked DRAM's refreshes fall (isa/timing/dram.h); the compiler's timer averages them.
   isa::timing::Refresh dram_refresh = isa::timing::Refresh::kScheduled;
   // Functional mode: fill inputs before the run, read outputs after it.

@@ -281,7 +281,8 @@ void put_instruction(std::string& o, const Instruction& ins, const LayerNames& l
     const int64_t v = ins.get(s.field);
     if (v != 0) p = raw_field(p, s, v, layer_name);
   }
-  for (int i = 0; i < fmt.num_fields; ++i) p = raw_field(p, fmt.fields[i], ins.get(fmt.fields[i].field), nullptr);
+  for (int i = 0; i < fmt.num_fields; ++i)
+    p = raw_field(p, fmt.fields[i], ins.get(fmt.fields[i].field), nullptr);
   o.resize(at + static_cast<size_t>(p - start));
 }
 
@@ -334,7 +335,8 @@ class Assembler {
         if (i >= line.size()) fail(fmt::format("unterminated string {}", line.substr(start)));
         ++i;
         if (i < line.size() && !is_space(line[i]) && line[i] != '#') {
-          fail(fmt::format("unexpected '{}' right after the string {}", line[i], line.substr(start, i - start)));
+          fail(fmt::format("unexpected '{}' right after the string {}", line[i],
+                           line.substr(start, i - start)));
         }
       } else {
         while (i < line.size() && !is_space(line[i]) && line[i] != '#') ++i;
@@ -425,8 +427,8 @@ class Assembler {
   }
 
   void parse_directive() {
-    static constexpr std::array<std::string_view, 5> kDirectives = {".machine", ".layer", ".hostop", ".tensor",
-                                                                   ".data"};
+    static constexpr std::array<std::string_view, 5> kDirectives = {".machine", ".layer", ".hostop",
+                                                                    ".tensor", ".data"};
     const std::string_view d = tokens_[0];
     if (d == ".machine") {
       if (tokens_.size() < 2) fail(".machine takes key=value");
@@ -504,9 +506,10 @@ class Assembler {
       uint64_t v;
       const auto r = std::from_chars(part.data(), part.data() + part.size(), v);
       if (part.empty() || r.ec != std::errc() || r.ptr != part.data() + part.size()) {
-        fail(fmt::format("tensor dims '{}' are not decimal sizes joined by 'x' (e.g. 1x3x224x224, or - for a "
-                         "scalar)",
-                         tok));
+        fail(
+            fmt::format("tensor dims '{}' are not decimal sizes joined by 'x' (e.g. 1x3x224x224, or - for a "
+                        "scalar)",
+                        tok));
       }
       dims.push_back(v);
       if (x == tok.size()) return dims;
@@ -533,8 +536,8 @@ class Assembler {
 
   // A name from `names` (any case) or, when `numbers` is set, its index written as a number.
   template <size_t N>
-  int64_t enum_value(std::string_view tok, const std::array<std::string_view, N>& names, std::string_view what,
-                     bool strict_range) const {
+  int64_t enum_value(std::string_view tok, const std::array<std::string_view, N>& names,
+                     std::string_view what, bool strict_range) const {
     for (size_t i = 0; i < N; ++i) {
       if (iequal(tok, names[i])) return static_cast<int64_t>(i);
     }
@@ -542,7 +545,8 @@ class Assembler {
       uint64_t v;
       bool hex;
       // Out-of-range numbers are left to validate(), which names the field and its range.
-      if (parse_u64(tok, v, hex) && (!strict_range || v < N) && v <= INT64_MAX) return static_cast<int64_t>(v);
+      if (parse_u64(tok, v, hex) && (!strict_range || v < N) && v <= INT64_MAX)
+        return static_cast<int64_t>(v);
       fail(fmt::format("{} '{}' is not valid (0..{} or a name)", what, tok, N - 1));
     }
     fail(fmt::format("unknown {} '{}'{}", what, tok, suggestion(tok, names)));
@@ -699,7 +703,7 @@ class Assembler {
   std::vector<std::string_view> tokens_;
   std::unordered_map<std::string, size_t> layer_index_;
   mutable std::string key_;  // reused for layer lookups so they do not allocate
-  std::vector<int> lines_;  // source line of each instruction
+  std::vector<int> lines_;   // source line of each instruction
 };
 
 }  // namespace

@@ -23,10 +23,10 @@ inline constexpr int kHeaderFields = 3;  // wait, signal, layer: dedicated bytes
 inline constexpr int kDataBytes = 47;    // with the opcode byte, presence bits and overflow pointer: 64
 
 struct Slot {
-  uint8_t offset = 0;     // first byte in Instruction's data
-  uint8_t bytes = 0;      // little-endian, two's complement when is_signed
+  uint8_t offset = 0;  // first byte in Instruction's data
+  uint8_t bytes = 0;   // little-endian, two's complement when is_signed
   bool is_signed = false;
-  int8_t bit = -1;        // presence bit; -1 for the header fields
+  int8_t bit = -1;  // presence bit; -1 for the header fields
 };
 
 template <int NumFields, int NumOpcodes>

@@ -121,12 +121,14 @@ std::string validate_slow(const Instruction& ins) {
     if (const int64_t lim = enum_limit(s.kind); lim >= 0) {
       // Enumerated fields are checked against their names, which may be fewer than their width allows.
       if (v < 0 || v >= lim) {
-        err = fmt::format("{} field '{}' = {} is not a valid value (0..{})", fmt.mnemonic, s.name, v, lim - 1);
+        err =
+            fmt::format("{} field '{}' = {} is not a valid value (0..{})", fmt.mnemonic, s.name, v, lim - 1);
       }
     } else if (!fits(s, v)) {
       err = s.kind == FieldKind::kSigned
-                ? fmt::format("{} field '{}' = {} does not fit in {} signed bits ({}..{})", fmt.mnemonic, s.name,
-                              v, s.width, -(int64_t{1} << (s.width - 1)), (int64_t{1} << (s.width - 1)) - 1)
+                ? fmt::format("{} field '{}' = {} does not fit in {} signed bits ({}..{})", fmt.mnemonic,
+                              s.name, v, s.width, -(int64_t{1} << (s.width - 1)),
+                              (int64_t{1} << (s.width - 1)) - 1)
                 : fmt::format("{} field '{}' = {} does not fit in {} bits (0..{})", fmt.mnemonic, s.name, v,
                               s.width, (uint64_t{1} << s.width) - 1);
     }
@@ -144,8 +146,8 @@ std::string validate_slow(const Instruction& ins) {
   }
   for (int i = 0; i < kNumFields; ++i) {
     if (!used[i] && ins.get(static_cast<Field>(i)) != 0) {
-      return fmt::format("{} has no field '{}' but it is set to {}", fmt.mnemonic, field_name(static_cast<Field>(i)),
-                         ins.get(static_cast<Field>(i)));
+      return fmt::format("{} has no field '{}' but it is set to {}", fmt.mnemonic,
+                         field_name(static_cast<Field>(i)), ins.get(static_cast<Field>(i)));
     }
   }
   return {};
@@ -183,7 +185,8 @@ constexpr FieldRange range_of(const FieldSpec& s) {
 // 16-bit size in 2 bytes does not, a 3-bit dtype in 1 byte does.
 constexpr bool needs_check(const FieldSpec& s) {
   const storage::Slot& slot = storage::kSlots.slot[static_cast<int>(s.field)];
-  return enum_limit(s.kind) >= 0 || s.width != 8 * slot.bytes || (s.kind == FieldKind::kSigned) != slot.is_signed;
+  return enum_limit(s.kind) >= 0 || s.width != 8 * slot.bytes ||
+         (s.kind == FieldKind::kSigned) != slot.is_signed;
 }
 constexpr std::array<FormatRanges, kNumOpcodes> make_ranges() {
   std::array<FormatRanges, kNumOpcodes> t{};
@@ -245,7 +248,8 @@ void encode(const Instruction& ins, std::vector<uint64_t>& out) {
   const Format& fmt = format(ins.opcode);
   uint64_t w[2 * kMaxWords] = {};
   set_bits(w, 0, 8, static_cast<uint64_t>(ins.opcode));
-  for_each_field(fmt, [&](const FieldSpec& s) { set_bits(w, s.lo, s.width, static_cast<uint64_t>(ins.get(s.field))); });
+  for_each_field(
+      fmt, [&](const FieldSpec& s) { set_bits(w, s.lo, s.width, static_cast<uint64_t>(ins.get(s.field))); });
   out.insert(out.end(), w, w + 2 * fmt.words);
 }
 
@@ -258,8 +262,8 @@ Instruction decode(const std::vector<uint64_t>& words, size_t& pos) {
   const Format& fmt = format(static_cast<Opcode>(op));
   const size_t n = 2 * fmt.words;
   if (pos + n > words.size()) {
-    throw EncodeError(fmt::format("{} at word {} is truncated: needs {} words, {} left", fmt.mnemonic, pos / 2,
-                                  fmt.words, (words.size() - pos) / 2));
+    throw EncodeError(fmt::format("{} at word {} is truncated: needs {} words, {} left", fmt.mnemonic,
+                                  pos / 2, fmt.words, (words.size() - pos) / 2));
   }
   const uint64_t* w = words.data() + pos;
   const uint64_t* used = kUsedBits[op].data();

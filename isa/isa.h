@@ -210,10 +210,11 @@ enum class VecOp : uint8_t {
 };
 inline constexpr int kNumVecOps = 32;
 inline constexpr std::array<std::string_view, kNumVecOps> kVecOpNames = {
-    "copy", "add",   "sub",  "mul",   "div",          "max",        "min",     "pow",      "relu",
-    "leaky_relu", "clip", "sigmoid", "tanh", "gelu", "erf",  "exp", "sqrt", "rsqrt",
-    "hard_sigmoid", "hard_swish", "requantize", "max_pool", "avg_pool", "reduce_sum", "reduce_max",
-    "reduce_mean", "transpose", "abs", "neg", "recip", "dwconv", "output"};
+    "copy",     "add",      "sub",        "mul",        "div",          "max",        "min",
+    "pow",      "relu",     "leaky_relu", "clip",       "sigmoid",      "tanh",       "gelu",
+    "erf",      "exp",      "sqrt",       "rsqrt",      "hard_sigmoid", "hard_swish", "requantize",
+    "max_pool", "avg_pool", "reduce_sum", "reduce_max", "reduce_mean",  "transpose",  "abs",
+    "neg",      "recip",    "dwconv",     "output"};
 
 enum class Bcast : uint8_t { kNone = 0, kScalar = 1, kRow = 2, kCol = 3 };
 inline constexpr int kNumBcasts = 4;
@@ -465,8 +466,8 @@ std::optional<Opcode> opcode_from_mnemonic(std::string_view mnemonic);
 namespace storage {
 static_assert(kNumFields - kHeaderFields <= 64, "one presence bit per non-header field");
 // Largest formats first: each field of a format at the lowest offset free among that format's fields.
-inline constexpr Opcode kPlacementOrder[] = {Opcode::kVec,     Opcode::kLoad,    Opcode::kConv,
-                                             Opcode::kMatmul,  Opcode::kPreload, Opcode::kHostCall,
+inline constexpr Opcode kPlacementOrder[] = {Opcode::kVec,    Opcode::kLoad,    Opcode::kConv,
+                                             Opcode::kMatmul, Opcode::kPreload, Opcode::kHostCall,
                                              Opcode::kStore};
 inline constexpr SlotTable<kNumFields, kNumOpcodes> kSlots =
     make_slots<kNumFields, kNumOpcodes>(layout::kHeader, kFormats, kPlacementOrder);

@@ -18,6 +18,7 @@ inline constexpr size_t kDisplayNameWidth = 28;
 // - a name longer than `width` keeps its first scope (up to half the width) and its end (the most
 //   specific part), ".." between;
 // - names still equal get "#2", "#3", ... in program order.
-std::vector<std::string> display_names(const std::vector<std::string>& names, size_t width = kDisplayNameWidth);
+std::vector<std::string> display_names(const std::vector<std::string>& names,
+                                       size_t width = kDisplayNameWidth);
 
 }  // namespace npusim::isa

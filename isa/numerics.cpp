@@ -28,8 +28,8 @@ uint16_t fp32_to_fp16(float f) {
   const uint32_t ax = x & 0x7fffffff;
   if (ax > 0x7f800000) return static_cast<uint16_t>(sign | 0x7e00 | ((ax >> 13) & 0x3ff));  // NaN
   if (ax >= 0x477ff000) return static_cast<uint16_t>(sign | 0x7c00);  // >= 65520 (and inf): inf
-  if (ax < 0x38800000) {                                             // below 2^-14: subnormal or 0
-    if (ax <= 0x33000000) return sign;                               // <= 2^-25: ties to even = 0
+  if (ax < 0x38800000) {                                              // below 2^-14: subnormal or 0
+    if (ax <= 0x33000000) return sign;                                // <= 2^-25: ties to even = 0
     const uint32_t e = ax >> 23;
     const uint32_t m = (ax & 0x7fffff) | 0x800000;
     const uint32_t shift = 126 - e;  // value / 2^-24 = m * 2^(e-126)

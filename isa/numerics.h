@@ -8,8 +8,8 @@
 // Every rounding here is round-to-nearest, ties-to-even unless stated otherwise, so results are a
 // property of the formats, not of the host compiler.
 #include <cstdint>
-#include <optional>
 #include <cstring>
+#include <optional>
 
 #include "isa/isa.h"
 
@@ -121,9 +121,9 @@ std::optional<QuantizedMultiplier> try_quantize_multiplier(double real);
 // Activation functions in fp32, defined once for the vector unit of the functional datapath, the
 // quantized reference (compiler/quant/emulate) and the FP32 interpreter, so their results are the
 // same bits (an int8 layer's codes must not depend on which of them computed its float epilogue).
-float sigmoid(float x);                                 // 1 / (1 + exp(-x))
-float gelu(float x);                                    // erf form: 0.5 x (1 + erf(x / sqrt(2)))
-float hard_sigmoid(float x, float alpha, float beta);   // clamp(alpha x + beta, 0, 1); NaN stays NaN
-float hard_swish(float x);                              // x * hard_sigmoid(x, 1/6, 1/2)
+float sigmoid(float x);                                // 1 / (1 + exp(-x))
+float gelu(float x);                                   // erf form: 0.5 x (1 + erf(x / sqrt(2)))
+float hard_sigmoid(float x, float alpha, float beta);  // clamp(alpha x + beta, 0, 1); NaN stays NaN
+float hard_swish(float x);                             // x * hard_sigmoid(x, 1/6, 1/2)
 
 }  // namespace npusim::isa::numerics

@@ -13,7 +13,7 @@ namespace npusim::isa {
 namespace {
 
 constexpr char kMagic[8] = {'N', 'P', 'U', 'S', 'I', 'M', 'P', 'G'};
-constexpr size_t kFileHeaderBytes = 16;    // magic, version, section count
+constexpr size_t kFileHeaderBytes = 16;     // magic, version, section count
 constexpr size_t kSectionHeaderBytes = 12;  // kind, byte length
 
 enum SectionKind : uint32_t {
@@ -66,7 +66,8 @@ class Writer {
 };
 
 uint32_t count32(size_t n, std::string_view what) {
-  if (n > UINT32_MAX) throw ProgramError(fmt::format("too many {} ({}) for the program file format", what, n));
+  if (n > UINT32_MAX)
+    throw ProgramError(fmt::format("too many {} ({}) for the program file format", what, n));
   return static_cast<uint32_t>(n);
 }
 
@@ -105,9 +106,10 @@ class Reader {
   }
   void check_count(uint64_t n, size_t at, std::string_view what, size_t min_item_bytes) const {
     if (n > left() / min_item_bytes) {
-      throw ProgramError(fmt::format("{} at byte {} claims {} entries of at least {} bytes but only {} bytes "
-                                     "remain in {}",
-                                     what, at, n, min_item_bytes, left(), where_));
+      throw ProgramError(
+          fmt::format("{} at byte {} claims {} entries of at least {} bytes but only {} bytes "
+                      "remain in {}",
+                      what, at, n, min_item_bytes, left(), where_));
     }
   }
 
@@ -115,8 +117,8 @@ class Reader {
     const size_t at = pos_;
     const uint32_t n = u32(what);
     if (n > left()) {
-      throw ProgramError(fmt::format("{} at byte {} claims {} bytes but only {} remain in {}", what, at, n,
-                                     left(), where_));
+      throw ProgramError(
+          fmt::format("{} at byte {} claims {} bytes but only {} remain in {}", what, at, n, left(), where_));
     }
     std::string s(reinterpret_cast<const char*>(data_ + pos_), n);
     pos_ += n;
@@ -204,9 +206,10 @@ void read_data(Reader& r, Program& p) {
     const size_t at = r.pos();
     const uint64_t len = r.u64("data segment length");
     if (len > r.left()) {
-      throw ProgramError(fmt::format("data segment {} at byte {} claims {} bytes but only {} remain in section "
-                                     "'data'",
-                                     i, at, len, r.left()));
+      throw ProgramError(
+          fmt::format("data segment {} at byte {} claims {} bytes but only {} remain in section "
+                      "'data'",
+                      i, at, len, r.left()));
     }
     d.bytes.resize(len);
     if (len) r.copy(d.bytes.data(), len);
@@ -249,12 +252,14 @@ void read_tensors(Reader& r, Program& p) {
     TensorBinding& t = p.tensors[i];
     t.name = r.str(fmt::format("tensor {} name", i));
     const uint8_t role = r.u8("tensor role");
-    if (role > 1) throw ProgramError(fmt::format("tensor {} ('{}') has role {}, not 0 (input) or 1 (output)", i, t.name, role));
+    if (role > 1)
+      throw ProgramError(
+          fmt::format("tensor {} ('{}') has role {}, not 0 (input) or 1 (output)", i, t.name, role));
     t.role = static_cast<TensorBinding::Role>(role);
     const uint8_t dtype = r.u8("tensor dtype");
     if (dtype >= kNumDTypes) {
-      throw ProgramError(fmt::format("tensor {} ('{}') has dtype {}, not one of 0..{}", i, t.name, dtype,
-                                     kNumDTypes - 1));
+      throw ProgramError(
+          fmt::format("tensor {} ('{}') has dtype {}, not one of 0..{}", i, t.name, dtype, kNumDTypes - 1));
     }
     t.dtype = static_cast<DType>(dtype);
     t.dram_addr = r.u64("tensor address");
@@ -270,13 +275,13 @@ void check_references(const Program& p) {
   for (size_t i = 0; i < p.instructions.size(); ++i) {
     const Instruction& ins = p.instructions[i];
     if (!p.layers.empty() && ins.layer() >= p.layers.size()) {
-      throw ProgramError(fmt::format("instruction {} ({}) refers to layer {} but the program has {} layers", i,
-                                     format(ins.opcode).mnemonic, ins.layer(), p.layers.size()));
+      throw ProgramError(fmt::format("instruction {} ({}) refers to layer {} but the program has {} layers",
+                                     i, format(ins.opcode).mnemonic, ins.layer(), p.layers.size()));
     }
     if (ins.opcode == Opcode::kHostCall && !p.host_ops.empty() &&
         static_cast<uint64_t>(ins.get(Field::kHostOp)) >= p.host_ops.size()) {
-      throw ProgramError(fmt::format("instruction {} (HOSTCALL) refers to host op {} but the program has {}", i,
-                                     ins.get(Field::kHostOp), p.host_ops.size()));
+      throw ProgramError(fmt::format("instruction {} (HOSTCALL) refers to host op {} but the program has {}",
+                                     i, ins.get(Field::kHostOp), p.host_ops.size()));
     }
   }
 }
@@ -286,9 +291,10 @@ void check_references(const Program& p) {
 void require_data_bytes(const Program& p, const std::string& what) {
   for (const DataSegment& d : p.data) {
     if (d.elided_bytes == 0) continue;
-    throw ProgramError(fmt::format("{} needs the program's data, but the {} bytes at DRAM {:#x} were compiled "
-                                   "for timing only (shape-only weights): compile the model with its values",
-                                   what, d.elided_bytes, d.dram_addr));
+    throw ProgramError(
+        fmt::format("{} needs the program's data, but the {} bytes at DRAM {:#x} were compiled "
+                    "for timing only (shape-only weights): compile the model with its values",
+                    what, d.elided_bytes, d.dram_addr));
   }
 }
 
@@ -371,8 +377,8 @@ Program deserialize(const std::vector<uint8_t>& bytes) {
   const size_t size = bytes.size();
   if (size < sizeof kMagic || std::memcmp(data, kMagic, sizeof kMagic) != 0) {
     if (size < sizeof kMagic && (size == 0 || std::memcmp(data, kMagic, size) == 0)) {
-      throw ProgramError(fmt::format("not an npusim program (only {} bytes, the header needs {})", size,
-                                     kFileHeaderBytes));
+      throw ProgramError(
+          fmt::format("not an npusim program (only {} bytes, the header needs {})", size, kFileHeaderBytes));
     }
     throw ProgramError("not an npusim program (bad magic)");
   }
@@ -396,13 +402,13 @@ Program deserialize(const std::vector<uint8_t>& bytes) {
     }
     const std::string_view name = section_name(kind);
     if (seen_at[kind]) {
-      throw ProgramError(fmt::format("section '{}' appears twice (at byte {} and at byte {})", name,
-                                     seen_at[kind], at));
+      throw ProgramError(
+          fmt::format("section '{}' appears twice (at byte {} and at byte {})", name, seen_at[kind], at));
     }
     seen_at[kind] = at;
     if (len > r.left()) {
-      throw ProgramError(fmt::format("section '{}' at byte {} claims {} bytes but only {} remain", name, at, len,
-                                     r.left()));
+      throw ProgramError(
+          fmt::format("section '{}' at byte {} claims {} bytes but only {} remain", name, at, len, r.left()));
     }
     const std::string where = fmt::format("section '{}'", name);
     Reader body(data, r.pos(), r.pos() + len, where);
@@ -430,13 +436,14 @@ Program deserialize(const std::vector<uint8_t>& bytes) {
         break;
     }
     if (body.left() != 0) {
-      throw ProgramError(fmt::format("section '{}' at byte {} has {} unused bytes after its contents", name, at,
-                                     body.left()));
+      throw ProgramError(fmt::format("section '{}' at byte {} has {} unused bytes after its contents", name,
+                                     at, body.left()));
     }
     r.skip(len);
   }
   if (r.left() != 0) {
-    throw ProgramError(fmt::format("{} unexpected bytes after the last section (at byte {})", r.left(), r.pos()));
+    throw ProgramError(
+        fmt::format("{} unexpected bytes after the last section (at byte {})", r.left(), r.pos()));
   }
   if (seen_at[kLayerInfo] && layer_info.size() != p.layers.size()) {
     throw ProgramError(fmt::format("section 'layer_info' describes {} layers but the program has {}",

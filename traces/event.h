@@ -32,7 +32,7 @@ inline constexpr uint32_t kNoLayer = 0xffffffffu;
 
 // One slice of one unit's timeline, in cycles [start, end).
 struct Event {
-  uint16_t unit = 0;          // index into TraceInfo::units
+  uint16_t unit = 0;  // index into TraceInfo::units
   Kind kind = Kind::kBusy;
   Reason reason = Reason::kNone;
   isa::Opcode opcode = isa::Opcode::kNop;
@@ -40,7 +40,7 @@ struct Event {
   int64_t instruction = -1;   // index in the program, -1 for none
   uint64_t start = 0;
   uint64_t end = 0;
-  uint64_t bytes = 0;         // bytes moved (DMA, DRAM channel, host link)
+  uint64_t bytes = 0;  // bytes moved (DMA, DRAM channel, host link)
 };
 
 // Names the events refer to, given to a sink before the first event.

@@ -45,13 +45,15 @@ std::vector<OpRollup> op_rollup(const Report& r) {
     o.share = all ? static_cast<double>(o.cycles) / static_cast<double>(all) : 0.0;
     out.push_back(std::move(o));
   }
-  std::stable_sort(out.begin(), out.end(), [](const OpRollup& a, const OpRollup& b) { return a.cycles > b.cycles; });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const OpRollup& a, const OpRollup& b) { return a.cycles > b.cycles; });
   return out;
 }
 
 void write_layers_csv(const Report& r, std::ostream& out) {
   std::string o =
-      "index,name,display_name,op,placement,precision,start_cycle,end_cycle,cycles,compute,memory,scheduling,host,macs,"
+      "index,name,display_name,op,placement,precision,start_cycle,end_cycle,cycles,compute,memory,scheduling,"
+      "host,macs,"
       "dram_bytes_read,dram_bytes_written,bound,bound_cycles,efficiency,fused_into,energy_mj\n";
   const std::vector<std::string> shown = display_names(r);
   for (size_t i = 0; i < r.layers.size(); ++i) {

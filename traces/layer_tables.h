@@ -20,7 +20,7 @@ std::string_view bound_label(const LayerReport& l);
 // cycles) can exceed the run's total_cycles; `share` is of the sum over all op types.
 struct OpRollup {
   std::string op;
-  uint64_t layers = 0;      // program layers
+  uint64_t layers = 0;       // program layers
   uint64_t fused_nodes = 0;  // nodes fused into other layers (LayerReport::fused())
   uint64_t cycles = 0;
   double share = 0;

@@ -125,7 +125,9 @@ std::optional<double> model_efficiency(const Report& r) {
   return ratio(model_bound_cycles(r), r.total_cycles);
 }
 
-std::optional<double> compiled_efficiency(const Report& r) { return ratio(r.compiled_bound_cycles, r.total_cycles); }
+std::optional<double> compiled_efficiency(const Report& r) {
+  return ratio(r.compiled_bound_cycles, r.total_cycles);
+}
 
 std::vector<std::string> display_names(const Report& r) {
   std::vector<std::string> names;
@@ -143,7 +145,8 @@ std::optional<PrecisionFigures> precision_figures(const Report& r) {
   if (by_precision.empty()) return std::nullopt;
   PrecisionFigures f;
   for (const auto& [p, n] : by_precision) f.layers.emplace_back(p, n.first);
-  std::stable_sort(f.layers.begin(), f.layers.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::stable_sort(f.layers.begin(), f.layers.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
   if (f.layers.size() == 1) {
     f.plan = f.layers[0].first;
   } else {
@@ -203,7 +206,8 @@ std::string summary_text(const Report& r, size_t top_layers) {
     o += fmt::format("run               {}{}, config {}{}; npusim {}\n", r.run->model,
                      r.run->model_sha256.empty() ? "" : " (sha256 " + r.run->model_sha256.substr(0, 12) + ")",
                      r.run->config.empty() ? "edge (built-in)" : r.run->config,
-                     r.run->sets.empty() ? "" : fmt::format(" + {} --set", r.run->sets.size()), r.run->version);
+                     r.run->sets.empty() ? "" : fmt::format(" + {} --set", r.run->sets.size()),
+                     r.run->version);
   }
   o += fmt::format("total cycles      {}  ({:.6g} ms at {} MHz)\n", T, r.latency_ms, num(r.frequency_mhz));
   const std::optional<PrecisionFigures> pf = precision_figures(r);
@@ -212,35 +216,42 @@ std::string summary_text(const Report& r, size_t top_layers) {
     const double peak = pf->peak_macs_per_cycle;
     o += fmt::format("precision         {}: peak {} MACs/cycle\n", pf->plan,
                      peak == std::floor(peak) ? num(peak) : fmt::format("{:.1f}", peak));
-    o += fmt::format("array             {}x{} {}, {} MACs, utilization {:.1f}% of the {} peak ({:.1f}% of the int8 peak)\n",
-                     r.array_rows, r.array_cols, r.dataflow, r.macs, 100.0 * pf->utilization,
-                     pf->layers.size() == 1 ? pf->plan : "plan's", 100.0 * r.array_utilization);
+    o += fmt::format(
+        "array             {}x{} {}, {} MACs, utilization {:.1f}% of the {} peak ({:.1f}% of the int8 "
+        "peak)\n",
+        r.array_rows, r.array_cols, r.dataflow, r.macs, 100.0 * pf->utilization,
+        pf->layers.size() == 1 ? pf->plan : "plan's", 100.0 * r.array_utilization);
   } else {
-    o += fmt::format("array             {}x{} {}, {} MACs, utilization {:.1f}% of the int8 peak\n", r.array_rows,
-                     r.array_cols, r.dataflow, r.macs, 100.0 * r.array_utilization);
+    o += fmt::format("array             {}x{} {}, {} MACs, utilization {:.1f}% of the int8 peak\n",
+                     r.array_rows, r.array_cols, r.dataflow, r.macs, 100.0 * r.array_utilization);
   }
   const std::optional<uint64_t> bound = model_bound_cycles(r);
   if (bound && r.compiled_bound_cycles) {
     // The headline is the program's own work against its roof (at most 100%); the sum of the model's
     // nodes' bounds moves tensors through DRAM that fusion keeps on chip, so a fused program can beat it.
-    o += fmt::format("roofline          as compiled: bound {} cycles, efficiency {:.1f}% (the layers' own compiled "
-                     "work / total cycles)\n",
-                     *r.compiled_bound_cycles, 100.0 * compiled_efficiency(r).value_or(0.0));
-    o += fmt::format("                  model's nodes: bound {} cycles, {:.1f}% of total cycles (sum of the nodes' "
-                     "bounds, fused nodes included)\n",
-                     *bound, 100.0 * model_efficiency(r).value_or(0.0));
+    o += fmt::format(
+        "roofline          as compiled: bound {} cycles, efficiency {:.1f}% (the layers' own compiled "
+        "work / total cycles)\n",
+        *r.compiled_bound_cycles, 100.0 * compiled_efficiency(r).value_or(0.0));
+    o += fmt::format(
+        "                  model's nodes: bound {} cycles, {:.1f}% of total cycles (sum of the nodes' "
+        "bounds, fused nodes included)\n",
+        *bound, 100.0 * model_efficiency(r).value_or(0.0));
   } else if (bound) {
-    o += fmt::format("roofline          bound {} cycles, efficiency {:.1f}% (sum of the layers' bounds / total cycles)\n",
-                     *bound, 100.0 * model_efficiency(r).value_or(0.0));
+    o += fmt::format(
+        "roofline          bound {} cycles, efficiency {:.1f}% (sum of the layers' bounds / total cycles)\n",
+        *bound, 100.0 * model_efficiency(r).value_or(0.0));
   }
   if (r.fusion && r.fusion->nodes) {
-    o += fmt::format("fusion            {} nodes fused into their layers: {} tensors never in DRAM, {:.1f} MB of DRAM "
-                     "traffic saved\n",
-                     r.fusion->nodes, r.fusion->tensors, static_cast<double>(r.fusion->bytes_saved) / 1e6);
+    o += fmt::format(
+        "fusion            {} nodes fused into their layers: {} tensors never in DRAM, {:.1f} MB of DRAM "
+        "traffic saved\n",
+        r.fusion->nodes, r.fusion->tensors, static_cast<double>(r.fusion->bytes_saved) / 1e6);
   }
   o += fmt::format("breakdown         compute {} ({})  memory {} ({})  scheduling {} ({})  host {} ({})\n",
-                   r.breakdown.compute, pct(r.breakdown.compute, T), r.breakdown.memory, pct(r.breakdown.memory, T),
-                   r.breakdown.scheduling, pct(r.breakdown.scheduling, T), r.breakdown.host, pct(r.breakdown.host, T));
+                   r.breakdown.compute, pct(r.breakdown.compute, T), r.breakdown.memory,
+                   pct(r.breakdown.memory, T), r.breakdown.scheduling, pct(r.breakdown.scheduling, T),
+                   r.breakdown.host, pct(r.breakdown.host, T));
   o += fmt::format("{:<17} read {} B, written {} B, {:.2f} GB/s average", "dram (" + r.dram.model + ")",
                    r.dram.bytes_read, r.dram.bytes_written, r.dram.avg_bandwidth_gbps);
   if (r.dram.peak_bandwidth_gbps > 0) o += fmt::format(" of {:.2f} GB/s peak", r.dram.peak_bandwidth_gbps);
@@ -254,38 +265,43 @@ std::string summary_text(const Report& r, size_t top_layers) {
                    r.sram.bank_conflict_cycles);
   if (r.energy && r.area) {
     const EnergyReport& e = *r.energy;
-    o += fmt::format("energy            {:.4g} mJ/inference, {:.3g} W average, {:.3g} W peak, {:.3g} TOPS/W\n",
-                     e.total_mj, e.average_power_w, e.peak_power_w, e.tops_per_w);
+    o +=
+        fmt::format("energy            {:.4g} mJ/inference, {:.3g} W average, {:.3g} W peak, {:.3g} TOPS/W\n",
+                    e.total_mj, e.average_power_w, e.peak_power_w, e.tops_per_w);
     o += "energy by part   ";
     for (size_t k = 0; k < kNumEnergyComponents; ++k)
       o += fmt::format(" {} {:.3g} ({:.0f}%)", kEnergyComponentNames[k], e.by_component.mj[k],
                        e.total_mj > 0 ? 100.0 * e.by_component.mj[k] / e.total_mj : 0.0);
-    o += fmt::format("\narea              {:.3g} mm2 (array {:.3g}, sram {:.3g}, vector {:.3g}, dma {:.3g})\n",
-                     r.area->total_mm2, r.area->by_unit_mm2[0],
-                     r.area->by_unit_mm2[1] + r.area->by_unit_mm2[2] + r.area->by_unit_mm2[3], r.area->by_unit_mm2[4],
-                     r.area->by_unit_mm2[5]);
+    o +=
+        fmt::format("\narea              {:.3g} mm2 (array {:.3g}, sram {:.3g}, vector {:.3g}, dma {:.3g})\n",
+                    r.area->total_mm2, r.area->by_unit_mm2[0],
+                    r.area->by_unit_mm2[1] + r.area->by_unit_mm2[2] + r.area->by_unit_mm2[3],
+                    r.area->by_unit_mm2[4], r.area->by_unit_mm2[5]);
   }
   if (r.host.calls) {
-    o += fmt::format("host              {} calls, {} B to host, {} B back\n", r.host.calls, r.host.bytes_to_host,
-                     r.host.bytes_from_host);
+    o += fmt::format("host              {} calls, {} B to host, {} B back\n", r.host.calls,
+                     r.host.bytes_to_host, r.host.bytes_from_host);
   }
   o += fmt::format("\n{:<12} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}\n", "unit", "instrs", "busy", "idle",
                    "memory", "sched", "q_full", "host");
   for (const UnitReport& u : r.units) {
-    const uint64_t mem = u.stalls[static_cast<int>(Reason::kMemory)] + u.stalls[static_cast<int>(Reason::kBankConflict)];
-    o += fmt::format("{:<12} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}\n", u.name, u.instructions, pct(u.busy, T),
-                     pct(u.idle, T), pct(mem, T), pct(u.stalls[static_cast<int>(Reason::kScheduling)], T),
+    const uint64_t mem =
+        u.stalls[static_cast<int>(Reason::kMemory)] + u.stalls[static_cast<int>(Reason::kBankConflict)];
+    o += fmt::format("{:<12} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}\n", u.name, u.instructions,
+                     pct(u.busy, T), pct(u.idle, T), pct(mem, T),
+                     pct(u.stalls[static_cast<int>(Reason::kScheduling)], T),
                      pct(u.stalls[static_cast<int>(Reason::kQueueFull)], T),
                      pct(u.stalls[static_cast<int>(Reason::kHost)], T));
   }
   if (!r.layers.empty()) {
-    o += fmt::format("\ntime by op type (sum of layer cycles; layers may overlap)\n{:<22} {:>6} {:>12} {:>7} {:>7} "
-                     "{:>7} {:>7} {:>7} {:>14}\n",
-                     "op", "layers", "cycles", "share", "comp", "mem", "sched", "host", "dram bytes");
+    o += fmt::format(
+        "\ntime by op type (sum of layer cycles; layers may overlap)\n{:<22} {:>6} {:>12} {:>7} {:>7} "
+        "{:>7} {:>7} {:>7} {:>14}\n",
+        "op", "layers", "cycles", "share", "comp", "mem", "sched", "host", "dram bytes");
     for (const OpRollup& x : op_rollup(r)) {
       if (x.layers == 0) continue;  // fused nodes only: no cycles of their own
-      o += fmt::format("{:<22} {:>6} {:>12} {:5.1f}% {:>7} {:>7} {:>7} {:>7} {:>14}\n", x.op.substr(0, 22), x.layers,
-                       x.cycles, 100.0 * x.share, pct(x.breakdown.compute, x.cycles),
+      o += fmt::format("{:<22} {:>6} {:>12} {:5.1f}% {:>7} {:>7} {:>7} {:>7} {:>14}\n", x.op.substr(0, 22),
+                       x.layers, x.cycles, 100.0 * x.share, pct(x.breakdown.compute, x.cycles),
                        pct(x.breakdown.memory, x.cycles), pct(x.breakdown.scheduling, x.cycles),
                        pct(x.breakdown.host, x.cycles), x.dram_bytes_read + x.dram_bytes_written);
     }
@@ -296,12 +312,13 @@ std::string summary_text(const Report& r, size_t top_layers) {
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return r.layers[a].cycles > r.layers[b].cycles; });
     if (order.size() > top_layers) order.resize(top_layers);
-    o += fmt::format("\n{}\n{:<28} {:<14} {:>5} {:>12} {:>7} {:>7} {:>7} {:>7}{}\n",
-                     order.size() == program_layers ? std::string("layers by cycles")
-                                                    : fmt::format("top {} of {} layers by cycles (--top N|all)",
-                                                                  order.size(), program_layers),
-                     "layer", "op", "where", "cycles", "comp", "mem", "sched", "host",
-                     bound ? fmt::format(" {:>7}", "eff") : "");
+    o += fmt::format(
+        "\n{}\n{:<28} {:<14} {:>5} {:>12} {:>7} {:>7} {:>7} {:>7}{}\n",
+        order.size() == program_layers
+            ? std::string("layers by cycles")
+            : fmt::format("top {} of {} layers by cycles (--top N|all)", order.size(), program_layers),
+        "layer", "op", "where", "cycles", "comp", "mem", "sched", "host",
+        bound ? fmt::format(" {:>7}", "eff") : "");
     const std::vector<std::string> shown = display_names(r);
     for (size_t i : order) {
       const LayerReport& l = r.layers[i];

@@ -85,7 +85,7 @@ struct LayerReport {
   // The number format the layer runs in ("int8", "fp16", ...): set by the compiler's precision plan;
   // empty when unknown.
   std::string precision;
-  Breakdown breakdown;          // adds up to cycles
+  Breakdown breakdown;  // adds up to cycles
   // The layer's roofline bound (docs/report.md): set by the compiler's view of a model; none for host
   // layers and for programs run without it.
   std::optional<uint64_t> bound_cycles;
@@ -157,11 +157,11 @@ struct SimInfo {
 
 // What a run was: enough to say later which model, configuration and npusim produced a report.
 struct RunInfo {
-  std::string command;        // the command line, arguments quoted where needed
-  std::string version;        // npusim's version (git describe at build time)
-  std::string model;          // the MODEL argument (a file, or a built-in spec such as "demo")
-  std::string model_sha256;   // of the model (or program) file's bytes; empty for a built-in spec
-  std::string config;         // --config as given ("" = the built-in edge preset)
+  std::string command;            // the command line, arguments quoted where needed
+  std::string version;            // npusim's version (git describe at build time)
+  std::string model;              // the MODEL argument (a file, or a built-in spec such as "demo")
+  std::string model_sha256;       // of the model (or program) file's bytes; empty for a built-in spec
+  std::string config;             // --config as given ("" = the built-in edge preset)
   std::vector<std::string> sets;  // --set overrides, in order
   // Every configuration parameter as resolved (dotted key, canonical value text), declaration order.
   std::vector<std::pair<std::string, std::string>> parameters;
@@ -238,9 +238,9 @@ struct Report {
   std::optional<uint64_t> compiled_bound_cycles;
   // What fusion kept out of DRAM (the layers' fused nodes): set by the compiler's view of a model.
   struct Fusion {
-    uint64_t nodes = 0;          // nodes fused into program layers
-    uint64_t tensors = 0;        // values that never touch DRAM
-    uint64_t bytes_saved = 0;    // DRAM bytes a layer-by-layer program would have moved for them
+    uint64_t nodes = 0;            // nodes fused into program layers
+    uint64_t tensors = 0;          // values that never touch DRAM
+    uint64_t bytes_saved = 0;      // DRAM bytes a layer-by-layer program would have moved for them
     void visit(ReportVisitor& v);  // the report's `fusion` section
   };
   std::optional<Fusion> fusion;

@@ -36,11 +36,13 @@ void visit_area(ReportVisitor& v, AreaReport& a) {
 }
 
 void visit_unit(ReportVisitor& v, UnitReport& u) {
-  v.integer({"instructions", "instructions", "instructions it executed (DMA engines: transfers)"}, u.instructions);
+  v.integer({"instructions", "instructions", "instructions it executed (DMA engines: transfers)"},
+            u.instructions);
   v.integer({"busy", "cycles", "cycles doing work"}, u.busy);
   v.integer({"idle", "cycles", "cycles with nothing to do"}, u.idle);
   v.object({"stalls", "cycles", "stalled cycles by reason"}, [&] {
-    for (int k = 1; k < kNumReasons; ++k) v.integer({kReasonNames[k], "cycles", "stalled for this reason"}, u.stalls[k]);
+    for (int k = 1; k < kNumReasons; ++k)
+      v.integer({kReasonNames[k], "cycles", "stalled for this reason"}, u.stalls[k]);
   });
 }
 
@@ -52,9 +54,11 @@ void visit_layer(ReportVisitor& v, LayerReport& l, std::string_view shown, bool 
   v.text({"op", "", "the op type"}, l.op);
   size_t placement = static_cast<size_t>(l.placement);
   v.choice({"placement", "", "npu, host (a CPU fallback) or fused (a node another layer does the work of)"},
-           placement, std::vector<std::string_view>(kLayerPlacementNames.begin(), kLayerPlacementNames.end()));
+           placement,
+           std::vector<std::string_view>(kLayerPlacementNames.begin(), kLayerPlacementNames.end()));
   if (v.fills()) l.placement = static_cast<LayerPlacement>(placement);
-  if (l.fused()) v.text({"fused_into", "", "fused nodes: the program layer that does its work"}, l.fused_into);
+  if (l.fused())
+    v.text({"fused_into", "", "fused nodes: the program layer that does its work"}, l.fused_into);
   if (v.fills() || !l.precision.empty())
     v.text({"precision", "", "the number format the layer runs in (absent when unknown)"}, l.precision);
   v.integer({"start_cycle", "cycle", "first start of the layer's activity"}, l.start_cycle);
@@ -71,15 +75,19 @@ void visit_layer(ReportVisitor& v, LayerReport& l, std::string_view shown, bool 
   v.object(
       {"energy", "mJ", "the layer's energy (runs with energy)"},
       [&] {
-        if (!v.fills()) v.derived({"total_mj", "mJ", "the layer's energy: the sum of by_component_mj"}, l.energy.total());
+        if (!v.fills())
+          v.derived({"total_mj", "mJ", "the layer's energy: the sum of by_component_mj"}, l.energy.total());
         visit_energy_components(v, l.energy);
       },
       Layout::kInline, energy);
-  v.integer({"array_macs", "MACs", "the MAC slots the array spent, when they differ from macs"}, l.array_macs);
+  v.integer({"array_macs", "MACs", "the MAC slots the array spent, when they differ from macs"},
+            l.array_macs);
   if (l.bound_cycles) v.same_line();
-  v.integer({"bound_cycles", "cycles", "the roofline bound of the layer's node as the model gives it"}, l.bound_cycles);
+  v.integer({"bound_cycles", "cycles", "the roofline bound of the layer's node as the model gives it"},
+            l.bound_cycles);
   if (l.compiled_bound_cycles) v.same_line();
-  v.integer({"compiled_bound_cycles", "cycles", "the roofline bound of the layer's own compiled work (after fusion)"},
+  v.integer({"compiled_bound_cycles", "cycles",
+             "the roofline bound of the layer's own compiled work (after fusion)"},
             l.compiled_bound_cycles);
   if (!v.fills()) {
     if (const std::optional<double> e = efficiency(l)) {
@@ -96,15 +104,19 @@ void visit_layer(ReportVisitor& v, LayerReport& l, std::string_view shown, bool 
   v.optional_object({"mapping", "", "what the compiler chose for the layer"}, l.mapping,
                     [&](LayerMapping& m) { m.visit(v); });
   if (v.fills() || !l.on_chip_input.empty()) {
-    v.text({"on_chip_input", "", "the value it read where the layer before left it in SRAM"}, l.on_chip_input);
+    v.text({"on_chip_input", "", "the value it read where the layer before left it in SRAM"},
+           l.on_chip_input);
     v.integer({"on_chip_bytes_saved", "bytes", "the DRAM bytes that did not move"}, l.on_chip_bytes_saved);
   }
   if (v.fills() || !l.fusion_group.empty())
     v.text({"fusion_group", "", "the group of layers fused across layers it belongs to"}, l.fusion_group);
   if (l.absorbed()) {
     v.list({"on_chip_inputs", "", "fused nodes: the values it reads that never touch DRAM"}, l.on_chip_inputs,
-           [&](std::string& value, size_t) { v.text({"", "", "a value"}, value); });
-    v.integer({"dram_bytes_saved", "bytes", "fused nodes: the DRAM bytes a layer-by-layer program would have moved"},
+           [&](std::string& value, size_t) {
+             v.text({"", "", "a value"}, value);
+           });
+    v.integer({"dram_bytes_saved", "bytes",
+               "fused nodes: the DRAM bytes a layer-by-layer program would have moved"},
               l.dram_bytes_saved);
   }
 }
@@ -119,7 +131,8 @@ void visit_op(ReportVisitor& v, OpRollup& x) {
   v.derived({"dram_bytes_read", "bytes", "its layers' DRAM bytes read"}, x.dram_bytes_read);
   v.derived({"dram_bytes_written", "bytes", "its layers' DRAM bytes written"}, x.dram_bytes_written);
   v.object({"breakdown", "cycles", "its layers' breakdowns, summed"}, [&] { x.breakdown.visit(v); });
-  v.integer({"bound_cycles", "cycles", "the sum of its layers' bounds, when one has a bound"}, x.bound_cycles);
+  v.integer({"bound_cycles", "cycles", "the sum of its layers' bounds, when one has a bound"},
+            x.bound_cycles);
 }
 
 }  // namespace
@@ -209,11 +222,13 @@ void RunInfo::visit(ReportVisitor& v) {
   v.text({"model", "", "the MODEL argument"}, model);
   v.text({"model_sha256", "", "SHA-256 of the model file's bytes"}, model_sha256);
   v.text({"config", "", "--config as given (empty: the built-in edge preset)"}, config);
-  v.list({"sets", "", "the --set overrides, in order"}, sets,
-         [&](std::string& s, size_t) { v.text({"", "", "a --set override"}, s); });
+  v.list({"sets", "", "the --set overrides, in order"}, sets, [&](std::string& s, size_t) {
+    v.text({"", "", "a --set override"}, s);
+  });
   std::vector<std::string> keys;
   for (const auto& [key, value] : parameters) keys.push_back(key);
-  keys = v.begin_map({"parameters", "", "every configuration parameter as resolved"}, keys, Layout::kLines, "");
+  keys =
+      v.begin_map({"parameters", "", "every configuration parameter as resolved"}, keys, Layout::kLines, "");
   if (v.fills()) parameters.resize(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     if (v.fills()) parameters[i].first = keys[i];
@@ -227,7 +242,8 @@ void Report::visit(ReportVisitor& v) {
   v.real({"frequency_mhz", "MHz", "the NPU clock"}, frequency_mhz);
   v.real({"latency_ms", "ms", "total_cycles / frequency_mhz / 1000"}, latency_ms);
   v.integer({"macs", "MACs", "useful multiply-accumulates"}, macs);
-  v.real({"array_utilization", "", "macs / (rows x cols x total_cycles): of the int8 peak"}, array_utilization);
+  v.real({"array_utilization", "", "macs / (rows x cols x total_cycles): of the int8 peak"},
+         array_utilization);
   if (!v.fills()) {
     if (std::optional<PrecisionFigures> pf = precision_figures(*this)) {
       v.object({"precision", "", "the precision plan the layers ran in"}, [&] {
@@ -237,7 +253,8 @@ void Report::visit(ReportVisitor& v) {
         v.begin_map({"layers", "layers", "layers per precision"}, names, Layout::kInline, "");
         for (const auto& [precision, layers] : pf->layers) v.derived({precision, "layers", "layers"}, layers);
         v.end();
-        v.derived({"peak_macs_per_cycle", "MACs/cycle", "the array's peak under the plan"}, pf->peak_macs_per_cycle);
+        v.derived({"peak_macs_per_cycle", "MACs/cycle", "the array's peak under the plan"},
+                  pf->peak_macs_per_cycle);
         v.derived({"utilization", "", "macs / (peak_macs_per_cycle x total_cycles)"}, pf->utilization);
       });
     }
@@ -251,7 +268,8 @@ void Report::visit(ReportVisitor& v) {
     }
   }
   if (compiled_bound_cycles) v.same_line();
-  v.integer({"compiled_bound_cycles", "cycles", "the bound of the program as compiled"}, compiled_bound_cycles);
+  v.integer({"compiled_bound_cycles", "cycles", "the bound of the program as compiled"},
+            compiled_bound_cycles);
   if (!v.fills()) {
     if (const std::optional<double> e = compiled_efficiency(*this)) {
       v.same_line();
@@ -264,12 +282,13 @@ void Report::visit(ReportVisitor& v) {
     v.text({"dataflow", "", "ws, os or is"}, dataflow);
     std::vector<std::string> names;
     for (const auto& [precision, rate] : array_macs_per_pe_per_cycle) names.push_back(precision);
-    names = v.begin_map({"macs_per_pe_per_cycle", "MACs", "the array's MACs per PE per cycle by precision"}, names,
-                        Layout::kInline, "");
+    names = v.begin_map({"macs_per_pe_per_cycle", "MACs", "the array's MACs per PE per cycle by precision"},
+                        names, Layout::kInline, "");
     if (v.fills()) array_macs_per_pe_per_cycle.resize(names.size());
     for (size_t i = 0; i < names.size(); ++i) {
       if (v.fills()) array_macs_per_pe_per_cycle[i].first = names[i];
-      v.real({names[i], "MACs", "MACs per PE per cycle in this precision"}, array_macs_per_pe_per_cycle[i].second);
+      v.real({names[i], "MACs", "MACs per PE per cycle in this precision"},
+             array_macs_per_pe_per_cycle[i].second);
     }
     v.end();
   });
@@ -300,14 +319,18 @@ void Report::visit(ReportVisitor& v) {
   v.list(
       {"layers", "", "one entry per program layer, each followed by the nodes fused into it"}, layers,
       [&](LayerReport& l, size_t i) {
-        v.object({"", "", "a layer"}, [&] { visit_layer(v, l, i < shown.size() ? shown[i] : "", with_energy); });
+        v.object({"", "", "a layer"},
+                 [&] { visit_layer(v, l, i < shown.size() ? shown[i] : "", with_energy); });
       },
       Layout::kLines);
   if (!v.fills()) {
     std::vector<OpRollup> ops = op_rollup(*this);
     v.list(
         {"ops", "", "the layers rolled up by op type, most cycles first"}, ops,
-        [&](OpRollup& x, size_t) { v.object({"", "", "an op type"}, [&] { visit_op(v, x); }); }, Layout::kLines);
+        [&](OpRollup& x, size_t) {
+          v.object({"", "", "an op type"}, [&] { visit_op(v, x); });
+        },
+        Layout::kLines);
   }
   for (const std::shared_ptr<ReportSection>& s : sections) s->visit(v);
   v.optional_object({"run", "", "what was run"}, run, [&](RunInfo& info) { info.visit(v); });

@@ -13,7 +13,9 @@ class PathWalker : public ReportVisitor {
  public:
   explicit PathWalker(bool lists) : lists_(lists) {}
 
-  void integer(const Field& f, uint64_t& v) override { number(f, ReportFigure::Kind::kInteger, json_of(v), v); }
+  void integer(const Field& f, uint64_t& v) override {
+    number(f, ReportFigure::Kind::kInteger, json_of(v), v);
+  }
   void integer(const Field& f, int64_t& v) override {
     number(f, ReportFigure::Kind::kInteger, json_of(v), static_cast<double>(v));
   }
@@ -33,7 +35,9 @@ class PathWalker : public ReportVisitor {
   void derived(const Field& f, uint64_t v) override {
     number(f, ReportFigure::Kind::kInteger, json_of(v), static_cast<double>(v));
   }
-  void derived(const Field& f, double v) override { number(f, ReportFigure::Kind::kReal, real_text(f, v), v); }
+  void derived(const Field& f, double v) override {
+    number(f, ReportFigure::Kind::kReal, real_text(f, v), v);
+  }
   void derived(const Field& f, std::string_view v) override {
     field(f, {ReportFigure::Kind::kText, std::string(v), {}});
   }
@@ -65,7 +69,8 @@ class PathWalker : public ReportVisitor {
   std::string path_of(const Field& f) const {
     const std::string parent = frames_.empty() ? "" : frames_.back().path;
     if (f.key.empty()) return parent;
-    const std::string key(frames_.empty() || frames_.back().placeholder.empty() ? f.key : frames_.back().placeholder);
+    const std::string key(frames_.empty() || frames_.back().placeholder.empty() ? f.key
+                                                                                : frames_.back().placeholder);
     return parent.empty() ? key : parent + "." + key;
   }
 

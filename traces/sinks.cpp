@@ -22,7 +22,6 @@ void append_csv_field(std::string& out, std::string_view s) {
   out += '"';
 }
 
-
 std::string slice_name(const Event& e, const TraceInfo& info) {
   if (e.kind == Kind::kStall) return "stall: " + std::string(kReasonNames[static_cast<int>(e.reason)]);
   if (e.layer < info.layers.size()) return info.layers[e.layer];

@@ -62,7 +62,8 @@ void count_matrix(const isa::Instruction& ins, const isa::NpuConfig& c, traces::
 
 }  // namespace
 
-void count_activity(const isa::Instruction& ins, const Dispatch& d, const isa::NpuConfig& c, traces::Activity& a) {
+void count_activity(const isa::Instruction& ins, const Dispatch& d, const isa::NpuConfig& c,
+                    traces::Activity& a) {
   switch (ins.opcode) {
     case isa::Opcode::kLoad:
     case isa::Opcode::kStore: {

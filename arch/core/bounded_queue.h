@@ -21,7 +21,9 @@ template <class T>
 class BoundedQueue : public sc_core::sc_prim_channel {
  public:
   BoundedQueue(const char* name, int size)
-      : sc_core::sc_prim_channel(name), buf_(static_cast<size_t>(size > 0 ? size : 1)), size_(size > 0 ? size : 1),
+      : sc_core::sc_prim_channel(name),
+        buf_(static_cast<size_t>(size > 0 ? size : 1)),
+        size_(size > 0 ? size : 1),
         free_(size_) {}
 
   // Blocking read and write (wait on the other side's event while empty or full).
@@ -87,9 +89,9 @@ class BoundedQueue : public sc_core::sc_prim_channel {
   int size_;
   int free_;
   int ri_ = 0, wi_ = 0;
-  int num_readable_ = 0;  // values readable in this delta cycle
-  int num_read_ = 0;      // read in this delta cycle
-  int num_written_ = 0;   // written in this delta cycle
+  int num_readable_ = 0;                     // values readable in this delta cycle
+  int num_read_ = 0;                         // read in this delta cycle
+  int num_written_ = 0;                      // written in this delta cycle
   int data_waiters_ = 0, room_waiters_ = 0;  // processes waiting on written_ / read_
   sc_core::sc_event read_, written_;
 };

@@ -38,7 +38,7 @@ struct Dispatch {
   uint32_t layer = 0;
   uint64_t ready = 0;
   isa::Opcode opcode = isa::Opcode::kNop;
-  uint8_t wait = 0;    // token masks (isa.h header)
+  uint8_t wait = 0;  // token masks (isa.h header)
   uint8_t signal = 0;
   union {
     MatrixWork matrix;
@@ -47,6 +47,8 @@ struct Dispatch {
     DmaWork dma;
   } work{};
 };
-inline std::ostream& operator<<(std::ostream& os, const Dispatch& d) { return os << d.index << '@' << d.ready; }
+inline std::ostream& operator<<(std::ostream& os, const Dispatch& d) {
+  return os << d.index << '@' << d.ready;
+}
 
 }  // namespace npusim::arch

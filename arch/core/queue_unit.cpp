@@ -16,16 +16,14 @@ QueueUnit::QueueUnit(const sc_core::sc_module_name& name, Fabric& fabric, Queue 
   SC_THREAD(run);
 }
 
-void QueueUnit::end_of_elaboration() {
-  require_bound(*this, in, "its instruction queue (in)");
-}
+void QueueUnit::end_of_elaboration() { require_bound(*this, in, "its instruction queue (in)"); }
 
 std::string QueueUnit::blocked_on() const {
   if (waiting_for_ < 0 || current_ < 0) return "";
   const isa::Instruction& ins = fab_.program.instructions[current_];
   const uint32_t layer = ins.layer();
-  return fmt::format("{} queue: instruction {} ({}{}) waits for a token from the {} queue", isa::kQueueNames[static_cast<int>(queue_)],
-                     current_, isa::format(ins.opcode).mnemonic,
+  return fmt::format("{} queue: instruction {} ({}{}) waits for a token from the {} queue",
+                     isa::kQueueNames[static_cast<int>(queue_)], current_, isa::format(ins.opcode).mnemonic,
                      layer < fab_.program.layers.size() ? ", layer " + fab_.program.layers[layer].name : "",
                      isa::kQueueNames[waiting_for_]);
 }
@@ -53,8 +51,8 @@ void QueueUnit::run() {
       if (last >= 0) {
         const Queue from = static_cast<Queue>(last);
         const Reason why = from == Queue::kLoad || from == Queue::kStore ? Reason::kMemory
-                           : from == Queue::kHost                      ? Reason::kHost
-                                                                       : Reason::kScheduling;
+                           : from == Queue::kHost                        ? Reason::kHost
+                                                                         : Reason::kScheduling;
         fab_.rec.stall(unit_, d, why, t0, fab_.now());
       }
     }

@@ -44,7 +44,8 @@ class Recorder {
             uint64_t bytes = 0) {
     units_[unit].busy += end - start;
     accounting_.add(d.layer, category, start, end);
-    if (sink_) emit(unit, d.index, d.layer, d.opcode, traces::Kind::kBusy, traces::Reason::kNone, start, end, bytes);
+    if (sink_)
+      emit(unit, d.index, d.layer, d.opcode, traces::Kind::kBusy, traces::Reason::kNone, start, end, bytes);
   }
   // A unit was (or will be) stalled over [start, end) on instruction d. Memory stalls known when
   // they start (bank conflicts) are charged to memory in the accounting when `account` is set.
@@ -68,7 +69,8 @@ class Recorder {
   void count_instruction(uint16_t unit) { ++units_[unit].instructions; }
   // A trace-only slice (DRAM channel activity).
   void slice(uint16_t unit, const Dispatch& d, uint64_t start, uint64_t end, uint64_t bytes) {
-    if (sink_) emit(unit, d.index, d.layer, d.opcode, traces::Kind::kBusy, traces::Reason::kNone, start, end, bytes);
+    if (sink_)
+      emit(unit, d.index, d.layer, d.opcode, traces::Kind::kBusy, traces::Reason::kNone, start, end, bytes);
   }
   LayerCounters* layer(uint32_t layer) { return layer < layers_.size() ? &layers_[layer] : nullptr; }
 
@@ -77,8 +79,8 @@ class Recorder {
   const traces::Accounting& accounting() const { return accounting_; }
 
  private:
-  void emit(uint16_t unit, int64_t index, uint32_t layer, isa::Opcode op, traces::Kind kind, traces::Reason reason,
-            uint64_t start, uint64_t end, uint64_t bytes) {
+  void emit(uint16_t unit, int64_t index, uint32_t layer, isa::Opcode op, traces::Kind kind,
+            traces::Reason reason, uint64_t start, uint64_t end, uint64_t bytes) {
     traces::Event e;
     e.unit = unit;
     e.kind = kind;

@@ -180,7 +180,8 @@ void gemm(const MatView& a, const MatView& b, uint8_t* c, bool accumulate, const
   const std::vector<float> av = to_fp32(a), bv = to_fp32(b);
   std::vector<float> acc(mn, 0.0f);
   if (accumulate) std::memcpy(acc.data(), c, mn * 4);
-  const bool reduced = (a.t == DType::kFp16 || a.t == DType::kBf16) && !config.systolic_array.fp16_accumulate_fp32;
+  const bool reduced =
+      (a.t == DType::kFp16 || a.t == DType::kBf16) && !config.systolic_array.fp16_accumulate_fp32;
   if (reduced) {
     for (float& x : acc) x = round_to_precision(x, a.t);
     for (int64_t i = 0; i < m; ++i) {
@@ -204,14 +205,15 @@ void gemm(const MatView& a, const MatView& b, uint8_t* c, bool accumulate, const
   std::memcpy(c, acc.data(), mn * 4);
 }
 
-const StationaryOperand& stationary_for(const Instruction& ins, const MachineState& st, const char* what, DType t,
-                                        int64_t rows, int64_t cols) {
+const StationaryOperand& stationary_for(const Instruction& ins, const MachineState& st, const char* what,
+                                        DType t, int64_t rows, int64_t cols) {
   const StationaryOperand& s = st.stationary();
   if (!s.valid) fail(ins, fmt::format("preloaded=1 but no PRELOAD has loaded the stationary {}", what));
   if (s.dtype != t || s.rows != rows || s.cols != cols) {
-    fail(ins, fmt::format("preloaded=1 needs a stationary {} of {}x{} {}, but the last PRELOAD loaded {}x{} {}", what,
-                          rows, cols, isa::kDTypeNames[static_cast<size_t>(t)], s.rows, s.cols,
-                          isa::kDTypeNames[static_cast<size_t>(s.dtype)]));
+    fail(ins,
+         fmt::format("preloaded=1 needs a stationary {} of {}x{} {}, but the last PRELOAD loaded {}x{} {}",
+                     what, rows, cols, isa::kDTypeNames[static_cast<size_t>(t)], s.rows, s.cols,
+                     isa::kDTypeNames[static_cast<size_t>(s.dtype)]));
   }
   return s;
 }
@@ -260,8 +262,8 @@ void do_conv(const Instruction& ins, const isa::NpuConfig& config, MachineState&
   if (a_from_stationary(ins, config)) {
     a.base = stationary_for(ins, st, "im2col A (input-stationary)", t, m, k).bytes.data();
   } else {
-    const uint8_t* src = st.sram_span(Buffer::kInput, u(ins.get(Field::kAAddr)), u(in_h * in_w * in_c) * es,
-                                      describe(ins));
+    const uint8_t* src =
+        st.sram_span(Buffer::kInput, u(ins.get(Field::kAAddr)), u(in_h * in_w * in_c) * es, describe(ins));
     // Implicit im2col made explicit: row p = y*out_w + x, column (i*kernel_w + j)*in_c + ch.
     im2col.resize(u(m * k) * es);
     const uint64_t pixel_bytes = u(in_c) * es;
@@ -271,7 +273,8 @@ void do_conv(const Instruction& ins, const isa::NpuConfig& config, MachineState&
         for (int64_t i = 0; i < kh; ++i) {
           for (int64_t j = 0; j < kw; ++j) {
             const int64_t iy = y * sh + i * dh, ix = x * sw + j * dw;
-            std::memcpy(row + u((i * kw + j) * in_c) * es, src + u(iy * in_w + ix) * pixel_bytes, pixel_bytes);
+            std::memcpy(row + u((i * kw + j) * in_c) * es, src + u(iy * in_w + ix) * pixel_bytes,
+                        pixel_bytes);
           }
         }
       }

@@ -18,7 +18,8 @@ using isa::VecOp;
 
 std::string describe(const Instruction& ins) {
   const auto op = static_cast<size_t>(ins.opcode);
-  std::string s = op < isa::kFormats.size() ? std::string(isa::kFormats[op].mnemonic) : fmt::format("opcode {}", op);
+  std::string s =
+      op < isa::kFormats.size() ? std::string(isa::kFormats[op].mnemonic) : fmt::format("opcode {}", op);
   if (ins.opcode == Opcode::kVec) {
     const auto v = static_cast<size_t>(ins.get(Field::kVop));
     s += v < isa::kVecOpNames.size() ? " " + std::string(isa::kVecOpNames[v]) : fmt::format(" op {}", v);
@@ -35,7 +36,7 @@ namespace {
 }
 
 [[noreturn, gnu::cold, gnu::noinline]] void fail_field(const Instruction& ins, const char* name, int64_t v,
-                                                        const char* what) {
+                                                       const char* what) {
   fail(ins, fmt::format("{}={}{}", name, v, what));
 }
 
@@ -54,7 +55,8 @@ inline Buffer buffer_field(const Instruction& ins, Field f, const char* name) {
 }
 
 // Every listed field must be >= 1.
-inline void require_positive(const Instruction& ins, std::initializer_list<std::pair<Field, const char*>> fields) {
+inline void require_positive(const Instruction& ins,
+                             std::initializer_list<std::pair<Field, const char*>> fields) {
   for (const auto& [f, name] : fields) {
     const int64_t v = ins.get(f);
     if (v < 1) fail_field(ins, name, v, "; it must be at least 1 (use 1 for an unused dimension)");
@@ -70,7 +72,8 @@ void require_mac_dtype(const Instruction& ins, DType t, const isa::NpuConfig& co
                      dtype_name(t)));
   }
   if (config.systolic_array.rate(t) <= 0) {
-    fail(ins, fmt::format("the array does not support {} (systolic_array.{}_rate = 0)", dtype_name(t), dtype_name(t)));
+    fail(ins, fmt::format("the array does not support {} (systolic_array.{}_rate = 0)", dtype_name(t),
+                          dtype_name(t)));
   }
 }
 
@@ -92,7 +95,8 @@ void add_sram(Ranges& fp, Buffer b, uint64_t begin, uint64_t bytes, Access a) {
 // The DRAM hull of a LOAD/STORE box (strides are unsigned, so the first element is the lowest).
 DramRange dma_dram_hull(const Instruction& ins, DType t, Access a) {
   const uint64_t es = u(isa::dtype_bytes(t));
-  const uint64_t last = u(field(ins, Field::kSize0) - 1) + u(field(ins, Field::kSize1) - 1) * u(field(ins, Field::kStride1)) +
+  const uint64_t last = u(field(ins, Field::kSize0) - 1) +
+                        u(field(ins, Field::kSize1) - 1) * u(field(ins, Field::kStride1)) +
                         u(field(ins, Field::kSize2) - 1) * u(field(ins, Field::kStride2)) +
                         u(field(ins, Field::kSize3) - 1) * u(field(ins, Field::kStride3));
   const uint64_t begin = u(field(ins, Field::kDramAddr));
@@ -106,7 +110,9 @@ DramRange dma_dram_hull(const Instruction& ins, DType t, Access a) {
 void dma(const Instruction& ins, Ranges& fp) {
   const DType t = dtype_field(ins, Field::kDtype, "dtype");
   const Buffer b = buffer_field(ins, Field::kBuf, "buf");
-  require_positive(ins, {{Field::kSize0, "size0"}, {Field::kSize1, "size1"}, {Field::kSize2, "size2"},
+  require_positive(ins, {{Field::kSize0, "size0"},
+                         {Field::kSize1, "size1"},
+                         {Field::kSize2, "size2"},
                          {Field::kSize3, "size3"}});
   const uint64_t es = u(isa::dtype_bytes(t));
   const bool load = ins.opcode == Opcode::kLoad;
@@ -134,14 +140,18 @@ void preload(const Instruction& ins, const isa::NpuConfig& config, Ranges& fp) {
   switch (sa.dataflow) {
     case isa::Dataflow::kWs:
       if (rows > sa.rows || cols > sa.cols) {
-        fail(ins, fmt::format("a {}x{} weight tile does not fit the {}x{} array (weight-stationary holds k <= rows, "
-                              "n <= cols)", rows, cols, sa.rows, sa.cols));
+        fail(ins, fmt::format(
+                      "a {}x{} weight tile does not fit the {}x{} array (weight-stationary holds k <= rows, "
+                      "n <= cols)",
+                      rows, cols, sa.rows, sa.cols));
       }
       break;
     case isa::Dataflow::kIs:
       if (rows > sa.cols || cols > sa.rows) {
-        fail(ins, fmt::format("a {}x{} input tile does not fit the {}x{} array (input-stationary holds m <= cols, "
-                              "k <= rows)", rows, cols, sa.rows, sa.cols));
+        fail(ins,
+             fmt::format("a {}x{} input tile does not fit the {}x{} array (input-stationary holds m <= cols, "
+                         "k <= rows)",
+                         rows, cols, sa.rows, sa.cols));
       }
       break;
     case isa::Dataflow::kOs:
@@ -170,34 +180,44 @@ void matrix(const Instruction& ins, const isa::NpuConfig& config, Ranges& fp) {
     if (stride < k) fail(ins, fmt::format("a_stride={} is less than k={}", stride, k));
     a_bytes = (u(m - 1) * u(stride) + u(k)) * es;
   } else {
-    require_positive(ins, {{Field::kInH, "in_h"}, {Field::kInW, "in_w"}, {Field::kInC, "in_c"},
-                           {Field::kOutH, "out_h"}, {Field::kOutW, "out_w"}, {Field::kN, "n"},
-                           {Field::kKernelH, "kernel_h"}, {Field::kKernelW, "kernel_w"},
-                           {Field::kStrideH, "stride_h"}, {Field::kStrideW, "stride_w"},
-                           {Field::kDilationH, "dilation_h"}, {Field::kDilationW, "dilation_w"}});
+    require_positive(ins, {{Field::kInH, "in_h"},
+                           {Field::kInW, "in_w"},
+                           {Field::kInC, "in_c"},
+                           {Field::kOutH, "out_h"},
+                           {Field::kOutW, "out_w"},
+                           {Field::kN, "n"},
+                           {Field::kKernelH, "kernel_h"},
+                           {Field::kKernelW, "kernel_w"},
+                           {Field::kStrideH, "stride_h"},
+                           {Field::kStrideW, "stride_w"},
+                           {Field::kDilationH, "dilation_h"},
+                           {Field::kDilationW, "dilation_w"}});
     const int64_t reach_h = (field(ins, Field::kOutH) - 1) * field(ins, Field::kStrideH) +
                             (field(ins, Field::kKernelH) - 1) * field(ins, Field::kDilationH) + 1;
     const int64_t reach_w = (field(ins, Field::kOutW) - 1) * field(ins, Field::kStrideW) +
                             (field(ins, Field::kKernelW) - 1) * field(ins, Field::kDilationW) + 1;
     if (reach_h > field(ins, Field::kInH) || reach_w > field(ins, Field::kInW)) {
-      fail(ins, fmt::format("out {}x{} with kernel {}x{}, stride {}x{}, dilation {}x{} reads {}x{} input pixels "
-                            "but the tile is {}x{} (include the halo in in_h/in_w)",
-                            field(ins, Field::kOutH), field(ins, Field::kOutW), field(ins, Field::kKernelH),
-                            field(ins, Field::kKernelW), field(ins, Field::kStrideH), field(ins, Field::kStrideW),
-                            field(ins, Field::kDilationH), field(ins, Field::kDilationW), reach_h, reach_w,
-                            field(ins, Field::kInH), field(ins, Field::kInW)));
+      fail(ins,
+           fmt::format("out {}x{} with kernel {}x{}, stride {}x{}, dilation {}x{} reads {}x{} input pixels "
+                       "but the tile is {}x{} (include the halo in in_h/in_w)",
+                       field(ins, Field::kOutH), field(ins, Field::kOutW), field(ins, Field::kKernelH),
+                       field(ins, Field::kKernelW), field(ins, Field::kStrideH), field(ins, Field::kStrideW),
+                       field(ins, Field::kDilationH), field(ins, Field::kDilationW), reach_h, reach_w,
+                       field(ins, Field::kInH), field(ins, Field::kInW)));
     }
     m = field(ins, Field::kOutH) * field(ins, Field::kOutW);
     k = field(ins, Field::kKernelH) * field(ins, Field::kKernelW) * field(ins, Field::kInC);
     n = field(ins, Field::kN);
     a_bytes = u(field(ins, Field::kInH)) * u(field(ins, Field::kInW)) * u(field(ins, Field::kInC)) * es;
   }
-  if (!a_from_stationary(ins, config)) add_sram(fp, Buffer::kInput, u(field(ins, Field::kAAddr)), a_bytes, Access::kRead);
+  if (!a_from_stationary(ins, config))
+    add_sram(fp, Buffer::kInput, u(field(ins, Field::kAAddr)), a_bytes, Access::kRead);
   if (!b_from_stationary(ins, config)) {
     add_sram(fp, Buffer::kWeight, u(field(ins, Field::kBAddr)), u(k) * u(n) * wes, Access::kRead);
   }
   const uint64_t c_bytes = u(m) * u(n) * u(isa::dtype_bytes(accumulator_dtype(t)));
-  if (field(ins, Field::kAccumulate)) add_sram(fp, Buffer::kAccumulator, u(field(ins, Field::kCAddr)), c_bytes, Access::kRead);
+  if (field(ins, Field::kAccumulate))
+    add_sram(fp, Buffer::kAccumulator, u(field(ins, Field::kCAddr)), c_bytes, Access::kRead);
   add_sram(fp, Buffer::kAccumulator, u(field(ins, Field::kCAddr)), c_bytes, Access::kWrite);
 }
 
@@ -253,12 +273,13 @@ VecGeometry dwconv_geometry(const Instruction& ins, DType in, DType out, Bcast b
   if (in == DType::kInt32 || in == DType::kInt64)
     fail(ins, "dwconv inputs are int8, uint8, int16 or float, not int32 or int64");
   if (out != accumulator_dtype(in)) {
-    fail(ins, fmt::format("dwconv of {} writes {} sums, not {}", dtype_name(in), dtype_name(accumulator_dtype(in)),
-                          dtype_name(out)));
+    fail(ins, fmt::format("dwconv of {} writes {} sums, not {}", dtype_name(in),
+                          dtype_name(accumulator_dtype(in)), dtype_name(out)));
   }
   buffer_field(ins, Field::kSrc2Buf, "src2_buf");
-  require_positive(ins, {{Field::kWinH, "win_h"}, {Field::kWinW, "win_w"}, {Field::kStrH, "str_h"},
-                         {Field::kStrW, "str_w"}});
+  require_positive(
+      ins,
+      {{Field::kWinH, "win_h"}, {Field::kWinW, "win_w"}, {Field::kStrH, "str_h"}, {Field::kStrW, "str_w"}});
   const int64_t dh = field(ins, Field::kImm0), dw = field(ins, Field::kImm1);
   if (dh < 0 || dw < 0 || dh > 255 || dw > 255) {
     fail(ins, fmt::format("dwconv dilations imm0={} and imm1={} must be in 0..255 (0 = 1)", dh, dw));
@@ -267,9 +288,10 @@ VecGeometry dwconv_geometry(const Instruction& ins, DType in, DType out, Bcast b
   const int64_t reach_h = (field(ins, Field::kWinH) - 1) * std::max<int64_t>(1, dh) + 1;
   const int64_t reach_w = (field(ins, Field::kWinW) - 1) * std::max<int64_t>(1, dw) + 1;
   if (reach_h > d2 || reach_w > d1) {
-    fail(ins, fmt::format("a dwconv window reaching {}x{} does not fit the {}x{} input (d2 x d1; pad with the LOAD "
-                          "halo)",
-                          reach_h, reach_w, d2, d1));
+    fail(ins, fmt::format(
+                  "a dwconv window reaching {}x{} does not fit the {}x{} input (d2 x d1; pad with the LOAD "
+                  "halo)",
+                  reach_h, reach_w, d2, d1));
   }
   VecGeometry g;
   g.src1_elems = d0 * d1 * d2;
@@ -329,11 +351,14 @@ VecGeometry vec_geometry(const Instruction& ins) {
     if (in != DType::kInt32 && in != DType::kInt64) {
       fail(ins, fmt::format("requantize reads int32 or int64, not {}", dtype_name(in)));
     }
-    if (!is_integer(out)) fail(ins, fmt::format("requantize writes an integer type, not {}", dtype_name(out)));
+    if (!is_integer(out))
+      fail(ins, fmt::format("requantize writes an integer type, not {}", dtype_name(out)));
     if (bcast != Bcast::kNone) {
       buffer_field(ins, Field::kSrc2Buf, "src2_buf");
       if (field(ins, Field::kImm0) != 0 || field(ins, Field::kImm1) != 0) {
-        fail(ins, "per-channel requantize (bcast != none) takes multiplier and shift from src2; imm0 and imm1 must be 0");
+        fail(ins,
+             "per-channel requantize (bcast != none) takes multiplier and shift from src2; imm0 and imm1 "
+             "must be 0");
       }
       g.src2_elems = src2_count();
       g.src2_record_bytes = 8;
@@ -342,7 +367,8 @@ VecGeometry vec_geometry(const Instruction& ins) {
       if (s < -31 || s > 31) fail(ins, fmt::format("requantize shift imm1={} is outside [-31, 31]", s));
     }
   } else if (op == VecOp::kOutput) {
-    if (bcast == Bcast::kNone) fail(ins, "output reads one record per channel (or one for all): bcast must not be none");
+    if (bcast == Bcast::kNone)
+      fail(ins, "output reads one record per channel (or one for all): bcast must not be none");
     buffer_field(ins, Field::kSrc2Buf, "src2_buf");
     g.src2_elems = src2_count();
     if (in == DType::kInt32 || in == DType::kInt64) {
@@ -367,12 +393,14 @@ VecGeometry vec_geometry(const Instruction& ins) {
   switch (op) {
     case VecOp::kMaxPool:
     case VecOp::kAvgPool: {
-      require_positive(ins, {{Field::kWinH, "win_h"}, {Field::kWinW, "win_w"}, {Field::kStrH, "str_h"},
+      require_positive(ins, {{Field::kWinH, "win_h"},
+                             {Field::kWinW, "win_w"},
+                             {Field::kStrH, "str_h"},
                              {Field::kStrW, "str_w"}});
       const int64_t wh = field(ins, Field::kWinH), ww = field(ins, Field::kWinW);
       if (wh > d2 || ww > d1) {
-        fail(ins, fmt::format("a {}x{} window does not fit the {}x{} input (d2 x d1; pad with the LOAD halo)", wh, ww,
-                              d2, d1));
+        fail(ins, fmt::format("a {}x{} window does not fit the {}x{} input (d2 x d1; pad with the LOAD halo)",
+                              wh, ww, d2, d1));
       }
       g.out_h = (d2 - wh) / field(ins, Field::kStrH) + 1;
       g.out_w = (d1 - ww) / field(ins, Field::kStrW) + 1;
@@ -388,7 +416,8 @@ VecGeometry vec_geometry(const Instruction& ins) {
       break;
   }
   if (op != VecOp::kMaxPool && op != VecOp::kAvgPool &&
-      (field(ins, Field::kWinH) | field(ins, Field::kWinW) | field(ins, Field::kStrH) | field(ins, Field::kStrW)) != 0) {
+      (field(ins, Field::kWinH) | field(ins, Field::kWinW) | field(ins, Field::kStrH) |
+       field(ins, Field::kStrW)) != 0) {
     fail(ins, "win_h, win_w, str_h and str_w are only for max_pool/avg_pool and must be 0");
   }
   return g;

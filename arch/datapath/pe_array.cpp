@@ -36,7 +36,7 @@ struct Token {
   bool valid = false;
   bool live = false;
   V val{};
-  int64_t fold = 0;   // pipelined folds: the fold the token belongs to (selects the stationary register)
+  int64_t fold = 0;  // pipelined folds: the fold the token belongs to (selects the stationary register)
 };
 
 [[noreturn]] void internal(const std::string& what) { throw std::logic_error("PeArray: " + what); }
@@ -53,7 +53,8 @@ std::vector<int64_t> beat_elements(int64_t T, double rate) {
 // Whether a token is still on its way through the array: one moving right (`right`, not yet past the
 // last column) or one moving down (`down`, not yet past the last row).
 template <class V>
-bool tokens_in_flight(int64_t R, int64_t C, const std::vector<Token<V>>& right, const std::vector<Token<V>>& down) {
+bool tokens_in_flight(int64_t R, int64_t C, const std::vector<Token<V>>& right,
+                      const std::vector<Token<V>>& down) {
   for (int64_t r = 0; r < R; ++r) {
     for (int64_t c = 0; c < C; ++c) {
       if ((c < C - 1 && right[u(r * C + c)].valid) || (r < R - 1 && down[u(r * C + c)].valid)) return true;
@@ -164,11 +165,12 @@ struct StationaryEngine {
 template <class Arith>
 PeTileResult run_stationary(int64_t R, int64_t C, isa::Dataflow df, int64_t M, int64_t K, int64_t N,
                             const std::vector<typename Arith::V>* A, const std::vector<typename Arith::V>* B,
-                            std::vector<typename Arith::V>& Cm, const Arith& arith, const PeTimingOptions& opt) {
+                            std::vector<typename Arith::V>& Cm, const Arith& arith,
+                            const PeTimingOptions& opt) {
   using V = typename Arith::V;
   const bool ws = df == isa::Dataflow::kWs;
-  const int64_t T = ws ? M : N;           // streamed length
-  const int64_t cols_dim = ws ? N : M;    // what the array columns map
+  const int64_t T = ws ? M : N;         // streamed length
+  const int64_t cols_dim = ws ? N : M;  // what the array columns map
   const int64_t row_folds = ceil_div(K, R), col_folds = ceil_div(cols_dim, C);
   const int64_t folds = row_folds * col_folds;
   const std::vector<int64_t> beats = beat_elements(T, opt.rate);
@@ -218,7 +220,8 @@ PeTileResult run_stationary(int64_t R, int64_t C, isa::Dataflow df, int64_t M, i
     }
     const bool shadow = opt.double_buffered && f + 1 < folds;
     if (f + 1 < folds) make_S(f + 1, S_next, s_next_live);
-    res.cycles += eng.stream(beats, X, x_live, Y, y_live, shadow ? &S_next : nullptr, shadow ? &s_next_live : nullptr);
+    res.cycles +=
+        eng.stream(beats, X, x_live, Y, y_live, shadow ? &S_next : nullptr, shadow ? &s_next_live : nullptr);
     for (int64_t c = 0; c < C; ++c) {
       const int64_t j = fc * C + c;
       if (j >= cols_dim) continue;
@@ -241,8 +244,9 @@ PeTileResult run_stationary(int64_t R, int64_t C, isa::Dataflow df, int64_t M, i
 template <class Arith>
 PeTileResult run_stationary_pipelined(int64_t R, int64_t C, isa::Dataflow df, int64_t M, int64_t K, int64_t N,
                                       const std::vector<typename Arith::V>* A,
-                                      const std::vector<typename Arith::V>* B, std::vector<typename Arith::V>& Cm,
-                                      const Arith& arith, const PeTimingOptions& opt) {
+                                      const std::vector<typename Arith::V>* B,
+                                      std::vector<typename Arith::V>& Cm, const Arith& arith,
+                                      const PeTimingOptions& opt) {
   using V = typename Arith::V;
   const bool ws = df == isa::Dataflow::kWs;
   const int64_t T = ws ? M : N, cols_dim = ws ? N : M;
@@ -292,7 +296,8 @@ PeTileResult run_stationary_pipelined(int64_t R, int64_t C, isa::Dataflow df, in
           ain = a[i - 1];
         }
         if (ain.valid && ain.fold != w_fold[i]) {
-          if (sh_fold[i] != ain.fold) internal("a fold's stationary operand was not in the PE when its first row arrived");
+          if (sh_fold[i] != ain.fold)
+            internal("a fold's stationary operand was not in the PE when its first row arrived");
           w[i] = sh[i];
           w_live[i] = sh_live[i];
           w_fold[i] = sh_fold[i];
@@ -358,7 +363,8 @@ PeTileResult run_stationary_pipelined(int64_t R, int64_t C, isa::Dataflow df, in
 // ---- OS: A streams from the left, B from the top, each PE keeps its output ---------------------
 template <class Arith>
 PeTileResult run_output_stationary(int64_t R, int64_t C, int64_t M, int64_t K, int64_t N,
-                                   const std::vector<typename Arith::V>* A, const std::vector<typename Arith::V>* B,
+                                   const std::vector<typename Arith::V>* A,
+                                   const std::vector<typename Arith::V>* B,
                                    std::vector<typename Arith::V>& Cm, const Arith& arith,
                                    const PeTimingOptions& opt) {
   using V = typename Arith::V;
@@ -424,7 +430,8 @@ PeTileResult run_output_stationary(int64_t R, int64_t C, int64_t M, int64_t K, i
             } else {
               bin = b[u((r - 1) * C + c)];
             }
-            if (ain.valid != bin.valid || (ain.valid && ain.beat != bin.beat)) internal("A and B out of step");
+            if (ain.valid != bin.valid || (ain.valid && ain.beat != bin.beat))
+              internal("A and B out of step");
             if (ain.valid && ain.live && bin.live) {
               acc[i] = arith.mac(acc[i], ain.val, bin.val);
               ++res.macs;
@@ -487,7 +494,8 @@ PeArray::PeArray(int64_t rows, int64_t cols, isa::Dataflow dataflow)
   if (rows < 1 || cols < 1) throw std::invalid_argument("PeArray: rows and cols must be at least 1");
 }
 
-PeTileResult PeArray::run(int64_t m, int64_t k, int64_t n, const PeOperands* ops, const PeTimingOptions& opt) const {
+PeTileResult PeArray::run(int64_t m, int64_t k, int64_t n, const PeOperands* ops,
+                          const PeTimingOptions& opt) const {
   if (m < 1 || k < 1 || n < 1) throw std::invalid_argument("PeArray::run: m, k and n must be at least 1");
   if (!(opt.rate > 0.0)) throw std::invalid_argument("PeArray::run: rate must be positive");
   if (opt.pipelined_folds && !opt.double_buffered)
@@ -499,7 +507,8 @@ PeTileResult PeArray::run(int64_t m, int64_t k, int64_t n, const PeOperands* ops
   if (ops->integer) {
     check_size("A", ops->a_int.size(), m * k);
     check_size("B", ops->b_int.size(), k * n);
-    const std::vector<uint32_t> a(ops->a_int.begin(), ops->a_int.end()), b(ops->b_int.begin(), ops->b_int.end());
+    const std::vector<uint32_t> a(ops->a_int.begin(), ops->a_int.end()),
+        b(ops->b_int.begin(), ops->b_int.end());
     std::vector<uint32_t> c(u(m * n), 0);
     if (!ops->c_int.empty()) {
       check_size("C", ops->c_int.size(), m * n);

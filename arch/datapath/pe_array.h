@@ -90,11 +90,11 @@ struct PeOperands {
 };
 
 struct PeTileResult {
-  int64_t cycles = 0;            // sum over folds of each fold's cycles (SCALE-Sim's count + 1)
+  int64_t cycles = 0;  // sum over folds of each fold's cycles (SCALE-Sim's count + 1)
   int64_t folds = 0;
-  int64_t drain_tail_cycles = 0; // OS: cycles after the last fold until its results left the array
-  int64_t macs = 0;              // multiplications performed on non-null operands
-  std::vector<int32_t> c_int;    // when operands were given: the final C [m x n]
+  int64_t drain_tail_cycles = 0;  // OS: cycles after the last fold until its results left the array
+  int64_t macs = 0;               // multiplications performed on non-null operands
+  std::vector<int32_t> c_int;     // when operands were given: the final C [m x n]
   std::vector<float> c_fp;
 };
 
@@ -102,7 +102,7 @@ struct PeTileResult {
 struct PeTimingOptions {
   bool double_buffered = false;
   bool first_fold_preloaded = false;
-  double rate = 1.0;  // SystolicArrayConfig::rate(dtype)
+  double rate = 1.0;             // SystolicArrayConfig::rate(dtype)
   bool pipelined_folds = false;  // ws/is: folds stream back to back (needs double_buffered; os ignores it)
 };
 

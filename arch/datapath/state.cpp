@@ -11,8 +11,8 @@ namespace npusim::arch::datapath {
 
 void DramImage::check(uint64_t addr, uint64_t n) {
   if (addr > kAddressBytes || n > kAddressBytes - addr) {
-    throw DatapathError(fmt::format("DRAM access [{:#x}, {:#x}) leaves the 40-bit DRAM address space", addr,
-                                    addr + n));
+    throw DatapathError(
+        fmt::format("DRAM access [{:#x}, {:#x}) leaves the 40-bit DRAM address space", addr, addr + n));
   }
 }
 
@@ -73,9 +73,10 @@ MachineState::MachineState(const isa::NpuConfig& config, const isa::Program& pro
   }
   for (const isa::DataSegment& seg : program.data) {
     if (seg.elided_bytes > 0) {
-      throw DatapathError(fmt::format("the {} bytes of data at DRAM {:#x} were compiled for timing only (shape-only "
-                                      "weights): a functional run needs the model compiled with its values",
-                                      seg.elided_bytes, seg.dram_addr));
+      throw DatapathError(
+          fmt::format("the {} bytes of data at DRAM {:#x} were compiled for timing only (shape-only "
+                      "weights): a functional run needs the model compiled with its values",
+                      seg.elided_bytes, seg.dram_addr));
     }
     dram_.write(seg.dram_addr, seg.bytes.data(), seg.bytes.size());
   }
@@ -87,8 +88,9 @@ uint8_t* MachineState::sram_span(isa::Buffer b, uint64_t addr, uint64_t n, const
   }
   std::vector<uint8_t>& s = sram(b);
   if (addr > s.size() || n > s.size() - addr) {
-    throw DatapathError(fmt::format("{}: bytes [{:#x}, {:#x}) of the {} buffer exceed its capacity of {} bytes",
-                                    what, addr, addr + n, isa::kBufferNames[static_cast<size_t>(b)], s.size()));
+    throw DatapathError(
+        fmt::format("{}: bytes [{:#x}, {:#x}) of the {} buffer exceed its capacity of {} bytes", what, addr,
+                    addr + n, isa::kBufferNames[static_cast<size_t>(b)], s.size()));
   }
   return s.data() + addr;
 }
@@ -99,8 +101,8 @@ const isa::TensorBinding& MachineState::tensor(const std::string& name) const {
   }
   std::string known;
   for (const isa::TensorBinding& t : tensors_) known += (known.empty() ? "" : ", ") + t.name;
-  throw DatapathError(fmt::format("the program has no tensor '{}' (it has: {})", name,
-                                  known.empty() ? "none" : known));
+  throw DatapathError(
+      fmt::format("the program has no tensor '{}' (it has: {})", name, known.empty() ? "none" : known));
 }
 
 uint64_t MachineState::tensor_bytes(const isa::TensorBinding& t) {

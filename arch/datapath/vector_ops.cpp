@@ -216,13 +216,15 @@ struct Kernel {
       case VecOp::kTranspose:
         for (int64_t i2 = 0; i2 < d2; ++i2) {
           for (int64_t i1 = 0; i1 < d1; ++i1) {
-            for (int64_t i0 = 0; i0 < d0; ++i0) out[u((i2 * d0 + i0) * d1 + i1)] = a[u((i2 * d1 + i1) * d0 + i0)];
+            for (int64_t i0 = 0; i0 < d0; ++i0)
+              out[u((i2 * d0 + i0) * d1 + i1)] = a[u((i2 * d1 + i1) * d0 + i0)];
           }
         }
         break;
       default:
         if (vec_is_binary(op)) {
-          for (int64_t i = 0; i < g.dst_elems; ++i) out[u(i)] = binary(a[u(i)], b[u(src2_index(bcast, i, d0))]);
+          for (int64_t i = 0; i < g.dst_elems; ++i)
+            out[u(i)] = binary(a[u(i)], b[u(src2_index(bcast, i, d0))]);
         } else {
           for (int64_t i = 0; i < g.dst_elems; ++i) out[u(i)] = unary(a[u(i)]);
         }
@@ -296,8 +298,8 @@ struct Kernel {
   }
 };
 
-void requantize(const Instruction& ins, const VecGeometry& g, const std::vector<int64_t>& x, const uint8_t* src2,
-                std::vector<int64_t>& out) {
+void requantize(const Instruction& ins, const VecGeometry& g, const std::vector<int64_t>& x,
+                const uint8_t* src2, std::vector<int64_t>& out) {
   const auto bcast = static_cast<Bcast>(ins.get(Field::kBcast));
   const int64_t d0 = ins.get(Field::kD0);
   const auto zp = static_cast<int32_t>(ins.get(Field::kImm2));
@@ -310,8 +312,8 @@ void requantize(const Instruction& ins, const VecGeometry& g, const std::vector<
       std::memcpy(&mult, rec, 4);
       std::memcpy(&shift, rec + 4, 4);
       if (shift < -31 || shift > 31) {
-        throw DatapathError(fmt::format("{}: per-channel shift {} (record {}) is outside [-31, 31]", describe(ins),
-                                        shift, src2_index(bcast, i, d0)));
+        throw DatapathError(fmt::format("{}: per-channel shift {} (record {}) is outside [-31, 31]",
+                                        describe(ins), shift, src2_index(bcast, i, d0)));
       }
     }
     out[u(i)] = wide ? requantize_unsaturated_64(x[u(i)], mult, shift, zp)
@@ -324,7 +326,8 @@ void requantize(const Instruction& ins, const VecGeometry& g, const std::vector<
 // float: ADD in fp32, CLIP, rounded to dtype_out.
 void output_stage(const Instruction& ins, const VecGeometry& g, const uint8_t* src1, const uint8_t* src2,
                   uint8_t* dst) {
-  const auto in = static_cast<DType>(ins.get(Field::kDtype)), out = static_cast<DType>(ins.get(Field::kDtypeOut));
+  const auto in = static_cast<DType>(ins.get(Field::kDtype)),
+             out = static_cast<DType>(ins.get(Field::kDtypeOut));
   const auto bcast = static_cast<Bcast>(ins.get(Field::kBcast));
   const int64_t d0 = ins.get(Field::kD0);
   const float lo = imm_float(ins, Field::kImm0), hi = imm_float(ins, Field::kImm1);
@@ -340,8 +343,8 @@ void output_stage(const Instruction& ins, const VecGeometry& g, const uint8_t* s
       int32_t rec[3];
       std::memcpy(rec, src2 + u(r) * 12, 12);
       if (rec[2] < -31 || rec[2] > 31) {
-        throw DatapathError(fmt::format("{}: per-channel shift {} (record {}) is outside [-31, 31]", describe(ins),
-                                        rec[2], r));
+        throw DatapathError(fmt::format("{}: per-channel shift {} (record {}) is outside [-31, 31]",
+                                        describe(ins), rec[2], r));
       }
       const auto zp = static_cast<int32_t>(ins.get(Field::kImm2));
       if (in == DType::kInt64) {
@@ -366,15 +369,19 @@ void output_stage(const Instruction& ins, const VecGeometry& g, const uint8_t* s
 // dwconv (isa.h): per channel, the window's products added in (i, j) order onto 0; integer sums wrap
 // modulo 2^32 (int64 sums of int16 inputs: modulo 2^64) as the array's adder does, float sums are fp32
 // (products of fp16/bf16 inputs are exact).
-void dwconv(const Instruction& ins, const VecGeometry& g, const uint8_t* src1, const uint8_t* w, uint8_t* dst) {
+void dwconv(const Instruction& ins, const VecGeometry& g, const uint8_t* src1, const uint8_t* w,
+            uint8_t* dst) {
   const auto in = static_cast<DType>(ins.get(Field::kDtype));
   const DType wt = weight_dtype(in);
   const int64_t c = ins.get(Field::kD0), width = ins.get(Field::kD1);
   const int64_t kh = ins.get(Field::kWinH), kw = ins.get(Field::kWinW);
   const int64_t sh = ins.get(Field::kStrH), sw = ins.get(Field::kStrW);
-  const int64_t dh = std::max<int64_t>(1, ins.get(Field::kImm0)), dw = std::max<int64_t>(1, ins.get(Field::kImm1));
+  const int64_t dh = std::max<int64_t>(1, ins.get(Field::kImm0)),
+                dw = std::max<int64_t>(1, ins.get(Field::kImm1));
   const int64_t taps = kh * kw;
-  auto at = [&](int64_t y, int64_t x, int64_t i, int64_t j) { return ((y * sh + i * dh) * width + x * sw + j * dw) * c; };
+  auto at = [&](int64_t y, int64_t x, int64_t i, int64_t j) {
+    return ((y * sh + i * dh) * width + x * sw + j * dw) * c;
+  };
   if (is_integer(in)) {
     const DType sum_t = accumulator_dtype(in);
     const std::vector<int64_t> a = read_ints(src1, g.src1_elems, in), b = read_ints(w, taps * c, wt);
@@ -418,14 +425,14 @@ void execute_vec(const Instruction& ins, MachineState& st) {
   const auto bcast = static_cast<Bcast>(ins.get(Field::kBcast));
   const std::string what = describe(ins);
   const uint64_t es_in = u(isa::dtype_bytes(in)), es_out = u(isa::dtype_bytes(out));
-  const uint8_t* s1 = st.sram_span(static_cast<isa::Buffer>(ins.get(Field::kSrc1Buf)), u(ins.get(Field::kSrc1Addr)),
-                                   u(g.src1_elems) * es_in, what);
+  const uint8_t* s1 = st.sram_span(static_cast<isa::Buffer>(ins.get(Field::kSrc1Buf)),
+                                   u(ins.get(Field::kSrc1Addr)), u(g.src1_elems) * es_in, what);
   // src2 is copied before anything is written, so dst may overlap it.
   std::vector<uint8_t> s2;
   if (g.src2_elems > 0) {
     const uint64_t n = u(g.src2_elems * g.src2_record_bytes);
-    const uint8_t* p =
-        st.sram_span(static_cast<isa::Buffer>(ins.get(Field::kSrc2Buf)), u(ins.get(Field::kSrc2Addr)), n, what);
+    const uint8_t* p = st.sram_span(static_cast<isa::Buffer>(ins.get(Field::kSrc2Buf)),
+                                    u(ins.get(Field::kSrc2Addr)), n, what);
     s2.assign(p, p + n);
   }
   uint8_t* dst = st.sram_span(static_cast<isa::Buffer>(ins.get(Field::kDstBuf)), u(ins.get(Field::kDstAddr)),
@@ -447,14 +454,16 @@ void execute_vec(const Instruction& ins, MachineState& st) {
       r.resize(u(g.dst_elems));
       requantize(ins, g, a, s2.data(), r);
     } else {
-      const std::vector<int64_t> b = vec_is_binary(op) ? read_ints(s2.data(), g.src2_elems, in) : std::vector<int64_t>{};
+      const std::vector<int64_t> b =
+          vec_is_binary(op) ? read_ints(s2.data(), g.src2_elems, in) : std::vector<int64_t>{};
       r = Kernel<int64_t>{ins, op, d0, d1, d2, bcast, g}.run(a, b);
     }
     for (int64_t i = 0; i < g.dst_elems; ++i) store_int(dst + u(i) * es_out, out, r[u(i)]);
     return;
   }
   const std::vector<float> a = read_floats(s1, g.src1_elems, in);
-  const std::vector<float> b = vec_is_binary(op) ? read_floats(s2.data(), g.src2_elems, in) : std::vector<float>{};
+  const std::vector<float> b =
+      vec_is_binary(op) ? read_floats(s2.data(), g.src2_elems, in) : std::vector<float>{};
   const std::vector<float> r = Kernel<float>{ins, op, d0, d1, d2, bcast, g}.run(a, b);
   for (int64_t i = 0; i < g.dst_elems; ++i) store_float(dst + u(i) * es_out, out, r[u(i)]);
 }

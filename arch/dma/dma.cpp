@@ -32,7 +32,8 @@ void DmaEngine::run() {
       continue;
     }
     // Round robin between the two descriptor queues when both have work.
-    const bool take_store = from_store->num_available() > 0 && (prefer_store_ || from_load->num_available() == 0);
+    const bool take_store =
+        from_store->num_available() > 0 && (prefer_store_ || from_load->num_available() == 0);
     prefer_store_ = !take_store;
     Descriptor d;
     (take_store ? from_store : from_load)->read(d);
@@ -74,12 +75,13 @@ void DmaEngine::transfer(const Descriptor& desc, DmaQueue& owner) {
   const uint64_t row_misses_before = fab_.dram->stats().row_misses;
   if (fab_.rec.tracing()) {
     for (ChannelSpan& s : spans_) s = {UINT64_MAX, 0, 0};
-    x = bursts_.run(rows, store, begin * pps, *fab_.dram, [&](uint64_t addr, uint64_t issue, uint64_t done, uint32_t n) {
-      ChannelSpan& s = spans_[fab_.dram->channel_of(addr)];
-      s.first_ps = std::min(s.first_ps, issue);
-      s.last_ps = std::max(s.last_ps, done);
-      s.bytes += n;
-    });
+    x = bursts_.run(rows, store, begin * pps, *fab_.dram,
+                    [&](uint64_t addr, uint64_t issue, uint64_t done, uint32_t n) {
+                      ChannelSpan& s = spans_[fab_.dram->channel_of(addr)];
+                      s.first_ps = std::min(s.first_ps, issue);
+                      s.last_ps = std::max(s.last_ps, done);
+                      s.bytes += n;
+                    });
   } else {
     x = bursts_.run(rows, store, begin * pps, *fab_.dram);
   }
@@ -156,7 +158,8 @@ void DmaEngine::end_of_elaboration() {
 void DmaQueue::end_of_elaboration() {
   QueueUnit::end_of_elaboration();
   for (size_t e = 0; e < to_engine.size(); ++e)
-    require_bound(*this, to_engine[e], fmt::format("its descriptor queue to engine {} (to_engine[{}])", e, e));
+    require_bound(*this, to_engine[e],
+                  fmt::format("its descriptor queue to engine {} (to_engine[{}])", e, e));
   if (engines_.size() != to_engine.size())
     throw SimError(fmt::format("{}: {} DMA engines attached for {} descriptor queues (attach)", name(),
                                engines_.size(), to_engine.size()));

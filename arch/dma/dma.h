@@ -35,7 +35,9 @@ class DmaEngine : public sc_core::sc_module {
     store_ = store;
   }
   // Descriptors queued or running: the load balancer's measure.
-  int64_t pending() const { return from_load->num_available() + from_store->num_available() + (busy_ ? 1 : 0); }
+  int64_t pending() const {
+    return from_load->num_available() + from_store->num_available() + (busy_ ? 1 : 0);
+  }
 
   struct Stats {
     uint64_t transfers = 0;
@@ -93,8 +95,8 @@ class DmaQueue : public QueueUnit {
 
   std::vector<DmaEngine*> engines_;
   uint64_t next_seq_ = 0;
-  uint64_t retired_ = 0;                 // sequence number of the oldest unretired descriptor
-  std::deque<int16_t> done_;             // per unretired descriptor: its signal mask once finished, else -1
+  uint64_t retired_ = 0;      // sequence number of the oldest unretired descriptor
+  std::deque<int16_t> done_;  // per unretired descriptor: its signal mask once finished, else -1
 };
 
 }  // namespace npusim::arch

@@ -15,8 +15,9 @@ void HostLink::decode(const isa::Instruction& ins, Dispatch& d) const {
   const int64_t in = ins.get(Field::kInBytes), out = ins.get(Field::kOutBytes);
   // Validated before the run: host_op indexes Program::host_ops when the program has any.
   const auto& ops = fab_.program.host_ops;
-  const int64_t cpu_ops = ops.empty() ? ins.get(Field::kCpuOps)
-                                      : static_cast<int64_t>(ops[static_cast<size_t>(ins.get(Field::kHostOp))].cpu_ops);
+  const int64_t cpu_ops =
+      ops.empty() ? ins.get(Field::kCpuOps)
+                  : static_cast<int64_t>(ops[static_cast<size_t>(ins.get(Field::kHostOp))].cpu_ops);
   const isa::timing::HostCycles c =
       isa::timing::host_cycles(in, out, cpu_ops, config_, fab_.config.frequency_mhz);
   const double f = fab_.config.frequency_mhz;

@@ -11,10 +11,7 @@ using isa::Opcode;
 
 Sequencer::Sequencer(const sc_core::sc_module_name& name, const isa::SequencerConfig& config, Fabric& fabric,
                      std::function<void(double)> progress)
-    : sc_core::sc_module(name),
-      config_(config),
-      fab_(fabric),
-      progress_(std::move(progress)) {
+    : sc_core::sc_module(name), config_(config), fab_(fabric), progress_(std::move(progress)) {
   SC_THREAD(run);
 }
 

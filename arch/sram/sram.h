@@ -22,7 +22,8 @@ class Sram {
   uint64_t reserve(isa::Buffer buf, uint64_t bytes, uint64_t cycle) {
     const auto b = static_cast<size_t>(config_.storage(buf));  // a shared scratchpad is one resource
     const uint64_t start = cycle > busy_until_[b] ? cycle : busy_until_[b];
-    busy_until_[b] = start + static_cast<uint64_t>(isa::timing::sram_transfer_cycles(bytes, config_.buffer(buf)));
+    busy_until_[b] =
+        start + static_cast<uint64_t>(isa::timing::sram_transfer_cycles(bytes, config_.buffer(buf)));
     if (start > cycle) {
       ++conflicts_;
       conflict_cycles_ += start - cycle;

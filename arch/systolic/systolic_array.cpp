@@ -51,8 +51,8 @@ int64_t SystolicArray::conflict_factor(const isa::Instruction& ins) const {
       // Each cycle one B element per row: rows n elements apart.
       const int64_t count = std::min<int64_t>(config_.rows, ins.get(Field::kK));
       return timing::bank_conflict_factor(static_cast<uint64_t>(ins.get(Field::kBAddr)),
-                                          ins.get(Field::kN) * isa::dtype_bytes(datapath::weight_dtype(dt)), count,
-                                          fab_.sram.buffer(isa::Buffer::kWeight));
+                                          ins.get(Field::kN) * isa::dtype_bytes(datapath::weight_dtype(dt)),
+                                          count, fab_.sram.buffer(isa::Buffer::kWeight));
     }
     case isa::Dataflow::kWs:
       return 1;  // one contiguous row of A per cycle

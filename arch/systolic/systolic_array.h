@@ -13,8 +13,7 @@ namespace npusim::arch {
 class SystolicArray : public QueueUnit {
  public:
   SC_HAS_PROCESS(SystolicArray);
-  SystolicArray(const sc_core::sc_module_name& name, const isa::SystolicArrayConfig& config,
-                Fabric& fabric);
+  SystolicArray(const sc_core::sc_module_name& name, const isa::SystolicArrayConfig& config, Fabric& fabric);
 
   // Cycles of a MATMUL/CONV on this array without bank conflicts (either model).
   isa::timing::ArrayCycles tile_cycles(const isa::Instruction& ins) const;

@@ -10,8 +10,7 @@ namespace npusim::arch {
 
 using isa::Field;
 
-VectorUnit::VectorUnit(const sc_core::sc_module_name& name, const isa::VectorConfig& config,
-                       Fabric& fabric)
+VectorUnit::VectorUnit(const sc_core::sc_module_name& name, const isa::VectorConfig& config, Fabric& fabric)
     : QueueUnit(name, fabric, isa::Queue::kVector), config_(config) {}
 
 void VectorUnit::decode(const isa::Instruction& ins, Dispatch& d) const {

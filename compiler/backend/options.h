@@ -15,7 +15,7 @@ namespace npusim::compiler {
 namespace quant {
 struct PrecisionPlan;
 struct QParams;
-}
+}  // namespace quant
 
 // Cycles of each layer of a program slice, simulated (CompileOptions::timer).
 using CodeTimer = std::function<std::vector<int64_t>(const isa::Program&)>;
@@ -40,8 +40,8 @@ struct CompileOptions {
   // producer writes its output straight into its slice of the Concat's buffer and the Concat copies
   // nothing (or only the inputs left). false (`--no-fusion`): every Concat copies its inputs.
   bool fold_concats = true;
-  // A convolution's output read only by the pointwise conv after it stays in SRAM (backend/fusion/residency.h).
-  // false (`--no-fusion`): every layer's output goes to DRAM.
+  // A convolution's output read only by the pointwise conv after it stays in SRAM
+  // (backend/fusion/residency.h). false (`--no-fusion`): every layer's output goes to DRAM.
   bool keep_on_chip = true;
 };
 

@@ -33,27 +33,28 @@ struct LayerPlan {
   std::string name;
   std::string op;
   Placement placement = Placement::kHost;
-  std::string mapping;    // one line: e.g. "conv 3x3 s1 as CONV, 9 groups per block" or the vector lowering
+  std::string mapping;  // one line: e.g. "conv 3x3 s1 as CONV, 9 groups per block" or the vector lowering
   // Matrix layers: the tile (output rows/cols or M, reduction chunk, output channels/N) and loop order.
   int64_t tile_m = 0, tile_k = 0, tile_n = 0;
   int64_t tile_oh = 0, tile_ow = 0;  // conv: output rows x cols per tile (tile_m = tile_oh * tile_ow)
   int64_t group_block = 0;           // grouped conv: groups mapped together as one block-diagonal CONV
   int64_t tile_elems = 0;  // vector layers that stream SRAM tiles: elements per tile (vector_tiling.h)
-  std::string loop_order;            // e.g. "n-outer (weights resident)"
+  std::string loop_order;  // e.g. "n-outer (weights resident)"
   // Why the tile is not larger, e.g. "sram.accumulator 94% full" or "whole layer" (matrix layers), "a
   // smaller tile pipelines better: ..." (vector layers).
   std::string tile_limit;
   int64_t sram_input_bytes = 0, sram_weight_bytes = 0, sram_acc_bytes = 0;  // all slots of the layer
-  int64_t est_cycles = 0;            // the layer after its predecessor on an idle machine (simulated when timed)
-  int64_t model_cycles = 0;          // the closed-form cost model's figure (ranks the search's candidates)
+  int64_t est_cycles = 0;    // the layer after its predecessor on an idle machine (simulated when timed)
+  int64_t model_cycles = 0;  // the closed-form cost model's figure (ranks the search's candidates)
   int64_t est_compute_cycles = 0, est_dma_cycles = 0;  // the closed form's compute and DMA parts
   int64_t macs = 0;
   int64_t instructions = 0;
-  int64_t candidates = 0;            // tilings the search evaluated
+  int64_t candidates = 0;  // tilings the search evaluated
   // The same choices as imposable values (what --mapping-out writes): placement and, for matrix layers,
   // the tiling; imposing them reproduces this layer.
   LayerMapping chosen;
-  // The layer's roofline bound in cycles (backend/estimate/roofline.h): none for host layers, 0 for free ones.
+  // The layer's roofline bound in cycles (backend/estimate/roofline.h): none for host layers, 0 for free
+  // ones.
   std::optional<int64_t> bound_cycles;
   // On-chip residency (backend/fusion/residency.h): the value this layer read where the layer before left it
   // in the input scratchpad ("" = none), and the DRAM bytes that saved (its write and its read).
@@ -80,10 +81,10 @@ struct Fallback {
 
 // Where one tensor of a host op lives in DRAM, for executing the node functionally.
 struct HostTensor {
-  std::string name;                 // graph value name
+  std::string name;  // graph value name
   uint64_t dram_addr = 0;
-  Shape shape;                      // logical (ONNX) shape
-  std::vector<int> layout;          // memory order of the logical dims, empty = ONNX order
+  Shape shape;                           // logical (ONNX) shape
+  std::vector<int> layout;               // memory order of the logical dims, empty = ONNX order
   isa::DType dtype = isa::DType::kFp32;  // storage type in DRAM
   // The value's ONNX element type: integer and bool values are stored as int32 and must be read back
   // as integers (exactly) when the node is evaluated.
@@ -93,18 +94,18 @@ struct HostTensor {
   std::vector<int64_t> strides;
 };
 struct HostCallInfo {
-  uint32_t host_op = 0;             // index into Program::host_ops
-  Node node;                        // the ONNX node to evaluate (constant inputs are in `constants`)
-  std::vector<HostTensor> inputs;   // runtime inputs in node.inputs order (constants are omitted here)
+  uint32_t host_op = 0;            // index into Program::host_ops
+  Node node;                       // the ONNX node to evaluate (constant inputs are in `constants`)
+  std::vector<HostTensor> inputs;  // runtime inputs in node.inputs order (constants are omitted here)
   std::vector<HostTensor> outputs;
   std::vector<std::pair<std::string, Tensor>> constants;  // constant inputs of the node by name
 };
 
 struct MemoryPlan {
-  uint64_t activation_bytes = 0;     // peak DRAM for activations with lifetime-based reuse
+  uint64_t activation_bytes = 0;  // peak DRAM for activations with lifetime-based reuse
   uint64_t activation_bytes_no_reuse = 0;
-  uint64_t weight_bytes = 0;         // data segments (weights, biases, constants) as laid out
-  uint64_t scratch_bytes = 0;        // DRAM scratch for multi-pass lowerings
+  uint64_t weight_bytes = 0;   // data segments (weights, biases, constants) as laid out
+  uint64_t scratch_bytes = 0;  // DRAM scratch for multi-pass lowerings
   uint64_t activation_base = 0, weight_base = 0;
 };
 
@@ -119,7 +120,7 @@ struct InsertedTranspose {
 struct AbsorbedLayer {
   std::string name;
   std::string op;
-  std::string into;                    // the program layer (LayerPlan::name)
+  std::string into;                     // the program layer (LayerPlan::name)
   std::optional<int64_t> bound_cycles;  // its own roofline bound, as if it ran alone
   // The values it reads that never touch DRAM (intermediates of the fused chain), and the DRAM bytes a
   // layer-by-layer program would have moved for them: each written once and read by each of its readers,
@@ -130,7 +131,7 @@ struct AbsorbedLayer {
 
 struct CompileResult {
   isa::Program program;
-  std::vector<LayerPlan> layers;  // one per node, graph order
+  std::vector<LayerPlan> layers;        // one per node, graph order
   std::vector<AbsorbedLayer> absorbed;  // set by bound_as_imported (backend/estimate/bounds.h)
   // The sum of the layers' bounds as compiled (each layer's own tensors after fusion, before
   // bound_as_imported gives them the model's nodes' bounds): the roof of the code itself.

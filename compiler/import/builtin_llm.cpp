@@ -16,7 +16,8 @@ namespace {
 class Emitter {
  public:
   Emitter(ModelBuilder& b, std::string prefix) : b_(b), prefix_(std::move(prefix)) {}
-  std::string op(const std::string& type, const std::vector<std::string>& inputs, onnx::NodeProto** node = nullptr) {
+  std::string op(const std::string& type, const std::vector<std::string>& inputs,
+                 onnx::NodeProto** node = nullptr) {
     const std::string name = prefix_ + "/" + type + "_" + std::to_string(count_++);
     onnx::NodeProto& n = b_.add_node(type, name, inputs, {name});
     if (node) *node = &n;
@@ -61,9 +62,8 @@ std::string rms_norm(Emitter& e, const std::string& x, int64_t hidden, uint32_t 
 }
 
 std::string linear(Emitter& e, const std::string& x, int64_t in, int64_t out, uint32_t seed) {
-  const std::string w = e.weight({in, out}, [=] {
-    return pseudo_random(in * out, 1.0f / std::sqrt(static_cast<float>(in)), seed);
-  });
+  const std::string w = e.weight(
+      {in, out}, [=] { return pseudo_random(in * out, 1.0f / std::sqrt(static_cast<float>(in)), seed); });
   return e.op("MatMul", {x, w});
 }
 
@@ -72,7 +72,8 @@ std::string rotary(Emitter& e, const std::string& x, int64_t seq, int64_t past, 
   std::vector<float> cos(static_cast<size_t>(seq * hd)), sin(cos.size());
   for (int64_t p = 0; p < seq; ++p)
     for (int64_t i = 0; i < hd; ++i) {
-      const double freq = std::pow(10000.0, -2.0 * static_cast<double>(i % (hd / 2)) / static_cast<double>(hd));
+      const double freq =
+          std::pow(10000.0, -2.0 * static_cast<double>(i % (hd / 2)) / static_cast<double>(hd));
       const double a = static_cast<double>(past + p) * freq;
       cos[static_cast<size_t>(p * hd + i)] = static_cast<float>(std::cos(a));
       sin[static_cast<size_t>(p * hd + i)] = static_cast<float>(std::sin(a));
@@ -83,7 +84,8 @@ std::string rotary(Emitter& e, const std::string& x, int64_t seq, int64_t past, 
   onnx::NodeProto* cat = nullptr;
   const std::string rot = e.op("Concat", {e.op("Neg", {hi}), lo}, &cat);
   ModelBuilder::set_attr(*cat, "axis", int64_t{2});
-  return e.op("Add", {e.op("Mul", {x, e.floats({seq, 1, hd}, cos)}), e.op("Mul", {rot, e.floats({seq, 1, hd}, sin)})});
+  return e.op("Add", {e.op("Mul", {x, e.floats({seq, 1, hd}, cos)}),
+                      e.op("Mul", {rot, e.floats({seq, 1, hd}, sin)})});
 }
 
 std::string transpose(Emitter& e, const std::string& x, const std::vector<int64_t>& perm) {
@@ -112,7 +114,8 @@ void llm_model(const LlmSpec& s, ModelBuilder& b) {
     const std::string k = linear(e, xn, s.hidden, s.kv_heads * hd, seed++);
     const std::string v = linear(e, xn, s.hidden, s.kv_heads * hd, seed++);
     const std::string q3 = rotary(e, e.op("Reshape", {q, e.ints({s.seq, s.heads, hd})}), s.seq, s.past, hd);
-    const std::string k3 = rotary(e, e.op("Reshape", {k, e.ints({s.seq, s.kv_heads, hd})}), s.seq, s.past, hd);
+    const std::string k3 =
+        rotary(e, e.op("Reshape", {k, e.ints({s.seq, s.kv_heads, hd})}), s.seq, s.past, hd);
     const std::string v3 = e.op("Reshape", {v, e.ints({s.seq, s.kv_heads, hd})});
     std::string kh = transpose(e, k3, {1, 0, 2}), vh = transpose(e, v3, {1, 0, 2});  // [kv_heads, seq, hd]
     if (s.past > 0) {
@@ -127,7 +130,8 @@ void llm_model(const LlmSpec& s, ModelBuilder& b) {
       ModelBuilder::set_attr(*cv, "axis", int64_t{1});
     }
     // The cache after this step: a graph output (written back to DRAM for the next step).
-    const std::string present_k = "llm.present_k" + std::to_string(l), present_v = "llm.present_v" + std::to_string(l);
+    const std::string present_k = "llm.present_k" + std::to_string(l),
+                      present_v = "llm.present_v" + std::to_string(l);
     b.add_node("Identity", L + "/present_k", {kh}, {present_k});
     b.add_node("Identity", L + "/present_v", {vh}, {present_v});
     b.add_output(present_k);
@@ -142,7 +146,8 @@ void llm_model(const LlmSpec& s, ModelBuilder& b) {
     const std::string kq = widen(kh), vq = widen(vh);
     const std::string qh = transpose(e, q3, {1, 0, 2});  // [heads, seq, hd]
     const std::string scores = e.op("MatMul", {qh, transpose(e, kq, {0, 2, 1})});
-    const std::string scaled = e.op("Mul", {scores, e.floats({}, {1.0f / std::sqrt(static_cast<float>(hd))})});
+    const std::string scaled =
+        e.op("Mul", {scores, e.floats({}, {1.0f / std::sqrt(static_cast<float>(hd))})});
     const std::string masked = e.op("Add", {scaled, e.floats({s.seq, total}, mask)});
     onnx::NodeProto* sm = nullptr;
     const std::string probs = e.op("Softmax", {masked}, &sm);
@@ -158,7 +163,8 @@ void llm_model(const LlmSpec& s, ModelBuilder& b) {
     x = e.op("Add", {h, linear(e, e.op("Mul", {silu, up}), s.ffn, s.hidden, seed++)});
   }
   Emitter e(b, "head");
-  const std::string last = s.seq > 1 ? e.op("Slice", {x, e.ints({s.seq - 1}), e.ints({s.seq}), e.ints({0})}) : x;
+  const std::string last =
+      s.seq > 1 ? e.op("Slice", {x, e.ints({s.seq - 1}), e.ints({s.seq}), e.ints({0})}) : x;
   const std::string normed = rms_norm(e, last, s.hidden, seed++);
   const std::string logits = linear(e, normed, s.hidden, s.vocab, seed++);
   b.add_node("Identity", "head/logits", {logits}, {"llm.logits"});

@@ -104,8 +104,9 @@ void demo_model(ModelBuilder& b) {
     b.add_initializer(bn + ".bias", {co}, bias);
     b.add_initializer(bn + ".mean", {co}, mean);
     b.add_initializer(bn + ".var", {co}, var);
-    auto& bnn = b.add_node("BatchNormalization", bn,
-                           {p + ".out", bn + ".scale", bn + ".bias", bn + ".mean", bn + ".var"}, {bn + ".out"});
+    auto& bnn =
+        b.add_node("BatchNormalization", bn,
+                   {p + ".out", bn + ".scale", bn + ".bias", bn + ".mean", bn + ".var"}, {bn + ".out"});
     ModelBuilder::set_attr(bnn, "epsilon", 1e-5f);
     const std::string relu = "relu" + std::to_string(l + 1);
     b.add_node("Relu", relu, {bn + ".out"}, {relu + ".out"});
@@ -133,7 +134,8 @@ void check_weight_bytes(const std::string& name, const Shape& shape) {
 void add_matmul(ModelBuilder& b, const std::string& name, int64_t m, int64_t n, int64_t k, uint32_t seed) {
   if (b.weight_values()) check_weight_bytes(name + ".b", {k, n});
   b.add_input(name + ".a", {m, k});
-  b.add_weight(name + ".b", {k, n}, [=] { return pseudo_random(k * n, 1.0f / std::sqrt(static_cast<float>(k)), seed); });
+  b.add_weight(name + ".b", {k, n},
+               [=] { return pseudo_random(k * n, 1.0f / std::sqrt(static_cast<float>(k)), seed); });
   b.add_node("MatMul", name, {name + ".a", name + ".b"}, {name + ".out"});
   b.add_output(name + ".out");
 }
@@ -163,7 +165,8 @@ std::pair<std::string, Shape> parse_input_shape(const std::string& spec) {
   std::string name = spec.substr(0, eq), dims = trim(spec.substr(eq + 1));
   Shape shape;
   if (!dims.empty())
-    for (const auto& d : split(dims, 'x')) shape.push_back(parse_positive(d, "--input-shape " + name + " dimension"));
+    for (const auto& d : split(dims, 'x'))
+      shape.push_back(parse_positive(d, "--input-shape " + name + " dimension"));
   return {name, shape};
 }
 
@@ -189,19 +192,21 @@ std::pair<std::string, std::vector<double>> parse_input_value(const std::string&
 }
 
 bool is_builtin_model_spec(const std::string& spec) {
-  return spec == "demo" || spec.rfind("gemm:", 0) == 0 || spec.rfind("conv:", 0) == 0 || spec.rfind("llm:", 0) == 0;
+  return spec == "demo" || spec.rfind("gemm:", 0) == 0 || spec.rfind("conv:", 0) == 0 ||
+         spec.rfind("llm:", 0) == 0;
 }
 
 int64_t LlmSpec::parameters() const {
   const int64_t hd = head_dim();
-  const int64_t per_layer = hidden * (heads * hd) + 2 * hidden * (kv_heads * hd) + hidden * hidden + 3 * hidden * ffn +
-                            2 * hidden;
+  const int64_t per_layer =
+      hidden * (heads * hd) + 2 * hidden * (kv_heads * hd) + hidden * hidden + 3 * hidden * ffn + 2 * hidden;
   return layers * per_layer + hidden + hidden * vocab;
 }
 
 LlmSpec parse_llm_spec(const std::string& spec) {
   if (spec.rfind("llm:", 0) != 0) throw ModelError("'" + spec + "' is not an llm: model spec");
-  auto p = parse_params(spec, spec.substr(4), {"layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq", "past"});
+  auto p = parse_params(spec, spec.substr(4),
+                        {"layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq", "past"});
   LlmSpec s;
   s.layers = need(p, "layers", spec);
   s.hidden = need(p, "hidden", spec);
@@ -212,22 +217,22 @@ LlmSpec parse_llm_spec(const std::string& spec) {
   if (p.count("seq")) s.seq = p["seq"];
   if (p.count("past")) s.past = p["past"];
   if (s.hidden % s.heads != 0)
-    throw ModelError("model spec '" + spec + "': hidden (" + std::to_string(s.hidden) + ") is not a multiple of heads (" +
-                     std::to_string(s.heads) + ")");
+    throw ModelError("model spec '" + spec + "': hidden (" + std::to_string(s.hidden) +
+                     ") is not a multiple of heads (" + std::to_string(s.heads) + ")");
   if (s.heads % s.kv_heads != 0)
-    throw ModelError("model spec '" + spec + "': heads (" + std::to_string(s.heads) + ") is not a multiple of kv_heads (" +
-                     std::to_string(s.kv_heads) + ")");
+    throw ModelError("model spec '" + spec + "': heads (" + std::to_string(s.heads) +
+                     ") is not a multiple of kv_heads (" + std::to_string(s.kv_heads) + ")");
   if (s.head_dim() % 2 != 0)
-    throw ModelError("model spec '" + spec + "': the head dimension hidden/heads (" + std::to_string(s.head_dim()) +
-                     ") must be even for rotary embeddings");
+    throw ModelError("model spec '" + spec + "': the head dimension hidden/heads (" +
+                     std::to_string(s.head_dim()) + ") must be even for rotary embeddings");
   return s;
 }
 
 std::string llm_spec_text(const LlmSpec& s) {
   return "llm:layers=" + std::to_string(s.layers) + ",hidden=" + std::to_string(s.hidden) +
          ",heads=" + std::to_string(s.heads) + ",kv_heads=" + std::to_string(s.kv_heads) +
-         ",ffn=" + std::to_string(s.ffn) + ",vocab=" + std::to_string(s.vocab) + ",seq=" + std::to_string(s.seq) +
-         (s.past > 0 ? ",past=" + std::to_string(s.past) : std::string());
+         ",ffn=" + std::to_string(s.ffn) + ",vocab=" + std::to_string(s.vocab) +
+         ",seq=" + std::to_string(s.seq) + (s.past > 0 ? ",past=" + std::to_string(s.past) : std::string());
 }
 
 namespace {
@@ -248,7 +253,8 @@ ModelBuilder builtin_builder(const std::string& spec, bool weight_values) {
   }
   if (spec.rfind("conv:", 0) == 0) {
     auto p = parse_params(spec, spec.substr(5), {"H", "W", "C", "K", "R", "S", "stride", "pad"});
-    const int64_t h = need(p, "H", spec), w = need(p, "W", spec), r = need(p, "R", spec), s = need(p, "S", spec);
+    const int64_t h = need(p, "H", spec), w = need(p, "W", spec), r = need(p, "R", spec),
+                  s = need(p, "S", spec);
     const int64_t stride = p.count("stride") ? p["stride"] : 1, pad = p.count("pad") ? p["pad"] : 0;
     if (h + 2 * pad < r || w + 2 * pad < s)
       throw ModelError("model spec '" + spec + "': the filter is larger than the padded input");
@@ -263,8 +269,9 @@ ModelBuilder builtin_builder(const std::string& spec, bool weight_values) {
     detail::llm_model(s, b);
     return b;
   }
-  throw ModelError("unknown built-in model '" + spec +
-                   "' (expected demo, gemm:M=..,N=..,K=.., conv:H=..,W=..,... or llm:layers=..,hidden=..,...)");
+  throw ModelError(
+      "unknown built-in model '" + spec +
+      "' (expected demo, gemm:M=..,N=..,K=.., conv:H=..,W=..,... or llm:layers=..,hidden=..,...)");
 }
 
 }  // namespace
@@ -329,11 +336,15 @@ Graph import_scalesim_csv_text(const std::string& text, const std::string& displ
       continue;
     }
     if (f.size() < 8)
-      throw ModelError(where + ": a conv row needs Layer name, IFMAP Height, IFMAP Width, Filter Height, "
+      throw ModelError(where +
+                       ": a conv row needs Layer name, IFMAP Height, IFMAP Width, Filter Height, "
                        "Filter Width, Channels, Num Filter, Strides");
-    const int64_t h = parse_positive(f[1], where + ": IFMAP Height"), w = parse_positive(f[2], where + ": IFMAP Width");
-    const int64_t r = parse_positive(f[3], where + ": Filter Height"), s = parse_positive(f[4], where + ": Filter Width");
-    const int64_t c = parse_positive(f[5], where + ": Channels"), k = parse_positive(f[6], where + ": Num Filter");
+    const int64_t h = parse_positive(f[1], where + ": IFMAP Height"),
+                  w = parse_positive(f[2], where + ": IFMAP Width");
+    const int64_t r = parse_positive(f[3], where + ": Filter Height"),
+                  s = parse_positive(f[4], where + ": Filter Width");
+    const int64_t c = parse_positive(f[5], where + ": Channels"),
+                  k = parse_positive(f[6], where + ": Num Filter");
     const int64_t sh = parse_positive(f[7], where + ": Strides");
     const int64_t sw = f.size() > 8 ? parse_positive(f[8], where + ": Stride width") : sh;
     if (r > h || s > w) throw ModelError(where + ": the filter is larger than the IFMAP");
@@ -372,14 +383,16 @@ Graph import_scalesim_csv(const std::string& path, bool weight_values) {
 Graph load_model(const std::string& spec, const ImportOptions& options) {
   if (is_builtin_model_spec(spec)) {
     if (!options.input_shapes.empty() || options.batch > 0)
-      throw ModelError("--input-shape and --batch do not apply to built-in model '" + spec + "' (its shapes are fixed)");
+      throw ModelError("--input-shape and --batch do not apply to built-in model '" + spec +
+                       "' (its shapes are fixed)");
     if (!options.dim_params.empty())
       throw ModelError("--dynamic does not apply to built-in model '" + spec + "' (its shapes are fixed)");
     return builtin_model(spec, options.weight_values);
   }
   if (spec.size() > 4 && spec.compare(spec.size() - 4, 4, ".csv") == 0) {
     if (!options.dim_params.empty())
-      throw ModelError("--dynamic does not apply to SCALE-Sim topology '" + spec + "' (its shapes are fixed)");
+      throw ModelError("--dynamic does not apply to SCALE-Sim topology '" + spec +
+                       "' (its shapes are fixed)");
     if (!options.input_shapes.empty() || options.batch > 0)
       throw ModelError("--input-shape and --batch do not apply to SCALE-Sim topology '" + spec +
                        "' (its shapes are fixed)");

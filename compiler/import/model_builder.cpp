@@ -9,7 +9,8 @@
 
 namespace npusim::compiler::detail {
 
-ModelBuilder::ModelBuilder(const std::string& graph_name, bool weight_values) : weight_values_(weight_values) {
+ModelBuilder::ModelBuilder(const std::string& graph_name, bool weight_values)
+    : weight_values_(weight_values) {
   model_.set_ir_version(8);
   model_.set_producer_name("npusim");
   auto* os = model_.add_opset_import();
@@ -38,7 +39,8 @@ onnx::ModelProto& ModelBuilder::model() {
   return model_;
 }
 
-void ModelBuilder::add_initializer(const std::string& name, const Shape& shape, const std::vector<float>& values) {
+void ModelBuilder::add_initializer(const std::string& name, const Shape& shape,
+                                   const std::vector<float>& values) {
   if (static_cast<int64_t>(values.size()) != num_elements(shape))
     throw std::invalid_argument("initializer '" + name + "' size does not match its shape");
   auto* t = model_.mutable_graph()->add_initializer();

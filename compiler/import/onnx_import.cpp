@@ -90,13 +90,31 @@ struct UnalignedFloats {
   using reference = float;
   const char* p;
   float operator*() const { return load_le<float>(p); }
-  UnalignedFloats& operator++() { p += sizeof(float); return *this; }
-  UnalignedFloats operator++(int) { UnalignedFloats o = *this; p += sizeof(float); return o; }
-  UnalignedFloats& operator--() { p -= sizeof(float); return *this; }
+  UnalignedFloats& operator++() {
+    p += sizeof(float);
+    return *this;
+  }
+  UnalignedFloats operator++(int) {
+    UnalignedFloats o = *this;
+    p += sizeof(float);
+    return o;
+  }
+  UnalignedFloats& operator--() {
+    p -= sizeof(float);
+    return *this;
+  }
   UnalignedFloats& operator-=(difference_type d) { return *this += -d; }
-  UnalignedFloats& operator+=(difference_type d) { p += d * static_cast<difference_type>(sizeof(float)); return *this; }
-  UnalignedFloats operator+(difference_type d) const { UnalignedFloats o = *this; return o += d; }
-  difference_type operator-(const UnalignedFloats& o) const { return (p - o.p) / static_cast<difference_type>(sizeof(float)); }
+  UnalignedFloats& operator+=(difference_type d) {
+    p += d * static_cast<difference_type>(sizeof(float));
+    return *this;
+  }
+  UnalignedFloats operator+(difference_type d) const {
+    UnalignedFloats o = *this;
+    return o += d;
+  }
+  difference_type operator-(const UnalignedFloats& o) const {
+    return (p - o.p) / static_cast<difference_type>(sizeof(float));
+  }
   float operator[](difference_type d) const { return *(*this + d); }
   bool operator==(const UnalignedFloats& o) const { return p == o.p; }
   bool operator!=(const UnalignedFloats& o) const { return p != o.p; }
@@ -115,12 +133,24 @@ Tensor convert_tensor(const onnx::TensorProto& tp, const std::string& what, std:
   const int et = tp.data_type();
   const DataType dt = static_cast<DataType>(et);
   switch (dt) {
-    case DataType::kFloat32: case DataType::kUInt8: case DataType::kInt8: case DataType::kUInt16:
-    case DataType::kInt16: case DataType::kInt32: case DataType::kInt64: case DataType::kBool:
-    case DataType::kFloat16: case DataType::kFloat64: case DataType::kUInt32: case DataType::kUInt64:
-    case DataType::kBFloat16: break;
-    case DataType::kString: throw ModelError(what + " is a string tensor, which npusim does not support");
-    default: throw ModelError(what + " has unknown element type " + std::to_string(et));
+    case DataType::kFloat32:
+    case DataType::kUInt8:
+    case DataType::kInt8:
+    case DataType::kUInt16:
+    case DataType::kInt16:
+    case DataType::kInt32:
+    case DataType::kInt64:
+    case DataType::kBool:
+    case DataType::kFloat16:
+    case DataType::kFloat64:
+    case DataType::kUInt32:
+    case DataType::kUInt64:
+    case DataType::kBFloat16:
+      break;
+    case DataType::kString:
+      throw ModelError(what + " is a string tensor, which npusim does not support");
+    default:
+      throw ModelError(what + " has unknown element type " + std::to_string(et));
   }
   if (tp.data_location() == onnx::TensorProto::EXTERNAL)
     throw ModelError(what + " stores its data externally, which is not allowed here");
@@ -167,20 +197,47 @@ Tensor convert_tensor(const onnx::TensorProto& tp, const std::string& what, std:
     const char* p = raw.data();
     for (int64_t k = 0; k < n; ++k, p += es) {
       switch (dt) {
-        case DataType::kFloat32: t.f[k] = load_le<float>(p); break;
-        case DataType::kFloat64: t.f[k] = static_cast<float>(load_le<double>(p)); break;
-        case DataType::kFloat16: t.f[k] = half_to_float(load_le<uint16_t>(p)); break;
-        case DataType::kBFloat16: t.f[k] = bf16_to_float(load_le<uint16_t>(p)); break;
-        case DataType::kUInt8: t.i[k] = load_le<uint8_t>(p); break;
-        case DataType::kInt8: t.i[k] = load_le<int8_t>(p); break;
-        case DataType::kBool: t.i[k] = load_le<uint8_t>(p) != 0; break;
-        case DataType::kUInt16: t.i[k] = load_le<uint16_t>(p); break;
-        case DataType::kInt16: t.i[k] = load_le<int16_t>(p); break;
-        case DataType::kInt32: t.i[k] = load_le<int32_t>(p); break;
-        case DataType::kUInt32: t.i[k] = load_le<uint32_t>(p); break;
-        case DataType::kInt64: t.i[k] = load_le<int64_t>(p); break;
-        case DataType::kUInt64: t.i[k] = static_cast<int64_t>(load_le<uint64_t>(p)); break;
-        default: break;
+        case DataType::kFloat32:
+          t.f[k] = load_le<float>(p);
+          break;
+        case DataType::kFloat64:
+          t.f[k] = static_cast<float>(load_le<double>(p));
+          break;
+        case DataType::kFloat16:
+          t.f[k] = half_to_float(load_le<uint16_t>(p));
+          break;
+        case DataType::kBFloat16:
+          t.f[k] = bf16_to_float(load_le<uint16_t>(p));
+          break;
+        case DataType::kUInt8:
+          t.i[k] = load_le<uint8_t>(p);
+          break;
+        case DataType::kInt8:
+          t.i[k] = load_le<int8_t>(p);
+          break;
+        case DataType::kBool:
+          t.i[k] = load_le<uint8_t>(p) != 0;
+          break;
+        case DataType::kUInt16:
+          t.i[k] = load_le<uint16_t>(p);
+          break;
+        case DataType::kInt16:
+          t.i[k] = load_le<int16_t>(p);
+          break;
+        case DataType::kInt32:
+          t.i[k] = load_le<int32_t>(p);
+          break;
+        case DataType::kUInt32:
+          t.i[k] = load_le<uint32_t>(p);
+          break;
+        case DataType::kInt64:
+          t.i[k] = load_le<int64_t>(p);
+          break;
+        case DataType::kUInt64:
+          t.i[k] = static_cast<int64_t>(load_le<uint64_t>(p));
+          break;
+        default:
+          break;
       }
     }
     return t;
@@ -227,11 +284,15 @@ void load_external_data(onnx::TensorProto& tp, const std::string& base_dir, cons
   int64_t offset = 0, length = -1;
   for (const auto& kv : tp.external_data()) {
     try {
-      if (kv.key() == "location") location = kv.value();
-      else if (kv.key() == "offset") offset = std::stoll(kv.value());
-      else if (kv.key() == "length") length = std::stoll(kv.value());
+      if (kv.key() == "location")
+        location = kv.value();
+      else if (kv.key() == "offset")
+        offset = std::stoll(kv.value());
+      else if (kv.key() == "length")
+        length = std::stoll(kv.value());
     } catch (const std::exception&) {
-      throw ModelError(model_name + ": initializer '" + tp.name() + "' has a malformed external_data " + kv.key());
+      throw ModelError(model_name + ": initializer '" + tp.name() + "' has a malformed external_data " +
+                       kv.key());
     }
   }
   if (location.empty())
@@ -242,13 +303,14 @@ void load_external_data(onnx::TensorProto& tp, const std::string& base_dir, cons
   const std::string path = base_dir + "/" + location;
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    throw ModelError(model_name + ": cannot open external data file '" + path + "' of initializer '" + tp.name() + "'");
+    throw ModelError(model_name + ": cannot open external data file '" + path + "' of initializer '" +
+                     tp.name() + "'");
   in.seekg(0, std::ios::end);
   const int64_t file_size = static_cast<int64_t>(in.tellg());
   if (length < 0) length = file_size - offset;
   if (offset < 0 || offset + length > file_size)
-    throw ModelError(model_name + ": initializer '" + tp.name() + "' reads bytes " + std::to_string(offset) + ".." +
-                     std::to_string(offset + length) + " of '" + path + "', which has only " +
+    throw ModelError(model_name + ": initializer '" + tp.name() + "' reads bytes " + std::to_string(offset) +
+                     ".." + std::to_string(offset + length) + " of '" + path + "', which has only " +
                      std::to_string(file_size));
   std::string bytes(static_cast<size_t>(length), '\0');
   in.seekg(offset);
@@ -263,15 +325,27 @@ Attribute convert_attribute(const onnx::AttributeProto& a, const std::string& no
   Attribute out;
   const std::string what = node_desc + " attribute '" + a.name() + "'";
   switch (a.type()) {
-    case onnx::AttributeProto::INT: out.value = static_cast<int64_t>(a.i()); break;
-    case onnx::AttributeProto::FLOAT: out.value = a.f(); break;
-    case onnx::AttributeProto::STRING: out.value = a.s(); break;
-    case onnx::AttributeProto::INTS: out.value = std::vector<int64_t>(a.ints().begin(), a.ints().end()); break;
-    case onnx::AttributeProto::FLOATS: out.value = std::vector<float>(a.floats().begin(), a.floats().end()); break;
+    case onnx::AttributeProto::INT:
+      out.value = static_cast<int64_t>(a.i());
+      break;
+    case onnx::AttributeProto::FLOAT:
+      out.value = a.f();
+      break;
+    case onnx::AttributeProto::STRING:
+      out.value = a.s();
+      break;
+    case onnx::AttributeProto::INTS:
+      out.value = std::vector<int64_t>(a.ints().begin(), a.ints().end());
+      break;
+    case onnx::AttributeProto::FLOATS:
+      out.value = std::vector<float>(a.floats().begin(), a.floats().end());
+      break;
     case onnx::AttributeProto::STRINGS:
       out.value = std::vector<std::string>(a.strings().begin(), a.strings().end());
       break;
-    case onnx::AttributeProto::TENSOR: out.value = convert_tensor(a.t(), what); break;
+    case onnx::AttributeProto::TENSOR:
+      out.value = convert_tensor(a.t(), what);
+      break;
     case onnx::AttributeProto::GRAPHS:
       throw ModelError(what + " is a list of subgraphs, which no ONNX operator npusim supports takes");
     default:
@@ -296,8 +370,8 @@ void convert_node(const onnx::NodeProto& n, Node& node, int64_t opset, const std
 // A subgraph (If branch, Loop or Scan body) as typed by ONNX's shape inference. Its initializers
 // become constants; the names it reads without defining them (from enclosing scopes) are added to
 // `free_names` in first-read order.
-std::shared_ptr<const Graph> convert_subgraph(const onnx::GraphProto& sg, int64_t opset, const std::string& what,
-                                              std::vector<std::string>& free_names) {
+std::shared_ptr<const Graph> convert_subgraph(const onnx::GraphProto& sg, int64_t opset,
+                                              const std::string& what, std::vector<std::string>& free_names) {
   auto g = std::make_shared<Graph>();
   g->name = sg.name();
   g->opset = opset;
@@ -313,7 +387,8 @@ std::shared_ptr<const Graph> convert_subgraph(const onnx::GraphProto& sg, int64_
     g->add_constant(init.name(), convert_tensor(init, what + " initializer '" + init.name() + "'"));
     defined.insert(init.name());
   }
-  if (sg.sparse_initializer_size() > 0) throw ModelError(what + " has sparse initializers, which npusim does not support");
+  if (sg.sparse_initializer_size() > 0)
+    throw ModelError(what + " has sparse initializers, which npusim does not support");
   std::unordered_set<std::string> seen_free;
   auto read = [&](const std::string& name) {
     if (name.empty() || defined.count(name) || seen_free.count(name)) return;
@@ -355,10 +430,12 @@ void convert_node(const onnx::NodeProto& n, Node& node, int64_t opset, const std
   std::vector<std::string> captures;
   for (const auto& a : n.attribute()) {
     if (!a.ref_attr_name().empty())
-      throw ModelError(nd + " attribute '" + a.name() + "' refers to a function attribute outside a function");
+      throw ModelError(nd + " attribute '" + a.name() +
+                       "' refers to a function attribute outside a function");
     if (a.type() == onnx::AttributeProto::GRAPH) {
       std::vector<std::string> free_names;
-      node.subgraphs[a.name()] = convert_subgraph(a.g(), opset, nd + " subgraph '" + a.name() + "'", free_names);
+      node.subgraphs[a.name()] =
+          convert_subgraph(a.g(), opset, nd + " subgraph '" + a.name() + "'", free_names);
       for (const auto& f : free_names)
         if (std::find(captures.begin(), captures.end(), f) == captures.end()) captures.push_back(f);
       continue;
@@ -371,7 +448,8 @@ void convert_node(const onnx::NodeProto& n, Node& node, int64_t opset, const std
 }
 
 // --input-value: each named runtime input gets an initializer of its type and bound shape.
-void fix_input_values(onnx::GraphProto& g, std::unordered_set<std::string>& initializers, const ImportOptions& options) {
+void fix_input_values(onnx::GraphProto& g, std::unordered_set<std::string>& initializers,
+                      const ImportOptions& options) {
   for (const auto& [name, values] : options.input_values) {
     const onnx::ValueInfoProto* input = nullptr;
     for (const auto& in : g.input())
@@ -384,11 +462,12 @@ void fix_input_values(onnx::GraphProto& g, std::unordered_set<std::string>& init
     for (const auto& d : tt.shape().dim()) shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
     const int64_t n = num_elements(shape);
     if (!tt.has_shape() || std::any_of(shape.begin(), shape.end(), [](int64_t d) { return d < 0; }))
-      throw ModelError("--input-value " + name + ": the input's shape is not fixed; give it with --input-shape " + name +
-                       "=...");
+      throw ModelError("--input-value " + name +
+                       ": the input's shape is not fixed; give it with --input-shape " + name + "=...");
     if (static_cast<int64_t>(values.size()) != n && values.size() != 1)
-      throw ModelError("--input-value " + name + " gives " + std::to_string(values.size()) + " values but input '" +
-                       name + "' has shape " + shape_to_string(shape) + " (" + std::to_string(n) + " elements)");
+      throw ModelError("--input-value " + name + " gives " + std::to_string(values.size()) +
+                       " values but input '" + name + "' has shape " + shape_to_string(shape) + " (" +
+                       std::to_string(n) + " elements)");
     onnx::TensorProto* t = g.add_initializer();
     t->set_name(name);
     t->set_data_type(tt.elem_type());
@@ -397,12 +476,25 @@ void fix_input_values(onnx::GraphProto& g, std::unordered_set<std::string>& init
     for (int64_t k = 0; k < n; ++k) {
       const double v = values[values.size() == 1 ? 0 : static_cast<size_t>(k)];
       switch (dt) {
-        case DataType::kFloat32: t->add_float_data(static_cast<float>(v)); break;
-        case DataType::kFloat64: t->add_double_data(v); break;
-        case DataType::kInt64: t->add_int64_data(static_cast<int64_t>(v)); break;
-        case DataType::kUInt32: case DataType::kUInt64: t->add_uint64_data(static_cast<uint64_t>(v)); break;
-        case DataType::kInt32: case DataType::kInt16: case DataType::kInt8: case DataType::kUInt16:
-        case DataType::kUInt8: case DataType::kBool:
+        case DataType::kFloat32:
+          t->add_float_data(static_cast<float>(v));
+          break;
+        case DataType::kFloat64:
+          t->add_double_data(v);
+          break;
+        case DataType::kInt64:
+          t->add_int64_data(static_cast<int64_t>(v));
+          break;
+        case DataType::kUInt32:
+        case DataType::kUInt64:
+          t->add_uint64_data(static_cast<uint64_t>(v));
+          break;
+        case DataType::kInt32:
+        case DataType::kInt16:
+        case DataType::kInt8:
+        case DataType::kUInt16:
+        case DataType::kUInt8:
+        case DataType::kBool:
           t->add_int32_data(static_cast<int32_t>(v));
           break;
         default:
@@ -410,8 +502,9 @@ void fix_input_values(onnx::GraphProto& g, std::unordered_set<std::string>& init
                            std::string(to_string(dt)) + ", which --input-value cannot fix");
       }
       if (!is_float(dt) && v != std::floor(v))
-        throw ModelError("--input-value " + name + ": " + std::to_string(v) + " is not an integer, but input '" +
-                         name + "' has type " + std::string(to_string(dt)));
+        throw ModelError("--input-value " + name + ": " + std::to_string(v) +
+                         " is not an integer, but input '" + name + "' has type " +
+                         std::string(to_string(dt)));
     }
     initializers.insert(name);
   }
@@ -441,7 +534,9 @@ void bind_inputs(onnx::GraphProto& g, const std::unordered_set<std::string>& ini
   if (!options.dim_params.empty()) {
     std::set<std::string> params;
     for (const auto& in : g.input()) {
-      if (initializers.count(in.name()) || !in.type().has_tensor_type() || !in.type().tensor_type().has_shape()) continue;
+      if (initializers.count(in.name()) || !in.type().has_tensor_type() ||
+          !in.type().tensor_type().has_shape())
+        continue;
       for (const auto& d : in.type().tensor_type().shape().dim())
         if (!d.has_dim_value() && d.has_dim_param() && !d.dim_param().empty()) params.insert(d.dim_param());
     }
@@ -461,8 +556,8 @@ void bind_inputs(onnx::GraphProto& g, const std::unordered_set<std::string>& ini
         auto it = options.dim_params.find(d.dim_param());
         if (it == options.dim_params.end()) continue;
         if (options.input_shapes.count(in.name()))
-          throw ModelError("--input-shape " + in.name() + "=... and --dynamic " + it->first + " both bind input '" +
-                           in.name() + "'; give one of them");
+          throw ModelError("--input-shape " + in.name() + "=... and --dynamic " + it->first +
+                           " both bind input '" + in.name() + "'; give one of them");
         d.set_dim_value(it->second);
       }
     }
@@ -484,7 +579,8 @@ void bind_inputs(onnx::GraphProto& g, const std::unordered_set<std::string>& ini
   for (auto& in : *g.mutable_input()) {
     if (initializers.count(in.name())) continue;
     if (!in.type().has_tensor_type())
-      throw ModelError(model_name + ": input '" + in.name() + "' is not a tensor; npusim supports tensor inputs only");
+      throw ModelError(model_name + ": input '" + in.name() +
+                       "' is not a tensor; npusim supports tensor inputs only");
     auto* tt = in.mutable_type()->mutable_tensor_type();
     auto bound = options.input_shapes.find(in.name());
     if (bound != options.input_shapes.end()) {
@@ -498,8 +594,8 @@ void bind_inputs(onnx::GraphProto& g, const std::unordered_set<std::string>& ini
           const auto& d = tt->shape().dim(k);
           if (d.has_dim_value() && d.dim_value() != s[k])
             throw ModelError("--input-shape " + in.name() + "=" + shape_to_string(s) + " sets dimension " +
-                             std::to_string(k) + " to " + std::to_string(s[k]) + " but the model fixes it to " +
-                             std::to_string(d.dim_value()));
+                             std::to_string(k) + " to " + std::to_string(s[k]) +
+                             " but the model fixes it to " + std::to_string(d.dim_value()));
         }
       auto* shp = tt->mutable_shape();
       shp->clear_dim();
@@ -513,15 +609,16 @@ void bind_inputs(onnx::GraphProto& g, const std::unordered_set<std::string>& ini
     }
     if (bound != options.input_shapes.end()) continue;
     if (!tt->has_shape())
-      throw ModelError(model_name + ": input '" + in.name() +
-                       "' has no shape; give one with --input-shape " + in.name() + "=...");
+      throw ModelError(model_name + ": input '" + in.name() + "' has no shape; give one with --input-shape " +
+                       in.name() + "=...");
     for (int k = 0; k < tt->shape().dim_size(); ++k) {
       const auto& d = tt->shape().dim(k);
       if (!d.has_dim_value() || d.dim_value() < 0)
-        throw ModelError(model_name + ": input '" + in.name() + "' dimension " + std::to_string(k) + " (" +
-                         dim_text(d) + ") is dynamic and unbound; bind it with --input-shape " + in.name() + "=..." +
-                         (d.has_dim_param() && !d.dim_param().empty() ? " or --dynamic " + d.dim_param() + "=V1,V2,..."
-                                                                       : ""));
+        throw ModelError(
+            model_name + ": input '" + in.name() + "' dimension " + std::to_string(k) + " (" + dim_text(d) +
+            ") is dynamic and unbound; bind it with --input-shape " + in.name() + "=..." +
+            (d.has_dim_param() && !d.dim_param().empty() ? " or --dynamic " + d.dim_param() + "=V1,V2,..."
+                                                         : ""));
     }
   }
 }
@@ -530,7 +627,8 @@ void bind_inputs(onnx::GraphProto& g, const std::unordered_set<std::string>& ini
 
 Tensor tensor_from_bytes(const std::string& bytes, const std::string& display_name) {
   onnx::TensorProto tp;
-  if (!tp.ParseFromString(bytes)) throw ModelError("'" + display_name + "' is not a readable ONNX TensorProto");
+  if (!tp.ParseFromString(bytes))
+    throw ModelError("'" + display_name + "' is not a readable ONNX TensorProto");
   return convert_tensor(tp, "tensor '" + display_name + "'");
 }
 
@@ -538,7 +636,8 @@ Tensor read_tensor_file(const std::string& path) { return tensor_from_bytes(read
 
 std::string read_tensor_name(const std::string& path) {
   onnx::TensorProto tp;
-  if (!tp.ParseFromString(read_file(path))) throw ModelError("'" + path + "' is not a readable ONNX TensorProto");
+  if (!tp.ParseFromString(read_file(path)))
+    throw ModelError("'" + path + "' is not a readable ONNX TensorProto");
   return tp.name();
 }
 
@@ -549,7 +648,8 @@ ModelError too_large(const std::string& mname) {
 }
 
 ModelError unreadable(const std::string& mname) {
-  return ModelError(mname + " is not a readable ONNX model (protobuf parsing failed: the file is truncated, "
+  return ModelError(mname +
+                    " is not a readable ONNX model (protobuf parsing failed: the file is truncated, "
                     "corrupt or not an ONNX file)");
 }
 
@@ -659,11 +759,14 @@ Graph import_model_proto(onnx::ModelProto& model, const ImportOptions& options, 
   for (const auto& in : gp->input()) available.insert(in.name());
   for (int k = 0; k < gp->node_size(); ++k) {
     const auto& n = gp->node(k);
-    const std::string nd = "node '" + (n.name().empty() ? "#" + std::to_string(k) : n.name()) + "' (" + n.op_type() + ")";
+    const std::string nd =
+        "node '" + (n.name().empty() ? "#" + std::to_string(k) : n.name()) + "' (" + n.op_type() + ")";
     auto dom = opsets.find(n.domain() == "ai.onnx" ? "" : n.domain());
     if (dom == opsets.end())
-      throw ModelError(mname + ": " + nd + " uses operator domain '" + n.domain() + "', which the model does not import");
-    const auto* schema = onnx::OpSchemaRegistry::Schema(n.op_type(), dom->second, n.domain() == "ai.onnx" ? "" : n.domain());
+      throw ModelError(mname + ": " + nd + " uses operator domain '" + n.domain() +
+                       "', which the model does not import");
+    const auto* schema =
+        onnx::OpSchemaRegistry::Schema(n.op_type(), dom->second, n.domain() == "ai.onnx" ? "" : n.domain());
     if (schema == nullptr)
       throw ModelError(mname + ": " + nd + " has unknown op type '" + n.op_type() + "'" +
                        (n.domain().empty() ? "" : " in domain '" + n.domain() + "'") + " at opset " +
@@ -675,20 +778,24 @@ Graph import_model_proto(onnx::ModelProto& model, const ImportOptions& options, 
       if (an == "strides" || an == "dilations" || an == "kernel_shape") {
         for (int64_t v : a.ints())
           if (v <= 0)
-            throw ModelError(mname + ": " + nd + " attribute '" + an + "' has non-positive value " + std::to_string(v));
+            throw ModelError(mname + ": " + nd + " attribute '" + an + "' has non-positive value " +
+                             std::to_string(v));
       } else if ((an == "group" || an == "blocksize") && a.i() <= 0) {
-        throw ModelError(mname + ": " + nd + " attribute '" + an + "' must be positive, got " + std::to_string(a.i()));
+        throw ModelError(mname + ": " + nd + " attribute '" + an + "' must be positive, got " +
+                         std::to_string(a.i()));
       }
     }
     for (const auto& in : n.input())
       if (!in.empty() && !available.count(in))
-        throw ModelError(mname + ": " + nd + " reads '" + in +
-                         "', which is no graph input, initializer or earlier node output (missing initializer?)");
+        throw ModelError(
+            mname + ": " + nd + " reads '" + in +
+            "', which is no graph input, initializer or earlier node output (missing initializer?)");
     for (const auto& o : n.output())
       if (!o.empty()) available.insert(o);
   }
   for (const auto& o : gp->output())
-    if (!available.count(o.name())) throw ModelError(mname + ": graph output '" + o.name() + "' is never produced");
+    if (!available.count(o.name()))
+      throw ModelError(mname + ": graph output '" + o.name() + "' is never produced");
 
   // A model newer than the libonnx we link (IR version > 8, opset > 17: Silero VAD's opset-18 file) uses
   // operator forms its checker rejects (Split's num_outputs, reductions' axes input); our structure
@@ -698,12 +805,12 @@ Graph import_model_proto(onnx::ModelProto& model, const ImportOptions& options, 
   const bool newer = opset > versions.at("").second || model.ir_version() > onnx::IR_VERSION;
   if (model.ir_version() > onnx::IR_VERSION) model.set_ir_version(onnx::IR_VERSION);
   if (!newer) try {
-    onnx::checker::check_model(model);
-  } catch (const std::exception& e) {
-    std::string msg = e.what();
-    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
-    throw ModelError(mname + " fails ONNX's model checker: " + msg);
-  }
+      onnx::checker::check_model(model);
+    } catch (const std::exception& e) {
+      std::string msg = e.what();
+      while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+      throw ModelError(mname + " fails ONNX's model checker: " + msg);
+    }
 
   bind_inputs(*gp, initializers, options, mname);
   fix_input_values(*gp, initializers, options);

@@ -31,7 +31,8 @@ class ModelBuilder {
   // A float32 weight: an initializer of `values()`, or, without weight values, a graph input of that
   // shape (so ONNX's checker and shape inference see it) that import_built() turns into a shape-only
   // constant; `values` is not called then.
-  void add_weight(const std::string& name, const Shape& shape, const std::function<std::vector<float>()>& values);
+  void add_weight(const std::string& name, const Shape& shape,
+                  const std::function<std::vector<float>()>& values);
   bool weight_values() const { return weight_values_; }
   const std::vector<std::string>& shape_only_weights() const { return shape_only_; }
   void add_int64_initializer(const std::string& name, const Shape& shape, const std::vector<int64_t>& values);

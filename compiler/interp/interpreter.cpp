@@ -17,7 +17,8 @@ const Tensor& KernelContext::input(size_t k) const {
 
 const Tensor& KernelContext::finput(size_t k) const {
   const Tensor& t = input(k);
-  if (!t.floating()) fail("input " + std::to_string(k) + " must be floating, got " + std::string(to_string(t.dtype)));
+  if (!t.floating())
+    fail("input " + std::to_string(k) + " must be floating, got " + std::string(to_string(t.dtype)));
   return t;
 }
 
@@ -84,8 +85,8 @@ float round_to_half(float v) {
   const float a = std::fabs(v);
   if (a >= 65520.0f) return std::copysign(std::numeric_limits<float>::infinity(), v);
   int e = 0;
-  std::frexp(a, &e);                       // a = m * 2^e, m in [0.5, 1)
-  const int exp = std::max(e - 11, -24);   // 11 significant bits; subnormals below 2^-14
+  std::frexp(a, &e);                      // a = m * 2^e, m in [0.5, 1)
+  const int exp = std::max(e - 11, -24);  // 11 significant bits; subnormals below 2^-14
   return std::copysign(std::ldexp(std::nearbyint(std::ldexp(a, -exp)), exp), v);
 }
 float round_to_bfloat16(float v) {
@@ -122,7 +123,8 @@ std::map<std::string, Tensor> run(const Graph& g, std::map<std::string, Tensor> 
   for (const auto& [name, v] : g.values) {
     if (!v.is_constant() || view.count(name)) continue;
     if (!v.constant->has_values())
-      throw InterpretError("constant '" + name + "' carries its shape only (a timing-only compile): there is "
+      throw InterpretError("constant '" + name +
+                           "' carries its shape only (a timing-only compile): there is "
                            "nothing to compute with");
     view[name] = v.constant.get();
   }
@@ -148,7 +150,8 @@ std::map<std::string, Tensor> run(const Graph& g, std::map<std::string, Tensor> 
       const std::string& name = node.inputs[i];
       if (name.empty()) continue;
       auto vit = view.find(name);
-      if (vit == view.end()) ctx.fail("input '" + name + "' has no value (not computed, not an input or constant)");
+      if (vit == view.end())
+        ctx.fail("input '" + name + "' has no value (not computed, not an input or constant)");
       if (!interpretable(vit->second->dtype))
         ctx.fail("input '" + name + "' has type " + std::string(to_string(vit->second->dtype)) +
                  ", which the interpreter does not compute with");

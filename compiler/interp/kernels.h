@@ -19,7 +19,7 @@ struct KernelContext {
   std::vector<const Tensor*> in;  // nullptr for an omitted optional input
   std::vector<Tensor> out;        // sized to node.outputs; kernels fill the ones that are requested
 
-  const Tensor& input(size_t k) const;  // throws naming the node when absent
+  const Tensor& input(size_t k) const;   // throws naming the node when absent
   const Tensor& finput(size_t k) const;  // same, and requires a floating tensor
   // Element 0 of input k as a double / int (fails on an absent or empty input).
   double scalar(size_t k) const;
@@ -38,7 +38,7 @@ void register_tensor(KernelTable& t);
 void register_reduce(KernelTable& t);
 void register_control_flow(KernelTable& t);  // If, Loop, Scan
 void register_recurrent(KernelTable& t);     // LSTM, GRU, RNN
-void register_index(KernelTable& t);  // scatters, GatherND, TopK, Unique, losses, Det, windows, ...
+void register_index(KernelTable& t);         // scatters, GatherND, TopK, Unique, losses, Det, windows, ...
 
 // Values a subgraph reads from its enclosing graphs, by the names the subgraph uses.
 using Scope = std::unordered_map<std::string, const Tensor*>;
@@ -49,12 +49,30 @@ const KernelTable& kernel_table();
 // The value range of an integer type (int64's for the others), for saturating conversions.
 inline void integer_range(DataType t, int64_t& lo, int64_t& hi) {
   switch (t) {
-    case DataType::kInt8: lo = -128; hi = 127; break;
-    case DataType::kUInt8: lo = 0; hi = 255; break;
-    case DataType::kInt16: lo = -32768; hi = 32767; break;
-    case DataType::kUInt16: lo = 0; hi = 65535; break;
-    case DataType::kInt32: lo = std::numeric_limits<int32_t>::min(); hi = std::numeric_limits<int32_t>::max(); break;
-    default: lo = std::numeric_limits<int64_t>::min(); hi = std::numeric_limits<int64_t>::max(); break;
+    case DataType::kInt8:
+      lo = -128;
+      hi = 127;
+      break;
+    case DataType::kUInt8:
+      lo = 0;
+      hi = 255;
+      break;
+    case DataType::kInt16:
+      lo = -32768;
+      hi = 32767;
+      break;
+    case DataType::kUInt16:
+      lo = 0;
+      hi = 65535;
+      break;
+    case DataType::kInt32:
+      lo = std::numeric_limits<int32_t>::min();
+      hi = std::numeric_limits<int32_t>::max();
+      break;
+    default:
+      lo = std::numeric_limits<int64_t>::min();
+      hi = std::numeric_limits<int64_t>::max();
+      break;
   }
 }
 

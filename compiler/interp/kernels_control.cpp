@@ -73,7 +73,8 @@ Tensor stack(const std::vector<Tensor>& parts, int64_t axis, DataType dtype, con
 
 void if_kernel(KernelContext& ctx) {
   const bool c = truth(ctx, ctx.input(0), "the condition");
-  std::vector<Tensor> outs = run_subgraph(subgraph(ctx, c ? "then_branch" : "else_branch"), {}, captures(ctx));
+  std::vector<Tensor> outs =
+      run_subgraph(subgraph(ctx, c ? "then_branch" : "else_branch"), {}, captures(ctx));
   if (outs.size() != ctx.out.size())
     ctx.fail("the branch taken has " + std::to_string(outs.size()) + " outputs, the node " +
              std::to_string(ctx.out.size()));
@@ -110,7 +111,8 @@ void loop_kernel(KernelContext& ctx) {
   }
   for (size_t k = 0; k < carried; ++k) ctx.out[k] = std::move(state[k]);
   for (size_t k = 0; k < scans; ++k) {
-    const Value* v = body.has_value(body.outputs[1 + carried + k]) ? &body.value(body.outputs[1 + carried + k]) : nullptr;
+    const Value* v =
+        body.has_value(body.outputs[1 + carried + k]) ? &body.value(body.outputs[1 + carried + k]) : nullptr;
     const Shape empty = v && v->fully_known() ? v->shape : Shape{};
     ctx.out[carried + k] = stack(scanned[k], 0, v ? v->dtype : DataType::kFloat32, empty);
   }
@@ -120,10 +122,12 @@ void loop_kernel(KernelContext& ctx) {
 // scan outputs to `out`.
 void scan9(const KernelContext& ctx, const std::vector<Tensor>& states_in, const std::vector<Tensor>& inputs,
            const std::vector<int64_t>& in_axes, const std::vector<int64_t>& in_dirs,
-           const std::vector<int64_t>& out_axes, const std::vector<int64_t>& out_dirs, std::vector<Tensor>& out) {
+           const std::vector<int64_t>& out_axes, const std::vector<int64_t>& out_dirs,
+           std::vector<Tensor>& out) {
   const Graph& body = subgraph(ctx, "body");
   const size_t n = states_in.size(), m = inputs.size();
-  if (body.inputs.size() != n + m || body.outputs.size() < n) ctx.fail("the body's inputs do not match the node's");
+  if (body.inputs.size() != n + m || body.outputs.size() < n)
+    ctx.fail("the body's inputs do not match the node's");
   const size_t k_out = body.outputs.size() - n;
   int64_t len = -1;
   for (size_t j = 0; j < m; ++j) {
@@ -153,7 +157,8 @@ void scan9(const KernelContext& ctx, const std::vector<Tensor>& states_in, const
     if (!out_dirs.empty() && out_dirs[k] == 1) std::reverse(scanned[k].begin(), scanned[k].end());
     const Value& v = body.value(body.outputs[n + k]);
     const int64_t rank = (v.shape_known ? static_cast<int64_t>(v.shape.size()) : 0) + 1;
-    const int64_t axis = norm_axis(ctx, out_axes.empty() ? 0 : out_axes[k], scanned[k].empty() ? rank : scanned[k][0].rank() + 1);
+    const int64_t axis = norm_axis(ctx, out_axes.empty() ? 0 : out_axes[k],
+                                   scanned[k].empty() ? rank : scanned[k][0].rank() + 1);
     out.push_back(stack(scanned[k], axis, v.dtype, v.fully_known() ? v.shape : Shape{}));
   }
 }
@@ -166,8 +171,9 @@ void scan_kernel(KernelContext& ctx) {
     std::vector<Tensor> states, inputs;
     for (size_t k = 0; k < formal; ++k) (k < formal - m ? states : inputs).push_back(ctx.input(k));
     std::vector<Tensor> out;
-    scan9(ctx, states, inputs, ctx.node.attr_ints("scan_input_axes"), ctx.node.attr_ints("scan_input_directions"),
-          ctx.node.attr_ints("scan_output_axes"), ctx.node.attr_ints("scan_output_directions"), out);
+    scan9(ctx, states, inputs, ctx.node.attr_ints("scan_input_axes"),
+          ctx.node.attr_ints("scan_input_directions"), ctx.node.attr_ints("scan_output_axes"),
+          ctx.node.attr_ints("scan_output_directions"), out);
     for (size_t k = 0; k < out.size() && k < ctx.out.size(); ++k) ctx.out[k] = std::move(out[k]);
     return;
   }

@@ -13,7 +13,8 @@ namespace {
 template <class FF, class FI>
 Tensor binary(KernelContext& ctx, const Tensor& a, const Tensor& b, FF ff, FI fi) {
   if (a.dtype != b.dtype)
-    ctx.fail("operand types differ (" + std::string(to_string(a.dtype)) + " vs " + std::string(to_string(b.dtype)) + ")");
+    ctx.fail("operand types differ (" + std::string(to_string(a.dtype)) + " vs " +
+             std::string(to_string(b.dtype)) + ")");
   Shape os = broadcast_shapes(ctx, a.shape, b.shape);
   Tensor out(a.dtype, os);
   std::array<const Shape*, 2> sh{&a.shape, &b.shape};
@@ -24,7 +25,8 @@ Tensor binary(KernelContext& ctx, const Tensor& a, const Tensor& b, FF ff, FI fi
     if (a.shape == b.shape) {
       for (int64_t k = 0, n = out.size(); k < n; ++k) po[k] = ff(pa[k], pb[k]);
     } else {
-      broadcast_loop<2>(os, sh, [&](int64_t o, const std::array<int64_t, 2>& p) { po[o] = ff(pa[p[0]], pb[p[1]]); });
+      broadcast_loop<2>(os, sh,
+                        [&](int64_t o, const std::array<int64_t, 2>& p) { po[o] = ff(pa[p[0]], pb[p[1]]); });
     }
   } else {
     const DataType dt = a.dtype;
@@ -36,35 +38,40 @@ Tensor binary(KernelContext& ctx, const Tensor& a, const Tensor& b, FF ff, FI fi
 }
 
 void k_add(KernelContext& c) {
-  c.out[0] = binary(c, c.input(0), c.input(1), [](float x, float y) { return x + y; },
-                    [](int64_t x, int64_t y) { return x + y; });
+  c.out[0] = binary(
+      c, c.input(0), c.input(1), [](float x, float y) { return x + y; },
+      [](int64_t x, int64_t y) { return x + y; });
 }
 void k_sub(KernelContext& c) {
-  c.out[0] = binary(c, c.input(0), c.input(1), [](float x, float y) { return x - y; },
-                    [](int64_t x, int64_t y) { return x - y; });
+  c.out[0] = binary(
+      c, c.input(0), c.input(1), [](float x, float y) { return x - y; },
+      [](int64_t x, int64_t y) { return x - y; });
 }
 void k_mul(KernelContext& c) {
-  c.out[0] = binary(c, c.input(0), c.input(1), [](float x, float y) { return x * y; },
-                    [](int64_t x, int64_t y) { return x * y; });
+  c.out[0] = binary(
+      c, c.input(0), c.input(1), [](float x, float y) { return x * y; },
+      [](int64_t x, int64_t y) { return x * y; });
 }
 void k_div(KernelContext& c) {
-  c.out[0] = binary(c, c.input(0), c.input(1), [](float x, float y) { return x / y; },
-                    [&](int64_t x, int64_t y) -> int64_t {
-                      if (y == 0) c.fail("integer division by zero");
-                      return x / y;
-                    });
+  c.out[0] = binary(
+      c, c.input(0), c.input(1), [](float x, float y) { return x / y; },
+      [&](int64_t x, int64_t y) -> int64_t {
+        if (y == 0) c.fail("integer division by zero");
+        return x / y;
+      });
 }
 void k_mod(KernelContext& c) {
   const bool fm = c.node.attr_int("fmod", 0) != 0;
   const Tensor& a = c.input(0);
   if (a.floating() && !fm) c.fail("fmod=0 is not defined for floating inputs");
-  c.out[0] = binary(c, a, c.input(1), [](float x, float y) { return std::fmod(x, y); },
-                    [&](int64_t x, int64_t y) -> int64_t {
-                      if (y == 0) c.fail("integer modulo by zero");
-                      int64_t r = x % y;
-                      if (!fm && r != 0 && ((r < 0) != (y < 0))) r += y;  // sign of the divisor
-                      return r;
-                    });
+  c.out[0] = binary(
+      c, a, c.input(1), [](float x, float y) { return std::fmod(x, y); },
+      [&](int64_t x, int64_t y) -> int64_t {
+        if (y == 0) c.fail("integer modulo by zero");
+        int64_t r = x % y;
+        if (!fm && r != 0 && ((r < 0) != (y < 0))) r += y;  // sign of the divisor
+        return r;
+      });
 }
 void k_pow(KernelContext& c) {
   const Tensor& a = c.input(0);
@@ -83,17 +90,19 @@ void k_pow(KernelContext& c) {
 }
 void k_bitshift(KernelContext& c) {
   const bool left = c.node.attr_string("direction", "") == "LEFT";
-  c.out[0] = binary(c, c.input(0), c.input(1), [](float x, float) { return x; },
-                    [&](int64_t x, int64_t y) -> int64_t {
-                      uint64_t u = static_cast<uint64_t>(x);
-                      if (y >= 64) return 0;
-                      return static_cast<int64_t>(left ? u << y : u >> y);
-                    });
+  c.out[0] = binary(
+      c, c.input(0), c.input(1), [](float x, float) { return x; },
+      [&](int64_t x, int64_t y) -> int64_t {
+        uint64_t u = static_cast<uint64_t>(x);
+        if (y >= 64) return 0;
+        return static_cast<int64_t>(left ? u << y : u >> y);
+      });
 }
 
 void k_prelu(KernelContext& c) {
-  c.out[0] = binary(c, c.input(0), c.input(1), [](float x, float s) { return x < 0 ? x * s : x; },
-                    [](int64_t x, int64_t s) { return x < 0 ? x * s : x; });
+  c.out[0] = binary(
+      c, c.input(0), c.input(1), [](float x, float s) { return x < 0 ? x * s : x; },
+      [](int64_t x, int64_t s) { return x < 0 ? x * s : x; });
 }
 
 // ---- comparisons and logic -------------------------------------------------------------------------
@@ -106,19 +115,37 @@ void compare(KernelContext& c, F f) {
   Tensor out(DataType::kBool, os);
   std::array<const Shape*, 2> sh{&a.shape, &b.shape};
   if (a.floating())
-    broadcast_loop<2>(os, sh, [&](int64_t o, const std::array<int64_t, 2>& p) { out.i[o] = f(a.f[p[0]], b.f[p[1]]); });
+    broadcast_loop<2>(
+        os, sh, [&](int64_t o, const std::array<int64_t, 2>& p) { out.i[o] = f(a.f[p[0]], b.f[p[1]]); });
   else
-    broadcast_loop<2>(os, sh, [&](int64_t o, const std::array<int64_t, 2>& p) { out.i[o] = f(a.i[p[0]], b.i[p[1]]); });
+    broadcast_loop<2>(
+        os, sh, [&](int64_t o, const std::array<int64_t, 2>& p) { out.i[o] = f(a.i[p[0]], b.i[p[1]]); });
   c.out[0] = std::move(out);
 }
-void k_equal(KernelContext& c) { compare(c, [](auto x, auto y) { return x == y; }); }
-void k_less(KernelContext& c) { compare(c, [](auto x, auto y) { return x < y; }); }
-void k_less_eq(KernelContext& c) { compare(c, [](auto x, auto y) { return x <= y; }); }
-void k_greater(KernelContext& c) { compare(c, [](auto x, auto y) { return x > y; }); }
-void k_greater_eq(KernelContext& c) { compare(c, [](auto x, auto y) { return x >= y; }); }
-void k_and(KernelContext& c) { compare(c, [](auto x, auto y) { return (x != 0) && (y != 0); }); }
-void k_or(KernelContext& c) { compare(c, [](auto x, auto y) { return (x != 0) || (y != 0); }); }
-void k_xor(KernelContext& c) { compare(c, [](auto x, auto y) { return (x != 0) != (y != 0); }); }
+void k_equal(KernelContext& c) {
+  compare(c, [](auto x, auto y) { return x == y; });
+}
+void k_less(KernelContext& c) {
+  compare(c, [](auto x, auto y) { return x < y; });
+}
+void k_less_eq(KernelContext& c) {
+  compare(c, [](auto x, auto y) { return x <= y; });
+}
+void k_greater(KernelContext& c) {
+  compare(c, [](auto x, auto y) { return x > y; });
+}
+void k_greater_eq(KernelContext& c) {
+  compare(c, [](auto x, auto y) { return x >= y; });
+}
+void k_and(KernelContext& c) {
+  compare(c, [](auto x, auto y) { return (x != 0) && (y != 0); });
+}
+void k_or(KernelContext& c) {
+  compare(c, [](auto x, auto y) { return (x != 0) || (y != 0); });
+}
+void k_xor(KernelContext& c) {
+  compare(c, [](auto x, auto y) { return (x != 0) != (y != 0); });
+}
 void k_not(KernelContext& c) {
   const Tensor& a = c.input(0);
   Tensor out(DataType::kBool, a.shape);
@@ -148,8 +175,10 @@ void unary_any(KernelContext& c, F f, G g) {
   c.out[0] = std::move(out);
 }
 
-#define UNARY(NAME, EXPR) \
-  void NAME(KernelContext& c) { unary_float(c, [](float x) -> float { return EXPR; }); }
+#define UNARY(NAME, EXPR)                                  \
+  void NAME(KernelContext& c) {                            \
+    unary_float(c, [](float x) -> float { return EXPR; }); \
+  }
 UNARY(k_sqrt, std::sqrt(x))
 UNARY(k_reciprocal, 1.0f / x)
 UNARY(k_exp, std::exp(x))
@@ -177,17 +206,21 @@ UNARY(k_hardswish, isa::numerics::hard_swish(x))
 #undef UNARY
 
 void k_neg(KernelContext& c) {
-  unary_any(c, [](float x) { return -x; }, [](int64_t x) { return -x; });
+  unary_any(
+      c, [](float x) { return -x; }, [](int64_t x) { return -x; });
 }
 void k_abs(KernelContext& c) {
-  unary_any(c, [](float x) { return std::fabs(x); }, [](int64_t x) { return x < 0 ? -x : x; });
+  unary_any(
+      c, [](float x) { return std::fabs(x); }, [](int64_t x) { return x < 0 ? -x : x; });
 }
 void k_sign(KernelContext& c) {
-  unary_any(c, [](float x) { return x > 0 ? 1.0f : (x < 0 ? -1.0f : 0.0f); },
-            [](int64_t x) -> int64_t { return x > 0 ? 1 : (x < 0 ? -1 : 0); });
+  unary_any(
+      c, [](float x) { return x > 0 ? 1.0f : (x < 0 ? -1.0f : 0.0f); },
+      [](int64_t x) -> int64_t { return x > 0 ? 1 : (x < 0 ? -1 : 0); });
 }
 void k_relu(KernelContext& c) {
-  unary_any(c, [](float x) { return x > 0 ? x : 0.0f; }, [](int64_t x) { return x > 0 ? x : 0; });
+  unary_any(
+      c, [](float x) { return x > 0 ? x : 0.0f; }, [](int64_t x) { return x > 0 ? x : 0; });
 }
 void k_leaky_relu(KernelContext& c) {
   const float alpha = c.node.attr_float("alpha", 0.01f);
@@ -199,7 +232,8 @@ void k_elu(KernelContext& c) {
 }
 void k_celu(KernelContext& c) {
   const float alpha = c.node.attr_float("alpha", 1.0f);
-  unary_float(c, [=](float x) { return std::max(0.0f, x) + std::min(0.0f, alpha * (std::exp(x / alpha) - 1.0f)); });
+  unary_float(
+      c, [=](float x) { return std::max(0.0f, x) + std::min(0.0f, alpha * (std::exp(x / alpha) - 1.0f)); });
 }
 void k_selu(KernelContext& c) {
   const float alpha = c.node.attr_float("alpha", 1.67326319217681884765625f);
@@ -216,11 +250,12 @@ void k_hard_sigmoid(KernelContext& c) {
 }
 void k_shrink(KernelContext& c) {
   const float bias = c.node.attr_float("bias", 0.0f), lambd = c.node.attr_float("lambd", 0.5f);
-  unary_any(c, [=](float x) { return x < -lambd ? x + bias : (x > lambd ? x - bias : 0.0f); },
-            [=](int64_t x) -> int64_t {
-              double v = static_cast<double>(x);
-              return static_cast<int64_t>(v < -lambd ? v + bias : (v > lambd ? v - bias : 0.0));
-            });
+  unary_any(
+      c, [=](float x) { return x < -lambd ? x + bias : (x > lambd ? x - bias : 0.0f); },
+      [=](int64_t x) -> int64_t {
+        double v = static_cast<double>(x);
+        return static_cast<int64_t>(v < -lambd ? v + bias : (v > lambd ? v - bias : 0.0));
+      });
 }
 
 void k_clip(KernelContext& c) {
@@ -255,7 +290,8 @@ void k_isnan(KernelContext& c) {
 }
 void k_isinf(KernelContext& c) {
   const Tensor& a = c.input(0);
-  const bool pos = c.node.attr_int("detect_positive", 1) != 0, neg = c.node.attr_int("detect_negative", 1) != 0;
+  const bool pos = c.node.attr_int("detect_positive", 1) != 0,
+             neg = c.node.attr_int("detect_negative", 1) != 0;
   Tensor out(DataType::kBool, a.shape);
   for (int64_t k = 0; k < a.size(); ++k)
     out.i[k] = std::isinf(a.f[k]) && ((a.f[k] > 0 && pos) || (a.f[k] < 0 && neg));
@@ -277,18 +313,22 @@ void variadic(KernelContext& c, FF ff, FI fi, bool mean) {
   c.out[0] = std::move(acc);
 }
 void k_sum(KernelContext& c) {
-  variadic(c, [](float x, float y) { return x + y; }, [](int64_t x, int64_t y) { return x + y; }, false);
+  variadic(
+      c, [](float x, float y) { return x + y; }, [](int64_t x, int64_t y) { return x + y; }, false);
 }
 void k_mean(KernelContext& c) {
-  variadic(c, [](float x, float y) { return x + y; }, [](int64_t x, int64_t y) { return x + y; }, true);
+  variadic(
+      c, [](float x, float y) { return x + y; }, [](int64_t x, int64_t y) { return x + y; }, true);
 }
 void k_max(KernelContext& c) {
-  variadic(c, [](float x, float y) { return std::isnan(x) || x > y ? x : y; },
-           [](int64_t x, int64_t y) { return std::max(x, y); }, false);
+  variadic(
+      c, [](float x, float y) { return std::isnan(x) || x > y ? x : y; },
+      [](int64_t x, int64_t y) { return std::max(x, y); }, false);
 }
 void k_min(KernelContext& c) {
-  variadic(c, [](float x, float y) { return std::isnan(x) || x < y ? x : y; },
-           [](int64_t x, int64_t y) { return std::min(x, y); }, false);
+  variadic(
+      c, [](float x, float y) { return std::isnan(x) || x < y ? x : y; },
+      [](int64_t x, int64_t y) { return std::min(x, y); }, false);
 }
 
 void k_where(KernelContext& c) {
@@ -313,7 +353,8 @@ void k_where(KernelContext& c) {
 // ---- casts -------------------------------------------------------------------------------------------
 
 Tensor cast_to(KernelContext& c, const Tensor& a, DataType to) {
-  if (!interpretable(to)) c.fail("cannot cast to " + std::string(to_string(to)) + " (not computed by the interpreter)");
+  if (!interpretable(to))
+    c.fail("cannot cast to " + std::string(to_string(to)) + " (not computed by the interpreter)");
   Tensor out(to, a.shape);
   const int64_t n = a.size();
   if (is_float(to)) {
@@ -351,8 +392,9 @@ AxisIndexer axis_indexer(const KernelContext& c, const Tensor& x, const Tensor& 
   int64_t axis = norm_axis(c, c.node.attr_int("axis", 1), x.rank());
   ix.dim = x.shape[axis];
   for (int64_t d = axis + 1; d < x.rank(); ++d) ix.inner *= x.shape[d];
-  if (scale.size() != ix.dim) c.fail("per-axis scale has " + std::to_string(scale.size()) + " values for axis size " +
-                                    std::to_string(ix.dim));
+  if (scale.size() != ix.dim)
+    c.fail("per-axis scale has " + std::to_string(scale.size()) + " values for axis size " +
+           std::to_string(ix.dim));
   return ix;
 }
 void k_quantize_linear(KernelContext& c) {
@@ -364,7 +406,8 @@ void k_quantize_linear(KernelContext& c) {
   integer_range(to, lo, hi);
   Tensor out(to, x.shape);
   for (int64_t k = 0; k < scale.size(); ++k)
-    if (!(std::isfinite(scale.as_double(k)) && scale.as_double(k) > 0)) c.fail("y_scale must be positive and finite");
+    if (!(std::isfinite(scale.as_double(k)) && scale.as_double(k) > 0))
+      c.fail("y_scale must be positive and finite");
   for (int64_t k = 0; k < x.size(); ++k) {
     int64_t a = ix(k);
     double zp = c.has(2) ? c.input(2).as_double(c.input(2).size() > 1 ? a : 0) : 0.0;

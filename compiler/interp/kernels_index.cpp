@@ -2,8 +2,8 @@
 // ReverseSequence, EyeLike; and the losses (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss), Det, the
 // window functions and MeanVarianceNormalization.
 #include <algorithm>
-#include <cmath>
 #include <cctype>
+#include <cmath>
 #include <map>
 #include <numeric>
 
@@ -34,7 +34,8 @@ std::vector<int64_t> strides_of(const Shape& s) {
 
 int64_t wrap_index(const KernelContext& c, int64_t i, int64_t dim) {
   if (i < 0) i += dim;
-  if (i < 0 || i >= dim) c.fail("index " + std::to_string(i) + " is out of range for size " + std::to_string(dim));
+  if (i < 0 || i >= dim)
+    c.fail("index " + std::to_string(i) + " is out of range for size " + std::to_string(dim));
   return i;
 }
 
@@ -55,7 +56,8 @@ void k_scatter_elements(KernelContext& c) {
   const Tensor& ind = c.input(1);
   const Tensor& upd = c.input(2);
   const int64_t axis = norm_axis(c, c.node.attr_int("axis", 0), x.rank());
-  if (ind.shape != upd.shape || ind.rank() != x.rank()) c.fail("indices and updates must have one shape of the data's rank");
+  if (ind.shape != upd.shape || ind.rank() != x.rank())
+    c.fail("indices and updates must have one shape of the data's rank");
   Tensor y = x;
   const auto xs = strides_of(x.shape), is = strides_of(ind.shape);
   for (int64_t o = 0; o < ind.size(); ++o) {
@@ -107,7 +109,8 @@ void k_gather_nd(KernelContext& c) {
     for (int64_t t = 0; t < per_batch; ++t) {
       const int64_t row = bi * per_batch + t;
       int64_t off = bi * xbatch;
-      for (int64_t d = 0; d < k; ++d) off += wrap_index(c, ind.as_int(row * k + d), x.shape[b + d]) * xs[b + d];
+      for (int64_t d = 0; d < k; ++d)
+        off += wrap_index(c, ind.as_int(row * k + d), x.shape[b + d]) * xs[b + d];
       for (int64_t q = 0; q < slice; ++q) copy(x, off + q, y, row * slice + q);
     }
   c.out[0] = std::move(y);
@@ -157,7 +160,8 @@ void k_compress(KernelContext& c) {
   const auto n = static_cast<int64_t>(keep.size());
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t j = 0; j < n; ++j)
-      for (int64_t q = 0; q < inner; ++q) copy(flat, (o * flat.shape[axis] + keep[j]) * inner + q, y, (o * n + j) * inner + q);
+      for (int64_t q = 0; q < inner; ++q)
+        copy(flat, (o * flat.shape[axis] + keep[j]) * inner + q, y, (o * n + j) * inner + q);
   c.out[0] = std::move(y);
 }
 
@@ -180,7 +184,8 @@ void k_top_k(KernelContext& c) {
   const int64_t axis = norm_axis(c, c.node.attr_int("axis", -1), x.rank());
   const bool largest = c.node.attr_int("largest", 1) != 0;
   const int64_t dim = x.shape[axis];
-  if (k < 0 || k > dim) c.fail("k = " + std::to_string(k) + " is out of range for size " + std::to_string(dim));
+  if (k < 0 || k > dim)
+    c.fail("k = " + std::to_string(k) + " is out of range for size " + std::to_string(dim));
   Shape os = x.shape;
   os[axis] = k;
   Tensor vals(x.dtype, os), idx(DataType::kInt64, os);
@@ -292,7 +297,8 @@ void nll(KernelContext& c, const Tensor& p, const Tensor& target, const Tensor* 
     for (int64_t q = 0; q < inner; ++q) {
       const int64_t t = target.as_int(b * inner + q);
       if (ignore && t == ignore_index) continue;
-      if (t < 0 || t >= cls) c.fail("target " + std::to_string(t) + " is out of range for " + std::to_string(cls) + " classes");
+      if (t < 0 || t >= cls)
+        c.fail("target " + std::to_string(t) + " is out of range for " + std::to_string(cls) + " classes");
       const double w = weight ? weight->f[t] : 1.0;
       const double l = -double(p.f[(b * cls + t) * inner + q]) * w;
       loss.f[b * inner + q] = static_cast<float>(l);
@@ -322,7 +328,8 @@ void k_softmax_cross_entropy(KernelContext& c) {
       for (int64_t j = 0; j < cls; ++j) mx = std::max(mx, double(s.f[(b * cls + j) * inner + q]));
       for (int64_t j = 0; j < cls; ++j) sum += std::exp(double(s.f[(b * cls + j) * inner + q]) - mx);
       for (int64_t j = 0; j < cls; ++j)
-        lp.f[(b * cls + j) * inner + q] = static_cast<float>(double(s.f[(b * cls + j) * inner + q]) - mx - std::log(sum));
+        lp.f[(b * cls + j) * inner + q] =
+            static_cast<float>(double(s.f[(b * cls + j) * inner + q]) - mx - std::log(sum));
     }
   nll(c, lp, c.input(1), c.has(2) ? &c.finput(2) : nullptr);
   if (c.wants(1)) c.out[1] = std::move(lp);
@@ -367,7 +374,12 @@ void k_window(KernelContext& c) {
   const bool periodic = c.node.attr_int("periodic", 1) != 0;
   const auto dt = static_cast<DataType>(c.node.attr_int("output_datatype", 1));
   if (!interpretable(dt)) c.fail("output_datatype " + std::string(to_string(dt)) + " is not computed with");
-  const double a0 = kKind == 0 ? 0.5 : kKind == 1 ? 25.0 / 46.0 : 0.42, a1 = kKind == 0 ? 0.5 : kKind == 1 ? 21.0 / 46.0 : 0.5,
+  const double a0 = kKind == 0   ? 0.5
+                    : kKind == 1 ? 25.0 / 46.0
+                                 : 0.42,
+               a1 = kKind == 0   ? 0.5
+                    : kKind == 1 ? 21.0 / 46.0
+                                 : 0.5,
                a2 = kKind == 2 ? 0.08 : 0.0;
   const double denom = static_cast<double>(periodic ? size : size - 1);
   Tensor y(dt, {size});
@@ -390,7 +402,8 @@ void k_mvn(KernelContext& c) {
     return r;
   };
   int64_t groups = 1, per = 1;
-  for (int64_t d = 0; d < x.rank(); ++d) (std::find(axes.begin(), axes.end(), d) == axes.end() ? groups : per) *= x.shape[d];
+  for (int64_t d = 0; d < x.rank(); ++d)
+    (std::find(axes.begin(), axes.end(), d) == axes.end() ? groups : per) *= x.shape[d];
   std::vector<double> mean(static_cast<size_t>(groups)), sq(static_cast<size_t>(groups));
   for (int64_t k = 0; k < x.size(); ++k) mean[key(k)] += x.f[k], sq[key(k)] += double(x.f[k]) * x.f[k];
   Tensor y(x.dtype, x.shape);
@@ -405,7 +418,8 @@ void k_mvn(KernelContext& c) {
 // "..." stands for the leading dims an operand has beyond its labels (the same for every operand).
 void k_einsum(KernelContext& c) {
   std::string eq;
-  for (char ch : c.node.attr_string("equation", "")) if (ch != ' ') eq += ch;
+  for (char ch : c.node.attr_string("equation", ""))
+    if (ch != ' ') eq += ch;
   const size_t arrow = eq.find("->");
   std::vector<std::string> terms;
   std::string lhs = eq.substr(0, arrow);
@@ -437,17 +451,21 @@ void k_einsum(KernelContext& c) {
     }
   } else {
     std::map<char, int> seen;
-    for (const auto& t : terms) for (char ch : t) ++seen[ch];
+    for (const auto& t : terms)
+      for (char ch : t) ++seen[ch];
     for (int j = 0; j < ell; ++j) out += static_cast<char>('Z' - (ell - 1 - j));
-    for (const auto& [ch, n] : seen) if (n == 1 && std::islower(static_cast<unsigned char>(ch))) out += ch;
+    for (const auto& [ch, n] : seen)
+      if (n == 1 && std::islower(static_cast<unsigned char>(ch))) out += ch;
   }
   std::map<char, int64_t> size;
   for (size_t k = 0; k < terms.size(); ++k) {
-    if (static_cast<int64_t>(terms[k].size()) != c.input(k).rank()) c.fail("operand " + std::to_string(k) + " does not have the equation's rank");
+    if (static_cast<int64_t>(terms[k].size()) != c.input(k).rank())
+      c.fail("operand " + std::to_string(k) + " does not have the equation's rank");
     for (size_t d = 0; d < terms[k].size(); ++d) size[terms[k][d]] = c.input(k).shape[d];
   }
   std::string labels = out;
-  for (const auto& [ch, n] : size) if (out.find(ch) == std::string::npos) labels += ch;
+  for (const auto& [ch, n] : size)
+    if (out.find(ch) == std::string::npos) labels += ch;
   Shape os;
   for (char ch : out) os.push_back(size[ch]);
   Tensor y(c.input(0).dtype, os);
@@ -459,7 +477,8 @@ void k_einsum(KernelContext& c) {
   const int64_t per_out = std::max<int64_t>(1, total / std::max<int64_t>(1, y.size()));
   for (int64_t it = 0; it < total; ++it) {
     int64_t rem = it;
-    for (int64_t j = static_cast<int64_t>(labels.size()) - 1; j >= 0; --j) idx[j] = rem % size[labels[j]], rem /= size[labels[j]];
+    for (int64_t j = static_cast<int64_t>(labels.size()) - 1; j >= 0; --j)
+      idx[j] = rem % size[labels[j]], rem /= size[labels[j]];
     double prod = 1;
     for (size_t k = 0; k < terms.size(); ++k) {
       int64_t off = 0;

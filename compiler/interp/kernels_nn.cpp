@@ -53,7 +53,8 @@ void k_gemm(KernelContext& c) {
   const float alpha = c.node.attr_float("alpha", 1.0f), beta = c.node.attr_float("beta", 1.0f);
   const int64_t m = ta ? a.shape[1] : a.shape[0], k = ta ? a.shape[0] : a.shape[1];
   const int64_t kb = tb ? b.shape[1] : b.shape[0], n = tb ? b.shape[0] : b.shape[1];
-  if (k != kb) c.fail("inner dimensions differ: " + shape_to_string(a.shape) + " and " + shape_to_string(b.shape));
+  if (k != kb)
+    c.fail("inner dimensions differ: " + shape_to_string(a.shape) + " and " + shape_to_string(b.shape));
   // Materialise the transposes once; then one blocked GEMM.
   std::vector<float> at, bt;
   const float* pa = a.f.data();
@@ -79,7 +80,8 @@ void k_gemm(KernelContext& c) {
     Shape bs = broadcast_shapes(c, cc.shape, y.shape);
     if (bs != y.shape) c.fail("C of shape " + shape_to_string(cc.shape) + " does not broadcast to [M, N]");
     std::array<const Shape*, 1> sh{&cc.shape};
-    broadcast_loop<1>(y.shape, sh, [&](int64_t o, const std::array<int64_t, 1>& p) { y.f[o] += beta * cc.f[p[0]]; });
+    broadcast_loop<1>(y.shape, sh,
+                      [&](int64_t o, const std::array<int64_t, 1>& p) { y.f[o] += beta * cc.f[p[0]]; });
   }
   c.out[0] = std::move(y);
 }
@@ -130,8 +132,8 @@ void k_matmul(KernelContext& c) {
   if (a.floating()) {
     Tensor y(DataType::kFloat32, p.out_shape);
     for (int64_t t = 0; t < p.batch; ++t)
-      gemm(p.m, p.n, p.k, a.f.data() + p.a_off[t], p.k, b.f.data() + p.b_off[t], p.n, y.f.data() + t * p.m * p.n, p.n,
-           false);
+      gemm(p.m, p.n, p.k, a.f.data() + p.a_off[t], p.k, b.f.data() + p.b_off[t], p.n,
+           y.f.data() + t * p.m * p.n, p.n, false);
     c.out[0] = std::move(y);
   } else {
     Tensor y(a.dtype, p.out_shape);
@@ -139,7 +141,8 @@ void k_matmul(KernelContext& c) {
       for (int64_t i = 0; i < p.m; ++i)
         for (int64_t q = 0; q < p.k; ++q) {
           const int64_t av = a.i[p.a_off[t] + i * p.k + q];
-          for (int64_t j = 0; j < p.n; ++j) y.i[t * p.m * p.n + i * p.n + j] += av * b.i[p.b_off[t] + q * p.n + j];
+          for (int64_t j = 0; j < p.n; ++j)
+            y.i[t * p.m * p.n + i * p.n + j] += av * b.i[p.b_off[t] + q * p.n + j];
         }
     for (auto& v : y.i) v = wrap_integer(a.dtype, v);
     c.out[0] = std::move(y);
@@ -174,8 +177,8 @@ void k_matmul_integer(KernelContext& c) {
 // (a_scale * b_scale / y_scale)) + y_zero_point), in double precision; `scale_at(k)` is the combined
 // input scale of accumulator k (per row / column / channel when the model has per-axis scales).
 template <class ScaleAt>
-Tensor requantize_linear(KernelContext& c, const std::vector<int64_t>& acc, const Shape& shape, ScaleAt scale_at,
-                         size_t y_scale, size_t y_zp) {
+Tensor requantize_linear(KernelContext& c, const std::vector<int64_t>& acc, const Shape& shape,
+                         ScaleAt scale_at, size_t y_scale, size_t y_zp) {
   const DataType to = c.has(y_zp) ? c.input(y_zp).dtype : DataType::kUInt8;
   const double ys = c.scalar(y_scale);
   const double zp = c.has(y_zp) ? static_cast<double>(c.iscalar(y_zp)) : 0.0;
@@ -184,7 +187,8 @@ Tensor requantize_linear(KernelContext& c, const std::vector<int64_t>& acc, cons
   integer_range(to, lo, hi);
   Tensor y(to, shape);
   for (size_t k = 0; k < acc.size(); ++k) {
-    const double v = std::nearbyint(static_cast<double>(acc[k]) * (scale_at(static_cast<int64_t>(k)) / ys)) + zp;
+    const double v =
+        std::nearbyint(static_cast<double>(acc[k]) * (scale_at(static_cast<int64_t>(k)) / ys)) + zp;
     if (!std::isfinite(v)) c.fail("the scales must be positive and finite");
     y.i[k] = static_cast<int64_t>(std::clamp<double>(v, static_cast<double>(lo), static_cast<double>(hi)));
   }
@@ -228,8 +232,9 @@ void k_qlinear_matmul(KernelContext& c) {
 // Spatial geometry of a conv/pool, padded to 3 spatial dims (leading dims of size 1) so one set of
 // loops serves 1-D, 2-D and 3-D.
 struct Geometry {
-  int nd = 0;                               // real number of spatial dims
-  std::array<int64_t, 3> in{1, 1, 1}, out{1, 1, 1}, k{1, 1, 1}, s{1, 1, 1}, d{1, 1, 1}, pb{0, 0, 0}, pe{0, 0, 0};
+  int nd = 0;  // real number of spatial dims
+  std::array<int64_t, 3> in{1, 1, 1}, out{1, 1, 1}, k{1, 1, 1}, s{1, 1, 1}, d{1, 1, 1}, pb{0, 0, 0},
+      pe{0, 0, 0};
 };
 
 // Fills pads from auto_pad/pads and computes the output size. `ceil_mode` only for pooling.
@@ -341,16 +346,16 @@ void k_conv(KernelContext& c) {
   const int64_t group = c.node.attr_int("group", 1);
   const int64_t n = x.shape[0], cin = x.shape[1], cout = w.shape[0];
   if (group <= 0 || cin % group != 0 || cout % group != 0 || w.shape[1] * group != cin)
-    c.fail("channels (" + std::to_string(cin) + " in, " + std::to_string(cout) + " out, W " + shape_to_string(w.shape) +
-           ") do not match group=" + std::to_string(group));
+    c.fail("channels (" + std::to_string(cin) + " in, " + std::to_string(cout) + " out, W " +
+           shape_to_string(w.shape) + ") do not match group=" + std::to_string(group));
   Geometry g = conv_geometry(c, x.shape, kernel_shape_from(c, w), false);
   Tensor y(DataType::kFloat32, out_shape(x.shape, cout, g));
   const int64_t cg = cin / group, kg = cout / group;
   const int64_t kvol = g.k[0] * g.k[1] * g.k[2];
   const int64_t opix = g.out[0] * g.out[1] * g.out[2], ipix = g.in[0] * g.in[1] * g.in[2];
   const int64_t rows = cg * kvol;
-  const bool direct = kvol == 1 && g.s == std::array<int64_t, 3>{1, 1, 1} && g.pb == std::array<int64_t, 3>{0, 0, 0} &&
-                      g.pe == std::array<int64_t, 3>{0, 0, 0};
+  const bool direct = kvol == 1 && g.s == std::array<int64_t, 3>{1, 1, 1} &&
+                      g.pb == std::array<int64_t, 3>{0, 0, 0} && g.pe == std::array<int64_t, 3>{0, 0, 0};
   std::vector<float> col(direct ? 0 : static_cast<size_t>(rows * opix));
   for (int64_t b = 0; b < n; ++b)
     for (int64_t gr = 0; gr < group; ++gr) {
@@ -365,7 +370,8 @@ void k_conv(KernelContext& c) {
     }
   if (c.has(2)) {
     const Tensor& bias = c.finput(2);
-    if (bias.size() != cout) c.fail("bias has " + std::to_string(bias.size()) + " values for " + std::to_string(cout) + " channels");
+    if (bias.size() != cout)
+      c.fail("bias has " + std::to_string(bias.size()) + " values for " + std::to_string(cout) + " channels");
     for (int64_t b = 0; b < n; ++b)
       for (int64_t ch = 0; ch < cout; ++ch) {
         float* p = y.f.data() + (b * cout + ch) * opix;
@@ -378,7 +384,8 @@ void k_conv(KernelContext& c) {
 
 // Integer convolution of ConvInteger / QLinearConv: acc = sum (x - x_zp) * (w - w_zp[m]) in int64 (the
 // input's zero point pads, so padding adds nothing), with x at input `xi` and w at input `wi`.
-std::vector<int64_t> conv_integer(KernelContext& c, size_t xi, size_t xzp, size_t wi, size_t wzp, Shape& shape) {
+std::vector<int64_t> conv_integer(KernelContext& c, size_t xi, size_t xzp, size_t wi, size_t wzp,
+                                  Shape& shape) {
   const Tensor& x = c.input(xi);
   const Tensor& w = c.input(wi);
   if (x.floating() || w.floating()) c.fail("x and w must be integer tensors");
@@ -386,8 +393,8 @@ std::vector<int64_t> conv_integer(KernelContext& c, size_t xi, size_t xzp, size_
   const int64_t group = c.node.attr_int("group", 1);
   const int64_t n = x.shape[0], cin = x.shape[1], cout = w.shape[0];
   if (group <= 0 || cin % group != 0 || cout % group != 0 || w.shape[1] * group != cin)
-    c.fail("channels (" + std::to_string(cin) + " in, " + std::to_string(cout) + " out, W " + shape_to_string(w.shape) +
-           ") do not match group=" + std::to_string(group));
+    c.fail("channels (" + std::to_string(cin) + " in, " + std::to_string(cout) + " out, W " +
+           shape_to_string(w.shape) + ") do not match group=" + std::to_string(group));
   const Geometry g = conv_geometry(c, x.shape, kernel_shape_from(c, w), false);
   shape = out_shape(x.shape, cout, g);
   const int64_t cg = cin / group, kg = cout / group;
@@ -442,11 +449,13 @@ void k_qlinear_conv(KernelContext& c) {
   for (size_t d = 2; d < shape.size(); ++d) opix *= shape[d];
   if (c.has(8)) {  // int32 bias, scale x_scale * w_scale[m]
     const Tensor& bias = c.input(8);
-    if (bias.size() != cout) c.fail("bias has " + std::to_string(bias.size()) + " values for " + std::to_string(cout) + " channels");
+    if (bias.size() != cout)
+      c.fail("bias has " + std::to_string(bias.size()) + " values for " + std::to_string(cout) + " channels");
     for (size_t k = 0; k < acc.size(); ++k) acc[k] += bias.as_int((static_cast<int64_t>(k) / opix) % cout);
   }
   c.out[0] = requantize_linear(
-      c, acc, shape, [&](int64_t k) { return param_at(c, 1, 0, 1) * param_at(c, 4, (k / opix) % cout, 1); }, 6, 7);
+      c, acc, shape, [&](int64_t k) { return param_at(c, 1, 0, 1) * param_at(c, 4, (k / opix) % cout, 1); },
+      6, 7);
 }
 
 void k_conv_transpose(KernelContext& c) {
@@ -457,7 +466,8 @@ void k_conv_transpose(KernelContext& c) {
   if (nd > 3) c.fail("supports 1 to 3 spatial dimensions");
   const int64_t group = c.node.attr_int("group", 1);
   const int64_t n = x.shape[0], cin = x.shape[1];
-  if (group <= 0 || cin % group != 0 || w.shape[0] != cin) c.fail("W does not match the input channels and group");
+  if (group <= 0 || cin % group != 0 || w.shape[0] != cin)
+    c.fail("W does not match the input channels and group");
   const int64_t cg_out = w.shape[1], cout = cg_out * group, cg_in = cin / group;
   auto ks = kernel_shape_from(c, w);
   auto strides = c.node.attr_ints("strides", std::vector<int64_t>(nd, 1));
@@ -466,10 +476,12 @@ void k_conv_transpose(KernelContext& c) {
   auto pads = c.node.attr_ints("pads", std::vector<int64_t>(2 * nd, 0));
   auto oshape = c.node.attr_ints("output_shape", {});
   const std::string auto_pad = c.node.attr_string("auto_pad", "NOTSET");
-  if (static_cast<int>(ks.size()) != nd || static_cast<int>(strides.size()) != nd || static_cast<int>(dil.size()) != nd ||
-      static_cast<int>(opad.size()) != nd || static_cast<int>(pads.size()) != 2 * nd)
+  if (static_cast<int>(ks.size()) != nd || static_cast<int>(strides.size()) != nd ||
+      static_cast<int>(dil.size()) != nd || static_cast<int>(opad.size()) != nd ||
+      static_cast<int>(pads.size()) != 2 * nd)
     c.fail("attribute ranks do not match the spatial rank");
-  if (!oshape.empty() && static_cast<int>(oshape.size()) > nd) oshape.erase(oshape.begin(), oshape.end() - nd);
+  if (!oshape.empty() && static_cast<int>(oshape.size()) > nd)
+    oshape.erase(oshape.begin(), oshape.end() - nd);
   Geometry g;  // here `in` is the conv-transpose input (the small side), `out` its output
   g.nd = nd;
   const int off = 3 - nd;
@@ -509,14 +521,16 @@ void k_conv_transpose(KernelContext& c) {
   const int64_t kvol = g.k[0] * g.k[1] * g.k[2];
   const int64_t ipix = g.in[0] * g.in[1] * g.in[2], opix = g.out[0] * g.out[1] * g.out[2];
   const int64_t rows = cg_out * kvol;
-  // W is [Cin, Cout/g, k...]; per group the GEMM is col[rows x ipix] = W_g^T[rows x cg_in] * X_g[cg_in x ipix].
+  // W is [Cin, Cout/g, k...]; per group the GEMM is col[rows x ipix] = W_g^T[rows x cg_in] * X_g[cg_in x
+  // ipix].
   std::vector<float> wt(static_cast<size_t>(rows * cg_in)), col(static_cast<size_t>(rows * ipix));
   for (int64_t gr = 0; gr < group; ++gr) {
     const float* wg = w.f.data() + gr * cg_in * rows;
     for (int64_t ci = 0; ci < cg_in; ++ci)
       for (int64_t r = 0; r < rows; ++r) wt[r * cg_in + ci] = wg[ci * rows + r];
     for (int64_t b = 0; b < n; ++b) {
-      gemm(rows, ipix, cg_in, wt.data(), cg_in, x.f.data() + (b * cin + gr * cg_in) * ipix, ipix, col.data(), ipix, false);
+      gemm(rows, ipix, cg_in, wt.data(), cg_in, x.f.data() + (b * cin + gr * cg_in) * ipix, ipix, col.data(),
+           ipix, false);
       // col2im: scatter-add each (channel, kernel position, input pixel) to its output pixel.
       float* yb = y.f.data() + (b * cout + gr * cg_out) * opix;
       int64_t r = 0;
@@ -619,7 +633,8 @@ void pool(KernelContext& c, bool is_max) {
 }
 void k_maxpool(KernelContext& c) {
   const Tensor& x = c.input(0);
-  if (x.floating() || x.dtype == DataType::kInt64 || x.dtype == DataType::kInt32 || x.dtype == DataType::kUInt32)
+  if (x.floating() || x.dtype == DataType::kInt64 || x.dtype == DataType::kInt32 ||
+      x.dtype == DataType::kUInt32)
     return pool(c, true);
   // 8/16-bit integers are exact in float: pool in float, convert back.
   Tensor xf(DataType::kFloat32, x.shape);
@@ -709,12 +724,14 @@ void k_batchnorm(KernelContext& c) {
   if (training) {
     if (c.wants(1)) {
       Tensor rm(DataType::kFloat32, {ch});
-      for (int64_t cc = 0; cc < ch; ++cc) rm.f[cc] = static_cast<float>(mean.f[cc] * momentum + m[cc] * (1 - momentum));
+      for (int64_t cc = 0; cc < ch; ++cc)
+        rm.f[cc] = static_cast<float>(mean.f[cc] * momentum + m[cc] * (1 - momentum));
       c.out[1] = std::move(rm);
     }
     if (c.wants(2)) {
       Tensor rv(DataType::kFloat32, {ch});
-      for (int64_t cc = 0; cc < ch; ++cc) rv.f[cc] = static_cast<float>(var.f[cc] * momentum + v[cc] * (1 - momentum));
+      for (int64_t cc = 0; cc < ch; ++cc)
+        rv.f[cc] = static_cast<float>(var.f[cc] * momentum + v[cc] * (1 - momentum));
       c.out[2] = std::move(rv);
     }
   }
@@ -736,7 +753,8 @@ void k_instancenorm(KernelContext& c) {
       for (int64_t q = 0; q < pix; ++q) s2 += (xp[q] - m) * (xp[q] - m);
       const double inv = 1.0 / std::sqrt(s2 / pix + eps);
       float* yp = y.f.data() + (b * ch + cc) * pix;
-      for (int64_t q = 0; q < pix; ++q) yp[q] = static_cast<float>((xp[q] - m) * inv * scale.f[cc] + bias.f[cc]);
+      for (int64_t q = 0; q < pix; ++q)
+        yp[q] = static_cast<float>((xp[q] - m) * inv * scale.f[cc] + bias.f[cc]);
     }
   c.out[0] = std::move(y);
 }
@@ -757,11 +775,13 @@ void k_layernorm(KernelContext& c) {
   std::vector<float> sc(inner), bi(inner, 0.0f);
   {
     std::array<const Shape*, 1> sh{&scale.shape};
-    broadcast_loop<1>(norm_shape, sh, [&](int64_t o, const std::array<int64_t, 1>& p) { sc[o] = scale.f[p[0]]; });
+    broadcast_loop<1>(norm_shape, sh,
+                      [&](int64_t o, const std::array<int64_t, 1>& p) { sc[o] = scale.f[p[0]]; });
     if (c.has(2)) {
       const Tensor& b = c.finput(2);
       std::array<const Shape*, 1> shb{&b.shape};
-      broadcast_loop<1>(norm_shape, shb, [&](int64_t o, const std::array<int64_t, 1>& p) { bi[o] = b.f[p[0]]; });
+      broadcast_loop<1>(norm_shape, shb,
+                        [&](int64_t o, const std::array<int64_t, 1>& p) { bi[o] = b.f[p[0]]; });
     }
   }
   for (int64_t r = 0; r < outer; ++r) {
@@ -842,9 +862,11 @@ void softmax_like(KernelContext& c, SoftKind kind) {
       double s = 0;
       for (int64_t k = 0; k < dim; ++k) s += std::exp(static_cast<double>(xp[k * inner] - mx));
       if (kind == SoftKind::kSoftmax)
-        for (int64_t k = 0; k < dim; ++k) yp[k * inner] = static_cast<float>(std::exp(static_cast<double>(xp[k * inner] - mx)) / s);
+        for (int64_t k = 0; k < dim; ++k)
+          yp[k * inner] = static_cast<float>(std::exp(static_cast<double>(xp[k * inner] - mx)) / s);
       else
-        for (int64_t k = 0; k < dim; ++k) yp[k * inner] = static_cast<float>(xp[k * inner] - mx - std::log(s));
+        for (int64_t k = 0; k < dim; ++k)
+          yp[k * inner] = static_cast<float>(xp[k * inner] - mx - std::log(s));
     }
   c.out[0] = std::move(y);
 }
@@ -905,7 +927,8 @@ std::vector<Tap> taps_for(double xo, int64_t in_len, const std::string& mode, co
   return t;
 }
 
-void resize_impl(KernelContext& c, const Tensor& x, std::vector<double> scales, Shape out_sizes, bool legacy) {
+void resize_impl(KernelContext& c, const Tensor& x, std::vector<double> scales, Shape out_sizes,
+                 bool legacy) {
   const int64_t r = x.rank();
   if (!x.floating()) c.fail("X must be floating");
   std::string mode = c.node.attr_string("mode", "nearest");
@@ -914,7 +937,8 @@ void resize_impl(KernelContext& c, const Tensor& x, std::vector<double> scales, 
   if (mode == "bilinear") mode = "linear";
   const std::string ctm =
       legacy ? "asymmetric" : c.node.attr_string("coordinate_transformation_mode", "half_pixel");
-  const std::string nearest_mode = legacy ? "floor" : c.node.attr_string("nearest_mode", "round_prefer_floor");
+  const std::string nearest_mode =
+      legacy ? "floor" : c.node.attr_string("nearest_mode", "round_prefer_floor");
   const double cubic_a = c.node.attr_float("cubic_coeff_a", -0.75f);
   const bool exclude = c.node.attr_int("exclude_outside", 0) != 0;
   const double extrapolation = c.node.attr_float("extrapolation_value", 0.0f);
@@ -952,7 +976,8 @@ void resize_impl(KernelContext& c, const Tensor& x, std::vector<double> scales, 
       else if (ctm == "tf_half_pixel_for_nn")
         xo = (o + 0.5) / s;
       else if (ctm == "tf_crop_and_resize") {
-        if (static_cast<int64_t>(roi.size()) != 2 * r) c.fail("tf_crop_and_resize needs a roi of 2 x rank values");
+        if (static_cast<int64_t>(roi.size()) != 2 * r)
+          c.fail("tf_crop_and_resize needs a roi of 2 x rank values");
         const double st = roi[d], en = roi[r + d];
         xo = out_len > 1 ? st * (in_len - 1) + o * (en - st) * (in_len - 1) / (out_len - 1)
                          : 0.5 * (st + en) * (in_len - 1);

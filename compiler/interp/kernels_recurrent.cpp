@@ -111,8 +111,8 @@ void recurrent_kernel(KernelContext& ctx) {
             if (s.input_forget) f = 1.0f - i;
             const float cc = act[1].apply(static_cast<float>(clip(xw[3 * hs + k] + hr[3 * hs + k])));
             c[k] = f * c[k] + i * cc;
-            const float o =
-                act[0].apply(static_cast<float>(clip(xw[hs + k] + hr[hs + k] + (p ? p[hs + k] * c[k] : 0.0))));
+            const float o = act[0].apply(
+                static_cast<float>(clip(xw[hs + k] + hr[hs + k] + (p ? p[hs + k] * c[k] : 0.0))));
             h[k] = o * act[2].apply(c[k]);
           }
         }

@@ -69,14 +69,28 @@ void reduce(KernelContext& c) {
     switch (R) {
       case Red::kSum:
       case Red::kMean:
-      case Red::kLogSum: acc[o] += v; break;
-      case Red::kMax: acc[o] = std::max(acc[o], v); break;
-      case Red::kMin: acc[o] = std::min(acc[o], v); break;
-      case Red::kProd: acc[o] *= v; break;
-      case Red::kL1: acc[o] += std::fabs(v); break;
+      case Red::kLogSum:
+        acc[o] += v;
+        break;
+      case Red::kMax:
+        acc[o] = std::max(acc[o], v);
+        break;
+      case Red::kMin:
+        acc[o] = std::min(acc[o], v);
+        break;
+      case Red::kProd:
+        acc[o] *= v;
+        break;
+      case Red::kL1:
+        acc[o] += std::fabs(v);
+        break;
       case Red::kL2:
-      case Red::kSumSquare: acc[o] += v * v; break;
-      case Red::kLogSumExp: acc[o] += std::exp(v - mx[o]); break;
+      case Red::kSumSquare:
+        acc[o] += v * v;
+        break;
+      case Red::kLogSumExp:
+        acc[o] += std::exp(v - mx[o]);
+        break;
     }
   });
   const double count = on ? static_cast<double>(x.size()) / on : 0;

@@ -27,8 +27,10 @@ void k_identity(KernelContext& c) { c.out[0] = c.input(0); }
 void k_dropout(KernelContext& c) {
   const Tensor& x = c.input(0);
   const bool training = c.opset >= 12 && c.has(2) && c.iscalar(2) != 0;
-  const double ratio = c.opset >= 12 ? (c.has(1) ? c.input(1).as_double(0) : 0.5) : c.node.attr_float("ratio", 0.5f);
-  if (training && ratio != 0.0) c.fail("training-mode dropout is random; the interpreter runs inference only");
+  const double ratio =
+      c.opset >= 12 ? (c.has(1) ? c.input(1).as_double(0) : 0.5) : c.node.attr_float("ratio", 0.5f);
+  if (training && ratio != 0.0)
+    c.fail("training-mode dropout is random; the interpreter runs inference only");
   c.out[0] = x;
   if (c.wants(1)) {
     Tensor m(DataType::kBool, x.shape);
@@ -48,7 +50,8 @@ void k_reshape(KernelContext& c) {
   int64_t infer = -1, known = 1;
   for (size_t d = 0; d < s.size(); ++d) {
     if (s[d] == 0 && !allowzero) {
-      if (d >= x.shape.size()) c.fail("shape copies dimension " + std::to_string(d) + " the input does not have");
+      if (d >= x.shape.size())
+        c.fail("shape copies dimension " + std::to_string(d) + " the input does not have");
       s[d] = x.shape[d];
     }
     if (s[d] == -1) {
@@ -61,7 +64,8 @@ void k_reshape(KernelContext& c) {
     }
   }
   if (infer >= 0) {
-    if (known == 0 || x.size() % known != 0) c.fail("cannot infer the -1 dimension for " + shape_to_string(x.shape));
+    if (known == 0 || x.size() % known != 0)
+      c.fail("cannot infer the -1 dimension for " + shape_to_string(x.shape));
     s[infer] = x.size() / known;
   }
   if (num_elements(s) != x.size())
@@ -110,7 +114,8 @@ void k_squeeze(KernelContext& c) {
   } else {
     for (int64_t a : axes) {
       a = norm_axis(c, a, x.rank());
-      if (x.shape[a] != 1) c.fail("cannot squeeze dimension " + std::to_string(a) + " of size " + std::to_string(x.shape[a]));
+      if (x.shape[a] != 1)
+        c.fail("cannot squeeze dimension " + std::to_string(a) + " of size " + std::to_string(x.shape[a]));
       drop[a] = true;
     }
   }
@@ -196,13 +201,15 @@ void k_constant(KernelContext& c) {
   } else {
     c.fail("has no supported value attribute (sparse and string constants are not supported)");
   }
-  if (!interpretable(c.out[0].dtype)) c.fail("constant of type " + std::string(to_string(c.out[0].dtype)) + " is not supported");
+  if (!interpretable(c.out[0].dtype))
+    c.fail("constant of type " + std::string(to_string(c.out[0].dtype)) + " is not supported");
 }
 
 void k_constant_of_shape(KernelContext& c) {
   Shape s = c.input(0).to_int_vector();
   Tensor v = c.node.has_attr("value") ? c.node.attrs.at("value").t() : Tensor::scalar_float(0.0f);
-  if (!interpretable(v.dtype)) c.fail("value of type " + std::string(to_string(v.dtype)) + " is not supported");
+  if (!interpretable(v.dtype))
+    c.fail("value of type " + std::string(to_string(v.dtype)) + " is not supported");
   Tensor y(v.dtype, s);
   if (v.floating())
     std::fill(y.f.begin(), y.f.end(), v.f.at(0));
@@ -342,8 +349,10 @@ void k_gather(KernelContext& c) {
     for (int64_t j = 0; j < ni; ++j) {
       int64_t i = ind.as_int(j);
       if (i < 0) i += dim;
-      if (i < 0 || i >= dim) c.fail("index " + std::to_string(ind.as_int(j)) + " is out of range for size " + std::to_string(dim));
-      for (int64_t q = 0; q < inner; ++q) copy_elem(x, (o * dim + i) * inner + q, y, (o * ni + j) * inner + q);
+      if (i < 0 || i >= dim)
+        c.fail("index " + std::to_string(ind.as_int(j)) + " is out of range for size " + std::to_string(dim));
+      for (int64_t q = 0; q < inner; ++q)
+        copy_elem(x, (o * dim + i) * inner + q, y, (o * ni + j) * inner + q);
     }
   c.out[0] = std::move(y);
 }
@@ -395,7 +404,8 @@ void k_pad(KernelContext& c) {
   for (int64_t d = 0; d < r; ++d) {
     os[d] = x.shape[d] + pads[d] + pads[r + d];
     if (os[d] < 0) c.fail("negative output size");
-    if (mode == "reflect" && x.shape[d] < 2 && (pads[d] > 0 || pads[r + d] > 0)) c.fail("reflect needs size >= 2");
+    if (mode == "reflect" && x.shape[d] < 2 && (pads[d] > 0 || pads[r + d] > 0))
+      c.fail("reflect needs size >= 2");
   }
   Tensor y(x.dtype, os);
   auto xs = dense_strides(x.shape);
@@ -481,7 +491,8 @@ void k_range(KernelContext& c) {
   } else {
     const int64_t start = c.iscalar(0), limit = c.iscalar(1), delta = c.iscalar(2);
     if (delta == 0) c.fail("delta is zero");
-    const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil(static_cast<double>(limit - start) / delta)));
+    const int64_t n =
+        std::max<int64_t>(0, static_cast<int64_t>(std::ceil(static_cast<double>(limit - start) / delta)));
     Tensor y(s.dtype, {n});
     for (int64_t k = 0; k < n; ++k) y.i[k] = start + k * delta;
     c.out[0] = std::move(y);
@@ -542,7 +553,8 @@ void k_space_to_depth(KernelContext& c) {
       for (int64_t yy = 0; yy < h; ++yy)
         for (int64_t xx = 0; xx < w; ++xx) {
           const int64_t oc = ((yy % bs) * bs + xx % bs) * ch + cc;
-          copy_elem(x, ((b * ch + cc) * h + yy) * w + xx, y, ((b * ch * bs * bs + oc) * (h / bs) + yy / bs) * (w / bs) + xx / bs);
+          copy_elem(x, ((b * ch + cc) * h + yy) * w + xx, y,
+                    ((b * ch * bs * bs + oc) * (h / bs) + yy / bs) * (w / bs) + xx / bs);
         }
   c.out[0] = std::move(y);
 }

@@ -76,8 +76,8 @@ NpyArray parse_npy(const std::vector<uint8_t>& b, const std::string& name) {
     offset = 10;
   } else if (major == 2 || major == 3) {
     if (b.size() < 12) throw NpyError(fmt::format("{}: truncated .npy header", name));
-    header_len = static_cast<size_t>(b[8]) | (static_cast<size_t>(b[9]) << 8) | (static_cast<size_t>(b[10]) << 16) |
-                 (static_cast<size_t>(b[11]) << 24);
+    header_len = static_cast<size_t>(b[8]) | (static_cast<size_t>(b[9]) << 8) |
+                 (static_cast<size_t>(b[10]) << 16) | (static_cast<size_t>(b[11]) << 24);
     offset = 12;
   } else {
     throw NpyError(fmt::format("{}: unsupported .npy format version {}", name, major));
@@ -87,11 +87,12 @@ NpyArray parse_npy(const std::vector<uint8_t>& b, const std::string& name) {
   NpyArray a;
   a.descr = unquote(dict_value(header, "descr", name));
   if (npy_item_size(a.descr) == 0 || a.descr[0] == '>') {
-    throw NpyError(fmt::format("{}: unsupported .npy dtype '{}' (want little-endian float, int or bool)", name,
-                               a.descr));
+    throw NpyError(fmt::format("{}: unsupported .npy dtype '{}' (want little-endian float, int or bool)",
+                               name, a.descr));
   }
   if (dict_value(header, "fortran_order", name) != "False") {
-    throw NpyError(fmt::format("{}: Fortran-ordered .npy arrays are not supported (save with C order)", name));
+    throw NpyError(
+        fmt::format("{}: Fortran-ordered .npy arrays are not supported (save with C order)", name));
   }
   const std::string shape = dict_value(header, "shape", name);
   int64_t count = 1;
@@ -117,8 +118,8 @@ NpyArray parse_npy(const std::vector<uint8_t>& b, const std::string& name) {
   const size_t data_begin = offset + header_len;
   const uint64_t need = static_cast<uint64_t>(count) * npy_item_size(a.descr);
   if (b.size() - data_begin != need) {
-    throw NpyError(fmt::format("{}: .npy data is {} bytes, its header ({} {}) says {}", name, b.size() - data_begin,
-                               a.descr, shape, need));
+    throw NpyError(fmt::format("{}: .npy data is {} bytes, its header ({} {}) says {}", name,
+                               b.size() - data_begin, a.descr, shape, need));
   }
   a.data.assign(b.begin() + data_begin, b.end());
   return a;
@@ -133,9 +134,11 @@ NpyArray read_npy(const std::string& path) {
 
 std::vector<uint8_t> format_npy(const NpyArray& a) {
   std::string shape = "(";
-  for (size_t i = 0; i < a.shape.size(); ++i) shape += fmt::format("{}{}", a.shape[i], i + 1 < a.shape.size() || a.shape.size() == 1 ? "," : "");
+  for (size_t i = 0; i < a.shape.size(); ++i)
+    shape += fmt::format("{}{}", a.shape[i], i + 1 < a.shape.size() || a.shape.size() == 1 ? "," : "");
   shape += ")";
-  std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", a.descr, shape);
+  std::string header =
+      fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", a.descr, shape);
   const size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
   header += '\n';

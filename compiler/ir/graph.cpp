@@ -149,7 +149,8 @@ void Graph::verify() const {
   std::unordered_set<std::string> available;
   std::unordered_set<std::string> node_names;
   for (const auto& [n, v] : values) {
-    if (v.name != n) throw std::runtime_error("value '" + n + "' is stored under a different name '" + v.name + "'");
+    if (v.name != n)
+      throw std::runtime_error("value '" + n + "' is stored under a different name '" + v.name + "'");
     if (v.is_constant()) available.insert(n);
   }
   for (const auto& in : inputs) {
@@ -166,7 +167,8 @@ void Graph::verify() const {
     }
     for (const auto& o : node.outputs) {
       if (o.empty()) continue;
-      if (!has_value(o)) throw std::runtime_error("node '" + node.name + "' output '" + o + "' has no value entry");
+      if (!has_value(o))
+        throw std::runtime_error("node '" + node.name + "' output '" + o + "' has no value entry");
       if (!available.insert(o).second)
         throw std::runtime_error("value '" + o + "' is produced twice (again by node '" + node.name + "')");
     }
@@ -213,7 +215,8 @@ std::string value_type(const Graph& g, const std::string& n) {
   std::string s = n + ":" + std::string(to_string(v.dtype)) + "[" +
                   (v.shape_known ? shape_to_string(v.shape) : std::string("?")) + "]";
   if (v.is_constant()) s += "=const";
-  if (!v.layout.empty()) s += v.layout == std::vector<int>{0, 2, 3, 1} ? "@NHWC" : "@layout" + join_list(v.layout);
+  if (!v.layout.empty())
+    s += v.layout == std::vector<int>{0, 2, 3, 1} ? "@NHWC" : "@layout" + join_list(v.layout);
   return s;
 }
 
@@ -221,16 +224,21 @@ std::string value_type(const Graph& g, const std::string& n) {
 
 std::string to_string(const Attribute& a) {
   switch (a.kind()) {
-    case Attribute::Kind::kInt: return std::to_string(a.i());
+    case Attribute::Kind::kInt:
+      return std::to_string(a.i());
     case Attribute::Kind::kFloat: {
       std::ostringstream os;
       os << a.f();
       return os.str();
     }
-    case Attribute::Kind::kString: return "\"" + a.s() + "\"";
-    case Attribute::Kind::kInts: return join_list(a.ints());
-    case Attribute::Kind::kFloats: return join_list(a.floats());
-    case Attribute::Kind::kStrings: return join_list(a.strings());
+    case Attribute::Kind::kString:
+      return "\"" + a.s() + "\"";
+    case Attribute::Kind::kInts:
+      return join_list(a.ints());
+    case Attribute::Kind::kFloats:
+      return join_list(a.floats());
+    case Attribute::Kind::kStrings:
+      return join_list(a.strings());
     case Attribute::Kind::kTensor:
       return "tensor<" + std::string(to_string(a.t().dtype)) + "[" + shape_to_string(a.t().shape) + "]>";
   }
@@ -260,7 +268,8 @@ std::string to_string(const Graph& g, size_t width) {
     std::string attrs;
     for (const auto& [k, a] : node.attrs) attrs += (attrs.empty() ? "{" : ", ") + k + "=" + to_string(a);
     for (const auto& [k, sub] : node.subgraphs)
-      attrs += (attrs.empty() ? "{" : ", ") + k + "=<graph of " + std::to_string(sub->nodes.size()) + " nodes>";
+      attrs +=
+          (attrs.empty() ? "{" : ", ") + k + "=<graph of " + std::to_string(sub->nodes.size()) + " nodes>";
     if (!attrs.empty()) attrs += "}";
     std::string line = head + " " + outs + (attrs.empty() ? "" : " " + attrs);
     if (width == 0 || line.size() <= width) {

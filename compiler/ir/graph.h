@@ -24,8 +24,8 @@ class Graph;
 // A node attribute with its ONNX type. Graph-valued attributes (If/Loop/Scan bodies) are Node::subgraphs.
 struct Attribute {
   enum class Kind { kInt, kFloat, kString, kInts, kFloats, kStrings, kTensor };
-  std::variant<int64_t, float, std::string, std::vector<int64_t>, std::vector<float>, std::vector<std::string>,
-               Tensor>
+  std::variant<int64_t, float, std::string, std::vector<int64_t>, std::vector<float>,
+               std::vector<std::string>, Tensor>
       value;
 
   Kind kind() const { return static_cast<Kind>(value.index()); }
@@ -96,7 +96,7 @@ class Graph {
   int64_t opset = 17;
   std::vector<Node> nodes;  // topological order
   std::map<std::string, Value> values;
-  std::vector<std::string> inputs;   // runtime inputs (not constants)
+  std::vector<std::string> inputs;  // runtime inputs (not constants)
   std::vector<std::string> outputs;
   // The runtime 4-D inputs and outputs are stored NHWC, as the array reads and writes feature maps (a
   // SCALE-Sim topology: its rows are independent layers on pre-padded maps, so nothing converts them).
@@ -150,7 +150,9 @@ class PassManager {
  public:
   using Observer = std::function<void(const std::string& pass_name, const Graph&)>;
   void add(Pass p) { passes_.push_back(std::move(p)); }
-  void add(std::string name, std::function<void(Graph&)> run) { passes_.push_back({std::move(name), std::move(run)}); }
+  void add(std::string name, std::function<void(Graph&)> run) {
+    passes_.push_back({std::move(name), std::move(run)});
+  }
   void set_observer(Observer o) { observer_ = std::move(o); }
   const std::vector<Pass>& passes() const { return passes_; }
   // Throws std::runtime_error "pass 'NAME' left an invalid graph: ..." on a broken invariant.

@@ -6,21 +6,36 @@ namespace npusim::compiler {
 
 std::string_view to_string(DataType t) {
   switch (t) {
-    case DataType::kUndefined: return "undefined";
-    case DataType::kFloat32: return "float32";
-    case DataType::kUInt8: return "uint8";
-    case DataType::kInt8: return "int8";
-    case DataType::kUInt16: return "uint16";
-    case DataType::kInt16: return "int16";
-    case DataType::kInt32: return "int32";
-    case DataType::kInt64: return "int64";
-    case DataType::kString: return "string";
-    case DataType::kBool: return "bool";
-    case DataType::kFloat16: return "float16";
-    case DataType::kFloat64: return "float64";
-    case DataType::kUInt32: return "uint32";
-    case DataType::kUInt64: return "uint64";
-    case DataType::kBFloat16: return "bfloat16";
+    case DataType::kUndefined:
+      return "undefined";
+    case DataType::kFloat32:
+      return "float32";
+    case DataType::kUInt8:
+      return "uint8";
+    case DataType::kInt8:
+      return "int8";
+    case DataType::kUInt16:
+      return "uint16";
+    case DataType::kInt16:
+      return "int16";
+    case DataType::kInt32:
+      return "int32";
+    case DataType::kInt64:
+      return "int64";
+    case DataType::kString:
+      return "string";
+    case DataType::kBool:
+      return "bool";
+    case DataType::kFloat16:
+      return "float16";
+    case DataType::kFloat64:
+      return "float64";
+    case DataType::kUInt32:
+      return "uint32";
+    case DataType::kUInt64:
+      return "uint64";
+    case DataType::kBFloat16:
+      return "bfloat16";
   }
   return "unknown";
 }
@@ -29,18 +44,23 @@ int64_t element_size(DataType t) {
   switch (t) {
     case DataType::kUInt8:
     case DataType::kInt8:
-    case DataType::kBool: return 1;
+    case DataType::kBool:
+      return 1;
     case DataType::kUInt16:
     case DataType::kInt16:
     case DataType::kFloat16:
-    case DataType::kBFloat16: return 2;
+    case DataType::kBFloat16:
+      return 2;
     case DataType::kFloat32:
     case DataType::kInt32:
-    case DataType::kUInt32: return 4;
+    case DataType::kUInt32:
+      return 4;
     case DataType::kInt64:
     case DataType::kUInt64:
-    case DataType::kFloat64: return 8;
-    default: return 0;
+    case DataType::kFloat64:
+      return 8;
+    default:
+      return 0;
   }
 }
 
@@ -59,11 +79,14 @@ bool interpretable(DataType t) {
     case DataType::kInt32:
     case DataType::kInt64:
     case DataType::kUInt32:
-    case DataType::kFloat64:   // computed in float32 precision (Tensor::f)
-    case DataType::kFloat16:   // computed in float32, each node's results rounded to the type (the interpreter)
+    case DataType::kFloat64:  // computed in float32 precision (Tensor::f)
+    case DataType::kFloat16:  // computed in float32, each node's results rounded to the type (the
+                              // interpreter)
     case DataType::kBFloat16:
-    case DataType::kBool: return true;
-    default: return false;  // uint64 does not fit int64 storage exactly
+    case DataType::kBool:
+      return true;
+    default:
+      return false;  // uint64 does not fit int64 storage exactly
   }
 }
 
@@ -113,7 +136,8 @@ Tensor Tensor::from_ints(DataType dt, Shape s, std::vector<int64_t> v) {
 }
 
 Tensor Tensor::shape_only(DataType t, Shape s) {
-  if (num_elements(s) < 0) throw std::invalid_argument("tensor shape " + shape_to_string(s) + " is not concrete");
+  if (num_elements(s) < 0)
+    throw std::invalid_argument("tensor shape " + shape_to_string(s) + " is not concrete");
   Tensor out;
   out.dtype = t;
   out.shape = std::move(s);
@@ -144,14 +168,22 @@ std::vector<float> Tensor::to_float_vector() const {
 
 int64_t wrap_integer(DataType t, int64_t v) {
   switch (t) {
-    case DataType::kInt8: return static_cast<int8_t>(v);
-    case DataType::kUInt8: return static_cast<uint8_t>(v);
-    case DataType::kInt16: return static_cast<int16_t>(v);
-    case DataType::kUInt16: return static_cast<uint16_t>(v);
-    case DataType::kInt32: return static_cast<int32_t>(v);
-    case DataType::kUInt32: return static_cast<uint32_t>(v);
-    case DataType::kBool: return v != 0;
-    default: return v;
+    case DataType::kInt8:
+      return static_cast<int8_t>(v);
+    case DataType::kUInt8:
+      return static_cast<uint8_t>(v);
+    case DataType::kInt16:
+      return static_cast<int16_t>(v);
+    case DataType::kUInt16:
+      return static_cast<uint16_t>(v);
+    case DataType::kInt32:
+      return static_cast<int32_t>(v);
+    case DataType::kUInt32:
+      return static_cast<uint32_t>(v);
+    case DataType::kBool:
+      return v != 0;
+    default:
+      return v;
   }
 }
 

@@ -32,7 +32,8 @@ ConvTransposeForm conv_transpose_form(const Node& n, int64_t h, int64_t w, int64
       const int64_t pe = auto_pad == "NOTSET" ? pads[2 + i] : 0;
       out[i] = full - pb - pe;
     }
-    if (out[i] <= 0) throw std::invalid_argument("ConvTranspose '" + n.name + "': output size is not positive");
+    if (out[i] <= 0)
+      throw std::invalid_argument("ConvTranspose '" + n.name + "': output size is not positive");
     lead[i] = (k[i] - 1) * dl[i] - pb;
   }
   f.oh = out[0], f.ow = out[1];

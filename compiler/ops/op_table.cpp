@@ -6,10 +6,14 @@ namespace npusim::compiler {
 
 std::string_view to_string(Placement p) {
   switch (p) {
-    case Placement::kNpuMatrix: return "npu-matrix";
-    case Placement::kNpuVector: return "npu-vector";
-    case Placement::kFree: return "free";
-    case Placement::kHost: return "host";
+    case Placement::kNpuMatrix:
+      return "npu-matrix";
+    case Placement::kNpuVector:
+      return "npu-vector";
+    case Placement::kFree:
+      return "free";
+    case Placement::kHost:
+      return "host";
   }
   return "?";
 }
@@ -45,14 +49,27 @@ constexpr Placement H = Placement::kHost;
 std::vector<OpSupport> build() {
   std::vector<OpSupport> t = {
       // Matrix unit.
-      {"Conv", M, "2-D with constant weights and bias: any group (block-diagonal blocks), strides, dilations, pads, auto_pad; 1-D/3-D convs and runtime weights run on the host"},
-      {"ConvTranspose", M, "2-D with constant weights: a stride-1 conv over a zero-inserted copy of the input (DMA), any group, strides, dilations, pads, output_padding, output_shape, auto_pad; 1-D/3-D on the host"},
-      {"Gemm", M, "alpha/beta/transA/transB folded into constant operands; C constant (scalar, [N], [M,1] or [M,N]); a runtime C runs on the host"},
-      {"MatMul", M, "batched with broadcasting (activation x activation, or shared 2-D constant weights); batched constant weights run on the host"},
-      {"MatMulInteger", H, "int32 result without scales (dynamic quantization): exact integer kernel on the host"},
-      {"ConvInteger", H, "int32 result without scales (dynamic quantization): exact integer kernel on the host"},
-      {"QLinearConv", H, "constant scales: imported as an int8 Conv with the model's scales (docs/quantization.md); runtime scales run on the host"},
-      {"QLinearMatMul", H, "constant scales: imported as an int8 MatMul with the model's scales; runtime scales run on the host"},
+      {"Conv", M,
+       "2-D with constant weights and bias: any group (block-diagonal blocks), strides, dilations, pads, "
+       "auto_pad; 1-D/3-D convs and runtime weights run on the host"},
+      {"ConvTranspose", M,
+       "2-D with constant weights: a stride-1 conv over a zero-inserted copy of the input (DMA), any group, "
+       "strides, dilations, pads, output_padding, output_shape, auto_pad; 1-D/3-D on the host"},
+      {"Gemm", M,
+       "alpha/beta/transA/transB folded into constant operands; C constant (scalar, [N], [M,1] or [M,N]); a "
+       "runtime C runs on the host"},
+      {"MatMul", M,
+       "batched with broadcasting (activation x activation, or shared 2-D constant weights); batched "
+       "constant weights run on the host"},
+      {"MatMulInteger", H,
+       "int32 result without scales (dynamic quantization): exact integer kernel on the host"},
+      {"ConvInteger", H,
+       "int32 result without scales (dynamic quantization): exact integer kernel on the host"},
+      {"QLinearConv", H,
+       "constant scales: imported as an int8 Conv with the model's scales (docs/quantization.md); runtime "
+       "scales run on the host"},
+      {"QLinearMatMul", H,
+       "constant scales: imported as an int8 MatMul with the model's scales; runtime scales run on the host"},
       // Vector unit: element-wise arithmetic and activations.
       {"Add", V, "numpy broadcasting of one operand; float"},
       {"Sub", V, "numpy broadcasting of one operand; float"},
@@ -91,14 +108,23 @@ std::vector<OpSupport> build() {
       {"Mean", V, "decomposed to an Add chain and a Mul"},
       {"Mod", H, "no VecOp"},
       // Vector unit: normalisation, pooling, reductions.
-      {"Softmax", V, "one row-wise layer over the trailing axes when a row fits the SRAM, else decomposed to ReduceMax/Sub/Exp/ReduceSum/Div"},
+      {"Softmax", V,
+       "one row-wise layer over the trailing axes when a row fits the SRAM, else decomposed to "
+       "ReduceMax/Sub/Exp/ReduceSum/Div"},
       {"LogSoftmax", H, "no Log VecOp"},
-      {"LayerNormalization", V, "constant scale/bias: one row-wise layer when a row fits the SRAM, else decomposed; Mean/InvStdDev outputs on the host"},
-      {"BatchNormalization", V, "inference form with constant statistics: folded into a preceding Conv/Gemm, else one per-channel affine vector layer (with a fused activation); runtime statistics or training mode on the host"},
-      {"InstanceNormalization", V, "decomposed (reductions over the innermost axes) with constant scale/bias"},
+      {"LayerNormalization", V,
+       "constant scale/bias: one row-wise layer when a row fits the SRAM, else decomposed; Mean/InvStdDev "
+       "outputs on the host"},
+      {"BatchNormalization", V,
+       "inference form with constant statistics: folded into a preceding Conv/Gemm, else one per-channel "
+       "affine vector layer (with a fused activation); runtime statistics or training mode on the host"},
+      {"InstanceNormalization", V,
+       "decomposed (reductions over the innermost axes) with constant scale/bias"},
       {"LRN", H, "no VecOp for the windowed square sum"},
       {"MaxPool", V, "2-D, pads, ceil_mode, auto_pad; dilations, 1-D/3-D and the Indices output on the host"},
-      {"AveragePool", V, "2-D, pads, ceil_mode, count_include_pad, auto_pad (divisor corrected per pixel); 1-D/3-D on the host"},
+      {"AveragePool", V,
+       "2-D, pads, ceil_mode, count_include_pad, auto_pad (divisor corrected per pixel); 1-D/3-D on the "
+       "host"},
       {"GlobalAveragePool", V, ""},
       {"GlobalMaxPool", V, ""},
       {"ReduceMean", V, "constant axes that are the innermost in memory; keepdims"},
@@ -118,10 +144,16 @@ std::vector<OpSupport> build() {
       {"Concat", V, "any axis, any element type; strided DMA, constant operands as data segments"},
       {"Split", V, "any axis, constant split sizes; strided DMA"},
       {"Slice", V, "constant starts/ends/axes/steps, any step (DMA from a compile-time index map)"},
-      {"Gather", V, "constant indices (index select): DMA rows; runtime indices run on the host (no data-dependent addressing)"},
+      {"Gather", V,
+       "constant indices (index select): DMA rows; runtime indices run on the host (no data-dependent "
+       "addressing)"},
       {"GatherElements", V, "constant indices: DMA; runtime indices on the host"},
-      {"Pad", V, "constant pads: constant, reflect and edge modes (DMA, fill from a data segment); runtime pads on the host"},
-      {"Resize", V, "nearest (all nearest_modes and coordinate modes) with constant scales/sizes as DMA; linear and cubic run on the host"},
+      {"Pad", V,
+       "constant pads: constant, reflect and edge modes (DMA, fill from a data segment); runtime pads on the "
+       "host"},
+      {"Resize", V,
+       "nearest (all nearest_modes and coordinate modes) with constant scales/sizes as DMA; linear and cubic "
+       "run on the host"},
       {"Upsample", V, "nearest with constant scales as DMA; linear on the host"},
       {"Transpose", V, "any permutation: strided DMA, VEC transpose when the innermost dim moves"},
       {"Expand", V, "constant shape: DMA broadcast copy; runtime shape on the host"},
@@ -130,8 +162,12 @@ std::vector<OpSupport> build() {
       {"Trilu", V, "constant k: DMA with zero fill"},
       {"DepthToSpace", V, "DCR and CRD: DMA"},
       {"SpaceToDepth", V, "DMA"},
-      {"QuantizeLinear", H, "a Q -> DQ pair with constant scales becomes an int8 activation with the model's scales; a lone one runs on the host"},
-      {"DequantizeLinear", H, "constant weights fold to int8 weight codes, pairs become int8 activations; a lone one runs on the host"},
+      {"QuantizeLinear", H,
+       "a Q -> DQ pair with constant scales becomes an int8 activation with the model's scales; a lone one "
+       "runs on the host"},
+      {"DequantizeLinear", H,
+       "constant weights fold to int8 weight codes, pairs become int8 activations; a lone one runs on the "
+       "host"},
       {"DynamicQuantizeLinear", H, "runtime scale: on the host"},
       // Free: views and metadata.
       {"Reshape", F, "allowzero honoured"},
@@ -172,10 +208,15 @@ std::vector<OpSupport> build() {
       {"Atanh", H, ""},
       {"Hardmax", H, ""},
       // Control flow and recurrent layers.
-      {"If", H, "a condition known once input shapes and --input-value constants are bound: replaced by the branch it takes (fold-constants); a data-dependent condition runs the whole If on the host"},
+      {"If", H,
+       "a condition known once input shapes and --input-value constants are bound: replaced by the branch it "
+       "takes (fold-constants); a data-dependent condition runs the whole If on the host"},
       {"Loop", H, "runs its body on the host"},
       {"Scan", H, "runs its body on the host"},
-      {"LSTM", H, "constant W, R, B, P and sequence_lens covering the sequence: decomposed (decompose-recurrent) into one input-projection MatMul over all steps and, per step, a recurrent MatMul and the gates on the vector unit; otherwise on the host"},
+      {"LSTM", H,
+       "constant W, R, B, P and sequence_lens covering the sequence: decomposed (decompose-recurrent) into "
+       "one input-projection MatMul over all steps and, per step, a recurrent MatMul and the gates on the "
+       "vector unit; otherwise on the host"},
       {"GRU", H, "as LSTM"},
       {"RNN", H, "as LSTM"},
       // Indexing, selection, losses and the rest the interpreter computes on the host.
@@ -197,7 +238,8 @@ std::vector<OpSupport> build() {
       {"HannWindow", H, "a constant of the given size"},
       {"HammingWindow", H, "a constant of the given size"},
       {"BlackmanWindow", H, "a constant of the given size"},
-      {"MeanVarianceNormalization", H, "no VecOp form (decompose it as LayerNormalization to run it on the NPU)"},
+      {"MeanVarianceNormalization", H,
+       "no VecOp form (decompose it as LayerNormalization to run it on the NPU)"},
       {"CastLike", H, ""},
   };
   std::sort(t.begin(), t.end(), [](const OpSupport& a, const OpSupport& b) { return a.op < b.op; });
@@ -213,7 +255,8 @@ const std::vector<OpSupport>& op_table() {
 
 const OpSupport* find_op(std::string_view op) {
   const auto& t = op_table();
-  auto it = std::lower_bound(t.begin(), t.end(), op, [](const OpSupport& r, std::string_view o) { return r.op < o; });
+  auto it = std::lower_bound(t.begin(), t.end(), op,
+                             [](const OpSupport& r, std::string_view o) { return r.op < o; });
   return it != t.end() && it->op == op ? &*it : nullptr;
 }
 

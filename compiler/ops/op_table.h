@@ -23,7 +23,7 @@ std::string_view placement_name(Placement p);
 std::optional<Placement> parse_placement(std::string_view text);
 
 struct OpSupport {
-  std::string_view op;           // ONNX op type (default domain)
+  std::string_view op;  // ONNX op type (default domain)
   Placement placement;
   std::string_view constraints;  // when the placement holds; otherwise the node falls back to host
 };

@@ -15,10 +15,12 @@ struct ActivationInfo {
 
 // ONNX's activation functions for recurrent layers and their default parameters.
 constexpr ActivationInfo kActivations[] = {
-    {"Sigmoid", 0, 0, 0},     {"Tanh", 0, 0, 0},          {"Relu", 0, 0, 0},
-    {"Affine", 2, 1.0f, 0},   {"LeakyRelu", 1, 0.01f, 0}, {"ThresholdedRelu", 1, 1.0f, 0},
-    {"ScaledTanh", 2, 1, 1},  {"HardSigmoid", 2, 0.2f, 0.5f}, {"Elu", 1, 1.0f, 0},
-    {"Softsign", 0, 0, 0},    {"Softplus", 0, 0, 0},
+    {"Sigmoid", 0, 0, 0},       {"Tanh", 0, 0, 0},
+    {"Relu", 0, 0, 0},          {"Affine", 2, 1.0f, 0},
+    {"LeakyRelu", 1, 0.01f, 0}, {"ThresholdedRelu", 1, 1.0f, 0},
+    {"ScaledTanh", 2, 1, 1},    {"HardSigmoid", 2, 0.2f, 0.5f},
+    {"Elu", 1, 1.0f, 0},        {"Softsign", 0, 0, 0},
+    {"Softplus", 0, 0, 0},
 };
 
 std::string lower(std::string s) {
@@ -79,10 +81,11 @@ std::optional<RecurrentSpec> recurrent_spec(const Node& n, std::string* error) {
   if (names.empty()) {
     for (int d = 0; d < s.directions; ++d) names.insert(names.end(), defaults.begin(), defaults.end());
   } else if (names.size() != per * static_cast<size_t>(s.directions)) {
-    return fail("has " + std::to_string(names.size()) + " activations, " + std::to_string(per * s.directions) +
-                " expected");
+    return fail("has " + std::to_string(names.size()) + " activations, " +
+                std::to_string(per * s.directions) + " expected");
   }
-  const std::vector<float> alphas = n.attr_floats("activation_alpha"), betas = n.attr_floats("activation_beta");
+  const std::vector<float> alphas = n.attr_floats("activation_alpha"),
+                           betas = n.attr_floats("activation_beta");
   size_t ai = 0, bi = 0;
   s.activations.assign(static_cast<size_t>(s.directions), {});
   for (size_t k = 0; k < names.size(); ++k) {

@@ -22,12 +22,12 @@ struct RecurrentSpec {
   enum class Kind { kLstm, kGru, kRnn };
   Kind kind = Kind::kLstm;
   int64_t hidden = 0;
-  int gates = 4;                // LSTM 4 (i, o, f, c), GRU 3 (z, r, h), RNN 1
-  int directions = 1;           // 2 when bidirectional
-  bool reverse = false;         // direction "reverse" (direction 0 runs backwards)
-  int64_t layout = 0;           // 0: X [seq, batch, input]; 1: X [batch, seq, input]
-  std::optional<float> clip;    // bound on the activations' inputs
-  bool input_forget = false;    // LSTM: f = 1 - i
+  int gates = 4;                     // LSTM 4 (i, o, f, c), GRU 3 (z, r, h), RNN 1
+  int directions = 1;                // 2 when bidirectional
+  bool reverse = false;              // direction "reverse" (direction 0 runs backwards)
+  int64_t layout = 0;                // 0: X [seq, batch, input]; 1: X [batch, seq, input]
+  std::optional<float> clip;         // bound on the activations' inputs
+  bool input_forget = false;         // LSTM: f = 1 - i
   bool linear_before_reset = false;  // GRU
   // Per direction: LSTM (f, g, h), GRU (f, g), RNN (f).
   std::vector<std::vector<RecurrentActivation>> activations;

@@ -69,7 +69,8 @@ std::vector<AbsorbedNode> absorbed_nodes(const Graph& imported, const Graph& low
   // The lowered node that took n's work: the producer of one of its outputs, else (an intermediate
   // value of a fused chain) where the first reader of its output went.
   std::map<std::string, std::optional<std::string>> memo;
-  std::function<std::optional<std::string>(const Node&)> into = [&](const Node& n) -> std::optional<std::string> {
+  std::function<std::optional<std::string>(const Node&)> into =
+      [&](const Node& n) -> std::optional<std::string> {
     if (by_name.count(n.name)) return n.name;
     if (auto it = memo.find(n.name); it != memo.end()) return it->second;
     memo[n.name] = std::nullopt;  // a cycle cannot occur in a DAG; this guards against malformed graphs
@@ -98,7 +99,9 @@ std::vector<AbsorbedNode> absorbed_nodes(const Graph& imported, const Graph& low
     if (!to || piece_of(*by_name.at(*to), *n)) continue;  // gone without a trace, or decomposed
     AbsorbedNode a{n->name, n->op_type, *to, {}};
     for (const std::string& v : n->inputs) {
-      if (v.empty() || compile_time_values.count(v) || in_program.count(v) || producer.count(v) || !listed.insert(v).second) continue;
+      if (v.empty() || compile_time_values.count(v) || in_program.count(v) || producer.count(v) ||
+          !listed.insert(v).second)
+        continue;
       if (imported.has_value(v) && imported.value(v).is_constant()) continue;
       a.on_chip_inputs.push_back(v);
     }

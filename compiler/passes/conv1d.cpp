@@ -17,15 +17,16 @@ void conv1d_as_2d(Graph& g) {
     const Value* x = n.has_input(0) ? &g.value(n.inputs[0]) : nullptr;
     const Tensor* w = n.has_input(1) ? detail::constant_of(g, n.inputs[1]) : nullptr;
     const Value* y = &g.value(n.outputs[0]);
-    if (!x || !w || !x->fully_known() || x->shape.size() != 3 ||
-        w->rank() != 3 || !y->fully_known() || y->shape.size() != 3 || !is_float(x->dtype)) {
+    if (!x || !w || !x->fully_known() || x->shape.size() != 3 || w->rank() != 3 || !y->fully_known() ||
+        y->shape.size() != 3 || !is_float(x->dtype)) {
       out.push_back(n);
       continue;
     }
     const Shape xs = x->shape, ys = y->shape, ws = w->shape;
     const std::string base = n.name + "/2d";
     const std::string x4 = detail::add_value(g, base + "/x", x->dtype, {xs[0], xs[1], 1, xs[2]});
-    const std::string shape_in = detail::add_constant(g, base + "/shape_in", detail::int64_vector({xs[0], xs[1], 1, xs[2]}));
+    const std::string shape_in =
+        detail::add_constant(g, base + "/shape_in", detail::int64_vector({xs[0], xs[1], 1, xs[2]}));
     Node rx = detail::make_node(g, "Reshape", n.name + "/reshape_in", {n.inputs[0], shape_in}, {x4});
     Tensor w4 = *w;
     w4.shape = {ws[0], ws[1], 1, ws[2]};

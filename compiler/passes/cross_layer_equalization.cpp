@@ -20,15 +20,16 @@ using detail::sole_consumer;
 
 // Standalone nodes that commute with a positive per-channel scale of their (NCHW) input.
 bool homogeneous_node(const Node& n) {
-  static const char* const kOps[] = {"Relu", "LeakyRelu", "MaxPool", "AveragePool", "GlobalAveragePool",
-                                     "GlobalMaxPool"};
+  static const char* const kOps[] = {"Relu",        "LeakyRelu",         "MaxPool",
+                                     "AveragePool", "GlobalAveragePool", "GlobalMaxPool"};
   if (!n.domain.empty() || n.outputs.size() != 1 || n.num_given_inputs() != 1) return false;
   return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* op) { return n.op_type == op; });
 }
 
 // "" when conv1's fused epilogue commutes with a positive per-channel scale, else why it does not.
 std::string epilogue_blocker(const Node& n) {
-  if (n.has_attr(kResidualInput)) return "a residual is added in its epilogue (it would have to be scaled too)";
+  if (n.has_attr(kResidualInput))
+    return "a residual is added in its epilogue (it would have to be scaled too)";
   const std::string act = n.attr_string(kActivation, "");
   if (act.empty() || act == "Relu" || act == "LeakyRelu") return "";
   if (act == "Clip") {
@@ -115,8 +116,7 @@ Equalization equalize_cross_layer(Graph& g, int max_rounds) {
     // Follow the single-reader chain of homogeneous nodes to the next node.
     std::string v = n1.outputs[0], between;
     int next = sole_consumer(g, v);
-    while (next >= 0 && homogeneous_node(g.nodes[static_cast<size_t>(next)]) &&
-           !g.value(v).materialized) {
+    while (next >= 0 && homogeneous_node(g.nodes[static_cast<size_t>(next)]) && !g.value(v).materialized) {
       const Node& h = g.nodes[static_cast<size_t>(next)];
       between += (between.empty() ? "" : ", ") + h.op_type;
       v = h.outputs[0];

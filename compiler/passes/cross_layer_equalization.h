@@ -23,8 +23,8 @@
 namespace npusim::compiler::passes {
 
 struct EqualizedPair {
-  std::string first, second;  // conv1, conv2 (node names)
-  std::string between;        // what sits between them: "none", "Relu", "Relu, MaxPool", ...
+  std::string first, second;            // conv1, conv2 (node names)
+  std::string between;                  // what sits between them: "none", "Relu", "Relu, MaxPool", ...
   double min_scale = 1, max_scale = 1;  // the accumulated s_i (conv1's channel i divided by s_i)
 };
 struct SkippedPair {

@@ -18,7 +18,8 @@ std::optional<RowwiseForm> rowwise_form(const Graph& g, const Node& n) {
   const bool layernorm = (n.domain.empty() && n.op_type == "LayerNormalization") || is_rmsnorm(n);
   if ((!softmax && !layernorm) || n.inputs.empty() || n.outputs.empty()) return std::nullopt;
   const Value& x = g.value(n.inputs[0]);
-  if (!x.shape_known || x.shape.empty() || !(is_float(x.dtype) || x.dtype == DataType::kUndefined)) return std::nullopt;
+  if (!x.shape_known || x.shape.empty() || !(is_float(x.dtype) || x.dtype == DataType::kUndefined))
+    return std::nullopt;
   const auto r = static_cast<int64_t>(x.shape.size());
   int64_t axis = passes::detail::norm_axis(n.attr_int("axis", softmax && g.opset < 13 ? 1 : -1), r);
   if (axis < 0 || axis >= r) return std::nullopt;
@@ -31,7 +32,8 @@ std::optional<RowwiseForm> rowwise_form(const Graph& g, const Node& n) {
   for (int64_t d = 0; d < r; ++d) (d < axis ? f.rows : f.row) *= x.shape[static_cast<size_t>(d)];
   if (f.rows <= 0 || f.row <= 0) return std::nullopt;
   for (size_t o = 1; o < n.outputs.size(); ++o)
-    if (!n.outputs[o].empty() && (passes::detail::use_count(g, n.outputs[o]) || passes::detail::is_graph_output(g, n.outputs[o])))
+    if (!n.outputs[o].empty() &&
+        (passes::detail::use_count(g, n.outputs[o]) || passes::detail::is_graph_output(g, n.outputs[o])))
       return std::nullopt;
   if (layernorm) {
     for (size_t k = 1; k <= 2; ++k) {

@@ -23,7 +23,9 @@ class Emitter {
   std::string value(const std::string& what, const Shape& s) {
     return detail::add_value(g_, base_ + "/" + what, dt_, s);
   }
-  std::string constant(const std::string& what, Tensor t) { return detail::add_constant(g_, base_ + "/" + what, std::move(t)); }
+  std::string constant(const std::string& what, Tensor t) {
+    return detail::add_constant(g_, base_ + "/" + what, std::move(t));
+  }
   std::string ints(const std::string& what, const std::vector<int64_t>& v) {
     return constant(what, detail::int64_vector(v));
   }
@@ -31,7 +33,8 @@ class Emitter {
     Node n;
     n.op_type = op;
     std::string name = g_.unique_node_name(base_ + "/" + op);
-    for (int k = 1; names_.count(name); ++k) name = g_.unique_node_name(base_ + "/" + op + "_" + std::to_string(k));
+    for (int k = 1; names_.count(name); ++k)
+      name = g_.unique_node_name(base_ + "/" + op + "_" + std::to_string(k));
     names_.insert(name);
     n.name = name;
     n.inputs = std::move(inputs);
@@ -40,7 +43,8 @@ class Emitter {
     return nodes_.back();
   }
   // out = op(inputs) with a new output value of shape s (or into `into` when given).
-  std::string op(const std::string& op, std::vector<std::string> inputs, const Shape& s, const std::string& into = "") {
+  std::string op(const std::string& op, std::vector<std::string> inputs, const Shape& s,
+                 const std::string& into = "") {
     const std::string out = into.empty() ? value(op, s) : into;
     node(op, std::move(inputs), out);
     return out;
@@ -62,7 +66,8 @@ class Emitter {
   std::string reshape(const std::string& in, const Shape& s, const std::string& into = "") {
     return op("Reshape", {in, ints("shape", s)}, s, into);
   }
-  std::string concat(const std::vector<std::string>& in, int64_t axis, const Shape& s, const std::string& into = "") {
+  std::string concat(const std::vector<std::string>& in, int64_t axis, const Shape& s,
+                     const std::string& into = "") {
     if (in.size() == 1 && into.empty()) return in[0];
     const std::string out = op("Concat", in, s, into);
     nodes_.back().attrs["axis"].value = axis;
@@ -85,7 +90,8 @@ class Emitter {
   std::string activation(const RecurrentActivation& a, const std::string& in, const Shape& s) {
     const std::string& f = a.name;
     if (f == "Affine") return op("Add", {op("Mul", {in, scalar(a.alpha)}, s), scalar(a.beta)}, s);
-    if (f == "ScaledTanh") return op("Mul", {op("Tanh", {op("Mul", {in, scalar(a.beta)}, s)}, s), scalar(a.alpha)}, s);
+    if (f == "ScaledTanh")
+      return op("Mul", {op("Tanh", {op("Mul", {in, scalar(a.beta)}, s)}, s), scalar(a.alpha)}, s);
     const std::string out = op(f, {in}, s);
     if (f == "LeakyRelu" || f == "ThresholdedRelu" || f == "Elu" || f == "HardSigmoid")
       nodes_.back().attrs["alpha"].value = a.alpha;
@@ -117,13 +123,15 @@ bool constant_or_absent(const Graph& g, const Node& n, size_t k) {
 }
 
 // Why `n` stays whole (runs on the host), or "" when it can be decomposed.
-std::string why_whole(const Graph& g, const Node& n, const std::optional<RecurrentSpec>& s, const std::string& err) {
+std::string why_whole(const Graph& g, const Node& n, const std::optional<RecurrentSpec>& s,
+                      const std::string& err) {
   if (!s) return err;
   const Value& x = g.value(n.inputs[0]);
   if (!x.fully_known() || x.shape.size() != 3) return "X has no static shape";
   if (!is_float(x.dtype)) return "X is not floating";
   for (size_t k : {size_t{1}, size_t{2}, size_t{3}, size_t{7}})
-    if ((k != 7 || s->kind == Kind::kLstm) && !constant_or_absent(g, n, k)) return "W, R, B or P is not a constant";
+    if ((k != 7 || s->kind == Kind::kLstm) && !constant_or_absent(g, n, k))
+      return "W, R, B or P is not a constant";
   if (n.has_input(4)) {
     const Tensor* lens = constant_of(g, n.inputs[4]);
     if (!lens || !lens->has_values()) return "sequence_lens is not a constant";
@@ -162,22 +170,25 @@ void decompose_one(Graph& g, const Node& n, const RecurrentSpec& s, std::vector<
     const auto& act = s.activations[static_cast<size_t>(d)];
     // Input projection of all steps: X [S*B, I] x W_d^T [I, G*H] + (Wb + Rb).
     const std::string wt = e.constant("Wt", derived(w, {in, gh}, [&](Tensor& t) {
-      for (int64_t j = 0; j < gh; ++j)
-        for (int64_t k = 0; k < in; ++k) t.f[k * gh + j] = w.f[(d * gh + j) * in + k];
-    }));
+                                        for (int64_t j = 0; j < gh; ++j)
+                                          for (int64_t k = 0; k < in; ++k)
+                                            t.f[k * gh + j] = w.f[(d * gh + j) * in + k];
+                                      }));
     std::string xw = e.op("MatMul", {x, wt}, {seq * batch, gh});
     if (b) {
-      const std::string bias = e.constant("bias", derived(*b, {gh}, [&](Tensor& t) {
-        for (int64_t j = 0; j < gh; ++j)
-          t.f[j] = b->f[d * 2 * gh + j] + (rbh_apart && j >= 2 * hs ? 0.0f : b->f[d * 2 * gh + gh + j]);
-      }));
+      const std::string bias = e.constant(
+          "bias", derived(*b, {gh}, [&](Tensor& t) {
+            for (int64_t j = 0; j < gh; ++j)
+              t.f[j] = b->f[d * 2 * gh + j] + (rbh_apart && j >= 2 * hs ? 0.0f : b->f[d * 2 * gh + gh + j]);
+          }));
       xw = e.op("Add", {xw, bias}, {seq * batch, gh});
     }
     auto rt_of = [&](int64_t j0, int64_t j1) {
       return e.constant("Rt", derived(r, {hs, j1 - j0}, [&](Tensor& t) {
-        for (int64_t j = j0; j < j1; ++j)
-          for (int64_t k = 0; k < hs; ++k) t.f[k * (j1 - j0) + (j - j0)] = r.f[(d * gh + j) * hs + k];
-      }));
+                          for (int64_t j = j0; j < j1; ++j)
+                            for (int64_t k = 0; k < hs; ++k)
+                              t.f[k * (j1 - j0) + (j - j0)] = r.f[(d * gh + j) * hs + k];
+                        }));
     };
     auto state0 = [&](size_t k) -> std::string {
       if (!n.has_input(k)) return e.constant("zeros", Tensor(dt, bh));
@@ -187,8 +198,8 @@ void decompose_one(Graph& g, const Node& n, const RecurrentSpec& s, std::vector<
     };
     auto peephole = [&](int64_t gate) {
       return e.constant("P", derived(*p, {hs}, [&](Tensor& t) {
-        for (int64_t k = 0; k < hs; ++k) t.f[k] = p->f[d * 3 * hs + gate * hs + k];
-      }));
+                          for (int64_t k = 0; k < hs; ++k) t.f[k] = p->f[d * 3 * hs + gate * hs + k];
+                        }));
     };
     auto pre = [&](const std::string& v) { return s.clip ? e.clip(v, bh, *s.clip) : v; };
     std::string h = state0(5), c = s.kind == Kind::kLstm ? state0(6) : "";
@@ -198,12 +209,14 @@ void decompose_one(Graph& g, const Node& n, const RecurrentSpec& s, std::vector<
     std::string rbh;
     if (rbh_apart && b)
       rbh = e.constant("Rbh", derived(*b, {hs}, [&](Tensor& t) {
-        for (int64_t k = 0; k < hs; ++k) t.f[k] = b->f[d * 2 * gh + gh + 2 * hs + k];
-      }));
+                         for (int64_t k = 0; k < hs; ++k) t.f[k] = b->f[d * 2 * gh + gh + 2 * hs + k];
+                       }));
     for (int64_t step = 0; step < seq; ++step) {
       const int64_t t = s.backwards(static_cast<int>(d)) ? seq - 1 - step : step;
       const std::string xt = e.slice(xw, {seq * batch, gh}, 0, t * batch, (t + 1) * batch);
-      auto gate = [&](const std::string& v, int64_t width, int64_t k) { return e.slice(v, {batch, width}, 1, k * hs, (k + 1) * hs); };
+      auto gate = [&](const std::string& v, int64_t width, int64_t k) {
+        return e.slice(v, {batch, width}, 1, k * hs, (k + 1) * hs);
+      };
       if (s.kind == Kind::kRnn) {
         h = e.activation(act[0], pre(e.op("Add", {e.op("MatMul", {h, rt}, bh), xt}, bh)), bh);
       } else if (s.kind == Kind::kLstm) {

@@ -31,7 +31,8 @@ Tensor folded_bias(const Tensor* bias, const Affine& a) {
 
 // Folds `a` into matrix node m; false when its shapes do not allow it.
 bool fold_into(Graph& g, Node& m, const Affine& a) {
-  const bool matrix = m.op_type == "Conv" || m.op_type == "ConvTranspose" || m.op_type == "Gemm" || m.op_type == "MatMul";
+  const bool matrix =
+      m.op_type == "Conv" || m.op_type == "ConvTranspose" || m.op_type == "Gemm" || m.op_type == "MatMul";
   if (!matrix || m.inputs.size() < 2) return false;  // e.g. a BatchNormalization after a one-input Concat
   const Tensor* w = constant_of(g, m.inputs[1]);
   if (!w || !w->floating()) return false;

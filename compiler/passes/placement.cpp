@@ -37,7 +37,8 @@ bool keeps_bytes_in_place(const Graph& g, const Node& n) {
   std::vector<int64_t> perm = n.attr_ints("perm", {});
   if (perm.empty())
     for (size_t i = 0; i < r; ++i) perm.push_back(static_cast<int64_t>(r - 1 - i));
-  if (perm.size() != r || (!x.layout.empty() && x.layout.size() != r) || (!y.layout.empty() && y.layout.size() != r))
+  if (perm.size() != r || (!x.layout.empty() && x.layout.size() != r) ||
+      (!y.layout.empty() && y.layout.size() != r))
     return false;
   for (int64_t d : perm)
     if (d < 0 || d >= static_cast<int64_t>(r)) return false;

@@ -24,8 +24,10 @@ std::vector<Node> split_epilogue(Graph& g, Node n) {
   // Matrix nodes: the core's own inputs (MatMul's bias and residual are epilogue inputs); an
   // element-wise node or a BatchNormalization keeps all of its inputs.
   const bool matrix = n.op_type == "Conv" || n.op_type == "ConvTranspose" || n.op_type == "Gemm";
-  if (n.op_type == "MatMul") n.inputs.resize(2);
-  else if (matrix) n.inputs.resize(std::min<size_t>(n.inputs.size(), 3));
+  if (n.op_type == "MatMul")
+    n.inputs.resize(2);
+  else if (matrix)
+    n.inputs.resize(std::min<size_t>(n.inputs.size(), 3));
   while (!n.inputs.empty() && n.inputs.back().empty()) n.inputs.pop_back();
   for (auto it = n.attrs.begin(); it != n.attrs.end();)
     it = it->first.rfind("npu.", 0) == 0 && it->first != kCaptures ? n.attrs.erase(it) : std::next(it);
@@ -82,7 +84,8 @@ Graph reference_graph(const Graph& lowered) {
       } else if (act == "HardSigmoid") {
         last.attrs["alpha"].value = orig.attr_float(kAlpha, 0.2f);
         last.attrs["beta"].value = orig.attr_float(kBeta, 0.5f);
-      } else if (act == "Gelu" || act == "Silu" || (act == "HardSwish" && !interpreter_supports("HardSwish"))) {
+      } else if (act == "Gelu" || act == "Silu" ||
+                 (act == "HardSwish" && !interpreter_supports("HardSwish"))) {
         Node a = last;
         parts.pop_back();
         auto e = act == "Gelu"   ? passes::detail::expand_gelu(g, a)

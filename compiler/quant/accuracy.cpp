@@ -119,7 +119,6 @@ ErrorSums output_error(const Graph& g, const PrecisionPlan& plan, const std::vec
   return s;
 }
 
-
 std::string num(double v) {
   if (!std::isfinite(v)) return v > 0 ? "300" : (v < 0 ? "-300" : "null");
   std::ostringstream os;
@@ -129,29 +128,36 @@ std::string num(double v) {
 
 std::string pct(int64_t part, int64_t whole) {
   std::ostringstream os;
-  os << std::setprecision(3) << (whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0) << "%";
+  os << std::setprecision(3) << (whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0)
+     << "%";
   return os.str();
 }
 
 // The sentences a layer's range problems deserve: overflow to inf (fp16), outputs lost downstream of
 // one, values saturating outside the int8 range calibration chose (> 1 %), fp16 underflow (> 1 %).
-void range_warnings(const LayerAccuracy& l, const ErrorSums& s, std::map<std::string, std::vector<std::string>>& out) {
+void range_warnings(const LayerAccuracy& l, const ErrorSums& s,
+                    std::map<std::string, std::vector<std::string>>& out) {
   const std::string who = "layer '" + l.name + "' (" + std::string(to_string(l.precision)) + "): ";
   if (l.overflow > 0) {
     out["overflow"].push_back(who + std::to_string(l.overflow) + " of " + std::to_string(s.count) +
-                              " values exceed the format's largest finite value (" + num(s.limits.max_finite) + "; largest |x| " + num(l.ref_max_abs) + ") and become infinite. Keep it in fp32 or bf16, "
+                              " values exceed the format's largest finite value (" +
+                              num(s.limits.max_finite) + "; largest |x| " + num(l.ref_max_abs) +
+                              ") and become infinite. Keep it in fp32 or bf16, "
                               "or rescale its weights.");
   } else if (l.nonfinite > 0) {
-    out["nonfinite"].push_back(who + std::to_string(l.nonfinite) + " values are inf/NaN (propagated from an "
+    out["nonfinite"].push_back(who + std::to_string(l.nonfinite) +
+                               " values are inf/NaN (propagated from an "
                                "overflow upstream)");
   }
   if (l.saturated * 100 > s.count) {
-    out["saturated"].push_back(who + pct(l.saturated, s.count) + " of the reference values fall outside its int8 "
+    out["saturated"].push_back(who + pct(l.saturated, s.count) +
+                               " of the reference values fall outside its int8 "
                                "output range (set by calibration, or by a pre-quantized model's scales) and "
                                "saturate: are the calibration inputs representative of these inputs?");
   }
   if (l.underflow * 100 > s.nonzero) {
-    out["underflow"].push_back(who + pct(l.underflow, s.nonzero) + " of the nonzero values lie below the format's "
+    out["underflow"].push_back(who + pct(l.underflow, s.nonzero) +
+                               " of the nonzero values lie below the format's "
                                "smallest normal number and lose precision (subnormal or flushed to zero)");
   }
 }
@@ -184,14 +190,13 @@ std::vector<WeightOutlier> find_weight_outliers(const Graph& g, double factor) {
       if (f > factor) out.push_back({n.name, c, cmax[c], median, f});
     }
   }
-  std::stable_sort(out.begin(), out.end(), [](const WeightOutlier& a, const WeightOutlier& b) {
-    return a.factor > b.factor;
-  });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const WeightOutlier& a, const WeightOutlier& b) { return a.factor > b.factor; });
   return out;
 }
 
-AccuracyReport evaluate_accuracy(const Graph& g, const PrecisionPlan& plan, const std::vector<Sample>& samples,
-                                 const AccuracyOptions& options) {
+AccuracyReport evaluate_accuracy(const Graph& g, const PrecisionPlan& plan,
+                                 const std::vector<Sample>& samples, const AccuracyOptions& options) {
   AccuracyReport r;
   // The model-wide precision, or "mixed" when the nodes run in several (a pre-quantized model's int8
   // nodes next to float ones; "int8" when every node is int8).
@@ -279,8 +284,9 @@ AccuracyReport evaluate_accuracy(const Graph& g, const PrecisionPlan& plan, cons
                          "figures say how the model behaves on those inputs only. Pass a folder of real "
                          "inputs to calibrate.");
   if (output.count > 0 && output.ref_max_abs == 0)
-    r.warnings.push_back("the fp32 reference's outputs are all zeros on these inputs, so the output figures say "
-                         "nothing (an untrained, zero-initialised classifier head?); judge by the layers");
+    r.warnings.push_back(
+        "the fp32 reference's outputs are all zeros on these inputs, so the output figures say "
+        "nothing (an untrained, zero-initialised classifier head?); judge by the layers");
   // At most a few sentences of each kind, most upstream first (the rest follow from them).
   for (const auto& [kind, cap] : std::vector<std::pair<std::string, size_t>>{
            {"overflow", 3}, {"nonfinite", 1}, {"saturated", 3}, {"underflow", 3}}) {
@@ -293,7 +299,8 @@ AccuracyReport evaluate_accuracy(const Graph& g, const PrecisionPlan& plan, cons
   r.weight_outliers = find_weight_outliers(g, options.outlier_factor);
   for (const auto& [name, np] : plan.nodes)
     if (np.fell_back())
-      r.warnings.push_back("node '" + name + "' runs in " + std::string(to_string(np.effective)) + ": " + np.reason);
+      r.warnings.push_back("node '" + name + "' runs in " + std::string(to_string(np.effective)) + ": " +
+                           np.reason);
   return r;
 }
 
@@ -618,10 +625,11 @@ std::string shortest(double v) {
 std::string accuracy_summary(const AccuracyReport& r, size_t worst_layers) {
   std::ostringstream o;
   o << std::fixed << std::setprecision(2);
-  o << "accuracy (" << r.precision << " vs fp32 reference, " << r.evaluation_inputs << " inputs): output SQNR "
-    << r.output_sqnr_db << " dB, cosine " << std::setprecision(5) << r.output_cosine << std::setprecision(2)
-    << ", max |error| " << r.output_max_abs_error
-    << (r.output_nonfinite ? ", " + std::to_string(r.output_nonfinite) + " OUTPUT VALUES ARE INF/NaN" : std::string())
+  o << "accuracy (" << r.precision << " vs fp32 reference, " << r.evaluation_inputs
+    << " inputs): output SQNR " << r.output_sqnr_db << " dB, cosine " << std::setprecision(5)
+    << r.output_cosine << std::setprecision(2) << ", max |error| " << r.output_max_abs_error
+    << (r.output_nonfinite ? ", " + std::to_string(r.output_nonfinite) + " OUTPUT VALUES ARE INF/NaN"
+                           : std::string())
     << "\n";
   if (!r.calibration.method.empty())
     o << "calibration: " << r.calibration.method
@@ -631,7 +639,8 @@ std::string accuracy_summary(const AccuracyReport& r, size_t worst_layers) {
       << "\n";
   if (r.calibration.equalization.applied)
     o << "cross-layer equalisation: " << r.calibration.equalization.pairs.size() << " conv pairs equalised, "
-      << r.calibration.equalization.skipped.size() << " skipped (the report's calibration.cross_layer_equalization says why)\n";
+      << r.calibration.equalization.skipped.size()
+      << " skipped (the report's calibration.cross_layer_equalization says why)\n";
   if (r.calibration.smoothing.applied)
     o << "SmoothQuant (alpha " << r.calibration.smoothing.alpha
       << "): " << r.calibration.smoothing.layers.size()
@@ -641,8 +650,8 @@ std::string accuracy_summary(const AccuracyReport& r, size_t worst_layers) {
   if (r.calibration.recipe.chosen) o << recipe_summary(r.calibration.recipe);
   if (r.task) o << task_summary(*r.task);
   for (const auto& w : r.warnings) o << "WARNING: " << w << "\n";
-  o << "first layer below " << r.bad_layer_sqnr_db << " dB: "
-    << (r.first_bad_layer.empty() ? std::string("none") : r.first_bad_layer) << "\n";
+  o << "first layer below " << r.bad_layer_sqnr_db
+    << " dB: " << (r.first_bad_layer.empty() ? std::string("none") : r.first_bad_layer) << "\n";
   std::vector<const LayerAccuracy*> worst;
   for (const auto& l : r.layers) worst.push_back(&l);
   std::stable_sort(worst.begin(), worst.end(),
@@ -767,8 +776,8 @@ PrecisionPlan build_plan(const Graph& g, const PlanRequest& request, const Graph
     // The model's own scales, and calibration only for the values it leaves in float.
     const CalibrationInfo own = model_calibration();
     if (!missing.empty()) {
-      info.source = own.source + " (" + std::to_string(missing.size()) + " values the model leaves in float: " +
-                    info.method + " on " + info.source + ")";
+      info.source = own.source + " (" + std::to_string(missing.size()) +
+                    " values the model leaves in float: " + info.method + " on " + info.source + ")";
       info.method = own.method + "+" + info.method;
     } else {
       info = own;

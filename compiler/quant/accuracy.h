@@ -28,8 +28,8 @@ struct LayerAccuracy {
   Precision precision = Precision::kFp32;
   double sqnr_db = kExactSqnrDb;  // 10 log10(sum ref^2 / sum (out - ref)^2) over all evaluation inputs
   double cosine = 1.0;
-  double max_abs_error = 0.0;     // over the values that stayed finite
-  int64_t elements = 0;           // per input
+  double max_abs_error = 0.0;  // over the values that stayed finite
+  int64_t elements = 0;        // per input
   // Over all evaluation inputs (0 when not applicable to the layer's format):
   int64_t nonfinite = 0;   // outputs that became inf/NaN where the fp32 reference is finite (then
                            // sqnr_db = -300 and cosine = 0: the layer's result is lost)
@@ -71,12 +71,12 @@ struct NodeSensitivity {
 struct MixedPrecisionAdvice {
   double target_sqnr_db = 0;
   bool met = false;
-  double achieved_sqnr_db = 0;          // output SQNR with `layers` in fp16, `int16_layers` in int16
-  std::vector<std::string> layers;      // node names to keep in fp16, in the order chosen
+  double achieved_sqnr_db = 0;            // output SQNR with `layers` in fp16, `int16_layers` in int16
+  std::vector<std::string> layers;        // node names to keep in fp16, in the order chosen
   std::vector<std::string> int16_layers;  // node names to run with int16 activations (not in `layers`)
   std::string overrides;                  // ready to use: "conv3=int16,conv1=fp16,conv5=fp16"
-  double cost = 0;                      // the cost callback on the advised plan (0 without one)
-  double cost_int8 = 0;                 // the cost callback on the plan as given
+  double cost = 0;                        // the cost callback on the advised plan (0 without one)
+  double cost_int8 = 0;                   // the cost callback on the plan as given
   // With a cost callback, a met advice with int16 layers is compared with the same moved layers all in
   // fp16 (its SQNR and cost); `took_fp16_twin` when the twin met the target for less and replaced it.
   // `mix_*`: the int16 + fp16 advice it was compared with.
@@ -102,15 +102,15 @@ struct MixedPrecisionAdvice {
 };
 
 struct AccuracyReport {
-  std::string precision;            // the model-wide precision requested ("int8", "fp16", ...)
+  std::string precision;  // the model-wide precision requested ("int8", "fp16", ...)
   double output_sqnr_db = kExactSqnrDb;
   double output_cosine = 1.0;
   double output_max_abs_error = 0.0;
-  int64_t output_nonfinite = 0;     // inf/NaN output values where the reference is finite
-  std::string first_bad_layer;      // "" when every layer meets the threshold (JSON null)
+  int64_t output_nonfinite = 0;  // inf/NaN output values where the reference is finite
+  std::string first_bad_layer;   // "" when every layer meets the threshold (JSON null)
   double bad_layer_sqnr_db = 20.0;
   std::vector<LayerAccuracy> layers;  // graph order
-  CalibrationInfo calibration;      // method "" when nothing was calibrated
+  CalibrationInfo calibration;        // method "" when nothing was calibrated
   int evaluation_inputs = 0;
   bool evaluation_synthetic = false;
   std::string evaluation_source;  // the folder the evaluation inputs came from ("" = synthetic)
@@ -121,10 +121,9 @@ struct AccuracyReport {
   std::optional<MixedPrecisionAdvice> advice;
 };
 
-
 // Per-layer and output comparison of `plan` against an all-fp32 run of the same graph on `samples`.
-AccuracyReport evaluate_accuracy(const Graph& g, const PrecisionPlan& plan, const std::vector<Sample>& samples,
-                                 const AccuracyOptions& options = {});
+AccuracyReport evaluate_accuracy(const Graph& g, const PrecisionPlan& plan,
+                                 const std::vector<Sample>& samples, const AccuracyOptions& options = {});
 
 // Channels of constant matrix weights whose max |w| exceeds factor x the layer's median channel max.
 std::vector<WeightOutlier> find_weight_outliers(const Graph& g, double factor);
@@ -188,8 +187,8 @@ struct PlanRequest {
   // take the model's scales where it has them.
   bool follow_model = false;
   QuantOptions quant;
-  std::string calibration_dir;  // "" = synthetic
-  int calibration_count = 32;   // samples read from the folder (0 = all) or generated
+  std::string calibration_dir;           // "" = synthetic
+  int calibration_count = 32;            // samples read from the folder (0 = all) or generated
   std::optional<Preprocess> preprocess;  // how calibration images become inputs (--preprocess)
   uint32_t seed = 1;
   // Choose the PTQ recipe (cross-layer equalisation, bias correction) by measurement

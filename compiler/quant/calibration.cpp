@@ -38,7 +38,8 @@ CalibrationMethod parse_calibration_method(const std::string& text) {
   if (text == "percentile") return CalibrationMethod::kPercentile;
   if (text == "entropy" || text == "kl") return CalibrationMethod::kEntropy;
   if (text == "mse") return CalibrationMethod::kMse;
-  throw CalibrationError("unknown calibration method '" + text + "' (expected minmax, percentile, entropy or mse)");
+  throw CalibrationError("unknown calibration method '" + text +
+                         "' (expected minmax, percentile, entropy or mse)");
 }
 
 // ---- statistics --------------------------------------------------------------------------------
@@ -81,7 +82,7 @@ void TensorStats::add(const float* data, size_t n) {
     max_ = std::max(max_, hi);
   }
   count_ += static_cast<int64_t>(n);
-  if (amax == 0) return;  // all zeros: exact in every range (see below)
+  if (amax == 0) return;         // all zeros: exact in every range (see below)
   if (std::isinf(amax)) return;  // an infinite activation cannot be calibrated; min/max keep it
   if (width_ == 0 || amax >= width_ * bins()) grow_to(amax);
   const double inv = 1.0 / width_;
@@ -169,7 +170,8 @@ double percentile_threshold(const std::vector<double>& hist, double bin_width, d
   return static_cast<double>(hist.size()) * bin_width;
 }
 
-double entropy_threshold(const std::vector<double>& hist, double bin_width, int quant_bins, double max_clipped) {
+double entropy_threshold(const std::vector<double>& hist, double bin_width, int quant_bins,
+                         double max_clipped) {
   const int n = static_cast<int>(hist.size());
   double total = 0;
   int last_nonzero = -1;
@@ -320,7 +322,8 @@ ClipRange choose_range(const TensorStats& s, const CalibrationOptions& o, bool s
   }
   // Entropy. A one-sided tensor (after ReLU) quantized asymmetrically spends all 255 levels on one side.
   const bool one_sided = !symmetric && s.min() >= 0;
-  const double t = std::min(amax, entropy_threshold(s.magnitude_histogram(), w, one_sided ? 255 : 128, o.entropy_max_clipped));
+  const double t = std::min(
+      amax, entropy_threshold(s.magnitude_histogram(), w, one_sided ? 255 : 128, o.entropy_max_clipped));
   if (symmetric) {
     r.lo = static_cast<float>(-t);
     r.hi = static_cast<float>(t);
@@ -407,8 +410,10 @@ Tensor read_npy_tensor(const std::string& path) {
       throw unsupported();
     }
   }
-  const DataType t =
-      kind == 'u' ? DataType::kUInt8 : size == 1 ? DataType::kInt8 : size == 4 ? DataType::kInt32 : DataType::kInt64;
+  const DataType t = kind == 'u' ? DataType::kUInt8
+                     : size == 1 ? DataType::kInt8
+                     : size == 4 ? DataType::kInt32
+                                 : DataType::kInt64;
   return Tensor::from_ints(t, shape, std::move(v));
 }
 
@@ -477,7 +482,8 @@ static Tensor read_sample_file(const Graph& g, const std::string& input, const f
                          expected_input(g, input));
 }
 
-static void check_against(const Graph& g, const std::string& input, const Tensor& t, const std::string& file) {
+static void check_against(const Graph& g, const std::string& input, const Tensor& t,
+                          const std::string& file) {
   const Value& v = g.value(input);
   if (v.shape_known && v.shape.size() == t.shape.size()) {
     for (size_t d = 0; d < t.shape.size(); ++d)
@@ -561,9 +567,12 @@ std::vector<Sample> load_samples(const Graph& g, const std::string& folder, int 
         if (name.empty()) name = fl[k].stem().string();
       }
       std::string input;
-      if (std::find(g.inputs.begin(), g.inputs.end(), name) != g.inputs.end()) input = name;
-      else if (name == "input_" + std::to_string(k) && k < g.inputs.size()) input = g.inputs[k];
-      else if (g.inputs.size() == 1 && fl.size() == 1) input = g.inputs[0];
+      if (std::find(g.inputs.begin(), g.inputs.end(), name) != g.inputs.end())
+        input = name;
+      else if (name == "input_" + std::to_string(k) && k < g.inputs.size())
+        input = g.inputs[k];
+      else if (g.inputs.size() == 1 && fl.size() == 1)
+        input = g.inputs[0];
       else
         throw CalibrationError(fl[k].string() + ": names no input of the model ('" + name + "')");
       Tensor t = read_sample_file(g, input, fl[k], preprocess);

@@ -68,11 +68,11 @@ class TensorStats {
   double width_ = 0;  // 0 until the first non-zero value
   float min_ = 0, max_ = 0;
   int64_t count_ = 0;
-  Shape shape_;                                  // of the tensors add(const Tensor&) saw
+  Shape shape_;  // of the tensors add(const Tensor&) saw
   bool shape_consistent_ = true;
-  std::vector<double> dim1_sum_, last_sum_;      // per index of dim 1 / of the last dim
-  std::vector<double> dim1_sq_, last_sq_;        // the same sums of squares
-  std::vector<double> last_max_;                 // max |x| per index of the last dim
+  std::vector<double> dim1_sum_, last_sum_;  // per index of dim 1 / of the last dim
+  std::vector<double> dim1_sq_, last_sq_;    // the same sums of squares
+  std::vector<double> last_max_;             // max |x| per index of the last dim
   int64_t channel_samples_ = 0;
 };
 
@@ -124,8 +124,8 @@ ClipRange choose_range(const TensorStats& s, const CalibrationOptions& o, bool s
 // One calibration (or evaluation) sample: a tensor per graph input, by name.
 using Sample = std::map<std::string, Tensor>;
 
-// Runs the graph in FP32 (emulate.h with an all-fp32 plan: the interpreter's kernels) on every sample and returns statistics of every non-constant floating
-// value (graph inputs and node outputs).
+// Runs the graph in FP32 (emulate.h with an all-fp32 plan: the interpreter's kernels) on every sample and
+// returns statistics of every non-constant floating value (graph inputs and node outputs).
 std::map<std::string, TensorStats> collect_statistics(const Graph& g, const std::vector<Sample>& samples,
                                                       int bins = 2048);
 

@@ -29,7 +29,8 @@ namespace {
 
 ConvGeom conv_geometry(const Node& node, const Shape& x, const Shape& wshape) {
   const int nd = static_cast<int>(x.size()) - 2;
-  if (nd < 1 || nd > 2) fail(node, "int8 Conv supports 1 or 2 spatial dimensions, input is " + shape_to_string(x));
+  if (nd < 1 || nd > 2)
+    fail(node, "int8 Conv supports 1 or 2 spatial dimensions, input is " + shape_to_string(x));
   ConvGeom g{};
   g.n = x[0];
   g.c = x[1];
@@ -43,8 +44,8 @@ ConvGeom conv_geometry(const Node& node, const Shape& x, const Shape& wshape) {
   auto pads = node.attr_ints("pads", std::vector<int64_t>(2 * nd, 0));
   g.group = node.attr_int("group", 1);
   const std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
-  int64_t in[2] = {g.h, g.w}, k[2] = {g.kh, g.kw}, s[2] = {1, 1}, d[2] = {1, 1}, pb[2] = {0, 0}, pe[2] = {0, 0},
-          out[2] = {1, 1};
+  int64_t in[2] = {g.h, g.w}, k[2] = {g.kh, g.kw}, s[2] = {1, 1}, d[2] = {1, 1}, pb[2] = {0, 0},
+          pe[2] = {0, 0}, out[2] = {1, 1};
   const int off = 2 - nd;
   for (int i = 0; i < nd; ++i) {
     const int j = off + i;
@@ -80,7 +81,8 @@ namespace {
 // A fused activation in fp32 (the shared isa::numerics functions the datapath's vector unit runs).
 float act_fp32(const Node& n, const std::string& a, float x) {
   if (a == "Relu") return x < 0 ? 0.0f : x;
-  if (a == "Clip") return std::min(std::max(x, n.attr_float(kActMin, -INFINITY)), n.attr_float(kActMax, INFINITY));
+  if (a == "Clip")
+    return std::min(std::max(x, n.attr_float(kActMin, -INFINITY)), n.attr_float(kActMax, INFINITY));
   if (a == "Sigmoid") return num::sigmoid(x);
   if (a == "Tanh") return std::tanh(x);
   if (a == "LeakyRelu") return x < 0 ? n.attr_float(kAlpha, 0.01f) * x : x;
@@ -196,7 +198,8 @@ std::vector<int32_t> run_int8_layer(const Graph& /*g*/, const Node& n, const Pre
     // The stride-1 conv over the zero-inserted input (compiler/ops/conv_transpose.h), as the back end
     // runs it: the inserted values and the padding are the zero point, which contributes nothing.
     if (x.shape.size() != 4 || L.weight_shape.size() != 4) fail(n, "int8 ConvTranspose supports 2-D only");
-    const ConvTransposeForm f = conv_transpose_form(n, x.shape[2], x.shape[3], L.weight_shape[2], L.weight_shape[3]);
+    const ConvTransposeForm f =
+        conv_transpose_form(n, x.shape[2], x.shape[3], L.weight_shape[2], L.weight_shape[3]);
     ConvGeom cg{};
     cg.n = x.shape[0], cg.c = x.shape[1], cg.h = f.hp, cg.w = f.wp, cg.m = L.weight_shape[0];
     cg.kh = f.kh, cg.kw = f.kw, cg.oh = f.oh, cg.ow = f.ow, cg.sh = cg.sw = 1, cg.dh = f.dh, cg.dw = f.dw;
@@ -208,7 +211,8 @@ std::vector<int32_t> run_int8_layer(const Graph& /*g*/, const Node& n, const Pre
         if (py < 0 || py >= f.hp) continue;
         for (int64_t ix = 0; ix < f.w; ++ix) {
           const int64_t px = f.lead_w + ix * f.sw;
-          if (px >= 0 && px < f.wp) padded[(bc * f.hp + py) * f.wp + px] = x.codes[(bc * f.h + iy) * f.w + ix];
+          if (px >= 0 && px < f.wp)
+            padded[(bc * f.hp + py) * f.wp + px] = x.codes[(bc * f.h + iy) * f.w + ix];
         }
       }
     out_shape = Shape{cg.n, cg.m, cg.oh, cg.ow};
@@ -298,13 +302,13 @@ Tensor rounded(const Tensor& t, Precision p) {
   return r;
 }
 
-// The back end's row-wise Softmax / LayerNormalization / RMSNormalization (compiler/backend/vector/rowwise.h) as the
-// vector unit computes it: the VecOps it runs, in order, each in fp32 with its result rounded to the compute
-// format (fp16/bf16; int8 layers compute in fp32 between one dequantize and one quantize), reductions summed
-// in row order as the datapath does. With `out` (an int8 layer writing codes) the output scale is folded
-// in as the kernel does: the per-row factor divided by it, beta divided by it, the last step rounded to
-// int32 (half to even, saturated) and the zero point added (saturated to the codes); `codes` receives
-// them and the returned tensor holds their real values.
+// The back end's row-wise Softmax / LayerNormalization / RMSNormalization (compiler/backend/vector/rowwise.h)
+// as the vector unit computes it: the VecOps it runs, in order, each in fp32 with its result rounded to the
+// compute format (fp16/bf16; int8 layers compute in fp32 between one dequantize and one quantize), reductions
+// summed in row order as the datapath does. With `out` (an int8 layer writing codes) the output scale is
+// folded in as the kernel does: the per-row factor divided by it, beta divided by it, the last step rounded
+// to int32 (half to even, saturated) and the zero point added (saturated to the codes); `codes` receives them
+// and the returned tensor holds their real values.
 Tensor rowwise_layer(const Node& n, const RowwiseForm& f, const std::vector<const Tensor*>& ins, Precision p,
                      const QParams* out = nullptr, std::vector<int32_t>* codes = nullptr) {
   const Tensor& x = *ins.at(0);
@@ -313,7 +317,8 @@ Tensor rowwise_layer(const Node& n, const RowwiseForm& f, const std::vector<cons
   const auto row_param = [&](size_t k, float absent) {
     std::vector<float> v(static_cast<size_t>(D), absent);
     if (k < ins.size() && ins[k])
-      for (int64_t i = 0; i < D; ++i) v[static_cast<size_t>(i)] = ins[k]->f[ins[k]->f.size() == 1 ? 0 : static_cast<size_t>(i)];
+      for (int64_t i = 0; i < D; ++i)
+        v[static_cast<size_t>(i)] = ins[k]->f[ins[k]->f.size() == 1 ? 0 : static_cast<size_t>(i)];
     return v;
   };
   const bool softmax = n.op_type == "Softmax", rms = is_rmsnorm(n);
@@ -341,7 +346,8 @@ Tensor rowwise_layer(const Node& n, const RowwiseForm& f, const std::vector<cons
     float* yp = y.f.data() + row * D;
     if (softmax) {
       float m = xp[0];
-      for (int64_t i = 1; i < D; ++i) m = std::isnan(m) ? m : std::isnan(xp[i]) ? xp[i] : (m < xp[i] ? xp[i] : m);
+      for (int64_t i = 1; i < D; ++i)
+        m = std::isnan(m) ? m : std::isnan(xp[i]) ? xp[i] : (m < xp[i] ? xp[i] : m);
       for (int64_t i = 0; i < D; ++i) yp[i] = r(std::exp(r(xp[i] - m)));
       float acc = yp[0];
       for (int64_t i = 1; i < D; ++i) acc += yp[i];
@@ -364,7 +370,8 @@ Tensor rowwise_layer(const Node& n, const RowwiseForm& f, const std::vector<cons
     for (int64_t i = 0; i < D; ++i) {
       float v = yp[i] * inv;
       if (has_gamma) v = r(v) * gamma[static_cast<size_t>(i)];
-      if (has_beta) v = r(v) + (out ? beta[static_cast<size_t>(i)] / out_scale : beta[static_cast<size_t>(i)]);
+      if (has_beta)
+        v = r(v) + (out ? beta[static_cast<size_t>(i)] / out_scale : beta[static_cast<size_t>(i)]);
       put(row * D + i, v);
     }
   }
@@ -457,7 +464,8 @@ class Emulator {
   }
 
   bool runtime_float(const std::string& name) const {
-    return !name.empty() && g_.has_value(name) && !g_.value(name).is_constant() && is_float(g_.value(name).dtype);
+    return !name.empty() && g_.has_value(name) && !g_.value(name).is_constant() &&
+           is_float(g_.value(name).dtype);
   }
 
   void run_int8_matrix(const Node& n) {
@@ -582,8 +590,10 @@ class Emulator {
         continue;
       }
       const float v = round_p(act.empty() ? u : act_fp32(n, act, u), p);
-      if (qy) yq.codes[i] = qy->quantize(v);
-      else y.f[i] = v;
+      if (qy)
+        yq.codes[i] = qy->quantize(v);
+      else
+        y.f[i] = v;
     }
     if (qy) {
       set_codes(yn, std::move(yq));
@@ -597,7 +607,8 @@ class Emulator {
   std::vector<Tensor> call_kernel(const Node& n, const std::vector<const Tensor*>& ins) {
     const auto& table = interp::kernel_table();
     auto it = table.find(n.op_type);
-    if (!n.domain.empty() || it == table.end()) fail(n, "the reference interpreter has no kernel for this op");
+    if (!n.domain.empty() || it == table.end())
+      fail(n, "the reference interpreter has no kernel for this op");
     interp::KernelContext ctx{n, g_.opset, ins, std::vector<Tensor>(n.outputs.size())};
     it->second(ctx);
     return std::move(ctx.out);
@@ -608,8 +619,7 @@ class Emulator {
       if (n.op_type == "Transpose" && n.attr_int(kLayoutChange, 0)) return {*ins.at(0)};
       if (n.op_type == "Gelu" || n.op_type == "Silu") {
         Tensor t = *ins.at(0);
-        for (auto& v : t.f)
-          v = n.op_type == "Gelu" ? num::gelu(v) : v * num::sigmoid(v);
+        for (auto& v : t.f) v = n.op_type == "Gelu" ? num::gelu(v) : v * num::sigmoid(v);
         return {t};
       }
       // The interpreter has no RMSNormalization (ONNX 1.12): the row-wise kernel's steps in fp32.
@@ -619,8 +629,9 @@ class Emulator {
     }
     const bool matrix = is_matrix_op(n) || (n.domain.empty() && n.op_type == "ConvTranspose");
     const bool elementwise_act = !matrix && n.has_attr(kActivation);  // e.g. Add -> Relu fused
-    const bool epilogue = elementwise_act || (matrix && (n.has_attr(kActivation) || n.has_attr(kResidualInput) ||
-                                                         (n.op_type == "MatMul" && n.has_input(2))));
+    const bool epilogue =
+        elementwise_act || (matrix && (n.has_attr(kActivation) || n.has_attr(kResidualInput) ||
+                                       (n.op_type == "MatMul" && n.has_input(2))));
     if (!epilogue) return call_kernel(n, ins);
     // Fused node: core, then + bias (MatMul), + residual, activation.
     Node core = n;

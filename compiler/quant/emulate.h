@@ -41,7 +41,7 @@ std::vector<Tensor> emulate_node(const Graph& g, const PrecisionPlan& plan, cons
 
 // An int8 tensor as the NPU holds it: codes with their parameters.
 struct Int8Tensor {
-  Shape shape;                // logical (ONNX) shape
+  Shape shape;  // logical (ONNX) shape
   QParams qparams;
   std::vector<int32_t> codes;  // values in [qparams.qmin(), qparams.qmax()], row-major logical order
 };

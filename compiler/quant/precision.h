@@ -127,20 +127,20 @@ AffineArith affine_arith(const std::vector<float>& scale, const std::vector<floa
 // The integer form of one int8 matrix node (see the contract above).
 struct LayerQuant {
   std::string node;
-  std::string op;                   // Conv, Gemm, MatMul
+  std::string op;                               // Conv, Gemm, MatMul
   std::string input, weight, output, residual;  // value names; residual "" when none
-  bool weight_is_constant = true;   // false: a runtime B (attention), quantized per tensor at run time
+  bool weight_is_constant = true;  // false: a runtime B (attention), quantized per tensor at run time
   bool per_channel = false;
-  int weight_channel_axis = 0;      // the dim of the weight holding output channels
+  int weight_channel_axis = 0;  // the dim of the weight holding output channels
   Shape weight_shape;
-  std::vector<int8_t> weight_q;     // constant weights, same shape/order as the ONNX weight, symmetric
-  std::vector<float> weight_scale;  // one per output channel (per-tensor: all entries equal)
-  std::vector<int32_t> bias;        // round(bias / (x.scale * weight_scale[n])), zeros when no bias
-  std::vector<int32_t> bias_folded; // bias[n] - x.zero_point * sum_k w_q[k][n] (constant weights)
-  std::vector<float> acc_scale;     // x.scale * weight_scale[n]: real value of one accumulator unit
+  std::vector<int8_t> weight_q;      // constant weights, same shape/order as the ONNX weight, symmetric
+  std::vector<float> weight_scale;   // one per output channel (per-tensor: all entries equal)
+  std::vector<int32_t> bias;         // round(bias / (x.scale * weight_scale[n])), zeros when no bias
+  std::vector<int32_t> bias_folded;  // bias[n] - x.zero_point * sum_k w_q[k][n] (constant weights)
+  std::vector<float> acc_scale;      // x.scale * weight_scale[n]: real value of one accumulator unit
   std::vector<isa::numerics::QuantizedMultiplier> requant;           // acc_scale[n] / y.scale
   std::vector<isa::numerics::QuantizedMultiplier> residual_rescale;  // r.scale / acc_scale[n]
-  std::string activation;           // the fused activation (kActivation), "" when none
+  std::string activation;  // the fused activation (kActivation), "" when none
   bool float_epilogue = false;
   int32_t clamp_min = -128, clamp_max = 127;  // output codes: the dtype's range narrowed by Relu/Clip
 };
@@ -149,8 +149,8 @@ struct LayerQuant {
 // The PTQ recipe chosen by measurement (build_plan_choosing_recipe, recipe.h): each candidate's output SQNR
 // against fp32 on the first calibration inputs, and the one taken.
 struct RecipeCandidate {
-  std::string name;                // "none", "bias-correction-nonnegative", "cle+bias-correction", ...
-  double calibration_sqnr_db = 0;  // output SQNR over the scoring inputs
+  std::string name;                       // "none", "bias-correction-nonnegative", "cle+bias-correction", ...
+  double calibration_sqnr_db = 0;         // output SQNR over the scoring inputs
   std::vector<double> per_input_sqnr_db;  // on each scoring input alone (what the choice compares)
 };
 struct RecipeChoice {
@@ -159,15 +159,15 @@ struct RecipeChoice {
   std::vector<RecipeCandidate> candidates;  // in the order tried (simplest first)
   int scoring_inputs = 0;                   // the first calibration inputs the candidates were scored on
   bool held_out = false;  // the candidates were calibrated on the other inputs (false: on all of them)
-  double seconds = 0;                       // wall time of the choice (calibration of the CLE graph included)
+  double seconds = 0;     // wall time of the choice (calibration of the CLE graph included)
 };
 
 struct CalibrationInfo {
-  std::string method;        // "minmax", "percentile", "entropy", or "model" (pre-quantized QDQ)
-  double percentile = 0;     // "percentile": the share of magnitudes kept inside the range, in %; else 0
-  int inputs = 0;            // calibration inputs used
-  bool synthetic = false;    // true: seeded random inputs, not user data (the report says so loudly)
-  std::string source;        // folder of the inputs, or "synthetic seed N"
+  std::string method;      // "minmax", "percentile", "entropy", or "model" (pre-quantized QDQ)
+  double percentile = 0;   // "percentile": the share of magnitudes kept inside the range, in %; else 0
+  int inputs = 0;          // calibration inputs used
+  bool synthetic = false;  // true: seeded random inputs, not user data (the report says so loudly)
+  std::string source;      // folder of the inputs, or "synthetic seed N"
   // The bias correction applied (bias_correction_name, quantize.h): "nonnegative-inputs" by default.
   std::string bias_correction;
   // Cross-layer equalisation applied to the graph before calibration (QuantOptions::

@@ -134,7 +134,8 @@ class QdqPass {
       }
       if (!all_const(n, {1, 2, 4, 5, 6, 7, 8})) {
         // Runtime scales: no static int8 plan can carry them; the node runs as it is (on the host).
-        r_.notes.push_back("node '" + n.name + "' (" + n.op_type + "): its scales or zero points are not "
+        r_.notes.push_back("node '" + n.name + "' (" + n.op_type +
+                           "): its scales or zero points are not "
                            "constants; it runs as it is");
         out.push_back(n);
         continue;
@@ -143,7 +144,8 @@ class QdqPass {
       const std::string xf = new_value(n.inputs[0] + "_dq", DataType::kFloat32, n.inputs[0]);
       const std::string wf = new_value(n.inputs[3] + "_dq", DataType::kFloat32, n.inputs[3]);
       const std::string yf = new_value(n.outputs[0] + "_f", DataType::kFloat32, n.outputs[0]);
-      out.push_back(make("DequantizeLinear", n.name + "_dq_x", {n.inputs[0], n.inputs[1], n.inputs[2]}, {xf}));
+      out.push_back(
+          make("DequantizeLinear", n.name + "_dq_x", {n.inputs[0], n.inputs[1], n.inputs[2]}, {xf}));
       Node dw = make("DequantizeLinear", n.name + "_dq_w", {n.inputs[3], n.inputs[4], n.inputs[5]}, {wf});
       const Tensor ws = require_scale(n, 4);
       require_scale(n, 1);
@@ -167,8 +169,8 @@ class QdqPass {
         }
       }
       out.push_back(op);
-      out.push_back(make("QuantizeLinear", n.name + "_q", {yf, n.inputs[conv ? 6 : 6], n.inputs[conv ? 7 : 7]},
-                         {n.outputs[0]}));
+      out.push_back(make("QuantizeLinear", n.name + "_q",
+                         {yf, n.inputs[conv ? 6 : 6], n.inputs[conv ? 7 : 7]}, {n.outputs[0]}));
     }
     if (changed) g().nodes = std::move(out);
   }
@@ -210,7 +212,8 @@ class QdqPass {
         gw.w.scale.assign(s.f.begin(), s.f.end());
         given_[n.outputs[0]] = std::move(gw);
       } else if (x->dtype == DataType::kInt8 || x->dtype == DataType::kUInt8) {
-        r_.notes.push_back("weights '" + n.inputs[0] + "' have a non-zero zero point: re-quantized symmetrically");
+        r_.notes.push_back("weights '" + n.inputs[0] +
+                           "' have a non-zero zero point: re-quantized symmetrically");
       }
     }
     g().nodes = std::move(out);
@@ -231,8 +234,8 @@ class QdqPass {
       // Back from the DQ to its Q through ops that keep the codes: same-type Casts (bypassed) and data
       // movement on the codes (QOperator-style models reshape uint8 tensors), which then move the float
       // value instead. Each moved value must feed only the next op of the chain.
-      static const std::set<std::string> kMovement = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
-                                                      "Identity"};
+      static const std::set<std::string> kMovement = {"Reshape",   "Flatten",   "Squeeze",
+                                                      "Unsqueeze", "Transpose", "Identity"};
       std::string v = dq.inputs[0];
       int p = g().producer(v);
       std::vector<int> moves;  // DQ side first
@@ -254,15 +257,18 @@ class QdqPass {
       const Node q = g().nodes[p];
       if (!all_const(q, {1, 2}) || !all_const(dq, {1, 2})) continue;  // runtime scales: Q and DQ stay ops
       const Tensor qs = require_scale(q, 1), ds = require_scale(dq, 1);
-      const Tensor qz = q.has_input(2) ? require_const(q, 2, "zero point") : Tensor::scalar_int(DataType::kUInt8, 0);
-      const Tensor dz = dq.has_input(2) ? require_const(dq, 2, "zero point") : Tensor::scalar_int(DataType::kUInt8, 0);
+      const Tensor qz =
+          q.has_input(2) ? require_const(q, 2, "zero point") : Tensor::scalar_int(DataType::kUInt8, 0);
+      const Tensor dz =
+          dq.has_input(2) ? require_const(dq, 2, "zero point") : Tensor::scalar_int(DataType::kUInt8, 0);
       // What one QParams per value cannot express stays as ops (exact, on the vector unit or the host).
       if (qs.size() != 1 || ds.size() != 1) {
         r_.notes.push_back("node '" + q.name + "': per-axis quantization of an activation; Q/DQ run as ops");
         continue;
       }
       if (qs.f[0] != ds.f[0] || qz.i[0] != dz.i[0]) {
-        r_.notes.push_back("nodes '" + q.name + "' and '" + dq.name + "' quantize and dequantize with different "
+        r_.notes.push_back("nodes '" + q.name + "' and '" + dq.name +
+                           "' quantize and dequantize with different "
                            "parameters; they run as ops");
         continue;
       }
@@ -273,7 +279,8 @@ class QdqPass {
       const std::string x = q.inputs[0];
       const std::string y = dq.outputs[0];
       if (values_.count(x) && (values_[x].scale != qp.scale || values_[x].zero_point != qp.zero_point)) {
-        r_.notes.push_back("value '" + x + "' is quantized with two different scales; the second pair runs as ops");
+        r_.notes.push_back("value '" + x +
+                           "' is quantized with two different scales; the second pair runs as ops");
         continue;
       }
       if (!moves.empty()) {
@@ -289,7 +296,7 @@ class QdqPass {
         replace_uses(y, cur);
         values_[x] = qp;
       } else if (outputs.count(y) && g().producer(x) >= 0 && !outputs.count(x) &&
-          std::find(g().inputs.begin(), g().inputs.end(), x) == g().inputs.end()) {
+                 std::find(g().inputs.begin(), g().inputs.end(), x) == g().inputs.end()) {
         // y is a graph output: x's producer writes y directly, so the output keeps its name.
         Node& prod = g().nodes[g().producer(x)];
         for (auto& o : prod.outputs)
@@ -359,12 +366,14 @@ class QdqPass {
       auto it = given_.find(n.inputs[1]);
       if (it == given_.end()) {
         if (w.is_constant())
-          r_.notes.push_back("node '" + n.name + "': weights were not int8 in the model; quantized per channel here");
+          r_.notes.push_back("node '" + n.name +
+                             "': weights were not int8 in the model; quantized per channel here");
         continue;
       }
       const int axis = weight_channel_axis(n, static_cast<int>(w.constant->rank()));
       if (it->second.axis != -1 && it->second.axis != axis) {
-        r_.notes.push_back("node '" + n.name + "': weight scales along another axis than the output channels; "
+        r_.notes.push_back("node '" + n.name +
+                           "': weight scales along another axis than the output channels; "
                            "re-quantized per channel");
         continue;
       }
@@ -407,11 +416,13 @@ bool runtime_float(const Graph& g, const std::string& v) {
 // The model's codes of a matrix node's constant weights: w / scale[channel] must be an integer in the
 // int8 range (the weights are the model's dequantized codes); nullopt when they are not (a pass changed
 // them) or the scales do not fit the weight.
-std::optional<QuantizedWeights> recover_codes(const Node& n, const Tensor& w, const std::vector<float>& scales) {
+std::optional<QuantizedWeights> recover_codes(const Node& n, const Tensor& w,
+                                              const std::vector<float>& scales) {
   if (!w.floating() || w.rank() < 1) return std::nullopt;
   const int axis = weight_channel_axis(n, static_cast<int>(w.rank()));
   const int64_t channels = w.shape[static_cast<size_t>(axis)];
-  if (scales.empty() || (scales.size() != 1 && static_cast<int64_t>(scales.size()) != channels)) return std::nullopt;
+  if (scales.empty() || (scales.size() != 1 && static_cast<int64_t>(scales.size()) != channels))
+    return std::nullopt;
   int64_t inner = 1;
   for (size_t d = static_cast<size_t>(axis) + 1; d < w.shape.size(); ++d) inner *= w.shape[d];
   QuantizedWeights qw;
@@ -449,9 +460,12 @@ std::map<std::string, QuantizedWeights> apply_model_quant(const Graph& g, const 
   // output is a graph output writes it in NHWC and a layout change produces the named value.
   for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it) {
     const Node& n = *it;
-    if (!(n.domain == kNpuDomain && n.op_type == "Transpose" && n.attr_int(kLayoutChange, 0)) || !n.has_input(0)) continue;
+    if (!(n.domain == kNpuDomain && n.op_type == "Transpose" && n.attr_int(kLayoutChange, 0)) ||
+        !n.has_input(0))
+      continue;
     auto out = plan.values.find(n.outputs[0]);
-    if (out != plan.values.end() && runtime_float(g, n.inputs[0])) plan.values.emplace(n.inputs[0], out->second);
+    if (out != plan.values.end() && runtime_float(g, n.inputs[0]))
+      plan.values.emplace(n.inputs[0], out->second);
   }
   // Backward through a Relu whose output the model quantizes with its zero point at the bottom of the
   // range (the real range starts at 0): quantizing the Relu's input with the same parameters saturates
@@ -463,7 +477,8 @@ std::map<std::string, QuantizedWeights> apply_model_quant(const Graph& g, const 
     auto out = plan.values.find(n.outputs[0]);
     const std::string& in = n.inputs[0];
     if (out == plan.values.end() || plan.values.count(in) || !runtime_float(g, in)) continue;
-    if (out->second.zero_point != out->second.qmin() || g.producer(in) < 0 || g.consumers(in).size() != 1) continue;
+    if (out->second.zero_point != out->second.qmin() || g.producer(in) < 0 || g.consumers(in).size() != 1)
+      continue;
     plan.values.emplace(in, out->second);
   }
   if (follow_model) {
@@ -473,8 +488,10 @@ std::map<std::string, QuantizedWeights> apply_model_quant(const Graph& g, const 
       bool any = false, all = true;
       auto check = [&](const std::string& v) {
         if (!runtime_float(g, v)) return;
-        if (plan.values.count(v)) any = true;
-        else all = false;
+        if (plan.values.count(v))
+          any = true;
+        else
+          all = false;
       };
       for (const auto& v : n.inputs) check(v);
       for (const auto& v : n.outputs) check(v);
@@ -484,13 +501,15 @@ std::map<std::string, QuantizedWeights> apply_model_quant(const Graph& g, const 
   std::map<std::string, QuantizedWeights> given;
   for (const Node& n : g.nodes) {
     auto s = mq.weight_scales.find(n.name);
-    if (s == mq.weight_scales.end() || plan.precision_of(n.name) != Precision::kInt8 || !is_matrix_op(n)) continue;
+    if (s == mq.weight_scales.end() || plan.precision_of(n.name) != Precision::kInt8 || !is_matrix_op(n))
+      continue;
     const Value& w = g.value(n.inputs.at(1));
     auto q = w.is_constant() ? recover_codes(n, *w.constant, s->second) : std::nullopt;
     if (q) {
       given.emplace(n.name, std::move(*q));
     } else if (notes) {
-      notes->push_back("node '" + n.name + "': the passes changed the model's int8 weights (e.g. folded a "
+      notes->push_back("node '" + n.name +
+                       "': the passes changed the model's int8 weights (e.g. folded a "
                        "BatchNormalization into them); re-quantized per channel");
     }
   }

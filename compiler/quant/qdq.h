@@ -28,10 +28,10 @@ struct ModelQuant {
 };
 
 struct QdqImport {
-  Graph graph;           // float graph: Q/DQ pairs removed, weights dequantized, Relu/Clip fused into
-                         // the matrix node that feeds them (npu.activation) when the pair is quantized
-  ModelQuant quant;      // the model's scales, for model_plan on this graph or on it after lower()
-  PrecisionPlan plan;    // model_plan(graph, quant): int8 where the model quantizes a node, else fp32
+  Graph graph;               // float graph: Q/DQ pairs removed, weights dequantized, Relu/Clip fused into
+                             // the matrix node that feeds them (npu.activation) when the pair is quantized
+  ModelQuant quant;          // the model's scales, for model_plan on this graph or on it after lower()
+  PrecisionPlan plan;        // model_plan(graph, quant): int8 where the model quantizes a node, else fp32
   int quantized_values = 0;  // activation values with model QParams
   int int8_layers = 0;       // matrix nodes with the model's int8 weights
   std::vector<std::string> notes;  // what could not be kept (e.g. weights with a zero point: re-quantized)

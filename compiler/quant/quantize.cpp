@@ -206,10 +206,10 @@ QuantizedWeights quantize_weights(const Tensor& w, int axis, bool per_channel, W
 }
 
 bool shares_input_qparams(const Node& n) {
-  static const std::set<std::string> ops = {"MaxPool", "GlobalMaxPool", "Relu", "Reshape", "Flatten",
-                                            "Squeeze", "Unsqueeze", "Transpose", "Identity", "Dropout",
-                                            "Slice", "Split", "Pad", "ReduceMax", "DepthToSpace",
-                                            "SpaceToDepth", "Expand", "Tile"};
+  static const std::set<std::string> ops = {
+      "MaxPool",   "GlobalMaxPool", "Relu",         "Reshape",      "Flatten", "Squeeze",
+      "Unsqueeze", "Transpose",     "Identity",     "Dropout",      "Slice",   "Split",
+      "Pad",       "ReduceMax",     "DepthToSpace", "SpaceToDepth", "Expand",  "Tile"};
   if (n.domain == kNpuDomain && n.op_type == "Transpose") return true;
   if (!n.domain.empty()) return false;
   // A nearest-neighbour Resize only copies values (tf_crop_and_resize may also write a fill value).
@@ -228,14 +228,17 @@ bool is_matrix_op(const Node& n) {
   return n.domain.empty() && (n.op_type == "Conv" || n.op_type == "Gemm" || n.op_type == "MatMul");
 }
 
-bool is_int8_layer_op(const Node& n) { return is_matrix_op(n) || (n.domain.empty() && n.op_type == "ConvTranspose"); }
+bool is_int8_layer_op(const Node& n) {
+  return is_matrix_op(n) || (n.domain.empty() && n.op_type == "ConvTranspose");
+}
 
 static bool float_value(const Graph& g, const std::string& name) {
   return !name.empty() && g.has_value(name) && !g.value(name).is_constant() && is_float(g.value(name).dtype);
 }
 
 std::vector<double> weight_rounding_shift(const Node& n, const Tensor& w, const QuantizedWeights& q,
-                                          int channel_axis, const std::vector<double>& means, const Shape& x) {
+                                          int channel_axis, const std::vector<double>& means,
+                                          const Shape& x) {
   if (w.f.empty() || q.q.size() != w.f.size() || means.empty()) return {};
   const int64_t channels = w.shape[channel_axis];
   if (static_cast<int64_t>(q.scale.size()) != channels) return {};
@@ -266,12 +269,14 @@ std::vector<double> weight_rounding_shift(const Node& n, const Tensor& w, const 
       for (int64_t a = 0; a < c.kh; ++a)
         for (int64_t b = 0; b < c.kw; ++b)
           inside[static_cast<size_t>(a * c.kw + b)] =
-              static_cast<double>(count(c.oh, c.sh, c.pt, a * c.dh, c.h) * count(c.ow, c.sw, c.pl, b * c.dw, c.w)) /
+              static_cast<double>(count(c.oh, c.sh, c.pt, a * c.dh, c.h) *
+                                  count(c.ow, c.sw, c.pl, b * c.dw, c.w)) /
               static_cast<double>(c.oh * c.ow);
     }
     for (size_t k = 0; k < w.f.size(); ++k) {
       const int64_t o = static_cast<int64_t>(k) / (per_group_in * window);
-      const int64_t i = (o / out_per_group) * per_group_in + (static_cast<int64_t>(k) / window) % per_group_in;
+      const int64_t i =
+          (o / out_per_group) * per_group_in + (static_cast<int64_t>(k) / window) % per_group_in;
       const double err = static_cast<double>(q.q[k]) * q.scale[static_cast<size_t>(o)] - w.f[k];
       shift[static_cast<size_t>(o)] += err * means[static_cast<size_t>(i)] * inside[k % window];
     }
@@ -328,7 +333,8 @@ bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const Quant
   const Value& wv = g.value(L.weight);
   L.weight_is_constant = wv.is_constant();
   if (n.op_type == "Gemm") {
-    if (n.attr_int("transA", 0) != 0 || n.attr_float("alpha", 1.0f) != 1.0f || n.attr_float("beta", 1.0f) != 1.0f) {
+    if (n.attr_int("transA", 0) != 0 || n.attr_float("alpha", 1.0f) != 1.0f ||
+        n.attr_float("beta", 1.0f) != 1.0f) {
       reason = "int8 Gemm needs transA=0, alpha=beta=1 (run the passes' normalize_gemm first)";
       return false;
     }
@@ -353,7 +359,8 @@ bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const Quant
       return false;
     }
     L.weight_shape = w.shape;
-    L.weight_channel_axis = n.op_type == "ConvTranspose" ? 0 : weight_channel_axis(n, static_cast<int>(w.rank()));
+    L.weight_channel_axis =
+        n.op_type == "ConvTranspose" ? 0 : weight_channel_axis(n, static_cast<int>(w.rank()));
     if (w.rank() < 1) {
       reason = "scalar weights";
       return false;
@@ -381,13 +388,14 @@ bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const Quant
     const bool correct = mode == BiasCorrection::kAll || (mode == BiasCorrection::kNonNegativeInputs &&
                                                           input_stats && input_stats->min() >= 0);
     if (!given && correct && input_stats)
-      rounding_shift = weight_rounding_shift(n, w, qw, L.weight_channel_axis,
-                                             n.op_type == "Conv" ? input_stats->channel_means()
-                                                                 : input_stats->last_dim_means(),
-                                             input_stats->channel_shape());
-    L.per_channel = given ? qw.scale.size() > 1 && std::adjacent_find(qw.scale.begin(), qw.scale.end(),
-                                                                      std::not_equal_to<float>()) != qw.scale.end()
-                          : options.per_channel;
+      rounding_shift = weight_rounding_shift(
+          n, w, qw, L.weight_channel_axis,
+          n.op_type == "Conv" ? input_stats->channel_means() : input_stats->last_dim_means(),
+          input_stats->channel_shape());
+    L.per_channel =
+        given ? qw.scale.size() > 1 && std::adjacent_find(qw.scale.begin(), qw.scale.end(),
+                                                          std::not_equal_to<float>()) != qw.scale.end()
+              : options.per_channel;
     if (qw.scale.size() == 1) qw.scale.assign(channels, qw.scale[0]);
     L.weight_q = std::move(qw.q);
     L.weight_scale = std::move(qw.scale);
@@ -427,7 +435,8 @@ bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const Quant
     const double real = static_cast<double>(L.acc_scale[c]) / yq.scale;
     const auto m = try_quantize_multiplier(real);
     if (!(L.acc_scale[c] > 0.0f) || !std::isfinite(L.acc_scale[c]) || !m) {
-      reason = "the requantization scale " + std::to_string(real) + " (input x weight / output scale) is out of the "
+      reason = "the requantization scale " + std::to_string(real) +
+               " (input x weight / output scale) is out of the "
                "int8 path's range";
       return false;
     }
@@ -497,8 +506,10 @@ std::vector<std::string> values_to_calibrate(const Graph& g, const PrecisionPlan
     const bool inherits = shares_input_qparams(n) && float_value(g, n.inputs.at(0));
     for (const auto& out : n.outputs) {
       if (!float_value(g, out)) continue;
-      if (inherits) known.insert(out);
-      else want(out);
+      if (inherits)
+        known.insert(out);
+      else
+        want(out);
     }
   }
   return need;
@@ -532,7 +543,8 @@ void quantize_plan(const Graph& g, PrecisionPlan& plan, const std::map<std::stri
     return it->second = find(it->second);
   };
   for (const Node& n : g.nodes) {
-    if (!(n.domain.empty() && n.op_type == "Concat" && plan.precision_of(n.name) == Precision::kInt8)) continue;
+    if (!(n.domain.empty() && n.op_type == "Concat" && plan.precision_of(n.name) == Precision::kInt8))
+      continue;
     const std::string& out = n.outputs.at(0);
     if (!float_value(g, out) || g.value(out).materialized) continue;
     for (const auto& in : n.inputs)
@@ -628,8 +640,10 @@ void quantize_plan(const Graph& g, PrecisionPlan& plan, const std::map<std::stri
       if (float_value(g, n.inputs[k])) assign(n.inputs[k], symmetric.count(n.inputs[k]) > 0);
     for (const auto& out : n.outputs) {
       if (!float_value(g, out) || plan.values.count(out)) continue;
-      if (shares_input_qparams(n) && float_value(g, n.inputs.at(0))) plan.values[out] = plan.values.at(n.inputs[0]);
-      else assign(out, symmetric.count(out) > 0);
+      if (shares_input_qparams(n) && float_value(g, n.inputs.at(0)))
+        plan.values[out] = plan.values.at(n.inputs[0]);
+      else
+        assign(out, symmetric.count(out) > 0);
     }
     if (!matrix) continue;
     if (plan.layers.count(n.name) && !plan.layers.at(n.name).weight_q.empty()) continue;

@@ -30,7 +30,7 @@ enum class BiasCorrection { kNone, kNonNegativeInputs, kAll };
 
 struct QuantOptions {
   CalibrationOptions calibration;
-  bool per_channel = true;             // weights: one scale per output channel, else one per tensor
+  bool per_channel = true;  // weights: one scale per output channel, else one per tensor
   // How each weight scale's range is chosen (quantize_weights): max |w|, or the clipped range that
   // minimises the squared rounding-plus-clipping error of the weights it covers.
   WeightRange weight_range = WeightRange::kMinMax;
@@ -113,8 +113,7 @@ bool shares_input_qparams(const Node& n);
 // `given` takes those weight codes and scales (a pre-quantized model's own, see qdq.h) instead of
 // quantizing its float weights.
 void quantize_plan(const Graph& g, PrecisionPlan& plan, const std::map<std::string, TensorStats>& stats,
-                   const QuantOptions& options,
-                   const std::map<std::string, QuantizedWeights>& given = {});
+                   const QuantOptions& options, const std::map<std::string, QuantizedWeights>& given = {});
 
 // The values quantize_plan(g, plan, ...) needs calibration statistics for: inputs and outputs of int8
 // nodes that have no QParams in the plan yet and do not inherit their input's.
@@ -127,7 +126,8 @@ std::vector<std::string> values_to_calibrate(const Graph& g, const PrecisionPlan
 // `input_stats` (the calibration statistics of the node's input) holding per-channel means, the bias
 // is corrected for the weights' rounding (see QuantOptions).
 bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const QuantOptions& options,
-                 const QuantizedWeights* given, std::string& reason, const TensorStats* input_stats = nullptr);
+                 const QuantizedWeights* given, std::string& reason,
+                 const TensorStats* input_stats = nullptr);
 
 // The shift of each output channel's mean that rounding a matrix node's weights causes:
 // delta[c] = sum_k (w_q[k] * scale[c] - w[k]) * mean[input channel of k]. `means` is indexed by the

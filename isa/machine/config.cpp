@@ -1,40 +1,52 @@
 #include "isa/machine/config.h"
 
-
-
 namespace npusim::isa {
 
 void SequencerConfig::visit(Visitor& v) {
-  v.integer({"queue_depth", "instructions", "depth of each unit's instruction queue (load, matrix, vector, store, host)"},
+  v.integer({"queue_depth", "instructions",
+             "depth of each unit's instruction queue (load, matrix, vector, store, host)"},
             queue_depth, 1, 4096);
-  v.integer({"dispatch_cycles", "cycles", "cycles the sequencer spends fetching, decoding and dispatching one instruction", true, {0, 256}},
+  v.integer({"dispatch_cycles",
+             "cycles",
+             "cycles the sequencer spends fetching, decoding and dispatching one instruction",
+             true,
+             {0, 256}},
             dispatch_cycles, 0, 1024);
 }
 
 void SystolicArrayConfig::visit(Visitor& v) {
-  v.integer({"rows", "PEs", "rows of the MAC array (the reduction dimension K in weight-stationary)"}, rows, 1, 4096);
-  v.integer({"cols", "PEs", "columns of the MAC array (output channels N in weight-stationary)"}, cols, 1, 4096);
+  v.integer({"rows", "PEs", "rows of the MAC array (the reduction dimension K in weight-stationary)"}, rows,
+            1, 4096);
+  v.integer({"cols", "PEs", "columns of the MAC array (output channels N in weight-stationary)"}, cols, 1,
+            4096);
   v.choice({"dataflow", "", "what stays in the PEs: ws = weights, os = outputs, is = inputs"}, dataflow,
            kDataflowNames);
-  v.boolean({"double_buffered", "", "preload the next tile's stationary operand while the current tile computes"},
-            double_buffered);
-  v.boolean({"pipelined_folds", "",
-             "a fold's first row enters the array the cycle after the previous fold's last row (the stationary "
-             "operand selected by a tag that travels with the data), so one MATMUL/CONV pays the skew fill and "
-             "drain once, not per fold; needs double_buffered and dataflow ws or is"},
-            pipelined_folds);
-  v.choice({"model", "", "timing model: tile = one event per instruction, pe = step every PE every cycle (small arrays)"},
+  v.boolean(
+      {"double_buffered", "", "preload the next tile's stationary operand while the current tile computes"},
+      double_buffered);
+  v.boolean(
+      {"pipelined_folds", "",
+       "a fold's first row enters the array the cycle after the previous fold's last row (the stationary "
+       "operand selected by a tag that travels with the data), so one MATMUL/CONV pays the skew fill and "
+       "drain once, not per fold; needs double_buffered and dataflow ws or is"},
+      pipelined_folds);
+  v.choice({"model", "",
+            "timing model: tile = one event per instruction, pe = step every PE every cycle (small arrays)"},
            model, kArrayModelNames);
-  v.real({"fp16_rate", "x int8", "fp16 MAC rate as a fraction of the int8 rate (0 = fp16 unsupported)"}, fp16_rate, 0, 1);
-  v.real({"bf16_rate", "x int8", "bf16 MAC rate as a fraction of the int8 rate (0 = bf16 unsupported)"}, bf16_rate, 0, 1);
-  v.real({"fp32_rate", "x int8", "fp32 MAC rate as a fraction of the int8 rate (0 = fp32 unsupported)"}, fp32_rate, 0, 1);
+  v.real({"fp16_rate", "x int8", "fp16 MAC rate as a fraction of the int8 rate (0 = fp16 unsupported)"},
+         fp16_rate, 0, 1);
+  v.real({"bf16_rate", "x int8", "bf16 MAC rate as a fraction of the int8 rate (0 = bf16 unsupported)"},
+         bf16_rate, 0, 1);
+  v.real({"fp32_rate", "x int8", "fp32 MAC rate as a fraction of the int8 rate (0 = fp32 unsupported)"},
+         fp32_rate, 0, 1);
   v.real({"int16_rate", "x int8",
           "int16-activation x int8-weight MAC rate (int64 accumulation) as a fraction of the int8 rate (0 = "
           "int16 "
           "activations unsupported)"},
          int16_rate, 0, 1);
-  v.boolean({"fp16_accumulate_fp32", "", "fp16/bf16 products accumulate in fp32 (false: in the input precision)"},
-            fp16_accumulate_fp32);
+  v.boolean(
+      {"fp16_accumulate_fp32", "", "fp16/bf16 products accumulate in fp32 (false: in the input precision)"},
+      fp16_accumulate_fp32);
 }
 
 double SystolicArrayConfig::rate(DType t) const {
@@ -57,14 +69,15 @@ double SystolicArrayConfig::rate(DType t) const {
 
 void ScratchpadConfig::visit(Visitor& v) {
   v.integer({"size_kib", "KiB", "capacity"}, size_kib, 1, int64_t{1} << 22);
-  v.integer({"banks", "banks", "number of independently addressed banks (addresses interleave across them)"}, banks, 1,
-            1024);
-  v.integer({"bank_width_bytes", "bytes", "bytes one bank reads or writes per port per cycle"}, bank_width_bytes, 1,
-            4096);
+  v.integer({"banks", "banks", "number of independently addressed banks (addresses interleave across them)"},
+            banks, 1, 1024);
+  v.integer({"bank_width_bytes", "bytes", "bytes one bank reads or writes per port per cycle"},
+            bank_width_bytes, 1, 4096);
   v.integer({"ports", "ports", "accesses one bank serves per cycle"}, ports, 1, 16);
-  v.integer({"read_latency_cycles", "cycles", "cycles from a read request to its data"}, read_latency_cycles, 0, 1024);
-  v.integer({"write_latency_cycles", "cycles", "cycles a write occupies before it is visible"}, write_latency_cycles,
+  v.integer({"read_latency_cycles", "cycles", "cycles from a read request to its data"}, read_latency_cycles,
             0, 1024);
+  v.integer({"write_latency_cycles", "cycles", "cycles a write occupies before it is visible"},
+            write_latency_cycles, 0, 1024);
 }
 
 void SramConfig::visit(Visitor& v) {
@@ -108,29 +121,38 @@ void DmaConfig::visit(Visitor& v) {
   v.integer({"alignment_bytes", "bytes",
              "DRAM alignment rule: a transfer row not starting on this boundary costs an extra burst"},
             alignment_bytes, 1, 4096);
-  v.integer({"setup_cycles", "cycles", "cycles to fetch and decode one descriptor", true, {0, 10000}}, setup_cycles, 0, 100000);
+  v.integer({"setup_cycles", "cycles", "cycles to fetch and decode one descriptor", true, {0, 10000}},
+            setup_cycles, 0, 100000);
 }
 
 void DramConfig::visit(Visitor& v) {
-  v.choice({"model", "", "ideal = fixed latency, unlimited bandwidth; simple = latency + bandwidth; "
-                         "ddr4_3200, lpddr4_4266, hbm2 = banked timing presets"},
+  v.choice({"model", "",
+            "ideal = fixed latency, unlimited bandwidth; simple = latency + bandwidth; "
+            "ddr4_3200, lpddr4_4266, hbm2 = banked timing presets"},
            model, kDramModelNames);
   v.integer({"channels", "channels",
              "independent channels, addresses interleaved every 256 bytes (banked presets: bandwidth scales "
              "with them; simple: they share bandwidth_gbps; not for ideal)"},
             channels, 1, 128);
-  v.real({"latency_ns", "ns",
-          "access latency (ideal and simple models; a banked preset's follows from its timing)", true, {0, 10000}},
+  v.real({"latency_ns",
+          "ns",
+          "access latency (ideal and simple models; a banked preset's follows from its timing)",
+          true,
+          {0, 10000}},
          latency_ns, 0, 1e6);
-  v.real({"bandwidth_gbps", "GB/s",
-          "total bandwidth of the simple model (a banked preset's is per channel x channels)", true, {0.01, 10000}},
+  v.real({"bandwidth_gbps",
+          "GB/s",
+          "total bandwidth of the simple model (a banked preset's is per channel x channels)",
+          true,
+          {0.01, 10000}},
          bandwidth_gbps, 0.001, 1e5);
-  v.integer({"capacity_mib", "MiB",
-             "DRAM size, 0 = unlimited; a model whose weights, activations and scratch do not fit is refused, "
-             "and a serving scenario whose models do not all fit reloads weights over the host link on a "
-             "switch (it bounds what fits; no timing of one run depends on it)",
-             false},
-            capacity_mib, 0, 1 << 24);
+  v.integer(
+      {"capacity_mib", "MiB",
+       "DRAM size, 0 = unlimited; a model whose weights, activations and scratch do not fit is refused, "
+       "and a serving scenario whose models do not all fit reloads weights over the host link on a "
+       "switch (it bounds what fits; no timing of one run depends on it)",
+       false},
+      capacity_mib, 0, 1 << 24);
 }
 
 std::string_view DramConfig::unused_reason(std::string_view key) const {
@@ -151,7 +173,8 @@ std::string_view SystolicArrayConfig::unused_reason(std::string_view key) const 
   if (dataflow == Dataflow::kOs)
     return "an output-stationary array keeps each fold's sums in its PEs until they drain: folds pipeline in "
            "ws and is only";
-  if (!double_buffered) return "pipelined folds load the next fold's operand into the shadow registers of double_buffered";
+  if (!double_buffered)
+    return "pipelined folds load the next fold's operand into the shadow registers of double_buffered";
   return "";
 }
 
@@ -163,7 +186,8 @@ std::string_view NpuConfig::unused_reason(std::string_view path) const {
     const std::string_view rest = path.substr(kDramEnergy.size());
     return rest.substr(0, model.size()) == model && rest.size() > model.size() && rest[model.size()] == '.'
                ? ""
-               : "each DRAM model's energy is declared under energy.dram.<model>; only the chosen model's keys "
+               : "each DRAM model's energy is declared under energy.dram.<model>; only the chosen model's "
+                 "keys "
                  "are used";
   }
   if (path.substr(0, kMac.size()) == kMac) {
@@ -174,7 +198,8 @@ std::string_view NpuConfig::unused_reason(std::string_view path) const {
     return "";
   }
   if (path.substr(0, kDram.size()) == kDram) return dram.unused_reason(path.substr(kDram.size()));
-  if (path.substr(0, kArray.size()) == kArray) return systolic_array.unused_reason(path.substr(kArray.size()));
+  if (path.substr(0, kArray.size()) == kArray)
+    return systolic_array.unused_reason(path.substr(kArray.size()));
   return "";
 }
 
@@ -184,7 +209,8 @@ std::vector<std::string_view> NpuConfig::governing_keys(std::string_view path) {
   if (path == "energy.mac_pj.bf16") return {"systolic_array.bf16_rate"};
   if (path == "energy.mac_pj.fp32") return {"systolic_array.fp32_rate"};
   if (path == "energy.mac_pj.int16") return {"systolic_array.int16_rate"};
-  if (path == "systolic_array.pipelined_folds") return {"systolic_array.dataflow", "systolic_array.double_buffered"};
+  if (path == "systolic_array.pipelined_folds")
+    return {"systolic_array.dataflow", "systolic_array.double_buffered"};
   return {};
 }
 
@@ -210,24 +236,32 @@ std::array<VecOpTiming, kNumVecOps> VectorConfig::default_ops() {
 
 void VectorConfig::visit(Visitor& v) {
   v.integer({"lanes", "lanes", "elements the vector unit processes per cycle"}, lanes, 1, 65536);
-  v.group("ops", "per-operation timing: latency_cycles (pipeline depth) and ii_cycles (cycles per element per lane)",
+  v.group("ops",
+          "per-operation timing: latency_cycles (pipeline depth) and ii_cycles (cycles per element per lane)",
           [&] {
             for (int i = 0; i < kNumVecOps; ++i) {
               v.group(kVecOpNames[i], "", [&] {
-                v.integer({"latency_cycles", "cycles", "pipeline latency", true, {0, 1000}}, ops[i].latency_cycles, 0, 100000);
-                v.integer({"ii_cycles", "cycles", "initiation interval per element per lane", true, {1, 64}}, ops[i].ii_cycles, 1,
-                          100000);
+                v.integer({"latency_cycles", "cycles", "pipeline latency", true, {0, 1000}},
+                          ops[i].latency_cycles, 0, 100000);
+                v.integer({"ii_cycles", "cycles", "initiation interval per element per lane", true, {1, 64}},
+                          ops[i].ii_cycles, 1, 100000);
               });
             }
           });
 }
 
 void HostConfig::visit(Visitor& v) {
-  v.real({"link_bandwidth_gbps", "GB/s", "host link bandwidth (each direction); also host-side copies of pipelines"},
+  v.real({"link_bandwidth_gbps", "GB/s",
+          "host link bandwidth (each direction); also host-side copies of pipelines"},
          link_bandwidth_gbps, 0.001, 1e4);
-  v.real({"link_latency_us", "us", "host link latency per transfer", true, {0, 10000}}, link_latency_us, 0, 1e6);
-  v.real({"cpu_gops", "Gop/s", "host CPU throughput on fallback ops and pipeline kernels", true, {0.01, 10000}}, cpu_gops, 0.001, 1e6);
-  v.real({"call_overhead_us", "us", "fixed cost of one host call (driver, synchronisation)", true, {0, 10000}}, call_overhead_us, 0, 1e6);
+  v.real({"link_latency_us", "us", "host link latency per transfer", true, {0, 10000}}, link_latency_us, 0,
+         1e6);
+  v.real(
+      {"cpu_gops", "Gop/s", "host CPU throughput on fallback ops and pipeline kernels", true, {0.01, 10000}},
+      cpu_gops, 0.001, 1e6);
+  v.real(
+      {"call_overhead_us", "us", "fixed cost of one host call (driver, synchronisation)", true, {0, 10000}},
+      call_overhead_us, 0, 1e6);
 }
 
 void TechnologyConfig::visit(Visitor& v) {
@@ -244,47 +278,58 @@ double EnergyConfig::mac(DType t) const {
 }
 
 void EnergyConfig::visit(Visitor& v) {
-  v.real({"reference_nm", "nm", "process node at which the on-chip energies below are given (Horowitz: 45 nm)"},
-         reference_nm, 3, 500);
-  v.group("mac_pj", "energy of one multiply-accumulate in the array, by input precision (accumulation included)",
-          [&] {
-            for (size_t i = 0; i < kMacPrecisions.size(); ++i)
-              v.real({kDTypeNames[static_cast<size_t>(kMacPrecisions[i])], "pJ", "one MAC"}, mac_pj[i], 0, 1e4);
+  v.real(
+      {"reference_nm", "nm", "process node at which the on-chip energies below are given (Horowitz: 45 nm)"},
+      reference_nm, 3, 500);
+  v.group(
+      "mac_pj", "energy of one multiply-accumulate in the array, by input precision (accumulation included)",
+      [&] {
+        for (size_t i = 0; i < kMacPrecisions.size(); ++i)
+          v.real({kDTypeNames[static_cast<size_t>(kMacPrecisions[i])], "pJ", "one MAC"}, mac_pj[i], 0, 1e4);
+      });
+  v.real(
+      {"sram_read_pj_per_bit", "pJ/bit",
+       "SRAM read energy per bit from an 8 KiB bank; an access of bank_width_bytes to a bank of B KiB costs "
+       "8 * bank_width_bytes * this * sqrt(B / 8)"},
+      sram_read_pj_per_bit, 0, 1e3);
+  v.real(
+      {"sram_write_pj_per_bit", "pJ/bit", "SRAM write energy per bit into an 8 KiB bank, scaled like reads"},
+      sram_write_pj_per_bit, 0, 1e3);
+  v.group(
+      "dram",
+      "off-chip energy of each DRAM model (not scaled by the technology node); only the chosen "
+      "dram.model's keys apply",
+      [&] {
+        for (size_t m = 0; m < dram.size(); ++m) {
+          v.group(kDramModelNames[m], "", [&] {
+            v.real({"pj_per_bit", "pJ/bit", "energy per bit read or written (column access and I/O)"},
+                   dram[m].pj_per_bit, 0, 1e4);
+            if (m >= static_cast<size_t>(DramModel::kDdr4_3200))
+              v.real({"activate_pj", "pJ", "energy of one row activate and its precharge (one per row miss)"},
+                     dram[m].activate_pj, 0, 1e6);
           });
-  v.real({"sram_read_pj_per_bit", "pJ/bit",
-          "SRAM read energy per bit from an 8 KiB bank; an access of bank_width_bytes to a bank of B KiB costs "
-          "8 * bank_width_bytes * this * sqrt(B / 8)"},
-         sram_read_pj_per_bit, 0, 1e3);
-  v.real({"sram_write_pj_per_bit", "pJ/bit", "SRAM write energy per bit into an 8 KiB bank, scaled like reads"},
-         sram_write_pj_per_bit, 0, 1e3);
-  v.group("dram", "off-chip energy of each DRAM model (not scaled by the technology node); only the chosen "
-                  "dram.model's keys apply",
-          [&] {
-            for (size_t m = 0; m < dram.size(); ++m) {
-              v.group(kDramModelNames[m], "", [&] {
-                v.real({"pj_per_bit", "pJ/bit", "energy per bit read or written (column access and I/O)"},
-                       dram[m].pj_per_bit, 0, 1e4);
-                if (m >= static_cast<size_t>(DramModel::kDdr4_3200))
-                  v.real({"activate_pj", "pJ", "energy of one row activate and its precharge (one per row miss)"},
-                         dram[m].activate_pj, 0, 1e6);
-              });
-            }
-          });
-  v.real({"vector_pj_per_element", "pJ",
-          "vector-unit energy per element and initiation interval (an op of ii_cycles 4 costs 4x per element)"},
-         vector_pj_per_element, 0, 1e4);
-  v.real({"dma_pj_per_byte", "pJ/byte", "DMA engines and on-chip interconnect, per byte moved between DRAM and SRAM"},
+        }
+      });
+  v.real(
+      {"vector_pj_per_element", "pJ",
+       "vector-unit energy per element and initiation interval (an op of ii_cycles 4 costs 4x per element)"},
+      vector_pj_per_element, 0, 1e4);
+  v.real({"dma_pj_per_byte", "pJ/byte",
+          "DMA engines and on-chip interconnect, per byte moved between DRAM and SRAM"},
          dma_pj_per_byte, 0, 1e4);
-  v.real({"host_link_pj_per_byte", "pJ/byte", "host link, per byte to or from the host (off-chip, not scaled)"},
-         host_link_pj_per_byte, 0, 1e5);
-  v.real({"static_mw_per_mm2", "mW/mm2", "static (leakage) power per mm2 of the area estimate, at technology.node_nm"},
+  v.real(
+      {"host_link_pj_per_byte", "pJ/byte", "host link, per byte to or from the host (off-chip, not scaled)"},
+      host_link_pj_per_byte, 0, 1e5);
+  v.real({"static_mw_per_mm2", "mW/mm2",
+          "static (leakage) power per mm2 of the area estimate, at technology.node_nm"},
          static_mw_per_mm2, 0, 1e4);
 }
 
 void AreaConfig::visit(Visitor& v) {
   v.real({"reference_nm", "nm", "process node at which the areas below are given"}, reference_nm, 3, 500);
-  v.real({"pe_um2", "um2", "one PE of the array (multiplier, accumulator, operand registers) with every precision "
-                           "it supports"},
+  v.real({"pe_um2", "um2",
+          "one PE of the array (multiplier, accumulator, operand registers) with every precision "
+          "it supports"},
          pe_um2, 0, 1e7);
   v.real({"sram_mm2_per_mib", "mm2/MiB", "SRAM macro area per MiB (cells and periphery), each scratchpad"},
          sram_mm2_per_mib, 0, 1e4);

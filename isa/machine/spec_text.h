@@ -27,8 +27,9 @@ class SpecTextError : public std::runtime_error {
 std::string to_spec_text(const NpuConfig& c);
 
 // Reads to_spec_text() output back. Every parameter must appear exactly once (the technology, energy and
-// area keys, which do not shape a program, may be missing: programs compiled before they existed); blank lines and lines
-// starting with '#' are ignored. Throws SpecTextError listing every bad line ("machine spec line 3: ...").
+// area keys, which do not shape a program, may be missing: programs compiled before they existed); blank
+// lines and lines starting with '#' are ignored. Throws SpecTextError listing every bad line ("machine spec
+// line 3: ...").
 NpuConfig from_spec_text(const std::string& text);
 
 // A Visitor that knows the dotted path of what it visits ("sram.input.size_kib"); subclasses override

@@ -34,7 +34,8 @@ class Visitor {
  public:
   virtual ~Visitor() = default;
   // A nested group of parameters, e.g. "systolic_array"; `body` visits its members.
-  virtual void group(std::string_view key, std::string_view description, const std::function<void()>& body) = 0;
+  virtual void group(std::string_view key, std::string_view description,
+                     const std::function<void()>& body) = 0;
   virtual void integer(const Param& p, int64_t& value, int64_t min, int64_t max) = 0;
   virtual void real(const Param& p, double& value, double min, double max) = 0;
   virtual void boolean(const Param& p, bool& value) = 0;

@@ -86,7 +86,8 @@ double channel_skew(const DmaRows& r, const DramConfig& dram) {
   }
   uint64_t total = 0, busiest = 0;
   for (uint64_t p : per) total += p, busiest = std::max(busiest, p);
-  return total > 0 ? static_cast<double>(busiest) * static_cast<double>(channels) / static_cast<double>(total) : 1.0;
+  return total > 0 ? static_cast<double>(busiest) * static_cast<double>(channels) / static_cast<double>(total)
+                   : 1.0;
 }
 
 double estimate_dma_cycles(const Instruction& ins, const NpuConfig& config) {
@@ -98,7 +99,8 @@ double estimate_dma_cycles(const Instruction& ins, const NpuConfig& config) {
   double ns = 0.0;
   if (peak > 0) ns = bytes * channel_skew(rows, config.dram) / peak;  // the busiest channel's time
   // Little's law: max_outstanding bursts per round trip.
-  if (latency_ns > 0) ns = std::max(ns, bytes * latency_ns / (config.dma.max_outstanding * config.dma.burst_bytes));
+  if (latency_ns > 0)
+    ns = std::max(ns, bytes * latency_ns / (config.dma.max_outstanding * config.dma.burst_bytes));
   return config.dma.setup_cycles + (latency_ns + ns) * config.frequency_mhz / 1000.0;
 }
 
@@ -117,7 +119,8 @@ double sustained_dram_bytes_per_cycle(const NpuConfig& config) {
       DmaRows rows;
       rows.dram_addr = static_cast<uint64_t>((e * 2 + (i & 1)) * (int64_t{1} << 24) + (i / 2) * kTransfer);
       rows.row_bytes = kTransfer;
-      const DmaTransfer x = units[static_cast<size_t>(e)].run(rows, (i & 1) != 0, free_ps[static_cast<size_t>(e)], *dram);
+      const DmaTransfer x =
+          units[static_cast<size_t>(e)].run(rows, (i & 1) != 0, free_ps[static_cast<size_t>(e)], *dram);
       free_ps[static_cast<size_t>(e)] = x.done_ps;
       end_ps = std::max(end_ps, x.done_ps);
       bytes += kTransfer;

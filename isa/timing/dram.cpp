@@ -19,18 +19,19 @@ uint64_t ns_to_ps(double ns) { return static_cast<uint64_t>(std::llround(ns * 10
 // (25.6 GB/s); 16 banks (4 groups x 4; bank-group tCCD_L is not modelled); rank row 8 KiB (eight
 // x8 devices with 1 KiB pages); tREFI 7.8 us, tRFC 350 ns (8 Gb die); tWTR_L 7.5 ns; read-to-write
 // turnaround CL + BL/2 + 2 - CWL = 22 + 4 + 2 - 16 = 12 tCK = 7.5 ns.
-constexpr BankedDramTiming kDdr4_3200{"ddr4_3200", 64,   2.5,  13.75, 13.75, 13.75, 32.0,
+constexpr BankedDramTiming kDdr4_3200{"ddr4_3200", 64,    2.5, 13.75, 13.75, 13.75, 32.0,
                                       7800.0,      350.0, 7.5, 7.5,   16,    8192,  256};
 // LPDDR4-4266 (JEDEC JESD209-4B): tCK 0.469 ns; 16-bit channel, BL16 -> 32 B per burst in 8 tCK =
 // 3.75 ns (8.53 GB/s per channel); RL 36 tCK = 16.9 ns; tRCD 18 ns, tRPpb 18 ns, tRAS 42 ns;
 // 8 banks; 2 KiB page; tREFI 3.904 us, tRFCab 280 ns (8 Gb per channel); tWTR 10 ns; read-to-write
 // RL + BL/2 + 1 - WL (36 + 8 + 1 - 18 = 27 tCK) minus the burst already counted: 8.9 ns.
-constexpr BankedDramTiming kLpddr4_4266{"lpddr4_4266", 32,   3.75, 16.9, 18.0, 18.0, 42.0,
-                                        3904.0,        280.0, 10.0, 8.9, 8,    2048, 256};
+constexpr BankedDramTiming kLpddr4_4266{"lpddr4_4266", 32,    3.75, 16.9, 18.0, 18.0, 42.0,
+                                        3904.0,        280.0, 10.0, 8.9,  8,    2048, 256};
 // HBM2 (JEDEC JESD235A, 2.0 Gb/s per pin): tCK 1 ns; 128-bit legacy channel, BL4 -> 64 B per burst
 // in 2 tCK = 2 ns (32 GB/s per channel); CL = tRCD = tRP = 14 ns, tRAS 33 ns; 16 banks; 2 KiB page;
 // tREFI 3.9 us, tRFC 260 ns; tWTR 8 ns; read-to-write 4 ns.
-constexpr BankedDramTiming kHbm2{"hbm2", 64, 2.0, 14.0, 14.0, 14.0, 33.0, 3900.0, 260.0, 8.0, 4.0, 16, 2048, 256};
+constexpr BankedDramTiming kHbm2{"hbm2", 64,    2.0, 14.0, 14.0, 14.0, 33.0,
+                                 3900.0, 260.0, 8.0, 4.0,  16,   2048, 256};
 
 // Fixed latency, unlimited bandwidth.
 class IdealDram : public Dram {

@@ -47,19 +47,19 @@ class Dram {
 // The timing parameters of a banked device, per channel. Times in ns.
 struct BankedDramTiming {
   std::string_view name;
-  int64_t burst_bytes;      // bytes one device burst moves on the channel (bus width x burst length)
-  double t_burst_ns;        // data-bus occupancy of one burst (BL / 2 clocks)
-  double t_cl_ns;           // read (CAS) latency
-  double t_rcd_ns;          // activate to column command
-  double t_rp_ns;           // precharge
-  double t_ras_ns;          // activate to precharge, minimum
-  double t_refi_ns;         // refresh interval
-  double t_rfc_ns;          // refresh cycle time (all banks blocked)
-  double t_wtr_ns;          // write-to-read turnaround on the data bus
-  double t_rtw_ns;          // read-to-write turnaround on the data bus
-  int64_t banks;            // banks per channel
-  int64_t page_bytes;       // row-buffer size per channel
-  int64_t interleave_bytes; // consecutive bytes mapped to one channel before moving to the next
+  int64_t burst_bytes;       // bytes one device burst moves on the channel (bus width x burst length)
+  double t_burst_ns;         // data-bus occupancy of one burst (BL / 2 clocks)
+  double t_cl_ns;            // read (CAS) latency
+  double t_rcd_ns;           // activate to column command
+  double t_rp_ns;            // precharge
+  double t_ras_ns;           // activate to precharge, minimum
+  double t_refi_ns;          // refresh interval
+  double t_rfc_ns;           // refresh cycle time (all banks blocked)
+  double t_wtr_ns;           // write-to-read turnaround on the data bus
+  double t_rtw_ns;           // read-to-write turnaround on the data bus
+  int64_t banks;             // banks per channel
+  int64_t page_bytes;        // row-buffer size per channel
+  int64_t interleave_bytes;  // consecutive bytes mapped to one channel before moving to the next
   double peak_gbps() const { return static_cast<double>(burst_bytes) / t_burst_ns; }
 };
 

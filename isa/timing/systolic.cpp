@@ -6,8 +6,7 @@
 #include "isa/ceil_div.h"
 
 namespace npusim::isa::timing {
-namespace {
-}  // namespace
+namespace {}  // namespace
 
 GemmShape gemm_shape(const Instruction& ins) {
   if (ins.opcode == Opcode::kConv) {

@@ -59,7 +59,7 @@ struct ArrayCycles {
   int64_t stream = 0;      // moving operand streaming, stretched by the precision rate
   int64_t fill_drain = 0;  // skew fill and drain: R + C - 2 per fold, or once when folds pipeline
   int64_t total = 0;
-  int64_t macs = 0;        // useful multiply-accumulates, m * k * n
+  int64_t macs = 0;  // useful multiply-accumulates, m * k * n
 };
 
 // The GEMM a MATMUL or CONV instruction computes (CONV: M = out_h*out_w, K = kh*kw*in_c, N = n).

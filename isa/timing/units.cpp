@@ -15,14 +15,16 @@ int64_t vec_work_elements(const Instruction& ins) {
   const auto op = static_cast<VecOp>(ins.get(Field::kVop));
   if (op == VecOp::kMaxPool || op == VecOp::kAvgPool) {
     const int64_t wh = ins.get(Field::kWinH), ww = ins.get(Field::kWinW);
-    const int64_t sh = std::max<int64_t>(1, ins.get(Field::kStrH)), sw = std::max<int64_t>(1, ins.get(Field::kStrW));
+    const int64_t sh = std::max<int64_t>(1, ins.get(Field::kStrH)),
+                  sw = std::max<int64_t>(1, ins.get(Field::kStrW));
     if (wh <= 0 || ww <= 0 || wh > d2 || ww > d1) return 0;
     const int64_t oh = (d2 - wh) / sh + 1, ow = (d1 - ww) / sw + 1;
     return oh * ow * d0 * wh * ww;
   }
   if (op == VecOp::kDwConv) {  // one MAC per lane per cycle: every (output element, tap) pair
     const int64_t wh = ins.get(Field::kWinH), ww = ins.get(Field::kWinW);
-    const int64_t sh = std::max<int64_t>(1, ins.get(Field::kStrH)), sw = std::max<int64_t>(1, ins.get(Field::kStrW));
+    const int64_t sh = std::max<int64_t>(1, ins.get(Field::kStrH)),
+                  sw = std::max<int64_t>(1, ins.get(Field::kStrW));
     const int64_t rh = (wh - 1) * std::max<int64_t>(1, ins.get(Field::kImm0)) + 1;
     const int64_t rw = (ww - 1) * std::max<int64_t>(1, ins.get(Field::kImm1)) + 1;
     if (wh <= 0 || ww <= 0 || rh > d2 || rw > d1) return 0;
@@ -36,7 +38,8 @@ int64_t vec_cycles(const Instruction& ins, const VectorConfig& v) {
   return t.latency_cycles + ceil_div(vec_work_elements(ins), v.lanes) * t.ii_cycles;
 }
 
-HostCycles host_cycles(int64_t in_bytes, int64_t out_bytes, int64_t cpu_ops, const HostConfig& h, double f_mhz) {
+HostCycles host_cycles(int64_t in_bytes, int64_t out_bytes, int64_t cpu_ops, const HostConfig& h,
+                       double f_mhz) {
   HostCycles c;
   // bytes / (GB/s) = ns; / 1000 = us.
   c.link_in = us_to_cycles(h.link_latency_us + in_bytes / h.link_bandwidth_gbps / 1000.0, f_mhz);

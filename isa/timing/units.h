@@ -38,6 +38,7 @@ int64_t sram_transfer_cycles(int64_t bytes, const ScratchpadConfig& sram);
 // How many times slower than conflict-free a stream of `count` parallel element reads is when the
 // elements are `stride_bytes` apart from `base`: the largest number of distinct bank words that
 // map to one bank, divided by the ports (rounded up). 1 = no conflict.
-int64_t bank_conflict_factor(uint64_t base, int64_t stride_bytes, int64_t count, const ScratchpadConfig& sram);
+int64_t bank_conflict_factor(uint64_t base, int64_t stride_bytes, int64_t count,
+                             const ScratchpadConfig& sram);
 
 }  // namespace npusim::isa::timing

@@ -111,7 +111,8 @@ double get(const isa::NpuConfig& c, const Parameter& p) {
 
 isa::NpuConfig with(isa::NpuConfig c, const Parameter& p, double v) {
   v = std::clamp(v, p.min, p.max);
-  const std::string text = p.integer ? isa::format_integer(static_cast<int64_t>(std::llround(v))) : isa::format_real(v);
+  const std::string text =
+      p.integer ? isa::format_integer(static_cast<int64_t>(std::llround(v))) : isa::format_real(v);
   std::vector<std::string> errors;
   apply_sets(c, {p.path + "=" + text}, errors);
   if (!errors.empty()) throw std::logic_error(errors.front());
@@ -178,7 +179,8 @@ std::vector<double> Predictor::predict(const isa::NpuConfig& c) const {
   return out;
 }
 
-std::vector<double> relative_errors(const std::vector<double>& predicted, const std::vector<double>& measured) {
+std::vector<double> relative_errors(const std::vector<double>& predicted,
+                                    const std::vector<double>& measured) {
   std::vector<double> out(predicted.size());
   for (size_t i = 0; i < predicted.size(); ++i) out[i] = predicted[i] / measured[i] - 1.0;
   return out;
@@ -229,10 +231,11 @@ Calibration calibrate(const isa::NpuConfig& start, const Predictor& predictor, c
 std::string calibrated_yaml(const Calibration& c, const std::string& command) {
   const ErrorSummary before = summarize(relative_errors(c.before, c.measured));
   const ErrorSummary after = summarize(relative_errors(c.after, c.measured));
-  std::string head = fmt::format("# Calibrated by `{}`\n# from {} measurements ({} fit iterations, {} simulations).\n",
-                                 command, c.measured.size(), c.iterations, c.simulations);
-  head += fmt::format("# Mean |error| of the measured rows: {:.2f}% before, {:.2f}% after.\n", 100 * before.mean,
-                      100 * after.mean);
+  std::string head =
+      fmt::format("# Calibrated by `{}`\n# from {} measurements ({} fit iterations, {} simulations).\n",
+                  command, c.measured.size(), c.iterations, c.simulations);
+  head += fmt::format("# Mean |error| of the measured rows: {:.2f}% before, {:.2f}% after.\n",
+                      100 * before.mean, 100 * after.mean);
   if (!c.held_out_error.empty()) {
     const ErrorSummary cv = summarize(c.held_out_error);
     head += fmt::format("# {}-fold cross-validated mean |error|: {:.2f}% (95% interval {:.2f}%..{:.2f}%).\n",
@@ -252,38 +255,45 @@ std::string calibrated_yaml(const Calibration& c, const std::string& command) {
   std::string unmeasured;
   for (const Move& m : c.moves)
     if (!m.measured) unmeasured += (unmeasured.empty() ? "" : ", ") + m.parameter.path;
-  if (!unmeasured.empty()) head += "# Left as they were (no measured row depends on them): " + unmeasured + "\n";
+  if (!unmeasured.empty())
+    head += "# Left as they were (no measured row depends on them): " + unmeasured + "\n";
   return head + config_yaml(c.config);
 }
 
 std::string calibration_text(const Calibration& c, const Predictor& predictor) {
-  std::string out = fmt::format("{:<24} {:<28} {:<16} {:>12} {:>12} {:>8} {:>12} {:>8}\n", "row", "model", "layer",
-                                "measured", "before", "error", "after", "error");
+  std::string out = fmt::format("{:<24} {:<28} {:<16} {:>12} {:>12} {:>8} {:>12} {:>8}\n", "row", "model",
+                                "layer", "measured", "before", "error", "after", "error");
   for (size_t i = 0; i < c.measured.size(); ++i) {
     const Measurement& m = predictor.rows()[i];
-    std::string where = m.where.substr(m.where.find_last_of('/') == std::string::npos ? 0 : m.where.find_last_of('/') + 1);
+    std::string where =
+        m.where.substr(m.where.find_last_of('/') == std::string::npos ? 0 : m.where.find_last_of('/') + 1);
     out += fmt::format("{:<24} {:<28} {:<16} {:>12.0f} {:>12.0f} {:>8} {:>12.0f} {:>8}\n", where, m.model,
                        m.layer.empty() ? "(model)" : m.layer, c.measured[i], c.before[i],
-                       percent(c.before[i] / c.measured[i] - 1), c.after[i], percent(c.after[i] / c.measured[i] - 1));
+                       percent(c.before[i] / c.measured[i] - 1), c.after[i],
+                       percent(c.after[i] / c.measured[i] - 1));
   }
   const ErrorSummary before = summarize(relative_errors(c.before, c.measured));
   const ErrorSummary after = summarize(relative_errors(c.after, c.measured));
-  out += fmt::format("\nmean |error|      before {:.2f}% (+-{:.2f}%), after {:.2f}% (+-{:.2f}%) over {} rows (95% intervals)\n",
-                     100 * before.mean, 100 * before.half_width, 100 * after.mean, 100 * after.half_width,
-                     c.measured.size());
+  out += fmt::format(
+      "\nmean |error|      before {:.2f}% (+-{:.2f}%), after {:.2f}% (+-{:.2f}%) over {} rows (95% "
+      "intervals)\n",
+      100 * before.mean, 100 * before.half_width, 100 * after.mean, 100 * after.half_width,
+      c.measured.size());
   if (!c.held_out_error.empty()) {
     const ErrorSummary cv = summarize(c.held_out_error);
-    out += fmt::format("cross-validated   {:.2f}% (95% interval {:.2f}%..{:.2f}%): {} folds, each row predicted by "
-                       "the fit on the other folds\n",
-                       100 * cv.mean, 100 * std::max(0.0, cv.mean - cv.half_width), 100 * (cv.mean + cv.half_width),
-                       c.folds);
+    out += fmt::format(
+        "cross-validated   {:.2f}% (95% interval {:.2f}%..{:.2f}%): {} folds, each row predicted by "
+        "the fit on the other folds\n",
+        100 * cv.mean, 100 * std::max(0.0, cv.mean - cv.half_width), 100 * (cv.mean + cv.half_width),
+        c.folds);
   } else {
     out += "cross-validated   (not run: needs --folds >= 2 and as many rows)\n";
   }
   out += "moved\n";
   for (const Move& m : c.moves) {
     if (!m.measured) {
-      out += fmt::format("  {:<36} {} (no measured row depends on it)\n", m.parameter.path, value_text(m.parameter, m.before));
+      out += fmt::format("  {:<36} {} (no measured row depends on it)\n", m.parameter.path,
+                         value_text(m.parameter, m.before));
       continue;
     }
     out += fmt::format("  {:<36} {} -> {} {}\n", m.parameter.path, value_text(m.parameter, m.before),

@@ -84,7 +84,8 @@ struct ErrorSummary {
   double mean = 0, half_width = 0;
 };
 ErrorSummary summarize(const std::vector<double>& relative_errors);
-std::vector<double> relative_errors(const std::vector<double>& predicted, const std::vector<double>& measured);
+std::vector<double> relative_errors(const std::vector<double>& predicted,
+                                    const std::vector<double>& measured);
 
 // The calibrated configuration as a YAML file `npusim run -c` loads, headed by a comment block: how it was
 // made (`command`), what moved from what to what and by how much, the error before and after and the

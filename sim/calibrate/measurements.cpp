@@ -14,8 +14,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::array<const char*, 7> kColumns = {"model", "layer", "cycles", "ms", "precision", "batch",
-                                                 "input_shape"};
+constexpr std::array<const char*, 7> kColumns = {"model",     "layer", "cycles",     "ms",
+                                                 "precision", "batch", "input_shape"};
 
 std::string trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t\r");
@@ -80,9 +80,10 @@ std::vector<Measurement> read_measurements(const std::string& path) {
         bool known = false;
         for (const char* c : kColumns) known = known || f[i] == c;
         if (!known)
-          throw MeasurementError(fmt::format("{}: unknown column '{}' (expected model, layer, cycles or ms, and "
-                                             "optionally precision, batch, input_shape)",
-                                             where, f[i]));
+          throw MeasurementError(
+              fmt::format("{}: unknown column '{}' (expected model, layer, cycles or ms, and "
+                          "optionally precision, batch, input_shape)",
+                          where, f[i]));
         if (!column.emplace(f[i], i).second)
           throw MeasurementError(fmt::format("{}: column '{}' appears twice", where, f[i]));
       }
@@ -103,14 +104,16 @@ std::vector<Measurement> read_measurements(const std::string& path) {
     const std::string cycles = get("cycles"), ms = get("ms");
     if (cycles.empty() == ms.empty())
       throw MeasurementError(fmt::format(
-          "{}: {}", where, cycles.empty() ? "missing value: give 'cycles' or 'ms'" : "give 'cycles' or 'ms', not both"));
+          "{}: {}", where,
+          cycles.empty() ? "missing value: give 'cycles' or 'ms'" : "give 'cycles' or 'ms', not both"));
     const std::string& text = cycles.empty() ? ms : cycles;
     m.ms = cycles.empty();
     char* end = nullptr;
     errno = 0;
     m.value = std::strtod(text.c_str(), &end);
     if (end == text.c_str() || *end != '\0' || errno != 0 || !(m.value > 0))
-      throw MeasurementError(fmt::format("{}: {} '{}' is not a positive number", where, m.ms ? "ms" : "cycles", text));
+      throw MeasurementError(
+          fmt::format("{}: {} '{}' is not a positive number", where, m.ms ? "ms" : "cycles", text));
     if (!get("precision").empty()) m.precision = get("precision");
     const std::string batch = get("batch");
     if (!batch.empty()) {
@@ -123,7 +126,8 @@ std::vector<Measurement> read_measurements(const std::string& path) {
     std::string shapes = get("input_shape");
     for (size_t start = 0; !shapes.empty() && start <= shapes.size();) {
       const size_t semi = shapes.find(';', start);
-      const std::string one = trim(shapes.substr(start, semi == std::string::npos ? std::string::npos : semi - start));
+      const std::string one =
+          trim(shapes.substr(start, semi == std::string::npos ? std::string::npos : semi - start));
       if (!one.empty()) m.input_shapes.push_back(one);
       if (semi == std::string::npos) break;
       start = semi + 1;
@@ -131,7 +135,8 @@ std::vector<Measurement> read_measurements(const std::string& path) {
     rows.push_back(std::move(m));
   }
   if (column.empty()) throw MeasurementError(fmt::format("{}: empty file: expected a header line", path));
-  if (rows.empty()) throw MeasurementError(fmt::format("{}:{}: no measurements after the header", path, number));
+  if (rows.empty())
+    throw MeasurementError(fmt::format("{}:{}: no measurements after the header", path, number));
   return rows;
 }
 

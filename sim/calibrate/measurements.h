@@ -22,7 +22,7 @@ struct Measurement {
   double value = 0;   // the measured figure, in `ms` or cycles
   bool ms = false;
   std::string precision = "auto";
-  int64_t batch = 0;                     // 0: not given
+  int64_t batch = 0;                      // 0: not given
   std::vector<std::string> input_shapes;  // "NAME=1x3x224x224", several separated by ';' in the file
 };
 

@@ -98,15 +98,28 @@ std::vector<LayerFigures> layers_of(const traces::Report& r) {
 }  // namespace
 
 const std::vector<const char*>& diff_result_paths() {
-  static const std::vector<const char*> kResults = {
-      "total_cycles",         "latency_ms",          "macs",
-      "precision.peak_macs_per_cycle",              "precision.utilization",
-      "array_utilization",    "bound_cycles",        "efficiency",
-      "breakdown.compute",    "breakdown.memory",    "breakdown.scheduling",
-      "breakdown.host",       "dram.bytes_read",     "dram.bytes_written",
-      "dram.avg_bandwidth_gbps", "host.calls",       "energy.total_mj",
-      "energy.average_power_w", "energy.peak_power_w", "energy.tops_per_w",
-      "area.total_mm2",       "sim.instructions"};
+  static const std::vector<const char*> kResults = {"total_cycles",
+                                                    "latency_ms",
+                                                    "macs",
+                                                    "precision.peak_macs_per_cycle",
+                                                    "precision.utilization",
+                                                    "array_utilization",
+                                                    "bound_cycles",
+                                                    "efficiency",
+                                                    "breakdown.compute",
+                                                    "breakdown.memory",
+                                                    "breakdown.scheduling",
+                                                    "breakdown.host",
+                                                    "dram.bytes_read",
+                                                    "dram.bytes_written",
+                                                    "dram.avg_bandwidth_gbps",
+                                                    "host.calls",
+                                                    "energy.total_mj",
+                                                    "energy.average_power_w",
+                                                    "energy.peak_power_w",
+                                                    "energy.tops_per_w",
+                                                    "area.total_mm2",
+                                                    "sim.instructions"};
   return kResults;
 }
 
@@ -155,7 +168,8 @@ std::string diff_reports(const std::string& a_path, const std::string& b_path, s
     for (const auto& [k, v] : pb) {
       if (!seen.count(k)) rows.push_back(fmt::format("  {:<40} {:<20} {:<20}\n", k, "-", v));
     }
-    o += fmt::format("\nconfiguration: {} of {} parameters differ\n", rows.size(), std::max(pa.size(), pb.size()));
+    o += fmt::format("\nconfiguration: {} of {} parameters differ\n", rows.size(),
+                     std::max(pa.size(), pb.size()));
     for (const std::string& r : rows) o += r;
   }
 
@@ -212,20 +226,21 @@ std::string diff_reports(const std::string& a_path, const std::string& b_path, s
   for (const LayerFigures& l : lb) {
     if (!in_a.count(l.name)) only_b.push_back(l.name);
   }
-  o += fmt::format("\nlayers: {} matched by name, {} only in A, {} only in B\n", matched.size(), only_a.size(),
-                   only_b.size());
+  o += fmt::format("\nlayers: {} matched by name, {} only in A, {} only in B\n", matched.size(),
+                   only_a.size(), only_b.size());
   for (const std::string& n : only_a) o += "  only in A: " + n + "\n";
   for (const std::string& n : only_b) o += "  only in B: " + n + "\n";
   std::stable_sort(matched.begin(), matched.end(), [](const Pair& x, const Pair& y) {
     return std::fabs(x.b->cycles - x.a->cycles) > std::fabs(y.b->cycles - y.a->cycles);
   });
   if (matched.size() > top) matched.resize(top);
-  o += fmt::format("\nlayers that changed most (cycles; --top N|all)\n{:<28} {:<14} {:>12} {:>12} {:>12} {:>9}\n",
-                   "layer", "op", "A", "B", "B - A", "change");
+  o += fmt::format(
+      "\nlayers that changed most (cycles; --top N|all)\n{:<28} {:<14} {:>12} {:>12} {:>12} {:>9}\n", "layer",
+      "op", "A", "B", "B - A", "change");
   for (size_t i = 0; i < matched.size(); ++i) {
     const Pair& p = matched[i];
-    o += fmt::format("{:<28} {:<14} {:>12} {:>12} {:>+12} {:>9}\n", p.a->shown, p.a->op.substr(0, 14), p.a->cycles,
-                     p.b->cycles, p.b->cycles - p.a->cycles, change(p.a->cycles, p.b->cycles));
+    o += fmt::format("{:<28} {:<14} {:>12} {:>12} {:>+12} {:>9}\n", p.a->shown, p.a->op.substr(0, 14),
+                     p.a->cycles, p.b->cycles, p.b->cycles - p.a->cycles, change(p.a->cycles, p.b->cycles));
   }
   return o;
 }

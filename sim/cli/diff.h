@@ -13,7 +13,8 @@ namespace npusim::sim {
 // The results table's rows, in order: paths of the report's declaration (traces/report_paths.h).
 const std::vector<const char*>& diff_result_paths();
 
-// The comparison as text (ReportReadError when a file is not a report); `top` layers that changed most (SIZE_MAX: every matched layer).
+// The comparison as text (ReportReadError when a file is not a report); `top` layers that changed most
+// (SIZE_MAX: every matched layer).
 std::string diff_reports(const std::string& a_path, const std::string& b_path, size_t top);
 
 }  // namespace npusim::sim

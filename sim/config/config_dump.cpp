@@ -110,8 +110,8 @@ std::string config_yaml(const isa::NpuConfig& c) {
       if (!unused.empty()) {
         line.insert(static_cast<size_t>(p.depth) * 2, "# ");
         comment = p.path.rfind("dram.", 0) == 0
-                      ? "not used by the " + std::string(isa::kDramModelNames[static_cast<size_t>(c.dram.model)]) +
-                            " model"
+                      ? "not used by the " +
+                            std::string(isa::kDramModelNames[static_cast<size_t>(c.dram.model)]) + " model"
                       : "not used: " + std::string(unused);
       }
     }

@@ -575,13 +575,13 @@ void check_applicable(const isa::NpuConfig& c, const std::vector<Given>& given,
         if (d.path == key) deciding_layer = std::max(deciding_layer, d.layer);
     if (g.layer < deciding_layer) continue;
     const bool dram = g.path.rfind("dram.", 0) == 0 || g.path.rfind("energy.dram.", 0) == 0;
-    std::string m = dram ? fmt::format("{}: {} does not apply to the {} DRAM model ({})", g.where, g.path,
-                                       isa::kDramModelNames[static_cast<size_t>(c.dram.model)], reason)
-                    : g.path.rfind("energy.", 0) == 0
-                        ? fmt::format("{}: {} does not apply to this array ({}); leave it unset", g.where, g.path,
-                                      reason)
-                        : fmt::format("{}: {} does not apply to this array ({}); set it to false", g.where, g.path,
-                                      reason);
+    std::string m =
+        dram ? fmt::format("{}: {} does not apply to the {} DRAM model ({})", g.where, g.path,
+                           isa::kDramModelNames[static_cast<size_t>(c.dram.model)], reason)
+        : g.path.rfind("energy.", 0) == 0
+            ? fmt::format("{}: {} does not apply to this array ({}); leave it unset", g.where, g.path, reason)
+            : fmt::format("{}: {} does not apply to this array ({}); set it to false", g.where, g.path,
+                          reason);
     if (std::find(seen.begin(), seen.end(), m) == seen.end()) seen.push_back(m);
   }
   for (std::string& m : seen) errors.push_back(std::move(m));

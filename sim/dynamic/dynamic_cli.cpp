@@ -70,20 +70,26 @@ DynamicStudy run_dynamic_study(const DynamicCliOptions& o, const ProfileCompiler
   const std::vector<DimValues> dims = parse_dynamic_specs(o.dynamic);
   const std::vector<DimBinding> profiles = profile_bindings(dims);
   const std::vector<Policy> policies = parse_policies(o.shape_policy.value_or(kDefaultShapePolicy));
-  const auto serves = [&](Policy p) { return std::find(policies.begin(), policies.end(), p) != policies.end(); };
+  const auto serves = [&](Policy p) {
+    return std::find(policies.begin(), policies.end(), p) != policies.end();
+  };
   // An option that would change nothing is an error, not a silent no-op.
   for (const auto& [given, option, policy] :
        {std::tuple{o.shape_policy.has_value(), "--shape-policy", std::optional<Policy>{}},
         std::tuple{o.on_overflow.has_value(), "--on-overflow", std::optional{Policy::kPad}},
         std::tuple{o.program_cache.has_value(), "--program-cache", std::optional{Policy::kRecompile}},
-        std::tuple{o.compile_host_factor.has_value(), "--compile-host-factor", std::optional{Policy::kRecompile}},
-        std::tuple{o.compile_ms_per_layer.has_value(), "--compile-ms-per-layer", std::optional{Policy::kRecompile}},
-        std::tuple{o.host_us_per_layer.has_value(), "--host-us-per-layer", std::optional{Policy::kDynamic}}}) {
+        std::tuple{o.compile_host_factor.has_value(), "--compile-host-factor",
+                   std::optional{Policy::kRecompile}},
+        std::tuple{o.compile_ms_per_layer.has_value(), "--compile-ms-per-layer",
+                   std::optional{Policy::kRecompile}},
+        std::tuple{o.host_us_per_layer.has_value(), "--host-us-per-layer",
+                   std::optional{Policy::kDynamic}}}) {
     if (!given) continue;
-    if (o.requests.empty()) throw DynamicUsageError(fmt::format("{} applies to a request stream: add --requests FILE.csv", option));
+    if (o.requests.empty())
+      throw DynamicUsageError(fmt::format("{} applies to a request stream: add --requests FILE.csv", option));
     if (policy && !serves(*policy))
-      throw DynamicUsageError(fmt::format("{} applies to --shape-policy {} (or all), not {}", option, to_string(*policy),
-                                          *o.shape_policy));
+      throw DynamicUsageError(fmt::format("{} applies to --shape-policy {} (or all), not {}", option,
+                                          to_string(*policy), *o.shape_policy));
   }
   PolicyOptions popt;
   if (o.on_overflow) popt.overflow = parse_overflow(*o.on_overflow);
@@ -94,7 +100,9 @@ DynamicStudy run_dynamic_study(const DynamicCliOptions& o, const ProfileCompiler
   if (o.compile_host_factor) {
     if (!(*o.compile_host_factor >= 0)) throw DynamicUsageError("--compile-host-factor must not be negative");
     if (o.compile_ms_per_layer)
-      throw DynamicUsageError("--compile-host-factor scales the measured compile time, which --compile-ms-per-layer replaces: give one");
+      throw DynamicUsageError(
+          "--compile-host-factor scales the measured compile time, which --compile-ms-per-layer replaces: "
+          "give one");
     popt.compile_host_factor = *o.compile_host_factor;
   }
   if (o.compile_ms_per_layer && !(*o.compile_ms_per_layer >= 0))
@@ -137,8 +145,10 @@ DynamicStudy run_dynamic_study(const DynamicCliOptions& o, const ProfileCompiler
     return it->second;
   };
   std::vector<PolicyResult> results;
-  for (Policy p : policies) results.push_back(simulate_policy(p, *requests, profiles, cost, popt, o.requests));
-  study.sections.push_back(traces::make_section("requests", RequestsSection{o.requests, results, popt, runs.size(), requests}));
+  for (Policy p : policies)
+    results.push_back(simulate_policy(p, *requests, profiles, cost, popt, o.requests));
+  study.sections.push_back(
+      traces::make_section("requests", RequestsSection{o.requests, results, popt, runs.size(), requests}));
   study.text += requests_text(o.requests, results);
   return study;
 }

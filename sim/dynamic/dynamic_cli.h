@@ -44,11 +44,11 @@ using ProfileCompiler = std::function<CompiledModel(const DimBinding&)>;
 // The profiles compiled, and what they make of the request stream.
 struct DynamicStudy {
   std::vector<ProfileRun> profiles;
-  DimBinding main;            // the largest profile: the rest of the report shows it
-  CompiledModel main_model;   // its compiled model
-  traces::Report main_report; // and its timing-only simulation (the report reuses it)
+  DimBinding main;                  // the largest profile: the rest of the report shows it
+  CompiledModel main_model;         // its compiled model
+  traces::Report main_report;       // and its timing-only simulation (the report reuses it)
   traces::ReportSections sections;  // "profiles", "requests"
-  std::string text;                                           // the summary's tables
+  std::string text;                 // the summary's tables
 };
 
 // Validates the options (DynamicUsageError), compiles and times every profile and, with --requests, every

@@ -26,7 +26,8 @@ void GenerationSection::visit(traces::ReportVisitor& v) {
   v.integer({"new_tokens", "tokens", "tokens generated"}, new_tokens);
   v.text({"kv_cache", "", "growing or static:N"}, kv_cache);
   if (kv_bucket) {
-    v.integer({"kv_bucket", "positions", "growing: decode programs are compiled for a multiple of it"}, *kv_bucket);
+    v.integer({"kv_bucket", "positions", "growing: decode programs are compiled for a multiple of it"},
+              *kv_bucket);
   } else {
     v.null({"kv_bucket", "positions", "growing: decode programs are compiled for a multiple of it"});
   }
@@ -44,8 +45,10 @@ void GenerationSection::visit(traces::ReportVisitor& v) {
   v.text({"kv_cache_placement", "", "where the KV cache lives"}, kv_cache_placement);
   v.integer({"weight_bytes", "bytes", "the decoder's weights"}, weight_bytes);
   v.real({"weight_streaming_share", "", "of decode time, streaming weights"}, weight_streaming_share);
-  v.integer({"steps_simulated", "steps", "decode steps simulated: the first on each program"}, steps_simulated);
-  v.integer({"steps_reused", "steps", "decode steps that take their program's simulated timing"}, steps_reused);
+  v.integer({"steps_simulated", "steps", "decode steps simulated: the first on each program"},
+            steps_simulated);
+  v.integer({"steps_reused", "steps", "decode steps that take their program's simulated timing"},
+            steps_reused);
   v.list({"programs", "", "each compiled program"}, programs, [&](Program& p, size_t) {
     v.object({"", "", "a program"}, [&] {
       if (!v.fills()) v.derived({"kind", "", "prefill or decode"}, p.past == 0 ? "prefill" : "decode");
@@ -65,10 +68,11 @@ void GenerationSection::visit(traces::ReportVisitor& v) {
   });
 }
 
-GenerationStudy run_generation(const std::string& model, const GenerateRequest& g, const SpecCompiler& compile,
-                               const isa::NpuConfig& config) {
+GenerationStudy run_generation(const std::string& model, const GenerateRequest& g,
+                               const SpecCompiler& compile, const isa::NpuConfig& config) {
   if (model.rfind("llm:", 0) != 0)
-    throw DynamicUsageError("--generate runs the built-in decoder llm:layers=..,hidden=..,heads=..,kv_heads=..,ffn=..,vocab=..");
+    throw DynamicUsageError(
+        "--generate runs the built-in decoder llm:layers=..,hidden=..,heads=..,kv_heads=..,ffn=..,vocab=..");
   compiler::LlmSpec spec = compiler::parse_llm_spec(model);
   if (spec.seq != 1 || spec.past != 0)
     throw DynamicUsageError("--generate sets seq and past itself; leave them out of the llm: spec");
@@ -115,7 +119,8 @@ GenerationStudy run_generation(const std::string& model, const GenerateRequest& 
     // Weight streaming: the step's memory-bound time, attributed to weights by their share of the bytes read.
     if (r.total_cycles > 0 && r.dram.bytes_read > 0) {
       const double mem_share = static_cast<double>(r.breakdown.memory) / static_cast<double>(r.total_cycles);
-      const double weight_share = std::min(1.0, static_cast<double>(s.weight_bytes) / static_cast<double>(r.dram.bytes_read));
+      const double weight_share =
+          std::min(1.0, static_cast<double>(s.weight_bytes) / static_cast<double>(r.dram.bytes_read));
       weight_stream_ms += r.latency_ms * mem_share * weight_share;
     }
   }
@@ -128,7 +133,8 @@ GenerationStudy run_generation(const std::string& model, const GenerateRequest& 
   const LatencyStats decode = latency_stats(per_step);
   const double total_ms = ttft + decode_ms;
   const double tokens_per_s = total_ms > 0 ? static_cast<double>(g.new_tokens) / (total_ms / 1000.0) : 0;
-  const double decode_tokens_per_s = decode_ms > 0 ? static_cast<double>(per_step.size()) / (decode_ms / 1000.0) : 0;
+  const double decode_tokens_per_s =
+      decode_ms > 0 ? static_cast<double>(per_step.size()) / (decode_ms / 1000.0) : 0;
   GenerationSection& section = study.section;
   section.prompt = g.prompt;
   section.new_tokens = g.new_tokens;
@@ -150,16 +156,20 @@ GenerationStudy run_generation(const std::string& model, const GenerateRequest& 
   for (const auto& [past, s] : steps)
     section.programs.push_back({past, past == 0 ? g.prompt : 1, s.report.total_cycles, s.report.latency_ms});
   for (size_t i = 0; i < per_step.size(); ++i)
-    section.steps.push_back({static_cast<int64_t>(i) + 2, g.prompt + static_cast<int64_t>(i), step_past[i], per_step[i]});
+    section.steps.push_back(
+        {static_cast<int64_t>(i) + 2, g.prompt + static_cast<int64_t>(i), step_past[i], per_step[i]});
   study.text = fmt::format(
       "\ngeneration: prompt {} + {} new tokens, KV cache {} (the report above shows the prefill)\n"
-      "  time to first token {:.3f} ms; decode per token first {:.3f} / mean {:.3f} / last {:.3f} ms; {:.1f} tokens/s "
+      "  time to first token {:.3f} ms; decode per token first {:.3f} / mean {:.3f} / last {:.3f} ms; {:.1f} "
+      "tokens/s "
       "overall, {:.1f} in decode\n"
-      "  {} programs (1 prefill, {} decode); {} decode steps simulated, {} reuse their program's timing; KV cache {} "
+      "  {} programs (1 prefill, {} decode); {} decode steps simulated, {} reuse their program's timing; KV "
+      "cache {} "
       "bytes at the end ({} allocated) in DRAM; weight streaming {:.0f}% of decode time\n",
-      g.prompt, g.new_tokens, g.static_kv ? fmt::format("static:{}", g.capacity) : fmt::format("growing (bucket {})", g.bucket),
-      ttft, per_step.empty() ? 0.0 : per_step.front(), decode.mean, per_step.empty() ? 0.0 : per_step.back(), tokens_per_s,
-      decode_tokens_per_s, steps.size(), steps.size() - 1, steps_simulated,
+      g.prompt, g.new_tokens,
+      g.static_kv ? fmt::format("static:{}", g.capacity) : fmt::format("growing (bucket {})", g.bucket), ttft,
+      per_step.empty() ? 0.0 : per_step.front(), decode.mean, per_step.empty() ? 0.0 : per_step.back(),
+      tokens_per_s, decode_tokens_per_s, steps.size(), steps.size() - 1, steps_simulated,
       static_cast<int64_t>(per_step.size()) - steps_simulated, kv_bytes, kv_capacity_bytes,
       decode_ms > 0 ? 100.0 * weight_stream_ms / decode_ms : 0.0);
   return study;

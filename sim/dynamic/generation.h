@@ -29,7 +29,7 @@ using SpecCompiler = std::function<CompiledModel(const std::string& spec)>;
 // The report's `generation` section (docs/dynamic.md), field by field (traces/report_visitor.h).
 struct GenerationSection {
   int64_t prompt = 0, new_tokens = 0;
-  std::string kv_cache;            // "growing" or "static:N"
+  std::string kv_cache;              // "growing" or "static:N"
   std::optional<int64_t> kv_bucket;  // growing only
   double ttft_ms = 0;
   double decode_first_ms = 0, decode_mean_ms = 0, decode_last_ms = 0, decode_total_ms = 0;
@@ -59,13 +59,13 @@ struct GenerationSection {
 struct GenerationStudy {
   CompiledModel prefill;          // the rest of the report shows it
   traces::Report prefill_report;  // its timing-only simulation (the report reuses it)
-  GenerationSection section;  // the report's `generation` section
-  std::string text;       // the summary's lines
+  GenerationSection section;      // the report's `generation` section
+  std::string text;               // the summary's lines
 };
 
 // `model` must be an llm: spec without seq/past. Throws DynamicUsageError, compiler::ModelError and
 // arch::SimError.
-GenerationStudy run_generation(const std::string& model, const GenerateRequest& g, const SpecCompiler& compile,
-                               const isa::NpuConfig& config);
+GenerationStudy run_generation(const std::string& model, const GenerateRequest& g,
+                               const SpecCompiler& compile, const isa::NpuConfig& config);
 
 }  // namespace npusim::sim::dynamic

@@ -14,14 +14,16 @@ namespace npusim::sim::dynamic {
 
 double ShapeRun::serial_ms() const {
   if (total_cycles == 0) return 0;
-  return latency_ms * static_cast<double>(std::max(serial_cycles, total_cycles)) / static_cast<double>(total_cycles);
+  return latency_ms * static_cast<double>(std::max(serial_cycles, total_cycles)) /
+         static_cast<double>(total_cycles);
 }
 
 Policy parse_policy(const std::string& text) {
   if (text == "pad") return Policy::kPad;
   if (text == "recompile") return Policy::kRecompile;
   if (text == "dynamic") return Policy::kDynamic;
-  throw DynamicUsageError(fmt::format("--shape-policy '{}' is not one of pad, recompile, dynamic, all", text));
+  throw DynamicUsageError(
+      fmt::format("--shape-policy '{}' is not one of pad, recompile, dynamic, all", text));
 }
 
 std::vector<Policy> parse_policies(const std::string& text) {
@@ -38,18 +40,24 @@ Overflow parse_overflow(const std::string& text) {
 
 const char* to_string(Policy p) {
   switch (p) {
-    case Policy::kPad: return "pad";
-    case Policy::kRecompile: return "recompile";
-    case Policy::kDynamic: return "dynamic";
+    case Policy::kPad:
+      return "pad";
+    case Policy::kRecompile:
+      return "recompile";
+    case Policy::kDynamic:
+      return "dynamic";
   }
   return "?";
 }
 
 const char* to_string(Overflow o) {
   switch (o) {
-    case Overflow::kSplit: return "split";
-    case Overflow::kTruncate: return "truncate";
-    case Overflow::kError: return "error";
+    case Overflow::kSplit:
+      return "split";
+    case Overflow::kTruncate:
+      return "truncate";
+    case Overflow::kError:
+      return "error";
   }
   return "?";
 }
@@ -108,9 +116,10 @@ Service pad_service(const Request& r, const std::vector<DimBinding>& profiles, c
     return s;
   }
   if (o.overflow == Overflow::kError) {
-    throw OverflowError(fmt::format("{}:{}: request {} fits no profile (profiles: {}); --on-overflow split or "
-                                    "truncate serves it",
-                                    file, r.line, binding_text(r.shape), bindings_list(profiles)));
+    throw OverflowError(
+        fmt::format("{}:{}: request {} fits no profile (profiles: {}); --on-overflow split or "
+                    "truncate serves it",
+                    file, r.line, binding_text(r.shape), bindings_list(profiles)));
   }
   const DimBinding largest = largest_values(profiles);
   DimBinding piece = r.shape;
@@ -175,8 +184,9 @@ PolicyResult simulate_policy(Policy policy, const std::vector<Request>& requests
         if (hit != cache.end()) {
           cache.splice(cache.begin(), cache, hit);
         } else {
-          compile_ms = options.compile_ms_per_layer ? *options.compile_ms_per_layer * static_cast<double>(run.layers)
-                                                    : run.compile_seconds * 1000.0 * options.compile_host_factor;
+          compile_ms = options.compile_ms_per_layer
+                           ? *options.compile_ms_per_layer * static_cast<double>(run.layers)
+                           : run.compile_seconds * 1000.0 * options.compile_host_factor;
           // The host compiles one shape at a time, possibly while the NPU still serves earlier requests.
           host_free = std::max(host_free, r->arrival_ms) + compile_ms;
           ready = host_free;
@@ -199,7 +209,8 @@ PolicyResult simulate_policy(Policy policy, const std::vector<Request>& requests
     latencies.push_back(out.latency_ms());
     result.outcomes.push_back(std::move(out));
   }
-  result.padding_macs = result.executed_macs > result.useful_macs ? result.executed_macs - result.useful_macs : 0;
+  result.padding_macs =
+      result.executed_macs > result.useful_macs ? result.executed_macs - result.useful_macs : 0;
   result.latency = latency_stats(latencies);
   if (!order.empty()) {
     result.makespan_ms = npu_free - order.front()->arrival_ms;
@@ -215,53 +226,60 @@ void RequestsSection::visit(traces::ReportVisitor& v) {
             static_cast<uint64_t>(results.empty() ? 0 : results.front().outcomes.size()));
   v.integer({"shapes_simulated", "shapes", "distinct shapes compiled and simulated"}, shapes_simulated);
   v.object({"options", "", "the policies' options"}, [&] {
-    if (!v.fills()) v.derived({"on_overflow", "", "what a request past every profile does"}, to_string(options.overflow));
+    if (!v.fills())
+      v.derived({"on_overflow", "", "what a request past every profile does"}, to_string(options.overflow));
     v.integer({"program_cache", "programs", "recompile: programs kept (LRU)"}, options.program_cache);
-    v.real({"compile_host_factor", "", "recompile: x npusim's measured compile seconds"}, options.compile_host_factor);
+    v.real({"compile_host_factor", "", "recompile: x npusim's measured compile seconds"},
+           options.compile_host_factor);
     if (options.compile_ms_per_layer) {
-      v.real({"compile_ms_per_layer", "ms", "recompile: a fixed cost per layer"}, *options.compile_ms_per_layer);
+      v.real({"compile_ms_per_layer", "ms", "recompile: a fixed cost per layer"},
+             *options.compile_ms_per_layer);
     } else {
       v.null({"compile_ms_per_layer", "ms", "recompile: a fixed cost per layer"});
     }
     v.real({"host_us_per_layer", "us", "dynamic: shape inference and tiling before each layer"},
            options.host_us_per_layer);
   });
-  v.list({"policies", "", "the stream served under each shape policy"}, results, [&](PolicyResult& r, size_t) {
-    v.object({"", "", "a policy"}, [&] {
-      if (!v.fills()) v.derived({"policy", "", "pad, recompile or dynamic"}, to_string(r.policy));
-      v.object({"latency_ms", "ms", "arrival to completion"}, [&] {
-        v.real({"p50", "ms", "median"}, r.latency.p50);
-        v.real({"p95", "ms", "95th percentile"}, r.latency.p95);
-        v.real({"p99", "ms", "99th percentile"}, r.latency.p99);
-        v.real({"max", "ms", "the largest"}, r.latency.max);
-        v.real({"mean", "ms", "the mean"}, r.latency.mean);
-      });
-      v.real({"makespan_ms", "ms", "first arrival to last completion"}, r.makespan_ms);
-      v.real({"throughput_rps", "requests/s", "requests / makespan"}, r.throughput_rps);
-      v.integer({"useful_macs", "MACs", "the requests' own shapes"}, r.useful_macs);
-      v.integer({"executed_macs", "MACs", "what the programs ran"}, r.executed_macs);
-      v.integer({"padding_macs", "MACs", "executed - useful"}, r.padding_macs);
-      v.derived({"padding_share", "", "padding_macs / executed_macs"},
-                r.executed_macs ? static_cast<double>(r.padding_macs) / static_cast<double>(r.executed_macs) : 0.0);
-      v.integer({"compile_events", "compiles", "programs compiled while serving"}, r.compile_events);
-      v.real({"compile_ms", "ms", "their time"}, r.compile_ms);
-      v.integer({"split", "requests", "requests split (--on-overflow split)"}, r.split);
-      v.integer({"truncated", "requests", "requests truncated (--on-overflow truncate)"}, r.truncated);
-      v.list({"per_request", "", "each request, in service order"}, r.outcomes, [&](RequestOutcome& q, size_t) {
-        v.object({"", "", "a request"}, [&] {
-          if (v.fills()) return;  // the request it refers to is the file's
-          v.derived({"line", "", "its line in the file"}, static_cast<uint64_t>(q.request->line));
-          v.derived({"shape", "", "its dimensions"}, binding_text(q.request->shape));
-          v.text({"ran_as", "", "the program(s) it ran on"}, q.ran_as);
-          v.derived({"arrival_ms", "ms", "when it arrived"}, q.request->arrival_ms);
-          v.real({"start_ms", "ms", "when it started"}, q.start_ms);
-          v.real({"end_ms", "ms", "when it completed"}, q.end_ms);
-          v.derived({"latency_ms", "ms", "end_ms - arrival_ms"}, q.latency_ms());
-          v.real({"compile_ms", "ms", "its share of compile time"}, q.compile_ms);
+  v.list(
+      {"policies", "", "the stream served under each shape policy"}, results, [&](PolicyResult& r, size_t) {
+        v.object({"", "", "a policy"}, [&] {
+          if (!v.fills()) v.derived({"policy", "", "pad, recompile or dynamic"}, to_string(r.policy));
+          v.object({"latency_ms", "ms", "arrival to completion"}, [&] {
+            v.real({"p50", "ms", "median"}, r.latency.p50);
+            v.real({"p95", "ms", "95th percentile"}, r.latency.p95);
+            v.real({"p99", "ms", "99th percentile"}, r.latency.p99);
+            v.real({"max", "ms", "the largest"}, r.latency.max);
+            v.real({"mean", "ms", "the mean"}, r.latency.mean);
+          });
+          v.real({"makespan_ms", "ms", "first arrival to last completion"}, r.makespan_ms);
+          v.real({"throughput_rps", "requests/s", "requests / makespan"}, r.throughput_rps);
+          v.integer({"useful_macs", "MACs", "the requests' own shapes"}, r.useful_macs);
+          v.integer({"executed_macs", "MACs", "what the programs ran"}, r.executed_macs);
+          v.integer({"padding_macs", "MACs", "executed - useful"}, r.padding_macs);
+          v.derived({"padding_share", "", "padding_macs / executed_macs"},
+                    r.executed_macs
+                        ? static_cast<double>(r.padding_macs) / static_cast<double>(r.executed_macs)
+                        : 0.0);
+          v.integer({"compile_events", "compiles", "programs compiled while serving"}, r.compile_events);
+          v.real({"compile_ms", "ms", "their time"}, r.compile_ms);
+          v.integer({"split", "requests", "requests split (--on-overflow split)"}, r.split);
+          v.integer({"truncated", "requests", "requests truncated (--on-overflow truncate)"}, r.truncated);
+          v.list({"per_request", "", "each request, in service order"}, r.outcomes,
+                 [&](RequestOutcome& q, size_t) {
+                   v.object({"", "", "a request"}, [&] {
+                     if (v.fills()) return;  // the request it refers to is the file's
+                     v.derived({"line", "", "its line in the file"}, static_cast<uint64_t>(q.request->line));
+                     v.derived({"shape", "", "its dimensions"}, binding_text(q.request->shape));
+                     v.text({"ran_as", "", "the program(s) it ran on"}, q.ran_as);
+                     v.derived({"arrival_ms", "ms", "when it arrived"}, q.request->arrival_ms);
+                     v.real({"start_ms", "ms", "when it started"}, q.start_ms);
+                     v.real({"end_ms", "ms", "when it completed"}, q.end_ms);
+                     v.derived({"latency_ms", "ms", "end_ms - arrival_ms"}, q.latency_ms());
+                     v.real({"compile_ms", "ms", "its share of compile time"}, q.compile_ms);
+                   });
+                 });
         });
       });
-    });
-  });
 }
 
 std::string requests_text(const std::string& file, const std::vector<PolicyResult>& results) {
@@ -271,12 +289,15 @@ std::string requests_text(const std::string& file, const std::vector<PolicyResul
                    "p95 ms", "p99 ms", "max ms", "mean ms", "req/s", "padding", "compiles", "compile ms");
   for (const PolicyResult& r : results) {
     const double share =
-        r.executed_macs ? 100.0 * static_cast<double>(r.padding_macs) / static_cast<double>(r.executed_macs) : 0.0;
-    o += fmt::format("  {:<10} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.1f} {:>7.1f}% {:>9} {:>10.3f}\n",
-                     to_string(r.policy), r.latency.p50, r.latency.p95, r.latency.p99, r.latency.max, r.latency.mean,
-                     r.throughput_rps, share, r.compile_events, r.compile_ms);
+        r.executed_macs ? 100.0 * static_cast<double>(r.padding_macs) / static_cast<double>(r.executed_macs)
+                        : 0.0;
+    o += fmt::format(
+        "  {:<10} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.1f} {:>7.1f}% {:>9} {:>10.3f}\n",
+        to_string(r.policy), r.latency.p50, r.latency.p95, r.latency.p99, r.latency.max, r.latency.mean,
+        r.throughput_rps, share, r.compile_events, r.compile_ms);
     if (r.split || r.truncated)
-      o += fmt::format("  {:<10} {} request(s) split, {} truncated (--on-overflow)\n", "", r.split, r.truncated);
+      o += fmt::format("  {:<10} {} request(s) split, {} truncated (--on-overflow)\n", "", r.split,
+                       r.truncated);
   }
   return o;
 }
@@ -314,19 +335,22 @@ void ProfilesSection::visit(traces::ReportVisitor& v) {
 }
 
 std::string profiles_text(const std::vector<ProfileRun>& profiles, const DimBinding& main) {
-  std::string o = fmt::format("\nprofiles: {} (the report above shows {})\n", profiles.size(), binding_text(main));
+  std::string o =
+      fmt::format("\nprofiles: {} (the report above shows {})\n", profiles.size(), binding_text(main));
   o += fmt::format("  {:<20} {:>12} {:>11} {:>14} {:>15} {:>11}\n", "profile", "cycles", "latency ms",
                    "program bytes", "workspace bytes", "compile s");
   uint64_t programs = 0, workspace = 0, weights = 0;
   for (const ProfileRun& p : profiles) {
-    o += fmt::format("  {:<20} {:>12} {:>11.4f} {:>14} {:>15} {:>11.3f}\n", binding_text(p.dims), p.run.total_cycles,
-                     p.run.latency_ms, p.run.program_bytes, p.run.workspace_bytes, p.run.compile_seconds);
+    o += fmt::format("  {:<20} {:>12} {:>11.4f} {:>14} {:>15} {:>11.3f}\n", binding_text(p.dims),
+                     p.run.total_cycles, p.run.latency_ms, p.run.program_bytes, p.run.workspace_bytes,
+                     p.run.compile_seconds);
     programs += p.run.program_bytes;
     workspace = std::max(workspace, p.run.workspace_bytes);
     weights = std::max(weights, p.run.weight_bytes);
   }
-  o += fmt::format("  weights {} bytes (stored once, shared by every profile); programs {}; workspace {} (the largest)\n",
-                   weights, programs, workspace);
+  o += fmt::format(
+      "  weights {} bytes (stored once, shared by every profile); programs {}; workspace {} (the largest)\n",
+      weights, programs, workspace);
   return o;
 }
 

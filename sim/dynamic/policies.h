@@ -40,9 +40,9 @@ struct ShapeRun {
   double latency_ms = 0;       // the simulation's own latency figure
   uint64_t serial_cycles = 0;  // the layers' own cycles summed: no overlap between layers
   uint64_t macs = 0;
-  size_t layers = 0;           // program layers (fused nodes not counted)
-  double compile_seconds = 0;  // npusim's compile of the shape, measured
-  uint64_t program_bytes = 0;  // the program without its data segments (weights, constants)
+  size_t layers = 0;             // program layers (fused nodes not counted)
+  double compile_seconds = 0;    // npusim's compile of the shape, measured
+  uint64_t program_bytes = 0;    // the program without its data segments (weights, constants)
   uint64_t workspace_bytes = 0;  // activations (the memory plan's arena)
   uint64_t weight_bytes = 0;     // data segments
   double serial_ms() const;
@@ -54,7 +54,7 @@ using ShapeCost = std::function<const ShapeRun&(const DimBinding&)>;
 enum class Policy { kPad, kRecompile, kDynamic };
 enum class Overflow { kSplit, kTruncate, kError };
 
-Policy parse_policy(const std::string& text);  // DynamicUsageError naming --shape-policy
+Policy parse_policy(const std::string& text);                 // DynamicUsageError naming --shape-policy
 std::vector<Policy> parse_policies(const std::string& text);  // "all": the three
 Overflow parse_overflow(const std::string& text);
 const char* to_string(Policy p);
@@ -62,10 +62,10 @@ const char* to_string(Overflow o);
 
 struct PolicyOptions {
   Overflow overflow = Overflow::kSplit;
-  size_t program_cache = 8;                   // recompile: programs kept (LRU)
-  double compile_host_factor = 1.0;           // recompile: x npusim's measured compile seconds
-  std::optional<double> compile_ms_per_layer; // recompile: fixed cost per layer instead of the measured one
-  double host_us_per_layer = 20.0;            // dynamic: shape inference and tiling before each layer
+  size_t program_cache = 8;                    // recompile: programs kept (LRU)
+  double compile_host_factor = 1.0;            // recompile: x npusim's measured compile seconds
+  std::optional<double> compile_ms_per_layer;  // recompile: fixed cost per layer instead of the measured one
+  double host_us_per_layer = 20.0;             // dynamic: shape inference and tiling before each layer
 };
 
 struct RequestOutcome {

@@ -26,12 +26,14 @@ std::vector<DimValues> parse_dynamic_specs(const std::vector<std::string>& specs
   for (const std::string& spec : specs) {
     const size_t eq = spec.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
-      throw DynamicUsageError(fmt::format("--dynamic '{}' is not NAME=V1,V2,... (e.g. seq=64,128,256)", spec));
+      throw DynamicUsageError(
+          fmt::format("--dynamic '{}' is not NAME=V1,V2,... (e.g. seq=64,128,256)", spec));
     }
     DimValues d;
     d.name = spec.substr(0, eq);
     if (!names.insert(d.name).second) {
-      throw DynamicUsageError(fmt::format("--dynamic names '{}' twice; list all its values in one option", d.name));
+      throw DynamicUsageError(
+          fmt::format("--dynamic names '{}' twice; list all its values in one option", d.name));
     }
     size_t pos = eq + 1;
     while (pos <= spec.size()) {

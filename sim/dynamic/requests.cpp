@@ -49,8 +49,9 @@ std::vector<Request> parse_requests(const std::string& text, const std::string& 
         if (c != kArrival && std::find(dims.begin(), dims.end(), c) == dims.end()) {
           std::string names;
           for (const std::string& d : dims) names += d + ", ";
-          throw error(line, fmt::format("column '{}' is neither a dynamic dimension nor arrival_ms (columns: {}{})",
-                                        c, names, kArrival));
+          throw error(line,
+                      fmt::format("column '{}' is neither a dynamic dimension nor arrival_ms (columns: {}{})",
+                                  c, names, kArrival));
         }
         if (std::find(columns.begin(), columns.end(), c) != columns.end())
           throw error(line, fmt::format("column '{}' appears twice", c));
@@ -90,7 +91,8 @@ std::vector<Request> parse_requests(const std::string& text, const std::string& 
     }
     out.push_back(std::move(r));
   }
-  if (columns.empty()) throw error(line, "no header row (the dynamic dimensions' names, optionally arrival_ms)");
+  if (columns.empty())
+    throw error(line, "no header row (the dynamic dimensions' names, optionally arrival_ms)");
   if (out.empty()) throw error(line, "no requests after the header");
   return out;
 }

@@ -349,7 +349,8 @@ void E2eResult::visit(traces::ReportVisitor& v) {
   v.integer({"frame_bytes", "bytes", "one frame as captured"}, frame_bytes);
   v.integer({"latency_cycles", "cycles", "one inference end to end"}, latency_cycles);
   v.derived({"latency_ms", "ms", "latency_cycles at the NPU clock", 6}, latency_cycles / f / 1000.0);
-  v.integer({"npu_cycles", "cycles", "NPU-inserted stages and the model without its host fallbacks"}, npu_cycles);
+  v.integer({"npu_cycles", "cycles", "NPU-inserted stages and the model without its host fallbacks"},
+            npu_cycles);
   v.derived({"npu_share", "", "npu_cycles / latency_cycles", 6}, share(npu_cycles));
   v.list({"stages", "", "every stage of one inference, in order"}, stages, [&](Stage& s, size_t) {
     v.object({"", "", "a stage"}, [&] {
@@ -368,7 +369,8 @@ void E2eResult::visit(traces::ReportVisitor& v) {
       v.integer({"cycles", "cycles", "in one inference"}, s.cycles);
       v.derived({"us", "us", "cycles at the NPU clock", 3}, s.cycles / f);
       v.derived({"share", "", "cycles / latency_cycles", 6}, share(s.cycles));
-      if (s.kind == "model") v.integer({"fallback_cycles", "cycles", "the model's host fallbacks"}, s.fallback_cycles);
+      if (s.kind == "model")
+        v.integer({"fallback_cycles", "cycles", "the model's host fallbacks"}, s.fallback_cycles);
     });
   });
   if (!v.fills()) {
@@ -379,7 +381,9 @@ void E2eResult::visit(traces::ReportVisitor& v) {
       if (s.cycles > 0) critical.push_back(s.name);
     }
     v.list({"critical_path", "", "the stages that take time, in order"}, critical,
-           [&](std::string& name, size_t) { v.derived({"", "", "a stage"}, name); });
+           [&](std::string& name, size_t) {
+             v.derived({"", "", "a stage"}, name);
+           });
     v.derived({"slowest_stage", "", "the stage with the most cycles"}, slowest ? slowest->name : "");
   }
   for (auto& [key, t] : {std::pair<const char*, TransferInfo*>{"input", &input}, {"output", &output}}) {
@@ -389,12 +393,14 @@ void E2eResult::visit(traces::ReportVisitor& v) {
       v.integer({"host_alignment_bytes", "bytes", "the host buffer's alignment"}, t->host_alignment_bytes);
       v.integer({"dma_alignment_bytes", "bytes", "dma.alignment_bytes"}, t->dma_alignment_bytes);
       v.boolean({"aligned", "", "the buffer meets the DMA's alignment"}, t->aligned);
-      v.integer({"extra_copy_bytes", "bytes", "zero-copy with a misaligned buffer: the bounce copy"}, t->extra_copy_bytes);
+      v.integer({"extra_copy_bytes", "bytes", "zero-copy with a misaligned buffer: the bounce copy"},
+                t->extra_copy_bytes);
       v.integer({"extra_copy_cycles", "cycles", "its time"}, t->extra_copy_cycles);
     });
   }
-  v.list({"notes", "", "what the costing assumed"}, notes,
-         [&](std::string& note, size_t) { v.text({"", "", "a note"}, note); });
+  v.list({"notes", "", "what the costing assumed"}, notes, [&](std::string& note, size_t) {
+    v.text({"", "", "a note"}, note);
+  });
   v.object(
       {"stream", "", "frames through the stages (docs/e2e.md, Streams)"},
       [&] {
@@ -412,7 +418,8 @@ void E2eResult::visit(traces::ReportVisitor& v) {
         v.integer({"npu_buffer_bytes", "bytes", "the buffers in the NPU's DRAM"}, s.npu_buffer_bytes);
         v.integer({"frames_in_flight_max", "frames", "captured but not yet post-processed, at most"},
                   s.frames_in_flight_max);
-        v.integer({"host_frame_bytes_max", "bytes", "frames_in_flight_max x the frame's bytes"}, s.host_frame_bytes_max);
+        v.integer({"host_frame_bytes_max", "bytes", "frames_in_flight_max x the frame's bytes"},
+                  s.host_frame_bytes_max);
         const size_t n = v.begin_list({"resources", "", "each resource's load"}, s.per_frame_us.size(),
                                       traces::ReportVisitor::Layout::kInline);
         if (v.fills()) {

@@ -60,8 +60,8 @@ struct StreamResult {
   double bound_fps = 0;        // 1 / the slowest stage's time per frame
   std::string bounding_stage;  // resource_name of that stage
   double latency_p50_ms = 0, latency_p99_ms = 0, latency_max_ms = 0;
-  std::vector<double> per_frame_us;     // per resource: busy time per frame
-  std::vector<double> utilization;      // per resource: busy / span
+  std::vector<double> per_frame_us;  // per resource: busy time per frame
+  std::vector<double> utilization;   // per resource: busy / span
   // buffers x (input + output bytes of a batch) in the NPU's DRAM; with NPU-inserted stages the input
   // side holds the larger of what crosses the link and the model's input.
   int64_t npu_buffer_bytes = 0;
@@ -75,7 +75,7 @@ struct E2eResult {
   std::string pipeline;  // the file
   double frequency_mhz = 0;
   int64_t batch = 1;
-  int64_t frame_bytes = 0;  // one frame as captured
+  int64_t frame_bytes = 0;        // one frame as captured
   int64_t model_input_bytes = 0;  // the program's inputs (a batch): what NPU-inserted stages write
   std::vector<Stage> stages;
   size_t model_stage = 0;  // index of the model in `stages`

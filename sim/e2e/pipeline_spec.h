@@ -70,7 +70,7 @@ struct PipelineSpec {
   // Set from --preprocess when the file has no `pre:` (sim/e2e/preprocess_stages.h): plan_pipeline then
   // runs that description's steps, sized for the model's input, instead of `pre`.
   std::optional<compiler::Preprocess> preprocess;
-  std::string preprocess_source;  // the description's file, for the report's notes
+  std::string preprocess_source;               // the description's file, for the report's notes
   Placement preprocess_on = Placement::kHost;  // --preprocess-on: where its element-wise steps run
   TransferSpec input;
   TransferSpec output;

@@ -72,7 +72,8 @@ const std::vector<Field>& fields() {
                  [](const LayerMapping& m) { return m.on_chip ? YAML::Node(*m.on_chip) : YAML::Node(); },
                  [](const YAML::Node& v, LayerMapping& m) -> std::string {
                    bool b = false;
-                   if (!v.IsScalar() || !YAML::convert<bool>::decode(v, b)) return "on_chip: expected true or false";
+                   if (!v.IsScalar() || !YAML::convert<bool>::decode(v, b))
+                     return "on_chip: expected true or false";
                    m.on_chip = b;
                    return "";
                  }});
@@ -89,7 +90,8 @@ const std::vector<Field>& fields() {
                    if (!v.IsSequence()) return "fused: expected a list of the model's node names";
                    std::vector<std::string> names;
                    for (const YAML::Node& n : v) {
-                     if (!n.IsScalar() || n.Scalar().empty()) return "fused: expected a list of the model's node names";
+                     if (!n.IsScalar() || n.Scalar().empty())
+                       return "fused: expected a list of the model's node names";
                      names.push_back(n.Scalar());
                    }
                    m.fused = std::move(names);

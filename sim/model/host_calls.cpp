@@ -17,10 +17,10 @@ using compiler::Graph;
 using compiler::HostCallInfo;
 using compiler::HostTensor;
 using compiler::Node;
+using compiler::num_elements;
 using compiler::Shape;
 using compiler::Tensor;
 using compiler::Value;
-using compiler::num_elements;
 
 namespace {
 
@@ -71,17 +71,21 @@ Tensor read_host_tensor(const dp::MachineState& st, const HostTensor& h) {
   const auto pi = phys_index(h.shape, h.layout, h.strides);
   std::vector<uint8_t> bytes(static_cast<size_t>(std::max(n, span(pi)) * es));
   st.dram().read(h.dram_addr, bytes.data(), bytes.size());
-  const bool int_storage = h.dtype == isa::DType::kInt32 || h.dtype == isa::DType::kInt8 || h.dtype == isa::DType::kUint8;
+  const bool int_storage =
+      h.dtype == isa::DType::kInt32 || h.dtype == isa::DType::kInt8 || h.dtype == isa::DType::kUint8;
   if (int_storage && !is_float(h.value_dtype)) {
     // Integer and bool values are stored as integers: read them back exactly.
     std::vector<int64_t> v(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) {
-      v[static_cast<size_t>(i)] = dp::load_int(&bytes[static_cast<size_t>(pi[static_cast<size_t>(i)] * es)], h.dtype);
+      v[static_cast<size_t>(i)] =
+          dp::load_int(&bytes[static_cast<size_t>(pi[static_cast<size_t>(i)] * es)], h.dtype);
     }
     return Tensor::from_ints(h.value_dtype, h.shape, v);
   }
   std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = dp::load_float(&bytes[static_cast<size_t>(pi[static_cast<size_t>(i)] * es)], h.dtype);
+  for (int64_t i = 0; i < n; ++i)
+    v[static_cast<size_t>(i)] =
+        dp::load_float(&bytes[static_cast<size_t>(pi[static_cast<size_t>(i)] * es)], h.dtype);
   return Tensor::from_floats(h.shape, v);
 }
 
@@ -132,11 +136,11 @@ void run_host_call(const HostCallInfo& info, dp::MachineState& st) {
     // npu-domain op: its plain-ONNX form is what the interpreter runs.
     out = interpret(compiler::reference_graph(g), in);
   } catch (const std::exception& e) {
-    throw std::runtime_error(fmt::format("host op '{}' ({}): {}", info.node.name, info.node.op_type, e.what()));
+    throw std::runtime_error(
+        fmt::format("host op '{}' ({}): {}", info.node.name, info.node.op_type, e.what()));
   }
   for (const auto& h : info.outputs) write_host_tensor(st, h, out.at(h.name));
 }
-
 
 dp::HostOpHandler host_op_handler(const compiler::CompileResult& result) {
   std::map<std::string, const HostCallInfo*> calls;

@@ -74,7 +74,8 @@ void add_fused_layers(const compiler::CompileResult& result, traces::Report& rep
     l->second->fused_into = p.fused_into;
     l->second->start_cycle = l->second->end_cycle = host->second->end_cycle;
     l->second->cycles = 0;
-    if (l->second->bound_cycles && host->second->bound_cycles) host->second->fused_bound_cycles += *l->second->bound_cycles;
+    if (l->second->bound_cycles && host->second->bound_cycles)
+      host->second->fused_bound_cycles += *l->second->bound_cycles;
     // The nodes fused into it (a Pad into the pool a conv -> pool fusion takes) belong to the host now.
     host->second->fused_bound_cycles += std::exchange(l->second->fused_bound_cycles, 0);
     // Its compiled bound moves its tensors through DRAM, which the host's code keeps on chip (a conv's
@@ -100,11 +101,13 @@ void add_fused_layers(const compiler::CompileResult& result, traces::Report& rep
 
 }  // namespace
 
-CompiledModel compile_model(const std::string& spec, const isa::NpuConfig& config, const ModelOptions& options,
-                            std::ostream* verbose) {
+CompiledModel compile_model(const std::string& spec, const isa::NpuConfig& config,
+                            const ModelOptions& options, std::ostream* verbose) {
   compiler::ImportOptions import;
-  for (const std::string& s : options.input_shapes) import.input_shapes.insert(compiler::parse_input_shape(s));
-  for (const std::string& s : options.input_values) import.input_values.insert(compiler::parse_input_value(s));
+  for (const std::string& s : options.input_shapes)
+    import.input_shapes.insert(compiler::parse_input_shape(s));
+  for (const std::string& s : options.input_values)
+    import.input_values.insert(compiler::parse_input_value(s));
   import.batch = options.batch;
   import.dim_params = options.dim_params;
   bool int8 = options.plan.spec.model == compiler::quant::Precision::kInt8;
@@ -116,8 +119,8 @@ CompiledModel compile_model(const std::string& spec, const isa::NpuConfig& confi
   return compile_graph(compiler::load_model(spec, import), config, options, verbose);
 }
 
-CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& config, const ModelOptions& options,
-                            std::ostream* verbose) {
+CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& config,
+                            const ModelOptions& options, std::ostream* verbose) {
   CompiledModel m;
   m.imported = std::move(imported);
   if (verbose)
@@ -247,7 +250,8 @@ void attach_compile_info(const CompiledModel& compiled, traces::Report& report) 
     l.fusion_group = p.fusion_group;
   }
   add_fused_layers(result, report);
-  if (result.compiled_bound_cycles) report.compiled_bound_cycles = static_cast<uint64_t>(*result.compiled_bound_cycles);
+  if (result.compiled_bound_cycles)
+    report.compiled_bound_cycles = static_cast<uint64_t>(*result.compiled_bound_cycles);
   const compiler::MemoryPlan& mem = result.memory;
   std::string o;
   JsonWriter w(o);

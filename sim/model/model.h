@@ -27,9 +27,10 @@ CodeTimer simulation_timer(const isa::NpuConfig& config);
 
 struct ModelOptions {
   std::vector<std::string> input_shapes;  // "NAME=1x3x224x224"
-  std::vector<std::string> input_values;  // "NAME=V[,V...]": inputs fixed to constants (compiler::ImportOptions)
+  std::vector<std::string>
+      input_values;  // "NAME=V[,V...]": inputs fixed to constants (compiler::ImportOptions)
   std::map<std::string, int64_t> dim_params;  // named dynamic dimensions bound (compiler::ImportOptions)
-  int64_t batch = 0;                      // > 0: every input's first dimension (compiler::ImportOptions)
+  int64_t batch = 0;                          // > 0: every input's first dimension (compiler::ImportOptions)
   // Whole-model precision, per-layer overrides, int8 quantization options and calibration inputs
   // (compiler/quant). An fp32/fp16/bf16 model without overrides compiles exactly as before the plan
   // existed; int8 or overrides compile through the plan (per-layer dtypes, conversions between them).
@@ -56,9 +57,9 @@ struct CompiledModel {
   // Each program layer's roofline bound as compiled (its own tensors after fusion), by name: kept before
   // bound_as_imported gives result.layers the model's nodes' bounds (the report's compiled_bound_cycles).
   std::map<std::string, int64_t> compiled_bounds;
-  bool prequantized = false;               // a QDQ / QLinear model: its own scales were imported
-  bool fusion = true;                      // ModelOptions::fusion
-  std::vector<std::string> quant_notes;    // what of the model's quantization could not be kept
+  bool prequantized = false;             // a QDQ / QLinear model: its own scales were imported
+  bool fusion = true;                    // ModelOptions::fusion
+  std::vector<std::string> quant_notes;  // what of the model's quantization could not be kept
   // The calibration statistics the plan was quantized from (quant::requantize_plan; --advise-sqnr).
   std::map<std::string, compiler::quant::TensorStats> calibration_stats;
 };
@@ -66,19 +67,21 @@ struct CompiledModel {
 // Imports `spec` (ONNX file, SCALE-Sim CSV, built-in micro-model), lowers it and compiles it for
 // `config`. A pre-quantized model (QuantizeLinear/DequantizeLinear, QLinearConv, QLinearMatMul) is
 // first turned into its float graph plus its own scales (compiler/quant/qdq.h), which the precision
-// plan then uses (options.plan.follow_model: its quantized nodes run in int8). With `verbose`, prints the graph after import and after every pass. Throws
-// compiler::ModelError (the model), compiler::CompileError (the mapping).
-CompiledModel compile_model(const std::string& spec, const isa::NpuConfig& config, const ModelOptions& options,
-                            std::ostream* verbose);
+// plan then uses (options.plan.follow_model: its quantized nodes run in int8). With `verbose`, prints the
+// graph after import and after every pass. Throws compiler::ModelError (the model), compiler::CompileError
+// (the mapping).
+CompiledModel compile_model(const std::string& spec, const isa::NpuConfig& config,
+                            const ModelOptions& options, std::ostream* verbose);
 
 // The same from an imported graph (compile_model = load_model + compile_graph).
-CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& config, const ModelOptions& options,
-                            std::ostream* verbose);
+CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& config,
+                            const ModelOptions& options, std::ostream* verbose);
 
 // Compiles `lowered` for `config` under `plan` (the uniform float plans take the original path), with
 // the layers `mapping` names mapped as it imposes; `fold_concats`: CompileOptions::fold_concats.
 compiler::CompileResult compile_with_plan(const compiler::Graph& lowered, const isa::NpuConfig& config,
-                                          const compiler::quant::PrecisionPlan& plan, const CodeTimer& timer = {},
+                                          const compiler::quant::PrecisionPlan& plan,
+                                          const CodeTimer& timer = {},
                                           const compiler::MappingOverrides* mapping = nullptr,
                                           bool fold_concats = true);
 
@@ -95,9 +98,9 @@ std::string dram_capacity_problem(const compiler::MemoryPlan& memory, const isa:
 
 // Where a functional run takes its inputs and puts its outputs.
 struct FunctionalIo {
-  std::string inputs_dir;   // empty: seeded random inputs
+  std::string inputs_dir;                            // empty: seeded random inputs
   const compiler::Preprocess* preprocess = nullptr;  // how images in inputs_dir become inputs
-  std::string outputs_dir;  // empty: outputs are not written
+  std::string outputs_dir;                           // empty: outputs are not written
   uint32_t seed = 1;
   std::vector<std::string>* written = nullptr;  // when set: "PATH (SHAPE)" of each output file written
 };

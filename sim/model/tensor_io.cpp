@@ -29,9 +29,7 @@ float load(const uint8_t* p, isa::DType t) { return arch::datapath::load_float(p
 
 void store(uint8_t* p, isa::DType t, float x) { arch::datapath::store_float(p, t, x); }
 
-compiler::Shape dims_of(const isa::TensorBinding& b) {
-  return compiler::Shape(b.dims.begin(), b.dims.end());
-}
+compiler::Shape dims_of(const isa::TensorBinding& b) { return compiler::Shape(b.dims.begin(), b.dims.end()); }
 
 // The .npy payload as float values.
 std::vector<float> npy_floats(const NpyArray& a, const std::string& path) {
@@ -170,8 +168,8 @@ std::map<std::string, std::vector<float>> read_inputs(const isa::Program& progra
     }
     const int64_t want = compiler::num_elements(dims_of(b));
     if (static_cast<int64_t>(v.size()) != want) {
-      throw TensorIoError(fmt::format("{} holds {} elements but model input '{}' has shape {} ({} elements)", path,
-                                      v.size(), b.name, compiler::shape_to_string(dims_of(b)), want));
+      throw TensorIoError(fmt::format("{} holds {} elements but model input '{}' has shape {} ({} elements)",
+                                      path, v.size(), b.name, compiler::shape_to_string(dims_of(b)), want));
     }
     values[b.name] = std::move(v);
   }

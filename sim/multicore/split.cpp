@@ -33,7 +33,8 @@ std::vector<size_t> stage_cuts(const isa::Program& program, const traces::Report
   };
   std::vector<uint32_t> suffix_min(n + 1, std::numeric_limits<uint32_t>::max());
   for (size_t i = n; i-- > 0;)
-    suffix_min[i] = tagged(i) ? std::min(suffix_min[i + 1], program.instructions[i].layer()) : suffix_min[i + 1];
+    suffix_min[i] =
+        tagged(i) ? std::min(suffix_min[i + 1], program.instructions[i].layer()) : suffix_min[i + 1];
   std::vector<std::pair<size_t, uint64_t>> candidates;  // (index, cycles before it)
   uint32_t prefix_max = 0;
   uint64_t reached = 0;
@@ -181,7 +182,8 @@ void SplitResult::visit(traces::ReportVisitor& v) {
   using traces::Field;
   const double f = frequency_mhz;
   size_t how = static_cast<size_t>(split);
-  v.choice({"split", "", "none, batch or layers"}, how, std::vector<std::string_view>(std::begin(kSplitNames), std::end(kSplitNames)));
+  v.choice({"split", "", "none, batch or layers"}, how,
+           std::vector<std::string_view>(std::begin(kSplitNames), std::end(kSplitNames)));
   if (v.fills()) split = static_cast<Split>(how);
   v.integer({"cores", "cores", "config.cores"}, cores);
   v.integer({"batch", "frames", "frames one pass handles"}, batch);

@@ -37,7 +37,10 @@ class YamlReportReader final : public traces::ReportVisitor {
     }
     std::string alternatives;
     for (size_t k = 0; k < names.size(); ++k)
-      alternatives += std::string(k == 0 ? "" : k + 1 == names.size() ? " or " : ", ") + std::string(names[k]);
+      alternatives += std::string(k == 0                  ? ""
+                                  : k + 1 == names.size() ? " or "
+                                                          : ", ") +
+                      std::string(names[k]);
     throw ReportReadError("the report's '" + std::string(f.key) + "' is '" + name + "', not " + alternatives);
   }
   void parameter(const traces::Field& f, std::string& v) override {

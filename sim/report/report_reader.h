@@ -12,8 +12,8 @@ namespace npusim::sim {
 // report_json(read_report(parse(report_json(r)))) gives report_json's bytes again for a report without
 // `sections` (the top-level sections stages outside the simulator add, kept as their JSON: read those from
 // the node). Derived figures are not read (the functions that wrote them compute them again); layers'
-// fused_bound_cycles are rebuilt from the fused nodes' bounds. `root` is a report parse_report accepted; throws ReportReadError
-// (sim/report/report_file.h) when a field has the wrong type.
+// fused_bound_cycles are rebuilt from the fused nodes' bounds. `root` is a report parse_report accepted;
+// throws ReportReadError (sim/report/report_file.h) when a field has the wrong type.
 traces::Report read_report(const YAML::Node& root);
 
 }  // namespace npusim::sim

@@ -172,8 +172,8 @@ class Parser : public YamlErrors {
           seed_given = read_arrivals(v, key, sm.arrivals);
         } else {
           unknown(kv.first, where + ".", k,
-                  {"name", "model", "precision", "batch", "priority", "core", "set", "deadline_ms", "pipeline",
-                   "arrival"});
+                  {"name", "model", "precision", "batch", "priority", "core", "set", "deadline_ms",
+                   "pipeline", "arrival"});
         }
       }
       if (!m["model"]) error(m, where + ".model: missing (an ONNX file, demo, gemm:..., conv:...)");
@@ -199,7 +199,8 @@ class Parser : public YamlErrors {
       if (!scalar(e, key + "[]", t)) continue;
       const std::string k = t.substr(0, t.find('='));
       bool shared = false;
-      for (const char* prefix : {"frequency_mhz", "cores", "dram.", "host.", "technology.", "energy.", "area."})
+      for (const char* prefix :
+           {"frequency_mhz", "cores", "dram.", "host.", "technology.", "energy.", "area."})
         shared = shared || k.rfind(prefix, 0) == 0;
       if (shared) {
         error(e, key + ": '" + k +

@@ -43,16 +43,16 @@ struct Arrivals {
 struct ScenarioModel {
   std::string name;
   std::string model;  // the MODEL argument of `npusim run` (a relative file resolved against the scenario)
-  std::string precision;   // "" = auto, as `npusim run`
-  int64_t batch = 0;       // 0 = the model's own
-  int64_t priority = 0;    // higher runs first under `policy: priority`
+  std::string precision;  // "" = auto, as `npusim run`
+  int64_t batch = 0;      // 0 = the model's own
+  int64_t priority = 0;   // higher runs first under `policy: priority`
   // Its own KEY=VALUE overrides on top of the scenario's (never of what the models share: the clock, the
   // cores, DRAM, the host link, energy and area); where `set` was given.
   std::vector<std::string> sets;
   int set_line = 0, set_column = 0;
-  int64_t core = 0;        // the core it is pinned to (config `cores`); each core schedules its own models
+  int64_t core = 0;  // the core it is pinned to (config `cores`); each core schedules its own models
   int core_line = 0, core_column = 0;  // where `core` was given (0: not given), for the check against `cores`
-  double deadline_ms = 0;  // 0 = none
+  double deadline_ms = 0;              // 0 = none
   Arrivals arrivals;
   std::string
       pipeline;  // an end-to-end pipeline file (docs/e2e.md), resolved against the scenario; "" = none

@@ -32,7 +32,8 @@ struct Request {
 // loaded in model order while they fit.
 class WeightCache {
  public:
-  WeightCache(const std::vector<ModelProfile>& profiles, int64_t capacity) : p_(profiles), capacity_(capacity) {
+  WeightCache(const std::vector<ModelProfile>& profiles, int64_t capacity)
+      : p_(profiles), capacity_(capacity) {
     for (size_t m = 0; m < p_.size(); ++m) {
       if (used_ + p_[m].weight_bytes > capacity_) continue;
       lru_.push_back(m);
@@ -471,10 +472,11 @@ void ServeResult::visit(traces::ReportVisitor& v, const Scenario& s) {
       v.integer({"requests", "requests", "requests that arrived"}, m.requests);
       v.real({"alone_ms", "ms", "one request alone", 6}, m.alone_ms);
       // Latencies of a model without requests are null.
-      for (auto& [key, value] :
-           {std::pair<const char*, double*>{"latency_p50_ms", &m.latency_p50_ms}, {"latency_p95_ms", &m.latency_p95_ms},
-            {"latency_p99_ms", &m.latency_p99_ms}, {"latency_max_ms", &m.latency_max_ms},
-            {"latency_mean_ms", &m.latency_mean_ms}}) {
+      for (auto& [key, value] : {std::pair<const char*, double*>{"latency_p50_ms", &m.latency_p50_ms},
+                                 {"latency_p95_ms", &m.latency_p95_ms},
+                                 {"latency_p99_ms", &m.latency_p99_ms},
+                                 {"latency_max_ms", &m.latency_max_ms},
+                                 {"latency_mean_ms", &m.latency_mean_ms}}) {
         const traces::Field f{key, "ms", "arrival to completion (null: no request)", 6};
         if (m.requests > 0 || v.fills()) {
           v.real(f, *value);
@@ -512,7 +514,8 @@ void ServeResult::visit(traces::ReportVisitor& v, const Scenario& s) {
     v.derived({"reload_ms", "ms", "time spent reloading weights", 6},
               static_cast<double>(reload_cycles) / frequency_mhz / 1000.0);
   });
-  const size_t n = v.begin_list({"units", "", "each unit's utilization over the span"}, units.size(), Layout::kInline);
+  const size_t n =
+      v.begin_list({"units", "", "each unit's utilization over the span"}, units.size(), Layout::kInline);
   if (v.fills()) units.resize(n);
   for (size_t i = 0; i < n && i < units.size(); ++i) {
     v.element(i);
@@ -526,7 +529,8 @@ void ServeResult::visit(traces::ReportVisitor& v, const Scenario& s) {
 
 std::string serve_json(const ServeResult& r, const Scenario& s) {
   // The writer only reads (no copy of the slices).
-  return traces::section_json([&](traces::ReportVisitor& v) { const_cast<ServeResult&>(r).visit(v, s); }) + "\n";
+  return traces::section_json([&](traces::ReportVisitor& v) { const_cast<ServeResult&>(r).visit(v, s); }) +
+         "\n";
 }
 
 std::string serve_text(const ServeResult& r) {
@@ -551,9 +555,10 @@ std::string serve_text(const ServeResult& r) {
   if (!r.weights_resident) {
     int64_t reloads = 0;
     for (const ModelStats& m : r.models) reloads += m.weight_reloads;
-    t += fmt::format("  DRAM: the models need {:.1f} MiB of {:.1f} MiB: {} weight reloads over the host link, {:.3f} ms\n",
-                     r.dram_needed_bytes / double(1 << 20), r.dram_capacity_bytes / double(1 << 20), reloads,
-                     static_cast<double>(r.reload_cycles) / r.frequency_mhz / 1000.0);
+    t += fmt::format(
+        "  DRAM: the models need {:.1f} MiB of {:.1f} MiB: {} weight reloads over the host link, {:.3f} ms\n",
+        r.dram_needed_bytes / double(1 << 20), r.dram_capacity_bytes / double(1 << 20), reloads,
+        static_cast<double>(r.reload_cycles) / r.frequency_mhz / 1000.0);
   }
   // Models on different cores: how much each slows down next to each other (their runs together).
   for (size_t i = 0; i < r.slowdown.size(); ++i) {

@@ -35,7 +35,8 @@ Figure real(double v) { return tidy_number(fmt::format("{}", v)); }
 Figure declared(const PointReport& p, const char* path) {
   const auto it = p.figures.find(path);
   if (it == p.figures.end()) return std::nullopt;
-  return it->second.kind == traces::ReportFigure::Kind::kReal ? tidy_number(it->second.text) : it->second.text;
+  return it->second.kind == traces::ReportFigure::Kind::kReal ? tidy_number(it->second.text)
+                                                              : it->second.text;
 }
 // A figure of a section written outside the simulator's typed report (`e2e` by sim/e2e, `multicore` by
 // sim/multicore, a scenario's report by npusim serve): its JSON text at the path `keys`.

@@ -21,7 +21,6 @@ std::string shell_quote(const std::string& s) {
   return o + "'";
 }
 
-
 }  // namespace
 
 using namespace sweep_detail;

@@ -35,8 +35,9 @@ void print_points(std::ostream& out, const SweepSpec& spec, const std::vector<Sw
   const bool swept_config = std::find(keys.begin(), keys.end(), "config") != keys.end();
   out << fmt::format("# sweep '{}': {} points ({}), base config: {}\n", spec.name, points.size(),
                      spec.zip ? "zipped axes" : "cartesian product",
-                     swept_config ? "the config axis"
-                         : spec.base.empty() ? "built-in" : spec.base);
+                     swept_config        ? "the config axis"
+                     : spec.base.empty() ? "built-in"
+                                         : spec.base);
   for (const SweepPoint& p : points) {
     std::string v;
     for (const auto& [k, val] : p.values) v += (v.empty() ? "" : " ") + k + "=" + val;

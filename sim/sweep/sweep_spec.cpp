@@ -187,7 +187,8 @@ class Parser : public YamlErrors {
   // The --config argument for a configuration named in the sweep file (`base:` or a `config` axis
   // value): a file next to the sweep file wins; otherwise the name goes to --config as is (a preset
   // or a path relative to where npusim runs). "" (after reporting at `at`) when it names nothing.
-  std::string config_argument(const YAML::Node& at, const std::string& name, const std::string& key = "config") {
+  std::string config_argument(const YAML::Node& at, const std::string& name,
+                              const std::string& key = "config") {
     std::string b = name;
     const std::string local = relative_to_file(b);
     std::error_code ec;

@@ -50,11 +50,11 @@ struct ModelValue {
 struct AxisColumn {
   std::string key;  // "systolic_array.rows", "model", "precision", "batch"
   AxisKind kind = AxisKind::kConfig;
-  std::vector<std::string> values;  // display values; for models, the names
-  std::vector<ModelValue> models;   // kModel only, parallel to `values`
+  std::vector<std::string> values;   // display values; for models, the names
+  std::vector<ModelValue> models;    // kModel only, parallel to `values`
   std::vector<std::string> configs;  // kPreset only, parallel to `values`: the --config argument
   std::vector<std::string> files;    // kRequests only, parallel to `values`: the file (absolute)
-  int line = 0;                     // 1-based position of the key in the sweep file
+  int line = 0;                      // 1-based position of the key in the sweep file
   int column = 0;
 };
 
@@ -101,14 +101,14 @@ struct SweepPoint {
   std::vector<std::pair<std::string, std::string>> values;  // column key -> value, in column order
   std::string model;                                        // MODEL argument ("" = built-in default)
   std::string prepare;                                      // the model's prepare command, if any
-  std::string config;  // the `config` axis's --config for this point ("" = the sweep's base)
-  std::vector<std::string> sets;                            // base overrides then axis overrides
-  std::vector<std::string> args;                            // --precision/--batch and the fixed run_args
-  std::string scenario;      // SweepSpec::scenario: the point is `npusim serve SCENARIO`
-  std::string requests;      // the `requests` axis's file (absolute), "" = none
-  std::string config_error;  // non-empty: this combination is not a valid configuration
-  int64_t array_pes = 0;     // rows x cols of the resolved configuration
-  int64_t sram_kib = 0;      // input + weight + accumulator scratchpads
+  std::string config;             // the `config` axis's --config for this point ("" = the sweep's base)
+  std::vector<std::string> sets;  // base overrides then axis overrides
+  std::vector<std::string> args;  // --precision/--batch and the fixed run_args
+  std::string scenario;           // SweepSpec::scenario: the point is `npusim serve SCENARIO`
+  std::string requests;           // the `requests` axis's file (absolute), "" = none
+  std::string config_error;       // non-empty: this combination is not a valid configuration
+  int64_t array_pes = 0;          // rows x cols of the resolved configuration
+  int64_t sram_kib = 0;           // input + weight + accumulator scratchpads
 
   // The arguments after `npusim`: run [MODEL] [--config CONFIG] --set ... (without output options);
   // CONFIG is the point's `config` axis value, else `base`. With a scenario: serve SCENARIO [--config

@@ -113,8 +113,9 @@ TEST(Simulate, DependencyStallIsChargedToSchedulingInReportAndTrace) {
   EXPECT_EQ(unit(r, "vector").stalls[static_cast<int>(Reason::kScheduling)], static_cast<uint64_t>(mm.total));
   EXPECT_EQ(unit(r, "matrix").busy, static_cast<uint64_t>(mm.total));
   const std::string text = csv.str();
-  EXPECT_NE(text.find("vector,stall: scheduling,VEC,0," + std::to_string(mm.total) + ",stall,scheduling,0,act"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("vector,stall: scheduling,VEC,0," + std::to_string(mm.total) + ",stall,scheduling,0,act"),
+      std::string::npos)
       << text;
   // The act layer itself starts after the stall: its cycles are the RELU's.
   EXPECT_EQ(r.layers[1].start_cycle, static_cast<uint64_t>(mm.total));
@@ -176,7 +177,8 @@ TEST(Simulate, ChromeTraceParsesWithOneTrackPerUnitAndSlicesNamedByLayer) {
   std::map<std::string, int> slices_by_name;
   size_t x = 0;
   for (const testing::Json& e : doc["traceEvents"].arr) {
-    if (e["ph"].str == "M" && e["name"].str == "thread_name") tracks[int(e["tid"].num)] = e["args"]["name"].str;
+    if (e["ph"].str == "M" && e["name"].str == "thread_name")
+      tracks[int(e["tid"].num)] = e["args"]["name"].str;
     if (e["ph"].str == "X") {
       ++x;
       ++slices_by_name[e["name"].str];
@@ -184,9 +186,8 @@ TEST(Simulate, ChromeTraceParsesWithOneTrackPerUnitAndSlicesNamedByLayer) {
       EXPECT_TRUE(e["args"].has("opcode"));
     }
   }
-  for (const char* t :
-       {"sequencer", "load", "matrix", "vector", "store", "host", "dma0", "dma1", "dram_ch0.dma0", "dram_ch0.dma1",
-        "dram_ch1.dma0", "dram_ch1.dma1"}) {
+  for (const char* t : {"sequencer", "load", "matrix", "vector", "store", "host", "dma0", "dma1",
+                        "dram_ch0.dma0", "dram_ch0.dma1", "dram_ch1.dma0", "dram_ch1.dma1"}) {
     bool found = false;
     for (auto& [tid, name] : tracks) found |= name == t;
     EXPECT_TRUE(found) << t;
@@ -201,8 +202,8 @@ TEST(Simulate, ChromeTraceParsesWithOneTrackPerUnitAndSlicesNamedByLayer) {
   EXPECT_EQ(rows, x);
   // The report JSON parses too and carries the documented fields.
   const testing::Json rep = JsonParser::parse(traces::report_json(r));
-  for (const char* k : {"total_cycles", "frequency_mhz", "latency_ms", "macs", "array_utilization", "breakdown",
-                        "dram", "units", "layers", "sim", "dma", "sram"}) {
+  for (const char* k : {"total_cycles", "frequency_mhz", "latency_ms", "macs", "array_utilization",
+                        "breakdown", "dram", "units", "layers", "sim", "dma", "sram"}) {
     EXPECT_TRUE(rep.has(k)) << k;
   }
   ASSERT_EQ(rep["layers"].arr.size(), p.layers.size());
@@ -253,8 +254,9 @@ TEST(Simulate, DeadlockNamesTheWaitingQueueAndToken) {
   } catch (const arch::SimError& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("deadlock"), std::string::npos) << m;
-    EXPECT_NE(m.find("matrix queue: instruction 1 (MATMUL, layer gemm) waits for a token from the vector queue"),
-              std::string::npos)
+    EXPECT_NE(
+        m.find("matrix queue: instruction 1 (MATMUL, layer gemm) waits for a token from the vector queue"),
+        std::string::npos)
         << m;
   }
 }

@@ -132,14 +132,30 @@ class JsonParser {
       const char e = peek();
       ++i_;
       switch (e) {
-        case '"': s += '"'; break;
-        case '\\': s += '\\'; break;
-        case '/': s += '/'; break;
-        case 'b': s += '\b'; break;
-        case 'f': s += '\f'; break;
-        case 'n': s += '\n'; break;
-        case 'r': s += '\r'; break;
-        case 't': s += '\t'; break;
+        case '"':
+          s += '"';
+          break;
+        case '\\':
+          s += '\\';
+          break;
+        case '/':
+          s += '/';
+          break;
+        case 'b':
+          s += '\b';
+          break;
+        case 'f':
+          s += '\f';
+          break;
+        case 'n':
+          s += '\n';
+          break;
+        case 'r':
+          s += '\r';
+          break;
+        case 't':
+          s += '\t';
+          break;
         case 'u':
           if (i_ + 4 > t_.size()) fail("short \\u escape");
           for (int k = 0; k < 4; ++k) {
@@ -148,7 +164,8 @@ class JsonParser {
           s += '?';
           i_ += 4;
           break;
-        default: fail("bad escape");
+        default:
+          fail("bad escape");
       }
     }
   }

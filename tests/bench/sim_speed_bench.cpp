@@ -41,25 +41,52 @@ isa::Program synthetic(int64_t tiles) {
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t half = t % 2;
     isa::Instruction ld = make(isa::Opcode::kLoad);
-    ld.set(Field::kDtype, 0).set(Field::kBuf, 0).set(Field::kDramAddr, (t % 64) * 1024).set(Field::kSramAddr, half * 1024)
-        .set(Field::kSize0, 1024).set(Field::kSize1, 1).set(Field::kSize2, 1).set(Field::kSize3, 1)
+    ld.set(Field::kDtype, 0)
+        .set(Field::kBuf, 0)
+        .set(Field::kDramAddr, (t % 64) * 1024)
+        .set(Field::kSramAddr, half * 1024)
+        .set(Field::kSize0, 1024)
+        .set(Field::kSize1, 1)
+        .set(Field::kSize2, 1)
+        .set(Field::kSize3, 1)
         .set(Field::kSignal, mask(isa::Queue::kMatrix));
     if (t >= 2) ld.set(Field::kWait, mask(isa::Queue::kMatrix));  // the buffer half is free again
     isa::Instruction mm = make(isa::Opcode::kMatmul);
-    mm.set(Field::kDtype, 0).set(Field::kAAddr, half * 1024).set(Field::kAStride, 32).set(Field::kBAddr, 0)
-        .set(Field::kCAddr, half * 4096).set(Field::kM, 32).set(Field::kK, 32).set(Field::kN, 32)
+    mm.set(Field::kDtype, 0)
+        .set(Field::kAAddr, half * 1024)
+        .set(Field::kAStride, 32)
+        .set(Field::kBAddr, 0)
+        .set(Field::kCAddr, half * 4096)
+        .set(Field::kM, 32)
+        .set(Field::kK, 32)
+        .set(Field::kN, 32)
         .set(Field::kWait, mask(isa::Queue::kLoad))
         .set(Field::kSignal, mask(isa::Queue::kVector) | (t + 2 < tiles ? mask(isa::Queue::kLoad) : 0));
     isa::Instruction v = make(isa::Opcode::kVec);
-    v.set(Field::kVop, static_cast<int>(isa::VecOp::kRequantize)).set(Field::kDtype, static_cast<int>(isa::DType::kInt32))
-        .set(Field::kDtypeOut, 0).set(Field::kSrc1Buf, 2).set(Field::kSrc1Addr, half * 4096).set(Field::kDstBuf, 0)
-        .set(Field::kDstAddr, 8192 + half * 1024).set(Field::kD0, 32).set(Field::kD1, 32).set(Field::kD2, 1)
-        .set(Field::kImm0, 1 << 30).set(Field::kImm1, 31)
-        .set(Field::kWait, mask(isa::Queue::kMatrix)).set(Field::kSignal, mask(isa::Queue::kStore));
+    v.set(Field::kVop, static_cast<int>(isa::VecOp::kRequantize))
+        .set(Field::kDtype, static_cast<int>(isa::DType::kInt32))
+        .set(Field::kDtypeOut, 0)
+        .set(Field::kSrc1Buf, 2)
+        .set(Field::kSrc1Addr, half * 4096)
+        .set(Field::kDstBuf, 0)
+        .set(Field::kDstAddr, 8192 + half * 1024)
+        .set(Field::kD0, 32)
+        .set(Field::kD1, 32)
+        .set(Field::kD2, 1)
+        .set(Field::kImm0, 1 << 30)
+        .set(Field::kImm1, 31)
+        .set(Field::kWait, mask(isa::Queue::kMatrix))
+        .set(Field::kSignal, mask(isa::Queue::kStore));
     isa::Instruction st = make(isa::Opcode::kStore);
-    st.set(Field::kDtype, 0).set(Field::kBuf, 0).set(Field::kDramAddr, 0x100000 + (t % 64) * 1024)
-        .set(Field::kSramAddr, 8192 + half * 1024).set(Field::kSize0, 1024).set(Field::kSize1, 1).set(Field::kSize2, 1)
-        .set(Field::kSize3, 1).set(Field::kWait, mask(isa::Queue::kVector));
+    st.set(Field::kDtype, 0)
+        .set(Field::kBuf, 0)
+        .set(Field::kDramAddr, 0x100000 + (t % 64) * 1024)
+        .set(Field::kSramAddr, 8192 + half * 1024)
+        .set(Field::kSize0, 1024)
+        .set(Field::kSize1, 1)
+        .set(Field::kSize2, 1)
+        .set(Field::kSize3, 1)
+        .set(Field::kWait, mask(isa::Queue::kVector));
     for (auto* i : {&ld, &mm, &v, &st}) p.instructions.push_back(*i);
   }
   p.instructions.push_back(make(isa::Opcode::kHalt));

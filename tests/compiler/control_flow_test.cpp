@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 
 #include "compiler/import/import.h"
-#include "tests/compiler/model_error.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/passes/passes.h"
+#include "tests/compiler/model_error.h"
 
 namespace npusim::compiler {
 namespace {
@@ -75,7 +75,8 @@ TEST(ControlFlow, LoweringTheFoldedModelLeavesNoControlFlow) {
   Graph g = nested(1, 16000);
   lower(g);
   EXPECT_EQ(count(g, "If"), 0);
-  EXPECT_EQ(interpret(reference_graph(g), {{"x", kX}}).at("y").to_float_vector(), (std::vector<float>{5, 7, 9, 11}));
+  EXPECT_EQ(interpret(reference_graph(g), {{"x", kX}}).at("y").to_float_vector(),
+            (std::vector<float>{5, 7, 9, 11}));
 }
 
 TEST(ControlFlow, InputValueErrorsNameTheInputAndTheProblem) {

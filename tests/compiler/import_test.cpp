@@ -5,8 +5,8 @@
 #include <random>
 
 #include "compiler/import/import.h"
-#include "tests/compiler/model_error.h"
 #include "compiler/import/onnx_wire.h"
+#include "tests/compiler/model_error.h"
 
 namespace npusim::compiler {
 namespace {
@@ -21,9 +21,9 @@ TEST(BuiltinModels, DemoIsConvBnReluTimesThreeThenPoolAndGemm) {
   Graph g = builtin_model("demo");
   std::vector<std::string> ops;
   for (const auto& n : g.nodes) ops.push_back(n.op_type);
-  EXPECT_EQ(ops, (std::vector<std::string>{"Conv", "BatchNormalization", "Relu", "Conv", "BatchNormalization", "Relu",
-                                           "Conv", "BatchNormalization", "Relu", "GlobalAveragePool", "Flatten",
-                                           "Gemm"}));
+  EXPECT_EQ(ops, (std::vector<std::string>{"Conv", "BatchNormalization", "Relu", "Conv", "BatchNormalization",
+                                           "Relu", "Conv", "BatchNormalization", "Relu", "GlobalAveragePool",
+                                           "Flatten", "Gemm"}));
   ASSERT_EQ(g.inputs, std::vector<std::string>{"input"});
   EXPECT_EQ(g.value("input").shape, (Shape{1, 3, 32, 32}));
   // Strides 1, 2, 2 with pad 1 and 3x3 kernels: 32 -> 32 -> 16 -> 8 (shape inference, not us).
@@ -125,9 +125,8 @@ TEST(ScaleSimCsv, GemmRowBecomesMatMul) {
 }
 
 TEST(ScaleSimCsv, BadRowsNameTheLine) {
-  std::string e = error_of([] {
-    import_scalesim_csv_text("Layer Name, M, N, K,\nfc1, 128, x, 512,\n", "g.csv");
-  });
+  std::string e =
+      error_of([] { import_scalesim_csv_text("Layer Name, M, N, K,\nfc1, 128, x, 512,\n", "g.csv"); });
   EXPECT_NE(e.find("g.csv:2"), std::string::npos) << e;
   e = error_of([] { import_scalesim_csv_text("a,b,c\n1,2,3\n", "h.csv"); });
   EXPECT_NE(e.find("not a SCALE-Sim topology"), std::string::npos) << e;
@@ -140,7 +139,8 @@ TEST(OnnxImport, BuiltinBytesRoundTripThroughTheOnnxPath) {
 }
 
 TEST(OnnxImport, NotAnOnnxFileIsAModelError) {
-  std::string e = error_of([] { import_onnx_bytes("Layer name, IFMAP Height\nconv1, 3\n", {}, ".", "x.onnx"); });
+  std::string e =
+      error_of([] { import_onnx_bytes("Layer name, IFMAP Height\nconv1, 3\n", {}, ".", "x.onnx"); });
   EXPECT_NE(e.find("x.onnx"), std::string::npos) << e;
   e = error_of([] { import_onnx_file("/nonexistent/model.onnx"); });
   EXPECT_NE(e.find("cannot open"), std::string::npos) << e;
@@ -192,7 +192,8 @@ TEST(OnnxImport, ShapeInferenceFailureIsAModelError) {
   // A binding that contradicts a static dimension is caught before inference, naming the dimension.
   ImportOptions bad;
   bad.input_shapes["conv.ifmap"] = {1, 7, 9, 6};
-  e = error_of([&] { import_onnx_bytes(builtin_model_onnx("conv:H=5,W=6,C=7,K=2,R=3,S=3"), bad, ".", "g.onnx"); });
+  e = error_of(
+      [&] { import_onnx_bytes(builtin_model_onnx("conv:H=5,W=6,C=7,K=2,R=3,S=3"), bad, ".", "g.onnx"); });
   EXPECT_NE(e.find("dimension 2"), std::string::npos) << e;
 }
 

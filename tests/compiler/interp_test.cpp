@@ -10,7 +10,8 @@ namespace npusim::compiler {
 namespace {
 
 // A one-node graph over float inputs named a, b, c... with output "y".
-Graph single(const std::string& op, size_t n_inputs, std::map<std::string, Attribute> attrs = {}, int64_t opset = 17) {
+Graph single(const std::string& op, size_t n_inputs, std::map<std::string, Attribute> attrs = {},
+             int64_t opset = 17) {
   Graph g;
   g.opset = opset;
   Node n;
@@ -35,7 +36,8 @@ Attribute int1(int64_t v) { return Attribute{v}; }
 
 TEST(Interpreter, AddBroadcastsRowAgainstColumn) {
   Graph g = single("Add", 2);
-  auto out = interpret(g, {{"a", Tensor::from_floats({2, 1}, {10, 20})}, {"b", Tensor::from_floats({3}, {1, 2, 3})}});
+  auto out = interpret(
+      g, {{"a", Tensor::from_floats({2, 1}, {10, 20})}, {"b", Tensor::from_floats({3}, {1, 2, 3})}});
   const Tensor& y = out.at("y");
   EXPECT_EQ(y.shape, (Shape{2, 3}));
   EXPECT_EQ(y.f, (std::vector<float>{11, 12, 13, 21, 22, 23}));
@@ -58,7 +60,8 @@ TEST(Interpreter, ConvWithOnesKernelSumsEachWindow) {
 TEST(Interpreter, GroupedConvKeepsChannelsApart) {
   Graph g = single("Conv", 2, {{"group", int1(2)}});
   // Two channels of 1x1 images, 1x1 kernels with weights 2 and 3.
-  auto out = interpret(g, {{"a", Tensor::from_floats({1, 2, 1, 1}, {5, 7})}, {"b", Tensor::from_floats({2, 1, 1, 1}, {2, 3})}});
+  auto out = interpret(g, {{"a", Tensor::from_floats({1, 2, 1, 1}, {5, 7})},
+                           {"b", Tensor::from_floats({2, 1, 1, 1}, {2, 3})}});
   EXPECT_EQ(out.at("y").f, (std::vector<float>{10, 21}));
 }
 
@@ -75,8 +78,10 @@ TEST(Interpreter, SoftmaxAxisSemanticsChangeAtOpset13) {
   // Shape 1x2x2, axis 1. Opset 11 flattens [1, 4] and normalises all four values together; opset 13
   // normalises the two values along axis 1 only.
   std::vector<float> x{0, 0, 0, 0};
-  auto o11 = interpret(single("Softmax", 1, {{"axis", int1(1)}}, 11), {{"a", Tensor::from_floats({1, 2, 2}, x)}});
-  auto o13 = interpret(single("Softmax", 1, {{"axis", int1(1)}}, 13), {{"a", Tensor::from_floats({1, 2, 2}, x)}});
+  auto o11 =
+      interpret(single("Softmax", 1, {{"axis", int1(1)}}, 11), {{"a", Tensor::from_floats({1, 2, 2}, x)}});
+  auto o13 =
+      interpret(single("Softmax", 1, {{"axis", int1(1)}}, 13), {{"a", Tensor::from_floats({1, 2, 2}, x)}});
   for (float v : o11.at("y").f) EXPECT_FLOAT_EQ(v, 0.25f);
   for (float v : o13.at("y").f) EXPECT_FLOAT_EQ(v, 0.5f);
 }
@@ -86,8 +91,9 @@ TEST(Interpreter, MaxPoolCeilModeAddsPartialWindow) {
   std::vector<float> x{1, 5, 2, 4, 3};
   auto fl = interpret(single("MaxPool", 1, {{"kernel_shape", ints({2})}, {"strides", ints({2})}}),
                       {{"a", Tensor::from_floats({1, 1, 5}, x)}});
-  auto ce = interpret(single("MaxPool", 1, {{"kernel_shape", ints({2})}, {"strides", ints({2})}, {"ceil_mode", int1(1)}}),
-                      {{"a", Tensor::from_floats({1, 1, 5}, x)}});
+  auto ce = interpret(
+      single("MaxPool", 1, {{"kernel_shape", ints({2})}, {"strides", ints({2})}, {"ceil_mode", int1(1)}}),
+      {{"a", Tensor::from_floats({1, 1, 5}, x)}});
   EXPECT_EQ(fl.at("y").f, (std::vector<float>{5, 4}));
   EXPECT_EQ(ce.at("y").f, (std::vector<float>{5, 4, 3}));
 }
@@ -96,8 +102,10 @@ TEST(Interpreter, AveragePoolCountIncludePad) {
   // 1x1x2 input [2, 4], kernel 2, pad 1 each side, stride 1 -> windows [pad,2], [2,4], [4,pad].
   auto excl = interpret(single("AveragePool", 1, {{"kernel_shape", ints({2})}, {"pads", ints({1, 1})}}),
                         {{"a", Tensor::from_floats({1, 1, 2}, {2, 4})}});
-  auto incl = interpret(single("AveragePool", 1, {{"kernel_shape", ints({2})}, {"pads", ints({1, 1})}, {"count_include_pad", int1(1)}}),
-                        {{"a", Tensor::from_floats({1, 1, 2}, {2, 4})}});
+  auto incl =
+      interpret(single("AveragePool", 1,
+                       {{"kernel_shape", ints({2})}, {"pads", ints({1, 1})}, {"count_include_pad", int1(1)}}),
+                {{"a", Tensor::from_floats({1, 1, 2}, {2, 4})}});
   EXPECT_EQ(excl.at("y").f, (std::vector<float>{2, 3, 4}));
   EXPECT_EQ(incl.at("y").f, (std::vector<float>{1, 3, 2}));
 }
@@ -151,11 +159,13 @@ TEST(OpTable, EveryRowHasAKernelAndPlacementsFollowTheUnits) {
   for (const auto& row : op_table()) EXPECT_TRUE(interpreter_supports(std::string(row.op))) << row.op;
   for (const char* op : {"Conv", "ConvTranspose", "Gemm", "MatMul"})
     EXPECT_EQ(find_op(op)->placement, Placement::kNpuMatrix) << op;
-  for (const char* op : {"Relu", "Add", "MaxPool", "Softmax", "Concat", "Resize", "Transpose", "LayerNormalization"})
+  for (const char* op :
+       {"Relu", "Add", "MaxPool", "Softmax", "Concat", "Resize", "Transpose", "LayerNormalization"})
     EXPECT_EQ(find_op(op)->placement, Placement::kNpuVector) << op;
   for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"})
     EXPECT_EQ(find_op(op)->placement, Placement::kFree) << op;
-  for (const char* op : {"Shape", "Range", "Equal", "Not"}) EXPECT_EQ(find_op(op)->placement, Placement::kHost) << op;
+  for (const char* op : {"Shape", "Range", "Equal", "Not"})
+    EXPECT_EQ(find_op(op)->placement, Placement::kHost) << op;
   EXPECT_EQ(find_op("TfIdfVectorizer"), nullptr);
   EXPECT_EQ(to_string(Placement::kNpuMatrix), "npu-matrix");
 }

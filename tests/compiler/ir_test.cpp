@@ -124,7 +124,8 @@ TEST(PassManager, RunsPassesInOrderAndNamesABrokenOne) {
   PassManager pm;
   std::vector<std::string> seen;
   pm.add("rename", [](Graph& gr) { gr.nodes[0].name = "renamed"; });
-  pm.set_observer([&](const std::string& name, const Graph& gr) { seen.push_back(name + ":" + gr.nodes[0].name); });
+  pm.set_observer(
+      [&](const std::string& name, const Graph& gr) { seen.push_back(name + ":" + gr.nodes[0].name); });
   pm.run(g);
   EXPECT_EQ(seen, std::vector<std::string>{"rename:renamed"});
   PassManager bad;

@@ -16,13 +16,15 @@ constexpr int64_t kHidden = 32;
 const std::string kBase = "llm:layers=2,hidden=32,heads=4,kv_heads=2,ffn=48,vocab=20";
 
 Tensor rows(const std::vector<float>& all, int64_t from, int64_t to) {
-  return Tensor::from_floats({to - from, kHidden}, std::vector<float>(all.begin() + from * kHidden, all.begin() + to * kHidden));
+  return Tensor::from_floats({to - from, kHidden},
+                             std::vector<float>(all.begin() + from * kHidden, all.begin() + to * kHidden));
 }
 
 void expect_close(const Tensor& a, const Tensor& b, const std::string& what) {
   ASSERT_EQ(a.shape, b.shape) << what;
   const std::vector<float> x = a.to_float_vector(), y = b.to_float_vector();
-  for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], 1e-4 * (1 + std::fabs(y[i]))) << what << " [" << i << "]";
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_NEAR(x[i], y[i], 1e-4 * (1 + std::fabs(y[i]))) << what << " [" << i << "]";
 }
 
 TEST(LlmModel, DecodeStepOverTheCachedPrefillEqualsTheLongerPrefillsLastPosition) {
@@ -40,8 +42,10 @@ TEST(LlmModel, DecodeStepOverTheCachedPrefillEqualsTheLongerPrefillsLastPosition
   const auto decoded = interpret(builtin_model(kBase + ",past=4"), step);
   expect_close(decoded.at("llm.logits"), full.at("llm.logits"), "logits");
   for (int l = 0; l < 2; ++l) {
-    expect_close(decoded.at("llm.present_k" + std::to_string(l)), full.at("llm.present_k" + std::to_string(l)), "K");
-    expect_close(decoded.at("llm.present_v" + std::to_string(l)), full.at("llm.present_v" + std::to_string(l)), "V");
+    expect_close(decoded.at("llm.present_k" + std::to_string(l)),
+                 full.at("llm.present_k" + std::to_string(l)), "K");
+    expect_close(decoded.at("llm.present_v" + std::to_string(l)),
+                 full.at("llm.present_v" + std::to_string(l)), "V");
   }
   // The cache after the step holds all five positions.
   EXPECT_EQ(full.at("llm.present_k0").shape, (Shape{2, 5, 8}));
@@ -50,12 +54,14 @@ TEST(LlmModel, DecodeStepOverTheCachedPrefillEqualsTheLongerPrefillsLastPosition
 TEST(LlmModel, SpecErrorsNameTheParameter) {
   EXPECT_THROW(parse_llm_spec("llm:layers=1,hidden=32,heads=4,kv_heads=3,ffn=8,vocab=8"), ModelError);
   EXPECT_THROW(parse_llm_spec("llm:layers=1,hidden=32,heads=4,ffn=8,vocab=8"), ModelError);
-  EXPECT_THROW(parse_llm_spec("llm:layers=1,hidden=12,heads=4,kv_heads=2,ffn=8,vocab=8"), ModelError);  // head_dim 3
+  EXPECT_THROW(parse_llm_spec("llm:layers=1,hidden=12,heads=4,kv_heads=2,ffn=8,vocab=8"),
+               ModelError);  // head_dim 3
   const LlmSpec s = parse_llm_spec("llm:layers=16,hidden=2048,heads=32,kv_heads=8,ffn=8192,vocab=32000");
   // Llama-3.2-1B's shape without tied embeddings: 16 x (Q 2048^2 + K,V 2 x 2048x512 + O 2048^2 + FFN 3 x
   // 2048x8192 + 2 norms) + final norm + head 2048x32000.
-  EXPECT_EQ(s.parameters(), 16 * (2048LL * 2048 + 2 * 2048LL * 512 + 2048LL * 2048 + 3 * 2048LL * 8192 + 2 * 2048) +
-                                2048 + 2048LL * 32000);
+  EXPECT_EQ(s.parameters(),
+            16 * (2048LL * 2048 + 2 * 2048LL * 512 + 2048LL * 2048 + 3 * 2048LL * 8192 + 2 * 2048) + 2048 +
+                2048LL * 32000);
 }
 
 }  // namespace

@@ -7,15 +7,15 @@
 //
 // Tolerance: float outputs |got - want| <= 1e-5 + 1e-4 * |want| (NaN matches NaN); integer and
 // bool outputs exactly; shapes and element types exactly.
+#include <dirent.h>
+#include <sys/stat.h>
 #include <algorithm>
 #include <cmath>
-#include <dirent.h>
 #include <fstream>
 #include <iostream>
 #include <set>
 #include <sstream>
 #include <string>
-#include <sys/stat.h>
 #include <vector>
 
 #include "compiler/import/import.h"
@@ -112,10 +112,12 @@ Outcome run_test(const std::string& dir) {
     auto out_files = list_dir(sd, "output_");
     std::map<std::string, Tensor> inputs;
     try {
-      if (in_files.size() > g.inputs.size()) return {Outcome::kOutOfScope, "data: more inputs than graph inputs"};
+      if (in_files.size() > g.inputs.size())
+        return {Outcome::kOutOfScope, "data: more inputs than graph inputs"};
       for (size_t k = 0; k < in_files.size(); ++k) {
         Tensor t = read_tensor_file(sd + "/" + in_files[k]);
-        if (!interpretable(t.dtype)) return {Outcome::kOutOfScope, "dtype: " + std::string(to_string(t.dtype))};
+        if (!interpretable(t.dtype))
+          return {Outcome::kOutOfScope, "dtype: " + std::string(to_string(t.dtype))};
         inputs[g.inputs[k]] = std::move(t);
       }
     } catch (const ModelError& e) {
@@ -131,7 +133,8 @@ Outcome run_test(const std::string& dir) {
     } catch (const ModelError& e) {
       return {Outcome::kOutOfScope, std::string("data: ") + e.what()};
     }
-    if (want.size() != g.outputs.size()) return {Outcome::kOutOfScope, "data: output count differs from the graph's"};
+    if (want.size() != g.outputs.size())
+      return {Outcome::kOutOfScope, "data: output count differs from the graph's"};
     std::map<std::string, Tensor> got;
     try {
       got = interpret(g, inputs);
@@ -184,8 +187,8 @@ int main(int argc, char** argv) {
       ++pass;
     } else {
       ++fail;
-      std::cout << "FAIL " << line << ": " << (o.kind == Outcome::kOutOfScope ? "now out of scope: " : "") << o.detail
-                << "\n";
+      std::cout << "FAIL " << line << ": " << (o.kind == Outcome::kOutOfScope ? "now out of scope: " : "")
+                << o.detail << "\n";
     }
   }
   std::cout << pass << " passed, " << fail << " failed\n";

@@ -113,7 +113,8 @@ TEST(Cli, AsmThenDisasmRoundTripsAProgramUsingEveryOpcode) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string text = r.out;
   for (const isa::Format& f : isa::kFormats) {
-    EXPECT_TRUE(std::regex_search(text, std::regex("(^|\\n)" + std::string(f.mnemonic) + "\\b"))) << f.mnemonic;
+    EXPECT_TRUE(std::regex_search(text, std::regex("(^|\\n)" + std::string(f.mnemonic) + "\\b")))
+        << f.mnemonic;
   }
   write_file(dir + "/b.s", text);
   r = npusim({"asm", dir + "/b.s", "-o", dir + "/b.npu"});
@@ -160,8 +161,8 @@ TEST(Cli, RandomAndTruncatedProgramFilesExitWithAMessageNeverASignal) {
 
 TEST(Cli, DefaultRunPrintsAReportAndWritesItsJson) {
   const std::string dir = temp_dir("run");
-  const CommandResult r = npusim({"run", "--report", dir + "/r.json", "--trace", dir + "/t.json", "--trace-csv",
-                                  dir + "/t.csv"});
+  const CommandResult r =
+      npusim({"run", "--report", dir + "/r.json", "--trace", dir + "/t.json", "--trace-csv", dir + "/t.csv"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("cycles"), std::string::npos);
   EXPECT_GT(std::stoll(json_eval(dir + "/r.json", "r['total_cycles']")), 0);
@@ -175,7 +176,8 @@ TEST(Cli, DefaultRunPrintsAReportAndWritesItsJson) {
 // and the functional outputs stay the same.
 TEST(Cli, NoFusionShowsWhatFusionBuys) {
   const std::string dir = temp_dir("no_fusion");
-  const CommandResult a = npusim({"run", "-q", "--functional", "--report", dir + "/a.json", "--outputs", dir + "/a"});
+  const CommandResult a =
+      npusim({"run", "-q", "--functional", "--report", dir + "/a.json", "--outputs", dir + "/a"});
   ASSERT_EQ(a.exit_code, 0) << a.err;
   const CommandResult b = npusim(
       {"run", "-q", "--functional", "--no-fusion", "--report", dir + "/b.json", "--outputs", dir + "/b"});
@@ -187,20 +189,21 @@ TEST(Cli, NoFusionShowsWhatFusionBuys) {
   const int64_t layers_a = std::stoll(json_eval(dir + "/a.json", program));
   const int64_t layers_b = std::stoll(json_eval(dir + "/b.json", program));
   EXPECT_GT(layers_b, layers_a);
-  EXPECT_EQ(json_eval(dir + "/a.json", "any(l['placement'] == 'fused' and l['op'] == 'Relu' for l in r['layers'])"),
-            "True");
+  EXPECT_EQ(
+      json_eval(dir + "/a.json", "any(l['placement'] == 'fused' and l['op'] == 'Relu' for l in r['layers'])"),
+      "True");
   EXPECT_GT(std::stoll(json_eval(dir + "/b.json", "r['total_cycles']")),
             std::stoll(json_eval(dir + "/a.json", "r['total_cycles']")));
   EXPECT_EQ(json_eval(dir + "/b.json", "sum(l['op'] == 'Relu' for l in r['layers']) > 0"), "True");
-  const CommandResult cmp = run_command(
-      {"/usr/bin/python3", "-c",
-       "import glob, os, sys, numpy as np\n"
-       "fs = sorted(glob.glob(sys.argv[1] + '/*.npy'))\n"
-       "assert fs\n"
-       "for f in fs:\n"
-       "    a, b = np.load(f), np.load(os.path.join(sys.argv[2], os.path.basename(f)))\n"
-       "    assert np.max(np.abs(a - b)) <= 1e-5 * max(1e-30, np.max(np.abs(a))), f\n",
-       dir + "/a", dir + "/b"});
+  const CommandResult cmp =
+      run_command({"/usr/bin/python3", "-c",
+                   "import glob, os, sys, numpy as np\n"
+                   "fs = sorted(glob.glob(sys.argv[1] + '/*.npy'))\n"
+                   "assert fs\n"
+                   "for f in fs:\n"
+                   "    a, b = np.load(f), np.load(os.path.join(sys.argv[2], os.path.basename(f)))\n"
+                   "    assert np.max(np.abs(a - b)) <= 1e-5 * max(1e-30, np.max(np.abs(a))), f\n",
+                   dir + "/a", dir + "/b"});
   EXPECT_EQ(cmp.exit_code, 0) << cmp.err;
 }
 
@@ -223,7 +226,8 @@ TEST(Cli, ReadmeCommandsAreWhatCiRuns) {
   const std::string ci = read_file(kSource + "/.ci/run");
   std::vector<std::string> commands;
   const std::regex block("```sh\\n([^\\n]*)\\n```");
-  for (auto it = std::sregex_iterator(readme.begin(), readme.end(), block); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(readme.begin(), readme.end(), block); it != std::sregex_iterator();
+       ++it) {
     commands.push_back((*it)[1]);
   }
   // 1 try it (builds the npusim target only), 2 the test suite, 3 the slow tests, 4 the sanitizers.
@@ -237,8 +241,8 @@ TEST(Cli, ReadmeCommandsAreWhatCiRuns) {
   std::size_t at = 0;
   for (int i = 1; i < 4; ++i) {
     const std::size_t found = ci.find("\n" + commands[i] + "\n", at);
-    EXPECT_NE(found, std::string::npos) << "README command " << i + 1 << " is not in .ci/run after the one before: "
-                                        << commands[i];
+    EXPECT_NE(found, std::string::npos)
+        << "README command " << i + 1 << " is not in .ci/run after the one before: " << commands[i];
     if (found != std::string::npos) at = found + 1;
   }
 }
@@ -328,41 +332,51 @@ TEST(Cli, ReportCarriesEachLayersRooflineBoundAndEfficiencyAndTheModelsInJsonAnd
   // efficiency is its own compiled work's bound over its cycles, a true fraction even where fusion
   // happens (conv1 runs bn1 and relu1: the nodes' bounds over its cycles were 235%); what fusion
   // saved is its own field, the nodes' bounds (its own and those listed right after it) minus that.
-  EXPECT_EQ(json_eval(report, "all(('bound_cycles' in l) == (l['placement'] != 'host') for l in r['layers'])"),
-            "True");
-  EXPECT_EQ(json_eval(report, "sorted(l['name'] for l in r['layers'] if l['placement'] == 'fused') == "
-                              "['bn1', 'bn2', 'bn3', 'relu1', 'relu2', 'relu3']"),
+  EXPECT_EQ(
+      json_eval(report, "all(('bound_cycles' in l) == (l['placement'] != 'host') for l in r['layers'])"),
+      "True");
+  EXPECT_EQ(json_eval(report,
+                      "sorted(l['name'] for l in r['layers'] if l['placement'] == 'fused') == "
+                      "['bn1', 'bn2', 'bn3', 'relu1', 'relu2', 'relu3']"),
             "True");
   EXPECT_EQ(json_eval(report,
                       "all(abs(l['efficiency'] - l['compiled_bound_cycles'] / l['cycles']) < 1e-9 "
                       "for l in r['layers'] if l['cycles'] > 0 and 'bound_cycles' in l)"),
             "True");
   EXPECT_EQ(json_eval(report, "[l['name'] for l in r['layers'] if l.get('efficiency', 0) > 1]"), "[]");
-  EXPECT_EQ(json_eval(report,
-                      "all(l['fusion_saved_cycles'] == max(0, l['bound_cycles'] + sum(f['bound_cycles'] for f in "
-                      "r['layers'] if f.get('fused_into') == l['name']) - l['compiled_bound_cycles']) "
-                      "for l in r['layers'] if l['cycles'] > 0 and 'bound_cycles' in l)"),
-            "True");
+  EXPECT_EQ(
+      json_eval(report,
+                "all(l['fusion_saved_cycles'] == max(0, l['bound_cycles'] + sum(f['bound_cycles'] for f in "
+                "r['layers'] if f.get('fused_into') == l['name']) - l['compiled_bound_cycles']) "
+                "for l in r['layers'] if l['cycles'] > 0 and 'bound_cycles' in l)"),
+      "True");
   EXPECT_EQ(json_eval(report, "[l['fusion_saved_cycles'] > 0 for l in r['layers'] if l['name'] == 'conv1']"),
             "[True]");
-  EXPECT_EQ(json_eval(report, "r['compiled_bound_cycles'] == sum(l.get('compiled_bound_cycles', 0) for l in "
-                              "r['layers'])"),
+  EXPECT_EQ(json_eval(report,
+                      "r['compiled_bound_cycles'] == sum(l.get('compiled_bound_cycles', 0) for l in "
+                      "r['layers'])"),
             "True");
-  EXPECT_EQ(json_eval(report, "all('efficiency' not in l and l['cycles'] == 0 for l in r['layers'] "
-                              "if l['placement'] == 'fused')"),
+  EXPECT_EQ(json_eval(report,
+                      "all('efficiency' not in l and l['cycles'] == 0 for l in r['layers'] "
+                      "if l['placement'] == 'fused')"),
             "True");
   // What fusion kept out of DRAM: each fused node's inputs the program no longer has (the conv's
   // output feeds the folded BN, the BN's the ReLU), written once and read once in a layer-by-layer
   // program, in the layer's precision (fp32 here).
-  EXPECT_EQ(json_eval(report, "[(l['name'], l['on_chip_inputs']) for l in r['layers'] if l['name'] in ('bn1', 'relu1')]"),
-            "[('bn1', ['conv1.out']), ('relu1', ['bn1.out'])]");
-  EXPECT_EQ(json_eval(report, "[l['dram_bytes_saved'] for l in r['layers'] if l['name'] == 'bn1'] == "
-                              "[4 * 2 * 16 * 32 * 32]"),
+  EXPECT_EQ(
+      json_eval(report,
+                "[(l['name'], l['on_chip_inputs']) for l in r['layers'] if l['name'] in ('bn1', 'relu1')]"),
+      "[('bn1', ['conv1.out']), ('relu1', ['bn1.out'])]");
+  EXPECT_EQ(json_eval(report,
+                      "[l['dram_bytes_saved'] for l in r['layers'] if l['name'] == 'bn1'] == "
+                      "[4 * 2 * 16 * 32 * 32]"),
             "True");
-  EXPECT_EQ(json_eval(report, "r['fusion'] == {'fused_nodes': 6, 'tensors_on_chip': 6, 'dram_bytes_saved': "
-                              "sum(l['dram_bytes_saved'] for l in r['layers'] if l['placement'] == 'fused')}"),
+  EXPECT_EQ(json_eval(report,
+                      "r['fusion'] == {'fused_nodes': 6, 'tensors_on_chip': 6, 'dram_bytes_saved': "
+                      "sum(l['dram_bytes_saved'] for l in r['layers'] if l['placement'] == 'fused')}"),
             "True");
-  EXPECT_NE(r.out.find("fusion            6 nodes fused into their layers: 6 tensors never in DRAM"), std::string::npos)
+  EXPECT_NE(r.out.find("fusion            6 nodes fused into their layers: 6 tensors never in DRAM"),
+            std::string::npos)
       << r.out;
   // The program as compiled: each layer's own tensors after fusion, a lower roof.
   EXPECT_EQ(json_eval(report, "0 < r['compiled_bound_cycles'] < r['bound_cycles']"), "True");
@@ -372,14 +386,15 @@ TEST(Cli, ReportCarriesEachLayersRooflineBoundAndEfficiencyAndTheModelsInJsonAnd
             "True");
   EXPECT_EQ(json_eval(report, "abs(r['efficiency'] - r['bound_cycles'] / r['total_cycles']) < 1e-9"), "True");
   // The summary headlines the program's own work against its roof, then the nodes' sum under its name.
-  EXPECT_NE(r.out.find("roofline          as compiled: bound " + json_eval(report, "r['compiled_bound_cycles']") +
-                       " cycles, efficiency " +
-                       json_eval(report, "'%.1f%%' % (100 * r['compiled_efficiency'])")),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find("roofline          as compiled: bound " + json_eval(report, "r['compiled_bound_cycles']") +
+                 " cycles, efficiency " + json_eval(report, "'%.1f%%' % (100 * r['compiled_efficiency'])")),
+      std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("                  model's nodes: bound " + json_eval(report, "r['bound_cycles']") +
-                       " cycles, " + json_eval(report, "'%.1f%%' % (100 * r['efficiency'])") + " of total cycles"),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find("                  model's nodes: bound " + json_eval(report, "r['bound_cycles']") +
+                 " cycles, " + json_eval(report, "'%.1f%%' % (100 * r['efficiency'])") + " of total cycles"),
+      std::string::npos)
       << r.out;
   EXPECT_EQ(json_eval(report, "r['array']['macs_per_pe_per_cycle']['int8']"), "1");
 }

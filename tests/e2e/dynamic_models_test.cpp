@@ -16,20 +16,26 @@ TEST(DynamicModels, TheCliffAt129UnderPadRecompileAndDynamic) {
   const std::string dir = temp_dir("dynamic-cliff");
   // Far apart: no request waits for another, each latency is its own service (plus its compile).
   write_file(dir + "/req.csv", "seq,arrival_ms\n127,0\n128,1000\n129,2000\n");
-  CommandResult r = run_command({NPUSIM_BIN, "run", kModel, "-q", "--dynamic", "seq=64,128,256", "--requests",
-                                 dir + "/req.csv", "--compile-ms-per-layer", "2", "--report", dir + "/r.json"});
+  CommandResult r =
+      run_command({NPUSIM_BIN, "run", kModel, "-q", "--dynamic", "seq=64,128,256", "--requests",
+                   dir + "/req.csv", "--compile-ms-per-layer", "2", "--report", dir + "/r.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string f = dir + "/r.json";
   // A profile is the model compiled with seq bound, as --input-shape binds it.
-  r = run_command({NPUSIM_BIN, "run", kModel, "-q", "--input-shape", "input=1x128x768", "--report", dir + "/s.json"});
+  r = run_command(
+      {NPUSIM_BIN, "run", kModel, "-q", "--input-shape", "input=1x128x768", "--report", dir + "/s.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(json_eval(f, "[p['total_cycles'] for p in r['profiles']['profiles'] if p['name'] == 'seq=128'][0]"),
-            json_eval(dir + "/s.json", "r['total_cycles']"));
+  EXPECT_EQ(
+      json_eval(f, "[p['total_cycles'] for p in r['profiles']['profiles'] if p['name'] == 'seq=128'][0]"),
+      json_eval(dir + "/s.json", "r['total_cycles']"));
   // The rest of the report is the largest profile's run.
   EXPECT_EQ(json_eval(f, "r['profiles']['profiles'][-1]['total_cycles'] == r['total_cycles']"), "True");
-  EXPECT_EQ(json_eval(f, "[p['name'] for p in r['profiles']['profiles']]"), "['seq=64', 'seq=128', 'seq=256']");
-  EXPECT_EQ(json_eval(f, "all(p['program_bytes'] > 0 and p['workspace_bytes'] > 0 for p in r['profiles']['profiles'])"),
-            "True");
+  EXPECT_EQ(json_eval(f, "[p['name'] for p in r['profiles']['profiles']]"),
+            "['seq=64', 'seq=128', 'seq=256']");
+  EXPECT_EQ(
+      json_eval(
+          f, "all(p['program_bytes'] > 0 and p['workspace_bytes'] > 0 for p in r['profiles']['profiles'])"),
+      "True");
   const std::string lat = "{p['name']: p['latency_ms'] for p in r['profiles']['profiles']}";
   const std::string pol = "{x['policy']: x for x in r['requests']['policies']}";
   // pad: 127 and 128 run on seq=128; 129 on seq=256, about twice as long: the cliff.
@@ -46,7 +52,8 @@ TEST(DynamicModels, TheCliffAt129UnderPadRecompileAndDynamic) {
   EXPECT_EQ(json_eval(f, "[q['compile_ms'] > 0 for q in (" + pol + ")['recompile']['per_request']]"),
             "[True, False, True]");
   EXPECT_EQ(json_eval(f, "(" + pol + ")['recompile']['compile_events']"), "2");
-  EXPECT_EQ(json_eval(f, "all(q['latency_ms'] > q['compile_ms'] for q in (" + pol + ")['recompile']['per_request'])"),
+  EXPECT_EQ(json_eval(f, "all(q['latency_ms'] > q['compile_ms'] for q in (" + pol +
+                             ")['recompile']['per_request'])"),
             "True");
   // dynamic: no cliff, 127..129 cost within 5 % of each other, and no padding.
   EXPECT_EQ(json_eval(f, "(lambda v: max(v) < 1.05 * min(v))([q['latency_ms'] for q in (" + pol +
@@ -59,10 +66,12 @@ TEST(DynamicModels, TheCliffAt129UnderPadRecompileAndDynamic) {
 TEST(DynamicModels, ARequestOutsideEveryProfileWithOnOverflowErrorExits1NamingRowAndProfiles) {
   const std::string dir = temp_dir("dynamic-overflow");
   write_file(dir + "/req.csv", "seq\n32\n300\n");
-  const CommandResult r = run_command({NPUSIM_BIN, "run", kModel, "-q", "--dynamic", "seq=32,64", "--requests",
-                                       dir + "/req.csv", "--shape-policy", "pad", "--on-overflow", "error"});
+  const CommandResult r =
+      run_command({NPUSIM_BIN, "run", kModel, "-q", "--dynamic", "seq=32,64", "--requests", dir + "/req.csv",
+                   "--shape-policy", "pad", "--on-overflow", "error"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("req.csv:3: request seq=300 fits no profile (profiles: seq=32, seq=64)"), std::string::npos)
+  EXPECT_NE(r.err.find("req.csv:3: request seq=300 fits no profile (profiles: seq=32, seq=64)"),
+            std::string::npos)
       << r.err;
 }
 
@@ -80,15 +89,18 @@ TEST(DynamicModels, BadUsageExits2WithOneClearSentence) {
   EXPECT_NE(r.err.find("--dynamic seq=V1,V2,..."), std::string::npos) << r.err;
   r = run_command({NPUSIM_BIN, "run", kModel, "-q", "--dynamic", "len=64"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--dynamic names 'len', which is not a dynamic dimension"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--dynamic names 'len', which is not a dynamic dimension"), std::string::npos)
+      << r.err;
   EXPECT_NE(r.err.find("(its dynamic dimensions: seq)"), std::string::npos) << r.err;
   r = run_command({NPUSIM_BIN, "run", kModel, "-q", "--dynamic", "seq=64", "--requests", dir + "/bad.csv",
                    "--shape-policy", "fastest"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--shape-policy 'fastest' is not one of pad, recompile, dynamic, all"), std::string::npos);
+  EXPECT_NE(r.err.find("--shape-policy 'fastest' is not one of pad, recompile, dynamic, all"),
+            std::string::npos);
   r = run_command({NPUSIM_BIN, "run", kModel, "-q", "--dynamic", "seq=64", "--input-shape", "input=1x8x768"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--input-shape input=... and --dynamic seq both bind input 'input'"), std::string::npos)
+  EXPECT_NE(r.err.find("--input-shape input=... and --dynamic seq both bind input 'input'"),
+            std::string::npos)
       << r.err;
   r = run_command({NPUSIM_BIN, "run", kModel, "-q", "--requests", dir + "/bad.csv"});
   EXPECT_EQ(r.exit_code, 2);
@@ -101,7 +113,8 @@ TEST(DynamicModels, BadUsageExits2WithOneClearSentence) {
   r = run_command({NPUSIM_BIN, "run", kModel, "-q", "--dynamic", "seq=64", "--requests", dir + "/ok.csv",
                    "--shape-policy", "pad", "--host-us-per-layer", "50"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--host-us-per-layer applies to --shape-policy dynamic (or all), not pad"), std::string::npos)
+  EXPECT_NE(r.err.find("--host-us-per-layer applies to --shape-policy dynamic (or all), not pad"),
+            std::string::npos)
       << r.err;
   r = run_command({NPUSIM_BIN, "run", "gemm:M=8,N=8,K=8", "-q", "--dynamic", "seq=64"});
   EXPECT_EQ(r.exit_code, 2);

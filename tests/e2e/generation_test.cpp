@@ -27,10 +27,12 @@ TEST(Generation, PrefillThenDecodeStepsOnePerTokenOneProgramPerKvBucket) {
   EXPECT_EQ(json_eval(f, "len(r['generation']['steps'])"), "39");
   EXPECT_EQ(json_eval(f, "[s['program_past'] for s in r['generation']['steps']][0::19]"), "[128, 128, 192]");
   // Each step takes its program's simulated latency; the longer context is slower.
-  EXPECT_EQ(json_eval(f, "(lambda g: all(s['latency_ms'] == {p['past']: p['latency_ms'] for p in g['programs']}"
-                         "[s['program_past']] for s in g['steps']))(r['generation'])"),
+  EXPECT_EQ(json_eval(f,
+                      "(lambda g: all(s['latency_ms'] == {p['past']: p['latency_ms'] for p in g['programs']}"
+                      "[s['program_past']] for s in g['steps']))(r['generation'])"),
             "True");
-  EXPECT_EQ(json_eval(f, "r['generation']['decode_ms']['last'] > r['generation']['decode_ms']['first']"), "True");
+  EXPECT_EQ(json_eval(f, "r['generation']['decode_ms']['last'] > r['generation']['decode_ms']['first']"),
+            "True");
   // Two programs for 39 steps: the first step on each is simulated, the other 37 reuse its timing.
   EXPECT_EQ(json_eval(f, "(r['generation']['steps_simulated'], r['generation']['steps_reused'])"), "(2, 37)");
   // K and V of 2 layers, 2 KV heads of 32 values, fp32, for 100 + 40 - 1 positions.
@@ -51,7 +53,8 @@ TEST(Generation, ReusedDecodeStepsTakeTheLatencyOfTheirOwnFullSimulation) {
   CommandResult r = run_command({NPUSIM_BIN, "run", kLlm, "-q", "--generate", "100:40", "--kv-bucket", "64",
                                  "--report", dir + "/g.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const auto& [step, bucket] : std::vector<std::pair<int, int>>{{0, 128}, {28, 128}, {29, 192}, {38, 192}}) {
+  for (const auto& [step, bucket] :
+       std::vector<std::pair<int, int>>{{0, 128}, {28, 128}, {29, 192}, {38, 192}}) {
     const std::string s = "r['generation']['steps'][" + std::to_string(step) + "]";
     ASSERT_EQ(json_eval(dir + "/g.json", s + "['program_past']"), std::to_string(bucket));
     r = run_command({NPUSIM_BIN, "run", kLlm + ",seq=1,past=" + std::to_string(bucket), "-q", "--report",
@@ -64,8 +67,8 @@ TEST(Generation, ReusedDecodeStepsTakeTheLatencyOfTheirOwnFullSimulation) {
 
 TEST(Generation, StaticKvCapacityRunsEveryStepOnOneProgram) {
   const std::string dir = temp_dir("generation-static");
-  const CommandResult r = run_command({NPUSIM_BIN, "run", kLlm, "-q", "--generate", "16:8", "--kv-cache", "static:64",
-                                       "--report", dir + "/g.json"});
+  const CommandResult r = run_command({NPUSIM_BIN, "run", kLlm, "-q", "--generate", "16:8", "--kv-cache",
+                                       "static:64", "--report", dir + "/g.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(json_eval(dir + "/g.json", "[(p['kind'], p['past']) for p in r['generation']['programs']]"),
             "[('prefill', 0), ('decode', 63)]");
@@ -80,7 +83,8 @@ TEST(Generation, EveryOpOfThePrefillAndOfADecodeStepRunsOnTheNpuInFloatAndInt8) 
   const std::string dir = temp_dir("generation-npu");
   for (const char* preset : {"edge", "tpu-v1"}) {
     const std::string f = dir + "/" + preset + ".json";
-    const CommandResult r = run_command({NPUSIM_BIN, "run", kLlm, "-q", "-c", preset, "--generate", "16:2", "--report", f});
+    const CommandResult r =
+        run_command({NPUSIM_BIN, "run", kLlm, "-q", "-c", preset, "--generate", "16:2", "--report", f});
     ASSERT_EQ(r.exit_code, 0) << preset << ": " << r.err;
     EXPECT_EQ(json_eval(f, "r['host']['calls']"), "0") << preset;
     EXPECT_EQ(json_eval(f, "len([l for l in r['layers'] if l['placement'] == 'host'])"), "0") << preset;
@@ -89,7 +93,8 @@ TEST(Generation, EveryOpOfThePrefillAndOfADecodeStepRunsOnTheNpuInFloatAndInt8) 
   // the cache inputs run on the array (the KV Concat group is quantized symmetrically).
   for (const char* preset : {"edge", "tpu-v1"}) {
     const std::string f = dir + "/decode-" + preset + ".json";
-    const CommandResult d = run_command({NPUSIM_BIN, "run", kLlm + ",past=16", "-q", "-c", preset, "--report", f});
+    const CommandResult d =
+        run_command({NPUSIM_BIN, "run", kLlm + ",past=16", "-q", "-c", preset, "--report", f});
     ASSERT_EQ(d.exit_code, 0) << d.err;
     EXPECT_EQ(json_eval(f, "r['host']['calls']"), "0") << preset;
   }
@@ -98,9 +103,11 @@ TEST(Generation, EveryOpOfThePrefillAndOfADecodeStepRunsOnTheNpuInFloatAndInt8) 
 }
 
 TEST(Generation, BadRequestsExit2) {
-  CommandResult r = run_command({NPUSIM_BIN, "run", kLlm, "-q", "--generate", "60:10", "--kv-cache", "static:64"});
+  CommandResult r =
+      run_command({NPUSIM_BIN, "run", kLlm, "-q", "--generate", "60:10", "--kv-cache", "static:64"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--generate 60:10 needs 69 KV positions; --kv-cache static:64 holds 64"), std::string::npos)
+  EXPECT_NE(r.err.find("--generate 60:10 needs 69 KV positions; --kv-cache static:64 holds 64"),
+            std::string::npos)
       << r.err;
   r = run_command({NPUSIM_BIN, "run", "gemm:M=8,N=8,K=8", "-q", "--generate", "4:4"});
   EXPECT_EQ(r.exit_code, 2);
@@ -135,8 +142,10 @@ TEST(Generation, ATimingRunGeneratesNoWeightValuesAndTakesTheCyclesAFunctionalRu
       r = npusim(args);
       ASSERT_EQ(r.exit_code, 0) << r.err;
     }
-    for (const char* figure : {"r['total_cycles']", "r['compile']['memory']['weight_bytes']", "r['dram']['bytes_read']"}) {
-      EXPECT_EQ(json_eval(dir + "/timing.json", figure), json_eval(dir + "/functional.json", figure)) << shape << figure;
+    for (const char* figure :
+         {"r['total_cycles']", "r['compile']['memory']['weight_bytes']", "r['dram']['bytes_read']"}) {
+      EXPECT_EQ(json_eval(dir + "/timing.json", figure), json_eval(dir + "/functional.json", figure))
+          << shape << figure;
     }
   }
 }

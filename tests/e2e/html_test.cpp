@@ -80,7 +80,8 @@ TEST(Html, RunAndReportWriteTheSamePageWhichRendersWithOneRowPerLayer) {
   expect_rendered(seen, layers);
   EXPECT_EQ(seen.count("sorted_by_cycles") ? seen.at("sorted_by_cycles") : "", "True");
   // A run has the energy section (docs/energy.md) and, with --accuracy, the accuracy section.
-  EXPECT_EQ(seen.count("sections") ? seen.at("sections") : "", "summary,layers,timeline,roofline,energy,accuracy");
+  EXPECT_EQ(seen.count("sections") ? seen.at("sections") : "",
+            "summary,layers,timeline,roofline,energy,accuracy");
 }
 
 TEST(Html, ExecWritesThePageWithoutTheCompilersView) {

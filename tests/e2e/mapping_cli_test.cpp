@@ -85,7 +85,8 @@ TEST(MappingCli, BadMappingFilesExit2NamingTheFileLineAndLayer) {
            "': tile_n=300 is larger than the layer's 64 output channels"},
       // 28 x 28 x 64 fp32 sums are 196 KiB, twice for ping-pong; the edge preset has 128 KiB.
       {"layers:\n  - {name: " + layer + ", tile_oh: 28, tile_ow: 28, tile_c: 32, tile_n: 64}\n",
-       "needs 392.0 KiB of sram.accumulator with its slots (a ping-pong pair each, one for an operand loaded once; "
+       "needs 392.0 KiB of sram.accumulator with its slots (a ping-pong pair each, one for an operand loaded "
+       "once; "
        "have 128.0 KiB)"},
       {"layers:\n  - {name: " + layer + ", placement: vector}\n", "placement vector"},
       {"layers:\n  - {name: " + layer + ", tile_m: 8}\n", "tile_m applies to Gemm/MatMul layers"},
@@ -121,10 +122,12 @@ TEST(MappingCli, HostPlacementShowsWhatACpuFallbackCosts) {
 // which keeps only the folded BatchNormalization) exits 2 naming the layer and both groups.
 TEST(MappingCli, FusionGroupsAreRecordedAndCheckedNotImposed) {
   const std::string dir = temp_dir("mapping_fused");
-  CommandResult r = npusim({"run", "demo", "-q", "--mapping-out", dir + "/m.yaml", "--report", dir + "/a.json"});
+  CommandResult r =
+      npusim({"run", "demo", "-q", "--mapping-out", dir + "/m.yaml", "--report", dir + "/a.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(read_file(dir + "/m.yaml").find("name: conv1, placement: matrix"), std::string::npos);
-  EXPECT_NE(read_file(dir + "/m.yaml").find(", fused: [bn1, relu1]}"), std::string::npos) << read_file(dir + "/m.yaml");
+  EXPECT_NE(read_file(dir + "/m.yaml").find(", fused: [bn1, relu1]}"), std::string::npos)
+      << read_file(dir + "/m.yaml");
   r = npusim({"run", "demo", "-q", "--mapping", dir + "/m.yaml", "--report", dir + "/b.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(json_eval(dir + "/a.json", "r['total_cycles']"), json_eval(dir + "/b.json", "r['total_cycles']"));
@@ -137,7 +140,8 @@ TEST(MappingCli, FusionGroupsAreRecordedAndCheckedNotImposed) {
   write_file(dir + "/bad.yaml", "layers:\n  - {name: conv1, fused: 3}\n");
   r = npusim({"run", "demo", "-q", "--mapping", dir + "/bad.yaml"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("layer 'conv1': fused: expected a list of the model's node names"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("layer 'conv1': fused: expected a list of the model's node names"), std::string::npos)
+      << r.err;
 }
 
 }  // namespace

@@ -74,8 +74,8 @@ TEST(MulticoreCli, SplitByLayersCutsTheProgramIntoOneStagePerCore) {
 TEST(MulticoreCli, TheDatacenterChipPresetHasTwoCores) {
   // --split refuses a single-core configuration, so the run itself shows the preset's two cores.
   const std::string dir = temp_dir("multicore_preset");
-  const CommandResult run = npusim(
-      {"run", kCnn, "-q", "-c", "datacenter-2core", "--batch", "2", "--split", "batch", "--report", dir + "/r.json"});
+  const CommandResult run = npusim({"run", kCnn, "-q", "-c", "datacenter-2core", "--batch", "2", "--split",
+                                    "batch", "--report", dir + "/r.json"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(json_eval(dir + "/r.json", "r['multicore']['cores']"), "2");
   EXPECT_EQ(json_eval(dir + "/r.json", "r['multicore']['per_core'][1]['batch']"), "1");

@@ -37,8 +37,8 @@ TEST(OpsCli, InputValueFixesAnInputAndTheIfsOnItFoldAway) {
       npusim({"ops", kData + "nested_if_sr.onnx", "--input-shape", "x=1x4", "--input-value", "sr=16000"});
   ASSERT_EQ(fixed.exit_code, 0) << fixed.err;
   EXPECT_EQ(row(fixed.out, "If"), "2 0 0 0 0 0") << fixed.out;
-  const CommandResult bad = npusim({"ops", kData + "nested_if_sr.onnx", "--input-shape", "x=1x4", "--input-value",
-                                    "sr=fast"});
+  const CommandResult bad =
+      npusim({"ops", kData + "nested_if_sr.onnx", "--input-shape", "x=1x4", "--input-value", "sr=fast"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("'fast' is not a number"), std::string::npos) << bad.err;
 }

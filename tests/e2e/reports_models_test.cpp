@@ -23,7 +23,8 @@ TEST(ReportsModels, MobileNetV2RunAndExecReportTheSameMacs) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = run_command({NPUSIM_BIN, "run", kModel, "-q", "--report", dir + "/run.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string same = "r['total_cycles'], r['macs'], r['array_utilization'], r['precision']['utilization']";
+  const std::string same =
+      "r['total_cycles'], r['macs'], r['array_utilization'], r['precision']['utilization']";
   EXPECT_EQ(json_eval(dir + "/run.json", same), json_eval(dir + "/exec.json", same));
   EXPECT_EQ(json_eval(dir + "/exec.json", "r['macs'] == sum(l['macs'] for l in r['layers'])"), "True");
 }
@@ -34,8 +35,8 @@ TEST(ReportsModels, MobileNetV2RunAndExecReportTheSameMacs) {
 // cycles, exact) and on the Chrome JSON's tracks (its tids).
 TEST(ReportsModels, MobileNetV2TraceSlicesNestOnEveryTrack) {
   const std::string dir = temp_dir("reports-models-trace");
-  const CommandResult r = run_command({NPUSIM_BIN, "run", kModel, "-q", "--trace-csv", dir + "/t.csv", "--trace",
-                                       dir + "/t.json"});
+  const CommandResult r = run_command(
+      {NPUSIM_BIN, "run", kModel, "-q", "--trace-csv", dir + "/t.csv", "--trace", dir + "/t.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const CommandResult check = run_command(
       {"/usr/bin/python3", "-c",
@@ -72,8 +73,8 @@ TEST(ReportsModels, MobileNetV2TimelineJoinsSlicesSmallerThanAPixel) {
   const std::string dir = temp_dir("reports-models-timeline");
   CommandResult r = run_command({NPUSIM_BIN, "run", kModel, "-q", "--trace-csv", dir + "/t.csv"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  r = run_command({"/usr/bin/python3", std::string(NPUSIM_SOURCE_DIR) + "/scripts/plot_timeline.py", dir + "/t.csv",
-                   "-o", dir + "/t.png"});
+  r = run_command({"/usr/bin/python3", std::string(NPUSIM_SOURCE_DIR) + "/scripts/plot_timeline.py",
+                   dir + "/t.csv", "-o", dir + "/t.png"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const size_t slices = std::stoul(r.out.substr(r.out.find("units, ") + 7));
   const size_t bars = std::stoul(r.out.substr(r.out.find("drawn as ") + 9));

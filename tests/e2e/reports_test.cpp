@@ -12,7 +12,6 @@
 namespace npusim::test {
 namespace {
 
-
 // Runs a Python program over the report JSON (r) and the layers CSV (rows, a list of dicts); returns
 // what it prints.
 std::string check_csv(const std::string& report, const std::string& csv, const std::string& body) {
@@ -41,18 +40,20 @@ TEST(Reports, LayersCsvHasOneRowPerLayerWithItsCyclesBreakdownBytesAndBound) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string csv = dir + "/l.csv";
   EXPECT_EQ(read_file(csv).substr(0, read_file(csv).find('\n')),
-            "index,name,display_name,op,placement,precision,start_cycle,end_cycle,cycles,compute,memory,scheduling,host,macs,"
+            "index,name,display_name,op,placement,precision,start_cycle,end_cycle,cycles,compute,memory,"
+            "scheduling,host,macs,"
             "dram_bytes_read,dram_bytes_written,bound,bound_cycles,efficiency,fused_into,energy_mj");
   EXPECT_EQ(check_csv(dir + "/r.json", csv, "print(len(rows) == len(r['layers']) > 0)"), "True");
   // Each row is its layer: cycles are end - start, the breakdown adds up to them.
-  EXPECT_EQ(check_csv(dir + "/r.json", csv,
-                      "print(all(x['name'] == l['name'] and int(x['cycles']) == l['cycles'] == "
-                      "int(x['end_cycle']) - int(x['start_cycle']) and "
-                      "sum(int(x[k]) for k in ('compute', 'memory', 'scheduling', 'host')) == l['cycles'] and "
-                      "int(x['macs']) == l['macs'] and x['precision'] == l['precision'] and "
-                      "float(x['energy_mj']) == l['energy']['total_mj'] "
-                      "for x, l in zip(rows, r['layers'])))"),
-            "True");
+  EXPECT_EQ(
+      check_csv(dir + "/r.json", csv,
+                "print(all(x['name'] == l['name'] and int(x['cycles']) == l['cycles'] == "
+                "int(x['end_cycle']) - int(x['start_cycle']) and "
+                "sum(int(x[k]) for k in ('compute', 'memory', 'scheduling', 'host')) == l['cycles'] and "
+                "int(x['macs']) == l['macs'] and x['precision'] == l['precision'] and "
+                "float(x['energy_mj']) == l['energy']['total_mj'] "
+                "for x, l in zip(rows, r['layers'])))"),
+      "True");
   // Every DMA transfer belongs to a layer: the layers' bytes add up to the run's.
   EXPECT_EQ(check_csv(dir + "/r.json", csv,
                       "print(sum(int(x['dram_bytes_read']) for x in rows) == r['dram']['bytes_read'] > 0, "
@@ -66,11 +67,12 @@ TEST(Reports, LayersCsvHasOneRowPerLayerWithItsCyclesBreakdownBytesAndBound) {
             "True");
   // Efficiency is the layer's compiled bound over its cycles (the JSON's), with four decimals; empty
   // without one and on fused rows.
-  EXPECT_EQ(check_csv(dir + "/r.json", csv,
-                      "print(all(x['efficiency'] == ('%.4f' % (l['compiled_bound_cycles'] / int(x['cycles'])) "
-                      "if 'compiled_bound_cycles' in l and int(x['cycles']) else '') "
-                      "for x, l in zip(rows, r['layers'])), any(x['fused_into'] for x in rows))"),
-            "True True");
+  EXPECT_EQ(
+      check_csv(dir + "/r.json", csv,
+                "print(all(x['efficiency'] == ('%.4f' % (l['compiled_bound_cycles'] / int(x['cycles'])) "
+                "if 'compiled_bound_cycles' in l and int(x['cycles']) else '') "
+                "for x, l in zip(rows, r['layers'])), any(x['fused_into'] for x in rows))"),
+      "True True");
 }
 
 TEST(Reports, OpRollupSumsTheLayersOfEachOpTypeInJsonAndSummary) {
@@ -78,18 +80,22 @@ TEST(Reports, OpRollupSumsTheLayersOfEachOpTypeInJsonAndSummary) {
   const CommandResult r = npusim({"run", "demo", "--report", dir + "/r.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string report = dir + "/r.json";
-  EXPECT_EQ(json_eval(report,
-                      "all(o['cycles'] == sum(l['cycles'] for l in r['layers'] if l['op'] == o['op']) and "
-                      "o['layers'] == sum(l['op'] == o['op'] and l['placement'] != 'fused' for l in r['layers']) and "
-                      "o['fused_nodes'] == sum(l['op'] == o['op'] and l['placement'] == 'fused' for l in r['layers']) "
-                      "and "
-                      "o['dram_bytes_read'] == sum(l['dram_bytes_read'] for l in r['layers'] if l['op'] == o['op']) "
-                      "for o in r['ops'])"),
+  EXPECT_EQ(
+      json_eval(
+          report,
+          "all(o['cycles'] == sum(l['cycles'] for l in r['layers'] if l['op'] == o['op']) and "
+          "o['layers'] == sum(l['op'] == o['op'] and l['placement'] != 'fused' for l in r['layers']) and "
+          "o['fused_nodes'] == sum(l['op'] == o['op'] and l['placement'] == 'fused' for l in r['layers']) "
+          "and "
+          "o['dram_bytes_read'] == sum(l['dram_bytes_read'] for l in r['layers'] if l['op'] == o['op']) "
+          "for o in r['ops'])"),
+      "True");
+  EXPECT_EQ(json_eval(report, "sorted(o['op'] for o in r['ops']) == sorted({l['op'] for l in r['layers']})"),
             "True");
-  EXPECT_EQ(json_eval(report, "sorted(o['op'] for o in r['ops']) == sorted({l['op'] for l in r['layers']})"), "True");
   EXPECT_EQ(json_eval(report, "abs(sum(o['share'] for o in r['ops']) - 1) < 1e-9"), "True");
-  EXPECT_EQ(json_eval(report, "[o['cycles'] for o in r['ops']] == sorted((o['cycles'] for o in r['ops']), "
-                              "reverse=True)"),
+  EXPECT_EQ(json_eval(report,
+                      "[o['cycles'] for o in r['ops']] == sorted((o['cycles'] for o in r['ops']), "
+                      "reverse=True)"),
             "True");
   EXPECT_NE(r.out.find("time by op type"), std::string::npos) << r.out;
   const std::string first = json_eval(report, "r['ops'][0]['op']");
@@ -107,7 +113,8 @@ TEST(Reports, ALastLayerThatFallsBackToTheHostIsReportedOnTheHostEverywhere) {
        "from onnx import helper as h, TensorProto as T, numpy_helper as nh\n"
        "w = nh.from_array(np.random.default_rng(0).standard_normal((16, 10)).astype(np.float32), 'w')\n"
        "g = h.make_graph([h.make_node('MatMul', ['x', 'w'], ['s'], name='classifier'),\n"
-       "                  h.make_node('ArgMax', ['s'], ['y'], axis=1, keepdims=0, name='argmax')], 'argmax',\n"
+       "                  h.make_node('ArgMax', ['s'], ['y'], axis=1, keepdims=0, name='argmax')], "
+       "'argmax',\n"
        "                 [h.make_tensor_value_info('x', T.FLOAT, [1, 16])],\n"
        "                 [h.make_tensor_value_info('y', T.INT64, [1])], [w])\n"
        "onnx.save(h.make_model(g, opset_imports=[h.make_opsetid('', 13)]), sys.argv[1])\n",
@@ -137,7 +144,9 @@ TEST(Reports, TopChoosesHowManyLayersTheSummaryLists) {
   const std::string dir = temp_dir("top");
   CommandResult r = npusim({"run", "demo", "--top", "all", "--report", dir + "/r.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string n = json_eval(dir + "/r.json", "sum(l['placement'] != 'fused' for l in r['layers'])");  // fused nodes have no cycles to rank
+  const std::string n =
+      json_eval(dir + "/r.json",
+                "sum(l['placement'] != 'fused' for l in r['layers'])");  // fused nodes have no cycles to rank
   EXPECT_NE(r.out.find("\nlayers by cycles\n"), std::string::npos) << r.out;
   r = npusim({"run", "demo", "--top", "2"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -175,21 +184,24 @@ TEST(Reports, UtilizationIsAgainstThePeakOfThePrecisionPlan) {
   const std::string report = dir + "/r.json";
   const CommandResult r = npusim({"run", "demo", "--report", report});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(json_eval(report, "r['precision']['plan'], r['precision']['layers']"),
-            "fp32 {'fp32': " + json_eval(report, "sum(l['placement'] != 'fused' for l in r['layers'])") + "}");
+  EXPECT_EQ(
+      json_eval(report, "r['precision']['plan'], r['precision']['layers']"),
+      "fp32 {'fp32': " + json_eval(report, "sum(l['placement'] != 'fused' for l in r['layers'])") + "}");
   const std::string pes = "r['array']['rows'] * r['array']['cols']";
   EXPECT_EQ(json_eval(report, "r['precision']['peak_macs_per_cycle'] == " + pes + " * 0.25"), "True");
   EXPECT_EQ(json_eval(report, "abs(r['precision']['utilization'] - r['macs'] / (" + pes +
                                   " * 0.25 * r['total_cycles'])) < 1e-12"),
             "True");
-  EXPECT_EQ(json_eval(report, "abs(r['array_utilization'] - r['macs'] / (" + pes + " * r['total_cycles'])) < 1e-12"),
+  EXPECT_EQ(json_eval(report,
+                      "abs(r['array_utilization'] - r['macs'] / (" + pes + " * r['total_cycles'])) < 1e-12"),
             "True");
   EXPECT_NE(r.out.find("precision         fp32: peak " + json_eval(report, "'%g' % (" + pes + " * 0.25)") +
                        " MACs/cycle"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find(json_eval(report, "'utilization %.1f%% of the fp32 peak (%.1f%% of the int8 peak)' % "
-                                         "(100 * r['precision']['utilization'], 100 * r['array_utilization'])")),
+  EXPECT_NE(r.out.find(json_eval(report,
+                                 "'utilization %.1f%% of the fp32 peak (%.1f%% of the int8 peak)' % "
+                                 "(100 * r['precision']['utilization'], 100 * r['array_utilization'])")),
             std::string::npos)
       << r.out;
 }
@@ -198,18 +210,20 @@ TEST(Reports, UtilizationIsAgainstThePeakOfThePrecisionPlan) {
 TEST(Reports, MixedPlanNamesItsPrecisionsAndTheirCombinedPeak) {
   const std::string dir = temp_dir("precision_mixed");
   const std::string report = dir + "/r.json";
-  const CommandResult r =
-      npusim({"run", "demo", "--precision", "int8", "--precision-override", "conv2=fp16", "--report", report});
+  const CommandResult r = npusim(
+      {"run", "demo", "--precision", "int8", "--precision-override", "conv2=fp16", "--report", report});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string n = json_eval(report, "sum(l['placement'] != 'fused' for l in r['layers']) - 1");
   EXPECT_EQ(json_eval(report, "r['precision']['plan']"), "mixed: " + n + " int8, 1 fp16");
-  EXPECT_EQ(check_report(report,
-                         "pes = r['array']['rows'] * r['array']['cols']; rate = r['array']['macs_per_pe_per_cycle']\n"
-                      "m = {p: sum(l['macs'] for l in r['layers'] if l['precision'] == p) for p in ('int8', 'fp16')}\n"
-                      "peak = sum(m.values()) / sum(m[p] / (pes * rate[p]) for p in m)\n"
-                      "print(abs(r['precision']['peak_macs_per_cycle'] - peak) < 1e-9 * peak and "
-                      "m['fp16'] > 0 and m['int8'] > 0)"),
-            "True");
+  EXPECT_EQ(
+      check_report(
+          report,
+          "pes = r['array']['rows'] * r['array']['cols']; rate = r['array']['macs_per_pe_per_cycle']\n"
+          "m = {p: sum(l['macs'] for l in r['layers'] if l['precision'] == p) for p in ('int8', 'fp16')}\n"
+          "peak = sum(m.values()) / sum(m[p] / (pes * rate[p]) for p in m)\n"
+          "print(abs(r['precision']['peak_macs_per_cycle'] - peak) < 1e-9 * peak and "
+          "m['fp16'] > 0 and m['int8'] > 0)"),
+      "True");
   // The summary prints the combined peak with one decimal (it printed 1020.6139556446376).
   const std::string peak = json_eval(report, "'%.1f' % r['precision']['peak_macs_per_cycle']");
   EXPECT_EQ(
@@ -230,8 +244,8 @@ TEST(Reports, RooflinePlotDrawsTheRoofOfEachPrecisionOfThePlan) {
     run.insert(run.end(), args.begin(), args.end());
     CommandResult r = npusim(run);
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    r = run_command({"/usr/bin/python3", std::string(NPUSIM_SOURCE_DIR) + "/scripts/plot_roofline.py", dir + "/r.json",
-                     "-o", dir + "/roof.png"});
+    r = run_command({"/usr/bin/python3", std::string(NPUSIM_SOURCE_DIR) + "/scripts/plot_roofline.py",
+                     dir + "/r.json", "-o", dir + "/roof.png"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find(roofs), std::string::npos) << r.out;
     // The plot is titled by the model and configuration the report records, not its file name.
@@ -300,12 +314,14 @@ TEST(Reports, RunRecordsTheModelAndItsHashEveryConfigurationKeyTheCommandAndTheV
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(json_eval(report, "r['run']['model']"), dir + "/d.npu");
   // The hash is SHA-256 of the file, as hashlib (and sha256sum) computes it.
-  EXPECT_EQ(json_eval(report, "r['run']['model_sha256'] == __import__('hashlib').sha256(open(r['run']['model'], "
-                              "'rb').read()).hexdigest()"),
+  EXPECT_EQ(json_eval(report,
+                      "r['run']['model_sha256'] == __import__('hashlib').sha256(open(r['run']['model'], "
+                      "'rb').read()).hexdigest()"),
             "True");
   EXPECT_EQ(json_eval(report, "r['run']['sets'], r['run']['config']"), "['sram.input.size_kib=512'] ");
-  EXPECT_EQ(json_eval(report, "r['run']['parameters']['sram.input.size_kib'], "
-                              "r['run']['parameters']['systolic_array.dataflow']"),
+  EXPECT_EQ(json_eval(report,
+                      "r['run']['parameters']['sram.input.size_kib'], "
+                      "r['run']['parameters']['systolic_array.dataflow']"),
             "512 ws");
   const std::vector<std::string> keys = dumped_keys();
   ASSERT_GT(keys.size(), 50u);
@@ -339,26 +355,28 @@ TEST(Reports, DiffPrintsWhatDiffersInConfigurationResultsAndLayers) {
   EXPECT_NE(d.out.find("lpddr4_4266"), std::string::npos) << d.out;
   const std::string ta = json_eval(dir + "/a.json", "r['total_cycles']");
   const std::string tb = json_eval(dir + "/b.json", "r['total_cycles']");
-  EXPECT_NE(d.out.find(json_eval(dir + "/a.json",
-                                 "'  %-28s %16d %16d %9s' % ('total_cycles', " + ta + ", " + tb + ", '%+.1f%%' % (100 * (" +
-                                     tb + " - " + ta + ") / " + ta + "))")),
+  EXPECT_NE(d.out.find(json_eval(dir + "/a.json", "'  %-28s %16d %16d %9s' % ('total_cycles', " + ta + ", " +
+                                                      tb + ", '%+.1f%%' % (100 * (" + tb + " - " + ta +
+                                                      ") / " + ta + "))")),
             std::string::npos)
       << d.out;
   const std::string layers = json_eval(dir + "/a.json", "len(r['layers'])");
-  EXPECT_NE(d.out.find("layers: " + layers + " matched by name, 0 only in A, 0 only in B"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("layers: " + layers + " matched by name, 0 only in A, 0 only in B"), std::string::npos)
+      << d.out;
   // The layer that changed most comes first.
-  const std::string most = check_report(
-      dir + "/a.json",
-      "b = json.load(open(sys.argv[1].replace('a.json', 'b.json')))\n"
-      "cb = {l['name']: l['cycles'] for l in b['layers']}\n"
-      "print(max(r['layers'], key=lambda l: abs(cb[l['name']] - l['cycles']))['display_name'])");
+  const std::string most =
+      check_report(dir + "/a.json",
+                   "b = json.load(open(sys.argv[1].replace('a.json', 'b.json')))\n"
+                   "cb = {l['name']: l['cycles'] for l in b['layers']}\n"
+                   "print(max(r['layers'], key=lambda l: abs(cb[l['name']] - l['cycles']))['display_name'])");
   EXPECT_NE(d.out.find("B - A    change\n" + most + " "), std::string::npos) << d.out;
   // Cycles by op type, from each report's layers.
-  EXPECT_NE(d.out.find(check_report(dir + "/a.json",
-                                    "b = json.load(open(sys.argv[1].replace('a.json', 'b.json')))\n"
-                                    "ca = sum(l['cycles'] for l in r['layers'] if l['op'] == 'Conv')\n"
-                                    "cb = sum(l['cycles'] for l in b['layers'] if l['op'] == 'Conv')\n"
-                                    "print('  %-28s %16d %16d %9s' % ('Conv', ca, cb, '%+.1f%%' % (100 * (cb - ca) / ca)))")),
+  EXPECT_NE(d.out.find(check_report(
+                dir + "/a.json",
+                "b = json.load(open(sys.argv[1].replace('a.json', 'b.json')))\n"
+                "ca = sum(l['cycles'] for l in r['layers'] if l['op'] == 'Conv')\n"
+                "cb = sum(l['cycles'] for l in b['layers'] if l['op'] == 'Conv')\n"
+                "print('  %-28s %16d %16d %9s' % ('Conv', ca, cb, '%+.1f%%' % (100 * (cb - ca) / ca)))")),
             std::string::npos)
       << d.out;
   // The same report twice: nothing differs.
@@ -435,10 +453,11 @@ namespace {
 // none, so a SCALE-Sim topology with a depthwise ("DP") row, which stays on the array, is run too.
 TEST(Reports, RunAndExecOfTheSameProgramReportTheSameMacs) {
   const std::string dir = temp_dir("run_exec_macs");
-  write_file(dir + "/topo.csv",
-             "Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, Strides,\n"
-             "conv, 16, 16, 3, 3, 8, 32, 1,\n"
-             "DP_conv, 16, 16, 3, 3, 32, 1, 1,\n");
+  write_file(
+      dir + "/topo.csv",
+      "Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, Strides,\n"
+      "conv, 16, 16, 3, 3, 8, 32, 1,\n"
+      "DP_conv, 16, 16, 3, 3, 32, 1, 1,\n");
   for (const auto& [model, extra] : std::vector<std::pair<std::string, std::vector<std::string>>>{
            {"demo", {}}, {"demo", {"--precision", "int8"}}, {dir + "/topo.csv", {}}}) {
     std::vector<std::string> compile = {"compile", model, "-o", dir + "/d.npu", "-q"};
@@ -457,7 +476,8 @@ TEST(Reports, RunAndExecOfTheSameProgramReportTheSameMacs) {
     EXPECT_EQ(json_eval(dir + "/run.json", same), json_eval(dir + "/exec.json", same)) << model;
   }
   // The topology's depthwise layer has fewer useful MACs than the array spent slots on it.
-  EXPECT_EQ(json_eval(dir + "/exec.json", "[l['array_macs'] > l['macs'] > 0 for l in r['layers'] if 'DP' in l['name']]"),
+  EXPECT_EQ(json_eval(dir + "/exec.json",
+                      "[l['array_macs'] > l['macs'] > 0 for l in r['layers'] if 'DP' in l['name']]"),
             "[True]");
 }
 
@@ -502,7 +522,8 @@ TEST(SmallThings, OutputsSaysWhatItWrote) {
   const std::string dir = temp_dir("outputs_written");
   CommandResult r = npusim({"run", "demo", "--functional", "--outputs", dir});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("wrote 1 output to " + dir + ":\n  " + dir + "/logits.npy (1x10)\n"), std::string::npos)
+  EXPECT_NE(r.out.find("wrote 1 output to " + dir + ":\n  " + dir + "/logits.npy (1x10)\n"),
+            std::string::npos)
       << r.out;
   EXPECT_EQ(read_file(dir + "/logits.npy").substr(1, 5), "NUMPY");
   r = npusim({"run", "demo", "-q", "--functional", "--outputs", dir});
@@ -511,13 +532,14 @@ TEST(SmallThings, OutputsSaysWhatItWrote) {
 
 TEST(SmallThings, PlotScriptsWithoutMatplotlibSayWhichPythonToUseInOneSentence) {
   const std::string dir = temp_dir("no_matplotlib");
-  ASSERT_EQ(npusim({"run", "demo", "-q", "--report", dir + "/r.json", "--trace-csv", dir + "/t.csv"}).exit_code,
-            0);
+  ASSERT_EQ(
+      npusim({"run", "demo", "-q", "--report", dir + "/r.json", "--trace-csv", dir + "/t.csv"}).exit_code, 0);
   const std::string scripts = std::string(NPUSIM_SOURCE_DIR) + "/scripts/";
   // -S: no site packages, so neither matplotlib nor numpy, as on a python3 without them.
-  for (const auto& [script, input] : std::vector<std::pair<std::string, std::string>>{
-           {"plot_layers.py", dir + "/r.json"}, {"plot_roofline.py", dir + "/r.json"},
-           {"plot_timeline.py", dir + "/t.csv"}}) {
+  for (const auto& [script, input] :
+       std::vector<std::pair<std::string, std::string>>{{"plot_layers.py", dir + "/r.json"},
+                                                        {"plot_roofline.py", dir + "/r.json"},
+                                                        {"plot_timeline.py", dir + "/t.csv"}}) {
     const CommandResult r =
         run_command({"/usr/bin/python3", "-S", scripts + script, input, "-o", dir + "/x.png"});
     EXPECT_EQ(r.exit_code, 2) << script;
@@ -532,7 +554,8 @@ TEST(SmallThings, PlotScriptsWithoutMatplotlibSayWhichPythonToUseInOneSentence) 
 TEST(SmallThings, AdviseSqnrPrintsItsAnswerOnceEvenWhenQuiet) {
   CommandResult r = npusim({"run", "demo", "-q", "--precision", "int8", "--advise-sqnr", "1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("mixed-precision advice (target 1.0 dB): met by the plan as it is ("), std::string::npos)
+  EXPECT_NE(r.out.find("mixed-precision advice (target 1.0 dB): met by the plan as it is ("),
+            std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("no layer needs fp16\n"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("--precision-override"), std::string::npos) << r.out;
@@ -596,7 +619,8 @@ TEST(SmallThings, VerboseCompileAndRunPrintTheMappingTableAndGraphsOnlyOnRequest
   EXPECT_EQ(r.out.find("== imported"), std::string::npos) << r.out;
   r = npusim({"run", "demo", "--graphs"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const size_t total = r.out.find("\ntotal cycles"), run_graphs = r.out.find("graphs after import and after each pass");
+  const size_t total = r.out.find("\ntotal cycles"),
+               run_graphs = r.out.find("graphs after import and after each pass");
   EXPECT_LT(total, run_graphs);
   EXPECT_NE(run_graphs, std::string::npos) << r.out;
 }

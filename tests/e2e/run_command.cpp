@@ -45,8 +45,8 @@ CommandResult run_command(const std::vector<std::string>& argv, const std::strin
 
 std::string temp_dir(const std::string& name) {
   static int counter = 0;
-  const std::string dir = std::string(NPUSIM_BINARY_DIR) + "/test-tmp/" + name + "-" + std::to_string(getpid()) +
-                          "-" + std::to_string(counter++);
+  const std::string dir = std::string(NPUSIM_BINARY_DIR) + "/test-tmp/" + name + "-" +
+                          std::to_string(getpid()) + "-" + std::to_string(counter++);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

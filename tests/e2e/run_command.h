@@ -6,8 +6,8 @@
 namespace npusim::test {
 
 struct CommandResult {
-  int exit_code = -1;    // -1 when the process did not exit normally
-  int signal = 0;        // the signal that killed it, if any
+  int exit_code = -1;  // -1 when the process did not exit normally
+  int signal = 0;      // the signal that killed it, if any
   std::string out;
   std::string err;
 };

@@ -12,7 +12,6 @@
 namespace npusim::test {
 namespace {
 
-
 TEST(ServeCli, OneModelAloneTakesExactlyNpusimRunsCycles) {
   const std::string dir = temp_dir("serve_alone");
   const CommandResult run = npusim({"run", "demo", "-q", "--report", dir + "/run.json"});
@@ -95,8 +94,8 @@ models:
   // The model's set comes after the scenario's: narrow runs on 16 x 8, plain on the preset's 32 x 32.
   for (const auto& [model, report] : {std::pair{0, "run.json"}, std::pair{1, "plain.json"}}) {
     const long long cycles = std::stoll(json_eval(dir + "/" + report, "r['total_cycles']"));
-    EXPECT_EQ(std::llround(std::stod(json_eval(dir + "/s.json", "r['models'][" + std::to_string(model) +
-                                                                     "]['alone_ms']")) *
+    EXPECT_EQ(std::llround(std::stod(json_eval(dir + "/s.json",
+                                               "r['models'][" + std::to_string(model) + "]['alone_ms']")) *
                            1e6),
               cycles)
         << report;

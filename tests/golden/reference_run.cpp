@@ -17,7 +17,8 @@ namespace {
 
 void write_npy(const std::string& path, const npusim::compiler::Tensor& t) {
   std::string shape = "(";
-  for (size_t k = 0; k < t.shape.size(); ++k) shape += std::to_string(t.shape[k]) + (t.shape.size() == 1 ? "," : k + 1 < t.shape.size() ? ", " : "");
+  for (size_t k = 0; k < t.shape.size(); ++k)
+    shape += std::to_string(t.shape[k]) + (t.shape.size() == 1 ? "," : k + 1 < t.shape.size() ? ", " : "");
   shape += ")";
   std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
   while ((10 + header.size() + 1) % 64) header += ' ';
@@ -44,7 +45,8 @@ int main(int argc, char** argv) {
     using namespace npusim::compiler;
     Graph g = import_onnx_file(argv[1]);
     std::map<std::string, Tensor> inputs;
-    for (const auto& in : g.inputs) inputs[in] = quant::read_npy_tensor(std::string(argv[2]) + "/" + in + ".npy");
+    for (const auto& in : g.inputs)
+      inputs[in] = quant::read_npy_tensor(std::string(argv[2]) + "/" + in + ".npy");
     auto out = interpret(g, inputs);
     for (const auto& [name, t] : out) write_npy(std::string(argv[3]) + "/" + name + ".npy", t);
   } catch (const std::exception& e) {

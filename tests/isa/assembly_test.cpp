@@ -14,9 +14,9 @@ namespace npusim::isa {
 namespace {
 
 using test::all_fields;
-using test::free_fields;
 using test::field_max;
 using test::field_min;
+using test::free_fields;
 
 std::string read_text(const std::string& path) {
   std::ifstream f(path);
@@ -158,7 +158,8 @@ TEST(Disassemble, CanonicalTextListsEveryFormatFieldInTableOrderAndHeaderFieldsO
 
 TEST(Disassemble, LayerIsItsNameWhenThatNameReadsBackToTheSameIndex) {
   Program p;
-  p.layers = {{"conv1", "Conv"}, {"conv1", "Conv"}, {"7up", "Relu"}, {"a b", "Add"}, {"", "Mul"}, {"fc", "Gemm"}};
+  p.layers = {{"conv1", "Conv"}, {"conv1", "Conv"}, {"7up", "Relu"},
+              {"a b", "Add"},    {"", "Mul"},       {"fc", "Gemm"}};
   for (int i = 0; i < 6; ++i) {
     Instruction nop;
     nop.set(Field::kLayer, i);

@@ -33,8 +33,9 @@ TEST(Docs, IsaDocMentionsEveryMnemonicAndEveryFieldOfEveryFormat) {
       EXPECT_TRUE(mentions(doc, fmt.fields[i].name))
           << "docs/isa.md does not mention " << fmt.mnemonic << " field `" << fmt.fields[i].name << "`";
       // The bit table row of the field: "| `name` | lo..hi | width |".
-      const std::string row = "| `" + std::string(fmt.fields[i].name) + "` | " + std::to_string(fmt.fields[i].lo) +
-                              ".." + std::to_string(fmt.fields[i].lo + fmt.fields[i].width - 1) + " | " +
+      const std::string row = "| `" + std::string(fmt.fields[i].name) + "` | " +
+                              std::to_string(fmt.fields[i].lo) + ".." +
+                              std::to_string(fmt.fields[i].lo + fmt.fields[i].width - 1) + " | " +
                               std::to_string(fmt.fields[i].width) + " |";
       EXPECT_NE(doc.find(row), std::string::npos) << "docs/isa.md lacks the bit table row " << row;
     }

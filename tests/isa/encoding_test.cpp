@@ -13,9 +13,9 @@ namespace npusim::isa {
 namespace {
 
 using test::all_fields;
-using test::free_fields;
 using test::field_max;
 using test::field_min;
+using test::free_fields;
 
 std::vector<uint64_t> encoded(const Instruction& ins) {
   std::vector<uint64_t> w;
@@ -35,17 +35,18 @@ TEST(Encoding, NopIsOneWordHoldingOnlyTheOpcodeAndHeader) {
   EXPECT_EQ(encoded(nop), (std::vector<uint64_t>{0, 0}));
   // wait = load|store (bits 8 and 11), signal = matrix (bit 14), layer 5 (bits 18..): by hand.
   nop.set(Field::kWait, 0b01001).set(Field::kSignal, 0b00010).set(Field::kLayer, 5);
-  EXPECT_EQ(encoded(nop), (std::vector<uint64_t>{(1ULL << 8) | (1ULL << 11) | (1ULL << 14) | (5ULL << 18), 0}));
+  EXPECT_EQ(encoded(nop),
+            (std::vector<uint64_t>{(1ULL << 8) | (1ULL << 11) | (1ULL << 14) | (5ULL << 18), 0}));
 }
 
 TEST(Encoding, MatmulFieldsLandAtTheirDocumentedBits) {
   Instruction mm;
   mm.opcode = Opcode::kMatmul;
-  mm.set(Field::kDtype, 4)          // bf16, bits 34..36
-      .set(Field::kAAddr, 0x10)     // bits 37..68
-      .set(Field::kM, 16)           // bits 149..164: half 2, bit 21
-      .set(Field::kN, 0xffff)       // bits 181..196: half 2, bits 53..63 and half 3, bits 0..4
-      .set(Field::kPreloaded, 1);   // bit 198: half 3, bit 6
+  mm.set(Field::kDtype, 4)         // bf16, bits 34..36
+      .set(Field::kAAddr, 0x10)    // bits 37..68
+      .set(Field::kM, 16)          // bits 149..164: half 2, bit 21
+      .set(Field::kN, 0xffff)      // bits 181..196: half 2, bits 53..63 and half 3, bits 0..4
+      .set(Field::kPreloaded, 1);  // bit 198: half 3, bit 6
   const std::vector<uint64_t> expect = {
       4ULL | (4ULL << 34) | (0x10ULL << 37),
       0,
@@ -184,7 +185,8 @@ TEST(Validate, StoreMustNotPadAndDecodeRejectsAPaddedStore) {
     decode(w, pos);
     ADD_FAILURE() << "decoded a padded STORE";
   } catch (const EncodeError& e) {
-    EXPECT_EQ(std::string(e.what()), "instruction at word 0: STORE field 'pad_value' = -3 must be 0 (STORE does not pad)");
+    EXPECT_EQ(std::string(e.what()),
+              "instruction at word 0: STORE field 'pad_value' = -3 must be 0 (STORE does not pad)");
   }
 }
 

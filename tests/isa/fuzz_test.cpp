@@ -96,7 +96,8 @@ TEST(Fuzz, DeserializeSurvivesMutationsOfAValidProgramAndWhatItAcceptsRoundTrips
     switch (i % 6) {
       case 0:  // flip a few bits anywhere
       case 1:
-        for (int k = 1 + static_cast<int>(rng() % 3); k > 0; --k) b[rng() % b.size()] ^= uint8_t(1u << (rng() % 8));
+        for (int k = 1 + static_cast<int>(rng() % 3); k > 0; --k)
+          b[rng() % b.size()] ^= uint8_t(1u << (rng() % 8));
         break;
       case 2:  // truncate
         b.resize(rng() % b.size());
@@ -104,8 +105,8 @@ TEST(Fuzz, DeserializeSurvivesMutationsOfAValidProgramAndWhatItAcceptsRoundTrips
       case 3: {  // corrupt a section length
         const size_t at = t.length_fields[rng() % t.length_fields.size()];
         const uint64_t old = t.bytes[at];
-        const uint64_t choices[] = {0, 1, old + 1, old - 1, old + 8, ~uint64_t{0}, uint64_t{1} << 63,
-                                    rng() % 4096, rng()};
+        const uint64_t choices[] = {
+            0, 1, old + 1, old - 1, old + 8, ~uint64_t{0}, uint64_t{1} << 63, rng() % 4096, rng()};
         set_le(b, at, choices[rng() % std::size(choices)], 8);
         break;
       }

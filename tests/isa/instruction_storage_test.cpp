@@ -82,8 +82,8 @@ TEST(InstructionStorage, IsOneCacheLine) { EXPECT_EQ(sizeof(Instruction), 64u); 
 TEST(InstructionStorage, GetReturnsWhatWasSetAndEqualityIsByValue) {
   std::mt19937_64 rng(12345);
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); };
-  const Opcode ops[] = {Opcode::kLoad, Opcode::kStore, Opcode::kPreload, Opcode::kMatmul, Opcode::kConv,
-                        Opcode::kVec,  Opcode::kHostCall, Opcode::kNop, Opcode::kHalt};
+  const Opcode ops[] = {Opcode::kLoad, Opcode::kStore,    Opcode::kPreload, Opcode::kMatmul, Opcode::kConv,
+                        Opcode::kVec,  Opcode::kHostCall, Opcode::kNop,     Opcode::kHalt};
   int valid_seen = 0, invalid_seen = 0;
   for (int round = 0; round < 3000; ++round) {
     Opcode op = ops[pick(9)];
@@ -127,8 +127,8 @@ TEST(InstructionStorage, GetReturnsWhatWasSetAndEqualityIsByValue) {
             if (s.kind == FieldKind::kVecOp) v %= kNumVecOps;
             if (s.kind == FieldKind::kBcast) v %= kNumBcasts;
             if (clean && op == Opcode::kStore &&
-                (f == Field::kPadTop || f == Field::kPadBottom || f == Field::kPadLeft || f == Field::kPadRight ||
-                 f == Field::kPadValue)) {
+                (f == Field::kPadTop || f == Field::kPadBottom || f == Field::kPadLeft ||
+                 f == Field::kPadRight || f == Field::kPadValue)) {
               v = 0;
             }
             break;

@@ -23,8 +23,8 @@ inline std::vector<FieldSpec> all_fields(Opcode op) {
 inline std::vector<FieldSpec> free_fields(Opcode op) {
   std::vector<FieldSpec> v;
   for (const FieldSpec& s : all_fields(op)) {
-    const bool pad = s.field == Field::kPadTop || s.field == Field::kPadBottom || s.field == Field::kPadLeft ||
-                     s.field == Field::kPadRight || s.field == Field::kPadValue;
+    const bool pad = s.field == Field::kPadTop || s.field == Field::kPadBottom ||
+                     s.field == Field::kPadLeft || s.field == Field::kPadRight || s.field == Field::kPadValue;
     if (!(op == Opcode::kStore && pad)) v.push_back(s);
   }
   return v;
@@ -79,8 +79,8 @@ class ProgramGen {
   }
 
   std::string name() {
-    static const char* const kPieces[] = {"conv", "/model/layer1/Conv", "relu_3", "a b", "",     "x\"y",
-                                          "#hash", "tab\there", "12",  "-",      "q\\z", "ünï"};
+    static const char* const kPieces[] = {"conv",  "/model/layer1/Conv", "relu_3", "a b", "",     "x\"y",
+                                          "#hash", "tab\there",          "12",     "-",   "q\\z", "ünï"};
     std::string s = kPieces[below(std::size(kPieces))];
     if (below(3) == 0) s += std::to_string(below(5));
     return s;

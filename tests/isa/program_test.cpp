@@ -49,13 +49,13 @@ TEST(ProgramFile, EmptyProgramIsHeaderPlusSevenEmptySectionsInKindOrder) {
   std::vector<uint8_t> zero32, zero64;
   put32(zero32, 0);
   put64(zero64, 0);
-  section(expect, 1, {});       // machine: no text
-  section(expect, 2, zero32);   // layers: count 0
-  section(expect, 3, zero32);   // data: count 0
-  section(expect, 4, zero64);   // instructions: word count 0
-  section(expect, 5, zero32);   // host ops: count 0
-  section(expect, 6, zero32);   // tensors: count 0
-  section(expect, 7, zero32);   // layer info: count 0
+  section(expect, 1, {});      // machine: no text
+  section(expect, 2, zero32);  // layers: count 0
+  section(expect, 3, zero32);  // data: count 0
+  section(expect, 4, zero64);  // instructions: word count 0
+  section(expect, 5, zero32);  // host ops: count 0
+  section(expect, 6, zero32);  // tensors: count 0
+  section(expect, 7, zero32);  // layer info: count 0
   EXPECT_EQ(expect.size(), 16u + 7 * 12 + 5 * 4 + 8);
   EXPECT_EQ(serialize(Program{}), expect);
   EXPECT_EQ(deserialize(expect), Program{});
@@ -153,7 +153,8 @@ TEST(ProgramFile, HugeCountsAreRejectedWithoutAllocating) {
   std::vector<uint8_t> payload;
   put32(payload, 0xffffffff);
   section(b, 2, payload);
-  EXPECT_NE(error_of(b).find("layer count at byte 28 claims 4294967295 entries"), std::string::npos) << error_of(b);
+  EXPECT_NE(error_of(b).find("layer count at byte 28 claims 4294967295 entries"), std::string::npos)
+      << error_of(b);
   b = header(1);
   payload.clear();
   put64(payload, ~uint64_t{0});
@@ -304,7 +305,9 @@ namespace {
 // text; a layer_info section that describes another number of layers than the program has is rejected.
 TEST(ProgramFile, LayerMacsAndPrecisionRoundTripThroughTheFileAndTheAssembly) {
   Program p;
-  p.layers = {{"conv", "Conv", 1234, DType::kInt8}, {"relu", "Relu", 0, std::nullopt}, {"fc", "Gemm", 5, DType::kFp16}};
+  p.layers = {{"conv", "Conv", 1234, DType::kInt8},
+              {"relu", "Relu", 0, std::nullopt},
+              {"fc", "Gemm", 5, DType::kFp16}};
   EXPECT_EQ(deserialize(serialize(p)), p);
   const std::string text = disassemble(p);
   EXPECT_NE(text.find(".layer conv Conv macs=1234 precision=int8\n"), std::string::npos) << text;

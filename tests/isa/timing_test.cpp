@@ -22,7 +22,6 @@ using isa::Dataflow;
 using testing::array;
 namespace timing = isa::timing;
 
-
 TEST(SystolicTiming, WeightStationaryFoldIsPreloadPlusSkewedStreamPlusDrain) {
   // 4x4 array, M=8, K=10, N=6: K folds over rows (3), N over cols (2). Each fold: R cycles to
   // shift weights in, the first input reaches the last row after R-1 cycles of skew, M rows of
@@ -144,7 +143,9 @@ TEST(VectorTiming, LatencyPlusLanesTimesInitiationInterval) {
   v.lanes = 16;
   isa::Instruction ins;
   ins.opcode = isa::Opcode::kVec;
-  ins.set(isa::Field::kVop, static_cast<int>(isa::VecOp::kDiv)).set(isa::Field::kD0, 100).set(isa::Field::kD1, 3);
+  ins.set(isa::Field::kVop, static_cast<int>(isa::VecOp::kDiv))
+      .set(isa::Field::kD0, 100)
+      .set(isa::Field::kD1, 3);
   const auto& t = v.ops[static_cast<int>(isa::VecOp::kDiv)];
   EXPECT_EQ(timing::vec_cycles(ins, v), t.latency_cycles + ceil_div(300, 16) * t.ii_cycles);
 }
@@ -211,7 +212,8 @@ TEST_P(DramPresetTest, RandomSmallRequestsPayTheRowMissPenalty) {
   // activate. The sequential stream misses once per page; refresh stretches everything by about
   // tRFC / tREFI.
   const double hit_ns = t.t_cl_ns + (64 / t.burst_bytes) * t.t_burst_ns;
-  const double seq_expected = (hit_ns + (t.t_rp_ns + t.t_rcd_ns) * 64 / t.page_bytes) * (1 + t.t_rfc_ns / t.t_refi_ns);
+  const double seq_expected =
+      (hit_ns + (t.t_rp_ns + t.t_rcd_ns) * 64 / t.page_bytes) * (1 + t.t_rfc_ns / t.t_refi_ns);
   EXPECT_NEAR(seq_ns, seq_expected, 0.03 * seq_expected) << t.name;
   EXPECT_GE(rnd_ns - seq_ns, 0.9 * (t.t_rp_ns + t.t_rcd_ns)) << t.name;
   EXPECT_GT(rnd->stats().row_misses, n * 9 / 10);
@@ -241,7 +243,9 @@ TEST_P(DramPresetTest, AveragedRefreshLosesTheSameBandwidthWithoutAPhase) {
 INSTANTIATE_TEST_SUITE_P(Presets, DramPresetTest,
                          ::testing::Values(isa::DramModel::kDdr4_3200, isa::DramModel::kLpddr4_4266,
                                            isa::DramModel::kHbm2),
-                         [](const auto& info) { return std::string(isa::kDramModelNames[static_cast<int>(info.param)]); });
+                         [](const auto& info) {
+                           return std::string(isa::kDramModelNames[static_cast<int>(info.param)]);
+                         });
 
 // A DRAM model seen only through the Dram interface (banked() is null), so that a burst loop takes the
 // generic path: one virtual access() per burst.
@@ -291,12 +295,10 @@ TEST(DmaBurstEngine, DirectBankedPathEqualsOneVirtualAccessPerBurst) {
       r.stride = {static_cast<int64_t>(r.row_bytes + gen() % 5000), static_cast<int64_t>(gen() % 40000), 0};
       const bool write = gen() % 3 == 0;
       std::vector<uint64_t> da, db;
-      const timing::DmaTransfer xa = a.run(r, write, start, *direct, [&](uint64_t, uint64_t, uint64_t done, uint32_t) {
-        da.push_back(done);
-      });
-      const timing::DmaTransfer xb = b.run(r, write, start, generic, [&](uint64_t, uint64_t, uint64_t done, uint32_t) {
-        db.push_back(done);
-      });
+      const timing::DmaTransfer xa = a.run(
+          r, write, start, *direct, [&](uint64_t, uint64_t, uint64_t done, uint32_t) { da.push_back(done); });
+      const timing::DmaTransfer xb = b.run(
+          r, write, start, generic, [&](uint64_t, uint64_t, uint64_t done, uint32_t) { db.push_back(done); });
       ASSERT_EQ(da, db) << t.name << " transfer " << i;
       ASSERT_EQ(xa.done_ps, xb.done_ps);
       ASSERT_EQ(xa.bursts.bursts, xb.bursts.bursts);

@@ -21,7 +21,8 @@ constexpr int64_t kN = 4096, kK = 4096;  // one [K x N] float32 weight: 64 MiB
 constexpr double kWeightBytes = 4.0 * kN * kK;
 
 std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("npusim_models_" + std::to_string(getpid()) + "_" + name)).string();
+  return (std::filesystem::temp_directory_path() / ("npusim_models_" + std::to_string(getpid()) + "_" + name))
+      .string();
 }
 
 // Writes the model from a child process, so the parent's peak RSS has never seen its bytes.
@@ -42,7 +43,8 @@ void write_model_in_child(const std::string& path, int64_t keep_bytes = -1) {
 double resident_bytes() {
   long pages = 0, resident = 0;
   FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr || std::fscanf(f, "%ld %ld", &pages, &resident) != 2) ADD_FAILURE() << "no /proc/self/statm";
+  if (f == nullptr || std::fscanf(f, "%ld %ld", &pages, &resident) != 2)
+    ADD_FAILURE() << "no /proc/self/statm";
   if (f != nullptr) std::fclose(f);
   return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE));
 }

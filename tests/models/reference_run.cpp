@@ -34,7 +34,8 @@ void write_npy(const std::string& path, const npusim::compiler::Tensor& t) {
   o.write(len_bytes, 2);
   o << header;
   const std::vector<float> values = t.to_float_vector();
-  o.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * sizeof(float)));
+  o.write(reinterpret_cast<const char*>(values.data()),
+          static_cast<std::streamsize>(values.size() * sizeof(float)));
   if (!o.flush()) throw std::runtime_error("cannot write " + path);
 }
 
@@ -56,7 +57,8 @@ int main(int argc, char** argv) {
     }
     const c::Graph g = c::import_onnx_file(argv[1], options);
     std::map<std::string, c::Tensor> inputs;
-    for (const std::string& in : g.inputs) inputs[in] = c::quant::read_npy_tensor(std::string(argv[2]) + "/" + in + ".npy");
+    for (const std::string& in : g.inputs)
+      inputs[in] = c::quant::read_npy_tensor(std::string(argv[2]) + "/" + in + ".npy");
     for (const auto& [name, t] : c::interpret(g, std::move(inputs))) {
       write_npy(std::string(argv[3]) + "/" + name + ".npy", t);
     }

@@ -68,7 +68,8 @@ Compiled compile_int8(const std::string& spec, const isa::NpuConfig& config, boo
 
 // Reads a value's elements from DRAM (or, on_chip, the input scratchpad: CompileResult::on_chip) in
 // logical (ONNX) order as integers (codes) or floats.
-std::vector<double> read_value(arch::datapath::MachineState& st, const compiler::HostTensor& t, bool on_chip = false) {
+std::vector<double> read_value(arch::datapath::MachineState& st, const compiler::HostTensor& t,
+                               bool on_chip = false) {
   const int64_t n = compiler::num_elements(t.shape);
   const int es = isa::dtype_bytes(t.dtype);
   // Physical strides: layout[i] is the logical dim at memory position i; a view (a Concat's slice its
@@ -99,8 +100,12 @@ std::vector<double> read_value(arch::datapath::MachineState& st, const compiler:
     const uint8_t* p = &raw[static_cast<size_t>(off * es)];
     double v = 0;
     switch (t.dtype) {
-      case isa::DType::kInt8: v = static_cast<int8_t>(*p); break;
-      case isa::DType::kUint8: v = *p; break;
+      case isa::DType::kInt8:
+        v = static_cast<int8_t>(*p);
+        break;
+      case isa::DType::kUint8:
+        v = *p;
+        break;
       case isa::DType::kInt16: {
         int16_t h;
         std::memcpy(&h, p, 2);
@@ -113,7 +118,9 @@ std::vector<double> read_value(arch::datapath::MachineState& st, const compiler:
         v = f;
         break;
       }
-      default: ADD_FAILURE() << t.name << ": unexpected storage dtype"; break;
+      default:
+        ADD_FAILURE() << t.name << ": unexpected storage dtype";
+        break;
     }
     out[static_cast<size_t>(k)] = v;
     for (size_t d = r; d-- > 0;) {
@@ -142,7 +149,8 @@ int check_bit_exact(const Compiled& c, const isa::NpuConfig& config, const q::Sa
   for (size_t i = 0; i < c.lowered.nodes.size(); ++i) {
     auto it = c.plan.layers.find(c.lowered.nodes[i].name);
     if (it != c.plan.layers.end()) layer_of[static_cast<uint32_t>(i)] = it->second.output;
-    if (vector_layers.count(c.lowered.nodes[i].name)) layer_of[static_cast<uint32_t>(i)] = c.lowered.nodes[i].outputs[0];
+    if (vector_layers.count(c.lowered.nodes[i].name))
+      layer_of[static_cast<uint32_t>(i)] = c.lowered.nodes[i].outputs[0];
   }
   std::map<std::string, std::vector<double>> snapshot;
   const auto& prog = c.result.program.instructions;
@@ -179,12 +187,13 @@ int check_bit_exact(const Compiled& c, const isa::NpuConfig& config, const q::Sa
     int64_t mismatches = 0;
     for (size_t k = 0; k < got.size() && k < want.codes.size(); ++k) {
       // A graph output is stored dequantized (fp32): the exact dequantized code.
-      const double w = where->dtype == isa::DType::kFp32 ? static_cast<double>(want.qparams.dequantize(want.codes[k]))
-                                                         : static_cast<double>(want.codes[k]);
+      const double w = where->dtype == isa::DType::kFp32
+                           ? static_cast<double>(want.qparams.dequantize(want.codes[k]))
+                           : static_cast<double>(want.codes[k]);
       mismatches += got[k] != w;
     }
-    EXPECT_EQ(mismatches, 0) << "layer " << name << " (" << L.output << "): " << mismatches << " of " << got.size()
-                             << " elements differ from the quantized reference";
+    EXPECT_EQ(mismatches, 0) << "layer " << name << " (" << L.output << "): " << mismatches << " of "
+                             << got.size() << " elements differ from the quantized reference";
     ++matrix_layers;
   }
   for (const compiler::Node& n : c.lowered.nodes) {
@@ -209,7 +218,8 @@ TEST(Int8Codegen, SmallCnnMatchesQuantizedReferenceBitExactly) {
       const Compiled c = compile_int8("demo", config, per_channel, symmetric);
       const auto samples = q::synthetic_samples(c.lowered, 2, 99);
       for (const auto& s : samples) {
-        EXPECT_EQ(check_bit_exact(c, config, s), 4) << "per_channel " << per_channel << " symmetric " << symmetric;
+        EXPECT_EQ(check_bit_exact(c, config, s), 4)
+            << "per_channel " << per_channel << " symmetric " << symmetric;
       }
     }
   }
@@ -354,12 +364,14 @@ TEST(Int8Codegen, MatMulOfTwoRuntimeOperandsRunsInt8OnTheArrayBitExactly) {
   // (zero point 0), so the array's integer sums need no runtime correction and the node runs int8 --
   // also on an int8-only array (tpu-v1, gemmini), where it would otherwise fall back to the host.
   isa::NpuConfig int8_only;
-  int8_only.systolic_array.fp32_rate = int8_only.systolic_array.fp16_rate = int8_only.systolic_array.bf16_rate = 0;
+  int8_only.systolic_array.fp32_rate = int8_only.systolic_array.fp16_rate =
+      int8_only.systolic_array.bf16_rate = 0;
   struct Case {
     Shape a, b, y;
   };
-  for (const Case& k : {Case{{2, 8, 16}, {2, 16, 8}, {2, 8, 8}}, Case{{2, 3, 5, 16}, {2, 3, 16, 7}, {2, 3, 5, 7}},
-                        Case{{3, 4, 24}, {24, 9}, {3, 4, 9}}}) {
+  for (const Case& k :
+       {Case{{2, 8, 16}, {2, 16, 8}, {2, 8, 8}}, Case{{2, 3, 5, 16}, {2, 3, 16, 7}, {2, 3, 5, 7}},
+        Case{{3, 4, 24}, {24, 9}, {3, 4, 9}}}) {
     Compiled c;
     c.imported = runtime_matmul(k.a, k.b, k.y);
     c.lowered = c.imported;
@@ -380,7 +392,8 @@ TEST(Int8Codegen, MatMulOfTwoRuntimeOperandsRunsInt8OnTheArrayBitExactly) {
       bool int8_matmul = false;
       for (const auto& l : c.result.layers) int8_matmul |= l.mapping.rfind("int8 MATMUL", 0) == 0;
       EXPECT_TRUE(int8_matmul);
-      for (const auto& s : q::synthetic_samples(c.lowered, 2, 21)) EXPECT_EQ(check_bit_exact(c, config, s), 1);
+      for (const auto& s : q::synthetic_samples(c.lowered, 2, 21))
+        EXPECT_EQ(check_bit_exact(c, config, s), 1);
     }
   }
 }
@@ -399,7 +412,8 @@ TEST(Int8Codegen, MatMulOfRuntimeOperandsWithAZeroPointFallsBackToTheHostOnAnInt
   plan.values.at("a").zero_point = 3;
   plan.values.at("a").dtype = isa::DType::kUint8;
   isa::NpuConfig int8_only;
-  int8_only.systolic_array.fp32_rate = int8_only.systolic_array.fp16_rate = int8_only.systolic_array.bf16_rate = 0;
+  int8_only.systolic_array.fp32_rate = int8_only.systolic_array.fp16_rate =
+      int8_only.systolic_array.bf16_rate = 0;
   compiler::CompileOptions opt;
   opt.plan = &plan;
   const compiler::CompileResult r = compiler::compile(g, int8_only, opt);
@@ -447,7 +461,8 @@ TEST(Int8Codegen, PreQuantizedTorchModelsRunWithTheirOwnScalesAndWeightsBitExact
   };
   const std::vector<Case> cases = {
       {src + "/tests/compiler/quant/data/qdq_tiny.onnx", src + "/tests/compiler/quant/data/input.npy", 4},
-      {src + "/tests/quant_e2e/data/qdq_resblock.onnx", src + "/tests/quant_e2e/data/qdq_resblock_input.npy", 5}};
+      {src + "/tests/quant_e2e/data/qdq_resblock.onnx", src + "/tests/quant_e2e/data/qdq_resblock_input.npy",
+       5}};
   for (const Case& k : cases) {
     const Compiled c = compile_prequantized(k.model, config);
     EXPECT_EQ(c.plan.calibration.method, "model") << k.model;
@@ -478,8 +493,8 @@ TEST(Int8Codegen, PreQuantizedTorchModelsRunWithTheirOwnScalesAndWeightsBitExact
 TEST(Int8Codegen, PreQuantizedModelKeepsItsQuantizationPointsThroughThePasses) {
   // The model quantizes conv3's output before the residual add: the add is not fused into conv3 (that
   // would skip a rounding the model specifies); it runs as an int8 node with the model's scales.
-  const Compiled c = compile_prequantized(std::string(NPUSIM_SOURCE_DIR) + "/tests/quant_e2e/data/qdq_resblock.onnx",
-                                          isa::NpuConfig{});
+  const Compiled c = compile_prequantized(
+      std::string(NPUSIM_SOURCE_DIR) + "/tests/quant_e2e/data/qdq_resblock.onnx", isa::NpuConfig{});
   bool add = false;
   for (const auto& n : c.lowered.nodes) {
     if (n.op_type == "Conv") {
@@ -497,14 +512,16 @@ TEST(Int8Codegen, PreQuantizedModelKeepsItsQuantizationPointsThroughThePasses) {
   // pool selects on the codes themselves; no fp32 DRAM copies for them.
   std::map<std::string, std::string> mapping;
   for (const auto& l : c.result.layers) mapping[l.op] += l.mapping + "; ";
-  EXPECT_NE(mapping["Add"].find("int8 codes converted in the tile loop"), std::string::npos) << mapping["Add"];
+  EXPECT_NE(mapping["Add"].find("int8 codes converted in the tile loop"), std::string::npos)
+      << mapping["Add"];
   EXPECT_NE(mapping["Relu"].find("on int8 codes"), std::string::npos) << mapping["Relu"];
   EXPECT_NE(mapping["MaxPool"].find("on int8 codes"), std::string::npos) << mapping["MaxPool"];
   for (const auto& ins : c.result.program.instructions) {
     if (ins.opcode != isa::Opcode::kStore) continue;
     const std::string& op = c.lowered.nodes.at(ins.layer()).op_type;
     if (op == "Add" || op == "Relu" || op == "MaxPool") {
-      EXPECT_NE(static_cast<isa::DType>(ins.get(isa::Field::kDtype)), isa::DType::kFp32) << op << " stores fp32";
+      EXPECT_NE(static_cast<isa::DType>(ins.get(isa::Field::kDtype)), isa::DType::kFp32)
+          << op << " stores fp32";
     }
   }
 }
@@ -541,7 +558,9 @@ TEST(Int8Codegen, MutatedPreQuantizedModelsAreAClearErrorOrRunNeverACrash) {
       } else {
         int64_t lo, hi;
         compiler::interp::integer_range(t.dtype, lo, hi);
-        for (auto& v : t.i) v = (rng() % 2) ? lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi - lo + 1)) : (rng() % 2 ? lo : hi);
+        for (auto& v : t.i)
+          v = (rng() % 2) ? lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi - lo + 1))
+                          : (rng() % 2 ? lo : hi);
       }
       node->attrs.at("value").value = t;
       (void)k;
@@ -599,13 +618,14 @@ void expect_stores_codes(const Compiled& k, const std::string& op) {
   for (const auto& ins : k.result.program.instructions) {
     if (ins.opcode != isa::Opcode::kStore || k.lowered.nodes.at(ins.layer()).op_type != op) continue;
     const auto dt = static_cast<isa::DType>(ins.get(isa::Field::kDtype));
-    EXPECT_TRUE(dt == isa::DType::kUint8 || dt == isa::DType::kInt8) << op << ": " << isa::kDTypeNames[static_cast<size_t>(dt)];
+    EXPECT_TRUE(dt == isa::DType::kUint8 || dt == isa::DType::kInt8)
+        << op << ": " << isa::kDTypeNames[static_cast<size_t>(dt)];
   }
 }
 
 // The graph outputs (fp32) of a compiled program run in program order on the datapath.
-std::map<std::string, std::vector<float>> run_outputs(const compiler::CompileResult& r, const isa::NpuConfig& config,
-                                                      const q::Sample& sample) {
+std::map<std::string, std::vector<float>> run_outputs(const compiler::CompileResult& r,
+                                                      const isa::NpuConfig& config, const q::Sample& sample) {
   arch::datapath::MachineState st(config, r.program);
   for (const auto& b : r.program.tensors) {
     if (b.role != isa::TensorBinding::Role::kInput) continue;
@@ -645,7 +665,7 @@ TEST(Int8Codegen, ConcatInputsShareQParamsAndTheConcatMovesCodes) {
   auto cat = b.node("Concat", {a, c, a}, "cat", {1, 12, 6, 6}, {{"axis", compiler::testing::attr_i(1)}});
   b.output(b.node("Conv", {cat, b.random_constant("wd", {2, 12, 1, 1}, 3, -0.5f, 0.5f)}, "y", {1, 2, 6, 6}));
   Compiled k = lower_and_plan_int8(b, 4);
-  const q::QParams& qa = k.plan.values.at("a"), &qc = k.plan.values.at("c"), &qcat = k.plan.values.at("cat");
+  const q::QParams &qa = k.plan.values.at("a"), &qc = k.plan.values.at("c"), &qcat = k.plan.values.at("cat");
   EXPECT_EQ(qa.scale, qcat.scale);
   EXPECT_EQ(qc.scale, qcat.scale);
   EXPECT_EQ(qa.zero_point, qcat.zero_point);
@@ -657,10 +677,12 @@ TEST(Int8Codegen, ConcatInputsShareQParamsAndTheConcatMovesCodes) {
   for (const auto& ins : k.result.program.instructions) {
     if (ins.opcode != isa::Opcode::kStore || k.lowered.nodes.at(ins.layer()).op_type != "Concat") continue;
     concat_seen = true;
-    EXPECT_NE(static_cast<isa::DType>(ins.get(isa::Field::kDtype)), isa::DType::kFp32) << "the Concat stores fp32";
+    EXPECT_NE(static_cast<isa::DType>(ins.get(isa::Field::kDtype)), isa::DType::kFp32)
+        << "the Concat stores fp32";
   }
   EXPECT_TRUE(concat_seen);
-  for (const auto& sample : q::synthetic_samples(k.lowered, 2, 8)) EXPECT_EQ(check_bit_exact(k, config, sample), 3);
+  for (const auto& sample : q::synthetic_samples(k.lowered, 2, 8))
+    EXPECT_EQ(check_bit_exact(k, config, sample), 3);
 }
 
 TEST(Int8Codegen, ConcatWithAConstantInputCompilesAndStaysExact) {
@@ -675,7 +697,8 @@ TEST(Int8Codegen, ConcatWithAConstantInputCompilesAndStaysExact) {
   b.output(b.node("MatMul", {cat, b.random_constant("wo", {8, 3}, 3, -0.5f, 0.5f)}, "y", {1, 5, 3}));
   Compiled k = lower_and_plan_int8(b, 2);
   isa::NpuConfig int8_only;
-  int8_only.systolic_array.fp32_rate = int8_only.systolic_array.fp16_rate = int8_only.systolic_array.bf16_rate = 0;
+  int8_only.systolic_array.fp32_rate = int8_only.systolic_array.fp16_rate =
+      int8_only.systolic_array.bf16_rate = 0;
   for (const isa::NpuConfig& config : {isa::NpuConfig{}, int8_only}) {
     compiler::CompileOptions opt;
     opt.plan = &k.plan;
@@ -683,7 +706,8 @@ TEST(Int8Codegen, ConcatWithAConstantInputCompilesAndStaysExact) {
     // The MatMul writes its codes in place (a contiguous slice); the Concat quantizes only the token.
     for (const auto& l : k.result.layers) {
       if (l.op == "Concat") {
-        EXPECT_NE(l.mapping.find("1 constant input(s) from data segments quantized"), std::string::npos) << l.mapping;
+        EXPECT_NE(l.mapping.find("1 constant input(s) from data segments quantized"), std::string::npos)
+            << l.mapping;
       }
       if (l.name == "e_node") {
         EXPECT_NE(l.mapping.find("written in place"), std::string::npos) << l.mapping;
@@ -738,7 +762,8 @@ TEST(Int8Codegen, RowwiseLayerNormAndSoftmaxConvertCodesOnceAndMatchTheReference
       }
     }
     for (const auto& sample : q::synthetic_samples(k.lowered, 2, 9))
-      EXPECT_EQ(check_bit_exact(k, config, sample, {}, {"n_node", "s_node"}), 2) << params << " LayerNorm parameters";
+      EXPECT_EQ(check_bit_exact(k, config, sample, {}, {"n_node", "s_node"}), 2)
+          << params << " LayerNorm parameters";
   }
 }
 
@@ -786,7 +811,10 @@ Compiled prequantized_concat(float a_scale, int32_t a_zp) {
     p.scale = scale, p.zero_point = zp, p.dtype = isa::DType::kUint8;
     return p;
   };
-  mq.values = {{"x", qp(0.03f, 128)}, {"a", qp(a_scale, a_zp)}, {"c", qp(0.017f, 131)}, {"cat", qp(0.02f, 127)},
+  mq.values = {{"x", qp(0.03f, 128)},
+               {"a", qp(a_scale, a_zp)},
+               {"c", qp(0.017f, 131)},
+               {"cat", qp(0.02f, 127)},
                {"y", qp(0.05f, 128)}};
   for (const auto& [v, p] : mq.values) k.imported.values.at(v).materialized = true;
   k.lowered = k.imported;
@@ -821,17 +849,19 @@ TEST(Int8Codegen, ConcatOfDifferentlyQuantizedInputsRequantizesInItsTileLoop) {
     if (ins.opcode == isa::Opcode::kStore && k.lowered.nodes.at(ins.layer()).op_type == "Concat") {
       EXPECT_EQ(static_cast<isa::DType>(ins.get(isa::Field::kDtype)), isa::DType::kUint8);
     }
-  for (const auto& sample : q::synthetic_samples(k.lowered, 2, 17)) EXPECT_EQ(check_bit_exact(k, config, sample), 3);
+  for (const auto& sample : q::synthetic_samples(k.lowered, 2, 17))
+    EXPECT_EQ(check_bit_exact(k, config, sample), 3);
 }
 
 // A BatchNormalization `y` of x (NCHW `shape`) with random parameters (positive scales and variances).
 std::string random_batchnorm(compiler::testing::GraphBuilder& b, const std::string& x, const std::string& y,
                              const Shape& shape, uint32_t seed) {
   const int64_t c = shape[1];
-  return b.node("BatchNormalization",
-                {x, b.random_constant(y + "_g", {c}, seed + 1, 0.5f, 1.5f), b.random_constant(y + "_b", {c}, seed + 2),
-                 b.random_constant(y + "_m", {c}, seed + 3), b.random_constant(y + "_v", {c}, seed + 4, 0.5f, 2.0f)},
-                y, shape);
+  return b.node(
+      "BatchNormalization",
+      {x, b.random_constant(y + "_g", {c}, seed + 1, 0.5f, 1.5f), b.random_constant(y + "_b", {c}, seed + 2),
+       b.random_constant(y + "_m", {c}, seed + 3), b.random_constant(y + "_v", {c}, seed + 4, 0.5f, 2.0f)},
+      y, shape);
 }
 
 TEST(Int8Codegen, UnfoldedBatchNormsRunOnCodesInOnePassBitExactly) {
@@ -867,17 +897,20 @@ TEST(Int8Codegen, UnfoldedBatchNormsRunOnCodesInOnePassBitExactly) {
     const Compiled k = compile_graph_int8(g, config);
     int bns = 0;
     for (const auto& l : k.result.layers) {
-      EXPECT_TRUE(l.op != "Mul" && l.op != "Add" && l.op != "Relu" && l.op != "Clip" && l.op != "Sigmoid") << l.op;
+      EXPECT_TRUE(l.op != "Mul" && l.op != "Add" && l.op != "Relu" && l.op != "Clip" && l.op != "Sigmoid")
+          << l.op;
       if (l.op != "BatchNormalization") continue;
       ++bns;
       EXPECT_EQ(k.plan.precision_of(l.name), q::Precision::kInt8) << l.name;
       const bool folded = l.mapping.find("Sigmoid") == std::string::npos;
-      EXPECT_NE(l.mapping.find(folded ? "codes in and out" : "codes converted in the tile loop"), std::string::npos)
+      EXPECT_NE(l.mapping.find(folded ? "codes in and out" : "codes converted in the tile loop"),
+                std::string::npos)
           << l.mapping;
     }
     EXPECT_EQ(bns, 4);
     expect_stores_codes(k, "BatchNormalization");  // no fp32 DRAM copies around the BNs
-    for (const auto& sample : q::synthetic_samples(k.lowered, 2, 23)) EXPECT_EQ(check_bit_exact(k, config, sample), 5);
+    for (const auto& sample : q::synthetic_samples(k.lowered, 2, 23))
+      EXPECT_EQ(check_bit_exact(k, config, sample), 5);
   }
 }
 
@@ -907,7 +940,8 @@ TEST(Int8Codegen, ConstantPadMovesCodesWithItsHaloTheValuesCode) {
     const isa::NpuConfig config;
     const Compiled k = compile_graph_int8(b.build(), config);
     expect_one_layer_storing_codes(k, "Pad", "LOAD halo");
-    for (const auto& sample : q::synthetic_samples(k.lowered, 2, 29)) EXPECT_EQ(check_bit_exact(k, config, sample), 2);
+    for (const auto& sample : q::synthetic_samples(k.lowered, 2, 29))
+      EXPECT_EQ(check_bit_exact(k, config, sample), 2);
   }
 }
 
@@ -950,16 +984,19 @@ TEST(Int8Codegen, LayoutTransposesOfFloatGraphIOConvertCodesInTheirTileLoop) {
   // (A third Transpose, the conv's NHWC output back to NCHW for `y`, moves codes as they are.)
   std::set<std::string> converting;
   for (const auto& l : k.result.layers)
-    if (l.op == "Transpose" && l.mapping.find("converted in the tile loop") != std::string::npos) converting.insert(l.name);
+    if (l.op == "Transpose" && l.mapping.find("converted in the tile loop") != std::string::npos)
+      converting.insert(l.name);
   EXPECT_EQ(converting, (std::set<std::string>{"layout_0_x", "Transpose_1"}));  // Transpose_1 makes y
   // The input's layout change stores codes only, and no other layer converts the conv's input.
   for (const auto& ins : k.result.program.instructions) {
     const compiler::Node& n = k.lowered.nodes.at(ins.layer());
     if (ins.opcode != isa::Opcode::kStore || n.op_type != "Transpose" || n.inputs[0] != "x") continue;
     const auto dt = static_cast<isa::DType>(ins.get(isa::Field::kDtype));
-    EXPECT_TRUE(dt == isa::DType::kUint8 || dt == isa::DType::kInt8) << isa::kDTypeNames[static_cast<size_t>(dt)];
+    EXPECT_TRUE(dt == isa::DType::kUint8 || dt == isa::DType::kInt8)
+        << isa::kDTypeNames[static_cast<size_t>(dt)];
   }
-  for (const auto& sample : q::synthetic_samples(k.lowered, 2, 31)) EXPECT_EQ(check_bit_exact(k, config, sample), 1);
+  for (const auto& sample : q::synthetic_samples(k.lowered, 2, 31))
+    EXPECT_EQ(check_bit_exact(k, config, sample), 1);
 }
 
 TEST(Int8Codegen, DepthwiseSearchSimulatesTheBestTileOfEveryChannelChunk) {
@@ -971,7 +1008,9 @@ TEST(Int8Codegen, DepthwiseSearchSimulatesTheBestTileOfEveryChannelChunk) {
   t::GraphBuilder b;
   auto x = b.input("x", {1, 96, 112, 112});
   auto a = b.node("Conv", {x, b.random_constant("w", {96, 1, 3, 3}, 1, -0.5f, 0.5f)}, "a", {1, 96, 56, 56},
-                  {{"pads", t::attr_ints({1, 1, 1, 1})}, {"strides", t::attr_ints({2, 2})}, {"group", t::attr_i(96)},
+                  {{"pads", t::attr_ints({1, 1, 1, 1})},
+                   {"strides", t::attr_ints({2, 2})},
+                   {"group", t::attr_i(96)},
                    {"kernel_shape", t::attr_ints({3, 3})}});
   b.output(b.node("Clip", {a, b.scalar("lo", 0.0f), b.scalar("hi", 6.0f)}, "y", {1, 96, 56, 56}));
   Compiled k;
@@ -1016,7 +1055,8 @@ TEST(Int8Codegen, AReluSharingItsInputsQParamsClampsTheCodesInOnePass) {
       EXPECT_EQ(static_cast<isa::VecOp>(ins.get(isa::Field::kVop)), isa::VecOp::kClip);
     }
   }
-  for (const auto& sample : q::synthetic_samples(k.lowered, 2, 31)) EXPECT_EQ(check_bit_exact(k, config, sample), 2);
+  for (const auto& sample : q::synthetic_samples(k.lowered, 2, 31))
+    EXPECT_EQ(check_bit_exact(k, config, sample), 2);
 }
 
 // Gemmini as configs/gemmini.yaml describes it, at DIM x DIM with a shared scratchpad of spad_kib and an
@@ -1104,7 +1144,6 @@ TEST(Int8Codegen, GemminiPolicyPicksGemminisTilesAndStaysBitExact) {
   }
 }
 
-
 TEST(Int8Codegen, ConcatsFoldedIntoTheirProducersStoresGiveTheUnfoldedProgramsBitsExactly) {
   // DenseNet's block in int8: stem conv -> max pool (x0) -> [Concat(x0, f1..fk) -> BN+Relu -> 3x3 conv fk+1]
   // x 3 -> Concat of all. Calibration gives the Concats and the feature maps one QParams, but the max
@@ -1114,8 +1153,8 @@ TEST(Int8Codegen, ConcatsFoldedIntoTheirProducersStoresGiveTheUnfoldedProgramsBi
   namespace t = compiler::testing;
   t::GraphBuilder b;
   auto x = b.input("x", {1, 3, 10, 8});
-  auto stem = b.node("Conv", {x, b.random_constant("ws", {8, 3, 3, 3}, 1, -0.5f, 0.5f)}, "stem", {1, 8, 10, 8},
-                     {{"pads", t::attr_ints({1, 1, 1, 1})}});
+  auto stem = b.node("Conv", {x, b.random_constant("ws", {8, 3, 3, 3}, 1, -0.5f, 0.5f)}, "stem",
+                     {1, 8, 10, 8}, {{"pads", t::attr_ints({1, 1, 1, 1})}});
   auto x0 = b.node("MaxPool", {stem}, "x0", {1, 8, 5, 4},
                    {{"kernel_shape", t::attr_ints({2, 2})}, {"strides", t::attr_ints({2, 2})}});
   std::vector<std::string> feats = {x0};
@@ -1126,8 +1165,8 @@ TEST(Int8Codegen, ConcatsFoldedIntoTheirProducersStoresGiveTheUnfoldedProgramsBi
     auto cat = b.node("Concat", feats, "cat" + k, {1, c, 5, 4}, {{"axis", t::attr_i(1)}});
     auto bn = random_batchnorm(b, cat, "bn" + k, {1, c, 5, 4}, seed);
     auto h = b.node("Relu", {bn}, "h" + k, {1, c, 5, 4});
-    feats.push_back(b.node("Conv", {h, b.random_constant("w" + k, {4, c, 3, 3}, seed + 5, -0.5f, 0.5f)}, "f" + k,
-                           {1, 4, 5, 4}, {{"pads", t::attr_ints({1, 1, 1, 1})}}));
+    feats.push_back(b.node("Conv", {h, b.random_constant("w" + k, {4, c, 3, 3}, seed + 5, -0.5f, 0.5f)},
+                           "f" + k, {1, 4, 5, 4}, {{"pads", t::attr_ints({1, 1, 1, 1})}}));
   }
   auto out = b.node("Concat", feats, "out", {1, 20, 5, 4}, {{"axis", t::attr_i(1)}});
   b.output(b.node("Conv", {out, b.random_constant("wy", {3, 20, 1, 1}, 7, -0.5f, 0.5f)}, "y", {1, 3, 5, 4}));
@@ -1211,9 +1250,9 @@ Compiled squeeze_excitation_int8() {
 
 TEST(Int8Codegen, SqueezeExcitationGroupRunsInTheAccumulatorAndGivesTheUnfusedProgramsBitsExactly) {
   // The pool and the Mul convert codes in their tile loops with the fp32 work in the accumulator buffer;
-  // the pool holds the block's input in SRAM for the Mul (compiler/backend/fusion/se_fusion.h). Every value is
-  // the quantized reference's code, and the outputs equal those of the program without the group, bit
-  // for bit.
+  // the pool holds the block's input in SRAM for the Mul (compiler/backend/fusion/se_fusion.h). Every value
+  // is the quantized reference's code, and the outputs equal those of the program without the group, bit for
+  // bit.
   Compiled k = squeeze_excitation_int8();
   const isa::NpuConfig config;
   compiler::CompileOptions opt;
@@ -1243,7 +1282,6 @@ TEST(Int8Codegen, SqueezeExcitationGroupRunsInTheAccumulatorAndGivesTheUnfusedPr
   }
 }
 
-
 // Cosine between two equally long vectors.
 double cosine(const std::vector<float>& a, const std::vector<float>& b) {
   double ab = 0, aa = 0, bb = 0;
@@ -1267,7 +1305,8 @@ void expect_int8_conv_transposes(const Compiled& k, const isa::NpuConfig& config
   for (const compiler::Node& n : k.lowered.nodes) {
     if (n.op_type != "ConvTranspose") continue;
     ++transposes;
-    EXPECT_EQ(k.plan.precision_of(n.name), q::Precision::kInt8) << what << ": " << k.plan.nodes.at(n.name).reason;
+    EXPECT_EQ(k.plan.precision_of(n.name), q::Precision::kInt8)
+        << what << ": " << k.plan.nodes.at(n.name).reason;
     EXPECT_TRUE(k.plan.layers.count(n.name)) << what;
   }
   EXPECT_GE(transposes, 1) << what;
@@ -1336,10 +1375,10 @@ TEST(Int8Codegen, ConvTransposesRunInInt8OnTheArrayBitExactlyInEveryForm) {
   std::map<std::string, compiler::Attribute> attrs = {{"strides", t::attr_ints({2, 2})},
                                                       {"pads", t::attr_ints({1, 1, 1, 1})},
                                                       {"output_padding", t::attr_ints({1, 1})}};
-  const std::string y1 = b.node("ConvTranspose", {x, b.random_constant("w1", {8, 6, 3, 3}, 5, -0.5f, 0.5f)}, "y1",
-                                {1, 6, 12, 12}, attrs);
-  const std::string y2 = b.node("ConvTranspose", {x, b.random_constant("w2", {8, 6, 3, 3}, 6, -0.5f, 0.5f)}, "y2",
-                                {1, 6, 12, 12}, attrs);
+  const std::string y1 = b.node("ConvTranspose", {x, b.random_constant("w1", {8, 6, 3, 3}, 5, -0.5f, 0.5f)},
+                                "y1", {1, 6, 12, 12}, attrs);
+  const std::string y2 = b.node("ConvTranspose", {x, b.random_constant("w2", {8, 6, 3, 3}, 6, -0.5f, 0.5f)},
+                                "y2", {1, 6, 12, 12}, attrs);
   b.output(b.node("Add", {y1, y2}, "s", {1, 6, 12, 12}));
   Compiled k = lower_and_plan_int8(b, 4);
   int residuals = 0;
@@ -1358,9 +1397,10 @@ TEST(Int8Codegen, OnnxConvTransposeNodeTestsRunInInt8NearTheirExpectedOutputs) {
   // reference's and the output the test's expected one within the int8 rounding (cosine >= 0.999).
   const std::string dir = "/usr/share/libonnx-testdata/data/node/";
   const isa::NpuConfig config;
-  for (const char* name : {"test_convtranspose", "test_convtranspose_autopad_same", "test_convtranspose_dilations",
-                           "test_convtranspose_kernel_shape", "test_convtranspose_output_shape",
-                           "test_convtranspose_pad", "test_convtranspose_pads", "test_convtranspose_with_kernel"}) {
+  for (const char* name :
+       {"test_convtranspose", "test_convtranspose_autopad_same", "test_convtranspose_dilations",
+        "test_convtranspose_kernel_shape", "test_convtranspose_output_shape", "test_convtranspose_pad",
+        "test_convtranspose_pads", "test_convtranspose_with_kernel"}) {
     const std::string test = dir + name + "/";
     Compiled k;
     k.imported = compiler::import_onnx_file(test + "model.onnx");
@@ -1377,7 +1417,8 @@ TEST(Int8Codegen, OnnxConvTransposeNodeTestsRunInInt8NearTheirExpectedOutputs) {
     k.plan = q::resolve_plan(k.lowered, spec, &k.imported);
     q::QuantOptions quant;
     quant.calibration.method = q::CalibrationMethod::kMinMax;
-    q::quantize_plan(k.lowered, k.plan, q::collect_statistics(k.lowered, {sample}, quant.calibration.bins), quant);
+    q::quantize_plan(k.lowered, k.plan, q::collect_statistics(k.lowered, {sample}, quant.calibration.bins),
+                     quant);
     compiler::CompileOptions opt;
     opt.plan = &k.plan;
     k.result = compiler::compile(k.lowered, config, opt);

@@ -181,7 +181,8 @@ TEST(SpecText, ProgramsWithoutEnergyKeysLoadWithTheirDefaults) {
   c.energy.mac_pj[0] = 7;
   std::string old;
   for (const std::string& l : lines_of(isa::to_spec_text(c)))
-    if (l.rfind("technology.", 0) != 0 && l.rfind("energy.", 0) != 0 && l.rfind("area.", 0) != 0) old += l + "\n";
+    if (l.rfind("technology.", 0) != 0 && l.rfind("energy.", 0) != 0 && l.rfind("area.", 0) != 0)
+      old += l + "\n";
   const isa::NpuConfig back = isa::from_spec_text(old);
   EXPECT_EQ(back.systolic_array.rows, 8);
   EXPECT_EQ(back.energy.mac_pj[0], isa::NpuConfig{}.energy.mac_pj[0]);

@@ -65,13 +65,15 @@ std::string vector_and_host_probe() {
            " dtype=fp32 dtype_out=fp32 src1_buf=input src1=0x0 dst_buf=acc "
            "dst=0x4000 d0=8 d1=8 d2=8 win_h=2 win_w=2 str_h=2 str_w=2\n";
     } else if (op == "output") {
-      s += "VEC layer=vec" + wait +
-           " op=output dtype=fp32 dtype_out=fp16 src1_buf=input src1=0x0 src2_buf=weight src2=0x0 dst_buf=acc "
-           "dst=0x4000 d0=64 d1=8 d2=1 bcast=row\n";
+      s +=
+          "VEC layer=vec" + wait +
+          " op=output dtype=fp32 dtype_out=fp16 src1_buf=input src1=0x0 src2_buf=weight src2=0x0 dst_buf=acc "
+          "dst=0x4000 d0=64 d1=8 d2=1 bcast=row\n";
     } else if (op == "dwconv") {
-      s += "VEC layer=vec" + wait +
-           " op=dwconv dtype=fp32 dtype_out=fp32 src1_buf=input src1=0x0 src2_buf=weight src2=0x0 dst_buf=acc "
-           "dst=0x4000 d0=8 d1=8 d2=8 win_h=3 win_w=3 str_h=1 str_w=1\n";
+      s +=
+          "VEC layer=vec" + wait +
+          " op=dwconv dtype=fp32 dtype_out=fp32 src1_buf=input src1=0x0 src2_buf=weight src2=0x0 dst_buf=acc "
+          "dst=0x4000 d0=8 d1=8 d2=8 win_h=3 win_w=3 str_h=1 str_w=1\n";
     } else {
       s += "VEC layer=vec" + wait + " op=" + op +
            " dtype=fp32 dtype_out=fp32 src1_buf=input src1=0x0 "
@@ -231,9 +233,10 @@ TEST(ConfigKeys, PipelinedFoldsOnAnArrayThatCannotPipelineAreRejected) {
                 .find("x.yaml:3:20: systolic_array.pipelined_folds does not apply to this array (an "
                       "output-stationary array"),
             std::string::npos);
-  EXPECT_NE(message("systolic_array:\n  double_buffered: false\n", {"systolic_array.pipelined_folds=true"})
-                .find("--set: systolic_array.pipelined_folds does not apply to this array (pipelined folds load"),
-            std::string::npos);
+  EXPECT_NE(
+      message("systolic_array:\n  double_buffered: false\n", {"systolic_array.pipelined_folds=true"})
+          .find("--set: systolic_array.pipelined_folds does not apply to this array (pipelined folds load"),
+      std::string::npos);
   // A preset that pipelines, swept over the dataflow: the later layer decides, no error.
   EXPECT_EQ(message("systolic_array:\n  pipelined_folds: true\n", {"systolic_array.dataflow=os"}), "");
   EXPECT_EQ(message("systolic_array:\n  dataflow: os\n  pipelined_folds: false\n", {}), "");

@@ -123,9 +123,10 @@ TEST(DynamicPolicies, OverflowSplitsTruncatesOrNamesTheRow) {
     simulate_policy(Policy::kPad, rs, seq_profiles(), m.cost(), o, "r.csv");
     FAIL() << "no error";
   } catch (const OverflowError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "r.csv:2: request seq=600 fits no profile (profiles: seq=64, seq=128, seq=256); --on-overflow split "
-              "or truncate serves it");
+    EXPECT_EQ(
+        std::string(e.what()),
+        "r.csv:2: request seq=600 fits no profile (profiles: seq=64, seq=128, seq=256); --on-overflow split "
+        "or truncate serves it");
   }
 }
 
@@ -149,7 +150,8 @@ TEST(DynamicPolicies, RecompileCompilesNewShapesOnceAndEvictsLeastRecentlyUsed) 
   // Measured compile time x host factor when no per-layer cost is given.
   o.compile_ms_per_layer.reset();
   o.compile_host_factor = 3;
-  const PolicyResult measured = simulate_policy(Policy::kRecompile, stream({{100, 0}}), seq_profiles(), m.cost(), o, "r.csv");
+  const PolicyResult measured =
+      simulate_policy(Policy::kRecompile, stream({{100, 0}}), seq_profiles(), m.cost(), o, "r.csv");
   EXPECT_NEAR(measured.compile_ms, 1500, 1e-9);
 }
 

@@ -175,8 +175,7 @@ TEST(HtmlReport, OmitsWhatAReportWithoutTheCompilersViewLacks) {
   std::string r = report(2);
   for (const std::string& cut :
        {std::string(", \"precision\": \"int8\""), std::string(", \"bound_cycles\": 500"),
-        std::string(", \"compiled_bound_cycles\": 500"),
-        std::string(", \"efficiency\": 0.5")}) {
+        std::string(", \"compiled_bound_cycles\": 500"), std::string(", \"efficiency\": 0.5")}) {
     for (size_t at = r.find(cut); at != std::string::npos; at = r.find(cut)) r.erase(at, cut.size());
   }
   const std::string page = html_report(r, "r.json");

@@ -10,8 +10,8 @@
 
 #include "sim/cli/diff.h"
 #include "sim/report/report_file.h"
-#include "traces/report_paths.h"
 #include "tests/sim/rich_report.h"
+#include "traces/report_paths.h"
 
 namespace npusim::sim {
 namespace {
@@ -84,10 +84,11 @@ TEST(ReportReader, AFieldOfTheWrongTypeIsAReportReadErrorNamingIt) {
 
 // The reader walks the same declaration as the writer: an absent object is skipped, the rest still read.
 TEST(ReportReader, AnAbsentObjectBeforeAListLeavesTheListReadable) {
-  const traces::Report back = read_report(parse_report(
-      "{\"total_cycles\": 9, \"energy\": null, \"units\": {\"matrix\": {\"busy\": 4}}, "
-      "\"layers\": [{\"name\": \"a\", \"placement\": \"host\"}, {\"name\": \"b\"}], \"sim\": {\"instructions\": 3}}",
-      "partial.json"));
+  const traces::Report back = read_report(
+      parse_report("{\"total_cycles\": 9, \"energy\": null, \"units\": {\"matrix\": {\"busy\": 4}}, "
+                   "\"layers\": [{\"name\": \"a\", \"placement\": \"host\"}, {\"name\": \"b\"}], \"sim\": "
+                   "{\"instructions\": 3}}",
+                   "partial.json"));
   ASSERT_EQ(back.units.size(), 1u);
   EXPECT_EQ(back.units[0].name, "matrix");
   EXPECT_EQ(back.units[0].busy, 4u);

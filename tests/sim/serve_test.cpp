@@ -382,15 +382,17 @@ TEST(Scheduler, CoRunSlowdownsOfTheShorterRunAreItsWholeRunsAndOfTheLongerTheOve
 
 TEST(Scenario, AModelsOwnSetKeepsItsKeysAndRefusesSharedOnes) {
   const Scenario s = parse_scenario_text(
-      "models:\n  - {name: a, model: demo, set: [systolic_array.rows=16, lowering.conv=im2col], arrival: {type: "
+      "models:\n  - {name: a, model: demo, set: [systolic_array.rows=16, lowering.conv=im2col], arrival: "
+      "{type: "
       "periodic, period_ms: 1}}\n",
       "s.yaml", ".");
   EXPECT_EQ(s.models[0].sets, (std::vector<std::string>{"systolic_array.rows=16", "lowering.conv=im2col"}));
   EXPECT_EQ(s.models[0].set_line, 2);
   EXPECT_EQ(s.models[0].set_column, 33);
-  EXPECT_EQ(errors_of(kModel + "    set: [host.cpu_gops=1]\n    arrival: {type: periodic, period_ms: 1}\n"),
-            "s.yaml:4:11: models[0].set: 'host.cpu_gops' is shared by every model of the NPU (or describes the "
-            "whole chip); set it in the scenario's set");
+  EXPECT_EQ(
+      errors_of(kModel + "    set: [host.cpu_gops=1]\n    arrival: {type: periodic, period_ms: 1}\n"),
+      "s.yaml:4:11: models[0].set: 'host.cpu_gops' is shared by every model of the NPU (or describes the "
+      "whole chip); set it in the scenario's set");
 }
 
 TEST(Scenario, CoreIsCheckedAgainstTheConfigurationsCores) {
@@ -404,7 +406,8 @@ TEST(Scenario, CoreIsCheckedAgainstTheConfigurationsCores) {
     models_per_core(s, 1);
     ADD_FAILURE() << "core 1 of 1 accepted";
   } catch (const ScenarioError& e) {
-    EXPECT_EQ(std::string(e.what()), "s.yaml:2:34: models[0].core: 1 but the configuration has 1 core (0..0)");
+    EXPECT_EQ(std::string(e.what()),
+              "s.yaml:2:34: models[0].core: 1 but the configuration has 1 core (0..0)");
   }
   EXPECT_EQ(errors_of(kModel + "    core: 1.5\n    arrival: {type: periodic, period_ms: 1}\n"),
             "s.yaml:4:11: models[0].core: '1.5' is not an integer");

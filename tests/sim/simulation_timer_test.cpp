@@ -21,8 +21,13 @@ isa::Program slice(int64_t bytes) {
   p.layers.push_back({"gemm", "Gemm"});
   isa::Instruction ld;
   ld.opcode = isa::Opcode::kLoad;
-  ld.set(Field::kBuf, 0).set(Field::kSize0, bytes).set(Field::kSize1, 1).set(Field::kSize2, 1).set(Field::kSize3, 1);
-  ld.set(Field::kDtype, static_cast<int64_t>(isa::DType::kInt8)).set(Field::kSignal, mask(isa::Queue::kMatrix));
+  ld.set(Field::kBuf, 0)
+      .set(Field::kSize0, bytes)
+      .set(Field::kSize1, 1)
+      .set(Field::kSize2, 1)
+      .set(Field::kSize3, 1);
+  ld.set(Field::kDtype, static_cast<int64_t>(isa::DType::kInt8))
+      .set(Field::kSignal, mask(isa::Queue::kMatrix));
   isa::Instruction mm;
   mm.opcode = isa::Opcode::kMatmul;
   mm.set(Field::kLayer, 1).set(Field::kDtype, static_cast<int64_t>(isa::DType::kInt8)).set(Field::kM, 16);
@@ -31,7 +36,10 @@ isa::Program slice(int64_t bytes) {
   isa::Instruction st;
   st.opcode = isa::Opcode::kStore;
   st.set(Field::kLayer, 1).set(Field::kBuf, 0).set(Field::kDramAddr, 1 << 20).set(Field::kSize0, 256);
-  st.set(Field::kSize1, 1).set(Field::kSize2, 1).set(Field::kSize3, 1).set(Field::kWait, mask(isa::Queue::kMatrix));
+  st.set(Field::kSize1, 1)
+      .set(Field::kSize2, 1)
+      .set(Field::kSize3, 1)
+      .set(Field::kWait, mask(isa::Queue::kMatrix));
   p.instructions = {ld, mm, st};
   return p;
 }

@@ -31,18 +31,22 @@ TEST(ReportFigures, EveryColumnIsFilledFromAReportWithEverySection) {
   r.layers[2].mapping->sram_input_bytes = 4000;
   r.layers[2].mapping->sram_weight_bytes = 100;
   r.layers[2].mapping->sram_accumulator_bytes = 1;
-  r.sections.push_back(json_section("e2e",
-                          "{\"latency_ms\": 0.5, \"npu_share\": 0.25, \"stream\": {\"throughput_fps\": "
-                          "2000.5, \"latency_p99_ms\": 0.75}}"));
-  r.sections.push_back(json_section("multicore", "{\"latency_ms\": 1.5, \"throughput_per_s\": 1333.25, \"speedup\": 1.75}"));
+  r.sections.push_back(
+      json_section("e2e",
+                   "{\"latency_ms\": 0.5, \"npu_share\": 0.25, \"stream\": {\"throughput_fps\": "
+                   "2000.5, \"latency_p99_ms\": 0.75}}"));
+  r.sections.push_back(
+      json_section("multicore", "{\"latency_ms\": 1.5, \"throughput_per_s\": 1333.25, \"speedup\": 1.75}"));
   // sim/dynamic's sections (docs/dynamic.md): generation, and a request stream served by one policy.
-  r.sections.push_back(json_section("generation",
-                          "{\"ttft_ms\": 1.893, \"decode_ms\": {\"first\": 0.5, \"mean\": 0.5625, \"last\": "
-                          "0.648, \"total\": 21.9}, \"tokens_per_s\": 40.25}"));
-  r.sections.push_back(json_section("requests",
-      "{\"count\": 3, \"policies\": [{\"policy\": \"pad\", \"latency_ms\": {\"p50\": 13.5, "
-      "\"p95\": 26.75, \"p99\": 26.875, \"max\": 27, \"mean\": 17.5}, \"throughput_rps\": "
-      "34.25, \"padding_share\": 0.237, \"compile_events\": 0}]}"));
+  r.sections.push_back(
+      json_section("generation",
+                   "{\"ttft_ms\": 1.893, \"decode_ms\": {\"first\": 0.5, \"mean\": 0.5625, \"last\": "
+                   "0.648, \"total\": 21.9}, \"tokens_per_s\": 40.25}"));
+  r.sections.push_back(
+      json_section("requests",
+                   "{\"count\": 3, \"policies\": [{\"policy\": \"pad\", \"latency_ms\": {\"p50\": 13.5, "
+                   "\"p95\": 26.75, \"p99\": 26.875, \"max\": 27, \"mean\": 17.5}, \"throughput_rps\": "
+                   "34.25, \"padding_share\": 0.237, \"compile_events\": 0}]}"));
   const std::string path =
       (std::filesystem::temp_directory_path() /
        ("report_figures_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + ".json"))
@@ -114,15 +118,17 @@ TEST(ReportFigures, EveryColumnIsFilledFromAReportWithEverySection) {
 TEST(ReportFigures, AScenarioReportFillsTheServeColumnsOverItsModels) {
   const std::string path = (std::filesystem::temp_directory_path() / "report_figures_serve.json").string();
   // npusim serve's report (sim/serve/scheduler.cpp): a model without requests has null latencies.
-  std::ofstream(path) << "{\"scenario\": \"s.yaml\", \"span_cycles\": 100, \"npu_busy\": 0.5, \"models\": ["
-                         "{\"latency_p99_ms\": 2.5, \"throughput_per_s\": 10, \"deadline_misses\": 1, \"weight_reloads\": 0},"
-                         "{\"latency_p99_ms\": 4, \"throughput_per_s\": 5.5, \"deadline_misses\": 2, \"weight_reloads\": 3},"
-                         "{\"latency_p99_ms\": null, \"throughput_per_s\": 0, \"deadline_misses\": 0, \"weight_reloads\": 0}]}";
+  std::ofstream(path)
+      << "{\"scenario\": \"s.yaml\", \"span_cycles\": 100, \"npu_busy\": 0.5, \"models\": ["
+         "{\"latency_p99_ms\": 2.5, \"throughput_per_s\": 10, \"deadline_misses\": 1, \"weight_reloads\": 0},"
+         "{\"latency_p99_ms\": 4, \"throughput_per_s\": 5.5, \"deadline_misses\": 2, \"weight_reloads\": 3},"
+         "{\"latency_p99_ms\": null, \"throughput_per_s\": 0, \"deadline_misses\": 0, \"weight_reloads\": "
+         "0}]}";
   const std::map<std::string, std::string> m = read_metrics(path);
   std::filesystem::remove(path);
   const std::map<std::string, std::string> want = {
-      {"serve_npu_busy", "0.5"},          {"serve_latency_p99_ms", "4"},  {"serve_throughput_per_s", "15.5"},
-      {"serve_deadline_misses", "3"},     {"serve_weight_reloads", "3"},
+      {"serve_npu_busy", "0.5"},      {"serve_latency_p99_ms", "4"}, {"serve_throughput_per_s", "15.5"},
+      {"serve_deadline_misses", "3"}, {"serve_weight_reloads", "3"},
   };
   EXPECT_EQ(m, want);
 }
@@ -131,9 +137,10 @@ TEST(ReportFigures, AScenarioReportFillsTheServeColumnsOverItsModels) {
 TEST(ReportFigures, RequestColumnsNeedExactlyOnePolicy) {
   traces::Report r;
   r.total_cycles = 7;
-  r.sections.push_back(json_section("requests",
-                          "{\"policies\": [{\"policy\": \"pad\", \"latency_ms\": {\"p50\": 1}}, {\"policy\": "
-                          "\"dynamic\", \"latency_ms\": {\"p50\": 2}}]}"));
+  r.sections.push_back(
+      json_section("requests",
+                   "{\"policies\": [{\"policy\": \"pad\", \"latency_ms\": {\"p50\": 1}}, {\"policy\": "
+                   "\"dynamic\", \"latency_ms\": {\"p50\": 2}}]}"));
   const std::string path = (std::filesystem::temp_directory_path() / "report_figures_policies.json").string();
   std::ofstream(path) << traces::report_json(r);
   const std::map<std::string, std::string> m = read_metrics(path);

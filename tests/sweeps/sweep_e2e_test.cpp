@@ -106,7 +106,8 @@ TEST(SweepCli, AxisErrorsAreReportedOnceAndUpFront) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 2) << r.err;
   EXPECT_NE(r.err.find("npusim: error: " + f + ":2:5: systolic_array.rowz: unknown key"), std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("npusim: error: " + f + ":3:23: precision: 'int9' is not one of fp32, fp16, bf16, int8, auto"),
+  EXPECT_NE(r.err.find("npusim: error: " + f +
+                       ":3:23: precision: 'int9' is not one of fp32, fp16, bf16, int8, auto"),
             std::string::npos)
       << r.err;
   EXPECT_FALSE(fs::exists(d + "/out/results.csv"));
@@ -115,7 +116,8 @@ TEST(SweepCli, AxisErrorsAreReportedOnceAndUpFront) {
 // results.csv: non-integer figures to 10 significant digits, not the report's float noise.
 TEST(SweepRun, ResultsCsvNumbersHaveNoFloatNoise) {
   const std::string d = temp_dir("sweep-csv-numbers");
-  const std::string f = write_sweep(d, "axes:\n" + kGemmAxis + "  - dram.model: [ideal, hbm2, lpddr4_4266]\n");
+  const std::string f =
+      write_sweep(d, "axes:\n" + kGemmAxis + "  - dram.model: [ideal, hbm2, lpddr4_4266]\n");
   ASSERT_EQ(sweep({f, "-o", d + "/out"}).exit_code, 0);
   const Table t = read_csv(d + "/out/results.csv");
   ASSERT_EQ(t.rows.size(), 3u);
@@ -525,7 +527,8 @@ TEST(SweepRun, ConfigAxisRunsEachPresetOrFile) {
   const std::string g = write_sweep(d, "axes:\n  - config: [edge, tpu-v9]\n");
   const CommandResult bad = sweep({g, "-o", d + "/out2"});
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find(g + ":2:20: config: --config tpu-v9: no such file, and not a preset"), std::string::npos)
+  EXPECT_NE(bad.err.find(g + ":2:20: config: --config tpu-v9: no such file, and not a preset"),
+            std::string::npos)
       << bad.err;
   EXPECT_FALSE(fs::exists(d + "/out2/results.csv"));
 }

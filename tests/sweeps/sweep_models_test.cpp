@@ -45,7 +45,8 @@ double num(const std::map<std::string, std::string>& row, const std::string& key
 // Every row ok, or the test stops with the first error.
 void expect_all_ok(const Table& t, size_t points) {
   ASSERT_EQ(t.rows.size(), points);
-  for (const auto& row : t.rows) ASSERT_EQ(row.at("status"), "ok") << row.at("index") << ": " << row.at("error");
+  for (const auto& row : t.rows)
+    ASSERT_EQ(row.at("status"), "ok") << row.at("index") << ": " << row.at("error");
 }
 
 // ResNet-18 compiled for each array: the matrix unit's cycles (the per-layer compute cycles summed,
@@ -91,11 +92,26 @@ TEST(SweepOnRealModels, MatrixCyclesFallAsTheArrayGrows) {
 TEST(SweepOnRealModels, SameProgramIdealDramAndLargerSramNeverWorse) {
   const std::string resnet18 = model("resnet18");
   const std::string d = temp_dir("sweep-real-program");
-  const CommandResult c = run_command({kNpusim, "compile", resnet18, "--config", "edge", "--set",
-                                       "sram.input.size_kib=128", "--set", "sram.weight.size_kib=128", "--set",
-                                       "sram.accumulator.size_kib=128", "--precision", "int8",
-                                       "--calibration-samples", "1", "-o", d + "/resnet18.npu", "--asm",
-                                       d + "/resnet18.s", "-q"});
+  const CommandResult c = run_command({kNpusim,
+                                       "compile",
+                                       resnet18,
+                                       "--config",
+                                       "edge",
+                                       "--set",
+                                       "sram.input.size_kib=128",
+                                       "--set",
+                                       "sram.weight.size_kib=128",
+                                       "--set",
+                                       "sram.accumulator.size_kib=128",
+                                       "--precision",
+                                       "int8",
+                                       "--calibration-samples",
+                                       "1",
+                                       "-o",
+                                       d + "/resnet18.npu",
+                                       "--asm",
+                                       d + "/resnet18.s",
+                                       "-q"});
   ASSERT_EQ(c.exit_code, 0) << c.err;
   const std::string program = d + "/resnet18_any_machine.s";
   {

@@ -56,7 +56,8 @@ std::set<std::string> documented_names(const std::string& md) {
         expanded.push_back(raw);
       }
       for (std::string name : expanded) {
-        if (i > 0 && name.find('.') == std::string::npos && name.find('[') == std::string::npos && !parent.empty())
+        if (i > 0 && name.find('.') == std::string::npos && name.find('[') == std::string::npos &&
+            !parent.empty())
           name = parent + name;
         names.insert(name);
       }
@@ -108,19 +109,21 @@ TEST(ReportDocs, EveryDeclaredFieldIsDocumented) {
   ASSERT_GT(names.size(), 50u) << "docs/report.md's field tables were not found";
   const std::vector<std::string> paths = field_paths(compiled_report());
   ASSERT_GT(paths.size(), 100u);
-  for (const std::string& path : paths) EXPECT_TRUE(documented(path, names)) << path << " is not in docs/report.md";
+  for (const std::string& path : paths)
+    EXPECT_TRUE(documented(path, names)) << path << " is not in docs/report.md";
 }
 
 // The walk the docs check relies on sees the optional fields, the lists' elements and the maps' keys.
 TEST(ReportDocs, TheDeclarationWalksListsMapsAndDerivedFigures) {
   const std::vector<std::string> paths = field_paths(compiled_report());
   const std::set<std::string> have(paths.begin(), paths.end());
-  for (const char* p : {"total_cycles", "precision.plan", "precision.layers", "efficiency", "compiled_efficiency",
-                        "array.macs_per_pe_per_cycle.fp16", "units.<name>.stalls.queue_full", "layers[].display_name",
-                        "layers[].energy.by_component_mj.static", "layers[].efficiency", "layers[].compiled_bound_cycles",
-                        "layers[].fusion_saved_cycles", "ops[].bound_cycles",
-                        "layers[].mapping.sram_bytes.accumulator", "layers[].on_chip_inputs", "layers[].fusion_group",
-                        "run.sets[]", "run.parameters.dram.model", "sim.functional"})
+  for (const char* p :
+       {"total_cycles", "precision.plan", "precision.layers", "efficiency", "compiled_efficiency",
+        "array.macs_per_pe_per_cycle.fp16", "units.<name>.stalls.queue_full", "layers[].display_name",
+        "layers[].energy.by_component_mj.static", "layers[].efficiency", "layers[].compiled_bound_cycles",
+        "layers[].fusion_saved_cycles", "ops[].bound_cycles", "layers[].mapping.sram_bytes.accumulator",
+        "layers[].on_chip_inputs", "layers[].fusion_group", "run.sets[]", "run.parameters.dram.model",
+        "sim.functional"})
     EXPECT_TRUE(have.count(p)) << p;
 }
 

@@ -20,8 +20,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::vector<std::string> kModels = {"gemm:M=64,N=64,K=64", "gemm:M=128,N=32,K=256", "gemm:M=16,N=128,K=64",
-                                          "conv:H=16,W=16,C=16,K=32,R=3,S=3", "conv:H=8,W=8,C=64,K=64,R=1,S=1",
+const std::vector<std::string> kModels = {"gemm:M=64,N=64,K=64",
+                                          "gemm:M=128,N=32,K=256",
+                                          "gemm:M=16,N=128,K=64",
+                                          "conv:H=16,W=16,C=16,K=32,R=3,S=3",
+                                          "conv:H=8,W=8,C=64,K=64,R=1,S=1",
                                           "demo"};
 const std::vector<std::string> kDemoLayers = {"layout_0_input", "conv1", "conv2", "conv3", "pool", "fc"};
 
@@ -51,7 +54,8 @@ TEST(Calibrate, EveryFittedParameterMovesTheMeasuredCycles) {
   const isa::NpuConfig base = simple_dram();
   const Predictor p(rows_of());
   const std::vector<double> before = p.predict(base);
-  for (const char* key : {"dma.setup_cycles", "dram.latency_ns", "dram.bandwidth_gbps", "sequencer.dispatch_cycles"}) {
+  for (const char* key :
+       {"dma.setup_cycles", "dram.latency_ns", "dram.bandwidth_gbps", "sequencer.dispatch_cycles"}) {
     const Parameter param = calibratable(base, {key}).at(0);
     EXPECT_NE(p.predict(with(base, param, get(base, param) * 2 + 1)), before) << key;
   }
@@ -59,8 +63,8 @@ TEST(Calibrate, EveryFittedParameterMovesTheMeasuredCycles) {
 
 TEST(Calibrate, RecoversPerturbedParametersFromMeasurementsNpusimMadeWithThemToWithinTwoPercent) {
   const isa::NpuConfig start = simple_dram();
-  const isa::NpuConfig truth =
-      load_config("", {"dram.model=simple", "dram.bandwidth_gbps=6", "dram.latency_ns=160", "dma.setup_cycles=40"});
+  const isa::NpuConfig truth = load_config(
+      "", {"dram.model=simple", "dram.bandwidth_gbps=6", "dram.latency_ns=160", "dma.setup_cycles=40"});
   const Predictor measured(measured_on(truth, rows_of()));
   Options o;
   o.only = {"dma.setup_cycles", "dram.latency_ns", "dram.bandwidth_gbps"};
@@ -80,8 +84,9 @@ TEST(Calibrate, FittedOnHalfOfAPerLayerDatasetItCutsTheErrorOnTheOtherHalf) {
   const isa::NpuConfig start = simple_dram();
   // The "board" differs from the start in calibratable parameters and in one no fit may move (the
   // vector lanes), so the fit cannot be exact.
-  const isa::NpuConfig board = load_config("", {"dram.model=simple", "dram.bandwidth_gbps=5", "dram.latency_ns=220",
-                                                "dma.setup_cycles=48", "vector.lanes=12"});
+  const isa::NpuConfig board =
+      load_config("", {"dram.model=simple", "dram.bandwidth_gbps=5", "dram.latency_ns=220",
+                       "dma.setup_cycles=48", "vector.lanes=12"});
   const std::vector<Measurement> all = measured_on(board, rows_of());
   std::vector<Measurement> fit_rows, held_out;
   for (size_t i = 0; i < all.size(); ++i) (i % 2 ? held_out : fit_rows).push_back(all[i]);
@@ -132,9 +137,10 @@ TEST(CalibrateCli, WritesAConfigurationThatLoadsWithWhatMovedAndPrintsTheErrors)
   const isa::NpuConfig board = load_config("", {"dma.setup_cycles=40"});
   std::string csv = "model,layer,cycles\n";
   std::vector<Measurement> rows = measured_on(board, rows_of());
-  for (const Measurement& m : rows) csv += m.model.find(',') == std::string::npos
-                                              ? m.model + "," + m.layer + "," + std::to_string(m.value) + "\n"
-                                              : "\"" + m.model + "\"," + m.layer + "," + std::to_string(m.value) + "\n";
+  for (const Measurement& m : rows)
+    csv += m.model.find(',') == std::string::npos
+               ? m.model + "," + m.layer + "," + std::to_string(m.value) + "\n"
+               : "\"" + m.model + "\"," + m.layer + "," + std::to_string(m.value) + "\n";
   const std::string path = write("measured.csv", csv);
   const std::string out = temp_dir() + "/calibrated.yaml";
   const Cli r = npusim({"calibrate", path, "-o", out, "--params", "dma.setup_cycles", "--folds", "3"});
@@ -151,7 +157,8 @@ TEST(CalibrateCli, WritesAConfigurationThatLoadsWithWhatMovedAndPrintsTheErrors)
 TEST(CalibrateCli, ConfigDumpMarksTheCalibratableParametersWithTheirRange) {
   const Cli r = npusim({"config", "--dump"});
   ASSERT_EQ(r.code, 0);
-  EXPECT_NE(r.out.find("cycles to fetch and decode one descriptor [calibratable: 0..10000]"), std::string::npos);
+  EXPECT_NE(r.out.find("cycles to fetch and decode one descriptor [calibratable: 0..10000]"),
+            std::string::npos);
   const std::string reference = config_reference();
   const size_t rows = reference.find("\nsystolic_array.rows ");
   ASSERT_NE(rows, std::string::npos);
@@ -175,15 +182,16 @@ TEST_P(CalibrateBadCsv, ExitsTwoNamingFileLineAndWhatIsWrong) {
 
 INSTANTIATE_TEST_SUITE_P(
     Files, CalibrateBadCsv,
-    ::testing::Values(BadCsv{"model,layer,cycle\ndemo,,100\n", "1: unknown column 'cycle'"},
-                      BadCsv{"model,layer,cycles\ndemo,,100\n,conv1,50\n", "3: missing value of 'model'"},
-                      BadCsv{"model,layer,cycles\ndemo,conv1,\n", "2: missing value: give 'cycles' or 'ms'"},
-                      BadCsv{"model,layer,cycles\ndemo,conv1,12k\n", "2: cycles '12k' is not a positive number"},
-                      BadCsv{"model,layer,ms,batch\ndemo,conv1,0.5,two\n", "2: batch 'two' is not a positive integer"},
-                      BadCsv{"model,layer,cycles\ndemo,,100\ndemo,conv9,50\n", "3: model 'demo' has no layer 'conv9'"},
-                      BadCsv{"model,layer,cycles\ndemo,relu1,50\n", "2: layer 'relu1' of 'demo' is fused into 'conv1'"},
-                      BadCsv{"model,layer,cycles\nno_such_model.onnx,,100\n", "2: model 'no_such_model.onnx'"},
-                      BadCsv{"model,layer,cycles\ndemo,conv1,1,2\n", "2: 4 fields where the header has 3 columns"}));
+    ::testing::Values(
+        BadCsv{"model,layer,cycle\ndemo,,100\n", "1: unknown column 'cycle'"},
+        BadCsv{"model,layer,cycles\ndemo,,100\n,conv1,50\n", "3: missing value of 'model'"},
+        BadCsv{"model,layer,cycles\ndemo,conv1,\n", "2: missing value: give 'cycles' or 'ms'"},
+        BadCsv{"model,layer,cycles\ndemo,conv1,12k\n", "2: cycles '12k' is not a positive number"},
+        BadCsv{"model,layer,ms,batch\ndemo,conv1,0.5,two\n", "2: batch 'two' is not a positive integer"},
+        BadCsv{"model,layer,cycles\ndemo,,100\ndemo,conv9,50\n", "3: model 'demo' has no layer 'conv9'"},
+        BadCsv{"model,layer,cycles\ndemo,relu1,50\n", "2: layer 'relu1' of 'demo' is fused into 'conv1'"},
+        BadCsv{"model,layer,cycles\nno_such_model.onnx,,100\n", "2: model 'no_such_model.onnx'"},
+        BadCsv{"model,layer,cycles\ndemo,conv1,1,2\n", "2: 4 fields where the header has 3 columns"}));
 
 }  // namespace
 }  // namespace npusim::sim::calibrate

@@ -41,7 +41,9 @@ TEST(LeastSquares, KeepsIntegerUnknownsIntegralAndFindsTheIntegerOptimum) {
 
 TEST(LeastSquares, LeavesAnUnknownNoResidualDependsOnWhereItWas) {
   const FitResult r = least_squares({{1, 0, 100, false}, {400, 0, 1000, false}, {7, 0, 10, false}},
-                                    [](const std::vector<double>& p) { return curve_residuals({p[0], p[1]}); });
+                                    [](const std::vector<double>& p) {
+                                      return curve_residuals({p[0], p[1]});
+                                    });
   EXPECT_DOUBLE_EQ(r.values[2], 7);
   EXPECT_FALSE(r.moves[2]);
   EXPECT_TRUE(r.moves[0]);

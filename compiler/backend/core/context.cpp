@@ -39,7 +39,7 @@ uint16_t to_fp16(float f) {
   if (ax > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);
   if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to inf
   if (ax < 0x38800000u) {                                               // fp16 subnormal or zero
-    if (ax < 0x33000000u) return sign;                                   // < 2^-25: rounds to 0
+    if (ax < 0x33000000u) return sign;                                  // < 2^-25: rounds to 0
     const uint32_t e = ax >> 23;
     const uint32_t mant = (ax & 0x7fffffu) | 0x800000u;
     const uint32_t shift = 126 - e;  // 14 + (113 - e) ... value = mant * 2^(e-150), unit 2^-24
@@ -69,9 +69,7 @@ Shape physical(const Shape& logical, const std::vector<int>& layout) {
   return p;
 }
 
-std::vector<int64_t> DramTensor::strides() const {
-  return strided() ? view_strides : dense_strides(phys);
-}
+std::vector<int64_t> DramTensor::strides() const { return strided() ? view_strides : dense_strides(phys); }
 
 bool DramTensor::nhwc_in_memory() const {
   if (shape.size() != 4) return false;
@@ -130,7 +128,8 @@ uint64_t Context::sram_base(isa::Buffer b) const {
 
 SramAlloc Context::slots(isa::Buffer b, int64_t need) const {
   const int64_t cap = capacity(b);
-  if (shared_capacity() > 0 || g.nhwc_io || layer % 2 == 0 || need <= 0 || need > cap) return SramAlloc{b, 0, 0};
+  if (shared_capacity() > 0 || g.nhwc_io || layer % 2 == 0 || need <= 0 || need > cap)
+    return SramAlloc{b, 0, 0};
   const uint64_t base = static_cast<uint64_t>(cap - need) / 64 * 64;
   return SramAlloc{b, base, base};
 }
@@ -193,7 +192,8 @@ uint64_t Context::add_scratch(uint64_t bytes) {
 
 std::vector<int64_t> Context::time_code(int64_t first) const {
   const int64_t from = context_first >= 0 && context_first < first ? context_first : first;
-  return options.timer(isa::slice_program(program, static_cast<size_t>(from), program.instructions.size(), {}));
+  return options.timer(
+      isa::slice_program(program, static_cast<size_t>(from), program.instructions.size(), {}));
 }
 
 int64_t Context::time_layer(int64_t first) const {
@@ -280,13 +280,14 @@ int Context::load(isa::Buffer buf, uint64_t sram, const Range& dram_range, uint6
   i.set(Field::kStride1, st[0]).set(Field::kStride2, st[1]).set(Field::kStride3, st[2]);
   i.set(Field::kPadTop, pads[0]).set(Field::kPadBottom, pads[1]).set(Field::kPadLeft, pads[2]);
   i.set(Field::kPadRight, pads[3]).set(Field::kPadValue, pad_value);
-  const uint64_t bytes = static_cast<uint64_t>(s[0] * (s[1] + pads[2] + pads[3]) * (s[2] + pads[0] + pads[1]) * s[3] *
-                                               isa::dtype_bytes(t));
+  const uint64_t bytes = static_cast<uint64_t>(s[0] * (s[1] + pads[2] + pads[3]) *
+                                               (s[2] + pads[0] + pads[1]) * s[3] * isa::dtype_bytes(t));
   // Data segments are never written while the program runs: reading them needs no dependency (and
   // tracking every weight tile would only grow the emitter's history).
   const bool constant = dram_range.begin >= data_base_ && dram_range.begin < scratch_base_;
   if (constant) return em.emit(i, {}, {Range{static_cast<int>(buf), sram, sram + bytes}});
-  return em.emit(i, {box_range(dram_range, dram_addr, t, s, st)}, {Range{static_cast<int>(buf), sram, sram + bytes}});
+  return em.emit(i, {box_range(dram_range, dram_addr, t, s, st)},
+                 {Range{static_cast<int>(buf), sram, sram + bytes}});
 }
 
 int Context::store(isa::Buffer buf, uint64_t sram, const Range& dram_range, uint64_t dram_addr, isa::DType t,
@@ -297,20 +298,23 @@ int Context::store(isa::Buffer buf, uint64_t sram, const Range& dram_range, uint
   i.set(Field::kSize0, s[0]).set(Field::kSize1, s[1]).set(Field::kSize2, s[2]).set(Field::kSize3, s[3]);
   i.set(Field::kStride1, st[0]).set(Field::kStride2, st[1]).set(Field::kStride3, st[2]);
   const uint64_t bytes = static_cast<uint64_t>(s[0] * s[1] * s[2] * s[3] * isa::dtype_bytes(t));
-  return em.emit(i, {Range{static_cast<int>(buf), sram, sram + bytes}}, {box_range(dram_range, dram_addr, t, s, st)});
+  return em.emit(i, {Range{static_cast<int>(buf), sram, sram + bytes}},
+                 {box_range(dram_range, dram_addr, t, s, st)});
 }
 
 int Context::vec(const VecArgs& a) {
   Instruction i = make(Opcode::kVec, layer);
   i.set(Field::kVop, static_cast<int64_t>(a.op)).set(Field::kDtype, static_cast<int64_t>(a.in));
   i.set(Field::kDtypeOut, static_cast<int64_t>(a.out));
-  i.set(Field::kSrc1Buf, static_cast<int64_t>(a.src1_buf)).set(Field::kSrc1Addr, static_cast<int64_t>(a.src1));
+  i.set(Field::kSrc1Buf, static_cast<int64_t>(a.src1_buf))
+      .set(Field::kSrc1Addr, static_cast<int64_t>(a.src1));
   i.set(Field::kDstBuf, static_cast<int64_t>(a.dst_buf)).set(Field::kDstAddr, static_cast<int64_t>(a.dst));
   i.set(Field::kD0, a.d0).set(Field::kD1, a.d1).set(Field::kD2, a.d2);
   i.set(Field::kImm0, a.imm0).set(Field::kImm1, a.imm1).set(Field::kImm2, a.imm2);
   const int64_t in_es = isa::dtype_bytes(a.in), out_es = isa::dtype_bytes(a.out);
   const int64_t n = a.d0 * a.d1 * a.d2;
-  std::vector<Range> reads = {Range{static_cast<int>(a.src1_buf), a.src1, a.src1 + static_cast<uint64_t>(n * in_es)}};
+  std::vector<Range> reads = {
+      Range{static_cast<int>(a.src1_buf), a.src1, a.src1 + static_cast<uint64_t>(n * in_es)}};
   int64_t dst_elems = n;
   const bool binary = a.op == isa::VecOp::kAdd || a.op == isa::VecOp::kSub || a.op == isa::VecOp::kMul ||
                       a.op == isa::VecOp::kDiv || a.op == isa::VecOp::kMax || a.op == isa::VecOp::kMin ||
@@ -322,24 +326,38 @@ int Context::vec(const VecArgs& a) {
   if (a.op == isa::VecOp::kRequantize && a.bcast != isa::Bcast::kNone) record = 8;
   if (a.op == isa::VecOp::kOutput) record = isa::numerics::is_integer(a.in) ? 12 : 4;
   if (record > 0) {
-    i.set(Field::kSrc2Buf, static_cast<int64_t>(a.src2_buf)).set(Field::kSrc2Addr, static_cast<int64_t>(a.src2));
+    i.set(Field::kSrc2Buf, static_cast<int64_t>(a.src2_buf))
+        .set(Field::kSrc2Addr, static_cast<int64_t>(a.src2));
     i.set(Field::kBcast, static_cast<int64_t>(a.bcast));
     int64_t n2 = n;
     switch (a.bcast) {
-      case isa::Bcast::kScalar: n2 = 1; break;
-      case isa::Bcast::kRow: n2 = a.d0; break;
-      case isa::Bcast::kCol: n2 = a.d1 * a.d2; break;
-      case isa::Bcast::kNone: break;
+      case isa::Bcast::kScalar:
+        n2 = 1;
+        break;
+      case isa::Bcast::kRow:
+        n2 = a.d0;
+        break;
+      case isa::Bcast::kCol:
+        n2 = a.d1 * a.d2;
+        break;
+      case isa::Bcast::kNone:
+        break;
     }
     reads.push_back(Range{static_cast<int>(a.src2_buf), a.src2, a.src2 + static_cast<uint64_t>(n2 * record)});
   }
   if (a.op == isa::VecOp::kMaxPool || a.op == isa::VecOp::kAvgPool) {
-    i.set(Field::kWinH, a.win_h).set(Field::kWinW, a.win_w).set(Field::kStrH, a.str_h).set(Field::kStrW, a.str_w);
+    i.set(Field::kWinH, a.win_h)
+        .set(Field::kWinW, a.win_w)
+        .set(Field::kStrH, a.str_h)
+        .set(Field::kStrW, a.str_w);
     dst_elems = ((a.d2 - a.win_h) / a.str_h + 1) * ((a.d1 - a.win_w) / a.str_w + 1) * a.d0;
-  } else if (a.op == isa::VecOp::kReduceSum || a.op == isa::VecOp::kReduceMax || a.op == isa::VecOp::kReduceMean) {
+  } else if (a.op == isa::VecOp::kReduceSum || a.op == isa::VecOp::kReduceMax ||
+             a.op == isa::VecOp::kReduceMean) {
     dst_elems = a.d1 * a.d2;
   }
-  return em.emit(i, reads, {Range{static_cast<int>(a.dst_buf), a.dst, a.dst + static_cast<uint64_t>(dst_elems * out_es)}});
+  return em.emit(
+      i, reads,
+      {Range{static_cast<int>(a.dst_buf), a.dst, a.dst + static_cast<uint64_t>(dst_elems * out_es)}});
 }
 
 int Context::matmul(uint64_t a_addr, int64_t a_stride, uint64_t b_addr, uint64_t c_addr, int64_t m, int64_t k,
@@ -352,7 +370,8 @@ int Context::matmul(uint64_t a_addr, int64_t a_stride, uint64_t b_addr, uint64_t
   const uint64_t es = static_cast<uint64_t>(esize);
   const auto ew = static_cast<uint64_t>(isa::dtype_bytes(isa::numerics::weight_dtype(act)));
   const auto ec = static_cast<uint64_t>(isa::dtype_bytes(isa::numerics::accumulator_dtype(act)));
-  const uint64_t a_bytes = (static_cast<uint64_t>(m - 1) * static_cast<uint64_t>(a_stride) + static_cast<uint64_t>(k)) * es;
+  const uint64_t a_bytes =
+      (static_cast<uint64_t>(m - 1) * static_cast<uint64_t>(a_stride) + static_cast<uint64_t>(k)) * es;
   const Range c{static_cast<int>(isa::Buffer::kAccumulator), c_addr,
                 c_addr + static_cast<uint64_t>(m * n) * ec};
   std::vector<Range> reads = {
@@ -363,8 +382,8 @@ int Context::matmul(uint64_t a_addr, int64_t a_stride, uint64_t b_addr, uint64_t
 }
 
 int Context::conv(uint64_t a_addr, uint64_t b_addr, uint64_t c_addr, int64_t in_h, int64_t in_w, int64_t in_c,
-                  int64_t out_h, int64_t out_w, int64_t n, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh,
-                  int64_t dw, bool accumulate) {
+                  int64_t out_h, int64_t out_w, int64_t n, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                  int64_t dh, int64_t dw, bool accumulate) {
   Instruction i = make(Opcode::kConv, layer);
   i.set(Field::kDtype, static_cast<int64_t>(act)).set(Field::kAAddr, static_cast<int64_t>(a_addr));
   i.set(Field::kBAddr, static_cast<int64_t>(b_addr)).set(Field::kCAddr, static_cast<int64_t>(c_addr));

@@ -29,15 +29,15 @@ inline int64_t round64(int64_t bytes) { return ceil_div(bytes, 64) * 64; }
 struct DramTensor {
   uint64_t addr = 0;
   uint64_t bytes = 0;
-  Shape shape;              // logical
-  std::vector<int> layout;  // memory order of logical dims; empty = ONNX order
-  Shape phys;               // dims in memory order
+  Shape shape;                           // logical
+  std::vector<int> layout;               // memory order of logical dims; empty = ONNX order
+  Shape phys;                            // dims in memory order
   isa::DType dtype = isa::DType::kFp32;  // storage type: the precision, or int32 for integer/bool values
   // A view: elements between consecutive indices of each physical dim, when they are not the dense
   // row-major ones (empty). A value its producer writes straight into its slice of a Concat's buffer
-  // (backend/memory/concat_in_place.h) has the rows of that buffer: its pixel stride is the Concat's channels.
-  // Only the lowerings ConcatFolding::takes_views names read or write views; compile() hands the others
-  // a dense copy (ViewScope).
+  // (backend/memory/concat_in_place.h) has the rows of that buffer: its pixel stride is the Concat's
+  // channels. Only the lowerings ConcatFolding::takes_views names read or write views; compile() hands the
+  // others a dense copy (ViewScope).
   std::vector<int64_t> view_strides;
   bool strided() const { return !view_strides.empty(); }
   // Elements between consecutive indices of each physical dim (the view's, or the dense ones).
@@ -75,8 +75,8 @@ class Context {
   CompileResult& result;
   isa::Program& program;
   Emitter em;
-  isa::DType act;  // activation and operand dtype (the precision)
-  int64_t esize;   // bytes per activation element
+  isa::DType act;               // activation and operand dtype (the precision)
+  int64_t esize;                // bytes per activation element
   double dram_bytes_per_cycle;  // isa::timing::sustained_dram_bytes_per_cycle (0 = unlimited)
   uint32_t layer = 0;
   // Vector layers' SRAM tiles (backend/vector/vector_tiling.h): make_slots hands out at most `tile_limit`
@@ -141,8 +141,8 @@ class Context {
   // LOAD a box (sizes innermost first, strides in elements) from DRAM into buf at sram. `dram_range`
   // is the DRAM tensor the box belongs to (dependency tracking is per tensor).
   int load(isa::Buffer buf, uint64_t sram, const Range& dram_range, uint64_t dram_addr, isa::DType t,
-           std::array<int64_t, 4> sizes, std::array<int64_t, 3> strides, std::array<int64_t, 4> pads = {0, 0, 0, 0},
-           int64_t pad_value = 0);
+           std::array<int64_t, 4> sizes, std::array<int64_t, 3> strides,
+           std::array<int64_t, 4> pads = {0, 0, 0, 0}, int64_t pad_value = 0);
   int store(isa::Buffer buf, uint64_t sram, const Range& dram_range, uint64_t dram_addr, isa::DType t,
             std::array<int64_t, 4> sizes, std::array<int64_t, 3> strides);
   struct VecArgs {
@@ -160,11 +160,11 @@ class Context {
     int64_t win_h = 0, win_w = 0, str_h = 0, str_w = 0;
   };
   int vec(const VecArgs& a);
-  int matmul(uint64_t a_addr, int64_t a_stride, uint64_t b_addr, uint64_t c_addr, int64_t m, int64_t k, int64_t n,
-             bool accumulate);
-  int conv(uint64_t a_addr, uint64_t b_addr, uint64_t c_addr, int64_t in_h, int64_t in_w, int64_t in_c, int64_t out_h,
-           int64_t out_w, int64_t n, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh, int64_t dw,
-           bool accumulate);
+  int matmul(uint64_t a_addr, int64_t a_stride, uint64_t b_addr, uint64_t c_addr, int64_t m, int64_t k,
+             int64_t n, bool accumulate);
+  int conv(uint64_t a_addr, uint64_t b_addr, uint64_t c_addr, int64_t in_h, int64_t in_w, int64_t in_c,
+           int64_t out_h, int64_t out_w, int64_t n, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+           int64_t dh, int64_t dw, bool accumulate);
 
   // Layer-plan bookkeeping.
   LayerPlan* plan = nullptr;

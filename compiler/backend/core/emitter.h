@@ -82,8 +82,8 @@ class Emitter {
  private:
   isa::Program& program_;
   std::vector<Record> records_[kNumSpaces];
-  std::vector<int> pos_;       // per instruction: its position in its queue
-  std::vector<Clock> clock_;   // per instruction: what is known complete once it completes
+  std::vector<int> pos_;      // per instruction: its position in its queue
+  std::vector<Clock> clock_;  // per instruction: what is known complete once it completes
   std::array<int, isa::kNumQueues> queue_len_{};
   std::array<Clock, isa::kNumQueues> queue_clock_ = make_clocks();
   int64_t tokens_ = 0;

@@ -8,8 +8,8 @@
 
 namespace npusim::compiler {
 
-void bound_as_imported(CompileResult& r, const Graph& imported, const Graph& lowered, const isa::NpuConfig& config,
-                       const MappingOverrides* mapping) {
+void bound_as_imported(CompileResult& r, const Graph& imported, const Graph& lowered,
+                       const isa::NpuConfig& config, const MappingOverrides* mapping) {
   std::map<std::string, const Node*> original;
   std::map<std::string, int64_t> readers;
   for (const Node& n : imported.nodes) {
@@ -38,11 +38,13 @@ void bound_as_imported(CompileResult& r, const Graph& imported, const Graph& low
     const std::optional<isa::DType> precision =
         at->second < r.program.layers.size() ? r.program.layers[at->second].precision : std::nullopt;
     if (host.bound_cycles && precision) {
-      if (auto b = backend::standalone_roofline(imported, lowered, *original.at(a.name), 0, *precision, config))
+      if (auto b =
+              backend::standalone_roofline(imported, lowered, *original.at(a.name), 0, *precision, config))
         l.bound_cycles = b->bound_cycles();
       for (const std::string& v : l.on_chip_inputs) {
         if (imported.has_value(v) && imported.value(v).fully_known())
-          l.dram_bytes_saved += num_elements(imported.value(v).shape) * isa::dtype_bytes(*precision) * (1 + readers[v]);
+          l.dram_bytes_saved +=
+              num_elements(imported.value(v).shape) * isa::dtype_bytes(*precision) * (1 + readers[v]);
       }
     }
     r.absorbed.push_back(std::move(l));

@@ -13,7 +13,7 @@ namespace npusim::compiler {
 // import: compiler/quant/qdq.h).
 // Each layer's fusion group becomes its `chosen.fused` (what --mapping-out writes); an imposed entry's
 // `fused` list must be that group (backend/mapping/imposed.h check_fusion, MappingError otherwise).
-void bound_as_imported(CompileResult& r, const Graph& imported, const Graph& lowered, const isa::NpuConfig& config,
-                       const MappingOverrides* mapping = nullptr);
+void bound_as_imported(CompileResult& r, const Graph& imported, const Graph& lowered,
+                       const isa::NpuConfig& config, const MappingOverrides* mapping = nullptr);
 
 }  // namespace npusim::compiler

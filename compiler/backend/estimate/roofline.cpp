@@ -61,8 +61,9 @@ Roofline roofline(const Graph& g, const Node& n, int64_t macs, isa::DType precis
   return roofs(elements, macs, n.attr_int("group", 1) > 1, precision, config);
 }
 
-std::optional<Roofline> standalone_roofline(const Graph& imported, const Graph& lowered, const Node& n, int64_t macs,
-                                            isa::DType precision, const isa::NpuConfig& config) {
+std::optional<Roofline> standalone_roofline(const Graph& imported, const Graph& lowered, const Node& n,
+                                            int64_t macs, isa::DType precision,
+                                            const isa::NpuConfig& config) {
   std::vector<int64_t> elements;
   for (const std::string& s : tensors_of(n)) {
     const Value* v = nullptr;

@@ -33,7 +33,7 @@ Roofline roofline(const Graph& g, const Node& n, int64_t macs, isa::DType precis
 // outputs, before any fusion): the bound of the ONNX node. Shapes come from `imported`, or where
 // import left one unknown, from `lowered` (the same value after the passes); none when one stays
 // unknown.
-std::optional<Roofline> standalone_roofline(const Graph& imported, const Graph& lowered, const Node& n, int64_t macs,
-                                            isa::DType precision, const isa::NpuConfig& config);
+std::optional<Roofline> standalone_roofline(const Graph& imported, const Graph& lowered, const Node& n,
+                                            int64_t macs, isa::DType precision, const isa::NpuConfig& config);
 
 }  // namespace npusim::compiler::backend

@@ -176,7 +176,8 @@ std::string match(const Context& c, size_t i, Chain* ch, size_t* count) {
     const quant::PrecisionPlan& plan = *c.options.plan;
     if (ch->values.size() != 2) return "int8: a scale or a mask between the score MatMul and the Softmax";
     for (size_t n = i; n < i + *count; ++n)
-      if (plan.precision_of(g.nodes[n].name) != quant::Precision::kInt8) return "a node of the block is not int8";
+      if (plan.precision_of(g.nodes[n].name) != quant::Precision::kInt8)
+        return "a node of the block is not int8";
     for (const Node* mm : {&a, &b}) {
       auto L = plan.layers.find(mm->name);
       if (!int8_matrix_mappable(plan, *mm) || L == plan.layers.end() || !has_output_stage(L->second) ||
@@ -386,8 +387,10 @@ void emit(Context& c, const Chain& ch, const Blocking& b, bool round_trip) {
       else
         vec(VecOp::kCopy, DType::kFp32, c.act, p, s, ch.Sk, rows);
       if (round_trip) {
-        c.store(p.buf, p.addr, S.range(), S.addr + bytes(row0 * ch.Sk), s_dt, {ch.Sk, rows, 1, 1}, {ch.Sk, 0, 0});
-        c.load(p.buf, p.addr, S.range(), S.addr + bytes(row0 * ch.Sk), s_dt, {ch.Sk, rows, 1, 1}, {ch.Sk, 0, 0});
+        c.store(p.buf, p.addr, S.range(), S.addr + bytes(row0 * ch.Sk), s_dt, {ch.Sk, rows, 1, 1},
+                {ch.Sk, 0, 0});
+        c.load(p.buf, p.addr, S.range(), S.addr + bytes(row0 * ch.Sk), s_dt, {ch.Sk, rows, 1, 1},
+               {ch.Sk, 0, 0});
       }
       // The scale and the mask, each one VEC in the activation format as their element-wise layers.
       const auto with = [&](VecOp op, uint64_t at, Bcast bc) {
@@ -405,8 +408,10 @@ void emit(Context& c, const Chain& ch, const Blocking& b, bool round_trip) {
                    ch.int8 ? std::optional<DType>(s_dt) : std::nullopt,
                    ch.int8 ? std::optional<DType>(p_dt) : std::nullopt);
       if (round_trip) {
-        c.store(p.buf, p.addr, P.range(), P.addr + bytes(row0 * ch.Sk), p_dt, {ch.Sk, rows, 1, 1}, {ch.Sk, 0, 0});
-        c.load(p.buf, p.addr, P.range(), P.addr + bytes(row0 * ch.Sk), p_dt, {ch.Sk, rows, 1, 1}, {ch.Sk, 0, 0});
+        c.store(p.buf, p.addr, P.range(), P.addr + bytes(row0 * ch.Sk), p_dt, {ch.Sk, rows, 1, 1},
+                {ch.Sk, 0, 0});
+        c.load(p.buf, p.addr, P.range(), P.addr + bytes(row0 * ch.Sk), p_dt, {ch.Sk, rows, 1, 1},
+               {ch.Sk, 0, 0});
       }
       matmul(p_dt, p.addr, v_at[set], o.addr, rows, ch.Sk, ch.dv);
       // The value MatMul's epilogue: narrowed in place below fp32 (int8: requantized to the output's

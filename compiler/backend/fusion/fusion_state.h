@@ -27,7 +27,7 @@ struct OnChipValue {
   Range dram;         // its DRAM tensor (still allocated: a spill writes it there)
   uint64_t addr = 0;
   int64_t bytes = 0;
-  std::array<int64_t, 4> box{};     // the DRAM tensor as one STORE box (sizes, innermost first) ...
+  std::array<int64_t, 4> box{};      // the DRAM tensor as one STORE box (sizes, innermost first) ...
   std::array<int64_t, 3> strides{};  // ... and its strides, in elements
   isa::DType dtype = isa::DType::kFp32;
   uint32_t producer = 0;  // its layer

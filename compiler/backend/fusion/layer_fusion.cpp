@@ -552,7 +552,9 @@ bool hand_conv_job(Context& c, ConvBands& bands) {
 }
 
 bool lower_conv_pool(Context& c, ConvBands& bands) {
-  if (!c.fusion.conv_pool || c.fusion.conv_pool->conv != c.layer || !bands.ends_with_vec() || c.fusion.take_conv_job) return false;
+  if (!c.fusion.conv_pool || c.fusion.conv_pool->conv != c.layer || !bands.ends_with_vec() ||
+      c.fusion.take_conv_job)
+    return false;
   return c.fusion.conv_pool->depthwise ? lower_conv_dw_pair(c, bands) : lower_conv_pool_pair(c, bands);
 }
 

@@ -58,8 +58,8 @@ struct ConvPool {
   bool is_max = true;
   // The conv's output (the reader's input) and the reader's output.
   int64_t H = 0, W = 0, C = 0, OH = 0, OW = 0;
-  int64_t ox_a = 0, ox_b = 0;                   // the pool's output columns whose windows lie inside the input
-  int64_t vec_cols = 0;                         // the windows the interior VEC computes per row (>= ox_b - ox_a)
+  int64_t ox_a = 0, ox_b = 0;  // the pool's output columns whose windows lie inside the input
+  int64_t vec_cols = 0;        // the windows the interior VEC computes per row (>= ox_b - ox_a)
   // The line buffer's geometry: buffer rows counted from the first padding row (depthwise: w.pt of
   // them above the conv's row 0; a pool: none), `rows` of them in all, `pitch` pixels per row of
   // which `left` padding columns come before the conv's W.
@@ -67,8 +67,8 @@ struct ConvPool {
   int64_t reader_macs = 0;  // the depthwise conv's MACs (its report row)
   // Set by lower_conv_pool when it emitted the fused layer.
   bool fused = false;
-  int64_t band_rows = 0;     // reader output rows per band
-  int64_t bytes_saved = 0;   // DRAM bytes of the conv output written and read back layer by layer
+  int64_t band_rows = 0;    // reader output rows per band
+  int64_t bytes_saved = 0;  // DRAM bytes of the conv output written and read back layer by layer
 };
 
 // Whether node i is a Conv whose output only the MaxPool / AveragePool or the depthwise Conv right after

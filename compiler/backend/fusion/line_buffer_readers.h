@@ -1,7 +1,8 @@
 #pragma once
-// The line buffer's geometry and its windowed readers (internal to the back end; backend/fusion/layer_fusion.h
-// describes the fusion): the bands a candidate band height cuts the reader's output rows into, and what
-// each reader -- a MaxPool / AveragePool, a depthwise Conv -- emits per fused layer and per band.
+// The line buffer's geometry and its windowed readers (internal to the back end;
+// backend/fusion/layer_fusion.h describes the fusion): the bands a candidate band height cuts the reader's
+// output rows into, and what each reader -- a MaxPool / AveragePool, a depthwise Conv -- emits per fused
+// layer and per band.
 #include <algorithm>
 #include <cstdint>
 #include <memory>

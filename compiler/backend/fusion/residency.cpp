@@ -87,12 +87,15 @@ void plan_on_chip(Context& c, size_t i) {
     // Below the value node i reads on chip, if any (a chain: depthwise -> pointwise -> pointwise).
     const int64_t bytes = round64(num_elements(t->second.shape) * isa::dtype_bytes(t->second.dtype));
     if (4 * (c.fusion.input_reserved + bytes) > 3 * scratchpad_capacity(c.config, isa::Buffer::kInput)) {
-      return fmt::format("its {} bytes (with any value already held) exceed 3/4 of the input scratchpad", bytes);
+      return fmt::format("its {} bytes (with any value already held) exceed 3/4 of the input scratchpad",
+                         bytes);
     }
     return "";
   }();
   if (!why.empty()) {
-    if (want) throw MappingError(fmt::format("{}: layer '{}': on_chip=true: {}", imposed->at("on_chip"), p.name, why));
+    if (want)
+      throw MappingError(
+          fmt::format("{}: layer '{}': on_chip=true: {}", imposed->at("on_chip"), p.name, why));
     return;
   }
   const DramTensor& t = c.tensor(p.outputs[0]);
@@ -118,8 +121,8 @@ double best_estimate(Context& c, const MatrixJob& j, MatrixStrategy& s, const Ma
 
 // The GEMM over every pixel that reads the input where the layer before left it, or false.
 bool as_sram_gemm(const MatrixJob& j, const OnChipValue& v, MatrixJob* g) {
-  if (!v.pending || j.a_range.begin != v.dram.begin || j.a_range.end != v.dram.end || !j.b_const || j.groups != 1 ||
-      j.a_base(0) != v.dram.begin)
+  if (!v.pending || j.a_range.begin != v.dram.begin || j.a_range.end != v.dram.end || !j.b_const ||
+      j.groups != 1 || j.a_base(0) != v.dram.begin)
     return false;
   const bool pointwise = !j.gemm && j.kh == 1 && j.kw == 1 && j.sh == 1 && j.sw == 1 && j.pt == 0 &&
                          j.pl == 0 && j.OH == j.H && j.OW == j.W && j.step_h == 1 && j.step_w == 1 &&
@@ -169,11 +172,13 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapp
   const DramTensor& y = c.tensor(c.fusion.keep_output);
   if (j.y_range.begin != y.addr || j.y_range.end != y.range().end) return;
   const int64_t cap = scratchpad_capacity(c.config, isa::Buffer::kInput);
-  OnChipValue o = nhwc_on_chip(c.fusion.keep_output, y, static_cast<uint64_t>(cap - c.fusion.input_reserved), c.layer);
+  OnChipValue o =
+      nhwc_on_chip(c.fusion.keep_output, y, static_cast<uint64_t>(cap - c.fusion.input_reserved), c.layer);
   c.fusion.keep_output.clear();
   const double without = c.fusion.keep_imposed ? 0.0 : best_estimate(c, j, s, mm);
   j.y_sram = static_cast<int64_t>(o.addr);
-  const double read = c.dram_bytes_per_cycle > 0 ? static_cast<double>(o.bytes) / c.dram_bytes_per_cycle : 0.0;
+  const double read =
+      c.dram_bytes_per_cycle > 0 ? static_cast<double>(o.bytes) / c.dram_bytes_per_cycle : 0.0;
   if (!c.fusion.keep_imposed && best_estimate(c, j, s, mm) > without + read) {
     j.y_sram = -1;
     return;
@@ -182,7 +187,8 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapp
   c.fusion.on_chip = o;
 }
 
-bool map_matrix_job(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm, Tiling* t, int64_t* evaluated) {
+bool map_matrix_job(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm, Tiling* t,
+                    int64_t* evaluated) {
   place_on_chip(c, j, s, mm);
   *t = mm.choose(evaluated);
   if (lower_depthwise_on_vector(c, j, s, mm, *evaluated ? t : nullptr)) return true;
@@ -204,7 +210,8 @@ void finish_on_chip(Context& c, size_t i, LayerPlan& plan) {
   }
   c.spill_on_chip();
   c.fusion.on_chip = {};
-  c.fusion.input_reserved = c.fusion.input_held;  // an SE block's input stays held (backend/fusion/se_fusion.h)
+  c.fusion.input_reserved =
+      c.fusion.input_held;  // an SE block's input stays held (backend/fusion/se_fusion.h)
 }
 
 const std::map<std::string, uint64_t>& kept_on_chip(const Context& c) { return c.fusion.kept_on_chip; }

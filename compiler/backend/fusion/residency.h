@@ -27,7 +27,8 @@ std::string next_reads_on_chip(const Context& c, size_t i);
 OnChipValue nhwc_on_chip(const std::string& value, const DramTensor& y, uint64_t addr, uint32_t producer);
 // Before node i of the graph is lowered: whether its output can stay on chip for node i + 1 (one reader,
 // a pointwise Conv reading it as its input, small enough that with a value node i itself reads on chip
-// a quarter of the input scratchpad stays for the layers' own tiles). If so, sets FusionState::keep_output and reserves its bytes (FusionState::input_reserved).
+// a quarter of the input scratchpad stays for the layers' own tiles). If so, sets FusionState::keep_output
+// and reserves its bytes (FusionState::input_reserved).
 void plan_on_chip(Context& c, size_t i);
 // A matrix job about to be mapped (its strategy built): reads its input where the layer before left it
 // (MatrixJob::a_sram, as a GEMM over the input's pixels; recorded in FusionState::kept_on_chip), and leaves
@@ -39,7 +40,8 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapp
 // (lower_depthwise_on_vector, which emits it); when no tiling leaves the output on chip it goes to DRAM.
 // Returns true when the vector unit took the job; otherwise *t is the array's tiling for the caller to
 // generate (*evaluated == 0: not even the smallest fits).
-bool map_matrix_job(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm, Tiling* t, int64_t* evaluated);
+bool map_matrix_job(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm, Tiling* t,
+                    int64_t* evaluated);
 // After node i is lowered: keeps the reservation while the next node is to read the value, otherwise
 // spills a value nobody read in place and releases the bytes.
 // The layer's plan counts the value's bytes in its input scratchpad use (LayerPlan::sram_input_bytes).

@@ -57,7 +57,8 @@ void release(Context& c) {
 }  // namespace
 
 void plan_se_hold(Context& c, size_t i) {
-  if (!c.fusion.held.value.empty() || !c.options.keep_on_chip || c.g.nhwc_io || c.shared_capacity() > 0) return;
+  if (!c.fusion.held.value.empty() || !c.options.keep_on_chip || c.g.nhwc_io || c.shared_capacity() > 0)
+    return;
   if (c.folding.folded(c.g.nodes[i])) return;
   const int j = se_mul(c, i);
   if (j < 0) return;
@@ -79,7 +80,7 @@ void plan_se_hold(Context& c, size_t i) {
   c.fusion.held.addr = static_cast<uint64_t>(cap - c.fusion.input_reserved);
   const DramTensor& y = c.tensor(c.g.nodes[static_cast<size_t>(j)].outputs[0]);
   c.fusion.held.keep_output = next_reads_on_chip(c, static_cast<size_t>(j)).empty() &&
-                       isa::dtype_bytes(y.dtype) == isa::dtype_bytes(t.dtype) && y.layout == kNhwc;
+                              isa::dtype_bytes(y.dtype) == isa::dtype_bytes(t.dtype) && y.layout == kNhwc;
   // A mapping file's tiling of the reader (what --mapping-out wrote) says how it read the product: a
   // GEMM tile (tile_m) in place, taken without costing; a convolution's tile from DRAM.
   const LayerMapping* reader = c.options.mapping && c.fusion.held.keep_output
@@ -107,7 +108,8 @@ void finish_se_hold(Context& c, size_t i, LayerPlan& plan) {
     plan.on_chip_input_in_dram = true;
     c.result.layers[c.fusion.held.pool].sram_input_bytes += c.fusion.held.bytes;
   }
-  if (c.fusion.on_chip.pending && c.fusion.on_chip.producer == i && c.fusion.on_chip.addr == c.fusion.held.addr) {
+  if (c.fusion.on_chip.pending && c.fusion.on_chip.producer == i &&
+      c.fusion.on_chip.addr == c.fusion.held.addr) {
     // The Mul left its product where X was: the bytes stay reserved for it (finish_on_chip releases
     // them after its reader).
     c.fusion.input_held = 0;
@@ -151,7 +153,9 @@ void se_mul_read_held(Context& c) { c.fusion.held.read = true; }
 
 bool se_mul_read(const Context& c) { return c.fusion.held.read; }
 
-bool se_mul_may_keep_product(const Context& c) { return c.fusion.held.keep_output && c.fusion.held.mul == c.layer; }
+bool se_mul_may_keep_product(const Context& c) {
+  return c.fusion.held.keep_output && c.fusion.held.mul == c.layer;
+}
 
 void se_mul_kept_product(Context& c, const std::string& value, const DramTensor& y, uint64_t addr) {
   c.fusion.on_chip = nhwc_on_chip(value, y, addr, c.layer);

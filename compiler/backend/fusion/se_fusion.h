@@ -24,8 +24,8 @@ void plan_se_hold(Context& c, size_t i);
 // in SRAM (on_chip_input, on_chip_bytes_saved: the one read saved) when it did, and releases the bytes.
 void finish_se_hold(Context& c, size_t i, LayerPlan& plan);
 
-// ---- the group's side of its pool's and its Mul's lowerings (vector/pooling.cpp, vector/elementwise.cpp) ----
-// Whether the global pool n (the current layer) starts a group that holds its input x in the input
+// ---- the group's side of its pool's and its Mul's lowerings (vector/pooling.cpp, vector/elementwise.cpp)
+// ---- Whether the global pool n (the current layer) starts a group that holds its input x in the input
 // scratchpad. The group forgets any earlier load.
 bool se_pool_holds(Context& c, const Node& n, const DramTensor& x);
 // Input-scratchpad slots for the pool's bands; with `holds`, sized as if nothing were held, so the bands

@@ -84,7 +84,8 @@ uint64_t conversion_constants(Context& c, const QParams* from, const QParams* to
 
 void load_conversion_constants(Context& c, uint64_t acc_slot, const QParams* from, const QParams* to) {
   const uint64_t addr = conversion_constants(c, from, to);
-  c.load(Buffer::kAccumulator, acc_slot, Range{kDram, addr, addr + 16}, addr, DType::kInt32, {4, 1, 1, 1}, {0, 0, 0});
+  c.load(Buffer::kAccumulator, acc_slot, Range{kDram, addr, addr + 16}, addr, DType::kInt32, {4, 1, 1, 1},
+         {0, 0, 0});
 }
 
 namespace {
@@ -102,39 +103,43 @@ Context::VecArgs tile_op(VecOp o, DType in, DType out, Buffer buf, uint64_t slot
 
 }  // namespace
 
-void dequantize_tile(Context& c, Buffer buf, uint64_t slot, int64_t d0, int64_t d1, DType codes, uint64_t kslot,
-                     DType out) {
+void dequantize_tile(Context& c, Buffer buf, uint64_t slot, int64_t d0, int64_t d1, DType codes,
+                     uint64_t kslot, DType out) {
   dequantize_tile_into(c, buf, slot, buf, slot, d0, d1, codes, kslot, out);
 }
 
-void dequantize_tile_into(Context& c, Buffer buf, uint64_t slot, Buffer dst_buf, uint64_t dst, int64_t d0, int64_t d1,
-                          DType codes, uint64_t kslot, DType out) {
+void dequantize_tile_into(Context& c, Buffer buf, uint64_t slot, Buffer dst_buf, uint64_t dst, int64_t d0,
+                          int64_t d1, DType codes, uint64_t kslot, DType out) {
   subtract_zero_point(c, buf, slot, dst_buf, dst, d0, d1, codes, kslot);
   c.vec(tile_op(VecOp::kMul, DType::kFp32, out, dst_buf, dst, d0, d1, kslot + 4, isa::Bcast::kScalar));
 }
 
-void subtract_zero_point(Context& c, Buffer buf, uint64_t slot, Buffer dst_buf, uint64_t dst, int64_t d0, int64_t d1,
-                         DType codes, uint64_t kslot) {
-  Context::VecArgs v = tile_op(VecOp::kSub, codes, DType::kFp32, buf, slot, d0, d1, kslot + 0, isa::Bcast::kScalar);
+void subtract_zero_point(Context& c, Buffer buf, uint64_t slot, Buffer dst_buf, uint64_t dst, int64_t d0,
+                         int64_t d1, DType codes, uint64_t kslot) {
+  Context::VecArgs v =
+      tile_op(VecOp::kSub, codes, DType::kFp32, buf, slot, d0, d1, kslot + 0, isa::Bcast::kScalar);
   v.dst_buf = dst_buf, v.dst = dst;
   c.vec(v);
 }
 
-void quantize_tile(Context& c, Buffer buf, uint64_t slot, int64_t d0, int64_t d1, DType codes, uint64_t kslot) {
+void quantize_tile(Context& c, Buffer buf, uint64_t slot, int64_t d0, int64_t d1, DType codes,
+                   uint64_t kslot) {
   quantize_tile_into(c, buf, slot, buf, slot, d0, d1, codes, kslot);
 }
 
-void quantize_tile_into(Context& c, Buffer buf, uint64_t slot, Buffer dst_buf, uint64_t dst, int64_t d0, int64_t d1,
-                        DType codes, uint64_t kslot) {
+void quantize_tile_into(Context& c, Buffer buf, uint64_t slot, Buffer dst_buf, uint64_t dst, int64_t d0,
+                        int64_t d1, DType codes, uint64_t kslot) {
   c.vec(tile_op(VecOp::kDiv, DType::kFp32, DType::kInt32, buf, slot, d0, d1, kslot + 8, isa::Bcast::kScalar));
-  Context::VecArgs v = tile_op(VecOp::kAdd, DType::kInt32, codes, buf, slot, d0, d1, kslot + 12, isa::Bcast::kScalar);
+  Context::VecArgs v =
+      tile_op(VecOp::kAdd, DType::kInt32, codes, buf, slot, d0, d1, kslot + 12, isa::Bcast::kScalar);
   v.dst_buf = dst_buf, v.dst = dst;
   c.vec(v);
 }
 
 void convert_tensor(Context& c, const DramTensor& src, const QParams* src_q, const DramTensor& dst,
                     const QParams* dst_q) {
-  if (src.strided() || dst.strided()) {  // a Concat's slice (backend/memory/concat_in_place.h): through a dense copy
+  if (src.strided() ||
+      dst.strided()) {  // a Concat's slice (backend/memory/concat_in_place.h): through a dense copy
     const DramTensor s = src.strided() ? dense_scratch(c, src) : src;
     if (src.strided()) copy_tensor(c, src, s);
     const DramTensor d = dst.strided() ? dense_scratch(c, dst) : dst;
@@ -155,8 +160,8 @@ void convert_tensor(Context& c, const DramTensor& src, const QParams* src_q, con
     const int64_t n = std::min(chunk, total - off);
     const uint64_t s = slot[next];
     next ^= 1;
-    c.load(A, s, src.range(), src.addr + static_cast<uint64_t>(off * isa::dtype_bytes(from)), from, {n, 1, 1, 1},
-           {0, 0, 0});
+    c.load(A, s, src.range(), src.addr + static_cast<uint64_t>(off * isa::dtype_bytes(from)), from,
+           {n, 1, 1, 1}, {0, 0, 0});
     DType cur = from;
     if (is_int_code(from)) {  // dequantize (straight into a float destination format)
       cur = is_int_code(to) ? DType::kFp32 : to;
@@ -231,12 +236,13 @@ bool converts_in_tiles(const Node& n) {
   static const std::set<std::string> pool = {"AveragePool", "GlobalAveragePool", "MaxPool", "GlobalMaxPool"};
   if (n.domain.empty() && pool.count(n.op_type)) return n.outputs.size() == 1 || n.outputs[1].empty();
   if (n.domain.empty() && n.op_type == "Concat") return true;  // constant operands quantized on their way
-  if (is_rowwise(n)) return true;                               // lower_rowwise
+  if (is_rowwise(n)) return true;                              // lower_rowwise
   if (n.domain.empty() && n.op_type == "BatchNormalization") return true;
-  static const std::set<std::string> unary = {"Relu", "Sigmoid", "Tanh",      "Exp",       "Sqrt",       "Reciprocal",
-                                              "Abs",  "Neg",     "Erf",       "Clip",      "HardSwish",  "LeakyRelu",
-                                              "HardSigmoid"};
-  if (n.op_type == "Transpose" && (n.domain.empty() || n.domain == kNpuDomain)) return true;  // lower_transpose
+  static const std::set<std::string> unary = {"Relu",       "Sigmoid",   "Tanh",       "Exp", "Sqrt",
+                                              "Reciprocal", "Abs",       "Neg",        "Erf", "Clip",
+                                              "HardSwish",  "LeakyRelu", "HardSigmoid"};
+  if (n.op_type == "Transpose" && (n.domain.empty() || n.domain == kNpuDomain))
+    return true;  // lower_transpose
   if (n.domain == kNpuDomain) return n.op_type == "Gelu";
   if (!n.domain.empty()) return false;
   return (binary.count(n.op_type) && n.num_given_inputs() == 2) || unary.count(n.op_type);
@@ -267,8 +273,8 @@ std::optional<DType> moves_codes(const Context& c, const quant::PrecisionPlan& p
       dt = t->second.dtype;
       return true;
     }
-    return t->second.dtype == dt && q->second.scale == first->scale && q->second.zero_point == first->zero_point &&
-           q->second.dtype == first->dtype;
+    return t->second.dtype == dt && q->second.scale == first->scale &&
+           q->second.zero_point == first->zero_point && q->second.dtype == first->dtype;
   };
   // Slice/Split take their extents from constant inputs; only input 0 (and Concat's all) carry data.
   const size_t data_inputs = n.op_type == "Concat" ? n.inputs.size() : 1;
@@ -295,10 +301,11 @@ PlanScope::PlanScope(Context& c, const Node& n, Placement placement) : c_(c), n_
   int8_matrix_ = placement == Placement::kNpuMatrix && int8_matrix_mappable(plan, n);
   const DType compute = float_dtype(p);
   if (placement == Placement::kNpuMatrix && !int8_matrix_ && c.config.systolic_array.rate(compute) <= 0) {
-    throw CompileError(fmt::format("layer '{}' runs in {} but the systolic array has no {} MACs "
-                                   "(systolic_array.{}_rate is 0); run it in int8 or another format",
-                                   n.name, quant::to_string(p), isa::kDTypeNames[static_cast<size_t>(compute)],
-                                   isa::kDTypeNames[static_cast<size_t>(compute)]));
+    throw CompileError(
+        fmt::format("layer '{}' runs in {} but the systolic array has no {} MACs "
+                    "(systolic_array.{}_rate is 0); run it in int8 or another format",
+                    n.name, quant::to_string(p), isa::kDTypeNames[static_cast<size_t>(compute)],
+                    isa::kDTypeNames[static_cast<size_t>(compute)]));
   }
   c.act = compute;
   c.esize = isa::dtype_bytes(compute);

@@ -11,8 +11,9 @@
 // which is ONNX QuantizeLinear exactly; float <-> float = VEC copy. A node whose output format differs
 // from its output's storage writes a scratch copy that is converted the same way.
 //
-// INT8 matrix nodes (constant weights, or a runtime int8 B loaded like an activation): int8 weights as data segments, uint8/int8 activations with
-// LOAD's halo pad = the input's zero point, int32 accumulation on the array, then on the vector unit:
+// INT8 matrix nodes (constant weights, or a runtime int8 B loaded like an activation): int8 weights as data
+// segments, uint8/int8 activations with LOAD's halo pad = the input's zero point, int32 accumulation on the
+// array, then on the vector unit:
 // + bias_folded (int32), a fused residual (codes - zero point, per-channel rescale, saturating add),
 // REQUANTIZE with the per-channel (multiplier, shift) pairs and the output zero point, the Relu/Clip
 // clamp as VEC clip; other fused activations take the float epilogue (fp32 * acc_scale, activation,
@@ -63,7 +64,7 @@ class PlanScope {
   bool active_ = false, int8_matrix_ = false, finished_ = false, deferred_ = false;
   isa::DType saved_act_ = isa::DType::kFp32;
   int64_t saved_esize_ = 4;
-  std::map<std::string, DramTensor> saved_;                     // swapped entries of c.tensors
+  std::map<std::string, DramTensor> saved_;                      // swapped entries of c.tensors
   std::vector<std::pair<DramTensor, std::string>> pending_out_;  // scratch output -> value name
 };
 
@@ -106,7 +107,8 @@ struct ConstWords {
 // [2] scale of the codes written (fp32), [3] their zero point (int32). Returns the data segment.
 uint64_t conversion_constants(Context& c, const quant::QParams* from, const quant::QParams* to);
 // The same, loaded into the accumulator buffer at `acc_slot` (16 bytes).
-void load_conversion_constants(Context& c, uint64_t acc_slot, const quant::QParams* from, const quant::QParams* to);
+void load_conversion_constants(Context& c, uint64_t acc_slot, const quant::QParams* from,
+                               const quant::QParams* to);
 // In SRAM, on a d1 x d0 tile at `slot` of `buf` whose conversion constants are at `kslot` of the
 // accumulator buffer: codes (int8/uint8) -> fp32 = VEC sub zero point (-> fp32), mul scale; and
 // fp32 -> codes = VEC div scale (-> int32, nearest even, saturating), add zero point (-> codes,
@@ -116,18 +118,19 @@ void dequantize_tile(Context& c, isa::Buffer buf, uint64_t slot, int64_t d0, int
 void quantize_tile(Context& c, isa::Buffer buf, uint64_t slot, int64_t d0, int64_t d1, isa::DType codes,
                    uint64_t kslot);
 // quantize_tile with the codes written to `dst` of `dst_buf` (the int32 step stays at `slot`).
-void quantize_tile_into(Context& c, isa::Buffer buf, uint64_t slot, isa::Buffer dst_buf, uint64_t dst, int64_t d0,
-                        int64_t d1, isa::DType codes, uint64_t kslot);
+void quantize_tile_into(Context& c, isa::Buffer buf, uint64_t slot, isa::Buffer dst_buf, uint64_t dst,
+                        int64_t d0, int64_t d1, isa::DType codes, uint64_t kslot);
 // dequantize_tile with the fp32 tile written to `dst` of `dst_buf` (the same two VEC steps): an int8
 // vector layer whose fp32 work runs in the accumulator buffer reads the codes once from the input
 // buffer, whose port then carries 1 byte per element instead of every step's 4-byte operands.
-void dequantize_tile_into(Context& c, isa::Buffer buf, uint64_t slot, isa::Buffer dst_buf, uint64_t dst, int64_t d0,
-                          int64_t d1, isa::DType codes, uint64_t kslot, isa::DType out = isa::DType::kFp32);
+void dequantize_tile_into(Context& c, isa::Buffer buf, uint64_t slot, isa::Buffer dst_buf, uint64_t dst,
+                          int64_t d0, int64_t d1, isa::DType codes, uint64_t kslot,
+                          isa::DType out = isa::DType::kFp32);
 // dequantize_tile's first half: codes at `slot` of `buf` -> fp32 (code - zero point, exact) at `dst` of
 // `dst_buf`; for a consumer that folds the scale into its own constants (the BatchNormalization layer,
 // quant::affine_arith).
-void subtract_zero_point(Context& c, isa::Buffer buf, uint64_t slot, isa::Buffer dst_buf, uint64_t dst, int64_t d0,
-                         int64_t d1, isa::DType codes, uint64_t kslot);
+void subtract_zero_point(Context& c, isa::Buffer buf, uint64_t slot, isa::Buffer dst_buf, uint64_t dst,
+                         int64_t d0, int64_t d1, isa::DType codes, uint64_t kslot);
 
 // Converts a whole tensor between storage formats (same shape and layout): codes use `src_q` /
 // `dst_q` (ignored for float dtypes).

@@ -43,11 +43,11 @@ bool imposed_host(const LayerMapping& m, const Node& n, Placement natural) {
   const std::string_view name = placement_name(natural);
   const bool to_host = m.placement == Placement::kHost;
   if (m.has_vector_tiling() && (natural != Placement::kNpuVector || to_host)) {
-    const std::string where = to_host ? "is placed on the host"
-                              : natural == Placement::kNpuMatrix
-                                  ? "runs on the array (its tile is tile_m/tile_oh/... x tile_n)"
-                              : natural == Placement::kFree ? "is free (an alias of its input, no instructions)"
-                                                            : "runs on the host";
+    const std::string where =
+        to_host                            ? "is placed on the host"
+        : natural == Placement::kNpuMatrix ? "runs on the array (its tile is tile_m/tile_oh/... x tile_n)"
+        : natural == Placement::kFree      ? "is free (an alias of its input, no instructions)"
+                                           : "runs on the host";
     fail(m, "tile_elems",
          fmt::format("tile_elems applies to layers that stream SRAM tiles on the vector unit; this {} {}",
                      n.op_type, where));
@@ -116,9 +116,10 @@ void check_fusion(const LayerMapping& m, const std::vector<std::string>& fused) 
     return "[" + s + "]";
   };
   fail(m, "fused",
-       fmt::format("fused {}: the compiler fused {} into this layer; fusion is decided by the passes (--no-fusion "
-                   "turns it off), so a mapping file can record it but not change it",
-                   list(*m.fused), list(fused)));
+       fmt::format(
+           "fused {}: the compiler fused {} into this layer; fusion is decided by the passes (--no-fusion "
+           "turns it off), so a mapping file can record it but not change it",
+           list(*m.fused), list(fused)));
 }
 
 ImposedTiling::ImposedTiling(const Context& c, const MatrixJob& j, const MatrixMapper& mm) : j_(j) {
@@ -170,8 +171,9 @@ ImposedTiling::ImposedTiling(const Context& c, const MatrixJob& j, const MatrixM
     }
   };
   if (m.loop_order == LoopOrder::kInputResident && !j.gemm) {
-    fail("loop_order", "loop_order=input_resident applies to GEMMs (Gemm, MatMul), whose K chunks MATMUL reads "
-                       "in place; use spatial_outer or channel_outer for a convolution");
+    fail("loop_order",
+         "loop_order=input_resident applies to GEMMs (Gemm, MatMul), whose K chunks MATMUL reads "
+         "in place; use spatial_outer or channel_outer for a convolution");
   }
   if (j.gemm) {
     if (m.tile_m && *m.tile_m > j.OH) {
@@ -205,21 +207,24 @@ ImposedTiling::ImposedTiling(const Context& c, const MatrixJob& j, const MatrixM
   }
   mm.slot_bytes(t);
   if (c.shared_capacity() > 0 && t.in_bytes + t.w_bytes > c.shared_capacity()) {
-    fail("", fmt::format("the tile ({}) needs {:.1f} KiB of the scratchpad inputs and weights share "
-                         "(sram.input, sram.shared_scratchpad) with its slots (a ping-pong pair each, one for an operand "
-                         "loaded once; have {:.1f} KiB)",
-                         imposed_list(), static_cast<double>(t.in_bytes + t.w_bytes) / 1024,
-                         static_cast<double>(c.shared_capacity()) / 1024));
+    fail("",
+         fmt::format(
+             "the tile ({}) needs {:.1f} KiB of the scratchpad inputs and weights share "
+             "(sram.input, sram.shared_scratchpad) with its slots (a ping-pong pair each, one for an operand "
+             "loaded once; have {:.1f} KiB)",
+             imposed_list(), static_cast<double>(t.in_bytes + t.w_bytes) / 1024,
+             static_cast<double>(c.shared_capacity()) / 1024));
   }
   for (auto [buf, name, need] : {std::tuple{isa::Buffer::kInput, "sram.input", t.in_bytes},
                                  std::tuple{isa::Buffer::kWeight, "sram.weight", t.w_bytes},
                                  std::tuple{isa::Buffer::kAccumulator, "sram.accumulator", t.acc_bytes}}) {
     if (c.shared_capacity() > 0 && buf != isa::Buffer::kAccumulator) continue;
     if (need > c.capacity(buf)) {
-      fail("", fmt::format("the tile ({}) needs {:.1f} KiB of {} with its slots (a ping-pong pair each, one for an "
-                           "operand loaded once; have {:.1f} KiB)",
-                           imposed_list(), static_cast<double>(need) / 1024, name,
-                           static_cast<double>(c.capacity(buf)) / 1024));
+      fail("", fmt::format(
+                   "the tile ({}) needs {:.1f} KiB of {} with its slots (a ping-pong pair each, one for an "
+                   "operand loaded once; have {:.1f} KiB)",
+                   imposed_list(), static_cast<double>(need) / 1024, name,
+                   static_cast<double>(c.capacity(buf)) / 1024));
     }
   }
 }

@@ -1,6 +1,6 @@
 #pragma once
-// Imposed mappings (compiler/backend/mapping/mapping.h) inside the back end: the checks that each imposed value
-// applies to its layer, and the hook through which the matrix tiling search honours them (internal to
+// Imposed mappings (compiler/backend/mapping/mapping.h) inside the back end: the checks that each imposed
+// value applies to its layer, and the hook through which the matrix tiling search honours them (internal to
 // the back end). Every check throws MappingError "WHERE: layer 'NAME': CONSTRAINT".
 #include <cstdint>
 #include <string>

@@ -21,8 +21,8 @@ namespace npusim::compiler {
 
 // Which loop of a matrix layer's tile walk is outermost (compiler/backend/matrix/matrix_walk.h).
 enum class LoopOrder {
-  kSpatialOuter,  // output tiles outer: the input tile stays in SRAM across output-channel tiles
-  kChannelOuter,  // output-channel tiles outer: the weight tile stays
+  kSpatialOuter,   // output tiles outer: the input tile stays in SRAM across output-channel tiles
+  kChannelOuter,   // output-channel tiles outer: the weight tile stays
   kInputResident,  // GEMMs: output tiles outer, each [m][K] input tile loaded once with its whole
                    // reduction and resident while the K chunks and output-channel tiles pass
 };

@@ -31,7 +31,10 @@ Instruction dma_box(isa::Opcode op, DType t, std::array<int64_t, 3> sizes, std::
   Instruction i;
   i.opcode = op;
   i.set(Field::kDtype, static_cast<int64_t>(t)).set(Field::kSize0, sizes[0]).set(Field::kSize1, sizes[1]);
-  i.set(Field::kSize2, sizes[2]).set(Field::kSize3, 1).set(Field::kStride1, strides[0]).set(Field::kStride2, strides[1]);
+  i.set(Field::kSize2, sizes[2])
+      .set(Field::kSize3, 1)
+      .set(Field::kStride1, strides[0])
+      .set(Field::kStride2, strides[1]);
   return i;
 }
 
@@ -98,9 +101,9 @@ Instruction dwconv_instruction(uint32_t layer, DType a, uint64_t src, uint64_t w
 }
 
 bool DepthwiseMapper::applies(const MatrixJob& j) {
-  return !j.gemm && j.b_const && j.groups > 1 && j.groups == j.C && j.groups == j.M && j.cg == 1 && j.mg == 1 &&
-         j.step_h == 1 && j.step_w == 1 && j.src_w == 0 && j.kh <= 255 && j.kw <= 255 && j.sh <= 255 &&
-         j.sw <= 255 && j.dh <= 255 && j.dw <= 255 && j.C <= 65535 && j.conv_mappable();
+  return !j.gemm && j.b_const && j.groups > 1 && j.groups == j.C && j.groups == j.M && j.cg == 1 &&
+         j.mg == 1 && j.step_h == 1 && j.step_w == 1 && j.src_w == 0 && j.kh <= 255 && j.kw <= 255 &&
+         j.sh <= 255 && j.sw <= 255 && j.dh <= 255 && j.dw <= 255 && j.C <= 65535 && j.conv_mappable();
 }
 
 bool DepthwiseMapper::fits(DepthwiseTiling& t) const {
@@ -157,10 +160,11 @@ void DepthwiseMapper::estimate(DepthwiseTiling& t) const {
     }
   }
   // The epilogue's per-channel vectors: once per side while a channel chunk lasts (EpilogueParams).
-  const double p_loads = static_cast<double>(
-      EpilogueParams::loads(false, 1, ceil_div(j_.C, t.tn), j_.images * ceil_div(j_.OH, t.toh) * ceil_div(j_.OW, t.tow)));
+  const double p_loads = static_cast<double>(EpilogueParams::loads(
+      false, 1, ceil_div(j_.C, t.tn), j_.images * ceil_div(j_.OH, t.toh) * ceil_div(j_.OW, t.tow)));
   for (int64_t e : s_.param_loads(t.tn)) {
-    dma += p_loads * isa::timing::estimate_dma_cycles(dma_box(isa::Opcode::kLoad, DType::kInt32, {e, 1, 1}, {e, e}), cfg);
+    dma += p_loads * isa::timing::estimate_dma_cycles(
+                         dma_box(isa::Opcode::kLoad, DType::kInt32, {e, 1, 1}, {e, e}), cfg);
     bytes += p_loads * static_cast<double>(e * 4);
   }
   dma /= static_cast<double>(std::max<int64_t>(1, cfg.dma.engines));
@@ -207,7 +211,8 @@ std::vector<DepthwiseTiling> DepthwiseMapper::search(size_t keep, const LayerMap
   // strided rows that waste bursts), which the closed form ranks less well than the simulation.
   std::vector<DepthwiseTiling> kept;
   for (const DepthwiseTiling& t : all) {
-    const bool new_chunk = std::none_of(kept.begin(), kept.end(), [&](const auto& k) { return k.tn == t.tn; });
+    const bool new_chunk =
+        std::none_of(kept.begin(), kept.end(), [&](const auto& k) { return k.tn == t.tn; });
     if (kept.size() < keep || (keep > 1 && new_chunk)) kept.push_back(t);
   }
   return kept;
@@ -231,7 +236,8 @@ void DepthwiseMapper::generate(const DepthwiseTiling& t) {
     const int64_t tn = std::min(t.tn, j_.C - n0);
     const uint64_t w_cur = w_slot[w_next];
     w_next ^= 1;
-    c_.load(Buffer::kWeight, w_cur, w_range, w_addr + u(n0 * ew), wt, {tn, j_.kh * j_.kw, 1, 1}, {j_.C, 0, 0});
+    c_.load(Buffer::kWeight, w_cur, w_range, w_addr + u(n0 * ew), wt, {tn, j_.kh * j_.kw, 1, 1},
+            {j_.C, 0, 0});
     for (int64_t img = 0; img < j_.images; ++img) {
       for (int64_t oy0 = 0; oy0 < j_.OH; oy0 += t.toh) {
         for (int64_t ox0 = 0; ox0 < j_.OW; ox0 += t.tow) {
@@ -246,8 +252,9 @@ void DepthwiseMapper::generate(const DepthwiseTiling& t) {
           const uint64_t a_cur = a_slot[a_next];
           a_next ^= 1;
           c_.load(Buffer::kInput, a_cur, j_.a_range,
-                  j_.a_base(img) + u(((ry0 * j_.W + rx0) * j_.C + n0) * ea), a, {tn, cols - pleft - pright,
-                  rows - ptop - pbot, 1}, {j_.C, j_.W * j_.C, 0}, {ptop, pbot, pleft, pright}, s_.ops.pad);
+                  j_.a_base(img) + u(((ry0 * j_.W + rx0) * j_.C + n0) * ea), a,
+                  {tn, cols - pleft - pright, rows - ptop - pbot, 1}, {j_.C, j_.W * j_.C, 0},
+                  {ptop, pbot, pleft, pright}, s_.ops.pad);
           const int side = c_next;
           c_next ^= 1;
           const uint64_t c_slot = s_.acc_slot(side);
@@ -294,20 +301,21 @@ bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s
           tiles->tile_n ? std::to_string(*tiles->tile_n) : "-"));
     }
     if (want_vector) {
-      throw MappingError(fmt::format("{}: layer '{}': placement vector: not even one output pixel of {} fits the "
-                                     "scratchpads",
-                                     imposed->at("placement"), c.plan->name, j.what));
+      throw MappingError(
+          fmt::format("{}: layer '{}': placement vector: not even one output pixel of {} fits the "
+                      "scratchpads",
+                      imposed->at("placement"), c.plan->name, j.what));
     }
     return false;
   }
   // The decision depends on everything the candidates' code does: the job, the operand types, the
   // epilogue and the array's tiling (MatrixMapper::choose's key, extended).
   const std::string key =
-      fmt::format("depthwise {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}|{} {} {} {} {}|{}", j.images, j.H,
-                  j.W, j.C, j.OH, j.out_pitch(), j.OW, j.kh, j.kw, j.sh, j.sw, j.dh, j.dw, j.pt, j.pl,
-                  static_cast<int>(s.ops.a) + 1000 * (j.y_sram >= 0),
-                  static_cast<int>(s.ops.y), static_cast<int>(s.ops.r), s.ops.tile_read, s.epilogue_ops(), array.gb,
-                  array.toh, array.tow, array.tn, array.spatial_outer, only_vector);
+      fmt::format("depthwise {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}|{} {} {} {} {}|{}",
+                  j.images, j.H, j.W, j.C, j.OH, j.out_pitch(), j.OW, j.kh, j.kw, j.sh, j.sw, j.dh, j.dw,
+                  j.pt, j.pl, static_cast<int>(s.ops.a) + 1000 * (j.y_sram >= 0), static_cast<int>(s.ops.y),
+                  static_cast<int>(s.ops.r), s.ops.tile_read, s.epilogue_ops(), array.gb, array.toh,
+                  array.tow, array.tn, array.spatial_outer, only_vector);
   size_t win = 0;
   bool vector = only_vector, cached = false;
   int64_t array_cycles = array.simulated;
@@ -352,17 +360,19 @@ bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s
   LayerPlan& p = *c.plan;
   p.placement = Placement::kNpuVector;
   const std::string against =
-      want_vector ? "placed on the vector unit by the mapping file"
+      want_vector     ? "placed on the vector unit by the mapping file"
       : !array_tiling ? "the array has no tiling that leaves the output on chip"
       : array_cycles >= 0 && t.simulated >= 0
           ? fmt::format("{} cycles simulated against {} on the array as block-diagonal CONVs of {} groups",
                         t.simulated, array_cycles, array.gb)
-          : fmt::format("{:.0f} cycles estimated against {:.0f} on the array as block-diagonal CONVs of {} groups{}",
-                        t.est, array.est, array.gb, cached ? " (the choice made for an identical layer before)" : "");
-  p.mapping = fmt::format("{}VEC dwconv {}x{} stride {}x{} dilation {}x{}, {} channels, {}x{}x{} output tiles (rows x "
-                          "cols x channels), on the vector unit: {}",
-                          s.ops.a == DType::kUint8 || s.ops.a == DType::kInt8 ? "int8 " : "", j.kh, j.kw, j.sh, j.sw,
-                          j.dh, j.dw, j.C, t.toh, t.tow, t.tn, against);
+          : fmt::format(
+                "{:.0f} cycles estimated against {:.0f} on the array as block-diagonal CONVs of {} groups{}",
+                t.est, array.est, array.gb, cached ? " (the choice made for an identical layer before)" : "");
+  p.mapping = fmt::format(
+      "{}VEC dwconv {}x{} stride {}x{} dilation {}x{}, {} channels, {}x{}x{} output tiles (rows x "
+      "cols x channels), on the vector unit: {}",
+      s.ops.a == DType::kUint8 || s.ops.a == DType::kInt8 ? "int8 " : "", j.kh, j.kw, j.sh, j.sw, j.dh, j.dw,
+      j.C, t.toh, t.tow, t.tn, against);
   p.tile_oh = t.toh;
   p.tile_ow = t.tow;
   p.tile_m = t.toh * t.tow;

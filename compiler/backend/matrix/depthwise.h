@@ -21,7 +21,8 @@ template <typename T>
 std::vector<T> depthwise_weight_values(const MatrixJob& j, const std::vector<T>& w) {
   std::vector<T> r(static_cast<size_t>(j.kh * j.kw * j.groups));
   for (int64_t g = 0; g < j.groups; ++g) {
-    for (int64_t t = 0; t < j.kh * j.kw; ++t) r[static_cast<size_t>(t * j.groups + g)] = w[static_cast<size_t>(g * j.kh * j.kw + t)];
+    for (int64_t t = 0; t < j.kh * j.kw; ++t)
+      r[static_cast<size_t>(t * j.groups + g)] = w[static_cast<size_t>(g * j.kh * j.kw + t)];
   }
   return r;
 }

@@ -9,7 +9,6 @@
 namespace npusim::compiler::backend {
 namespace {
 
-
 // Scratchpad (A + B) or accumulator (C) rows a conv tile takes (tiled_conv_total_spad_rows with pool
 // size and stride 1, input dilation 1, no downsampling, untransposed operands). Gemmini sizes the
 // input tile as orows * stride + krows_dilated - 1 rows, one more stride than the window needs.
@@ -40,7 +39,8 @@ GemminiGeometry GemminiGeometry::of(const isa::NpuConfig& c) {
 
 GemminiMatmulTile gemmini_matmul_tile(const GemminiGeometry& g, int64_t dim_i, int64_t dim_j, int64_t dim_k) {
   const int64_t dim = g.dim;
-  const int64_t i_blocks = ceil_div(dim_i, dim), j_blocks = ceil_div(dim_j, dim), k_blocks = ceil_div(dim_k, dim);
+  const int64_t i_blocks = ceil_div(dim_i, dim), j_blocks = ceil_div(dim_j, dim),
+                k_blocks = ceil_div(dim_k, dim);
   // Double-buffered (WS): each side of the ping-pong gets half of each memory.
   const int64_t max_spad_rows = g.spad_rows / 2, max_acc_rows = g.acc_rows / 2;
   // The starting tile: a square I x J that half the accumulator's half holds, and the K that fills a

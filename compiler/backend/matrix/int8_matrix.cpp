@@ -28,7 +28,6 @@ using isa::VecOp;
 using quant::Precision;
 using quant::QParams;
 
-
 namespace {
 
 // An int8 matrix node: the shared job plus its int8 weights, the quantization constants of its
@@ -37,19 +36,19 @@ struct Int8Job : MatrixJob {
   DType a_dt = DType::kUint8, y_dt = DType::kUint8, r_dt = DType::kUint8;
   int32_t a_zp = 0, y_zp = 0;
   uint64_t y_addr = 0, r_addr = 0;
-  int64_t y_img = 0;  // elements per output image (of the residual; of the output unless it is a view)
+  int64_t y_img = 0;        // elements per output image (of the residual; of the output unless it is a view)
   int64_t y_view_img = -1;  // an output view's elements per image (-1: y_img)
   Range r_range;
-  std::vector<int8_t> w;       // [g][kh][kw][cg][mg]
-  uint64_t bias_addr = 0;      // int32 [M] (bias_folded)
-  uint64_t rq_addr = 0;        // int32 pairs [M][2]
+  std::vector<int8_t> w;   // [g][kh][kw][cg][mg]
+  uint64_t bias_addr = 0;  // int32 [M] (bias_folded)
+  uint64_t rq_addr = 0;    // int32 pairs [M][2]
   // Neither a residual nor the float epilogue: bias, requantization and clamp are one output-stage VEC
   // (isa::VecOp::kOutput) reading int32 triples [M][3] (bias_folded, multiplier, shift) at out_addr.
   bool output_stage = false;
   uint64_t out_addr = 0;
   Context::VecArgs out_vec;  // output_stage_vec
   bool residual = false;
-  uint64_t rr_addr = 0;        // residual rescale pairs [M][2]
+  uint64_t rr_addr = 0;  // residual rescale pairs [M][2]
   bool float_epi = false;
   uint64_t accscale_addr = 0;  // fp32 [M]
   VecOp act = VecOp::kCopy;
@@ -172,8 +171,8 @@ class Int8Strategy : public MatrixStrategy {
     const bool load = params_.need_load(side, n0, tn);
     if (j_.output_stage) {
       if (load) {
-        c_.load(A, sd.bias, Range{kDram, j_.out_addr, j_.out_addr + 1}, j_.out_addr + static_cast<uint64_t>(n0 * 12),
-                DType::kInt32, {3 * tn, 1, 1, 1}, {0, 0, 0});
+        c_.load(A, sd.bias, Range{kDram, j_.out_addr, j_.out_addr + 1},
+                j_.out_addr + static_cast<uint64_t>(n0 * 12), DType::kInt32, {3 * tn, 1, 1, 1}, {0, 0, 0});
       }
       Context::VecArgs o = j_.out_vec;
       o.in = acc_dt_;  // int64 sums of int16 inputs
@@ -194,7 +193,9 @@ class Int8Strategy : public MatrixStrategy {
       // acc = sat32(acc + requantize(r - r.zp, residual_rescale, 0)) (int64 sums: in 64 bits).
       c_.load(side_buf_, sd.r, j_.r_range,
               j_.r_addr + static_cast<uint64_t>(yoff * isa::dtype_bytes(j_.r_dt)), j_.r_dt, box, strides);
-      if (load) c_.load(A, sd.rr, seg, j_.rr_addr + static_cast<uint64_t>(n0 * 8), DType::kInt32, {2 * tn, 1, 1, 1}, {0, 0, 0});
+      if (load)
+        c_.load(A, sd.rr, seg, j_.rr_addr + static_cast<uint64_t>(n0 * 8), DType::kInt32, {2 * tn, 1, 1, 1},
+                {0, 0, 0});
       Context::VecArgs sub = v(VecOp::kSub, j_.r_dt, acc_dt_, sd.r, sd.r);
       sub.src2 = kslot, sub.bcast = isa::Bcast::kScalar, sub.src1_buf = sub.dst_buf = side_buf_;
       c_.vec(sub);
@@ -206,7 +207,9 @@ class Int8Strategy : public MatrixStrategy {
       c_.vec(radd);
     }
     if (!j_.float_epi) {
-      if (load) c_.load(A, sd.rq, seg, j_.rq_addr + static_cast<uint64_t>(n0 * 8), DType::kInt32, {2 * tn, 1, 1, 1}, {0, 0, 0});
+      if (load)
+        c_.load(A, sd.rq, seg, j_.rq_addr + static_cast<uint64_t>(n0 * 8), DType::kInt32, {2 * tn, 1, 1, 1},
+                {0, 0, 0});
       Context::VecArgs rq = v(VecOp::kRequantize, acc_dt_, j_.y_dt, cs, cs);
       rq.src2 = sd.rq, rq.bcast = isa::Bcast::kRow, rq.imm2 = j_.y_zp;
       if (!j_.clamp) return finish(rq, t, out_off, box);
@@ -218,8 +221,9 @@ class Int8Strategy : public MatrixStrategy {
     } else {
       // y = quantize(act(float(acc) * acc_scale)).
       c_.vec(v(VecOp::kCopy, acc_dt_, DType::kFp32, cs, cs));
-      if (load) c_.load(A, sd.sc, seg, j_.accscale_addr + static_cast<uint64_t>(n0 * 4), DType::kFp32, {tn, 1, 1, 1},
-              {0, 0, 0});
+      if (load)
+        c_.load(A, sd.sc, seg, j_.accscale_addr + static_cast<uint64_t>(n0 * 4), DType::kFp32, {tn, 1, 1, 1},
+                {0, 0, 0});
       Context::VecArgs mul = v(VecOp::kMul, DType::kFp32, DType::kFp32, cs, cs);
       mul.src2 = sd.sc, mul.bcast = isa::Bcast::kRow;
       c_.vec(mul);
@@ -296,10 +300,12 @@ bool int8_matrix_mappable(const quant::PrecisionPlan& plan, const Node& n) {
   if (layer == plan.layers.end()) return false;
   const quant::LayerQuant& L = layer->second;
   if (L.weight_is_constant)
-    return n.op_type == "Conv" || n.op_type == "ConvTranspose" || n.op_type == "Gemm" || n.op_type == "MatMul";
+    return n.op_type == "Conv" || n.op_type == "ConvTranspose" || n.op_type == "Gemm" ||
+           n.op_type == "MatMul";
   auto a = plan.values.find(L.input), b = plan.values.find(L.weight);
-  return n.op_type == "MatMul" && a != plan.values.end() && b != plan.values.end() && a->second.zero_point == 0 &&
-         b->second.zero_point == 0 && b->second.dtype == DType::kInt8 && L.residual.empty();
+  return n.op_type == "MatMul" && a != plan.values.end() && b != plan.values.end() &&
+         a->second.zero_point == 0 && b->second.zero_point == 0 && b->second.dtype == DType::kInt8 &&
+         L.residual.empty();
 }
 
 bool has_output_stage(const quant::LayerQuant& L) { return L.residual.empty() && !L.float_epilogue; }
@@ -409,13 +415,14 @@ void run_int8_job(Context& c, const Node& n, Int8Job& j) {
   const bool on_vector = map_matrix_job(c, j, strategy, mm, &t, &evaluated);
   if (!on_vector && evaluated == 0) {
     c.act = saved_act, c.esize = saved_es;
-    throw CompileError(fmt::format("layer '{}' ({}): even the smallest int8 tile does not fit the scratchpads",
-                                   n.name, j.what));
+    throw CompileError(fmt::format(
+        "layer '{}' ({}): even the smallest int8 tile does not fit the scratchpads", n.name, j.what));
   }
   if (!on_vector) {
     record_tiling(c, j, t, evaluated);
     mm.generate(t);
-    if (j.groups > 1) c.plan->mapping += fmt::format(" as {} block-diagonal blocks of {} groups", j.groups / t.gb, t.gb);
+    if (j.groups > 1)
+      c.plan->mapping += fmt::format(" as {} block-diagonal blocks of {} groups", j.groups / t.gb, t.gb);
   }
   c.act = saved_act;
   c.esize = saved_es;
@@ -426,13 +433,14 @@ void run_int8_job(Context& c, const Node& n, Int8Job& j) {
 // kw * M channels writing every kh-th output row (MatrixJob::y_row), so no zero is multiplied. `L`'s
 // weights are the equivalent conv's (flipped, quant::conv_transpose_weights). False, with nothing
 // emitted, for any other form.
-bool lower_conv_transpose_blocks_int8(Context& c, const Node& n, const quant::LayerQuant& L, const DramTensor& x,
-                                      const DramTensor& y, const ConvTransposeForm& f, Int8Job j) {
+bool lower_conv_transpose_blocks_int8(Context& c, const Node& n, const quant::LayerQuant& L,
+                                      const DramTensor& x, const DramTensor& y, const ConvTransposeForm& f,
+                                      Int8Job j) {
   const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
   const int64_t M = y.shape[1], OH = y.shape[2], OW = y.shape[3], kh = f.kh, kw = f.kw;
-  if (n.attr_int("group", 1) != 1 || f.sh != kh || f.sw != kw || f.dh != 1 || f.dw != 1 || f.lead_h != kh - 1 ||
-      f.lead_w != kw - 1 || OH != H * kh || OW != W * kw || x.strided() || y.strided() || !L.residual.empty() ||
-      static_cast<int64_t>(L.weight_q.size()) != M * C * kh * kw)
+  if (n.attr_int("group", 1) != 1 || f.sh != kh || f.sw != kw || f.dh != 1 || f.dw != 1 ||
+      f.lead_h != kh - 1 || f.lead_w != kw - 1 || OH != H * kh || OW != W * kw || x.strided() ||
+      y.strided() || !L.residual.empty() || static_cast<int64_t>(L.weight_q.size()) != M * C * kh * kw)
     return false;
   j.images = N, j.C = C, j.H = H, j.W = W, j.M = kw * M, j.OH = H, j.OW = W;
   j.cg = C, j.mg = kw * M;
@@ -442,23 +450,28 @@ bool lower_conv_transpose_blocks_int8(Context& c, const Node& n, const quant::La
   // Kernel row i's 1x1 weights: output channel jj * M + m, input ci is the transposed kernel's tap
   // (i, jj), i.e. the conv's (kh - 1 - i, kw - 1 - jj); and their own bias_folded, since each output
   // reads one tap, not the kh x kw that L.bias_folded's zero-point fold sums over.
-  std::vector<std::vector<int8_t>> wi(static_cast<size_t>(kh), std::vector<int8_t>(static_cast<size_t>(kw * M * C)));
-  std::vector<std::vector<int32_t>> bi(static_cast<size_t>(kh), std::vector<int32_t>(static_cast<size_t>(kw * M)));
+  std::vector<std::vector<int8_t>> wi(static_cast<size_t>(kh),
+                                      std::vector<int8_t>(static_cast<size_t>(kw * M * C)));
+  std::vector<std::vector<int32_t>> bi(static_cast<size_t>(kh),
+                                       std::vector<int32_t>(static_cast<size_t>(kw * M)));
   for (int64_t i = 0; i < kh; ++i)
     for (int64_t jj = 0; jj < kw; ++jj)
       for (int64_t m = 0; m < M; ++m) {
         int64_t wsum = 0;
         for (int64_t ci = 0; ci < C; ++ci) {
-          const int8_t w = L.weight_q[static_cast<size_t>(((m * C + ci) * kh + (kh - 1 - i)) * kw + (kw - 1 - jj))];
+          const int8_t w =
+              L.weight_q[static_cast<size_t>(((m * C + ci) * kh + (kh - 1 - i)) * kw + (kw - 1 - jj))];
           wi[static_cast<size_t>(i)][static_cast<size_t>((jj * M + m) * C + ci)] = w;
           wsum += w;
         }
-        bi[static_cast<size_t>(i)][static_cast<size_t>(jj * M + m)] = static_cast<int32_t>(static_cast<uint32_t>(
-            static_cast<int64_t>(L.bias[static_cast<size_t>(m)]) - static_cast<int64_t>(j.a_zp) * wsum));
+        bi[static_cast<size_t>(i)][static_cast<size_t>(jj * M + m)] =
+            static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(L.bias[static_cast<size_t>(m)]) -
+                                                       static_cast<int64_t>(j.a_zp) * wsum));
       }
   std::vector<Int8Job> rows(static_cast<size_t>(kh), j);
   for (int64_t i = 0; i < kh; ++i)
-    if (!set_int8_output(c, n, L, y, rows[static_cast<size_t>(i)], kw, bi[static_cast<size_t>(i)])) return false;
+    if (!set_int8_output(c, n, L, y, rows[static_cast<size_t>(i)], kw, bi[static_cast<size_t>(i)]))
+      return false;
   const uint64_t xa = x.addr, ea = static_cast<uint64_t>(isa::dtype_bytes(j.a_dt));
   JobCosts total;
   for (int64_t i = 0; i < kh; ++i) {
@@ -491,7 +504,8 @@ bool lower_conv_transpose_int8(Context& c, const Node& n, const quant::LayerQuan
   } catch (const std::invalid_argument&) {
     return false;
   }
-  if (f.oh != y.shape[2] || f.ow != y.shape[3]) return false;  // not the size shape inference gave: not mapped
+  if (f.oh != y.shape[2] || f.ow != y.shape[3])
+    return false;  // not the size shape inference gave: not mapped
   if (lower_conv_transpose_blocks_int8(c, n, L, x, y, f, j)) return true;
   j.images = N, j.C = C, j.H = f.hp, j.W = f.wp;
   j.M = y.shape[1], j.OH = f.oh, j.OW = f.ow;
@@ -534,8 +548,9 @@ bool lower_conv_transpose_int8(Context& c, const Node& n, const quant::LayerQuan
   j.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * a_img); };
   j.a_range = xp.range();
   j.what = fmt::format("int8 ConvTranspose {}", n.name);
-  c.plan->mapping = fmt::format("zero-inserted input (stride {}x{}, zero point {}) + int8 CONV {}x{}{}", f.sh, f.sw,
-                                j.a_zp, j.kh, j.kw, j.groups > 1 ? fmt::format(", {} groups", j.groups) : "");
+  c.plan->mapping =
+      fmt::format("zero-inserted input (stride {}x{}, zero point {}) + int8 CONV {}x{}{}", f.sh, f.sw, j.a_zp,
+                  j.kh, j.kw, j.groups > 1 ? fmt::format(", {} groups", j.groups) : "");
   run_int8_job(c, n, j);
   return true;
 }
@@ -550,7 +565,8 @@ bool lower_matrix_int8(Context& c, const Node& n) {
   const DramTensor& y = c.tensor(L.output);
   const QParams& xq = plan.values.at(L.input);
   const QParams& yq = plan.values.at(L.output);
-  if (x.dtype != xq.dtype || y.dtype != yq.dtype) throw std::logic_error("backend: int8 operands not in codes");
+  if (x.dtype != xq.dtype || y.dtype != yq.dtype)
+    throw std::logic_error("backend: int8 operands not in codes");
   Int8Job j;
   j.a_dt = xq.dtype, j.y_dt = yq.dtype, j.a_zp = xq.zero_point, j.y_zp = yq.zero_point;
   j.y_addr = y.addr, j.a_range = x.range(), j.y_range = y.range();
@@ -640,8 +656,8 @@ bool lower_matrix_int8(Context& c, const Node& n) {
     c.act = j.a_dt;
     c.esize = isa::dtype_bytes(j.a_dt);
     JobBands<Int8Job, Int8Strategy> bands(c, j, [&] { run_int8_job(c, n, j); });
-    // backend/fusion/layer_fusion.h: the job handed to a fused conv's lowering, or the conv fused with its reader.
-    // Line-buffer fusion keeps 8-bit codes (an int16 layer's input or output is not fused).
+    // backend/fusion/layer_fusion.h: the job handed to a fused conv's lowering, or the conv fused with its
+    // reader. Line-buffer fusion keeps 8-bit codes (an int16 layer's input or output is not fused).
     const bool handed = conv_job_wanted(c);
     const bool int16 = j.a_dt == DType::kInt16 || j.y_dt == DType::kInt16;
     const bool fused = handed ? hand_conv_job(c, bands) : !int16 && lower_conv_pool(c, bands);

@@ -28,8 +28,8 @@ namespace {
 // The fused epilogue: y = act(acc + bias + residual).
 struct Epilogue {
   enum class Bias { kNone, kRow, kCol, kScalar, kFull } bias = Bias::kNone;
-  uint64_t bias_addr = 0;      // fp32 data segment: [N] (row), [M] (col), scalar, or [M, N] (full)
-  int64_t bias_cols = 0;       // full: row length of the [M, N] bias
+  uint64_t bias_addr = 0;  // fp32 data segment: [N] (row), [M] (col), scalar, or [M, N] (full)
+  int64_t bias_cols = 0;   // full: row length of the [M, N] bias
   bool residual = false;
   const DramTensor* res = nullptr;
   bool has_act = false;
@@ -40,7 +40,7 @@ struct Epilogue {
 
 // A float matrix node: the shared job plus its weights and output side.
 struct FloatJob : MatrixJob {
-  std::vector<float> w;  // constant: w[((g*kh + i)*kw + j)*cg*mg + c*mg + m]
+  std::vector<float> w;   // constant: w[((g*kh + i)*kw + j)*cg*mg + c*mg + m]
   bool w_elided = false;  // a shape-only constant (a timing-only compile): tiles placed, no values written
   std::function<uint64_t(int64_t)> y_base, res_base;
   Epilogue epi;
@@ -96,7 +96,8 @@ class FloatStrategy : public MatrixStrategy {
       if (e.bias == Epilogue::Bias::kRow) bias_slot_[s] = acc.take(static_cast<uint64_t>(tn * 4));
       if (e.bias == Epilogue::Bias::kCol) bias_slot_[s] = acc.take(static_cast<uint64_t>(p_max * 4));
       if (e.bias == Epilogue::Bias::kScalar) bias_slot_[s] = acc.take(4);
-      if (e.residual || e.bias == Epilogue::Bias::kFull) r_slot_[s] = side.take(static_cast<uint64_t>(p_max * tn * 4));
+      if (e.residual || e.bias == Epilogue::Bias::kFull)
+        r_slot_[s] = side.take(static_cast<uint64_t>(p_max * tn * 4));
       if (e.silu) t_slot_[s] = side.take(static_cast<uint64_t>(p_max * tn * 4));
     }
   }
@@ -122,7 +123,8 @@ class FloatStrategy : public MatrixStrategy {
     const int64_t p = t.oh * t.ow, tn = t.tn;
     const uint64_t cs = c_slot_[side], bias_s = bias_slot_[side], r_s = r_slot_[side];
     const Buffer A = Buffer::kAccumulator;
-    const uint64_t yoff = static_cast<uint64_t>(((t.oy0 * j_.OW + t.ox0) * j_.M + t.n0) * c_.esize);  // residual
+    const uint64_t yoff =
+        static_cast<uint64_t>(((t.oy0 * j_.OW + t.ox0) * j_.M + t.n0) * c_.esize);  // residual
     const int64_t P = j_.out_pitch();
     const uint64_t out_off = static_cast<uint64_t>((t.oy0 * j_.out_row() + t.ox0 * P + t.n0) * c_.esize);
     const std::array<int64_t, 4> box = {tn, t.ow, t.oh, 1};
@@ -143,17 +145,18 @@ class FloatStrategy : public MatrixStrategy {
       switch (e.bias) {
         case Epilogue::Bias::kRow:  // the per-channel vector, unless this side holds this tile's channels
           if (params_.need_load(side, t.n0, tn))
-            c_.load(A, bias_s, all, e.bias_addr + static_cast<uint64_t>(t.n0 * 4), DType::kFp32, {tn, 1, 1, 1},
-                  {0, 0, 0});
+            c_.load(A, bias_s, all, e.bias_addr + static_cast<uint64_t>(t.n0 * 4), DType::kFp32,
+                    {tn, 1, 1, 1}, {0, 0, 0});
           v.bcast = isa::Bcast::kRow;
           break;
         case Epilogue::Bias::kCol:  // gemm only: one value per output row (M index = oy)
-          c_.load(A, bias_s, all, e.bias_addr + static_cast<uint64_t>(t.oy0 * 4), DType::kFp32, {t.oh, 1, 1, 1},
-                  {0, 0, 0});
+          c_.load(A, bias_s, all, e.bias_addr + static_cast<uint64_t>(t.oy0 * 4), DType::kFp32,
+                  {t.oh, 1, 1, 1}, {0, 0, 0});
           v.bcast = isa::Bcast::kCol;
           break;
         case Epilogue::Bias::kScalar:
-          if (params_.need_load(side, t.n0, tn)) c_.load(A, bias_s, all, e.bias_addr, DType::kFp32, {1, 1, 1, 1}, {0, 0, 0});
+          if (params_.need_load(side, t.n0, tn))
+            c_.load(A, bias_s, all, e.bias_addr, DType::kFp32, {1, 1, 1, 1}, {0, 0, 0});
           v.bcast = isa::Bcast::kScalar;
           break;
         case Epilogue::Bias::kFull:
@@ -243,7 +246,8 @@ class FloatStrategy : public MatrixStrategy {
 };
 
 std::string kib(int64_t b) {
-  return b % 1024 == 0 ? fmt::format("{} KiB", b / 1024) : fmt::format("{:.1f} KiB", static_cast<double>(b) / 1024);
+  return b % 1024 == 0 ? fmt::format("{} KiB", b / 1024)
+                       : fmt::format("{:.1f} KiB", static_cast<double>(b) / 1024);
 }
 
 // The error when not even a 1x1x1x1 tile fits: the first scratchpad it overflows, with the sizes.
@@ -261,8 +265,8 @@ std::string kib(int64_t b) {
   } else if (t.w_bytes > c.capacity(Buffer::kWeight)) {
     buf = "sram.weight", need = t.w_bytes, have = c.capacity(Buffer::kWeight);
   }
-  throw CompileError(fmt::format("layer '{}' ({}): even the smallest tile needs {} of {} (have {})", c.plan->name,
-                                 j.what, kib(need), buf, kib(have)));
+  throw CompileError(fmt::format("layer '{}' ({}): even the smallest tile needs {} of {} (have {})",
+                                 c.plan->name, j.what, kib(need), buf, kib(have)));
 }
 
 bool set_activation(const Node& n, Epilogue& e) {
@@ -311,7 +315,8 @@ bool lower_conv_spec(Context& c, const Node& n, const ConvSpec& cs) {
   j.M = y.shape[1], j.OH = y.shape[2], j.OW = y.shape[3];
   j.groups = cs.groups;
   j.cg = j.C / j.groups, j.mg = j.M / j.groups;
-  j.kh = cs.kh, j.kw = cs.kw, j.sh = cs.sh, j.sw = cs.sw, j.dh = cs.dh, j.dw = cs.dw, j.pt = cs.pt, j.pl = cs.pl;
+  j.kh = cs.kh, j.kw = cs.kw, j.sh = cs.sh, j.sw = cs.sw, j.dh = cs.dh, j.dw = cs.dw, j.pt = cs.pt,
+  j.pl = cs.pl;
   if (cs.node_pads) set_conv_pads(n, j);
   if (!j.conv_mappable()) return false;
   j.w_elided = cs.w_elided;
@@ -341,17 +346,18 @@ bool lower_conv_spec(Context& c, const Node& n, const ConvSpec& cs) {
     j.res_base = [=](int64_t img) { return ra + static_cast<uint64_t>(img * ys) * es; };
   }
   if (!set_activation(n, j.epi)) return false;
-  j.what = fmt::format("Conv {}x{}x{}->{}{}", j.kh, j.kw, j.C, j.M, j.groups > 1 ? fmt::format(" group {}", j.groups) : "");
-  c.plan->mapping = fmt::format("CONV {}x{} stride {}x{} dilation {}x{}{}", j.kh, j.kw, j.sh, j.sw, j.dh, j.dw,
-                                j.groups > 1 ? fmt::format(", {} groups", j.groups) : "");
+  j.what = fmt::format("Conv {}x{}x{}->{}{}", j.kh, j.kw, j.C, j.M,
+                       j.groups > 1 ? fmt::format(" group {}", j.groups) : "");
+  c.plan->mapping = fmt::format("CONV {}x{} stride {}x{} dilation {}x{}{}", j.kh, j.kw, j.sh, j.sw, j.dh,
+                                j.dw, j.groups > 1 ? fmt::format(", {} groups", j.groups) : "");
   if (subsample_pointwise(j)) c.plan->mapping += ", reading only the pixels it uses (strided LOAD)";
   JobBands<FloatJob, FloatStrategy> bands(c, j, [&] { run(c, j); });
-  if (conv_job_wanted(c)) return hand_conv_job(c, bands);               // backend/fusion/layer_fusion.h
+  if (conv_job_wanted(c)) return hand_conv_job(c, bands);         // backend/fusion/layer_fusion.h
   if (!c.options.plan && lower_conv_pool(c, bands)) return true;  // backend/fusion/layer_fusion.h
   run(c, j);
   if (j.groups > 1 && c.plan->placement == Placement::kNpuMatrix) {
-    c.plan->mapping += fmt::format(" as {} block-diagonal blocks of {} groups", j.groups / c.plan->group_block,
-                                   c.plan->group_block);
+    c.plan->mapping += fmt::format(" as {} block-diagonal blocks of {} groups",
+                                   j.groups / c.plan->group_block, c.plan->group_block);
   }
   return true;
 }
@@ -505,7 +511,8 @@ bool lower_conv_transpose(Context& c, const Node& n) {
   cs.w_elided = !wt.has_values();
   if (!cs.w_elided) cs.derived = conv_transpose_conv_weights(wt.to_float_vector(), groups, cg, mg, kh, kw);
   cs.w = &cs.derived;
-  if (!lower_conv_spec(c, n, cs)) throw std::logic_error("backend: the zero-inserted conv of a ConvTranspose");
+  if (!lower_conv_spec(c, n, cs))
+    throw std::logic_error("backend: the zero-inserted conv of a ConvTranspose");
   c.plan->mapping = fmt::format("zero-inserted input (stride {}x{}) + {}", f.sh, f.sw, c.plan->mapping);
   return true;
 }
@@ -584,7 +591,8 @@ bool lower_gemm(Context& c, const Node& n) {
     } else if (s.size() == 1 && s[0] == N) {
       j.epi.bias = Epilogue::Bias::kRow;
       j.epi.bias_addr = c.add_floats(v, DType::kFp32);
-    } else if (cv.shape.size() == 2 && cv.shape[0] == M && cv.shape[1] == 1 && j.images == 1 && total_m == M) {
+    } else if (cv.shape.size() == 2 && cv.shape[0] == M && cv.shape[1] == 1 && j.images == 1 &&
+               total_m == M) {
       j.epi.bias = Epilogue::Bias::kCol;
       j.epi.bias_addr = c.add_floats(v, DType::kFp32);
     } else if (cv.shape.size() == 2 && cv.shape[0] == M && cv.shape[1] == N && total_m == M) {

@@ -85,7 +85,6 @@ using isa::VecOp;
 
 namespace {
 
-
 // Candidates the search simulates when it can time code: enough to correct the closed form's ranking
 // where it is wrong, few enough to keep compile time within a simulation of the model.
 constexpr size_t kTimedCandidates = 3;
@@ -150,7 +149,10 @@ void MatrixMapper::slot_bytes(Tiling& t) const {
   const int64_t ea = isa::dtype_bytes(s_.ops.a), ew = isa::dtype_bytes(s_.ops.w);
   const int64_t channels = t.input_resident ? t.gb * j_.cg : t.tc;
   const Reuse r = reuse(t);
-  t.in_bytes = j_.a_sram >= 0 ? 0 : (r.a_once ? 1 : 2) * round64((j_.in_rows(t.toh) * j_.in_cols(t.tow) + position_slack()) * channels * ea);
+  t.in_bytes = j_.a_sram >= 0
+                   ? 0
+                   : (r.a_once ? 1 : 2) *
+                         round64((j_.in_rows(t.toh) * j_.in_cols(t.tow) + position_slack()) * channels * ea);
   t.w_bytes = j_.b_sram >= 0 ? 0 : (r.b_once ? 1 : 2) * round64(j_.kh * j_.kw * t.tc * t.tn * ew);
   t.acc_bytes = s_.acc_bytes(t.toh * t.tow, t.tn);
   const int64_t side = s_.side_bytes(t.toh * t.tow, t.tn);
@@ -280,7 +282,8 @@ void MatrixMapper::estimate(Tiling& t) const {
   compute *= static_cast<double>(blocks);
   // The engines work in parallel but share the DRAM: at most its sustained rate.
   double dma = (load_a + load_b + load_r + load_p + store) * static_cast<double>(blocks) / engines;
-  if (c_.dram_bytes_per_cycle > 0) dma = std::max(dma, bytes * static_cast<double>(blocks) / c_.dram_bytes_per_cycle);
+  if (c_.dram_bytes_per_cycle > 0)
+    dma = std::max(dma, bytes * static_cast<double>(blocks) / c_.dram_bytes_per_cycle);
   vec *= static_cast<double>(blocks);
   const double first = (j_.a_sram >= 0 ? 0.0
                                        : dma_cycles(t.tc, j_.in_cols(t.tow), j_.in_rows(t.toh),
@@ -334,7 +337,7 @@ std::vector<Tiling> MatrixMapper::search(int64_t* evaluated, size_t keep) const 
 
 std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, const Tiling* policy,
                                                bool report_none) const {
-  std::vector<Tiling> best;  // sorted by est, at most `keep`
+  std::vector<Tiling> best;                    // sorted by est, at most `keep`
   const ImposedTiling imposed(c_, j_, *this);  // a mapping file's values for this layer (imposed.h)
   std::vector<int64_t> gbs;
   for (int64_t d = 1; d <= j_.groups; ++d) {
@@ -412,7 +415,8 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
       static_cast<int>(s_.ops.w), static_cast<int>(s_.ops.y), static_cast<int>(s_.ops.r), s_.ops.tile_read,
       s_.epilogue_ops());
   for (const Tiling& t : best) {
-    key += fmt::format("|{} {} {} {} {} {} {}", t.gb, t.toh, t.tow, t.tc, t.tn, t.spatial_outer, t.input_resident);
+    key += fmt::format("|{} {} {} {} {} {} {}", t.gb, t.toh, t.tow, t.tc, t.tn, t.spatial_outer,
+                       t.input_resident);
   }
   if (auto it = c_.decided.find(key); it != c_.decided.end()) return best[it->second];
   size_t win = 0;
@@ -446,11 +450,12 @@ void MatrixMapper::generate(const Tiling& t) {
   const Reuse reused = reuse(t);
   uint64_t a_slot[2], b_slot[2];
   for (int s = 0; s < 2; ++s)
-    a_slot[s] = j_.a_sram >= 0 ? 0
-              : s == 1 && reused.a_once
-                    ? a_slot[0]
-                    : in.take(static_cast<uint64_t>((j_.in_rows(t.toh) * j_.in_cols(t.tow) + position_slack()) *
-                                                    (t.input_resident ? cin_b : t.tc) * ea));
+    a_slot[s] =
+        j_.a_sram >= 0 ? 0
+        : s == 1 && reused.a_once
+            ? a_slot[0]
+            : in.take(static_cast<uint64_t>((j_.in_rows(t.toh) * j_.in_cols(t.tow) + position_slack()) *
+                                            (t.input_resident ? cin_b : t.tc) * ea));
   s_.allocate(acc, t.side_in_input ? in : acc, t.toh * t.tow, t.tn);
   if (c_.shared_capacity() > 0) wt.next = in.next;  // weights above the inputs in the one scratchpad
   for (int s = 0; s < 2; ++s)
@@ -502,13 +507,15 @@ void MatrixMapper::generate(const Tiling& t) {
         if (j_.a_sram >= 0) {
           // Where the producer left it (GEMMs: rows of C elements).
           a_cur = static_cast<uint64_t>(j_.a_sram) +
-                  static_cast<uint64_t>(((s.img * j_.H + s.oy0) * j_.W + s.ox0) * j_.C + cin0) * static_cast<uint64_t>(ea);
+                  static_cast<uint64_t>(((s.img * j_.H + s.oy0) * j_.W + s.ox0) * j_.C + cin0) *
+                      static_cast<uint64_t>(ea);
         } else if (!((reuse_a || resident) && a_key == akey)) {
           a_cur = a_slot[a_next];
           a_next ^= 1;
           a_key = akey;
           // Resident (GEMMs): the [m][K] tile as it lies, every K chunk at once.
-          load_input(s.img, s.oy0, s.oh, s.ox0, s.ow, resident ? cin0 : cin0 + k0, resident ? cin_b : tc, a_cur);
+          load_input(s.img, s.oy0, s.oh, s.ox0, s.ow, resident ? cin0 : cin0 + k0, resident ? cin_b : tc,
+                     a_cur);
         }
         // This K chunk of the input tile: a resident GEMM tile's columns [k0, k0 + tc), read in place.
         const bool in_place = resident || j_.a_sram >= 0;
@@ -579,10 +586,10 @@ void MatrixMapper::load_input(int64_t img, int64_t oy0, int64_t oh, int64_t ox0,
   const int64_t ry0 = std::max<int64_t>(0, iy0), rx0 = std::max<int64_t>(0, ix0);
   const int64_t rows = j_.in_rows(oh) - ptop - pbot, cols = j_.in_cols(ow) - pleft - pright;
   const uint64_t addr =
-      j_.a_base(img) +
-      static_cast<uint64_t>((ry0 * j_.row_stride() + rx0 * j_.pixel_stride() + c0) * isa::dtype_bytes(s_.ops.a));
-  c_.load(Buffer::kInput, slot, j_.a_range, addr, s_.ops.a, {tc, cols, rows, 1}, {j_.pixel_stride(), j_.row_stride(), 0},
-          {ptop, pbot, pleft, pright}, s_.ops.pad);
+      j_.a_base(img) + static_cast<uint64_t>((ry0 * j_.row_stride() + rx0 * j_.pixel_stride() + c0) *
+                                             isa::dtype_bytes(s_.ops.a));
+  c_.load(Buffer::kInput, slot, j_.a_range, addr, s_.ops.a, {tc, cols, rows, 1},
+          {j_.pixel_stride(), j_.row_stride(), 0}, {ptop, pbot, pleft, pright}, s_.ops.pad);
 }
 
 bool subsample_pointwise(MatrixJob& j) {
@@ -641,10 +648,12 @@ std::string tile_limit(const Context& c, const MatrixJob& j, const Tiling& t) {
   }
   // Slots are ping-pong pairs: past half of a scratchpad, doubling any tile dimension cannot fit.
   const std::array<std::pair<const char*, double>, 3> fill = {
-      std::pair<const char*, double>{"sram.input", static_cast<double>(t.in_bytes) / c.capacity(Buffer::kInput)},
+      std::pair<const char*, double>{"sram.input",
+                                     static_cast<double>(t.in_bytes) / c.capacity(Buffer::kInput)},
       {"sram.weight", static_cast<double>(t.w_bytes) / c.capacity(Buffer::kWeight)},
       {"sram.accumulator", static_cast<double>(t.acc_bytes) / c.capacity(Buffer::kAccumulator)}};
-  const auto full = std::max_element(fill.begin(), fill.end(), [](auto& a, auto& b) { return a.second < b.second; });
+  const auto full =
+      std::max_element(fill.begin(), fill.end(), [](auto& a, auto& b) { return a.second < b.second; });
   if (full->second > 0.5) return fmt::format("{} {:.0f}% full", full->first, 100.0 * full->second);
   return t.simulated >= 0 ? "fastest in simulation (larger tiles that fit ran slower or ranked lower)"
                           : "cheapest in the cost model";

@@ -61,7 +61,8 @@ struct MatrixJob {
   // source rows of src_w pixels / step_w pixels apart: tiles load only what the array uses.
   int64_t step_h = 1, step_w = 1, src_w = 0;  // src_w 0: rows of W pixels
   // Elements between the input's pixels (a GEMM's rows) in DRAM when not C: the input is a strided view
-  // (backend/memory/strided_views.h: one head of a QKV projection's output, its rows 3 x H x dh elements apart).
+  // (backend/memory/strided_views.h: one head of a QKV projection's output, its rows 3 x H x dh elements
+  // apart).
   int64_t a_pitch = 0;
   int64_t pixel_stride() const { return step_w * (a_pitch ? a_pitch : C); }
   int64_t row_stride() const { return step_h * (src_w ? src_w : W) * (a_pitch ? a_pitch : C); }
@@ -112,9 +113,9 @@ struct Tiling {
   // the K chunks (MATMUL reads its chunk in place with a_stride = K) and the output-channel tiles pass,
   // instead of one load per (K chunk, output-channel tile).
   bool input_resident = false;
-  double est = 1e300;        // closed-form cycles (cost model)
+  double est = 1e300;  // closed-form cycles (cost model)
   double compute = 0, dma = 0;
-  int64_t simulated = -1;    // cycles of its code simulated (Context::time_layer), -1 = not timed
+  int64_t simulated = -1;  // cycles of its code simulated (Context::time_layer), -1 = not timed
   int64_t in_bytes = 0, w_bytes = 0, acc_bytes = 0;
   // The epilogue's tile-sized slots (MatrixStrategy::side_bytes) lie in the input scratchpad, after the
   // input tiles, rather than in the accumulator: whenever they fit there (a rule of the tile, so a mapping
@@ -145,8 +146,9 @@ class EpilogueParams {
   // How many times a walk loads them (the cost model's count of need_load == true): `blocks` times
   // `nn` output-channel tiles by `nsp` spatial tiles, sides alternating tile by tile.
   static int64_t loads(bool spatial_outer, int64_t blocks, int64_t nn, int64_t nsp) {
-    if (!spatial_outer || nn == 1) return blocks * nn * std::min<int64_t>(2, nsp);  // runs of one channel range
-    if (nn == 2) return blocks * 2;  // each side keeps one of the two ranges
+    if (!spatial_outer || nn == 1)
+      return blocks * nn * std::min<int64_t>(2, nsp);  // runs of one channel range
+    if (nn == 2) return blocks * 2;                    // each side keeps one of the two ranges
     return blocks * nn * nsp;
   }
 
@@ -275,9 +277,10 @@ struct MatmulBatches {
 };
 std::optional<MatmulBatches> matmul_batches(const Shape& a, const Shape& b, const Shape& y);
 
-// A MatMul operand [..., rows, cols] in DRAM (ONNX order), dense or a strided view (backend/memory/strided_views.h):
-// the element where each of its matrices starts (row-major over its batch dims; MatmulBatches' offsets
-// index it), the elements between its rows, and whether the rows of all its matrices are evenly spaced
+// A MatMul operand [..., rows, cols] in DRAM (ONNX order), dense or a strided view
+// (backend/memory/strided_views.h): the element where each of its matrices starts (row-major over its batch
+// dims; MatmulBatches' offsets index it), the elements between its rows, and whether the rows of all its
+// matrices are evenly spaced
 // (`pitch` apart, so the batch dims fold into the rows). nullopt when a row's elements are not contiguous.
 // A dense operand gives matrix i at i x rows x cols with a pitch of cols.
 struct MatrixRows {

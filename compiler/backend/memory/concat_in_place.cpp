@@ -45,7 +45,8 @@ class Decider {
     // the first of them in program order writes it, the others find it there.
     for (auto& [slot, users] : copies_) {
       std::sort(users.begin(), users.end());
-      for (size_t u = 1; u < users.size(); ++u) f_.in_place[g_.nodes[users[u].first].name].insert(users[u].second);
+      for (size_t u = 1; u < users.size(); ++u)
+        f_.in_place[g_.nodes[users[u].first].name].insert(users[u].second);
     }
     return std::move(f_);
   }
@@ -60,7 +61,9 @@ class Decider {
            is_float(g_.value(v).dtype);
   }
   // A constant operand (ViT's class token): the Concat writes it itself, from a data segment.
-  bool constant(const std::string& v) const { return !v.empty() && g_.has_value(v) && g_.value(v).is_constant(); }
+  bool constant(const std::string& v) const {
+    return !v.empty() && g_.has_value(v) && g_.value(v).is_constant();
+  }
   Shape phys(const std::string& v) const { return physical(g_.value(v).shape, g_.value(v).layout); }
 
   // y's storage format: its type and, for codes, its QParams.
@@ -68,7 +71,8 @@ class Decider {
     std::string f = std::to_string(static_cast<int>(storage_.at(y)));
     if (o_.plan)
       if (auto q = o_.plan->values.find(y); q != o_.plan->values.end())
-        f += fmt::format(" {} {} {}", q->second.scale, q->second.zero_point, static_cast<int>(q->second.dtype));
+        f += fmt::format(" {} {} {}", q->second.scale, q->second.zero_point,
+                         static_cast<int>(q->second.dtype));
     return f + " " + fmt::format("{}", fmt::join(g_.value(y).layout, ","));
   }
 
@@ -265,11 +269,12 @@ std::string ConcatFolding::describe(const Node& n) const {
     for (const auto& o : n.outputs) {
       auto v = views.find(o);
       if (v == views.end()) continue;
-      return fmt::format("output written in place into its slice of Concat output '{}' (offset {} elements{})",
-                         v->second.root, v->second.offset,
-                         v->second.strides.size() >= 2
-                             ? fmt::format(", row pitch {}", v->second.strides[v->second.strides.size() - 2])
-                             : "");
+      return fmt::format(
+          "output written in place into its slice of Concat output '{}' (offset {} elements{})",
+          v->second.root, v->second.offset,
+          v->second.strides.size() >= 2
+              ? fmt::format(", row pitch {}", v->second.strides[v->second.strides.size() - 2])
+              : "");
     }
     return "";
   }
@@ -277,20 +282,24 @@ std::string ConcatFolding::describe(const Node& n) const {
   const size_t k = it == in_place.end() ? 0 : it->second.size();
   if (folded(n)) {
     auto v = views.find(n.outputs[0]);
-    return fmt::format("folded into its producers' stores: each of its {} input(s) is written in place in its "
-                       "slice{}; no instructions",
-                       n.inputs.size(), v == views.end() ? "" : fmt::format(" of '{}'", v->second.root));
+    return fmt::format(
+        "folded into its producers' stores: each of its {} input(s) is written in place in its "
+        "slice{}; no instructions",
+        n.inputs.size(), v == views.end() ? "" : fmt::format(" of '{}'", v->second.root));
   }
-  return k ? fmt::format("{} of {} input(s) written in place by their producers, the rest copied", k, n.inputs.size())
+  return k ? fmt::format("{} of {} input(s) written in place by their producers, the rest copied", k,
+                         n.inputs.size())
            : "";
 }
 
 bool ConcatFolding::takes_view(const Graph& g, const Node& n, Placement placement, const std::string& v,
                                bool output) {
   if (!n.domain.empty()) return false;
-  if (n.op_type == "Concat") {  // lower_concat (but with a constant operand of an integer Concat: the index map)
+  if (n.op_type ==
+      "Concat") {  // lower_concat (but with a constant operand of an integer Concat: the index map)
     for (const auto& in : n.inputs)
-      if (in.empty() || (g.value(in).is_constant() && !is_float(g.value(n.outputs.at(0)).dtype))) return false;
+      if (in.empty() || (g.value(in).is_constant() && !is_float(g.value(n.outputs.at(0)).dtype)))
+        return false;
     return placement == Placement::kNpuVector;
   }
   if (n.op_type == "Conv")

@@ -43,7 +43,9 @@ struct ConcatFolding {
     std::string root;              // the value whose buffer holds it (a Concat's output)
     int64_t offset = 0;            // elements from the root's first element
     std::vector<int64_t> strides;  // elements per index of each physical dim (the root's dense strides)
-    bool operator==(const Slice& o) const { return root == o.root && offset == o.offset && strides == o.strides; }
+    bool operator==(const Slice& o) const {
+      return root == o.root && offset == o.offset && strides == o.strides;
+    }
   };
   std::map<std::string, Slice> views;
   // Per Concat node: the positions of the inputs that are already in their slice when it runs (written

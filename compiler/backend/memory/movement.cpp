@@ -30,13 +30,13 @@ Slots make_slots(Context& c, Buffer b, uint64_t base, int64_t max_elems) {
 
 // ---- strided copies (DMA through SRAM) ----
 
-
 // Merges dims that are contiguous in both source and destination; drops extent-1 dims.
 std::vector<CopyDim> merge_copy(std::vector<CopyDim> d) {
   std::vector<CopyDim> r;
   for (const auto& x : d) {
     if (x.extent == 1) continue;
-    if (!r.empty() && r.back().src_stride == x.src_stride * x.extent && r.back().dst_stride == x.dst_stride * x.extent) {
+    if (!r.empty() && r.back().src_stride == x.src_stride * x.extent &&
+        r.back().dst_stride == x.dst_stride * x.extent) {
       r.back().extent *= x.extent;
       r.back().src_stride = x.src_stride;
       r.back().dst_stride = x.dst_stride;
@@ -69,7 +69,8 @@ void odometer(const std::vector<int64_t>& ext, const std::function<void(const st
 
 // Copies a box: dims outermost first, innermost must have src_stride == dst_stride == 1.
 void copy_box(Context& c, const DramTensor& src, uint64_t src_off, const DramTensor& dst, uint64_t dst_off,
-              const std::vector<CopyDim>& dims_in, const std::function<void(uint64_t, int64_t, int64_t)>& on_tile) {
+              const std::vector<CopyDim>& dims_in,
+              const std::function<void(uint64_t, int64_t, int64_t)>& on_tile) {
   std::vector<CopyDim> d = merge_copy(dims_in);
   if (d.back().src_stride != 1 || d.back().dst_stride != 1) d.push_back({1, 1, 1});  // element rows
   Slots s = make_slots(c, Buffer::kInput);
@@ -117,11 +118,10 @@ void copy_box(Context& c, const DramTensor& src, uint64_t src_off, const DramTen
     c.load(Buffer::kInput, slot, src.range(), src.addr + src_off + static_cast<uint64_t>(so) * ess,
            on_tile ? src.dtype : dst.dtype, sz, sst);
     if (on_tile) on_tile(slot, sz[0], sz[1] * sz[2]);
-    c.store(Buffer::kInput, slot, dst.range(), dst.addr + dst_off + static_cast<uint64_t>(dof) * es, dst.dtype, sz,
-            dst_st);
+    c.store(Buffer::kInput, slot, dst.range(), dst.addr + dst_off + static_cast<uint64_t>(dof) * es,
+            dst.dtype, sz, dst_st);
   });
 }
-
 
 std::vector<int> positions(const DramTensor& t) {
   std::vector<int> pos(t.shape.size());
@@ -132,7 +132,8 @@ std::vector<int> positions(const DramTensor& t) {
   return pos;
 }
 
-std::string permute_copy(Context& c, const DramTensor& x, const DramTensor& y, const std::vector<int64_t>& perm,
+std::string permute_copy(Context& c, const DramTensor& x, const DramTensor& y,
+                         const std::vector<int64_t>& perm,
                          const std::function<void(uint64_t slot, int64_t d0, int64_t d1)>& on_tile) {
   const size_t r = y.shape.size();
   const auto xpos = positions(x);
@@ -178,7 +179,8 @@ std::string permute_copy(Context& c, const DramTensor& x, const DramTensor& y, c
   const CopyDim A = d[a], B = d[b];
   // With a conversion the transposed tile is one VEC row of ta * tb elements: at most kMaxDim.
   const int64_t elems = on_tile ? std::min<int64_t>(s.elems, kMaxDim) : s.elems;
-  int64_t tb = std::min<int64_t>({B.extent, kMaxDim, std::max<int64_t>(1, static_cast<int64_t>(std::sqrt(elems)))});
+  int64_t tb =
+      std::min<int64_t>({B.extent, kMaxDim, std::max<int64_t>(1, static_cast<int64_t>(std::sqrt(elems)))});
   const int64_t ta = std::min<int64_t>({A.extent, kMaxDim, std::max<int64_t>(1, elems / tb)});
   tb = std::min<int64_t>({B.extent, kMaxDim, std::max<int64_t>(1, elems / ta)});
   const int64_t te = std::min<int64_t>({E.extent, kMaxDim, std::max<int64_t>(1, s.elems / (ta * tb))});
@@ -212,7 +214,8 @@ std::string permute_copy(Context& c, const DramTensor& x, const DramTensor& y, c
   ext.push_back(ceil_div(E.extent, te));
   ext.push_back(ceil_div(A.extent, ta));
   ext.push_back(ceil_div(B.extent, tb));
-  if (!on_tile && ex != es) throw std::logic_error("permute_copy: x and y differ in dtype without a conversion");
+  if (!on_tile && ex != es)
+    throw std::logic_error("permute_copy: x and y differ in dtype without a conversion");
   odometer(ext, [&](const std::vector<int64_t>& idx) {
     int64_t so = 0, dof = 0;
     for (size_t j = 0; j < rest.size(); ++j) {
@@ -221,14 +224,16 @@ std::string permute_copy(Context& c, const DramTensor& x, const DramTensor& y, c
     }
     const size_t m = rest.size();
     const int64_t e0 = idx[m] * te, a0 = idx[m + 1] * ta, b0 = idx[m + 2] * tb;
-    const int64_t ne = std::min(te, E.extent - e0), na = std::min(ta, A.extent - a0), nb = std::min(tb, B.extent - b0);
+    const int64_t ne = std::min(te, E.extent - e0), na = std::min(ta, A.extent - a0),
+                  nb = std::min(tb, B.extent - b0);
     so += e0 * E.src_stride + a0 * A.src_stride + b0 * B.src_stride;
     dof += e0 * E.dst_stride + a0 * A.dst_stride + b0 * B.dst_stride;
     const uint64_t sl = s.take();
     c.load(Buffer::kInput, sl, x.range(), x.addr + static_cast<uint64_t>(so) * ex, x.dtype, {na, nb, ne, 1},
            {B.src_stride, E.src_stride, 0});
     Context::VecArgs v;
-    v.op = VecOp::kTranspose, v.in = v.out = x.dtype, v.src1_buf = v.dst_buf = Buffer::kInput, v.src1 = v.dst = sl;
+    v.op = VecOp::kTranspose, v.in = v.out = x.dtype, v.src1_buf = v.dst_buf = Buffer::kInput,
+    v.src1 = v.dst = sl;
     v.d0 = na, v.d1 = nb, v.d2 = ne;
     c.vec(v);
     if (on_tile) on_tile(sl, na * nb, ne);
@@ -253,8 +258,8 @@ void zero_fill(Context& c, const DramTensor& t) {
   for (int64_t off = 0; off < total;) {
     const int64_t rem = total - off;
     const int64_t n1 = rem >= row ? std::min(rows, rem / row) : 1, n0 = rem >= row ? row : rem;
-    c.store(Buffer::kInput, slot, t.range(), t.addr + static_cast<uint64_t>(off * es), t.dtype, {n0, n1, 1, 1},
-            {n0, 0, 0});
+    c.store(Buffer::kInput, slot, t.range(), t.addr + static_cast<uint64_t>(off * es), t.dtype,
+            {n0, n1, 1, 1}, {n0, 0, 0});
     off += n0 * n1;
   }
 }
@@ -365,7 +370,8 @@ int64_t copy_index_map(Context& c, const DramTensor& y, const std::vector<const 
         step = runs[i].src < 0 ? 0 : runs[j].start - runs[i].start;
         if (step >= 0 && step < (int64_t{1} << 31)) {
           while (j < runs.size() && j - i < static_cast<size_t>(kMaxDim) && runs[j].src == runs[i].src &&
-                 runs[j].len == runs[i].len && (runs[i].src < 0 || runs[j].start - runs[j - 1].start == step)) {
+                 runs[j].len == runs[i].len &&
+                 (runs[i].src < 0 || runs[j].start - runs[j - 1].start == step)) {
             ++j;
           }
         } else {
@@ -377,8 +383,9 @@ int64_t copy_index_map(Context& c, const DramTensor& y, const std::vector<const 
       const Run& r = runs[i];
       const uint64_t sram = slot + static_cast<uint64_t>(r.at * es);
       if (r.src < 0) {
-        c.load(Buffer::kInput, sram, Range{kDram, fill_addr, fill_addr + static_cast<uint64_t>(fill_len * es)},
-               fill_addr, y.dtype, {r.len, count, 1, 1}, {0, 0, 0});
+        c.load(Buffer::kInput, sram,
+               Range{kDram, fill_addr, fill_addr + static_cast<uint64_t>(fill_len * es)}, fill_addr, y.dtype,
+               {r.len, count, 1, 1}, {0, 0, 0});
       } else {
         const DramTensor& src = *sources[static_cast<size_t>(r.src)];
         c.load(Buffer::kInput, sram, src.range(), src.addr + static_cast<uint64_t>(r.start * es), y.dtype,
@@ -387,8 +394,8 @@ int64_t copy_index_map(Context& c, const DramTensor& y, const std::vector<const 
       ++rows;
       i = j;
     }
-    c.store(Buffer::kInput, slot, y.range(), y.addr + static_cast<uint64_t>(c0 * es), y.dtype, {c1 - c0, 1, 1, 1},
-            {0, 0, 0});
+    c.store(Buffer::kInput, slot, y.range(), y.addr + static_cast<uint64_t>(c0 * es), y.dtype,
+            {c1 - c0, 1, 1, 1}, {0, 0, 0});
   }
   return rows;
 }

@@ -53,7 +53,8 @@ void copy_box(Context& c, const DramTensor& src, uint64_t src_off, const DramTen
 // change. Strided DMA when the innermost dim stays, else strided LOAD, VEC transpose, strided STORE.
 // Returns a one-line description of the mapping. `on_tile`: as copy_box's, on each (transposed) tile
 // before its STORE (x and y may then differ in dtype: int8 codes converted on the way).
-std::string permute_copy(Context& c, const DramTensor& x, const DramTensor& y, const std::vector<int64_t>& perm,
+std::string permute_copy(Context& c, const DramTensor& x, const DramTensor& y,
+                         const std::vector<int64_t>& perm,
                          const std::function<void(uint64_t slot, int64_t d0, int64_t d1)>& on_tile = {});
 // Writes zeros over the whole tensor (STOREs of a zeroed SRAM slot; the zeros come from one small data
 // segment loaded with a zero row stride).

@@ -26,7 +26,8 @@
 //   full-shape operand of an element-wise binary op, and a Transpose that stays a copy (the K transpose of
 //   attention, [H, S, dh] -> [H, dh, S], reads its view). A view whose reader cannot take it is not made
 //   (its node copies as before), and the decision is repeated until no such reader is left;
-// - never a graph input or output, a value a Concat folds (backend/memory/concat_in_place.h), a node a mapping
+// - never a graph input or output, a value a Concat folds (backend/memory/concat_in_place.h), a node a
+// mapping
 //   file places (`placement: vector` or `host`); off with CompileOptions::fold_concats (`--no-fusion`).
 // compile() gives each view the root's buffer (whose lifetime then covers the view's readers), reports
 // each folded node as free (no instructions), and hands a dense copy (ViewScope) to any reader not listed.

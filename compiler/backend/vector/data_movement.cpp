@@ -31,8 +31,8 @@ namespace {
 // to the node (its constants loaded at `kslot` of the accumulator buffer): dequantize the source codes,
 // quantize into the destination's, on the fp32 tile.
 std::function<void(uint64_t, int64_t, int64_t)> conversion_hook(Context& c, const quant::QParams* qx,
-                                                                const quant::QParams* qy, DType from, DType to,
-                                                                uint64_t kslot) {
+                                                                const quant::QParams* qy, DType from,
+                                                                DType to, uint64_t kslot) {
   load_conversion_constants(c, kslot, qx, qy);
   return [&c, qx, qy, from, to, kslot](uint64_t slot, int64_t d0, int64_t d1) {
     if (qx) dequantize_tile(c, Buffer::kInput, slot, d0, d1, from, kslot);
@@ -96,7 +96,8 @@ bool lower_concat(Context& c, const Node& n, std::string* why) {
         *why = "constant Concat operand";
         return false;
       }
-      if (!constants.count(in)) constants[in] = constant_tensor(c, *v.constant, y.layout, qy ? DType::kFp32 : y.dtype);
+      if (!constants.count(in))
+        constants[in] = constant_tensor(c, *v.constant, y.layout, qy ? DType::kFp32 : y.dtype);
       continue;
     }
     const DramTensor& x = c.tensor(in);
@@ -118,11 +119,12 @@ bool lower_concat(Context& c, const Node& n, std::string* why) {
     const auto xst = x.strides();
     std::vector<CopyDim> dims;
     for (size_t i = 0; i < r; ++i) dims.push_back({x.phys[i], xst[i], yst[i]});
-    const uint64_t dst_off = static_cast<uint64_t>(offset * yst[static_cast<size_t>(ypos[static_cast<size_t>(axis)])] *
-                                                   isa::dtype_bytes(y.dtype));
+    const uint64_t dst_off = static_cast<uint64_t>(
+        offset * yst[static_cast<size_t>(ypos[static_cast<size_t>(axis)])] * isa::dtype_bytes(y.dtype));
     const quant::QParams* qx = c.codes_of(in);
-    const bool same = (!qx && !qy && x.dtype == y.dtype) ||
-                      (qx && qy && qx->scale == qy->scale && qx->zero_point == qy->zero_point && x.dtype == y.dtype);
+    const bool same =
+        (!qx && !qy && x.dtype == y.dtype) ||
+        (qx && qy && qx->scale == qy->scale && qx->zero_point == qy->zero_point && x.dtype == y.dtype);
     if (same) {
       copy_box(c, x, 0, y, dst_off, dims);
     } else {
@@ -134,16 +136,17 @@ bool lower_concat(Context& c, const Node& n, std::string* why) {
     offset += x.shape[static_cast<size_t>(axis)];
   }
   if (!constants.empty()) {
-    c.plan->mapping = fmt::format("strided DMA copies{}, {} constant input(s) from data segments{}",
-                                  requantized ? fmt::format(", {} input(s) requantized in the tile loop", requantized) : "",
-                                  constants.size(), qy ? " quantized on their way" : "");
+    c.plan->mapping =
+        fmt::format("strided DMA copies{}, {} constant input(s) from data segments{}",
+                    requantized ? fmt::format(", {} input(s) requantized in the tile loop", requantized) : "",
+                    constants.size(), qy ? " quantized on their way" : "");
     return true;
   }
-  c.plan->mapping = requantized ? fmt::format("strided DMA copies, {} input(s) requantized in the tile loop", requantized)
-                                : "strided DMA copies";
+  c.plan->mapping =
+      requantized ? fmt::format("strided DMA copies, {} input(s) requantized in the tile loop", requantized)
+                  : "strided DMA copies";
   return true;
 }
-
 
 namespace {
 
@@ -169,7 +172,6 @@ std::vector<int64_t> const_ints(const Context& c, const Node& n, size_t k, const
   }
   return n.attr_ints(attr, {});
 }
-
 
 // The value a constant-mode Pad fills with, as stored in `dt`: # int8: on codes (the node moves codes,
 // PlanScope) the code of the value under the output's QParams, as the quantized reference pads.
@@ -198,8 +200,8 @@ bool lower_pad(Context& c, const Node& n, std::string* why) {
   const DramTensor& y = c.tensor(n.outputs[0]);
   const size_t r = x.shape.size();
   const std::vector<int64_t> pads = const_ints(c, n, 1, "pads");
-  if (pads.size() != 2 * r || positions(x) != positions(y) || x.dtype != y.dtype || (n.has_input(2) &&
-      !c.g.value(n.inputs[2]).is_constant())) {
+  if (pads.size() != 2 * r || positions(x) != positions(y) || x.dtype != y.dtype ||
+      (n.has_input(2) && !c.g.value(n.inputs[2]).is_constant())) {
     *why = "runtime pads or value, or a layout change";
     return false;
   }
@@ -219,7 +221,8 @@ bool lower_pad(Context& c, const Node& n, std::string* why) {
   for (size_t p = 0; p < r; ++p) {
     if (before[p] || after[p]) padded.push_back(p);
   }
-  if (padded.empty() || padded.size() > 2 || padded.back() + 1 == r || (padded.size() == 2 && padded[0] + 1 != padded[1])) {
+  if (padded.empty() || padded.size() > 2 || padded.back() + 1 == r ||
+      (padded.size() == 2 && padded[0] + 1 != padded[1])) {
     *why = "padded dims are not two adjacent outer dims of the layout";
     return false;
   }
@@ -241,7 +244,8 @@ bool lower_pad(Context& c, const Node& n, std::string* why) {
     pad_value = static_cast<int64_t>(fill);
   } else {
     pad_value = bf16_pad(static_cast<float>(fill));
-    if (isa::numerics::round_to_precision(static_cast<float>(fill), DType::kBf16) != static_cast<float>(fill)) {
+    if (isa::numerics::round_to_precision(static_cast<float>(fill), DType::kBf16) !=
+        static_cast<float>(fill)) {
       *why = "pad value not exact in bf16 (LOAD's pad field)";
       return false;
     }
@@ -255,7 +259,8 @@ bool lower_pad(Context& c, const Node& n, std::string* why) {
     *why = "padding beyond LOAD's halo fields or a padded row larger than a slot";
     return false;
   }
-  const int64_t k = std::max<int64_t>(1, std::min<int64_t>({rows_in, kMaxDim, cap / (out_cols * ti) - pt - pb}));
+  const int64_t k =
+      std::max<int64_t>(1, std::min<int64_t>({rows_in, kMaxDim, cap / (out_cols * ti) - pt - pb}));
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t r0 = 0; r0 < rows_in; r0 += k) {
       const int64_t nr = std::min(k, rows_in - r0);
@@ -264,15 +269,17 @@ bool lower_pad(Context& c, const Node& n, std::string* why) {
       for (int64_t i0 = 0; i0 < inner; i0 += ti) {
         const int64_t ni = std::min(ti, inner - i0);
         const uint64_t sl = s.take();
-        c.load(Buffer::kInput, sl, x.range(), x.addr + static_cast<uint64_t>(((o * rows_in + r0) * cols * inner + i0) * ey),
-               y.dtype, {ni, cols, nr, 1}, {inner, cols * inner, 0}, {ptop, pbot, pl, pr}, pad_value);
+        c.load(Buffer::kInput, sl, x.range(),
+               x.addr + static_cast<uint64_t>(((o * rows_in + r0) * cols * inner + i0) * ey), y.dtype,
+               {ni, cols, nr, 1}, {inner, cols * inner, 0}, {ptop, pbot, pl, pr}, pad_value);
         c.store(Buffer::kInput, sl, y.range(),
                 y.addr + static_cast<uint64_t>(((o * out_rows + orow) * out_cols * inner + i0) * ey), y.dtype,
                 {ni, out_cols, nr + ptop + pbot, 1}, {inner, out_cols * inner, 0});
       }
     }
   }
-  c.plan->mapping = fmt::format("DMA copy whose LOAD halo writes the padding ({} rows x {} x {} tiles)", k, out_cols, ti);
+  c.plan->mapping =
+      fmt::format("DMA copy whose LOAD halo writes the padding ({} rows x {} x {} tiles)", k, out_cols, ti);
   return true;
 }
 
@@ -342,8 +349,9 @@ bool lower_split(Context& c, const Node& n, std::string* why) {
 // constants); empty when the op is not a pure copy in this form.
 std::vector<size_t> data_inputs(const Context& c, const Node& n) {
   const std::string& t = n.op_type;
-  if (t == "Pad" || t == "Slice" || t == "Expand" || t == "Tile" || t == "DepthToSpace" || t == "SpaceToDepth" ||
-      t == "Transpose" || t == "Split" || t == "Trilu" || t == "Gather" || t == "GatherElements") {
+  if (t == "Pad" || t == "Slice" || t == "Expand" || t == "Tile" || t == "DepthToSpace" ||
+      t == "SpaceToDepth" || t == "Transpose" || t == "Split" || t == "Trilu" || t == "Gather" ||
+      t == "GatherElements") {
     return {0};
   }
   if (t == "Resize" || t == "Upsample") {
@@ -374,13 +382,26 @@ std::string index_map_key(const Context& c, const Node& n, const std::vector<siz
     if (name.rfind("npu.", 0) == 0) continue;
     key += "|" + name + ":" + std::to_string(static_cast<int>(a.kind())) + ":";
     switch (a.kind()) {
-      case Attribute::Kind::kInt: key += std::to_string(a.i()); break;
-      case Attribute::Kind::kFloat: key += fmt::format("{}", a.f()); break;
-      case Attribute::Kind::kString: key += a.s(); break;
-      case Attribute::Kind::kInts: key += fmt::format("{}", fmt::join(a.ints(), ",")); break;
-      case Attribute::Kind::kFloats: key += fmt::format("{}", fmt::join(a.floats(), ",")); break;
-      case Attribute::Kind::kStrings: key += fmt::format("{}", fmt::join(a.strings(), "\x1f")); break;
-      case Attribute::Kind::kTensor: return "";
+      case Attribute::Kind::kInt:
+        key += std::to_string(a.i());
+        break;
+      case Attribute::Kind::kFloat:
+        key += fmt::format("{}", a.f());
+        break;
+      case Attribute::Kind::kString:
+        key += a.s();
+        break;
+      case Attribute::Kind::kInts:
+        key += fmt::format("{}", fmt::join(a.ints(), ","));
+        break;
+      case Attribute::Kind::kFloats:
+        key += fmt::format("{}", fmt::join(a.floats(), ","));
+        break;
+      case Attribute::Kind::kStrings:
+        key += fmt::format("{}", fmt::join(a.strings(), "\x1f"));
+        break;
+      case Attribute::Kind::kTensor:
+        return "";
     }
   }
   size_t source = 0;
@@ -388,7 +409,8 @@ std::string index_map_key(const Context& c, const Node& n, const std::vector<siz
     const std::string& name = n.inputs[k];
     key += "|in" + std::to_string(k) + ":";
     if (name.empty()) continue;
-    const size_t first = static_cast<size_t>(std::find(n.inputs.begin(), n.inputs.end(), name) - n.inputs.begin());
+    const size_t first =
+        static_cast<size_t>(std::find(n.inputs.begin(), n.inputs.end(), name) - n.inputs.begin());
     if (first < k) {
       key += "=" + std::to_string(first);
       continue;
@@ -497,7 +519,8 @@ bool lower_index_map(Context& c, const Node& n, std::string* why) {
   for (size_t k = 0; k < n.inputs.size(); ++k) {
     if (n.inputs[k].empty() || std::find(data.begin(), data.end(), k) != data.end()) continue;
     if (!c.g.value(n.inputs[k]).is_constant()) {
-      *why = fmt::format("runtime {} parameter (input {}): no data-dependent addressing on the NPU", n.op_type, k);
+      *why = fmt::format("runtime {} parameter (input {}): no data-dependent addressing on the NPU",
+                         n.op_type, k);
       return false;
     }
   }
@@ -576,12 +599,14 @@ bool lower_index_map(Context& c, const Node& n, std::string* why) {
       mini.inputs.push_back(name);
       if (float_ids) {
         std::vector<float> f(static_cast<size_t>(count));
-        for (int64_t j = 0; j < count; ++j) f[static_cast<size_t>(j)] = static_cast<float>(phys[static_cast<size_t>(j)] + 1);
+        for (int64_t j = 0; j < count; ++j)
+          f[static_cast<size_t>(j)] = static_cast<float>(phys[static_cast<size_t>(j)] + 1);
         mv.dtype = DataType::kFloat32;
         inputs[name] = Tensor::from_floats(v.shape, f);
       } else {
         std::vector<int64_t> ids(static_cast<size_t>(count));
-        for (int64_t j = 0; j < count; ++j) ids[static_cast<size_t>(j)] = kBase + (id << kMapShift) + phys[static_cast<size_t>(j)];
+        for (int64_t j = 0; j < count; ++j)
+          ids[static_cast<size_t>(j)] = kBase + (id << kMapShift) + phys[static_cast<size_t>(j)];
         mv.dtype = DataType::kInt64;
         inputs[name] = Tensor::from_ints(DataType::kInt64, v.shape, ids);
       }
@@ -649,6 +674,5 @@ bool lower_index_map(Context& c, const Node& n, std::string* why) {
   c.plan->mapping = fmt::format("DMA gather from a compile-time index map ({} rows)", rows);
   return true;
 }
-
 
 }  // namespace npusim::compiler::backend

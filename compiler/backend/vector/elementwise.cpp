@@ -1,7 +1,7 @@
 // Element-wise vector nodes: activations (one VecOp streamed over contiguous tiles), binary ops with
 // broadcasting (the broadcast operand row-, column- or scalar-broadcast by the VEC box) and the
-// per-channel affine map of a BatchNormalization, with a fused activation on the result tile. Every lowering streams SRAM tiles: LOAD into a ping-pong slot, VEC in
-// place, STORE.
+// per-channel affine map of a BatchNormalization, with a fused activation on the result tile. Every lowering
+// streams SRAM tiles: LOAD into a ping-pong slot, VEC in place, STORE.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -25,25 +25,37 @@
 
 namespace npusim::compiler::backend {
 
-using isa::Buffer;
 using isa::Bcast;
+using isa::Buffer;
 using isa::DType;
 using isa::VecOp;
 
 bool unary_op(const Node& n, const Context& c, Context::VecArgs& v) {
   const std::string& op = n.op_type;
-  if (op == "Relu") v.op = VecOp::kRelu;
-  else if (op == "Sigmoid") v.op = VecOp::kSigmoid;
-  else if (op == "Tanh") v.op = VecOp::kTanh;
-  else if (op == "Exp") v.op = VecOp::kExp;
-  else if (op == "Sqrt") v.op = VecOp::kSqrt;
-  else if (op == "Reciprocal") v.op = VecOp::kRecip;
-  else if (op == "Abs") v.op = VecOp::kAbs;
-  else if (op == "Neg") v.op = VecOp::kNeg;
-  else if (op == "Erf") v.op = VecOp::kErf;
-  else if (op == "Gelu" && n.attr_string("approximate", "none") == "none") v.op = VecOp::kGelu;
-  else if (op == "HardSwish") v.op = VecOp::kHardSwish;
-  else if (op == "Identity" || op == "Dropout") v.op = VecOp::kCopy;
+  if (op == "Relu")
+    v.op = VecOp::kRelu;
+  else if (op == "Sigmoid")
+    v.op = VecOp::kSigmoid;
+  else if (op == "Tanh")
+    v.op = VecOp::kTanh;
+  else if (op == "Exp")
+    v.op = VecOp::kExp;
+  else if (op == "Sqrt")
+    v.op = VecOp::kSqrt;
+  else if (op == "Reciprocal")
+    v.op = VecOp::kRecip;
+  else if (op == "Abs")
+    v.op = VecOp::kAbs;
+  else if (op == "Neg")
+    v.op = VecOp::kNeg;
+  else if (op == "Erf")
+    v.op = VecOp::kErf;
+  else if (op == "Gelu" && n.attr_string("approximate", "none") == "none")
+    v.op = VecOp::kGelu;
+  else if (op == "HardSwish")
+    v.op = VecOp::kHardSwish;
+  else if (op == "Identity" || op == "Dropout")
+    v.op = VecOp::kCopy;
   else if (op == "LeakyRelu") {
     v.op = VecOp::kLeakyRelu;
     v.imm0 = f32_imm(n.attr_float("alpha", 0.01f));
@@ -93,7 +105,8 @@ bool lower_unary(Context& c, const Node& n, std::string* why) {
   Slots s = make_slots(c, Buffer::kInput);
   const int64_t total = num_elements(y.shape);
   const int64_t d0max = std::min<int64_t>(4096, s.elems);
-  const uint64_t ex = static_cast<uint64_t>(isa::dtype_bytes(x.dtype)), ey = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
+  const uint64_t ex = static_cast<uint64_t>(isa::dtype_bytes(x.dtype)),
+                 ey = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
   // # int8: codes converted in SRAM, tile by tile (PlanScope); constants at the accumulator's start.
   const quant::QParams* qx = c.codes_of(n.inputs[0]);
   const quant::QParams* qy = c.codes_of(n.outputs[0]);
@@ -119,17 +132,17 @@ bool lower_unary(Context& c, const Node& n, std::string* why) {
     a.d0 = d0, a.d1 = d1, a.d2 = 1;
     c.vec(a);
     if (qy) quantize_tile(c, Buffer::kInput, slot, d0, d1, y.dtype, 16);
-    c.store(Buffer::kInput, slot, y.range(), y.addr + static_cast<uint64_t>(off) * ey, y.dtype, {d0, d1, 1, 1},
-            {d0, 0, 0});
+    c.store(Buffer::kInput, slot, y.range(), y.addr + static_cast<uint64_t>(off) * ey, y.dtype,
+            {d0, d1, 1, 1}, {d0, 0, 0});
     off += d0 * d1;
   }
-  c.plan->mapping = fmt::format("VEC {} streamed in {}-element tiles{}", isa::kVecOpNames[static_cast<size_t>(v.op)],
-                                s.elems, on_codes             ? " on int8 codes (relu = clamp at the zero point)"
-                                         : qx || qy ? ", int8 codes converted in the tile loop"
-                                                    : "");
+  c.plan->mapping = fmt::format("VEC {} streamed in {}-element tiles{}",
+                                isa::kVecOpNames[static_cast<size_t>(v.op)], s.elems,
+                                on_codes   ? " on int8 codes (relu = clamp at the zero point)"
+                                : qx || qy ? ", int8 codes converted in the tile loop"
+                                           : "");
   return true;
 }
-
 
 namespace {
 
@@ -139,9 +152,9 @@ struct Operand {
   const DramTensor* t = nullptr;
   uint64_t addr = 0;  // DRAM address of its data (constant: a data segment written in this order)
   Range range;
-  Shape pshape;  // extents in output physical order (1 = broadcast)
-  isa::DType dt = isa::DType::kFp32;     // element type in DRAM
-  const quant::QParams* q = nullptr;      // # int8: codes converted in the tile loop (Context::codes)
+  Shape pshape;                       // extents in output physical order (1 = broadcast)
+  isa::DType dt = isa::DType::kFp32;  // element type in DRAM
+  const quant::QParams* q = nullptr;  // # int8: codes converted in the tile loop (Context::codes)
   int64_t sram = -1;  // where the input scratchpad already holds it (an SE block's input), -1 = in DRAM only
 };
 
@@ -329,18 +342,21 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
   // Several broadcast operands share the weight slots: one region each.
   sb.elems /= static_cast<int64_t>(Bs.size());
   const uint64_t b_region = static_cast<uint64_t>(round64(sb.elems * c.esize));
-  const uint64_t ea = static_cast<uint64_t>(isa::dtype_bytes(A.dt)), eb = static_cast<uint64_t>(isa::dtype_bytes(Bp.dt));
+  const uint64_t ea = static_cast<uint64_t>(isa::dtype_bytes(A.dt)),
+                 eb = static_cast<uint64_t>(isa::dtype_bytes(Bp.dt));
   const uint64_t ey = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
   const int64_t inner = dims[k - 1].ext;
   int64_t t0, t1 = 1;
   if (box_dims == 1) {
     t0 = std::min<int64_t>({inner, 4096, sa.elems, sb.elems});
-    t1 = std::min<int64_t>({ceil_div(inner, t0), kMaxDim, sa.elems / t0, mode == Bcast::kNone ? sb.elems / t0 : kMaxDim});
+    t1 = std::min<int64_t>(
+        {ceil_div(inner, t0), kMaxDim, sa.elems / t0, mode == Bcast::kNone ? sb.elems / t0 : kMaxDim});
     t1 = std::max<int64_t>(1, t1);
   } else {
     const int64_t outer = dims[k - 2].ext;
     t0 = std::min<int64_t>({inner, kMaxDim, sa.elems, sb.elems});
-    t1 = std::max<int64_t>(1, std::min<int64_t>({outer, kMaxDim, sa.elems / t0, mode == Bcast::kCol ? sb.elems : kMaxDim}));
+    t1 = std::max<int64_t>(
+        1, std::min<int64_t>({outer, kMaxDim, sa.elems / t0, mode == Bcast::kCol ? sb.elems : kMaxDim}));
   }
   // Pieces of the box dims: (row start, col start, d1, d0).
   struct Piece {
@@ -366,8 +382,8 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
   ext.push_back(static_cast<int64_t>(pieces.size()));
   int64_t last_b_off = -1, last_b_n = -1;
   uint64_t b_cur = 0;
-  // A held in the scratchpad (backend/fusion/se_fusion.h): every tile is a dense piece of it (whole rows, or a
-  // contiguous run), so the tile is worked on where it lies and not loaded.
+  // A held in the scratchpad (backend/fusion/se_fusion.h): every tile is a dense piece of it (whole rows, or
+  // a contiguous run), so the tile is worked on where it lies and not loaded.
   const bool a_held = A.sram >= 0 && A.t && !A.t->strided() && (box_dims == 1 || t0 == inner);
   if (a_held) se_mul_read_held(c);
   const bool in_place = kept && a_held && isa::dtype_bytes(y.dtype) == isa::dtype_bytes(A.dt);
@@ -413,13 +429,15 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
       }
     }
     const uint64_t sl = a_held ? static_cast<uint64_t>(A.sram) + static_cast<uint64_t>(ao) * ea : sa.take();
-    if (!a_held) c.load(Buffer::kInput, sl, A.range, A.addr + static_cast<uint64_t>(ao) * ea, A.dt, {d0, d1, 1, 1}, ast);
+    if (!a_held)
+      c.load(Buffer::kInput, sl, A.range, A.addr + static_cast<uint64_t>(ao) * ea, A.dt, {d0, d1, 1, 1}, ast);
     if (A.q) dequantize_tile(c, Buffer::kInput, sl, d0, d1, A.dt, kConvA);
     if (!(bo == last_b_off && b_n == last_b_n)) {
       b_cur = sb.take();
       for (size_t i = 0; i < Bs.size(); ++i) {
         const uint64_t at = b_cur + i * b_region;
-        c.load(Buffer::kWeight, at, Bs[i].range, Bs[i].addr + static_cast<uint64_t>(bo) * eb, Bs[i].dt, bsz, bst);
+        c.load(Buffer::kWeight, at, Bs[i].range, Bs[i].addr + static_cast<uint64_t>(bo) * eb, Bs[i].dt, bsz,
+               bst);
         if (Bs[i].q) dequantize_tile(c, Buffer::kWeight, at, bsz[0], bsz[1], Bs[i].dt, kConvB);
       }
       last_b_off = bo, last_b_n = b_n;
@@ -427,14 +445,16 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
     std::vector<uint64_t> b_slots;
     for (size_t i = 0; i < Bs.size(); ++i) b_slots.push_back(b_cur + i * b_region);
     const TileResult res = on_tile(sl, b_slots, d0, d1, mode);
-    if (in_place) {  // the result where the A tile lies: the codes written there, or the float tile already is
+    if (in_place) {  // the result where the A tile lies: the codes written there, or the float tile already
+                     // is
       if (qy) quantize_tile_into(c, res.buf, res.addr, Buffer::kInput, sl, d0, d1, y.dtype, kConvY);
       if (!qy && !(res.buf == Buffer::kInput && res.addr == sl))
         throw std::logic_error("backend: an in-place result tile computed elsewhere");
       return;
     }
     if (qy) quantize_tile(c, res.buf, res.addr, d0, d1, y.dtype, kConvY);
-    c.store(res.buf, res.addr, y.range(), y.addr + static_cast<uint64_t>(yo) * ey, y.dtype, {d0, d1, 1, 1}, yst_box);
+    c.store(res.buf, res.addr, y.range(), y.addr + static_cast<uint64_t>(yo) * ey, y.dtype, {d0, d1, 1, 1},
+            yst_box);
   });
   return mode;
 }
@@ -444,14 +464,22 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
 bool lower_binary(Context& c, const Node& n, std::string* why) {
   VecOp op;
   const std::string& t = n.op_type;
-  if (t == "Add" || t == "Sum") op = VecOp::kAdd;
-  else if (t == "Sub") op = VecOp::kSub;
-  else if (t == "Mul") op = VecOp::kMul;
-  else if (t == "Div") op = VecOp::kDiv;
-  else if (t == "Max") op = VecOp::kMax;
-  else if (t == "Min") op = VecOp::kMin;
-  else if (t == "Pow") op = VecOp::kPow;
-  else return false;
+  if (t == "Add" || t == "Sum")
+    op = VecOp::kAdd;
+  else if (t == "Sub")
+    op = VecOp::kSub;
+  else if (t == "Mul")
+    op = VecOp::kMul;
+  else if (t == "Div")
+    op = VecOp::kDiv;
+  else if (t == "Max")
+    op = VecOp::kMax;
+  else if (t == "Min")
+    op = VecOp::kMin;
+  else if (t == "Pow")
+    op = VecOp::kPow;
+  else
+    return false;
   if (n.num_given_inputs() != 2) {
     *why = "variadic form with other than two inputs";
     return false;
@@ -527,51 +555,57 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
   bool kept = false;
   if (A.t) A.sram = se_mul_input(c, A.range, A.dt);  // an SE block's input, where its pool left it
   Slots acc = qa ? make_slots(c, Buffer::kAccumulator, 64) : Slots{};
-  const Bcast mode = stream_broadcast(c, A, {B}, y, qy, [&](uint64_t a_slot, const std::vector<uint64_t>& b, int64_t d0,
-                                                           int64_t d1, Bcast bc) {
-    const uint64_t b_cur = b[0];
-    Buffer work = Buffer::kInput;
-    uint64_t sl = a_slot;
-    if (qa) {
-      work = Buffer::kAccumulator;
-      sl = acc.take();
-      dequantize_tile_into(c, Buffer::kInput, a_slot, work, sl, d0, d1, A.dt, kConvA);
-    }
-    if (recip_a) {
-      Context::VecArgs r;
-      r.op = VecOp::kRecip, r.in = r.out = c.act, r.src1_buf = r.dst_buf = work;
-      r.src1 = r.dst = sl, r.d0 = d0, r.d1 = d1;
-      c.vec(r);
-    }
-    Context::VecArgs v;
-    v.op = op, v.in = v.out = c.act, v.src1_buf = v.dst_buf = work, v.src1 = v.dst = sl;
-    v.src2_buf = Buffer::kWeight, v.src2 = b_cur, v.d0 = d0, v.d1 = d1, v.bcast = bc;
-    c.vec(v);
-    if (negate) {
-      Context::VecArgs ng;
-      ng.op = VecOp::kNeg, ng.in = ng.out = c.act, ng.src1_buf = ng.dst_buf = work;
-      ng.src1 = ng.dst = sl, ng.d0 = d0, ng.d1 = d1;
-      c.vec(ng);
-    }
-    if (!act.empty()) {
-      Context::VecArgs av;
-      av.op = act_op, av.in = av.out = c.act, av.src1_buf = av.dst_buf = work, av.src1 = av.dst = sl;
-      av.d0 = d0, av.d1 = d1, av.imm0 = act_imm0, av.imm1 = act_imm1;
-      c.vec(av);
-    }
-    return TileResult{work, sl};
-  }, qa ? acc.elems : INT64_MAX, se_mul_may_keep_product(c) ? &kept : nullptr);
+  const Bcast mode = stream_broadcast(
+      c, A, {B}, y, qy,
+      [&](uint64_t a_slot, const std::vector<uint64_t>& b, int64_t d0, int64_t d1, Bcast bc) {
+        const uint64_t b_cur = b[0];
+        Buffer work = Buffer::kInput;
+        uint64_t sl = a_slot;
+        if (qa) {
+          work = Buffer::kAccumulator;
+          sl = acc.take();
+          dequantize_tile_into(c, Buffer::kInput, a_slot, work, sl, d0, d1, A.dt, kConvA);
+        }
+        if (recip_a) {
+          Context::VecArgs r;
+          r.op = VecOp::kRecip, r.in = r.out = c.act, r.src1_buf = r.dst_buf = work;
+          r.src1 = r.dst = sl, r.d0 = d0, r.d1 = d1;
+          c.vec(r);
+        }
+        Context::VecArgs v;
+        v.op = op, v.in = v.out = c.act, v.src1_buf = v.dst_buf = work, v.src1 = v.dst = sl;
+        v.src2_buf = Buffer::kWeight, v.src2 = b_cur, v.d0 = d0, v.d1 = d1, v.bcast = bc;
+        c.vec(v);
+        if (negate) {
+          Context::VecArgs ng;
+          ng.op = VecOp::kNeg, ng.in = ng.out = c.act, ng.src1_buf = ng.dst_buf = work;
+          ng.src1 = ng.dst = sl, ng.d0 = d0, ng.d1 = d1;
+          c.vec(ng);
+        }
+        if (!act.empty()) {
+          Context::VecArgs av;
+          av.op = act_op, av.in = av.out = c.act, av.src1_buf = av.dst_buf = work, av.src1 = av.dst = sl;
+          av.d0 = d0, av.d1 = d1, av.imm0 = act_imm0, av.imm1 = act_imm1;
+          c.vec(av);
+        }
+        return TileResult{work, sl};
+      },
+      qa ? acc.elems : INT64_MAX, se_mul_may_keep_product(c) ? &kept : nullptr);
   // The product stays in the scratchpad for the pointwise conv after the Mul (backend/fusion/residency.h; the
   // first LOAD of it by any other reader spills it).
   if (kept) se_mul_kept_product(c, n.outputs[0], y, static_cast<uint64_t>(A.sram));
-  c.plan->mapping = fmt::format("VEC {} bcast {}{}{}{}{}{}", isa::kVecOpNames[static_cast<size_t>(op)],
-                                isa::kBcastNames[static_cast<size_t>(mode)], negate ? " + neg" : recip_a ? " of recip" : "",
-                                act.empty() ? "" : " + " + act,
-                                qa ? ", int8 codes converted in the tile loop, fp32 work in the accumulator buffer"
-                                : B.q || qy ? ", int8 codes converted in the tile loop"
-                                            : "",
-                                A.sram >= 0 && se_mul_read(c) ? ", input read where its SE block's pool left it" : "",
-                                kept ? ", output left there for the next layer" : "");
+  c.plan->mapping =
+      fmt::format("VEC {} bcast {}{}{}{}{}{}", isa::kVecOpNames[static_cast<size_t>(op)],
+                  isa::kBcastNames[static_cast<size_t>(mode)],
+                  negate    ? " + neg"
+                  : recip_a ? " of recip"
+                            : "",
+                  act.empty() ? "" : " + " + act,
+                  qa          ? ", int8 codes converted in the tile loop, fp32 work in the accumulator buffer"
+                  : B.q || qy ? ", int8 codes converted in the tile loop"
+                              : "",
+                  A.sram >= 0 && se_mul_read(c) ? ", input read where its SE block's pool left it" : "",
+                  kept ? ", output left there for the next layer" : "");
   return true;
 }
 
@@ -607,8 +641,8 @@ bool lower_batchnorm(Context& c, const Node& n, std::string* why) {
   const quant::QParams* qx = A.q;
   const quant::QParams* qy = c.codes_of(n.outputs[0]);
   A.q = nullptr;
-  const quant::AffineArith ar = quant::affine_arith(bn->scale, bn->shift, qx, qy, act,
-                                                    n.attr_float(kActMin, -INFINITY), n.attr_float(kActMax, INFINITY));
+  const quant::AffineArith ar = quant::affine_arith(
+      bn->scale, bn->shift, qx, qy, act, n.attr_float(kActMin, -INFINITY), n.attr_float(kActMax, INFINITY));
   const bool quantize = qy && !ar.codes_out;  // a float activation between the affine map and the codes
   if (qx || quantize) load_conversion_constants(c, kConvA, qx, quantize ? qy : nullptr);
   const std::vector<Operand> Bs = {constant_operand(c, &ar.mul, per_channel, y),
@@ -636,7 +670,9 @@ bool lower_batchnorm(Context& c, const Node& n, std::string* why) {
         v.op = VecOp::kMul, v.src2 = b[0];
         c.vec(v);
         v.op = VecOp::kAdd, v.src2 = b[1];
-        if (!clamp) v.out = codes_out, v.dst_buf = ar.codes_out ? out.buf : work.buf, v.dst = ar.codes_out ? out.addr : work.addr;
+        if (!clamp)
+          v.out = codes_out, v.dst_buf = ar.codes_out ? out.buf : work.buf,
+          v.dst = ar.codes_out ? out.addr : work.addr;
         c.vec(v);
         if (!act.empty()) {
           Context::VecArgs av;
@@ -654,11 +690,12 @@ bool lower_batchnorm(Context& c, const Node& n, std::string* why) {
         return ar.codes_out ? out : work;
       },
       in_acc ? acc.elems : INT64_MAX);
-  c.plan->mapping = fmt::format("VEC mul + add bcast {} (per-channel affine){}{}", isa::kBcastNames[static_cast<size_t>(mode)],
-                                act.empty() ? "" : " + " + act,
-                                ar.codes_out ? ", int8 codes in and out (conversions folded into the constants)"
-                                : qx || qy   ? ", int8 codes converted in the tile loop"
-                                             : "");
+  c.plan->mapping =
+      fmt::format("VEC mul + add bcast {} (per-channel affine){}{}",
+                  isa::kBcastNames[static_cast<size_t>(mode)], act.empty() ? "" : " + " + act,
+                  ar.codes_out ? ", int8 codes in and out (conversions folded into the constants)"
+                  : qx || qy   ? ", int8 codes converted in the tile loop"
+                               : "");
   return true;
 }
 

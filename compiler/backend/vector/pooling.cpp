@@ -41,10 +41,10 @@ bool nhwc_order(const DramTensor& t) {
   return a == b;
 }
 
-
 }  // namespace
 
-bool pool_window(const Node& n, int64_t H, int64_t W, int64_t OH, int64_t OW, PoolWindow* w, std::string* why) {
+bool pool_window(const Node& n, int64_t H, int64_t W, int64_t OH, int64_t OW, PoolWindow* w,
+                 std::string* why) {
   const auto k = n.attr_ints("kernel_shape", {});
   if (k.size() != 2) {
     *why = "pooling kernel not 2-D";
@@ -90,7 +90,8 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
   const int64_t OH = y.shape[2], OW = y.shape[3];
   const uint64_t es = static_cast<uint64_t>(c.esize);
   // # int8: codes converted in SRAM, tile by tile (PlanScope); constants at the accumulator's start.
-  const uint64_t ex = static_cast<uint64_t>(isa::dtype_bytes(x.dtype)), ey = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
+  const uint64_t ex = static_cast<uint64_t>(isa::dtype_bytes(x.dtype)),
+                 ey = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
   const quant::QParams* qx = c.codes_of(n.inputs[0]);
   const quant::QParams* qy = c.codes_of(n.outputs[0]);
   if (qx) load_conversion_constants(c, 0, qx, nullptr);
@@ -110,8 +111,8 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
     for (int64_t r0 = 0; r0 < N * C; r0 += rows_max) {
       const int64_t rows = std::min(rows_max, N * C - r0);
       const uint64_t sl = s.take(), ol = o.take();
-      c.load(Buffer::kInput, sl, x.range(), x.addr + static_cast<uint64_t>(r0 * hw) * ex, x.dtype, {hw, rows, 1, 1},
-             {hw, 0, 0});
+      c.load(Buffer::kInput, sl, x.range(), x.addr + static_cast<uint64_t>(r0 * hw) * ex, x.dtype,
+             {hw, rows, 1, 1}, {hw, 0, 0});
       if (qx) dequantize_tile(c, Buffer::kInput, sl, hw, rows, x.dtype, 0);
       Context::VecArgs v;
       v.op = is_max ? VecOp::kReduceMax : VecOp::kReduceMean;
@@ -119,8 +120,8 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
       v.d0 = hw, v.d1 = rows;
       c.vec(v);
       if (qy) quantize_tile(c, Buffer::kWeight, ol, rows, 1, y.dtype, 16);
-      c.store(Buffer::kWeight, ol, y.range(), y.addr + static_cast<uint64_t>(r0) * ey, y.dtype, {rows, 1, 1, 1},
-              {0, 0, 0});
+      c.store(Buffer::kWeight, ol, y.range(), y.addr + static_cast<uint64_t>(r0) * ey, y.dtype,
+              {rows, 1, 1, 1}, {0, 0, 0});
     }
     c.plan->mapping = fmt::format("VEC {} over H*W{}{}", is_max ? "reduce_max" : "reduce_mean",
                                   isa::numerics::is_integer(c.act) ? " on int8 codes" : "", in_codes);
@@ -184,19 +185,21 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
           const uint64_t fl = f.take();
           Context::VecArgs v;
           v.op = is_max ? VecOp::kMaxPool : VecOp::kAvgPool;
-          v.in = v.out = c.act, v.src1_buf = Buffer::kWeight, v.src1 = pl, v.dst_buf = Buffer::kAccumulator, v.dst = fl;
+          v.in = v.out = c.act, v.src1_buf = Buffer::kWeight, v.src1 = pl, v.dst_buf = Buffer::kAccumulator,
+          v.dst = fl;
           v.d0 = nc, v.d1 = 1, v.d2 = T, v.win_h = T, v.win_w = 1, v.str_h = 1, v.str_w = 1;
           c.vec(v);
           if (qy) quantize_tile(c, Buffer::kAccumulator, fl, nc, 1, y.dtype, 16);
-          c.store(Buffer::kAccumulator, fl, y.range(), y.addr + static_cast<uint64_t>(img * C + c0) * ey, y.dtype,
-                  {nc, 1, 1, 1}, {0, 0, 0});
+          c.store(Buffer::kAccumulator, fl, y.range(), y.addr + static_cast<uint64_t>(img * C + c0) * ey,
+                  y.dtype, {nc, 1, 1, 1}, {0, 0, 0});
         }
       }
-      c.plan->mapping = fmt::format("VEC {} over {} bands of {}x{} pixels x {} channels, then over the bands{}{}{}{}",
-                                    is_max ? "max_pool" : "avg_pool", T, r, W, tc,
-                                    isa::numerics::is_integer(c.act) ? " on int8 codes" : "", in_codes,
-                                    in_acc ? ", fp32 work in the accumulator buffer" : "",
-                                    held ? ", loaded into the SE block's held region" : "");
+      c.plan->mapping =
+          fmt::format("VEC {} over {} bands of {}x{} pixels x {} channels, then over the bands{}{}{}{}",
+                      is_max ? "max_pool" : "avg_pool", T, r, W, tc,
+                      isa::numerics::is_integer(c.act) ? " on int8 codes" : "", in_codes,
+                      in_acc ? ", fp32 work in the accumulator buffer" : "",
+                      held ? ", loaded into the SE block's held region" : "");
       return true;
     }
   }
@@ -228,7 +231,8 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
         const int64_t cw = std::max<int64_t>(0, std::min(x0 + kw, hi_w) - std::max(x0, lo_w));
         const int64_t cnt = ch * cw;
         needed |= cnt != kh * kw;
-        factor[static_cast<size_t>(oy * OW + ox)] = cnt > 0 ? static_cast<float>(kh * kw) / static_cast<float>(cnt) : 0.0f;
+        factor[static_cast<size_t>(oy * OW + ox)] =
+            cnt > 0 ? static_cast<float>(kh * kw) / static_cast<float>(cnt) : 0.0f;
       }
     }
     if (!needed) factor.clear();
@@ -256,7 +260,8 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
   int64_t tc = std::min<int64_t>(C, kMaxDim), tow = OW, toh = OH;
   while (tc > 1 && in_rows(1) * in_cols(tow) * tc > s.elems) tc = ceil_div(tc, 2);
   while (tow > 1 && in_rows(1) * in_cols(tow) * tc > s.elems) tow = ceil_div(tow, 2);
-  while (toh > 1 && (in_rows(toh) * in_cols(tow) * tc > s.elems || toh * tow * tc > o.elems || toh * tow > f.elems)) {
+  while (toh > 1 &&
+         (in_rows(toh) * in_cols(tow) * tc > s.elems || toh * tow * tc > o.elems || toh * tow > f.elems)) {
     toh = ceil_div(toh, 2);
   }
   if (in_rows(toh) * in_cols(tow) * tc > s.elems || toh * tow * tc > o.elems) {
@@ -265,28 +270,35 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
   }
   // An output written in place into its slice of a Concat's buffer (backend/memory/concat_in_place.h): that
   // buffer's pixel (row pitch) and image strides.
-  const int64_t P = y.strided() ? y.view_strides[2] : C, y_img = y.strided() ? y.view_strides[0] : OH * OW * C;
+  const int64_t P = y.strided() ? y.view_strides[2] : C,
+                y_img = y.strided() ? y.view_strides[0] : OH * OW * C;
   for (int64_t img = 0; img < N; ++img) {
     for (int64_t oy = 0; oy < OH; oy += toh) {
       for (int64_t ox = 0; ox < OW; ox += tow) {
         for (int64_t c0 = 0; c0 < C; c0 += tc) {
           const int64_t oh = std::min(toh, OH - oy), ow = std::min(tow, OW - ox), nc = std::min(tc, C - c0);
-          const int64_t iy0 = oy * sh - pt, iy1 = iy0 + in_rows(oh) - 1, ix0 = ox * sw - pl, ix1 = ix0 + in_cols(ow) - 1;
+          const int64_t iy0 = oy * sh - pt, iy1 = iy0 + in_rows(oh) - 1, ix0 = ox * sw - pl,
+                        ix1 = ix0 + in_cols(ow) - 1;
           const int64_t ptop = std::max<int64_t>(0, -iy0), pbot = std::max<int64_t>(0, iy1 - (H - 1));
           const int64_t pleft = std::max<int64_t>(0, -ix0), pright = std::max<int64_t>(0, ix1 - (W - 1));
           const int64_t rows = in_rows(oh) - ptop - pbot, cols = in_cols(ow) - pleft - pright;
           if (rows <= 0 || cols <= 0 || ptop > 255 || pbot > 255 || pleft > 255 || pright > 255) {
-            throw CompileError(fmt::format("layer '{}': a pooling tile lies entirely in the padding", n.name));
+            throw CompileError(
+                fmt::format("layer '{}': a pooling tile lies entirely in the padding", n.name));
           }
           const uint64_t sl = s.take(), ol = o.take();
-          const uint64_t xa = x.addr + static_cast<uint64_t>((((img * H + std::max<int64_t>(0, iy0)) * W +
-                                                               std::max<int64_t>(0, ix0)) * C + c0)) * ex;
+          const uint64_t xa =
+              x.addr +
+              static_cast<uint64_t>(
+                  (((img * H + std::max<int64_t>(0, iy0)) * W + std::max<int64_t>(0, ix0)) * C + c0)) *
+                  ex;
           c.load(Buffer::kInput, sl, x.range(), xa, x.dtype, {nc, cols, rows, 1}, {C, W * C, 0},
                  {ptop, pbot, pleft, pright}, pad_value);
           if (qx) dequantize_tile(c, Buffer::kInput, sl, nc, in_cols(ow) * in_rows(oh), x.dtype, 0);
           Context::VecArgs v;
           v.op = is_max ? VecOp::kMaxPool : VecOp::kAvgPool;
-          v.in = v.out = c.act, v.src1_buf = Buffer::kInput, v.src1 = sl, v.dst_buf = Buffer::kWeight, v.dst = ol;
+          v.in = v.out = c.act, v.src1_buf = Buffer::kInput, v.src1 = sl, v.dst_buf = Buffer::kWeight,
+          v.dst = ol;
           v.d0 = nc, v.d1 = in_cols(ow), v.d2 = in_rows(oh);
           v.win_h = kh, v.win_w = kw, v.str_h = sh, v.str_w = sw;
           c.vec(v);
@@ -295,8 +307,10 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
             c.load(Buffer::kAccumulator, fl, Range{kDram, factor_addr, factor_addr + factor.size() * es},
                    factor_addr + static_cast<uint64_t>(oy * OW + ox) * es, c.act, {ow, oh, 1, 1}, {OW, 0, 0});
             Context::VecArgs m;
-            m.op = VecOp::kMul, m.in = m.out = c.act, m.src1_buf = m.dst_buf = Buffer::kWeight, m.src1 = m.dst = ol;
-            m.src2_buf = Buffer::kAccumulator, m.src2 = fl, m.d0 = nc, m.d1 = oh * ow, m.bcast = isa::Bcast::kCol;
+            m.op = VecOp::kMul, m.in = m.out = c.act, m.src1_buf = m.dst_buf = Buffer::kWeight,
+            m.src1 = m.dst = ol;
+            m.src2_buf = Buffer::kAccumulator, m.src2 = fl, m.d0 = nc, m.d1 = oh * ow,
+            m.bcast = isa::Bcast::kCol;
             c.vec(m);
           }
           if (qy) quantize_tile(c, Buffer::kWeight, ol, nc, oh * ow, y.dtype, 16);
@@ -306,8 +320,9 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
       }
     }
   }
-  c.plan->mapping = fmt::format("VEC {} {}x{} s{} on {}x{}x{} tiles{}{}", is_max ? "max_pool" : "avg_pool", kh, kw,
-                                sh, toh, tow, tc, isa::numerics::is_integer(c.act) ? " on int8 codes" : "", in_codes);
+  c.plan->mapping =
+      fmt::format("VEC {} {}x{} s{} on {}x{}x{} tiles{}{}", is_max ? "max_pool" : "avg_pool", kh, kw, sh, toh,
+                  tow, tc, isa::numerics::is_integer(c.act) ? " on int8 codes" : "", in_codes);
   return true;
 }
 
@@ -315,7 +330,9 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
 bool lower_reduce(Context& c, const Node& n, std::string* why) {
   const DramTensor& x = c.tensor(n.inputs[0]);
   const DramTensor& y = c.tensor(n.outputs[0]);
-  VecOp op = n.op_type == "ReduceMean" ? VecOp::kReduceMean : n.op_type == "ReduceSum" ? VecOp::kReduceSum : VecOp::kReduceMax;
+  VecOp op = n.op_type == "ReduceMean"  ? VecOp::kReduceMean
+             : n.op_type == "ReduceSum" ? VecOp::kReduceSum
+                                        : VecOp::kReduceMax;
   const size_t r = x.shape.size();
   std::vector<int64_t> axes;
   if (n.has_input(1)) {
@@ -363,21 +380,24 @@ bool lower_reduce(Context& c, const Node& n, std::string* why) {
     return false;
   }
   const uint64_t es = static_cast<uint64_t>(c.esize);
-  const int64_t rows_max = std::max<int64_t>(1, std::min<int64_t>({outer, kMaxDim, s.elems / inner, o.elems}));
+  const int64_t rows_max =
+      std::max<int64_t>(1, std::min<int64_t>({outer, kMaxDim, s.elems / inner, o.elems}));
   for (int64_t r0 = 0; r0 < outer; r0 += rows_max) {
     const int64_t rows = std::min(rows_max, outer - r0);
     const uint64_t sl = s.take(), ol = o.take();
-    c.load(Buffer::kInput, sl, x.range(), x.addr + static_cast<uint64_t>(r0 * inner) * es, c.act, {inner, rows, 1, 1},
-           {inner, 0, 0});
+    c.load(Buffer::kInput, sl, x.range(), x.addr + static_cast<uint64_t>(r0 * inner) * es, c.act,
+           {inner, rows, 1, 1}, {inner, 0, 0});
     Context::VecArgs v;
-    v.op = op, v.in = v.out = c.act, v.src1_buf = Buffer::kInput, v.src1 = sl, v.dst_buf = Buffer::kWeight, v.dst = ol;
+    v.op = op, v.in = v.out = c.act, v.src1_buf = Buffer::kInput, v.src1 = sl, v.dst_buf = Buffer::kWeight,
+    v.dst = ol;
     v.d0 = inner, v.d1 = rows;
     c.vec(v);
-    c.store(Buffer::kWeight, ol, y.range(), y.addr + static_cast<uint64_t>(r0) * es, c.act, {rows, 1, 1, 1}, {0, 0, 0});
+    c.store(Buffer::kWeight, ol, y.range(), y.addr + static_cast<uint64_t>(r0) * es, c.act, {rows, 1, 1, 1},
+            {0, 0, 0});
   }
-  c.plan->mapping = fmt::format("VEC {} over {} innermost elements", isa::kVecOpNames[static_cast<size_t>(op)], inner);
+  c.plan->mapping =
+      fmt::format("VEC {} over {} innermost elements", isa::kVecOpNames[static_cast<size_t>(op)], inner);
   return true;
 }
-
 
 }  // namespace npusim::compiler::backend

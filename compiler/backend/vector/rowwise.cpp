@@ -57,8 +57,8 @@ constexpr int64_t kPipelinedTiles = 8;
 constexpr int64_t kMinPipelinedTile = 2048;
 
 // One VEC: dst = op(a, b) over a rows x d0 box (b broadcast per `bc`), reading `in`, writing `out`.
-void box_vec(Context& c, VecOp op, isa::DType in, isa::DType out, At dst, At a, int64_t d0, int64_t rows, At b,
-             Bcast bc) {
+void box_vec(Context& c, VecOp op, isa::DType in, isa::DType out, At dst, At a, int64_t d0, int64_t rows,
+             At b, Bcast bc) {
   Context::VecArgs v;
   v.op = op, v.in = in, v.out = out;
   v.src1_buf = a.buf, v.src1 = a.addr, v.src2_buf = b.buf, v.src2 = b.addr, v.bcast = bc;

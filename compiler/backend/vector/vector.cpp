@@ -24,18 +24,22 @@ bool lower_vector(Context& c, const Node& n, std::string* why) {
     return false;
   }
   if (is_rowwise(n)) return lower_rowwise(c, n, why);
-  // # int8: only lower_binary, lower_unary, lower_batchnorm, lower_pool, lower_concat and lower_transpose convert codes
-  // PlanScope deferred to the tile loop.
+  // # int8: only lower_binary, lower_unary, lower_batchnorm, lower_pool, lower_concat and lower_transpose
+  // convert codes PlanScope deferred to the tile loop.
   if (!c.codes.empty()) {
     Context::VecArgs probe;
-    const bool binary = t == "Add" || t == "Sub" || t == "Mul" || t == "Div" || t == "Max" || t == "Min" || t == "Sum";
-    const bool pool = t == "MaxPool" || t == "AveragePool" || t == "GlobalAveragePool" || t == "GlobalMaxPool";
-    if (!binary && !pool && t != "Concat" && t != "Transpose" && t != "BatchNormalization" && !unary_op(n, c, probe))
+    const bool binary =
+        t == "Add" || t == "Sub" || t == "Mul" || t == "Div" || t == "Max" || t == "Min" || t == "Sum";
+    const bool pool =
+        t == "MaxPool" || t == "AveragePool" || t == "GlobalAveragePool" || t == "GlobalMaxPool";
+    if (!binary && !pool && t != "Concat" && t != "Transpose" && t != "BatchNormalization" &&
+        !unary_op(n, c, probe))
       throw std::logic_error("backend: int8 codes deferred to a lowering of " + t);
   }
   // Data movement: any element type (DMA copies bytes).
   if (t == "Transpose") return lower_transpose(c, n, why);
-  if (t == "Concat") return lower_concat(c, n, why) || (c.codes.empty() && (why->clear(), lower_index_map(c, n, why)));
+  if (t == "Concat")
+    return lower_concat(c, n, why) || (c.codes.empty() && (why->clear(), lower_index_map(c, n, why)));
   if (t == "Slice") return lower_slice(c, n, why) || (why->clear(), lower_index_map(c, n, why));
   if (t == "Split") return lower_split(c, n, why) || (why->clear(), lower_index_map(c, n, why));
   if (t == "Pad") return lower_pad(c, n, why) || (why->clear(), lower_index_map(c, n, why));
@@ -55,7 +59,8 @@ bool lower_vector(Context& c, const Node& n, std::string* why) {
   }
   if (t == "ReduceMean" || t == "ReduceSum" || t == "ReduceMax") return lower_reduce(c, n, why);
   if (t == "BatchNormalization") return lower_batchnorm(c, n, why);
-  if (t == "Add" || t == "Sub" || t == "Mul" || t == "Div" || t == "Max" || t == "Min" || t == "Pow" || t == "Sum") {
+  if (t == "Add" || t == "Sub" || t == "Mul" || t == "Div" || t == "Max" || t == "Min" || t == "Pow" ||
+      t == "Sum") {
     return lower_binary(c, n, why);
   }
   if (lower_unary(c, n, why)) return true;

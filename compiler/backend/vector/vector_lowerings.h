@@ -41,7 +41,8 @@ bool lower_pool(Context& c, const Node& n, std::string* why);
 struct PoolWindow {
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, pt = 0, pl = 0, pb = 0, pr = 0;
 };
-bool pool_window(const Node& n, int64_t H, int64_t W, int64_t OH, int64_t OW, PoolWindow* w, std::string* why);
+bool pool_window(const Node& n, int64_t H, int64_t W, int64_t OH, int64_t OW, PoolWindow* w,
+                 std::string* why);
 bool lower_reduce(Context& c, const Node& n, std::string* why);
 
 }  // namespace npusim::compiler::backend

@@ -22,16 +22,21 @@ int cmd_calibrate(Context& ctx, const Command& cmd) {
   calibrate::Options options;
   bool quiet = false;
   po::options_description d("Options");
-  d.add_options()("measured", po::value(&csv)->value_name("MEASURED.csv"),
-                  "the measurements: columns model, layer, cycles or ms; optionally precision, batch, input_shape")(
-      "output,o", po::value(&output)->value_name("CALIBRATED.yaml"), "write the calibrated configuration here")(
-      "params", po::value(&options.only)->composing()->value_name("KEY"),
-      "fit only this calibratable parameter, or those under this group (repeatable; default: every calibratable "
-      "parameter the configuration uses)")("folds", po::value(&options.folds)->value_name("K"),
-                                           fmt::format("k of the cross-validation (default {}; 0: none)", calibrate::Options{}.folds).c_str())(
+  d.add_options()(
+      "measured", po::value(&csv)->value_name("MEASURED.csv"),
+      "the measurements: columns model, layer, cycles or ms; optionally precision, batch, input_shape")(
+      "output,o", po::value(&output)->value_name("CALIBRATED.yaml"),
+      "write the calibrated configuration here")("params",
+                                                 po::value(&options.only)->composing()->value_name("KEY"),
+                                                 "fit only this calibratable parameter, or those under this "
+                                                 "group (repeatable; default: every calibratable "
+                                                 "parameter the configuration uses)")(
+      "folds", po::value(&options.folds)->value_name("K"),
+      fmt::format("k of the cross-validation (default {}; 0: none)", calibrate::Options{}.folds).c_str())(
       "iterations", po::value(&options.max_iterations)->value_name("N"),
-      fmt::format("at most N Levenberg-Marquardt iterations per fit (default {})", calibrate::Options{}.max_iterations).c_str())("quiet,q", po::bool_switch(&quiet),
-                                                                       "print nothing but errors");
+      fmt::format("at most N Levenberg-Marquardt iterations per fit (default {})",
+                  calibrate::Options{}.max_iterations)
+          .c_str())("quiet,q", po::bool_switch(&quiet), "print nothing but errors");
   po::positional_options_description pos;
   pos.add("measured", 1);
   if (!parse(ctx, cmd, d, pos, &opts)) return kExitOk;

@@ -33,10 +33,18 @@ void model_summary(Context& ctx, const std::string& model, const CompiledModel& 
   for (const auto& l : cm.result.layers) {
     Row& r = layers[l.op];
     switch (l.placement) {
-      case compiler::Placement::kNpuMatrix: ++r.matrix; break;
-      case compiler::Placement::kNpuVector: ++r.vector; break;
-      case compiler::Placement::kFree: ++r.free; break;
-      case compiler::Placement::kHost: ++r.host; break;
+      case compiler::Placement::kNpuMatrix:
+        ++r.matrix;
+        break;
+      case compiler::Placement::kNpuVector:
+        ++r.vector;
+        break;
+      case compiler::Placement::kFree:
+        ++r.free;
+        break;
+      case compiler::Placement::kHost:
+        ++r.host;
+        break;
     }
   }
   int total = 0;
@@ -61,8 +69,9 @@ void model_summary(Context& ctx, const std::string& model, const CompiledModel& 
     ctx.out << "Every layer runs on the NPU.\n";
     return;
   }
-  ctx.out << "\nHost layers and why (binding a dimension with --input-shape, fixing an input with --input-value "
-             "or another\nopset can move them):\n";
+  ctx.out
+      << "\nHost layers and why (binding a dimension with --input-shape, fixing an input with --input-value "
+         "or another\nopset can move them):\n";
   for (const auto& f : cm.result.fallbacks) ctx.out << fmt::format("  {} ({}): {}\n", f.node, f.op, f.reason);
 }
 

@@ -82,7 +82,8 @@ const std::vector<Command>& commands() {
        cmd_sweep},
       {"calibrate",
        "calibrate MEASURED.csv -c PRESET_OR_FILE -o CALIBRATED.yaml [--params KEY ...] [--folds K]",
-       "Fit the configuration's calibratable parameters to a board's measured cycles; print the error before, "
+       "Fit the configuration's calibratable parameters to a board's measured cycles; print the error "
+       "before, "
        "after and cross-validated (docs/calibrate.md).",
        {machine_options},
        "  npusim calibrate board.csv -c edge -o edge_calibrated.yaml\n"

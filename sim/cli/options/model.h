@@ -19,7 +19,7 @@ namespace npusim::sim::cli {
 struct ModelCliOptions {
   std::vector<std::string> input_shapes;
   std::vector<std::string> input_values;  // --input-value
-  int64_t batch = 0;  // 0: not given (each input keeps its first dimension)
+  int64_t batch = 0;                      // 0: not given (each input keeps its first dimension)
   bool batch_given = false;
   std::string precision = "auto";
   std::vector<std::string> overrides;  // --precision-override, each "KEY=PREC,KEY=PREC"

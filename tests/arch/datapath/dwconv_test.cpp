@@ -40,7 +40,9 @@ Case make_case(const Geometry& g, double lo, double hi, double wlo, double whi, 
   std::mt19937 rng(seed);
   Case k{g, {}, {}};
   auto draw = [&](double a, double b) {
-    if (integer) return static_cast<double>(std::uniform_int_distribution<int>(static_cast<int>(a), static_cast<int>(b))(rng));
+    if (integer)
+      return static_cast<double>(
+          std::uniform_int_distribution<int>(static_cast<int>(a), static_cast<int>(b))(rng));
     return std::uniform_real_distribution<double>(a, b)(rng);
   };
   for (int64_t i = 0; i < g.H * g.W * g.C; ++i) k.x.push_back(draw(lo, hi));
@@ -82,7 +84,8 @@ std::vector<T> block_diagonal(const Case& k) {
   const Geometry& g = k.g;
   std::vector<T> b(static_cast<size_t>(g.kh * g.kw * g.C * g.C), T(0));
   for (int64_t t = 0; t < g.kh * g.kw; ++t) {
-    for (int64_t c = 0; c < g.C; ++c) b[static_cast<size_t>((t * g.C + c) * g.C + c)] = static_cast<T>(k.w[static_cast<size_t>(t * g.C + c)]);
+    for (int64_t c = 0; c < g.C; ++c)
+      b[static_cast<size_t>((t * g.C + c) * g.C + c)] = static_cast<T>(k.w[static_cast<size_t>(t * g.C + c)]);
   }
   return b;
 }
@@ -92,11 +95,12 @@ ConvShape conv_shape(const Geometry& g) {
 }
 
 const Geometry kShapes[] = {
-    {5, 7, 3, 3, 3, 1, 1, 1, 1},    // odd sizes, stride 1
-    {9, 8, 5, 3, 3, 2, 2, 1, 1},    // stride 2, even width
-    {7, 9, 4, 3, 3, 1, 2, 2, 1},    // mixed strides, dilation 2 vertically
-    {6, 6, 34, 5, 5, 1, 1, 1, 1},   // 5x5 window, more channels than 32 lanes (fp32 block-diagonal fits 128 KiB)
-    {4, 11, 2, 1, 3, 1, 3, 1, 2},   // 1x3 window, stride 3, dilation 2 horizontally
+    {5, 7, 3, 3, 3, 1, 1, 1, 1},  // odd sizes, stride 1
+    {9, 8, 5, 3, 3, 2, 2, 1, 1},  // stride 2, even width
+    {7, 9, 4, 3, 3, 1, 2, 2, 1},  // mixed strides, dilation 2 vertically
+    {6, 6, 34, 5, 5, 1, 1, 1,
+     1},  // 5x5 window, more channels than 32 lanes (fp32 block-diagonal fits 128 KiB)
+    {4, 11, 2, 1, 3, 1, 3, 1, 2},  // 1x3 window, stride 3, dilation 2 horizontally
 };
 
 TEST(DwConv, Uint8CodesWithInt8WeightsSumExactlyInInt32AndMatchTheBlockDiagonalConv) {
@@ -108,7 +112,8 @@ TEST(DwConv, Uint8CodesWithInt8WeightsSumExactlyInInt32AndMatchTheBlockDiagonalC
     put(st, Buffer::kInput, 0, as<uint8_t>(k.x));
     put(st, Buffer::kWeight, 0, as<int8_t>(k.w));
     execute(dwconv(DType::kUint8, g), cfg, st);
-    EXPECT_EQ(get<int32_t>(st, Buffer::kAccumulator, 0, want.size()), want) << g.H << "x" << g.W << "x" << g.C;
+    EXPECT_EQ(get<int32_t>(st, Buffer::kAccumulator, 0, want.size()), want)
+        << g.H << "x" << g.W << "x" << g.C;
     // The array's CONV over the block-diagonal weights computes the same sums.
     put(st, Buffer::kWeight, 0, block_diagonal<int8_t>(k));
     execute(conv(DType::kUint8, conv_shape(g), 0, 0, 1024), cfg, st);
@@ -139,8 +144,10 @@ TEST(DwConv, FloatInputsAccumulateInFp32LikeTheArray) {
       }
       const int64_t es = isa::dtype_bytes(t);
       std::vector<uint8_t> xb(k.x.size() * static_cast<size_t>(es)), wb(k.w.size() * static_cast<size_t>(es));
-      for (size_t i = 0; i < k.x.size(); ++i) store_float(&xb[i * static_cast<size_t>(es)], t, static_cast<float>(k.x[i]));
-      for (size_t i = 0; i < k.w.size(); ++i) store_float(&wb[i * static_cast<size_t>(es)], t, static_cast<float>(k.w[i]));
+      for (size_t i = 0; i < k.x.size(); ++i)
+        store_float(&xb[i * static_cast<size_t>(es)], t, static_cast<float>(k.x[i]));
+      for (size_t i = 0; i < k.w.size(); ++i)
+        store_float(&wb[i * static_cast<size_t>(es)], t, static_cast<float>(k.w[i]));
       isa::NpuConfig cfg;
       MachineState st{cfg};
       put(st, Buffer::kInput, 0, xb);
@@ -158,7 +165,8 @@ TEST(DwConv, FloatInputsAccumulateInFp32LikeTheArray) {
       }
       put(st, Buffer::kWeight, 0, bd);
       execute(conv(t, conv_shape(g), 0, 0, 4096), cfg, st);
-      EXPECT_EQ(get<float>(st, Buffer::kAccumulator, 4096, want.size()), got) << isa::kDTypeNames[static_cast<size_t>(t)];
+      EXPECT_EQ(get<float>(st, Buffer::kAccumulator, 4096, want.size()), got)
+          << isa::kDTypeNames[static_cast<size_t>(t)];
     }
   }
 }

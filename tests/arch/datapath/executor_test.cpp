@@ -30,7 +30,8 @@ std::vector<int32_t> ref_gemm(const std::vector<A>& a, const std::vector<B>& b, 
   for (int i = 0; i < m; ++i) {
     for (int j = 0; j < n; ++j) {
       int64_t s = 0;
-      for (int kk = 0; kk < k; ++kk) s += int64_t{a[static_cast<size_t>(i * k + kk)]} * b[static_cast<size_t>(kk * n + j)];
+      for (int kk = 0; kk < k; ++kk)
+        s += int64_t{a[static_cast<size_t>(i * k + kk)]} * b[static_cast<size_t>(kk * n + j)];
       c[static_cast<size_t>(i * n + j)] = static_cast<int32_t>(s);
     }
   }
@@ -245,8 +246,8 @@ TEST(Matmul, Int16TimesInt8AccumulatesInInt64BeyondInt32) {
 
 // Direct convolution of an H x W x C int8 image (NHWC) with [kh][kw][C][N] weights, `pad` pixels of
 // value `pad_value` on each side, stride s: the textbook definition.
-std::vector<int32_t> ref_conv(const std::vector<int8_t>& img, const std::vector<int8_t>& w, int H, int W, int C, int N,
-                              int kh, int kw, int pad, int s, int pad_value, int& oh, int& ow) {
+std::vector<int32_t> ref_conv(const std::vector<int8_t>& img, const std::vector<int8_t>& w, int H, int W,
+                              int C, int N, int kh, int kw, int pad, int s, int pad_value, int& oh, int& ow) {
   oh = (H + 2 * pad - kh) / s + 1;
   ow = (W + 2 * pad - kw) / s + 1;
   std::vector<int32_t> out(static_cast<size_t>(oh * ow * N));
@@ -258,7 +259,9 @@ std::vector<int32_t> ref_conv(const std::vector<int8_t>& img, const std::vector<
           for (int j = 0; j < kw; ++j) {
             const int iy = y * s + i - pad, ix = x * s + j - pad;
             for (int c = 0; c < C; ++c) {
-              const int v = (iy < 0 || iy >= H || ix < 0 || ix >= W) ? pad_value : img[static_cast<size_t>((iy * W + ix) * C + c)];
+              const int v = (iy < 0 || iy >= H || ix < 0 || ix >= W)
+                                ? pad_value
+                                : img[static_cast<size_t>((iy * W + ix) * C + c)];
               sum += int64_t{v} * w[static_cast<size_t>(((i * kw + j) * C + c) * N + o)];
             }
           }
@@ -320,7 +323,8 @@ TEST(Conv, DilationAndUnevenStrides) {
   auto at = [](int r, int c) { return r * 7 + c; };
   std::vector<int32_t> want;
   for (int y = 0; y < 2; ++y) {
-    for (int x = 0; x < 2; ++x) want.push_back(at(2 * y, x) + at(2 * y, x + 3) + at(2 * y + 2, x) + at(2 * y + 2, x + 3));
+    for (int x = 0; x < 2; ++x)
+      want.push_back(at(2 * y, x) + at(2 * y, x + 3) + at(2 * y + 2, x) + at(2 * y + 2, x + 3));
   }
   EXPECT_EQ((get<int32_t>(st, Buffer::kAccumulator, 0, 4)), want);
   // One more output row would read row 6 of a 6-row tile.
@@ -333,10 +337,13 @@ TEST(Conv, DilationAndUnevenStrides) {
 TEST(Dma, StridedFourDimensionalLoadWithHaloAndPerDtypePadValues) {
   isa::NpuConfig cfg;
   MachineState st(cfg);
-  // fp16 elements, so the pad value goes the bf16-bits path. Box size0=2, size1=3, size2=2, size3=2; strides in elements 5, 20, 50.
+  // fp16 elements, so the pad value goes the bf16-bits path. Box size0=2, size1=3, size2=2, size3=2; strides
+  // in elements 5, 20, 50.
   const int s0 = 2, s1 = 3, s2 = 2, s3 = 2, st1 = 5, st2 = 20, st3 = 50;
   const int pt = 1, pb = 0, pl = 2, pr = 1;
-  auto value = [](int i0, int i1, int i2, int i3) { return static_cast<float>(i0 + 10 * i1 + 100 * i2 + 1000 * i3) / 8.0f; };
+  auto value = [](int i0, int i1, int i2, int i3) {
+    return static_cast<float>(i0 + 10 * i1 + 100 * i2 + 1000 * i3) / 8.0f;
+  };
   for (int i3 = 0; i3 < s3; ++i3) {
     for (int i2 = 0; i2 < s2; ++i2) {
       for (int i1 = 0; i1 < s1; ++i1) {

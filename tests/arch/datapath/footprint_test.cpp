@@ -24,7 +24,8 @@ isa::NpuConfig small_config() {
 
 TEST(Footprint, LoadWritesTheDenseHaloBoxAndReadsTheDramHull) {
   Box b{4, 5, 6, 2, 10, 100, 1000, 1, 1, 2, 2, 0};
-  const Footprint fp = footprint(dma(Opcode::kLoad, DType::kFp16, Buffer::kInput, 0x100, 64, b), small_config());
+  const Footprint fp =
+      footprint(dma(Opcode::kLoad, DType::kFp16, Buffer::kInput, 0x100, 64, b), small_config());
   ASSERT_EQ(fp.sram.size(), 1u);
   // 4 x (5+4) x (6+2) x 2 fp16 elements.
   EXPECT_EQ(fp.sram[0], (SramRange{Buffer::kInput, 64, 64 + 4 * 9 * 8 * 2 * 2, Access::kWrite}));
@@ -35,7 +36,8 @@ TEST(Footprint, LoadWritesTheDenseHaloBoxAndReadsTheDramHull) {
 
 TEST(Footprint, StoreReadsSramAndWritesDram) {
   Box b{8, 2, 1, 1, 16};
-  const Footprint fp = footprint(dma(Opcode::kStore, DType::kInt32, Buffer::kAccumulator, 0x40, 0, b), small_config());
+  const Footprint fp =
+      footprint(dma(Opcode::kStore, DType::kInt32, Buffer::kAccumulator, 0x40, 0, b), small_config());
   EXPECT_EQ(fp.sram[0], (SramRange{Buffer::kAccumulator, 0, 64, Access::kRead}));
   EXPECT_EQ(fp.dram[0], (DramRange{0x40, 0x40 + (7 + 16 + 1) * 4, Access::kWrite}));
 }
@@ -73,7 +75,7 @@ TEST(Footprint, VecOperandSizesFollowTheOp) {
   Footprint fp = footprint(v, cfg);
   ASSERT_EQ(fp.sram.size(), 3u);
   EXPECT_EQ(fp.sram[0].bytes(), 128u);
-  EXPECT_EQ(fp.sram[1].bytes(), 16u);     // one row
+  EXPECT_EQ(fp.sram[1].bytes(), 16u);  // one row
   EXPECT_EQ(fp.sram[2].bytes(), 128u * 4);
   v.set(Field::kBcast, static_cast<int64_t>(isa::Bcast::kCol));
   EXPECT_EQ(footprint(v, cfg).sram[1].bytes(), 8u);  // one per row
@@ -114,7 +116,9 @@ TEST(Footprint, OutOfCapacityNamesInstructionBufferRangeAndCapacity) {
   b.pad_left = b.pad_right = 1;
   const std::string e2 = error_of(dma(Opcode::kLoad, DType::kInt8, Buffer::kInput, 0, 4096 - 200, b), cfg);
   EXPECT_NE(e2.find("LOAD"), std::string::npos) << e2;
-  EXPECT_NE(e2.find("writes bytes [0xf38, 0x1058) of the input buffer, which holds 4096 bytes"), std::string::npos) << e2;
+  EXPECT_NE(e2.find("writes bytes [0xf38, 0x1058) of the input buffer, which holds 4096 bytes"),
+            std::string::npos)
+      << e2;
 
   Instruction v = vec(isa::VecOp::kRelu, DType::kFp32, DType::kFp32, 1024, 3);
   EXPECT_NE(error_of(v, cfg).find("VEC relu"), std::string::npos);
@@ -138,12 +142,14 @@ TEST(Footprint, MalformedShapesAreErrors) {
   pool.set(Field::kWinH, 3).set(Field::kWinW, 1).set(Field::kStrH, 1).set(Field::kStrW, 1);
   EXPECT_NE(error_of(pool, cfg).find("window"), std::string::npos);
   Box far{16};
-  EXPECT_NE(error_of(dma(Opcode::kLoad, DType::kInt8, Buffer::kInput, DramImage::kAddressBytes - 8, 0, far), cfg)
-                .find("40-bit"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(dma(Opcode::kLoad, DType::kInt8, Buffer::kInput, DramImage::kAddressBytes - 8, 0, far), cfg)
+          .find("40-bit"),
+      std::string::npos);
   isa::NpuConfig os = cfg;
   os.systolic_array.dataflow = isa::Dataflow::kOs;
-  EXPECT_NE(error_of(preload(DType::kInt8, Buffer::kWeight, 0, 2, 2), os).find("output-stationary"), std::string::npos);
+  EXPECT_NE(error_of(preload(DType::kInt8, Buffer::kWeight, 0, 2, 2), os).find("output-stationary"),
+            std::string::npos);
 }
 
 TEST(Footprint, SyncAndHostInstructionsTouchNothing) {

@@ -102,8 +102,8 @@ TEST(Fp16, Fp32ToFp16MatchesNearestEvenReferenceOnAStrideOfAllFloats) {
 
 TEST(Fp16, KnownRoundingCases) {
   EXPECT_EQ(fp32_to_fp16(1.0f), 0x3c00);
-  EXPECT_EQ(fp32_to_fp16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);        // tie between 1 and 1+2^-10: even
-  EXPECT_EQ(fp32_to_fp16(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);    // tie between odd and even: up
+  EXPECT_EQ(fp32_to_fp16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);      // tie between 1 and 1+2^-10: even
+  EXPECT_EQ(fp32_to_fp16(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);  // tie between odd and even: up
   EXPECT_EQ(fp32_to_fp16(1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20)), 0x3c01);  // above the tie
   EXPECT_EQ(fp32_to_fp16(65504.0f), 0x7bff);
   EXPECT_EQ(fp32_to_fp16(65519.0f), 0x7bff);
@@ -147,16 +147,17 @@ TEST(Bf16, Fp32ToBf16IsNearestEven) {
     if ((t & 0x7f80) == 0x7f80) {
       want = t;  // inf
     } else {
-      const double hi = (static_cast<uint16_t>(t + 1) & 0x7fff) == 0x7f80 ? std::ldexp(std::copysign(1.0, v), 128)
-                                                                         : bf16_to_fp32(static_cast<uint16_t>(t + 1));
+      const double hi = (static_cast<uint16_t>(t + 1) & 0x7fff) == 0x7f80
+                            ? std::ldexp(std::copysign(1.0, v), 128)
+                            : bf16_to_fp32(static_cast<uint16_t>(t + 1));
       const double dl = std::fabs(v - lo), dh = std::fabs(hi - v);
       want = (dl < dh || (dl == dh && (t & 1) == 0)) ? t : static_cast<uint16_t>(t + 1);
     }
     ASSERT_EQ(fp32_to_bf16(f), want) << std::hex << x;
   }
-  EXPECT_EQ(fp32_to_bf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);       // tie: even
-  EXPECT_EQ(fp32_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);   // tie: up to even
-  EXPECT_EQ(fp32_to_bf16(fp32_from_bits(0x7f7fffff)), 0x7f80);        // max float rounds to inf
+  EXPECT_EQ(fp32_to_bf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);          // tie: even
+  EXPECT_EQ(fp32_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);      // tie: up to even
+  EXPECT_EQ(fp32_to_bf16(fp32_from_bits(0x7f7fffff)), 0x7f80);           // max float rounds to inf
   EXPECT_EQ(fp32_to_bf16(fp32_from_bits(0x7f800001)) & 0x7fc0, 0x7fc0);  // sNaN -> qNaN, not inf
 }
 
@@ -167,7 +168,7 @@ TEST(Saturation, IntegersClampToTheirRange) {
   EXPECT_EQ(saturate_uint8(-1), 0);
   EXPECT_EQ(saturate_uint8(256), 255);
   EXPECT_EQ(saturate_int32(int64_t{1} << 40), INT32_MAX);
-  EXPECT_EQ(float_to_int(2.5f, DType::kInt8), 2);   // nearest even
+  EXPECT_EQ(float_to_int(2.5f, DType::kInt8), 2);  // nearest even
   EXPECT_EQ(float_to_int(3.5f, DType::kInt8), 4);
   EXPECT_EQ(float_to_int(-2.5f, DType::kInt8), -2);
   EXPECT_EQ(float_to_int(300.0f, DType::kInt8), 127);
@@ -199,7 +200,8 @@ TEST(Requantize, HighMulAndDivideMatchTheirDefinitions) {
   };
   const int32_t edges[] = {0, 1, -1, 2, -2, 3, -3, INT32_MAX, INT32_MIN, INT32_MIN + 1, 1 << 30, -(1 << 30)};
   for (int32_t a : edges) {
-    for (int32_t b : edges) EXPECT_EQ(saturating_rounding_doubling_high_mul(a, b), srdhm_ref(a, b)) << a << " " << b;
+    for (int32_t b : edges)
+      EXPECT_EQ(saturating_rounding_doubling_high_mul(a, b), srdhm_ref(a, b)) << a << " " << b;
   }
   for (int i = 0; i < 200000; ++i) {
     const int32_t a = next(), b = next();
@@ -209,17 +211,17 @@ TEST(Requantize, HighMulAndDivideMatchTheirDefinitions) {
   }
   EXPECT_EQ(rounding_divide_by_pot(-3, 1), -2);  // -1.5: away from zero
   EXPECT_EQ(rounding_divide_by_pot(3, 1), 2);
-  EXPECT_EQ(rounding_divide_by_pot(-5, 2), -1);  // -1.25
-  EXPECT_EQ(saturating_rounding_doubling_high_mul(3, 1 << 30), 2);   // 1.5 -> 2
-  EXPECT_EQ(saturating_rounding_doubling_high_mul(-3, 1 << 30), -1); // -1.5 -> -1 (half up)
+  EXPECT_EQ(rounding_divide_by_pot(-5, 2), -1);                       // -1.25
+  EXPECT_EQ(saturating_rounding_doubling_high_mul(3, 1 << 30), 2);    // 1.5 -> 2
+  EXPECT_EQ(saturating_rounding_doubling_high_mul(-3, 1 << 30), -1);  // -1.5 -> -1 (half up)
 }
 
 TEST(Requantize, Int8ResultFollowsTheDocumentedFormula) {
   // Multiplier 0.75 (Q0.31), shift 4: 1000 * 0.75 / 16 = 46.875 -> 47, + zero point -3 = 44.
   const int32_t m = static_cast<int32_t>(0.75 * 2147483648.0);
   EXPECT_EQ(requantize_int8(1000, m, 4, -3), 44);
-  EXPECT_EQ(requantize_int8(-1000, m, 4, -3), -50);   // -46.875 -> -47, -3
-  EXPECT_EQ(requantize_int8(100000, m, 4, 0), 127);    // saturates
+  EXPECT_EQ(requantize_int8(-1000, m, 4, -3), -50);  // -46.875 -> -47, -3
+  EXPECT_EQ(requantize_int8(100000, m, 4, 0), 127);  // saturates
   EXPECT_EQ(requantize_int8(-100000, m, 4, 0), -128);
   // Negative shift = left shift before the high multiply: 10 * 4 * 0.75 = 30.
   EXPECT_EQ(requantize_int8(10, m, -2, 0), 30);
@@ -297,7 +299,7 @@ TEST(Elements, LoadAndStoreEveryDtype) {
   EXPECT_EQ(load_int(buf, DType::kUint8), 255);
   store_int(buf, DType::kInt32, -123456789);
   EXPECT_EQ(load_int(buf, DType::kInt32), -123456789);
-  EXPECT_EQ(buf[0], 0xeb);  // little-endian
+  EXPECT_EQ(buf[0], 0xeb);                 // little-endian
   store_int(buf, DType::kFp32, 16777217);  // 2^24 + 1 rounds to nearest even in fp32
   EXPECT_EQ(load_float(buf, DType::kFp32), 16777216.0f);
   store_float(buf, DType::kInt8, 2.5f);

@@ -17,7 +17,6 @@ namespace {
 
 using isa::Dataflow;
 
-
 // Closed form. WS: B stationary (K on rows, N on cols); each fold loads R rows of weights, streams M
 // input rows skewed over R rows, and drains partial sums through R rows and C columns.
 // OS: outputs stationary (M on rows, N on cols); K operands skewed over R rows and C columns.
@@ -90,9 +89,10 @@ TEST(PeArray, DoubleBufferingPreloadedFirstFoldAndPrecisionRateFollowTheClosedFo
                   const int64_t t = df == Dataflow::kWs ? m : df == Dataflow::kOs ? k : n;
                   const int64_t exposed = df == Dataflow::kOs ? 0 : (db ? 1 : folds) - (pre ? 1 : 0);
                   const int64_t want = exposed * R + folds * (p * t + R + C - 2);
-                  const PeTileResult r = pe.run(m, k, n, nullptr, PeTimingOptions{db, pre, 1.0 / static_cast<double>(p)});
-                  ASSERT_EQ(r.cycles, want) << isa::kDataflowNames[static_cast<size_t>(df)] << " " << R << "x" << C
-                                            << " m=" << m << " k=" << k << " n=" << n << " rate=1/" << p
+                  const PeTileResult r =
+                      pe.run(m, k, n, nullptr, PeTimingOptions{db, pre, 1.0 / static_cast<double>(p)});
+                  ASSERT_EQ(r.cycles, want) << isa::kDataflowNames[static_cast<size_t>(df)] << " " << R << "x"
+                                            << C << " m=" << m << " k=" << k << " n=" << n << " rate=1/" << p
                                             << " double_buffered=" << db << " preloaded=" << pre;
                   ASSERT_EQ(r.macs, m * k * n);
                 }
@@ -104,7 +104,8 @@ TEST(PeArray, DoubleBufferingPreloadedFirstFoldAndPrecisionRateFollowTheClosedFo
     }
   }
   // A rate that is not 1/p: 5 elements at rate 0.4 take ceil(12.5) = 13 beats.
-  EXPECT_EQ(PeArray(2, 2, Dataflow::kOs).run(2, 5, 2, nullptr, PeTimingOptions{false, false, 0.4}).cycles, 13 + 2);
+  EXPECT_EQ(PeArray(2, 2, Dataflow::kOs).run(2, 5, 2, nullptr, PeTimingOptions{false, false, 0.4}).cycles,
+            13 + 2);
 }
 
 // Pipelined folds (WS, IS): one exposed preload (none when preloaded), folds max(B, R) apart, one fill
@@ -127,9 +128,9 @@ TEST(PeArray, PipelinedFoldsFollowTheirClosedForm) {
                 PeTimingOptions opt{true, pre, 1.0 / static_cast<double>(p)};
                 opt.pipelined_folds = true;
                 const PeTileResult r = pe.run(m, k, n, nullptr, opt);
-                ASSERT_EQ(r.cycles, want) << isa::kDataflowNames[static_cast<size_t>(df)] << " " << R << "x" << C
-                                          << " m=" << m << " k=" << k << " n=" << n << " rate=1/" << p
-                                          << " preloaded=" << pre;
+                ASSERT_EQ(r.cycles, want)
+                    << isa::kDataflowNames[static_cast<size_t>(df)] << " " << R << "x" << C << " m=" << m
+                    << " k=" << k << " n=" << n << " rate=1/" << p << " preloaded=" << pre;
                 ASSERT_EQ(r.macs, m * k * n);
               }
             }
@@ -166,7 +167,8 @@ std::vector<int32_t> ref_gemm(const std::vector<int32_t>& a, const std::vector<i
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       int64_t s = c[static_cast<size_t>(i * n + j)];
-      for (int64_t kk = 0; kk < k; ++kk) s += int64_t{a[static_cast<size_t>(i * k + kk)]} * b[static_cast<size_t>(kk * n + j)];
+      for (int64_t kk = 0; kk < k; ++kk)
+        s += int64_t{a[static_cast<size_t>(i * k + kk)]} * b[static_cast<size_t>(kk * n + j)];
       c[static_cast<size_t>(i * n + j)] = static_cast<int32_t>(s);
     }
   }
@@ -234,16 +236,17 @@ TEST(PeArray, ValuesEqualTheExecutorsMatmulBitForBit) {
       execute(mm, cfg, st);
       PeTimingOptions piped{true, false, 1.0};
       piped.pipelined_folds = true;
-      for (auto [df, opt] : {std::pair{Dataflow::kWs, PeTimingOptions{}}, std::pair{Dataflow::kOs, PeTimingOptions{}},
-                             std::pair{Dataflow::kIs, PeTimingOptions{}}, std::pair{Dataflow::kWs, piped},
-                             std::pair{Dataflow::kIs, piped}}) {
+      for (auto [df, opt] :
+           {std::pair{Dataflow::kWs, PeTimingOptions{}}, std::pair{Dataflow::kOs, PeTimingOptions{}},
+            std::pair{Dataflow::kIs, PeTimingOptions{}}, std::pair{Dataflow::kWs, piped},
+            std::pair{Dataflow::kIs, piped}}) {
         const PeTileResult r = PeArray(4, 3, df).run(m, k, n, &ops, opt);
         for (int64_t i = 0; i < m * n; ++i) {
-          ASSERT_EQ(fp32_bits(r.c_fp[static_cast<size_t>(i)]),
-                    fp32_bits(load_float(st.sram(isa::Buffer::kAccumulator).data() + i * 4, isa::DType::kFp32)))
-              << isa::kDTypeNames[static_cast<size_t>(t)] << " fp32_acc=" << fp32_acc << " df=" << static_cast<int>(df)
-              << " pipelined=" << opt.pipelined_folds
-              << " i=" << i;
+          ASSERT_EQ(
+              fp32_bits(r.c_fp[static_cast<size_t>(i)]),
+              fp32_bits(load_float(st.sram(isa::Buffer::kAccumulator).data() + i * 4, isa::DType::kFp32)))
+              << isa::kDTypeNames[static_cast<size_t>(t)] << " fp32_acc=" << fp32_acc
+              << " df=" << static_cast<int>(df) << " pipelined=" << opt.pipelined_folds << " i=" << i;
         }
       }
     }

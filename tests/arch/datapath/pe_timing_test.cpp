@@ -40,8 +40,8 @@ TEST(SystolicTiming, PeModelMatchesClosedFormWithEveryTimingOption) {
                     const auto closed = timing::gemm_cycles(a, {m, k, n}, t, pre);
                     ASSERT_EQ(pe.run(m, k, n, nullptr, opt).cycles, closed.total)
                         << r << "x" << c << " " << isa::kDataflowNames[static_cast<int>(df)] << " m=" << m
-                        << " k=" << k << " n=" << n << " db=" << db << " pipelined=" << piped << " pre=" << pre
-                        << " " << isa::kDTypeNames[static_cast<size_t>(t)];
+                        << " k=" << k << " n=" << n << " db=" << db << " pipelined=" << piped
+                        << " pre=" << pre << " " << isa::kDTypeNames[static_cast<size_t>(t)];
                   }
                 }
               }
@@ -67,8 +67,8 @@ TEST(SystolicTiming, PeModelMatchesClosedFormOverShapeGrid) {
             const auto closed = timing::gemm_cycles(a, {m, k, n}, isa::DType::kInt8, false);
             const auto stepped = pe.run(m, k, n);
             ASSERT_EQ(stepped.cycles, closed.total)
-                << r << "x" << c << " " << isa::kDataflowNames[static_cast<int>(df)] << " m=" << m << " k=" << k
-                << " n=" << n;
+                << r << "x" << c << " " << isa::kDataflowNames[static_cast<int>(df)] << " m=" << m
+                << " k=" << k << " n=" << n;
             ASSERT_EQ(stepped.folds, closed.folds);
           }
         }

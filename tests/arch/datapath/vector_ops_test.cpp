@@ -63,7 +63,8 @@ TEST(Vec, FloatBinaryOpsWithEveryBroadcastMode) {
           EXPECT_NEAR(got[i], want, std::fabs(want) * 1e-6) << i;
         } else {
           // One IEEE fp32 operation: the correctly rounded double result rounded to fp32.
-          EXPECT_EQ(got[i], static_cast<float>(want)) << isa::kVecOpNames[static_cast<size_t>(op)] << " " << i;
+          EXPECT_EQ(got[i], static_cast<float>(want))
+              << isa::kVecOpNames[static_cast<size_t>(op)] << " " << i;
         }
       }
     }
@@ -91,7 +92,8 @@ TEST(Vec, IntegerBinaryOpsAreExactThenSaturate) {
             (std::vector<int8_t>{100, -100, 2, -7, -1, -128}));
   // int32 with a large product: exact in 64 bits, then saturated.
   VecRun r2;
-  EXPECT_EQ((r2.run<int32_t, int32_t>(vec(VecOp::kMul, DType::kInt32, DType::kInt32, 2), std::vector<int32_t>{1 << 20, -(1 << 20)},
+  EXPECT_EQ((r2.run<int32_t, int32_t>(vec(VecOp::kMul, DType::kInt32, DType::kInt32, 2),
+                                      std::vector<int32_t>{1 << 20, -(1 << 20)},
                                       std::vector<int32_t>{1 << 20, 1 << 20}, 2)),
             (std::vector<int32_t>{INT32_MAX, INT32_MIN}));
 }
@@ -111,7 +113,8 @@ TEST(Vec, FloatUnaryOpsAndActivations) {
       {VecOp::kCopy, [](double v) { return v; }, 0},
       {VecOp::kRelu, [](double v) { return v > 0 ? v : 0.0; }, 0},
       {VecOp::kLeakyRelu, [&](double v) { return v < 0 ? double{alpha} * v : v; }, 1e-7, fbits(alpha)},
-      {VecOp::kClip, [&](double v) { return std::min(double{hi}, std::max(double{lo}, v)); }, 0, fbits(lo), fbits(hi)},
+      {VecOp::kClip, [&](double v) { return std::min(double{hi}, std::max(double{lo}, v)); }, 0, fbits(lo),
+       fbits(hi)},
       {VecOp::kSigmoid, [](double v) { return 1.0 / (1.0 + std::exp(-v)); }, 1e-6},
       {VecOp::kTanh, [](double v) { return std::tanh(v); }, 1e-6},
       {VecOp::kGelu, [&](double v) { return 0.5 * v * (1.0 + std::erf(v * inv_sqrt2)); }, 1e-6},
@@ -140,9 +143,11 @@ TEST(Vec, FloatUnaryOpsAndActivations) {
   auto got = r.run<float, float>(vec(VecOp::kSqrt, DType::kFp32, DType::kFp32, 32), p, {}, 32);
   for (size_t i = 0; i < p.size(); ++i) EXPECT_EQ(got[i], static_cast<float>(std::sqrt(double{p[i]})));
   got = r.run<float, float>(vec(VecOp::kRsqrt, DType::kFp32, DType::kFp32, 32), p, {}, 32);
-  for (size_t i = 0; i < p.size(); ++i) EXPECT_NEAR(got[i], 1.0 / std::sqrt(double{p[i]}), 1e-6 / std::sqrt(p[i]));
+  for (size_t i = 0; i < p.size(); ++i)
+    EXPECT_NEAR(got[i], 1.0 / std::sqrt(double{p[i]}), 1e-6 / std::sqrt(p[i]));
   // NaN propagates through relu and max; relu(-0) = +0.
-  got = r.run<float, float>(vec(VecOp::kRelu, DType::kFp32, DType::kFp32, 2), std::vector<float>{NAN, -0.0f}, {}, 2);
+  got = r.run<float, float>(vec(VecOp::kRelu, DType::kFp32, DType::kFp32, 2), std::vector<float>{NAN, -0.0f},
+                            {}, 2);
   EXPECT_TRUE(std::isnan(got[0]));
   EXPECT_FALSE(std::signbit(got[1]));
 }
@@ -171,7 +176,7 @@ TEST(Vec, IntegerUnaryOpsAndActivationsOnIntegers) {
             (std::vector<int8_t>{2, -2, 4, 127, 0}));
   // fp32 -> fp16/bf16 round to nearest even.
   const auto r16 = q.run<float, uint16_t>(vec(VecOp::kCopy, DType::kFp32, DType::kFp16, 1),
-                                           std::vector<float>{1.0f + std::ldexp(1.0f, -11)}, {}, 1);
+                                          std::vector<float>{1.0f + std::ldexp(1.0f, -11)}, {}, 1);
   EXPECT_EQ(r16[0], 0x3c00);
 }
 
@@ -218,14 +223,18 @@ TEST(Vec, OutputStageIsAddRequantizeClipInOnePass) {
       put(st, Buffer::kWeight, 0, bias);
       put(st, Buffer::kWeight, 4096, pairs);
       Instruction add = vec(VecOp::kAdd, DType::kInt32, DType::kInt32, C, P);
-      add.set(Field::kSrc1Buf, static_cast<int64_t>(Buffer::kAccumulator)).set(Field::kBcast, static_cast<int64_t>(Bcast::kRow));
+      add.set(Field::kSrc1Buf, static_cast<int64_t>(Buffer::kAccumulator))
+          .set(Field::kBcast, static_cast<int64_t>(Bcast::kRow));
       execute(add, cfg, st);
       Instruction rq = vec(VecOp::kRequantize, DType::kInt32, out, C, P);
-      rq.set(Field::kSrc1Buf, static_cast<int64_t>(Buffer::kAccumulator)).set(Field::kBcast, static_cast<int64_t>(Bcast::kRow));
+      rq.set(Field::kSrc1Buf, static_cast<int64_t>(Buffer::kAccumulator))
+          .set(Field::kBcast, static_cast<int64_t>(Bcast::kRow));
       rq.set(Field::kSrc2Addr, 4096).set(Field::kImm2, 5);
       execute(rq, cfg, st);
       Instruction clip = vec(VecOp::kClip, out, out, n);
-      clip.set(Field::kSrc1Buf, static_cast<int64_t>(Buffer::kAccumulator)).set(Field::kImm0, fbits(lo)).set(Field::kImm1, fbits(hi));
+      clip.set(Field::kSrc1Buf, static_cast<int64_t>(Buffer::kAccumulator))
+          .set(Field::kImm0, fbits(lo))
+          .set(Field::kImm1, fbits(hi));
       execute(clip, cfg, st);
       const size_t bytes = static_cast<size_t>(n * isa::dtype_bytes(out));
       const std::vector<uint8_t> want = get<uint8_t>(st, Buffer::kAccumulator, 0, bytes);
@@ -237,8 +246,8 @@ TEST(Vec, OutputStageIsAddRequantizeClipInOnePass) {
       put(r.st, Buffer::kInput, 0, x);
       put(r.st, Buffer::kWeight, 0, triples);
       execute(o, r.cfg, r.st);
-      EXPECT_EQ(get<uint8_t>(r.st, Buffer::kAccumulator, 0, bytes), want) << isa::kDTypeNames[static_cast<size_t>(out)]
-                                                                           << (clamp ? " clamped" : "");
+      EXPECT_EQ(get<uint8_t>(r.st, Buffer::kAccumulator, 0, bytes), want)
+          << isa::kDTypeNames[static_cast<size_t>(out)] << (clamp ? " clamped" : "");
     }
   }
   // By hand: 100 + 20 = 120, x 0.5 >> 2 = 15, + zero point 1 = 16, clamped to [0, 10] -> 10.
@@ -282,7 +291,9 @@ TEST(Vec, FloatOutputStageIsAddClipAndTheNarrowing) {
   const auto x = randoms(n, -8.0f, 8.0f, 3), bias = randoms(C, -2.0f, 2.0f, 4);
   VecRun r;
   Instruction o = vec(VecOp::kOutput, DType::kFp32, DType::kFp16, C, P);
-  o.set(Field::kBcast, static_cast<int64_t>(Bcast::kRow)).set(Field::kImm0, fbits(0.0f)).set(Field::kImm1, fbits(6.0f));
+  o.set(Field::kBcast, static_cast<int64_t>(Bcast::kRow))
+      .set(Field::kImm0, fbits(0.0f))
+      .set(Field::kImm1, fbits(6.0f));
   const auto got = r.run<float, uint16_t>(o, x, bias, n);
   for (int i = 0; i < n; ++i) {
     const float want = std::min(std::max(x[i] + bias[i % C], 0.0f), 6.0f);
@@ -343,7 +354,8 @@ TEST(Vec, PoolingWindowsAndStrides) {
   EXPECT_EQ((r.run<int8_t, int8_t>(pool, x, {}, 8)), want_avg);
   // Float average pool over the full window.
   std::vector<float> xf(x.begin(), x.end());
-  pool.set(Field::kDtype, static_cast<int64_t>(DType::kFp32)).set(Field::kDtypeOut, static_cast<int64_t>(DType::kFp32));
+  pool.set(Field::kDtype, static_cast<int64_t>(DType::kFp32))
+      .set(Field::kDtypeOut, static_cast<int64_t>(DType::kFp32));
   const auto gf = r.run<float, float>(pool, xf, {}, 8);
   int idx = 0;
   for (int y = 0; y < 2; ++y) {
@@ -383,7 +395,8 @@ TEST(Vec, TransposeSwapsD0AndD1OfEverySlice) {
   std::vector<uint16_t> x(d0 * d1 * d2);
   for (size_t i = 0; i < x.size(); ++i) x[i] = fp32_to_bf16(static_cast<float>(i));
   VecRun r;
-  const auto got = r.run<uint16_t, float>(vec(VecOp::kTranspose, DType::kBf16, DType::kFp32, d0, d1, d2), x, {}, x.size());
+  const auto got =
+      r.run<uint16_t, float>(vec(VecOp::kTranspose, DType::kBf16, DType::kFp32, d0, d1, d2), x, {}, x.size());
   for (int i2 = 0; i2 < d2; ++i2) {
     for (int i1 = 0; i1 < d1; ++i1) {
       for (int i0 = 0; i0 < d0; ++i0) {
@@ -411,7 +424,8 @@ TEST(Vec, InPlaceOperationReadsBeforeWriting) {
 
 TEST(Vec, Fp16OutputsRoundAndBf16InputsWiden) {
   VecRun r;
-  // bf16 1.0 + bf16 2^-8 in fp32 = 1.00390625, which rounds to fp16 1.00390625 exactly (2^-8 > fp16 ulp 2^-10).
+  // bf16 1.0 + bf16 2^-8 in fp32 = 1.00390625, which rounds to fp16 1.00390625 exactly (2^-8 > fp16 ulp
+  // 2^-10).
   const auto got = r.run<uint16_t, uint16_t>(vec(VecOp::kAdd, DType::kBf16, DType::kFp16, 1),
                                              std::vector<uint16_t>{fp32_to_bf16(1.0f)},
                                              std::vector<uint16_t>{fp32_to_bf16(std::ldexp(1.0f, -8))}, 1);

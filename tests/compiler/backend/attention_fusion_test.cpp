@@ -1,5 +1,5 @@
-// Attention's score -> softmax -> value as one layer (compiler/backend/fusion/attention_fusion.h), compiled with
-// the simulation timer as `npusim run` compiles (the fusion is decided by simulating its candidates):
+// Attention's score -> softmax -> value as one layer (compiler/backend/fusion/attention_fusion.h), compiled
+// with the simulation timer as `npusim run` compiles (the fusion is decided by simulating its candidates):
 // the fused program's outputs are bit for bit those of the layer-by-layer one, its scores and
 // probabilities never touch DRAM, and the report's view of it (fused rows, bytes saved) is consistent.
 #include <gtest/gtest.h>

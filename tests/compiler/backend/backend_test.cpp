@@ -80,7 +80,8 @@ TEST(Conv, FusedReluMatches) {
   const Graph g = conv_graph(ConvCase{"relu", 1, 8, 8, 8, 16, 3, 1, 1, 1, 1, true}, "Relu");
   CompileResult r;
   EXPECT_LT(compile_and_compare(g, isa::NpuConfig{}, &r), kTol) << compile_summary(r);
-  for (const LayerPlan& l : r.layers) EXPECT_NE(l.op, "Relu") << compile_summary(r);  // fused into the epilogue
+  for (const LayerPlan& l : r.layers)
+    EXPECT_NE(l.op, "Relu") << compile_summary(r);  // fused into the epilogue
 }
 
 TEST(Conv, HostFallbackKeepsTheFusedEpilogue) {
@@ -149,7 +150,10 @@ TEST(Vector, ActivationsAreTheQuantizedReferencesBitForBit) {
 Graph batchnorm_graph(const Shape& shape, const std::string& act) {
   GraphBuilder b;
   const int64_t ch = shape[1];
-  b.input("x", shape).constant("g", {ch}, 1.0f, 7).constant("bt", {ch}, 0.5f, 8).constant("mu", {ch}, 0.3f, 9);
+  b.input("x", shape)
+      .constant("g", {ch}, 1.0f, 7)
+      .constant("bt", {ch}, 0.5f, 8)
+      .constant("mu", {ch}, 0.3f, 9);
   std::vector<float> var(static_cast<size_t>(ch));
   for (int64_t i = 0; i < ch; ++i) var[static_cast<size_t>(i)] = 0.5f + 0.25f * static_cast<float>(i % 5);
   b.constant("var", Tensor::from_floats({ch}, var));
@@ -175,7 +179,8 @@ TEST(Vector, UnfoldedBatchNormAndItsActivationAreOneAffineLayerInEveryLayout) {
                                           << "'" << (small ? " small SRAM" : ""));
         const Graph g = batchnorm_graph(shape, act);
         CompileResult r;
-        EXPECT_LT(compile_and_compare(g, small ? small_sram() : isa::NpuConfig{}, &r), kTol) << compile_summary(r);
+        EXPECT_LT(compile_and_compare(g, small ? small_sram() : isa::NpuConfig{}, &r), kTol)
+            << compile_summary(r);
         EXPECT_TRUE(r.fallbacks.empty()) << compile_summary(r);
         EXPECT_EQ(check_tokens(r.program), "");
         int affine = 0;
@@ -184,7 +189,8 @@ TEST(Vector, UnfoldedBatchNormAndItsActivationAreOneAffineLayerInEveryLayout) {
           if (l.op != "BatchNormalization") continue;
           ++affine;
           EXPECT_EQ(l.name, "bn");
-          EXPECT_NE(l.mapping.find("per-channel affine)" + (act.empty() ? "" : " + " + act)), std::string::npos)
+          EXPECT_NE(l.mapping.find("per-channel affine)" + (act.empty() ? "" : " + " + act)),
+                    std::string::npos)
               << l.mapping;
         }
         EXPECT_EQ(affine, 1) << compile_summary(r);
@@ -201,14 +207,15 @@ TEST(Vector, ConstantPadOfTheSpatialDimsIsADmaCopyWhoseLoadWritesTheHalo) {
     bool after_bn;
     const char* mapping;
   };
-  for (const Case& k : {Case{0.0f, true, "LOAD halo"}, Case{1.5f, true, "LOAD halo"}, Case{0.1f, true, "index map"},
-                        Case{0.0f, false, "index map"}}) {
+  for (const Case& k : {Case{0.0f, true, "LOAD halo"}, Case{1.5f, true, "LOAD halo"},
+                        Case{0.1f, true, "index map"}, Case{0.0f, false, "index map"}}) {
     for (const bool small : {false, true}) {
       SCOPED_TRACE(::testing::Message() << "value " << k.value << (k.after_bn ? " NHWC" : " NCHW")
                                         << (small ? " small SRAM" : ""));
       GraphBuilder b;
       b.input("x", {2, 37, 9, 11}).constant("g", {37}, 1.0f, 7).constant("bt", {37}, 0.5f, 8);
-      b.constant("mu", {37}, 0.3f, 9).constant("var", Tensor::from_floats({37}, std::vector<float>(37, 1.5f)));
+      b.constant("mu", {37}, 0.3f, 9)
+          .constant("var", Tensor::from_floats({37}, std::vector<float>(37, 1.5f)));
       if (k.after_bn) b.node("BatchNormalization", {"x", "g", "bt", "mu", "var"}, {"n"}, "bn");
       b.constant("pads", Tensor::from_ints(DataType::kInt64, {8}, {0, 0, 1, 2, 0, 0, 3, 1}));
       b.constant("value", Tensor::scalar_float(k.value));
@@ -258,8 +265,10 @@ TEST(Gemm, MatMulNonMultipleOfArray) {
     b.output("y");
     const Graph g = b.build();
     CompileResult r;
-    EXPECT_LT(compile_and_compare(g, isa::NpuConfig{}, &r), kTol) << m << "x" << k << "x" << n << compile_summary(r);
-    EXPECT_LT(compile_and_compare(g, small_sram(), &r), kTol) << m << "x" << k << "x" << n << compile_summary(r);
+    EXPECT_LT(compile_and_compare(g, isa::NpuConfig{}, &r), kTol)
+        << m << "x" << k << "x" << n << compile_summary(r);
+    EXPECT_LT(compile_and_compare(g, small_sram(), &r), kTol)
+        << m << "x" << k << "x" << n << compile_summary(r);
     EXPECT_EQ(check_tokens(r.program), "");
   }
 }
@@ -335,7 +344,6 @@ TEST(Errors, TileThatCannotFitNamesLayerAndSram) {
   }
 }
 
-
 // ---- vector ops ----
 
 Graph unary_graph(const char* op, const Shape& s) {
@@ -347,10 +355,11 @@ Graph unary_graph(const char* op, const Shape& s) {
 }
 
 TEST(Vector, UnaryActivationsMatch) {
-  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Exp", "Abs", "Neg", "Erf", "HardSwish", "LeakyRelu",
-                         "HardSigmoid"}) {
+  for (const char* op :
+       {"Relu", "Sigmoid", "Tanh", "Exp", "Abs", "Neg", "Erf", "HardSwish", "LeakyRelu", "HardSigmoid"}) {
     CompileResult r;
-    EXPECT_LT(compile_and_compare(unary_graph(op, {3, 5000}), small_sram(), &r), kTol) << op << compile_summary(r);
+    EXPECT_LT(compile_and_compare(unary_graph(op, {3, 5000}), small_sram(), &r), kTol)
+        << op << compile_summary(r);
     EXPECT_TRUE(r.fallbacks.empty()) << op << compile_summary(r);
   }
 }
@@ -448,8 +457,10 @@ TEST(Matrix, BiasAndClampAreOneOutputStageWhoseVectorsLoadOncePerSide) {
     if (i.layer() != layer) continue;
     if (i.opcode == isa::Opcode::kStore) ++stores;
     if (i.opcode == isa::Opcode::kVec) ++vecs;
-    if (i.opcode == isa::Opcode::kVec && i.get(isa::Field::kVop) == static_cast<int64_t>(isa::VecOp::kOutput)) ++outputs;
-    if (i.opcode == isa::Opcode::kLoad && i.get(isa::Field::kBuf) == static_cast<int64_t>(isa::Buffer::kAccumulator))
+    if (i.opcode == isa::Opcode::kVec && i.get(isa::Field::kVop) == static_cast<int64_t>(isa::VecOp::kOutput))
+      ++outputs;
+    if (i.opcode == isa::Opcode::kLoad &&
+        i.get(isa::Field::kBuf) == static_cast<int64_t>(isa::Buffer::kAccumulator))
       ++acc_loads;
   }
   EXPECT_GT(stores, 2) << compile_summary(r);  // several output tiles of the one channel range
@@ -532,7 +543,8 @@ TEST(Matrix, ResidualTileLiesInTheInputScratchpadWhenItFits) {
       int matrix_layers = 0, from_input = 0;
       for (const LayerPlan& p : r.layers) matrix_layers += p.placement == Placement::kNpuMatrix;
       for (const isa::Instruction& i : r.program.instructions) {
-        if (i.opcode == isa::Opcode::kVec && i.get(isa::Field::kVop) == static_cast<int64_t>(isa::VecOp::kAdd) &&
+        if (i.opcode == isa::Opcode::kVec &&
+            i.get(isa::Field::kVop) == static_cast<int64_t>(isa::VecOp::kAdd) &&
             i.get(isa::Field::kSrc2Buf) == static_cast<int64_t>(isa::Buffer::kInput)) {
           ++from_input;
         }
@@ -563,7 +575,8 @@ TEST(Matrix, TileRowsSplitTheExtentEvenlyRatherThanLeaveAFewRowRemainder) {
   for (const LayerPlan& p : r.layers) {
     if (p.placement != Placement::kNpuMatrix) continue;
     ++matmuls;
-    EXPECT_GE(197 % p.tile_m == 0 ? p.tile_m : 197 % p.tile_m, p.tile_m / 2) << p.mapping << " tile_m " << p.tile_m;
+    EXPECT_GE(197 % p.tile_m == 0 ? p.tile_m : 197 % p.tile_m, p.tile_m / 2)
+        << p.mapping << " tile_m " << p.tile_m;
   }
   EXPECT_EQ(matmuls, 1);
 }
@@ -709,12 +722,14 @@ Graph transformer_block(int64_t s, int64_t d, int64_t heads) {
   shape_const("merge_shape", {1, s, d});
   for (const char* p : {"q", "k", "v"}) {
     const std::string w = std::string("w") + p, bb = std::string("bias") + p;
-    b.constant(w, {d, d}, 0.3f, static_cast<uint32_t>(p[0])).constant(bb, {d}, 0.1f, static_cast<uint32_t>(p[0] + 1));
+    b.constant(w, {d, d}, 0.3f, static_cast<uint32_t>(p[0]))
+        .constant(bb, {d}, 0.1f, static_cast<uint32_t>(p[0] + 1));
     b.node("MatMul", {"h", w}, {std::string(p) + "0"});
     b.node("Add", {std::string(p) + "0", bb}, {std::string(p) + "1"});
     b.node("Reshape", {std::string(p) + "1", "split_shape"}, {std::string(p) + "2"});
     Node& t = b.node("Transpose", {std::string(p) + "2"}, {std::string(p) + "3"});
-    t.attrs["perm"].value = std::string(p) == "k" ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{0, 2, 1, 3};
+    t.attrs["perm"].value =
+        std::string(p) == "k" ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{0, 2, 1, 3};
   }
   b.node("MatMul", {"q3", "k3"}, {"scores"});
   b.constant("scale", Tensor::scalar_float(1.0f / std::sqrt(static_cast<float>(dh))));
@@ -821,8 +836,9 @@ std::string exported_models(const std::vector<std::string>& names) {
   }
   if (missing.empty()) return dir;
   if (!std::ifstream("/usr/bin/python3")) return "";
-  const std::string cmd = "/usr/bin/python3 " + std::string(NPUSIM_SOURCE_DIR) + "/scripts/export_models.py " + dir +
-                          missing + " > " + dir + ".backend_test.log 2>&1";
+  const std::string cmd = "/usr/bin/python3 " + std::string(NPUSIM_SOURCE_DIR) +
+                          "/scripts/export_models.py " + dir + missing + " > " + dir +
+                          ".backend_test.log 2>&1";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   return dir;
 }
@@ -948,7 +964,10 @@ Graph instance(const std::string& op) {
     b.input("x", s4).constant("sp", ints({2, 4})).output("y").output("z");
     b.node(op, {"x", "sp"}, {"y", "z"}).attrs["axis"].value = int64_t{3};
   } else if (op == "Slice") {
-    b.constant("st", ints({5, 0})).constant("en", ints({-7, 6})).constant("ax", ints({3, 2})).constant("sp", ints({-2, 2}));
+    b.constant("st", ints({5, 0}))
+        .constant("en", ints({-7, 6}))
+        .constant("ax", ints({3, 2}))
+        .constant("sp", ints({-2, 2}));
     one({"st", "en", "ax", "sp"});
   } else if (op == "Gather") {
     b.constant("idx", Tensor::from_ints(DataType::kInt64, {2, 2}, {3, 0, -1, 2}));

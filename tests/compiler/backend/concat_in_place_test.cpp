@@ -22,7 +22,9 @@ void conv(GraphBuilder& b, const std::string& x, const std::string& y, int64_t c
 }
 
 void batchnorm_relu(GraphBuilder& b, const std::string& x, const std::string& y, int64_t c, uint32_t seed) {
-  b.constant(y + "_s", {c}, 0.5f, seed).constant(y + "_b", {c}, 0.5f, seed + 1).constant(y + "_m", {c}, 0.5f, seed + 2);
+  b.constant(y + "_s", {c}, 0.5f, seed)
+      .constant(y + "_b", {c}, 0.5f, seed + 1)
+      .constant(y + "_m", {c}, 0.5f, seed + 2);
   std::vector<float> var(static_cast<size_t>(c));
   for (int64_t i = 0; i < c; ++i) var[static_cast<size_t>(i)] = 0.5f + 0.1f * static_cast<float>(i % 7);
   b.constant(y + "_v", Tensor::from_floats({c}, var));
@@ -122,7 +124,8 @@ Both run_both(const Graph& model, const isa::NpuConfig& config, const RunOptions
 }
 
 const LayerPlan& layer(const CompileResult& r, const std::string& name) {
-  auto it = std::find_if(r.layers.begin(), r.layers.end(), [&](const LayerPlan& p) { return p.name == name; });
+  auto it =
+      std::find_if(r.layers.begin(), r.layers.end(), [&](const LayerPlan& p) { return p.name == name; });
   if (it == r.layers.end()) throw std::runtime_error("no layer " + name);
   return *it;
 }
@@ -151,7 +154,8 @@ TEST(ConcatInPlace, DenseBlocksFoldEveryConcatAndComputeWhatTheCopiesDo) {
       }
       EXPECT_EQ(concats, 8);
       for (const char* producer : {"pool0", "b0_l0_f_conv", "b0_l2_f_conv", "b0_tpool", "b1_l1_f_conv"}) {
-        EXPECT_NE(layer(b.folded, producer).mapping.find("written in place into its slice"), std::string::npos)
+        EXPECT_NE(layer(b.folded, producer).mapping.find("written in place into its slice"),
+                  std::string::npos)
             << producer << ": " << layer(b.folded, producer).mapping;
       }
       // Without folding, every Concat copies.

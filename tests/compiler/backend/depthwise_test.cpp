@@ -91,15 +91,15 @@ TEST_P(DepthwiseOnVector, MatchesTheInterpreterOnDefaultAndSmallSram) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Depthwise, DepthwiseOnVector,
-    ::testing::Values(DwCase{"k3_pad1", 1, 24, 10, 10, 3, 1, 1, 1, true, nullptr},
-                      DwCase{"k3_stride2_odd", 2, 37, 13, 11, 3, 2, 1, 1, true, "Relu"},
-                      DwCase{"k5_pad2_stride2", 1, 40, 15, 15, 5, 2, 2, 1, false, "Clip"},
-                      DwCase{"k3_dilation2", 1, 16, 12, 12, 3, 1, 2, 2, true, "Sigmoid"},
-                      DwCase{"k3_no_pad", 1, 8, 7, 9, 3, 1, 0, 1, true, "HardSwish"},
-                      DwCase{"wide_112", 1, 32, 30, 112, 3, 1, 1, 1, true, "Clip"}),
-    [](const ::testing::TestParamInfo<DwCase>& i) { return std::string(i.param.name); });
+INSTANTIATE_TEST_SUITE_P(Depthwise, DepthwiseOnVector,
+                         ::testing::Values(DwCase{"k3_pad1", 1, 24, 10, 10, 3, 1, 1, 1, true, nullptr},
+                                           DwCase{"k3_stride2_odd", 2, 37, 13, 11, 3, 2, 1, 1, true, "Relu"},
+                                           DwCase{"k5_pad2_stride2", 1, 40, 15, 15, 5, 2, 2, 1, false,
+                                                  "Clip"},
+                                           DwCase{"k3_dilation2", 1, 16, 12, 12, 3, 1, 2, 2, true, "Sigmoid"},
+                                           DwCase{"k3_no_pad", 1, 8, 7, 9, 3, 1, 0, 1, true, "HardSwish"},
+                                           DwCase{"wide_112", 1, 32, 30, 112, 3, 1, 1, 1, true, "Clip"}),
+                         [](const ::testing::TestParamInfo<DwCase>& i) { return std::string(i.param.name); });
 
 TEST(Depthwise, TheChoiceIsTheFasterMappingAndEitherPlacementCanBeImposed) {
   // MobileNetV2's late depthwise layer (7 x 7 x 960): the array multiplies 31 zeros per useful MAC
@@ -150,7 +150,8 @@ TEST(Depthwise, ReimposingTheChosenMappingsReproducesTheProgram) {
     const CompileResult again = compile(lowered, isa::NpuConfig{}, o);
     ASSERT_EQ(again.program.instructions.size(), first.program.instructions.size()) << d.name;
     for (size_t i = 0; i < first.program.instructions.size(); ++i) {
-      EXPECT_TRUE(again.program.instructions[i] == first.program.instructions[i]) << d.name << " instruction " << i;
+      EXPECT_TRUE(again.program.instructions[i] == first.program.instructions[i])
+          << d.name << " instruction " << i;
     }
     EXPECT_EQ(dw_layer(again).placement, dw_layer(first).placement);
   }

@@ -1,6 +1,6 @@
 // The emitter's trial checkpoints: they nest (a layer lowered whole under an undo point runs trials of its
-// own, backend/fusion/layer_fusion.h), each rollback undoing what came after its own checkpoint, the signal bits
-// later instructions added to earlier producers included.
+// own, backend/fusion/layer_fusion.h), each rollback undoing what came after its own checkpoint, the signal
+// bits later instructions added to earlier producers included.
 #include <gtest/gtest.h>
 
 #include "compiler/backend/core/emitter.h"

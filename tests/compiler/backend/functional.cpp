@@ -36,7 +36,8 @@ GraphBuilder& GraphBuilder::input(const std::string& name, const Shape& shape) {
   return *this;
 }
 
-GraphBuilder& GraphBuilder::constant(const std::string& name, const Shape& shape, float scale, uint32_t seed) {
+GraphBuilder& GraphBuilder::constant(const std::string& name, const Shape& shape, float scale,
+                                     uint32_t seed) {
   g_.add_constant(name, random_tensor(shape, scale, seed));
   return *this;
 }
@@ -82,7 +83,6 @@ Graph GraphBuilder::build() {
   return g_;
 }
 
-
 isa::NpuConfig small_sram() {
   isa::NpuConfig c;
   c.systolic_array.rows = 8;
@@ -94,7 +94,8 @@ isa::NpuConfig small_sram() {
 }
 
 std::map<std::string, Tensor> run_program(const CompileResult& r, const isa::NpuConfig& config,
-                                          const std::map<std::string, Tensor>& inputs, const RunOptions& opts) {
+                                          const std::map<std::string, Tensor>& inputs,
+                                          const RunOptions& opts) {
   const isa::Program& p = r.program;
   dp::MachineState st(config, p);
   st.set_host_op_handler(sim::host_op_handler(r));
@@ -108,7 +109,8 @@ std::map<std::string, Tensor> run_program(const CompileResult& r, const isa::Npu
     for (const auto& ins : p.instructions) dp::execute(ins, config, st);
   } else {
     std::vector<std::vector<size_t>> q(isa::kNumQueues);
-    for (size_t i = 0; i < p.instructions.size(); ++i) q[static_cast<size_t>(p.instructions[i].queue())].push_back(i);
+    for (size_t i = 0; i < p.instructions.size(); ++i)
+      q[static_cast<size_t>(p.instructions[i].queue())].push_back(i);
     std::vector<size_t> head(isa::kNumQueues, 0);
     int tokens[isa::kNumQueues][isa::kNumQueues] = {};
     std::vector<bool> done(p.instructions.size(), false);
@@ -121,7 +123,8 @@ std::map<std::string, Tensor> run_program(const CompileResult& r, const isa::Npu
         if (head[k] >= q[k].size()) continue;
         const isa::Instruction& ins = p.instructions[q[k][head[k]]];
         bool ok = true;
-        if (ins.opcode == isa::Opcode::kHalt || ins.opcode == isa::Opcode::kBarrier) ok = first_undone == q[k][head[k]];
+        if (ins.opcode == isa::Opcode::kHalt || ins.opcode == isa::Opcode::kBarrier)
+          ok = first_undone == q[k][head[k]];
         for (int s = 0; s < isa::kNumQueues; ++s) {
           if (ins.waits_on(static_cast<isa::Queue>(s)) && tokens[s][k] == 0) ok = false;
         }
@@ -157,7 +160,8 @@ std::map<std::string, Tensor> run_program(const CompileResult& r, const isa::Npu
 
 std::string check_tokens(const isa::Program& p) {
   std::vector<std::vector<size_t>> q(isa::kNumQueues);
-  for (size_t i = 0; i < p.instructions.size(); ++i) q[static_cast<size_t>(p.instructions[i].queue())].push_back(i);
+  for (size_t i = 0; i < p.instructions.size(); ++i)
+    q[static_cast<size_t>(p.instructions[i].queue())].push_back(i);
   std::vector<size_t> head(isa::kNumQueues, 0);
   int64_t tokens[isa::kNumQueues][isa::kNumQueues] = {};
   size_t executed = 0;
@@ -189,8 +193,8 @@ std::string check_tokens(const isa::Program& p) {
     if (!progress) {
       for (int k = 0; k < isa::kNumQueues; ++k) {
         if (head[k] < q[k].size()) {
-          return fmt::format("deadlock: {} queue blocked at instruction {}", isa::kQueueNames[static_cast<size_t>(k)],
-                             q[k][head[k]]);
+          return fmt::format("deadlock: {} queue blocked at instruction {}",
+                             isa::kQueueNames[static_cast<size_t>(k)], q[k][head[k]]);
         }
       }
     }
@@ -198,7 +202,8 @@ std::string check_tokens(const isa::Program& p) {
   for (int a = 0; a < isa::kNumQueues; ++a) {
     for (int b = 0; b < isa::kNumQueues; ++b) {
       if (tokens[a][b] != 0) {
-        return fmt::format("{} token(s) {} -> {} never consumed", tokens[a][b], isa::kQueueNames[static_cast<size_t>(a)],
+        return fmt::format("{} token(s) {} -> {} never consumed", tokens[a][b],
+                           isa::kQueueNames[static_cast<size_t>(a)],
                            isa::kQueueNames[static_cast<size_t>(b)]);
       }
     }

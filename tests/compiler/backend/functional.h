@@ -21,8 +21,8 @@ class GraphBuilder {
   GraphBuilder& input(const std::string& name, const Shape& shape);
   GraphBuilder& constant(const std::string& name, const Shape& shape, float scale = 0.5f, uint32_t seed = 1);
   GraphBuilder& constant(const std::string& name, Tensor t);
-  Node& node(const std::string& op, const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
-             const std::string& name = "");
+  Node& node(const std::string& op, const std::vector<std::string>& inputs,
+             const std::vector<std::string>& outputs, const std::string& name = "");
   GraphBuilder& output(const std::string& name);
   // Finishes: infers every value's shape and dtype with the interpreter on random inputs.
   Graph build();
@@ -43,7 +43,8 @@ isa::NpuConfig small_sram();
 
 // Runs a compiled program on the datapath with `inputs` (ONNX order) and returns the outputs.
 std::map<std::string, Tensor> run_program(const CompileResult& r, const isa::NpuConfig& config,
-                                          const std::map<std::string, Tensor>& inputs, const RunOptions& opts = {});
+                                          const std::map<std::string, Tensor>& inputs,
+                                          const RunOptions& opts = {});
 
 // Checks that every token is produced before it is consumed and none is left over, by simulating the
 // queues greedily (each unit executes its queue in order, an instruction starts when its tokens are

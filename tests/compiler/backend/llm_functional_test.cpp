@@ -20,13 +20,15 @@ namespace {
 constexpr int64_t kHidden = 64, kVocab = 50, kLayers = 2;
 const std::string kBase = "llm:layers=2,hidden=64,heads=4,kv_heads=2,ffn=96,vocab=50";
 
-using Runner = std::function<std::map<std::string, Tensor>(const Graph&, const std::map<std::string, Tensor>&)>;
+using Runner =
+    std::function<std::map<std::string, Tensor>(const Graph&, const std::map<std::string, Tensor>&)>;
 
 // The embedding table (the lookup is outside the model): token t's row.
 Tensor embed(const std::vector<int64_t>& tokens) {
   const Tensor table = random_tensor({kVocab, kHidden}, 1.0f, 99);
   std::vector<float> rows;
-  for (int64_t t : tokens) rows.insert(rows.end(), table.f.begin() + t * kHidden, table.f.begin() + (t + 1) * kHidden);
+  for (int64_t t : tokens)
+    rows.insert(rows.end(), table.f.begin() + t * kHidden, table.f.begin() + (t + 1) * kHidden);
   return Tensor::from_floats({static_cast<int64_t>(tokens.size()), kHidden}, rows);
 }
 
@@ -54,17 +56,18 @@ std::vector<int64_t> generate(const std::vector<int64_t>& prompt, int steps, con
 
 TEST(LlmFunctional, GreedyTokensOverEightDecodeStepsEqualTheReferenceInterpreters) {
   const std::vector<int64_t> prompt = {3, 14, 15, 9, 26};
-  const std::vector<int64_t> reference =
-      generate(prompt, 8, [](const Graph& g, const std::map<std::string, Tensor>& in) { return interpret(g, in); });
+  const std::vector<int64_t> reference = generate(
+      prompt, 8, [](const Graph& g, const std::map<std::string, Tensor>& in) { return interpret(g, in); });
   double worst = 0;
-  const std::vector<int64_t> npu = generate(prompt, 8, [&](const Graph& g, const std::map<std::string, Tensor>& in) {
-    Graph lowered = g;
-    lower(lowered);
-    const CompileResult r = compile(lowered, isa::NpuConfig{}, {});
-    auto got = run_program(r, isa::NpuConfig{}, in);
-    worst = std::max(worst, max_rel_error(got, interpret(g, in)));
-    return got;
-  });
+  const std::vector<int64_t> npu =
+      generate(prompt, 8, [&](const Graph& g, const std::map<std::string, Tensor>& in) {
+        Graph lowered = g;
+        lower(lowered);
+        const CompileResult r = compile(lowered, isa::NpuConfig{}, {});
+        auto got = run_program(r, isa::NpuConfig{}, in);
+        worst = std::max(worst, max_rel_error(got, interpret(g, in)));
+        return got;
+      });
   EXPECT_EQ(npu, reference);
   EXPECT_LT(worst, 1e-3);
   // Not a constant stream: the cache and the positions change what comes out.

@@ -1,6 +1,6 @@
-// Imposed mappings (compiler/backend/mapping/mapping.h): the back end maps a layer as its entry says, searches
-// what the entry leaves open, reproduces a compile from the mappings it reports, and rejects every value
-// that cannot apply with WHERE: layer 'NAME': CONSTRAINT.
+// Imposed mappings (compiler/backend/mapping/mapping.h): the back end maps a layer as its entry says,
+// searches what the entry leaves open, reproduces a compile from the mappings it reports, and rejects every
+// value that cannot apply with WHERE: layer 'NAME': CONSTRAINT.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -118,7 +118,8 @@ TEST(Mapping, AnInputResidentGemmLoadsEachInputTileOnceAndReadsItsKChunksInPlace
     EXPECT_EQ(check_tokens(r.program), "");
     int input_loads = 0, strided = 0;
     for (const isa::Instruction& i : r.program.instructions) {
-      if (i.opcode == isa::Opcode::kLoad && i.get(isa::Field::kBuf) == static_cast<int64_t>(isa::Buffer::kInput))
+      if (i.opcode == isa::Opcode::kLoad &&
+          i.get(isa::Field::kBuf) == static_cast<int64_t>(isa::Buffer::kInput))
         ++input_loads;
       if (i.opcode == isa::Opcode::kMatmul && i.get(isa::Field::kAStride) == 300) ++strided;
     }
@@ -130,7 +131,8 @@ TEST(Mapping, AnInputResidentGemmLoadsEachInputTileOnceAndReadsItsKChunksInPlace
   // A convolution cannot: its K chunks are not columns of one matrix.
   LayerMapping conv = entry("c_node");
   conv.loop_order = LoopOrder::kInputResident;
-  EXPECT_NE(error_of(conv_then_vector(), conv).find("loop_order=input_resident applies to GEMMs"), std::string::npos)
+  EXPECT_NE(error_of(conv_then_vector(), conv).find("loop_order=input_resident applies to GEMMs"),
+            std::string::npos)
       << error_of(conv_then_vector(), conv);
 }
 

@@ -44,13 +44,15 @@ Graph blocks() {
 }
 
 const LayerPlan& layer(const CompileResult& r, const std::string& name) {
-  auto it = std::find_if(r.layers.begin(), r.layers.end(), [&](const LayerPlan& p) { return p.name == name; });
+  auto it =
+      std::find_if(r.layers.begin(), r.layers.end(), [&](const LayerPlan& p) { return p.name == name; });
   if (it == r.layers.end()) throw std::runtime_error("no layer " + name);
   return *it;
 }
 
 bool on_chip(const CompileResult& r, const std::string& value) {
-  return std::any_of(r.on_chip.begin(), r.on_chip.end(), [&](const HostTensor& t) { return t.name == value; });
+  return std::any_of(r.on_chip.begin(), r.on_chip.end(),
+                     [&](const HostTensor& t) { return t.name == value; });
 }
 
 TEST(Residency, DepthwiseOutputStaysOnChipForItsPointwiseReaderAndComputesTheSame) {

@@ -199,7 +199,8 @@ TEST(Roofline, EveryLayerIsBoundAsTheModelsOwnNodeAndFusedNodesBringTheirOwnBoun
   const double act = 16 * 8 * 8, w = 16 * 16 * 9, pes = c.systolic_array.rows * c.systolic_array.cols;
   const double macs = act * 16 * 9;
   // The conv alone: x, w and y (BatchNormalization's parameters are the BN node's).
-  EXPECT_EQ(*layer(r, "conv").bound_cycles, roof(macs / (pes * c.systolic_array.fp16_rate), 2 * (2 * act + w), c));
+  EXPECT_EQ(*layer(r, "conv").bound_cycles,
+            roof(macs / (pes * c.systolic_array.fp16_rate), 2 * (2 * act + w), c));
   EXPECT_LT(*layer(r, "conv").bound_cycles, fused_bound);
   EXPECT_EQ(r.compiled_bound_cycles.value_or(0), as_compiled);
   EXPECT_EQ(*layer(r, "reshape").bound_cycles, roof(act / c.vector.lanes, 2 * (2 * act + 2), c))

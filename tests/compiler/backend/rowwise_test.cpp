@@ -1,5 +1,5 @@
-// The row-wise Softmax / LayerNormalization / RMSNormalization kernel (compiler/backend/vector/rowwise.h): one layer
-// per node, named as the node; its fp16/bf16 results exactly what the quantized reference
+// The row-wise Softmax / LayerNormalization / RMSNormalization kernel (compiler/backend/vector/rowwise.h):
+// one layer per node, named as the node; its fp16/bf16 results exactly what the quantized reference
 // (compiler/quant/emulate) predicts; within rounding of the FP32 interpreter and of the decomposed program.
 #include <gtest/gtest.h>
 

@@ -35,13 +35,15 @@ TEST(ShapeOnlyWeights, BuiltInModelsCompileToTheProgramTheirValuesGiveWithoutThe
     for (isa::DType precision : {isa::DType::kFp32, isa::DType::kBf16}) {
       const Graph values = builtin_model(spec, true), shapes = builtin_model(spec, false);
       EXPECT_EQ(values.inputs, shapes.inputs) << spec;
-      expect_same_program_without_bytes(compile_lowered(values, precision), compile_lowered(shapes, precision),
-                                        spec + " " + std::string(isa::kDTypeNames[static_cast<size_t>(precision)]));
+      expect_same_program_without_bytes(
+          compile_lowered(values, precision), compile_lowered(shapes, precision),
+          spec + " " + std::string(isa::kDTypeNames[static_cast<size_t>(precision)]));
     }
   }
-  expect_same_program_without_bytes(compile_lowered(import_scalesim_csv_text(kGemmRows, "g.csv", true), isa::DType::kFp32),
-                                    compile_lowered(import_scalesim_csv_text(kGemmRows, "g.csv", false), isa::DType::kFp32),
-                                    "SCALE-Sim GEMM rows");
+  expect_same_program_without_bytes(
+      compile_lowered(import_scalesim_csv_text(kGemmRows, "g.csv", true), isa::DType::kFp32),
+      compile_lowered(import_scalesim_csv_text(kGemmRows, "g.csv", false), isa::DType::kFp32),
+      "SCALE-Sim GEMM rows");
 }
 
 TEST(ShapeOnlyWeights, AreConstantsOfTheirShapeWithoutValues) {
@@ -100,9 +102,10 @@ TEST(ShapeOnlyWeights, FoldedNodesOverThemStayShapeOnlyWithTheirShapes) {
   ASSERT_TRUE(wt.is_constant());
   EXPECT_FALSE(wt.constant->has_values());
   EXPECT_EQ(wt.constant->shape, (Shape{8, 6}));
-  expect_same_program_without_bytes(compile_lowered(graph(random_tensor({6, 8}, 1.0f, 3)), isa::DType::kFp32),
-                                    compile_lowered(graph(Tensor::shape_only(DataType::kFloat32, {6, 8})), isa::DType::kFp32),
-                                    "folded Transpose");
+  expect_same_program_without_bytes(
+      compile_lowered(graph(random_tensor({6, 8}, 1.0f, 3)), isa::DType::kFp32),
+      compile_lowered(graph(Tensor::shape_only(DataType::kFloat32, {6, 8})), isa::DType::kFp32),
+      "folded Transpose");
 }
 
 TEST(ShapeOnlyWeights, TheirProgramCannotBeWrittenNorRunFunctionally) {

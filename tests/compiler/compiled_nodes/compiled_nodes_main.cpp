@@ -68,7 +68,8 @@ bool exists(const std::string& p) {
 }
 
 std::string compare(const Tensor& got, const Tensor& want) {
-  if (got.shape != want.shape) return "shape " + shape_to_string(got.shape) + " != expected " + shape_to_string(want.shape);
+  if (got.shape != want.shape)
+    return "shape " + shape_to_string(got.shape) + " != expected " + shape_to_string(want.shape);
   if (want.floating()) {
     double scale = 0;
     for (float w : want.f) {
@@ -183,14 +184,15 @@ int main(int argc, char** argv) {
     if (o.pass) {
       ++pass;
       (o.fallbacks ? with_host : on_npu)++;
-      if (discover) std::cout << name << "\t" << (o.fallbacks ? "host" : "npu") << "\t" << o.detail << std::endl;
+      if (discover)
+        std::cout << name << "\t" << (o.fallbacks ? "host" : "npu") << "\t" << o.detail << std::endl;
     } else {
       ++fail;
       std::cout << (discover ? name + "\tFAIL\t" : "FAIL " + name + ": ") << o.detail << std::endl;
     }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << pass << " passed (" << on_npu << " entirely on the NPU, " << with_host << " with host fallbacks), "
-            << fail << " failed, " << secs << " s\n";
+  std::cout << pass << " passed (" << on_npu << " entirely on the NPU, " << with_host
+            << " with host fallbacks), " << fail << " failed, " << secs << " s\n";
   return discover || fail == 0 ? 0 : 1;
 }

@@ -13,8 +13,10 @@ Graph conv1d(bool grouped) {
   GraphBuilder b;
   auto x = b.input("x", {1, 4, 20});
   auto w = b.random_constant("w", {6, grouped ? 2 : 4, 3}, 5);
-  std::map<std::string, Attribute> attrs = {{"kernel_shape", attr_ints({3})}, {"strides", attr_ints({2})},
-                                            {"dilations", attr_ints({2})}, {"pads", attr_ints({1, 2})}};
+  std::map<std::string, Attribute> attrs = {{"kernel_shape", attr_ints({3})},
+                                            {"strides", attr_ints({2})},
+                                            {"dilations", attr_ints({2})},
+                                            {"pads", attr_ints({1, 2})}};
   if (grouped) attrs["group"] = attr_i(2);
   // (20 + 1 + 2 - 2 * (3 - 1) - 1) / 2 + 1 = 10
   b.node("Conv", {x, w, b.random_constant("bias", {6}, 6)}, "y", {1, 6, 10}, attrs);

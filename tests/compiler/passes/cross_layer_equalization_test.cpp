@@ -45,7 +45,8 @@ double channel_range(const Graph& g, const Node& n, int64_t i, bool out) {
   }
   const int64_t outs = w.shape[0] / group, grp = i / cpg;
   for (int64_t o = grp * outs; o < (grp + 1) * outs; ++o)
-    for (int64_t t = 0; t < taps; ++t) r = std::max(r, std::fabs(double(w.f[(o * cpg + i % cpg) * taps + t])));
+    for (int64_t t = 0; t < taps; ++t)
+      r = std::max(r, std::fabs(double(w.f[(o * cpg + i % cpg) * taps + t])));
   return r;
 }
 
@@ -119,7 +120,8 @@ TEST(CrossLayerEqualization, Relu6AndHardSwishPairsAreSkippedWithTheirReasonAndL
     const passes::Equalization e = equalize_cross_layer(g);
     EXPECT_TRUE(e.pairs.empty());
     ASSERT_EQ(e.skipped.size(), 1u);
-    EXPECT_NE(e.skipped[0].reason.find(std::string(act) == "Clip" ? "Clip(0, 6)" : "HardSwish"), std::string::npos)
+    EXPECT_NE(e.skipped[0].reason.find(std::string(act) == "Clip" ? "Clip(0, 6)" : "HardSwish"),
+              std::string::npos)
         << e.skipped[0].reason;
     for (size_t k = 0; k < g.nodes.size(); ++k) EXPECT_EQ(g.nodes[k].inputs, lowered.nodes[k].inputs);
   }

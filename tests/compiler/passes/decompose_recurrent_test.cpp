@@ -39,8 +39,8 @@ Graph recurrent_graph(const Case& c) {
     if (!c.initial) in.push_back(""), in.push_back("");
     in.push_back(b.random_constant("P", {d, 3 * c.hidden}, 4));
   }
-  std::map<std::string, Attribute> attrs = {{"hidden_size", attr_i(c.hidden)}, {"direction", attr_s(c.direction)},
-                                            {"layout", attr_i(c.layout)}};
+  std::map<std::string, Attribute> attrs = {
+      {"hidden_size", attr_i(c.hidden)}, {"direction", attr_s(c.direction)}, {"layout", attr_i(c.layout)}};
   if (c.clip) attrs["clip"] = attr_f(*c.clip);
   if (!c.activations.empty()) attrs["activations"] = Attribute{c.activations};
   if (c.op == "GRU") attrs["linear_before_reset"] = attr_i(c.linear_before_reset);

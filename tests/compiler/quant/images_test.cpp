@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 #include <png.h>
 // clang-format off: jpeglib.h needs FILE and size_t declared before it.
-#include <cstdio>
 #include <jpeglib.h>
+#include <cstdio>
 // clang-format on
 
 #include <cmath>

@@ -21,9 +21,10 @@ Graph lowered_model(const std::string& name) {
   const std::string path = dir + "/" + name + ".onnx";
   if (!std::filesystem::exists(path)) {
     std::filesystem::create_directories(dir);
-    const std::string cmd = "/usr/bin/python3 " + std::string(NPUSIM_SOURCE_DIR) + "/scripts/export_models.py " +
-                            dir + " " + name + " > /dev/null 2>&1";
-    if (std::system(cmd.c_str()) != 0 || !std::filesystem::exists(path)) ADD_FAILURE() << "export failed: " << cmd;
+    const std::string cmd = "/usr/bin/python3 " + std::string(NPUSIM_SOURCE_DIR) +
+                            "/scripts/export_models.py " + dir + " " + name + " > /dev/null 2>&1";
+    if (std::system(cmd.c_str()) != 0 || !std::filesystem::exists(path))
+      ADD_FAILURE() << "export failed: " << cmd;
   }
   Graph g = import_onnx_file(path);
   lower(g);

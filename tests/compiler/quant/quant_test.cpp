@@ -587,9 +587,9 @@ TEST(BiasCorrection, WeightRoundingShiftIsTheRoundingErrorTimesTheInputChannelMe
   Node padded;
   padded.op_type = "Conv";
   padded.attrs["pads"] = attr_ints({0, 1, 0, 1});
-  const std::vector<double> edge = weight_rounding_shift(
-      padded, Tensor::from_floats({1, 1, 1, 3}, {0.5f, 0.5f, 0.5f}), QuantizedWeights{{1, 1, 1}, {1.0f}}, 0,
-      {1.0}, Shape{1, 1, 1, 3});
+  const std::vector<double> edge =
+      weight_rounding_shift(padded, Tensor::from_floats({1, 1, 1, 3}, {0.5f, 0.5f, 0.5f}),
+                            QuantizedWeights{{1, 1, 1}, {1.0f}}, 0, {1.0}, Shape{1, 1, 1, 3});
   ASSERT_EQ(edge.size(), 1u);
   EXPECT_NEAR(edge[0], 0.5 * (2.0 / 3 + 1 + 2.0 / 3), 1e-12);
   // The means must cover the input channels: 3 channels cannot be split into groups of 1 for 2 outputs.
@@ -604,7 +604,8 @@ TEST(BiasCorrection, WeightRoundingShiftIsTheRoundingErrorTimesTheInputChannelMe
   // each row's error (-0.25 on its second weight) meets the second input's mean: {1, 1}.
   Node gemm;
   gemm.op_type = "Gemm";
-  EXPECT_EQ(weight_rounding_shift(gemm, Tensor::from_floats({2, 2}, {0.5f, -0.25f, 1.0f, 0.75f}), q, 0, {2.0, -4.0}),
+  EXPECT_EQ(weight_rounding_shift(gemm, Tensor::from_floats({2, 2}, {0.5f, -0.25f, 1.0f, 0.75f}), q, 0,
+                                  {2.0, -4.0}),
             (std::vector<double>{1.0, 1.0}));
 }
 
@@ -1047,7 +1048,8 @@ TEST(AccuracyReport, Fp16OverflowIsFlaggedNotReportedAsExact) {
   EXPECT_GT(r.output_nonfinite, 0);
   EXPECT_EQ(r.output_sqnr_db, -kExactSqnrDb);
   bool warned = false;
-  for (const auto& w : r.warnings) warned |= w.find("conv2") != std::string::npos && w.find("infinite") != std::string::npos;
+  for (const auto& w : r.warnings)
+    warned |= w.find("conv2") != std::string::npos && w.find("infinite") != std::string::npos;
   EXPECT_TRUE(warned);
   EXPECT_NE(accuracy_summary(r).find("INF/NaN"), std::string::npos);
   EXPECT_NE(accuracy_json(r).find("\"overflow\": "), std::string::npos);
@@ -1079,7 +1081,8 @@ TEST(Emulate, FusedEpiloguesOfConvTransposeAndElementwiseNodesApply) {
   const auto want = interpret(imported, samples[0]);
   const auto got = emulate(g, PrecisionPlan{}, samples[0]);
   ASSERT_EQ(want.at("z").f.size(), got.at("z").f.size());
-  for (size_t k = 0; k < want.at("z").f.size(); ++k) EXPECT_NEAR(got.at("z").f[k], want.at("z").f[k], 1e-4) << k;
+  for (size_t k = 0; k < want.at("z").f.size(); ++k)
+    EXPECT_NEAR(got.at("z").f[k], want.at("z").f[k], 1e-4) << k;
 }
 
 TEST(AccuracyReport, AllZeroReferenceOutputIsCalledOut) {
@@ -1093,8 +1096,9 @@ TEST(AccuracyReport, AllZeroReferenceOutputIsCalledOut) {
   bool warned = false;
   for (const auto& w : r.warnings) warned |= w.find("all zeros") != std::string::npos;
   EXPECT_TRUE(warned);
-  EXPECT_TRUE(evaluate_accuracy(conv_chain(false), resolve_plan(conv_chain(false), spec), synthetic_samples(g, 1, 3))
-                  .warnings.empty());
+  EXPECT_TRUE(
+      evaluate_accuracy(conv_chain(false), resolve_plan(conv_chain(false), spec), synthetic_samples(g, 1, 3))
+          .warnings.empty());
 }
 
 TEST(AccuracyReport, Fp16UnderflowIsCounted) {
@@ -1105,7 +1109,8 @@ TEST(AccuracyReport, Fp16UnderflowIsCounted) {
   auto r = evaluate_accuracy(g, resolve_plan(g, spec), synthetic_samples(g, 1, 3));
   EXPECT_GT(r.layers[0].underflow, r.layers[0].elements / 4);
   bool warned = false;
-  for (const auto& w : r.warnings) warned |= w.find("conv1") != std::string::npos && w.find("smallest normal") != std::string::npos;
+  for (const auto& w : r.warnings)
+    warned |= w.find("conv1") != std::string::npos && w.find("smallest normal") != std::string::npos;
   EXPECT_TRUE(warned);
 }
 
@@ -1131,8 +1136,10 @@ TEST(AccuracyReport, UnrepresentativeCalibrationShowsAsSaturation) {
     bool warned = false;
     for (const auto& w : r.warnings) warned |= w.find("representative") != std::string::npos;
     EXPECT_EQ(warned, !representative);
-    if (representative) EXPECT_LT(saturated * 1000, r.layers[0].elements * 2 * 3);
-    else EXPECT_GT(saturated, r.layers[0].elements);
+    if (representative)
+      EXPECT_LT(saturated * 1000, r.layers[0].elements * 2 * 3);
+    else
+      EXPECT_GT(saturated, r.layers[0].elements);
   }
 }
 
@@ -1160,7 +1167,9 @@ TEST(AccuracyReport, ValuesWithinHalfAStepOfTheRangeRoundRatherThanSaturate) {
 
 // ---- pre-quantized (QDQ) models -----------------------------------------------------------------
 
-std::string data(const std::string& f) { return std::string(NPUSIM_SOURCE_DIR) + "/tests/compiler/quant/data/" + f; }
+std::string data(const std::string& f) {
+  return std::string(NPUSIM_SOURCE_DIR) + "/tests/compiler/quant/data/" + f;
+}
 
 TEST(Qdq, TorchExportedModelRunsWithItsOwnScalesBitExactWithAPlainReference) {
   Graph model = import_onnx_file(data("qdq_tiny.onnx"));
@@ -1207,14 +1216,16 @@ TEST(Qdq, TorchExportedModelRunsWithItsOwnScalesBitExactWithAPlainReference) {
       EXPECT_NEAR(static_cast<double>(M) / 2147483648.0 / std::ldexp(1.0, static_cast<int>(sh)),
                   static_cast<double>(xq.scale) * L.weight_scale[c] / yq.scale, 1e-9);
       const int64_t p = acc * M;
-      const int64_t hi_mul = (p >= 0 ? p + (int64_t{1} << 30) : p - (int64_t{1} << 30) + 1) / (int64_t{1} << 31);
+      const int64_t hi_mul =
+          (p >= 0 ? p + (int64_t{1} << 30) : p - (int64_t{1} << 30) + 1) / (int64_t{1} << 31);
       const int64_t den = int64_t{1} << sh;
       const int64_t q = hi_mul >= 0 ? (2 * hi_mul + den) / (2 * den) : -((2 * -hi_mul + den) / (2 * den));
       int64_t lo = yq.qmin(), hi = yq.qmax();
       if (L.activation == "Relu") lo = std::max<int64_t>(lo, yq.zero_point);
       const int64_t v = std::clamp(q + yq.zero_point, lo, hi);
       // A single rounding of the exact real product differs by at most one code.
-      const double real = static_cast<double>(acc) * (static_cast<double>(xq.scale) * L.weight_scale[c]) / yq.scale;
+      const double real =
+          static_cast<double>(acc) * (static_cast<double>(xq.scale) * L.weight_scale[c]) / yq.scale;
       const int64_t once = std::clamp(static_cast<int64_t>(std::llround(real)) + yq.zero_point, lo, hi);
       EXPECT_LE(std::abs(once - v), 1);
       if (once != v) ++off_by_one;
@@ -1223,7 +1234,8 @@ TEST(Qdq, TorchExportedModelRunsWithItsOwnScalesBitExactWithAPlainReference) {
     int64_t mismatches = 0, count = 0;
     if (n.op_type == "Conv") {
       const int64_t C = xin.shape[1], H = xin.shape[2], W = xin.shape[3];
-      const int64_t M = L.weight_shape[0], CG = L.weight_shape[1], R = L.weight_shape[2], S = L.weight_shape[3];
+      const int64_t M = L.weight_shape[0], CG = L.weight_shape[1], R = L.weight_shape[2],
+                    S = L.weight_shape[3];
       const int64_t group = n.attr_int("group", 1), st = n.attr_ints("strides", {1, 1})[0];
       const int64_t pad = n.attr_ints("pads", {0, 0, 0, 0})[0];
       const int64_t OH = y.shape[2], OW = y.shape[3];
