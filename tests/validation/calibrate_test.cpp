@@ -28,14 +28,23 @@ const std::vector<std::string> kModels = {"gemm:M=64,N=64,K=64",
                                           "demo"};
 const std::vector<std::string> kDemoLayers = {"layout_0_input", "conv1", "conv2", "conv3", "pool", "fc"};
 
+Measurement row(const std::string& where, const std::string& model, const std::string& layer) {
+  Measurement r;
+  r.where = where;
+  r.model = model;
+  r.layer = layer;
+  r.value = 1;
+  return r;
+}
+
 // Whole-model rows of the micro-models and per-layer rows of the demo CNN.
 std::vector<Measurement> rows_of() {
   std::vector<Measurement> rows;
   for (const std::string& m : kModels) {
     if (m == "demo") {
-      for (const std::string& l : kDemoLayers) rows.push_back({"t.csv:" + l, m, l, 1, false});
+      for (const std::string& l : kDemoLayers) rows.push_back(row("t.csv:" + l, m, l));
     } else {
-      rows.push_back({"t.csv:" + m, m, "", 1, false});
+      rows.push_back(row("t.csv:" + m, m, ""));
     }
   }
   return rows;
