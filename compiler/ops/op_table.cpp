@@ -51,7 +51,7 @@ std::vector<OpSupport> build() {
       // Matrix unit.
       {"Conv", M,
        "2-D with constant weights and bias: any group (block-diagonal blocks), strides, dilations, pads, "
-       "auto_pad; 1-D/3-D convs and runtime weights run on the host"},
+       "auto_pad; 1-D convs as 2-D convs of height 1; 3-D convs and runtime weights run on the host"},
       {"ConvTranspose", M,
        "2-D with constant weights: a stride-1 conv over a zero-inserted copy of the input (DMA), any group, "
        "strides, dilations, pads, output_padding, output_shape, auto_pad; 1-D/3-D on the host"},

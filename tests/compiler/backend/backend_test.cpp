@@ -85,11 +85,12 @@ TEST(Conv, FusedReluMatches) {
 }
 
 TEST(Conv, HostFallbackKeepsTheFusedEpilogue) {
-  // A 1-D conv runs on the host, but the passes have already fused its Relu into it (npu.activation):
-  // the host must apply it (it returned the pre-activation values: a silent wrong answer).
+  // A 3-D conv runs on the host (1-D ones become 2-D convs on the array), but the passes have already
+  // fused its Relu into it (npu.activation): the host must apply it (it returned the pre-activation
+  // values: a silent wrong answer).
   GraphBuilder b;
-  b.input("x", {1, 4, 16}).constant("w", {8, 4, 3});
-  b.node("Conv", {"x", "w"}, {"c"}).attrs["pads"].value = std::vector<int64_t>{1, 1};
+  b.input("x", {1, 4, 4, 6, 6}).constant("w", {8, 4, 3, 3, 3});
+  b.node("Conv", {"x", "w"}, {"c"}).attrs["pads"].value = std::vector<int64_t>{1, 1, 1, 1, 1, 1};
   b.node("Relu", {"c"}, {"y"});
   b.output("y");
   const Graph g = b.build();
