@@ -12,7 +12,9 @@
 // on wakes no one. Most reads and writes happen with nobody waiting.
 #include <systemc>
 
+#include <array>
 #include <initializer_list>
+#include <stdexcept>
 #include <vector>
 
 namespace npusim::arch {
@@ -58,20 +60,28 @@ class BoundedQueue : public sc_core::sc_prim_channel {
   }
 
   // Waits until a value was written to any of several queues (`any` is their written events' or-list,
-  // built once by the caller: building it per wait would allocate).
+  // built once by the caller: building it per wait would allocate). The queues are held in a fixed
+  // array, not a vector: a SystemC thread's stack is never unwound, so a heap block owned by one of its
+  // locals would outlive the simulation.
   class WaitingForData {
    public:
-    explicit WaitingForData(std::initializer_list<BoundedQueue*> queues) : queues_(queues) {
-      for (BoundedQueue* q : queues_) any_ |= q->written_;
+    static constexpr size_t kMaxQueues = 4;
+    explicit WaitingForData(std::initializer_list<BoundedQueue*> queues) {
+      if (queues.size() > kMaxQueues) throw std::logic_error("WaitingForData: at most kMaxQueues queues");
+      for (BoundedQueue* q : queues) {
+        queues_[count_++] = q;
+        any_ |= q->written_;
+      }
     }
     void wait() {
-      for (BoundedQueue* q : queues_) ++q->data_waiters_;
+      for (size_t i = 0; i < count_; ++i) ++queues_[i]->data_waiters_;
       sc_core::wait(any_);
-      for (BoundedQueue* q : queues_) --q->data_waiters_;
+      for (size_t i = 0; i < count_; ++i) --queues_[i]->data_waiters_;
     }
 
    private:
-    std::vector<BoundedQueue*> queues_;
+    std::array<BoundedQueue*, kMaxQueues> queues_{};
+    size_t count_ = 0;
     sc_core::sc_event_or_list any_;
   };
 

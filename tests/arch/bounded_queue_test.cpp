@@ -32,10 +32,17 @@ struct OverBounded {
 };
 struct OverFifo {
   sc_core::sc_fifo<int> a{"a", 2}, b{"b", 1};
+  // Built once, as WaitingForData does: `a.data_written_event() | b.data_written_event()` in the wait would
+  // allocate an or-list that a thread still waiting when the simulation ends never frees.
+  sc_core::sc_event_or_list either;
+  OverFifo() {
+    either |= a.data_written_event();
+    either |= b.data_written_event();
+  }
   void write(int q, int v) { (q ? b : a).write(v); }
   void read(int q, int& v) { (q ? b : a).read(v); }
   int available(int q) const { return (q ? b : a).num_available(); }
-  void wait_either() { sc_core::wait(a.data_written_event() | b.data_written_event()); }
+  void wait_either() { sc_core::wait(either); }
 };
 
 template <class Channels>
