@@ -4,20 +4,23 @@
 # totals per library or test folder and the costliest translation units. CPU time, not wall time, so the
 # figures hold on a shared machine; on 2 cores a quiet build takes about half of the total.
 #
-# Usage: scripts/build_profile.sh [--build-dir DIR] [--top N] [-- CMAKE_ARGS...]
+# Usage: scripts/build_profile.sh [--build-dir DIR] [--target T] [--top N] [-- CMAKE_ARGS...]
 #   --build-dir DIR  where to build (default: a temporary folder, removed at the end)
+#   --target T       build only target T (README command 1 builds `npusim`; default: everything)
 #   --top N          how many translation units to list (default 25)
 # Exit status: 0 on success, 1 when the build fails, 2 on a usage error.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 dir=
 top=25
+target=()
 while (($#)); do
   case $1 in
     --build-dir) dir=$2; shift 2 ;;
     --top) top=$2; shift 2 ;;
+    --target) target=(--target "$2"); shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "build_profile.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -39,7 +42,7 @@ cmake -S "$ROOT" -B "$dir/build" -DCMAKE_BUILD_TYPE=Release -DNPUSIM_CCACHE=OFF 
   -DCMAKE_CXX_COMPILER_LAUNCHER="$dir/launcher.sh" -DCMAKE_CXX_LINKER_LAUNCHER="$dir/launcher.sh" "$@" \
   >"$dir/cmake.log" 2>&1 || { echo "build_profile.sh: cmake failed (see $dir/cmake.log)" >&2; exit 1; }
 start=$SECONDS
-cmake --build "$dir/build" -j2 >"$dir/build.log" 2>&1 || { echo "build_profile.sh: the build failed:" >&2; tail -20 "$dir/build.log" >&2; exit 1; }
+cmake --build "$dir/build" -j2 "${target[@]}" >"$dir/build.log" 2>&1 || { echo "build_profile.sh: the build failed:" >&2; tail -20 "$dir/build.log" >&2; exit 1; }
 wall=$((SECONDS - start))
 /usr/bin/python3 - "$log" "$wall" "$top" <<'PY'
 import collections, re, sys
