@@ -47,6 +47,11 @@ void SystolicArrayConfig::visit(Visitor& v) {
   v.boolean(
       {"fp16_accumulate_fp32", "", "fp16/bf16 products accumulate in fp32 (false: in the input precision)"},
       fp16_accumulate_fp32);
+  v.integer({"min_block_cycles", "cycles",
+             "ws: a CONV streams each output row's pixels, a MATMUL its rows, in blocks of at most `rows` "
+             "(one COMPUTE instruction of Gemmini's per DIM pixels of a row), each block occupying the array "
+             "at least this many cycles; 1 = one continuous stream"},
+            min_block_cycles, 1, 4096);
 }
 
 double SystolicArrayConfig::rate(DType t) const {
@@ -169,6 +174,12 @@ std::string_view DramConfig::unused_reason(std::string_view key) const {
 }
 
 std::string_view SystolicArrayConfig::unused_reason(std::string_view key) const {
+  if (key == "min_block_cycles" && min_block_cycles > 1) {
+    if (dataflow != Dataflow::kWs)
+      return "only a weight-stationary array streams output pixels, in blocks of at most `rows`";
+    if (model == ArrayModel::kPe) return "the PE-level model streams every pixel back to back";
+    return "";
+  }
   if (key != "pipelined_folds" || !pipelined_folds) return "";
   if (dataflow == Dataflow::kOs)
     return "an output-stationary array keeps each fold's sums in its PEs until they drain: folds pipeline in "
@@ -211,6 +222,7 @@ std::vector<std::string_view> NpuConfig::governing_keys(std::string_view path) {
   if (path == "energy.mac_pj.int16") return {"systolic_array.int16_rate"};
   if (path == "systolic_array.pipelined_folds")
     return {"systolic_array.dataflow", "systolic_array.double_buffered"};
+  if (path == "systolic_array.min_block_cycles") return {"systolic_array.dataflow", "systolic_array.model"};
   return {};
 }
 

@@ -52,6 +52,7 @@ struct SystolicArrayConfig {
   double fp32_rate = 0.25;
   double int16_rate = 0.5;  // int16 activations x int8 weights, int64 accumulation
   bool fp16_accumulate_fp32 = true;
+  int64_t min_block_cycles = 1;  // ws: cycles a block of at most `rows` streamed pixels takes at least
   void visit(Visitor& v);
   // MAC rate of `t` relative to int8 (0 when the array does not support it).
   double rate(DType t) const;

@@ -6,8 +6,6 @@
 #include "isa/ceil_div.h"
 
 namespace npusim::isa::timing {
-namespace {}  // namespace
-
 GemmShape gemm_shape(const Instruction& ins) {
   if (ins.opcode == Opcode::kConv) {
     return {ins.get(Field::kOutH) * ins.get(Field::kOutW),
@@ -42,12 +40,23 @@ int64_t stream_cycles(int64_t t, double rate) {
   return static_cast<int64_t>(std::ceil(static_cast<double>(t) / rate - 1e-9));
 }
 
-ArrayCycles gemm_cycles(const SystolicArrayConfig& a, const GemmShape& g, DType dtype, bool preloaded) {
+int64_t streamed_pixels(const SystolicArrayConfig& a, int64_t m, int64_t row_pixels) {
+  if (a.dataflow != Dataflow::kWs || a.min_block_cycles <= 1) return m;
+  const int64_t w = row_pixels > 0 ? row_pixels : m;
+  const int64_t full = w / a.rows, rest = w % a.rows;
+  const int64_t row =
+      full * std::max(a.rows, a.min_block_cycles) + (rest > 0 ? std::max(rest, a.min_block_cycles) : 0);
+  return m / w * row;
+}
+
+ArrayCycles gemm_cycles(const SystolicArrayConfig& a, const GemmShape& g, DType dtype, bool preloaded,
+                        int64_t row_pixels) {
   const FoldMap f = fold_map(a, g);
   ArrayCycles c;
   c.folds = f.folds();
   c.macs = g.m * g.k * g.n;
-  const int64_t beats = stream_cycles(f.t, a.rate(dtype));
+  const int64_t t = a.dataflow == Dataflow::kWs ? streamed_pixels(a, f.t, row_pixels) : f.t;
+  const int64_t beats = stream_cycles(t, a.rate(dtype));
   c.stream = c.folds * beats;
   if (a.folds_pipelined()) {
     // Fold i+1 enters as fold i's last row has: one skew fill and drain for the instruction. A fold
@@ -69,7 +78,8 @@ ArrayCycles gemm_cycles(const SystolicArrayConfig& a, const GemmShape& g, DType 
 
 ArrayCycles matrix_cycles(const Instruction& ins, const SystolicArrayConfig& a) {
   return gemm_cycles(a, gemm_shape(ins), static_cast<DType>(ins.get(Field::kDtype)),
-                     ins.get(Field::kPreloaded) != 0);
+                     ins.get(Field::kPreloaded) != 0,
+                     ins.opcode == Opcode::kConv ? ins.get(Field::kOutW) : 0);
 }
 
 }  // namespace npusim::isa::timing

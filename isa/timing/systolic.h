@@ -28,6 +28,15 @@
 //     are paid once per instruction; a fold streams for max(ceil(T / rate), R) cycles (the next
 //     operand's shift into the shadow registers takes R), which also lets fold i+1 read the partial
 //     sums fold i left: fill_drain = (R + C - 2) + (folds - 1) * max(0, R - ceil(T / rate)).
+//   - min_block_cycles (ws; 1 under scalesim.yaml): the streamed pixels enter in blocks of at most R
+//     pixels of one output row (a CONV's rows of out_w pixels; a MATMUL's M is one row), each block
+//     taking at least min_block_cycles: a row of w pixels streams for
+//     floor(w / R) * max(R, min) + max(w mod R, min) (the last term only when w mod R > 0), and T is
+//     out_h of those rows. This is Gemmini's conv loop (gemmini-rocc-tests include/gemmini.h,
+//     sp_tiled_conv and the LoopConv unroller): one COMPUTE per output row and DIM pixels, I =
+//     min(DIM, ocols - ocol); ONNXim's model of the same RTL (src/SystolicWS.cc) keeps each COMPUTE
+//     on the array for max(I, 4) cycles, and Gemmini's per-layer RTL cycles follow it
+//     (docs/validation.md): a 17-pixel row, 8 + 8 + 1, takes 20 cycles, a 14-pixel row 14.
 #include <cstdint>
 
 #include "isa/isa.h"
@@ -68,8 +77,14 @@ GemmShape gemm_shape(const Instruction& ins);
 FoldMap fold_map(const SystolicArrayConfig& array, const GemmShape& g);
 
 // Cycles of one GEMM on the array. `preloaded`: the first fold's stationary operand is already in
-// the array (MATMUL preloaded=1). Precondition: array.rate(dtype) > 0 and m, k, n > 0.
-ArrayCycles gemm_cycles(const SystolicArrayConfig& array, const GemmShape& g, DType dtype, bool preloaded);
+// the array (MATMUL preloaded=1). `row_pixels`: how many of the m streamed pixels form one output row
+// (a CONV's out_w; 0 = all m, a MATMUL). Precondition: array.rate(dtype) > 0 and m, k, n > 0.
+ArrayCycles gemm_cycles(const SystolicArrayConfig& array, const GemmShape& g, DType dtype, bool preloaded,
+                        int64_t row_pixels = 0);
+
+// The stream length, in pixel slots, of m pixels in rows of `row_pixels` (0 = one row) under the
+// array's min_block_cycles (ws): m itself when every block fills its minimum.
+int64_t streamed_pixels(const SystolicArrayConfig& array, int64_t m, int64_t row_pixels);
 
 // Cycles of a MATMUL or CONV instruction (gemm_shape + gemm_cycles).
 ArrayCycles matrix_cycles(const Instruction& ins, const SystolicArrayConfig& array);

@@ -580,8 +580,8 @@ void check_applicable(const isa::NpuConfig& c, const std::vector<Given>& given,
                            isa::kDramModelNames[static_cast<size_t>(c.dram.model)], reason)
         : g.path.rfind("energy.", 0) == 0
             ? fmt::format("{}: {} does not apply to this array ({}); leave it unset", g.where, g.path, reason)
-            : fmt::format("{}: {} does not apply to this array ({}); set it to false", g.where, g.path,
-                          reason);
+            : fmt::format("{}: {} does not apply to this array ({}); remove it or set it to its default",
+                          g.where, g.path, reason);
     if (std::find(seen.begin(), seen.end(), m) == seen.end()) seen.push_back(m);
   }
   for (std::string& m : seen) errors.push_back(std::move(m));

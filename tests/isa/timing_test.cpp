@@ -90,6 +90,29 @@ TEST(SystolicTiming, PipelinedFoldsPayFillAndDrainOnce) {
             timing::gemm_cycles(array(4, 4, Dataflow::kOs, true, false), g, isa::DType::kInt8, false).total);
 }
 
+TEST(SystolicTiming, MinBlockCyclesStreamsEachOutputRowInBlocksOfRowsPixels) {
+  // Gemmini's conv: one COMPUTE per output row and DIM pixels, each at least 4 cycles on the array.
+  // 8x8, pipelined folds, a CONV of 3 output rows of 17 pixels (8 + 8 + 1), K = 8, N = 8: one fold.
+  auto a = array(8, 8, Dataflow::kWs, true, true);
+  a.min_block_cycles = 4;
+  EXPECT_EQ(timing::streamed_pixels(a, 3 * 17, 17), 3 * (8 + 8 + 4));
+  EXPECT_EQ(timing::streamed_pixels(a, 3 * 14, 14), 3 * 14);  // 8 + 6: both blocks fill their minimum
+  EXPECT_EQ(timing::streamed_pixels(a, 1, 0), 4);             // a MATMUL's one row of one pixel
+  const auto c = timing::gemm_cycles(a, {3 * 17, 8, 8}, isa::DType::kInt8, false, 17);
+  EXPECT_EQ(c.stream, 60);
+  EXPECT_EQ(c.total, 8 + 60 + 7 + 7);  // preload, stream, skew fill and drain
+  // The rows do not matter when every block fills its minimum, nor at min_block_cycles 1, nor in os.
+  EXPECT_EQ(timing::gemm_cycles(a, {3 * 16, 8, 8}, isa::DType::kInt8, false, 16).total,
+            timing::gemm_cycles(a, {3 * 16, 8, 8}, isa::DType::kInt8, false).total);
+  auto plain = a;
+  plain.min_block_cycles = 1;
+  EXPECT_EQ(timing::gemm_cycles(plain, {3 * 17, 8, 8}, isa::DType::kInt8, false, 17).stream, 51);
+  auto os = a;
+  os.dataflow = Dataflow::kOs;
+  EXPECT_EQ(timing::gemm_cycles(os, {3 * 17, 8, 8}, isa::DType::kInt8, false, 17).total,
+            timing::gemm_cycles(os, {3 * 17, 8, 8}, isa::DType::kInt8, false).total);
+}
+
 TEST(SramTiming, BankConflictFactorCountsRowsSharingABank) {
   isa::ScratchpadConfig s;  // 8 banks x 16 bytes, 1 port
   s.banks = 8;

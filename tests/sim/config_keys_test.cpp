@@ -117,8 +117,9 @@ std::string probe(const isa::NpuConfig& c, std::string* why = nullptr) {
       const CompiledModel m = compile_model("gemm:M=40,N=72,K=100", c, o, nullptr);
       all += outcome(arch::simulate(m.result.program, c, {}));
     }
-    // Layers larger than the scratchpads: their tiling depends on every capacity.
-    for (const char* spec : {"conv:H=30,W=30,C=64,K=96,R=3,S=3,pad=1", "gemm:M=200,N=320,K=600"}) {
+    // Layers larger than the scratchpads: their tiling depends on every capacity (the conv's rows of 33
+    // pixels end in a block of one, which systolic_array.min_block_cycles stretches).
+    for (const char* spec : {"conv:H=30,W=33,C=64,K=96,R=3,S=3,pad=1", "gemm:M=200,N=320,K=600"}) {
       const CompiledModel m = compile_model(spec, c, {}, nullptr);
       all += outcome(arch::simulate(m.result.program, c, {}));
     }
@@ -245,6 +246,20 @@ TEST(ConfigKeys, PipelinedFoldsOnAnArrayThatCannotPipelineAreRejected) {
   off.systolic_array.pipelined_folds = false;
   EXPECT_LT(isa::timing::gemm_cycles(on.systolic_array, {64, 256, 64}, isa::DType::kInt8, false).total,
             isa::timing::gemm_cycles(off.systolic_array, {64, 256, 64}, isa::DType::kInt8, false).total);
+}
+
+// min_block_cycles on an array that does not stream pixels in blocks (output- or input-stationary) or on
+// the PE-level model is rejected when given above 1.
+TEST(ConfigKeys, MinBlockCyclesWhereNoBlocksStreamIsRejected) {
+  EXPECT_NE(message("systolic_array:\n  dataflow: os\n  min_block_cycles: 4\n", {})
+                .find("x.yaml:3:21: systolic_array.min_block_cycles does not apply to this array (only a "
+                      "weight-stationary array"),
+            std::string::npos);
+  EXPECT_NE(message("systolic_array:\n  model: pe\n", {"systolic_array.min_block_cycles=4"})
+                .find("--set: systolic_array.min_block_cycles does not apply to this array (the PE-level"),
+            std::string::npos);
+  EXPECT_EQ(message("systolic_array:\n  min_block_cycles: 4\n", {"systolic_array.dataflow=is"}), "");
+  EXPECT_EQ(message("systolic_array:\n  dataflow: os\n  min_block_cycles: 1\n", {}), "");
 }
 
 }  // namespace

@@ -10,9 +10,11 @@ namespace npusim::compiler::backend {
 namespace {
 
 // Scratchpad (A + B) or accumulator (C) rows a conv tile takes (tiled_conv_total_spad_rows with pool
-// size and stride 1, input dilation 1, no downsampling, untransposed operands). Gemmini sizes the
-// input tile as orows * stride + krows_dilated - 1 rows, one more stride than the window needs.
-int64_t conv_rows(const GemminiGeometry& g, bool acc, int64_t stride, int64_t dilation,
+// size and stride 1, input dilation 1, untransposed operands). Gemmini sizes the input tile as
+// orows * stride + krows_dilated - 1 rows, one more stride than the window needs; when it downsamples
+// (a 1x1 stride-2 conv: the DMA loads every other pixel), the input tile holds half of those rows and
+// columns.
+int64_t conv_rows(const GemminiGeometry& g, bool acc, int64_t stride, int64_t dilation, bool downsample,
                   const std::array<int64_t, 7>& a) {
   const int64_t batches = a[0], orows = a[1], ocols = a[2], ochs = a[3], krows = a[4], kcols = a[5],
                 kchs = a[6];
@@ -20,7 +22,8 @@ int64_t conv_rows(const GemminiGeometry& g, bool acc, int64_t stride, int64_t di
   const int64_t icols = ocols * stride + kcols + (dilation - 1) * (kcols - 1) - 1;
   const int64_t in_banks = ceil_div(kchs, g.dim), out_banks = ceil_div(ochs, g.dim);
   if (acc) return out_banks * batches * orows * ocols;
-  return in_banks * batches * irows * icols + out_banks * kcols * krows * kchs;
+  const int ds = downsample ? 1 : 0;
+  return in_banks * batches * (irows >> ds) * (icols >> ds) + out_banks * kcols * krows * kchs;
 }
 
 }  // namespace
@@ -74,15 +77,16 @@ GemminiMatmulTile gemmini_matmul_tile(const GemminiGeometry& g, int64_t dim_i, i
 
 GemminiConvTile gemmini_conv_tile(const GemminiGeometry& g, int64_t out_rows, int64_t out_cols,
                                   int64_t out_channels, int64_t kernel_rows, int64_t kernel_cols,
-                                  int64_t in_channels, int64_t stride, int64_t kernel_dilation) {
+                                  int64_t in_channels, int64_t stride, int64_t kernel_dilation,
+                                  bool downsample) {
   constexpr size_t kOrows = 1, kOcols = 2, kOchs = 3, kIchs = 6;
   const std::array<int64_t, 7> max_args = {1,           out_rows,    out_cols,   out_channels,
                                            kernel_rows, kernel_cols, in_channels};
   std::array<int64_t, 7> a = max_args;
   const int64_t max_spad_rows = g.spad_rows / 2, max_acc_rows = g.acc_rows / 2;
   auto fits = [&](const std::array<int64_t, 7>& t) {
-    return conv_rows(g, false, stride, kernel_dilation, t) <= max_spad_rows &&
-           conv_rows(g, true, stride, kernel_dilation, t) <= max_acc_rows;
+    return conv_rows(g, false, stride, kernel_dilation, downsample, t) <= max_spad_rows &&
+           conv_rows(g, true, stride, kernel_dilation, downsample, t) <= max_acc_rows;
   };
   // Shrink the largest dimension (ocols spared while it is at most DIM and rows remain) until it fits;
   // channels drop to the multiple of DIM below, or by DIM.

@@ -28,12 +28,14 @@ struct GemminiMatmulTile {
 GemminiMatmulTile gemmini_matmul_tile(const GemminiGeometry& g, int64_t dim_i, int64_t dim_j, int64_t dim_k);
 
 // tiled_conv_auto's tile (no pooling, no input dilation, no transposed operands): output rows x cols,
-// output channels, kernel rows x cols, input channels, for a batch-1 image.
+// output channels, kernel rows x cols, input channels, for a batch-1 image. `downsample`: Gemmini's
+// downsampling load of a 1x1 stride-2 unpadded conv over an even-sized input.
 struct GemminiConvTile {
   int64_t orows = 0, ocols = 0, ochs = 0, krows = 0, kcols = 0, kchs = 0;
 };
 GemminiConvTile gemmini_conv_tile(const GemminiGeometry& g, int64_t out_rows, int64_t out_cols,
                                   int64_t out_channels, int64_t kernel_rows, int64_t kernel_cols,
-                                  int64_t in_channels, int64_t stride, int64_t kernel_dilation);
+                                  int64_t in_channels, int64_t stride, int64_t kernel_dilation,
+                                  bool downsample);
 
 }  // namespace npusim::compiler::backend

@@ -238,8 +238,9 @@ void MatrixMapper::estimate(Tiling& t) const {
         for (auto [n, ncnt] : nc) {
           // Per kernel position: kh*kw GEMMs reducing over the channels alone.
           const int64_t reps = per_position() ? j_.kh * j_.kw : 1;
-          const auto cyc = isa::timing::gemm_cycles(c_.config.systolic_array,
-                                                    {p, j_.kh * j_.kw * k / reps, n}, o.a, false);
+          // A CONV streams rows of w pixels (a MATMUL's rows are one stream), as the simulator times it.
+          const auto cyc = isa::timing::gemm_cycles(
+              c_.config.systolic_array, {p, j_.kh * j_.kw * k / reps, n}, o.a, false, j_.gemm ? 0 : w);
           compute += static_cast<double>(cyc.total * reps) * sp * static_cast<double>(kcnt * ncnt);
         }
       }
@@ -308,8 +309,11 @@ std::optional<Tiling> MatrixMapper::policy_tiling() const {
     t.toh = std::min(m.i, j_.OH), t.tow = j_.OW, t.tc = std::min(m.k, j_.cg), t.tn = std::min(m.j, j_.mg);
     if (j_.OW != 1) return std::nullopt;
   } else {
+    // subsample_pointwise made a 1x1 stride-2 unpadded conv stride 1 over every other pixel: Gemmini's
+    // downsample when the source width is even (the job keeps the source's width, not its height).
+    const bool downsample = j_.step_h == 2 && j_.step_w == 2 && j_.src_w % 2 == 0;
     const GemminiConvTile k =
-        gemmini_conv_tile(g, j_.OH, j_.OW, j_.mg, j_.kh, j_.kw, j_.cg, j_.sh * j_.step_h, j_.dh);
+        gemmini_conv_tile(g, j_.OH, j_.OW, j_.mg, j_.kh, j_.kw, j_.cg, j_.sh * j_.step_h, j_.dh, downsample);
     if (k.krows < j_.kh || k.kcols < j_.kw) return std::nullopt;  // npusim keeps the kernel whole
     t.toh = k.orows, t.tow = k.ocols, t.tc = k.kchs, t.tn = k.ochs;
   }
