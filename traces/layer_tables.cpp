@@ -54,7 +54,7 @@ void write_layers_csv(const Report& r, std::ostream& out) {
   std::string o =
       "index,name,display_name,op,placement,precision,start_cycle,end_cycle,cycles,compute,memory,scheduling,"
       "host,macs,"
-      "dram_bytes_read,dram_bytes_written,bound,bound_cycles,efficiency,fused_into,energy_mj\n";
+      "dram_bytes_read,dram_bytes_written,bound,bound_cycles,efficiency,fused_into,energy_mj,limit_cycles\n";
   const std::vector<std::string> shown = display_names(r);
   for (size_t i = 0; i < r.layers.size(); ++i) {
     const LayerReport& l = r.layers[i];
@@ -75,6 +75,8 @@ void write_layers_csv(const Report& r, std::ostream& out) {
     append_csv_field(o, l.fused_into);
     o += ',';
     if (r.energy) o += fmt::format("{}", l.energy.total());
+    o += ',';
+    if (l.limit_cycles) o += std::to_string(*l.limit_cycles);
     o += '\n';
   }
   out << o;

@@ -129,6 +129,15 @@ std::optional<double> compiled_efficiency(const Report& r) {
   return ratio(r.compiled_bound_cycles, r.total_cycles);
 }
 
+std::optional<double> model_limit_efficiency(const Report& r) {
+  return ratio(r.model_limit_cycles, r.total_cycles);
+}
+
+std::string_view limit_bound_by(const Report::ModelLimit& m) {
+  if (m.dram_cycles > std::max(m.array_cycles, m.vector_cycles)) return "dram";
+  return m.vector_cycles > m.array_cycles ? "vector" : "array";
+}
+
 std::vector<std::string> display_names(const Report& r) {
   std::vector<std::string> names;
   for (const LayerReport& l : r.layers) names.push_back(l.name);
@@ -210,6 +219,16 @@ std::string summary_text(const Report& r, size_t top_layers) {
                      r.run->version);
   }
   o += fmt::format("total cycles      {}  ({:.6g} ms at {} MHz)\n", T, r.latency_ms, num(r.frequency_mhz));
+  if (r.model_limit_cycles && r.model_limit) {
+    // The headline yardstick: the whole model against its physical limit (at most 100%). The roofline
+    // lines below bound each layer alone and say where the time goes.
+    const Report::ModelLimit& m = *r.model_limit;
+    o += fmt::format(
+        "model limit       {} cycles, efficiency {:.1f}% (set by the {} term: array {:.0f}, vector {:.0f}, "
+        "DRAM {:.0f} cycles, each unit at its peak)\n",
+        *r.model_limit_cycles, 100.0 * model_limit_efficiency(r).value_or(0.0), limit_bound_by(m),
+        m.array_cycles, m.vector_cycles, m.dram_cycles);
+  }
   const std::optional<PrecisionFigures> pf = precision_figures(r);
   if (pf) {
     // A mixed plan's peak is a rate between its precisions' (1020.6): one decimal, as the other rates.

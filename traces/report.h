@@ -95,6 +95,10 @@ struct LayerReport {
   // it runs on; the fused program layers its code does the work of included): the roof its efficiency
   // is measured against. Set by the compiler's view of a model; none for host and fused layers.
   std::optional<uint64_t> compiled_bound_cycles;
+  // The node's share of the whole model's limit (Report::model_limit): its MACs at the peak of the unit
+  // that bounds them (the array's, or the vector lanes' for a depthwise conv). None for nodes without
+  // matrix work and for programs run without the compiler's view.
+  std::optional<uint64_t> limit_cycles;
   bool fused() const { return placement == LayerPlacement::kFused; }
   // What the layer did, in actions that cost energy (not written: its energy is).
   Activity activity;
@@ -236,6 +240,16 @@ struct Report {
   // The bound of the program as compiled (docs/report.md "Roofline"): each program layer's own tensors
   // after fusion, fused nodes not counted. Set by the compiler's view of a model.
   std::optional<uint64_t> compiled_bound_cycles;
+  // The whole model's physical limit (docs/report.md "Model limit"): the highest of its three terms, each
+  // unit at its peak and all overlapping. Set by the compiler's view of a model.
+  std::optional<uint64_t> model_limit_cycles;
+  struct ModelLimit {
+    double array_cycles = 0;   // the matrix work at the array's peak
+    double vector_cycles = 0;  // depthwise and grouped work at the vector lanes' peak
+    double dram_cycles = 0;    // every weight, and the model's inputs and outputs, once at DRAM peak
+    void visit(ReportVisitor& v);
+  };
+  std::optional<ModelLimit> model_limit;  // the three terms
   // What fusion kept out of DRAM (the layers' fused nodes): set by the compiler's view of a model.
   struct Fusion {
     uint64_t nodes = 0;            // nodes fused into program layers
@@ -264,6 +278,10 @@ std::optional<uint64_t> model_bound_cycles(const Report& r);
 std::optional<double> model_efficiency(const Report& r);
 // compiled_bound_cycles / total_cycles.
 std::optional<double> compiled_efficiency(const Report& r);
+// model_limit_cycles / total_cycles: the report's model_efficiency, at most 1.
+std::optional<double> model_limit_efficiency(const Report& r);
+// The term that sets the limit: "array", "vector" or "dram".
+std::string_view limit_bound_by(const Report::ModelLimit& m);
 
 // The layers' short display names (isa::display_names), in order: the summary, the layer CSV and the
 // report's layers[].display_name use them; layers[].name stays the full name.

@@ -89,6 +89,10 @@ void visit_layer(ReportVisitor& v, LayerReport& l, std::string_view shown, bool 
   v.integer({"compiled_bound_cycles", "cycles",
              "the roofline bound of the layer's own compiled work (after fusion)"},
             l.compiled_bound_cycles);
+  if (l.limit_cycles) v.same_line();
+  v.integer({"limit_cycles", "cycles",
+             "the node's share of the model limit: its MACs at the peak of the unit that bounds them"},
+            l.limit_cycles);
   if (!v.fills()) {
     if (const std::optional<double> e = efficiency(l)) {
       v.same_line();
@@ -177,6 +181,17 @@ void Report::Fusion::visit(ReportVisitor& v) {
   v.integer({"tensors_on_chip", "values", "values that never touch DRAM"}, tensors);
   v.integer({"dram_bytes_saved", "bytes", "DRAM bytes a layer-by-layer program would have moved for them"},
             bytes_saved);
+}
+
+void Report::ModelLimit::visit(ReportVisitor& v) {
+  v.real({"array_cycles", "cycles", "the dense matrix work at the array's peak in its precision", 1},
+         array_cycles);
+  v.real({"vector_cycles", "cycles", "depthwise and grouped convs at the vector lanes' peak", 1},
+         vector_cycles);
+  v.real({"dram_cycles", "cycles", "every weight and the model's inputs and outputs, once at DRAM peak", 1},
+         dram_cycles);
+  if (!v.fills())
+    v.derived({"bound_by", "", "the term that sets the limit: array, vector or dram"}, limit_bound_by(*this));
 }
 
 void DramReport::visit(ReportVisitor& v) {
@@ -276,6 +291,18 @@ void Report::visit(ReportVisitor& v) {
       v.derived({"compiled_efficiency", "", "compiled_bound_cycles / total_cycles"}, *e);
     }
   }
+  v.integer({"model_limit_cycles", "cycles",
+             "the whole model's physical limit: the highest of model_limit's terms (docs/report.md)"},
+            model_limit_cycles);
+  if (!v.fills()) {
+    if (const std::optional<double> e = model_limit_efficiency(*this)) {
+      v.same_line();
+      v.derived({"model_efficiency", "", "model_limit_cycles / total_cycles"}, *e);
+    }
+  }
+  if (model_limit) v.same_line();
+  v.optional_object({"model_limit", "cycles", "the model limit's three terms, each unit at its peak"},
+                    model_limit, [&](ModelLimit& m) { m.visit(v); });
   v.object({"array", "", "the matrix unit simulated"}, [&] {
     v.integer({"rows", "PEs", "rows of the array"}, array_rows);
     v.integer({"cols", "PEs", "columns of the array"}, array_cols);

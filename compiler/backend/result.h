@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "compiler/backend/estimate/model_limit.h"
 #include "compiler/backend/mapping/mapping.h"
 #include "compiler/ir/graph.h"
 #include "isa/program.h"
@@ -136,6 +137,9 @@ struct CompileResult {
   // The sum of the layers' bounds as compiled (each layer's own tensors after fusion, before
   // bound_as_imported gives them the model's nodes' bounds): the roof of the code itself.
   std::optional<int64_t> compiled_bound_cycles;
+  // The whole model's physical limit (backend/estimate/model_limit.h), set by bound_as_imported: none when
+  // no layer's precision is known.
+  std::optional<backend::ModelLimit> model_limit;
   MemoryPlan memory;
   std::vector<Fallback> fallbacks;
   std::vector<HostCallInfo> host_calls;

@@ -148,6 +148,13 @@ SplitResult run_split(Split split, const isa::Program& whole, const traces::Repo
       c.alone_cycles = arch::simulate(programs[i], config, {}).total_cycles;
     }
   }
+  if (split == Split::kBatch) {
+    size_t slowest = 0;
+    for (size_t i = 1; i < r.per_core.size(); ++i)
+      if (r.per_core[i].cycles > r.per_core[slowest].cycles) slowest = i;
+    r.slowest_run = together[slowest];
+    r.slowest_batch = r.per_core[slowest].batch;
+  }
   return r;
 }
 

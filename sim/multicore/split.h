@@ -6,6 +6,7 @@
 // the work goes and the figures that follow from the simulated cycles.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -55,6 +56,10 @@ struct SplitResult {
   double frequency_mhz = 1000;
   uint64_t one_core_cycles = 0;  // the same work (the whole batch, every layer) on one core
   std::vector<CoreFigures> per_core;
+  // kBatch: the run of the core that sets latency_cycles (the slowest, the other cores running) and its
+  // share of the batch: the body of the report (what --split batch asked for). Not in the section.
+  std::optional<traces::Report> slowest_run;
+  int64_t slowest_batch = 0;
   // kBatch: the slowest core (the batch is done when every share is); kLayers: one frame through every
   // stage with all stages busy (the sum of the stages' cycles).
   uint64_t latency_cycles() const;

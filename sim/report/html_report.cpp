@@ -316,6 +316,14 @@ void summary_section(std::string& o, const traces::Report& rep, const J& r) {
   } else {
     card(o, "utilization", fmt::format("{:.1f}%", 100 * int8_util), "of the int8 peak");
   }
+  if (const auto e = traces::model_limit_efficiency(rep); e && rep.model_limit) {
+    const traces::Report::ModelLimit& m = *rep.model_limit;
+    card(o, "model limit efficiency", fmt::format("{:.1f}%", 100 * *e),
+         fmt::format("limit {} cycles, set by the {} term (array {}, vector {}, DRAM {})",
+                     grouped(num(*rep.model_limit_cycles)), traces::limit_bound_by(m),
+                     grouped(std::round(m.array_cycles)), grouped(std::round(m.vector_cycles)),
+                     grouped(std::round(m.dram_cycles))));
+  }
   if (const auto e = traces::model_efficiency(rep)) {
     card(o, "roofline efficiency", fmt::format("{:.1f}%", 100 * *e),
          fmt::format("bound {} cycles (the layers' bounds summed)",

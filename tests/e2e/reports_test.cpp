@@ -39,10 +39,11 @@ TEST(Reports, LayersCsvHasOneRowPerLayerWithItsCyclesBreakdownBytesAndBound) {
       npusim({"run", "demo", "-q", "--report", dir + "/r.json", "--layers-csv", dir + "/l.csv"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string csv = dir + "/l.csv";
-  EXPECT_EQ(read_file(csv).substr(0, read_file(csv).find('\n')),
-            "index,name,display_name,op,placement,precision,start_cycle,end_cycle,cycles,compute,memory,"
-            "scheduling,host,macs,"
-            "dram_bytes_read,dram_bytes_written,bound,bound_cycles,efficiency,fused_into,energy_mj");
+  EXPECT_EQ(
+      read_file(csv).substr(0, read_file(csv).find('\n')),
+      "index,name,display_name,op,placement,precision,start_cycle,end_cycle,cycles,compute,memory,"
+      "scheduling,host,macs,"
+      "dram_bytes_read,dram_bytes_written,bound,bound_cycles,efficiency,fused_into,energy_mj,limit_cycles");
   EXPECT_EQ(check_csv(dir + "/r.json", csv, "print(len(rows) == len(r['layers']) > 0)"), "True");
   // Each row is its layer: cycles are end - start, the breakdown adds up to them.
   EXPECT_EQ(

@@ -42,6 +42,7 @@ inline traces::Report rich_report() {
   conv.bound_cycles = 7000;
   conv.fused_bound_cycles = 250;
   conv.compiled_bound_cycles = 7100;  // the conv as compiled, its ReLU fused: less than 7000 + 250
+  conv.limit_cycles = 98;             // 100000 MACs at 1024 per cycle, rounded up
   conv.energy.mj = {0.001, 0.0005, 0.25, 0.0001, 0.002, 0, 0.125};
   traces::LayerReport relu;
   relu.name = "/relu1/Relu";
@@ -78,6 +79,8 @@ inline traces::Report rich_report() {
   a.by_unit_mm2 = {0.5, 0.25, 0.25, 0.125, 0.0625, 0.03125};
   a.total_mm2 = 1.21875;
   r.compiled_bound_cycles = 8100;
+  r.model_limit_cycles = 2500;  // the DRAM term, rounded up: the model's limit
+  r.model_limit = traces::Report::ModelLimit{120.5, 0, 2499.25};
   traces::RunInfo& run = r.run.emplace();
   run.command = "npusim run \"model x.onnx\"";
   run.version = "0.1.0 (abc)";

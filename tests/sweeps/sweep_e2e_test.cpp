@@ -165,6 +165,10 @@ TEST(SweepRun, ResultsCarryThePrecisionPlanItsUtilizationAndTheRoofline) {
                          {{"plan_utilization", "r['precision']['utilization']"},
                           {"efficiency", "r['efficiency']"},
                           {"bound_cycles", "r['bound_cycles']"},
+                          {"model_limit_cycles", "r['model_limit_cycles']"},
+                          {"model_efficiency", "r['model_efficiency']"},
+                          {"limit_array_cycles", "r['model_limit']['array_cycles']"},
+                          {"limit_dram_cycles", "r['model_limit']['dram_cycles']"},
                           {"e2e_latency_ms", "r['e2e']['latency_ms']"},
                           {"stream_throughput_fps", "r['e2e']['stream']['throughput_fps']"},
                           {"stream_latency_p99_ms", "r['e2e']['stream']['latency_p99_ms']"}});

@@ -117,13 +117,30 @@ TEST(ReportDocs, EveryDeclaredFieldIsDocumented) {
 TEST(ReportDocs, TheDeclarationWalksListsMapsAndDerivedFigures) {
   const std::vector<std::string> paths = field_paths(compiled_report());
   const std::set<std::string> have(paths.begin(), paths.end());
-  for (const char* p :
-       {"total_cycles", "precision.plan", "precision.layers", "efficiency", "compiled_efficiency",
-        "array.macs_per_pe_per_cycle.fp16", "units.<name>.stalls.queue_full", "layers[].display_name",
-        "layers[].energy.by_component_mj.static", "layers[].efficiency", "layers[].compiled_bound_cycles",
-        "layers[].fusion_saved_cycles", "ops[].bound_cycles", "layers[].mapping.sram_bytes.accumulator",
-        "layers[].on_chip_inputs", "layers[].fusion_group", "run.sets[]", "run.parameters.dram.model",
-        "sim.functional"})
+  for (const char* p : {"total_cycles",
+                        "precision.plan",
+                        "precision.layers",
+                        "efficiency",
+                        "compiled_efficiency",
+                        "array.macs_per_pe_per_cycle.fp16",
+                        "units.<name>.stalls.queue_full",
+                        "layers[].display_name",
+                        "layers[].energy.by_component_mj.static",
+                        "layers[].efficiency",
+                        "layers[].compiled_bound_cycles",
+                        "layers[].fusion_saved_cycles",
+                        "ops[].bound_cycles",
+                        "model_limit_cycles",
+                        "model_efficiency",
+                        "model_limit.dram_cycles",
+                        "model_limit.bound_by",
+                        "layers[].limit_cycles",
+                        "layers[].mapping.sram_bytes.accumulator",
+                        "layers[].on_chip_inputs",
+                        "layers[].fusion_group",
+                        "run.sets[]",
+                        "run.parameters.dram.model",
+                        "sim.functional"})
     EXPECT_TRUE(have.count(p)) << p;
 }
 

@@ -2,11 +2,45 @@
 
 #include <map>
 
+#include "compiler/backend/estimate/model_limit.h"
 #include "compiler/backend/estimate/roofline.h"
 #include "compiler/backend/mapping/imposed.h"
 #include "compiler/passes/absorbed.h"
 
 namespace npusim::compiler {
+namespace {
+
+// The model's limit with each node in the precision of the layer that runs it (its own, or the layer it is
+// fused into), and the model's inputs, outputs and unplaced nodes in the precision of most of its MACs
+// (of most layers, when none has MACs). None when no layer's precision is known.
+std::optional<backend::ModelLimit> limit_as_imported(const CompileResult& r, const Graph& imported,
+                                                     const Graph& lowered, const isa::NpuConfig& config) {
+  std::map<std::string, isa::DType> precision;
+  std::map<isa::DType, std::pair<int64_t, int64_t>> weight;  // MACs, layers
+  for (size_t i = 0; i < r.layers.size() && i < r.program.layers.size(); ++i) {
+    const std::optional<isa::DType> p = r.program.layers[i].precision;
+    if (!p) continue;
+    precision[r.layers[i].name] = *p;
+    weight[*p].first += r.layers[i].macs;
+    ++weight[*p].second;
+  }
+  if (weight.empty()) return std::nullopt;
+  for (const AbsorbedLayer& a : r.absorbed) {
+    if (auto p = precision.find(a.into); p != precision.end()) precision.emplace(a.name, p->second);
+  }
+  const isa::DType model = std::max_element(weight.begin(), weight.end(), [](const auto& a, const auto& b) {
+                             return a.second < b.second;
+                           })->first;
+  return backend::model_limit(
+      imported, lowered,
+      [&](const Node& n) {
+        auto p = precision.find(n.name);
+        return p == precision.end() ? model : p->second;
+      },
+      model, config);
+}
+
+}  // namespace
 
 void bound_as_imported(CompileResult& r, const Graph& imported, const Graph& lowered,
                        const isa::NpuConfig& config, const MappingOverrides* mapping) {
@@ -49,6 +83,7 @@ void bound_as_imported(CompileResult& r, const Graph& imported, const Graph& low
     }
     r.absorbed.push_back(std::move(l));
   }
+  r.model_limit = limit_as_imported(r, imported, lowered, config);
   // Fusion groups: recorded in each layer's chosen mapping, checked against an imposed one.
   std::map<std::string, std::vector<std::string>> groups;
   for (const AbsorbedLayer& a : r.absorbed) groups[a.into].push_back(a.name);

@@ -139,10 +139,36 @@ bool as_sram_gemm(const MatrixJob& j, const OnChipValue& v, MatrixJob* g) {
   return true;
 }
 
+// A pointwise conv over several images (`--batch N`) as one GEMM over all their pixels: NHWC images lie one
+// after the other, so the batch folds into the GEMM's rows, and a weight tile the weight scratchpad cannot
+// keep for the whole layer serves every image's pixels instead of being loaded again for each image's
+// tiles (weights stream once per batch). Kept when the closed form does not find it slower, or when a
+// mapping file's tiling of the layer is a GEMM tile (tile_m: what --mapping-out wrote for it).
+void fold_batch_into_rows(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapper& mm) {
+  if (j.images < 2 || j.gemm || j.a_sram >= 0 || j.y_sram >= 0 || !j.b_const || j.groups != 1 ||
+      j.a_pitch != 0)
+    return;
+  const bool pointwise = j.kh == 1 && j.kw == 1 && j.sh == 1 && j.sw == 1 && j.pt == 0 && j.pl == 0 &&
+                         j.OH == j.H && j.OW == j.W && j.step_h == 1 && j.step_w == 1 && j.src_w == 0 &&
+                         j.y_pitch == 0 && j.y_row == 0;
+  const uint64_t image_bytes = static_cast<uint64_t>(j.H * j.W * j.C * isa::dtype_bytes(s.ops.a));
+  if (!pointwise || j.a_base(1) - j.a_base(0) != image_bytes) return;
+  const LayerMapping* own = c.options.mapping ? c.options.mapping->find(c.g.nodes[c.layer].name) : nullptr;
+  const bool own_tiled = own != nullptr && own->has_tiling();
+  const MatrixJob plain = j;
+  const double without = own_tiled ? 0.0 : best_estimate(c, j, s, mm);
+  j.H = j.OH = j.images * j.OH * j.OW;
+  j.W = j.OW = 1;
+  j.images = 1;
+  j.gemm = true;
+  if (own_tiled ? !own->tile_m.has_value() : best_estimate(c, j, s, mm) > without) j = plain;
+}
+
 }  // namespace
 
 void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapper& mm) {
   OnChipValue& v = c.fusion.on_chip;
+  fold_batch_into_rows(c, j, s, mm);
   // The input, where the layer before left it, when reading it there is no slower by the closed form
   // (otherwise the first LOAD of it spills it: Context::load).
   if (MatrixJob g; as_sram_gemm(j, v, &g)) {

@@ -30,7 +30,9 @@ OnChipValue nhwc_on_chip(const std::string& value, const DramTensor& y, uint64_t
 // a quarter of the input scratchpad stays for the layers' own tiles). If so, sets FusionState::keep_output
 // and reserves its bytes (FusionState::input_reserved).
 void plan_on_chip(Context& c, size_t i);
-// A matrix job about to be mapped (its strategy built): reads its input where the layer before left it
+// A matrix job about to be mapped (its strategy built): a pointwise conv over several images becomes one
+// GEMM over all their pixels when the closed form does not find it slower (the batch folded into the rows:
+// weights stream once per batch); reads its input where the layer before left it
 // (MatrixJob::a_sram, as a GEMM over the input's pixels; recorded in FusionState::kept_on_chip), and leaves
 // its output on chip when the planner asked for it and its epilogue ends with a VEC (MatrixJob::y_sram).
 // Each only when the closed form does not find it slower (MatrixMapper::search, DepthwiseMapper::search).

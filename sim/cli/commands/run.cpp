@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -91,30 +92,40 @@ multicore::Split split_option(const std::string& name, const isa::NpuConfig& con
   return split;
 }
 
-// --split: the model over the cores in one simulation; the report's body stays the run on one core
-// (simulated here once and reused), the split goes to the multicore section; --trace and --trace-csv get
-// the cores' run (a track per unit of each core).
-void multicore_study(multicore::Split split, const std::string& model, const CompiledModel& compiled,
-                     const isa::NpuConfig& config, const CommonOptions& o, const ModelCliOptions& m,
-                     ReportExtras& extras) {
+// --split: the model over the cores in one simulation; the split goes to the multicore section; --trace
+// and --trace-csv get the cores' run (a track per unit of each core). The report's body: with `batch`, the
+// run of the slowest core with the others running (its total_cycles the batch's latency; returned with the
+// model of its share, which the report describes), with `layers` the run on one core (simulated here once
+// and reused).
+std::optional<CompiledModel> multicore_study(multicore::Split split, const std::string& model,
+                                             const CompiledModel& compiled, const isa::NpuConfig& config,
+                                             const CommonOptions& o, const ModelCliOptions& m,
+                                             ReportExtras& extras) {
   if (split == multicore::Split::kBatch && m.batch <= 0)
     throw UsageError(fmt::format("--split batch needs --batch N (N >= cores = {})", config.cores));
   try {
     extras.simulated = arch::simulate(compiled.result.program, config, {});
-    const multicore::SplitResult r = multicore::run_split(
+    std::map<int64_t, CompiledModel> shares;  // each distinct share's model
+    multicore::SplitResult r = multicore::run_split(
         split, compiled.result.program, *extras.simulated, config, std::max<int64_t>(1, m.batch),
         [&](int64_t batch) {
           ModelCliOptions share = m;
           share.batch = batch;
-          return compile_or_throw(model, config, share).result.program;
+          return shares.emplace(batch, compile_or_throw(model, config, share)).first->second.result.program;
         },
         TraceFiles(o).sink);
+    std::optional<CompiledModel> body;
     if (split == multicore::Split::kBatch) {
       extras.pipeline_npu = {static_cast<int64_t>(r.latency_cycles()),
                              static_cast<int64_t>(r.latency_host_cycles())};
+      if (auto share = shares.find(r.slowest_batch); share != shares.end() && r.slowest_run) {
+        extras.simulated = std::move(r.slowest_run);
+        body = std::move(share->second);
+      }
     }
     extras.sections.push_back(traces::make_section("multicore", r));
     extras.text += multicore::split_text(r);
+    return body;
   } catch (const multicore::SplitError& e) {
     throw UsageError(e.what());
   } catch (const arch::SimError& e) {
@@ -257,10 +268,11 @@ int cmd_run(Context& ctx, const Command& cmd) {
   write_mapping_out(ctx, o, m, model, compiled);
   print_mapping(ctx, m, compiled);
   if (acc.accuracy || acc.advise_sqnr) accuracy_report(ctx, compiled, config, m, acc, io.seed, extras);
+  std::optional<CompiledModel> split_body;  // --split batch: the slowest core's share
   if (split != multicore::Split::kNone) {
     if (dyn.active() || generate)
       throw UsageError("--split does not combine with --dynamic, --requests or --generate");
-    multicore_study(split, model, compiled, config, o, m, extras);
+    split_body = multicore_study(split, model, compiled, config, o, m, extras);
   }
   CommonOptions body = o;  // with --split, the traces are the cores' run (multicore_study)
   if (split != multicore::Split::kNone) body.trace = body.trace_csv = "";
@@ -268,8 +280,9 @@ int cmd_run(Context& ctx, const Command& cmd) {
     pipeline = plan_pipeline_or_throw(*pipeline_spec, compiled.result.program, config,
                                       std::max<int64_t>(1, m.batch));
   }
-  const int rc = simulate_and_report(ctx, body, model, compiled.result.program, config, &compiled, io,
-                                     &extras, pipeline ? &*pipeline : nullptr);
+  const CompiledModel& shown = split_body ? *split_body : compiled;
+  const int rc = simulate_and_report(ctx, body, model, shown.result.program, config, &shown, io, &extras,
+                                     pipeline ? &*pipeline : nullptr);
   print_graphs(ctx, m);
   return rc;
 }

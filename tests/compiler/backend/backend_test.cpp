@@ -1094,5 +1094,30 @@ TEST(DataMovementFolds, PermutesBetweenNhwcConvsAndAChannelLayerNormMoveNoBytes)
   }
 }
 
+// --batch N: a pointwise conv over several images is one GEMM over all their pixels (backend/fusion/
+// residency.h): its tiles are rows of pixels, not an image's rectangles, so they may span images and the
+// weights that do not stay in the weight scratchpad stream once per tile of the batch rather than once
+// per image's tile; the values are the reference's.
+TEST(BatchFold, APointwiseConvOverSeveralImagesTilesRowsOfAllTheirPixelsAndMatchesTheReference) {
+  GraphBuilder b;
+  const int64_t images = 4, c = 64, hw = 7;
+  b.input("x", {images, c, hw, hw});
+  b.constant("w", {c, c, 1, 1});
+  b.node("Conv", {"x", "w"}, {"y"}, "pw").attrs["kernel_shape"].value = std::vector<int64_t>{1, 1};
+  b.output("y");
+  const Graph g = b.build();
+  CompileResult r;
+  EXPECT_LT(compile_and_compare(g, small_sram(), &r), kTol);
+  EXPECT_EQ(check_tokens(r.program), "");
+  const LayerPlan* pw = nullptr;
+  for (const LayerPlan& p : r.layers)
+    if (p.name == "pw") pw = &p;
+  ASSERT_NE(pw, nullptr);
+  // The tile is rows of the GEMM over every image's pixels: taller than an image, one column wide.
+  EXPECT_GT(pw->tile_oh, hw) << pw->mapping;
+  EXPECT_EQ(pw->tile_ow, 1) << pw->mapping;
+  EXPECT_EQ(pw->chosen.tile_m, pw->tile_m);  // --mapping-out writes it as a GEMM tile
+}
+
 }  // namespace
 }  // namespace npusim::compiler::testing

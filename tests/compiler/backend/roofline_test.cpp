@@ -213,5 +213,70 @@ TEST(Roofline, EveryLayerIsBoundAsTheModelsOwnNodeAndFusedNodesBringTheirOwnBoun
   EXPECT_EQ(r.absorbed[2].bound_cycles, roof(act / lanes, 2 * 2 * act, c));
 }
 
+// `imported` lowered, compiled in fp16 and bound as imported (the model limit set).
+CompileResult compiled_in_fp16(const Graph& imported, const isa::NpuConfig& config) {
+  Graph g = imported;
+  lower(g);
+  CompileOptions options;
+  options.precision = isa::DType::kFp16;
+  CompileResult r = compile(g, config, options);
+  bound_as_imported(r, imported, g, config);
+  return r;
+}
+
+// A dense conv, then a depthwise 3x3 conv: the whole model's limit (compiler/backend/estimate/model_limit.h).
+TEST(ModelLimit, DenseMacsAtTheArrayPeakDepthwiseAtTheLanesWeightsAndModelIoOnceAtDramPeak) {
+  GraphBuilder b;
+  const int64_t c = 16, hw = 8;
+  b.input("x", {1, c, hw, hw});
+  b.constant("w", {c, c, 1, 1});
+  b.constant("dw", {c, 1, 3, 3});
+  b.constant("bias", {c});  // fewer than 64 elements: not a weight the limit streams
+  b.node("Conv", {"x", "w", "bias"}, {"y"}, "conv").attrs["kernel_shape"].value = std::vector<int64_t>{1, 1};
+  Node& dw = b.node("Conv", {"y", "dw"}, {"z"}, "dwconv");
+  dw.attrs["kernel_shape"].value = std::vector<int64_t>{3, 3};
+  dw.attrs["pads"].value = std::vector<int64_t>{1, 1, 1, 1};
+  dw.attrs["group"].value = c;
+  b.output("z");
+  const isa::NpuConfig config;
+  const CompileResult r = compiled_in_fp16(b.build(), config);
+  ASSERT_TRUE(r.model_limit.has_value());
+  const backend::ModelLimit& l = *r.model_limit;
+  const isa::SystolicArrayConfig& a = config.systolic_array;
+  const double act = c * hw * hw;
+  EXPECT_DOUBLE_EQ(l.array_cycles, act * c / (a.rows * a.cols * a.fp16_rate));
+  // One group on the array: min(rows, 9) x min(cols, 1) MACs per cycle, fewer than the lanes.
+  ASSERT_LE(std::min<int64_t>(a.rows, 9) * a.fp16_rate, config.vector.lanes);
+  EXPECT_DOUBLE_EQ(l.vector_cycles, act * 9 / config.vector.lanes);
+  EXPECT_DOUBLE_EQ(l.dram_cycles, 2 * (c * c + c * 9 + 2 * act) / peak_bytes_per_cycle(config));
+  EXPECT_EQ(l.cycles(),
+            static_cast<int64_t>(std::ceil(std::max({l.array_cycles, l.vector_cycles, l.dram_cycles}))));
+  EXPECT_DOUBLE_EQ(l.node_cycles.at("conv"), l.array_cycles);
+  EXPECT_DOUBLE_EQ(l.node_cycles.at("dwconv"), l.vector_cycles);
+}
+
+// Where the array does more of a grouped conv per cycle than the lanes (wide groups), the limit counts
+// it on the array at that rate.
+TEST(ModelLimit, GroupedConvWithWideGroupsCountsOnTheArrayAtOneGroupsRate) {
+  GraphBuilder b;
+  const int64_t c = 64, group = 2, hw = 4;
+  b.input("x", {1, c, hw, hw});
+  b.constant("w", {c, c / group, 3, 3});
+  Node& conv = b.node("Conv", {"x", "w"}, {"y"}, "gconv");
+  conv.attrs["kernel_shape"].value = std::vector<int64_t>{3, 3};
+  conv.attrs["pads"].value = std::vector<int64_t>{1, 1, 1, 1};
+  conv.attrs["group"].value = group;
+  b.output("y");
+  const isa::NpuConfig config;
+  const CompileResult r = compiled_in_fp16(b.build(), config);
+  ASSERT_TRUE(r.model_limit.has_value());
+  const isa::SystolicArrayConfig& a = config.systolic_array;
+  const double per_cycle = static_cast<double>(std::min<int64_t>(a.rows, c / group * 9)) *
+                           static_cast<double>(std::min<int64_t>(a.cols, c / group)) * a.fp16_rate;
+  ASSERT_GT(per_cycle, config.vector.lanes);
+  EXPECT_DOUBLE_EQ(r.model_limit->array_cycles, c * hw * hw * (c / group) * 9 / per_cycle);
+  EXPECT_EQ(r.model_limit->vector_cycles, 0.0);
+}
+
 }  // namespace
 }  // namespace npusim::compiler::testing
