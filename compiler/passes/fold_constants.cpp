@@ -167,7 +167,9 @@ std::optional<Shape> infer_shape(const Graph& g, const Node& n) {
 
 // Any other op: run it on zeros of its inputs' shapes and read the shapes off the results. Only when
 // the shapes cannot depend on runtime data: every integer input (shape, axes, indices, repeats ...) is
-// a constant, the op is not one whose output size depends on values, and the work stays small.
+// a constant, the op is not one whose output size depends on values, and the work stays small. A
+// constant counts the same with or without its values (a shape-only weight of a timing compile is fed
+// as zeros of its shape), so that a timing compile refines exactly the shapes a functional one does.
 bool refine_by_evaluation(Graph& g, const Node& n) {
   static const std::set<std::string> value_dependent = {
       "NonZero",       "Unique",           "Compress",          "NonMaxSuppression", "RandomNormal",
@@ -186,8 +188,10 @@ bool refine_by_evaluation(Graph& g, const Node& n) {
       continue;
     }
     if (!v.fully_known() || !is_float(v.dtype) || !interpretable(v.dtype)) return false;
-    total += num_elements(v.shape);
-    if (total > kMaxElements) return false;
+    if (!v.is_constant()) {
+      total += num_elements(v.shape);
+      if (total > kMaxElements) return false;
+    }
     Value& mv = mini.ensure_value(in);
     mv.dtype = v.dtype;
     mv.shape = v.shape;
