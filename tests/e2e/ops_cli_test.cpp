@@ -44,6 +44,25 @@ TEST(OpsCli, InputValueFixesAnInputAndTheIfsOnItFoldAway) {
   EXPECT_NE(bad.err.find("'fast' is not a number"), std::string::npos) << bad.err;
 }
 
+TEST(OpsCli, InputValueOrShapeNamingNoInputIsAnErrorThatSuggestsTheClosest) {
+  const CommandResult typo =
+      npusim({"ops", kData + "nested_if_sr.onnx", "--input-shape", "x=1x4", "--input-value", "sr_=16000"});
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_NE(typo.err.find("--input-value names 'sr_', which is not an input of"), std::string::npos)
+      << typo.err;
+  EXPECT_NE(typo.err.find("(did you mean 'sr'?)"), std::string::npos) << typo.err;
+  EXPECT_EQ(typo.err.find('\n'), typo.err.size() - 1) << typo.err;  // one line
+  // Nothing close: the inputs are listed.
+  const CommandResult far = npusim({"ops", kData + "cascade_if.onnx", "--input-value", "sample_rate=16000"});
+  EXPECT_EQ(far.exit_code, 2);
+  EXPECT_NE(far.err.find("which is not an input of"), std::string::npos) << far.err;
+  EXPECT_NE(far.err.find("(inputs: x)"), std::string::npos) << far.err;
+  const CommandResult shape = npusim({"ops", kData + "nested_if_sr.onnx", "--input-shape", "xx=1x4"});
+  EXPECT_EQ(shape.exit_code, 2);
+  EXPECT_NE(shape.err.find("--input-shape names 'xx'"), std::string::npos) << shape.err;
+  EXPECT_NE(shape.err.find("(did you mean 'x'?)"), std::string::npos) << shape.err;
+}
+
 TEST(BranchCli, ATimingRunGivesBothPathsOfADataDependentIfAndTakesTheLongerByDefault) {
   // cascade_if: the then branch runs a second MatMul and a Relu after the first stage, the else branch is a
   // constant: the then path does all the else path's work and more.
