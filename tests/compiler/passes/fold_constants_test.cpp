@@ -112,6 +112,45 @@ TEST(FoldConstants, ShapesBehindShapeArithmeticAreTheSameWithShapeOnlyWeights) {
   EXPECT_TRUE(shapes.value("y").fully_known());
 }
 
+TEST(FoldConstants, ShapesBehindRuntimeIndicesAndLabelsAreFilledInTheirValuesNeverSizeTheOutput) {
+  // softmax cross-entropy written out (ONNX's *_expanded node tests): the log-probabilities' shape comes
+  // back through a Reshape to Shape(x), and the loss reads runtime int64 labels; a Gather of runtime
+  // indices too. Neither output's shape depends on the integers' values.
+  GraphBuilder b;
+  auto x = b.input("x", {3, 5});
+  auto labels = b.input("labels", {3});
+  b.graph().value(labels).dtype = DataType::kInt64;
+  auto idx = b.input("idx", {2});
+  b.graph().value(idx).dtype = DataType::kInt64;
+  auto s = b.node("Shape", {x}, "s", {2}, {}, DataType::kInt64);
+  auto lp = b.node("LogSoftmax", {x}, "lp", {3, 5});
+  auto r = b.node("Reshape", {lp, s}, "r", {});
+  auto loss = b.node("NegativeLogLikelihoodLoss", {r, labels}, "loss", {}, {{"reduction", attr_s("sum")}});
+  auto rows = b.node("Gather", {x, idx}, "rows", {}, {{"axis", attr_i(0)}});
+  b.output(loss);
+  b.output(rows);
+  for (const char* v : {"r", "loss", "rows"}) b.graph().value(v).shape_known = false;
+  Graph before = b.build();
+  Graph g = before;
+  passes::fold_constants(g);
+  EXPECT_TRUE(g.value("r").fully_known());
+  EXPECT_EQ(g.value("loss").shape, (Shape{}));
+  EXPECT_TRUE(g.value("loss").fully_known());
+  EXPECT_EQ(g.value("rows").shape, (Shape{2, 5}));
+  EXPECT_TRUE(g.value("rows").fully_known());
+  // A Reshape to a runtime shape stays open: its integers size the output.
+  GraphBuilder d;
+  auto y = d.input("y", {6});
+  auto to = d.input("to", {2});
+  d.graph().value(to).dtype = DataType::kInt64;
+  auto z = d.node("Reshape", {y, to}, "z", {});
+  d.output(z);
+  d.graph().value("z").shape_known = false;
+  Graph open = d.build();
+  passes::fold_constants(open);
+  EXPECT_FALSE(open.value("z").fully_known());
+}
+
 TEST(FoldConstants, NodeReadingARuntimeValueStays) {
   GraphBuilder b;
   auto x = b.input("x", {3});
