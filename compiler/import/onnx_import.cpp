@@ -24,6 +24,7 @@
 #include "compiler/import/import.h"
 #include "compiler/import/onnx_internal.h"
 #include "compiler/import/onnx_wire.h"
+#include "isa/machine/spec_text.h"
 
 namespace npusim::compiler {
 namespace {
@@ -447,16 +448,39 @@ void convert_node(const onnx::NodeProto& n, Node& node, int64_t opset, const std
   node.attrs[kCaptures].value = std::move(captures);
 }
 
-// --input-value: each named runtime input gets an initializer of its type and bound shape.
+// The runtime inputs of `g` (initializers are not), in order.
+std::vector<std::string> runtime_inputs(const onnx::GraphProto& g,
+                                        const std::unordered_set<std::string>& initializers) {
+  std::vector<std::string> names;
+  for (const auto& in : g.input())
+    if (!initializers.count(in.name())) names.push_back(in.name());
+  return names;
+}
+
+// "--input-shape names 'x', which is not an input of m.onnx (did you mean 'X'?)", the inputs listed
+// when none is close.
+ModelError not_an_input(const std::string& option, const std::string& name,
+                        const std::vector<std::string>& inputs, const std::string& model_name) {
+  std::string hint = isa::closest_name(name, inputs);
+  if (!hint.empty()) {
+    hint = " (did you mean '" + hint + "'?)";
+  } else {
+    for (const auto& n : inputs) hint += (hint.empty() ? " (inputs: " : ", ") + n;
+    hint += hint.empty() ? " (it has no runtime input)" : ")";
+  }
+  return ModelError(option + " names '" + name + "', which is not an input of " + model_name + hint);
+}
+
+// --input-value: each named runtime input gets an initializer of its type and bound shape; a name that is
+// no runtime input is an error (a typo would otherwise leave the input free and its control flow unfolded).
 void fix_input_values(onnx::GraphProto& g, std::unordered_set<std::string>& initializers,
-                      const ImportOptions& options) {
+                      const ImportOptions& options, const std::string& model_name) {
+  const std::vector<std::string> inputs = runtime_inputs(g, initializers);
   for (const auto& [name, values] : options.input_values) {
     const onnx::ValueInfoProto* input = nullptr;
     for (const auto& in : g.input())
       if (!initializers.count(in.name()) && in.name() == name) input = &in;
-    // One set of options serves every variant of a model (Silero VAD's files: one has no `sr`): a name
-    // that is no input fixes nothing. sim reports it (compile_model's notes).
-    if (!input) continue;
+    if (!input) throw not_an_input("--input-value", name, inputs, model_name);
     const auto& tt = input->type().tensor_type();
     Shape shape;
     for (const auto& d : tt.shape().dim()) shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
@@ -518,19 +542,10 @@ std::string dim_text(const onnx::TensorShapeProto::Dimension& d) {
 
 void bind_inputs(onnx::GraphProto& g, const std::unordered_set<std::string>& initializers,
                  const ImportOptions& options, const std::string& model_name) {
-  std::vector<std::string> names;
-  for (const auto& in : g.input())
-    if (!initializers.count(in.name())) names.push_back(in.name());
-  for (const auto& [name, shape] : options.input_shapes) {
-    bool found = false;
-    for (const auto& n : names) found = found || n == name;
-    if (!found) {
-      std::string list;
-      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-      throw ModelError("--input-shape names '" + name + "', which is not an input of " + model_name +
-                       " (inputs: " + list + ")");
-    }
-  }
+  const std::vector<std::string> names = runtime_inputs(g, initializers);
+  for (const auto& [name, shape] : options.input_shapes)
+    if (std::find(names.begin(), names.end(), name) == names.end())
+      throw not_an_input("--input-shape", name, names, model_name);
   if (!options.dim_params.empty()) {
     std::set<std::string> params;
     for (const auto& in : g.input()) {
@@ -813,7 +828,7 @@ Graph import_model_proto(onnx::ModelProto& model, const ImportOptions& options, 
     }
 
   bind_inputs(*gp, initializers, options, mname);
-  fix_input_values(*gp, initializers, options);
+  fix_input_values(*gp, initializers, options, mname);
 
   try {
     onnx::ShapeInferenceOptions sio(/*check_type=*/true, /*error_mode=*/1, /*data_propagation=*/true);

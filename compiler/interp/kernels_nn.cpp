@@ -1,6 +1,8 @@
 // Neural-network kernels: GEMM-shaped ops, convolution, pooling, normalisation, softmax, resize.
 // The hot loops (gemm, im2col) run over contiguous memory in the innermost loop; this file is built
 // with -O3 so they vectorise.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -927,6 +929,10 @@ std::vector<Tap> taps_for(double xo, int64_t in_len, const std::string& mode, co
   return t;
 }
 
+// The largest output dimension a Resize may ask for: beyond it, scales or sizes are nonsense (garbage
+// runtime inputs), not a tensor to allocate.
+constexpr int64_t kMaxResizedDim = int64_t{1} << 24;
+
 void resize_impl(KernelContext& c, const Tensor& x, std::vector<double> scales, Shape out_sizes,
                  bool legacy) {
   const int64_t r = x.rank();
@@ -953,6 +959,12 @@ void resize_impl(KernelContext& c, const Tensor& x, std::vector<double> scales, 
     } else {
       os[d] = static_cast<int64_t>(std::floor(x.shape[d] * scales[d]));
     }
+    // Runtime scales or sizes (an input, not a constant) may say anything.
+    if (out_sizes.empty() && !(scales[d] > 0 && scales[d] * x.shape[d] <= kMaxResizedDim))
+      c.fail(fmt::format("scale {} of axis {} is not positive or gives more than {} elements", scales[d], d,
+                         kMaxResizedDim));
+    if (os[d] < 0 || os[d] > kMaxResizedDim)
+      c.fail(fmt::format("size {} of axis {} is not in 0..{}", os[d], d, kMaxResizedDim));
   }
   // Per axis, per output coordinate: the taps (or -1 index for extrapolation).
   std::vector<std::vector<std::vector<Tap>>> taps(r);

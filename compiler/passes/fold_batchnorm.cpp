@@ -146,6 +146,8 @@ void fold_after_matrix(Graph& g, std::vector<bool>& dead) {
     if (g.value(v).materialized) continue;  // a quantization point of the model
     Node& m = g.nodes[p];
     if (!m.domain.empty() || m.has_attr(kActivation) || m.has_attr(kResidualInput)) continue;
+    // Folding rewrites the producer's first output: v must be it (a GRU's Y_h, Y omitted, is not).
+    if (m.outputs.empty() || m.outputs[0] != v) continue;
     auto a = bn ? batchnorm_affine(g, e) : constant_affine(g, e, v, detail::output_channel_axis(g, m));
     if (!a) continue;
     Node folded = m;

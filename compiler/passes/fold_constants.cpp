@@ -166,13 +166,55 @@ std::optional<Shape> infer_shape(const Graph& g, const Node& n) {
 }
 
 // Any other op: run it on zeros of its inputs' shapes and read the shapes off the results. Only when
-// the shapes cannot depend on runtime data: every integer input (shape, axes, indices, repeats ...) is
-// a constant, the op is not one whose output size depends on values, and the work stays small.
+// the shapes cannot depend on runtime data: every integer input (shape, axes, repeats ...) is a constant
+// unless the op reads its integer inputs as data whose values never size the output (indices, labels,
+// comparisons: kIntegerData), the op is not one whose output size depends on values, and the work stays
+// small. A
+// constant counts the same with or without its values (a shape-only weight of a timing compile is fed
+// as zeros of its shape), so that a timing compile refines exactly the shapes a functional one does.
 bool refine_by_evaluation(Graph& g, const Node& n) {
   static const std::set<std::string> value_dependent = {
       "NonZero",       "Unique",           "Compress",          "NonMaxSuppression", "RandomNormal",
       "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",       "Bernoulli"};
+  static const std::set<std::string> kIntegerData = {"Gather",
+                                                     "GatherElements",
+                                                     "GatherND",
+                                                     "ScatterElements",
+                                                     "ScatterND",
+                                                     "NegativeLogLikelihoodLoss",
+                                                     "SoftmaxCrossEntropyLoss",
+                                                     "Equal",
+                                                     "Less",
+                                                     "Greater",
+                                                     "LessOrEqual",
+                                                     "GreaterOrEqual",
+                                                     "Where",
+                                                     "Not",
+                                                     "And",
+                                                     "Or",
+                                                     "Xor",
+                                                     "Cast",
+                                                     "CastLike",
+                                                     "Add",
+                                                     "Sub",
+                                                     "Mul",
+                                                     "Div",
+                                                     "Mod",
+                                                     "Neg",
+                                                     "Abs",
+                                                     "Sign",
+                                                     "Max",
+                                                     "Min",
+                                                     "Sum",
+                                                     "BitShift",
+                                                     "Identity",
+                                                     "ArgMax",
+                                                     "ArgMin",
+                                                     "IsNaN",
+                                                     "IsInf",
+                                                     "Transpose"};
   if (!n.domain.empty() || value_dependent.count(n.op_type) || !interpreter_supports(n.op_type)) return false;
+  const bool integer_data = kIntegerData.count(n.op_type) > 0;
   constexpr int64_t kMaxElements = int64_t{1} << 20;
   Graph mini;
   mini.opset = g.opset;
@@ -185,9 +227,11 @@ bool refine_by_evaluation(Graph& g, const Node& n) {
       mini.values[in] = v;
       continue;
     }
-    if (!v.fully_known() || !is_float(v.dtype) || !interpretable(v.dtype)) return false;
-    total += num_elements(v.shape);
-    if (total > kMaxElements) return false;
+    if (!v.fully_known() || !(is_float(v.dtype) || integer_data) || !interpretable(v.dtype)) return false;
+    if (!v.is_constant()) {
+      total += num_elements(v.shape);
+      if (total > kMaxElements) return false;
+    }
     Value& mv = mini.ensure_value(in);
     mv.dtype = v.dtype;
     mv.shape = v.shape;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <functional>
 #include <ostream>
 #include <sstream>
 #include <vector>
@@ -14,8 +15,14 @@
 
 namespace npusim::sim::cli {
 
-CompiledModel compile_or_throw(const std::string& spec, const isa::NpuConfig& config, ModelCliOptions& m,
-                               const dynamic::DimBinding& dims) {
+namespace {
+
+// `compile` (compile_model or compile_graph) under the CLI's model options, its errors mapped onto the
+// CLI's exit codes; `spec` names the model in messages.
+CompiledModel compile_mapped(
+    const std::string& spec, const isa::NpuConfig& config, ModelCliOptions& m,
+    const dynamic::DimBinding& dims,
+    const std::function<CompiledModel(const ModelOptions&, std::ostream*)>& compile) {
   load_preprocess(m);
   ModelOptions options = to_model_options(m, config);
   options.dim_params = dims;
@@ -34,7 +41,7 @@ CompiledModel compile_or_throw(const std::string& spec, const isa::NpuConfig& co
     // -v: the graph after import and after every pass, kept until the mapping table is printed
     // (print_verbose): the table is what is read first, the graphs run to a thousand lines.
     std::ostringstream graphs;
-    CompiledModel cm = compile_model(spec, config, options, m.graphs ? &graphs : nullptr);
+    CompiledModel cm = compile(options, m.graphs ? &graphs : nullptr);
     if (m.graphs) m.graph_dumps = graphs.str();
     const std::string too_big = dram_capacity_problem(cm.result.memory, config);
     if (!too_big.empty()) throw UsageError(fmt::format("{}: {}", spec, too_big));
@@ -50,6 +57,23 @@ CompiledModel compile_or_throw(const std::string& spec, const isa::NpuConfig& co
   } catch (const compiler::CompileError& e) {
     throw RunError(e.what());
   }
+}
+
+}  // namespace
+
+CompiledModel compile_or_throw(const std::string& spec, const isa::NpuConfig& config, ModelCliOptions& m,
+                               const dynamic::DimBinding& dims) {
+  return compile_mapped(spec, config, m, dims, [&](const ModelOptions& o, std::ostream* verbose) {
+    return compile_model(spec, config, o, verbose);
+  });
+}
+
+CompiledModel compile_graph_or_throw(compiler::Graph imported, const std::string& spec,
+                                     const isa::NpuConfig& config, ModelCliOptions m) {
+  m.graphs = false;  // --graphs shows the model's own compile
+  return compile_mapped(spec, config, m, {}, [&](const ModelOptions& o, std::ostream* verbose) {
+    return compile_graph(std::move(imported), config, o, verbose);
+  });
 }
 
 void print_mapping(Context& ctx, const ModelCliOptions& m, const CompiledModel& cm) {

@@ -16,6 +16,11 @@ namespace npusim::sim::cli {
 CompiledModel compile_or_throw(const std::string& spec, const isa::NpuConfig& config, ModelCliOptions& m,
                                const dynamic::DimBinding& dims = {});
 
+// An imported graph (a path of a data-dependent If, sim/model/branches.h) compiled the same way; `spec`
+// names the model in messages. --graphs is left to the model's own compile.
+CompiledModel compile_graph_or_throw(compiler::Graph imported, const std::string& spec,
+                                     const isa::NpuConfig& config, ModelCliOptions m);
+
 // -v: the mapping table and the precision plan (print_mapping); --graphs: last, after whatever else the
 // command prints, the graph after import and after every pass (print_graphs).
 void print_mapping(Context& ctx, const ModelCliOptions& m, const CompiledModel& cm);

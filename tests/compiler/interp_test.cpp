@@ -133,6 +133,27 @@ TEST(Interpreter, UnsupportedOpAndMissingInputNameTheNode) {
                InterpretError);
 }
 
+TEST(Interpreter, ResizeWithNonsenseRuntimeScalesOrSizesFailsNamingThem) {
+  // Resize(x, roi, scales) with the scales a runtime input: a negative or huge scale is the data's error,
+  // reported in one sentence, not an allocation of a negative or astronomical size.
+  const Tensor x = Tensor::from_floats({1, 1, 2, 2}, {1, 2, 3, 4});
+  const Tensor roi = Tensor::from_floats({0}, {});
+  auto error_with = [&](const Tensor& scales) -> std::string {
+    try {
+      interpret(single("Resize", 3), {{"a", x}, {"b", roi}, {"c", scales}});
+    } catch (const InterpretError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_NE(error_with(Tensor::from_floats({4}, {1, 1, -2, 2})).find("scale -2 of axis 2 is not positive"),
+            std::string::npos);
+  EXPECT_NE(error_with(Tensor::from_floats({4}, {1, 1, 1e9f, 2})).find("gives more than"), std::string::npos);
+  auto out =
+      interpret(single("Resize", 3), {{"a", x}, {"b", roi}, {"c", Tensor::from_floats({4}, {1, 1, 2, 2})}});
+  EXPECT_EQ(out.at("y").shape, (Shape{1, 1, 4, 4}));
+}
+
 TEST(Interpreter, DemoModelRunsAndExposesEveryIntermediate) {
   Graph g = builtin_model("demo");
   Tensor x(DataType::kFloat32, {1, 3, 32, 32});

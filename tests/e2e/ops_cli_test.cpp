@@ -1,4 +1,5 @@
-// npusim ops MODEL: a model's support summary, and --input-value folding control flow, as a user runs them.
+// npusim ops MODEL: a model's support summary, --input-value folding control flow, and a timing run's paths
+// through a data-dependent If (--branch), as a user runs them.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -41,6 +42,70 @@ TEST(OpsCli, InputValueFixesAnInputAndTheIfsOnItFoldAway) {
       npusim({"ops", kData + "nested_if_sr.onnx", "--input-shape", "x=1x4", "--input-value", "sr=fast"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("'fast' is not a number"), std::string::npos) << bad.err;
+}
+
+TEST(OpsCli, InputValueOrShapeNamingNoInputIsAnErrorThatSuggestsTheClosest) {
+  const CommandResult typo =
+      npusim({"ops", kData + "nested_if_sr.onnx", "--input-shape", "x=1x4", "--input-value", "sr_=16000"});
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_NE(typo.err.find("--input-value names 'sr_', which is not an input of"), std::string::npos)
+      << typo.err;
+  EXPECT_NE(typo.err.find("(did you mean 'sr'?)"), std::string::npos) << typo.err;
+  EXPECT_EQ(typo.err.find('\n'), typo.err.size() - 1) << typo.err;  // one line
+  // Nothing close: the inputs are listed.
+  const CommandResult far = npusim({"ops", kData + "cascade_if.onnx", "--input-value", "sample_rate=16000"});
+  EXPECT_EQ(far.exit_code, 2);
+  EXPECT_NE(far.err.find("which is not an input of"), std::string::npos) << far.err;
+  EXPECT_NE(far.err.find("(inputs: x)"), std::string::npos) << far.err;
+  const CommandResult shape = npusim({"ops", kData + "nested_if_sr.onnx", "--input-shape", "xx=1x4"});
+  EXPECT_EQ(shape.exit_code, 2);
+  EXPECT_NE(shape.err.find("--input-shape names 'xx'"), std::string::npos) << shape.err;
+  EXPECT_NE(shape.err.find("(did you mean 'x'?)"), std::string::npos) << shape.err;
+}
+
+TEST(BranchCli, ATimingRunGivesBothPathsOfADataDependentIfAndTakesTheLongerByDefault) {
+  // cascade_if: the then branch runs a second MatMul and a Relu after the first stage, the else branch is a
+  // constant: the then path does all the else path's work and more.
+  const std::string dir = temp_dir("branch_cli");
+  auto run = [&](const std::string& name, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"run", kData + "cascade_if.onnx", "-q", "--report", dir + "/" + name};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CommandResult r = npusim(args);
+    EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
+    return dir + "/" + name;
+  };
+  const std::string longest = run("longest.json", {});
+  const std::string then_r = run("then.json", {"--branch", "then"});
+  const std::string else_r = run("else.json", {"--branch", "else"});
+  const std::string ifs = "r['branches']['ifs']";
+  ASSERT_EQ(json_eval(longest, "len(" + ifs + ")"), "1");
+  const int64_t then_cycles = std::stoll(json_eval(longest, ifs + "[0]['then_cycles']"));
+  const int64_t else_cycles = std::stoll(json_eval(longest, ifs + "[0]['else_cycles']"));
+  EXPECT_GT(then_cycles, else_cycles);
+  EXPECT_EQ(json_eval(longest, "r['branches']['choice']"), "longest");
+  EXPECT_EQ(json_eval(longest, ifs + "[0]['then_taken']"), "True");
+  EXPECT_EQ(std::stoll(json_eval(longest, "r['total_cycles']")), then_cycles);
+  EXPECT_EQ(std::stoll(json_eval(then_r, "r['total_cycles']")), then_cycles);
+  EXPECT_EQ(json_eval(else_r, "r['branches']['choice']"), "else");
+  EXPECT_EQ(json_eval(else_r, ifs + "[0]['then_taken']"), "False");
+  EXPECT_EQ(std::stoll(json_eval(else_r, "r['total_cycles']")), else_cycles);
+  // The paths are programs of their own: no host call for the If; the then path has the second stage.
+  const std::string if_name = json_eval(longest, ifs + "[0]['name']");
+  const std::string layers_of_if = "sum(1 for l in r['layers'] if l['name'].startswith('" + if_name + "/'))";
+  EXPECT_EQ(json_eval(then_r, "sum(1 for l in r['layers'] if l['op'] == 'If')"), "0");
+  EXPECT_NE(json_eval(then_r, layers_of_if), "0");
+  EXPECT_EQ(json_eval(else_r, "sum(1 for l in r['layers'] if l['op'] == 'MatMul')"), "1");
+}
+
+TEST(BranchCli, BranchTakesOneOfItsChoicesAndOnlyInATimingRun) {
+  const CommandResult bad = npusim({"run", kData + "cascade_if.onnx", "-q", "--branch", "both"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--branch 'both' is not one of longest, then, else"), std::string::npos) << bad.err;
+  const CommandResult functional =
+      npusim({"run", kData + "cascade_if.onnx", "-q", "--functional", "--branch", "then"});
+  EXPECT_EQ(functional.exit_code, 2);
+  EXPECT_NE(functional.err.find("--functional and --accuracy follow the data"), std::string::npos)
+      << functional.err;
 }
 
 }  // namespace

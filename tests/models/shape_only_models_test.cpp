@@ -4,7 +4,9 @@
 // sizes included, so that every cycle count is the same. NPUSIM_SHAPE_ONLY_MODEL names the exported model.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <string>
 
 #include "compiler/import/import.h"
@@ -20,9 +22,20 @@ std::string model_path() {
   return std::string(NPUSIM_MODELS_DIR) + "/" + (m != nullptr ? m : "mobilenet_v2.onnx");
 }
 
+// NPUSIM_SHAPE_ONLY_DIMS "NAME=N": a dynamic dimension bound (--dynamic NAME=N).
+std::map<std::string, int64_t> dim_params() {
+  std::map<std::string, int64_t> dims;
+  const char* d = std::getenv("NPUSIM_SHAPE_ONLY_DIMS");
+  const std::string spec = d != nullptr ? d : "";
+  const size_t eq = spec.find('=');
+  if (eq != std::string::npos) dims[spec.substr(0, eq)] = std::stoll(spec.substr(eq + 1));
+  return dims;
+}
+
 TEST(ShapeOnlyModels, OnnxWeightsOf64KiBOrMoreAreImportedByShapeOnly) {
   ImportOptions o;
   o.weight_values = false;
+  o.dim_params = dim_params();
   const Graph g = import_onnx_file(model_path(), o);
   int elided = 0, kept = 0;
   for (const auto& [name, v] : g.values) {
@@ -42,6 +55,7 @@ TEST(ShapeOnlyModels, TimingOnlyCompileIsTheProgramOfTheWeightsValuesWithoutTheB
     sim::ModelOptions o;
     o.timer = sim::simulation_timer(config);
     o.plan.spec.model = p;
+    o.dim_params = dim_params();
     const sim::CompiledModel with = sim::compile_model(model_path(), config, o, nullptr);
     o.weight_values = false;
     const sim::CompiledModel without = sim::compile_model(model_path(), config, o, nullptr);

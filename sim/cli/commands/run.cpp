@@ -133,6 +133,28 @@ std::optional<CompiledModel> multicore_study(multicore::Split split, const std::
   }
 }
 
+// A timing run of a model with data-dependent Ifs: each path compiled and simulated, the report's run is
+// the path --branch chooses (simulated here once and reused), both paths of each If in the branches
+// section and the summary.
+void branch_study(const std::string& model, CompiledModel& compiled, const isa::NpuConfig& config,
+                  const ModelCliOptions& m, const BranchRequest& request, ReportExtras& extras) {
+  std::optional<BranchStudy> study = study_branches(
+      compiled, request,
+      [&](compiler::Graph g) { return compile_graph_or_throw(std::move(g), model, config, m); },
+      [&](const isa::Program& p) {
+        try {
+          return arch::simulate(p, config, {});
+        } catch (const arch::SimError& e) {
+          throw RunError(e.what());
+        }
+      });
+  if (!study) return;
+  compiled = std::move(study->chosen);
+  extras.simulated = std::move(study->chosen_report);
+  extras.sections.push_back(traces::make_section("branches", std::move(study->section)));
+  extras.text += study->text;
+}
+
 }  // namespace
 
 int cmd_run(Context& ctx, const Command& cmd) {
@@ -261,9 +283,17 @@ int cmd_run(Context& ctx, const Command& cmd) {
     extras.text = std::move(generation->text);
     extras.simulated = std::move(generation->prefill_report);
   }
-  const CompiledModel compiled = study        ? std::move(study->main_model)
-                                 : generation ? std::move(generation->prefill)
-                                              : compile_or_throw(model, config, m);
+  if (opts.branch_given && !m.timing_only)
+    throw UsageError(
+        "--branch chooses a timing run's path at a data-dependent If; --functional and --accuracy follow the "
+        "data");
+  if (opts.branch_given && (study || generation || split != multicore::Split::kNone))
+    throw UsageError("--branch does not combine with --dynamic, --requests, --generate or --split");
+  CompiledModel compiled = study        ? std::move(study->main_model)
+                           : generation ? std::move(generation->prefill)
+                                        : compile_or_throw(model, config, m);
+  if (m.timing_only && !study && !generation && split == multicore::Split::kNone)
+    branch_study(model, compiled, config, m, opts.branch, extras);
   check_int8_options_apply(m, compiled, (acc.accuracy || acc.advise_sqnr) && acc.inputs_dir.empty());
   write_mapping_out(ctx, o, m, model, compiled);
   print_mapping(ctx, m, compiled);

@@ -11,9 +11,9 @@ const std::vector<Command>& commands() {
       {"run",
        "run [MODEL] [options]",
        "Compile MODEL (default: the built-in demo CNN) and simulate it; print the report.",
-       {machine_options, model_options, precision_options, accuracy_options, functional_options,
-        end_to_end_options, multicore_options, dynamic_options, requests_options, generation_options,
-        output_options},
+       {machine_options, model_options, branch_options, precision_options, accuracy_options,
+        functional_options, end_to_end_options, multicore_options, dynamic_options, requests_options,
+        generation_options, output_options},
        "  npusim run resnet50.onnx --config datacenter --report r.json\n"
        "  npusim run model.onnx --precision int8 --calibration images/ --preprocess pre.yaml --accuracy\n"
        "  npusim run gemm:M=512,N=512,K=512 --set systolic_array.rows=64 --html r.html\n"

@@ -11,6 +11,7 @@
 #include "sim/cli/options/common.h"
 #include "sim/cli/options/model.h"
 #include "sim/dynamic/dynamic_cli.h"
+#include "sim/model/branches.h"
 #include "sim/model/model.h"
 
 namespace npusim::sim::cli {
@@ -29,6 +30,8 @@ struct Options {
   FunctionalIo io;  // --inputs, --outputs, --seed
   EndToEndCliOptions e2e;
   std::string split = "none";  // --split (multi-core)
+  BranchRequest branch;        // --branch
+  bool branch_given = false;
   dynamic::DynamicCliOptions dynamic;
 };
 
@@ -39,6 +42,7 @@ GroupOptions accuracy_options(Options& o);    // accuracy.cpp
 GroupOptions functional_options(Options& o);  // functional.cpp
 GroupOptions end_to_end_options(Options& o);  // end_to_end.cpp
 GroupOptions multicore_options(Options& o);   // multicore.cpp
+GroupOptions branch_options(Options& o);      // branches.cpp: --branch
 GroupOptions dynamic_options(Options& o);     // dynamic.cpp: --dynamic
 GroupOptions requests_options(Options& o);    // dynamic.cpp: --requests
 GroupOptions generation_options(Options& o);  // dynamic.cpp: --generate

@@ -21,6 +21,23 @@ std::string bn(GraphBuilder& b, const std::string& x, const std::string& out, co
   return b.node("BatchNormalization", {x, p[0], p[1], p[2], p[3]}, out, s, {{"epsilon", attr_f(1e-3f)}});
 }
 
+TEST(FoldBatchnorm, AScaleAfterAProducersSecondOutputIsLeftAlone) {
+  // A GRU with Y omitted (output "") whose Y_h is scaled per channel by a constant Mul: nothing to fold
+  // (the fold rewrites a matrix node's first output), and no reading of the omitted one.
+  GraphBuilder b;
+  auto x = b.input("x", {2, 1, 3});
+  auto w = b.random_constant("w", {1, 12, 3}, 1);
+  auto r = b.random_constant("r", {1, 12, 4}, 2);
+  b.node("GRU", {x, w, r}, "yh", {1, 1, 4}, {{"hidden_size", attr_i(4)}});
+  b.graph().nodes.back().outputs = {"", "yh"};
+  auto y = b.node("Mul", {"yh", b.random_constant("s", {4}, 3)}, "y", {1, 1, 4});
+  b.output(y);
+  Graph g = b.build();
+  passes::fold_batchnorm(g);
+  EXPECT_EQ(g.nodes.size(), 2u);
+  EXPECT_EQ(g.nodes[1].op_type, "Mul");
+}
+
 TEST(FoldBatchnorm, ConvWithoutBiasGetsScaledWeightsAndABias) {
   GraphBuilder b;
   auto x = b.input("x", {1, 3, 6, 6});

@@ -82,6 +82,75 @@ TEST(FoldConstants, ShapesLeftOpenBehindShapeArithmeticAreFilledInOnceItFolds) {
   EXPECT_TRUE(same_outputs(before, g));
 }
 
+TEST(FoldConstants, ShapesBehindShapeArithmeticAreTheSameWithShapeOnlyWeights) {
+  // shufflenet's chunk: x[:, x.shape[1] // 2 :] through a conv whose weight is 2^20 elements, shape
+  // inference having given up after the Slice. A timing compile's shape-only weight (fed as zeros) refines
+  // the conv's output as the weight's values do: its size counts no more than the values' does.
+  auto graph = [](Tensor w) {
+    GraphBuilder b;
+    auto x = b.input("x", {1, 8, 32, 32});
+    auto s = b.node("Shape", {x}, "s", {4}, {}, DataType::kInt64);
+    auto c = b.node("Gather", {s, b.constant("one", Tensor::scalar_int(DataType::kInt64, 1))}, "c", {},
+                    {{"axis", attr_i(0)}}, DataType::kInt64);
+    auto h = b.node("Div", {c, b.constant("two", Tensor::scalar_int(DataType::kInt64, 2))}, "h", {}, {},
+                    DataType::kInt64);
+    auto start = b.node("Unsqueeze", {h, b.ints("ax", {0})}, "start", {1}, {}, DataType::kInt64);
+    auto sl = b.node("Slice", {x, start, b.ints("end", {8}), b.ints("axes", {1})}, "sl", {});
+    auto y = b.node("Conv", {sl, b.constant("w", std::move(w))}, "y", {});
+    b.output(y);
+    for (const char* v : {"sl", "y"}) b.graph().value(v).shape_known = false;
+    return b.build();
+  };
+  const Shape ws = {256, 4, 32, 32};
+  Graph values = graph(Tensor::from_floats(ws, uniform(num_elements(ws), 3)));
+  Graph shapes = graph(Tensor::shape_only(DataType::kFloat32, ws));
+  passes::fold_constants(values);
+  passes::fold_constants(shapes);
+  EXPECT_EQ(values.value("y").shape, (Shape{1, 256, 1, 1}));
+  EXPECT_TRUE(values.value("y").fully_known());
+  EXPECT_EQ(shapes.value("y").shape, values.value("y").shape);
+  EXPECT_TRUE(shapes.value("y").fully_known());
+}
+
+TEST(FoldConstants, ShapesBehindRuntimeIndicesAndLabelsAreFilledInTheirValuesNeverSizeTheOutput) {
+  // softmax cross-entropy written out (ONNX's *_expanded node tests): the log-probabilities' shape comes
+  // back through a Reshape to Shape(x), and the loss reads runtime int64 labels; a Gather of runtime
+  // indices too. Neither output's shape depends on the integers' values.
+  GraphBuilder b;
+  auto x = b.input("x", {3, 5});
+  auto labels = b.input("labels", {3});
+  b.graph().value(labels).dtype = DataType::kInt64;
+  auto idx = b.input("idx", {2});
+  b.graph().value(idx).dtype = DataType::kInt64;
+  auto s = b.node("Shape", {x}, "s", {2}, {}, DataType::kInt64);
+  auto lp = b.node("LogSoftmax", {x}, "lp", {3, 5});
+  auto r = b.node("Reshape", {lp, s}, "r", {});
+  auto loss = b.node("NegativeLogLikelihoodLoss", {r, labels}, "loss", {}, {{"reduction", attr_s("sum")}});
+  auto rows = b.node("Gather", {x, idx}, "rows", {}, {{"axis", attr_i(0)}});
+  b.output(loss);
+  b.output(rows);
+  for (const char* v : {"r", "loss", "rows"}) b.graph().value(v).shape_known = false;
+  Graph before = b.build();
+  Graph g = before;
+  passes::fold_constants(g);
+  EXPECT_TRUE(g.value("r").fully_known());
+  EXPECT_EQ(g.value("loss").shape, (Shape{}));
+  EXPECT_TRUE(g.value("loss").fully_known());
+  EXPECT_EQ(g.value("rows").shape, (Shape{2, 5}));
+  EXPECT_TRUE(g.value("rows").fully_known());
+  // A Reshape to a runtime shape stays open: its integers size the output.
+  GraphBuilder d;
+  auto y = d.input("y", {6});
+  auto to = d.input("to", {2});
+  d.graph().value(to).dtype = DataType::kInt64;
+  auto z = d.node("Reshape", {y, to}, "z", {});
+  d.output(z);
+  d.graph().value("z").shape_known = false;
+  Graph open = d.build();
+  passes::fold_constants(open);
+  EXPECT_FALSE(open.value("z").fully_known());
+}
+
 TEST(FoldConstants, NodeReadingARuntimeValueStays) {
   GraphBuilder b;
   auto x = b.input("x", {3});
