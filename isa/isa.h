@@ -207,14 +207,19 @@ enum class VecOp : uint8_t {
                  // to [imm0, imm1] (fp32 bits). dtype int64: the same records, sat64 and the 64-bit
                  // requantize. Float dtype: records are fp32 biases; y = clip(x + bias,
                  // imm0, imm1) in fp32 (CLIP's rule) rounded to the float dtype_out; imm2 = 0.
+  kLut = 32,     // table lookup on codes: dst = table[src1 - dtype_min(dtype)]; dtype and dtype_out int8 or
+                 // uint8, src2 the 256-entry table of dtype_out codes (entry 0 for the smallest code), bcast
+                 // none. One lookup per element per lane: a nonlinear activation of int8 codes in one pass
+                 // (Ethos-U's LUT activations); compiler/quant/emulate.h builds the tables.
 };
-inline constexpr int kNumVecOps = 32;
+inline constexpr int kNumVecOps = 33;
+inline constexpr int kLutEntries = 256;  // a LUT's table: one entry per 8-bit code
 inline constexpr std::array<std::string_view, kNumVecOps> kVecOpNames = {
     "copy",     "add",      "sub",        "mul",        "div",          "max",        "min",
     "pow",      "relu",     "leaky_relu", "clip",       "sigmoid",      "tanh",       "gelu",
     "erf",      "exp",      "sqrt",       "rsqrt",      "hard_sigmoid", "hard_swish", "requantize",
     "max_pool", "avg_pool", "reduce_sum", "reduce_max", "reduce_mean",  "transpose",  "abs",
-    "neg",      "recip",    "dwconv",     "output"};
+    "neg",      "recip",    "dwconv",     "output",     "lut"};
 
 enum class Bcast : uint8_t { kNone = 0, kScalar = 1, kRow = 2, kCol = 3 };
 inline constexpr int kNumBcasts = 4;

@@ -385,6 +385,15 @@ VecGeometry vec_geometry(const Instruction& ins) {
       if (field(ins, Field::kImm2) != 0) fail(ins, "a float output stage has no zero point; imm2 must be 0");
       g.src2_record_bytes = 4;  // fp32 bias
     }
+  } else if (op == VecOp::kLut) {
+    const auto code = [](DType t) { return t == DType::kInt8 || t == DType::kUint8; };
+    if (!code(in) || !code(out))
+      fail(ins, fmt::format("lut maps int8 or uint8 codes to int8 or uint8 codes, not {} -> {}",
+                            dtype_name(in), dtype_name(out)));
+    if (bcast != Bcast::kNone) fail(ins, "lut reads its whole 256-entry table; bcast must be none");
+    buffer_field(ins, Field::kSrc2Buf, "src2_buf");
+    g.src2_elems = isa::kLutEntries;
+    g.src2_record_bytes = 1;
   } else if (op == VecOp::kDwConv) {
     return dwconv_geometry(ins, in, out, bcast, d0, d1, d2);
   } else if (bcast != Bcast::kNone) {

@@ -447,6 +447,14 @@ void execute_vec(const Instruction& ins, MachineState& st) {
     output_stage(ins, g, s1, s2.data(), dst);
     return;
   }
+  if (op ==
+      VecOp::kLut) {  // entry code - dtype_min(in), an entry of dtype_out's codes (vec_geometry checked)
+    const std::vector<int64_t> a = read_ints(s1, g.src1_elems, in);
+    const std::vector<int64_t> table = read_ints(s2.data(), isa::kLutEntries, out);
+    for (int64_t i = 0; i < g.dst_elems; ++i)
+      store_int(dst + u(i) * es_out, out, table[u(a[u(i)] - isa::numerics::dtype_min(in))]);
+    return;
+  }
   if (is_integer(in) && integer_capable(op)) {
     const std::vector<int64_t> a = read_ints(s1, g.src1_elems, in);
     std::vector<int64_t> r;

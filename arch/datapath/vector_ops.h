@@ -20,6 +20,8 @@
 //  - requantize: numerics.h. bcast=none: imm0 = multiplier, imm1 = shift for every element. bcast
 //    row/col/scalar: src2 holds little-endian int32 pairs (multiplier, shift), broadcast per bcast
 //    (row = one pair per channel i0), and imm0/imm1 must be 0. imm2 is the zero point.
+//  - lut: src1 codes (int8/uint8) index the 256-entry table at src2 (codes of dtype_out, int8/uint8):
+//    dst = table[code - dtype_min(dtype)], exactly; bcast none, no immediates.
 //  - dwconv: src2 holds win_h*win_w*d0 weights (weight_dtype(dtype), footprint.h), dst the
 //    accumulator_dtype(dtype) sums. Each sum starts at 0 and adds the window's products in (i, j) order:
 //    integers (codes as stored, no zero point: the caller folds -zp * sum(w) into its bias, as for

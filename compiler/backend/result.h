@@ -35,6 +35,10 @@ struct LayerPlan {
   std::string op;
   Placement placement = Placement::kHost;
   std::string mapping;  // one line: e.g. "conv 3x3 s1 as CONV, 9 groups per block" or the vector lowering
+  // An int8 layer's arithmetic (int8.h): "integer" (int32 sums, requantized), "integer+float-epilogue"
+  // (the activation in fp32 after the sums), "lut" (a table on the codes), "codes" (moves or selects codes),
+  // "float" (dequantize, fp32, quantize); "" for other layers.
+  std::string int8_scheme;
   // Matrix layers: the tile (output rows/cols or M, reduction chunk, output channels/N) and loop order.
   int64_t tile_m = 0, tile_k = 0, tile_n = 0;
   int64_t tile_oh = 0, tile_ow = 0;  // conv: output rows x cols per tile (tile_m = tile_oh * tile_ow)

@@ -721,6 +721,7 @@ PrecisionPlan plan_from_statistics(const Graph& g, const PlanRequest& request,
                                    const CalibrationSet& calibration,
                                    const std::map<std::string, TensorStats>& stats, const Graph* original) {
   PrecisionPlan plan = resolve_plan(g, request.spec, original);
+  plan.int8_vector = request.quant.int8_vector;
   if (!plan.has_int8()) return plan;
   quantize_plan(g, plan, stats, request.quant);
   correct_bias_if_asked(g, plan, request.quant, calibration.samples);
@@ -759,6 +760,7 @@ PrecisionPlan build_plan(const Graph& g, const PlanRequest& request, const Graph
                          const ModelQuant* model, std::vector<std::string>* notes,
                          std::map<std::string, TensorStats>* stats_out) {
   PrecisionPlan plan = resolve_plan(g, request.spec, original);
+  plan.int8_vector = request.quant.int8_vector;
   std::map<std::string, QuantizedWeights> given;
   if (model) given = apply_model_quant(g, *model, plan, request.follow_model, notes);
   if (!plan.has_int8()) return plan;

@@ -399,6 +399,11 @@ class Emulator {
 
   void keep_all() { keep_all_ = true; }
 
+  // Node n's fp32 outputs on `ins` (the float rule's function, fused epilogue included).
+  std::vector<Tensor> fp32_outputs(const Node& n, const std::vector<const Tensor*>& ins) {
+    return compute_fp32(n, ins);
+  }
+
   // Node-by-node use (run() is begin() then, per node, run_node() and release_dead()).
   void begin(const Sample& inputs) {
     for (const auto& o : g_.outputs) outputs_.insert(o);
@@ -487,6 +492,15 @@ class Emulator {
       run_affine(n, *a, p);
       return;
     }
+    if (const auto m = integer_mul(g_, plan_, n)) {
+      run_integer_mul(n, *m);
+      return;
+    }
+    if (p == Precision::kInt8 && is_code_function(g_, n) && runtime_float(n.inputs[0]) &&
+        plan_.values.count(n.inputs[0]) && plan_.values.count(n.outputs[0])) {
+      run_lut(n);
+      return;
+    }
     // Float path: operands as the node reads them.
     std::vector<Tensor> holders(n.inputs.size());
     std::vector<const Tensor*> ins(n.inputs.size(), nullptr);
@@ -547,6 +561,42 @@ class Emulator {
       ev.real = std::move(t);
       ev.has_codes = false;
     }
+  }
+
+  // An element-wise function of one input on int8 codes: a table lookup per element (activation_lut).
+  void run_lut(const Node& n) {
+    Int8Tensor x = codes_of(n.inputs[0]);
+    Int8Tensor y;
+    y.shape = x.shape;
+    y.qparams = plan_.values.at(n.outputs[0]);
+    const std::vector<int32_t> table = activation_lut(g_, n, x.qparams, y.qparams);
+    y.codes.resize(x.codes.size());
+    for (size_t k = 0; k < x.codes.size(); ++k)
+      y.codes[k] = table[static_cast<size_t>(x.codes[k] - x.qparams.qmin())];
+    set_codes(n.outputs[0], std::move(y));
+  }
+
+  // integer_mul: the centred codes multiplied exactly (in fp32, which holds every product of two 8-bit
+  // centred codes, through the interpreter's broadcasting Mul), then one requantize.
+  void run_integer_mul(const Node& n, const num::QuantizedMultiplier& m) {
+    Tensor centred[2];
+    for (int k = 0; k < 2; ++k) {
+      const Int8Tensor q = codes_of(n.inputs[static_cast<size_t>(k)]);
+      centred[k] = Tensor(DataType::kFloat32, q.shape);
+      for (size_t j = 0; j < q.codes.size(); ++j)
+        centred[k].f[j] = static_cast<float>(q.codes[j] - q.qparams.zero_point);
+    }
+    const std::vector<Tensor> prod = call_kernel(n, {&centred[0], &centred[1]});
+    Int8Tensor y;
+    y.shape = prod.at(0).shape;
+    y.qparams = plan_.values.at(n.outputs[0]);
+    y.codes.resize(prod[0].f.size());
+    for (size_t j = 0; j < y.codes.size(); ++j) {
+      const int64_t v = num::requantize_unsaturated(static_cast<int32_t>(prod[0].f[j]), m.multiplier, m.shift,
+                                                    y.qparams.zero_point);
+      y.codes[j] = static_cast<int32_t>(num::clamp_i64(v, y.qparams.qmin(), y.qparams.qmax()));
+    }
+    set_codes(n.outputs[0], std::move(y));
   }
 
   // A BatchNormalization as the back end lowers it: precision.h's AffineArith, with the fp16/bf16
@@ -679,6 +729,59 @@ std::map<std::string, Tensor> emulate(const Graph& g, const PrecisionPlan& plan,
     out[o] = v.is_constant() ? *v.constant : e.env.at(o).real;
   }
   return out;
+}
+
+bool is_code_function(const Graph& g, const Node& n) {
+  static const std::set<std::string> onnx = {
+      "Sigmoid",     "Tanh",      "Exp",       "Erf",  "Sqrt", "Reciprocal",     "Abs",      "Neg",
+      "HardSigmoid", "HardSwish", "LeakyRelu", "Clip", "Relu", "Gelu",           "Softplus", "Softsign",
+      "Elu",         "Selu",      "Celu",      "Mish", "Log",  "ThresholdedRelu"};
+  const bool known = n.domain.empty()
+                         ? onnx.count(n.op_type) && interp::kernel_table().count(n.op_type)
+                         : n.domain == kNpuDomain && (n.op_type == "Gelu" || n.op_type == "Silu");
+  if (!known || n.outputs.size() != 1 || n.inputs.empty() || n.inputs[0].empty() || n.has_attr(kActivation))
+    return false;
+  for (size_t k = 1; k < n.inputs.size(); ++k)
+    if (!n.inputs[k].empty() && !g.value(n.inputs[k]).is_constant()) return false;
+  return !g.value(n.inputs[0]).is_constant();
+}
+
+std::optional<num::QuantizedMultiplier> integer_mul(const Graph& g, const PrecisionPlan& plan,
+                                                    const Node& n) {
+  if (plan.int8_vector != Int8Vector::kInteger || plan.precision_of(n.name) != Precision::kInt8)
+    return std::nullopt;
+  if (!n.domain.empty() || n.op_type != "Mul" || n.inputs.size() != 2 || n.outputs.size() != 1 ||
+      n.has_attr(kActivation))
+    return std::nullopt;
+  const QParams* q[3] = {nullptr, nullptr, nullptr};
+  const std::string* names[3] = {&n.inputs[0], &n.inputs[1], &n.outputs[0]};
+  for (int k = 0; k < 3; ++k) {
+    const std::string& v = *names[k];
+    if (v.empty() || !g.has_value(v) || g.value(v).is_constant() || !is_float(g.value(v).dtype))
+      return std::nullopt;
+    auto it = plan.values.find(v);
+    if (it == plan.values.end() ||
+        !(it->second.dtype == isa::DType::kInt8 || it->second.dtype == isa::DType::kUint8))
+      return std::nullopt;
+    q[k] = &it->second;
+  }
+  return num::try_quantize_multiplier(static_cast<double>(q[0]->scale) * q[1]->scale / q[2]->scale);
+}
+
+std::vector<int32_t> activation_lut(const Graph& g, const Node& n, const QParams& x, const QParams& y) {
+  if (x.dtype != isa::DType::kInt8 && x.dtype != isa::DType::kUint8)
+    fail(n, "a lookup table reads int8 or uint8 codes");
+  Tensor codes(DataType::kFloat32, {isa::kLutEntries});
+  for (int k = 0; k < isa::kLutEntries; ++k) codes.f[static_cast<size_t>(k)] = x.dequantize(x.qmin() + k);
+  std::vector<const Tensor*> ins(n.inputs.size(), nullptr);
+  ins[0] = &codes;
+  for (size_t k = 1; k < n.inputs.size(); ++k)
+    if (!n.inputs[k].empty()) ins[k] = g.value(n.inputs[k]).constant.get();
+  static const PrecisionPlan kFp32;
+  const std::vector<Tensor> out = Emulator(g, kFp32).fp32_outputs(n, ins);
+  std::vector<int32_t> table(static_cast<size_t>(isa::kLutEntries));
+  for (size_t k = 0; k < table.size(); ++k) table[k] = y.quantize(out.at(0).f[k]);
+  return table;
 }
 
 std::vector<Tensor> emulate_node(const Graph& g, const PrecisionPlan& plan, const Node& node,

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,25 @@ std::map<std::string, Tensor> emulate(const Graph& g, const PrecisionPlan& plan,
 // The accuracy report's own-error figures (accuracy.h) feed it the fp32 reference's inputs.
 std::vector<Tensor> emulate_node(const Graph& g, const PrecisionPlan& plan, const Node& node,
                                  const std::function<const Tensor&(const std::string& name)>& input);
+
+// Whether node n computes each element of its output from the element of its one runtime input at the
+// same place alone (Sigmoid, Tanh, Exp, Erf, HardSigmoid, HardSwish, Gelu, npu.Silu, Softplus, Mish, ...;
+// further inputs constant, no fused epilogue): on int8 codes it is a table of 256 entries.
+bool is_code_function(const Graph& g, const Node& n);
+// That table for input codes of `x` (int8 or uint8) and output codes of `y`: entry k holds
+// y.quantize(f(x.dequantize(x.qmin() + k))), f the node's fp32 function exactly as emulate computes it
+// (so the table's codes are the float rule's codes). The back end loads it for a VEC lut
+// (isa::VecOp::kLut) and emulate looks codes up in it.
+std::vector<int32_t> activation_lut(const Graph& g, const Node& n, const QParams& x, const QParams& y);
+
+// The integer scheme's Mul (plan.int8_vector == kInteger): an int8 Mul of two runtime inputs stored as
+// int8/uint8 codes, writing codes, without a fused activation (a squeeze-and-excitation block's Mul):
+//   y = saturate(requantize((a - a.zero_point) * (b - b.zero_point), M, shift, y.zero_point))
+// with int32 products (|product| <= 255^2), broadcasting as ONNX's Mul, and (M, shift) =
+// quantize_multiplier(a.scale * b.scale / y.scale): TFLite's integer Mul, rounding as isa/numerics.h.
+// Returns (M, shift), or nullopt when n is not such a Mul (it then follows the float rule).
+std::optional<isa::numerics::QuantizedMultiplier> integer_mul(const Graph& g, const PrecisionPlan& plan,
+                                                              const Node& n);
 
 // An int8 tensor as the NPU holds it: codes with their parameters.
 struct Int8Tensor {

@@ -36,6 +36,14 @@ Precision parse_precision(const std::string& text) {
   throw PrecisionError("unknown precision '" + text + "' (expected fp32, fp16, bf16, int8 or int16)");
 }
 
+std::string_view to_string(Int8Vector s) { return s == Int8Vector::kInteger ? "integer" : "float"; }
+
+Int8Vector parse_int8_vector(const std::string& text) {
+  if (text == "integer") return Int8Vector::kInteger;
+  if (text == "float") return Int8Vector::kFloat;
+  throw PrecisionError("unknown int8 vector scheme '" + text + "' (expected integer or float)");
+}
+
 isa::DType to_dtype(Precision p) {
   switch (p) {
     case Precision::kFp32:

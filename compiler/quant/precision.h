@@ -196,8 +196,19 @@ struct NodePrecision {
   bool fell_back() const { return effective != requested && !(requested == Precision::kInt16 && int16); }
 };
 
+// How int8 vector nodes compute (--int8-vector). kInteger: on the codes, as int8 NPUs run them -- an
+// element-wise function of one input (Sigmoid, HardSwish, Gelu, ...) is one 256-entry table lookup
+// (isa::VecOp::kLut; emulate.h's activation_lut); kFloat: every int8 vector node between a dequantize and
+// a quantize in fp32 (the contract's general rule above), kept for comparison. A table holds exactly the
+// codes the float rule computes, so the two schemes give the same codes; they differ in cycles.
+enum class Int8Vector { kInteger, kFloat };
+std::string_view to_string(Int8Vector s);
+// "integer" | "float"; throws PrecisionError naming the text.
+Int8Vector parse_int8_vector(const std::string& text);
+
 struct PrecisionPlan {
   Precision model = Precision::kFp32;
+  Int8Vector int8_vector = Int8Vector::kInteger;
   std::map<std::string, NodePrecision> nodes;  // every node of the graph, by name
   std::map<std::string, QParams> values;       // int8 activation values (filled by quantize_plan)
   std::map<std::string, LayerQuant> layers;    // int8 matrix nodes (filled by quantize_plan)

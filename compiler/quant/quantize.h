@@ -58,6 +58,8 @@ struct QuantOptions {
   // SmoothQuant (passes::smooth_linear_inputs, smooth_activations in recipe.h) with this migration strength,
   // applied like cross-layer equalisation by the caller that owns the graph. Off (nullopt) by default.
   std::optional<double> smoothquant_alpha;
+  // How int8 vector nodes compute (precision.h's Int8Vector; --int8-vector): the plan carries it.
+  Int8Vector int8_vector = Int8Vector::kInteger;
 };
 
 // The analytic bias correction build_layer applies: options.bias_correction, kNone under empirical bias

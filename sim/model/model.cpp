@@ -231,6 +231,7 @@ void attach_compile_info(const CompiledModel& compiled, traces::Report& report) 
     traces::LayerMapping& m = l.mapping.emplace();
     m.placement = compiler::placement_name(p.placement);
     m.description = p.mapping;
+    m.int8_scheme = p.int8_scheme;
     m.tile_m = p.tile_m;
     m.tile_k = p.tile_k;
     m.tile_n = p.tile_n;

@@ -106,6 +106,15 @@ TEST(Assemble, FieldsInAnyOrderOmittedFieldsZeroAndValueSpellings) {
   EXPECT_EQ(p.instructions[3], ld);
 }
 
+// A one-instruction program survives disassembly and reassembly, and its instruction encoding and decoding.
+void expect_text_and_words_round_trip(const Program& p) {
+  EXPECT_TRUE(assemble(disassemble(p)) == p);
+  std::vector<uint64_t> words;
+  encode(p.instructions.at(0), words);
+  size_t pos = 0;
+  EXPECT_TRUE(decode(words, pos) == p.instructions.at(0));
+}
+
 TEST(Assemble, DwconvCarriesItsWindowStridesAndDilationsThroughTextAndWords) {
   const Program p = assemble(
       "VEC op=dwconv dtype=uint8 dtype_out=int32 src1_buf=input src1=0x100 src2_buf=weight src2=0x40 "
@@ -118,11 +127,21 @@ TEST(Assemble, DwconvCarriesItsWindowStridesAndDilationsThroughTextAndWords) {
   EXPECT_EQ(i.get(Field::kStrH), 2);
   EXPECT_EQ(i.get(Field::kImm0), 2);
   EXPECT_NE(disassemble(i).find("op=dwconv"), std::string::npos) << disassemble(i);
-  EXPECT_TRUE(assemble(disassemble(p)) == p);
-  std::vector<uint64_t> words;
-  encode(i, words);
-  size_t pos = 0;
-  EXPECT_TRUE(decode(words, pos) == i);
+  expect_text_and_words_round_trip(p);
+}
+
+TEST(Assemble, LutCarriesItsCodesAndTableThroughTextAndWords) {
+  const Program p = assemble(
+      "VEC op=lut dtype=uint8 dtype_out=int8 src1_buf=input src1=0x200 src2_buf=acc src2=0x0 dst_buf=input "
+      "dst=0x200 d0=4096 d1=3 d2=1\n");
+  ASSERT_EQ(p.instructions.size(), 1u);
+  const Instruction& i = p.instructions[0];
+  EXPECT_EQ(i.get(Field::kVop), static_cast<int64_t>(VecOp::kLut));
+  EXPECT_EQ(i.get(Field::kDtype), static_cast<int64_t>(DType::kUint8));
+  EXPECT_EQ(i.get(Field::kDtypeOut), static_cast<int64_t>(DType::kInt8));
+  EXPECT_EQ(i.get(Field::kSrc2Buf), static_cast<int64_t>(Buffer::kAccumulator));
+  EXPECT_NE(disassemble(i).find("op=lut"), std::string::npos) << disassemble(i);
+  expect_text_and_words_round_trip(p);
 }
 
 TEST(Disassemble, CanonicalTextListsEveryFormatFieldInTableOrderAndHeaderFieldsOnlyWhenSet) {

@@ -285,6 +285,7 @@ TEST(Names, EveryNameTableIsCompleteAndUnique) {
   EXPECT_EQ(kVecOpNames[static_cast<int>(VecOp::kRequantize)], "requantize");
   EXPECT_EQ(kVecOpNames[static_cast<int>(VecOp::kRecip)], "recip");
   EXPECT_EQ(kVecOpNames[static_cast<int>(VecOp::kOutput)], "output");
+  EXPECT_EQ(kVecOpNames[static_cast<int>(VecOp::kLut)], "lut");
 }
 
 TEST(Names, FieldNamesAreUniqueWithinAFormatAndMeanOneFieldAcrossFormats) {

@@ -24,6 +24,7 @@
 #include "compiler/quant/quantize.h"
 #include "isa/machine/config.h"
 #include "isa/numerics.h"
+#include "isa/timing/units.h"
 #include "sim/model/model.h"
 #include "tests/compiler/passes/graph_builder.h"
 
@@ -1249,8 +1250,9 @@ Compiled squeeze_excitation_int8() {
 }
 
 TEST(Int8Codegen, SqueezeExcitationGroupRunsInTheAccumulatorAndGivesTheUnfusedProgramsBitsExactly) {
-  // The pool and the Mul convert codes in their tile loops with the fp32 work in the accumulator buffer;
-  // the pool holds the block's input in SRAM for the Mul (compiler/backend/fusion/se_fusion.h). Every value
+  // The pool converts codes in its tile loop with the fp32 work in the accumulator buffer, the Mul multiplies
+  // centred codes in int32 there (the integer scheme, quant::integer_mul); the pool holds the block's input
+  // in SRAM for the Mul (compiler/backend/fusion/se_fusion.h). Every value
   // is the quantized reference's code, and the outputs equal those of the program without the group, bit for
   // bit.
   Compiled k = squeeze_excitation_int8();
@@ -1265,7 +1267,9 @@ TEST(Int8Codegen, SqueezeExcitationGroupRunsInTheAccumulatorAndGivesTheUnfusedPr
   for (const auto& l : k.result.layers) {
     if (l.op != "Mul" && l.op != "GlobalAveragePool") continue;
     ++checked;
-    EXPECT_NE(l.mapping.find("fp32 work in the accumulator buffer"), std::string::npos) << l.mapping;
+    EXPECT_NE(l.mapping.find(l.op == "Mul" ? "multiplied in int32" : "fp32 work in the accumulator buffer"),
+              std::string::npos)
+        << l.mapping;
     EXPECT_EQ(l.fusion_group, "se:p_node") << l.name;
     EXPECT_EQ(l.on_chip_input, l.op == "Mul" ? "d" : "");
   }
@@ -1429,6 +1433,98 @@ TEST(Int8Codegen, OnnxConvTransposeNodeTestsRunInInt8NearTheirExpectedOutputs) {
     ASSERT_EQ(got.size(), 1u) << name;
     EXPECT_GT(cosine(got.begin()->second, want.f), 0.999) << name;
   }
+}
+
+// Layer `node` of `k` compiled for `config` under `scheme` (k.result holds the program): its VEC
+// instructions' cycles and ops, and the report's int8_scheme for it.
+struct SchemeRun {
+  int64_t vector_cycles = 0;
+  std::map<isa::VecOp, int> ops;
+  std::string int8_scheme;
+};
+SchemeRun compile_scheme(Compiled& k, const isa::NpuConfig& config, q::Int8Vector scheme,
+                         const std::string& node) {
+  SchemeRun r;
+  size_t layer = k.lowered.nodes.size();
+  for (size_t i = 0; i < k.lowered.nodes.size(); ++i)
+    if (k.lowered.nodes[i].name == node) layer = i;
+  EXPECT_LT(layer, k.lowered.nodes.size()) << node;
+  k.plan.int8_vector = scheme;
+  compiler::CompileOptions opt;
+  opt.plan = &k.plan;
+  k.result = compiler::compile(k.lowered, config, opt);
+  for (const auto& ins : k.result.program.instructions) {
+    if (ins.opcode != isa::Opcode::kVec || ins.layer() != layer) continue;
+    r.vector_cycles += isa::timing::vec_cycles(ins, config.vector);
+    ++r.ops[static_cast<isa::VecOp>(ins.get(isa::Field::kVop))];
+  }
+  for (const compiler::LayerPlan& l : k.result.layers)
+    if (l.name == node) r.int8_scheme = l.int8_scheme;
+  return r;
+}
+
+TEST(Int8Codegen, ActivationsOnCodesAreOneTableLookupGivingTheReferencesCodes) {
+  // Conv -> MaxPool -> activation -> Conv: the activation reads and writes int8 codes. Under the integer
+  // scheme it is one VEC lut per tile (its table loaded once, no float step) and writes the reference's codes
+  // bit for bit; under --int8-vector float it dequantizes, computes and quantizes in the tile loop, with the
+  // same codes. The table costs one lane-cycle per element against the float path's five steps (a
+  // quarter-rate divide among them): under half the vector cycles.
+  namespace t = compiler::testing;
+  const isa::NpuConfig config;
+  const std::pair<const char*, const char*> acts[] = {
+      {"Sigmoid", ""}, {"HardSwish", ""}, {"Tanh", ""}, {"HardSigmoid", ""}, {"Exp", ""}, {"Gelu", "npu"}};
+  for (const auto& [act, domain] : acts) {
+    t::GraphBuilder b;
+    auto x = b.input("x", {1, 8, 16, 16});
+    auto c = b.node("Conv", {x, b.random_constant("w", {8, 8, 1, 1}, 1)}, "c", {1, 8, 16, 16});
+    auto p = b.node("MaxPool", {c}, "p", {1, 8, 8, 8},
+                    {{"kernel_shape", t::attr_ints({2, 2})}, {"strides", t::attr_ints({2, 2})}});
+    auto a = b.node(act, {p}, "a", {1, 8, 8, 8}, {}, compiler::DataType::kFloat32,
+                    std::string(domain).empty() ? "" : compiler::kNpuDomain);
+    b.output(b.node("Conv", {a, b.random_constant("w2", {4, 8, 1, 1}, 2)}, "y", {1, 4, 8, 8}));
+    Compiled k = lower_and_plan_int8(b, 2);
+    const auto sample = q::synthetic_samples(k.lowered, 1, 21)[0];
+    const SchemeRun lut = compile_scheme(k, config, q::Int8Vector::kInteger, "a_node");
+    check_bit_exact(k, config, sample, {}, {"a_node"});
+    const SchemeRun fl = compile_scheme(k, config, q::Int8Vector::kFloat, "a_node");
+    check_bit_exact(k, config, sample, {}, {"a_node"});
+    EXPECT_GT(lut.ops.count(isa::VecOp::kLut), 0u) << act;
+    EXPECT_EQ(fl.ops.count(isa::VecOp::kLut), 0u) << act;
+    EXPECT_EQ(lut.int8_scheme, "lut") << act;
+    EXPECT_EQ(fl.int8_scheme, "float") << act;
+    EXPECT_LT(2 * lut.vector_cycles, fl.vector_cycles) << act;
+  }
+}
+
+TEST(Int8Codegen, SqueezeExcitationMulIsIntegerOnlyAndGivesTheReferencesCodes) {
+  // x -> Conv -> (GlobalAveragePool -> Conv -> Sigmoid) * Conv -> Conv: the squeeze-and-excitation Mul of
+  // two int8 values. Integer scheme: centred codes multiplied in int32 and one REQUANTIZE (no divide, no
+  // float step), the reference's codes bit for bit (quant::integer_mul); float scheme: dequantize,
+  // multiply, quantize, the float rule's codes. The integer Mul takes under half the float one's vector
+  // cycles (sub, mul, requantize against sub, mul, mul, a quarter-rate divide and an add).
+  namespace t = compiler::testing;
+  const isa::NpuConfig config;
+  t::GraphBuilder b;
+  auto x = b.input("x", {1, 16, 12, 12});
+  auto c = b.node("Conv", {x, b.random_constant("w", {16, 16, 1, 1}, 1)}, "c", {1, 16, 12, 12});
+  auto g = b.node("GlobalAveragePool", {c}, "g", {1, 16, 1, 1});
+  auto f = b.node("Conv", {g, b.random_constant("wf", {16, 16, 1, 1}, 2)}, "f", {1, 16, 1, 1});
+  auto s = b.node("Sigmoid", {f}, "s", {1, 16, 1, 1});
+  auto m = b.node("Mul", {c, s}, "m", {1, 16, 12, 12});
+  b.output(b.node("Conv", {m, b.random_constant("wo", {8, 16, 1, 1}, 3)}, "y", {1, 8, 12, 12}));
+  Compiled k = lower_and_plan_int8(b, 2);
+  const auto samples = q::synthetic_samples(k.lowered, 2, 17);
+  const SchemeRun in = compile_scheme(k, config, q::Int8Vector::kInteger, "m_node");
+  for (const auto& sample : samples) check_bit_exact(k, config, sample, {}, {"m_node"});
+  const SchemeRun fl = compile_scheme(k, config, q::Int8Vector::kFloat, "m_node");
+  for (const auto& sample : samples) check_bit_exact(k, config, sample, {}, {"m_node"});
+  EXPECT_GT(in.ops.count(isa::VecOp::kRequantize), 0u);
+  EXPECT_EQ(in.ops.count(isa::VecOp::kDiv), 0u);
+  EXPECT_EQ(fl.ops.count(isa::VecOp::kRequantize), 0u);
+  EXPECT_GT(fl.ops.count(isa::VecOp::kDiv), 0u);
+  EXPECT_EQ(in.int8_scheme, "integer");
+  EXPECT_EQ(fl.int8_scheme, "float");
+  EXPECT_LT(2 * in.vector_cycles, fl.vector_cycles);
 }
 
 }  // namespace

@@ -69,6 +69,10 @@ std::string vector_and_host_probe() {
           "VEC layer=vec" + wait +
           " op=output dtype=fp32 dtype_out=fp16 src1_buf=input src1=0x0 src2_buf=weight src2=0x0 dst_buf=acc "
           "dst=0x4000 d0=64 d1=8 d2=1 bcast=row\n";
+    } else if (op == "lut") {
+      s += "VEC layer=vec" + wait +
+           " op=lut dtype=int8 dtype_out=int8 src1_buf=input src1=0x0 src2_buf=weight src2=0x0 dst_buf=acc "
+           "dst=0x4000 d0=64 d1=8 d2=1\n";
     } else if (op == "dwconv") {
       s +=
           "VEC layer=vec" + wait +

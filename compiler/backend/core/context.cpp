@@ -325,6 +325,7 @@ int Context::vec(const VecArgs& a) {
   if (binary) record = in_es;
   if (a.op == isa::VecOp::kRequantize && a.bcast != isa::Bcast::kNone) record = 8;
   if (a.op == isa::VecOp::kOutput) record = isa::numerics::is_integer(a.in) ? 12 : 4;
+  if (a.op == isa::VecOp::kLut) record = 1;  // the 256 table entries, whatever the box
   if (record > 0) {
     i.set(Field::kSrc2Buf, static_cast<int64_t>(a.src2_buf))
         .set(Field::kSrc2Addr, static_cast<int64_t>(a.src2));
@@ -343,6 +344,7 @@ int Context::vec(const VecArgs& a) {
       case isa::Bcast::kNone:
         break;
     }
+    if (a.op == isa::VecOp::kLut) n2 = isa::kLutEntries;
     reads.push_back(Range{static_cast<int>(a.src2_buf), a.src2, a.src2 + static_cast<uint64_t>(n2 * record)});
   }
   if (a.op == isa::VecOp::kMaxPool || a.op == isa::VecOp::kAvgPool) {

@@ -115,9 +115,8 @@ void dequantize_tile_into(Context& c, Buffer buf, uint64_t slot, Buffer dst_buf,
 }
 
 void subtract_zero_point(Context& c, Buffer buf, uint64_t slot, Buffer dst_buf, uint64_t dst, int64_t d0,
-                         int64_t d1, DType codes, uint64_t kslot) {
-  Context::VecArgs v =
-      tile_op(VecOp::kSub, codes, DType::kFp32, buf, slot, d0, d1, kslot + 0, isa::Bcast::kScalar);
+                         int64_t d1, DType codes, uint64_t kslot, DType out) {
+  Context::VecArgs v = tile_op(VecOp::kSub, codes, out, buf, slot, d0, d1, kslot + 0, isa::Bcast::kScalar);
   v.dst_buf = dst_buf, v.dst = dst;
   c.vec(v);
 }
@@ -312,7 +311,7 @@ PlanScope::PlanScope(Context& c, const Node& n, Placement placement) : c_(c), n_
   if (placement == Placement::kNpuVector && p == Precision::kInt8) {
     if (const std::optional<DType> codes = moves_codes(c, plan, n)) {
       // Selecting or moving values is exact on codes of one QParams: the node runs on the codes.
-      deferred_ = true;
+      deferred_ = on_codes_ = true;
       c.act = *codes;
       c.esize = isa::dtype_bytes(*codes);
       return;
@@ -384,6 +383,14 @@ void PlanScope::finish() {
   finished_ = true;
   c_.codes.clear();
   const quant::PrecisionPlan& plan = *c_.options.plan;
+  // The report's int8 scheme (LayerPlan::int8_scheme), unless the lowering named its own (lut).
+  if (c_.plan && c_.plan->int8_scheme.empty() && c_.plan->placement != Placement::kHost &&
+      plan.precision_of(n_.name) == Precision::kInt8) {
+    c_.plan->int8_scheme =
+        int8_matrix_ ? (plan.layers.at(n_.name).float_epilogue ? "integer+float-epilogue" : "integer")
+        : on_codes_  ? "codes"
+                     : "float";
+  }
   for (const auto& [scratch, name] : pending_out_) {
     const DramTensor& real = saved_.at(name);
     auto qp = [&](DType t) -> const QParams* { return is_int_code(t) ? &plan.values.at(name) : nullptr; };

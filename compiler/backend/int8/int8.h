@@ -61,7 +61,7 @@ class PlanScope {
   void convert_io(bool defer_codes);
   Context& c_;
   const Node& n_;
-  bool active_ = false, int8_matrix_ = false, finished_ = false, deferred_ = false;
+  bool active_ = false, int8_matrix_ = false, finished_ = false, deferred_ = false, on_codes_ = false;
   isa::DType saved_act_ = isa::DType::kFp32;
   int64_t saved_esize_ = 4;
   std::map<std::string, DramTensor> saved_;                      // swapped entries of c.tensors
@@ -128,9 +128,20 @@ void dequantize_tile_into(Context& c, isa::Buffer buf, uint64_t slot, isa::Buffe
                           isa::DType out = isa::DType::kFp32);
 // dequantize_tile's first half: codes at `slot` of `buf` -> fp32 (code - zero point, exact) at `dst` of
 // `dst_buf`; for a consumer that folds the scale into its own constants (the BatchNormalization layer,
-// quant::affine_arith).
+// quant::affine_arith). `out` int32: the centred codes of the integer scheme (quant::integer_mul).
 void subtract_zero_point(Context& c, isa::Buffer buf, uint64_t slot, isa::Buffer dst_buf, uint64_t dst,
-                         int64_t d0, int64_t d1, isa::DType codes, uint64_t kslot);
+                         int64_t d0, int64_t d1, isa::DType codes, uint64_t kslot,
+                         isa::DType out = isa::DType::kFp32);
+
+// The integer scheme of an int8 element-wise function of one input (quant::Int8Vector::kInteger,
+// quant::is_code_function) whose input and output PlanScope left as int8/uint8 codes: one VEC lut per
+// tile with the node's table (quant::activation_lut), bit for bit the float rule's codes.
+bool lut_applies(const Context& c, const Node& n);
+// Loads the table into the accumulator buffer at kLutSlot, switches the context to the input's codes (c.act,
+// c.esize: PlanScope restores them) and returns the VEC lut to apply to each tile (the caller sets its box
+// and its src1/dst).
+inline constexpr uint64_t kLutSlot = 0;
+Context::VecArgs begin_lut(Context& c, const Node& n);
 
 // Converts a whole tensor between storage formats (same shape and layout): codes use `src_q` /
 // `dst_q` (ignored for float dtypes).

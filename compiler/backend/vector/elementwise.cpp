@@ -20,6 +20,7 @@
 #include "compiler/backend/vector/vector_lowerings.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/passes/lowered.h"
+#include "compiler/quant/emulate.h"
 #include "isa/numerics.h"
 #include "isa/strides.h"
 
@@ -102,14 +103,17 @@ bool lower_unary(Context& c, const Node& n, std::string* why) {
     v.imm0 = f32_imm(static_cast<float>(c.options.plan->values.at(n.outputs[0]).zero_point));
     v.imm1 = f32_imm(INFINITY);
   }
+  // # int8, integer scheme: the function is a table on the codes, one VEC lut per tile (int8.h).
+  const bool lut = lut_applies(c, n);
+  if (lut) v = begin_lut(c, n);
   Slots s = make_slots(c, Buffer::kInput);
   const int64_t total = num_elements(y.shape);
   const int64_t d0max = std::min<int64_t>(4096, s.elems);
   const uint64_t ex = static_cast<uint64_t>(isa::dtype_bytes(x.dtype)),
                  ey = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
   // # int8: codes converted in SRAM, tile by tile (PlanScope); constants at the accumulator's start.
-  const quant::QParams* qx = c.codes_of(n.inputs[0]);
-  const quant::QParams* qy = c.codes_of(n.outputs[0]);
+  const quant::QParams* qx = lut ? nullptr : c.codes_of(n.inputs[0]);
+  const quant::QParams* qy = lut ? nullptr : c.codes_of(n.outputs[0]);
   if (qx) load_conversion_constants(c, 0, qx, nullptr);
   if (qy) load_conversion_constants(c, 16, nullptr, qy);
   for (int64_t off = 0; off < total;) {
@@ -126,7 +130,7 @@ bool lower_unary(Context& c, const Node& n, std::string* why) {
            {d0, 0, 0});
     if (qx) dequantize_tile(c, Buffer::kInput, slot, d0, d1, x.dtype, 0);
     Context::VecArgs a = v;
-    a.in = a.out = c.act;
+    if (!lut) a.in = a.out = c.act;
     a.src1_buf = a.dst_buf = Buffer::kInput;
     a.src1 = a.dst = slot;
     a.d0 = d0, a.d1 = d1, a.d2 = 1;
@@ -139,6 +143,7 @@ bool lower_unary(Context& c, const Node& n, std::string* why) {
   c.plan->mapping = fmt::format("VEC {} streamed in {}-element tiles{}",
                                 isa::kVecOpNames[static_cast<size_t>(v.op)], s.elems,
                                 on_codes   ? " on int8 codes (relu = clamp at the zero point)"
+                                : lut      ? " on int8 codes: a 256-entry table of " + n.op_type
                                 : qx || qy ? ", int8 codes converted in the tile loop"
                                            : "");
   return true;
@@ -155,6 +160,7 @@ struct Operand {
   Shape pshape;                       // extents in output physical order (1 = broadcast)
   isa::DType dt = isa::DType::kFp32;  // element type in DRAM
   const quant::QParams* q = nullptr;  // # int8: codes converted in the tile loop (Context::codes)
+  bool centred = false;  // # int8 integer scheme: its codes become code - zero point in int32, not reals
   int64_t sram = -1;  // where the input scratchpad already holds it (an SE block's input), -1 = in DRAM only
 };
 
@@ -438,7 +444,11 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
         const uint64_t at = b_cur + i * b_region;
         c.load(Buffer::kWeight, at, Bs[i].range, Bs[i].addr + static_cast<uint64_t>(bo) * eb, Bs[i].dt, bsz,
                bst);
-        if (Bs[i].q) dequantize_tile(c, Buffer::kWeight, at, bsz[0], bsz[1], Bs[i].dt, kConvB);
+        if (Bs[i].q && Bs[i].centred)
+          subtract_zero_point(c, Buffer::kWeight, at, Buffer::kWeight, at, bsz[0], bsz[1], Bs[i].dt, kConvB,
+                              DType::kInt32);
+        else if (Bs[i].q)
+          dequantize_tile(c, Buffer::kWeight, at, bsz[0], bsz[1], Bs[i].dt, kConvB);
       }
       last_b_off = bo, last_b_n = b_n;
     }
@@ -541,11 +551,16 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
     return false;
   }
   const quant::QParams* qy = c.codes_of(n.outputs[0]);
+  // # int8, integer scheme (quant::integer_mul): both operands' codes centred in int32, multiplied, one
+  // requantize to the output's codes; no float step.
+  const std::optional<isa::numerics::QuantizedMultiplier> imul =
+      A.q && B.q && qy && c.options.plan ? quant::integer_mul(c.g, *c.options.plan, n) : std::nullopt;
+  B.centred = imul.has_value();
   // # int8: operands and output stored as codes are converted in SRAM, tile by tile (PlanScope);
   // their conversion constants sit at the start of the accumulator buffer.
   if (A.q) load_conversion_constants(c, kConvA, A.q, nullptr);
   if (B.q) load_conversion_constants(c, kConvB, B.q, nullptr);
-  if (qy) load_conversion_constants(c, kConvY, nullptr, qy);
+  if (qy && !imul) load_conversion_constants(c, kConvY, nullptr, qy);
   // # int8: with codes in, the fp32 work runs in the accumulator buffer, as lower_batchnorm's does: the
   // codes come in through the input buffer (1 byte per element on its port, which the DMA shares)
   // instead of every step's 4-byte operands (an SE block's Mul was 3x its roofline on that port).
@@ -556,9 +571,28 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
   if (A.t) A.sram = se_mul_input(c, A.range, A.dt);  // an SE block's input, where its pool left it
   Slots acc = qa ? make_slots(c, Buffer::kAccumulator, 64) : Slots{};
   const Bcast mode = stream_broadcast(
-      c, A, {B}, y, qy,
+      c, A, {B}, y, imul ? nullptr : qy,
       [&](uint64_t a_slot, const std::vector<uint64_t>& b, int64_t d0, int64_t d1, Bcast bc) {
         const uint64_t b_cur = b[0];
+        if (imul) {
+          const uint64_t sl = acc.take();
+          subtract_zero_point(c, Buffer::kInput, a_slot, Buffer::kAccumulator, sl, d0, d1, A.dt, kConvA,
+                              DType::kInt32);
+          Context::VecArgs v;
+          v.op = VecOp::kMul, v.in = v.out = DType::kInt32, v.src1_buf = v.dst_buf = Buffer::kAccumulator;
+          v.src1 = v.dst = sl, v.src2_buf = Buffer::kWeight, v.src2 = b_cur, v.d0 = d0, v.d1 = d1,
+          v.bcast = bc;
+          c.vec(v);
+          // The codes where the A tile lay when the product stays there (kept), else in the int32 tile.
+          const TileResult out =
+              kept ? TileResult{Buffer::kInput, a_slot} : TileResult{Buffer::kAccumulator, sl};
+          Context::VecArgs rq;
+          rq.op = VecOp::kRequantize, rq.in = DType::kInt32, rq.out = y.dtype;
+          rq.src1_buf = Buffer::kAccumulator, rq.src1 = sl, rq.dst_buf = out.buf, rq.dst = out.addr;
+          rq.d0 = d0, rq.d1 = d1, rq.imm0 = imul->multiplier, rq.imm1 = imul->shift, rq.imm2 = qy->zero_point;
+          c.vec(rq);
+          return out;
+        }
         Buffer work = Buffer::kInput;
         uint64_t sl = a_slot;
         if (qa) {
@@ -594,6 +628,7 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
   // The product stays in the scratchpad for the pointwise conv after the Mul (backend/fusion/residency.h; the
   // first LOAD of it by any other reader spills it).
   if (kept) se_mul_kept_product(c, n.outputs[0], y, static_cast<uint64_t>(A.sram));
+  if (imul) c.plan->int8_scheme = "integer";
   c.plan->mapping =
       fmt::format("VEC {} bcast {}{}{}{}{}{}", isa::kVecOpNames[static_cast<size_t>(op)],
                   isa::kBcastNames[static_cast<size_t>(mode)],
@@ -601,7 +636,8 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
                   : recip_a ? " of recip"
                             : "",
                   act.empty() ? "" : " + " + act,
-                  qa          ? ", int8 codes converted in the tile loop, fp32 work in the accumulator buffer"
+                  imul        ? ", int8 integer: centred codes multiplied in int32, one requantize"
+                  : qa        ? ", int8 codes converted in the tile loop, fp32 work in the accumulator buffer"
                   : B.q || qy ? ", int8 codes converted in the tile loop"
                               : "",
                   A.sram >= 0 && se_mul_read(c) ? ", input read where its SE block's pool left it" : "",

@@ -148,6 +148,11 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
     throw UsageError(
         fmt::format("--weight-range '{}' is not one of minmax, mse, output-mse", m.weight_range));
   }
+  try {
+    r.quant.int8_vector = q::parse_int8_vector(m.int8_vector);
+  } catch (const q::PrecisionError&) {
+    throw UsageError(fmt::format("--int8-vector '{}' is not one of integer, float", m.int8_vector));
+  }
   if (m.activations != "asymmetric" && m.activations != "symmetric") {
     throw UsageError(fmt::format("--activations '{}' is not one of asymmetric, symmetric", m.activations));
   }

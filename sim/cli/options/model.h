@@ -33,6 +33,8 @@ struct ModelCliOptions {
   std::optional<compiler::Preprocess> preprocess;  // read from it by load_preprocess()
   std::string weights = compiler::quant::QuantOptions{}.per_channel ? "per-channel" : "per-tensor";
   std::string weight_range = to_string(compiler::quant::QuantOptions{}.weight_range);  // --weight-range
+  std::string int8_vector =
+      std::string(to_string(compiler::quant::QuantOptions{}.int8_vector));  // --int8-vector
   std::string activations =
       compiler::quant::QuantOptions{}.symmetric_activations ? "symmetric" : "asymmetric";
   bool bias_correction = false;              // --bias-correction (every layer)

@@ -53,10 +53,16 @@ GroupOptions precision_options(Options& o) {
                     fmt::format("int8 weight range: minmax, mse or output-mse (default {})",
                                 q::to_string(quant.weight_range))
                         .c_str())(
-      "activations", po::value(&m.activations)->notifier(given("--activations"))->value_name("S"),
-      fmt::format("int8 activations: asymmetric{} or symmetric{}", mark(!quant.symmetric_activations),
-                  mark(quant.symmetric_activations))
-          .c_str())(
+      "int8-vector", po::value(&m.int8_vector)->notifier(given("--int8-vector"))->value_name("S"),
+      fmt::format("int8 vector layers: integer (on the codes: activations as lookup tables){} or float "
+                  "(dequantize, fp32, quantize){}",
+                  mark(quant.int8_vector == q::Int8Vector::kInteger),
+                  mark(quant.int8_vector == q::Int8Vector::kFloat))
+          .c_str())("activations",
+                    po::value(&m.activations)->notifier(given("--activations"))->value_name("S"),
+                    fmt::format("int8 activations: asymmetric{} or symmetric{}",
+                                mark(!quant.symmetric_activations), mark(quant.symmetric_activations))
+                        .c_str())(
       "bias-correction", po::bool_switch(&m.bias_correction),
       fmt::format("int8: correct every layer's bias for weight rounding{}", bias(q::BiasCorrection::kAll))
           .c_str())("bias-correction-nonnegative", po::bool_switch(&m.bias_correction_nonnegative),

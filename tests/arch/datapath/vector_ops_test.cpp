@@ -301,16 +301,19 @@ TEST(Vec, FloatOutputStageIsAddClipAndTheNarrowing) {
   }
 }
 
+// Expects `ins` to be rejected with a message containing `what`.
+void expect_rejected(VecRun& r, const Instruction& ins, const char* what) {
+  try {
+    execute(ins, r.cfg, r.st);
+    ADD_FAILURE() << "accepted: " << what;
+  } catch (const DatapathError& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
 TEST(Vec, OutputStageRejectsWhatItCannotMean) {
   VecRun r;
-  auto fails = [&](Instruction ins, const char* what) {
-    try {
-      execute(ins, r.cfg, r.st);
-      ADD_FAILURE() << "accepted: " << what;
-    } catch (const DatapathError& e) {
-      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-    }
-  };
+  auto fails = [&](const Instruction& ins, const char* what) { expect_rejected(r, ins, what); };
   fails(vec(VecOp::kOutput, DType::kInt32, DType::kInt8, 4), "bcast must not be none");
   Instruction f = vec(VecOp::kOutput, DType::kInt32, DType::kFp16, 4);
   f.set(Field::kBcast, static_cast<int64_t>(Bcast::kRow));
@@ -322,6 +325,37 @@ TEST(Vec, OutputStageRejectsWhatItCannotMean) {
   s.set(Field::kBcast, static_cast<int64_t>(Bcast::kScalar));
   put(r.st, Buffer::kWeight, 0, std::vector<int32_t>{0, 1 << 30, 40});
   fails(s, "outside [-31, 31]");
+}
+
+TEST(Vec, LutMapsEveryCodeThroughItsTableEntryCodeMinusTheSmallestCode) {
+  // Every code of each 8-bit dtype, twice over (a box of 2 x 256), through a table of another dtype: entry
+  // k holds a value unlike k (255 - k, read as the destination's codes), so an index off by one or by 128
+  // (int8 read as uint8) shows.
+  for (DType in : {DType::kInt8, DType::kUint8}) {
+    for (DType out : {DType::kInt8, DType::kUint8}) {
+      VecRun r;
+      const int lo = in == DType::kInt8 ? -128 : 0;
+      std::vector<uint8_t> codes(512), table(256);
+      for (int i = 0; i < 512; ++i) codes[static_cast<size_t>(i)] = static_cast<uint8_t>(lo + (i * 37) % 256);
+      for (int k = 0; k < 256; ++k) table[static_cast<size_t>(k)] = static_cast<uint8_t>(255 - k);
+      const auto got = r.run<uint8_t, uint8_t>(vec(VecOp::kLut, in, out, 256, 2), codes, table, 512);
+      for (int i = 0; i < 512; ++i) {
+        const int code = in == DType::kInt8 ? static_cast<int8_t>(codes[static_cast<size_t>(i)])
+                                            : codes[static_cast<size_t>(i)];
+        EXPECT_EQ(got[static_cast<size_t>(i)], 255 - (code - lo)) << i;
+      }
+    }
+  }
+}
+
+TEST(Vec, LutRejectsWhatItCannotMean) {
+  VecRun r;
+  auto fails = [&](const Instruction& ins, const char* what) { expect_rejected(r, ins, what); };
+  fails(vec(VecOp::kLut, DType::kInt32, DType::kInt8, 4), "lut maps int8 or uint8 codes");
+  fails(vec(VecOp::kLut, DType::kInt8, DType::kFp16, 4), "lut maps int8 or uint8 codes");
+  Instruction b = vec(VecOp::kLut, DType::kInt8, DType::kInt8, 4);
+  b.set(Field::kBcast, static_cast<int64_t>(Bcast::kRow));
+  fails(b, "bcast must be none");
 }
 
 TEST(Vec, PoolingWindowsAndStrides) {

@@ -1281,3 +1281,144 @@ TEST(Qdq, TorchExportedModelRunsWithItsOwnScalesBitExactWithAPlainReference) {
 
 }  // namespace
 }  // namespace npusim::compiler::quant
+
+namespace npusim::compiler::quant {
+namespace {
+
+// A graph of one node `op` on a runtime input (and the node, by reference into the graph).
+Graph one_node(const std::string& op, const std::string& domain = "",
+               std::map<std::string, Attribute> attrs = {}) {
+  testing::GraphBuilder b;
+  const std::string x = b.input("x", {1, 8});
+  b.output(b.node(op, {x}, "y", {1, 8}, std::move(attrs), DataType::kFloat32, domain));
+  return b.build();
+}
+
+QParams qp(float scale, int32_t zp, isa::DType dt) {
+  QParams p;
+  p.scale = scale, p.zero_point = zp, p.dtype = dt;
+  return p;
+}
+
+TEST(ActivationLut, EntryKIsTheOutputCodeOfTheFunctionOfInputCodeQminPlusK) {
+  // Sigmoid from uint8 codes (scale 1/16, zero point 128: reals -8 .. 7.94) to uint8 codes of scale 1/256:
+  // entry k = round(256 / (1 + exp(-(k - 128) / 16))), saturated at 255, computed here in double. fp32's
+  // sigmoid may round a value lying within 1e-4 of a half code the other way; none of these do but allow it.
+  const Graph g = one_node("Sigmoid");
+  const std::vector<int32_t> t = activation_lut(g, g.nodes[0], qp(1.0f / 16, 128, isa::DType::kUint8),
+                                                qp(1.0f / 256, 0, isa::DType::kUint8));
+  ASSERT_EQ(t.size(), 256u);
+  for (int k = 0; k < 256; ++k) {
+    const double v = 256.0 / (1.0 + std::exp(-(k - 128) / 16.0));
+    const double want = std::min(255.0, std::nearbyint(v));
+    const bool near_tie = std::fabs(v - std::floor(v) - 0.5) < 1e-4;
+    if (!near_tie) {
+      EXPECT_EQ(t[static_cast<size_t>(k)], want) << k;
+    }
+  }
+  EXPECT_EQ(t[0], 0);      // sigmoid(-8) * 256 = 0.086
+  EXPECT_EQ(t[128], 128);  // sigmoid(0) = 1/2
+  EXPECT_EQ(t[255], 255);  // saturated
+}
+
+TEST(ActivationLut, Int8CodesIndexFromMinus128AndHardSwishIsExactOnItsLinearPiece) {
+  // int8 codes of scale 1/8, zero point 0 (reals -16 .. 15.875) -> int8 codes of scale 1/8: HardSwish is
+  // 0 below -3, x above 3, so entry k (code k - 128) is 0 for codes <= -24 and the code itself from 24 on.
+  const Graph g = one_node("HardSwish");
+  const std::vector<int32_t> t =
+      activation_lut(g, g.nodes[0], qp(0.125f, 0, isa::DType::kInt8), qp(0.125f, 0, isa::DType::kInt8));
+  for (int code = -128; code <= 127; ++code) {
+    const int32_t e = t[static_cast<size_t>(code + 128)];
+    if (code <= -24) {
+      EXPECT_EQ(e, 0) << code;
+    }
+    if (code >= 24) {
+      EXPECT_EQ(e, code) << code;
+    }
+  }
+  EXPECT_EQ(t[128 + 8], 5);  // code 8, x = 1: 1 * (1 + 3) / 6 = 0.667 = 5.33 codes of 1/8
+}
+
+TEST(ActivationLut, OnlyElementwiseFunctionsOfOneRuntimeInputAreTables) {
+  EXPECT_TRUE(is_code_function(one_node("Sigmoid"), one_node("Sigmoid").nodes[0]));
+  const Graph silu = one_node("Silu", kNpuDomain);
+  EXPECT_TRUE(is_code_function(silu, silu.nodes[0]));
+  const Graph fused = one_node("Sigmoid", "", {{kActivation, testing::attr_s("Relu")}});
+  EXPECT_FALSE(is_code_function(fused, fused.nodes[0]));  // a fused epilogue: not the node's function alone
+  const Graph softmax = one_node("Softmax");
+  EXPECT_FALSE(is_code_function(softmax, softmax.nodes[0]));  // each output depends on the whole row
+  testing::GraphBuilder b;
+  const std::string x = b.input("x", {1, 8}), z = b.input("z", {1, 8});
+  b.output(b.node("Add", {x, z}, "y", {1, 8}));
+  const Graph add = b.build();
+  EXPECT_FALSE(is_code_function(add, add.nodes[0]));  // two runtime inputs
+}
+
+TEST(ActivationLut, TheReferenceLooksUpTheTableAndGivesTheFloatRulesCodes) {
+  // Gelu's int8 layer in the reference: codes out = table[codes in - qmin], equal to quantize(gelu(
+  // dequantize(code))) element by element; the result does not depend on the scheme.
+  for (Int8Vector scheme : {Int8Vector::kInteger, Int8Vector::kFloat}) {
+    testing::GraphBuilder b;
+    const std::string x = b.input("x", {1, 4, 8, 8});
+    const std::string c = b.node("Conv", {x, b.random_constant("w", {4, 4, 1, 1}, 3)}, "c", {1, 4, 8, 8});
+    const std::string a = b.node("Gelu", {c}, "a", {1, 4, 8, 8}, {}, DataType::kFloat32, kNpuDomain);
+    b.output(b.node("Conv", {a, b.random_constant("w2", {4, 4, 1, 1}, 4)}, "y", {1, 4, 8, 8}));
+    const Graph g = b.build();
+    PlanRequest req;
+    req.spec.model = Precision::kInt8;
+    req.calibration_count = 4;
+    req.quant.int8_vector = scheme;
+    const PrecisionPlan plan = build_plan(g, req);
+    EXPECT_EQ(plan.int8_vector, scheme);
+    const auto sample = synthetic_samples(g, 1, 3)[0];
+    const auto t = expected_int8_tensors(g, plan, sample);
+    const Int8Tensor& in = t.at("c");
+    const Int8Tensor& out = t.at("a");
+    ASSERT_EQ(in.codes.size(), out.codes.size());
+    for (size_t k = 0; k < in.codes.size(); ++k) {
+      const float real = in.qparams.dequantize(in.codes[k]);
+      EXPECT_EQ(out.codes[k], out.qparams.quantize(num::gelu(real))) << k;
+    }
+  }
+}
+
+TEST(IntegerMul, CodesAreTfliteIntegerMulOfTheCentredCodesWithinOneCodeOfTheFloatRule) {
+  // Mul of two runtime values, int8 throughout: under the integer scheme each output code is
+  // sat(RoundingDivideByPOT(SRDHM((a - za)(b - zb), M), shift) + zy) with M, shift from sa sb / sy, which is
+  // the real product rounded twice: within one code of the float rule's codes (which round once).
+  testing::GraphBuilder b;
+  const std::string x = b.input("x", {1, 4, 6, 6}), z = b.input("z", {1, 4, 1, 1});
+  b.output(b.node("Mul", {x, z}, "y", {1, 4, 6, 6}));
+  const Graph g = b.build();
+  PlanRequest req;
+  req.spec.model = Precision::kInt8;
+  req.calibration_count = 4;
+  const PrecisionPlan integer = build_plan(g, req);
+  req.quant.int8_vector = Int8Vector::kFloat;
+  const PrecisionPlan fl = build_plan(g, req);
+  ASSERT_TRUE(integer_mul(g, integer, g.nodes[0]).has_value());
+  EXPECT_FALSE(integer_mul(g, fl, g.nodes[0]).has_value());
+  const auto sample = synthetic_samples(g, 1, 5)[0];
+  const auto ti = expected_int8_tensors(g, integer, sample), tf = expected_int8_tensors(g, fl, sample);
+  const Int8Tensor &yi = ti.at("y"), &yf = tf.at("y");
+  // The inputs' codes as the int8 Mul reads them: quantized on entry.
+  const QParams &qa = integer.values.at("x"), &qs = integer.values.at("z");
+  const std::vector<float> xa = sample.at("x").to_float_vector(), xs = sample.at("z").to_float_vector();
+  const num::QuantizedMultiplier m =
+      num::quantize_multiplier(static_cast<double>(qa.scale) * qs.scale / yi.qparams.scale);
+  int differ = 0;
+  for (size_t k = 0; k < yi.codes.size(); ++k) {
+    const size_t ch = k / 36;
+    const int32_t prod = (qa.quantize(xa[k]) - qa.zero_point) * (qs.quantize(xs[ch]) - qs.zero_point);
+    const int64_t want =
+        num::clamp_i64(num::requantize_unsaturated(prod, m.multiplier, m.shift, yi.qparams.zero_point),
+                       yi.qparams.qmin(), yi.qparams.qmax());
+    EXPECT_EQ(yi.codes[k], want) << k;
+    EXPECT_LE(std::abs(yi.codes[k] - yf.codes[k]), 1) << k;
+    differ += yi.codes[k] != yf.codes[k];
+  }
+  EXPECT_LT(differ, static_cast<int>(yi.codes.size()) / 4);
+}
+
+}  // namespace
+}  // namespace npusim::compiler::quant
