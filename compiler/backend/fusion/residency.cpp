@@ -148,10 +148,22 @@ void fold_batch_into_rows(Context& c, MatrixJob& j, MatrixStrategy& s, const Mat
   if (j.images < 2 || j.gemm || j.a_sram >= 0 || j.y_sram >= 0 || !j.b_const || j.groups != 1 ||
       j.a_pitch != 0)
     return;
+  // Subsampled (a stride-2 1x1 conv reading every other pixel, subsample_pointwise): one tall image of
+  // images x OH rows when each image starts where its last row's step ends (an even input height), its tiles
+  // free to span images. Always: the search over the tall image's tilings has the per-image ones (a tile
+  // height dividing OH walks the same boxes), and a mapping file's tiling then applies to the same job.
+  const int64_t ea = isa::dtype_bytes(s.ops.a);
+  if ((j.step_h > 1 || j.step_w > 1) && j.kh == 1 && j.kw == 1 && j.pt == 0 && j.pl == 0 && j.sh == 1 &&
+      j.sw == 1 && j.y_pitch == 0 && j.y_row == 0 &&
+      j.a_base(1) - j.a_base(0) == static_cast<uint64_t>(j.OH * j.row_stride() * ea)) {
+    j.H = j.OH = j.images * j.OH;
+    j.images = 1;
+    return;
+  }
   const bool pointwise = j.kh == 1 && j.kw == 1 && j.sh == 1 && j.sw == 1 && j.pt == 0 && j.pl == 0 &&
                          j.OH == j.H && j.OW == j.W && j.step_h == 1 && j.step_w == 1 && j.src_w == 0 &&
                          j.y_pitch == 0 && j.y_row == 0;
-  const uint64_t image_bytes = static_cast<uint64_t>(j.H * j.W * j.C * isa::dtype_bytes(s.ops.a));
+  const uint64_t image_bytes = static_cast<uint64_t>(j.H * j.W * j.C * ea);
   if (!pointwise || j.a_base(1) - j.a_base(0) != image_bytes) return;
   const LayerMapping* own = c.options.mapping ? c.options.mapping->find(c.g.nodes[c.layer].name) : nullptr;
   const bool own_tiled = own != nullptr && own->has_tiling();

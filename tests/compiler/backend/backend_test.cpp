@@ -1119,5 +1119,26 @@ TEST(BatchFold, APointwiseConvOverSeveralImagesTilesRowsOfAllTheirPixelsAndMatch
   EXPECT_EQ(pw->chosen.tile_m, pw->tile_m);  // --mapping-out writes it as a GEMM tile
 }
 
+// A stride-2 1x1 conv over several images (it reads every other pixel) is one tall image of all their
+// output rows: the values are the reference's, and a tile may be taller than one image's output.
+TEST(BatchFold, ASubsampledPointwiseConvOverSeveralImagesIsOneTallImageAndMatchesTheReference) {
+  GraphBuilder b;
+  const int64_t images = 4, c = 64, hw = 14;
+  b.input("x", {images, c, hw, hw});
+  b.constant("w", {c, c, 1, 1});
+  Node& n = b.node("Conv", {"x", "w"}, {"y"}, "down");
+  n.attrs["kernel_shape"].value = std::vector<int64_t>{1, 1};
+  n.attrs["strides"].value = std::vector<int64_t>{2, 2};
+  b.output("y");
+  CompileResult r;
+  EXPECT_LT(compile_and_compare(b.build(), small_sram(), &r), kTol);
+  EXPECT_EQ(check_tokens(r.program), "");
+  const LayerPlan* down = nullptr;
+  for (const LayerPlan& p : r.layers)
+    if (p.name == "down") down = &p;
+  ASSERT_NE(down, nullptr);
+  EXPECT_GT(down->tile_oh, hw / 2) << down->mapping;  // more rows than one image's output has
+}
+
 }  // namespace
 }  // namespace npusim::compiler::testing
