@@ -108,5 +108,18 @@ TEST(BranchCli, BranchTakesOneOfItsChoicesAndOnlyInATimingRun) {
       << functional.err;
 }
 
+TEST(OpsCli, AShapeSizedByARuntimeIntegerInputIsTheUsersToFixWithInputValue) {
+  // TopK along an axis of 4 with k a runtime input: the values' size is known only at run time.
+  const std::string model = kData + "topk_runtime_k.onnx";
+  const CommandResult open = npusim({"run", model, "-q"});
+  EXPECT_EQ(open.exit_code, 2) << open.err;
+  EXPECT_NE(open.err.find("depends on values known only at run time (the integer inputs 'k')"),
+            std::string::npos)
+      << open.err;
+  EXPECT_NE(open.err.find("--input-value"), std::string::npos) << open.err;
+  const CommandResult fixed = npusim({"run", model, "-q", "--input-value", "k=3"});
+  EXPECT_EQ(fixed.exit_code, 0) << fixed.err;
+}
+
 }  // namespace
 }  // namespace npusim::test

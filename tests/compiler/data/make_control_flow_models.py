@@ -4,6 +4,8 @@
 #                       sr == 16000, N == 1: y = x * 2 + 3;  sr == 16000, N != 1: y = x * 2;  else y = x - 1.
 #   split_mean_op18.onnx  newer than the linked libonnx (IR 10, opset 18): Split(num_outputs=2) of x [2, 4] on
 #                       axis 1, then ReduceMean(axes input [1], keepdims 0) of each half: a [2], b [2].
+#   topk_runtime_k.onnx  TopK(x [3, 4], k) along axis 1 with k a runtime int64 [1] input, then Relu: y's size is
+#                       known only at run time.
 #   cascade_if.onnx     a data-dependent If: score = Sigmoid(x . w1 + b1) [1,1]; if score > 0.5 (ReduceMax then
 #                       Greater) y = Relu(x @ W2) [1, 3], else y = zeros [1, 3].
 import numpy as np
@@ -55,6 +57,16 @@ def cascade():
         [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
 
+def topk_runtime_k():
+    # the size of TopK's values comes from the runtime input k: known only at run time
+    g = helper.make_graph([
+        helper.make_node("TopK", ["x", "k"], ["values", "indices"], axis=1),
+        helper.make_node("Relu", ["values"], ["y"]),
+    ], "topk_runtime_k", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4]),
+                          helper.make_tensor_value_info("k", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, "n"])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
 def split_mean_op18():
     g = helper.make_graph([
         helper.make_node("Split", ["x"], ["l", "r"], axis=1, num_outputs=2), c("ax", np.array([1], np.int64)),
@@ -69,7 +81,7 @@ def split_mean_op18():
 if __name__ == "__main__":
     import os
     here = os.path.dirname(os.path.abspath(__file__))
-    for name, m in [("nested_if_sr", nested_if()), ("cascade_if", cascade())]:
+    for name, m in [("nested_if_sr", nested_if()), ("cascade_if", cascade()), ("topk_runtime_k", topk_runtime_k())]:
         m.ir_version = 8
         onnx.checker.check_model(m)
         onnx.save(m, os.path.join(here, name + ".onnx"))
