@@ -2,6 +2,7 @@
 // Model import: ONNX files, SCALE-Sim topology CSVs and built-in micro-models, all into the same
 // graph IR. Every failure a user can cause (bad file, unbound dynamic dimension, unknown op, ...) is a
 // ModelError with one sentence naming the file, input, node or dimension.
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -38,9 +39,13 @@ struct ImportOptions {
   // Runtime inputs fixed to constants (`--input-value sr=16000`): each becomes an initializer of the
   // input's type and (bound) shape before ONNX's shape inference, so shape arithmetic and control flow
   // that depend on it fold; the input is no longer a runtime input. One value fills the whole shape,
-  // otherwise there must be one value per element. A name that is no input of the model fixes nothing
-  // (the same options serve every variant of a model: one of Silero VAD's files has no `sr`).
+  // otherwise there must be one value per element. A name that is no input of the model but close to one
+  // (`sr_` for `sr`) is a typo: a ModelError with the closest name. A name far from every input fixes
+  // nothing and goes to `warn` (the same options serve every variant of a model: one of Silero VAD's
+  // files has no `sr`).
   std::map<std::string, std::vector<double>> input_values;
+  // Receives each warning of the import, one sentence each (null: dropped).
+  std::function<void(const std::string&)> warn;
 };
 
 // Parse "NAME=1x3x224x224" (a scalar input is "NAME="). Throws ModelError on a malformed spec.

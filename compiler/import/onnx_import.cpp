@@ -471,8 +471,9 @@ ModelError not_an_input(const std::string& option, const std::string& name,
   return ModelError(option + " names '" + name + "', which is not an input of " + model_name + hint);
 }
 
-// --input-value: each named runtime input gets an initializer of its type and bound shape; a name that is
-// no runtime input is an error (a typo would otherwise leave the input free and its control flow unfolded).
+// --input-value: each named runtime input gets an initializer of its type and bound shape. A name close to
+// an input is a typo, an error (it would leave the input free and its control flow unfolded); a name far
+// from every input is a warning and fixes nothing (one set of options serves every variant of a model).
 void fix_input_values(onnx::GraphProto& g, std::unordered_set<std::string>& initializers,
                       const ImportOptions& options, const std::string& model_name) {
   const std::vector<std::string> inputs = runtime_inputs(g, initializers);
@@ -480,7 +481,12 @@ void fix_input_values(onnx::GraphProto& g, std::unordered_set<std::string>& init
     const onnx::ValueInfoProto* input = nullptr;
     for (const auto& in : g.input())
       if (!initializers.count(in.name()) && in.name() == name) input = &in;
-    if (!input) throw not_an_input("--input-value", name, inputs, model_name);
+    if (!input) {
+      const ModelError e = not_an_input("--input-value", name, inputs, model_name);
+      if (!isa::closest_name(name, inputs).empty()) throw e;
+      if (options.warn) options.warn(std::string(e.what()) + "; ignored");
+      continue;
+    }
     const auto& tt = input->type().tensor_type();
     Shape shape;
     for (const auto& d : tt.shape().dim()) shape.push_back(d.has_dim_value() ? d.dim_value() : -1);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <map>
 #include <optional>
 #include <ostream>
@@ -142,14 +143,16 @@ CompiledModel compile_model(const std::string& spec, const isa::NpuConfig& confi
     import.input_values.insert(compiler::parse_input_value(s));
   import.batch = options.batch;
   import.dim_params = options.dim_params;
-  bool int8 = options.plan.spec.model == compiler::quant::Precision::kInt8;
-  for (const compiler::quant::PrecisionOverride& o : options.plan.spec.overrides)
-    int8 = int8 || o.precision == compiler::quant::Precision::kInt8 ||
-           o.precision == compiler::quant::Precision::kInt16;
-  import.weight_values = options.weight_values || int8 || options.plan.quant.cross_layer_equalization ||
-                         options.plan.quant.smoothquant_alpha.has_value();
-  return compile_graph(compiler::load_model(spec, import), config, options, verbose);
-}
+  import.warn = [](const std::string& w) { std::cerr << "npusim: warning: " << w << "\n";
+};
+bool int8 = options.plan.spec.model == compiler::quant::Precision::kInt8;
+for (const compiler::quant::PrecisionOverride& o : options.plan.spec.overrides)
+  int8 = int8 || o.precision == compiler::quant::Precision::kInt8 ||
+         o.precision == compiler::quant::Precision::kInt16;
+import.weight_values = options.weight_values || int8 || options.plan.quant.cross_layer_equalization ||
+                       options.plan.quant.smoothquant_alpha.has_value();
+return compile_graph(compiler::load_model(spec, import), config, options, verbose);
+}  // namespace npusim::sim
 
 CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& config,
                             const ModelOptions& options, std::ostream* verbose) {

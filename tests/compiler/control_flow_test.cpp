@@ -85,11 +85,22 @@ TEST(ControlFlow, InputValueErrorsNameTheInputAndTheProblem) {
   EXPECT_NE(error_of([] { parse_input_value("sr"); }).find("is not NAME=V"), std::string::npos);
   ImportOptions o;
   o.input_shapes["x"] = {1, 4};
-  o.input_values["rate"] = {16000};  // no such input: a typo would leave sr free
+  o.input_values["sr_"] = {16000};  // a typo of sr: an error (it would leave sr free)
   EXPECT_NE(error_of([&] {
               import_onnx_file(kData + "nested_if_sr.onnx", o);
-            }).find("--input-value names 'rate', which is not an input of"),
+            }).find("--input-value names 'sr_', which is not an input of"),
             std::string::npos);
+  // A name far from every input fixes nothing and is a warning (one set of options for every variant).
+  std::vector<std::string> warnings;
+  o.warn = [&](const std::string& w) { warnings.push_back(w); };
+  o.input_values = {{"sample_rate", {16000}}};
+  EXPECT_EQ(import_onnx_file(kData + "nested_if_sr.onnx", o).inputs, (std::vector<std::string>{"x", "sr"}));
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("--input-value names 'sample_rate', which is not an input of"),
+            std::string::npos)
+      << warnings[0];
+  EXPECT_NE(warnings[0].find("; ignored"), std::string::npos) << warnings[0];
+  o.warn = nullptr;
   o.input_values = {{"sr", {1, 2}}};
   EXPECT_NE(error_of([&] { import_onnx_file(kData + "nested_if_sr.onnx", o); }).find("gives 2 values"),
             std::string::npos);

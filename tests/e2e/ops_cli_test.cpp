@@ -52,11 +52,14 @@ TEST(OpsCli, InputValueOrShapeNamingNoInputIsAnErrorThatSuggestsTheClosest) {
       << typo.err;
   EXPECT_NE(typo.err.find("(did you mean 'sr'?)"), std::string::npos) << typo.err;
   EXPECT_EQ(typo.err.find('\n'), typo.err.size() - 1) << typo.err;  // one line
-  // Nothing close: the inputs are listed.
+  // Nothing close: no typo but an option meant for another variant of the model (Silero VAD's half model
+  // has no sr): a warning listing the inputs, and the run goes on.
   const CommandResult far = npusim({"ops", kData + "cascade_if.onnx", "--input-value", "sample_rate=16000"});
-  EXPECT_EQ(far.exit_code, 2);
-  EXPECT_NE(far.err.find("which is not an input of"), std::string::npos) << far.err;
-  EXPECT_NE(far.err.find("(inputs: x)"), std::string::npos) << far.err;
+  EXPECT_EQ(far.exit_code, 0) << far.err;
+  EXPECT_NE(far.err.find("npusim: warning: --input-value names 'sample_rate', which is not an input of"),
+            std::string::npos)
+      << far.err;
+  EXPECT_NE(far.err.find("(inputs: x); ignored"), std::string::npos) << far.err;
   const CommandResult shape = npusim({"ops", kData + "nested_if_sr.onnx", "--input-shape", "xx=1x4"});
   EXPECT_EQ(shape.exit_code, 2);
   EXPECT_NE(shape.err.find("--input-shape names 'xx'"), std::string::npos) << shape.err;
