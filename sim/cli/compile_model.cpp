@@ -11,6 +11,7 @@
 #include "compiler/ir/memory_budget.h"
 #include "compiler/quant/calibration.h"
 #include "compiler/quant/precision.h"
+#include "sim/cli/files.h"
 #include "sim/mapping/mapping_file.h"
 
 namespace npusim::sim::cli {
@@ -63,6 +64,7 @@ CompiledModel compile_mapped(
 
 CompiledModel compile_or_throw(const std::string& spec, const isa::NpuConfig& config, ModelCliOptions& m,
                                const dynamic::DimBinding& dims) {
+  if (!compiler::is_builtin_model_spec(spec)) check_not_directory(spec);
   return compile_mapped(spec, config, m, dims, [&](const ModelOptions& o, std::ostream* verbose) {
     return compile_model(spec, config, o, verbose);
   });

@@ -111,6 +111,9 @@ std::optional<CompiledModel> multicore_study(multicore::Split split, const std::
         [&](int64_t batch) {
           ModelCliOptions share = m;
           share.batch = batch;
+          // The share's batch replaces the first dimension of inputs --input-shape gave (checked against
+          // --batch when the whole batch compiled): not a second batch the user gave.
+          share.batch_given = false;
           return shares.emplace(batch, compile_or_throw(model, config, share)).first->second.result.program;
         },
         TraceFiles(o).sink);

@@ -5,6 +5,10 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <map>
+#include <utility>
+
+#include "compiler/import/import.h"
 #include "compiler/quant/calibration.h"
 #include "compiler/quant/precision.h"
 #include "sim/cli/command.h"
@@ -61,6 +65,30 @@ std::vector<compiler::quant::PrecisionOverride> read_precision_file(const std::s
   return out;
 }
 
+// --input-shape given twice for one input with different shapes, or with a first dimension --batch
+// contradicts: each would silently win over the other (the import keeps the first shape; --batch
+// overrides every input's first dimension).
+void check_input_shapes(const ModelCliOptions& m) {
+  std::map<std::string, std::pair<std::string, compiler::Shape>> seen;  // name -> (text, shape)
+  for (const std::string& text : m.input_shapes) {
+    std::pair<std::string, compiler::Shape> s;
+    try {
+      s = compiler::parse_input_shape(text);
+    } catch (const compiler::ModelError& e) {
+      throw UsageError(e.what());
+    }
+    const auto [it, first] = seen.emplace(s.first, std::make_pair(text, s.second));
+    if (!first && it->second.second != s.second)
+      throw UsageError(
+          fmt::format("--input-shape {} and --input-shape {} give input '{}' two shapes; give one",
+                      it->second.first, text, s.first));
+    if (m.batch_given && !s.second.empty() && s.second[0] != m.batch)
+      throw UsageError(fmt::format(
+          "--batch {} and --input-shape {} give input '{}' two batch sizes ({} and {}); give one of them",
+          m.batch, text, s.first, m.batch, s.second[0]));
+  }
+}
+
 compiler::quant::Precision auto_precision(const isa::NpuConfig& config) {
   using compiler::quant::Precision;
   const auto& a = config.systolic_array;
@@ -108,6 +136,7 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
     throw UsageError(fmt::format("--batch {} is out of range (1..65536)", m.batch));
   }
   o.batch = m.batch;
+  check_input_shapes(m);
   q::PlanRequest& r = o.plan;
   try {
     r.spec.model = m.precision == "auto" ? auto_precision(config) : q::parse_precision(m.precision);
