@@ -23,6 +23,15 @@ std::string pct(uint64_t part, uint64_t whole) {
   return whole ? fmt::format("{:5.1f}%", 100.0 * part / whole) : std::string("  -  ");
 }
 
+// A fraction as a percentage in prose: one decimal, and below 1% enough decimals for two significant
+// digits, so a small non-zero share (a 256x256 array's utilization) never reads "0.0%".
+std::string percent(double fraction) {
+  const double p = 100.0 * fraction;
+  if (p == 0.0 || std::abs(p) >= 1.0 || !std::isfinite(p)) return fmt::format("{:.1f}%", p);
+  const int decimals = std::min(9, static_cast<int>(std::ceil(-std::log10(std::abs(p)))) + 1);
+  return fmt::format("{:.{}f}%", p, decimals);
+}
+
 std::optional<double> ratio(std::optional<uint64_t> bound, uint64_t cycles) {
   if (!bound || cycles == 0) return std::nullopt;
   return static_cast<double>(*bound) / static_cast<double>(cycles);
@@ -233,16 +242,20 @@ std::string summary_text(const Report& r, size_t top_layers) {
   if (pf) {
     // A mixed plan's peak is a rate between its precisions' (1020.6): one decimal, as the other rates.
     const double peak = pf->peak_macs_per_cycle;
-    o += fmt::format("precision         {}: peak {} MACs/cycle\n", pf->plan,
-                     peak == std::floor(peak) ? num(peak) : fmt::format("{:.1f}", peak));
     o += fmt::format(
-        "array             {}x{} {}, {} MACs, utilization {:.1f}% of the {} peak ({:.1f}% of the int8 "
-        "peak)\n",
-        r.array_rows, r.array_cols, r.dataflow, r.macs, 100.0 * pf->utilization,
-        pf->layers.size() == 1 ? pf->plan : "plan's", 100.0 * r.array_utilization);
+        "precision         {}: peak {} MACs/cycle{}\n", pf->plan,
+        peak == std::floor(peak) ? num(peak) : fmt::format("{:.1f}", peak),
+        r.run && !r.run->precision_source.empty() ? "; chosen by " + r.run->precision_source : "");
+    // array_utilization is of one MAC per PE per cycle (the int8 peak): said again only where the plan's
+    // peak differs.
+    const bool int8_peak = peak == static_cast<double>(r.array_rows) * static_cast<double>(r.array_cols);
+    o += fmt::format("array             {}x{} {}, {} MACs, utilization {} of the {} peak{}\n", r.array_rows,
+                     r.array_cols, r.dataflow, r.macs, percent(pf->utilization),
+                     pf->layers.size() == 1 ? pf->plan : "plan's",
+                     int8_peak ? "" : fmt::format(" ({} of the int8 peak)", percent(r.array_utilization)));
   } else {
-    o += fmt::format("array             {}x{} {}, {} MACs, utilization {:.1f}% of the int8 peak\n",
-                     r.array_rows, r.array_cols, r.dataflow, r.macs, 100.0 * r.array_utilization);
+    o += fmt::format("array             {}x{} {}, {} MACs, utilization {} of the int8 peak\n", r.array_rows,
+                     r.array_cols, r.dataflow, r.macs, percent(r.array_utilization));
   }
   const std::optional<uint64_t> bound = model_bound_cycles(r);
   if (bound && r.compiled_bound_cycles) {

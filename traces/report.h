@@ -170,6 +170,9 @@ struct RunInfo {
   std::string model_sha256;       // of the model (or program) file's bytes; empty for a built-in spec
   std::string config;             // --config as given ("" = the built-in edge preset)
   std::vector<std::string> sets;  // --set overrides, in order
+  // Who chose a compiled model's precision: --precision, the configuration's default, the array's widest
+  // floating-point type ("" for a program run).
+  std::string precision_source;
   // Every configuration parameter as resolved (dotted key, canonical value text), declaration order.
   std::vector<std::pair<std::string, std::string>> parameters;
   void visit(ReportVisitor& v);

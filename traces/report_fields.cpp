@@ -245,6 +245,7 @@ void RunInfo::visit(ReportVisitor& v) {
   v.list({"sets", "", "the --set overrides, in order"}, sets, [&](std::string& s, size_t) {
     v.text({"", "", "a --set override"}, s);
   });
+  v.text({"precision_source", "", "who chose a compiled model's precision"}, precision_source);
   std::vector<std::string> keys;
   for (const auto& [key, value] : parameters) keys.push_back(key);
   keys =

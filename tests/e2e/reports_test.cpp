@@ -207,6 +207,49 @@ TEST(Reports, UtilizationIsAgainstThePeakOfThePrecisionPlan) {
       << r.out;
 }
 
+// An int8 plan's peak is the int8 peak: its utilization is said once. On a 256x256 array the demo's
+// utilization is below 1%, given to two significant digits rather than as "0.0%" or "0.4%".
+TEST(Reports, Int8UtilizationIsSaidOnceAndASmallOneKeepsTwoSignificantDigits) {
+  const std::string report = temp_dir("precision_int8_peak") + "/r.json";
+  const CommandResult r =
+      npusim({"run", "demo", "--precision", "int8", "-c",
+              std::string(NPUSIM_SOURCE_DIR) + "/configs/tpu-v1.yaml", "--report", report});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string utilization = json_eval(report,
+                                            "'%.2g' % (100 * r['macs'] / (r['array']['rows'] * "
+                                            "r['array']['cols'] * r['total_cycles']))");
+  ASSERT_LT(std::stod(utilization), 1.0) << utilization;
+  EXPECT_NE(r.out.find("utilization " + utilization + "% of the int8 peak\n"), std::string::npos) << r.out;
+}
+
+// A configuration may choose the precision --precision auto compiles in (a product's toolchain default);
+// the report says who chose it, and --precision still decides.
+TEST(Reports, TheConfigurationsDefaultPrecisionIsTakenAndSaidWhereNoPrecisionIsGiven) {
+  const std::string dir = temp_dir("default_precision");
+  CommandResult r =
+      npusim({"run", "demo", "--set", "lowering.default_precision=fp16", "--report", dir + "/fp16.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(dir + "/fp16.json", "r['precision']['plan'], r['run']['precision_source']"),
+            "fp16 the configuration's lowering.default_precision = fp16: no calibration needed (--precision "
+            "to choose another)");
+  EXPECT_NE(r.out.find("MACs/cycle; chosen by the configuration's lowering.default_precision = fp16"),
+            std::string::npos)
+      << r.out;
+  r = npusim({"run", "demo", "--set", "lowering.default_precision=fp16", "--precision", "fp32", "--report",
+              dir + "/fp32.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(dir + "/fp32.json", "r['precision']['plan'], r['run']['precision_source']"),
+            "fp32 --precision fp32");
+  // A default the array has no MACs for is a configuration error naming both keys.
+  r = npusim(
+      {"run", "demo", "--set", "lowering.default_precision=bf16", "--set", "systolic_array.bf16_rate=0"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("lowering.default_precision = bf16 needs bf16 MACs on the array: "
+                       "systolic_array.bf16_rate is 0"),
+            std::string::npos)
+      << r.err;
+}
+
 // A mixed plan: the peak is the rate at which the layers' MACs would run, each at its precision's peak.
 TEST(Reports, MixedPlanNamesItsPrecisionsAndTheirCombinedPeak) {
   const std::string dir = temp_dir("precision_mixed");
@@ -231,7 +274,8 @@ TEST(Reports, MixedPlanNamesItsPrecisionsAndTheirCombinedPeak) {
       json_eval(report,
                 "r['precision']['peak_macs_per_cycle'] != round(r['precision']['peak_macs_per_cycle'])"),
       "True");
-  EXPECT_NE(r.out.find("precision         mixed: " + n + " int8, 1 fp16: peak " + peak + " MACs/cycle\n"),
+  EXPECT_NE(r.out.find("precision         mixed: " + n + " int8, 1 fp16: peak " + peak +
+                       " MACs/cycle; chosen by --precision int8 with per-layer overrides\n"),
             std::string::npos)
       << r.out;
 }

@@ -298,6 +298,7 @@ int cmd_run(Context& ctx, const Command& cmd) {
   if (m.timing_only && !study && !generation && split == multicore::Split::kNone)
     branch_study(model, compiled, config, m, opts.branch, extras);
   check_int8_options_apply(m, compiled, (acc.accuracy || acc.advise_sqnr) && acc.inputs_dir.empty());
+  extras.precision_source = precision_source(m, config);
   write_mapping_out(ctx, o, m, model, compiled);
   print_mapping(ctx, m, compiled);
   if (acc.accuracy || acc.advise_sqnr) accuracy_report(ctx, compiled, config, m, acc, io.seed, extras);

@@ -91,6 +91,18 @@ void check_input_shapes(const ModelCliOptions& m) {
 
 compiler::quant::Precision auto_precision(const isa::NpuConfig& config) {
   using compiler::quant::Precision;
+  switch (config.lowering.default_precision) {
+    case isa::DefaultPrecision::kFp32:
+      return Precision::kFp32;
+    case isa::DefaultPrecision::kFp16:
+      return Precision::kFp16;
+    case isa::DefaultPrecision::kBf16:
+      return Precision::kBf16;
+    case isa::DefaultPrecision::kInt8:
+      return Precision::kInt8;
+    case isa::DefaultPrecision::kAuto:
+      break;
+  }
   const auto& a = config.systolic_array;
   if (a.rate(isa::DType::kFp32) > 0) return Precision::kFp32;
   if (a.rate(isa::DType::kBf16) > 0) return Precision::kBf16;
@@ -99,6 +111,17 @@ compiler::quant::Precision auto_precision(const isa::NpuConfig& config) {
 }
 
 }  // namespace
+
+std::string precision_source(const ModelCliOptions& m, const isa::NpuConfig& config) {
+  const bool overrides = !m.overrides.empty() || !m.precision_file.empty();
+  if (m.precision != "auto")
+    return "--precision " + m.precision + (overrides ? " with per-layer overrides" : "");
+  const isa::DefaultPrecision d = config.lowering.default_precision;
+  if (d == isa::DefaultPrecision::kAuto) return "the array's widest floating-point type (--precision auto)";
+  const std::string_view name = isa::kDefaultPrecisionNames[static_cast<size_t>(d)];
+  return fmt::format("the configuration's lowering.default_precision = {}{} (--precision to choose another)",
+                     name, d == isa::DefaultPrecision::kInt8 ? ", calibrated" : ": no calibration needed");
+}
 
 namespace po = boost::program_options;
 

@@ -60,6 +60,10 @@ struct ModelCliOptions {
   bool timing_only = false;    // nothing reads the weights' values: ModelOptions::weight_values false
 };
 
+// Who chose the model's precision, for the report (run.precision_source): --precision, the configuration's
+// lowering.default_precision, or the array's widest floating-point type.
+std::string precision_source(const ModelCliOptions& m, const isa::NpuConfig& config);
+
 // The model pipeline's options from the command line's (UsageError naming the option).
 ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& config);
 
