@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <utility>
 
 #include "isa/json_text.h"
 #include "isa/layer_names.h"
@@ -217,6 +218,16 @@ std::string section_json(const std::function<void(ReportVisitor&)>& members, Rep
 
 void write_report_json(const Report& r, std::ostream& out) { out << report_json(r); }
 
+std::string phases_line(const PhaseTimes& p, double simulate_seconds) {
+  std::string o;
+  for (const auto& [name, seconds] :
+       {std::pair{"import", p.import_seconds}, std::pair{"calibration", p.calibration_seconds},
+        std::pair{"compile", p.compile_seconds}, std::pair{"accuracy", p.accuracy_seconds},
+        std::pair{"simulate", simulate_seconds}})
+    if (seconds > 0) o += fmt::format("{}{} {:.3g} s", o.empty() ? "" : ", ", name, seconds);
+  return fmt::format("host time         {}\n", o);
+}
+
 std::string summary_text(const Report& r, size_t top_layers) {
   std::string o;
   const uint64_t T = r.total_cycles;
@@ -227,6 +238,7 @@ std::string summary_text(const Report& r, size_t top_layers) {
                      r.run->sets.empty() ? "" : fmt::format(" + {} --set", r.run->sets.size()),
                      r.run->version);
   }
+  if (r.phases) o += phases_line(*r.phases, r.sim.wall_seconds);
   o += fmt::format("total cycles      {}  ({:.6g} ms at {} MHz)\n", T, r.latency_ms, num(r.frequency_mhz));
   if (r.model_limit_cycles && r.model_limit) {
     // The headline yardstick: the whole model against its physical limit (at most 100%). The roofline

@@ -236,6 +236,15 @@ void SimInfo::visit(ReportVisitor& v) {
   v.boolean({"functional", "", "whether values were computed"}, functional);
 }
 
+void PhaseTimes::visit(ReportVisitor& v) {
+  v.real({"import_seconds", "s", "reading the model and inferring its shapes"}, import_seconds);
+  v.real({"calibration_seconds", "s", "the precision plan: calibration, equalization, recipe search"},
+         calibration_seconds);
+  v.real({"compile_seconds", "s", "the passes and the back end"}, compile_seconds);
+  v.real({"accuracy_seconds", "s", "--accuracy, --advise-sqnr: the reference and quantized runs"},
+         accuracy_seconds);
+}
+
 void RunInfo::visit(ReportVisitor& v) {
   v.text({"command", "", "the command line"}, command);
   v.text({"version", "", "npusim's version"}, version);
@@ -367,6 +376,8 @@ void Report::visit(ReportVisitor& v) {
   }
   for (const std::shared_ptr<ReportSection>& s : sections) s->visit(v);
   v.optional_object({"run", "", "what was run"}, run, [&](RunInfo& info) { info.visit(v); });
+  v.optional_object({"phases", "s", "host time of each phase before and after the simulation"}, phases,
+                    [&](PhaseTimes& p) { p.visit(v); });
   v.object({"sim", "", "the simulation itself"}, [&] { sim.visit(v); });
 }
 

@@ -32,6 +32,7 @@ struct ReportExtras {
   // --split batch --pipeline: the NPU's cycles (and of them, host fallbacks') the pipeline's model stage
   // takes: the cores' run, not the report body's run on one core.
   std::optional<std::pair<int64_t, int64_t>> pipeline_npu;
+  double accuracy_seconds = 0;  // --accuracy, --advise-sqnr: the report's phases.accuracy_seconds
 };
 
 // --top N|all: how many layers the summary lists.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -24,6 +25,10 @@
 
 namespace npusim::sim {
 namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 // The model's nodes fused into program layers, each right after its layer: 0 cycles, the layer's
 // precision and span, its own bound (counted in the layer's efficiency). The fusion totals count them and
@@ -117,11 +122,19 @@ CompiledModel compile_model(const std::string& spec, const isa::NpuConfig& confi
            o.precision == compiler::quant::Precision::kInt16;
   import.weight_values = options.weight_values || int8 || options.plan.quant.cross_layer_equalization ||
                          options.plan.quant.smoothquant_alpha.has_value();
-  return compile_graph(compiler::load_model(spec, import), config, options, verbose);
+  if (options.on_phase) options.on_phase("import");
+  const auto start = std::chrono::steady_clock::now();
+  compiler::Graph imported = compiler::load_model(spec, import);
+  const double import_seconds = seconds_since(start);
+  CompiledModel m = compile_graph(std::move(imported), config, options, verbose);
+  m.phases.import_seconds = import_seconds;
+  return m;
 }
 
 CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& config,
                             const ModelOptions& options, std::ostream* verbose) {
+  if (options.on_phase) options.on_phase("compile");
+  auto start = std::chrono::steady_clock::now();
   CompiledModel m;
   m.imported = std::move(imported);
   if (verbose)
@@ -156,6 +169,10 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
   pipeline.whole_row_limit = compiler::rowwise_row_limit(config);
   m.fusion = options.fusion;
   compiler::lower(m.lowered, pipeline, observer);
+  // The precision plan (equalization, smoothing, calibration, the recipe search): the calibration phase.
+  m.phases.compile_seconds = seconds_since(start);
+  if (options.on_phase) options.on_phase("calibration");
+  start = std::chrono::steady_clock::now();
   compiler::passes::Equalization equalization;
   if (options.plan.quant.cross_layer_equalization) {
     // A pre-quantized model's weight codes and activation scales are its own: rescaling its float weights
@@ -188,10 +205,17 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
     m.plan.calibration.equalization = std::move(equalization);
     m.plan.calibration.smoothing = std::move(smoothing);
   }
+  // A float plan calibrates nothing: its few milliseconds count as compiling.
+  const bool calibrated =
+      m.plan.has_int8() || m.plan.calibration.equalization.applied || m.plan.calibration.smoothing.applied;
+  (calibrated ? m.phases.calibration_seconds : m.phases.compile_seconds) += seconds_since(start);
+  if (options.on_phase) options.on_phase("compile");
+  start = std::chrono::steady_clock::now();
   m.result = compile_with_plan(m.lowered, config, m.plan, options.timer, options.mapping, options.fusion);
   for (const compiler::LayerPlan& p : m.result.layers)
     if (p.bound_cycles) m.compiled_bounds[p.name] = *p.bound_cycles;
   compiler::bound_as_imported(m.result, m.imported, m.lowered, config, options.mapping);
+  m.phases.compile_seconds += seconds_since(start);
   return m;
 }
 

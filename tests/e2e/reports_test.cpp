@@ -250,6 +250,32 @@ TEST(Reports, TheConfigurationsDefaultPrecisionIsTakenAndSaidWhereNoPrecisionIsG
       << r.err;
 }
 
+// The host's time by phase: an int8 run's calibration is its own phase (it can take most of the time),
+// a float run has none; a program run (exec) has no compile phases.
+TEST(Reports, PhaseTimesSayWhereTheHostsTimeWentCalibrationApart) {
+  const std::string dir = temp_dir("phases");
+  CommandResult r = npusim({"run", "demo", "--precision", "int8", "--report", dir + "/int8.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(dir + "/int8.json",
+                      "all(r['phases'][k] > 0 for k in ('import_seconds', 'calibration_seconds', "
+                      "'compile_seconds')) and r['phases']['accuracy_seconds'] == 0"),
+            "True");
+  EXPECT_NE(r.out.find("\nhost time         import "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(", calibration "), std::string::npos) << r.out;
+  r = npusim({"run", "demo", "--precision", "fp32", "--report", dir + "/fp32.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(dir + "/fp32.json", "r['phases']['calibration_seconds']"), "0");
+  EXPECT_EQ(r.out.find(", calibration "), std::string::npos) << r.out;
+  r = npusim({"run", "demo", "--precision", "int8", "--accuracy", "--report", dir + "/acc.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(dir + "/acc.json", "r['phases']['accuracy_seconds'] > 0"), "True");
+  ASSERT_EQ(npusim({"compile", "demo", "-q", "-o", dir + "/d.npu"}).exit_code, 0);
+  r = npusim({"exec", dir + "/d.npu", "--report", dir + "/exec.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(dir + "/exec.json", "'phases' in r"), "False");
+  EXPECT_EQ(r.out.find("host time"), std::string::npos) << r.out;
+}
+
 // A mixed plan: the peak is the rate at which the layers' MACs would run, each at its precision's peak.
 TEST(Reports, MixedPlanNamesItsPrecisionsAndTheirCombinedPeak) {
   const std::string dir = temp_dir("precision_mixed");
@@ -318,7 +344,7 @@ TEST(Reports, SummaryCsvAndJsonShowTheSameShortUniqueLayerNames) {
     const std::string name = json_eval(report, program + "[" + std::to_string(i) + "]['display_name']");
     EXPECT_NE(r.out.find("\n" + name + " "), std::string::npos) << name << "\n" << r.out;
   }
-  const CommandResult c = npusim({"compile", "demo", "-o", dir + "/d.npu"});
+  const CommandResult c = npusim({"compile", "demo", "-o", dir + "/d.npu", "-v"});
   ASSERT_EQ(c.exit_code, 0) << c.err;
   for (int i = 0; i < n; ++i) {
     const std::string name = json_eval(report, program + "[" + std::to_string(i) + "]['display_name']");
@@ -625,7 +651,7 @@ namespace {
 // undocumented `gb` is `groups`.
 TEST(SmallThings, EveryColumnOfTheCompileTableIsDocumented) {
   const std::string dir = temp_dir("compile_table");
-  const CommandResult r = npusim({"compile", "demo", "-o", dir + "/d.npu"});
+  const CommandResult r = npusim({"compile", "demo", "-o", dir + "/d.npu", "-v"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::istringstream in(r.out);
   std::string header;
@@ -640,7 +666,8 @@ TEST(SmallThings, EveryColumnOfTheCompileTableIsDocumented) {
   EXPECT_EQ(n, 13);
 }
 
-// -v prints the mapping table and the precision plan, nothing else of the compiler; --graphs adds the
+// -v prints the mapping table and the precision plan, nothing else of the compiler (compile without it: what
+// it wrote, and the phases' times); --graphs adds the
 // graph after every pass, last: after the table (compile) or after the simulation's summary (run).
 TEST(SmallThings, VerboseCompileAndRunPrintTheMappingTableAndGraphsOnlyOnRequest) {
   const std::string dir = temp_dir("verbose");
@@ -658,6 +685,14 @@ TEST(SmallThings, VerboseCompileAndRunPrintTheMappingTableAndGraphsOnlyOnRequest
   EXPECT_LT(r.out.find("\nprecision plan: "), graphs);
   EXPECT_NE(graphs, std::string::npos) << r.out;
   EXPECT_NE(r.out.find("== after placement", graphs), std::string::npos);
+  // Without -v, compile says what it wrote and how long each phase took: no table, no plan.
+  r = npusim({"compile", "demo", "-o", dir + "/d.npu"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("\nlayer "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("precision plan: "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.rfind("wrote " + dir + "/d.npu: ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("\nhost time         import "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(-v prints the mapping table and the precision plan)"), std::string::npos) << r.out;
   r = npusim({"run", "demo", "-v"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("\nprecision plan: "), std::string::npos) << r.out;
