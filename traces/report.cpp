@@ -38,6 +38,26 @@ std::optional<double> ratio(std::optional<uint64_t> bound, uint64_t cycles) {
   return static_cast<double>(*bound) / static_cast<double>(cycles);
 }
 
+// "; most in a (62%), b (30%), c (5%)": the three layers with the largest shares of `figure`.
+std::string top_layers_of(const Report& r, uint64_t LayerReport::*figure) {
+  uint64_t total = 0;
+  std::vector<size_t> order;
+  for (size_t i = 0; i < r.layers.size(); ++i) {
+    total += r.layers[i].*figure;
+    if (r.layers[i].*figure) order.push_back(i);
+  }
+  if (total == 0) return "";
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return r.layers[a].*figure > r.layers[b].*figure; });
+  if (order.size() > 3) order.resize(3);
+  const std::vector<std::string> shown = display_names(r);
+  std::string o = "; most in ";
+  for (size_t k = 0; k < order.size(); ++k)
+    o += fmt::format("{}{} ({:.0f}%)", k ? ", " : "", shown[order[k]],
+                     100.0 * static_cast<double>(r.layers[order[k]].*figure) / static_cast<double>(total));
+  return o;
+}
+
 // The JSON writer: each field as JsonWriter writes its type, in the declaration's order and layout.
 class JsonReportWriter final : public ReportVisitor {
  public:
@@ -303,10 +323,23 @@ std::string summary_text(const Report& r, size_t top_layers) {
     o += fmt::format(", row hits {:.1f}%", 100.0 * r.dram.row_hits / (r.dram.row_hits + r.dram.row_misses));
   }
   o += "\n";
-  o += fmt::format("dma               {} transfers, {} bursts, {} misaligned (+{} cycles)\n", r.dma.transfers,
-                   r.dma.bursts, r.dma.misaligned_bursts, r.dma.misalignment_extra_cycles);
-  o += fmt::format("sram              {} bank conflicts (+{} cycles)\n", r.sram.bank_conflicts,
-                   r.sram.bank_conflict_cycles);
+  // The DRAM bus time of misaligned bursts is DMA time, mostly overlapped with compute: not latency.
+  o += fmt::format("dma               {} transfers, {} bursts, {} misaligned", r.dma.transfers, r.dma.bursts,
+                   r.dma.misaligned_bursts);
+  if (r.dma.misaligned_bursts)
+    o += fmt::format(": {} cycles of DMA time (DRAM bus, overlapped with other work: not latency){}",
+                     r.dma.misalignment_extra_cycles, top_layers_of(r, &LayerReport::misaligned_bursts));
+  o += fmt::format("\nsram              {} bank conflicts", r.sram.bank_conflicts);
+  if (r.sram.bank_conflicts) {
+    // Waits of the matrix and vector units are their stalls (exposed to their work); a DMA transfer's
+    // wait delays the transfer, which other work may hide.
+    uint64_t stalls = 0;
+    for (const UnitReport& u : r.units) stalls += u.stalls[static_cast<int>(Reason::kBankConflict)];
+    o += fmt::format(
+        ": {} cycles of waiting, {} of them exposed as matrix/vector stalls, the rest DMA time{}",
+        r.sram.bank_conflict_cycles, stalls, top_layers_of(r, &LayerReport::bank_conflict_cycles));
+  }
+  o += "\n";
   if (r.energy && r.area) {
     const EnergyReport& e = *r.energy;
     o +=

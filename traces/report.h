@@ -85,6 +85,9 @@ struct LayerReport {
   uint64_t instructions = 0;
   uint64_t dram_bytes_read = 0;     // bytes the layer's LOADs read
   uint64_t dram_bytes_written = 0;  // bytes the layer's STOREs wrote
+  uint64_t misaligned_bursts = 0;   // extra DMA bursts its misaligned rows paid (dma.misaligned_bursts)
+  // Cycles its instructions waited on SRAM bank conflicts (they add up to sram.bank_conflict_cycles).
+  uint64_t bank_conflict_cycles = 0;
   // The number format the layer runs in ("int8", "fp16", ...): set by the compiler's precision plan;
   // empty when unknown.
   std::string precision;

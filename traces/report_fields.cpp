@@ -70,6 +70,10 @@ void visit_layer(ReportVisitor& v, LayerReport& l, std::string_view shown, bool 
   v.integer({"instructions", "instructions", "instructions tagged with the layer"}, l.instructions);
   v.integer({"dram_bytes_read", "bytes", "bytes the layer's LOADs read"}, l.dram_bytes_read);
   v.integer({"dram_bytes_written", "bytes", "bytes the layer's STOREs wrote"}, l.dram_bytes_written);
+  v.integer({"misaligned_bursts", "bursts", "extra DMA bursts its misaligned rows paid"},
+            l.misaligned_bursts);
+  v.integer({"bank_conflict_cycles", "cycles", "its instructions' waits on SRAM bank conflicts"},
+            l.bank_conflict_cycles);
   if (!v.fills()) v.derived({"bound", "", "what the layer's cycles were mostly spent on"}, bound_label(l));
   v.object({"breakdown", "cycles", "the layer's cycles by where they went"}, [&] { l.breakdown.visit(v); });
   v.object(

@@ -222,6 +222,40 @@ TEST(Reports, Int8UtilizationIsSaidOnceAndASmallOneKeepsTwoSignificantDigits) {
   EXPECT_NE(r.out.find("utilization " + utilization + "% of the int8 peak\n"), std::string::npos) << r.out;
 }
 
+// Misaligned bursts and bank-conflict waits are counted per layer (adding up to the run's figures); the
+// summary calls the first DMA time (not latency), says which part of the second the units' stalls expose,
+// and names the layers with the largest shares of each.
+TEST(Reports, MisalignedBurstsAndBankConflictsAreDmaTimeAndStallsNamingTheirTopLayers) {
+  const std::string report = temp_dir("dma_time") + "/r.json";
+  const CommandResult r = npusim({"run", "demo", "--set", "dma.alignment_bytes=4096", "--set",
+                                  "sram.input.banks=1", "--set", "sram.weight.banks=1", "--report", report});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(check_report(
+                report,
+                "L = r['layers']\n"
+                "print(sum(l['misaligned_bursts'] for l in L) == r['dma']['misaligned_bursts'] > 0,\n"
+                "      sum(l['bank_conflict_cycles'] for l in L) == r['sram']['bank_conflict_cycles'] > 0)"),
+            "True True");
+  const std::string top =
+      check_report(report,
+                   "L = sorted(r['layers'], key=lambda l: -l['misaligned_bursts'])\n"
+                   "print('%s (%.0f%%)' % (L[0]['display_name'], 100 * L[0]['misaligned_bursts'] / "
+                   "r['dma']['misaligned_bursts']))");
+  EXPECT_NE(
+      r.out.find(" cycles of DMA time (DRAM bus, overlapped with other work: not latency); most in " + top),
+      std::string::npos)
+      << top << "\n"
+      << r.out;
+  const std::string waits =
+      check_report(report,
+                   "L = sorted(r['layers'], key=lambda l: -l['bank_conflict_cycles'])\n"
+                   "print('%d bank conflicts: %d cycles of waiting, %d of them exposed as matrix/vector "
+                   "stalls, the rest DMA "
+                   "time; most in %s' % (r['sram']['bank_conflicts'], r['sram']['bank_conflict_cycles'], "
+                   "sum(u['stalls']['bank_conflict'] for u in r['units'].values()), L[0]['display_name']))");
+  EXPECT_NE(r.out.find("sram              " + waits), std::string::npos) << waits << "\n" << r.out;
+}
+
 // A configuration may choose the precision --precision auto compiles in (a product's toolchain default);
 // the report says who chose it, and --precision still decides.
 TEST(Reports, TheConfigurationsDefaultPrecisionIsTakenAndSaidWhereNoPrecisionIsGiven) {
