@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <numeric>
 #include <string>
 
@@ -77,6 +78,26 @@ TEST(Scenario, BadFilesNameFileLineColumnAndKey) {
             "s.yaml:1:7: sram: 'private' is neither 'shared' nor 'partitioned'");
   EXPECT_EQ(errors_of("duration_ms: 10\n"),
             "s.yaml:1:1: models: missing (a list of models, docs/scenarios.md)");
+}
+
+// input_shape: and dynamic: bind a model's inputs as run's --input-shape and --dynamic do.
+TEST(Scenario, AModelsInputShapeAndDynamicBindItsInputs) {
+  const Scenario s =
+      parse_scenario_text(kModel +
+                              "    input_shape: {x: 1x3x48x320, mask: 1x48}\n    dynamic: {seq: 128}\n"
+                              "    arrival: {type: periodic, period_ms: 1}\n",
+                          "s.yaml", ".");
+  EXPECT_EQ(s.models[0].input_shapes, (std::vector<std::string>{"x=1x3x48x320", "mask=1x48"}));
+  EXPECT_EQ(s.models[0].dynamic, (std::map<std::string, int64_t>{{"seq", 128}}));
+  EXPECT_EQ(
+      errors_of(kModel + "    input_shape: {x: 1x0x4}\n    arrival: {type: periodic, period_ms: 1}\n"),
+      "s.yaml:4:22: models[0].input_shape.x: '1x0x4' is not a shape D0xD1x... of positive integers (e.g. "
+      "1x3x48x320)");
+  EXPECT_EQ(errors_of(kModel + "    input_shape: 1x3\n    arrival: {type: periodic, period_ms: 1}\n"),
+            "s.yaml:4:18: models[0].input_shape: expected a mapping of input names to shapes, e.g. {x: "
+            "1x3x48x320}");
+  EXPECT_EQ(errors_of(kModel + "    dynamic: {seq: many}\n    arrival: {type: periodic, period_ms: 1}\n"),
+            "s.yaml:4:20: models[0].dynamic.seq: 'many' is not an integer");
 }
 
 TEST(Scenario, PartitionedSramDividesEveryScratchpad) {
