@@ -302,6 +302,31 @@ Scenario both_at_zero(int64_t pa, int64_t pb) {
   return s;
 }
 
+// Requests of 1 ms alone arriving every 0.5 ms ask twice the NPU's time: offered load 2, an OVERLOAD line,
+// and the served rate is what one request per ms of NPU time allows over the time the last completes.
+TEST(Scheduler, AnOverloadedNpuSaysSoAndServesFewerRequestsPerSecondThanArrive) {
+  Scenario s;
+  s.duration_ms = 10;
+  Arrivals every;
+  every.period_ms = 0.5;
+  s.models = {model("a", 0, every)};
+  const ServeResult r = run_scenario(s, {profile("a", 2, 500000)}, 1000);  // 1 ms at 1 GHz
+  ASSERT_EQ(r.models[0].requests, 20);
+  EXPECT_DOUBLE_EQ(r.offered_load, 2.0);
+  EXPECT_DOUBLE_EQ(r.models[0].throughput_per_s, 2000.0);
+  // Back to back from the first arrival: the 20th completes at 20 ms.
+  EXPECT_DOUBLE_EQ(r.models[0].served_per_s, 1000.0);
+  EXPECT_NE(serve_text(r).find("OVERLOAD: the arrivals ask 2.00x the NPU time of the NPU"), std::string::npos)
+      << serve_text(r);
+  // At half the rate the NPU keeps up: no overload line, served = offered.
+  every.period_ms = 2;
+  s.models = {model("a", 0, every)};
+  const ServeResult calm = run_scenario(s, {profile("a", 2, 500000)}, 1000);
+  EXPECT_DOUBLE_EQ(calm.offered_load, 0.5);
+  EXPECT_DOUBLE_EQ(calm.models[0].served_per_s, calm.models[0].throughput_per_s);
+  EXPECT_EQ(serve_text(calm).find("OVERLOAD"), std::string::npos);
+}
+
 TEST(Scheduler, FifoNeverPreemptsAndRoundRobinAlternates) {
   Scenario s = both_at_zero(0, 9);
   const std::vector<ModelProfile> p = {profile("a", 3, 10), profile("b", 3, 10)};
