@@ -173,6 +173,8 @@ traces::Report Npu::report() const {
     l.dram_bytes_read = lc.dram_bytes_read;
     l.dram_bytes_written = lc.dram_bytes_written;
     l.activity = lc.activity;
+    l.misaligned_bursts = lc.misaligned_bursts;
+    l.bank_conflict_cycles = lc.bank_conflict_cycles;
     r.layers.push_back(std::move(l));
   }
   r.macs = static_cast<uint64_t>(static_cast<int64_t>(matrix_.macs()) + useful_minus_executed);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <utility>
 
 #include "isa/json_text.h"
 #include "isa/layer_names.h"
@@ -23,9 +24,38 @@ std::string pct(uint64_t part, uint64_t whole) {
   return whole ? fmt::format("{:5.1f}%", 100.0 * part / whole) : std::string("  -  ");
 }
 
+// A fraction as a percentage in prose: one decimal, and below 1% enough decimals for two significant
+// digits, so a small non-zero share (a 256x256 array's utilization) never reads "0.0%".
+std::string percent(double fraction) {
+  const double p = 100.0 * fraction;
+  if (p == 0.0 || std::abs(p) >= 1.0 || !std::isfinite(p)) return fmt::format("{:.1f}%", p);
+  const int decimals = std::min(9, static_cast<int>(std::ceil(-std::log10(std::abs(p)))) + 1);
+  return fmt::format("{:.{}f}%", p, decimals);
+}
+
 std::optional<double> ratio(std::optional<uint64_t> bound, uint64_t cycles) {
   if (!bound || cycles == 0) return std::nullopt;
   return static_cast<double>(*bound) / static_cast<double>(cycles);
+}
+
+// "; most in a (62%), b (30%), c (5%)": the three layers with the largest shares of `figure`.
+std::string top_layers_of(const Report& r, uint64_t LayerReport::*figure) {
+  uint64_t total = 0;
+  std::vector<size_t> order;
+  for (size_t i = 0; i < r.layers.size(); ++i) {
+    total += r.layers[i].*figure;
+    if (r.layers[i].*figure) order.push_back(i);
+  }
+  if (total == 0) return "";
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return r.layers[a].*figure > r.layers[b].*figure; });
+  if (order.size() > 3) order.resize(3);
+  const std::vector<std::string> shown = display_names(r);
+  std::string o = "; most in ";
+  for (size_t k = 0; k < order.size(); ++k)
+    o += fmt::format("{}{} ({:.0f}%)", k ? ", " : "", shown[order[k]],
+                     100.0 * static_cast<double>(r.layers[order[k]].*figure) / static_cast<double>(total));
+  return o;
 }
 
 // The JSON writer: each field as JsonWriter writes its type, in the declaration's order and layout.
@@ -208,6 +238,16 @@ std::string section_json(const std::function<void(ReportVisitor&)>& members, Rep
 
 void write_report_json(const Report& r, std::ostream& out) { out << report_json(r); }
 
+std::string phases_line(const PhaseTimes& p, double simulate_seconds) {
+  std::string o;
+  for (const auto& [name, seconds] :
+       {std::pair{"import", p.import_seconds}, std::pair{"calibration", p.calibration_seconds},
+        std::pair{"compile", p.compile_seconds}, std::pair{"accuracy", p.accuracy_seconds},
+        std::pair{"simulate", simulate_seconds}})
+    if (seconds > 0) o += fmt::format("{}{} {:.3g} s", o.empty() ? "" : ", ", name, seconds);
+  return fmt::format("host time         {}\n", o);
+}
+
 std::string summary_text(const Report& r, size_t top_layers) {
   std::string o;
   const uint64_t T = r.total_cycles;
@@ -218,6 +258,7 @@ std::string summary_text(const Report& r, size_t top_layers) {
                      r.run->sets.empty() ? "" : fmt::format(" + {} --set", r.run->sets.size()),
                      r.run->version);
   }
+  if (r.phases) o += phases_line(*r.phases, r.sim.wall_seconds);
   o += fmt::format("total cycles      {}  ({:.6g} ms at {} MHz)\n", T, r.latency_ms, num(r.frequency_mhz));
   if (r.model_limit_cycles && r.model_limit) {
     // The headline yardstick: the whole model against its physical limit (at most 100%). The roofline
@@ -233,16 +274,20 @@ std::string summary_text(const Report& r, size_t top_layers) {
   if (pf) {
     // A mixed plan's peak is a rate between its precisions' (1020.6): one decimal, as the other rates.
     const double peak = pf->peak_macs_per_cycle;
-    o += fmt::format("precision         {}: peak {} MACs/cycle\n", pf->plan,
-                     peak == std::floor(peak) ? num(peak) : fmt::format("{:.1f}", peak));
     o += fmt::format(
-        "array             {}x{} {}, {} MACs, utilization {:.1f}% of the {} peak ({:.1f}% of the int8 "
-        "peak)\n",
-        r.array_rows, r.array_cols, r.dataflow, r.macs, 100.0 * pf->utilization,
-        pf->layers.size() == 1 ? pf->plan : "plan's", 100.0 * r.array_utilization);
+        "precision         {}: peak {} MACs/cycle{}\n", pf->plan,
+        peak == std::floor(peak) ? num(peak) : fmt::format("{:.1f}", peak),
+        r.run && !r.run->precision_source.empty() ? "; chosen by " + r.run->precision_source : "");
+    // array_utilization is of one MAC per PE per cycle (the int8 peak): said again only where the plan's
+    // peak differs.
+    const bool int8_peak = peak == static_cast<double>(r.array_rows) * static_cast<double>(r.array_cols);
+    o += fmt::format("array             {}x{} {}, {} MACs, utilization {} of the {} peak{}\n", r.array_rows,
+                     r.array_cols, r.dataflow, r.macs, percent(pf->utilization),
+                     pf->layers.size() == 1 ? pf->plan : "plan's",
+                     int8_peak ? "" : fmt::format(" ({} of the int8 peak)", percent(r.array_utilization)));
   } else {
-    o += fmt::format("array             {}x{} {}, {} MACs, utilization {:.1f}% of the int8 peak\n",
-                     r.array_rows, r.array_cols, r.dataflow, r.macs, 100.0 * r.array_utilization);
+    o += fmt::format("array             {}x{} {}, {} MACs, utilization {} of the int8 peak\n", r.array_rows,
+                     r.array_cols, r.dataflow, r.macs, percent(r.array_utilization));
   }
   const std::optional<uint64_t> bound = model_bound_cycles(r);
   if (bound && r.compiled_bound_cycles) {
@@ -278,10 +323,23 @@ std::string summary_text(const Report& r, size_t top_layers) {
     o += fmt::format(", row hits {:.1f}%", 100.0 * r.dram.row_hits / (r.dram.row_hits + r.dram.row_misses));
   }
   o += "\n";
-  o += fmt::format("dma               {} transfers, {} bursts, {} misaligned (+{} cycles)\n", r.dma.transfers,
-                   r.dma.bursts, r.dma.misaligned_bursts, r.dma.misalignment_extra_cycles);
-  o += fmt::format("sram              {} bank conflicts (+{} cycles)\n", r.sram.bank_conflicts,
-                   r.sram.bank_conflict_cycles);
+  // The DRAM bus time of misaligned bursts is DMA time, mostly overlapped with compute: not latency.
+  o += fmt::format("dma               {} transfers, {} bursts, {} misaligned", r.dma.transfers, r.dma.bursts,
+                   r.dma.misaligned_bursts);
+  if (r.dma.misaligned_bursts)
+    o += fmt::format(": {} cycles of DMA time (DRAM bus, overlapped with other work: not latency){}",
+                     r.dma.misalignment_extra_cycles, top_layers_of(r, &LayerReport::misaligned_bursts));
+  o += fmt::format("\nsram              {} bank conflicts", r.sram.bank_conflicts);
+  if (r.sram.bank_conflicts) {
+    // Waits of the matrix and vector units are their stalls (exposed to their work); a DMA transfer's
+    // wait delays the transfer, which other work may hide.
+    uint64_t stalls = 0;
+    for (const UnitReport& u : r.units) stalls += u.stalls[static_cast<int>(Reason::kBankConflict)];
+    o += fmt::format(
+        ": {} cycles of waiting, {} of them exposed as matrix/vector stalls, the rest DMA time{}",
+        r.sram.bank_conflict_cycles, stalls, top_layers_of(r, &LayerReport::bank_conflict_cycles));
+  }
+  o += "\n";
   if (r.energy && r.area) {
     const EnergyReport& e = *r.energy;
     o +=

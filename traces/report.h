@@ -1,7 +1,7 @@
 #pragma once
 // The run report: a plain struct the simulator fills, written as JSON (docs/report.md documents
 // every field) or as a human-readable summary. Deterministic: no pointers, no wall time except
-// sim.wall_seconds.
+// sim.wall_seconds and phases.
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -85,6 +85,9 @@ struct LayerReport {
   uint64_t instructions = 0;
   uint64_t dram_bytes_read = 0;     // bytes the layer's LOADs read
   uint64_t dram_bytes_written = 0;  // bytes the layer's STOREs wrote
+  uint64_t misaligned_bursts = 0;   // extra DMA bursts its misaligned rows paid (dma.misaligned_bursts)
+  // Cycles its instructions waited on SRAM bank conflicts (they add up to sram.bank_conflict_cycles).
+  uint64_t bank_conflict_cycles = 0;
   // The number format the layer runs in ("int8", "fp16", ...): set by the compiler's precision plan;
   // empty when unknown.
   std::string precision;
@@ -162,6 +165,20 @@ struct SimInfo {
   void visit(ReportVisitor& v);
 };
 
+// The host's wall time of each phase of the command that made the report, in seconds (0: the phase did
+// not run); the simulation's own is sim.wall_seconds. What a user waits for, phase by phase.
+struct PhaseTimes {
+  double import_seconds = 0;       // reading the model and inferring its shapes
+  double calibration_seconds = 0;  // the precision plan: calibration, equalization, the recipe search
+  double compile_seconds = 0;      // the passes and the back end: mapping search, memory plan, code
+  double accuracy_seconds = 0;     // --accuracy and --advise-sqnr: the reference and quantized runs
+  void visit(ReportVisitor& v);
+};
+
+// The summary's line of the host's time by phase ("host time  import 0.012 s, calibration 16.1 s, ..."):
+// the phases that ran, in the order they ran; `simulate_seconds` last (0: no simulation).
+std::string phases_line(const PhaseTimes& p, double simulate_seconds);
+
 // What a run was: enough to say later which model, configuration and npusim produced a report.
 struct RunInfo {
   std::string command;            // the command line, arguments quoted where needed
@@ -170,6 +187,9 @@ struct RunInfo {
   std::string model_sha256;       // of the model (or program) file's bytes; empty for a built-in spec
   std::string config;             // --config as given ("" = the built-in edge preset)
   std::vector<std::string> sets;  // --set overrides, in order
+  // Who chose a compiled model's precision: --precision, the configuration's default, the array's widest
+  // floating-point type ("" for a program run).
+  std::string precision_source;
   // Every configuration parameter as resolved (dotted key, canonical value text), declaration order.
   std::vector<std::pair<std::string, std::string>> parameters;
   void visit(ReportVisitor& v);
@@ -239,7 +259,8 @@ struct Report {
   // Energy and area (traces::add_energy; docs/energy.md): none for a report that never had them.
   std::optional<EnergyReport> energy;
   std::optional<AreaReport> area;
-  std::optional<RunInfo> run;  // set by the command line (docs/report.md "run")
+  std::optional<RunInfo> run;        // set by the command line (docs/report.md "run")
+  std::optional<PhaseTimes> phases;  // set by the command line for a compiled model
   // The bound of the program as compiled (docs/report.md "Roofline"): each program layer's own tensors
   // after fusion, fused nodes not counted. Set by the compiler's view of a model.
   std::optional<uint64_t> compiled_bound_cycles;

@@ -70,6 +70,10 @@ void visit_layer(ReportVisitor& v, LayerReport& l, std::string_view shown, bool 
   v.integer({"instructions", "instructions", "instructions tagged with the layer"}, l.instructions);
   v.integer({"dram_bytes_read", "bytes", "bytes the layer's LOADs read"}, l.dram_bytes_read);
   v.integer({"dram_bytes_written", "bytes", "bytes the layer's STOREs wrote"}, l.dram_bytes_written);
+  v.integer({"misaligned_bursts", "bursts", "extra DMA bursts its misaligned rows paid"},
+            l.misaligned_bursts);
+  v.integer({"bank_conflict_cycles", "cycles", "its instructions' waits on SRAM bank conflicts"},
+            l.bank_conflict_cycles);
   if (!v.fills()) v.derived({"bound", "", "what the layer's cycles were mostly spent on"}, bound_label(l));
   v.object({"breakdown", "cycles", "the layer's cycles by where they went"}, [&] { l.breakdown.visit(v); });
   v.object(
@@ -236,6 +240,15 @@ void SimInfo::visit(ReportVisitor& v) {
   v.boolean({"functional", "", "whether values were computed"}, functional);
 }
 
+void PhaseTimes::visit(ReportVisitor& v) {
+  v.real({"import_seconds", "s", "reading the model and inferring its shapes"}, import_seconds);
+  v.real({"calibration_seconds", "s", "the precision plan: calibration, equalization, recipe search"},
+         calibration_seconds);
+  v.real({"compile_seconds", "s", "the passes and the back end"}, compile_seconds);
+  v.real({"accuracy_seconds", "s", "--accuracy, --advise-sqnr: the reference and quantized runs"},
+         accuracy_seconds);
+}
+
 void RunInfo::visit(ReportVisitor& v) {
   v.text({"command", "", "the command line"}, command);
   v.text({"version", "", "npusim's version"}, version);
@@ -245,6 +258,7 @@ void RunInfo::visit(ReportVisitor& v) {
   v.list({"sets", "", "the --set overrides, in order"}, sets, [&](std::string& s, size_t) {
     v.text({"", "", "a --set override"}, s);
   });
+  v.text({"precision_source", "", "who chose a compiled model's precision"}, precision_source);
   std::vector<std::string> keys;
   for (const auto& [key, value] : parameters) keys.push_back(key);
   keys =
@@ -366,6 +380,8 @@ void Report::visit(ReportVisitor& v) {
   }
   for (const std::shared_ptr<ReportSection>& s : sections) s->visit(v);
   v.optional_object({"run", "", "what was run"}, run, [&](RunInfo& info) { info.visit(v); });
+  v.optional_object({"phases", "s", "host time of each phase before and after the simulation"}, phases,
+                    [&](PhaseTimes& p) { p.visit(v); });
   v.object({"sim", "", "the simulation itself"}, [&] { sim.visit(v); });
 }
 

@@ -26,9 +26,11 @@ class Recorder {
     uint64_t vector_cycles = 0;
     uint64_t macs = 0;
     uint64_t instructions = 0;
-    uint64_t dram_bytes_read = 0;     // LOADs of the layer
-    uint64_t dram_bytes_written = 0;  // STOREs of the layer
-    traces::Activity activity;        // actions that cost energy (arch/core/activity.h)
+    uint64_t dram_bytes_read = 0;       // LOADs of the layer
+    uint64_t dram_bytes_written = 0;    // STOREs of the layer
+    traces::Activity activity;          // actions that cost energy (arch/core/activity.h)
+    uint64_t misaligned_bursts = 0;     // extra DMA bursts of the layer's misaligned rows
+    uint64_t bank_conflict_cycles = 0;  // its instructions' waits on SRAM bank conflicts (Sram)
   };
 
   Recorder(const isa::Program& program, size_t units, traces::Sink* sink)

@@ -66,7 +66,9 @@ void DmaEngine::transfer(const Descriptor& desc, DmaQueue& owner) {
   const uint64_t sram_bytes = w.sram_bytes;
 
   // SRAM side: reserve the scratchpad's bandwidth; a collision delays it.
-  const uint64_t sram_start = fab_.sram.reserve(buf, sram_bytes, begin);
+  auto* layer = fab_.rec.layer(d.layer);
+  const uint64_t sram_start =
+      fab_.sram.reserve(buf, sram_bytes, begin, layer ? &layer->bank_conflict_cycles : nullptr);
   const uint64_t sram_end = sram_start + fab_.sram.transfer_cycles(buf, sram_bytes);
 
   // DRAM side: every burst against the DRAM model.
@@ -97,6 +99,7 @@ void DmaEngine::transfer(const Descriptor& desc, DmaQueue& owner) {
   (store ? stats_.bytes_written : stats_.bytes_read) += bytes;
   if (auto* l = fab_.rec.layer(d.layer)) {
     (store ? l->dram_bytes_written : l->dram_bytes_read) += bytes;
+    l->misaligned_bursts += static_cast<uint64_t>(x.bursts.misaligned_bursts);
     l->activity.dram_activates += fab_.dram->stats().row_misses - row_misses_before;
   }
   fab_.rec.busy(unit_, d, now, end, traces::Category::kMemory, bytes);

@@ -18,8 +18,9 @@ class Sram {
   explicit Sram(const isa::SramConfig& config) : config_(config) {}
 
   // Reserves `buf` for a dense transfer of `bytes` wanting to start at `cycle`; returns when it can
-  // start (>= cycle). The difference is a bank-conflict stall, counted here.
-  uint64_t reserve(isa::Buffer buf, uint64_t bytes, uint64_t cycle) {
+  // start (>= cycle). The difference is a bank-conflict stall, counted here and added to `*layer` (the
+  // instruction's layer's count) when given.
+  uint64_t reserve(isa::Buffer buf, uint64_t bytes, uint64_t cycle, uint64_t* layer = nullptr) {
     const auto b = static_cast<size_t>(config_.storage(buf));  // a shared scratchpad is one resource
     const uint64_t start = cycle > busy_until_[b] ? cycle : busy_until_[b];
     busy_until_[b] =
@@ -27,13 +28,15 @@ class Sram {
     if (start > cycle) {
       ++conflicts_;
       conflict_cycles_ += start - cycle;
+      if (layer) *layer += start - cycle;
     }
     return start;
   }
   // Records a conflict found by another rule (strided reads).
-  void count_conflict(uint64_t cycles) {
+  void count_conflict(uint64_t cycles, uint64_t* layer = nullptr) {
     ++conflicts_;
     conflict_cycles_ += cycles;
+    if (layer) *layer += cycles;
   }
   int64_t transfer_cycles(isa::Buffer buf, uint64_t bytes) const {
     return isa::timing::sram_transfer_cycles(bytes, config_.buffer(buf));

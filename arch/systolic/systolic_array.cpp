@@ -94,7 +94,8 @@ void SystolicArray::execute(const Dispatch& d, uint64_t token_cycle) {
       if (factor > 1) {
         // The stream phase runs `factor` times slower: charged as a bank-conflict stall up front.
         const uint64_t extra = static_cast<uint64_t>(c.stream * (factor - 1));
-        fab_.sram.count_conflict(extra);
+        auto* layer = fab_.rec.layer(d.layer);
+        fab_.sram.count_conflict(extra, layer ? &layer->bank_conflict_cycles : nullptr);
         fab_.rec.stall(unit_, d, traces::Reason::kBankConflict, t, t + extra, true);
         fab_.wait_cycles(extra);
         t += extra;

@@ -33,8 +33,11 @@ void VectorUnit::execute(const Dispatch& d, uint64_t) {
   const Dispatch::VectorWork& w = d.work.vector;
   const uint64_t cycles = w.cycles;
   uint64_t start = now;
+  auto* layer = fab_.rec.layer(d.layer);
   for (int b = 0; b < isa::kNumBuffers; ++b) {
-    if (w.bytes[b]) start = std::max(start, fab_.sram.reserve(static_cast<isa::Buffer>(b), w.bytes[b], now));
+    if (w.bytes[b])
+      start = std::max(start, fab_.sram.reserve(static_cast<isa::Buffer>(b), w.bytes[b], now,
+                                                layer ? &layer->bank_conflict_cycles : nullptr));
   }
   if (start > now) {
     fab_.rec.stall(unit_, d, traces::Reason::kBankConflict, now, start, true);

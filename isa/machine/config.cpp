@@ -105,6 +105,11 @@ void LoweringConfig::visit(Visitor& v) {
             "who picks matrix layers' tiles: search = npusim's cost-model search; gemmini = the rules of "
             "Gemmini's tiled_matmul_auto / tiled_conv_auto (needs rows = cols and int8)"},
            mapping_policy, kMappingPolicyNames);
+  v.choice({"default_precision", "",
+            "the precision a model compiles in when --precision is auto (the default): auto = the array's "
+            "widest floating-point type (fp32, else bf16, else fp16, else int8); a product's toolchain may "
+            "default to another (fp16 needs no calibration, int8 does)"},
+           default_precision, kDefaultPrecisionNames);
 }
 
 const ScratchpadConfig& SramConfig::buffer(Buffer b) const {

@@ -28,6 +28,12 @@ inline constexpr std::array<std::string_view, 2> kConvReductionNames = {"im2col"
 enum class MappingPolicy : uint8_t { kSearch = 0, kGemmini = 1 };
 inline constexpr std::array<std::string_view, 2> kMappingPolicyNames = {"search", "gemmini"};
 
+// The precision a model compiles in when the command line does not choose one (--precision auto): the
+// array's widest floating-point type, or the one a product's toolchain defaults to.
+enum class DefaultPrecision : uint8_t { kAuto = 0, kFp32 = 1, kFp16 = 2, kBf16 = 3, kInt8 = 4 };
+inline constexpr std::array<std::string_view, 5> kDefaultPrecisionNames = {"auto", "fp32", "fp16", "bf16",
+                                                                           "int8"};
+
 enum class DramModel : uint8_t { kIdeal = 0, kSimple = 1, kDdr4_3200 = 2, kLpddr4_4266 = 3, kHbm2 = 4 };
 inline constexpr std::array<std::string_view, 5> kDramModelNames = {"ideal", "simple", "ddr4_3200",
                                                                     "lpddr4_4266", "hbm2"};
@@ -93,6 +99,7 @@ struct SramConfig {
 struct LoweringConfig {
   ConvReduction conv_reduction = ConvReduction::kIm2col;
   MappingPolicy mapping_policy = MappingPolicy::kSearch;
+  DefaultPrecision default_precision = DefaultPrecision::kAuto;
   void visit(Visitor& v);
 };
 

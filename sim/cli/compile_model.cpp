@@ -11,6 +11,8 @@
 #include "compiler/ir/memory_budget.h"
 #include "compiler/quant/calibration.h"
 #include "compiler/quant/precision.h"
+#include "sim/cli/files.h"
+#include "sim/cli/phase_status.h"
 #include "sim/mapping/mapping_file.h"
 
 namespace npusim::sim::cli {
@@ -26,6 +28,7 @@ CompiledModel compile_mapped(
   load_preprocess(m);
   ModelOptions options = to_model_options(m, config);
   options.dim_params = dims;
+  if (m.status) options.on_phase = [status = m.status](std::string_view phase) { status->phase(phase); };
   if (m.memory_limit_gb < 0) throw UsageError("--memory-limit-gb must not be negative");
   if (m.memory_limit_gb > 0) compiler::set_memory_limit_bytes(static_cast<uint64_t>(m.memory_limit_gb * 1e9));
   compiler::MappingOverrides mapping;
@@ -63,6 +66,7 @@ CompiledModel compile_mapped(
 
 CompiledModel compile_or_throw(const std::string& spec, const isa::NpuConfig& config, ModelCliOptions& m,
                                const dynamic::DimBinding& dims) {
+  if (!compiler::is_builtin_model_spec(spec)) check_not_directory(spec);
   return compile_mapped(spec, config, m, dims, [&](const ModelOptions& o, std::ostream* verbose) {
     return compile_model(spec, config, o, verbose);
   });

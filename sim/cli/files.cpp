@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <sstream>
 #include <string_view>
 #include <tuple>
@@ -41,11 +42,21 @@ void write_output(const std::string& path, const std::string& text) {
   }
 }
 
+void check_not_directory(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError(fmt::format(
+        "'{}' is a directory, not a model or program file (an .onnx model, a SCALE-Sim .csv topology or an "
+        ".npu/.s program)",
+        path));
+}
+
 bool is_program_file(const std::string& path) {
   return ends_with(path, ".npu") || ends_with(path, ".s") || ends_with(path, ".asm");
 }
 
 isa::Program load_program(const std::string& path) {
+  check_not_directory(path);
   try {
     if (ends_with(path, ".s") || ends_with(path, ".asm")) return isa::assemble(read_text_file(path), path);
     return isa::read_program_file(path);

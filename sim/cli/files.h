@@ -18,6 +18,10 @@ std::unique_ptr<std::ofstream> open_output(const std::string& path);
 // Writes `text` to the file at `path`.
 void write_output(const std::string& path, const std::string& text);
 
+// A MODEL or PROGRAM argument that names a directory: InputError saying so (the importer would read
+// it as a stream of unknown size and call it too large).
+void check_not_directory(const std::string& path);
+
 // A program file by its name: .npu, or assembly text (.s, .asm).
 bool is_program_file(const std::string& path);
 

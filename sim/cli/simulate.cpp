@@ -116,8 +116,13 @@ int simulate_and_report(Context& ctx, const CommonOptions& o, const std::string&
     if (e2e_sink) e2e_sink->complete(*pipeline);
   }
   if (sink) sink->finish();
+  if (extras) info.precision_source = extras->precision_source;
   report.run = std::move(info);
-  if (compiled) attach_compile_info(*compiled, report);
+  if (compiled) {
+    attach_compile_info(*compiled, report);
+    report.phases = compiled->phases;
+    if (extras) report.phases->accuracy_seconds = extras->accuracy_seconds;
+  }
   if (extras) {
     for (const auto& sec : extras->sections) report.sections.push_back(sec);
   }

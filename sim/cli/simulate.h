@@ -25,12 +25,14 @@ struct ReportExtras {
   traces::ReportSections sections;
   std::string text;
   std::string answer;  // printed even under -q: what an option asked for (--advise-sqnr's override list)
+  std::string precision_source;  // run.precision_source (precision_source in options/model.h)
   // A timing-only simulation of the same program already run (--dynamic, --generate): reused unless the
   // run needs its own (--functional, traces), so each shape is simulated once.
   std::optional<traces::Report> simulated;
   // --split batch --pipeline: the NPU's cycles (and of them, host fallbacks') the pipeline's model stage
   // takes: the cores' run, not the report body's run on one core.
   std::optional<std::pair<int64_t, int64_t>> pipeline_npu;
+  double accuracy_seconds = 0;  // --accuracy, --advise-sqnr: the report's phases.accuracy_seconds
 };
 
 // --top N|all: how many layers the summary lists.

@@ -643,6 +643,19 @@ std::vector<std::string> check_constraints(const isa::NpuConfig& c) {
         fmt::format("lowering.mapping_policy = gemmini needs a square array (Gemmini's DIM x DIM "
                     "mesh): systolic_array.rows = {} differs from systolic_array.cols = {}",
                     a.rows, a.cols));
+  // A default precision the array has no MACs for would fail every compile that takes it.
+  if (c.lowering.default_precision != isa::DefaultPrecision::kAuto &&
+      c.lowering.default_precision != isa::DefaultPrecision::kInt8) {
+    const auto p = c.lowering.default_precision;
+    const isa::DType t = p == isa::DefaultPrecision::kFp32   ? isa::DType::kFp32
+                         : p == isa::DefaultPrecision::kFp16 ? isa::DType::kFp16
+                                                             : isa::DType::kBf16;
+    const std::string_view name = isa::kDefaultPrecisionNames[static_cast<size_t>(p)];
+    if (a.rate(t) <= 0)
+      out.push_back(fmt::format(
+          "lowering.default_precision = {0} needs {0} MACs on the array: systolic_array.{0}_rate is 0",
+          name));
+  }
   // DRAM bursts and alignment boundaries are powers of two in every DRAM standard; the DMA splits
   // transfers at burst boundaries with address masks.
   auto pow2 = [](int64_t v) { return v > 0 && (v & (v - 1)) == 0; };

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <iostream>
 #include <map>
@@ -25,6 +26,10 @@
 
 namespace npusim::sim {
 namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 // The model's nodes fused into program layers, each right after its layer: 0 cycles, the layer's
 // precision and span, its own bound (counted in the layer's efficiency). The fusion totals count them and
@@ -101,36 +106,8 @@ void add_fused_layers(const compiler::CompileResult& result, traces::Report& rep
   report.sections.push_back(traces::make_section("fusion", fusion));
 }
 
-// Every value the back end places needs a static shape. One left open after the passes is the model's
-// input's doing: a dimension nobody bound, or integers read at run time (TopK's k, Split's sizes, a
-// Reshape's target) that size it. Said before the back end, with what fixes it (exit 2).
-void check_static_shapes(const compiler::Graph& g) {
-  for (const compiler::Node& n : g.nodes) {
-    for (const std::string& o : n.outputs) {
-      if (o.empty() || g.value(o).fully_known()) continue;
-      std::vector<std::string> open, integers;
-      for (const std::string& in : g.inputs) {
-        const compiler::Value& v = g.value(in);
-        if (!v.fully_known()) open.push_back(in);
-        if (!compiler::is_float(v.dtype)) integers.push_back(in);
-      }
-      auto join = [](const std::vector<std::string>& names) {
-        std::string s;
-        for (const std::string& x : names) s += (s.empty() ? "'" : ", '") + x + "'";
-        return s;
-      };
-      if (!open.empty())
-        throw compiler::ModelError(fmt::format(
-            "value '{}' ({} '{}') has no static shape: bind the dynamic dimensions of {} with --input-shape "
-            "or --dynamic",
-            o, n.op_type, n.name, join(open)));
-      throw compiler::ModelError(fmt::format(
-          "value '{}' ({} '{}') has a shape that depends on values known only at run time{}: fix them with "
-          "--input-value NAME=V[,V...]",
-          o, n.op_type, n.name, integers.empty() ? "" : " (the integer inputs " + join(integers) + ")"));
-    }
-  }
-}
+// The import's warnings, on stderr as the CLI's own.
+void print_warning(const std::string& warning) { std::cerr << "npusim: warning: " << warning << '\n'; }
 
 }  // namespace
 
@@ -143,19 +120,26 @@ CompiledModel compile_model(const std::string& spec, const isa::NpuConfig& confi
     import.input_values.insert(compiler::parse_input_value(s));
   import.batch = options.batch;
   import.dim_params = options.dim_params;
-  import.warn = [](const std::string& w) { std::cerr << "npusim: warning: " << w << "\n";
-};
-bool int8 = options.plan.spec.model == compiler::quant::Precision::kInt8;
-for (const compiler::quant::PrecisionOverride& o : options.plan.spec.overrides)
-  int8 = int8 || o.precision == compiler::quant::Precision::kInt8 ||
-         o.precision == compiler::quant::Precision::kInt16;
-import.weight_values = options.weight_values || int8 || options.plan.quant.cross_layer_equalization ||
-                       options.plan.quant.smoothquant_alpha.has_value();
-return compile_graph(compiler::load_model(spec, import), config, options, verbose);
-}  // namespace npusim::sim
+  import.warn = print_warning;
+  bool int8 = options.plan.spec.model == compiler::quant::Precision::kInt8;
+  for (const compiler::quant::PrecisionOverride& o : options.plan.spec.overrides)
+    int8 = int8 || o.precision == compiler::quant::Precision::kInt8 ||
+           o.precision == compiler::quant::Precision::kInt16;
+  import.weight_values = options.weight_values || int8 || options.plan.quant.cross_layer_equalization ||
+                         options.plan.quant.smoothquant_alpha.has_value();
+  if (options.on_phase) options.on_phase("import");
+  const auto start = std::chrono::steady_clock::now();
+  compiler::Graph imported = compiler::load_model(spec, import);
+  const double import_seconds = seconds_since(start);
+  CompiledModel m = compile_graph(std::move(imported), config, options, verbose);
+  m.phases.import_seconds = import_seconds;
+  return m;
+}
 
 CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& config,
                             const ModelOptions& options, std::ostream* verbose) {
+  if (options.on_phase) options.on_phase("compile");
+  auto start = std::chrono::steady_clock::now();
   CompiledModel m;
   m.imported = std::move(imported);
   if (verbose)
@@ -190,7 +174,10 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
   pipeline.whole_row_limit = compiler::rowwise_row_limit(config);
   m.fusion = options.fusion;
   compiler::lower(m.lowered, pipeline, observer);
-  check_static_shapes(m.lowered);
+  // The precision plan (equalization, smoothing, calibration, the recipe search): the calibration phase.
+  m.phases.compile_seconds = seconds_since(start);
+  if (options.on_phase) options.on_phase("calibration");
+  start = std::chrono::steady_clock::now();
   compiler::passes::Equalization equalization;
   if (options.plan.quant.cross_layer_equalization) {
     // A pre-quantized model's weight codes and activation scales are its own: rescaling its float weights
@@ -223,10 +210,17 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
     m.plan.calibration.equalization = std::move(equalization);
     m.plan.calibration.smoothing = std::move(smoothing);
   }
+  // A float plan calibrates nothing: its few milliseconds count as compiling.
+  const bool calibrated =
+      m.plan.has_int8() || m.plan.calibration.equalization.applied || m.plan.calibration.smoothing.applied;
+  (calibrated ? m.phases.calibration_seconds : m.phases.compile_seconds) += seconds_since(start);
+  if (options.on_phase) options.on_phase("compile");
+  start = std::chrono::steady_clock::now();
   m.result = compile_with_plan(m.lowered, config, m.plan, options.timer, options.mapping, options.fusion);
   for (const compiler::LayerPlan& p : m.result.layers)
     if (p.bound_cycles) m.compiled_bounds[p.name] = *p.bound_cycles;
   compiler::bound_as_imported(m.result, m.imported, m.lowered, config, options.mapping);
+  m.phases.compile_seconds += seconds_since(start);
   return m;
 }
 

@@ -6,6 +6,7 @@
 #include <iosfwd>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "arch/simulate.h"
@@ -47,6 +48,8 @@ struct ModelOptions {
   // (compiler::ImportOptions::weight_values), so their program cannot run functionally nor be written.
   // A plan with int8 keeps the values (calibration runs the model).
   bool weight_values = true;
+  // Called as each phase starts ("import", "calibration", "compile"): a terminal's progress line.
+  std::function<void(std::string_view phase)> on_phase;
 };
 
 struct CompiledModel {
@@ -62,6 +65,8 @@ struct CompiledModel {
   std::vector<std::string> quant_notes;  // what of the model's quantization could not be kept
   // The calibration statistics the plan was quantized from (quant::requantize_plan; --advise-sqnr).
   std::map<std::string, compiler::quant::TensorStats> calibration_stats;
+  // The host's time in each phase (import, calibration, compile; accuracy is the command's).
+  traces::PhaseTimes phases;
 };
 
 // Imports `spec` (ONNX file, SCALE-Sim CSV, built-in micro-model), lowers it and compiles it for

@@ -139,6 +139,10 @@ class Parser : public YamlErrors {
           }
         } else if (k == "batch") {
           integer(v, key, sm.batch, 1, 65536);
+        } else if (k == "input_shape") {
+          read_input_shapes(v, key, sm);
+        } else if (k == "dynamic") {
+          read_dynamic(v, key, sm);
         } else if (k == "priority") {
           integer(v, key, sm.priority, -1000000, 1000000);
         } else if (k == "set") {
@@ -172,8 +176,22 @@ class Parser : public YamlErrors {
           seed_given = read_arrivals(v, key, sm.arrivals);
         } else {
           unknown(kv.first, where + ".", k,
-                  {"name", "model", "precision", "batch", "priority", "core", "set", "deadline_ms",
-                   "pipeline", "arrival"});
+                  {"name", "model", "precision", "batch", "input_shape", "dynamic", "priority", "core", "set",
+                   "deadline_ms", "pipeline", "arrival"});
+        }
+      }
+      // `batch` sets every input's first dimension: an input_shape that says otherwise contradicts it.
+      if (sm.batch > 0 && m["input_shape"] && m["input_shape"].IsMap()) {
+        for (const auto& in : m["input_shape"]) {
+          const std::string name = in.first.Scalar();
+          for (const std::string& bound : sm.input_shapes) {
+            if (bound.rfind(name + "=", 0) != 0) continue;
+            const int64_t first = std::stoll(bound.substr(name.size() + 1));
+            if (first != sm.batch)
+              error(in.second,
+                    fmt::format("{}.input_shape.{}: first dimension {} but batch: {}; give the batch once",
+                                where, name, first, sm.batch));
+          }
         }
       }
       if (!m["model"]) error(m, where + ".model: missing (an ONNX file, demo, gemm:..., conv:...)");
@@ -181,6 +199,46 @@ class Parser : public YamlErrors {
       if (sm.name.empty()) sm.name = fmt::format("model{}", i);
       seed_given_.push_back(seed_given);
       s.models.push_back(sm);
+    }
+  }
+
+  // `input_shape: {NAME: 1x3x48x320}`: each input's shape, every dimension a positive integer.
+  void read_input_shapes(const YAML::Node& v, const std::string& key, ScenarioModel& sm) {
+    if (!v.IsMap() || v.size() == 0) {
+      error(v, key + ": expected a mapping of input names to shapes, e.g. {x: 1x3x48x320}");
+      return;
+    }
+    for (const auto& kv : v) {
+      const std::string name = kv.first.Scalar(), at = key + "." + name;
+      std::string text;
+      if (!scalar(kv.second, at, text)) continue;
+      bool ok = !text.empty();
+      for (size_t b = 0; ok && b <= text.size();) {
+        const size_t e = std::min(text.find('x', b), text.size());
+        const std::string d = text.substr(b, e - b);
+        ok = !d.empty() && d.size() <= 12 && d.find_first_not_of("0123456789") == std::string::npos &&
+             std::stoll(d) > 0;
+        b = e + 1;
+      }
+      if (!ok) {
+        error(kv.second,
+              at + ": '" + text + "' is not a shape D0xD1x... of positive integers (e.g. 1x3x48x320)");
+        continue;
+      }
+      sm.input_shapes.push_back(name + "=" + text);
+    }
+  }
+
+  // `dynamic: {PARAM: V}`: a named dynamic dimension (an ONNX dim_param) bound to V.
+  void read_dynamic(const YAML::Node& v, const std::string& key, ScenarioModel& sm) {
+    if (!v.IsMap() || v.size() == 0) {
+      error(v, key + ": expected a mapping of dynamic dimensions to values, e.g. {seq: 128}");
+      return;
+    }
+    for (const auto& kv : v) {
+      int64_t value = 0;
+      integer(kv.second, key + "." + kv.first.Scalar(), value, 1, 1 << 24);
+      if (value > 0) sm.dynamic[kv.first.Scalar()] = value;
     }
   }
 

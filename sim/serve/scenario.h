@@ -3,6 +3,7 @@
 // each with its arrival process, priority and deadline, a scheduling policy and a duration. This file
 // parses and validates the YAML; scheduler.h runs it.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -45,7 +46,11 @@ struct ScenarioModel {
   std::string model;  // the MODEL argument of `npusim run` (a relative file resolved against the scenario)
   std::string precision;  // "" = auto, as `npusim run`
   int64_t batch = 0;      // 0 = the model's own
-  int64_t priority = 0;   // higher runs first under `policy: priority`
+  // `input_shape: {NAME: 1x3x48x320}`: inputs' shapes as `npusim run --input-shape NAME=...` binds them
+  // ("NAME=1x3x48x320"); `dynamic: {PARAM: V}`: a named dynamic dimension bound to one value.
+  std::vector<std::string> input_shapes;
+  std::map<std::string, int64_t> dynamic;
+  int64_t priority = 0;  // higher runs first under `policy: priority`
   // Its own KEY=VALUE overrides on top of the scenario's (never of what the models share: the clock, the
   // cores, DRAM, the host link, energy and area); where `set` was given.
   std::vector<std::string> sets;

@@ -423,8 +423,10 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
     st.preemptions = preemptions[m];
     st.weight_reloads = reloads[m];
     std::vector<int64_t> lat;
+    int64_t last_done = duration_cycles;
     for (const Request& q : reqs) {
       if (q.model != m) continue;
+      last_done = std::max(last_done, q.done + p.host_after_cycles);
       const int64_t latency = q.done + p.host_after_cycles - q.arrival;
       lat.push_back(latency);
       if (st.deadline_ms > 0 && static_cast<double>(latency) * ms_per_cycle > st.deadline_ms)
@@ -440,7 +442,20 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
     for (int64_t l : lat) sum += static_cast<double>(l);
     st.latency_mean_ms = lat.empty() ? 0 : sum / static_cast<double>(lat.size()) * ms_per_cycle;
     st.throughput_per_s = static_cast<double>(st.requests) / (s.duration_ms / 1000.0);
+    st.served_per_s =
+        last_done > 0 ? static_cast<double>(st.requests) / (last_done * ms_per_cycle / 1000.0) : 0;
     r.models.push_back(st);
+  }
+  // The load the arrivals offer each core: its models' NPU cycles over the duration.
+  std::vector<double> offered(static_cast<size_t>(cores), 0.0);
+  for (size_t m = 0; m < n_models; ++m)
+    offered[static_cast<size_t>(s.models[m].core)] +=
+        static_cast<double>(r.models[m].requests) * static_cast<double>(profiles[m].total_cycles) /
+        static_cast<double>(std::max<int64_t>(1, duration_cycles));
+  for (size_t c = 0; c < offered.size(); ++c) {
+    if (offered[c] <= r.offered_load) continue;
+    r.offered_load = offered[c];
+    r.busiest_core = static_cast<int64_t>(c);
   }
   return r;
 }
@@ -455,6 +470,8 @@ void ServeResult::visit(traces::ReportVisitor& v, const Scenario& s) {
   v.integer({"span_cycles", "cycles", "until the last request finished"}, span_cycles);
   v.integer({"cores", "cores", "cores the models are pinned to"}, cores);
   v.real({"npu_busy", "", "fraction of span x cores the cores ran a layer", 6}, npu_busy);
+  v.real({"offered_load", "", "the busiest core's requests x cycles alone / duration", 6}, offered_load);
+  v.integer({"busiest_core", "", "the core offered the most"}, busiest_core);
   v.list({"models", "", "each model of the scenario"}, models, [&](ModelStats& m, size_t i) {
     v.object({"", "", "a model"}, [&] {
       v.text({"name", "", "its name"}, m.name);
@@ -486,6 +503,7 @@ void ServeResult::visit(traces::ReportVisitor& v, const Scenario& s) {
       }
       v.integer({"deadline_misses", "requests", "requests completed past their deadline"}, m.deadline_misses);
       v.real({"throughput_per_s", "requests/s", "requests completed / duration", 6}, m.throughput_per_s);
+      v.real({"served_per_s", "requests/s", "requests / the time the last one completed", 6}, m.served_per_s);
       v.integer({"preemptions", "", "times a request was set aside at a layer boundary"}, m.preemptions);
       v.integer({"weight_reloads", "", "times its weights were loaded over the host link"}, m.weight_reloads);
       // Its slowdown next to each model on another core (measured on their two programs together).
@@ -538,20 +556,28 @@ std::string serve_text(const ServeResult& r) {
       "scenario: policy {}, SRAM {}, {:g} ms of arrivals, run until {:.3f} ms; NPU busy {:.1f}%{}\n",
       r.policy, r.sram, r.duration_ms, static_cast<double>(r.span_cycles) / r.frequency_mhz / 1000.0,
       100.0 * r.npu_busy, r.cores > 1 ? fmt::format(" (over {} cores)", r.cores) : std::string());
-  t += fmt::format("  {:<16} {:>4} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9}\n", "model", "prio",
-                   "requests", "alone ms", "p50 ms", "p95 ms", "p99 ms", "max ms", "missed", "req/s");
+  t += fmt::format("  {:<16} {:>4} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9} {:>9}\n", "model", "prio",
+                   "requests", "alone ms", "p50 ms", "p95 ms", "p99 ms", "max ms", "missed", "offered/s",
+                   "served/s");
   for (const ModelStats& m : r.models) {
     if (m.requests == 0) {
       t += fmt::format("  {:<16} {:>4} {:>8} {:>9.3f}   (no request arrived)\n", m.name, m.priority, 0,
                        m.alone_ms);
       continue;
     }
-    t += fmt::format("  {:<16} {:>4} {:>8} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>8} {:>9.1f}\n",
-                     m.name, m.priority, m.requests, m.alone_ms, m.latency_p50_ms, m.latency_p95_ms,
-                     m.latency_p99_ms, m.latency_max_ms,
-                     m.deadline_ms > 0 ? std::to_string(m.deadline_misses) : std::string("-"),
-                     m.throughput_per_s);
+    t += fmt::format(
+        "  {:<16} {:>4} {:>8} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>8} {:>9.1f} {:>9.1f}\n", m.name,
+        m.priority, m.requests, m.alone_ms, m.latency_p50_ms, m.latency_p95_ms, m.latency_p99_ms,
+        m.latency_max_ms, m.deadline_ms > 0 ? std::to_string(m.deadline_misses) : std::string("-"),
+        m.throughput_per_s, m.served_per_s);
   }
+  if (r.offered_load > 1)
+    t += fmt::format(
+        "  OVERLOAD: the arrivals ask {:.2f}x the NPU time of {} (requests x alone / duration): its queue "
+        "grows "
+        "as long as requests arrive, so its latencies grow with duration_ms; served/s is what it kept up "
+        "with\n",
+        r.offered_load, r.cores > 1 ? fmt::format("core {}", r.busiest_core) : std::string("the NPU"));
   if (!r.weights_resident) {
     int64_t reloads = 0;
     for (const ModelStats& m : r.models) reloads += m.weight_reloads;

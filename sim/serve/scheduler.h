@@ -71,9 +71,12 @@ struct ModelStats {
   double alone_ms = 0;  // one request alone: total_cycles plus the pipeline's host stages
   double latency_p50_ms = 0, latency_p95_ms = 0, latency_p99_ms = 0, latency_max_ms = 0, latency_mean_ms = 0;
   int64_t deadline_misses = 0;
-  double throughput_per_s = 0;  // requests completed / duration
-  int64_t preemptions = 0;      // times a request of this model was set aside at a layer boundary
-  int64_t weight_reloads = 0;   // times its weights were loaded over the host link (DRAM too small)
+  double throughput_per_s = 0;  // requests completed / duration: the offered rate (every request completes)
+  // Requests / the time its last one completed (at least the duration): the rate the NPU served, below
+  // the offered one when the NPU is overloaded.
+  double served_per_s = 0;
+  int64_t preemptions = 0;     // times a request of this model was set aside at a layer boundary
+  int64_t weight_reloads = 0;  // times its weights were loaded over the host link (DRAM too small)
 };
 
 // A stretch of one request running on the NPU, for the trace.
@@ -91,6 +94,10 @@ struct ServeResult {
   int64_t span_cycles = 0;  // until the last request finished (at least the duration)
   int64_t cores = 1;        // cores the models are pinned to (the highest `core` + 1)
   double npu_busy = 0;      // fraction of span x cores the cores ran a layer
+  // The NPU time the arrivals ask of the busiest core: its models' requests x their cycles alone / the
+  // duration. Above 1 the core is overloaded: its queue grows for as long as requests arrive.
+  double offered_load = 0;
+  int64_t busiest_core = 0;
   // per unit (below): its busy cycles over all cores / (span x cores)
   std::vector<ModelStats> models;
   std::vector<std::pair<std::string, double>> units;  // per unit: utilization over the span

@@ -262,6 +262,18 @@ TEST(Cli, BatchOutOfRangeOrOnAFixedShapeModelIsAUsageError) {
   EXPECT_NE(r.err.find("--batch do not apply"), std::string::npos) << r.err;
 }
 
+TEST(Cli, ADirectoryGivenAsModelOrProgramIsNamedAsADirectory) {
+  const std::string dir = temp_dir("model_dir");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"run", dir}, {"compile", dir, "-o", dir + "/p.npu"}, {"exec", dir}}) {
+    const CommandResult r = npusim(args);
+    EXPECT_EQ(r.exit_code, 2) << args[0];
+    EXPECT_NE(r.err.find("'" + dir + "' is a directory, not a model or program file"), std::string::npos)
+        << args[0] << ": " << r.err;
+    EXPECT_EQ(r.err.find("2 GB"), std::string::npos) << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace npusim::test
 

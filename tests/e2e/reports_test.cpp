@@ -207,6 +207,109 @@ TEST(Reports, UtilizationIsAgainstThePeakOfThePrecisionPlan) {
       << r.out;
 }
 
+// An int8 plan's peak is the int8 peak: its utilization is said once. On a 256x256 array the demo's
+// utilization is below 1%, given to two significant digits rather than as "0.0%" or "0.4%".
+TEST(Reports, Int8UtilizationIsSaidOnceAndASmallOneKeepsTwoSignificantDigits) {
+  const std::string report = temp_dir("precision_int8_peak") + "/r.json";
+  const CommandResult r =
+      npusim({"run", "demo", "--precision", "int8", "-c",
+              std::string(NPUSIM_SOURCE_DIR) + "/configs/tpu-v1.yaml", "--report", report});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string utilization = json_eval(report,
+                                            "'%.2g' % (100 * r['macs'] / (r['array']['rows'] * "
+                                            "r['array']['cols'] * r['total_cycles']))");
+  ASSERT_LT(std::stod(utilization), 1.0) << utilization;
+  EXPECT_NE(r.out.find("utilization " + utilization + "% of the int8 peak\n"), std::string::npos) << r.out;
+}
+
+// Misaligned bursts and bank-conflict waits are counted per layer (adding up to the run's figures); the
+// summary calls the first DMA time (not latency), says which part of the second the units' stalls expose,
+// and names the layers with the largest shares of each.
+TEST(Reports, MisalignedBurstsAndBankConflictsAreDmaTimeAndStallsNamingTheirTopLayers) {
+  const std::string report = temp_dir("dma_time") + "/r.json";
+  const CommandResult r = npusim({"run", "demo", "--set", "dma.alignment_bytes=4096", "--set",
+                                  "sram.input.banks=1", "--set", "sram.weight.banks=1", "--report", report});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(check_report(
+                report,
+                "L = r['layers']\n"
+                "print(sum(l['misaligned_bursts'] for l in L) == r['dma']['misaligned_bursts'] > 0,\n"
+                "      sum(l['bank_conflict_cycles'] for l in L) == r['sram']['bank_conflict_cycles'] > 0)"),
+            "True True");
+  const std::string top =
+      check_report(report,
+                   "L = sorted(r['layers'], key=lambda l: -l['misaligned_bursts'])\n"
+                   "print('%s (%.0f%%)' % (L[0]['display_name'], 100 * L[0]['misaligned_bursts'] / "
+                   "r['dma']['misaligned_bursts']))");
+  EXPECT_NE(
+      r.out.find(" cycles of DMA time (DRAM bus, overlapped with other work: not latency); most in " + top),
+      std::string::npos)
+      << top << "\n"
+      << r.out;
+  const std::string waits =
+      check_report(report,
+                   "L = sorted(r['layers'], key=lambda l: -l['bank_conflict_cycles'])\n"
+                   "print('%d bank conflicts: %d cycles of waiting, %d of them exposed as matrix/vector "
+                   "stalls, the rest DMA "
+                   "time; most in %s' % (r['sram']['bank_conflicts'], r['sram']['bank_conflict_cycles'], "
+                   "sum(u['stalls']['bank_conflict'] for u in r['units'].values()), L[0]['display_name']))");
+  EXPECT_NE(r.out.find("sram              " + waits), std::string::npos) << waits << "\n" << r.out;
+}
+
+// A configuration may choose the precision --precision auto compiles in (a product's toolchain default);
+// the report says who chose it, and --precision still decides.
+TEST(Reports, TheConfigurationsDefaultPrecisionIsTakenAndSaidWhereNoPrecisionIsGiven) {
+  const std::string dir = temp_dir("default_precision");
+  CommandResult r =
+      npusim({"run", "demo", "--set", "lowering.default_precision=fp16", "--report", dir + "/fp16.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(dir + "/fp16.json", "r['precision']['plan'], r['run']['precision_source']"),
+            "fp16 the configuration's lowering.default_precision = fp16: no calibration needed (--precision "
+            "to choose another)");
+  EXPECT_NE(r.out.find("MACs/cycle; chosen by the configuration's lowering.default_precision = fp16"),
+            std::string::npos)
+      << r.out;
+  r = npusim({"run", "demo", "--set", "lowering.default_precision=fp16", "--precision", "fp32", "--report",
+              dir + "/fp32.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(dir + "/fp32.json", "r['precision']['plan'], r['run']['precision_source']"),
+            "fp32 --precision fp32");
+  // A default the array has no MACs for is a configuration error naming both keys.
+  r = npusim(
+      {"run", "demo", "--set", "lowering.default_precision=bf16", "--set", "systolic_array.bf16_rate=0"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("lowering.default_precision = bf16 needs bf16 MACs on the array: "
+                       "systolic_array.bf16_rate is 0"),
+            std::string::npos)
+      << r.err;
+}
+
+// The host's time by phase: an int8 run's calibration is its own phase (it can take most of the time),
+// a float run has none; a program run (exec) has no compile phases.
+TEST(Reports, PhaseTimesSayWhereTheHostsTimeWentCalibrationApart) {
+  const std::string dir = temp_dir("phases");
+  CommandResult r = npusim({"run", "demo", "--precision", "int8", "--report", dir + "/int8.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(dir + "/int8.json",
+                      "all(r['phases'][k] > 0 for k in ('import_seconds', 'calibration_seconds', "
+                      "'compile_seconds')) and r['phases']['accuracy_seconds'] == 0"),
+            "True");
+  EXPECT_NE(r.out.find("\nhost time         import "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(", calibration "), std::string::npos) << r.out;
+  r = npusim({"run", "demo", "--precision", "fp32", "--report", dir + "/fp32.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(dir + "/fp32.json", "r['phases']['calibration_seconds']"), "0");
+  EXPECT_EQ(r.out.find(", calibration "), std::string::npos) << r.out;
+  r = npusim({"run", "demo", "--precision", "int8", "--accuracy", "--report", dir + "/acc.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(dir + "/acc.json", "r['phases']['accuracy_seconds'] > 0"), "True");
+  ASSERT_EQ(npusim({"compile", "demo", "-q", "-o", dir + "/d.npu"}).exit_code, 0);
+  r = npusim({"exec", dir + "/d.npu", "--report", dir + "/exec.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(dir + "/exec.json", "'phases' in r"), "False");
+  EXPECT_EQ(r.out.find("host time"), std::string::npos) << r.out;
+}
+
 // A mixed plan: the peak is the rate at which the layers' MACs would run, each at its precision's peak.
 TEST(Reports, MixedPlanNamesItsPrecisionsAndTheirCombinedPeak) {
   const std::string dir = temp_dir("precision_mixed");
@@ -231,7 +334,8 @@ TEST(Reports, MixedPlanNamesItsPrecisionsAndTheirCombinedPeak) {
       json_eval(report,
                 "r['precision']['peak_macs_per_cycle'] != round(r['precision']['peak_macs_per_cycle'])"),
       "True");
-  EXPECT_NE(r.out.find("precision         mixed: " + n + " int8, 1 fp16: peak " + peak + " MACs/cycle\n"),
+  EXPECT_NE(r.out.find("precision         mixed: " + n + " int8, 1 fp16: peak " + peak +
+                       " MACs/cycle; chosen by --precision int8 with per-layer overrides\n"),
             std::string::npos)
       << r.out;
 }
@@ -274,7 +378,7 @@ TEST(Reports, SummaryCsvAndJsonShowTheSameShortUniqueLayerNames) {
     const std::string name = json_eval(report, program + "[" + std::to_string(i) + "]['display_name']");
     EXPECT_NE(r.out.find("\n" + name + " "), std::string::npos) << name << "\n" << r.out;
   }
-  const CommandResult c = npusim({"compile", "demo", "-o", dir + "/d.npu"});
+  const CommandResult c = npusim({"compile", "demo", "-o", dir + "/d.npu", "-v"});
   ASSERT_EQ(c.exit_code, 0) << c.err;
   for (int i = 0; i < n; ++i) {
     const std::string name = json_eval(report, program + "[" + std::to_string(i) + "]['display_name']");
@@ -581,7 +685,7 @@ namespace {
 // undocumented `gb` is `groups`.
 TEST(SmallThings, EveryColumnOfTheCompileTableIsDocumented) {
   const std::string dir = temp_dir("compile_table");
-  const CommandResult r = npusim({"compile", "demo", "-o", dir + "/d.npu"});
+  const CommandResult r = npusim({"compile", "demo", "-o", dir + "/d.npu", "-v"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::istringstream in(r.out);
   std::string header;
@@ -596,7 +700,8 @@ TEST(SmallThings, EveryColumnOfTheCompileTableIsDocumented) {
   EXPECT_EQ(n, 13);
 }
 
-// -v prints the mapping table and the precision plan, nothing else of the compiler; --graphs adds the
+// -v prints the mapping table and the precision plan, nothing else of the compiler (compile without it: what
+// it wrote, and the phases' times); --graphs adds the
 // graph after every pass, last: after the table (compile) or after the simulation's summary (run).
 TEST(SmallThings, VerboseCompileAndRunPrintTheMappingTableAndGraphsOnlyOnRequest) {
   const std::string dir = temp_dir("verbose");
@@ -614,6 +719,14 @@ TEST(SmallThings, VerboseCompileAndRunPrintTheMappingTableAndGraphsOnlyOnRequest
   EXPECT_LT(r.out.find("\nprecision plan: "), graphs);
   EXPECT_NE(graphs, std::string::npos) << r.out;
   EXPECT_NE(r.out.find("== after placement", graphs), std::string::npos);
+  // Without -v, compile says what it wrote and how long each phase took: no table, no plan.
+  r = npusim({"compile", "demo", "-o", dir + "/d.npu"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("\nlayer "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("precision plan: "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.rfind("wrote " + dir + "/d.npu: ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("\nhost time         import "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(-v prints the mapping table and the precision plan)"), std::string::npos) << r.out;
   r = npusim({"run", "demo", "-v"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("\nprecision plan: "), std::string::npos) << r.out;

@@ -143,6 +143,54 @@ models:
             "True");
 }
 
+// A model with a dynamic dimension (dyn.onnx: x is 1 x seq x 16) serves once its entry binds it, with
+// input_shape: or dynamic: (as run's --input-shape and --dynamic); unbound, the error says how in the
+// scenario file's words, naming the file and the model's entry.
+TEST(ServeCli, AModelWithADynamicDimensionServesWithItsEntrysInputShapeOrDynamic) {
+  const std::string dir = temp_dir("serve_dynamic");
+  const CommandResult models = run_command(
+      {"/usr/bin/python3", std::string(NPUSIM_SOURCE_DIR) + "/tests/e2e/make_report_models.py", dir});
+  ASSERT_EQ(models.exit_code, 0) << models.err;
+  const CommandResult run =
+      npusim({"run", dir + "/dyn.onnx", "-q", "--input-shape", "x=1x32x16", "--report", dir + "/run.json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const long long cycles = std::stoll(json_eval(dir + "/run.json", "r['total_cycles']"));
+  for (const std::string binding : {"input_shape: {x: 1x32x16}", "dynamic: {seq: 32}"}) {
+    write_file(dir + "/s.yaml", "duration_ms: 10\nmodels:\n  - {name: rec, model: dyn.onnx, " + binding +
+                                    ", arrival: {type: periodic, period_ms: 100}}\n");
+    const CommandResult r = npusim({"serve", dir + "/s.yaml", "--report", dir + "/s.json"});
+    ASSERT_EQ(r.exit_code, 0) << binding << ": " << r.err;
+    EXPECT_EQ(std::llround(std::stod(json_eval(dir + "/s.json", "r['models'][0]['latency_max_ms']")) * 1e6),
+              cycles)
+        << binding;
+  }
+  write_file(dir + "/s.yaml",
+             "duration_ms: 10\nmodels:\n  - {name: rec, model: dyn.onnx, arrival: {type: periodic, "
+             "period_ms: 100}}\n");
+  CommandResult r = npusim({"serve", dir + "/s.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.rfind("npusim: error: " + dir + "/s.yaml:3:5: models[0] (rec): ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("bind it with input_shape: {x: D0xD1x...} or dynamic: {seq: V}"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("--"), std::string::npos) << r.err;
+  // A shape that is not one, and a batch the shape contradicts, name the key.
+  write_file(
+      dir + "/s.yaml",
+      "duration_ms: 10\nmodels:\n  - {name: rec, model: dyn.onnx, batch: 2, input_shape: {x: 1x32x16},\n"
+      "     arrival: {type: periodic, period_ms: 100}}\n  - {name: b, model: dyn.onnx, input_shape: {x: "
+      "1xax16},"
+      " arrival: {type: periodic, period_ms: 100}}\n");
+  r = npusim({"serve", dir + "/s.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(
+      r.err.find("s.yaml:3:61: models[0].input_shape.x: first dimension 1 but batch: 2; give the batch once"),
+      std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("models[1].input_shape.x: '1xax16' is not a shape D0xD1x... of positive integers"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(ServeCli, BadScenarioFilesExit2NamingFileLineColumnAndKey) {
   const std::string dir = temp_dir("serve_bad");
   write_file(dir + "/bad.yaml", R"(duraton_ms: 5

@@ -1,6 +1,7 @@
 // The option groups (sim/cli/options/) take their defaults from the library structs they fill: a command
 // line that gives no option yields the library's defaults, and the help states them. Restating a default
-// in the CLI makes these fail as soon as the library's changes.
+// in the CLI makes these fail as soon as the library's changes. Options that contradict each other are
+// usage errors.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -137,6 +138,32 @@ TEST(CliOptions, FunctionalSeedIsTheLibrarys) {
   EXPECT_EQ(o.io.seed, FunctionalIo{}.seed);
   EXPECT_NE(description(functional_options, "seed").find(fmt::format("default {}", FunctionalIo{}.seed)),
             std::string::npos);
+}
+
+// Options that contradict each other exit 2 with one sentence naming both, never one silently winning.
+std::string conflict_of(std::vector<std::string> args) {
+  try {
+    model_options_of(model_options, std::move(args));
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CliOptions, TwoDifferentShapesForOneInputAreAUsageErrorNamingBoth) {
+  EXPECT_EQ(conflict_of({"--input-shape", "x=1x3x48x320", "--input-shape", "x=1x3x48x640"}),
+            "--input-shape x=1x3x48x320 and --input-shape x=1x3x48x640 give input 'x' two shapes; give one");
+  // The same shape twice, or shapes of two inputs, say nothing twice.
+  EXPECT_EQ(conflict_of({"--input-shape", "x=1x3x48x320", "--input-shape", "x=1x3x48x320"}), "");
+  EXPECT_EQ(conflict_of({"--input-shape", "x=1x3x48x320", "--input-shape", "y=1x8"}), "");
+}
+
+TEST(CliOptions, BatchThatContradictsAnInputShapesFirstDimensionIsAUsageError) {
+  EXPECT_EQ(conflict_of({"--batch", "2", "--input-shape", "x=1x3x48x320"}),
+            "--batch 2 and --input-shape x=1x3x48x320 give input 'x' two batch sizes (2 and 1); give one of "
+            "them");
+  EXPECT_EQ(conflict_of({"--batch", "4", "--input-shape", "x=4x3x48x320"}), "");
+  EXPECT_EQ(conflict_of({"--input-shape", "x=4x3x48x320"}), "");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <numeric>
 #include <string>
 
@@ -77,6 +78,26 @@ TEST(Scenario, BadFilesNameFileLineColumnAndKey) {
             "s.yaml:1:7: sram: 'private' is neither 'shared' nor 'partitioned'");
   EXPECT_EQ(errors_of("duration_ms: 10\n"),
             "s.yaml:1:1: models: missing (a list of models, docs/scenarios.md)");
+}
+
+// input_shape: and dynamic: bind a model's inputs as run's --input-shape and --dynamic do.
+TEST(Scenario, AModelsInputShapeAndDynamicBindItsInputs) {
+  const Scenario s =
+      parse_scenario_text(kModel +
+                              "    input_shape: {x: 1x3x48x320, mask: 1x48}\n    dynamic: {seq: 128}\n"
+                              "    arrival: {type: periodic, period_ms: 1}\n",
+                          "s.yaml", ".");
+  EXPECT_EQ(s.models[0].input_shapes, (std::vector<std::string>{"x=1x3x48x320", "mask=1x48"}));
+  EXPECT_EQ(s.models[0].dynamic, (std::map<std::string, int64_t>{{"seq", 128}}));
+  EXPECT_EQ(
+      errors_of(kModel + "    input_shape: {x: 1x0x4}\n    arrival: {type: periodic, period_ms: 1}\n"),
+      "s.yaml:4:22: models[0].input_shape.x: '1x0x4' is not a shape D0xD1x... of positive integers (e.g. "
+      "1x3x48x320)");
+  EXPECT_EQ(errors_of(kModel + "    input_shape: 1x3\n    arrival: {type: periodic, period_ms: 1}\n"),
+            "s.yaml:4:18: models[0].input_shape: expected a mapping of input names to shapes, e.g. {x: "
+            "1x3x48x320}");
+  EXPECT_EQ(errors_of(kModel + "    dynamic: {seq: many}\n    arrival: {type: periodic, period_ms: 1}\n"),
+            "s.yaml:4:20: models[0].dynamic.seq: 'many' is not an integer");
 }
 
 TEST(Scenario, PartitionedSramDividesEveryScratchpad) {
@@ -279,6 +300,31 @@ Scenario both_at_zero(int64_t pa, int64_t pb) {
   at0.period_ms = 1e6;
   s.models = {model("a", pa, at0), model("b", pb, at0)};
   return s;
+}
+
+// Requests of 1 ms alone arriving every 0.5 ms ask twice the NPU's time: offered load 2, an OVERLOAD line,
+// and the served rate is what one request per ms of NPU time allows over the time the last completes.
+TEST(Scheduler, AnOverloadedNpuSaysSoAndServesFewerRequestsPerSecondThanArrive) {
+  Scenario s;
+  s.duration_ms = 10;
+  Arrivals every;
+  every.period_ms = 0.5;
+  s.models = {model("a", 0, every)};
+  const ServeResult r = run_scenario(s, {profile("a", 2, 500000)}, 1000);  // 1 ms at 1 GHz
+  ASSERT_EQ(r.models[0].requests, 20);
+  EXPECT_DOUBLE_EQ(r.offered_load, 2.0);
+  EXPECT_DOUBLE_EQ(r.models[0].throughput_per_s, 2000.0);
+  // Back to back from the first arrival: the 20th completes at 20 ms.
+  EXPECT_DOUBLE_EQ(r.models[0].served_per_s, 1000.0);
+  EXPECT_NE(serve_text(r).find("OVERLOAD: the arrivals ask 2.00x the NPU time of the NPU"), std::string::npos)
+      << serve_text(r);
+  // At half the rate the NPU keeps up: no overload line, served = offered.
+  every.period_ms = 2;
+  s.models = {model("a", 0, every)};
+  const ServeResult calm = run_scenario(s, {profile("a", 2, 500000)}, 1000);
+  EXPECT_DOUBLE_EQ(calm.offered_load, 0.5);
+  EXPECT_DOUBLE_EQ(calm.models[0].served_per_s, calm.models[0].throughput_per_s);
+  EXPECT_EQ(serve_text(calm).find("OVERLOAD"), std::string::npos);
 }
 
 TEST(Scheduler, FifoNeverPreemptsAndRoundRobinAlternates) {

@@ -1,7 +1,9 @@
 // npusim compile: a model into a program file (one per profile with --dynamic).
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <fstream>
+#include <string>
 #include <vector>
 
 #include "isa/assembly.h"
@@ -10,6 +12,7 @@
 #include "sim/cli/compile_model.h"
 #include "sim/cli/files.h"
 #include "sim/cli/options/groups.h"
+#include "sim/cli/phase_status.h"
 
 namespace npusim::sim::cli {
 namespace {
@@ -46,6 +49,27 @@ int compile_profiles(Context& ctx, ModelCliOptions& m, const dynamic::DynamicCli
   return kExitOk;
 }
 
+// What compile prints without -q: the program written, what runs on the host, the time each phase took;
+// the mapping table and the precision plan come with -v (print_mapping).
+std::string compiled_text(const std::string& path, const CompiledModel& cm, bool verbose) {
+  const compiler::CompileResult& r = cm.result;
+  std::string o =
+      fmt::format("wrote {}: {} layers, {} instructions, {:.1f} KiB of weights\n", path, r.layers.size(),
+                  r.program.instructions.size(), static_cast<double>(r.memory.weight_bytes) / 1024.0);
+  if (!r.fallbacks.empty()) {
+    constexpr size_t kNamed = 5;
+    std::string names;
+    for (size_t i = 0; i < r.fallbacks.size() && i < kNamed; ++i)
+      names += fmt::format("{}{} ({})", i ? ", " : "", r.fallbacks[i].node, r.fallbacks[i].op);
+    if (r.fallbacks.size() > kNamed) names += fmt::format(" and {} more", r.fallbacks.size() - kNamed);
+    o += fmt::format("on the host       {} layer{}: {}\n", r.fallbacks.size(),
+                     r.fallbacks.size() == 1 ? "" : "s", names);
+  }
+  o += traces::phases_line(cm.phases, 0);
+  if (!verbose) o += "(-v prints the mapping table and the precision plan)\n";
+  return o;
+}
+
 }  // namespace
 
 namespace po = boost::program_options;
@@ -70,7 +94,13 @@ int cmd_compile(Context& ctx, const Command& cmd) {
   if (output.empty()) throw UsageError("compile needs -o PROG.npu (see 'npusim compile --help')");
   const isa::NpuConfig config = resolve_config(o);
   if (dyn.active()) return compile_profiles(ctx, m, dyn, model, output, asm_out, quiet, config);
-  CompiledModel compiled = compile_or_throw(model, config, m);
+  CompiledModel compiled;
+  {
+    PhaseStatus status(ctx.err, !quiet && isatty(STDERR_FILENO));
+    m.status = &status;
+    compiled = compile_or_throw(model, config, m);
+    m.status = nullptr;
+  }
   check_int8_options_apply(m, compiled, false);
   write_mapping_out(ctx, o, m, model, compiled);
   compiled.result.program.machine = isa::to_spec_text(config);
@@ -85,11 +115,8 @@ int cmd_compile(Context& ctx, const Command& cmd) {
   } catch (const isa::ProgramError& e) {
     throw InputError(e.what());
   }
-  if (m.verbose) {
-    print_mapping(ctx, m, compiled);
-  } else if (!quiet) {
-    ctx.out << compiler::compile_summary(compiled.result);
-  }
+  print_mapping(ctx, m, compiled);
+  if (!quiet) ctx.out << compiled_text(output, compiled, m.verbose);
   print_graphs(ctx, m);
   return kExitOk;
 }

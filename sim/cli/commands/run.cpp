@@ -1,8 +1,10 @@
 // npusim run: compile a model (or load a program) and simulate it; the studies around it (accuracy,
 // dynamic shapes, generation, multi-core splits, end-to-end pipelines).
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -14,6 +16,7 @@
 #include "sim/cli/compile_model.h"
 #include "sim/cli/files.h"
 #include "sim/cli/options/groups.h"
+#include "sim/cli/phase_status.h"
 #include "sim/cli/simulate.h"
 #include "sim/dynamic/generation.h"
 #include "sim/e2e/pipeline.h"
@@ -111,6 +114,9 @@ std::optional<CompiledModel> multicore_study(multicore::Split split, const std::
         [&](int64_t batch) {
           ModelCliOptions share = m;
           share.batch = batch;
+          // The share's batch replaces the first dimension of inputs --input-shape gave (checked against
+          // --batch when the whole batch compiled): not a second batch the user gave.
+          share.batch_given = false;
           return shares.emplace(batch, compile_or_throw(model, config, share)).first->second.result.program;
         },
         TraceFiles(o).sink);
@@ -243,6 +249,8 @@ int cmd_run(Context& ctx, const Command& cmd) {
   if (model.empty()) model = "demo";
   // A timing run reads no weight values: built-in models leave them out (docs/performance.md).
   m.timing_only = !o.functional && !acc.accuracy && !acc.advise_sqnr;
+  PhaseStatus status(ctx.err, !o.quiet && isatty(STDERR_FILENO));
+  m.status = &status;
   start_model_hash(ctx, model);
   if (is_program_file(model)) {
     if (!m.mapping.empty() || !m.mapping_out.empty()) {
@@ -295,9 +303,16 @@ int cmd_run(Context& ctx, const Command& cmd) {
   if (m.timing_only && !study && !generation && split == multicore::Split::kNone)
     branch_study(model, compiled, config, m, opts.branch, extras);
   check_int8_options_apply(m, compiled, (acc.accuracy || acc.advise_sqnr) && acc.inputs_dir.empty());
+  extras.precision_source = precision_source(m, config);
   write_mapping_out(ctx, o, m, model, compiled);
   print_mapping(ctx, m, compiled);
-  if (acc.accuracy || acc.advise_sqnr) accuracy_report(ctx, compiled, config, m, acc, io.seed, extras);
+  if (acc.accuracy || acc.advise_sqnr) {
+    status.phase(acc.advise_sqnr ? "accuracy and advice" : "accuracy");
+    const auto start = std::chrono::steady_clock::now();
+    accuracy_report(ctx, compiled, config, m, acc, io.seed, extras);
+    extras.accuracy_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  status.idle();
   std::optional<CompiledModel> split_body;  // --split batch: the slowest core's share
   if (split != multicore::Split::kNone) {
     if (dyn.active() || generate)

@@ -1,7 +1,9 @@
 // npusim serve: several models sharing one NPU (sim/serve, docs/scenarios.md).
 #include <fmt/format.h>
 
+#include <regex>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "arch/simulate.h"
@@ -18,6 +20,22 @@
 namespace npusim::sim::cli {
 
 namespace po = boost::program_options;
+
+namespace {
+
+// A compile error that says how to bind a dimension on the command line (--input-shape, --dynamic,
+// --batch), told in the scenario file's words: the keys of the model's entry.
+std::string in_scenario_words(std::string message) {
+  message = std::regex_replace(message, std::regex(R"(--input-shape (\S+)=\.\.\.)"),
+                               "input_shape: {$1: D0xD1x...}");
+  message = std::regex_replace(message, std::regex(R"(--dynamic (\S+)=V1,V2,\.\.\.)"), "dynamic: {$1: V}");
+  for (const auto& [option, key] : {std::pair{"--input-shape", "input_shape:"},
+                                    std::pair{"--dynamic", "dynamic:"}, std::pair{"--batch", "batch:"}})
+    message = std::regex_replace(message, std::regex(option), key);
+  return message;
+}
+
+}  // namespace
 
 // npusim serve: every model of the scenario compiled and simulated alone as `npusim run` would, then
 // their requests scheduled on one NPU at layer boundaries (sim/serve, docs/scenarios.md).
@@ -77,9 +95,19 @@ int cmd_serve(Context& ctx, const Command& cmd) {
       m.batch = sm.batch;
       m.batch_given = true;
     }
+    m.input_shapes = sm.input_shapes;
     m.calibration_samples = 1;  // timing only, as `npusim run` without --calibration
     m.timing_only = true;
-    CompiledModel compiled = compile_or_throw(sm.model, config, m);
+    CompiledModel compiled;
+    const std::string where =
+        fmt::format("{}:{}:{}: models[{}] ({})", scenario_file, sm.line, sm.column, i, sm.name);
+    try {
+      compiled = compile_or_throw(sm.model, config, m, sm.dynamic);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: {}", where, in_scenario_words(e.what())));
+    } catch (const UsageError& e) {
+      throw UsageError(fmt::format("{}: {}", where, in_scenario_words(e.what())));
+    }
     traces::Report report;
     try {
       report = arch::simulate(compiled.result.program, config, arch::RunOptions{});

@@ -5,6 +5,10 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <map>
+#include <utility>
+
+#include "compiler/import/import.h"
 #include "compiler/quant/calibration.h"
 #include "compiler/quant/precision.h"
 #include "sim/cli/command.h"
@@ -61,8 +65,44 @@ std::vector<compiler::quant::PrecisionOverride> read_precision_file(const std::s
   return out;
 }
 
+// --input-shape given twice for one input with different shapes, or with a first dimension --batch
+// contradicts: each would silently win over the other (the import keeps the first shape; --batch
+// overrides every input's first dimension).
+void check_input_shapes(const ModelCliOptions& m) {
+  std::map<std::string, std::pair<std::string, compiler::Shape>> seen;  // name -> (text, shape)
+  for (const std::string& text : m.input_shapes) {
+    std::pair<std::string, compiler::Shape> s;
+    try {
+      s = compiler::parse_input_shape(text);
+    } catch (const compiler::ModelError& e) {
+      throw UsageError(e.what());
+    }
+    const auto [it, first] = seen.emplace(s.first, std::make_pair(text, s.second));
+    if (!first && it->second.second != s.second)
+      throw UsageError(
+          fmt::format("--input-shape {} and --input-shape {} give input '{}' two shapes; give one",
+                      it->second.first, text, s.first));
+    if (m.batch_given && !s.second.empty() && s.second[0] != m.batch)
+      throw UsageError(fmt::format(
+          "--batch {} and --input-shape {} give input '{}' two batch sizes ({} and {}); give one of them",
+          m.batch, text, s.first, m.batch, s.second[0]));
+  }
+}
+
 compiler::quant::Precision auto_precision(const isa::NpuConfig& config) {
   using compiler::quant::Precision;
+  switch (config.lowering.default_precision) {
+    case isa::DefaultPrecision::kFp32:
+      return Precision::kFp32;
+    case isa::DefaultPrecision::kFp16:
+      return Precision::kFp16;
+    case isa::DefaultPrecision::kBf16:
+      return Precision::kBf16;
+    case isa::DefaultPrecision::kInt8:
+      return Precision::kInt8;
+    case isa::DefaultPrecision::kAuto:
+      break;
+  }
   const auto& a = config.systolic_array;
   if (a.rate(isa::DType::kFp32) > 0) return Precision::kFp32;
   if (a.rate(isa::DType::kBf16) > 0) return Precision::kBf16;
@@ -71,6 +111,17 @@ compiler::quant::Precision auto_precision(const isa::NpuConfig& config) {
 }
 
 }  // namespace
+
+std::string precision_source(const ModelCliOptions& m, const isa::NpuConfig& config) {
+  const bool overrides = !m.overrides.empty() || !m.precision_file.empty();
+  if (m.precision != "auto")
+    return "--precision " + m.precision + (overrides ? " with per-layer overrides" : "");
+  const isa::DefaultPrecision d = config.lowering.default_precision;
+  if (d == isa::DefaultPrecision::kAuto) return "the array's widest floating-point type (--precision auto)";
+  const std::string_view name = isa::kDefaultPrecisionNames[static_cast<size_t>(d)];
+  return fmt::format("the configuration's lowering.default_precision = {}{} (--precision to choose another)",
+                     name, d == isa::DefaultPrecision::kInt8 ? ", calibrated" : ": no calibration needed");
+}
 
 namespace po = boost::program_options;
 
@@ -108,6 +159,7 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
     throw UsageError(fmt::format("--batch {} is out of range (1..65536)", m.batch));
   }
   o.batch = m.batch;
+  check_input_shapes(m);
   q::PlanRequest& r = o.plan;
   try {
     r.spec.model = m.precision == "auto" ? auto_precision(config) : q::parse_precision(m.precision);

@@ -15,6 +15,8 @@
 
 namespace npusim::sim::cli {
 
+class PhaseStatus;  // sim/cli/phase_status.h
+
 // Options of commands that compile a model.
 struct ModelCliOptions {
   std::vector<std::string> input_shapes;
@@ -51,14 +53,19 @@ struct ModelCliOptions {
   // String-valued int8 quantization options given on the command line (check_int8_options_apply).
   std::vector<std::string> int8_only_given;
   bool verbose = false;
-  bool graphs = false;         // --graphs
-  std::string graph_dumps;     // --graphs: what compile_model printed, for print_graphs
-  bool no_fusion = false;      // --no-fusion
-  std::string mapping;         // --mapping FILE.yaml
-  std::string mapping_out;     // --mapping-out FILE.yaml
-  double memory_limit_gb = 0;  // --memory-limit-gb (0 = the machine's available memory)
-  bool timing_only = false;    // nothing reads the weights' values: ModelOptions::weight_values false
+  bool graphs = false;            // --graphs
+  std::string graph_dumps;        // --graphs: what compile_model printed, for print_graphs
+  bool no_fusion = false;         // --no-fusion
+  std::string mapping;            // --mapping FILE.yaml
+  std::string mapping_out;        // --mapping-out FILE.yaml
+  double memory_limit_gb = 0;     // --memory-limit-gb (0 = the machine's available memory)
+  bool timing_only = false;       // nothing reads the weights' values: ModelOptions::weight_values false
+  PhaseStatus* status = nullptr;  // the terminal's phase line, when the command draws one
 };
+
+// Who chose the model's precision, for the report (run.precision_source): --precision, the configuration's
+// lowering.default_precision, or the array's widest floating-point type.
+std::string precision_source(const ModelCliOptions& m, const isa::NpuConfig& config);
 
 // The model pipeline's options from the command line's (UsageError naming the option).
 ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& config);
