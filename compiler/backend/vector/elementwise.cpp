@@ -95,7 +95,12 @@ bool lower_unary(Context& c, const Node& n, std::string* why) {
   }
   // # int8: a Relu whose output shares its input's QParams runs on the codes (PlanScope: c.act is the
   // codes' type): relu(real) quantized is max(code, zero point), one clamp per element, exactly.
-  const bool on_codes = isa::numerics::is_integer(c.act);
+  // # int8, integer scheme: the function is a table on the codes, one VEC lut per tile (int8.h); it
+  // supersedes the clamp on codes and is decided first: a function with a table never needs the clamp's
+  // check (a decoder's rotary Neg in int8 on tpu-v1 reached that check with the context on codes and
+  // stopped the compile).
+  const bool lut = lut_applies(c, n);
+  const bool on_codes = !lut && isa::numerics::is_integer(c.act);
   if (on_codes) {
     if (v.op != VecOp::kRelu || !c.options.plan || !c.options.plan->values.count(n.outputs[0]))
       throw std::logic_error("backend: " + n.op_type + " on int8 codes");
@@ -103,8 +108,6 @@ bool lower_unary(Context& c, const Node& n, std::string* why) {
     v.imm0 = f32_imm(static_cast<float>(c.options.plan->values.at(n.outputs[0]).zero_point));
     v.imm1 = f32_imm(INFINITY);
   }
-  // # int8, integer scheme: the function is a table on the codes, one VEC lut per tile (int8.h).
-  const bool lut = lut_applies(c, n);
   if (lut) v = begin_lut(c, n);
   Slots s = make_slots(c, Buffer::kInput);
   const int64_t total = num_elements(y.shape);
