@@ -106,6 +106,37 @@ void add_fused_layers(const compiler::CompileResult& result, traces::Report& rep
   report.sections.push_back(traces::make_section("fusion", fusion));
 }
 
+// Every value the back end places needs a static shape. One left open after the passes is the model's
+// input's doing: a dimension nobody bound, or integers read at run time (TopK's k, Split's sizes, a
+// Reshape's target) that size it. Said before the back end, with what fixes it (exit 2).
+void check_static_shapes(const compiler::Graph& g) {
+  for (const compiler::Node& n : g.nodes) {
+    for (const std::string& o : n.outputs) {
+      if (o.empty() || g.value(o).fully_known()) continue;
+      std::vector<std::string> open, integers;
+      for (const std::string& in : g.inputs) {
+        const compiler::Value& v = g.value(in);
+        if (!v.fully_known()) open.push_back(in);
+        if (!compiler::is_float(v.dtype)) integers.push_back(in);
+      }
+      auto join = [](const std::vector<std::string>& names) {
+        std::string s;
+        for (const std::string& x : names) s += (s.empty() ? "'" : ", '") + x + "'";
+        return s;
+      };
+      if (!open.empty())
+        throw compiler::ModelError(fmt::format(
+            "value '{}' ({} '{}') has no static shape: bind the dynamic dimensions of {} with --input-shape "
+            "or --dynamic",
+            o, n.op_type, n.name, join(open)));
+      throw compiler::ModelError(fmt::format(
+          "value '{}' ({} '{}') has a shape that depends on values known only at run time{}: fix them with "
+          "--input-value NAME=V[,V...]",
+          o, n.op_type, n.name, integers.empty() ? "" : " (the integer inputs " + join(integers) + ")"));
+    }
+  }
+}
+
 // The import's warnings, on stderr as the CLI's own.
 void print_warning(const std::string& warning) { std::cerr << "npusim: warning: " << warning << '\n'; }
 
@@ -174,6 +205,7 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
   pipeline.whole_row_limit = compiler::rowwise_row_limit(config);
   m.fusion = options.fusion;
   compiler::lower(m.lowered, pipeline, observer);
+  check_static_shapes(m.lowered);
   // The precision plan (equalization, smoothing, calibration, the recipe search): the calibration phase.
   m.phases.compile_seconds = seconds_since(start);
   if (options.on_phase) options.on_phase("calibration");
