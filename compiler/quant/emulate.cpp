@@ -114,8 +114,10 @@ struct Epilogue {
       if (!wide) acc = num::saturate_int32(acc);
     }
     if (!L.float_epilogue) {
-      const int64_t v = requantize(acc, L.requant[c], y.zero_point);
-      return static_cast<int32_t>(num::clamp_i64(v, L.clamp_min, L.clamp_max));
+      const int64_t v = requantize(acc, L.requant[c], L.requant_target(y).zero_point);
+      const auto code = static_cast<int32_t>(num::clamp_i64(v, L.clamp_min, L.clamp_max));
+      if (!L.lut_epilogue) return code;
+      return L.epilogue_lut[static_cast<size_t>(code - L.pre_activation.qmin())];
     }
     const float pre = static_cast<float>(acc) * L.acc_scale[c];
     return y.quantize(activation(pre));
@@ -384,7 +386,9 @@ class Emulator {
 
   std::map<std::string, EValue> env;
 
-  void run(const Sample& inputs, const EmulationObserver& observer) {
+  void run(const Sample& inputs, const EmulationObserver& observer,
+           const PreActivationObserver& pre_observer = nullptr) {
+    pre_observer_ = pre_observer;
     begin(inputs);
     for (const Node& n : g_.nodes) {
       run_node(n);
@@ -705,6 +709,7 @@ class Emulator {
       for (size_t k = 0; k < y.f.size(); ++k) y.f[k] += r.f[k];
     }
     const std::string a = n.attr_string(kActivation, "");
+    if (matrix && !a.empty() && pre_observer_) pre_observer_(n, y);
     if (!a.empty())
       for (auto& v : y.f) v = act_fp32(n, a, v);
     return out;
@@ -713,6 +718,7 @@ class Emulator {
   const Graph& g_;
   const PrecisionPlan& plan_;
   bool keep_all_ = false;
+  PreActivationObserver pre_observer_;
   std::map<std::string, int> uses_;
   std::set<std::string> outputs_;
 };
@@ -720,9 +726,10 @@ class Emulator {
 }  // namespace
 
 std::map<std::string, Tensor> emulate(const Graph& g, const PrecisionPlan& plan, const Sample& inputs,
-                                      const EmulationObserver& observer) {
+                                      const EmulationObserver& observer,
+                                      const PreActivationObserver& pre_observer) {
   Emulator e(g, plan);
-  e.run(inputs, observer);
+  e.run(inputs, observer, pre_observer);
   std::map<std::string, Tensor> out;
   for (const auto& o : g.outputs) {
     const Value& v = g.value(o);
@@ -765,7 +772,27 @@ std::optional<num::QuantizedMultiplier> integer_mul(const Graph& g, const Precis
       return std::nullopt;
     q[k] = &it->second;
   }
-  return num::try_quantize_multiplier(static_cast<double>(q[0]->scale) * q[1]->scale / q[2]->scale);
+  return single_rounding_multiplier(static_cast<double>(q[0]->scale) * q[1]->scale / q[2]->scale);
+}
+
+std::optional<num::QuantizedMultiplier> single_rounding_multiplier(double real) {
+  // A shift >= 0 would round twice (SaturatingRoundingDoublingHighMul, then RoundingDivideByPOT): below 1 the
+  // whole scale goes into the multiplier, unnormalised, and the shift stays 0. At or above 1 the
+  // normalised form shifts left first (exact for the int32 products it is given), then rounds once.
+  if (!(real >= 0.0) || !std::isfinite(real)) return std::nullopt;
+  if (real >= 1.0) return num::try_quantize_multiplier(real);
+  num::QuantizedMultiplier m;
+  m.multiplier = static_cast<int32_t>(std::min<long long>(std::llround(std::ldexp(real, 31)), INT32_MAX));
+  m.shift = 0;
+  return m;
+}
+
+std::vector<int32_t> epilogue_lut(const Node& n, const std::string& act, const QParams& pre,
+                                  const QParams& y) {
+  std::vector<int32_t> table(static_cast<size_t>(isa::kLutEntries));
+  for (int k = 0; k < isa::kLutEntries; ++k)
+    table[static_cast<size_t>(k)] = y.quantize(act_fp32(n, act, pre.dequantize(pre.qmin() + k)));
+  return table;
 }
 
 std::vector<int32_t> activation_lut(const Graph& g, const Node& n, const QParams& x, const QParams& y) {

@@ -25,8 +25,15 @@
 //     scale: acc[n] = sat32(acc[n] + requantize_unsaturated(r_q - r.zero_point, residual_rescale[n], 0)).
 //     Then, when float_epilogue is false (no activation, Relu or Clip):
 //        y_q = clamp(requantize_unsaturated(acc[n], requant[n], out.zero_point), clamp_min, clamp_max)
-//     and when it is true (any other fused activation):
+//     and when it is true (any other fused activation, under Int8Vector::kFloat or without the
+//     pre-activation's calibration):
 //        y_q = quantize(act(float(acc[n]) * acc_scale[n]))     (fp32 multiply, activation in fp32).
+//     When lut_epilogue is true (any other fused activation under Int8Vector::kInteger), the sums are
+//     requantized to the pre-activation's own codes (QParams pre_activation, calibrated on the value
+//     before the activation), then looked up in a 256-entry table, as TFLite runs a conv followed by its
+//     HardSwish / Logistic:
+//        p_q = clamp(requantize_unsaturated(acc[n], requant[n], pre.zero_point), clamp_min, clamp_max)
+//        y_q = epilogue_lut[p_q - pre.qmin()]     (requant = acc_scale / pre.scale; clamp = pre's range)
 //     requant / residual_rescale have one entry per output channel (per-tensor weights: all equal).
 //     Output channels are W's dim 0 for Conv, the last dim of B for MatMul and normalised Gemm. A 2-D
 //     ConvTranspose is the stride-1 conv over its input with the zero point inserted between pixels
@@ -142,6 +149,11 @@ struct LayerQuant {
   std::vector<isa::numerics::QuantizedMultiplier> residual_rescale;  // r.scale / acc_scale[n]
   std::string activation;  // the fused activation (kActivation), "" when none
   bool float_epilogue = false;
+  bool lut_epilogue = false;          // see the contract: requantize to pre_activation, then the table
+  QParams pre_activation;             // lut_epilogue: the codes the table reads
+  std::vector<int32_t> epilogue_lut;  // lut_epilogue: y.quantize(act(pre.dequantize(pre.qmin() + k)))
+  // The codes the requantize writes: pre_activation under lut_epilogue, else the output's.
+  const QParams& requant_target(const QParams& y) const { return lut_epilogue ? pre_activation : y; }
   int32_t clamp_min = -128, clamp_max = 127;  // output codes: the dtype's range narrowed by Relu/Clip
 };
 
