@@ -69,6 +69,16 @@ std::vector<int32_t> epilogue_lut(const Node& n, const std::string& act, const Q
 // Returns (M, shift), or nullopt when n is not such a Mul (it then follows the float rule).
 std::optional<isa::numerics::QuantizedMultiplier> integer_mul(const Graph& g, const PrecisionPlan& plan,
                                                               const Node& n);
+// The integer scheme's GlobalAveragePool (plan.int8_vector == kInteger): an int8 GlobalAveragePool of a
+// 4-D value stored as int8/uint8 codes, writing codes, as TFLite's integer Mean runs it: per image and
+// channel the exact int32 sum S of the H*W codes, then
+//   y = saturate(requantize(S - H*W * x.zero_point, M, 0, y.zero_point)),
+// M = single_rounding_multiplier(x.scale / (y.scale * H*W)) (one rounding). Returns M, or nullopt when n is
+// not such a pool or that scale is not below 1 (it then follows the float rule).
+std::optional<isa::numerics::QuantizedMultiplier> integer_global_average_pool(const Graph& g,
+                                                                              const PrecisionPlan& plan,
+                                                                              const Node& n);
+
 // A requantization multiplier whose VEC requantize rounds once: y = round_half_up(x * M / 2^31) for a real
 // scale below 1 (M = round(real * 2^31), shift 0: SaturatingRoundingDoublingHighMul alone, whose nudge rounds
 // halves up, as TFLite's single-rounding MultiplyByQuantizedMultiplier does), quantize_multiplier's

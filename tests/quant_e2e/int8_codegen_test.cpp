@@ -1254,11 +1254,10 @@ Compiled squeeze_excitation_int8() {
 }
 
 TEST(Int8Codegen, SqueezeExcitationGroupRunsInTheAccumulatorAndGivesTheUnfusedProgramsBitsExactly) {
-  // The pool converts codes in its tile loop with the fp32 work in the accumulator buffer, the Mul multiplies
-  // centred codes in int32 there (the integer scheme, quant::integer_mul); the pool holds the block's input
-  // in SRAM for the Mul (compiler/backend/fusion/se_fusion.h). Every value
-  // is the quantized reference's code, and the outputs equal those of the program without the group, bit for
-  // bit.
+  // The pool sums the codes in int32 (the integer scheme, quant::integer_global_average_pool), the Mul
+  // multiplies centred codes in int32 in the accumulator buffer (quant::integer_mul); the pool holds the
+  // block's input in SRAM for the Mul (compiler/backend/fusion/se_fusion.h). Every value is the quantized
+  // reference's code, and the outputs equal those of the program without the group, bit for bit.
   Compiled k = squeeze_excitation_int8();
   const isa::NpuConfig config;
   compiler::CompileOptions opt;
@@ -1271,7 +1270,7 @@ TEST(Int8Codegen, SqueezeExcitationGroupRunsInTheAccumulatorAndGivesTheUnfusedPr
   for (const auto& l : k.result.layers) {
     if (l.op != "Mul" && l.op != "GlobalAveragePool") continue;
     ++checked;
-    EXPECT_NE(l.mapping.find(l.op == "Mul" ? "multiplied in int32" : "fp32 work in the accumulator buffer"),
+    EXPECT_NE(l.mapping.find(l.op == "Mul" ? "multiplied in int32" : "int8 codes summed in int32"),
               std::string::npos)
         << l.mapping;
     EXPECT_EQ(l.fusion_group, "se:p_node") << l.name;
@@ -1638,6 +1637,48 @@ TEST(Int8Codegen, MobileNetV3BlockRunsIntegerOnlyAndGivesTheReferencesCodesInBot
     EXPECT_EQ(luts, scheme == q::Int8Vector::kInteger ? 3 : 0);  // e, d, s2 (HardSigmoid)
     for (const auto& sample : q::synthetic_samples(k.lowered, 2, 41))
       EXPECT_GE(check_bit_exact(k, config, sample), 5);  // of the 6 (a layer kept on chip is not read back)
+  }
+}
+
+}  // namespace
+}  // namespace npusim
+
+namespace npusim {
+namespace {
+
+TEST(Int8Codegen, GlobalAveragePoolSumsCodesInInt32AndRequantizesOnceGivingTheReferencesCodes) {
+  // Conv -> GlobalAveragePool -> Conv at three sizes (one band; several bands added in int32; many channels).
+  // Integer scheme: the exact int32 sum of each channel's codes (a VEC dwconv of unit weights per band) and
+  // one output stage with the single-rounding multiplier x.scale / (y.scale H W), no float step, the
+  // reference's codes bit for bit; float scheme: dequantize, average, quantize, also bit for bit.
+  namespace t = compiler::testing;
+  const isa::NpuConfig config;
+  for (const auto& [c, h] : {std::pair<int64_t, int64_t>{8, 7}, {8, 112}, {96, 14}}) {
+    t::GraphBuilder b;
+    auto x = b.input("x", {1, 4, h, h});
+    auto cv = b.node("Conv", {x, b.random_constant("w", {c, 4, 1, 1}, 1)}, "c", {1, c, h, h});
+    auto g = b.node("GlobalAveragePool", {cv}, "g", {1, c, 1, 1});
+    b.output(b.node("Conv", {g, b.random_constant("w2", {4, c, 1, 1}, 2)}, "y", {1, 4, 1, 1}));
+    const std::string what =
+        std::to_string(c) + " channels of " + std::to_string(h) + "x" + std::to_string(h);
+    const isa::NpuConfig cfg = config;
+    Compiled k = lower_and_plan_int8(b, 2);
+    ASSERT_TRUE(q::integer_global_average_pool(k.lowered, k.plan, k.lowered.nodes[0]).has_value() ||
+                k.lowered.nodes.size() > 1)
+        << what;
+    const auto samples = q::synthetic_samples(k.lowered, 2, 51);
+    const SchemeRun in = compile_scheme(k, cfg, q::Int8Vector::kInteger, "g_node");
+    for (const auto& sample : samples) check_bit_exact(k, cfg, sample, {}, {"g_node"});
+    EXPECT_EQ(in.int8_scheme, "integer") << what;
+    EXPECT_EQ(in.ops.count(isa::VecOp::kDiv), 0u) << what;
+    EXPECT_EQ(in.ops.count(isa::VecOp::kAvgPool), 0u) << what;
+    EXPECT_GT(in.ops.count(isa::VecOp::kOutput), 0u) << what;
+    Compiled kf = lower_and_plan_int8(b, 2, 0, q::Int8Vector::kFloat);
+    const SchemeRun fl = compile_scheme(kf, cfg, q::Int8Vector::kFloat, "g_node");
+    for (const auto& sample : samples) check_bit_exact(kf, cfg, sample, {}, {"g_node"});
+    EXPECT_EQ(fl.int8_scheme, "float") << what;
+    EXPECT_GT(fl.ops.count(isa::VecOp::kDiv), 0u) << what;
+    EXPECT_LT(in.vector_cycles, fl.vector_cycles) << what;
   }
 }
 

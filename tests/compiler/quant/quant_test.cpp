@@ -1382,6 +1382,16 @@ TEST(ActivationLut, TheReferenceLooksUpTheTableAndGivesTheFloatRulesCodes) {
   }
 }
 
+// `g` planned in int8 (4 synthetic calibration inputs) under the integer scheme and under the float one.
+std::pair<PrecisionPlan, PrecisionPlan> int8_plans_of_both_schemes(const Graph& g) {
+  PlanRequest req;
+  req.spec.model = Precision::kInt8;
+  req.calibration_count = 4;
+  PrecisionPlan integer = build_plan(g, req);
+  req.quant.int8_vector = Int8Vector::kFloat;
+  return {std::move(integer), build_plan(g, req)};
+}
+
 // round_half_up(v) of the exact rational v = num / 2^31 (num in int64): floor((num + 2^30) / 2^31).
 int64_t round_half_up_q31(int64_t num) {
   const int64_t d = int64_t{1} << 31, t = num + (int64_t{1} << 30);
@@ -1424,12 +1434,7 @@ TEST(IntegerMul, CodesAreTheCentredCodesProductRoundedOnceAndAgreeWithTheFloatRu
   const std::string x = b.input("x", {1, 4, 6, 6}), z = b.input("z", {1, 4, 1, 1});
   b.output(b.node("Mul", {x, z}, "y", {1, 4, 6, 6}));
   const Graph g = b.build();
-  PlanRequest req;
-  req.spec.model = Precision::kInt8;
-  req.calibration_count = 4;
-  const PrecisionPlan integer = build_plan(g, req);
-  req.quant.int8_vector = Int8Vector::kFloat;
-  const PrecisionPlan fl = build_plan(g, req);
+  const auto [integer, fl] = int8_plans_of_both_schemes(g);
   const auto m = integer_mul(g, integer, g.nodes[0]);
   ASSERT_TRUE(m.has_value());
   EXPECT_FALSE(integer_mul(g, fl, g.nodes[0]).has_value());
@@ -1457,6 +1462,45 @@ TEST(IntegerMul, CodesAreTheCentredCodesProductRoundedOnceAndAgreeWithTheFloatRu
     }
   }
   EXPECT_LE(differ * 200, total) << differ << " of " << total;  // ties only: well under 0.5 %
+}
+
+TEST(IntegerGlobalAveragePool, EachChannelsCodesSummedExactlyAndRoundedOnceToTheOutputsCodes) {
+  // GlobalAveragePool of int8 codes under the integer scheme: y = sat(round_half_up((S - H W zx) M / 2^31) +
+  // zy) with S the exact sum of a channel's codes and M = round(2^31 x.scale / (y.scale H W)): the channel's
+  // real mean in y's codes rounded once, so within half a code (plus M's 2^-16) of the exact mean, and equal
+  // to the float rule's codes but at ties. The float scheme has no integer pool.
+  testing::GraphBuilder b;
+  const std::string x = b.input("x", {2, 3, 5, 7});
+  b.output(b.node("GlobalAveragePool", {x}, "y", {2, 3, 1, 1}));
+  const Graph g = b.build();
+  const auto [integer, fl] = int8_plans_of_both_schemes(g);
+  const auto m = integer_global_average_pool(g, integer, g.nodes[0]);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_FALSE(integer_global_average_pool(g, fl, g.nodes[0]).has_value());
+  const QParams &qx = integer.values.at("x"), &qy = integer.values.at("y");
+  const double real = static_cast<double>(qx.scale) / (static_cast<double>(qy.scale) * 35);
+  EXPECT_EQ(m->shift, 0);
+  EXPECT_LE(std::fabs(m->multiplier - std::ldexp(real, 31)), 0.5);
+  int differ = 0, total = 0;
+  for (const auto& sample : synthetic_samples(g, 6, 9)) {
+    const Int8Tensor yi = expected_int8_tensors(g, integer, sample).at("y");
+    const Int8Tensor yf = expected_int8_tensors(g, fl, sample).at("y");
+    const std::vector<float> xs = sample.at("x").to_float_vector();
+    for (size_t p = 0; p < 6; ++p) {
+      int64_t sum = 0;
+      for (size_t k = 0; k < 35; ++k) sum += qx.quantize(xs[p * 35 + k]) - qx.zero_point;
+      const int64_t want =
+          std::clamp<int64_t>(round_half_up_q31(sum * m->multiplier) + qy.zero_point, qy.qmin(), qy.qmax());
+      EXPECT_EQ(yi.codes[p], want) << p;
+      EXPECT_LE(std::fabs(static_cast<double>(want - qy.zero_point) - static_cast<double>(sum) * real),
+                0.5 + 1e-4)
+          << p;
+      EXPECT_LE(std::abs(yi.codes[p] - yf.codes[p]), 1) << p;
+      differ += yi.codes[p] != yf.codes[p];
+      ++total;
+    }
+  }
+  EXPECT_LE(differ * 10, total);
 }
 
 TEST(LutEpilogue, ConvSumsAreRequantizedToThePreActivationsCodesThenLookedUpInTheActivationsTable) {
