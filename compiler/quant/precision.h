@@ -210,9 +210,13 @@ struct NodePrecision {
 
 // How int8 vector nodes compute (--int8-vector). kInteger: on the codes, as int8 NPUs run them -- an
 // element-wise function of one input (Sigmoid, HardSwish, Gelu, ...) is one 256-entry table lookup
-// (isa::VecOp::kLut; emulate.h's activation_lut); kFloat: every int8 vector node between a dequantize and
-// a quantize in fp32 (the contract's general rule above), kept for comparison. A table holds exactly the
-// codes the float rule computes, so the two schemes give the same codes; they differ in cycles.
+// (isa::VecOp::kLut; emulate.h's activation_lut), a matrix node's fused activation other than Relu/Clip a
+// table on its pre-activation's codes (LayerQuant::lut_epilogue), the SE Mul and GlobalAveragePool integer
+// arithmetic with one rounding (emulate.h's integer_mul, integer_global_average_pool); kFloat: every int8
+// vector node between a dequantize and a quantize in fp32 (the contract's general rule above) and the float
+// epilogue, kept for comparison. A standalone table holds exactly the codes the float rule computes, and the
+// integer Mul and pool differ from it only at ties; the table epilogue rounds the pre-activation to 8 bits,
+// which the float epilogue does not.
 enum class Int8Vector { kInteger, kFloat };
 std::string_view to_string(Int8Vector s);
 // "integer" | "float"; throws PrecisionError naming the text.
