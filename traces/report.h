@@ -61,7 +61,8 @@ struct LayerMapping {
   int64_t estimated_cycles = 0, estimated_compute_cycles = 0, estimated_dma_cycles = 0;
   int64_t candidates = 0;  // tilings the search evaluated
   std::string tile_limit;
-  // An int8 layer's arithmetic: integer, integer+float-epilogue, lut, codes or float ("" otherwise;
+  // An int8 layer's arithmetic: integer, integer+lut-epilogue, integer+float-epilogue, lut, codes or float
+  // ("" otherwise;
   // docs/quantization.md).
   std::string int8_scheme;
   int64_t sram_bytes() const { return sram_input_bytes + sram_weight_bytes + sram_accumulator_bytes; }

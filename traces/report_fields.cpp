@@ -160,10 +160,12 @@ void LayerMapping::visit(ReportVisitor& v) {
   v.text({"placement", "", "matrix, vector, free or host"}, placement);
   v.text({"description", "", "how the layer was lowered"}, description);
   if (v.fills() || !int8_scheme.empty())
-    v.text({"int8_scheme", "",
-            "an int8 layer's arithmetic: integer (int32 sums requantized), integer+float-epilogue, lut (a "
-            "table on the codes), codes (moves codes) or float (dequantize, fp32, quantize)"},
-           int8_scheme);
+    v.text(
+        {"int8_scheme", "",
+         "an int8 layer's arithmetic: integer (int32 sums requantized), integer+lut-epilogue (requantized "
+         "to the pre-activation's codes, then a table), integer+float-epilogue, lut (a table on the codes), "
+         "codes (moves codes) or float (dequantize, fp32, quantize)"},
+        int8_scheme);
   v.object({"tile", "", "the tile"}, [&] {
     v.integer({"m", "rows", "output pixels or rows per tile"}, tile_m);
     v.integer({"k", "", "the reduction chunk"}, tile_k);

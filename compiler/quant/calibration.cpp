@@ -348,13 +348,18 @@ std::map<std::string, TensorStats> collect_statistics(const Graph& g, const std:
     for (const auto& [name, t] : sample) record(name, t);
     // The emulator in fp32 is the reference interpreter's kernels plus the lowered graph's fused
     // epilogues and npu-domain ops, so statistics can be collected on a lowered graph too.
-    emulate(g, fp32, sample, [&](const Node& n, const std::vector<const Tensor*>& outs) {
-      for (size_t k = 0; k < outs.size() && k < n.outputs.size(); ++k)
-        if (outs[k]) record(n.outputs[k], *outs[k]);
-    });
+    emulate(
+        g, fp32, sample,
+        [&](const Node& n, const std::vector<const Tensor*>& outs) {
+          for (size_t k = 0; k < outs.size() && k < n.outputs.size(); ++k)
+            if (outs[k]) record(n.outputs[k], *outs[k]);
+        },
+        [&](const Node& n, const Tensor& pre) { record(pre_activation_key(n.outputs.at(0)), pre); });
   }
   return stats;
 }
+
+std::string pre_activation_key(const std::string& value) { return value + "#pre-activation"; }
 
 // ---- inputs ------------------------------------------------------------------------------------
 

@@ -125,9 +125,15 @@ ClipRange choose_range(const TensorStats& s, const CalibrationOptions& o, bool s
 using Sample = std::map<std::string, Tensor>;
 
 // Runs the graph in FP32 (emulate.h with an all-fp32 plan: the interpreter's kernels) on every sample and
-// returns statistics of every non-constant floating value (graph inputs and node outputs).
+// returns statistics of every non-constant floating value (graph inputs and node outputs), and of each
+// matrix node's output before its fused activation under pre_activation_key(output) (the codes a
+// lookup-table epilogue reads, precision.h).
 std::map<std::string, TensorStats> collect_statistics(const Graph& g, const std::vector<Sample>& samples,
                                                       int bins = 2048);
+
+// The statistics key of a matrix node's output `value` before its fused activation (no value has this name:
+// '#' does not occur in the graph's value names the importer writes).
+std::string pre_activation_key(const std::string& value);
 
 // Calibration inputs from a folder: either one file per sample (models with one input) or one
 // sub-folder per sample holding one file per input (matched by the TensorProto's name, else the file

@@ -114,8 +114,10 @@ struct Epilogue {
       if (!wide) acc = num::saturate_int32(acc);
     }
     if (!L.float_epilogue) {
-      const int64_t v = requantize(acc, L.requant[c], y.zero_point);
-      return static_cast<int32_t>(num::clamp_i64(v, L.clamp_min, L.clamp_max));
+      const int64_t v = requantize(acc, L.requant[c], L.requant_target(y).zero_point);
+      const auto code = static_cast<int32_t>(num::clamp_i64(v, L.clamp_min, L.clamp_max));
+      if (!L.lut_epilogue) return code;
+      return L.epilogue_lut[static_cast<size_t>(code - L.pre_activation.qmin())];
     }
     const float pre = static_cast<float>(acc) * L.acc_scale[c];
     return y.quantize(activation(pre));
@@ -384,7 +386,9 @@ class Emulator {
 
   std::map<std::string, EValue> env;
 
-  void run(const Sample& inputs, const EmulationObserver& observer) {
+  void run(const Sample& inputs, const EmulationObserver& observer,
+           const PreActivationObserver& pre_observer = nullptr) {
+    pre_observer_ = pre_observer;
     begin(inputs);
     for (const Node& n : g_.nodes) {
       run_node(n);
@@ -496,6 +500,10 @@ class Emulator {
       run_integer_mul(n, *m);
       return;
     }
+    if (const auto m = integer_global_average_pool(g_, plan_, n)) {
+      run_integer_global_average_pool(n, *m);
+      return;
+    }
     if (p == Precision::kInt8 && is_code_function(g_, n) && runtime_float(n.inputs[0]) &&
         plan_.values.count(n.inputs[0]) && plan_.values.count(n.outputs[0])) {
       run_lut(n);
@@ -595,6 +603,25 @@ class Emulator {
       const int64_t v = num::requantize_unsaturated(static_cast<int32_t>(prod[0].f[j]), m.multiplier, m.shift,
                                                     y.qparams.zero_point);
       y.codes[j] = static_cast<int32_t>(num::clamp_i64(v, y.qparams.qmin(), y.qparams.qmax()));
+    }
+    set_codes(n.outputs[0], std::move(y));
+  }
+
+  // integer_global_average_pool: the exact sum of each channel's codes, one requantize.
+  void run_integer_global_average_pool(const Node& n, const num::QuantizedMultiplier& m) {
+    const Int8Tensor x = codes_of(n.inputs[0]);
+    Int8Tensor y;
+    y.qparams = plan_.values.at(n.outputs[0]);
+    y.shape = {x.shape[0], x.shape[1], 1, 1};
+    const int64_t hw = x.shape[2] * x.shape[3];
+    const auto planes = static_cast<size_t>(x.shape[0] * x.shape[1]);
+    y.codes.resize(planes);
+    for (size_t p = 0; p < planes; ++p) {
+      int64_t sum = -hw * x.qparams.zero_point;
+      for (int64_t k = 0; k < hw; ++k) sum += x.codes[p * static_cast<size_t>(hw) + static_cast<size_t>(k)];
+      const int64_t v =
+          num::requantize_unsaturated(static_cast<int32_t>(sum), m.multiplier, m.shift, y.qparams.zero_point);
+      y.codes[p] = static_cast<int32_t>(num::clamp_i64(v, y.qparams.qmin(), y.qparams.qmax()));
     }
     set_codes(n.outputs[0], std::move(y));
   }
@@ -705,6 +732,7 @@ class Emulator {
       for (size_t k = 0; k < y.f.size(); ++k) y.f[k] += r.f[k];
     }
     const std::string a = n.attr_string(kActivation, "");
+    if (matrix && !a.empty() && pre_observer_) pre_observer_(n, y);
     if (!a.empty())
       for (auto& v : y.f) v = act_fp32(n, a, v);
     return out;
@@ -713,6 +741,7 @@ class Emulator {
   const Graph& g_;
   const PrecisionPlan& plan_;
   bool keep_all_ = false;
+  PreActivationObserver pre_observer_;
   std::map<std::string, int> uses_;
   std::set<std::string> outputs_;
 };
@@ -720,9 +749,10 @@ class Emulator {
 }  // namespace
 
 std::map<std::string, Tensor> emulate(const Graph& g, const PrecisionPlan& plan, const Sample& inputs,
-                                      const EmulationObserver& observer) {
+                                      const EmulationObserver& observer,
+                                      const PreActivationObserver& pre_observer) {
   Emulator e(g, plan);
-  e.run(inputs, observer);
+  e.run(inputs, observer, pre_observer);
   std::map<std::string, Tensor> out;
   for (const auto& o : g.outputs) {
     const Value& v = g.value(o);
@@ -746,26 +776,71 @@ bool is_code_function(const Graph& g, const Node& n) {
   return !g.value(n.inputs[0]).is_constant();
 }
 
+namespace {
+
+// Node n of `op_type` (ONNX domain, no fused activation, these many inputs and outputs) is int8 under the
+// integer scheme with every input and output a runtime value stored as int8/uint8 codes: their QParams, in
+// node order (inputs, then outputs); empty otherwise.
+std::vector<const QParams*> integer_operands(const Graph& g, const PrecisionPlan& plan, const Node& n,
+                                             const char* op_type, size_t inputs) {
+  if (plan.int8_vector != Int8Vector::kInteger || plan.precision_of(n.name) != Precision::kInt8) return {};
+  if (!n.domain.empty() || n.op_type != op_type || n.inputs.size() != inputs || n.outputs.size() != 1 ||
+      n.has_attr(kActivation))
+    return {};
+  std::vector<const QParams*> q;
+  for (const std::vector<std::string>* names : {&n.inputs, &n.outputs}) {
+    for (const std::string& v : *names) {
+      if (v.empty() || !g.has_value(v) || g.value(v).is_constant() || !is_float(g.value(v).dtype)) return {};
+      auto it = plan.values.find(v);
+      if (it == plan.values.end() ||
+          !(it->second.dtype == isa::DType::kInt8 || it->second.dtype == isa::DType::kUint8))
+        return {};
+      q.push_back(&it->second);
+    }
+  }
+  return q;
+}
+
+}  // namespace
+
 std::optional<num::QuantizedMultiplier> integer_mul(const Graph& g, const PrecisionPlan& plan,
                                                     const Node& n) {
-  if (plan.int8_vector != Int8Vector::kInteger || plan.precision_of(n.name) != Precision::kInt8)
-    return std::nullopt;
-  if (!n.domain.empty() || n.op_type != "Mul" || n.inputs.size() != 2 || n.outputs.size() != 1 ||
-      n.has_attr(kActivation))
-    return std::nullopt;
-  const QParams* q[3] = {nullptr, nullptr, nullptr};
-  const std::string* names[3] = {&n.inputs[0], &n.inputs[1], &n.outputs[0]};
-  for (int k = 0; k < 3; ++k) {
-    const std::string& v = *names[k];
-    if (v.empty() || !g.has_value(v) || g.value(v).is_constant() || !is_float(g.value(v).dtype))
-      return std::nullopt;
-    auto it = plan.values.find(v);
-    if (it == plan.values.end() ||
-        !(it->second.dtype == isa::DType::kInt8 || it->second.dtype == isa::DType::kUint8))
-      return std::nullopt;
-    q[k] = &it->second;
-  }
-  return num::try_quantize_multiplier(static_cast<double>(q[0]->scale) * q[1]->scale / q[2]->scale);
+  const std::vector<const QParams*> q = integer_operands(g, plan, n, "Mul", 2);
+  if (q.empty()) return std::nullopt;
+  return single_rounding_multiplier(static_cast<double>(q[0]->scale) * q[1]->scale / q[2]->scale);
+}
+
+std::optional<num::QuantizedMultiplier> integer_global_average_pool(const Graph& g, const PrecisionPlan& plan,
+                                                                    const Node& n) {
+  const std::vector<const QParams*> q = integer_operands(g, plan, n, "GlobalAveragePool", 1);
+  if (q.empty()) return std::nullopt;
+  const Value& x = g.value(n.inputs[0]);
+  if (!x.shape_known || x.shape.size() != 4) return std::nullopt;
+  const int64_t hw = x.shape[2] * x.shape[3];
+  if (hw < 1 || hw > (int64_t{1} << 23)) return std::nullopt;  // 255 * H*W in int32
+  const double real = static_cast<double>(q[0]->scale) / (static_cast<double>(q[1]->scale) * hw);
+  if (!(real < 1.0)) return std::nullopt;
+  return single_rounding_multiplier(real);
+}
+
+std::optional<num::QuantizedMultiplier> single_rounding_multiplier(double real) {
+  // A shift >= 0 would round twice (SaturatingRoundingDoublingHighMul, then RoundingDivideByPOT): below 1 the
+  // whole scale goes into the multiplier, unnormalised, and the shift stays 0. At or above 1 the
+  // normalised form shifts left first (exact for the int32 products it is given), then rounds once.
+  if (!(real >= 0.0) || !std::isfinite(real)) return std::nullopt;
+  if (real >= 1.0) return num::try_quantize_multiplier(real);
+  num::QuantizedMultiplier m;
+  m.multiplier = static_cast<int32_t>(std::min<long long>(std::llround(std::ldexp(real, 31)), INT32_MAX));
+  m.shift = 0;
+  return m;
+}
+
+std::vector<int32_t> epilogue_lut(const Node& n, const std::string& act, const QParams& pre,
+                                  const QParams& y) {
+  std::vector<int32_t> table(static_cast<size_t>(isa::kLutEntries));
+  for (int k = 0; k < isa::kLutEntries; ++k)
+    table[static_cast<size_t>(k)] = y.quantize(act_fp32(n, act, pre.dequantize(pre.qmin() + k)));
+  return table;
 }
 
 std::vector<int32_t> activation_lut(const Graph& g, const Node& n, const QParams& x, const QParams& y) {

@@ -24,13 +24,17 @@ namespace npusim::compiler::quant {
 // Called after each node with its outputs as real values (int8 results dequantized), in node.outputs
 // order (nullptr for an omitted output).
 using EmulationObserver = std::function<void(const Node& node, const std::vector<const Tensor*>& outputs)>;
+// Called, in an fp32 run, with a matrix node's output before its fused activation (bias and residual added):
+// the value a lookup-table epilogue reads (precision.h's lut_epilogue), which the graph does not name.
+using PreActivationObserver = std::function<void(const Node& node, const Tensor& pre_activation)>;
 
 // Runs `g` under `plan` on one sample; returns the graph outputs (real values) by name. A plan with
 // every node fp32 computes what the FP32 reference interpreter computes. Throws InterpretError
 // (compiler/interp) naming the node on an op it cannot run, std::out_of_range when an int8 node lacks
 // its QParams (run quantize_plan first).
 std::map<std::string, Tensor> emulate(const Graph& g, const PrecisionPlan& plan, const Sample& inputs,
-                                      const EmulationObserver& observer = nullptr);
+                                      const EmulationObserver& observer = nullptr,
+                                      const PreActivationObserver& pre_observer = nullptr);
 
 // One node alone under `plan`, fed real values (`input(name)` for each of its runtime inputs; constants come
 // from the graph): what emulate computes for it when its inputs hold those values. An int8 node quantizes
@@ -50,14 +54,38 @@ bool is_code_function(const Graph& g, const Node& n);
 // (isa::VecOp::kLut) and emulate looks codes up in it.
 std::vector<int32_t> activation_lut(const Graph& g, const Node& n, const QParams& x, const QParams& y);
 
+// The table of a lookup-table epilogue (precision.h's lut_epilogue): entry k holds
+// y.quantize(act(pre.dequantize(pre.qmin() + k))), act the fused activation `act` of matrix node n in fp32
+// exactly as the float epilogue computes it.
+std::vector<int32_t> epilogue_lut(const Node& n, const std::string& act, const QParams& pre,
+                                  const QParams& y);
+
 // The integer scheme's Mul (plan.int8_vector == kInteger): an int8 Mul of two runtime inputs stored as
 // int8/uint8 codes, writing codes, without a fused activation (a squeeze-and-excitation block's Mul):
 //   y = saturate(requantize((a - a.zero_point) * (b - b.zero_point), M, shift, y.zero_point))
 // with int32 products (|product| <= 255^2), broadcasting as ONNX's Mul, and (M, shift) =
-// quantize_multiplier(a.scale * b.scale / y.scale): TFLite's integer Mul, rounding as isa/numerics.h.
+// single_rounding_multiplier(a.scale * b.scale / y.scale): TFLite's integer Mul with one rounding
+// (TFLITE_SINGLE_ROUNDING), as isa/numerics.h's requantize computes it with that multiplier.
 // Returns (M, shift), or nullopt when n is not such a Mul (it then follows the float rule).
 std::optional<isa::numerics::QuantizedMultiplier> integer_mul(const Graph& g, const PrecisionPlan& plan,
                                                               const Node& n);
+// The integer scheme's GlobalAveragePool (plan.int8_vector == kInteger): an int8 GlobalAveragePool of a
+// 4-D value stored as int8/uint8 codes, writing codes, as TFLite's integer Mean runs it: per image and
+// channel the exact int32 sum S of the H*W codes, then
+//   y = saturate(requantize(S - H*W * x.zero_point, M, 0, y.zero_point)),
+// M = single_rounding_multiplier(x.scale / (y.scale * H*W)) (one rounding). Returns M, or nullopt when n is
+// not such a pool or that scale is not below 1 (it then follows the float rule).
+std::optional<isa::numerics::QuantizedMultiplier> integer_global_average_pool(const Graph& g,
+                                                                              const PrecisionPlan& plan,
+                                                                              const Node& n);
+
+// A requantization multiplier whose VEC requantize rounds once: y = round_half_up(x * M / 2^31) for a real
+// scale below 1 (M = round(real * 2^31), shift 0: SaturatingRoundingDoublingHighMul alone, whose nudge rounds
+// halves up, as TFLite's single-rounding MultiplyByQuantizedMultiplier does), quantize_multiplier's
+// (left-shifting) form at or above 1. The normalised form of a scale below 1 shifts right after the multiply
+// and so rounds twice. M keeps real to 2^-32 absolute, i.e. under 2^-16 of a code for |x| <= 2^16.
+// nullopt for a negative or non-finite real, or one quantize_multiplier rejects.
+std::optional<isa::numerics::QuantizedMultiplier> single_rounding_multiplier(double real);
 
 // An int8 tensor as the NPU holds it: codes with their parameters.
 struct Int8Tensor {

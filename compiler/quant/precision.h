@@ -25,8 +25,15 @@
 //     scale: acc[n] = sat32(acc[n] + requantize_unsaturated(r_q - r.zero_point, residual_rescale[n], 0)).
 //     Then, when float_epilogue is false (no activation, Relu or Clip):
 //        y_q = clamp(requantize_unsaturated(acc[n], requant[n], out.zero_point), clamp_min, clamp_max)
-//     and when it is true (any other fused activation):
+//     and when it is true (any other fused activation, under Int8Vector::kFloat or without the
+//     pre-activation's calibration):
 //        y_q = quantize(act(float(acc[n]) * acc_scale[n]))     (fp32 multiply, activation in fp32).
+//     When lut_epilogue is true (any other fused activation under Int8Vector::kInteger), the sums are
+//     requantized to the pre-activation's own codes (QParams pre_activation, calibrated on the value
+//     before the activation), then looked up in a 256-entry table, as TFLite runs a conv followed by its
+//     HardSwish / Logistic:
+//        p_q = clamp(requantize_unsaturated(acc[n], requant[n], pre.zero_point), clamp_min, clamp_max)
+//        y_q = epilogue_lut[p_q - pre.qmin()]     (requant = acc_scale / pre.scale; clamp = pre's range)
 //     requant / residual_rescale have one entry per output channel (per-tensor weights: all equal).
 //     Output channels are W's dim 0 for Conv, the last dim of B for MatMul and normalised Gemm. A 2-D
 //     ConvTranspose is the stride-1 conv over its input with the zero point inserted between pixels
@@ -142,6 +149,11 @@ struct LayerQuant {
   std::vector<isa::numerics::QuantizedMultiplier> residual_rescale;  // r.scale / acc_scale[n]
   std::string activation;  // the fused activation (kActivation), "" when none
   bool float_epilogue = false;
+  bool lut_epilogue = false;          // see the contract: requantize to pre_activation, then the table
+  QParams pre_activation;             // lut_epilogue: the codes the table reads
+  std::vector<int32_t> epilogue_lut;  // lut_epilogue: y.quantize(act(pre.dequantize(pre.qmin() + k)))
+  // The codes the requantize writes: pre_activation under lut_epilogue, else the output's.
+  const QParams& requant_target(const QParams& y) const { return lut_epilogue ? pre_activation : y; }
   int32_t clamp_min = -128, clamp_max = 127;  // output codes: the dtype's range narrowed by Relu/Clip
 };
 
@@ -198,9 +210,13 @@ struct NodePrecision {
 
 // How int8 vector nodes compute (--int8-vector). kInteger: on the codes, as int8 NPUs run them -- an
 // element-wise function of one input (Sigmoid, HardSwish, Gelu, ...) is one 256-entry table lookup
-// (isa::VecOp::kLut; emulate.h's activation_lut); kFloat: every int8 vector node between a dequantize and
-// a quantize in fp32 (the contract's general rule above), kept for comparison. A table holds exactly the
-// codes the float rule computes, so the two schemes give the same codes; they differ in cycles.
+// (isa::VecOp::kLut; emulate.h's activation_lut), a matrix node's fused activation other than Relu/Clip a
+// table on its pre-activation's codes (LayerQuant::lut_epilogue), the SE Mul and GlobalAveragePool integer
+// arithmetic with one rounding (emulate.h's integer_mul, integer_global_average_pool); kFloat: every int8
+// vector node between a dequantize and a quantize in fp32 (the contract's general rule above) and the float
+// epilogue, kept for comparison. A standalone table holds exactly the codes the float rule computes, and the
+// integer Mul and pool differ from it only at ties; the table epilogue rounds the pre-activation to 8 bits,
+// which the float epilogue does not.
 enum class Int8Vector { kInteger, kFloat };
 std::string_view to_string(Int8Vector s);
 // "integer" | "float"; throws PrecisionError naming the text.

@@ -323,7 +323,8 @@ std::optional<Tensor> conv_transpose_weights(const Graph& g, const Node& n, std:
 }
 
 bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const QuantOptions& options,
-                 const QuantizedWeights* given, std::string& reason, const TensorStats* input_stats) {
+                 const QuantizedWeights* given, std::string& reason, const TensorStats* input_stats,
+                 const TensorStats* pre_stats) {
   LayerQuant L;
   L.node = n.name;
   L.op = n.op_type;
@@ -427,12 +428,24 @@ bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const Quant
   if (static_cast<int64_t>(rounding_shift.size()) == channels)
     for (int64_t c = 0; c < channels; ++c) corrected[c] -= rounding_shift[c];
   const QParams& yq = plan.values.at(L.output);
+  // A fused activation other than Relu / Clip: under the integer scheme, a table on the pre-activation's
+  // own codes (precision.h's lut_epilogue) when that value was calibrated; else the float epilogue.
+  L.activation = n.attr_string(kActivation, "");
+  const bool table_activation = !L.activation.empty() && L.activation != "Relu" && L.activation != "Clip";
+  L.lut_epilogue = table_activation && plan.int8_vector == Int8Vector::kInteger && pre_stats &&
+                   xq.dtype != isa::DType::kInt16 && yq.dtype != isa::DType::kInt16;
+  if (L.lut_epilogue) {
+    const bool sym = options.symmetric_activations;
+    L.pre_activation =
+        qparams_for_range(choose_range(*pre_stats, options.calibration, sym), sym, options.asymmetric_dtype);
+  }
+  const QParams& target = L.requant_target(yq);
   L.acc_scale.resize(channels);
   L.requant.resize(channels);
   L.bias_folded.resize(channels);
   for (int64_t c = 0; c < channels; ++c) {
     L.acc_scale[c] = xq.scale * L.weight_scale[c];
-    const double real = static_cast<double>(L.acc_scale[c]) / yq.scale;
+    const double real = static_cast<double>(L.acc_scale[c]) / target.scale;
     const auto m = try_quantize_multiplier(real);
     if (!(L.acc_scale[c] > 0.0f) || !std::isfinite(L.acc_scale[c]) || !m) {
       reason = "the requantization scale " + std::to_string(real) +
@@ -477,10 +490,11 @@ bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const Quant
       L.residual_rescale[c] = *m;
     }
   }
-  L.activation = n.attr_string(kActivation, "");
-  L.clamp_min = yq.qmin();
-  L.clamp_max = yq.qmax();
-  if (L.activation == "Relu") {
+  L.clamp_min = target.qmin();
+  L.clamp_max = target.qmax();
+  if (L.lut_epilogue) {
+    L.epilogue_lut = epilogue_lut(n, L.activation, L.pre_activation, yq);
+  } else if (L.activation == "Relu") {
     L.clamp_min = std::max(L.clamp_min, yq.zero_point);
   } else if (L.activation == "Clip") {
     L.clamp_min = std::max(L.clamp_min, yq.quantize(n.attr_float(kActMin, -INFINITY)));
@@ -650,8 +664,10 @@ void quantize_plan(const Graph& g, PrecisionPlan& plan, const std::map<std::stri
     std::string reason;
     auto gw = given.find(n.name);
     auto st = stats.find(n.inputs.at(0));
+    auto pre = stats.find(pre_activation_key(n.outputs.at(0)));
     if (!build_layer(g, n, plan, options, gw == given.end() ? nullptr : &gw->second, reason,
-                     st == stats.end() ? nullptr : &st->second)) {
+                     st == stats.end() ? nullptr : &st->second,
+                     pre == stats.end() ? nullptr : &pre->second)) {
       pit->second.effective = Precision::kFp16;
       pit->second.int16 = false;
       pit->second.reason = reason + "; runs in fp16";

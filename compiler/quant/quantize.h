@@ -126,10 +126,12 @@ std::vector<std::string> values_to_calibrate(const Graph& g, const PrecisionPlan
 // the node cannot run in int8. With options.bias_correction (kNonNegativeInputs: when the input's
 // calibrated minimum is >= 0), weights it quantizes itself and
 // `input_stats` (the calibration statistics of the node's input) holding per-channel means, the bias
-// is corrected for the weights' rounding (see QuantOptions).
+// is corrected for the weights' rounding (see QuantOptions). `pre_stats` (the statistics of the node's
+// output before its fused activation, calibration.h's pre_activation_key) lets a fused activation other
+// than Relu / Clip run as a lookup-table epilogue under Int8Vector::kInteger (precision.h).
 bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const QuantOptions& options,
-                 const QuantizedWeights* given, std::string& reason,
-                 const TensorStats* input_stats = nullptr);
+                 const QuantizedWeights* given, std::string& reason, const TensorStats* input_stats = nullptr,
+                 const TensorStats* pre_stats = nullptr);
 
 // The shift of each output channel's mean that rounding a matrix node's weights causes:
 // delta[c] = sum_k (w_q[k] * scale[c] - w[k]) * mean[input channel of k]. `means` is indexed by the

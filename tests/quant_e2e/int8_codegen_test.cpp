@@ -598,7 +598,8 @@ TEST(Int8Codegen, MutatedPreQuantizedModelsAreAClearErrorOrRunNeverACrash) {
 
 // Names the builder's nodes after their outputs, lowers the graph and plans it in int8 (min-max
 // calibration on `samples` synthetic inputs).
-Compiled lower_and_plan_int8(compiler::testing::GraphBuilder& b, int samples, int64_t whole_row_limit = 0) {
+Compiled lower_and_plan_int8(compiler::testing::GraphBuilder& b, int samples, int64_t whole_row_limit = 0,
+                             q::Int8Vector scheme = q::Int8Vector::kInteger) {
   for (auto& n : b.graph().nodes) n.name = n.outputs[0] + "_node";
   Compiled k;
   k.imported = b.build();
@@ -610,6 +611,7 @@ Compiled lower_and_plan_int8(compiler::testing::GraphBuilder& b, int samples, in
   req.spec.model = q::Precision::kInt8;
   req.quant.calibration.method = q::CalibrationMethod::kMinMax;
   req.calibration_count = samples;
+  req.quant.int8_vector = scheme;
   k.plan = q::build_plan(k.lowered, req, &k.imported);
   return k;
 }
@@ -769,9 +771,10 @@ TEST(Int8Codegen, RowwiseLayerNormAndSoftmaxConvertCodesOnceAndMatchTheReference
 }
 
 TEST(Int8Codegen, FloatEpilogueActivationsAreTheDatapathsBitForBit) {
-  // MatMul + GELU / SiLU / HardSwish / Sigmoid, int8 with the float epilogue: quantize(act(acc * scale)) must
-  // give the reference's codes (the activations themselves are compared bit for bit on a dense sweep in
-  // backend_test's Vector.ActivationsAreTheQuantizedReferencesBitForBit; with x / sqrt(2) in the
+  // MatMul + GELU / SiLU / HardSwish / Sigmoid, int8 with the float epilogue (--int8-vector float; the
+  // integer scheme takes a table: FusedActivationsAreARequantizeAndOneTableLookup...): quantize(act(acc *
+  // scale)) must give the reference's codes (the activations themselves are compared bit for bit on a dense
+  // sweep in backend_test's Vector.ActivationsAreTheQuantizedReferencesBitForBit; with x / sqrt(2) in the
   // reference ConvNeXt-Tiny had 1 code in 301 056 off).
   for (const char* act : {"Gelu", "Silu", "HardSwish", "Sigmoid"}) {
     compiler::testing::GraphBuilder b;
@@ -783,9 +786,10 @@ TEST(Int8Codegen, FloatEpilogueActivationsAreTheDatapathsBitForBit) {
     } else {
       b.output(b.node(act, {m}, "y", {1, 16384, 64}));
     }
-    Compiled k = lower_and_plan_int8(b, 2);
+    Compiled k = lower_and_plan_int8(b, 2, 0, q::Int8Vector::kFloat);
     ASSERT_EQ(k.plan.layers.size(), 1u) << act;
     EXPECT_TRUE(k.plan.layers.begin()->second.float_epilogue) << act;
+    EXPECT_FALSE(k.plan.layers.begin()->second.lut_epilogue) << act;
     const isa::NpuConfig config;
     compiler::CompileOptions opt;
     opt.plan = &k.plan;
@@ -1250,11 +1254,10 @@ Compiled squeeze_excitation_int8() {
 }
 
 TEST(Int8Codegen, SqueezeExcitationGroupRunsInTheAccumulatorAndGivesTheUnfusedProgramsBitsExactly) {
-  // The pool converts codes in its tile loop with the fp32 work in the accumulator buffer, the Mul multiplies
-  // centred codes in int32 there (the integer scheme, quant::integer_mul); the pool holds the block's input
-  // in SRAM for the Mul (compiler/backend/fusion/se_fusion.h). Every value
-  // is the quantized reference's code, and the outputs equal those of the program without the group, bit for
-  // bit.
+  // The pool sums the codes in int32 (the integer scheme, quant::integer_global_average_pool), the Mul
+  // multiplies centred codes in int32 in the accumulator buffer (quant::integer_mul); the pool holds the
+  // block's input in SRAM for the Mul (compiler/backend/fusion/se_fusion.h). Every value is the quantized
+  // reference's code, and the outputs equal those of the program without the group, bit for bit.
   Compiled k = squeeze_excitation_int8();
   const isa::NpuConfig config;
   compiler::CompileOptions opt;
@@ -1267,7 +1270,7 @@ TEST(Int8Codegen, SqueezeExcitationGroupRunsInTheAccumulatorAndGivesTheUnfusedPr
   for (const auto& l : k.result.layers) {
     if (l.op != "Mul" && l.op != "GlobalAveragePool") continue;
     ++checked;
-    EXPECT_NE(l.mapping.find(l.op == "Mul" ? "multiplied in int32" : "fp32 work in the accumulator buffer"),
+    EXPECT_NE(l.mapping.find(l.op == "Mul" ? "multiplied in int32" : "int8 codes summed in int32"),
               std::string::npos)
         << l.mapping;
     EXPECT_EQ(l.fusion_group, "se:p_node") << l.name;
@@ -1525,6 +1528,158 @@ TEST(Int8Codegen, SqueezeExcitationMulIsIntegerOnlyAndGivesTheReferencesCodes) {
   EXPECT_EQ(in.int8_scheme, "integer");
   EXPECT_EQ(fl.int8_scheme, "float");
   EXPECT_LT(2 * in.vector_cycles, fl.vector_cycles);
+}
+
+}  // namespace
+}  // namespace npusim
+
+namespace npusim {
+namespace {
+
+// One matrix layer `node` compiled under `scheme` (planned under it too: the epilogue is the plan's choice).
+struct EpilogueRun {
+  Compiled k;
+  SchemeRun run;
+};
+EpilogueRun plan_and_compile(compiler::testing::GraphBuilder b, q::Int8Vector scheme, const std::string& node,
+                             const isa::NpuConfig& config) {
+  EpilogueRun e{lower_and_plan_int8(b, 2, 0, scheme), {}};
+  e.run = compile_scheme(e.k, config, scheme, node);
+  return e;
+}
+
+TEST(Int8Codegen, FusedActivationsAreARequantizeAndOneTableLookupGivingTheReferencesCodes) {
+  // Conv / MatMul + HardSwish, SiLU, Sigmoid, HardSigmoid, GELU fused into the int8 layer. Integer scheme:
+  // the sums requantized to the pre-activation's own codes (calibrated before the activation) and one VEC lut
+  // (no float step: no divide, no fp32 VEC), the reference's codes bit for bit; float scheme: the float
+  // epilogue, also bit for bit. The table epilogue (output stage + lut: two lane passes on int8) costs under
+  // half the float one's vector cycles (copy, multiply, the activation, a quarter-rate divide and an add).
+  namespace t = compiler::testing;
+  const isa::NpuConfig config;
+  const std::pair<const char*, bool> acts[] = {
+      {"HardSwish", false}, {"Silu", true}, {"Sigmoid", false}, {"HardSigmoid", false}, {"Gelu", true}};
+  for (const auto& [act, npu] : acts) {
+    for (const bool conv : {true, false}) {
+      t::GraphBuilder b;
+      std::string mid;
+      if (conv) {
+        auto x = b.input("x", {1, 8, 12, 12});
+        mid =
+            b.node("Conv", {x, b.random_constant("w", {16, 8, 3, 3}, 1, -0.5f, 0.5f)}, "m", {1, 16, 10, 10});
+      } else {
+        // A first MatMul, so that m reads codes (the graph input's quantization is its reader's work).
+        auto x = b.input("x", {1, 256, 8});
+        auto p = b.node("MatMul", {x, b.random_constant("w0", {8, 8}, 6, -1.0f, 1.0f)}, "p", {1, 256, 8});
+        mid = b.node("MatMul", {p, b.random_constant("w", {8, 32}, 5, -1.0f, 1.0f)}, "m", {1, 256, 32});
+      }
+      const compiler::Shape shape = conv ? compiler::Shape{1, 16, 10, 10} : compiler::Shape{1, 256, 32};
+      auto a =
+          b.node(act, {mid}, "a", shape, {}, compiler::DataType::kFloat32, npu ? compiler::kNpuDomain : "");
+      b.output(conv ? b.node("Conv", {a, b.random_constant("w2", {4, 16, 1, 1}, 2)}, "y", {1, 4, 10, 10})
+                    : b.node("MatMul", {a, b.random_constant("w2", {32, 4}, 2)}, "y", {1, 256, 4}));
+      const std::string what = std::string(act) + (conv ? " after a Conv" : " after a MatMul");
+      EpilogueRun in = plan_and_compile(b, q::Int8Vector::kInteger, "m_node", config);
+      ASSERT_TRUE(in.k.plan.layers.count("m_node")) << what;
+      const q::LayerQuant& L = in.k.plan.layers.at("m_node");
+      EXPECT_TRUE(L.lut_epilogue) << what;
+      EXPECT_FALSE(L.float_epilogue) << what;
+      EXPECT_EQ(L.activation, act) << what;  // fused by the passes
+      const auto samples = q::synthetic_samples(in.k.lowered, 2, 31);
+      for (const auto& sample : samples)
+        EXPECT_EQ(check_bit_exact(in.k, config, sample, {"m_node"}), 1) << what;
+      EXPECT_GT(in.run.ops.count(isa::VecOp::kLut), 0u) << what;
+      EXPECT_EQ(in.run.ops.count(isa::VecOp::kDiv), 0u) << what;
+      EXPECT_EQ(in.run.int8_scheme, "integer+lut-epilogue") << what;
+      EpilogueRun fl = plan_and_compile(b, q::Int8Vector::kFloat, "m_node", config);
+      EXPECT_TRUE(fl.k.plan.layers.at("m_node").float_epilogue) << what;
+      for (const auto& sample : samples)
+        EXPECT_EQ(check_bit_exact(fl.k, config, sample, {"m_node"}), 1) << what;
+      EXPECT_EQ(fl.run.ops.count(isa::VecOp::kLut), 0u) << what;
+      EXPECT_EQ(fl.run.int8_scheme, "integer+float-epilogue") << what;
+      EXPECT_LT(2 * in.run.vector_cycles, fl.run.vector_cycles) << what;
+    }
+  }
+}
+
+TEST(Int8Codegen, MobileNetV3BlockRunsIntegerOnlyAndGivesTheReferencesCodesInBothSchemes) {
+  // A MobileNetV3 inverted residual with squeeze-and-excitation: 1x1 expansion + HardSwish, depthwise 3x3 +
+  // HardSwish, GlobalAveragePool -> 1x1 + Relu -> 1x1 + HardSigmoid -> Mul, 1x1 projection, the residual
+  // Add. Every int8 layer's codes equal the reference's on both schemes; under the integer scheme no
+  // layer's epilogue is in float.
+  namespace t = compiler::testing;
+  const isa::NpuConfig config;
+  t::GraphBuilder b;
+  auto x = b.input("x", {1, 16, 14, 14});
+  auto e = b.node("Conv", {x, b.random_constant("we", {48, 16, 1, 1}, 1, -0.4f, 0.4f)}, "e", {1, 48, 14, 14});
+  auto eh = b.node("HardSwish", {e}, "eh", {1, 48, 14, 14});
+  auto d = b.node("Conv", {eh, b.random_constant("wd", {48, 1, 3, 3}, 2, -0.5f, 0.5f)}, "d", {1, 48, 14, 14},
+                  {{"group", t::attr_i(48)}, {"pads", t::attr_ints({1, 1, 1, 1})}});
+  auto dh = b.node("HardSwish", {d}, "dh", {1, 48, 14, 14});
+  auto g = b.node("GlobalAveragePool", {dh}, "g", {1, 48, 1, 1});
+  auto s1 = b.node("Conv", {g, b.random_constant("ws1", {12, 48, 1, 1}, 3)}, "s1", {1, 12, 1, 1});
+  auto r = b.node("Relu", {s1}, "r", {1, 12, 1, 1});
+  auto s2 = b.node("Conv", {r, b.random_constant("ws2", {48, 12, 1, 1}, 4)}, "s2", {1, 48, 1, 1});
+  auto hs = b.node("HardSigmoid", {s2}, "hs", {1, 48, 1, 1},
+                   {{"alpha", t::attr_f(1.0f / 6)}, {"beta", t::attr_f(0.5f)}});
+  auto m = b.node("Mul", {dh, hs}, "m", {1, 48, 14, 14});
+  auto p = b.node("Conv", {m, b.random_constant("wp", {16, 48, 1, 1}, 5, -0.3f, 0.3f)}, "p", {1, 16, 14, 14});
+  b.output(b.node("Add", {p, x}, "y", {1, 16, 14, 14}));
+  for (const q::Int8Vector scheme : {q::Int8Vector::kInteger, q::Int8Vector::kFloat}) {
+    Compiled k = lower_and_plan_int8(b, 2, 0, scheme);
+    compiler::CompileOptions opt;
+    opt.plan = &k.plan;
+    k.result = compiler::compile(k.lowered, config, opt);
+    int luts = 0;
+    for (const auto& [name, L] : k.plan.layers) {
+      luts += L.lut_epilogue;
+      EXPECT_FALSE(scheme == q::Int8Vector::kInteger && L.float_epilogue) << name;
+    }
+    EXPECT_EQ(luts, scheme == q::Int8Vector::kInteger ? 3 : 0);  // e, d, s2 (HardSigmoid)
+    for (const auto& sample : q::synthetic_samples(k.lowered, 2, 41))
+      EXPECT_GE(check_bit_exact(k, config, sample), 5);  // of the 6 (a layer kept on chip is not read back)
+  }
+}
+
+}  // namespace
+}  // namespace npusim
+
+namespace npusim {
+namespace {
+
+TEST(Int8Codegen, GlobalAveragePoolSumsCodesInInt32AndRequantizesOnceGivingTheReferencesCodes) {
+  // Conv -> GlobalAveragePool -> Conv at three sizes (one band; several bands added in int32; many channels).
+  // Integer scheme: the exact int32 sum of each channel's codes (a VEC dwconv of unit weights per band) and
+  // one output stage with the single-rounding multiplier x.scale / (y.scale H W), no float step, the
+  // reference's codes bit for bit; float scheme: dequantize, average, quantize, also bit for bit.
+  namespace t = compiler::testing;
+  const isa::NpuConfig config;
+  for (const auto& [c, h] : {std::pair<int64_t, int64_t>{8, 7}, {8, 112}, {96, 14}}) {
+    t::GraphBuilder b;
+    auto x = b.input("x", {1, 4, h, h});
+    auto cv = b.node("Conv", {x, b.random_constant("w", {c, 4, 1, 1}, 1)}, "c", {1, c, h, h});
+    auto g = b.node("GlobalAveragePool", {cv}, "g", {1, c, 1, 1});
+    b.output(b.node("Conv", {g, b.random_constant("w2", {4, c, 1, 1}, 2)}, "y", {1, 4, 1, 1}));
+    const std::string what =
+        std::to_string(c) + " channels of " + std::to_string(h) + "x" + std::to_string(h);
+    const isa::NpuConfig cfg = config;
+    Compiled k = lower_and_plan_int8(b, 2);
+    ASSERT_TRUE(q::integer_global_average_pool(k.lowered, k.plan, k.lowered.nodes[0]).has_value() ||
+                k.lowered.nodes.size() > 1)
+        << what;
+    const auto samples = q::synthetic_samples(k.lowered, 2, 51);
+    const SchemeRun in = compile_scheme(k, cfg, q::Int8Vector::kInteger, "g_node");
+    for (const auto& sample : samples) check_bit_exact(k, cfg, sample, {}, {"g_node"});
+    EXPECT_EQ(in.int8_scheme, "integer") << what;
+    EXPECT_EQ(in.ops.count(isa::VecOp::kDiv), 0u) << what;
+    EXPECT_EQ(in.ops.count(isa::VecOp::kAvgPool), 0u) << what;
+    EXPECT_GT(in.ops.count(isa::VecOp::kOutput), 0u) << what;
+    Compiled kf = lower_and_plan_int8(b, 2, 0, q::Int8Vector::kFloat);
+    const SchemeRun fl = compile_scheme(kf, cfg, q::Int8Vector::kFloat, "g_node");
+    for (const auto& sample : samples) check_bit_exact(kf, cfg, sample, {}, {"g_node"});
+    EXPECT_EQ(fl.int8_scheme, "float") << what;
+    EXPECT_GT(fl.ops.count(isa::VecOp::kDiv), 0u) << what;
+    EXPECT_LT(in.vector_cycles, fl.vector_cycles) << what;
+  }
 }
 
 }  // namespace

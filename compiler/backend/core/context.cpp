@@ -326,6 +326,7 @@ int Context::vec(const VecArgs& a) {
   if (a.op == isa::VecOp::kRequantize && a.bcast != isa::Bcast::kNone) record = 8;
   if (a.op == isa::VecOp::kOutput) record = isa::numerics::is_integer(a.in) ? 12 : 4;
   if (a.op == isa::VecOp::kLut) record = 1;  // the 256 table entries, whatever the box
+  if (a.op == isa::VecOp::kDwConv) record = isa::dtype_bytes(isa::numerics::weight_dtype(a.in));
   if (record > 0) {
     i.set(Field::kSrc2Buf, static_cast<int64_t>(a.src2_buf))
         .set(Field::kSrc2Addr, static_cast<int64_t>(a.src2));
@@ -345,14 +346,19 @@ int Context::vec(const VecArgs& a) {
         break;
     }
     if (a.op == isa::VecOp::kLut) n2 = isa::kLutEntries;
+    if (a.op == isa::VecOp::kDwConv) n2 = a.win_h * a.win_w * a.d0;  // the weights [win_h][win_w][d0]
     reads.push_back(Range{static_cast<int>(a.src2_buf), a.src2, a.src2 + static_cast<uint64_t>(n2 * record)});
   }
-  if (a.op == isa::VecOp::kMaxPool || a.op == isa::VecOp::kAvgPool) {
+  if (a.op == isa::VecOp::kMaxPool || a.op == isa::VecOp::kAvgPool || a.op == isa::VecOp::kDwConv) {
     i.set(Field::kWinH, a.win_h)
         .set(Field::kWinW, a.win_w)
         .set(Field::kStrH, a.str_h)
         .set(Field::kStrW, a.str_w);
-    dst_elems = ((a.d2 - a.win_h) / a.str_h + 1) * ((a.d1 - a.win_w) / a.str_w + 1) * a.d0;
+    // A dwconv's reach with its dilation (imm0 x imm1, 0 = 1).
+    const int64_t dh = a.op == isa::VecOp::kDwConv ? std::max<int64_t>(1, a.imm0) : 1;
+    const int64_t dw = a.op == isa::VecOp::kDwConv ? std::max<int64_t>(1, a.imm1) : 1;
+    const int64_t rh = (a.win_h - 1) * dh + 1, rw = (a.win_w - 1) * dw + 1;
+    dst_elems = ((a.d2 - rh) / a.str_h + 1) * ((a.d1 - rw) / a.str_w + 1) * a.d0;
   } else if (a.op == isa::VecOp::kReduceSum || a.op == isa::VecOp::kReduceMax ||
              a.op == isa::VecOp::kReduceMean) {
     dst_elems = a.d1 * a.d2;

@@ -386,10 +386,11 @@ void PlanScope::finish() {
   // The report's int8 scheme (LayerPlan::int8_scheme), unless the lowering named its own (lut).
   if (c_.plan && c_.plan->int8_scheme.empty() && c_.plan->placement != Placement::kHost &&
       plan.precision_of(n_.name) == Precision::kInt8) {
-    c_.plan->int8_scheme =
-        int8_matrix_ ? (plan.layers.at(n_.name).float_epilogue ? "integer+float-epilogue" : "integer")
-        : on_codes_  ? "codes"
-                     : "float";
+    c_.plan->int8_scheme = int8_matrix_ ? (plan.layers.at(n_.name).float_epilogue ? "integer+float-epilogue"
+                                           : plan.layers.at(n_.name).lut_epilogue ? "integer+lut-epilogue"
+                                                                                  : "integer")
+                           : on_codes_  ? "codes"
+                                        : "float";
   }
   for (const auto& [scratch, name] : pending_out_) {
     const DramTensor& real = saved_.at(name);

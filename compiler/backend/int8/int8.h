@@ -16,8 +16,9 @@
 // array, then on the vector unit:
 // + bias_folded (int32), a fused residual (codes - zero point, per-channel rescale, saturating add),
 // REQUANTIZE with the per-channel (multiplier, shift) pairs and the output zero point, the Relu/Clip
-// clamp as VEC clip; other fused activations take the float epilogue (fp32 * acc_scale, activation,
-// quantize). int8 vector nodes (pooling, adds that were not fused, ...) compute in fp32 between a
+// clamp as VEC clip; other fused activations, under the integer scheme, REQUANTIZE to the pre-activation's
+// codes and one VEC lut (quant::LayerQuant::lut_epilogue), else the float epilogue (fp32 * acc_scale,
+// activation, quantize). int8 vector nodes (pooling, adds that were not fused, ...) compute in fp32 between a
 // dequantize and a quantize, as the contract states.
 #include <cstdint>
 #include <map>
@@ -77,7 +78,7 @@ bool int8_matrix_mappable(const quant::PrecisionPlan& plan, const Node& n);
 // Lowers an int8 matrix node (int8_matrix_mappable). False when its form is not mapped.
 bool lower_matrix_int8(Context& c, const Node& n);
 
-// The epilogue of an int8 matrix node with neither a residual nor the float epilogue: one output-stage
+// The epilogue of an int8 matrix node with neither a residual nor a float or table epilogue: one output-stage
 // VEC (isa::VecOp::kOutput) reading int32 triples [N][3] (bias_folded, multiplier, shift), bias,
 // requantization and clamp in one pass. The one place that builds both, for lower_matrix_int8 and the
 // fused attention (backend/fusion/attention_fusion.h).
@@ -87,7 +88,8 @@ std::vector<int32_t> output_stage_triples(const quant::LayerQuant& L);
 std::vector<int32_t> output_stage_triples(const std::vector<int32_t>& bias_folded,
                                           const std::vector<isa::numerics::QuantizedMultiplier>& requant);
 // The VEC with its op, dtypes, broadcast and immediates (clamp bounds, output zero point) set; the caller
-// sets its operands (src2: the triples) and its box.
+// sets its operands (src2: the triples) and its box. Under L.lut_epilogue it writes the pre-activation's
+// codes (L.requant_target), which the table lookup then reads.
 Context::VecArgs output_stage_vec(const quant::LayerQuant& L, const quant::QParams& y);
 
 // Int32 words as the bytes of a data segment.
@@ -142,6 +144,8 @@ bool lut_applies(const Context& c, const Node& n);
 // and its src1/dst).
 inline constexpr uint64_t kLutSlot = 0;
 Context::VecArgs begin_lut(Context& c, const Node& n);
+// A table of codes (isa::kLutEntries entries, each one code of the table's output dtype) as a data segment.
+uint64_t lut_segment(Context& c, const std::vector<int32_t>& table);
 
 // Converts a whole tensor between storage formats (same shape and layout): codes use `src_q` /
 // `dst_q` (ignored for float dtypes).

@@ -18,13 +18,16 @@ bool lut_applies(const Context& c, const Node& n) {
   return qx && qy && is_code8(qx->dtype) && is_code8(qy->dtype) && quant::is_code_function(c.g, n);
 }
 
+uint64_t lut_segment(Context& c, const std::vector<int32_t>& table) {
+  std::vector<uint8_t> bytes(table.size());
+  for (size_t k = 0; k < table.size(); ++k) bytes[k] = static_cast<uint8_t>(table[k] & 0xff);
+  return c.add_data(std::move(bytes));
+}
+
 Context::VecArgs begin_lut(Context& c, const Node& n) {
   const quant::QParams& qx = *c.codes_of(n.inputs[0]);
   const quant::QParams& qy = *c.codes_of(n.outputs[0]);
-  const std::vector<int32_t> table = quant::activation_lut(c.g, n, qx, qy);
-  std::vector<uint8_t> bytes(table.size());
-  for (size_t k = 0; k < table.size(); ++k) bytes[k] = static_cast<uint8_t>(table[k] & 0xff);
-  const uint64_t addr = c.add_data(std::move(bytes));
+  const uint64_t addr = lut_segment(c, quant::activation_lut(c.g, n, qx, qy));
   const auto entries = static_cast<uint64_t>(isa::kLutEntries);
   c.load(isa::Buffer::kAccumulator, kLutSlot, Range{kDram, addr, addr + entries}, addr, qy.dtype,
          {isa::kLutEntries, 1, 1, 1}, {0, 0, 0});

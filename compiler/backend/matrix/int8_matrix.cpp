@@ -49,6 +49,12 @@ struct Int8Job : MatrixJob {
   Context::VecArgs out_vec;  // output_stage_vec
   bool residual = false;
   uint64_t rr_addr = 0;  // residual rescale pairs [M][2]
+  // A lookup-table epilogue (quant::LayerQuant::lut_epilogue): the requantize writes the pre-activation's
+  // codes (pre_dt), then one VEC lut with the table at lut_addr (isa::kLutEntries codes of y_dt).
+  bool lut = false;
+  DType pre_dt = DType::kUint8;
+  int32_t pre_zp = 0;
+  uint64_t lut_addr = 0;
   bool float_epi = false;
   uint64_t accscale_addr = 0;  // fp32 [M]
   VecOp act = VecOp::kCopy;
@@ -82,12 +88,12 @@ class Int8Strategy : public MatrixStrategy {
     if (j_.residual) b += round64(p * tn * ab_) + round64(tn * 8);
     if (j_.float_epi) b += round64(tn * 4);
     if (j_.silu) b += round64(p * tn * 4);
-    return 64 + 2 * b;
+    return 64 + (j_.lut ? isa::kLutEntries : 0) + 2 * b;
   }
 
   int epilogue_ops() const override {
-    if (j_.output_stage) return 1;
-    int ops = 2;  // bias, requantize
+    if (j_.output_stage) return j_.lut ? 2 : 1;
+    int ops = j_.lut ? 3 : 2;  // bias, requantize (, lut)
     if (j_.residual) ops += 3;
     if (j_.clamp) ops += 1;
     if (j_.float_epi) ops += 4;
@@ -110,6 +116,11 @@ class Int8Strategy : public MatrixStrategy {
     side_buf_ = side.buf;
     params_.reset();
     kslot_ = acc.take(64);
+    if (j_.lut) {
+      lut_slot_ = acc.take(isa::kLutEntries);
+      c_.load(Buffer::kAccumulator, lut_slot_, Range{kDram, j_.lut_addr, j_.lut_addr + isa::kLutEntries},
+              j_.lut_addr, j_.y_dt, {isa::kLutEntries, 1, 1, 1}, {0, 0, 0});
+    }
     for (int s = 0; s < 2; ++s) {
       side_[s].c = acc.take(static_cast<uint64_t>(p_max * tn * ab_));
       if (j_.output_stage) {
@@ -179,8 +190,9 @@ class Int8Strategy : public MatrixStrategy {
       o.src1_buf = o.src2_buf = o.dst_buf = A;
       o.src1 = o.dst = cs, o.src2 = sd.bias;
       o.d0 = tn, o.d1 = p, o.d2 = 1;
-      finish(o, t, out_off, box);
-      return;
+      if (!j_.lut) return finish(o, t, out_off, box);
+      c_.vec(o);
+      return finish(lut(cs, tn, p), t, out_off, box);
     }
     // acc += bias_folded (per output channel, in C's type).
     if (load)
@@ -210,8 +222,12 @@ class Int8Strategy : public MatrixStrategy {
       if (load)
         c_.load(A, sd.rq, seg, j_.rq_addr + static_cast<uint64_t>(n0 * 8), DType::kInt32, {2 * tn, 1, 1, 1},
                 {0, 0, 0});
-      Context::VecArgs rq = v(VecOp::kRequantize, acc_dt_, j_.y_dt, cs, cs);
-      rq.src2 = sd.rq, rq.bcast = isa::Bcast::kRow, rq.imm2 = j_.y_zp;
+      Context::VecArgs rq = v(VecOp::kRequantize, acc_dt_, j_.lut ? j_.pre_dt : j_.y_dt, cs, cs);
+      rq.src2 = sd.rq, rq.bcast = isa::Bcast::kRow, rq.imm2 = j_.lut ? j_.pre_zp : j_.y_zp;
+      if (j_.lut) {
+        c_.vec(rq);
+        return finish(lut(cs, tn, p), t, out_off, box);
+      }
       if (!j_.clamp) return finish(rq, t, out_off, box);
       c_.vec(rq);
       Context::VecArgs cl = v(VecOp::kClip, j_.y_dt, j_.y_dt, cs, cs);
@@ -251,6 +267,16 @@ class Int8Strategy : public MatrixStrategy {
   bool ends_with_vec() const override { return true; }
 
  private:
+  // The table lookup of a lookup-table epilogue on the pre-activation codes at `slot` (in place).
+  Context::VecArgs lut(uint64_t slot, int64_t tn, int64_t p) const {
+    Context::VecArgs l;
+    l.op = VecOp::kLut, l.in = j_.pre_dt, l.out = j_.y_dt;
+    l.src1_buf = l.dst_buf = l.src2_buf = Buffer::kAccumulator;
+    l.src1 = l.dst = slot, l.src2 = lut_slot_;
+    l.d0 = tn, l.d1 = p, l.d2 = 1;
+    return l;
+  }
+
   // The tile's last VEC `last` (writing the codes at its dst slot), then the STORE of that slot; or, with
   // MatrixJob::y_sram, `last` writing the tile where the next layer reads it (backend/fusion/residency.h).
   void finish(Context::VecArgs last, const OutTile& t, int64_t out_off, const std::array<int64_t, 4>& box) {
@@ -270,6 +296,7 @@ class Int8Strategy : public MatrixStrategy {
   DType acc_dt_;  // the array's sums: int32, or int64 for int16 inputs (isa::numerics::accumulator_dtype)
   int64_t ab_;    // its bytes
   uint64_t kslot_ = 0;
+  uint64_t lut_slot_ = 0;
   Side side_[2];
   EpilogueParams params_;
   Buffer side_buf_ = Buffer::kAccumulator;  // where each side's r and t slots lie (allocate)
@@ -308,7 +335,9 @@ bool int8_matrix_mappable(const quant::PrecisionPlan& plan, const Node& n) {
          L.residual.empty();
 }
 
-bool has_output_stage(const quant::LayerQuant& L) { return L.residual.empty() && !L.float_epilogue; }
+bool has_output_stage(const quant::LayerQuant& L) {
+  return L.residual.empty() && !L.float_epilogue && !L.lut_epilogue;
+}
 
 std::vector<int32_t> output_stage_triples(const std::vector<int32_t>& bias_folded,
                                           const std::vector<isa::numerics::QuantizedMultiplier>& requant) {
@@ -323,7 +352,8 @@ std::vector<int32_t> output_stage_triples(const quant::LayerQuant& L) {
   return output_stage_triples(L.bias_folded, L.requant);
 }
 
-Context::VecArgs output_stage_vec(const quant::LayerQuant& L, const QParams& y) {
+Context::VecArgs output_stage_vec(const quant::LayerQuant& L, const QParams& out) {
+  const QParams& y = L.requant_target(out);
   Context::VecArgs o;
   o.op = VecOp::kOutput, o.in = DType::kInt32, o.out = y.dtype;
   o.bcast = isa::Bcast::kRow, o.imm2 = y.zero_point;
@@ -354,7 +384,8 @@ bool set_int8_output(Context& c, const Node& n, const quant::LayerQuant& L, cons
   const QParams& yq = plan.values.at(L.output);
   if (static_cast<int64_t>(L.requant.size()) * reps != j.M || static_cast<int64_t>(bias_folded.size()) != j.M)
     return false;
-  j.output_stage = has_output_stage(L);
+  // The output stage, then (lut_epilogue) the table lookup.
+  j.output_stage = L.residual.empty() && !L.float_epilogue;
   const std::vector<isa::numerics::QuantizedMultiplier> requant = repeated(L.requant, reps);
   if (j.output_stage) {
     j.out_addr = c.add_data(int32_bytes(output_stage_triples(bias_folded, requant)));
@@ -391,11 +422,16 @@ bool set_int8_output(Context& c, const Node& n, const quant::LayerQuant& L, cons
   k.add_i(yq.zero_point);
   j.k_addr = c.add_data(int32_bytes(k.w));
   j.float_epi = L.float_epilogue;
+  j.lut = L.lut_epilogue;
+  if (j.lut) {
+    j.pre_dt = L.pre_activation.dtype, j.pre_zp = L.pre_activation.zero_point;
+    j.lut_addr = lut_segment(c, L.epilogue_lut);
+  }
   if (j.float_epi) {
     if (!set_float_activation(n, j)) return false;
     j.accscale_addr = c.add_floats(repeated(L.acc_scale, reps), DType::kFp32);
   } else {
-    j.clamp = L.clamp_min > yq.qmin() || L.clamp_max < yq.qmax();
+    j.clamp = L.clamp_min > L.requant_target(yq).qmin() || L.clamp_max < L.requant_target(yq).qmax();
     j.clamp_min = L.clamp_min, j.clamp_max = L.clamp_max;
   }
   return true;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <numeric>
+#include <optional>
 
 #include "compiler/backend/core/context.h"
 #include "compiler/backend/fusion/se_fusion.h"
@@ -15,6 +16,7 @@
 #include "compiler/backend/vector/vector_lowerings.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/passes/lowered.h"
+#include "compiler/quant/emulate.h"
 #include "isa/numerics.h"
 
 namespace npusim::compiler::backend {
@@ -24,6 +26,10 @@ using isa::Buffer;
 using isa::VecOp;
 
 namespace {
+
+// The integer global average pool's output-stage record (bias, multiplier, shift) in the accumulator buffer,
+// after the conversion constants' slots.
+constexpr uint64_t kGapStage = 32;
 
 // True when the tensor's bytes are in NHWC order: its layout is NHWC, or differs from it only in where
 // dims of extent 1 sit (a layout conversion that moves only such dims is not inserted).
@@ -94,10 +100,31 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
                  ey = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
   const quant::QParams* qx = c.codes_of(n.inputs[0]);
   const quant::QParams* qy = c.codes_of(n.outputs[0]);
+  // # int8, integer scheme (quant::integer_global_average_pool): exact int32 sums of the codes, one output
+  // stage (bias -H*W*x.zp, the single-rounding multiplier, y.zp) at kGapStage of the accumulator buffer.
+  const std::optional<isa::numerics::QuantizedMultiplier> igap =
+      qx && qy && c.options.plan ? quant::integer_global_average_pool(c.g, *c.options.plan, n) : std::nullopt;
+  if (igap) {
+    const uint64_t a = c.add_data(
+        int32_bytes({static_cast<int32_t>(-H * W * qx->zero_point), igap->multiplier, igap->shift}));
+    c.load(Buffer::kAccumulator, kGapStage, Range{kDram, a, a + 12}, a, isa::DType::kInt32, {3, 1, 1, 1},
+           {0, 0, 0});
+  }
+  // The output stage of the integer pool on `rows` int32 sums at `src` of `buf`, writing codes at `dst` of
+  // the accumulator buffer.
+  auto gap_stage = [&](Buffer buf, uint64_t src, Buffer dst_buf, uint64_t dst, int64_t rows) {
+    Context::VecArgs o;
+    o.op = VecOp::kOutput, o.in = isa::DType::kInt32, o.out = y.dtype, o.bcast = Bcast::kScalar;
+    o.src1_buf = buf, o.src1 = src, o.src2_buf = Buffer::kAccumulator, o.src2 = kGapStage;
+    o.dst_buf = dst_buf, o.dst = dst, o.d0 = rows;
+    o.imm0 = f32_imm(-INFINITY), o.imm1 = f32_imm(INFINITY), o.imm2 = qy->zero_point;
+    c.vec(o);
+  };
   if (qx) load_conversion_constants(c, 0, qx, nullptr);
   if (qy) load_conversion_constants(c, 16, nullptr, qy);
   const uint64_t acc_base = qx || qy ? 64 : 0;
   const char* in_codes = qx || qy ? ", int8 codes converted in the tile loop" : "";
+  const char* summed = ", int8 codes summed in int32, one requantize";
   if (global && x.layout.empty()) {
     // NCHW: reduce the contiguous H*W of every channel.
     const int64_t hw = H * W;
@@ -113,6 +140,17 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
       const uint64_t sl = s.take(), ol = o.take();
       c.load(Buffer::kInput, sl, x.range(), x.addr + static_cast<uint64_t>(r0 * hw) * ex, x.dtype,
              {hw, rows, 1, 1}, {hw, 0, 0});
+      if (igap && !is_max) {
+        Context::VecArgs v;
+        v.op = VecOp::kReduceSum, v.in = x.dtype, v.out = isa::DType::kInt32;
+        v.src1_buf = Buffer::kInput, v.src1 = sl, v.dst_buf = Buffer::kWeight, v.dst = ol, v.d0 = hw,
+        v.d1 = rows;
+        c.vec(v);
+        gap_stage(Buffer::kWeight, ol, Buffer::kWeight, ol, rows);
+        c.store(Buffer::kWeight, ol, y.range(), y.addr + static_cast<uint64_t>(r0) * ey, y.dtype,
+                {rows, 1, 1, 1}, {0, 0, 0});
+        continue;
+      }
       if (qx) dequantize_tile(c, Buffer::kInput, sl, hw, rows, x.dtype, 0);
       Context::VecArgs v;
       v.op = is_max ? VecOp::kReduceMax : VecOp::kReduceMean;
@@ -123,8 +161,13 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
       c.store(Buffer::kWeight, ol, y.range(), y.addr + static_cast<uint64_t>(r0) * ey, y.dtype,
               {rows, 1, 1, 1}, {0, 0, 0});
     }
-    c.plan->mapping = fmt::format("VEC {} over H*W{}{}", is_max ? "reduce_max" : "reduce_mean",
-                                  isa::numerics::is_integer(c.act) ? " on int8 codes" : "", in_codes);
+    if (igap && !is_max) c.plan->int8_scheme = "integer";
+    c.plan->mapping =
+        fmt::format("VEC {} over H*W{}{}",
+                    is_max ? "reduce_max"
+                    : igap ? "reduce_sum"
+                           : "reduce_mean",
+                    isa::numerics::is_integer(c.act) ? " on int8 codes" : "", igap ? summed : in_codes);
     return true;
   }
   if (global && nhwc_order(x)) {
@@ -156,11 +199,16 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
     const int64_t work_elems = (c.capacity(Buffer::kAccumulator) - static_cast<int64_t>(work_at)) / c.esize;
     const bool in_acc = qx && r * W * tc <= work_elems;
     const uint64_t work = c.sram_base(Buffer::kAccumulator) + work_at;
+    // # int8, integer scheme: each band's int32 sums per channel by one VEC dwconv with unit weights (r x W x
+    // tc int8 ones at `work`, made on chip from the first band: clip to [1, 1]), the bands' sums added, then
+    // the output stage; no float step. (VEC avg_pool divides, rounding, where the sum must stay exact.)
+    const bool int_bands = igap && es == 4 && r > 0 && r * W * tc <= work_elems * static_cast<int64_t>(es);
     // Held: whole rows of every channel (each band a contiguous piece of the tensor), and codes
     // dequantized into the accumulator buffer (in place they would overwrite the rest of the tensor).
-    const bool held = hold && tc == C && (!qx || in_acc);
+    const bool held = hold && tc == C && (!qx || in_acc || int_bands);
     if (r > 0 && W <= 255 && T <= 255 && T * tc <= p.elems && tc <= f.elems) {
       se_pool_loaded(c, held);
+      bool have_ones = false;
       for (int64_t img = 0; img < N; ++img) {
         for (int64_t c0 = 0; c0 < C; c0 += tc) {
           const int64_t nc = std::min(tc, C - c0);
@@ -169,6 +217,23 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
             const uint64_t offset = static_cast<uint64_t>(((img * H + b * r) * W * C + c0)) * ex;
             const uint64_t sl = held ? se_held_addr(c, offset) : s.take();
             c.load(Buffer::kInput, sl, x.range(), x.addr + offset, x.dtype, {nc, W, r, 1}, {C, W * C, 0});
+            if (int_bands && !have_ones) {
+              Context::VecArgs o;  // the first band is a whole r x W x tc tile (tc <= C)
+              o.op = VecOp::kClip, o.in = x.dtype, o.out = isa::DType::kInt8;
+              o.src1_buf = Buffer::kInput, o.src1 = sl, o.dst_buf = Buffer::kAccumulator, o.dst = work;
+              o.d0 = nc * W * r, o.imm0 = o.imm1 = f32_imm(1.0f);
+              c.vec(o);
+              have_ones = true;
+            }
+            if (int_bands) {
+              Context::VecArgs v;
+              v.op = VecOp::kDwConv, v.in = x.dtype, v.out = isa::DType::kInt32;
+              v.src1_buf = Buffer::kInput, v.src1 = sl, v.src2_buf = Buffer::kAccumulator, v.src2 = work;
+              v.dst_buf = Buffer::kWeight, v.dst = pl + static_cast<uint64_t>(b * nc) * es;
+              v.d0 = nc, v.d1 = W, v.d2 = r, v.win_h = r, v.win_w = W, v.str_h = 1, v.str_w = 1;
+              c.vec(v);
+              continue;
+            }
             if (in_acc) {
               dequantize_tile_into(c, Buffer::kInput, sl, Buffer::kAccumulator, work, nc, W * r, x.dtype, 0);
             } else if (qx) {
@@ -183,6 +248,21 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
             c.vec(v);
           }
           const uint64_t fl = f.take();
+          if (int_bands) {
+            for (int64_t b = 1; b < T; ++b) {
+              Context::VecArgs v;
+              v.op = VecOp::kAdd, v.in = v.out = isa::DType::kInt32;
+              v.src1_buf = b == 1 ? Buffer::kWeight : Buffer::kAccumulator, v.src1 = b == 1 ? pl : fl;
+              v.src2_buf = Buffer::kWeight, v.src2 = pl + static_cast<uint64_t>(b * nc) * es;
+              v.dst_buf = Buffer::kAccumulator, v.dst = fl, v.d0 = nc;
+              c.vec(v);
+            }
+            gap_stage(T > 1 ? Buffer::kAccumulator : Buffer::kWeight, T > 1 ? fl : pl, Buffer::kAccumulator,
+                      fl, nc);
+            c.store(Buffer::kAccumulator, fl, y.range(), y.addr + static_cast<uint64_t>(img * C + c0) * ey,
+                    y.dtype, {nc, 1, 1, 1}, {0, 0, 0});
+            continue;
+          }
           Context::VecArgs v;
           v.op = is_max ? VecOp::kMaxPool : VecOp::kAvgPool;
           v.in = v.out = c.act, v.src1_buf = Buffer::kWeight, v.src1 = pl, v.dst_buf = Buffer::kAccumulator,
@@ -194,12 +274,15 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
                   y.dtype, {nc, 1, 1, 1}, {0, 0, 0});
         }
       }
-      c.plan->mapping =
-          fmt::format("VEC {} over {} bands of {}x{} pixels x {} channels, then over the bands{}{}{}{}",
-                      is_max ? "max_pool" : "avg_pool", T, r, W, tc,
-                      isa::numerics::is_integer(c.act) ? " on int8 codes" : "", in_codes,
-                      in_acc ? ", fp32 work in the accumulator buffer" : "",
-                      held ? ", loaded into the SE block's held region" : "");
+      if (int_bands) c.plan->int8_scheme = "integer";
+      c.plan->mapping = fmt::format(
+          "VEC {} over {} bands of {}x{} pixels x {} channels, then over the bands{}{}{}{}",
+          is_max      ? "max_pool"
+          : int_bands ? "dwconv of unit weights (int32 sums)"
+                      : "avg_pool",
+          T, r, W, tc, isa::numerics::is_integer(c.act) ? " on int8 codes" : "",
+          int_bands ? summed : in_codes, in_acc && !int_bands ? ", fp32 work in the accumulator buffer" : "",
+          held ? ", loaded into the SE block's held region" : "");
       return true;
     }
   }

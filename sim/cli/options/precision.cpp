@@ -54,8 +54,8 @@ GroupOptions precision_options(Options& o) {
                                 q::to_string(quant.weight_range))
                         .c_str())(
       "int8-vector", po::value(&m.int8_vector)->notifier(given("--int8-vector"))->value_name("S"),
-      fmt::format("int8 vector layers: integer (on the codes: activations as lookup tables){} or float "
-                  "(dequantize, fp32, quantize){}",
+      fmt::format("int8 vector layers: integer (on the codes: activations, fused ones too, as lookup "
+                  "tables; integer SE Mul and global average pool){} or float (dequantize, fp32, quantize){}",
                   mark(quant.int8_vector == q::Int8Vector::kInteger),
                   mark(quant.int8_vector == q::Int8Vector::kFloat))
           .c_str())("activations",

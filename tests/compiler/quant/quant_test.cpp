@@ -1382,42 +1382,212 @@ TEST(ActivationLut, TheReferenceLooksUpTheTableAndGivesTheFloatRulesCodes) {
   }
 }
 
-TEST(IntegerMul, CodesAreTfliteIntegerMulOfTheCentredCodesWithinOneCodeOfTheFloatRule) {
+// `g` planned in int8 (4 synthetic calibration inputs) under the integer scheme and under the float one.
+std::pair<PrecisionPlan, PrecisionPlan> int8_plans_of_both_schemes(const Graph& g) {
+  PlanRequest req;
+  req.spec.model = Precision::kInt8;
+  req.calibration_count = 4;
+  PrecisionPlan integer = build_plan(g, req);
+  req.quant.int8_vector = Int8Vector::kFloat;
+  return {std::move(integer), build_plan(g, req)};
+}
+
+// round_half_up(v) of the exact rational v = num / 2^31 (num in int64): floor((num + 2^30) / 2^31).
+int64_t round_half_up_q31(int64_t num) {
+  const int64_t d = int64_t{1} << 31, t = num + (int64_t{1} << 30);
+  return t >= 0 ? t / d : -((-t + d - 1) / d);
+}
+
+TEST(IntegerMul, SingleRoundingMultiplierRoundsTheExactProductOnceToTheNearestCode) {
+  // TFLite's integer Mul with one rounding: y = round(x * real), x the product of two centred 8-bit codes
+  // (|x| <= 255^2). For every such x, the VEC requantize with single_rounding_multiplier's (M, shift) gives
+  // the nearest integer to x * real (halves up), except within 2^-14 of a half, where M's own rounding (2^-32
+  // of real) may decide. quantize_multiplier's normalised form rounds twice (the high multiply, then the
+  // right shift) and misses the nearest integer for some x of the same scales.
+  for (const double real : {0.0037, 0.019, 0.3, 0.77, 1.5, 3.25}) {
+    const auto m = single_rounding_multiplier(real);
+    ASSERT_TRUE(m.has_value()) << real;
+    EXPECT_LE(m->shift, 0) << real;  // never a right shift after the multiply
+    const num::QuantizedMultiplier twice = num::quantize_multiplier(real);
+    int64_t off_once = 0, off_twice = 0;
+    for (int32_t x = -65025; x <= 65025; ++x) {
+      const double v = static_cast<double>(x) * real;
+      const double frac = v - std::floor(v);
+      if (std::fabs(frac - 0.5) < 1.0 / 16384) continue;
+      const auto nearest = static_cast<int64_t>(std::floor(v + 0.5));
+      off_once += num::requantize_unsaturated(x, m->multiplier, m->shift, 0) != nearest;
+      off_twice += num::requantize_unsaturated(x, twice.multiplier, twice.shift, 0) != nearest;
+    }
+    EXPECT_EQ(off_once, 0) << real;
+    EXPECT_TRUE(twice.shift <= 0 || off_twice > 0) << real;
+  }
+  EXPECT_FALSE(single_rounding_multiplier(-0.5).has_value());
+  EXPECT_FALSE(single_rounding_multiplier(std::nan("")).has_value());
+}
+
+TEST(IntegerMul, CodesAreTheCentredCodesProductRoundedOnceAndAgreeWithTheFloatRuleButForTies) {
   // Mul of two runtime values, int8 throughout: under the integer scheme each output code is
-  // sat(RoundingDivideByPOT(SRDHM((a - za)(b - zb), M), shift) + zy) with M, shift from sa sb / sy, which is
-  // the real product rounded twice: within one code of the float rule's codes (which round once).
+  // sat(round_half_up((a - za)(b - zb) * M / 2^31) + zy), the exact product rounded once, as TFLite's
+  // single-rounding integer Mul; the float rule rounds the fp32 product once too (half to even), so the two
+  // agree on every code but a tie's.
   testing::GraphBuilder b;
   const std::string x = b.input("x", {1, 4, 6, 6}), z = b.input("z", {1, 4, 1, 1});
   b.output(b.node("Mul", {x, z}, "y", {1, 4, 6, 6}));
   const Graph g = b.build();
+  const auto [integer, fl] = int8_plans_of_both_schemes(g);
+  const auto m = integer_mul(g, integer, g.nodes[0]);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_FALSE(integer_mul(g, fl, g.nodes[0]).has_value());
+  int differ = 0, total = 0;
+  for (const auto& sample : synthetic_samples(g, 8, 5)) {
+    const auto ti = expected_int8_tensors(g, integer, sample), tf = expected_int8_tensors(g, fl, sample);
+    const Int8Tensor &yi = ti.at("y"), &yf = tf.at("y");
+    // The inputs' codes as the int8 Mul reads them: quantized on entry.
+    const QParams &qa = integer.values.at("x"), &qs = integer.values.at("z");
+    const double real = static_cast<double>(qa.scale) * qs.scale / yi.qparams.scale;
+    ASSERT_LT(real, 1.0);
+    EXPECT_EQ(m->shift, 0);
+    EXPECT_LE(std::fabs(m->multiplier - std::ldexp(real, 31)), 0.5);
+    const std::vector<float> xa = sample.at("x").to_float_vector(), xs = sample.at("z").to_float_vector();
+    for (size_t k = 0; k < yi.codes.size(); ++k) {
+      const size_t ch = k / 36;
+      const int64_t prod = (qa.quantize(xa[k]) - qa.zero_point) * (qs.quantize(xs[ch]) - qs.zero_point);
+      const int64_t want =
+          std::clamp<int64_t>(round_half_up_q31(prod * m->multiplier) + yi.qparams.zero_point,
+                              yi.qparams.qmin(), yi.qparams.qmax());
+      EXPECT_EQ(yi.codes[k], want) << k;
+      EXPECT_LE(std::abs(yi.codes[k] - yf.codes[k]), 1) << k;
+      differ += yi.codes[k] != yf.codes[k];
+      ++total;
+    }
+  }
+  EXPECT_LE(differ * 200, total) << differ << " of " << total;  // ties only: well under 0.5 %
+}
+
+TEST(IntegerGlobalAveragePool, EachChannelsCodesSummedExactlyAndRoundedOnceToTheOutputsCodes) {
+  // GlobalAveragePool of int8 codes under the integer scheme: y = sat(round_half_up((S - H W zx) M / 2^31) +
+  // zy) with S the exact sum of a channel's codes and M = round(2^31 x.scale / (y.scale H W)): the channel's
+  // real mean in y's codes rounded once, so within half a code (plus M's 2^-16) of the exact mean, and equal
+  // to the float rule's codes but at ties. The float scheme has no integer pool.
+  testing::GraphBuilder b;
+  const std::string x = b.input("x", {2, 3, 5, 7});
+  b.output(b.node("GlobalAveragePool", {x}, "y", {2, 3, 1, 1}));
+  const Graph g = b.build();
+  const auto [integer, fl] = int8_plans_of_both_schemes(g);
+  const auto m = integer_global_average_pool(g, integer, g.nodes[0]);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_FALSE(integer_global_average_pool(g, fl, g.nodes[0]).has_value());
+  const QParams &qx = integer.values.at("x"), &qy = integer.values.at("y");
+  const double real = static_cast<double>(qx.scale) / (static_cast<double>(qy.scale) * 35);
+  EXPECT_EQ(m->shift, 0);
+  EXPECT_LE(std::fabs(m->multiplier - std::ldexp(real, 31)), 0.5);
+  int differ = 0, total = 0;
+  for (const auto& sample : synthetic_samples(g, 6, 9)) {
+    const Int8Tensor yi = expected_int8_tensors(g, integer, sample).at("y");
+    const Int8Tensor yf = expected_int8_tensors(g, fl, sample).at("y");
+    const std::vector<float> xs = sample.at("x").to_float_vector();
+    for (size_t p = 0; p < 6; ++p) {
+      int64_t sum = 0;
+      for (size_t k = 0; k < 35; ++k) sum += qx.quantize(xs[p * 35 + k]) - qx.zero_point;
+      const int64_t want =
+          std::clamp<int64_t>(round_half_up_q31(sum * m->multiplier) + qy.zero_point, qy.qmin(), qy.qmax());
+      EXPECT_EQ(yi.codes[p], want) << p;
+      EXPECT_LE(std::fabs(static_cast<double>(want - qy.zero_point) - static_cast<double>(sum) * real),
+                0.5 + 1e-4)
+          << p;
+      EXPECT_LE(std::abs(yi.codes[p] - yf.codes[p]), 1) << p;
+      differ += yi.codes[p] != yf.codes[p];
+      ++total;
+    }
+  }
+  EXPECT_LE(differ * 10, total);
+}
+
+TEST(LutEpilogue, ConvSumsAreRequantizedToThePreActivationsCodesThenLookedUpInTheActivationsTable) {
+  // A 1x1 Conv of one channel, weight code 1, with a fused HardSwish under the integer scheme. The plan
+  // calibrates the conv's output before the HardSwish (its own QParams, pre), and every output code is
+  // y.quantize(hardswish(pre.dequantize(p))) with p = clamp(round(acc * x.scale * w.scale / pre.scale) +
+  // pre.zp): checked for every input code from first principles (the scale ratio has an odd multiplier and
+  // no right shift here, so gemmlowp's rounding is the nearest integer, no ties).
+  GraphBuilder b;
+  auto x = b.input("x", {1, 1, 16, 16});
+  Tensor wt(DataType::kFloat32, {1, 1, 1, 1});
+  wt.f = {0.5f};
+  auto w = b.constant("w", wt);
+  auto c = b.node("Conv", {x, w}, "c", {1, 1, 16, 16});
+  b.output(b.node("HardSwish", {c}, "y", {1, 1, 16, 16}));
+  Graph g = b.build();
+  lower(g);
+  ASSERT_EQ(g.nodes.size(), 1u);
   PlanRequest req;
   req.spec.model = Precision::kInt8;
+  req.quant.calibration.method = CalibrationMethod::kMinMax;
   req.calibration_count = 4;
-  const PrecisionPlan integer = build_plan(g, req);
-  req.quant.int8_vector = Int8Vector::kFloat;
-  const PrecisionPlan fl = build_plan(g, req);
-  ASSERT_TRUE(integer_mul(g, integer, g.nodes[0]).has_value());
-  EXPECT_FALSE(integer_mul(g, fl, g.nodes[0]).has_value());
-  const auto sample = synthetic_samples(g, 1, 5)[0];
-  const auto ti = expected_int8_tensors(g, integer, sample), tf = expected_int8_tensors(g, fl, sample);
-  const Int8Tensor &yi = ti.at("y"), &yf = tf.at("y");
-  // The inputs' codes as the int8 Mul reads them: quantized on entry.
-  const QParams &qa = integer.values.at("x"), &qs = integer.values.at("z");
-  const std::vector<float> xa = sample.at("x").to_float_vector(), xs = sample.at("z").to_float_vector();
-  const num::QuantizedMultiplier m =
-      num::quantize_multiplier(static_cast<double>(qa.scale) * qs.scale / yi.qparams.scale);
-  int differ = 0;
-  for (size_t k = 0; k < yi.codes.size(); ++k) {
-    const size_t ch = k / 36;
-    const int32_t prod = (qa.quantize(xa[k]) - qa.zero_point) * (qs.quantize(xs[ch]) - qs.zero_point);
-    const int64_t want =
-        num::clamp_i64(num::requantize_unsaturated(prod, m.multiplier, m.shift, yi.qparams.zero_point),
-                       yi.qparams.qmin(), yi.qparams.qmax());
-    EXPECT_EQ(yi.codes[k], want) << k;
-    EXPECT_LE(std::abs(yi.codes[k] - yf.codes[k]), 1) << k;
-    differ += yi.codes[k] != yf.codes[k];
+  PrecisionPlan plan = build_plan(g, req);
+  const Node& n = g.nodes[0];
+  ASSERT_TRUE(plan.layers.count(n.name));
+  const LayerQuant& L = plan.layers.at(n.name);
+  ASSERT_TRUE(L.lut_epilogue);
+  EXPECT_FALSE(L.float_epilogue);
+  // pre: the min-max range of 0.5 * x over the calibration inputs, not the HardSwish output's range.
+  const auto stats = collect_statistics(g, synthetic_samples(g, 4, req.seed));
+  ASSERT_TRUE(stats.count(pre_activation_key(n.outputs[0])));
+  const TensorStats& ps = stats.at(pre_activation_key(n.outputs[0]));
+  const QParams& yq = plan.values.at(n.outputs[0]);
+  EXPECT_LT(ps.min(), -0.5f);
+  EXPECT_NEAR(L.pre_activation.scale, (ps.max() - std::min(0.0f, ps.min())) / 255.0f, 1e-6);
+  EXPECT_NE(L.pre_activation.scale, yq.scale);
+  Int8Tensor xt;
+  xt.shape = {1, 1, 16, 16};
+  xt.qparams = plan.values.at(n.inputs[0]);
+  for (int k = 0; k < 256; ++k) xt.codes.push_back(xt.qparams.qmin() + k);
+  Shape out_shape;
+  const std::vector<int32_t> got = run_int8_layer(g, n, plan, xt, nullptr, nullptr, out_shape);
+  const QParams& pre = L.pre_activation;
+  const double ratio = static_cast<double>(L.acc_scale[0]) / pre.scale;
+  for (int k = 0; k < 256; ++k) {
+    const int64_t acc =
+        static_cast<int64_t>(xt.codes[static_cast<size_t>(k)] - xt.qparams.zero_point) * L.weight_q[0] +
+        L.bias_folded[0] + static_cast<int64_t>(xt.qparams.zero_point) * L.weight_q[0];
+    const double v = static_cast<double>(acc) * ratio;
+    ASSERT_GT(std::fabs(v - std::floor(v) - 0.5), 1e-6) << k;  // no tie
+    const int64_t p = std::clamp<int64_t>(std::llround(v) + pre.zero_point, pre.qmin(), pre.qmax());
+    const float pr = pre.dequantize(static_cast<int32_t>(p));
+    const float hs = pr * std::min(std::max(pr / 6.0f + 0.5f, 0.0f), 1.0f);
+    EXPECT_EQ(got[static_cast<size_t>(k)], yq.quantize(hs))
+        << "input code " << xt.codes[static_cast<size_t>(k)];
   }
-  EXPECT_LT(differ, static_cast<int>(yi.codes.size()) / 4);
+}
+
+TEST(LutEpilogue, TheFloatSchemeAndAPlanWithoutThePreActivationsStatisticsKeepTheFloatEpilogue) {
+  GraphBuilder b;
+  auto x = b.input("x", {1, 2, 4, 4});
+  auto c = b.node("Conv", {x, b.random_constant("w", {2, 2, 1, 1}, 3)}, "c", {1, 2, 4, 4});
+  b.output(b.node("Sigmoid", {c}, "y", {1, 2, 4, 4}));
+  Graph g = b.build();
+  lower(g);
+  const Node* conv = nullptr;
+  for (const Node& n : g.nodes)
+    if (n.op_type == "Conv") conv = &n;
+  ASSERT_NE(conv, nullptr);
+  ASSERT_EQ(conv->attr_string(kActivation, ""), "Sigmoid");
+  PrecisionSpec spec;
+  spec.model = Precision::kInt8;
+  const auto samples = synthetic_samples(g, 2, 7);
+  auto stats = collect_statistics(g, samples);
+  for (const bool with_pre : {true, false}) {
+    for (const Int8Vector scheme : {Int8Vector::kInteger, Int8Vector::kFloat}) {
+      PrecisionPlan plan = resolve_plan(g, spec);
+      plan.int8_vector = scheme;
+      if (!with_pre) stats.erase(pre_activation_key(conv->outputs[0]));
+      quantize_plan(g, plan, stats, QuantOptions{});
+      const LayerQuant& L = plan.layers.at(conv->name);
+      const bool lut = with_pre && scheme == Int8Vector::kInteger;
+      EXPECT_EQ(L.lut_epilogue, lut);
+      EXPECT_EQ(L.float_epilogue, !lut);
+      EXPECT_EQ(L.epilogue_lut.size(), lut ? 256u : 0u);
+    }
+  }
 }
 
 }  // namespace
