@@ -208,6 +208,8 @@ class Context {
   // An undo point outside a trial (end_trial restores it): the code emitted after it may run trials of
   // its own (a layer lowered whole, its choices simulated, only to be timed and undone; layer_fusion.h).
   Trial mark();
+  // Keeps what was emitted since the undo point `t` (mark()) and closes it.
+  void keep(const Trial& t) { em.commit(t.em); }
   bool in_trial() const { return in_trial_; }
 
   // Next free DRAM byte of the data segments / of the scratch region (set by the driver).
