@@ -86,7 +86,9 @@ Tensor read_host_tensor(const dp::MachineState& st, const HostTensor& h) {
   for (int64_t i = 0; i < n; ++i)
     v[static_cast<size_t>(i)] =
         dp::load_float(&bytes[static_cast<size_t>(pi[static_cast<size_t>(i)] * es)], h.dtype);
-  return Tensor::from_floats(h.shape, v);
+  Tensor t = Tensor::from_floats(h.shape, v);
+  if (is_float(h.value_dtype)) t.dtype = h.value_dtype;  // a CastLike reads its target type off it
+  return t;
 }
 
 void write_host_tensor(dp::MachineState& st, const HostTensor& h, const Tensor& t) {
