@@ -1,8 +1,9 @@
-// Spatial kernels of vision models' heads and decoders: NonMaxSuppression (detection post-processing),
+// Spatial kernels of vision models' heads and decoders: NonMaxSuppression and RoiAlign (detection),
 // MaxUnpool (the inverse of a MaxPool's indices) and GridSample (spatial transformers, optical flow).
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -199,12 +200,81 @@ void k_grid_sample(KernelContext& c) {
   c.out[0] = std::move(y);
 }
 
+// ONNX RoiAlign (opset 16): for each region of interest (rois [R, 4]: x1, y1, x2, y2 in input pixels
+// times spatial_scale, of image batch_indices[r]), an output_height x output_width grid of bins, each
+// the average (mode avg) or maximum (mode max) of sampling_ratio^2 bilinear samples (adaptive:
+// ceil(bin size) per axis when sampling_ratio is 0) spread evenly over the bin. half_pixel shifts the
+// region by -0.5 pixel; output_half_pixel (the opset-10 behaviour) does not, and widens regions smaller
+// than a pixel to one. Samples outside [-1, size] count as zero; nearer ones are clamped to the edge
+// (onnxruntime's and the reference's bilinear rule).
+void k_roi_align(KernelContext& c) {
+  const Tensor& x = c.finput(0);
+  const Tensor& rois = c.finput(1);
+  const Tensor& batch = c.input(2);
+  if (x.rank() != 4 || rois.rank() != 2 || rois.shape[1] != 4 || batch.size() != rois.shape[0])
+    c.fail("RoiAlign takes X [N, C, H, W], rois [R, 4] and batch_indices [R]");
+  const std::string mode = c.node.attr_string("mode", "avg");
+  if (mode != "avg" && mode != "max") c.fail("mode '" + mode + "' is not defined");
+  const int64_t OH = c.node.attr_int("output_height", 1), OW = c.node.attr_int("output_width", 1);
+  const int64_t ratio = c.node.attr_int("sampling_ratio", 0);
+  const double scale = c.node.attr_float("spatial_scale", 1.0f);
+  const bool half_pixel = c.node.attr_string("coordinate_transformation_mode", "half_pixel") == "half_pixel";
+  const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3], R = rois.shape[0];
+  Tensor y(x.dtype, {R, C, OH, OW});
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t b = batch.as_int(r);
+    if (b < 0 || b >= N) c.fail("batch index " + std::to_string(b) + " is out of range");
+    const auto roi = [&](int64_t k) { return rois.as_double(r * 4 + k) * scale - (half_pixel ? 0.5 : 0.0); };
+    const double x0 = roi(0), y0 = roi(1);
+    double rw = roi(2) - x0, rh = roi(3) - y0;
+    if (!half_pixel) rw = std::max(rw, 1.0), rh = std::max(rh, 1.0);
+    const double bh = rh / static_cast<double>(OH), bw = rw / static_cast<double>(OW);
+    const int64_t gh = ratio > 0 ? ratio : static_cast<int64_t>(std::ceil(rh / static_cast<double>(OH)));
+    const int64_t gw = ratio > 0 ? ratio : static_cast<int64_t>(std::ceil(rw / static_cast<double>(OW)));
+    const double count = static_cast<double>(std::max<int64_t>(gh * gw, 1));
+    for (int64_t ch = 0; ch < C; ++ch) {
+      const float* img = &x.f[static_cast<size_t>((b * C + ch) * H * W)];
+      const auto px = [&](int64_t i, int64_t j) { return static_cast<double>(img[i * W + j]); };
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double acc = mode == "max" ? -std::numeric_limits<double>::infinity() : 0.0;
+          for (int64_t iy = 0; iy < gh; ++iy) {
+            for (int64_t ix = 0; ix < gw; ++ix) {
+              double sy = y0 + oh * bh + (iy + 0.5) * bh / static_cast<double>(gh);
+              double sx = x0 + ow * bw + (ix + 0.5) * bw / static_cast<double>(gw);
+              std::array<double, 4> term{};  // the four corners' weighted values
+              if (!(sy < -1.0 || sy > H || sx < -1.0 || sx > W)) {
+                sy = std::max(sy, 0.0), sx = std::max(sx, 0.0);
+                int64_t yl = static_cast<int64_t>(sy), xl = static_cast<int64_t>(sx), yh = yl + 1, xh = xl + 1;
+                if (yl >= H - 1) yl = yh = H - 1, sy = static_cast<double>(yl);
+                if (xl >= W - 1) xl = xh = W - 1, sx = static_cast<double>(xl);
+                const double ly = sy - yl, lx = sx - xl;
+                term = {(1 - ly) * (1 - lx) * px(yl, xl), (1 - ly) * lx * px(yl, xh), ly * (1 - lx) * px(yh, xl),
+                        ly * lx * px(yh, xh)};
+              }
+              if (mode == "max") {
+                acc = std::max(acc, *std::max_element(term.begin(), term.end()));
+              } else {
+                acc += term[0] + term[1] + term[2] + term[3];
+              }
+            }
+          }
+          y.f[static_cast<size_t>(((r * C + ch) * OH + oh) * OW + ow)] =
+              static_cast<float>(mode == "max" ? acc : acc / count);
+        }
+      }
+    }
+  }
+  c.out[0] = std::move(y);
+}
+
 }  // namespace
 
 void register_spatial(KernelTable& t) {
   t["NonMaxSuppression"] = k_non_max_suppression;
   t["MaxUnpool"] = k_max_unpool;
   t["GridSample"] = k_grid_sample;
+  t["RoiAlign"] = k_roi_align;
 }
 
 }  // namespace npusim::compiler::interp
