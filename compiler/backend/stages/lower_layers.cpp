@@ -206,7 +206,8 @@ void lower_layers(Context& c) {
         try {
           if (plan.placement == Placement::kNpuMatrix) {
             ok = scope.int8_matrix() ? lower_matrix_int8(c, n) : lower_matrix(c, n);
-            if (!ok) why = "matrix op form not mapped by the back end";
+            if (!ok) why = matrix_decline_reason(c, n);
+            if (!ok && why.empty()) why = "matrix op form not mapped by the back end";
           } else {
             ok = lower_vector_tiled(c, n, &why);
           }

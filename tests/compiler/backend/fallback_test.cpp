@@ -136,5 +136,21 @@ TEST(Fallback, ANodeWithATensorWithoutElementsRunsOnTheHost) {
   EXPECT_EQ(got.at("y").shape, (Shape{3, 0}));
 }
 
+TEST(Fallback, AConvWhoseWindowExceedsTheConvFieldsSaysSo) {
+  // An STFT written as a Conv (Silero VAD's front end): a 1 x 256 window every 128 samples. The CONV
+  // instruction's window fields hold 255: the conv runs on the host, and the reason says which limit.
+  GraphBuilder b;
+  b.input("x", {1, 1, 1, 640}).constant("w", {8, 1, 1, 256}, 0.1f, 5);
+  b.node("Conv", {"x", "w"}, {"y"}, "stft").attrs["strides"].value = std::vector<int64_t>{1, 128};
+  b.output("y");
+  const Graph g = b.build();
+  Graph l = lowered(g);
+  const CompileResult r = compile(l, isa::NpuConfig{}, {});
+  ASSERT_EQ(r.fallbacks.size(), 1u);
+  EXPECT_EQ(r.fallbacks[0].op, "Conv");
+  EXPECT_NE(r.fallbacks[0].reason.find("kernel 1x256"), std::string::npos) << r.fallbacks[0].reason;
+  EXPECT_NE(r.fallbacks[0].reason.find("255"), std::string::npos) << r.fallbacks[0].reason;
+}
+
 }  // namespace
 }  // namespace npusim::compiler::testing
