@@ -104,6 +104,7 @@ struct HostCallInfo {
   std::vector<HostTensor> inputs;  // runtime inputs in node.inputs order (constants are omitted here)
   std::vector<HostTensor> outputs;
   std::vector<std::pair<std::string, Tensor>> constants;  // constant inputs of the node by name
+  int64_t opset = 17;  // the model's default-domain opset: the node's semantics (Scan-8 reads sequence_lens)
 };
 
 struct MemoryPlan {

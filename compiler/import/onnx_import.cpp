@@ -3,6 +3,7 @@
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
+#include <onnx/version_converter/convert.h>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -760,9 +761,19 @@ Graph import_model_proto(onnx::ModelProto& model, const ImportOptions& options, 
       throw ModelError(mname + " imports no version of the default ONNX operator set");
     opset = 1;
   }
-  if (opset < kMinOpset)
-    throw ModelError(mname + " uses ONNX opset " + std::to_string(opset) + "; npusim needs opset " +
-                     std::to_string(kMinOpset) + " or later (convert it with onnx.version_converter)");
+  if (opset < kMinOpset) {
+    // Older opsets differ in attributes (consumed_inputs, is_test, broadcast) that the ops' current
+    // semantics do not read: ONNX's own version converter rewrites the model to kMinOpset, as the user
+    // would with onnx.version_converter.
+    try {
+      model = onnx::version_conversion::ConvertVersion(model, static_cast<int>(kMinOpset));
+    } catch (const std::exception&) {
+      throw ModelError(mname + " uses ONNX opset " + std::to_string(opset) +
+                       ", which ONNX's version converter cannot bring to opset " + std::to_string(kMinOpset) +
+                       ", the oldest npusim reads");
+    }
+    opset = kMinOpset;
+  }
   onnx::GraphProto* gp = model.mutable_graph();
 
   std::unordered_map<std::string, int> opsets;

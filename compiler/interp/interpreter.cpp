@@ -67,6 +67,8 @@ const KernelTable& kernel_table() {
     register_control_flow(t);
     register_recurrent(t);
     register_index(t);
+    register_spatial(t);
+    register_signal(t);
     return t;
   }();
   return table;

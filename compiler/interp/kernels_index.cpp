@@ -493,6 +493,70 @@ void k_einsum(KernelContext& c) {
 
 }  // namespace
 
+// ONNX TfIdfVectorizer over integer tokens (pool_int64s; string pools are out of scope): per row of X
+// ([N] or [B, N]), how often each n-gram of the pool occurs, n from min_gram_length to max_gram_length,
+// its items skip_distance = 1 .. max_skip_count + 1 apart (unigrams counted once), at the output index
+// ngram_indexes gives it; mode TF the counts, IDF the weight of each n-gram present, TFIDF count x weight
+// (weights default to 1). The pool lists the n-grams by length: those of length n start at item
+// ngram_counts[n - 1].
+void k_tfidf_vectorizer(KernelContext& c) {
+  const Tensor& x = c.input(0);
+  if (x.floating() || x.rank() < 1 || x.rank() > 2) c.fail("X must be integer tokens, [N] or [B, N]");
+  const int64_t min_n = c.node.attr_int("min_gram_length", 1), max_n = c.node.attr_int("max_gram_length", 1);
+  const int64_t max_skip = c.node.attr_int("max_skip_count", 0);
+  const std::string mode = c.node.attr_string("mode", "TF");
+  const auto counts = c.node.attr_ints("ngram_counts"), indexes = c.node.attr_ints("ngram_indexes");
+  const auto pool = c.node.attr_ints("pool_int64s");
+  auto weights = c.node.attr_floats("weights");
+  if (pool.empty()) c.fail("only integer pools (pool_int64s) are computed");
+  if (min_n < 1 || max_n < min_n || max_skip < 0) c.fail("gram lengths or max_skip_count out of range");
+  if (mode != "TF" && mode != "IDF" && mode != "TFIDF") c.fail("mode '" + mode + "' is not defined");
+  if (weights.empty()) weights.assign(indexes.size(), 1.0f);
+  if (weights.size() != indexes.size()) c.fail("weights must have one value per n-gram");
+  // n-gram -> its output index.
+  std::map<std::vector<int64_t>, int64_t> grams;
+  size_t gram = 0;
+  for (size_t len = 1; len <= counts.size(); ++len) {
+    const auto from = static_cast<size_t>(counts[len - 1]);
+    const size_t to = len < counts.size() ? static_cast<size_t>(counts[len]) : pool.size();
+    if (from > to || to > pool.size() || (to - from) % len != 0) c.fail("ngram_counts do not split the pool");
+    for (size_t k = from; k < to; k += len, ++gram) {
+      if (gram >= indexes.size()) c.fail("ngram_indexes has fewer entries than the pool has n-grams");
+      grams[std::vector<int64_t>(pool.begin() + static_cast<std::ptrdiff_t>(k),
+                                 pool.begin() + static_cast<std::ptrdiff_t>(k + len))] = gram;
+    }
+  }
+  const int64_t C = indexes.empty() ? 0 : *std::max_element(indexes.begin(), indexes.end()) + 1;
+  const int64_t rows = x.rank() == 2 ? x.shape[0] : 1, len = x.shape.back();
+  std::vector<int64_t> hits(static_cast<size_t>(rows * C), 0);
+  std::vector<int64_t> seq;
+  const auto count = [&](int64_t row) {
+    auto it = grams.find(seq);
+    if (it != grams.end()) ++hits[static_cast<size_t>(row * C + indexes[static_cast<size_t>(it->second)])];
+  };
+  for (int64_t row = 0; row < rows; ++row) {
+    const auto item = [&](int64_t k) { return x.i[static_cast<size_t>(row * len + k)]; };
+    for (int64_t n = min_n; n <= max_n; ++n) {
+      for (int64_t d = 1; d <= (n == 1 ? 1 : max_skip + 1); ++d) {
+        for (int64_t start = 0; start + (n - 1) * d < len; ++start) {
+          seq.clear();
+          for (int64_t k = 0; k < n; ++k) seq.push_back(item(start + k * d));
+          count(row);
+        }
+      }
+    }
+  }
+  Tensor y(DataType::kFloat32, x.rank() == 2 ? Shape{rows, C} : Shape{C});
+  std::vector<float> weight_at(static_cast<size_t>(C), 1.0f);
+  for (size_t g = 0; g < indexes.size(); ++g) weight_at[static_cast<size_t>(indexes[g])] = weights[g];
+  for (size_t k = 0; k < hits.size(); ++k) {
+    const float w = weight_at[k % static_cast<size_t>(C)];
+    const auto h = static_cast<float>(hits[k]);
+    y.f[k] = mode == "TF" ? h : mode == "IDF" ? (hits[k] > 0 ? w : 0.0f) : h * w;
+  }
+  c.out[0] = std::move(y);
+}
+
 void register_index(KernelTable& t) {
   t["Einsum"] = k_einsum;
   t["ScatterElements"] = k_scatter_elements;
@@ -509,6 +573,7 @@ void register_index(KernelTable& t) {
   t["NegativeLogLikelihoodLoss"] = k_nll_loss;
   t["SoftmaxCrossEntropyLoss"] = k_softmax_cross_entropy;
   t["Det"] = k_det;
+  t["TfIdfVectorizer"] = k_tfidf_vectorizer;
   t["HannWindow"] = k_window<0>;
   t["HammingWindow"] = k_window<1>;
   t["BlackmanWindow"] = k_window<2>;

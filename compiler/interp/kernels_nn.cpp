@@ -932,6 +932,8 @@ std::vector<Tap> taps_for(double xo, int64_t in_len, const std::string& mode, co
 // The largest output dimension a Resize may ask for: beyond it, scales or sizes are nonsense (garbage
 // runtime inputs), not a tensor to allocate.
 constexpr int64_t kMaxResizedDim = int64_t{1} << 24;
+// ... and the most elements (4 GiB of floats) its axes may multiply to.
+constexpr int64_t kMaxResizedElements = int64_t{1} << 30;
 
 void resize_impl(KernelContext& c, const Tensor& x, std::vector<double> scales, Shape out_sizes,
                  bool legacy) {
@@ -965,6 +967,13 @@ void resize_impl(KernelContext& c, const Tensor& x, std::vector<double> scales, 
                          kMaxResizedDim));
     if (os[d] < 0 || os[d] > kMaxResizedDim)
       c.fail(fmt::format("size {} of axis {} is not in 0..{}", os[d], d, kMaxResizedDim));
+  }
+  // ... and each axis within bounds may still multiply to more elements than a tensor can hold.
+  int64_t elements = 1;
+  for (int64_t d = 0; d < r && elements > 0; ++d) {
+    if (os[d] > kMaxResizedElements / elements)
+      c.fail(fmt::format("the output {} has more than {} elements", shape_to_string(os), kMaxResizedElements));
+    elements *= os[d];
   }
   // Per axis, per output coordinate: the taps (or -1 index for extrapolation).
   std::vector<std::vector<std::vector<Tap>>> taps(r);

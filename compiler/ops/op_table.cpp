@@ -241,6 +241,14 @@ std::vector<OpSupport> build() {
       {"MeanVarianceNormalization", H,
        "no VecOp form (decompose it as LayerNormalization to run it on the NPU)"},
       {"CastLike", H, ""},
+      {"NonMaxSuppression", H, "data-dependent output size and a sort: CPU post-processing"},
+      {"MaxUnpool", H, "a scatter to data-dependent indices (the ISA has no data-dependent addressing)"},
+      {"GridSample", H, "data-dependent gathers (the ISA has no data-dependent addressing)"},
+      {"RoiAlign", H, "data-dependent gathers from runtime boxes (the ISA has no data-dependent addressing)"},
+      {"DFT", H, "no VecOp form (a DFT of constant length is a MatMul by a constant basis on the array)"},
+      {"STFT", H, "no VecOp form (write it as a Conv with a DFT basis, as log-mel front ends do, to run it on the array)"},
+      {"MelWeightMatrix", H, "a constant of the given sizes"},
+      {"TfIdfVectorizer", H, "n-gram counting over token ids: CPU preprocessing"},
   };
   std::sort(t.begin(), t.end(), [](const OpSupport& a, const OpSupport& b) { return a.op < b.op; });
   return t;

@@ -86,7 +86,9 @@ Tensor read_host_tensor(const dp::MachineState& st, const HostTensor& h) {
   for (int64_t i = 0; i < n; ++i)
     v[static_cast<size_t>(i)] =
         dp::load_float(&bytes[static_cast<size_t>(pi[static_cast<size_t>(i)] * es)], h.dtype);
-  return Tensor::from_floats(h.shape, v);
+  Tensor t = Tensor::from_floats(h.shape, v);
+  if (is_float(h.value_dtype)) t.dtype = h.value_dtype;  // a CastLike reads its target type off it
+  return t;
 }
 
 void write_host_tensor(dp::MachineState& st, const HostTensor& h, const Tensor& t) {
@@ -109,7 +111,7 @@ void write_host_tensor(dp::MachineState& st, const HostTensor& h, const Tensor& 
 
 void run_host_call(const HostCallInfo& info, dp::MachineState& st) {
   Graph g;
-  g.opset = 17;
+  g.opset = info.opset;
   Node n = info.node;
   n.attrs.erase(compiler::kPlacement);
   g.nodes.push_back(n);
@@ -129,17 +131,36 @@ void run_host_call(const HostCallInfo& info, dp::MachineState& st) {
     if (o.empty()) continue;
     g.ensure_value(o).name = o;
   }
+  // The element type each result has in the model (a CastLike's is its second input's; float16 results are
+  // rounded to it).
+  for (const auto& h : info.outputs) g.ensure_value(h.name).dtype = h.value_dtype;
   for (const auto& h : info.outputs) g.outputs.push_back(h.name);
   std::map<std::string, Tensor> out;
   try {
     // The node as lowered may carry a fused epilogue (npu.activation, a bias or residual input) or be an
     // npu-domain op: its plain-ONNX form is what the interpreter runs.
     out = interpret(compiler::reference_graph(g), in);
+  } catch (const std::length_error&) {  // the C++ library's text names its own code, not the model
+    throw std::runtime_error(fmt::format("host op '{}' ({}): its result is too large to hold (its inputs' "
+                                         "values ask for it)",
+                                         info.node.name, info.node.op_type));
   } catch (const std::exception& e) {
     throw std::runtime_error(
         fmt::format("host op '{}' ({}): {}", info.node.name, info.node.op_type, e.what()));
   }
-  for (const auto& h : info.outputs) write_host_tensor(st, h, out.at(h.name));
+  for (const auto& h : info.outputs) {
+    const Tensor& t = out.at(h.name);
+    // The program holds the shape it was compiled for; a result whose shape follows an input's values
+    // (a window's size, a Range's limits, a OneHot's depth) can come out otherwise at run time.
+    if (t.shape != h.shape) {
+      throw std::runtime_error(fmt::format(
+          "host op '{}' ({}) computed '{}' with shape {}, but the program was compiled for {}: the shape "
+          "follows an input's values, so fix that input with --input-value",
+          info.node.name, info.node.op_type, h.name, compiler::shape_to_string(t.shape),
+          compiler::shape_to_string(h.shape)));
+    }
+    write_host_tensor(st, h, t);
+  }
 }
 
 dp::HostOpHandler host_op_handler(const compiler::CompileResult& result) {

@@ -20,6 +20,7 @@
 
 #include "compiler/import/import.h"
 #include "compiler/interp/interpreter.h"
+#include "tests/compiler/node_test_data.h"
 
 namespace {
 
@@ -115,7 +116,7 @@ Outcome run_test(const std::string& dir) {
       if (in_files.size() > g.inputs.size())
         return {Outcome::kOutOfScope, "data: more inputs than graph inputs"};
       for (size_t k = 0; k < in_files.size(); ++k) {
-        Tensor t = read_tensor_file(sd + "/" + in_files[k]);
+        Tensor t = testing::as_declared(read_tensor_file(sd + "/" + in_files[k]), g.value(g.inputs[k]).dtype);
         if (!interpretable(t.dtype))
           return {Outcome::kOutOfScope, "dtype: " + std::string(to_string(t.dtype))};
         inputs[g.inputs[k]] = std::move(t);
@@ -126,7 +127,9 @@ Outcome run_test(const std::string& dir) {
     std::vector<Tensor> want;
     try {
       for (const auto& f : out_files) {
-        want.push_back(read_tensor_file(sd + "/" + f));
+        const size_t k = want.size();
+        const DataType declared = k < g.outputs.size() ? g.value(g.outputs[k]).dtype : DataType::kUndefined;
+        want.push_back(testing::as_declared(read_tensor_file(sd + "/" + f), declared));
         if (!interpretable(want.back().dtype))
           return {Outcome::kOutOfScope, "dtype: " + std::string(to_string(want.back().dtype))};
       }

@@ -508,3 +508,25 @@ TEST(Cli, ProgramPastTheMemoryLimitFailsNamingTheProgram) {
 
 }  // namespace
 }  // namespace npusim::test
+
+namespace npusim::test {
+namespace {
+
+// A functional run feeds random values to integer inputs; where a host op's result shape follows them
+// (a Tile's repeats), the program compiled for the model's declared shape cannot hold the result: one
+// sentence naming the op and the fix, exit 1 (it wrote past its DRAM buffer and crashed before).
+TEST(Cli, AHostResultWhoseShapeFollowsRandomInputValuesIsASentenceAndInputValueFixesIt) {
+  const std::string model = "/usr/share/libonnx-testdata/data/node/test_tile/model.onnx";
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "libonnx-testdata is not installed";
+  const CommandResult random = npusim({"run", model, "-q", "--functional"});
+  EXPECT_EQ(random.exit_code, 1) << random.err;
+  EXPECT_NE(random.err.find("host op 'Tile_0' (Tile) computed 'z' with shape"), std::string::npos) << random.err;
+  EXPECT_NE(random.err.find("compiled for 14x18x16x10"), std::string::npos) << random.err;
+  EXPECT_NE(random.err.find("--input-value"), std::string::npos) << random.err;
+  // The test's own repeats: [2, 3, 4, 5] tiled 7, 6, 4, 2 times is the declared [14, 18, 16, 10].
+  const CommandResult fixed = npusim({"run", model, "-q", "--functional", "--input-value", "y=7,6,4,2"});
+  EXPECT_EQ(fixed.exit_code, 0) << fixed.err;
+}
+
+}  // namespace
+}  // namespace npusim::test

@@ -28,6 +28,9 @@ TEST(OpsCli, AModelsSummaryCountsItsOpsWhereTheyRunAndWhyHostLayersAreThere) {
   EXPECT_EQ(row(r.out, "If"), "1 1 0 0 0 1") << r.out;
   EXPECT_EQ(row(r.out, "MatMul").substr(0, 6), "2 1 1 ") << r.out;
   EXPECT_NE(r.out.find("Host layers and why"), std::string::npos);
+  // ... and what would move each host op type: the op table's constraints of If.
+  EXPECT_NE(r.out.find("What the NPU needs of each op type on the host"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("\n  If \\(1 layer\\): [^\n]*[a-z]"))) << r.out;
 }
 
 TEST(OpsCli, InputValueFixesAnInputAndTheIfsOnItFoldAway) {

@@ -208,6 +208,8 @@ class Context {
   // An undo point outside a trial (end_trial restores it): the code emitted after it may run trials of
   // its own (a layer lowered whole, its choices simulated, only to be timed and undone; layer_fusion.h).
   Trial mark();
+  // Keeps what was emitted since the undo point `t` (mark()) and closes it.
+  void keep(const Trial& t) { em.commit(t.em); }
   bool in_trial() const { return in_trial_; }
 
   // Next free DRAM byte of the data segments / of the scratch region (set by the driver).
@@ -231,6 +233,9 @@ Shape physical(const Shape& logical, const std::vector<int>& layout);
 // ---- lowerings (each returns false when it cannot lower the node; the caller falls back to host) ----
 // Matrix nodes: Conv, Gemm, MatMul. Throws CompileError when even the smallest tile does not fit.
 bool lower_matrix(Context& c, const Node& n);
+// Why lower_matrix declines node n, in the user's words, for the forms a user can see in the model (runtime
+// weights, a 3-D convolution, a window wider than the CONV fields); "" otherwise.
+std::string matrix_decline_reason(const Context& c, const Node& n);
 // Vector and data-movement nodes.
 bool lower_vector(Context& c, const Node& n, std::string* why);
 

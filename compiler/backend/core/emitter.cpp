@@ -151,6 +151,16 @@ void Emitter::rollback(const Checkpoint& cp) {
   tokens_ = cp.tokens;
 }
 
+void Emitter::commit(const Checkpoint& cp) {
+  // The signal changes logged since cp matter only to an enclosing checkpoint, for the instructions
+  // before it.
+  auto stale = [&](const std::pair<int, int64_t>& e) { return cp.outer_from < 0 || e.first >= cp.outer_from; };
+  signal_log_.erase(std::remove_if(signal_log_.begin() + static_cast<std::ptrdiff_t>(cp.log_size),
+                                   signal_log_.end(), stale),
+                    signal_log_.end());
+  trial_from_ = cp.outer_from;
+}
+
 void Emitter::collapse_sram(int64_t keep_from) {
   for (int s = 0; s < isa::kNumBuffers; ++s) {
     auto& recs = records_[s];

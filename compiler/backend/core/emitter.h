@@ -78,6 +78,8 @@ class Emitter {
   };
   Checkpoint checkpoint();
   void rollback(const Checkpoint& cp);
+  // Keeps what came after cp (the innermost open checkpoint): closes it without undoing anything.
+  void commit(const Checkpoint& cp);
 
  private:
   isa::Program& program_;

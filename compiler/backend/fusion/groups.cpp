@@ -41,6 +41,15 @@ bool Groups::member(size_t i, LayerPlan& plan) const {
 
 bool Groups::lower_attention(size_t i) { return (attention_ = backend::lower_attention(c_, i)).fused(); }
 
+FusionSnapshot::FusionSnapshot(Context& c) : c_(c), state_(c.fusion) {
+  if (c.fusion.conv_pool) conv_pool_ = *c.fusion.conv_pool;
+}
+
+void FusionSnapshot::restore() const {
+  c_.fusion = state_;
+  if (conv_pool_) *c_.fusion.conv_pool = *conv_pool_;
+}
+
 void Groups::finish(size_t i, LayerPlan& plan) {
   const Node& n = c_.g.nodes[i];
   c_.fusion.conv_pool = nullptr;

@@ -21,6 +21,19 @@
 
 namespace npusim::compiler::backend {
 
+// The fusion groups' state before a layer's lowering: restore() puts it back when that lowering fails
+// (stages/lower_layers.cpp then sends the layer to the host as if the lowering had declined).
+class FusionSnapshot {
+ public:
+  explicit FusionSnapshot(Context& c);
+  void restore() const;
+
+ private:
+  Context& c_;
+  FusionState state_;
+  std::optional<ConvPool> conv_pool_;  // the pair the layer's lowering may have marked fused
+};
+
 class Groups {
  public:
   explicit Groups(Context& c) : c_(c) {}

@@ -44,6 +44,7 @@ void lower_host(Context& c, const Node& n, const std::string& reason) {
   HostCallInfo info;
   info.host_op = static_cast<uint32_t>(c.program.host_ops.size());
   info.node = n;
+  info.opset = c.g.opset;
   std::vector<Range> reads, writes;
   int64_t in_bytes = 0, out_bytes = 0;
   for (const auto& s : n.inputs) {

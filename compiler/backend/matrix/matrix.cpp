@@ -622,6 +622,34 @@ bool lower_gemm(Context& c, const Node& n) {
 
 }  // namespace
 
+std::string matrix_decline_reason(const Context& c, const Node& n) {
+  const bool conv = n.op_type == "Conv" || n.op_type == "ConvTranspose";
+  if (conv || n.op_type == "Gemm" || n.op_type == "MatMul") {
+    if (n.inputs.size() >= 2 && !c.g.value(n.inputs[1]).is_constant() && conv)
+      return "its weights are a runtime input (the array takes convolution weights as pre-tiled constants)";
+  }
+  if (conv) {
+    const Value& w = c.g.value(n.inputs[1]);
+    if (c.g.value(n.inputs[0]).shape.size() != 4)
+      return fmt::format("a {}-D convolution (the array maps 2-D ones; 1-D ones as 2-D of height 1)",
+                         c.g.value(n.inputs[0]).shape.size() - 2);
+    std::vector<int64_t> fields = {w.shape[2], w.shape[3]};
+    for (const char* key : {"strides", "dilations", "pads"}) {
+      const auto v = n.attr_ints(key);
+      fields.insert(fields.end(), v.begin(), v.end());
+    }
+    if (*std::max_element(fields.begin(), fields.end()) > 255) {
+      return fmt::format("its kernel {}x{}, strides, dilations or pads exceed 255, the widest a CONV "
+                         "instruction's window fields hold",
+                         w.shape[2], w.shape[3]);
+    }
+  }
+  if (n.op_type == "Gemm" && (n.attr_int("transA", 0) || n.attr_int("transB", 0) ||
+                              n.attr_float("alpha", 1.0f) != 1.0f || n.attr_float("beta", 1.0f) != 1.0f))
+    return "a Gemm with transA, transB, alpha or beta the passes could not fold into constant weights";
+  return "";
+}
+
 bool lower_matrix(Context& c, const Node& n) {
   if (n.op_type == "Conv") return lower_conv(c, n);
   if (n.op_type == "ConvTranspose") return lower_conv_transpose(c, n);

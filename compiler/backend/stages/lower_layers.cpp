@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <exception>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -18,6 +20,7 @@
 #include "compiler/backend/memory/view_scope.h"
 #include "compiler/backend/stages/plan_memory.h"
 #include "compiler/backend/vector/vector_tiling.h"
+#include "compiler/ir/memory_budget.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/precision.h"
 #include "isa/timing/dma.h"
@@ -53,6 +56,74 @@ std::string unsupported_on_array(const Context& c, const Node& n, Placement plac
       "the array has no {} MACs (systolic_array.{}_rate is 0) and the int8 path does not take "
       "this node (it needs constant weights, or two runtime operands with zero points 0)",
       dt, dt);
+}
+
+// Why a node reading or writing a runtime tensor without elements goes to the host ("" when it does not;
+// an empty constant, such as a Resize's unused roi, is no tensor the node moves): the lowerings tile their
+// tensors and assume at least one element (a window size or Range limits bound to
+// values that leave a dimension 0).
+std::string empty_tensor(const Context& c, const Node& n) {
+  for (const auto* names : {&n.inputs, &n.outputs}) {
+    for (const std::string& s : *names) {
+      if (s.empty() || !c.g.has_value(s)) continue;
+      const Value& v = c.g.value(s);
+      if (!v.is_constant() && v.fully_known() && num_elements(v.shape) == 0) {
+        return fmt::format("'{}' has no elements (shape {}): nothing for the NPU to tile", s,
+                           shape_to_string(v.shape));
+      }
+    }
+  }
+  return "";
+}
+
+// Why node n goes to the host before any lowering is tried ("" when it does not).
+std::string declined_before_lowering(const Context& c, const Node& n, Placement placement) {
+  if (std::string why = unsupported_on_array(c, n, placement); !why.empty()) return why;
+  return empty_tensor(c, n);
+}
+
+// Everything a layer's NPU lowering may change before it fails, taken before it starts: when the lowering
+// throws, undo() puts it all back, so that the layer goes to the host exactly as if the lowering had
+// declined (docs/backend.md, "Host fallback": a model the NPU cannot fully map still runs).
+class LoweringUndo {
+ public:
+  explicit LoweringUndo(Context& c)
+      : c_(c),
+        mark_(c.mark()),
+        act_(c.act),
+        esize_(c.esize),
+        tile_limit_(c.tile_limit),
+        slot_elems_(c.slot_elems),
+        codes_(c.codes),
+        fusion_(c) {}
+  void keep() { c_.keep(mark_); }
+  void undo() {
+    c_.end_trial(mark_);  // the code, data segments, DRAM scratch and the layer's plan
+    c_.act = act_, c_.esize = esize_;
+    c_.tile_limit = tile_limit_, c_.slot_elems = slot_elems_;
+    c_.codes = codes_;
+    fusion_.restore();
+    c_.timed = {};
+  }
+
+ private:
+  Context& c_;
+  Context::Trial mark_;
+  isa::DType act_;
+  int64_t esize_, tile_limit_, slot_elems_;
+  std::map<std::string, const quant::QParams*> codes_;
+  FusionSnapshot fusion_;
+};
+
+// Why a layer whose NPU lowering threw runs on the host. A CompileError is written for the user (a tile
+// that does not fit the scratchpads, say); any other exception is a broken invariant of the back end,
+// whose text names code, not the model: the user reads which layer, and that the gap is the back end's.
+std::string failed_lowering_reason(const Node& n, Placement placement, const std::exception& e) {
+  if (dynamic_cast<const CompileError*>(&e)) return fmt::format("the NPU cannot map it: {}", e.what());
+  return fmt::format(
+      "this form of {} is not mapped by the back end's {} lowering (a gap of npusim's back end, not of the "
+      "model)",
+      n.op_type, placement == Placement::kNpuMatrix ? "array" : "vector-unit");
 }
 
 }  // namespace
@@ -113,9 +184,10 @@ void lower_layers(Context& c) {
       lower_host(c, n, "placed on the host by the op table");
       scope.finish();
       views.finish();
-    } else if (std::string unsupported = unsupported_on_array(c, n, plan.placement); !unsupported.empty()) {
+    } else if (std::string unsupported = declined_before_lowering(c, n, plan.placement); !unsupported.empty()) {
       // The array has no MACs in the precision this node would need (an int8-only part and a MatMul of
-      // two runtime operands, say): the CPU runs it, and the report shows what that costs.
+      // two runtime operands, say), or the node has no elements to work on: the CPU runs it, and the
+      // report shows what that costs.
       plan.placement = Placement::kHost;
       ViewScope views(c, n, plan.placement);
       PlanScope scope(c, n, plan.placement);
@@ -125,20 +197,36 @@ void lower_layers(Context& c) {
     } else {
       ViewScope views(c, n, plan.placement);  // dense copies of the views it does not take
       PlanScope scope(c, n, plan.placement);  // # int8: conversions around the node, no-op without a plan
-      const int64_t lowering_from = c.em.size();
       std::string why;
       bool ok = false;
       if (forced_host) {
         why = "placed on the host by the mapping file";  // as if the lowering declined: the same path
-      } else if (plan.placement == Placement::kNpuMatrix) {
-        ok = scope.int8_matrix() ? lower_matrix_int8(c, n) : lower_matrix(c, n);
-        if (!ok) why = "matrix op form not mapped by the back end";
       } else {
-        ok = lower_vector_tiled(c, n, &why);
+        LoweringUndo undo(c);
+        try {
+          if (plan.placement == Placement::kNpuMatrix) {
+            ok = scope.int8_matrix() ? lower_matrix_int8(c, n) : lower_matrix(c, n);
+            if (!ok) why = matrix_decline_reason(c, n);
+            if (!ok && why.empty()) why = "matrix op form not mapped by the back end";
+          } else {
+            ok = lower_vector_tiled(c, n, &why);
+          }
+          if (ok) {
+            undo.keep();
+          } else {
+            undo.undo();  // what a lowering emitted before it declined
+          }
+        } catch (const MappingError&) {
+          throw;  // the user's mapping file asks for what cannot be: exit 2 naming its line
+        } catch (const MemoryError&) {
+          throw;  // the whole model is beyond the memory budget, whichever unit runs this layer
+        } catch (const std::exception& e) {
+          undo.undo();
+          ok = false;
+          why = failed_lowering_reason(n, plan.placement, e);
+        }
       }
       if (!ok) {
-        if (c.em.size() != lowering_from)
-          throw std::logic_error("backend: a lowering emitted code and then gave up");
         plan.placement = Placement::kHost;
         scope.materialize();  // # int8: the host reads floats
         views.materialize();  // ... and dense tensors

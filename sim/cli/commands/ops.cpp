@@ -73,6 +73,17 @@ void model_summary(Context& ctx, const std::string& model, const CompiledModel& 
       << "\nHost layers and why (binding a dimension with --input-shape, fixing an input with --input-value "
          "or another\nopset can move them):\n";
   for (const auto& f : cm.result.fallbacks) ctx.out << fmt::format("  {} ({}): {}\n", f.node, f.op, f.reason);
+  // What would move them: the op table's constraints of each op type on the host (one line per type).
+  std::map<std::string, int> host_ops;
+  for (const auto& f : cm.result.fallbacks) ++host_ops[f.op];
+  ctx.out << "\nWhat the NPU needs of each op type on the host (the op table: npusim ops):\n";
+  for (const auto& [op, n] : host_ops) {
+    const compiler::OpSupport* row = compiler::find_op(op);
+    const std::string needs = !row                          ? "no NPU lowering: it always runs on the host"
+                              : std::string(row->constraints).empty() ? "runs on the host (no NPU form)"
+                                                                      : std::string(row->constraints);
+    ctx.out << fmt::format("  {} ({} layer{}): {}\n", op, n, n == 1 ? "" : "s", needs);
+  }
 }
 
 }  // namespace

@@ -34,6 +34,7 @@
 #include "compiler/passes/lowered.h"
 #include "isa/machine/config.h"
 #include "tests/compiler/backend/functional.h"
+#include "tests/compiler/node_test_data.h"
 
 namespace {
 
@@ -125,9 +126,11 @@ Outcome run_test(const std::string& dir, const npusim::isa::NpuConfig& config) {
     }
     if (bind) g = import_onnx_file(dir + "/model.onnx", opts);
     std::map<std::string, Tensor> inputs;
-    for (size_t k = 0; k < in.size(); ++k) inputs[g.inputs[k]] = in[k];
+    for (size_t k = 0; k < in.size(); ++k)
+      inputs[g.inputs[k]] = testing::as_declared(in[k], g.value(g.inputs[k]).dtype);
     const std::vector<std::string> outputs = g.outputs;
     if (want.size() != outputs.size()) return {false, 0, "output count differs from the graph's"};
+    for (size_t k = 0; k < want.size(); ++k) want[k] = testing::as_declared(want[k], g.value(outputs[k]).dtype);
     lower(g);
     const CompileResult r = compile(g, config);
     for (const auto& f : r.fallbacks) fallbacks[f.op] = f.reason;
