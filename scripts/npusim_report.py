@@ -78,12 +78,21 @@ def human(v):
 
 
 def plain_ticks(axis, minor=True):
-    """Tick labels of an axis (log or linear) in the one format, `human`."""
+    """Tick labels of an axis (log or linear) in the one format, `human`. With minor=False, minor ticks
+    are labelled only where the view spans less than a decade (a log axis there has at most one major
+    tick; matplotlib's own minor labels, 2x10^0, would mix a second format in)."""
     from matplotlib.ticker import FuncFormatter
     f = FuncFormatter(lambda v, _: human(v))
     axis.set_major_formatter(f)
     if minor:
         axis.set_minor_formatter(f)
+        return
+
+    def sparse(v, _):
+        lo, hi = sorted(axis.get_view_interval())
+        return human(v) if lo > 0 and hi / lo < 10 else ""
+
+    axis.set_minor_formatter(FuncFormatter(sparse))
 
 
 def fit_title(fig, text):

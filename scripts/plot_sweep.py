@@ -3,23 +3,28 @@
 
   --kind heatmap   a metric over two swept axes (one panel per model)
   --kind line      a metric along one swept axis, one line per model
-  --kind pareto    the Pareto front of a metric (latency) against a cost (default: array PEs x SRAM KiB)
+  --kind pareto    the Pareto front of a metric (latency) against a cost (default: the design's area,
+                   area_mm2, where the CSV has it; array PEs x SRAM KiB otherwise)
   --kind energy    the Pareto front of latency against energy per inference (--cost energy_mj):
                    the designs no other beats on both
-  --kind summary   the three side by side (default; those the sweep can fill: a heatmap needs two
-                   independent axes besides the model, a line plot one)
+  --kind summary   all of them side by side (default; those the sweep can fill): a heatmap over the
+                   first two independent axes besides the model, a line panel per swept axis, the
+                   Pareto front
 
 The swept columns are those between `id` and `status` in the CSV; zipped columns (e.g. rows and cols
-swept together) count as one axis. When more axes vary than a plot shows, each cell or line point
-takes the best (minimum) value over the others, and the title says so. Failed points are left out
-and counted in the title. A metric whose values span a factor of 10 or more is drawn on a log scale
-(--log yes/no to force it); each heatmap panel has its own colour scale.
+swept together) count as one axis. Without --x, the line plot draws one panel per swept axis, so every
+axis shows its own effect. When more axes vary than a panel shows, each cell or line point takes the
+best (minimum) value over the others, and the panel's title says so. Failed points are left out and
+counted in the title. The figure's title is the sweep's `name:` (from DIR/plan.json beside the CSV;
+the folder's name when there is none). A metric whose values span a factor of 10 or more is drawn on
+a log scale (--log yes/no to force it); each heatmap panel has its own colour scale.
 
 Example:  plot_sweep.py out/results.csv -o sweep.png --kind heatmap --x systolic_array.rows \\
               --y sram.input.size_kib --metric latency_ms
 """
 import argparse
 import csv
+import json
 import math
 import os
 import re
@@ -57,6 +62,24 @@ def read_results(path):
     axes = header[2:header.index("status")]
     data = [dict(zip(header, r)) for r in rows[1:] if len(r) == len(header)]
     return header, axes, data
+
+
+def sweep_name(results):
+    """The sweep's `name:` as `npusim sweep` recorded it in plan.json beside results.csv, or the folder's name."""
+    folder = os.path.dirname(os.path.abspath(results))
+    try:
+        with open(os.path.join(folder, "plan.json"), encoding="utf-8") as f:
+            name = json.load(f).get("name")
+    except (OSError, ValueError, AttributeError):
+        name = None
+    return name if isinstance(name, str) and name else os.path.basename(folder)
+
+
+def default_cost(header, data):
+    """The Pareto plot's cost: the design's area where the sweep recorded it, else array PEs x SRAM KiB."""
+    if "area_mm2" in header and any(num(d["area_mm2"]) is not None for d in data):
+        return "area_mm2"
+    return "array_pes*sram_kib"
 
 
 def sort_key(v):
@@ -234,8 +257,9 @@ def main():
     ap.add_argument("--x", help="axis column for the heatmap's x or the line plot (default: first varying axis)")
     ap.add_argument("--y", help="axis column for the heatmap's y (default: second varying axis)")
     ap.add_argument("--model-column", default="model", help="column that names the model (default model)")
-    ap.add_argument("--cost", default="array_pes*sram_kib",
-                    help="cost expression over columns for the Pareto plot (default array_pes*sram_kib)")
+    ap.add_argument("--cost", default=None,
+                    help="cost expression over columns for the Pareto plot (default area_mm2 where the CSV has "
+                         "it, else array_pes*sram_kib)")
     ap.add_argument("--log", choices=["auto", "yes", "no"], default="auto",
                     help="log scale for the metric (colour of a heatmap, y of the line and Pareto plots); "
                          "auto (default): when its values span a factor of 10 or more")
@@ -261,6 +285,9 @@ def main():
             fail(f"'{a}' is not a swept column of {args.results} (swept: {', '.join(axes)})")
     x = args.x or (free[0] if free else None)
     y = args.y or next((a for a in free if a != x), None)
+    line_axes = [args.x] if args.x else free  # without --x, a line panel per swept axis
+    if args.cost is None:
+        args.cost = default_cost(header, data)
 
     plt = npusim_report.pyplot()
 
@@ -272,22 +299,28 @@ def main():
     for k in kinds:
         if k == "heatmap":
             panels += [("heatmap", m) for m in models]
+        elif k == "line":
+            panels += [("line", a) for a in line_axes] or [("line", None)]
         else:
             panels.append((k, None))
-    fig, axs = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.6), squeeze=False)
-    for ax, (k, m) in zip(axs[0], panels):
+    cols = min(3, len(panels))  # rows of at most three panels
+    rows_n = (len(panels) + cols - 1) // cols
+    fig, axs = plt.subplots(rows_n, cols, figsize=(5.5 * cols, 4.6 * rows_n), squeeze=False)
+    for ax in axs.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax, (k, m) in zip(axs.flat, panels):  # m: the heatmap's model, the line panel's axis
         if k == "heatmap":
             if not (x and y):
                 fail("a heatmap needs two swept axes that vary independently; this sweep has "
                      f"{len(free)} ({', '.join(free) or 'none'})")
             heatmap(ax, fig, data, x, y, args.metric, model_col, m, [a for a in free if a not in (x, y)], log)
         elif k == "line":
-            if not x:
+            if not m:
                 fail("a line plot needs a swept axis with more than one value")
-            line(ax, data, x, args.metric, model_col, models, [a for a in free if a != x], log)
+            line(ax, data, m, args.metric, model_col, models, [a for a in free if a != m], log)
         else:
             pareto(ax, data, args.metric, args.cost, model_col, models, log)
-    title = args.title or f"{os.path.basename(os.path.dirname(os.path.abspath(args.results)))}: {len(data)} points"
+    title = args.title or f"{sweep_name(args.results)}: {len(data)} points"
     if failed:
         title += f" ({failed} failed or without {args.metric}, not shown)"
     npusim_report.fit_title(fig, fig.suptitle(title, fontsize=10))
@@ -296,7 +329,8 @@ def main():
         fig.savefig(args.output, dpi=120)
     except OSError as e:
         fail(f"cannot write {args.output}: {e.strerror or e}")
-    print(f"wrote {args.output}: {', '.join(k for k, _ in panels)} over {len(data)} points")
+    print(f"wrote {args.output}: {', '.join(k if k != 'line' or not m else f'line ({m})' for k, m in panels)} "
+          f"over {len(data)} points")
 
 
 if __name__ == "__main__":

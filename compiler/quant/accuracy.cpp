@@ -253,6 +253,20 @@ AccuracyReport evaluate_accuracy(const Graph& g, const PrecisionPlan& plan,
   r.output_cosine = output.cosine();
   r.output_max_abs_error = output.max_abs;
   r.output_nonfinite = output.nonfinite;
+  // The first output computed by a final Softmax (or LogSoftmax) of a float value a layer computes.
+  for (const Node& n : g.nodes) {
+    if ((n.op_type != "Softmax" && n.op_type != "LogSoftmax") || n.outputs.empty() || n.inputs.empty() ||
+        g.outputs.empty() || n.outputs[0] != g.outputs[0] || !per_value.count(n.inputs[0]))
+      continue;
+    const ErrorSums& s = per_value.at(n.inputs[0]);
+    BeforeSoftmax b;
+    b.value = n.inputs[0];
+    for (const Node& p : g.nodes)
+      if (!p.outputs.empty() && p.outputs[0] == b.value) b.layer = p.name;
+    b.sqnr_db = s.sqnr_db();
+    b.cosine = s.cosine();
+    r.before_softmax = b;
+  }
   std::map<std::string, std::vector<std::string>> range_notes;  // kind -> sentences, graph order
   for (const Node& n : g.nodes) {
     if (n.outputs.empty() || !per_value.count(n.outputs[0]) || !reported_layer(n)) continue;
@@ -448,6 +462,15 @@ void write_accuracy_json(const AccuracyReport& r, std::ostream& o) {
   figure(w.key("output_cosine"), r.output_cosine);
   figure(w.key("output_max_abs_error"), r.output_max_abs_error);
   w.member("output_nonfinite", r.output_nonfinite);
+  if (r.before_softmax) {
+    w.key("before_softmax").object().member("value", r.before_softmax->value);
+    w.member("layer", r.before_softmax->layer);
+    figure(w.key("sqnr_db"), r.before_softmax->sqnr_db);
+    figure(w.key("cosine"), r.before_softmax->cosine);
+    w.end();
+  } else {
+    w.key("before_softmax").null();
+  }
   if (r.first_bad_layer.empty()) {
     w.key("first_bad_layer").null();
   } else {
@@ -625,9 +648,13 @@ std::string shortest(double v) {
 std::string accuracy_summary(const AccuracyReport& r, size_t worst_layers) {
   std::ostringstream o;
   o << std::fixed << std::setprecision(2);
-  o << "accuracy (" << r.precision << " vs fp32 reference, " << r.evaluation_inputs
-    << " inputs): output SQNR " << r.output_sqnr_db << " dB, cosine " << std::setprecision(5)
-    << r.output_cosine << std::setprecision(2) << ", max |error| " << r.output_max_abs_error
+  o << "accuracy (" << r.precision << " vs fp32 reference, " << r.evaluation_inputs << " inputs): ";
+  if (r.before_softmax)  // the logits' figure first: the probabilities' hides their error
+    o << "SQNR " << r.before_softmax->sqnr_db << " dB, cosine " << std::setprecision(5)
+      << r.before_softmax->cosine << std::setprecision(2) << " before the final Softmax ("
+      << r.before_softmax->layer << "); after it: ";
+  o << "output SQNR " << r.output_sqnr_db << " dB, cosine " << std::setprecision(5) << r.output_cosine
+    << std::setprecision(2) << ", max |error| " << r.output_max_abs_error
     << (r.output_nonfinite ? ", " + std::to_string(r.output_nonfinite) + " OUTPUT VALUES ARE INF/NaN"
                            : std::string())
     << "\n";

@@ -1,5 +1,7 @@
 #include "compiler/quant/task_metrics.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -20,10 +22,18 @@ double ratio(int64_t part, int64_t whole) {
   return whole ? static_cast<double>(part) / static_cast<double>(whole) : 0.0;
 }
 
+// Four significant digits (0.9877, 1.234e-05): enough to compare runs, not the six that read as noise.
 std::string num(double v) {
   std::ostringstream os;
-  os << std::setprecision(6) << v;
+  os << std::setprecision(4) << v;
   return os.str();
+}
+
+// A share as a percentage with one decimal ("95.0%", "9.1%"), "100%" and "0%" when whole.
+std::string percent(double share) {
+  if (share >= 1.0) return "100%";
+  if (share <= 0.0) return "0%";
+  return fmt::format("{:.1f}%", 100 * share);
 }
 
 // Rows of a [.., C] output: (rows, C). Classification and recognition read the last axis as classes.
@@ -307,14 +317,14 @@ std::string task_summary(const TaskMetrics& m) {
   o << "task " << to_string(m.task) << " (" << m.inputs << " inputs, quantized vs fp32): ";
   switch (m.task) {
     case Task::kClassify:
-      o << "top-1 agreement " << num(100 * m.top1_rate()) << "%, top-5 agreement " << num(100 * m.top5_rate())
-        << "%\n";
+      o << "top-1 agreement " << percent(m.top1_rate()) << ", top-5 agreement " << percent(m.top5_rate())
+        << "\n";
       break;
     case Task::kOcrRec:
-      o << "same string on " << m.strings_equal << " of " << m.inputs << " (" << num(100 * m.string_rate())
-        << "%; " << num(100 * m.trimmed_string_rate())
-        << "% ignoring leading/trailing spaces), character error rate " << num(100 * m.char_error_rate())
-        << "%\n";
+      o << "same string on " << m.strings_equal << " of " << m.inputs << " (" << percent(m.string_rate())
+        << "; " << percent(m.trimmed_string_rate())
+        << " ignoring leading/trailing spaces), character error rate "
+        << fmt::format("{:.2f}%", 100 * m.char_error_rate()) << "\n";
       for (const auto& mm : m.mismatches)
         o << "  fp32 \"" << mm.reference << "\"  quantized \"" << mm.quantized << "\"  ("
           << mm.steps_differing << " step(s) differ; fp32 margin there " << num(mm.fp32_margin_min) << " to "

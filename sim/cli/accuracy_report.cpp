@@ -1,6 +1,7 @@
 #include "sim/cli/accuracy_report.h"
 
 #include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
 
 #include <string>
 #include <vector>
@@ -9,8 +10,28 @@
 #include "compiler/quant/calibration.h"
 #include "compiler/quant/precision.h"
 #include "compiler/quant/task_metrics.h"
+#include "sim/cli/files.h"
 
 namespace npusim::sim::cli {
+namespace {
+
+// The advice as a --precision-file: its overrides under `overrides:`, node names quoted where YAML needs
+// it, and comments saying what it was fitted for and how to use it.
+std::string advice_file(const compiler::quant::MixedPrecisionAdvice& adv) {
+  namespace q = compiler::quant;
+  YAML::Emitter out;
+  out << YAML::BeginMap << YAML::Key << "overrides" << YAML::Value << YAML::BeginMap;
+  for (const q::PrecisionOverride& o : q::parse_overrides(adv.overrides))
+    out << YAML::Key << o.key << YAML::Value << std::string(q::to_string(o.precision));
+  out << YAML::EndMap << YAML::EndMap;
+  return fmt::format(
+      "# npusim's mixed-precision advice: target {:.1f} dB output SQNR, {} {:.2f} dB, {:.0f} cycles "
+      "(int8 as planned: {:.0f}).\n# Use: npusim run MODEL --precision int8 --precision-file THIS_FILE\n{}\n",
+      adv.target_sqnr_db, adv.met ? "met with" : "NOT met, best", adv.achieved_sqnr_db, adv.cost,
+      adv.cost_int8, adv.layers.empty() && adv.int16_layers.empty() ? "overrides: {}" : out.c_str());
+}
+
+}  // namespace
 
 void accuracy_report(Context& /*ctx*/, const CompiledModel& cm, const isa::NpuConfig& config,
                      const ModelCliOptions& m, const AccuracyCliOptions& a, uint32_t seed,
@@ -130,6 +151,10 @@ void accuracy_report(Context& /*ctx*/, const CompiledModel& cm, const isa::NpuCo
             "{} kept)\n",
             adv.mix_sqnr_db, adv.mix_cost, *adv.fp16_twin_sqnr_db, *adv.fp16_twin_cost,
             adv.took_fp16_twin ? "the fp16 twin" : "the mix");
+    }
+    if (!a.advise_out.empty()) {
+      write_output(a.advise_out, advice_file(adv));
+      extras.answer += fmt::format("  written to {} (--precision-file {})\n", a.advise_out, a.advise_out);
     }
     if (adv.held_out)
       extras.answer += fmt::format(

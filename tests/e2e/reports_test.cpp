@@ -675,6 +675,36 @@ TEST(SmallThings, AdviseSqnrPrintsItsAnswerOnceEvenWhenQuiet) {
   EXPECT_EQ(r.out.find("mixed precision for"), std::string::npos) << r.out;
 }
 
+// --advise-out writes the advice as a --precision-file: running with that file gives the plan the printed
+// --precision-override gives (the same cycles), and the option needs --advise-sqnr.
+TEST(SmallThings, AdviseOutWritesAPrecisionFileThatReproducesTheAdvisedPlan) {
+  const std::string dir = temp_dir("advise_out");
+  const std::string file = dir + "/advice.yaml";
+  CommandResult r =
+      npusim({"run", "demo", "-q", "--precision", "int8", "--advise-sqnr", "60", "--advise-out", file});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("written to " + file), std::string::npos) << r.out;
+  const std::string yaml = read_file(file);
+  EXPECT_NE(yaml.find("overrides:"), std::string::npos) << yaml;
+  const size_t at = r.out.find("--precision-override '");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const size_t from = at + std::string("--precision-override '").size();
+  const std::string overrides = r.out.substr(from, r.out.find('\'', from) - from);
+  ASSERT_FALSE(overrides.empty());
+  ASSERT_EQ(npusim({"run", "demo", "-q", "--precision", "int8", "--precision-override", overrides, "--report",
+                    dir + "/o.json"})
+                .exit_code,
+            0);
+  r = npusim(
+      {"run", "demo", "-q", "--precision", "int8", "--precision-file", file, "--report", dir + "/f.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(dir + "/f.json", "r['total_cycles']"), json_eval(dir + "/o.json", "r['total_cycles']"));
+  EXPECT_NE(json_eval(dir + "/f.json", "r['total_cycles']"), "");
+  r = npusim({"run", "demo", "-q", "--precision", "int8", "--advise-out", file});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--advise-out need --advise-sqnr"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace npusim::test
 

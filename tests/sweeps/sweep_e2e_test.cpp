@@ -665,7 +665,7 @@ TEST(Plots, APresetAxisSweepPlotsPresetsInTheSweepsOrderWithoutEmptyPanels) {
   CommandResult r =
       run_command({kPython, kScripts + "plot_sweep.py", d + "/results.csv", "-o", d + "/s.png"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find(": line, pareto over 5 points"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(": line (config), pareto over 5 points"), std::string::npos) << r.out;
   r = run_command(
       {kPython, "-c",
        "import sys; sys.path.insert(0, sys.argv[1])\n"
@@ -680,6 +680,64 @@ TEST(Plots, APresetAxisSweepPlotsPresetsInTheSweepsOrderWithoutEmptyPanels) {
        kScripts, d + "/results.csv"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "['edge', 'tpu-v1', 'gemmini'] [[0, 1, 2], [0, 2]]\n");
+}
+
+// Every swept axis gets its own line panel (a third axis is never only "best over"), the Pareto cost is
+// the design's area where the CSV has it, the title is the sweep's `name:` from plan.json, and a log axis
+// spanning less than a decade labels its ticks in the one format (no 2x10^0).
+TEST(Plots, SummaryDrawsALinePanelPerAxisAreaAsCostAndTheSweepsNameAsTitle) {
+  const std::string d = temp_dir("sweep-plot-axes");
+  std::string csv =
+      "index,id,model,systolic_array.rows,sram.input.size_kib,vector.lanes,status,exit_code,error,array_pes,"
+      "sram_kib,area_mm2,latency_ms,report\n";
+  int i = 0;
+  for (int rows : {8, 16, 32})
+    for (int kib : {128, 512})
+      for (int lanes : {16, 64}) {
+        const double area = rows * rows * 0.001 + kib * 0.01 + lanes * 0.02;
+        csv += std::to_string(i) + ",p" + std::to_string(i) + ",m," + std::to_string(rows) + "," +
+               std::to_string(kib) + "," + std::to_string(lanes) + ",ok,0,," + std::to_string(rows * rows) +
+               "," + std::to_string(kib) + "," + std::to_string(area) + "," +
+               std::to_string(10.0 / rows + 100.0 / kib + 5.0 / lanes) + ",\n";
+        ++i;
+      }
+  write_file(d + "/results.csv", csv);
+  write_file(d + "/plan.json", "{\"name\": \"lanes-and-sram\", \"columns\": []}\n");
+  CommandResult r =
+      run_command({kPython, kScripts + "plot_sweep.py", d + "/results.csv", "-o", d + "/s.png"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(
+      r.out.find(": heatmap, line (systolic_array.rows), line (sram.input.size_kib), line (vector.lanes), "
+                 "pareto over 12 points"),
+      std::string::npos)
+      << r.out;
+  r = run_command({kPython, "-c",
+                   "import sys; sys.path.insert(0, sys.argv[1])\n"
+                   "import npusim_report, plot_sweep as p\n"
+                   "plt = npusim_report.pyplot()\n"
+                   "header, axes, rows = p.read_results(sys.argv[2])\n"
+                   "cost = p.default_cost(header, rows)\n"
+                   "fig, ax = plt.subplots()\n"
+                   "p.pareto(ax, rows, 'latency_ms', cost, None, [None], False)\n"
+                   "fig.canvas.draw()\n"
+                   "labels = [t.get_text() for t in ax.get_xticklabels(minor=True) + ax.get_xticklabels()]\n"
+                   "print(p.sweep_name(sys.argv[2]), cost, any('10^' in t or 'times' in t for t in labels),\n"
+                   "      any(t for t in labels))\n",
+                   kScripts, d + "/results.csv"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "lanes-and-sram area_mm2 False True\n");
+  // Without plan.json (a CSV copied elsewhere) the title falls back to the folder's name; without
+  // area_mm2, the cost to array PEs x SRAM KiB.
+  fs::remove(d + "/plan.json");
+  r = run_command({kPython, "-c",
+                   "import sys; sys.path.insert(0, sys.argv[1])\n"
+                   "import plot_sweep as p\n"
+                   "header, axes, rows = p.read_results(sys.argv[2])\n"
+                   "for d in rows: d['area_mm2'] = ''\n"
+                   "print(p.sweep_name(sys.argv[2]), p.default_cost(header, rows))\n",
+                   kScripts, d + "/results.csv"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, fs::path(d).filename().string() + " array_pes*sram_kib\n");
 }
 
 TEST(Plots, EachScriptRefusesTheWrongKindOfFile) {

@@ -183,8 +183,8 @@ int cmd_run(Context& ctx, const Command& cmd) {
   if ((!io.inputs_dir.empty() || !io.outputs_dir.empty()) && !o.functional) {
     throw UsageError("--inputs and --outputs need --functional");
   }
-  if ((!acc.advise_inputs.empty() || acc.advise_samples) && !acc.advise_sqnr)
-    throw UsageError("--advise-inputs and --advise-samples need --advise-sqnr");
+  if ((!acc.advise_inputs.empty() || acc.advise_samples || !acc.advise_out.empty()) && !acc.advise_sqnr)
+    throw UsageError("--advise-inputs, --advise-samples and --advise-out need --advise-sqnr");
   if (acc.advise_samples && acc.advise_inputs.empty())
     throw UsageError(
         "--advise-samples needs --advise-inputs (without it the advice is fitted on the evaluation inputs)");

@@ -26,7 +26,9 @@ GroupOptions accuracy_options(Options& o) {
       "advise-inputs", po::value(&a.advise_inputs)->value_name("DIR"),
       "fit the advice on these inputs instead")(
       "advise-samples", po::value<int>()->value_name("N")->notifier([&a](int v) { a.advise_samples = v; }),
-      "fit on the first N files of --advise-inputs (default: all)");
+      "fit on the first N files of --advise-inputs (default: all)")(
+      "advise-out", po::value(&a.advise_out)->value_name("FILE.yaml"),
+      "write the advice as a --precision-file");
   return {"Accuracy of int8 against fp32 (docs/quantization.md)", d};
 }
 

@@ -21,6 +21,7 @@ struct AccuracyCliOptions {
   std::optional<double> advise_sqnr;
   std::string advise_inputs;  // --advise-inputs: fit the advice here, judge it on the evaluation inputs
   std::optional<int> advise_samples;  // --advise-samples (default: every file of --advise-inputs)
+  std::string advise_out;             // --advise-out FILE.yaml: the advice as a --precision-file
 };
 
 }  // namespace npusim::sim::cli

@@ -1,7 +1,9 @@
 // Unit tests of compiler/quant: multiplier derivation, overrides, calibration thresholds, the int8
 // reference's arithmetic, the accuracy report's outlier and first-bad-layer markers, and the QDQ import.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <random>
@@ -838,6 +840,71 @@ TEST(AccuracyReport, OwnErrorSeparatesWhatALayerAddsFromWhatItInherits) {
   const AccuracyReport off = evaluate_accuracy(g, plan, {samples[0], samples[1]}, output_only);
   EXPECT_FALSE(off.layers.at(1).own_sqnr_db.has_value());
   EXPECT_EQ(off.layers.at(2).sqnr_db, c3.sqnr_db);
+}
+
+// A model ending in Softmax: the headline is the logits' figure (the last real layer's, conv3 here), the
+// probabilities' after it; a model without one has no such figure (JSON null).
+TEST(AccuracyReport, AFinalSoftmaxPutsTheLogitsFigureFirst) {
+  Graph plain = conv_chain(true);
+  GraphBuilder b;
+  auto x = b.input("x", {1, 8, 8, 8});
+  std::string v = x;
+  for (int k = 1; k <= 3; ++k) {
+    auto w = b.random_constant("w" + std::to_string(k), {8, 8, 3, 3}, 20 + k, -0.2f, 0.2f);
+    v = b.node("Conv", {v, w}, "c" + std::to_string(k), {1, 8, 8, 8}, {{"pads", attr_ints({1, 1, 1, 1})}});
+    b.graph().nodes.back().name = "conv" + std::to_string(k);
+  }
+  v = b.node("Softmax", {v}, "probs", {1, 8, 8, 8}, {{"axis", testing::attr_i(1)}});
+  b.output(v);
+  Graph g = b.build();
+  for (Graph* graph : {&plain, &g}) {
+    PrecisionSpec spec;
+    spec.model = Precision::kInt8;
+    PrecisionPlan plan = resolve_plan(*graph, spec);
+    auto samples = synthetic_samples(*graph, 2, 1);
+    quantize_plan(*graph, plan, collect_statistics(*graph, samples), QuantOptions{});
+    const AccuracyReport r = evaluate_accuracy(*graph, plan, samples);
+    if (graph == &plain) {
+      EXPECT_FALSE(r.before_softmax.has_value());
+      EXPECT_NE(accuracy_json(r).find("\"before_softmax\": null"), std::string::npos);
+      continue;
+    }
+    ASSERT_TRUE(r.before_softmax.has_value());
+    EXPECT_EQ(r.before_softmax->value, "c3");
+    EXPECT_EQ(r.before_softmax->layer, "conv3");
+    const auto conv3 = std::find_if(r.layers.begin(), r.layers.end(),
+                                    [](const LayerAccuracy& l) { return l.name == "conv3"; });
+    ASSERT_NE(conv3, r.layers.end());
+    EXPECT_DOUBLE_EQ(r.before_softmax->sqnr_db, conv3->sqnr_db);
+    EXPECT_DOUBLE_EQ(r.before_softmax->cosine, conv3->cosine);
+    const std::string summary = accuracy_summary(r);
+    EXPECT_NE(summary.find(fmt::format("inputs): SQNR {:.2f} dB", conv3->sqnr_db)), std::string::npos)
+        << summary;
+    EXPECT_LT(summary.find("before the final Softmax (conv3)"), summary.find("output SQNR")) << summary;
+    EXPECT_NE(accuracy_json(r).find("\"before_softmax\": {\"value\": \"c3\", \"layer\": \"conv3\""),
+              std::string::npos)
+        << accuracy_json(r);
+  }
+}
+
+// The task lines give shares with one decimal and ratios with four digits (not "90.9091%", "0.987742").
+TEST(AccuracyReport, TaskSummaryGivesSensibleDigits) {
+  TaskMetrics c;
+  c.task = Task::kClassify;
+  c.inputs = 11;
+  c.top1_agree = 10;
+  c.top5_agree = 11;
+  EXPECT_EQ(task_summary(c),
+            "task classify (11 inputs, quantized vs fp32): top-1 agreement 90.9%, top-5 agreement 100%\n");
+  TaskMetrics d;
+  d.task = Task::kOcrDet;
+  d.inputs = 2;
+  d.det_reference_pixels = 1000;
+  d.det_quantized_pixels = 990;
+  d.det_both_pixels = 977;  // F1 = 2 x 977 / 1990 = 0.98191, IoU = 977 / 1013 = 0.96446
+  EXPECT_EQ(task_summary(d),
+            "task ocr-det (2 inputs, quantized vs fp32): text-map F1 0.9819, IoU 0.9645 (pixels above the "
+            "threshold)\n");
 }
 
 // The outlier crushes conv2's other channels (per-tensor weight scale) and stretches conv2's output
