@@ -65,6 +65,46 @@ class BankedDram final : public Dram {
   // Device bursts a request of `bytes` takes.
   uint64_t beats(uint32_t bytes) const { return burst_.div(bytes + burst_.divisor() - 1); }
 
+  // `count` requests at `p` of `beats` device bursts each, served in order as `count` calls of serve()
+  // would serve them: request j is issued at issue() and its completion handed to done(end). A DMA burst
+  // loop's bursts of one interleave unit: after the first, each is a row hit of the same direction on the
+  // same channel, which runs here with the bank's and channel's times held in locals (they are the loop's
+  // serial dependence); whatever else may happen (a miss, a turnaround, a refresh due) goes to serve().
+  template <class Issue, class Done>
+  void serve_run(const Place& p, uint64_t beats, bool write, int64_t count, Issue&& issue, Done&& done) {
+    Channel& ch = *p.ch;
+    Bank& bank = *p.bank;
+    const uint64_t busy = beats * t_burst_;
+    uint64_t hits = 0;
+    for (int64_t j = 0; j < count; ++j) {
+      uint64_t t = issue();
+      if (bank.open_row != p.row || !ch.any || ch.last_write != write) {
+        done(serve(p, beats, write, t));
+        continue;
+      }
+      // Row hits in a run: serve()'s hit case while no refresh falls due.
+      uint64_t bus = ch.bus_free, ready = bank.ready;
+      const uint64_t refresh_at = ch.next_refresh;
+      for (;;) {
+        const uint64_t cmd = std::max(t, ready);
+        const uint64_t end = std::max(cmd + t_cl_, bus) + busy;
+        if (refresh_at <= std::max(t, bus) || end > refresh_at) break;
+        ready = cmd + busy;
+        bus = end;
+        ++hits;
+        done(end);
+        if (++j == count) break;
+        t = issue();
+      }
+      ch.bus_free = bus;
+      bank.ready = ready;
+      if (j == count) break;
+      done(serve(p, beats, write, t));  // the request the refresh stopped
+    }
+    stats_.requests += hits;
+    stats_.row_hits += hits;
+  }
+
   // access() of a request at `p` taking `beats` device bursts.
   uint64_t serve(const Place& p, uint64_t beats, bool write, uint64_t issue_ps) {
     ++stats_.requests;

@@ -46,12 +46,7 @@ BurstCount count_bursts(const DmaRows& r, const DmaConfig& dma) {
   c.bursts = per_row * r.rows();
   // Alignment depends on each row's address: count the misaligned rows.
   const FastDiv align(static_cast<uint64_t>(dma.alignment_bytes));
-  for (int64_t i2 = 0; i2 < r.count[2]; ++i2) {
-    for (int64_t i1 = 0; i1 < r.count[1]; ++i1) {
-      uint64_t a = r.dram_addr + i1 * r.stride[1] + i2 * r.stride[2];
-      for (int64_t i0 = 0; i0 < r.count[0]; ++i0, a += r.stride[0]) c.misaligned_bursts += align.mod(a) != 0;
-    }
-  }
+  for_each_row(r, [&](uint64_t a) { c.misaligned_bursts += align.mod(a) != 0; });
   c.bursts += c.misaligned_bursts;
   return c;
 }

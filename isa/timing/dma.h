@@ -51,22 +51,29 @@ struct BurstCount {
 };
 BurstCount count_bursts(const DmaRows& rows, const DmaConfig& dma);
 
+// Calls fn(addr) for the first byte of every row of the transfer, in issue order (the innermost
+// dimension first).
+template <class Fn>
+void for_each_row(const DmaRows& r, Fn&& fn) {
+  for (int64_t i2 = 0; i2 < r.count[2]; ++i2) {
+    for (int64_t i1 = 0; i1 < r.count[1]; ++i1) {
+      uint64_t a = r.dram_addr + i1 * r.stride[1] + i2 * r.stride[2];
+      for (int64_t i0 = 0; i0 < r.count[0]; ++i0, a += r.stride[0]) fn(a);
+    }
+  }
+}
+
 // Calls fn(addr, bytes, misaligned) for every burst of the transfer, in issue order.
 template <class Fn>
 void for_each_burst(const DmaRows& r, const DmaConfig& dma, Fn&& fn) {
   const int64_t burst = dma.burst_bytes;
   const int64_t align = dma.alignment_bytes;
-  for (int64_t i2 = 0; i2 < r.count[2]; ++i2) {
-    for (int64_t i1 = 0; i1 < r.count[1]; ++i1) {
-      uint64_t a = r.dram_addr + i1 * r.stride[1] + i2 * r.stride[2];
-      for (int64_t i0 = 0; i0 < r.count[0]; ++i0, a += r.stride[0]) {
-        if (a % align != 0) fn(a - a % burst, static_cast<uint32_t>(burst), true);
-        for (int64_t off = 0; off < r.row_bytes; off += burst) {
-          fn(a + off, static_cast<uint32_t>(std::min<int64_t>(burst, r.row_bytes - off)), false);
-        }
-      }
+  for_each_row(r, [&](uint64_t a) {
+    if (a % align != 0) fn(a - a % burst, static_cast<uint32_t>(burst), true);
+    for (int64_t off = 0; off < r.row_bytes; off += burst) {
+      fn(a + off, static_cast<uint32_t>(std::min<int64_t>(burst, r.row_bytes - off)), false);
     }
-  }
+  });
 }
 
 // What one transfer cost on the DRAM side.
@@ -76,9 +83,7 @@ struct DmaTransfer {
   BurstCount bursts;
 };
 
-// How a burst loop reaches a DRAM model: Dram::access. The banked model's specialisation calls it
-// directly and keeps the place (channel, bank, row) of the interleave unit the previous burst went to,
-// which a transfer's consecutive bursts share.
+// How a burst loop reaches a DRAM model: Dram::access (called directly on a final model).
 template <class Model>
 class BurstPort {
  public:
@@ -89,33 +94,6 @@ class BurstPort {
 
  private:
   Model& dram_;
-};
-
-template <>
-class BurstPort<BankedDram> {
- public:
-  explicit BurstPort(BankedDram& dram) : dram_(dram), per_unit_(dram.place_per_unit()) {}
-  uint64_t access(uint64_t addr, uint32_t bytes, bool write, uint64_t issue_ps) {
-    if (!per_unit_) return dram_.access(addr, bytes, write, issue_ps);
-    if (addr - unit_begin_ >= unit_bytes_) {  // another interleave unit (or the first burst)
-      unit_begin_ = dram_.unit_of(addr) * dram_.unit_bytes();
-      unit_bytes_ = dram_.unit_bytes();
-      place_ = dram_.place(addr);
-    }
-    if (bytes != bytes_) {  // every burst but a row's last has the engine's burst size
-      bytes_ = bytes;
-      beats_ = dram_.beats(bytes);
-    }
-    return dram_.serve(place_, beats_, write, issue_ps);
-  }
-
- private:
-  BankedDram& dram_;
-  const bool per_unit_;
-  uint64_t unit_begin_ = 0, unit_bytes_ = 0;  // the unit place_ belongs to (none yet)
-  BankedDram::Place place_{};
-  uint32_t bytes_ = 0;
-  uint64_t beats_ = 0;
 };
 
 // One DMA engine's burst issue logic: at most one burst per call, each waits for a free outstanding
@@ -131,8 +109,12 @@ class DmaBurstEngine {
   // `per_burst(channel, issue_ps, done_ps, bytes)` is called for each burst when non-null (traces).
   template <class PerBurst>
   DmaTransfer run(const DmaRows& rows, bool write, uint64_t start_ps, Dram& dram, PerBurst&& per_burst) {
-    // The banked model called directly (its access() inlines into the loop); the others through Dram.
-    if (BankedDram* banked = dram.banked()) return run_on(rows, write, start_ps, *banked, per_burst);
+    // The banked model called directly (its access() inlines into the loop), by interleave unit when a
+    // unit has one place; the others through Dram.
+    if (BankedDram* banked = dram.banked()) {
+      if (banked->place_per_unit()) return run_by_unit(rows, write, start_ps, *banked, per_burst);
+      return run_on(rows, write, start_ps, *banked, per_burst);
+    }
     return run_on(rows, write, start_ps, dram, per_burst);
   }
   DmaTransfer run(const DmaRows& rows, bool write, uint64_t start_ps, Dram& dram) {
@@ -140,39 +122,103 @@ class DmaBurstEngine {
   }
 
  private:
+  // The outstanding-request limit over one transfer: a burst is issued once the burst max_outstanding
+  // before it completed (and not before the one before it), and its completion takes that one's slot.
+  class Slots {
+   public:
+    Slots(std::vector<uint64_t>& ring, uint64_t start_ps) : ring_(ring), issue_(start_ps), done_max_(start_ps) {
+      std::fill(ring_.begin(), ring_.end(), start_ps);
+    }
+    uint64_t issue() { return issue_ = std::max(issue_, ring_[next_]); }
+    void done(uint64_t done_ps) {
+      ring_[next_] = done_ps;
+      next_ = next_ + 1 == ring_.size() ? 0 : next_ + 1;
+      done_max_ = std::max(done_max_, done_ps);
+    }
+    uint64_t last_issue() const { return issue_; }
+    uint64_t done_max() const { return done_max_; }
+
+   private:
+    std::vector<uint64_t>& ring_;
+    size_t next_ = 0;
+    uint64_t issue_, done_max_;
+  };
+
   template <class Model, class PerBurst>
   DmaTransfer run_on(const DmaRows& rows, bool write, uint64_t start_ps, Model& dram, PerBurst& per_burst) {
     DmaTransfer x;
     x.first_issue_ps = start_ps;
-    x.done_ps = start_ps;
-    const size_t n = slots_.size();
-    std::fill(slots_.begin(), slots_.end(), start_ps);
-    size_t next = 0;
-    uint64_t issue = start_ps;
+    Slots slots(slots_, start_ps);
     BurstPort<Model> port(dram);
     auto one = [&](uint64_t addr, uint32_t bytes, bool misaligned) {
-      issue = std::max(issue, slots_[next]);
+      const uint64_t issue = slots.issue();
       const uint64_t done = port.access(addr, bytes, write, issue);
-      slots_[next] = done;
-      next = next + 1 == n ? 0 : next + 1;
-      x.done_ps = std::max(x.done_ps, done);
+      slots.done(done);
       ++x.bursts.bursts;
       x.bursts.misaligned_bursts += misaligned;
       per_burst(addr, issue, done, bytes);
     };
     // for_each_burst's order, with the divisions by burst and alignment precomputed.
     const int64_t burst = dma_.burst_bytes;
-    for (int64_t i2 = 0; i2 < rows.count[2]; ++i2) {
-      for (int64_t i1 = 0; i1 < rows.count[1]; ++i1) {
-        uint64_t a = rows.dram_addr + i1 * rows.stride[1] + i2 * rows.stride[2];
-        for (int64_t i0 = 0; i0 < rows.count[0]; ++i0, a += rows.stride[0]) {
-          if (align_.mod(a) != 0) one(a - burst_.mod(a), static_cast<uint32_t>(burst), true);
-          for (int64_t off = 0; off < rows.row_bytes; off += burst) {
-            one(a + off, static_cast<uint32_t>(std::min<int64_t>(burst, rows.row_bytes - off)), false);
-          }
-        }
+    for_each_row(rows, [&](uint64_t a) {
+      if (align_.mod(a) != 0) one(a - burst_.mod(a), static_cast<uint32_t>(burst), true);
+      for (int64_t off = 0; off < rows.row_bytes; off += burst) {
+        one(a + off, static_cast<uint32_t>(std::min<int64_t>(burst, rows.row_bytes - off)), false);
       }
-    }
+    });
+    x.done_ps = slots.done_max();
+    return x;
+  }
+
+  // run_on's bursts on a banked model whose interleave units each have one place (BankedDram::Place):
+  // the bursts of a row that start in one unit go to BankedDram::serve_run together. The same bursts, in
+  // the same order, with the same issue times as run_on.
+  template <class PerBurst>
+  DmaTransfer run_by_unit(const DmaRows& rows, bool write, uint64_t start_ps, BankedDram& dram,
+                          PerBurst& per_burst) {
+    DmaTransfer x;
+    x.first_issue_ps = start_ps;
+    Slots slots(slots_, start_ps);
+    uint64_t addr = 0;  // of the burst being issued
+    uint32_t bytes = 0;
+    auto issue_one = [&]() { return slots.issue(); };
+    auto done_one = [&](uint64_t done) {
+      slots.done(done);
+      per_burst(addr, slots.last_issue(), done, bytes);
+      addr += bytes;
+    };
+    const uint64_t burst = burst_.divisor();
+    const uint64_t unit = dram.unit_bytes();
+    const uint64_t full_beats = dram.beats(static_cast<uint32_t>(burst));
+    int64_t bursts = 0, misaligned = 0;
+    for_each_row(rows, [&](uint64_t a) {
+      if (align_.mod(a) != 0) {  // the aligned block holding the row's head
+        addr = a - burst_.mod(a);
+        bytes = static_cast<uint32_t>(burst);
+        dram.serve_run(dram.place(addr), full_beats, write, 1, issue_one, done_one);
+        ++misaligned;
+      }
+      const uint64_t row_end = a + static_cast<uint64_t>(rows.row_bytes);
+      addr = a;
+      while (addr < row_end) {
+        // The bursts starting in addr's unit: full ones, then the row's short last one if it is here.
+        const uint64_t unit_end = (dram.unit_of(addr) + 1) * unit;
+        const uint64_t starts = burst_.div(std::min(unit_end, row_end) - addr + burst - 1);
+        const bool short_last = addr + starts * burst > row_end;
+        const BankedDram::Place place = dram.place(addr);
+        const int64_t full = static_cast<int64_t>(starts) - (short_last ? 1 : 0);
+        bytes = static_cast<uint32_t>(burst);
+        if (full > 0) dram.serve_run(place, full_beats, write, full, issue_one, done_one);
+        if (short_last) {
+          bytes = static_cast<uint32_t>(row_end - addr);
+          dram.serve_run(place, dram.beats(bytes), write, 1, issue_one, done_one);
+        }
+        bursts += static_cast<int64_t>(starts);
+      }
+    });
+    x.done_ps = slots.done_max();
+    x.bursts.bursts = bursts + misaligned;
+    x.bursts.misaligned_bursts = misaligned;
     return x;
   }
 

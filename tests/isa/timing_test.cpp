@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "isa/ceil_div.h"
@@ -286,10 +287,12 @@ class Opaque : public timing::Dram {
   std::unique_ptr<timing::Dram> inner_;
 };
 
-// The burst loop calls the banked model directly and keeps each interleave unit's channel, bank and row
-// across its bursts (timing::BurstPort): every burst's completion, the stats and the transfer's end must
-// be those of one Dram::access per burst, on random strided, misaligned, mixed read/write transfers,
-// with refreshes, three channels (a non-power-of-two map) and a page smaller than the interleave unit.
+// The burst loop calls the banked model directly and serves the bursts of a row that start in one
+// interleave unit together (BankedDram::serve_run, row hits in locals): every burst's issue, completion,
+// address and size, the stats and the transfer's end must be those of one Dram::access per burst, on
+// random strided, misaligned, mixed read/write transfers (rows shorter than a burst, rows ending just
+// past a unit), with scheduled refreshes and averaged ones, outstanding limits of 1, 2, 8 and 256, three
+// channels (a non-power-of-two map) and a page smaller than the interleave unit (no place per unit).
 TEST(DmaBurstEngine, DirectBankedPathEqualsOneVirtualAccessPerBurst) {
   timing::BankedDramTiming small_page = timing::banked_preset(isa::DramModel::kLpddr4_4266);
   small_page.page_bytes = 128;  // below the 256-byte interleave unit: no place per unit
@@ -298,42 +301,63 @@ TEST(DmaBurstEngine, DirectBankedPathEqualsOneVirtualAccessPerBurst) {
       {timing::banked_preset(isa::DramModel::kLpddr4_4266), 2},
       {timing::banked_preset(isa::DramModel::kDdr4_3200), 3},
       {small_page, 2}};
-  for (const auto& [t, channels] : models) {
-    auto direct = timing::make_banked_dram(t, channels);
-    Opaque generic(timing::make_banked_dram(t, channels));
-    ASSERT_NE(direct->banked(), nullptr);
-    ASSERT_EQ(generic.banked(), nullptr);
-    isa::DmaConfig d;
-    d.burst_bytes = 64;
-    d.alignment_bytes = 64;
-    d.max_outstanding = 8;
-    timing::DmaBurstEngine a(d), b(d);
-    std::mt19937_64 gen(7);
-    uint64_t start = 0;
-    for (int i = 0; i < 400; ++i) {
-      timing::DmaRows r;
-      r.dram_addr = gen() % (1ull << 26) & ~uint64_t{gen() % 2 ? 63u : 3u};
-      r.row_bytes = static_cast<int64_t>(1 + gen() % 3000);
-      r.count = {static_cast<int64_t>(1 + gen() % 4), static_cast<int64_t>(1 + gen() % 3), 1};
-      r.stride = {static_cast<int64_t>(r.row_bytes + gen() % 5000), static_cast<int64_t>(gen() % 40000), 0};
-      const bool write = gen() % 3 == 0;
-      std::vector<uint64_t> da, db;
-      const timing::DmaTransfer xa = a.run(
-          r, write, start, *direct, [&](uint64_t, uint64_t, uint64_t done, uint32_t) { da.push_back(done); });
-      const timing::DmaTransfer xb = b.run(
-          r, write, start, generic, [&](uint64_t, uint64_t, uint64_t done, uint32_t) { db.push_back(done); });
-      ASSERT_EQ(da, db) << t.name << " transfer " << i;
-      ASSERT_EQ(xa.done_ps, xb.done_ps);
-      ASSERT_EQ(xa.bursts.bursts, xb.bursts.bursts);
-      ASSERT_EQ(xa.bursts.misaligned_bursts, xb.bursts.misaligned_bursts);
-      start = gen() % 2 ? xa.done_ps : start + gen() % 20000;  // back to back, or overlapping
+  struct Burst {
+    uint64_t addr, issue, done;
+    uint32_t bytes;
+    bool operator==(const Burst& o) const {
+      return addr == o.addr && issue == o.issue && done == o.done && bytes == o.bytes;
     }
-    EXPECT_EQ(direct->stats().requests, generic.inner_stats().requests) << t.name;
-    EXPECT_EQ(direct->stats().row_hits, generic.inner_stats().row_hits) << t.name;
-    EXPECT_EQ(direct->stats().row_misses, generic.inner_stats().row_misses) << t.name;
-    EXPECT_EQ(direct->stats().refreshes, generic.inner_stats().refreshes) << t.name;
-    EXPECT_GT(direct->stats().refreshes, 0) << t.name;
-    EXPECT_GT(direct->stats().row_misses, 0) << t.name;
+  };
+  for (const auto& [t, channels] : models) {
+    for (const timing::Refresh refresh : {timing::Refresh::kScheduled, timing::Refresh::kAveraged}) {
+      for (const int64_t outstanding : {1, 2, 8, 256}) {
+        const std::string what = std::string(t.name) + (refresh == timing::Refresh::kAveraged ? " averaged" : "") +
+                                 " outstanding " + std::to_string(outstanding);
+        auto direct = timing::make_banked_dram(t, channels, refresh);
+        Opaque generic(timing::make_banked_dram(t, channels, refresh));
+        ASSERT_NE(direct->banked(), nullptr);
+        ASSERT_EQ(generic.banked(), nullptr);
+        isa::DmaConfig d;
+        d.burst_bytes = 64;
+        d.alignment_bytes = 64;
+        d.max_outstanding = outstanding;
+        timing::DmaBurstEngine a(d), b(d);
+        std::mt19937_64 gen(7);
+        uint64_t start = 0;
+        for (int i = 0; i < 400; ++i) {
+          timing::DmaRows r;
+          r.dram_addr = gen() % (1ull << 26) & ~uint64_t{gen() % 2 ? 63u : 3u};
+          r.row_bytes = static_cast<int64_t>(gen() % 4 == 0 ? 1 + gen() % 80 : 1 + gen() % 3000);
+          r.count = {static_cast<int64_t>(1 + gen() % 4), static_cast<int64_t>(1 + gen() % 3), 1};
+          r.stride = {static_cast<int64_t>(r.row_bytes + gen() % 5000), static_cast<int64_t>(gen() % 40000), 0};
+          if (i % 50 == 0) r = timing::DmaRows{r.dram_addr, 64 * 1024, {1, 1, 1}, {0, 0, 0}};  // a stream
+          const bool write = gen() % 3 == 0;
+          std::vector<Burst> da, db;
+          const timing::DmaTransfer xa = a.run(r, write, start, *direct,
+                                               [&](uint64_t addr, uint64_t issue, uint64_t done, uint32_t n) {
+                                                 da.push_back({addr, issue, done, n});
+                                               });
+          const timing::DmaTransfer xb = b.run(r, write, start, generic,
+                                               [&](uint64_t addr, uint64_t issue, uint64_t done, uint32_t n) {
+                                                 db.push_back({addr, issue, done, n});
+                                               });
+          ASSERT_TRUE(da == db) << what << " transfer " << i;
+          ASSERT_EQ(xa.done_ps, xb.done_ps) << what;
+          ASSERT_EQ(xa.bursts.bursts, xb.bursts.bursts) << what;
+          ASSERT_EQ(xa.bursts.misaligned_bursts, xb.bursts.misaligned_bursts) << what;
+          start = gen() % 2 ? xa.done_ps : start + gen() % 20000;  // back to back, or overlapping
+        }
+        EXPECT_EQ(direct->stats().requests, generic.inner_stats().requests) << what;
+        EXPECT_EQ(direct->stats().row_hits, generic.inner_stats().row_hits) << what;
+        EXPECT_EQ(direct->stats().row_misses, generic.inner_stats().row_misses) << what;
+        EXPECT_EQ(direct->stats().refreshes, generic.inner_stats().refreshes) << what;
+        if (refresh == timing::Refresh::kScheduled) {
+          EXPECT_GT(direct->stats().refreshes, 0) << what;
+        }
+        EXPECT_GT(direct->stats().row_misses, 0) << what;
+        EXPECT_GT(direct->stats().row_hits, 0) << what;
+      }
+    }
   }
 }
 
