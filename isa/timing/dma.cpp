@@ -87,12 +87,16 @@ double channel_skew(const DmaRows& r, const DramConfig& dram) {
 
 double estimate_dma_cycles(const Instruction& ins, const NpuConfig& config) {
   const DmaRows rows = dma_rows(ins);
+  return estimate_dma_cycles(rows, channel_skew(rows, config.dram), config);
+}
+
+double estimate_dma_cycles(const DmaRows& rows, double skew, const NpuConfig& config) {
   const BurstCount b = count_bursts(rows, config.dma);
   const double latency_ns = dram_idle_latency_ns(config.dram);
   const double bytes = static_cast<double>(b.bursts) * config.dma.burst_bytes;
   const double peak = dram_peak_bandwidth_gbps(config.dram);
   double ns = 0.0;
-  if (peak > 0) ns = bytes * channel_skew(rows, config.dram) / peak;  // the busiest channel's time
+  if (peak > 0) ns = bytes * skew / peak;  // the busiest channel's time
   // Little's law: max_outstanding bursts per round trip.
   if (latency_ns > 0)
     ns = std::max(ns, bytes * latency_ns / (config.dma.max_outstanding * config.dma.burst_bytes));

@@ -230,6 +230,8 @@ class DmaBurstEngine {
 // A closed-form estimate of a LOAD/STORE in cycles on an otherwise idle machine (compiler cost
 // model): setup + latency + bytes / min(peak bandwidth, outstanding-limited bandwidth).
 double estimate_dma_cycles(const Instruction& ins, const NpuConfig& config);
+// The same for the instruction's rows (dma_rows) whose channel_skew is `skew`.
+double estimate_dma_cycles(const DmaRows& rows, double skew, const NpuConfig& config);
 
 // How many bytes of a long stream's DRAM time one byte of this transfer costs (>= about 1): the
 // transfer simulated alone on an idle DRAM model (row misses of rows shorter than a page and far apart,

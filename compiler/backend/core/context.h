@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "compiler/backend/core/emitter.h"
@@ -199,7 +200,14 @@ class Context {
   // The cost model's DMA figures of a box of data (MatrixMapper::dma_cost): {cycles, skew} by its sizes,
   // strides and element type. They depend on the configuration alone, so layers share them (ResNet-50's
   // search asks for the same boxes from layer to layer).
-  std::map<std::array<int64_t, 6>, std::array<double, 2>> dma_box_costs;
+  struct BoxKeyHash {
+    size_t operator()(const std::array<int64_t, 6>& k) const {
+      uint64_t h = 1469598103934665603ull;
+      for (int64_t v : k) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+      return static_cast<size_t>(h ^ (h >> 29));
+    }
+  };
+  std::unordered_map<std::array<int64_t, 6>, std::array<double, 2>, BoxKeyHash> dma_box_costs;
   // Index maps of data-movement nodes (lower_index_map), one per output, by a key of everything they
   // depend on (index_map_key): the element each output element copies, or -1.
   std::map<std::string, std::vector<std::vector<int64_t>>> index_maps;
