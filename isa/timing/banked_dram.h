@@ -12,6 +12,24 @@
 
 namespace npusim::isa::timing {
 
+// The outstanding-request window of a DMA engine's transfer (DmaBurstEngine): a request is issued at the
+// later of the previous one's issue and ring[next], the completion of the request `size` before it, and
+// its own completion takes that slot.
+struct IssueWindow {
+  uint64_t* ring;
+  size_t size;
+  size_t next;
+  uint64_t issue;     // the last request's
+  uint64_t done_max;  // the latest completion so far
+
+  uint64_t take() { return issue = std::max(issue, ring[next]); }
+  void complete(uint64_t done) {
+    ring[next] = done;
+    next = next + 1 == size ? 0 : next + 1;
+    done_max = std::max(done_max, done);
+  }
+};
+
 // Address map (low to high): byte within the channel interleave unit, channel, then per channel: column
 // within the page, bank, row -- so a sequential stream spreads over the channels and walks each page
 // before moving to the next bank.
@@ -65,44 +83,52 @@ class BankedDram final : public Dram {
   // Device bursts a request of `bytes` takes.
   uint64_t beats(uint32_t bytes) const { return burst_.div(bytes + burst_.divisor() - 1); }
 
-  // `count` requests at `p` of `beats` device bursts each, served in order as `count` calls of serve()
-  // would serve them: request j is issued at issue() and its completion handed to done(end). A DMA burst
-  // loop's bursts of one interleave unit: after the first, each is a row hit of the same direction on the
-  // same channel, which runs here with the bank's and channel's times held in locals (they are the loop's
-  // serial dependence); whatever else may happen (a miss, a turnaround, a refresh due) goes to serve().
-  template <class Issue, class Done>
-  void serve_run(const Place& p, uint64_t beats, bool write, int64_t count, Issue&& issue, Done&& done) {
+  // `count` requests at `p` of `beats` device bursts each, issued through window `w` and served in order
+  // as `count` calls of serve() would serve them; per_request(j, issue, done) is called for each (traces).
+  // A DMA burst loop's bursts of one interleave unit: after the first, each is a row hit of the same
+  // direction on the same channel, which runs here with the bank's and channel's times and the window in
+  // locals (the loop's serial dependence); whatever else may happen (a miss, a turnaround, a refresh
+  // due) goes to serve().
+  template <class PerRequest>
+  void serve_run(const Place& p, uint64_t beats, bool write, int64_t count, IssueWindow& window,
+                 PerRequest&& per_request) {
     Channel& ch = *p.ch;
     Bank& bank = *p.bank;
     const uint64_t busy = beats * t_burst_;
-    uint64_t hits = 0;
-    for (int64_t j = 0; j < count; ++j) {
-      uint64_t t = issue();
-      if (bank.open_row != p.row || !ch.any || ch.last_write != write) {
-        done(serve(p, beats, write, t));
-        continue;
+    IssueWindow w = window;  // a local copy, held in registers
+    int64_t served = 0;      // by serve(), which counts them itself
+    auto complete = [&](int64_t j, uint64_t end) {
+      w.complete(end);
+      per_request(j, w.issue, end);
+    };
+    int64_t j = 0;
+    while (j < count) {
+      uint64_t issue = w.take();
+      if (bank.open_row == p.row && ch.any && ch.last_write == write) {
+        // Row hits: serve()'s hit case while no refresh falls due.
+        uint64_t bus = ch.bus_free, ready = bank.ready;
+        const uint64_t refresh_at = ch.next_refresh;
+        for (;;) {
+          const uint64_t cmd = std::max(issue, ready);
+          const uint64_t end = std::max(cmd + t_cl_, bus) + busy;
+          if (refresh_at <= std::max(issue, bus) || end > refresh_at) break;
+          ready = cmd + busy;
+          bus = end;
+          complete(j, end);
+          if (++j == count) break;
+          issue = w.take();
+        }
+        ch.bus_free = bus;
+        bank.ready = ready;
+        if (j == count) break;
       }
-      // Row hits in a run: serve()'s hit case while no refresh falls due.
-      uint64_t bus = ch.bus_free, ready = bank.ready;
-      const uint64_t refresh_at = ch.next_refresh;
-      for (;;) {
-        const uint64_t cmd = std::max(t, ready);
-        const uint64_t end = std::max(cmd + t_cl_, bus) + busy;
-        if (refresh_at <= std::max(t, bus) || end > refresh_at) break;
-        ready = cmd + busy;
-        bus = end;
-        ++hits;
-        done(end);
-        if (++j == count) break;
-        t = issue();
-      }
-      ch.bus_free = bus;
-      bank.ready = ready;
-      if (j == count) break;
-      done(serve(p, beats, write, t));  // the request the refresh stopped
+      complete(j, serve(p, beats, write, issue));  // a miss, a turnaround, or the request a refresh stopped
+      ++served;
+      ++j;
     }
-    stats_.requests += hits;
-    stats_.row_hits += hits;
+    window = w;
+    stats_.requests += static_cast<uint64_t>(count - served);
+    stats_.row_hits += static_cast<uint64_t>(count - served);
   }
 
   // access() of a request at `p` taking `beats` device bursts.

@@ -122,38 +122,16 @@ class DmaBurstEngine {
   }
 
  private:
-  // The outstanding-request limit over one transfer: a burst is issued once the burst max_outstanding
-  // before it completed (and not before the one before it), and its completion takes that one's slot.
-  class Slots {
-   public:
-    Slots(std::vector<uint64_t>& ring, uint64_t start_ps) : ring_(ring), issue_(start_ps), done_max_(start_ps) {
-      std::fill(ring_.begin(), ring_.end(), start_ps);
-    }
-    uint64_t issue() { return issue_ = std::max(issue_, ring_[next_]); }
-    void done(uint64_t done_ps) {
-      ring_[next_] = done_ps;
-      next_ = next_ + 1 == ring_.size() ? 0 : next_ + 1;
-      done_max_ = std::max(done_max_, done_ps);
-    }
-    uint64_t last_issue() const { return issue_; }
-    uint64_t done_max() const { return done_max_; }
-
-   private:
-    std::vector<uint64_t>& ring_;
-    size_t next_ = 0;
-    uint64_t issue_, done_max_;
-  };
-
   template <class Model, class PerBurst>
   DmaTransfer run_on(const DmaRows& rows, bool write, uint64_t start_ps, Model& dram, PerBurst& per_burst) {
     DmaTransfer x;
     x.first_issue_ps = start_ps;
-    Slots slots(slots_, start_ps);
+    IssueWindow w = window(start_ps);
     BurstPort<Model> port(dram);
     auto one = [&](uint64_t addr, uint32_t bytes, bool misaligned) {
-      const uint64_t issue = slots.issue();
+      const uint64_t issue = w.take();
       const uint64_t done = port.access(addr, bytes, write, issue);
-      slots.done(done);
+      w.complete(done);
       ++x.bursts.bursts;
       x.bursts.misaligned_bursts += misaligned;
       per_burst(addr, issue, done, bytes);
@@ -166,7 +144,7 @@ class DmaBurstEngine {
         one(a + off, static_cast<uint32_t>(std::min<int64_t>(burst, rows.row_bytes - off)), false);
       }
     });
-    x.done_ps = slots.done_max();
+    x.done_ps = w.done_max;
     return x;
   }
 
@@ -178,28 +156,21 @@ class DmaBurstEngine {
                           PerBurst& per_burst) {
     DmaTransfer x;
     x.first_issue_ps = start_ps;
-    Slots slots(slots_, start_ps);
-    uint64_t addr = 0;  // of the burst being issued
-    uint32_t bytes = 0;
-    auto issue_one = [&]() { return slots.issue(); };
-    auto done_one = [&](uint64_t done) {
-      slots.done(done);
-      per_burst(addr, slots.last_issue(), done, bytes);
-      addr += bytes;
-    };
+    IssueWindow w = window(start_ps);
     const uint64_t burst = burst_.divisor();
     const uint64_t unit = dram.unit_bytes();
-    const uint64_t full_beats = dram.beats(static_cast<uint32_t>(burst));
+    const auto full_bytes = static_cast<uint32_t>(burst);
+    const uint64_t full_beats = dram.beats(full_bytes);
     int64_t bursts = 0, misaligned = 0;
     for_each_row(rows, [&](uint64_t a) {
       if (align_.mod(a) != 0) {  // the aligned block holding the row's head
-        addr = a - burst_.mod(a);
-        bytes = static_cast<uint32_t>(burst);
-        dram.serve_run(dram.place(addr), full_beats, write, 1, issue_one, done_one);
+        const uint64_t head = a - burst_.mod(a);
+        dram.serve_run(dram.place(head), full_beats, write, 1, w,
+                       [&](int64_t, uint64_t issue, uint64_t done) { per_burst(head, issue, done, full_bytes); });
         ++misaligned;
       }
       const uint64_t row_end = a + static_cast<uint64_t>(rows.row_bytes);
-      addr = a;
+      uint64_t addr = a;
       while (addr < row_end) {
         // The bursts starting in addr's unit: full ones, then the row's short last one if it is here.
         const uint64_t unit_end = (dram.unit_of(addr) + 1) * unit;
@@ -207,19 +178,31 @@ class DmaBurstEngine {
         const bool short_last = addr + starts * burst > row_end;
         const BankedDram::Place place = dram.place(addr);
         const int64_t full = static_cast<int64_t>(starts) - (short_last ? 1 : 0);
-        bytes = static_cast<uint32_t>(burst);
-        if (full > 0) dram.serve_run(place, full_beats, write, full, issue_one, done_one);
+        if (full > 0) {
+          dram.serve_run(place, full_beats, write, full, w, [&](int64_t j, uint64_t issue, uint64_t done) {
+            per_burst(addr + static_cast<uint64_t>(j) * burst, issue, done, full_bytes);
+          });
+          addr += static_cast<uint64_t>(full) * burst;
+        }
         if (short_last) {
-          bytes = static_cast<uint32_t>(row_end - addr);
-          dram.serve_run(place, dram.beats(bytes), write, 1, issue_one, done_one);
+          const auto bytes = static_cast<uint32_t>(row_end - addr);
+          dram.serve_run(place, dram.beats(bytes), write, 1, w,
+                         [&](int64_t, uint64_t issue, uint64_t done) { per_burst(addr, issue, done, bytes); });
+          addr = row_end;
         }
         bursts += static_cast<int64_t>(starts);
       }
     });
-    x.done_ps = slots.done_max();
+    x.done_ps = w.done_max;
     x.bursts.bursts = bursts + misaligned;
     x.bursts.misaligned_bursts = misaligned;
     return x;
+  }
+
+  // The outstanding-request window of a transfer starting at start_ps: every slot free from then on.
+  IssueWindow window(uint64_t start_ps) {
+    std::fill(slots_.begin(), slots_.end(), start_ps);
+    return IssueWindow{slots_.data(), slots_.size(), 0, start_ps, start_ps};
   }
 
   DmaConfig dma_;
