@@ -165,8 +165,9 @@ class DmaBurstEngine {
     for_each_row(rows, [&](uint64_t a) {
       if (align_.mod(a) != 0) {  // the aligned block holding the row's head
         const uint64_t head = a - burst_.mod(a);
-        dram.serve_run(dram.place(head), full_beats, write, 1, w,
-                       [&](int64_t, uint64_t issue, uint64_t done) { per_burst(head, issue, done, full_bytes); });
+        dram.serve_run(
+            dram.place(head), full_beats, write, 1, w,
+            [&](int64_t, uint64_t issue, uint64_t done) { per_burst(head, issue, done, full_bytes); });
         ++misaligned;
       }
       const uint64_t row_end = a + static_cast<uint64_t>(rows.row_bytes);
@@ -186,8 +187,9 @@ class DmaBurstEngine {
         }
         if (short_last) {
           const auto bytes = static_cast<uint32_t>(row_end - addr);
-          dram.serve_run(place, dram.beats(bytes), write, 1, w,
-                         [&](int64_t, uint64_t issue, uint64_t done) { per_burst(addr, issue, done, bytes); });
+          dram.serve_run(place, dram.beats(bytes), write, 1, w, [&](int64_t, uint64_t issue, uint64_t done) {
+            per_burst(addr, issue, done, bytes);
+          });
           addr = row_end;
         }
         bursts += static_cast<int64_t>(starts);

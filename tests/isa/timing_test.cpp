@@ -311,7 +311,8 @@ TEST(DmaBurstEngine, DirectBankedPathEqualsOneVirtualAccessPerBurst) {
   for (const auto& [t, channels] : models) {
     for (const timing::Refresh refresh : {timing::Refresh::kScheduled, timing::Refresh::kAveraged}) {
       for (const int64_t outstanding : {1, 2, 8, 256}) {
-        const std::string what = std::string(t.name) + (refresh == timing::Refresh::kAveraged ? " averaged" : "") +
+        const std::string what = std::string(t.name) +
+                                 (refresh == timing::Refresh::kAveraged ? " averaged" : "") +
                                  " outstanding " + std::to_string(outstanding);
         auto direct = timing::make_banked_dram(t, channels, refresh);
         Opaque generic(timing::make_banked_dram(t, channels, refresh));
@@ -329,18 +330,19 @@ TEST(DmaBurstEngine, DirectBankedPathEqualsOneVirtualAccessPerBurst) {
           r.dram_addr = gen() % (1ull << 26) & ~uint64_t{gen() % 2 ? 63u : 3u};
           r.row_bytes = static_cast<int64_t>(gen() % 4 == 0 ? 1 + gen() % 80 : 1 + gen() % 3000);
           r.count = {static_cast<int64_t>(1 + gen() % 4), static_cast<int64_t>(1 + gen() % 3), 1};
-          r.stride = {static_cast<int64_t>(r.row_bytes + gen() % 5000), static_cast<int64_t>(gen() % 40000), 0};
+          r.stride = {static_cast<int64_t>(r.row_bytes + gen() % 5000), static_cast<int64_t>(gen() % 40000),
+                      0};
           if (i % 50 == 0) r = timing::DmaRows{r.dram_addr, 64 * 1024, {1, 1, 1}, {0, 0, 0}};  // a stream
           const bool write = gen() % 3 == 0;
           std::vector<Burst> da, db;
-          const timing::DmaTransfer xa = a.run(r, write, start, *direct,
-                                               [&](uint64_t addr, uint64_t issue, uint64_t done, uint32_t n) {
-                                                 da.push_back({addr, issue, done, n});
-                                               });
-          const timing::DmaTransfer xb = b.run(r, write, start, generic,
-                                               [&](uint64_t addr, uint64_t issue, uint64_t done, uint32_t n) {
-                                                 db.push_back({addr, issue, done, n});
-                                               });
+          const timing::DmaTransfer xa =
+              a.run(r, write, start, *direct, [&](uint64_t addr, uint64_t issue, uint64_t done, uint32_t n) {
+                da.push_back({addr, issue, done, n});
+              });
+          const timing::DmaTransfer xb =
+              b.run(r, write, start, generic, [&](uint64_t addr, uint64_t issue, uint64_t done, uint32_t n) {
+                db.push_back({addr, issue, done, n});
+              });
           ASSERT_TRUE(da == db) << what << " transfer " << i;
           ASSERT_EQ(xa.done_ps, xb.done_ps) << what;
           ASSERT_EQ(xa.bursts.bursts, xb.bursts.bursts) << what;

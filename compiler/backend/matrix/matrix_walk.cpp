@@ -192,8 +192,9 @@ MatrixMapper::BoxCost MatrixMapper::dma_cost(int64_t s0, int64_t s1, int64_t s2,
   i.set(isa::Field::kStride1, st1).set(isa::Field::kStride2, st2);
   const isa::timing::DmaRows rows = isa::timing::dma_rows(i);
   const double skew = isa::timing::channel_skew(rows, c_.config.dram);
-  const BoxCost v{isa::timing::estimate_dma_cycles(rows, skew, c_.config),
-                  std::max(skew, isa::timing::dram_cost_factor(rows, false, c_.config, c_.dram_bytes_per_cycle))};
+  const BoxCost v{
+      isa::timing::estimate_dma_cycles(rows, skew, c_.config),
+      std::max(skew, isa::timing::dram_cost_factor(rows, false, c_.config, c_.dram_bytes_per_cycle))};
   c_.dma_box_costs.emplace(key, std::array<double, 2>{v.cycles, v.skew});
   return v;
 }
