@@ -39,8 +39,8 @@ void register_reduce(KernelTable& t);
 void register_control_flow(KernelTable& t);  // If, Loop, Scan
 void register_recurrent(KernelTable& t);     // LSTM, GRU, RNN
 void register_index(KernelTable& t);         // scatters, GatherND, TopK, Unique, losses, Det, windows, ...
-void register_spatial(KernelTable& t);     // NonMaxSuppression, RoiAlign, MaxUnpool, GridSample
-void register_signal(KernelTable& t);      // DFT, STFT, MelWeightMatrix
+void register_spatial(KernelTable& t);       // NonMaxSuppression, RoiAlign, MaxUnpool, GridSample
+void register_signal(KernelTable& t);        // DFT, STFT, MelWeightMatrix
 
 // Values a subgraph reads from its enclosing graphs, by the names the subgraph uses.
 using Scope = std::unordered_map<std::string, const Tensor*>;

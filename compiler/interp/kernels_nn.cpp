@@ -972,7 +972,8 @@ void resize_impl(KernelContext& c, const Tensor& x, std::vector<double> scales, 
   int64_t elements = 1;
   for (int64_t d = 0; d < r && elements > 0; ++d) {
     if (os[d] > kMaxResizedElements / elements)
-      c.fail(fmt::format("the output {} has more than {} elements", shape_to_string(os), kMaxResizedElements));
+      c.fail(
+          fmt::format("the output {} has more than {} elements", shape_to_string(os), kMaxResizedElements));
     elements *= os[d];
   }
   // Per axis, per output coordinate: the taps (or -1 index for extrapolation).

@@ -61,7 +61,8 @@ void k_non_max_suppression(KernelContext& c) {
       for (int64_t j : order) {
         if (static_cast<int64_t>(kept.size()) >= max_out) break;
         const auto box = corners(boxes, b * n + j, center);
-        if (std::any_of(kept.begin(), kept.end(), [&](const auto& q) { return iou(q, box) > iou_max; })) continue;
+        if (std::any_of(kept.begin(), kept.end(), [&](const auto& q) { return iou(q, box) > iou_max; }))
+          continue;
         kept.push_back(box);
         rows.insert(rows.end(), {b, k, j});
       }
@@ -84,7 +85,8 @@ void k_max_unpool(KernelContext& c) {
   if (x.rank() != static_cast<int64_t>(spatial) + 2) c.fail("kernel_shape must name every spatial dim");
   const auto strides = c.node.attr_ints("strides", std::vector<int64_t>(spatial, 1));
   const auto pads = c.node.attr_ints("pads", std::vector<int64_t>(2 * spatial, 0));
-  if (strides.size() != spatial || pads.size() != 2 * spatial) c.fail("strides or pads do not match kernel_shape");
+  if (strides.size() != spatial || pads.size() != 2 * spatial)
+    c.fail("strides or pads do not match kernel_shape");
   Shape pooled = {x.shape[0], x.shape[1]};
   for (size_t d = 0; d < spatial; ++d)
     pooled.push_back((x.shape[d + 2] - 1) * strides[d] + kernel[d] - pads[d] - pads[d + spatial]);
@@ -148,14 +150,16 @@ void k_grid_sample(KernelContext& c) {
   const std::string mode = c.node.attr_string("mode", "bilinear");
   const std::string padding = c.node.attr_string("padding_mode", "zeros");
   const bool align = c.node.attr_int("align_corners", 0) != 0;
-  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic") c.fail("mode '" + mode + "' is not defined");
+  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic")
+    c.fail("mode '" + mode + "' is not defined");
   if (padding != "zeros" && padding != "border" && padding != "reflection")
     c.fail("padding_mode '" + padding + "' is not defined");
   const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
   const int64_t OH = grid.shape[1], OW = grid.shape[2];
   Tensor y(x.dtype, {N, C, OH, OW});
   const auto unnormalize = [&](double g, int64_t size) {
-    return align ? (g + 1) / 2 * static_cast<double>(size - 1) : ((g + 1) * static_cast<double>(size) - 1) / 2;
+    return align ? (g + 1) / 2 * static_cast<double>(size - 1)
+                 : ((g + 1) * static_cast<double>(size) - 1) / 2;
   };
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t oh = 0; oh < OH; ++oh) {
@@ -245,12 +249,13 @@ void k_roi_align(KernelContext& c) {
               std::array<double, 4> term{};  // the four corners' weighted values
               if (!(sy < -1.0 || sy > H || sx < -1.0 || sx > W)) {
                 sy = std::max(sy, 0.0), sx = std::max(sx, 0.0);
-                int64_t yl = static_cast<int64_t>(sy), xl = static_cast<int64_t>(sx), yh = yl + 1, xh = xl + 1;
+                int64_t yl = static_cast<int64_t>(sy), xl = static_cast<int64_t>(sx), yh = yl + 1,
+                        xh = xl + 1;
                 if (yl >= H - 1) yl = yh = H - 1, sy = static_cast<double>(yl);
                 if (xl >= W - 1) xl = xh = W - 1, sx = static_cast<double>(xl);
                 const double ly = sy - yl, lx = sx - xl;
-                term = {(1 - ly) * (1 - lx) * px(yl, xl), (1 - ly) * lx * px(yl, xh), ly * (1 - lx) * px(yh, xl),
-                        ly * lx * px(yh, xh)};
+                term = {(1 - ly) * (1 - lx) * px(yl, xl), (1 - ly) * lx * px(yl, xh),
+                        ly * (1 - lx) * px(yh, xl), ly * lx * px(yh, xh)};
               }
               if (mode == "max") {
                 acc = std::max(acc, *std::max_element(term.begin(), term.end()));

@@ -246,7 +246,9 @@ std::vector<OpSupport> build() {
       {"GridSample", H, "data-dependent gathers (the ISA has no data-dependent addressing)"},
       {"RoiAlign", H, "data-dependent gathers from runtime boxes (the ISA has no data-dependent addressing)"},
       {"DFT", H, "no VecOp form (a DFT of constant length is a MatMul by a constant basis on the array)"},
-      {"STFT", H, "no VecOp form (write it as a Conv with a DFT basis, as log-mel front ends do, to run it on the array)"},
+      {"STFT", H,
+       "no VecOp form (write it as a Conv with a DFT basis, as log-mel front ends do, to run it on the "
+       "array)"},
       {"MelWeightMatrix", H, "a constant of the given sizes"},
       {"TfIdfVectorizer", H, "n-gram counting over token ids: CPU preprocessing"},
   };

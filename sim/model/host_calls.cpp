@@ -141,9 +141,10 @@ void run_host_call(const HostCallInfo& info, dp::MachineState& st) {
     // npu-domain op: its plain-ONNX form is what the interpreter runs.
     out = interpret(compiler::reference_graph(g), in);
   } catch (const std::length_error&) {  // the C++ library's text names its own code, not the model
-    throw std::runtime_error(fmt::format("host op '{}' ({}): its result is too large to hold (its inputs' "
-                                         "values ask for it)",
-                                         info.node.name, info.node.op_type));
+    throw std::runtime_error(
+        fmt::format("host op '{}' ({}): its result is too large to hold (its inputs' "
+                    "values ask for it)",
+                    info.node.name, info.node.op_type));
   } catch (const std::exception& e) {
     throw std::runtime_error(
         fmt::format("host op '{}' ({}): {}", info.node.name, info.node.op_type, e.what()));

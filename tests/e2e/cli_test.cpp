@@ -520,7 +520,8 @@ TEST(Cli, AHostResultWhoseShapeFollowsRandomInputValuesIsASentenceAndInputValueF
   if (!std::filesystem::exists(model)) GTEST_SKIP() << "libonnx-testdata is not installed";
   const CommandResult random = npusim({"run", model, "-q", "--functional"});
   EXPECT_EQ(random.exit_code, 1) << random.err;
-  EXPECT_NE(random.err.find("host op 'Tile_0' (Tile) computed 'z' with shape"), std::string::npos) << random.err;
+  EXPECT_NE(random.err.find("host op 'Tile_0' (Tile) computed 'z' with shape"), std::string::npos)
+      << random.err;
   EXPECT_NE(random.err.find("compiled for 14x18x16x10"), std::string::npos) << random.err;
   EXPECT_NE(random.err.find("--input-value"), std::string::npos) << random.err;
   // The test's own repeats: [2, 3, 4, 5] tiled 7, 6, 4, 2 times is the declared [14, 18, 16, 10].

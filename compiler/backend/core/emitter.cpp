@@ -154,7 +154,9 @@ void Emitter::rollback(const Checkpoint& cp) {
 void Emitter::commit(const Checkpoint& cp) {
   // The signal changes logged since cp matter only to an enclosing checkpoint, for the instructions
   // before it.
-  auto stale = [&](const std::pair<int, int64_t>& e) { return cp.outer_from < 0 || e.first >= cp.outer_from; };
+  auto stale = [&](const std::pair<int, int64_t>& e) {
+    return cp.outer_from < 0 || e.first >= cp.outer_from;
+  };
   signal_log_.erase(std::remove_if(signal_log_.begin() + static_cast<std::ptrdiff_t>(cp.log_size),
                                    signal_log_.end(), stale),
                     signal_log_.end());

@@ -639,9 +639,10 @@ std::string matrix_decline_reason(const Context& c, const Node& n) {
       fields.insert(fields.end(), v.begin(), v.end());
     }
     if (*std::max_element(fields.begin(), fields.end()) > 255) {
-      return fmt::format("its kernel {}x{}, strides, dilations or pads exceed 255, the widest a CONV "
-                         "instruction's window fields hold",
-                         w.shape[2], w.shape[3]);
+      return fmt::format(
+          "its kernel {}x{}, strides, dilations or pads exceed 255, the widest a CONV "
+          "instruction's window fields hold",
+          w.shape[2], w.shape[3]);
     }
   }
   if (n.op_type == "Gemm" && (n.attr_int("transA", 0) || n.attr_int("transB", 0) ||

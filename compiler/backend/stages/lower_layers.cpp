@@ -184,7 +184,8 @@ void lower_layers(Context& c) {
       lower_host(c, n, "placed on the host by the op table");
       scope.finish();
       views.finish();
-    } else if (std::string unsupported = declined_before_lowering(c, n, plan.placement); !unsupported.empty()) {
+    } else if (std::string unsupported = declined_before_lowering(c, n, plan.placement);
+               !unsupported.empty()) {
       // The array has no MACs in the precision this node would need (an int8-only part and a MatMul of
       // two runtime operands, say), or the node has no elements to work on: the CPU runs it, and the
       // report shows what that costs.

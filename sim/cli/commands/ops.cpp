@@ -79,7 +79,7 @@ void model_summary(Context& ctx, const std::string& model, const CompiledModel& 
   ctx.out << "\nWhat the NPU needs of each op type on the host (the op table: npusim ops):\n";
   for (const auto& [op, n] : host_ops) {
     const compiler::OpSupport* row = compiler::find_op(op);
-    const std::string needs = !row                          ? "no NPU lowering: it always runs on the host"
+    const std::string needs = !row ? "no NPU lowering: it always runs on the host"
                               : std::string(row->constraints).empty() ? "runs on the host (no NPU form)"
                                                                       : std::string(row->constraints);
     ctx.out << fmt::format("  {} ({} layer{}): {}\n", op, n, n == 1 ? "" : "s", needs);

@@ -24,7 +24,9 @@ constexpr double kTol = 1e-4;
 // search times several candidates.
 Graph conv_softmax_conv() {
   GraphBuilder b;
-  b.input("x", {1, 32, 28, 28}).constant("w1", {64, 32, 3, 3}, 0.1f, 3).constant("w2", {32, 64, 1, 1}, 0.1f, 4);
+  b.input("x", {1, 32, 28, 28})
+      .constant("w1", {64, 32, 3, 3}, 0.1f, 3)
+      .constant("w2", {32, 64, 1, 1}, 0.1f, 4);
   b.node("Conv", {"x", "w1"}, {"a"}, "conv1").attrs["pads"].value = std::vector<int64_t>{1, 1, 1, 1};
   b.node("Abs", {"a"}, {"s"}, "abs");
   b.node("Conv", {"s", "w2"}, {"y"}, "conv2");
@@ -69,7 +71,8 @@ Compiled compile_and_run(const Graph& model, const CompileOptions& options) {
 }
 
 const LayerPlan& layer(const CompileResult& r, const std::string& name) {
-  auto it = std::find_if(r.layers.begin(), r.layers.end(), [&](const LayerPlan& l) { return l.name == name; });
+  auto it =
+      std::find_if(r.layers.begin(), r.layers.end(), [&](const LayerPlan& l) { return l.name == name; });
   if (it == r.layers.end()) throw std::out_of_range("no layer " + name);
   return *it;
 }
@@ -102,7 +105,8 @@ TEST(Fallback, ALayerWhoseVectorLoweringBreaksAnInvariantRunsOnTheHostWithoutThe
 TEST(Fallback, ALayerWhoseMatrixLoweringCannotMapItRunsOnTheHostWithTheLoweringsSentence) {
   const Graph g = conv_softmax_conv();
   CompileOptions o;
-  const std::string why = "layer 'conv1' (conv): even the smallest tile needs 9 KiB of sram.weight (have 8 KiB)";
+  const std::string why =
+      "layer 'conv1' (conv): even the smallest tile needs 9 KiB of sram.weight (have 8 KiB)";
   o.timer = failing_timer<CompileError>("conv1", why);
   const Compiled c = compile_and_run(g, o);
   EXPECT_EQ(layer(c.result, "conv1").placement, Placement::kHost);

@@ -130,7 +130,8 @@ Outcome run_test(const std::string& dir, const npusim::isa::NpuConfig& config) {
       inputs[g.inputs[k]] = testing::as_declared(in[k], g.value(g.inputs[k]).dtype);
     const std::vector<std::string> outputs = g.outputs;
     if (want.size() != outputs.size()) return {false, 0, "output count differs from the graph's"};
-    for (size_t k = 0; k < want.size(); ++k) want[k] = testing::as_declared(want[k], g.value(outputs[k]).dtype);
+    for (size_t k = 0; k < want.size(); ++k)
+      want[k] = testing::as_declared(want[k], g.value(outputs[k]).dtype);
     lower(g);
     const CompileResult r = compile(g, config);
     for (const auto& f : r.fallbacks) fallbacks[f.op] = f.reason;
