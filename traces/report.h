@@ -96,11 +96,14 @@ struct LayerReport {
   // The layer's roofline bound (docs/report.md): set by the compiler's view of a model; none for host
   // layers and for programs run without it.
   std::optional<uint64_t> bound_cycles;
-  // The bounds of the nodes fused into this layer (placement "fused", fused_into = this layer's name).
+  // The bounds of the nodes fused into this layer (placement "fused", fused_into = this layer's name):
+  // work a layer-by-layer program would pay for that this layer's code does not (fusion_saved_cycles).
   uint64_t fused_bound_cycles = 0;
-  // The roofline bound of the layer's own compiled work (its tensors and MACs after fusion, on the unit
-  // it runs on; the fused program layers its code does the work of included): the roof its efficiency
-  // is measured against. Set by the compiler's view of a model; none for host and fused layers.
+  // The roofline bound of the layer's own compiled work: its instructions' MAC slots at the array's peak
+  // in their precision, their vector work over the lanes, the bytes their LOADs and STOREs move at DRAM
+  // peak, the highest of the three (compiler/backend/estimate/roofline.h compiled_rooflines). No unit
+  // beats its peak, so it never exceeds the layer's cycles: the roof its efficiency is measured against.
+  // Set by the compiler's view of a model; none for host and fused layers.
   std::optional<uint64_t> compiled_bound_cycles;
   // The node's share of the whole model's limit (Report::model_limit): its MACs at the peak of the unit
   // that bounds them (the array's, or the vector lanes' for a depthwise conv). None for nodes without
@@ -262,8 +265,9 @@ struct Report {
   std::optional<AreaReport> area;
   std::optional<RunInfo> run;        // set by the command line (docs/report.md "run")
   std::optional<PhaseTimes> phases;  // set by the command line for a compiled model
-  // The bound of the program as compiled (docs/report.md "Roofline"): each program layer's own tensors
-  // after fusion, fused nodes not counted. Set by the compiler's view of a model.
+  // The roof of the program as compiled (docs/report.md "Roofline"): all its instructions' work with each
+  // unit at its peak and the three overlapping (the highest of the layers' summed array, lanes and DRAM
+  // terms); never above total_cycles. Set by the compiler's view of a model.
   std::optional<uint64_t> compiled_bound_cycles;
   // The whole model's physical limit (docs/report.md "Model limit"): the highest of its three terms, each
   // unit at its peak and all overlapping. Set by the compiler's view of a model.
@@ -291,17 +295,19 @@ struct Report {
   void visit(ReportVisitor& v);
 };
 
-// The roofline (docs/report.md). A layer's efficiency is compiled_bound_cycles / cycles (its own work
-// against its roof): none without a compiled bound or without cycles.
+// The roofline (docs/report.md). A layer's efficiency is compiled_bound_cycles / cycles (its own compiled
+// work against the roof of the units it runs on, at most 1): none without a compiled bound or cycles.
 std::optional<double> efficiency(const LayerReport& l);
-// What fusion saved the layer: the model's nodes' bounds (bound_cycles + fused_bound_cycles) minus the
-// compiled bound, 0 when fusion saved nothing; none without both bounds.
+// What fusion saved the layer: the bounds of the model's nodes fused into it (fused_bound_cycles), which
+// cost it nothing of their own; none without a compiled bound.
 std::optional<uint64_t> fusion_saved_cycles(const LayerReport& l);
-// The model's bound: the sum of the layers' bounds; none when no layer has one.
+// The model's nodes' bound: the sum of the layers' bounds, each node as if it ran alone (fused nodes
+// included); none when no layer has one.
 std::optional<uint64_t> model_bound_cycles(const Report& r);
-// model_bound_cycles / total_cycles (host layers count in total_cycles but have no bound).
-std::optional<double> model_efficiency(const Report& r);
-// compiled_bound_cycles / total_cycles.
+// model_bound_cycles / total_cycles: how far the run beats a layer-by-layer program at its nodes' roofs
+// (above 1 where fusion keeps tensors on chip). Not an efficiency.
+std::optional<double> unfused_bound_ratio(const Report& r);
+// compiled_bound_cycles / total_cycles, at most 1.
 std::optional<double> compiled_efficiency(const Report& r);
 // model_limit_cycles / total_cycles: the report's model_efficiency, at most 1.
 std::optional<double> model_limit_efficiency(const Report& r);

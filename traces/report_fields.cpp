@@ -91,7 +91,8 @@ void visit_layer(ReportVisitor& v, LayerReport& l, std::string_view shown, bool 
             l.bound_cycles);
   if (l.compiled_bound_cycles) v.same_line();
   v.integer({"compiled_bound_cycles", "cycles",
-             "the roofline bound of the layer's own compiled work (after fusion)"},
+             "the roofline bound of the layer's own instructions (array MAC slots, vector work, DRAM bytes, "
+             "each at its unit's peak; the highest)"},
             l.compiled_bound_cycles);
   if (l.limit_cycles) v.same_line();
   v.integer({"limit_cycles", "cycles",
@@ -100,12 +101,12 @@ void visit_layer(ReportVisitor& v, LayerReport& l, std::string_view shown, bool 
   if (!v.fills()) {
     if (const std::optional<double> e = efficiency(l)) {
       v.same_line();
-      v.derived({"efficiency", "", "compiled_bound_cycles / cycles"}, *e);
+      v.derived({"efficiency", "", "compiled_bound_cycles / cycles, at most 1"}, *e);
     }
     if (const std::optional<uint64_t> saved = fusion_saved_cycles(l)) {
       v.same_line();
       v.derived({"fusion_saved_cycles", "cycles",
-                 "(bound_cycles + the fused nodes' bounds) - compiled_bound_cycles: the roof fusion removed"},
+                 "the bounds of the nodes fused into the layer: work fusion removed"},
                 *saved);
     }
   }
@@ -298,13 +299,14 @@ void Report::visit(ReportVisitor& v) {
       v.same_line();
       v.derived({"bound_cycles", "cycles", "the sum of the layers' bounds"}, *bound);
     }
-    if (const std::optional<double> e = model_efficiency(*this)) {
+    if (const std::optional<double> e = unfused_bound_ratio(*this)) {
       v.same_line();
-      v.derived({"efficiency", "", "bound_cycles / total_cycles"}, *e);
+      v.derived({"unfused_bound_ratio", "", "bound_cycles / total_cycles (not an efficiency)"}, *e);
     }
   }
   if (compiled_bound_cycles) v.same_line();
-  v.integer({"compiled_bound_cycles", "cycles", "the bound of the program as compiled"},
+  v.integer({"compiled_bound_cycles", "cycles",
+             "the roof of the program's instructions, each unit at its peak, the three overlapping"},
             compiled_bound_cycles);
   if (!v.fills()) {
     if (const std::optional<double> e = compiled_efficiency(*this)) {

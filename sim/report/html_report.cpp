@@ -324,10 +324,10 @@ void summary_section(std::string& o, const traces::Report& rep, const J& r) {
                      grouped(std::round(m.array_cycles)), grouped(std::round(m.vector_cycles)),
                      grouped(std::round(m.dram_cycles))));
   }
-  if (const auto e = traces::model_efficiency(rep)) {
+  if (const auto e = traces::compiled_efficiency(rep)) {
     card(o, "roofline efficiency", fmt::format("{:.1f}%", 100 * *e),
-         fmt::format("bound {} cycles (the layers' bounds summed)",
-                     grouped(num(traces::model_bound_cycles(rep).value_or(0)))));
+         fmt::format("as compiled: bound {} cycles (the program's own work, each unit at its peak)",
+                     grouped(num(*rep.compiled_bound_cycles))));
   }
   card(o, "array",
        fmt::format("{} x {}", grouped(static_cast<double>(rep.array_rows)),
