@@ -66,6 +66,11 @@ struct LayerMapping {
   // docs/quantization.md).
   std::string int8_scheme;
   int64_t sram_bytes() const { return sram_input_bytes + sram_weight_bytes + sram_accumulator_bytes; }
+  // The mapping in a few characters (docs/report.md, "Layer tables"): a conv's output tile rows x cols,
+  // its output channels and reduction chunk ("4x160 n16 k27"), a GEMM's "m40 n128 k64", then the loop
+  // order's letter (S spatial-outer, C channel-outer, H heads outer); a vector layer's elements per tile
+  // ("e8192"); "view" for a free layer, "host" for a fallback.
+  std::string short_text() const;
   void visit(ReportVisitor& v);
 };
 
@@ -92,6 +97,11 @@ struct LayerReport {
   // The number format the layer runs in ("int8", "fp16", ...): set by the compiler's precision plan;
   // empty when unknown.
   std::string precision;
+  // What the layer tables show of its node (sim/model/layer_shapes.h; empty without the compiler's view):
+  // its runtime inputs' and outputs' shapes ("1x24x112x112", several joined by ", "), and for a
+  // convolution or pool its kernel ("3x3") and strides ("2x2"), and a convolution's groups.
+  std::string input_shape, output_shape, kernel, stride;
+  std::optional<uint64_t> groups;
   Breakdown breakdown;  // adds up to cycles
   // The layer's roofline bound (docs/report.md): set by the compiler's view of a model; none for host
   // layers and for programs run without it.
@@ -252,7 +262,8 @@ struct Report {
   int64_t array_cols = 0;
   // MACs per PE per cycle by precision name ("int8", "fp16", ...): the array's peak for each.
   std::vector<std::pair<std::string, double>> array_macs_per_pe_per_cycle;
-  Breakdown breakdown;  // adds up to total_cycles
+  uint64_t vector_lanes = 0;  // the vector unit's lanes: its peak elements (or depthwise MACs) per cycle
+  Breakdown breakdown;        // adds up to total_cycles
   DramReport dram;
   DmaReport dma;
   SramReport sram;
@@ -313,6 +324,18 @@ std::optional<double> compiled_efficiency(const Report& r);
 std::optional<double> model_limit_efficiency(const Report& r);
 // The term that sets the limit: "array", "vector" or "dram".
 std::string_view limit_bound_by(const Report::ModelLimit& m);
+
+// The unit a layer's work ran on, the layer tables' one vocabulary: "host" (a CPU fallback), "fused" (a
+// node another layer does the work of), else "array" when the matrix unit worked on it (compute_cycles:
+// its MACs ran there, whatever its vector epilogue or fused depthwise conv did), "vector" when only the
+// vector unit did, "dma" for a layer that only moves data, "none" for one that does nothing (a view).
+std::string_view layer_unit(const LayerReport& l);
+// Useful MACs against the peak of the unit the layer ran on over its cycles: macs / (rows x cols x the
+// array's rate in its precision x cycles) on the array, macs / (vector_lanes x cycles) on the vector
+// unit. None on other units, without MACs, cycles or a known peak.
+std::optional<double> mac_utilization(const Report& r, const LayerReport& l);
+// "3x3 s2x2 g96": a convolution's or pool's kernel, strides and groups ("" for other layers).
+std::string window_text(const LayerReport& l);
 
 // The layers' short display names (isa::display_names), in order: the summary, the layer CSV and the
 // report's layers[].display_name use them; layers[].name stays the full name.

@@ -20,6 +20,7 @@
 #include "compiler/quant/recipe.h"
 #include "isa/json_text.h"
 #include "sim/model/host_calls.h"
+#include "sim/model/layer_shapes.h"
 #include "sim/model/tensor_io.h"
 #include "traces/report_visitor.h"
 #include "traces/sink.h"
@@ -310,6 +311,7 @@ void attach_compile_info(const CompiledModel& compiled, traces::Report& report) 
     l.fusion_group = p.fusion_group;
   }
   add_fused_layers(result, report);
+  for (traces::LayerReport& l : report.layers) describe_layer_node(compiled.imported, compiled.lowered, l);
   if (result.compiled_bound_cycles)
     report.compiled_bound_cycles = static_cast<uint64_t>(*result.compiled_bound_cycles);
   if (const std::optional<compiler::backend::ModelLimit>& limit = result.model_limit) {
