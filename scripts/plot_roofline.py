@@ -163,8 +163,8 @@ def main():
     legend = ax.legend(fontsize=8, loc="lower right")
     extra = f"; precision {r['precision']['plan']}" if "precision" in r else ""
     extra += f"; {skipped} layers without MACs or DRAM traffic not shown" if skipped else ""
-    if "efficiency" in r:
-        extra += f"; model efficiency {100 * r['efficiency']:.0f}%"
+    if "compiled_efficiency" in r:
+        extra += f"; efficiency as compiled {100 * r['compiled_efficiency']:.0f}%"
     npusim_report.fit_title(
         fig, ax.set_title(args.title or f"{npusim_report.run_title(r, args.report)}: {len(pts)} layers{extra}",
                           fontsize=10))

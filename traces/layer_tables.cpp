@@ -54,7 +54,9 @@ void write_layers_csv(const Report& r, std::ostream& out) {
   std::string o =
       "index,name,display_name,op,placement,precision,start_cycle,end_cycle,cycles,compute,memory,scheduling,"
       "host,macs,"
-      "dram_bytes_read,dram_bytes_written,bound,bound_cycles,efficiency,fused_into,energy_mj,limit_cycles\n";
+      "dram_bytes_read,dram_bytes_written,bound,bound_cycles,efficiency,fused_into,energy_mj,limit_cycles,"
+      "unit,input_shape,output_shape,kernel,stride,groups,mac_utilization,compiled_bound_cycles,"
+      "fusion_saved_cycles,mapping\n";
   const std::vector<std::string> shown = display_names(r);
   for (size_t i = 0; i < r.layers.size(); ++i) {
     const LayerReport& l = r.layers[i];
@@ -77,6 +79,20 @@ void write_layers_csv(const Report& r, std::ostream& out) {
     if (r.energy) o += fmt::format("{}", l.energy.total());
     o += ',';
     if (l.limit_cycles) o += std::to_string(*l.limit_cycles);
+    o += fmt::format(",{},", layer_unit(l));
+    for (const std::string* text : {&l.input_shape, &l.output_shape, &l.kernel, &l.stride}) {
+      append_csv_field(o, *text);
+      o += ',';
+    }
+    if (l.groups) o += std::to_string(*l.groups);
+    o += ',';
+    if (const std::optional<double> u = mac_utilization(r, l)) o += fmt::format("{:.4f}", *u);
+    o += ',';
+    if (l.compiled_bound_cycles) o += std::to_string(*l.compiled_bound_cycles);
+    o += ',';
+    if (const std::optional<uint64_t> saved = fusion_saved_cycles(l)) o += std::to_string(*saved);
+    o += ',';
+    if (l.mapping) append_csv_field(o, l.mapping->short_text());
     o += '\n';
   }
   out << o;

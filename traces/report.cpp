@@ -138,9 +138,55 @@ std::optional<double> efficiency(const LayerReport& l) {
 }
 
 std::optional<uint64_t> fusion_saved_cycles(const LayerReport& l) {
-  if (l.fused() || !l.bound_cycles || !l.compiled_bound_cycles) return std::nullopt;
-  const uint64_t nodes = *l.bound_cycles + l.fused_bound_cycles;
-  return nodes > *l.compiled_bound_cycles ? nodes - *l.compiled_bound_cycles : 0;
+  if (l.fused() || !l.compiled_bound_cycles) return std::nullopt;
+  return l.fused_bound_cycles;
+}
+
+std::string_view layer_unit(const LayerReport& l) {
+  if (l.placement == LayerPlacement::kHost) return "host";
+  if (l.fused()) return "fused";
+  if (l.compute_cycles > 0) return "array";
+  if (l.vector_cycles > 0) return "vector";
+  return l.dram_bytes_read + l.dram_bytes_written > 0 ? "dma" : "none";
+}
+
+std::optional<double> mac_utilization(const Report& r, const LayerReport& l) {
+  if (l.macs == 0 || l.cycles == 0) return std::nullopt;
+  const std::string_view unit = layer_unit(l);
+  double peak = 0;
+  if (unit == "array") {
+    for (const auto& [precision, rate] : r.array_macs_per_pe_per_cycle)
+      if (precision == l.precision) peak = static_cast<double>(r.array_rows * r.array_cols) * rate;
+  } else if (unit == "vector") {
+    peak = static_cast<double>(r.vector_lanes);
+  }
+  if (peak <= 0) return std::nullopt;
+  return static_cast<double>(l.macs) / (peak * static_cast<double>(l.cycles));
+}
+
+std::string window_text(const LayerReport& l) {
+  if (l.kernel.empty()) return "";
+  std::string o = l.kernel + " s" + l.stride;
+  if (l.groups) o += fmt::format(" g{}", *l.groups);
+  return o;
+}
+
+std::string LayerMapping::short_text() const {
+  if (placement == "free") return "view";
+  if (placement == "host") return "host";
+  std::string o;
+  if (tile_oh > 0 && tile_ow > 0 && tile_n > 0)
+    o = fmt::format("{}x{} n{} k{}", tile_oh, tile_ow, tile_n, tile_k);
+  else if (tile_m > 0 && tile_n > 0)
+    o = fmt::format("m{} n{} k{}", tile_m, tile_n, tile_k);
+  else if (tile_elems > 0)
+    o = fmt::format("e{}", tile_elems);
+  const char* order = loop_order.rfind("spatial", 0) == 0   ? "S"
+                      : loop_order.rfind("channel", 0) == 0 ? "C"
+                      : loop_order.rfind("heads", 0) == 0   ? "H"
+                                                            : "";
+  if (*order) o += (o.empty() ? "" : " ") + std::string(order);
+  return o.empty() ? placement : o;
 }
 
 std::optional<uint64_t> model_bound_cycles(const Report& r) {
@@ -151,7 +197,7 @@ std::optional<uint64_t> model_bound_cycles(const Report& r) {
   return sum;
 }
 
-std::optional<double> model_efficiency(const Report& r) {
+std::optional<double> unfused_bound_ratio(const Report& r) {
   return ratio(model_bound_cycles(r), r.total_cycles);
 }
 
@@ -290,21 +336,21 @@ std::string summary_text(const Report& r, size_t top_layers) {
                      r.array_cols, r.dataflow, r.macs, percent(r.array_utilization));
   }
   const std::optional<uint64_t> bound = model_bound_cycles(r);
-  if (bound && r.compiled_bound_cycles) {
-    // The headline is the program's own work against its roof (at most 100%); the sum of the model's
-    // nodes' bounds moves tensors through DRAM that fusion keeps on chip, so a fused program can beat it.
+  if (r.compiled_bound_cycles) {
+    // The program's own work against its roof (at most 100%): its instructions, each unit at its peak.
     o += fmt::format(
-        "roofline          as compiled: bound {} cycles, efficiency {:.1f}% (the layers' own compiled "
-        "work / total cycles)\n",
+        "roofline          as compiled: bound {} cycles, efficiency {:.1f}% (the program's own work, each "
+        "unit at its peak, / total cycles)\n",
         *r.compiled_bound_cycles, 100.0 * compiled_efficiency(r).value_or(0.0));
+  }
+  if (bound) {
+    // The sum of the model's nodes' bounds moves every tensor through DRAM, node by node: fusion beats it,
+    // so its ratio to total cycles is no efficiency.
     o += fmt::format(
-        "                  model's nodes: bound {} cycles, {:.1f}% of total cycles (sum of the nodes' "
-        "bounds, fused nodes included)\n",
-        *bound, 100.0 * model_efficiency(r).value_or(0.0));
-  } else if (bound) {
-    o += fmt::format(
-        "roofline          bound {} cycles, efficiency {:.1f}% (sum of the layers' bounds / total cycles)\n",
-        *bound, 100.0 * model_efficiency(r).value_or(0.0));
+        "{}unfused nodes: bound {} cycles, {:.2f}x total cycles (sum of the nodes' bounds, each alone, fused "
+        "nodes included)\n",
+        r.compiled_bound_cycles ? "                  " : "roofline          ", *bound,
+        unfused_bound_ratio(r).value_or(0.0));
   }
   if (r.fusion && r.fusion->nodes) {
     o += fmt::format(
@@ -389,26 +435,36 @@ std::string summary_text(const Report& r, size_t top_layers) {
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return r.layers[a].cycles > r.layers[b].cycles; });
     if (order.size() > top_layers) order.resize(top_layers);
+    // The layer's own figures first (fixed widths), then what explains it: its node's shapes, window and
+    // mapping (docs/report.md, "Layer tables").
+    const bool roofs = r.compiled_bound_cycles.has_value();
     o += fmt::format(
-        "\n{}\n{:<28} {:<14} {:>5} {:>12} {:>7} {:>7} {:>7} {:>7}{}\n",
+        "\n{}\n{:<28} {:<14} {:<6} {:>12} {:>7} {:>7} {:>7} {:>7}{} {:>7}  {:<34} {:<14} {}\n",
         order.size() == program_layers
             ? std::string("layers by cycles")
             : fmt::format("top {} of {} layers by cycles (--top N|all)", order.size(), program_layers),
-        "layer", "op", "where", "cycles", "comp", "mem", "sched", "host",
-        bound ? fmt::format(" {:>7}", "eff") : "");
+        "layer", "op", "unit", "cycles", "comp", "mem", "sched", "host",
+        roofs ? fmt::format(" {:>7} {:>11}", "eff", "fused saved") : "", "mac_ut", "input -> output",
+        "kernel", "mapping");
     const std::vector<std::string> shown = display_names(r);
     for (size_t i : order) {
       const LayerReport& l = r.layers[i];
       const std::string& name = shown[i];
       std::string roof;
-      if (bound) {
+      if (roofs) {
         const std::optional<double> e = efficiency(l);
-        roof = e ? fmt::format(" {:6.1f}%", 100.0 * *e) : fmt::format(" {:>7}", "-");
+        const std::optional<uint64_t> saved = fusion_saved_cycles(l);
+        roof = fmt::format(" {:>7} {:>11}", e ? fmt::format("{:.1f}%", 100.0 * *e) : "-",
+                           saved ? std::to_string(*saved) : "-");
       }
-      o += fmt::format("{:<28} {:<14} {:>5} {:>12} {:>7} {:>7} {:>7} {:>7}{}\n", name, l.op.substr(0, 14),
-                       layer_placement_name(l.placement), l.cycles, pct(l.breakdown.compute, l.cycles),
+      const std::optional<double> u = mac_utilization(r, l);
+      const std::string shapes =
+          l.input_shape.empty() && l.output_shape.empty() ? "" : l.input_shape + " -> " + l.output_shape;
+      o += fmt::format("{:<28} {:<14} {:<6} {:>12} {:>7} {:>7} {:>7} {:>7}{} {:>7}  {:<34} {:<14} {}\n", name,
+                       l.op.substr(0, 14), layer_unit(l), l.cycles, pct(l.breakdown.compute, l.cycles),
                        pct(l.breakdown.memory, l.cycles), pct(l.breakdown.scheduling, l.cycles),
-                       pct(l.breakdown.host, l.cycles), roof);
+                       pct(l.breakdown.host, l.cycles), roof, u ? percent(*u) : "-", shapes, window_text(l),
+                       l.mapping ? l.mapping->short_text() : "");
     }
   }
   o += fmt::format("\nsimulated {} instructions in {:.3f} s\n", r.sim.instructions, r.sim.wall_seconds);

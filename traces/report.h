@@ -66,6 +66,11 @@ struct LayerMapping {
   // docs/quantization.md).
   std::string int8_scheme;
   int64_t sram_bytes() const { return sram_input_bytes + sram_weight_bytes + sram_accumulator_bytes; }
+  // The mapping in a few characters (docs/report.md, "Layer tables"): a conv's output tile rows x cols,
+  // its output channels and reduction chunk ("4x160 n16 k27"), a GEMM's "m40 n128 k64", then the loop
+  // order's letter (S spatial-outer, C channel-outer, H heads outer); a vector layer's elements per tile
+  // ("e8192"); "view" for a free layer, "host" for a fallback.
+  std::string short_text() const;
   void visit(ReportVisitor& v);
 };
 
@@ -92,15 +97,23 @@ struct LayerReport {
   // The number format the layer runs in ("int8", "fp16", ...): set by the compiler's precision plan;
   // empty when unknown.
   std::string precision;
+  // What the layer tables show of its node (sim/model/layer_shapes.h; empty without the compiler's view):
+  // its runtime inputs' and outputs' shapes ("1x24x112x112", several joined by ", "), and for a
+  // convolution or pool its kernel ("3x3") and strides ("2x2"), and a convolution's groups.
+  std::string input_shape, output_shape, kernel, stride;
+  std::optional<uint64_t> groups;
   Breakdown breakdown;  // adds up to cycles
   // The layer's roofline bound (docs/report.md): set by the compiler's view of a model; none for host
   // layers and for programs run without it.
   std::optional<uint64_t> bound_cycles;
-  // The bounds of the nodes fused into this layer (placement "fused", fused_into = this layer's name).
+  // The bounds of the nodes fused into this layer (placement "fused", fused_into = this layer's name):
+  // work a layer-by-layer program would pay for that this layer's code does not (fusion_saved_cycles).
   uint64_t fused_bound_cycles = 0;
-  // The roofline bound of the layer's own compiled work (its tensors and MACs after fusion, on the unit
-  // it runs on; the fused program layers its code does the work of included): the roof its efficiency
-  // is measured against. Set by the compiler's view of a model; none for host and fused layers.
+  // The roofline bound of the layer's own compiled work: its instructions' MAC slots at the array's peak
+  // in their precision, their vector work over the lanes, the bytes their LOADs and STOREs move at DRAM
+  // peak, the highest of the three (compiler/backend/estimate/roofline.h compiled_rooflines). No unit
+  // beats its peak, so it never exceeds the layer's cycles: the roof its efficiency is measured against.
+  // Set by the compiler's view of a model; none for host and fused layers.
   std::optional<uint64_t> compiled_bound_cycles;
   // The node's share of the whole model's limit (Report::model_limit): its MACs at the peak of the unit
   // that bounds them (the array's, or the vector lanes' for a depthwise conv). None for nodes without
@@ -249,7 +262,8 @@ struct Report {
   int64_t array_cols = 0;
   // MACs per PE per cycle by precision name ("int8", "fp16", ...): the array's peak for each.
   std::vector<std::pair<std::string, double>> array_macs_per_pe_per_cycle;
-  Breakdown breakdown;  // adds up to total_cycles
+  uint64_t vector_lanes = 0;  // the vector unit's lanes: its peak elements (or depthwise MACs) per cycle
+  Breakdown breakdown;        // adds up to total_cycles
   DramReport dram;
   DmaReport dma;
   SramReport sram;
@@ -262,8 +276,9 @@ struct Report {
   std::optional<AreaReport> area;
   std::optional<RunInfo> run;        // set by the command line (docs/report.md "run")
   std::optional<PhaseTimes> phases;  // set by the command line for a compiled model
-  // The bound of the program as compiled (docs/report.md "Roofline"): each program layer's own tensors
-  // after fusion, fused nodes not counted. Set by the compiler's view of a model.
+  // The roof of the program as compiled (docs/report.md "Roofline"): all its instructions' work with each
+  // unit at its peak and the three overlapping (the highest of the layers' summed array, lanes and DRAM
+  // terms); never above total_cycles. Set by the compiler's view of a model.
   std::optional<uint64_t> compiled_bound_cycles;
   // The whole model's physical limit (docs/report.md "Model limit"): the highest of its three terms, each
   // unit at its peak and all overlapping. Set by the compiler's view of a model.
@@ -291,22 +306,36 @@ struct Report {
   void visit(ReportVisitor& v);
 };
 
-// The roofline (docs/report.md). A layer's efficiency is compiled_bound_cycles / cycles (its own work
-// against its roof): none without a compiled bound or without cycles.
+// The roofline (docs/report.md). A layer's efficiency is compiled_bound_cycles / cycles (its own compiled
+// work against the roof of the units it runs on, at most 1): none without a compiled bound or cycles.
 std::optional<double> efficiency(const LayerReport& l);
-// What fusion saved the layer: the model's nodes' bounds (bound_cycles + fused_bound_cycles) minus the
-// compiled bound, 0 when fusion saved nothing; none without both bounds.
+// What fusion saved the layer: the bounds of the model's nodes fused into it (fused_bound_cycles), which
+// cost it nothing of their own; none without a compiled bound.
 std::optional<uint64_t> fusion_saved_cycles(const LayerReport& l);
-// The model's bound: the sum of the layers' bounds; none when no layer has one.
+// The model's nodes' bound: the sum of the layers' bounds, each node as if it ran alone (fused nodes
+// included); none when no layer has one.
 std::optional<uint64_t> model_bound_cycles(const Report& r);
-// model_bound_cycles / total_cycles (host layers count in total_cycles but have no bound).
-std::optional<double> model_efficiency(const Report& r);
-// compiled_bound_cycles / total_cycles.
+// model_bound_cycles / total_cycles: how far the run beats a layer-by-layer program at its nodes' roofs
+// (above 1 where fusion keeps tensors on chip). Not an efficiency.
+std::optional<double> unfused_bound_ratio(const Report& r);
+// compiled_bound_cycles / total_cycles, at most 1.
 std::optional<double> compiled_efficiency(const Report& r);
 // model_limit_cycles / total_cycles: the report's model_efficiency, at most 1.
 std::optional<double> model_limit_efficiency(const Report& r);
 // The term that sets the limit: "array", "vector" or "dram".
 std::string_view limit_bound_by(const Report::ModelLimit& m);
+
+// The unit a layer's work ran on, the layer tables' one vocabulary: "host" (a CPU fallback), "fused" (a
+// node another layer does the work of), else "array" when the matrix unit worked on it (compute_cycles:
+// its MACs ran there, whatever its vector epilogue or fused depthwise conv did), "vector" when only the
+// vector unit did, "dma" for a layer that only moves data, "none" for one that does nothing (a view).
+std::string_view layer_unit(const LayerReport& l);
+// Useful MACs against the peak of the unit the layer ran on over its cycles: macs / (rows x cols x the
+// array's rate in its precision x cycles) on the array, macs / (vector_lanes x cycles) on the vector
+// unit. None on other units, without MACs, cycles or a known peak.
+std::optional<double> mac_utilization(const Report& r, const LayerReport& l);
+// "3x3 s2x2 g96": a convolution's or pool's kernel, strides and groups ("" for other layers).
+std::string window_text(const LayerReport& l);
 
 // The layers' short display names (isa::display_names), in order: the summary, the layer CSV and the
 // report's layers[].display_name use them; layers[].name stays the full name.

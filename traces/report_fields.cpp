@@ -48,7 +48,7 @@ void visit_unit(ReportVisitor& v, UnitReport& u) {
 
 // One element of layers[]; `shown` its display name (none while reading), `energy` whether the run has
 // energy.
-void visit_layer(ReportVisitor& v, LayerReport& l, std::string_view shown, bool energy) {
+void visit_layer(ReportVisitor& v, LayerReport& l, std::string_view shown, bool energy, const Report& r) {
   v.text({"name", "", "the ONNX node (or SCALE-Sim layer)"}, l.name);
   if (!v.fills()) v.derived({"display_name", "", "the short, unique name the summary and plots show"}, shown);
   v.text({"op", "", "the op type"}, l.op);
@@ -57,10 +57,21 @@ void visit_layer(ReportVisitor& v, LayerReport& l, std::string_view shown, bool 
            placement,
            std::vector<std::string_view>(kLayerPlacementNames.begin(), kLayerPlacementNames.end()));
   if (v.fills()) l.placement = static_cast<LayerPlacement>(placement);
+  if (!v.fills())
+    v.derived({"unit", "", "where its work ran: array, vector, dma, host, fused or none"}, layer_unit(l));
   if (l.fused())
     v.text({"fused_into", "", "fused nodes: the program layer that does its work"}, l.fused_into);
   if (v.fills() || !l.precision.empty())
     v.text({"precision", "", "the number format the layer runs in (absent when unknown)"}, l.precision);
+  if (v.fills() || !l.input_shape.empty())
+    v.text({"input_shape", "", "its runtime inputs' shapes (compiled models)"}, l.input_shape);
+  if (v.fills() || !l.output_shape.empty())
+    v.text({"output_shape", "", "its outputs' shapes (compiled models)"}, l.output_shape);
+  if (v.fills() || !l.kernel.empty()) {
+    v.text({"kernel", "", "a convolution's or pool's kernel"}, l.kernel);
+    v.text({"stride", "", "its strides"}, l.stride);
+  }
+  v.integer({"groups", "", "a convolution's groups"}, l.groups);
   v.integer({"start_cycle", "cycle", "first start of the layer's activity"}, l.start_cycle);
   v.integer({"end_cycle", "cycle", "last end of the layer's activity"}, l.end_cycle);
   v.integer({"cycles", "cycles", "end_cycle - start_cycle"}, l.cycles);
@@ -91,21 +102,26 @@ void visit_layer(ReportVisitor& v, LayerReport& l, std::string_view shown, bool 
             l.bound_cycles);
   if (l.compiled_bound_cycles) v.same_line();
   v.integer({"compiled_bound_cycles", "cycles",
-             "the roofline bound of the layer's own compiled work (after fusion)"},
+             "the roofline bound of the layer's own instructions (array MAC slots, vector work, DRAM bytes, "
+             "each at its unit's peak; the highest)"},
             l.compiled_bound_cycles);
   if (l.limit_cycles) v.same_line();
   v.integer({"limit_cycles", "cycles",
              "the node's share of the model limit: its MACs at the peak of the unit that bounds them"},
             l.limit_cycles);
   if (!v.fills()) {
+    if (const std::optional<double> u = mac_utilization(r, l)) {
+      v.same_line();
+      v.derived({"mac_utilization", "", "macs / (the peak MACs per cycle of its unit x cycles)"}, *u);
+    }
     if (const std::optional<double> e = efficiency(l)) {
       v.same_line();
-      v.derived({"efficiency", "", "compiled_bound_cycles / cycles"}, *e);
+      v.derived({"efficiency", "", "compiled_bound_cycles / cycles, at most 1"}, *e);
     }
     if (const std::optional<uint64_t> saved = fusion_saved_cycles(l)) {
       v.same_line();
       v.derived({"fusion_saved_cycles", "cycles",
-                 "(bound_cycles + the fused nodes' bounds) - compiled_bound_cycles: the roof fusion removed"},
+                 "the bounds of the nodes fused into the layer: work fusion removed"},
                 *saved);
     }
   }
@@ -175,6 +191,7 @@ void LayerMapping::visit(ReportVisitor& v) {
     v.integer({"elems", "elements", "vector layers: elements per tile"}, tile_elems);
   });
   v.text({"loop_order", "", "which operand stays resident across the tile loop"}, loop_order);
+  if (!v.fills()) v.derived({"short", "", "the mapping in a few characters"}, short_text());
   v.object({"sram_bytes", "bytes", "its slots in each scratchpad"}, [&] {
     v.integer({"input", "bytes", "in the input scratchpad"}, sram_input_bytes);
     v.integer({"weight", "bytes", "in the weight scratchpad"}, sram_weight_bytes);
@@ -298,13 +315,14 @@ void Report::visit(ReportVisitor& v) {
       v.same_line();
       v.derived({"bound_cycles", "cycles", "the sum of the layers' bounds"}, *bound);
     }
-    if (const std::optional<double> e = model_efficiency(*this)) {
+    if (const std::optional<double> e = unfused_bound_ratio(*this)) {
       v.same_line();
-      v.derived({"efficiency", "", "bound_cycles / total_cycles"}, *e);
+      v.derived({"unfused_bound_ratio", "", "bound_cycles / total_cycles (not an efficiency)"}, *e);
     }
   }
   if (compiled_bound_cycles) v.same_line();
-  v.integer({"compiled_bound_cycles", "cycles", "the bound of the program as compiled"},
+  v.integer({"compiled_bound_cycles", "cycles",
+             "the roof of the program's instructions, each unit at its peak, the three overlapping"},
             compiled_bound_cycles);
   if (!v.fills()) {
     if (const std::optional<double> e = compiled_efficiency(*this)) {
@@ -340,6 +358,9 @@ void Report::visit(ReportVisitor& v) {
     }
     v.end();
   });
+  v.object({"vector", "", "the vector unit simulated"}, [&] {
+    v.integer({"lanes", "lanes", "elements (or depthwise MACs) per cycle"}, vector_lanes);
+  });
   v.object({"breakdown", "cycles", "the run's cycles by where they went"}, [&] { breakdown.visit(v); });
   v.object({"dram", "", "DRAM traffic"}, [&] { dram.visit(v); });
   v.object({"dma", "", "DMA transfers"}, [&] { dma.visit(v); });
@@ -368,7 +389,7 @@ void Report::visit(ReportVisitor& v) {
       {"layers", "", "one entry per program layer, each followed by the nodes fused into it"}, layers,
       [&](LayerReport& l, size_t i) {
         v.object({"", "", "a layer"},
-                 [&] { visit_layer(v, l, i < shown.size() ? shown[i] : "", with_energy); });
+                 [&] { visit_layer(v, l, i < shown.size() ? shown[i] : "", with_energy, *this); });
       },
       Layout::kLines);
   if (!v.fills()) {

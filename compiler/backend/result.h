@@ -61,6 +61,10 @@ struct LayerPlan {
   // The layer's roofline bound in cycles (backend/estimate/roofline.h): none for host layers, 0 for free
   // ones.
   std::optional<int64_t> bound_cycles;
+  // The roofline bound of the layer's instructions (backend/estimate/roofline.h compiled_rooflines): the
+  // roof its efficiency is measured against; none for a layer without NPU instructions. Set by
+  // bound_as_imported.
+  std::optional<int64_t> compiled_bound_cycles;
   // On-chip residency (backend/fusion/residency.h): the value this layer read where the layer before left it
   // in the input scratchpad ("" = none), and the DRAM bytes that saved (its write and its read).
   std::string on_chip_input;
@@ -139,8 +143,9 @@ struct CompileResult {
   isa::Program program;
   std::vector<LayerPlan> layers;        // one per node, graph order
   std::vector<AbsorbedLayer> absorbed;  // set by bound_as_imported (backend/estimate/bounds.h)
-  // The sum of the layers' bounds as compiled (each layer's own tensors after fusion, before
-  // bound_as_imported gives them the model's nodes' bounds): the roof of the code itself.
+  // The roof of the program as compiled (set by bound_as_imported): all its instructions' work, each
+  // unit at its peak and the three overlapping (the highest of the summed array, lanes and DRAM terms of
+  // compiled_rooflines). Total cycles are never fewer.
   std::optional<int64_t> compiled_bound_cycles;
   // The whole model's physical limit (backend/estimate/model_limit.h), set by bound_as_imported: none when
   // no layer's precision is known.

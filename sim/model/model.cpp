@@ -20,6 +20,7 @@
 #include "compiler/quant/recipe.h"
 #include "isa/json_text.h"
 #include "sim/model/host_calls.h"
+#include "sim/model/layer_shapes.h"
 #include "sim/model/tensor_io.h"
 #include "traces/report_visitor.h"
 #include "traces/sink.h"
@@ -249,8 +250,6 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
   if (options.on_phase) options.on_phase("compile");
   start = std::chrono::steady_clock::now();
   m.result = compile_with_plan(m.lowered, config, m.plan, options.timer, options.mapping, options.fusion);
-  for (const compiler::LayerPlan& p : m.result.layers)
-    if (p.bound_cycles) m.compiled_bounds[p.name] = *p.bound_cycles;
   compiler::bound_as_imported(m.result, m.imported, m.lowered, config, options.mapping);
   m.phases.compile_seconds += seconds_since(start);
   return m;
@@ -287,8 +286,7 @@ void attach_compile_info(const CompiledModel& compiled, traces::Report& report) 
     if (it == plans.end()) continue;
     const compiler::LayerPlan& p = *it->second;
     if (p.bound_cycles) l.bound_cycles = static_cast<uint64_t>(*p.bound_cycles);
-    if (auto b = compiled.compiled_bounds.find(l.name); b != compiled.compiled_bounds.end())
-      l.compiled_bound_cycles = static_cast<uint64_t>(b->second);
+    if (p.compiled_bound_cycles) l.compiled_bound_cycles = static_cast<uint64_t>(*p.compiled_bound_cycles);
     traces::LayerMapping& m = l.mapping.emplace();
     m.placement = compiler::placement_name(p.placement);
     m.description = p.mapping;
@@ -313,6 +311,7 @@ void attach_compile_info(const CompiledModel& compiled, traces::Report& report) 
     l.fusion_group = p.fusion_group;
   }
   add_fused_layers(result, report);
+  for (traces::LayerReport& l : report.layers) describe_layer_node(compiled.imported, compiled.lowered, l);
   if (result.compiled_bound_cycles)
     report.compiled_bound_cycles = static_cast<uint64_t>(*result.compiled_bound_cycles);
   if (const std::optional<compiler::backend::ModelLimit>& limit = result.model_limit) {

@@ -57,9 +57,6 @@ struct CompiledModel {
   compiler::Graph lowered;
   compiler::quant::PrecisionPlan plan;
   compiler::CompileResult result;
-  // Each program layer's roofline bound as compiled (its own tensors after fusion), by name: kept before
-  // bound_as_imported gives result.layers the model's nodes' bounds (the report's compiled_bound_cycles).
-  std::map<std::string, int64_t> compiled_bounds;
   bool prequantized = false;             // a QDQ / QLinear model: its own scales were imported
   bool fusion = true;                    // ModelOptions::fusion
   std::vector<std::string> quant_notes;  // what of the model's quantization could not be kept

@@ -141,18 +141,18 @@ constexpr const char* kParts[] = {"compute", "memory", "scheduling", "host"};
 
 struct Layer {
   size_t index = 0;
-  std::string name, shown, op, placement, precision, bound;
+  std::string name, shown, op, unit, precision, bound;
+  std::string shapes, window, mapping;  // input -> output shapes, kernel/strides/groups, the mapping in short
   double start = 0, end = 0, cycles = 0;
   double parts[4] = {0, 0, 0, 0};  // the breakdown, in kParts order
   double macs = 0, read = 0, written = 0;
   bool padded = false;  // array_macs: the array spent more MAC slots than the useful MACs
-  std::optional<double> bound_cycles, efficiency, energy_mj;
+  std::optional<double> bound_cycles, efficiency, fusion_saved, mac_utilization, energy_mj;
   std::string energy_title;  // the layer's energy by component, for a tooltip
 };
 
-std::vector<Layer> read_layers(const traces::Report& rep, const J& r) {
+std::vector<Layer> read_layers(const traces::Report& rep) {
   std::vector<Layer> out;
-  const std::vector<J> items = r["layers"].items();
   const std::vector<std::string> shown = traces::display_names(rep);
   out.reserve(rep.layers.size());
   for (size_t i = 0; i < rep.layers.size(); ++i) {
@@ -162,8 +162,11 @@ std::vector<Layer> read_layers(const traces::Report& rep, const J& r) {
     l.name = x.name;
     l.shown = shown[i];
     l.op = x.op;
-    if (i < items.size()) l.placement = items[i]["mapping"]["placement"].str();  // the compiler's placement
-    if (l.placement.empty()) l.placement = traces::layer_placement_name(x.placement);
+    l.unit = std::string(traces::layer_unit(x));
+    if (!x.input_shape.empty() || !x.output_shape.empty())
+      l.shapes = x.input_shape + " \u2192 " + x.output_shape;
+    l.window = traces::window_text(x);
+    if (x.mapping) l.mapping = x.mapping->short_text();
     l.precision = x.precision;
     l.start = static_cast<double>(x.start_cycle);
     l.end = static_cast<double>(x.end_cycle);
@@ -181,8 +184,11 @@ std::vector<Layer> read_layers(const traces::Report& rep, const J& r) {
     l.padded = x.array_macs.has_value();
     l.read = static_cast<double>(x.dram_bytes_read);
     l.written = static_cast<double>(x.dram_bytes_written);
-    if (x.bound_cycles) l.bound_cycles = static_cast<double>(*x.bound_cycles);
+    if (x.compiled_bound_cycles) l.bound_cycles = static_cast<double>(*x.compiled_bound_cycles);
     l.efficiency = traces::efficiency(x);
+    if (const std::optional<uint64_t> saved = traces::fusion_saved_cycles(x))
+      l.fusion_saved = static_cast<double>(*saved);
+    l.mac_utilization = traces::mac_utilization(rep, x);
     if (rep.energy) {
       l.energy_mj = x.energy.total();
       for (size_t k = 0; k < traces::kNumEnergyComponents; ++k) {
@@ -324,10 +330,10 @@ void summary_section(std::string& o, const traces::Report& rep, const J& r) {
                      grouped(std::round(m.array_cycles)), grouped(std::round(m.vector_cycles)),
                      grouped(std::round(m.dram_cycles))));
   }
-  if (const auto e = traces::model_efficiency(rep)) {
+  if (const auto e = traces::compiled_efficiency(rep)) {
     card(o, "roofline efficiency", fmt::format("{:.1f}%", 100 * *e),
-         fmt::format("bound {} cycles (the layers' bounds summed)",
-                     grouped(num(traces::model_bound_cycles(rep).value_or(0)))));
+         fmt::format("as compiled: bound {} cycles (the program's own work, each unit at its peak)",
+                     grouped(num(*rep.compiled_bound_cycles))));
   }
   card(o, "array",
        fmt::format("{} x {}", grouped(static_cast<double>(rep.array_rows)),
@@ -440,6 +446,8 @@ void layers_section(std::string& o, const traces::Report& rep, const std::vector
       std::any_of(layers.begin(), layers.end(), [](const Layer& l) { return l.bound_cycles.has_value(); });
   const bool with_energy =
       std::any_of(layers.begin(), layers.end(), [](const Layer& l) { return l.energy_mj.has_value(); });
+  const bool with_mac_util =
+      std::any_of(layers.begin(), layers.end(), [](const Layer& l) { return l.mac_utilization.has_value(); });
   o += fmt::format(
       "<section id=\"layers\"><h2>Layers</h2><p class=\"note\">One row per layer in program order; click a "
       "column to sort (again to reverse). Hover a name for the full ONNX name, a bar for its cycles.</p><div "
@@ -451,7 +459,9 @@ void layers_section(std::string& o, const traces::Report& rep, const std::vector
       {"index", "#", true, "program order"},
       {"name", "layer", false, ""},
       {"op", "op", false, ""},
-      {"placement", "placement", false, "matrix, vector, free (a view) or host (CPU fallback)"}};
+      {"unit", "unit", false, "where its work ran: array, vector, dma, host (CPU fallback), fused or none"},
+      {"shapes", "input \u2192 output", false, "its runtime inputs' and outputs' shapes"},
+      {"kernel", "kernel", false, "kernel, strides (s) and groups (g)"}};
   if (with_precision) cols.push_back({"precision", "precision", false, ""});
   cols.insert(cols.end(), {{"start", "start", true, "start cycle"},
                            {"cycles", "cycles", true, ""},
@@ -461,17 +471,28 @@ void layers_section(std::string& o, const traces::Report& rep, const std::vector
                            {"memory", "mem", true, "memory share"},
                            {"scheduling", "sched", true, "scheduling share"},
                            {"host", "host", true, "host share"}});
-  if (with_eff) cols.push_back({"efficiency", "efficiency", true, "roofline bound / cycles"});
+  if (with_eff) {
+    cols.push_back(
+        {"efficiency", "efficiency", true, "its own compiled work's roof / cycles (at most 100%)"});
+    cols.push_back(
+        {"fusion_saved", "fusion saved", true, "the bounds of the nodes fused into it, in cycles"});
+  }
+  if (with_mac_util)
+    cols.push_back({"mac_utilization", "MAC util", true, "useful MACs / (its unit's peak x cycles)"});
   if (with_energy) cols.push_back({"energy", "energy mJ", true, ""});
-  cols.insert(cols.end(), {{"macs", "MACs", true, "useful multiply-accumulates"},
-                           {"dram", "DRAM bytes", true, "read + written"}});
+  cols.insert(cols.end(),
+              {{"macs", "MACs", true, "useful multiply-accumulates"},
+               {"dram", "DRAM bytes", true, "read + written"},
+               {"mapping", "mapping", false, "the mapping in short (docs/report.md, Layer tables)"}});
   table_head(o, "layer-table", cols);
   for (const Layer& l : layers) {
     o += fmt::format("<tr id=\"L{}\" data-text=\"{}\">", l.index, esc(l.name + " " + l.op));
     num_cell(o, static_cast<double>(l.index), std::to_string(l.index));
     o += fmt::format("<td class=\"name\" title=\"{}\">{}</td>", esc(l.name), esc(l.shown));
     text_cell(o, l.op);
-    text_cell(o, l.placement);
+    text_cell(o, l.unit);
+    text_cell(o, l.shapes);
+    text_cell(o, l.window);
     if (with_precision) text_cell(o, l.precision);
     num_cell(o, l.start, grouped(l.start));
     num_cell(o, l.cycles, grouped(l.cycles));
@@ -483,12 +504,18 @@ void layers_section(std::string& o, const traces::Report& rep, const std::vector
     if (with_eff) {
       num_cell(o, l.efficiency, l.efficiency ? fmt::format("{:.1f}%", 100 * *l.efficiency) : "",
                l.bound_cycles ? "bound " + grouped(*l.bound_cycles) + " cycles" : "");
+      num_cell(o, l.fusion_saved, l.fusion_saved ? grouped(*l.fusion_saved) : "");
+    }
+    if (with_mac_util) {
+      num_cell(o, l.mac_utilization,
+               l.mac_utilization ? fmt::format("{:.1f}%", 100 * *l.mac_utilization) : "");
     }
     if (with_energy)
       num_cell(o, l.energy_mj, l.energy_mj ? fmt::format("{:.4g}", *l.energy_mj) : "", l.energy_title);
     num_cell(o, l.macs, grouped(l.macs));
     num_cell(o, l.read + l.written, si(l.read + l.written, "B"),
              fmt::format("{} read, {} written", grouped(l.read), grouped(l.written)));
+    text_cell(o, l.mapping);
     o += "</tr>\n";
   }
   table_end(o);
@@ -1026,7 +1053,7 @@ std::string html_report(const std::string& json, const std::string& name) {
   const J r(root);
   std::vector<Layer> layers;
   try {
-    layers = read_layers(rep, r);
+    layers = read_layers(rep);
   } catch (const YAML::Exception&) {
     throw ReportReadError(fmt::format("{} is not an npusim report (its layers[] are not objects)", name));
   }

@@ -5,6 +5,7 @@
   ready_ms N           milliseconds from the start of loading until then (body[data-ready-ms])
   js_errors N          errors the page recorded (<pre id="js-errors">) plus "Uncaught" console lines
   rows N               rows of the layer table (#layer-table tbody tr)
+  columns a,b,...      the layer table's column keys (th[data-key])
   sorted_by_cycles B   with --sort: the rows' cycles are in descending order after `#sort=cycles`
   sections a,b,...     ids of the page's <section>s
   screenshot_stddev X  grey-level standard deviation of a 1280x1800 screenshot (0: blank)
@@ -79,6 +80,7 @@ def main():
     print("ready_ms", dom.ready_ms)
     print("js_errors", dom.errors + uncaught)
     print("rows", len(dom.rows))
+    print("columns", ",".join(k or "" for k in dom.keys))
     if sort and "cycles" in dom.keys:
         col = dom.keys.index("cycles")
         cycles = [float(row[col]) for row in dom.rows]

@@ -79,6 +79,11 @@ TEST(Html, RunAndReportWriteTheSamePageWhichRendersWithOneRowPerLayer) {
   const auto seen = browse(dir + "/run.html", dir, true);
   expect_rendered(seen, layers);
   EXPECT_EQ(seen.count("sorted_by_cycles") ? seen.at("sorted_by_cycles") : "", "True");
+  // The layer table explains each layer (docs/report.md, "Layer tables"): its unit, shapes and window,
+  // its efficiency beside what fusion saved, its useful-MAC utilization and its mapping in short.
+  const std::string columns = seen.count("columns") ? seen.at("columns") : "";
+  for (const char* key : {"op,unit,shapes,kernel,", ",efficiency,fusion_saved,mac_utilization,", ",mapping"})
+    EXPECT_NE(columns.find(key), std::string::npos) << key << " in " << columns;
   // A run has the energy section (docs/energy.md) and, with --accuracy, the accuracy section.
   EXPECT_EQ(seen.count("sections") ? seen.at("sections") : "",
             "summary,layers,timeline,roofline,energy,accuracy");

@@ -43,7 +43,9 @@ TEST(Reports, LayersCsvHasOneRowPerLayerWithItsCyclesBreakdownBytesAndBound) {
       read_file(csv).substr(0, read_file(csv).find('\n')),
       "index,name,display_name,op,placement,precision,start_cycle,end_cycle,cycles,compute,memory,"
       "scheduling,host,macs,"
-      "dram_bytes_read,dram_bytes_written,bound,bound_cycles,efficiency,fused_into,energy_mj,limit_cycles");
+      "dram_bytes_read,dram_bytes_written,bound,bound_cycles,efficiency,fused_into,energy_mj,limit_cycles,"
+      "unit,input_shape,output_shape,kernel,stride,groups,mac_utilization,compiled_bound_cycles,"
+      "fusion_saved_cycles,mapping");
   EXPECT_EQ(check_csv(dir + "/r.json", csv, "print(len(rows) == len(r['layers']) > 0)"), "True");
   // Each row is its layer: cycles are end - start, the breakdown adds up to them.
   EXPECT_EQ(
@@ -74,6 +76,50 @@ TEST(Reports, LayersCsvHasOneRowPerLayerWithItsCyclesBreakdownBytesAndBound) {
                 "if 'compiled_bound_cycles' in l and int(x['cycles']) else '') "
                 "for x, l in zip(rows, r['layers'])), any(x['fused_into'] for x in rows))"),
       "True True");
+}
+
+// A 3x3 stride-2 conv of 8 channels over 16x16 into 16: what the layer tables show of it, from the spec
+// (shapes, window, 8x8 outputs x 16 channels x 8 x 3 x 3 = 73728 MACs), the unit it ran on and the
+// useful MACs against that unit's peak over its cycles, the same in the JSON, the CSV and the summary.
+TEST(Reports, LayerTablesShowAConvsShapesWindowUnitMacUtilizationAndMapping) {
+  const std::string dir = temp_dir("layer_tables");
+  const CommandResult r = npusim({"run", "conv:H=16,W=16,C=8,K=16,R=3,S=3,stride=2,pad=1", "--report",
+                                  dir + "/r.json", "--layers-csv", dir + "/l.csv"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string conv = "[l for l in r['layers'] if l['name'] == 'conv'][0]";
+  EXPECT_EQ(json_eval(dir + "/r.json",
+                      "[" + conv +
+                          "[k] for k in ('input_shape', 'output_shape', 'kernel', 'stride', 'groups', "
+                          "'unit', 'macs')]"),
+            "['1x8x16x16', '1x16x8x8', '3x3', '2x2', 1, 'array', 73728]");
+  EXPECT_EQ(
+      json_eval(dir + "/r.json",
+                "abs((lambda l: l['mac_utilization'] - 73728 / (r['array']['rows'] * r['array']['cols'] * "
+                "r['array']['macs_per_pe_per_cycle'][l['precision']] * l['cycles']))(" +
+                    conv + ")) < 1e-12"),
+      "True");
+  // The mapping in short: the conv's output tile (rows x cols), its channels and reduction chunk, the
+  // loop order's letter.
+  EXPECT_EQ(json_eval(dir + "/r.json",
+                      "(lambda m: m['short'] == '%dx%d n%d k%d %s' % (m['tile']['oh'], m['tile']['ow'], "
+                      "m['tile']['n'], m['tile']['k'], m['loop_order'][0].upper()))(" +
+                          conv + "['mapping'])"),
+            "True");
+  EXPECT_EQ(
+      check_csv(dir + "/r.json", dir + "/l.csv",
+                "x = [x for x in rows if x['name'] == 'conv'][0]\nl = " + conv +
+                    "\nprint([x[k] for k in ('unit', 'input_shape', 'output_shape', 'kernel', 'stride', "
+                    "'groups')], x['mac_utilization'] == '%.4f' % l['mac_utilization'], "
+                    "x['mapping'] == l['mapping']['short'])"),
+      "['array', '1x8x16x16', '1x16x8x8', '3x3', '2x2', '1'] True True");
+  std::istringstream summary(r.out);
+  std::string line, row;
+  while (std::getline(summary, line))
+    if (line.rfind("conv ", 0) == 0) row = line;
+  EXPECT_NE(row.find(" array "), std::string::npos) << r.out;
+  EXPECT_NE(row.find("1x8x16x16 -> 1x16x8x8"), std::string::npos) << r.out;
+  EXPECT_NE(row.find("3x3 s2x2 g1"), std::string::npos) << r.out;
+  EXPECT_NE(row.find(json_eval(dir + "/r.json", conv + "['mapping']['short']")), std::string::npos) << r.out;
 }
 
 TEST(Reports, OpRollupSumsTheLayersOfEachOpTypeInJsonAndSummary) {

@@ -143,8 +143,55 @@ def check_every_node_listed(model, r):
             continue
         if abs(l["efficiency"] - l["compiled_bound_cycles"] / l["cycles"]) > 1e-9:
             fail(f"layer {l['name']}: efficiency {l['efficiency']} is not its compiled bound over its cycles")
-        if l["fusion_saved_cycles"] < 0:
-            fail(f"layer {l['name']}: fusion_saved_cycles {l['fusion_saved_cycles']} is negative")
+        if l["efficiency"] > 1 + 1e-12:
+            fail(f"layer {l['name']}: efficiency {l['efficiency']:.4f} is above 1 (its compiled bound "
+                 f"{l['compiled_bound_cycles']}, {l['cycles']} cycles)")
+        fused = sum(f.get("bound_cycles", 0) for f in layers if f.get("fused_into") == l["name"])
+        if l["fusion_saved_cycles"] != fused:
+            fail(f"layer {l['name']}: fusion_saved_cycles {l['fusion_saved_cycles']}, its fused nodes' bounds {fused}")
+    if "compiled_efficiency" in r and r["compiled_efficiency"] > 1 + 1e-12:
+        fail(f"compiled_efficiency {r['compiled_efficiency']} is above 1")
+
+
+def dims(shape):
+    return "x".join(str(d) for d in shape)
+
+
+def check_layer_tables(model, shapes, expected_macs, r):
+    """The layer tables' columns from the ONNX file: a Conv's shapes, kernel, strides and groups, and the
+    useful-MAC utilization from the ONNX MACs, its unit's peak and its cycles."""
+    by_name = {l["name"]: l for l in r["layers"]}
+    known = {i.name for i in model.graph.initializer}
+    checked = 0
+    for n in model.graph.node:
+        l = by_name.get(n.name)
+        if n.op_type != "Conv" or l is None or l["placement"] != "npu":
+            continue
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+        w = shapes[n.input[1]]
+        want = {"input_shape": dims(shapes[n.input[0]]), "output_shape": dims(shapes[n.output[0]]),
+                "kernel": dims(attrs.get("kernel_shape", w[2:])), "stride": dims(attrs.get("strides", [1] * (len(w) - 2))),
+                "groups": attrs.get("group", 1)}
+        if n.input[0] in known:
+            continue
+        got = {k: l.get(k) for k in want}
+        if got != want:
+            fail(f"layer {n.name}: {got}, from the ONNX file {want}")
+        unit = l["unit"]
+        if unit not in ("array", "vector"):
+            fail(f"conv layer {n.name} runs on {unit}")
+        peak = (r["array"]["rows"] * r["array"]["cols"] * r["array"]["macs_per_pe_per_cycle"][l["precision"]]
+                if unit == "array" else r["vector"]["lanes"])
+        util = expected_macs[n.name] / (peak * l["cycles"])
+        if l["groups"] == 1 and abs(l["mac_utilization"] - util) > 1e-9:
+            fail(f"layer {n.name}: mac_utilization {l['mac_utilization']}, {util} from the ONNX MACs")
+        if not 0 < l["mac_utilization"] <= 1 + 1e-12:
+            fail(f"layer {n.name}: mac_utilization {l['mac_utilization']} is not a fraction")
+        if not l["mapping"].get("short"):
+            fail(f"layer {n.name}: no mapping in short")
+        checked += 1
+    if not checked and any(n.op_type == "Conv" for n in model.graph.node):
+        fail("no Conv layer of the model was checked against its node")
 
 
 def main(argv):
@@ -191,6 +238,7 @@ def main(argv):
         fail("no layers")
 
     check_every_node_listed(model, r)
+    check_layer_tables(model, shapes, expected_macs, r)
     seen_matrix = {}
     host_layers = []
     host_nodes = set()

@@ -62,7 +62,7 @@ TEST(ReportFigures, EveryColumnIsFilledFromAReportWithEverySection) {
       {"array_utilization", "0.0482265625"},
       {"precision_plan", "mixed: 1 fp16, 1 int8"},
       {"bound_cycles", "8450"},  // 7000 + 250 (the fused ReLU) + 1200
-      {"efficiency", "0.845"},
+      {"unfused_bound_ratio", "0.845"},
       {"compute_cycles", "6000"},
       {"memory_cycles", "3000"},
       {"scheduling_cycles", "900"},

@@ -163,7 +163,8 @@ TEST(SweepRun, ResultsCarryThePrecisionPlanItsUtilizationAndTheRoofline) {
     const std::string report = d + "/out/" + row.at("report");
     expect_columns_match(row, report,
                          {{"plan_utilization", "r['precision']['utilization']"},
-                          {"efficiency", "r['efficiency']"},
+                          {"unfused_bound_ratio", "r['unfused_bound_ratio']"},
+                          {"compiled_efficiency", "r['compiled_efficiency']"},
                           {"bound_cycles", "r['bound_cycles']"},
                           {"model_limit_cycles", "r['model_limit_cycles']"},
                           {"model_efficiency", "r['model_efficiency']"},

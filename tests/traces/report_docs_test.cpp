@@ -120,7 +120,7 @@ TEST(ReportDocs, TheDeclarationWalksListsMapsAndDerivedFigures) {
   for (const char* p : {"total_cycles",
                         "precision.plan",
                         "precision.layers",
-                        "efficiency",
+                        "unfused_bound_ratio",
                         "compiled_efficiency",
                         "array.macs_per_pe_per_cycle.fp16",
                         "units.<name>.stalls.queue_full",

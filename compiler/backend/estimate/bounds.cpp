@@ -51,11 +51,22 @@ void bound_as_imported(CompileResult& r, const Graph& imported, const Graph& low
     for (const std::string& v : n.inputs) ++readers[v];
   }
   std::map<std::string, size_t> layer_of;
+  // The program's own work: each layer's roof, and the whole program's with its units overlapping.
+  const std::vector<std::optional<backend::Roofline>> compiled =
+      backend::compiled_rooflines(r.program, config);
+  std::optional<backend::Roofline> program;
   r.compiled_bound_cycles.reset();
   for (size_t i = 0; i < r.layers.size(); ++i) {
     LayerPlan& p = r.layers[i];
     layer_of[p.name] = i;
-    if (p.bound_cycles) r.compiled_bound_cycles = r.compiled_bound_cycles.value_or(0) + *p.bound_cycles;
+    p.compiled_bound_cycles.reset();
+    if (i < compiled.size() && compiled[i] && p.placement != Placement::kHost) {
+      p.compiled_bound_cycles = compiled[i]->bound_cycles();
+      backend::Roofline& sum = program ? *program : program.emplace();
+      sum.compute_cycles += compiled[i]->compute_cycles;
+      sum.vector_cycles += compiled[i]->vector_cycles;
+      sum.memory_cycles += compiled[i]->memory_cycles;
+    }
     auto it = original.find(p.name);
     const std::optional<isa::DType> precision =
         i < r.program.layers.size() ? r.program.layers[i].precision : std::nullopt;
@@ -63,6 +74,7 @@ void bound_as_imported(CompileResult& r, const Graph& imported, const Graph& low
     if (auto b = backend::standalone_roofline(imported, lowered, *it->second, p.macs, *precision, config))
       p.bound_cycles = b->bound_cycles();
   }
+  if (program) r.compiled_bound_cycles = program->bound_cycles();
   r.absorbed.clear();
   for (const AbsorbedNode& a : absorbed_nodes(imported, lowered)) {
     AbsorbedLayer l{a.name, a.op, a.into, std::nullopt, a.on_chip_inputs, 0};

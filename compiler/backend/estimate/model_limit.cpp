@@ -5,7 +5,7 @@
 #include <optional>
 #include <set>
 
-#include "isa/timing/dram.h"
+#include "compiler/backend/estimate/roofline.h"
 
 namespace npusim::compiler::backend {
 
@@ -40,8 +40,7 @@ ModelLimit model_limit(const Graph& imported, const Graph& lowered,
                        const isa::NpuConfig& config) {
   ModelLimit limit;
   const isa::SystolicArrayConfig& a = config.systolic_array;
-  const double pes = static_cast<double>(a.rows * a.cols);
-  const double lanes = static_cast<double>(std::max<int64_t>(1, config.vector.lanes));
+  const double lanes = lane_peak_per_cycle(config);
   std::map<std::string, isa::DType> weight_precision;  // each weight in its first reader's precision
   for (const Node& n : imported.nodes) {
     const isa::DType precision = precision_of(n);
@@ -56,7 +55,7 @@ ModelLimit model_limit(const Graph& imported, const Graph& lowered,
     if (!x || !w || !y || x->empty() || w->empty()) continue;
     const double rate = a.rate(precision);
     if (rate <= 0) continue;  // an array without MACs of the precision runs none of its work
-    double macs = 0, per_cycle = pes * rate;
+    double macs = 0, per_cycle = array_peak_macs_per_cycle(config, precision);
     bool on_lanes = false;
     if (n.op_type == "Conv") {
       macs = static_cast<double>(num_elements(*y)) * static_cast<double>(elements_from(*w, 1));
@@ -80,7 +79,7 @@ ModelLimit model_limit(const Graph& imported, const Graph& lowered,
     (on_lanes ? limit.vector_cycles : limit.array_cycles) += cycles;
     limit.node_cycles[n.name] += cycles;
   }
-  const double peak = isa::timing::dram_peak_bytes_per_cycle(config);
+  const double peak = dram_peak_per_cycle(config);
   if (peak > 0) {
     double bytes = 0;
     for (const auto& [name, precision] : weight_precision) {

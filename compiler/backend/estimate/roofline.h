@@ -4,9 +4,11 @@
 // (docs/report.md, "Roofline").
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "compiler/ir/graph.h"
 #include "isa/machine/config.h"
+#include "isa/program.h"
 
 namespace npusim::compiler::backend {
 
@@ -22,6 +24,13 @@ struct Roofline {
   int64_t bound_cycles() const;  // the highest roof, rounded up to a whole cycle
 };
 
+// The machine's peak rates, the one place the roofs, the compiled roofs and the model limit take them
+// from: the array's MACs per cycle in `precision` (rows x cols x its rate; 0 without MACs of it), the
+// vector lanes' elements (or depthwise MACs) per cycle, and DRAM bytes per cycle (0 = unlimited).
+double array_peak_macs_per_cycle(const isa::NpuConfig& config, isa::DType precision);
+double lane_peak_per_cycle(const isa::NpuConfig& config);
+double dram_peak_per_cycle(const isa::NpuConfig& config);
+
 // Node `n` of lowered graph `g` run in `precision` (the MAC rate, and the bytes
 // of every tensor it moves); `macs` as the mapper counted them (0 for layers
 // without MACs). A grouped or depthwise conv (group > 1) is bounded by the
@@ -35,5 +44,15 @@ Roofline roofline(const Graph& g, const Node& n, int64_t macs, isa::DType precis
 // unknown.
 std::optional<Roofline> standalone_roofline(const Graph& imported, const Graph& lowered, const Node& n,
                                             int64_t macs, isa::DType precision, const isa::NpuConfig& config);
+
+// The roofs of each program layer's work as compiled (indexed as program.layers): the MAC slots its
+// MATMUL and CONV instructions occupy at the array's peak in their precision (a depthwise conv run as
+// block-diagonal blocks pays its zero blocks), its VEC instructions' work over the lanes, and the bytes
+// its LOADs and STOREs move at DRAM peak. Each unit runs its instructions no faster than that, so a
+// layer's span is never shorter than its bound_cycles(): its efficiency (bound / cycles) is at most 1.
+// compute_cycles is the array's term, vector_cycles the lanes', memory_cycles DRAM's; none for a layer
+// without NPU instructions (a host call, a node another layer does the work of).
+std::vector<std::optional<Roofline>> compiled_rooflines(const isa::Program& program,
+                                                        const isa::NpuConfig& config);
 
 }  // namespace npusim::compiler::backend
