@@ -138,7 +138,7 @@ def case_images():
     check("fitted on 3 input(s) of " + cal + "; on the 2 evaluation input(s), which it did not see" in p.stdout,
           "the advice's answer names both sets:\n" + p.stdout)
     p = run(["run", model, "--precision", "int8", "--accuracy", "--advise-inputs", cal], expect=2)
-    check("--advise-inputs and --advise-samples need --advise-sqnr" in p.stderr, p.stderr)
+    check("--advise-inputs, --advise-samples and --advise-out need --advise-sqnr" in p.stderr, p.stderr)
     print(f"images: advice fitted on 3 calibration images, judged on 2 held-out: {h['sqnr_db']:.2f} dB")
 
     # The same image through --inputs (.png) and through numpy's rendering of the description (.npy).
