@@ -67,14 +67,23 @@ def display_name(layer):
     return layer.get("display_name") or short_name(layer["name"])
 
 
-def human(v):
-    """The one number format of every tick, colour bar and cell label: three significant digits, plain
-    below 1000, with k, M, G, T above (0.25, 37.8, 512, 524k, 67.1M), never powers of ten."""
+def human(v, digits=3):
+    """The one number format of every tick, colour bar and cell label: three significant digits (more
+    where ticks would otherwise repeat a label), plain below 1000, with k, M, G, T above (0.25, 37.8, 512,
+    524k, 67.1M), never powers of ten."""
     a = abs(v)
     for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if a >= scale:
-            return f"{v / scale:.3g}{suffix}"
-    return f"{v:.3g}"
+            return f"{v / scale:.{digits}g}{suffix}"
+    return f"{v:.{digits}g}"
+
+
+def distinct_digits(values):
+    """The fewest significant digits (3 to 6) that give each of `values` its own label in `human`."""
+    for d in range(3, 7):
+        if len({human(x, d) for x in values}) == len(set(values)):
+            return d
+    return 6
 
 
 def plain_ticks(axis, minor=True):
@@ -82,7 +91,7 @@ def plain_ticks(axis, minor=True):
     are labelled only where the view spans less than a decade (a log axis there has at most one major
     tick; matplotlib's own minor labels, 2x10^0, would mix a second format in)."""
     from matplotlib.ticker import FuncFormatter
-    f = FuncFormatter(lambda v, _: human(v))
+    f = FuncFormatter(lambda v, _: human(v, distinct_digits(list(axis.get_majorticklocs()))))
     axis.set_major_formatter(f)
     if minor:
         axis.set_minor_formatter(f)
