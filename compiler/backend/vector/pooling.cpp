@@ -30,6 +30,8 @@ namespace {
 // The integer global average pool's output-stage record (bias, multiplier, shift) in the accumulator buffer,
 // after the conversion constants' slots.
 constexpr uint64_t kGapStage = 32;
+// A VEC instruction's d0 is a 16-bit field (isa/isa.cpp checks it): longer element runs take several.
+constexpr int64_t kMaxVecRun = 65535;
 
 // True when the tensor's bytes are in NHWC order: its layout is NHWC, or differs from it only in where
 // dims of extent 1 sit (a layout conversion that moves only such dims is not inserted).
@@ -218,11 +220,17 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
             const uint64_t sl = held ? se_held_addr(c, offset) : s.take();
             c.load(Buffer::kInput, sl, x.range(), x.addr + offset, x.dtype, {nc, W, r, 1}, {C, W * C, 0});
             if (int_bands && !have_ones) {
-              Context::VecArgs o;  // the first band is a whole r x W x tc tile (tc <= C)
-              o.op = VecOp::kClip, o.in = x.dtype, o.out = isa::DType::kInt8;
-              o.src1_buf = Buffer::kInput, o.src1 = sl, o.dst_buf = Buffer::kAccumulator, o.dst = work;
-              o.d0 = nc * W * r, o.imm0 = o.imm1 = f32_imm(1.0f);
-              c.vec(o);
+              // The first band is a whole r x W x tc tile (tc <= C); one VEC clip per kMaxVecRun elements
+              // (2048 channels x 7 x 7 on tpu-v1 are more).
+              const int64_t ones = nc * W * r;
+              for (int64_t at = 0; at < ones; at += kMaxVecRun) {
+                Context::VecArgs o;
+                o.op = VecOp::kClip, o.in = x.dtype, o.out = isa::DType::kInt8;
+                o.src1_buf = Buffer::kInput, o.src1 = sl + static_cast<uint64_t>(at) * ex;
+                o.dst_buf = Buffer::kAccumulator, o.dst = work + static_cast<uint64_t>(at);
+                o.d0 = std::min(kMaxVecRun, ones - at), o.imm0 = o.imm1 = f32_imm(1.0f);
+                c.vec(o);
+              }
               have_ones = true;
             }
             if (int_bands) {
