@@ -647,11 +647,12 @@ TEST(Plots, SweepPlotsUseOneNumberFormat) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "0.25 37.8 512 524k 67.1M 2.5G 10T 0 -2.05k\n");
   // Ticks a narrow range apart get the digits that keep their labels apart (not 2.08 three times).
-  const CommandResult narrow = run_command(
-      {kPython, "-c",
-       "import sys; sys.path.insert(0, sys.argv[1]); import npusim_report as p\n"
-       "t = [2.07, 2.075, 2.08, 2.085]; d = p.distinct_digits(t); print(d, ' '.join(p.human(v, d) for v in t))",
-       kScripts});
+  const CommandResult narrow =
+      run_command({kPython, "-c",
+                   "import sys; sys.path.insert(0, sys.argv[1]); import npusim_report as p\n"
+                   "t = [2.07, 2.075, 2.08, 2.085]; d = p.distinct_digits(t); print(d, ' '.join(p.human(v, "
+                   "d) for v in t))",
+                   kScripts});
   ASSERT_EQ(narrow.exit_code, 0) << narrow.err;
   EXPECT_EQ(narrow.out, "4 2.07 2.075 2.08 2.085\n");
   const std::string source = read_file(kScripts + "plot_sweep.py");
