@@ -659,6 +659,18 @@ TEST(Plots, SweepPlotsUseOneNumberFormat) {
   EXPECT_EQ(source.find(":.3g}\", ha="), std::string::npos) << "cell labels go through human()";
 }
 
+// Runs `body` with plot_sweep imported as p, matplotlib's pyplot as plt and `csv` read into header,
+// axes and rows.
+CommandResult plot_python(const std::string& body, const std::string& csv) {
+  return run_command({kPython, "-c",
+                      "import sys; sys.path.insert(0, sys.argv[1])\n"
+                      "import npusim_report, plot_sweep as p\n"
+                      "plt = npusim_report.pyplot()\n"
+                      "header, axes, rows = p.read_results(sys.argv[2])\n" +
+                          body,
+                      kScripts, csv});
+}
+
 // A sweep over presets (`- config: [...]`) has one axis besides the model: the summary draws the line and
 // Pareto panels (not two empty heatmaps), the presets along x in the sweep's order, each at one place for
 // every model (a model that lacks a point keeps its others in place).
@@ -676,18 +688,14 @@ TEST(Plots, APresetAxisSweepPlotsPresetsInTheSweepsOrderWithoutEmptyPanels) {
       run_command({kPython, kScripts + "plot_sweep.py", d + "/results.csv", "-o", d + "/s.png"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find(": line (config), pareto over 5 points"), std::string::npos) << r.out;
-  r = run_command(
-      {kPython, "-c",
-       "import sys; sys.path.insert(0, sys.argv[1])\n"
-       "import npusim_report, plot_sweep as p\n"
-       "plt = npusim_report.pyplot()\n"
-       "header, axes, rows = p.read_results(sys.argv[2])\n"
-       "fig, ax = plt.subplots()\n"
-       "p.line(ax, [d for d in rows if d['status'] == 'ok'], 'config', 'latency_ms', 'model', ['m1', 'm2'], "
-       "[], False)\n"
-       "print([t.get_text() for t in ax.get_xticklabels()], [[int(v) for v in l.get_xdata()] for l in "
-       "ax.get_lines()])\n",
-       kScripts, d + "/results.csv"});
+  r = plot_python(
+      "fig, ax = plt.subplots()\n"
+      "p.line(ax, [d for d in rows if d['status'] == 'ok'], 'config', 'latency_ms', 'model', ['m1', 'm2'], "
+      "[], "
+      "False)\n"
+      "print([t.get_text() for t in ax.get_xticklabels()], [[int(v) for v in l.get_xdata()] for l in "
+      "ax.get_lines()])\n",
+      d + "/results.csv");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "['edge', 'tpu-v1', 'gemmini'] [[0, 1, 2], [0, 2]]\n");
 }
@@ -721,31 +729,24 @@ TEST(Plots, SummaryDrawsALinePanelPerAxisAreaAsCostAndTheSweepsNameAsTitle) {
                  "pareto over 12 points"),
       std::string::npos)
       << r.out;
-  r = run_command({kPython, "-c",
-                   "import sys; sys.path.insert(0, sys.argv[1])\n"
-                   "import npusim_report, plot_sweep as p\n"
-                   "plt = npusim_report.pyplot()\n"
-                   "header, axes, rows = p.read_results(sys.argv[2])\n"
-                   "cost = p.default_cost(header, rows)\n"
-                   "fig, ax = plt.subplots()\n"
-                   "p.pareto(ax, rows, 'latency_ms', cost, None, [None], False)\n"
-                   "fig.canvas.draw()\n"
-                   "labels = [t.get_text() for t in ax.get_xticklabels(minor=True) + ax.get_xticklabels()]\n"
-                   "print(p.sweep_name(sys.argv[2]), cost, any('10^' in t or 'times' in t for t in labels),\n"
-                   "      any(t for t in labels))\n",
-                   kScripts, d + "/results.csv"});
+  r = plot_python(
+      "cost = p.default_cost(header, rows)\n"
+      "fig, ax = plt.subplots()\n"
+      "p.pareto(ax, rows, 'latency_ms', cost, None, [None], False)\n"
+      "fig.canvas.draw()\n"
+      "labels = [t.get_text() for t in ax.get_xticklabels(minor=True) + ax.get_xticklabels()]\n"
+      "print(p.sweep_name(sys.argv[2]), cost, any('10^' in t or 'times' in t for t in labels),\n"
+      "      any(t for t in labels))\n",
+      d + "/results.csv");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "lanes-and-sram area_mm2 False True\n");
   // Without plan.json (a CSV copied elsewhere) the title falls back to the folder's name; without
   // area_mm2, the cost to array PEs x SRAM KiB.
   fs::remove(d + "/plan.json");
-  r = run_command({kPython, "-c",
-                   "import sys; sys.path.insert(0, sys.argv[1])\n"
-                   "import plot_sweep as p\n"
-                   "header, axes, rows = p.read_results(sys.argv[2])\n"
-                   "for d in rows: d['area_mm2'] = ''\n"
-                   "print(p.sweep_name(sys.argv[2]), p.default_cost(header, rows))\n",
-                   kScripts, d + "/results.csv"});
+  r = plot_python(
+      "for d in rows: d['area_mm2'] = ''\n"
+      "print(p.sweep_name(sys.argv[2]), p.default_cost(header, rows))\n",
+      d + "/results.csv");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, fs::path(d).filename().string() + " array_pes*sram_kib\n");
 }
