@@ -191,6 +191,21 @@ ImposedTiling::ImposedTiling(const Context& c, const MatrixJob& j, const MatrixM
     }
     channels("tile_c", m.tile_c, j.cg, "input channels");
     channels("tile_n", m.tile_n, j.mg, "output channels");
+    if (m.tile_images && (*m.tile_images < 1 || *m.tile_images > j.images)) {
+      fail("tile_images", fmt::format("tile_images={} is not between 1 and the layer's {} images",
+                                      *m.tile_images, j.images));
+    }
+    if (m.tile_images && *m.tile_images > 1) {
+      if (mm.image_pitch() == 0) {
+        fail("tile_images",
+             "tile_images above 1 needs a convolution that loads its input from DRAM, its "
+             "images evenly spaced, one CONV per reduction chunk");
+      }
+      if (m.tile_oh.value_or(j.OH) != j.OH || m.tile_ow.value_or(j.OW) != j.OW) {
+        fail("tile_images",
+             fmt::format("tile_images above 1 takes whole images: tile_oh={} and tile_ow={}", j.OH, j.OW));
+      }
+    }
   }
   // The smallest tile the imposed values allow: the instruction fields and the scratchpads.
   Tiling t;
@@ -231,6 +246,10 @@ ImposedTiling::ImposedTiling(const Context& c, const MatrixJob& j, const MatrixM
 
 void ImposedTiling::restrict_blocks(std::vector<int64_t>& gbs) const {
   if (m_ && m_->group_block) gbs = {*m_->group_block};
+}
+
+void ImposedTiling::restrict_images(std::vector<int64_t>& tis) const {
+  if (m_ && m_->tile_images) tis = {*m_->tile_images};
 }
 
 void ImposedTiling::restrict(int64_t gb, std::vector<int64_t>& tcs, std::vector<int64_t>& tns,
@@ -292,6 +311,7 @@ LayerMapping as_mapping(const MatrixJob& j, const Tiling& t) {
     m.tile_oh = t.toh;
     m.tile_ow = t.tow;
     m.tile_c = t.tc;
+    if (j.images > 1) m.tile_images = t.ti;
   }
   m.tile_n = t.tn;
   m.loop_order = t.input_resident  ? LoopOrder::kInputResident

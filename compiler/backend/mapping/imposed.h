@@ -37,6 +37,8 @@ class ImposedTiling {
   ImposedTiling(const Context& c, const MatrixJob& j, const MatrixMapper& mm);
 
   void restrict_blocks(std::vector<int64_t>& gbs) const;
+  // The candidate images per tile (Tiling::ti).
+  void restrict_images(std::vector<int64_t>& tis) const;
   // The candidate lists for group block gb; an imposed value a block of gb groups cannot take empties
   // its list.
   void restrict(int64_t gb, std::vector<int64_t>& tcs, std::vector<int64_t>& tns, std::vector<int64_t>& tohs,

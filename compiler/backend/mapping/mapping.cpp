@@ -10,6 +10,9 @@ const std::vector<TileKey>& tile_keys() {
        "more than one group is not split, so tile_c and tile_n are then the whole block's)"},
       {"tile_oh", &LayerMapping::tile_oh, TileScope::kConv, "conv: output rows per tile"},
       {"tile_ow", &LayerMapping::tile_ow, TileScope::kConv, "conv: output columns per tile"},
+      {"tile_images", &LayerMapping::tile_images, TileScope::kConv,
+       "conv over a batch (--batch): whole images per tile, stacked with their halos into one tall tile that "
+       "one CONV per chunk streams through the array (above 1, tile_oh and tile_ow are the image's)"},
       {"tile_c", &LayerMapping::tile_c, TileScope::kConv,
        "conv: input channels per reduction chunk (the report's tile_k is kernel_h x kernel_w x tile_c)"},
       {"tile_m", &LayerMapping::tile_m, TileScope::kGemm, "Gemm/MatMul: rows (M) per tile"},

@@ -160,7 +160,11 @@ class Int8Strategy : public MatrixStrategy {
 
   void epilogue(const OutTile& t, int side) override {
     const int64_t p = t.oh * t.ow, tn = t.tn, n0 = t.n0;
-    const Side& sd = side_[side];
+    // The tile's place in its side's tile-sized slots (an image of a tile of several: OutTile::acc_px).
+    Side sd = side_[side];
+    sd.c += static_cast<uint64_t>(t.acc_px * tn * ab_);
+    sd.r += static_cast<uint64_t>(t.acc_px * tn * ab_);
+    sd.t += static_cast<uint64_t>(t.acc_px * tn * 4);
     const uint64_t cs = sd.c, kslot = kslot_;
     const Buffer A = Buffer::kAccumulator;
     const int64_t yoff = t.img * j_.y_img + (t.oy0 * j_.OW + t.ox0) * j_.M + n0;  // the residual's

@@ -121,7 +121,10 @@ class FloatStrategy : public MatrixStrategy {
   void epilogue(const OutTile& t, int side) override {
     const Epilogue& e = j_.epi;
     const int64_t p = t.oh * t.ow, tn = t.tn;
-    const uint64_t cs = c_slot_[side], bias_s = bias_slot_[side], r_s = r_slot_[side];
+    // The tile's place in its side's tile-sized slots (an image of a tile of several: OutTile::acc_px).
+    const auto at = static_cast<uint64_t>(t.acc_px * tn * 4);
+    const uint64_t cs = c_slot_[side] + at, bias_s = bias_slot_[side], r_s = r_slot_[side] + at;
+    const uint64_t t_s = t_slot_[side] + at;
     const Buffer A = Buffer::kAccumulator;
     const uint64_t yoff =
         static_cast<uint64_t>(((t.oy0 * j_.OW + t.ox0) * j_.M + t.n0) * c_.esize);  // residual
@@ -193,10 +196,10 @@ class FloatStrategy : public MatrixStrategy {
     }
     if (e.silu) {
       Context::VecArgs sig = base(VecOp::kSigmoid);
-      sig.dst = t_slot_[side], sig.dst_buf = side_buf_;
+      sig.dst = t_s, sig.dst_buf = side_buf_;
       steps.push_back(sig);
       Context::VecArgs v = base(VecOp::kMul);
-      v.src2 = t_slot_[side], v.src2_buf = side_buf_;
+      v.src2 = t_s, v.src2_buf = side_buf_;
       steps.push_back(v);
     } else if (e.has_act) {
       Context::VecArgs v = base(e.act);

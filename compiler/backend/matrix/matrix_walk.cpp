@@ -132,7 +132,7 @@ std::vector<std::pair<int64_t, int64_t>> chunks(int64_t extent, int64_t tile) {
 MatrixMapper::Reuse MatrixMapper::reuse(const Tiling& t) const {
   const int64_t cin_b = t.gb * j_.cg, cout_b = t.gb * j_.mg;
   const int64_t nk = ceil_div(cin_b, t.tc), nn = ceil_div(cout_b, t.tn), blocks = j_.groups / t.gb;
-  const int64_t ns = j_.images * ceil_div(j_.OH, t.toh) * ceil_div(j_.OW, t.tow);
+  const int64_t ns = spatial_tiles(t);
   Reuse r;
   // Spatial-outer walks every output-channel tile of a spatial tile in turn: its input (all of it, or
   // its one K chunk) stays. Channel-outer walks the spatial tiles for each output-channel tile: a
@@ -152,10 +152,10 @@ void MatrixMapper::slot_bytes(Tiling& t) const {
   t.in_bytes = j_.a_sram >= 0
                    ? 0
                    : (r.a_once ? 1 : 2) *
-                         round64((j_.in_rows(t.toh) * j_.in_cols(t.tow) + position_slack()) * channels * ea);
+                         round64((tile_in_rows(t) * j_.in_cols(t.tow) + position_slack()) * channels * ea);
   t.w_bytes = j_.b_sram >= 0 ? 0 : (r.b_once ? 1 : 2) * round64(j_.kh * j_.kw * t.tc * t.tn * ew);
-  t.acc_bytes = s_.acc_bytes(t.toh * t.tow, t.tn);
-  const int64_t side = s_.side_bytes(t.toh * t.tow, t.tn);
+  t.acc_bytes = s_.acc_bytes(tile_pixels(t), t.tn);
+  const int64_t side = s_.side_bytes(tile_pixels(t), t.tn);
   t.side_in_input = side > 0 && c_.shared_capacity() == 0 && t.in_bytes + side <= c_.capacity(Buffer::kInput);
   if (t.side_in_input) t.in_bytes += side, t.acc_bytes -= side;
 }
@@ -167,6 +167,19 @@ bool MatrixMapper::input_resident_ok(const Tiling& t) const {
   // the layer ran 20% slower (measured, 257 k -> 315 k cycles int8).
   const int64_t cin_b = t.gb * j_.cg, nk = ceil_div(cin_b, t.tc);
   return j_.gemm && j_.a_sram < 0 && t.spatial_outer && nk >= 2 && cin_b <= 65535 && t.gb == j_.groups;
+}
+
+int64_t MatrixMapper::image_pitch() const {
+  // Convolutions reading their input from DRAM, one CONV per chunk (a per-position reduction's window
+  // steps within one image's rows), weights loaded by the walk.
+  if (j_.gemm || j_.images < 2 || j_.a_sram >= 0 || j_.b_sram >= 0 || j_.y_sram_row || per_position())
+    return 0;
+  const int64_t ea = isa::dtype_bytes(s_.ops.a);
+  const auto step = static_cast<int64_t>(j_.a_base(1) - j_.a_base(0));
+  if (step <= 0 || step % ea) return 0;
+  for (int64_t i = 2; i < j_.images; ++i)
+    if (static_cast<int64_t>(j_.a_base(i) - j_.a_base(0)) != i * step) return 0;
+  return step / ea;
 }
 
 bool MatrixMapper::fits(const Tiling& t) const {
@@ -215,7 +228,7 @@ void MatrixMapper::estimate(Tiling& t) const {
   const int64_t blocks = j_.groups / t.gb;
   const auto oh = chunks(j_.OH, t.toh), ow = chunks(j_.OW, t.tow), kc = chunks(cin_b, t.tc),
              nc = chunks(cout_b, t.tn);
-  const int64_t ns = j_.images * ceil_div(j_.OH, t.toh) * ceil_div(j_.OW, t.tow), nn = ceil_div(cout_b, t.tn);
+  const int64_t ns = spatial_tiles(t), nn = ceil_div(cout_b, t.tn);
   // A resident input tile (GEMMs) is loaded once per spatial tile, all its K chunks in one LOAD.
   const Reuse r = reuse(t);
   const bool reuse_a = r.a, reuse_b = r.b;
@@ -226,25 +239,35 @@ void MatrixMapper::estimate(Tiling& t) const {
   };
   const double engines = static_cast<double>(std::max<int64_t>(1, c_.config.dma.engines));
   const int ops = s_.epilogue_ops();
+  // Tiles of several whole images (Tiling::ti): n images a tile, their rows stacked.
+  const auto imgs =
+      t.ti > 1 ? chunks(j_.images, t.ti) : std::vector<std::pair<int64_t, int64_t>>{{1, j_.images}};
   for (auto [h, hc] : oh) {
     for (auto [w, wc] : ow) {
       const int64_t p = h * w;
-      const double sp = static_cast<double>(hc * wc * j_.images);
-      for (auto [k, kcnt] : kc) {
-        const BoxCost& a = dma_cost(k, j_.in_cols(w), j_.in_rows(h), j_.pixel_stride(), j_.row_stride(), o.a);
-        const double times_a =
-            j_.a_sram >= 0 ? 0.0 : sp * static_cast<double>(kcnt) * (reuse_a ? 1.0 : static_cast<double>(nn));
-        load_a += a.cycles * times_a;
-        bytes += box(k, j_.in_cols(w), j_.in_rows(h), o.a) * a.skew * times_a;
-        for (auto [n, ncnt] : nc) {
-          // Per kernel position: kh*kw GEMMs reducing over the channels alone.
-          const int64_t reps = per_position() ? j_.kh * j_.kw : 1;
-          // A CONV streams rows of w pixels (a MATMUL's rows are one stream), as the simulator times it.
-          const auto cyc = isa::timing::gemm_cycles(
-              c_.config.systolic_array, {p, j_.kh * j_.kw * k / reps, n}, o.a, false, j_.gemm ? 0 : w);
-          compute += static_cast<double>(cyc.total * reps) * sp * static_cast<double>(kcnt * ncnt);
+      for (auto [ni, icnt] : imgs) {
+        const double sp = static_cast<double>(hc * wc * icnt);
+        const int64_t pm = t.ti > 1 ? tall_rows(ni) * w : p;  // the CONV's output pixels
+        // The DMA box as one of ni times the rows (the rows an image loads, its halo aside).
+        const int64_t rows = j_.in_rows(h) * ni;
+        for (auto [k, kcnt] : kc) {
+          const BoxCost& a = dma_cost(k, j_.in_cols(w), rows, j_.pixel_stride(), j_.row_stride(), o.a);
+          const double times_a =
+              j_.a_sram >= 0 ? 0.0
+                             : sp * static_cast<double>(kcnt) * (reuse_a ? 1.0 : static_cast<double>(nn));
+          load_a += a.cycles * times_a;
+          bytes += box(k, j_.in_cols(w), rows, o.a) * a.skew * times_a;
+          for (auto [n, ncnt] : nc) {
+            // Per kernel position: kh*kw GEMMs reducing over the channels alone.
+            const int64_t reps = per_position() ? j_.kh * j_.kw : 1;
+            // A CONV streams rows of w pixels (a MATMUL's rows are one stream), as the simulator times it.
+            const auto cyc = isa::timing::gemm_cycles(
+                c_.config.systolic_array, {pm, j_.kh * j_.kw * k / reps, n}, o.a, false, j_.gemm ? 0 : w);
+            compute += static_cast<double>(cyc.total * reps) * sp * static_cast<double>(kcnt * ncnt);
+          }
         }
       }
+      const double sp = static_cast<double>(hc * wc * j_.images);
       for (auto [n, ncnt] : nc) {
         const double tiles = sp * static_cast<double>(ncnt);
         if (j_.y_sram < 0) {
@@ -288,7 +311,7 @@ void MatrixMapper::estimate(Tiling& t) const {
     dma = std::max(dma, bytes * static_cast<double>(blocks) / c_.dram_bytes_per_cycle);
   vec *= static_cast<double>(blocks);
   const double first = (j_.a_sram >= 0 ? 0.0
-                                       : dma_cycles(t.tc, j_.in_cols(t.tow), j_.in_rows(t.toh),
+                                       : dma_cycles(t.tc, j_.in_cols(t.tow), j_.in_rows(t.toh) * t.ti,
                                                     j_.pixel_stride(), j_.row_stride(), o.a)) +
                        (j_.b_sram >= 0 ? 0.0
                                        : dma_cycles(t.tn, t.tc, j_.kh * j_.kw, j_.b_pitch ? j_.b_pitch : t.tn,
@@ -355,6 +378,13 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
   }
   imposed.restrict_blocks(gbs);
   const int64_t rows = c_.config.systolic_array.rows, cols = c_.config.systolic_array.cols;
+  // Whole images per tile: 1, and where the images can be stacked, powers of two and the whole batch.
+  std::vector<int64_t> tis = {1};
+  if (image_pitch() > 0) {
+    for (int64_t n = 2; n < j_.images; n *= 2) tis.push_back(n);
+    tis.push_back(j_.images);
+  }
+  imposed.restrict_images(tis);
   int64_t n_eval = 0;
   for (int64_t gb : gbs) {
     const int64_t cin_b = gb * j_.cg, cout_b = gb * j_.mg;
@@ -369,30 +399,36 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
       for (int64_t tn : tns) {
         for (int64_t toh : tohs) {
           for (int64_t tow : tows) {
-            if (toh * tow > 65535 || j_.in_rows(toh) > 65535 || j_.in_cols(tow) > 65535) continue;
-            if (!j_.y_sram_tile(gb, toh, tow, tn)) continue;
-            // Resident weights are one tile of every channel.
-            if (j_.b_sram >= 0 && (gb != j_.groups || j_.groups != 1 || tc < cin_b || tn < cout_b)) continue;
-            for (int order = 0; order < 3; ++order) {
-              // 0: spatial-outer, 1: channel-outer, 2: spatial-outer with the input tile resident.
-              if (!imposed.allows(order != 1, order == 2)) continue;
-              // One output-channel tile: channel-outer walks what spatial-outer walks; rank it once.
-              if (order == 1 && tn >= cout_b && imposed.allows(true, false)) continue;
-              // Gemmini's loops keep the spatial tile outer (output channels, then the reduction, inner).
-              if (policy && order != 0 && imposed.allows(true, false)) continue;
-              Tiling t;
-              t.gb = gb, t.tc = tc, t.tn = tn, t.toh = toh, t.tow = tow, t.spatial_outer = order != 1;
-              t.input_resident = order == 2;
-              if (t.input_resident && !input_resident_ok(t)) continue;
-              slot_bytes(t);
-              if (!fits(t)) continue;
-              estimate(t);
-              ++n_eval;
-              if (best.size() < keep || t.est < best.back().est) {
-                auto at = std::upper_bound(best.begin(), best.end(), t,
-                                           [](const Tiling& a, const Tiling& b) { return a.est < b.est; });
-                best.insert(at, t);
-                if (best.size() > keep) best.pop_back();
+            for (int64_t ti : tis) {
+              if (ti > 1 && (toh < j_.OH || tow < j_.OW)) continue;  // whole images only
+              if (ti > 1 && (ti * image_rows() > 65535 || tall_rows(ti) * tow > 65535)) continue;
+              if (toh * tow > 65535 || j_.in_rows(toh) > 65535 || j_.in_cols(tow) > 65535) continue;
+              if (!j_.y_sram_tile(gb, toh, tow, tn)) continue;
+              // Resident weights are one tile of every channel.
+              if (j_.b_sram >= 0 && (gb != j_.groups || j_.groups != 1 || tc < cin_b || tn < cout_b))
+                continue;
+              for (int order = 0; order < 3; ++order) {
+                // 0: spatial-outer, 1: channel-outer, 2: spatial-outer with the input tile resident.
+                if (!imposed.allows(order != 1, order == 2)) continue;
+                // One output-channel tile: channel-outer walks what spatial-outer walks; rank it once.
+                if (order == 1 && tn >= cout_b && imposed.allows(true, false)) continue;
+                // Gemmini's loops keep the spatial tile outer (output channels, then the reduction, inner).
+                if (policy && order != 0 && imposed.allows(true, false)) continue;
+                Tiling t;
+                t.gb = gb, t.tc = tc, t.tn = tn, t.toh = toh, t.tow = tow, t.ti = ti,
+                t.spatial_outer = order != 1;
+                t.input_resident = order == 2;
+                if (t.input_resident && !input_resident_ok(t)) continue;
+                slot_bytes(t);
+                if (!fits(t)) continue;
+                estimate(t);
+                ++n_eval;
+                if (best.size() < keep || t.est < best.back().est) {
+                  auto at = std::upper_bound(best.begin(), best.end(), t,
+                                             [](const Tiling& a, const Tiling& b) { return a.est < b.est; });
+                  best.insert(at, t);
+                  if (best.size() > keep) best.pop_back();
+                }
               }
             }
           }
@@ -420,7 +456,7 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
       static_cast<int>(s_.ops.w), static_cast<int>(s_.ops.y), static_cast<int>(s_.ops.r), s_.ops.tile_read,
       s_.epilogue_ops());
   for (const Tiling& t : best) {
-    key += fmt::format("|{} {} {} {} {} {} {}", t.gb, t.toh, t.tow, t.tc, t.tn, t.spatial_outer,
+    key += fmt::format("|{} {} {} {} {} {} {} {}", t.gb, t.toh, t.tow, t.tc, t.tn, t.ti, t.spatial_outer,
                        t.input_resident);
   }
   if (auto it = c_.decided.find(key); it != c_.decided.end()) return best[it->second];
@@ -455,13 +491,12 @@ void MatrixMapper::generate(const Tiling& t) {
   const Reuse reused = reuse(t);
   uint64_t a_slot[2], b_slot[2];
   for (int s = 0; s < 2; ++s)
-    a_slot[s] =
-        j_.a_sram >= 0 ? 0
-        : s == 1 && reused.a_once
-            ? a_slot[0]
-            : in.take(static_cast<uint64_t>((j_.in_rows(t.toh) * j_.in_cols(t.tow) + position_slack()) *
-                                            (t.input_resident ? cin_b : t.tc) * ea));
-  s_.allocate(acc, t.side_in_input ? in : acc, t.toh * t.tow, t.tn);
+    a_slot[s] = j_.a_sram >= 0 ? 0
+                : s == 1 && reused.a_once
+                    ? a_slot[0]
+                    : in.take(static_cast<uint64_t>((tile_in_rows(t) * j_.in_cols(t.tow) + position_slack()) *
+                                                    (t.input_resident ? cin_b : t.tc) * ea));
+  s_.allocate(acc, t.side_in_input ? in : acc, tile_pixels(t), t.tn);
   if (c_.shared_capacity() > 0) wt.next = in.next;  // weights above the inputs in the one scratchpad
   for (int s = 0; s < 2; ++s)
     b_slot[s] = j_.b_sram >= 0            ? static_cast<uint64_t>(j_.b_sram)
@@ -483,12 +518,14 @@ void MatrixMapper::generate(const Tiling& t) {
   }
   struct Spatial {
     int64_t img, oy0, oh, ox0, ow;
+    int64_t ni = 0;  // tiles of several images (Tiling::ti): the images from img on
   };
   std::vector<Spatial> sp;
-  for (int64_t img = 0; img < j_.images; ++img) {
+  for (int64_t img = 0; img < j_.images; img += t.ti) {
     for (int64_t oy = 0; oy < j_.OH; oy += t.toh) {
       for (int64_t ox = 0; ox < j_.OW; ox += t.tow) {
-        sp.push_back({img, oy, std::min(t.toh, j_.OH - oy), ox, std::min(t.tow, j_.OW - ox)});
+        sp.push_back({img, oy, std::min(t.toh, j_.OH - oy), ox, std::min(t.tow, j_.OW - ox),
+                      t.ti > 1 ? std::min(t.ti, j_.images - img) : 0});
       }
     }
   }
@@ -520,7 +557,7 @@ void MatrixMapper::generate(const Tiling& t) {
           a_key = akey;
           // Resident (GEMMs): the [m][K] tile as it lies, every K chunk at once.
           load_input(s.img, s.oy0, s.oh, s.ox0, s.ow, resident ? cin0 : cin0 + k0, resident ? cin_b : tc,
-                     a_cur);
+                     a_cur, s.ni);
         }
         // This K chunk of the input tile: a resident GEMM tile's columns [k0, k0 + tc), read in place.
         const bool in_place = resident || j_.a_sram >= 0;
@@ -559,12 +596,19 @@ void MatrixMapper::generate(const Tiling& t) {
                       1, ik > 0 || r > 0 || q > 0);
             }
           }
+        } else if (s.ni > 0) {
+          // The images stacked: image i's outputs start at output row i * image_rows() / sh.
+          c_.conv(a_k, b_cur, c_slot, s.ni * image_rows(), j_.in_cols(s.ow), tc, tall_rows(s.ni), s.ow, tn,
+                  j_.kh, j_.kw, j_.sh, j_.sw, j_.dh, j_.dw, ik > 0);
         } else {
           c_.conv(a_k, b_cur, c_slot, j_.in_rows(s.oh), j_.in_cols(s.ow), tc, s.oh, s.ow, tn, j_.kh, j_.kw,
                   j_.sh, j_.sw, j_.dh, j_.dw, ik > 0);
         }
       }
-      s_.epilogue(OutTile{s.img, s.oy0, s.oh, s.ox0, s.ow, cout0 + n0, tn}, cs);
+      for (int64_t i = 0; i < std::max<int64_t>(1, s.ni); ++i) {
+        const int64_t px = i * (image_rows() / j_.sh) * j_.OW;  // image i's first output pixel in the slot
+        s_.epilogue(OutTile{s.img + i, s.oy0, s.oh, s.ox0, s.ow, cout0 + n0, tn, px}, cs);
+      }
     };
     const int64_t nsp = static_cast<int64_t>(sp.size());
     if (t.spatial_outer) {
@@ -583,7 +627,7 @@ void MatrixMapper::generate(const Tiling& t) {
 }
 
 void MatrixMapper::load_input(int64_t img, int64_t oy0, int64_t oh, int64_t ox0, int64_t ow, int64_t c0,
-                              int64_t tc, uint64_t slot) {
+                              int64_t tc, uint64_t slot, int64_t ni) {
   const int64_t iy0 = oy0 * j_.sh - j_.pt, iy1 = iy0 + j_.in_rows(oh) - 1;
   const int64_t ix0 = ox0 * j_.sw - j_.pl, ix1 = ix0 + j_.in_cols(ow) - 1;
   const int64_t ptop = std::max<int64_t>(0, -iy0), pbot = std::max<int64_t>(0, iy1 - (j_.H - 1));
@@ -593,8 +637,11 @@ void MatrixMapper::load_input(int64_t img, int64_t oy0, int64_t oh, int64_t ox0,
   const uint64_t addr =
       j_.a_base(img) + static_cast<uint64_t>((ry0 * j_.row_stride() + rx0 * j_.pixel_stride() + c0) *
                                              isa::dtype_bytes(s_.ops.a));
-  c_.load(Buffer::kInput, slot, j_.a_range, addr, s_.ops.a, {tc, cols, rows, 1},
-          {j_.pixel_stride(), j_.row_stride(), 0}, {ptop, pbot, pleft, pright}, s_.ops.pad);
+  // Several whole images: each padded below to image_rows(), one after the other.
+  const int64_t below = ni > 0 ? image_rows() - j_.in_rows(oh) : 0;
+  c_.load(Buffer::kInput, slot, j_.a_range, addr, s_.ops.a, {tc, cols, rows, std::max<int64_t>(1, ni)},
+          {j_.pixel_stride(), j_.row_stride(), ni > 1 ? image_pitch() : 0},
+          {ptop, pbot + below, pleft, pright}, s_.ops.pad);
 }
 
 bool subsample_pointwise(MatrixJob& j) {
@@ -648,7 +695,8 @@ bool fused_activation(const Node& n, const std::string& act, VecOp* op, int64_t*
 }
 
 std::string tile_limit(const Context& c, const MatrixJob& j, const Tiling& t) {
-  if (t.toh == j.OH && t.tow == j.OW && t.tc == t.gb * j.cg && t.tn == t.gb * j.mg && t.gb == j.groups) {
+  if (t.toh == j.OH && t.tow == j.OW && t.tc == t.gb * j.cg && t.tn == t.gb * j.mg && t.gb == j.groups &&
+      (j.images == 1 || t.ti >= j.images)) {
     return "whole layer in one tile";
   }
   // Slots are ping-pong pairs: past half of a scratchpad, doubling any tile dimension cannot fit.
@@ -675,6 +723,7 @@ void record_tiling(Context& c, const MatrixJob& j, const Tiling& t, int64_t eval
   p.loop_order = t.input_resident  ? "spatial-outer, input tile resident across its K chunks"
                  : t.spatial_outer ? "spatial-outer (input tile resident)"
                                    : "channel-outer (weight tile resident)";
+  if (t.ti > 1) p.loop_order += fmt::format(", {} images a tile", t.ti);
   p.model_cycles = static_cast<int64_t>(t.est);
   p.est_cycles = t.simulated >= 0 ? t.simulated : p.model_cycles;
   p.est_compute_cycles = static_cast<int64_t>(t.compute);

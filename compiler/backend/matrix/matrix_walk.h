@@ -108,6 +108,12 @@ struct Tiling {
   int64_t gb = 1;            // groups per block
   int64_t toh = 1, tow = 1;  // output rows x cols per tile
   int64_t tc = 1, tn = 1;    // input-channel chunk, output-channel chunk (within a block)
+  // Convolutions over a batch: whole images per tile (toh = OH, tow = OW). One LOAD stacks `ti` images,
+  // each with its halo, into one tall input tile and one CONV per chunk streams them all through the array
+  // (the batch folded into the array's rows, as TPU v1 runs a layer over its batch): the rows between two
+  // images' outputs are computed and never stored. A late layer's few pixels an image no longer pay a fill
+  // and drain of the array per image, nor a weight load per image.
+  int64_t ti = 1;
   bool spatial_outer = true;
   // GEMMs, with spatial_outer: each [m][K] input tile is loaded once with every K chunk and stays while
   // the K chunks (MATMUL reads its chunk in place with a_stride = K) and the output-channel tiles pass,
@@ -125,8 +131,10 @@ struct Tiling {
 
 // One output tile handed to the epilogue: image, output rows [oy0, oy0 + oh) x cols [ox0, ox0 + ow),
 // output channels [n0, n0 + tn) of the whole output tensor.
+// acc_px: pixels of the side's slots before the tile's (the images of a tile of several, Tiling::ti).
 struct OutTile {
   int64_t img, oy0, oh, ox0, ow, n0, tn;
+  int64_t acc_px = 0;
 };
 
 // The epilogue's per-channel vectors (bias, requantization pairs, scales) held in a ping-pong side's
@@ -323,6 +331,20 @@ class MatrixMapper {
   Tiling choose(int64_t* evaluated);
   // Emits the node under tiling t and records its SRAM use in c.plan.
   void generate(const Tiling& t);
+  // Tiles of several whole images (Tiling::ti): the elements between two images' inputs (0: they do not lie
+  // evenly spaced, or the job cannot take such tiles), the input rows each image takes in the tall tile
+  // (its window plus rows up to a multiple of the stride, so every image's outputs start on a row of the
+  // CONV's output), and the output rows (pixels) of a tile of n images, the unused rows between them
+  // included.
+  int64_t image_pitch() const;
+  int64_t image_rows() const { return ceil_div(j_.in_rows(j_.OH), j_.sh) * j_.sh; }
+  int64_t tall_rows(int64_t n) const { return (n - 1) * (image_rows() / j_.sh) + j_.OH; }
+  int64_t tile_pixels(const Tiling& t) const { return t.ti > 1 ? tall_rows(t.ti) * j_.OW : t.toh * t.tow; }
+  int64_t tile_in_rows(const Tiling& t) const { return t.ti > 1 ? t.ti * image_rows() : j_.in_rows(t.toh); }
+  // Spatial tiles of the walk (tiles of several images count once).
+  int64_t spatial_tiles(const Tiling& t) const {
+    return ceil_div(j_.images, t.ti) * ceil_div(j_.OH, t.toh) * ceil_div(j_.OW, t.tow);
+  }
 
  private:
   void estimate(Tiling& t) const;
@@ -361,8 +383,9 @@ class MatrixMapper {
     bool b_once = false;  // the layer's weights are one tile, loaded once: one slot
   };
   Reuse reuse(const Tiling& t) const;
+  // ni > 0: ni whole images from img on, stacked into one tall tile (Tiling::ti).
   void load_input(int64_t img, int64_t oy0, int64_t oh, int64_t ox0, int64_t ow, int64_t c0, int64_t tc,
-                  uint64_t slot);
+                  uint64_t slot, int64_t ni = 0);
 
   Context& c_;
   const MatrixJob& j_;

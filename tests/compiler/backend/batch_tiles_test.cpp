@@ -1,0 +1,179 @@
+// Convolutions over a batch with whole images stacked in one tile (Tiling::ti, the mapping key tile_images):
+// one LOAD brings several images with their halos, one CONV per chunk streams them all through the array,
+// the epilogue stores each image's rows. The program computes bit for bit what one image a tile computes
+// (fp32, fp16 and int8; stride 1 and 2, a fused residual), and a tile of the whole batch loads every weight
+// once, where one image a tile loads them once per image.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include "compiler/backend/compile.h"
+#include "compiler/interp/interpreter.h"
+#include "compiler/passes/lowered.h"
+#include "compiler/quant/accuracy.h"
+#include "tests/compiler/backend/functional.h"
+
+namespace npusim::compiler::testing {
+namespace {
+
+constexpr int64_t kImages = 5;  // not a power of two: the last tile of a 4-image tiling holds one image
+
+Node& conv(GraphBuilder& b, const std::string& x, const std::string& y, int64_t cin, int64_t cout,
+           int64_t stride, uint32_t seed) {
+  b.constant(y + "_w", {cout, cin, 3, 3}, 0.5f, seed).constant(y + "_b", {cout}, 0.5f, seed + 1);
+  Node& n = b.node("Conv", {x, y + "_w", y + "_b"}, {y}, y + "_conv");
+  n.attrs["pads"].value = std::vector<int64_t>{1, 1, 1, 1};
+  n.attrs["kernel_shape"].value = std::vector<int64_t>{3, 3};
+  n.attrs["strides"].value = std::vector<int64_t>{stride, stride};
+  return n;
+}
+
+// x [5, 8, 6, 6] -> 3x3 conv, Relu -> 3x3 stride-2 conv (3 x 3 outputs, an odd image of 7 input rows) -> 3x3
+// conv + its input (a fused residual). Every layer's weights take more than small_sram()'s weight scratchpad.
+Graph model() {
+  GraphBuilder b;
+  b.input("x", {kImages, 8, 6, 6});
+  conv(b, "x", "a", 8, 32, 1, 1);
+  b.node("Relu", {"a"}, {"ar"}, "a_relu");
+  conv(b, "ar", "s", 32, 32, 2, 3);
+  conv(b, "s", "c", 32, 32, 1, 5);
+  b.node("Add", {"c", "s"}, {"y"}, "res");
+  b.output("y");
+  return b.build();
+}
+
+const std::vector<std::string> kConvs = {"a_conv", "s_conv", "c_conv"};
+
+// The same channel chunks whatever the images a tile: floating-point sums add in the order of the chunks.
+MappingOverrides images_a_tile(int64_t n, int64_t tile_n = 8, std::optional<LoopOrder> order = std::nullopt) {
+  MappingOverrides m;
+  for (const std::string& name : kConvs) {
+    LayerMapping e;
+    e.name = name;
+    e.tile_images = n;
+    e.tile_c = 4;
+    e.tile_n = tile_n;
+    e.loop_order = order;
+    e.where[""] = "m.yaml:1:1";
+    m.layers[name] = e;
+  }
+  return m;
+}
+
+const LayerPlan& layer(const CompileResult& r, const std::string& name) {
+  auto it =
+      std::find_if(r.layers.begin(), r.layers.end(), [&](const LayerPlan& p) { return p.name == name; });
+  if (it == r.layers.end()) throw std::runtime_error("no layer " + name);
+  return *it;
+}
+
+// Bytes the LOADs into the weight scratchpad of layer `name` move.
+int64_t weight_bytes_loaded(const CompileResult& r, const std::string& name) {
+  int64_t bytes = 0;
+  for (const isa::Instruction& ins : r.program.instructions) {
+    if (ins.opcode != isa::Opcode::kLoad || r.layers.at(ins.layer()).name != name) continue;
+    if (static_cast<isa::Buffer>(ins.get(isa::Field::kBuf)) != isa::Buffer::kWeight) continue;
+    const auto dt = static_cast<isa::DType>(ins.get(isa::Field::kDtype));
+    bytes += ins.get(isa::Field::kSize0) * ins.get(isa::Field::kSize1) * ins.get(isa::Field::kSize2) *
+             ins.get(isa::Field::kSize3) * isa::dtype_bytes(dt);
+  }
+  return bytes;
+}
+
+struct Compiled {
+  Graph lowered;
+  quant::PrecisionPlan plan;
+  CompileResult result;
+  Tensor out;
+};
+
+void compile_and_run(const Graph& g, const isa::NpuConfig& config, isa::DType precision,
+                     const MappingOverrides& mapping, Compiled* c) {
+  c->lowered = g;
+  lower(c->lowered);
+  CompileOptions o;
+  o.mapping = &mapping;
+  if (precision == isa::DType::kInt8) {
+    quant::PlanRequest req;
+    req.spec.model = quant::Precision::kInt8;
+    req.calibration_count = 2;
+    c->plan = quant::build_plan(c->lowered, req, &g);
+    o.plan = &c->plan;
+  } else {
+    o.precision = precision;
+  }
+  c->result = compile(c->lowered, config, o);
+  std::map<std::string, Tensor> in;
+  in["x"] = random_tensor(g.value("x").shape, 2.0f, 7);
+  c->out = run_program(c->result, config, in).at("y");
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.shape == b.shape && a.f.size() == b.f.size() && a.i == b.i &&
+         std::memcmp(a.f.data(), b.f.data(), a.f.size() * sizeof(float)) == 0;
+}
+
+TEST(BatchTiles, ImagesStackedInOneTileComputeBitForBitWhatOneImageATileComputes) {
+  const Graph g = model();
+  for (const isa::DType p : {isa::DType::kFp32, isa::DType::kFp16, isa::DType::kInt8}) {
+    Compiled one, four, all;
+    compile_and_run(g, isa::NpuConfig{}, p, images_a_tile(1), &one);
+    compile_and_run(g, isa::NpuConfig{}, p, images_a_tile(4), &four);
+    compile_and_run(g, isa::NpuConfig{}, p, images_a_tile(kImages), &all);
+    for (const std::string& name : kConvs) {
+      EXPECT_EQ(layer(one.result, name).loop_order.find("images a tile"), std::string::npos);
+      EXPECT_NE(layer(four.result, name).loop_order.find("4 images a tile"), std::string::npos)
+          << isa::kDTypeNames[static_cast<size_t>(p)] << " " << name << ": "
+          << layer(four.result, name).loop_order;
+      EXPECT_NE(layer(all.result, name).loop_order.find("5 images a tile"), std::string::npos);
+      EXPECT_LT(layer(all.result, name).instructions, layer(one.result, name).instructions);
+    }
+    EXPECT_TRUE(same_bits(one.out, four.out)) << isa::kDTypeNames[static_cast<size_t>(p)];
+    EXPECT_TRUE(same_bits(one.out, all.out)) << isa::kDTypeNames[static_cast<size_t>(p)];
+    if (p == isa::DType::kFp32) {
+      const std::map<std::string, Tensor> ref =
+          interpret(g, {{"x", random_tensor(g.value("x").shape, 2.0f, 7)}});
+      EXPECT_LT(max_rel_error({{"y", all.out}}, ref), 1e-5);
+    }
+  }
+}
+
+TEST(BatchTiles, ATileOfTheWholeBatchLoadsEachWeightOnce) {
+  // Small scratchpads: every layer's weights come in several chunks, so one image a tile, its output
+  // channels inner, reloads them for every image (at least).
+  const isa::NpuConfig config = small_sram();
+  const Graph g = model();
+  Compiled one, all;
+  compile_and_run(g, config, isa::DType::kFp32, images_a_tile(1, 2, LoopOrder::kSpatialOuter), &one);
+  compile_and_run(g, config, isa::DType::kFp32, images_a_tile(kImages, 2, LoopOrder::kSpatialOuter), &all);
+  EXPECT_TRUE(same_bits(one.out, all.out));
+  for (const auto& [name, cin] :
+       {std::pair<std::string, int64_t>{"a_conv", 8}, {"s_conv", 32}, {"c_conv", 32}}) {
+    const int64_t weights = 9 * cin * 32 * 4;  // fp32
+    EXPECT_EQ(weight_bytes_loaded(all.result, name), weights) << name;
+    EXPECT_GE(weight_bytes_loaded(one.result, name), kImages * weights) << name;
+  }
+}
+
+TEST(BatchTiles, AMappingFileGivesTileImagesToBatchConvolutionsOnly) {
+  const Graph g = model();
+  Compiled c;
+  // More images than the batch: the key names the layer and its images.
+  EXPECT_THROW(compile_and_run(g, isa::NpuConfig{}, isa::DType::kFp32, images_a_tile(kImages + 1), &c),
+               MappingError);
+  // Whole images only.
+  MappingOverrides m = images_a_tile(2);
+  m.layers["a_conv"].tile_oh = 2;
+  try {
+    compile_and_run(g, isa::NpuConfig{}, isa::DType::kFp32, m, &c);
+    ADD_FAILURE() << "tile_images with tile_oh below the image compiled";
+  } catch (const MappingError& e) {
+    EXPECT_NE(std::string(e.what()).find("tile_images above 1 takes whole images"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace npusim::compiler::testing
