@@ -235,6 +235,7 @@ void Context::spill_on_chip() {
   OnChipValue& v = fusion.on_chip;
   if (!v.pending) return;
   v.pending = false;
+  if (v.in_dram) return;  // its producer stored it too
   v.spilled = true;
   store(isa::Buffer::kInput, v.addr, v.dram, v.dram.begin, v.dtype, v.box, v.strides);
 }

@@ -33,6 +33,8 @@ struct OnChipValue {
   uint32_t producer = 0;  // its layer
   bool imposed = false;   // a mapping file's on_chip=true: the reader takes it without costing
   bool pending = false;   // in SRAM only: a DRAM reader must spill it first
+  bool in_dram = false;   // its producer stored it too, for its other readers (MatrixJob::y_store): a spill
+                          // stores nothing
   bool spilled = false;
 };
 
@@ -62,6 +64,7 @@ struct FusionState {
   // The value the node being lowered may leave in the scratchpad (residency planner), "" = none.
   std::string keep_output;
   bool keep_imposed = false;  // ... because a mapping file says on_chip=true
+  bool keep_in_dram = false;  // ... and it has other readers, which read it in DRAM (OnChipValue::in_dram)
   OnChipValue on_chip;
   std::map<std::string, uint64_t> kept_on_chip;  // values read in place (never in DRAM) -> their SRAM address
   // ---- line-buffer fusion (layer_fusion.h) ----

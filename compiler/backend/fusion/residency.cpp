@@ -32,7 +32,7 @@ bool pointwise_conv(const Graph& g, const Node& n) {
 
 }  // namespace
 
-std::string next_reads_on_chip(const Context& c, size_t i) {
+std::string next_reads_on_chip(const Context& c, size_t i, bool* others) {
   const Node& p = c.g.nodes[i];
   if (i + 1 >= c.g.nodes.size() || !pointwise_conv(c.g, c.g.nodes[i + 1]))
     return "the next layer is not a pointwise Conv (1x1, stride 1, unpadded, one group, constant weights)";
@@ -44,7 +44,10 @@ std::string next_reads_on_chip(const Context& c, size_t i) {
     if (o == v) return "the output is a graph output";
   }
   const std::vector<int> readers = c.g.consumers(v);
-  if (readers.size() != 1 || readers[0] != static_cast<int>(i + 1)) return "the output has other readers";
+  if (std::find(readers.begin(), readers.end(), static_cast<int>(i + 1)) == readers.end())
+    return "the next layer does not read the output";
+  if (readers.size() != 1 && others == nullptr) return "the output has other readers";
+  if (others) *others = readers.size() != 1;
   for (size_t k = 1; k < q.inputs.size(); ++k) {
     if (q.inputs[k] == v) return "the next layer reads the output twice";
   }
@@ -72,6 +75,8 @@ OnChipValue nhwc_on_chip(const std::string& value, const DramTensor& y, uint64_t
 void plan_on_chip(Context& c, size_t i) {
   c.fusion.keep_output.clear();
   c.fusion.keep_imposed = false;
+  c.fusion.keep_in_dram = false;
+  bool others = false;
   const Node& p = c.g.nodes[i];
   const LayerMapping* imposed = c.options.mapping ? c.options.mapping->find(p.name) : nullptr;
   const std::optional<bool> want = imposed ? imposed->on_chip : std::nullopt;
@@ -82,7 +87,7 @@ void plan_on_chip(Context& c, size_t i) {
     if (c.g.nhwc_io) return "a SCALE-Sim topology's rows run one at a time";
     if (c.shared_capacity() > 0) return "inputs and weights share one scratchpad";
     if (p.op_type != "Conv" || p.outputs.size() != 1) return "only a Conv leaves its output on chip";
-    if (const std::string no = next_reads_on_chip(c, i); !no.empty()) return no;
+    if (const std::string no = next_reads_on_chip(c, i, &others); !no.empty()) return no;
     const auto t = c.tensors.find(p.outputs[0]);
     // Below the value node i reads on chip, if any (a chain: depthwise -> pointwise -> pointwise).
     const int64_t bytes = round64(num_elements(t->second.shape) * isa::dtype_bytes(t->second.dtype));
@@ -101,6 +106,7 @@ void plan_on_chip(Context& c, size_t i) {
   const DramTensor& t = c.tensor(p.outputs[0]);
   c.fusion.keep_output = p.outputs[0];
   c.fusion.keep_imposed = want.has_value();
+  c.fusion.keep_in_dram = others;
   c.fusion.input_reserved += round64(num_elements(t.shape) * isa::dtype_bytes(t.dtype));
 }
 
@@ -196,10 +202,11 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapp
     const bool in_place =
         own_tiled ? own->tile_m.has_value() : v.imposed || best_estimate(c, j, s, mm) <= without;
     if (in_place) {
-      c.fusion.kept_on_chip[v.value] = v.addr;
+      // A value its producer stored too (other readers) saves its read alone.
+      if (!v.in_dram) c.fusion.kept_on_chip[v.value] = v.addr;
       v.pending = false;
       c.plan->on_chip_input = v.value;
-      c.plan->on_chip_bytes_saved = 2 * v.bytes;
+      c.plan->on_chip_bytes_saved = (v.in_dram ? 1 : 2) * v.bytes;
     } else {
       j = plain;
     }
@@ -207,6 +214,9 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapp
   // The output, for the layer after, when the tiles that leave it on chip cost this layer no more than
   // the next one saves by not reading it (its bytes at the DRAM's sustained rate).
   if (c.fusion.keep_output.empty() || !s.ends_with_vec() || j.y_pitch != 0 || j.y_row != 0) return;
+  // A value with other readers is stored as well, tile by tile from where the epilogue wrote it; the vector
+  // unit's depthwise mapping has no such store.
+  if (c.fusion.keep_in_dram && DepthwiseMapper::applies(j)) return;
   const DramTensor& y = c.tensor(c.fusion.keep_output);
   if (j.y_range.begin != y.addr || j.y_range.end != y.range().end) return;
   const int64_t cap = scratchpad_capacity(c.config, isa::Buffer::kInput);
@@ -215,10 +225,12 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapp
   c.fusion.keep_output.clear();
   const double without = c.fusion.keep_imposed ? 0.0 : best_estimate(c, j, s, mm);
   j.y_sram = static_cast<int64_t>(o.addr);
+  j.y_store = o.in_dram = c.fusion.keep_in_dram;
   const double read =
       c.dram_bytes_per_cycle > 0 ? static_cast<double>(o.bytes) / c.dram_bytes_per_cycle : 0.0;
   if (!c.fusion.keep_imposed && best_estimate(c, j, s, mm) > without + read) {
     j.y_sram = -1;
+    j.y_store = false;
     return;
   }
   o.imposed = c.fusion.keep_imposed;
@@ -233,6 +245,7 @@ bool map_matrix_job(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& m
   if (*evaluated > 0 || j.y_sram < 0) return false;
   // No tiling leaves the output on chip: it goes to DRAM.
   j.y_sram = -1;
+  j.y_store = false;
   c.fusion.on_chip = {};
   *t = mm.choose(evaluated);
   return lower_depthwise_on_vector(c, j, s, mm, *evaluated ? t : nullptr);
@@ -241,7 +254,10 @@ bool map_matrix_job(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& m
 void finish_on_chip(Context& c, size_t i, LayerPlan& plan) {
   c.fusion.keep_output.clear();
   // The value is input-scratchpad bytes of both layers: the producer writes it, the reader reads it.
-  if (!plan.on_chip_input.empty()) plan.sram_input_bytes += plan.on_chip_bytes_saved / 2;
+  if (!plan.on_chip_input.empty()) {
+    const bool in_dram = c.fusion.on_chip.in_dram && c.fusion.on_chip.value == plan.on_chip_input;
+    plan.sram_input_bytes += in_dram ? plan.on_chip_bytes_saved : plan.on_chip_bytes_saved / 2;
+  }
   if (c.fusion.on_chip.pending && c.fusion.on_chip.producer == i) {
     plan.sram_input_bytes += c.fusion.on_chip.bytes;
     return;  // the next layer reads it

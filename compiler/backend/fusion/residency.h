@@ -20,15 +20,18 @@ namespace npusim::compiler::backend {
 
 // Why node i's output cannot stay on chip for node i + 1 as far as the reader goes ("" = it can): node
 // i + 1 must be a pointwise Conv reading it as its input, its only reader, and it a dense NHWC feature
-// map that is not a graph output nor written into a Concat's buffer.
-std::string next_reads_on_chip(const Context& c, size_t i);
+// map that is not a graph output nor written into a Concat's buffer. With `others`, later readers are
+// allowed too (*others says whether there are any): they read the value in DRAM, which its producer then
+// writes as well (MatrixJob::y_store: a block's output that the next block's first conv reads on chip and
+// its residual Add in DRAM).
+std::string next_reads_on_chip(const Context& c, size_t i, bool* others = nullptr);
 // The value `value` (DRAM tensor y, dense NHWC) left at `addr` of the input scratchpad by layer
 // `producer`, pending for its reader.
 OnChipValue nhwc_on_chip(const std::string& value, const DramTensor& y, uint64_t addr, uint32_t producer);
-// Before node i of the graph is lowered: whether its output can stay on chip for node i + 1 (one reader,
-// a pointwise Conv reading it as its input, small enough that with a value node i itself reads on chip
-// a quarter of the input scratchpad stays for the layers' own tiles). If so, sets FusionState::keep_output
-// and reserves its bytes (FusionState::input_reserved).
+// Before node i of the graph is lowered: whether its output can stay on chip for node i + 1 (a pointwise
+// Conv reading it as its input; other readers read the copy its producer also stores), small enough that with
+// a value node i itself reads on chip a quarter of the input scratchpad stays for the layers' own tiles). If
+// so, sets FusionState::keep_output and reserves its bytes (FusionState::input_reserved).
 void plan_on_chip(Context& c, size_t i);
 // A matrix job about to be mapped (its strategy built): a pointwise conv over several images becomes one
 // GEMM over all their pixels when the closed form does not find it slower (the batch folded into the rows:

@@ -284,8 +284,15 @@ class Int8Strategy : public MatrixStrategy {
   // The tile's last VEC `last` (writing the codes at its dst slot), then the STORE of that slot; or, with
   // MatrixJob::y_sram, `last` writing the tile where the next layer reads it (backend/fusion/residency.h).
   void finish(Context::VecArgs last, const OutTile& t, int64_t out_off, const std::array<int64_t, 4>& box) {
-    if (j_.y_sram >= 0) return write_on_chip(c_, j_, last, t, isa::dtype_bytes(j_.y_dt));
-    c_.vec(last);
+    if (j_.y_sram >= 0) {
+      write_on_chip(c_, j_, last, t, isa::dtype_bytes(j_.y_dt));
+      if (!j_.y_store) return;
+      last.dst_buf = Buffer::kInput;  // stored from there (MatrixJob::y_store)
+      last.dst = static_cast<uint64_t>(j_.y_sram) +
+                 j_.y_sram_offset(t.img, t.oy0, t.ox0, t.n0, isa::dtype_bytes(j_.y_dt));
+    } else {
+      c_.vec(last);
+    }
     const int64_t P = j_.out_pitch();
     c_.store(last.dst_buf, last.dst, j_.y_range,
              j_.y_addr + static_cast<uint64_t>(out_off * isa::dtype_bytes(j_.y_dt)), j_.y_dt, box,

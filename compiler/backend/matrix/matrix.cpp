@@ -226,8 +226,14 @@ class FloatStrategy : public MatrixStrategy {
   // The tile's last VEC `last` (writing c_.act at its dst slot), then the STORE of that slot; or, with
   // MatrixJob::y_sram, `last` writing the tile where the next layer reads it (backend/fusion/residency.h).
   void finish(Context::VecArgs last, const OutTile& t, uint64_t out_off, const std::array<int64_t, 4>& box) {
-    if (j_.y_sram >= 0) return write_on_chip(c_, j_, last, t, c_.esize);
-    c_.vec(last);
+    if (j_.y_sram >= 0) {
+      write_on_chip(c_, j_, last, t, c_.esize);
+      if (!j_.y_store) return;
+      last.dst_buf = Buffer::kInput;  // stored from there (MatrixJob::y_store)
+      last.dst = static_cast<uint64_t>(j_.y_sram) + j_.y_sram_offset(t.img, t.oy0, t.ox0, t.n0, c_.esize);
+    } else {
+      c_.vec(last);
+    }
     const int64_t P = j_.out_pitch();
     c_.store(last.dst_buf, last.dst, j_.y_range, j_.y_base(t.img) + out_off, c_.act, box,
              {P, j_.out_row(), 0});

@@ -270,7 +270,7 @@ void MatrixMapper::estimate(Tiling& t) const {
       const double sp = static_cast<double>(hc * wc * j_.images);
       for (auto [n, ncnt] : nc) {
         const double tiles = sp * static_cast<double>(ncnt);
-        if (j_.y_sram < 0) {
+        if (j_.y_sram < 0 || j_.y_store) {
           const BoxCost& y = dma_cost(n, w, h, j_.out_pitch(), j_.out_row(), o.y);
           store += y.cycles * tiles;
           bytes += box(n, w, h, o.y) * y.skew * tiles;
@@ -316,8 +316,9 @@ void MatrixMapper::estimate(Tiling& t) const {
                        (j_.b_sram >= 0 ? 0.0
                                        : dma_cycles(t.tn, t.tc, j_.kh * j_.kw, j_.b_pitch ? j_.b_pitch : t.tn,
                                                     t.tc * (j_.b_pitch ? j_.b_pitch : t.tn), o.w));
-  const double last = j_.y_sram >= 0 ? vec_cost(t.toh * t.tow * t.tn)
-                                     : dma_cycles(t.tn, t.tow, t.toh, j_.out_pitch(), j_.out_row(), o.y);
+  const double last = j_.y_sram >= 0 && !j_.y_store
+                          ? vec_cost(t.toh * t.tow * t.tn)
+                          : dma_cycles(t.tn, t.tow, t.toh, j_.out_pitch(), j_.out_row(), o.y);
   t.compute = compute;
   t.dma = dma;
   t.est = std::max({compute, dma, vec}) + first + last;

@@ -79,6 +79,9 @@ struct MatrixJob {
   // Elements between output rows at y_sram when not OW * M: rows written into a line buffer whose rows
   // carry padding columns (backend/fusion/layer_fusion.h); each tile row is then a VEC of its own.
   int64_t y_sram_row = 0;
+  // With y_sram: the output has other readers too, which read it in DRAM: each tile is also stored from
+  // where the epilogue wrote it (the next layer still reads it on chip: one read of it saved).
+  bool y_store = false;
   // Constant weights already in the weight scratchpad at this byte address (-1 = none), as the one tile
   // [kh][kw][C][M] of a single block (layer_fusion.h loads them once for all of a conv's bands): the
   // tiling then takes every input and output channel in one tile and the walk loads no weights.

@@ -1,8 +1,8 @@
 // On-chip residency between layers (compiler/backend/fusion/residency.h): a conv's output read only by the
 // pointwise conv after it stays in the input scratchpad. The program computes exactly what the
 // layer-by-layer one does (in program order and in random interleavings of the queues, so the tokens
-// order the in-place reads after the writes), the value is never stored, and values with other readers
-// or that do not fit stay in DRAM.
+// order the in-place reads after the writes), the value is never stored; a value with other readers is
+// stored for them as well and still read on chip by the pointwise conv; values that do not fit stay in DRAM.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -72,19 +72,26 @@ TEST(Residency, DepthwiseOutputStaysOnChipForItsPointwiseReaderAndComputesTheSam
     EXPECT_TRUE(on_chip(kept, "d"));
     EXPECT_TRUE(layer(stored, "p_conv").on_chip_input.empty());
     EXPECT_TRUE(stored.on_chip.empty());
-    // A value with a second reader stays in DRAM.
+    // A value with a second reader is stored too, for that reader, and the pointwise conv after it still
+    // reads it on chip: one read saved.
     EXPECT_FALSE(on_chip(kept, "t"));
-    EXPECT_TRUE(layer(kept, "u_conv").on_chip_input.empty());
+    EXPECT_EQ(layer(kept, "u_conv").on_chip_input, "t");
+    EXPECT_EQ(layer(kept, "u_conv").on_chip_bytes_saved, 24 * 14 * 14 * isa::dtype_bytes(precision));
+    EXPECT_TRUE(layer(stored, "u_conv").on_chip_input.empty());
     // The depthwise layer stores nothing: its epilogue writes the tiles into the input scratchpad.
     int64_t stores = 0, dw_layer = -1;
     for (size_t i = 0; i < lowered.nodes.size(); ++i) {
       if (lowered.nodes[i].name == "d_conv") dw_layer = static_cast<int64_t>(i);
     }
     ASSERT_GE(dw_layer, 0);
+    int64_t t_stored = 0;
     for (const isa::Instruction& ins : kept.program.instructions) {
       stores += ins.layer() == static_cast<uint32_t>(dw_layer) && ins.opcode == isa::Opcode::kStore;
+      if (ins.opcode == isa::Opcode::kStore && kept.layers.at(ins.layer()).name == "t_conv")
+        t_stored += ins.get(isa::Field::kSize0) * ins.get(isa::Field::kSize1) * ins.get(isa::Field::kSize2);
     }
     EXPECT_EQ(stores, 0);
+    EXPECT_EQ(t_stored, 24 * 14 * 14);  // every element of t, once
     EXPECT_EQ(check_tokens(kept.program), "");
     std::map<std::string, Tensor> in{{"x", random_tensor({1, 16, 14, 14}, 1.0f, 11)}};
     const auto want = run_program(stored, config, in);
@@ -130,15 +137,20 @@ TEST(Residency, AMappingFileImposesItOrForbidsItAndNamesWhyItCannot) {
   const CompileResult r = compile(lowered, config, opt);
   EXPECT_EQ(layer(r, "p_conv").on_chip_input, "d");
   EXPECT_EQ(*layer(r, "d_conv").chosen.on_chip, true);
-  // The 3x3 conv's output has a second reader.
+  // The 3x3 conv's output has a second reader, which reads the copy the conv stores as well.
   m.layers["t_conv"].name = "t_conv";
   m.layers["t_conv"].on_chip = true;
+  EXPECT_EQ(layer(compile(lowered, config, opt), "u_conv").on_chip_input, "t");
+  // The expand conv's reader is the depthwise conv.
+  m.layers["e_conv"].name = "e_conv";
+  m.layers["e_conv"].on_chip = true;
   try {
     compile(lowered, config, opt);
-    ADD_FAILURE() << "on_chip=true on a value with two readers compiled";
+    ADD_FAILURE() << "on_chip=true before a depthwise conv compiled";
   } catch (const MappingError& e) {
-    EXPECT_NE(std::string(e.what()).find("layer 't_conv': on_chip=true: the output has other readers"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("layer 'e_conv': on_chip=true: the next layer is not a pointwise Conv"),
+        std::string::npos)
         << e.what();
   }
 }
