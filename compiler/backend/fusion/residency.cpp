@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/backend/fusion/layer_fusion.h"
 #include "compiler/backend/matrix/depthwise.h"
 #include "compiler/passes/lowered.h"
 
@@ -88,6 +89,10 @@ void plan_on_chip(Context& c, size_t i) {
     if (c.shared_capacity() > 0) return "inputs and weights share one scratchpad";
     if (p.op_type != "Conv" || p.outputs.size() != 1) return "only a Conv leaves its output on chip";
     if (const std::string no = next_reads_on_chip(c, i, &others); !no.empty()) return no;
+    // A value kept on chip for the next layer stops that layer's line-buffer fusion with the pool or
+    // depthwise conv after it (layer_fusion.h), which saves more than one read of the value.
+    if (others && conv_pool_pair(c.g, i + 1))
+      return "the next layer may fuse with the pool or depthwise conv after it (a line buffer)";
     const auto t = c.tensors.find(p.outputs[0]);
     // Below the value node i reads on chip, if any (a chain: depthwise -> pointwise -> pointwise).
     const int64_t bytes = round64(num_elements(t->second.shape) * isa::dtype_bytes(t->second.dtype));
