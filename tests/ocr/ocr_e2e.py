@@ -67,12 +67,23 @@ def report(args):
 
 
 def render(name, kind, count, seed, flip_every=0):
-    """Rendered images in WORK/name (cached: the renderer is deterministic)."""
+    """Rendered images in WORK/name (cached: the renderer is deterministic). Rendered into a folder of this
+    process's own and renamed into place, so cases that share a set (det, det_mixed) may run at once."""
     out = os.path.join(WORK, name)
     if not os.path.isdir(out) or len(os.listdir(out)) != count:
-        shutil.rmtree(out, ignore_errors=True)
+        tmp = f"{out}.{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
         subprocess.run(["/usr/bin/python3", RENDER, "--keys", KEYS, "--kind", kind, "--count", str(count),
-                        "--seed", str(seed), "--flip-every", str(flip_every), out], check=True)
+                        "--seed", str(seed), "--flip-every", str(flip_every), tmp], check=True)
+        os.replace(tmp + ".labels.tsv", out + ".labels.tsv")
+        try:
+            os.rename(tmp, out)
+        except OSError:  # another case renamed the same images into place first, or a stale set is there
+            if not os.path.isdir(out) or len(os.listdir(out)) != count:
+                shutil.rmtree(out, ignore_errors=True)
+                os.rename(tmp, out)
+            else:
+                shutil.rmtree(tmp)
     return out
 
 
