@@ -126,6 +126,7 @@ traces::Report Npu::report() const {
   r.array_rows = c.systolic_array.rows;
   r.array_cols = c.systolic_array.cols;
   r.vector_lanes = static_cast<uint64_t>(c.vector.lanes);
+  r.vector_int8_dot_width = static_cast<uint64_t>(c.vector.int8_dot_width);
   for (isa::DType t :
        {isa::DType::kInt8, isa::DType::kFp16, isa::DType::kBf16, isa::DType::kFp32, isa::DType::kInt16}) {
     r.array_macs_per_pe_per_cycle.emplace_back(isa::kDTypeNames[static_cast<size_t>(t)],

@@ -158,7 +158,8 @@ std::optional<double> mac_utilization(const Report& r, const LayerReport& l) {
     for (const auto& [precision, rate] : r.array_macs_per_pe_per_cycle)
       if (precision == l.precision) peak = static_cast<double>(r.array_rows * r.array_cols) * rate;
   } else if (unit == "vector") {
-    peak = static_cast<double>(r.vector_lanes);
+    peak = static_cast<double>(r.vector_lanes) *
+           static_cast<double>(l.precision == "int8" ? std::max<uint64_t>(1, r.vector_int8_dot_width) : 1);
   }
   if (peak <= 0) return std::nullopt;
   return static_cast<double>(l.macs) / (peak * static_cast<double>(l.cycles));

@@ -263,7 +263,9 @@ struct Report {
   // MACs per PE per cycle by precision name ("int8", "fp16", ...): the array's peak for each.
   std::vector<std::pair<std::string, double>> array_macs_per_pe_per_cycle;
   uint64_t vector_lanes = 0;  // the vector unit's lanes: its peak elements (or depthwise MACs) per cycle
-  Breakdown breakdown;        // adds up to total_cycles
+  // int8 products a lane sums per cycle in a depthwise conv on codes (vector.int8_dot_width)
+  uint64_t vector_int8_dot_width = 1;
+  Breakdown breakdown;  // adds up to total_cycles
   DramReport dram;
   DmaReport dma;
   SramReport sram;
@@ -332,7 +334,8 @@ std::string_view limit_bound_by(const Report::ModelLimit& m);
 std::string_view layer_unit(const LayerReport& l);
 // Useful MACs against the peak of the unit the layer ran on over its cycles: macs / (rows x cols x the
 // array's rate in its precision x cycles) on the array, macs / (vector_lanes x cycles) on the vector
-// unit. None on other units, without MACs, cycles or a known peak.
+// unit (x vector_int8_dot_width for an int8 layer). None on other units, without MACs, cycles or a known
+// peak.
 std::optional<double> mac_utilization(const Report& r, const LayerReport& l);
 // "3x3 s2x2 g96": a convolution's or pool's kernel, strides and groups ("" for other layers).
 std::string window_text(const LayerReport& l);

@@ -360,6 +360,8 @@ void Report::visit(ReportVisitor& v) {
   });
   v.object({"vector", "", "the vector unit simulated"}, [&] {
     v.integer({"lanes", "lanes", "elements (or depthwise MACs) per cycle"}, vector_lanes);
+    v.integer({"int8_dot_width", "MACs", "int8 products a lane sums per cycle in a depthwise conv on codes"},
+              vector_int8_dot_width);
   });
   v.object({"breakdown", "cycles", "the run's cycles by where they went"}, [&] { breakdown.visit(v); });
   v.object({"dram", "", "DRAM traffic"}, [&] { dram.visit(v); });

@@ -253,6 +253,11 @@ std::array<VecOpTiming, kNumVecOps> VectorConfig::default_ops() {
 
 void VectorConfig::visit(Visitor& v) {
   v.integer({"lanes", "lanes", "elements the vector unit processes per cycle"}, lanes, 1, 65536);
+  v.integer(
+      {"int8_dot_width", "MACs",
+       "int8 products a lane sums per cycle in a depthwise conv on 8-bit codes (a dot product, as Arm's "
+       "SDOT: 4); 1 = one MAC per lane per cycle, as for float types"},
+      int8_dot_width, 1, 64);
   v.group("ops",
           "per-operation timing: latency_cycles (pipeline depth) and ii_cycles (cycles per element per lane)",
           [&] {

@@ -136,6 +136,10 @@ struct VecOpTiming {
 // The vector unit: lanes and a per-op timing table (index = VecOp).
 struct VectorConfig {
   int64_t lanes = 32;
+  // int8 x int8 products one lane adds into its int32 sum per cycle in a depthwise convolution (VEC dwconv
+  // on 8-bit codes): a dot product of int8_dot_width taps, as Arm's SDOT and Hexagon HVX's vrmpy do 4 in a
+  // 32-bit lane. 1: one multiply-accumulate a cycle, as for the float types.
+  int64_t int8_dot_width = 4;
   std::array<VecOpTiming, kNumVecOps> ops = default_ops();
   void visit(Visitor& v);
   static std::array<VecOpTiming, kNumVecOps> default_ops();

@@ -1,5 +1,6 @@
 #include "isa/timing/units.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <vector>
@@ -33,9 +34,21 @@ int64_t vec_work_elements(const Instruction& ins) {
   return d0 * d1 * d2;
 }
 
+int64_t dwconv_macs_per_lane(DType dtype, const VectorConfig& v) {
+  return dtype == DType::kInt8 || dtype == DType::kUint8 ? std::max<int64_t>(1, v.int8_dot_width) : 1;
+}
+
+int64_t vec_lane_work(const Instruction& ins, const VectorConfig& v) {
+  const int64_t work = vec_work_elements(ins);
+  if (static_cast<VecOp>(ins.get(Field::kVop)) != VecOp::kDwConv || work == 0) return work;
+  const int64_t per_cycle = dwconv_macs_per_lane(static_cast<DType>(ins.get(Field::kDtype)), v);
+  const int64_t taps = ins.get(Field::kWinH) * ins.get(Field::kWinW);
+  return work / taps * ceil_div(taps, per_cycle);
+}
+
 int64_t vec_cycles(const Instruction& ins, const VectorConfig& v) {
   const VecOpTiming& t = v.ops[static_cast<size_t>(ins.get(Field::kVop)) % kNumVecOps];
-  return t.latency_cycles + ceil_div(vec_work_elements(ins), v.lanes) * t.ii_cycles;
+  return t.latency_cycles + ceil_div(vec_lane_work(ins, v), v.lanes) * t.ii_cycles;
 }
 
 HostCycles host_cycles(int64_t in_bytes, int64_t out_bytes, int64_t cpu_ops, const HostConfig& h,

@@ -11,7 +11,13 @@ namespace npusim::isa::timing {
 // Elements a VEC instruction processes: the d2 x d1 x d0 box, or for pooling and dwconv every (output
 // element, window position) pair (dwconv: one multiply-accumulate each).
 int64_t vec_work_elements(const Instruction& ins);
-// latency + ceil(work / lanes) * ii from the config's per-op table.
+// Products one lane sums per cycle in a dwconv on `dtype`: vector.int8_dot_width on 8-bit codes, else 1.
+int64_t dwconv_macs_per_lane(DType dtype, const VectorConfig& vector);
+// Lane-cycles of a VEC instruction at one cycle per element (before the op's ii): its work elements, except
+// a dwconv on 8-bit codes, whose lane sums vector.int8_dot_width products a cycle: ceil(window taps /
+// int8_dot_width) cycles per output element.
+int64_t vec_lane_work(const Instruction& ins, const VectorConfig& vector);
+// latency + ceil(lane work / lanes) * ii from the config's per-op table.
 int64_t vec_cycles(const Instruction& ins, const VectorConfig& vector);
 
 // Cycles of one host call: link latency + bytes / bandwidth in each direction, the fixed call

@@ -8,7 +8,8 @@ ONNX file alone (docs/report.md, "Model limit"):
   DRAM   = (every initializer of >= 64 elements once + the model's inputs and outputs once) bytes over DRAM
            bytes per cycle
 
-The rates come from the configuration file (systolic_array rows, cols, <precision>_rate, vector.lanes);
+The rates come from the configuration file (systolic_array rows, cols, <precision>_rate, vector.lanes,
+and in int8 vector.int8_dot_width);
 the DRAM peak and the frequency from the report (the DRAM model's peak is the simulator's). With --batch N
 the MACs and the inputs and outputs count N times, the weights once.
 
@@ -51,6 +52,8 @@ def main():
     rows, cols = rep["array"]["rows"], rep["array"]["cols"]
     rate = rep["array"]["macs_per_pe_per_cycle"][prec]
     lanes = cfg.get("vector", {}).get("lanes", 32)
+    if prec == "int8":  # a lane sums int8_dot_width int8 products per cycle in a depthwise conv
+        lanes *= cfg.get("vector", {}).get("int8_dot_width", 4)
     if array.get("rows", rows) != rows or array.get("cols", cols) != cols:
         fail("the report's array is not the configuration's")
 

@@ -78,6 +78,9 @@ std::string vector_and_host_probe() {
           "VEC layer=vec" + wait +
           " op=dwconv dtype=fp32 dtype_out=fp32 src1_buf=input src1=0x0 src2_buf=weight src2=0x0 dst_buf=acc "
           "dst=0x4000 d0=8 d1=8 d2=8 win_h=3 win_w=3 str_h=1 str_w=1\n";
+      // On 8-bit codes too: a lane sums vector.int8_dot_width products per cycle.
+      s += "VEC layer=vec op=dwconv dtype=uint8 dtype_out=int32 src1_buf=input src1=0x0 src2_buf=weight "
+           "src2=0x0 dst_buf=acc dst=0x4000 d0=8 d1=8 d2=8 win_h=3 win_w=3 str_h=1 str_w=1\n";
     } else {
       s += "VEC layer=vec" + wait + " op=" + op +
            " dtype=fp32 dtype_out=fp32 src1_buf=input src1=0x0 "

@@ -40,7 +40,6 @@ ModelLimit model_limit(const Graph& imported, const Graph& lowered,
                        const isa::NpuConfig& config) {
   ModelLimit limit;
   const isa::SystolicArrayConfig& a = config.systolic_array;
-  const double lanes = lane_peak_per_cycle(config);
   std::map<std::string, isa::DType> weight_precision;  // each weight in its first reader's precision
   for (const Node& n : imported.nodes) {
     const isa::DType precision = precision_of(n);
@@ -64,6 +63,7 @@ ModelLimit model_limit(const Graph& imported, const Graph& lowered,
         // One group at a time on the array: its reduction on the rows, its output channels on the columns.
         const double on_array = static_cast<double>(std::min(a.rows, elements_from(*w, 1))) *
                                 static_cast<double>(std::min(a.cols, (*w)[0] / group)) * rate;
+        const double lanes = lane_peak_macs_per_cycle(config, precision);
         on_lanes = on_array <= lanes;
         per_cycle = on_lanes ? lanes : on_array;
       }

@@ -26,6 +26,11 @@ double lane_peak_per_cycle(const isa::NpuConfig& config) {
   return static_cast<double>(std::max<int64_t>(1, config.vector.lanes));
 }
 
+double lane_peak_macs_per_cycle(const isa::NpuConfig& config, isa::DType precision) {
+  return lane_peak_per_cycle(config) *
+         static_cast<double>(isa::timing::dwconv_macs_per_lane(precision, config.vector));
+}
+
 double dram_peak_per_cycle(const isa::NpuConfig& config) {
   return isa::timing::dram_peak_bytes_per_cycle(config);
 }
@@ -43,7 +48,8 @@ Roofline roofs(const std::vector<int64_t>& elements, int64_t macs, bool grouped,
   const double lanes = lane_peak_per_cycle(config);
   Roofline r;
   if (macs > 0) {
-    const double per_cycle = grouped ? lanes : array_peak_macs_per_cycle(config, precision);
+    const double per_cycle =
+        grouped ? lane_peak_macs_per_cycle(config, precision) : array_peak_macs_per_cycle(config, precision);
     // An array without MACs of the precision runs no matrix layer in it (the
     // layer falls back to the host).
     if (per_cycle > 0) r.compute_cycles = static_cast<double>(macs) / per_cycle;
@@ -110,7 +116,7 @@ std::vector<std::optional<Roofline>> compiled_rooflines(const isa::Program& prog
     } else if (dma) {
       if (dram > 0) r.memory_cycles += static_cast<double>(isa::timing::dma_rows(ins).bytes()) / dram;
     } else {
-      r.vector_cycles += static_cast<double>(isa::timing::vec_work_elements(ins)) / lanes;
+      r.vector_cycles += static_cast<double>(isa::timing::vec_lane_work(ins, config.vector)) / lanes;
     }
   }
   return roofs;

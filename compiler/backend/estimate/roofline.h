@@ -26,9 +26,11 @@ struct Roofline {
 
 // The machine's peak rates, the one place the roofs, the compiled roofs and the model limit take them
 // from: the array's MACs per cycle in `precision` (rows x cols x its rate; 0 without MACs of it), the
-// vector lanes' elements (or depthwise MACs) per cycle, and DRAM bytes per cycle (0 = unlimited).
+// vector lanes' elements per cycle, their depthwise MACs per cycle in `precision` (lanes x the
+// products a lane sums per cycle), and DRAM bytes per cycle (0 = unlimited).
 double array_peak_macs_per_cycle(const isa::NpuConfig& config, isa::DType precision);
 double lane_peak_per_cycle(const isa::NpuConfig& config);
+double lane_peak_macs_per_cycle(const isa::NpuConfig& config, isa::DType precision);
 double dram_peak_per_cycle(const isa::NpuConfig& config);
 
 // Node `n` of lowered graph `g` run in `precision` (the MAC rate, and the bytes

@@ -202,7 +202,29 @@ TEST(DwConv, TakesOneMacPerLanePerCyclePlusTheOpsLatency) {
   EXPECT_EQ(isa::timing::vec_work_elements(dwconv(DType::kFp16, g)), 5760);
   EXPECT_EQ(isa::timing::vec_cycles(dwconv(DType::kFp16, g), v), 7 + 180);
   v.ops[static_cast<size_t>(VecOp::kDwConv)] = {7, 2};
+  v.int8_dot_width = 1;
   EXPECT_EQ(isa::timing::vec_cycles(dwconv(DType::kUint8, g), v), 7 + 360);
+}
+
+TEST(DwConv, OnInt8CodesALaneSumsDotWidthProductsPerCycleRoundedUpPerOutput) {
+  isa::VectorConfig v;
+  v.lanes = 32;
+  v.ops[static_cast<size_t>(VecOp::kDwConv)] = {7, 1};
+  v.int8_dot_width = 4;
+  // 640 outputs of 9 taps: ceil(9 / 4) = 3 cycles each on a lane = 1920 lane-cycles = 60 cycles.
+  const Geometry g{9, 9, 40, 3, 3, 2, 2, 1, 1};
+  for (DType t : {DType::kUint8, DType::kInt8}) {
+    EXPECT_EQ(isa::timing::vec_lane_work(dwconv(t, g), v), 1920);
+    EXPECT_EQ(isa::timing::vec_cycles(dwconv(t, g), v), 7 + 60);
+  }
+  // Float types keep one MAC per lane per cycle.
+  EXPECT_EQ(isa::timing::vec_cycles(dwconv(DType::kFp16, g), v), 7 + 180);
+  // A 5x5 window: ceil(25 / 4) = 7 cycles per output, not 25 / 4.
+  const Geometry g5{6, 6, 32, 5, 5, 1, 1, 1, 1};  // 2 x 2 x 32 outputs
+  EXPECT_EQ(isa::timing::vec_cycles(dwconv(DType::kUint8, g5), v), 7 + 2 * 2 * 7);
+  // Other ops on codes are not dot products.
+  Instruction add = vec(VecOp::kAdd, DType::kInt8, DType::kInt32, 64, 1, 1);
+  EXPECT_EQ(isa::timing::vec_lane_work(add, v), 64);
 }
 
 }  // namespace

@@ -105,9 +105,9 @@ TEST(Roofline, GemmBoundIsMacsOverArrayRateOrBytesOverDramPeakInFp16AndInt8) {
   }
 }
 
-TEST(Roofline, DepthwiseConvIsBoundedByTheVectorLanesNotTheArray) {
+// A 3x3 depthwise conv "dw" (pads 1) over ch channels of hw x hw pixels.
+Graph depthwise_graph(int64_t ch, int64_t hw) {
   GraphBuilder b;
-  const int64_t ch = 32, hw = 16;
   b.input("x", {1, ch, hw, hw});
   b.constant("w", {ch, 1, 3, 3});
   Node& n = b.node("Conv", {"x", "w"}, {"y"}, "dw");
@@ -115,7 +115,12 @@ TEST(Roofline, DepthwiseConvIsBoundedByTheVectorLanesNotTheArray) {
   n.attrs["group"].value = ch;
   n.attrs["kernel_shape"].value = std::vector<int64_t>{3, 3};
   b.output("y");
-  Graph g = b.build();
+  return b.build();
+}
+
+TEST(Roofline, DepthwiseConvIsBoundedByTheVectorLanesNotTheArray) {
+  const int64_t ch = 32, hw = 16;
+  Graph g = depthwise_graph(ch, hw);
   lower(g);
   isa::NpuConfig c;
   c.dram.model = isa::DramModel::kIdeal;  // no memory roof: the compute roof alone
@@ -125,6 +130,31 @@ TEST(Roofline, DepthwiseConvIsBoundedByTheVectorLanesNotTheArray) {
   ASSERT_NE(layer(r, "dw").placement, Placement::kHost);
   ASSERT_TRUE(layer(r, "dw").bound_cycles.has_value());
   EXPECT_EQ(*layer(r, "dw").bound_cycles, macs / c.vector.lanes);
+}
+
+// In int8 a lane sums vector.int8_dot_width int8 products per cycle (isa/timing/units.h): the depthwise
+// bound is the MACs over lanes x that width.
+TEST(Roofline, Int8DepthwiseConvIsBoundedByTheLanesTimesTheProductsALaneSumsPerCycle) {
+  const int64_t ch = 32, hw = 16;
+  const Graph imported = depthwise_graph(ch, hw);
+  Graph g = imported;
+  lower(g);
+  quant::PlanRequest req;
+  req.spec.model = quant::Precision::kInt8;
+  req.calibration_count = 2;
+  const quant::PrecisionPlan plan = quant::build_plan(g, req, &imported);
+  const int64_t macs = hw * hw * ch * 9;
+  for (const int64_t width : {1, 4}) {
+    isa::NpuConfig c;
+    c.dram.model = isa::DramModel::kIdeal;
+    c.vector.int8_dot_width = width;
+    CompileOptions options;
+    options.plan = &plan;
+    const CompileResult r = compile(g, c, options);
+    ASSERT_NE(layer(r, "dw").placement, Placement::kHost);
+    ASSERT_TRUE(layer(r, "dw").bound_cycles.has_value());
+    EXPECT_EQ(*layer(r, "dw").bound_cycles, macs / (c.vector.lanes * width)) << width;
+  }
 }
 
 TEST(Roofline, VectorLayerIsBoundedByItsLargestTensorOverTheLanesOrItsBytes) {
