@@ -13,7 +13,7 @@ namespace npusim::arch {
 struct Dispatch {
   // The instruction's timing parameters, which depend only on the instruction and the config.
   struct MatrixWork {
-    int64_t total, stream, macs, factor;  // ArrayCycles of MATMUL/CONV; factor: bank-conflict slow-down
+    int64_t total, stream, chained, macs, factor;  // ArrayCycles of MATMUL/CONV; factor: bank conflicts
   };
   struct VectorWork {
     uint64_t cycles;

@@ -63,7 +63,7 @@ int64_t SystolicArray::conflict_factor(const isa::Instruction& ins) const {
 void SystolicArray::decode(const isa::Instruction& ins, Dispatch& d) const {
   if (ins.opcode != Opcode::kMatmul && ins.opcode != Opcode::kConv) return;
   const timing::ArrayCycles c = tile_cycles(ins);
-  d.work.matrix = Dispatch::MatrixWork{c.total, c.stream, c.macs, conflict_factor(ins)};
+  d.work.matrix = Dispatch::MatrixWork{c.total, c.stream, c.chained, c.macs, conflict_factor(ins)};
 }
 
 void SystolicArray::execute(const Dispatch& d, uint64_t token_cycle) {
@@ -81,6 +81,7 @@ void SystolicArray::execute(const Dispatch& d, uint64_t token_cycle) {
       fab_.rec.busy(unit_, d, now, now + cycles, traces::Category::kCompute);
       if (auto* l = fab_.rec.layer(d.layer)) l->compute_cycles += cycles;
       fab_.wait_cycles(cycles);
+      chain_open_ = false;
       break;
     }
     case Opcode::kMatmul:
@@ -100,12 +101,23 @@ void SystolicArray::execute(const Dispatch& d, uint64_t token_cycle) {
         fab_.wait_cycles(extra);
         t += extra;
       }
-      fab_.rec.busy(unit_, d, t, t + c.total, traces::Category::kCompute);
+      uint64_t end = t + static_cast<uint64_t>(c.total);
+      if (config_.instructions_chained() && chain_open_ && factor == 1) {
+        // It could enter right behind the previous instruction's last row, or start afresh once it was
+        // ready, whichever ends later; never later than starting afresh now.
+        const uint64_t behind =
+            last_row_in_ + static_cast<uint64_t>(c.chained + timing::skew_cycles(config_));
+        end = std::min(end, std::max({behind, token_cycle + static_cast<uint64_t>(c.total), t}));
+      }
+      const int64_t cycles = static_cast<int64_t>(end - t);
+      fab_.rec.busy(unit_, d, t, end, traces::Category::kCompute);
       if (auto* l = fab_.rec.layer(d.layer)) {
-        l->compute_cycles += c.total;
+        l->compute_cycles += cycles;
         l->macs += c.macs;
       }
-      fab_.wait_cycles(c.total);
+      fab_.wait_cycles(cycles);
+      chain_open_ = true;
+      last_row_in_ = end - std::min<uint64_t>(end, static_cast<uint64_t>(timing::skew_cycles(config_)));
       break;
     }
     default:  // NOP: a pure synchronisation point

@@ -1,7 +1,8 @@
 #pragma once
 // The matrix unit: PRELOAD, MATMUL, CONV (and NOP). One wait per instruction: its cycles come from
 // isa/timing/systolic.h (model: tile) or from stepping datapath::PeArray (model: pe), plus the
-// serialisation of strided operand reads that collide on an SRAM bank.
+// serialisation of strided operand reads that collide on an SRAM bank. With chained_instructions a
+// MATMUL/CONV overlaps the previous one's fill and drain (isa/timing/systolic.h).
 #include <memory>
 
 #include "arch/core/queue_unit.h"
@@ -28,6 +29,8 @@ class SystolicArray : public QueueUnit {
   isa::SystolicArrayConfig config_;
   std::unique_ptr<datapath::PeArray> pe_;  // model: pe
   uint64_t last_compute_start_ = 0;        // when the shadow registers were last freed
+  bool chain_open_ = false;                // the last instruction on the array was a MATMUL/CONV
+  uint64_t last_row_in_ = 0;               // the cycle its last row entered the array
   uint64_t macs_ = 0;
 };
 

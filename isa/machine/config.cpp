@@ -52,6 +52,13 @@ void SystolicArrayConfig::visit(Visitor& v) {
              "(one COMPUTE instruction of Gemmini's per DIM pixels of a row), each block occupying the array "
              "at least this many cycles; 1 = one continuous stream"},
             min_block_cycles, 1, 4096);
+  v.boolean(
+      {"chained_instructions", "",
+       "a MATMUL/CONV that follows another on the array enters right behind its last row, as a fold "
+       "follows the previous fold (pipelined_folds): a run of back-to-back instructions pays one preload "
+       "and one skew fill and drain, not one per instruction (Gemmini: PRELOAD and COMPUTE commands "
+       "share one pipeline through the mesh); needs pipelined_folds and model tile"},
+      chained_instructions);
 }
 
 double SystolicArrayConfig::rate(DType t) const {
@@ -185,6 +192,14 @@ std::string_view SystolicArrayConfig::unused_reason(std::string_view key) const 
     if (model == ArrayModel::kPe) return "the PE-level model streams every pixel back to back";
     return "";
   }
+  if (key == "chained_instructions" && chained_instructions) {
+    if (!folds_pipelined())
+      return "instructions chain as pipelined folds do: it needs pipelined_folds, double_buffered and "
+             "dataflow "
+             "ws or is";
+    if (model == ArrayModel::kPe) return "the PE-level model times each instruction from an empty array";
+    return "";
+  }
   if (key != "pipelined_folds" || !pipelined_folds) return "";
   if (dataflow == Dataflow::kOs)
     return "an output-stationary array keeps each fold's sums in its PEs until they drain: folds pipeline in "
@@ -228,6 +243,9 @@ std::vector<std::string_view> NpuConfig::governing_keys(std::string_view path) {
   if (path == "systolic_array.pipelined_folds")
     return {"systolic_array.dataflow", "systolic_array.double_buffered"};
   if (path == "systolic_array.min_block_cycles") return {"systolic_array.dataflow", "systolic_array.model"};
+  if (path == "systolic_array.chained_instructions")
+    return {"systolic_array.pipelined_folds", "systolic_array.double_buffered", "systolic_array.dataflow",
+            "systolic_array.model"};
   return {};
 }
 

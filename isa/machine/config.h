@@ -58,13 +58,19 @@ struct SystolicArrayConfig {
   double fp32_rate = 0.25;
   double int16_rate = 0.5;  // int16 activations x int8 weights, int64 accumulation
   bool fp16_accumulate_fp32 = true;
-  int64_t min_block_cycles = 1;  // ws: cycles a block of at most `rows` streamed pixels takes at least
+  int64_t min_block_cycles = 1;       // ws: cycles a block of at most `rows` streamed pixels takes at least
+  bool chained_instructions = false;  // a MATMUL/CONV enters right behind the previous one's last row
   void visit(Visitor& v);
   // MAC rate of `t` relative to int8 (0 when the array does not support it).
   double rate(DType t) const;
   // Whether one instruction's folds stream back to back (pipelined_folds takes effect: it needs the
   // shadow registers of double_buffered and a stationary operand, ws or is).
   bool folds_pipelined() const { return pipelined_folds && double_buffered && dataflow != Dataflow::kOs; }
+  // Whether consecutive MATMUL/CONV instructions pipeline like one instruction's folds
+  // (chained_instructions takes effect: it needs pipelined folds and the tile model).
+  bool instructions_chained() const {
+    return chained_instructions && folds_pipelined() && model == ArrayModel::kTile;
+  }
   // Why `key` has no effect on this array ("" when it has).
   std::string_view unused_reason(std::string_view key) const;
 };

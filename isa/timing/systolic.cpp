@@ -34,6 +34,8 @@ FoldMap fold_map(const SystolicArrayConfig& a, const GemmShape& g) {
 
 int64_t preload_cycles(const SystolicArrayConfig& a) { return a.rows; }
 
+int64_t skew_cycles(const SystolicArrayConfig& a) { return a.rows + a.cols - 2; }
+
 int64_t stream_cycles(int64_t t, double rate) {
   if (rate >= 1.0) return t;
   // Exact for the rates configs use (1/2, 1/4, ...); the epsilon keeps 8 / 0.5 from becoming 17.
@@ -62,9 +64,11 @@ ArrayCycles gemm_cycles(const SystolicArrayConfig& a, const GemmShape& g, DType 
     // Fold i+1 enters as fold i's last row has: one skew fill and drain for the instruction. A fold
     // shorter than R waits for the shadow registers (its successor's operand takes R cycles to shift
     // in), which is charged here too.
-    c.fill_drain = (a.rows + a.cols - 2) + (c.folds - 1) * std::max<int64_t>(0, a.rows - beats);
+    const int64_t wait = std::max<int64_t>(0, a.rows - beats);
+    c.fill_drain = skew_cycles(a) + (c.folds - 1) * wait;
+    c.chained = c.stream + c.folds * wait;
   } else {
-    c.fill_drain = c.folds * (a.rows + a.cols - 2);
+    c.fill_drain = c.folds * skew_cycles(a);
   }
   if (a.dataflow != Dataflow::kOs) {
     // Folds whose stationary operand is shifted in while nothing else happens.

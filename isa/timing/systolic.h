@@ -37,6 +37,13 @@
 //     min(DIM, ocols - ocol); ONNXim's model of the same RTL (src/SystolicWS.cc) keeps each COMPUTE
 //     on the array for max(I, 4) cycles, and Gemmini's per-layer RTL cycles follow it
 //     (docs/validation.md): a 17-pixel row, 8 + 8 + 1, takes 20 cycles, a 14-pixel row 14.
+//   - chained_instructions (with pipelined folds; false under scalesim.yaml): an instruction that follows
+//     another MATMUL/CONV on the array enters right behind its last row, as a fold enters behind the
+//     previous fold: it adds `chained` = stream + folds * max(0, R - ceil(T / rate)) cycles to the run
+//     (no preload and no skew fill and drain of its own; a short fold still waits for its successor's
+//     operand to shift in), and the run's results leave skew_cycles after its last row. This is
+//     Gemmini's mesh, where every PRELOAD and COMPUTE command of a layer flows through one pipeline
+//     (ONNXim's src/SystolicWS.cc issues each command behind the previous one and drains once).
 #include <cstdint>
 
 #include "isa/isa.h"
@@ -68,7 +75,8 @@ struct ArrayCycles {
   int64_t stream = 0;      // moving operand streaming, stretched by the precision rate
   int64_t fill_drain = 0;  // skew fill and drain: R + C - 2 per fold, or once when folds pipeline
   int64_t total = 0;
-  int64_t macs = 0;  // useful multiply-accumulates, m * k * n
+  int64_t chained = 0;  // cycles it adds entering right behind another instruction (pipelined folds)
+  int64_t macs = 0;     // useful multiply-accumulates, m * k * n
 };
 
 // The GEMM a MATMUL or CONV instruction computes (CONV: M = out_h*out_w, K = kh*kw*in_c, N = n).
@@ -88,6 +96,10 @@ int64_t streamed_pixels(const SystolicArrayConfig& array, int64_t m, int64_t row
 
 // Cycles of a MATMUL or CONV instruction (gemm_shape + gemm_cycles).
 ArrayCycles matrix_cycles(const Instruction& ins, const SystolicArrayConfig& array);
+
+// Cycles from a row's entry into the array to its last result leaving it: the skew fill and drain,
+// R + C - 2 (a chain of instructions pays it once, after its last row).
+int64_t skew_cycles(const SystolicArrayConfig& array);
 
 // Cycles to shift a stationary operand into the array: one row per cycle through all R rows, as
 // SCALE-Sim's per-fold prefix of R cycles (independent of how many rows the tile uses).

@@ -39,14 +39,6 @@ std::string value_text(const Parameter& p, double v) {
   return p.integer ? isa::format_integer(static_cast<int64_t>(std::llround(v))) : fmt::format("{:.6g}", v);
 }
 
-// The rows of `rows` whose index modulo `folds` is (or is not) `fold`.
-std::vector<Measurement> fold_rows(const std::vector<Measurement>& rows, int folds, int fold, bool held_out) {
-  std::vector<Measurement> out;
-  for (size_t i = 0; i < rows.size(); ++i)
-    if ((static_cast<int>(i % static_cast<size_t>(folds)) == fold) == held_out) out.push_back(rows[i]);
-  return out;
-}
-
 struct FitOutcome {
   isa::NpuConfig config;
   std::vector<Move> moves;
@@ -54,7 +46,7 @@ struct FitOutcome {
 };
 
 FitOutcome fit(const isa::NpuConfig& start, const std::vector<Parameter>& params, const Predictor& predictor,
-               int max_iterations) {
+               const Options& o) {
   std::vector<double> measured(predictor.rows().size());
   for (size_t i = 0; i < measured.size(); ++i) measured[i] = predictor.measured_cycles(i, start);
   std::vector<Unknown> unknowns;
@@ -68,7 +60,8 @@ FitOutcome fit(const isa::NpuConfig& start, const std::vector<Parameter>& params
     return relative_errors(predictor.predict(config_at(x)), measured);
   };
   FitOptions options;
-  options.max_iterations = max_iterations;
+  options.max_iterations = o.max_iterations;
+  options.restart_passes = o.restart_passes;
   const FitResult r = least_squares(unknowns, residuals, options);
   FitOutcome out{config_at(r.values), {}, r.iterations};
   for (size_t j = 0; j < params.size(); ++j)
@@ -126,6 +119,18 @@ Predictor::Predictor(std::vector<Measurement> rows) : rows_(std::move(rows)) {
   }
 }
 
+Predictor Predictor::fold(int folds, int fold, bool held_out) const {
+  std::vector<Measurement> rows;
+  for (size_t i = 0; i < rows_.size(); ++i)
+    if ((static_cast<int>(i % static_cast<size_t>(folds)) == fold) == held_out) rows.push_back(rows_[i]);
+  Predictor out(std::move(rows));
+  for (const auto& group : out.groups_) {
+    const auto program = programs_.find(group.first);
+    if (program != programs_.end()) out.programs_.insert(*program);
+  }
+  return out;
+}
+
 double Predictor::measured_cycles(size_t row, const isa::NpuConfig& c) const {
   const Measurement& m = rows_[row];
   return m.ms ? m.value * c.frequency_mhz * 1e3 : m.value;
@@ -144,8 +149,11 @@ std::vector<double> Predictor::predict(const isa::NpuConfig& c) const {
     m.timing_only = true;
     traces::Report report;
     try {
-      const CompiledModel compiled = cli::compile_or_throw(first.model, c, m);
-      report = arch::simulate(compiled.result.program, c, {});
+      auto program = programs_.find(group.first);
+      if (program == programs_.end())
+        program =
+            programs_.emplace(group.first, cli::compile_or_throw(first.model, c, m).result.program).first;
+      report = arch::simulate(program->second, c, {});
     } catch (const cli::RunError& e) {
       throw cli::RunError(fmt::format("{}: model '{}': {}", first.where, first.model, e.what()));
     } catch (const arch::SimError& e) {
@@ -206,7 +214,7 @@ Calibration calibrate(const isa::NpuConfig& start, const Predictor& predictor, c
   Calibration out;
   for (size_t i = 0; i < n; ++i) out.measured.push_back(predictor.measured_cycles(i, start));
   out.before = predictor.predict(start);
-  FitOutcome full = fit(start, params, predictor, options.max_iterations);
+  FitOutcome full = fit(start, params, predictor, options);
   out.config = full.config;
   out.moves = full.moves;
   out.iterations = full.iterations;
@@ -216,9 +224,9 @@ Calibration calibrate(const isa::NpuConfig& start, const Predictor& predictor, c
   if (out.folds >= 2) {
     out.held_out_error.assign(n, 0.0);
     for (int f = 0; f < out.folds; ++f) {
-      const Predictor train(fold_rows(predictor.rows(), out.folds, f, false));
-      const Predictor test(fold_rows(predictor.rows(), out.folds, f, true));
-      const FitOutcome o = fit(start, params, train, options.max_iterations);
+      const Predictor train = predictor.fold(out.folds, f, false);
+      const Predictor test = predictor.fold(out.folds, f, true);
+      const FitOutcome o = fit(start, params, train, options);
       const std::vector<double> predicted = test.predict(o.config);
       for (size_t k = 0, i = static_cast<size_t>(f); i < n; i += static_cast<size_t>(out.folds), ++k)
         out.held_out_error[i] = predicted[k] / test.measured_cycles(k, start) - 1.0;

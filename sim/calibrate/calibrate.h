@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "isa/machine/config.h"
+#include "isa/program.h"
 #include "sim/calibrate/measurements.h"
 
 namespace npusim::sim::calibrate {
@@ -32,9 +33,12 @@ double get(const isa::NpuConfig& c, const Parameter& p);
 isa::NpuConfig with(isa::NpuConfig c, const Parameter& p, double v);
 
 // Predicts the measured rows' figures in cycles: each distinct model (with its precision, batch and input
-// shape) compiled and simulated once per configuration, as `npusim run` does, timing only. Throws
-// MeasurementError naming the row's file:line for a model that cannot be read or compiled and for a layer
-// the report does not have.
+// shape) compiled once, as `npusim run` does, with the configuration of the first prediction, and that
+// one program simulated (timing only) under every configuration asked for. The board ran one program
+// whatever its timing parameters are; recompiling per configuration would let the mapping search re-tile
+// as the fit moves them, which makes the objective jump (docs/calibrate.md). Throws MeasurementError
+// naming the row's file:line for a model that cannot be read or compiled and for a layer the report does
+// not have.
 class Predictor {
  public:
   explicit Predictor(std::vector<Measurement> rows);
@@ -42,12 +46,15 @@ class Predictor {
   // A row's measured figure in cycles (ms at the configuration's clock).
   double measured_cycles(size_t row, const isa::NpuConfig& c) const;
   std::vector<double> predict(const isa::NpuConfig& c) const;
+  // The rows whose index modulo `folds` is (held_out) or is not `fold`, with the programs compiled so far.
+  Predictor fold(int folds, int fold, bool held_out) const;
   int simulations() const { return simulations_; }
 
  private:
   using Key = std::tuple<std::string, std::string, int64_t, std::vector<std::string>>;
   std::vector<Measurement> rows_;
-  std::map<Key, std::vector<size_t>> groups_;  // model runs -> the rows they predict
+  std::map<Key, std::vector<size_t>> groups_;     // model runs -> the rows they predict
+  mutable std::map<Key, isa::Program> programs_;  // each model's program, compiled at the first prediction
   mutable int simulations_ = 0;
 };
 
@@ -55,6 +62,7 @@ struct Options {
   std::vector<std::string> only;  // Parameter selection (calibratable())
   int folds = 5;                  // k of the cross-validation (at most the rows; < 2: none)
   int max_iterations = 20;
+  int restart_passes = 3;  // FitOptions::restart_passes: passes of restarted descents after a stall
 };
 
 struct Move {

@@ -54,8 +54,11 @@ std::vector<double> solve(std::vector<double> a, std::vector<double> b) {
   return x;
 }
 
-FitResult least_squares(const std::vector<Unknown>& unknowns, const Residuals& residuals,
-                        const FitOptions& options) {
+namespace {
+
+// One Levenberg-Marquardt descent from the unknowns' values.
+FitResult descend(const std::vector<Unknown>& unknowns, const Residuals& residuals,
+                  const FitOptions& options) {
   const size_t p = unknowns.size();
   FitResult out;
   out.moves.assign(p, false);
@@ -120,6 +123,41 @@ FitResult least_squares(const std::vector<Unknown>& unknowns, const Residuals& r
   out.values = x;
   out.cost_after = cost;
   return out;
+}
+
+}  // namespace
+
+FitResult least_squares(const std::vector<Unknown>& unknowns, const Residuals& residuals,
+                        const FitOptions& options) {
+  FitResult best = descend(unknowns, residuals, options);
+  const double cost_before = best.cost_before;
+  for (int pass = 0; pass < options.restart_passes && best.cost_after > 1e-20; ++pass) {
+    bool improved = false;
+    for (size_t j = 0; j < unknowns.size(); ++j) {
+      if (!best.moves[j]) continue;  // no residual depends on it
+      for (double factor : {1.25, 0.8}) {
+        std::vector<Unknown> from = unknowns;
+        for (size_t k = 0; k < from.size(); ++k) from[k].value = best.values[k];
+        from[j].value = clamp_to(from[j], best.values[j] * factor);
+        if (from[j].value == best.values[j]) continue;
+        FitResult r = descend(from, residuals, options);
+        r.iterations += best.iterations;
+        r.evaluations += best.evaluations;
+        for (size_t k = 0; k < r.moves.size(); ++k) r.moves[k] = r.moves[k] || best.moves[k];
+        if (r.cost_after < best.cost_after * (1 - 1e-9)) {
+          best = std::move(r);
+          improved = true;
+        } else {
+          best.iterations = r.iterations;
+          best.evaluations = r.evaluations;
+          best.moves = r.moves;
+        }
+      }
+    }
+    if (!improved) break;
+  }
+  best.cost_before = cost_before;
+  return best;
 }
 
 }  // namespace npusim::sim::calibrate

@@ -14,8 +14,13 @@ struct Unknown {
 };
 
 struct FitOptions {
-  int max_iterations = 20;
+  int max_iterations = 20;  // per descent
   double tolerance = 1e-6;  // stop when an accepted step lowers the cost by less than this fraction
+  // Residuals from simulations are piecewise (integer cycles, a transfer's bandwidth or its outstanding
+  // requests binding), and a descent can stall on a kink short of the minimum. After it stalls, descents
+  // restart from the best point with one unknown at 1.25x and then 0.8x its value, each unknown in turn;
+  // a pass that improves the cost is followed by another, at most this many (0: no restarts).
+  int restart_passes = 3;
 };
 
 struct FitResult {
@@ -31,6 +36,7 @@ using Residuals = std::function<std::vector<double>(const std::vector<double>& x
 
 // Minimizes the sum of squared residuals over the box of `unknowns`. Damping scales with diag(J'J)
 // (Marquardt), so the units of the unknowns do not matter; an unknown no residual depends on stays put.
+// `iterations` and `evaluations` count every descent, restarts included.
 FitResult least_squares(const std::vector<Unknown>& unknowns, const Residuals& residuals,
                         const FitOptions& options = {});
 

@@ -91,6 +91,17 @@ TEST(SystolicTiming, PipelinedFoldsPayFillAndDrainOnce) {
             timing::gemm_cycles(array(4, 4, Dataflow::kOs, true, false), g, isa::DType::kInt8, false).total);
 }
 
+TEST(SystolicTiming, AChainedInstructionAddsItsStreamAndItsFoldSwitches) {
+  // 4x4 WS, pipelined: an instruction entering behind another pays no preload and no skew of its own.
+  const auto a = array(4, 4, Dataflow::kWs, true, true);
+  const auto full = timing::gemm_cycles(a, {8, 10, 6}, isa::DType::kInt8, false);  // 6 folds of 8 rows
+  EXPECT_EQ(full.chained, 6 * 8);
+  EXPECT_EQ(full.total - full.chained, 4 + timing::skew_cycles(a));
+  EXPECT_EQ(timing::skew_cycles(a), 3 + 3);
+  // Folds of 2 rows on 4 rows: each, the first too, waits 2 cycles for its operand to shift in.
+  EXPECT_EQ(timing::gemm_cycles(a, {2, 10, 6}, isa::DType::kInt8, false).chained, 6 * (2 + 2));
+}
+
 TEST(SystolicTiming, MinBlockCyclesStreamsEachOutputRowInBlocksOfRowsPixels) {
   // Gemmini's conv: one COMPUTE per output row and DIM pixels, each at least 4 cycles on the array.
   // 8x8, pipelined folds, a CONV of 3 output rows of 17 pixels (8 + 8 + 1), K = 8, N = 8: one fold.

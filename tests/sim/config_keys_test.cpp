@@ -269,6 +269,21 @@ TEST(ConfigKeys, MinBlockCyclesWhereNoBlocksStreamIsRejected) {
   EXPECT_EQ(message("systolic_array:\n  dataflow: os\n  min_block_cycles: 1\n", {}), "");
 }
 
+// chained_instructions where instructions cannot chain (no pipelined folds, or the PE-level model) is
+// rejected naming why.
+TEST(ConfigKeys, ChainedInstructionsWhereFoldsDoNotPipelineAreRejected) {
+  EXPECT_NE(message("systolic_array:\n  dataflow: os\n  chained_instructions: true\n", {})
+                .find("x.yaml:3:25: systolic_array.chained_instructions does not apply to this array "
+                      "(instructions chain as pipelined folds do"),
+            std::string::npos);
+  EXPECT_NE(
+      message("systolic_array:\n  model: pe\n", {"systolic_array.chained_instructions=true"})
+          .find("--set: systolic_array.chained_instructions does not apply to this array (the PE-level"),
+      std::string::npos);
+  EXPECT_EQ(message("systolic_array:\n  chained_instructions: true\n", {}), "");
+  EXPECT_EQ(message("systolic_array:\n  dataflow: os\n  chained_instructions: false\n", {}), "");
+}
+
 }  // namespace
 }  // namespace npusim::sim
 

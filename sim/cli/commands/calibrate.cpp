@@ -36,7 +36,11 @@ int cmd_calibrate(Context& ctx, const Command& cmd) {
       "iterations", po::value(&options.max_iterations)->value_name("N"),
       fmt::format("at most N Levenberg-Marquardt iterations per fit (default {})",
                   calibrate::Options{}.max_iterations)
-          .c_str())("quiet,q", po::bool_switch(&quiet), "print nothing but errors");
+          .c_str())("restarts", po::value(&options.restart_passes)->value_name("N"),
+                    fmt::format("after a fit stalls, at most N passes of descents restarted from its best "
+                                "point, each parameter in turn at 1.25x and 0.8x (default {}; 0: none)",
+                                calibrate::Options{}.restart_passes)
+                        .c_str())("quiet,q", po::bool_switch(&quiet), "print nothing but errors");
   po::positional_options_description pos;
   pos.add("measured", 1);
   if (!parse(ctx, cmd, d, pos, &opts)) return kExitOk;
@@ -44,6 +48,7 @@ int cmd_calibrate(Context& ctx, const Command& cmd) {
   if (output.empty()) throw UsageError("calibrate needs -o CALIBRATED.yaml (see 'npusim calibrate --help')");
   if (options.folds < 0) throw UsageError("--folds must not be negative");
   if (options.max_iterations < 1) throw UsageError("--iterations must be at least 1");
+  if (options.restart_passes < 0) throw UsageError("--restarts must not be negative");
   const isa::NpuConfig config = resolve_config(o);
   calibrate::Calibration result;
   try {
