@@ -89,6 +89,7 @@ class Parser : public YamlErrors {
     // Poisson seeds default to the scenario's seed plus the model's index (independent streams).
     for (size_t i = 0; i < s.models.size(); ++i) {
       if (!seed_given_[i]) s.models[i].arrivals.seed = s.seed + static_cast<uint32_t>(i);
+      if (!fanout_seed_given_[i]) s.models[i].fanout_seed = s.seed + static_cast<uint32_t>(i);
     }
   }
 
@@ -113,7 +114,7 @@ class Parser : public YamlErrors {
       ScenarioModel sm;
       sm.line = m.Mark().line + 1;
       sm.column = m.Mark().column + 1;
-      bool seed_given = false;
+      bool seed_given = false, fanout_seed_given = false;
       for (const auto& kv : m) {
         const std::string k = kv.first.Scalar();
         const std::string key = where + "." + k;
@@ -177,7 +178,7 @@ class Parser : public YamlErrors {
         } else if (k == "after") {
           scalar(v, key, sm.after);
         } else if (k == "fanout") {
-          read_fanout(v, key, sm);
+          fanout_seed_given = read_fanout(v, key, sm);
         } else {
           unknown(kv.first, where + ".", k,
                   {"name", "model", "precision", "batch", "input_shape", "dynamic", "priority", "core", "set",
@@ -212,6 +213,7 @@ class Parser : public YamlErrors {
                      ".arrival: missing (periodic, poisson or trace; or after: MODEL for a dependent stage)");
       if (sm.name.empty()) sm.name = fmt::format("model{}", i);
       seed_given_.push_back(seed_given);
+      fanout_seed_given_.push_back(fanout_seed_given);
       s.models.push_back(sm);
     }
     resolve_after(n, s);
@@ -247,8 +249,28 @@ class Parser : public YamlErrors {
     }
   }
 
-  // `fanout: N` or `fanout: [N0, N1, ...]`: requests per upstream request, each from 0 to 1000.
-  void read_fanout(const YAML::Node& v, const std::string& key, ScenarioModel& sm) {
+  // `fanout: N`, `fanout: [N0, N1, ...]` (requests per upstream request, each from 0 to 1000) or
+  // `fanout: {poisson_mean: M, seed: S}`. Returns whether a seed was given.
+  bool read_fanout(const YAML::Node& v, const std::string& key, ScenarioModel& sm) {
+    if (v.IsMap()) {
+      bool seed = false;
+      for (const auto& kv : v) {
+        const std::string k = kv.first.Scalar();
+        if (k == "poisson_mean") {
+          real(kv.second, key + "." + k, sm.fanout_mean, 1e-6, 1000);
+        } else if (k == "seed") {
+          int64_t sd = 0;
+          integer(kv.second, key + "." + k, sd, 0, 0xffffffffLL);
+          sm.fanout_seed = static_cast<uint32_t>(sd);
+          seed = true;
+        } else {
+          unknown(kv.first, key + ".", k, {"poisson_mean", "seed"});
+        }
+      }
+      if (!v["poisson_mean"])
+        error(v, key + ".poisson_mean: missing (the mean crop count per upstream request)");
+      return seed;
+    }
     sm.fanout.clear();
     if (v.IsSequence()) {
       if (v.size() == 0) error(v, key + ": expected a count or a non-empty list of counts");
@@ -257,11 +279,12 @@ class Parser : public YamlErrors {
         integer(v[k], fmt::format("{}[{}]", key, k), c, 0, 1000);
         sm.fanout.push_back(std::max<int64_t>(c, 0));
       }
-      return;
+      return false;
     }
     int64_t c = 1;
     integer(v, key, c, 0, 1000);
     sm.fanout.push_back(c);
+    return false;
   }
 
   // `input_shape: {NAME: 1x3x48x320}`: each input's shape, every dimension a positive integer.
@@ -416,7 +439,7 @@ class Parser : public YamlErrors {
   }
 
   std::string dir_;
-  std::vector<bool> seed_given_;
+  std::vector<bool> seed_given_, fanout_seed_given_;
 };
 
 }  // namespace

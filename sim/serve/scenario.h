@@ -68,6 +68,11 @@ struct ScenarioModel {
   // requests take in turn (`fanout: [3, 0, 5]`: request k makes fanout[k % 3]), the crop counts of
   // successive frames.
   std::vector<int64_t> fanout = {1};
+  // `fanout: {poisson_mean: M, seed: S}`: each upstream request k makes a Poisson(M) count instead (drawn
+  // from its own seeded stream, so the same request makes the same count whatever the schedule; at most
+  // 1000); 0 = the counts above. The seed defaults to the scenario's seed + the model's index.
+  double fanout_mean = 0;
+  uint32_t fanout_seed = 0;
   std::string
       pipeline;  // an end-to-end pipeline file (docs/e2e.md), resolved against the scenario; "" = none
   std::optional<e2e::PipelineSpec> pipeline_spec;  // that file, parsed (it has no stream: the arrivals are)

@@ -93,6 +93,14 @@ void latency_figures(std::vector<int64_t> cycles, double ms_per_cycle, Stats& ou
   out.latency_mean_ms = cycles.empty() ? 0 : sum / static_cast<double>(cycles.size()) * ms_per_cycle;
 }
 
+// The requests a dependent stage makes for its upstream's request `k` (ScenarioModel::fanout, fanout_mean).
+int64_t fanout_count(const ScenarioModel& m, int64_t k) {
+  if (m.fanout_mean <= 0) return m.fanout[static_cast<size_t>(k) % m.fanout.size()];
+  // Its own stream per request: the count does not depend on the order requests complete in.
+  std::mt19937 rng(m.fanout_seed ^ (static_cast<uint32_t>(k) * 2654435761u));
+  return std::min<int64_t>(std::poisson_distribution<int64_t>(m.fanout_mean)(rng), 1000);
+}
+
 }  // namespace
 
 ModelProfile profile_of(const std::string& name, const traces::Report& report) {
@@ -320,7 +328,7 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
     for (size_t d = 0; d < n_models; ++d) {
       const ScenarioModel& dm = s.models[d];
       if (dm.after.empty() || dm.upstream != m) continue;
-      const int64_t count = dm.fanout[static_cast<size_t>(upstream_index) % dm.fanout.size()];
+      const int64_t count = fanout_count(dm, upstream_index);
       frames[f].open += count;
       Core& c = core[static_cast<size_t>(dm.core)];
       for (int64_t k = 0; k < count; ++k) {

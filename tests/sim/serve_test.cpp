@@ -633,6 +633,33 @@ TEST(Scheduler, AFrameEndsWithTheLastRequestItLedTo) {
   EXPECT_GE(r.frames[0].latency_max_ms, 6000 / 1e6);
 }
 
+// fanout: {poisson_mean: 3}: each frame's crop count drawn from Poisson(3), the same for the same frame.
+TEST(Scheduler, APoissonFanoutAveragesItsMean) {
+  const Scenario parsed = parse_scenario_text(R"(seed: 5
+models:
+  - {name: det, model: demo, arrival: {type: periodic, period_ms: 1}}
+  - {name: rec, model: demo, after: det, fanout: {poisson_mean: 3}}
+)",
+                                              "s.yaml", ".");
+  EXPECT_DOUBLE_EQ(parsed.models[1].fanout_mean, 3);
+  EXPECT_EQ(parsed.models[1].fanout_seed, 6u);  // the scenario's seed + the model's index
+  EXPECT_EQ(errors_of("models:\n  - {name: det, model: demo, arrival: {type: periodic, period_ms: 1}}\n"
+                      "  - {name: rec, model: demo, after: det, fanout: {mean: 3}}\n"),
+            "s.yaml:3:51: models[1].fanout.mean: unknown key (valid: poisson_mean, seed)\n"
+            "s.yaml:3:50: models[1].fanout.poisson_mean: missing (the mean crop count per upstream request)");
+  Scenario s = parsed;
+  s.duration_ms = 2000;  // 2000 frames, 1 ms apart; 10 + 3 x 1 cycles each: no queueing
+  const ServeResult a = run_scenario(s, {profile("det", 1, 10), profile("rec", 1, 1)}, 1000);
+  ASSERT_EQ(a.models[0].requests, 2000);
+  // Poisson(3) over 2000 frames: the mean within 4 standard deviations (sqrt(3 / 2000) = 0.039).
+  EXPECT_NEAR(static_cast<double>(a.models[1].requests) / 2000.0, 3.0, 0.16);
+  EXPECT_GT(a.frames[0].latency_max_ms, a.frames[0].latency_p50_ms);  // the counts differ
+  // The same counts under another policy (each request draws from its own stream).
+  s.policy = Policy::kRoundRobin;
+  EXPECT_EQ(run_scenario(s, {profile("det", 1, 10), profile("rec", 1, 1)}, 1000).models[1].requests,
+            a.models[1].requests);
+}
+
 TEST(Scheduler, AModelWithoutRequestsHasNoLatencies) {
   Scenario s;
   s.duration_ms = 1;
