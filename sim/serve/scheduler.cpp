@@ -32,8 +32,7 @@ struct Request {
 struct Frame {
   size_t model = 0;  // the first stage
   int64_t arrival = 0;
-  int64_t open = 1;  // its requests not done yet
-  int64_t end = 0;   // the latest completion among them (post-processing included)
+  int64_t end = 0;  // the latest completion among its requests (post-processing included)
 };
 
 // Weights in DRAM, least recently used first (dram.capacity_mib): use(m) makes model m's weights resident
@@ -237,7 +236,7 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
       const int64_t at = isa::timing::us_to_cycles(t[i] * 1000.0, f_mhz);
       reqs.push_back(
           {m, static_cast<int64_t>(i), at, at + profiles[m].host_before_cycles, 0, -1, frames.size()});
-      frames.push_back({m, at, 1, 0});
+      frames.push_back({m, at, 0});
     }
     made[m] = static_cast<int64_t>(t.size());
     if (static_cast<int64_t>(reqs.size()) > kMaxRequests) {
@@ -322,14 +321,11 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
     reqs[id].done = t;
     const size_t m = reqs[id].model, f = reqs[id].frame;
     const int64_t finish = t + profiles[m].host_after_cycles, upstream_index = reqs[id].index;
-    Frame& fr = frames[f];
-    fr.end = std::max(fr.end, finish);
-    --fr.open;
+    frames[f].end = std::max(frames[f].end, finish);
     for (size_t d = 0; d < n_models; ++d) {
       const ScenarioModel& dm = s.models[d];
       if (dm.after.empty() || dm.upstream != m) continue;
       const int64_t count = fanout_count(dm, upstream_index);
-      frames[f].open += count;
       Core& c = core[static_cast<size_t>(dm.core)];
       for (int64_t k = 0; k < count; ++k) {
         const size_t at = reqs.size();
