@@ -24,15 +24,6 @@ std::string pct(uint64_t part, uint64_t whole) {
   return whole ? fmt::format("{:5.1f}%", 100.0 * part / whole) : std::string("  -  ");
 }
 
-// A fraction as a percentage in prose: one decimal, and below 1% enough decimals for two significant
-// digits, so a small non-zero share (a 256x256 array's utilization) never reads "0.0%".
-std::string percent(double fraction) {
-  const double p = 100.0 * fraction;
-  if (p == 0.0 || std::abs(p) >= 1.0 || !std::isfinite(p)) return fmt::format("{:.1f}%", p);
-  const int decimals = std::min(9, static_cast<int>(std::ceil(-std::log10(std::abs(p)))) + 1);
-  return fmt::format("{:.{}f}%", p, decimals);
-}
-
 std::optional<double> ratio(std::optional<uint64_t> bound, uint64_t cycles) {
   if (!bound || cycles == 0) return std::nullopt;
   return static_cast<double>(*bound) / static_cast<double>(cycles);
@@ -120,6 +111,13 @@ class JsonReportWriter final : public ReportVisitor {
 };
 
 }  // namespace
+
+std::string percent(double fraction) {
+  const double p = 100.0 * fraction;
+  if (p == 0.0 || std::abs(p) >= 1.0 || !std::isfinite(p)) return fmt::format("{:.1f}%", p);
+  const int decimals = std::min(9, static_cast<int>(std::ceil(-std::log10(std::abs(p)))) + 1);
+  return fmt::format("{:.{}f}%", p, decimals);
+}
 
 std::string_view layer_placement_name(LayerPlacement p) {
   return kLayerPlacementNames[static_cast<size_t>(p)];
@@ -325,6 +323,12 @@ std::string summary_text(const Report& r, size_t top_layers) {
         "precision         {}: peak {} MACs/cycle{}\n", pf->plan,
         peak == std::floor(peak) ? num(peak) : fmt::format("{:.1f}", peak),
         r.run && !r.run->precision_source.empty() ? "; chosen by " + r.run->precision_source : "");
+    if (r.run && !r.run->objective.empty() && r.run->objective != "cycles") {
+      o += fmt::format(
+          "objective         {}: the mapping search kept each layer's simulated candidate of least {} "
+          "(--objective)\n",
+          r.run->objective, r.run->objective == "edp" ? "energy x cycles" : "energy");
+    }
     // array_utilization is of one MAC per PE per cycle (the int8 peak): said again only where the plan's
     // peak differs.
     const bool int8_peak = peak == static_cast<double>(r.array_rows) * static_cast<double>(r.array_cols);

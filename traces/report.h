@@ -204,6 +204,9 @@ struct RunInfo {
   // Who chose a compiled model's precision: --precision, the configuration's default, the array's widest
   // floating-point type ("" for a program run).
   std::string precision_source;
+  // What a compiled model's mapping search minimised (--objective: cycles, energy, edp; "" for a program
+  // run).
+  std::string objective;
   // Every configuration parameter as resolved (dotted key, canonical value text), declaration order.
   std::vector<std::pair<std::string, std::string>> parameters;
   void visit(ReportVisitor& v);
@@ -339,6 +342,11 @@ std::string_view layer_unit(const LayerReport& l);
 std::optional<double> mac_utilization(const Report& r, const LayerReport& l);
 // "3x3 s2x2 g96": a convolution's or pool's kernel, strides and groups ("" for other layers).
 std::string window_text(const LayerReport& l);
+
+// A fraction as a percentage in prose: one decimal, and below 1% enough decimals for two significant
+// digits, so a small non-zero share (a 256x256 array's utilization) never reads "0.0%". The summary and
+// the HTML page say figures with it.
+std::string percent(double fraction);
 
 // The layers' short display names (isa::display_names), in order: the summary, the layer CSV and the
 // report's layers[].display_name use them; layers[].name stays the full name.

@@ -278,6 +278,8 @@ void RunInfo::visit(ReportVisitor& v) {
     v.text({"", "", "a --set override"}, s);
   });
   v.text({"precision_source", "", "who chose a compiled model's precision"}, precision_source);
+  v.text({"objective", "", "what a compiled model's mapping search minimised: cycles, energy or edp"},
+         objective);
   std::vector<std::string> keys;
   for (const auto& [key, value] : parameters) keys.push_back(key);
   keys =

@@ -2,8 +2,10 @@
 // What a compile is asked to do (compile.h): the precision or per-layer precision plan, the simulator
 // that times emitted code, imposed mappings and the fusions that may apply. Its own header so that the
 // lowerings read it without including the driver.
+#include <array>
 #include <cstdint>
 #include <functional>
+#include <string_view>
 #include <vector>
 
 #include "compiler/backend/mapping/mapping.h"
@@ -19,6 +21,13 @@ struct QParams;
 
 // Cycles of each layer of a program slice, simulated (CompileOptions::timer).
 using CodeTimer = std::function<std::vector<int64_t>(const isa::Program&)>;
+// Energy (mJ) of each layer of a program slice, simulated as CodeTimer times it (CompileOptions::energy).
+using CodeEnergy = std::function<std::vector<double>(const isa::Program&)>;
+
+// What the mapping search keeps among the candidates it simulates (--objective, docs/cli.md): the fewest
+// cycles, the least energy, or the least energy x cycles (energy-delay product).
+enum class MappingObjective : uint8_t { kCycles, kEnergy, kEdp };
+inline constexpr std::array<std::string_view, 3> kMappingObjectiveNames = {"cycles", "energy", "edp"};
 
 struct CompileOptions {
   // Whole-model precision of matrix and vector ops and of activations in DRAM: fp32, fp16 or bf16.
@@ -34,6 +43,10 @@ struct CompileOptions {
   // ranks its best few candidates by simulating each. Without it (the compiler's own tests), estimates
   // come from the closed-form cost model.
   CodeTimer timer;
+  // What the search keeps among the candidates it simulates (a matrix layer's tilings, a depthwise conv's
+  // array and vector mappings). kEnergy and kEdp need `energy` and `timer`; without them, cycles.
+  MappingObjective objective = MappingObjective::kCycles;
+  CodeEnergy energy;
   // Imposed per-layer mappings (compiler/backend/mapping/mapping.h); layers it does not name are searched.
   const MappingOverrides* mapping = nullptr;
   // Concats folded into their producers' stores where that is exact (backend/memory/concat_in_place.h): each

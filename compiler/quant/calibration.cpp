@@ -530,7 +530,7 @@ static void check_samples_fit(const Graph& g, size_t n, const std::string& what)
 }
 
 std::vector<Sample> load_samples(const Graph& g, const std::string& folder, int limit,
-                                 const Preprocess* preprocess) {
+                                 const Preprocess* preprocess, std::vector<std::string>* names) {
   std::error_code ec;
   if (!fs::is_directory(folder, ec))
     throw CalibrationError(folder + ": not a folder of inputs (images, .npy or .pb files)");
@@ -552,6 +552,7 @@ std::vector<Sample> load_samples(const Graph& g, const std::string& folder, int 
       Tensor t = read_sample_file(g, g.inputs[0], f, preprocess);
       check_against(g, g.inputs[0], t, f.string());
       out.push_back({{g.inputs[0], as_input_type(g, g.inputs[0], std::move(t))}});
+      if (names) names->push_back(f.filename().string());
     }
     return out;
   }
@@ -587,6 +588,7 @@ std::vector<Sample> load_samples(const Graph& g, const std::string& folder, int 
     for (const auto& in : g.inputs)
       if (!s.count(in)) throw CalibrationError(d.string() + ": no tensor for model input '" + in + "'");
     out.push_back(std::move(s));
+    if (names) names->push_back(d.filename().string());
   }
   if (out.empty())
     throw CalibrationError(folder +

@@ -142,8 +142,10 @@ std::string pre_activation_key(const std::string& value);
 // `preprocess` turns into the input (required for images). Files are recognised by their content
 // (.pb by name); hidden files are skipped and any other file is an error. Samples are sorted by path;
 // at most `limit` are read (0 = all). Throws CalibrationError naming the file and what was expected.
+// `names`, when given, receives each sample's file (or sub-folder) name, in the samples' order.
 std::vector<Sample> load_samples(const Graph& g, const std::string& folder, int limit = 0,
-                                 const Preprocess* preprocess = nullptr);
+                                 const Preprocess* preprocess = nullptr,
+                                 std::vector<std::string>* names = nullptr);
 // One tensor from a .npy file (float32 result for float data, exact ints otherwise).
 Tensor read_npy_tensor(const std::string& path);
 

@@ -185,9 +185,30 @@ void TaskEvaluator::add(const Tensor& ref, const Tensor& q) {
     throw TaskError("--task " + to_string(o_.task) + ": the model's first output is not a float tensor");
   check_task_output(o_.task, ref.shape);
   ++m_.inputs;
+  const size_t index = added_++;  // this input's place among the added ones (its label's)
   switch (o_.task) {
     case Task::kClassify: {
       const auto [rows, classes] = classify_rows(ref.shape);
+      if (!o_.labels.empty()) {  // against the ground truth: one label per input
+        if (rows != 1)
+          throw TaskError("--labels gives one class per input; the model's first output has " +
+                          std::to_string(rows) + " rows per input");
+        if (index >= o_.labels.size())
+          throw TaskError("--labels: more evaluation inputs than labels (" +
+                          std::to_string(o_.labels.size()) + ")");
+        const int64_t label = o_.labels[index];
+        if (label < 0 || label >= classes)
+          throw TaskError("--labels: label " + std::to_string(label) + " of input " +
+                          std::to_string(index + 1) + " is not one of the output's classes (0.." +
+                          std::to_string(classes - 1) + ")");
+        for (auto [scores, hits] :
+             {std::pair{&ref, &m_.fp32_vs_labels}, std::pair{&q, &m_.quantized_vs_labels}}) {
+          const std::vector<int64_t> top = top_k(*scores, 0, classes, 5);
+          hits->top1 += top[0] == label;
+          hits->top5 += std::find(top.begin(), top.end(), label) != top.end();
+        }
+        ++m_.labelled;
+      }
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t want = top_k(ref, r, classes, 1)[0];
         const std::vector<int64_t> got = top_k(q, r, classes, 5);
@@ -277,6 +298,14 @@ std::string task_json(const TaskMetrics& m) {
     case Task::kClassify:
       figure("top1_agreement", m.top1_rate());
       figure("top5_agreement", m.top5_rate());
+      if (m.labelled > 0) {
+        w.key("labels").object().member("inputs", m.labelled);
+        figure("fp32_top1", ratio(m.fp32_vs_labels.top1, m.labelled));
+        figure("fp32_top5", ratio(m.fp32_vs_labels.top5, m.labelled));
+        figure("quantized_top1", ratio(m.quantized_vs_labels.top1, m.labelled));
+        figure("quantized_top5", ratio(m.quantized_vs_labels.top5, m.labelled));
+        w.end();
+      }
       break;
     case Task::kOcrRec:
       w.member("strings_equal", m.strings_equal);
@@ -319,6 +348,12 @@ std::string task_summary(const TaskMetrics& m) {
     case Task::kClassify:
       o << "top-1 agreement " << percent(m.top1_rate()) << ", top-5 agreement " << percent(m.top5_rate())
         << "\n";
+      if (m.labelled > 0)
+        o << "labels (" << m.labelled << " inputs): top-1 quantized "
+          << percent(ratio(m.quantized_vs_labels.top1, m.labelled)) << ", fp32 "
+          << percent(ratio(m.fp32_vs_labels.top1, m.labelled)) << "; top-5 quantized "
+          << percent(ratio(m.quantized_vs_labels.top5, m.labelled)) << ", fp32 "
+          << percent(ratio(m.fp32_vs_labels.top5, m.labelled)) << "\n";
       break;
     case Task::kOcrRec:
       o << "same string on " << m.strings_equal << " of " << m.inputs << " (" << percent(m.string_rate())

@@ -31,6 +31,9 @@ struct TaskOptions {
   std::vector<std::string> keys;
   double det_threshold =
       0.3;  // ocr-det: a pixel is text when its probability exceeds this (PaddleOCR's det_db_thresh)
+  // classify: the true class of each evaluation input, in the order they are added (--labels); empty:
+  // no ground truth, agreement with fp32 only.
+  std::vector<int64_t> labels;
 };
 
 // Whether an output of `shape` is what `task` reads; throws TaskError saying what it needs otherwise.
@@ -61,6 +64,13 @@ struct TaskMetrics {
   // classify: over inputs (each row of a [N, classes] output counts as one)
   int64_t top1_agree = 0;  // the quantized top-1 class is the fp32 top-1 class
   int64_t top5_agree = 0;  // the fp32 top-1 class is among the quantized top-5
+  // classify with labels (TaskOptions::labels): how often each run's top-1 is the label, and the label is
+  // among its top-5, over the `labelled` inputs.
+  struct LabelHits {
+    int64_t top1 = 0, top5 = 0;
+  };
+  int64_t labelled = 0;
+  LabelHits fp32_vs_labels, quantized_vs_labels;
   // ocr-rec
   int64_t strings_equal = 0;
   int64_t strings_equal_trimmed = 0;  // equal once leading/trailing spaces are dropped (needs keys)
@@ -106,6 +116,7 @@ class TaskEvaluator {
  private:
   TaskOptions o_;
   TaskMetrics m_;
+  size_t added_ = 0;  // calls of add(): the index of the input's label
 };
 
 // The `task` object of the accuracy section (docs/quantization.md) and its summary lines.

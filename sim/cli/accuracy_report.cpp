@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,46 @@ std::string advice_file(const compiler::quant::MixedPrecisionAdvice& adv) {
       "(int8 as planned: {:.0f}).\n# Use: npusim run MODEL --precision int8 --precision-file THIS_FILE\n{}\n",
       adv.target_sqnr_db, adv.met ? "met with" : "NOT met, best", adv.achieved_sqnr_db, adv.cost,
       adv.cost_int8, adv.layers.empty() && adv.int16_layers.empty() ? "overrides: {}" : out.c_str());
+}
+
+// --labels FILE: the true class of each evaluation input, in the order of `names` (the inputs' file or
+// sub-folder names, load_samples). A line is `NAME CLASS` (or `NAME,CLASS`), NAME a file name, with or
+// without its extension and folders, as ImageNet's validation lists and vendor toolkits' label files give
+// them; blank lines and lines starting with '#' are skipped. InputError for a line that is not that, a
+// name given twice, or an input without a label.
+std::vector<int64_t> read_labels(const std::string& path, const std::vector<std::string>& names) {
+  std::istringstream in(read_text_file(path));
+  std::map<std::string, int64_t> by_name;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const size_t first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == '#') continue;
+    const size_t last = line.find_last_not_of(" \t");
+    const std::string text = line.substr(first, last - first + 1);
+    const size_t cut = text.find_last_of(" \t,");
+    const std::string label = cut == std::string::npos ? "" : text.substr(cut + 1);
+    std::string name = cut == std::string::npos ? "" : text.substr(0, text.find_last_not_of(" \t,", cut) + 1);
+    if (name.find('/') != std::string::npos) name = name.substr(name.find_last_of('/') + 1);
+    const bool whole =
+        !label.empty() && label.find_first_not_of("0123456789") == std::string::npos && label.size() < 10;
+    if (name.empty() || !whole)
+      throw InputError(fmt::format("{}:{}: '{}' is not 'NAME CLASS' (a file name and a class index from 0)",
+                                   path, number, text));
+    if (!by_name.emplace(name, std::stoll(label)).second)
+      throw InputError(fmt::format("{}:{}: '{}' is labelled twice", path, number, name));
+  }
+  std::vector<int64_t> labels;
+  for (const std::string& n : names) {
+    auto it = by_name.find(n);
+    if (it == by_name.end()) {
+      const size_t dot = n.find_last_of('.');
+      if (dot != std::string::npos && dot > 0) it = by_name.find(n.substr(0, dot));
+    }
+    if (it == by_name.end()) throw InputError(fmt::format("{} has no label for the input '{}'", path, n));
+    labels.push_back(it->second);
+  }
+  return labels;
 }
 
 }  // namespace
@@ -59,9 +101,10 @@ void accuracy_report(Context& /*ctx*/, const CompiledModel& cm, const isa::NpuCo
     opt.task = t;
   }
   std::vector<q::Sample> samples;
+  std::vector<std::string> names;  // of the --accuracy-inputs files, for --labels
   try {
     if (!a.inputs_dir.empty())
-      samples = q::load_samples(cm.lowered, a.inputs_dir, a.samples.value_or(0), pre);
+      samples = q::load_samples(cm.lowered, a.inputs_dir, a.samples.value_or(0), pre, &names);
     else if (!m.calibration_dir.empty())
       samples = q::load_samples(cm.lowered, m.calibration_dir,
                                 a.samples.value_or(AccuracyCliOptions::kSyntheticSamples), pre);
@@ -71,6 +114,7 @@ void accuracy_report(Context& /*ctx*/, const CompiledModel& cm, const isa::NpuCo
   } catch (const q::CalibrationError& e) {
     throw InputError(e.what());
   }
+  if (!a.labels.empty()) opt.task->labels = read_labels(a.labels, names);
   q::AccuracyReport r;
   try {
     r = q::evaluate_accuracy(cm.lowered, cm.plan, samples, opt);

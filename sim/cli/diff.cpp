@@ -84,15 +84,27 @@ struct LayerFigures {
   std::string name, op;
   std::string shown;  // the display name (traces::display_names over the report's layers)
   double cycles = 0;
+  // Where and how it ran: its unit (traces::layer_unit), precision and the mapping in short.
+  std::string unit, precision, mapping;
 };
 
 std::vector<LayerFigures> layers_of(const traces::Report& r) {
   std::vector<LayerFigures> out;
   const std::vector<std::string> shown = traces::display_names(r);
   for (size_t i = 0; i < r.layers.size(); ++i) {
-    out.push_back({r.layers[i].name, r.layers[i].op, shown[i], static_cast<double>(r.layers[i].cycles)});
+    const traces::LayerReport& l = r.layers[i];
+    out.push_back({l.name, l.op, shown[i], static_cast<double>(l.cycles), std::string(traces::layer_unit(l)),
+                   l.precision, l.mapping ? l.mapping->short_text() : ""});
   }
   return out;
+}
+
+// "array int8 12x20 n24 k600 S": a layer's placement, precision and mapping on one line.
+std::string placement_text(const LayerFigures& l) {
+  std::string o = l.unit;
+  for (const std::string* part : {&l.precision, &l.mapping})
+    if (!part->empty() && *part != l.unit) o += " " + *part;
+  return o;
 }
 
 }  // namespace
@@ -142,8 +154,8 @@ std::string diff_reports(const std::string& a_path, const std::string& b_path, s
     wb = std::max(wb, show(y).size());
   }
   for (const auto& [label, x, y] : run_rows) {
-    if (x == y) {
-      o += fmt::format("{:<30} {:<{}} {}\n", label, show(x), wa, show(y));
+    if (x == y) {  // said once
+      o += fmt::format("{:<30} {:<{}} (both)\n", label, show(x), wa);
     } else {
       o += fmt::format("{:<30} {:<{}} {:<{}}  <- differs\n", label, show(x), wa, show(y), wb);
     }
@@ -201,6 +213,7 @@ std::string diff_reports(const std::string& a_path, const std::string& b_path, s
   });
   o += fmt::format("\n{:<30} {:>16} {:>16} {:>9}\n", "cycles by op type", "A", "B", "change");
   for (const auto& [op, c] : ops) {
+    if (c.first == 0 && c.second == 0) continue;  // fused into other layers in both runs
     o += fmt::format("  {:<28} {:>16} {:>16} {:>9}\n", op.substr(0, 28), c.first, c.second,
                      change(c.first, c.second));
   }
@@ -231,6 +244,23 @@ std::string diff_reports(const std::string& a_path, const std::string& b_path, s
                    only_a.size(), only_b.size());
   for (const std::string& n : only_a) o += "  only in A: " + n + "\n";
   for (const std::string& n : only_b) o += "  only in B: " + n + "\n";
+  // Placement or mapping changes, in program order: why a layer's cycles moved (shown with its precision;
+  // a precision change alone is the plan's, in the run table).
+  std::vector<Pair> moved;
+  for (const Pair& p : matched)
+    if (p.a->unit != p.b->unit || p.a->mapping != p.b->mapping) moved.push_back(p);
+  o +=
+      fmt::format("\nplacement and mapping: {} of {} matched layers changed\n", moved.size(), matched.size());
+  if (!moved.empty()) {
+    size_t wa_map = 1;
+    for (const Pair& p : moved) wa_map = std::max(wa_map, placement_text(*p.a).size());
+    o += fmt::format("{:<28} {:<14} {:<{}}  {}\n", "layer", "op", "A", wa_map, "B");
+    for (const Pair& p : moved) {
+      o += fmt::format("{:<28} {:<14} {:<{}}  {:<{}}  cycles {}\n", p.a->shown, p.a->op.substr(0, 14),
+                       placement_text(*p.a), wa_map, placement_text(*p.b), wa_map,
+                       change(p.a->cycles, p.b->cycles));
+    }
+  }
   std::stable_sort(matched.begin(), matched.end(), [](const Pair& x, const Pair& y) {
     return std::fabs(x.b->cycles - x.a->cycles) > std::fabs(y.b->cycles - y.a->cycles);
   });

@@ -116,7 +116,10 @@ int simulate_and_report(Context& ctx, const CommonOptions& o, const std::string&
     if (e2e_sink) e2e_sink->complete(*pipeline);
   }
   if (sink) sink->finish();
-  if (extras) info.precision_source = extras->precision_source;
+  if (extras) {
+    info.precision_source = extras->precision_source;
+    info.objective = extras->objective;
+  }
   report.run = std::move(info);
   if (compiled) {
     attach_compile_info(*compiled, report);

@@ -26,6 +26,7 @@ struct ReportExtras {
   std::string text;
   std::string answer;  // printed even under -q: what an option asked for (--advise-sqnr's override list)
   std::string precision_source;  // run.precision_source (precision_source in options/model.h)
+  std::string objective;         // run.objective (--objective)
   // A timing-only simulation of the same program already run (--dynamic, --generate): reused unless the
   // run needs its own (--functional, traces), so each shape is simulated once.
   std::optional<traces::Report> simulated;

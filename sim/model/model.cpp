@@ -249,7 +249,8 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
   (calibrated ? m.phases.calibration_seconds : m.phases.compile_seconds) += seconds_since(start);
   if (options.on_phase) options.on_phase("compile");
   start = std::chrono::steady_clock::now();
-  m.result = compile_with_plan(m.lowered, config, m.plan, options.timer, options.mapping, options.fusion);
+  m.result = compile_with_plan(m.lowered, config, m.plan, options.timer, options.mapping, options.fusion,
+                               options.objective, options.energy);
   compiler::bound_as_imported(m.result, m.imported, m.lowered, config, options.mapping);
   m.phases.compile_seconds += seconds_since(start);
   return m;
@@ -257,7 +258,9 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
 
 compiler::CompileResult compile_with_plan(const compiler::Graph& lowered, const isa::NpuConfig& config,
                                           const compiler::quant::PrecisionPlan& plan, const CodeTimer& timer,
-                                          const compiler::MappingOverrides* mapping, bool fold_concats) {
+                                          const compiler::MappingOverrides* mapping, bool fold_concats,
+                                          compiler::MappingObjective objective,
+                                          const compiler::CodeEnergy& energy) {
   using compiler::quant::Precision;
   bool uniform = true;
   for (const auto& [name, np] : plan.nodes) uniform &= np.effective == plan.model;
@@ -272,6 +275,8 @@ compiler::CompileResult compile_with_plan(const compiler::Graph& lowered, const 
     copt.plan = &plan;
   }
   copt.timer = timer;
+  copt.objective = objective;
+  copt.energy = energy;
   copt.fold_concats = fold_concats;
   copt.keep_on_chip = fold_concats;
   return compiler::compile(lowered, config, copt);

@@ -25,6 +25,13 @@ using CodeTimer = compiler::CodeTimer;
 // come from simulating the code (arch::simulate, timing only). In its own file so that users of the
 // model pipeline that do not link SystemC's main (unit tests) can leave it out.
 CodeTimer simulation_timer(const isa::NpuConfig& config);
+// The timer and the energy of the same simulations (one simulation per slice for both), for a search
+// whose objective is energy or energy x cycles (compiler::CompileOptions::objective).
+struct SimulationTimers {
+  CodeTimer timer;
+  compiler::CodeEnergy energy;
+};
+SimulationTimers simulation_timers(const isa::NpuConfig& config);
 
 struct ModelOptions {
   std::vector<std::string> input_shapes;  // "NAME=1x3x224x224"
@@ -38,6 +45,10 @@ struct ModelOptions {
   compiler::quant::PlanRequest plan;
   // The compiler's timer (simulation_timer for the CLI); empty: closed-form estimates only.
   CodeTimer timer;
+  // What the mapping search minimises among the candidates it simulates (--objective); energy and edp
+  // need `energy` (simulation_timers), else they rank by cycles.
+  compiler::MappingObjective objective = compiler::MappingObjective::kCycles;
+  compiler::CodeEnergy energy;
   // false (--no-fusion): no node is fused into its producer's epilogue (bias, residual Add, activations
   // stay layers of their own) and no Concat into its producers' stores (CompileOptions::fold_concats),
   // to show what fusion buys.
@@ -80,12 +91,13 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
                             const ModelOptions& options, std::ostream* verbose);
 
 // Compiles `lowered` for `config` under `plan` (the uniform float plans take the original path), with
-// the layers `mapping` names mapped as it imposes; `fold_concats`: CompileOptions::fold_concats.
-compiler::CompileResult compile_with_plan(const compiler::Graph& lowered, const isa::NpuConfig& config,
-                                          const compiler::quant::PrecisionPlan& plan,
-                                          const CodeTimer& timer = {},
-                                          const compiler::MappingOverrides* mapping = nullptr,
-                                          bool fold_concats = true);
+// the layers `mapping` names mapped as it imposes; `fold_concats`: CompileOptions::fold_concats;
+// `objective` and `energy`: CompileOptions::objective and energy.
+compiler::CompileResult compile_with_plan(
+    const compiler::Graph& lowered, const isa::NpuConfig& config, const compiler::quant::PrecisionPlan& plan,
+    const CodeTimer& timer = {}, const compiler::MappingOverrides* mapping = nullptr,
+    bool fold_concats = true, compiler::MappingObjective objective = compiler::MappingObjective::kCycles,
+    const compiler::CodeEnergy& energy = {});
 
 // Adds the compiler's view to a simulation report: per layer its mapping (tiles, loop order, SRAM
 // bytes, estimated cycles) next to the simulated cycles, and a `compile` section (memory plan,

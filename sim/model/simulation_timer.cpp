@@ -17,6 +17,7 @@ struct Slice {
   std::vector<isa::HostOp> host_ops;
   size_t layers = 0;
   std::vector<int64_t> cycles;
+  std::vector<double> energy_mj;  // each layer's energy (traces/energy.h), for --objective energy|edp
 };
 
 uint64_t slice_hash(const isa::Program& p) {
@@ -33,25 +34,35 @@ uint64_t slice_hash(const isa::Program& p) {
 
 }  // namespace
 
-CodeTimer simulation_timer(const isa::NpuConfig& config) {
+SimulationTimers simulation_timers(const isa::NpuConfig& config) {
   auto memo = std::make_shared<std::unordered_multimap<uint64_t, Slice>>();
-  return [config, memo](const isa::Program& p) {
+  // The slice's simulation, once: later calls for the same code (the timer's, then the energy's) take it.
+  auto simulated = [config, memo](const isa::Program& p) -> const Slice& {
     const uint64_t h = slice_hash(p);
     const auto range = memo->equal_range(h);
     for (auto it = range.first; it != range.second; ++it) {
       const Slice& s = it->second;
       if (s.layers == p.layers.size() && s.instructions == p.instructions && s.host_ops == p.host_ops)
-        return s.cycles;
+        return s;
     }
     arch::RunOptions options;
     options.dram_refresh = isa::timing::Refresh::kAveraged;  // a slice cannot know the whole run's phase
     const traces::Report r = arch::simulate(p, config, options);
-    std::vector<int64_t> cycles;
-    for (const traces::LayerReport& l : r.layers) cycles.push_back(static_cast<int64_t>(l.cycles));
-    if (cycles.empty()) cycles.push_back(static_cast<int64_t>(r.total_cycles));
-    memo->emplace(h, Slice{p.instructions, p.host_ops, p.layers.size(), cycles});
-    return cycles;
+    Slice s{p.instructions, p.host_ops, p.layers.size(), {}, {}};
+    for (const traces::LayerReport& l : r.layers) {
+      s.cycles.push_back(static_cast<int64_t>(l.cycles));
+      s.energy_mj.push_back(l.energy.total());
+    }
+    if (s.cycles.empty()) {
+      s.cycles.push_back(static_cast<int64_t>(r.total_cycles));
+      s.energy_mj.push_back(r.energy ? r.energy->total_mj : 0.0);
+    }
+    return memo->emplace(h, std::move(s))->second;
   };
+  return {[simulated](const isa::Program& p) { return simulated(p).cycles; },
+          [simulated](const isa::Program& p) { return simulated(p).energy_mj; }};
 }
+
+CodeTimer simulation_timer(const isa::NpuConfig& config) { return simulation_timers(config).timer; }
 
 }  // namespace npusim::sim

@@ -24,7 +24,7 @@ body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, 
   color: var(--ink); background: #fff; }
 header { padding: 18px 28px 10px; border-bottom: 1px solid var(--line); }
 header h1 { margin: 0 0 4px; font-size: 22px; }
-header .meta { color: var(--muted); font-size: 12px; word-break: break-all; }
+header .meta { color: var(--muted); font-size: 12px; overflow-wrap: anywhere; }
 nav { position: sticky; top: 0; z-index: 2; background: #fff; padding: 6px 28px; border-bottom: 1px solid var(--line); }
 nav a { margin-right: 16px; color: var(--memory); text-decoration: none; font-weight: 600; }
 main { padding: 0 28px 40px; }
@@ -35,8 +35,9 @@ h3 { font-size: 15px; margin: 18px 0 6px; }
 .cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(210px, 1fr)); gap: 10px; max-width: 1400px; }
 .card { border: 1px solid var(--line); border-radius: 6px; padding: 8px 12px; background: var(--band); }
 .card .k { color: var(--muted); font-size: 12px; }
-.card .v { font-size: 18px; font-weight: 600; word-break: break-word; }
-.card .s { color: var(--muted); font-size: 12px; }
+.card.wide { grid-column: span 2; }
+.card .v { font-size: 18px; font-weight: 600; overflow-wrap: anywhere; }
+.card .s { color: var(--muted); font-size: 12px; overflow-wrap: anywhere; }
 .bar { display: flex; height: 12px; min-width: 90px; border-radius: 2px; overflow: hidden; background: #eee; }
 .bar.big { height: 22px; max-width: 1100px; margin: 10px 0 4px; }
 .c-compute { background: var(--compute); fill: var(--compute); }
@@ -46,7 +47,13 @@ h3 { font-size: 15px; margin: 18px 0 6px; }
 .legend span { display: inline-block; margin-right: 14px; font-size: 12px; }
 .legend i { display: inline-block; width: 10px; height: 10px; margin-right: 4px; vertical-align: -1px; }
 table { border-collapse: collapse; font-size: 12px; }
-th, td { padding: 3px 7px; border-bottom: 1px solid var(--line); text-align: left; white-space: nowrap; }
+th, td { padding: 3px 4px; border-bottom: 1px solid var(--line); text-align: left; white-space: nowrap; }
+thead th { white-space: normal; vertical-align: bottom; min-width: 3em; }
+td.cut { max-width: 110px; overflow: hidden; text-overflow: ellipsis; }
+#layer-table { font-size: 11.5px; }
+#layer-table .bar { min-width: 60px; }
+td.str { white-space: pre; font-family: "DejaVu Sans Mono", monospace; }
+td.str .sp { background: #f6d5d6; border-bottom: 2px solid var(--host); }
 td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; }
 thead th { position: sticky; top: 0; background: #eef1f4; z-index: 1; }
 table.sortable thead th { cursor: pointer; user-select: none; }
@@ -54,7 +61,7 @@ table.sortable thead th[aria-sort="ascending"]::after { content: " \25B2"; }
 table.sortable thead th[aria-sort="descending"]::after { content: " \25BC"; }
 tbody tr:hover { background: #fff7d6; }
 tbody tr:target { background: #ffe9a8; }
-td.name { max-width: 340px; overflow: hidden; text-overflow: ellipsis; }
+td.name { max-width: 140px; overflow: hidden; text-overflow: ellipsis; }
 .scroll { max-height: 640px; overflow: auto; border: 1px solid var(--line); max-width: 100%; }
 .filter { margin: 4px 0 8px; }
 .filter input { font: inherit; padding: 3px 6px; width: 280px; }
@@ -125,7 +132,7 @@ const char* const kScript = R"js(
         r.style.display = on ? '' : 'none';
         if (on) shown++;
       });
-      if (count) count.textContent = shown + ' of ' + rows.length + ' layers';
+      if (count) count.textContent = shown + ' of ' + rows.length + ' rows';
     });
   });
   // #sort=KEY[-asc|-desc]: the layer table sorted on load (a link to a sorted view).

@@ -130,6 +130,12 @@ std::string pct(double part, double whole) {
   return whole > 0 ? fmt::format("{:.1f}%", 100.0 * part / whole) : "-";
 }
 
+// The last component of a path ("a/b/model.onnx" -> "model.onnx"); a name without '/' as it is.
+std::string file_name(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos || slash + 1 == path.size() ? path : path.substr(slash + 1);
+}
+
 // A number for an attribute the table sorts by ("" when absent: sorted last).
 std::string sort_key(std::optional<double> v) { return v ? fmt::format("{}", *v) : std::string(); }
 
@@ -147,6 +153,7 @@ struct Layer {
   double parts[4] = {0, 0, 0, 0};  // the breakdown, in kParts order
   double macs = 0, read = 0, written = 0;
   bool padded = false;  // array_macs: the array spent more MAC slots than the useful MACs
+  bool fused = false;   // a node fused into another layer: not one of the program's layers
   std::optional<double> bound_cycles, efficiency, fusion_saved, mac_utilization, energy_mj;
   std::string energy_title;  // the layer's energy by component, for a tooltip
 };
@@ -182,6 +189,7 @@ std::vector<Layer> read_layers(const traces::Report& rep) {
     if (std::find(std::begin(kParts), std::end(kParts), l.bound) == std::end(kParts)) l.bound = kParts[top];
     l.macs = static_cast<double>(x.macs);
     l.padded = x.array_macs.has_value();
+    l.fused = x.fused();
     l.read = static_cast<double>(x.dram_bytes_read);
     l.written = static_cast<double>(x.dram_bytes_written);
     if (x.compiled_bound_cycles) l.bound_cycles = static_cast<double>(*x.compiled_bound_cycles);
@@ -203,9 +211,10 @@ std::vector<Layer> read_layers(const traces::Report& rep) {
 
 // ---- building blocks ----------------------------------------------------------------------------------
 
-void card(std::string& o, std::string_view key, const std::string& value, const std::string& sub = "") {
-  o += fmt::format("<div class=\"card\"><div class=\"k\">{}</div><div class=\"v\">{}</div>", esc(key),
-                   esc(value));
+void card(std::string& o, std::string_view key, const std::string& value, const std::string& sub = "",
+          std::string_view cls = "") {
+  o += fmt::format("<div class=\"card{}{}\"><div class=\"k\">{}</div><div class=\"v\">{}</div>",
+                   cls.empty() ? "" : " ", cls, esc(key), esc(value));
   if (!sub.empty()) o += fmt::format("<div class=\"s\">{}</div>", esc(sub));
   o += "</div>";
 }
@@ -263,6 +272,18 @@ void text_cell(std::string& o, const std::string& text, const std::string& title
   o += fmt::format("<td{}>{}</td>", title.empty() ? "" : fmt::format(" title=\"{}\"", esc(title)), esc(text));
 }
 
+// A text cell that a long text does not widen: cut with an ellipsis past the column's width, the whole text
+// in its tooltip (the layer table fits a 1400-pixel window).
+void cut_cell(std::string& o, const std::string& text) {
+  o += fmt::format("<td class=\"cut\" title=\"{0}\">{0}</td>", esc(text));
+}
+
+// Layers that are not fused into another (the program's layers; the others' rows say "fused").
+size_t program_layer_count(const std::vector<Layer>& layers) {
+  return static_cast<size_t>(
+      std::count_if(layers.begin(), layers.end(), [](const Layer& l) { return !l.fused; }));
+}
+
 // Horizontal bars of named amounts (energy by component, area by unit), largest first.
 void amount_bars(std::string& o, std::vector<std::pair<std::string, double>> values, std::string_view unit,
                  std::string_view title) {
@@ -296,31 +317,73 @@ void amount_bars(std::string& o, std::vector<std::pair<std::string, double>> val
 // A count as the page's figures take it.
 double num(uint64_t v) { return static_cast<double>(v); }
 
+// End to end (`--pipeline`, docs/e2e.md): the figures a reader looks for first, among the summary's cards
+// beside the model's own latency (the stages' table is in the End to end section).
+void e2e_cards(std::string& o, const traces::Report& rep, const J& r) {
+  const J e = r["e2e"];
+  if (!e.is_map()) return;
+  const double f = rep.frequency_mhz > 0 ? rep.frequency_mhz : 1000;  // absent: 1 GHz
+  card(o, "latency end to end", fmt::format("{:.3f} ms", e["latency_ms"].num_or(0)),
+       fmt::format("{} frame(s) per inference: {}", grouped(e["batch"].num_or(1)), e["pipeline"].str()));
+  card(o, "NPU share", fmt::format("{:.1f}%", 100.0 * e["npu_share"].num_or(0)),
+       "NPU stages without CPU fallbacks");
+  card(o, "slowest stage", e["slowest_stage"].str());
+  for (const char* dir : {"input", "output"}) {
+    const J t = e[dir];
+    if (t["aligned"].str() == "false" && t["transfer"].str() == "zero_copy") {
+      card(o, std::string(dir) + " buffer misaligned",
+           fmt::format("+{:.1f} us", t["extra_copy_cycles"].num_or(0) / f),
+           fmt::format("a bounce copy of {} bytes: the buffer is aligned to {} B, dma.alignment_bytes is {}",
+                       grouped(t["extra_copy_bytes"].num_or(0)), grouped(t["host_alignment_bytes"].num_or(0)),
+                       grouped(t["dma_alignment_bytes"].num_or(0))));
+    }
+  }
+  const J st = e["stream"];
+  if (st.is_map()) {
+    card(o, "stream throughput", fmt::format("{:.1f} frames/s", st["throughput_fps"].num_or(0)),
+         fmt::format("bound {:.1f} by {}", st["bound_fps"].num_or(0), st["bounding_stage"].str()));
+    card(o, "stream latency", fmt::format("p50 {:.3f} ms", st["latency_p50_ms"].num_or(0)),
+         fmt::format("p99 {:.3f} ms, {} frames in flight at most", st["latency_p99_ms"].num_or(0),
+                     grouped(st["frames_in_flight_max"].num_or(0))));
+  }
+}
+
 void summary_section(std::string& o, const traces::Report& rep, const J& r) {
   const double total = num(rep.total_cycles);
   const std::optional<traces::PrecisionFigures> pf = traces::precision_figures(rep);
   o += "<section id=\"summary\"><h2>Summary</h2><div class=\"cards\">";
   if (const std::optional<traces::RunInfo>& run = rep.run) {
+    // A file's name as the value, its path below it (a path would wrap a character a line).
     const std::string& sha = run->model_sha256;
-    card(o, "model", run->model, sha.empty() ? "" : "sha256 " + sha.substr(0, 16));
+    const std::string file = file_name(run->model);
+    std::string sub = file == run->model ? "" : run->model;
+    if (!sha.empty()) sub += (sub.empty() ? "" : "; ") + std::string("sha256 ") + sha.substr(0, 16);
+    card(o, "model", file, sub, "wide");
     std::string sets;
     for (const std::string& s : run->sets) sets += (sets.empty() ? "--set " : ", ") + s;
     card(o, "configuration", run->config.empty() ? "edge (built-in)" : run->config, sets);
   }
   if (pf) card(o, "precision", pf->plan, fmt::format("peak {} MACs/cycle", grouped(pf->peak_macs_per_cycle)));
+  if (rep.run && !rep.run->objective.empty() && rep.run->objective != "cycles") {
+    card(o, "mapping objective", rep.run->objective,
+         "--objective: each layer's simulated candidate of least " +
+             std::string(rep.run->objective == "edp" ? "energy x cycles" : "energy"));
+  }
   card(o, "total cycles", grouped(total), fmt::format("{} instructions", grouped(num(rep.sim.instructions))));
   card(o, "latency", fmt::format("{:.4g} ms", rep.latency_ms),
        fmt::format("at {} MHz", grouped(rep.frequency_mhz)));
+  e2e_cards(o, rep, r);
   card(o, "MACs", grouped(num(rep.macs)));
   const double int8_util = rep.array_utilization;
   if (pf) {
     const std::string& plan = pf->plan;
-    card(o, "utilization", fmt::format("{:.1f}%", 100 * pf->utilization),
-         plan == "int8" ? std::string("of the int8 peak")
-                        : fmt::format("of the {} peak; {:.1f}% of the int8 peak",
-                                      plan.rfind("mixed", 0) == 0 ? "plan's" : plan, 100 * int8_util));
+    card(o, "utilization", traces::percent(pf->utilization),
+         plan == "int8"
+             ? std::string("of the int8 peak")
+             : fmt::format("of the {} peak; {} of the int8 peak",
+                           plan.rfind("mixed", 0) == 0 ? "plan's" : plan, traces::percent(int8_util)));
   } else {
-    card(o, "utilization", fmt::format("{:.1f}%", 100 * int8_util), "of the int8 peak");
+    card(o, "utilization", traces::percent(int8_util), "of the int8 peak");
   }
   if (const auto e = traces::model_limit_efficiency(rep); e && rep.model_limit) {
     const traces::Report::ModelLimit& m = *rep.model_limit;
@@ -406,7 +469,13 @@ void summary_section(std::string& o, const traces::Report& rep, const J& r) {
                 {"share", "share", true, "of the layers' summed cycles"},
                 {"breakdown", "breakdown", false, "compute, memory, scheduling, host"},
                 {"dram", "DRAM bytes", true, "read + written"}});
+    std::string fused_only;  // op types whose nodes are all fused into other layers
     for (const traces::OpRollup& x : ops) {
+      if (x.layers == 0) {
+        fused_only +=
+            fmt::format("{}{} ({})", fused_only.empty() ? "" : ", ", x.op, grouped(num(x.fused_nodes)));
+        continue;
+      }
       const double cycles = num(x.cycles);
       const double parts_op[4] = {num(x.breakdown.compute), num(x.breakdown.memory),
                                   num(x.breakdown.scheduling), num(x.breakdown.host)};
@@ -423,6 +492,10 @@ void summary_section(std::string& o, const traces::Report& rep, const J& r) {
       o += "</tr>\n";
     }
     table_end(o);
+    if (!fused_only.empty()) {
+      o += fmt::format("<p class=\"note\">Fused into other layers, no cycles of their own: {}.</p>",
+                       esc(fused_only));
+    }
   }
 
   const std::vector<J> fallbacks = r["compile"]["fallbacks"].items();
@@ -448,12 +521,17 @@ void layers_section(std::string& o, const traces::Report& rep, const std::vector
       std::any_of(layers.begin(), layers.end(), [](const Layer& l) { return l.energy_mj.has_value(); });
   const bool with_mac_util =
       std::any_of(layers.begin(), layers.end(), [](const Layer& l) { return l.mac_utilization.has_value(); });
+  const size_t program_layers = program_layer_count(layers);
   o += fmt::format(
-      "<section id=\"layers\"><h2>Layers</h2><p class=\"note\">One row per layer in program order; click a "
-      "column to sort (again to reverse). Hover a name for the full ONNX name, a bar for its cycles.</p><div "
-      "class=\"filter\"><input type=\"search\" placeholder=\"filter by name or op\" "
-      "data-filter=\"layer-table\" aria-label=\"filter layers\"> <span id=\"layer-table-count\">{} "
-      "layers</span></div>",
+      "<section id=\"layers\"><h2>Layers</h2><p class=\"note\">One row per ONNX node in program order: {} "
+      "layers{}. Click a column to sort (again to reverse). Hover a name for the full ONNX name, a bar for "
+      "its cycles, a cut cell for all of it.</p><div class=\"filter\"><input type=\"search\" "
+      "placeholder=\"filter by name or op\" data-filter=\"layer-table\" aria-label=\"filter layers\"> <span "
+      "id=\"layer-table-count\">{} rows</span></div>",
+      program_layers,
+      layers.size() > program_layers
+          ? fmt::format(" and the {} nodes fused into them (unit fused)", layers.size() - program_layers)
+          : "",
       layers.size());
   std::vector<Column> cols = {
       {"index", "#", true, "program order"},
@@ -462,18 +540,20 @@ void layers_section(std::string& o, const traces::Report& rep, const std::vector
       {"unit", "unit", false, "where its work ran: array, vector, dma, host (CPU fallback), fused or none"},
       {"shapes", "input \u2192 output", false, "its runtime inputs' and outputs' shapes"},
       {"kernel", "kernel", false, "kernel, strides (s) and groups (g)"}};
-  if (with_precision) cols.push_back({"precision", "precision", false, ""});
-  cols.insert(cols.end(), {{"start", "start", true, "start cycle"},
-                           {"cycles", "cycles", true, ""},
+  if (with_precision) cols.push_back({"precision", "prec.", false, "precision"});
+  cols.insert(cols.end(), {{"cycles", "cycles", true, "hover: its start and end cycle"},
                            {"share", "share", true, "of the total cycles"},
                            {"breakdown", "breakdown", false, "compute, memory, scheduling, host"},
                            {"compute", "comp", true, "compute share of the layer's cycles"},
                            {"memory", "mem", true, "memory share"},
-                           {"scheduling", "sched", true, "scheduling share"},
-                           {"host", "host", true, "host share"}});
+                           {"scheduling", "sched", true, "scheduling share"}});
+  // The host share only when a layer ran on the host (a column of zeros otherwise).
+  const bool with_host =
+      std::any_of(layers.begin(), layers.end(), [](const Layer& l) { return l.parts[3] > 0; });
+  if (with_host) cols.push_back({"host", "host", true, "host share"});
   if (with_eff) {
     cols.push_back(
-        {"efficiency", "efficiency", true, "its own compiled work's roof / cycles (at most 100%)"});
+        {"efficiency", "eff.", true, "efficiency: its own compiled work's roof / cycles (at most 100%)"});
     cols.push_back(
         {"fusion_saved", "fusion saved", true, "the bounds of the nodes fused into it, in cycles"});
   }
@@ -489,33 +569,32 @@ void layers_section(std::string& o, const traces::Report& rep, const std::vector
     o += fmt::format("<tr id=\"L{}\" data-text=\"{}\">", l.index, esc(l.name + " " + l.op));
     num_cell(o, static_cast<double>(l.index), std::to_string(l.index));
     o += fmt::format("<td class=\"name\" title=\"{}\">{}</td>", esc(l.name), esc(l.shown));
-    text_cell(o, l.op);
+    cut_cell(o, l.op);
     text_cell(o, l.unit);
-    text_cell(o, l.shapes);
-    text_cell(o, l.window);
+    cut_cell(o, l.shapes);
+    cut_cell(o, l.window);
     if (with_precision) text_cell(o, l.precision);
-    num_cell(o, l.start, grouped(l.start));
-    num_cell(o, l.cycles, grouped(l.cycles));
+    num_cell(o, l.cycles, grouped(l.cycles), fmt::format("cycles {}..{}", grouped(l.start), grouped(l.end)));
     num_cell(o, total > 0 ? l.cycles / total : 0, pct(l.cycles, total));
     o += "<td>";
     breakdown_bar(o, l.parts, l.cycles, false);
     o += "</td>";
-    for (double part : l.parts) num_cell(o, l.cycles > 0 ? part / l.cycles : 0, pct(part, l.cycles));
+    for (size_t k = 0; k < (with_host ? 4 : 3); ++k)
+      num_cell(o, l.cycles > 0 ? l.parts[k] / l.cycles : 0, pct(l.parts[k], l.cycles));
     if (with_eff) {
       num_cell(o, l.efficiency, l.efficiency ? fmt::format("{:.1f}%", 100 * *l.efficiency) : "",
                l.bound_cycles ? "bound " + grouped(*l.bound_cycles) + " cycles" : "");
       num_cell(o, l.fusion_saved, l.fusion_saved ? grouped(*l.fusion_saved) : "");
     }
     if (with_mac_util) {
-      num_cell(o, l.mac_utilization,
-               l.mac_utilization ? fmt::format("{:.1f}%", 100 * *l.mac_utilization) : "");
+      num_cell(o, l.mac_utilization, l.mac_utilization ? traces::percent(*l.mac_utilization) : "");
     }
     if (with_energy)
       num_cell(o, l.energy_mj, l.energy_mj ? fmt::format("{:.4g}", *l.energy_mj) : "", l.energy_title);
-    num_cell(o, l.macs, grouped(l.macs));
+    num_cell(o, l.macs, l.macs > 0 ? si(l.macs, "") : "0", grouped(l.macs));
     num_cell(o, l.read + l.written, si(l.read + l.written, "B"),
              fmt::format("{} read, {} written", grouped(l.read), grouped(l.written)));
-    text_cell(o, l.mapping);
+    cut_cell(o, l.mapping);
     o += "</tr>\n";
   }
   table_end(o);
@@ -592,6 +671,42 @@ void timeline_section(std::string& o, const traces::Report& rep, const std::vect
   o += "</svg></section>\n";
 }
 
+// A log axis fitted to data in [lo, hi] (positive): from the largest 1-2-5 value at or below lo to the
+// smallest at or above hi, ticked at each 1-2-5 value when it spans less than three decades, else at its
+// ends and the decades between.
+struct LogRange {
+  double lo = 1, hi = 10;
+  std::vector<double> ticks;
+};
+
+LogRange log_range(double lo, double hi) {
+  constexpr double kSteps[] = {1, 2, 5, 10};
+  const auto below = [&](double v) {  // the largest 1-2-5 value <= v
+    const double mag = std::pow(10.0, std::floor(std::log10(v)));
+    double out = mag;
+    for (double m : kSteps)
+      if (m * mag <= v * (1 + 1e-9)) out = m * mag;
+    return out;
+  };
+  const auto above = [&](double v) {  // the smallest 1-2-5 value >= v
+    const double mag = std::pow(10.0, std::floor(std::log10(v)));
+    for (double m : kSteps)
+      if (m * mag >= v * (1 - 1e-9)) return m * mag;
+    return 10 * mag;
+  };
+  const auto next = [&](double v) { return above(v * 1.01); };  // the 1-2-5 value after v
+  LogRange r;
+  r.lo = below(lo);
+  r.hi = above(hi);
+  if (r.hi <= r.lo) r.hi = next(r.lo);
+  const bool fine = std::log10(r.hi / r.lo) < 3;
+  for (double v = r.lo; v <= r.hi * (1 + 1e-9); v = next(v)) {
+    const double decade = std::pow(10.0, std::round(std::log10(v)));
+    if (fine || v == r.lo || v >= r.hi * (1 - 1e-9) || std::fabs(v / decade - 1) < 1e-9) r.ticks.push_back(v);
+  }
+  return r;
+}
+
 // Log-log axes for the roofline.
 struct LogAxes {
   double x0, x1, y0, y1;                                  // data range (positive)
@@ -655,14 +770,16 @@ void roofline_section(std::string& o, const traces::Report& rep, const std::vect
     xlo = std::min(xlo, model_macs / model_bytes);
     xhi = std::max(xhi, model_macs / model_bytes);
   }
-  xlo /= 10;
-  xhi *= 10;
-  if (bw > 0) {
-    xlo = std::min(xlo, max_peak / bw / 10);
-    xhi = std::max(xhi, max_peak / bw * 10);
+  if (bw > 0) {  // each roof's ridge, where it bends
+    for (const auto& [p, peak] : peaks) {
+      if (peak <= 0) continue;
+      xlo = std::min(xlo, peak / bw);
+      xhi = std::max(xhi, peak / bw);
+    }
   }
-  LogAxes ax{std::pow(10, std::floor(std::log10(xlo))), std::pow(10, std::ceil(std::log10(xhi))),
-             std::pow(10, std::floor(std::log10(ylo / 2))), std::pow(10, std::ceil(std::log10(yhi * 1.5)))};
+  // Both axes fitted to what is drawn (a 0.01-10000 axis for points in 0.5-200 hid them in the middle).
+  const LogRange xr = log_range(xlo, xhi), yr = log_range(ylo, yhi);
+  LogAxes ax{xr.lo, xr.hi, yr.lo, yr.hi};
   o += fmt::format(
       "<p class=\"note\">Each layer at its arithmetic intensity (useful MACs per DRAM byte) and achieved "
       "MAC/s, coloured by where most of its cycles went, under the roof of each precision the layers use "
@@ -672,7 +789,7 @@ void roofline_section(std::string& o, const traces::Report& rep, const std::vect
       "traffic).</p>",
       bw > 0 ? fmt::format(" and {:.4g} GB/s of DRAM bandwidth", bw / 1e9)
              : ", no bandwidth roof: ideal DRAM",
-      pts.size(), layers.size());
+      pts.size(), program_layer_count(layers));
   legend(o);
   const double w = ax.left + ax.width + 260, h = ax.top + ax.height + 44;
   o += fmt::format(
@@ -680,13 +797,13 @@ void roofline_section(std::string& o, const traces::Report& rep, const std::vect
       "aria-label=\"roofline\"><defs><clipPath id=\"plot\"><rect x=\"{}\" y=\"{}\" width=\"{}\" "
       "height=\"{}\"/></clipPath></defs>",
       w, h, w, h, ax.left, ax.top, ax.width, ax.height);
-  for (double v = ax.x0; v <= ax.x1 * 1.0001; v *= 10) {
+  for (double v : xr.ticks) {
     o += fmt::format(
-        "<line class=\"grid\" x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\"/><text x=\"{0:.1f}\" "
-        "y=\"{3}\" text-anchor=\"middle\">{4:g}</text>",
+        "<line class=\"grid\" x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\"/><text class=\"xtick\" "
+        "x=\"{0:.1f}\" y=\"{3}\" text-anchor=\"middle\">{4:g}</text>",
         ax.x(v), ax.top, ax.top + ax.height, ax.top + ax.height + 14, v);
   }
-  for (double v = ax.y0; v <= ax.y1 * 1.0001; v *= 10) {
+  for (double v : yr.ticks) {
     o += fmt::format(
         "<line class=\"grid\" x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\"/><text x=\"{3}\" "
         "y=\"{4:.1f}\" text-anchor=\"end\">{5}</text>",
@@ -742,14 +859,14 @@ void roofline_section(std::string& o, const traces::Report& rep, const std::vect
     const double cx = ax.x(p.x), cy = ax.y(p.y);
     if (l.padded) {
       o += fmt::format(
-          "<a href=\"#L{}\"><polygon class=\"c-{}\" points=\"{:.1f},{:.1f} {:.1f},{:.1f} {:.1f},{:.1f}\" "
-          "stroke=\"#000\" stroke-width=\"0.4\"><title>{}</title></polygon></a>",
-          l.index, l.bound, cx, cy - 4.5, cx - 4, cy + 3, cx + 4, cy + 3, esc(title));
+          "<a href=\"#L{}\"><polygon class=\"c-{} pt\" data-x=\"{}\" points=\"{:.1f},{:.1f} {:.1f},{:.1f} "
+          "{:.1f},{:.1f}\" stroke=\"#000\" stroke-width=\"0.4\"><title>{}</title></polygon></a>",
+          l.index, l.bound, p.x, cx, cy - 4.5, cx - 4, cy + 3, cx + 4, cy + 3, esc(title));
     } else {
       o += fmt::format(
-          "<a href=\"#L{}\"><circle class=\"c-{}\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.2\" stroke=\"#000\" "
-          "stroke-width=\"0.4\"><title>{}</title></circle></a>",
-          l.index, l.bound, cx, cy, esc(title));
+          "<a href=\"#L{}\"><circle class=\"c-{} pt\" data-x=\"{}\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.2\" "
+          "stroke=\"#000\" stroke-width=\"0.4\"><title>{}</title></circle></a>",
+          l.index, l.bound, p.x, cx, cy, esc(title));
     }
   }
   if (with_model) {
@@ -760,9 +877,9 @@ void roofline_section(std::string& o, const traces::Report& rep, const std::vect
       star += fmt::format("{:.1f},{:.1f} ", cx + rad * std::cos(ang), cy + rad * std::sin(ang));
     }
     o += fmt::format(
-        "<polygon points=\"{}\" fill=\"gold\" stroke=\"#000\" stroke-width=\"0.6\"><title>whole model: "
-        "{:.3g} MACs/byte, {}MAC/s</title></polygon>",
-        star, model_macs / model_bytes, si(model_macs / (total / freq_hz), ""));
+        "<polygon class=\"pt\" data-x=\"{}\" points=\"{}\" fill=\"gold\" stroke=\"#000\" "
+        "stroke-width=\"0.6\"><title>whole model: {:.3g} MACs/byte, {}MAC/s</title></polygon>",
+        model_macs / model_bytes, star, model_macs / model_bytes, si(model_macs / (total / freq_hz), ""));
   }
   o += "</g>" + roof_legend + "</svg></section>\n";
 }
@@ -777,16 +894,16 @@ void energy_section(std::string& o, const traces::Report& rep, const std::vector
     card(o, "peak power", fmt::format("{:.4g} W", en->peak_power_w));
     card(o, "efficiency", fmt::format("{:.4g} TOPS/W", en->tops_per_w));
     double layer_sum = 0;
-    size_t with = 0;
+    bool with = false;
     for (const Layer& l : layers) {
       if (l.energy_mj) {
         layer_sum += *l.energy_mj;
-        ++with;
+        with = true;
       }
     }
     if (with)
       card(o, "layers' energy", fmt::format("{:.4g} mJ", layer_sum),
-           fmt::format("summed over {} layers", with));
+           fmt::format("summed over the {} layers", program_layer_count(layers)));
     o += "</div>";
     std::vector<std::pair<std::string, double>> parts;
     for (size_t k = 0; k < traces::kNumEnergyComponents; ++k)
@@ -813,6 +930,14 @@ void task_cards(std::string& o, const J& t) {
   if (task == "classify") {
     card(o, "top-1 agreement", pct(t["top1_agreement"].num_or(0)), inputs);
     card(o, "top-5 agreement", pct(t["top5_agreement"].num_or(0)), "fp32's top-1 among the quantized top-5");
+    const J labels = t["labels"];
+    if (labels.is_map()) {  // --labels: against the ground truth
+      card(o, "top-1 against labels", pct(labels["quantized_top1"].num_or(0)),
+           fmt::format("quantized; fp32 {} ({} labelled inputs)", pct(labels["fp32_top1"].num_or(0)),
+                       grouped(labels["inputs"].num_or(0))));
+      card(o, "top-5 against labels", pct(labels["quantized_top5"].num_or(0)),
+           fmt::format("quantized; fp32 {}", pct(labels["fp32_top5"].num_or(0))));
+    }
   } else if (task == "ocr-rec") {
     card(o, "same string", pct(t["string_agreement"].num_or(0)),
          fmt::format("{} of {} ({} ignoring leading/trailing spaces)", grouped(t["strings_equal"].num_or(0)),
@@ -829,11 +954,29 @@ void task_cards(std::string& o, const J& t) {
   }
 }
 
+// A string as read, every space kept (white-space: pre): its leading and trailing spaces marked, so that
+// " NPU simulator" and "NPU simulator" look different.
+void string_cell(std::string& o, const std::string& text) {
+  const size_t first = text.find_first_not_of(' ');
+  const size_t lead = first == std::string::npos ? text.size() : first;
+  const size_t last = text.find_last_not_of(' ');
+  const size_t trail = last == std::string::npos ? 0 : text.size() - 1 - last;
+  const auto marked = [](size_t n) {
+    return n ? fmt::format("<span class=\"sp\" title=\"{} space{}\">{}</span>", n, n == 1 ? "" : "s",
+                           std::string(n, ' '))
+             : std::string();
+  };
+  o += "<td class=\"str\">" + marked(lead);
+  if (lead < text.size()) o += esc(text.substr(lead, text.size() - lead - trail)) + marked(trail);
+  o += "</td>";
+}
+
 // ocr-rec: the first strings the quantized model reads differently from fp32.
 void string_mismatches(std::string& o, const J& t) {
   const std::vector<J> mm = t["mismatches"].items();
   if (mm.empty()) return;
-  o += "<h3>Strings read differently (first few)</h3>";
+  o += "<h3>Strings read differently (first few)</h3><p class=\"note\">Each string as read, every space "
+       "kept; spaces at either end are marked.</p>";
   table_head(o, "mismatch-table",
              {{"fp32", "fp32", false, ""},
               {"quantized", "quantized", false, ""},
@@ -843,8 +986,8 @@ void string_mismatches(std::string& o, const J& t) {
                "steps: small = a near-tie in fp32 itself"}});
   for (const J& m : mm) {
     o += "<tr>";
-    text_cell(o, m["fp32"].str());
-    text_cell(o, m["quantized"].str());
+    string_cell(o, m["fp32"].str());
+    string_cell(o, m["quantized"].str());
     num_cell(o, m["steps_differing"].num(), grouped(m["steps_differing"].num_or(0)));
     num_cell(o, m["fp32_margin_min"].num(), fmt::format("{:.4g}", m["fp32_margin_min"].num_or(0)));
     o += "</tr>\n";
@@ -986,35 +1129,11 @@ void accuracy_section(std::string& o, const J& r) {
 }
 
 // End to end (`--pipeline`, docs/e2e.md): the stages around the model, the transfers' alignment, the stream.
-void e2e_section(std::string& o, const traces::Report& rep, const J& r) {
+void e2e_section(std::string& o, const J& r) {
   const J e = r["e2e"];
   if (!e.is_map()) return;
-  const double f = rep.frequency_mhz > 0 ? rep.frequency_mhz : 1000;  // absent: 1 GHz
-  o += "<section id=\"e2e\"><h2>End to end</h2><div class=\"cards\">";
-  card(o, "latency end to end", fmt::format("{:.3f} ms", e["latency_ms"].num_or(0)),
-       fmt::format("{} frame(s) per inference: {}", grouped(e["batch"].num_or(1)), e["pipeline"].str()));
-  card(o, "NPU share", fmt::format("{:.1f}%", 100.0 * e["npu_share"].num_or(0)),
-       "NPU stages without CPU fallbacks");
-  card(o, "slowest stage", e["slowest_stage"].str());
-  for (const char* dir : {"input", "output"}) {
-    const J t = e[dir];
-    if (t["aligned"].str() == "false" && t["transfer"].str() == "zero_copy") {
-      card(o, std::string(dir) + " buffer misaligned",
-           fmt::format("+{:.1f} us", t["extra_copy_cycles"].num_or(0) / f),
-           fmt::format("a bounce copy of {} bytes: the buffer is aligned to {} B, dma.alignment_bytes is {}",
-                       grouped(t["extra_copy_bytes"].num_or(0)), grouped(t["host_alignment_bytes"].num_or(0)),
-                       grouped(t["dma_alignment_bytes"].num_or(0))));
-    }
-  }
-  const J st = e["stream"];
-  if (st.is_map()) {
-    card(o, "stream throughput", fmt::format("{:.1f} frames/s", st["throughput_fps"].num_or(0)),
-         fmt::format("bound {:.1f} by {}", st["bound_fps"].num_or(0), st["bounding_stage"].str()));
-    card(o, "stream latency", fmt::format("p50 {:.3f} ms", st["latency_p50_ms"].num_or(0)),
-         fmt::format("p99 {:.3f} ms, {} frames in flight at most", st["latency_p99_ms"].num_or(0),
-                     grouped(st["frames_in_flight_max"].num_or(0))));
-  }
-  o += "</div>";
+  o += "<section id=\"e2e\"><h2>End to end</h2><p class=\"note\">The stages around the model, in order "
+       "(its figures are among the summary's cards).</p>";
   table_head(o, "e2e-table",
              {{"index", "#", true, ""},
               {"name", "stage", false, ""},
@@ -1065,7 +1184,7 @@ std::string html_report(const std::string& json, const std::string& name) {
        "content=\"width=device-width, initial-scale=1\">";
   o += fmt::format("<title>npusim: {}</title>\n<script>{}</script>\n<style>{}</style></head>\n<body>\n",
                    esc(model), html_assets::kErrorCapture, html_assets::kCss);
-  o += fmt::format("<header><h1>npusim report: {}</h1><div class=\"meta\">", esc(model));
+  o += fmt::format("<header><h1>npusim report: {}</h1><div class=\"meta\">", esc(file_name(model)));
   if (rep.run)
     o += fmt::format("<div>{}</div><div>npusim {}</div>", esc(rep.run->command), esc(rep.run->version));
   o += "</div></header>\n<nav><a href=\"#summary\">Summary</a><a href=\"#layers\">Layers</a><a "
@@ -1081,7 +1200,7 @@ std::string html_report(const std::string& json, const std::string& name) {
     roofline_section(o, rep, layers);
     energy_section(o, rep, layers);
     accuracy_section(o, r);
-    e2e_section(o, rep, r);
+    e2e_section(o, r);
   } catch (const YAML::Exception&) {
     throw ReportReadError(fmt::format("{} is not an npusim report (a field has an unexpected shape)", name));
   }

@@ -89,6 +89,7 @@ class Parser : public YamlErrors {
     // Poisson seeds default to the scenario's seed plus the model's index (independent streams).
     for (size_t i = 0; i < s.models.size(); ++i) {
       if (!seed_given_[i]) s.models[i].arrivals.seed = s.seed + static_cast<uint32_t>(i);
+      if (!fanout_seed_given_[i]) s.models[i].fanout_seed = s.seed + static_cast<uint32_t>(i);
     }
   }
 
@@ -113,7 +114,7 @@ class Parser : public YamlErrors {
       ScenarioModel sm;
       sm.line = m.Mark().line + 1;
       sm.column = m.Mark().column + 1;
-      bool seed_given = false;
+      bool seed_given = false, fanout_seed_given = false;
       for (const auto& kv : m) {
         const std::string k = kv.first.Scalar();
         const std::string key = where + "." + k;
@@ -174,12 +175,24 @@ class Parser : public YamlErrors {
           }
         } else if (k == "arrival") {
           seed_given = read_arrivals(v, key, sm.arrivals);
+        } else if (k == "after") {
+          scalar(v, key, sm.after);
+        } else if (k == "fanout") {
+          fanout_seed_given = read_fanout(v, key, sm);
         } else {
           unknown(kv.first, where + ".", k,
                   {"name", "model", "precision", "batch", "input_shape", "dynamic", "priority", "core", "set",
-                   "deadline_ms", "pipeline", "arrival"});
+                   "deadline_ms", "pipeline", "arrival", "after", "fanout"});
         }
       }
+      if (m["after"] && m["arrival"])
+        error(m["arrival"], where +
+                                ".arrival: a model that runs after another has no arrivals of its own "
+                                "(its requests are made by '" +
+                                sm.after + "')");
+      if (m["fanout"] && !m["after"])
+        error(m["fanout"],
+              where + ".fanout: only a model that runs after another (after: MODEL) has a fanout");
       // `batch` sets every input's first dimension: an input_shape that says otherwise contradicts it.
       if (sm.batch > 0 && m["input_shape"] && m["input_shape"].IsMap()) {
         for (const auto& in : m["input_shape"]) {
@@ -195,11 +208,83 @@ class Parser : public YamlErrors {
         }
       }
       if (!m["model"]) error(m, where + ".model: missing (an ONNX file, demo, gemm:..., conv:...)");
-      if (!m["arrival"]) error(m, where + ".arrival: missing (periodic, poisson or trace)");
+      if (!m["arrival"] && !m["after"])
+        error(m, where +
+                     ".arrival: missing (periodic, poisson or trace; or after: MODEL for a dependent stage)");
       if (sm.name.empty()) sm.name = fmt::format("model{}", i);
       seed_given_.push_back(seed_given);
+      fanout_seed_given_.push_back(fanout_seed_given);
       s.models.push_back(sm);
     }
+    resolve_after(n, s);
+  }
+
+  // `after: NAME` names another model of the file, and following `after` from any model ends at a model
+  // with arrivals of its own (no cycle).
+  void resolve_after(const YAML::Node& n, Scenario& s) {
+    std::vector<std::string> names;
+    for (const ScenarioModel& m : s.models) names.push_back(m.name);
+    for (size_t i = 0; i < s.models.size() && i < n.size(); ++i) {
+      ScenarioModel& m = s.models[i];
+      if (m.after.empty()) continue;
+      const YAML::Node& at = n[i]["after"];
+      const std::string key = fmt::format("models[{}].after", i);
+      const auto it = std::find(names.begin(), names.end(), m.after);
+      if (it == names.end()) {
+        error(at, key + ": '" + m.after + "' is not a model of the scenario (" + join(names) + ")");
+        continue;
+      }
+      m.upstream = static_cast<size_t>(it - names.begin());
+    }
+    if (!errors_.empty()) return;
+    for (size_t i = 0; i < s.models.size() && i < n.size(); ++i) {
+      size_t at = i;
+      for (size_t steps = 0; !s.models[at].after.empty() && steps <= s.models.size(); ++steps)
+        at = s.models[at].upstream;
+      if (!s.models[at].after.empty())
+        error(n[i]["after"],
+              fmt::format("models[{}].after: '{}' leads back to '{}' (a cycle): the first stage "
+                          "needs arrivals of its own",
+                          i, s.models[i].after, s.models[i].name));
+    }
+  }
+
+  // `fanout: N`, `fanout: [N0, N1, ...]` (requests per upstream request, each from 0 to 1000) or
+  // `fanout: {poisson_mean: M, seed: S}`. Returns whether a seed was given.
+  bool read_fanout(const YAML::Node& v, const std::string& key, ScenarioModel& sm) {
+    if (v.IsMap()) {
+      bool seed = false;
+      for (const auto& kv : v) {
+        const std::string k = kv.first.Scalar();
+        if (k == "poisson_mean") {
+          real(kv.second, key + "." + k, sm.fanout_mean, 1e-6, 1000);
+        } else if (k == "seed") {
+          int64_t sd = 0;
+          integer(kv.second, key + "." + k, sd, 0, 0xffffffffLL);
+          sm.fanout_seed = static_cast<uint32_t>(sd);
+          seed = true;
+        } else {
+          unknown(kv.first, key + ".", k, {"poisson_mean", "seed"});
+        }
+      }
+      if (!v["poisson_mean"])
+        error(v, key + ".poisson_mean: missing (the mean crop count per upstream request)");
+      return seed;
+    }
+    sm.fanout.clear();
+    if (v.IsSequence()) {
+      if (v.size() == 0) error(v, key + ": expected a count or a non-empty list of counts");
+      for (size_t k = 0; k < v.size(); ++k) {
+        int64_t c = -1;
+        integer(v[k], fmt::format("{}[{}]", key, k), c, 0, 1000);
+        sm.fanout.push_back(std::max<int64_t>(c, 0));
+      }
+      return false;
+    }
+    int64_t c = 1;
+    integer(v, key, c, 0, 1000);
+    sm.fanout.push_back(c);
+    return false;
   }
 
   // `input_shape: {NAME: 1x3x48x320}`: each input's shape, every dimension a positive integer.
@@ -354,7 +439,7 @@ class Parser : public YamlErrors {
   }
 
   std::string dir_;
-  std::vector<bool> seed_given_;
+  std::vector<bool> seed_given_, fanout_seed_given_;
 };
 
 }  // namespace

@@ -59,6 +59,20 @@ struct ScenarioModel {
   int core_line = 0, core_column = 0;  // where `core` was given (0: not given), for the check against `cores`
   double deadline_ms = 0;              // 0 = none
   Arrivals arrivals;
+  // A dependent stage (`after: NAME`): no arrivals of its own; each request of the model NAME makes, when
+  // it completes (its post-processing included), `fanout` requests of this one: a camera frame's text
+  // crops for a recogniser after a detector. "" = arrivals of its own.
+  std::string after;
+  size_t upstream = 0;  // the index of the model `after` names (resolved by the parser)
+  // Requests made per upstream request: one count for all (`fanout: 3`), or a list the upstream's
+  // requests take in turn (`fanout: [3, 0, 5]`: request k makes fanout[k % 3]), the crop counts of
+  // successive frames.
+  std::vector<int64_t> fanout = {1};
+  // `fanout: {poisson_mean: M, seed: S}`: each upstream request k makes a Poisson(M) count instead (drawn
+  // from its own seeded stream, so the same request makes the same count whatever the schedule; at most
+  // 1000); 0 = the counts above. The seed defaults to the scenario's seed + the model's index.
+  double fanout_mean = 0;
+  uint32_t fanout_seed = 0;
   std::string
       pipeline;  // an end-to-end pipeline file (docs/e2e.md), resolved against the scenario; "" = none
   std::optional<e2e::PipelineSpec> pipeline_spec;  // that file, parsed (it has no stream: the arrivals are)

@@ -24,6 +24,15 @@ struct Request {
   int64_t ready = 0;  // when it reaches the NPU: arrival + the host stages before it
   size_t next = 0;    // next segment
   int64_t done = -1;  // when its last NPU segment ended
+  size_t frame = 0;   // the first stage's request it descends from (Frame), itself for a first stage
+};
+
+// A request of a model with arrivals of its own and everything that runs after it (`after:`), e.g. a
+// camera frame, its detection and the recognition of each text crop: done when the last of them is.
+struct Frame {
+  size_t model = 0;  // the first stage
+  int64_t arrival = 0;
+  int64_t end = 0;  // the latest completion among its requests (post-processing included)
 };
 
 // Weights in DRAM, least recently used first (dram.capacity_mib): use(m) makes model m's weights resident
@@ -68,6 +77,28 @@ class WeightCache {
   int64_t used_ = 0;
   std::vector<size_t> lru_;
 };
+
+// The latency figures of `out` (a ModelStats or FrameStats) from latencies in cycles: p50, p95, p99
+// (nearest rank), max and mean, in ms.
+template <class Stats>
+void latency_figures(std::vector<int64_t> cycles, double ms_per_cycle, Stats& out) {
+  std::sort(cycles.begin(), cycles.end());
+  out.latency_p50_ms = static_cast<double>(e2e::percentile(cycles, 50)) * ms_per_cycle;
+  out.latency_p95_ms = static_cast<double>(e2e::percentile(cycles, 95)) * ms_per_cycle;
+  out.latency_p99_ms = static_cast<double>(e2e::percentile(cycles, 99)) * ms_per_cycle;
+  out.latency_max_ms = cycles.empty() ? 0 : static_cast<double>(cycles.back()) * ms_per_cycle;
+  double sum = 0;
+  for (int64_t l : cycles) sum += static_cast<double>(l);
+  out.latency_mean_ms = cycles.empty() ? 0 : sum / static_cast<double>(cycles.size()) * ms_per_cycle;
+}
+
+// The requests a dependent stage makes for its upstream's request `k` (ScenarioModel::fanout, fanout_mean).
+int64_t fanout_count(const ScenarioModel& m, int64_t k) {
+  if (m.fanout_mean <= 0) return m.fanout[static_cast<size_t>(k) % m.fanout.size()];
+  // Its own stream per request: the count does not depend on the order requests complete in.
+  std::mt19937 rng(m.fanout_seed ^ (static_cast<uint32_t>(k) * 2654435761u));
+  return std::min<int64_t>(std::poisson_distribution<int64_t>(m.fanout_mean)(rng), 1000);
+}
 
 }  // namespace
 
@@ -196,12 +227,18 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
   const size_t n_models = s.models.size();
 
   std::vector<Request> reqs;
+  std::vector<Frame> frames;
+  std::vector<int64_t> made(n_models, 0);  // requests made per model (its next request's index)
   for (size_t m = 0; m < n_models; ++m) {
+    if (!s.models[m].after.empty()) continue;  // a dependent stage: its requests come from its upstream's
     const std::vector<double> t = arrival_times_ms(s.models[m].arrivals, s.duration_ms);
     for (size_t i = 0; i < t.size(); ++i) {
       const int64_t at = isa::timing::us_to_cycles(t[i] * 1000.0, f_mhz);
-      reqs.push_back({m, static_cast<int64_t>(i), at, at + profiles[m].host_before_cycles, 0, -1});
+      reqs.push_back(
+          {m, static_cast<int64_t>(i), at, at + profiles[m].host_before_cycles, 0, -1, frames.size()});
+      frames.push_back({m, at, 0});
     }
+    made[m] = static_cast<int64_t>(t.size());
     if (static_cast<int64_t>(reqs.size()) > kMaxRequests) {
       throw ScenarioError(
           {fmt::format("{}: the arrivals make more than {} requests in {} ms; shorten duration_ms or "
@@ -277,6 +314,36 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
   for (size_t i = 0; i < reqs.size(); ++i)
     core[static_cast<size_t>(s.models[reqs[i].model].core)].order.push_back(i);
 
+  // Request `id` completed its NPU work at `t`: its frame learns when it is done (its post-processing
+  // after it), and each dependent stage (`after:`) gets its fanout of requests, which reach their core's
+  // queue after their own host stages. May grow `reqs`: no reference into it survives a call.
+  auto complete = [&](size_t id, int64_t t) {
+    reqs[id].done = t;
+    const size_t m = reqs[id].model, f = reqs[id].frame;
+    const int64_t finish = t + profiles[m].host_after_cycles, upstream_index = reqs[id].index;
+    frames[f].end = std::max(frames[f].end, finish);
+    for (size_t d = 0; d < n_models; ++d) {
+      const ScenarioModel& dm = s.models[d];
+      if (dm.after.empty() || dm.upstream != m) continue;
+      const int64_t count = fanout_count(dm, upstream_index);
+      Core& c = core[static_cast<size_t>(dm.core)];
+      for (int64_t k = 0; k < count; ++k) {
+        const size_t at = reqs.size();
+        reqs.push_back({d, made[d]++, finish, finish + profiles[d].host_before_cycles, 0, -1, f});
+        if (static_cast<int64_t>(reqs.size()) > kMaxRequests)
+          throw ScenarioError(
+              {fmt::format("{}: the arrivals and their dependent stages make more than {} "
+                           "requests; shorten duration_ms or lower the rates or fanouts",
+                           s.path, kMaxRequests)});
+        // In its core's queue by the time it reaches the NPU (after the ones already there at that time).
+        const auto pos = std::upper_bound(
+            c.order.begin() + static_cast<long>(c.next_arrival), c.order.end(), reqs[at].ready,
+            [&](int64_t ready, size_t other) { return ready < reqs[other].ready; });
+        c.order.insert(pos, at);
+      }
+    }
+  };
+
   auto pick = [&](Core& c) -> size_t {  // index into c.ready
     switch (s.policy) {
       case Policy::kFifo: {
@@ -321,8 +388,8 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
           ++preemptions[reqs[c.last].model];
         const ModelProfile& p = profiles[q.model];
         if (p.segments.empty()) {  // a model without cycles is done on arrival
-          q.done = t;
           c.ready.erase(c.ready.begin() + static_cast<long>(slot));
+          complete(id, t);
           continue;
         }
         // Its weights first, when they were evicted (the core waits for the host link).
@@ -393,12 +460,13 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
       }
       npu_busy += t - c.run_from;
       pinned[q.model] = false;
-      if (++q.next == p.segments.size()) {
-        q.done = t;
-        c.ready.erase(std::find(c.ready.begin(), c.ready.end(), static_cast<size_t>(c.active)));
-      }
+      const size_t id = static_cast<size_t>(c.active);
       c.active = -1;
       span = std::max(span, t);
+      if (++q.next == p.segments.size()) {
+        c.ready.erase(std::find(c.ready.begin(), c.ready.end(), id));
+        complete(id, t);  // may grow reqs: q is not used after it
+      }
     }
   }
 
@@ -433,18 +501,43 @@ ServeResult run_scenario(const Scenario& s, const std::vector<ModelProfile>& pro
         ++st.deadline_misses;
     }
     st.requests = static_cast<int64_t>(lat.size());
-    std::sort(lat.begin(), lat.end());
-    st.latency_p50_ms = static_cast<double>(e2e::percentile(lat, 50)) * ms_per_cycle;
-    st.latency_p95_ms = static_cast<double>(e2e::percentile(lat, 95)) * ms_per_cycle;
-    st.latency_p99_ms = static_cast<double>(e2e::percentile(lat, 99)) * ms_per_cycle;
-    st.latency_max_ms = lat.empty() ? 0 : static_cast<double>(lat.back()) * ms_per_cycle;
-    double sum = 0;
-    for (int64_t l : lat) sum += static_cast<double>(l);
-    st.latency_mean_ms = lat.empty() ? 0 : sum / static_cast<double>(lat.size()) * ms_per_cycle;
+    latency_figures(lat, ms_per_cycle, st);
     st.throughput_per_s = static_cast<double>(st.requests) / (s.duration_ms / 1000.0);
     st.served_per_s =
         last_done > 0 ? static_cast<double>(st.requests) / (last_done * ms_per_cycle / 1000.0) : 0;
     r.models.push_back(st);
+  }
+  // Frames: each first stage with stages after it, from its arrival to the last of its requests.
+  for (size_t m = 0; m < n_models; ++m) {
+    if (!s.models[m].after.empty()) continue;
+    std::vector<size_t> stages = {m};  // the stages, upstream first
+    for (size_t k = 0; k < stages.size(); ++k)
+      for (size_t d = 0; d < n_models; ++d)
+        if (!s.models[d].after.empty() && s.models[d].upstream == stages[k]) stages.push_back(d);
+    if (stages.size() == 1) continue;
+    FrameStats fs;
+    fs.model = s.models[m].name;
+    // A chain as "det -> cls -> rec", else each stage after its upstream: "det -> cls, det -> other".
+    bool chain = true;
+    for (size_t k = 1; k < stages.size(); ++k) {
+      chain = chain && s.models[stages[k]].upstream == stages[k - 1];
+      fs.requests += r.models[stages[k]].requests;
+    }
+    for (size_t k = chain ? 0 : 1; k < stages.size(); ++k) {
+      const ScenarioModel& sm = s.models[stages[k]];
+      fs.stages += chain ? (k ? " -> " : "") + sm.name : (k > 1 ? ", " : "") + sm.after + " -> " + sm.name;
+    }
+    std::vector<int64_t> lat;
+    int64_t last = duration_cycles;
+    for (const Frame& f : frames) {
+      if (f.model != m) continue;
+      lat.push_back(f.end - f.arrival);
+      last = std::max(last, f.end);
+    }
+    fs.frames = static_cast<int64_t>(lat.size());
+    latency_figures(lat, ms_per_cycle, fs);
+    fs.served_per_s = static_cast<double>(fs.frames) / (static_cast<double>(last) * ms_per_cycle / 1000.0);
+    r.frames.push_back(fs);
   }
   // The load the arrivals offer each core: its models' NPU cycles over the duration.
   std::vector<double> offered(static_cast<size_t>(cores), 0.0);
@@ -519,6 +612,23 @@ void ServeResult::visit(traces::ReportVisitor& v, const Scenario& s) {
       v.end();
     });
   });
+  v.list(
+      {"frames", "", "each first stage with stages after it (after:), per frame end to end"}, frames,
+      [&](FrameStats& f, size_t) {
+        v.object({"", "", "a first stage and its dependent stages"}, [&] {
+          v.text({"model", "", "the first stage (arrivals of its own)"}, f.model);
+          v.text({"stages", "", "its stages, upstream first"}, f.stages);
+          v.integer({"frames", "frames", "its requests (frames)"}, f.frames);
+          v.integer({"requests", "requests", "the requests its dependent stages made"}, f.requests);
+          for (auto& [key, value] : {std::pair<const char*, double*>{"latency_p50_ms", &f.latency_p50_ms},
+                                     {"latency_p95_ms", &f.latency_p95_ms},
+                                     {"latency_p99_ms", &f.latency_p99_ms},
+                                     {"latency_max_ms", &f.latency_max_ms},
+                                     {"latency_mean_ms", &f.latency_mean_ms}})
+            v.real({key, "ms", "a frame's arrival to its last stage's completion", 6}, *value);
+          v.real({"served_per_s", "frames/s", "frames / the time the last one completed", 6}, f.served_per_s);
+        });
+      });
   constexpr double kMib = 1 << 20;
   v.object({"dram", "", "DRAM capacity and weights"}, [&] {
     if (v.fills()) return;
@@ -570,6 +680,13 @@ std::string serve_text(const ServeResult& r) {
         m.priority, m.requests, m.alone_ms, m.latency_p50_ms, m.latency_p95_ms, m.latency_p99_ms,
         m.latency_max_ms, m.deadline_ms > 0 ? std::to_string(m.deadline_misses) : std::string("-"),
         m.throughput_per_s, m.served_per_s);
+  }
+  for (const FrameStats& f : r.frames) {
+    t += fmt::format(
+        "  frames of {} ({}): {} frame{}, {} dependent requests; end to end p50 {:.3f} p95 {:.3f} p99 {:.3f} "
+        "max {:.3f} ms; served {:.1f} frames/s\n",
+        f.model, f.stages, f.frames, f.frames == 1 ? "" : "s", f.requests, f.latency_p50_ms, f.latency_p95_ms,
+        f.latency_p99_ms, f.latency_max_ms, f.served_per_s);
   }
   if (r.offered_load > 1)
     t += fmt::format(

@@ -79,6 +79,17 @@ struct ModelStats {
   int64_t weight_reloads = 0;  // times its weights were loaded over the host link (DRAM too small)
 };
 
+// A first stage with stages after it (`after:`, docs/scenarios.md): its frames end to end, each from its
+// arrival to the completion of the last request it led to (post-processing included).
+struct FrameStats {
+  std::string model;     // the first stage
+  std::string stages;    // "det -> cls -> rec": its stages, upstream first
+  int64_t frames = 0;    // its requests
+  int64_t requests = 0;  // the requests its dependent stages made
+  double latency_p50_ms = 0, latency_p95_ms = 0, latency_p99_ms = 0, latency_max_ms = 0, latency_mean_ms = 0;
+  double served_per_s = 0;  // frames / the time the last one completed (at least the duration)
+};
+
 // A stretch of one request running on the NPU, for the trace.
 struct Slice {
   size_t model = 0;
@@ -100,6 +111,7 @@ struct ServeResult {
   int64_t busiest_core = 0;
   // per unit (below): its busy cycles over all cores / (span x cores)
   std::vector<ModelStats> models;
+  std::vector<FrameStats> frames;                     // first stages with dependent stages
   std::vector<std::pair<std::string, double>> units;  // per unit: utilization over the span
   std::vector<Slice> slices;
   // DRAM: the capacity (0 = unlimited), the bytes every model needs, whether all weights stay resident,

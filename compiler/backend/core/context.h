@@ -180,6 +180,10 @@ class Context {
   std::vector<int64_t> time_code(int64_t first) const;
   // The current layer's figure of time_code.
   int64_t time_layer(int64_t first) const;
+  // What the mapping search minimises (CompileOptions::objective) for the current layer's code from
+  // instruction `first`, which time_code found to take `cycles`: the cycles themselves, or its simulated
+  // energy (mJ) or energy x cycles. Lower is better; under kCycles it is `cycles` and nothing is simulated.
+  double objective_score(int64_t first, int64_t cycles) const;
   // Code whose time is known: the layer's instructions [first, last) took `cycles` (time_code's
   // figures: the mapper's winning trial, emitted again unchanged), so they need not be simulated again.
   struct Timed {

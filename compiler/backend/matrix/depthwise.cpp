@@ -327,11 +327,15 @@ bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s
     c.timed = {};
   } else if (c.can_time()) {
     Context::Timed array_timed = c.timed;
-    if (!only_vector && array_cycles < 0) {
+    // The objective's figures (Context::objective_score; the cycles under --objective cycles).
+    double array_score = static_cast<double>(array_cycles), win_score = 0;
+    const bool rescore = c.options.objective != MappingObjective::kCycles;
+    if (!only_vector && (array_cycles < 0 || rescore)) {
       const Context::Trial trial = c.begin_trial();
       mm.generate(array);
       std::vector<int64_t> cycles = c.time_code(first);
       array_cycles = cycles.empty() ? 0 : cycles.back();
+      array_score = c.objective_score(first, array_cycles);
       array_timed = {first, c.em.size(), std::move(cycles)};
       c.end_trial(trial);
     }
@@ -341,14 +345,16 @@ bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s
       dm.generate(best[i]);
       std::vector<int64_t> cycles = c.time_code(first);
       best[i].simulated = cycles.empty() ? 0 : cycles.back();
+      const double score = c.objective_score(first, best[i].simulated);
       const int64_t last = c.em.size();
       c.end_trial(trial);
-      if (i == 0 || best[i].simulated < best[win].simulated) {
+      if (i == 0 || score < win_score) {
         win = i;
+        win_score = score;
         vector_timed = {first, last, std::move(cycles)};
       }
     }
-    if (!only_vector) vector = best[win].simulated < array_cycles;
+    if (!only_vector) vector = win_score < array_score;
     c.timed = vector ? vector_timed : array_timed;
     c.decided.emplace(key, vector ? win + 1 : 0);
   } else {

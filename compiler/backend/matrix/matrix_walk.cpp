@@ -462,6 +462,7 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
   }
   if (auto it = c_.decided.find(key); it != c_.decided.end()) return best[it->second];
   size_t win = 0;
+  double win_score = 0;  // the objective's figure of the winner (Context::objective_score)
   const int64_t first = c_.em.size();
   for (size_t i = 0; i < best.size(); ++i) {
     // The closed form errs by well under this factor on the layers it ranks (docs/backend.md).
@@ -470,10 +471,12 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
     generate(best[i]);
     std::vector<int64_t> cycles = c_.time_code(first);
     best[i].simulated = cycles.empty() ? 0 : cycles.back();
+    const double score = c_.objective_score(first, best[i].simulated);
     const int64_t last = c_.em.size();
     c_.end_trial(trial);
-    if (i == 0 || best[i].simulated < best[win].simulated) {
+    if (i == 0 || score < win_score) {
       win = i;
+      win_score = score;
       c_.timed = {first, last, std::move(cycles)};
     }
   }

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -53,9 +54,14 @@ int compile_profiles(Context& ctx, ModelCliOptions& m, const dynamic::DynamicCli
 // the mapping table and the precision plan come with -v (print_mapping).
 std::string compiled_text(const std::string& path, const CompiledModel& cm, bool verbose) {
   const compiler::CompileResult& r = cm.result;
-  std::string o =
-      fmt::format("wrote {}: {} layers, {} instructions, {:.1f} KiB of weights\n", path, r.layers.size(),
-                  r.program.instructions.size(), static_cast<double>(r.memory.weight_bytes) / 1024.0);
+  // The layers the report and the HTML page count: those whose work is not another layer's code (a fused
+  // attention block's Softmax and MatMuls have a layer tag but no code of their own).
+  const auto fused = static_cast<size_t>(std::count_if(
+      r.layers.begin(), r.layers.end(), [](const compiler::LayerPlan& p) { return !p.fused_into.empty(); }));
+  std::string o = fmt::format(
+      "wrote {}: {} layers{}, {} instructions, {:.1f} KiB of weights\n", path, r.layers.size() - fused,
+      fused ? fmt::format(" ({} more fused into them)", fused) : std::string(), r.program.instructions.size(),
+      static_cast<double>(r.memory.weight_bytes) / 1024.0);
   if (!r.fallbacks.empty()) {
     constexpr size_t kNamed = 5;
     std::string names;

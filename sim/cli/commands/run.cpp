@@ -193,6 +193,15 @@ int cmd_run(Context& ctx, const Command& cmd) {
   if (!acc.keys.empty() && !acc.accuracy && !acc.advise_sqnr)
     throw UsageError("--keys needs --accuracy or --advise-sqnr (it decodes the recogniser's strings there)");
   if (!acc.keys.empty() && acc.task.empty()) acc.task = "ocr-rec";
+  // Labels are the classes of the evaluation inputs: --task classify on --accuracy-inputs.
+  if (!acc.labels.empty() && !acc.accuracy && !acc.advise_sqnr)
+    throw UsageError("--labels needs --accuracy (the evaluation inputs are scored against it there)");
+  if (!acc.labels.empty() && acc.inputs_dir.empty())
+    throw UsageError("--labels FILE needs --accuracy-inputs DIR, the inputs it labels");
+  if (!acc.labels.empty() && acc.task.empty()) acc.task = "classify";
+  if (!acc.labels.empty() && acc.task != "classify")
+    throw UsageError(
+        fmt::format("--labels gives each input's class: it goes with --task classify, not {}", acc.task));
   if ((!acc.inputs_dir.empty() || !acc.task.empty()) && !acc.accuracy && !acc.advise_sqnr) {
     throw UsageError("--accuracy-inputs and --task need --accuracy or --advise-sqnr");
   }
@@ -304,6 +313,7 @@ int cmd_run(Context& ctx, const Command& cmd) {
     branch_study(model, compiled, config, m, opts.branch, extras);
   check_int8_options_apply(m, compiled, (acc.accuracy || acc.advise_sqnr) && acc.inputs_dir.empty());
   extras.precision_source = precision_source(m, config);
+  extras.objective = m.objective;
   write_mapping_out(ctx, o, m, model, compiled);
   print_mapping(ctx, m, compiled);
   if (acc.accuracy || acc.advise_sqnr) {

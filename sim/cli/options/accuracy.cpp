@@ -21,6 +21,8 @@ GroupOptions accuracy_options(Options& o) {
                     "held-out evaluation inputs")("task", po::value(&a.task)->value_name("T"),
                                                   "task metrics: classify, ocr-rec, ocr-det or regress")(
       "keys", po::value(&a.keys)->value_name("FILE"), "ocr-rec: the recogniser's characters, one a line")(
+      "labels", po::value(&a.labels)->value_name("FILE"),
+      "classify: 'NAME CLASS' per --accuracy-inputs file: top-1/top-5 against the ground truth")(
       "advise-sqnr", po::value<double>()->value_name("DB")->notifier([&a](double v) { a.advise_sqnr = v; }),
       "advise the fp16 layers that reach DB output SQNR fastest")(
       "advise-inputs", po::value(&a.advise_inputs)->value_name("DIR"),

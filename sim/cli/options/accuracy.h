@@ -18,6 +18,7 @@ struct AccuracyCliOptions {
   std::string inputs_dir;      // --accuracy-inputs
   std::string task;            // --task
   std::string keys;            // --keys FILE (ocr-rec)
+  std::string labels;          // --labels FILE (classify): the true class of each --accuracy-inputs file
   std::optional<double> advise_sqnr;
   std::string advise_inputs;  // --advise-inputs: fit the advice here, judge it on the evaluation inputs
   std::optional<int> advise_samples;  // --advise-samples (default: every file of --advise-inputs)

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -142,15 +143,24 @@ GroupOptions model_options(Options& o) {
       "no-fusion", po::bool_switch(&m.no_fusion), "fuse no epilogue and fold no Concat: what fusion buys")(
       "mapping", po::value(&m.mapping)->value_name("FILE.yaml"), "impose per-layer mappings by node name")(
       "mapping-out", po::value(&m.mapping_out)->value_name("FILE.yaml"), "write every layer's mapping")(
-      "memory-limit-gb", po::value(&m.memory_limit_gb)->value_name("GB"),
-      "fail before allocating past GB (default: the available memory)");
+      "objective", po::value(&m.objective)->value_name("cycles|energy|edp"),
+      "what the mapping search minimises among the candidates it simulates: cycles (default), energy, or "
+      "energy x cycles")("memory-limit-gb", po::value(&m.memory_limit_gb)->value_name("GB"),
+                         "fail before allocating past GB (default: the available memory)");
   return {"Model", d};
 }
 
 ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& config) {
   namespace q = compiler::quant;
   ModelOptions o;
-  o.timer = simulation_timer(config);
+  const auto objective = std::find(compiler::kMappingObjectiveNames.begin(),
+                                   compiler::kMappingObjectiveNames.end(), m.objective);
+  if (objective == compiler::kMappingObjectiveNames.end())
+    throw UsageError(fmt::format("--objective '{}' is not one of cycles, energy, edp", m.objective));
+  o.objective = static_cast<compiler::MappingObjective>(objective - compiler::kMappingObjectiveNames.begin());
+  SimulationTimers timers = simulation_timers(config);
+  o.timer = std::move(timers.timer);
+  if (o.objective != compiler::MappingObjective::kCycles) o.energy = std::move(timers.energy);
   o.fusion = !m.no_fusion;
   o.weight_values = !m.timing_only;
   o.input_shapes = m.input_shapes;

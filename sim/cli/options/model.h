@@ -53,14 +53,15 @@ struct ModelCliOptions {
   // String-valued int8 quantization options given on the command line (check_int8_options_apply).
   std::vector<std::string> int8_only_given;
   bool verbose = false;
-  bool graphs = false;            // --graphs
-  std::string graph_dumps;        // --graphs: what compile_model printed, for print_graphs
-  bool no_fusion = false;         // --no-fusion
-  std::string mapping;            // --mapping FILE.yaml
-  std::string mapping_out;        // --mapping-out FILE.yaml
-  double memory_limit_gb = 0;     // --memory-limit-gb (0 = the machine's available memory)
-  bool timing_only = false;       // nothing reads the weights' values: ModelOptions::weight_values false
-  PhaseStatus* status = nullptr;  // the terminal's phase line, when the command draws one
+  bool graphs = false;               // --graphs
+  std::string graph_dumps;           // --graphs: what compile_model printed, for print_graphs
+  bool no_fusion = false;            // --no-fusion
+  std::string mapping;               // --mapping FILE.yaml
+  std::string mapping_out;           // --mapping-out FILE.yaml
+  std::string objective = "cycles";  // --objective cycles|energy|edp (compiler::MappingObjective)
+  double memory_limit_gb = 0;        // --memory-limit-gb (0 = the machine's available memory)
+  bool timing_only = false;          // nothing reads the weights' values: ModelOptions::weight_values false
+  PhaseStatus* status = nullptr;     // the terminal's phase line, when the command draws one
 };
 
 // Who chose the model's precision, for the report (run.precision_source): --precision, the configuration's
