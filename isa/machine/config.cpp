@@ -59,6 +59,13 @@ void SystolicArrayConfig::visit(Visitor& v) {
        "and one skew fill and drain, not one per instruction (Gemmini: PRELOAD and COMPUTE commands "
        "share one pipeline through the mesh); needs pipelined_folds and model tile"},
       chained_instructions);
+  v.boolean(
+      {"preload_in_stream", "",
+       "ws, pipelined folds: the next fold's stationary operand enters the array as R cycles of the "
+       "stream behind the last block of pixels of the fold before, overlapping only that block (Gemmini: "
+       "a PRELOAD command follows the fold's last COMPUTE through the mesh's one pipeline); false: it "
+       "shifts into the shadow registers under the whole fold before"},
+      preload_in_stream);
 }
 
 double SystolicArrayConfig::rate(DType t) const {
@@ -192,11 +199,17 @@ std::string_view SystolicArrayConfig::unused_reason(std::string_view key) const 
     if (model == ArrayModel::kPe) return "the PE-level model streams every pixel back to back";
     return "";
   }
+  if (key == "preload_in_stream" && preload_in_stream) {
+    if (!folds_pipelined() || dataflow != Dataflow::kWs)
+      return "the next fold's operand follows the stream of a weight-stationary array with pipelined folds "
+             "(pipelined_folds, double_buffered, dataflow ws)";
+    if (model == ArrayModel::kPe) return "the PE-level model shifts each operand in under the whole fold";
+    return "";
+  }
   if (key == "chained_instructions" && chained_instructions) {
     if (!folds_pipelined())
       return "instructions chain as pipelined folds do: it needs pipelined_folds, double_buffered and "
-             "dataflow "
-             "ws or is";
+             "dataflow ws or is";
     if (model == ArrayModel::kPe) return "the PE-level model times each instruction from an empty array";
     return "";
   }
@@ -243,6 +256,9 @@ std::vector<std::string_view> NpuConfig::governing_keys(std::string_view path) {
   if (path == "systolic_array.pipelined_folds")
     return {"systolic_array.dataflow", "systolic_array.double_buffered"};
   if (path == "systolic_array.min_block_cycles") return {"systolic_array.dataflow", "systolic_array.model"};
+  if (path == "systolic_array.preload_in_stream")
+    return {"systolic_array.pipelined_folds", "systolic_array.double_buffered", "systolic_array.dataflow",
+            "systolic_array.model"};
   if (path == "systolic_array.chained_instructions")
     return {"systolic_array.pipelined_folds", "systolic_array.double_buffered", "systolic_array.dataflow",
             "systolic_array.model"};

@@ -60,6 +60,7 @@ struct SystolicArrayConfig {
   bool fp16_accumulate_fp32 = true;
   int64_t min_block_cycles = 1;       // ws: cycles a block of at most `rows` streamed pixels takes at least
   bool chained_instructions = false;  // a MATMUL/CONV enters right behind the previous one's last row
+  bool preload_in_stream = false;     // ws: the next fold's operand overlaps only the last block before
   void visit(Visitor& v);
   // MAC rate of `t` relative to int8 (0 when the array does not support it).
   double rate(DType t) const;

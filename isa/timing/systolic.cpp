@@ -51,6 +51,12 @@ int64_t streamed_pixels(const SystolicArrayConfig& a, int64_t m, int64_t row_pix
   return m / w * row;
 }
 
+int64_t last_block_cycles(const SystolicArrayConfig& a, int64_t m, int64_t row_pixels) {
+  const int64_t w = row_pixels > 0 ? row_pixels : m;
+  const int64_t rest = w % a.rows;
+  return std::max(rest > 0 ? rest : std::min(w, a.rows), a.min_block_cycles);
+}
+
 ArrayCycles gemm_cycles(const SystolicArrayConfig& a, const GemmShape& g, DType dtype, bool preloaded,
                         int64_t row_pixels) {
   const FoldMap f = fold_map(a, g);
@@ -64,7 +70,10 @@ ArrayCycles gemm_cycles(const SystolicArrayConfig& a, const GemmShape& g, DType 
     // Fold i+1 enters as fold i's last row has: one skew fill and drain for the instruction. A fold
     // shorter than R waits for the shadow registers (its successor's operand takes R cycles to shift
     // in), which is charged here too.
-    const int64_t wait = std::max<int64_t>(0, a.rows - beats);
+    int64_t wait = std::max<int64_t>(0, a.rows - beats);
+    if (a.preload_in_stream && a.dataflow == Dataflow::kWs && a.model == ArrayModel::kTile)
+      wait =
+          std::max<int64_t>(0, a.rows - stream_cycles(last_block_cycles(a, f.t, row_pixels), a.rate(dtype)));
     c.fill_drain = skew_cycles(a) + (c.folds - 1) * wait;
     c.chained = c.stream + c.folds * wait;
   } else {

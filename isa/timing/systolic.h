@@ -37,6 +37,11 @@
 //     min(DIM, ocols - ocol); ONNXim's model of the same RTL (src/SystolicWS.cc) keeps each COMPUTE
 //     on the array for max(I, 4) cycles, and Gemmini's per-layer RTL cycles follow it
 //     (docs/validation.md): a 17-pixel row, 8 + 8 + 1, takes 20 cycles, a 14-pixel row 14.
+//   - preload_in_stream (ws, pipelined folds; false under scalesim.yaml): the next fold's operand enters
+//     the array as R cycles of the stream behind the last block of the fold before, overlapping only
+//     that block: a fold switch waits max(0, R - last block's cycles) instead of max(0, R - the fold's).
+//     Gemmini's PRELOAD command follows the fold's last COMPUTE through the mesh; ONNXim's model of the
+//     RTL issues it R cycles after that COMPUTE starts (src/SystolicWS.cc, `offset = core_height`).
 //   - chained_instructions (with pipelined folds; false under scalesim.yaml): an instruction that follows
 //     another MATMUL/CONV on the array enters right behind its last row, as a fold enters behind the
 //     previous fold: it adds `chained` = stream + folds * max(0, R - ceil(T / rate)) cycles to the run
@@ -93,6 +98,10 @@ ArrayCycles gemm_cycles(const SystolicArrayConfig& array, const GemmShape& g, DT
 // The stream length, in pixel slots, of m pixels in rows of `row_pixels` (0 = one row) under the
 // array's min_block_cycles (ws): m itself when every block fills its minimum.
 int64_t streamed_pixels(const SystolicArrayConfig& array, int64_t m, int64_t row_pixels);
+
+// The pixel slots the last block of a fold's stream takes (ws): the last block of an output row of
+// `row_pixels` (0 = all m) pixels, at most R of them, at least min_block_cycles.
+int64_t last_block_cycles(const SystolicArrayConfig& array, int64_t m, int64_t row_pixels);
 
 // Cycles of a MATMUL or CONV instruction (gemm_shape + gemm_cycles).
 ArrayCycles matrix_cycles(const Instruction& ins, const SystolicArrayConfig& array);

@@ -102,6 +102,27 @@ TEST(SystolicTiming, AChainedInstructionAddsItsStreamAndItsFoldSwitches) {
   EXPECT_EQ(timing::gemm_cycles(a, {2, 10, 6}, isa::DType::kInt8, false).chained, 6 * (2 + 2));
 }
 
+TEST(SystolicTiming, PreloadInStreamOverlapsOnlyTheLastBlockOfTheFoldBefore) {
+  // 8x8, pipelined, blocks of at least 4 cycles: a CONV of 3 output rows of 17 pixels (8 + 8 + 1), K = 16
+  // (two folds of 60 stream cycles), N = 8.
+  auto a = array(8, 8, Dataflow::kWs, true, true);
+  a.min_block_cycles = 4;
+  const auto under_fold = timing::gemm_cycles(a, {3 * 17, 16, 8}, isa::DType::kInt8, false, 17);
+  EXPECT_EQ(under_fold.total, 8 + 2 * 60 + 7 + 7);  // the second operand shifted in under the first fold
+  a.preload_in_stream = true;
+  EXPECT_EQ(timing::last_block_cycles(a, 3 * 17, 17), 4);
+  const auto in_stream = timing::gemm_cycles(a, {3 * 17, 16, 8}, isa::DType::kInt8, false, 17);
+  EXPECT_EQ(in_stream.total, 8 + 60 + (8 - 4) + 60 + 7 + 7);  // it waits behind the last 4-cycle block
+  EXPECT_EQ(in_stream.chained, 2 * (60 + 8 - 4));
+  // 14-pixel rows end in a block of 6, 7-pixel rows in one of 7, full rows in one of 8 (no wait).
+  EXPECT_EQ(timing::gemm_cycles(a, {3 * 14, 16, 8}, isa::DType::kInt8, false, 14).fill_drain, 14 + 2);
+  EXPECT_EQ(timing::gemm_cycles(a, {7 * 7, 16, 8}, isa::DType::kInt8, false, 7).fill_drain, 14 + 1);
+  EXPECT_EQ(timing::gemm_cycles(a, {512, 16, 8}, isa::DType::kInt8, false).fill_drain, 14);
+  // A MATMUL of one row: the fold is shorter than R either way.
+  EXPECT_EQ(timing::gemm_cycles(a, {1, 16, 8}, isa::DType::kInt8, false).total,
+            under_fold.preload + 2 * 4 + (8 - 4) + 14);
+}
+
 TEST(SystolicTiming, MinBlockCyclesStreamsEachOutputRowInBlocksOfRowsPixels) {
   // Gemmini's conv: one COMPUTE per output row and DIM pixels, each at least 4 cycles on the array.
   // 8x8, pipelined folds, a CONV of 3 output rows of 17 pixels (8 + 8 + 1), K = 8, N = 8: one fold.

@@ -284,6 +284,19 @@ TEST(ConfigKeys, ChainedInstructionsWhereFoldsDoNotPipelineAreRejected) {
   EXPECT_EQ(message("systolic_array:\n  dataflow: os\n  chained_instructions: false\n", {}), "");
 }
 
+// preload_in_stream where no weight-stationary stream pipelines its folds, or on the PE-level model, is
+// rejected naming why.
+TEST(ConfigKeys, PreloadInStreamWithoutAPipelinedWeightStationaryStreamIsRejected) {
+  EXPECT_NE(message("systolic_array:\n  dataflow: is\n  preload_in_stream: true\n", {})
+                .find("x.yaml:3:22: systolic_array.preload_in_stream does not apply to this array (the next "
+                      "fold's operand follows the stream of a weight-stationary array"),
+            std::string::npos);
+  EXPECT_NE(message("systolic_array:\n  model: pe\n", {"systolic_array.preload_in_stream=true"})
+                .find("--set: systolic_array.preload_in_stream does not apply to this array (the PE-level"),
+            std::string::npos);
+  EXPECT_EQ(message("systolic_array:\n  preload_in_stream: true\n", {}), "");
+}
+
 }  // namespace
 }  // namespace npusim::sim
 
