@@ -24,8 +24,9 @@ struct ImportOptions {
   // shape must have the input's rank and agree with its static dimensions.
   std::map<std::string, Shape> input_shapes;
   // When > 0 (`--batch N`): the first dimension of every runtime input becomes N, static or not, and
-  // ONNX shape inference propagates it. A model whose graph bakes in its export batch (a Reshape to a
-  // constant shape) then fails with the ModelError that inference or lowering raises.
+  // ONNX shape inference propagates it. A Reshape to a constant shape with the exported batch in front
+  // follows N; any other constant shape that no longer fits, or a graph output that loses the batch, is a
+  // ModelError (compiler/import/batch_shapes.h).
   int64_t batch = 0;
   // Values of named dynamic dimensions (`--dynamic seq=128`): every input dimension whose dim_param is
   // a key takes the value. Each key must name a dim_param of some runtime input.

@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "compiler/import/batch_shapes.h"
 #include "compiler/import/import.h"
 #include "compiler/import/onnx_internal.h"
 #include "compiler/import/onnx_wire.h"
@@ -844,17 +845,30 @@ Graph import_model_proto(onnx::ModelProto& model, const ImportOptions& options, 
       throw ModelError(mname + " fails ONNX's model checker: " + msg);
     }
 
+  const ExportedBatch exported = exported_batch(*gp, initializers);
   bind_inputs(*gp, initializers, options, mname);
   fix_input_values(*gp, initializers, options, mname);
 
-  try {
-    onnx::ShapeInferenceOptions sio(/*check_type=*/true, /*error_mode=*/1, /*data_propagation=*/true);
-    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), sio);
-  } catch (const std::exception& e) {
-    std::string msg = e.what();
-    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
-    throw ModelError(mname + ": ONNX shape inference failed: " + msg);
-  }
+  const auto infer = [&] {
+    try {
+      onnx::ShapeInferenceOptions sio(/*check_type=*/true, /*error_mode=*/1, /*data_propagation=*/true);
+      onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), sio);
+    } catch (const std::exception& e) {
+      std::string msg = e.what();
+      while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+      // Under --batch, a conflict most often comes from a shape the exporter fixed at its batch.
+      const bool rebatched = options.batch > 0 && exported.batch > 0 && exported.batch != options.batch;
+      throw ModelError(
+          mname + ": ONNX shape inference failed" +
+          (rebatched ? " with --batch " + std::to_string(options.batch) + " (the model was exported at batch " +
+                           std::to_string(exported.batch) +
+                           "; export it with a dynamic batch dimension to run other batches)"
+                     : std::string()) +
+          ": " + msg);
+    }
+  };
+  infer();
+  if (options.batch > 0) follow_batch(model, options.batch, exported, mname, infer);
 
   Graph g;
   g.name = gp->name();
