@@ -858,13 +858,13 @@ Graph import_model_proto(onnx::ModelProto& model, const ImportOptions& options, 
       while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
       // Under --batch, a conflict most often comes from a shape the exporter fixed at its batch.
       const bool rebatched = options.batch > 0 && exported.batch > 0 && exported.batch != options.batch;
-      throw ModelError(
-          mname + ": ONNX shape inference failed" +
-          (rebatched ? " with --batch " + std::to_string(options.batch) + " (the model was exported at batch " +
-                           std::to_string(exported.batch) +
-                           "; export it with a dynamic batch dimension to run other batches)"
-                     : std::string()) +
-          ": " + msg);
+      throw ModelError(mname + ": ONNX shape inference failed" +
+                       (rebatched
+                            ? " with --batch " + std::to_string(options.batch) +
+                                  " (the model was exported at batch " + std::to_string(exported.batch) +
+                                  "; export it with a dynamic batch dimension to run other batches)"
+                            : std::string()) +
+                       ": " + msg);
     }
   };
   infer();
