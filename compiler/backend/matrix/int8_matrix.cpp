@@ -159,7 +159,7 @@ class Int8Strategy : public MatrixStrategy {
   }
 
   void epilogue(const OutTile& t, int side) override {
-    const int64_t p = t.oh * t.ow, tn = t.tn, n0 = t.n0;
+    const int64_t tn = t.tn, n0 = t.n0;
     // The tile's place in its side's tile-sized slots (an image of a tile of several: OutTile::acc_px).
     Side sd = side_[side];
     sd.c += static_cast<uint64_t>(t.acc_px * tn * ab_);
@@ -178,7 +178,7 @@ class Int8Strategy : public MatrixStrategy {
       a.op = op, a.in = in, a.out = out;
       a.src1_buf = a.src2_buf = a.dst_buf = A;
       a.src1 = src1, a.dst = dst;
-      a.d0 = tn, a.d1 = p, a.d2 = 1;
+      tile_box(a, t);
       return a;
     };
     const Range seg{kDram, j_.bias_addr, j_.bias_addr + 1};
@@ -193,10 +193,10 @@ class Int8Strategy : public MatrixStrategy {
       o.in = acc_dt_;  // int64 sums of int16 inputs
       o.src1_buf = o.src2_buf = o.dst_buf = A;
       o.src1 = o.dst = cs, o.src2 = sd.bias;
-      o.d0 = tn, o.d1 = p, o.d2 = 1;
+      tile_box(o, t);
       if (!j_.lut) return finish(o, t, out_off, box);
       c_.vec(o);
-      return finish(lut(cs, tn, p), t, out_off, box);
+      return finish(lut(cs, t), t, out_off, box);
     }
     // acc += bias_folded (per output channel, in C's type).
     if (load)
@@ -230,7 +230,7 @@ class Int8Strategy : public MatrixStrategy {
       rq.src2 = sd.rq, rq.bcast = isa::Bcast::kRow, rq.imm2 = j_.lut ? j_.pre_zp : j_.y_zp;
       if (j_.lut) {
         c_.vec(rq);
-        return finish(lut(cs, tn, p), t, out_off, box);
+        return finish(lut(cs, t), t, out_off, box);
       }
       if (!j_.clamp) return finish(rq, t, out_off, box);
       c_.vec(rq);
@@ -272,12 +272,12 @@ class Int8Strategy : public MatrixStrategy {
 
  private:
   // The table lookup of a lookup-table epilogue on the pre-activation codes at `slot` (in place).
-  Context::VecArgs lut(uint64_t slot, int64_t tn, int64_t p) const {
+  Context::VecArgs lut(uint64_t slot, const OutTile& t) const {
     Context::VecArgs l;
     l.op = VecOp::kLut, l.in = j_.pre_dt, l.out = j_.y_dt;
     l.src1_buf = l.dst_buf = l.src2_buf = Buffer::kAccumulator;
     l.src1 = l.dst = slot, l.src2 = lut_slot_;
-    l.d0 = tn, l.d1 = p, l.d2 = 1;
+    tile_box(l, t);
     return l;
   }
 

@@ -120,7 +120,7 @@ class FloatStrategy : public MatrixStrategy {
 
   void epilogue(const OutTile& t, int side) override {
     const Epilogue& e = j_.epi;
-    const int64_t p = t.oh * t.ow, tn = t.tn;
+    const int64_t tn = t.tn;
     // The tile's place in its side's tile-sized slots (an image of a tile of several: OutTile::acc_px).
     const auto at = static_cast<uint64_t>(t.acc_px * tn * 4);
     const uint64_t cs = c_slot_[side] + at, bias_s = bias_slot_[side], r_s = r_slot_[side] + at;
@@ -138,7 +138,7 @@ class FloatStrategy : public MatrixStrategy {
       Context::VecArgs v;
       v.op = op;
       v.src1_buf = A, v.src1 = cs, v.dst_buf = A, v.dst = cs, v.src2_buf = A;
-      v.d0 = tn, v.d1 = p, v.d2 = 1;
+      tile_box(v, t);
       return v;
     };
     if (e.bias != Epilogue::Bias::kNone) {

@@ -403,7 +403,8 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
             for (int64_t ti : tis) {
               if (ti > 1 && (toh < j_.OH || tow < j_.OW)) continue;  // whole images only
               if (ti > 1 && (ti * image_rows() > 65535 || tall_rows(ti) * tow > 65535)) continue;
-              if (toh * tow > 65535 || j_.in_rows(toh) > 65535 || j_.in_cols(tow) > 65535) continue;
+              if (toh * tow > max_tile_pixels() || j_.in_rows(toh) > 65535 || j_.in_cols(tow) > 65535)
+                continue;
               if (!j_.y_sram_tile(gb, toh, tow, tn)) continue;
               // Resident weights are one tile of every channel.
               if (j_.b_sram >= 0 && (gb != j_.groups || j_.groups != 1 || tc < cin_b || tn < cout_b))

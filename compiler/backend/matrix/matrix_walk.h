@@ -140,6 +140,16 @@ struct OutTile {
   int64_t acc_px = 0;
 };
 
+// Sets the box of a VEC over output tile t's sums, dense in their slot: d0 = its channels, d1 = its pixels;
+// past a VEC field's 16 bits (a CONV tile of more than 65,535 pixels, MatrixMapper::max_tile_pixels)
+// d2 = its rows x d1 = its columns, the same elements in the same order.
+inline void tile_box(Context::VecArgs& v, const OutTile& t) {
+  const int64_t p = t.oh * t.ow;
+  v.d0 = t.tn;
+  v.d1 = p <= 65535 ? p : t.ow;
+  v.d2 = p <= 65535 ? 1 : t.oh;
+}
+
 // The epilogue's per-channel vectors (bias, requantization pairs, scales) held in a ping-pong side's
 // slots. A side loads them again only when its previous tile had other channels, so a walk that keeps
 // the channel range while the spatial tiles pass (one output-channel tile; depthwise channel chunks
@@ -344,6 +354,12 @@ class MatrixMapper {
   int64_t tall_rows(int64_t n) const { return (n - 1) * (image_rows() / j_.sh) + j_.OH; }
   int64_t tile_pixels(const Tiling& t) const { return t.ti > 1 ? tall_rows(t.ti) * j_.OW : t.toh * t.tow; }
   int64_t tile_in_rows(const Tiling& t) const { return t.ti > 1 ? t.ti * image_rows() : j_.in_rows(t.toh); }
+  // The most output pixels one tile may stream. A MATMUL's m and a VEC's d1 are 16-bit fields, so a GEMM
+  // tile, and a tile whose output stays on chip (write_on_chip spans it with one VEC), stop at 65,535; a
+  // CONV has 16-bit out_h and out_w and its epilogue spans rows x columns (tile_box), so its tile is
+  // bounded by the scratchpads alone: a layer that fits is one tile, and pays each fold's preload, fill
+  // and drain once, as SCALE-Sim counts a layer (its 4k-image rows stream up to 4.2 M pixels a fold).
+  int64_t max_tile_pixels() const { return j_.gemm || j_.y_sram >= 0 ? 65535 : int64_t{65535} * 65535; }
   // Spatial tiles of the walk (tiles of several images count once).
   int64_t spatial_tiles(const Tiling& t) const {
     return ceil_div(j_.images, t.ti) * ceil_div(j_.OH, t.toh) * ceil_div(j_.OW, t.tow);

@@ -2,7 +2,10 @@
 // one LOAD brings several images with their halos, one CONV per chunk streams them all through the array,
 // the epilogue stores each image's rows. The program computes bit for bit what one image a tile computes
 // (fp32, fp16 and int8; stride 1 and 2, a fused residual), and a tile of the whole batch loads every weight
-// once, where one image a tile loads them once per image.
+// once, where one image a tile loads them once per image. And a convolution tile of more than 65,535 output
+// pixels (MatrixMapper::max_tile_pixels): where the scratchpads hold it, a layer streams as one CONV, its
+// epilogue's VECs spanning rows x columns (tile_box), and computes bit for bit what tiles of at most 65,535
+// pixels compute.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -172,6 +175,45 @@ TEST(BatchTiles, AMappingFileGivesTileImagesToBatchConvolutionsOnly) {
   } catch (const MappingError& e) {
     EXPECT_NE(std::string(e.what()).find("tile_images above 1 takes whole images"), std::string::npos)
         << e.what();
+  }
+}
+
+// x [1, 4, 260, 260] -> 3x3 conv to 8 channels with a bias, Relu: 258 x 258 = 66,564 output pixels.
+Graph wide_conv() {
+  GraphBuilder b;
+  b.input("x", {1, 4, 260, 260});
+  b.constant("w", {8, 4, 3, 3}, 0.5f, 3).constant("b", {8}, 0.5f, 4);
+  Node& n = b.node("Conv", {"x", "w", "b"}, {"c"}, "conv");
+  n.attrs["kernel_shape"].value = std::vector<int64_t>{3, 3};
+  b.node("Relu", {"c"}, {"y"}, "relu");
+  b.output("y");
+  return b.build();
+}
+
+TEST(LargeTiles, AConvTileOfMoreThan65535PixelsComputesWhatSmallerTilesCompute) {
+  // Scratchpads that hold the whole layer (fp32 sums of 66,564 pixels x 8 channels, both sides: 4.3 MB), an
+  // array that pays each fold's preload, fill and drain, memory without latency: one tile is the fastest.
+  isa::NpuConfig whole;
+  whole.systolic_array.pipelined_folds = false;
+  whole.systolic_array.double_buffered = false;
+  whole.sram.input.size_kib = 4096;
+  whole.sram.accumulator.size_kib = 8192;
+  whole.dram.model = isa::DramModel::kIdeal;
+  whole.dram.latency_ns = 0;
+  const Graph g = wide_conv();
+  for (const isa::DType p : {isa::DType::kFp32, isa::DType::kInt8}) {
+    const std::string name(isa::kDTypeNames[static_cast<size_t>(p)]);
+    Compiled tiled, one;
+    compile_and_run(g, isa::NpuConfig{}, p, MappingOverrides{}, &tiled);
+    compile_and_run(g, whole, p, MappingOverrides{}, &one);
+    EXPECT_LE(layer(tiled.result, "conv").tile_m, 65535) << name;
+    EXPECT_EQ(layer(one.result, "conv").tile_m, 258 * 258) << name;
+    EXPECT_TRUE(same_bits(tiled.out, one.out)) << name;
+    if (p == isa::DType::kFp32) {
+      const std::map<std::string, Tensor> ref =
+          interpret(g, {{"x", random_tensor(g.value("x").shape, 2.0f, 7)}});
+      EXPECT_LT(max_rel_error({{"y", one.out}}, ref), 1e-5);
+    }
   }
 }
 
