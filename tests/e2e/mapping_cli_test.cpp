@@ -57,6 +57,27 @@ TEST(MappingCli, WrittenMappingImposedAgainGivesTheSameCycles) {
   EXPECT_EQ(text.substr(text.find("layers:")), again.substr(again.find("layers:")));
 }
 
+// A CONV tile is bounded by the scratchpads, not by 65,535 pixels (MatrixMapper::max_tile_pixels): on the
+// scalesim preset's 64 MiB a 298 x 298 output is one tile, written and imposed again; a GEMM tile stops at
+// MATMUL's 65,535 rows.
+TEST(MappingCli, AConvTileOfMoreThan65535PixelsIsWrittenAndImposedAgain) {
+  const std::string dir = temp_dir("mapping-wide");
+  const std::string conv = "conv:H=300,W=300,C=4,K=8,R=3,S=3";
+  const std::string config = std::string(NPUSIM_SOURCE_DIR) + "/configs/scalesim.yaml";
+  CommandResult r = npusim(
+      {"run", conv, "-c", config, "-q", "--mapping-out", dir + "/m.yaml", "--report", dir + "/a.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string text = read_file(dir + "/m.yaml");
+  EXPECT_NE(text.find("tile_oh: 298, tile_ow: 298,"), std::string::npos) << text;
+  r = npusim({"run", conv, "-c", config, "-q", "--mapping", dir + "/m.yaml", "--report", dir + "/b.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(dir + "/a.json", "r['total_cycles']"), json_eval(dir + "/b.json", "r['total_cycles']"));
+  write_file(dir + "/g.yaml", "layers:\n  - {name: gemm, tile_m: 70000}\n");
+  r = npusim({"run", "gemm:M=70000,N=8,K=8", "-c", config, "-q", "--mapping", dir + "/g.yaml"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("has more pixels (65535)"), std::string::npos) << r.err;
+}
+
 TEST(MappingCli, ASmallerImposedTileCostsThatLayerCycles) {
   const std::string dir = temp_dir("mapping");
   const std::string layer = baseline(dir);

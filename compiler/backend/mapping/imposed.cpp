@@ -215,10 +215,11 @@ ImposedTiling::ImposedTiling(const Context& c, const MatrixJob& j, const MatrixM
   t.tc = (j.gemm ? m.tile_k : m.tile_c).value_or(t.gb > 1 ? t.gb * j.cg : 1);
   t.tn = m.tile_n.value_or(t.gb > 1 ? t.gb * j.mg : 1);
   t.input_resident = m.loop_order == LoopOrder::kInputResident;
-  if (t.toh * t.tow > 65535 || j.in_rows(t.toh) > 65535 || j.in_cols(t.tow) > 65535) {
-    fail("", fmt::format("the tile ({}) has more pixels or input rows/columns than an instruction addresses "
-                         "(65535)",
-                         imposed_list()));
+  if (t.toh * t.tow > mm.max_tile_pixels() || j.in_rows(t.toh) > 65535 || j.in_cols(t.tow) > 65535) {
+    fail("",
+         fmt::format("the tile ({}) has more pixels ({}) or input rows/columns (65535) than an instruction "
+                     "addresses",
+                     imposed_list(), mm.max_tile_pixels()));
   }
   mm.slot_bytes(t);
   if (c.shared_capacity() > 0 && t.in_bytes + t.w_bytes > c.shared_capacity()) {
