@@ -219,6 +219,7 @@ Context::Trial Context::begin_trial() {
   t.scratch_end = scratch_end_;
   if (plan) t.plan = *plan;
   t.on_chip = fusion.on_chip;
+  t.residual = fusion.residual;
   in_trial_ = true;
   return t;
 }
@@ -237,11 +238,16 @@ void Context::end_trial(const Trial& t) {
   scratch_end_ = t.scratch_end;
   if (plan) *plan = t.plan;
   fusion.on_chip = t.on_chip;
+  fusion.residual = t.residual;
   in_trial_ = false;
 }
 
 void Context::spill_on_chip() {
-  OnChipValue& v = fusion.on_chip;
+  spill(fusion.on_chip);
+  spill(fusion.residual);
+}
+
+void Context::spill(OnChipValue& v) {
   if (!v.pending) return;
   v.pending = false;
   if (v.in_dram) return;  // its producer stored it too
@@ -281,8 +287,9 @@ Range box_range(const Range& named, uint64_t addr, isa::DType t, const std::arra
 int Context::load(isa::Buffer buf, uint64_t sram, const Range& dram_range, uint64_t dram_addr, isa::DType t,
                   std::array<int64_t, 4> s, std::array<int64_t, 3> st, std::array<int64_t, 4> pads,
                   int64_t pad_value) {
-  const OnChipValue& v = fusion.on_chip;
-  if (v.pending && dram_range.begin < v.dram.end && v.dram.begin < dram_range.end) spill_on_chip();
+  for (OnChipValue* v : {&fusion.on_chip, &fusion.residual}) {
+    if (v->pending && dram_range.begin < v->dram.end && v->dram.begin < dram_range.end) spill(*v);
+  }
   Instruction i = make(Opcode::kLoad, layer);
   i.set(Field::kDtype, static_cast<int64_t>(t)).set(Field::kBuf, static_cast<int64_t>(buf));
   i.set(Field::kDramAddr, static_cast<int64_t>(dram_addr)).set(Field::kSramAddr, static_cast<int64_t>(sram));

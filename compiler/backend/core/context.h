@@ -99,9 +99,11 @@ class Context {
 
   // Fusion groups' state (fusion/fusion_state.h): only fusion/ and the scratchpad accounting here read it.
   FusionState fusion;
-  // Emits the STORE that writes fusion.on_chip's value to its DRAM tensor, when it is still only in SRAM
-  // (a reader that does not read it in place needs it there). Context::load calls it for its readers.
+  // Emits the STORE that writes fusion.on_chip's value and a value held for a residual reader
+  // (fusion.residual) to their DRAM tensors, when they are still only in SRAM (a reader that does not read
+  // them in place needs them there). Context::load calls spill() for the one its box overlaps.
   void spill_on_chip();
+  void spill(OnChipValue& v);
 
   // Bytes of scratchpad `b` a lowering that allocates it on its own may use, from sram_base(b). With
   // sram.shared_scratchpad the input and weight buffers are one scratchpad: such lowerings get half each
@@ -197,7 +199,7 @@ class Context {
     size_t data_segments = 0;
     uint64_t data_end = 0, scratch_end = 0;
     LayerPlan plan;
-    OnChipValue on_chip;
+    OnChipValue on_chip, residual;
   };
   // Choices the mapper made by simulation, by a key of everything they depend on (MatrixMapper::choose).
   std::map<std::string, size_t> decided;

@@ -36,6 +36,10 @@ struct OnChipValue {
   bool in_dram = false;   // its producer stored it too, for its other readers (MatrixJob::y_store): a spill
                           // stores nothing
   bool spilled = false;
+  // A later layer reads the value as its residual (a Conv's inputs[3]): it stays in SRAM until that layer
+  // is lowered (FusionState::residual), -1 = none.
+  int64_t residual_reader = -1;
+  bool next_reads = true;  // the layer after its producer reads it in place (a pointwise conv)
 };
 
 // A squeeze-and-excitation block's input held in the input scratchpad from its GlobalAveragePool to
@@ -67,6 +71,14 @@ struct FusionState {
   bool keep_in_dram = false;  // ... and it has other readers, which read it in DRAM (OnChipValue::in_dram)
   OnChipValue on_chip;
   std::map<std::string, uint64_t> kept_on_chip;  // values read in place (never in DRAM) -> their SRAM address
+  // The residual reader the planner found for keep_output (OnChipValue::residual_reader), -1 = none, and the
+  // address it chose for the value (the highest free bytes: residency.h).
+  int64_t keep_residual_reader = -1;
+  bool keep_next_reads = true;
+  uint64_t keep_addr = 0;
+  // A value held in the input scratchpad after its producer's next layer, until the layer that reads it
+  // as its residual (residency.h); pending while only its SRAM copy is current or still needed.
+  OnChipValue residual;
   // ---- line-buffer fusion (layer_fusion.h) ----
   // A conv -> pool or conv -> depthwise conv pair the conv's lowering may fuse with line-buffer tiling.
   ConvPool* conv_pool = nullptr;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compiler/backend/fusion/layer_fusion.h"
@@ -29,6 +30,80 @@ bool pointwise_conv(const Graph& g, const Node& n) {
   }
   const std::string pad = n.attr_string("auto_pad", "NOTSET");
   return pad == "NOTSET" || pad == "VALID";
+}
+
+// Graph nodes after a producer within which a residual reader is looked for: a bottleneck block's
+// output is read by the block after it as its residual three layers on (conv1, conv2, conv3).
+constexpr size_t kResidualReach = 4;
+
+// The layer within kResidualReach after node i that reads node i's output as its residual (a Conv with
+// the fused Add's operand as inputs[3]), or -1.
+int64_t residual_reader(const Graph& g, size_t i) {
+  const std::string& v = g.nodes[i].outputs[0];
+  for (size_t k = i + 1; k < g.nodes.size() && k <= i + kResidualReach; ++k) {
+    const Node& n = g.nodes[k];
+    if (n.op_type == "Conv" && n.has_attr(kResidualInput) && n.has_input(3) && n.inputs[3] == v)
+      return static_cast<int64_t>(k);
+  }
+  return -1;
+}
+
+// The scratchpad's live regions: an SE block's held input, a value held for a residual reader, a value
+// left for the next layer.
+std::vector<std::pair<uint64_t, uint64_t>> live_regions(const Context& c) {
+  std::vector<std::pair<uint64_t, uint64_t>> r;
+  if (c.fusion.input_held > 0)
+    r.emplace_back(c.fusion.held.addr, c.fusion.held.addr + static_cast<uint64_t>(c.fusion.input_held));
+  for (const OnChipValue* v : {&c.fusion.residual, &c.fusion.on_chip}) {
+    if (v->pending || (v == &c.fusion.on_chip && v->residual_reader > static_cast<int64_t>(c.layer)))
+      r.emplace_back(v->addr, v->addr + static_cast<uint64_t>(round64(v->bytes)));
+  }
+  return r;
+}
+
+// The highest `bytes` of the input scratchpad that overlap no live region (0 when none do: more than
+// the 3/4 a plan may hold): values held for a residual reader alternate between two places instead of
+// stacking up block after block.
+uint64_t highest_free(const Context& c, int64_t bytes) {
+  const auto cap = static_cast<uint64_t>(scratchpad_capacity(c.config, isa::Buffer::kInput));
+  const auto b = static_cast<uint64_t>(bytes);
+  const std::vector<std::pair<uint64_t, uint64_t>> live = live_regions(c);
+  std::vector<uint64_t> tops = {cap};
+  for (const auto& l : live) tops.push_back(l.first);
+  std::sort(tops.rbegin(), tops.rend());
+  for (uint64_t top : tops) {
+    if (top < b) continue;
+    const uint64_t lo = top - b;
+    if (std::none_of(live.begin(), live.end(), [&](const auto& l) { return lo < l.second && l.first < top; }))
+      return lo;
+  }
+  return 0;
+}
+
+// Moves the value left for the layer after its producer (FusionState::on_chip) to FusionState::residual
+// when a later layer reads it as its residual: still current in SRAM, a copy in DRAM (stored or spilled)
+// for any other reader. Otherwise, or when another value is held there, spills it if only SRAM has it.
+void hold_or_spill(Context& c) {
+  OnChipValue& v = c.fusion.on_chip;
+  OnChipValue& r = c.fusion.residual;
+  if (!v.value.empty() && v.residual_reader > static_cast<int64_t>(c.layer) && r.value.empty()) {
+    if (v.spilled) c.fusion.kept_on_chip.erase(v.value);
+    r = v;
+    r.in_dram = v.in_dram || v.spilled;
+    r.spilled = false;
+    r.pending = true;
+  } else {
+    c.spill(v);
+  }
+  v = {};
+}
+
+// input_reserved down to the lowest live region (none: 0).
+void reserve_live(Context& c) {
+  const auto cap = static_cast<uint64_t>(scratchpad_capacity(c.config, isa::Buffer::kInput));
+  uint64_t lowest = cap;
+  for (const auto& l : live_regions(c)) lowest = std::min(lowest, l.first);
+  c.fusion.input_reserved = static_cast<int64_t>(cap - lowest);
 }
 
 }  // namespace
@@ -77,7 +152,11 @@ void plan_on_chip(Context& c, size_t i) {
   c.fusion.keep_output.clear();
   c.fusion.keep_imposed = false;
   c.fusion.keep_in_dram = false;
+  c.fusion.keep_residual_reader = -1;
+  c.fusion.keep_next_reads = true;
   bool others = false;
+  int64_t reader = -1;
+  bool next_reads = true;
   const Node& p = c.g.nodes[i];
   const LayerMapping* imposed = c.options.mapping ? c.options.mapping->find(p.name) : nullptr;
   const std::optional<bool> want = imposed ? imposed->on_chip : std::nullopt;
@@ -88,15 +167,37 @@ void plan_on_chip(Context& c, size_t i) {
     if (c.g.nhwc_io) return "a SCALE-Sim topology's rows run one at a time";
     if (c.shared_capacity() > 0) return "inputs and weights share one scratchpad";
     if (p.op_type != "Conv" || p.outputs.size() != 1) return "only a Conv leaves its output on chip";
-    if (const std::string no = next_reads_on_chip(c, i, &others); !no.empty()) return no;
+    const std::string no = next_reads_on_chip(c, i, &others);
+    // A mapping file that tiles the layer without saying on_chip keeps the tiling it gives (a held value
+    // needs every channel of whole rows a tile), as before holds existed.
+    reader = imposed && imposed->has_tiling() && !want ? -1 : hold_for_residual(c, i);
+    if (!no.empty() && reader < 0) return no;
+    next_reads = no.empty();
+    // Readers other than the next layer (in place) and the residual reader read it in DRAM.
+    if (reader >= 0) {
+      const std::vector<int> readers = c.g.consumers(p.outputs[0]);
+      others = std::any_of(readers.begin(), readers.end(), [&](int k) {
+        return k != reader && !(next_reads && k == static_cast<int>(i + 1));
+      });
+    }
     // A value kept on chip for the next layer stops that layer's line-buffer fusion with the pool or
     // depthwise conv after it (layer_fusion.h), which saves more than one read of the value.
     if (others && conv_pool_pair(c.g, i + 1))
       return "the next layer may fuse with the pool or depthwise conv after it (a line buffer)";
     const auto t = c.tensors.find(p.outputs[0]);
-    // Below the value node i reads on chip, if any (a chain: depthwise -> pointwise -> pointwise).
+    // Below the value node i reads on chip, if any (a chain: depthwise -> pointwise -> pointwise). A value
+    // for a residual reader while another one is held: in the highest bytes free of every live value, so
+    // that held values take turns at the top and short-lived ones stay below them.
     const int64_t bytes = round64(num_elements(t->second.shape) * isa::dtype_bytes(t->second.dtype));
-    if (4 * (c.fusion.input_reserved + bytes) > 3 * scratchpad_capacity(c.config, isa::Buffer::kInput)) {
+    const int64_t cap = scratchpad_capacity(c.config, isa::Buffer::kInput);
+    int64_t reserved = c.fusion.input_reserved + bytes;
+    if (c.fusion.residual.pending && reader >= 0) {
+      c.fusion.keep_addr = highest_free(c, bytes);
+      reserved = std::max(c.fusion.input_reserved, cap - static_cast<int64_t>(c.fusion.keep_addr));
+    } else {
+      c.fusion.keep_addr = static_cast<uint64_t>(std::max<int64_t>(0, cap - reserved));
+    }
+    if (4 * reserved > 3 * cap) {
       return fmt::format("its {} bytes (with any value already held) exceed 3/4 of the input scratchpad",
                          bytes);
     }
@@ -108,11 +209,14 @@ void plan_on_chip(Context& c, size_t i) {
           fmt::format("{}: layer '{}': on_chip=true: {}", imposed->at("on_chip"), p.name, why));
     return;
   }
-  const DramTensor& t = c.tensor(p.outputs[0]);
   c.fusion.keep_output = p.outputs[0];
   c.fusion.keep_imposed = want.has_value();
   c.fusion.keep_in_dram = others;
-  c.fusion.input_reserved += round64(num_elements(t.shape) * isa::dtype_bytes(t.dtype));
+  c.fusion.keep_residual_reader = reader;
+  c.fusion.keep_next_reads = next_reads;
+  c.fusion.input_reserved =
+      std::max(c.fusion.input_reserved,
+               scratchpad_capacity(c.config, isa::Buffer::kInput) - static_cast<int64_t>(c.fusion.keep_addr));
 }
 
 namespace {
@@ -209,7 +313,7 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapp
     if (in_place) {
       // A value its producer stored too (other readers) saves its read alone.
       if (!v.in_dram) c.fusion.kept_on_chip[v.value] = v.addr;
-      v.pending = false;
+      v.pending = v.residual_reader > static_cast<int64_t>(c.layer);  // still needed there
       c.plan->on_chip_input = v.value;
       c.plan->on_chip_bytes_saved = (v.in_dram ? 1 : 2) * v.bytes;
     } else {
@@ -224,21 +328,24 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapp
   if (c.fusion.keep_in_dram && DepthwiseMapper::applies(j)) return;
   const DramTensor& y = c.tensor(c.fusion.keep_output);
   if (j.y_range.begin != y.addr || j.y_range.end != y.range().end) return;
-  const int64_t cap = scratchpad_capacity(c.config, isa::Buffer::kInput);
-  OnChipValue o =
-      nhwc_on_chip(c.fusion.keep_output, y, static_cast<uint64_t>(cap - c.fusion.input_reserved), c.layer);
+  OnChipValue o = nhwc_on_chip(c.fusion.keep_output, y, c.fusion.keep_addr, c.layer);
+  o.residual_reader = c.fusion.keep_residual_reader;
+  o.next_reads = c.fusion.keep_next_reads;
   c.fusion.keep_output.clear();
   const double without = c.fusion.keep_imposed ? 0.0 : best_estimate(c, j, s, mm);
   j.y_sram = static_cast<int64_t>(o.addr);
   j.y_store = o.in_dram = c.fusion.keep_in_dram;
+  // The reads it saves: the next layer's and the residual reader's.
+  const int reads = (o.next_reads ? 1 : 0) + (o.residual_reader >= 0 ? 1 : 0);
   const double read =
-      c.dram_bytes_per_cycle > 0 ? static_cast<double>(o.bytes) / c.dram_bytes_per_cycle : 0.0;
+      c.dram_bytes_per_cycle > 0 ? reads * static_cast<double>(o.bytes) / c.dram_bytes_per_cycle : 0.0;
   if (!c.fusion.keep_imposed && best_estimate(c, j, s, mm) > without + read) {
     j.y_sram = -1;
     j.y_store = false;
     return;
   }
   o.imposed = c.fusion.keep_imposed;
+  hold_or_spill(c);  // the value this layer read, if a later layer reads it as its residual
   c.fusion.on_chip = o;
 }
 
@@ -263,14 +370,85 @@ void finish_on_chip(Context& c, size_t i, LayerPlan& plan) {
     const bool in_dram = c.fusion.on_chip.in_dram && c.fusion.on_chip.value == plan.on_chip_input;
     plan.sram_input_bytes += in_dram ? plan.on_chip_bytes_saved : plan.on_chip_bytes_saved / 2;
   }
-  if (c.fusion.on_chip.pending && c.fusion.on_chip.producer == i) {
-    plan.sram_input_bytes += c.fusion.on_chip.bytes;
-    return;  // the next layer reads it
+  // A value held for this layer's residual is read: its bytes are free (a spill stored it if a tile
+  // read it in DRAM after all).
+  OnChipValue& r = c.fusion.residual;
+  if (!r.value.empty() && r.residual_reader <= static_cast<int64_t>(i)) {
+    if (r.spilled) c.fusion.kept_on_chip.erase(r.value);
+    if (!r.spilled && !r.in_dram) c.fusion.kept_on_chip[r.value] = r.addr;  // never in DRAM
+    r = {};
   }
-  c.spill_on_chip();
-  c.fusion.on_chip = {};
-  c.fusion.input_reserved =
-      c.fusion.input_held;  // an SE block's input stays held (backend/fusion/se_fusion.h)
+  OnChipValue& v = c.fusion.on_chip;
+  if (v.pending && v.producer == i) {
+    plan.sram_input_bytes += v.bytes;
+    if (v.next_reads) return;  // the next layer reads it
+  }
+  hold_or_spill(c);
+  reserve_live(c);  // an SE block's input and a value held for a residual stay (se_fusion.h)
+}
+
+namespace {
+
+// hold_for_residual's conditions on the graph alone (not on what is held now).
+int64_t residual_hold_reader(const Context& c, size_t i) {
+  const Node& p = c.g.nodes[i];
+  const int64_t r = residual_reader(c.g, i);
+  if (r < 0) return -1;
+  const std::string& v = p.outputs[0];
+  for (const std::string& o : c.g.outputs) {
+    if (o == v) return -1;
+  }
+  auto t = c.tensors.find(v);
+  if (c.folding.folded(p) || t == c.tensors.end() || t->second.strided() || t->second.shape.size() != 4 ||
+      t->second.layout != kNhwc)
+    return -1;
+  // The layers in between keep their own fusions: a line buffer (conv -> pool or depthwise conv) needs the
+  // scratchpad's top, an SE block holds its input there.
+  const auto ru = static_cast<size_t>(r);
+  for (size_t k = i + 1; k < ru; ++k) {
+    if (conv_pool_pair(c.g, k) || c.g.nodes[k].op_type == "GlobalAveragePool") return -1;
+  }
+  // The reader's tiles read the value in place when they hold every channel of whole rows: as they do when
+  // the reader leaves its own output on chip too (for the pointwise conv after it, or held in turn for the
+  // next block's residual) beside this one. Otherwise its tiles are free, and the first one that is not a
+  // contiguous run of the value stores it whole: no DRAM traffic saved for the scratchpad held.
+  auto tw = c.tensors.find(c.g.nodes[ru].outputs[0]);
+  bool others = false;
+  if (tw == c.tensors.end() || c.g.nodes[ru].outputs.size() != 1 ||
+      (!next_reads_on_chip(c, ru, &others).empty() && residual_hold_reader(c, ru) < 0))
+    return -1;
+  const int64_t both = round64(num_elements(t->second.shape) * isa::dtype_bytes(t->second.dtype)) +
+                       round64(num_elements(tw->second.shape) * isa::dtype_bytes(tw->second.dtype));
+  if (4 * both > 3 * scratchpad_capacity(c.config, isa::Buffer::kInput)) return -1;
+  return r;
+}
+
+}  // namespace
+
+int64_t hold_for_residual(const Context& c, size_t i) {
+  if (c.fusion.input_held > 0) return -1;
+  // A value already held stays until its reader; a new one only once that is this layer.
+  if (!c.fusion.residual.value.empty() && c.fusion.residual.residual_reader != static_cast<int64_t>(i))
+    return -1;
+  return residual_hold_reader(c, i);
+}
+
+std::optional<uint64_t> residual_in_sram(const Context& c, const Range& value, uint64_t dram_addr,
+                                         isa::DType t, const std::array<int64_t, 4>& box,
+                                         const std::array<int64_t, 3>& strides) {
+  const OnChipValue& v = c.fusion.residual;
+  if (!v.pending || v.residual_reader != static_cast<int64_t>(c.layer) || v.dram.begin != value.begin ||
+      v.dram.end != value.end || v.dtype != t)
+    return std::nullopt;
+  // One contiguous run of the value: each dimension spans the ones inside it exactly.
+  int64_t run = box[0];
+  for (size_t d = 1; d < 4; ++d) {
+    if (box[d] > 1 && strides[d - 1] != run) return std::nullopt;
+    run *= box[d];
+  }
+  const uint64_t bytes = static_cast<uint64_t>(run * isa::dtype_bytes(t));
+  if (dram_addr < v.dram.begin || dram_addr + bytes > v.dram.end) return std::nullopt;
+  return v.addr + (dram_addr - v.dram.begin);
 }
 
 const std::map<std::string, uint64_t>& kept_on_chip(const Context& c) { return c.fusion.kept_on_chip; }

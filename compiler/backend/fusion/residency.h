@@ -9,8 +9,10 @@
 // input scratchpad from the producer's mapping on (FusionState::input_reserved), so both layers' tiles are
 // searched, costed and simulated as they will run. Any other reader (a host fallback, a conversion)
 // gets the tensor through Context::spill_on_chip first, so the program stays exact whatever lowers.
+#include <array>
 #include <cstddef>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "compiler/backend/core/context.h"
@@ -47,10 +49,27 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapp
 // generate (*evaluated == 0: not even the smallest fits).
 bool map_matrix_job(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm, Tiling* t,
                     int64_t* evaluated);
-// After node i is lowered: keeps the reservation while the next node is to read the value, otherwise
-// spills a value nobody read in place and releases the bytes.
+// After node i is lowered: keeps the reservation while the next node is to read the value, holds it on
+// for a later residual reader (FusionState::residual: released after that reader), otherwise spills a
+// value nobody read in place and releases the bytes.
 // The layer's plan counts the value's bytes in its input scratchpad use (LayerPlan::sram_input_bytes).
 void finish_on_chip(Context& c, size_t i, LayerPlan& plan);
+
+// The layer after node i that reads node i's output as its residual (its Add fused into that Conv) and for
+// which the output can stay in the input scratchpad from node i on, or -1: within a few layers, none of
+// them a line buffer's conv or an SE block's pool (they need the scratchpad's top), no SE input held now,
+// no other value held past this layer, and the reader's own output a value that can stay on chip beside it
+// (for a pointwise conv after it, or held in turn), so that its tiles hold every channel of whole rows and
+// read the value in place. The value's other readers are the next layer (in place) or read it in DRAM (its
+// producer then stores it too).
+int64_t hold_for_residual(const Context& c, size_t i);
+// Where a residual reader finds the box of its residual `value` at `dram_addr` in the input scratchpad:
+// the value held for this layer (FusionState::residual) and the box one contiguous run of it (every channel
+// of whole rows of pixels, as tiles that leave their own output on chip are). nullopt: it loads the box
+// from DRAM (Context::load stores the value there first if only SRAM has it).
+std::optional<uint64_t> residual_in_sram(const Context& c, const Range& value, uint64_t dram_addr,
+                                         isa::DType t, const std::array<int64_t, 4>& box,
+                                         const std::array<int64_t, 3>& strides);
 
 // Values read in place, never in DRAM -> their SRAM address (the binding stage reports them in
 // CompileResult::on_chip).

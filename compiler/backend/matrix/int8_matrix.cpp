@@ -207,13 +207,16 @@ class Int8Strategy : public MatrixStrategy {
     c_.vec(add);
     if (j_.residual) {
       // acc = sat32(acc + requantize(r - r.zp, residual_rescale, 0)) (int64 sums: in 64 bits).
-      c_.load(side_buf_, sd.r, j_.r_range,
-              j_.r_addr + static_cast<uint64_t>(yoff * isa::dtype_bytes(j_.r_dt)), j_.r_dt, box, strides);
+      // Read where a residual hold keeps it (backend/fusion/residency.h), else loaded.
+      const uint64_t raddr = j_.r_addr + static_cast<uint64_t>(yoff * isa::dtype_bytes(j_.r_dt));
+      const std::optional<uint64_t> held = residual_in_sram(c_, j_.r_range, raddr, j_.r_dt, box, strides);
+      if (!held) c_.load(side_buf_, sd.r, j_.r_range, raddr, j_.r_dt, box, strides);
       if (load)
         c_.load(A, sd.rr, seg, j_.rr_addr + static_cast<uint64_t>(n0 * 8), DType::kInt32, {2 * tn, 1, 1, 1},
                 {0, 0, 0});
-      Context::VecArgs sub = v(VecOp::kSub, j_.r_dt, acc_dt_, sd.r, sd.r);
-      sub.src2 = kslot, sub.bcast = isa::Bcast::kScalar, sub.src1_buf = sub.dst_buf = side_buf_;
+      Context::VecArgs sub = v(VecOp::kSub, j_.r_dt, acc_dt_, held ? *held : sd.r, sd.r);
+      sub.src2 = kslot, sub.bcast = isa::Bcast::kScalar, sub.dst_buf = side_buf_;
+      sub.src1_buf = held ? Buffer::kInput : side_buf_;
       c_.vec(sub);
       Context::VecArgs rq = v(VecOp::kRequantize, acc_dt_, acc_dt_, sd.r, sd.r);
       rq.src2 = sd.rr, rq.bcast = isa::Bcast::kRow, rq.imm2 = 0, rq.src1_buf = rq.dst_buf = side_buf_;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <optional>
 
 #include "compiler/backend/core/context.h"
 #include "compiler/backend/fusion/layer_fusion.h"
@@ -183,15 +184,20 @@ class FloatStrategy : public MatrixStrategy {
     }
     if (e.residual) {
       const uint64_t raddr = j_.res_base(t.img) + yoff;
-      c_.load(side_buf_, r_s, e.res->range(), raddr, c_.act, box, strides);
+      // Read where a residual hold keeps it (backend/fusion/residency.h), else loaded.
+      const std::optional<uint64_t> held = residual_in_sram(c_, e.res->range(), raddr, c_.act, box, strides);
+      if (!held) c_.load(side_buf_, r_s, e.res->range(), raddr, c_.act, box, strides);
+      const Buffer r_buf = held ? Buffer::kInput : side_buf_;
+      const uint64_t r_at = held ? *held : r_s;
+      Context::VecArgs v = base(VecOp::kAdd);
+      v.src2 = r_at, v.src2_buf = r_buf;
       if (c_.act != DType::kFp32) {
         Context::VecArgs cv = base(VecOp::kCopy);
-        cv.src1 = r_s, cv.dst = r_s, cv.in = c_.act, cv.out = DType::kFp32;
-        cv.src1_buf = cv.dst_buf = side_buf_;
+        cv.src1 = r_at, cv.dst = r_s, cv.in = c_.act, cv.out = DType::kFp32;
+        cv.src1_buf = r_buf, cv.dst_buf = side_buf_;
         c_.vec(cv);
+        v.src2 = r_s, v.src2_buf = side_buf_;
       }
-      Context::VecArgs v = base(VecOp::kAdd);
-      v.src2 = r_s, v.src2_buf = side_buf_;
       steps.push_back(v);
     }
     if (e.silu) {

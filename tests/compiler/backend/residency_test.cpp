@@ -2,7 +2,8 @@
 // pointwise conv after it stays in the input scratchpad. The program computes exactly what the
 // layer-by-layer one does (in program order and in random interleavings of the queues, so the tokens
 // order the in-place reads after the writes), the value is never stored; a value with other readers is
-// stored for them as well and still read on chip by the pointwise conv; values that do not fit stay in DRAM.
+// stored for them as well and still read on chip by the pointwise conv; a value a later conv adds as its
+// residual is held on chip until that conv; values that do not fit stay in DRAM.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -55,16 +56,46 @@ bool on_chip(const CompileResult& r, const std::string& value) {
                      [&](const HostTensor& t) { return t.name == value; });
 }
 
+// The model lowered and compiled with residency (kept) and without it (stored, --no-fusion's).
+struct Compiled {
+  Graph lowered;
+  CompileResult kept, stored;
+};
+Compiled compile_both(const Graph& g, isa::DType precision, const isa::NpuConfig& config) {
+  Compiled c;
+  c.lowered = g;
+  lower(c.lowered);
+  CompileOptions on, off;
+  on.precision = off.precision = precision;
+  off.keep_on_chip = false;
+  c.kept = compile(c.lowered, config, on);
+  c.stored = compile(c.lowered, config, off);
+  return c;
+}
+
+// The kept program computes exactly what the stored one does, in program order and in random interleavings
+// of the queues (the tokens order every read on chip after its write); the stored one is the model's.
+void expect_same_results(const Compiled& c, const Graph& model, const isa::NpuConfig& config,
+                         const std::map<std::string, Tensor>& in, double tolerance) {
+  EXPECT_EQ(check_tokens(c.kept.program), "");
+  const auto want = run_program(c.stored, config, in);
+  EXPECT_EQ(max_rel_error(run_program(c.kept, config, in), want), 0.0);
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    RunOptions shuffled;
+    shuffled.random_order = true;
+    shuffled.seed = seed;
+    EXPECT_EQ(max_rel_error(run_program(c.kept, config, in, shuffled), want), 0.0) << "interleaving " << seed;
+  }
+  EXPECT_LT(max_rel_error(want, interpret(model, in)), tolerance);
+}
+
 TEST(Residency, DepthwiseOutputStaysOnChipForItsPointwiseReaderAndComputesTheSame) {
   for (const isa::DType precision : {isa::DType::kFp32, isa::DType::kFp16}) {
-    Graph lowered = blocks();
-    lower(lowered);
-    CompileOptions on, off;
-    on.precision = off.precision = precision;
-    off.keep_on_chip = false;
     const isa::NpuConfig config;
-    const CompileResult kept = compile(lowered, config, on);
-    const CompileResult stored = compile(lowered, config, off);
+    const Compiled both = compile_both(blocks(), precision, config);
+    const Graph& lowered = both.lowered;
+    const CompileResult& kept = both.kept;
+    const CompileResult& stored = both.stored;
     // The depthwise conv's output (its fused Relu's value) is read where it lies.
     const LayerPlan& proj = layer(kept, "p_conv");
     EXPECT_EQ(proj.on_chip_input, "d");
@@ -92,17 +123,56 @@ TEST(Residency, DepthwiseOutputStaysOnChipForItsPointwiseReaderAndComputesTheSam
     }
     EXPECT_EQ(stores, 0);
     EXPECT_EQ(t_stored, 24 * 14 * 14);  // every element of t, once
-    EXPECT_EQ(check_tokens(kept.program), "");
-    std::map<std::string, Tensor> in{{"x", random_tensor({1, 16, 14, 14}, 1.0f, 11)}};
-    const auto want = run_program(stored, config, in);
-    EXPECT_EQ(max_rel_error(run_program(kept, config, in), want), 0.0);
-    for (uint32_t seed : {1u, 2u, 3u}) {
-      RunOptions shuffled;
-      shuffled.random_order = true;
-      shuffled.seed = seed;
-      EXPECT_EQ(max_rel_error(run_program(kept, config, in, shuffled), want), 0.0) << "interleaving " << seed;
-    }
-    EXPECT_LT(max_rel_error(want, interpret(blocks(), in)), precision == isa::DType::kFp32 ? 1e-5 : 2e-2);
+    expect_same_results(both, blocks(), config, {{"x", random_tensor({1, 16, 14, 14}, 1.0f, 11)}},
+                        precision == isa::DType::kFp32 ? 1e-5 : 2e-2);
+  }
+}
+
+// Two ResNet bottleneck blocks after a stem conv, then a 1x1 conv: in the first, one of the two convs
+// before the Add is read by the other only, as its residual (the lowering puts the downsample conv last and
+// fuses the Add into it); the second block reads the first's output x1 with its 1x1 conv and, three layers
+// on, as its residual.
+Graph bottlenecks() {
+  GraphBuilder b;
+  b.input("x", {1, 8, 8, 8});
+  conv(b, "x", "s", 8, 16, 3, 1, 1);
+  conv(b, "s", "a1", 16, 8, 1, 1, 3);
+  conv(b, "a1", "a2", 8, 8, 3, 1, 5);
+  b.constant("ds_w", {32, 16, 1, 1}, 0.5f, 7).constant("ds_b", {32}, 0.5f, 8);
+  b.node("Conv", {"s", "ds_w", "ds_b"}, {"ds"}, "ds_conv").attrs["kernel_shape"].value =
+      std::vector<int64_t>{1, 1};
+  b.constant("a3_w", {32, 8, 1, 1}, 0.5f, 9).constant("a3_b", {32}, 0.5f, 10);
+  b.node("Conv", {"a2", "a3_w", "a3_b"}, {"a3"}, "a3_conv").attrs["kernel_shape"].value =
+      std::vector<int64_t>{1, 1};
+  b.node("Add", {"a3", "ds"}, {"x1s"}, "add1");
+  b.node("Relu", {"x1s"}, {"x1"}, "relu1");
+  conv(b, "x1", "b1", 32, 8, 1, 1, 11);
+  conv(b, "b1", "b2", 8, 8, 3, 1, 13);
+  b.constant("b3_w", {32, 8, 1, 1}, 0.5f, 15).constant("b3_b", {32}, 0.5f, 16);
+  b.node("Conv", {"b2", "b3_w", "b3_b"}, {"b3"}, "b3_conv").attrs["kernel_shape"].value =
+      std::vector<int64_t>{1, 1};
+  b.node("Add", {"b3", "x1"}, {"y"}, "add2");
+  conv(b, "y", "z", 32, 16, 1, 1, 17);
+  b.output("z");
+  return b.build();
+}
+
+TEST(Residency, AResidualStaysOnChipFromItsProducerToTheConvThatAddsItAndComputesTheSame) {
+  for (const isa::DType precision : {isa::DType::kFp32, isa::DType::kFp16}) {
+    const isa::NpuConfig config;
+    const Compiled both = compile_both(bottlenecks(), precision, config);
+    const CompileResult& kept = both.kept;
+    const CompileResult& stored = both.stored;
+    // Neither residual touches DRAM: a3 is read where it was written by the conv that adds it (ds_conv,
+    // the next layer), and x1 by the next block's 1x1 conv in place and three layers on by its residual Add
+    // (b3_conv, whose tiles hold every channel of whole rows, as it leaves its own output on chip for z).
+    EXPECT_TRUE(on_chip(kept, "a3")) << "read only as a residual";
+    EXPECT_TRUE(on_chip(kept, "x1")) << "block output";
+    EXPECT_EQ(layer(kept, "b1_conv").on_chip_input, "x1");
+    EXPECT_FALSE(on_chip(stored, "a3"));
+    EXPECT_FALSE(on_chip(stored, "x1"));
+    expect_same_results(both, bottlenecks(), config, {{"x", random_tensor({1, 8, 8, 8}, 1.0f, 21)}},
+                        precision == isa::DType::kFp32 ? 1e-5 : 2e-2);
   }
 }
 
