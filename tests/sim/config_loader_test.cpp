@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "isa/timing/dma.h"
+#include "isa/timing/dram.h"
 #include "tests/sim/config_test_util.h"
 
 namespace npusim::sim {
@@ -524,6 +526,16 @@ TEST(ConfigPresets, TpuV1MatchesThePaper) {
   EXPECT_EQ(c.systolic_array.rate(isa::DType::kFp32), 0.0);
   // Peak: 65536 MACs x 2 ops x 700 MHz = 91.75 TOPS ("92 TOPS").
   EXPECT_NEAR(c.systolic_array.rows * c.systolic_array.cols * 2 * c.frequency_mhz * 1e6 / 1e12, 91.75, 0.01);
+}
+
+TEST(ConfigPresets, TpuV1DmaStreamsAtThePapersDramBandwidth) {
+  // The paper's roofline draws the weight stream at the full 34 GB/s (48.6 bytes a cycle at 700 MHz). With
+  // 32 bursts in flight an engine covered 2 KiB of the 3.5 KB Little's law asks for (34 GB/s x 104 ns),
+  // and the engines' windows do not add up on the DRAM model: 34.7 bytes a cycle sustained.
+  const isa::NpuConfig c = load_config("tpu-v1");
+  const double peak = isa::timing::dram_peak_bytes_per_cycle(c);
+  EXPECT_NEAR(peak, 34.0 * 1000.0 / 700.0, 1e-9);
+  EXPECT_GE(isa::timing::sustained_dram_bytes_per_cycle(c), 0.95 * peak);
 }
 
 TEST(ConfigPresets, GemminiMatchesItsDefaultConfig) {
