@@ -5,11 +5,14 @@
 // sc_fifo changes no simulated cycle. It is called directly (no port, no virtual interface) and
 // moves its ring indices without a divide: the queues carry every instruction, twice for DMA.
 //
-// Processes wait through wait_for_data()/wait_for_room() (or WaitingForData for a wait on several
-// queues), which count them, and update() notifies an event only when a process waits on it. That is
-// exact: a delta notification made in the update phase triggers right after it, with no process running
-// in between, so the processes it would wake are those waiting when update() runs; an event nobody waits
-// on wakes no one. Most reads and writes happen with nobody waiting.
+// Thread processes block in read()/write() (or wait through wait_for_data()/wait_for_room(), or
+// WaitingForData for a wait on several queues); method processes, which cannot block, pop()/push() and
+// arm the same waits with next_trigger_on_data()/next_trigger_on_room(), calling data_wait_over()/
+// room_wait_over() first when they run again. Either way the queue counts its waiters, and update()
+// notifies an event only when a process waits on it. That is exact: a delta notification made in the
+// update phase triggers right after it, with no process running in between, so the processes it would
+// wake are those waiting when update() runs; an event nobody waits on wakes no one. Most reads and
+// writes happen with nobody waiting.
 #include <systemc>
 
 #include <array>
@@ -28,17 +31,24 @@ class BoundedQueue : public sc_core::sc_prim_channel {
         size_(size > 0 ? size : 1),
         free_(size_) {}
 
-  // Blocking read and write (wait on the other side's event while empty or full).
+  // Blocking read and write (wait on the other side's event while empty or full): thread processes.
   void read(T& out) {
     while (num_available() == 0) wait_for_data();
+    pop(out);
+  }
+  void write(const T& v) {
+    while (num_free() == 0) wait_for_room();
+    push(v);
+  }
+  // Non-blocking read and write. Preconditions: num_available() > 0 / num_free() > 0.
+  void pop(T& out) {
     out = buf_[static_cast<size_t>(ri_)];
     if (++ri_ == size_) ri_ = 0;
     ++free_;
     ++num_read_;
     request_update();
   }
-  void write(const T& v) {
-    while (num_free() == 0) wait_for_room();
+  void push(const T& v) {
     buf_[static_cast<size_t>(wi_)] = v;
     if (++wi_ == size_) wi_ = 0;
     --free_;
@@ -58,6 +68,18 @@ class BoundedQueue : public sc_core::sc_prim_channel {
     sc_core::wait(read_);
     --room_waiters_;
   }
+  // The same waits for a method process: it runs again when the event fires, and then calls the matching
+  // *_wait_over() before anything else.
+  void next_trigger_on_data() {
+    ++data_waiters_;
+    sc_core::next_trigger(written_);
+  }
+  void data_wait_over() { --data_waiters_; }
+  void next_trigger_on_room() {
+    ++room_waiters_;
+    sc_core::next_trigger(read_);
+  }
+  void room_wait_over() { --room_waiters_; }
 
   // Waits until a value was written to any of several queues (`any` is their written events' or-list,
   // built once by the caller: building it per wait would allocate). The queues are held in a fixed
@@ -76,6 +98,14 @@ class BoundedQueue : public sc_core::sc_prim_channel {
     void wait() {
       for (size_t i = 0; i < count_; ++i) ++queues_[i]->data_waiters_;
       sc_core::wait(any_);
+      over();
+    }
+    // For a method process: next_trigger on the queues, then over() first when it runs again.
+    void next_trigger() {
+      for (size_t i = 0; i < count_; ++i) ++queues_[i]->data_waiters_;
+      sc_core::next_trigger(any_);
+    }
+    void over() {
       for (size_t i = 0; i < count_; ++i) --queues_[i]->data_waiters_;
     }
 

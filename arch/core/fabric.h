@@ -51,12 +51,10 @@ class Fabric {
     }
     return now_cycle_;
   }
-  void wait_cycles(uint64_t n) const {
-    if (n) sc_core::wait(sc_core::sc_time::from_value(n * period_ps), simc_);
-  }
-  void wait_until(uint64_t cycle) const {
-    const uint64_t t = now();
-    if (cycle > t) wait_cycles(cycle - t);
+  // Every unit is a method process (a state machine, no thread of its own to switch to): it spends time by
+  // asking to run again `n` cycles from now (n > 0) and returning.
+  void resume_after(uint64_t n) const {
+    sc_core::next_trigger(sc_core::sc_time::from_value(n * period_ps), simc_);
   }
 
   // An instruction of queue `q` whose signal mask is `signal` completed now: push its tokens.

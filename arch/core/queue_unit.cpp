@@ -13,7 +13,7 @@ using traces::Reason;
 
 QueueUnit::QueueUnit(const sc_core::sc_module_name& name, Fabric& fabric, Queue queue)
     : sc_core::sc_module(name), fab_(fabric), queue_(queue), unit_(queue_unit(queue)) {
-  SC_THREAD(run);
+  SC_METHOD(resume);
 }
 
 void QueueUnit::end_of_elaboration() { require_bound(*this, in, "its instruction queue (in)"); }
@@ -28,40 +28,75 @@ std::string QueueUnit::blocked_on() const {
                      isa::kQueueNames[waiting_for_]);
 }
 
-void QueueUnit::run() {
+void QueueUnit::resume() {
   for (;;) {
-    Dispatch d;
-    in->read(d);
-    fab_.wait_until(d.ready);
-    current_ = d.index;
-    const int64_t mask = d.wait;
-    uint64_t token_cycle = d.ready;
-    if (mask) {
-      const uint64_t t0 = fab_.now();
-      int last = -1;
-      for (int q = 0; q < isa::kNumQueues; ++q) {
-        if (!((mask >> q) & 1)) continue;
-        while (!fab_.tokens.available(static_cast<Queue>(q), queue_)) {
-          waiting_for_ = last = q;
-          sc_core::wait(fab_.tokens.arrived(queue_));
+    switch (phase_) {
+      case Phase::kDataWaited:
+        in->data_wait_over();
+        [[fallthrough]];
+      case Phase::kTake: {
+        if (in->num_available() == 0) {
+          in->next_trigger_on_data();
+          phase_ = Phase::kDataWaited;
+          return;
         }
-        token_cycle = std::max(token_cycle, fab_.tokens.pop(static_cast<Queue>(q), queue_));
+        in->pop(d_);
+        const uint64_t now = fab_.now();
+        phase_ = Phase::kReady;
+        if (d_.ready > now) {
+          fab_.resume_after(d_.ready - now);
+          return;
+        }
+        [[fallthrough]];
       }
-      waiting_for_ = -1;
-      if (last >= 0) {
-        const Queue from = static_cast<Queue>(last);
-        const Reason why = from == Queue::kLoad || from == Queue::kStore ? Reason::kMemory
-                           : from == Queue::kHost                        ? Reason::kHost
-                                                                         : Reason::kScheduling;
-        fab_.rec.stall(unit_, d, why, t0, fab_.now());
+      case Phase::kReady:
+        current_ = d_.index;
+        token_cycle_ = d_.ready;
+        token_wait_start_ = fab_.now();
+        next_token_ = 0;
+        last_waited_ = -1;
+        phase_ = Phase::kTokens;
+        [[fallthrough]];
+      case Phase::kTokenWaited:
+      case Phase::kTokens: {
+        const int64_t mask = d_.wait;
+        for (; next_token_ < isa::kNumQueues; ++next_token_) {
+          if (!((mask >> next_token_) & 1)) continue;
+          const auto from = static_cast<Queue>(next_token_);
+          if (!fab_.tokens.available(from, queue_)) {
+            waiting_for_ = last_waited_ = next_token_;
+            sc_core::next_trigger(fab_.tokens.arrived(queue_));
+            phase_ = Phase::kTokenWaited;
+            return;
+          }
+          token_cycle_ = std::max(token_cycle_, fab_.tokens.pop(from, queue_));
+        }
+        if (mask) {
+          waiting_for_ = -1;
+          if (last_waited_ >= 0) {
+            const Queue from = static_cast<Queue>(last_waited_);
+            const Reason why = from == Queue::kLoad || from == Queue::kStore ? Reason::kMemory
+                               : from == Queue::kHost                        ? Reason::kHost
+                                                                             : Reason::kScheduling;
+            fab_.rec.stall(unit_, d_, why, token_wait_start_, fab_.now());
+          }
+        }
+        fab_.rec.count_instruction(unit_);
+        phase_ = Phase::kExecute;
+        [[fallthrough]];
       }
-    }
-    fab_.rec.count_instruction(unit_);
-    try {
-      execute(d, token_cycle);
-    } catch (const std::exception& e) {
-      fab_.fail(e.what());
-      return;
+      case Phase::kExecute:
+        try {
+          if (!advance(d_, token_cycle_)) return;
+        } catch (const std::exception& e) {
+          fab_.fail(e.what());
+          phase_ = Phase::kStopped;
+          return;
+        }
+        phase_ = Phase::kTake;
+        break;
+      case Phase::kStopped:
+        return;
     }
   }
 }

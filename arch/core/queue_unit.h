@@ -2,6 +2,12 @@
 // The common shape of a unit behind an instruction queue: take the next instruction from the
 // bounded queue (idle while it is empty), wait until the sequencer dispatched it, pop its wait
 // tokens (a stall whose reason is the unit that was waited for), then execute it.
+//
+// A unit is a method process, a state machine that returns wherever a thread would call wait() and arms
+// the same wake-up (next_trigger on the same event, or after the same time): the kernel schedules the
+// same notifications in the same order, so every process runs in the same delta cycle and order as the
+// threads it replaces, without a coroutine switch per wake-up. Every process of a netlist must be a
+// method for that to hold (the kernel runs a delta cycle's methods before its threads).
 #include <systemc>
 
 #include <cstdint>
@@ -31,16 +37,26 @@ class QueueUnit : public sc_core::sc_module {
  protected:
   // Fails elaboration when `in` was never bound (arch/core/binding.h).
   void end_of_elaboration() override;
-  // Runs instruction d.index; called at the cycle its tokens are in. Tokens were pushed by
-  // `token_cycle` at the latest. Completes it through fab_.complete (now or later).
-  virtual void execute(const Dispatch& d, uint64_t token_cycle) = 0;
+  // Advances instruction d at the current cycle, from the cycle its tokens were in (`token_cycle`,
+  // pushed by then at the latest): returns true when the unit is done with it (completed through
+  // fab_.complete, now or by someone else later), false when it armed a wake-up (Fabric::resume_after, a
+  // queue's next_trigger_on_room) and is to be advanced again when that fires. A unit with more than
+  // one step keeps its own step.
+  virtual bool advance(const Dispatch& d, uint64_t token_cycle) = 0;
 
   Fabric& fab_;
   const isa::Queue queue_;
   const uint16_t unit_;
 
  private:
-  void run();
+  void resume();  // the method process
+  enum class Phase : uint8_t { kTake, kDataWaited, kReady, kTokens, kTokenWaited, kExecute, kStopped };
+  Phase phase_ = Phase::kTake;
+  Dispatch d_;                // the instruction in progress
+  uint64_t token_cycle_ = 0;  // when its tokens were in
+  uint64_t token_wait_start_ = 0;
+  int next_token_ = 0;    // the queue whose token is looked at next
+  int last_waited_ = -1;  // the last queue whose token it waited for, -1: none
   int64_t current_ = -1;
   int waiting_for_ = -1;  // queue whose token it waits for
 };

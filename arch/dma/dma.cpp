@@ -21,34 +21,56 @@ DmaEngine::DmaEngine(const sc_core::sc_module_name& name, const isa::DmaConfig& 
       unit_(static_cast<uint16_t>(kFirstDmaUnit + id)),
       bursts_(config) {
   spans_.resize(fab_.dram->channels());
-  SC_THREAD(run);
+  SC_METHOD(resume);
 }
 
-void DmaEngine::run() {
-  BoundedQueue<Descriptor>::WaitingForData any_written({from_load, from_store});
+void DmaEngine::resume() {
   for (;;) {
-    if (from_load->num_available() == 0 && from_store->num_available() == 0) {
-      any_written.wait();
-      continue;
+    switch (phase_) {
+      case Phase::kDataWaited:
+        any_written_->over();
+        [[fallthrough]];
+      case Phase::kIdle: {
+        if (from_load->num_available() == 0 && from_store->num_available() == 0) {
+          any_written_->next_trigger();
+          phase_ = Phase::kDataWaited;
+          return;
+        }
+        // Round robin between the two descriptor queues when both have work.
+        const bool take_store =
+            from_store->num_available() > 0 && (prefer_store_ || from_load->num_available() == 0);
+        prefer_store_ = !take_store;
+        (take_store ? from_store : from_load)->pop(current_);
+        owner_ = take_store ? store_ : load_;
+        busy_ = true;
+        uint64_t end = 0;
+        try {
+          end = transfer(current_);
+        } catch (const std::exception& e) {
+          fab_.fail(e.what());
+          phase_ = Phase::kStopped;
+          return;
+        }
+        phase_ = Phase::kTransfer;
+        const uint64_t now = fab_.now();
+        if (end > now) {
+          fab_.resume_after(end - now);
+          return;
+        }
+        [[fallthrough]];
+      }
+      case Phase::kTransfer:
+        owner_->finished(current_);
+        busy_ = false;
+        phase_ = Phase::kIdle;
+        break;
+      case Phase::kStopped:
+        return;
     }
-    // Round robin between the two descriptor queues when both have work.
-    const bool take_store =
-        from_store->num_available() > 0 && (prefer_store_ || from_load->num_available() == 0);
-    prefer_store_ = !take_store;
-    Descriptor d;
-    (take_store ? from_store : from_load)->read(d);
-    busy_ = true;
-    try {
-      transfer(d, take_store ? *store_ : *load_);
-    } catch (const std::exception& e) {
-      fab_.fail(e.what());
-      return;
-    }
-    busy_ = false;
   }
 }
 
-void DmaEngine::transfer(const Descriptor& desc, DmaQueue& owner) {
+uint64_t DmaEngine::transfer(const Descriptor& desc) {
   const Dispatch& d = desc.d;
   const Dispatch::DmaWork& w = d.work.dma;
   const bool store = d.opcode == Opcode::kStore;
@@ -114,8 +136,7 @@ void DmaEngine::transfer(const Descriptor& desc, DmaQueue& owner) {
                      (spans_[c].last_ps + pps - 1) / pps, spans_[c].bytes);
     }
   }
-  fab_.wait_cycles(end - now);
-  owner.finished(desc);
+  return end;
 }
 
 DmaQueue::DmaQueue(const sc_core::sc_module_name& name, const isa::DmaConfig& config, Fabric& fabric,
@@ -135,20 +156,38 @@ void DmaQueue::decode(const isa::Instruction& ins, Dispatch& d) const {
   w.buf = static_cast<isa::Buffer>(ins.get(Field::kBuf));
 }
 
-void DmaQueue::execute(const Dispatch& d, uint64_t) {
+bool DmaQueue::advance(const Dispatch& d, uint64_t) {
+  if (room_waited_) {
+    BoundedQueue<Descriptor>* port = to_engine[best_];
+    port->room_wait_over();
+    if (port->num_free() == 0) {
+      port->next_trigger_on_room();
+      return false;
+    }
+    room_waited_ = false;
+    fab_.rec.stall(unit_, d, traces::Reason::kMemory, room_wait_start_, fab_.now());
+    hand_on(d);
+    return true;
+  }
   // The engine with the least work; ties go to the lowest index (deterministic).
-  size_t best = 0;
+  best_ = 0;
   for (size_t e = 1; e < engines_.size(); ++e) {
-    if (engines_[e]->pending() < engines_[best]->pending()) best = e;
+    if (engines_[e]->pending() < engines_[best_]->pending()) best_ = e;
   }
-  BoundedQueue<Descriptor>* port = to_engine[best];
+  BoundedQueue<Descriptor>* port = to_engine[best_];
   if (port->num_free() == 0) {
-    const uint64_t t0 = fab_.now();
-    while (port->num_free() == 0) port->wait_for_room();
-    fab_.rec.stall(unit_, d, traces::Reason::kMemory, t0, fab_.now());
+    room_wait_start_ = fab_.now();
+    room_waited_ = true;
+    port->next_trigger_on_room();
+    return false;
   }
+  hand_on(d);
+  return true;
+}
+
+void DmaQueue::hand_on(const Dispatch& d) {
   done_.push_back(-1);
-  port->write(Descriptor{d, next_seq_++});
+  to_engine[best_]->push(Descriptor{d, next_seq_++});
 }
 
 void DmaEngine::end_of_elaboration() {
@@ -156,6 +195,8 @@ void DmaEngine::end_of_elaboration() {
   require_bound(*this, from_store, "its descriptor queue from the store queue (from_store)");
   require_bound(*this, load_, "the load queue (attach)");
   require_bound(*this, store_, "the store queue (attach)");
+  any_written_ = std::make_unique<BoundedQueue<Descriptor>::WaitingForData>(
+      std::initializer_list<BoundedQueue<Descriptor>*>{from_load, from_store});
 }
 
 void DmaQueue::end_of_elaboration() {

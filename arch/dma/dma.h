@@ -6,6 +6,7 @@
 // order per queue, so the k-th token a queue pushes always belongs to its k-th signalling
 // instruction even when engines finish out of order.
 #include <deque>
+#include <memory>
 #include <vector>
 
 #include "arch/core/queue_unit.h"
@@ -53,8 +54,9 @@ class DmaEngine : public sc_core::sc_module {
   void end_of_elaboration() override;
 
  private:
-  void run();
-  void transfer(const Descriptor& d, DmaQueue& owner);
+  void resume();  // the method process (arch/core/queue_unit.h says why a method)
+  // Starts descriptor d's transfer now; returns the cycle it ends.
+  uint64_t transfer(const Descriptor& d);
 
   isa::DmaConfig config_;
   Fabric& fab_;
@@ -62,6 +64,11 @@ class DmaEngine : public sc_core::sc_module {
   isa::timing::DmaBurstEngine bursts_;
   DmaQueue* load_ = nullptr;
   DmaQueue* store_ = nullptr;
+  std::unique_ptr<BoundedQueue<Descriptor>::WaitingForData> any_written_;  // either descriptor queue
+  enum class Phase : uint8_t { kIdle, kDataWaited, kTransfer, kStopped };
+  Phase phase_ = Phase::kIdle;
+  Descriptor current_;         // the transfer in progress
+  DmaQueue* owner_ = nullptr;  // its queue
   bool busy_ = false;
   bool prefer_store_ = false;
   Stats stats_;
@@ -91,9 +98,13 @@ class DmaQueue : public QueueUnit {
   void end_of_elaboration() override;
 
  private:
-  void execute(const Dispatch& d, uint64_t token_cycle) override;
+  bool advance(const Dispatch& d, uint64_t token_cycle) override;
+  void hand_on(const Dispatch& d);  // to engine best_, which has room
 
   std::vector<DmaEngine*> engines_;
+  size_t best_ = 0;           // the engine chosen for the instruction in progress
+  bool room_waited_ = false;  // it waits for room in that engine's descriptor queue
+  uint64_t room_wait_start_ = 0;
   uint64_t next_seq_ = 0;
   uint64_t retired_ = 0;      // sequence number of the oldest unretired descriptor
   std::deque<int16_t> done_;  // per unretired descriptor: its signal mask once finished, else -1

@@ -30,24 +30,32 @@ void HostLink::decode(const isa::Instruction& ins, Dispatch& d) const {
                                    out};
 }
 
-void HostLink::execute(const Dispatch& d, uint64_t) {
-  fab_.execute(d.index);
-  const uint64_t now = fab_.now();
-  const Dispatch::HostWork& w = d.work.host;
-  ++calls_;
-  bytes_in_ += w.in;
-  bytes_out_ += w.out;
-  // The link is the uncore's: another core's bytes in the same direction delay this call's (one core
-  // alone never waits: its host calls run one at a time). The call is busy from its start to its end.
-  HostLinkBus& link = fab_.link;
-  const uint64_t in_start = std::max(now, link.in_free);
-  link.in_free = in_start + w.occupy_in;
-  const uint64_t out_start = std::max(in_start + w.link_in + w.host, link.out_free);
-  link.out_free = out_start + w.occupy_out;
-  const uint64_t end = out_start + w.link_out;
-  fab_.rec.busy(unit_, d, now, end, traces::Category::kHost, w.in + w.out);
-  fab_.wait_cycles(end - now);
+bool HostLink::advance(const Dispatch& d, uint64_t) {
+  if (!running_) {
+    fab_.execute(d.index);
+    const uint64_t now = fab_.now();
+    const Dispatch::HostWork& w = d.work.host;
+    ++calls_;
+    bytes_in_ += w.in;
+    bytes_out_ += w.out;
+    // The link is the uncore's: another core's bytes in the same direction delay this call's (one core
+    // alone never waits: its host calls run one at a time). The call is busy from its start to its end.
+    HostLinkBus& link = fab_.link;
+    const uint64_t in_start = std::max(now, link.in_free);
+    link.in_free = in_start + w.occupy_in;
+    const uint64_t out_start = std::max(in_start + w.link_in + w.host, link.out_free);
+    link.out_free = out_start + w.occupy_out;
+    const uint64_t end = out_start + w.link_out;
+    fab_.rec.busy(unit_, d, now, end, traces::Category::kHost, w.in + w.out);
+    if (end > now) {
+      running_ = true;
+      fab_.resume_after(end - now);
+      return false;
+    }
+  }
+  running_ = false;
   fab_.complete(queue_, d.signal);
+  return true;
 }
 
 }  // namespace npusim::arch

@@ -16,9 +16,10 @@ class HostLink : public QueueUnit {
 
  private:
   void decode(const isa::Instruction& ins, Dispatch& d) const override;
-  void execute(const Dispatch& d, uint64_t token_cycle) override;
+  bool advance(const Dispatch& d, uint64_t token_cycle) override;
   isa::HostConfig config_;
   uint64_t calls_ = 0, bytes_in_ = 0, bytes_out_ = 0;
+  bool running_ = false;  // a call in progress, waiting for its end
 };
 
 }  // namespace npusim::arch

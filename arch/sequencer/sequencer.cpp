@@ -12,7 +12,7 @@ using isa::Opcode;
 Sequencer::Sequencer(const sc_core::sc_module_name& name, const isa::SequencerConfig& config, Fabric& fabric,
                      std::function<void(double)> progress)
     : sc_core::sc_module(name), config_(config), fab_(fabric), progress_(std::move(progress)) {
-  SC_THREAD(run);
+  SC_METHOD(resume);
 }
 
 std::string Sequencer::blocked_on() const {
@@ -26,77 +26,141 @@ std::string Sequencer::blocked_on() const {
                      isa::format(ins.opcode).mnemonic, isa::kQueueNames[static_cast<int>(ins.queue())]);
 }
 
-// BARRIER/HALT: wait until everything dispatched has completed.
-void Sequencer::drain(uint64_t& local, int64_t index) {
-  fab_.wait_until(local);
-  blocked_index_ = index;
-  at_barrier_ = true;
-  const uint64_t t0 = fab_.now();
-  while (fab_.outstanding > 0) sc_core::wait(fab_.all_done);
-  at_barrier_ = false;
-  blocked_index_ = -1;
-  if (index >= 0) fab_.rec.stall(kSequencerUnit, index, traces::Reason::kScheduling, t0, fab_.now());
-  local = fab_.now();
+bool Sequencer::start_drain(int64_t index) {
+  drain_index_ = index;
+  phase_ = Phase::kDrainReady;
+  const uint64_t now = fab_.now();
+  if (local_ > now) {
+    fab_.resume_after(local_ - now);
+    return false;
+  }
+  return drain();
 }
 
-void Sequencer::run() {
-  const auto& program = fab_.program.instructions;
-  const uint64_t n = program.size();
-  const uint64_t step = static_cast<uint64_t>(config_.dispatch_cycles);
-  const uint64_t report_every = std::max<uint64_t>(1, n / 100);
-  uint64_t next_report = 0;
-  uint64_t local = 0;  // this sequencer's own clock, >= simulated time
-  for (uint64_t i = 0; i < n; ++i) {
-    const isa::Instruction& ins = program[i];
-    if (progress_ && i == next_report) {
-      progress_(static_cast<double>(i) / n);
-      next_report += report_every;
-    }
-    local += step;
-    auto* layer = fab_.rec.layer(ins.layer());
-    if (layer) ++layer->instructions;
-    if (ins.opcode == Opcode::kBarrier || ins.opcode == Opcode::kHalt) {
-      fab_.rec.count_instruction(kSequencerUnit);
-      drain(local, static_cast<int64_t>(i));
-      ++dispatched_;
-      if (ins.opcode == Opcode::kHalt) break;
-      continue;
-    }
-    const auto q = static_cast<size_t>(ins.queue());
-    Dispatch d;
-    d.index = static_cast<uint32_t>(i);
-    d.layer = ins.layer();
-    d.opcode = ins.opcode;
-    d.wait = static_cast<uint8_t>(ins.get(isa::Field::kWait));
-    d.signal = static_cast<uint8_t>(ins.get(isa::Field::kSignal));
-    try {
-      units_[q]->decode(ins, d);
-    } catch (const std::exception& e) {
-      fab_.fail(e.what());
-      return;
-    }
-    if (layer) count_activity(ins, d, fab_.config, layer->activity);
-    BoundedQueue<Dispatch>* out = to_queue[q];
-    if (out->num_free() == 0) {
-      blocked_index_ = static_cast<int64_t>(i);
-      while (out->num_free() == 0) out->wait_for_room();
-      blocked_index_ = -1;
-      const uint64_t t = fab_.now();
-      if (t > local) {
-        fab_.rec.stall(kSequencerUnit, static_cast<int64_t>(i), traces::Reason::kQueueFull, local, t);
-        local = t;
-      }
-    }
-    ++fab_.outstanding;
-    ++dispatched_;
-    d.ready = local;
-    out->write(d);
+bool Sequencer::drain() {
+  if (phase_ == Phase::kDrainReady) {
+    blocked_index_ = drain_index_;
+    at_barrier_ = true;
+    drain_start_ = fab_.now();
   }
-  // The end of the program is an implicit HALT.
-  drain(local, -1);
+  if (fab_.outstanding > 0) {
+    sc_core::next_trigger(fab_.all_done);
+    phase_ = Phase::kDrainWaited;
+    return false;
+  }
+  at_barrier_ = false;
+  blocked_index_ = -1;
+  if (drain_index_ >= 0)
+    fab_.rec.stall(kSequencerUnit, drain_index_, traces::Reason::kScheduling, drain_start_, fab_.now());
+  local_ = fab_.now();
+  return true;
+}
+
+void Sequencer::dispatch() {
+  ++fab_.outstanding;
+  ++dispatched_;
+  pending_.ready = local_;
+  pending_queue_->push(pending_);
+  ++next_;
+}
+
+void Sequencer::finish() {
   end_cycle_ = std::max(fab_.now(), fab_.last_end);
   finished_ = true;
   if (progress_) progress_(1.0);
+  phase_ = Phase::kDone;
+}
+
+void Sequencer::resume() {
+  const auto& program = fab_.program.instructions;
+  const uint64_t n = program.size();
+  for (;;) {
+    switch (phase_) {
+      case Phase::kNext: {
+        if (next_ >= n) {
+          // The end of the program is an implicit HALT.
+          if (!start_drain(-1)) return;
+          finish();
+          return;
+        }
+        const uint64_t i = next_;
+        const isa::Instruction& ins = program[i];
+        if (progress_ && i == next_report_) {
+          progress_(static_cast<double>(i) / n);
+          next_report_ += std::max<uint64_t>(1, n / 100);
+        }
+        local_ += static_cast<uint64_t>(config_.dispatch_cycles);
+        auto* layer = fab_.rec.layer(ins.layer());
+        if (layer) ++layer->instructions;
+        if (ins.opcode == Opcode::kBarrier || ins.opcode == Opcode::kHalt) {
+          fab_.rec.count_instruction(kSequencerUnit);
+          if (!start_drain(static_cast<int64_t>(i))) return;
+          break;  // drained: kDrainWaited goes on below
+        }
+        const auto q = static_cast<size_t>(ins.queue());
+        Dispatch& d = pending_;
+        d = Dispatch{};
+        d.index = static_cast<uint32_t>(i);
+        d.layer = ins.layer();
+        d.opcode = ins.opcode;
+        d.wait = static_cast<uint8_t>(ins.get(isa::Field::kWait));
+        d.signal = static_cast<uint8_t>(ins.get(isa::Field::kSignal));
+        try {
+          units_[q]->decode(ins, d);
+        } catch (const std::exception& e) {
+          fab_.fail(e.what());
+          phase_ = Phase::kDone;
+          return;
+        }
+        if (layer) count_activity(ins, d, fab_.config, layer->activity);
+        pending_queue_ = to_queue[q];
+        if (pending_queue_->num_free() == 0) {
+          blocked_index_ = static_cast<int64_t>(i);
+          pending_queue_->next_trigger_on_room();
+          phase_ = Phase::kRoomWaited;
+          return;
+        }
+        dispatch();
+        continue;
+      }
+      case Phase::kRoomWaited: {
+        pending_queue_->room_wait_over();
+        if (pending_queue_->num_free() == 0) {
+          pending_queue_->next_trigger_on_room();
+          return;
+        }
+        blocked_index_ = -1;
+        const uint64_t t = fab_.now();
+        if (t > local_) {
+          fab_.rec.stall(kSequencerUnit, static_cast<int64_t>(next_), traces::Reason::kQueueFull, local_, t);
+          local_ = t;
+        }
+        dispatch();
+        phase_ = Phase::kNext;
+        continue;
+      }
+      case Phase::kDrainReady:
+      case Phase::kDrainWaited:
+        if (!drain()) return;
+        break;
+      case Phase::kDone:
+        return;
+    }
+    // A drain is over: the BARRIER or HALT at next_ is dispatched, the end of the program finishes.
+    if (drain_index_ < 0) {
+      finish();
+      return;
+    }
+    ++dispatched_;
+    const bool halt = program[next_].opcode == Opcode::kHalt;
+    ++next_;
+    phase_ = Phase::kNext;
+    if (halt) {
+      if (!start_drain(-1)) return;
+      finish();
+      return;
+    }
+  }
 }
 
 void Sequencer::end_of_elaboration() {

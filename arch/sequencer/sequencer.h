@@ -5,7 +5,8 @@
 //
 // The sequencer runs ahead of simulated time while the queues have room (temporal decoupling):
 // each entry carries the cycle it was dispatched and the unit does not start it earlier, so the
-// sequencer only calls wait() when it blocks, not once per instruction.
+// sequencer only waits when it blocks, not once per instruction. A method process, as the units are
+// (arch/core/queue_unit.h).
 #include <systemc>
 
 #include <array>
@@ -39,8 +40,13 @@ class Sequencer : public sc_core::sc_module {
   void end_of_elaboration() override;
 
  private:
-  void run();
-  void drain(uint64_t& local, int64_t index);
+  void resume();  // the method process (arch/core/queue_unit.h says why a method)
+  // BARRIER/HALT (index -1: the end of the program): waits until everything dispatched has completed.
+  // Returns false when it armed a wake-up (resume() goes on with it), true when it drained.
+  bool start_drain(int64_t index);
+  bool drain();
+  void dispatch();  // the instruction at next_ into its queue, which has room
+  void finish();
 
   isa::SequencerConfig config_;
   Fabric& fab_;
@@ -51,6 +57,18 @@ class Sequencer : public sc_core::sc_module {
   uint64_t dispatched_ = 0;
   int64_t blocked_index_ = -1;  // instruction waiting for a full queue or a barrier
   bool at_barrier_ = false;
+
+  // Where the walk is: the next instruction, this sequencer's own clock (>= simulated time), the entry
+  // waiting for room in its queue, the BARRIER/HALT being drained.
+  enum class Phase : uint8_t { kNext, kRoomWaited, kDrainReady, kDrainWaited, kDone };
+  Phase phase_ = Phase::kNext;
+  uint64_t next_ = 0;
+  uint64_t local_ = 0;
+  uint64_t next_report_ = 0;
+  Dispatch pending_;
+  BoundedQueue<Dispatch>* pending_queue_ = nullptr;
+  int64_t drain_index_ = -1;
+  uint64_t drain_start_ = 0;
 };
 
 }  // namespace npusim::arch

@@ -66,7 +66,15 @@ void SystolicArray::decode(const isa::Instruction& ins, Dispatch& d) const {
   d.work.matrix = Dispatch::MatrixWork{c.total, c.stream, c.chained, c.macs, conflict_factor(ins)};
 }
 
-void SystolicArray::execute(const Dispatch& d, uint64_t token_cycle) {
+bool SystolicArray::advance(const Dispatch& d, uint64_t token_cycle) {
+  switch (step_) {
+    case Step::kStart:
+      break;
+    case Step::kConflictOver:
+      return compute(d, token_cycle);
+    case Step::kDone:
+      return finish(d);
+  }
   const uint64_t now = fab_.now();
   switch (d.opcode) {
     case Opcode::kPreload: {
@@ -80,50 +88,74 @@ void SystolicArray::execute(const Dispatch& d, uint64_t token_cycle) {
       }
       fab_.rec.busy(unit_, d, now, now + cycles, traces::Category::kCompute);
       if (auto* l = fab_.rec.layer(d.layer)) l->compute_cycles += cycles;
-      fab_.wait_cycles(cycles);
-      chain_open_ = false;
-      break;
+      step_ = Step::kDone;
+      if (cycles > 0) {
+        fab_.resume_after(static_cast<uint64_t>(cycles));
+        return false;
+      }
+      return finish(d);
     }
     case Opcode::kMatmul:
     case Opcode::kConv: {
       fab_.execute(d.index);
       last_compute_start_ = now;
       const Dispatch::MatrixWork& c = d.work.matrix;
-      const int64_t factor = c.factor;
       macs_ += static_cast<uint64_t>(c.macs);
-      uint64_t t = now;
-      if (factor > 1) {
+      step_ = Step::kConflictOver;
+      if (c.factor > 1) {
         // The stream phase runs `factor` times slower: charged as a bank-conflict stall up front.
-        const uint64_t extra = static_cast<uint64_t>(c.stream * (factor - 1));
+        const uint64_t extra = static_cast<uint64_t>(c.stream * (c.factor - 1));
         auto* layer = fab_.rec.layer(d.layer);
         fab_.sram.count_conflict(extra, layer ? &layer->bank_conflict_cycles : nullptr);
-        fab_.rec.stall(unit_, d, traces::Reason::kBankConflict, t, t + extra, true);
-        fab_.wait_cycles(extra);
-        t += extra;
+        fab_.rec.stall(unit_, d, traces::Reason::kBankConflict, now, now + extra, true);
+        if (extra > 0) {
+          fab_.resume_after(extra);
+          return false;
+        }
       }
-      uint64_t end = t + static_cast<uint64_t>(c.total);
-      if (config_.instructions_chained() && chain_open_ && factor == 1) {
-        // It could enter right behind the previous instruction's last row, or start afresh once it was
-        // ready, whichever ends later; never later than starting afresh now.
-        const uint64_t behind =
-            last_row_in_ + static_cast<uint64_t>(c.chained + timing::skew_cycles(config_));
-        end = std::min(end, std::max({behind, token_cycle + static_cast<uint64_t>(c.total), t}));
-      }
-      const int64_t cycles = static_cast<int64_t>(end - t);
-      fab_.rec.busy(unit_, d, t, end, traces::Category::kCompute);
-      if (auto* l = fab_.rec.layer(d.layer)) {
-        l->compute_cycles += cycles;
-        l->macs += c.macs;
-      }
-      fab_.wait_cycles(cycles);
-      chain_open_ = true;
-      last_row_in_ = end - std::min<uint64_t>(end, static_cast<uint64_t>(timing::skew_cycles(config_)));
-      break;
+      return compute(d, token_cycle);
     }
     default:  // NOP: a pure synchronisation point
-      break;
+      fab_.complete(queue_, d.signal);
+      return true;
   }
+}
+
+bool SystolicArray::compute(const Dispatch& d, uint64_t token_cycle) {
+  const uint64_t t = fab_.now();
+  const Dispatch::MatrixWork& c = d.work.matrix;
+  uint64_t end = t + static_cast<uint64_t>(c.total);
+  if (config_.instructions_chained() && chain_open_ && c.factor == 1) {
+    // It could enter right behind the previous instruction's last row, or start afresh once it was
+    // ready, whichever ends later; never later than starting afresh now.
+    const uint64_t behind = last_row_in_ + static_cast<uint64_t>(c.chained + timing::skew_cycles(config_));
+    end = std::min(end, std::max({behind, token_cycle + static_cast<uint64_t>(c.total), t}));
+  }
+  const int64_t cycles = static_cast<int64_t>(end - t);
+  fab_.rec.busy(unit_, d, t, end, traces::Category::kCompute);
+  if (auto* l = fab_.rec.layer(d.layer)) {
+    l->compute_cycles += cycles;
+    l->macs += c.macs;
+  }
+  end_ = end;
+  step_ = Step::kDone;
+  if (cycles > 0) {
+    fab_.resume_after(static_cast<uint64_t>(cycles));
+    return false;
+  }
+  return finish(d);
+}
+
+bool SystolicArray::finish(const Dispatch& d) {
+  if (d.opcode == Opcode::kPreload) {
+    chain_open_ = false;
+  } else {
+    chain_open_ = true;
+    last_row_in_ = end_ - std::min<uint64_t>(end_, static_cast<uint64_t>(timing::skew_cycles(config_)));
+  }
+  step_ = Step::kStart;
   fab_.complete(queue_, d.signal);
+  return true;
 }
 
 }  // namespace npusim::arch

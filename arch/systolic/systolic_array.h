@@ -24,7 +24,14 @@ class SystolicArray : public QueueUnit {
   void decode(const isa::Instruction& ins, Dispatch& d) const override;
 
  private:
-  void execute(const Dispatch& d, uint64_t token_cycle) override;
+  bool advance(const Dispatch& d, uint64_t token_cycle) override;
+  // MATMUL/CONV from its stream phase on, once a bank conflict's extra cycles are over.
+  bool compute(const Dispatch& d, uint64_t token_cycle);
+  bool finish(const Dispatch& d);
+
+  enum class Step : uint8_t { kStart, kConflictOver, kDone };
+  Step step_ = Step::kStart;
+  uint64_t end_ = 0;  // when the MATMUL/CONV in progress ends
 
   isa::SystolicArrayConfig config_;
   std::unique_ptr<datapath::PeArray> pe_;  // model: pe

@@ -27,11 +27,20 @@ void VectorUnit::decode(const isa::Instruction& ins, Dispatch& d) const {
   w.dst = b.dst;
 }
 
-void VectorUnit::execute(const Dispatch& d, uint64_t) {
+bool VectorUnit::advance(const Dispatch& d, uint64_t) {
+  switch (step_) {
+    case Step::kStart:
+      break;
+    case Step::kReserved:
+      return compute(d);
+    case Step::kDone:
+      step_ = Step::kStart;
+      fab_.complete(queue_, d.signal);
+      return true;
+  }
   fab_.execute(d.index);
   const uint64_t now = fab_.now();
   const Dispatch::VectorWork& w = d.work.vector;
-  const uint64_t cycles = w.cycles;
   uint64_t start = now;
   auto* layer = fab_.rec.layer(d.layer);
   for (int b = 0; b < isa::kNumBuffers; ++b) {
@@ -39,14 +48,28 @@ void VectorUnit::execute(const Dispatch& d, uint64_t) {
       start = std::max(start, fab_.sram.reserve(static_cast<isa::Buffer>(b), w.bytes[b], now,
                                                 layer ? &layer->bank_conflict_cycles : nullptr));
   }
+  step_ = Step::kReserved;
   if (start > now) {
     fab_.rec.stall(unit_, d, traces::Reason::kBankConflict, now, start, true);
-    fab_.wait_cycles(start - now);
+    fab_.resume_after(start - now);
+    return false;
   }
+  return compute(d);
+}
+
+bool VectorUnit::compute(const Dispatch& d) {
+  const uint64_t start = fab_.now();
+  const uint64_t cycles = d.work.vector.cycles;
   fab_.rec.busy(unit_, d, start, start + cycles, traces::Category::kCompute);
   if (auto* l = fab_.rec.layer(d.layer)) l->vector_cycles += cycles;
-  fab_.wait_cycles(cycles);
+  step_ = Step::kDone;
+  if (cycles > 0) {
+    fab_.resume_after(cycles);
+    return false;
+  }
+  step_ = Step::kStart;
   fab_.complete(queue_, d.signal);
+  return true;
 }
 
 }  // namespace npusim::arch

@@ -12,8 +12,11 @@ class VectorUnit : public QueueUnit {
 
  private:
   void decode(const isa::Instruction& ins, Dispatch& d) const override;
-  void execute(const Dispatch& d, uint64_t token_cycle) override;
+  bool advance(const Dispatch& d, uint64_t token_cycle) override;
+  bool compute(const Dispatch& d);  // once its operands' SRAM windows are free
   isa::VectorConfig config_;
+  enum class Step : uint8_t { kStart, kReserved, kDone };
+  Step step_ = Step::kStart;
 };
 
 }  // namespace npusim::arch

@@ -1,7 +1,10 @@
 // arch/core/bounded_queue.h keeps sc_fifo's semantics to the delta cycle, and notifies its events only
 // when a process waits on them: two producers and two consumers of different speeds, blocking on full and
 // empty queues and one consumer waiting on either of two queues, log every read and write with its time
-// and delta cycle; the log must be the one the same processes write over sc_fifo.
+// and delta cycle; the log must be the one the same processes write over sc_fifo. The same processes
+// written as method processes (state machines that arm next_trigger where the threads wait, as the units
+// of arch/ are) must write that log too, over either channel: a method arming the waits a thread makes
+// runs when the thread would.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -90,19 +93,137 @@ SC_MODULE(Harness) {
   }
 };
 
+// The waits of a method process on either channel: arm_*() where a thread would wait, *_over() first
+// thing when it runs again.
+struct MethodsOverBounded : OverBounded {
+  BoundedQueue<int>& q(int i) { return i ? b : a; }
+  bool try_write(int i, int v) {
+    if (q(i).num_free() == 0) return false;
+    q(i).push(v);
+    return true;
+  }
+  bool try_read(int i, int& v) {
+    if (q(i).num_available() == 0) return false;
+    q(i).pop(v);
+    return true;
+  }
+  void arm_room(int i) { q(i).next_trigger_on_room(); }
+  void room_over(int i) { q(i).room_wait_over(); }
+  void arm_data(int i) { q(i).next_trigger_on_data(); }
+  void data_over(int i) { q(i).data_wait_over(); }
+  void arm_either() { either.next_trigger(); }
+  void either_over() { either.over(); }
+};
+struct MethodsOverFifo : OverFifo {
+  sc_core::sc_fifo<int>& q(int i) { return i ? b : a; }
+  bool try_write(int i, int v) { return q(i).nb_write(v); }
+  bool try_read(int i, int& v) { return q(i).nb_read(v); }
+  void arm_room(int i) { sc_core::next_trigger(q(i).data_read_event()); }
+  void room_over(int) {}
+  void arm_data(int i) { sc_core::next_trigger(q(i).data_written_event()); }
+  void data_over(int) {}
+  void arm_either() { sc_core::next_trigger(either); }
+  void either_over() {}
+};
+
+// Harness's four threads as method processes, step for step.
 template <class Channels>
+SC_MODULE(MethodHarness) {
+  Channels ch;
+  Log log;
+  SC_CTOR(MethodHarness) {
+    SC_METHOD(fast_producer);
+    SC_METHOD(slow_producer);
+    SC_METHOD(reader_of_a);
+    SC_METHOD(reader_of_either);
+  }
+  enum Step { kStart, kRoomWaited, kSlept, kDataWaited, kEitherWaited };
+  Step fast_step = kStart, slow_step = kStart, a_step = kStart, either_step = kStart;
+  int fast_i = 0, slow_i = 100, either_n = 0;
+
+  void fast_producer() {
+    produce(0, fast_i, 12, fast_step, "wrote a", [](int i) { return i % 4 == 3 ? 3 : 0; });
+  }
+  void slow_producer() {
+    produce(1, slow_i, 108, slow_step, "wrote b", [](int i) { return i % 3 != 0 ? 5 : 0; });
+  }
+  // Writes values i..end-1 into queue q, sleeping sleep_ns(value) ns after a value when it is not 0.
+  template <class SleepNs>
+  void produce(int q, int& i, int end, Step& step, const char* what, SleepNs sleep_ns) {
+    if (step == kRoomWaited) ch.room_over(q);
+    for (; i < end; ++i) {
+      if (step != kSlept) {
+        if (!ch.try_write(q, i)) {
+          ch.arm_room(q);
+          step = kRoomWaited;
+          return;
+        }
+        note(log, what, i);
+        if (const int ns = sleep_ns(i)) {
+          sc_core::next_trigger(ns, sc_core::SC_NS);
+          step = kSlept;
+          return;
+        }
+      }
+      step = kStart;
+    }
+  }
+  void reader_of_a() {
+    if (a_step == kStart) {
+      sc_core::next_trigger(1, sc_core::SC_NS);
+      a_step = kSlept;
+      return;
+    }
+    if (a_step == kDataWaited) ch.data_over(0);
+    int v = 0;
+    if (!ch.try_read(0, v)) {
+      ch.arm_data(0);
+      a_step = kDataWaited;
+      return;
+    }
+    note(log, "read a", v);
+    sc_core::next_trigger(2, sc_core::SC_NS);
+    a_step = kSlept;
+  }
+  void reader_of_either() {
+    if (either_step == kEitherWaited) ch.either_over();
+    for (;;) {
+      int v = 0;
+      if (!ch.try_read(1, v) && !ch.try_read(0, v)) {
+        ch.arm_either();
+        either_step = kEitherWaited;
+        return;
+      }
+      either_step = kStart;
+      note(log, v >= 100 ? "read b" : "read a by either", v);
+      if (either_n++ % 2) {
+        sc_core::next_trigger(1, sc_core::SC_NS);
+        return;
+      }
+    }
+  }
+};
+
+template <template <class> class H, class Channels>
 Log run() {
   fresh_simcontext();
-  Harness<Channels> h("h");
+  H<Channels> h("h");
   sc_core::sc_start(100, sc_core::SC_NS);
   return h.log;
 }
 
 TEST(BoundedQueue, ReadsWritesAndWakeUpsFallInTheDeltaCyclesOfScFifo) {
-  const Log fifo = run<OverFifo>();
-  const Log ours = run<OverBounded>();
+  const Log fifo = run<Harness, OverFifo>();
+  const Log ours = run<Harness, OverBounded>();
   ASSERT_EQ(fifo.size(), 2u * (12 + 8));  // every value written and read within the run
   EXPECT_EQ(ours, fifo);
+}
+
+TEST(BoundedQueue, MethodProcessesArmingTheThreadsWaitsRunInTheThreadsDeltaCycles) {
+  const Log threads = run<Harness, OverFifo>();
+  ASSERT_EQ(threads.size(), 2u * (12 + 8));
+  EXPECT_EQ((run<MethodHarness, MethodsOverFifo>()), threads);
+  EXPECT_EQ((run<MethodHarness, MethodsOverBounded>()), threads);
 }
 
 }  // namespace
