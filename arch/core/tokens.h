@@ -6,8 +6,8 @@
 
 #include <array>
 #include <cstdint>
-#include <deque>
 
+#include "arch/core/ring.h"
 #include "isa/isa.h"
 
 namespace npusim::arch {
@@ -35,7 +35,7 @@ class Tokens {
 
  private:
   static size_t idx(isa::Queue q) { return static_cast<size_t>(q); }
-  std::array<std::array<std::deque<uint64_t>, isa::kNumQueues>, isa::kNumQueues> times_;
+  std::array<std::array<Ring<uint64_t>, isa::kNumQueues>, isa::kNumQueues> times_;
   std::array<sc_core::sc_event, isa::kNumQueues> arrived_;
 };
 

@@ -5,11 +5,11 @@
 // SRAM side of the transfer; several engines run concurrently. Completions are retired in program
 // order per queue, so the k-th token a queue pushes always belongs to its k-th signalling
 // instruction even when engines finish out of order.
-#include <deque>
 #include <memory>
 #include <vector>
 
 #include "arch/core/queue_unit.h"
+#include "arch/core/ring.h"
 #include "isa/timing/dma.h"
 
 namespace npusim::arch {
@@ -106,8 +106,8 @@ class DmaQueue : public QueueUnit {
   bool room_waited_ = false;  // it waits for room in that engine's descriptor queue
   uint64_t room_wait_start_ = 0;
   uint64_t next_seq_ = 0;
-  uint64_t retired_ = 0;      // sequence number of the oldest unretired descriptor
-  std::deque<int16_t> done_;  // per unretired descriptor: its signal mask once finished, else -1
+  uint64_t retired_ = 0;  // sequence number of the oldest unretired descriptor
+  Ring<int16_t> done_;    // per unretired descriptor: its signal mask once finished, else -1
 };
 
 }  // namespace npusim::arch

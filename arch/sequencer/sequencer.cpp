@@ -98,8 +98,8 @@ void Sequencer::resume() {
           break;  // drained: kDrainWaited goes on below
         }
         const auto q = static_cast<size_t>(ins.queue());
+        // Every field but the work, which the unit's decode fills for the opcodes that read it.
         Dispatch& d = pending_;
-        d = Dispatch{};
         d.index = static_cast<uint32_t>(i);
         d.layer = ins.layer();
         d.opcode = ins.opcode;
