@@ -586,18 +586,12 @@ void bind_inputs(onnx::GraphProto& g, const std::unordered_set<std::string>& ini
     }
     // Recorded intermediate and output shapes still carry the symbolic dimension; inference recomputes
     // them from the bound inputs.
-    g.clear_value_info();
-    for (auto& out : *g.mutable_output()) {
-      if (out.type().has_tensor_type()) out.mutable_type()->mutable_tensor_type()->clear_shape();
-    }
+    detail::forget_inferred_shapes(g);
   }
   if (options.batch > 0) {
     // The exporter's recorded shapes carry its own batch; drop them so shape inference recomputes
     // every shape from the rebound inputs instead of reporting a conflict.
-    g.clear_value_info();
-    for (auto& out : *g.mutable_output()) {
-      if (out.type().has_tensor_type()) out.mutable_type()->mutable_tensor_type()->clear_shape();
-    }
+    detail::forget_inferred_shapes(g);
   }
   for (auto& in : *g.mutable_input()) {
     if (initializers.count(in.name())) continue;
@@ -849,15 +843,18 @@ Graph import_model_proto(onnx::ModelProto& model, const ImportOptions& options, 
   bind_inputs(*gp, initializers, options, mname);
   fix_input_values(*gp, initializers, options, mname);
 
-  const auto infer = [&] {
+  // Under --batch, a conflict most often comes from a shape the exporter fixed at its batch: inference is
+  // lenient until follow_batch has made those shapes follow the batch or named the one that cannot, then
+  // strict.
+  const bool rebatched = options.batch > 0 && exported.batch > 0 && exported.batch != options.batch;
+  const auto infer = [&](bool strict) {
     try {
-      onnx::ShapeInferenceOptions sio(/*check_type=*/true, /*error_mode=*/1, /*data_propagation=*/true);
+      onnx::ShapeInferenceOptions sio(/*check_type=*/true, /*error_mode=*/strict ? 1 : 0,
+                                      /*data_propagation=*/true);
       onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), sio);
     } catch (const std::exception& e) {
       std::string msg = e.what();
       while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
-      // Under --batch, a conflict most often comes from a shape the exporter fixed at its batch.
-      const bool rebatched = options.batch > 0 && exported.batch > 0 && exported.batch != options.batch;
       throw ModelError(mname + ": ONNX shape inference failed" +
                        (rebatched
                             ? " with --batch " + std::to_string(options.batch) +
@@ -867,8 +864,12 @@ Graph import_model_proto(onnx::ModelProto& model, const ImportOptions& options, 
                        ": " + msg);
     }
   };
-  infer();
-  if (options.batch > 0) follow_batch(model, options.batch, exported, mname, infer);
+  infer(!rebatched);
+  if (options.batch > 0) follow_batch(model, options.batch, exported, mname, [&] { infer(!rebatched); });
+  if (rebatched) {
+    forget_inferred_shapes(*gp);
+    infer(true);
+  }
 
   Graph g;
   g.name = gp->name();
