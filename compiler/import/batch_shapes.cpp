@@ -146,8 +146,8 @@ std::optional<IntValue> evaluate(const onnx::NodeProto& n, const std::vector<std
     const Shape size = {static_cast<int64_t>(in[0]->v.size())};
     const std::optional<Shape> bounds = slice(n, in, size, true);  // {from, to} on the one axis, step 1
     if (!bounds) return std::nullopt;
-    return IntValue{{in[0]->v.begin() + (*bounds)[0], in[0]->v.begin() + std::max((*bounds)[0], (*bounds)[1])},
-                    false};
+    return IntValue{
+        {in[0]->v.begin() + (*bounds)[0], in[0]->v.begin() + std::max((*bounds)[0], (*bounds)[1])}, false};
   }
   if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div") && known(0) && known(1)) {
     const IntValue &a = *in[0], &b = *in[1];
@@ -286,7 +286,8 @@ int rebatch_reshapes(onnx::GraphProto& g, int64_t batch, int64_t exported, const
 // A Concat whose inputs disagree outside its axis under --batch: one of them kept the exported batch (ViT's
 // class token, expanded to a batch fixed at export, joined to the rebatched patches). Inference leaves its
 // output unsized; said here with the cause instead of as a shape known only at run time.
-void check_concats(const onnx::GraphProto& g, int64_t batch, int64_t exported, const std::string& model_name) {
+void check_concats(const onnx::GraphProto& g, int64_t batch, int64_t exported,
+                   const std::string& model_name) {
   auto shapes = static_shapes(g);
   int64_values(g, shapes);
   for (int k = 0; k < g.node_size(); ++k) {

@@ -628,12 +628,21 @@ void bind_inputs(onnx::GraphProto& g, const std::unordered_set<std::string>& ini
     if (!tt->has_shape())
       throw ModelError(model_name + ": input '" + in.name() + "' has no shape; give one with --input-shape " +
                        in.name() + "=...");
+    // The whole shape, each open dimension a '?' (and an 'N' in the option to type), says what to bind.
+    std::string shape, option;
+    for (int k = 0; k < tt->shape().dim_size(); ++k) {
+      const auto& d = tt->shape().dim(k);
+      const bool open = !d.has_dim_value() || d.dim_value() < 0;
+      shape += (k ? "x" : "") + (open ? std::string("?") : std::to_string(d.dim_value()));
+      option += (k ? "x" : "") + (open ? std::string("N") : std::to_string(d.dim_value()));
+    }
     for (int k = 0; k < tt->shape().dim_size(); ++k) {
       const auto& d = tt->shape().dim(k);
       if (!d.has_dim_value() || d.dim_value() < 0)
         throw ModelError(
             model_name + ": input '" + in.name() + "' dimension " + std::to_string(k) + " (" + dim_text(d) +
-            ") is dynamic and unbound; bind it with --input-shape " + in.name() + "=..." +
+            ") is dynamic and unbound (its shape is " + shape + "); bind it with --input-shape " + in.name() +
+            "=" + option + ", a size for each N," +
             (d.has_dim_param() && !d.dim_param().empty() ? " or --dynamic " + d.dim_param() + "=V1,V2,..."
                                                          : ""));
     }

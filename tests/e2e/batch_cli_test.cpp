@@ -117,10 +117,11 @@ TEST_F(BatchCli, AReshapeShapeComputedFromConstantsFollowsTheBatch) {
 TEST_F(BatchCli, AConcatOfABatchFixedAtExportAndTheNewBatchStopsNamingTheNode) {
   const CommandResult r = npusim({"run", "-q", dir_ + "/class_token.onnx", "--batch", "4"});
   EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_NE(r.err.find("--batch 4 makes node 'join' (Concat) join a 1x1x8 input to a 4x3x8 one: a shape fixed "
-                       "at export (batch 1) does not follow --batch; export the model with a dynamic batch "
-                       "dimension, or run it at its exported batch (--batch 1)"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find("--batch 4 makes node 'join' (Concat) join a 1x1x8 input to a 4x3x8 one: a shape fixed "
+                 "at export (batch 1) does not follow --batch; export the model with a dynamic batch "
+                 "dimension, or run it at its exported batch (--batch 1)"),
+      std::string::npos)
       << r.err;
   EXPECT_EQ(r.err.find("--input-value"), std::string::npos) << r.err;  // no run-time value is involved
   EXPECT_EQ(macs(dir_, "class_token", "1"), 4 * 8 * 5);
