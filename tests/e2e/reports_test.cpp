@@ -345,6 +345,11 @@ TEST(Reports, EachPresetsDefaultPrecisionIsTakenAndSaidWhereNoPrecisionIsGiven) 
   EXPECT_NE(r.out.find("precision         fp32: peak 256 MACs/cycle; chosen by --precision fp32\n"),
             std::string::npos)
       << r.out;
+  // --help says what auto is (it had said "the widest float the array has").
+  r = npusim({"run", "--help"});
+  EXPECT_NE(r.out.find("auto (default): the configuration's lowering.default_precision, fp16 on edge"),
+            std::string::npos)
+      << r.out;
   // A default the array has no MACs for is a configuration error naming both keys.
   r = npusim(
       {"run", "demo", "--set", "lowering.default_precision=bf16", "--set", "systolic_array.bf16_rate=0"});
