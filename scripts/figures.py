@@ -127,11 +127,13 @@ def tour(s):
     parts = []
 
     parts.append("**1. Run a model.** Latency, utilization, where the cycles go, energy and area "
-                 "(torchvision's MobileNetV2 with random weights; nothing is downloaded):")
+                 "(torchvision's MobileNetV2 with random weights; nothing is downloaded), in the preset's "
+                 "default precision, which needs no calibration:")
     out = s.run(["run", mnv2])
     parts.append(console([("/usr/bin/python3 scripts/export_models.py models mobilenet_v2", ""),
                           (shown(f"./build/npusim run {mnv2}", models),
-                           excerpt(out, [r"^total cycles", r"^array ", r"^breakdown", r"^dram ", r"^energy ",
+                           excerpt(out, [r"^total cycles", r"^precision ", r"^array ", r"^breakdown", r"^dram ",
+                                         r"^energy ",
                                          (r"^layers by cycles|^top \d+ of", 4)]))]))
 
     parts.append("**2. Compare two NPUs.** The same model on `edge` and `datacenter`, and what differs:")

@@ -219,6 +219,10 @@ std::vector<std::string> display_names(const Report& r) {
   return isa::display_names(names);
 }
 
+std::string precision_source_text(const std::string& source) {
+  return source.rfind("--", 0) == 0 ? "chosen by " + source : source;
+}
+
 std::optional<PrecisionFigures> precision_figures(const Report& r) {
   std::map<std::string, std::pair<uint64_t, uint64_t>> by_precision;  // layers, MACs
   for (const LayerReport& l : r.layers) {
@@ -319,10 +323,11 @@ std::string summary_text(const Report& r, size_t top_layers) {
   if (pf) {
     // A mixed plan's peak is a rate between its precisions' (1020.6): one decimal, as the other rates.
     const double peak = pf->peak_macs_per_cycle;
-    o += fmt::format(
-        "precision         {}: peak {} MACs/cycle{}\n", pf->plan,
-        peak == std::floor(peak) ? num(peak) : fmt::format("{:.1f}", peak),
-        r.run && !r.run->precision_source.empty() ? "; chosen by " + r.run->precision_source : "");
+    o += fmt::format("precision         {}: peak {} MACs/cycle{}\n", pf->plan,
+                     peak == std::floor(peak) ? num(peak) : fmt::format("{:.1f}", peak),
+                     r.run && !r.run->precision_source.empty()
+                         ? "; " + precision_source_text(r.run->precision_source)
+                         : "");
     if (r.run && !r.run->objective.empty() && r.run->objective != "cycles") {
       o += fmt::format(
           "objective         {}: the mapping search kept each layer's simulated candidate of least {} "

@@ -364,6 +364,9 @@ struct PrecisionFigures {
 };
 // None when no layer's precision is known (a program run without the compiler's view).
 std::optional<PrecisionFigures> precision_figures(const Report& r);
+// run.precision_source as the summary and the HTML page say it: "chosen by --precision int8", or the
+// configuration's default as it is ("edge's default precision (...)").
+std::string precision_source_text(const std::string& source);
 
 void write_report_json(const Report& r, std::ostream& out);
 std::string report_json(const Report& r);

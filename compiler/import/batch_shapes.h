@@ -18,13 +18,18 @@ struct ExportedBatch {
   std::map<std::string, int64_t> outputs;  // each graph output's recorded static first dimension
 };
 
+// Drops the intermediate and output shapes recorded in `g`, so that shape inference recomputes them from
+// the inputs instead of reporting a conflict with the exporter's.
+void forget_inferred_shapes(onnx::GraphProto& g);
+
 ExportedBatch exported_batch(const onnx::GraphProto& g, const std::unordered_set<std::string>& initializers);
 
 // After shape inference of the rebound model (`infer` runs it again): each Reshape whose constant shape
-// starts with the exported batch while its input starts with `batch`, and which resolves against the input
-// once that first entry is `batch`, gets that shape. A Reshape whose constant shape still does not fit its
-// input, and a graph output that had the exported batch in front and does not have `batch` now, are a
-// ModelError naming the node or output.
+// (an initializer, or shape arithmetic on constants and sized tensors: Shape, Gather, Unsqueeze, Concat,
+// Slice, ...) starts with the exported batch while its input starts with `batch`, and which resolves
+// against the input once that first entry is `batch`, gets that shape. A Reshape whose constant shape still
+// does not fit its input, a Concat whose inputs no longer agree, and a graph output that had the exported
+// batch in front and does not have `batch` now, are a ModelError naming the node or output.
 void follow_batch(onnx::ModelProto& model, int64_t batch, const ExportedBatch& exported,
                   const std::string& model_name, const std::function<void()>& infer);
 

@@ -586,18 +586,12 @@ void bind_inputs(onnx::GraphProto& g, const std::unordered_set<std::string>& ini
     }
     // Recorded intermediate and output shapes still carry the symbolic dimension; inference recomputes
     // them from the bound inputs.
-    g.clear_value_info();
-    for (auto& out : *g.mutable_output()) {
-      if (out.type().has_tensor_type()) out.mutable_type()->mutable_tensor_type()->clear_shape();
-    }
+    detail::forget_inferred_shapes(g);
   }
   if (options.batch > 0) {
     // The exporter's recorded shapes carry its own batch; drop them so shape inference recomputes
     // every shape from the rebound inputs instead of reporting a conflict.
-    g.clear_value_info();
-    for (auto& out : *g.mutable_output()) {
-      if (out.type().has_tensor_type()) out.mutable_type()->mutable_tensor_type()->clear_shape();
-    }
+    detail::forget_inferred_shapes(g);
   }
   for (auto& in : *g.mutable_input()) {
     if (initializers.count(in.name())) continue;
@@ -634,12 +628,21 @@ void bind_inputs(onnx::GraphProto& g, const std::unordered_set<std::string>& ini
     if (!tt->has_shape())
       throw ModelError(model_name + ": input '" + in.name() + "' has no shape; give one with --input-shape " +
                        in.name() + "=...");
+    // The whole shape, each open dimension a '?' (and an 'N' in the option to type), says what to bind.
+    std::string shape, option;
+    for (int k = 0; k < tt->shape().dim_size(); ++k) {
+      const auto& d = tt->shape().dim(k);
+      const bool open = !d.has_dim_value() || d.dim_value() < 0;
+      shape += (k ? "x" : "") + (open ? std::string("?") : std::to_string(d.dim_value()));
+      option += (k ? "x" : "") + (open ? std::string("N") : std::to_string(d.dim_value()));
+    }
     for (int k = 0; k < tt->shape().dim_size(); ++k) {
       const auto& d = tt->shape().dim(k);
       if (!d.has_dim_value() || d.dim_value() < 0)
         throw ModelError(
             model_name + ": input '" + in.name() + "' dimension " + std::to_string(k) + " (" + dim_text(d) +
-            ") is dynamic and unbound; bind it with --input-shape " + in.name() + "=..." +
+            ") is dynamic and unbound (its shape is " + shape + "); bind it with --input-shape " + in.name() +
+            "=" + option + ", a size for each N," +
             (d.has_dim_param() && !d.dim_param().empty() ? " or --dynamic " + d.dim_param() + "=V1,V2,..."
                                                          : ""));
     }
@@ -849,15 +852,18 @@ Graph import_model_proto(onnx::ModelProto& model, const ImportOptions& options, 
   bind_inputs(*gp, initializers, options, mname);
   fix_input_values(*gp, initializers, options, mname);
 
-  const auto infer = [&] {
+  // Under --batch, a conflict most often comes from a shape the exporter fixed at its batch: inference is
+  // lenient until follow_batch has made those shapes follow the batch or named the one that cannot, then
+  // strict.
+  const bool rebatched = options.batch > 0 && exported.batch > 0 && exported.batch != options.batch;
+  const auto infer = [&](bool strict) {
     try {
-      onnx::ShapeInferenceOptions sio(/*check_type=*/true, /*error_mode=*/1, /*data_propagation=*/true);
+      onnx::ShapeInferenceOptions sio(/*check_type=*/true, /*error_mode=*/strict ? 1 : 0,
+                                      /*data_propagation=*/true);
       onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), sio);
     } catch (const std::exception& e) {
       std::string msg = e.what();
       while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
-      // Under --batch, a conflict most often comes from a shape the exporter fixed at its batch.
-      const bool rebatched = options.batch > 0 && exported.batch > 0 && exported.batch != options.batch;
       throw ModelError(mname + ": ONNX shape inference failed" +
                        (rebatched
                             ? " with --batch " + std::to_string(options.batch) +
@@ -867,8 +873,12 @@ Graph import_model_proto(onnx::ModelProto& model, const ImportOptions& options, 
                        ": " + msg);
     }
   };
-  infer();
-  if (options.batch > 0) follow_batch(model, options.batch, exported, mname, infer);
+  infer(!rebatched);
+  if (options.batch > 0) follow_batch(model, options.batch, exported, mname, [&] { infer(!rebatched); });
+  if (rebatched) {
+    forget_inferred_shapes(*gp);
+    infer(true);
+  }
 
   Graph g;
   g.name = gp->name();

@@ -121,7 +121,8 @@ void LoweringConfig::visit(Visitor& v) {
            mapping_policy, kMappingPolicyNames);
   v.choice({"default_precision", "",
             "the precision a model compiles in when --precision is auto (the default): auto = the array's "
-            "widest floating-point type (fp32, else bf16, else fp16, else int8); a product's toolchain may "
+            "fastest type that needs no calibration (its fastest floating-point type, the most precise of "
+            "equally fast ones: fp32, fp16, bf16; int8 where it has none); a product's toolchain may "
             "default to another (fp16 needs no calibration, int8 does)"},
            default_precision, kDefaultPrecisionNames);
 }

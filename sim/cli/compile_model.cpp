@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <functional>
 #include <ostream>
 #include <sstream>
@@ -87,6 +89,13 @@ void print_mapping(Context& ctx, const ModelCliOptions& m, const CompiledModel& 
 }
 void print_graphs(Context& ctx, const ModelCliOptions& m) {
   if (m.graphs) ctx.out << "\ngraphs after import and after each pass (--graphs)\n" << m.graph_dumps << "\n";
+}
+
+std::string layer_count_text(const compiler::CompileResult& r) {
+  const auto fused = static_cast<size_t>(std::count_if(
+      r.layers.begin(), r.layers.end(), [](const compiler::LayerPlan& p) { return !p.fused_into.empty(); }));
+  return fmt::format("{} layers{}", r.layers.size() - fused,
+                     fused ? fmt::format(" ({} more fused into them)", fused) : std::string());
 }
 
 void write_mapping_out(const Context& ctx, const CommonOptions& o, const ModelCliOptions& m,

@@ -26,6 +26,11 @@ CompiledModel compile_graph_or_throw(compiler::Graph imported, const std::string
 void print_mapping(Context& ctx, const ModelCliOptions& m, const CompiledModel& cm);
 void print_graphs(Context& ctx, const ModelCliOptions& m);
 
+// "124 layers (4 more fused into them)": the layers the report and the HTML page count, those whose work is
+// not another layer's code (a fused attention block's Softmax and MatMuls have a layer tag but no code of
+// their own), and the fused ones apart. compile and ops say it the same way.
+std::string layer_count_text(const compiler::CompileResult& r);
+
 // --mapping-out: every layer's mapping, under a header saying what it was compiled from.
 void write_mapping_out(const Context& ctx, const CommonOptions& o, const ModelCliOptions& m,
                        const std::string& spec, const CompiledModel& cm);

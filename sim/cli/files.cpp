@@ -30,6 +30,9 @@ std::string read_text_file(const std::string& path) {
 
 std::unique_ptr<std::ofstream> open_output(const std::string& path) {
   if (path.empty()) return nullptr;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError(fmt::format("cannot write '{}': it is a directory (name a file in it)", path));
   auto f = std::make_unique<std::ofstream>(path, std::ios::binary);
   if (!*f) throw InputError(fmt::format("cannot write '{}'", path));
   return f;

@@ -363,7 +363,12 @@ void summary_section(std::string& o, const traces::Report& rep, const J& r) {
     for (const std::string& s : run->sets) sets += (sets.empty() ? "--set " : ", ") + s;
     card(o, "configuration", run->config.empty() ? "edge (built-in)" : run->config, sets);
   }
-  if (pf) card(o, "precision", pf->plan, fmt::format("peak {} MACs/cycle", grouped(pf->peak_macs_per_cycle)));
+  if (pf)
+    card(o, "precision", pf->plan,
+         fmt::format("peak {} MACs/cycle{}", grouped(pf->peak_macs_per_cycle),
+                     rep.run && !rep.run->precision_source.empty()
+                         ? "; " + traces::precision_source_text(rep.run->precision_source)
+                         : ""));
   if (rep.run && !rep.run->objective.empty() && rep.run->objective != "cycles") {
     card(o, "mapping objective", rep.run->objective,
          "--objective: each layer's simulated candidate of least " +

@@ -274,6 +274,23 @@ TEST(Cli, ADirectoryGivenAsModelOrProgramIsNamedAsADirectory) {
   }
 }
 
+// A directory where a file is written, and a missing folder of functional inputs: one sentence, exit 2 (the
+// latter was filesystem's own "directory iterator cannot open directory", exit 1).
+TEST(Cli, AnOutputFileThatIsADirectoryOrInputsThatAreNoFolderAreOneSentence) {
+  const std::string dir = temp_dir("output_dir");
+  for (const char* option : {"--html", "--report", "--layers-csv"}) {
+    const CommandResult r = npusim({"run", "demo", "-q", option, dir});
+    EXPECT_EQ(r.exit_code, 2) << option;
+    EXPECT_NE(r.err.find("cannot write '" + dir + "': it is a directory (name a file in it)"),
+              std::string::npos)
+        << option << ": " << r.err;
+  }
+  const CommandResult r = npusim({"run", "demo", "-q", "--functional", "--inputs", dir + "/none"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "npusim: error: --inputs " + dir + "/none: not a folder of inputs (NAME.npy, .pb or an image)\n");
+}
+
 }  // namespace
 }  // namespace npusim::test
 
@@ -338,7 +355,8 @@ namespace {
 TEST(Cli, ReportCarriesEachLayersRooflineBoundAndEfficiencyAndTheModelsInJsonAndSummary) {
   const std::string dir = temp_dir("roofline");
   const std::string report = dir + "/r.json";
-  const CommandResult r = npusim({"run", "demo", "--report", report});
+  // fp32: the DRAM bytes fusion saved below are 4-byte values.
+  const CommandResult r = npusim({"run", "demo", "--precision", "fp32", "--report", report});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // Every NPU layer and every node fused into one has a bound; host layers have none. A layer's
   // efficiency is its own compiled work's bound over its cycles, a true fraction even where fusion

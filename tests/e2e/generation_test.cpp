@@ -13,12 +13,13 @@
 namespace npusim::test {
 namespace {
 
+// The figures below are for fp32 (4-byte KV values): the runs say --precision fp32 (edge defaults to fp16).
 const std::string kLlm = "llm:layers=2,hidden=128,heads=4,kv_heads=2,ffn=256,vocab=500";
 
 TEST(Generation, PrefillThenDecodeStepsOnePerTokenOneProgramPerKvBucket) {
   const std::string dir = temp_dir("generation");
-  CommandResult r = run_command({NPUSIM_BIN, "run", kLlm, "-q", "--generate", "100:40", "--kv-bucket", "64",
-                                 "--report", dir + "/g.json"});
+  CommandResult r = run_command({NPUSIM_BIN, "run", kLlm, "-q", "--precision", "fp32", "--generate", "100:40",
+                                 "--kv-bucket", "64", "--report", dir + "/g.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string f = dir + "/g.json";
   // Cached positions before decode steps 2..40 run from 100 to 138: buckets 128 and 192.
@@ -39,7 +40,8 @@ TEST(Generation, PrefillThenDecodeStepsOnePerTokenOneProgramPerKvBucket) {
   EXPECT_EQ(json_eval(f, "r['generation']['kv_cache_bytes']"), std::to_string(2 * 2 * 2 * 32 * 4 * 139));
   EXPECT_EQ(json_eval(f, "0 < r['generation']['weight_streaming_share'] <= 1"), "True");
   // Time to first token: the prefill, as a plain run of the same shape simulates it; the report shows it.
-  r = run_command({NPUSIM_BIN, "run", kLlm + ",seq=100", "-q", "--report", dir + "/p.json"});
+  r = run_command(
+      {NPUSIM_BIN, "run", kLlm + ",seq=100", "-q", "--precision", "fp32", "--report", dir + "/p.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(json_eval(f, "r['generation']['ttft_ms']"), json_eval(dir + "/p.json", "r['latency_ms']"));
   EXPECT_EQ(json_eval(f, "r['total_cycles']"), json_eval(dir + "/p.json", "r['total_cycles']"));
@@ -50,15 +52,15 @@ TEST(Generation, PrefillThenDecodeStepsOnePerTokenOneProgramPerKvBucket) {
 // and simulated by itself in a separate run, takes the step's latency to the last digit.
 TEST(Generation, ReusedDecodeStepsTakeTheLatencyOfTheirOwnFullSimulation) {
   const std::string dir = temp_dir("generation-reuse");
-  CommandResult r = run_command({NPUSIM_BIN, "run", kLlm, "-q", "--generate", "100:40", "--kv-bucket", "64",
-                                 "--report", dir + "/g.json"});
+  CommandResult r = run_command({NPUSIM_BIN, "run", kLlm, "-q", "--precision", "fp32", "--generate", "100:40",
+                                 "--kv-bucket", "64", "--report", dir + "/g.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const auto& [step, bucket] :
        std::vector<std::pair<int, int>>{{0, 128}, {28, 128}, {29, 192}, {38, 192}}) {
     const std::string s = "r['generation']['steps'][" + std::to_string(step) + "]";
     ASSERT_EQ(json_eval(dir + "/g.json", s + "['program_past']"), std::to_string(bucket));
-    r = run_command({NPUSIM_BIN, "run", kLlm + ",seq=1,past=" + std::to_string(bucket), "-q", "--report",
-                     dir + "/s.json"});
+    r = run_command({NPUSIM_BIN, "run", kLlm + ",seq=1,past=" + std::to_string(bucket), "-q", "--precision",
+                     "fp32", "--report", dir + "/s.json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(json_eval(dir + "/g.json", s + "['latency_ms']"), json_eval(dir + "/s.json", "r['latency_ms']"))
         << "step " << step;
@@ -67,8 +69,8 @@ TEST(Generation, ReusedDecodeStepsTakeTheLatencyOfTheirOwnFullSimulation) {
 
 TEST(Generation, StaticKvCapacityRunsEveryStepOnOneProgram) {
   const std::string dir = temp_dir("generation-static");
-  const CommandResult r = run_command({NPUSIM_BIN, "run", kLlm, "-q", "--generate", "16:8", "--kv-cache",
-                                       "static:64", "--report", dir + "/g.json"});
+  const CommandResult r = run_command({NPUSIM_BIN, "run", kLlm, "-q", "--precision", "fp32", "--generate",
+                                       "16:8", "--kv-cache", "static:64", "--report", dir + "/g.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(json_eval(dir + "/g.json", "[(p['kind'], p['past']) for p in r['generation']['programs']]"),
             "[('prefill', 0), ('decode', 63)]");
@@ -127,7 +129,8 @@ TEST(Generation, ATimingRunGeneratesNoWeightValuesAndTakesTheCyclesAFunctionalRu
   // cycle count), so the process stays far below even one copy of them.
   const std::string dir = temp_dir("generation-shape-only");
   const std::string big = "llm:layers=2,hidden=1024,heads=16,kv_heads=4,ffn=4096,vocab=32000";
-  CommandResult r = npusim({"run", big, "-q", "--generate", "16:2", "--report", dir + "/big.json"});
+  CommandResult r =
+      npusim({"run", big, "-q", "--precision", "fp32", "--generate", "16:2", "--report", dir + "/big.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   rusage children{};
   ASSERT_EQ(getrusage(RUSAGE_CHILDREN, &children), 0);
@@ -137,7 +140,8 @@ TEST(Generation, ATimingRunGeneratesNoWeightValuesAndTakesTheCyclesAFunctionalRu
   // and decode step alike.
   for (const char* shape : {",seq=6", ",past=5"}) {
     for (const std::string& mode : {std::string("timing"), std::string("functional")}) {
-      std::vector<std::string> args = {"run", kLlm + shape, "-q", "--report", dir + "/" + mode + ".json"};
+      std::vector<std::string> args = {
+          "run", kLlm + shape, "-q", "--precision", "fp32", "--report", dir + "/" + mode + ".json"};
       if (mode == "functional") args.push_back("--functional");
       r = npusim(args);
       ASSERT_EQ(r.exit_code, 0) << r.err;

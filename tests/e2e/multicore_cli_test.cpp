@@ -12,8 +12,9 @@ namespace npusim::test {
 
 namespace {
 
-// A small CNN with a batch dimension (the built-in models' shapes are fixed).
-const std::string kCnn = std::string(NPUSIM_SOURCE_DIR) + "/tests/compiler/passes/data/small_cnn_op13.onnx";
+// A MobileNetV2 block and head exported at batch 1 whose shapes all follow --batch (no Reshape fixed at
+// export; the built-in models' shapes are fixed), with enough work a core that a second one pays.
+const std::string kCnn = std::string(NPUSIM_SOURCE_DIR) + "/tests/quant_e2e/data/mbv2_block.onnx";
 
 TEST(MulticoreCli, SplitByBatchRunsEachShareOnItsCoreAndBeatsOneCore) {
   const std::string dir = temp_dir("multicore_batch");

@@ -33,6 +33,54 @@ TEST(OpsCli, AModelsSummaryCountsItsOpsWhereTheyRunAndWhyHostLayersAreThere) {
   EXPECT_TRUE(std::regex_search(r.out, std::regex("\n  If \\(1 layer\\): [^\n]*[a-z]"))) << r.out;
 }
 
+// An input left dynamic: the message shows the input's shape and the option to type, an N for each open
+// dimension (PP-OCR's rec input is ?x3x48x?: "x=..." left the user to find its rank and fixed sizes).
+TEST(OpsCli, AnUnboundInputIsNamedWithItsShapeAndTheOptionThatBindsIt) {
+  const CommandResult r = npusim({"ops", kData + "nested_if_sr.onnx"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("input 'x' dimension 0 ('N') is dynamic and unbound (its shape is ?x4); bind it with "
+                       "--input-shape x=Nx4, a size for each N, or --dynamic N=V1,V2,..."),
+            std::string::npos)
+      << r.err;
+}
+
+// ops counts the layers as compile does: those with code of their own, the fused ones apart (a fused
+// attention block's Softmax and second MatMul run in its first MatMul's code). ops had said "5 layers
+// compiled" where compile said "3 layers (2 more fused into them)".
+TEST(OpsCli, CountsTheLayersAsCompileDoes) {
+  const std::string dir = temp_dir("ops_attention");
+  const char* const kAttention = R"(
+import sys, numpy as np, onnx
+from onnx import helper as h, numpy_helper as nh, TensorProto as T
+w = lambda n: nh.from_array(np.full((8, 8), 0.1, dtype=np.float32), n)
+g = h.make_graph([
+    h.make_node('MatMul', ['x', 'wq'], ['q']), h.make_node('MatMul', ['x', 'wk'], ['k']),
+    h.make_node('MatMul', ['x', 'wv'], ['v']), h.make_node('Transpose', ['k'], ['kt'], perm=[0, 2, 1]),
+    h.make_node('MatMul', ['q', 'kt'], ['s']), h.make_node('Softmax', ['s'], ['p'], axis=-1),
+    h.make_node('MatMul', ['p', 'v'], ['y'])], 'attention',
+    [h.make_tensor_value_info('x', T.FLOAT, [1, 16, 8])], [h.make_tensor_value_info('y', T.FLOAT, [1, 16, 8])],
+    [w('wq'), w('wk'), w('wv')])
+m = h.make_model(g, opset_imports=[h.make_opsetid('', 17)])
+m.ir_version = 8
+onnx.save(m, sys.argv[1])
+)";
+  const std::string model = dir + "/attention.onnx";
+  ASSERT_EQ(run_command({"/usr/bin/python3", "-c", kAttention, model}).exit_code, 0);
+  const CommandResult compiled = npusim({"compile", model, "-o", dir + "/a.npu"});
+  ASSERT_EQ(compiled.exit_code, 0) << compiled.err;
+  std::smatch m;
+  ASSERT_TRUE(
+      std::regex_search(compiled.out, m, std::regex("([0-9]+ layers \\(([0-9]+) more fused into them\\))")))
+      << compiled.out;
+  EXPECT_GT(std::stoi(m[2].str()), 0);
+  const CommandResult ops = npusim({"ops", model});
+  ASSERT_EQ(ops.exit_code, 0) << ops.err;
+  EXPECT_NE(
+      ops.out.find("attention.onnx: 7 nodes imported (subgraphs included), " + m[1].str() + " compiled\n"),
+      std::string::npos)
+      << ops.out;
+}
+
 TEST(OpsCli, InputValueFixesAnInputAndTheIfsOnItFoldAway) {
   const CommandResult runtime = npusim({"ops", kData + "nested_if_sr.onnx", "--input-shape", "x=1x4"});
   ASSERT_EQ(runtime.exit_code, 0) << runtime.err;

@@ -143,11 +143,11 @@ TEST(PipelineCli, PreprocessDescribesThePipelinesPreProcessing) {
              "  - {op: layout}\n" +
                  rest);
   const std::string pre = kSource + "/tests/ocr/rec.yaml";
-  const CommandResult a = npusim(
-      {"run", "demo", "--pipeline", dir + "/bare.yaml", "--preprocess", pre, "--report", dir + "/a.json"});
+  const CommandResult a = npusim({"run", "demo", "--precision", "fp32", "--pipeline", dir + "/bare.yaml",
+                                  "--preprocess", pre, "--report", dir + "/a.json"});
   ASSERT_EQ(a.exit_code, 0) << a.err;
-  const CommandResult b =
-      npusim({"run", "demo", "-q", "--pipeline", dir + "/written.yaml", "--report", dir + "/b.json"});
+  const CommandResult b = npusim({"run", "demo", "-q", "--precision", "fp32", "--pipeline",
+                                  dir + "/written.yaml", "--report", dir + "/b.json"});
   ASSERT_EQ(b.exit_code, 0) << b.err;
   const std::string stages =
       "[(s['name'], s['op'], s['unit'], s['elements'], s['cycles']) for s in r['e2e']['stages']]";
@@ -160,8 +160,9 @@ TEST(PipelineCli, PreprocessDescribesThePipelinesPreProcessing) {
   EXPECT_NE(a.out.find("note: pre-processing: the steps of " + pre), std::string::npos) << a.out;
   // --preprocess-on npu: the element-wise steps run on the NPU after the transfer, which then carries the
   // resized 8-bit pixels (a quarter of the float32 input's bytes), as vendors' AIPP does.
-  const CommandResult npu = npusim({"run", "demo", "-q", "--pipeline", dir + "/bare.yaml", "--preprocess",
-                                    pre, "--preprocess-on", "npu", "--report", dir + "/npu.json"});
+  const CommandResult npu =
+      npusim({"run", "demo", "-q", "--precision", "fp32", "--pipeline", dir + "/bare.yaml", "--preprocess",
+              pre, "--preprocess-on", "npu", "--report", dir + "/npu.json"});
   ASSERT_EQ(npu.exit_code, 0) << npu.err;
   EXPECT_EQ(json_eval(dir + "/npu.json",
                       "[(s['op'], s['unit']) for s in r['e2e']['stages'] if s['kind'] == 'pre']"),

@@ -229,25 +229,26 @@ std::string check_report(const std::string& report, const std::string& body);
 TEST(Reports, UtilizationIsAgainstThePeakOfThePrecisionPlan) {
   const std::string dir = temp_dir("precision_peak");
   const std::string report = dir + "/r.json";
+  // edge's default precision, fp16, at systolic_array.fp16_rate 0.5 of the int8 rate.
   const CommandResult r = npusim({"run", "demo", "--report", report});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(
       json_eval(report, "r['precision']['plan'], r['precision']['layers']"),
-      "fp32 {'fp32': " + json_eval(report, "sum(l['placement'] != 'fused' for l in r['layers'])") + "}");
+      "fp16 {'fp16': " + json_eval(report, "sum(l['placement'] != 'fused' for l in r['layers'])") + "}");
   const std::string pes = "r['array']['rows'] * r['array']['cols']";
-  EXPECT_EQ(json_eval(report, "r['precision']['peak_macs_per_cycle'] == " + pes + " * 0.25"), "True");
+  EXPECT_EQ(json_eval(report, "r['precision']['peak_macs_per_cycle'] == " + pes + " * 0.5"), "True");
   EXPECT_EQ(json_eval(report, "abs(r['precision']['utilization'] - r['macs'] / (" + pes +
-                                  " * 0.25 * r['total_cycles'])) < 1e-12"),
+                                  " * 0.5 * r['total_cycles'])) < 1e-12"),
             "True");
   EXPECT_EQ(json_eval(report,
                       "abs(r['array_utilization'] - r['macs'] / (" + pes + " * r['total_cycles'])) < 1e-12"),
             "True");
-  EXPECT_NE(r.out.find("precision         fp32: peak " + json_eval(report, "'%g' % (" + pes + " * 0.25)") +
+  EXPECT_NE(r.out.find("precision         fp16: peak " + json_eval(report, "'%g' % (" + pes + " * 0.5)") +
                        " MACs/cycle"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find(json_eval(report,
-                                 "'utilization %.1f%% of the fp32 peak (%.1f%% of the int8 peak)' % "
+                                 "'utilization %.1f%% of the fp16 peak (%.1f%% of the int8 peak)' % "
                                  "(100 * r['precision']['utilization'], 100 * r['array_utilization'])")),
             std::string::npos)
       << r.out;
@@ -302,24 +303,53 @@ TEST(Reports, MisalignedBurstsAndBankConflictsAreDmaTimeAndStallsNamingTheirTopL
   EXPECT_NE(r.out.find("sram              " + waits), std::string::npos) << waits << "\n" << r.out;
 }
 
-// A configuration may choose the precision --precision auto compiles in (a product's toolchain default);
-// the report says who chose it, and --precision still decides.
-TEST(Reports, TheConfigurationsDefaultPrecisionIsTakenAndSaidWhereNoPrecisionIsGiven) {
+// A configuration chooses the precision --precision auto compiles in (a product's toolchain default): edge's
+// is its array's fastest floating-point type, fp16, which needs no calibration; an int8-only array's is int8,
+// calibrated; datacenter names bf16. The summary, compile's summary and the report say where it came from,
+// and --precision still decides.
+TEST(Reports, EachPresetsDefaultPrecisionIsTakenAndSaidWhereNoPrecisionIsGiven) {
   const std::string dir = temp_dir("default_precision");
-  CommandResult r =
-      npusim({"run", "demo", "--set", "lowering.default_precision=fp16", "--report", dir + "/fp16.json"});
+  const std::string fp16 =
+      "edge's default precision (lowering.default_precision: auto, the array's fastest floating-point type; "
+      "needs no calibration; --precision to choose another)";
+  CommandResult r = npusim({"run", "demo", "--report", dir + "/edge.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(json_eval(dir + "/fp16.json", "r['precision']['plan'], r['run']['precision_source']"),
-            "fp16 the configuration's lowering.default_precision = fp16: no calibration needed (--precision "
-            "to choose another)");
-  EXPECT_NE(r.out.find("MACs/cycle; chosen by the configuration's lowering.default_precision = fp16"),
-            std::string::npos)
+  EXPECT_EQ(json_eval(dir + "/edge.json", "r['precision']['plan'], r['run']['precision_source']"),
+            "fp16 " + fp16);
+  // 32 x 32 PEs at fp16_rate 0.5.
+  EXPECT_NE(r.out.find("precision         fp16: peak 512 MACs/cycle; " + fp16 + "\n"), std::string::npos)
       << r.out;
-  r = npusim({"run", "demo", "--set", "lowering.default_precision=fp16", "--precision", "fp32", "--report",
-              dir + "/fp32.json"});
+  r = npusim({"compile", "demo", "-o", dir + "/demo.npu"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("precision         fp16: " + fp16 + "\n"), std::string::npos) << r.out;
+  // Without fp16 MACs the fastest floating-point type is bf16 (fp32 runs at half its rate).
+  r = npusim({"run", "demo", "--set", "systolic_array.fp16_rate=0", "--report", dir + "/bf16.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(dir + "/bf16.json", "r['precision']['plan']"), "bf16");
+  // An array that multiplies int8 only: int8, calibrated.
+  r = npusim({"run", "demo", "-c", "tpu-v1", "--report", dir + "/tpu.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(
+      json_eval(dir + "/tpu.json", "r['precision']['plan'], r['run']['precision_source']"),
+      "int8 tpu-v1's default precision (lowering.default_precision: auto, and the array multiplies int8 "
+      "only; calibrated; --precision to choose another)");
+  r = npusim({"run", "demo", "-c", "datacenter", "--report", dir + "/datacenter.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json_eval(dir + "/datacenter.json", "r['precision']['plan'], r['run']['precision_source']"),
+            "bf16 datacenter's default precision (lowering.default_precision: bf16; needs no calibration; "
+            "--precision to choose another)");
+  r = npusim({"run", "demo", "--precision", "fp32", "--report", dir + "/fp32.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(json_eval(dir + "/fp32.json", "r['precision']['plan'], r['run']['precision_source']"),
             "fp32 --precision fp32");
+  EXPECT_NE(r.out.find("precision         fp32: peak 256 MACs/cycle; chosen by --precision fp32\n"),
+            std::string::npos)
+      << r.out;
+  // --help says what auto is (it had said "the widest float the array has").
+  r = npusim({"run", "--help"});
+  EXPECT_NE(r.out.find("auto (default): the configuration's lowering.default_precision, fp16 on edge"),
+            std::string::npos)
+      << r.out;
   // A default the array has no MACs for is a configuration error naming both keys.
   r = npusim(
       {"run", "demo", "--set", "lowering.default_precision=bf16", "--set", "systolic_array.bf16_rate=0"});
@@ -389,7 +419,7 @@ TEST(Reports, MixedPlanNamesItsPrecisionsAndTheirCombinedPeak) {
 TEST(Reports, RooflinePlotDrawsTheRoofOfEachPrecisionOfThePlan) {
   const std::string dir = temp_dir("precision_roofs");
   for (const auto& [args, roofs] : std::vector<std::pair<std::vector<std::string>, std::string>>{
-           {{}, "under the fp32 roof"},
+           {{}, "under the fp16 roof"},  // edge's default precision
            {{"--precision", "int8", "--precision-override", "conv2=fp16"}, "under the fp16, int8 roofs"}}) {
     std::vector<std::string> run = {"run", "demo", "-q", "--report", dir + "/r.json"};
     run.insert(run.end(), args.begin(), args.end());
@@ -567,9 +597,9 @@ TEST(Reports, DiffKeepsItsRunColumnsApartForALongModelPath) {
 // types whose nodes are fused in both runs have no cycles to compare.
 TEST(Reports, DiffShowsPlacementAndMappingChangesAndHidesOpTypesWithoutCycles) {
   const std::string dir = temp_dir("diff_placement");
-  ASSERT_EQ(npusim({"run", "demo", "-q", "--report", dir + "/a.json"}).exit_code, 0);
-  ASSERT_EQ(npusim({"run", "demo", "-q", "--set", "systolic_array.rows=8", "--set", "systolic_array.cols=8",
-                    "--report", dir + "/b.json"})
+  ASSERT_EQ(npusim({"run", "demo", "-q", "--precision", "fp32", "--report", dir + "/a.json"}).exit_code, 0);
+  ASSERT_EQ(npusim({"run", "demo", "-q", "--precision", "fp32", "--set", "systolic_array.rows=8", "--set",
+                    "systolic_array.cols=8", "--report", dir + "/b.json"})
                 .exit_code,
             0);
   // B's conv2 as if it had run on the vector unit (its array cycles moved there).

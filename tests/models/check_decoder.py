@@ -79,7 +79,7 @@ def main(argv):
 
     with tempfile.TemporaryDirectory() as work:
         report = os.path.join(work, "step.json")
-        call([npusim, "run", model, "-q", "-c", config, "--dynamic", "past=4", "--report", report])
+        call([npusim, "run", model, "-q", "-c", config, "--precision", "fp32", "--dynamic", "past=4", "--report", report])
         with open(report) as f:
             layers = json.load(f)["layers"]
         host = [f"{l['name']} ({l['op']})" for l in layers if l["placement"] == "host"]
@@ -92,7 +92,7 @@ def main(argv):
                 print(f"check_decoder: {have} program layers of op {op}, expected {n}", file=sys.stderr)
                 return 1
         npu, npu_logits = generate(lambda i, o, p: call(
-            [npusim, "run", model, "-q", "-c", config, "--functional", "--dynamic", f"past={p}", "--inputs", i,
+            [npusim, "run", model, "-q", "-c", config, "--precision", "fp32", "--functional", "--dynamic", f"past={p}", "--inputs", i,
              "--outputs", o]), os.path.join(work, "npu"), model)
         if reference.startswith("ort:"):
             env = dict(os.environ, NODE_PATH=reference[4:])

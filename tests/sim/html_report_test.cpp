@@ -195,6 +195,27 @@ TEST(HtmlReport, LayerTableShowsUnitShapesWindowFusionSavedMacUtilizationAndMapp
     EXPECT_NE(page.find(cell), std::string::npos) << cell;
 }
 
+// Where the precision came from (run.precision_source) under the precision card: a configuration's default
+// as it is, an option as "chosen by".
+TEST(HtmlReport, ThePrecisionCardSaysWhereThePrecisionCameFrom) {
+  std::string r = report(1);
+  const std::string params = "\"parameters\": {}";
+  r.replace(r.find(params), params.size(),
+            params +
+                ", \"precision_source\": \"tpu-v1's default precision (lowering.default_precision: auto, "
+                "and the array multiplies int8 only; calibrated; --precision to choose another)\"");
+  EXPECT_NE(
+      html_report(r, "r.json")
+          .find("<div class=\"v\">int8</div><div class=\"s\">peak 1,024 MACs/cycle; tpu-v1&#39;s default "
+                "precision (lowering.default_precision: auto, and the array multiplies int8 only; "
+                "calibrated; --precision to choose another)</div>"),
+      std::string::npos);
+  r = report(1);
+  r.replace(r.find(params), params.size(), params + ", \"precision_source\": \"--precision int8\"");
+  EXPECT_NE(html_report(r, "r.json").find("peak 1,024 MACs/cycle; chosen by --precision int8</div>"),
+            std::string::npos);
+}
+
 TEST(HtmlReport, EnergyAndAccuracyOnlyWhenTheReportHasThem) {
   const std::string plain = html_report(report(2), "r.json");
   for (const char* absent :

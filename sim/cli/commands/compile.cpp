@@ -52,16 +52,13 @@ int compile_profiles(Context& ctx, ModelCliOptions& m, const dynamic::DynamicCli
 
 // What compile prints without -q: the program written, what runs on the host, the time each phase took;
 // the mapping table and the precision plan come with -v (print_mapping).
-std::string compiled_text(const std::string& path, const CompiledModel& cm, bool verbose) {
+std::string compiled_text(const std::string& path, const CompiledModel& cm,
+                          const std::string& precision_source, bool verbose) {
   const compiler::CompileResult& r = cm.result;
-  // The layers the report and the HTML page count: those whose work is not another layer's code (a fused
-  // attention block's Softmax and MatMuls have a layer tag but no code of their own).
-  const auto fused = static_cast<size_t>(std::count_if(
-      r.layers.begin(), r.layers.end(), [](const compiler::LayerPlan& p) { return !p.fused_into.empty(); }));
-  std::string o = fmt::format(
-      "wrote {}: {} layers{}, {} instructions, {:.1f} KiB of weights\n", path, r.layers.size() - fused,
-      fused ? fmt::format(" ({} more fused into them)", fused) : std::string(), r.program.instructions.size(),
-      static_cast<double>(r.memory.weight_bytes) / 1024.0);
+  std::string o =
+      fmt::format("wrote {}: {}, {} instructions, {:.1f} KiB of weights\n", path, layer_count_text(r),
+                  r.program.instructions.size(), static_cast<double>(r.memory.weight_bytes) / 1024.0);
+  o += fmt::format("precision         {}: {}\n", compiler::quant::to_string(cm.plan.model), precision_source);
   if (!r.fallbacks.empty()) {
     constexpr size_t kNamed = 5;
     std::string names;
@@ -122,7 +119,7 @@ int cmd_compile(Context& ctx, const Command& cmd) {
     throw InputError(e.what());
   }
   print_mapping(ctx, m, compiled);
-  if (!quiet) ctx.out << compiled_text(output, compiled, m.verbose);
+  if (!quiet) ctx.out << compiled_text(output, compiled, precision_source(m, config, o.config), m.verbose);
   print_graphs(ctx, m);
   return kExitOk;
 }

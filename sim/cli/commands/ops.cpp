@@ -49,8 +49,8 @@ void model_summary(Context& ctx, const std::string& model, const CompiledModel& 
   }
   int total = 0;
   for (const auto& [op, n] : imported) total += n;
-  ctx.out << fmt::format("{}: {} nodes imported (subgraphs included), {} layers compiled\n\n", model, total,
-                         cm.result.layers.size());
+  ctx.out << fmt::format("{}: {} nodes imported (subgraphs included), {} compiled\n\n", model, total,
+                         layer_count_text(cm.result));
   ctx.out << fmt::format("{:<26} {:>8} {:>7} {:>7} {:>7} {:>5} {:>5}\n", "op", "imported", "layers", "matrix",
                          "vector", "free", "host");
   std::map<std::string, bool> ops;

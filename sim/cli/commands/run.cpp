@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -183,6 +184,10 @@ int cmd_run(Context& ctx, const Command& cmd) {
   if ((!io.inputs_dir.empty() || !io.outputs_dir.empty()) && !o.functional) {
     throw UsageError("--inputs and --outputs need --functional");
   }
+  std::error_code no_folder;
+  if (!io.inputs_dir.empty() && !std::filesystem::is_directory(io.inputs_dir, no_folder))
+    throw InputError(
+        fmt::format("--inputs {}: not a folder of inputs (NAME.npy, .pb or an image)", io.inputs_dir));
   if ((!acc.advise_inputs.empty() || acc.advise_samples || !acc.advise_out.empty()) && !acc.advise_sqnr)
     throw UsageError("--advise-inputs, --advise-samples and --advise-out need --advise-sqnr");
   if (acc.advise_samples && acc.advise_inputs.empty())
@@ -312,7 +317,7 @@ int cmd_run(Context& ctx, const Command& cmd) {
   if (m.timing_only && !study && !generation && split == multicore::Split::kNone)
     branch_study(model, compiled, config, m, opts.branch, extras);
   check_int8_options_apply(m, compiled, (acc.accuracy || acc.advise_sqnr) && acc.inputs_dir.empty());
-  extras.precision_source = precision_source(m, config);
+  extras.precision_source = precision_source(m, config, o.config);
   extras.objective = m.objective;
   write_mapping_out(ctx, o, m, model, compiled);
   print_mapping(ctx, m, compiled);

@@ -28,6 +28,8 @@ namespace {
 std::string in_scenario_words(std::string message) {
   message = std::regex_replace(message, std::regex(R"(--input-shape (\S+)=\.\.\.)"),
                                "input_shape: {$1: D0xD1x...}");
+  message = std::regex_replace(message, std::regex(R"(--input-shape ([^=\s]+)=([0-9xN]+))"),
+                               "input_shape: {$1: $2}");
   message = std::regex_replace(message, std::regex(R"(--dynamic (\S+)=V1,V2,\.\.\.)"), "dynamic: {$1: V}");
   for (const auto& [option, key] : {std::pair{"--input-shape", "input_shape:"},
                                     std::pair{"--dynamic", "dynamic:"}, std::pair{"--batch", "batch:"}})

@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <utility>
 
@@ -90,6 +91,22 @@ void check_input_shapes(const ModelCliOptions& m) {
   }
 }
 
+// lowering.default_precision = auto: the array's fastest precision that needs no calibration (the most
+// precise of equally fast ones: fp32, fp16, bf16), int8 where the array multiplies nothing else.
+compiler::quant::Precision fastest_float(const isa::SystolicArrayConfig& a) {
+  using compiler::quant::Precision;
+  Precision best = Precision::kInt8;
+  double best_rate = 0;
+  for (const auto& [p, t] :
+       {std::pair{Precision::kFp32, isa::DType::kFp32}, std::pair{Precision::kFp16, isa::DType::kFp16},
+        std::pair{Precision::kBf16, isa::DType::kBf16}})
+    if (a.rate(t) > best_rate) {
+      best = p;
+      best_rate = a.rate(t);
+    }
+  return best;
+}
+
 compiler::quant::Precision auto_precision(const isa::NpuConfig& config) {
   using compiler::quant::Precision;
   switch (config.lowering.default_precision) {
@@ -104,24 +121,33 @@ compiler::quant::Precision auto_precision(const isa::NpuConfig& config) {
     case isa::DefaultPrecision::kAuto:
       break;
   }
-  const auto& a = config.systolic_array;
-  if (a.rate(isa::DType::kFp32) > 0) return Precision::kFp32;
-  if (a.rate(isa::DType::kBf16) > 0) return Precision::kBf16;
-  if (a.rate(isa::DType::kFp16) > 0) return Precision::kFp16;
-  return Precision::kInt8;
+  return fastest_float(config.systolic_array);
 }
 
 }  // namespace
 
-std::string precision_source(const ModelCliOptions& m, const isa::NpuConfig& config) {
+std::string config_display_name(const std::string& config) {
+  if (config.empty()) return "edge";
+  return std::filesystem::path(config).filename().string();
+}
+
+std::string precision_source(const ModelCliOptions& m, const isa::NpuConfig& config,
+                             const std::string& config_name) {
   const bool overrides = !m.overrides.empty() || !m.precision_file.empty();
   if (m.precision != "auto")
     return "--precision " + m.precision + (overrides ? " with per-layer overrides" : "");
   const isa::DefaultPrecision d = config.lowering.default_precision;
-  if (d == isa::DefaultPrecision::kAuto) return "the array's widest floating-point type (--precision auto)";
-  const std::string_view name = isa::kDefaultPrecisionNames[static_cast<size_t>(d)];
-  return fmt::format("the configuration's lowering.default_precision = {}{} (--precision to choose another)",
-                     name, d == isa::DefaultPrecision::kInt8 ? ", calibrated" : ": no calibration needed");
+  const compiler::quant::Precision p = auto_precision(config);
+  const std::string why =
+      d != isa::DefaultPrecision::kAuto
+          ? fmt::format("lowering.default_precision: {}", isa::kDefaultPrecisionNames[static_cast<size_t>(d)])
+      : p == compiler::quant::Precision::kInt8
+          ? "lowering.default_precision: auto, and the array multiplies int8 only"
+          : "lowering.default_precision: auto, the array's fastest floating-point type";
+  return fmt::format("{}'s default precision ({}; {}; --precision to choose another){}",
+                     config_display_name(config_name), why,
+                     p == compiler::quant::Precision::kInt8 ? "calibrated" : "needs no calibration",
+                     overrides ? " with per-layer overrides" : "");
 }
 
 namespace po = boost::program_options;

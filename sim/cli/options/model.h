@@ -64,9 +64,15 @@ struct ModelCliOptions {
   PhaseStatus* status = nullptr;     // the terminal's phase line, when the command draws one
 };
 
-// Who chose the model's precision, for the report (run.precision_source): --precision, the configuration's
-// lowering.default_precision, or the array's widest floating-point type.
-std::string precision_source(const ModelCliOptions& m, const isa::NpuConfig& config);
+// The configuration as the summaries name it: "edge" for the built-in default, a preset's name, a file's
+// name without its folder.
+std::string config_display_name(const std::string& config);
+
+// Who chose the model's precision, for the summary and the report (run.precision_source): "--precision P",
+// or "NAME's default precision (...)": the configuration's lowering.default_precision, whose `auto` is the
+// array's fastest floating-point type, int8 where it has none; and whether that needs calibration.
+std::string precision_source(const ModelCliOptions& m, const isa::NpuConfig& config,
+                             const std::string& config_name);
 
 // The model pipeline's options from the command line's (UsageError naming the option).
 ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& config);

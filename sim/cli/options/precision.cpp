@@ -23,10 +23,11 @@ GroupOptions precision_options(Options& o) {
   auto given = [&m](const char* name) {
     return [&m, name](const std::string&) { m.int8_only_given.push_back(name); };
   };
-  d.add_options()("precision", po::value(&m.precision)->value_name("P"),
-                  "fp32, fp16, bf16, int8 or auto: the widest float the array has, else int8")(
-      "precision-override", po::value(&m.overrides)->composing()->value_name("KEY=P,..."),
-      "per-layer precision by node name or op type (repeatable)")(
+  d.add_options()(
+      "precision", po::value(&m.precision)->value_name("P"),
+      "fp32, fp16, bf16, int8 or auto (default): the configuration's lowering.default_precision, fp16 on "
+      "edge")("precision-override", po::value(&m.overrides)->composing()->value_name("KEY=P,..."),
+              "per-layer precision by node name or op type (repeatable)")(
       "precision-file", po::value(&m.precision_file)->value_name("FILE.yaml"),
       "per-layer precisions in YAML")("calibration", po::value(&m.calibration_dir)->value_name("DIR"),
                                       "int8 calibration inputs: images, .npy or .pb (default: synthetic)")(
