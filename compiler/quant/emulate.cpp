@@ -1,6 +1,7 @@
 #include "compiler/quant/emulate.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -554,6 +555,10 @@ class Emulator {
       run_integer_global_average_pool(n, *m);
       return;
     }
+    if (const auto m = integer_add(g_, plan_, n)) {
+      run_integer_add(n, *m);
+      return;
+    }
     if (p == Precision::kInt8 && is_code_function(g_, n) && runtime_float(n.inputs[0]) &&
         plan_.values.count(n.inputs[0]) && plan_.values.count(n.outputs[0])) {
       run_lut(n);
@@ -654,6 +659,42 @@ class Emulator {
                                                     y.qparams.zero_point);
       y.codes[j] = static_cast<int32_t>(num::clamp_i64(v, y.qparams.qmin(), y.qparams.qmax()));
     }
+    set_codes(n.outputs[0], std::move(y));
+  }
+
+  // integer_add: each input's centred codes rescaled to the common grid in int32, added (or subtracted) with
+  // broadcasting, one requantize.
+  void run_integer_add(const Node& n, const IntegerAdd& m) {
+    const Int8Tensor a = codes_of(n.inputs[0]), b = codes_of(n.inputs[1]);
+    auto rescaled = [](const Int8Tensor& t, const num::QuantizedMultiplier& r) {
+      std::vector<int32_t> v(t.codes.size());
+      for (size_t j = 0; j < v.size(); ++j)
+        v[j] = num::saturate_int32(
+            num::requantize_unsaturated(t.codes[j] - t.qparams.zero_point, r.multiplier, r.shift, 0));
+      return v;
+    };
+    const std::vector<int32_t> sa = rescaled(a, m.a), sb = rescaled(b, m.b);
+    Int8Tensor y;
+    y.qparams = plan_.values.at(n.outputs[0]);
+    const size_t rank = std::max(a.shape.size(), b.shape.size());
+    y.shape.assign(rank, 1);
+    for (const Shape* s : {&a.shape, &b.shape})
+      for (size_t d = 0; d < s->size(); ++d) {
+        int64_t& o = y.shape[rank - s->size() + d];
+        if ((*s)[d] != 1) {
+          if (o != 1 && o != (*s)[d]) fail(n, "operand shapes do not broadcast");
+          o = (*s)[d];
+        }
+      }
+    y.codes.resize(static_cast<size_t>(num_elements(y.shape)));
+    interp::broadcast_loop<2>(y.shape, {&a.shape, &b.shape}, [&](int64_t o, const std::array<int64_t, 2>& p) {
+      const int64_t x = m.subtract ? int64_t{sa[static_cast<size_t>(p[0])]} - sb[static_cast<size_t>(p[1])]
+                                   : int64_t{sa[static_cast<size_t>(p[0])]} + sb[static_cast<size_t>(p[1])];
+      const int64_t v = num::requantize_unsaturated(num::saturate_int32(x), m.out.multiplier, m.out.shift,
+                                                    y.qparams.zero_point);
+      y.codes[static_cast<size_t>(o)] =
+          static_cast<int32_t>(num::clamp_i64(v, y.qparams.qmin(), y.qparams.qmax()));
+    });
     set_codes(n.outputs[0], std::move(y));
   }
 
@@ -875,6 +916,27 @@ std::optional<num::QuantizedMultiplier> integer_global_average_pool(const Graph&
   const double real = static_cast<double>(q[0]->scale) / (static_cast<double>(q[1]->scale) * hw);
   if (!(real < 1.0)) return std::nullopt;
   return single_rounding_multiplier(real);
+}
+
+std::optional<IntegerAdd> integer_add(const Graph& g, const PrecisionPlan& plan, const Node& n) {
+  const bool sub = n.op_type == "Sub";
+  const std::vector<const QParams*> q = integer_operands(g, plan, n, sub ? "Sub" : "Add", 2);
+  if (q.empty()) return std::nullopt;
+  const double m = 2.0 * std::max(q[0]->scale, q[1]->scale);
+  IntegerAdd r;
+  r.subtract = sub;
+  for (size_t k = 0; k < 2; ++k) {
+    std::optional<num::QuantizedMultiplier> s = num::try_quantize_multiplier(q[k]->scale / m);
+    // A scale 2^20 times below the other's rounds to nothing on the common grid: the float rule then.
+    if (!s || s->multiplier == 0 || s->shift < 0 || s->shift > kAddLeftShift) return std::nullopt;
+    s->shift -= kAddLeftShift;
+    (k == 0 ? r.a : r.b) = *s;
+  }
+  const std::optional<num::QuantizedMultiplier> o =
+      num::try_quantize_multiplier(m / (std::ldexp(1.0, kAddLeftShift) * q[2]->scale));
+  if (!o || o->multiplier == 0 || o->shift < -31 || o->shift > 31) return std::nullopt;
+  r.out = *o;
+  return r;
 }
 
 std::optional<num::QuantizedMultiplier> single_rounding_multiplier(double real) {

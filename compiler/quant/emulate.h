@@ -79,6 +79,30 @@ std::optional<isa::numerics::QuantizedMultiplier> integer_global_average_pool(co
                                                                               const PrecisionPlan& plan,
                                                                               const Node& n);
 
+// The integer scheme's Add / Sub (plan.int8_vector == kInteger): an int8 Add or Sub of two runtime inputs
+// stored as int8/uint8 codes, writing codes, without a fused activation (a feature pyramid's Add of two
+// maps, a residual Add the passes did not fuse into its conv), as TFLite's integer-only add
+// (tensorflow/lite/kernels/internal/reference/integer_ops/add.h, add.cc's Prepare) computes it: with
+// m = 2 max(a.scale, b.scale) each input's centred codes are rescaled to the common grid m / 2^20 in int32,
+//   sa = requantize(a - a.zero_point, Ma, -(20 - ea), 0) ~ (a - a.zero_point) * 2^20 a.scale / m
+// ((Ma, ea) = quantize_multiplier(a.scale / m), a scale at most 1/2; TFLite shifts left by 20, multiplies
+// and shifts right by ea; here the two shifts are folded into one left shift, so each rescale is one
+// SaturatingRoundingDoublingHighMul and rounds once, as TFLite's single-rounding build does), likewise sb,
+// then the int32 sum (Sub: the difference sa - sb, as TFLite's reference Sub) is requantized once:
+//   y = saturate(requantize(sa +- sb, Mo, so, y.zero_point)), (Mo, so) = quantize_multiplier(m / (2^20
+//   y.scale))
+// (TFLite's MultiplyByQuantizedMultiplierSmallerThanOneExp, its default build's two roundings, the first at
+// 2^-so of a code). Broadcasting as ONNX's Add. |sa|, |sb| < 2^27, so nothing wraps. Returns the three
+// multipliers, or nullopt when n is not such a node or a multiplier falls outside the requantize's range (it
+// then follows the float rule).
+inline constexpr int kAddLeftShift = 20;
+struct IntegerAdd {
+  isa::numerics::QuantizedMultiplier a, b;  // input k's rescale to the common grid (shift <= 0: left)
+  isa::numerics::QuantizedMultiplier out;   // the sum's requantize to y's codes
+  bool subtract = false;                    // Sub: sa - sb
+};
+std::optional<IntegerAdd> integer_add(const Graph& g, const PrecisionPlan& plan, const Node& n);
+
 // A requantization multiplier whose VEC requantize rounds once: y = round_half_up(x * M / 2^31) for a real
 // scale below 1 (M = round(real * 2^31), shift 0: SaturatingRoundingDoublingHighMul alone, whose nudge rounds
 // halves up, as TFLite's single-rounding MultiplyByQuantizedMultiplier does), quantize_multiplier's

@@ -508,13 +508,13 @@ TEST(Int8Codegen, PreQuantizedModelKeepsItsQuantizationPointsThroughThePasses) {
     EXPECT_TRUE(c.plan.values.count(n.outputs[0]));
   }
   EXPECT_TRUE(add);
-  // And the vector layers run in one pass over int8 data: the add converts codes in its tile loop, the
-  // relu after it (the model gives it its input's scale) clamps the codes at the zero point and the max
-  // pool selects on the codes themselves; no fp32 DRAM copies for them.
+  // And the vector layers run in one pass over int8 data: the add rescales the codes in int32 in its tile
+  // loop (the integer scheme, quant::integer_add), the relu after it (the model gives it its input's scale)
+  // clamps the codes at the zero point and the max pool selects on the codes themselves; no fp32 DRAM copies
+  // for them.
   std::map<std::string, std::string> mapping;
   for (const auto& l : c.result.layers) mapping[l.op] += l.mapping + "; ";
-  EXPECT_NE(mapping["Add"].find("int8 codes converted in the tile loop"), std::string::npos)
-      << mapping["Add"];
+  EXPECT_NE(mapping["Add"].find("int8 integer: centred codes rescaled"), std::string::npos) << mapping["Add"];
   EXPECT_NE(mapping["Relu"].find("on int8 codes"), std::string::npos) << mapping["Relu"];
   EXPECT_NE(mapping["MaxPool"].find("on int8 codes"), std::string::npos) << mapping["MaxPool"];
   for (const auto& ins : c.result.program.instructions) {
@@ -1679,6 +1679,62 @@ TEST(Int8Codegen, GlobalAveragePoolSumsCodesInInt32AndRequantizesOnceGivingTheRe
     EXPECT_EQ(fl.int8_scheme, "float") << what;
     EXPECT_GT(fl.ops.count(isa::VecOp::kDiv), 0u) << what;
     EXPECT_LT(in.vector_cycles, fl.vector_cycles) << what;
+  }
+}
+
+}  // namespace
+}  // namespace npusim
+
+namespace npusim {
+namespace {
+
+TEST(Int8Codegen, AddAndSubOfTwoInt8ValuesAreIntegerOnlyAndGiveTheReferencesCodes) {
+  // Two convs of other scales, each through a MaxPool (so the passes fuse no residual into a conv), then
+  // their Add or Sub, and a per-channel broadcast of a pooled value as either operand (as the first one of a
+  // Sub, the back end computes a - b and negates it). Integer scheme (quant::integer_add, TFLite's integer
+  // add): centred codes rescaled to a common grid in int32, added, one REQUANTIZE -- no divide, no float step
+  // -- and the reference's codes bit for bit; float scheme: dequantize, add, quantize, also bit for bit. The
+  // integer Add takes fewer vector cycles (six int32 passes at full rate against the float rule's
+  // dequantizations, add and quarter-rate divide).
+  namespace t = compiler::testing;
+  const isa::NpuConfig config;
+  for (const char* op : {"Add", "Sub"}) {
+    for (int form = 0; form < 3; ++form) {  // full x full, full x broadcast, broadcast x full
+      t::GraphBuilder b;
+      auto x = b.input("x", {1, 8, 16, 16});
+      auto c1 =
+          b.node("Conv", {x, b.random_constant("w1", {16, 8, 1, 1}, 1, -0.3f, 0.3f)}, "c1", {1, 16, 16, 16});
+      auto c2 =
+          b.node("Conv", {x, b.random_constant("w2", {16, 8, 1, 1}, 2, -1.0f, 1.0f)}, "c2", {1, 16, 16, 16});
+      const std::map<std::string, compiler::Attribute> pool = {{"kernel_shape", t::attr_ints({2, 2})},
+                                                               {"strides", t::attr_ints({2, 2})}};
+      auto p1 = b.node("MaxPool", {c1}, "p1", {1, 16, 8, 8}, pool);
+      auto p2 = b.node("MaxPool", {c2}, "p2", {1, 16, 8, 8}, pool);
+      std::string lhs = p1, rhs = p2;
+      if (form > 0) {
+        auto g = b.node("GlobalAveragePool", {p2}, "g", {1, 16, 1, 1});
+        (form == 1 ? rhs : lhs) = g;
+        if (form == 2) rhs = p1;
+      }
+      auto y = b.node(op, {lhs, rhs}, "a", {1, 16, 8, 8});
+      b.output(b.node("Conv", {y, b.random_constant("wo", {4, 16, 1, 1}, 3)}, "y", {1, 4, 8, 8}));
+      const std::string what = std::string(op) + " form " + std::to_string(form);
+      Compiled k = lower_and_plan_int8(b, 2);
+      const auto samples = q::synthetic_samples(k.lowered, 2, 61);
+      const SchemeRun in = compile_scheme(k, config, q::Int8Vector::kInteger, "a_node");
+      for (const auto& sample : samples) check_bit_exact(k, config, sample, {}, {"a_node"});
+      EXPECT_EQ(in.int8_scheme, "integer") << what;
+      EXPECT_GT(in.ops.count(isa::VecOp::kRequantize), 0u) << what;
+      EXPECT_EQ(in.ops.count(isa::VecOp::kDiv), 0u) << what;
+      EXPECT_EQ(in.ops.count(isa::VecOp::kMul), 0u) << what;
+      EXPECT_EQ(in.ops.count(isa::VecOp::kNeg) > 0, form == 2 && std::string(op) == "Sub") << what;
+      const SchemeRun fl = compile_scheme(k, config, q::Int8Vector::kFloat, "a_node");
+      for (const auto& sample : samples) check_bit_exact(k, config, sample, {}, {"a_node"});
+      EXPECT_EQ(fl.int8_scheme, "float") << what;
+      EXPECT_EQ(fl.ops.count(isa::VecOp::kRequantize), 0u) << what;
+      EXPECT_GT(fl.ops.count(isa::VecOp::kDiv), 0u) << what;
+      EXPECT_LT(in.vector_cycles, fl.vector_cycles) << what;
+    }
   }
 }
 

@@ -1570,6 +1570,54 @@ TEST(IntegerGlobalAveragePool, EachChannelsCodesSummedExactlyAndRoundedOnceToThe
   EXPECT_LE(differ * 10, total);
 }
 
+TEST(IntegerAdd, EachCodeIsTheExactSumOfTheInputsRealsRoundedToTheOutputsGridButForTies) {
+  // Add and Sub of two int8 values (one broadcast per channel) under the integer scheme, TFLite's
+  // integer-only add: each input's centred codes rescaled in int32 to the common grid 2 max(sa, sb) / 2^20,
+  // summed, one requantize. Checked against exact rational arithmetic: every code that does not saturate lies
+  // within half a code of (a_real +- b_real) / y.scale + zy (plus 2^-10 for the grid's and multipliers'
+  // rounding), and it equals the float rule's code except within that distance of a tie. The float scheme has
+  // no integer Add.
+  for (const char* op : {"Add", "Sub"}) {
+    testing::GraphBuilder b;
+    const std::string x = b.input("x", {1, 4, 6, 6}), z = b.input("z", {1, 4, 1, 1});
+    b.output(b.node(op, {x, z}, "y", {1, 4, 6, 6}));
+    const Graph g = b.build();
+    const auto [integer, fl] = int8_plans_of_both_schemes(g);
+    const auto m = integer_add(g, integer, g.nodes[0]);
+    ASSERT_TRUE(m.has_value()) << op;
+    EXPECT_FALSE(integer_add(g, fl, g.nodes[0]).has_value()) << op;
+    EXPECT_EQ(m->subtract, std::string(op) == "Sub");
+    const QParams &qa = integer.values.at("x"), &qb = integer.values.at("z"), &qy = integer.values.at("y");
+    // The larger-scale input's real multiplier is exactly 1/2: M = 2^30 with the whole 2^20 left shift.
+    const num::QuantizedMultiplier& big = qa.scale >= qb.scale ? m->a : m->b;
+    EXPECT_EQ(big.multiplier, 1 << 30);
+    EXPECT_EQ(big.shift, -kAddLeftShift);
+    int differ = 0, total = 0;
+    for (const auto& sample : synthetic_samples(g, 6, 13)) {
+      const Int8Tensor yi = expected_int8_tensors(g, integer, sample).at("y");
+      const Int8Tensor yf = expected_int8_tensors(g, fl, sample).at("y");
+      const std::vector<float> xa = sample.at("x").to_float_vector(), xb = sample.at("z").to_float_vector();
+      for (size_t k = 0; k < yi.codes.size(); ++k) {
+        const double ra = qa.scale * static_cast<double>(qa.quantize(xa[k]) - qa.zero_point);
+        const double rb = qb.scale * static_cast<double>(qb.quantize(xb[k / 36]) - qb.zero_point);
+        const double exact = (std::string(op) == "Add" ? ra + rb : ra - rb) / qy.scale + qy.zero_point;
+        if (exact < qy.qmin() - 0.5 || exact > qy.qmax() + 0.5) {
+          EXPECT_EQ(yi.codes[k], exact < qy.qmin() ? qy.qmin() : qy.qmax()) << op << " " << k;
+          continue;
+        }
+        EXPECT_LE(std::fabs(yi.codes[k] - exact), 0.5 + 1.0 / 1024) << op << " " << k;
+        const double frac = exact - std::floor(exact);
+        if (std::fabs(frac - 0.5) > 1.0 / 1024) {
+          EXPECT_EQ(yi.codes[k], yf.codes[k]) << op << " " << k;
+        }
+        differ += yi.codes[k] != yf.codes[k];
+        ++total;
+      }
+    }
+    EXPECT_LE(differ * 100, total) << op << ": " << differ << " of " << total;
+  }
+}
+
 TEST(LutEpilogue, ConvSumsAreRequantizedToThePreActivationsCodesThenLookedUpInTheActivationsTable) {
   // A 1x1 Conv of one channel, weight code 1, with a fused HardSwish under the integer scheme. The plan
   // calibrates the conv's output before the HardSwish (its own QParams, pre), and every output code is
