@@ -559,6 +559,10 @@ class Emulator {
       run_integer_add(n, *m);
       return;
     }
+    if (const auto m = integer_average_pool(g_, plan_, n)) {
+      run_integer_average_pool(n, *m);
+      return;
+    }
     if (p == Precision::kInt8 && is_code_function(g_, n) && runtime_float(n.inputs[0]) &&
         plan_.values.count(n.inputs[0]) && plan_.values.count(n.outputs[0])) {
       run_lut(n);
@@ -695,6 +699,34 @@ class Emulator {
       y.codes[static_cast<size_t>(o)] =
           static_cast<int32_t>(num::clamp_i64(v, y.qparams.qmin(), y.qparams.qmax()));
     });
+    set_codes(n.outputs[0], std::move(y));
+  }
+
+  // integer_average_pool: each window's exact sum of centred codes inside the input, one requantize per
+  // pixel.
+  void run_integer_average_pool(const Node& n, const IntegerAveragePool& m) {
+    const Int8Tensor x = codes_of(n.inputs[0]);
+    const int64_t H = x.shape[2], W = x.shape[3];
+    Int8Tensor y;
+    y.qparams = plan_.values.at(n.outputs[0]);
+    y.shape = {x.shape[0], x.shape[1], m.oh, m.ow};
+    y.codes.resize(static_cast<size_t>(num_elements(y.shape)));
+    size_t o = 0;
+    for (int64_t plane = 0; plane < x.shape[0] * x.shape[1]; ++plane) {
+      const int32_t* xp = x.codes.data() + plane * H * W;
+      for (int64_t oy = 0; oy < m.oh; ++oy) {
+        for (int64_t ox = 0; ox < m.ow; ++ox, ++o) {
+          int64_t sum = 0;
+          for (int64_t i = oy * m.sh - m.pt; i < oy * m.sh - m.pt + m.kh; ++i)
+            for (int64_t j = ox * m.sw - m.pl; j < ox * m.sw - m.pl + m.kw; ++j)
+              if (i >= 0 && i < H && j >= 0 && j < W) sum += xp[i * W + j] - x.qparams.zero_point;
+          const num::QuantizedMultiplier& q = m.scale[static_cast<size_t>(oy * m.ow + ox)];
+          const int64_t v = num::requantize_unsaturated(static_cast<int32_t>(sum), q.multiplier, q.shift,
+                                                        y.qparams.zero_point);
+          y.codes[o] = static_cast<int32_t>(num::clamp_i64(v, y.qparams.qmin(), y.qparams.qmax()));
+        }
+      }
+    }
     set_codes(n.outputs[0], std::move(y));
   }
 
@@ -936,6 +968,52 @@ std::optional<IntegerAdd> integer_add(const Graph& g, const PrecisionPlan& plan,
       num::try_quantize_multiplier(m / (std::ldexp(1.0, kAddLeftShift) * q[2]->scale));
   if (!o || o->multiplier == 0 || o->shift < -31 || o->shift > 31) return std::nullopt;
   r.out = *o;
+  return r;
+}
+
+std::optional<IntegerAveragePool> integer_average_pool(const Graph& g, const PrecisionPlan& plan,
+                                                       const Node& n) {
+  const std::vector<const QParams*> q = integer_operands(g, plan, n, "AveragePool", 1);
+  if (q.empty()) return std::nullopt;
+  const Value &x = g.value(n.inputs[0]), &y = g.value(n.outputs[0]);
+  if (!x.shape_known || !y.shape_known || x.shape.size() != 4 || y.shape.size() != 4) return std::nullopt;
+  const std::vector<int64_t> k = n.attr_ints("kernel_shape", {}), st = n.attr_ints("strides", {1, 1});
+  const std::vector<int64_t> dil = n.attr_ints("dilations", {1, 1});
+  if (k.size() != 2 || st.size() != 2 || dil != std::vector<int64_t>{1, 1}) return std::nullopt;
+  const int64_t H = x.shape[2], W = x.shape[3];
+  IntegerAveragePool r;
+  r.kh = k[0], r.kw = k[1], r.sh = st[0], r.sw = st[1], r.oh = y.shape[2], r.ow = y.shape[3];
+  if (r.kh * r.kw > (int64_t{1} << 23)) return std::nullopt;  // 255 * the window in int32
+  int64_t pb = 0, pr = 0;
+  const std::string ap = n.attr_string("auto_pad", "NOTSET");
+  if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+    const int64_t ph = std::max<int64_t>(0, (r.oh - 1) * r.sh + r.kh - H);
+    const int64_t pw = std::max<int64_t>(0, (r.ow - 1) * r.sw + r.kw - W);
+    r.pt = ap == "SAME_UPPER" ? ph / 2 : ph - ph / 2;
+    r.pl = ap == "SAME_UPPER" ? pw / 2 : pw - pw / 2;
+    pb = ph - r.pt, pr = pw - r.pl;
+  } else if (ap == "NOTSET") {
+    const std::vector<int64_t> p = n.attr_ints("pads", {0, 0, 0, 0});
+    if (p.size() != 4) return std::nullopt;
+    r.pt = p[0], r.pl = p[1], pb = p[2], pr = p[3];
+  }
+  const bool include_pad = n.attr_int("count_include_pad", 0) != 0;
+  // The divisor at one output coordinate along one axis: the window's extent inside [lo, hi).
+  auto extent = [](int64_t start, int64_t size, int64_t lo, int64_t hi) {
+    return std::max<int64_t>(0, std::min(start + size, hi) - std::max(start, lo));
+  };
+  const double ratio = static_cast<double>(q[0]->scale) / q[1]->scale;
+  for (int64_t oy = 0; oy < r.oh; ++oy) {
+    for (int64_t ox = 0; ox < r.ow; ++ox) {
+      const int64_t y0 = oy * r.sh - r.pt, x0 = ox * r.sw - r.pl;
+      const int64_t d = include_pad ? extent(y0, r.kh, -r.pt, H + pb) * extent(x0, r.kw, -r.pl, W + pr)
+                                    : extent(y0, r.kh, 0, H) * extent(x0, r.kw, 0, W);
+      std::optional<num::QuantizedMultiplier> m =
+          d > 0 ? single_rounding_multiplier(ratio / static_cast<double>(d)) : num::QuantizedMultiplier{};
+      if (!m) return std::nullopt;
+      r.scale.push_back(*m);
+    }
+  }
   return r;
 }
 

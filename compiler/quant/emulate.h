@@ -103,6 +103,24 @@ struct IntegerAdd {
 };
 std::optional<IntegerAdd> integer_add(const Graph& g, const PrecisionPlan& plan, const Node& n);
 
+// The integer scheme's AveragePool (plan.int8_vector == kInteger): a 2-D int8 AveragePool (no dilation) of a
+// value stored as int8/uint8 codes, writing codes, as TFLite's integer average pool with a requantize: per
+// image, channel and output pixel p the exact int32 sum S_p of (code - x.zero_point) over the window's
+// elements inside the input, then
+//   y = saturate(requantize(S_p, M_p, s_p, y.zero_point)),
+// (M_p, s_p) = single_rounding_multiplier(x.scale / (y.scale d_p)), d_p ONNX's divisor at p (the window's
+// elements inside the input, or, with count_include_pad, inside the padded input; ceil_mode's overhang never
+// counts): the pixel's real mean in y's codes rounded once. Returns the geometry and the per-pixel
+// multipliers, or nullopt when n is not such a pool (it then follows the float rule).
+struct IntegerAveragePool {
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, pt = 0,
+          pl = 0;                                         // window, strides, leading pads (auto_pad resolved)
+  int64_t oh = 0, ow = 0;                                 // output pixels
+  std::vector<isa::numerics::QuantizedMultiplier> scale;  // per output pixel, row-major (oh * ow)
+};
+std::optional<IntegerAveragePool> integer_average_pool(const Graph& g, const PrecisionPlan& plan,
+                                                       const Node& n);
+
 // A requantization multiplier whose VEC requantize rounds once: y = round_half_up(x * M / 2^31) for a real
 // scale below 1 (M = round(real * 2^31), shift 0: SaturatingRoundingDoublingHighMul alone, whose nudge rounds
 // halves up, as TFLite's single-rounding MultiplyByQuantizedMultiplier does), quantize_multiplier's

@@ -1740,3 +1740,57 @@ TEST(Int8Codegen, AddAndSubOfTwoInt8ValuesAreIntegerOnlyAndGiveTheReferencesCode
 
 }  // namespace
 }  // namespace npusim
+
+namespace npusim {
+namespace {
+
+TEST(Int8Codegen, AveragePoolSumsEachWindowsCodesInInt32AndRequantizesOncePerPixel) {
+  // Conv -> AveragePool -> Conv: a 2x2 stride-2 pool; 3x3 stride 1 with padding (the border pixels divide by
+  // fewer elements: a record per pixel); 3x3 stride 2 with padding counted and ceil_mode (the overhang is not
+  // counted); PP-OCRv4 rec's 3x2 window of stride (3, 2). Integer scheme (quant::integer_average_pool): the
+  // exact int32 sum of each window's codes (a VEC dwconv of unit weights over the tile padded with the zero
+  // point's code) and one output stage per pixel, no float step, the reference's codes bit for bit; float
+  // scheme: dequantize, average, quantize, also bit for bit, in more vector cycles.
+  namespace t = compiler::testing;
+  const isa::NpuConfig config;
+  struct Form {
+    std::vector<int64_t> k, s, pads;
+    int64_t include_pad, ceil;
+    int64_t oh, ow;
+  };
+  const Form forms[] = {{{2, 2}, {2, 2}, {0, 0, 0, 0}, 0, 0, 6, 10},
+                        {{3, 3}, {1, 1}, {1, 1, 1, 1}, 0, 0, 12, 20},
+                        {{3, 3}, {2, 2}, {1, 1, 1, 1}, 1, 1, 7, 11},
+                        {{3, 2}, {3, 2}, {0, 0, 0, 0}, 0, 0, 4, 10}};
+  for (const Form& f : forms) {
+    t::GraphBuilder b;
+    auto x = b.input("x", {1, 4, 12, 20});
+    auto cv = b.node("Conv", {x, b.random_constant("w", {24, 4, 1, 1}, 1)}, "c", {1, 24, 12, 20});
+    auto p = b.node("AveragePool", {cv}, "p", {1, 24, f.oh, f.ow},
+                    {{"kernel_shape", t::attr_ints(f.k)},
+                     {"strides", t::attr_ints(f.s)},
+                     {"pads", t::attr_ints(f.pads)},
+                     {"count_include_pad", t::attr_i(f.include_pad)},
+                     {"ceil_mode", t::attr_i(f.ceil)}});
+    b.output(b.node("Conv", {p, b.random_constant("w2", {4, 24, 1, 1}, 2)}, "y", {1, 4, f.oh, f.ow}));
+    const std::string what = std::to_string(f.k[0]) + "x" + std::to_string(f.k[1]) + " s" +
+                             std::to_string(f.s[0]) + " pad " + std::to_string(f.pads[0]);
+    Compiled k = lower_and_plan_int8(b, 2);
+    const auto samples = q::synthetic_samples(k.lowered, 2, 71);
+    const SchemeRun in = compile_scheme(k, config, q::Int8Vector::kInteger, "p_node");
+    for (const auto& sample : samples) check_bit_exact(k, config, sample, {}, {"p_node"});
+    EXPECT_EQ(in.int8_scheme, "integer") << what;
+    EXPECT_EQ(in.ops.count(isa::VecOp::kDiv), 0u) << what;
+    EXPECT_EQ(in.ops.count(isa::VecOp::kAvgPool), 0u) << what;
+    EXPECT_GT(in.ops.count(isa::VecOp::kDwConv), 0u) << what;
+    EXPECT_GT(in.ops.count(isa::VecOp::kOutput), 0u) << what;
+    const SchemeRun fl = compile_scheme(k, config, q::Int8Vector::kFloat, "p_node");
+    for (const auto& sample : samples) check_bit_exact(k, config, sample, {}, {"p_node"});
+    EXPECT_EQ(fl.int8_scheme, "float") << what;
+    EXPECT_GT(fl.ops.count(isa::VecOp::kAvgPool), 0u) << what;
+    EXPECT_LT(in.vector_cycles, fl.vector_cycles) << what;
+  }
+}
+
+}  // namespace
+}  // namespace npusim

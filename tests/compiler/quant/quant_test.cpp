@@ -1618,6 +1618,61 @@ TEST(IntegerAdd, EachCodeIsTheExactSumOfTheInputsRealsRoundedToTheOutputsGridBut
   }
 }
 
+TEST(IntegerAveragePool, EachPixelIsItsWindowsExactMeanRoundedOnceWithOnnxsDivisor) {
+  // AveragePool 3x3 stride 2, pads 1, ceil_mode, on an 8x10 map, with and without count_include_pad, under
+  // the integer scheme: every output code is the window's real mean in y's codes -- the exact sum of the
+  // centred codes inside the input over ONNX's divisor (the elements inside the input, or inside the padded
+  // input; the ceil_mode overhang never counts) -- rounded once: within half a code of it (plus the
+  // multiplier's 2^-16), and the float rule's code but at ties. The float scheme has no integer pool.
+  for (const int64_t include_pad : {0, 1}) {
+    testing::GraphBuilder b;
+    const std::string x = b.input("x", {1, 2, 8, 10});
+    b.output(b.node("AveragePool", {x}, "y", {1, 2, 5, 6},
+                    {{"kernel_shape", attr_ints({3, 3})},
+                     {"strides", attr_ints({2, 2})},
+                     {"pads", attr_ints({1, 1, 1, 1})},
+                     {"ceil_mode", attr_i(1)},
+                     {"count_include_pad", attr_i(include_pad)}}));
+    const Graph g = b.build();
+    const auto [integer, fl] = int8_plans_of_both_schemes(g);
+    const auto m = integer_average_pool(g, integer, g.nodes[0]);
+    ASSERT_TRUE(m.has_value());
+    EXPECT_FALSE(integer_average_pool(g, fl, g.nodes[0]).has_value());
+    const QParams &qx = integer.values.at("x"), &qy = integer.values.at("y");
+    int differ = 0, total = 0;
+    for (const auto& sample : synthetic_samples(g, 6, 19)) {
+      const Int8Tensor yi = expected_int8_tensors(g, integer, sample).at("y");
+      const Int8Tensor yf = expected_int8_tensors(g, fl, sample).at("y");
+      const std::vector<float> xs = sample.at("x").to_float_vector();
+      for (int64_t c = 0; c < 2; ++c) {
+        for (int64_t oy = 0; oy < 5; ++oy) {
+          for (int64_t ox = 0; ox < 6; ++ox) {
+            int64_t sum = 0, inside = 0, padded = 0;
+            for (int64_t i = 2 * oy - 1; i < 2 * oy + 2; ++i) {
+              for (int64_t j = 2 * ox - 1; j < 2 * ox + 2; ++j) {
+                padded += i >= -1 && i < 9 && j >= -1 && j < 11;  // [-1, 8 + 1) x [-1, 10 + 1)
+                if (i < 0 || i >= 8 || j < 0 || j >= 10) continue;
+                sum += qx.quantize(xs[static_cast<size_t>((c * 8 + i) * 10 + j)]) - qx.zero_point;
+                ++inside;
+              }
+            }
+            const int64_t d = include_pad ? padded : inside;
+            const double exact = static_cast<double>(sum) * qx.scale / (qy.scale * static_cast<double>(d));
+            const size_t k = static_cast<size_t>((c * 5 + oy) * 6 + ox);
+            const double got = yi.codes[k] - qy.zero_point;
+            if (exact + qy.zero_point < qy.qmin() || exact + qy.zero_point > qy.qmax()) continue;
+            EXPECT_LE(std::fabs(got - exact), 0.5 + 1.0 / 65536) << include_pad << " " << k;
+            EXPECT_LE(std::abs(yi.codes[k] - yf.codes[k]), 1) << k;
+            differ += yi.codes[k] != yf.codes[k];
+            ++total;
+          }
+        }
+      }
+    }
+    EXPECT_LE(differ * 10, total) << differ << " of " << total;
+  }
+}
+
 TEST(LutEpilogue, ConvSumsAreRequantizedToThePreActivationsCodesThenLookedUpInTheActivationsTable) {
   // A 1x1 Conv of one channel, weight code 1, with a fused HardSwish under the integer scheme. The plan
   // calibrates the conv's output before the HardSwish (its own QParams, pre), and every output code is
