@@ -563,6 +563,10 @@ class Emulator {
       run_integer_average_pool(n, *m);
       return;
     }
+    if (const auto m = integer_concat(g_, plan_, n)) {
+      run_integer_concat(n, *m);
+      return;
+    }
     if (p == Precision::kInt8 && is_code_function(g_, n) && runtime_float(n.inputs[0]) &&
         plan_.values.count(n.inputs[0]) && plan_.values.count(n.outputs[0])) {
       run_lut(n);
@@ -727,6 +731,32 @@ class Emulator {
         }
       }
     }
+    set_codes(n.outputs[0], std::move(y));
+  }
+
+  // integer_concat: each input's codes requantized once into the output's (or copied), then concatenated.
+  void run_integer_concat(const Node& n, const IntegerConcat& m) {
+    const QParams& qy = plan_.values.at(n.outputs[0]);
+    std::vector<Tensor> codes(n.inputs.size());
+    std::vector<const Tensor*> ins;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const Int8Tensor x = codes_of(n.inputs[k]);
+      codes[k] = Tensor(DataType::kFloat32, x.shape);  // codes, exact in fp32
+      for (size_t j = 0; j < x.codes.size(); ++j) {
+        int64_t v = x.codes[j];
+        if (m[k])
+          v = num::clamp_i64(num::requantize_unsaturated(x.codes[j] - x.qparams.zero_point, m[k]->multiplier,
+                                                         m[k]->shift, qy.zero_point),
+                             qy.qmin(), qy.qmax());
+        codes[k].f[j] = static_cast<float>(v);
+      }
+      ins.push_back(&codes[k]);
+    }
+    const std::vector<Tensor> out = call_kernel(n, ins);
+    Int8Tensor y;
+    y.shape = out.at(0).shape;
+    y.qparams = qy;
+    y.codes.assign(out[0].f.begin(), out[0].f.end());
     set_codes(n.outputs[0], std::move(y));
   }
 
@@ -1013,6 +1043,36 @@ std::optional<IntegerAveragePool> integer_average_pool(const Graph& g, const Pre
       if (!m) return std::nullopt;
       r.scale.push_back(*m);
     }
+  }
+  return r;
+}
+
+std::optional<IntegerConcat> integer_concat(const Graph& g, const PrecisionPlan& plan, const Node& n) {
+  if (plan.int8_vector != Int8Vector::kInteger || plan.precision_of(n.name) != Precision::kInt8) return {};
+  if (!n.domain.empty() || n.op_type != "Concat" || n.outputs.size() != 1 || n.inputs.empty()) return {};
+  auto codes = [&](const std::string& v) -> const QParams* {
+    if (v.empty() || !g.has_value(v) || g.value(v).is_constant() || !is_float(g.value(v).dtype))
+      return nullptr;
+    auto it = plan.values.find(v);
+    return it != plan.values.end() &&
+                   (it->second.dtype == isa::DType::kInt8 || it->second.dtype == isa::DType::kUint8)
+               ? &it->second
+               : nullptr;
+  };
+  const QParams* qy = codes(n.outputs[0]);
+  if (!qy) return {};
+  IntegerConcat r;
+  for (const std::string& in : n.inputs) {
+    const QParams* qx = codes(in);
+    if (!qx) return {};
+    if (qx->scale == qy->scale && qx->zero_point == qy->zero_point && qx->dtype == qy->dtype) {
+      r.emplace_back();
+      continue;
+    }
+    const std::optional<num::QuantizedMultiplier> m =
+        single_rounding_multiplier(static_cast<double>(qx->scale) / qy->scale);
+    if (!m) return {};
+    r.push_back(*m);
   }
   return r;
 }

@@ -121,6 +121,15 @@ struct IntegerAveragePool {
 std::optional<IntegerAveragePool> integer_average_pool(const Graph& g, const PrecisionPlan& plan,
                                                        const Node& n);
 
+// The integer scheme's Concat (plan.int8_vector == kInteger): an int8 Concat whose inputs are all runtime
+// values stored as int8/uint8 codes, writing codes. An input of the output's QParams is copied; any other
+// is requantized on its way, y = saturate(requantize(x - x.zero_point, M, s, y.zero_point)) with (M, s) =
+// single_rounding_multiplier(x.scale / y.scale): its real values in y's codes rounded once (TFLite
+// requantizes such inputs in float). Returns one entry per input (nullopt: copied), or nullopt when n is not
+// such a Concat or a ratio has no multiplier (it then follows the float rule).
+using IntegerConcat = std::vector<std::optional<isa::numerics::QuantizedMultiplier>>;
+std::optional<IntegerConcat> integer_concat(const Graph& g, const PrecisionPlan& plan, const Node& n);
+
 // A requantization multiplier whose VEC requantize rounds once: y = round_half_up(x * M / 2^31) for a real
 // scale below 1 (M = round(real * 2^31), shift 0: SaturatingRoundingDoublingHighMul alone, whose nudge rounds
 // halves up, as TFLite's single-rounding MultiplyByQuantizedMultiplier does), quantize_multiplier's

@@ -1794,3 +1794,29 @@ TEST(Int8Codegen, AveragePoolSumsEachWindowsCodesInInt32AndRequantizesOncePerPix
 
 }  // namespace
 }  // namespace npusim
+
+namespace npusim {
+namespace {
+
+TEST(Int8Codegen, ConcatRequantizesInputsOfOtherScalesInIntegersUnderTheIntegerScheme) {
+  // The pre-quantized Concat of ConcatOfDifferentlyQuantizedInputsRequantizesInItsTileLoop: two inputs carry
+  // other QParams than its output. Integer scheme (quant::integer_concat): each is requantized on its way by
+  // a VEC sub of its zero point and one REQUANTIZE (no float step, no divide), the reference's codes bit for
+  // bit; float scheme: dequantize, quantize, also bit for bit, in more vector cycles.
+  Compiled k = prequantized_concat(0.011f, 120);
+  const isa::NpuConfig config;
+  const auto samples = q::synthetic_samples(k.lowered, 2, 17);
+  const SchemeRun in = compile_scheme(k, config, q::Int8Vector::kInteger, "cat_node");
+  for (const auto& sample : samples) EXPECT_EQ(check_bit_exact(k, config, sample, {}, {"cat_node"}), 3);
+  EXPECT_EQ(in.int8_scheme, "integer");
+  EXPECT_EQ(in.ops.count(isa::VecOp::kDiv), 0u);
+  EXPECT_GT(in.ops.count(isa::VecOp::kRequantize), 0u);
+  const SchemeRun fl = compile_scheme(k, config, q::Int8Vector::kFloat, "cat_node");
+  for (const auto& sample : samples) EXPECT_EQ(check_bit_exact(k, config, sample, {}, {"cat_node"}), 3);
+  EXPECT_EQ(fl.int8_scheme, "float");
+  EXPECT_GT(fl.ops.count(isa::VecOp::kDiv), 0u);
+  EXPECT_LT(in.vector_cycles, fl.vector_cycles);
+}
+
+}  // namespace
+}  // namespace npusim
