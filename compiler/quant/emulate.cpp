@@ -1089,6 +1089,21 @@ std::optional<num::QuantizedMultiplier> single_rounding_multiplier(double real) 
   return m;
 }
 
+ClipRange table_input_range(const Node& n, const std::string& act, ClipRange r, const QParams& y) {
+  constexpr int kPoints = 4096;
+  const double step = (static_cast<double>(r.hi) - r.lo) / kPoints;
+  if (!(step > 0) || !std::isfinite(step)) return r;
+  const FusedAct f(n, act);
+  auto code = [&](int i) { return y.quantize(f(static_cast<float>(r.lo + step * i))); };
+  int a = 0, b = kPoints;  // [lo, lo + a step] and [lo + b step, hi] each give one code
+  while (a < kPoints && code(a + 1) == code(0)) ++a;
+  while (b > a && code(b - 1) == code(kPoints)) --b;
+  const double lo = r.lo + step * a, hi = r.lo + step * b;
+  const double margin = (hi - lo) / 255.0;
+  return ClipRange{static_cast<float>(std::max<double>(r.lo, lo - margin)),
+                   static_cast<float>(std::min<double>(r.hi, hi + margin))};
+}
+
 std::vector<int32_t> epilogue_lut(const Node& n, const std::string& act, const QParams& pre,
                                   const QParams& y) {
   std::vector<int32_t> table(static_cast<size_t>(isa::kLutEntries));

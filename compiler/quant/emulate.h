@@ -60,6 +60,14 @@ std::vector<int32_t> activation_lut(const Graph& g, const Node& n, const QParams
 std::vector<int32_t> epilogue_lut(const Node& n, const std::string& act, const QParams& pre,
                                   const QParams& y);
 
+// The part of a lookup-table epilogue's calibrated input range r where the table's output can still change:
+// y.quantize(act(x)) is one code for every x in [r.lo, a] and one for every x in [b, r.hi] (an activation
+// constant there, HardSwish below -3, HardSigmoid outside its ramp, or one saturating y's codes, a Sigmoid's
+// tails), so the pre-activation's 256 codes need only span [a, b]: a value below a (above b) clamps to the
+// grid's end, whose entry is that same code. Widened by one step of the narrowed grid on each side (the
+// grid's ends move by up to half a step when its zero point rounds), never beyond r. Scans 4096 points of r.
+ClipRange table_input_range(const Node& n, const std::string& act, ClipRange r, const QParams& y);
+
 // The integer scheme's Mul (plan.int8_vector == kInteger): an int8 Mul of two runtime inputs stored as
 // int8/uint8 codes, writing codes, without a fused activation (a squeeze-and-excitation block's Mul):
 //   y = saturate(requantize((a - a.zero_point) * (b - b.zero_point), M, shift, y.zero_point))

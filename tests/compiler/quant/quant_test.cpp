@@ -1676,9 +1676,8 @@ TEST(IntegerAveragePool, EachPixelIsItsWindowsExactMeanRoundedOnceWithOnnxsDivis
 TEST(LutEpilogue, ConvSumsAreRequantizedToThePreActivationsCodesThenLookedUpInTheActivationsTable) {
   // A 1x1 Conv of one channel, weight code 1, with a fused HardSwish under the integer scheme. The plan
   // calibrates the conv's output before the HardSwish (its own QParams, pre), and every output code is
-  // y.quantize(hardswish(pre.dequantize(p))) with p = clamp(round(acc * x.scale * w.scale / pre.scale) +
-  // pre.zp): checked for every input code from first principles (the scale ratio has an odd multiplier and
-  // no right shift here, so gemmlowp's rounding is the nearest integer, no ties).
+  // y.quantize(hardswish(pre.dequantize(p))) with p = clamp(requantize(acc, x.scale * w.scale / pre.scale) +
+  // pre.zp): checked for every input code, p within gemmlowp's rounding of the exact product.
   GraphBuilder b;
   auto x = b.input("x", {1, 1, 16, 16});
   Tensor wt(DataType::kFloat32, {1, 1, 1, 1});
@@ -1705,7 +1704,8 @@ TEST(LutEpilogue, ConvSumsAreRequantizedToThePreActivationsCodesThenLookedUpInTh
   const TensorStats& ps = stats.at(pre_activation_key(n.outputs[0]));
   const QParams& yq = plan.values.at(n.outputs[0]);
   EXPECT_LT(ps.min(), -0.5f);
-  EXPECT_NEAR(L.pre_activation.scale, (ps.max() - std::min(0.0f, ps.min())) / 255.0f, 1e-6);
+  // Its grid spans at most that range (less where the output code no longer changes: table_input_range).
+  EXPECT_LE(L.pre_activation.scale, (ps.max() - std::min(0.0f, ps.min())) / 255.0f * (1 + 1e-6));
   EXPECT_NE(L.pre_activation.scale, yq.scale);
   Int8Tensor xt;
   xt.shape = {1, 1, 16, 16};
@@ -1719,13 +1719,66 @@ TEST(LutEpilogue, ConvSumsAreRequantizedToThePreActivationsCodesThenLookedUpInTh
     const int64_t acc =
         static_cast<int64_t>(xt.codes[static_cast<size_t>(k)] - xt.qparams.zero_point) * L.weight_q[0] +
         L.bias_folded[0] + static_cast<int64_t>(xt.qparams.zero_point) * L.weight_q[0];
-    const double v = static_cast<double>(acc) * ratio;
-    ASSERT_GT(std::fabs(v - std::floor(v) - 0.5), 1e-6) << k;  // no tie
-    const int64_t p = std::clamp<int64_t>(std::llround(v) + pre.zero_point, pre.qmin(), pre.qmax());
+    // The sum in the pre-activation's codes: the ISA's requantize (gemmlowp's two roundings: within half a
+    // code of the exact product, plus 2^-(shift+1) for the first rounding when it shifts right).
+    const int64_t p =
+        std::clamp<int64_t>(num::requantize_unsaturated(static_cast<int32_t>(acc), L.requant[0].multiplier,
+                                                        L.requant[0].shift, pre.zero_point),
+                            pre.qmin(), pre.qmax());
+    const double v = static_cast<double>(acc) * ratio + pre.zero_point;
+    if (v > pre.qmin() && v < pre.qmax()) {
+      const int32_t sh = L.requant[0].shift;
+      EXPECT_LE(std::fabs(static_cast<double>(p) - v), 0.5 + (sh > 0 ? std::ldexp(0.5, -sh) : 0.0) + 1e-6)
+          << k;
+    }
     const float pr = pre.dequantize(static_cast<int32_t>(p));
     const float hs = pr * std::min(std::max(pr / 6.0f + 0.5f, 0.0f), 1.0f);
     EXPECT_EQ(got[static_cast<size_t>(k)], yq.quantize(hs))
         << "input code " << xt.codes[static_cast<size_t>(k)];
+  }
+}
+
+TEST(LutEpilogue, TheTablesInputGridSpansOnlyWhereTheOutputCodeChanges) {
+  // table_input_range: HardSwish is 0 below -3, HardSigmoid constant outside [-3, 3], a Sigmoid's tails round
+  // to y's first and last codes: the narrowed range drops those parts (less one step of the narrowed grid),
+  // and every input of the calibrated range clamped to it gives the output code the input itself gives.
+  GraphBuilder b;
+  auto x = b.input("x", {1, 1, 2, 2});
+  b.output(b.node("Conv", {x, b.random_constant("w", {1, 1, 1, 1}, 1)}, "y", {1, 1, 2, 2}));
+  const Graph g = b.build();
+  const Node& n = g.nodes[0];
+  struct Case {
+    const char* act;
+    ClipRange r, y;        // calibrated input range, output range
+    float lo_max, hi_min;  // the narrowed range's ends at most / at least
+  };
+  const Case cases[] = {{"HardSwish", {-8, 6}, {-0.375f, 6}, -2.9f, 5.9f},
+                        {"HardSigmoid", {-8, 8}, {0, 1}, -2.9f, 2.9f},
+                        {"Sigmoid", {-20, 20}, {0, 1}, -5.0f, 5.0f}};
+  for (const Case& c : cases) {
+    Node m = n;
+    m.attrs[kActivation] = testing::attr_s(c.act);
+    if (std::string(c.act) == "HardSigmoid") {
+      m.attrs[kAlpha] = testing::attr_f(1.0f / 6);
+      m.attrs[kBeta] = testing::attr_f(0.5f);
+    }
+    const QParams y = qparams_for_range(c.y, false, isa::DType::kUint8);
+    const ClipRange t = table_input_range(m, c.act, c.r, y);
+    EXPECT_GT(t.lo, c.r.lo + 1.0f) << c.act;
+    EXPECT_LT(t.hi, c.r.hi - (std::string(c.act) == "HardSwish" ? -1.0f : 1.0f)) << c.act;
+    EXPECT_LE(t.lo, c.lo_max) << c.act;
+    EXPECT_GE(t.hi, c.hi_min) << c.act;
+    const std::vector<int32_t> table =
+        epilogue_lut(m, c.act, qparams_for_range(t, false, isa::DType::kUint8), y);
+    const QParams pre = qparams_for_range(t, false, isa::DType::kUint8);
+    for (int i = 0; i <= 1000; ++i) {
+      const float v = c.r.lo + (c.r.hi - c.r.lo) * static_cast<float>(i) / 1000;
+      if (v >= t.lo && v <= t.hi) continue;  // inside: rounded to the grid as any value
+      const float f = std::string(c.act) == "HardSwish"     ? num::hard_swish(v)
+                      : std::string(c.act) == "HardSigmoid" ? num::hard_sigmoid(v, 1.0f / 6, 0.5f)
+                                                            : num::sigmoid(v);
+      EXPECT_EQ(table[static_cast<size_t>(pre.quantize(v) - pre.qmin())], y.quantize(f)) << c.act << " " << v;
+    }
   }
 }
 
