@@ -700,8 +700,7 @@ class Emulator {
                                    : int64_t{sa[static_cast<size_t>(p[0])]} + sb[static_cast<size_t>(p[1])];
       const int64_t v = num::requantize_unsaturated(num::saturate_int32(x), m.out.multiplier, m.out.shift,
                                                     y.qparams.zero_point);
-      y.codes[static_cast<size_t>(o)] =
-          static_cast<int32_t>(num::clamp_i64(v, y.qparams.qmin(), y.qparams.qmax()));
+      y.codes[static_cast<size_t>(o)] = static_cast<int32_t>(num::clamp_i64(v, m.lo, m.hi));
     });
     set_codes(n.outputs[0], std::move(y));
   }
@@ -939,10 +938,11 @@ namespace {
 // integer scheme with every input and output a runtime value stored as int8/uint8 codes: their QParams, in
 // node order (inputs, then outputs); empty otherwise.
 std::vector<const QParams*> integer_operands(const Graph& g, const PrecisionPlan& plan, const Node& n,
-                                             const char* op_type, size_t inputs) {
+                                             const char* op_type, size_t inputs, bool clamp_ok = false) {
   if (plan.int8_vector != Int8Vector::kInteger || plan.precision_of(n.name) != Precision::kInt8) return {};
+  const std::string act = n.attr_string(kActivation, "");
   if (!n.domain.empty() || n.op_type != op_type || n.inputs.size() != inputs || n.outputs.size() != 1 ||
-      n.has_attr(kActivation))
+      !(act.empty() || (clamp_ok && (act == "Relu" || act == "Clip"))))
     return {};
   std::vector<const QParams*> q;
   for (const std::vector<std::string>* names : {&n.inputs, &n.outputs}) {
@@ -982,7 +982,7 @@ std::optional<num::QuantizedMultiplier> integer_global_average_pool(const Graph&
 
 std::optional<IntegerAdd> integer_add(const Graph& g, const PrecisionPlan& plan, const Node& n) {
   const bool sub = n.op_type == "Sub";
-  const std::vector<const QParams*> q = integer_operands(g, plan, n, sub ? "Sub" : "Add", 2);
+  const std::vector<const QParams*> q = integer_operands(g, plan, n, sub ? "Sub" : "Add", 2, true);
   if (q.empty()) return std::nullopt;
   const double m = 2.0 * std::max(q[0]->scale, q[1]->scale);
   IntegerAdd r;
@@ -998,6 +998,15 @@ std::optional<IntegerAdd> integer_add(const Graph& g, const PrecisionPlan& plan,
       num::try_quantize_multiplier(m / (std::ldexp(1.0, kAddLeftShift) * q[2]->scale));
   if (!o || o->multiplier == 0 || o->shift < -31 || o->shift > 31) return std::nullopt;
   r.out = *o;
+  // A fused Relu / Clip: the clamp in y's codes (quantize is monotone, so clamping the codes is quantizing
+  // the clamped value).
+  const std::string act = n.attr_string(kActivation, "");
+  r.lo = q[2]->qmin(), r.hi = q[2]->qmax();
+  if (act == "Relu") r.lo = std::max(r.lo, q[2]->zero_point);
+  if (act == "Clip") {
+    r.lo = std::max(r.lo, q[2]->quantize(n.attr_float(kActMin, -INFINITY)));
+    r.hi = std::min(r.hi, q[2]->quantize(n.attr_float(kActMax, INFINITY)));
+  }
   return r;
 }
 

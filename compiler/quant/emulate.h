@@ -88,8 +88,9 @@ std::optional<isa::numerics::QuantizedMultiplier> integer_global_average_pool(co
                                                                               const Node& n);
 
 // The integer scheme's Add / Sub (plan.int8_vector == kInteger): an int8 Add or Sub of two runtime inputs
-// stored as int8/uint8 codes, writing codes, without a fused activation (a feature pyramid's Add of two
-// maps, a residual Add the passes did not fuse into its conv), as TFLite's integer-only add
+// stored as int8/uint8 codes, writing codes, with no fused activation or a fused Relu / Clip (then clamped in
+// y's codes; a feature pyramid's Add of two maps, a residual Add the passes did not fuse into its conv), as
+// TFLite's integer-only add
 // (tensorflow/lite/kernels/internal/reference/integer_ops/add.h, add.cc's Prepare) computes it: with
 // m = 2 max(a.scale, b.scale) each input's centred codes are rescaled to the common grid m / 2^20 in int32,
 //   sa = requantize(a - a.zero_point, Ma, -(20 - ea), 0) ~ (a - a.zero_point) * 2^20 a.scale / m
@@ -108,6 +109,7 @@ struct IntegerAdd {
   isa::numerics::QuantizedMultiplier a, b;  // input k's rescale to the common grid (shift <= 0: left)
   isa::numerics::QuantizedMultiplier out;   // the sum's requantize to y's codes
   bool subtract = false;                    // Sub: sa - sb
+  int32_t lo = 0, hi = 0;                   // y's codes, clamped to a fused Relu / Clip's bounds
 };
 std::optional<IntegerAdd> integer_add(const Graph& g, const PrecisionPlan& plan, const Node& n);
 

@@ -599,7 +599,7 @@ TEST(Int8Codegen, MutatedPreQuantizedModelsAreAClearErrorOrRunNeverACrash) {
 // Names the builder's nodes after their outputs, lowers the graph and plans it in int8 (min-max
 // calibration on `samples` synthetic inputs).
 Compiled lower_and_plan_int8(compiler::testing::GraphBuilder& b, int samples, int64_t whole_row_limit = 0,
-                             q::Int8Vector scheme = q::Int8Vector::kInteger) {
+                             q::Int8Vector scheme = q::Int8Vector::kInteger, bool symmetric = false) {
   for (auto& n : b.graph().nodes) n.name = n.outputs[0] + "_node";
   Compiled k;
   k.imported = b.build();
@@ -612,6 +612,7 @@ Compiled lower_and_plan_int8(compiler::testing::GraphBuilder& b, int samples, in
   req.quant.calibration.method = q::CalibrationMethod::kMinMax;
   req.calibration_count = samples;
   req.quant.int8_vector = scheme;
+  req.quant.symmetric_activations = symmetric;
   k.plan = q::build_plan(k.lowered, req, &k.imported);
   return k;
 }
@@ -1699,7 +1700,7 @@ TEST(Int8Codegen, AddAndSubOfTwoInt8ValuesAreIntegerOnlyAndGiveTheReferencesCode
   namespace t = compiler::testing;
   const isa::NpuConfig config;
   for (const char* op : {"Add", "Sub"}) {
-    for (int form = 0; form < 3; ++form) {  // full x full, full x broadcast, broadcast x full
+    for (int form = 0; form < 4; ++form) {  // full x full, full x broadcast, broadcast x full, + Relu
       t::GraphBuilder b;
       auto x = b.input("x", {1, 8, 16, 16});
       auto c1 =
@@ -1711,15 +1712,25 @@ TEST(Int8Codegen, AddAndSubOfTwoInt8ValuesAreIntegerOnlyAndGiveTheReferencesCode
       auto p1 = b.node("MaxPool", {c1}, "p1", {1, 16, 8, 8}, pool);
       auto p2 = b.node("MaxPool", {c2}, "p2", {1, 16, 8, 8}, pool);
       std::string lhs = p1, rhs = p2;
-      if (form > 0) {
+      if (form == 1 || form == 2) {
         auto g = b.node("GlobalAveragePool", {p2}, "g", {1, 16, 1, 1});
         (form == 1 ? rhs : lhs) = g;
         if (form == 2) rhs = p1;
       }
       auto y = b.node(op, {lhs, rhs}, "a", {1, 16, 8, 8});
+      if (form == 3) y = b.node("Relu", {y}, "r", {1, 16, 8, 8});
       b.output(b.node("Conv", {y, b.random_constant("wo", {4, 16, 1, 1}, 3)}, "y", {1, 4, 8, 8}));
       const std::string what = std::string(op) + " form " + std::to_string(form);
-      Compiled k = lower_and_plan_int8(b, 2);
+      // Symmetric int8 activations for the Relu: the clamp at the zero point is then above the codes' lowest
+      // (an asymmetric output calibrated after the Relu starts at its zero point, and the requantize's
+      // saturation is the clamp).
+      Compiled k = lower_and_plan_int8(b, 2, 0, q::Int8Vector::kInteger, form == 3);
+      if (form == 3) {
+        const compiler::Node* add = compiler::testing::find_node(k.lowered, op);
+        ASSERT_NE(add, nullptr) << what;
+        EXPECT_EQ(add->attr_string(compiler::kActivation, ""), "Relu") << what;
+        EXPECT_EQ(compiler::testing::find_node(k.lowered, "Relu"), nullptr) << what;
+      }
       const auto samples = q::synthetic_samples(k.lowered, 2, 61);
       const SchemeRun in = compile_scheme(k, config, q::Int8Vector::kInteger, "a_node");
       for (const auto& sample : samples) check_bit_exact(k, config, sample, {}, {"a_node"});
@@ -1728,6 +1739,7 @@ TEST(Int8Codegen, AddAndSubOfTwoInt8ValuesAreIntegerOnlyAndGiveTheReferencesCode
       EXPECT_EQ(in.ops.count(isa::VecOp::kDiv), 0u) << what;
       EXPECT_EQ(in.ops.count(isa::VecOp::kMul), 0u) << what;
       EXPECT_EQ(in.ops.count(isa::VecOp::kNeg) > 0, form == 2 && std::string(op) == "Sub") << what;
+      EXPECT_EQ(in.ops.count(isa::VecOp::kClip) > 0, form == 3) << what;
       const SchemeRun fl = compile_scheme(k, config, q::Int8Vector::kFloat, "a_node");
       for (const auto& sample : samples) check_bit_exact(k, config, sample, {}, {"a_node"});
       EXPECT_EQ(fl.int8_scheme, "float") << what;

@@ -637,6 +637,13 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
           rq.src1_buf = rq.dst_buf = Buffer::kAccumulator, rq.src1 = rq.dst = sl, rq.d0 = d0, rq.d1 = d1;
           rq.imm0 = iadd->out.multiplier, rq.imm1 = iadd->out.shift, rq.imm2 = qy->zero_point;
           c.vec(rq);
+          if (iadd->lo > qy->qmin() || iadd->hi < qy->qmax()) {  // a fused Relu / Clip on the codes
+            Context::VecArgs cl;
+            cl.op = VecOp::kClip, cl.in = cl.out = y.dtype, cl.src1_buf = cl.dst_buf = Buffer::kAccumulator;
+            cl.src1 = cl.dst = sl, cl.d0 = d0, cl.d1 = d1;
+            cl.imm0 = f32_imm(static_cast<float>(iadd->lo)), cl.imm1 = f32_imm(static_cast<float>(iadd->hi));
+            c.vec(cl);
+          }
           return TileResult{Buffer::kAccumulator, sl};
         }
         Buffer work = Buffer::kInput;
