@@ -1750,12 +1750,6 @@ TEST(Int8Codegen, AddAndSubOfTwoInt8ValuesAreIntegerOnlyAndGiveTheReferencesCode
   }
 }
 
-}  // namespace
-}  // namespace npusim
-
-namespace npusim {
-namespace {
-
 TEST(Int8Codegen, AveragePoolSumsEachWindowsCodesInInt32AndRequantizesOncePerPixel) {
   // Conv -> AveragePool -> Conv: a 2x2 stride-2 pool; 3x3 stride 1 with padding (the border pixels divide by
   // fewer elements: a record per pixel); 3x3 stride 2 with padding counted and ceil_mode (the overhang is not
@@ -1803,12 +1797,6 @@ TEST(Int8Codegen, AveragePoolSumsEachWindowsCodesInInt32AndRequantizesOncePerPix
     EXPECT_LT(in.vector_cycles, fl.vector_cycles) << what;
   }
 }
-
-}  // namespace
-}  // namespace npusim
-
-namespace npusim {
-namespace {
 
 TEST(Int8Codegen, ConcatRequantizesInputsOfOtherScalesInIntegersUnderTheIntegerScheme) {
   // The pre-quantized Concat of ConcatOfDifferentlyQuantizedInputsRequantizesInItsTileLoop: two inputs carry
