@@ -1,6 +1,7 @@
 #include "compiler/quant/emulate.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -554,6 +555,18 @@ class Emulator {
       run_integer_global_average_pool(n, *m);
       return;
     }
+    if (const auto m = integer_add(g_, plan_, n)) {
+      run_integer_add(n, *m);
+      return;
+    }
+    if (const auto m = integer_average_pool(g_, plan_, n)) {
+      run_integer_average_pool(n, *m);
+      return;
+    }
+    if (const auto m = integer_concat(g_, plan_, n)) {
+      run_integer_concat(n, *m);
+      return;
+    }
     if (p == Precision::kInt8 && is_code_function(g_, n) && runtime_float(n.inputs[0]) &&
         plan_.values.count(n.inputs[0]) && plan_.values.count(n.outputs[0])) {
       run_lut(n);
@@ -654,6 +667,95 @@ class Emulator {
                                                     y.qparams.zero_point);
       y.codes[j] = static_cast<int32_t>(num::clamp_i64(v, y.qparams.qmin(), y.qparams.qmax()));
     }
+    set_codes(n.outputs[0], std::move(y));
+  }
+
+  // integer_add: each input's centred codes rescaled to the common grid in int32, added (or subtracted) with
+  // broadcasting, one requantize.
+  void run_integer_add(const Node& n, const IntegerAdd& m) {
+    const Int8Tensor a = codes_of(n.inputs[0]), b = codes_of(n.inputs[1]);
+    auto rescaled = [](const Int8Tensor& t, const num::QuantizedMultiplier& r) {
+      std::vector<int32_t> v(t.codes.size());
+      for (size_t j = 0; j < v.size(); ++j)
+        v[j] = num::saturate_int32(
+            num::requantize_unsaturated(t.codes[j] - t.qparams.zero_point, r.multiplier, r.shift, 0));
+      return v;
+    };
+    const std::vector<int32_t> sa = rescaled(a, m.a), sb = rescaled(b, m.b);
+    Int8Tensor y;
+    y.qparams = plan_.values.at(n.outputs[0]);
+    const size_t rank = std::max(a.shape.size(), b.shape.size());
+    y.shape.assign(rank, 1);
+    for (const Shape* s : {&a.shape, &b.shape})
+      for (size_t d = 0; d < s->size(); ++d) {
+        int64_t& o = y.shape[rank - s->size() + d];
+        if ((*s)[d] != 1) {
+          if (o != 1 && o != (*s)[d]) fail(n, "operand shapes do not broadcast");
+          o = (*s)[d];
+        }
+      }
+    y.codes.resize(static_cast<size_t>(num_elements(y.shape)));
+    interp::broadcast_loop<2>(y.shape, {&a.shape, &b.shape}, [&](int64_t o, const std::array<int64_t, 2>& p) {
+      const int64_t x = m.subtract ? int64_t{sa[static_cast<size_t>(p[0])]} - sb[static_cast<size_t>(p[1])]
+                                   : int64_t{sa[static_cast<size_t>(p[0])]} + sb[static_cast<size_t>(p[1])];
+      const int64_t v = num::requantize_unsaturated(num::saturate_int32(x), m.out.multiplier, m.out.shift,
+                                                    y.qparams.zero_point);
+      y.codes[static_cast<size_t>(o)] = static_cast<int32_t>(num::clamp_i64(v, m.lo, m.hi));
+    });
+    set_codes(n.outputs[0], std::move(y));
+  }
+
+  // integer_average_pool: each window's exact sum of centred codes inside the input, one requantize per
+  // pixel.
+  void run_integer_average_pool(const Node& n, const IntegerAveragePool& m) {
+    const Int8Tensor x = codes_of(n.inputs[0]);
+    const int64_t H = x.shape[2], W = x.shape[3];
+    Int8Tensor y;
+    y.qparams = plan_.values.at(n.outputs[0]);
+    y.shape = {x.shape[0], x.shape[1], m.oh, m.ow};
+    y.codes.resize(static_cast<size_t>(num_elements(y.shape)));
+    size_t o = 0;
+    for (int64_t plane = 0; plane < x.shape[0] * x.shape[1]; ++plane) {
+      const int32_t* xp = x.codes.data() + plane * H * W;
+      for (int64_t oy = 0; oy < m.oh; ++oy) {
+        for (int64_t ox = 0; ox < m.ow; ++ox, ++o) {
+          int64_t sum = 0;
+          for (int64_t i = oy * m.sh - m.pt; i < oy * m.sh - m.pt + m.kh; ++i)
+            for (int64_t j = ox * m.sw - m.pl; j < ox * m.sw - m.pl + m.kw; ++j)
+              if (i >= 0 && i < H && j >= 0 && j < W) sum += xp[i * W + j] - x.qparams.zero_point;
+          const num::QuantizedMultiplier& q = m.scale[static_cast<size_t>(oy * m.ow + ox)];
+          const int64_t v = num::requantize_unsaturated(static_cast<int32_t>(sum), q.multiplier, q.shift,
+                                                        y.qparams.zero_point);
+          y.codes[o] = static_cast<int32_t>(num::clamp_i64(v, y.qparams.qmin(), y.qparams.qmax()));
+        }
+      }
+    }
+    set_codes(n.outputs[0], std::move(y));
+  }
+
+  // integer_concat: each input's codes requantized once into the output's (or copied), then concatenated.
+  void run_integer_concat(const Node& n, const IntegerConcat& m) {
+    const QParams& qy = plan_.values.at(n.outputs[0]);
+    std::vector<Tensor> codes(n.inputs.size());
+    std::vector<const Tensor*> ins;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const Int8Tensor x = codes_of(n.inputs[k]);
+      codes[k] = Tensor(DataType::kFloat32, x.shape);  // codes, exact in fp32
+      for (size_t j = 0; j < x.codes.size(); ++j) {
+        int64_t v = x.codes[j];
+        if (m[k])
+          v = num::clamp_i64(num::requantize_unsaturated(x.codes[j] - x.qparams.zero_point, m[k]->multiplier,
+                                                         m[k]->shift, qy.zero_point),
+                             qy.qmin(), qy.qmax());
+        codes[k].f[j] = static_cast<float>(v);
+      }
+      ins.push_back(&codes[k]);
+    }
+    const std::vector<Tensor> out = call_kernel(n, ins);
+    Int8Tensor y;
+    y.shape = out.at(0).shape;
+    y.qparams = qy;
+    y.codes.assign(out[0].f.begin(), out[0].f.end());
     set_codes(n.outputs[0], std::move(y));
   }
 
@@ -836,10 +938,11 @@ namespace {
 // integer scheme with every input and output a runtime value stored as int8/uint8 codes: their QParams, in
 // node order (inputs, then outputs); empty otherwise.
 std::vector<const QParams*> integer_operands(const Graph& g, const PrecisionPlan& plan, const Node& n,
-                                             const char* op_type, size_t inputs) {
+                                             const char* op_type, size_t inputs, bool clamp_ok = false) {
   if (plan.int8_vector != Int8Vector::kInteger || plan.precision_of(n.name) != Precision::kInt8) return {};
+  const std::string act = n.attr_string(kActivation, "");
   if (!n.domain.empty() || n.op_type != op_type || n.inputs.size() != inputs || n.outputs.size() != 1 ||
-      n.has_attr(kActivation))
+      !(act.empty() || (clamp_ok && (act == "Relu" || act == "Clip"))))
     return {};
   std::vector<const QParams*> q;
   for (const std::vector<std::string>* names : {&n.inputs, &n.outputs}) {
@@ -877,6 +980,112 @@ std::optional<num::QuantizedMultiplier> integer_global_average_pool(const Graph&
   return single_rounding_multiplier(real);
 }
 
+std::optional<IntegerAdd> integer_add(const Graph& g, const PrecisionPlan& plan, const Node& n) {
+  const bool sub = n.op_type == "Sub";
+  const std::vector<const QParams*> q = integer_operands(g, plan, n, sub ? "Sub" : "Add", 2, true);
+  if (q.empty()) return std::nullopt;
+  const double m = 2.0 * std::max(q[0]->scale, q[1]->scale);
+  IntegerAdd r;
+  r.subtract = sub;
+  for (size_t k = 0; k < 2; ++k) {
+    std::optional<num::QuantizedMultiplier> s = num::try_quantize_multiplier(q[k]->scale / m);
+    // A scale 2^20 times below the other's rounds to nothing on the common grid: the float rule then.
+    if (!s || s->multiplier == 0 || s->shift < 0 || s->shift > kAddLeftShift) return std::nullopt;
+    s->shift -= kAddLeftShift;
+    (k == 0 ? r.a : r.b) = *s;
+  }
+  const std::optional<num::QuantizedMultiplier> o =
+      num::try_quantize_multiplier(m / (std::ldexp(1.0, kAddLeftShift) * q[2]->scale));
+  if (!o || o->multiplier == 0 || o->shift < -31 || o->shift > 31) return std::nullopt;
+  r.out = *o;
+  // A fused Relu / Clip: the clamp in y's codes (quantize is monotone, so clamping the codes is quantizing
+  // the clamped value).
+  const std::string act = n.attr_string(kActivation, "");
+  r.lo = q[2]->qmin(), r.hi = q[2]->qmax();
+  if (act == "Relu") r.lo = std::max(r.lo, q[2]->zero_point);
+  if (act == "Clip") {
+    r.lo = std::max(r.lo, q[2]->quantize(n.attr_float(kActMin, -INFINITY)));
+    r.hi = std::min(r.hi, q[2]->quantize(n.attr_float(kActMax, INFINITY)));
+  }
+  return r;
+}
+
+std::optional<IntegerAveragePool> integer_average_pool(const Graph& g, const PrecisionPlan& plan,
+                                                       const Node& n) {
+  const std::vector<const QParams*> q = integer_operands(g, plan, n, "AveragePool", 1);
+  if (q.empty()) return std::nullopt;
+  const Value &x = g.value(n.inputs[0]), &y = g.value(n.outputs[0]);
+  if (!x.shape_known || !y.shape_known || x.shape.size() != 4 || y.shape.size() != 4) return std::nullopt;
+  const std::vector<int64_t> k = n.attr_ints("kernel_shape", {}), st = n.attr_ints("strides", {1, 1});
+  const std::vector<int64_t> dil = n.attr_ints("dilations", {1, 1});
+  if (k.size() != 2 || st.size() != 2 || dil != std::vector<int64_t>{1, 1}) return std::nullopt;
+  const int64_t H = x.shape[2], W = x.shape[3];
+  IntegerAveragePool r;
+  r.kh = k[0], r.kw = k[1], r.sh = st[0], r.sw = st[1], r.oh = y.shape[2], r.ow = y.shape[3];
+  if (r.kh * r.kw > (int64_t{1} << 23)) return std::nullopt;  // 255 * the window in int32
+  int64_t pb = 0, pr = 0;
+  const std::string ap = n.attr_string("auto_pad", "NOTSET");
+  if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+    const int64_t ph = std::max<int64_t>(0, (r.oh - 1) * r.sh + r.kh - H);
+    const int64_t pw = std::max<int64_t>(0, (r.ow - 1) * r.sw + r.kw - W);
+    r.pt = ap == "SAME_UPPER" ? ph / 2 : ph - ph / 2;
+    r.pl = ap == "SAME_UPPER" ? pw / 2 : pw - pw / 2;
+    pb = ph - r.pt, pr = pw - r.pl;
+  } else if (ap == "NOTSET") {
+    const std::vector<int64_t> p = n.attr_ints("pads", {0, 0, 0, 0});
+    if (p.size() != 4) return std::nullopt;
+    r.pt = p[0], r.pl = p[1], pb = p[2], pr = p[3];
+  }
+  const bool include_pad = n.attr_int("count_include_pad", 0) != 0;
+  // The divisor at one output coordinate along one axis: the window's extent inside [lo, hi).
+  auto extent = [](int64_t start, int64_t size, int64_t lo, int64_t hi) {
+    return std::max<int64_t>(0, std::min(start + size, hi) - std::max(start, lo));
+  };
+  const double ratio = static_cast<double>(q[0]->scale) / q[1]->scale;
+  for (int64_t oy = 0; oy < r.oh; ++oy) {
+    for (int64_t ox = 0; ox < r.ow; ++ox) {
+      const int64_t y0 = oy * r.sh - r.pt, x0 = ox * r.sw - r.pl;
+      const int64_t d = include_pad ? extent(y0, r.kh, -r.pt, H + pb) * extent(x0, r.kw, -r.pl, W + pr)
+                                    : extent(y0, r.kh, 0, H) * extent(x0, r.kw, 0, W);
+      std::optional<num::QuantizedMultiplier> m =
+          d > 0 ? single_rounding_multiplier(ratio / static_cast<double>(d)) : num::QuantizedMultiplier{};
+      if (!m) return std::nullopt;
+      r.scale.push_back(*m);
+    }
+  }
+  return r;
+}
+
+std::optional<IntegerConcat> integer_concat(const Graph& g, const PrecisionPlan& plan, const Node& n) {
+  if (plan.int8_vector != Int8Vector::kInteger || plan.precision_of(n.name) != Precision::kInt8) return {};
+  if (!n.domain.empty() || n.op_type != "Concat" || n.outputs.size() != 1 || n.inputs.empty()) return {};
+  auto codes = [&](const std::string& v) -> const QParams* {
+    if (v.empty() || !g.has_value(v) || g.value(v).is_constant() || !is_float(g.value(v).dtype))
+      return nullptr;
+    auto it = plan.values.find(v);
+    return it != plan.values.end() &&
+                   (it->second.dtype == isa::DType::kInt8 || it->second.dtype == isa::DType::kUint8)
+               ? &it->second
+               : nullptr;
+  };
+  const QParams* qy = codes(n.outputs[0]);
+  if (!qy) return {};
+  IntegerConcat r;
+  for (const std::string& in : n.inputs) {
+    const QParams* qx = codes(in);
+    if (!qx) return {};
+    if (qx->scale == qy->scale && qx->zero_point == qy->zero_point && qx->dtype == qy->dtype) {
+      r.emplace_back();
+      continue;
+    }
+    const std::optional<num::QuantizedMultiplier> m =
+        single_rounding_multiplier(static_cast<double>(qx->scale) / qy->scale);
+    if (!m) return {};
+    r.push_back(*m);
+  }
+  return r;
+}
+
 std::optional<num::QuantizedMultiplier> single_rounding_multiplier(double real) {
   // A shift >= 0 would round twice (SaturatingRoundingDoublingHighMul, then RoundingDivideByPOT): below 1 the
   // whole scale goes into the multiplier, unnormalised, and the shift stays 0. At or above 1 the
@@ -887,6 +1096,21 @@ std::optional<num::QuantizedMultiplier> single_rounding_multiplier(double real) 
   m.multiplier = static_cast<int32_t>(std::min<long long>(std::llround(std::ldexp(real, 31)), INT32_MAX));
   m.shift = 0;
   return m;
+}
+
+ClipRange table_input_range(const Node& n, const std::string& act, ClipRange r, const QParams& y) {
+  constexpr int kPoints = 4096;
+  const double step = (static_cast<double>(r.hi) - r.lo) / kPoints;
+  if (!(step > 0) || !std::isfinite(step)) return r;
+  const FusedAct f(n, act);
+  auto code = [&](int i) { return y.quantize(f(static_cast<float>(r.lo + step * i))); };
+  int a = 0, b = kPoints;  // [lo, lo + a step] and [lo + b step, hi] each give one code
+  while (a < kPoints && code(a + 1) == code(0)) ++a;
+  while (b > a && code(b - 1) == code(kPoints)) --b;
+  const double lo = r.lo + step * a, hi = r.lo + step * b;
+  const double margin = (hi - lo) / 255.0;
+  return ClipRange{static_cast<float>(std::max<double>(r.lo, lo - margin)),
+                   static_cast<float>(std::min<double>(r.hi, hi + margin))};
 }
 
 std::vector<int32_t> epilogue_lut(const Node& n, const std::string& act, const QParams& pre,

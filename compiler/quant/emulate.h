@@ -60,6 +60,14 @@ std::vector<int32_t> activation_lut(const Graph& g, const Node& n, const QParams
 std::vector<int32_t> epilogue_lut(const Node& n, const std::string& act, const QParams& pre,
                                   const QParams& y);
 
+// The part of a lookup-table epilogue's calibrated input range r where the table's output can still change:
+// y.quantize(act(x)) is one code for every x in [r.lo, a] and one for every x in [b, r.hi] (an activation
+// constant there, HardSwish below -3, HardSigmoid outside its ramp, or one saturating y's codes, a Sigmoid's
+// tails), so the pre-activation's 256 codes need only span [a, b]: a value below a (above b) clamps to the
+// grid's end, whose entry is that same code. Widened by one step of the narrowed grid on each side (the
+// grid's ends move by up to half a step when its zero point rounds), never beyond r. Scans 4096 points of r.
+ClipRange table_input_range(const Node& n, const std::string& act, ClipRange r, const QParams& y);
+
 // The integer scheme's Mul (plan.int8_vector == kInteger): an int8 Mul of two runtime inputs stored as
 // int8/uint8 codes, writing codes, without a fused activation (a squeeze-and-excitation block's Mul):
 //   y = saturate(requantize((a - a.zero_point) * (b - b.zero_point), M, shift, y.zero_point))
@@ -78,6 +86,59 @@ std::optional<isa::numerics::QuantizedMultiplier> integer_mul(const Graph& g, co
 std::optional<isa::numerics::QuantizedMultiplier> integer_global_average_pool(const Graph& g,
                                                                               const PrecisionPlan& plan,
                                                                               const Node& n);
+
+// The integer scheme's Add / Sub (plan.int8_vector == kInteger): an int8 Add or Sub of two runtime inputs
+// stored as int8/uint8 codes, writing codes, with no fused activation or a fused Relu / Clip (then clamped in
+// y's codes; a feature pyramid's Add of two maps, a residual Add the passes did not fuse into its conv), as
+// TFLite's integer-only add
+// (tensorflow/lite/kernels/internal/reference/integer_ops/add.h, add.cc's Prepare) computes it: with
+// m = 2 max(a.scale, b.scale) each input's centred codes are rescaled to the common grid m / 2^20 in int32,
+//   sa = requantize(a - a.zero_point, Ma, -(20 - ea), 0) ~ (a - a.zero_point) * 2^20 a.scale / m
+// ((Ma, ea) = quantize_multiplier(a.scale / m), a scale at most 1/2; TFLite shifts left by 20, multiplies
+// and shifts right by ea; here the two shifts are folded into one left shift, so each rescale is one
+// SaturatingRoundingDoublingHighMul and rounds once, as TFLite's single-rounding build does), likewise sb,
+// then the int32 sum (Sub: the difference sa - sb, as TFLite's reference Sub) is requantized once:
+//   y = saturate(requantize(sa +- sb, Mo, so, y.zero_point)), (Mo, so) = quantize_multiplier(m / (2^20
+//   y.scale))
+// (TFLite's MultiplyByQuantizedMultiplierSmallerThanOneExp, its default build's two roundings, the first at
+// 2^-so of a code). Broadcasting as ONNX's Add. |sa|, |sb| < 2^27, so nothing wraps. Returns the three
+// multipliers, or nullopt when n is not such a node or a multiplier falls outside the requantize's range (it
+// then follows the float rule).
+inline constexpr int kAddLeftShift = 20;
+struct IntegerAdd {
+  isa::numerics::QuantizedMultiplier a, b;  // input k's rescale to the common grid (shift <= 0: left)
+  isa::numerics::QuantizedMultiplier out;   // the sum's requantize to y's codes
+  bool subtract = false;                    // Sub: sa - sb
+  int32_t lo = 0, hi = 0;                   // y's codes, clamped to a fused Relu / Clip's bounds
+};
+std::optional<IntegerAdd> integer_add(const Graph& g, const PrecisionPlan& plan, const Node& n);
+
+// The integer scheme's AveragePool (plan.int8_vector == kInteger): a 2-D int8 AveragePool (no dilation) of a
+// value stored as int8/uint8 codes, writing codes, as TFLite's integer average pool with a requantize: per
+// image, channel and output pixel p the exact int32 sum S_p of (code - x.zero_point) over the window's
+// elements inside the input, then
+//   y = saturate(requantize(S_p, M_p, s_p, y.zero_point)),
+// (M_p, s_p) = single_rounding_multiplier(x.scale / (y.scale d_p)), d_p ONNX's divisor at p (the window's
+// elements inside the input, or, with count_include_pad, inside the padded input; ceil_mode's overhang never
+// counts): the pixel's real mean in y's codes rounded once. Returns the geometry and the per-pixel
+// multipliers, or nullopt when n is not such a pool (it then follows the float rule).
+struct IntegerAveragePool {
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, pt = 0,
+          pl = 0;                                         // window, strides, leading pads (auto_pad resolved)
+  int64_t oh = 0, ow = 0;                                 // output pixels
+  std::vector<isa::numerics::QuantizedMultiplier> scale;  // per output pixel, row-major (oh * ow)
+};
+std::optional<IntegerAveragePool> integer_average_pool(const Graph& g, const PrecisionPlan& plan,
+                                                       const Node& n);
+
+// The integer scheme's Concat (plan.int8_vector == kInteger): an int8 Concat whose inputs are all runtime
+// values stored as int8/uint8 codes, writing codes. An input of the output's QParams is copied; any other
+// is requantized on its way, y = saturate(requantize(x - x.zero_point, M, s, y.zero_point)) with (M, s) =
+// single_rounding_multiplier(x.scale / y.scale): its real values in y's codes rounded once (TFLite
+// requantizes such inputs in float). Returns one entry per input (nullopt: copied), or nullopt when n is not
+// such a Concat or a ratio has no multiplier (it then follows the float rule).
+using IntegerConcat = std::vector<std::optional<isa::numerics::QuantizedMultiplier>>;
+std::optional<IntegerConcat> integer_concat(const Graph& g, const PrecisionPlan& plan, const Node& n);
 
 // A requantization multiplier whose VEC requantize rounds once: y = round_half_up(x * M / 2^31) for a real
 // scale below 1 (M = round(real * 2^31), shift 0: SaturatingRoundingDoublingHighMul alone, whose nudge rounds

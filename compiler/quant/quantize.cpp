@@ -436,8 +436,9 @@ bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const Quant
                    xq.dtype != isa::DType::kInt16 && yq.dtype != isa::DType::kInt16;
   if (L.lut_epilogue) {
     const bool sym = options.symmetric_activations;
-    L.pre_activation =
-        qparams_for_range(choose_range(*pre_stats, options.calibration, sym), sym, options.asymmetric_dtype);
+    L.pre_activation = qparams_for_range(
+        table_input_range(n, L.activation, choose_range(*pre_stats, options.calibration, sym), yq), sym,
+        options.asymmetric_dtype);
   }
   const QParams& target = L.requant_target(yq);
   L.acc_scale.resize(channels);

@@ -508,13 +508,13 @@ TEST(Int8Codegen, PreQuantizedModelKeepsItsQuantizationPointsThroughThePasses) {
     EXPECT_TRUE(c.plan.values.count(n.outputs[0]));
   }
   EXPECT_TRUE(add);
-  // And the vector layers run in one pass over int8 data: the add converts codes in its tile loop, the
-  // relu after it (the model gives it its input's scale) clamps the codes at the zero point and the max
-  // pool selects on the codes themselves; no fp32 DRAM copies for them.
+  // And the vector layers run in one pass over int8 data: the add rescales the codes in int32 in its tile
+  // loop (the integer scheme, quant::integer_add), the relu after it (the model gives it its input's scale)
+  // clamps the codes at the zero point and the max pool selects on the codes themselves; no fp32 DRAM copies
+  // for them.
   std::map<std::string, std::string> mapping;
   for (const auto& l : c.result.layers) mapping[l.op] += l.mapping + "; ";
-  EXPECT_NE(mapping["Add"].find("int8 codes converted in the tile loop"), std::string::npos)
-      << mapping["Add"];
+  EXPECT_NE(mapping["Add"].find("int8 integer: centred codes rescaled"), std::string::npos) << mapping["Add"];
   EXPECT_NE(mapping["Relu"].find("on int8 codes"), std::string::npos) << mapping["Relu"];
   EXPECT_NE(mapping["MaxPool"].find("on int8 codes"), std::string::npos) << mapping["MaxPool"];
   for (const auto& ins : c.result.program.instructions) {
@@ -599,7 +599,7 @@ TEST(Int8Codegen, MutatedPreQuantizedModelsAreAClearErrorOrRunNeverACrash) {
 // Names the builder's nodes after their outputs, lowers the graph and plans it in int8 (min-max
 // calibration on `samples` synthetic inputs).
 Compiled lower_and_plan_int8(compiler::testing::GraphBuilder& b, int samples, int64_t whole_row_limit = 0,
-                             q::Int8Vector scheme = q::Int8Vector::kInteger) {
+                             q::Int8Vector scheme = q::Int8Vector::kInteger, bool symmetric = false) {
   for (auto& n : b.graph().nodes) n.name = n.outputs[0] + "_node";
   Compiled k;
   k.imported = b.build();
@@ -612,6 +612,7 @@ Compiled lower_and_plan_int8(compiler::testing::GraphBuilder& b, int samples, in
   req.quant.calibration.method = q::CalibrationMethod::kMinMax;
   req.calibration_count = samples;
   req.quant.int8_vector = scheme;
+  req.quant.symmetric_activations = symmetric;
   k.plan = q::build_plan(k.lowered, req, &k.imported);
   return k;
 }
@@ -1680,6 +1681,141 @@ TEST(Int8Codegen, GlobalAveragePoolSumsCodesInInt32AndRequantizesOnceGivingTheRe
     EXPECT_GT(fl.ops.count(isa::VecOp::kDiv), 0u) << what;
     EXPECT_LT(in.vector_cycles, fl.vector_cycles) << what;
   }
+}
+
+}  // namespace
+}  // namespace npusim
+
+namespace npusim {
+namespace {
+
+TEST(Int8Codegen, AddAndSubOfTwoInt8ValuesAreIntegerOnlyAndGiveTheReferencesCodes) {
+  // Two convs of other scales, each through a MaxPool (so the passes fuse no residual into a conv), then
+  // their Add or Sub, and a per-channel broadcast of a pooled value as either operand (as the first one of a
+  // Sub, the back end computes a - b and negates it). Integer scheme (quant::integer_add, TFLite's integer
+  // add): centred codes rescaled to a common grid in int32, added, one REQUANTIZE -- no divide, no float step
+  // -- and the reference's codes bit for bit; float scheme: dequantize, add, quantize, also bit for bit. The
+  // integer Add takes fewer vector cycles (six int32 passes at full rate against the float rule's
+  // dequantizations, add and quarter-rate divide).
+  namespace t = compiler::testing;
+  const isa::NpuConfig config;
+  for (const char* op : {"Add", "Sub"}) {
+    for (int form = 0; form < 4; ++form) {  // full x full, full x broadcast, broadcast x full, + Relu
+      t::GraphBuilder b;
+      auto x = b.input("x", {1, 8, 16, 16});
+      auto c1 =
+          b.node("Conv", {x, b.random_constant("w1", {16, 8, 1, 1}, 1, -0.3f, 0.3f)}, "c1", {1, 16, 16, 16});
+      auto c2 =
+          b.node("Conv", {x, b.random_constant("w2", {16, 8, 1, 1}, 2, -1.0f, 1.0f)}, "c2", {1, 16, 16, 16});
+      const std::map<std::string, compiler::Attribute> pool = {{"kernel_shape", t::attr_ints({2, 2})},
+                                                               {"strides", t::attr_ints({2, 2})}};
+      auto p1 = b.node("MaxPool", {c1}, "p1", {1, 16, 8, 8}, pool);
+      auto p2 = b.node("MaxPool", {c2}, "p2", {1, 16, 8, 8}, pool);
+      std::string lhs = p1, rhs = p2;
+      if (form == 1 || form == 2) {
+        auto g = b.node("GlobalAveragePool", {p2}, "g", {1, 16, 1, 1});
+        (form == 1 ? rhs : lhs) = g;
+        if (form == 2) rhs = p1;
+      }
+      auto y = b.node(op, {lhs, rhs}, "a", {1, 16, 8, 8});
+      if (form == 3) y = b.node("Relu", {y}, "r", {1, 16, 8, 8});
+      b.output(b.node("Conv", {y, b.random_constant("wo", {4, 16, 1, 1}, 3)}, "y", {1, 4, 8, 8}));
+      const std::string what = std::string(op) + " form " + std::to_string(form);
+      // Symmetric int8 activations for the Relu: the clamp at the zero point is then above the codes' lowest
+      // (an asymmetric output calibrated after the Relu starts at its zero point, and the requantize's
+      // saturation is the clamp).
+      Compiled k = lower_and_plan_int8(b, 2, 0, q::Int8Vector::kInteger, form == 3);
+      if (form == 3) {
+        const compiler::Node* add = compiler::testing::find_node(k.lowered, op);
+        ASSERT_NE(add, nullptr) << what;
+        EXPECT_EQ(add->attr_string(compiler::kActivation, ""), "Relu") << what;
+        EXPECT_EQ(compiler::testing::find_node(k.lowered, "Relu"), nullptr) << what;
+      }
+      const auto samples = q::synthetic_samples(k.lowered, 2, 61);
+      const SchemeRun in = compile_scheme(k, config, q::Int8Vector::kInteger, "a_node");
+      for (const auto& sample : samples) check_bit_exact(k, config, sample, {}, {"a_node"});
+      EXPECT_EQ(in.int8_scheme, "integer") << what;
+      EXPECT_GT(in.ops.count(isa::VecOp::kRequantize), 0u) << what;
+      EXPECT_EQ(in.ops.count(isa::VecOp::kDiv), 0u) << what;
+      EXPECT_EQ(in.ops.count(isa::VecOp::kMul), 0u) << what;
+      EXPECT_EQ(in.ops.count(isa::VecOp::kNeg) > 0, form == 2 && std::string(op) == "Sub") << what;
+      EXPECT_EQ(in.ops.count(isa::VecOp::kClip) > 0, form == 3) << what;
+      const SchemeRun fl = compile_scheme(k, config, q::Int8Vector::kFloat, "a_node");
+      for (const auto& sample : samples) check_bit_exact(k, config, sample, {}, {"a_node"});
+      EXPECT_EQ(fl.int8_scheme, "float") << what;
+      EXPECT_EQ(fl.ops.count(isa::VecOp::kRequantize), 0u) << what;
+      EXPECT_GT(fl.ops.count(isa::VecOp::kDiv), 0u) << what;
+      EXPECT_LT(in.vector_cycles, fl.vector_cycles) << what;
+    }
+  }
+}
+
+TEST(Int8Codegen, AveragePoolSumsEachWindowsCodesInInt32AndRequantizesOncePerPixel) {
+  // Conv -> AveragePool -> Conv: a 2x2 stride-2 pool; 3x3 stride 1 with padding (the border pixels divide by
+  // fewer elements: a record per pixel); 3x3 stride 2 with padding counted and ceil_mode (the overhang is not
+  // counted); PP-OCRv4 rec's 3x2 window of stride (3, 2). Integer scheme (quant::integer_average_pool): the
+  // exact int32 sum of each window's codes (a VEC dwconv of unit weights over the tile padded with the zero
+  // point's code) and one output stage per pixel, no float step, the reference's codes bit for bit; float
+  // scheme: dequantize, average, quantize, also bit for bit, in more vector cycles.
+  namespace t = compiler::testing;
+  const isa::NpuConfig config;
+  struct Form {
+    std::vector<int64_t> k, s, pads;
+    int64_t include_pad, ceil;
+    int64_t oh, ow;
+  };
+  const Form forms[] = {{{2, 2}, {2, 2}, {0, 0, 0, 0}, 0, 0, 6, 10},
+                        {{3, 3}, {1, 1}, {1, 1, 1, 1}, 0, 0, 12, 20},
+                        {{3, 3}, {2, 2}, {1, 1, 1, 1}, 1, 1, 7, 11},
+                        {{3, 2}, {3, 2}, {0, 0, 0, 0}, 0, 0, 4, 10}};
+  for (const Form& f : forms) {
+    t::GraphBuilder b;
+    auto x = b.input("x", {1, 4, 12, 20});
+    auto cv = b.node("Conv", {x, b.random_constant("w", {24, 4, 1, 1}, 1)}, "c", {1, 24, 12, 20});
+    auto p = b.node("AveragePool", {cv}, "p", {1, 24, f.oh, f.ow},
+                    {{"kernel_shape", t::attr_ints(f.k)},
+                     {"strides", t::attr_ints(f.s)},
+                     {"pads", t::attr_ints(f.pads)},
+                     {"count_include_pad", t::attr_i(f.include_pad)},
+                     {"ceil_mode", t::attr_i(f.ceil)}});
+    b.output(b.node("Conv", {p, b.random_constant("w2", {4, 24, 1, 1}, 2)}, "y", {1, 4, f.oh, f.ow}));
+    const std::string what = std::to_string(f.k[0]) + "x" + std::to_string(f.k[1]) + " s" +
+                             std::to_string(f.s[0]) + " pad " + std::to_string(f.pads[0]);
+    Compiled k = lower_and_plan_int8(b, 2);
+    const auto samples = q::synthetic_samples(k.lowered, 2, 71);
+    const SchemeRun in = compile_scheme(k, config, q::Int8Vector::kInteger, "p_node");
+    for (const auto& sample : samples) check_bit_exact(k, config, sample, {}, {"p_node"});
+    EXPECT_EQ(in.int8_scheme, "integer") << what;
+    EXPECT_EQ(in.ops.count(isa::VecOp::kDiv), 0u) << what;
+    EXPECT_EQ(in.ops.count(isa::VecOp::kAvgPool), 0u) << what;
+    EXPECT_GT(in.ops.count(isa::VecOp::kDwConv), 0u) << what;
+    EXPECT_GT(in.ops.count(isa::VecOp::kOutput), 0u) << what;
+    const SchemeRun fl = compile_scheme(k, config, q::Int8Vector::kFloat, "p_node");
+    for (const auto& sample : samples) check_bit_exact(k, config, sample, {}, {"p_node"});
+    EXPECT_EQ(fl.int8_scheme, "float") << what;
+    EXPECT_GT(fl.ops.count(isa::VecOp::kAvgPool), 0u) << what;
+    EXPECT_LT(in.vector_cycles, fl.vector_cycles) << what;
+  }
+}
+
+TEST(Int8Codegen, ConcatRequantizesInputsOfOtherScalesInIntegersUnderTheIntegerScheme) {
+  // The pre-quantized Concat of ConcatOfDifferentlyQuantizedInputsRequantizesInItsTileLoop: two inputs carry
+  // other QParams than its output. Integer scheme (quant::integer_concat): each is requantized on its way by
+  // a VEC sub of its zero point and one REQUANTIZE (no float step, no divide), the reference's codes bit for
+  // bit; float scheme: dequantize, quantize, also bit for bit, in more vector cycles.
+  Compiled k = prequantized_concat(0.011f, 120);
+  const isa::NpuConfig config;
+  const auto samples = q::synthetic_samples(k.lowered, 2, 17);
+  const SchemeRun in = compile_scheme(k, config, q::Int8Vector::kInteger, "cat_node");
+  for (const auto& sample : samples) EXPECT_EQ(check_bit_exact(k, config, sample, {}, {"cat_node"}), 3);
+  EXPECT_EQ(in.int8_scheme, "integer");
+  EXPECT_EQ(in.ops.count(isa::VecOp::kDiv), 0u);
+  EXPECT_GT(in.ops.count(isa::VecOp::kRequantize), 0u);
+  const SchemeRun fl = compile_scheme(k, config, q::Int8Vector::kFloat, "cat_node");
+  for (const auto& sample : samples) EXPECT_EQ(check_bit_exact(k, config, sample, {}, {"cat_node"}), 3);
+  EXPECT_EQ(fl.int8_scheme, "float");
+  EXPECT_GT(fl.ops.count(isa::VecOp::kDiv), 0u);
+  EXPECT_LT(in.vector_cycles, fl.vector_cycles);
 }
 
 }  // namespace

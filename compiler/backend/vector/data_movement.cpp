@@ -17,6 +17,7 @@
 #include "compiler/backend/vector/vector_lowerings.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/passes/lowered.h"
+#include "compiler/quant/emulate.h"
 #include "isa/numerics.h"
 #include "isa/strides.h"
 
@@ -37,6 +38,24 @@ std::function<void(uint64_t, int64_t, int64_t)> conversion_hook(Context& c, cons
   return [&c, qx, qy, from, to, kslot](uint64_t slot, int64_t d0, int64_t d1) {
     if (qx) dequantize_tile(c, Buffer::kInput, slot, d0, d1, from, kslot);
     if (qy) quantize_tile(c, Buffer::kInput, slot, d0, d1, to, kslot);
+  };
+}
+
+// # int8, integer scheme (quant::integer_concat): codes of another QParams requantized into the output's on
+// the tile in SRAM: VEC sub of the zero point (-> int32), one requantize (-> the output's codes).
+std::function<void(uint64_t, int64_t, int64_t)> requantize_hook(Context& c, const quant::QParams& qx,
+                                                                const quant::QParams& qy, DType from,
+                                                                DType to,
+                                                                const isa::numerics::QuantizedMultiplier& m,
+                                                                uint64_t kslot) {
+  load_conversion_constants(c, kslot, &qx, nullptr);
+  return [&c, &qy, from, to, m, kslot](uint64_t slot, int64_t d0, int64_t d1) {
+    subtract_zero_point(c, Buffer::kInput, slot, Buffer::kInput, slot, d0, d1, from, kslot, DType::kInt32);
+    Context::VecArgs v;
+    v.op = isa::VecOp::kRequantize, v.in = DType::kInt32, v.out = to, v.src1_buf = v.dst_buf = Buffer::kInput;
+    v.src1 = v.dst = slot, v.d0 = d0, v.d1 = d1, v.imm0 = m.multiplier, v.imm1 = m.shift,
+    v.imm2 = qy.zero_point;
+    c.vec(v);
   };
 }
 
@@ -106,6 +125,8 @@ bool lower_concat(Context& c, const Node& n, std::string* why) {
       return false;
     }
   }
+  const std::optional<quant::IntegerConcat> integer =
+      qy && c.options.plan ? quant::integer_concat(c.g, *c.options.plan, n) : std::nullopt;
   int requantized = 0;
   uint64_t kslot = 0;
   for (size_t k = 0; k < n.inputs.size(); ++k) {
@@ -128,9 +149,12 @@ bool lower_concat(Context& c, const Node& n, std::string* why) {
     if (same) {
       copy_box(c, x, 0, y, dst_off, dims);
     } else {
-      const uint64_t k = kslot;
+      const uint64_t ks = kslot;
       kslot = (kslot + 16) % 1024;  // conversion constants of this input (accumulator buffer)
-      copy_box(c, x, 0, y, dst_off, dims, conversion_hook(c, qx, qy, x.dtype, y.dtype, k));
+      const std::optional<isa::numerics::QuantizedMultiplier> m = integer ? integer->at(k) : std::nullopt;
+      copy_box(c, x, 0, y, dst_off, dims,
+               m ? requantize_hook(c, *qx, *qy, x.dtype, y.dtype, *m, ks)
+                 : conversion_hook(c, qx, qy, x.dtype, y.dtype, ks));
       requantized += constants.count(in) ? 0 : 1;
     }
     offset += x.shape[static_cast<size_t>(axis)];
@@ -142,8 +166,10 @@ bool lower_concat(Context& c, const Node& n, std::string* why) {
                     constants.size(), qy ? " quantized on their way" : "");
     return true;
   }
+  if (integer && requantized) c.plan->int8_scheme = "integer";
   c.plan->mapping =
-      requantized ? fmt::format("strided DMA copies, {} input(s) requantized in the tile loop", requantized)
+      requantized ? fmt::format("strided DMA copies, {} input(s) requantized in the tile loop{}", requantized,
+                                integer ? " (int8 integer: centred codes, one requantize)" : "")
                   : "strided DMA copies";
   return true;
 }

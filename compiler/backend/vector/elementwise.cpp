@@ -164,6 +164,8 @@ struct Operand {
   isa::DType dt = isa::DType::kFp32;  // element type in DRAM
   const quant::QParams* q = nullptr;  // # int8: codes converted in the tile loop (Context::codes)
   bool centred = false;  // # int8 integer scheme: its codes become code - zero point in int32, not reals
+  // # int8 integer scheme (quant::integer_add): the centred codes then rescaled to the common grid in int32.
+  std::optional<isa::numerics::QuantizedMultiplier> rescale;
   int64_t sram = -1;  // where the input scratchpad already holds it (an SE block's input), -1 = in DRAM only
 };
 
@@ -297,6 +299,16 @@ bool streamable(const Operand& A, const std::vector<Operand>& Bs, const DramTens
 constexpr const char* kNotStreamable =
     "its input or output is strided in memory along the innermost dimension (every element of that "
     "dimension sits apart from the next), which the vector unit cannot stream";
+
+// In place on a d1 x d0 int32 tile: requantize by `m` to int32 (no zero point), the integer Add's rescale of
+// centred codes to its common grid (quant::integer_add).
+void rescale_int32(Context& c, Buffer buf, uint64_t slot, int64_t d0, int64_t d1,
+                   const isa::numerics::QuantizedMultiplier& m) {
+  Context::VecArgs v;
+  v.op = VecOp::kRequantize, v.in = v.out = DType::kInt32, v.src1_buf = v.dst_buf = buf;
+  v.src1 = v.dst = slot, v.d0 = d0, v.d1 = d1, v.imm0 = m.multiplier, v.imm1 = m.shift;
+  c.vec(v);
+}
 
 // Where a tile's result lies for its STORE.
 struct TileResult {
@@ -447,10 +459,11 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
         const uint64_t at = b_cur + i * b_region;
         c.load(Buffer::kWeight, at, Bs[i].range, Bs[i].addr + static_cast<uint64_t>(bo) * eb, Bs[i].dt, bsz,
                bst);
-        if (Bs[i].q && Bs[i].centred)
+        if (Bs[i].q && Bs[i].centred) {
           subtract_zero_point(c, Buffer::kWeight, at, Buffer::kWeight, at, bsz[0], bsz[1], Bs[i].dt, kConvB,
                               DType::kInt32);
-        else if (Bs[i].q)
+          if (Bs[i].rescale) rescale_int32(c, Buffer::kWeight, at, bsz[0], bsz[1], *Bs[i].rescale);
+        } else if (Bs[i].q)
           dequantize_tile(c, Buffer::kWeight, at, bsz[0], bsz[1], Bs[i].dt, kConvB);
       }
       last_b_off = bo, last_b_n = b_n;
@@ -529,8 +542,9 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
     }
     return true;
   };
-  bool negate = false, recip_a = false;
+  bool negate = false, recip_a = false, swapped = false;
   if (!full(A)) {
+    swapped = true;
     if (!full(B)) {
       *why = "both operands broadcast";
       return false;
@@ -558,12 +572,17 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
   // requantize to the output's codes; no float step.
   const std::optional<isa::numerics::QuantizedMultiplier> imul =
       A.q && B.q && qy && c.options.plan ? quant::integer_mul(c.g, *c.options.plan, n) : std::nullopt;
-  B.centred = imul.has_value();
+  // # int8, integer scheme (quant::integer_add): each operand's centred codes rescaled to a common grid in
+  // int32, added (or subtracted), one requantize to the output's codes.
+  const std::optional<quant::IntegerAdd> iadd =
+      A.q && B.q && qy && c.options.plan ? quant::integer_add(c.g, *c.options.plan, n) : std::nullopt;
+  if (iadd) B.rescale = swapped ? iadd->a : iadd->b;
+  B.centred = imul.has_value() || iadd.has_value();
   // # int8: operands and output stored as codes are converted in SRAM, tile by tile (PlanScope);
   // their conversion constants sit at the start of the accumulator buffer.
   if (A.q) load_conversion_constants(c, kConvA, A.q, nullptr);
   if (B.q) load_conversion_constants(c, kConvB, B.q, nullptr);
-  if (qy && !imul) load_conversion_constants(c, kConvY, nullptr, qy);
+  if (qy && !imul && !iadd) load_conversion_constants(c, kConvY, nullptr, qy);
   // # int8: with codes in, the fp32 work runs in the accumulator buffer, as lower_batchnorm's does: the
   // codes come in through the input buffer (1 byte per element on its port, which the DMA shares)
   // instead of every step's 4-byte operands (an SE block's Mul was 3x its roofline on that port).
@@ -574,7 +593,7 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
   if (A.t) A.sram = se_mul_input(c, A.range, A.dt);  // an SE block's input, where its pool left it
   Slots acc = qa ? make_slots(c, Buffer::kAccumulator, 64) : Slots{};
   const Bcast mode = stream_broadcast(
-      c, A, {B}, y, imul ? nullptr : qy,
+      c, A, {B}, y, imul || iadd ? nullptr : qy,
       [&](uint64_t a_slot, const std::vector<uint64_t>& b, int64_t d0, int64_t d1, Bcast bc) {
         const uint64_t b_cur = b[0];
         if (imul) {
@@ -595,6 +614,37 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
           rq.d0 = d0, rq.d1 = d1, rq.imm0 = imul->multiplier, rq.imm1 = imul->shift, rq.imm2 = qy->zero_point;
           c.vec(rq);
           return out;
+        }
+        if (iadd) {
+          const uint64_t sl = acc.take();
+          subtract_zero_point(c, Buffer::kInput, a_slot, Buffer::kAccumulator, sl, d0, d1, A.dt, kConvA,
+                              DType::kInt32);
+          rescale_int32(c, Buffer::kAccumulator, sl, d0, d1, swapped ? iadd->b : iadd->a);
+          Context::VecArgs v;
+          v.op = op, v.in = v.out = DType::kInt32, v.src1_buf = v.dst_buf = Buffer::kAccumulator;
+          v.src1 = v.dst = sl, v.src2_buf = Buffer::kWeight, v.src2 = b_cur, v.d0 = d0, v.d1 = d1,
+          v.bcast = bc;
+          c.vec(v);
+          if (negate) {  // b - a computed as a - b: exact in int32
+            Context::VecArgs ng;
+            ng.op = VecOp::kNeg, ng.in = ng.out = DType::kInt32,
+            ng.src1_buf = ng.dst_buf = Buffer::kAccumulator;
+            ng.src1 = ng.dst = sl, ng.d0 = d0, ng.d1 = d1;
+            c.vec(ng);
+          }
+          Context::VecArgs rq;
+          rq.op = VecOp::kRequantize, rq.in = DType::kInt32, rq.out = y.dtype;
+          rq.src1_buf = rq.dst_buf = Buffer::kAccumulator, rq.src1 = rq.dst = sl, rq.d0 = d0, rq.d1 = d1;
+          rq.imm0 = iadd->out.multiplier, rq.imm1 = iadd->out.shift, rq.imm2 = qy->zero_point;
+          c.vec(rq);
+          if (iadd->lo > qy->qmin() || iadd->hi < qy->qmax()) {  // a fused Relu / Clip on the codes
+            Context::VecArgs cl;
+            cl.op = VecOp::kClip, cl.in = cl.out = y.dtype, cl.src1_buf = cl.dst_buf = Buffer::kAccumulator;
+            cl.src1 = cl.dst = sl, cl.d0 = d0, cl.d1 = d1;
+            cl.imm0 = f32_imm(static_cast<float>(iadd->lo)), cl.imm1 = f32_imm(static_cast<float>(iadd->hi));
+            c.vec(cl);
+          }
+          return TileResult{Buffer::kAccumulator, sl};
         }
         Buffer work = Buffer::kInput;
         uint64_t sl = a_slot;
@@ -631,7 +681,7 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
   // The product stays in the scratchpad for the pointwise conv after the Mul (backend/fusion/residency.h; the
   // first LOAD of it by any other reader spills it).
   if (kept) se_mul_kept_product(c, n.outputs[0], y, static_cast<uint64_t>(A.sram));
-  if (imul) c.plan->int8_scheme = "integer";
+  if (imul || iadd) c.plan->int8_scheme = "integer";
   c.plan->mapping =
       fmt::format("VEC {} bcast {}{}{}{}{}{}", isa::kVecOpNames[static_cast<size_t>(op)],
                   isa::kBcastNames[static_cast<size_t>(mode)],
@@ -639,8 +689,9 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
                   : recip_a ? " of recip"
                             : "",
                   act.empty() ? "" : " + " + act,
-                  imul        ? ", int8 integer: centred codes multiplied in int32, one requantize"
-                  : qa        ? ", int8 codes converted in the tile loop, fp32 work in the accumulator buffer"
+                  imul   ? ", int8 integer: centred codes multiplied in int32, one requantize"
+                  : iadd ? ", int8 integer: centred codes rescaled to a common grid in int32, one requantize"
+                  : qa   ? ", int8 codes converted in the tile loop, fp32 work in the accumulator buffer"
                   : B.q || qy ? ", int8 codes converted in the tile loop"
                               : "",
                   A.sram >= 0 && se_mul_read(c) ? ", input read where its SE block's pool left it" : "",

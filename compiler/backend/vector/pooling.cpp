@@ -7,6 +7,7 @@
 #include <functional>
 #include <numeric>
 #include <optional>
+#include <stdexcept>
 
 #include "compiler/backend/core/context.h"
 #include "compiler/backend/fusion/se_fusion.h"
@@ -32,6 +33,8 @@ namespace {
 constexpr uint64_t kGapStage = 32;
 // A VEC instruction's d0 is a 16-bit field (isa/isa.cpp checks it): longer element runs take several.
 constexpr int64_t kMaxVecRun = 65535;
+// The integer average pool's unit weights (int8 ones, kh x kw x a channel chunk) at most.
+constexpr int64_t kMaxUnitWeights = 16384;
 
 // True when the tensor's bytes are in NHWC order: its layout is NHWC, or differs from it only in where
 // dims of extent 1 sit (a layout conversion that moves only such dims is not inserted).
@@ -332,6 +335,31 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
     *why = "pooling window or padding beyond the VEC/LOAD field widths";
     return false;
   }
+  // # int8, integer scheme (quant::integer_average_pool): each window's exact int32 sum of the codes (a VEC
+  // dwconv of unit weights over the tile, padded with the zero point's code) and one output stage per
+  // pixel: bias -kh*kw*x.zp (the padding's codes and the window's zero points out), the pixel's
+  // single-rounding multiplier, y.zp. Records (bias, multiplier, shift) per output pixel, or one when all
+  // pixels share the divisor.
+  // The unit weights of a whole channel chunk load as one DMA row and sit in a corner of the accumulator
+  // buffer: windows over more than 16 KiB of them (e.g. 7x7 over 512 channels) keep the float rule.
+  const int64_t ones_max = kh * kw * std::min<int64_t>(C, kMaxDim);
+  const std::optional<quant::IntegerAveragePool> iap =
+      !is_max && !global && qx && qy && c.options.plan && ones_max <= kMaxUnitWeights
+          ? quant::integer_average_pool(c.g, *c.options.plan, n)
+          : std::nullopt;
+  std::vector<int32_t> records;
+  bool one_record = true;
+  if (iap) {
+    if (iap->oh != OH || iap->ow != OW || iap->kh != kh || iap->kw != kw || iap->pt != pt || iap->pl != pl)
+      throw std::logic_error("backend: the integer average pool's geometry differs from the lowering's");
+    const auto bias = static_cast<int32_t>(-kh * kw * qx->zero_point);
+    for (const isa::numerics::QuantizedMultiplier& m : iap->scale) {
+      records.insert(records.end(), {bias, m.multiplier, m.shift});
+      one_record = one_record && m.multiplier == iap->scale[0].multiplier && m.shift == iap->scale[0].shift;
+    }
+    if (one_record) records.resize(3);
+  }
+  const int64_t rec_words = iap && !one_record ? 3 : 1;  // accumulator words a tile's pixel takes
   // Padding: max pooling the lowest value (-inf, or the lowest code on codes), average pooling 0 (the
   // zero point's code when codes are converted in the tile loop).
   int64_t pad_value = 0;
@@ -343,16 +371,28 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
   }
   Slots s = make_slots(c, Buffer::kInput);
   Slots o = make_slots(c, Buffer::kWeight);
-  Slots f = make_slots(c, Buffer::kAccumulator, acc_base);
-  const uint64_t factor_addr = factor.empty() ? 0 : c.add_floats(factor, c.act);
+  // # int8 integer: the unit weights (kh x kw x the channel chunk of int8 ones) and the single record sit
+  // first in the accumulator buffer, per-pixel records in its slots after them.
+  const uint64_t ones_at = acc_base, record_at = ones_at + static_cast<uint64_t>(round64(ones_max));
+  Slots f = make_slots(c, Buffer::kAccumulator, iap ? record_at + 64 : acc_base);
+  const uint64_t factor_addr = factor.empty() || iap ? 0 : c.add_floats(factor, c.act);
+  const uint64_t records_addr = iap ? c.add_data(int32_bytes(records)) : 0;
+  if (iap) {
+    const uint64_t ones = c.add_data(std::vector<uint8_t>(static_cast<size_t>(ones_max), 1));
+    c.load(Buffer::kAccumulator, ones_at, Range{kDram, ones, ones + static_cast<uint64_t>(ones_max)}, ones,
+           isa::DType::kInt8, {ones_max, 1, 1, 1}, {0, 0, 0});
+    if (one_record)
+      c.load(Buffer::kAccumulator, record_at, Range{kDram, records_addr, records_addr + 12}, records_addr,
+             isa::DType::kInt32, {3, 1, 1, 1}, {0, 0, 0});
+  }
   // Tile: output rows x all columns x a channel chunk; fall back to column tiles when a row is too big.
   auto in_rows = [&](int64_t t) { return (t - 1) * sh + kh; };
   auto in_cols = [&](int64_t t) { return (t - 1) * sw + kw; };
   int64_t tc = std::min<int64_t>(C, kMaxDim), tow = OW, toh = OH;
   while (tc > 1 && in_rows(1) * in_cols(tow) * tc > s.elems) tc = ceil_div(tc, 2);
   while (tow > 1 && in_rows(1) * in_cols(tow) * tc > s.elems) tow = ceil_div(tow, 2);
-  while (toh > 1 &&
-         (in_rows(toh) * in_cols(tow) * tc > s.elems || toh * tow * tc > o.elems || toh * tow > f.elems)) {
+  while (toh > 1 && (in_rows(toh) * in_cols(tow) * tc > s.elems || toh * tow * tc > o.elems ||
+                     toh * tow * rec_words > f.elems)) {
     toh = ceil_div(toh, 2);
   }
   if (in_rows(toh) * in_cols(tow) * tc > s.elems || toh * tow * tc > o.elems) {
@@ -385,6 +425,34 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
                   ex;
           c.load(Buffer::kInput, sl, x.range(), xa, x.dtype, {nc, cols, rows, 1}, {C, W * C, 0},
                  {ptop, pbot, pleft, pright}, pad_value);
+          const uint64_t ya = y.addr + static_cast<uint64_t>(img * y_img + (oy * OW + ox) * P + c0) * ey;
+          if (iap) {
+            Context::VecArgs v;
+            v.op = VecOp::kDwConv, v.in = x.dtype, v.out = isa::DType::kInt32;
+            v.src1_buf = Buffer::kInput, v.src1 = sl, v.src2_buf = Buffer::kAccumulator;
+            v.src2 = ones_at, v.dst_buf = Buffer::kWeight, v.dst = ol;
+            v.d0 = nc, v.d1 = in_cols(ow), v.d2 = in_rows(oh);
+            v.win_h = kh, v.win_w = kw, v.str_h = sh, v.str_w = sw;
+            c.vec(v);
+            uint64_t rec = record_at;
+            if (!one_record) {
+              rec = f.take();
+              c.load(Buffer::kAccumulator, rec, Range{kDram, records_addr, records_addr + records.size() * 4},
+                     records_addr + static_cast<uint64_t>(oy * OW + ox) * 12, isa::DType::kInt32,
+                     {3 * ow, oh, 1, 1}, {3 * OW, 0, 0});
+            }
+            Context::VecArgs st;
+            st.op = VecOp::kOutput, st.in = isa::DType::kInt32, st.out = y.dtype;
+            st.bcast = one_record ? Bcast::kScalar : Bcast::kCol;
+            st.src1_buf = st.dst_buf = Buffer::kWeight, st.src1 = st.dst = ol,
+            st.src2_buf = Buffer::kAccumulator;
+            st.src2 = one_record ? record_at : rec;
+            st.d0 = nc, st.d1 = oh * ow;
+            st.imm0 = f32_imm(-INFINITY), st.imm1 = f32_imm(INFINITY), st.imm2 = qy->zero_point;
+            c.vec(st);
+            c.store(Buffer::kWeight, ol, y.range(), ya, y.dtype, {nc, ow, oh, 1}, {P, OW * P, 0});
+            continue;
+          }
           if (qx) dequantize_tile(c, Buffer::kInput, sl, nc, in_cols(ow) * in_rows(oh), x.dtype, 0);
           Context::VecArgs v;
           v.op = is_max ? VecOp::kMaxPool : VecOp::kAvgPool;
@@ -405,15 +473,19 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
             c.vec(m);
           }
           if (qy) quantize_tile(c, Buffer::kWeight, ol, nc, oh * ow, y.dtype, 16);
-          const uint64_t ya = y.addr + static_cast<uint64_t>(img * y_img + (oy * OW + ox) * P + c0) * ey;
           c.store(Buffer::kWeight, ol, y.range(), ya, y.dtype, {nc, ow, oh, 1}, {P, OW * P, 0});
         }
       }
     }
   }
+  if (iap) c.plan->int8_scheme = "integer";
   c.plan->mapping =
-      fmt::format("VEC {} {}x{} s{} on {}x{}x{} tiles{}{}", is_max ? "max_pool" : "avg_pool", kh, kw, sh, toh,
-                  tow, tc, isa::numerics::is_integer(c.act) ? " on int8 codes" : "", in_codes);
+      fmt::format("VEC {} {}x{} s{} on {}x{}x{} tiles{}{}",
+                  is_max ? "max_pool"
+                  : iap  ? "dwconv of unit weights (int32 window sums)"
+                         : "avg_pool",
+                  kh, kw, sh, toh, tow, tc, isa::numerics::is_integer(c.act) ? " on int8 codes" : "",
+                  iap ? summed : in_codes);
   return true;
 }
 

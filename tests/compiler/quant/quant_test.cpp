@@ -1570,12 +1570,114 @@ TEST(IntegerGlobalAveragePool, EachChannelsCodesSummedExactlyAndRoundedOnceToThe
   EXPECT_LE(differ * 10, total);
 }
 
+TEST(IntegerAdd, EachCodeIsTheExactSumOfTheInputsRealsRoundedToTheOutputsGridButForTies) {
+  // Add and Sub of two int8 values (one broadcast per channel) under the integer scheme, TFLite's
+  // integer-only add: each input's centred codes rescaled in int32 to the common grid 2 max(sa, sb) / 2^20,
+  // summed, one requantize. Checked against exact rational arithmetic: every code that does not saturate lies
+  // within half a code of (a_real +- b_real) / y.scale + zy (plus 2^-10 for the grid's and multipliers'
+  // rounding), and it equals the float rule's code except within that distance of a tie. The float scheme has
+  // no integer Add.
+  for (const char* op : {"Add", "Sub"}) {
+    testing::GraphBuilder b;
+    const std::string x = b.input("x", {1, 4, 6, 6}), z = b.input("z", {1, 4, 1, 1});
+    b.output(b.node(op, {x, z}, "y", {1, 4, 6, 6}));
+    const Graph g = b.build();
+    const auto [integer, fl] = int8_plans_of_both_schemes(g);
+    const auto m = integer_add(g, integer, g.nodes[0]);
+    ASSERT_TRUE(m.has_value()) << op;
+    EXPECT_FALSE(integer_add(g, fl, g.nodes[0]).has_value()) << op;
+    EXPECT_EQ(m->subtract, std::string(op) == "Sub");
+    const QParams &qa = integer.values.at("x"), &qb = integer.values.at("z"), &qy = integer.values.at("y");
+    // The larger-scale input's real multiplier is exactly 1/2: M = 2^30 with the whole 2^20 left shift.
+    const num::QuantizedMultiplier& big = qa.scale >= qb.scale ? m->a : m->b;
+    EXPECT_EQ(big.multiplier, 1 << 30);
+    EXPECT_EQ(big.shift, -kAddLeftShift);
+    int differ = 0, total = 0;
+    for (const auto& sample : synthetic_samples(g, 6, 13)) {
+      const Int8Tensor yi = expected_int8_tensors(g, integer, sample).at("y");
+      const Int8Tensor yf = expected_int8_tensors(g, fl, sample).at("y");
+      const std::vector<float> xa = sample.at("x").to_float_vector(), xb = sample.at("z").to_float_vector();
+      for (size_t k = 0; k < yi.codes.size(); ++k) {
+        const double ra = qa.scale * static_cast<double>(qa.quantize(xa[k]) - qa.zero_point);
+        const double rb = qb.scale * static_cast<double>(qb.quantize(xb[k / 36]) - qb.zero_point);
+        const double exact = (std::string(op) == "Add" ? ra + rb : ra - rb) / qy.scale + qy.zero_point;
+        if (exact < qy.qmin() - 0.5 || exact > qy.qmax() + 0.5) {
+          EXPECT_EQ(yi.codes[k], exact < qy.qmin() ? qy.qmin() : qy.qmax()) << op << " " << k;
+          continue;
+        }
+        EXPECT_LE(std::fabs(yi.codes[k] - exact), 0.5 + 1.0 / 1024) << op << " " << k;
+        const double frac = exact - std::floor(exact);
+        if (std::fabs(frac - 0.5) > 1.0 / 1024) {
+          EXPECT_EQ(yi.codes[k], yf.codes[k]) << op << " " << k;
+        }
+        differ += yi.codes[k] != yf.codes[k];
+        ++total;
+      }
+    }
+    EXPECT_LE(differ * 100, total) << op << ": " << differ << " of " << total;
+  }
+}
+
+TEST(IntegerAveragePool, EachPixelIsItsWindowsExactMeanRoundedOnceWithOnnxsDivisor) {
+  // AveragePool 3x3 stride 2, pads 1, ceil_mode, on an 8x10 map, with and without count_include_pad, under
+  // the integer scheme: every output code is the window's real mean in y's codes -- the exact sum of the
+  // centred codes inside the input over ONNX's divisor (the elements inside the input, or inside the padded
+  // input; the ceil_mode overhang never counts) -- rounded once: within half a code of it (plus the
+  // multiplier's 2^-16), and the float rule's code but at ties. The float scheme has no integer pool.
+  for (const int64_t include_pad : {0, 1}) {
+    testing::GraphBuilder b;
+    const std::string x = b.input("x", {1, 2, 8, 10});
+    b.output(b.node("AveragePool", {x}, "y", {1, 2, 5, 6},
+                    {{"kernel_shape", attr_ints({3, 3})},
+                     {"strides", attr_ints({2, 2})},
+                     {"pads", attr_ints({1, 1, 1, 1})},
+                     {"ceil_mode", attr_i(1)},
+                     {"count_include_pad", attr_i(include_pad)}}));
+    const Graph g = b.build();
+    const auto [integer, fl] = int8_plans_of_both_schemes(g);
+    const auto m = integer_average_pool(g, integer, g.nodes[0]);
+    ASSERT_TRUE(m.has_value());
+    EXPECT_FALSE(integer_average_pool(g, fl, g.nodes[0]).has_value());
+    const QParams &qx = integer.values.at("x"), &qy = integer.values.at("y");
+    int differ = 0, total = 0;
+    for (const auto& sample : synthetic_samples(g, 6, 19)) {
+      const Int8Tensor yi = expected_int8_tensors(g, integer, sample).at("y");
+      const Int8Tensor yf = expected_int8_tensors(g, fl, sample).at("y");
+      const std::vector<float> xs = sample.at("x").to_float_vector();
+      for (int64_t c = 0; c < 2; ++c) {
+        for (int64_t oy = 0; oy < 5; ++oy) {
+          for (int64_t ox = 0; ox < 6; ++ox) {
+            int64_t sum = 0, inside = 0, padded = 0;
+            for (int64_t i = 2 * oy - 1; i < 2 * oy + 2; ++i) {
+              for (int64_t j = 2 * ox - 1; j < 2 * ox + 2; ++j) {
+                padded += i >= -1 && i < 9 && j >= -1 && j < 11;  // [-1, 8 + 1) x [-1, 10 + 1)
+                if (i < 0 || i >= 8 || j < 0 || j >= 10) continue;
+                sum += qx.quantize(xs[static_cast<size_t>((c * 8 + i) * 10 + j)]) - qx.zero_point;
+                ++inside;
+              }
+            }
+            const int64_t d = include_pad ? padded : inside;
+            const double exact = static_cast<double>(sum) * qx.scale / (qy.scale * static_cast<double>(d));
+            const size_t k = static_cast<size_t>((c * 5 + oy) * 6 + ox);
+            const double got = yi.codes[k] - qy.zero_point;
+            if (exact + qy.zero_point < qy.qmin() || exact + qy.zero_point > qy.qmax()) continue;
+            EXPECT_LE(std::fabs(got - exact), 0.5 + 1.0 / 65536) << include_pad << " " << k;
+            EXPECT_LE(std::abs(yi.codes[k] - yf.codes[k]), 1) << k;
+            differ += yi.codes[k] != yf.codes[k];
+            ++total;
+          }
+        }
+      }
+    }
+    EXPECT_LE(differ * 10, total) << differ << " of " << total;
+  }
+}
+
 TEST(LutEpilogue, ConvSumsAreRequantizedToThePreActivationsCodesThenLookedUpInTheActivationsTable) {
   // A 1x1 Conv of one channel, weight code 1, with a fused HardSwish under the integer scheme. The plan
   // calibrates the conv's output before the HardSwish (its own QParams, pre), and every output code is
-  // y.quantize(hardswish(pre.dequantize(p))) with p = clamp(round(acc * x.scale * w.scale / pre.scale) +
-  // pre.zp): checked for every input code from first principles (the scale ratio has an odd multiplier and
-  // no right shift here, so gemmlowp's rounding is the nearest integer, no ties).
+  // y.quantize(hardswish(pre.dequantize(p))) with p = clamp(requantize(acc, x.scale * w.scale / pre.scale) +
+  // pre.zp): checked for every input code, p within gemmlowp's rounding of the exact product.
   GraphBuilder b;
   auto x = b.input("x", {1, 1, 16, 16});
   Tensor wt(DataType::kFloat32, {1, 1, 1, 1});
@@ -1602,7 +1704,8 @@ TEST(LutEpilogue, ConvSumsAreRequantizedToThePreActivationsCodesThenLookedUpInTh
   const TensorStats& ps = stats.at(pre_activation_key(n.outputs[0]));
   const QParams& yq = plan.values.at(n.outputs[0]);
   EXPECT_LT(ps.min(), -0.5f);
-  EXPECT_NEAR(L.pre_activation.scale, (ps.max() - std::min(0.0f, ps.min())) / 255.0f, 1e-6);
+  // Its grid spans at most that range (less where the output code no longer changes: table_input_range).
+  EXPECT_LE(L.pre_activation.scale, (ps.max() - std::min(0.0f, ps.min())) / 255.0f * (1 + 1e-6));
   EXPECT_NE(L.pre_activation.scale, yq.scale);
   Int8Tensor xt;
   xt.shape = {1, 1, 16, 16};
@@ -1616,13 +1719,66 @@ TEST(LutEpilogue, ConvSumsAreRequantizedToThePreActivationsCodesThenLookedUpInTh
     const int64_t acc =
         static_cast<int64_t>(xt.codes[static_cast<size_t>(k)] - xt.qparams.zero_point) * L.weight_q[0] +
         L.bias_folded[0] + static_cast<int64_t>(xt.qparams.zero_point) * L.weight_q[0];
-    const double v = static_cast<double>(acc) * ratio;
-    ASSERT_GT(std::fabs(v - std::floor(v) - 0.5), 1e-6) << k;  // no tie
-    const int64_t p = std::clamp<int64_t>(std::llround(v) + pre.zero_point, pre.qmin(), pre.qmax());
+    // The sum in the pre-activation's codes: the ISA's requantize (gemmlowp's two roundings: within half a
+    // code of the exact product, plus 2^-(shift+1) for the first rounding when it shifts right).
+    const int64_t p =
+        std::clamp<int64_t>(num::requantize_unsaturated(static_cast<int32_t>(acc), L.requant[0].multiplier,
+                                                        L.requant[0].shift, pre.zero_point),
+                            pre.qmin(), pre.qmax());
+    const double v = static_cast<double>(acc) * ratio + pre.zero_point;
+    if (v > pre.qmin() && v < pre.qmax()) {
+      const int32_t sh = L.requant[0].shift;
+      EXPECT_LE(std::fabs(static_cast<double>(p) - v), 0.5 + (sh > 0 ? std::ldexp(0.5, -sh) : 0.0) + 1e-6)
+          << k;
+    }
     const float pr = pre.dequantize(static_cast<int32_t>(p));
     const float hs = pr * std::min(std::max(pr / 6.0f + 0.5f, 0.0f), 1.0f);
     EXPECT_EQ(got[static_cast<size_t>(k)], yq.quantize(hs))
         << "input code " << xt.codes[static_cast<size_t>(k)];
+  }
+}
+
+TEST(LutEpilogue, TheTablesInputGridSpansOnlyWhereTheOutputCodeChanges) {
+  // table_input_range: HardSwish is 0 below -3, HardSigmoid constant outside [-3, 3], a Sigmoid's tails round
+  // to y's first and last codes: the narrowed range drops those parts (less one step of the narrowed grid),
+  // and every input of the calibrated range clamped to it gives the output code the input itself gives.
+  GraphBuilder b;
+  auto x = b.input("x", {1, 1, 2, 2});
+  b.output(b.node("Conv", {x, b.random_constant("w", {1, 1, 1, 1}, 1)}, "y", {1, 1, 2, 2}));
+  const Graph g = b.build();
+  const Node& n = g.nodes[0];
+  struct Case {
+    const char* act;
+    ClipRange r, y;        // calibrated input range, output range
+    float lo_max, hi_min;  // the narrowed range's ends at most / at least
+  };
+  const Case cases[] = {{"HardSwish", {-8, 6}, {-0.375f, 6}, -2.9f, 5.9f},
+                        {"HardSigmoid", {-8, 8}, {0, 1}, -2.9f, 2.9f},
+                        {"Sigmoid", {-20, 20}, {0, 1}, -5.0f, 5.0f}};
+  for (const Case& c : cases) {
+    Node m = n;
+    m.attrs[kActivation] = testing::attr_s(c.act);
+    if (std::string(c.act) == "HardSigmoid") {
+      m.attrs[kAlpha] = testing::attr_f(1.0f / 6);
+      m.attrs[kBeta] = testing::attr_f(0.5f);
+    }
+    const QParams y = qparams_for_range(c.y, false, isa::DType::kUint8);
+    const ClipRange t = table_input_range(m, c.act, c.r, y);
+    EXPECT_GT(t.lo, c.r.lo + 1.0f) << c.act;
+    EXPECT_LT(t.hi, c.r.hi - (std::string(c.act) == "HardSwish" ? -1.0f : 1.0f)) << c.act;
+    EXPECT_LE(t.lo, c.lo_max) << c.act;
+    EXPECT_GE(t.hi, c.hi_min) << c.act;
+    const std::vector<int32_t> table =
+        epilogue_lut(m, c.act, qparams_for_range(t, false, isa::DType::kUint8), y);
+    const QParams pre = qparams_for_range(t, false, isa::DType::kUint8);
+    for (int i = 0; i <= 1000; ++i) {
+      const float v = c.r.lo + (c.r.hi - c.r.lo) * static_cast<float>(i) / 1000;
+      if (v >= t.lo && v <= t.hi) continue;  // inside: rounded to the grid as any value
+      const float f = std::string(c.act) == "HardSwish"     ? num::hard_swish(v)
+                      : std::string(c.act) == "HardSigmoid" ? num::hard_sigmoid(v, 1.0f / 6, 0.5f)
+                                                            : num::sigmoid(v);
+      EXPECT_EQ(table[static_cast<size_t>(pre.quantize(v) - pre.qmin())], y.quantize(f)) << c.act << " " << v;
+    }
   }
 }
 
