@@ -2,8 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "arch/datapath/error.h"
 
@@ -62,6 +66,34 @@ void DramImage::fill(uint64_t addr, uint8_t value, uint64_t n) {
   }
 }
 
+Scratchpad::Scratchpad(uint64_t bytes) : size_(bytes) {
+  if (bytes == 0) return;
+  // MAP_NORESERVE: nothing is committed (or counted against overcommit) until a page is written.
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    size_ = 0;
+    throw DatapathError(fmt::format("cannot map a scratchpad of {} bytes: {}", bytes, std::strerror(err)));
+  }
+  data_ = static_cast<uint8_t*>(p);
+}
+
+Scratchpad::~Scratchpad() {
+  if (data_ != nullptr) munmap(data_, size_);
+}
+
+Scratchpad::Scratchpad(Scratchpad&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+Scratchpad& Scratchpad::operator=(Scratchpad&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) munmap(data_, size_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
 MachineState::MachineState(const isa::NpuConfig& config) : MachineState(config, isa::Program{}) {}
 
 MachineState::MachineState(const isa::NpuConfig& config, const isa::Program& program)
@@ -69,7 +101,8 @@ MachineState::MachineState(const isa::NpuConfig& config, const isa::Program& pro
   for (int b = 0; b < isa::kNumBuffers; ++b) {
     storage_[static_cast<size_t>(b)] = config.sram.storage(static_cast<isa::Buffer>(b));
     if (storage_[static_cast<size_t>(b)] != static_cast<isa::Buffer>(b)) continue;
-    sram_[b].assign(static_cast<size_t>(config.sram.buffer(static_cast<isa::Buffer>(b)).size_bytes()), 0);
+    sram_[b] =
+        Scratchpad(static_cast<uint64_t>(config.sram.buffer(static_cast<isa::Buffer>(b)).size_bytes()));
   }
   for (const isa::DataSegment& seg : program.data) {
     if (seg.elided_bytes > 0) {
@@ -86,7 +119,7 @@ uint8_t* MachineState::sram_span(isa::Buffer b, uint64_t addr, uint64_t n, const
   if (static_cast<int>(b) >= isa::kNumBuffers) {
     throw DatapathError(fmt::format("{}: buffer id {} does not exist", what, static_cast<int>(b)));
   }
-  std::vector<uint8_t>& s = sram(b);
+  Scratchpad& s = sram(b);
   if (addr > s.size() || n > s.size() - addr) {
     throw DatapathError(
         fmt::format("{}: bytes [{:#x}, {:#x}) of the {} buffer exceed its capacity of {} bytes", what, addr,

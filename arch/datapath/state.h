@@ -37,6 +37,29 @@ class DramImage {
   std::unordered_map<uint64_t, std::unique_ptr<uint8_t[]>> pages_;
 };
 
+// A scratchpad's bytes, zero at the start: anonymous memory that the OS maps to its zero page and commits
+// a page at a time on first write, so a run costs the RAM of the pages its program touches, not the
+// configured size (the scalesim preset's three 4 GiB scratchpads would have been 12 GiB zero-filled).
+class Scratchpad {
+ public:
+  Scratchpad() = default;
+  // Throws DatapathError when `bytes` of address space cannot be mapped.
+  explicit Scratchpad(uint64_t bytes);
+  ~Scratchpad();
+  Scratchpad(Scratchpad&& other) noexcept;
+  Scratchpad& operator=(Scratchpad&& other) noexcept;
+  Scratchpad(const Scratchpad&) = delete;
+  Scratchpad& operator=(const Scratchpad&) = delete;
+
+  uint8_t* data() { return data_; }
+  const uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
 // The operand held in the array's stationary registers by the last PRELOAD: rows x cols elements of
 // `dtype`, row-major and dense (the row_stride of the PRELOAD is already applied).
 struct StationaryOperand {
@@ -64,10 +87,8 @@ class MachineState {
 
   // A scratchpad's bytes (size = config.sram.<buf>.size_kib * 1024).
   // With sram.shared_scratchpad the weight buffer is the input scratchpad's bytes.
-  std::vector<uint8_t>& sram(isa::Buffer b) {
-    return sram_[static_cast<size_t>(storage_[static_cast<size_t>(b)])];
-  }
-  const std::vector<uint8_t>& sram(isa::Buffer b) const {
+  Scratchpad& sram(isa::Buffer b) { return sram_[static_cast<size_t>(storage_[static_cast<size_t>(b)])]; }
+  const Scratchpad& sram(isa::Buffer b) const {
     return sram_[static_cast<size_t>(storage_[static_cast<size_t>(b)])];
   }
   // Pointer to [addr, addr + n) of a scratchpad; throws DatapathError naming `what` if it does not fit.
@@ -91,7 +112,7 @@ class MachineState {
 
  private:
   DramImage dram_;
-  std::vector<uint8_t> sram_[isa::kNumBuffers];
+  Scratchpad sram_[isa::kNumBuffers];
   std::array<isa::Buffer, isa::kNumBuffers> storage_ = {isa::Buffer::kInput, isa::Buffer::kWeight,
                                                         isa::Buffer::kAccumulator};
   StationaryOperand stationary_;

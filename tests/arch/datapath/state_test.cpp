@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <fstream>
 #include <numeric>
 
 #include "arch/datapath/error.h"
@@ -72,6 +75,32 @@ TEST(MachineState, ScratchpadsAreSizedFromTheConfigAndSegmentsArePlaced) {
   EXPECT_EQ(b[0], 9);
   EXPECT_EQ(st.dram().pages_allocated(), 3u);
   EXPECT_THROW(st.sram_span(isa::Buffer::kInput, 3 * 1024 - 1, 2, "test"), DatapathError);
+}
+
+// The process's resident set, from /proc/self/statm (its second field, in pages).
+uint64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+TEST(MachineState, ScratchpadsCostOnlyThePagesAProgramTouches) {
+  isa::NpuConfig cfg;
+  for (isa::ScratchpadConfig* pad : {&cfg.sram.input, &cfg.sram.weight, &cfg.sram.accumulator}) {
+    pad->size_kib = 256 * 1024;  // 3 x 256 MiB: zero-filled up front they were 768 MiB resident
+  }
+  const uint64_t before = resident_bytes();
+  MachineState st(cfg);
+  const uint64_t last = 256ull << 20;
+  for (isa::Buffer b : {isa::Buffer::kInput, isa::Buffer::kWeight, isa::Buffer::kAccumulator}) {
+    ASSERT_EQ(st.sram(b).size(), last);
+    EXPECT_EQ(*st.sram_span(b, 0, 1, "test"), 0);
+    EXPECT_EQ(*st.sram_span(b, last / 2, 1, "test"), 0);
+    *st.sram_span(b, last - 1, 1, "test") = 0x5a;
+    EXPECT_EQ(st.sram(b).data()[last - 1], 0x5a);
+  }
+  EXPECT_LT(resident_bytes() - std::min(before, resident_bytes()), uint64_t{32} << 20);
 }
 
 TEST(MachineState, TensorsReadAndWriteAsRawBytes) {
