@@ -58,7 +58,7 @@ TEST(MappingCli, WrittenMappingImposedAgainGivesTheSameCycles) {
 }
 
 // A CONV tile is bounded by the scratchpads, not by 65,535 pixels (MatrixMapper::max_tile_pixels): on the
-// scalesim preset's 64 MiB a 298 x 298 output is one tile, written and imposed again; a GEMM tile stops at
+// scalesim preset a 298 x 298 output is one tile, written and imposed again; a GEMM tile stops at
 // MATMUL's 65,535 rows.
 TEST(MappingCli, AConvTileOfMoreThan65535PixelsIsWrittenAndImposedAgain) {
   const std::string dir = temp_dir("mapping-wide");
