@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "compiler/ir/memory_budget.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/emulate.h"
 #include "isa/json_text.h"
@@ -714,11 +715,73 @@ std::string accuracy_summary(const AccuracyReport& r, size_t worst_layers) {
   return o.str();
 }
 
+// The fp32 bytes of a value the emulator holds (0 for a constant or an unknown shape).
+static uint64_t held_bytes(const Graph& g, const std::string& name) {
+  if (name.empty()) return 0;
+  const Value& v = g.value(name);
+  if (v.is_constant() || !v.fully_known()) return 0;
+  return static_cast<uint64_t>(num_elements(v.shape)) * 4;
+}
+
+// A Conv's im2col rows in the reference kernel (interp/kernels_nn.cpp k_conv): (C / group) x kernel
+// window x output pixels floats, unless it is a 1x1 stride-1 unpadded conv that reads its input directly.
+static uint64_t conv_scratch_bytes(const Graph& g, const Node& n) {
+  if (n.op_type != "Conv" || n.inputs.size() < 2 || n.outputs.empty()) return 0;
+  const Value& w = g.value(n.inputs[1]);
+  const Value& y = g.value(n.outputs[0]);
+  if (!w.fully_known() || !y.fully_known() || w.shape.size() < 3 || y.shape.size() != w.shape.size())
+    return 0;
+  const Shape window(w.shape.begin() + 2, w.shape.end()), pixels(y.shape.begin() + 2, y.shape.end());
+  const auto ones = [](const std::vector<int64_t>& v) {
+    return std::all_of(v.begin(), v.end(), [](int64_t x) { return x == 1; });
+  };
+  const auto zeros = [](const std::vector<int64_t>& v) {
+    return std::all_of(v.begin(), v.end(), [](int64_t x) { return x == 0; });
+  };
+  if (num_elements(window) == 1 && ones(n.attr_ints("strides")) && zeros(n.attr_ints("pads"))) return 0;
+  return static_cast<uint64_t>(w.shape[1] * num_elements(window) * num_elements(pixels)) * 4;
+}
+
+// Throws MemoryError (memory_budget.h) when collect_statistics on `samples` samples would not fit: the
+// samples held at once plus one fp32 run of the model (each value from its producer to its last reader,
+// graph outputs to the end and then copied once more, and a convolution's im2col scratch). SCALE-Sim's
+// 4k-image UNet topology needs about 35 GB for one synthetic sample; without the check it met the OOM
+// killer (exit 137).
+static void check_statistics_fit(const Graph& g, size_t samples) {
+  std::map<std::string, int> uses;
+  for (const Node& n : g.nodes)
+    for (const auto& in : n.inputs) ++uses[in];
+  const std::set<std::string> outputs(g.outputs.begin(), g.outputs.end());
+  uint64_t sample_bytes = 0;
+  for (const auto& in : g.inputs) sample_bytes += held_bytes(g, in);
+  // The emulator copies the sample's inputs and drops each value after its last reader.
+  uint64_t live = sample_bytes, peak = live;
+  for (const Node& n : g.nodes) {
+    uint64_t made = 0;
+    for (const auto& out : n.outputs) made += held_bytes(g, out);
+    peak = std::max(peak, live + made + conv_scratch_bytes(g, n));
+    live += made;
+    for (const auto& in : n.inputs)
+      if (!in.empty() && --uses[in] == 0 && !outputs.count(in)) live -= std::min(live, held_bytes(g, in));
+  }
+  // emulate() returns copies of the graph outputs while the emulator still holds them.
+  uint64_t returned = 0;
+  for (const auto& out : outputs) returned += held_bytes(g, out);
+  peak = std::max(peak, live + returned);
+  check_allocation(
+      "calibrating on " + std::to_string(samples) + (samples == 1 ? " sample of " : " samples of ") +
+          format_bytes(sample_bytes) + " (the model run in fp32 holds up to " + format_bytes(peak) + " more)",
+      samples * sample_bytes + peak,
+      "calibrate a smaller input shape, or run without int8 (--precision fp16 needs no calibration)");
+}
+
 CalibrationSet calibration_inputs(const Graph& g, const PlanRequest& request) {
   CalibrationSet c;
   c.info.method = to_string(request.quant.calibration.method);
   if (request.quant.calibration.method == CalibrationMethod::kPercentile)
     c.info.percentile = request.quant.calibration.percentile;
+  // Before the samples exist: one 4k-image sample alone can be gigabytes.
+  check_statistics_fit(g, static_cast<size_t>(std::max(1, request.calibration_count)));
   if (!request.calibration_dir.empty()) {
     c.samples = load_samples(g, request.calibration_dir, request.calibration_count,
                              request.preprocess ? &*request.preprocess : nullptr);

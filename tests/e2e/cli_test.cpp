@@ -509,6 +509,26 @@ TEST(Cli, HugeMicroModelFailsBeforeAllocatingNamingTheTensorAndTheBytes) {
   EXPECT_EQ(r.err.find("bad_alloc"), std::string::npos) << r.err;
 }
 
+// int8 calibration runs the model in fp32 on its samples: a 2048 x 2048 input's 3x3 conv to 64 channels makes
+// a 1.07 GB output, held and returned as a copy (2.14 GB; measured 2.33 GB resident at 0af2022), for a 17 MB
+// sample, so under a 1 GB limit it stops before making the sample, with the estimate (a 4k-image UNet
+// topology met the OOM killer there, exit 137).
+TEST(Cli, Int8CalibrationThatWouldNotFitFailsBeforeRunningTheModel) {
+  const std::string dir = temp_dir("calibration-memory");
+  write_file(
+      dir + "/big.csv",
+      "Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, Strides,\n"
+      "big, 2048, 2048, 3, 3, 1, 64, 1,\n");
+  const CommandResult r =
+      npusim({"run", dir + "/big.csv", "-c", std::string(NPUSIM_SOURCE_DIR) + "/configs/scalesim.yaml",
+              "--precision", "int8", "-q", "--memory-limit-gb", "1"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("calibrating on 1 sample of 16.8 MB (the model run in fp32 holds up to 2.1 GB more) "
+                       "needs 2.2 GB, more than the 1.0 GB of memory available"),
+            std::string::npos)
+      << r.err;
+}
+
 // The same model timed: no weights are held, but its MatMul (K beyond an instruction's reach) would run on
 // the host with more operations than a host call carries: one sentence naming the layer, not a field of
 // an instruction.
