@@ -17,4 +17,8 @@ class DatapathError : public std::runtime_error {
 // "MATMUL (layer 3)" / "VEC relu (layer 0)": how errors name an instruction without needing a Program.
 std::string describe(const isa::Instruction& ins);
 
+// Throws DatapathError with `msg` after describe(ins). Cold and out of line, so that the checks made on every
+// instruction of a program inline into a few compares.
+[[noreturn, gnu::cold, gnu::noinline]] void fail(const isa::Instruction& ins, const std::string& msg);
+
 }  // namespace npusim::arch::datapath

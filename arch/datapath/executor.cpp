@@ -21,12 +21,6 @@ using isa::Opcode;
 
 namespace {
 
-[[noreturn]] void fail(const Instruction& ins, const std::string& msg) {
-  throw DatapathError(fmt::format("{}: {}", describe(ins), msg));
-}
-
-uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
-
 // The pad element of a LOAD as bytes of dtype `t`: integers take pad_value as a signed integer
 // (saturated to the type), float types take it as bf16 bits.
 std::vector<uint8_t> pad_element(const Instruction& ins, DType t) {

@@ -27,13 +27,11 @@ std::string describe(const Instruction& ins) {
   return fmt::format("{} (layer {})", s, ins.layer());
 }
 
-namespace {
-
-// The failures are cold and out of line, so that the checks the pre-run check makes on every
-// instruction of a program inline into a few compares.
-[[noreturn, gnu::cold, gnu::noinline]] void fail(const Instruction& ins, const std::string& msg) {
+void fail(const Instruction& ins, const std::string& msg) {
   throw DatapathError(fmt::format("{}: {}", describe(ins), msg));
 }
+
+namespace {
 
 [[noreturn, gnu::cold, gnu::noinline]] void fail_field(const Instruction& ins, const char* name, int64_t v,
                                                        const char* what) {
@@ -77,7 +75,6 @@ void require_mac_dtype(const Instruction& ins, DType t, const isa::NpuConfig& co
   }
 }
 
-uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
 
 // The ranges of one instruction, built without allocating (the pre-run check visits every
 // instruction of the program); footprint() copies them into a Footprint.

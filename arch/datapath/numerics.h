@@ -11,6 +11,9 @@
 
 namespace npusim::arch::datapath {
 
+// An element count or index as the unsigned type containers take (the datapath checks signs first).
+inline uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
+
 using isa::numerics::accumulator_dtype;
 using isa::numerics::bf16_to_fp32;
 using isa::numerics::clamp_i64;

@@ -13,8 +13,6 @@ namespace npusim::arch::datapath {
 
 namespace {
 
-uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
-
 // Multiply-accumulate of the two value domains. Integer: modulo 2^32 (unsigned arithmetic).
 struct IntArith {
   using V = uint32_t;

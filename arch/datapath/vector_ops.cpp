@@ -20,8 +20,6 @@ using isa::VecOp;
 
 namespace {
 
-uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
-
 // Ops whose integer-typed inputs are computed exactly in 64-bit integers (vector_ops.h).
 bool integer_capable(VecOp op) {
   switch (op) {

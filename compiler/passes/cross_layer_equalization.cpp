@@ -97,12 +97,6 @@ void apply_scales(const std::vector<double>& s, Tensor& w1, Tensor* b1, Tensor& 
   }
 }
 
-// Replaces node n's input k by a new constant holding t; drops the old constant when nothing reads it.
-void replace_constant(Graph& g, Node& n, size_t k, Tensor t) {
-  const std::string old = n.inputs[k];
-  n.inputs[k] = detail::add_constant(g, old + "_cle", std::move(t));
-  if (detail::use_count(g, old) == 0 && !detail::is_graph_output(g, old)) g.values.erase(old);
-}
 
 }  // namespace
 
@@ -177,8 +171,8 @@ Equalization equalize_cross_layer(Graph& g, int max_rounds) {
     if (moved <= 1e-4) break;
   }
   result.rounds = std::min(result.rounds, max_rounds);
-  for (auto& [idx, t] : work.weight) replace_constant(g, g.nodes[static_cast<size_t>(idx)], 1, std::move(t));
-  for (auto& [idx, t] : work.bias) replace_constant(g, g.nodes[static_cast<size_t>(idx)], 2, std::move(t));
+  for (auto& [idx, t] : work.weight) detail::replace_constant(g, g.nodes[static_cast<size_t>(idx)], 1, std::move(t), "_cle");
+  for (auto& [idx, t] : work.bias) detail::replace_constant(g, g.nodes[static_cast<size_t>(idx)], 2, std::move(t), "_cle");
   for (const Pair& p : pairs) {
     EqualizedPair e;
     e.first = g.nodes[static_cast<size_t>(p.first)].name;

@@ -93,6 +93,12 @@ std::string add_constant(Graph& g, const std::string& base, Tensor t) {
   return name;
 }
 
+void replace_constant(Graph& g, Node& n, size_t k, Tensor t, const std::string& suffix) {
+  const std::string old = n.inputs[k];
+  n.inputs[k] = add_constant(g, old + suffix, std::move(t));
+  if (use_count(g, old) == 0 && !is_graph_output(g, old)) g.values.erase(old);
+}
+
 std::string add_value(Graph& g, const std::string& base, DataType dtype, const Shape& shape,
                       bool shape_known) {
   std::string name = g.unique_value_name(base);

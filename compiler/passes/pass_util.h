@@ -57,6 +57,10 @@ size_t output_channel_axis(const Graph& g, const Node& m);
 // Adds a new constant under a fresh name derived from `base`; returns the name.
 std::string add_constant(Graph& g, const std::string& base, Tensor t);
 
+// Replaces node n's input k by a new constant holding t, named after the old one plus `suffix`; drops the
+// old constant when nothing else reads it.
+void replace_constant(Graph& g, Node& n, size_t k, Tensor t, const std::string& suffix);
+
 // Adds a new non-constant value with a fresh name derived from `base`; returns the name.
 std::string add_value(Graph& g, const std::string& base, DataType dtype, const Shape& shape,
                       bool shape_known = true);

@@ -68,11 +68,6 @@ bool collect_linears(const Graph& g, const std::string& v, int64_t channels, std
   return true;
 }
 
-void replace_constant(Graph& g, Node& n, size_t k, Tensor t) {
-  const std::string old = n.inputs[k];
-  n.inputs[k] = detail::add_constant(g, old + "_smooth", std::move(t));
-  if (detail::use_count(g, old) == 0 && !detail::is_graph_output(g, old)) g.values.erase(old);
-}
 
 }  // namespace
 
@@ -139,10 +134,10 @@ Smoothing smooth_linear_inputs(Graph& g, double alpha, const ChannelMaxAbs& chan
       for (int64_t j = 0; j < channels; ++j)
         for (int64_t c = 0; c < n; ++c)
           w.f[j * n + c] = static_cast<float>(w.f[j * n + c] * s[static_cast<size_t>(j)]);
-      replace_constant(g, m, 1, std::move(w));
+      detail::replace_constant(g, m, 1, std::move(w), "_smooth");
     }
-    replace_constant(g, g.nodes[idx], 1, std::move(new_scale));
-    if (new_bias) replace_constant(g, g.nodes[idx], 2, std::move(*new_bias));
+    detail::replace_constant(g, g.nodes[idx], 1, std::move(new_scale), "_smooth");
+    if (new_bias) detail::replace_constant(g, g.nodes[idx], 2, std::move(*new_bias), "_smooth");
     result.layers.push_back(std::move(rec));
   }
   return result;

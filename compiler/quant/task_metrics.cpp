@@ -23,7 +23,7 @@ double ratio(int64_t part, int64_t whole) {
 }
 
 // Four significant digits (0.9877, 1.234e-05): enough to compare runs, not the six that read as noise.
-std::string num(double v) {
+std::string num4(double v) {
   std::ostringstream os;
   os << std::setprecision(4) << v;
   return os.str();
@@ -247,7 +247,7 @@ void TaskEvaluator::add(const Tensor& ref, const Tensor& q) {
         throw TaskError(
             "--task ocr-det reads a text probability map in [0, 1] (DB's output after its sigmoid); "
             "the model's first output reaches " +
-            num(*lo) + " .. " + num(*hi) + " in fp32");
+            num4(*lo) + " .. " + num4(*hi) + " in fp32");
       for (size_t k = 0; k < ref.f.size(); ++k) {
         const bool a = ref.f[k] > o_.det_threshold, b = q.f[k] > o_.det_threshold;
         m_.det_reference_pixels += a;
@@ -362,16 +362,16 @@ std::string task_summary(const TaskMetrics& m) {
         << fmt::format("{:.2f}%", 100 * m.char_error_rate()) << "\n";
       for (const auto& mm : m.mismatches)
         o << "  fp32 \"" << mm.reference << "\"  quantized \"" << mm.quantized << "\"  ("
-          << mm.steps_differing << " step(s) differ; fp32 margin there " << num(mm.fp32_margin_min) << " to "
-          << num(mm.fp32_margin_max) << ")\n";
+          << mm.steps_differing << " step(s) differ; fp32 margin there " << num4(mm.fp32_margin_min) << " to "
+          << num4(mm.fp32_margin_max) << ")\n";
       break;
     case Task::kOcrDet:
-      o << "text-map F1 " << num(m.det_f1()) << ", IoU " << num(m.det_iou())
+      o << "text-map F1 " << num4(m.det_f1()) << ", IoU " << num4(m.det_iou())
         << " (pixels above the threshold)\n";
       break;
     case Task::kRegress:
-      o << "mean |error| " << num(m.mean_abs_error()) << ", relative RMS error "
-        << num(m.relative_rms_error()) << "\n";
+      o << "mean |error| " << num4(m.mean_abs_error()) << ", relative RMS error "
+        << num4(m.relative_rms_error()) << "\n";
       break;
   }
   return o.str();

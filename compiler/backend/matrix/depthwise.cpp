@@ -23,7 +23,7 @@ using isa::Instruction;
 namespace {
 
 // Vector candidates simulated per layer (the closed form's best few), as MatrixMapper::choose does.
-constexpr size_t kTimedCandidates = 2;
+constexpr size_t kDepthwiseTimedCandidates = 2;
 
 uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
 
@@ -289,7 +289,7 @@ bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s
   const LayerMapping* tiles = want_vector && imposed->has_tiling() ? imposed : nullptr;
   if (tiles) check_vector_tiles(*tiles, j);
   DepthwiseMapper dm(c, j, s);
-  std::vector<DepthwiseTiling> best = dm.search(c.can_time() ? kTimedCandidates : 1, tiles);
+  std::vector<DepthwiseTiling> best = dm.search(c.can_time() ? kDepthwiseTimedCandidates : 1, tiles);
   if (best.empty()) {
     if (tiles) {
       throw MappingError(fmt::format(

@@ -27,10 +27,10 @@ size_t phys_pos(const std::vector<int>& layout, int64_t axis) {
   return static_cast<size_t>(axis);
 }
 
-class Decider {
+class ConcatDecider {
  public:
   // `unfolded`: Concats that must keep instructions of their own (see fold_concats).
-  Decider(const Graph& g, const CompileOptions& o, const std::map<std::string, isa::DType>& storage,
+  ConcatDecider(const Graph& g, const CompileOptions& o, const std::map<std::string, isa::DType>& storage,
           const std::map<std::string, Placement>& placement, const std::set<std::string>& unfolded)
       : g_(g), o_(o), storage_(storage), placement_(placement), unfolded_(unfolded), values_(g) {
     for (size_t i = 0; i < g.nodes.size(); ++i) index_[g.nodes[i].name] = i;
@@ -319,7 +319,7 @@ ConcatFolding fold_concats(const Graph& g, const CompileOptions& options,
   // Concats are taken out and the folding decided again, until none is left. The set only grows.
   std::set<std::string> unfolded;
   for (;;) {
-    ConcatFolding f = Decider(g, options, storage, placement, unfolded).run();
+    ConcatFolding f = ConcatDecider(g, options, storage, placement, unfolded).run();
     bool again = false;
     for (const Node& n : g.nodes) {
       if (!options.mapping || !f.folded(n) || unfolded.count(n.name)) continue;

@@ -41,9 +41,9 @@ std::optional<std::vector<int64_t>> slice_param(const Graph& g, const Node& n, s
   return v.constant->to_int_vector();
 }
 
-class Decider {
+class ViewDecider {
  public:
-  Decider(const Graph& g, const CompileOptions& o, const std::map<std::string, isa::DType>& storage,
+  ViewDecider(const Graph& g, const CompileOptions& o, const std::map<std::string, isa::DType>& storage,
           const std::map<std::string, Placement>& placement, const ConcatFolding& concats)
       : g_(g), o_(o), storage_(storage), placement_(placement), index_(g) {
     for (const auto& [v, slice] : concats.views) {
@@ -322,7 +322,7 @@ StridedViews fold_views(const Graph& g, const CompileOptions& options,
                         const std::map<std::string, isa::DType>& storage,
                         const std::map<std::string, Placement>& placement, const ConcatFolding& concats) {
   if (!options.fold_concats) return {};
-  return Decider(g, options, storage, placement, concats).run();
+  return ViewDecider(g, options, storage, placement, concats).run();
 }
 
 }  // namespace npusim::compiler::backend
