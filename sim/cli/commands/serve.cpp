@@ -1,7 +1,9 @@
 // npusim serve: several models sharing one NPU (sim/serve, docs/scenarios.md).
 #include <fmt/format.h>
 
-#include <regex>
+#include <algorithm>
+#include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -23,17 +25,55 @@ namespace po = boost::program_options;
 
 namespace {
 
+// Every occurrence of `from` in `s` replaced by `to`.
+void replace_all(std::string& s, std::string_view from, std::string_view to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+}
+
+// What a binding's value reads as in a scenario file, and how many characters of the message it took
+// (0: not a binding's value).
+struct ScenarioValue {
+  std::string text;
+  size_t length = 0;
+};
+
+// Every "OPTION NAME=VALUE" in `s` rewritten as "KEY {NAME: TEXT}", where read(the message after '=')
+// says which VALUE it is and its TEXT; NAME runs up to the '=' and holds no blank.
+template <typename Read>
+void rewrite_binding(std::string& s, std::string_view option, std::string_view key, Read read) {
+  const std::string head = std::string(option) + " ";
+  for (size_t at = s.find(head); at != std::string::npos; at = s.find(head, at + 1)) {
+    const size_t name = at + head.size();
+    const size_t eq = s.find_first_of("= \t\n", name);
+    if (eq == std::string::npos || s[eq] != '=' || eq == name) continue;
+    const ScenarioValue v = read(std::string_view(s).substr(eq + 1));
+    if (v.length == 0) continue;
+    s.replace(at, eq + 1 + v.length - at, fmt::format("{} {{{}: {}}}", key, s.substr(name, eq - name), v.text));
+  }
+}
+
+// A shape as the CLI's messages write it: "..." for any, or dimensions and N placeholders ("1x3x48xN").
+ScenarioValue shape_value(std::string_view after) {
+  if (after.substr(0, 3) == "...") return {"D0xD1x...", 3};
+  const size_t n = std::min(after.find_first_not_of("0123456789xN"), after.size());
+  return {std::string(after.substr(0, n)), n};
+}
+
+// A dynamic dimension's values as the CLI's messages write them ("V1,V2,...").
+ScenarioValue dynamic_value(std::string_view after) {
+  constexpr std::string_view kExample = "V1,V2,...";
+  return after.substr(0, kExample.size()) == kExample ? ScenarioValue{"V", kExample.size()} : ScenarioValue{};
+}
+
 // A compile error that says how to bind a dimension on the command line (--input-shape, --dynamic,
 // --batch), told in the scenario file's words: the keys of the model's entry.
 std::string in_scenario_words(std::string message) {
-  message = std::regex_replace(message, std::regex(R"(--input-shape (\S+)=\.\.\.)"),
-                               "input_shape: {$1: D0xD1x...}");
-  message = std::regex_replace(message, std::regex(R"(--input-shape ([^=\s]+)=([0-9xN]+))"),
-                               "input_shape: {$1: $2}");
-  message = std::regex_replace(message, std::regex(R"(--dynamic (\S+)=V1,V2,\.\.\.)"), "dynamic: {$1: V}");
+  rewrite_binding(message, "--input-shape", "input_shape:", shape_value);
+  rewrite_binding(message, "--dynamic", "dynamic:", dynamic_value);
   for (const auto& [option, key] : {std::pair{"--input-shape", "input_shape:"},
                                     std::pair{"--dynamic", "dynamic:"}, std::pair{"--batch", "batch:"}})
-    message = std::regex_replace(message, std::regex(option), key);
+    replace_all(message, option, key);
   return message;
 }
 
