@@ -75,7 +75,6 @@ void require_mac_dtype(const Instruction& ins, DType t, const isa::NpuConfig& co
   }
 }
 
-
 // The ranges of one instruction, built without allocating (the pre-run check visits every
 // instruction of the program); footprint() copies them into a Footprint.
 struct Ranges {

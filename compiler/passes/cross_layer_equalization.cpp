@@ -97,7 +97,6 @@ void apply_scales(const std::vector<double>& s, Tensor& w1, Tensor* b1, Tensor& 
   }
 }
 
-
 }  // namespace
 
 Equalization equalize_cross_layer(Graph& g, int max_rounds) {
@@ -171,8 +170,10 @@ Equalization equalize_cross_layer(Graph& g, int max_rounds) {
     if (moved <= 1e-4) break;
   }
   result.rounds = std::min(result.rounds, max_rounds);
-  for (auto& [idx, t] : work.weight) detail::replace_constant(g, g.nodes[static_cast<size_t>(idx)], 1, std::move(t), "_cle");
-  for (auto& [idx, t] : work.bias) detail::replace_constant(g, g.nodes[static_cast<size_t>(idx)], 2, std::move(t), "_cle");
+  for (auto& [idx, t] : work.weight)
+    detail::replace_constant(g, g.nodes[static_cast<size_t>(idx)], 1, std::move(t), "_cle");
+  for (auto& [idx, t] : work.bias)
+    detail::replace_constant(g, g.nodes[static_cast<size_t>(idx)], 2, std::move(t), "_cle");
   for (const Pair& p : pairs) {
     EqualizedPair e;
     e.first = g.nodes[static_cast<size_t>(p.first)].name;

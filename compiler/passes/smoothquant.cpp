@@ -68,7 +68,6 @@ bool collect_linears(const Graph& g, const std::string& v, int64_t channels, std
   return true;
 }
 
-
 }  // namespace
 
 Smoothing smooth_linear_inputs(Graph& g, double alpha, const ChannelMaxAbs& channel_max_abs) {

@@ -31,7 +31,7 @@ class ConcatDecider {
  public:
   // `unfolded`: Concats that must keep instructions of their own (see fold_concats).
   ConcatDecider(const Graph& g, const CompileOptions& o, const std::map<std::string, isa::DType>& storage,
-          const std::map<std::string, Placement>& placement, const std::set<std::string>& unfolded)
+                const std::map<std::string, Placement>& placement, const std::set<std::string>& unfolded)
       : g_(g), o_(o), storage_(storage), placement_(placement), unfolded_(unfolded), values_(g) {
     for (size_t i = 0; i < g.nodes.size(); ++i) index_[g.nodes[i].name] = i;
   }

@@ -44,7 +44,7 @@ std::optional<std::vector<int64_t>> slice_param(const Graph& g, const Node& n, s
 class ViewDecider {
  public:
   ViewDecider(const Graph& g, const CompileOptions& o, const std::map<std::string, isa::DType>& storage,
-          const std::map<std::string, Placement>& placement, const ConcatFolding& concats)
+              const std::map<std::string, Placement>& placement, const ConcatFolding& concats)
       : g_(g), o_(o), storage_(storage), placement_(placement), index_(g) {
     for (const auto& [v, slice] : concats.views) {
       concat_values_.insert(v);

@@ -49,7 +49,8 @@ void rewrite_binding(std::string& s, std::string_view option, std::string_view k
     if (eq == std::string::npos || s[eq] != '=' || eq == name) continue;
     const ScenarioValue v = read(std::string_view(s).substr(eq + 1));
     if (v.length == 0) continue;
-    s.replace(at, eq + 1 + v.length - at, fmt::format("{} {{{}: {}}}", key, s.substr(name, eq - name), v.text));
+    s.replace(at, eq + 1 + v.length - at,
+              fmt::format("{} {{{}: {}}}", key, s.substr(name, eq - name), v.text));
   }
 }
 
