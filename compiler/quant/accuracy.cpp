@@ -768,11 +768,15 @@ static void check_statistics_fit(const Graph& g, size_t samples) {
   uint64_t returned = 0;
   for (const auto& out : outputs) returned += held_bytes(g, out);
   peak = std::max(peak, live + returned);
+  // The advice follows what takes the memory: the samples themselves, or one run of the model.
+  const uint64_t all_samples = samples * sample_bytes;
   check_allocation(
       "calibrating on " + std::to_string(samples) + (samples == 1 ? " sample of " : " samples of ") +
           format_bytes(sample_bytes) + " (the model run in fp32 holds up to " + format_bytes(peak) + " more)",
-      samples * sample_bytes + peak,
-      "calibrate a smaller input shape, or run without int8 (--precision fp16 needs no calibration)");
+      all_samples + peak,
+      all_samples > peak
+          ? "use fewer samples (--calibration-samples)"
+          : "calibrate a smaller input shape, or run without int8 (--precision fp16 needs no calibration)");
 }
 
 CalibrationSet calibration_inputs(const Graph& g, const PlanRequest& request) {

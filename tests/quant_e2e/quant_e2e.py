@@ -239,7 +239,7 @@ elif CASE == "errors":
         check(f"{flag} nan is not a number of dB" in p.stderr, p.stderr)
     # Synthetic calibration inputs are held at once: too many is a sentence, not the OOM killer.
     p = run(["run", BLOCK, "--precision", "int8", "--accuracy", "--calibration-samples", "2000000000"], expect=1)
-    check("holding 2000000000 synthetic inputs of" in p.stderr and "use fewer samples" in p.stderr, p.stderr)
+    check("calibrating on 2000000000 samples of" in p.stderr and "use fewer samples" in p.stderr, p.stderr)
     p = run(["run", BLOCK, "--precision", "int8", "--calibration-method", "mse", "--calibration-percentile", "99"],
             expect=2)
     check("--calibration-percentile applies to the percentile method, not 'mse'" in p.stderr, p.stderr)
