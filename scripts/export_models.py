@@ -4,7 +4,8 @@
 Usage: export_models.py OUTDIR NAME...
 
 NAME is one of: resnet50, resnet18, resnet34, resnet101, alexnet, mobilenet_v2, mobilenet_v3_small, efficientnet_b0, densenet121, vit_b_16,
-shufflenet_v2_x1_0, bert_base, bert_small, bert_small_dyn, resnet18_qdq, mobilenet_v2_qdq (or "all").
+shufflenet_v2_x1_0, bert_base, bert_small, bert_small_dyn, vit_b_16_anybatch, bert_base_anybatch, bert_small_anybatch,
+resnet18_qdq, mobilenet_v2_qdq (or "all").
   resnet50, resnet18, resnet34, resnet101, alexnet, mobilenet_v2, mobilenet_v3_small, efficientnet_b0,
               densenet121, vit_b_16, shufflenet_v2_x1_0  torchvision's
               architectures,
@@ -16,6 +17,10 @@ shufflenet_v2_x1_0, bert_base, bert_small, bert_small_dyn, resnet18_qdq, mobilen
   bert_base   BERT-base-shaped encoder: 12 post-LN layers, hidden 768, 12 heads, FFN 3072, GELU, on a
               1x128x768 embedding input "input" (torch.nn.TransformerEncoder; no token embedding lookup)
   bert_small  the same layer with 2 layers (a quick test model)
+  vit_b_16_anybatch, bert_base_anybatch, bert_small_anybatch  the same models traced with a symbolic batch
+              and declared at batch 1, so that `npusim run --batch N` follows the batch their attention folds
+              into the heads (a trace at batch 1 writes it as a constant shape); ONNX's own shape inference
+              does not size their attention (its data propagation stops at a Div), npusim's import does
   bert_small_dyn  bert_small with a dynamic sequence length: input "input" 1 x seq x 768, dim_param "seq"
               (bind it with --dynamic seq=... or --input-shape input=1x128x768; docs/dynamic.md)
 Weights are random (weights=None) with a fixed seed, so the same command always writes the same model.
@@ -30,6 +35,7 @@ rename), so concurrent exporters never see a half-written file; the exported pat
 import os
 import sys
 
+import onnx
 import torch
 import torch.nn as nn
 
@@ -132,22 +138,38 @@ MODELS = {"resnet50": image_model, "resnet18": image_model, "resnet34": image_mo
           "shufflenet_v2_x1_0": image_model,
           "vit_b_16": image_model, "bert_base": encoder_model, "bert_small": encoder_model,
           "bert_small_dyn": encoder_model,
+          "vit_b_16_anybatch": image_model, "bert_base_anybatch": encoder_model,
+          "bert_small_anybatch": encoder_model,
           "resnet18_qdq": quantized_image_model, "mobilenet_v2_qdq": quantized_image_model}
 
 
 def export(name, outdir):
     torch.manual_seed(SEED)
-    model, example = MODELS[name](name)
+    model, example = MODELS[name](name.removesuffix("_anybatch"))
     model.eval()
     path = os.path.join(outdir, name + ".onnx")
     part = path + ".part"
     # Tracing with autograd on (parameters require grad) also keeps nn.MultiheadAttention off its fused
     # inference path (aten::_native_multi_head_attention); the exported graph is the same arithmetic.
     # Models named *_dyn keep the sequence length (dimension 1) symbolic, as a deployed text model does.
-    dynamic_axes = {"input": {1: "seq"}, "output": {1: "seq"}} if name.endswith("_dyn") else None
+    # *_anybatch: traced with a symbolic batch, then declared at batch 1. PyTorch's attention folds the batch
+    # into the heads (view(seq, batch * heads, dim)), which a trace at batch 1 writes as a constant shape
+    # nothing can rebatch; traced symbolically, that shape is computed from the input's, and
+    # `npusim run --batch N` follows it.
+    symbolic_batch = name.endswith("_anybatch")
+    dynamic_axes = None
+    if name.endswith("_dyn"):
+        dynamic_axes = {"input": {1: "seq"}, "output": {1: "seq"}}
+    elif symbolic_batch:
+        dynamic_axes = {"input": {0: "batch"}, "output": {0: "batch"}}
     with torch.enable_grad():
         torch.onnx.export(model, (example,), part, opset_version=13, input_names=["input"],
                           output_names=["output"], do_constant_folding=True, dynamic_axes=dynamic_axes)
+    if symbolic_batch:
+        m = onnx.load(part)
+        for v in list(m.graph.input) + list(m.graph.output):
+            v.type.tensor_type.shape.dim[0].dim_value = 1  # replaces the dim_param "batch"
+        onnx.save(m, part)
     os.replace(part, path)
     print(path, flush=True)
 

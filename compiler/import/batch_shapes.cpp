@@ -149,14 +149,39 @@ std::optional<IntValue> evaluate(const onnx::NodeProto& n, const std::vector<std
     return IntValue{
         {in[0]->v.begin() + (*bounds)[0], in[0]->v.begin() + std::max((*bounds)[0], (*bounds)[1])}, false};
   }
-  if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div") && known(0) && known(1)) {
+  // What PyTorch writes for x.expand(...) and view(...) with a dynamic batch: the shape passed through a
+  // Reshape to one dimension, and the -1 entries replaced by Where(Equal(shape, -1), ones, shape).
+  if (op == "Reshape" && known(0) && known(1) && in[1]->v.size() == 1) return IntValue{in[0]->v, false};
+  if (op == "ConstantOfShape" && known(0) && in[0]->v.size() == 1 && in[0]->v[0] >= 0) {
+    std::optional<IntValue> fill = IntValue{{0}, true};
+    for (const auto& a : n.attribute())
+      if (a.name() == "value") fill = tensor_value(a.t());
+    if (!fill || fill->v.size() != 1) return std::nullopt;
+    return IntValue{std::vector<int64_t>(static_cast<size_t>(in[0]->v[0]), fill->v[0]), false};
+  }
+  if (op == "Where" && known(0) && known(1) && known(2)) {
+    size_t size = 1;
+    for (size_t k = 0; k < 3; ++k) {
+      if (in[k]->v.size() != 1 && size != 1 && in[k]->v.size() != size) return std::nullopt;
+      size = std::max(size, in[k]->v.size());
+    }
+    IntValue out{{}, in[0]->scalar && in[1]->scalar && in[2]->scalar};
+    auto at = [&](size_t k, size_t i) { return in[k]->v[in[k]->v.size() == 1 ? 0 : i]; };
+    for (size_t i = 0; i < size; ++i) out.v.push_back(at(0, i) != 0 ? at(1, i) : at(2, i));
+    return out;
+  }
+  if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Equal") && known(0) && known(1)) {
     const IntValue &a = *in[0], &b = *in[1];
     if (a.v.size() != b.v.size() && a.v.size() != 1 && b.v.size() != 1) return std::nullopt;
     IntValue out{{}, a.scalar && b.scalar};
     for (size_t k = 0; k < std::max(a.v.size(), b.v.size()); ++k) {
       const int64_t x = a.v[a.v.size() == 1 ? 0 : k], y = b.v[b.v.size() == 1 ? 0 : k];
       if (op == "Div" && y == 0) return std::nullopt;
-      out.v.push_back(op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : x / y);
+      out.v.push_back(op == "Add"   ? x + y
+                      : op == "Sub" ? x - y
+                      : op == "Mul" ? x * y
+                      : op == "Div" ? x / y
+                                    : int64_t{x == y});
     }
     return out;
   }
@@ -230,6 +255,47 @@ std::string node_text(const onnx::NodeProto& n, int k) {
 std::string export_advice(int64_t exported) {
   return "export the model with a dynamic batch dimension, or run it at its exported batch" +
          (exported > 0 ? " (--batch " + std::to_string(exported) + ")" : std::string());
+}
+
+// The operands that size another node's output: a shape, a Slice's bounds, Expand's and Tile's sizes.
+bool sizes_output(const std::string& op, int input) {
+  if (op == "Reshape" || op == "Expand" || op == "Tile") return input == 1;
+  if (op == "Slice") return input >= 1;
+  return op == "ConstantOfShape" && input == 0;
+}
+
+// One pass over the nodes whose output size an operand computed from constants and sized tensors sets
+// (PyTorch's exports with a dynamic batch compute a view's shape from Shape(x) with a Div, which ONNX's
+// data propagation does not follow): each such operand becomes an initializer holding its value at this
+// batch, so that inference sizes what follows. Returns how many.
+int fold_size_operands(onnx::GraphProto& g) {
+  auto shapes = static_shapes(g);
+  const auto values = int64_values(g, shapes);
+  std::unordered_set<std::string> names;
+  for (const auto& t : g.initializer()) names.insert(t.name());
+  std::unordered_map<std::string, std::string> folded;  // operand -> its initializer
+  int rewritten = 0;
+  for (auto& n : *g.mutable_node()) {
+    for (int k = 0; k < n.input_size(); ++k) {
+      const std::string operand = n.input(k);
+      if (operand.empty() || names.count(operand) || !sizes_output(n.op_type(), k)) continue;
+      const auto value = values.find(operand);
+      if (value == values.end()) continue;
+      auto [it, fresh] = folded.try_emplace(operand, operand + "_value");
+      if (fresh) {
+        for (int s = 1; names.count(it->second); ++s) it->second = operand + "_value_" + std::to_string(s);
+        names.insert(it->second);
+        onnx::TensorProto* init = g.add_initializer();
+        init->set_name(it->second);
+        init->set_data_type(onnx::TensorProto::INT64);
+        if (!value->second.scalar) init->add_dims(static_cast<int64_t>(value->second.v.size()));
+        for (int64_t v : value->second.v) init->add_int64_data(v);
+      }
+      n.set_input(k, it->second);
+      ++rewritten;
+    }
+  }
+  return rewritten;
 }
 
 // One pass over the Reshapes: rewrites those whose exported batch provably follows `batch` and returns
@@ -349,8 +415,10 @@ void follow_batch(onnx::ModelProto& model, int64_t batch, const ExportedBatch& e
                   const std::string& model_name, const std::function<void()>& infer) {
   onnx::GraphProto& g = *model.mutable_graph();
   // Each pass fixes the Reshapes whose inputs inference has sized; a rewrite resizes what follows it.
-  for (int pass = 0; pass <= g.node_size() && rebatch_reshapes(g, batch, exported.batch, model_name) > 0;
-       ++pass) {
+  // Folding the operands computed from sized tensors sizes the dynamic-batch exports' views the same way.
+  for (int pass = 0; pass <= g.node_size(); ++pass) {
+    const int rebatched = rebatch_reshapes(g, batch, exported.batch, model_name);
+    if (rebatched + fold_size_operands(g) == 0) break;
     forget_inferred_shapes(g);
     infer();
   }

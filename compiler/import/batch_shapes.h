@@ -27,9 +27,12 @@ ExportedBatch exported_batch(const onnx::GraphProto& g, const std::unordered_set
 // After shape inference of the rebound model (`infer` runs it again): each Reshape whose constant shape
 // (an initializer, or shape arithmetic on constants and sized tensors: Shape, Gather, Unsqueeze, Concat,
 // Slice, ...) starts with the exported batch while its input starts with `batch`, and which resolves
-// against the input once that first entry is `batch`, gets that shape. A Reshape whose constant shape still
-// does not fit its input, a Concat whose inputs no longer agree, and a graph output that had the exported
-// batch in front and does not have `batch` now, are a ModelError naming the node or output.
+// against the input once that first entry is `batch`, gets that shape; and each operand that sizes an
+// output (a Reshape's or Expand's shape, a Slice's bounds) computed from sized tensors becomes a constant,
+// so that a model traced with a symbolic batch and declared at batch 1 sizes its views at `batch`. A
+// Reshape whose constant shape still does not fit its input, a Concat whose inputs no longer agree, and a
+// graph output that had the exported batch in front and does not have `batch` now, are a ModelError naming
+// the node or output.
 void follow_batch(onnx::ModelProto& model, int64_t batch, const ExportedBatch& exported,
                   const std::string& model_name, const std::function<void()>& infer);
 

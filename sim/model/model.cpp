@@ -98,11 +98,11 @@ void add_fused_layers(const compiler::CompileResult& result, traces::Report& rep
     ++fusion.nodes;
   }
   for (const compiler::LayerPlan& p : result.layers) {
-    if (p.on_chip_input.empty()) continue;
+    // A layer's on-chip input and the residual it read where a hold kept it (backend/fusion/residency.h).
+    fusion.bytes_saved += static_cast<uint64_t>(p.on_chip_bytes_saved);
     // A value that never touches DRAM; an SE block's input read where its pool left it keeps its DRAM
     // copy and counts only its bytes (compiler/backend/fusion/se_fusion.h).
-    if (!p.on_chip_input_in_dram) ++fusion.tensors;
-    fusion.bytes_saved += static_cast<uint64_t>(p.on_chip_bytes_saved);
+    if (!p.on_chip_input.empty() && !p.on_chip_input_in_dram) ++fusion.tensors;
   }
   report.sections.push_back(traces::make_section("fusion", fusion));
 }

@@ -374,6 +374,8 @@ void finish_on_chip(Context& c, size_t i, LayerPlan& plan) {
   // read it in DRAM after all).
   OnChipValue& r = c.fusion.residual;
   if (!r.value.empty() && r.residual_reader <= static_cast<int64_t>(i)) {
+    // Its read here saved, and its write too when nothing stored it and no in-place reader counted that.
+    if (!r.spilled) plan.on_chip_bytes_saved += (!r.in_dram && !r.next_reads ? 2 : 1) * r.bytes;
     if (r.spilled) c.fusion.kept_on_chip.erase(r.value);
     if (!r.spilled && !r.in_dram) c.fusion.kept_on_chip[r.value] = r.addr;  // never in DRAM
     r = {};

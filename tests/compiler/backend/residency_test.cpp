@@ -169,6 +169,15 @@ TEST(Residency, AResidualStaysOnChipFromItsProducerToTheConvThatAddsItAndCompute
     EXPECT_TRUE(on_chip(kept, "a3")) << "read only as a residual";
     EXPECT_TRUE(on_chip(kept, "x1")) << "block output";
     EXPECT_EQ(layer(kept, "b1_conv").on_chip_input, "x1");
+    // The DRAM bytes the holds save: a3's write and read (its only reader is ds_conv, as its residual), and
+    // x1's second read (b1_conv counts its write and first read), on top of what the layers read in place.
+    const int64_t e = isa::dtype_bytes(precision);
+    EXPECT_EQ(layer(kept, "ds_conv").on_chip_bytes_saved - layer(stored, "ds_conv").on_chip_bytes_saved,
+              2 * 32 * 8 * 8 * e);
+    EXPECT_EQ(layer(kept, "b1_conv").on_chip_bytes_saved, 2 * 32 * 8 * 8 * e);
+    // b3_conv reads b2 in place (its write and read) and x1 where the hold kept it (its second read).
+    EXPECT_EQ(layer(kept, "b3_conv").on_chip_input, "b2");
+    EXPECT_EQ(layer(kept, "b3_conv").on_chip_bytes_saved, 2 * 8 * 8 * 8 * e + 32 * 8 * 8 * e);
     EXPECT_FALSE(on_chip(stored, "a3"));
     EXPECT_FALSE(on_chip(stored, "x1"));
     expect_same_results(both, bottlenecks(), config, {{"x", random_tensor({1, 8, 8, 8}, 1.0f, 21)}},
