@@ -17,7 +17,8 @@ Checks:
   of the largest magnitude: --no-fusion also unfolds the other fusions);
 - re-imposing the fused run's --mapping-out reproduces it (the same fused layers, the same cycles).
 
-`--make-small DIR` first writes DIR/conv_pool.onnx, a small model with the three forms conv -> pool
+`--expand-act hardswish` gives those expansions MobileNetV3's HardSwish instead (in int8 a table epilogue
+whose VEC lut writes the line buffer row by row). `--make-small DIR` first writes DIR/conv_pool.onnx, a small model with the three forms conv -> pool
 fusion takes (a 7x7 stride-2 stem into a padded 3x3 stride-2 max pool, a 3x3 conv into a ceil_mode max
 pool, a 1x1 conv into a 2x2 average pool), and checks that model. `--make-small-dwconv DIR` writes
 DIR/conv_dwconv.onnx instead: two MobileNetV2 blocks (expand 1x1 + ReLU6 -> depthwise 3x3 + ReLU6 ->
@@ -69,7 +70,7 @@ def make_small(folder):
     return path
 
 
-def make_small_dwconv(folder):
+def make_small_dwconv(folder, act="relu6"):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(5)
@@ -86,7 +87,8 @@ def make_small_dwconv(folder):
                       init(f"wp{k}", (cout, hidden, 1, 1)), init(f"bp{k}", (cout,), 0.1)])
         nodes.extend([
             helper.make_node("Conv", [x, f"we{k}", f"be{k}"], [f"e{k}"], name=f"expand{k}"),
-            helper.make_node("Clip", [f"e{k}", "zero", "six"], [f"er{k}"], name=f"expand{k}_relu6"),
+            helper.make_node("Clip", [f"e{k}", "zero", "six"], [f"er{k}"], name=f"expand{k}_relu6")
+            if act == "relu6" else helper.make_node("HardSwish", [f"e{k}"], [f"er{k}"], name=f"expand{k}_hardswish"),
             helper.make_node("Conv", [f"er{k}", f"wd{k}", f"bd{k}"], [f"d{k}"], group=hidden, strides=[stride, stride],
                              pads=[1, 1, 1, 1], name=f"dw{k}"),
             helper.make_node("Clip", [f"d{k}", "zero", "six"], [f"dr{k}"], name=f"dw{k}_relu6"),
@@ -102,8 +104,8 @@ def make_small_dwconv(folder):
     nodes.append(helper.make_node("Identity", [y2], ["y"], name="out"))
     g = helper.make_graph(nodes, "conv_dwconv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 41, 31])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 21, 16])], inits + six)
-    path = os.path.join(folder, "conv_dwconv.onnx")
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+    path = os.path.join(folder, "conv_dwconv.onnx" if act == "relu6" else f"conv_dwconv_{act}.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13 if act == "relu6" else 14)]), path)
     return path
 
 
@@ -132,6 +134,9 @@ def main():
     ap.add_argument("model", nargs="?")
     ap.add_argument("--make-small", metavar="DIR")
     ap.add_argument("--make-small-dwconv", metavar="DIR")
+    ap.add_argument("--expand-act", choices=["relu6", "hardswish"], default="relu6",
+                    help="--make-small-dwconv: the expansions' activation (MobileNetV2's ReLU6, MobileNetV3's HardSwish: "
+                         "in int8 a table epilogue, VEC lut)")
     ap.add_argument("config")
     ap.add_argument("precision")
     ap.add_argument("--min-fused", type=int, default=1)
@@ -147,7 +152,7 @@ def main():
         a.model = make_small(a.make_small)
     if a.make_small_dwconv:
         os.makedirs(a.make_small_dwconv, exist_ok=True)
-        a.model = make_small_dwconv(a.make_small_dwconv)
+        a.model = make_small_dwconv(a.make_small_dwconv, a.expand_act)
     name = os.path.basename(a.model)
     with tempfile.TemporaryDirectory() as tmp:
         ind = os.path.join(tmp, "in")
