@@ -139,8 +139,9 @@ bool plan_conv_dw(const Context& c, ConvPool* p) {
   p->top = w.pt, p->rows = w.pt + p->H + w.pb, p->left = w.pl, p->pitch = w.pl + p->W + w.pr;
   if (std::max({w.kh, w.kw, w.sh, w.sw}) > 255 || p->C > kMaxDim || p->pitch > kMaxDim) return false;
   // The depthwise output kept on chip for the project conv after it (residency) is the better plan
-  // where it fits: this fusion stores it.
-  if (next_reads_on_chip(c, p->pool).empty() &&
+  // where it fits and saves at least the bytes this fusion would (which stores it): not behind a stride-2
+  // depthwise conv, whose input is four times its output.
+  if (next_reads_on_chip(c, p->pool).empty() && y.bytes >= x.bytes &&
       4 * round64(num_elements(y.shape) * isa::dtype_bytes(y.dtype)) <=
           3 * scratchpad_capacity(c.config, Buffer::kInput))
     return false;
