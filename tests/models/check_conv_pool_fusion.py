@@ -3,7 +3,7 @@
 "Conv -> pool fusion", "Conv -> depthwise conv fusion"): runs a model functionally as npusim fuses it (the
 default) and again with the same mapping (the first run's --mapping-out) but with `on_chip: false` imposed
 on each fused conv, which makes the back end lower those pairs layer by layer, everything else unchanged.
-Checks:
+Checks (--min-following: so many fused convs run bands down a line buffer of several bands):
 
 - the fused run has at least --min-fused conv layers with a reader (a pool, or a depthwise conv) fused
   into them, each reader in the report as placement "fused", fused_into its conv, naming its input on
@@ -17,7 +17,8 @@ Checks:
   of the largest magnitude: --no-fusion also unfolds the other fusions);
 - re-imposing the fused run's --mapping-out reproduces it (the same fused layers, the same cycles).
 
-`--make-small DIR` first writes DIR/conv_pool.onnx, a small model with the three forms conv -> pool
+`--expand-act hardswish` gives those expansions MobileNetV3's HardSwish instead (in int8 a table epilogue
+whose VEC lut writes the line buffer row by row), `--expand-act silu` EfficientNet's SiLU on both convs. `--make-small DIR` first writes DIR/conv_pool.onnx, a small model with the three forms conv -> pool
 fusion takes (a 7x7 stride-2 stem into a padded 3x3 stride-2 max pool, a 3x3 conv into a ceil_mode max
 pool, a 1x1 conv into a 2x2 average pool), and checks that model. `--make-small-dwconv DIR` writes
 DIR/conv_dwconv.onnx instead: two MobileNetV2 blocks (expand 1x1 + ReLU6 -> depthwise 3x3 + ReLU6 ->
@@ -69,7 +70,7 @@ def make_small(folder):
     return path
 
 
-def make_small_dwconv(folder):
+def make_small_dwconv(folder, act="relu6"):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(5)
@@ -80,18 +81,25 @@ def make_small_dwconv(folder):
     inits, nodes = [], []
     six = [numpy_helper.from_array(np.array(0.0, np.float32), "zero"), numpy_helper.from_array(np.array(6.0, np.float32), "six")]
 
+    def activation(x, y, name, kind):
+        if kind == "relu6":
+            nodes.append(helper.make_node("Clip", [x, "zero", "six"], [y], name=f"{name}_relu6"))
+        elif kind == "hardswish":
+            nodes.append(helper.make_node("HardSwish", [x], [y], name=f"{name}_hardswish"))
+        else:  # EfficientNet's SiLU: x * sigmoid(x)
+            nodes.append(helper.make_node("Sigmoid", [x], [y + "_s"], name=f"{name}_sigmoid"))
+            nodes.append(helper.make_node("Mul", [x, y + "_s"], [y], name=f"{name}_silu"))
+
     def block(x, k, cin, hidden, cout, stride, residual):
         inits.extend([init(f"we{k}", (hidden, cin, 1, 1)), init(f"be{k}", (hidden,), 0.1),
                       init(f"wd{k}", (hidden, 1, 3, 3)), init(f"bd{k}", (hidden,), 0.1),
                       init(f"wp{k}", (cout, hidden, 1, 1)), init(f"bp{k}", (cout,), 0.1)])
-        nodes.extend([
-            helper.make_node("Conv", [x, f"we{k}", f"be{k}"], [f"e{k}"], name=f"expand{k}"),
-            helper.make_node("Clip", [f"e{k}", "zero", "six"], [f"er{k}"], name=f"expand{k}_relu6"),
-            helper.make_node("Conv", [f"er{k}", f"wd{k}", f"bd{k}"], [f"d{k}"], group=hidden, strides=[stride, stride],
-                             pads=[1, 1, 1, 1], name=f"dw{k}"),
-            helper.make_node("Clip", [f"d{k}", "zero", "six"], [f"dr{k}"], name=f"dw{k}_relu6"),
-            helper.make_node("Conv", [f"dr{k}", f"wp{k}", f"bp{k}"], [f"p{k}"], name=f"project{k}"),
-        ])
+        nodes.append(helper.make_node("Conv", [x, f"we{k}", f"be{k}"], [f"e{k}"], name=f"expand{k}"))
+        activation(f"e{k}", f"er{k}", f"expand{k}", act)
+        nodes.append(helper.make_node("Conv", [f"er{k}", f"wd{k}", f"bd{k}"], [f"d{k}"], group=hidden,
+                                      strides=[stride, stride], pads=[1, 1, 1, 1], name=f"dw{k}"))
+        activation(f"d{k}", f"dr{k}", f"dw{k}", "silu" if act == "silu" else "relu6")
+        nodes.append(helper.make_node("Conv", [f"dr{k}", f"wp{k}", f"bp{k}"], [f"p{k}"], name=f"project{k}"))
         if not residual:
             return f"p{k}"
         nodes.append(helper.make_node("Add", [x, f"p{k}"], [f"y{k}"], name=f"add{k}"))
@@ -102,8 +110,8 @@ def make_small_dwconv(folder):
     nodes.append(helper.make_node("Identity", [y2], ["y"], name="out"))
     g = helper.make_graph(nodes, "conv_dwconv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 41, 31])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 21, 16])], inits + six)
-    path = os.path.join(folder, "conv_dwconv.onnx")
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+    path = os.path.join(folder, "conv_dwconv.onnx" if act == "relu6" else f"conv_dwconv_{act}.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13 if act == "relu6" else 14)]), path)
     return path
 
 
@@ -132,11 +140,20 @@ def main():
     ap.add_argument("model", nargs="?")
     ap.add_argument("--make-small", metavar="DIR")
     ap.add_argument("--make-small-dwconv", metavar="DIR")
+    ap.add_argument("--expand-act", choices=["relu6", "hardswish", "silu"], default="relu6",
+                    help="--make-small-dwconv: the expansions' activation (MobileNetV2's ReLU6, MobileNetV3's HardSwish: "
+                         "in int8 a table epilogue, VEC lut; EfficientNet's SiLU, the depthwise convs' too)")
+    ap.add_argument("--min-side-slots", type=int, default=0,
+                    help="at least this many fused convs place their depthwise reader's epilogue slots above the line "
+                         "buffer (its sums and they overfill the accumulator)")
     ap.add_argument("config")
     ap.add_argument("precision")
     ap.add_argument("--min-fused", type=int, default=1)
     ap.add_argument("--min-bands", type=int, default=1,
                     help="at least one fused conv runs in this many bands or more (halo rows kept between them)")
+    ap.add_argument("--min-following", type=int, default=0,
+                    help="at least this many fused convs run bands that follow the band before in a line buffer "
+                         "of more rows than one band reads (their halo rows stay where they lie)")
     ap.add_argument("--min-resident", type=int, default=0,
                     help="at least this many fused convs keep their weights resident across their bands")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -147,7 +164,7 @@ def main():
         a.model = make_small(a.make_small)
     if a.make_small_dwconv:
         os.makedirs(a.make_small_dwconv, exist_ok=True)
-        a.model = make_small_dwconv(a.make_small_dwconv)
+        a.model = make_small_dwconv(a.make_small_dwconv, a.expand_act)
     name = os.path.basename(a.model)
     with tempfile.TemporaryDirectory() as tmp:
         ind = os.path.join(tmp, "in")
@@ -197,6 +214,21 @@ def main():
                 ok = False
         bands = [int(m.group(1)) for conv in set(pools.values())
                  for m in [re.search(r"(?:pooled|output) rows per band, (\d+) bands", layers[conv]["mapping"]["description"])] if m]
+        # A band that follows the one before in the buffer moves no halo rows: fewer moves than bands after
+        # the first.
+        following = [conv for conv in set(pools.values())
+                     for m in [re.search(r"(\d+) bands\): .* \((\d+) of the bands moving them",
+                                         layers[conv]["mapping"]["description"])]
+                     if m and int(m.group(2)) < int(m.group(1)) - 1]
+        side = [conv for conv in set(pools.values()) if "epilogue slots" in layers[conv]["mapping"]["description"]]
+        if len(side) < a.min_side_slots:
+            print(f"FAIL: {name}: {len(side)} fused convs place their reader's epilogue slots above the line buffer, "
+                  f"want >= {a.min_side_slots}")
+            return 1
+        if len(following) < a.min_following:
+            print(f"FAIL: {name}: {len(following)} fused convs run bands that follow the band before in their line "
+                  f"buffer, want >= {a.min_following}")
+            return 1
         if max(bands, default=0) < a.min_bands:
             print(f"FAIL: {name}: the fused convs run in {bands} bands, want one with >= {a.min_bands}")
             ok = False

@@ -6,11 +6,28 @@
 
 namespace npusim::compiler::backend {
 
+namespace {
+
+// Whether node i's output should go to DRAM so that the conv after it can start a line buffer with the
+// depthwise conv after that (a value left on chip for that conv keeps it from one: plan_conv_pool): the
+// line buffer saves its conv's output, written and read back, which is more than the value (an inverted
+// residual block's expansion against the block input it reads, six times as many channels).
+bool yield_to_line_buffer(const Context& c, size_t i) {
+  ConvPool next;
+  if (i + 1 >= c.g.nodes.size() || !conv_pool_shape(c, i + 1, &next) || !next.depthwise) return false;
+  const auto x = c.tensors.find(c.g.nodes[i].outputs[0]);
+  const auto y = c.tensors.find(c.g.nodes[i + 1].outputs[0]);
+  return x != c.tensors.end() && y != c.tensors.end() && y->second.bytes > x->second.bytes;
+}
+
+}  // namespace
+
 void Groups::begin(size_t i, Placement placement, bool plannable) {
   kept_output_.reset();
   // A reader fused into the conv before it was lowered with it: nothing to plan.
   fused_reader_ = conv_pool_.fused && conv_pool_.pool == i;
-  if (plannable && !fused_reader_ && placement == Placement::kNpuMatrix) plan_on_chip(c_, i);
+  if (plannable && !fused_reader_ && placement == Placement::kNpuMatrix && !yield_to_line_buffer(c_, i))
+    plan_on_chip(c_, i);
   if (plannable && placement == Placement::kNpuVector) plan_se_hold(c_, i);
   pair_ = ConvPool{};
   if (plannable && placement == Placement::kNpuMatrix && plan_conv_pool(c_, i, &pair_))

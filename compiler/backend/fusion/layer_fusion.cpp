@@ -30,10 +30,20 @@ WindowSpan band_rows(const ConvPool& p, int64_t p0, int64_t p1) {
                     true};
 }
 
-// The bands of `rows` reader rows.
-bool make_bands(const ConvPool& p, int64_t rows, BandHeight* cand) {
+// The bands of `rows` reader rows in a line buffer of `capacity` rows, or of as few as the largest band
+// needs (capacity 0). Each band follows the one before in the buffer, its kept rows where they lie, while it
+// fits before the buffer's end; otherwise it starts over at row 0, its kept rows moved there.
+void make_bands(const ConvPool& p, int64_t rows, int64_t capacity, BandHeight* cand) {
   cand->rows = rows;
-  int64_t prev_lo = -1, prev_hi = -1, most = 0;
+  cand->bands.clear();
+  const int64_t extra = p.depthwise ? 0 : 1;  // a pool's interior VEC reads one row on
+  int64_t most = 0;
+  for (int64_t p0 = 0; p0 < p.OH; p0 += rows) {
+    const WindowSpan s = band_rows(p, p0, std::min(p.OH, p0 + rows));
+    most = std::max(most, s.hi - s.lo + 1);
+  }
+  cand->buf_rows = std::max(capacity, most + extra);
+  int64_t prev_lo = -1, prev_hi = -1, prev_at = 0;
   for (int64_t p0 = 0; p0 < p.OH; p0 += rows) {
     LineBand b;
     b.p0 = p0, b.p1 = std::min(p.OH, p0 + rows);
@@ -41,16 +51,21 @@ bool make_bands(const ConvPool& p, int64_t rows, BandHeight* cand) {
     b.lo = s.lo, b.hi = s.hi;
     if (prev_hi >= b.lo) {
       b.kept = prev_hi - b.lo + 1;
-      b.from = b.lo - prev_lo;
+      b.from = prev_at + b.lo - prev_lo;
     }
+    const int64_t next = prev_hi < 0 ? 0 : b.kept > 0 ? b.from : prev_at + prev_hi - prev_lo + 1;
+    b.at = next + (b.hi - b.lo + 1) + extra <= cand->buf_rows ? next : 0;
     b.r0 = std::max(b.lo + b.kept, p.top) - p.top;
     b.r1 = std::max(b.r0, std::min(b.hi, p.top + p.H - 1) - p.top + 1);
-    most = std::max(most, b.hi - b.lo + 1);
-    prev_lo = b.lo, prev_hi = b.hi;
+    prev_lo = b.lo, prev_hi = b.hi, prev_at = b.at;
     cand->bands.push_back(b);
   }
-  cand->buf_rows = most + (p.depthwise ? 0 : 1);
-  return true;
+}
+
+// The bands of one image whose kept rows one VEC copy moves (the buffer's start reached).
+int64_t moves(const BandHeight& cand) {
+  return std::count_if(cand.bands.begin(), cand.bands.end(),
+                       [](const LineBand& b) { return b.kept > 0 && b.from != b.at; });
 }
 
 }  // namespace
@@ -124,8 +139,9 @@ bool plan_conv_dw(const Context& c, ConvPool* p) {
   p->top = w.pt, p->rows = w.pt + p->H + w.pb, p->left = w.pl, p->pitch = w.pl + p->W + w.pr;
   if (std::max({w.kh, w.kw, w.sh, w.sw}) > 255 || p->C > kMaxDim || p->pitch > kMaxDim) return false;
   // The depthwise output kept on chip for the project conv after it (residency) is the better plan
-  // where it fits: this fusion stores it.
-  if (next_reads_on_chip(c, p->pool).empty() &&
+  // where it fits and saves at least the bytes this fusion would (which stores it): not behind a stride-2
+  // depthwise conv, whose input is four times its output.
+  if (next_reads_on_chip(c, p->pool).empty() && y.bytes >= x.bytes &&
       4 * round64(num_elements(y.shape) * isa::dtype_bytes(y.dtype)) <=
           3 * scratchpad_capacity(c.config, Buffer::kInput))
     return false;
@@ -136,9 +152,13 @@ bool plan_conv_dw(const Context& c, ConvPool* p) {
 }  // namespace
 
 bool plan_conv_pool(const Context& c, size_t i, ConvPool* p) {
+  if (c.fusion.on_chip.pending || c.fusion.input_reserved > 0 || !c.fusion.keep_output.empty()) return false;
+  return conv_pool_shape(c, i, p);
+}
+
+bool conv_pool_shape(const Context& c, size_t i, ConvPool* p) {
   const Graph& g = c.g;
   if (!c.options.keep_on_chip || !c.can_time() || g.nhwc_io || c.shared_capacity() > 0) return false;
-  if (c.fusion.on_chip.pending || c.fusion.input_reserved > 0 || !c.fusion.keep_output.empty()) return false;
   if (!conv_pool_pair(g, i)) return false;
   const Node& cv = g.nodes[i];
   const Node& pl = g.nodes[i + 1];
@@ -254,20 +274,22 @@ void emit(Context& c, ConvBands& bands, const ConvPool& p, const BandHeight& can
   const MatrixJob& j = bands.job();
   for (int64_t img = 0; img < j.images; ++img) {
     for (const LineBand& b : cand.bands) {
-      // The kept rows to the buffer's start: one VEC, or one per row (first to last) when the rows they
-      // move to overlap them (a stride-1 window over bands of one row keeps two rows and moves them by one).
-      const int64_t per_vec = b.from >= b.kept ? b.kept : 1;
-      for (int64_t r = 0; r < b.kept; r += per_vec) {
+      // The kept rows to the buffer's start when the band starts over there: one VEC, or one per row (first
+      // to last) when the rows they move to overlap them (a stride-1 window over bands of one row in a
+      // buffer of three rows keeps two rows and moves them by one).
+      const int64_t moved = b.from != b.at ? b.kept : 0;
+      const int64_t per_vec = b.from - b.at >= moved ? moved : 1;
+      for (int64_t r = 0; r < moved; r += per_vec) {
         Context::VecArgs v;
         v.op = VecOp::kCopy, v.in = v.out = t;
         v.src1_buf = v.dst_buf = Buffer::kInput;
         v.src1 = buf + static_cast<uint64_t>((b.from + r) * row * es),
-        v.dst = buf + static_cast<uint64_t>(r * row * es);
+        v.dst = buf + static_cast<uint64_t>((b.at + r) * row * es);
         v.d0 = p.C, v.d1 = p.pitch, v.d2 = per_vec;
         c.vec(v);
       }
       if (b.r1 > b.r0) {
-        const int64_t at = (b.r0 + p.top - b.lo) * row + p.left * p.C;
+        const int64_t at = b.row(b.r0 + p.top) * row + p.left * p.C;
         bands.generate(b.r0, b.r1, img, buf + static_cast<uint64_t>(at * es), b.t);
       }
       reader.read(b, img, buf);
@@ -289,7 +311,7 @@ bool choose_tilings(const Context& c, ConvBands& bands, const ConvPool& p, BandH
   for (LineBand& b : cand.bands) {
     if (b.r1 <= b.r0) continue;
     int64_t evaluated = 0;
-    const int64_t at = (b.r0 + p.top - b.lo) * row + p.left * p.C;
+    const int64_t at = b.row(b.r0 + p.top) * row + p.left * p.C;
     b.t = bands.choose(b.r0, b.r1, buf + static_cast<uint64_t>(at * es), &evaluated);
     if (evaluated == 0 || round64(b.t.w_bytes) + reader_weight_bytes + 64 > c.capacity(Buffer::kWeight)) {
       ok = false;
@@ -303,9 +325,10 @@ bool choose_tilings(const Context& c, ConvBands& bands, const ConvPool& p, BandH
 
 // The fused layer's search: candidates of all the reader's rows per band, then halvings, the first four
 // whose line buffer fits in three quarters of the input scratchpad (and whose reader's accumulator bytes,
-// acc(rows), in three quarters of the accumulator: the conv's band tiles take the rest); each band's tiling
-// chosen, the candidate emitted, simulated and undone. Returns the best candidate's index and cycles (-1:
-// none fits); *first_cycles = the first's.
+// acc(rows), in three quarters of the accumulator: the conv's band tiles take the rest); each in a buffer of
+// as few rows as its bands read and, when several bands fit in half the input scratchpad, in a buffer of
+// that many rows (LineBand::at); each band's tiling chosen, the candidate emitted, simulated and undone.
+// Returns the best candidate's index and cycles (-1: none fits); *first_cycles = the first's.
 struct Search {
   std::vector<BandHeight> cands;
   size_t best = 0;
@@ -321,19 +344,28 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, LineReader& reade
   Search r;
   for (int64_t rows = p.OH;; rows = ceil_div(rows, 2)) {
     BandHeight cand;
-    if (make_bands(p, rows, &cand) &&
-        4 * (c.fusion.input_reserved + round64(cand.buf_rows * row_bytes)) <= 3 * cap &&
-        4 * acc(rows) <= 3 * acc_cap)
+    make_bands(p, rows, 0, &cand);
+    // The reader's epilogue slots go above the line buffer when its sums and they overfill the accumulator
+    // (EfficientNet's SiLU temporaries beside a band of 56 x 144 sums).
+    if (4 * acc(rows) > 3 * acc_cap) cand.side = round64(reader.side_bytes(rows));
+    if (4 * (c.fusion.input_reserved + round64(cand.buf_rows * row_bytes) + cand.side) <= 3 * cap &&
+        4 * (acc(rows) - cand.side) <= 3 * acc_cap)
       r.cands.push_back(std::move(cand));
     if (rows <= 1 || r.cands.size() >= 4) break;
   }
   const int64_t reserved = c.fusion.input_reserved;
   for (size_t k = 0; k < r.cands.size(); ++k) {
     BandHeight& cand = r.cands[k];
-    c.fusion.input_reserved = reserved + round64(cand.buf_rows * row_bytes);
-    c.fusion.acc_reserved = acc(cand.rows);
-    const uint64_t buf = static_cast<uint64_t>(cap - c.fusion.input_reserved);
     bool worse = false;
+    // The bands in as few buffer rows as they read, and one after the other in a buffer of half the input
+    // scratchpad (the conv's band tiles take the other half) when it holds more than one band beyond them.
+    std::vector<BandHeight> buffers = {cand};
+    const int64_t tall = (cap / 2 - reserved - cand.side - 64) / row_bytes;
+    if (cand.bands.size() > 1 && tall >= 2 * cand.buf_rows) {
+      buffers.emplace_back();
+      make_bands(p, cand.rows, tall, &buffers.back());
+      buffers.back().side = cand.side;
+    }
     // The conv's weights resident across the bands, when they fit beside the reader's bytes, and loaded
     // by each band: both simulated, the faster kept (resident, the tilings take every channel in one tile).
     const int64_t rw = resident_bytes(bands), reader_w = reader.weight_bytes(cand);
@@ -342,16 +374,21 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, LineReader& reade
       where.insert(where.begin(), resident_addr(c, rw));
     int64_t here = -1;
     BandHeight chosen;
-    for (int64_t at : where) {
-      BandHeight v = cand;
-      v.resident = at;
-      if (!choose_tilings(c, bands, p, v, buf, es, reader_w + (at >= 0 ? rw : 0))) continue;
-      const Context::Trial trial = c.begin_trial();
-      const int64_t first = c.em.size();
-      emit(c, bands, p, v, buf, reader);
-      const int64_t cycles = c.time_layer(first);
-      c.end_trial(trial);
-      if (here < 0 || cycles < here) here = cycles, chosen = std::move(v);
+    for (const BandHeight& shape : buffers) {
+      c.fusion.input_reserved = reserved + round64(shape.buf_rows * row_bytes) + shape.side;
+      c.fusion.acc_reserved = acc(shape.rows) - shape.side;
+      const uint64_t buf = static_cast<uint64_t>(cap - c.fusion.input_reserved);
+      for (int64_t at : where) {
+        BandHeight v = shape;
+        v.resident = at;
+        if (!choose_tilings(c, bands, p, v, buf, es, reader_w + (at >= 0 ? rw : 0))) continue;
+        const Context::Trial trial = c.begin_trial();
+        const int64_t first = c.em.size();
+        emit(c, bands, p, v, buf, reader);
+        const int64_t cycles = c.time_layer(first);
+        c.end_trial(trial);
+        if (here < 0 || cycles < here) here = cycles, chosen = std::move(v);
+      }
     }
     if (here >= 0) {
       cand = std::move(chosen);
@@ -377,8 +414,8 @@ void take(Context& c, ConvBands& bands, ConvPool& p, LineReader& reader, const S
   const BandHeight& cand = r.cands[r.best];
   const int64_t cap = scratchpad_capacity(c.config, Buffer::kInput);
   const int64_t reserved = c.fusion.input_reserved;
-  c.fusion.input_reserved = reserved + round64(cand.buf_rows * row_bytes);
-  c.fusion.acc_reserved = acc_bytes;
+  c.fusion.input_reserved = reserved + round64(cand.buf_rows * row_bytes) + cand.side;
+  c.fusion.acc_reserved = acc_bytes - cand.side;
   const uint64_t buf = static_cast<uint64_t>(cap - c.fusion.input_reserved);
   const int64_t before = c.em.size();
   emit(c, bands, p, cand, buf, reader);
@@ -395,8 +432,8 @@ void take(Context& c, ConvBands& bands, ConvPool& p, LineReader& reader, const S
   plan.chosen = LayerMapping{};
   plan.est_cycles = r.best_cycles;
   plan.candidates = static_cast<int64_t>(r.cands.size()) + 1;
-  plan.sram_input_bytes += round64(cand.buf_rows * row_bytes);
-  plan.sram_acc_bytes += acc_bytes;
+  plan.sram_input_bytes += round64(cand.buf_rows * row_bytes) + cand.side;
+  plan.sram_acc_bytes += acc_bytes - cand.side;
   if (cand.resident >= 0) plan.sram_weight_bytes += resident_bytes(bands);
   plan.instructions = c.em.size() - before;
   p.fused = true;
@@ -414,18 +451,24 @@ void take(Context& c, ConvBands& bands, ConvPool& p, LineReader& reader, const S
   const int64_t conv_rows = std::min(p.H, (cand.rows - 1) * p.w.sh + p.w.kh);
   plan.mapping += fmt::format(
       "; fused with the {} '{}' in bands of {} output rows ({} {} rows per band, {} bands): each band's "
-      "rows written into a line buffer of {} rows{} at the top of the input scratchpad, {} halo row(s) kept "
-      "(moved to the buffer's start by one VEC copy, not recomputed), {} there; {}; the {}x{}x{} conv "
-      "output never touches DRAM ({} bytes saved; {} cycles simulated against {} layer by layer)",
+      "rows written into a line buffer of {} rows{} at the top of the input scratchpad, {} halo row(s) kept, "
+      "not recomputed ({} of the bands moving them to the buffer's start by one VEC copy, the others "
+      "following the band before), {} there; {}; the {}x{}x{} conv output never touches DRAM ({} bytes "
+      "saved; {} cycles simulated against {} layer by layer)",
       p.depthwise ? "depthwise Conv" : pn.op_type, pn.name, conv_rows, cand.rows, what, cand.bands.size(),
       cand.buf_rows - (p.depthwise ? 0 : 1),
       p.depthwise ? fmt::format(" of {} pixels ({} padding columns)", p.pitch, p.pitch - p.W) : "",
-      cand.bands.size() > 1 ? overlap : 0,
+      cand.bands.size() > 1 ? overlap : 0, moves(cand),
       p.depthwise ? "read by one VEC dwconv per band (its weights loaded once)" : "pooled",
       cand.resident >= 0
           ? "the conv's weights loaded once, resident in the weight scratchpad across the bands"
           : "each band loads the conv's weight tiles (they do not stay beside the bands' needs)",
       p.H, p.W, p.C, p.bytes_saved, r.best_cycles, layered);
+  if (cand.side > 0) {
+    plan.mapping += fmt::format(
+        "; the reader's epilogue slots ({} bytes) above the line buffer, its sums alone in the accumulator",
+        cand.side);
+  }
 }
 
 // Conv -> pool: the pool lowered layer by layer in the same trial as the conv's whole job.

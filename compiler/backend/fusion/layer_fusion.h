@@ -79,6 +79,9 @@ bool conv_pool_pair(const Graph& g, size_t i);
 // Before matrix node i is lowered: whether it is a Conv whose output only the pool or depthwise conv
 // after it reads and that fusion may take (see the header comment); fills *p.
 bool plan_conv_pool(const Context& c, size_t i, ConvPool* p);
+// The pair's side of plan_conv_pool, whatever SRAM holds before it: whether node i and its reader could
+// form a line buffer once nothing else holds the scratchpad's top; fills *p.
+bool conv_pool_shape(const Context& c, size_t i, ConvPool* p);
 
 // How a conv lowering maps and emits its job restricted to a band of output rows (the float and the
 // int8 lowerings each give one: JobBands).

@@ -71,7 +71,7 @@ class PoolReader : public LineReader {
         v.op = p.is_max ? VecOp::kMaxPool : VecOp::kAvgPool;
         v.in = v.out = t;
         v.src1_buf = Buffer::kInput;
-        v.src1 = buf + static_cast<uint64_t>(((rs.lo - b.lo) * p.W + cs.lo) * p.C * es());
+        v.src1 = buf + static_cast<uint64_t>((b.row(rs.lo) * p.W + cs.lo) * p.C * es());
         v.dst_buf = Buffer::kWeight, v.dst = slot_[side_];
         v.d0 = p.C, v.d1 = p.W;
         v.win_h = rs.hi - rs.lo + 1, v.str_h = rs.full ? w.sh : 1;
@@ -109,6 +109,8 @@ std::unique_ptr<LineReader> pool_reader(Context& c, const ConvPool& p) {
 
 int64_t DepthwiseReader::acc_bytes(int64_t rows) const { return strategy().acc_bytes(rows * p_.OW, p_.C); }
 
+int64_t DepthwiseReader::side_bytes(int64_t rows) const { return strategy().side_bytes(rows * p_.OW, p_.C); }
+
 int64_t DepthwiseReader::weight_bytes(const BandHeight&) const {
   const MatrixJob& j = dw_.job();
   return round64(j.kh * j.kw * p_.C * isa::dtype_bytes(depthwise_weight_dtype(strategy().ops.a)));
@@ -140,7 +142,10 @@ void DepthwiseReader::begin(const BandHeight& cand, uint64_t buf) {
     const int64_t cap = scratchpad_capacity(c_.config, Buffer::kAccumulator);
     const uint64_t base = static_cast<uint64_t>(cap - c_.fusion.acc_reserved);
     SramAlloc acc{Buffer::kAccumulator, base, base};
-    s_->allocate(acc, acc, cand.rows * p_.OW, p_.C);
+    // The epilogue's operand slots right above the line buffer when the accumulator cannot take them.
+    const uint64_t above = buf + static_cast<uint64_t>(round64(cand.buf_rows * p_.pitch * p_.C * es()));
+    SramAlloc side{Buffer::kInput, above, above};
+    s_->allocate(acc, cand.side > 0 ? side : acc, cand.rows * p_.OW, p_.C);
     w_slot_ = free_weight_end(c_, weight_bytes(cand));
     const uint64_t w_addr = s_->depthwise_weights();
     const int64_t ew = isa::dtype_bytes(wt);
@@ -181,7 +186,7 @@ void DepthwiseReader::read(const LineBand& b, int64_t img, uint64_t buf) {
     auto pad_rows = [&](int64_t from, int64_t to) {  // buffer rows [from, to) of the band
       for (int64_t r = std::max(from, b.lo + b.kept); r < to; r += pad_rows_) {
         const int64_t n = std::min(pad_rows_, to - r);
-        c_.load(Buffer::kInput, buf + static_cast<uint64_t>((r - b.lo) * row_bytes), pad_range_, pad_, t,
+        c_.load(Buffer::kInput, buf + static_cast<uint64_t>(b.row(r) * row_bytes), pad_range_, pad_, t,
                 {p_.C, p_.pitch, n, 1}, {p_.C, p_.pitch * p_.C, 0});
       }
     };
@@ -189,12 +194,13 @@ void DepthwiseReader::read(const LineBand& b, int64_t img, uint64_t buf) {
     pad_rows(std::max(b.lo, p_.top + p_.H), b.hi + 1);
     const MatrixJob& j = dw_.job();
     const int64_t in_h = b.hi - b.lo + 1, oh = b.p1 - b.p0;
+    const uint64_t src = buf + static_cast<uint64_t>(b.at * row_bytes);
     const uint64_t acc = s_->acc_slot(side_);
     const isa::DType wt = depthwise_weight_dtype(s_->ops.a);
     const isa::Instruction i =
-        dwconv_instruction(c_.layer, s_->ops.a, buf, w_slot_, acc, p_.C, p_.pitch, in_h, j);
+        dwconv_instruction(c_.layer, s_->ops.a, src, w_slot_, acc, p_.C, p_.pitch, in_h, j);
     c_.em.emit(i,
-               {Range{static_cast<int>(Buffer::kInput), buf, buf + static_cast<uint64_t>(in_h * row_bytes)},
+               {Range{static_cast<int>(Buffer::kInput), src, src + static_cast<uint64_t>(in_h * row_bytes)},
                 Range{static_cast<int>(Buffer::kWeight), w_slot_,
                       w_slot_ + static_cast<uint64_t>(j.kh * j.kw * p_.C * isa::dtype_bytes(wt))}},
                {Range{static_cast<int>(Buffer::kAccumulator), acc,

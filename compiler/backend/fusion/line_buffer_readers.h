@@ -24,20 +24,30 @@ inline WindowSpan clip(int64_t o, int64_t stride, int64_t pad, int64_t k, int64_
   return WindowSpan{std::max<int64_t>(0, a), std::min(n - 1, b), a >= 0 && b <= n - 1};
 }
 
-// One band: reader output rows [p0, p1), the buffer rows [lo, hi] it reads, of which [lo, lo + kept) are
-// the previous band's (moved to the buffer's start) and the rest the conv computes (or padding).
+// One band: reader output rows [p0, p1), the input rows [lo, hi] it reads (counted from the first padding
+// row), of which [lo, lo + kept) are the previous band's and the rest the conv computes (or padding). Row lo
+// lies at line-buffer row `at`; the kept rows lie at buffer row `from` before the band, and one VEC copy
+// moves them to `at` when the two differ (the band starts over at the buffer's start).
 struct LineBand {
-  int64_t p0 = 0, p1 = 0, lo = 0, hi = 0, kept = 0, from = 0;  // from: buffer row the kept rows come from
+  int64_t p0 = 0, p1 = 0, lo = 0, hi = 0, kept = 0, from = 0, at = 0;
   int64_t r0 = 0, r1 = 0;  // the conv's output rows [r0, r1) the band computes (r0 == r1: none)
   Tiling t;
+  // The line-buffer row of input row r (lo <= r <= hi).
+  int64_t row(int64_t r) const { return at + r - lo; }
 };
 
 // A candidate band height and the bands it cuts the reader's output rows into.
 struct BandHeight {
   int64_t rows = 0;  // reader output rows per band
-  // Line-buffer rows (a pool's one more than a band reads: the interior VEC's rows run on).
+  // Line-buffer rows (a pool's one more than a band reads: the interior VEC's rows run on). A buffer of
+  // more rows than a band reads takes the bands one after the other (LineBand::at): the conv writes a band's
+  // new rows while the reader still reads the band before, and the halo rows move only when the buffer's end
+  // is reached.
   int64_t buf_rows = 0;
   int64_t resident = -1;  // the conv's weights resident in the weight scratchpad at this address (-1: none)
+  // Bytes of the reader's epilogue operand slots (LineReader::side_bytes) placed in the input scratchpad,
+  // right above the line buffer, instead of the accumulator (0: in the accumulator).
+  int64_t side = 0;
   std::vector<LineBand> bands;
 };
 
@@ -54,6 +64,9 @@ class LineReader {
   virtual ~LineReader() = default;
   // Bytes the reader takes at the end of the weight scratchpad the conv's weight tiles leave free.
   virtual int64_t weight_bytes(const BandHeight& cand) const = 0;
+  // Of the reader's accumulator bytes for bands of `rows` output rows, those of its epilogue's tile-sized
+  // operand slots (a SiLU temporary: MatrixStrategy::side_bytes), which may lie in the input scratchpad.
+  virtual int64_t side_bytes(int64_t /*rows*/) const { return 0; }
   // Once per fused layer, before the first band (slots, constants; the buffer at `buf`).
   virtual void begin(const BandHeight& cand, uint64_t buf) = 0;
   // Reads band b of image img from the buffer (its rows at `buf`, the conv's rows written).
@@ -74,6 +87,7 @@ class DepthwiseReader : public LineReader {
   // The accumulator bytes of bands of `rows` output rows (both ping-pong sides, the epilogue's slots).
   int64_t acc_bytes(int64_t rows) const;
   int64_t weight_bytes(const BandHeight& cand) const override;
+  int64_t side_bytes(int64_t rows) const override;
   void begin(const BandHeight& cand, uint64_t buf) override;
   void read(const LineBand& b, int64_t img, uint64_t buf) override;
 

@@ -748,13 +748,14 @@ void write_on_chip(Context& c, const MatrixJob& j, Context::VecArgs last, const 
     return;
   }
   // The tile's pixels are [oh * ow][tn] at its sources: a row of ow pixels at a time (an operand that
-  // is not broadcast moves with it).
+  // is not broadcast moves with it; a LUT's table does not).
   const int64_t px = t.ow * t.tn;
+  const bool tiled_src2 = last.bcast == isa::Bcast::kNone && last.op != isa::VecOp::kLut;
   last.d1 = t.ow;
   for (int64_t r = 0; r < t.oh; ++r) {
     Context::VecArgs v = last;
     v.src1 += static_cast<uint64_t>(r * px * isa::dtype_bytes(last.in));
-    if (v.bcast == isa::Bcast::kNone) v.src2 += static_cast<uint64_t>(r * px * isa::dtype_bytes(last.in));
+    if (tiled_src2) v.src2 += static_cast<uint64_t>(r * px * isa::dtype_bytes(last.in));
     v.dst = at + static_cast<uint64_t>(r * j.y_sram_row * es);
     c.vec(v);
   }
