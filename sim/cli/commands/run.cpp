@@ -83,7 +83,8 @@ multicore::Split split_option(const std::string& name, const isa::NpuConfig& con
   if (split == multicore::Split::kNone) return split;
   if (config.cores < 2)
     throw UsageError(
-        fmt::format("--split {} needs a multi-core NPU; the configuration has cores = {} (set cores: N)",
+        fmt::format("--split {} needs a multi-core NPU; the configuration has cores = {} (give --set "
+                    "cores=N, or -c datacenter-2core)",
                     name, config.cores));
   if (o.functional)
     throw UsageError(
