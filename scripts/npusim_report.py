@@ -104,6 +104,23 @@ def log_tick_label(v, lo, hi):
     return first == 1 or (decades <= 3 and first in (2, 5))
 
 
+def FineLogLocator():
+    """The minor ticks of a base-10 log axis: 2..9 of each decade, and also 1.2, 1.5 and 2.5 when the view
+    spans less than a decade (a Pareto area axis from 1.1 to 6 mm2 had no tick below 2)."""
+    import numpy as np
+    from matplotlib.ticker import LogLocator
+
+    class Fine(LogLocator):
+        def tick_values(self, vmin, vmax):
+            lo, hi = sorted((vmin, vmax))
+            narrow = lo > 0 and hi / lo < 10
+            self.set_params(subs=np.array([1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9]) if narrow
+                            else np.arange(2.0, 10.0))
+            return super().tick_values(vmin, vmax)
+
+    return Fine(base=10)
+
+
 def plain_ticks(axis, minor=True):
     """Tick labels of an axis (log or linear) in the one format, `human`. A base-10 log axis labels the
     ticks log_tick_label picks, decided when drawn (the view is known then); matplotlib's own minor labels
@@ -115,6 +132,8 @@ def plain_ticks(axis, minor=True):
         if minor:
             axis.set_minor_formatter(f)
         return
+
+    axis.set_minor_locator(FineLogLocator())
 
     def picked(v, _):
         lo, hi = sorted(axis.get_view_interval())
