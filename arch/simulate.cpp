@@ -162,7 +162,7 @@ std::vector<traces::Report> simulate_cores(const std::vector<const isa::Program*
   fresh_simcontext();
   std::vector<traces::Report> reports;
   {
-    Uncore uncore(config.dram, options.dram_refresh);
+    Uncore uncore(config.dram, options.dram_refresh, config.cores);
     std::vector<std::unique_ptr<Npu>> cores;
     // A trace has every core's tracks ("core1 matrix") and layers, in core order.
     std::vector<std::unique_ptr<CoreSink>> sinks;

@@ -32,7 +32,7 @@ traces::Report simulate(const isa::Program& program, const isa::NpuConfig& confi
 // Runs one program per core of a multi-core NPU (config.cores) in one simulation: each core has its own
 // sequencer, array, SRAM, vector unit, DMA engines and queues, and all share one DRAM model (their bursts
 // contend for its channels, banks and row buffers) and the host link (arch/core/uncore.h). Core i runs
-// programs[i], in its own region of DRAM (core_dram_base); cores beyond programs.size() idle. Timing only:
+// programs[i], in its own region of DRAM (Uncore::core_base); cores beyond programs.size() idle. Timing only:
 // options.functional must be off. options.sink gets one trace of every core: core i's tracks are named
 // "core<i> <unit>" and follow core i - 1's, its layers follow core i - 1's. Returns one report per program,
 // its core's: cycles from the start to that core's last instruction, its units, layers and DMA traffic; the

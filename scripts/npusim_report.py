@@ -1,5 +1,6 @@
 """Reading npusim's report JSON for the plotting scripts: one place for its checks and error messages."""
 import json
+import math
 import os
 import sys
 
@@ -86,22 +87,64 @@ def distinct_digits(values):
     return 6
 
 
+def log_tick_label(v, lo, hi):
+    """Whether a tick at v on a base-10 log axis viewing lo..hi gets a label: within a decade every tick,
+    over up to three decades the 1-2-5 ticks, over more the powers of ten alone. Labelling every minor
+    tick of a wider view piled 6, 7, 8, 9 into each other; labelling none left an axis spanning 1.6 to 30
+    with the one label 10 (nothing below 2)."""
+    if v <= 0 or lo <= 0 or hi <= lo:
+        return False
+    decades = math.log10(hi / lo)
+    mantissa = v / 10 ** math.floor(math.log10(v) + 1e-9)
+    if decades < 1:
+        return True
+    first = round(mantissa)
+    if abs(mantissa - first) > 1e-6:
+        return False
+    return first == 1 or (decades <= 3 and first in (2, 5))
+
+
+def FineLogLocator():
+    """The minor ticks of a base-10 log axis: 2..9 of each decade, and also 1.2, 1.5 and 2.5 when the view
+    spans less than a decade (a Pareto area axis from 1.1 to 6 mm2 had no tick below 2)."""
+    import numpy as np
+    from matplotlib.ticker import LogLocator
+
+    class Fine(LogLocator):
+        def tick_values(self, vmin, vmax):
+            lo, hi = sorted((vmin, vmax))
+            narrow = lo > 0 and hi / lo < 10
+            self.set_params(subs=np.array([1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9]) if narrow
+                            else np.arange(2.0, 10.0))
+            return super().tick_values(vmin, vmax)
+
+    return Fine(base=10)
+
+
 def plain_ticks(axis, minor=True):
-    """Tick labels of an axis (log or linear) in the one format, `human`. With minor=False, minor ticks
-    are labelled only where the view spans less than a decade (a log axis there has at most one major
-    tick; matplotlib's own minor labels, 2x10^0, would mix a second format in)."""
+    """Tick labels of an axis (log or linear) in the one format, `human`. A base-10 log axis labels the
+    ticks log_tick_label picks, decided when drawn (the view is known then); matplotlib's own minor labels
+    (2x10^0) would mix a second format in. minor=False leaves a linear axis's minor ticks unlabelled."""
     from matplotlib.ticker import FuncFormatter
     f = FuncFormatter(lambda v, _: human(v, distinct_digits(list(axis.get_majorticklocs()))))
-    axis.set_major_formatter(f)
-    if minor:
-        axis.set_minor_formatter(f)
+    if axis.get_scale() != "log" or getattr(axis.get_transform(), "base", 10) != 10:
+        axis.set_major_formatter(f)
+        if minor:
+            axis.set_minor_formatter(f)
         return
 
-    def sparse(v, _):
-        lo, hi = sorted(axis.get_view_interval())
-        return human(v) if lo > 0 and hi / lo < 10 else ""
+    axis.set_minor_locator(FineLogLocator())
 
-    axis.set_minor_formatter(FuncFormatter(sparse))
+    def picked(v, _):
+        lo, hi = sorted(axis.get_view_interval())
+        if not log_tick_label(v, lo, hi):
+            return ""
+        shown = [t for t in list(axis.get_majorticklocs()) + list(axis.get_minorticklocs())
+                 if lo <= t <= hi and log_tick_label(t, lo, hi)]
+        return human(v, distinct_digits(shown))
+
+    axis.set_major_formatter(FuncFormatter(picked))
+    axis.set_minor_formatter(FuncFormatter(picked))
 
 
 def fit_title(fig, text):

@@ -37,7 +37,7 @@ class Fabric {
         sram(config.sram),
         dram(uncore.dram.get()),
         link(uncore.link),
-        dram_base(core_dram_base(core)),
+        dram_base(uncore.core_base(core)),
         state(state),
         simc_(sc_core::sc_get_curr_simcontext()) {}
 
@@ -82,7 +82,7 @@ class Fabric {
   Sram sram;
   isa::timing::Dram* dram;        // the uncore's
   HostLinkBus& link;              // the uncore's
-  const uint64_t dram_base;       // added to the program's DRAM addresses (core_dram_base)
+  const uint64_t dram_base;       // added to the program's DRAM addresses (Uncore::core_base)
   datapath::MachineState* state;  // null in timing mode
   int64_t outstanding = 0;        // dispatched, not yet completed
   sc_core::sc_event all_done;

@@ -297,7 +297,7 @@ AccuracyReport evaluate_accuracy(const Graph& g, const PrecisionPlan& plan,
     r.warnings.push_back("CALIBRATION USED SYNTHETIC DATA (" + plan.calibration.source +
                          "): int8 scales come from random N(0,1) inputs, not from real data; the accuracy "
                          "figures say how the model behaves on those inputs only. Pass a folder of real "
-                         "inputs to calibrate.");
+                         "inputs to calibrate on: --calibration DIR.");
   if (output.count > 0 && output.ref_max_abs == 0)
     r.warnings.push_back(
         "the fp32 reference's outputs are all zeros on these inputs, so the output figures say "

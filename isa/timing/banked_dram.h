@@ -80,6 +80,10 @@ class BankedDram final : public Dram {
   uint64_t unit_of(uint64_t addr) const { return unit_.div(addr); }
   uint64_t unit_bytes() const { return unit_.divisor(); }
   bool place_per_unit() const { return page_.divisor() % unit_.divisor() == 0; }
+  int banks() const { return static_cast<int>(bank_.divisor()); }
+  // What an address moves by to reach the next bank at the same channel and column (one page on every
+  // channel), when place_per_unit().
+  uint64_t bank_stride_bytes() const { return page_.divisor() * chan_.divisor(); }
   // Device bursts a request of `bytes` takes.
   uint64_t beats(uint32_t bytes) const { return burst_.div(bytes + burst_.divisor() - 1); }
 

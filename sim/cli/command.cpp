@@ -46,6 +46,7 @@ bool parse(Context& ctx, const Command& cmd, po::options_description desc,
   } catch (const po::error& e) {
     throw UsageError(fmt::format("{} (see 'npusim {} --help')", e.what(), cmd.name));
   }
+  if (!help && options) check_input_paths(*options);
   if (help) {
     ctx.out << "usage: npusim " << cmd.synopsis << "\n\n" << cmd.summary << "\n";
     print_options(ctx.out, "Options", desc);

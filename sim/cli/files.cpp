@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 #include <string_view>
@@ -26,6 +28,23 @@ std::string read_text_file(const std::string& path) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+void check_input_file(std::string_view option, const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw InputError(fmt::format("{} {}: no such file", option, path));
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError(fmt::format("{} {}: is a directory, not a file", option, path));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{} {}: cannot read it ({})", option, path, std::strerror(errno)));
+}
+
+void check_input_folder(std::string_view option, const std::string& path, std::string_view holds) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    throw InputError(fmt::format("{} {}: no such folder (a folder of {})", option, path, holds));
+  if (!std::filesystem::is_directory(path, ec))
+    throw InputError(fmt::format("{} {}: not a folder (a folder of {})", option, path, holds));
 }
 
 std::unique_ptr<std::ofstream> open_output(const std::string& path) {

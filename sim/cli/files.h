@@ -3,6 +3,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "isa/machine/config.h"
 #include "isa/program.h"
@@ -11,6 +12,14 @@ namespace npusim::sim::cli {
 
 // The whole file at `path` (InputError when it cannot be opened).
 std::string read_text_file(const std::string& path);
+
+// An input file an option names (`option` as typed: "--preprocess"): InputError in one sentence naming the
+// option and the path when it does not exist, is a directory or cannot be read.
+void check_input_file(std::string_view option, const std::string& path);
+
+// An input folder an option names (--calibration DIR), holding `holds` ("images, .npy or .pb files"):
+// InputError naming the option and the path when it does not exist or is not a folder.
+void check_input_folder(std::string_view option, const std::string& path, std::string_view holds);
 
 // Opens an output file for a trace, or nothing when no path was given.
 std::unique_ptr<std::ofstream> open_output(const std::string& path);

@@ -38,6 +38,7 @@ h3 { font-size: 15px; margin: 18px 0 6px; }
 .card.wide { grid-column: span 2; }
 .card .v { font-size: 18px; font-weight: 600; overflow-wrap: anywhere; }
 .card .s { color: var(--muted); font-size: 12px; overflow-wrap: anywhere; }
+.opt { white-space: nowrap; }
 .bar { display: flex; height: 12px; min-width: 90px; border-radius: 2px; overflow: hidden; background: #eee; }
 .bar.big { height: 22px; max-width: 1100px; margin: 10px 0 4px; }
 .c-compute { background: var(--compute); fill: var(--compute); }

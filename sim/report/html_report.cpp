@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -97,6 +98,28 @@ std::string esc(std::string_view s) {
           o += c;
         }
     }
+  }
+  return o;
+}
+
+// esc(s) with each command-line option in it ("--precision", "--set") kept on one line: a card's narrow
+// text broke "--precision" after its dashes, and what is copied from a page must read as the option.
+std::string esc_options(std::string_view s) {
+  const std::string e = esc(s);
+  std::string o;
+  o.reserve(e.size());
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'; };
+  for (size_t i = 0; i < e.size();) {
+    const bool starts = e.compare(i, 2, "--") == 0 && i + 2 < e.size() &&
+                        std::islower(static_cast<unsigned char>(e[i + 2])) && (i == 0 || !word(e[i - 1]));
+    if (!starts) {
+      o += e[i++];
+      continue;
+    }
+    size_t end = i + 2;
+    while (end < e.size() && word(e[end])) ++end;
+    o += "<span class=\"opt\">" + e.substr(i, end - i) + "</span>";
+    i = end;
   }
   return o;
 }
@@ -214,8 +237,8 @@ std::vector<Layer> read_layers(const traces::Report& rep) {
 void card(std::string& o, std::string_view key, const std::string& value, const std::string& sub = "",
           std::string_view cls = "") {
   o += fmt::format("<div class=\"card{}{}\"><div class=\"k\">{}</div><div class=\"v\">{}</div>",
-                   cls.empty() ? "" : " ", cls, esc(key), esc(value));
-  if (!sub.empty()) o += fmt::format("<div class=\"s\">{}</div>", esc(sub));
+                   cls.empty() ? "" : " ", cls, esc(key), esc_options(value));
+  if (!sub.empty()) o += fmt::format("<div class=\"s\">{}</div>", esc_options(sub));
   o += "</div>";
 }
 

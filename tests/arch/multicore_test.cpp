@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
 
 #include "arch/simulate.h"
 #include "test_util.h"
@@ -88,6 +89,30 @@ TEST(Multicore, TwoMemoryBoundCoresShareTheDramBandwidth) {
     EXPECT_GE(x.total_cycles, alone);
     EXPECT_EQ(x.dram.bytes_read, 1u << 20);  // each core's own traffic
   }
+}
+
+TEST(Multicore, TheSameProgramOnTwoCoresClosesNoRowTheOtherCoreOpened) {
+  // Eight 256-byte LOADs, one after the other, all in the first page of channel 0 on the default banked
+  // DRAM (LPDDR4-4266: 2 channels interleaved every 256 B, a 2 KiB page per channel): alone they open one
+  // row. Two cores running the program at once (a batch split) each open their own row, in banks of
+  // their own, once: 2 activates. (In the same bank, each core's LOAD closed the row the other core's
+  // had opened: up to 16.)
+  std::string text = ".layer l Load\n";
+  for (int k = 0; k < 8; ++k)
+    text += "LOAD layer=l dtype=int8 buf=input dram=" + std::to_string(k * 512) +
+            " sram=" + std::to_string(k * 256) +
+            " size0=256 size1=1 size2=1 size3=1 stride1=256 stride2=0 stride3=0\n";
+  const isa::Program p = isa::assemble(text + "HALT\n", "loads.s");
+  const isa::NpuConfig c = two_cores();
+  ASSERT_EQ(c.dram.model, isa::DramModel::kLpddr4_4266);
+  ASSERT_EQ(c.dram.channels, 2);
+  const traces::Report alone = arch::simulate(p, c, {});
+  EXPECT_EQ(alone.dram.row_misses, 1u);
+  const std::vector<traces::Report> r = arch::simulate_cores({&p, &p}, c);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].dram.refreshes, 0u);
+  EXPECT_EQ(r[0].dram.row_misses, 2u);  // the shared DRAM's: each core's one
+  for (const traces::Report& x : r) EXPECT_GE(x.total_cycles, alone.total_cycles);
 }
 
 TEST(Multicore, TwoIndependentProgramsAreNoSlowerTogetherThanOneAfterTheOther) {

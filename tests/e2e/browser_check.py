@@ -21,6 +21,8 @@ With --probe, what a reader sees in a 1400x1800 window (a script added to a copy
   roofline_x_data lo,hi    the smallest and largest x drawn (points, the model's star, the roofs' ridges)
   layer_table_overflow N   pixels of the layer table past its box (> 0: cut off)
   e2e_card S,N             the section holding the "latency end to end" card and its index among the cards
+  card_split_options N a,b  the command-line options (--precision) in the summary cards' text that a line
+                           break cuts in two, and which
 
 Usage: browser_check.py PAGE.html WORKDIR [--sort] [--no-screenshot] [--probe]
 """
@@ -113,6 +115,21 @@ PROBE = r"""<script>(function () {
   cards.forEach(function (c, i) {
     if (c.querySelector('.k').textContent === 'latency end to end') put('e2e_card', c.closest('section').id + ',' + i);
   });
+  var split = [];
+  Array.prototype.forEach.call(document.querySelectorAll('.card'), function (c) {
+    var walk = document.createTreeWalker(c, NodeFilter.SHOW_TEXT), n, opt = /(^|[^\w-])(--[a-z][\w-]*)/g;
+    while ((n = walk.nextNode())) {
+      opt.lastIndex = 0;
+      while ((m = opt.exec(n.data))) {
+        var r = document.createRange(), tops = {};
+        r.setStart(n, m.index + m[1].length);
+        r.setEnd(n, m.index + m[0].length);
+        Array.prototype.forEach.call(r.getClientRects(), function (q) { tops[Math.round(q.top)] = 1; });
+        if (Object.keys(tops).length > 1) split.push(m[2]);
+      }
+    }
+  });
+  put('card_split_options', split.length + (split.length ? ' ' + split.join(',') : ''));
   var pre = document.createElement('pre');
   pre.id = 'probe';
   pre.textContent = out.join('\n');

@@ -282,6 +282,20 @@ TEST(Html, TheEndToEndLatencyIsAmongTheSummaryCards) {
   EXPECT_LT(std::stoi(card.substr(card.find(',') + 1)), 8);  // the first rows of cards, beside the latency
 }
 
+TEST(Html, ACommandLineOptionInACardIsNeverCutByALineBreak) {
+  // The precision card on the presets whose default needs no calibration ends "...; --precision to
+  // choose another)": in a 1400-pixel window its narrow card broke the line after "--" (datacenter, tpu-v1,
+  // gemmini). Each option stays on one line.
+  for (const char* preset : {"datacenter", "tpu-v1", "gemmini"}) {
+    const std::string dir = temp_dir(std::string("html_options_") + preset);
+    ASSERT_EQ(npusim({"run", "demo", "-q", "-c", preset, "--html", dir + "/p.html"}).exit_code, 0);
+    EXPECT_NE(read_file(dir + "/p.html").find("<span class=\"opt\">--precision</span> to choose another"),
+              std::string::npos)
+        << preset;
+    EXPECT_EQ(seen_value(probe(dir + "/p.html", dir), "card_split_options"), "0") << preset;
+  }
+}
+
 TEST(Html, BrowserCheckSeesScriptErrors) {
   // The check itself: a page whose script throws is reported, not passed.
   const std::string dir = temp_dir("html_broken");

@@ -94,7 +94,8 @@ TEST(MulticoreCli, SplitMistakesExit2WithOneSentence) {
   };
   const std::vector<Case> cases = {
       {{"run", kCnn, "--split", "batch", "--batch", "2"},
-       "--split batch needs a multi-core NPU; the configuration has cores = 1 (set cores: N)"},
+       "--split batch needs a multi-core NPU; the configuration has cores = 1 (give --set cores=N, or -c "
+       "datacenter-2core)"},
       {{"run", kCnn, "--set", "cores=2", "--split", "batch"},
        "--split batch needs --batch N (N >= cores = 2)"},
       {{"run", kCnn, "--set", "cores=4", "--split", "batch", "--batch", "2"},

@@ -122,7 +122,8 @@ TEST(PipelineCli, BadPipelineFilesExit2NamingFileLineColumnAndKey) {
       << r.err;
   const CommandResult missing = npusim({"run", "demo", "--pipeline", dir + "/none.yaml"});
   EXPECT_EQ(missing.exit_code, 2);
-  EXPECT_NE(missing.err.find("cannot read pipeline file"), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find("--pipeline " + dir + "/none.yaml: no such file"), std::string::npos)
+      << missing.err;
   write_file(dir + "/batch.yaml", "stream:\n  batch: 2\n");
   const CommandResult batch = npusim({"run", "demo", "--batch", "4", "--pipeline", dir + "/batch.yaml"});
   EXPECT_EQ(batch.exit_code, 2);

@@ -863,6 +863,15 @@ TEST(SmallThings, AMissingInputNamesTheFilesItLookedForWithoutADoubleSlash) {
   EXPECT_EQ(r.err.find("//"), std::string::npos) << r.err;
 }
 
+TEST(SmallThings, TheSyntheticCalibrationWarningNamesTheOptionThatTakesRealInputs) {
+  // It said "Pass a folder of real inputs to calibrate." without saying how.
+  const CommandResult r = npusim({"run", "demo", "--precision", "int8", "--accuracy"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("CALIBRATION USED SYNTHETIC DATA"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Pass a folder of real inputs to calibrate on: --calibration DIR."), std::string::npos)
+      << r.out;
+}
+
 TEST(SmallThings, OutputsSaysWhatItWrote) {
   const std::string dir = temp_dir("outputs_written");
   CommandResult r = npusim({"run", "demo", "--functional", "--outputs", dir});

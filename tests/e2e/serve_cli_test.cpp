@@ -253,7 +253,8 @@ models:
   EXPECT_EQ(none.exit_code, 2);
   const CommandResult missing = npusim({"serve", dir + "/none.yaml"});
   EXPECT_EQ(missing.exit_code, 2);
-  EXPECT_NE(missing.err.find("cannot read scenario file"), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find("--scenario " + dir + "/none.yaml: no such file"), std::string::npos)
+      << missing.err;
 }
 
 }  // namespace

@@ -751,6 +751,44 @@ TEST(Plots, SummaryDrawsALinePanelPerAxisAreaAsCostAndTheSweepsNameAsTitle) {
   EXPECT_EQ(r.out, fs::path(d).filename().string() + " array_pes*sram_kib\n");
 }
 
+// A log axis labels, in the view, every tick within a decade (with 1.2, 1.5 and 2.5 among them), the 1-2-5
+// ticks over up to three decades and the powers of ten beyond: the Pareto plot's area axis from 1.6 to 30 mm2
+// had the one label 10 (none below 2), and a latency axis over four decades labelled every minor tick, 6 7 8
+// 9 piled together.
+TEST(Plots, ALogAxisLabelsOneTwoFiveTicksAndOnlyDecadesOverMoreThanThree) {
+  const std::string d = temp_dir("sweep-plot-log-ticks");
+  write_file(d + "/results.csv",
+             "index,id,model,status,exit_code,error,area_mm2,latency_ms,report\n"
+             "0,a,m,ok,0,,1.6,100,\n"
+             "1,b,m,ok,0,,4,3,\n"
+             "2,c,m,ok,0,,12,0.4,\n"
+             "3,e,m,ok,0,,30,0.02,\n");
+  const std::string body =
+      "fig, ax = plt.subplots()\n"
+      "p.pareto(ax, rows, 'latency_ms', 'area_mm2', None, [None], True)\n"
+      "fig.canvas.draw()\n"
+      "def shown(axis, ticks):\n"
+      "    lo, hi = sorted(axis.get_view_interval())\n"
+      "    return sorted((t.get_position()[0 if axis is ax.xaxis else 1], t.get_text()) for t in ticks\n"
+      "                  if t.get_text() and lo <= t.get_position()[0 if axis is ax.xaxis else 1] <= hi)\n"
+      "print([t for _, t in shown(ax.xaxis, ax.get_xticklabels() + ax.get_xticklabels(minor=True))])\n"
+      "print([t for _, t in shown(ax.yaxis, ax.get_yticklabels() + ax.get_yticklabels(minor=True))])\n";
+  const CommandResult r = plot_python(body, d + "/results.csv");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "['2', '5', '10', '20']\n['0.1', '1', '10', '100']\n");
+  // Less than a decade, 1.1 to 5.85 mm2 (the README tour's sweep): 1.2 and 1.5 are ticks too (none was
+  // below 2).
+  write_file(d + "/results.csv",
+             "index,id,model,status,exit_code,error,area_mm2,latency_ms,report\n"
+             "0,a,m,ok,0,,1.1,9.3,\n"
+             "1,b,m,ok,0,,1.25,3.2,\n"
+             "2,c,m,ok,0,,2,2.1,\n"
+             "3,e,m,ok,0,,5.85,2.07,\n");
+  const CommandResult narrow = plot_python(body, d + "/results.csv");
+  ASSERT_EQ(narrow.exit_code, 0) << narrow.err;
+  EXPECT_EQ(narrow.out.substr(0, narrow.out.find('\n')), "['1.2', '1.5', '2', '2.5', '3', '4', '5', '6']");
+}
+
 TEST(Plots, EachScriptRefusesTheWrongKindOfFile) {
   const std::string d = temp_dir("sweep-plot-errors");
   const std::string f = write_sweep(d, "trace_csv: true\naxes:\n  - systolic_array.rows: [16]\n");

@@ -46,6 +46,7 @@ int cmd_calibrate(Context& ctx, const Command& cmd) {
   if (!parse(ctx, cmd, d, pos, &opts)) return kExitOk;
   if (csv.empty()) throw UsageError("calibrate needs a MEASURED.csv (see 'npusim calibrate --help')");
   if (output.empty()) throw UsageError("calibrate needs -o CALIBRATED.yaml (see 'npusim calibrate --help')");
+  check_input_file("--measured", csv);
   if (options.folds < 0) throw UsageError("--folds must not be negative");
   if (options.max_iterations < 1) throw UsageError("--iterations must be at least 1");
   if (options.restart_passes < 0) throw UsageError("--restarts must not be negative");

@@ -83,7 +83,8 @@ multicore::Split split_option(const std::string& name, const isa::NpuConfig& con
   if (split == multicore::Split::kNone) return split;
   if (config.cores < 2)
     throw UsageError(
-        fmt::format("--split {} needs a multi-core NPU; the configuration has cores = {} (set cores: N)",
+        fmt::format("--split {} needs a multi-core NPU; the configuration has cores = {} (give --set "
+                    "cores=N, or -c datacenter-2core)",
                     name, config.cores));
   if (o.functional)
     throw UsageError(
@@ -184,10 +185,6 @@ int cmd_run(Context& ctx, const Command& cmd) {
   if ((!io.inputs_dir.empty() || !io.outputs_dir.empty()) && !o.functional) {
     throw UsageError("--inputs and --outputs need --functional");
   }
-  std::error_code no_folder;
-  if (!io.inputs_dir.empty() && !std::filesystem::is_directory(io.inputs_dir, no_folder))
-    throw InputError(
-        fmt::format("--inputs {}: not a folder of inputs (NAME.npy, .pb or an image)", io.inputs_dir));
   if ((!acc.advise_inputs.empty() || acc.advise_samples || !acc.advise_out.empty()) && !acc.advise_sqnr)
     throw UsageError("--advise-inputs, --advise-samples and --advise-out need --advise-sqnr");
   if (acc.advise_samples && acc.advise_inputs.empty())

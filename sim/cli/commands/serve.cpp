@@ -102,6 +102,7 @@ int cmd_serve(Context& ctx, const Command& cmd) {
   pos.add("scenario", 1);
   if (!parse(ctx, cmd, d, pos)) return kExitOk;
   if (scenario_file.empty()) throw UsageError("serve needs a scenario file (npusim serve SCENARIO.yaml)");
+  check_input_file("--scenario", scenario_file);
   serve::Scenario scenario = serve::parse_scenario_file(scenario_file);
   if (!config_arg.empty()) scenario.config = config_arg;
   scenario.sets.insert(scenario.sets.end(), sets.begin(), sets.end());

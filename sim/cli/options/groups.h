@@ -48,4 +48,8 @@ GroupOptions requests_options(Options& o);    // dynamic.cpp: --requests
 GroupOptions generation_options(Options& o);  // dynamic.cpp: --generate
 GroupOptions output_options(Options& o);      // outputs.cpp
 
+// The groups' input files and folders (--preprocess, --calibration, ...): InputError naming the option when
+// one is missing, unreadable or of the wrong kind (input_paths.cpp). parse() calls it.
+void check_input_paths(const Options& o);
+
 }  // namespace npusim::sim::cli
