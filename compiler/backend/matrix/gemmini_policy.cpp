@@ -41,9 +41,10 @@ GemminiGeometry GemminiGeometry::of(const isa::NpuConfig& c) {
   return g;
 }
 
-int64_t gemmini_stream_rows(const isa::NpuConfig& c, int64_t cols, int64_t elem_bytes) {
+int64_t gemmini_stream_rows(const isa::NpuConfig& c, int64_t m, int64_t cols, int64_t elem_bytes) {
   if (c.lowering.mapping_policy != isa::MappingPolicy::kGemmini) return 0;
   const int64_t dim = GemminiGeometry::of(c).dim;
+  if (m > dim) return 0;
   const int64_t window_rows = ceil_div(c.dma.max_outstanding * c.dma.burst_bytes, cols * elem_bytes);
   return ceil_div(std::max<int64_t>(1, window_rows), dim) * dim;
 }

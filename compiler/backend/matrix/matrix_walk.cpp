@@ -578,7 +578,7 @@ void MatrixMapper::generate(const Tiling& t) {
           b_next ^= 1;
           b_key = bkey;
           // Under the gemmini policy a GEMM's weights load and multiply in pieces (gemmini_stream_rows).
-          const int64_t stream = j_.gemm ? gemmini_stream_rows(c_.config, tn, ew) : 0;
+          const int64_t stream = j_.gemm ? gemmini_stream_rows(c_.config, s.oh * s.ow, tn, ew) : 0;
           if (stream > 0 && stream < tc) {
             for (int64_t r0 = 0; r0 < tc; r0 += stream) {
               const int64_t rows = std::min(stream, tc - r0);
