@@ -4,8 +4,9 @@
 #   core   npusim_bench BM_SimulateTiming/25000 (100 001 instructions): simulated instructions per second of
 #          CPU time, best of --repeat, and the instructions the host executes per simulated instruction under
 #          callgrind (repeatable on a loaded machine; --no-callgrind skips it)
-#   r50    npusim run resnet50.onnx -q (fp32, edge): wall and CPU seconds, best wall of --repeat
-#   llm    npusim run llm:<the 1B decoder> --generate 512:128 -c datacenter -q: wall and CPU seconds
+#   r50    npusim run resnet50.onnx -q (fp32, edge): wall and CPU seconds of the best-wall run of --repeat,
+#          and the least CPU seconds of the runs
+#   llm    npusim run llm:<the 1B decoder> --generate 512:128 -c datacenter -q: the same
 #
 # Usage: scripts/bench_speed.sh [--repeat N] [--models DIR] [--no-callgrind] [--only core|r50|llm]
 #                               BUILD_DIR [BASE_BUILD_DIR]
@@ -44,7 +45,7 @@ T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 want() { [[ -z $ONLY || $ONLY == "$1" ]]; }
 py() { /usr/bin/python3 -c "$@"; }
 
-declare -A best_ips best_wall best_cpu ir
+declare -A best_ips best_wall best_cpu min_cpu ir
 for b in "${builds[@]}"; do best_ips[$b]=0; done
 
 if want core; then
@@ -76,6 +77,10 @@ timed() {  # timed KEY BUILD ARGS...: best wall and its CPU into best_wall/best_
     best_wall[$key/$b]=$w
     best_cpu[$key/$b]=$(py "print(f'{$u + $s:.2f}')")
   fi
+  # The least CPU of the runs too: on a loaded machine the best wall time is not the best CPU time.
+  local c; c=$(py "print(f'{$u + $s:.2f}')")
+  cur=${min_cpu[$key/$b]:-}
+  if [[ -z $cur ]] || py "import sys; sys.exit(0 if $c < $cur else 1)"; then min_cpu[$key/$b]=$c; fi
 }
 
 if want r50; then
@@ -109,9 +114,13 @@ fi
 if want r50; then
   vals=(); for b in "${builds[@]}"; do vals+=("${best_wall[r50/$b]} s (CPU ${best_cpu[r50/$b]} s)"); done
   row "ResNet-50 fp32 edge: wall (best of $REPEAT)" "${vals[@]}"
+  vals=(); for b in "${builds[@]}"; do vals+=("${min_cpu[r50/$b]} s"); done
+  row "ResNet-50 fp32 edge: CPU (best of $REPEAT)" "${vals[@]}"
 fi
 if want llm; then
   vals=(); for b in "${builds[@]}"; do vals+=("${best_wall[llm/$b]} s (CPU ${best_cpu[llm/$b]} s)"); done
   row "1B decoder 512:128 datacenter: wall" "${vals[@]}"
+  vals=(); for b in "${builds[@]}"; do vals+=("${min_cpu[llm/$b]} s"); done
+  row "1B decoder 512:128 datacenter: CPU (best of $REPEAT)" "${vals[@]}"
 fi
 echo "load average $(cut -d' ' -f1-3 /proc/loadavg); repeat $REPEAT; builds: ${builds[*]}"

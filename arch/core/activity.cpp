@@ -17,7 +17,11 @@ void access(traces::Activity& a, const isa::NpuConfig& c, Buffer b, int64_t byte
             bool write) {
   if (bytes <= 0 || times <= 0) return;
   const auto width = static_cast<uint64_t>(c.sram.buffer(b).bank_width_bytes);
-  const uint64_t words = (static_cast<uint64_t>(bytes) + width - 1) / width * static_cast<uint64_t>(times);
+  const uint64_t n = static_cast<uint64_t>(bytes) + width - 1;
+  // Bank widths are powers of two in every preset: a shift, not a divide per counted access.
+  const uint64_t per_time =
+      width != 0 && (width & (width - 1)) == 0 ? n >> __builtin_ctzll(width) : n / width;
+  const uint64_t words = per_time * static_cast<uint64_t>(times);
   (write ? a.sram_writes : a.sram_reads)[static_cast<size_t>(c.sram.storage(b))] += words;
 }
 

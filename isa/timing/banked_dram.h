@@ -70,12 +70,23 @@ class BankedDram final : public Dram {
     Bank* bank;
     int64_t row;
   };
-  Place place(uint64_t addr) {
-    Channel& ch = chans_[chan_.mod(unit_.div(addr))];
-    const uint64_t local = stripe_.div(addr) * unit_.divisor() + unit_.mod(addr);
-    const uint64_t page = page_.div(local);
-    return Place{&ch, &ch.banks[bank_.mod(page)], static_cast<int64_t>(bank_.div(page))};
-  }
+  Place place(uint64_t addr) { return address_map().place(addr); }
+  // The address map by value, for a burst loop to keep in its frame: place() through a member reloads the
+  // divisors after every store the loop makes (a store through a uint64_t* may alias them).
+  struct AddressMap {
+    FastDiv unit, chan, stripe, page, bank;
+    Channel* chans;
+    bool pow2() const { return unit.pow2() && chan.pow2() && stripe.pow2() && page.pow2() && bank.pow2(); }
+    // kPow2: pow2() holds (every preset's map), so that every division is a shift.
+    template <bool kPow2 = false>
+    Place place(uint64_t addr) const {
+      Channel& ch = chans[chan.mod_as<kPow2>(unit.div_as<kPow2>(addr))];
+      const uint64_t local = stripe.div_as<kPow2>(addr) * unit.divisor() + unit.mod_as<kPow2>(addr);
+      const uint64_t pg = page.div_as<kPow2>(local);
+      return Place{&ch, &ch.banks[bank.mod_as<kPow2>(pg)], static_cast<int64_t>(bank.div_as<kPow2>(pg))};
+    }
+  };
+  AddressMap address_map() { return AddressMap{unit_, chan_, stripe_, page_, bank_, chans_.data()}; }
   // The interleave unit of an address, and whether place() is the same for all of a unit's bytes.
   uint64_t unit_of(uint64_t addr) const { return unit_.div(addr); }
   uint64_t unit_bytes() const { return unit_.divisor(); }
@@ -99,40 +110,54 @@ class BankedDram final : public Dram {
     Channel& ch = *p.ch;
     Bank& bank = *p.bank;
     const uint64_t busy = beats * t_burst_;
-    // The caller's window itself: a copy in and out was compiled to 16-byte loads over the 8-byte stores
-    // just made to it, which the store buffer cannot forward (a stall per run: a sixth of the loop's
-    // samples in a ResNet-50 compile).
-    IssueWindow& w = window;
+    const uint64_t t_cl = t_cl_;
+    // The window in scalars (one field at a time: a copy of the struct was compiled to 16-byte loads over
+    // the 8-byte stores just made to it, which the store buffer cannot forward). Inlined into a caller whose
+    // window is a local, they stay in registers across the ring's stores.
+    uint64_t* const ring = window.ring;
+    const size_t size = window.size;
+    size_t next = window.next;
+    uint64_t issue = window.issue;  // IssueWindow::take's running maximum
+    uint64_t done_max = window.done_max;
     int64_t served = 0;  // by serve(), which counts them itself
-    auto complete = [&](int64_t j, uint64_t end) {
-      w.complete(end);
-      per_request(j, w.issue, end);
-    };
     int64_t j = 0;
     while (j < count) {
-      uint64_t issue = w.take();
+      issue = std::max(issue, ring[next]);
       if (bank.open_row == p.row && ch.any && ch.last_write == write) {
-        // Row hits: serve()'s hit case while no refresh falls due.
+        // Row hits: serve()'s hit case while no refresh falls due. A hit ends after the bus is free and after
+        // its issue (end > max(issue, bus) when busy > 0), so a refresh due by then is one it runs into.
         uint64_t bus = ch.bus_free, ready = bank.ready;
         const uint64_t refresh_at = ch.next_refresh;
+        const int64_t first = j;
         for (;;) {
           const uint64_t cmd = std::max(issue, ready);
-          const uint64_t end = std::max(cmd + t_cl_, bus) + busy;
-          if (refresh_at <= std::max(issue, bus) || end > refresh_at) break;
+          const uint64_t end = std::max(cmd + t_cl, bus) + busy;
+          if (end > refresh_at || (busy == 0 && refresh_at <= std::max(issue, bus))) break;
           ready = cmd + busy;
           bus = end;
-          complete(j, end);
+          ring[next] = end;
+          next = next + 1 == size ? 0 : next + 1;
+          per_request(j, issue, end);
           if (++j == count) break;
-          issue = w.take();
+          issue = std::max(issue, ring[next]);
         }
         ch.bus_free = bus;
         bank.ready = ready;
+        if (j > first) done_max = std::max(done_max, bus);  // the hits' ends increase: the last is their max
         if (j == count) break;
       }
-      complete(j, serve(p, beats, write, issue));  // a miss, a turnaround, or the request a refresh stopped
+      // A miss, a turnaround, or the request a refresh stopped.
+      const uint64_t end = serve(p, beats, write, issue);
+      ring[next] = end;
+      next = next + 1 == size ? 0 : next + 1;
+      done_max = std::max(done_max, end);
+      per_request(j, issue, end);
       ++served;
       ++j;
     }
+    window.next = next;
+    window.issue = issue;
+    window.done_max = done_max;
     stats_.requests += static_cast<uint64_t>(count - served);
     stats_.row_hits += static_cast<uint64_t>(count - served);
   }

@@ -112,7 +112,11 @@ class DmaBurstEngine {
     // The banked model called directly (its access() inlines into the loop), by interleave unit when a
     // unit has one place; the others through Dram.
     if (BankedDram* banked = dram.banked()) {
-      if (banked->place_per_unit()) return run_by_unit(rows, write, start_ps, *banked, per_burst);
+      if (banked->place_per_unit()) {
+        if (banked->address_map().pow2() && burst_.pow2() && align_.pow2())
+          return run_by_unit<true>(rows, write, start_ps, *banked, per_burst);
+        return run_by_unit<false>(rows, write, start_ps, *banked, per_burst);
+      }
       return run_on(rows, write, start_ps, *banked, per_burst);
     }
     return run_on(rows, write, start_ps, dram, per_burst);
@@ -145,71 +149,93 @@ class DmaBurstEngine {
       }
     });
     x.done_ps = w.done_max;
+    used(x);
     return x;
   }
 
   // run_on's bursts on a banked model whose interleave units each have one place (BankedDram::Place):
   // the bursts of a row that start in one unit go to BankedDram::serve_run together. The same bursts, in
-  // the same order, with the same issue times as run_on.
-  template <class PerBurst>
+  // the same order, with the same issue times as run_on. The rows are walked here, not through
+  // for_each_row's lambda: the window, the divisors and the address map are locals of this one frame, so
+  // that they stay in registers. kPow2: every divisor (address map, burst, alignment) is a power of two.
+  template <bool kPow2, class PerBurst>
   DmaTransfer run_by_unit(const DmaRows& rows, bool write, uint64_t start_ps, BankedDram& dram,
                           PerBurst& per_burst) {
     DmaTransfer x;
     x.first_issue_ps = start_ps;
     IssueWindow w = window(start_ps);
-    const uint64_t burst = burst_.divisor();
-    const uint64_t unit = dram.unit_bytes();
+    const FastDiv burst_div = burst_, align = align_;
+    const BankedDram::AddressMap map = dram.address_map();
+    const uint64_t burst = burst_div.divisor();
+    const uint64_t unit = map.unit.divisor();
     const auto full_bytes = static_cast<uint32_t>(burst);
     const uint64_t full_beats = dram.beats(full_bytes);
+    const auto row_bytes = static_cast<uint64_t>(rows.row_bytes);
     int64_t bursts = 0, misaligned = 0;
-    for_each_row(rows, [&](uint64_t a) {
-      if (align_.mod(a) != 0) {  // the aligned block holding the row's head
-        const uint64_t head = a - burst_.mod(a);
-        dram.serve_run(
-            dram.place(head), full_beats, write, 1, w,
-            [&](int64_t, uint64_t issue, uint64_t done) { per_burst(head, issue, done, full_bytes); });
-        ++misaligned;
-      }
-      const uint64_t row_end = a + static_cast<uint64_t>(rows.row_bytes);
-      uint64_t addr = a;
-      while (addr < row_end) {
-        // The bursts starting in addr's unit: full ones, then the row's short last one if it is here.
-        const uint64_t unit_end = (dram.unit_of(addr) + 1) * unit;
-        const uint64_t starts = burst_.div(std::min(unit_end, row_end) - addr + burst - 1);
-        const bool short_last = addr + starts * burst > row_end;
-        const BankedDram::Place place = dram.place(addr);
-        const int64_t full = static_cast<int64_t>(starts) - (short_last ? 1 : 0);
-        if (full > 0) {
-          dram.serve_run(place, full_beats, write, full, w, [&](int64_t j, uint64_t issue, uint64_t done) {
-            per_burst(addr + static_cast<uint64_t>(j) * burst, issue, done, full_bytes);
-          });
-          addr += static_cast<uint64_t>(full) * burst;
+    for (int64_t i2 = 0; i2 < rows.count[2]; ++i2) {
+      for (int64_t i1 = 0; i1 < rows.count[1]; ++i1) {
+        uint64_t a = rows.dram_addr + i1 * rows.stride[1] + i2 * rows.stride[2];
+        for (int64_t i0 = 0; i0 < rows.count[0]; ++i0, a += rows.stride[0]) {
+          if (align.mod_as<kPow2>(a) != 0) {  // the aligned block holding the row's head
+            const uint64_t head = a - burst_div.mod_as<kPow2>(a);
+            dram.serve_run(
+                map.place<kPow2>(head), full_beats, write, 1, w,
+                [&](int64_t, uint64_t issue, uint64_t done) { per_burst(head, issue, done, full_bytes); });
+            ++misaligned;
+          }
+          const uint64_t row_end = a + row_bytes;
+          uint64_t addr = a;
+          while (addr < row_end) {
+            // The bursts starting in addr's unit: full ones, then the row's short last one if it is here.
+            const uint64_t unit_end = (map.unit.div_as<kPow2>(addr) + 1) * unit;
+            const uint64_t starts = burst_div.div_as<kPow2>(std::min(unit_end, row_end) - addr + burst - 1);
+            const bool short_last = addr + starts * burst > row_end;
+            const BankedDram::Place place = map.place<kPow2>(addr);
+            const int64_t full = static_cast<int64_t>(starts) - (short_last ? 1 : 0);
+            if (full > 0) {
+              dram.serve_run(place, full_beats, write, full, w,
+                             [&](int64_t j, uint64_t issue, uint64_t done) {
+                               per_burst(addr + static_cast<uint64_t>(j) * burst, issue, done, full_bytes);
+                             });
+              addr += static_cast<uint64_t>(full) * burst;
+            }
+            if (short_last) {
+              const auto bytes = static_cast<uint32_t>(row_end - addr);
+              dram.serve_run(
+                  place, dram.beats(bytes), write, 1, w,
+                  [&](int64_t, uint64_t issue, uint64_t done) { per_burst(addr, issue, done, bytes); });
+              addr = row_end;
+            }
+            bursts += static_cast<int64_t>(starts);
+          }
         }
-        if (short_last) {
-          const auto bytes = static_cast<uint32_t>(row_end - addr);
-          dram.serve_run(place, dram.beats(bytes), write, 1, w, [&](int64_t, uint64_t issue, uint64_t done) {
-            per_burst(addr, issue, done, bytes);
-          });
-          addr = row_end;
-        }
-        bursts += static_cast<int64_t>(starts);
       }
-    });
+    }
     x.done_ps = w.done_max;
     x.bursts.bursts = bursts + misaligned;
     x.bursts.misaligned_bursts = misaligned;
+    used(x);
     return x;
   }
 
-  // The outstanding-request window of a transfer starting at start_ps: every slot free from then on.
+  // The outstanding-request window of a transfer starting at start_ps: every slot free from then on. A slot
+  // holding a time at or before start_ps is free as it is (a request's issue is never earlier than
+  // start_ps), so only the slots the last transfer used are reset, unless a slot it left may hold a later
+  // time (`free_by_`: no slot from `used_` on holds a time after it).
   IssueWindow window(uint64_t start_ps) {
-    std::fill(slots_.begin(), slots_.end(), start_ps);
+    const size_t reset = start_ps >= free_by_ ? used_ : slots_.size();
+    std::fill(slots_.begin(), slots_.begin() + static_cast<std::ptrdiff_t>(reset), start_ps);
+    free_by_ = start_ps;  // every slot now holds start_ps or an earlier time
     return IssueWindow{slots_.data(), slots_.size(), 0, start_ps, start_ps};
   }
+  // After a transfer: the slots it used, from the first on.
+  void used(const DmaTransfer& x) { used_ = std::min(slots_.size(), static_cast<size_t>(x.bursts.bursts)); }
 
   DmaConfig dma_;
   FastDiv burst_, align_;
   std::vector<uint64_t> slots_;  // completion time of the bursts in flight, a ring
+  size_t used_ = 0;              // slots the last transfer used (from the first)
+  uint64_t free_by_ = 0;         // no slot from used_ on holds a later time
 };
 
 // A closed-form estimate of a LOAD/STORE in cycles on an otherwise idle machine (compiler cost

@@ -16,6 +16,19 @@ class FastDiv {
   uint64_t div(uint64_t x) const { return pow2_ ? x >> shift_ : x / d_; }
   uint64_t mod(uint64_t x) const { return pow2_ ? x & (d_ - 1) : x % d_; }
   uint64_t divisor() const { return d_; }
+  bool pow2() const { return pow2_; }
+  // div() and mod() when the caller knows (kPow2) that the divisor is a power of two: a loop over many
+  // addresses tests that once, not per division.
+  template <bool kPow2>
+  uint64_t div_as(uint64_t x) const {
+    if constexpr (kPow2) return x >> shift_;
+    return div(x);
+  }
+  template <bool kPow2>
+  uint64_t mod_as(uint64_t x) const {
+    if constexpr (kPow2) return x & (d_ - 1);
+    return mod(x);
+  }
 
  private:
   uint64_t d_ = 1;

@@ -1,6 +1,7 @@
 // Gemmini's tiling rules (see gemmini_policy.h), restated from their description in gemmini.h.
 #include "compiler/backend/matrix/gemmini_policy.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -38,6 +39,14 @@ GemminiGeometry GemminiGeometry::of(const isa::NpuConfig& c) {
   g.spad_rows = spad_bytes / g.dim;
   g.acc_rows = c.sram.accumulator.size_bytes() / (g.dim * 4);
   return g;
+}
+
+int64_t gemmini_stream_rows(const isa::NpuConfig& c, int64_t m, int64_t cols, int64_t elem_bytes) {
+  if (c.lowering.mapping_policy != isa::MappingPolicy::kGemmini) return 0;
+  const int64_t dim = GemminiGeometry::of(c).dim;
+  if (m > dim) return 0;
+  const int64_t window_rows = ceil_div(c.dma.max_outstanding * c.dma.burst_bytes, cols * elem_bytes);
+  return ceil_div(std::max<int64_t>(1, window_rows), dim) * dim;
 }
 
 GemminiMatmulTile gemmini_matmul_tile(const GemminiGeometry& g, int64_t dim_i, int64_t dim_j, int64_t dim_k) {

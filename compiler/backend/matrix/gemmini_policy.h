@@ -27,6 +27,23 @@ struct GemminiMatmulTile {
 };
 GemminiMatmulTile gemmini_matmul_tile(const GemminiGeometry& g, int64_t dim_i, int64_t dim_j, int64_t dim_k);
 
+// Rows of K a GEMM tile's weights move in and multiply at a time, for a tile of `m` rows and `cols`
+// columns of `elem_bytes` elements; 0: the whole tile at once. Gemmini's LoopMatmul unroller
+// (src/main/scala/gemmini/LoopMatmul.scala) loads B and executes on it in the same order, "k, j, i": one
+// mvin per DIM rows of K, and its ROB lets each block's PRELOAD and COMPUTE follow that block's mvin. So
+// within a tile the compute chases the load rather than waiting for all of it, and the two concurrent
+// loops (the scratchpad halves of tiled_matmul_auto's double buffering) let the next tile load meanwhile.
+// npusim streams so under the gemmini policy where it matters and its machine can follow:
+// - tiles of at most DIM rows (batch-1 FCs): each fold's weights serve m <= DIM rows, so a fold computes
+//   in about the time its weights take to arrive and waiting for the whole tile costs as much as the
+//   tile's compute. Taller tiles reuse each weight m times and the ping-pong pair hides their load; there
+//   npusim's in-order sequencer (sequencer.queue_depth instructions ahead), unlike Gemmini's separate
+//   loaders, would start the next input tile's load too late behind a run of short pieces.
+// - a piece is at least the DMA's window (dma.max_outstanding x dma.burst_bytes), in whole DIM-row
+//   blocks: Gemmini's DMA keeps requests in flight from one mvin to the next, npusim's pays a LOAD's
+//   setup and round trip before the next LOAD's first request.
+int64_t gemmini_stream_rows(const isa::NpuConfig& c, int64_t m, int64_t cols, int64_t elem_bytes);
+
 // tiled_conv_auto's tile (no pooling, no input dilation, no transposed operands): output rows x cols,
 // output channels, kernel rows x cols, input channels, for a batch-1 image. `downsample`: Gemmini's
 // downsampling load of a 1x1 stride-2 unpadded conv over an even-sized input.

@@ -577,6 +577,27 @@ void MatrixMapper::generate(const Tiling& t) {
           b_cur = b_slot[b_next];
           b_next ^= 1;
           b_key = bkey;
+          // Under the gemmini policy a GEMM's weights load and multiply in pieces (gemmini_stream_rows).
+          const int64_t stream = j_.gemm ? gemmini_stream_rows(c_.config, s.oh * s.ow, tn, ew) : 0;
+          if (stream > 0 && stream < tc) {
+            for (int64_t r0 = 0; r0 < tc; r0 += stream) {
+              const int64_t rows = std::min(stream, tc - r0);
+              const uint64_t at = b_cur + static_cast<uint64_t>(r0 * tn * ew);
+              if (j_.b_const) {
+                const uint64_t addr = w_addr[static_cast<size_t>(wkey)] + static_cast<uint64_t>(r0 * tn * ew);
+                const Range r{kDram, addr, addr + static_cast<uint64_t>(rows * tn * ew)};
+                c_.load(Buffer::kWeight, at, r, addr, s_.ops.w, {tn, rows, 1, 1}, {tn, rows * tn, 0});
+              } else {
+                const uint64_t addr =
+                    j_.b_base(s.img) + static_cast<uint64_t>(((k0 + r0) * j_.b_row() + n0) * ew);
+                c_.load(Buffer::kWeight, at, j_.b_range, addr, s_.ops.w, {tn, rows, 1, 1},
+                        {j_.b_row(), 0, 0});
+              }
+              c_.matmul(a_k + static_cast<uint64_t>(r0 * ea), a_stride, at, c_slot, s.oh * s.ow, rows, tn,
+                        ik > 0 || r0 > 0);
+            }
+            continue;  // this K chunk is multiplied
+          }
           if (j_.b_const) {
             const uint64_t addr = w_addr[static_cast<size_t>(wkey)];
             const Range r{kDram, addr, addr + static_cast<uint64_t>(j_.kh * j_.kw * tc * tn * ew)};
