@@ -524,6 +524,9 @@ TEST(ConfigPresets, TpuV1MatchesThePaper) {
   EXPECT_EQ(c.dram.bandwidth_gbps, 34.0);
   EXPECT_EQ(c.systolic_array.dataflow, isa::Dataflow::kWs);
   EXPECT_EQ(c.systolic_array.rate(isa::DType::kFp32), 0.0);
+  // "The weights are preloaded, and take effect with the advancing wave alongside the first data of a
+  // new block": a MatrixMultiply enters right behind the one before it (the key in effect, not just set).
+  EXPECT_TRUE(c.systolic_array.instructions_chained());
   // Peak: 65536 MACs x 2 ops x 700 MHz = 91.75 TOPS ("92 TOPS").
   EXPECT_NEAR(c.systolic_array.rows * c.systolic_array.cols * 2 * c.frequency_mhz * 1e6 / 1e12, 91.75, 0.01);
 }
@@ -565,6 +568,9 @@ TEST(ConfigPresets, DatacenterHasHbm2AndTensOfMiB) {
   // One TPU v3 core: 128 x 256 MACs x 2 flops x 940 MHz = 61.6 TFLOPS bf16, half the chip's 123.
   EXPECT_NEAR(c.systolic_array.rows * c.systolic_array.cols * 2 * c.frequency_mhz * 1e6 / 1e12, 61.6, 0.1);
   EXPECT_EQ(c.systolic_array.rate(isa::DType::kBf16), 1.0);
+  // The MXU's LHS streams in and its results out by the VLIW bundle's push and pop slots: consecutive
+  // matmuls enter back to back (the key in effect, not just set; datacenter-2core follows, test above).
+  EXPECT_TRUE(c.systolic_array.instructions_chained());
 }
 
 TEST(ConfigPresets, GemminiAt8x8IsOneSharedScratchpadOfTheSetSize) {
