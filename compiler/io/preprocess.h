@@ -59,7 +59,7 @@ struct Preprocess {
   Resize resize = Resize::kStretch;
   Interpolation interpolation = Interpolation::kBilinear;
   Anchor anchor = Anchor::kCenter;
-  double pad_value = 0;  // letterbox padding, in pixel units (0..255) before scale/mean/std
+  double pad_value = 0;      // letterbox padding, in pixel units (0..255) before scale/mean/std
   int64_t resize_short = 0;  // crop: the shorter side's length after scaling (0: cover the input)
   ChannelOrder channel_order = ChannelOrder::kRgb;
   double scale = 1.0 / 255.0;  // value = (pixel * scale - mean) / std, per channel

@@ -148,7 +148,7 @@ def case_images():
           f"every layer in fp16 measures better on the held-out images than int8 ({acc['output_sqnr_db']:.2f} dB): {h}")
     check("fitted on 3 input(s) of " + cal + "; on the 2 evaluation input(s), which it did not see" in p.stdout,
           "the advice's answer names both sets:\n" + p.stdout)
-    p = run(["run", model, "--precision", "int8", "--accuracy", "--advise-inputs", cal], expect=2)
+    p = run(["run", model, "--precision", "int8", "--accuracy", "--preprocess", pre, "--advise-inputs", cal], expect=2)
     check("--advise-inputs, --advise-samples and --advise-out need --advise-sqnr" in p.stderr, p.stderr)
     print(f"images: advice fitted on 3 calibration images, judged on 2 held-out: {h['sqnr_db']:.2f} dB")
 
