@@ -13,8 +13,13 @@ void Preprocess::visit(isa::Visitor& v) {
            exif_orientation, kExifOrientationNames);
   v.choice({"resize", "",
             "how the image reaches the input's height x width: stretch, letterbox (keep the aspect "
-            "ratio, pad the rest) or none (the image must have that size)"},
+            "ratio, pad the rest), none (the image must have that size) or crop (scale the shorter side "
+            "to resize_short, take the centre)"},
            resize, kResizeNames);
+  v.integer({"resize_short", "px",
+             "crop: the shorter side's length after scaling, as torchvision's Resize(N) before "
+             "CenterCrop (0: the image just covers the input)"},
+            resize_short, 0, 65536);
   v.choice(
       {"interpolation", "", "resampling: bilinear (half-pixel centres, as OpenCV's INTER_LINEAR) or nearest"},
       interpolation, kInterpolationNames);
@@ -54,6 +59,30 @@ ImageRegion image_region(const Preprocess& p, int64_t img_w, int64_t img_h, int6
       r.ox = (W - r.rw) / 2;
       r.oy = (H - r.rh) / 2;
     }
+  } else if (p.resize == Preprocess::Resize::kCrop) {
+    // torchvision: the shorter side becomes N and the longer int(N * long / short); CenterCrop's offsets are
+    // int(round((size - crop) / 2)), Python's round: half to even (std::nearbyint's default mode).
+    const bool wide = img_w >= img_h;
+    const int64_t shorter = wide ? img_h : img_w, longer = wide ? img_w : img_h;
+    const int64_t need_short = wide ? H : W, need_long = wide ? W : H;
+    auto scaled = [&](int64_t n) {
+      return static_cast<int64_t>(static_cast<double>(n) * static_cast<double>(longer) /
+                                  static_cast<double>(shorter));
+    };
+    int64_t n = p.resize_short;
+    if (n == 0)  // the smallest scale that covers the input
+      for (n = need_short; scaled(n) < need_long;) ++n;
+    const int64_t scaled_long = scaled(n);
+    r.rw = wide ? scaled_long : n;
+    r.rh = wide ? n : scaled_long;
+    if (r.rw < W || r.rh < H)
+      throw PreprocessError("resize_short: " + std::to_string(p.resize_short) + " scales a " +
+                            std::to_string(img_w) + "x" + std::to_string(img_h) + " image to " +
+                            std::to_string(r.rw) + "x" + std::to_string(r.rh) +
+                            ", smaller than the input's " + std::to_string(W) + "x" + std::to_string(H) +
+                            " crop (give at least the crop's larger side)");
+    r.ox = -static_cast<int64_t>(std::nearbyint(static_cast<double>(r.rw - W) / 2.0));
+    r.oy = -static_cast<int64_t>(std::nearbyint(static_cast<double>(r.rh - H) / 2.0));
   }
   return r;
 }
@@ -151,7 +180,13 @@ Tensor preprocess_image(const Image& stored, const Preprocess& p, const Shape& i
                           std::to_string(W) + "x" + std::to_string(H) +
                           " and the pre-processing says resize: none");
   }
-  const auto [rw, rh, ox, oy] = image_region(p, img.width, img.height, W, H);
+  ImageRegion where;
+  try {
+    where = image_region(p, img.width, img.height, W, H);
+  } catch (const PreprocessError& e) {
+    throw PreprocessError(file + ": " + e.what());
+  }
+  const auto [rw, rh, ox, oy] = where;
   const std::vector<float> region = rw == img.width && rh == img.height
                                         ? std::vector<float>(img.rgb.begin(), img.rgb.end())
                                         : resample(img, rw, rh, p.interpolation);

@@ -26,9 +26,11 @@ class PreprocessError : public std::runtime_error {
 struct Preprocess {
   // stretch: scale each axis to the input's height and width (aspect ratio not kept);
   // letterbox: scale by the smaller ratio so the whole image fits, pad the rest with pad_value;
-  // none: the image must already have the input's height and width.
-  enum class Resize { kStretch, kLetterbox, kNone };
-  static constexpr std::array<std::string_view, 3> kResizeNames = {"stretch", "letterbox", "none"};
+  // none: the image must already have the input's height and width;
+  // crop: scale so the shorter side is resize_short (0: so the image just covers the input), then take
+  // the centre (torchvision's Resize(resize_short) + CenterCrop, the ImageNet evaluation transform).
+  enum class Resize { kStretch, kLetterbox, kNone, kCrop };
+  static constexpr std::array<std::string_view, 4> kResizeNames = {"stretch", "letterbox", "none", "crop"};
   // bilinear: half-pixel centres (OpenCV's INTER_LINEAR, PIL's BILINEAR when shrinking by < 2x);
   // nearest: the source pixel whose centre is nearest.
   enum class Interpolation { kBilinear, kNearest };
@@ -57,7 +59,8 @@ struct Preprocess {
   Resize resize = Resize::kStretch;
   Interpolation interpolation = Interpolation::kBilinear;
   Anchor anchor = Anchor::kCenter;
-  double pad_value = 0;  // letterbox padding, in pixel units (0..255) before scale/mean/std
+  double pad_value = 0;      // letterbox padding, in pixel units (0..255) before scale/mean/std
+  int64_t resize_short = 0;  // crop: the shorter side's length after scaling (0: cover the input)
   ChannelOrder channel_order = ChannelOrder::kRgb;
   double scale = 1.0 / 255.0;  // value = (pixel * scale - mean) / std, per channel
   PerChannel mean{0, 0, 0};
@@ -77,7 +80,8 @@ ImageGeometry image_geometry(const Preprocess& p, const Shape& input_shape, cons
 
 // Where an image of img_w x img_h lands on the input's W x H canvas: the region its resampled pixels cover
 // (rw x rh at ox, oy). stretch: the whole canvas; letterbox: the largest region of the image's aspect ratio,
-// at the anchor; none: the image as it is.
+// at the anchor; none: the image as it is; crop: the scaled image, larger than the canvas, centred (ox, oy
+// <= 0, torchvision's offsets). Throws PreprocessError when resize_short leaves the canvas uncovered.
 struct ImageRegion {
   int64_t rw = 0, rh = 0, ox = 0, oy = 0;
 };

@@ -139,7 +139,9 @@ const std::vector<const char*>& diff_result_paths() {
 std::string diff_reports(const std::string& a_path, const std::string& b_path, size_t top) {
   const Loaded a = load(a_path);
   const Loaded b = load(b_path);
-  std::string o = fmt::format("A: {}\nB: {}\n", a.path, b.path);
+  const std::string head = fmt::format("A: {}\nB: {}\n", a.path, b.path);
+  std::string o;
+  bool differs = false;  // anything below: what was run, a parameter, a result, a layer's unit or cycles
 
   // What was run; A's column as wide as its longest value (a model path can be longer than the 24 columns).
   std::vector<std::tuple<std::string, std::optional<std::string>, std::optional<std::string>>> run_rows;
@@ -158,6 +160,7 @@ std::string diff_reports(const std::string& a_path, const std::string& b_path, s
       o += fmt::format("{:<30} {:<{}} (both)\n", label, show(x), wa);
     } else {
       o += fmt::format("{:<30} {:<{}} {:<{}}  <- differs\n", label, show(x), wa, show(y), wb);
+      differs = true;
     }
   }
 
@@ -166,6 +169,7 @@ std::string diff_reports(const std::string& a_path, const std::string& b_path, s
   const auto& pa = a.r.run ? a.r.run->parameters : no_parameters;
   const auto& pb = b.r.run ? b.r.run->parameters : no_parameters;
   if (pa.empty() || pb.empty()) {
+    differs = true;  // no verdict without the configurations to compare
     o += fmt::format("\nconfiguration: not recorded in {} (a report from before npusim recorded it)\n",
                      pa.empty() ? (pb.empty() ? "A and B" : "A") : "B");
   } else {
@@ -181,6 +185,7 @@ std::string diff_reports(const std::string& a_path, const std::string& b_path, s
     for (const auto& [k, v] : pb) {
       if (!seen.count(k)) rows.push_back(fmt::format("  {:<40} {:<20} {:<20}\n", k, "-", v));
     }
+    differs = differs || !rows.empty();
     o += fmt::format("\nconfiguration: {} of {} parameters differ\n", rows.size(),
                      std::max(pa.size(), pb.size()));
     for (const std::string& r : rows) o += r;
@@ -193,6 +198,7 @@ std::string diff_reports(const std::string& a_path, const std::string& b_path, s
     const Figure& x = fa[k].second;
     const Figure& y = fb[k].second;
     if (!x.text && !y.text) continue;
+    differs = differs || x.text != y.text;
     auto fmt_num = [](const Figure& f) {
       if (!f.value) return show(f.text);
       return *f.value != std::floor(*f.value) ? fmt::format("{:.4g}", *f.value) : show(f.text);
@@ -247,8 +253,11 @@ std::string diff_reports(const std::string& a_path, const std::string& b_path, s
   // Placement or mapping changes, in program order: why a layer's cycles moved (shown with its precision;
   // a precision change alone is the plan's, in the run table).
   std::vector<Pair> moved;
-  for (const Pair& p : matched)
+  for (const Pair& p : matched) {
     if (p.a->unit != p.b->unit || p.a->mapping != p.b->mapping) moved.push_back(p);
+    differs = differs || p.a->cycles != p.b->cycles;
+  }
+  differs = differs || !moved.empty() || !only_a.empty() || !only_b.empty();
   o +=
       fmt::format("\nplacement and mapping: {} of {} matched layers changed\n", moved.size(), matched.size());
   if (!moved.empty()) {
@@ -273,7 +282,11 @@ std::string diff_reports(const std::string& a_path, const std::string& b_path, s
     o += fmt::format("{:<28} {:<14} {:>12} {:>12} {:>+12} {:>9}\n", p.a->shown, p.a->op.substr(0, 14),
                      p.a->cycles, p.b->cycles, p.b->cycles - p.a->cycles, change(p.a->cycles, p.b->cycles));
   }
-  return o;
+  // The verdict first: two reports of the same run would otherwise need every table read to say so.
+  return head +
+         (differs ? std::string()
+                  : "\nthe two reports agree: the same run, configuration, results and layers\n") +
+         o;
 }
 
 }  // namespace npusim::sim

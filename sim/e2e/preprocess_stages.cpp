@@ -20,8 +20,9 @@ std::vector<StageSpec> preprocess_stages(const compiler::Preprocess& p, const co
   };
   if (p.resize != Preprocess::Resize::kNone) {
     // The region the frame covers (compiler::image_region, as calibration computes it), then the padding.
+    // A centre crop resamples only the pixels it keeps: the whole input, no padding.
     const compiler::ImageRegion r =
-        frame_width > 0 && frame_height > 0
+        frame_width > 0 && frame_height > 0 && p.resize != Preprocess::Resize::kCrop
             ? compiler::image_region(p, frame_width, frame_height, geo.width, geo.height)
             : compiler::ImageRegion{geo.width, geo.height, 0, 0};
     StageSpec* s = add(Kernel::kResize);

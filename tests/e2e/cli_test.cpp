@@ -80,7 +80,10 @@ TEST(Cli, ConfigDumpListsEveryParameterWithItsDescription) {
 
 TEST(Cli, ResolvedConfigReadsBackAsTheSameConfig) {
   const std::string dir = temp_dir("config");
-  CommandResult r = npusim({"config", "--config", "tpu-v1", "--set", "systolic_array.dataflow=os"});
+  // chained_instructions off: a key the dump comments out as not used reads back as its default, so a
+  // preset's inert non-default value (tpu-v1 chains, an os array cannot) does not survive the round trip.
+  CommandResult r = npusim({"config", "--config", "tpu-v1", "--set", "systolic_array.dataflow=os", "--set",
+                            "systolic_array.chained_instructions=false"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   write_file(dir + "/resolved.yaml", r.out);
   const CommandResult again = npusim({"config", "--config", dir + "/resolved.yaml"});

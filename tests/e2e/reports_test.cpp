@@ -563,6 +563,11 @@ TEST(Reports, DiffPrintsWhatDiffersInConfigurationResultsAndLayers) {
   // The same report twice: nothing differs.
   const CommandResult same = npusim({"diff", dir + "/a.json", dir + "/a.json"});
   EXPECT_NE(same.out.find("configuration: 0 of"), std::string::npos) << same.out;
+  // ... and the verdict says so first; two different runs get no such line.
+  EXPECT_NE(same.out.find("\nthe two reports agree: the same run, configuration, results and layers\n"),
+            std::string::npos)
+      << same.out;
+  EXPECT_EQ(d.out.find("the two reports agree"), std::string::npos) << d.out;
 }
 
 // A SCALE-Sim topology CSV of `rows` ("name, H, W, R, S, C, K, stride,\n" each).

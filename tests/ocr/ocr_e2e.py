@@ -148,7 +148,7 @@ def case_images():
           f"every layer in fp16 measures better on the held-out images than int8 ({acc['output_sqnr_db']:.2f} dB): {h}")
     check("fitted on 3 input(s) of " + cal + "; on the 2 evaluation input(s), which it did not see" in p.stdout,
           "the advice's answer names both sets:\n" + p.stdout)
-    p = run(["run", model, "--precision", "int8", "--accuracy", "--advise-inputs", cal], expect=2)
+    p = run(["run", model, "--precision", "int8", "--accuracy", "--preprocess", pre, "--advise-inputs", cal], expect=2)
     check("--advise-inputs, --advise-samples and --advise-out need --advise-sqnr" in p.stderr, p.stderr)
     print(f"images: advice fitted on 3 calibration images, judged on 2 held-out: {h['sqnr_db']:.2f} dB")
 
@@ -169,6 +169,31 @@ def case_images():
              "--outputs", o])
         outs.append(np.load(os.path.join(o, "y.npy")))
     check(np.allclose(outs[0], outs[1], rtol=1e-5, atol=1e-5), f"PNG vs numpy .npy inputs differ: {outs}")
+
+    # The shipped ImageNet description (resize: crop) against torchvision's evaluation transform, Resize(256)
+    # + CenterCrop + Normalize, on a 35x24 image: scaled to 373x256, the crop starts at round(178.5) = 178
+    # (Python's round, half to even) and 120.
+    import torch
+    import torchvision.transforms.functional as TF
+    b = image(os.path.join(tmp, "wide.png"), 35, 24, 8)
+    t = TF.center_crop(TF.resize(torch.from_numpy(b).permute(2, 0, 1).float(), 256, antialias=False), [16, 16])
+    t = TF.normalize(t / 255.0, [0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+    ref = t[None].numpy().astype(np.float32)
+    crop = os.path.join(SRC, "configs", "preprocess", "imagenet.yaml")
+    outs = []
+    for name, arr in (("wide.png", None), ("wide.npy", ref)):
+        d = os.path.join(tmp, "crop_" + name.replace(".", "_"))
+        os.makedirs(d)
+        if arr is None:
+            shutil.copy(os.path.join(tmp, name), os.path.join(d, "x.png"))
+        else:
+            np.save(os.path.join(d, "x.npy"), arr)
+        o = d + "_out"
+        run(["run", model, "-q", "--functional", "--precision", "fp32", "--preprocess", crop, "--inputs", d,
+             "--outputs", o])
+        outs.append(np.load(os.path.join(o, "y.npy")))
+    check(np.allclose(outs[0], outs[1], rtol=1e-4, atol=1e-4),
+          f"resize: crop differs from torchvision's Resize + CenterCrop: {outs}")
 
     # Errors: exit 2, one sentence naming the file.
     with open(os.path.join(cal, "notes.txt"), "w") as f:
@@ -235,6 +260,10 @@ def case_images():
         f.write("resize: stretch\nanchor: top_left\n")
     p = run(["run", model, "--preprocess", idle], expect=2)
     check(f"{idle}:2:9: anchor applies to resize: letterbox only (resize is stretch)" in p.stderr, p.stderr)
+    with open(idle, "w") as f:
+        f.write("resize: letterbox\nresize_short: 256\n")
+    p = run(["run", model, "--preprocess", idle], expect=2)
+    check(f"{idle}:2:15: resize_short applies to resize: crop only (resize is letterbox)" in p.stderr, p.stderr)
     print("images: OK")
 
 

@@ -122,8 +122,9 @@ TEST(HtmlReport, ShowsTheTaskMetricsAndTheStringsReadDifferently) {
              "\"task\": {\"task\": \"classify\", \"inputs\": 8, \"top1_agreement\": 0.875, "
              "\"top5_agreement\": 1}, ");
   const std::string cpage = html_report(report(1, "", cls), "r.json");
-  for (const char* present : {"top-1 agreement", "87.5%", "--task classify: 8 inputs", "top-5 agreement",
-                              "4 evaluation inputs (synthetic)"})
+  for (const char* present :
+       {"top-1 agreement", "87.5%", "<span class=\"opt\">--task</span> classify: 8 inputs", "top-5 agreement",
+        "4 evaluation inputs (synthetic)"})
     EXPECT_NE(cpage.find(present), std::string::npos) << present;
   EXPECT_EQ(cpage.find("mismatch-table"), std::string::npos);
   std::string det = kAccuracy;
@@ -208,11 +209,12 @@ TEST(HtmlReport, ThePrecisionCardSaysWhereThePrecisionCameFrom) {
       html_report(r, "r.json")
           .find("<div class=\"v\">int8</div><div class=\"s\">peak 1,024 MACs/cycle; tpu-v1&#39;s default "
                 "precision (lowering.default_precision: auto, and the array multiplies int8 only; "
-                "calibrated; --precision to choose another)</div>"),
+                "calibrated; <span class=\"opt\">--precision</span> to choose another)</div>"),
       std::string::npos);
   r = report(1);
   r.replace(r.find(params), params.size(), params + ", \"precision_source\": \"--precision int8\"");
-  EXPECT_NE(html_report(r, "r.json").find("peak 1,024 MACs/cycle; chosen by --precision int8</div>"),
+  EXPECT_NE(html_report(r, "r.json")
+                .find("peak 1,024 MACs/cycle; chosen by <span class=\"opt\">--precision</span> int8</div>"),
             std::string::npos);
 }
 

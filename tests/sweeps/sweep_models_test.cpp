@@ -190,8 +190,9 @@ TEST(SweepOnRealModels, BatchAxisScalesTheWork) {
       const auto& one = *at[{m, 1}];
       const auto& n = *at[{m, b}];
       // The same nodes at every batch; how many of them are program layers may differ by a fusion or two
-      // (line-buffer fusions are taken when the simulation says they are faster, at each batch).
-      EXPECT_NEAR(num(n, "layers"), num(one, "layers"), 0.05 * num(one, "layers")) << m << " batch " << b;
+      // (line-buffer fusions are taken when the simulation says they are faster, at each batch; MobileNetV2
+      // has 17 candidate conv -> depthwise pairs).
+      EXPECT_NEAR(num(n, "layers"), num(one, "layers"), 0.1 * num(one, "layers")) << m << " batch " << b;
       EXPECT_EQ(num(n, "macs"), b * num(one, "macs")) << m << " batch " << b;
       EXPECT_GT(num(n, "total_cycles"), num(*at[{m, b / 2}], "total_cycles")) << m << " batch " << b;
     }

@@ -324,6 +324,9 @@ void load_preprocess(ModelCliOptions& m) {
       errors.push_back(
           fmt::format("{}: {} applies to resize: letterbox only (resize is {})", given.at(key), key, resize));
   }
+  if (given.count("resize_short") && p.resize != compiler::Preprocess::Resize::kCrop)
+    errors.push_back(fmt::format("{}: resize_short applies to resize: crop only (resize is {})",
+                                 given.at("resize_short"), resize));
   if (given.count("interpolation") && p.resize == compiler::Preprocess::Resize::kNone)
     errors.push_back(
         fmt::format("{}: interpolation does nothing with resize: none", given.at("interpolation")));

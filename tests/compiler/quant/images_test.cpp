@@ -320,6 +320,53 @@ TEST(Preprocess, LetterboxTopLeftKeepsTheAspectRatioAndPadsWithPadValue) {
   EXPECT_NEAR(c.f[3], 0.2, 1e-5);
 }
 
+// An image whose columns (or rows) read 0, 10, 20, ... in every channel: grey level = that value.
+Image ramp(int64_t w, int64_t h, bool along_x) {
+  std::vector<uint8_t> rgb;
+  for (int64_t y = 0; y < h; ++y)
+    for (int64_t x = 0; x < w; ++x)
+      for (int c = 0; c < 3; ++c) rgb.push_back(static_cast<uint8_t>(10 * (along_x ? x : y)));
+  return image(w, h, std::move(rgb));
+}
+
+// torchvision's Resize(N) + CenterCrop(crop): the shorter side becomes N, the longer int(N * long / short),
+// and the crop starts at int(round((size - crop) / 2)) with Python's round, half to even.
+TEST(Preprocess, CropTakesTheCentreAtTorchvisionsOffsets) {
+  Preprocess p;
+  p.resize = Preprocess::Resize::kCrop;
+  p.scale = 1.0;
+  p.resize_short = 4;
+  auto row = [&](const Image& img) {
+    const Tensor t = preprocess_image(img, p, {1, 1, 4, 4}, "x.png");
+    return std::vector<float>(t.f.begin(), t.f.begin() + 4);
+  };
+  // 7 wide: (7 - 4) / 2 = 1.5 rounds to 2, columns 2..5; 5 wide: 0.5 rounds to 0, columns 0..3.
+  EXPECT_EQ(row(ramp(7, 4, true)), (std::vector<float>{20, 30, 40, 50}));
+  EXPECT_EQ(row(ramp(5, 4, true)), (std::vector<float>{0, 10, 20, 30}));
+  // 4 wide and 7 tall: rows 2..5.
+  const Tensor tall = preprocess_image(ramp(4, 7, false), p, {1, 1, 4, 4}, "x.png");
+  EXPECT_FLOAT_EQ(tall.f[0], 20);
+  EXPECT_FLOAT_EQ(tall.f[12], 50);
+  // 8x4 to a shorter side of 2: 4x2 by half-pixel bilinear (output column x reads columns 2x and 2x + 1
+  // half each: 20x + 5), cropped to 2x2 from column round(1) = 1.
+  p.resize_short = 2;
+  const Tensor shrunk = preprocess_image(ramp(8, 4, true), p, {1, 1, 2, 2}, "x.png");
+  EXPECT_EQ(shrunk.f, (std::vector<float>{25, 45, 25, 45}));
+  // resize_short 0: the smallest scale that covers the input, here the same 4x2.
+  p.resize_short = 0;
+  EXPECT_EQ(preprocess_image(ramp(8, 4, true), p, {1, 1, 2, 2}, "x.png").f, shrunk.f);
+  // A shorter side that leaves the input uncovered names the image and the sizes.
+  p.resize_short = 1;
+  try {
+    preprocess_image(ramp(8, 4, true), p, {1, 1, 2, 2}, "cal/a.png");
+    FAIL();
+  } catch (const PreprocessError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "cal/a.png: resize_short: 1 scales a 8x4 image to 2x1, smaller than the input's 2x2 crop (give "
+              "at least the crop's larger side)");
+  }
+}
+
 TEST(Preprocess, ResizeNoneRejectsAnotherSizeNamingTheFileAndBothSizes) {
   Preprocess p;
   p.resize = Preprocess::Resize::kNone;
