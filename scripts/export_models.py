@@ -29,7 +29,7 @@ default statistics (mean 0, var 1) activations shrink layer after layer until th
 numerical comparisons meaningless. LayerNorm gains and biases get small random perturbations (a
 trained model's are not all 1 and 0), and every encoder layer gets its own weights (TransformerEncoder
 deep-copies one layer, and the exporter would otherwise store one set of weights behind Identity nodes,
-a 28 MB "BERT-base"). Each model is written to OUTDIR/NAME.onnx atomically (NAME.onnx.part, then a
+a 28 MB "BERT-base"). Each model is written to OUTDIR/NAME.onnx atomically (NAME.onnx.PID.part, then a
 rename), so concurrent exporters never see a half-written file; the exported path is printed.
 """
 import os
@@ -148,7 +148,7 @@ def export(name, outdir):
     model, example = MODELS[name](name.removesuffix("_anybatch"))
     model.eval()
     path = os.path.join(outdir, name + ".onnx")
-    part = path + ".part"
+    part = f"{path}.{os.getpid()}.part"  # per process: two tests may export the same model at once
     # Tracing with autograd on (parameters require grad) also keeps nn.MultiheadAttention off its fused
     # inference path (aten::_native_multi_head_attention); the exported graph is the same arithmetic.
     # Models named *_dyn keep the sequence length (dimension 1) symbolic, as a deployed text model does.
