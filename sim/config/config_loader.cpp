@@ -560,11 +560,11 @@ void apply_sets_given(isa::NpuConfig& c, const std::vector<std::string>& sets,
 
 // A DRAM key given for a model that does not use it is an error, not a silent no-op. A key given in an
 // earlier layer than the last choice of dram.model was written for another model (a sweep or --set
-// switching the preset's DRAM model) and is left alone; the dump (config_yaml) writes such keys as
-// comments so that it loads back.
-void check_applicable(const isa::NpuConfig& c, const std::vector<Given>& given,
-                      std::vector<std::string>& errors) {
-  std::vector<std::string> seen;
+// switching the preset's DRAM model, or the dataflow under a preset that chains instructions): it is
+// inert, and it reads as its default, as the dump (config_yaml) writes it commented out, so that the
+// resolved configuration loads back as itself.
+void check_applicable(isa::NpuConfig& c, const std::vector<Given>& given, std::vector<std::string>& errors) {
+  std::vector<std::string> seen, overridden;
   for (const Given& g : given) {
     const std::string_view reason = c.unused_reason(g.path);
     if (reason.empty()) continue;
@@ -573,7 +573,10 @@ void check_applicable(const isa::NpuConfig& c, const std::vector<Given>& given,
     for (std::string_view key : isa::NpuConfig::governing_keys(g.path))
       for (const Given& d : given)
         if (d.path == key) deciding_layer = std::max(deciding_layer, d.layer);
-    if (g.layer < deciding_layer) continue;
+    if (g.layer < deciding_layer) {
+      overridden.push_back(g.path);
+      continue;
+    }
     const bool dram = g.path.rfind("dram.", 0) == 0 || g.path.rfind("energy.dram.", 0) == 0;
     std::string m =
         dram ? fmt::format("{}: {} does not apply to the {} DRAM model ({})", g.where, g.path,
@@ -585,6 +588,12 @@ void check_applicable(const isa::NpuConfig& c, const std::vector<Given>& given,
     if (std::find(seen.begin(), seen.end(), m) == seen.end()) seen.push_back(m);
   }
   for (std::string& m : seen) errors.push_back(std::move(m));
+  for (const std::string& path : overridden)
+    for (const ParamInfo& p : declared_params())
+      if (p.path == path) {
+        SetApplier to_default(path, p.value);
+        c.visit(to_default);
+      }
 }
 
 }  // namespace

@@ -284,6 +284,21 @@ TEST(ConfigKeys, ChainedInstructionsWhereFoldsDoNotPipelineAreRejected) {
   EXPECT_EQ(message("systolic_array:\n  dataflow: os\n  chained_instructions: false\n", {}), "");
 }
 
+// A preset's key that a later --set makes inert (tpu-v1 chains its instructions, an output-stationary
+// array cannot; tpu-v1's simple DRAM bandwidth under another DRAM model) is not an error: it reads as its
+// default, as the resolved dump writes it, so that the dump loads back as the same configuration.
+TEST(ConfigKeys, APresetKeyALaterSetMakesInertReadsAsItsDefault) {
+  const isa::NpuConfig defaults;
+  const isa::NpuConfig tpu = load_config("tpu-v1", {});
+  ASSERT_TRUE(tpu.systolic_array.chained_instructions);
+  ASSERT_NE(tpu.dram.bandwidth_gbps, defaults.dram.bandwidth_gbps);
+  const isa::NpuConfig os = load_config("tpu-v1", {"systolic_array.dataflow=os"});
+  EXPECT_EQ(os.systolic_array.chained_instructions, defaults.systolic_array.chained_instructions);
+  const isa::NpuConfig ddr = load_config("tpu-v1", {"dram.model=ddr4_3200"});
+  EXPECT_EQ(ddr.dram.bandwidth_gbps, defaults.dram.bandwidth_gbps);
+  EXPECT_TRUE(ddr.systolic_array.chained_instructions);
+}
+
 // preload_in_stream where no weight-stationary stream pipelines its folds, or on the PE-level model, is
 // rejected naming why.
 TEST(ConfigKeys, PreloadInStreamWithoutAPipelinedWeightStationaryStreamIsRejected) {
