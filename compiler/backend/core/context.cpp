@@ -128,8 +128,8 @@ uint64_t Context::sram_base(isa::Buffer b) const {
 
 SramAlloc Context::slots(isa::Buffer b, int64_t need) const {
   const int64_t cap = capacity(b);
-  if (shared_capacity() > 0 || g.nhwc_io || layer % 2 == 0 || need <= 0 || need > cap)
-    return SramAlloc{b, 0, 0};
+  const bool bottom = (layer + (fusion.slots_flipped ? 1 : 0)) % 2 == 0;  // FusionState::slots_flipped
+  if (shared_capacity() > 0 || g.nhwc_io || bottom || need <= 0 || need > cap) return SramAlloc{b, 0, 0};
   const uint64_t base = static_cast<uint64_t>(cap - need) / 64 * 64;
   return SramAlloc{b, base, base};
 }

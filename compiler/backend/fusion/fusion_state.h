@@ -88,6 +88,10 @@ struct FusionState {
   // Set while layer_fusion.h lowers the depthwise reader of a line buffer: the conv lowerings hand the
   // job they built for their node to it instead of mapping it (its result is the lowering's).
   std::function<bool(ConvBands&)> take_conv_job;
+  // Set while a line buffer's fused layer emits its project conv's bands (layer_fusion.h): Context::slots
+  // hands out the end of each scratchpad the layer's own parity does not take, so that the project conv's
+  // tiles and the conv's band tiles do not share slots.
+  bool slots_flipped = false;
   // ---- squeeze-and-excitation groups (se_fusion.h) ----
   // The block's input held from its pool to its Mul; its bytes are the first of input_reserved
   // (input_held of them), below which residency reserves its own.

@@ -25,7 +25,7 @@ bool yield_to_line_buffer(const Context& c, size_t i) {
 void Groups::begin(size_t i, Placement placement, bool plannable) {
   kept_output_.reset();
   // A reader fused into the conv before it was lowered with it: nothing to plan.
-  fused_reader_ = conv_pool_.fused && conv_pool_.pool == i;
+  fused_reader_ = conv_pool_.fused && (conv_pool_.pool == i || fused_project(i));
   if (plannable && !fused_reader_ && placement == Placement::kNpuMatrix && !yield_to_line_buffer(c_, i))
     plan_on_chip(c_, i);
   if (plannable && placement == Placement::kNpuVector) plan_se_hold(c_, i);
@@ -45,15 +45,21 @@ bool Groups::member(size_t i, LayerPlan& plan) const {
     return true;
   }
   if (fused_reader_) {
-    plan.mapping = describe_fused_pool(c_, conv_pool_);
-    plan.macs = conv_pool_.reader_macs;
+    // The line buffer's reader, or the project conv run in the same band loop.
+    const bool project = fused_project(i);
+    plan.mapping = project ? describe_fused_project(c_, conv_pool_) : describe_fused_pool(c_, conv_pool_);
+    plan.macs = project ? conv_pool_.project_macs : conv_pool_.reader_macs;
     plan.fused_into = c_.g.nodes[conv_pool_.conv].name;
     plan.on_chip_input = n.inputs[0];
-    plan.on_chip_bytes_saved = conv_pool_.bytes_saved;
+    plan.on_chip_bytes_saved = project ? conv_pool_.project_bytes_saved : conv_pool_.bytes_saved;
     plan.fusion_group = fusion_group(c_, conv_pool_);
     return true;
   }
   return false;
+}
+
+bool Groups::fused_project(size_t i) const {
+  return conv_pool_.project_fused && conv_pool_.project == static_cast<int64_t>(i);
 }
 
 bool Groups::lower_attention(size_t i) { return (attention_ = backend::lower_attention(c_, i)).fused(); }
@@ -75,8 +81,11 @@ void Groups::finish(size_t i, LayerPlan& plan) {
       (plan.placement == Placement::kNpuMatrix || plan.placement == Placement::kNpuVector)) {
     kept_output_ = c_.fusion.on_chip.pending && c_.fusion.on_chip.producer == i;
   }
+  // A project conv run in its block's band loop stores its output.
+  if (fused_reader_ && fused_project(i)) kept_output_ = false;
   // A node of a fused block holds no SRAM of its own (its input lies in the block's slots).
-  if (!attention_.covers(i) && !(conv_pool_.fused && conv_pool_.pool == i)) finish_on_chip(c_, i, plan);
+  if (!attention_.covers(i) && !(conv_pool_.fused && (conv_pool_.pool == i || fused_project(i))))
+    finish_on_chip(c_, i, plan);
   finish_se_hold(c_, i, plan);
 }
 
@@ -84,7 +93,8 @@ void Groups::record_choice(LayerPlan& plan) const {
   plan.chosen.on_chip = kept_output_;
   // A depthwise conv fused into the conv before it has no placement of its own to write (lowered layer
   // by layer, the back end chooses between the array and the vector unit).
-  if (!(fused_reader_ && conv_pool_.depthwise)) plan.chosen.placement = plan.placement;
+  if (!(fused_reader_ && conv_pool_.depthwise && conv_pool_.pool == c_.layer))
+    plan.chosen.placement = plan.placement;
 }
 
 }  // namespace npusim::compiler::backend

@@ -56,11 +56,14 @@ class Groups {
   void record_choice(LayerPlan& plan) const;
 
  private:
+  // Whether layer i is the project conv of the line buffer fused last (ConvPool::project_fused).
+  bool fused_project(size_t i) const;
+
   Context& c_;
   AttentionBlock attention_;         // the attention block lowered as one layer last, if any
   ConvPool conv_pool_;               // the conv -> pool / depthwise pair fused last, if any
   ConvPool pair_;                    // the pair the current layer may start
-  bool fused_reader_ = false;        // the current layer is the reader of conv_pool_
+  bool fused_reader_ = false;        // the current layer is the reader of conv_pool_ or its project conv
   std::optional<bool> kept_output_;  // Conv layers: whether the output stayed on chip
 };
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <numeric>
 #include <vector>
 
 #include "compiler/backend/fusion/line_buffer_readers.h"
@@ -103,7 +104,34 @@ bool conv_pool_pair(const Graph& g, size_t i) {
   return readers.size() == 1 && readers[0] == static_cast<int>(i + 1);
 }
 
+int64_t project_of(const Graph& g, size_t i) {
+  if (!conv_pool_pair(g, i) || i + 2 >= g.nodes.size() || !depthwise_conv(g, g.nodes[i + 1])) return -1;
+  const Node& q = g.nodes[i + 2];
+  if (!q.domain.empty() || q.op_type != "Conv" || q.outputs.size() != 1 || q.inputs.empty() ||
+      q.inputs[0] != g.nodes[i + 1].outputs[0])
+    return -1;
+  return static_cast<int64_t>(i + 2);
+}
+
 namespace {
+
+// Whether the pointwise Conv after depthwise conv `dw` may run in its line buffer's band loop: it reads the
+// depthwise output alone (residency's conditions, next_reads_on_chip), in the same precision, with no
+// tiling, other placement or on_chip: true imposed on it by a mapping file (--mapping-out writes such a conv
+// with its placement and on_chip: false, its output stored).
+bool project_conv(const Context& c, size_t dw) {
+  if (!next_reads_on_chip(c, dw).empty()) return false;
+  const Node& q = c.g.nodes[dw + 1];
+  if (c.options.plan && c.options.plan->precision_of(q.name) != quant::Precision::kInt8) return false;
+  if (c.options.mapping) {
+    const LayerMapping* m = c.options.mapping->find(q.name);
+    if (m && (m->has_tiling() || m->has_vector_tiling() || m->on_chip == true ||
+              (m->placement && *m->placement != Placement::kNpuMatrix)))
+      return false;
+  }
+  auto yt = c.tensors.find(q.outputs[0]);
+  return yt != c.tensors.end() && !yt->second.strided() && yt->second.nhwc_in_memory();
+}
 
 // The depthwise side of plan_conv_pool (p->conv, p->pool set): both layers in one precision, dense NHWC
 // tensors, a window the buffer's padding covers exactly, and an output residency does not keep.
@@ -145,6 +173,8 @@ bool plan_conv_dw(const Context& c, ConvPool* p) {
       4 * round64(num_elements(y.shape) * isa::dtype_bytes(y.dtype)) <=
           3 * scratchpad_capacity(c.config, Buffer::kInput))
     return false;
+  // The project conv after it (an inverted-residual block) may run in the same band loop.
+  p->project = project_conv(c, p->pool) ? static_cast<int64_t>(p->pool) + 1 : -1;
   p->reader_macs = x.shape[0] * p->OH * p->OW * p->C * w.kh * w.kw;
   return true;
 }
@@ -295,6 +325,7 @@ void emit(Context& c, ConvBands& bands, const ConvPool& p, const BandHeight& can
       reader.read(b, img, buf);
     }
   }
+  reader.end();
   bands.set_line_pitch(0);
   bands.set_resident_weights(-1);
 }
@@ -303,11 +334,12 @@ void emit(Context& c, ConvBands& bands, const ConvPool& p, const BandHeight& can
 // bytes at the end of the weight scratchpad the conv's weight tiles leave free do not fit beside every
 // band's tiling.
 bool choose_tilings(const Context& c, ConvBands& bands, const ConvPool& p, BandHeight& cand, uint64_t buf,
-                    int64_t es, int64_t reader_weight_bytes) {
+                    int64_t es, int64_t reader_weight_bytes, LineReader& reader) {
   const int64_t row = p.pitch * p.C;
   bands.set_line_pitch(p.depthwise ? row : 0);
   bands.set_resident_weights(cand.resident);
   bool ok = true;
+  cand.conv_acc = 0;
   for (LineBand& b : cand.bands) {
     if (b.r1 <= b.r0) continue;
     int64_t evaluated = 0;
@@ -317,10 +349,11 @@ bool choose_tilings(const Context& c, ConvBands& bands, const ConvPool& p, BandH
       ok = false;
       break;
     }
+    cand.conv_acc = std::max(cand.conv_acc, round64(b.t.acc_bytes));
   }
   bands.set_line_pitch(0);
   bands.set_resident_weights(-1);
-  return ok;
+  return ok && reader.choose(cand, buf);
 }
 
 // The fused layer's search: candidates of all the reader's rows per band, then halvings, the first four
@@ -348,7 +381,9 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, LineReader& reade
     // The reader's epilogue slots go above the line buffer when its sums and they overfill the accumulator
     // (EfficientNet's SiLU temporaries beside a band of 56 x 144 sums).
     if (4 * acc(rows) > 3 * acc_cap) cand.side = round64(reader.side_bytes(rows));
-    if (4 * (c.fusion.input_reserved + round64(cand.buf_rows * row_bytes) + cand.side) <= 3 * cap &&
+    cand.out_slot = reader.out_bytes(rows);
+    if (4 * (c.fusion.input_reserved + round64(cand.buf_rows * row_bytes) + cand.side + 2 * cand.out_slot) <=
+            3 * cap &&
         4 * (acc(rows) - cand.side) <= 3 * acc_cap)
       r.cands.push_back(std::move(cand));
     if (rows <= 1 || r.cands.size() >= 4) break;
@@ -360,11 +395,12 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, LineReader& reade
     // The bands in as few buffer rows as they read, and one after the other in a buffer of half the input
     // scratchpad (the conv's band tiles take the other half) when it holds more than one band beyond them.
     std::vector<BandHeight> buffers = {cand};
-    const int64_t tall = (cap / 2 - reserved - cand.side - 64) / row_bytes;
+    const int64_t tall = (cap / 2 - reserved - cand.side - 2 * cand.out_slot - 64) / row_bytes;
     if (cand.bands.size() > 1 && tall >= 2 * cand.buf_rows) {
       buffers.emplace_back();
       make_bands(p, cand.rows, tall, &buffers.back());
       buffers.back().side = cand.side;
+      buffers.back().out_slot = cand.out_slot;
     }
     // The conv's weights resident across the bands, when they fit beside the reader's bytes, and loaded
     // by each band: both simulated, the faster kept (resident, the tilings take every channel in one tile).
@@ -375,13 +411,14 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, LineReader& reade
     int64_t here = -1;
     BandHeight chosen;
     for (const BandHeight& shape : buffers) {
-      c.fusion.input_reserved = reserved + round64(shape.buf_rows * row_bytes) + shape.side;
+      c.fusion.input_reserved =
+          reserved + round64(shape.buf_rows * row_bytes) + shape.side + 2 * shape.out_slot;
       c.fusion.acc_reserved = acc(shape.rows) - shape.side;
       const uint64_t buf = static_cast<uint64_t>(cap - c.fusion.input_reserved);
       for (int64_t at : where) {
         BandHeight v = shape;
         v.resident = at;
-        if (!choose_tilings(c, bands, p, v, buf, es, reader_w + (at >= 0 ? rw : 0))) continue;
+        if (!choose_tilings(c, bands, p, v, buf, es, reader_w + (at >= 0 ? rw : 0), reader)) continue;
         const Context::Trial trial = c.begin_trial();
         const int64_t first = c.em.size();
         emit(c, bands, p, v, buf, reader);
@@ -406,20 +443,29 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, LineReader& reade
 }
 
 // Emits candidate r.best for good and fills the conv's plan and p (fused).
+// Emits candidate `cand` with its line buffer (and the reader's slots) reserved at the top of the input
+// scratchpad and the reader's sums (acc_bytes) at the top of the accumulator; returns the buffer's address.
+uint64_t emit_reserved(Context& c, ConvBands& bands, const ConvPool& p, LineReader& reader,
+                       const BandHeight& cand, int64_t acc_bytes) {
+  const int64_t row_bytes = p.pitch * p.C * isa::dtype_bytes(c.tensor(c.g.nodes[p.pool].inputs[0]).dtype);
+  const int64_t cap = scratchpad_capacity(c.config, Buffer::kInput);
+  const int64_t reserved = c.fusion.input_reserved;
+  c.fusion.input_reserved = reserved + round64(cand.buf_rows * row_bytes) + cand.side + 2 * cand.out_slot;
+  c.fusion.acc_reserved = acc_bytes - cand.side;
+  const uint64_t buf = static_cast<uint64_t>(cap - c.fusion.input_reserved);
+  emit(c, bands, p, cand, buf, reader);
+  c.fusion.input_reserved = reserved, c.fusion.acc_reserved = 0;
+  return buf;
+}
+
 void take(Context& c, ConvBands& bands, ConvPool& p, LineReader& reader, const Search& r, int64_t layered,
           int64_t evaluated, int64_t acc_bytes) {
   const Node& pn = c.g.nodes[p.pool];
   const DramTensor& x = c.tensor(pn.inputs[0]);
   const int64_t row_bytes = p.pitch * p.C * isa::dtype_bytes(x.dtype);
   const BandHeight& cand = r.cands[r.best];
-  const int64_t cap = scratchpad_capacity(c.config, Buffer::kInput);
-  const int64_t reserved = c.fusion.input_reserved;
-  c.fusion.input_reserved = reserved + round64(cand.buf_rows * row_bytes) + cand.side;
-  c.fusion.acc_reserved = acc_bytes - cand.side;
-  const uint64_t buf = static_cast<uint64_t>(cap - c.fusion.input_reserved);
   const int64_t before = c.em.size();
-  emit(c, bands, p, cand, buf, reader);
-  c.fusion.input_reserved = reserved, c.fusion.acc_reserved = 0;
+  const uint64_t buf = emit_reserved(c, bands, p, reader, cand, acc_bytes);
   // The plan: the first band's tiling, the whole conv's MACs, the line buffer in the input scratchpad.
   const MatrixJob& j = bands.job();
   const LineBand& b0 =
@@ -432,7 +478,7 @@ void take(Context& c, ConvBands& bands, ConvPool& p, LineReader& reader, const S
   plan.chosen = LayerMapping{};
   plan.est_cycles = r.best_cycles;
   plan.candidates = static_cast<int64_t>(r.cands.size()) + 1;
-  plan.sram_input_bytes += round64(cand.buf_rows * row_bytes) + cand.side;
+  plan.sram_input_bytes += round64(cand.buf_rows * row_bytes) + cand.side + 2 * cand.out_slot;
   plan.sram_acc_bytes += acc_bytes - cand.side;
   if (cand.resident >= 0) plan.sram_weight_bytes += resident_bytes(bands);
   plan.instructions = c.em.size() - before;
@@ -468,6 +514,20 @@ void take(Context& c, ConvBands& bands, ConvPool& p, LineReader& reader, const S
     plan.mapping += fmt::format(
         "; the reader's epilogue slots ({} bytes) above the line buffer, its sums alone in the accumulator",
         cand.side);
+  }
+  if (cand.out_slot > 0) {
+    const Node& pj = c.g.nodes[static_cast<size_t>(p.project)];
+    const DramTensor& y = c.tensor(pn.outputs[0]);
+    p.project_fused = true;
+    p.project_bytes_saved = 2 * static_cast<int64_t>(y.bytes);
+    const Value& w = c.g.value(pj.inputs[1]);
+    p.project_macs = num_elements(y.shape) * w.shape[0];
+    plan.mapping += fmt::format(
+        "; the project conv '{}' in the same band loop: each band's depthwise output rows written into one "
+        "of "
+        "two slots of {} bytes above the line buffer and read there by one GEMM per band (its weights "
+        "resident), the {}x{}x{} depthwise output never touches DRAM ({} bytes saved)",
+        pj.name, cand.out_slot, p.OH, p.OW, p.C, p.project_bytes_saved);
   }
 }
 
@@ -510,20 +570,45 @@ bool lower_conv_pool_pair(Context& c, ConvBands& bands) {
   return true;
 }
 
-// Conv -> depthwise conv, called with the depthwise conv's job (`dw`, built by its own lowering): the
-// depthwise conv lowered whole (its own choice of the array or the vector unit) after the conv's whole
-// job, timed together, against the bands.
-bool fuse_conv_dw(Context& c, ConvBands& bands, ConvBands& dw, LayerPlan* plan) {
+// Conv -> depthwise conv (-> project conv), called with the depthwise conv's job (`dw`, built by its own
+// lowering) and the project conv's (`pj`, or none): the depthwise conv lowered whole (its own choice of the
+// array or the vector unit) after the conv's whole job, and the project conv lowered whole after it, timed
+// together, against the bands.
+// The pair's best candidate, to be emitted once what the project conv's lowering left is undone.
+struct PairChoice {
+  bool take = false;
+  Search r;
+  int64_t layered = 0, evaluated = 0, acc = 0;
+};
+
+bool fuse_block(Context& c, ConvBands& bands, ConvBands& dw, ConvBands* pj, isa::DType pj_act,
+                LayerPlan* plan, PairChoice* pair_out) {
   ConvPool& p = *c.fusion.conv_pool;
   const MatrixJob& dj = dw.job();
   if (!DepthwiseMapper::applies(dj) || dj.dh != 1 || dj.dw != 1 || dj.a_sram >= 0 || dj.y_sram >= 0 ||
       dj.kh != p.w.kh || dj.kw != p.w.kw || dj.sh != p.w.sh || dj.sw != p.w.sw ||
       dj.images != bands.job().images)
     return false;
+  if (pj && (!pj->pointwise() || pj->job().images != dj.images || pj->job().C != p.C || pj->job().H != p.OH ||
+             pj->job().W != p.OW))
+    pj = nullptr;
   int64_t evaluated = 0;
   const Tiling whole = bands.choose_whole(&evaluated);
   if (evaluated == 0) return false;
-  int64_t layered = 0;
+  // The project conv lowered whole after what `first` on emitted, its layer's cycles in that slice.
+  auto project_whole = [&]() {
+    LayerPlan project;
+    project.name = c.g.nodes[static_cast<size_t>(p.project)].name;
+    LayerPlan* saved = c.plan;
+    const uint32_t layer = c.layer;
+    const isa::DType act = c.act;
+    const int64_t esize = c.esize;
+    c.plan = &project, c.layer = static_cast<uint32_t>(p.project);
+    c.act = pj_act, c.esize = isa::dtype_bytes(pj_act);
+    pj->lower_whole();
+    c.plan = saved, c.layer = layer, c.act = act, c.esize = esize;
+  };
+  int64_t layered = 0, layered_block = 0;
   {
     // The depthwise conv's own lowering simulates its candidates (trials of its own): an undo point.
     const Context::Trial undo = c.mark();
@@ -535,8 +620,13 @@ bool fuse_conv_dw(Context& c, ConvBands& bands, ConvBands& dw, LayerPlan* plan) 
     c.plan = &scratch, c.layer = static_cast<uint32_t>(p.pool);
     dw.lower_whole();
     c.plan = plan, c.layer = layer;
+    if (pj) project_whole();
     const std::vector<int64_t> cycles = c.time_code(first);
-    if (cycles.size() >= 2) layered = cycles[cycles.size() - 1] + cycles[cycles.size() - 2];
+    const size_t n = pj ? 3 : 2;
+    if (cycles.size() >= n) {
+      layered = cycles[cycles.size() - n] + cycles[cycles.size() - n + 1];
+      layered_block = layered + (pj ? cycles.back() : 0);
+    }
     c.end_trial(undo);
     c.timed = {};
   }
@@ -544,9 +634,86 @@ bool fuse_conv_dw(Context& c, ConvBands& bands, ConvBands& dw, LayerPlan* plan) 
   DepthwiseReader reader(c, p, dw);
   auto acc = [&](int64_t rows) { return round64(reader.acc_bytes(rows)); };
   const Search r = search(c, bands, p, reader, acc);
-  if (r.best_cycles < 0 || r.best_cycles >= layered) return false;
+  const bool pair = r.best_cycles >= 0 && r.best_cycles < layered;
+  if (pj) {
+    // The pair's best followed by the project conv lowered whole (what the program runs without the project
+    // conv in the band loop), against the three layers in one band loop.
+    int64_t apart = layered_block;
+    if (pair) {
+      const Context::Trial undo = c.mark();
+      const int64_t first = c.em.size();
+      emit_reserved(c, bands, p, reader, r.cands[r.best], acc(r.cands[r.best].rows));
+      project_whole();
+      const std::vector<int64_t> cycles = c.time_code(first);
+      // The layers' cycles: the conv's, the depthwise conv's (none: fused), the project conv's.
+      if (cycles.size() >= 3) apart = cycles[cycles.size() - 3] + cycles.back();
+      c.end_trial(undo);
+      c.timed = {};
+    }
+    DepthwiseReader block(c, p, dw, pj, pj_act);
+    const Search rb = search(c, bands, p, block, acc);
+    if (rb.best_cycles >= 0 && rb.best_cycles < apart) {
+      take(c, bands, p, block, rb, layered_block, evaluated, acc(rb.cands[rb.best].rows));
+      return true;
+    }
+  }
+  if (!pair) return false;
+  if (pair_out) {
+    *pair_out = PairChoice{true, r, layered, evaluated, acc(r.cands[r.best].rows)};
+    return false;
+  }
   take(c, bands, p, reader, r, layered, evaluated, acc(r.cands[r.best].rows));
   return true;
+}
+
+// Conv -> depthwise conv: with a project conv after it, its own lowering builds its job and hands it to
+// fuse_block (FusionState::take_conv_job), which chooses between the three layers in one band loop, the
+// pair with the project conv after it, and the layers apart.
+bool fuse_conv_dw(Context& c, ConvBands& bands, ConvBands& dw, LayerPlan* plan) {
+  const ConvPool& p = *c.fusion.conv_pool;
+  if (p.project >= 0) {
+    const Node& pn = c.g.nodes[static_cast<size_t>(p.project)];
+    LayerPlan scratch;
+    scratch.name = pn.name;
+    const Context::Trial undo = c.mark();
+    bool fused = false, handed = false;
+    PairChoice pair;
+    const isa::DType act = c.act;  // the conv's operands (its bands' contract)
+    const int64_t esize = c.esize;
+    const uint32_t layer = c.layer;
+    c.fusion.take_conv_job = [&](ConvBands& pj) {
+      handed = true;
+      const isa::DType pj_act = c.act;
+      c.plan = plan, c.act = act, c.esize = esize, c.layer = layer;
+      fused = fuse_block(c, bands, dw, &pj, pj_act, plan, &pair);
+      c.plan = &scratch, c.act = pj_act, c.esize = isa::dtype_bytes(pj_act),
+      c.layer = static_cast<uint32_t>(p.project);
+      return fused;
+    };
+    c.plan = &scratch, c.layer = static_cast<uint32_t>(p.project);
+    auto restore = [&] {
+      c.fusion.take_conv_job = nullptr, c.plan = plan, c.act = act, c.esize = esize, c.layer = layer;
+    };
+    try {
+      if (c.options.plan)
+        lower_matrix_int8(c, pn);
+      else
+        lower_matrix(c, pn);
+    } catch (...) {
+      restore();
+      throw;
+    }
+    restore();
+    if (fused) return true;
+    c.end_trial(undo);
+    if (pair.take) {
+      DepthwiseReader reader(c, *c.fusion.conv_pool, dw);
+      take(c, bands, *c.fusion.conv_pool, reader, pair.r, pair.layered, pair.evaluated, pair.acc);
+      return true;
+    }
+    if (handed) return false;
+  }
+  return fuse_block(c, bands, dw, nullptr, c.act, plan, nullptr);
 }
 
 // Conv -> depthwise conv: the depthwise conv's own lowering builds its job and hands it to fuse_conv_dw
@@ -619,6 +786,17 @@ std::string describe_fused_pool(const Context& c, const ConvPool& p) {
       "{}VEC dwconv {}x{} stride {}x{}, {} channels, fused into the conv layer '{}' (no instructions of its "
       "own): bands of {} output rows from its line buffer, its input '{}' never touches DRAM",
       c.options.plan ? "int8 " : "", p.w.kh, p.w.kw, p.w.sh, p.w.sw, p.C, conv, p.band_rows, input);
+}
+
+std::string describe_fused_project(const Context& c, const ConvPool& p) {
+  const Node& q = c.g.nodes[static_cast<size_t>(p.project)];
+  return fmt::format(
+      "{}GEMM 1x1 {}->{}, fused into the conv layer '{}' (no instructions of its own): one GEMM per band of "
+      "{} "
+      "rows reading the depthwise conv's output rows where its epilogue wrote them, its input '{}' never "
+      "touches DRAM",
+      c.options.plan ? "int8 " : "", p.C, c.g.value(q.inputs[1]).shape[0], c.g.nodes[p.conv].name,
+      p.band_rows, q.inputs[0]);
 }
 
 }  // namespace npusim::compiler::backend

@@ -65,16 +65,27 @@ struct ConvPool {
   // which `left` padding columns come before the conv's W.
   int64_t top = 0, rows = 0, pitch = 0, left = 0;
   int64_t reader_macs = 0;  // the depthwise conv's MACs (its report row)
+  // An inverted-residual block's project conv: the pointwise Conv after a depthwise reader that is its
+  // output's one reader (-1: none). The fused layer may run it in the same band loop, reading each band of
+  // the depthwise output where the depthwise epilogue wrote it (line_buffer_readers.h, DepthwiseReader).
+  int64_t project = -1;
   // Set by lower_conv_pool when it emitted the fused layer.
   bool fused = false;
-  int64_t band_rows = 0;    // reader output rows per band
-  int64_t bytes_saved = 0;  // DRAM bytes of the conv output written and read back layer by layer
+  bool project_fused = false;       // ... with the project conv in its band loop
+  int64_t project_macs = 0;         // the project conv's MACs (its report row)
+  int64_t project_bytes_saved = 0;  // DRAM bytes of the depthwise output written and read back
+  int64_t band_rows = 0;            // reader output rows per band
+  int64_t bytes_saved = 0;          // DRAM bytes of the conv output written and read back layer by layer
 };
 
 // Whether node i is a Conv whose output only the MaxPool / AveragePool or the depthwise Conv right after
 // it reads (the graph's side of plan_conv_pool). The memory plan starts such a reader's output at the
 // conv: fused, the reader writes it while the conv still reads its input, so the two must not share DRAM.
 bool conv_pool_pair(const Graph& g, size_t i);
+// For such a pair whose reader is a depthwise conv: the Conv after it reading its output (a project conv the
+// fused layer may run in its band loop, writing its output while the conv still reads its input: the memory
+// plan starts that output at the conv too), or -1.
+int64_t project_of(const Graph& g, size_t i);
 
 // Before matrix node i is lowered: whether it is a Conv whose output only the pool or depthwise conv
 // after it reads and that fusion may take (see the header comment); fills *p.
@@ -109,6 +120,18 @@ class ConvBands {
   // MatrixJob::b_sram).
   void set_resident_weights(int64_t addr) { b_sram_ = addr; }
 
+  // A depthwise reader whose output a project conv reads on chip: the strategy of a copy of the job whose
+  // epilogue writes each tile dense at the address set_output_sram gives (MatrixJob::y_sram; the tile's
+  // OutTile at image 0, row 0), and stores nothing.
+  virtual std::unique_ptr<MatrixStrategy> make_sram_strategy() = 0;
+  virtual void set_output_sram(int64_t addr) = 0;
+  // A pointwise conv (the project conv) restricted to image img's output rows [r0, r1) as one GEMM over
+  // their pixels, reading them dense [pixels][C] at a_sram of the input scratchpad (MatrixJob::a_sram), its
+  // output (and residual) at those rows in DRAM. Whether the job is such a conv: pointwise().
+  virtual bool pointwise() const = 0;
+  virtual Tiling choose_rows(int64_t r0, int64_t r1, int64_t a_sram, int64_t* evaluated) = 0;
+  virtual void generate_rows(int64_t r0, int64_t r1, int64_t img, int64_t a_sram, const Tiling& t) = 0;
+
  protected:
   int64_t line_pitch_ = 0;
   int64_t b_sram_ = -1;
@@ -126,29 +149,56 @@ class JobBands : public ConvBands {
   const MatrixJob& job() const override { return j_; }
   bool ends_with_vec() const override { return Strategy(c_, j_).ends_with_vec(); }
   Tiling choose(int64_t r0, int64_t r1, uint64_t y_sram, int64_t* evaluated) override {
-    Job b = band(r0, r1, 0, y_sram);
+    return choose_job(band(r0, r1, 0, y_sram), evaluated);
+  }
+  void generate(int64_t r0, int64_t r1, int64_t img, uint64_t y_sram, const Tiling& t) override {
+    generate_job(band(r0, r1, img, y_sram), t);
+  }
+  Tiling choose_whole(int64_t* evaluated) override { return choose_job(j_, evaluated); }
+  void generate_whole(const Tiling& t) override { generate_job(j_, t); }
+  void lower_whole() override { whole_(); }
+  std::unique_ptr<MatrixStrategy> make_strategy() override { return std::make_unique<Strategy>(c_, j_); }
+  std::unique_ptr<MatrixStrategy> make_sram_strategy() override {
+    out_ = std::make_unique<Job>(j_);
+    out_->y_sram = 0;
+    return std::make_unique<Strategy>(c_, *out_);
+  }
+  void set_output_sram(int64_t addr) override { out_->y_sram = addr; }
+  bool pointwise() const override {
+    const Job& j = j_;
+    return !j.gemm && j.kh == 1 && j.kw == 1 && j.sh == 1 && j.sw == 1 && j.pt == 0 && j.pl == 0 &&
+           j.OH == j.H && j.OW == j.W && j.step_h == 1 && j.step_w == 1 && j.src_w == 0 && j.a_pitch == 0 &&
+           j.y_pitch == 0 && j.y_row == 0 && j.groups == 1 && j.b_const && j.a_sram < 0 && j.y_sram < 0;
+  }
+  Tiling choose_rows(int64_t r0, int64_t r1, int64_t a_sram, int64_t* evaluated) override {
+    return choose_job(rows_gemm(r0, r1, 0, a_sram), evaluated);
+  }
+  void generate_rows(int64_t r0, int64_t r1, int64_t img, int64_t a_sram, const Tiling& t) override {
+    generate_job(rows_gemm(r0, r1, img, a_sram), t);
+  }
+
+ private:
+  Tiling choose_job(const Job& b, int64_t* evaluated) {
     Strategy s(c_, b);
     MatrixMapper mm(c_, b, s);
     return mm.choose(evaluated);
   }
-  void generate(int64_t r0, int64_t r1, int64_t img, uint64_t y_sram, const Tiling& t) override {
-    Job b = band(r0, r1, img, y_sram);
+  void generate_job(const Job& b, const Tiling& t) {
     Strategy s(c_, b);
     MatrixMapper(c_, b, s).generate(t);
   }
-  Tiling choose_whole(int64_t* evaluated) override {
-    Strategy s(c_, j_);
-    MatrixMapper mm(c_, j_, s);
-    return mm.choose(evaluated);
+  Job rows_gemm(int64_t r0, int64_t r1, int64_t img, int64_t a_sram) const {
+    Job b = j_;
+    // The output and residual pixels of image img from row r0 on (shift_output: each job's own addressing).
+    shift_output(b, img, r0 * j_.OW * j_.M, c_.esize);
+    b.H = b.OH = (r1 - r0) * j_.OW;
+    b.W = b.OW = 1;
+    b.images = 1;
+    b.gemm = true;
+    b.a_sram = a_sram;
+    b.b_sram = b_sram_;
+    return b;
   }
-  void generate_whole(const Tiling& t) override {
-    Strategy s(c_, j_);
-    MatrixMapper(c_, j_, s).generate(t);
-  }
-  void lower_whole() override { whole_(); }
-  std::unique_ptr<MatrixStrategy> make_strategy() override { return std::make_unique<Strategy>(c_, j_); }
-
- private:
   Job band(int64_t r0, int64_t r1, int64_t img, uint64_t y_sram) const {
     Job b = j_;
     restrict_to_band(b, r0, r1, img, static_cast<int64_t>(y_sram), c_.esize);
@@ -159,6 +209,7 @@ class JobBands : public ConvBands {
   Context& c_;
   const Job& j_;
   std::function<void()> whole_;
+  std::unique_ptr<Job> out_;  // make_sram_strategy's job
 };
 
 // Called by the conv lowerings with their job (c.act and c.esize the operands'): when FusionState::conv_pool
@@ -177,5 +228,7 @@ bool hand_conv_job(Context& c, ConvBands& bands);
 std::string fusion_group(const Context& c, const ConvPool& p);
 // The mapping description of the reader fused into the conv's layer.
 std::string describe_fused_pool(const Context& c, const ConvPool& p);
+// The mapping description of the project conv fused into the conv's layer (ConvPool::project_fused).
+std::string describe_fused_project(const Context& c, const ConvPool& p);
 
 }  // namespace npusim::compiler::backend

@@ -113,7 +113,62 @@ int64_t DepthwiseReader::side_bytes(int64_t rows) const { return strategy().side
 
 int64_t DepthwiseReader::weight_bytes(const BandHeight&) const {
   const MatrixJob& j = dw_.job();
-  return round64(j.kh * j.kw * p_.C * isa::dtype_bytes(depthwise_weight_dtype(strategy().ops.a)));
+  return round64(j.kh * j.kw * p_.C * isa::dtype_bytes(depthwise_weight_dtype(strategy().ops.a))) +
+         (project_ ? project_weight_bytes() : 0);
+}
+
+int64_t DepthwiseReader::project_weight_bytes() const {
+  const isa::DType act = c_.act;
+  const int64_t esize = c_.esize;
+  c_.act = project_act_, c_.esize = isa::dtype_bytes(project_act_);
+  const isa::DType w = project_->make_strategy()->ops.w;
+  c_.act = act, c_.esize = esize;
+  const MatrixJob& j = project_->job();
+  return round64(j.C * j.M * isa::dtype_bytes(w));
+}
+
+int64_t DepthwiseReader::out_bytes(int64_t rows) const {
+  if (!project_) return 0;
+  return round64(rows * p_.OW * p_.C * isa::dtype_bytes(c_.tensor(c_.g.nodes[p_.pool].outputs[0]).dtype));
+}
+
+uint64_t DepthwiseReader::out_base(const BandHeight& cand, uint64_t buf) const {
+  return buf + static_cast<uint64_t>(round64(cand.buf_rows * p_.pitch * p_.C * es()) + cand.side);
+}
+
+template <class F>
+void DepthwiseReader::as_project(F f) {
+  const isa::DType act = c_.act;
+  const int64_t esize = c_.esize;
+  c_.act = project_act_, c_.esize = isa::dtype_bytes(project_act_);
+  c_.fusion.slots_flipped = true;
+  f();
+  c_.fusion.slots_flipped = false;
+  c_.act = act, c_.esize = esize;
+}
+
+bool DepthwiseReader::choose(BandHeight& cand, uint64_t buf) {
+  if (!project_) return true;
+  // The project conv's tiles take the accumulator's other end: at most what the sums and the conv's band
+  // tiles leave (its slots then lie at that end, clear of the conv's).
+  const int64_t acc = c_.fusion.acc_reserved;
+  c_.fusion.acc_reserved = acc + cand.conv_acc;
+  const uint64_t out = out_base(cand, buf);
+  bool ok = true;
+  as_project([&] {
+    project_->set_resident_weights(0);  // any address: the tilings take every channel in one tile
+    for (LineBand& b : cand.bands) {
+      int64_t evaluated = 0;
+      b.pt = project_->choose_rows(b.p0, b.p1, static_cast<int64_t>(out), &evaluated);
+      if (evaluated == 0) {
+        ok = false;
+        break;
+      }
+    }
+    project_->set_resident_weights(-1);
+  });
+  c_.fusion.acc_reserved = acc;
+  return ok;
 }
 
 const MatrixStrategy& DepthwiseReader::strategy() const {
@@ -135,7 +190,24 @@ int64_t DepthwiseReader::es() const {
 }
 
 void DepthwiseReader::begin(const BandHeight& cand, uint64_t buf) {
-  s_ = dw_.make_strategy();
+  s_ = project_ ? dw_.make_sram_strategy() : dw_.make_strategy();
+  pending_ = ProjectBand{};
+  if (project_) {
+    out_[0] = out_base(cand, buf);
+    out_[1] = out_[0] + static_cast<uint64_t>(cand.out_slot);
+    // The project conv's weights once for every band (MatrixJob::b_sram), right after the depthwise conv's.
+    const uint64_t at = free_weight_end(c_, weight_bytes(cand)) +
+                        static_cast<uint64_t>(weight_bytes(cand) - project_weight_bytes());
+    as_project([&] {
+      const MatrixJob& j = project_->job();
+      std::unique_ptr<MatrixStrategy> ps = project_->make_strategy();
+      const uint64_t w = ps->weight_tile(0, 1, 0, j.C, 0, j.M);
+      const uint64_t bytes = static_cast<uint64_t>(j.C * j.M * isa::dtype_bytes(ps->ops.w));
+      c_.load(Buffer::kWeight, at, Range{kDram, w, w + bytes}, w, ps->ops.w, {j.M, j.C, 1, 1},
+              {j.M, j.C * j.M, 0});
+      project_->set_resident_weights(static_cast<int64_t>(at));
+    });
+  }
   const MatrixJob& j = dw_.job();
   const isa::DType a = s_->ops.a, wt = depthwise_weight_dtype(a);
   with_operands([&] {
@@ -205,8 +277,29 @@ void DepthwiseReader::read(const LineBand& b, int64_t img, uint64_t buf) {
                       w_slot_ + static_cast<uint64_t>(j.kh * j.kw * p_.C * isa::dtype_bytes(wt))}},
                {Range{static_cast<int>(Buffer::kAccumulator), acc,
                       acc + static_cast<uint64_t>(oh * p_.OW * p_.C * 4)}});
-    s_->epilogue(OutTile{img, b.p0, oh, 0, p_.OW, 0, p_.C}, side_);
-    side_ ^= 1;
+    if (!project_) {
+      s_->epilogue(OutTile{img, b.p0, oh, 0, p_.OW, 0, p_.C}, side_);
+    } else {
+      // The band's output rows into an output slot (the tile at image 0, row 0 of it).
+      dw_.set_output_sram(static_cast<int64_t>(out_[side_]));
+      s_->epilogue(OutTile{0, 0, oh, 0, p_.OW, 0, p_.C}, side_);
+    }
   });
+  if (project_) {
+    if (pending_.b) project(pending_);
+    pending_ = ProjectBand{&b, img, side_};
+  }
+  side_ ^= 1;
+}
+
+void DepthwiseReader::project(const ProjectBand& pb) {
+  as_project([&] {
+    project_->generate_rows(pb.b->p0, pb.b->p1, pb.img, static_cast<int64_t>(out_[pb.side]), pb.b->pt);
+  });
+}
+
+void DepthwiseReader::end() {
+  if (pending_.b) project(pending_);
+  pending_ = ProjectBand{};
 }
 }  // namespace npusim::compiler::backend

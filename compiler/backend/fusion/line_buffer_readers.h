@@ -32,6 +32,7 @@ struct LineBand {
   int64_t p0 = 0, p1 = 0, lo = 0, hi = 0, kept = 0, from = 0, at = 0;
   int64_t r0 = 0, r1 = 0;  // the conv's output rows [r0, r1) the band computes (r0 == r1: none)
   Tiling t;
+  Tiling pt;  // the project conv's tiling of the band's rows (ConvPool::project)
   // The line-buffer row of input row r (lo <= r <= hi).
   int64_t row(int64_t r) const { return at + r - lo; }
 };
@@ -48,6 +49,10 @@ struct BandHeight {
   // Bytes of the reader's epilogue operand slots (LineReader::side_bytes) placed in the input scratchpad,
   // right above the line buffer, instead of the accumulator (0: in the accumulator).
   int64_t side = 0;
+  // With a project conv: bytes of each of the two slots the depthwise epilogue writes a band's output rows
+  // into (right above the line buffer and `side`), and the largest accumulator bytes of the conv's band
+  // tilings (the project conv's tiles take the accumulator's other end, below them and the sums).
+  int64_t out_slot = 0, conv_acc = 0;
   std::vector<LineBand> bands;
 };
 
@@ -67,10 +72,18 @@ class LineReader {
   // Of the reader's accumulator bytes for bands of `rows` output rows, those of its epilogue's tile-sized
   // operand slots (a SiLU temporary: MatrixStrategy::side_bytes), which may lie in the input scratchpad.
   virtual int64_t side_bytes(int64_t /*rows*/) const { return 0; }
+  // Bytes of one of the slots a band of `rows` output rows is written into for a reader of the reader's
+  // output in the same band loop (BandHeight::out_slot; 0: none).
+  virtual int64_t out_bytes(int64_t /*rows*/) const { return 0; }
+  // Chooses what the reader maps per band once the conv's band tilings are chosen (the buffer at `buf`, the
+  // scratchpads' reservations set for the candidate); false when it does not fit.
+  virtual bool choose(BandHeight& /*cand*/, uint64_t /*buf*/) { return true; }
   // Once per fused layer, before the first band (slots, constants; the buffer at `buf`).
   virtual void begin(const BandHeight& cand, uint64_t buf) = 0;
   // Reads band b of image img from the buffer (its rows at `buf`, the conv's rows written).
   virtual void read(const LineBand& b, int64_t img, uint64_t buf) = 0;
+  // After the last band of the last image.
+  virtual void end() {}
 };
 
 // A MaxPool / AveragePool: its windows pooled in the buffer, the pooled tiles stored from ping-pong
@@ -81,17 +94,45 @@ std::unique_ptr<LineReader> pool_reader(Context& c, const ConvPool& p);
 // buffer rows, then its own epilogue (which stores the band's output rows). Its weights stay in the weight
 // scratchpad for the whole layer, its sums and the epilogue's slots take the top of the accumulator
 // (FusionState::acc_reserved).
+//
+// With a project conv (`project`, ConvPool::project: the pointwise conv reading the depthwise output, its
+// job built by its own lowering, its operands `project_act`): the depthwise epilogue writes each band's
+// output rows into one of two slots above the line buffer instead of storing them, and the project conv runs
+// on them there as one GEMM per band (its weights resident in the weight scratchpad beside the depthwise
+// conv's, its tiles at the scratchpads' other end: FusionState::slots_flipped), storing its output rows. A
+// band's project GEMM is emitted after the next band's depthwise epilogue (software pipelining: in-order
+// queues would otherwise hold the vector unit until the array has multiplied the band it just wrote).
 class DepthwiseReader : public LineReader {
  public:
-  DepthwiseReader(Context& c, const ConvPool& p, ConvBands& dw) : c_(c), p_(p), dw_(dw) {}
+  DepthwiseReader(Context& c, const ConvPool& p, ConvBands& dw, ConvBands* project = nullptr,
+                  isa::DType project_act = isa::DType::kFp32)
+      : c_(c), p_(p), dw_(dw), project_(project), project_act_(project_act) {}
   // The accumulator bytes of bands of `rows` output rows (both ping-pong sides, the epilogue's slots).
   int64_t acc_bytes(int64_t rows) const;
   int64_t weight_bytes(const BandHeight& cand) const override;
   int64_t side_bytes(int64_t rows) const override;
+  int64_t out_bytes(int64_t rows) const override;
+  bool choose(BandHeight& cand, uint64_t buf) override;
   void begin(const BandHeight& cand, uint64_t buf) override;
   void read(const LineBand& b, int64_t img, uint64_t buf) override;
+  void end() override;
 
  private:
+  // The project conv's rows of band b of image img, read at output slot `side` (ConvBands::generate_rows).
+  struct ProjectBand {
+    const LineBand* b = nullptr;
+    int64_t img = 0;
+    int side = 0;
+  };
+  void project(const ProjectBand& pb);
+  // The project conv's weights as one tile [C][M] (MatrixJob::b_sram).
+  int64_t project_weight_bytes() const;
+  // Where the two output slots start (above the line buffer at `buf` and the epilogue's side slots).
+  uint64_t out_base(const BandHeight& cand, uint64_t buf) const;
+  // Runs f as the project conv's tiles are mapped and emitted: its operands, the other end of each
+  // scratchpad (FusionState::slots_flipped).
+  template <class F>
+  void as_project(F f);
   // The strategy's figures (one made for the question).
   const MatrixStrategy& strategy() const;
   // Runs f with Context::act and esize the depthwise conv's operands' (MatrixStrategy's contract).
@@ -107,6 +148,12 @@ class DepthwiseReader : public LineReader {
   Range pad_range_;
   int64_t pad_rows_ = 1;
   int side_ = 0;
+  ConvBands* project_;
+  isa::DType project_act_;
+  uint64_t out_[2] = {0, 0};  // the output slots (begin)
+  // The band whose project rows are still to run: each runs after the next band's depthwise epilogue, so
+  // that the array multiplies them while the vector unit convolves that band.
+  ProjectBand pending_;
 };
 
 }  // namespace npusim::compiler::backend

@@ -65,6 +65,13 @@ struct Int8Job : MatrixJob {
   uint64_t k_addr = 0;  // constants: [0] residual zp, [1] y scale (fp32), [2] y zp
 };
 
+// Moves the job's output and residual to image img's element `elems` on (JobBands' project bands,
+// backend/fusion/layer_fusion.h: a dense output, not a view).
+void shift_output(Int8Job& j, int64_t img, int64_t elems, int64_t /*es*/) {
+  j.y_addr += static_cast<uint64_t>((img * j.y_img + elems) * isa::dtype_bytes(j.y_dt));
+  j.r_addr += static_cast<uint64_t>((img * j.y_img + elems) * isa::dtype_bytes(j.r_dt));
+}
+
 // Codes as operands (A's dtype, int8 weights, halo = A's zero point), int32 sums, and the integer
 // epilogue: + bias_folded, the rescaled residual, REQUANTIZE and the clamp (or the float epilogue).
 class Int8Strategy : public MatrixStrategy {

@@ -47,6 +47,14 @@ struct FloatJob : MatrixJob {
   Epilogue epi;
 };
 
+// Moves the job's output and residual to image img's element `elems` on, of `es` bytes (JobBands' project
+// bands, backend/fusion/layer_fusion.h: a dense output, not a view).
+void shift_output(FloatJob& j, int64_t img, int64_t elems, int64_t es) {
+  const uint64_t off = static_cast<uint64_t>(elems * es);
+  j.y_base = [base = j.y_base, img, off](int64_t) { return base(img) + off; };
+  if (j.res_base) j.res_base = [base = j.res_base, img, off](int64_t) { return base(img) + off; };
+}
+
 // Operands in the context's precision (c.act), fp32 sums, and the float epilogue: bias, residual and
 // activation on fp32 in the accumulator, the last step converting to c.act when that is narrower.
 class FloatStrategy : public MatrixStrategy {
