@@ -14,7 +14,8 @@ namespace {
 // residual block's expansion against the block input it reads, six times as many channels).
 bool yield_to_line_buffer(const Context& c, size_t i) {
   ConvPool next;
-  if (i + 1 >= c.g.nodes.size() || !conv_pool_shape(c, i + 1, &next) || !next.depthwise) return false;
+  if (i + 1 >= c.g.nodes.size() || !conv_pool_shape(c, i + 1, &next) || !next.depthwise || !next.pair_alone)
+    return false;
   const auto x = c.tensors.find(c.g.nodes[i].outputs[0]);
   const auto y = c.tensors.find(c.g.nodes[i + 1].outputs[0]);
   return x != c.tensors.end() && y != c.tensors.end() && y->second.bytes > x->second.bytes;

@@ -166,15 +166,16 @@ bool plan_conv_dw(const Context& c, ConvPool* p) {
   if (w.pb < 0 || w.pr < 0 || w.pt >= w.kh || w.pl >= w.kw || w.pb >= w.kh || w.pr >= w.kw) return false;
   p->top = w.pt, p->rows = w.pt + p->H + w.pb, p->left = w.pl, p->pitch = w.pl + p->W + w.pr;
   if (std::max({w.kh, w.kw, w.sh, w.sw}) > 255 || p->C > kMaxDim || p->pitch > kMaxDim) return false;
-  // The depthwise output kept on chip for the project conv after it (residency) is the better plan
-  // where it fits and saves at least the bytes this fusion would (which stores it): not behind a stride-2
-  // depthwise conv, whose input is four times its output.
-  if (next_reads_on_chip(c, p->pool).empty() && y.bytes >= x.bytes &&
-      4 * round64(num_elements(y.shape) * isa::dtype_bytes(y.dtype)) <=
-          3 * scratchpad_capacity(c.config, Buffer::kInput))
-    return false;
   // The project conv after it (an inverted-residual block) may run in the same band loop.
   p->project = project_conv(c, p->pool) ? static_cast<int64_t>(p->pool) + 1 : -1;
+  // The depthwise output kept on chip for the project conv after it (residency) is the better plan than the
+  // pair alone where it fits and saves at least the bytes this fusion would (which stores it): not behind a
+  // stride-2 depthwise conv, whose input is four times its output. The whole block in one band loop is
+  // still weighed against it.
+  p->pair_alone = !(next_reads_on_chip(c, p->pool).empty() && y.bytes >= x.bytes &&
+                    4 * round64(num_elements(y.shape) * isa::dtype_bytes(y.dtype)) <=
+                        3 * scratchpad_capacity(c.config, Buffer::kInput));
+  if (!p->pair_alone && p->project < 0) return false;
   p->reader_macs = x.shape[0] * p->OH * p->OW * p->C * w.kh * w.kw;
   return true;
 }
@@ -618,9 +619,15 @@ bool fuse_block(Context& c, ConvBands& bands, ConvBands& dw, ConvBands* pj, isa:
     scratch.name = c.g.nodes[p.pool].name;
     const uint32_t layer = c.layer;
     c.plan = &scratch, c.layer = static_cast<uint32_t>(p.pool);
+    // Without the pair, residency keeps the depthwise output on chip for the project conv: as the layers
+    // lowered one by one would (their fusion state put back after the trial).
+    const FusionState state = c.fusion;
+    if (!p.pair_alone) plan_on_chip(c, p.pool);
     dw.lower_whole();
+    if (!p.pair_alone) finish_on_chip(c, p.pool, scratch);
     c.plan = plan, c.layer = layer;
     if (pj) project_whole();
+    c.fusion = state;
     const std::vector<int64_t> cycles = c.time_code(first);
     const size_t n = pj ? 3 : 2;
     if (cycles.size() >= n) {
@@ -633,7 +640,7 @@ bool fuse_block(Context& c, ConvBands& bands, ConvBands& dw, ConvBands* pj, isa:
   if (layered <= 0) return false;
   DepthwiseReader reader(c, p, dw);
   auto acc = [&](int64_t rows) { return round64(reader.acc_bytes(rows)); };
-  const Search r = search(c, bands, p, reader, acc);
+  const Search r = p.pair_alone ? search(c, bands, p, reader, acc) : Search{};
   const bool pair = r.best_cycles >= 0 && r.best_cycles < layered;
   if (pj) {
     // The pair's best followed by the project conv lowered whole (what the program runs without the project
@@ -711,7 +718,7 @@ bool fuse_conv_dw(Context& c, ConvBands& bands, ConvBands& dw, LayerPlan* plan) 
       take(c, bands, *c.fusion.conv_pool, reader, pair.r, pair.layered, pair.evaluated, pair.acc);
       return true;
     }
-    if (handed) return false;
+    if (handed || !p.pair_alone) return false;
   }
   return fuse_block(c, bands, dw, nullptr, c.act, plan, nullptr);
 }

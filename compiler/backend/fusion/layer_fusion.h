@@ -69,6 +69,9 @@ struct ConvPool {
   // output's one reader (-1: none). The fused layer may run it in the same band loop, reading each band of
   // the depthwise output where the depthwise epilogue wrote it (line_buffer_readers.h, DepthwiseReader).
   int64_t project = -1;
+  // Whether the pair may fuse without it: not where residency keeps the depthwise output on chip for the
+  // project conv (then only the whole block in one band loop is weighed against that).
+  bool pair_alone = true;
   // Set by lower_conv_pool when it emitted the fused layer.
   bool fused = false;
   bool project_fused = false;       // ... with the project conv in its band loop

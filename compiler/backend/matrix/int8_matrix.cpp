@@ -712,7 +712,12 @@ bool lower_matrix_int8(Context& c, const Node& n) {
     const int64_t saved_es = c.esize;
     c.act = j.a_dt;
     c.esize = isa::dtype_bytes(j.a_dt);
-    JobBands<Int8Job, Int8Strategy> bands(c, j, [&] { run_int8_job(c, n, j); });
+    // Lowered whole on a copy: the mapping may change the job it maps (its input or output on chip), which
+    // the bands still read after a trial of the whole layer.
+    JobBands<Int8Job, Int8Strategy> bands(c, j, [&] {
+      Int8Job whole = j;
+      run_int8_job(c, n, whole);
+    });
     // backend/fusion/layer_fusion.h: the job handed to a fused conv's lowering, or the conv fused with its
     // reader. Line-buffer fusion keeps 8-bit codes (an int16 layer's input or output is not fused).
     const bool handed = conv_job_wanted(c);

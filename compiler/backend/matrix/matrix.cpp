@@ -374,7 +374,12 @@ bool lower_conv_spec(Context& c, const Node& n, const ConvSpec& cs) {
   c.plan->mapping = fmt::format("CONV {}x{} stride {}x{} dilation {}x{}{}", j.kh, j.kw, j.sh, j.sw, j.dh,
                                 j.dw, j.groups > 1 ? fmt::format(", {} groups", j.groups) : "");
   if (subsample_pointwise(j)) c.plan->mapping += ", reading only the pixels it uses (strided LOAD)";
-  JobBands<FloatJob, FloatStrategy> bands(c, j, [&] { run(c, j); });
+  // Lowered whole on a copy: the mapping may change the job it maps (its input or output on chip), which the
+  // bands still read after a trial of the whole layer.
+  JobBands<FloatJob, FloatStrategy> bands(c, j, [&] {
+    FloatJob whole = j;
+    run(c, whole);
+  });
   if (conv_job_wanted(c)) return hand_conv_job(c, bands);         // backend/fusion/layer_fusion.h
   if (!c.options.plan && lower_conv_pool(c, bands)) return true;  // backend/fusion/layer_fusion.h
   run(c, j);
