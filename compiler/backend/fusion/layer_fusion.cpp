@@ -524,10 +524,9 @@ void take(Context& c, ConvBands& bands, ConvPool& p, LineReader& reader, const S
     const Value& w = c.g.value(pj.inputs[1]);
     p.project_macs = num_elements(y.shape) * w.shape[0];
     plan.mapping += fmt::format(
-        "; the project conv '{}' in the same band loop: each band's depthwise output rows written into one "
-        "of "
-        "two slots of {} bytes above the line buffer and read there by one GEMM per band (its weights "
-        "resident), the {}x{}x{} depthwise output never touches DRAM ({} bytes saved)",
+        "; the project conv '{}' in the same band loop: each band's depthwise output rows written into "
+        "one of two slots of {} bytes above the line buffer and read there by one GEMM per band (its "
+        "weights resident), the {}x{}x{} depthwise output never touches DRAM ({} bytes saved)",
         pj.name, cand.out_slot, p.OH, p.OW, p.C, p.project_bytes_saved);
   }
 }
@@ -571,10 +570,6 @@ bool lower_conv_pool_pair(Context& c, ConvBands& bands) {
   return true;
 }
 
-// Conv -> depthwise conv (-> project conv), called with the depthwise conv's job (`dw`, built by its own
-// lowering) and the project conv's (`pj`, or none): the depthwise conv lowered whole (its own choice of the
-// array or the vector unit) after the conv's whole job, and the project conv lowered whole after it, timed
-// together, against the bands.
 // The pair's best candidate, to be emitted once what the project conv's lowering left is undone.
 struct PairChoice {
   bool take = false;
@@ -582,6 +577,11 @@ struct PairChoice {
   int64_t layered = 0, evaluated = 0, acc = 0;
 };
 
+// Conv -> depthwise conv (-> project conv), called with the depthwise conv's job (`dw`, built by its own
+// lowering) and the project conv's (`pj`, or none): the depthwise conv lowered whole (its own choice of the
+// array or the vector unit) after the conv's whole job, and the project conv lowered whole after it, timed
+// together, against the bands. With `pair_out`, the pair without the project conv is not emitted but
+// returned there when it is the choice (the caller undoes what the project conv's lowering left first).
 bool fuse_block(Context& c, ConvBands& bands, ConvBands& dw, ConvBands* pj, isa::DType pj_act,
                 LayerPlan* plan, PairChoice* pair_out) {
   ConvPool& p = *c.fusion.conv_pool;
@@ -798,10 +798,9 @@ std::string describe_fused_pool(const Context& c, const ConvPool& p) {
 std::string describe_fused_project(const Context& c, const ConvPool& p) {
   const Node& q = c.g.nodes[static_cast<size_t>(p.project)];
   return fmt::format(
-      "{}GEMM 1x1 {}->{}, fused into the conv layer '{}' (no instructions of its own): one GEMM per band of "
-      "{} "
-      "rows reading the depthwise conv's output rows where its epilogue wrote them, its input '{}' never "
-      "touches DRAM",
+      "{}GEMM 1x1 {}->{}, fused into the conv layer '{}' (no instructions of its own): one GEMM per band "
+      "of {} rows reading the depthwise conv's output rows where its epilogue wrote them, its input '{}' "
+      "never touches DRAM",
       c.options.plan ? "int8 " : "", p.C, c.g.value(q.inputs[1]).shape[0], c.g.nodes[p.conv].name,
       p.band_rows, q.inputs[0]);
 }

@@ -36,6 +36,12 @@
 // The band height (reader output rows per band) is searched by simulation (Context::time_code), and the
 // fusion is taken only when its best candidate is faster than the two layers layer by layer (the conv's
 // own simulated tiling, then the reader's own lowering, timed together).
+//
+// An inverted-residual block's project conv (the pointwise conv reading the depthwise output alone) may run
+// in the same band loop (ConvPool::project; line_buffer_readers.h, DepthwiseReader): one GEMM per band
+// reading the depthwise rows where the depthwise epilogue wrote them, so the depthwise output never touches
+// DRAM either. Taken when its best band height is faster than the pair with the project conv after it (or,
+// where residency would keep the depthwise output on chip for it, than residency's plan).
 #include <cstddef>
 #include <cstdint>
 #include <functional>
