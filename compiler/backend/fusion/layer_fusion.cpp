@@ -334,13 +334,16 @@ void emit(Context& c, ConvBands& bands, const ConvPool& p, const BandHeight& can
 // Chooses each band's tiling (outside any trial); false when one does not fit, or when the reader's
 // bytes at the end of the weight scratchpad the conv's weight tiles leave free do not fit beside every
 // band's tiling.
-bool choose_tilings(const Context& c, ConvBands& bands, const ConvPool& p, BandHeight& cand, uint64_t buf,
+bool choose_tilings(Context& c, ConvBands& bands, const ConvPool& p, BandHeight& cand, uint64_t buf,
                     int64_t es, int64_t reader_weight_bytes, LineReader& reader) {
   const int64_t row = p.pitch * p.C;
   bands.set_line_pitch(p.depthwise ? row : 0);
   bands.set_resident_weights(cand.resident);
   bool ok = true;
   cand.conv_acc = 0;
+  // The reader's own tiles' share of the accumulator stays free of the conv's band tiles.
+  const int64_t acc = c.fusion.acc_reserved;
+  c.fusion.acc_reserved = acc + reader.acc_share(cand);
   for (LineBand& b : cand.bands) {
     if (b.r1 <= b.r0) continue;
     int64_t evaluated = 0;
@@ -352,6 +355,7 @@ bool choose_tilings(const Context& c, ConvBands& bands, const ConvPool& p, BandH
     }
     cand.conv_acc = std::max(cand.conv_acc, round64(b.t.acc_bytes));
   }
+  c.fusion.acc_reserved = acc;
   bands.set_line_pitch(0);
   bands.set_resident_weights(-1);
   return ok && reader.choose(cand, buf);

@@ -147,6 +147,13 @@ void DepthwiseReader::as_project(F f) {
   c_.act = act, c_.esize = esize;
 }
 
+int64_t DepthwiseReader::acc_share(const BandHeight& cand) {
+  if (!project_) return 0;
+  int64_t bytes = 0;
+  as_project([&] { bytes = project_->make_strategy()->acc_bytes(cand.rows * p_.OW, project_->job().M); });
+  return round64(bytes);
+}
+
 bool DepthwiseReader::choose(BandHeight& cand, uint64_t buf) {
   if (!project_) return true;
   // The project conv's tiles take the accumulator's other end: at most what the sums and the conv's band

@@ -78,6 +78,9 @@ class LineReader {
   // Chooses what the reader maps per band once the conv's band tilings are chosen (the buffer at `buf`, the
   // scratchpads' reservations set for the candidate); false when it does not fit.
   virtual bool choose(BandHeight& /*cand*/, uint64_t /*buf*/) { return true; }
+  // Accumulator bytes the reader's own tiles take per band beside its sums, left to them when the conv's band
+  // tilings are chosen.
+  virtual int64_t acc_share(const BandHeight& /*cand*/) { return 0; }
   // Once per fused layer, before the first band (slots, constants; the buffer at `buf`).
   virtual void begin(const BandHeight& cand, uint64_t buf) = 0;
   // Reads band b of image img from the buffer (its rows at `buf`, the conv's rows written).
@@ -113,6 +116,7 @@ class DepthwiseReader : public LineReader {
   int64_t side_bytes(int64_t rows) const override;
   int64_t out_bytes(int64_t rows) const override;
   bool choose(BandHeight& cand, uint64_t buf) override;
+  int64_t acc_share(const BandHeight& cand) override;
   void begin(const BandHeight& cand, uint64_t buf) override;
   void read(const LineBand& b, int64_t img, uint64_t buf) override;
   void end() override;
