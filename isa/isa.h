@@ -95,7 +95,11 @@ enum class Opcode : uint8_t {
   // the weight buffer; output pixel (y,x) reads A at (y*stride_h + i*dilation_h, x*stride_w +
   // j*dilation_w). The matrix unit times it as a GEMM of M = oh*ow, K = r*s*in_c, N = n.
   // r = kernel_h, s = kernel_w, oh = out_h, ow = out_w. A's pixel (y,x) starts at element
-  // (y*in_w + x)*in_c; im2col row y*out_w + x, column (i*kernel_w + j)*in_c + ch. Strides and
+  // (y*in_w + x)*a_stride (a_stride=0 means in_c: dense), its in_c channels consecutive; C's row p
+  // starts at element p*c_stride (c_stride=0 means n), its n columns consecutive. A stride wider than
+  // the channels lets a grouped conv's blocks read their channels from one tile of every channel and
+  // write their columns into one accumulator tile of every output channel (Gemmini's loop_conv_ws
+  // in_stride and out_stride). im2col row y*out_w + x, column (i*kernel_w + j)*in_c + ch. Strides and
   // dilations must be >= 1 and the windows must stay inside the tile ((out_h-1)*stride_h +
   // (kernel_h-1)*dilation_h < in_h; likewise w): padding comes from LOAD's halo. Numerics and
   // preloaded as MATMUL.
@@ -271,6 +275,7 @@ enum class Field : uint8_t {
   kStrideW,
   kDilationH,
   kDilationW,
+  kCStride,
   // vector
   kVop,
   kDtypeOut,
@@ -391,6 +396,8 @@ inline constexpr FieldSpec kConv[] = {
     {Field::kDilationW, "dilation_w", 269, 8, K::kUnsigned},
     {Field::kAccumulate, "acc", 277, 1, K::kUnsigned},
     {Field::kPreloaded, "preloaded", 278, 1, K::kUnsigned},
+    {Field::kAStride, "a_stride", 279, 16, K::kUnsigned},
+    {Field::kCStride, "c_stride", 295, 16, K::kUnsigned},
 };
 inline constexpr FieldSpec kVec[] = {
     {Field::kVop, "op", 34, 6, K::kVecOp},

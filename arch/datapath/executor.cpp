@@ -251,13 +251,15 @@ void do_conv(const Instruction& ins, const isa::NpuConfig& config, MachineState&
   const int64_t sh = ins.get(Field::kStrideH), sw = ins.get(Field::kStrideW);
   const int64_t dh = ins.get(Field::kDilationH), dw = ins.get(Field::kDilationW);
   const int64_t m = oh * ow, k = kh * kw * in_c;
+  const int64_t a_pitch = ins.get(Field::kAStride) ? ins.get(Field::kAStride) : in_c;
+  const int64_t c_pitch = ins.get(Field::kCStride) ? ins.get(Field::kCStride) : n;
   std::vector<uint8_t> im2col;
   MatView a{nullptr, m, k, k, t};
   if (a_from_stationary(ins, config)) {
     a.base = stationary_for(ins, st, "im2col A (input-stationary)", t, m, k).bytes.data();
   } else {
-    const uint8_t* src =
-        st.sram_span(Buffer::kInput, u(ins.get(Field::kAAddr)), u(in_h * in_w * in_c) * es, describe(ins));
+    const uint8_t* src = st.sram_span(Buffer::kInput, u(ins.get(Field::kAAddr)),
+                                      (u(in_h * in_w - 1) * u(a_pitch) + u(in_c)) * es, describe(ins));
     // Implicit im2col made explicit: row p = y*out_w + x, column (i*kernel_w + j)*in_c + ch.
     im2col.resize(u(m * k) * es);
     const uint64_t pixel_bytes = u(in_c) * es;
@@ -267,7 +269,7 @@ void do_conv(const Instruction& ins, const isa::NpuConfig& config, MachineState&
         for (int64_t i = 0; i < kh; ++i) {
           for (int64_t j = 0; j < kw; ++j) {
             const int64_t iy = y * sh + i * dh, ix = x * sw + j * dw;
-            std::memcpy(row + u((i * kw + j) * in_c) * es, src + u(iy * in_w + ix) * pixel_bytes,
+            std::memcpy(row + u((i * kw + j) * in_c) * es, src + u((iy * in_w + ix) * a_pitch) * es,
                         pixel_bytes);
           }
         }
@@ -282,7 +284,20 @@ void do_conv(const Instruction& ins, const isa::NpuConfig& config, MachineState&
     b.base = st.sram_span(Buffer::kWeight, u(ins.get(Field::kBAddr)), u(k * n) * u(isa::dtype_bytes(wt)),
                           describe(ins));
   }
-  gemm(a, b, acc_span(ins, st, m, n), ins.get(Field::kAccumulate) != 0, config);
+  const bool accumulate = ins.get(Field::kAccumulate) != 0;
+  if (c_pitch == n) return gemm(a, b, acc_span(ins, st, m, n), accumulate, config);
+  // Rows of C c_stride elements apart: gathered into a dense m x n, multiplied, written back.
+  const uint64_t ec = u(isa::dtype_bytes(accumulator_dtype(t))), row_bytes = u(n) * ec;
+  uint8_t* c = st.sram_span(Buffer::kAccumulator, u(ins.get(Field::kCAddr)),
+                            (u(m - 1) * u(c_pitch) + u(n)) * ec, describe(ins));
+  std::vector<uint8_t> dense(u(m) * row_bytes);
+  if (accumulate) {
+    for (int64_t r = 0; r < m; ++r)
+      std::memcpy(dense.data() + u(r) * row_bytes, c + u(r * c_pitch) * ec, row_bytes);
+  }
+  gemm(a, b, dense.data(), accumulate, config);
+  for (int64_t r = 0; r < m; ++r)
+    std::memcpy(c + u(r * c_pitch) * ec, dense.data() + u(r) * row_bytes, row_bytes);
 }
 
 void do_hostcall(const Instruction& ins, MachineState& st) {

@@ -166,6 +166,7 @@ void matrix(const Instruction& ins, const isa::NpuConfig& config, Ranges& fp) {
   const uint64_t es = u(isa::dtype_bytes(t));
   const uint64_t wes = u(isa::dtype_bytes(weight_dtype(t)));
   int64_t m, k, n;
+  int64_t c_pitch = 0;  // elements between rows of C (CONV's c_stride; MATMUL's are n apart)
   uint64_t a_bytes;
   if (ins.opcode == Opcode::kMatmul) {
     require_positive(ins, {{Field::kM, "m"}, {Field::kK, "k"}, {Field::kN, "n"}});
@@ -204,14 +205,20 @@ void matrix(const Instruction& ins, const isa::NpuConfig& config, Ranges& fp) {
     m = field(ins, Field::kOutH) * field(ins, Field::kOutW);
     k = field(ins, Field::kKernelH) * field(ins, Field::kKernelW) * field(ins, Field::kInC);
     n = field(ins, Field::kN);
-    a_bytes = u(field(ins, Field::kInH)) * u(field(ins, Field::kInW)) * u(field(ins, Field::kInC)) * es;
+    const int64_t in_c = field(ins, Field::kInC);
+    const int64_t a_pitch = field(ins, Field::kAStride) == 0 ? in_c : field(ins, Field::kAStride);
+    if (a_pitch < in_c) fail(ins, fmt::format("a_stride={} is less than in_c={}", a_pitch, in_c));
+    c_pitch = field(ins, Field::kCStride) == 0 ? n : field(ins, Field::kCStride);
+    if (c_pitch < n) fail(ins, fmt::format("c_stride={} is less than n={}", c_pitch, n));
+    a_bytes = (u(field(ins, Field::kInH) * field(ins, Field::kInW) - 1) * u(a_pitch) + u(in_c)) * es;
   }
   if (!a_from_stationary(ins, config))
     add_sram(fp, Buffer::kInput, u(field(ins, Field::kAAddr)), a_bytes, Access::kRead);
   if (!b_from_stationary(ins, config)) {
     add_sram(fp, Buffer::kWeight, u(field(ins, Field::kBAddr)), u(k) * u(n) * wes, Access::kRead);
   }
-  const uint64_t c_bytes = u(m) * u(n) * u(isa::dtype_bytes(accumulator_dtype(t)));
+  const uint64_t c_bytes =
+      (u(m - 1) * u(c_pitch ? c_pitch : n) + u(n)) * u(isa::dtype_bytes(accumulator_dtype(t)));
   if (field(ins, Field::kAccumulate))
     add_sram(fp, Buffer::kAccumulator, u(field(ins, Field::kCAddr)), c_bytes, Access::kRead);
   add_sram(fp, Buffer::kAccumulator, u(field(ins, Field::kCAddr)), c_bytes, Access::kWrite);

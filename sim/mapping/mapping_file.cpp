@@ -67,7 +67,8 @@ const std::vector<Field>& fields() {
                    }});
     }
     f.push_back(choice("loop_order", &LayerMapping::loop_order, compiler::loop_order_name,
-                       compiler::parse_loop_order, "expected spatial_outer or channel_outer"));
+                       compiler::parse_loop_order,
+                       "expected spatial_outer, channel_outer, input_resident or groups_inner"));
     f.push_back({"on_chip",
                  [](const LayerMapping& m) { return m.on_chip ? YAML::Node(*m.on_chip) : YAML::Node(); },
                  [](const YAML::Node& v, LayerMapping& m) -> std::string {

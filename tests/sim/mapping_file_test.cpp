@@ -70,8 +70,8 @@ TEST(MappingFile, BadValuesNameTheFileLineLayerAndWhatIsExpected) {
             std::vector<std::string>{
                 "m.yaml:2:26: layer 'c': placement: expected one of matrix, vector, free, host"});
   EXPECT_EQ(errors_of("layers:\n  - {name: c, loop_order: n_outer}\n"),
-            std::vector<std::string>{
-                "m.yaml:2:27: layer 'c': loop_order: expected spatial_outer or channel_outer"});
+            std::vector<std::string>{"m.yaml:2:27: layer 'c': loop_order: expected spatial_outer, "
+                                     "channel_outer, input_resident or groups_inner"});
   EXPECT_EQ(errors_of("layers:\n  - {tile_n: 8}\n"),
             std::vector<std::string>{"m.yaml:2:5: expected an entry {name: NODE, KEY: VALUE, ...}"});
 }

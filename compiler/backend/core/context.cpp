@@ -408,21 +408,22 @@ int Context::matmul(uint64_t a_addr, int64_t a_stride, uint64_t b_addr, uint64_t
 
 int Context::conv(uint64_t a_addr, uint64_t b_addr, uint64_t c_addr, int64_t in_h, int64_t in_w, int64_t in_c,
                   int64_t out_h, int64_t out_w, int64_t n, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
-                  int64_t dh, int64_t dw, bool accumulate) {
+                  int64_t dh, int64_t dw, bool accumulate, int64_t a_stride, int64_t c_stride) {
   Instruction i = make(Opcode::kConv, layer);
   i.set(Field::kDtype, static_cast<int64_t>(act)).set(Field::kAAddr, static_cast<int64_t>(a_addr));
   i.set(Field::kBAddr, static_cast<int64_t>(b_addr)).set(Field::kCAddr, static_cast<int64_t>(c_addr));
   i.set(Field::kInH, in_h).set(Field::kInW, in_w).set(Field::kInC, in_c).set(Field::kOutH, out_h);
   i.set(Field::kOutW, out_w).set(Field::kN, n).set(Field::kKernelH, kh).set(Field::kKernelW, kw);
   i.set(Field::kStrideH, sh).set(Field::kStrideW, sw).set(Field::kDilationH, dh).set(Field::kDilationW, dw);
-  i.set(Field::kAccumulate, accumulate ? 1 : 0);
+  i.set(Field::kAccumulate, accumulate ? 1 : 0).set(Field::kAStride, a_stride).set(Field::kCStride, c_stride);
   const uint64_t es = static_cast<uint64_t>(esize);
   const auto ew = static_cast<uint64_t>(isa::dtype_bytes(isa::numerics::weight_dtype(act)));
   const auto ec = static_cast<uint64_t>(isa::dtype_bytes(isa::numerics::accumulator_dtype(act)));
+  const int64_t a_pitch = a_stride ? a_stride : in_c, c_pitch = c_stride ? c_stride : n;
   const Range c{static_cast<int>(isa::Buffer::kAccumulator), c_addr,
-                c_addr + static_cast<uint64_t>(out_h * out_w * n) * ec};
+                c_addr + static_cast<uint64_t>((out_h * out_w - 1) * c_pitch + n) * ec};
   std::vector<Range> reads = {Range{static_cast<int>(isa::Buffer::kInput), a_addr,
-                                    a_addr + static_cast<uint64_t>(in_h * in_w * in_c) * es},
+                                    a_addr + static_cast<uint64_t>((in_h * in_w - 1) * a_pitch + in_c) * es},
                               Range{static_cast<int>(isa::Buffer::kWeight), b_addr,
                                     b_addr + static_cast<uint64_t>(kh * kw * in_c * n) * ew}};
   if (accumulate) reads.push_back(c);

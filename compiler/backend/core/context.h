@@ -167,7 +167,7 @@ class Context {
              int64_t n, bool accumulate);
   int conv(uint64_t a_addr, uint64_t b_addr, uint64_t c_addr, int64_t in_h, int64_t in_w, int64_t in_c,
            int64_t out_h, int64_t out_w, int64_t n, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
-           int64_t dh, int64_t dw, bool accumulate);
+           int64_t dh, int64_t dw, bool accumulate, int64_t a_stride = 0, int64_t c_stride = 0);
 
   // Layer-plan bookkeeping.
   LayerPlan* plan = nullptr;

@@ -149,7 +149,9 @@ ImposedTiling::ImposedTiling(const Context& c, const MatrixJob& j, const MatrixM
   if (m.group_block) {
     if (j.groups == 1)
       fail("group_block", "group_block applies to grouped convolutions; this one has 1 group");
-    if (j.groups % *m.group_block != 0) {
+    // groups_inner's last block may hold fewer groups (Tiling::groups_inner).
+    const bool ragged_ok = m.loop_order == LoopOrder::kGroupsInner && *m.group_block < j.groups;
+    if (j.groups % *m.group_block != 0 && !ragged_ok) {
       fail("group_block",
            fmt::format("group_block={} does not divide the layer's {} groups", *m.group_block, j.groups));
     }
@@ -170,6 +172,12 @@ ImposedTiling::ImposedTiling(const Context& c, const MatrixJob& j, const MatrixM
                             gb && j.groups > 1 ? "block" : "layer", whole, what));
     }
   };
+  if (m.loop_order == LoopOrder::kGroupsInner &&
+      (j.gemm || j.groups < 2 || m.group_block.value_or(1) >= j.groups)) {
+    fail("loop_order",
+         "loop_order=groups_inner applies to grouped convolutions of several blocks (group_block less than "
+         "the groups), whose blocks share one input tile of every group");
+  }
   if (m.loop_order == LoopOrder::kInputResident && !j.gemm) {
     fail("loop_order",
          "loop_order=input_resident applies to GEMMs (Gemm, MatMul), whose K chunks MATMUL reads "
@@ -215,6 +223,8 @@ ImposedTiling::ImposedTiling(const Context& c, const MatrixJob& j, const MatrixM
   t.tc = (j.gemm ? m.tile_k : m.tile_c).value_or(t.gb > 1 ? t.gb * j.cg : 1);
   t.tn = m.tile_n.value_or(t.gb > 1 ? t.gb * j.mg : 1);
   t.input_resident = m.loop_order == LoopOrder::kInputResident;
+  t.groups_inner = m.loop_order == LoopOrder::kGroupsInner;
+  if (t.groups_inner) t.tc = t.gb * j.cg, t.tn = t.gb * j.mg;  // a block's whole channels
   if (t.toh * t.tow > mm.max_tile_pixels() || j.in_rows(t.toh) > 65535 || j.in_cols(t.tow) > 65535) {
     fail("",
          fmt::format("the tile ({}) has more pixels ({}) or input rows/columns (65535) than an instruction "
@@ -274,11 +284,12 @@ void ImposedTiling::restrict(int64_t gb, std::vector<int64_t>& tcs, std::vector<
   pick(tows, m.tile_ow, j_.OW, false);
 }
 
-bool ImposedTiling::allows(bool spatial_outer, bool input_resident) const {
+bool ImposedTiling::allows(bool spatial_outer, bool input_resident, bool groups_inner) const {
   if (!m_ || !m_->loop_order) return true;
-  return *m_->loop_order == (input_resident  ? LoopOrder::kInputResident
-                             : spatial_outer ? LoopOrder::kSpatialOuter
-                                             : LoopOrder::kChannelOuter);
+  return *m_->loop_order == (groups_inner     ? LoopOrder::kGroupsInner
+                             : input_resident ? LoopOrder::kInputResident
+                             : spatial_outer  ? LoopOrder::kSpatialOuter
+                                              : LoopOrder::kChannelOuter);
 }
 
 void ImposedTiling::none_fits() const {
@@ -315,9 +326,10 @@ LayerMapping as_mapping(const MatrixJob& j, const Tiling& t) {
     if (j.images > 1) m.tile_images = t.ti;
   }
   m.tile_n = t.tn;
-  m.loop_order = t.input_resident  ? LoopOrder::kInputResident
-                 : t.spatial_outer ? LoopOrder::kSpatialOuter
-                                   : LoopOrder::kChannelOuter;
+  m.loop_order = t.groups_inner     ? LoopOrder::kGroupsInner
+                 : t.input_resident ? LoopOrder::kInputResident
+                 : t.spatial_outer  ? LoopOrder::kSpatialOuter
+                                    : LoopOrder::kChannelOuter;
   return m;
 }
 

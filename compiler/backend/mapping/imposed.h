@@ -43,7 +43,9 @@ class ImposedTiling {
   // its list.
   void restrict(int64_t gb, std::vector<int64_t>& tcs, std::vector<int64_t>& tns, std::vector<int64_t>& tohs,
                 std::vector<int64_t>& tows) const;
-  bool allows(bool spatial_outer, bool input_resident) const;
+  // Whether the loop order (MatrixMapper's orders: Tiling::spatial_outer, input_resident, groups_inner)
+  // is the imposed one, or none is imposed.
+  bool allows(bool spatial_outer, bool input_resident, bool groups_inner = false) const;
   // When no candidate fitted: throws MappingError if values were imposed (else returns).
   void none_fits() const;
 

@@ -50,12 +50,15 @@ std::string_view loop_order_name(LoopOrder o) {
       return "channel_outer";
     case LoopOrder::kInputResident:
       return "input_resident";
+    case LoopOrder::kGroupsInner:
+      return "groups_inner";
   }
   return "spatial_outer";
 }
 
 std::optional<LoopOrder> parse_loop_order(std::string_view text) {
-  for (LoopOrder o : {LoopOrder::kSpatialOuter, LoopOrder::kChannelOuter, LoopOrder::kInputResident}) {
+  for (LoopOrder o : {LoopOrder::kSpatialOuter, LoopOrder::kChannelOuter, LoopOrder::kInputResident,
+                      LoopOrder::kGroupsInner}) {
     if (loop_order_name(o) == text) return o;
   }
   return std::nullopt;

@@ -25,6 +25,8 @@ enum class LoopOrder {
   kChannelOuter,   // output-channel tiles outer: the weight tile stays
   kInputResident,  // GEMMs: output tiles outer, each [m][K] input tile loaded once with its whole
                    // reduction and resident while the K chunks and output-channel tiles pass
+  kGroupsInner,    // grouped convs: output tiles outer, each input tile of every group loaded once and
+                   // read by every block's CONV, their sums in one accumulator tile of every channel
 };
 
 // One layer's entry: every value optional.
@@ -67,7 +69,8 @@ struct TileKey {
 };
 const std::vector<TileKey>& tile_keys();
 
-// File spellings: "spatial_outer", "channel_outer", "input_resident" (placements: compiler/ops/op_table.h).
+// File spellings: "spatial_outer", "channel_outer", "input_resident", "groups_inner" (placements:
+// compiler/ops/op_table.h).
 std::string_view loop_order_name(LoopOrder o);
 std::optional<LoopOrder> parse_loop_order(std::string_view text);
 

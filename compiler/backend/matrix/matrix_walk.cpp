@@ -11,6 +11,7 @@
 #include "compiler/backend/matrix/gemmini_policy.h"
 #include "compiler/passes/lowered.h"
 #include "isa/ceil_div.h"
+#include "isa/numerics.h"
 #include "isa/timing/dma.h"
 #include "isa/timing/systolic.h"
 #include "isa/timing/units.h"
@@ -147,15 +148,25 @@ MatrixMapper::Reuse MatrixMapper::reuse(const Tiling& t) const {
 
 void MatrixMapper::slot_bytes(Tiling& t) const {
   const int64_t ea = isa::dtype_bytes(s_.ops.a), ew = isa::dtype_bytes(s_.ops.w);
-  const int64_t channels = t.input_resident ? t.gb * j_.cg : t.tc;
   const Reuse r = reuse(t);
+  // groups_inner: an input tile of every group (one slot when it is the only spatial tile), every block's
+  // weight tile, the sums of every output channel.
+  const int64_t channels = t.groups_inner ? j_.groups * j_.cg : t.input_resident ? t.gb * j_.cg : t.tc;
+  const bool a_once = t.groups_inner ? spatial_tiles(t) == 1 : r.a_once;
+  const int64_t acc_channels = t.groups_inner ? j_.groups * j_.mg : t.tn;
   t.in_bytes = j_.a_sram >= 0
                    ? 0
-                   : (r.a_once ? 1 : 2) *
+                   : (a_once ? 1 : 2) *
                          round64((tile_in_rows(t) * j_.in_cols(t.tow) + position_slack()) * channels * ea);
-  t.w_bytes = j_.b_sram >= 0 ? 0 : (r.b_once ? 1 : 2) * round64(j_.kh * j_.kw * t.tc * t.tn * ew);
-  t.acc_bytes = s_.acc_bytes(tile_pixels(t), t.tn);
-  const int64_t side = s_.side_bytes(tile_pixels(t), t.tn);
+  const int64_t w_tile = round64(j_.kh * j_.kw * t.tc * t.tn * ew);
+  int64_t w_all = 0;  // groups_inner: every block's tile (the last block may hold fewer groups)
+  for (int64_t g0 = 0; t.groups_inner && g0 < j_.groups; g0 += t.gb) {
+    const int64_t g = std::min(t.gb, j_.groups - g0);
+    w_all += round64(j_.kh * j_.kw * g * j_.cg * g * j_.mg * ew);
+  }
+  t.w_bytes = j_.b_sram >= 0 ? 0 : t.groups_inner ? w_all : (r.b_once ? 1 : 2) * w_tile;
+  t.acc_bytes = s_.acc_bytes(tile_pixels(t), acc_channels);
+  const int64_t side = s_.side_bytes(tile_pixels(t), acc_channels);
   t.side_in_input = side > 0 && c_.shared_capacity() == 0 && t.in_bytes + side <= c_.capacity(Buffer::kInput);
   if (t.side_in_input) t.in_bytes += side, t.acc_bytes -= side;
 }
@@ -167,6 +178,15 @@ bool MatrixMapper::input_resident_ok(const Tiling& t) const {
   // the layer ran 20% slower (measured, 257 k -> 315 k cycles int8).
   const int64_t cin_b = t.gb * j_.cg, nk = ceil_div(cin_b, t.tc);
   return j_.gemm && j_.a_sram < 0 && t.spatial_outer && nk >= 2 && cin_b <= 65535 && t.gb == j_.groups;
+}
+
+bool MatrixMapper::groups_inner_ok(const Tiling& t) const {
+  // A conv whose operands the walk loads and stores itself, one CONV per block (whole block channels,
+  // single images), its strides within CONV's 16-bit a_stride and c_stride.
+  return !j_.gemm && j_.groups > 1 && t.gb < j_.groups && j_.b_const && j_.a_sram < 0 && j_.b_sram < 0 &&
+         j_.y_sram < 0 && !per_position() && t.ti == 1 && t.spatial_outer && !t.input_resident &&
+         t.tc == t.gb * j_.cg && t.tn == t.gb * j_.mg && j_.groups * j_.cg <= 65535 &&
+         j_.groups * j_.mg <= 65535;
 }
 
 int64_t MatrixMapper::image_pitch() const {
@@ -223,6 +243,7 @@ double MatrixMapper::vec_cost(int64_t elems) const {
 }
 
 void MatrixMapper::estimate(Tiling& t) const {
+  if (t.groups_inner) return estimate_groups_inner(t);
   const MatrixStrategy::Operands& o = s_.ops;
   const int64_t cin_b = t.gb * j_.cg, cout_b = t.gb * j_.mg;
   const int64_t blocks = j_.groups / t.gb;
@@ -377,6 +398,15 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
     k.insert(k.end(), gbs.end() - 7, gbs.end());
     gbs = k;
   }
+  // groups_inner also takes blocks that do not divide the groups (the last block holds the rest): sizes
+  // up to two folds of the array's rows and columns, where narrow groups fill it best (RegNet's 13 and 55
+  // groups of 8 channels have no divisor near the 4 that fill 32 rows and columns).
+  if (!j_.gemm && j_.groups > 2) {
+    const int64_t rows_2 = 2 * c_.config.systolic_array.rows, cols_2 = 2 * c_.config.systolic_array.cols;
+    for (int64_t d = 2; d < j_.groups; ++d) {
+      if (j_.groups % d != 0 && d * j_.cg <= rows_2 && d * j_.mg <= cols_2) gbs.push_back(d);
+    }
+  }
   imposed.restrict_blocks(gbs);
   const int64_t rows = c_.config.systolic_array.rows, cols = c_.config.systolic_array.cols;
   // Whole images per tile: 1, and where the images can be stacked, powers of two and the whole batch.
@@ -409,9 +439,11 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
               // Resident weights are one tile of every channel.
               if (j_.b_sram >= 0 && (gb != j_.groups || j_.groups != 1 || tc < cin_b || tn < cout_b))
                 continue;
-              for (int order = 0; order < 3; ++order) {
-                // 0: spatial-outer, 1: channel-outer, 2: spatial-outer with the input tile resident.
-                if (!imposed.allows(order != 1, order == 2)) continue;
+              for (int order = 0; order < 4; ++order) {
+                // 0: spatial-outer, 1: channel-outer, 2: spatial-outer with the input tile resident,
+                // 3: spatial-outer with the blocks inner, sharing an input tile of every group.
+                if (!imposed.allows(order != 1, order == 2, order == 3)) continue;
+                if (order != 3 && j_.groups % gb != 0) continue;  // only groups_inner has a ragged block
                 // One output-channel tile: channel-outer walks what spatial-outer walks; rank it once.
                 if (order == 1 && tn >= cout_b && imposed.allows(true, false)) continue;
                 // Gemmini's loops keep the spatial tile outer (output channels, then the reduction, inner).
@@ -420,7 +452,9 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
                 t.gb = gb, t.tc = tc, t.tn = tn, t.toh = toh, t.tow = tow, t.ti = ti,
                 t.spatial_outer = order != 1;
                 t.input_resident = order == 2;
+                t.groups_inner = order == 3;
                 if (t.input_resident && !input_resident_ok(t)) continue;
+                if (t.groups_inner && !groups_inner_ok(t)) continue;
                 slot_bytes(t);
                 if (!fits(t)) continue;
                 estimate(t);
@@ -458,8 +492,8 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
       static_cast<int>(s_.ops.w), static_cast<int>(s_.ops.y), static_cast<int>(s_.ops.r), s_.ops.tile_read,
       s_.epilogue_ops());
   for (const Tiling& t : best) {
-    key += fmt::format("|{} {} {} {} {} {} {} {}", t.gb, t.toh, t.tow, t.tc, t.tn, t.ti, t.spatial_outer,
-                       t.input_resident);
+    key += fmt::format("|{} {} {} {} {} {} {} {} {}", t.gb, t.toh, t.tow, t.tc, t.tn, t.ti, t.spatial_outer,
+                       t.input_resident, t.groups_inner);
   }
   if (auto it = c_.decided.find(key); it != c_.decided.end()) return best[it->second];
   size_t win = 0;
@@ -486,6 +520,7 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
 }
 
 void MatrixMapper::generate(const Tiling& t) {
+  if (t.groups_inner) return generate_groups_inner(t);
   const int64_t ea = isa::dtype_bytes(s_.ops.a), ew = isa::dtype_bytes(s_.ops.w);
   const int64_t cin_b = t.gb * j_.cg, cout_b = t.gb * j_.mg, blocks = j_.groups / t.gb;
   const int64_t nk = ceil_div(cin_b, t.tc), nn = ceil_div(cout_b, t.tn);
@@ -670,6 +705,124 @@ void MatrixMapper::load_input(int64_t img, int64_t oy0, int64_t oh, int64_t ox0,
           {ptop, pbot + below, pleft, pright}, s_.ops.pad);
 }
 
+void MatrixMapper::estimate_groups_inner(Tiling& t) const {
+  const MatrixStrategy::Operands& o = s_.ops;
+  // Blocks of gb groups; the last holds the groups left when gb does not divide them.
+  const int64_t cin_b = t.gb * j_.cg, cout_b = t.gb * j_.mg, full = j_.groups / t.gb;
+  const int64_t rest = j_.groups % t.gb;
+  const int64_t c_all = j_.groups * j_.cg, m_all = j_.groups * j_.mg;
+  auto box = [](int64_t s0, int64_t s1, int64_t s2, isa::DType d) {
+    return static_cast<double>(s0 * s1 * s2 * isa::dtype_bytes(d));
+  };
+  double compute = 0, vec = 0, dma = 0, bytes = 0;
+  const int ops = s_.epilogue_ops();
+  for (auto [h, hc] : chunks(j_.OH, t.toh)) {
+    for (auto [w, wc] : chunks(j_.OW, t.tow)) {
+      const double tiles = static_cast<double>(hc * wc * j_.images);
+      const BoxCost& a =
+          dma_cost(c_all, j_.in_cols(w), j_.in_rows(h), j_.pixel_stride(), j_.row_stride(), o.a);
+      const BoxCost& y = dma_cost(m_all, w, h, j_.out_pitch(), j_.out_row(), o.y);
+      dma += (a.cycles + y.cycles) * tiles;
+      bytes +=
+          (box(c_all, j_.in_cols(w), j_.in_rows(h), o.a) * a.skew + box(m_all, w, h, o.y) * y.skew) * tiles;
+      if (o.tile_read) {
+        const BoxCost& r = dma_cost(m_all, w, h, j_.M, j_.OW * j_.M, o.r);
+        dma += r.cycles * tiles;
+        bytes += box(m_all, w, h, o.r) * r.skew * tiles;
+      }
+      const auto cyc = isa::timing::gemm_cycles(c_.config.systolic_array,
+                                                {h * w, j_.kh * j_.kw * cin_b, cout_b}, o.a, false, w);
+      compute += static_cast<double>(cyc.total * full) * tiles;
+      if (rest > 0) {
+        const auto last = isa::timing::gemm_cycles(
+            c_.config.systolic_array, {h * w, j_.kh * j_.kw * rest * j_.cg, rest * j_.mg}, o.a, false, w);
+        compute += static_cast<double>(last.total) * tiles;
+      }
+      vec += tiles * ops * vec_cost(h * w * m_all);
+    }
+  }
+  // Every block's weights once; the epilogue's vectors once per side.
+  for (auto [g, count] : chunks(j_.groups, t.gb)) {
+    const int64_t k = g * j_.cg, n = g * j_.mg;
+    const BoxCost& b = dma_cost(n, k, j_.kh * j_.kw, n, k * n, o.w);
+    dma += b.cycles * static_cast<double>(count);
+    bytes += box(n, k, j_.kh * j_.kw, o.w) * b.skew * static_cast<double>(count);
+  }
+  const double p_loads = static_cast<double>(EpilogueParams::loads(true, 1, 1, spatial_tiles(t)));
+  for (int64_t e : s_.param_loads(m_all)) {
+    const BoxCost& v = dma_cost(e, 1, 1, e, e, isa::DType::kInt32);
+    dma += v.cycles * p_loads;
+    bytes += static_cast<double>(e * 4) * v.skew * p_loads;
+  }
+  dma /= static_cast<double>(std::max<int64_t>(1, c_.config.dma.engines));
+  if (c_.dram_bytes_per_cycle > 0) dma = std::max(dma, bytes / c_.dram_bytes_per_cycle);
+  // Before the first CONV: the first input tile and block's weights; after the last: its tile's store.
+  const double first =
+      dma_cycles(c_all, j_.in_cols(t.tow), j_.in_rows(t.toh), j_.pixel_stride(), j_.row_stride(), o.a) +
+      dma_cycles(cout_b, cin_b, j_.kh * j_.kw, cout_b, cin_b * cout_b, o.w);
+  const double last = dma_cycles(m_all, t.tow, t.toh, j_.out_pitch(), j_.out_row(), o.y);
+  t.compute = compute;
+  t.dma = dma;
+  t.est = std::max({compute, dma, vec}) + first + last;
+}
+
+void MatrixMapper::generate_groups_inner(const Tiling& t) {
+  const int64_t ea = isa::dtype_bytes(s_.ops.a), ew = isa::dtype_bytes(s_.ops.w);
+  const int64_t ec = isa::dtype_bytes(isa::numerics::accumulator_dtype(s_.ops.a));
+  const int64_t blocks = ceil_div(j_.groups, t.gb);  // the last may hold fewer groups
+  const int64_t c_all = j_.groups * j_.cg, m_all = j_.groups * j_.mg;
+  SramAlloc in = c_.slots(Buffer::kInput, t.in_bytes), wt = c_.slots(Buffer::kWeight, t.w_bytes),
+            acc = c_.slots(Buffer::kAccumulator, t.acc_bytes);
+  const bool a_once = spatial_tiles(t) == 1;
+  const auto a_bytes = static_cast<uint64_t>(j_.in_rows(t.toh) * j_.in_cols(t.tow) * c_all * ea);
+  uint64_t a_slot[2];
+  a_slot[0] = in.take(a_bytes);
+  a_slot[1] = a_once ? a_slot[0] : in.take(a_bytes);
+  s_.allocate(acc, t.side_in_input ? in : acc, tile_pixels(t), m_all);
+  if (c_.shared_capacity() > 0) wt.next = in.next;  // weights above the inputs in the one scratchpad
+  // Block b: groups [b * gb, b * gb + g), its channels and columns from b * gb's.
+  auto groups_of = [&](int64_t b) { return std::min(t.gb, j_.groups - b * t.gb); };
+  std::vector<uint64_t> w_slot(static_cast<size_t>(blocks));
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t g = groups_of(b);
+    w_slot[static_cast<size_t>(b)] =
+        wt.take(static_cast<uint64_t>(j_.kh * j_.kw * g * j_.cg * g * j_.mg * ew));
+  }
+  int a_next = 0, c_next = 0;
+  bool first = true;
+  for (int64_t img = 0; img < j_.images; ++img) {
+    for (int64_t oy = 0; oy < j_.OH; oy += t.toh) {
+      for (int64_t ox = 0; ox < j_.OW; ox += t.tow) {
+        const int64_t oh = std::min(t.toh, j_.OH - oy), ow = std::min(t.tow, j_.OW - ox);
+        const uint64_t a = a_slot[a_next];
+        a_next ^= 1;
+        load_input(img, oy, oh, ox, ow, 0, c_all, a);
+        const int cs = c_next;
+        c_next ^= 1;
+        const uint64_t c_slot = s_.acc_slot(cs);
+        for (int64_t b = 0; b < blocks; ++b) {
+          const uint64_t w = w_slot[static_cast<size_t>(b)];
+          const int64_t cin_b = groups_of(b) * j_.cg, cout_b = groups_of(b) * j_.mg;
+          if (first) {  // each block's weights, loaded as the first spatial tile reaches it
+            const uint64_t addr = s_.weight_tile(b, t.gb, 0, cin_b, 0, cout_b);
+            const Range r{kDram, addr, addr + static_cast<uint64_t>(j_.kh * j_.kw * cin_b * cout_b * ew)};
+            c_.load(Buffer::kWeight, w, r, addr, s_.ops.w, {cout_b, cin_b, j_.kh * j_.kw, 1},
+                    {cout_b, cin_b * cout_b, 0});
+          }
+          c_.conv(a + static_cast<uint64_t>(b * t.gb * j_.cg * ea), w,
+                  c_slot + static_cast<uint64_t>(b * t.gb * j_.mg * ec), j_.in_rows(oh), j_.in_cols(ow),
+                  cin_b, oh, ow, cout_b, j_.kh, j_.kw, j_.sh, j_.sw, j_.dh, j_.dw, false, c_all, m_all);
+        }
+        first = false;
+        s_.epilogue(OutTile{img, oy, oh, ox, ow, 0, m_all}, cs);
+      }
+    }
+  }
+  c_.plan->sram_input_bytes = static_cast<int64_t>(in.used());
+  c_.plan->sram_weight_bytes = static_cast<int64_t>(wt.next - (c_.shared_capacity() > 0 ? in.next : wt.base));
+  c_.plan->sram_acc_bytes = static_cast<int64_t>(acc.used());
+}
+
 bool subsample_pointwise(MatrixJob& j) {
   if (j.gemm || j.kh != 1 || j.kw != 1 || (j.sh == 1 && j.sw == 1) || j.pt != 0 || j.pl != 0) return false;
   j.src_w = j.W;
@@ -746,9 +899,10 @@ void record_tiling(Context& c, const MatrixJob& j, const Tiling& t, int64_t eval
   p.tile_m = t.toh * t.tow;
   p.tile_k = j.kh * j.kw * t.tc;
   p.tile_n = t.tn;
-  p.loop_order = t.input_resident  ? "spatial-outer, input tile resident across its K chunks"
-                 : t.spatial_outer ? "spatial-outer (input tile resident)"
-                                   : "channel-outer (weight tile resident)";
+  p.loop_order = t.groups_inner     ? "spatial-outer, the blocks inner sharing an input tile of every group"
+                 : t.input_resident ? "spatial-outer, input tile resident across its K chunks"
+                 : t.spatial_outer  ? "spatial-outer (input tile resident)"
+                                    : "channel-outer (weight tile resident)";
   if (t.ti > 1) p.loop_order += fmt::format(", {} images a tile", t.ti);
   p.model_cycles = static_cast<int64_t>(t.est);
   p.est_cycles = t.simulated >= 0 ? t.simulated : p.model_cycles;

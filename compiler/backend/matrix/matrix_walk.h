@@ -122,6 +122,12 @@ struct Tiling {
   // the K chunks (MATMUL reads its chunk in place with a_stride = K) and the output-channel tiles pass,
   // instead of one load per (K chunk, output-channel tile).
   bool input_resident = false;
+  // Grouped convs of several blocks (gb < groups), with spatial_outer: each spatial tile's input is loaded
+  // once with every group's channels, rows of whole pixels (a narrow group's own channels are a few bytes
+  // a pixel, a DMA row each), and the blocks' CONVs read their channels from it (a_stride = every input
+  // channel) and write their sums into one accumulator tile of every output channel (c_stride), which
+  // one epilogue stores; every block's weights stay in the weight scratchpad, loaded once.
+  bool groups_inner = false;
   double est = 1e300;  // closed-form cycles (cost model)
   double compute = 0, dma = 0;
   int64_t simulated = -1;  // cycles of its code simulated (Context::time_layer), -1 = not timed
@@ -392,6 +398,11 @@ class MatrixMapper {
   double vec_cost(int64_t elems) const;
   // Whether tiling t may keep its input tile resident across its K chunks (Tiling::input_resident).
   bool input_resident_ok(const Tiling& t) const;
+  // Whether tiling t may share one input tile of every group among its blocks (Tiling::groups_inner).
+  bool groups_inner_ok(const Tiling& t) const;
+  // The cost model and the walk of a groups_inner tiling.
+  void estimate_groups_inner(Tiling& t) const;
+  void generate_groups_inner(const Tiling& t);
   // How often the walk loads each operand: a load is skipped when the slot loaded last already holds
   // the same tile (the loop order decides how often that happens). One rule for the cost model and
   // the walk.

@@ -332,6 +332,41 @@ TEST(Conv, DilationAndUnevenStrides) {
   EXPECT_THROW(execute(conv(DType::kInt8, s), cfg, st), DatapathError);
 }
 
+TEST(Conv, ReadsAChannelSliceOfAWiderTileAndWritesColumnsOfAWiderAccumulatorTile) {
+  // A grouped conv's second block: a 4x5 tile of 6 channels (two groups of 3) and an accumulator tile of
+  // 4 columns (two groups of 2). The CONV reads channels 3..5 (a = 3 elements in, a_stride = 6) and
+  // writes columns 2..3 (c = 2 columns in, c_stride = 4); columns 0..1 keep what they held.
+  const int H = 4, W = 5, C_all = 6, C = 3, N = 2, N_all = 4, K = 2;
+  isa::NpuConfig cfg;
+  MachineState st(cfg);
+  const auto tile = random_i8(H * W * C_all, 41), w = random_i8(K * K * C * N, 42);
+  std::vector<int8_t> slice;  // the block's channels as a dense tile: the textbook conv's input
+  for (int p = 0; p < H * W; ++p) {
+    for (int ch = 0; ch < C; ++ch) slice.push_back(tile[static_cast<size_t>(p * C_all + C + ch)]);
+  }
+  int oh, ow;
+  const auto want = ref_conv(slice, w, H, W, C, N, K, K, 0, 1, 0, oh, ow);
+  put(st, Buffer::kInput, 0, tile);
+  put(st, Buffer::kWeight, 0, w);
+  const std::vector<int32_t> before(static_cast<size_t>(oh * ow * N_all), -12345);
+  put(st, Buffer::kAccumulator, 0, before);
+  Instruction i = conv(DType::kInt8, ConvShape{H, W, C, oh, ow, N, K, K}, C, 0, N * 4);
+  i.set(Field::kAStride, C_all).set(Field::kCStride, N_all);
+  execute(i, cfg, st);
+  const auto got = get<int32_t>(st, Buffer::kAccumulator, 0, oh * ow * N_all);
+  for (int p = 0; p < oh * ow; ++p) {
+    for (int n = 0; n < N_all; ++n) {
+      const int32_t expect = n < N ? -12345 : want[static_cast<size_t>(p * N + n - N)];
+      EXPECT_EQ(got[static_cast<size_t>(p * N_all + n)], expect) << "pixel " << p << " column " << n;
+    }
+  }
+  // Strides narrower than the channels or columns they step over are errors.
+  i.set(Field::kAStride, C - 1);
+  EXPECT_THROW(execute(i, cfg, st), DatapathError);
+  i.set(Field::kAStride, C_all).set(Field::kCStride, N - 1);
+  EXPECT_THROW(execute(i, cfg, st), DatapathError);
+}
+
 // ---- DMA ---------------------------------------------------------------------------------------
 
 TEST(Dma, StridedFourDimensionalLoadWithHaloAndPerDtypePadValues) {

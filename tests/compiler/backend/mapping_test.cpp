@@ -349,6 +349,117 @@ TEST(Mapping, GroupBlockMustDivideTheGroupsAndIsNotSplit) {
   EXPECT_EQ(layer(compile_with(conv_then_vector(4), mapping), "c_node").group_block, 2);
 }
 
+// Grouped convolutions whose blocks share one input tile of every group (loop_order groups_inner,
+// Tiling::groups_inner in compiler/backend/matrix/matrix_walk.h): one LOAD a spatial tile instead of one a
+// block, each block's CONV reading its channels with a_stride and writing its columns of one accumulator
+// tile with c_stride.
+
+// x [1, C, H, W] -> Conv 3x3 pad 1 (`groups` groups, C output channels, `stride`) -> Relu -> y.
+Graph grouped_conv(int64_t c, int64_t h, int64_t groups, int64_t stride = 1) {
+  GraphBuilder b;
+  b.input("x", {1, c, h, h});
+  b.constant("w", {c, c / groups, 3, 3}, 0.5f, 7);
+  b.constant("bias", {c}, 0.5f, 8);
+  Node& n = b.node("Conv", {"x", "w", "bias"}, {"c"});
+  n.name = "gconv";
+  n.attrs["pads"].value = std::vector<int64_t>{1, 1, 1, 1};
+  n.attrs["kernel_shape"].value = std::vector<int64_t>{3, 3};
+  n.attrs["strides"].value = std::vector<int64_t>{stride, stride};
+  n.attrs["group"].value = groups;
+  b.node("Relu", {"c"}, {"y"});
+  b.output("y");
+  return b.build();
+}
+
+LayerMapping block_of_one(LoopOrder order) {
+  LayerMapping m = entry("gconv");
+  m.group_block = 1, m.tile_oh = 14, m.tile_ow = 14, m.tile_c = 8, m.tile_n = 8, m.loop_order = order;
+  return m;
+}
+
+// A LOAD into the input scratchpad by layer `name` of program p.
+bool is_input_load(const isa::Program& p, const isa::Instruction& i, const std::string& name) {
+  return i.opcode == isa::Opcode::kLoad && i.layer() < p.layers.size() && p.layers[i.layer()].name == name &&
+         i.get(isa::Field::kBuf) == static_cast<int64_t>(isa::Buffer::kInput);
+}
+
+TEST(GroupedConv, BlocksSharingOneInputTileLoadItOnceAndComputeTheSameNumbersAsBlockByBlock) {
+  // 64 channels in 8 groups of 8 on a 14x14 map, one spatial tile, blocks of one group. Block by block
+  // (spatial_outer) loads the tile 8 times, each load 8 channels a pixel (16 bytes of a 128-byte fp16
+  // pixel, or 32 of 256 in fp32); groups_inner loads all 64 channels once, and its 8 CONVs read them with
+  // a_stride = 64 and write the 8 columns each computes into one 64-column accumulator tile (c_stride).
+  // The same products in the same order: bit-identical outputs.
+  const Graph g = grouped_conv(64, 14, 8);
+  std::map<std::string, Tensor> inputs = {{"x", random_tensor({1, 64, 14, 14}, 1.0f, 11)}};
+  std::map<std::string, Tensor> out[2];
+  int k = 0;
+  for (LoopOrder order : {LoopOrder::kSpatialOuter, LoopOrder::kGroupsInner}) {
+    MappingOverrides mapping;
+    mapping.layers["gconv"] = block_of_one(order);
+    CompileResult r = compile_with(g, mapping);
+    EXPECT_EQ(check_tokens(r.program), "");
+    int loads = 0, strided = 0;
+    for (const isa::Instruction& i : r.program.instructions) {
+      if (is_input_load(r.program, i, "gconv")) {
+        ++loads;
+        EXPECT_EQ(i.get(isa::Field::kSize0), order == LoopOrder::kGroupsInner ? 64 : 8);
+      }
+      if (i.opcode == isa::Opcode::kConv && i.get(isa::Field::kAStride) == 64 &&
+          i.get(isa::Field::kCStride) == 64)
+        ++strided;
+    }
+    const bool shared = order == LoopOrder::kGroupsInner;
+    EXPECT_EQ(loads, shared ? 1 : 8) << compile_summary(r);
+    EXPECT_EQ(strided, shared ? 8 : 0) << compile_summary(r);
+    EXPECT_EQ(layer(r, "gconv").chosen.loop_order, order);
+    out[k++] = run_program(r, isa::NpuConfig{}, inputs);
+  }
+  ASSERT_EQ(out[0].size(), 1u);
+  const Tensor& a = out[0].begin()->second;
+  const Tensor& b = out[1].begin()->second;
+  ASSERT_EQ(a.f.size(), static_cast<size_t>(64 * 14 * 14));
+  EXPECT_EQ(a.f, b.f);
+  // And the model is computed (the interpreter's reference).
+  MappingOverrides mapping;
+  mapping.layers["gconv"] = block_of_one(LoopOrder::kGroupsInner);
+  CompileOptions o;
+  o.mapping = &mapping;
+  EXPECT_LT(compile_and_compare(g, isa::NpuConfig{}, nullptr, {}, o), 1e-4);
+  // Blocks of 3 groups, the last of 2 (3 does not divide 8): the block-diagonal zeros add nothing, the
+  // same numbers. Without groups_inner such a block is an error.
+  LayerMapping ragged = entry("gconv");
+  ragged.group_block = 3, ragged.loop_order = LoopOrder::kGroupsInner;
+  mapping.layers["gconv"] = ragged;
+  const CompileResult r = compile_with(g, mapping);
+  EXPECT_EQ(layer(r, "gconv").group_block, 3);
+  EXPECT_EQ(check_tokens(r.program), "");
+  EXPECT_EQ(run_program(r, isa::NpuConfig{}, inputs).begin()->second.f, a.f);
+  ragged.loop_order = LoopOrder::kSpatialOuter;
+  EXPECT_EQ(error_of(g, ragged),
+            "m.yaml:3:5: layer 'gconv': group_block=3 does not divide the layer's 8 groups");
+}
+
+TEST(GroupedConv, TheSearchSharesTheInputTileWhereEachGroupsOwnChannelsAreAFewBytesAPixel) {
+  // RegNetY-400MF's block2-0 conv: 104 channels in 13 groups of 8, 3x3 stride 2 on 56x56. A block's own
+  // channels are 8 of a pixel's 104: each block loading them reads every pixel in short DMA rows.
+  const CompileResult r = compile_with(grouped_conv(104, 56, 13, 2), MappingOverrides{});
+  const LayerPlan& p = layer(r, "gconv");
+  EXPECT_EQ(p.chosen.loop_order, LoopOrder::kGroupsInner) << p.loop_order;
+  EXPECT_LT(p.group_block, 13);
+}
+
+TEST(GroupedConv, GroupsInnerAppliesToGroupedConvsOfSeveralBlocks) {
+  for (int64_t gb : {int64_t{0}, int64_t{8}}) {  // 0: a dense conv
+    const Graph g = gb == 0 ? grouped_conv(16, 14, 1) : grouped_conv(64, 14, 8);
+    LayerMapping m = entry("gconv");
+    if (gb) m.group_block = gb;
+    m.loop_order = LoopOrder::kGroupsInner;
+    EXPECT_NE(error_of(g, m).find("loop_order=groups_inner applies to grouped convolutions"),
+              std::string::npos)
+        << "group_block " << gb << ": " << error_of(g, m);
+  }
+}
+
 TEST(Mapping, AMatrixLayerCannotBeForcedOntoTheVectorUnitNorAVectorLayerOntoTheArray) {
   LayerMapping m = entry("c_node");
   m.placement = Placement::kNpuVector;
