@@ -505,7 +505,10 @@ struct Instruction {
   Instruction(Instruction&&) noexcept = default;
   Instruction& operator=(Instruction&&) noexcept = default;
 
-  int64_t get(Field x) const {
+  // Always inlined: every hot caller names a constant field, for which the slot folds to constants (a
+  // presence-bit test, one load, two shifts); left to itself GCC splits get() and looks the slot up
+  // out of line, which was 9% of the simulation core's host instructions (docs/performance.md).
+  [[gnu::always_inline]] int64_t get(Field x) const {
     const int i = static_cast<int>(x);
     if (wide_) return (*wide_)[i];
     const storage::Slot& s = storage::kSlots.slot[i];

@@ -8,8 +8,7 @@
 
 namespace npusim::arch {
 
-void Fabric::execute(int64_t index) {
-  if (!state) return;
+void Fabric::execute_values(int64_t index) {
   try {
     datapath::execute(program.instructions[index], config, *state);
   } catch (const std::exception& e) {

@@ -65,8 +65,11 @@ class Fabric {
     if (--outstanding == 0) all_done.notify(sc_core::SC_ZERO_TIME);
   }
 
-  // Applies an instruction's values in functional mode. Throws SimError naming it.
-  void execute(int64_t index);
+  // Applies an instruction's values in functional mode. Throws SimError naming it. Every unit calls it
+  // once per instruction: the timing-mode test is inline, the functional work out of line.
+  void execute(int64_t index) {
+    if (state) execute_values(index);
+  }
 
   // Records the first failure and stops the simulation.
   void fail(const std::string& message) {
@@ -90,6 +93,8 @@ class Fabric {
   std::string error;
 
  private:
+  void execute_values(int64_t index);
+
   sc_core::sc_simcontext* const simc_;  // the context the netlist was built in (arch/simulate.cpp)
   mutable uint64_t now_ps_ = 0, now_cycle_ = 0;
 };

@@ -127,17 +127,6 @@ void LoweringConfig::visit(Visitor& v) {
            default_precision, kDefaultPrecisionNames);
 }
 
-const ScratchpadConfig& SramConfig::buffer(Buffer b) const {
-  switch (b) {
-    case Buffer::kWeight:
-      return shared_scratchpad ? input : weight;
-    case Buffer::kAccumulator:
-      return accumulator;
-    default:
-      return input;
-  }
-}
-
 void DmaConfig::visit(Visitor& v) {
   v.integer({"engines", "engines", "independent DMA engines shared by loads and stores"}, engines, 1, 64);
   v.integer({"queue_depth", "descriptors", "descriptors each engine can hold"}, queue_depth, 1, 4096);

@@ -97,7 +97,10 @@ struct SramConfig {
   ScratchpadConfig accumulator{128, 8, 32, 1, 2, 1};
   bool shared_scratchpad = false;
   void visit(Visitor& v);
-  const ScratchpadConfig& buffer(Buffer b) const;
+  const ScratchpadConfig& buffer(Buffer b) const {  // inline: the simulator asks per transfer
+    if (b == Buffer::kWeight) return shared_scratchpad ? input : weight;
+    return b == Buffer::kAccumulator ? accumulator : input;
+  }
   // The buffer whose bytes `b` addresses (kInput for kWeight when shared).
   Buffer storage(Buffer b) const { return shared_scratchpad && b == Buffer::kWeight ? Buffer::kInput : b; }
 };

@@ -7,12 +7,6 @@
 
 namespace npusim::isa::timing {
 
-int64_t dma_size(const Instruction& ins, int d) {
-  static constexpr Field kSizes[] = {Field::kSize0, Field::kSize1, Field::kSize2, Field::kSize3};
-  const int64_t v = ins.get(kSizes[d]);
-  return d > 0 && v == 0 ? 1 : v;
-}
-
 DmaRows dma_rows(const Instruction& ins) {
   const int64_t esize = dtype_bytes(static_cast<DType>(ins.get(Field::kDtype)));
   const int64_t size[4] = {dma_size(ins, 0), dma_size(ins, 1), dma_size(ins, 2), dma_size(ins, 3)};

@@ -31,8 +31,13 @@ struct DmaRows {
   int64_t bytes() const { return rows() * row_bytes; }
 };
 
-// Extent of dimension `d` (0..3) of a DMA instruction; size1..size3 of 0 mean 1 (unused dims).
-int64_t dma_size(const Instruction& ins, int d);
+// Extent of dimension `d` (0..3) of a DMA instruction; size1..size3 of 0 mean 1 (unused dims). Inline:
+// the simulator decodes every LOAD/STORE with it, and a constant `d` folds the field to constants.
+inline int64_t dma_size(const Instruction& ins, int d) {
+  const Field f = d == 0 ? Field::kSize0 : d == 1 ? Field::kSize1 : d == 2 ? Field::kSize2 : Field::kSize3;
+  const int64_t v = ins.get(f);
+  return d > 0 && v == 0 ? 1 : v;
+}
 DmaRows dma_rows(const Instruction& ins);
 // Bytes the transfer writes to (LOAD) or reads from (STORE) SRAM: the dense box, halo included.
 int64_t dma_sram_bytes(const Instruction& ins);
