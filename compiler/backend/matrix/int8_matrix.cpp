@@ -734,7 +734,7 @@ bool lower_matrix_int8(Context& c, const Node& n) {
     const bool handed = conv_job_wanted(c);
     const bool fused = handed ? hand_conv_job(c, bands) : !int16 && lower_conv_pool(c, bands);
     c.act = saved_act, c.esize = saved_es;
-    if (fused && banded) record_packing(c, j, *banded, banded->pack, "its whole job packed ran faster");
+    if (fused && banded) record_packing(c, j, *banded, banded->pack, line_buffer_packing(c));
     if (fused || handed) return fused;
   }
   run_int8_job(c, n, j, packing);

@@ -384,7 +384,7 @@ bool lower_conv_spec(Context& c, const Node& n, const ConvSpec& cs) {
   JobBands<FloatJob, FloatStrategy> bands(c, banded ? *banded : j, [&] { run(c, j, &packed); });
   if (conv_job_wanted(c)) return hand_conv_job(c, bands);  // backend/fusion/layer_fusion.h
   if (!c.options.plan && lower_conv_pool(c, bands)) {      // backend/fusion/layer_fusion.h
-    if (banded) record_packing(c, j, *banded, banded->pack, "its whole job packed ran faster");
+    if (banded) record_packing(c, j, *banded, banded->pack, line_buffer_packing(c));
     return true;
   }
   run(c, j, &packed);

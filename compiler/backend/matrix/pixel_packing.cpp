@@ -61,6 +61,10 @@ std::optional<int64_t> imposed_packing(const Context& c) {
   return m->has_tiling() ? std::optional<int64_t>(1) : std::nullopt;
 }
 
+std::string line_buffer_packing(const Context& c) {
+  return imposed_packing(c) ? "imposed by the mapping file" : "its whole job packed ran faster";
+}
+
 void throw_unpackable(const Context& c, const MatrixJob& j, int64_t p) {
   const LayerMapping& m = *c.options.mapping->find(c.plan->name);
   throw MappingError(fmt::format(

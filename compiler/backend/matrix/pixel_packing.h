@@ -90,6 +90,8 @@ std::vector<T> packed_channels(const std::vector<T>& v, int64_t p) {
 template <typename Job>
 using BuildPacked = std::function<bool(Job& packed, int64_t p)>;
 
+// Why a line buffer's bands run packed (packed_for_line_buffer): imposed, or the whole job's simulation.
+std::string line_buffer_packing(const Context& c);
 // The MappingError of an imposed pack_pixels that job j cannot take.
 [[noreturn]] void throw_unpackable(const Context& c, const MatrixJob& j, int64_t p);
 // The layer's plan after a packed job's record_tiling: the useful MACs (the unpacked conv's), the mapping
