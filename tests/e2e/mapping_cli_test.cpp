@@ -62,7 +62,9 @@ TEST(MappingCli, WrittenMappingImposedAgainGivesTheSameCycles) {
 // MATMUL's 65,535 rows.
 TEST(MappingCli, AConvTileOfMoreThan65535PixelsIsWrittenAndImposedAgain) {
   const std::string dir = temp_dir("mapping-wide");
-  const std::string conv = "conv:H=300,W=300,C=4,K=8,R=3,S=3";
+  // 32 output channels fill the preset's 32 columns: one output pixel a column (docs/backend.md, "Narrow
+  // convs"), so the layer's one tile streams all 298 x 298 pixels.
+  const std::string conv = "conv:H=300,W=300,C=4,K=32,R=3,S=3";
   const std::string config = std::string(NPUSIM_SOURCE_DIR) + "/configs/scalesim.yaml";
   CommandResult r = npusim(
       {"run", conv, "-c", config, "-q", "--mapping-out", dir + "/m.yaml", "--report", dir + "/a.json"});

@@ -766,6 +766,11 @@ bool lower_conv_dw_pair(Context& c, ConvBands& bands) {
 
 bool conv_job_wanted(const Context& c) { return static_cast<bool>(c.fusion.take_conv_job); }
 
+bool pool_line_buffer_next(const Context& c) {
+  return c.fusion.conv_pool && c.fusion.conv_pool->conv == c.layer && !c.fusion.conv_pool->depthwise &&
+         !c.fusion.take_conv_job;
+}
+
 bool hand_conv_job(Context& c, ConvBands& bands) {
   std::function<bool(ConvBands&)> take;
   take.swap(c.fusion.take_conv_job);  // once: the job's fusion lowers nothing else through it

@@ -146,6 +146,13 @@ ImposedTiling::ImposedTiling(const Context& c, const MatrixJob& j, const MatrixM
     }
     if (*v < 1) fail(k.key, fmt::format("{}={} must be at least 1", k.key, *v));
   }
+  // The packed conv's tiles are searched only where the entry packs it (pixel_packing.h maps the layer so).
+  if (m.pack_pixels.value_or(1) != j.pack) {
+    fail("pack_pixels", fmt::format("pack_pixels={}: this conv ({}) is not mapped with {} output pixels a "
+                                    "column here (a conv fused into a line buffer, or a precision's epilogue "
+                                    "that cannot repeat its channels, is not packed)",
+                                    *m.pack_pixels, j.what, *m.pack_pixels));
+  }
   if (m.group_block) {
     if (j.groups == 1)
       fail("group_block", "group_block applies to grouped convolutions; this one has 1 group");
@@ -324,6 +331,7 @@ LayerMapping as_mapping(const MatrixJob& j, const Tiling& t) {
     m.tile_ow = t.tow;
     m.tile_c = t.tc;
     if (j.images > 1) m.tile_images = t.ti;
+    if (j.pack > 1) m.pack_pixels = j.pack;
   }
   m.tile_n = t.tn;
   m.loop_order = t.groups_inner     ? LoopOrder::kGroupsInner

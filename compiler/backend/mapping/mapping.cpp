@@ -13,6 +13,10 @@ const std::vector<TileKey>& tile_keys() {
       {"tile_images", &LayerMapping::tile_images, TileScope::kConv,
        "conv over a batch (--batch): whole images per tile, stacked with their halos into one tall tile that "
        "one CONV per chunk streams through the array (above 1, tile_oh and tile_ow are the image's)"},
+      {"pack_pixels", &LayerMapping::pack_pixels, TileScope::kConv,
+       "conv: output pixels of a row side by side on the array's columns, the kernel at as many shifted "
+       "positions (a narrow conv fills more columns; above 1, tile_ow counts packed columns of that many "
+       "pixels and tile_n their channels, pack_pixels x the layer's)"},
       {"tile_c", &LayerMapping::tile_c, TileScope::kConv,
        "conv: input channels per reduction chunk (the report's tile_k is kernel_h x kernel_w x tile_c)"},
       {"tile_m", &LayerMapping::tile_m, TileScope::kGemm, "Gemm/MatMul: rows (M) per tile"},

@@ -36,6 +36,7 @@ struct LayerMapping {
   std::optional<int64_t> group_block;               // grouped conv: groups per block-diagonal CONV
   std::optional<int64_t> tile_oh, tile_ow, tile_c;  // conv: output rows, output cols, input channels
   std::optional<int64_t> tile_images;               // conv over a batch: whole images per tile
+  std::optional<int64_t> pack_pixels;               // conv: output pixels side by side on the columns
   std::optional<int64_t> tile_m, tile_k;            // Gemm/MatMul: rows, reduction
   std::optional<int64_t> tile_n;                    // output channels (conv) or columns (Gemm/MatMul)
   std::optional<int64_t> tile_elems;                // vector layers that stream tiles: elements per SRAM tile

@@ -14,6 +14,7 @@
 #include "compiler/backend/int8/int8.h"
 #include "compiler/backend/matrix/depthwise.h"
 #include "compiler/backend/matrix/matrix_walk.h"
+#include "compiler/backend/matrix/pixel_packing.h"
 #include "compiler/backend/memory/movement.h"
 #include "compiler/ops/conv_transpose.h"
 #include "compiler/passes/lowered.h"
@@ -460,21 +461,27 @@ bool set_int8_output(Context& c, const Node& n, const quant::LayerQuant& L, cons
 
 // The tiling search and the code of int8 job j (A's codes as the array's operand dtype: uint8 A with
 // int8 B, or int8 x int8). Throws CompileError when no tile fits.
-void run_int8_job(Context& c, const Node& n, Int8Job& j) {
+// `packed`: a conv that may run with several output pixels a column (backend/matrix/pixel_packing.h).
+void run_int8_job(Context& c, const Node& n, Int8Job& j, const BuildPacked<Int8Job>* packed = nullptr) {
   const DType saved_act = c.act;
   const int64_t saved_es = c.esize;
   c.act = j.a_dt;
   c.esize = isa::dtype_bytes(j.a_dt);
+  if (packed && run_imposed_packing<Int8Job, Int8Strategy>(c, j, *packed)) {
+    c.act = saved_act, c.esize = saved_es;
+    return;
+  }
   Int8Strategy strategy(c, j);
   MatrixMapper mm(c, j, strategy);
   Tiling t;
   int64_t evaluated = 0;
-  const bool on_vector = map_matrix_job(c, j, strategy, mm, &t, &evaluated);
+  bool on_vector = map_matrix_job(c, j, strategy, mm, &t, &evaluated);
   if (!on_vector && evaluated == 0) {
     c.act = saved_act, c.esize = saved_es;
     throw CompileError(fmt::format(
         "layer '{}' ({}): even the smallest int8 tile does not fit the scratchpads", n.name, j.what));
   }
+  if (!on_vector && packed) on_vector = lower_packed<Int8Job, Int8Strategy>(c, j, strategy, mm, t, *packed);
   if (!on_vector) {
     record_tiling(c, j, t, evaluated);
     mm.generate(t);
@@ -706,27 +713,43 @@ bool lower_matrix_int8(Context& c, const Node& n) {
   if (!set_int8_output(c, n, L, y, j, 1, L.bias_folded)) return false;
   j.what = fmt::format("int8 {} {}", n.op_type, n.name);
   if (subsample_pointwise(j)) c.plan->mapping += ", reading only the pixels it uses (strided LOAD)";
+  // Packed: the kernel at shifted positions, the epilogue's constants once per pixel of a column
+  // (pixel_packing.h); a residual's rescale is not repeated (set_int8_output refuses it).
+  const BuildPacked<Int8Job> packed = [&](Int8Job& jp, int64_t p) {
+    if (static_cast<int64_t>(j.w.size()) != j.kh * j.kw * j.C * j.M) return false;
+    jp.w = packed_weights(j, j.w, p);
+    return set_int8_output(c, n, L, y, jp, p, packed_channels(L.bias_folded, p));
+  };
+  const BuildPacked<Int8Job>* packing = n.op_type == "Conv" ? &packed : nullptr;
   {
     // The array's operand dtype is A's: uint8 A with int8 B, or int8 x int8 (as run_int8_job sets it).
     const DType saved_act = c.act;
     const int64_t saved_es = c.esize;
     c.act = j.a_dt;
     c.esize = isa::dtype_bytes(j.a_dt);
-    // Lowered whole on a copy: the mapping may change the job it maps (its input or output on chip), which
-    // the bands still read after a trial of the whole layer.
-    JobBands<Int8Job, Int8Strategy> bands(c, j, [&] {
-      Int8Job whole = j;
-      run_int8_job(c, n, whole);
-    });
     // backend/fusion/layer_fusion.h: the job handed to a fused conv's lowering, or the conv fused with its
     // reader. Line-buffer fusion keeps 8-bit codes (an int16 layer's input or output is not fused).
-    const bool handed = conv_job_wanted(c);
     const bool int16 = j.a_dt == DType::kInt16 || j.y_dt == DType::kInt16;
+    std::optional<Int8Job> banded;  // the line buffer's bands packed (pixel_packing.h)
+    try {
+      if (packing && !int16) banded = packed_for_line_buffer<Int8Job, Int8Strategy>(c, j, packed);
+    } catch (...) {
+      c.act = saved_act, c.esize = saved_es;
+      throw;
+    }
+    // Lowered whole on a copy: the mapping may change the job it maps (its input or output on chip), which
+    // the bands still read after a trial of the whole layer.
+    JobBands<Int8Job, Int8Strategy> bands(c, banded ? *banded : j, [&] {
+      Int8Job whole = j;
+      run_int8_job(c, n, whole, packing);
+    });
+    const bool handed = conv_job_wanted(c);
     const bool fused = handed ? hand_conv_job(c, bands) : !int16 && lower_conv_pool(c, bands);
     c.act = saved_act, c.esize = saved_es;
+    if (fused && banded) record_packing(c, j, *banded, banded->pack, line_buffer_packing(c));
     if (fused || handed) return fused;
   }
-  run_int8_job(c, n, j);
+  run_int8_job(c, n, j, packing);
   return true;
 }
 

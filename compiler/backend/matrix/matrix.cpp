@@ -14,6 +14,7 @@
 #include "compiler/backend/fusion/residency.h"
 #include "compiler/backend/matrix/depthwise.h"
 #include "compiler/backend/matrix/matrix_walk.h"
+#include "compiler/backend/matrix/pixel_packing.h"
 #include "compiler/backend/memory/movement.h"
 #include "compiler/ops/conv_transpose.h"
 #include "compiler/passes/lowered.h"
@@ -302,13 +303,16 @@ bool set_activation(const Node& n, Epilogue& e) {
 
 bool same_layout(const DramTensor& a, const DramTensor& b) { return a.phys == b.phys; }
 
-void run(Context& c, FloatJob& j) {
+// `packed`: a conv that may run with several output pixels a column (backend/matrix/pixel_packing.h).
+void run(Context& c, FloatJob& j, const BuildPacked<FloatJob>* packed = nullptr) {
+  if (packed && run_imposed_packing<FloatJob, FloatStrategy>(c, j, *packed)) return;
   FloatStrategy fs(c, j);
   MatrixMapper mm(c, j, fs);
   Tiling t;
   int64_t evaluated = 0;
   if (map_matrix_job(c, j, fs, mm, &t, &evaluated)) return;
   if (evaluated == 0) too_small(c, j, mm);
+  if (packed && lower_packed<FloatJob, FloatStrategy>(c, j, fs, mm, t, *packed)) return;
   record_tiling(c, j, t, evaluated);
   const int64_t before = c.em.size();
   mm.generate(t);
@@ -354,11 +358,13 @@ bool lower_conv_spec(Context& c, const Node& n, const ConvSpec& cs) {
   j.y_base = [=](int64_t img) { return ya + static_cast<uint64_t>(img * y_img) * es; };
   j.a_range = x.range();
   j.y_range = y.range();
+  std::vector<float> bias;
   if (n.has_input(2)) {
     const Value& bv = c.g.value(n.inputs[2]);
     if (!bv.is_constant()) return false;
+    bias = bv.constant->to_float_vector();
     j.epi.bias = Epilogue::Bias::kRow;
-    j.epi.bias_addr = c.add_floats(bv.constant->to_float_vector(), DType::kFp32);
+    j.epi.bias_addr = c.add_floats(bias, DType::kFp32);
   }
   if (n.has_attr(kResidualInput) && n.has_input(3)) {
     const DramTensor& r = c.tensor(n.inputs[3]);
@@ -374,15 +380,27 @@ bool lower_conv_spec(Context& c, const Node& n, const ConvSpec& cs) {
   c.plan->mapping = fmt::format("CONV {}x{} stride {}x{} dilation {}x{}{}", j.kh, j.kw, j.sh, j.sw, j.dh,
                                 j.dw, j.groups > 1 ? fmt::format(", {} groups", j.groups) : "");
   if (subsample_pointwise(j)) c.plan->mapping += ", reading only the pixels it uses (strided LOAD)";
+  // Packed: the kernel at shifted positions, the bias once per pixel of a column (pixel_packing.h).
+  const BuildPacked<FloatJob> packed = [&](FloatJob& jp, int64_t p) {
+    if (!j.w_elided) jp.w = packed_weights(j, j.w, p);
+    if (j.epi.bias == Epilogue::Bias::kRow)
+      jp.epi.bias_addr = c.add_floats(packed_channels(bias, p), DType::kFp32);
+    return true;
+  };
+  const std::optional<FloatJob> banded =
+      c.options.plan ? std::nullopt : packed_for_line_buffer<FloatJob, FloatStrategy>(c, j, packed);
   // Lowered whole on a copy: the mapping may change the job it maps (its input or output on chip), which the
   // bands still read after a trial of the whole layer.
-  JobBands<FloatJob, FloatStrategy> bands(c, j, [&] {
+  JobBands<FloatJob, FloatStrategy> bands(c, banded ? *banded : j, [&] {
     FloatJob whole = j;
-    run(c, whole);
+    run(c, whole, &packed);
   });
-  if (conv_job_wanted(c)) return hand_conv_job(c, bands);         // backend/fusion/layer_fusion.h
-  if (!c.options.plan && lower_conv_pool(c, bands)) return true;  // backend/fusion/layer_fusion.h
-  run(c, j);
+  if (conv_job_wanted(c)) return hand_conv_job(c, bands);  // backend/fusion/layer_fusion.h
+  if (!c.options.plan && lower_conv_pool(c, bands)) {      // backend/fusion/layer_fusion.h
+    if (banded) record_packing(c, j, *banded, banded->pack, line_buffer_packing(c));
+    return true;
+  }
+  run(c, j, &packed);
   if (j.groups > 1 && c.plan->placement == Placement::kNpuMatrix) {
     c.plan->mapping += fmt::format(" as {} block-diagonal blocks of {} groups",
                                    j.groups / c.plan->group_block, c.plan->group_block);

@@ -425,6 +425,7 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
     auto tohs = candidates(j_.OH, 1, 8, true);
     auto tows = candidates(j_.OW, 1, 4, false);
     if (policy) tcs = {policy->tc}, tns = {policy->tn}, tohs = {policy->toh}, tows = {policy->tow};
+    if (j_.fixed_tc > 0) tcs = {j_.fixed_tc};
     imposed.restrict(gb, tcs, tns, tohs, tows);  // an imposed value wins over the policy's
     for (int64_t tc : tcs) {
       for (int64_t tn : tns) {

@@ -65,12 +65,7 @@ MappingOverrides images_a_tile(int64_t n, int64_t tile_n = 8, std::optional<Loop
   return m;
 }
 
-const LayerPlan& layer(const CompileResult& r, const std::string& name) {
-  auto it =
-      std::find_if(r.layers.begin(), r.layers.end(), [&](const LayerPlan& p) { return p.name == name; });
-  if (it == r.layers.end()) throw std::runtime_error("no layer " + name);
-  return *it;
-}
+const LayerPlan& layer(const CompileResult& r, const std::string& name) { return layer_named(r, name); }
 
 // Bytes the LOADs into the weight scratchpad of layer `name` move.
 int64_t weight_bytes_loaded(const CompileResult& r, const std::string& name) {
@@ -83,39 +78,6 @@ int64_t weight_bytes_loaded(const CompileResult& r, const std::string& name) {
              ins.get(isa::Field::kSize3) * isa::dtype_bytes(dt);
   }
   return bytes;
-}
-
-struct Compiled {
-  Graph lowered;
-  quant::PrecisionPlan plan;
-  CompileResult result;
-  Tensor out;
-};
-
-void compile_and_run(const Graph& g, const isa::NpuConfig& config, isa::DType precision,
-                     const MappingOverrides& mapping, Compiled* c) {
-  c->lowered = g;
-  lower(c->lowered);
-  CompileOptions o;
-  o.mapping = &mapping;
-  if (precision == isa::DType::kInt8) {
-    quant::PlanRequest req;
-    req.spec.model = quant::Precision::kInt8;
-    req.calibration_count = 2;
-    c->plan = quant::build_plan(c->lowered, req, &g);
-    o.plan = &c->plan;
-  } else {
-    o.precision = precision;
-  }
-  c->result = compile(c->lowered, config, o);
-  std::map<std::string, Tensor> in;
-  in["x"] = random_tensor(g.value("x").shape, 2.0f, 7);
-  c->out = run_program(c->result, config, in).at("y");
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape == b.shape && a.f.size() == b.f.size() && a.i == b.i &&
-         std::memcmp(a.f.data(), b.f.data(), a.f.size() * sizeof(float)) == 0;
 }
 
 TEST(BatchTiles, ImagesStackedInOneTileComputeBitForBitWhatOneImageATileComputes) {
@@ -201,11 +163,16 @@ TEST(LargeTiles, AConvTileOfMoreThan65535PixelsComputesWhatSmallerTilesCompute) 
   whole.dram.model = isa::DramModel::kIdeal;
   whole.dram.latency_ns = 0;
   const Graph g = wide_conv();
+  // One output pixel a column: 8 channels of 32 columns would pack 3 (pixel_packing.h), a third of the
+  // pixels.
+  MappingOverrides unpacked;
+  unpacked.layers["conv"].name = "conv";
+  unpacked.layers["conv"].pack_pixels = 1;
   for (const isa::DType p : {isa::DType::kFp32, isa::DType::kInt8}) {
     const std::string name(isa::kDTypeNames[static_cast<size_t>(p)]);
     Compiled tiled, one;
-    compile_and_run(g, isa::NpuConfig{}, p, MappingOverrides{}, &tiled);
-    compile_and_run(g, whole, p, MappingOverrides{}, &one);
+    compile_and_run(g, isa::NpuConfig{}, p, unpacked, &tiled);
+    compile_and_run(g, whole, p, unpacked, &one);
     EXPECT_LE(layer(tiled.result, "conv").tile_m, 65535) << name;
     EXPECT_EQ(layer(one.result, "conv").tile_m, 258 * 258) << name;
     EXPECT_TRUE(same_bits(tiled.out, one.out)) << name;

@@ -12,6 +12,7 @@
 #include "arch/datapath/state.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/passes/lowered.h"
+#include "compiler/quant/accuracy.h"
 #include "sim/model/host_calls.h"
 
 namespace npusim::compiler::testing {
@@ -241,6 +242,39 @@ double compile_and_compare(const Graph& model, const isa::NpuConfig& config, Com
   const double e = max_rel_error(got, ref);
   if (result) *result = std::move(r);
   return e;
+}
+
+void compile_and_run(const Graph& g, const isa::NpuConfig& config, isa::DType precision,
+                     const MappingOverrides& mapping, Compiled* c) {
+  c->lowered = g;
+  lower(c->lowered);
+  CompileOptions o;
+  o.mapping = &mapping;
+  if (precision == isa::DType::kInt8) {
+    quant::PlanRequest req;
+    req.spec.model = quant::Precision::kInt8;
+    req.calibration_count = 2;
+    c->plan = quant::build_plan(c->lowered, req, &g);
+    o.plan = &c->plan;
+  } else {
+    o.precision = precision;
+  }
+  c->result = compile(c->lowered, config, o);
+  std::map<std::string, Tensor> in;
+  in["x"] = random_tensor(g.value("x").shape, 2.0f, 7);
+  c->out = run_program(c->result, config, in).at("y");
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.shape == b.shape && a.f.size() == b.f.size() && a.i == b.i &&
+         std::memcmp(a.f.data(), b.f.data(), a.f.size() * sizeof(float)) == 0;
+}
+
+const LayerPlan& layer_named(const CompileResult& r, const std::string& name) {
+  auto it =
+      std::find_if(r.layers.begin(), r.layers.end(), [&](const LayerPlan& p) { return p.name == name; });
+  if (it == r.layers.end()) throw std::runtime_error("no layer " + name);
+  return *it;
 }
 
 }  // namespace npusim::compiler::testing

@@ -10,6 +10,7 @@
 
 #include "compiler/backend/compile.h"
 #include "compiler/ir/graph.h"
+#include "compiler/quant/precision.h"
 #include "isa/machine/config.h"
 
 namespace npusim::compiler::testing {
@@ -53,6 +54,22 @@ std::string check_tokens(const isa::Program& p);
 
 // Max |a - b| / max |ref| over all outputs (the relative error of the worst element at tensor scale).
 double max_rel_error(const std::map<std::string, Tensor>& got, const std::map<std::string, Tensor>& ref);
+
+// A model compiled and run on the datapath (compile_and_run).
+struct Compiled {
+  Graph lowered;
+  quant::PrecisionPlan plan;
+  CompileResult result;
+  Tensor out;
+};
+// Lowers and compiles g (int8: under a plan calibrated on 2 samples; else in `precision`) with `mapping`
+// imposed, and runs it on input "x" (random_tensor of scale 2, seed 7): c->out is output "y".
+void compile_and_run(const Graph& g, const isa::NpuConfig& config, isa::DType precision,
+                     const MappingOverrides& mapping, Compiled* c);
+// The same shape and the same bits (floats compared as bit patterns).
+bool same_bits(const Tensor& a, const Tensor& b);
+// The layer of r named `name` (throws when none is).
+const LayerPlan& layer_named(const CompileResult& r, const std::string& name);
 
 // lower() + compile() + run + compare; returns the worst relative error (and fills `result`).
 double compile_and_compare(const Graph& model, const isa::NpuConfig& config, CompileResult* result = nullptr,
