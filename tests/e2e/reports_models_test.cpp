@@ -79,7 +79,7 @@ TEST(ReportsModels, MobileNetV2TimelineJoinsSlicesSmallerThanAPixel) {
   const size_t slices = std::stoul(r.out.substr(r.out.find("units, ") + 7));
   const size_t bars = std::stoul(r.out.substr(r.out.find("drawn as ") + 9));
   EXPECT_GT(slices, 10000u) << r.out;
-  EXPECT_LT(bars * 10, slices) << r.out;
+  EXPECT_LT(bars * 5, slices) << r.out;  // drawn one by one, every slice would be a bar
 }
 
 // `compile -v --graphs` once printed 1 144 lines for MobileNetV2, 954 of them over 200 characters (its

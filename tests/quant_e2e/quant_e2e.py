@@ -108,10 +108,10 @@ if CASE == "accuracy_section":
           "synthetic calibration is not flagged")
     check(0.9 <= a["output_cosine"] <= 1.0, f"int8 output cosine {a['output_cosine']}")
     check("output SQNR" in out and "CALIBRATION USED SYNTHETIC DATA" in out, "console summary missing")
-    # The compiled program really is int8: the conv layers' mappings say so (on the array, or the depthwise
-    # ones on the vector unit: "int8 VEC dwconv").
+    # The compiled program really is int8: the conv layers' mappings say so (on the array, the depthwise
+    # ones on the vector unit: "int8 VEC dwconv", a project conv in its block's band loop: "int8 GEMM").
     maps = [l.get("mapping", {}).get("description", "") for l in r["layers"]]
-    check(sum(m.startswith(("int8 CONV", "int8 VEC dwconv")) for m in maps) >= 52,
+    check(sum(m.startswith(("int8 CONV", "int8 VEC dwconv", "int8 GEMM")) for m in maps) >= 52,
           "the conv layers were not compiled as int8")
     print(f"ok: output SQNR {a['output_sqnr_db']:.2f} dB, cosine {a['output_cosine']:.4f}")
 elif CASE == "per_channel":

@@ -486,6 +486,7 @@ void take(Context& c, ConvBands& bands, ConvPool& p, LineReader& reader, const S
   plan.sram_input_bytes += round64(cand.buf_rows * row_bytes) + cand.side + 2 * cand.out_slot;
   plan.sram_acc_bytes += acc_bytes - cand.side;
   if (cand.resident >= 0) plan.sram_weight_bytes += resident_bytes(bands);
+  plan.sram_weight_bytes += reader.weight_bytes(cand);  // the depthwise (and a block's project) weights
   plan.instructions = c.em.size() - before;
   p.fused = true;
   p.band_rows = cand.rows;

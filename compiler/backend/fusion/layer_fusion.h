@@ -230,7 +230,8 @@ bool lower_conv_pool(Context& c, ConvBands& bands);
 // (FusionState::take_conv_job): the lowering then calls hand_conv_job instead of mapping the job.
 bool conv_job_wanted(const Context& c);
 // Whether lower_conv_pool may take the current conv into a pool's line buffer (FusionState::conv_pool names
-// it, the reader a pool, not a depthwise conv): backend/matrix/pixel_packing.h then decides its packing first.
+// it, the reader a pool, not a depthwise conv): backend/matrix/pixel_packing.h then decides its packing
+// first.
 bool pool_line_buffer_next(const Context& c);
 // Hands the job to the fused reader's lowering (once) and returns its result.
 bool hand_conv_job(Context& c, ConvBands& bands);

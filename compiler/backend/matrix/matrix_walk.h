@@ -45,7 +45,7 @@ struct MatrixJob {
   int64_t y_row = 0;
   int64_t out_row() const { return y_row ? y_row : OW * out_pitch(); }
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;
-  int64_t groups = 1, cg = 1, mg = 1;       // groups, input and output channels per group
+  int64_t groups = 1, cg = 1, mg = 1;  // groups, input and output channels per group
   // A narrow conv packed `pack` output pixels a column (backend/matrix/pixel_packing.h): its geometry is the
   // packed one, and the search keeps the input-channel chunk fixed_tc (0: searched), the unpacked tiling's,
   // so that each sum adds its products in the unpacked order.
