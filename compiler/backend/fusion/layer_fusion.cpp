@@ -678,6 +678,20 @@ bool fuse_block(Context& c, ConvBands& bands, ConvBands& dw, ConvBands* pj, isa:
   return true;
 }
 
+// Lowers a matrix node in its plan's precision while FusionState::take_conv_job waits for its job;
+// `restore` puts the context back on every way out, a thrown error included.
+template <class Restore>
+void lower_matrix_handing_job(Context& c, const Node& n, Restore restore) {
+  struct Guard {
+    Restore& restore;
+    ~Guard() { restore(); }
+  } guard{restore};
+  if (c.options.plan)
+    lower_matrix_int8(c, n);
+  else
+    lower_matrix(c, n);
+}
+
 // Conv -> depthwise conv: with a project conv after it, its own lowering builds its job and hands it to
 // fuse_block (FusionState::take_conv_job), which chooses between the three layers in one band loop, the
 // pair with the project conv after it, and the layers apart.
@@ -703,19 +717,9 @@ bool fuse_conv_dw(Context& c, ConvBands& bands, ConvBands& dw, LayerPlan* plan) 
       return fused;
     };
     c.plan = &scratch, c.layer = static_cast<uint32_t>(p.project);
-    auto restore = [&] {
+    lower_matrix_handing_job(c, pn, [&] {
       c.fusion.take_conv_job = nullptr, c.plan = plan, c.act = act, c.esize = esize, c.layer = layer;
-    };
-    try {
-      if (c.options.plan)
-        lower_matrix_int8(c, pn);
-      else
-        lower_matrix(c, pn);
-    } catch (...) {
-      restore();
-      throw;
-    }
-    restore();
+    });
     if (fused) return true;
     c.end_trial(undo);
     if (pair.take) {
@@ -749,16 +753,8 @@ bool lower_conv_dw_pair(Context& c, ConvBands& bands) {
     return fused;
   };
   c.plan = &scratch;
-  try {
-    if (c.options.plan)
-      lower_matrix_int8(c, dn);
-    else
-      lower_matrix(c, dn);
-  } catch (...) {
-    c.fusion.take_conv_job = nullptr, c.plan = plan, c.act = act, c.esize = esize;
-    throw;
-  }
-  c.fusion.take_conv_job = nullptr, c.plan = plan, c.act = act, c.esize = esize;
+  lower_matrix_handing_job(
+      c, dn, [&] { c.fusion.take_conv_job = nullptr, c.plan = plan, c.act = act, c.esize = esize; });
   if (!fused) c.end_trial(undo);
   return fused;
 }
