@@ -139,6 +139,21 @@ class BankedDram final : public Dram {
           next = next + 1 == size ? 0 : next + 1;
           per_request(j, issue, end);
           if (++j == count) break;
+          // Back to back: after a hit, ready = cmd + busy > issue and bus >= ready + t_cl, so while the
+          // window does not hold the next request back (ring[next] <= issue) its command is at `ready`
+          // and its data right after the bus's: end = bus + busy, both move on by busy. The same
+          // arithmetic as the step above with its maxima decided.
+          if (busy > 0) {
+            while (ring[next] <= issue && bus + busy <= refresh_at) {
+              ready += busy;
+              bus += busy;
+              ring[next] = bus;
+              next = next + 1 == size ? 0 : next + 1;
+              per_request(j, issue, bus);
+              if (++j == count) break;
+            }
+            if (j == count) break;
+          }
           issue = std::max(issue, ring[next]);
         }
         ch.bus_free = bus;
