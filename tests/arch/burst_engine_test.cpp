@@ -25,8 +25,8 @@ namespace timing = isa::timing;
 // be those of the loop with a callback; so must every later transfer's, which sees the DRAM state (open rows,
 // bank and bus times, refreshes) and the window the earlier ones left.
 TEST(DmaBurstEngine, TransferWithinTheWindowServedPerChannelEqualsTheBurstByBurstLoop) {
-  for (const isa::DramModel model : {isa::DramModel::kLpddr4_4266, isa::DramModel::kDdr4_3200,
-                                     isa::DramModel::kHbm2}) {
+  for (const isa::DramModel model :
+       {isa::DramModel::kLpddr4_4266, isa::DramModel::kDdr4_3200, isa::DramModel::kHbm2}) {
     for (const int channels : {2, 4}) {
       for (const int64_t outstanding : {4, 16, 64}) {
         const timing::BankedDramTiming t = timing::banked_preset(model);
