@@ -139,21 +139,6 @@ class BankedDram final : public Dram {
           next = next + 1 == size ? 0 : next + 1;
           per_request(j, issue, end);
           if (++j == count) break;
-          // Back to back: after a hit, ready = cmd + busy > issue and bus >= ready + t_cl, so while the
-          // window does not hold the next request back (ring[next] <= issue) its command is at `ready`
-          // and its data right after the bus's: end = bus + busy, both move on by busy. The same
-          // arithmetic as the step above with its maxima decided.
-          if (busy > 0) {
-            while (ring[next] <= issue && bus + busy <= refresh_at) {
-              ready += busy;
-              bus += busy;
-              ring[next] = bus;
-              next = next + 1 == size ? 0 : next + 1;
-              per_request(j, issue, bus);
-              if (++j == count) break;
-            }
-            if (j == count) break;
-          }
           issue = std::max(issue, ring[next]);
         }
         ch.bus_free = bus;
@@ -179,9 +164,10 @@ class BankedDram final : public Dram {
 
   // `count` requests at `p` of `beats` device bursts each, all issued at `issue` (a window that never holds
   // one back), served in order as `count` calls of serve() would serve them; done_max takes their latest
-  // completion. A run of row hits is one step: after the first (command at max(issue, ready), data at
-  // max(command + CL, bus)), the bank is ready again after the issue and the bus frees CL after it, so each
-  // next hit's data follows the bus by one burst's time, until a refresh falls due (serve_run's steady hits).
+  // completion. A run of row hits is one step: after a hit the bank is ready again (command + busy) after
+  // the issue and the bus frees (at least) CL after that, so the next hit's command is at the bank's ready
+  // time and its data right after the bus's: each next hit ends one burst's time after the one before, until
+  // a refresh falls due. serve_run's arithmetic with its maxima decided.
   void serve_fixed_issue(const Place& p, uint64_t beats, bool write, int64_t count, uint64_t issue,
                          uint64_t& done_max) {
     Channel& ch = *p.ch;
