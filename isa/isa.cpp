@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <utility>
 
 namespace npusim::isa {
 namespace {
@@ -202,6 +203,25 @@ constexpr std::array<FormatRanges, kNumOpcodes> make_ranges() {
 }
 constexpr std::array<FormatRanges, kNumOpcodes> kRanges = make_ranges();
 
+// Whether each of opcode Op's checked fields is in range, one comparison pair per field with the field a
+// constant (so that Instruction::get folds its slot: a load and two shifts, not a table lookup per field).
+template <size_t Op, size_t... I>
+bool fields_in_range(const Instruction& ins, std::index_sequence<I...>) {
+  return ((ins.get(kRanges[Op].r[I].field) >= kRanges[Op].r[I].lo &&
+           ins.get(kRanges[Op].r[I].field) <= kRanges[Op].r[I].hi) &
+          ... & true);
+}
+template <size_t Op>
+bool in_range(const Instruction& ins) {
+  return fields_in_range<Op>(ins, std::make_index_sequence<static_cast<size_t>(kRanges[Op].n)>{});
+}
+template <size_t... Op>
+constexpr std::array<bool (*)(const Instruction&), kNumOpcodes> make_in_range(std::index_sequence<Op...>) {
+  return {&in_range<Op>...};
+}
+constexpr std::array<bool (*)(const Instruction&), kNumOpcodes> kInRange =
+    make_in_range(std::make_index_sequence<kNumOpcodes>{});
+
 }  // namespace
 
 Instruction& Instruction::widen(int i, int64_t v) {
@@ -228,12 +248,7 @@ bool Instruction::operator==(const Instruction& o) const {
 std::string validate(const Instruction& ins) {
   // Fast path without allocation: only the format's fields are set and each is in range.
   if (ins.compact_and_in_format()) {
-    const FormatRanges& fr = kRanges[static_cast<size_t>(ins.opcode)];
-    bool ok = true;
-    for (int i = 0; i < fr.n; ++i) {
-      const int64_t v = ins.get(fr.r[i].field);
-      ok &= v >= fr.r[i].lo && v <= fr.r[i].hi;
-    }
+    bool ok = kInRange[static_cast<size_t>(ins.opcode)](ins);
     if (ins.opcode == Opcode::kStore) {
       ok &= (ins.get(Field::kPadTop) | ins.get(Field::kPadBottom) | ins.get(Field::kPadLeft) |
              ins.get(Field::kPadRight) | ins.get(Field::kPadValue)) == 0;

@@ -60,8 +60,11 @@ void QueueUnit::resume() {
       case Phase::kTokenWaited:
       case Phase::kTokens: {
         const int64_t mask = d_.wait;
-        for (; next_token_ < isa::kNumQueues; ++next_token_) {
-          if (!((mask >> next_token_) & 1)) continue;
+        // The mask's queues from next_token_ on, lowest first (the set bits only).
+        for (uint32_t left =
+                 static_cast<uint32_t>(mask) & (~0u << next_token_) & ((1u << isa::kNumQueues) - 1);
+             left != 0; left &= left - 1) {
+          next_token_ = __builtin_ctz(left);
           const auto from = static_cast<Queue>(next_token_);
           if (!fab_.tokens.available(from, queue_)) {
             waiting_for_ = last_waited_ = next_token_;
@@ -71,6 +74,7 @@ void QueueUnit::resume() {
           }
           token_cycle_ = std::max(token_cycle_, fab_.tokens.pop(from, queue_));
         }
+        next_token_ = isa::kNumQueues;
         if (mask) {
           waiting_for_ = -1;
           if (last_waited_ >= 0) {

@@ -16,8 +16,10 @@ class Tokens {
  public:
   // Pushes one token from `from` to every queue in `mask` at `cycle`.
   void signal(isa::Queue from, int64_t mask, uint64_t cycle) {
-    for (int to = 0; to < isa::kNumQueues; ++to) {
-      if (!((mask >> to) & 1)) continue;
+    // The mask's queues in ascending order (its set bits only).
+    for (uint32_t left = static_cast<uint32_t>(mask) & ((1u << isa::kNumQueues) - 1); left != 0;
+         left &= left - 1) {
+      const int to = __builtin_ctz(left);
       times_[idx(from)][to].push_back(cycle);
       arrived_[to].notify(sc_core::SC_ZERO_TIME);
     }

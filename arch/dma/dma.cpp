@@ -89,9 +89,8 @@ uint64_t DmaEngine::transfer(const Descriptor& desc) {
 
   // SRAM side: reserve the scratchpad's bandwidth; a collision delays it.
   auto* layer = fab_.rec.layer(d.layer);
-  const uint64_t sram_start =
-      fab_.sram.reserve(buf, sram_bytes, begin, layer ? &layer->bank_conflict_cycles : nullptr);
-  const uint64_t sram_end = sram_start + fab_.sram.transfer_cycles(buf, sram_bytes);
+  fab_.sram.reserve(buf, sram_bytes, begin, layer ? &layer->bank_conflict_cycles : nullptr);
+  const uint64_t sram_end = fab_.sram.busy_until(buf);  // the reservation's start + its transfer cycles
 
   // DRAM side: every burst against the DRAM model.
   const uint64_t pps = fab_.period_ps;

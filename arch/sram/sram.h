@@ -32,6 +32,11 @@ class Sram {
     }
     return start;
   }
+  // When `buf`'s storage is free again: right after reserve(), the reserved transfer's end (its start plus
+  // transfer_cycles()).
+  uint64_t busy_until(isa::Buffer buf) const {
+    return busy_until_[static_cast<size_t>(config_.storage(buf))];
+  }
   // Records a conflict found by another rule (strided reads).
   void count_conflict(uint64_t cycles, uint64_t* layer = nullptr) {
     ++conflicts_;

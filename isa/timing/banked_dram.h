@@ -162,6 +162,40 @@ class BankedDram final : public Dram {
     stats_.row_hits += static_cast<uint64_t>(count - served);
   }
 
+  // `count` requests at `p` of `beats` device bursts each, all issued at `issue` (a window that never holds
+  // one back), served in order as `count` calls of serve() would serve them; done_max takes their latest
+  // completion. A run of row hits is one step: after a hit the bank is ready again (command + busy) after
+  // the issue and the bus frees (at least) CL after that, so the next hit's command is at the bank's ready
+  // time and its data right after the bus's: each next hit ends one burst's time after the one before, until
+  // a refresh falls due. serve_run's arithmetic with its maxima decided.
+  void serve_fixed_issue(const Place& p, uint64_t beats, bool write, int64_t count, uint64_t issue,
+                         uint64_t& done_max) {
+    Channel& ch = *p.ch;
+    Bank& bank = *p.bank;
+    const uint64_t busy = beats * t_burst_;
+    int64_t j = 0;
+    while (j < count) {
+      if (busy > 0 && bank.open_row == p.row && ch.any && ch.last_write == write) {
+        const uint64_t cmd = std::max(issue, bank.ready);
+        const uint64_t end = std::max(cmd + t_cl_, ch.bus_free) + busy;
+        if (end <= ch.next_refresh) {
+          const auto n = static_cast<int64_t>(
+              std::min<uint64_t>(static_cast<uint64_t>(count - j), (ch.next_refresh - end) / busy + 1));
+          const uint64_t last = end + static_cast<uint64_t>(n - 1) * busy;
+          bank.ready = cmd + static_cast<uint64_t>(n) * busy;
+          ch.bus_free = last;
+          done_max = std::max(done_max, last);
+          stats_.requests += static_cast<uint64_t>(n);
+          stats_.row_hits += static_cast<uint64_t>(n);
+          j += n;
+          continue;
+        }
+      }
+      done_max = std::max(done_max, serve(p, beats, write, issue));  // a miss, a turnaround or a refresh
+      ++j;
+    }
+  }
+
   // access() of a request at `p` taking `beats` device bursts.
   uint64_t serve(const Place& p, uint64_t beats, bool write, uint64_t issue_ps) {
     ++stats_.requests;

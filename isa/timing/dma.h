@@ -127,6 +127,11 @@ class DmaBurstEngine {
     return run_on(rows, write, start_ps, dram, per_burst);
   }
   DmaTransfer run(const DmaRows& rows, bool write, uint64_t start_ps, Dram& dram) {
+    if (BankedDram* banked = dram.banked()) {
+      if (banked->place_per_unit() && banked->address_map().pow2() && burst_.pow2() && align_.pow2() &&
+          fits_window(rows))
+        return run_fixed_issue(rows, write, start_ps, *banked);
+    }
     return run(rows, write, start_ps, dram, [](uint64_t, uint64_t, uint64_t, uint32_t) {});
   }
 
@@ -223,6 +228,92 @@ class DmaBurstEngine {
     return x;
   }
 
+  // Whether no request of the transfer can wait for a window slot: it has at most as many bursts as the
+  // window has slots (each row's bursts, plus its head's when a row may start off the alignment).
+  bool fits_window(const DmaRows& rows) const {
+    bool aligned = align_.mod(rows.dram_addr) == 0;
+    for (int d = 0; d < 3; ++d)
+      aligned = aligned && (rows.count[d] == 1 || align_.mod(static_cast<uint64_t>(rows.stride[d])) == 0);
+    const auto size = static_cast<int64_t>(slots_.size());
+    if (rows.row_bytes < 0 || rows.rows() > size) return false;
+    const int64_t per_row =
+        static_cast<int64_t>(burst_.div(static_cast<uint64_t>(rows.row_bytes) + burst_.divisor() - 1)) +
+        (aligned ? 0 : 1);
+    return per_row <= size && rows.rows() * per_row <= size;
+  }
+
+  // run_by_unit's transfer when it fits the window (fits_window), with no per-burst callback. Every request
+  // is then issued at start_ps (each takes a slot whose time is start_ps or earlier), so the channels do not
+  // wait on each other: each channel serves its own requests in their order, whatever the others do. The
+  // interleave units of one channel that follow each other within one DRAM row (consecutive units of a row
+  // alternate over the channels) are served as one run, their row hits in closed form
+  // (BankedDram::serve_fixed_issue). The same requests, in the same order per channel, at the same issue
+  // time as run_by_unit: the same completions, DRAM state and statistics. The window is not touched: its
+  // slots' times would all be at or before start_ps (window()), which is all this relies on, and a later
+  // transfer's window() finds the slots as the last transfer that used them left them (used_, free_by_).
+  DmaTransfer run_fixed_issue(const DmaRows& rows, bool write, uint64_t start_ps, BankedDram& dram) {
+    DmaTransfer x;
+    x.first_issue_ps = start_ps;
+    const FastDiv burst_div = burst_, align = align_;
+    const BankedDram::AddressMap map = dram.address_map();
+    const uint64_t burst = burst_div.divisor();
+    const uint64_t unit = map.unit.divisor();
+    const uint64_t full_beats = dram.beats(static_cast<uint32_t>(burst));
+    const auto row_bytes = static_cast<uint64_t>(rows.row_bytes);
+    pending_.resize(static_cast<size_t>(map.chan.divisor()));
+    uint64_t done = start_ps;
+    // Each channel's last run not served yet: the next run on the channel joins it when it has the same
+    // place and burst size.
+    auto add = [&](const BankedDram::Place& p, uint64_t beats, int64_t n) {
+      Run& r = pending_[static_cast<size_t>(p.ch - map.chans)];
+      if (r.count > 0 && r.place.bank == p.bank && r.place.row == p.row && r.beats == beats) {
+        r.count += n;
+        return;
+      }
+      if (r.count > 0) dram.serve_fixed_issue(r.place, r.beats, write, r.count, start_ps, done);
+      r = Run{p, beats, n};
+    };
+    int64_t bursts = 0, misaligned = 0;
+    for (int64_t i2 = 0; i2 < rows.count[2]; ++i2) {
+      for (int64_t i1 = 0; i1 < rows.count[1]; ++i1) {
+        uint64_t a = rows.dram_addr + i1 * rows.stride[1] + i2 * rows.stride[2];
+        for (int64_t i0 = 0; i0 < rows.count[0]; ++i0, a += rows.stride[0]) {
+          if (align.mod_as<true>(a) != 0) {  // the aligned block holding the row's head
+            add(map.place<true>(a - burst_div.mod_as<true>(a)), full_beats, 1);
+            ++misaligned;
+          }
+          const uint64_t row_end = a + row_bytes;
+          uint64_t addr = a;
+          while (addr < row_end) {
+            // The bursts starting in addr's unit: full ones, then the row's short last one if it is here.
+            const uint64_t unit_end = (map.unit.div_as<true>(addr) + 1) * unit;
+            const uint64_t starts = burst_div.div_as<true>(std::min(unit_end, row_end) - addr + burst - 1);
+            const bool short_last = addr + starts * burst > row_end;
+            const BankedDram::Place place = map.place<true>(addr);
+            const int64_t full = static_cast<int64_t>(starts) - (short_last ? 1 : 0);
+            if (full > 0) {
+              add(place, full_beats, full);
+              addr += static_cast<uint64_t>(full) * burst;
+            }
+            if (short_last) {
+              add(place, dram.beats(static_cast<uint32_t>(row_end - addr)), 1);
+              addr = row_end;
+            }
+            bursts += static_cast<int64_t>(starts);
+          }
+        }
+      }
+    }
+    for (Run& r : pending_) {
+      if (r.count > 0) dram.serve_fixed_issue(r.place, r.beats, write, r.count, start_ps, done);
+      r.count = 0;
+    }
+    x.done_ps = done;
+    x.bursts.bursts = bursts + misaligned;
+    x.bursts.misaligned_bursts = misaligned;
+    return x;
+  }
+
   // The outstanding-request window of a transfer starting at start_ps: every slot free from then on. A slot
   // holding a time at or before start_ps is free as it is (a request's issue is never earlier than
   // start_ps), so only the slots the last transfer used are reset, unless a slot it left may hold a later
@@ -236,11 +327,19 @@ class DmaBurstEngine {
   // After a transfer: the slots it used, from the first on.
   void used(const DmaTransfer& x) { used_ = std::min(slots_.size(), static_cast<size_t>(x.bursts.bursts)); }
 
+  // A run of requests at one place waiting to be served (run_fixed_issue), one per channel.
+  struct Run {
+    BankedDram::Place place;
+    uint64_t beats;
+    int64_t count = 0;
+  };
+
   DmaConfig dma_;
   FastDiv burst_, align_;
   std::vector<uint64_t> slots_;  // completion time of the bursts in flight, a ring
   size_t used_ = 0;              // slots the last transfer used (from the first)
   uint64_t free_by_ = 0;         // no slot from used_ on holds a later time
+  std::vector<Run> pending_;     // run_fixed_issue's, kept between transfers so as not to allocate
 };
 
 // A closed-form estimate of a LOAD/STORE in cycles on an otherwise idle machine (compiler cost
