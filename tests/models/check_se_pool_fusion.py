@@ -2,12 +2,13 @@
 """A squeeze-and-excitation pool in its depthwise conv's epilogue, end to end (docs/backend.md,
 "Squeeze-and-excitation groups", "The pool in the depthwise conv's epilogue"): runs a model functionally as
 npusim fuses it (the default) and again with the same mapping (the first run's --mapping-out) but with each
-such depthwise conv's tile_ow halved, a tile whose rows are not whole, so that the pool runs as its own layer;
-everything else unchanged. Checks:
+such depthwise conv's tile_ow halved, a tile whose rows are not whole (a depthwise conv read through a line
+buffer: `on_chip: false` on the conv before it, the pair lowered layer by layer), so that the pool runs as its
+own layer; everything else unchanged. Checks:
 
 - the fused run has at least --min-fused GlobalAveragePool layers whose work their depthwise producer did:
   fused_into that conv, fusion group "se_pool:" + the conv, their input named on chip (its read saved),
-  no instructions of their own, and the conv's mapping line naming the pool;
+  no instructions of their own, and their mapping line naming the conv;
 - the unfused run has none, and the outputs of both runs are identical bit for bit;
 - with --no-fusion no pool is fused;
 - re-imposing the fused run's --mapping-out reproduces it (the same fused pools, the same cycles).
@@ -16,7 +17,8 @@ everything else unchanged. Checks:
 conv + SiLU over 64 channels of 14x14 pixels, the SE block (global average pool, 1x1 conv + SiLU, 1x1 conv +
 Sigmoid, Mul) and the 1x1 project conv; run with a 32 KiB input scratchpad, the depthwise output (25 KiB in
 fp16) does not fit three quarters of it, so the SE group cannot hold it and the pool would read it back from
-DRAM.
+DRAM. `--expand` puts a 1x1 expansion conv + SiLU before the depthwise conv, which then reads it through a
+line buffer (int8: the bands pool the codes with the pool's integer scheme).
 
 Usage: check_se_pool_fusion.py NPUSIM MODEL.onnx|--make-small DIR CONFIG.yaml PRECISION [--min-fused N]
                                [--set KEY=VALUE ...]
@@ -34,11 +36,11 @@ from check_conv_pool_fusion import load_outputs, run
 from random_inputs import write_random_inputs
 
 
-def make_small(folder):
+def make_small(folder, expand):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(5)
-    C, H, W, S, M = 64, 14, 14, 16, 24
+    C, H, W, S, M, E = 64, 14, 14, 16, 24, 16
     inits, nodes = [], []
 
     def const(name, shape, scale):
@@ -49,7 +51,13 @@ def make_small(folder):
         nodes.append(helper.make_node("Sigmoid", [x], [y + "_sig"]))
         nodes.append(helper.make_node("Mul", [x, y + "_sig"], [y]))
 
-    nodes.append(helper.make_node("Conv", ["x", const("dw_w", [C, 1, 3, 3], 0.3), const("dw_b", [C], 0.1)],
+    x = "x"
+    if expand:  # a 1x1 expansion + SiLU: the depthwise conv then reads it through a line buffer
+        nodes.append(helper.make_node("Conv", ["x", const("ex_w", [C, E, 1, 1], 0.2), const("ex_b", [C], 0.1)],
+                                      ["ex"], kernel_shape=[1, 1]))
+        silu("ex", "exa")
+        x = "exa"
+    nodes.append(helper.make_node("Conv", [x, const("dw_w", [C, 1, 3, 3], 0.3), const("dw_b", [C], 0.1)],
                                   ["dw"], group=C, kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
     silu("dw", "xse")
     nodes.append(helper.make_node("GlobalAveragePool", ["xse"], ["pooled"]))
@@ -62,7 +70,8 @@ def make_small(folder):
     nodes.append(helper.make_node("Mul", ["xse", "scale"], ["scaled"]))
     nodes.append(helper.make_node("Conv", ["scaled", const("pj_w", [M, C, 1, 1], 0.1), const("pj_b", [M], 0.1)],
                                   ["y"], kernel_shape=[1, 1]))
-    g = helper.make_graph(nodes, "se_block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, H, W])],
+    g = helper.make_graph(nodes, "se_block",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, E if expand else C, H, W])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, M, H, W])], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     m.ir_version = 8
@@ -85,11 +94,13 @@ def main():
     ap.add_argument("config")
     ap.add_argument("precision")
     ap.add_argument("--min-fused", type=int, default=1)
+    ap.add_argument("--expand", action="store_true",
+                    help="--make-small: a 1x1 expansion conv before the depthwise conv (a line buffer pair)")
     ap.add_argument("--set", action="append", default=[])
     a = ap.parse_args()
     if a.make_small:
         os.makedirs(a.make_small, exist_ok=True)
-        a.model = make_small(a.make_small)
+        a.model = make_small(a.make_small, a.expand)
     name = os.path.basename(a.model)
     with tempfile.TemporaryDirectory() as tmp:
         ind = os.path.join(tmp, "in")
@@ -113,12 +124,20 @@ def main():
                 outputs[what] = load_outputs(out)
             if what == "fused":
                 convs = set(fused_pools(reports["fused"]).values())
+                # A depthwise conv read through a line buffer: its pair lowered layer by layer (on_chip: false on
+                # the conv before it), where the depthwise conv pools nothing (int8 pools in the bands only).
+                pairs = {l["fusion_group"].split(":", 1)[1] for l in reports["fused"]["layers"]
+                         if l["name"] in convs and l.get("fusion_group", "").startswith("conv_dwconv:")}
                 with open(fused_map) as f, open(unfused_map, "w") as g:
                     for line in f:
                         m = re.match(r"\s*- \{name: ([^,}]+)", line)
                         if m and m.group(1) in convs:
                             # Its tiles are whole rows (tile_ow = the width): half of them.
                             line = re.sub(r"tile_ow: (\d+)", lambda t: f"tile_ow: {max(1, int(t.group(1)) // 2)}", line)
+                        if m and m.group(1) in pairs:
+                            line = line.replace("on_chip: true", "on_chip: false")
+                            if "on_chip:" not in line:
+                                line = line.replace("}", ", on_chip: false}", 1)
                         g.write(line)
         ok = True
         pools = fused_pools(reports["fused"])
@@ -137,8 +156,8 @@ def main():
             elif l.get("instructions", 0) != 0 or not l.get("on_chip_input"):
                 print(f"FAIL: {pool}: {l.get('instructions')} instructions, on-chip input {l.get('on_chip_input')!r}")
                 ok = False
-            elif "SE pool" not in json.dumps(c["mapping"]):
-                print(f"FAIL: {conv}: its mapping line does not name the pool: {c['mapping']}")
+            elif conv not in json.dumps(l["mapping"]):
+                print(f"FAIL: {pool}: its mapping line does not name the conv: {l['mapping']}")
                 ok = False
         for what in ("unfused", "off"):
             if fused_pools(reports[what]):

@@ -472,6 +472,7 @@ void take(Context& c, ConvBands& bands, ConvPool& p, LineReader& reader, const S
   const BandHeight& cand = r.cands[r.best];
   const int64_t before = c.em.size();
   const uint64_t buf = emit_reserved(c, bands, p, reader, cand, acc_bytes);
+  reader.taken();
   // The plan: the first band's tiling, the whole conv's MACs, the line buffer in the input scratchpad.
   const MatrixJob& j = bands.job();
   const LineBand& b0 =
@@ -650,7 +651,9 @@ bool fuse_block(Context& c, ConvBands& bands, ConvBands& dw, ConvBands* pj, isa:
   DepthwiseReader reader(c, p, dw);
   auto acc = [&](int64_t rows) { return round64(reader.acc_bytes(rows)); };
   const Search r = p.pair_alone ? search(c, bands, p, reader, acc) : Search{};
-  const bool pair = r.best_cycles >= 0 && r.best_cycles < layered;
+  // An SE pool the bands run (line_buffer_readers.h) saves the pool's own time: credited.
+  const bool pair =
+      r.best_cycles >= 0 && r.best_cycles - static_cast<int64_t>(reader.pool_credit()) < layered;
   if (pj) {
     // The pair's best followed by the project conv lowered whole (what the program runs without the project
     // conv in the band loop), against the three layers in one band loop.

@@ -20,22 +20,34 @@ namespace npusim::compiler::backend {
 
 // The pool a depthwise conv may run in its epilogue.
 struct SePoolBands {
-  size_t pool = 0;            // the GlobalAveragePool's layer
-  int64_t rows = 0;           // its bands: rows of X each (they divide X's height) ...
-  int64_t bands = 0;          // ... and how many
-  int64_t channels = 0;       // X's channels
-  Range y;                    // the pooled vector's DRAM tensor
-  isa::DType dtype{};         // X's and the pooled vector's element type
-  int64_t x_bytes = 0;        // X's bytes (the read saved)
-  double saved_cycles = 0;    // the pool's own time, as X's read at DRAM rate (what choosing it saves)
+  size_t pool = 0;          // the GlobalAveragePool's layer
+  int64_t rows = 0;         // float: its bands, rows of X each (they divide X's height) ...
+  int64_t bands = 0;        // ... and how many
+  int64_t channels = 0;     // X's channels
+  Range y;                  // the pooled vector's DRAM tensor
+  isa::DType dtype{};       // X's element type (float: the pooled vector's too)
+  int64_t x_bytes = 0;      // X's bytes (the read saved)
+  double saved_cycles = 0;  // the pool's own time, as X's read at DRAM rate (what choosing it saves)
+  // int8 codes, the pool's integer scheme (quant::integer_global_average_pool): the exact int32 sums of the
+  // codes, whatever tiles add them, then one output stage (bias -H*W*x.zero_point, the multiplier, y's
+  // zero point) into y's codes (y_dtype).
+  bool integer = false;
+  int32_t stage[3] = {0, 0, 0};
+  int64_t y_zero_point = 0;
+  isa::DType y_dtype{};
 };
 
 // For depthwise job j lowered as the current layer with output element type y: the SE pool that reads its
 // output when the conv can pool it in its epilogue (fusion on, float types, one image, X stored dense
 // NHWC, X not held by the SE group, the pool's bands of whole rows of every channel), else none.
 std::optional<SePoolBands> se_pool_for_depthwise(const Context& c, const MatrixJob& j, isa::DType y);
-// The depthwise conv emitted the pool p in its epilogue.
-void se_pool_taken(Context& c, const SePoolBands& p);
+// For the depthwise conv `producer` (a line buffer's reader) writing its output X at x_range in int8
+// codes of type y: the SE pool that reads X when the conv's bands can pool it in their epilogue with the
+// pool's integer scheme (exact int32 sums: any bands' sums are the pool's), else none.
+std::optional<SePoolBands> se_pool_codes_for_depthwise(const Context& c, size_t producer,
+                                                       const Range& x_range, isa::DType y);
+// The depthwise conv `producer` emitted the pool p in its epilogue.
+void se_pool_taken(Context& c, const SePoolBands& p, size_t producer);
 // The cycles the pool the current depthwise conv took in its epilogue saves (SePoolBands::saved_cycles),
 // 0 when it took none.
 double se_pool_credit(const Context& c);

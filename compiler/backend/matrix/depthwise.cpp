@@ -480,7 +480,7 @@ bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s
   p.chosen.tile_n = t.tn;
   const int64_t before = c.em.size();
   (pools ? pm : dm).generate(t);
-  if (pools) se_pool_taken(c, *pool);
+  if (pools) se_pool_taken(c, *pool, c.layer);
   p.instructions = c.em.size() - before;
   return true;
 }
