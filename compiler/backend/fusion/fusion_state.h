@@ -60,6 +60,15 @@ struct HeldValue {
   bool keep_imposed = false;  // ... because a mapping file tiles the reader as reading it in place
 };
 
+// A squeeze-and-excitation block's pool that its depthwise producer ran in its epilogue
+// (se_pool_fusion.h): the pool emits nothing.
+struct PoolInEpilogue {
+  int64_t pool = -1;      // the GlobalAveragePool's layer (-1 = none)
+  uint32_t producer = 0;  // the depthwise conv's layer
+  int64_t rows = 0;       // the pool's bands: rows of the input each
+  int64_t x_bytes = 0;    // the pool's input: the DRAM read saved
+};
+
 struct FusionState {
   // ---- on-chip residency (residency.h) ----
   // Bytes at the top of the input scratchpad held for a value kept on chip (no lowering allocates them:
@@ -97,6 +106,7 @@ struct FusionState {
   // (input_held of them), below which residency reserves its own.
   HeldValue held;
   int64_t input_held = 0;
+  PoolInEpilogue pool_in_epilogue;
 };
 
 }  // namespace npusim::compiler::backend

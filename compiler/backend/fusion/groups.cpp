@@ -3,6 +3,7 @@
 
 #include "compiler/backend/fusion/residency.h"
 #include "compiler/backend/fusion/se_fusion.h"
+#include "compiler/backend/fusion/se_pool_fusion.h"
 
 namespace npusim::compiler::backend {
 
@@ -37,6 +38,7 @@ void Groups::begin(size_t i, Placement placement, bool plannable) {
 
 bool Groups::member(size_t i, LayerPlan& plan) const {
   const Node& n = c_.g.nodes[i];
+  if (se_pool_member(c_, i, plan)) return true;
   if (attention_.covers(i)) {
     plan.mapping = describe_fused(c_, attention_, i);
     plan.fused_into = c_.g.nodes[attention_.first].name;

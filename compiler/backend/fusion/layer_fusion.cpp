@@ -10,6 +10,7 @@
 
 #include "compiler/backend/fusion/line_buffer_readers.h"
 #include "compiler/backend/fusion/residency.h"
+#include "compiler/backend/fusion/se_pool_fusion.h"
 #include "compiler/backend/int8/int8.h"
 #include "compiler/backend/matrix/depthwise.h"
 #include "compiler/backend/memory/movement.h"
@@ -471,6 +472,7 @@ void take(Context& c, ConvBands& bands, ConvPool& p, LineReader& reader, const S
   const BandHeight& cand = r.cands[r.best];
   const int64_t before = c.em.size();
   const uint64_t buf = emit_reserved(c, bands, p, reader, cand, acc_bytes);
+  reader.taken();
   // The plan: the first band's tiling, the whole conv's MACs, the line buffer in the input scratchpad.
   const MatrixJob& j = bands.job();
   const LineBand& b0 =
@@ -629,6 +631,9 @@ bool fuse_block(Context& c, ConvBands& bands, ConvBands& dw, ConvBands* pj, isa:
     const FusionState state = c.fusion;
     if (!p.pair_alone) plan_on_chip(c, p.pool);
     dw.lower_whole();
+    // An SE pool the depthwise conv lowered whole runs in its epilogue saves the pool's own time
+    // (se_pool_fusion.h): the bands do not.
+    const auto credit = static_cast<int64_t>(se_pool_credit(c));
     if (!p.pair_alone) finish_on_chip(c, p.pool, scratch);
     c.plan = plan, c.layer = layer;
     if (pj) project_whole();
@@ -636,7 +641,7 @@ bool fuse_block(Context& c, ConvBands& bands, ConvBands& dw, ConvBands* pj, isa:
     const std::vector<int64_t> cycles = c.time_code(first);
     const size_t n = pj ? 3 : 2;
     if (cycles.size() >= n) {
-      layered = cycles[cycles.size() - n] + cycles[cycles.size() - n + 1];
+      layered = cycles[cycles.size() - n] + cycles[cycles.size() - n + 1] - credit;
       layered_block = layered + (pj ? cycles.back() : 0);
     }
     c.end_trial(undo);
@@ -646,7 +651,9 @@ bool fuse_block(Context& c, ConvBands& bands, ConvBands& dw, ConvBands* pj, isa:
   DepthwiseReader reader(c, p, dw);
   auto acc = [&](int64_t rows) { return round64(reader.acc_bytes(rows)); };
   const Search r = p.pair_alone ? search(c, bands, p, reader, acc) : Search{};
-  const bool pair = r.best_cycles >= 0 && r.best_cycles < layered;
+  // An SE pool the bands run (line_buffer_readers.h) saves the pool's own time: credited.
+  const bool pair =
+      r.best_cycles >= 0 && r.best_cycles - static_cast<int64_t>(reader.pool_credit()) < layered;
   if (pj) {
     // The pair's best followed by the project conv lowered whole (what the program runs without the project
     // conv in the band loop), against the three layers in one band loop.

@@ -2,8 +2,11 @@
 #include "compiler/backend/fusion/line_buffer_readers.h"
 
 #include <array>
+#include <cmath>
+#include <stdexcept>
 #include <vector>
 
+#include "compiler/backend/int8/int8.h"
 #include "compiler/backend/matrix/depthwise.h"
 
 namespace npusim::compiler::backend {
@@ -107,14 +110,27 @@ std::unique_ptr<LineReader> pool_reader(Context& c, const ConvPool& p) {
   return std::make_unique<PoolReader>(c, p);
 }
 
+DepthwiseReader::DepthwiseReader(Context& c, const ConvPool& p, ConvBands& dw, ConvBands* project,
+                                 isa::DType project_act)
+    : c_(c), p_(p), dw_(dw), project_(project), project_act_(project_act) {
+  if (!project_ && dw_.job().images == 1)
+    pool_ = se_pool_codes_for_depthwise(c_, p_.pool, dw_.job().y_range, strategy().ops.y);
+}
+
+int64_t DepthwiseReader::pool_bytes(int64_t rows) const {
+  if (!pool_) return 0;
+  const int64_t C = p_.C;
+  return round64(rows * p_.OW * C) + 2 * round64(C * 4) + round64(C) + round64(12);
+}
+
 int64_t DepthwiseReader::acc_bytes(int64_t rows) const { return strategy().acc_bytes(rows * p_.OW, p_.C); }
 
 int64_t DepthwiseReader::side_bytes(int64_t rows) const { return strategy().side_bytes(rows * p_.OW, p_.C); }
 
-int64_t DepthwiseReader::weight_bytes(const BandHeight&) const {
+int64_t DepthwiseReader::weight_bytes(const BandHeight& cand) const {
   const MatrixJob& j = dw_.job();
   return round64(j.kh * j.kw * p_.C * isa::dtype_bytes(depthwise_weight_dtype(strategy().ops.a))) +
-         (project_ ? project_weight_bytes() : 0);
+         (project_ ? project_weight_bytes() : 0) + pool_bytes(cand.rows);
 }
 
 int64_t DepthwiseReader::project_weight_bytes() const {
@@ -228,6 +244,22 @@ void DepthwiseReader::begin(const BandHeight& cand, uint64_t buf) {
     w_slot_ = free_weight_end(c_, weight_bytes(cand));
     const uint64_t w_addr = s_->depthwise_weights();
     const int64_t ew = isa::dtype_bytes(wt);
+    if (pool_) {
+      // The SE pool's slots after the depthwise weights; its unit weights and output stage loaded once.
+      const int64_t C = p_.C, ones = cand.rows * p_.OW * C;
+      ones_ = w_slot_ + static_cast<uint64_t>(round64(j.kh * j.kw * C * ew));
+      band_sums_ = ones_ + static_cast<uint64_t>(round64(ones));
+      sums_ = band_sums_ + static_cast<uint64_t>(round64(C * 4));
+      pooled_ = sums_ + static_cast<uint64_t>(round64(C * 4));
+      stage_ = pooled_ + static_cast<uint64_t>(round64(C));
+      const uint64_t d = c_.add_data(std::vector<uint8_t>(static_cast<size_t>(ones), 1));
+      c_.load(Buffer::kWeight, ones_, Range{kDram, d, d + static_cast<uint64_t>(ones)}, d, wt,
+              {C, cand.rows * p_.OW, 1, 1}, {C, 0, 0});
+      const uint64_t k = c_.add_data(int32_bytes({pool_->stage[0], pool_->stage[1], pool_->stage[2]}));
+      c_.load(Buffer::kWeight, stage_, Range{kDram, k, k + 12}, k, isa::DType::kInt32, {3, 1, 1, 1},
+              {0, 0, 0});
+      first_band_ = true;
+    }
     c_.load(Buffer::kWeight, w_slot_,
             Range{kDram, w_addr, w_addr + static_cast<uint64_t>(j.kh * j.kw * p_.C * ew)}, w_addr, wt,
             {p_.C, j.kh * j.kw, 1, 1}, {p_.C, 0, 0});
@@ -286,6 +318,7 @@ void DepthwiseReader::read(const LineBand& b, int64_t img, uint64_t buf) {
                       acc + static_cast<uint64_t>(oh * p_.OW * p_.C * 4)}});
     if (!project_) {
       s_->epilogue(OutTile{img, b.p0, oh, 0, p_.OW, 0, p_.C}, side_);
+      if (pool_) pool_band(oh);
     } else {
       // The band's output rows into an output slot (the tile at image 0, row 0 of it).
       dw_.set_output_sram(static_cast<int64_t>(out_[side_]));
@@ -305,8 +338,51 @@ void DepthwiseReader::project(const ProjectBand& pb) {
   });
 }
 
+void DepthwiseReader::pool_band(int64_t oh) {
+  const isa::Instruction& st = c_.program.instructions.back();
+  if (st.opcode != isa::Opcode::kStore || st.get(isa::Field::kDtype) != static_cast<int64_t>(pool_->dtype) ||
+      st.get(isa::Field::kSize0) * st.get(isa::Field::kSize1) * st.get(isa::Field::kSize2) *
+              st.get(isa::Field::kSize3) !=
+          oh * p_.OW * p_.C) {
+    throw std::logic_error(
+        "backend: a depthwise band's epilogue that does not end with the STORE of its rows");
+  }
+  // As the pool's integer bands (vector/pooling.cpp): the codes times unit weights, summed in int32.
+  Context::VecArgs v;
+  v.op = isa::VecOp::kDwConv, v.in = pool_->dtype, v.out = isa::DType::kInt32;
+  v.src1_buf = static_cast<Buffer>(st.get(isa::Field::kBuf));
+  v.src1 = static_cast<uint64_t>(st.get(isa::Field::kSramAddr));
+  v.src2_buf = Buffer::kWeight, v.src2 = ones_;
+  v.dst_buf = Buffer::kWeight, v.dst = first_band_ ? sums_ : band_sums_;
+  v.d0 = p_.C, v.d1 = p_.OW, v.d2 = oh, v.win_h = oh, v.win_w = p_.OW, v.str_h = 1, v.str_w = 1;
+  c_.vec(v);
+  if (!first_band_) {
+    Context::VecArgs a;
+    a.op = isa::VecOp::kAdd, a.in = a.out = isa::DType::kInt32;
+    a.src1_buf = a.src2_buf = a.dst_buf = Buffer::kWeight;
+    a.src1 = sums_, a.src2 = band_sums_, a.dst = sums_, a.d0 = p_.C;
+    c_.vec(a);
+  }
+  first_band_ = false;
+}
+
 void DepthwiseReader::end() {
   if (pending_.b) project(pending_);
   pending_ = ProjectBand{};
+  if (pool_ && !first_band_) {
+    // The pool's output stage (bias -H*W*x.zero_point, the multiplier, y's zero point), then its codes.
+    Context::VecArgs o;
+    o.op = isa::VecOp::kOutput, o.in = isa::DType::kInt32, o.out = pool_->y_dtype,
+    o.bcast = isa::Bcast::kScalar;
+    o.src1_buf = Buffer::kWeight, o.src1 = sums_, o.src2_buf = Buffer::kWeight, o.src2 = stage_;
+    o.dst_buf = Buffer::kWeight, o.dst = pooled_, o.d0 = p_.C;
+    o.imm0 = f32_imm(-INFINITY), o.imm1 = f32_imm(INFINITY), o.imm2 = pool_->y_zero_point;
+    c_.vec(o);
+    c_.store(Buffer::kWeight, pooled_, pool_->y, pool_->y.begin, pool_->y_dtype, {p_.C, 1, 1, 1}, {0, 0, 0});
+  }
+}
+
+void DepthwiseReader::taken() {
+  if (pool_) se_pool_taken(c_, *pool_, p_.pool);
 }
 }  // namespace npusim::compiler::backend

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "compiler/backend/core/context.h"
 #include "compiler/backend/fusion/layer_fusion.h"
+#include "compiler/backend/fusion/se_pool_fusion.h"
 #include "compiler/backend/matrix/matrix_walk.h"
 
 namespace npusim::compiler::backend {
@@ -87,6 +89,8 @@ class LineReader {
   virtual void read(const LineBand& b, int64_t img, uint64_t buf) = 0;
   // After the last band of the last image.
   virtual void end() {}
+  // The fused layer is taken (emitted for good, not as a trial).
+  virtual void taken() {}
 };
 
 // A MaxPool / AveragePool: its windows pooled in the buffer, the pooled tiles stored from ping-pong
@@ -105,11 +109,16 @@ std::unique_ptr<LineReader> pool_reader(Context& c, const ConvPool& p);
 // conv's, its tiles at the scratchpads' other end: FusionState::slots_flipped), storing its output rows. A
 // band's project GEMM is emitted after the next band's depthwise epilogue (software pipelining: in-order
 // queues would otherwise hold the vector unit until the array has multiplied the band it just wrote).
+//
+// Without a project conv, where the depthwise output is an SE block's input that the SE group cannot hold and
+// its pool reads it with the integer scheme (int8 codes: fusion/se_pool_fusion.h), the bands also pool their
+// output rows where the epilogue leaves them for their STORE: each band's int32 sums of the codes per channel
+// by one VEC dwconv of unit weights, added up, then the pool's output stage and one STORE of its codes; the
+// pool emits nothing (pool_credit: its own time, which the fused layer saves).
 class DepthwiseReader : public LineReader {
  public:
   DepthwiseReader(Context& c, const ConvPool& p, ConvBands& dw, ConvBands* project = nullptr,
-                  isa::DType project_act = isa::DType::kFp32)
-      : c_(c), p_(p), dw_(dw), project_(project), project_act_(project_act) {}
+                  isa::DType project_act = isa::DType::kFp32);
   // The accumulator bytes of bands of `rows` output rows (both ping-pong sides, the epilogue's slots).
   int64_t acc_bytes(int64_t rows) const;
   int64_t weight_bytes(const BandHeight& cand) const override;
@@ -120,8 +129,16 @@ class DepthwiseReader : public LineReader {
   void begin(const BandHeight& cand, uint64_t buf) override;
   void read(const LineBand& b, int64_t img, uint64_t buf) override;
   void end() override;
+  void taken() override;
+  // The cycles the SE pool run in the bands saves (SePoolBands::saved_cycles), 0 without one.
+  double pool_credit() const { return pool_ ? pool_->saved_cycles : 0.0; }
 
  private:
+  // The SE pool's bytes at the end of the reader's weight-scratchpad bytes: unit weights for a band of
+  // `rows` output rows, a band's sums, the running sums, the pooled codes, the output stage's constants.
+  int64_t pool_bytes(int64_t rows) const;
+  // The band's int32 sums added to the running ones (the band's codes where the STORE just read them).
+  void pool_band(int64_t oh);
   // The project conv's rows of band b of image img, read at output slot `side` (ConvBands::generate_rows).
   struct ProjectBand {
     const LineBand* b = nullptr;
@@ -158,6 +175,9 @@ class DepthwiseReader : public LineReader {
   // The band whose project rows are still to run: each runs after the next band's depthwise epilogue, so
   // that the array multiplies them while the vector unit convolves that band.
   ProjectBand pending_;
+  std::optional<SePoolBands> pool_;
+  uint64_t ones_ = 0, band_sums_ = 0, sums_ = 0, pooled_ = 0, stage_ = 0;  // pool_bytes' slots (begin)
+  bool first_band_ = true;
 };
 
 }  // namespace npusim::compiler::backend

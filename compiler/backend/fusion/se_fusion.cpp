@@ -14,9 +14,8 @@ namespace {
 // Mul; pre-fusion graphs have a few more nodes).
 constexpr size_t kMaxGroupLayers = 10;
 
-// The Mul that closes the SE block whose pool is node i, or -1: X (the pool's input) has exactly two
-// readers, the pool and a Mul of X by a per-channel scale with X's shape, and every node between them
-// works on values no larger than the pooled vector.
+}  // namespace
+
 int se_mul(const Context& c, size_t i) {
   const Graph& g = c.g;
   const Node& pool = g.nodes[i];
@@ -48,6 +47,14 @@ int se_mul(const Context& c, size_t i) {
   return static_cast<int>(j);
 }
 
+bool se_holds_fit(const Context& c, int64_t reserved, int64_t x_bytes) {
+  const int64_t cap = scratchpad_capacity(c.config, isa::Buffer::kInput);
+  // A quarter of the scratchpad stays for the layers' own tiles, as residency keeps (residency.h).
+  return 4 * (reserved + round64(x_bytes)) <= 3 * cap;
+}
+
+namespace {
+
 void release(Context& c) {
   c.fusion.input_reserved -= c.fusion.input_held;
   c.fusion.input_held = 0;
@@ -67,8 +74,7 @@ void plan_se_hold(Context& c, size_t i) {
   if (t.strided() || t.shape.size() != 4 || t.layout != kNhwc) return;
   const int64_t bytes = round64(num_elements(t.shape) * isa::dtype_bytes(t.dtype));
   const int64_t cap = scratchpad_capacity(c.config, isa::Buffer::kInput);
-  // A quarter of the scratchpad stays for the layers' own tiles, as residency keeps (residency.h).
-  if (4 * (c.fusion.input_reserved + bytes) > 3 * cap) return;
+  if (!se_holds_fit(c, c.fusion.input_reserved, bytes)) return;
   c.fusion.held.value = x;
   c.fusion.held.dram = t.range();
   c.fusion.held.bytes = num_elements(t.shape) * isa::dtype_bytes(t.dtype);

@@ -16,6 +16,14 @@
 
 namespace npusim::compiler::backend {
 
+// The Mul that closes the SE block whose pool is node i, or -1: X (the pool's input) has exactly two
+// readers, the pool and a Mul of X by a per-channel scale with X's shape, and every node between them
+// works on values no larger than the pooled vector.
+int se_mul(const Context& c, size_t i);
+// Whether an SE block's input of x_bytes fits the input scratchpad beside `reserved` bytes held already
+// (three quarters of it at most: a quarter stays for the layers' own tiles, as residency keeps).
+bool se_holds_fit(const Context& c, int64_t reserved, int64_t x_bytes);
+
 // Before node i is lowered: when it is the GlobalAveragePool of an SE block whose input fits, reserves
 // the input's bytes at the top of the input scratchpad and records the group in FusionState::held.
 void plan_se_hold(Context& c, size_t i);

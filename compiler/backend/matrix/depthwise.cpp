@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <tuple>
 #include <utility>
 
@@ -112,7 +113,20 @@ bool DepthwiseMapper::fits(DepthwiseTiling& t) const {
   if (rows > 65535 || cols > 65535) return false;
   t.in_bytes = 2 * round64(rows * cols * t.tn * ea);
   t.w_bytes = 2 * round64(j_.kh * j_.kw * t.tn * ew);
+  if (pool_) {
+    // Whole output rows, band-aligned; the band means [chunk][band][channels] and the pooled vector.
+    if (t.tow != j_.OW || t.toh % pool_->rows != 0) return false;
+    t.w_bytes += round64(pool_->bands * j_.C * ea) + round64(j_.C * ea);
+  }
   t.acc_bytes = s_.acc_bytes(t.toh * t.tow, t.tn);
+  t.side_in_input = false;
+  if (t.acc_bytes > c_.capacity(Buffer::kAccumulator) && c_.shared_capacity() == 0) {
+    const int64_t side = s_.side_bytes(t.toh * t.tow, t.tn);
+    if (side == 0 || t.acc_bytes - side > c_.capacity(Buffer::kAccumulator)) return false;
+    t.acc_bytes -= side;
+    t.in_bytes += side;
+    t.side_in_input = true;
+  }
   if (t.acc_bytes > c_.capacity(Buffer::kAccumulator)) return false;
   if (c_.shared_capacity() > 0) return t.in_bytes + t.w_bytes <= c_.shared_capacity();
   return t.in_bytes <= c_.capacity(Buffer::kInput) && t.w_bytes <= c_.capacity(Buffer::kWeight);
@@ -137,8 +151,10 @@ void DepthwiseMapper::estimate(DepthwiseTiling& t) const {
         add.opcode = isa::Opcode::kVec;
         add.set(Field::kVop, static_cast<int64_t>(isa::VecOp::kAdd)).set(Field::kD0, oh * ow * tn);
         add.set(Field::kD1, 1).set(Field::kD2, 1);
+        // With the SE pool, one avg_pool pass over the tile more (counted as an add, as the epilogue's).
         const double v = static_cast<double>(isa::timing::vec_cycles(dw, cfg.vector)) +
-                         s_.epilogue_ops() * static_cast<double>(isa::timing::vec_cycles(add, cfg.vector));
+                         (s_.epilogue_ops() + (pool_ ? 1 : 0)) *
+                             static_cast<double>(isa::timing::vec_cycles(add, cfg.vector));
         double d = isa::timing::estimate_dma_cycles(
             dma_box(isa::Opcode::kLoad, s_.ops.a, {tn, cols, rows}, {j_.C, j_.W * j_.C}), cfg);
         double b = static_cast<double>(rows * cols * tn * ea);
@@ -189,6 +205,11 @@ std::vector<DepthwiseTiling> DepthwiseMapper::search(size_t keep, const LayerMap
   }
   if (tns.back() > 1) tns.push_back(std::min<int64_t>(j_.C, lanes));
   std::vector<int64_t> tows = extents(j_.OW), tohs = extents(j_.OH);
+  if (pool_) {  // whole rows, every multiple of the pool's band
+    tows = {j_.OW};
+    tohs.clear();
+    for (int64_t h = j_.OH / pool_->rows * pool_->rows; h >= pool_->rows; h -= pool_->rows) tohs.push_back(h);
+  }
   if (imposed) {  // a mapping file's values: the only candidates of their dimensions
     if (imposed->tile_n) tns = {*imposed->tile_n};
     if (imposed->tile_ow) tows = {*imposed->tile_ow};
@@ -225,9 +246,11 @@ void DepthwiseMapper::generate(const DepthwiseTiling& t) {
             acc = c_.slots(Buffer::kAccumulator, t.acc_bytes);
   uint64_t a_slot[2], w_slot[2];
   for (auto& s : a_slot) s = in.take(u(j_.in_rows(t.toh) * j_.in_cols(t.tow) * t.tn * ea));
-  s_.allocate(acc, acc, t.toh * t.tow, t.tn);
+  s_.allocate(acc, t.side_in_input ? in : acc, t.toh * t.tow, t.tn);
   if (c_.shared_capacity() > 0) wb.next = in.next;  // weights above the inputs in the one scratchpad
   for (auto& s : w_slot) s = wb.take(u(j_.kh * j_.kw * t.tn * ew));
+  const uint64_t means = pool_ ? wb.take(u(pool_->bands * j_.C * ea)) : 0;
+  const uint64_t pooled = pool_ ? wb.take(u(j_.C * ea)) : 0;
   const uint64_t w_addr = s_.depthwise_weights();
   const Range w_range{kDram, w_addr, w_addr + u(j_.kh * j_.kw * j_.C * ew)};
   int a_next = 0, w_next = 0, c_next = 0;
@@ -266,13 +289,50 @@ void DepthwiseMapper::generate(const DepthwiseTiling& t) {
               {Range{static_cast<int>(Buffer::kAccumulator), c_slot,
                      c_slot + u(oh * ow * tn * isa::dtype_bytes(isa::numerics::accumulator_dtype(a)))}});
           s_.epilogue(OutTile{img, oy0, oh, ox0, ow, n0, tn}, side);
+          if (pool_) pool_tile(OutTile{img, oy0, oh, ox0, ow, n0, tn}, means + u(n0 * pool_->bands * ea));
         }
       }
     }
+    if (pool_) {
+      // The chunk's band means pooled once more, as the pool's last avg_pool does (vector/pooling.cpp).
+      Context::VecArgs v;
+      v.op = isa::VecOp::kAvgPool, v.in = v.out = a;
+      v.src1_buf = Buffer::kWeight, v.src1 = means + u(n0 * pool_->bands * ea);
+      v.dst_buf = Buffer::kWeight, v.dst = pooled + u(n0 * ea);
+      v.d0 = tn, v.d1 = 1, v.d2 = pool_->bands, v.win_h = pool_->bands, v.win_w = 1, v.str_h = 1, v.str_w = 1;
+      c_.vec(v);
+    }
+  }
+  if (pool_) {
+    c_.store(Buffer::kWeight, pooled, pool_->y, pool_->y.begin, a, {j_.C, 1, 1, 1}, {0, 0, 0});
   }
   c_.plan->sram_input_bytes = static_cast<int64_t>(in.used());
   c_.plan->sram_weight_bytes = static_cast<int64_t>(wb.next - (c_.shared_capacity() > 0 ? in.next : wb.base));
   c_.plan->sram_acc_bytes = static_cast<int64_t>(acc.used());
+}
+
+void DepthwiseMapper::pool_tile(const OutTile& t, uint64_t means) const {
+  const DType a = s_.ops.a;
+  const int64_t ea = isa::dtype_bytes(a);
+  const Instruction& st = c_.program.instructions.back();
+  if (st.opcode != isa::Opcode::kStore || st.get(Field::kDtype) != static_cast<int64_t>(a) ||
+      st.get(Field::kSize0) * st.get(Field::kSize1) * st.get(Field::kSize2) * st.get(Field::kSize3) !=
+          t.tn * t.ow * t.oh) {
+    throw std::logic_error("backend: a depthwise epilogue that does not end with the STORE of its tile");
+  }
+  const auto buf = static_cast<Buffer>(st.get(Field::kBuf));
+  const auto at = static_cast<uint64_t>(st.get(Field::kSramAddr));
+  // The tile's rows [oy0, oy0 + oh) hold bands oy0 / rows ...: each pooled to one value per channel, as
+  // the pool's own bands are (d0 its channels, d1 x d2 its pixels).
+  for (int64_t y = 0; y < t.oh; y += pool_->rows) {
+    Context::VecArgs v;
+    v.op = isa::VecOp::kAvgPool, v.in = v.out = a;
+    v.src1_buf = buf, v.src1 = at + u(y * t.ow * t.tn * ea);
+    v.dst_buf = Buffer::kWeight, v.dst = means + u((t.oy0 + y) / pool_->rows * t.tn * ea);
+    v.d0 = t.tn, v.d1 = t.ow, v.d2 = pool_->rows, v.win_h = pool_->rows, v.win_w = t.ow, v.str_h = 1,
+    v.str_w = 1;
+    c_.vec(v);
+  }
 }
 
 bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm,
@@ -290,6 +350,18 @@ bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s
   if (tiles) check_vector_tiles(*tiles, j);
   DepthwiseMapper dm(c, j, s);
   std::vector<DepthwiseTiling> best = dm.search(c.can_time() ? kDepthwiseTimedCandidates : 1, tiles);
+  // An SE pool the tiles may run in their epilogue (fusion/se_pool_fusion.h): its tilings are candidates
+  // too, after the others, each credited with the pool's own time it saves (cycles objective only).
+  const std::optional<SePoolBands> pool =
+      c.options.objective == MappingObjective::kCycles ? se_pool_for_depthwise(c, j, s.ops.y) : std::nullopt;
+  DepthwiseMapper pm(c, j, s, pool ? &*pool : nullptr);
+  const size_t plain = best.size();
+  if (pool) {
+    for (const DepthwiseTiling& t : pm.search(c.can_time() ? kDepthwiseTimedCandidates : 1, tiles))
+      best.push_back(t);
+  }
+  const double pool_saves = pool ? pool->saved_cycles : 0.0;
+  auto pooled = [&](size_t i) { return i >= plain; };
   if (best.empty()) {
     if (tiles) {
       throw MappingError(fmt::format(
@@ -315,7 +387,8 @@ bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s
                   j.images, j.H, j.W, j.C, j.OH, j.out_pitch(), j.OW, j.kh, j.kw, j.sh, j.sw, j.dh, j.dw,
                   j.pt, j.pl, static_cast<int>(s.ops.a) + 1000 * (j.y_sram >= 0), static_cast<int>(s.ops.y),
                   static_cast<int>(s.ops.r), s.ops.tile_read, s.epilogue_ops(), array.gb, array.toh,
-                  array.tow, array.tn, array.spatial_outer, only_vector);
+                  array.tow, array.tn, array.spatial_outer, only_vector) +
+      (pool ? fmt::format("|pool {} {} {}", pool->rows, pool->bands, pool_saves) : std::string());
   size_t win = 0;
   bool vector = only_vector, cached = false;
   int64_t array_cycles = array.simulated;
@@ -342,10 +415,10 @@ bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s
     Context::Timed vector_timed;
     for (size_t i = 0; i < best.size(); ++i) {
       const Context::Trial trial = c.begin_trial();
-      dm.generate(best[i]);
+      (pooled(i) ? pm : dm).generate(best[i]);
       std::vector<int64_t> cycles = c.time_code(first);
       best[i].simulated = cycles.empty() ? 0 : cycles.back();
-      const double score = c.objective_score(first, best[i].simulated);
+      const double score = c.objective_score(first, best[i].simulated) - (pooled(i) ? pool_saves : 0.0);
       const int64_t last = c.em.size();
       c.end_trial(trial);
       if (i == 0 || score < win_score) {
@@ -358,13 +431,16 @@ bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s
     c.timed = vector ? vector_timed : array_timed;
     c.decided.emplace(key, vector ? win + 1 : 0);
   } else {
-    if (!only_vector) vector = best.front().est < array.est;
-    c.decided.emplace(key, vector ? 1 : 0);
+    if (pool && plain < best.size() && (plain == 0 || best[plain].est - pool_saves < best.front().est))
+      win = plain;
+    if (!only_vector) vector = best[win].est - (pooled(win) ? pool_saves : 0.0) < array.est;
+    c.decided.emplace(key, vector ? win + 1 : 0);
   }
   if (!vector) return false;
   const DepthwiseTiling& t = best[win];
   LayerPlan& p = *c.plan;
   p.placement = Placement::kNpuVector;
+  const bool pools = pooled(win);
   const std::string against =
       want_vector     ? "placed on the vector unit by the mapping file"
       : !array_tiling ? "the array has no tiling that leaves the output on chip"
@@ -379,6 +455,12 @@ bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s
       "cols x channels), on the vector unit: {}",
       s.ops.a == DType::kUint8 || s.ops.a == DType::kInt8 ? "int8 " : "", j.kh, j.kw, j.sh, j.sw, j.dh, j.dw,
       j.C, t.toh, t.tow, t.tn, against);
+  if (pools) {
+    p.mapping += fmt::format(
+        "; the SE pool '{}' in its epilogue: each tile's {}-row bands pooled where the tile lies before its "
+        "STORE (the pool's read of {} bytes saved, {:.0f} cycles at DRAM rate, credited in the choice)",
+        c.g.nodes[pool->pool].name, pool->rows, pool->x_bytes, pool_saves);
+  }
   p.tile_oh = t.toh;
   p.tile_ow = t.tow;
   p.tile_m = t.toh * t.tow;
@@ -397,7 +479,8 @@ bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s
   p.chosen.tile_ow = t.tow;
   p.chosen.tile_n = t.tn;
   const int64_t before = c.em.size();
-  dm.generate(t);
+  (pools ? pm : dm).generate(t);
+  if (pools) se_pool_taken(c, *pool, c.layer);
   p.instructions = c.em.size() - before;
   return true;
 }

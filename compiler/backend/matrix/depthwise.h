@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "compiler/backend/core/context.h"
+#include "compiler/backend/fusion/se_pool_fusion.h"
 #include "compiler/backend/matrix/matrix_walk.h"
 
 namespace npusim::compiler::backend {
@@ -42,11 +43,17 @@ struct DepthwiseTiling {
   double compute = 0, dma = 0;
   int64_t simulated = -1;  // cycles of its code simulated, -1 = not timed
   int64_t in_bytes = 0, w_bytes = 0, acc_bytes = 0;
+  // The epilogue's tile-sized slots (MatrixStrategy::side_bytes: SiLU temporaries) in the input scratchpad
+  // after the input tiles, where the accumulator cannot hold them beside the sums (a rule of the tile).
+  bool side_in_input = false;
 };
 
 class DepthwiseMapper {
  public:
-  DepthwiseMapper(Context& c, const MatrixJob& j, MatrixStrategy& s) : c_(c), j_(j), s_(s) {}
+  // `pool`: an SE pool the tiles also run in their epilogue (fusion/se_pool_fusion.h): the tilings are
+  // then whole output rows, their heights multiples of the pool's bands.
+  DepthwiseMapper(Context& c, const MatrixJob& j, MatrixStrategy& s, const SePoolBands* pool = nullptr)
+      : c_(c), j_(j), s_(s), pool_(pool) {}
 
   // Whether job j is a depthwise conv the vector unit can run (constant weights, not subsampled, fields
   // within VEC's widths).
@@ -60,10 +67,14 @@ class DepthwiseMapper {
  private:
   bool fits(DepthwiseTiling& t) const;
   void estimate(DepthwiseTiling& t) const;
+  // The pool's bands in output tile t, whose epilogue left it dense for its STORE (the program's last
+  // instruction); the band means of channel chunk n0 at `means`.
+  void pool_tile(const OutTile& t, uint64_t means) const;
 
   Context& c_;
   const MatrixJob& j_;
   MatrixStrategy& s_;
+  const SePoolBands* pool_;
 };
 
 // For a depthwise job whose array tiling `array` MatrixMapper::choose picked: when the vector mapping is
