@@ -140,8 +140,8 @@ struct Tiling {
   bool always_timed = false;
   int64_t in_bytes = 0, w_bytes = 0, acc_bytes = 0;
   // The epilogue's tile-sized slots (MatrixStrategy::side_bytes) lie in the input scratchpad, after the
-  // input tiles, rather than in the accumulator: whenever they fit there (a rule of the tile, so a mapping
-  // file's tile reproduces it).
+  // input tiles, rather than in the accumulator: whenever they fit there, unless the accumulator moves more
+  // bytes a cycle and holds them with the sums (a rule of the tile, so a mapping file's tile reproduces it).
   bool side_in_input = false;
 };
 
