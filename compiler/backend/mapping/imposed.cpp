@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "isa/machine/spec_text.h"
+#include "isa/numerics.h"
 
 namespace npusim::compiler::backend {
 
@@ -185,10 +186,13 @@ ImposedTiling::ImposedTiling(const Context& c, const MatrixJob& j, const MatrixM
          "loop_order=groups_inner applies to grouped convolutions of several blocks (group_block less than "
          "the groups), whose blocks share one input tile of every group");
   }
-  if (m.loop_order == LoopOrder::kInputResident && !j.gemm) {
+  if (m.loop_order == LoopOrder::kInputResident && !j.gemm &&
+      (!isa::numerics::is_integer(c.act) ||
+       (j.kh * j.kw > 1 && c.config.lowering.conv_reduction == isa::ConvReduction::kPerPosition))) {
     fail("loop_order",
-         "loop_order=input_resident applies to GEMMs (Gemm, MatMul), whose K chunks MATMUL reads "
-         "in place; use spatial_outer or channel_outer for a convolution");
+         "loop_order=input_resident applies to GEMMs and to integer (int8) convolutions whose CONVs read "
+         "each K chunk in place, not to a float convolution or one walked a kernel position at a time "
+         "(lowering.conv_reduction=per_position): use spatial_outer or channel_outer");
   }
   if (j.gemm) {
     if (m.tile_m && *m.tile_m > j.OH) {

@@ -100,7 +100,7 @@ class Int8Strategy : public MatrixStrategy {
   }
 
   int epilogue_ops() const override {
-    if (j_.output_stage) return j_.lut ? 2 : 1;
+    if (j_.output_stage) return (j_.lut ? 2 : 1) + (j_.residual ? 3 : 0);
     int ops = j_.lut ? 3 : 2;  // bias, requantize (, lut)
     if (j_.residual) ops += 3;
     if (j_.clamp) ops += 1;
@@ -114,7 +114,8 @@ class Int8Strategy : public MatrixStrategy {
   }
 
   std::vector<int64_t> param_loads(int64_t tn) const override {
-    if (j_.output_stage) return {3 * tn};
+    if (j_.output_stage)
+      return j_.residual ? std::vector<int64_t>{3 * tn, 2 * tn} : std::vector<int64_t>{3 * tn};
     std::vector<int64_t> v = {tn, j_.float_epi ? tn : 2 * tn};  // bias; requantization pairs or scales
     if (j_.residual) v.push_back(2 * tn);
     return v;
@@ -192,7 +193,30 @@ class Int8Strategy : public MatrixStrategy {
     const Range seg{kDram, j_.bias_addr, j_.bias_addr + 1};
     // The per-channel vectors, unless this side already holds this tile's channels.
     const bool load = params_.need_load(side, n0, tn);
+    // acc = sat32(acc + requantize(r - r.zp, residual_rescale, 0)) (int64 sums: in 64 bits).
+    // Read where a residual hold keeps it (backend/fusion/residency.h), else loaded.
+    const auto add_residual = [&] {
+      const uint64_t raddr = j_.r_addr + static_cast<uint64_t>(yoff * isa::dtype_bytes(j_.r_dt));
+      const std::optional<uint64_t> held = residual_in_sram(c_, j_.r_range, raddr, j_.r_dt, box, strides);
+      if (!held) c_.load(side_buf_, sd.r, j_.r_range, raddr, j_.r_dt, box, strides);
+      if (load)
+        c_.load(A, sd.rr, Range{kDram, j_.rr_addr, j_.rr_addr + 1},
+                j_.rr_addr + static_cast<uint64_t>(n0 * 8), DType::kInt32, {2 * tn, 1, 1, 1}, {0, 0, 0});
+      Context::VecArgs sub = v(VecOp::kSub, j_.r_dt, acc_dt_, held ? *held : sd.r, sd.r);
+      sub.src2 = kslot, sub.bcast = isa::Bcast::kScalar, sub.dst_buf = side_buf_;
+      sub.src1_buf = held ? Buffer::kInput : side_buf_;
+      c_.vec(sub);
+      Context::VecArgs rq = v(VecOp::kRequantize, acc_dt_, acc_dt_, sd.r, sd.r);
+      rq.src2 = sd.rr, rq.bcast = isa::Bcast::kRow, rq.imm2 = 0, rq.src1_buf = rq.dst_buf = side_buf_;
+      c_.vec(rq);
+      Context::VecArgs radd = v(VecOp::kAdd, acc_dt_, acc_dt_, cs, cs);
+      radd.src2 = sd.r, radd.src2_buf = side_buf_;
+      c_.vec(radd);
+    };
     if (j_.output_stage) {
+      // The residual first, then bias, requantization and clamp in one pass: the same numbers as the
+      // bias first, since no sum saturates in either order (Int8Job::output_stage).
+      if (j_.residual) add_residual();
       if (load) {
         c_.load(A, sd.bias, Range{kDram, j_.out_addr, j_.out_addr + 1},
                 j_.out_addr + static_cast<uint64_t>(n0 * 12), DType::kInt32, {3 * tn, 1, 1, 1}, {0, 0, 0});
@@ -213,26 +237,7 @@ class Int8Strategy : public MatrixStrategy {
     Context::VecArgs add = v(VecOp::kAdd, acc_dt_, acc_dt_, cs, cs);
     add.src2 = sd.bias, add.bcast = isa::Bcast::kRow;
     c_.vec(add);
-    if (j_.residual) {
-      // acc = sat32(acc + requantize(r - r.zp, residual_rescale, 0)) (int64 sums: in 64 bits).
-      // Read where a residual hold keeps it (backend/fusion/residency.h), else loaded.
-      const uint64_t raddr = j_.r_addr + static_cast<uint64_t>(yoff * isa::dtype_bytes(j_.r_dt));
-      const std::optional<uint64_t> held = residual_in_sram(c_, j_.r_range, raddr, j_.r_dt, box, strides);
-      if (!held) c_.load(side_buf_, sd.r, j_.r_range, raddr, j_.r_dt, box, strides);
-      if (load)
-        c_.load(A, sd.rr, seg, j_.rr_addr + static_cast<uint64_t>(n0 * 8), DType::kInt32, {2 * tn, 1, 1, 1},
-                {0, 0, 0});
-      Context::VecArgs sub = v(VecOp::kSub, j_.r_dt, acc_dt_, held ? *held : sd.r, sd.r);
-      sub.src2 = kslot, sub.bcast = isa::Bcast::kScalar, sub.dst_buf = side_buf_;
-      sub.src1_buf = held ? Buffer::kInput : side_buf_;
-      c_.vec(sub);
-      Context::VecArgs rq = v(VecOp::kRequantize, acc_dt_, acc_dt_, sd.r, sd.r);
-      rq.src2 = sd.rr, rq.bcast = isa::Bcast::kRow, rq.imm2 = 0, rq.src1_buf = rq.dst_buf = side_buf_;
-      c_.vec(rq);
-      Context::VecArgs radd = v(VecOp::kAdd, acc_dt_, acc_dt_, cs, cs);
-      radd.src2 = sd.r, radd.src2_buf = side_buf_;
-      c_.vec(radd);
-    }
+    if (j_.residual) add_residual();
     if (!j_.float_epi) {
       if (load)
         c_.load(A, sd.rq, seg, j_.rq_addr + static_cast<uint64_t>(n0 * 8), DType::kInt32, {2 * tn, 1, 1, 1},
@@ -396,6 +401,55 @@ std::vector<T> repeated(const std::vector<T>& v, int64_t reps) {
   return r;
 }
 
+// Whether a residual may be added to the sums before their bias, so that the bias, the requantization and
+// the clamp take one output-stage VEC after it (four passes instead of five): the sums are then the same
+// numbers in either order, because none of them saturates. Each output channel's sum is bounded by
+// |x|max * sum_k |w_k| (the products), + |bias_folded|, + the largest rescaled residual code; with that
+// below the accumulator type's maximum no partial sum of the three saturates, whatever their order.
+bool residual_sums_exact(const quant::LayerQuant& L, DType a_dt, const QParams& r) {
+  if (!L.weight_is_constant || L.weight_shape.empty() || L.residual_rescale.size() != L.bias_folded.size())
+    return false;
+  const auto axis = static_cast<size_t>(L.weight_channel_axis);
+  if (axis >= L.weight_shape.size()) return false;
+  int64_t outer = 1, inner = 1;
+  for (size_t d = 0; d < L.weight_shape.size(); ++d) {
+    if (d < axis) outer *= L.weight_shape[d];
+    if (d > axis) inner *= L.weight_shape[d];
+  }
+  const int64_t M = L.weight_shape[axis];
+  if (M != static_cast<int64_t>(L.bias_folded.size()) ||
+      outer * M * inner != static_cast<int64_t>(L.weight_q.size()))
+    return false;
+  std::vector<double> w_abs(static_cast<size_t>(M), 0.0);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t i = 0; i < inner; ++i)
+        w_abs[static_cast<size_t>(m)] += std::abs(L.weight_q[static_cast<size_t>((o * M + m) * inner + i)]);
+  const DType acc = isa::numerics::accumulator_dtype(a_dt);
+  const auto x_max = static_cast<double>(
+      std::max(std::abs(isa::numerics::dtype_min(a_dt)), std::abs(isa::numerics::dtype_max(a_dt))));
+  const double limit = static_cast<double>(isa::numerics::dtype_max(acc));
+  const int64_t lo = isa::numerics::dtype_min(r.dtype) - r.zero_point,
+                hi = isa::numerics::dtype_max(r.dtype) - r.zero_point;
+  for (int64_t m = 0; m < M; ++m) {
+    const isa::numerics::QuantizedMultiplier& q = L.residual_rescale[static_cast<size_t>(m)];
+    // The rescale is monotonic in its input: its extremes are at the codes' extremes.
+    const auto rescaled = [&](int64_t x) {
+      const int64_t v =
+          acc == DType::kInt64
+              ? isa::numerics::requantize_unsaturated_64(x, q.multiplier, q.shift, 0)
+              : isa::numerics::requantize_unsaturated(static_cast<int32_t>(x), q.multiplier, q.shift, 0);
+      return std::abs(static_cast<double>(v));
+    };
+    const double bound = x_max * w_abs[static_cast<size_t>(m)] +
+                         std::abs(static_cast<double>(L.bias_folded[static_cast<size_t>(m)])) +
+                         std::max(rescaled(lo), rescaled(hi));
+    // Below the int32 range too: the residual's own requantize writes the accumulator type.
+    if (!(bound < limit) || !(bound < 2147483647.0)) return false;
+  }
+  return true;
+}
+
 // The output side of int8 job j (geometry set): the epilogue's per-channel constants (each of the
 // layer's channels `reps` times, see repeated; `bias_folded` has the job's j.M entries already), the
 // residual, the output's constants and activation. False when the form is not mapped; nothing is
@@ -406,8 +460,11 @@ bool set_int8_output(Context& c, const Node& n, const quant::LayerQuant& L, cons
   const QParams& yq = plan.values.at(L.output);
   if (static_cast<int64_t>(L.requant.size()) * reps != j.M || static_cast<int64_t>(bias_folded.size()) != j.M)
     return false;
-  // The output stage, then (lut_epilogue) the table lookup.
-  j.output_stage = L.residual.empty() && !L.float_epilogue;
+  // The output stage, then (lut_epilogue) the table lookup; after a residual's add where that gives the
+  // same numbers.
+  j.output_stage =
+      !L.float_epilogue &&
+      (L.residual.empty() || (reps == 1 && residual_sums_exact(L, j.a_dt, plan.values.at(L.residual))));
   const std::vector<isa::numerics::QuantizedMultiplier> requant = repeated(L.requant, reps);
   if (j.output_stage) {
     j.out_addr = c.add_data(int32_bytes(output_stage_triples(bias_folded, requant)));

@@ -167,17 +167,31 @@ void MatrixMapper::slot_bytes(Tiling& t) const {
   t.w_bytes = j_.b_sram >= 0 ? 0 : t.groups_inner ? w_all : (r.b_once ? 1 : 2) * w_tile;
   t.acc_bytes = s_.acc_bytes(tile_pixels(t), acc_channels);
   const int64_t side = s_.side_bytes(tile_pixels(t), acc_channels);
-  t.side_in_input = side > 0 && c_.shared_capacity() == 0 && t.in_bytes + side <= c_.capacity(Buffer::kInput);
+  // In the accumulator where that scratchpad moves more bytes a cycle and holds them with the sums: the
+  // epilogue's passes over the slots then contend with the array's reads of the input for nothing.
+  const auto bandwidth = [&](Buffer b) {
+    const isa::ScratchpadConfig& sp = c_.config.sram.buffer(b);
+    return sp.banks * sp.bank_width_bytes * sp.ports;
+  };
+  const bool acc_side = bandwidth(Buffer::kAccumulator) > bandwidth(Buffer::kInput) &&
+                        t.acc_bytes <= c_.capacity(Buffer::kAccumulator);
+  t.side_in_input =
+      side > 0 && !acc_side && c_.shared_capacity() == 0 && t.in_bytes + side <= c_.capacity(Buffer::kInput);
   if (t.side_in_input) t.in_bytes += side, t.acc_bytes -= side;
 }
 
 bool MatrixMapper::input_resident_ok(const Tiling& t) const {
-  // GEMMs only: MATMUL reads its K chunk of the resident [m][K] tile in place (a_stride). A CONV's
-  // chunks would have to be loaded chunk-major, rows of tc channels: with the small chunks where it
-  // would matter (ResNet-50 layer4's 3x3 convs, 8 channels) the DMA fetches a burst per 8 bytes and
-  // the layer ran 20% slower (measured, 257 k -> 315 k cycles int8).
+  // MATMUL reads its K chunk of the resident [m][K] tile in place (a_stride), and so does CONV (its
+  // a_stride: pixels of every channel, the chunk's channels read from each), so the tile loads in one LOAD
+  // of whole pixels instead of a LOAD of tc-channel slices per chunk, a burst per few bytes where the
+  // chunks are small (ResNet-50 layer4's 3x3 convs on tpu-v1: 16 of 512 channels a chunk). Not a conv
+  // walked one kernel position at a time (per_position: its CONVs read a window of the tile's rows), and
+  // integer convs only: their sums are exact in any order, so a tiling this adds to the search changes no
+  // output, where a float conv's chunks of other sizes would add its partial sums in another order.
   const int64_t cin_b = t.gb * j_.cg, nk = ceil_div(cin_b, t.tc);
-  return j_.gemm && j_.a_sram < 0 && t.spatial_outer && nk >= 2 && cin_b <= 65535 && t.gb == j_.groups;
+  const bool conv_ok = !per_position() && isa::numerics::is_integer(s_.ops.a);
+  return (j_.gemm || conv_ok) && j_.a_sram < 0 && t.spatial_outer && nk >= 2 && cin_b <= 65535 &&
+         t.gb == j_.groups;
 }
 
 bool MatrixMapper::groups_inner_ok(const Tiling& t) const {
@@ -271,11 +285,19 @@ void MatrixMapper::estimate(Tiling& t) const {
         const int64_t pm = t.ti > 1 ? tall_rows(ni) * w : p;  // the CONV's output pixels
         // The DMA box as one of ni times the rows (the rows an image loads, its halo aside).
         const int64_t rows = j_.in_rows(h) * ni;
+        // A conv's resident tile: one LOAD of every channel a spatial tile (GEMMs keep the per-chunk figure
+        // their tilings were ranked by).
+        const bool whole = t.input_resident && !j_.gemm && j_.a_sram < 0;
+        if (whole) {
+          const BoxCost& a = dma_cost(cin_b, j_.in_cols(w), rows, j_.pixel_stride(), j_.row_stride(), o.a);
+          load_a += a.cycles * sp;
+          bytes += box(cin_b, j_.in_cols(w), rows, o.a) * a.skew * sp;
+        }
         for (auto [k, kcnt] : kc) {
           const BoxCost& a = dma_cost(k, j_.in_cols(w), rows, j_.pixel_stride(), j_.row_stride(), o.a);
-          const double times_a =
-              j_.a_sram >= 0 ? 0.0
-                             : sp * static_cast<double>(kcnt) * (reuse_a ? 1.0 : static_cast<double>(nn));
+          const double times_a = j_.a_sram >= 0 || whole ? 0.0
+                                                         : sp * static_cast<double>(kcnt) *
+                                                               (reuse_a ? 1.0 : static_cast<double>(nn));
           load_a += a.cycles * times_a;
           bytes += box(k, j_.in_cols(w), rows, o.a) * a.skew * times_a;
           for (auto [n, ncnt] : nc) {
@@ -388,6 +410,7 @@ std::vector<Tiling> MatrixMapper::search(int64_t* evaluated, size_t keep) const 
 std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, const Tiling* policy,
                                                bool report_none) const {
   std::vector<Tiling> best;                    // sorted by est, at most `keep`
+  std::optional<Tiling> plain;                 // the best without a conv's resident input tile
   const ImposedTiling imposed(c_, j_, *this);  // a mapping file's values for this layer (imposed.h)
   std::vector<int64_t> gbs;
   for (int64_t d = 1; d <= j_.groups; ++d) {
@@ -460,6 +483,7 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
                 if (!fits(t)) continue;
                 estimate(t);
                 ++n_eval;
+                if (!(t.input_resident && !j_.gemm) && (!plain || t.est < plain->est)) plain = t;
                 if (best.size() < keep || t.est < best.back().est) {
                   auto at = std::upper_bound(best.begin(), best.end(), t,
                                              [](const Tiling& a, const Tiling& b) { return a.est < b.est; });
@@ -475,6 +499,20 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
   }
   if (n_eval == 0 && report_none) imposed.none_fits();
   *evaluated = n_eval;
+  // A conv's resident input tiles rank by a closed form that can favour them where the simulation does not
+  // (more CONVs, each with its fill and drain): the best tiling without them is simulated too, so that they
+  // never displace the tiling the search would take without them.
+  const auto conv_resident = [&](const Tiling& t) { return t.input_resident && !j_.gemm; };
+  const auto same = [&](const Tiling& t) {
+    return t.gb == plain->gb && t.tc == plain->tc && t.tn == plain->tn && t.toh == plain->toh &&
+           t.tow == plain->tow && t.ti == plain->ti && t.spatial_outer == plain->spatial_outer &&
+           t.input_resident == plain->input_resident && t.groups_inner == plain->groups_inner;
+  };
+  if (plain && keep > 1 && std::any_of(best.begin(), best.end(), conv_resident) &&
+      std::none_of(best.begin(), best.end(), same)) {
+    plain->always_timed = true;
+    best.push_back(*plain);
+  }
   return best;
 }
 
@@ -502,7 +540,7 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
   const int64_t first = c_.em.size();
   for (size_t i = 0; i < best.size(); ++i) {
     // The closed form errs by well under this factor on the layers it ranks (docs/backend.md).
-    if (i > 0 && best[i].est > kTimedRange * best.front().est) break;
+    if (i > 0 && best[i].est > kTimedRange * best.front().est && !best[i].always_timed) continue;
     const Context::Trial trial = c_.begin_trial();
     generate(best[i]);
     std::vector<int64_t> cycles = c_.time_code(first);
@@ -661,10 +699,10 @@ void MatrixMapper::generate(const Tiling& t) {
         } else if (s.ni > 0) {
           // The images stacked: image i's outputs start at output row i * image_rows() / sh.
           c_.conv(a_k, b_cur, c_slot, s.ni * image_rows(), j_.in_cols(s.ow), tc, tall_rows(s.ni), s.ow, tn,
-                  j_.kh, j_.kw, j_.sh, j_.sw, j_.dh, j_.dw, ik > 0);
+                  j_.kh, j_.kw, j_.sh, j_.sw, j_.dh, j_.dw, ik > 0, resident ? cin_b : 0);
         } else {
           c_.conv(a_k, b_cur, c_slot, j_.in_rows(s.oh), j_.in_cols(s.ow), tc, s.oh, s.ow, tn, j_.kh, j_.kw,
-                  j_.sh, j_.sw, j_.dh, j_.dw, ik > 0);
+                  j_.sh, j_.sw, j_.dh, j_.dw, ik > 0, resident ? cin_b : 0);
         }
       }
       for (int64_t i = 0; i < std::max<int64_t>(1, s.ni); ++i) {

@@ -135,10 +135,13 @@ struct Tiling {
   double est = 1e300;  // closed-form cycles (cost model)
   double compute = 0, dma = 0;
   int64_t simulated = -1;  // cycles of its code simulated (Context::time_layer), -1 = not timed
+  // Simulated whatever its closed form (MatrixMapper::search_among: the best tiling without a conv's
+  // resident input tile, beside those that rank above it).
+  bool always_timed = false;
   int64_t in_bytes = 0, w_bytes = 0, acc_bytes = 0;
   // The epilogue's tile-sized slots (MatrixStrategy::side_bytes) lie in the input scratchpad, after the
-  // input tiles, rather than in the accumulator: whenever they fit there (a rule of the tile, so a mapping
-  // file's tile reproduces it).
+  // input tiles, rather than in the accumulator: whenever they fit there, unless the accumulator moves more
+  // bytes a cycle and holds them with the sums (a rule of the tile, so a mapping file's tile reproduces it).
   bool side_in_input = false;
 };
 

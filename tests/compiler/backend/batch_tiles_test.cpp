@@ -5,7 +5,12 @@
 // once, where one image a tile loads them once per image. And a convolution tile of more than 65,535 output
 // pixels (MatrixMapper::max_tile_pixels): where the scratchpads hold it, a layer streams as one CONV, its
 // epilogue's VECs spanning rows x columns (tile_box), and computes bit for bit what tiles of at most 65,535
-// pixels compute.
+// pixels compute. Two conv steps for the big presets' batches (docs/models.md, "Batch 8 on tpu-v1: fewer
+// epilogue passes, whole input tiles"): an int8 conv that adds a residual adds it before its bias, so that
+// the bias, the requantization and the clamp take one output-stage VEC (four passes over a tile instead of
+// five), and computes what the quantized reference computes; an int8 conv's input tile resident across its
+// K chunks (one LOAD of every channel, each chunk's CONV reading its channels in place with a_stride)
+// computes bit for bit what a LOAD of each chunk's channels computes, and a float conv is not offered it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +21,7 @@
 #include "compiler/interp/interpreter.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/accuracy.h"
+#include "compiler/quant/emulate.h"
 #include "tests/compiler/backend/functional.h"
 
 namespace npusim::compiler::testing {
@@ -182,6 +188,69 @@ TEST(LargeTiles, AConvTileOfMoreThan65535PixelsComputesWhatSmallerTilesCompute) 
       EXPECT_LT(max_rel_error({{"y", one.out}}, ref), 1e-5);
     }
   }
+}
+
+TEST(ConvEpilogue, AnInt8ResidualIsAddedBeforeOneOutputStagePassAndMatchesTheQuantizedReference) {
+  const Graph g = model();
+  Compiled c;
+  compile_and_run(g, isa::NpuConfig{}, isa::DType::kInt8, MappingOverrides{}, &c);
+  // The residual conv: per output tile, the residual's zero point off, its rescale, the add, then one
+  // output-stage VEC (bias, requantization and clamp): no VEC adds the bias row on its own.
+  int64_t outputs = 0, vecs = 0, bias_adds = 0;
+  for (const isa::Instruction& ins : c.result.program.instructions) {
+    if (ins.opcode != isa::Opcode::kVec || c.result.layers.at(ins.layer()).name != "c_conv") continue;
+    ++vecs;
+    const auto op = static_cast<isa::VecOp>(ins.get(isa::Field::kVop));
+    outputs += op == isa::VecOp::kOutput;
+    bias_adds +=
+        op == isa::VecOp::kAdd && static_cast<isa::Bcast>(ins.get(isa::Field::kBcast)) == isa::Bcast::kRow;
+  }
+  EXPECT_GT(outputs, 0);
+  EXPECT_EQ(bias_adds, 0);
+  EXPECT_EQ(vecs, 4 * outputs);
+  // The same codes as the quantized reference: the sums saturate in neither order.
+  const std::map<std::string, Tensor> in = {{"x", random_tensor(g.value("x").shape, 2.0f, 7)}};
+  EXPECT_TRUE(same_bits(c.out, quant::emulate(c.lowered, c.plan, in).at("y")));
+}
+
+// Every conv with 4 input channels a K chunk, all 32 output channels, one whole image a tile, under `order`.
+MappingOverrides chunks(LoopOrder order) {
+  MappingOverrides m = images_a_tile(1, 32, order);
+  for (const std::string& name : kConvs)
+    m.layers[name].tile_oh = m.layers[name].tile_ow = name == "a_conv" ? 6 : 3;
+  return m;
+}
+
+// LOADs into the input scratchpad of layer `name`.
+int64_t input_loads(const CompileResult& r, const std::string& name) {
+  int64_t n = 0;
+  for (const isa::Instruction& ins : r.program.instructions) {
+    n += ins.opcode == isa::Opcode::kLoad && r.layers.at(ins.layer()).name == name &&
+         static_cast<isa::Buffer>(ins.get(isa::Field::kBuf)) == isa::Buffer::kInput;
+  }
+  return n;
+}
+
+TEST(ConvInputResident, AnInt8ConvTileResidentAcrossItsKChunksComputesBitForBitWhatChunkLoadsCompute) {
+  const Graph g = model();
+  Compiled chunked, resident;
+  compile_and_run(g, isa::NpuConfig{}, isa::DType::kInt8, chunks(LoopOrder::kSpatialOuter), &chunked);
+  compile_and_run(g, isa::NpuConfig{}, isa::DType::kInt8, chunks(LoopOrder::kInputResident), &resident);
+  for (const std::string& conv : kConvs) {
+    const LayerPlan& l = layer(resident.result, conv);
+    EXPECT_NE(l.loop_order.find("input tile resident across its K chunks"), std::string::npos)
+        << conv << ": " << l.loop_order;
+    // One LOAD of every channel an image, not one per chunk of 4 channels (2 or 8 chunks).
+    const int64_t nk = conv == "a_conv" ? 2 : 8;
+    EXPECT_EQ(input_loads(resident.result, conv), kImages) << conv;
+    EXPECT_EQ(input_loads(chunked.result, conv), kImages * nk) << conv;
+  }
+  EXPECT_TRUE(same_bits(chunked.out, resident.out));
+  // A float conv's chunks add their partial sums in order: the search does not offer the loop order (its
+  // tilings would change the outputs), and a mapping file naming it is an error.
+  Compiled f;
+  EXPECT_ANY_THROW(
+      compile_and_run(g, isa::NpuConfig{}, isa::DType::kFp32, chunks(LoopOrder::kInputResident), &f));
 }
 
 }  // namespace
