@@ -27,6 +27,15 @@ namespace npusim::compiler::backend {
 // writes as well (MatrixJob::y_store: a block's output that the next block's first conv reads on chip and
 // its residual Add in DRAM).
 std::string next_reads_on_chip(const Context& c, size_t i, bool* others = nullptr);
+// Why node i's output (a MatMul's or Gemm's) cannot stay on chip for node i + 1 ("" = it can): a GEMM
+// chain (a transformer's FFN: its first MatMul with the GELU fused, the second reading the hidden layer).
+// Node i + 1 must be a MatMul or Gemm reading it as its A against constant weights, its only reader, and it
+// a dense row-major value that is not a graph output nor written into a Concat's buffer.
+std::string gemm_reads_on_chip(const Context& c, size_t i);
+// A GEMM chain's value (DRAM tensor y, row-major, rows of its last dim N) left at `addr` by layer
+// `producer`: in column blocks [N / block][rows][block] (block 0: dense [rows][N]; MatrixJob::y_block).
+OnChipValue rows_on_chip(const std::string& value, const DramTensor& y, uint64_t addr, uint32_t producer,
+                         int64_t block);
 // The value `value` (DRAM tensor y, dense NHWC) left at `addr` of the input scratchpad by layer
 // `producer`, pending for its reader.
 OnChipValue nhwc_on_chip(const std::string& value, const DramTensor& y, uint64_t addr, uint32_t producer);
@@ -74,5 +83,7 @@ std::optional<uint64_t> residual_in_sram(const Context& c, const Range& value, u
 // Values read in place, never in DRAM -> their SRAM address (the binding stage reports them in
 // CompileResult::on_chip).
 const std::map<std::string, uint64_t>& kept_on_chip(const Context& c);
+// Those of them in column blocks (a GEMM chain's: rows_on_chip) -> the block.
+const std::map<std::string, int64_t>& kept_blocks(const Context& c);
 
 }  // namespace npusim::compiler::backend

@@ -185,6 +185,45 @@ TEST(Residency, AResidualStaysOnChipFromItsProducerToTheConvThatAddsItAndCompute
   }
 }
 
+// A transformer's FFN: MatMul -> bias -> GELU-like activation -> MatMul, the hidden layer wide. The hidden
+// layer is read by the second MatMul only, so it stays in the input scratchpad, in column blocks of the
+// first MatMul's output-channel tile (its tiles need not hold every channel), and is never stored.
+Graph ffn(int64_t rows, int64_t d, int64_t hidden) {
+  GraphBuilder b;
+  b.input("x", {1, rows, d});
+  b.constant("w1", {d, hidden}, 0.5f, 1).constant("b1", {hidden}, 0.5f, 2);
+  b.node("MatMul", {"x", "w1"}, {"m1"}, "fc1");
+  b.node("Add", {"m1", "b1"}, {"a1"}, "fc1_bias");
+  b.node("Relu", {"a1"}, {"h"}, "act");
+  b.constant("w2", {hidden, d}, 0.5f, 3);
+  b.node("MatMul", {"h", "w2"}, {"y"}, "fc2");
+  b.output("y");
+  return b.build();
+}
+
+TEST(Residency, AnFfnsHiddenLayerStaysOnChipInColumnBlocksAndComputesTheSame) {
+  for (const isa::DType precision : {isa::DType::kFp32, isa::DType::kFp16}) {
+    const isa::NpuConfig config;
+    const Compiled both = compile_both(ffn(64, 48, 512), precision, config);
+    const CompileResult& kept = both.kept;
+    ASSERT_TRUE(on_chip(kept, "h"));
+    const auto h = std::find_if(kept.on_chip.begin(), kept.on_chip.end(),
+                                [](const HostTensor& t) { return t.name == "h"; });
+    // The first MatMul's tiles hold fewer than its 512 output channels: the value lies in blocks of them.
+    EXPECT_GT(h->block, 0);
+    EXPECT_LT(h->block, 512);
+    EXPECT_EQ(512 % h->block, 0);
+    EXPECT_EQ(layer(kept, "fc2").on_chip_input, "h");
+    EXPECT_EQ(layer(kept, "fc2").on_chip_bytes_saved, 2 * 64 * 512 * isa::dtype_bytes(precision));
+    EXPECT_FALSE(on_chip(both.stored, "h"));
+    // Only x, the weights and y cross the DRAM interface: fc1 stores nothing.
+    for (const isa::Instruction& ins : kept.program.instructions)
+      EXPECT_FALSE(ins.opcode == isa::Opcode::kStore && kept.layers.at(ins.layer()).name == "fc1");
+    expect_same_results(both, ffn(64, 48, 512), config, {{"x", random_tensor({1, 64, 48}, 1.0f, 31)}},
+                        precision == isa::DType::kFp32 ? 1e-5 : 2e-2);
+  }
+}
+
 TEST(Residency, AValueTooLargeForTheScratchpadOrAskedOffStaysInDram) {
   Graph lowered = blocks();
   lower(lowered);
