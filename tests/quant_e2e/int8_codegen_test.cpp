@@ -1638,6 +1638,35 @@ TEST(Int8Codegen, AnFfnsHiddenLayerLeftOnChipInColumnBlocksGivesTheReferencesCod
   for (const auto& sample : samples) EXPECT_EQ(check_bit_exact(off, config, sample), 3);
 }
 
+TEST(Int8Codegen, ALayerNormLeftOnChipForTheMatMulAfterItGivesTheReferencesCodes) {
+  // MatMul -> LayerNorm -> MatMul (a ViT block's mlp.3 -> ln_2 -> mlp.0, after the residual): the
+  // LayerNorm's codes are written where the residency planner reserved them and the MatMul reads them in
+  // place (backend/fusion/residency.h); they, and every MatMul's codes, are the reference's.
+  namespace t = compiler::testing;
+  const isa::NpuConfig config;
+  t::GraphBuilder b;
+  auto x = b.input("x", {1, 64, 48});
+  auto p = b.node("MatMul", {x, b.random_constant("w0", {48, 96}, 6, -1.0f, 1.0f)}, "p", {1, 64, 96});
+  auto n =
+      b.node("LayerNormalization",
+             {p, b.random_constant("g", {96}, 7, 0.5f, 1.5f), b.random_constant("be", {96}, 8, -0.5f, 0.5f)},
+             "n", {1, 64, 96});
+  b.output(b.node("MatMul", {n, b.random_constant("w1", {96, 16}, 2, -0.3f, 0.3f)}, "y", {1, 64, 16}));
+  Compiled k = lower_and_plan_int8(b, 2, compiler::rowwise_row_limit(config), q::Int8Vector::kInteger);
+  compiler::CompileOptions opt;
+  opt.plan = &k.plan;
+  k.result = compiler::compile(k.lowered, config, opt);
+  std::string ln;
+  for (const auto& node : k.lowered.nodes) {
+    if (node.op_type == "LayerNormalization") ln = node.outputs[0];
+  }
+  ASSERT_FALSE(ln.empty());
+  EXPECT_TRUE(std::any_of(k.result.on_chip.begin(), k.result.on_chip.end(),
+                          [&](const compiler::HostTensor& v) { return v.name == ln; }));
+  for (const auto& sample : q::synthetic_samples(k.lowered, 2, 19))
+    EXPECT_EQ(check_bit_exact(k, config, sample, {}, {"n_node"}), 2);
+}
+
 TEST(Int8Codegen, MobileNetV3BlockRunsIntegerOnlyAndGivesTheReferencesCodesInBothSchemes) {
   // A MobileNetV3 inverted residual with squeeze-and-excitation: 1x1 expansion + HardSwish, depthwise 3x3 +
   // HardSwish, GlobalAveragePool -> 1x1 + Relu -> 1x1 + HardSigmoid -> Mul, 1x1 projection, the residual

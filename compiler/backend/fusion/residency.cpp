@@ -215,9 +215,10 @@ void plan_on_chip(Context& c, size_t i) {
     if (!c.options.keep_on_chip) return "fusion is off (--no-fusion)";
     if (c.g.nhwc_io) return "a SCALE-Sim topology's rows run one at a time";
     if (c.shared_capacity() > 0) return "inputs and weights share one scratchpad";
-    const bool gemm = p.op_type == "MatMul" || p.op_type == "Gemm";
+    const bool gemm = p.op_type == "MatMul" || p.op_type == "Gemm" ||
+                      (p.op_type == "LayerNormalization" && p.domain.empty());
     if ((p.op_type != "Conv" && !gemm) || p.outputs.size() != 1)
-      return "only a Conv, MatMul or Gemm leaves its output on chip";
+      return "only a Conv, MatMul, Gemm or LayerNormalization leaves its output on chip";
     const std::string no = gemm ? gemm_reads_on_chip(c, i) : next_reads_on_chip(c, i, &others);
     // A mapping file that tiles the layer without saying on_chip keeps the tiling it gives (a held value
     // needs every channel of whole rows a tile), as before holds existed.
@@ -417,6 +418,19 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapp
   o.imposed = c.fusion.keep_imposed;
   hold_or_spill(c);  // the value this layer read, if a later layer reads it as its residual
   c.fusion.on_chip = o;
+}
+
+std::optional<uint64_t> rows_left_on_chip(Context& c, const std::string& value, uint64_t below) {
+  if (c.fusion.keep_output != value || c.fusion.keep_in_dram || c.fusion.keep_residual_reader >= 0)
+    return std::nullopt;
+  const DramTensor& y = c.tensor(value);
+  OnChipValue o = rows_on_chip(value, y, c.fusion.keep_addr, c.layer, 0);
+  if (o.addr < below) return std::nullopt;  // the layer's own tiles reach its bytes
+  c.fusion.keep_output.clear();
+  o.imposed = c.fusion.keep_imposed;
+  hold_or_spill(c);
+  c.fusion.on_chip = o;
+  return o.addr;
 }
 
 bool map_matrix_job(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm, Tiling* t,

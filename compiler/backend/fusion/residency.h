@@ -51,6 +51,11 @@ void plan_on_chip(Context& c, size_t i);
 // its output on chip when the planner asked for it and its epilogue ends with a VEC (MatrixJob::y_sram).
 // Each only when the closed form does not find it slower (MatrixMapper::search, DepthwiseMapper::search).
 void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapper& mm);
+// A row-wise layer (a LayerNorm: vector/rowwise.h) about to write `value`, which the planner keeps for the
+// GEMM after it: its record, dense [rows][N] at the returned address of the input scratchpad, now pending
+// (FusionState::on_chip), where the layer writes its rows instead of storing them. nullopt: stored as
+// usual (not planned, or the address lies below `below`, where the layer's own tiles reach).
+std::optional<uint64_t> rows_left_on_chip(Context& c, const std::string& value, uint64_t below);
 // Maps a matrix job (its strategy built): its on-chip input and output (place_on_chip), the array's
 // tiling (MatrixMapper::choose) and, for a depthwise job, the vector unit when that is faster
 // (lower_depthwise_on_vector, which emits it); when no tiling leaves the output on chip it goes to DRAM.
