@@ -426,7 +426,8 @@ std::optional<uint64_t> rows_left_on_chip(Context& c, const std::string& value, 
   const DramTensor& y = c.tensor(value);
   OnChipValue o = rows_on_chip(value, y, c.fusion.keep_addr, c.layer, 0);
   if (o.addr < below) return std::nullopt;  // the layer's own tiles reach its bytes
-  c.fusion.keep_output.clear();
+  // keep_output stays set until finish_on_chip: a row-wise layer may be emitted more than once (its tiles
+  // timed in trials, Context::begin_trial), each emission writing the rows on chip.
   o.imposed = c.fusion.keep_imposed;
   hold_or_spill(c);
   c.fusion.on_chip = o;
