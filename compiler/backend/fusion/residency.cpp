@@ -347,7 +347,7 @@ void fold_batch_into_rows(Context& c, MatrixJob& j, MatrixStrategy& s, const Mat
 
 }  // namespace
 
-void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapper& mm) {
+void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm) {
   OnChipValue& v = c.fusion.on_chip;
   fold_batch_into_rows(c, j, s, mm);
   // The input, where the layer before left it, when reading it there is no slower by the closed form
@@ -387,15 +387,17 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapp
   const bool rows = op == "MatMul" || op == "Gemm";  // a GEMM chain (plan_on_chip)
   if (rows && (!j.gemm || j.images != 1)) return;
   const double without = c.fusion.keep_imposed ? 0.0 : best_estimate(c, j, s, mm);
-  // A GEMM chain: the value in column blocks of the output-channel tile the layer's best tiling takes
-  // alone, so that its tiles need not hold every channel (a 3072-wide FFN hidden layer's sums do not fit
-  // the accumulator a tile of rows at a time); dense when that tile is every channel or does not divide
-  // them.
+  // A GEMM chain: the value in column blocks of the output-channel tile of the tiling the layer takes when
+  // it stores its output (MatrixMapper::choose: its candidates simulated), so that its tiles need not hold
+  // every channel (a 3072-wide FFN hidden layer's sums do not fit the accumulator a tile of rows at a
+  // time) and that tiling stays a candidate, its STORE replaced by the write in place; dense when that
+  // tile is every channel. Left in DRAM when the tile does not divide the channels.
   int64_t block = 0;
   if (rows) {
     int64_t n = 0;
-    const std::vector<Tiling> a = mm.search(&n, 1);
-    if (!a.empty() && a.front().tn < j.M && j.M % a.front().tn == 0) block = a.front().tn;
+    const Tiling stored = mm.choose(&n);
+    if (n == 0 || j.M % stored.tn != 0) return;
+    if (stored.tn < j.M) block = stored.tn;
   }
   OnChipValue o = rows ? rows_on_chip(c.fusion.keep_output, y, c.fusion.keep_addr, c.layer, block)
                        : nhwc_on_chip(c.fusion.keep_output, y, c.fusion.keep_addr, c.layer);

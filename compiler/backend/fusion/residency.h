@@ -50,7 +50,7 @@ void plan_on_chip(Context& c, size_t i);
 // (MatrixJob::a_sram, as a GEMM over the input's pixels; recorded in FusionState::kept_on_chip), and leaves
 // its output on chip when the planner asked for it and its epilogue ends with a VEC (MatrixJob::y_sram).
 // Each only when the closed form does not find it slower (MatrixMapper::search, DepthwiseMapper::search).
-void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapper& mm);
+void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm);
 // A row-wise layer (a LayerNorm: vector/rowwise.h) about to write `value`, which the planner keeps for the
 // GEMM after it: its record, dense [rows][N] at the returned address of the input scratchpad, now pending
 // (FusionState::on_chip), where the layer writes its rows instead of storing them. nullopt: stored as
