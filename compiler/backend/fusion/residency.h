@@ -9,6 +9,9 @@
 // input scratchpad from the producer's mapping on (FusionState::input_reserved), so both layers' tiles are
 // searched, costed and simulated as they will run. Any other reader (a host fallback, a conversion)
 // gets the tensor through Context::spill_on_chip first, so the program stays exact whatever lowers.
+// The same for GEMM chains (a MatMul or Gemm read by the MatMul or Gemm after it: a transformer's FFN), the
+// value in column blocks of the producer's output-channel tile (MatrixJob::y_block), and for a LayerNorm's
+// rows read by the GEMM after it (rows_left_on_chip).
 #include <array>
 #include <cstddef>
 #include <map>
