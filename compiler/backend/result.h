@@ -101,6 +101,9 @@ struct HostTensor {
   // Elements between consecutive indices of each dim in memory order; empty = dense. A value written in
   // place into its slice of a Concat's buffer (CompileOptions::fold_concats) has that buffer's rows.
   std::vector<int64_t> strides;
+  // CompileResult::on_chip only: a GEMM chain's value in column blocks [N / block][rows][block] of its last
+  // dim N (backend/fusion/residency.h); 0 = as layout and strides say.
+  int64_t block = 0;
 };
 struct HostCallInfo {
   uint32_t host_op = 0;            // index into Program::host_ops

@@ -98,6 +98,10 @@ std::vector<double> read_value(arch::datapath::MachineState& st, const compiler:
   for (int64_t k = 0; k < n; ++k) {
     int64_t off = 0;
     for (size_t d = 0; d < r; ++d) off += idx[d] * stride[d];
+    if (t.block > 0) {  // a GEMM chain's value in column blocks [N / block][rows][block]
+      const int64_t cols = t.shape.back(), row = k / cols, col = k % cols;
+      off = ((col / t.block) * (n / cols) + row) * t.block + col % t.block;
+    }
     const uint8_t* p = &raw[static_cast<size_t>(off * es)];
     double v = 0;
     switch (t.dtype) {
@@ -1600,6 +1604,67 @@ TEST(Int8Codegen, FusedActivationsAreARequantizeAndOneTableLookupGivingTheRefere
       EXPECT_LT(2 * in.run.vector_cycles, fl.run.vector_cycles) << what;
     }
   }
+}
+
+TEST(Int8Codegen, AnFfnsHiddenLayerLeftOnChipInColumnBlocksGivesTheReferencesCodes) {
+  // MatMul -> MatMul + GELU (the integer scheme's table epilogue) -> MatMul, the hidden layer 2048 wide: each
+  // MatMul's output is read only by the next one, so it stays in the input scratchpad (the first in column
+  // blocks of its output-channel tile, backend/fusion/residency.h) and never touches DRAM. Every layer's
+  // codes, read where they lie, are the reference's; the program's output equals --no-fusion's bit for bit.
+  namespace t = compiler::testing;
+  const isa::NpuConfig config;
+  t::GraphBuilder b;
+  auto x = b.input("x", {1, 64, 32});
+  auto p = b.node("MatMul", {x, b.random_constant("w0", {32, 32}, 6, -1.0f, 1.0f)}, "p", {1, 64, 32});
+  auto m = b.node("MatMul", {p, b.random_constant("w", {32, 2048}, 5, -0.5f, 0.5f)}, "m", {1, 64, 2048});
+  auto a = b.node("Gelu", {m}, "a", {1, 64, 2048}, {}, compiler::DataType::kFloat32, compiler::kNpuDomain);
+  b.output(b.node("MatMul", {a, b.random_constant("w2", {2048, 16}, 2, -0.1f, 0.1f)}, "y", {1, 64, 16}));
+  Compiled k = lower_and_plan_int8(b, 2, 0, q::Int8Vector::kInteger);
+  compiler::CompileOptions opt;
+  opt.plan = &k.plan;
+  k.result = compiler::compile(k.lowered, config, opt);
+  const std::string hidden = k.plan.layers.at("m_node").output;
+  const auto h = std::find_if(k.result.on_chip.begin(), k.result.on_chip.end(),
+                              [&](const compiler::HostTensor& v) { return v.name == hidden; });
+  ASSERT_NE(h, k.result.on_chip.end());
+  EXPECT_GT(h->block, 0);
+  EXPECT_LT(h->block, 2048);
+  const auto samples = q::synthetic_samples(k.lowered, 2, 17);
+  for (const auto& sample : samples) EXPECT_EQ(check_bit_exact(k, config, sample), 3);
+  Compiled off = k;
+  opt.keep_on_chip = false;
+  off.result = compiler::compile(off.lowered, config, opt);
+  EXPECT_TRUE(off.result.on_chip.empty());
+  for (const auto& sample : samples) EXPECT_EQ(check_bit_exact(off, config, sample), 3);
+}
+
+TEST(Int8Codegen, ALayerNormLeftOnChipForTheMatMulAfterItGivesTheReferencesCodes) {
+  // MatMul -> LayerNorm -> MatMul (a ViT block's mlp.3 -> ln_2 -> mlp.0, after the residual): the
+  // LayerNorm's codes are written where the residency planner reserved them and the MatMul reads them in
+  // place (backend/fusion/residency.h); they, and every MatMul's codes, are the reference's.
+  namespace t = compiler::testing;
+  const isa::NpuConfig config;
+  t::GraphBuilder b;
+  auto x = b.input("x", {1, 64, 48});
+  auto p = b.node("MatMul", {x, b.random_constant("w0", {48, 96}, 6, -1.0f, 1.0f)}, "p", {1, 64, 96});
+  auto n =
+      b.node("LayerNormalization",
+             {p, b.random_constant("g", {96}, 7, 0.5f, 1.5f), b.random_constant("be", {96}, 8, -0.5f, 0.5f)},
+             "n", {1, 64, 96});
+  b.output(b.node("MatMul", {n, b.random_constant("w1", {96, 16}, 2, -0.3f, 0.3f)}, "y", {1, 64, 16}));
+  Compiled k = lower_and_plan_int8(b, 2, compiler::rowwise_row_limit(config), q::Int8Vector::kInteger);
+  compiler::CompileOptions opt;
+  opt.plan = &k.plan;
+  k.result = compiler::compile(k.lowered, config, opt);
+  std::string ln;
+  for (const auto& node : k.lowered.nodes) {
+    if (node.op_type == "LayerNormalization") ln = node.outputs[0];
+  }
+  ASSERT_FALSE(ln.empty());
+  EXPECT_TRUE(std::any_of(k.result.on_chip.begin(), k.result.on_chip.end(),
+                          [&](const compiler::HostTensor& v) { return v.name == ln; }));
+  for (const auto& sample : q::synthetic_samples(k.lowered, 2, 19))
+    EXPECT_EQ(check_bit_exact(k, config, sample, {}, {"n_node"}), 2);
 }
 
 TEST(Int8Codegen, MobileNetV3BlockRunsIntegerOnlyAndGivesTheReferencesCodesInBothSchemes) {

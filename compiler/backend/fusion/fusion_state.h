@@ -40,6 +40,9 @@ struct OnChipValue {
   // is lowered (FusionState::residual), -1 = none.
   int64_t residual_reader = -1;
   bool next_reads = true;  // the layer after its producer reads it in place (a pointwise conv)
+  // A GEMM chain's value (residency.h): rows of its last dim in column blocks [N / block][rows][block]
+  // (MatrixJob::y_block), 0 = dense.
+  int64_t block = 0;
 };
 
 // A squeeze-and-excitation block's input held in the input scratchpad from its GlobalAveragePool to
@@ -80,6 +83,7 @@ struct FusionState {
   bool keep_in_dram = false;  // ... and it has other readers, which read it in DRAM (OnChipValue::in_dram)
   OnChipValue on_chip;
   std::map<std::string, uint64_t> kept_on_chip;  // values read in place (never in DRAM) -> their SRAM address
+  std::map<std::string, int64_t> kept_blocks;    // ... those of them in column blocks -> the block
   // The residual reader the planner found for keep_output (OnChipValue::residual_reader), -1 = none, and the
   // address it chose for the value (the highest free bytes: residency.h).
   int64_t keep_residual_reader = -1;

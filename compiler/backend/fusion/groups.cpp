@@ -30,6 +30,9 @@ void Groups::begin(size_t i, Placement placement, bool plannable) {
   fused_reader_ = conv_pool_.fused && (conv_pool_.pool == i || fused_project(i));
   if (plannable && !fused_reader_ && placement == Placement::kNpuMatrix && !yield_to_line_buffer(c_, i))
     plan_on_chip(c_, i);
+  // A LayerNorm's rows for the GEMM after it (residency.h: rows_left_on_chip).
+  if (plannable && placement == Placement::kNpuVector && c_.g.nodes[i].op_type == "LayerNormalization")
+    plan_on_chip(c_, i);
   if (plannable && placement == Placement::kNpuVector) plan_se_hold(c_, i);
   pair_ = ConvPool{};
   if (plannable && placement == Placement::kNpuMatrix && plan_conv_pool(c_, i, &pair_))

@@ -133,18 +133,67 @@ std::string next_reads_on_chip(const Context& c, size_t i, bool* others) {
   return "";
 }
 
-OnChipValue nhwc_on_chip(const std::string& value, const DramTensor& y, uint64_t addr, uint32_t producer) {
+std::string gemm_reads_on_chip(const Context& c, size_t i) {
+  const Node& p = c.g.nodes[i];
+  if (i + 1 >= c.g.nodes.size()) return "no layer after it";
+  const Node& q = c.g.nodes[i + 1];
+  if (q.op_type != "MatMul" && q.op_type != "Gemm") return "the next layer is not a MatMul or Gemm";
+  const std::string& v = p.outputs[0];
+  if (q.inputs.size() < 2 || q.inputs[0] != v || q.inputs[1] == v || !c.g.value(q.inputs[1]).is_constant())
+    return "the next layer does not read the output as its A against constant weights";
+  if (q.op_type == "Gemm" && q.attr_int("transA", 0) != 0) return "the next Gemm transposes its A";
+  for (size_t k = 2; k < q.inputs.size(); ++k) {
+    if (q.inputs[k] == v) return "the next layer reads the output twice";
+  }
+  if (c.folding.folded(p) || c.folding.folded(q)) return "the output is written into a Concat's buffer";
+  for (const std::string& o : c.g.outputs) {
+    if (o == v) return "the output is a graph output";
+  }
+  if (c.g.consumers(v).size() != 1) return "the output has other readers";
+  auto t = c.tensors.find(v);
+  if (t == c.tensors.end() || t->second.strided() || t->second.shape.size() < 2)
+    return "the output is not dense";
+  for (size_t d = 0; d < t->second.layout.size(); ++d) {
+    if (t->second.layout[d] != static_cast<int>(d)) return "the output is not row-major";
+  }
+  // A spill stores it as one box (rows_on_chip): 16-bit sizes.
+  const int64_t n = t->second.shape.back();
+  if (n > 65535 || num_elements(t->second.shape) / n > 65535)
+    return "the output has too many rows or columns";
+  return "";
+}
+
+namespace {
+// The value pending in SRAM at `addr`, its STORE box still to set.
+OnChipValue pending_value(const std::string& value, const DramTensor& y, uint64_t addr, uint32_t producer) {
   OnChipValue o;
   o.value = value;
   o.dram = y.range();
   o.addr = addr;
   o.bytes = num_elements(y.shape) * isa::dtype_bytes(y.dtype);
   o.dtype = y.dtype;
+  o.pending = true;
+  o.producer = producer;
+  return o;
+}
+}  // namespace
+
+OnChipValue rows_on_chip(const std::string& value, const DramTensor& y, uint64_t addr, uint32_t producer,
+                         int64_t block) {
+  OnChipValue o = pending_value(value, y, addr, producer);
+  const int64_t n = y.shape.back(), rows = num_elements(y.shape) / n, b = block > 0 ? block : n;
+  // [N / b][rows][b] in SRAM: a block of every row, the blocks b elements apart in DRAM.
+  o.box = {b, rows, n / b, 1};
+  o.strides = {n, b, 0};
+  o.block = block;
+  return o;
+}
+
+OnChipValue nhwc_on_chip(const std::string& value, const DramTensor& y, uint64_t addr, uint32_t producer) {
+  OnChipValue o = pending_value(value, y, addr, producer);
   // NHWC [N][H][W][C]: rows of W pixels.
   o.box = {y.phys[3], y.phys[2], y.phys[0] * y.phys[1], 1};
   o.strides = {y.phys[3], y.phys[2] * y.phys[3], 0};
-  o.pending = true;
-  o.producer = producer;
   return o;
 }
 
@@ -166,11 +215,14 @@ void plan_on_chip(Context& c, size_t i) {
     if (!c.options.keep_on_chip) return "fusion is off (--no-fusion)";
     if (c.g.nhwc_io) return "a SCALE-Sim topology's rows run one at a time";
     if (c.shared_capacity() > 0) return "inputs and weights share one scratchpad";
-    if (p.op_type != "Conv" || p.outputs.size() != 1) return "only a Conv leaves its output on chip";
-    const std::string no = next_reads_on_chip(c, i, &others);
+    const bool gemm = p.op_type == "MatMul" || p.op_type == "Gemm" ||
+                      (p.op_type == "LayerNormalization" && p.domain.empty());
+    if ((p.op_type != "Conv" && !gemm) || p.outputs.size() != 1)
+      return "only a Conv, MatMul, Gemm or LayerNormalization leaves its output on chip";
+    const std::string no = gemm ? gemm_reads_on_chip(c, i) : next_reads_on_chip(c, i, &others);
     // A mapping file that tiles the layer without saying on_chip keeps the tiling it gives (a held value
     // needs every channel of whole rows a tile), as before holds existed.
-    reader = imposed && imposed->has_tiling() && !want ? -1 : hold_for_residual(c, i);
+    reader = gemm || (imposed && imposed->has_tiling() && !want) ? -1 : hold_for_residual(c, i);
     if (!no.empty() && reader < 0) return no;
     next_reads = no.empty();
     // Readers other than the next layer (in place) and the residual reader read it in DRAM.
@@ -251,6 +303,8 @@ bool as_sram_gemm(const MatrixJob& j, const OnChipValue& v, MatrixJob* g) {
     g->gemm = true;
   }
   g->a_sram = static_cast<int64_t>(v.addr);
+  g->a_block = v.block;
+  if (v.block > 0 && (!j.gemm || j.C % v.block != 0)) return false;
   return true;
 }
 
@@ -293,7 +347,7 @@ void fold_batch_into_rows(Context& c, MatrixJob& j, MatrixStrategy& s, const Mat
 
 }  // namespace
 
-void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapper& mm) {
+void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm) {
   OnChipValue& v = c.fusion.on_chip;
   fold_batch_into_rows(c, j, s, mm);
   // The input, where the layer before left it, when reading it there is no slower by the closed form
@@ -313,6 +367,7 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapp
     if (in_place) {
       // A value its producer stored too (other readers) saves its read alone.
       if (!v.in_dram) c.fusion.kept_on_chip[v.value] = v.addr;
+      if (!v.in_dram && v.block > 0) c.fusion.kept_blocks[v.value] = v.block;
       v.pending = v.residual_reader > static_cast<int64_t>(c.layer);  // still needed there
       c.plan->on_chip_input = v.value;
       c.plan->on_chip_bytes_saved = (v.in_dram ? 1 : 2) * v.bytes;
@@ -328,12 +383,29 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapp
   if (c.fusion.keep_in_dram && DepthwiseMapper::applies(j)) return;
   const DramTensor& y = c.tensor(c.fusion.keep_output);
   if (j.y_range.begin != y.addr || j.y_range.end != y.range().end) return;
-  OnChipValue o = nhwc_on_chip(c.fusion.keep_output, y, c.fusion.keep_addr, c.layer);
+  const std::string& op = c.g.nodes[c.layer].op_type;
+  const bool rows = op == "MatMul" || op == "Gemm";  // a GEMM chain (plan_on_chip)
+  if (rows && (!j.gemm || j.images != 1)) return;
+  const double without = c.fusion.keep_imposed ? 0.0 : best_estimate(c, j, s, mm);
+  // A GEMM chain: the value in column blocks of the output-channel tile of the tiling the layer takes when
+  // it stores its output (MatrixMapper::choose: its candidates simulated), so that its tiles need not hold
+  // every channel (a 3072-wide FFN hidden layer's sums do not fit the accumulator a tile of rows at a
+  // time) and that tiling stays a candidate, its STORE replaced by the write in place; dense when that
+  // tile is every channel. Left in DRAM when the tile does not divide the channels.
+  int64_t block = 0;
+  if (rows) {
+    int64_t n = 0;
+    const Tiling stored = mm.choose(&n);
+    if (n == 0 || j.M % stored.tn != 0) return;
+    if (stored.tn < j.M) block = stored.tn;
+  }
+  OnChipValue o = rows ? rows_on_chip(c.fusion.keep_output, y, c.fusion.keep_addr, c.layer, block)
+                       : nhwc_on_chip(c.fusion.keep_output, y, c.fusion.keep_addr, c.layer);
   o.residual_reader = c.fusion.keep_residual_reader;
   o.next_reads = c.fusion.keep_next_reads;
   c.fusion.keep_output.clear();
-  const double without = c.fusion.keep_imposed ? 0.0 : best_estimate(c, j, s, mm);
   j.y_sram = static_cast<int64_t>(o.addr);
+  j.y_block = block;
   j.y_store = o.in_dram = c.fusion.keep_in_dram;
   // The reads it saves: the next layer's and the residual reader's.
   const int reads = (o.next_reads ? 1 : 0) + (o.residual_reader >= 0 ? 1 : 0);
@@ -341,12 +413,27 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapp
       c.dram_bytes_per_cycle > 0 ? reads * static_cast<double>(o.bytes) / c.dram_bytes_per_cycle : 0.0;
   if (!c.fusion.keep_imposed && best_estimate(c, j, s, mm) > without + read) {
     j.y_sram = -1;
+    j.y_block = 0;
     j.y_store = false;
     return;
   }
   o.imposed = c.fusion.keep_imposed;
   hold_or_spill(c);  // the value this layer read, if a later layer reads it as its residual
   c.fusion.on_chip = o;
+}
+
+std::optional<uint64_t> rows_left_on_chip(Context& c, const std::string& value, uint64_t below) {
+  if (c.fusion.keep_output != value || c.fusion.keep_in_dram || c.fusion.keep_residual_reader >= 0)
+    return std::nullopt;
+  const DramTensor& y = c.tensor(value);
+  OnChipValue o = rows_on_chip(value, y, c.fusion.keep_addr, c.layer, 0);
+  if (o.addr < below) return std::nullopt;  // the layer's own tiles reach its bytes
+  // keep_output stays set until finish_on_chip: a row-wise layer may be emitted more than once (its tiles
+  // timed in trials, Context::begin_trial), each emission writing the rows on chip.
+  o.imposed = c.fusion.keep_imposed;
+  hold_or_spill(c);
+  c.fusion.on_chip = o;
+  return o.addr;
 }
 
 bool map_matrix_job(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm, Tiling* t,
@@ -357,6 +444,7 @@ bool map_matrix_job(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& m
   if (*evaluated > 0 || j.y_sram < 0) return false;
   // No tiling leaves the output on chip: it goes to DRAM.
   j.y_sram = -1;
+  j.y_block = 0;
   j.y_store = false;
   c.fusion.on_chip = {};
   *t = mm.choose(evaluated);
@@ -376,7 +464,7 @@ void finish_on_chip(Context& c, size_t i, LayerPlan& plan) {
   if (!r.value.empty() && r.residual_reader <= static_cast<int64_t>(i)) {
     // Its read here saved, and its write too when nothing stored it and no in-place reader counted that.
     if (!r.spilled) plan.on_chip_bytes_saved += (!r.in_dram && !r.next_reads ? 2 : 1) * r.bytes;
-    if (r.spilled) c.fusion.kept_on_chip.erase(r.value);
+    if (r.spilled) c.fusion.kept_on_chip.erase(r.value), c.fusion.kept_blocks.erase(r.value);
     if (!r.spilled && !r.in_dram) c.fusion.kept_on_chip[r.value] = r.addr;  // never in DRAM
     r = {};
   }
@@ -454,5 +542,6 @@ std::optional<uint64_t> residual_in_sram(const Context& c, const Range& value, u
 }
 
 const std::map<std::string, uint64_t>& kept_on_chip(const Context& c) { return c.fusion.kept_on_chip; }
+const std::map<std::string, int64_t>& kept_blocks(const Context& c) { return c.fusion.kept_blocks; }
 
 }  // namespace npusim::compiler::backend

@@ -9,6 +9,9 @@
 // input scratchpad from the producer's mapping on (FusionState::input_reserved), so both layers' tiles are
 // searched, costed and simulated as they will run. Any other reader (a host fallback, a conversion)
 // gets the tensor through Context::spill_on_chip first, so the program stays exact whatever lowers.
+// The same for GEMM chains (a MatMul or Gemm read by the MatMul or Gemm after it: a transformer's FFN), the
+// value in column blocks of the producer's output-channel tile (MatrixJob::y_block), and for a LayerNorm's
+// rows read by the GEMM after it (rows_left_on_chip).
 #include <array>
 #include <cstddef>
 #include <map>
@@ -27,6 +30,15 @@ namespace npusim::compiler::backend {
 // writes as well (MatrixJob::y_store: a block's output that the next block's first conv reads on chip and
 // its residual Add in DRAM).
 std::string next_reads_on_chip(const Context& c, size_t i, bool* others = nullptr);
+// Why node i's output (a MatMul's or Gemm's) cannot stay on chip for node i + 1 ("" = it can): a GEMM
+// chain (a transformer's FFN: its first MatMul with the GELU fused, the second reading the hidden layer).
+// Node i + 1 must be a MatMul or Gemm reading it as its A against constant weights, its only reader, and it
+// a dense row-major value that is not a graph output nor written into a Concat's buffer.
+std::string gemm_reads_on_chip(const Context& c, size_t i);
+// A GEMM chain's value (DRAM tensor y, row-major, rows of its last dim N) left at `addr` by layer
+// `producer`: in column blocks [N / block][rows][block] (block 0: dense [rows][N]; MatrixJob::y_block).
+OnChipValue rows_on_chip(const std::string& value, const DramTensor& y, uint64_t addr, uint32_t producer,
+                         int64_t block);
 // The value `value` (DRAM tensor y, dense NHWC) left at `addr` of the input scratchpad by layer
 // `producer`, pending for its reader.
 OnChipValue nhwc_on_chip(const std::string& value, const DramTensor& y, uint64_t addr, uint32_t producer);
@@ -41,7 +53,12 @@ void plan_on_chip(Context& c, size_t i);
 // (MatrixJob::a_sram, as a GEMM over the input's pixels; recorded in FusionState::kept_on_chip), and leaves
 // its output on chip when the planner asked for it and its epilogue ends with a VEC (MatrixJob::y_sram).
 // Each only when the closed form does not find it slower (MatrixMapper::search, DepthwiseMapper::search).
-void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, const MatrixMapper& mm);
+void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm);
+// A row-wise layer (a LayerNorm: vector/rowwise.h) about to write `value`, which the planner keeps for the
+// GEMM after it: its record, dense [rows][N] at the returned address of the input scratchpad, now pending
+// (FusionState::on_chip), where the layer writes its rows instead of storing them. nullopt: stored as
+// usual (not planned, or the address lies below `below`, where the layer's own tiles reach).
+std::optional<uint64_t> rows_left_on_chip(Context& c, const std::string& value, uint64_t below);
 // Maps a matrix job (its strategy built): its on-chip input and output (place_on_chip), the array's
 // tiling (MatrixMapper::choose) and, for a depthwise job, the vector unit when that is faster
 // (lower_depthwise_on_vector, which emits it); when no tiling leaves the output on chip it goes to DRAM.
@@ -74,5 +91,7 @@ std::optional<uint64_t> residual_in_sram(const Context& c, const Range& value, u
 // Values read in place, never in DRAM -> their SRAM address (the binding stage reports them in
 // CompileResult::on_chip).
 const std::map<std::string, uint64_t>& kept_on_chip(const Context& c);
+// Those of them in column blocks (a GEMM chain's: rows_on_chip) -> the block.
+const std::map<std::string, int64_t>& kept_blocks(const Context& c);
 
 }  // namespace npusim::compiler::backend

@@ -449,6 +449,11 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
     auto tows = candidates(j_.OW, 1, 4, false);
     if (policy) tcs = {policy->tc}, tns = {policy->tn}, tohs = {policy->toh}, tows = {policy->tow};
     if (j_.fixed_tc > 0) tcs = {j_.fixed_tc};
+    if (j_.a_sram >= 0 && j_.a_block > 0) {  // K chunks within one column block
+      tcs.erase(std::remove_if(tcs.begin(), tcs.end(), [&](int64_t tc) { return j_.a_block % tc != 0; }),
+                tcs.end());
+      if (tcs.empty() && j_.a_block <= cin_b) tcs = {j_.a_block};
+    }
     imposed.restrict(gb, tcs, tns, tohs, tows);  // an imposed value wins over the policy's
     for (int64_t tc : tcs) {
       for (int64_t tn : tns) {
@@ -530,6 +535,7 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
           10000 * (j_.b_sram >= 0),
       static_cast<int>(s_.ops.w), static_cast<int>(s_.ops.y), static_cast<int>(s_.ops.r), s_.ops.tile_read,
       s_.epilogue_ops());
+  key += fmt::format(" blocks {} {}", j_.a_block, j_.y_block);
   for (const Tiling& t : best) {
     key += fmt::format("|{} {} {} {} {} {} {} {} {}", t.gb, t.toh, t.tow, t.tc, t.tn, t.ti, t.spatial_outer,
                        t.input_resident, t.groups_inner);
@@ -625,7 +631,15 @@ void MatrixMapper::generate(const Tiling& t) {
         const int64_t k0 = ik * t.tc, tc = std::min(t.tc, cin_b - k0);
         // Input tile with halo (resident: every K chunk, loaded with the first).
         const int64_t akey = (b * static_cast<int64_t>(sp.size()) + si) * nk + (resident ? 0 : ik);
-        if (j_.a_sram >= 0) {
+        if (j_.a_sram >= 0 && j_.a_block > 0) {
+          // Column blocks [C / a_block][rows][a_block] (GEMM chains): this K chunk's block, its rows.
+          const int64_t kk = cin0 + k0, rows = j_.images * j_.H * j_.W;
+          a_cur = static_cast<uint64_t>(j_.a_sram) +
+                  static_cast<uint64_t>(
+                      (((kk / j_.a_block) * rows + (s.img * j_.H + s.oy0) * j_.W + s.ox0) * j_.a_block +
+                       kk % j_.a_block - k0) *
+                      ea);
+        } else if (j_.a_sram >= 0) {
           // Where the producer left it (GEMMs: rows of C elements).
           a_cur = static_cast<uint64_t>(j_.a_sram) +
                   static_cast<uint64_t>(((s.img * j_.H + s.oy0) * j_.W + s.ox0) * j_.C + cin0) *
@@ -641,7 +655,9 @@ void MatrixMapper::generate(const Tiling& t) {
         // This K chunk of the input tile: a resident GEMM tile's columns [k0, k0 + tc), read in place.
         const bool in_place = resident || j_.a_sram >= 0;
         const uint64_t a_k = in_place ? a_cur + static_cast<uint64_t>(k0 * ea) : a_cur;
-        const int64_t a_stride = j_.a_sram >= 0 ? j_.C : resident ? cin_b : tc;
+        const int64_t a_stride = j_.a_sram >= 0 ? (j_.a_block > 0 ? j_.a_block : j_.C)
+                                 : resident     ? cin_b
+                                                : tc;
         const int64_t wkey = (b * nn + jn) * nk + ik;
         // A runtime B differs per image, so it is reused only within one.
         const int64_t bkey = j_.b_const ? wkey : s.img * blocks * nn * nk + wkey;

@@ -90,11 +90,21 @@ struct MatrixJob {
   // [kh][kw][C][M] of a single block (layer_fusion.h loads them once for all of a conv's bands): the
   // tiling then takes every input and output channel in one tile and the walk loads no weights.
   int64_t b_sram = -1;
+  // GEMM chains (backend/fusion/residency.h): the value at y_sram (a_sram) lies in column blocks
+  // [M / block][rows][block] instead of dense [rows][M] (0): a tile of `block` output channels is one
+  // contiguous run, so the producer's tiles need not hold every channel, and the reader's K chunks (within
+  // one block) are read in place `block` elements a row.
+  int64_t y_block = 0, a_block = 0;
   bool y_sram_tile(int64_t gb, int64_t toh, int64_t tow, int64_t tn) const {
+    if (y_sram >= 0 && y_block > 0) return gb == groups && tn == y_block;
     return y_sram < 0 || (gb == groups && tn >= gb * mg && (tow >= OW || toh == 1));
   }
   // Bytes from y_sram to output element (img, oy, ox, n) of `es`-byte elements.
   uint64_t y_sram_offset(int64_t img, int64_t oy, int64_t ox, int64_t n, int64_t es) const {
+    if (y_block > 0) {
+      const int64_t rows = images * OH * OW, pixel = (img * OH + oy) * OW + ox;
+      return static_cast<uint64_t>((((n / y_block) * rows + pixel) * y_block + n % y_block) * es);
+    }
     const int64_t row = y_sram_row ? y_sram_row : OW * M;
     return static_cast<uint64_t>(((img * OH + oy) * row + ox * M + n) * es);
   }

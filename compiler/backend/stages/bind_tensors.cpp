@@ -63,9 +63,11 @@ void bind_tensors(Context& c) {
   const std::map<std::string, uint64_t>& on_chip = kept_on_chip(c);  // never in DRAM (fusion/residency.h)
   for (const auto& [name, t] : c.tensors) {
     auto kept = on_chip.find(name);
-    (kept == on_chip.end() ? result.values : result.on_chip)
-        .push_back({name, kept == on_chip.end() ? t.addr : kept->second, t.shape, t.layout, t.dtype,
+    auto& list = kept == on_chip.end() ? result.values : result.on_chip;
+    list.push_back({name, kept == on_chip.end() ? t.addr : kept->second, t.shape, t.layout, t.dtype,
                     g.value(name).dtype, t.view_strides});
+    if (auto b = kept_blocks(c).find(name); kept != on_chip.end() && b != kept_blocks(c).end())
+      list.back().block = b->second;
   }
   uint64_t wbytes = 0;
   for (const auto& d : prog.data) wbytes += d.size();

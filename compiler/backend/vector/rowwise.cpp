@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "compiler/backend/fusion/residency.h"
 #include "compiler/backend/int8/int8.h"
 #include "compiler/backend/memory/movement.h"
 #include "compiler/passes/lowered.h"
@@ -181,19 +182,27 @@ bool lower_rowwise(Context& c, const Node& n, std::string* why) {
                  ey = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
   const At scratch{Buffer::kWeight, scratch_at}, acc{Buffer::kAccumulator, 0};
   const auto at = [](At a, uint64_t off) { return At{a.buf, a.addr + off}; };
+  // A LayerNorm whose output the GEMM after it reads in place (backend/fusion/residency.h): its rows are
+  // written dense [R][D] where the residency planner reserved them, and nothing is stored.
+  const int64_t slots_used = std::min<int64_t>(ceil_div(R, tile), kSlots);
+  const uint64_t slots_end = ibase + static_cast<uint64_t>((slots_used - 1) * slot + round64(tile * D * es));
+  const std::optional<uint64_t> y_sram =
+      softmax ? std::nullopt : rows_left_on_chip(c, n.outputs[0], slots_end);
   int64_t tiles = 0;
   for (int64_t r0 = 0; r0 < R; r0 += tile, ++tiles) {
     const int64_t rows = std::min(tile, R - r0);
     const At sl{Buffer::kInput, ibase + static_cast<uint64_t>(tiles % kSlots * slot)};
+    const At out =
+        y_sram ? At{Buffer::kInput, *y_sram + static_cast<uint64_t>(r0 * D) * isa::dtype_bytes(y.dtype)} : sl;
     const At m{Buffer::kAccumulator, st1}, v{Buffer::kAccumulator, st2};
     c.load(sl.buf, sl.addr, x.range(), x.addr + static_cast<uint64_t>(r0 * D) * ex, x.dtype, {D, rows, 1, 1},
            {D, 0, 0});
     At cur = sl;  // where the tile's values are
     const auto other = [&] { return cur.buf == sl.buf ? scratch : sl; };
     // An element-wise step to the tile's other place (`to_slot`: to the slot, in place if it is there).
-    const auto step = [&](VecOp op, At b, Bcast bc, isa::DType in, isa::DType out, bool to_slot = false) {
-      const At dst = to_slot ? sl : other();
-      emit(op, in, out, dst, cur, D, rows, b, bc);
+    const auto step = [&](VecOp op, At b, Bcast bc, isa::DType in, isa::DType to, bool to_slot = false) {
+      const At dst = to_slot ? out : other();
+      emit(op, in, to, dst, cur, D, rows, b, bc);
       cur = dst;
     };
     if (softmax) {
@@ -231,17 +240,19 @@ bool lower_rowwise(Context& c, const Node& n, std::string* why) {
           finish(VecOp::kMul, {Buffer::kWeight, gamma_at}, Bcast::kRow);
       }
     }
-    c.store(sl.buf, sl.addr, y.range(), y.addr + static_cast<uint64_t>(r0 * D) * ey, y.dtype, {D, rows, 1, 1},
-            {D, 0, 0});
+    if (!y_sram)
+      c.store(sl.buf, sl.addr, y.range(), y.addr + static_cast<uint64_t>(r0 * D) * ey, y.dtype,
+              {D, rows, 1, 1}, {D, 0, 0});
   }
   c.plan->mapping = fmt::format(
       "row-wise {}: {} tile(s) of up to {} rows x {} elements loaded once, {} VEC steps per tile in SRAM "
-      "(per-row statistics broadcast by column{}), stored once{}{}",
+      "(per-row statistics broadcast by column{}), {}{}{}",
       softmax ? "softmax (reduce_max, sub, exp, reduce_sum, recip, mul)"
       : rms   ? "rmsnorm (mul, reduce_mean, add eps, rsqrt, mul, mul gamma)"
               : "layernorm (reduce_mean, sub, mul, reduce_mean, add eps, rsqrt, mul, mul gamma, add beta)",
       tiles, tile, D, softmax ? 6 : (rms ? 5 : 7) + (gamma ? 1 : 0) + (beta ? 1 : 0),
       gamma || beta ? ", scale/bias by row" : "",
+      y_sram ? "left in the input scratchpad for the GEMM after it" : "stored once",
       qx || qy ? "; int8 codes converted once after the load and once before the store" : "",
       qy ? " (the output scale folded into the per-row factor)" : "");
   return true;

@@ -61,10 +61,11 @@ struct Compiled {
   Graph lowered;
   CompileResult kept, stored;
 };
-Compiled compile_both(const Graph& g, isa::DType precision, const isa::NpuConfig& config) {
+Compiled compile_both(const Graph& g, isa::DType precision, const isa::NpuConfig& config,
+                      const PipelineOptions& o = {}) {
   Compiled c;
   c.lowered = g;
-  lower(c.lowered);
+  lower(c.lowered, o);
   CompileOptions on, off;
   on.precision = off.precision = precision;
   off.keep_on_chip = false;
@@ -181,6 +182,71 @@ TEST(Residency, AResidualStaysOnChipFromItsProducerToTheConvThatAddsItAndCompute
     EXPECT_FALSE(on_chip(stored, "a3"));
     EXPECT_FALSE(on_chip(stored, "x1"));
     expect_same_results(both, bottlenecks(), config, {{"x", random_tensor({1, 8, 8, 8}, 1.0f, 21)}},
+                        precision == isa::DType::kFp32 ? 1e-5 : 2e-2);
+  }
+}
+
+// A transformer's FFN: MatMul -> bias -> GELU-like activation -> MatMul, the hidden layer wide. The hidden
+// layer is read by the second MatMul only, so it stays in the input scratchpad, in column blocks of the
+// first MatMul's output-channel tile (its tiles need not hold every channel), and is never stored.
+Graph ffn(int64_t rows, int64_t d, int64_t hidden) {
+  GraphBuilder b;
+  b.input("x", {1, rows, d});
+  b.constant("w1", {d, hidden}, 0.5f, 1).constant("b1", {hidden}, 0.5f, 2);
+  b.node("MatMul", {"x", "w1"}, {"m1"}, "fc1");
+  b.node("Add", {"m1", "b1"}, {"a1"}, "fc1_bias");
+  b.node("Relu", {"a1"}, {"h"}, "act");
+  b.constant("w2", {hidden, d}, 0.5f, 3);
+  b.node("MatMul", {"h", "w2"}, {"y"}, "fc2");
+  b.output("y");
+  return b.build();
+}
+
+TEST(Residency, AnFfnsHiddenLayerStaysOnChipInColumnBlocksAndComputesTheSame) {
+  for (const isa::DType precision : {isa::DType::kFp32, isa::DType::kFp16}) {
+    const isa::NpuConfig config;
+    const Compiled both = compile_both(ffn(64, 48, 512), precision, config);
+    const CompileResult& kept = both.kept;
+    ASSERT_TRUE(on_chip(kept, "h"));
+    const auto h = std::find_if(kept.on_chip.begin(), kept.on_chip.end(),
+                                [](const HostTensor& t) { return t.name == "h"; });
+    // The first MatMul's tiles hold fewer than its 512 output channels: the value lies in blocks of them.
+    EXPECT_GT(h->block, 0);
+    EXPECT_LT(h->block, 512);
+    EXPECT_EQ(512 % h->block, 0);
+    EXPECT_EQ(layer(kept, "fc2").on_chip_input, "h");
+    EXPECT_EQ(layer(kept, "fc2").on_chip_bytes_saved, 2 * 64 * 512 * isa::dtype_bytes(precision));
+    EXPECT_FALSE(on_chip(both.stored, "h"));
+    // Only x, the weights and y cross the DRAM interface: fc1 stores nothing.
+    for (const isa::Instruction& ins : kept.program.instructions)
+      EXPECT_FALSE(ins.opcode == isa::Opcode::kStore && kept.layers.at(ins.layer()).name == "fc1");
+    expect_same_results(both, ffn(64, 48, 512), config, {{"x", random_tensor({1, 64, 48}, 1.0f, 31)}},
+                        precision == isa::DType::kFp32 ? 1e-5 : 2e-2);
+  }
+}
+
+// A LayerNorm read only by the MatMul after it (a ViT block's ln_2 -> mlp.0): the row-wise layer writes its
+// rows where the residency planner reserved them, the MatMul reads them in place, nothing is stored.
+TEST(Residency, ALayerNormsOutputStaysOnChipForTheMatMulAfterItAndComputesTheSame) {
+  GraphBuilder b;
+  b.input("x", {1, 64, 96});
+  b.constant("g", {96}, 0.5f, 1).constant("be", {96}, 0.5f, 2).constant("w", {96, 40}, 0.5f, 3);
+  b.node("LayerNormalization", {"x", "g", "be"}, {"n"}, "ln").attrs["epsilon"].value = 1e-5f;
+  b.node("MatMul", {"n", "w"}, {"y"}, "fc");
+  b.output("y");
+  const Graph g = b.build();
+  for (const isa::DType precision : {isa::DType::kFp32, isa::DType::kFp16}) {
+    const isa::NpuConfig config;
+    PipelineOptions whole;  // the LayerNorm as one row-wise layer
+    whole.whole_row_limit = rowwise_row_limit(config);
+    const Compiled both = compile_both(g, precision, config, whole);
+    ASSERT_TRUE(on_chip(both.kept, "n"));
+    EXPECT_EQ(layer(both.kept, "fc").on_chip_input, "n");
+    EXPECT_EQ(layer(both.kept, "fc").on_chip_bytes_saved, 2 * 64 * 96 * isa::dtype_bytes(precision));
+    EXPECT_FALSE(on_chip(both.stored, "n"));
+    for (const isa::Instruction& ins : both.kept.program.instructions)
+      EXPECT_FALSE(ins.opcode == isa::Opcode::kStore && both.kept.layers.at(ins.layer()).name == "ln");
+    expect_same_results(both, g, config, {{"x", random_tensor({1, 64, 96}, 1.0f, 41)}},
                         precision == isa::DType::kFp32 ? 1e-5 : 2e-2);
   }
 }
