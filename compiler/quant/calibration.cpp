@@ -287,8 +287,14 @@ ClipRange choose_range(const TensorStats& s, const CalibrationOptions& o, bool s
       r.lo = static_cast<float>(-t);
       r.hi = static_cast<float>(t);
     } else {
-      const double tp = std::min<double>(std::max(0.0f, s.max()),
-                                         percentile_threshold(s.positive_histogram(), w, o.percentile));
+      double tp = std::min<double>(std::max(0.0f, s.max()),
+                                   percentile_threshold(s.positive_histogram(), w, o.percentile));
+      // A one-sided tensor (after ReLU) spends all 255 steps on [0, tp]: half the step, a quarter of the
+      // rounding noise of the same side in a two-sided range, which the percentile does not see. Clip no
+      // more than the least expected squared error on that grid says (mse_threshold), never more than
+      // the percentile: see choose_range in calibration.h.
+      if (s.min() >= 0)
+        tp = std::max(tp, std::min<double>(s.max(), mse_threshold(s.positive_histogram(), w, 255)));
       const double tn = std::min<double>(std::max(0.0f, -s.min()),
                                          percentile_threshold(s.negative_histogram(), w, o.percentile));
       r.lo = static_cast<float>(-tn);
