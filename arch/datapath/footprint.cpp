@@ -390,12 +390,18 @@ VecGeometry vec_geometry(const Instruction& ins) {
     }
   } else if (op == VecOp::kLut) {
     const auto code = [](DType t) { return t == DType::kInt8 || t == DType::kUint8; };
-    if (!code(in) || !code(out))
-      fail(ins, fmt::format("lut maps int8 or uint8 codes to int8 or uint8 codes, not {} -> {}",
+    if (!(code(in) || in == DType::kInt16) || !code(out))
+      fail(ins, fmt::format("lut maps int8, uint8 or int16 codes to int8 or uint8 codes, not {} -> {}",
                             dtype_name(in), dtype_name(out)));
-    if (bcast != Bcast::kNone) fail(ins, "lut reads its whole 256-entry table; bcast must be none");
+    if (bcast != Bcast::kNone) fail(ins, "lut reads its whole table; bcast must be none");
     buffer_field(ins, Field::kSrc2Buf, "src2_buf");
     g.src2_elems = isa::kLutEntries;
+    if (in == DType::kInt16) {
+      g.src2_elems = field(ins, Field::kImm1);
+      if (g.src2_elems < 1 || g.src2_elems > isa::kLutMaxEntries)
+        fail(ins, fmt::format("an int16 lut's table has imm1 = 1..{} entries, not {}", isa::kLutMaxEntries,
+                              g.src2_elems));
+    }
     g.src2_record_bytes = 1;
   } else if (op == VecOp::kDwConv) {
     return dwconv_geometry(ins, in, out, bcast, d0, d1, d2);

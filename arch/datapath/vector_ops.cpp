@@ -445,12 +445,18 @@ void execute_vec(const Instruction& ins, MachineState& st) {
     output_stage(ins, g, s1, s2.data(), dst);
     return;
   }
-  if (op ==
-      VecOp::kLut) {  // entry code - dtype_min(in), an entry of dtype_out's codes (vec_geometry checked)
+  if (op == VecOp::kLut) {  // entry code - base, an entry of dtype_out's codes (vec_geometry checked)
+    // int8/uint8 codes: base dtype_min, 256 entries; int16 codes: base imm0, imm1 entries.
+    const int64_t base = in == DType::kInt16 ? ins.get(Field::kImm0) : isa::numerics::dtype_min(in);
     const std::vector<int64_t> a = read_ints(s1, g.src1_elems, in);
-    const std::vector<int64_t> table = read_ints(s2.data(), isa::kLutEntries, out);
-    for (int64_t i = 0; i < g.dst_elems; ++i)
-      store_int(dst + u(i) * es_out, out, table[u(a[u(i)] - isa::numerics::dtype_min(in))]);
+    const std::vector<int64_t> table = read_ints(s2.data(), g.src2_elems, out);
+    for (int64_t i = 0; i < g.dst_elems; ++i) {
+      const int64_t k = a[u(i)] - base;
+      if (k < 0 || k >= g.src2_elems)
+        fail(ins, fmt::format("lut: code {} is outside the table's {} codes from {}", a[u(i)], g.src2_elems,
+                              base));
+      store_int(dst + u(i) * es_out, out, table[u(k)]);
+    }
     return;
   }
   if (is_integer(in) && integer_capable(op)) {

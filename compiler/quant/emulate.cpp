@@ -166,7 +166,8 @@ struct Epilogue {
       const int64_t v = requantize(acc, L.requant[c], L.requant_target(y).zero_point);
       const auto code = static_cast<int32_t>(num::clamp_i64(v, L.clamp_min, L.clamp_max));
       if (!L.lut_epilogue) return code;
-      return L.epilogue_lut[static_cast<size_t>(code - L.pre_activation.qmin())];
+      return L
+          .epilogue_lut[static_cast<size_t>(code - L.clamp_min)];  // the table starts at the clamp's low end
     }
     const float pre = static_cast<float>(acc) * L.acc_scale[c];
     return y.quantize(activation(pre));
@@ -1115,11 +1116,23 @@ ClipRange table_input_range(const Node& n, const std::string& act, ClipRange r, 
 
 std::vector<int32_t> epilogue_lut(const Node& n, const std::string& act, const QParams& pre,
                                   const QParams& y) {
-  std::vector<int32_t> table(static_cast<size_t>(isa::kLutEntries));
+  return epilogue_lut(n, act, pre, y, pre.qmin(), isa::kLutEntries);
+}
+
+std::vector<int32_t> epilogue_lut(const Node& n, const std::string& act, const QParams& pre, const QParams& y,
+                                  int32_t base, int entries) {
+  std::vector<int32_t> table(static_cast<size_t>(entries));
   const FusedAct f(n, act);
-  for (int k = 0; k < isa::kLutEntries; ++k)
-    table[static_cast<size_t>(k)] = y.quantize(f(pre.dequantize(pre.qmin() + k)));
+  for (int k = 0; k < entries; ++k) table[static_cast<size_t>(k)] = y.quantize(f(pre.dequantize(base + k)));
   return table;
+}
+
+QParams refined_table_grid(const QParams& q8, int refine) {
+  QParams q;
+  q.dtype = isa::DType::kInt16;
+  q.scale = static_cast<float>(static_cast<double>(q8.scale) / refine);
+  q.zero_point = lut_epilogue_base(refine) + (q8.zero_point - q8.qmin()) * refine;
+  return q;
 }
 
 std::vector<int32_t> activation_lut(const Graph& g, const Node& n, const QParams& x, const QParams& y) {

@@ -59,6 +59,21 @@ std::vector<int32_t> activation_lut(const Graph& g, const Node& n, const QParams
 // exactly as the float epilogue computes it.
 std::vector<int32_t> epilogue_lut(const Node& n, const std::string& act, const QParams& pre,
                                   const QParams& y);
+// The same for a table read with 16-bit codes (an int16 `pre`): `entries` entries from code `base`.
+std::vector<int32_t> epilogue_lut(const Node& n, const std::string& act, const QParams& pre, const QParams& y,
+                                  int32_t base, int entries);
+
+// A lookup-table epilogue reads its pre-activation as a 16-bit code: the 8-bit grid q8 (uint8 or int8,
+// its range narrowed by table_input_range) refined kLutEpilogueRefine times -- scale q8.scale / R, every
+// 8-bit code's value on the finer grid (so the table is never coarser than the 8-bit one) -- over
+// R * 255 + 1 int16 codes from lut_epilogue_base(R) = -(R * 255 + 1) / 2 (the output stage clamps the
+// requantized sums to them). The 8-bit rounding of the pre-activation before the function costs det's
+// HardSwish / Sigmoid epilogues accuracy (docs/quantization.md, "16-bit table epilogues"); an int8 NPU
+// reads such a table with int16 codes as Ethos-U's int16 LUT and TFLite's int16 activations do.
+inline constexpr int kLutEpilogueRefine = 4;
+inline constexpr int lut_epilogue_entries(int refine) { return refine * 255 + 1; }
+inline constexpr int32_t lut_epilogue_base(int refine) { return -(lut_epilogue_entries(refine) / 2); }
+QParams refined_table_grid(const QParams& q8, int refine);
 
 // The part of a lookup-table epilogue's calibrated input range r where the table's output can still change:
 // y.quantize(act(x)) is one code for every x in [r.lo, a] and one for every x in [b, r.hi] (an activation

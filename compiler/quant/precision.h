@@ -33,7 +33,9 @@
 //     before the activation), then looked up in a 256-entry table, as TFLite runs a conv followed by its
 //     HardSwish / Logistic:
 //        p_q = clamp(requantize_unsaturated(acc[n], requant[n], pre.zero_point), clamp_min, clamp_max)
-//        y_q = epilogue_lut[p_q - pre.qmin()]     (requant = acc_scale / pre.scale; clamp = pre's range)
+//        y_q = epilogue_lut[p_q - clamp_min]     (requant = acc_scale / pre.scale)
+//     pre is an int16 code (emulate.h's refined_table_grid: the 8-bit grid refined kLutEpilogueRefine
+//     times) and [clamp_min, clamp_max] the table's window of epilogue_lut.size() codes.
 //     requant / residual_rescale have one entry per output channel (per-tensor weights: all equal).
 //     Output channels are W's dim 0 for Conv, the last dim of B for MatMul and normalised Gemm. A 2-D
 //     ConvTranspose is the stride-1 conv over its input with the zero point inserted between pixels
@@ -150,8 +152,8 @@ struct LayerQuant {
   std::string activation;  // the fused activation (kActivation), "" when none
   bool float_epilogue = false;
   bool lut_epilogue = false;          // see the contract: requantize to pre_activation, then the table
-  QParams pre_activation;             // lut_epilogue: the codes the table reads
-  std::vector<int32_t> epilogue_lut;  // lut_epilogue: y.quantize(act(pre.dequantize(pre.qmin() + k)))
+  QParams pre_activation;             // lut_epilogue: the (int16) codes the table reads
+  std::vector<int32_t> epilogue_lut;  // lut_epilogue: y.quantize(act(pre.dequantize(clamp_min + k)))
   // The codes the requantize writes: pre_activation under lut_epilogue, else the output's.
   const QParams& requant_target(const QParams& y) const { return lut_epilogue ? pre_activation : y; }
   int32_t clamp_min = -128, clamp_max = 127;  // output codes: the dtype's range narrowed by Relu/Clip

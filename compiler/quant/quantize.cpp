@@ -439,6 +439,8 @@ bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const Quant
     L.pre_activation = qparams_for_range(
         table_input_range(n, L.activation, choose_range(*pre_stats, options.calibration, sym), yq), sym,
         options.asymmetric_dtype);
+    // Read by the table as a 16-bit code (emulate.h's refined_table_grid).
+    L.pre_activation = refined_table_grid(L.pre_activation, kLutEpilogueRefine);
   }
   const QParams& target = L.requant_target(yq);
   L.acc_scale.resize(channels);
@@ -494,7 +496,11 @@ bool build_layer(const Graph& g, const Node& n, PrecisionPlan& plan, const Quant
   L.clamp_min = target.qmin();
   L.clamp_max = target.qmax();
   if (L.lut_epilogue) {
-    L.epilogue_lut = epilogue_lut(n, L.activation, L.pre_activation, yq);
+    // The table's window of int16 codes; the table starts at clamp_min.
+    const int entries = lut_epilogue_entries(kLutEpilogueRefine);
+    L.clamp_min = lut_epilogue_base(kLutEpilogueRefine);
+    L.clamp_max = L.clamp_min + entries - 1;
+    L.epilogue_lut = epilogue_lut(n, L.activation, L.pre_activation, yq, L.clamp_min, entries);
   } else if (L.activation == "Relu") {
     L.clamp_min = std::max(L.clamp_min, yq.zero_point);
   } else if (L.activation == "Clip") {

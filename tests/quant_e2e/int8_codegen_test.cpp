@@ -1589,6 +1589,10 @@ TEST(Int8Codegen, FusedActivationsAreARequantizeAndOneTableLookupGivingTheRefere
       EXPECT_TRUE(L.lut_epilogue) << what;
       EXPECT_FALSE(L.float_epilogue) << what;
       EXPECT_EQ(L.activation, act) << what;  // fused by the passes
+      // The table reads the pre-activation as a 16-bit code (quant::refined_table_grid).
+      EXPECT_EQ(L.pre_activation.dtype, isa::DType::kInt16) << what;
+      EXPECT_EQ(L.epilogue_lut.size(), static_cast<size_t>(q::lut_epilogue_entries(q::kLutEpilogueRefine)))
+          << what;
       const auto samples = q::synthetic_samples(in.k.lowered, 2, 31);
       for (const auto& sample : samples)
         EXPECT_EQ(check_bit_exact(in.k, config, sample, {"m_node"}), 1) << what;
@@ -1665,6 +1669,30 @@ TEST(Int8Codegen, ALayerNormLeftOnChipForTheMatMulAfterItGivesTheReferencesCodes
                           [&](const compiler::HostTensor& v) { return v.name == ln; }));
   for (const auto& sample : q::synthetic_samples(k.lowered, 2, 19))
     EXPECT_EQ(check_bit_exact(k, config, sample, {}, {"n_node"}), 2);
+}
+
+TEST(Int8Codegen, AResidualConvWithATableEpilogueClampsItsInt16CodesToTheTablesWindow) {
+  // Conv + residual Add + HardSwish: the sums plus the rescaled residual, the requantize to int16 codes, a
+  // clip to the table's window (an int16 code saturates at int16's range, not the window's), the lookup:
+  // the reference's codes bit for bit (sums below HardSwish's -3 fall outside the narrowed window).
+  namespace t = compiler::testing;
+  const isa::NpuConfig config;
+  t::GraphBuilder b;
+  auto x = b.input("x", {1, 8, 10, 10});
+  auto c = b.node("Conv", {x, b.random_constant("w", {8, 8, 3, 3}, 1, -0.8f, 0.8f)}, "c", {1, 8, 10, 10},
+                  {{"pads", t::attr_ints({1, 1, 1, 1})}});
+  auto a = b.node("Add", {c, x}, "a", {1, 8, 10, 10});
+  auto h = b.node("HardSwish", {a}, "h", {1, 8, 10, 10});
+  b.output(b.node("Conv", {h, b.random_constant("w2", {4, 8, 1, 1}, 2)}, "y", {1, 4, 10, 10}));
+  Compiled k = lower_and_plan_int8(b, 2);
+  compiler::CompileOptions opt;
+  opt.plan = &k.plan;
+  k.result = compiler::compile(k.lowered, config, opt);
+  int residual_luts = 0;
+  for (const auto& [name, L] : k.plan.layers) residual_luts += L.lut_epilogue && !L.residual.empty();
+  EXPECT_EQ(residual_luts, 1);
+  for (const auto& sample : q::synthetic_samples(k.lowered, 2, 43))
+    EXPECT_GE(check_bit_exact(k, config, sample), 1);
 }
 
 TEST(Int8Codegen, MobileNetV3BlockRunsIntegerOnlyAndGivesTheReferencesCodesInBothSchemes) {

@@ -362,7 +362,7 @@ int Context::vec(const VecArgs& a) {
       case isa::Bcast::kNone:
         break;
     }
-    if (a.op == isa::VecOp::kLut) n2 = isa::kLutEntries;
+    if (a.op == isa::VecOp::kLut) n2 = a.in == isa::DType::kInt16 ? a.imm1 : isa::kLutEntries;
     if (a.op == isa::VecOp::kDwConv) n2 = a.win_h * a.win_w * a.d0;  // the weights [win_h][win_w][d0]
     reads.push_back(Range{static_cast<int>(a.src2_buf), a.src2, a.src2 + static_cast<uint64_t>(n2 * record)});
   }

@@ -51,11 +51,15 @@ struct Int8Job : MatrixJob {
   bool residual = false;
   uint64_t rr_addr = 0;  // residual rescale pairs [M][2]
   // A lookup-table epilogue (quant::LayerQuant::lut_epilogue): the requantize writes the pre-activation's
-  // codes (pre_dt), then one VEC lut with the table at lut_addr (isa::kLutEntries codes of y_dt).
+  // codes (pre_dt), then one VEC lut with the table at lut_addr (lut_entries codes of y_dt). int16 pre codes
+  // (quant::refined_table_grid): the table's first code is lut_base, the requantize clamps to its window.
   bool lut = false;
   DType pre_dt = DType::kUint8;
   int32_t pre_zp = 0;
   uint64_t lut_addr = 0;
+  int64_t lut_entries = isa::kLutEntries;
+  int32_t lut_base = 0;
+  bool lut16() const { return lut && pre_dt == DType::kInt16; }
   bool float_epi = false;
   uint64_t accscale_addr = 0;  // fp32 [M]
   VecOp act = VecOp::kCopy;
@@ -96,12 +100,12 @@ class Int8Strategy : public MatrixStrategy {
     if (j_.residual) b += round64(p * tn * ab_) + round64(tn * 8);
     if (j_.float_epi) b += round64(tn * 4);
     if (j_.silu) b += round64(p * tn * 4);
-    return 64 + (j_.lut ? isa::kLutEntries : 0) + 2 * b;
+    return 64 + (j_.lut ? round64(j_.lut_entries) : 0) + 2 * b;
   }
 
   int epilogue_ops() const override {
     if (j_.output_stage) return (j_.lut ? 2 : 1) + (j_.residual ? 3 : 0);
-    int ops = j_.lut ? 3 : 2;  // bias, requantize (, lut)
+    int ops = j_.lut ? (j_.lut16() ? 4 : 3) : 2;  // bias, requantize (, the int16 window's clip, lut)
     if (j_.residual) ops += 3;
     if (j_.clamp) ops += 1;
     if (j_.float_epi) ops += 4;
@@ -126,9 +130,10 @@ class Int8Strategy : public MatrixStrategy {
     params_.reset();
     kslot_ = acc.take(64);
     if (j_.lut) {
-      lut_slot_ = acc.take(isa::kLutEntries);
-      c_.load(Buffer::kAccumulator, lut_slot_, Range{kDram, j_.lut_addr, j_.lut_addr + isa::kLutEntries},
-              j_.lut_addr, j_.y_dt, {isa::kLutEntries, 1, 1, 1}, {0, 0, 0});
+      const auto entries = static_cast<uint64_t>(j_.lut_entries);
+      lut_slot_ = acc.take(static_cast<uint64_t>(round64(j_.lut_entries)));
+      c_.load(Buffer::kAccumulator, lut_slot_, Range{kDram, j_.lut_addr, j_.lut_addr + entries}, j_.lut_addr,
+              j_.y_dt, {j_.lut_entries, 1, 1, 1}, {0, 0, 0});
     }
     for (int s = 0; s < 2; ++s) {
       side_[s].c = acc.take(static_cast<uint64_t>(p_max * tn * ab_));
@@ -246,6 +251,12 @@ class Int8Strategy : public MatrixStrategy {
       rq.src2 = sd.rq, rq.bcast = isa::Bcast::kRow, rq.imm2 = j_.lut ? j_.pre_zp : j_.y_zp;
       if (j_.lut) {
         c_.vec(rq);
+        if (j_.lut16()) {  // int16 codes saturate to int16: clamp them to the table's window
+          Context::VecArgs cl = v(VecOp::kClip, j_.pre_dt, j_.pre_dt, cs, cs);
+          cl.imm0 = f32_imm(static_cast<float>(j_.lut_base));
+          cl.imm1 = f32_imm(static_cast<float>(j_.lut_base + j_.lut_entries - 1));
+          c_.vec(cl);
+        }
         return finish(lut(cs, t), t, out_off, box);
       }
       if (!j_.clamp) return finish(rq, t, out_off, box);
@@ -291,6 +302,7 @@ class Int8Strategy : public MatrixStrategy {
   Context::VecArgs lut(uint64_t slot, const OutTile& t) const {
     Context::VecArgs l;
     l.op = VecOp::kLut, l.in = j_.pre_dt, l.out = j_.y_dt;
+    if (j_.lut16()) l.imm0 = j_.lut_base, l.imm1 = j_.lut_entries;
     l.src1_buf = l.dst_buf = l.src2_buf = Buffer::kAccumulator;
     l.src1 = l.dst = slot, l.src2 = lut_slot_;
     tile_box(l, t);
@@ -505,6 +517,8 @@ bool set_int8_output(Context& c, const Node& n, const quant::LayerQuant& L, cons
   if (j.lut) {
     j.pre_dt = L.pre_activation.dtype, j.pre_zp = L.pre_activation.zero_point;
     j.lut_addr = lut_segment(c, L.epilogue_lut);
+    j.lut_entries = static_cast<int64_t>(L.epilogue_lut.size());
+    j.lut_base = L.clamp_min;  // quant's contract: the table starts at the clamp's low end
   }
   if (j.float_epi) {
     if (!set_float_activation(n, j)) return false;

@@ -348,14 +348,42 @@ TEST(Vec, LutMapsEveryCodeThroughItsTableEntryCodeMinusTheSmallestCode) {
   }
 }
 
+TEST(Vec, LutOnInt16CodesReadsEntryCodeMinusImm0OfAnImm1EntryTable) {
+  // A 16-bit-input table (a table epilogue's refined pre-activation, quant::refined_table_grid): 1021
+  // entries from code -510; codes at both ends of the window and across it, entry k = (k * 7) % 256 so that
+  // an index off by one, or read from dtype_min (-32768) as for 8-bit codes, shows.
+  const int base = -510, entries = 1021;
+  std::vector<int16_t> codes;
+  for (int i = 0; i < 64; ++i) codes.push_back(static_cast<int16_t>(base + (i * 389) % entries));
+  codes[0] = static_cast<int16_t>(base), codes[1] = static_cast<int16_t>(base + entries - 1);
+  std::vector<uint8_t> table(entries);
+  for (int k = 0; k < entries; ++k) table[static_cast<size_t>(k)] = static_cast<uint8_t>((k * 7) % 256);
+  VecRun r;
+  put(r.st, Buffer::kWeight, 0, table);
+  put(r.st, Buffer::kInput, 0, codes);
+  Instruction l = vec(VecOp::kLut, DType::kInt16, DType::kUint8, 64);
+  l.set(Field::kImm0, base).set(Field::kImm1, entries);
+  execute(l, r.cfg, r.st);
+  const auto got = get<uint8_t>(r.st, Buffer::kAccumulator, 0, 64);
+  for (size_t i = 0; i < codes.size(); ++i) EXPECT_EQ(got[i], ((codes[i] - base) * 7) % 256) << codes[i];
+  // A code outside the window is an error, not a read beyond the table.
+  codes[5] = static_cast<int16_t>(base + entries);
+  put(r.st, Buffer::kInput, 0, codes);
+  expect_rejected(r, l, "outside the table's 1021 codes from -510");
+}
+
 TEST(Vec, LutRejectsWhatItCannotMean) {
   VecRun r;
   auto fails = [&](const Instruction& ins, const char* what) { expect_rejected(r, ins, what); };
-  fails(vec(VecOp::kLut, DType::kInt32, DType::kInt8, 4), "lut maps int8 or uint8 codes");
-  fails(vec(VecOp::kLut, DType::kInt8, DType::kFp16, 4), "lut maps int8 or uint8 codes");
+  fails(vec(VecOp::kLut, DType::kInt32, DType::kInt8, 4), "lut maps int8, uint8 or int16 codes");
+  fails(vec(VecOp::kLut, DType::kInt8, DType::kFp16, 4), "lut maps int8, uint8 or int16 codes");
   Instruction b = vec(VecOp::kLut, DType::kInt8, DType::kInt8, 4);
   b.set(Field::kBcast, static_cast<int64_t>(Bcast::kRow));
   fails(b, "bcast must be none");
+  Instruction w = vec(VecOp::kLut, DType::kInt16, DType::kInt8, 4);
+  fails(w, "an int16 lut's table has imm1 = 1..65536 entries, not 0");
+  w.set(Field::kImm1, 65537);
+  fails(w, "an int16 lut's table has imm1 = 1..65536 entries, not 65537");
 }
 
 TEST(Vec, PoolingWindowsAndStrides) {

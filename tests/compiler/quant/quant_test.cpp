@@ -1755,12 +1755,13 @@ TEST(LutEpilogue, ConvSumsAreRequantizedToThePreActivationsCodesThenLookedUpInTh
         L.bias_folded[0] + static_cast<int64_t>(xt.qparams.zero_point) * L.weight_q[0];
     // The sum in the pre-activation's codes: the ISA's requantize (gemmlowp's two roundings: within half a
     // code of the exact product, plus 2^-(shift+1) for the first rounding when it shifts right).
+    // Clamped to the table's window of int16 codes (quant::refined_table_grid).
     const int64_t p =
         std::clamp<int64_t>(num::requantize_unsaturated(static_cast<int32_t>(acc), L.requant[0].multiplier,
                                                         L.requant[0].shift, pre.zero_point),
-                            pre.qmin(), pre.qmax());
+                            L.clamp_min, L.clamp_max);
     const double v = static_cast<double>(acc) * ratio + pre.zero_point;
-    if (v > pre.qmin() && v < pre.qmax()) {
+    if (v > L.clamp_min && v < L.clamp_max) {
       const int32_t sh = L.requant[0].shift;
       EXPECT_LE(std::fabs(static_cast<double>(p) - v), 0.5 + (sh > 0 ? std::ldexp(0.5, -sh) : 0.0) + 1e-6)
           << k;
@@ -1816,6 +1817,67 @@ TEST(LutEpilogue, TheTablesInputGridSpansOnlyWhereTheOutputCodeChanges) {
   }
 }
 
+TEST(LutEpilogue, ThePreActivationIsA16BitCodeOnTheNarrowed8BitGridRefinedFourTimes) {
+  // A Conv + Sigmoid / HardSwish: the table reads int16 codes whose grid holds every code of the 8-bit grid
+  // (scale / 4, the same real value at code base + 4 (q8 - q8.qmin)), clamped to a window of 4 * 255 + 1
+  // codes from -510, with one table entry per code. Against the exact fp32 activation of the exact
+  // pre-activation, the refined table's output codes are never further and, summed over a sweep of the
+  // range, closer than the 8-bit table's (a Sigmoid's steep middle moves up to three output codes per
+  // 8-bit input code).
+  for (const char* act : {"Sigmoid", "HardSwish"}) {
+    GraphBuilder b;
+    auto x = b.input("x", {1, 4, 8, 8});
+    auto c = b.node("Conv", {x, b.random_constant("w", {4, 4, 3, 3}, 1, -1.0f, 1.0f)}, "c", {1, 4, 6, 6});
+    b.output(b.node(act, {c}, "y", {1, 4, 6, 6}));
+    Graph g = b.build();
+    lower(g);
+    PlanRequest req;
+    req.spec.model = Precision::kInt8;
+    req.calibration_count = 4;
+    const PrecisionPlan plan = build_plan(g, req);
+    const Node* conv = nullptr;
+    for (const Node& m : g.nodes)
+      if (m.op_type == "Conv") conv = &m;
+    ASSERT_NE(conv, nullptr);
+    const Node& n = *conv;
+    ASSERT_EQ(n.attr_string(kActivation, ""), act);
+    const LayerQuant& L = plan.layers.at(n.name);
+    ASSERT_TRUE(L.lut_epilogue) << act;
+    const QParams& pre = L.pre_activation;
+    const QParams& y = plan.values.at(n.outputs[0]);
+    EXPECT_EQ(pre.dtype, isa::DType::kInt16) << act;
+    EXPECT_EQ(kLutEpilogueRefine, 4);
+    EXPECT_EQ(L.clamp_min, -510) << act;
+    EXPECT_EQ(L.clamp_max, -510 + 1020) << act;
+    ASSERT_EQ(L.epilogue_lut.size(), 1021u) << act;
+    // The 8-bit grid it refines: the narrowed range's QParams as the integer scheme had them.
+    const auto stats = collect_statistics(g, synthetic_samples(g, 4, req.seed));
+    const ClipRange r = table_input_range(
+        n, act, choose_range(stats.at(pre_activation_key(n.outputs[0])), req.quant.calibration, false), y);
+    const QParams q8 = qparams_for_range(r, false, req.quant.asymmetric_dtype);
+    EXPECT_FLOAT_EQ(pre.scale * 4, q8.scale) << act;
+    for (int k = 0; k < 256; ++k)
+      EXPECT_FLOAT_EQ(pre.dequantize(-510 + 4 * k), q8.dequantize(q8.qmin() + k)) << act << " " << k;
+    const std::vector<int32_t> t8 = epilogue_lut(n, act, q8, y);
+    const auto f = [&](float v) {
+      return std::string(act) == "Sigmoid" ? num::sigmoid(v) : num::hard_swish(v);
+    };
+    int64_t err8 = 0, err16 = 0;
+    for (int i = 0; i <= 4000; ++i) {
+      const float v =
+          q8.dequantize(q8.qmin()) + (q8.dequantize(q8.qmax()) - q8.dequantize(q8.qmin())) * i / 4000;
+      const int32_t exact = y.quantize(f(v));
+      const int32_t c8 = std::clamp(q8.quantize(v), q8.qmin(), q8.qmax()) - q8.qmin();
+      const int32_t c16 = std::clamp(pre.quantize(v), L.clamp_min, L.clamp_max) - L.clamp_min;
+      const int32_t e8 = std::abs(t8[static_cast<size_t>(c8)] - exact);
+      const int32_t e16 = std::abs(L.epilogue_lut[static_cast<size_t>(c16)] - exact);
+      EXPECT_LE(e16, std::max(e8, 1)) << act << " " << v;
+      err8 += e8, err16 += e16;
+    }
+    EXPECT_LT(2 * err16, err8) << act;
+  }
+}
+
 TEST(LutEpilogue, TheFloatSchemeAndAPlanWithoutThePreActivationsStatisticsKeepTheFloatEpilogue) {
   GraphBuilder b;
   auto x = b.input("x", {1, 2, 4, 4});
@@ -1842,7 +1904,8 @@ TEST(LutEpilogue, TheFloatSchemeAndAPlanWithoutThePreActivationsStatisticsKeepTh
       const bool lut = with_pre && scheme == Int8Vector::kInteger;
       EXPECT_EQ(L.lut_epilogue, lut);
       EXPECT_EQ(L.float_epilogue, !lut);
-      EXPECT_EQ(L.epilogue_lut.size(), lut ? 256u : 0u);
+      EXPECT_EQ(L.epilogue_lut.size(),
+                lut ? static_cast<size_t>(lut_epilogue_entries(kLutEpilogueRefine)) : 0u);
     }
   }
 }
