@@ -4,10 +4,10 @@
 Usage: export_models.py OUTDIR NAME...
 
 NAME is one of: resnet50, resnet18, resnet34, resnet101, alexnet, mobilenet_v2, mobilenet_v3_small, efficientnet_b0, densenet121, vit_b_16,
-shufflenet_v2_x1_0, bert_base, bert_small, bert_small_dyn, vit_b_16_anybatch, bert_base_anybatch, bert_small_anybatch,
+shufflenet_v2_x1_0, convnext_tiny, regnet_y_400mf, googlenet, bert_base, bert_small, bert_small_dyn, vit_b_16_anybatch, bert_base_anybatch, bert_small_anybatch,
 resnet18_qdq, mobilenet_v2_qdq (or "all").
   resnet50, resnet18, resnet34, resnet101, alexnet, mobilenet_v2, mobilenet_v3_small, efficientnet_b0,
-              densenet121, vit_b_16, shufflenet_v2_x1_0  torchvision's
+              densenet121, vit_b_16, shufflenet_v2_x1_0, convnext_tiny, regnet_y_400mf, googlenet  torchvision's
               architectures,
               input "input" 1x3x224x224
   resnet18_qdq, mobilenet_v2_qdq  the same architectures pre-quantized with torch's own tooling
@@ -72,8 +72,12 @@ def image_model(name):
             "resnet101": tvm.resnet101, "alexnet": tvm.alexnet, "mobilenet_v2": tvm.mobilenet_v2,
             "vit_b_16": tvm.vit_b_16, "efficientnet_b0": tvm.efficientnet_b0,
             "mobilenet_v3_small": tvm.mobilenet_v3_small,
-            "densenet121": tvm.densenet121, "shufflenet_v2_x1_0": tvm.shufflenet_v2_x1_0}[name]
-    model = ctor(weights=None)
+            "densenet121": tvm.densenet121, "shufflenet_v2_x1_0": tvm.shufflenet_v2_x1_0,
+            "convnext_tiny": tvm.convnext_tiny, "regnet_y_400mf": tvm.regnet_y_400mf,
+            "googlenet": tvm.googlenet}[name]
+    # GoogLeNet without its training-only auxiliary classifiers (and without scipy's truncated-normal init)
+    extra = {"googlenet": {"aux_logits": False, "init_weights": False}}.get(name, {})
+    model = ctor(weights=None, **extra)
     recalibrate_batchnorm(model, (8, 3, 224, 224))
     perturb_layernorms(model)
     if name == "vit_b_16":
@@ -135,7 +139,8 @@ MODELS = {"resnet50": image_model, "resnet18": image_model, "resnet34": image_mo
           "alexnet": image_model,
           "mobilenet_v2": image_model,
           "efficientnet_b0": image_model, "densenet121": image_model, "mobilenet_v3_small": image_model,
-          "shufflenet_v2_x1_0": image_model,
+          "shufflenet_v2_x1_0": image_model, "convnext_tiny": image_model, "regnet_y_400mf": image_model,
+          "googlenet": image_model,
           "vit_b_16": image_model, "bert_base": encoder_model, "bert_small": encoder_model,
           "bert_small_dyn": encoder_model,
           "vit_b_16_anybatch": image_model, "bert_base_anybatch": encoder_model,

@@ -208,10 +208,61 @@ def zoo_int8(s):
             "`total_cycles` (int8 calibrated on 32 synthetic inputs).\n\n" + "\n".join(table))
 
 
+LIMIT_ZOO = ["resnet50", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "densenet121", "googlenet",
+             "convnext_tiny", "regnet_y_400mf", "vit_b_16", "bert_small", "bert_base"]
+
+
+def percent(x):
+    return f"{100 * x:.1f} %"
+
+
+def model_limit(s):
+    """docs/models.md: each zoo model's cycles against its whole-model limit on edge (issue 36's yardstick)."""
+    table = ["| model | fp16 cycles | fp16 efficiency | int8 cycles | int8 efficiency | limit fp16 / int8 (set by) |",
+             "|---|---|---|---|---|---|"]
+    for name in LIMIT_ZOO:
+        path = s.model(name)
+        fp16 = s.report(["run", path, "--precision", "fp16"])
+        int8 = s.report(["run", path, "--precision", "int8"])
+        table.append(f"| {name} | {millions(fp16['total_cycles'])} | {percent(fp16['model_efficiency'])} | "
+                     f"{millions(int8['total_cycles'])} | {percent(int8['model_efficiency'])} | "
+                     f"{millions(fp16['model_limit_cycles'])} ({fp16['model_limit']['bound_by']}) / "
+                     f"{millions(int8['model_limit_cycles'])} ({int8['model_limit']['bound_by']}) |")
+    return ("On `edge` at batch 1: `npusim run models/NAME.onnx --precision fp16|int8 -q --report r.json`, the "
+            "report's `total_cycles`, `model_efficiency` and `model_limit` (docs/report.md, \"Model limit\"; int8 "
+            "calibrated on 32 synthetic inputs). The report's vector term counts edge's `int8_dot_width` (four int8 "
+            "products a lane and cycle in a depthwise conv), so a depthwise model's int8 efficiency here is lower "
+            "than `../shared/checks/lib/model_limit.py`'s, which counts one product a lane.\n\n" + "\n".join(table))
+
+
+BIG_PRESETS = [("tpu-v1", "int8"), ("datacenter", "bf16")]
+BATCH_ZOO = ["resnet50", "mobilenet_v2", "vit_b_16_anybatch", "bert_base_anybatch"]
+
+
+def model_limit_batch8(s):
+    """docs/models.md: the big presets at batch 8 against their whole-model limit (issue 36's 60 % bar)."""
+    table = ["| model | " + " | ".join(f"{p} {x}: cycles, efficiency (limit set by)" for p, x in BIG_PRESETS) + " |",
+             "|---|" + "---|" * len(BIG_PRESETS)]
+    for name in BATCH_ZOO:
+        path = s.model(name)
+        cells = []
+        for preset, precision in BIG_PRESETS:
+            r = s.report(["run", path, "-c", preset, "--precision", precision, "--batch", "8"])
+            cells.append(f"{millions(r['total_cycles'])}, {percent(r['model_efficiency'])} "
+                         f"({r['model_limit']['bound_by']})")
+        table.append(f"| {name} | " + " | ".join(cells) + " |")
+    return ("`npusim run models/NAME.onnx -c PRESET --precision X --batch 8 -q --report r.json`, the report's "
+            "`total_cycles`, `model_efficiency` and `model_limit` (int8 calibrated on 32 synthetic inputs). "
+            "ViT-B/16 and BERT-base are the `_anybatch` exports, whose attention follows `--batch` "
+            "(\"Exporting\" below).\n\n" + "\n".join(table))
+
+
 # name -> (file, function, fast)
 BLOCKS = {
     "tour": ("README.md", tour, True),
     "zoo-int8": ("docs/models.md", zoo_int8, False),
+    "model-limit": ("docs/models.md", model_limit, False),
+    "model-limit-batch8": ("docs/models.md", model_limit_batch8, False),
 }
 
 # ---- the driver ----------------------------------------------------------------------------------------
