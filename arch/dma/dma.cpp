@@ -74,7 +74,6 @@ uint64_t DmaEngine::transfer(const Descriptor& desc) {
   const Dispatch& d = desc.d;
   const Dispatch::DmaWork& w = d.work.dma;
   const bool store = d.opcode == Opcode::kStore;
-  fab_.execute(d.index);
   const uint64_t now = fab_.now();
   const uint64_t begin = now + static_cast<uint64_t>(config_.setup_cycles);
   isa::timing::DmaRows rows;
@@ -185,6 +184,12 @@ bool DmaQueue::advance(const Dispatch& d, uint64_t) {
 }
 
 void DmaQueue::hand_on(const Dispatch& d) {
+  // The values move here, in the queue's program order, not when an engine starts the transfer: engines
+  // start out of order, and two transfers of one queue may write the same bytes (the compiler's tokens
+  // order instructions of different queues only; compiler/backend/core/emitter.h). Every token this
+  // instruction waits for has arrived, so what it reads is final, and what it writes is read only by
+  // instructions that wait for its completion.
+  fab_.execute(d.index);
   done_.push_back(-1);
   to_engine[best_]->push(Descriptor{d, next_seq_++});
 }

@@ -4,7 +4,8 @@
 // against the DRAM model under the max_outstanding limit (isa/timing/dma.h), overlapped with the
 // SRAM side of the transfer; several engines run concurrently. Completions are retired in program
 // order per queue, so the k-th token a queue pushes always belongs to its k-th signalling
-// instruction even when engines finish out of order.
+// instruction even when engines finish out of order; in functional mode a transfer's values move when
+// its queue hands it on, in program order (DmaQueue::hand_on says why).
 #include <memory>
 #include <vector>
 

@@ -310,5 +310,31 @@ TEST(Simulate, FunctionalModeRunsTheHooksAndMatchesTimingMode) {
   EXPECT_EQ(f.total_cycles, t.total_cycles);
 }
 
+// Two LOADs of the load queue writing the same SRAM bytes, the later one handed to an engine that starts
+// it first: the bytes are the later LOAD's. The queue takes effect in program order, as the compiler's
+// dependency tokens assume (compiler/backend/core/emitter.h); before, a LOAD's data landed when its
+// engine started it, and MobileNetV3-Small int8's SE Mul read a conv's constants that way.
+TEST(Simulate, LoadsOfOneQueueWritingTheSameBytesTakeEffectInProgramOrder) {
+  const isa::Program p = load_program("load_waw.s");
+  isa::NpuConfig c;
+  c.dma.engines = 2;
+  c.dram.model = isa::DramModel::kIdeal;  // no DRAM contention: each transfer takes its SRAM side
+  std::vector<uint8_t> got(64);
+  arch::RunOptions o;
+  o.functional = true;
+  o.before_run = [&](arch::datapath::MachineState& s) {
+    s.dram().fill(0x28000, 0xAA, 64);  // the earlier LOAD's bytes
+    s.dram().fill(0x30000, 0x55, 64);  // the later LOAD's
+  };
+  o.after_run = [&](arch::datapath::MachineState& s) {
+    const uint8_t* b = s.sram(isa::Buffer::kAccumulator).data();
+    got.assign(b, b + 64);
+  };
+  const traces::Report f = arch::simulate(p, c, o);
+  EXPECT_EQ(got, std::vector<uint8_t>(64, 0x55));
+  // The timing is the program's, functional or not.
+  EXPECT_EQ(f.total_cycles, arch::simulate(p, c, {}).total_cycles);
+}
+
 }  // namespace
 }  // namespace npusim
