@@ -593,7 +593,7 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
   B.centred = (imul.has_value() && !scale) || iadd.has_value();
   // # int8: operands and output stored as codes are converted in SRAM, tile by tile (PlanScope);
   // their conversion constants sit at the start of the accumulator buffer.
-  if (A.q && !scale) load_conversion_constants(c, kConvA, A.q, nullptr);
+  if (A.q) load_conversion_constants(c, kConvA, A.q, nullptr);
   if (B.q) load_conversion_constants(c, kConvB, B.q, nullptr);
   if (qy && !imul && !iadd) load_conversion_constants(c, kConvY, nullptr, qy);
   // # int8: with codes in, the fp32 work runs in the accumulator buffer, as lower_batchnorm's does: the
