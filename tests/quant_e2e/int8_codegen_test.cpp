@@ -1508,8 +1508,10 @@ TEST(Int8Codegen, SqueezeExcitationMulIsIntegerOnlyAndGivesTheReferencesCodes) {
   // x -> Conv -> (GlobalAveragePool -> Conv -> Sigmoid) * Conv -> Conv: the squeeze-and-excitation Mul of
   // two int8 values. Integer scheme: centred codes multiplied in int32 and one REQUANTIZE (no divide, no
   // float step), the reference's codes bit for bit (quant::integer_mul); float scheme: dequantize,
-  // multiply, quantize, the float rule's codes. The integer Mul takes under half the float one's vector
-  // cycles (sub, mul, requantize against sub, mul, mul, a quarter-rate divide and an add).
+  // multiply, quantize, the float rule's codes. The Sigmoid's codes have zero point 0, so the integer Mul
+  // multiplies the codes as they are and its output stage adds the per-channel bias -zero point x scale
+  // (backend/int8/int8.h, ChannelScaleMul): two passes over the tile (mul, output), no centring sub; it takes
+  // under half the float one's vector cycles (sub, mul, mul, a quarter-rate divide and an add).
   namespace t = compiler::testing;
   const isa::NpuConfig config;
   t::GraphBuilder b;
@@ -1526,7 +1528,9 @@ TEST(Int8Codegen, SqueezeExcitationMulIsIntegerOnlyAndGivesTheReferencesCodes) {
   for (const auto& sample : samples) check_bit_exact(k, config, sample, {}, {"m_node"});
   const SchemeRun fl = compile_scheme(k, config, q::Int8Vector::kFloat, "m_node");
   for (const auto& sample : samples) check_bit_exact(k, config, sample, {}, {"m_node"});
-  EXPECT_GT(in.ops.count(isa::VecOp::kRequantize), 0u);
+  EXPECT_GT(in.ops.count(isa::VecOp::kOutput), 0u);
+  EXPECT_EQ(in.ops.count(isa::VecOp::kSub), 0u);
+  EXPECT_EQ(in.ops.count(isa::VecOp::kRequantize), 0u);
   EXPECT_EQ(in.ops.count(isa::VecOp::kDiv), 0u);
   EXPECT_EQ(fl.ops.count(isa::VecOp::kRequantize), 0u);
   EXPECT_GT(fl.ops.count(isa::VecOp::kDiv), 0u);

@@ -27,6 +27,7 @@
 
 #include "compiler/backend/core/context.h"
 #include "compiler/quant/precision.h"
+#include "isa/numerics.h"
 
 namespace npusim::compiler::backend {
 
@@ -134,6 +135,41 @@ void dequantize_tile_into(Context& c, isa::Buffer buf, uint64_t slot, isa::Buffe
 void subtract_zero_point(Context& c, isa::Buffer buf, uint64_t slot, isa::Buffer dst_buf, uint64_t dst,
                          int64_t d0, int64_t d1, isa::DType codes, uint64_t kslot,
                          isa::DType out = isa::DType::kFp32);
+
+// The integer scheme's Mul (quant::integer_mul) of a tile by one code per channel whose zero point is 0 (a
+// squeeze-and-excitation block's Sigmoid / HardSigmoid scale) in two VEC passes instead of three: as
+//   (a - a.zero_point) * b = a * b - a.zero_point * b
+// the codes are multiplied as they are (VEC mul, both operands' codes -> int32, exact), and the output stage
+// (isa::VecOp::kOutput) adds the per-channel bias -a.zero_point * b, requantizes with the Mul's one (M,
+// shift) and writes y's codes: the same int32 value and the same requantize as centring, multiplying and
+// requantizing, so the codes are identical bit for bit. The per-channel triples (bias, M, shift) are computed
+// once per loaded vector of codes, after them in its weight slot: its codes to int32, times -a.zero_point,
+// beside rows of M and shift loaded from a data segment, one VEC transpose to [C][3].
+class ChannelScaleMul {
+ public:
+  // Whether the Mul of codes `a` (dtype a_dt) by a row-broadcast operand of codes `b` (b_dt) may run so:
+  // both operands 8-bit codes of one dtype (one VEC reads both) and b's zero point 0.
+  static bool applies(isa::DType a_dt, const quant::QParams& a, isa::DType b_dt, const quant::QParams& b);
+  // m: the Mul's multiplier; rows of at most `max_d0` channels.
+  ChannelScaleMul(Context& c, const isa::numerics::QuantizedMultiplier& m, const quant::QParams& a,
+                  const quant::QParams& y, isa::DType a_dt, isa::DType y_dt, int64_t max_d0);
+  // Bytes the triples' work takes after a row of d0 codes in the weight scratchpad (rounded to 64 bytes).
+  static int64_t bytes_after(int64_t d0);
+  // After d0 codes of the operand were loaded at `codes` of the weight scratchpad: their triples, after them.
+  void prepare(uint64_t codes, int64_t d0);
+  // The d1 x d0 tile of codes at a_slot of a_buf times the prepared codes: the int32 products at `sums` of
+  // the accumulator buffer, then y's codes at `dst` of dst_buf.
+  void apply(isa::Buffer a_buf, uint64_t a_slot, uint64_t sums, isa::Buffer dst_buf, uint64_t dst, int64_t d0,
+             int64_t d1) const;
+
+ private:
+  Context& c_;
+  isa::DType a_dt_, y_dt_;
+  int32_t y_zp_ = 0;
+  int64_t max_d0_ = 0;
+  uint64_t segment_ = 0;  // int32: [max_d0] of M, [max_d0] of shift, -a.zero_point
+  uint64_t codes_ = 0;    // the prepared operand's codes (the triples after them)
+};
 
 // The integer scheme of an int8 element-wise function of one input (quant::Int8Vector::kInteger,
 // quant::is_code_function) whose input and output PlanScope left as int8/uint8 codes: one VEC lut per

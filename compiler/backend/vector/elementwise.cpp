@@ -577,7 +577,20 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
   const std::optional<quant::IntegerAdd> iadd =
       A.q && B.q && qy && c.options.plan ? quant::integer_add(c.g, *c.options.plan, n) : std::nullopt;
   if (iadd) B.rescale = swapped ? iadd->a : iadd->b;
-  B.centred = imul.has_value() || iadd.has_value();
+  // # int8, integer scheme by one code per channel of zero point 0 (an SE block's scale): two passes, the
+  // codes multiplied as they are and the output stage's per-channel bias (int8.h, ChannelScaleMul).
+  std::optional<ChannelScaleMul> scale;
+  if (imul && ChannelScaleMul::applies(A.dt, *A.q, B.dt, *B.q)) {
+    const std::vector<StreamDim> dims = stream_dims(A, {B}, y);
+    const int64_t d0 = std::min(dims.back().ext, kMaxDim);
+    if (dims.size() >= 2 && dims.back().b_full &&
+        round64(d0) + ChannelScaleMul::bytes_after(d0) <=
+            round64(make_slots(c, Buffer::kWeight).elems * c.esize)) {
+      scale.emplace(c, *imul, *A.q, *qy, A.dt, y.dtype, d0);
+      B.q = nullptr;  // its codes as they are
+    }
+  }
+  B.centred = (imul.has_value() && !scale) || iadd.has_value();
   // # int8: operands and output stored as codes are converted in SRAM, tile by tile (PlanScope);
   // their conversion constants sit at the start of the accumulator buffer.
   if (A.q) load_conversion_constants(c, kConvA, A.q, nullptr);
@@ -592,10 +605,19 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
   bool kept = false;
   if (A.t) A.sram = se_mul_input(c, A.range, A.dt);  // an SE block's input, where its pool left it
   Slots acc = qa ? make_slots(c, Buffer::kAccumulator, 64) : Slots{};
+  uint64_t prepared = UINT64_MAX;  // the weight slot whose codes scale prepared
   const Bcast mode = stream_broadcast(
       c, A, {B}, y, imul || iadd ? nullptr : qy,
       [&](uint64_t a_slot, const std::vector<uint64_t>& b, int64_t d0, int64_t d1, Bcast bc) {
         const uint64_t b_cur = b[0];
+        if (scale) {
+          if (b_cur != prepared) scale->prepare(b_cur, d0), prepared = b_cur;  // a vector of codes loaded
+          const uint64_t sl = acc.take();
+          const TileResult out =
+              kept ? TileResult{Buffer::kInput, a_slot} : TileResult{Buffer::kAccumulator, sl};
+          scale->apply(Buffer::kInput, a_slot, sl, out.buf, out.addr, d0, d1);
+          return out;
+        }
         if (imul) {
           const uint64_t sl = acc.take();
           subtract_zero_point(c, Buffer::kInput, a_slot, Buffer::kAccumulator, sl, d0, d1, A.dt, kConvA,
@@ -689,7 +711,9 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
                   : recip_a ? " of recip"
                             : "",
                   act.empty() ? "" : " + " + act,
-                  imul   ? ", int8 integer: centred codes multiplied in int32, one requantize"
+                  scale  ? ", int8 integer: codes multiplied in int32, the output stage's per-channel bias "
+                           "-zero point x scale and one requantize"
+                  : imul ? ", int8 integer: centred codes multiplied in int32, one requantize"
                   : iadd ? ", int8 integer: centred codes rescaled to a common grid in int32, one requantize"
                   : qa   ? ", int8 codes converted in the tile loop, fp32 work in the accumulator buffer"
                   : B.q || qy ? ", int8 codes converted in the tile loop"
