@@ -6,10 +6,12 @@ namespace npusim::traces {
 
 void Accounting::Sweep::add(Category c, uint64_t start, uint64_t end) {
   // Category c belongs to the sets with index >= c (compute is in all three, host only in the last).
+  // The sets are nested, so covered[0] <= covered[1] <= covered[2]: once an interval ends within a
+  // set's covered prefix, it ends within every larger set's too and adds nothing there.
   for (int s = static_cast<int>(c); s < 3; ++s) {
-    const uint64_t from = std::max(start, covered[s]);
-    if (end > from) length[s] += end - from;
-    covered[s] = std::max(covered[s], end);
+    if (end <= covered[s]) break;
+    length[s] += end - std::max(start, covered[s]);
+    covered[s] = end;
   }
 }
 

@@ -5,6 +5,7 @@
 // flight (for BARRIER, HALT and deadlock detection).
 #include <systemc>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -54,7 +55,11 @@ class Fabric {
   // Every unit is a method process (a state machine, no thread of its own to switch to): it spends time by
   // asking to run again `n` cycles from now (n > 0) and returning.
   void resume_after(uint64_t n) const {
-    sc_core::next_trigger(sc_core::sc_time::from_value(n * period_ps), simc_);
+    // sc_time::from_value is a call into the library per wait; the units wait the same few cycle counts
+    // over and over, so their sc_time values are kept (direct-mapped on the count's low bits).
+    Wait& w = waits_[n & (kWaits - 1)];
+    if (w.cycles != n) w = {n, sc_core::sc_time::from_value(n * period_ps)};
+    sc_core::next_trigger(w.time, simc_);
   }
 
   // An instruction of queue `q` whose signal mask is `signal` completed now: push its tokens.
@@ -97,6 +102,12 @@ class Fabric {
 
   sc_core::sc_simcontext* const simc_;  // the context the netlist was built in (arch/simulate.cpp)
   mutable uint64_t now_ps_ = 0, now_cycle_ = 0;
+  struct Wait {
+    uint64_t cycles = 0;  // a fresh entry holds 0 cycles and zero time, which is from_value(0)
+    sc_core::sc_time time;
+  };
+  static constexpr size_t kWaits = 8;
+  mutable std::array<Wait, kWaits> waits_{};
 };
 
 }  // namespace npusim::arch
