@@ -243,6 +243,13 @@ ImposedTiling::ImposedTiling(const Context& c, const MatrixJob& j, const MatrixM
                      imposed_list(), mm.max_tile_pixels()));
   }
   mm.slot_bytes(t);
+  // A tile whose two accumulator sides overflow is walked with one (Tiling::one_side), as the search does.
+  if (t.acc_bytes > c.capacity(isa::Buffer::kAccumulator) && !t.groups_inner && mm.one_side_job()) {
+    Tiling one = t;
+    one.one_side = true;
+    mm.slot_bytes(one);
+    if (one.acc_bytes <= c.capacity(isa::Buffer::kAccumulator)) t = one;
+  }
   if (c.shared_capacity() > 0 && t.in_bytes + t.w_bytes > c.shared_capacity()) {
     fail("",
          fmt::format(

@@ -94,13 +94,13 @@ class Int8Strategy : public MatrixStrategy {
 
   // Accumulator: 64 bytes of constants, then per ping-pong side C (int32; int64 for int16 inputs), bias
   // (C's type), requant pairs, residual (C's type), residual pairs, acc_scale.
-  int64_t acc_bytes(int64_t p, int64_t tn) const override {
+  int64_t acc_bytes(int64_t p, int64_t tn, int sides) const override {
     int64_t b =
         round64(p * tn * ab_) + (j_.output_stage ? round64(tn * 12) : round64(tn * ab_) + round64(tn * 8));
     if (j_.residual) b += round64(p * tn * ab_) + round64(tn * 8);
     if (j_.float_epi) b += round64(tn * 4);
     if (j_.silu) b += round64(p * tn * 4);
-    return 64 + (j_.lut ? round64(j_.lut_entries) : 0) + 2 * b;
+    return 64 + (j_.lut ? round64(j_.lut_entries) : 0) + sides * b;
   }
 
   int epilogue_ops() const override {
@@ -113,8 +113,8 @@ class Int8Strategy : public MatrixStrategy {
     return ops;
   }
 
-  int64_t side_bytes(int64_t p, int64_t tn) const override {
-    return 2 * (round64(p * tn * ab_) * (j_.residual ? 1 : 0) + round64(p * tn * 4) * (j_.silu ? 1 : 0));
+  int64_t side_bytes(int64_t p, int64_t tn, int sides) const override {
+    return sides * (round64(p * tn * ab_) * (j_.residual ? 1 : 0) + round64(p * tn * 4) * (j_.silu ? 1 : 0));
   }
 
   std::vector<int64_t> param_loads(int64_t tn) const override {
@@ -125,7 +125,7 @@ class Int8Strategy : public MatrixStrategy {
     return v;
   }
 
-  void allocate(SramAlloc& acc, SramAlloc& side, int64_t p_max, int64_t tn) override {
+  void allocate(SramAlloc& acc, SramAlloc& side, int64_t p_max, int64_t tn, int sides) override {
     side_buf_ = side.buf;
     params_.reset();
     kslot_ = acc.take(64);
@@ -135,7 +135,7 @@ class Int8Strategy : public MatrixStrategy {
       c_.load(Buffer::kAccumulator, lut_slot_, Range{kDram, j_.lut_addr, j_.lut_addr + entries}, j_.lut_addr,
               j_.y_dt, {j_.lut_entries, 1, 1, 1}, {0, 0, 0});
     }
-    for (int s = 0; s < 2; ++s) {
+    for (int s = 0; s < sides; ++s) {
       side_[s].c = acc.take(static_cast<uint64_t>(p_max * tn * ab_));
       if (j_.output_stage) {
         side_[s].bias = acc.take(static_cast<uint64_t>(tn * 12));  // the output stage's triples

@@ -66,14 +66,14 @@ class FloatStrategy : public MatrixStrategy {
     ops.pad = 0;
   }
 
-  int64_t acc_bytes(int64_t p, int64_t tn) const override {
-    int64_t acc = 2 * round64(p * tn * 4);
-    if (j_.epi.bias == Epilogue::Bias::kRow) acc += 2 * round64(tn * 4);
-    if (j_.epi.bias == Epilogue::Bias::kCol) acc += 2 * round64(p * 4);
-    if (j_.epi.bias == Epilogue::Bias::kScalar) acc += 2 * 64;
-    if (j_.epi.bias == Epilogue::Bias::kFull || j_.epi.residual) acc += 2 * round64(p * tn * 4);
-    if (j_.epi.silu) acc += 2 * round64(p * tn * 4);
-    return acc;
+  int64_t acc_bytes(int64_t p, int64_t tn, int sides) const override {
+    int64_t acc = round64(p * tn * 4);
+    if (j_.epi.bias == Epilogue::Bias::kRow) acc += round64(tn * 4);
+    if (j_.epi.bias == Epilogue::Bias::kCol) acc += round64(p * 4);
+    if (j_.epi.bias == Epilogue::Bias::kScalar) acc += 64;
+    if (j_.epi.bias == Epilogue::Bias::kFull || j_.epi.residual) acc += round64(p * tn * 4);
+    if (j_.epi.silu) acc += round64(p * tn * 4);
+    return sides * acc;
   }
 
   int epilogue_ops() const override {
@@ -84,11 +84,11 @@ class FloatStrategy : public MatrixStrategy {
     return ops;
   }
 
-  int64_t side_bytes(int64_t p, int64_t tn) const override {
+  int64_t side_bytes(int64_t p, int64_t tn, int sides) const override {
     int64_t b = 0;
-    if (j_.epi.bias == Epilogue::Bias::kFull || j_.epi.residual) b += 2 * round64(p * tn * 4);
-    if (j_.epi.silu) b += 2 * round64(p * tn * 4);
-    return b;
+    if (j_.epi.bias == Epilogue::Bias::kFull || j_.epi.residual) b += round64(p * tn * 4);
+    if (j_.epi.silu) b += round64(p * tn * 4);
+    return sides * b;
   }
 
   std::vector<int64_t> param_loads(int64_t tn) const override {
@@ -97,12 +97,12 @@ class FloatStrategy : public MatrixStrategy {
     return {};
   }
 
-  void allocate(SramAlloc& acc, SramAlloc& side, int64_t p_max, int64_t tn) override {
+  void allocate(SramAlloc& acc, SramAlloc& side, int64_t p_max, int64_t tn, int sides) override {
     const Epilogue& e = j_.epi;
     side_buf_ = side.buf;
     params_.reset();
-    for (int s = 0; s < 2; ++s) c_slot_[s] = acc.take(static_cast<uint64_t>(p_max * tn * 4));
-    for (int s = 0; s < 2; ++s) {
+    for (int s = 0; s < sides; ++s) c_slot_[s] = acc.take(static_cast<uint64_t>(p_max * tn * 4));
+    for (int s = 0; s < sides; ++s) {
       if (e.bias == Epilogue::Bias::kRow) bias_slot_[s] = acc.take(static_cast<uint64_t>(tn * 4));
       if (e.bias == Epilogue::Bias::kCol) bias_slot_[s] = acc.take(static_cast<uint64_t>(p_max * 4));
       if (e.bias == Epilogue::Bias::kScalar) bias_slot_[s] = acc.take(4);

@@ -142,6 +142,13 @@ struct Tiling {
   // channel) and write their sums into one accumulator tile of every output channel (c_stride), which
   // one epilogue stores; every block's weights stay in the weight scratchpad, loaded once.
   bool groups_inner = false;
+  // Every output tile's sums in one accumulator slot instead of a ping-pong pair: the next tile's MATMULs
+  // wait for this tile's epilogue and store, but the slot holds twice the pixels x channels, so a GEMM
+  // whose other operand streams once per tile of the one it keeps (ViT-B/16's MLP: 197 tokens x 3072
+  // reduction x 768 outputs; the weights once per row tile, the input once per column tile) moves far
+  // fewer bytes. Offered where the same tile's two sides do not fit the accumulator.
+  bool one_side = false;
+  int sides() const { return one_side ? 1 : 2; }
   double est = 1e300;  // closed-form cycles (cost model)
   double compute = 0, dma = 0;
   int64_t simulated = -1;  // cycles of its code simulated (Context::time_layer), -1 = not timed
@@ -215,9 +222,10 @@ class MatrixStrategy {
   Operands ops;
 
   virtual ~MatrixStrategy() = default;
-  // Accumulator bytes a tile of p output pixels x tn channels needs: both ping-pong sides and any
-  // slots shared by the whole node.
-  virtual int64_t acc_bytes(int64_t p, int64_t tn) const = 0;
+  // Accumulator bytes a tile of p output pixels x tn channels needs: `sides` ping-pong sides (2; 1 for a
+  // Tiling::one_side walk) and any slots shared by the whole node.
+  virtual int64_t acc_bytes(int64_t p, int64_t tn, int sides) const = 0;
+  int64_t acc_bytes(int64_t p, int64_t tn) const { return acc_bytes(p, tn, 2); }
   // VEC instructions of the epilogue per output tile (cost model; each counted as an add of the tile).
   virtual int epilogue_ops() const = 0;
   // The per-channel vectors the epilogue loads through an EpilogueParams for a tile of tn channels, one
@@ -227,12 +235,16 @@ class MatrixStrategy {
   // SiLU temporary), both sides: the walk may place them in the input scratchpad instead, where the
   // vector unit reaches them as well, so that the accumulator holds twice the pixels per tile (a longer
   // stream per fold of the array: ResNet's residual convolutions).
-  virtual int64_t side_bytes(int64_t /*p*/, int64_t /*tn*/) const { return 0; }
-  // Reserves the accumulator slots for tiles of up to p_max pixels x tn channels (in the same order as
-  // acc_bytes counts them), the side_bytes slots from `side` (the accumulator's allocator or the input
-  // scratchpad's), and emits any loads of node-wide constants.
-  virtual void allocate(SramAlloc& acc, SramAlloc& side, int64_t p_max, int64_t tn) = 0;
-  // Accumulator slot the array writes for ping-pong side `side` (0 or 1).
+  virtual int64_t side_bytes(int64_t /*p*/, int64_t /*tn*/, int /*sides*/) const { return 0; }
+  int64_t side_bytes(int64_t p, int64_t tn) const { return side_bytes(p, tn, 2); }
+  // Reserves the accumulator slots of `sides` sides for tiles of up to p_max pixels x tn channels (in the
+  // same order as acc_bytes counts them), the side_bytes slots from `side` (the accumulator's allocator or
+  // the input scratchpad's), and emits any loads of node-wide constants.
+  virtual void allocate(SramAlloc& acc, SramAlloc& side, int64_t p_max, int64_t tn, int sides) = 0;
+  void allocate(SramAlloc& acc, SramAlloc& side, int64_t p_max, int64_t tn) {
+    allocate(acc, side, p_max, tn, 2);
+  }
+  // Accumulator slot the array writes for ping-pong side `side` (0 or 1; 0 alone with one side).
   virtual uint64_t acc_slot(int side) const = 0;
   // DRAM address of a data segment holding the constant weight tile of block b, input channels
   // [k0, k1) and output channels [n0, n1) within the block, laid out as the CONV/MATMUL B operand
@@ -383,6 +395,8 @@ class MatrixMapper {
   // bounded by the scratchpads alone: a layer that fits is one tile, and pays each fold's preload, fill
   // and drain once, as SCALE-Sim counts a layer (its 4k-image rows stream up to 4.2 M pixels a fold).
   int64_t max_tile_pixels() const { return j_.gemm || j_.y_sram >= 0 ? 65535 : int64_t{65535} * 65535; }
+  // Whether the job may take one-sided tilings (Tiling::one_side).
+  bool one_side_job() const;
   // Spatial tiles of the walk (tiles of several images count once).
   int64_t spatial_tiles(const Tiling& t) const {
     return ceil_div(j_.images, t.ti) * ceil_div(j_.OH, t.toh) * ceil_div(j_.OW, t.tow);
@@ -415,6 +429,9 @@ class MatrixMapper {
   double vec_cost(int64_t elems) const;
   // Whether tiling t may keep its input tile resident across its K chunks (Tiling::input_resident).
   bool input_resident_ok(const Tiling& t) const;
+  // The most output channels, in whole folds of the array's columns and spread evenly over the tiles, one
+  // accumulator side of p pixels holds (Tiling::one_side; 0: none).
+  int64_t one_side_channels(int64_t p, int64_t cout_b) const;
   // Whether tiling t may share one input tile of every group among its blocks (Tiling::groups_inner).
   bool groups_inner_ok(const Tiling& t) const;
   // The cost model and the walk of a groups_inner tiling.

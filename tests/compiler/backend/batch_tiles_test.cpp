@@ -73,19 +73,6 @@ MappingOverrides images_a_tile(int64_t n, int64_t tile_n = 8, std::optional<Loop
 
 const LayerPlan& layer(const CompileResult& r, const std::string& name) { return layer_named(r, name); }
 
-// Bytes the LOADs into the weight scratchpad of layer `name` move.
-int64_t weight_bytes_loaded(const CompileResult& r, const std::string& name) {
-  int64_t bytes = 0;
-  for (const isa::Instruction& ins : r.program.instructions) {
-    if (ins.opcode != isa::Opcode::kLoad || r.layers.at(ins.layer()).name != name) continue;
-    if (static_cast<isa::Buffer>(ins.get(isa::Field::kBuf)) != isa::Buffer::kWeight) continue;
-    const auto dt = static_cast<isa::DType>(ins.get(isa::Field::kDtype));
-    bytes += ins.get(isa::Field::kSize0) * ins.get(isa::Field::kSize1) * ins.get(isa::Field::kSize2) *
-             ins.get(isa::Field::kSize3) * isa::dtype_bytes(dt);
-  }
-  return bytes;
-}
-
 TEST(BatchTiles, ImagesStackedInOneTileComputeBitForBitWhatOneImageATileComputes) {
   const Graph g = model();
   for (const isa::DType p : {isa::DType::kFp32, isa::DType::kFp16, isa::DType::kInt8}) {

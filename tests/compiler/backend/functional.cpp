@@ -277,4 +277,16 @@ const LayerPlan& layer_named(const CompileResult& r, const std::string& name) {
   return *it;
 }
 
+int64_t weight_bytes_loaded(const CompileResult& r, const std::string& name) {
+  int64_t bytes = 0;
+  for (const isa::Instruction& ins : r.program.instructions) {
+    if (ins.opcode != isa::Opcode::kLoad || r.layers.at(ins.layer()).name != name) continue;
+    if (static_cast<isa::Buffer>(ins.get(isa::Field::kBuf)) != isa::Buffer::kWeight) continue;
+    const auto dt = static_cast<isa::DType>(ins.get(isa::Field::kDtype));
+    bytes += ins.get(isa::Field::kSize0) * ins.get(isa::Field::kSize1) * ins.get(isa::Field::kSize2) *
+             ins.get(isa::Field::kSize3) * isa::dtype_bytes(dt);
+  }
+  return bytes;
+}
+
 }  // namespace npusim::compiler::testing

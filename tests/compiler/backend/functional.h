@@ -70,6 +70,8 @@ void compile_and_run(const Graph& g, const isa::NpuConfig& config, isa::DType pr
 bool same_bits(const Tensor& a, const Tensor& b);
 // The layer of r named `name` (throws when none is).
 const LayerPlan& layer_named(const CompileResult& r, const std::string& name);
+// Bytes the LOADs into the weight scratchpad of layer `name` move.
+int64_t weight_bytes_loaded(const CompileResult& r, const std::string& name);
 
 // lower() + compile() + run + compare; returns the worst relative error (and fills `result`).
 double compile_and_compare(const Graph& model, const isa::NpuConfig& config, CompileResult* result = nullptr,
