@@ -4,8 +4,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
+#include "compiler/backend/int8/int8.h"
 #include "compiler/backend/stages/plan_memory.h"
+#include "compiler/backend/vector/vector_tiling.h"
 #include "compiler/passes/lowered.h"
 
 namespace npusim::compiler::backend {
@@ -23,7 +26,8 @@ int sole_reader(const Graph& g, const std::string& v) {
 
 // The layer scale's values per channel of the MatMul's output (its last dim), or none: `k` the constant of
 // the Mul reading the Transpose's output `t` (perm `perm`: output dim d is the MatMul's dim perm[d]).
-std::optional<std::vector<float>> channel_scale(const Value& t, const std::vector<int64_t>& perm, const Value& k) {
+std::optional<std::vector<float>> channel_scale(const Value& t, const std::vector<int64_t>& perm,
+                                                const Value& k) {
   const Shape& ts = t.shape;
   const Shape& ks = k.shape;
   if (ks.size() > ts.size() || !k.constant->has_values() || !k.constant->floating()) return std::nullopt;
@@ -88,7 +92,15 @@ int64_t project_tail_of(const Graph& g, size_t i) {
 void plan_project_tail(Context& c, size_t i) {
   ProjectTail& p = c.fusion.project_tail;
   p = {};
-  if (!c.options.keep_on_chip || c.options.plan || c.g.nhwc_io || project_tail_of(c.g, i) < 0) return;
+  if (!c.options.keep_on_chip || c.g.nhwc_io || project_tail_of(c.g, i) < 0) return;
+  if (c.options.plan) {
+    // int8 throughout, and the Mul and the Add in the float scheme their layers would run.
+    const quant::PrecisionPlan& plan = *c.options.plan;
+    for (size_t k : {i, i + 2, i + 3}) {
+      if (plan.precision_of(c.g.nodes[k].name) != quant::Precision::kInt8) return;
+    }
+    if (quant::integer_mul(c.g, plan, c.g.nodes[i + 2])) return;
+  }
   // A mapping file that places the Mul or the Add keeps them layers of their own.
   for (size_t k = i + 2; k <= i + 3; ++k) {
     const LayerMapping* imposed = c.options.mapping ? c.options.mapping->find(c.g.nodes[k].name) : nullptr;
@@ -118,9 +130,43 @@ std::optional<TailOperands> project_tail_operands(const Context& c, const Node& 
   const DramTensor& y = c.tensor(n.outputs[0]);
   const DramTensor& z = c.tensor(add.outputs[0]);
   const DramTensor& res = c.tensor(r);
-  if (!same_bytes(y, z, perm) || !same_bytes(y, res, perm) || c.codes_of(r) || c.codes_of(add.outputs[0]))
-    return std::nullopt;
   TailOperands o;
+  if (c.options.plan) {
+    const auto& v = c.options.plan->values;
+    const auto qi = v.find(t.outputs[0]), qm = v.find(mul.outputs[0]), qr = v.find(r),
+               qa = v.find(add.outputs[0]);
+    if (qi == v.end() || qm == v.end() || qr == v.end() || qa == v.end()) return std::nullopt;
+    o.q_in = &qi->second, o.q_mul = &qm->second, o.q_res = &qr->second, o.q_add = &qa->second;
+    for (const quant::QParams* q : {o.q_in, o.q_mul, o.q_res, o.q_add}) {
+      if (isa::dtype_bytes(q->dtype) != 1) return std::nullopt;
+    }
+    // Codes in DRAM: the residual's and the Add's as their QParams say (same_bytes compares them to y's).
+    if (res.dtype != o.q_res->dtype || z.dtype != o.q_add->dtype || y.dtype != o.q_in->dtype)
+      return std::nullopt;
+    if (y.strided() || z.strided() || res.strided() || res.phys != y.phys || z.phys != y.phys)
+      return std::nullopt;
+    const DramTensor zt = [&] {
+      DramTensor u = z;
+      u.dtype = y.dtype;
+      return u;
+    }();
+    const DramTensor rt = [&] {
+      DramTensor u = res;
+      u.dtype = y.dtype;
+      return u;
+    }();
+    if (!same_bytes(y, zt, perm) || !same_bytes(y, rt, perm)) return std::nullopt;
+    o.iadd = quant::integer_add(c.g, *c.options.plan, add);
+    if (o.iadd) {
+      const bool mul_first = add.inputs[0] == mul.outputs[0];
+      o.mul_rescale = mul_first ? o.iadd->a : o.iadd->b;
+      o.res_rescale = mul_first ? o.iadd->b : o.iadd->a;
+      if (o.iadd->subtract) return std::nullopt;
+    }
+  } else if (!same_bytes(y, z, perm) || !same_bytes(y, res, perm) || c.codes_of(r) ||
+             c.codes_of(add.outputs[0])) {
+    return std::nullopt;
+  }
   o.scale = std::move(*scale);
   o.residual = &res;
   o.out = &z;
@@ -130,6 +176,50 @@ std::optional<TailOperands> project_tail_operands(const Context& c, const Node& 
 }
 
 void take_project_tail(Context& c) { c.fusion.project_tail.fused = true; }
+
+bool project_tail_pays(Context& c, const std::function<void()>& with, const std::function<void()>& without) {
+  if (!c.can_time()) return true;  // no timer (a shape-only compile): fewer passes over the tensor
+  const ProjectTail p = c.fusion.project_tail;
+  bool ok = true;  // the Mul and the Add lowered on the vector unit (else the tail is taken)
+  const auto timed = [&](const std::function<void()>& emit, bool apart) {
+    const Context::Trial undo = c.mark();
+    const FusionState state = c.fusion;
+    const int64_t first = c.em.size();
+    emit();
+    size_t layers = 1;
+    if (apart) {
+      LayerPlan* plan = c.plan;
+      const uint32_t layer = c.layer;
+      std::map<std::string, const quant::QParams*> codes;
+      codes.swap(c.codes);
+      for (int64_t k : {p.mul, p.add}) {
+        const Node& n = c.g.nodes[static_cast<size_t>(k)];
+        LayerPlan scratch;
+        scratch.name = n.name;
+        c.plan = &scratch, c.layer = static_cast<uint32_t>(k);
+        PlanScope scope(c, n, Placement::kNpuVector);
+        std::string why;
+        ok = ok && lower_vector_tiled(c, n, &why);
+        scope.finish();
+        c.codes.clear();
+      }
+      codes.swap(c.codes);
+      c.plan = plan, c.layer = layer;
+      layers = static_cast<size_t>(p.add - p.matmul + 1);  // time_code: one figure per layer index
+    }
+    const std::vector<int64_t> cycles = c.time_code(first);
+    int64_t total = 0;
+    for (size_t k = cycles.size() >= layers ? cycles.size() - layers : 0; k < cycles.size(); ++k)
+      total += cycles[k];
+    c.fusion = state;
+    c.end_trial(undo);
+    c.timed = {};
+    return total;
+  };
+  const int64_t fused = timed(with, false);
+  const int64_t apart = timed(without, true);
+  return !ok || fused < apart;
+}
 
 bool project_tail_member(const Context& c, size_t i, LayerPlan& plan) {
   const ProjectTail& p = c.fusion.project_tail;

@@ -10,16 +10,23 @@
 // outputs are bit for bit those of the layers lowered one by one. The Mul's and the Add's outputs are never
 // written except the last; the block's input is read once, by the epilogue.
 //
-// Not under an int8 plan (the int8 epilogue requantizes; its Mul and Add keep their integer schemes), not
-// with the MatMul's own residual or activation, not where a mapping file places the Mul or the Add, and
-// not with --no-fusion.
+// Under an int8 plan the same for the int8 epilogue's codes: each tile's codes dequantized, multiplied by the
+// scale and quantized to the Mul's codes, those dequantized and added to the residual's (dequantized), the
+// sum quantized to the Add's codes: the Mul's and the Add's conversions and VECs in the tile loop, as their
+// layers run them (the Add's integer scheme too, quant::integer_add; not the Mul's, quant::integer_mul). Not
+// with the MatMul's own residual or activation, not where a mapping file places the Mul or the Add, and not
+// with
+// --no-fusion.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "compiler/backend/core/context.h"
+#include "compiler/quant/emulate.h"
+#include "compiler/quant/precision.h"
 
 namespace npusim::compiler::backend {
 
@@ -39,11 +46,24 @@ struct TailOperands {
   const DramTensor* residual = nullptr;
   const DramTensor* out = nullptr;  // the Add's output, which the epilogue stores
   std::string mul, add;             // the Mul's and the Add's names (the mapping description)
+  // Under an int8 plan: the codes' parameters of the MatMul's output (the Mul's input), the Mul's output, the
+  // residual and the Add's output (all null without a plan).
+  const quant::QParams *q_in = nullptr, *q_mul = nullptr, *q_res = nullptr, *q_add = nullptr;
+  // The Add's integer scheme (quant::integer_add), if its layer takes it: the Mul's codes rescaled by
+  // `mul_rescale`, the residual's by `res_rescale`.
+  std::optional<quant::IntegerAdd> iadd;
+  isa::numerics::QuantizedMultiplier mul_rescale, res_rescale;
 };
 // The tail planned for node n, if any (the lowering then sets ProjectTail::fused through take_project_tail
 // once it maps the job with it).
 std::optional<TailOperands> project_tail_operands(const Context& c, const Node& n);
 void take_project_tail(Context& c);
+// Whether the tail pays, by simulation: `with` emits the MatMul's job with its tail, `without` the job alone,
+// after which the Mul and the Add are lowered by their own lowerings; each emitted, timed and undone. The
+// MatMul's tiling search sees the tail's epilogue (its tiles may be smaller), and the epilogue's VECs wait
+// for the array's tiles where layer by layer they ran after it: on the int8 path (five conversion VECs more
+// than the float path's two) it can be slower.
+bool project_tail_pays(Context& c, const std::function<void()>& with, const std::function<void()>& without);
 
 // Whether node i is the Mul or the Add of the tail fused last: then fills its plan.
 bool project_tail_member(const Context& c, size_t i, LayerPlan& plan);

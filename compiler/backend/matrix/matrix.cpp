@@ -712,20 +712,30 @@ bool lower_gemm(Context& c, const Node& n) {
                                 j.images > 1 ? fmt::format(" x {} batches", j.images) : "");
   // A block's layer scale and residual after it, run by its epilogue (backend/fusion/project_tail.h).
   if (const std::optional<TailOperands> tail = project_tail_operands(c, n);
-      tail && !j.epi.residual && !j.epi.has_act && j.images == 1 && !y.strided() &&
+      tail && !tail->q_in && !j.epi.residual && !j.epi.has_act && j.images == 1 && !y.strided() &&
       static_cast<int64_t>(tail->scale.size()) == N &&
       (j.epi.bias == Epilogue::Bias::kNone || j.epi.bias == Epilogue::Bias::kRow)) {
-    j.epi.tail = true;
-    j.epi.tail_scale_addr = c.add_floats(tail->scale, c.act);
-    j.epi.tail_res = tail->residual;
+    FloatJob jt = j;
+    jt.epi.tail = true;
+    jt.epi.tail_scale_addr = c.add_floats(tail->scale, c.act);
+    jt.epi.tail_res = tail->residual;
     const uint64_t ra = tail->residual->addr, za = tail->out->addr;
-    j.tail_res_base = [=](int64_t) { return ra; };
-    j.y_base = [=](int64_t) { return za; };
-    j.y_range = tail->out->range();
-    take_project_tail(c);
-    c.plan->mapping +=
-        fmt::format("; '{}' (layer scale) and '{}' (residual) in its epilogue, output stored as '{}'s",
-                    tail->mul, tail->add, tail->add);
+    jt.tail_res_base = [=](int64_t) { return ra; };
+    jt.y_base = [=](int64_t) { return za; };
+    jt.y_range = tail->out->range();
+    // Taken when its simulation beats the MatMul alone with the Mul and the Add after it (project_tail.h).
+    const auto emit = [&](const FloatJob& job) {
+      FloatJob copy = job;
+      run(c, copy);
+    };
+    if (project_tail_pays(
+            c, [&] { emit(jt); }, [&] { emit(j); })) {
+      j = std::move(jt);
+      take_project_tail(c);
+      c.plan->mapping +=
+          fmt::format("; '{}' (layer scale) and '{}' (residual) in its epilogue, output stored as '{}'s",
+                      tail->mul, tail->add, tail->add);
+    }
   }
   run(c, j);
   return true;
