@@ -5,13 +5,15 @@
 // keeps them layers of their own.
 #include <gtest/gtest.h>
 
+#include "compiler/backend/compile.h"
 #include "compiler/passes/lowered.h"
 #include "tests/compiler/backend/functional.h"
 
 namespace npusim::compiler::testing {
 namespace {
 
-// x [1, C, H, W] -> 3x3 depthwise conv c -> channels last -> MatMul C -> 4C (+ bias) -> MatMul 4C -> C (+ bias) -> NCHW -> * scale
+// x [1, C, H, W] -> 3x3 depthwise conv c -> channels last -> MatMul C -> 4C (+ bias) -> MatMul 4C -> C (+
+// bias) -> NCHW -> * scale
 // -> + c. `scale_shape` the layer scale's shape ([C, 1, 1] in torchvision); `tap`: the Mul's output is a
 // graph output too.
 Graph block(const Shape& scale_shape, bool tap = false) {
@@ -80,13 +82,42 @@ TEST(ProjectTail, NotForAScaleAlongAnotherAxisASecondReaderOrAPlacedMul) {
   Compiled c;
   compile_and_run(block({1, 7, 1}), config, isa::DType::kFp16, MappingOverrides{}, &c);  // a scale per row
   EXPECT_TRUE(layer_named(c.result, "mul").fused_into.empty());
-  compile_and_run(block({16, 1, 1}, true), config, isa::DType::kFp16, MappingOverrides{}, &c);  // s read twice
+  compile_and_run(block({16, 1, 1}, true), config, isa::DType::kFp16, MappingOverrides{},
+                  &c);  // s read twice
   EXPECT_TRUE(layer_named(c.result, "mul").fused_into.empty());
   MappingOverrides m;
   m.layers["mul"].name = "mul";
   m.layers["mul"].placement = Placement::kNpuVector;
   compile_and_run(block({16, 1, 1}), config, isa::DType::kFp16, m, &c);
   EXPECT_TRUE(layer_named(c.result, "add").fused_into.empty());
+}
+
+// A LayerNorm whose rows fill more than one of the row-wise layer's three slots (ConvNeXt's stage 3 in fp16:
+// 196 x 384) still leaves them on chip for the MatMul after it: its slots shrink below the reserved rows
+// (compiler/backend/vector/rowwise.cpp), and the results are those of the rows stored and loaded back.
+TEST(LayerNormRows, RowsLargerThanASlotStayOnChipForTheGemmAfterIt) {
+  GraphBuilder b;
+  b.input("x", {1, 196, 384});
+  b.constant("g", {384}, 0.5f, 1).constant("be", {384}, 0.5f, 2).constant("w", {384, 64}, 0.5f, 3);
+  b.node("LayerNormalization", {"x", "g", "be"}, {"n"}, "ln").attrs["epsilon"].value = 1e-6f;
+  b.node("MatMul", {"n", "w"}, {"y"}, "fc");
+  b.output("y");
+  const Graph g = b.build();
+  isa::NpuConfig config;
+  config.sram.input.size_kib = 256;
+  Graph lowered = g;
+  PipelineOptions whole;  // the LayerNorm as one row-wise layer
+  whole.whole_row_limit = rowwise_row_limit(config);
+  lower(lowered, whole);
+  CompileOptions on, off;
+  on.precision = off.precision = isa::DType::kFp16;
+  off.keep_on_chip = false;
+  const CompileResult kept = compile(lowered, config, on), stored = compile(lowered, config, off);
+  EXPECT_EQ(layer_named(kept, "fc").on_chip_input, "n");
+  EXPECT_TRUE(layer_named(stored, "fc").on_chip_input.empty());
+  const std::map<std::string, Tensor> in{{"x", random_tensor({1, 196, 384}, 1.0f, 5)}};
+  EXPECT_EQ(check_tokens(kept.program), "");
+  EXPECT_TRUE(same_bits(run_program(kept, config, in).at("y"), run_program(stored, config, in).at("y")));
 }
 
 }  // namespace
