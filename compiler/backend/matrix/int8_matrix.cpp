@@ -888,40 +888,47 @@ bool lower_matrix_int8(Context& c, const Node& n) {
       tail && tail->q_in && L.weight_is_constant && j.gemm && !j.residual && !y.strided() &&
       tail->q_in->dtype == j.y_dt && tail->q_in->zero_point == j.y_zp && tail->q_in->scale == yq.scale &&
       static_cast<int64_t>(tail->scale.size()) == j.M) {
-    Int8Job jt = j;
-    jt.tail = true;
-    jt.tail_scale_addr = c.add_floats(tail->scale, DType::kFp32);
-    // Conversion constants (int8.h, conversion_constants): y -> the Mul's codes, the Mul's -> the Add's, the
-    // residual's -> fp32.
-    ConstWords k;
-    for (const auto& [from, to] : {std::pair{tail->q_in, tail->q_mul}, std::pair{tail->q_mul, tail->q_add},
-                                   std::pair{tail->q_res, static_cast<const QParams*>(nullptr)}}) {
-      k.add_i(from->zero_point);
-      k.add_f(from->scale);
-      k.add_f(to ? to->scale : 1.0f);
-      k.add_i(to ? to->zero_point : 0);
-    }
-    jt.tail_k_addr = c.add_data(int32_bytes(k.w));
-    jt.tail_r_addr = tail->residual->addr, jt.tail_r_range = tail->residual->range();
-    jt.tail_r_dt = tail->q_res->dtype, jt.tail_mul_dt = tail->q_mul->dtype, jt.tail_y_dt = tail->q_add->dtype;
-    jt.y_addr = tail->out->addr, jt.y_range = tail->out->range();
-    jt.tail_iadd = tail->iadd, jt.tail_mul_rescale = tail->mul_rescale,
-    jt.tail_res_rescale = tail->res_rescale;
-    jt.tail_y_zp = tail->q_add->zero_point;
-    jt.tail_clip =
-        tail->iadd && (tail->iadd->lo > tail->q_add->qmin() || tail->iadd->hi < tail->q_add->qmax());
+    // The job with its tail; its data segments are added where it is emitted (a trial's are undone with it).
+    const auto with_tail = [&] {
+      Int8Job jt = j;
+      jt.tail = true;
+      jt.tail_scale_addr = c.add_floats(tail->scale, DType::kFp32);
+      // Conversion constants (int8.h, conversion_constants): y -> the Mul's codes, the Mul's -> the Add's,
+      // the residual's -> fp32.
+      ConstWords k;
+      for (const auto& [from, to] : {std::pair{tail->q_in, tail->q_mul}, std::pair{tail->q_mul, tail->q_add},
+                                     std::pair{tail->q_res, static_cast<const QParams*>(nullptr)}}) {
+        k.add_i(from->zero_point);
+        k.add_f(from->scale);
+        k.add_f(to ? to->scale : 1.0f);
+        k.add_i(to ? to->zero_point : 0);
+      }
+      jt.tail_k_addr = c.add_data(int32_bytes(k.w));
+      jt.tail_r_addr = tail->residual->addr, jt.tail_r_range = tail->residual->range();
+      jt.tail_r_dt = tail->q_res->dtype, jt.tail_mul_dt = tail->q_mul->dtype,
+      jt.tail_y_dt = tail->q_add->dtype;
+      jt.y_addr = tail->out->addr, jt.y_range = tail->out->range();
+      jt.tail_iadd = tail->iadd, jt.tail_mul_rescale = tail->mul_rescale;
+      jt.tail_res_rescale = tail->res_rescale;
+      jt.tail_y_zp = tail->q_add->zero_point;
+      jt.tail_clip =
+          tail->iadd && (tail->iadd->lo > tail->q_add->qmin() || tail->iadd->hi < tail->q_add->qmax());
+      return jt;
+    };
     // Taken when its simulation beats the MatMul alone with the Mul and the Add after it (project_tail.h).
-    const auto emit = [&](const Int8Job& job) {
-      Int8Job copy = job;
+    const auto emit_with = [&] {
+      Int8Job jt = with_tail();
+      run_int8_job(c, n, jt);
+    };
+    const auto emit_without = [&] {
+      Int8Job copy = j;
       run_int8_job(c, n, copy);
     };
-    if (project_tail_pays(
-            c, [&] { emit(jt); }, [&] { emit(j); })) {
-      j = std::move(jt);
+    if (project_tail_pays(c, emit_with, emit_without)) {
+      j = with_tail();
       take_project_tail(c);
       c.plan->mapping += fmt::format(
-          "; '{}' (layer scale) and '{}' (residual) in its epilogue on the codes, "
-          "output stored as '{}'s",
+          "; '{}' (layer scale) and '{}' (residual) in its epilogue on the codes, output stored as '{}'s",
           tail->mul, tail->add, tail->add);
     }
   }

@@ -715,22 +715,29 @@ bool lower_gemm(Context& c, const Node& n) {
       tail && !tail->q_in && !j.epi.residual && !j.epi.has_act && j.images == 1 && !y.strided() &&
       static_cast<int64_t>(tail->scale.size()) == N &&
       (j.epi.bias == Epilogue::Bias::kNone || j.epi.bias == Epilogue::Bias::kRow)) {
-    FloatJob jt = j;
-    jt.epi.tail = true;
-    jt.epi.tail_scale_addr = c.add_floats(tail->scale, c.act);
-    jt.epi.tail_res = tail->residual;
-    const uint64_t ra = tail->residual->addr, za = tail->out->addr;
-    jt.tail_res_base = [=](int64_t) { return ra; };
-    jt.y_base = [=](int64_t) { return za; };
-    jt.y_range = tail->out->range();
+    // The job with its tail; its data segment is added where it is emitted (a trial's is undone with it).
+    const auto with_tail = [&] {
+      FloatJob jt = j;
+      jt.epi.tail = true;
+      jt.epi.tail_scale_addr = c.add_floats(tail->scale, c.act);
+      jt.epi.tail_res = tail->residual;
+      const uint64_t ra = tail->residual->addr, za = tail->out->addr;
+      jt.tail_res_base = [=](int64_t) { return ra; };
+      jt.y_base = [=](int64_t) { return za; };
+      jt.y_range = tail->out->range();
+      return jt;
+    };
     // Taken when its simulation beats the MatMul alone with the Mul and the Add after it (project_tail.h).
-    const auto emit = [&](const FloatJob& job) {
-      FloatJob copy = job;
+    const auto emit_with = [&] {
+      FloatJob jt = with_tail();
+      run(c, jt);
+    };
+    const auto emit_without = [&] {
+      FloatJob copy = j;
       run(c, copy);
     };
-    if (project_tail_pays(
-            c, [&] { emit(jt); }, [&] { emit(j); })) {
-      j = std::move(jt);
+    if (project_tail_pays(c, emit_with, emit_without)) {
+      j = with_tail();
       take_project_tail(c);
       c.plan->mapping +=
           fmt::format("; '{}' (layer scale) and '{}' (residual) in its epilogue, output stored as '{}'s",
