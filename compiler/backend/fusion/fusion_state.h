@@ -72,6 +72,13 @@ struct PoolInEpilogue {
   int64_t x_bytes = 0;    // the pool's input: the DRAM read saved
 };
 
+// A MatMul whose epilogue runs the layer scale (a Mul) and the residual Add after it (project_tail.h): node
+// indices, -1 = none.
+struct ProjectTail {
+  int64_t matmul = -1, mul = -1, add = -1;
+  bool fused = false;  // the MatMul's lowering took them
+};
+
 struct FusionState {
   // ---- on-chip residency (residency.h) ----
   // Bytes at the top of the input scratchpad held for a value kept on chip (no lowering allocates them:
@@ -111,6 +118,8 @@ struct FusionState {
   HeldValue held;
   int64_t input_held = 0;
   PoolInEpilogue pool_in_epilogue;
+  // ---- a block's layer scale and residual in its project GEMM (project_tail.h) ----
+  ProjectTail project_tail;
 };
 
 }  // namespace npusim::compiler::backend

@@ -1,6 +1,7 @@
 // The lowering stage's fusion groups (groups.h).
 #include "compiler/backend/fusion/groups.h"
 
+#include "compiler/backend/fusion/project_tail.h"
 #include "compiler/backend/fusion/residency.h"
 #include "compiler/backend/fusion/se_fusion.h"
 #include "compiler/backend/fusion/se_pool_fusion.h"
@@ -26,6 +27,7 @@ bool yield_to_line_buffer(const Context& c, size_t i) {
 
 void Groups::begin(size_t i, Placement placement, bool plannable) {
   kept_output_.reset();
+  tail_member_ = false;
   // A reader fused into the conv before it was lowered with it: nothing to plan.
   fused_reader_ = conv_pool_.fused && (conv_pool_.pool == i || fused_project(i));
   if (plannable && !fused_reader_ && placement == Placement::kNpuMatrix && !yield_to_line_buffer(c_, i))
@@ -34,6 +36,8 @@ void Groups::begin(size_t i, Placement placement, bool plannable) {
   if (plannable && placement == Placement::kNpuVector && c_.g.nodes[i].op_type == "LayerNormalization")
     plan_on_chip(c_, i);
   if (plannable && placement == Placement::kNpuVector) plan_se_hold(c_, i);
+  // A MatMul's layer scale and residual in its epilogue (project_tail.h).
+  if (plannable && placement == Placement::kNpuMatrix) plan_project_tail(c_, i);
   pair_ = ConvPool{};
   if (plannable && placement == Placement::kNpuMatrix && plan_conv_pool(c_, i, &pair_))
     c_.fusion.conv_pool = &pair_;
@@ -42,6 +46,7 @@ void Groups::begin(size_t i, Placement placement, bool plannable) {
 bool Groups::member(size_t i, LayerPlan& plan) const {
   const Node& n = c_.g.nodes[i];
   if (se_pool_member(c_, i, plan)) return true;
+  if (project_tail_member(c_, i, plan)) return tail_member_ = true;
   if (attention_.covers(i)) {
     plan.mapping = describe_fused(c_, attention_, i);
     plan.fused_into = c_.g.nodes[attention_.first].name;
@@ -93,13 +98,15 @@ void Groups::finish(size_t i, LayerPlan& plan) {
   if (!attention_.covers(i) && !(conv_pool_.fused && (conv_pool_.pool == i || fused_project(i))))
     finish_on_chip(c_, i, plan);
   finish_se_hold(c_, i, plan);
+  finish_project_tail(c_, i);
 }
 
 void Groups::record_choice(LayerPlan& plan) const {
   plan.chosen.on_chip = kept_output_;
   // A depthwise conv fused into the conv before it has no placement of its own to write (lowered layer
   // by layer, the back end chooses between the array and the vector unit).
-  if (!(fused_reader_ && conv_pool_.depthwise && conv_pool_.pool == c_.layer))
+  // Nor does a project GEMM's layer scale or residual (project_tail.h): placed, they run layer by layer.
+  if (!(fused_reader_ && conv_pool_.depthwise && conv_pool_.pool == c_.layer) && !tail_member_)
     plan.chosen.placement = plan.placement;
 }
 

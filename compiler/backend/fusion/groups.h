@@ -60,11 +60,12 @@ class Groups {
   bool fused_project(size_t i) const;
 
   Context& c_;
-  AttentionBlock attention_;         // the attention block lowered as one layer last, if any
-  ConvPool conv_pool_;               // the conv -> pool / depthwise pair fused last, if any
-  ConvPool pair_;                    // the pair the current layer may start
-  bool fused_reader_ = false;        // the current layer is the reader of conv_pool_ or its project conv
-  std::optional<bool> kept_output_;  // Conv layers: whether the output stayed on chip
+  AttentionBlock attention_;          // the attention block lowered as one layer last, if any
+  ConvPool conv_pool_;                // the conv -> pool / depthwise pair fused last, if any
+  ConvPool pair_;                     // the pair the current layer may start
+  bool fused_reader_ = false;         // the current layer is the reader of conv_pool_ or its project conv
+  std::optional<bool> kept_output_;   // Conv layers: whether the output stayed on chip
+  mutable bool tail_member_ = false;  // the current layer is a Mul or Add run by its MatMul's epilogue
 };
 
 }  // namespace npusim::compiler::backend

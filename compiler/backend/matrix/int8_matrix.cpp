@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "compiler/backend/fusion/layer_fusion.h"
+#include "compiler/backend/fusion/project_tail.h"
 #include "compiler/backend/fusion/residency.h"
 #include "compiler/backend/int8/int8.h"
 #include "compiler/backend/matrix/depthwise.h"
@@ -68,6 +69,18 @@ struct Int8Job : MatrixJob {
   bool clamp = false;
   int32_t clamp_min = 0, clamp_max = 0;
   uint64_t k_addr = 0;  // constants: [0] residual zp, [1] y scale (fp32), [2] y zp
+  // A block's layer scale and residual after the codes (backend/fusion/project_tail.h): the Mul's and the
+  // Add's conversions and VECs on each tile, the Add's codes (tail_y_dt) stored at y_addr.
+  bool tail = false;
+  uint64_t tail_scale_addr = 0;  // fp32 [M]
+  uint64_t tail_k_addr = 0;      // 3 x 16 bytes of conversion constants: y -> Mul, Mul -> Add, residual
+  uint64_t tail_r_addr = 0;
+  Range tail_r_range;
+  DType tail_mul_dt = DType::kUint8, tail_r_dt = DType::kUint8, tail_y_dt = DType::kUint8;
+  std::optional<quant::IntegerAdd> tail_iadd;  // the Add's integer scheme, if its layer takes it
+  isa::numerics::QuantizedMultiplier tail_mul_rescale, tail_res_rescale;
+  int32_t tail_y_zp = 0;
+  bool tail_clip = false;
 };
 
 // Moves the job's output and residual to image img's element `elems` on (JobBands' project bands,
@@ -75,6 +88,7 @@ struct Int8Job : MatrixJob {
 void shift_output(Int8Job& j, int64_t img, int64_t elems, int64_t /*es*/) {
   j.y_addr += static_cast<uint64_t>((img * j.y_img + elems) * isa::dtype_bytes(j.y_dt));
   j.r_addr += static_cast<uint64_t>((img * j.y_img + elems) * isa::dtype_bytes(j.r_dt));
+  j.tail_r_addr += static_cast<uint64_t>((img * j.y_img + elems) * isa::dtype_bytes(j.tail_r_dt));
 }
 
 // Codes as operands (A's dtype, int8 weights, halo = A's zero point), int32 sums, and the integer
@@ -86,7 +100,7 @@ class Int8Strategy : public MatrixStrategy {
     ops.a = j.a_dt;
     ops.w = DType::kInt8;
     ops.y = j.y_dt;
-    ops.tile_read = j.residual;
+    ops.tile_read = j.residual || j.tail;
     ops.r = j.r_dt;
     // Padding is the input's zero point: (pad - zp) * w = 0, as the quantized reference assumes.
     ops.pad = j.a_zp;
@@ -100,28 +114,31 @@ class Int8Strategy : public MatrixStrategy {
     if (j_.residual) b += round64(p * tn * ab_) + round64(tn * 8);
     if (j_.float_epi) b += round64(tn * 4);
     if (j_.silu) b += round64(p * tn * 4);
-    return 64 + (j_.lut ? round64(j_.lut_entries) : 0) + sides * b;
+    if (j_.tail) b += round64(tn * 4) + round64(p * tn * 4);
+    return 64 + (j_.lut ? round64(j_.lut_entries) : 0) + (j_.tail ? 64 : 0) + sides * b;
   }
 
   int epilogue_ops() const override {
-    if (j_.output_stage) return (j_.lut ? 2 : 1) + (j_.residual ? 3 : 0);
+    if (j_.output_stage) return (j_.lut ? 2 : 1) + (j_.residual ? 3 : 0) + (j_.tail ? 12 : 0);
     int ops = j_.lut ? (j_.lut16() ? 4 : 3) : 2;  // bias, requantize (, the int16 window's clip, lut)
     if (j_.residual) ops += 3;
     if (j_.clamp) ops += 1;
     if (j_.float_epi) ops += 4;
     if (j_.silu) ops += 1;
+    if (j_.tail) ops += 12;  // the Mul's dequantize, mul, quantize; the Add's two dequantizes, add, quantize
     return ops;
   }
 
   int64_t side_bytes(int64_t p, int64_t tn, int sides) const override {
-    return sides * (round64(p * tn * ab_) * (j_.residual ? 1 : 0) + round64(p * tn * 4) * (j_.silu ? 1 : 0));
+    return sides * (round64(p * tn * ab_) * (j_.residual ? 1 : 0) + round64(p * tn * 4) * (j_.silu ? 1 : 0) +
+                    (j_.tail ? round64(p * tn * 4) : 0));
   }
 
   std::vector<int64_t> param_loads(int64_t tn) const override {
-    if (j_.output_stage)
-      return j_.residual ? std::vector<int64_t>{3 * tn, 2 * tn} : std::vector<int64_t>{3 * tn};
     std::vector<int64_t> v = {tn, j_.float_epi ? tn : 2 * tn};  // bias; requantization pairs or scales
+    if (j_.output_stage) v = {3 * tn};
     if (j_.residual) v.push_back(2 * tn);
+    if (j_.tail) v.push_back(tn);
     return v;
   }
 
@@ -149,6 +166,16 @@ class Int8Strategy : public MatrixStrategy {
       }
       if (j_.float_epi) side_[s].sc = acc.take(static_cast<uint64_t>(tn * 4));
       if (j_.silu) side_[s].t = side.take(static_cast<uint64_t>(p_max * tn * 4));
+      if (j_.tail) {
+        side_[s].ts = acc.take(static_cast<uint64_t>(tn * 4));
+        side_[s].tr = side.take(static_cast<uint64_t>(p_max * tn * 4));
+      }
+    }
+    tail_params_.reset();
+    if (j_.tail) {
+      tail_k_ = acc.take(48);
+      c_.load(Buffer::kAccumulator, tail_k_, Range{kDram, j_.tail_k_addr, j_.tail_k_addr + 48},
+              j_.tail_k_addr, DType::kInt32, {12, 1, 1, 1}, {0, 0, 0});
     }
     c_.load(Buffer::kAccumulator, kslot_, Range{kDram, j_.k_addr, j_.k_addr + 12}, j_.k_addr, DType::kInt32,
             {3, 1, 1, 1}, {0, 0, 0});
@@ -173,6 +200,7 @@ class Int8Strategy : public MatrixStrategy {
   }
 
   void epilogue(const OutTile& t, int side) override {
+    tail_side_ = side;
     const int64_t tn = t.tn, n0 = t.n0;
     // The tile's place in its side's tile-sized slots (an image of a tile of several: OutTile::acc_px).
     Side sd = side_[side];
@@ -312,6 +340,7 @@ class Int8Strategy : public MatrixStrategy {
   // The tile's last VEC `last` (writing the codes at its dst slot), then the STORE of that slot; or, with
   // MatrixJob::y_sram, `last` writing the tile where the next layer reads it (backend/fusion/residency.h).
   void finish(Context::VecArgs last, const OutTile& t, int64_t out_off, const std::array<int64_t, 4>& box) {
+    if (j_.y_sram >= 0 && j_.tail) throw std::logic_error("backend: a project tail with an on-chip output");
     if (j_.y_sram >= 0) {
       write_on_chip(c_, j_, last, t, isa::dtype_bytes(j_.y_dt));
       if (!j_.y_store) return;
@@ -320,15 +349,84 @@ class Int8Strategy : public MatrixStrategy {
                  j_.y_sram_offset(t.img, t.oy0, t.ox0, t.n0, isa::dtype_bytes(j_.y_dt));
     } else {
       c_.vec(last);
+      if (j_.tail) tail(last, t, box);
     }
     const int64_t P = j_.out_pitch();
+    const DType st = j_.tail ? j_.tail_y_dt : j_.y_dt;
     c_.store(last.dst_buf, last.dst, j_.y_range,
-             j_.y_addr + static_cast<uint64_t>(out_off * isa::dtype_bytes(j_.y_dt)), j_.y_dt, box,
+             j_.y_addr + static_cast<uint64_t>(out_off * isa::dtype_bytes(st)), st, box,
              {P, j_.out_row(), 0});
+  }
+
+  // The layer scale and the residual on the codes `last` wrote (fusion/project_tail.h), as the Mul's and the
+  // Add's layers run them on codes (backend/vector/elementwise.cpp: dequantized in the tile loop, fp32 work,
+  // quantized), each step in place where `last` wrote the tile (its slot holds the int32 sums: fp32 fits).
+  void tail(const Context::VecArgs& last, const OutTile& t, const std::array<int64_t, 4>& box) {
+    const Buffer A = Buffer::kAccumulator;
+    const Side& sd = side_[tail_side_];
+    const uint64_t at = static_cast<uint64_t>(t.acc_px * t.tn * 4);
+    const uint64_t cs = last.dst, tr = sd.tr + at, k1 = tail_k_, k2 = tail_k_ + 16, k3 = tail_k_ + 32;
+    const int64_t d0 = t.tn, d1 = t.oh * t.ow;
+    if (last.dst_buf != A || d1 > 65535) throw std::logic_error("backend: a project tail's tile");
+    if (tail_params_.need_load(tail_side_, t.n0, t.tn))
+      c_.load(A, sd.ts, Range{kDram, j_.tail_scale_addr, j_.tail_scale_addr + 1},
+              j_.tail_scale_addr + static_cast<uint64_t>(t.n0 * 4), DType::kFp32, {t.tn, 1, 1, 1}, {0, 0, 0});
+    // The Mul: y's codes -> fp32, times the scale, -> the Mul's codes.
+    dequantize_tile(c_, A, cs, d0, d1, j_.y_dt, k1);
+    Context::VecArgs m;
+    m.op = VecOp::kMul, m.in = m.out = DType::kFp32, m.src1_buf = m.dst_buf = A, m.src1 = m.dst = cs;
+    m.src2_buf = A, m.src2 = sd.ts, m.d0 = d0, m.d1 = d1, m.bcast = isa::Bcast::kRow;
+    c_.vec(m);
+    quantize_tile(c_, A, cs, d0, d1, j_.tail_mul_dt, k1);
+    const int64_t roff = t.img * j_.y_img + (t.oy0 * j_.OW + t.ox0) * j_.M + t.n0;
+    c_.load(side_buf_, tr, j_.tail_r_range, j_.tail_r_addr + static_cast<uint64_t>(roff), j_.tail_r_dt, box,
+            {j_.M, j_.OW * j_.M, 0});
+    if (j_.tail_iadd) {
+      // The Add's integer scheme: both codes centred in int32, rescaled to the common grid, added, one
+      // requantize to the Add's codes (and its clamp).
+      auto rescale = [&](Buffer b, uint64_t slot, const isa::numerics::QuantizedMultiplier& m) {
+        Context::VecArgs v;
+        v.op = VecOp::kRequantize, v.in = v.out = DType::kInt32, v.src1_buf = v.dst_buf = b;
+        v.src1 = v.dst = slot, v.d0 = d0, v.d1 = d1, v.imm0 = m.multiplier, v.imm1 = m.shift;
+        c_.vec(v);
+      };
+      subtract_zero_point(c_, A, cs, A, cs, d0, d1, j_.tail_mul_dt, k2, DType::kInt32);
+      rescale(A, last.dst, j_.tail_mul_rescale);
+      subtract_zero_point(c_, side_buf_, tr, side_buf_, tr, d0, d1, j_.tail_r_dt, k3, DType::kInt32);
+      rescale(side_buf_, tr, j_.tail_res_rescale);
+      Context::VecArgs a;
+      a.op = VecOp::kAdd, a.in = a.out = DType::kInt32, a.src1_buf = a.dst_buf = A, a.src1 = a.dst = last.dst;
+      a.src2_buf = side_buf_, a.src2 = tr, a.d0 = d0, a.d1 = d1;
+      c_.vec(a);
+      Context::VecArgs rq;  // as the Add's layer emits them: no second operand
+      rq.op = VecOp::kRequantize, rq.in = DType::kInt32, rq.out = j_.tail_y_dt;
+      rq.src1_buf = rq.dst_buf = A, rq.src1 = rq.dst = last.dst, rq.d0 = d0, rq.d1 = d1;
+      rq.imm0 = j_.tail_iadd->out.multiplier;
+      rq.imm1 = j_.tail_iadd->out.shift, rq.imm2 = j_.tail_y_zp;
+      c_.vec(rq);
+      if (j_.tail_clip) {
+        Context::VecArgs cl;
+        cl.op = VecOp::kClip, cl.in = cl.out = j_.tail_y_dt;
+        cl.src1_buf = cl.dst_buf = A, cl.src1 = cl.dst = last.dst, cl.d0 = d0, cl.d1 = d1;
+        cl.imm0 = f32_imm(static_cast<float>(j_.tail_iadd->lo)),
+        cl.imm1 = f32_imm(static_cast<float>(j_.tail_iadd->hi));
+        c_.vec(cl);
+      }
+      return;
+    }
+    // The Add: the Mul's codes and the residual's -> fp32, added, -> the Add's codes.
+    dequantize_tile(c_, A, cs, d0, d1, j_.tail_mul_dt, k2);
+    dequantize_tile(c_, side_buf_, tr, d0, d1, j_.tail_r_dt, k3);
+    Context::VecArgs a;
+    a.op = VecOp::kAdd, a.in = a.out = DType::kFp32, a.src1_buf = a.dst_buf = A, a.src1 = a.dst = last.dst;
+    a.src2_buf = side_buf_, a.src2 = tr, a.d0 = d0, a.d1 = d1;
+    c_.vec(a);
+    quantize_tile(c_, A, last.dst, d0, d1, j_.tail_y_dt, k2);
   }
 
   struct Side {
     uint64_t c = 0, bias = 0, rq = 0, r = 0, rr = 0, sc = 0, t = 0;
+    uint64_t ts = 0, tr = 0;  // the tail's scale and its residual tile (project_tail.h)
   };
   Context& c_;
   const Int8Job& j_;
@@ -337,7 +435,9 @@ class Int8Strategy : public MatrixStrategy {
   uint64_t kslot_ = 0;
   uint64_t lut_slot_ = 0;
   Side side_[2];
-  EpilogueParams params_;
+  EpilogueParams params_, tail_params_;
+  uint64_t tail_k_ = 0;
+  int tail_side_ = 0;                       // the side of the tile in its epilogue
   Buffer side_buf_ = Buffer::kAccumulator;  // where each side's r and t slots lie (allocate)
 };
 
@@ -783,6 +883,55 @@ bool lower_matrix_int8(Context& c, const Node& n) {
   }
   if (!set_int8_output(c, n, L, y, j, 1, L.bias_folded)) return false;
   j.what = fmt::format("int8 {} {}", n.op_type, n.name);
+  // A block's layer scale and residual after it, run by its epilogue (backend/fusion/project_tail.h).
+  if (const std::optional<TailOperands> tail = project_tail_operands(c, n);
+      tail && tail->q_in && L.weight_is_constant && j.gemm && !j.residual && !y.strided() &&
+      tail->q_in->dtype == j.y_dt && tail->q_in->zero_point == j.y_zp && tail->q_in->scale == yq.scale &&
+      static_cast<int64_t>(tail->scale.size()) == j.M) {
+    // The job with its tail; its data segments are added where it is emitted (a trial's are undone with it).
+    const auto with_tail = [&] {
+      Int8Job jt = j;
+      jt.tail = true;
+      jt.tail_scale_addr = c.add_floats(tail->scale, DType::kFp32);
+      // Conversion constants (int8.h, conversion_constants): y -> the Mul's codes, the Mul's -> the Add's,
+      // the residual's -> fp32.
+      ConstWords k;
+      for (const auto& [from, to] : {std::pair{tail->q_in, tail->q_mul}, std::pair{tail->q_mul, tail->q_add},
+                                     std::pair{tail->q_res, static_cast<const QParams*>(nullptr)}}) {
+        k.add_i(from->zero_point);
+        k.add_f(from->scale);
+        k.add_f(to ? to->scale : 1.0f);
+        k.add_i(to ? to->zero_point : 0);
+      }
+      jt.tail_k_addr = c.add_data(int32_bytes(k.w));
+      jt.tail_r_addr = tail->residual->addr, jt.tail_r_range = tail->residual->range();
+      jt.tail_r_dt = tail->q_res->dtype, jt.tail_mul_dt = tail->q_mul->dtype,
+      jt.tail_y_dt = tail->q_add->dtype;
+      jt.y_addr = tail->out->addr, jt.y_range = tail->out->range();
+      jt.tail_iadd = tail->iadd, jt.tail_mul_rescale = tail->mul_rescale;
+      jt.tail_res_rescale = tail->res_rescale;
+      jt.tail_y_zp = tail->q_add->zero_point;
+      jt.tail_clip =
+          tail->iadd && (tail->iadd->lo > tail->q_add->qmin() || tail->iadd->hi < tail->q_add->qmax());
+      return jt;
+    };
+    // Taken when its simulation beats the MatMul alone with the Mul and the Add after it (project_tail.h).
+    const auto emit_with = [&] {
+      Int8Job jt = with_tail();
+      run_int8_job(c, n, jt);
+    };
+    const auto emit_without = [&] {
+      Int8Job copy = j;
+      run_int8_job(c, n, copy);
+    };
+    if (project_tail_pays(c, emit_with, emit_without)) {
+      j = with_tail();
+      take_project_tail(c);
+      c.plan->mapping += fmt::format(
+          "; '{}' (layer scale) and '{}' (residual) in its epilogue on the codes, output stored as '{}'s",
+          tail->mul, tail->add, tail->add);
+    }
+  }
   if (subsample_pointwise(j)) c.plan->mapping += ", reading only the pixels it uses (strided LOAD)";
   // Packed: the kernel at shifted positions, the epilogue's constants once per pixel of a column
   // (pixel_packing.h); a residual's rescale is not repeated (set_int8_output refuses it).

@@ -11,6 +11,7 @@
 
 #include "compiler/backend/core/context.h"
 #include "compiler/backend/fusion/layer_fusion.h"
+#include "compiler/backend/fusion/project_tail.h"
 #include "compiler/backend/fusion/residency.h"
 #include "compiler/backend/matrix/depthwise.h"
 #include "compiler/backend/matrix/matrix_walk.h"
@@ -38,13 +39,18 @@ struct Epilogue {
   VecOp act = VecOp::kCopy;
   bool silu = false;  // act = x * sigmoid(x): sigmoid into a scratch tile, then the multiply
   int64_t imm0 = 0, imm1 = 0;
+  // A block's layer scale and residual after the narrowing (backend/fusion/project_tail.h): VEC mul by the
+  // per-channel scale (an activation-type segment [N]), VEC add of the residual tile, in the activation type.
+  bool tail = false;
+  uint64_t tail_scale_addr = 0;
+  const DramTensor* tail_res = nullptr;
 };
 
 // A float matrix node: the shared job plus its weights and output side.
 struct FloatJob : MatrixJob {
   std::vector<float> w;   // constant: w[((g*kh + i)*kw + j)*cg*mg + c*mg + m]
   bool w_elided = false;  // a shape-only constant (a timing-only compile): tiles placed, no values written
-  std::function<uint64_t(int64_t)> y_base, res_base;
+  std::function<uint64_t(int64_t)> y_base, res_base, tail_res_base;
   Epilogue epi;
 };
 
@@ -54,6 +60,8 @@ void shift_output(FloatJob& j, int64_t img, int64_t elems, int64_t es) {
   const uint64_t off = static_cast<uint64_t>(elems * es);
   j.y_base = [base = j.y_base, img, off](int64_t) { return base(img) + off; };
   if (j.res_base) j.res_base = [base = j.res_base, img, off](int64_t) { return base(img) + off; };
+  if (j.tail_res_base)
+    j.tail_res_base = [base = j.tail_res_base, img, off](int64_t) { return base(img) + off; };
 }
 
 // Operands in the context's precision (c.act), fp32 sums, and the float epilogue: bias, residual and
@@ -62,7 +70,7 @@ class FloatStrategy : public MatrixStrategy {
  public:
   FloatStrategy(Context& c, const FloatJob& j) : c_(c), j_(j) {
     ops.a = ops.w = ops.y = ops.r = c.act;
-    ops.tile_read = j.epi.residual || j.epi.bias == Epilogue::Bias::kFull;
+    ops.tile_read = j.epi.residual || j.epi.bias == Epilogue::Bias::kFull || j.epi.tail;
     ops.pad = 0;
   }
 
@@ -73,34 +81,39 @@ class FloatStrategy : public MatrixStrategy {
     if (j_.epi.bias == Epilogue::Bias::kScalar) acc += 64;
     if (j_.epi.bias == Epilogue::Bias::kFull || j_.epi.residual) acc += round64(p * tn * 4);
     if (j_.epi.silu) acc += round64(p * tn * 4);
+    if (j_.epi.tail) acc += round64(tn * c_.esize) + round64(p * tn * 4);
     return sides * acc;
   }
 
   int epilogue_ops() const override {
-    if (output_stage()) return 1;
+    if (output_stage()) return j_.epi.tail ? 3 : 1;
     int ops = (j_.epi.bias != Epilogue::Bias::kNone) + (j_.epi.residual ? 1 : 0) + (j_.epi.has_act ? 1 : 0) +
               (j_.epi.silu ? 1 : 0);
     if (ops == 0 && c_.act != DType::kFp32) ops = 1;
-    return ops;
+    return ops + (j_.epi.tail ? 2 : 0);
   }
 
   int64_t side_bytes(int64_t p, int64_t tn, int sides) const override {
     int64_t b = 0;
     if (j_.epi.bias == Epilogue::Bias::kFull || j_.epi.residual) b += round64(p * tn * 4);
     if (j_.epi.silu) b += round64(p * tn * 4);
+    if (j_.epi.tail) b += round64(p * tn * 4);
     return sides * b;
   }
 
   std::vector<int64_t> param_loads(int64_t tn) const override {
-    if (j_.epi.bias == Epilogue::Bias::kRow) return {tn};
-    if (j_.epi.bias == Epilogue::Bias::kScalar) return {1};
-    return {};
+    std::vector<int64_t> loads;
+    if (j_.epi.bias == Epilogue::Bias::kRow) loads.push_back(tn);
+    if (j_.epi.bias == Epilogue::Bias::kScalar) loads.push_back(1);
+    if (j_.epi.tail) loads.push_back(tn);
+    return loads;
   }
 
   void allocate(SramAlloc& acc, SramAlloc& side, int64_t p_max, int64_t tn, int sides) override {
     const Epilogue& e = j_.epi;
     side_buf_ = side.buf;
     params_.reset();
+    tail_params_.reset();
     for (int s = 0; s < sides; ++s) c_slot_[s] = acc.take(static_cast<uint64_t>(p_max * tn * 4));
     for (int s = 0; s < sides; ++s) {
       if (e.bias == Epilogue::Bias::kRow) bias_slot_[s] = acc.take(static_cast<uint64_t>(tn * 4));
@@ -109,6 +122,10 @@ class FloatStrategy : public MatrixStrategy {
       if (e.residual || e.bias == Epilogue::Bias::kFull)
         r_slot_[s] = side.take(static_cast<uint64_t>(p_max * tn * 4));
       if (e.silu) t_slot_[s] = side.take(static_cast<uint64_t>(p_max * tn * 4));
+      if (e.tail) {
+        scale_slot_[s] = acc.take(static_cast<uint64_t>(tn * c_.esize));
+        r_slot_[s] = side.take(static_cast<uint64_t>(p_max * tn * 4));
+      }
     }
   }
 
@@ -186,7 +203,7 @@ class FloatStrategy : public MatrixStrategy {
         v.op = VecOp::kOutput, v.out = c_.act;
         v.imm0 = e.has_act && e.act == VecOp::kClip ? e.imm0 : f32_imm(e.has_act ? 0.0f : -inf);
         v.imm1 = e.has_act && e.act == VecOp::kClip ? e.imm1 : f32_imm(inf);
-        finish(v, t, out_off, box);
+        finish(v, t, out_off, box, side);
         return;
       }
       steps.push_back(v);
@@ -224,12 +241,13 @@ class FloatStrategy : public MatrixStrategy {
     if (c_.act != DType::kFp32 && steps.empty()) steps.push_back(base(VecOp::kCopy));
     // Below fp32 the last step narrows in place: the vector unit reads its sources before it writes.
     if (c_.act != DType::kFp32) steps.back().out = c_.act;
-    if (steps.empty()) {
+    if (steps.empty() && !e.tail) {
       c_.store(A, cs, j_.y_range, j_.y_base(t.img) + out_off, c_.act, box, {P, j_.out_row(), 0});
       return;
     }
+    if (steps.empty()) steps.push_back(base(VecOp::kCopy));  // fp32: the tail reads the tile in place
     for (size_t k = 0; k + 1 < steps.size(); ++k) c_.vec(steps[k]);
-    finish(steps.back(), t, out_off, box);
+    finish(steps.back(), t, out_off, box, side);
   }
 
   bool ends_with_vec() const override {
@@ -240,7 +258,10 @@ class FloatStrategy : public MatrixStrategy {
  private:
   // The tile's last VEC `last` (writing c_.act at its dst slot), then the STORE of that slot; or, with
   // MatrixJob::y_sram, `last` writing the tile where the next layer reads it (backend/fusion/residency.h).
-  void finish(Context::VecArgs last, const OutTile& t, uint64_t out_off, const std::array<int64_t, 4>& box) {
+  void finish(Context::VecArgs last, const OutTile& t, uint64_t out_off, const std::array<int64_t, 4>& box,
+              int side) {
+    if (j_.y_sram >= 0 && j_.epi.tail)
+      throw std::logic_error("backend: a project tail with an on-chip output");
     if (j_.y_sram >= 0) {
       write_on_chip(c_, j_, last, t, c_.esize);
       if (!j_.y_store) return;
@@ -248,10 +269,36 @@ class FloatStrategy : public MatrixStrategy {
       last.dst = static_cast<uint64_t>(j_.y_sram) + j_.y_sram_offset(t.img, t.oy0, t.ox0, t.n0, c_.esize);
     } else {
       c_.vec(last);
+      if (j_.epi.tail) tail(last, t, box, side);
     }
     const int64_t P = j_.out_pitch();
     c_.store(last.dst_buf, last.dst, j_.y_range, j_.y_base(t.img) + out_off, c_.act, box,
              {P, j_.out_row(), 0});
+  }
+
+  // The layer scale and the residual on the tile `last` wrote (fusion/project_tail.h): the Mul's and the
+  // Add's own VECs, in the activation type, on the values those layers would read.
+  void tail(const Context::VecArgs& last, const OutTile& t, const std::array<int64_t, 4>& box, int side) {
+    const Epilogue& e = j_.epi;
+    const Buffer A = Buffer::kAccumulator;
+    const auto es = static_cast<uint64_t>(c_.esize);
+    if (tail_params_.need_load(side, t.n0, t.tn)) {
+      const Range all{kDram, e.tail_scale_addr, e.tail_scale_addr + 1};
+      c_.load(A, scale_slot_[side], all, e.tail_scale_addr + static_cast<uint64_t>(t.n0) * es, c_.act,
+              {t.tn, 1, 1, 1}, {0, 0, 0});
+    }
+    const uint64_t r_s = r_slot_[side] + static_cast<uint64_t>(t.acc_px * t.tn * 4);
+    const uint64_t roff = static_cast<uint64_t>((t.oy0 * j_.OW + t.ox0) * j_.M + t.n0) * es;
+    c_.load(side_buf_, r_s, e.tail_res->range(), j_.tail_res_base(t.img) + roff, c_.act, box,
+            {j_.M, j_.OW * j_.M, 0});
+    Context::VecArgs v;
+    v.op = VecOp::kMul, v.in = v.out = c_.act;
+    v.src1_buf = v.dst_buf = last.dst_buf, v.src1 = v.dst = last.dst;
+    v.src2_buf = A, v.src2 = scale_slot_[side], v.bcast = isa::Bcast::kRow;
+    tile_box(v, t);
+    c_.vec(v);
+    v.op = VecOp::kAdd, v.src2_buf = side_buf_, v.src2 = r_s, v.bcast = isa::Bcast::kNone;
+    c_.vec(v);
   }
 
   // A per-channel or scalar bias with at most Relu or Clip after it: one output-stage VEC
@@ -265,7 +312,8 @@ class FloatStrategy : public MatrixStrategy {
   Context& c_;
   const FloatJob& j_;
   uint64_t c_slot_[2] = {0, 0}, bias_slot_[2] = {0, 0}, r_slot_[2] = {0, 0}, t_slot_[2] = {0, 0};
-  EpilogueParams params_;
+  uint64_t scale_slot_[2] = {0, 0};
+  EpilogueParams params_, tail_params_;
   Buffer side_buf_ = Buffer::kAccumulator;  // where r_slot_ and t_slot_ lie (allocate)
 };
 
@@ -662,6 +710,40 @@ bool lower_gemm(Context& c, const Node& n) {
   j.what = fmt::format("{} {}x{}x{}", n.op_type, M, K, N);
   c.plan->mapping = fmt::format("MATMUL M={} K={} N={}{}", j.OH, K, N,
                                 j.images > 1 ? fmt::format(" x {} batches", j.images) : "");
+  // A block's layer scale and residual after it, run by its epilogue (backend/fusion/project_tail.h).
+  if (const std::optional<TailOperands> tail = project_tail_operands(c, n);
+      tail && !tail->q_in && !j.epi.residual && !j.epi.has_act && j.images == 1 && !y.strided() &&
+      static_cast<int64_t>(tail->scale.size()) == N &&
+      (j.epi.bias == Epilogue::Bias::kNone || j.epi.bias == Epilogue::Bias::kRow)) {
+    // The job with its tail; its data segment is added where it is emitted (a trial's is undone with it).
+    const auto with_tail = [&] {
+      FloatJob jt = j;
+      jt.epi.tail = true;
+      jt.epi.tail_scale_addr = c.add_floats(tail->scale, c.act);
+      jt.epi.tail_res = tail->residual;
+      const uint64_t ra = tail->residual->addr, za = tail->out->addr;
+      jt.tail_res_base = [=](int64_t) { return ra; };
+      jt.y_base = [=](int64_t) { return za; };
+      jt.y_range = tail->out->range();
+      return jt;
+    };
+    // Taken when its simulation beats the MatMul alone with the Mul and the Add after it (project_tail.h).
+    const auto emit_with = [&] {
+      FloatJob jt = with_tail();
+      run(c, jt);
+    };
+    const auto emit_without = [&] {
+      FloatJob copy = j;
+      run(c, copy);
+    };
+    if (project_tail_pays(c, emit_with, emit_without)) {
+      j = with_tail();
+      take_project_tail(c);
+      c.plan->mapping +=
+          fmt::format("; '{}' (layer scale) and '{}' (residual) in its epilogue, output stored as '{}'s",
+                      tail->mul, tail->add, tail->add);
+    }
+  }
   run(c, j);
   return true;
 }

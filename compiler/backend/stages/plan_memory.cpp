@@ -10,6 +10,7 @@
 
 #include "compiler/backend/fusion/attention_fusion.h"
 #include "compiler/backend/fusion/layer_fusion.h"
+#include "compiler/backend/fusion/project_tail.h"
 #include "compiler/backend/int8/int8.h"
 #include "compiler/backend/result.h"
 #include "compiler/passes/lowered.h"
@@ -147,6 +148,12 @@ MemoryLayout plan_memory(const Graph& g, const isa::NpuConfig& config, const Com
       if (!s.empty()) touch(s, i);
     if (const int64_t q = project_of(g, static_cast<size_t>(i)); q >= 0)
       touch(g.nodes[static_cast<size_t>(q)].outputs[0], i);
+  }
+  // A MatMul whose epilogue runs the layer scale and residual after it writes the Add's output
+  // (fusion/project_tail.h).
+  for (int i = 0; options.keep_on_chip && i < kEnd; ++i) {
+    if (const int64_t a = project_tail_of(g, static_cast<size_t>(i)); a >= 0)
+      touch(g.nodes[static_cast<size_t>(a)].outputs[0], i);
   }
   // A fused attention block writes its value MatMul's output at its first node, while it still reads Q, K^T
   // and V (attention_fusion.h).

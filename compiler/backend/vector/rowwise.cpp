@@ -127,7 +127,10 @@ bool lower_rowwise(Context& c, const Node& n, std::string* why) {
   // read and a write (in place, an fp32 step waits for the input buffer's port twice as long as it
   // computes). The scratch tile is only touched by the vector unit, in program order, and the last step
   // writes the slot the STORE reads.
-  const int64_t slot = slot_bytes(c.config), slot_elems = slot / es;
+  // Below the bytes held at the top of the scratchpad (Context::capacity leaves them out): the rows a GEMM
+  // reads in place after it (rows_left_on_chip), a value held for a later layer.
+  const int64_t slot = std::min(slot_bytes(c.config), c.capacity(Buffer::kInput) / kSlots / 64 * 64),
+                slot_elems = slot / es;
   const uint64_t ibase = c.sram_base(Buffer::kInput);
   const uint64_t wbase = c.sram_base(Buffer::kWeight);
   const uint64_t gamma_at = wbase, beta_at = wbase + round64(D * es);
