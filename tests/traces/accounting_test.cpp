@@ -51,7 +51,7 @@ TEST(Accounting, SweepOfIntervalsInStartOrderEqualsACycleByCycleCount) {
     std::vector<Interval> intervals(1 + rng() % 40);
     uint64_t start = 0;
     for (Interval& i : intervals) {
-      start += rng() % 6;  // non-decreasing starts, several at one cycle
+      start += rng() % 6;                                     // non-decreasing starts, several at one cycle
       i.layer = static_cast<uint32_t>(rng() % (layers + 1));  // layers: no layer's work
       i.category = static_cast<Category>(rng() % 3);
       i.start = start;
