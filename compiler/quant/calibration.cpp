@@ -266,10 +266,6 @@ double mse_threshold(const std::vector<double>& hist, double bin_width, int step
   return static_cast<double>(best_i) * bin_width;
 }
 
-// A range whose short side spans at most 1 / kNearlyOneSided of its long side: the long side's step is within
-// 1 / kNearlyOneSided of a one-sided range's (choose_range).
-static constexpr double kNearlyOneSided = 16;
-
 ClipRange choose_range(const TensorStats& s, const CalibrationOptions& o, bool symmetric) {
   ClipRange r;
   if (s.count() == 0) return r;
@@ -291,23 +287,16 @@ ClipRange choose_range(const TensorStats& s, const CalibrationOptions& o, bool s
       r.lo = static_cast<float>(-t);
       r.hi = static_cast<float>(t);
     } else {
-      const auto& ph = s.positive_histogram();
-      const auto& nh = s.negative_histogram();
-      const double pmax = std::max(0.0f, s.max()), nmax = std::max(0.0f, -s.min());
-      double tp = std::min(pmax, percentile_threshold(ph, w, o.percentile));
-      double tn = std::min(nmax, percentile_threshold(nh, w, o.percentile));
-      // A (nearly) one-sided tensor -- after ReLU, or HardSwish's, never below -0.375 -- spends (nearly) all
-      // 255 steps on its long side: about half the step, a quarter of the rounding noise, of a side of a
-      // two-sided range, which the percentile does not see. Its long side clips no more than the least
-      // expected squared error on that grid says (mse_threshold, the other side's extent and values held
-      // fixed), never more than the percentile: see choose_range in calibration.h.
-      double pc = 0, nc = 0;
-      for (double c : ph) pc += c;
-      for (double c : nh) nc += c;
-      if (pc > 0 && tn * kNearlyOneSided <= tp)
-        tp = std::max(tp, std::min(pmax, mse_threshold(ph, w, 255, tn, nc)));
-      else if (nc > 0 && tp * kNearlyOneSided <= tn)
-        tn = std::max(tn, std::min(nmax, mse_threshold(nh, w, 255, tp, pc)));
+      double tp = std::min<double>(std::max(0.0f, s.max()),
+                                   percentile_threshold(s.positive_histogram(), w, o.percentile));
+      // A one-sided tensor (after ReLU) spends all 255 steps on [0, tp]: half the step, a quarter of the
+      // rounding noise of the same side in a two-sided range, which the percentile does not see. Clip no
+      // more than the least expected squared error on that grid says (mse_threshold), never more than
+      // the percentile: see choose_range in calibration.h.
+      if (s.min() >= 0)
+        tp = std::max(tp, std::min<double>(s.max(), mse_threshold(s.positive_histogram(), w, 255)));
+      const double tn = std::min<double>(std::max(0.0f, -s.min()),
+                                         percentile_threshold(s.negative_histogram(), w, o.percentile));
       r.lo = static_cast<float>(-tn);
       r.hi = static_cast<float>(tp);
     }
