@@ -1535,9 +1535,6 @@ TEST(Int8Codegen, SqueezeExcitationMulIsIntegerOnlyAndGivesTheReferencesCodes) {
   EXPECT_LT(2 * in.vector_cycles, fl.vector_cycles);
 }
 
-}  // namespace
-}  // namespace npusim
-
 namespace npusim {
 namespace {
 
@@ -1909,6 +1906,49 @@ TEST(Int8Codegen, ConcatRequantizesInputsOfOtherScalesInIntegersUnderTheIntegerS
   EXPECT_EQ(fl.int8_scheme, "float");
   EXPECT_GT(fl.ops.count(isa::VecOp::kDiv), 0u);
   EXPECT_LT(in.vector_cycles, fl.vector_cycles);
+}
+
+}  // namespace
+}  // namespace npusim
+
+TEST(Int8Codegen, AScalarAffineMapAfterAConvIsOneTableInItsEpilogueGivingTheReferencesCodes) {
+  // Conv 1x1 + HardSwish -> Mul(scalar) -> Add(scalar) -> padded Conv 3x3: PP-OCRv4's LCNet "learnable affine
+  // block", which the passes make a BatchNormalization that no conv absorbs (the conv after it is padded).
+  // Its map of the 256 codes is one table: the first conv applies it to each output tile before the STORE
+  // (backend/fusion/post_affine.h), the map's layer emits nothing, the first conv's own output is written
+  // nowhere, and the second conv reads the reference's codes (so computes them bit for bit), on edge's
+  // scratchpads and on small ones.
+  namespace t = compiler::testing;
+  t::GraphBuilder b;
+  auto x = b.input("x", {1, 8, 12, 10});
+  auto c = b.node("Conv", {x, b.random_constant("w", {16, 8, 1, 1}, 3, -0.5f, 0.5f)}, "c", {1, 16, 12, 10});
+  auto h = b.node("HardSwish", {c}, "h", {1, 16, 12, 10});
+  auto m = b.node("Mul", {h, b.scalar("s", 1.3f)}, "m", {1, 16, 12, 10});
+  auto a = b.node("Add", {m, b.scalar("t", -0.2f)}, "a", {1, 16, 12, 10});
+  b.output(b.node("Conv", {a, b.random_constant("w2", {4, 16, 3, 3}, 4, -0.5f, 0.5f)}, "y", {1, 4, 12, 10},
+                  {{"pads", t::attr_ints({1, 1, 1, 1})}}));
+  const Graph g = b.build();
+  isa::NpuConfig small;
+  small.sram.accumulator.size_kib = 4;
+  small.sram.input.size_kib = 8;
+  for (const isa::NpuConfig& config : {isa::NpuConfig{}, small}) {
+    const Compiled k = compile_graph_int8(g, config);
+    int maps = 0;
+    std::string conv;
+    for (const auto& l : k.result.layers) {
+      if (l.op == "Conv" && conv.empty()) conv = l.name;
+      if (l.op != "BatchNormalization") continue;
+      ++maps;
+      EXPECT_EQ(l.fused_into, conv);
+      EXPECT_EQ(l.instructions, 0);
+      EXPECT_NE(l.mapping.find("VEC lut"), std::string::npos) << l.mapping;
+    }
+    EXPECT_EQ(maps, 1);
+    for (const auto& v : k.result.values) EXPECT_NE(v.name, "h") << "the conv's own output was bound";
+    // The first conv's output is nowhere (skipped); the second conv reads the map's codes.
+    for (const auto& sample : q::synthetic_samples(k.lowered, 2, 29))
+      EXPECT_EQ(check_bit_exact(k, config, sample), 1);
+  }
 }
 
 }  // namespace

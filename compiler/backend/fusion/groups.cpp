@@ -1,6 +1,7 @@
 // The lowering stage's fusion groups (groups.h).
 #include "compiler/backend/fusion/groups.h"
 
+#include "compiler/backend/fusion/post_affine.h"
 #include "compiler/backend/fusion/residency.h"
 #include "compiler/backend/fusion/se_fusion.h"
 #include "compiler/backend/fusion/se_pool_fusion.h"
@@ -37,11 +38,13 @@ void Groups::begin(size_t i, Placement placement, bool plannable) {
   pair_ = ConvPool{};
   if (plannable && placement == Placement::kNpuMatrix && plan_conv_pool(c_, i, &pair_))
     c_.fusion.conv_pool = &pair_;
+  if (plannable && placement == Placement::kNpuMatrix) plan_post_affine(c_, i);
 }
 
 bool Groups::member(size_t i, LayerPlan& plan) const {
   const Node& n = c_.g.nodes[i];
   if (se_pool_member(c_, i, plan)) return true;
+  if (post_affine_member(c_, i, plan)) return true;
   if (attention_.covers(i)) {
     plan.mapping = describe_fused(c_, attention_, i);
     plan.fused_into = c_.g.nodes[attention_.first].name;
@@ -93,6 +96,7 @@ void Groups::finish(size_t i, LayerPlan& plan) {
   if (!attention_.covers(i) && !(conv_pool_.fused && (conv_pool_.pool == i || fused_project(i))))
     finish_on_chip(c_, i, plan);
   finish_se_hold(c_, i, plan);
+  finish_post_affine(c_, i, plan);
 }
 
 void Groups::record_choice(LayerPlan& plan) const {
