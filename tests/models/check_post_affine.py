@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""An affine map after a conv's activation applied in the conv's epilogue, end to end (docs/backend.md,
-"Vector layers", "An affine map in its producer's epilogue"): runs a model functionally as npusim fuses it
-(the default) and again with the same mapping (the first run's --mapping-out) but with each such map's layer
+"""Element-wise layers done by the layer before them, end to end (docs/backend.md, "Vector layers"): an affine
+map after a conv's activation applied in the conv's epilogue ("An affine map in its producer's epilogue",
+fusion group "post_affine:"), and the Add of a squeeze-and-excitation block with a residual, x + x * s, in its
+Mul's tile loop ("x + x * s in one tile loop", "scaled_residual:"). Runs a model functionally as npusim fuses
+it (the default) and again with the same mapping (the first run's --mapping-out) but with each such layer
 given a vector tile (`tile_elems`), which leaves it to its own lowering; everything else unchanged. Checks:
 
-- the fused run has at least --min-fused BatchNormalization layers whose work their producer did: fused_into
-  that conv, fusion group "post_affine:" + the conv, no instructions of their own, their mapping naming it;
+- the fused run has at least --min-fused layers whose work their producer did: fused_into that layer, the
+  fusion group naming it, no instructions of their own, their mapping naming it;
 - the unfused run and the --no-fusion run have none; the outputs of the fused and the unfused runs are
   identical bit for bit, and the fused run moves fewer DRAM bytes and takes fewer cycles;
 - re-imposing the fused run's --mapping-out reproduces it (the same fused maps, the same cycles).
@@ -13,7 +15,9 @@ given a vector tile (`tile_elems`), which leaves it to its own lowering; everyth
 `--make-small DIR` first writes DIR/lcnet_blocks.onnx, two blocks of PP-OCRv4's LCNet backbone: a 1x1 conv +
 HardSwish followed by a "learnable affine block" (a scalar Mul and Add: one table in int8), a padded 3x3
 depthwise conv + HardSwish followed by a per-channel Mul and Add (float only: int8 leaves per-channel maps
-to their own lowering), and a padded 3x3 conv (an unpadded one would absorb the map before it).
+to their own lowering), a squeeze-and-excitation block with a residual (global average pool, 1x1 conv + Relu,
+1x1 conv + HardSigmoid, Mul, Add of the block's input: PP-OCRv4's RSEFPN neck; float only), and a padded 3x3
+conv (an unpadded one would absorb the map before it).
 
 Usage: check_post_affine.py NPUSIM MODEL.onnx|--make-small DIR CONFIG.yaml PRECISION [--min-fused N]
                             [--set KEY=VALUE ...]
@@ -55,8 +59,17 @@ def make_small(folder):
 
     conv_hswish_affine("x", "a", C, E, 1, 1, False)
     conv_hswish_affine("a", "d", E, E, 3, E, True)
+    nodes.append(helper.make_node("GlobalAveragePool", ["d"], ["se_p"]))
+    nodes.append(helper.make_node("Conv", ["se_p", const("se1_w", [8, E, 1, 1], 0.2), const("se1_b", [8], 0.1)],
+                                  ["se_1"], kernel_shape=[1, 1]))
+    nodes.append(helper.make_node("Relu", ["se_1"], ["se_r"]))
+    nodes.append(helper.make_node("Conv", ["se_r", const("se2_w", [E, 8, 1, 1], 0.2), const("se2_b", [E], 0.1)],
+                                  ["se_2"], kernel_shape=[1, 1]))
+    nodes.append(helper.make_node("HardSigmoid", ["se_2"], ["se_s"], alpha=0.2, beta=0.5))
+    nodes.append(helper.make_node("Mul", ["d", "se_s"], ["se_m"]))
+    nodes.append(helper.make_node("Add", ["d", "se_m"], ["e"]))
     # Padded: an affine map read only by an unpadded conv folds into its weights (fold-batchnorm).
-    nodes.append(helper.make_node("Conv", ["d", const("p_w", [M, E, 3, 3], 0.1), const("p_b", [M], 0.1)], ["y"],
+    nodes.append(helper.make_node("Conv", ["e", const("p_w", [M, E, 3, 3], 0.1), const("p_b", [M], 0.1)], ["y"],
                                   kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
     g = helper.make_graph(nodes, "lcnet_blocks", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, H, W])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, M, H, W])], inits)
@@ -68,9 +81,9 @@ def make_small(folder):
 
 
 def fused_maps(report):
-    """The report's affine maps applied in their producer's epilogue: {map name: producer name}."""
+    """The report's layers done by their producer: {layer name: producer name}."""
     return {l["name"]: l.get("fused_into") for l in report["layers"]
-            if l["op"] == "BatchNormalization" and l.get("fusion_group", "").startswith("post_affine:")}
+            if l.get("fusion_group", "").split(":")[0] in ("post_affine", "scaled_residual")}
 
 
 def dram_bytes(report):
@@ -121,7 +134,7 @@ def main():
         ok = True
         maps = fused_maps(reports["fused"])
         cycles = {w: r["total_cycles"] for w, r in reports.items()}
-        print(f"{name} {a.precision}: {len(maps)} affine map(s) in their producer's epilogue; {cycles['fused']} "
+        print(f"{name} {a.precision}: {len(maps)} layer(s) done by their producer ({sorted(maps)}); {cycles['fused']} "
               f"cycles, {dram_bytes(reports['fused'])} DRAM bytes ({cycles['unfused']} cycles, "
               f"{dram_bytes(reports['unfused'])} bytes with the maps apart; {cycles['off']} with --no-fusion)")
         if len(maps) < a.min_fused:
@@ -130,7 +143,8 @@ def main():
         layers = {l["name"]: l for l in reports["fused"]["layers"]}
         for bn, conv in maps.items():
             l, c = layers[bn], layers.get(conv)
-            if c is None or c["op"] not in ("Conv", "ConvTranspose") or l["fusion_group"] != "post_affine:" + conv:
+            kind = "post_affine:" if l["op"] == "BatchNormalization" else "scaled_residual:"
+            if c is None or c["op"] not in ("Conv", "ConvTranspose", "Mul") or l["fusion_group"] != kind + conv:
                 print(f"FAIL: {bn}: fused into {conv!r}, group {l['fusion_group']!r}")
                 ok = False
             elif l.get("instructions", 0) != 0 or conv not in json.dumps(l["mapping"]):

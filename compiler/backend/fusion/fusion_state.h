@@ -90,6 +90,16 @@ struct PostAffine {
   bool taken = false;     // the producer's NPU code applied it: the map's layer emits nothing
 };
 
+// A squeeze-and-excitation Mul whose tile loop also adds its full operand back, the Add after it
+// (scaled_residual.h).
+struct ScaledResidual {
+  int64_t add = -1;    // the Add's layer (-1 = none)
+  uint32_t mul = 0;    // the Mul's layer
+  int64_t bytes = 0;   // the product's bytes: its write and its read saved
+  bool done = false;   // the Mul's lowering emitted the fused tile loop
+  bool taken = false;  // ... and its code is the program's: the Add emits nothing
+};
+
 struct FusionState {
   // ---- on-chip residency (residency.h) ----
   // Bytes at the top of the input scratchpad held for a value kept on chip (no lowering allocates them:
@@ -131,6 +141,7 @@ struct FusionState {
   PoolInEpilogue pool_in_epilogue;
   // ---- an affine map in its producer's epilogue (post_affine.h) ----
   PostAffine post_affine;
+  ScaledResidual scaled_residual;
   std::set<std::string> unwritten;  // producers' outputs that carried a map: never written anywhere
 };
 

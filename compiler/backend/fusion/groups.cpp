@@ -3,6 +3,7 @@
 
 #include "compiler/backend/fusion/post_affine.h"
 #include "compiler/backend/fusion/residency.h"
+#include "compiler/backend/fusion/scaled_residual.h"
 #include "compiler/backend/fusion/se_fusion.h"
 #include "compiler/backend/fusion/se_pool_fusion.h"
 
@@ -35,6 +36,7 @@ void Groups::begin(size_t i, Placement placement, bool plannable) {
   if (plannable && placement == Placement::kNpuVector && c_.g.nodes[i].op_type == "LayerNormalization")
     plan_on_chip(c_, i);
   if (plannable && placement == Placement::kNpuVector) plan_se_hold(c_, i);
+  if (plannable && placement == Placement::kNpuVector) plan_scaled_residual(c_, i);
   pair_ = ConvPool{};
   if (plannable && placement == Placement::kNpuMatrix && plan_conv_pool(c_, i, &pair_))
     c_.fusion.conv_pool = &pair_;
@@ -45,6 +47,7 @@ bool Groups::member(size_t i, LayerPlan& plan) const {
   const Node& n = c_.g.nodes[i];
   if (se_pool_member(c_, i, plan)) return true;
   if (post_affine_member(c_, i, plan)) return true;
+  if (scaled_residual_member(c_, i, plan)) return true;
   if (attention_.covers(i)) {
     plan.mapping = describe_fused(c_, attention_, i);
     plan.fused_into = c_.g.nodes[attention_.first].name;
@@ -97,6 +100,7 @@ void Groups::finish(size_t i, LayerPlan& plan) {
     finish_on_chip(c_, i, plan);
   finish_se_hold(c_, i, plan);
   finish_post_affine(c_, i, plan);
+  finish_scaled_residual(c_, i, plan);
 }
 
 void Groups::record_choice(LayerPlan& plan) const {

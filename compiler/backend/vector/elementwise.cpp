@@ -13,6 +13,7 @@
 
 #include "compiler/backend/core/context.h"
 #include "compiler/backend/fusion/residency.h"
+#include "compiler/backend/fusion/scaled_residual.h"
 #include "compiler/backend/fusion/se_fusion.h"
 #include "compiler/backend/int8/int8.h"
 #include "compiler/backend/matrix/matrix_walk.h"
@@ -591,9 +592,14 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
   se_mul_begin(c);
   bool kept = false;
   if (A.t) A.sram = se_mul_input(c, A.range, A.dt);  // an SE block's input, where its pool left it
-  Slots acc = qa ? make_slots(c, Buffer::kAccumulator, 64) : Slots{};
+  // The Add after an SE Mul in the same tile loop (backend/fusion/scaled_residual.h): x * s into a scratch
+  // tile in the accumulator, x (A) added to it there, stored as the Add's output.
+  const DramTensor* res = op == VecOp::kMul && !qa && !B.q && !qy && !negate && !recip_a && act.empty()
+                              ? scaled_residual_output(c, n)
+                              : nullptr;
+  Slots acc = qa || res ? make_slots(c, Buffer::kAccumulator, 64) : Slots{};
   const Bcast mode = stream_broadcast(
-      c, A, {B}, y, imul || iadd ? nullptr : qy,
+      c, A, {B}, res ? *res : y, imul || iadd ? nullptr : qy,
       [&](uint64_t a_slot, const std::vector<uint64_t>& b, int64_t d0, int64_t d1, Bcast bc) {
         const uint64_t b_cur = b[0];
         if (imul) {
@@ -662,6 +668,16 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
         Context::VecArgs v;
         v.op = op, v.in = v.out = c.act, v.src1_buf = v.dst_buf = work, v.src1 = v.dst = sl;
         v.src2_buf = Buffer::kWeight, v.src2 = b_cur, v.d0 = d0, v.d1 = d1, v.bcast = bc;
+        if (res) {  // the product as the Mul would store it, then x + it as the Add computes it
+          const uint64_t t = acc.take();
+          v.dst_buf = Buffer::kAccumulator, v.dst = t;
+          c.vec(v);
+          Context::VecArgs ad;
+          ad.op = VecOp::kAdd, ad.in = ad.out = c.act, ad.src1_buf = work, ad.src1 = sl;
+          ad.src2_buf = ad.dst_buf = Buffer::kAccumulator, ad.src2 = ad.dst = t, ad.d0 = d0, ad.d1 = d1;
+          c.vec(ad);
+          return TileResult{Buffer::kAccumulator, t};
+        }
         c.vec(v);
         if (negate) {
           Context::VecArgs ng;
@@ -677,7 +693,8 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
         }
         return TileResult{work, sl};
       },
-      qa ? acc.elems : INT64_MAX, se_mul_may_keep_product(c) ? &kept : nullptr);
+      qa || res ? acc.elems : INT64_MAX, !res && se_mul_may_keep_product(c) ? &kept : nullptr);
+  if (res) scaled_residual_done(c);
   // The product stays in the scratchpad for the pointwise conv after the Mul (backend/fusion/residency.h; the
   // first LOAD of it by any other reader spills it).
   if (kept) se_mul_kept_product(c, n.outputs[0], y, static_cast<uint64_t>(A.sram));
@@ -696,6 +713,11 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
                               : "",
                   A.sram >= 0 && se_mul_read(c) ? ", input read where its SE block's pool left it" : "",
                   kept ? ", output left there for the next layer" : "");
+  if (res)
+    c.plan->mapping += fmt::format(
+        ", then the Add '{}' in the same tile loop (x added to each product tile in the "
+        "accumulator; the product never goes to DRAM)",
+        c.g.nodes[static_cast<size_t>(c.fusion.scaled_residual.add)].name);
   return true;
 }
 

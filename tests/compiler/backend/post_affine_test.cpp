@@ -1,7 +1,9 @@
-// An affine map after a conv's activation applied in the conv's epilogue (compiler/backend/fusion/
-// post_affine.h): the conv's STOREs carry the map's VECs and write the map's output, the map's layer emits
-// nothing, and the program computes exactly what the map lowered apart computes (in program order and in
-// random interleavings of the queues).
+// Element-wise layers done by the layer before them: an affine map after a conv's activation applied in the
+// conv's epilogue (compiler/backend/fusion/post_affine.h: the conv's STOREs carry the map's VECs and write
+// the map's output), and a squeeze-and-excitation block's residual Add, y = x + x * s, in its Mul's tile loop
+// (fusion/scaled_residual.h). The fused layer emits nothing, the value between them is written nowhere, and
+// the program computes exactly what the layers lowered apart compute (in program order and in random
+// interleavings of the queues).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,6 +32,29 @@ Graph affine_after_conv(bool per_channel, bool h_out = false) {
   n.attrs["pads"].value = std::vector<int64_t>{1, 1, 1, 1};
   b.output("y");
   if (h_out) b.output("h");
+  return b.build();
+}
+
+// x = Conv(in); s = HardSigmoid(Conv(Relu(Conv(GlobalAveragePool(x))))); y = x + x * s (or x * s + x), then a
+// padded conv.
+Graph se_residual(bool product_first) {
+  GraphBuilder b;
+  b.input("in", {1, 8, 12, 10});
+  b.constant("w0", {16, 8, 1, 1}, 0.5f, 1);
+  b.node("Conv", {"in", "w0"}, {"x"}, "conv0");
+  b.node("GlobalAveragePool", {"x"}, {"p"}, "pool");
+  b.constant("w1", {4, 16, 1, 1}, 0.5f, 2).constant("w2", {16, 4, 1, 1}, 0.5f, 3);
+  b.node("Conv", {"p", "w1"}, {"r0"}, "reduce");
+  b.node("Relu", {"r0"}, {"r"}, "relu");
+  b.node("Conv", {"r", "w2"}, {"e"}, "expand");
+  b.node("HardSigmoid", {"e"}, {"s"}, "gate");
+  b.node("Mul", {"x", "s"}, {"m"}, "scale");
+  b.node("Add", product_first ? std::vector<std::string>{"m", "x"} : std::vector<std::string>{"x", "m"},
+         {"a"}, "residual");
+  b.constant("w3", {4, 16, 3, 3}, 0.3f, 5);
+  Node& n = b.node("Conv", {"a", "w3"}, {"y"}, "conv1");
+  n.attrs["pads"].value = std::vector<int64_t>{1, 1, 1, 1};
+  b.output("y");
   return b.build();
 }
 
@@ -92,6 +117,35 @@ TEST(PostAffine, AMapWhoseInputIsAlsoAGraphOutputStaysApart) {
   ASSERT_NE(map, nullptr);
   EXPECT_TRUE(map->fused_into.empty());
   EXPECT_GT(map->instructions, 0);
+}
+
+TEST(ScaledResidual, TheAddAfterAnSeMulRunsInItsTileLoopAndComputesTheSame) {
+  for (const bool product_first : {false, true}) {
+    const Graph g = se_residual(product_first);
+    for (const isa::NpuConfig& config : {isa::NpuConfig{}, small_sram()}) {
+      for (const isa::DType precision : {isa::DType::kFp32, isa::DType::kFp16}) {
+        SCOPED_TRACE(::testing::Message() << product_first << " " << static_cast<int>(precision) << " acc "
+                                          << config.sram.accumulator.size_kib << " KiB");
+        const CompileResult fused = compile_it(g, config, precision, true);
+        const CompileResult apart = compile_it(g, config, precision, false);
+        const LayerPlan& add = layer_named(fused, "residual");
+        EXPECT_EQ(add.fused_into, "scale");
+        EXPECT_EQ(add.instructions, 0);
+        EXPECT_EQ(add.fusion_group, "scaled_residual:scale");
+        EXPECT_NE(layer_named(fused, "scale").mapping.find("then the Add 'residual'"), std::string::npos);
+        EXPECT_TRUE(layer_named(apart, "residual").fused_into.empty());
+        for (const auto& v : fused.values) EXPECT_NE(v.name, "m");  // the product is written nowhere
+        const std::map<std::string, Tensor> in = {{"in", random_tensor({1, 8, 12, 10}, 2.0f, 7)}};
+        const auto want = run_program(apart, config, in);
+        for (const bool random_order : {false, true}) {
+          RunOptions o;
+          o.random_order = random_order;
+          EXPECT_TRUE(same_bits(run_program(fused, config, in, o).at("y"), want.at("y")));
+        }
+        EXPECT_EQ(check_tokens(fused.program), "");
+      }
+    }
+  }
 }
 
 }  // namespace
