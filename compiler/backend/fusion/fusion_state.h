@@ -96,6 +96,7 @@ struct ScaledResidual {
   int64_t add = -1;    // the Add's layer (-1 = none)
   uint32_t mul = 0;    // the Mul's layer
   int64_t bytes = 0;   // the product's bytes: its write and its read saved
+  bool off = false;    // the simulated choice keeps the Add apart (scaled_residual_choose)
   bool done = false;   // the Mul's lowering emitted the fused tile loop
   bool taken = false;  // ... and its code is the program's: the Add emits nothing
 };

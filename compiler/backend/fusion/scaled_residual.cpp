@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "compiler/backend/estimate/roofline.h"
 #include "compiler/passes/lowered.h"
 
 namespace npusim::compiler::backend {
@@ -43,7 +44,7 @@ int64_t scaled_residual_candidate(const Graph& g, size_t i) {
 void plan_scaled_residual(Context& c, size_t i) {
   if (c.fusion.scaled_residual.taken) return;  // an Add taken by an earlier Mul, its own layer still ahead
   c.fusion.scaled_residual = ScaledResidual{};
-  if (!c.options.keep_on_chip || c.options.plan) return;  // int8: each its own integer scheme
+  if (!c.options.keep_on_chip) return;
   const int64_t k = scaled_residual_candidate(c.g, i);
   if (k < 0) return;
   const Node& mul = c.g.nodes[i];
@@ -56,7 +57,7 @@ void plan_scaled_residual(Context& c, size_t i) {
     return;
   const DramTensor& y = c.tensor(mul.outputs[0]);
   const DramTensor& z = c.tensor(add.outputs[0]);
-  if (y.strided() || z.strided() || y.phys != z.phys || y.dtype != z.dtype || y.dtype != c.act) return;
+  if (y.strided() || z.strided() || y.phys != z.phys || y.dtype != z.dtype) return;
   ScaledResidual r;
   r.add = k;
   r.mul = static_cast<uint32_t>(i);
@@ -66,8 +67,22 @@ void plan_scaled_residual(Context& c, size_t i) {
 
 const DramTensor* scaled_residual_output(const Context& c, const Node& mul) {
   const ScaledResidual& r = c.fusion.scaled_residual;
-  if (r.add < 0 || r.mul != c.layer || c.g.nodes[r.mul].name != mul.name) return nullptr;
+  if (r.add < 0 || r.off || r.mul != c.layer || c.g.nodes[r.mul].name != mul.name) return nullptr;
   return &c.tensor(c.g.nodes[static_cast<size_t>(r.add)].outputs[0]);
+}
+
+void scaled_residual_choose(Context& c, const Node& mul, const std::function<int64_t()>& time_mul) {
+  ScaledResidual& r = c.fusion.scaled_residual;
+  if (!scaled_residual_output(c, mul)) return;
+  const int64_t fused = time_mul();
+  const bool took = r.done;
+  r.off = true;
+  const int64_t apart = time_mul();
+  const Node& add = c.g.nodes[static_cast<size_t>(r.add)];
+  const isa::DType precision = c.options.plan ? isa::DType::kInt8 : c.options.precision;
+  const int64_t add_bound = roofline(c.g, add, 0, precision, c.config).bound_cycles();
+  r.off = !(took && fused >= 0 && apart >= 0 && fused <= apart + add_bound);
+  r.done = false;
 }
 
 void scaled_residual_done(Context& c) { c.fusion.scaled_residual.done = true; }

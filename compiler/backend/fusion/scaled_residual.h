@@ -8,10 +8,17 @@
 //
 // Exact: the two VECs are those the Mul's and the Add's own lowerings (vector/elementwise.cpp, lower_binary)
 // run, on the same values in the same precision (the product rounded to it before the add, as stored).
-// Float only: an int8 Mul and Add (integer schemes, each its own requantization) stay apart. Nor when the
-// product has another reader, either node a fused activation, or a mapping file places or tiles the Add.
+// int8 (both under the integer scheme): the Mul's centred codes multiplied and requantized to the product's
+// codes, then the Add's steps on x's and the product's codes (each centred and rescaled to the common grid,
+// added, one requantize), four int32 slots a tile. Not when the product has another reader, either node a
+// fused activation, the Add's output is a view, or a mapping file places or tiles the Add.
+//
+// Chosen by simulation: the Mul's code with the Add and without it are both emitted and simulated, and the
+// fused one is kept when it takes no longer than the other plus the Add's roofline bound (a lower bound of
+// the Add's own time: the choice leans to the pair apart).
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "compiler/backend/core/context.h"
 
@@ -24,6 +31,9 @@ int64_t scaled_residual_candidate(const Graph& g, size_t i);
 void plan_scaled_residual(Context& c, size_t i);
 // For the Mul being lowered: the Add's output tensor when its tile loop is to add x back (float), else null.
 const DramTensor* scaled_residual_output(const Context& c, const Node& mul);
+// For the Mul being lowered with its tile searched (vector/vector_tiling.h): emits both programs as trials,
+// `time_mul` simulating the Mul's code, and keeps the Add in the Mul's tile loop only when that is faster.
+void scaled_residual_choose(Context& c, const Node& mul, const std::function<int64_t()>& time_mul);
 // The Mul's code added x back (called by its lowering once it emitted that tile loop).
 void scaled_residual_done(Context& c);
 // After layer i is lowered: whether its code took the Add.

@@ -594,14 +594,76 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
   if (A.t) A.sram = se_mul_input(c, A.range, A.dt);  // an SE block's input, where its pool left it
   // The Add after an SE Mul in the same tile loop (backend/fusion/scaled_residual.h): x * s into a scratch
   // tile in the accumulator, x (A) added to it there, stored as the Add's output.
-  const DramTensor* res = op == VecOp::kMul && !qa && !B.q && !qy && !negate && !recip_a && act.empty()
-                              ? scaled_residual_output(c, n)
-                              : nullptr;
+  // # int8: the Mul's integer scheme into m's codes, then the Add's (each operand's centred codes rescaled to
+  // the common grid, added, one requantize) on x's and m's codes, as the two lowered apart compute them.
+  const DramTensor* res =
+      op == VecOp::kMul && !negate && !recip_a && act.empty() ? scaled_residual_output(c, n) : nullptr;
+  std::optional<quant::IntegerAdd> radd;
+  const quant::QParams* qz = nullptr;
+  bool x_first = true;  // x is the Add's first operand
+  if (res) {
+    const Node& add = c.g.nodes[static_cast<size_t>(c.fusion.scaled_residual.add)];
+    x_first = add.inputs[1] == n.outputs[0];
+    if (qa || B.q || qy) {
+      if (imul && c.options.plan) {  // imul: A, B and the product all codes, under the integer scheme
+        const auto z = c.options.plan->values.find(add.outputs[0]);
+        if (z != c.options.plan->values.end() && z->second.dtype == res->dtype) {
+          radd = quant::integer_add(c.g, *c.options.plan, add);
+          qz = &z->second;
+        }
+      }
+      if (!radd) res = nullptr;
+    }
+  }
+  if (radd) load_conversion_constants(c, kConvY, qy, nullptr);  // m's zero point
   Slots acc = qa || res ? make_slots(c, Buffer::kAccumulator, 64) : Slots{};
+  // # int8: two int32 tiles a tile (m's and x's), each ping-ponged: four slots of half the size.
+  Slots acc2;
+  if (radd) {
+    acc = make_slots(c, Buffer::kAccumulator, 64, acc.elems / 2);
+    acc2 = make_slots(c, Buffer::kAccumulator, 64 + 2 * static_cast<uint64_t>(round64(acc.elems * c.esize)),
+                      acc.elems);
+  }
   const Bcast mode = stream_broadcast(
       c, A, {B}, res ? *res : y, imul || iadd ? nullptr : qy,
       [&](uint64_t a_slot, const std::vector<uint64_t>& b, int64_t d0, int64_t d1, Bcast bc) {
         const uint64_t b_cur = b[0];
+        if (imul && radd) {  // m = x * s in m's codes, then x + m in the output's codes
+          const uint64_t t1 = acc.take(), t2 = acc2.take();
+          subtract_zero_point(c, Buffer::kInput, a_slot, Buffer::kAccumulator, t1, d0, d1, A.dt, kConvA,
+                              DType::kInt32);
+          Context::VecArgs v;
+          v.op = VecOp::kMul, v.in = v.out = DType::kInt32, v.src1_buf = v.dst_buf = Buffer::kAccumulator;
+          v.src1 = v.dst = t1, v.src2_buf = Buffer::kWeight, v.src2 = b_cur, v.d0 = d0, v.d1 = d1,
+          v.bcast = bc;
+          c.vec(v);
+          Context::VecArgs rq;
+          rq.op = VecOp::kRequantize, rq.in = DType::kInt32, rq.out = y.dtype;
+          rq.src1_buf = rq.dst_buf = Buffer::kAccumulator, rq.src1 = rq.dst = t1, rq.d0 = d0, rq.d1 = d1;
+          rq.imm0 = imul->multiplier, rq.imm1 = imul->shift, rq.imm2 = qy->zero_point;
+          c.vec(rq);
+          subtract_zero_point(c, Buffer::kAccumulator, t1, Buffer::kAccumulator, t2, d0, d1, y.dtype, kConvY,
+                              DType::kInt32);
+          rescale_int32(c, Buffer::kAccumulator, t2, d0, d1, x_first ? radd->b : radd->a);
+          subtract_zero_point(c, Buffer::kInput, a_slot, Buffer::kAccumulator, t1, d0, d1, A.dt, kConvA,
+                              DType::kInt32);
+          rescale_int32(c, Buffer::kAccumulator, t1, d0, d1, x_first ? radd->a : radd->b);
+          Context::VecArgs ad = v;
+          ad.op = VecOp::kAdd, ad.src2_buf = Buffer::kAccumulator, ad.src2 = t2, ad.bcast = Bcast::kNone;
+          c.vec(ad);
+          rq.out = res->dtype, rq.imm0 = radd->out.multiplier, rq.imm1 = radd->out.shift;
+          rq.imm2 = qz->zero_point;
+          c.vec(rq);
+          if (radd->lo > qz->qmin() || radd->hi < qz->qmax()) {  // a fused Relu / Clip on the codes
+            Context::VecArgs cl;
+            cl.op = VecOp::kClip, cl.in = cl.out = res->dtype,
+            cl.src1_buf = cl.dst_buf = Buffer::kAccumulator;
+            cl.src1 = cl.dst = t1, cl.d0 = d0, cl.d1 = d1;
+            cl.imm0 = f32_imm(static_cast<float>(radd->lo)), cl.imm1 = f32_imm(static_cast<float>(radd->hi));
+            c.vec(cl);
+          }
+          return TileResult{Buffer::kAccumulator, t1};
+        }
         if (imul) {
           const uint64_t sl = acc.take();
           subtract_zero_point(c, Buffer::kInput, a_slot, Buffer::kAccumulator, sl, d0, d1, A.dt, kConvA,
