@@ -228,6 +228,8 @@ void finish_post_affine(Context& c, size_t i, const LayerPlan& plan) {
   c.fusion.unwritten.insert(c.g.nodes[i].outputs[0]);
 }
 
+bool written_nowhere(const Context& c, const std::string& v) { return c.fusion.unwritten.count(v) != 0; }
+
 bool post_affine_member(Context& c, size_t i, LayerPlan& plan) {
   const PostAffine p = c.fusion.post_affine;
   if (!p.taken || p.bn != static_cast<int64_t>(i)) return false;

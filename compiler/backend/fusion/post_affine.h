@@ -42,6 +42,10 @@ bool store_post_affine(Context& c, isa::Buffer buf, uint64_t sram, const Range& 
                        const std::array<int64_t, 3>& st);
 // After layer i is lowered: the reservation ends; whether its code took the map.
 void finish_post_affine(Context& c, size_t i, const LayerPlan& plan);
+// Whether value v is written nowhere: a producer's output that carried its reader's map (or,
+// scaled_residual.h, a product its Mul added x to): compiler/backend/stages/bind_tensors.cpp binds it to no
+// address.
+bool written_nowhere(const Context& c, const std::string& v);
 // Layer i's work is the affine map its producer applied: fills its plan and returns true.
 bool post_affine_member(Context& c, size_t i, LayerPlan& plan);
 

@@ -85,6 +85,10 @@ void scaled_residual_choose(Context& c, const Node& mul, const std::function<int
   r.done = false;
 }
 
+const Node& scaled_residual_add(const Context& c) {
+  return c.g.nodes[static_cast<size_t>(c.fusion.scaled_residual.add)];
+}
+
 void scaled_residual_done(Context& c) { c.fusion.scaled_residual.done = true; }
 
 void finish_scaled_residual(Context& c, size_t i, const LayerPlan& plan) {

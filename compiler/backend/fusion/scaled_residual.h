@@ -34,6 +34,8 @@ const DramTensor* scaled_residual_output(const Context& c, const Node& mul);
 // For the Mul being lowered with its tile searched (vector/vector_tiling.h): emits both programs as trials,
 // `time_mul` simulating the Mul's code, and keeps the Add in the Mul's tile loop only when that is faster.
 void scaled_residual_choose(Context& c, const Node& mul, const std::function<int64_t()>& time_mul);
+// The Add the Mul being lowered carries (scaled_residual_output is not null).
+const Node& scaled_residual_add(const Context& c);
 // The Mul's code added x back (called by its lowering once it emitted that tile loop).
 void scaled_residual_done(Context& c);
 // After layer i is lowered: whether its code took the Add.

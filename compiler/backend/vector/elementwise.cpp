@@ -602,7 +602,7 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
   const quant::QParams* qz = nullptr;
   bool x_first = true;  // x is the Add's first operand
   if (res) {
-    const Node& add = c.g.nodes[static_cast<size_t>(c.fusion.scaled_residual.add)];
+    const Node& add = scaled_residual_add(c);
     x_first = add.inputs[1] == n.outputs[0];
     if (qa || B.q || qy) {
       if (imul && c.options.plan) {  // imul: A, B and the product all codes, under the integer scheme
@@ -779,7 +779,7 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
     c.plan->mapping += fmt::format(
         ", then the Add '{}' in the same tile loop (x added to each product tile in the "
         "accumulator; the product never goes to DRAM)",
-        c.g.nodes[static_cast<size_t>(c.fusion.scaled_residual.add)].name);
+        scaled_residual_add(c).name);
   return true;
 }
 
