@@ -1539,9 +1539,6 @@ TEST(Int8Codegen, SqueezeExcitationMulIsIntegerOnlyAndGivesTheReferencesCodes) {
   EXPECT_LT(2 * in.vector_cycles, fl.vector_cycles);
 }
 
-}  // namespace
-}  // namespace npusim
-
 namespace npusim {
 namespace {
 
@@ -1913,6 +1910,91 @@ TEST(Int8Codegen, ConcatRequantizesInputsOfOtherScalesInIntegersUnderTheIntegerS
   EXPECT_EQ(fl.int8_scheme, "float");
   EXPECT_GT(fl.ops.count(isa::VecOp::kDiv), 0u);
   EXPECT_LT(in.vector_cycles, fl.vector_cycles);
+}
+
+}  // namespace
+}  // namespace npusim
+
+TEST(Int8Codegen, AScalarAffineMapAfterAConvIsOneTableInItsEpilogueGivingTheReferencesCodes) {
+  // Conv 1x1 + HardSwish -> Mul(scalar) -> Add(scalar) -> padded Conv 3x3: PP-OCRv4's LCNet "learnable affine
+  // block", which the passes make a BatchNormalization that no conv absorbs (the conv after it is padded).
+  // Its map of the 256 codes is one table: the first conv applies it to each output tile before the STORE
+  // (backend/fusion/post_affine.h), the map's layer emits nothing, the first conv's own output is written
+  // nowhere, and the second conv reads the reference's codes (so computes them bit for bit), on edge's
+  // scratchpads and on small ones.
+  namespace t = compiler::testing;
+  t::GraphBuilder b;
+  auto x = b.input("x", {1, 8, 12, 10});
+  auto c = b.node("Conv", {x, b.random_constant("w", {16, 8, 1, 1}, 3, -0.5f, 0.5f)}, "c", {1, 16, 12, 10});
+  auto h = b.node("HardSwish", {c}, "h", {1, 16, 12, 10});
+  auto m = b.node("Mul", {h, b.scalar("s", 1.3f)}, "m", {1, 16, 12, 10});
+  auto a = b.node("Add", {m, b.scalar("t", -0.2f)}, "a", {1, 16, 12, 10});
+  b.output(b.node("Conv", {a, b.random_constant("w2", {4, 16, 3, 3}, 4, -0.5f, 0.5f)}, "y", {1, 4, 12, 10},
+                  {{"pads", t::attr_ints({1, 1, 1, 1})}}));
+  const Graph g = b.build();
+  isa::NpuConfig small;
+  small.sram.accumulator.size_kib = 4;
+  small.sram.input.size_kib = 8;
+  for (const isa::NpuConfig& config : {isa::NpuConfig{}, small}) {
+    const Compiled k = compile_graph_int8(g, config);
+    int maps = 0;
+    std::string conv;
+    for (const auto& l : k.result.layers) {
+      if (l.op == "Conv" && conv.empty()) conv = l.name;
+      if (l.op != "BatchNormalization") continue;
+      ++maps;
+      EXPECT_EQ(l.fused_into, conv);
+      EXPECT_EQ(l.instructions, 0);
+      EXPECT_NE(l.mapping.find("VEC lut"), std::string::npos) << l.mapping;
+    }
+    EXPECT_EQ(maps, 1);
+    for (const auto& v : k.result.values) EXPECT_NE(v.name, "h") << "the conv's own output was bound";
+    // The first conv's output is nowhere (skipped); the second conv reads the map's codes.
+    for (const auto& sample : q::synthetic_samples(k.lowered, 2, 29))
+      EXPECT_EQ(check_bit_exact(k, config, sample), 1);
+  }
+}
+
+TEST(Int8Codegen, AnSeResidualAddInItsMulsTileLoopGivesTheReferencesCodes) {
+  // Conv -> SE (pool, 1x1 conv + Relu, 1x1 conv + HardSigmoid) -> Mul -> Add of the conv's output -> padded
+  // conv: PP-OCRv4's RSEFPN. Without a timer (no simulated choice) the Add runs in the Mul's tile loop
+  // (backend/fusion/scaled_residual.h): the Mul's integer scheme into the product's codes, then the Add's on
+  // x's and the product's codes; the product is written nowhere and the last conv reads the reference's
+  // codes.
+  namespace t = compiler::testing;
+  t::GraphBuilder b;
+  auto in = b.input("in", {1, 8, 12, 10});
+  auto x = b.node("Conv", {in, b.random_constant("w0", {16, 8, 1, 1}, 6, -0.5f, 0.5f)}, "x", {1, 16, 12, 10});
+  auto p = b.node("GlobalAveragePool", {x}, "p", {1, 16, 1, 1});
+  auto r = b.node("Conv", {p, b.random_constant("w1", {4, 16, 1, 1}, 7, -0.5f, 0.5f)}, "r", {1, 4, 1, 1});
+  auto rr = b.node("Relu", {r}, "rr", {1, 4, 1, 1});
+  auto e = b.node("Conv", {rr, b.random_constant("w2", {16, 4, 1, 1}, 8, -0.5f, 0.5f)}, "e", {1, 16, 1, 1});
+  auto s = b.node("HardSigmoid", {e}, "s", {1, 16, 1, 1});
+  auto m = b.node("Mul", {x, s}, "m", {1, 16, 12, 10});
+  auto a = b.node("Add", {x, m}, "a", {1, 16, 12, 10});
+  b.output(b.node("Conv", {a, b.random_constant("w3", {4, 16, 3, 3}, 9, -0.5f, 0.5f)}, "y", {1, 4, 12, 10},
+                  {{"pads", t::attr_ints({1, 1, 1, 1})}}));
+  const Graph g = b.build();
+  isa::NpuConfig small;
+  small.sram.accumulator.size_kib = 4;
+  small.sram.input.size_kib = 8;
+  for (const isa::NpuConfig& config : {isa::NpuConfig{}, small}) {
+    const Compiled k = compile_graph_int8(g, config);
+    auto op = [&](const std::string& o) {
+      return std::find_if(k.result.layers.begin(), k.result.layers.end(),
+                          [&](const compiler::LayerPlan& l) { return l.op == o; });
+    };
+    const auto add = op("Add"), mul = op("Mul");
+    ASSERT_NE(add, k.result.layers.end());
+    ASSERT_NE(mul, k.result.layers.end());
+    EXPECT_EQ(add->fused_into, mul->name);
+    EXPECT_EQ(add->instructions, 0);
+    for (const auto& v : k.result.values) EXPECT_NE(v.name, "m") << "the product was bound";
+    // Every bound matrix layer's codes, the last conv's (the graph output, reading the Add's codes) among
+    // them.
+    for (const auto& sample : q::synthetic_samples(k.lowered, 2, 31))
+      EXPECT_GE(check_bit_exact(k, config, sample), 4);
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "compiler/backend/fusion/post_affine.h"
 #include "compiler/passes/lowered.h"
 #include "isa/program_slice.h"
 #include "isa/strides.h"
@@ -309,6 +310,9 @@ int Context::load(isa::Buffer buf, uint64_t sram, const Range& dram_range, uint6
 
 int Context::store(isa::Buffer buf, uint64_t sram, const Range& dram_range, uint64_t dram_addr, isa::DType t,
                    std::array<int64_t, 4> s, std::array<int64_t, 3> st) {
+  // A STORE that carries an affine map into its reader's output (fusion/post_affine.h).
+  if (fusion.post_affine.bn >= 0 && store_post_affine(*this, buf, sram, dram_range, dram_addr, t, s, st))
+    return static_cast<int>(em.size()) - 1;
   Instruction i = make(Opcode::kStore, layer);
   i.set(Field::kDtype, static_cast<int64_t>(t)).set(Field::kBuf, static_cast<int64_t>(buf));
   i.set(Field::kDramAddr, static_cast<int64_t>(dram_addr)).set(Field::kSramAddr, static_cast<int64_t>(sram));

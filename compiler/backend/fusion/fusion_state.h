@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 
 #include "compiler/backend/core/emitter.h"
@@ -79,6 +80,34 @@ struct ProjectTail {
   bool fused = false;  // the MatMul's lowering took them
 };
 
+// A constant affine map (a BatchNormalization left after a conv's activation) applied where its producer's
+// epilogue leaves each output tile for the STORE (post_affine.h): the producer's STOREs of its output y are
+// redirected to the map's output z, each preceded by the map's VECs on the tile in place.
+struct PostAffine {
+  int64_t bn = -1;        // the BatchNormalization's layer (-1 = none)
+  uint32_t producer = 0;  // the layer whose STOREs carry it
+  Range y, z;             // the producer's output (never written) and the map's output
+  int64_t channels = 0;   // y's innermost (channel) extent
+  enum class Mode { kScalar, kRow, kLut } mode = Mode::kScalar;
+  uint64_t params = 0;    // accumulator bytes holding the constants (scale, then shift; or the table)
+  uint64_t shift_at = 0;  // ... and where the shift starts
+  int64_t reserved = 0;   // bytes of acc_reserved this holds
+  int64_t bytes = 0;      // y's bytes: its write and its read saved
+  int64_t stores = 0;     // STOREs redirected (the final code's and its trials')
+  bool taken = false;     // the producer's NPU code applied it: the map's layer emits nothing
+};
+
+// A squeeze-and-excitation Mul whose tile loop also adds its full operand back, the Add after it
+// (scaled_residual.h).
+struct ScaledResidual {
+  int64_t add = -1;    // the Add's layer (-1 = none)
+  uint32_t mul = 0;    // the Mul's layer
+  int64_t bytes = 0;   // the product's bytes: its write and its read saved
+  bool off = false;    // the simulated choice keeps the Add apart (scaled_residual_choose)
+  bool done = false;   // the Mul's lowering emitted the fused tile loop
+  bool taken = false;  // ... and its code is the program's: the Add emits nothing
+};
+
 struct FusionState {
   // ---- on-chip residency (residency.h) ----
   // Bytes at the top of the input scratchpad held for a value kept on chip (no lowering allocates them:
@@ -120,6 +149,10 @@ struct FusionState {
   PoolInEpilogue pool_in_epilogue;
   // ---- a block's layer scale and residual in its project GEMM (project_tail.h) ----
   ProjectTail project_tail;
+  // ---- an affine map in its producer's epilogue (post_affine.h) ----
+  PostAffine post_affine;
+  ScaledResidual scaled_residual;
+  std::set<std::string> unwritten;  // producers' outputs that carried a map: never written anywhere
 };
 
 }  // namespace npusim::compiler::backend

@@ -2,7 +2,9 @@
 #include "compiler/backend/fusion/groups.h"
 
 #include "compiler/backend/fusion/project_tail.h"
+#include "compiler/backend/fusion/post_affine.h"
 #include "compiler/backend/fusion/residency.h"
+#include "compiler/backend/fusion/scaled_residual.h"
 #include "compiler/backend/fusion/se_fusion.h"
 #include "compiler/backend/fusion/se_pool_fusion.h"
 
@@ -38,15 +40,19 @@ void Groups::begin(size_t i, Placement placement, bool plannable) {
   if (plannable && placement == Placement::kNpuVector) plan_se_hold(c_, i);
   // A MatMul's layer scale and residual in its epilogue (project_tail.h).
   if (plannable && placement == Placement::kNpuMatrix) plan_project_tail(c_, i);
+  if (plannable && placement == Placement::kNpuVector) plan_scaled_residual(c_, i);
   pair_ = ConvPool{};
   if (plannable && placement == Placement::kNpuMatrix && plan_conv_pool(c_, i, &pair_))
     c_.fusion.conv_pool = &pair_;
+  if (plannable && placement == Placement::kNpuMatrix) plan_post_affine(c_, i);
 }
 
 bool Groups::member(size_t i, LayerPlan& plan) const {
   const Node& n = c_.g.nodes[i];
   if (se_pool_member(c_, i, plan)) return true;
   if (project_tail_member(c_, i, plan)) return tail_member_ = true;
+  if (post_affine_member(c_, i, plan)) return true;
+  if (scaled_residual_member(c_, i, plan)) return true;
   if (attention_.covers(i)) {
     plan.mapping = describe_fused(c_, attention_, i);
     plan.fused_into = c_.g.nodes[attention_.first].name;
@@ -99,6 +105,8 @@ void Groups::finish(size_t i, LayerPlan& plan) {
     finish_on_chip(c_, i, plan);
   finish_se_hold(c_, i, plan);
   finish_project_tail(c_, i);
+  finish_post_affine(c_, i, plan);
+  finish_scaled_residual(c_, i, plan);
 }
 
 void Groups::record_choice(LayerPlan& plan) const {

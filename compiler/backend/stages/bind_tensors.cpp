@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/backend/fusion/post_affine.h"
 #include "compiler/backend/fusion/residency.h"
 #include "compiler/backend/stages/plan_memory.h"
 
@@ -62,6 +63,7 @@ void bind_tensors(Context& c) {
 
   const std::map<std::string, uint64_t>& on_chip = kept_on_chip(c);  // never in DRAM (fusion/residency.h)
   for (const auto& [name, t] : c.tensors) {
+    if (written_nowhere(c, name)) continue;  // nowhere: its reader's map was applied on the way out
     auto kept = on_chip.find(name);
     auto& list = kept == on_chip.end() ? result.values : result.on_chip;
     list.push_back({name, kept == on_chip.end() ? t.addr : kept->second, t.shape, t.layout, t.dtype,

@@ -11,6 +11,8 @@
 #include "compiler/backend/fusion/attention_fusion.h"
 #include "compiler/backend/fusion/layer_fusion.h"
 #include "compiler/backend/fusion/project_tail.h"
+#include "compiler/backend/fusion/post_affine.h"
+#include "compiler/backend/fusion/scaled_residual.h"
 #include "compiler/backend/int8/int8.h"
 #include "compiler/backend/result.h"
 #include "compiler/passes/lowered.h"
@@ -160,6 +162,14 @@ MemoryLayout plan_memory(const Graph& g, const isa::NpuConfig& config, const Com
   for (int i = 0; options.keep_on_chip && i < kEnd; ++i) {
     const size_t span = attention_candidate(g, static_cast<size_t>(i));
     if (span > 0) touch(g.nodes[static_cast<size_t>(i) + span - 1].outputs[0], i);
+  }
+  // An affine map its producer applies writes the map's output while the producer reads (post_affine.h).
+  for (int i = 0; options.keep_on_chip && i < kEnd; ++i) {
+    if (const int64_t k = post_affine_candidate(g, static_cast<size_t>(i)); k >= 0)
+      touch(g.nodes[static_cast<size_t>(k)].outputs[0], i);
+    // So does a Mul that adds its input back (scaled_residual.h).
+    if (const int64_t k = scaled_residual_candidate(g, static_cast<size_t>(i)); k >= 0)
+      touch(g.nodes[static_cast<size_t>(k)].outputs[0], i);
   }
   uint64_t no_reuse = 0;
   for (auto& [name, b] : bufs) {

@@ -13,6 +13,7 @@
 
 #include "compiler/backend/core/context.h"
 #include "compiler/backend/fusion/residency.h"
+#include "compiler/backend/fusion/scaled_residual.h"
 #include "compiler/backend/fusion/se_fusion.h"
 #include "compiler/backend/int8/int8.h"
 #include "compiler/backend/matrix/matrix_walk.h"
@@ -579,8 +580,11 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
   if (iadd) B.rescale = swapped ? iadd->a : iadd->b;
   // # int8, integer scheme by one code per channel of zero point 0 (an SE block's scale): two passes, the
   // codes multiplied as they are and the output stage's per-channel bias (int8.h, ChannelScaleMul).
+  // (Not where the Add after it runs in the same tile loop: that scheme multiplies centred codes.)
+  const bool with_residual =
+      op == VecOp::kMul && !negate && !recip_a && act.empty() && scaled_residual_output(c, n) != nullptr;
   std::optional<ChannelScaleMul> scale;
-  if (imul && ChannelScaleMul::applies(A.dt, *A.q, B.dt, *B.q)) {
+  if (imul && !with_residual && ChannelScaleMul::applies(A.dt, *A.q, B.dt, *B.q)) {
     const std::vector<StreamDim> dims = stream_dims(A, {B}, y);
     const int64_t d0 = std::min(dims.back().ext, kMaxDim);
     if (dims.size() >= 2 && dims.back().b_full &&
@@ -604,12 +608,79 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
   se_mul_begin(c);
   bool kept = false;
   if (A.t) A.sram = se_mul_input(c, A.range, A.dt);  // an SE block's input, where its pool left it
-  Slots acc = qa ? make_slots(c, Buffer::kAccumulator, 64) : Slots{};
+  // The Add after an SE Mul in the same tile loop (backend/fusion/scaled_residual.h): x * s into a scratch
+  // tile in the accumulator, x (A) added to it there, stored as the Add's output.
+  // # int8: the Mul's integer scheme into m's codes, then the Add's (each operand's centred codes rescaled to
+  // the common grid, added, one requantize) on x's and m's codes, as the two lowered apart compute them.
+  const DramTensor* res =
+      op == VecOp::kMul && !negate && !recip_a && act.empty() ? scaled_residual_output(c, n) : nullptr;
+  std::optional<quant::IntegerAdd> radd;
+  const quant::QParams* qz = nullptr;
+  bool x_first = true;  // x is the Add's first operand
+  if (res) {
+    const Node& add = scaled_residual_add(c);
+    x_first = add.inputs[1] == n.outputs[0];
+    if (qa || B.q || qy) {
+      if (imul && c.options.plan) {  // imul: A, B and the product all codes, under the integer scheme
+        const auto z = c.options.plan->values.find(add.outputs[0]);
+        if (z != c.options.plan->values.end() && z->second.dtype == res->dtype) {
+          radd = quant::integer_add(c.g, *c.options.plan, add);
+          qz = &z->second;
+        }
+      }
+      if (!radd) res = nullptr;
+    }
+  }
+  if (radd) load_conversion_constants(c, kConvY, qy, nullptr);  // m's zero point
+  Slots acc = qa || res ? make_slots(c, Buffer::kAccumulator, 64) : Slots{};
   uint64_t prepared = UINT64_MAX;  // the weight slot whose codes scale prepared
+  // # int8: two int32 tiles a tile (m's and x's), each ping-ponged: four slots of half the size.
+  Slots acc2;
+  if (radd) {
+    acc = make_slots(c, Buffer::kAccumulator, 64, acc.elems / 2);
+    acc2 = make_slots(c, Buffer::kAccumulator, 64 + 2 * static_cast<uint64_t>(round64(acc.elems * c.esize)),
+                      acc.elems);
+  }
   const Bcast mode = stream_broadcast(
-      c, A, {B}, y, imul || iadd ? nullptr : qy,
+      c, A, {B}, res ? *res : y, imul || iadd ? nullptr : qy,
       [&](uint64_t a_slot, const std::vector<uint64_t>& b, int64_t d0, int64_t d1, Bcast bc) {
         const uint64_t b_cur = b[0];
+        if (imul && radd) {  // m = x * s in m's codes, then x + m in the output's codes
+          const uint64_t t1 = acc.take(), t2 = acc2.take();
+          subtract_zero_point(c, Buffer::kInput, a_slot, Buffer::kAccumulator, t1, d0, d1, A.dt, kConvA,
+                              DType::kInt32);
+          Context::VecArgs v;
+          v.op = VecOp::kMul, v.in = v.out = DType::kInt32, v.src1_buf = v.dst_buf = Buffer::kAccumulator;
+          v.src1 = v.dst = t1, v.src2_buf = Buffer::kWeight, v.src2 = b_cur, v.d0 = d0, v.d1 = d1,
+          v.bcast = bc;
+          c.vec(v);
+          Context::VecArgs rq;
+          rq.op = VecOp::kRequantize, rq.in = DType::kInt32, rq.out = y.dtype;
+          rq.src1_buf = rq.dst_buf = Buffer::kAccumulator, rq.src1 = rq.dst = t1, rq.d0 = d0, rq.d1 = d1;
+          rq.imm0 = imul->multiplier, rq.imm1 = imul->shift, rq.imm2 = qy->zero_point;
+          c.vec(rq);
+          subtract_zero_point(c, Buffer::kAccumulator, t1, Buffer::kAccumulator, t2, d0, d1, y.dtype, kConvY,
+                              DType::kInt32);
+          rescale_int32(c, Buffer::kAccumulator, t2, d0, d1, x_first ? radd->b : radd->a);
+          subtract_zero_point(c, Buffer::kInput, a_slot, Buffer::kAccumulator, t1, d0, d1, A.dt, kConvA,
+                              DType::kInt32);
+          rescale_int32(c, Buffer::kAccumulator, t1, d0, d1, x_first ? radd->a : radd->b);
+          Context::VecArgs ad = v;
+          ad.op = VecOp::kAdd, ad.src2_buf = Buffer::kAccumulator, ad.src2 = t2, ad.bcast = Bcast::kNone;
+          c.vec(ad);
+          rq.out = res->dtype, rq.imm0 = radd->out.multiplier, rq.imm1 = radd->out.shift;
+          rq.imm2 = qz->zero_point;
+          c.vec(rq);
+          if (radd->lo > qz->qmin() || radd->hi < qz->qmax()) {  // a fused Relu / Clip on the codes
+            Context::VecArgs cl;
+            cl.op = VecOp::kClip, cl.in = cl.out = res->dtype,
+            cl.src1_buf = cl.dst_buf = Buffer::kAccumulator;
+            cl.src1 = cl.dst = t1, cl.d0 = d0, cl.d1 = d1;
+            cl.imm0 = f32_imm(static_cast<float>(radd->lo)), cl.imm1 = f32_imm(static_cast<float>(radd->hi));
+            c.vec(cl);
+          }
+          return TileResult{Buffer::kAccumulator, t1};
+        }
         if (scale) {
           if (b_cur != prepared) scale->prepare(b_cur, d0), prepared = b_cur;  // a vector of codes loaded
           const uint64_t sl = acc.take();
@@ -684,6 +755,16 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
         Context::VecArgs v;
         v.op = op, v.in = v.out = c.act, v.src1_buf = v.dst_buf = work, v.src1 = v.dst = sl;
         v.src2_buf = Buffer::kWeight, v.src2 = b_cur, v.d0 = d0, v.d1 = d1, v.bcast = bc;
+        if (res) {  // the product as the Mul would store it, then x + it as the Add computes it
+          const uint64_t t = acc.take();
+          v.dst_buf = Buffer::kAccumulator, v.dst = t;
+          c.vec(v);
+          Context::VecArgs ad;
+          ad.op = VecOp::kAdd, ad.in = ad.out = c.act, ad.src1_buf = work, ad.src1 = sl;
+          ad.src2_buf = ad.dst_buf = Buffer::kAccumulator, ad.src2 = ad.dst = t, ad.d0 = d0, ad.d1 = d1;
+          c.vec(ad);
+          return TileResult{Buffer::kAccumulator, t};
+        }
         c.vec(v);
         if (negate) {
           Context::VecArgs ng;
@@ -699,7 +780,8 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
         }
         return TileResult{work, sl};
       },
-      qa ? acc.elems : INT64_MAX, se_mul_may_keep_product(c) ? &kept : nullptr);
+      qa || res ? acc.elems : INT64_MAX, !res && se_mul_may_keep_product(c) ? &kept : nullptr);
+  if (res) scaled_residual_done(c);
   // The product stays in the scratchpad for the pointwise conv after the Mul (backend/fusion/residency.h; the
   // first LOAD of it by any other reader spills it).
   if (kept) se_mul_kept_product(c, n.outputs[0], y, static_cast<uint64_t>(A.sram));
@@ -720,6 +802,11 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
                               : "",
                   A.sram >= 0 && se_mul_read(c) ? ", input read where its SE block's pool left it" : "",
                   kept ? ", output left there for the next layer" : "");
+  if (res)
+    c.plan->mapping += fmt::format(
+        ", then the Add '{}' in the same tile loop (x added to each product tile in the "
+        "accumulator; the product never goes to DRAM)",
+        scaled_residual_add(c).name);
   return true;
 }
 

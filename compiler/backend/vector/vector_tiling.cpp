@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "compiler/backend/fusion/scaled_residual.h"
 #include "compiler/backend/mapping/mapping.h"
 #include "isa/ceil_div.h"
 
@@ -182,7 +183,9 @@ bool lower_vector_tiled(Context& c, const Node& n, std::string* why) {
     if (e.ok) record(c, n, e.slot_elems);
     return e.ok;
   }
-  const std::string key = decision_key(c, n);
+  // An SE Mul that may add its input back (fusion/scaled_residual.h): with and without, both simulated.
+  scaled_residual_choose(c, n, [&] { return trial(c, n, 0).cycles; });
+  const std::string key = decision_key(c, n) + (scaled_residual_output(c, n) ? "+residual add" : "");
   int64_t limit = 0;
   std::string reason;
   Context::Timed timed;
