@@ -1,8 +1,8 @@
 // The lowering stage's fusion groups (groups.h).
 #include "compiler/backend/fusion/groups.h"
 
-#include "compiler/backend/fusion/project_tail.h"
 #include "compiler/backend/fusion/post_affine.h"
+#include "compiler/backend/fusion/project_tail.h"
 #include "compiler/backend/fusion/residency.h"
 #include "compiler/backend/fusion/scaled_residual.h"
 #include "compiler/backend/fusion/se_fusion.h"

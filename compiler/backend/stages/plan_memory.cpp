@@ -10,8 +10,8 @@
 
 #include "compiler/backend/fusion/attention_fusion.h"
 #include "compiler/backend/fusion/layer_fusion.h"
-#include "compiler/backend/fusion/project_tail.h"
 #include "compiler/backend/fusion/post_affine.h"
+#include "compiler/backend/fusion/project_tail.h"
 #include "compiler/backend/fusion/scaled_residual.h"
 #include "compiler/backend/int8/int8.h"
 #include "compiler/backend/result.h"
