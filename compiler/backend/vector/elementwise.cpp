@@ -321,6 +321,19 @@ using TileFn = std::function<TileResult(uint64_t a_slot, const std::vector<uint6
 // Where the conversion constants of int8 codes sit in the accumulator buffer (load_conversion_constants).
 constexpr uint64_t kConvA = 0, kConvB = 16, kConvY = 32;
 
+// The integer Mul's products (quant::integer_mul): the d1 x d0 tile of A's codes at a_slot of the input
+// scratchpad centred into int32 at `sums` of the accumulator, then multiplied there by B's centred codes at
+// b_slot of the weight scratchpad (broadcast `bc`).
+void centred_products(Context& c, uint64_t a_slot, DType a_dt, uint64_t sums, uint64_t b_slot, int64_t d0,
+                      int64_t d1, Bcast bc) {
+  subtract_zero_point(c, Buffer::kInput, a_slot, Buffer::kAccumulator, sums, d0, d1, a_dt, kConvA,
+                      DType::kInt32);
+  Context::VecArgs v;
+  v.op = VecOp::kMul, v.in = v.out = DType::kInt32, v.src1_buf = v.dst_buf = Buffer::kAccumulator;
+  v.src1 = v.dst = sums, v.src2_buf = Buffer::kWeight, v.src2 = b_slot, v.d0 = d0, v.d1 = d1, v.bcast = bc;
+  c.vec(v);
+}
+
 // Streams y = f(A, B...) over SRAM tiles: A has the output's full shape and layout, every B operand the
 // same broadcast shape (pshape, 1 = broadcast). Each tile of A is loaded (codes dequantized when A.q),
 // each B's matching piece loaded when it changes (one weight-slot region per B; codes dequantized),
@@ -647,13 +660,7 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
         const uint64_t b_cur = b[0];
         if (imul && radd) {  // m = x * s in m's codes, then x + m in the output's codes
           const uint64_t t1 = acc.take(), t2 = acc2.take();
-          subtract_zero_point(c, Buffer::kInput, a_slot, Buffer::kAccumulator, t1, d0, d1, A.dt, kConvA,
-                              DType::kInt32);
-          Context::VecArgs v;
-          v.op = VecOp::kMul, v.in = v.out = DType::kInt32, v.src1_buf = v.dst_buf = Buffer::kAccumulator;
-          v.src1 = v.dst = t1, v.src2_buf = Buffer::kWeight, v.src2 = b_cur, v.d0 = d0, v.d1 = d1,
-          v.bcast = bc;
-          c.vec(v);
+          centred_products(c, a_slot, A.dt, t1, b_cur, d0, d1, bc);
           Context::VecArgs rq;
           rq.op = VecOp::kRequantize, rq.in = DType::kInt32, rq.out = y.dtype;
           rq.src1_buf = rq.dst_buf = Buffer::kAccumulator, rq.src1 = rq.dst = t1, rq.d0 = d0, rq.d1 = d1;
@@ -665,8 +672,10 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
           subtract_zero_point(c, Buffer::kInput, a_slot, Buffer::kAccumulator, t1, d0, d1, A.dt, kConvA,
                               DType::kInt32);
           rescale_int32(c, Buffer::kAccumulator, t1, d0, d1, x_first ? radd->a : radd->b);
-          Context::VecArgs ad = v;
-          ad.op = VecOp::kAdd, ad.src2_buf = Buffer::kAccumulator, ad.src2 = t2, ad.bcast = Bcast::kNone;
+          Context::VecArgs ad;
+          ad.op = VecOp::kAdd, ad.in = ad.out = DType::kInt32;
+          ad.src1_buf = ad.dst_buf = ad.src2_buf = Buffer::kAccumulator, ad.src1 = ad.dst = t1, ad.src2 = t2;
+          ad.d0 = d0, ad.d1 = d1;
           c.vec(ad);
           rq.out = res->dtype, rq.imm0 = radd->out.multiplier, rq.imm1 = radd->out.shift;
           rq.imm2 = qz->zero_point;
@@ -691,13 +700,7 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
         }
         if (imul) {
           const uint64_t sl = acc.take();
-          subtract_zero_point(c, Buffer::kInput, a_slot, Buffer::kAccumulator, sl, d0, d1, A.dt, kConvA,
-                              DType::kInt32);
-          Context::VecArgs v;
-          v.op = VecOp::kMul, v.in = v.out = DType::kInt32, v.src1_buf = v.dst_buf = Buffer::kAccumulator;
-          v.src1 = v.dst = sl, v.src2_buf = Buffer::kWeight, v.src2 = b_cur, v.d0 = d0, v.d1 = d1,
-          v.bcast = bc;
-          c.vec(v);
+          centred_products(c, a_slot, A.dt, sl, b_cur, d0, d1, bc);
           // The codes where the A tile lay when the product stays there (kept), else in the int32 tile.
           const TileResult out =
               kept ? TileResult{Buffer::kInput, a_slot} : TileResult{Buffer::kAccumulator, sl};
