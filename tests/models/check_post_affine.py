@@ -25,13 +25,12 @@ Usage: check_post_affine.py NPUSIM MODEL.onnx|--make-small DIR CONFIG.yaml PRECI
 import argparse
 import json
 import os
-import re
 import sys
 import tempfile
 
 import numpy as np
 
-from check_conv_pool_fusion import load_outputs, run
+from fusion_runs import differing_outputs, dram_bytes, run_variants
 from random_inputs import write_random_inputs
 
 
@@ -86,8 +85,10 @@ def fused_maps(report):
             if l.get("fusion_group", "").split(":")[0] in ("post_affine", "scaled_residual")}
 
 
-def dram_bytes(report):
-    return sum(l["dram_bytes_read"] + l["dram_bytes_written"] for l in report["layers"])
+def unfuse(fused):
+    """Mapping lines of the fused run's maps given a vector tile (tile_elems): each map's own lowering."""
+    maps = set(fused_maps(fused))
+    return lambda name, line: line.replace("}", ", tile_elems: 4096}", 1) if name in maps else line
 
 
 def main():
@@ -110,27 +111,7 @@ def main():
             common += ["--set", kv]
         ind = os.path.join(tmp, "in")
         write_random_inputs(a.model, ind)
-        fused_map = os.path.join(tmp, "fused.yaml")
-        unfused_map = os.path.join(tmp, "unfused.yaml")
-        reports, outputs = {}, {}
-        for what in ("fused", "unfused", "off", "again"):
-            out = os.path.join(tmp, what)
-            report = os.path.join(tmp, what + ".json")
-            extra = {"fused": ["--mapping-out", fused_map], "unfused": ["--mapping", unfused_map],
-                     "off": ["--no-fusion"], "again": ["--mapping", fused_map]}[what]
-            functional = ["--functional", "--inputs", ind, "--outputs", out] if what in ("fused", "unfused") else []
-            run(a.npusim, common + functional + ["--report", report] + extra)
-            reports[what] = json.load(open(report))
-            if functional:
-                outputs[what] = load_outputs(out)
-            if what == "fused":
-                maps = set(fused_maps(reports["fused"]))
-                with open(fused_map) as f, open(unfused_map, "w") as g:
-                    for line in f:
-                        m = re.match(r"\s*- \{name: ([^,}]+)", line)
-                        if m and m.group(1) in maps:  # a vector tile: the map's own lowering
-                            line = line.replace("}", ", tile_elems: 4096}", 1)
-                        g.write(line)
+        reports, outputs = run_variants(a.npusim, common, tmp, ind, unfuse)
         ok = True
         maps = fused_maps(reports["fused"])
         cycles = {w: r["total_cycles"] for w, r in reports.items()}
@@ -154,9 +135,8 @@ def main():
             if fused_maps(reports[what]):
                 print(f"FAIL: {what}: maps fused: {sorted(fused_maps(reports[what]))}")
                 ok = False
-        fo, uo = outputs["fused"], outputs["unfused"]
-        if sorted(fo) != sorted(uo) or any(fo[k].tobytes() != uo[k].tobytes() for k in fo):
-            diff = [k for k in fo if k not in uo or fo[k].tobytes() != uo[k].tobytes()]
+        diff = differing_outputs(outputs["fused"], outputs["unfused"])
+        if diff:
             print(f"FAIL: outputs differ from the maps apart: {diff}")
             ok = False
         if not (dram_bytes(reports["fused"]) < dram_bytes(reports["unfused"]) and cycles["fused"] < cycles["unfused"]):

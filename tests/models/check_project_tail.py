@@ -19,14 +19,11 @@ depthwise conv, permute, LayerNorm, Linear 4x, GELU, Linear, layer scale, permut
 Usage: check_project_tail.py NPUSIM MODEL.onnx|--make-small DIR CONFIG.yaml PRECISION [--min-fused N]
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
-import numpy as np
-
+from fusion_runs import differing_outputs, dram_bytes, run_variants
 from random_inputs import write_random_inputs
 
 
@@ -44,20 +41,16 @@ def make_small(folder):
     return path
 
 
-def run(npusim, args):
-    p = subprocess.run([npusim, "run"] + args, capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.exit(f"npusim run {' '.join(args)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
-
-
-def load_outputs(folder):
-    return {f: np.load(os.path.join(folder, f)) for f in sorted(os.listdir(folder))}
-
-
 def tails(report):
     """{Mul or Add name: the MatMul whose epilogue runs it}."""
     return {l["name"]: l["fused_into"] for l in report["layers"]
             if l.get("fusion_group", "").startswith("project_tail:") and l.get("fused_into")}
+
+
+def unfuse(fused):
+    """Mapping lines that run the fused run's layer scales and residuals apart: placement: vector."""
+    members = set(tails(fused))
+    return lambda name, line: line.replace("}", ", placement: vector}", 1) if name in members else line
 
 
 def main():
@@ -77,29 +70,12 @@ def main():
         ind = os.path.join(tmp, "in")
         write_random_inputs(a.model, ind)
         common = [a.model, "--config", a.config, "--precision", a.precision, "-q"]
-        fused_map = os.path.join(tmp, "fused.yaml")
-        unfused_map = os.path.join(tmp, "unfused.yaml")
-        reports = {}
-        for what in ("fused", "unfused", "off"):
-            out = os.path.join(tmp, what)
-            report = os.path.join(tmp, what + ".json")
-            extra = {"fused": ["--mapping-out", fused_map], "unfused": ["--mapping", unfused_map],
-                     "off": ["--no-fusion"]}[what]
-            run(a.npusim, common + ["--functional", "--inputs", ind, "--outputs", out, "--report", report] + extra)
-            reports[what] = json.load(open(report))
-            if what == "fused":
-                members = set(tails(reports["fused"]))
-                with open(fused_map) as f, open(unfused_map, "w") as g:
-                    for line in f:
-                        if any(f"{{name: {v}, " in line or f"{{name: {v}}}" in line for v in members):
-                            line = line.replace("}", ", placement: vector}", 1)
-                        g.write(line)
+        reports, outputs = run_variants(a.npusim, common, tmp, ind, unfuse, functional=("fused", "unfused", "off"))
         ok = True
         fused = tails(reports["fused"])
         matmuls = set(fused.values())
         cycles = {w: r["total_cycles"] for w, r in reports.items()}
-        dram = {w: sum(l.get("dram_bytes_read", 0) + l.get("dram_bytes_written", 0) for l in r["layers"])
-                for w, r in reports.items()}
+        dram = {w: dram_bytes(r) for w, r in reports.items()}
         print(f"{name} {a.precision}: {len(matmuls)} MatMul(s) run their layer scale and residual; {cycles['fused']} "
               f"cycles, {dram['fused']} DRAM bytes against {cycles['unfused']}, {dram['unfused']} layer by layer "
               f"({cycles['off']} with --no-fusion)")
@@ -122,14 +98,11 @@ def main():
         if cycles["fused"] >= cycles["unfused"] or dram["fused"] >= dram["unfused"]:
             print(f"FAIL: {name}: the fusion saved no cycles or no DRAM bytes")
             ok = False
-        got, want = load_outputs(os.path.join(tmp, "fused")), load_outputs(os.path.join(tmp, "unfused"))
-        for f in want:
-            same = got[f].shape == want[f].shape and got[f].tobytes() == want[f].tobytes()
-            print(f"  {f}: {'identical' if same else 'DIFFERENT'} bits")
-            ok &= same
-        report = os.path.join(tmp, "again.json")
-        run(a.npusim, common + ["--mapping", fused_map, "--report", report])
-        again = json.load(open(report))
+        diff = differing_outputs(outputs["fused"], outputs["unfused"])
+        for f in sorted(outputs["unfused"]):
+            print(f"  {f}: {'DIFFERENT' if f in diff else 'identical'} bits")
+        ok &= not diff
+        again = reports["again"]
         if tails(again) != fused or again["total_cycles"] != cycles["fused"]:
             print(f"FAIL: {name}: re-imposing the fused run's --mapping-out gave {len(tails(again))} fused layers "
                   f"and {again['total_cycles']} cycles, not the fused run's")

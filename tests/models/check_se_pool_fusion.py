@@ -32,7 +32,7 @@ import tempfile
 
 import numpy as np
 
-from check_conv_pool_fusion import load_outputs, run
+from fusion_runs import differing_outputs, run_variants
 from random_inputs import write_random_inputs
 
 
@@ -86,6 +86,25 @@ def fused_pools(report):
             if l["op"] == "GlobalAveragePool" and l.get("fusion_group", "").startswith("se_pool:")}
 
 
+def unfuse(fused):
+    """Mapping lines that run the fused run's pools apart: each pooling conv's tiles half as wide (whole rows),
+    and a depthwise conv read through a line buffer lowered layer by layer with the conv before it (on_chip:
+    false), where the depthwise conv pools nothing (int8 pools in the bands only)."""
+    convs = set(fused_pools(fused).values())
+    pairs = {l["fusion_group"].split(":", 1)[1] for l in fused["layers"]
+             if l["name"] in convs and l.get("fusion_group", "").startswith("conv_dwconv:")}
+
+    def rewrite(name, line):
+        if name in convs:
+            line = re.sub(r"tile_ow: (\d+)", lambda t: f"tile_ow: {max(1, int(t.group(1)) // 2)}", line)
+        if name in pairs:
+            line = line.replace("on_chip: true", "on_chip: false")
+            if "on_chip:" not in line:
+                line = line.replace("}", ", on_chip: false}", 1)
+        return line
+    return rewrite
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("npusim")
@@ -108,37 +127,7 @@ def main():
         common = [a.model, "--config", a.config, "--precision", a.precision, "-q"]
         for kv in a.set:
             common += ["--set", kv]
-        fused_map = os.path.join(tmp, "fused.yaml")
-        unfused_map = os.path.join(tmp, "unfused.yaml")
-        again_map = os.path.join(tmp, "again.yaml")
-        reports, outputs = {}, {}
-        for what in ("fused", "unfused", "off", "again"):
-            out = os.path.join(tmp, what)
-            report = os.path.join(tmp, what + ".json")
-            extra = {"fused": ["--mapping-out", fused_map], "unfused": ["--mapping", unfused_map],
-                     "off": ["--no-fusion"], "again": ["--mapping", fused_map, "--mapping-out", again_map]}[what]
-            functional = ["--functional", "--inputs", ind, "--outputs", out] if what != "again" else []
-            run(a.npusim, common + functional + ["--report", report] + extra)
-            reports[what] = json.load(open(report))
-            if functional:
-                outputs[what] = load_outputs(out)
-            if what == "fused":
-                convs = set(fused_pools(reports["fused"]).values())
-                # A depthwise conv read through a line buffer: its pair lowered layer by layer (on_chip: false on
-                # the conv before it), where the depthwise conv pools nothing (int8 pools in the bands only).
-                pairs = {l["fusion_group"].split(":", 1)[1] for l in reports["fused"]["layers"]
-                         if l["name"] in convs and l.get("fusion_group", "").startswith("conv_dwconv:")}
-                with open(fused_map) as f, open(unfused_map, "w") as g:
-                    for line in f:
-                        m = re.match(r"\s*- \{name: ([^,}]+)", line)
-                        if m and m.group(1) in convs:
-                            # Its tiles are whole rows (tile_ow = the width): half of them.
-                            line = re.sub(r"tile_ow: (\d+)", lambda t: f"tile_ow: {max(1, int(t.group(1)) // 2)}", line)
-                        if m and m.group(1) in pairs:
-                            line = line.replace("on_chip: true", "on_chip: false")
-                            if "on_chip:" not in line:
-                                line = line.replace("}", ", on_chip: false}", 1)
-                        g.write(line)
+        reports, outputs = run_variants(a.npusim, common, tmp, ind, unfuse, functional=("fused", "unfused", "off"))
         ok = True
         pools = fused_pools(reports["fused"])
         cycles = {w: r["total_cycles"] for w, r in reports.items()}
@@ -163,9 +152,8 @@ def main():
             if fused_pools(reports[what]):
                 print(f"FAIL: {what}: pools fused: {sorted(fused_pools(reports[what]))}")
                 ok = False
-        fo, uo = outputs["fused"], outputs["unfused"]
-        if sorted(fo) != sorted(uo) or any(fo[k].tobytes() != uo[k].tobytes() for k in fo):
-            diff = [k for k in fo if k not in uo or fo[k].tobytes() != uo[k].tobytes()]
+        diff = differing_outputs(outputs["fused"], outputs["unfused"])
+        if diff:
             print(f"FAIL: outputs differ from the pools apart: {diff}")
             ok = False
         if cycles["again"] != cycles["fused"] or fused_pools(reports["again"]) != pools:

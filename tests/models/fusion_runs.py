@@ -1,0 +1,52 @@
+"""The four runs the fusion checks share (check_post_affine.py, check_project_tail.py, check_se_pool_fusion.py):
+a model run as npusim fuses it ("fused", writing its mapping), with that mapping rewritten so that the fused
+layers run apart ("unfused"), with --no-fusion ("off"), and with the fused run's mapping imposed again
+("again"). Each check says how to undo its fusion in a mapping line and what to assert of the four reports."""
+import json
+import os
+import re
+
+from check_conv_pool_fusion import load_outputs, run
+
+RUNS = ("fused", "unfused", "off", "again")
+_NAME = re.compile(r"\s*- \{name: ([^,}]+)")
+
+
+def run_variants(npusim, common, tmp, inputs, unfuse, functional=("fused", "unfused")):
+    """Runs npusim `common` (model, config, precision, options) the four ways in folder `tmp`, the runs named in
+    `functional` with --functional on the files of `inputs`. `unfuse(fused_report)` returns a function
+    (layer name, mapping line) -> the line that runs that layer apart, applied to every line of the fused
+    run's --mapping-out to make the unfused run's --mapping. Returns ({run: report}, {run: {file: array}})."""
+    fused_map = os.path.join(tmp, "fused.yaml")
+    unfused_map = os.path.join(tmp, "unfused.yaml")
+    reports, outputs = {}, {}
+    for what in RUNS:
+        out = os.path.join(tmp, what)
+        report = os.path.join(tmp, what + ".json")
+        extra = {"fused": ["--mapping-out", fused_map], "unfused": ["--mapping", unfused_map],
+                 "off": ["--no-fusion"], "again": ["--mapping", fused_map]}[what]
+        func = ["--functional", "--inputs", inputs, "--outputs", out] if what in functional else []
+        run(npusim, common + func + ["--report", report] + extra)
+        with open(report) as f:
+            reports[what] = json.load(f)
+        if func:
+            outputs[what] = load_outputs(out)
+        if what == "fused":
+            rewrite = unfuse(reports["fused"])
+            with open(fused_map) as f, open(unfused_map, "w") as g:
+                for line in f:
+                    m = _NAME.match(line)
+                    g.write(rewrite(m.group(1), line) if m else line)
+    return reports, outputs
+
+
+def differing_outputs(got, want):
+    """The output files of two functional runs that are not the same bits (missing ones included)."""
+    return sorted(k for k in set(got) | set(want)
+                  if k not in got or k not in want or got[k].shape != want[k].shape
+                  or got[k].tobytes() != want[k].tobytes())
+
+
+def dram_bytes(report):
+    """The DRAM bytes the report's layers read and wrote."""
+    return sum(l.get("dram_bytes_read", 0) + l.get("dram_bytes_written", 0) for l in report["layers"])
