@@ -218,6 +218,8 @@ void Report::ModelLimit::visit(ReportVisitor& v) {
          vector_cycles);
   v.real({"dram_cycles", "cycles", "every weight and the model's inputs and outputs, once at DRAM peak", 1},
          dram_cycles);
+  v.real({"array_fold_cycles", "cycles", "the array term's layers each alone in whole folds of the array", 1},
+         array_fold_cycles);
   if (!v.fills())
     v.derived({"bound_by", "", "the term that sets the limit: array, vector or dram"}, limit_bound_by(*this));
 }

@@ -321,8 +321,8 @@ void attach_compile_info(const CompiledModel& compiled, traces::Report& report) 
     report.compiled_bound_cycles = static_cast<uint64_t>(*result.compiled_bound_cycles);
   if (const std::optional<compiler::backend::ModelLimit>& limit = result.model_limit) {
     report.model_limit_cycles = static_cast<uint64_t>(limit->cycles());
-    report.model_limit =
-        traces::Report::ModelLimit{limit->array_cycles, limit->vector_cycles, limit->dram_cycles};
+    report.model_limit = traces::Report::ModelLimit{limit->array_cycles, limit->vector_cycles,
+                                                    limit->dram_cycles, limit->array_fold_cycles};
     for (traces::LayerReport& l : report.layers) {
       if (auto c = limit->node_cycles.find(l.name); c != limit->node_cycles.end())
         l.limit_cycles = static_cast<uint64_t>(std::ceil(c->second));

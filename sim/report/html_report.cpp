@@ -419,7 +419,13 @@ void summary_section(std::string& o, const traces::Report& rep, const J& r) {
          fmt::format("limit {} cycles, set by the {} term (array {}, vector {}, DRAM {})",
                      grouped(num(*rep.model_limit_cycles)), traces::limit_bound_by(m),
                      grouped(std::round(m.array_cycles)), grouped(std::round(m.vector_cycles)),
-                     grouped(std::round(m.dram_cycles))));
+                     grouped(std::round(m.dram_cycles))) +
+             (traces::fold_ceiling(rep).value_or(1.0) < traces::kFoldCeilingShown
+                  ? fmt::format(
+                        "; layer by layer at most {:.1f}% of it: the matrix layers in whole array folds "
+                        "take {} cycles",
+                        100 * *traces::fold_ceiling(rep), grouped(std::round(m.array_fold_cycles)))
+                  : std::string()));
   }
   if (const auto e = traces::compiled_efficiency(rep)) {
     card(o, "roofline efficiency", fmt::format("{:.1f}%", 100 * *e),

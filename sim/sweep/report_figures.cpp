@@ -94,6 +94,7 @@ const std::vector<MetricColumn>& metric_columns() {
       {"limit_array_cycles", "model_limit.array_cycles"},
       {"limit_vector_cycles", "model_limit.vector_cycles"},
       {"limit_dram_cycles", "model_limit.dram_cycles"},
+      {"limit_array_fold_cycles", "model_limit.array_fold_cycles"},
       {"compute_cycles", "breakdown.compute"},
       {"memory_cycles", "breakdown.memory"},
       {"scheduling_cycles", "breakdown.scheduling"},

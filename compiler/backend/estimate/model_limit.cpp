@@ -33,6 +33,26 @@ bool is_matrix_op(const std::string& op) {
   return op == "Conv" || op == "ConvTranspose" || op == "MatMul" || op == "Gemm";
 }
 
+// One matrix shape run `instances` times (each with its own stationary operand: a batched MatMul's runtime
+// B, a conv's groups), `m` x `k` x `n` MACs each, in whole folds of the array (model_limit.h).
+double fold_cycles(const isa::SystolicArrayConfig& a, double rate, int64_t instances, int64_t m, int64_t k,
+                   int64_t n) {
+  const auto folds = [](int64_t extent, int64_t size) { return (extent + size - 1) / size; };
+  int64_t passes = 0;  // stationary folds x the streamed extent
+  switch (a.dataflow) {
+    case isa::Dataflow::kWs:
+      passes = folds(k, a.rows) * folds(n, a.cols) * m;
+      break;
+    case isa::Dataflow::kOs:
+      passes = folds(m, a.rows) * folds(n, a.cols) * k;
+      break;
+    case isa::Dataflow::kIs:
+      passes = folds(k, a.rows) * folds(m, a.cols) * n;
+      break;
+  }
+  return static_cast<double>(instances) * static_cast<double>(passes) / rate;
+}
+
 }  // namespace
 
 ModelLimit model_limit(const Graph& imported, const Graph& lowered,
@@ -56,9 +76,13 @@ ModelLimit model_limit(const Graph& imported, const Graph& lowered,
     if (rate <= 0) continue;  // an array without MACs of the precision runs none of its work
     double macs = 0, per_cycle = array_peak_macs_per_cycle(config, precision);
     bool on_lanes = false;
+    double folded = 0;
     if (n.op_type == "Conv") {
       macs = static_cast<double>(num_elements(*y)) * static_cast<double>(elements_from(*w, 1));
       const int64_t group = n.attr_int("group", 1);
+      // Each group a GEMM of the output pixels (the batch's too) by C/g * kh * kw by K/g.
+      folded = fold_cycles(a, rate, group, num_elements(*y) / std::max<int64_t>(1, (*w)[0]),
+                           elements_from(*w, 1), (*w)[0] / group);
       if (group > 1) {
         // One group at a time on the array: its reduction on the rows, its output channels on the columns.
         const double on_array = static_cast<double>(std::min(a.rows, elements_from(*w, 1))) *
@@ -69,14 +93,28 @@ ModelLimit model_limit(const Graph& imported, const Graph& lowered,
       }
     } else if (n.op_type == "ConvTranspose") {
       macs = static_cast<double>(num_elements(*x)) * static_cast<double>(elements_from(*w, 1));
+      // Each group a GEMM of the input pixels by C/g by K/g * kh * kw (every input pixel scattered).
+      const int64_t group = n.attr_int("group", 1);
+      if (x->size() >= 2 && (*x)[1] > 0) {
+        folded =
+            fold_cycles(a, rate, group, num_elements(*x) / (*x)[1], (*x)[1] / group, elements_from(*w, 1));
+      }
     } else if (n.op_type == "MatMul") {
       macs = static_cast<double>(num_elements(*y)) * static_cast<double>(x->back());
+      // A constant B is one matrix the batch's rows stream through; a runtime B is one per batch matrix.
+      const int64_t k = x->back(), cols = y->back(), rows = y->size() >= 2 ? (*y)[y->size() - 2] : 1;
+      const int64_t batch = cols * rows > 0 ? num_elements(*y) / (cols * rows) : 0;
+      const bool shared = imported.has_value(n.inputs[1]) && imported.value(n.inputs[1]).is_constant();
+      folded = shared ? fold_cycles(a, rate, 1, batch * rows, k, cols)
+                      : fold_cycles(a, rate, batch, rows, k, cols);
     } else {  // Gemm
-      macs = static_cast<double>(num_elements(*y)) *
-             static_cast<double>(n.attr_int("transA", 0) ? x->front() : x->back());
+      const int64_t k = n.attr_int("transA", 0) ? x->front() : x->back();
+      macs = static_cast<double>(num_elements(*y)) * static_cast<double>(k);
+      if (y->size() == 2) folded = fold_cycles(a, rate, 1, (*y)[0], k, (*y)[1]);
     }
     const double cycles = macs / per_cycle;
     (on_lanes ? limit.vector_cycles : limit.array_cycles) += cycles;
+    if (!on_lanes) limit.array_fold_cycles += std::max(folded, cycles);
     limit.node_cycles[n.name] += cycles;
   }
   const double peak = dram_peak_per_cycle(config);

@@ -23,6 +23,15 @@ struct ModelLimit {
   // Every weight (a constant of at least kMinWeightElements) once, plus the model's runtime inputs and
   // outputs once, in bytes at the DRAM model's peak (0 with ideal DRAM).
   double dram_cycles = 0;
+  // Not a term: the array term's matrix nodes (the grouped convs it counts included) each run alone in whole
+  // folds of the array: for every matrix the array holds one operand in folds of rows x cols and streams
+  // the third dimension through each (weight-stationary: ceil(K / rows) x ceil(N / cols) folds of M rows;
+  // output-stationary: ceil(M / rows) x ceil(N / cols) of K; input-stationary: ceil(K / rows) x
+  // ceil(M / cols) of N), at the precision's rate, with no fill or drain. A layer narrower than the
+  // array leaves the rest of each fold idle, so a schedule that maps the layers one at a time cannot
+  // beat max(array_fold_cycles, vector_cycles, dram_cycles): the layers' shapes on this array cap the
+  // model's efficiency at cycles() / that (traces::fold_ceiling).
+  double array_fold_cycles = 0;
   // Each matrix node's share of the array or vector term, by node name (what layers[].limit_cycles says).
   std::map<std::string, double> node_cycles;
   int64_t cycles() const;  // the highest term, rounded up to a whole cycle

@@ -329,5 +329,51 @@ TEST(ModelLimit, GroupedConvWithWideGroupsCountsOnTheArrayAtOneGroupsRate) {
   EXPECT_EQ(r.model_limit->vector_cycles, 0.0);
 }
 
+// The array term's layers each alone in whole folds (model_limit.h): a 100 x 70 x 40 GEMM (M x K x N) on
+// a 32 x 32 array holds 70 x 40 weights in 3 x 2 folds of 100 rows (weight-stationary), 100 x 40 outputs
+// in 4 x 2 folds of 70 (output-stationary), 70 x 100 inputs in 3 x 4 folds of 40 (input-stationary), at
+// fp16's half rate; the array term counts only the MACs.
+TEST(ModelLimit, TheArrayTermsLayersInWholeFoldsFollowTheDataflowsStationaryOperand) {
+  const int64_t m = 100, k = 70, n = 40;
+  GraphBuilder b;
+  b.input("x", {m, k});
+  b.constant("w", {k, n});
+  b.node("MatMul", {"x", "w"}, {"y"}, "mm");
+  b.output("y");
+  const Graph g = b.build();
+  for (const auto& [dataflow, passes] :
+       {std::pair{isa::Dataflow::kWs, 3 * 2 * m}, std::pair{isa::Dataflow::kOs, 4 * 2 * k},
+        std::pair{isa::Dataflow::kIs, 3 * 4 * n}}) {
+    isa::NpuConfig config;
+    config.systolic_array.dataflow = dataflow;
+    ASSERT_EQ(config.systolic_array.rows, 32);
+    ASSERT_EQ(config.systolic_array.cols, 32);
+    const CompileResult r = compiled_in_fp16(g, config);
+    ASSERT_TRUE(r.model_limit.has_value());
+    const double rate = config.systolic_array.fp16_rate;
+    EXPECT_DOUBLE_EQ(r.model_limit->array_fold_cycles, passes / rate)
+        << isa::kDataflowNames[size_t(dataflow)];
+    EXPECT_DOUBLE_EQ(r.model_limit->array_cycles, m * k * n / (32 * 32 * rate));
+  }
+}
+
+// A batched MatMul of two runtime operands holds each batch matrix's B in its own folds; a constant B is
+// one matrix every batch's rows stream through (weight-stationary: the same folds, the rows of all).
+TEST(ModelLimit, ABatchedMatMulsRuntimeBFoldsPerBatchMatrixUnderOutputStationary) {
+  const int64_t batch = 3, m = 20, k = 40, n = 20;
+  GraphBuilder b;
+  b.input("a", {batch, m, k});
+  b.input("bt", {batch, k, n});
+  b.node("MatMul", {"a", "bt"}, {"y"}, "bmm");
+  b.output("y");
+  isa::NpuConfig config;
+  config.systolic_array.dataflow = isa::Dataflow::kOs;
+  const CompileResult r = compiled_in_fp16(b.build(), config);
+  ASSERT_TRUE(r.model_limit.has_value());
+  // Each of the 3 matrices: ceil(20 / 32) x ceil(20 / 32) = 1 fold of 40 (not ceil(60 / 32) = 2 folds for
+  // all three).
+  EXPECT_DOUBLE_EQ(r.model_limit->array_fold_cycles, batch * 1 * 1 * k / config.systolic_array.fp16_rate);
+}
+
 }  // namespace
 }  // namespace npusim::compiler::testing
