@@ -241,7 +241,9 @@ void plan_on_chip(Context& c, size_t i) {
   const LayerMapping* imposed = c.options.mapping ? c.options.mapping->find(p.name) : nullptr;
   const std::optional<bool> want = imposed ? imposed->on_chip : std::nullopt;
   if (want == false) return;
-  if (plan_se_input(c, i)) {
+  // A mapping file that tiles the conv without saying on_chip keeps the program it describes (its output
+  // stored), as for the other values below.
+  if (!(imposed && imposed->has_tiling() && !want) && plan_se_input(c, i)) {
     c.fusion.keep_imposed = want.has_value();
     return;
   }
