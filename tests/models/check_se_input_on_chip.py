@@ -120,13 +120,11 @@ def main():
         os.makedirs(a.make_small, exist_ok=True)
         a.model = make_small(a.make_small)
     name = os.path.basename(a.model)
+    sets = [arg for kv in a.set for arg in ("--set", kv)]
     with tempfile.TemporaryDirectory() as tmp:
-        ind = os.path.join(tmp, "in")
-        write_random_inputs(a.model, ind)
-        common = [a.model, "--config", a.config, "--precision", a.precision, "-q"]
-        for kv in a.set:
-            common += ["--set", kv]
-        reports, outputs = run_variants(a.npusim, common, tmp, ind, unfuse)
+        write_random_inputs(a.model, os.path.join(tmp, "in"))
+        reports, outputs = run_variants(a.npusim, [a.model, "--config", a.config, "--precision", a.precision, "-q"]
+                                        + sets, tmp, os.path.join(tmp, "in"), unfuse)
         ok = True
         pools = written_pools(reports["fused"])
         cycles = {w: r["total_cycles"] for w, r in reports.items()}
