@@ -26,7 +26,7 @@ import tempfile
 
 import numpy as np
 
-from fusion_runs import differing_outputs, run_variants
+from fusion_runs import run_variants, shared_failures
 from random_inputs import write_random_inputs
 
 WRITTEN = "read where the conv before wrote it"
@@ -141,17 +141,8 @@ def main():
                 print(f"FAIL: {pool}: reads {read} bytes from DRAM, {apart[pool].get('dram_bytes_read')} with its "
                       f"input stored, whose {x} bytes it should no longer read")
                 ok = False
-        for what in ("unfused", "off"):
-            if written_pools(reports[what]):
-                print(f"FAIL: {what}: pools reading on chip: {sorted(written_pools(reports[what]))}")
-                ok = False
-        diff = differing_outputs(outputs["fused"], outputs["unfused"])
-        if diff:
-            print(f"FAIL: outputs differ from those of the convs' outputs stored: {diff}")
-            ok = False
-        if cycles["again"] != cycles["fused"] or written_pools(reports["again"]) != pools:
-            print(f"FAIL: re-imposed mapping: {cycles['again']} cycles against {cycles['fused']}, pools "
-                  f"{sorted(written_pools(reports['again']))}")
+        for failure in shared_failures(reports, outputs, written_pools):
+            print(f"FAIL: {failure}")
             ok = False
         if not ok:
             sys.exit(1)
