@@ -50,3 +50,18 @@ def differing_outputs(got, want):
 def dram_bytes(report):
     """The DRAM bytes the report's layers read and wrote."""
     return sum(l.get("dram_bytes_read", 0) + l.get("dram_bytes_written", 0) for l in report["layers"])
+
+
+def shared_failures(reports, outputs, fused_of):
+    """What every fusion check asserts of the four runs, as messages (none: it holds): `fused_of(report)` (the
+    report's fused layers, any comparable value) empty in the unfused and --no-fusion runs, the fused and unfused
+    runs' outputs the same bits, and the fused run's mapping re-imposed giving its cycles and fused layers."""
+    failures = [f"{what}: fused: {fused_of(reports[what])}" for what in ("unfused", "off") if fused_of(reports[what])]
+    diff = differing_outputs(outputs["fused"], outputs["unfused"])
+    if diff:
+        failures.append(f"outputs differ from the unfused run's: {diff}")
+    again, fused = reports["again"], reports["fused"]
+    if again["total_cycles"] != fused["total_cycles"] or fused_of(again) != fused_of(fused):
+        failures.append(f"re-imposed mapping: {again['total_cycles']} cycles against {fused['total_cycles']}, "
+                        f"fused {fused_of(again)}")
+    return failures

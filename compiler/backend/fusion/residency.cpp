@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "compiler/backend/fusion/layer_fusion.h"
+#include "compiler/backend/fusion/se_fusion.h"
 #include "compiler/backend/matrix/depthwise.h"
 #include "compiler/passes/lowered.h"
 
@@ -197,6 +198,36 @@ OnChipValue nhwc_on_chip(const std::string& value, const DramTensor& y, uint64_t
   return o;
 }
 
+namespace {
+
+// A convolution on the array whose output X only a squeeze-and-excitation block reads (its pool, the
+// next layer, and its Mul: se_fusion.h): the group's hold is planned now, before the conv is mapped, and
+// the conv writes X where the group holds it, so the pool pools it there without loading it
+// (se_pool_input_written). X is stored as well (OnChipValue::in_dram): a pool or Mul that cannot read
+// it in place reads DRAM, so the program is exact whatever they lower to. A depthwise conv is left to
+// its own pooling epilogue (se_pool_fusion.h). Returns whether it planned so.
+bool plan_se_input(Context& c, size_t i) {
+  const Node& p = c.g.nodes[i];
+  if (!c.options.keep_on_chip || c.g.nhwc_io || c.shared_capacity() > 0 || p.op_type != "Conv" ||
+      p.outputs.size() != 1 || p.inputs.size() < 2 || i + 1 >= c.g.nodes.size())
+    return false;
+  const Node& q = c.g.nodes[i + 1];
+  if (q.op_type != "GlobalAveragePool" || q.inputs.empty() || q.inputs[0] != p.outputs[0]) return false;
+  const std::vector<int64_t>& w = c.g.value(p.inputs[1]).shape;
+  if (p.attr_int("group", 1) > 1 && w.size() == 4 && w[1] == 1) return false;  // depthwise
+  if (c.folding.folded(p) || !c.fusion.held.value.empty() || c.fusion.residual.pending ||
+      c.fusion.on_chip.pending)
+    return false;
+  plan_se_hold(c, i + 1);
+  if (c.fusion.held.value != p.outputs[0]) return false;
+  c.fusion.keep_output = p.outputs[0];
+  c.fusion.keep_addr = c.fusion.held.addr;
+  c.fusion.keep_in_dram = true;  // the pool's and the Mul's fallbacks read it there
+  return true;
+}
+
+}  // namespace
+
 void plan_on_chip(Context& c, size_t i) {
   c.fusion.keep_output.clear();
   c.fusion.keep_imposed = false;
@@ -210,6 +241,12 @@ void plan_on_chip(Context& c, size_t i) {
   const LayerMapping* imposed = c.options.mapping ? c.options.mapping->find(p.name) : nullptr;
   const std::optional<bool> want = imposed ? imposed->on_chip : std::nullopt;
   if (want == false) return;
+  // A mapping file that tiles the conv without saying on_chip keeps the program it describes (its output
+  // stored), as for the other values below.
+  if (!(imposed && imposed->has_tiling() && !want) && plan_se_input(c, i)) {
+    c.fusion.keep_imposed = want.has_value();
+    return;
+  }
   // Why the output cannot stay on chip ("" = it can).
   const std::string why = [&]() -> std::string {
     if (!c.options.keep_on_chip) return "fusion is off (--no-fusion)";
@@ -284,6 +321,49 @@ double best_estimate(Context& c, const MatrixJob& j, MatrixStrategy& s, const Ma
     if (!v.empty()) best = std::min(best, v.front().est);
   }
   return best;
+}
+
+// An SE block's input planned on chip (plan_se_input): whether the conv writing it where the group holds
+// it pays, by simulation. Against the conv as it ran before the plan (no bytes held during it, its
+// output to DRAM), the on-chip tiles (whole rows of every channel, a smaller input scratchpad) are
+// credited with the pool's read of X saved, at the DRAM's sustained rate. Without a timer, the closed forms
+// decide alike. The decision is remembered per geometry and candidates (Context::decided), as tilings are.
+bool se_input_pays(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm, int64_t bytes) {
+  const double saved = c.dram_bytes_per_cycle > 0 ? static_cast<double>(bytes) / c.dram_bytes_per_cycle : 0.0;
+  const int64_t held = c.fusion.input_held;
+  const int64_t y_sram = j.y_sram;
+  j.y_sram = -1;
+  j.y_store = false;
+  c.fusion.input_reserved -= held;
+  int64_t n0 = 0, n1 = 0;
+  const Tiling apart = c.can_time() ? mm.choose(&n0) : Tiling{};
+  const double apart_est = best_estimate(c, j, s, mm);
+  c.fusion.input_reserved += held;
+  j.y_sram = y_sram;
+  j.y_store = true;
+  const Tiling kept = c.can_time() ? mm.choose(&n1) : Tiling{};
+  const double kept_est = best_estimate(c, j, s, mm);
+  c.timed = {};  // the trials' figures are not the layer's
+  if (!c.can_time()) return kept_est < 1e300 && kept_est <= apart_est + saved;
+  if (n1 == 0) return false;
+  const std::string key =
+      fmt::format("se-input {} {} {} {} {} {} {} {} {} {} {} {}|{} {} {} {} {} {}|{} {} {} {} {} {}", j.H,
+                  j.W, j.C, j.M, j.OH, j.OW, j.kh, j.sh, j.groups, static_cast<int>(s.ops.a),
+                  s.epilogue_ops(), held, apart.gb, apart.toh, apart.tow, apart.tc, apart.tn,
+                  apart.groups_inner, kept.gb, kept.toh, kept.tow, kept.tc, kept.tn, kept.groups_inner);
+  if (auto it = c.decided.find(key); it != c.decided.end()) return it->second == 1;
+  const bool pays = apart.simulated >= 0 && kept.simulated >= 0
+                        ? static_cast<double>(kept.simulated) <= static_cast<double>(apart.simulated) + saved
+                        : kept_est <= apart_est + saved;
+  c.decided.emplace(key, pays ? 1 : 0);
+  return pays;
+}
+
+// Lets go of an SE block's hold planned at its input's producer (plan_se_input): the pool plans it again.
+void release_se_input(Context& c) {
+  c.fusion.input_reserved -= c.fusion.input_held;
+  c.fusion.input_held = 0;
+  c.fusion.held = {};
 }
 
 // The GEMM over every pixel that reads the input where the layer before left it, or false.
@@ -377,16 +457,23 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm
   }
   // The output, for the layer after, when the tiles that leave it on chip cost this layer no more than
   // the next one saves by not reading it (its bytes at the DRAM's sustained rate).
-  if (c.fusion.keep_output.empty() || !s.ends_with_vec() || j.y_pitch != 0 || j.y_row != 0) return;
+  // An SE block's input, planned to be written where its group holds it (plan_se_input); when the conv does
+  // not write it there, the hold is let go and the pool plans it as before.
+  const bool se_input = !c.fusion.keep_output.empty() && c.fusion.held.value == c.fusion.keep_output &&
+                        c.fusion.held.addr == c.fusion.keep_addr && c.fusion.held.pool == c.layer + 1;
+  const auto give_up = [&]() {
+    if (se_input) release_se_input(c);
+  };
+  if (c.fusion.keep_output.empty() || !s.ends_with_vec() || j.y_pitch != 0 || j.y_row != 0) return give_up();
   // A value with other readers is stored as well, tile by tile from where the epilogue wrote it; the vector
   // unit's depthwise mapping has no such store.
-  if (c.fusion.keep_in_dram && DepthwiseMapper::applies(j)) return;
+  if (c.fusion.keep_in_dram && DepthwiseMapper::applies(j)) return give_up();
   const DramTensor& y = c.tensor(c.fusion.keep_output);
-  if (j.y_range.begin != y.addr || j.y_range.end != y.range().end) return;
+  if (j.y_range.begin != y.addr || j.y_range.end != y.range().end) return give_up();
   const std::string& op = c.g.nodes[c.layer].op_type;
   const bool rows = op == "MatMul" || op == "Gemm";  // a GEMM chain (plan_on_chip)
   if (rows && (!j.gemm || j.images != 1)) return;
-  const double without = c.fusion.keep_imposed ? 0.0 : best_estimate(c, j, s, mm);
+  const double without = c.fusion.keep_imposed || se_input ? 0.0 : best_estimate(c, j, s, mm);
   // A GEMM chain: the value in column blocks of the output-channel tile of the tiling the layer takes when
   // it stores its output (MatrixMapper::choose: its candidates simulated), so that its tiles need not hold
   // every channel (a 3072-wide FFN hidden layer's sums do not fit the accumulator a tile of rows at a
@@ -411,11 +498,14 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm
   const int reads = (o.next_reads ? 1 : 0) + (o.residual_reader >= 0 ? 1 : 0);
   const double read =
       c.dram_bytes_per_cycle > 0 ? reads * static_cast<double>(o.bytes) / c.dram_bytes_per_cycle : 0.0;
-  if (!c.fusion.keep_imposed && best_estimate(c, j, s, mm) > without + read) {
+  const bool pays = c.fusion.keep_imposed ? true
+                    : se_input            ? se_input_pays(c, j, s, mm, o.bytes)
+                                          : best_estimate(c, j, s, mm) <= without + read;
+  if (!pays) {
     j.y_sram = -1;
     j.y_block = 0;
     j.y_store = false;
-    return;
+    return give_up();
   }
   o.imposed = c.fusion.keep_imposed;
   hold_or_spill(c);  // the value this layer read, if a later layer reads it as its residual
@@ -442,10 +532,12 @@ bool map_matrix_job(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& m
   *t = mm.choose(evaluated);
   if (lower_depthwise_on_vector(c, j, s, mm, *evaluated ? t : nullptr)) return true;
   if (*evaluated > 0 || j.y_sram < 0) return false;
-  // No tiling leaves the output on chip: it goes to DRAM.
+  // No tiling leaves the output on chip: it goes to DRAM (an SE block's input planned there: plan_se_input,
+  // the pool plans its hold again).
   j.y_sram = -1;
   j.y_block = 0;
   j.y_store = false;
+  if (c.fusion.on_chip.value == c.fusion.held.value && c.fusion.held.pool == c.layer + 1) release_se_input(c);
   c.fusion.on_chip = {};
   *t = mm.choose(evaluated);
   return lower_depthwise_on_vector(c, j, s, mm, *evaluated ? t : nullptr);

@@ -142,6 +142,13 @@ Slots se_pool_slots(Context& c, bool holds) {
 
 uint64_t se_held_addr(const Context& c, uint64_t offset) { return c.fusion.held.addr + offset; }
 
+bool se_pool_input_written(const Context& c) {
+  const HeldValue& h = c.fusion.held;
+  const OnChipValue& v = c.fusion.on_chip;
+  return h.pool == c.layer && v.pending && v.value == h.value && v.addr == h.addr &&
+         v.producer + 1 == c.layer;
+}
+
 void se_pool_loaded(Context& c, bool loaded) { c.fusion.held.loaded = loaded; }
 
 void se_mul_begin(Context& c) {

@@ -41,6 +41,9 @@ bool se_pool_holds(Context& c, const Node& n, const DramTensor& x);
 Slots se_pool_slots(Context& c, bool holds);
 // The SRAM address of byte `offset` of the held input (the pool loads its bands there).
 uint64_t se_held_addr(const Context& c, uint64_t offset);
+// Whether the conv before the pool wrote the input where the group holds it (residency.cpp plans it for a
+// conv on the array): the pool's bands are there already and load nothing.
+bool se_pool_input_written(const Context& c);
 // Whether the pool loaded its bands into the held region (else the group lets go of it).
 void se_pool_loaded(Context& c, bool loaded);
 // At the start of (each trial of) a Mul's lowering: it has not read the held input yet.

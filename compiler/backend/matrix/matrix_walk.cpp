@@ -224,11 +224,12 @@ int64_t MatrixMapper::one_side_channels(int64_t p, int64_t cout_b) const {
 }
 
 bool MatrixMapper::groups_inner_ok(const Tiling& t) const {
-  // A conv whose operands the walk loads and stores itself, one CONV per block (whole block channels,
-  // single images), its strides within CONV's 16-bit a_stride and c_stride.
+  // A conv whose operands the walk loads itself, one CONV per block (whole block channels, single
+  // images), its strides within CONV's 16-bit a_stride and c_stride. Its output tiles hold every channel,
+  // so it may leave the output on chip dense [pixels][channels] (y_sram_tile: whole rows).
   return !j_.gemm && j_.groups > 1 && t.gb < j_.groups && j_.b_const && j_.a_sram < 0 && j_.b_sram < 0 &&
-         j_.y_sram < 0 && !per_position() && t.ti == 1 && t.spatial_outer && !t.input_resident &&
-         t.tc == t.gb * j_.cg && t.tn == t.gb * j_.mg && j_.groups * j_.cg <= 65535 &&
+         j_.y_sram_row == 0 && j_.y_block == 0 && !per_position() && t.ti == 1 && t.spatial_outer &&
+         !t.input_resident && t.tc == t.gb * j_.cg && t.tn == t.gb * j_.mg && j_.groups * j_.cg <= 65535 &&
          j_.groups * j_.mg <= 65535;
 }
 
@@ -522,7 +523,10 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
               if (ti > 1 && (ti * image_rows() > 65535 || tall_rows(ti) * tow > 65535)) continue;
               if (toh * tow > max_tile_pixels() || j_.in_rows(toh) > 65535 || j_.in_cols(tow) > 65535)
                 continue;
-              if (!j_.y_sram_tile(gb, toh, tow, tn)) continue;
+              // groups_inner tiles hold every group's output channels (an SE block's input left on chip).
+              const bool y_any = j_.y_sram_tile(gb, toh, tow, tn);
+              const bool y_inner = j_.y_sram_tile(j_.groups, toh, tow, j_.groups * j_.mg);
+              if (!y_any && !y_inner) continue;
               // Resident weights are one tile of every channel.
               if (j_.b_sram >= 0 && (gb != j_.groups || j_.groups != 1 || tc < cin_b || tn < cout_b))
                 continue;
@@ -531,6 +535,7 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
                 // 3: spatial-outer with the blocks inner, sharing an input tile of every group.
                 if (!imposed.allows(order != 1, order == 2, order == 3)) continue;
                 if (order != 3 && j_.groups % gb != 0) continue;  // only groups_inner has a ragged block
+                if (!(order == 3 ? y_inner : y_any)) continue;
                 // One output-channel tile: channel-outer walks what spatial-outer walks; rank it once.
                 if (order == 1 && tn >= cout_b && imposed.allows(true, false)) continue;
                 // Gemmini's loops keep the spatial tile outer (output channels, then the reduction, inner).

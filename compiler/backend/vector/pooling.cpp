@@ -211,6 +211,8 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
     // Held: whole rows of every channel (each band a contiguous piece of the tensor), and codes
     // dequantized into the accumulator buffer (in place they would overwrite the rest of the tensor).
     const bool held = hold && tc == C && (!qx || in_acc || int_bands);
+    // The conv before wrote X there (fusion/residency.cpp): nothing to load.
+    const bool written = held && se_pool_input_written(c);
     if (r > 0 && W <= 255 && T <= 255 && T * tc <= p.elems && tc <= f.elems) {
       se_pool_loaded(c, held);
       bool have_ones = false;
@@ -221,7 +223,8 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
           for (int64_t b = 0; b < T; ++b) {
             const uint64_t offset = static_cast<uint64_t>(((img * H + b * r) * W * C + c0)) * ex;
             const uint64_t sl = held ? se_held_addr(c, offset) : s.take();
-            c.load(Buffer::kInput, sl, x.range(), x.addr + offset, x.dtype, {nc, W, r, 1}, {C, W * C, 0});
+            if (!written)
+              c.load(Buffer::kInput, sl, x.range(), x.addr + offset, x.dtype, {nc, W, r, 1}, {C, W * C, 0});
             if (int_bands && !have_ones) {
               // The first band is a whole r x W x tc tile (tc <= C); one VEC clip per kMaxVecRun elements
               // (2048 channels x 7 x 7 on tpu-v1 are more).
@@ -293,7 +296,9 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
                       : "avg_pool",
           T, r, W, tc, isa::numerics::is_integer(c.act) ? " on int8 codes" : "",
           int_bands ? summed : in_codes, in_acc && !int_bands ? ", fp32 work in the accumulator buffer" : "",
-          held ? ", loaded into the SE block's held region" : "");
+          written ? ", read where the conv before wrote it (the SE block's held region)"
+          : held  ? ", loaded into the SE block's held region"
+                  : "");
       return true;
     }
   }
