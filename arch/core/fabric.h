@@ -61,10 +61,10 @@ class Fabric {
     return now_ps() + t.value();
   }
   // n cycles as an sc_time. sc_time::from_value is a call into the library per wait; the units wait the
-  // same few cycle counts over and over, so their sc_time values are kept (direct-mapped on the count's
-  // low bits).
+  // same cycle counts over and over, so their sc_time values are kept (direct-mapped on the count's low
+  // bits folded with the next ones: a DMA transfer's duration varies in its low bits).
   const sc_core::sc_time& cycles_time(uint64_t n) const {
-    Wait& w = waits_[n & (kWaits - 1)];
+    Wait& w = waits_[(n ^ (n >> 6)) & (kWaits - 1)];
     if (w.cycles != n) w = {n, sc_core::sc_time::from_value(n * period_ps)};
     return w.time;
   }
@@ -115,7 +115,7 @@ class Fabric {
     uint64_t cycles = 0;  // a fresh entry holds 0 cycles and zero time, which is from_value(0)
     sc_core::sc_time time;
   };
-  static constexpr size_t kWaits = 8;
+  static constexpr size_t kWaits = 64;
   mutable std::array<Wait, kWaits> waits_{};
 };
 
