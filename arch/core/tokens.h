@@ -21,15 +21,15 @@ class Tokens {
          left &= left - 1) {
       const int to = __builtin_ctz(left);
       times_[idx(from)][to].push_back(cycle);
-      // A unit waiting for a time still to come (next_trigger(time)) ignores the event, and it is the one
-      // process sensitive to it; leaving an event out of a delta cycle's notifications keeps the others'
-      // order. Skipping the notification is then exact.
+      // A unit whose timer is pending (arch/core/timer.h) waits for that time only: the notification,
+      // triggered at the end of this delta cycle, would wake it for nothing (its resume() returns at once).
+      // It is the one process sensitive to the event, and leaving an event out of a delta cycle's
+      // notifications keeps the others' order, so skipping it changes nothing else.
       if (wake_ps_[to] > now_ps) continue;
       arrived_[to].notify(sc_core::SC_ZERO_TIME);
     }
   }
-  // The unit behind queue `to` armed a timed wake-up at `wake_ps` (QueueUnit::resume_after): until then
-  // it waits for that time only.
+  // The unit behind queue `to` armed its timer for `wake_ps` (QueueUnit::resume_after).
   void timed_wait(isa::Queue to, uint64_t wake_ps) { wake_ps_[idx(to)] = wake_ps; }
   bool available(isa::Queue from, isa::Queue to) const { return !times_[idx(from)][idx(to)].empty(); }
   // Pops one token; returns the cycle it was pushed. Precondition: available().
