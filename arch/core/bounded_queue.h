@@ -80,6 +80,16 @@ class BoundedQueue : public sc_core::sc_prim_channel {
     sc_core::next_trigger(read_);
   }
   void room_wait_over() { --room_waiters_; }
+  // The same waits for a method process that is statically sensitive to the queue's event (made so once,
+  // at the end of elaboration): it counts itself a waiter and returns without a next_trigger, saving the
+  // kernel's per-wait arming and disarming. It runs again when the event fires and then calls the matching
+  // *_wait_over() first, as above. A process with several static events may also be woken by another one
+  // while it waits here: it must then find nothing new and wait again (a read or write of this delta
+  // cycle shows only from the next, so a wake-up in the delta of the write finds nothing either).
+  void static_wait_for_data() { ++data_waiters_; }
+  void static_wait_for_room() { ++room_waiters_; }
+  const sc_core::sc_event& data_written_event() const { return written_; }
+  const sc_core::sc_event& data_read_event() const { return read_; }
 
   // Waits until a value was written to any of several queues (`any` is their written events' or-list,
   // built once by the caller: building it per wait would allocate). The queues are held in a fixed

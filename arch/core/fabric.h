@@ -54,18 +54,27 @@ class Fabric {
   }
   // Every unit is a method process (a state machine, no thread of its own to switch to): it spends time by
   // asking to run again `n` cycles from now (n > 0) and returning.
-  void resume_after(uint64_t n) const {
-    // sc_time::from_value is a call into the library per wait; the units wait the same few cycle counts
-    // over and over, so their sc_time values are kept (direct-mapped on the count's low bits).
-    Wait& w = waits_[n & (kWaits - 1)];
-    if (w.cycles != n) w = {n, sc_core::sc_time::from_value(n * period_ps)};
-    sc_core::next_trigger(w.time, simc_);
+  // Returns the time of that wake-up in picoseconds.
+  uint64_t resume_after(uint64_t n) const {
+    const sc_core::sc_time& t = cycles_time(n);
+    sc_core::next_trigger(t, simc_);
+    return now_ps() + t.value();
   }
+  // n cycles as an sc_time. sc_time::from_value is a call into the library per wait; the units wait the
+  // same cycle counts over and over, so their sc_time values are kept (direct-mapped on the count's low
+  // bits folded with the next ones: a DMA transfer's duration varies in its low bits).
+  const sc_core::sc_time& cycles_time(uint64_t n) const {
+    Wait& w = waits_[(n ^ (n >> 6)) & (kWaits - 1)];
+    if (w.cycles != n) w = {n, sc_core::sc_time::from_value(n * period_ps)};
+    return w.time;
+  }
+  // The current time in picoseconds.
+  uint64_t now_ps() const { return simc_->time_stamp().value(); }
 
   // An instruction of queue `q` whose signal mask is `signal` completed now: push its tokens.
   void complete(isa::Queue q, int64_t signal) {
     const uint64_t t = now();
-    tokens.signal(q, signal, t);
+    tokens.signal(q, signal, t, now_ps_);
     if (t > last_end) last_end = t;
     if (--outstanding == 0) all_done.notify(sc_core::SC_ZERO_TIME);
   }
@@ -106,7 +115,7 @@ class Fabric {
     uint64_t cycles = 0;  // a fresh entry holds 0 cycles and zero time, which is from_value(0)
     sc_core::sc_time time;
   };
-  static constexpr size_t kWaits = 8;
+  static constexpr size_t kWaits = 64;
   mutable std::array<Wait, kWaits> waits_{};
 };
 

@@ -14,9 +14,15 @@ using traces::Reason;
 QueueUnit::QueueUnit(const sc_core::sc_module_name& name, Fabric& fabric, Queue queue)
     : sc_core::sc_module(name), fab_(fabric), queue_(queue), unit_(queue_unit(queue)) {
   SC_METHOD(resume);
+  process_ = sc_core::sc_get_last_created_process_handle();
 }
 
-void QueueUnit::end_of_elaboration() { require_bound(*this, in, "its instruction queue (in)"); }
+void QueueUnit::end_of_elaboration() {
+  require_bound(*this, in, "its instruction queue (in)");
+  // Every wait is static (bounded_queue.h, timer.h): the unit is the one process sensitive to each of these
+  // events.
+  sensitive << process_ << in->data_written_event() << fab_.tokens.arrived(queue_) << timer_.event();
+}
 
 std::string QueueUnit::blocked_on() const {
   if (waiting_for_ < 0 || current_ < 0) return "";
@@ -29,6 +35,9 @@ std::string QueueUnit::blocked_on() const {
 }
 
 void QueueUnit::resume() {
+  // Woken by its tokens' event, notified in the delta cycle in which it armed its timer before it did so:
+  // next_trigger(time) would have ignored it (timer.h).
+  if (timer_.pending(fab_.now_ps())) return;
   for (;;) {
     switch (phase_) {
       case Phase::kDataWaited:
@@ -36,7 +45,7 @@ void QueueUnit::resume() {
         [[fallthrough]];
       case Phase::kTake: {
         if (in->num_available() == 0) {
-          in->next_trigger_on_data();
+          in->static_wait_for_data();
           phase_ = Phase::kDataWaited;
           return;
         }
@@ -44,7 +53,7 @@ void QueueUnit::resume() {
         const uint64_t now = fab_.now();
         phase_ = Phase::kReady;
         if (d_.ready > now) {
-          fab_.resume_after(d_.ready - now);
+          resume_after(d_.ready - now);
           return;
         }
         [[fallthrough]];
@@ -68,7 +77,7 @@ void QueueUnit::resume() {
           const auto from = static_cast<Queue>(next_token_);
           if (!fab_.tokens.available(from, queue_)) {
             waiting_for_ = last_waited_ = next_token_;
-            sc_core::next_trigger(fab_.tokens.arrived(queue_));
+            // Static: the unit is sensitive to its tokens' event (end_of_elaboration).
             phase_ = Phase::kTokenWaited;
             return;
           }

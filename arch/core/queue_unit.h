@@ -8,6 +8,13 @@
 // same notifications in the same order, so every process runs in the same delta cycle and order as the
 // threads it replaces, without a coroutine switch per wake-up. Every process of a netlist must be a
 // method for that to hold (the kernel runs a delta cycle's methods before its threads).
+//
+// The waits are static: each process is made sensitive once (end_of_elaboration) to every event it ever
+// waits on -- its queue's, its tokens', its timer's (arch/core/timer.h) -- and waits by returning, which
+// saves the kernel's arming and disarming of a dynamic trigger per wait (about 90 host instructions each).
+// That wakes it when the same event fires, in the same place, because each of these events has this one
+// process sensitive to it and fires only while it waits for it, but for the tokens' event, which it must
+// ignore while its timer is pending (resume() returns at once).
 #include <systemc>
 
 #include <cstdint>
@@ -17,6 +24,7 @@
 #include "arch/core/bounded_queue.h"
 #include "arch/core/dispatch.h"
 #include "arch/core/fabric.h"
+#include "arch/core/timer.h"
 
 namespace npusim::arch {
 
@@ -44,8 +52,19 @@ class QueueUnit : public sc_core::sc_module {
   // one step keeps its own step.
   virtual bool advance(const Dispatch& d, uint64_t token_cycle) = 0;
 
+  // Runs the unit again n cycles from now (n > 0), through its timer (arch/core/timer.h), which its token
+  // channel is told of (Tokens::signal skips a notification it would ignore).
+  void resume_after(uint64_t n) {
+    const sc_core::sc_time& t = fab_.cycles_time(n);
+    const uint64_t at = fab_.now_ps() + t.value();
+    timer_.arm(t, at);
+    fab_.tokens.timed_wait(queue_, at);
+  }
+
   Fabric& fab_;
   const isa::Queue queue_;
+  sc_core::sc_process_handle process_;  // resume(), for its static sensitivity
+  Timer timer_;
   const uint16_t unit_;
 
  private:

@@ -22,17 +22,23 @@ DmaEngine::DmaEngine(const sc_core::sc_module_name& name, const isa::DmaConfig& 
       bursts_(config) {
   spans_.resize(fab_.dram->channels());
   SC_METHOD(resume);
+  process_ = sc_core::sc_get_last_created_process_handle();
 }
 
 void DmaEngine::resume() {
+  // Its descriptor queues notify only while it waits for them, so nothing else wakes it while its timer is
+  // pending; checked all the same (timer.h).
+  if (timer_.pending(fab_.now_ps())) return;
   for (;;) {
     switch (phase_) {
       case Phase::kDataWaited:
-        any_written_->over();
+        from_load->data_wait_over();
+        from_store->data_wait_over();
         [[fallthrough]];
       case Phase::kIdle: {
         if (from_load->num_available() == 0 && from_store->num_available() == 0) {
-          any_written_->next_trigger();
+          from_load->static_wait_for_data();
+          from_store->static_wait_for_data();
           phase_ = Phase::kDataWaited;
           return;
         }
@@ -54,7 +60,8 @@ void DmaEngine::resume() {
         phase_ = Phase::kTransfer;
         const uint64_t now = fab_.now();
         if (end > now) {
-          fab_.resume_after(end - now);
+          const sc_core::sc_time& t = fab_.cycles_time(end - now);
+          timer_.arm(t, fab_.now_ps() + t.value());
           return;
         }
         [[fallthrough]];
@@ -159,7 +166,7 @@ bool DmaQueue::advance(const Dispatch& d, uint64_t) {
     BoundedQueue<Descriptor>* port = to_engine[best_];
     port->room_wait_over();
     if (port->num_free() == 0) {
-      port->next_trigger_on_room();
+      port->static_wait_for_room();
       return false;
     }
     room_waited_ = false;
@@ -176,7 +183,7 @@ bool DmaQueue::advance(const Dispatch& d, uint64_t) {
   if (port->num_free() == 0) {
     room_wait_start_ = fab_.now();
     room_waited_ = true;
-    port->next_trigger_on_room();
+    port->static_wait_for_room();
     return false;
   }
   hand_on(d);
@@ -199,8 +206,9 @@ void DmaEngine::end_of_elaboration() {
   require_bound(*this, from_store, "its descriptor queue from the store queue (from_store)");
   require_bound(*this, load_, "the load queue (attach)");
   require_bound(*this, store_, "the store queue (attach)");
-  any_written_ = std::make_unique<BoundedQueue<Descriptor>::WaitingForData>(
-      std::initializer_list<BoundedQueue<Descriptor>*>{from_load, from_store});
+  // Every wait is static (bounded_queue.h, timer.h): the engine is the one reader of both queues.
+  sensitive << process_ << from_load->data_written_event() << from_store->data_written_event()
+            << timer_.event();
 }
 
 void DmaQueue::end_of_elaboration() {
@@ -212,6 +220,9 @@ void DmaQueue::end_of_elaboration() {
     throw SimError(fmt::format("{}: {} DMA engines attached for {} descriptor queues (attach)", name(),
                                engines_.size(), to_engine.size()));
   for (size_t e = 0; e < engines_.size(); ++e) require_bound(*this, engines_[e], fmt::format("engine {}", e));
+  // Its wait for room is static too: it is the one writer of each engine's descriptor queue from it.
+  sensitive << process_;
+  for (BoundedQueue<Descriptor>* q : to_engine) sensitive << q->data_read_event();
 }
 
 void DmaQueue::finished(const Descriptor& d) {

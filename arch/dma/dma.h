@@ -11,6 +11,7 @@
 
 #include "arch/core/queue_unit.h"
 #include "arch/core/ring.h"
+#include "arch/core/timer.h"
 #include "isa/timing/dma.h"
 
 namespace npusim::arch {
@@ -65,7 +66,8 @@ class DmaEngine : public sc_core::sc_module {
   isa::timing::DmaBurstEngine bursts_;
   DmaQueue* load_ = nullptr;
   DmaQueue* store_ = nullptr;
-  std::unique_ptr<BoundedQueue<Descriptor>::WaitingForData> any_written_;  // either descriptor queue
+  sc_core::sc_process_handle process_;  // resume(), for its static sensitivity
+  Timer timer_;                         // its timed waits
   enum class Phase : uint8_t { kIdle, kDataWaited, kTransfer, kStopped };
   Phase phase_ = Phase::kIdle;
   Descriptor current_;         // the transfer in progress

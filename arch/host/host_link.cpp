@@ -49,7 +49,7 @@ bool HostLink::advance(const Dispatch& d, uint64_t) {
     fab_.rec.busy(unit_, d, now, end, traces::Category::kHost, w.in + w.out);
     if (end > now) {
       running_ = true;
-      fab_.resume_after(end - now);
+      resume_after(end - now);
       return false;
     }
   }

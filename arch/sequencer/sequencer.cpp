@@ -13,6 +13,7 @@ Sequencer::Sequencer(const sc_core::sc_module_name& name, const isa::SequencerCo
                      std::function<void(double)> progress)
     : sc_core::sc_module(name), config_(config), fab_(fabric), progress_(std::move(progress)) {
   SC_METHOD(resume);
+  process_ = sc_core::sc_get_last_created_process_handle();
 }
 
 std::string Sequencer::blocked_on() const {
@@ -44,7 +45,7 @@ bool Sequencer::drain() {
     drain_start_ = fab_.now();
   }
   if (fab_.outstanding > 0) {
-    sc_core::next_trigger(fab_.all_done);
+    // Static (end_of_elaboration).
     phase_ = Phase::kDrainWaited;
     return false;
   }
@@ -116,7 +117,7 @@ void Sequencer::resume() {
         pending_queue_ = to_queue[q];
         if (pending_queue_->num_free() == 0) {
           blocked_index_ = static_cast<int64_t>(i);
-          pending_queue_->next_trigger_on_room();
+          pending_queue_->static_wait_for_room();
           phase_ = Phase::kRoomWaited;
           return;
         }
@@ -126,7 +127,7 @@ void Sequencer::resume() {
       case Phase::kRoomWaited: {
         pending_queue_->room_wait_over();
         if (pending_queue_->num_free() == 0) {
-          pending_queue_->next_trigger_on_room();
+          pending_queue_->static_wait_for_room();
           return;
         }
         blocked_index_ = -1;
@@ -169,6 +170,11 @@ void Sequencer::end_of_elaboration() {
     require_bound(*this, to_queue[q], fmt::format("the {} queue (to_queue[{}])", queue, q));
     require_bound(*this, units_[q], fmt::format("the {} unit (attach)", queue));
   }
+  // Its waits are static (bounded_queue.h): the queues' read events (it waits for room in one queue at a
+  // time, and the others notify only a waiter) and the end of everything in flight (never while a queue
+  // holds an instruction, so never while it waits for room).
+  sensitive << process_ << fab_.all_done;
+  for (BoundedQueue<Dispatch>* q : to_queue) sensitive << q->data_read_event();
 }
 
 }  // namespace npusim::arch

@@ -50,6 +50,7 @@ class Sequencer : public sc_core::sc_module {
 
   isa::SequencerConfig config_;
   Fabric& fab_;
+  sc_core::sc_process_handle process_;  // resume(), for its static sensitivity
   std::array<const QueueUnit*, isa::kNumQueues> units_{};
   std::function<void(double)> progress_;
   bool finished_ = false;

@@ -90,7 +90,7 @@ bool SystolicArray::advance(const Dispatch& d, uint64_t token_cycle) {
       if (auto* l = fab_.rec.layer(d.layer)) l->compute_cycles += cycles;
       step_ = Step::kDone;
       if (cycles > 0) {
-        fab_.resume_after(static_cast<uint64_t>(cycles));
+        resume_after(static_cast<uint64_t>(cycles));
         return false;
       }
       return finish(d);
@@ -109,7 +109,7 @@ bool SystolicArray::advance(const Dispatch& d, uint64_t token_cycle) {
         fab_.sram.count_conflict(extra, layer ? &layer->bank_conflict_cycles : nullptr);
         fab_.rec.stall(unit_, d, traces::Reason::kBankConflict, now, now + extra, true);
         if (extra > 0) {
-          fab_.resume_after(extra);
+          resume_after(extra);
           return false;
         }
       }
@@ -140,7 +140,7 @@ bool SystolicArray::compute(const Dispatch& d, uint64_t token_cycle) {
   end_ = end;
   step_ = Step::kDone;
   if (cycles > 0) {
-    fab_.resume_after(static_cast<uint64_t>(cycles));
+    resume_after(static_cast<uint64_t>(cycles));
     return false;
   }
   return finish(d);

@@ -51,7 +51,7 @@ bool VectorUnit::advance(const Dispatch& d, uint64_t) {
   step_ = Step::kReserved;
   if (start > now) {
     fab_.rec.stall(unit_, d, traces::Reason::kBankConflict, now, start, true);
-    fab_.resume_after(start - now);
+    resume_after(start - now);
     return false;
   }
   return compute(d);
@@ -64,7 +64,7 @@ bool VectorUnit::compute(const Dispatch& d) {
   if (auto* l = fab_.rec.layer(d.layer)) l->vector_cycles += cycles;
   step_ = Step::kDone;
   if (cycles > 0) {
-    fab_.resume_after(cycles);
+    resume_after(cycles);
     return false;
   }
   step_ = Step::kStart;
