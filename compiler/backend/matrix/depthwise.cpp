@@ -227,11 +227,13 @@ std::vector<DepthwiseTiling> DepthwiseMapper::search(size_t keep, const LayerMap
         estimate(t);
         all.push_back(t);
         // The same tiles over a sliding input buffer (DepthwiseTiling::slide_rows) where tiles of whole rows
-        // share input rows: room for the tile's rows and three tiles' steps more, at most the padded image.
+        // share input rows: the whole padded image where it fits (each row loaded once), else room for the
+        // tile's rows and three tiles' steps more.
         const int64_t step = toh * j_.sh;
         if (tow == j_.OW && toh < j_.OH && j_.in_rows(toh) > step) {
           DepthwiseTiling sl = t;
-          sl.slide_rows = std::min(j_.in_rows(j_.OH), j_.in_rows(toh) + 3 * step);
+          sl.slide_rows = j_.in_rows(j_.OH);
+          if (!fits(sl)) sl.slide_rows = std::min(j_.in_rows(j_.OH), j_.in_rows(toh) + 3 * step);
           if (fits(sl)) {
             estimate(sl);
             all.push_back(sl);
