@@ -678,9 +678,10 @@ bool fuse_block(Context& c, ConvBands& bands, ConvBands& dw, ConvBands* pj, isa:
       c.timed = {};
     }
     DepthwiseReader block(c, p, dw, pj, pj_act);
-    const Search rb = search(c, bands, p, block, acc);
+    auto block_acc = [&](int64_t rows) { return round64(block.acc_bytes(rows)); };  // one side of sums
+    const Search rb = search(c, bands, p, block, block_acc);
     if (rb.best_cycles >= 0 && rb.best_cycles < apart) {
-      take(c, bands, p, block, rb, layered_block, evaluated, acc(rb.cands[rb.best].rows));
+      take(c, bands, p, block, rb, layered_block, evaluated, block_acc(rb.cands[rb.best].rows));
       return true;
     }
   }
