@@ -16,6 +16,7 @@
 #include "compiler/backend/memory/movement.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/quantize.h"
+#include "isa/numerics.h"
 
 namespace npusim::compiler::backend {
 
@@ -541,8 +542,10 @@ void take(Context& c, ConvBands& bands, ConvPool& p, LineReader& reader, const S
     plan.mapping += fmt::format(
         "; the project conv '{}' in the same band loop: each band's depthwise output rows written into "
         "one of two slots of {} bytes above the line buffer and read there by one GEMM per band (its "
-        "weights resident), the {}x{}x{} depthwise output never touches DRAM ({} bytes saved)",
-        pj.name, cand.out_slot, p.OH, p.OW, p.C, p.project_bytes_saved);
+        "weights resident), the {}x{}x{} depthwise output never touches DRAM ({} bytes saved); the depthwise "
+        "sums of a band ({} bytes) in one accumulator side, which only the vector unit reads, in order",
+        pj.name, cand.out_slot, p.OH, p.OW, p.C, p.project_bytes_saved,
+        cand.rows * p.OW * p.C * isa::dtype_bytes(isa::numerics::accumulator_dtype(x.dtype)));
   }
 }
 
