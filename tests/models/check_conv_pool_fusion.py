@@ -245,6 +245,19 @@ def main():
             print(f"FAIL: {name}: {len(projects)} fused convs run their project conv in the band loop, "
                   f"want >= {a.min_project}")
             ok = False
+        # With the project conv in the band loop the depthwise sums take one accumulator side: a band's rows x
+        # output width x channels x 4 bytes (int32 or fp32 sums), not two such slots.
+        for r, conv in projects.items():
+            d = layers[conv]["mapping"]["description"]
+            m = re.search(r"in bands of \d+ output rows \((\d+) output rows per band", d)
+            s = re.search(r"the depthwise sums of a band \((\d+) bytes\) in one accumulator side", d)
+            dw_out = [int(v) for v in layers[[x for x, c in pools.items() if c == conv and x != r][0]]["output_shape"]
+                      .split("x")]
+            want_sums = int(m.group(1)) * dw_out[3] * dw_out[1] * 4 if m else -1
+            if not s or int(s.group(1)) != want_sums:
+                print(f"FAIL: {name}: {conv}: the depthwise sums of a band not in one accumulator side of "
+                      f"{want_sums} bytes: {d}")
+                ok = False
         resident = [conv for conv in set(pools.values())
                     if "weights loaded once, resident" in layers[conv]["mapping"]["description"]]
         if len(resident) < a.min_resident:

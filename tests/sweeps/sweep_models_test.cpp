@@ -189,10 +189,11 @@ TEST(SweepOnRealModels, BatchAxisScalesTheWork) {
     for (const char* m : {"resnet18", "mobilenet_v2"}) {
       const auto& one = *at[{m, 1}];
       const auto& n = *at[{m, b}];
-      // The same nodes at every batch; how many of them are program layers may differ by a fusion or two
+      // The same nodes at every batch; how many of them are program layers may differ by a few fusions
       // (line-buffer fusions are taken when the simulation says they are faster, at each batch; MobileNetV2
-      // has 17 candidate conv -> depthwise pairs).
-      EXPECT_NEAR(num(n, "layers"), num(one, "layers"), 0.1 * num(one, "layers")) << m << " batch " << b;
+      // has 17 candidate conv -> depthwise pairs, and a whole block in one band loop is one layer of three:
+      // int8 at batch 1 runs blocks 8-10 layer by layer, at batch 2 in one band loop each, 41 layers and 34).
+      EXPECT_NEAR(num(n, "layers"), num(one, "layers"), 0.2 * num(one, "layers")) << m << " batch " << b;
       EXPECT_EQ(num(n, "macs"), b * num(one, "macs")) << m << " batch " << b;
       EXPECT_GT(num(n, "total_cycles"), num(*at[{m, b / 2}], "total_cycles")) << m << " batch " << b;
     }

@@ -123,9 +123,13 @@ int64_t DepthwiseReader::pool_bytes(int64_t rows) const {
   return round64(rows * p_.OW * C) + 2 * round64(C * 4) + round64(C) + round64(12);
 }
 
-int64_t DepthwiseReader::acc_bytes(int64_t rows) const { return strategy().acc_bytes(rows * p_.OW, p_.C); }
+int64_t DepthwiseReader::acc_bytes(int64_t rows) const {
+  return strategy().acc_bytes(rows * p_.OW, p_.C, sum_sides());
+}
 
-int64_t DepthwiseReader::side_bytes(int64_t rows) const { return strategy().side_bytes(rows * p_.OW, p_.C); }
+int64_t DepthwiseReader::side_bytes(int64_t rows) const {
+  return strategy().side_bytes(rows * p_.OW, p_.C, sum_sides());
+}
 
 int64_t DepthwiseReader::weight_bytes(const BandHeight& cand) const {
   const MatrixJob& j = dw_.job();
@@ -240,7 +244,7 @@ void DepthwiseReader::begin(const BandHeight& cand, uint64_t buf) {
     // The epilogue's operand slots right above the line buffer when the accumulator cannot take them.
     const uint64_t above = buf + static_cast<uint64_t>(round64(cand.buf_rows * p_.pitch * p_.C * es()));
     SramAlloc side{Buffer::kInput, above, above};
-    s_->allocate(acc, cand.side > 0 ? side : acc, cand.rows * p_.OW, p_.C);
+    s_->allocate(acc, cand.side > 0 ? side : acc, cand.rows * p_.OW, p_.C, sum_sides());
     w_slot_ = free_weight_end(c_, weight_bytes(cand));
     const uint64_t w_addr = s_->depthwise_weights();
     const int64_t ew = isa::dtype_bytes(wt);
@@ -306,7 +310,8 @@ void DepthwiseReader::read(const LineBand& b, int64_t img, uint64_t buf) {
     const MatrixJob& j = dw_.job();
     const int64_t in_h = b.hi - b.lo + 1, oh = b.p1 - b.p0;
     const uint64_t src = buf + static_cast<uint64_t>(b.at * row_bytes);
-    const uint64_t acc = s_->acc_slot(side_);
+    const int sums = sum_sides() == 1 ? 0 : side_;  // the sums' side (the output slots alternate anyway)
+    const uint64_t acc = s_->acc_slot(sums);
     const isa::DType wt = depthwise_weight_dtype(s_->ops.a);
     const isa::Instruction i =
         dwconv_instruction(c_.layer, s_->ops.a, src, w_slot_, acc, p_.C, p_.pitch, in_h, j);
@@ -317,12 +322,12 @@ void DepthwiseReader::read(const LineBand& b, int64_t img, uint64_t buf) {
                {Range{static_cast<int>(Buffer::kAccumulator), acc,
                       acc + static_cast<uint64_t>(oh * p_.OW * p_.C * 4)}});
     if (!project_) {
-      s_->epilogue(OutTile{img, b.p0, oh, 0, p_.OW, 0, p_.C}, side_);
+      s_->epilogue(OutTile{img, b.p0, oh, 0, p_.OW, 0, p_.C}, sums);
       if (pool_) pool_band(oh);
     } else {
       // The band's output rows into an output slot (the tile at image 0, row 0 of it).
       dw_.set_output_sram(static_cast<int64_t>(out_[side_]));
-      s_->epilogue(OutTile{0, 0, oh, 0, p_.OW, 0, p_.C}, side_);
+      s_->epilogue(OutTile{0, 0, oh, 0, p_.OW, 0, p_.C}, sums);
     }
   });
   if (project_) {

@@ -160,6 +160,11 @@ class DepthwiseReader : public LineReader {
   template <class F>
   void with_operands(F f);
   int64_t es() const;
+  // Ping-pong sides of the depthwise sums: one where a project conv reads the band's output (the depthwise
+  // epilogue writes it into the output slots, the vector unit alone reads the sums, in its queue's order, so
+  // the next band's dwconv never overwrites sums still to be read), two where a STORE reads the epilogue's
+  // tile. One side leaves the accumulator to the conv's band tiles.
+  int sum_sides() const { return project_ ? 1 : 2; }
   Context& c_;
   const ConvPool& p_;
   ConvBands& dw_;

@@ -111,7 +111,8 @@ bool DepthwiseMapper::fits(DepthwiseTiling& t) const {
   const int64_t ea = isa::dtype_bytes(s_.ops.a), ew = isa::dtype_bytes(depthwise_weight_dtype(s_.ops.a));
   const int64_t rows = j_.in_rows(t.toh), cols = j_.in_cols(t.tow);
   if (rows > 65535 || cols > 65535) return false;
-  t.in_bytes = 2 * round64(rows * cols * t.tn * ea);
+  t.in_bytes =
+      t.slide_rows > 0 ? round64(t.slide_rows * cols * t.tn * ea) : 2 * round64(rows * cols * t.tn * ea);
   t.w_bytes = 2 * round64(j_.kh * j_.kw * t.tn * ew);
   if (pool_) {
     // Whole output rows, band-aligned; the band means [chunk][band][channels] and the pooled vector.
@@ -155,9 +156,11 @@ void DepthwiseMapper::estimate(DepthwiseTiling& t) const {
         const double v = static_cast<double>(isa::timing::vec_cycles(dw, cfg.vector)) +
                          (s_.epilogue_ops() + (pool_ ? 1 : 0)) *
                              static_cast<double>(isa::timing::vec_cycles(add, cfg.vector));
+        // Sliding (slide_rows): a tile loads the rows the one before did not read.
+        const int64_t loaded = t.slide_rows > 0 ? std::min(rows, oh * j_.sh) : rows;
         double d = isa::timing::estimate_dma_cycles(
-            dma_box(isa::Opcode::kLoad, s_.ops.a, {tn, cols, rows}, {j_.C, j_.W * j_.C}), cfg);
-        double b = static_cast<double>(rows * cols * tn * ea);
+            dma_box(isa::Opcode::kLoad, s_.ops.a, {tn, cols, loaded}, {j_.C, j_.W * j_.C}), cfg);
+        double b = static_cast<double>(loaded * cols * tn * ea);
         if (j_.y_sram < 0) {  // stored (not left on chip: backend/fusion/residency.h)
           d += isa::timing::estimate_dma_cycles(
               dma_box(isa::Opcode::kStore, s_.ops.y, {tn, ow, oh}, {j_.out_pitch(), j_.out_row()}), cfg);
@@ -223,6 +226,19 @@ std::vector<DepthwiseTiling> DepthwiseMapper::search(size_t keep, const LayerMap
         if (!j_.y_sram_tile(j_.groups, toh, tow, tn) || !fits(t)) continue;
         estimate(t);
         all.push_back(t);
+        // The same tiles over a sliding input buffer (DepthwiseTiling::slide_rows) where tiles of whole rows
+        // share input rows: the whole padded image where it fits (each row loaded once), else room for the
+        // tile's rows and three tiles' steps more.
+        const int64_t step = toh * j_.sh;
+        if (tow == j_.OW && toh < j_.OH && j_.in_rows(toh) > step) {
+          DepthwiseTiling sl = t;
+          sl.slide_rows = j_.in_rows(j_.OH);
+          if (!fits(sl)) sl.slide_rows = std::min(j_.in_rows(j_.OH), j_.in_rows(toh) + 3 * step);
+          if (fits(sl)) {
+            estimate(sl);
+            all.push_back(sl);
+          }
+        }
       }
     }
   }
@@ -230,11 +246,27 @@ std::vector<DepthwiseTiling> DepthwiseMapper::search(size_t keep, const LayerMap
   // The closed form's best few, and the best of every other channel chunk: the chunk decides how the
   // input rows lie in DRAM (a chunk of all channels loads whole pixel rows; a part of them loads short
   // strided rows that waste bursts), which the closed form ranks less well than the simulation.
+  // A sliding tiling (slide_rows) is kept beside those, not instead of them: the closed form, counting the
+  // bytes it saves, ranks it above the tiles it slides; the simulation says whether it pays. Kept: the
+  // sliding variant of each kept tiling and the best sliding one (with one candidate, the best of all).
   std::vector<DepthwiseTiling> kept;
+  if (keep <= 1) {
+    if (!all.empty()) kept.push_back(all.front());
+    return kept;
+  }
   for (const DepthwiseTiling& t : all) {
+    if (t.slide_rows > 0) continue;
     const bool new_chunk =
         std::none_of(kept.begin(), kept.end(), [&](const auto& k) { return k.tn == t.tn; });
-    if (kept.size() < keep || (keep > 1 && new_chunk)) kept.push_back(t);
+    if (kept.size() < keep || new_chunk) kept.push_back(t);
+  }
+  const size_t plain = kept.size();
+  for (const DepthwiseTiling& t : all) {
+    if (t.slide_rows == 0) continue;
+    const bool slides_kept =
+        std::any_of(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(plain),
+                    [&](const auto& k) { return k.toh == t.toh && k.tow == t.tow && k.tn == t.tn; });
+    if (slides_kept || kept.size() == plain) kept.push_back(t);
   }
   return kept;
 }
@@ -245,7 +277,12 @@ void DepthwiseMapper::generate(const DepthwiseTiling& t) {
   SramAlloc in = c_.slots(Buffer::kInput, t.in_bytes), wb = c_.slots(Buffer::kWeight, t.w_bytes),
             acc = c_.slots(Buffer::kAccumulator, t.acc_bytes);
   uint64_t a_slot[2], w_slot[2];
-  for (auto& s : a_slot) s = in.take(u(j_.in_rows(t.toh) * j_.in_cols(t.tow) * t.tn * ea));
+  const bool slide = t.slide_rows > 0;
+  if (slide) {
+    a_slot[0] = a_slot[1] = in.take(u(t.slide_rows * j_.in_cols(t.tow) * t.tn * ea));
+  } else {
+    for (auto& s : a_slot) s = in.take(u(j_.in_rows(t.toh) * j_.in_cols(t.tow) * t.tn * ea));
+  }
   s_.allocate(acc, t.side_in_input ? in : acc, t.toh * t.tow, t.tn);
   if (c_.shared_capacity() > 0) wb.next = in.next;  // weights above the inputs in the one scratchpad
   for (auto& s : w_slot) s = wb.take(u(j_.kh * j_.kw * t.tn * ew));
@@ -262,6 +299,9 @@ void DepthwiseMapper::generate(const DepthwiseTiling& t) {
     c_.load(Buffer::kWeight, w_cur, w_range, w_addr + u(n0 * ew), wt, {tn, j_.kh * j_.kw, 1, 1},
             {j_.C, 0, 0});
     for (int64_t img = 0; img < j_.images; ++img) {
+      // Sliding: the buffer row of the previous tile's first input row, and that tile's input rows.
+      int64_t at = 0, prev_iy0 = 0, prev_iy1 = -1;
+      bool first_tile = true;
       for (int64_t oy0 = 0; oy0 < j_.OH; oy0 += t.toh) {
         for (int64_t ox0 = 0; ox0 < j_.OW; ox0 += t.tow) {
           const int64_t oh = std::min(t.toh, j_.OH - oy0), ow = std::min(t.tow, j_.OW - ox0);
@@ -269,14 +309,30 @@ void DepthwiseMapper::generate(const DepthwiseTiling& t) {
           const int64_t rows = j_.in_rows(oh), cols = j_.in_cols(ow);
           const int64_t iy0 = oy0 * j_.sh - j_.pt, iy1 = iy0 + rows - 1;
           const int64_t ix0 = ox0 * j_.sw - j_.pl, ix1 = ix0 + cols - 1;
-          const int64_t ptop = std::max<int64_t>(0, -iy0), pbot = std::max<int64_t>(0, iy1 - (j_.H - 1));
           const int64_t pleft = std::max<int64_t>(0, -ix0), pright = std::max<int64_t>(0, ix1 - (j_.W - 1));
-          const int64_t ry0 = std::max<int64_t>(0, iy0), rx0 = std::max<int64_t>(0, ix0);
-          const uint64_t a_cur = a_slot[a_next];
-          a_next ^= 1;
-          c_.load(Buffer::kInput, a_cur, j_.a_range,
+          const int64_t rx0 = std::max<int64_t>(0, ix0);
+          // The input rows [lo, iy1] this tile loads: all of them, or sliding those the previous tile did
+          // not read (at least one real row: a LOAD's rows are the input's, its pads around them).
+          int64_t lo = iy0;
+          uint64_t a_cur = 0;
+          if (slide) {
+            const int64_t row_bytes = cols * tn * ea;
+            at = first_tile ? 0 : at + iy0 - prev_iy0;
+            if (!first_tile && prev_iy1 >= iy0 && at + rows <= t.slide_rows)
+              lo = std::max(iy0, std::min(prev_iy1 + 1, j_.H - 1));
+            else
+              at = 0;
+            a_cur = a_slot[0] + u(at * row_bytes);
+            prev_iy0 = iy0, prev_iy1 = iy1, first_tile = false;
+          } else {
+            a_cur = a_slot[a_next];
+            a_next ^= 1;
+          }
+          const int64_t ptop = std::max<int64_t>(0, -lo), pbot = std::max<int64_t>(0, iy1 - (j_.H - 1));
+          const int64_t ry0 = std::max<int64_t>(0, lo);
+          c_.load(Buffer::kInput, a_cur + u((lo - iy0) * cols * tn * ea), j_.a_range,
                   j_.a_base(img) + u(((ry0 * j_.W + rx0) * j_.C + n0) * ea), a,
-                  {tn, cols - pleft - pright, rows - ptop - pbot, 1}, {j_.C, j_.W * j_.C, 0},
+                  {tn, cols - pleft - pright, iy1 - lo + 1 - ptop - pbot, 1}, {j_.C, j_.W * j_.C, 0},
                   {ptop, pbot, pleft, pright}, s_.ops.pad);
           const int side = c_next;
           c_next ^= 1;

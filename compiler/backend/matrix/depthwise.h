@@ -46,6 +46,12 @@ struct DepthwiseTiling {
   // The epilogue's tile-sized slots (MatrixStrategy::side_bytes: SiLU temporaries) in the input scratchpad
   // after the input tiles, where the accumulator cannot hold them beside the sums (a rule of the tile).
   bool side_in_input = false;
+  // Rows of a sliding input buffer (0: ping-pong input tiles). Tiles of whole rows (tow == OW) walk down the
+  // image in one region of this many input rows (the padded image where it fits): each tile loads only the
+  // rows the one before did not (its window's overlap, kh - sh rows, stays where it lies), and starts over at
+  // the region's start, loading its overlap again, where it would run past the end. A 7x7 map in tiles of two
+  // output rows read each input row 13/7 times; sliding, once.
+  int64_t slide_rows = 0;
 };
 
 class DepthwiseMapper {

@@ -157,6 +157,57 @@ TEST(Depthwise, ReimposingTheChosenMappingsReproducesTheProgram) {
   }
 }
 
+// Bytes the LOADs into the input scratchpad of the depthwise layer move (pads excluded: LOAD's halo).
+int64_t input_bytes_loaded(const CompileResult& r) {
+  int64_t bytes = 0;
+  for (const isa::Instruction& ins : r.program.instructions) {
+    if (ins.opcode != isa::Opcode::kLoad || r.layers.at(ins.layer()).op != "Conv") continue;
+    if (static_cast<isa::Buffer>(ins.get(isa::Field::kBuf)) != isa::Buffer::kInput) continue;
+    bytes += ins.get(isa::Field::kSize0) * ins.get(isa::Field::kSize1) * ins.get(isa::Field::kSize2) *
+             ins.get(isa::Field::kSize3) *
+             isa::dtype_bytes(static_cast<isa::DType>(ins.get(isa::Field::kDtype)));
+  }
+  return bytes;
+}
+
+// Tiles of whole rows slide down one input buffer (DepthwiseTiling::slide_rows): a 7x7 map in tiles of two
+// output rows reads its 7 input rows once, not 3 + 4 + 4 + 2 = 13 rows (each tile with its two halo rows),
+// plus row 6 again for the last tile, whose one new row is the bottom padding (a LOAD carries at least one
+// row of the input, its pads around it); and it computes what the interpreter does whatever order the queues
+// run in (the tokens order the rows a tile loads after the dwconv that still reads the rows before them).
+// Stride 2 slides too (one halo row). Where the padded image does not fit the input scratchpad (16 KiB:
+// 30 rows of 22 x 32 fp16 pixels), a buffer of a tile's 3 rows and three steps starts over at its start,
+// loading the two halo rows again: six times for 28 rows in tiles of one.
+TEST(Depthwise, TilesOfWholeRowsLoadEachInputRowOnceFromASlidingBuffer) {
+  struct Slide {
+    DwCase d;
+    int64_t toh;
+    int64_t rows_read;  // input rows the tiles load
+    bool small;         // on small_sram()
+  };
+  for (const Slide& c :
+       {Slide{DwCase{"k3", 1, 64, 7, 7, 3, 1, 1, 1, true, "Clip"}, 2, 7 + 1, false},
+        Slide{DwCase{"k3_stride2", 1, 32, 15, 9, 3, 2, 1, 1, true, nullptr}, 1, 15, false},
+        Slide{DwCase{"k3_tall", 1, 32, 28, 20, 3, 1, 1, 1, false, "Relu"}, 1, 28 + 2 * 6 + 1, true}}) {
+    const Graph g = depthwise_graph(c.d);
+    MappingOverrides m = on(Placement::kNpuVector);
+    m.layers["dw"].tile_oh = c.toh, m.layers["dw"].tile_ow = (c.d.w + 2 * c.d.pad - c.d.k) / c.d.stride + 1,
+    m.layers["dw"].tile_n = c.d.c;
+    CompileOptions o;
+    o.mapping = &m;
+    o.precision = isa::DType::kFp16;
+    const isa::NpuConfig config = c.small ? small_sram() : isa::NpuConfig{};
+    CompileResult r;
+    EXPECT_LT(compile_and_compare(g, config, &r, {}, o), 2e-2) << c.d.name;
+    EXPECT_EQ(input_bytes_loaded(r), c.rows_read * c.d.w * c.d.c * 2)
+        << c.d.name << ": " << dw_layer(r).mapping;
+    EXPECT_EQ(check_tokens(r.program), "") << c.d.name;
+    RunOptions random;
+    random.random_order = true;
+    EXPECT_LT(compile_and_compare(g, config, &r, random, o), 2e-2) << c.d.name;
+  }
+}
+
 // A mapping file tiles a depthwise conv on the vector unit with tile_oh, tile_ow and tile_n (what
 // --mapping-out writes for it); the array's keys, and tiles larger than the layer, exit 2.
 TEST(Depthwise, TheVectorPlacementTakesItsTilesAndRejectsTheArraysKeys) {
