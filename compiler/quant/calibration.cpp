@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <optional>
 #include <random>
 
 #include "compiler/import/import.h"
@@ -267,8 +266,7 @@ double mse_threshold(const std::vector<double>& hist, double bin_width, int step
   return static_cast<double>(best_i) * bin_width;
 }
 
-ClipRange choose_range(const TensorStats& s, const CalibrationOptions& o, bool symmetric,
-                       std::optional<double> floor) {
+ClipRange choose_range(const TensorStats& s, const CalibrationOptions& o, bool symmetric) {
   ClipRange r;
   if (s.count() == 0) return r;
   const double amax = std::max(std::fabs(s.min()), std::fabs(s.max()));
@@ -291,24 +289,14 @@ ClipRange choose_range(const TensorStats& s, const CalibrationOptions& o, bool s
     } else {
       double tp = std::min<double>(std::max(0.0f, s.max()),
                                    percentile_threshold(s.positive_histogram(), w, o.percentile));
-      double tn = std::min<double>(std::max(0.0f, -s.min()),
-                                   percentile_threshold(s.negative_histogram(), w, o.percentile));
       // A one-sided tensor (after ReLU) spends all 255 steps on [0, tp]: half the step, a quarter of the
       // rounding noise of the same side in a two-sided range, which the percentile does not see. Clip no
       // more than the least expected squared error on that grid says (mse_threshold), never more than
-      // the percentile: see choose_range in calibration.h. So does a tensor whose values the function
-      // that wrote them bounds from below (HardSwish: -3/8): that side keeps its whole range (it has
-      // no tail to clip) and the long side is judged on the grid the two share.
-      const bool floored = floor && *floor <= 0 && s.min() >= *floor;
-      if (s.min() >= 0 || floored) {
-        double other_count = 0;
-        if (s.min() < 0) {
-          tn = -s.min();
-          for (double c : s.negative_histogram()) other_count += c;
-        }
-        tp = std::max(
-            tp, std::min<double>(s.max(), mse_threshold(s.positive_histogram(), w, 255, tn, other_count)));
-      }
+      // the percentile: see choose_range in calibration.h.
+      if (s.min() >= 0)
+        tp = std::max(tp, std::min<double>(s.max(), mse_threshold(s.positive_histogram(), w, 255)));
+      const double tn = std::min<double>(std::max(0.0f, -s.min()),
+                                         percentile_threshold(s.negative_histogram(), w, o.percentile));
       r.lo = static_cast<float>(-tn);
       r.hi = static_cast<float>(tp);
     }

@@ -5,7 +5,6 @@
 // error, clipping and rounding together).
 #include <cstdint>
 #include <map>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -125,12 +124,7 @@ double mse_threshold(const std::vector<double>& hist, double bin_width, int step
 // range, so the clipping the percentile accepts costs more than the rounding it saves. Measured
 // (docs/quantization.md, "One-sided tensors"): MobileNetV3-Small 18.27 -> 19.11 dB output SQNR on
 // scripts/ptq_compare.py's 32 evaluation inputs; PP-OCR cls on 400 held-out lines 98.5 -> 99.5 % top-1.
-// `floor`: the least value the function that wrote the tensor can produce, when it has one (a hard lower
-// bound: Relu 0, HardSwish -3/8, Clip its minimum); percentile, asymmetric, a tensor with a floor <= 0 is
-// ranged as a one-sided one: [min, t] with t the larger of the percentile's and mse_threshold's on the
-// 255 steps of [min, t]; the bounded side has no tail, so clipping it saves no steps worth its error.
-ClipRange choose_range(const TensorStats& s, const CalibrationOptions& o, bool symmetric,
-                       std::optional<double> floor = std::nullopt);
+ClipRange choose_range(const TensorStats& s, const CalibrationOptions& o, bool symmetric);
 
 // One calibration (or evaluation) sample: a tensor per graph input, by name.
 using Sample = std::map<std::string, Tensor>;

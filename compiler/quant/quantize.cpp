@@ -551,28 +551,6 @@ static bool saturating_output(const Graph& g, const std::string& v) {
   return kBounded.count(n.attr_string(kActivation, "")) > 0;
 }
 
-// The least value the function that writes v can produce, when it has a hard lower bound (choose_range's
-// `floor`): Relu, HardSwish (x (x + 3) / 6 at x = -3/2) and Clip, standalone or fused as an epilogue.
-static std::optional<double> hard_floor(const Graph& g, const std::string& v) {
-  const int p = g.producer(v);
-  if (p < 0) return std::nullopt;
-  const Node& n = g.nodes[static_cast<size_t>(p)];
-  std::string act = n.attr_string(kActivation, "");
-  if (act.empty() && n.domain.empty()) act = n.op_type;
-  if (act == "Relu") return 0.0;
-  if (act == "HardSwish") return -0.375;
-  if (act == "Clip") {
-    double lo = n.attr_float(kActMin, -INFINITY);
-    if (n.op_type == "Clip" && n.inputs.size() > 1 && !n.inputs[1].empty()) {
-      const Value& m = g.value(n.inputs[1]);
-      lo =
-          m.is_constant() && m.constant->floating() && m.constant->size() == 1 ? m.constant->f[0] : -INFINITY;
-    }
-    if (std::isfinite(lo)) return lo;
-  }
-  return std::nullopt;
-}
-
 void quantize_plan(const Graph& g, PrecisionPlan& plan, const std::map<std::string, TensorStats>& stats,
                    const QuantOptions& options, const std::map<std::string, QuantizedWeights>& given) {
   // The inputs and outputs of int8 Concats share one QParams, as TensorRT and TFLite arrange: then a
@@ -655,8 +633,7 @@ void quantize_plan(const Graph& g, PrecisionPlan& plan, const std::map<std::stri
     const bool sym = options.symmetric_activations || force_symmetric;
     CalibrationOptions co = options.calibration;
     if (saturating_output(g, v)) co.method = CalibrationMethod::kMinMax;
-    plan.values[v] =
-        qparams_for_range(choose_range(it->second, co, sym, hard_floor(g, v)), sym, options.asymmetric_dtype);
+    plan.values[v] = qparams_for_range(choose_range(it->second, co, sym), sym, options.asymmetric_dtype);
   };
   // Both operands of an int8 MatMul of two runtime values (attention) are symmetric: with zero points
   // 0 the array's integer sums need no runtime column-sum correction, so the NPU runs it in int8.

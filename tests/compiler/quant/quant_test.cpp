@@ -327,35 +327,6 @@ TEST(Calibration, PercentileClipsAOneSidedTensorNoMoreThanItsFinerGridWarrants) 
                       flat.max(), percentile_threshold(flat.positive_histogram(), flat.bin_width(), 99.99))));
 }
 
-TEST(Calibration, PercentileRangesATensorWithAHardFloorAsAOneSidedOne) {
-  // HardSwish of N(0, 2^2): never below -3/8, a long upper tail. With its floor given, the bounded side keeps
-  // its whole range and the upper end is raised to mse_threshold's on the 255 steps the two sides share;
-  // without it (a two-sided tensor as far as the statistics know) the percentile's end stands.
-  std::mt19937 rng(7);
-  std::normal_distribution<float> d(0.0f, 2.0f);
-  std::vector<float> v(2000000);
-  for (auto& x : v) {
-    const float z = d(rng);
-    x = z * std::clamp(z + 3.0f, 0.0f, 6.0f) / 6.0f;
-  }
-  TensorStats s;
-  s.add(v.data(), v.size());
-  CalibrationOptions o;
-  const ClipRange plain = choose_range(s, o, false);
-  const ClipRange floored = choose_range(s, o, false, -0.375);
-  double nc = 0;
-  for (double c : s.negative_histogram()) nc += c;
-  const double want = std::max<double>(
-      plain.hi,
-      std::min<double>(s.max(), mse_threshold(s.positive_histogram(), s.bin_width(), 255, -s.min(), nc)));
-  EXPECT_GT(want, plain.hi + 0.1);
-  EXPECT_FLOAT_EQ(floored.hi, static_cast<float>(want));
-  EXPECT_FLOAT_EQ(floored.lo, s.min());
-  // A floor the tensor does not respect (or a positive one) changes nothing.
-  EXPECT_FLOAT_EQ(choose_range(s, o, false, -0.1).hi, plain.hi);
-  EXPECT_FLOAT_EQ(choose_range(s, o, false, 0.5).hi, plain.hi);
-}
-
 TEST(Calibration, MseClipsAGaussianWhereClippingAndRoundingNoiseBalanceButKeepsCostlyOutliers) {
   // For N(0, 1) quantized symmetrically with 127 steps a side, the expected squared error
   // 2((1 + a^2) Q(a) - a phi(a)) + (1 - 2 Q(a)) (a / 127)^2 / 12 is smallest at a = 3.92 (numerical
