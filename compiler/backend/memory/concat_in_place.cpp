@@ -308,6 +308,8 @@ bool ConcatFolding::takes_view(const Graph& g, const Node& n, Placement placemen
     return !output && placement == Placement::kNpuVector && n.inputs.at(0) == v;
   if (n.op_type == "MaxPool" || n.op_type == "AveragePool")  // lower_pool's output tiles
     return output && placement == Placement::kNpuVector && n.outputs.size() == 1 && n.outputs[0] == v;
+  if (n.op_type == "Resize" || n.op_type == "Upsample")  // lower_index_map: an upsampling's STOREs
+    return output && placement == Placement::kNpuVector && n.outputs.size() == 1 && n.outputs[0] == v;
   return false;
 }
 

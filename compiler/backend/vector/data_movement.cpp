@@ -484,11 +484,13 @@ int64_t physical_element(int64_t j, const std::vector<int>& pos, const std::vect
 
 // A nearest upsampling by integer factors in channel-last memory, read off its index map: output element
 // (b, oy, ox, ch) of the physical [N, OH, OW, C] copies source element (b, oy / sh, ox / sw, ch) of the
-// physical [N, H, W, C]. {sh, sw}, or nullopt for any other map (a plain copy included).
+// physical [N, H, W, C]. {sh, sw}, or nullopt for any other map (a plain copy included). y may be a view
+// whose channels are contiguous (a Concat's slice, backend/memory/concat_in_place.h): the map is over its
+// elements in dense order.
 std::optional<std::pair<int64_t, int64_t>> upsampling_factors(const DramTensor& x, const DramTensor& y,
                                                               const std::vector<int64_t>& map) {
-  if (x.phys.size() != 4 || y.phys.size() != 4 || x.strided() || y.strided() || x.dtype != y.dtype)
-    return std::nullopt;
+  if (x.phys.size() != 4 || y.phys.size() != 4 || x.strided() || x.dtype != y.dtype) return std::nullopt;
+  if (y.strided() && y.view_strides.back() != 1) return std::nullopt;
   const int64_t N = x.phys[0], H = x.phys[1], W = x.phys[2], C = x.phys[3], OH = y.phys[1], OW = y.phys[2];
   if (y.phys[0] != N || y.phys[3] != C || H <= 0 || W <= 0 || OH % H || OW % W) return std::nullopt;
   const int64_t sh = OH / H, sw = OW / W;
@@ -504,10 +506,12 @@ std::optional<std::pair<int64_t, int64_t>> upsampling_factors(const DramTensor& 
 
 // Emits an upsampling (upsampling_factors) that moves its input once and its output once: each tile of
 // input rows is loaded once and stored sh x sw times, each STORE writing every sw-th pixel of every sh-th
-// output row. False (nothing emitted) when one pixel's channels do not fit a slot.
+// output row. y may be a view (upsampling_factors): the STOREs then take its pixel and row pitch, so a
+// Concat's slice is written in place. False (nothing emitted) when one pixel's channels do not fit a slot.
 bool replicate_tiles(Context& c, const DramTensor& x, const DramTensor& y, int64_t sh, int64_t sw) {
   Slots s = make_slots(c, Buffer::kInput);
-  const int64_t N = x.phys[0], H = x.phys[1], W = x.phys[2], C = x.phys[3], OH = y.phys[1], OW = y.phys[2];
+  const int64_t N = x.phys[0], H = x.phys[1], W = x.phys[2], C = x.phys[3];
+  const std::vector<int64_t> ys = y.strides();  // [image, row, pixel, channel]
   if (C > s.elems || C > kMaxDim) return false;
   const int64_t wt = std::min({W, s.elems / C, kMaxDim});
   const int64_t rt = std::min({H, std::max<int64_t>(1, s.elems / (wt * C)), kMaxDim});
@@ -522,9 +526,9 @@ bool replicate_tiles(Context& c, const DramTensor& x, const DramTensor& y, int64
                {C, W * C, 0});
         for (int64_t i = 0; i < sh; ++i) {
           for (int64_t j = 0; j < sw; ++j) {
-            const int64_t at = ((b * OH + y0 * sh + i) * OW + x0 * sw + j) * C;
+            const int64_t at = b * ys[0] + (y0 * sh + i) * ys[1] + (x0 * sw + j) * ys[2];
             c.store(Buffer::kInput, slot, y.range(), y.addr + static_cast<uint64_t>(at) * es, y.dtype,
-                    {C, nw, nr, 1}, {sw * C, sh * OW * C, 0});
+                    {C, nw, nr, 1}, {sw * ys[2], sh * ys[1], 0});
           }
         }
       }
@@ -689,15 +693,26 @@ bool lower_index_map(Context& c, const Node& n, std::string* why) {
     }
   }
   int64_t rows = 0;
+  bool copied = false;
   for (size_t k = 0; k < outputs.size(); ++k) {
     const DramTensor& y = c.tensor(outputs[k]);
     if (y.dtype != dt) {
       *why = "outputs of different storage types";
       return false;
     }
-    rows += copy_index_map(c, y, sources, use[k], fill);
+    if (!y.strided()) {
+      rows += copy_index_map(c, y, sources, use[k], fill);
+      continue;
+    }
+    // A view written in place (ConcatFolding::takes_view) that is not an upsampling: gathered into dense
+    // scratch, then copied into its slice.
+    const DramTensor d = dense_scratch(c, y);
+    rows += copy_index_map(c, d, sources, use[k], fill);
+    copy_tensor(c, d, y);
+    copied = true;
   }
-  c.plan->mapping = fmt::format("DMA gather from a compile-time index map ({} rows)", rows);
+  c.plan->mapping = fmt::format("DMA gather from a compile-time index map ({} rows){}", rows,
+                                copied ? ", then copied into its Concat slice" : "");
   return true;
 }
 
