@@ -310,6 +310,9 @@ bool ConcatFolding::takes_view(const Graph& g, const Node& n, Placement placemen
     return output && placement == Placement::kNpuVector && n.outputs.size() == 1 && n.outputs[0] == v;
   if (n.op_type == "Resize" || n.op_type == "Upsample")  // lower_index_map: an upsampling's STOREs
     return output && placement == Placement::kNpuVector && n.outputs.size() == 1 && n.outputs[0] == v;
+  if (n.op_type == "Add" || n.op_type == "Sub" || n.op_type == "Mul" || n.op_type == "Div" ||
+      n.op_type == "Max" || n.op_type == "Min" || n.op_type == "Pow")  // lower_binary's STOREs, any pitch
+    return output && placement == Placement::kNpuVector && n.outputs.size() == 1 && n.outputs[0] == v;
   return false;
 }
 

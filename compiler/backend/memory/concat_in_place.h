@@ -62,7 +62,8 @@ struct ConcatFolding {
   // Whether node n's lowering reads input `v` (or writes output `v`) as a strided view itself: CONV's
   // output tiles (their STOREs take the row pitch), the per-channel affine map of a BatchNormalization
   // (its LOAD boxes), Concat's own copies, a Resize's output (an upsampling's STOREs take the pitch; any
-  // other index map gathers into scratch and copies). Others get dense copies from compile().
+  // other index map gathers into scratch and copies), an element-wise binary op's output tiles. Others get
+  // dense copies from compile().
   static bool takes_view(const Graph& g, const Node& n, Placement placement, const std::string& v,
                          bool output);
 };

@@ -369,7 +369,11 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
   } else {
     // Two innermost dims both broadcast stay apart only when A's strides keep them apart (A a strided
     // view, backend/memory/strided_views.h): B is then one value for the whole box.
-    mode = dims[k - 1].b_full ? Bcast::kRow : dims[k - 2].b_full ? Bcast::kCol : Bcast::kScalar;
+    // Both full: dims that stay apart only because y (or A) is a view with a pitch of its own (a Concat's
+    // slice): B's box then has the tile's shape.
+    mode = dims[k - 1].b_full ? (dims[k - 2].b_full ? Bcast::kNone : Bcast::kRow)
+           : dims[k - 2].b_full ? Bcast::kCol
+                                : Bcast::kScalar;
     box_dims = 2;
   }
   Slots sa = make_slots(c, Buffer::kInput, 0, max_tile);
@@ -391,7 +395,10 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
     const int64_t outer = dims[k - 2].ext;
     t0 = std::min<int64_t>({inner, kMaxDim, sa.elems, sb.elems});
     t1 = std::max<int64_t>(
-        1, std::min<int64_t>({outer, kMaxDim, sa.elems / t0, mode == Bcast::kCol ? sb.elems : kMaxDim}));
+        1, std::min<int64_t>({outer, kMaxDim, sa.elems / t0,
+                              mode == Bcast::kCol    ? sb.elems
+                              : mode == Bcast::kNone ? sb.elems / t0
+                                                     : kMaxDim}));
   }
   // Pieces of the box dims: (row start, col start, d1, d0).
   struct Piece {
@@ -453,6 +460,11 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
       yst_box = {dims[k - 2].y_stride, 0, 0};
       if (mode == Bcast::kScalar) {
         b_n = 1;
+      } else if (mode == Bcast::kNone) {
+        bo += p.r0 * dims[k - 2].b_stride + p.c0;
+        b_n = d0 * d1;
+        bsz = {d0, d1, 1, 1};
+        bst = {dims[k - 2].b_stride, 0, 0};
       } else if (mode == Bcast::kRow) {
         bo += p.c0 * dims[k - 1].b_stride;
         b_n = d0;
@@ -783,7 +795,8 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
         }
         return TileResult{work, sl};
       },
-      qa || res ? acc.elems : INT64_MAX, !res && se_mul_may_keep_product(c) ? &kept : nullptr);
+      qa || res ? acc.elems : INT64_MAX,
+      !res && !y.strided() && se_mul_may_keep_product(c) ? &kept : nullptr);
   if (res) scaled_residual_done(c);
   // The product stays in the scratchpad for the pointwise conv after the Mul (backend/fusion/residency.h; the
   // first LOAD of it by any other reader spills it).
