@@ -371,7 +371,7 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
     // view, backend/memory/strided_views.h): B is then one value for the whole box.
     // Both full: dims that stay apart only because y (or A) is a view with a pitch of its own (a Concat's
     // slice): B's box then has the tile's shape.
-    mode = dims[k - 1].b_full ? (dims[k - 2].b_full ? Bcast::kNone : Bcast::kRow)
+    mode = dims[k - 1].b_full   ? (dims[k - 2].b_full ? Bcast::kNone : Bcast::kRow)
            : dims[k - 2].b_full ? Bcast::kCol
                                 : Bcast::kScalar;
     box_dims = 2;
@@ -394,11 +394,10 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
   } else {
     const int64_t outer = dims[k - 2].ext;
     t0 = std::min<int64_t>({inner, kMaxDim, sa.elems, sb.elems});
-    t1 = std::max<int64_t>(
-        1, std::min<int64_t>({outer, kMaxDim, sa.elems / t0,
-                              mode == Bcast::kCol    ? sb.elems
-                              : mode == Bcast::kNone ? sb.elems / t0
-                                                     : kMaxDim}));
+    t1 = std::max<int64_t>(1, std::min<int64_t>({outer, kMaxDim, sa.elems / t0,
+                                                 mode == Bcast::kCol    ? sb.elems
+                                                 : mode == Bcast::kNone ? sb.elems / t0
+                                                                        : kMaxDim}));
   }
   // Pieces of the box dims: (row start, col start, d1, d0).
   struct Piece {
