@@ -9,7 +9,10 @@ maps). Checks:
 - the folded run's Concat is free (float; in int8 the Concat requantizes the Resize's codes) and each of its producers writes in place with no dense DRAM scratch (no
   "copied between a Concat's slice" in its mapping; DRAM bytes written = its output's bytes);
 - the outputs of the two runs are identical bit for bit, and the folded run takes fewer cycles (float);
-- with --scaled-residual, the SE residual Add is done by its Mul (fusion group "scaled_residual:").
+- with --scaled-residual, the SE residual Add is done by its Mul (fusion group "scaled_residual:");
+- the top-down path's x + up(z) (backend/fusion/upsample_add.h): the Resize emits nothing and the Add reads z
+  itself; a third run with the Add given a vector tile (its own lowering, the Resize apart) has the same
+  outputs bit for bit and takes more cycles.
 
 Usage: check_concat_slices.py NPUSIM DIR CONFIG.yaml PRECISION [--scaled-residual] [--set KEY=VALUE ...]
 """
@@ -45,10 +48,15 @@ def make_model(folder):
                      const(y + "_b", rng.standard_normal([cout]) * 0.1)], [y], kernel_shape=[k, k], pads=[k // 2] * 4))
 
     conv("x", "a", C, C, 3)
-    conv("x", "c", C, C, 1)
     conv("z0", "z", C, C, 1)
+    const("scales", [1, 1, 2, 2])
+    # The top-down path's x + up(z) (det's p2o.Add.252): the Add reads z itself, the Resize emits nothing.
+    nodes.append(helper.make_node("Resize", ["z", "", "scales"], ["up3"], "up3_resize", mode="nearest",
+                                  coordinate_transformation_mode="asymmetric", nearest_mode="floor"))
+    nodes.append(helper.make_node("Add", ["a", "up3"], ["fpn"], "fpn_add"))
+    conv("fpn", "c", C, C, 1)
     # The top-down path's upsampled map (det's p2o.Resize.3-5).
-    nodes.append(helper.make_node("Resize", ["z", "", const("scales", [1, 1, 2, 2])], ["up"], "up_resize", mode="nearest",
+    nodes.append(helper.make_node("Resize", ["z", "", "scales"], ["up"], "up_resize", mode="nearest",
                                   coordinate_transformation_mode="asymmetric", nearest_mode="floor"))
     # An Add of two full maps that no conv's epilogue takes (a has other readers; a Resize makes the other).
     nodes.append(helper.make_node("Resize", ["z", "", "scales"], ["up2"], mode="nearest",
@@ -93,8 +101,10 @@ def main():
         for kv in a.set:
             common += ["--set", kv]
         folded_map, unfolded_map = os.path.join(tmp, "folded.yaml"), os.path.join(tmp, "unfolded.yaml")
+        apart_map = os.path.join(tmp, "apart.yaml")
         reports, outputs = {}, {}
-        for what, extra in (("folded", ["--mapping-out", folded_map]), ("unfolded", ["--mapping", unfolded_map])):
+        for what, extra in (("folded", ["--mapping-out", folded_map]), ("unfolded", ["--mapping", unfolded_map]),
+                            ("apart", ["--mapping", apart_map])):
             report = os.path.join(tmp, what + ".json")
             out = os.path.join(tmp, what)
             run(a.npusim, common + ["--outputs", out, "--report", report] + extra)
@@ -102,8 +112,10 @@ def main():
                 reports[what] = json.load(f)
             outputs[what] = load_outputs(out)
             if what == "folded":
-                with open(folded_map) as f, open(unfolded_map, "w") as g:
+                with open(folded_map) as f, open(unfolded_map, "w") as g, open(apart_map, "w") as h:
                     for line in f:
+                        # The x + up(z) Add given a vector tile: its own lowering, the Resize's apart.
+                        h.write(line.replace("}", ", tile_elems: 4096}", 1) if "name: fpn_add," in line else line)
                         if "Concat" in line and "placement:" in line:
                             line = re.sub(r"placement: \w+", "placement: vector", line)
                         g.write(line)
@@ -139,6 +151,22 @@ def main():
             if not se:
                 print("FAIL: the SE residual Add is not done in its Mul's tile loop")
                 ok = False
+        up, fpn = layers["up3_resize"], layers["fpn_add"]
+        print(f"  x + up(z): {cycles['folded']} cycles against {cycles['apart']} with the Resize apart; {fpn['mapping']['description']}")
+        if up.get("instructions", 0) != 0 or "read by the Add 'fpn_add'" not in up["mapping"]["description"] or \
+                "never written" not in fpn["mapping"]["description"]:
+            print(f"FAIL: the Add does not read the Resize's input: {up['mapping']['description']}")
+            ok = False
+        apart = {l["name"]: l for l in reports["apart"]["layers"]}
+        if apart["up3_resize"].get("instructions", 0) == 0:
+            print("FAIL: with the Add given a vector tile, the Resize still emits nothing")
+            ok = False
+        if differing_outputs(outputs["folded"], outputs["apart"]):
+            print("FAIL: outputs differ from the Resize and its Add apart")
+            ok = False
+        if cycles["folded"] >= cycles["apart"]:
+            print("FAIL: reading the upsampled operand from the Resize's input saves no cycles")
+            ok = False
         diff = differing_outputs(outputs["folded"], outputs["unfolded"])
         if diff:
             print(f"FAIL: outputs differ from the Concat copying: {diff}")

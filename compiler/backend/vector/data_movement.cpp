@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "compiler/backend/core/context.h"
+#include "compiler/backend/fusion/upsample_add.h"
 #include "compiler/backend/int8/int8.h"
 #include "compiler/backend/matrix/matrix_walk.h"
 #include "compiler/backend/memory/movement.h"
@@ -685,6 +686,13 @@ bool lower_index_map(Context& c, const Node& n, std::string* why) {
   if (outputs.size() == 1 && sources.size() == 1) {
     const DramTensor& y = c.tensor(outputs[0]);
     const auto f = upsampling_factors(*sources[0], y, use[0]);
+    if (f && upsample_add_take(c, n, *sources[0], y, f->first, f->second)) {
+      c.plan->mapping = fmt::format(
+          "nearest upsampling {}x{} read by the Add '{}' from this layer's input as its operand: nothing "
+          "emitted, the upsampled map never written",
+          f->first, f->second, c.g.nodes[static_cast<size_t>(c.fusion.upsampled.add)].name);
+      return true;
+    }
     if (f && replicate_tiles(c, *sources[0], y, f->first, f->second)) {
       c.plan->mapping = fmt::format(
           "nearest upsampling {}x{}: each input tile loaded once, stored {} times (strided STOREs)", f->first,
