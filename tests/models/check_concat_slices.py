@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Layers that write straight into their Concat slice (PP-OCRv4 det's neck, docs/models.md "PP-OCRv4 det: the
-neck (det)"): a nearest Resize (its upsampling's STOREs take the slice's pitch), an element-wise Add of two full
-maps, and a squeeze-and-excitation block's residual Add done in its Mul's tile loop (fp16 and fp32), all inputs
-of one Concat read by a 3x3 conv. Runs the model functionally as npusim compiles it (the Concat folded) and again
+neck (det)"): a nearest Resize (its upsampling's STOREs take the slice's pitch; in int8 its codes requantized
+to the Concat's in its tile loop), an element-wise Add of two full maps, and a squeeze-and-excitation block's
+residual Add done in its Mul's tile loop (fp16 and fp32), all inputs of one Concat read by a 3x3 conv. Runs the model functionally as npusim compiles it (the Concat folded) and again
 with the same mapping but the Concat imposed `placement: vector` (it copies every input, the layers write dense
 maps). Checks:
 
-- the folded run's Concat is free (float; in int8 the Concat requantizes the Resize's codes) and each of its producers writes in place with no dense DRAM scratch (no
+- the folded run's Concat is free and each of its producers writes in place with no dense DRAM scratch (no
   "copied between a Concat's slice" in its mapping; DRAM bytes written = its output's bytes);
-- the outputs of the two runs are identical bit for bit, and the folded run takes fewer cycles (float);
+- the outputs of the two runs are identical bit for bit, and the folded run takes fewer cycles;
 - with --scaled-residual, the SE residual Add is done by its Mul (fusion group "scaled_residual:");
 - the top-down path's x + up(z) (backend/fusion/upsample_add.h): the Resize emits nothing and the Add reads z
   itself; a third run with the Add given a vector tile (its own lowering, the Resize apart) has the same
@@ -124,16 +124,14 @@ def main():
         cycles = {w: r["total_cycles"] for w, r in reports.items()}
         print(f"neck_concat {a.precision}: {cycles['folded']} cycles folded, {cycles['unfolded']} with the Concat "
               f"copying; Concat: {concat['mapping']['description']}")
-        if a.precision != "int8" and concat["mapping"]["placement"] != "free":
+        if concat["mapping"]["placement"] != "free":
             print("FAIL: the Concat is not folded")
             ok = False
         es = {"fp32": 4, "fp16": 2, "int8": 1}[a.precision]
         layers = {l["name"]: l for l in reports["folded"]["layers"]}
-        # The layers that write the Concat's inputs: the SE residual Add's output written by its Mul when fused;
-        # in int8 the Concat requantizes the Resize's codes itself.
-        writers = ["sum_add", "se_mul" if layers["se_add"].get("fused_into") else "se_add"]
-        if a.precision != "int8":
-            writers.append("up_resize")
+        # The layers that write the Concat's inputs: the SE residual Add's output written by its Mul when fused.
+        # In int8 the Resize's codes are requantized to the Concat's in its own tile loop.
+        writers = ["sum_add", "se_mul" if layers["se_add"].get("fused_into") else "se_add", "up_resize"]
         for name in writers:
             l = layers[name]
             desc = l["mapping"]["description"]
@@ -141,6 +139,9 @@ def main():
             in_place = "in place" in desc or "then the Add" in desc  # a fused Add's note is its own layer's
             if "copied between a Concat's slice" in desc or not in_place:
                 print(f"FAIL: {l['name']} does not write its slice in place")
+                ok = False
+            if a.precision == "int8" and name == "up_resize" and "requantized to the Concat's codes" not in desc:
+                print(f"FAIL: {name} does not requantize its codes to the Concat's")
                 ok = False
             if l["dram_bytes_written"] != C * H * W * es:
                 print(f"FAIL: {l['name']} writes {l['dram_bytes_written']} bytes, its slice is {C * H * W * es}")
@@ -171,7 +172,7 @@ def main():
         if diff:
             print(f"FAIL: outputs differ from the Concat copying: {diff}")
             ok = False
-        if a.precision != "int8" and cycles["folded"] >= cycles["unfolded"]:
+        if cycles["folded"] >= cycles["unfolded"]:
             print("FAIL: writing the slices in place saves no cycles")
             ok = False
         if not ok:

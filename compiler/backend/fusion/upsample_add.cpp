@@ -41,11 +41,12 @@ bool upsample_add_take(Context& c, const Node& resize, const DramTensor& z, cons
   const Node& add = c.g.nodes[static_cast<size_t>(k)];
   for (const Node* n : {&resize, &add}) {
     const LayerMapping* m = c.options.mapping ? c.options.mapping->find(n->name) : nullptr;
-    if (m && (m->has_vector_tiling() || (m->placement && *m->placement != Placement::kNpuVector))) return false;
+    if (m && (m->has_vector_tiling() || (m->placement && *m->placement != Placement::kNpuVector)))
+      return false;
   }
   if (c.g.value(resize.inputs[0]).is_constant() || c.folding.views.count(resize.inputs[0]) ||
       c.views.views.count(resize.inputs[0]))
-    return false;  // z read as it lies in DRAM: a runtime value of its own
+    return false;        // z read as it lies in DRAM: a runtime value of its own
   if (c.options.plan) {  // # int8: the Resize copies codes, u's the same as z's
     const auto& values = c.options.plan->values;
     const auto qz = values.find(resize.inputs[0]), qu = values.find(resize.outputs[0]);
@@ -78,7 +79,8 @@ bool upsample_add_take(Context& c, const Node& resize, const DramTensor& z, cons
 
 const UpsampledOperand* upsampled_operand(const Context& c, const Node& add) {
   const UpsampledOperand& s = c.fusion.upsampled;
-  if (s.add < 0 || s.add != static_cast<int64_t>(c.layer) || c.g.nodes[static_cast<size_t>(s.add)].name != add.name)
+  if (s.add < 0 || s.add != static_cast<int64_t>(c.layer) ||
+      c.g.nodes[static_cast<size_t>(s.add)].name != add.name)
     return nullptr;
   return &s;
 }

@@ -51,6 +51,11 @@ struct ConcatFolding {
   // Per Concat node: the positions of the inputs that are already in their slice when it runs (written
   // there by their producers, or placed there for a later Concat), which it does not copy.
   std::map<std::string, std::set<size_t>> in_place;
+  // # int8: values whose producer (a nearest Resize: its tile loop copies codes) writes them into their slice
+  // already requantized to the Concat's QParams, as the Concat's integer scheme would (quant::integer_concat;
+  // exact: the requantize is element-wise, the upsampling a copy): the value -> (Concat node, input
+  // position). The value's only reader is that Concat.
+  std::map<std::string, std::pair<std::string, size_t>> requantized;
 
   bool in_place_input(const std::string& concat, size_t input) const;
   // A Concat with every input in place: an alias of its slices.

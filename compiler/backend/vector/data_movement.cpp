@@ -60,6 +60,22 @@ std::function<void(uint64_t, int64_t, int64_t)> requantize_hook(Context& c, cons
   };
 }
 
+// # int8: the requantize into a Concat's codes of value v, which its producer writes into the Concat's slice
+// (ConcatFolding::requantized), as the Concat's integer scheme would do it; empty for any other value.
+std::function<void(uint64_t, int64_t, int64_t)> concat_requantize(Context& c, const std::string& v,
+                                                                  DType from, DType to) {
+  const auto rq = c.folding.requantized.find(v);
+  if (rq == c.folding.requantized.end() || !c.options.plan) return {};
+  const auto concat = std::find_if(c.g.nodes.begin(), c.g.nodes.end(),
+                                   [&](const Node& m) { return m.name == rq->second.first; });
+  const std::optional<quant::IntegerConcat> ic =
+      concat == c.g.nodes.end() ? std::nullopt : quant::integer_concat(c.g, *c.options.plan, *concat);
+  if (!ic || rq->second.second >= ic->size() || !(*ic)[rq->second.second])
+    throw std::logic_error("backend: a value planned to be requantized into its Concat's codes cannot be");
+  return requantize_hook(c, c.options.plan->values.at(v), c.options.plan->values.at(concat->outputs[0]), from,
+                         to, *(*ic)[rq->second.second], 0);
+}
+
 }  // namespace
 
 bool lower_transpose(Context& c, const Node& n, std::string* why) {
@@ -509,13 +525,17 @@ std::optional<std::pair<int64_t, int64_t>> upsampling_factors(const DramTensor& 
 // input rows is loaded once and stored sh x sw times, each STORE writing every sw-th pixel of every sh-th
 // output row. y may be a view (upsampling_factors): the STOREs then take its pixel and row pitch, so a
 // Concat's slice is written in place. False (nothing emitted) when one pixel's channels do not fit a slot.
-bool replicate_tiles(Context& c, const DramTensor& x, const DramTensor& y, int64_t sh, int64_t sw) {
+// `on_tile` (# int8: the Concat's requantize, ConcatFolding::requantized) runs on each loaded tile, whose
+// codes it may widen to int32 in place.
+bool replicate_tiles(Context& c, const DramTensor& x, const DramTensor& y, int64_t sh, int64_t sw,
+                     const std::function<void(uint64_t, int64_t, int64_t)>& on_tile = {}) {
   Slots s = make_slots(c, Buffer::kInput);
   const int64_t N = x.phys[0], H = x.phys[1], W = x.phys[2], C = x.phys[3];
-  const std::vector<int64_t> ys = y.strides();  // [image, row, pixel, channel]
-  if (C > s.elems || C > kMaxDim) return false;
-  const int64_t wt = std::min({W, s.elems / C, kMaxDim});
-  const int64_t rt = std::min({H, std::max<int64_t>(1, s.elems / (wt * C)), kMaxDim});
+  const std::vector<int64_t> ys = y.strides();                    // [image, row, pixel, channel]
+  const int64_t cap = on_tile ? s.elems * c.esize / 4 : s.elems;  // elements a slot holds (int32 widened)
+  if (C > cap || C > kMaxDim) return false;
+  const int64_t wt = std::min({W, cap / C, on_tile ? kMaxDim / C : kMaxDim});
+  const int64_t rt = std::min({H, std::max<int64_t>(1, cap / (wt * C)), kMaxDim});
   const auto es = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
   for (int64_t b = 0; b < N; ++b) {
     for (int64_t y0 = 0; y0 < H; y0 += rt) {
@@ -525,6 +545,7 @@ bool replicate_tiles(Context& c, const DramTensor& x, const DramTensor& y, int64
         c.load(Buffer::kInput, slot, x.range(),
                x.addr + static_cast<uint64_t>(((b * H + y0) * W + x0) * C) * es, x.dtype, {C, nw, nr, 1},
                {C, W * C, 0});
+        if (on_tile) on_tile(slot, C * nw, nr);
         for (int64_t i = 0; i < sh; ++i) {
           for (int64_t j = 0; j < sw; ++j) {
             const int64_t at = b * ys[0] + (y0 * sh + i) * ys[1] + (x0 * sw + j) * ys[2];
@@ -693,7 +714,9 @@ bool lower_index_map(Context& c, const Node& n, std::string* why) {
           f->first, f->second, c.g.nodes[static_cast<size_t>(c.fusion.upsampled.add)].name);
       return true;
     }
-    if (f && replicate_tiles(c, *sources[0], y, f->first, f->second)) {
+    // # int8: written into a Concat's slice in the Concat's codes (ConcatFolding::requantized).
+    const auto hook = concat_requantize(c, outputs[0], sources[0]->dtype, y.dtype);
+    if (f && replicate_tiles(c, *sources[0], y, f->first, f->second, hook)) {
       c.plan->mapping = fmt::format(
           "nearest upsampling {}x{}: each input tile loaded once, stored {} times (strided STOREs)", f->first,
           f->second, f->first * f->second);
@@ -716,7 +739,14 @@ bool lower_index_map(Context& c, const Node& n, std::string* why) {
     // scratch, then copied into its slice.
     const DramTensor d = dense_scratch(c, y);
     rows += copy_index_map(c, d, sources, use[k], fill);
-    copy_tensor(c, d, y);
+    if (const auto hook = concat_requantize(c, outputs[k], d.dtype, y.dtype)) {
+      const auto ds = d.strides(), ys = y.strides();
+      std::vector<CopyDim> dims;
+      for (size_t i = 0; i < y.phys.size(); ++i) dims.push_back({y.phys[i], ds[i], ys[i]});
+      copy_box(c, d, 0, y, 0, dims, hook);
+    } else {
+      copy_tensor(c, d, y);
+    }
     copied = true;
   }
   c.plan->mapping = fmt::format("DMA gather from a compile-time index map ({} rows){}", rows,
