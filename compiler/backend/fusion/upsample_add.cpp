@@ -77,6 +77,10 @@ bool upsample_add_take(Context& c, const Node& resize, const DramTensor& z, cons
   return true;
 }
 
+const Node& upsample_add_reader(const Context& c) {
+  return c.g.nodes[static_cast<size_t>(c.fusion.upsampled.add)];
+}
+
 const UpsampledOperand* upsampled_operand(const Context& c, const Node& add) {
   const UpsampledOperand& s = c.fusion.upsampled;
   if (s.add < 0 || s.add != static_cast<int64_t>(c.layer) ||

@@ -27,6 +27,8 @@ int64_t upsample_add_candidate(const Graph& g, size_t i);
 // (sh, sw): true when the Add after it will read z itself, and the Resize is to emit nothing.
 bool upsample_add_take(Context& c, const Node& resize, const DramTensor& z, const DramTensor& u, int64_t sh,
                        int64_t sw);
+// The Add that the Resize upsample_add_take took for reads its input.
+const Node& upsample_add_reader(const Context& c);
 // For the Add being lowered: the upsampled operand it reads from the Resize's input, else null.
 const UpsampledOperand* upsampled_operand(const Context& c, const Node& add);
 

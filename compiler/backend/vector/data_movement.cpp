@@ -711,7 +711,7 @@ bool lower_index_map(Context& c, const Node& n, std::string* why) {
       c.plan->mapping = fmt::format(
           "nearest upsampling {}x{} read by the Add '{}' from this layer's input as its operand: nothing "
           "emitted, the upsampled map never written",
-          f->first, f->second, c.g.nodes[static_cast<size_t>(c.fusion.upsampled.add)].name);
+          f->first, f->second, upsample_add_reader(c).name);
       return true;
     }
     // # int8: written into a Concat's slice in the Concat's codes (ConcatFolding::requantized).
