@@ -108,6 +108,14 @@ struct ScaledResidual {
   bool taken = false;  // ... and its code is the program's: the Add emits nothing
 };
 
+// A nearest upsampling whose only reader, an Add, reads it as its operand (upsample_add.h).
+struct UpsampledOperand {
+  int64_t add = -1;        // the Add's layer (-1 = none)
+  int64_t resize = -1;     // the Resize's layer
+  std::string z;           // the Resize's input, which the Add reads instead
+  int64_t sh = 1, sw = 1;  // the factors along H and W
+};
+
 struct FusionState {
   // ---- on-chip residency (residency.h) ----
   // Bytes at the top of the input scratchpad held for a value kept on chip (no lowering allocates them:
@@ -152,6 +160,7 @@ struct FusionState {
   // ---- an affine map in its producer's epilogue (post_affine.h) ----
   PostAffine post_affine;
   ScaledResidual scaled_residual;
+  UpsampledOperand upsampled;
   std::set<std::string> unwritten;  // producers' outputs that carried a map: never written anywhere
 };
 

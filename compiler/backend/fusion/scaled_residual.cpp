@@ -57,7 +57,9 @@ void plan_scaled_residual(Context& c, size_t i) {
     return;
   const DramTensor& y = c.tensor(mul.outputs[0]);
   const DramTensor& z = c.tensor(add.outputs[0]);
-  if (y.strided() || z.strided() || y.phys != z.phys || y.dtype != z.dtype) return;
+  // z may be a view with contiguous channels (a Concat's slice): the tile loop's STOREs take its pitch.
+  if (y.strided() || (z.strided() && z.view_strides.back() != 1) || y.phys != z.phys || y.dtype != z.dtype)
+    return;
   ScaledResidual r;
   r.add = k;
   r.mul = static_cast<uint32_t>(i);

@@ -10,8 +10,9 @@
 // run, on the same values in the same precision (the product rounded to it before the add, as stored).
 // int8 (both under the integer scheme): the Mul's centred codes multiplied and requantized to the product's
 // codes, then the Add's steps on x's and the product's codes (each centred and rescaled to the common grid,
-// added, one requantize), four int32 slots a tile. Not when the product has another reader, either node a
-// fused activation, the Add's output is a view, or a mapping file places or tiles the Add.
+// added, one requantize), four int32 slots a tile. The Add's output may be a Concat's slice (its STOREs take
+// the slice's pitch). Not when the product has another reader, either node a fused activation, or a mapping
+// file places or tiles the Add.
 //
 // Chosen by simulation: the Mul's code with the Add and without it are both emitted and simulated, and the
 // fused one is kept when it takes no longer than the other plus the Add's roofline bound (a lower bound of

@@ -10,6 +10,7 @@
 #include "compiler/backend/core/context.h"
 #include "compiler/ir/value_index.h"
 #include "compiler/passes/lowered.h"
+#include "compiler/quant/emulate.h"
 #include "compiler/quant/precision.h"
 #include "isa/strides.h"
 
@@ -86,6 +87,26 @@ class ConcatDecider {
     if (qx == o_.plan->values.end() || qy == o_.plan->values.end()) return false;
     return qx->second.scale == qy->second.scale && qx->second.zero_point == qy->second.zero_point &&
            qx->second.dtype == qy->second.dtype;
+  }
+
+  // # int8: input k of Concat n is a nearest Resize's codes the Concat would requantize under its integer
+  // scheme, and the Resize may do that in its own tile loop (ConcatFolding::requantized): the same storage
+  // type and layout, the Concat its only reader.
+  bool requantizing_producer(const Node& n, size_t k) const {
+    const std::string &x = n.inputs[k], &y = n.outputs[0];
+    if (!o_.plan || storage_.at(x) != storage_.at(y) || g_.value(x).layout != g_.value(y).layout)
+      return false;
+    const isa::DType dt = storage_.at(y);
+    if ((dt != isa::DType::kInt8 && dt != isa::DType::kUint8) || values_.readers(x).size() != 1) return false;
+    const Node* p = values_.producer(x);
+    if (!p || (p->op_type != "Resize" && p->op_type != "Upsample") || !p->domain.empty() ||
+        !o_.plan->values.count(x) || !o_.plan->values.count(y) || !o_.plan->values.count(p->inputs[0]))
+      return false;
+    // The Resize copies its input's codes: their QParams are its output's.
+    const quant::QParams &qi = o_.plan->values.at(p->inputs[0]), &qx = o_.plan->values.at(x);
+    if (qi.scale != qx.scale || qi.zero_point != qx.zero_point || qi.dtype != qx.dtype) return false;
+    const std::optional<quant::IntegerConcat> ic = quant::integer_concat(g_, *o_.plan, n);
+    return ic && k < ic->size() && (*ic)[k].has_value();
   }
 
   bool eligible(const Node& n) const {
@@ -223,6 +244,11 @@ class ConcatDecider {
           f_.in_place[n.name].insert(k);
           continue;
         }
+      } else if (requantizing_producer(n, k) && !f_.views.count(x) && can_place(x, want)) {
+        f_.views[x] = want;
+        f_.in_place[n.name].insert(k);
+        f_.requantized[x] = {n.name, k};
+        continue;
       }
       copies_[Slot{x, format_of(y), want}].emplace_back(index_.at(n.name), k);
     }
@@ -270,8 +296,9 @@ std::string ConcatFolding::describe(const Node& n) const {
       auto v = views.find(o);
       if (v == views.end()) continue;
       return fmt::format(
-          "output written in place into its slice of Concat output '{}' (offset {} elements{})",
-          v->second.root, v->second.offset,
+          "output written in place{} into its slice of Concat output '{}' (offset {} elements{})",
+          requantized.count(o) ? ", requantized to the Concat's codes in the tile loop," : "", v->second.root,
+          v->second.offset,
           v->second.strides.size() >= 2
               ? fmt::format(", row pitch {}", v->second.strides[v->second.strides.size() - 2])
               : "");
@@ -307,6 +334,11 @@ bool ConcatFolding::takes_view(const Graph& g, const Node& n, Placement placemen
   if (n.op_type == "BatchNormalization")
     return !output && placement == Placement::kNpuVector && n.inputs.at(0) == v;
   if (n.op_type == "MaxPool" || n.op_type == "AveragePool")  // lower_pool's output tiles
+    return output && placement == Placement::kNpuVector && n.outputs.size() == 1 && n.outputs[0] == v;
+  if (n.op_type == "Resize" || n.op_type == "Upsample")  // lower_index_map: an upsampling's STOREs
+    return output && placement == Placement::kNpuVector && n.outputs.size() == 1 && n.outputs[0] == v;
+  if (n.op_type == "Add" || n.op_type == "Sub" || n.op_type == "Mul" || n.op_type == "Div" ||
+      n.op_type == "Max" || n.op_type == "Min" || n.op_type == "Pow")  // lower_binary's STOREs, any pitch
     return output && placement == Placement::kNpuVector && n.outputs.size() == 1 && n.outputs[0] == v;
   return false;
 }

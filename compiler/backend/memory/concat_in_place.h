@@ -51,6 +51,11 @@ struct ConcatFolding {
   // Per Concat node: the positions of the inputs that are already in their slice when it runs (written
   // there by their producers, or placed there for a later Concat), which it does not copy.
   std::map<std::string, std::set<size_t>> in_place;
+  // # int8: values whose producer (a nearest Resize: its tile loop copies codes) writes them into their slice
+  // already requantized to the Concat's QParams, as the Concat's integer scheme would (quant::integer_concat;
+  // exact: the requantize is element-wise, the upsampling a copy): the value -> (Concat node, input
+  // position). The value's only reader is that Concat.
+  std::map<std::string, std::pair<std::string, size_t>> requantized;
 
   bool in_place_input(const std::string& concat, size_t input) const;
   // A Concat with every input in place: an alias of its slices.
@@ -61,7 +66,9 @@ struct ConcatFolding {
 
   // Whether node n's lowering reads input `v` (or writes output `v`) as a strided view itself: CONV's
   // output tiles (their STOREs take the row pitch), the per-channel affine map of a BatchNormalization
-  // (its LOAD boxes), Concat's own copies. Others get dense copies from compile().
+  // (its LOAD boxes), Concat's own copies, a Resize's output (an upsampling's STOREs take the pitch; any
+  // other index map gathers into scratch and copies), an element-wise binary op's output tiles. Others get
+  // dense copies from compile().
   static bool takes_view(const Graph& g, const Node& n, Placement placement, const std::string& v,
                          bool output);
 };

@@ -13,6 +13,7 @@
 #include "compiler/backend/fusion/post_affine.h"
 #include "compiler/backend/fusion/project_tail.h"
 #include "compiler/backend/fusion/scaled_residual.h"
+#include "compiler/backend/fusion/upsample_add.h"
 #include "compiler/backend/int8/int8.h"
 #include "compiler/backend/result.h"
 #include "compiler/passes/lowered.h"
@@ -170,6 +171,10 @@ MemoryLayout plan_memory(const Graph& g, const isa::NpuConfig& config, const Com
     // So does a Mul that adds its input back (scaled_residual.h).
     if (const int64_t k = scaled_residual_candidate(g, static_cast<size_t>(i)); k >= 0)
       touch(g.nodes[static_cast<size_t>(k)].outputs[0], i);
+    // An Add that reads a Resize's input in place of its output reads it after the Resize (upsample_add.h).
+    if (const int64_t k = upsample_add_candidate(g, static_cast<size_t>(i));
+        k >= 0 && !g.value(g.nodes[static_cast<size_t>(i)].inputs[0]).is_constant())
+      touch(g.nodes[static_cast<size_t>(i)].inputs[0], static_cast<int>(k));
   }
   uint64_t no_reuse = 0;
   for (auto& [name, b] : bufs) {

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "compiler/backend/core/context.h"
+#include "compiler/backend/fusion/upsample_add.h"
 #include "compiler/backend/int8/int8.h"
 #include "compiler/backend/matrix/matrix_walk.h"
 #include "compiler/backend/memory/movement.h"
@@ -57,6 +58,22 @@ std::function<void(uint64_t, int64_t, int64_t)> requantize_hook(Context& c, cons
     v.imm2 = qy.zero_point;
     c.vec(v);
   };
+}
+
+// # int8: the requantize into a Concat's codes of value v, which its producer writes into the Concat's slice
+// (ConcatFolding::requantized), as the Concat's integer scheme would do it; empty for any other value.
+std::function<void(uint64_t, int64_t, int64_t)> concat_requantize(Context& c, const std::string& v,
+                                                                  DType from, DType to) {
+  const auto rq = c.folding.requantized.find(v);
+  if (rq == c.folding.requantized.end() || !c.options.plan) return {};
+  const auto concat = std::find_if(c.g.nodes.begin(), c.g.nodes.end(),
+                                   [&](const Node& m) { return m.name == rq->second.first; });
+  const std::optional<quant::IntegerConcat> ic =
+      concat == c.g.nodes.end() ? std::nullopt : quant::integer_concat(c.g, *c.options.plan, *concat);
+  if (!ic || rq->second.second >= ic->size() || !(*ic)[rq->second.second])
+    throw std::logic_error("backend: a value planned to be requantized into its Concat's codes cannot be");
+  return requantize_hook(c, c.options.plan->values.at(v), c.options.plan->values.at(concat->outputs[0]), from,
+                         to, *(*ic)[rq->second.second], 0);
 }
 
 }  // namespace
@@ -484,11 +501,13 @@ int64_t physical_element(int64_t j, const std::vector<int>& pos, const std::vect
 
 // A nearest upsampling by integer factors in channel-last memory, read off its index map: output element
 // (b, oy, ox, ch) of the physical [N, OH, OW, C] copies source element (b, oy / sh, ox / sw, ch) of the
-// physical [N, H, W, C]. {sh, sw}, or nullopt for any other map (a plain copy included).
+// physical [N, H, W, C]. {sh, sw}, or nullopt for any other map (a plain copy included). y may be a view
+// whose channels are contiguous (a Concat's slice, backend/memory/concat_in_place.h): the map is over its
+// elements in dense order.
 std::optional<std::pair<int64_t, int64_t>> upsampling_factors(const DramTensor& x, const DramTensor& y,
                                                               const std::vector<int64_t>& map) {
-  if (x.phys.size() != 4 || y.phys.size() != 4 || x.strided() || y.strided() || x.dtype != y.dtype)
-    return std::nullopt;
+  if (x.phys.size() != 4 || y.phys.size() != 4 || x.strided() || x.dtype != y.dtype) return std::nullopt;
+  if (y.strided() && y.view_strides.back() != 1) return std::nullopt;
   const int64_t N = x.phys[0], H = x.phys[1], W = x.phys[2], C = x.phys[3], OH = y.phys[1], OW = y.phys[2];
   if (y.phys[0] != N || y.phys[3] != C || H <= 0 || W <= 0 || OH % H || OW % W) return std::nullopt;
   const int64_t sh = OH / H, sw = OW / W;
@@ -504,13 +523,19 @@ std::optional<std::pair<int64_t, int64_t>> upsampling_factors(const DramTensor& 
 
 // Emits an upsampling (upsampling_factors) that moves its input once and its output once: each tile of
 // input rows is loaded once and stored sh x sw times, each STORE writing every sw-th pixel of every sh-th
-// output row. False (nothing emitted) when one pixel's channels do not fit a slot.
-bool replicate_tiles(Context& c, const DramTensor& x, const DramTensor& y, int64_t sh, int64_t sw) {
+// output row. y may be a view (upsampling_factors): the STOREs then take its pixel and row pitch, so a
+// Concat's slice is written in place. False (nothing emitted) when one pixel's channels do not fit a slot.
+// `on_tile` (# int8: the Concat's requantize, ConcatFolding::requantized) runs on each loaded tile, whose
+// codes it may widen to int32 in place.
+bool replicate_tiles(Context& c, const DramTensor& x, const DramTensor& y, int64_t sh, int64_t sw,
+                     const std::function<void(uint64_t, int64_t, int64_t)>& on_tile = {}) {
   Slots s = make_slots(c, Buffer::kInput);
-  const int64_t N = x.phys[0], H = x.phys[1], W = x.phys[2], C = x.phys[3], OH = y.phys[1], OW = y.phys[2];
-  if (C > s.elems || C > kMaxDim) return false;
-  const int64_t wt = std::min({W, s.elems / C, kMaxDim});
-  const int64_t rt = std::min({H, std::max<int64_t>(1, s.elems / (wt * C)), kMaxDim});
+  const int64_t N = x.phys[0], H = x.phys[1], W = x.phys[2], C = x.phys[3];
+  const std::vector<int64_t> ys = y.strides();                    // [image, row, pixel, channel]
+  const int64_t cap = on_tile ? s.elems * c.esize / 4 : s.elems;  // elements a slot holds (int32 widened)
+  if (C > cap || C > kMaxDim) return false;
+  const int64_t wt = std::min({W, cap / C, on_tile ? kMaxDim / C : kMaxDim});
+  const int64_t rt = std::min({H, std::max<int64_t>(1, cap / (wt * C)), kMaxDim});
   const auto es = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
   for (int64_t b = 0; b < N; ++b) {
     for (int64_t y0 = 0; y0 < H; y0 += rt) {
@@ -520,11 +545,12 @@ bool replicate_tiles(Context& c, const DramTensor& x, const DramTensor& y, int64
         c.load(Buffer::kInput, slot, x.range(),
                x.addr + static_cast<uint64_t>(((b * H + y0) * W + x0) * C) * es, x.dtype, {C, nw, nr, 1},
                {C, W * C, 0});
+        if (on_tile) on_tile(slot, C * nw, nr);
         for (int64_t i = 0; i < sh; ++i) {
           for (int64_t j = 0; j < sw; ++j) {
-            const int64_t at = ((b * OH + y0 * sh + i) * OW + x0 * sw + j) * C;
+            const int64_t at = b * ys[0] + (y0 * sh + i) * ys[1] + (x0 * sw + j) * ys[2];
             c.store(Buffer::kInput, slot, y.range(), y.addr + static_cast<uint64_t>(at) * es, y.dtype,
-                    {C, nw, nr, 1}, {sw * C, sh * OW * C, 0});
+                    {C, nw, nr, 1}, {sw * ys[2], sh * ys[1], 0});
           }
         }
       }
@@ -681,7 +707,16 @@ bool lower_index_map(Context& c, const Node& n, std::string* why) {
   if (outputs.size() == 1 && sources.size() == 1) {
     const DramTensor& y = c.tensor(outputs[0]);
     const auto f = upsampling_factors(*sources[0], y, use[0]);
-    if (f && replicate_tiles(c, *sources[0], y, f->first, f->second)) {
+    if (f && upsample_add_take(c, n, *sources[0], y, f->first, f->second)) {
+      c.plan->mapping = fmt::format(
+          "nearest upsampling {}x{} read by the Add '{}' from this layer's input as its operand: nothing "
+          "emitted, the upsampled map never written",
+          f->first, f->second, upsample_add_reader(c).name);
+      return true;
+    }
+    // # int8: written into a Concat's slice in the Concat's codes (ConcatFolding::requantized).
+    const auto hook = concat_requantize(c, outputs[0], sources[0]->dtype, y.dtype);
+    if (f && replicate_tiles(c, *sources[0], y, f->first, f->second, hook)) {
       c.plan->mapping = fmt::format(
           "nearest upsampling {}x{}: each input tile loaded once, stored {} times (strided STOREs)", f->first,
           f->second, f->first * f->second);
@@ -689,15 +724,33 @@ bool lower_index_map(Context& c, const Node& n, std::string* why) {
     }
   }
   int64_t rows = 0;
+  bool copied = false;
   for (size_t k = 0; k < outputs.size(); ++k) {
     const DramTensor& y = c.tensor(outputs[k]);
     if (y.dtype != dt) {
       *why = "outputs of different storage types";
       return false;
     }
-    rows += copy_index_map(c, y, sources, use[k], fill);
+    if (!y.strided()) {
+      rows += copy_index_map(c, y, sources, use[k], fill);
+      continue;
+    }
+    // A view written in place (ConcatFolding::takes_view) that is not an upsampling: gathered into dense
+    // scratch, then copied into its slice.
+    const DramTensor d = dense_scratch(c, y);
+    rows += copy_index_map(c, d, sources, use[k], fill);
+    if (const auto hook = concat_requantize(c, outputs[k], d.dtype, y.dtype)) {
+      const auto ds = d.strides(), ys = y.strides();
+      std::vector<CopyDim> dims;
+      for (size_t i = 0; i < y.phys.size(); ++i) dims.push_back({y.phys[i], ds[i], ys[i]});
+      copy_box(c, d, 0, y, 0, dims, hook);
+    } else {
+      copy_tensor(c, d, y);
+    }
+    copied = true;
   }
-  c.plan->mapping = fmt::format("DMA gather from a compile-time index map ({} rows)", rows);
+  c.plan->mapping = fmt::format("DMA gather from a compile-time index map ({} rows){}", rows,
+                                copied ? ", then copied into its Concat slice" : "");
   return true;
 }
 

@@ -15,6 +15,7 @@
 #include "compiler/backend/fusion/residency.h"
 #include "compiler/backend/fusion/scaled_residual.h"
 #include "compiler/backend/fusion/se_fusion.h"
+#include "compiler/backend/fusion/upsample_add.h"
 #include "compiler/backend/int8/int8.h"
 #include "compiler/backend/matrix/matrix_walk.h"
 #include "compiler/backend/memory/movement.h"
@@ -369,7 +370,11 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
   } else {
     // Two innermost dims both broadcast stay apart only when A's strides keep them apart (A a strided
     // view, backend/memory/strided_views.h): B is then one value for the whole box.
-    mode = dims[k - 1].b_full ? Bcast::kRow : dims[k - 2].b_full ? Bcast::kCol : Bcast::kScalar;
+    // Both full: dims that stay apart only because y (or A) is a view with a pitch of its own (a Concat's
+    // slice): B's box then has the tile's shape.
+    mode = dims[k - 1].b_full   ? (dims[k - 2].b_full ? Bcast::kNone : Bcast::kRow)
+           : dims[k - 2].b_full ? Bcast::kCol
+                                : Bcast::kScalar;
     box_dims = 2;
   }
   Slots sa = make_slots(c, Buffer::kInput, 0, max_tile);
@@ -390,8 +395,10 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
   } else {
     const int64_t outer = dims[k - 2].ext;
     t0 = std::min<int64_t>({inner, kMaxDim, sa.elems, sb.elems});
-    t1 = std::max<int64_t>(
-        1, std::min<int64_t>({outer, kMaxDim, sa.elems / t0, mode == Bcast::kCol ? sb.elems : kMaxDim}));
+    t1 = std::max<int64_t>(1, std::min<int64_t>({outer, kMaxDim, sa.elems / t0,
+                                                 mode == Bcast::kCol    ? sb.elems
+                                                 : mode == Bcast::kNone ? sb.elems / t0
+                                                                        : kMaxDim}));
   }
   // Pieces of the box dims: (row start, col start, d1, d0).
   struct Piece {
@@ -453,6 +460,11 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
       yst_box = {dims[k - 2].y_stride, 0, 0};
       if (mode == Bcast::kScalar) {
         b_n = 1;
+      } else if (mode == Bcast::kNone) {
+        bo += p.r0 * dims[k - 2].b_stride + p.c0;
+        b_n = d0 * d1;
+        bsz = {d0, d1, 1, 1};
+        bst = {dims[k - 2].b_stride, 0, 0};
       } else if (mode == Bcast::kRow) {
         bo += p.c0 * dims[k - 1].b_stride;
         b_n = d0;
@@ -497,6 +509,50 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
             yst_box);
   });
   return mode;
+}
+
+// Streams y = f(A, up(z)) as stream_broadcast does with B the nearest upsampling by (sh, sw) of the dense
+// NHWC map z (backend/fusion/upsample_add.h; A and y dense, of y's shape): per tile of sh output rows of nx
+// input pixels' sw pixels each, A's tile loaded, z's nx pixels loaded sw times each (a zero stride) as one
+// row (its codes centred and rescaled as B's would be), `on_tile` on the sh x row tile with that row
+// broadcast (bcast row), the result quantized when `qy`, stored.
+Bcast stream_upsampled(Context& c, const Operand& A, const Operand& B, const DramTensor& z, int64_t sh,
+                       int64_t sw, const DramTensor& y, const quant::QParams* qy, const TileFn& on_tile,
+                       int64_t max_tile) {
+  const int64_t N = y.phys[0], OW = y.phys[2], C = y.phys[3], H = z.phys[1], W = z.phys[2];
+  const int64_t OH = y.phys[1], px = sw * C;
+  Slots sa = make_slots(c, Buffer::kInput, 0, max_tile);
+  Slots sb = make_slots(c, Buffer::kWeight);
+  const int64_t nx = std::min({W, kMaxDim / px, sa.elems / (sh * px), sb.elems / px});
+  if (nx < 1) throw std::logic_error("backend: an upsampled operand's tile does not fit its slots");
+  const uint64_t ea = static_cast<uint64_t>(isa::dtype_bytes(A.dt)),
+                 ez = static_cast<uint64_t>(isa::dtype_bytes(z.dtype)),
+                 ey = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
+  for (int64_t b = 0; b < N; ++b) {
+    for (int64_t r = 0; r < H; ++r) {
+      for (int64_t x0 = 0; x0 < W; x0 += nx) {
+        const int64_t n = std::min(nx, W - x0), d0 = n * px;
+        const auto at = static_cast<uint64_t>(((b * OH + r * sh) * OW + x0 * sw) * C);
+        const uint64_t sl = sa.take(), bs = sb.take();
+        c.load(Buffer::kInput, sl, A.range, A.addr + at * ea, A.dt, {d0, sh, 1, 1}, {OW * C, 0, 0});
+        if (A.q) dequantize_tile(c, Buffer::kInput, sl, d0, sh, A.dt, kConvA);
+        c.load(Buffer::kWeight, bs, z.range(),
+               z.addr + static_cast<uint64_t>(((b * H + r) * W + x0) * C) * ez, z.dtype, {C, sw, n, 1},
+               {0, C, 0});
+        if (B.q && B.centred) {
+          subtract_zero_point(c, Buffer::kWeight, bs, Buffer::kWeight, bs, d0, 1, B.dt, kConvB,
+                              DType::kInt32);
+          if (B.rescale) rescale_int32(c, Buffer::kWeight, bs, d0, 1, *B.rescale);
+        } else if (B.q) {
+          dequantize_tile(c, Buffer::kWeight, bs, d0, 1, B.dt, kConvB);
+        }
+        const TileResult res = on_tile(sl, {bs}, d0, sh, Bcast::kRow);
+        if (qy) quantize_tile(c, res.buf, res.addr, d0, sh, y.dtype, kConvY);
+        c.store(res.buf, res.addr, y.range(), y.addr + at * ey, y.dtype, {d0, sh, 1, 1}, {OW * C, 0, 0});
+      }
+    }
+  }
+  return Bcast::kRow;
 }
 
 }  // namespace
@@ -577,7 +633,17 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
       return false;
     }
   }
-  if (!streamable(A, {B}, y)) {
+  // The Resize before it emitted nothing: its input read here as B (backend/fusion/upsample_add.h).
+  const UpsampledOperand* up = upsampled_operand(c, n);
+  if (up) {
+    const std::string& u = c.g.nodes[static_cast<size_t>(up->resize)].outputs[0];
+    if (op != VecOp::kAdd || swapped || !full(B)) throw std::logic_error("backend: an upsampled Add operand");
+    if (n.inputs[0] == u) {
+      std::swap(A, B);  // x + u: exact either way round, each operand's own conversion kept
+      swapped = true;
+    }
+  }
+  if (!up && !streamable(A, {B}, y)) {
     *why = kNotStreamable;
     return false;
   }
@@ -620,7 +686,7 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
   A.q = nullptr;
   se_mul_begin(c);
   bool kept = false;
-  if (A.t) A.sram = se_mul_input(c, A.range, A.dt);  // an SE block's input, where its pool left it
+  if (A.t && !up) A.sram = se_mul_input(c, A.range, A.dt);  // an SE block's input, where its pool left it
   // The Add after an SE Mul in the same tile loop (backend/fusion/scaled_residual.h): x * s into a scratch
   // tile in the accumulator, x (A) added to it there, stored as the Add's output.
   // # int8: the Mul's integer scheme into m's codes, then the Add's (each operand's centred codes rescaled to
@@ -654,136 +720,135 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
     acc2 = make_slots(c, Buffer::kAccumulator, 64 + 2 * static_cast<uint64_t>(round64(acc.elems * c.esize)),
                       acc.elems);
   }
-  const Bcast mode = stream_broadcast(
-      c, A, {B}, res ? *res : y, imul || iadd ? nullptr : qy,
-      [&](uint64_t a_slot, const std::vector<uint64_t>& b, int64_t d0, int64_t d1, Bcast bc) {
-        const uint64_t b_cur = b[0];
-        if (imul && radd) {  // m = x * s in m's codes, then x + m in the output's codes
-          const uint64_t t1 = acc.take(), t2 = acc2.take();
-          centred_products(c, a_slot, A.dt, t1, b_cur, d0, d1, bc);
-          Context::VecArgs rq;
-          rq.op = VecOp::kRequantize, rq.in = DType::kInt32, rq.out = y.dtype;
-          rq.src1_buf = rq.dst_buf = Buffer::kAccumulator, rq.src1 = rq.dst = t1, rq.d0 = d0, rq.d1 = d1;
-          rq.imm0 = imul->multiplier, rq.imm1 = imul->shift, rq.imm2 = qy->zero_point;
-          c.vec(rq);
-          subtract_zero_point(c, Buffer::kAccumulator, t1, Buffer::kAccumulator, t2, d0, d1, y.dtype, kConvY,
-                              DType::kInt32);
-          rescale_int32(c, Buffer::kAccumulator, t2, d0, d1, x_first ? radd->b : radd->a);
-          subtract_zero_point(c, Buffer::kInput, a_slot, Buffer::kAccumulator, t1, d0, d1, A.dt, kConvA,
-                              DType::kInt32);
-          rescale_int32(c, Buffer::kAccumulator, t1, d0, d1, x_first ? radd->a : radd->b);
-          Context::VecArgs ad;
-          ad.op = VecOp::kAdd, ad.in = ad.out = DType::kInt32;
-          ad.src1_buf = ad.dst_buf = ad.src2_buf = Buffer::kAccumulator, ad.src1 = ad.dst = t1, ad.src2 = t2;
-          ad.d0 = d0, ad.d1 = d1;
-          c.vec(ad);
-          rq.out = res->dtype, rq.imm0 = radd->out.multiplier, rq.imm1 = radd->out.shift;
-          rq.imm2 = qz->zero_point;
-          c.vec(rq);
-          if (radd->lo > qz->qmin() || radd->hi < qz->qmax()) {  // a fused Relu / Clip on the codes
-            Context::VecArgs cl;
-            cl.op = VecOp::kClip, cl.in = cl.out = res->dtype,
-            cl.src1_buf = cl.dst_buf = Buffer::kAccumulator;
-            cl.src1 = cl.dst = t1, cl.d0 = d0, cl.d1 = d1;
-            cl.imm0 = f32_imm(static_cast<float>(radd->lo)), cl.imm1 = f32_imm(static_cast<float>(radd->hi));
-            c.vec(cl);
-          }
-          return TileResult{Buffer::kAccumulator, t1};
-        }
-        if (scale) {
-          if (b_cur != prepared) scale->prepare(b_cur, d0), prepared = b_cur;  // a vector of codes loaded
-          const uint64_t sl = acc.take();
-          const TileResult out =
-              kept ? TileResult{Buffer::kInput, a_slot} : TileResult{Buffer::kAccumulator, sl};
-          scale->apply(Buffer::kInput, a_slot, sl, out.buf, out.addr, d0, d1);
-          return out;
-        }
-        if (imul) {
-          const uint64_t sl = acc.take();
-          centred_products(c, a_slot, A.dt, sl, b_cur, d0, d1, bc);
-          // The codes where the A tile lay when the product stays there (kept), else in the int32 tile.
-          const TileResult out =
-              kept ? TileResult{Buffer::kInput, a_slot} : TileResult{Buffer::kAccumulator, sl};
-          Context::VecArgs rq;
-          rq.op = VecOp::kRequantize, rq.in = DType::kInt32, rq.out = y.dtype;
-          rq.src1_buf = Buffer::kAccumulator, rq.src1 = sl, rq.dst_buf = out.buf, rq.dst = out.addr;
-          rq.d0 = d0, rq.d1 = d1, rq.imm0 = imul->multiplier, rq.imm1 = imul->shift, rq.imm2 = qy->zero_point;
-          c.vec(rq);
-          return out;
-        }
-        if (iadd) {
-          const uint64_t sl = acc.take();
-          subtract_zero_point(c, Buffer::kInput, a_slot, Buffer::kAccumulator, sl, d0, d1, A.dt, kConvA,
-                              DType::kInt32);
-          rescale_int32(c, Buffer::kAccumulator, sl, d0, d1, swapped ? iadd->b : iadd->a);
-          Context::VecArgs v;
-          v.op = op, v.in = v.out = DType::kInt32, v.src1_buf = v.dst_buf = Buffer::kAccumulator;
-          v.src1 = v.dst = sl, v.src2_buf = Buffer::kWeight, v.src2 = b_cur, v.d0 = d0, v.d1 = d1,
-          v.bcast = bc;
-          c.vec(v);
-          if (negate) {  // b - a computed as a - b: exact in int32
-            Context::VecArgs ng;
-            ng.op = VecOp::kNeg, ng.in = ng.out = DType::kInt32,
-            ng.src1_buf = ng.dst_buf = Buffer::kAccumulator;
-            ng.src1 = ng.dst = sl, ng.d0 = d0, ng.d1 = d1;
-            c.vec(ng);
-          }
-          Context::VecArgs rq;
-          rq.op = VecOp::kRequantize, rq.in = DType::kInt32, rq.out = y.dtype;
-          rq.src1_buf = rq.dst_buf = Buffer::kAccumulator, rq.src1 = rq.dst = sl, rq.d0 = d0, rq.d1 = d1;
-          rq.imm0 = iadd->out.multiplier, rq.imm1 = iadd->out.shift, rq.imm2 = qy->zero_point;
-          c.vec(rq);
-          if (iadd->lo > qy->qmin() || iadd->hi < qy->qmax()) {  // a fused Relu / Clip on the codes
-            Context::VecArgs cl;
-            cl.op = VecOp::kClip, cl.in = cl.out = y.dtype, cl.src1_buf = cl.dst_buf = Buffer::kAccumulator;
-            cl.src1 = cl.dst = sl, cl.d0 = d0, cl.d1 = d1;
-            cl.imm0 = f32_imm(static_cast<float>(iadd->lo)), cl.imm1 = f32_imm(static_cast<float>(iadd->hi));
-            c.vec(cl);
-          }
-          return TileResult{Buffer::kAccumulator, sl};
-        }
-        Buffer work = Buffer::kInput;
-        uint64_t sl = a_slot;
-        if (qa) {
-          work = Buffer::kAccumulator;
-          sl = acc.take();
-          dequantize_tile_into(c, Buffer::kInput, a_slot, work, sl, d0, d1, A.dt, kConvA);
-        }
-        if (recip_a) {
-          Context::VecArgs r;
-          r.op = VecOp::kRecip, r.in = r.out = c.act, r.src1_buf = r.dst_buf = work;
-          r.src1 = r.dst = sl, r.d0 = d0, r.d1 = d1;
-          c.vec(r);
-        }
-        Context::VecArgs v;
-        v.op = op, v.in = v.out = c.act, v.src1_buf = v.dst_buf = work, v.src1 = v.dst = sl;
-        v.src2_buf = Buffer::kWeight, v.src2 = b_cur, v.d0 = d0, v.d1 = d1, v.bcast = bc;
-        if (res) {  // the product as the Mul would store it, then x + it as the Add computes it
-          const uint64_t t = acc.take();
-          v.dst_buf = Buffer::kAccumulator, v.dst = t;
-          c.vec(v);
-          Context::VecArgs ad;
-          ad.op = VecOp::kAdd, ad.in = ad.out = c.act, ad.src1_buf = work, ad.src1 = sl;
-          ad.src2_buf = ad.dst_buf = Buffer::kAccumulator, ad.src2 = ad.dst = t, ad.d0 = d0, ad.d1 = d1;
-          c.vec(ad);
-          return TileResult{Buffer::kAccumulator, t};
-        }
-        c.vec(v);
-        if (negate) {
-          Context::VecArgs ng;
-          ng.op = VecOp::kNeg, ng.in = ng.out = c.act, ng.src1_buf = ng.dst_buf = work;
-          ng.src1 = ng.dst = sl, ng.d0 = d0, ng.d1 = d1;
-          c.vec(ng);
-        }
-        if (!act.empty()) {
-          Context::VecArgs av;
-          av.op = act_op, av.in = av.out = c.act, av.src1_buf = av.dst_buf = work, av.src1 = av.dst = sl;
-          av.d0 = d0, av.d1 = d1, av.imm0 = act_imm0, av.imm1 = act_imm1;
-          c.vec(av);
-        }
-        return TileResult{work, sl};
-      },
-      qa || res ? acc.elems : INT64_MAX, !res && se_mul_may_keep_product(c) ? &kept : nullptr);
+  const TileFn tile_fn = [&](uint64_t a_slot, const std::vector<uint64_t>& b, int64_t d0, int64_t d1,
+                             Bcast bc) {
+    const uint64_t b_cur = b[0];
+    if (imul && radd) {  // m = x * s in m's codes, then x + m in the output's codes
+      const uint64_t t1 = acc.take(), t2 = acc2.take();
+      centred_products(c, a_slot, A.dt, t1, b_cur, d0, d1, bc);
+      Context::VecArgs rq;
+      rq.op = VecOp::kRequantize, rq.in = DType::kInt32, rq.out = y.dtype;
+      rq.src1_buf = rq.dst_buf = Buffer::kAccumulator, rq.src1 = rq.dst = t1, rq.d0 = d0, rq.d1 = d1;
+      rq.imm0 = imul->multiplier, rq.imm1 = imul->shift, rq.imm2 = qy->zero_point;
+      c.vec(rq);
+      subtract_zero_point(c, Buffer::kAccumulator, t1, Buffer::kAccumulator, t2, d0, d1, y.dtype, kConvY,
+                          DType::kInt32);
+      rescale_int32(c, Buffer::kAccumulator, t2, d0, d1, x_first ? radd->b : radd->a);
+      subtract_zero_point(c, Buffer::kInput, a_slot, Buffer::kAccumulator, t1, d0, d1, A.dt, kConvA,
+                          DType::kInt32);
+      rescale_int32(c, Buffer::kAccumulator, t1, d0, d1, x_first ? radd->a : radd->b);
+      Context::VecArgs ad;
+      ad.op = VecOp::kAdd, ad.in = ad.out = DType::kInt32;
+      ad.src1_buf = ad.dst_buf = ad.src2_buf = Buffer::kAccumulator, ad.src1 = ad.dst = t1, ad.src2 = t2;
+      ad.d0 = d0, ad.d1 = d1;
+      c.vec(ad);
+      rq.out = res->dtype, rq.imm0 = radd->out.multiplier, rq.imm1 = radd->out.shift;
+      rq.imm2 = qz->zero_point;
+      c.vec(rq);
+      if (radd->lo > qz->qmin() || radd->hi < qz->qmax()) {  // a fused Relu / Clip on the codes
+        Context::VecArgs cl;
+        cl.op = VecOp::kClip, cl.in = cl.out = res->dtype, cl.src1_buf = cl.dst_buf = Buffer::kAccumulator;
+        cl.src1 = cl.dst = t1, cl.d0 = d0, cl.d1 = d1;
+        cl.imm0 = f32_imm(static_cast<float>(radd->lo)), cl.imm1 = f32_imm(static_cast<float>(radd->hi));
+        c.vec(cl);
+      }
+      return TileResult{Buffer::kAccumulator, t1};
+    }
+    if (scale) {
+      if (b_cur != prepared) scale->prepare(b_cur, d0), prepared = b_cur;  // a vector of codes loaded
+      const uint64_t sl = acc.take();
+      const TileResult out = kept ? TileResult{Buffer::kInput, a_slot} : TileResult{Buffer::kAccumulator, sl};
+      scale->apply(Buffer::kInput, a_slot, sl, out.buf, out.addr, d0, d1);
+      return out;
+    }
+    if (imul) {
+      const uint64_t sl = acc.take();
+      centred_products(c, a_slot, A.dt, sl, b_cur, d0, d1, bc);
+      // The codes where the A tile lay when the product stays there (kept), else in the int32 tile.
+      const TileResult out = kept ? TileResult{Buffer::kInput, a_slot} : TileResult{Buffer::kAccumulator, sl};
+      Context::VecArgs rq;
+      rq.op = VecOp::kRequantize, rq.in = DType::kInt32, rq.out = y.dtype;
+      rq.src1_buf = Buffer::kAccumulator, rq.src1 = sl, rq.dst_buf = out.buf, rq.dst = out.addr;
+      rq.d0 = d0, rq.d1 = d1, rq.imm0 = imul->multiplier, rq.imm1 = imul->shift, rq.imm2 = qy->zero_point;
+      c.vec(rq);
+      return out;
+    }
+    if (iadd) {
+      const uint64_t sl = acc.take();
+      subtract_zero_point(c, Buffer::kInput, a_slot, Buffer::kAccumulator, sl, d0, d1, A.dt, kConvA,
+                          DType::kInt32);
+      rescale_int32(c, Buffer::kAccumulator, sl, d0, d1, swapped ? iadd->b : iadd->a);
+      Context::VecArgs v;
+      v.op = op, v.in = v.out = DType::kInt32, v.src1_buf = v.dst_buf = Buffer::kAccumulator;
+      v.src1 = v.dst = sl, v.src2_buf = Buffer::kWeight, v.src2 = b_cur, v.d0 = d0, v.d1 = d1, v.bcast = bc;
+      c.vec(v);
+      if (negate) {  // b - a computed as a - b: exact in int32
+        Context::VecArgs ng;
+        ng.op = VecOp::kNeg, ng.in = ng.out = DType::kInt32, ng.src1_buf = ng.dst_buf = Buffer::kAccumulator;
+        ng.src1 = ng.dst = sl, ng.d0 = d0, ng.d1 = d1;
+        c.vec(ng);
+      }
+      Context::VecArgs rq;
+      rq.op = VecOp::kRequantize, rq.in = DType::kInt32, rq.out = y.dtype;
+      rq.src1_buf = rq.dst_buf = Buffer::kAccumulator, rq.src1 = rq.dst = sl, rq.d0 = d0, rq.d1 = d1;
+      rq.imm0 = iadd->out.multiplier, rq.imm1 = iadd->out.shift, rq.imm2 = qy->zero_point;
+      c.vec(rq);
+      if (iadd->lo > qy->qmin() || iadd->hi < qy->qmax()) {  // a fused Relu / Clip on the codes
+        Context::VecArgs cl;
+        cl.op = VecOp::kClip, cl.in = cl.out = y.dtype, cl.src1_buf = cl.dst_buf = Buffer::kAccumulator;
+        cl.src1 = cl.dst = sl, cl.d0 = d0, cl.d1 = d1;
+        cl.imm0 = f32_imm(static_cast<float>(iadd->lo)), cl.imm1 = f32_imm(static_cast<float>(iadd->hi));
+        c.vec(cl);
+      }
+      return TileResult{Buffer::kAccumulator, sl};
+    }
+    Buffer work = Buffer::kInput;
+    uint64_t sl = a_slot;
+    if (qa) {
+      work = Buffer::kAccumulator;
+      sl = acc.take();
+      dequantize_tile_into(c, Buffer::kInput, a_slot, work, sl, d0, d1, A.dt, kConvA);
+    }
+    if (recip_a) {
+      Context::VecArgs r;
+      r.op = VecOp::kRecip, r.in = r.out = c.act, r.src1_buf = r.dst_buf = work;
+      r.src1 = r.dst = sl, r.d0 = d0, r.d1 = d1;
+      c.vec(r);
+    }
+    Context::VecArgs v;
+    v.op = op, v.in = v.out = c.act, v.src1_buf = v.dst_buf = work, v.src1 = v.dst = sl;
+    v.src2_buf = Buffer::kWeight, v.src2 = b_cur, v.d0 = d0, v.d1 = d1, v.bcast = bc;
+    if (res) {  // the product as the Mul would store it, then x + it as the Add computes it
+      const uint64_t t = acc.take();
+      v.dst_buf = Buffer::kAccumulator, v.dst = t;
+      c.vec(v);
+      Context::VecArgs ad;
+      ad.op = VecOp::kAdd, ad.in = ad.out = c.act, ad.src1_buf = work, ad.src1 = sl;
+      ad.src2_buf = ad.dst_buf = Buffer::kAccumulator, ad.src2 = ad.dst = t, ad.d0 = d0, ad.d1 = d1;
+      c.vec(ad);
+      return TileResult{Buffer::kAccumulator, t};
+    }
+    c.vec(v);
+    if (negate) {
+      Context::VecArgs ng;
+      ng.op = VecOp::kNeg, ng.in = ng.out = c.act, ng.src1_buf = ng.dst_buf = work;
+      ng.src1 = ng.dst = sl, ng.d0 = d0, ng.d1 = d1;
+      c.vec(ng);
+    }
+    if (!act.empty()) {
+      Context::VecArgs av;
+      av.op = act_op, av.in = av.out = c.act, av.src1_buf = av.dst_buf = work, av.src1 = av.dst = sl;
+      av.d0 = d0, av.d1 = d1, av.imm0 = act_imm0, av.imm1 = act_imm1;
+      c.vec(av);
+    }
+    return TileResult{work, sl};
+  };
+  const quant::QParams* q_store = imul || iadd ? nullptr : qy;
+  const int64_t max_tile = qa || res ? acc.elems : INT64_MAX;
+  const Bcast mode =
+      up ? stream_upsampled(c, A, B, c.tensor(up->z), up->sh, up->sw, y, q_store, tile_fn, max_tile)
+         : stream_broadcast(c, A, {B}, res ? *res : y, q_store, tile_fn, max_tile,
+                            !res && !y.strided() && se_mul_may_keep_product(c) ? &kept : nullptr);
   if (res) scaled_residual_done(c);
   // The product stays in the scratchpad for the pointwise conv after the Mul (backend/fusion/residency.h; the
   // first LOAD of it by any other reader spills it).
@@ -805,6 +870,12 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
                               : "",
                   A.sram >= 0 && se_mul_read(c) ? ", input read where its SE block's pool left it" : "",
                   kept ? ", output left there for the next layer" : "");
+  if (up)
+    c.plan->mapping += fmt::format(
+        "; '{}' read from the Resize's input '{}' (nearest {}x{}: each pixel loaded {} times by one "
+        "zero-stride "
+        "LOAD, that row used for {} output rows): the upsampled map never written",
+        c.g.nodes[static_cast<size_t>(up->resize)].outputs[0], up->z, up->sh, up->sw, up->sw, up->sh);
   if (res)
     c.plan->mapping += fmt::format(
         ", then the Add '{}' in the same tile loop (x added to each product tile in the "

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "compiler/backend/fusion/scaled_residual.h"
+#include "compiler/backend/fusion/upsample_add.h"
 #include "compiler/backend/mapping/mapping.h"
 #include "isa/ceil_div.h"
 
@@ -185,7 +186,8 @@ bool lower_vector_tiled(Context& c, const Node& n, std::string* why) {
   }
   // An SE Mul that may add its input back (fusion/scaled_residual.h): with and without, both simulated.
   scaled_residual_choose(c, n, [&] { return trial(c, n, 0).cycles; });
-  const std::string key = decision_key(c, n) + (scaled_residual_output(c, n) ? "+residual add" : "");
+  const std::string key = decision_key(c, n) + (scaled_residual_output(c, n) ? "+residual add" : "") +
+                          (upsampled_operand(c, n) ? "+upsampled operand" : "");
   int64_t limit = 0;
   std::string reason;
   Context::Timed timed;
