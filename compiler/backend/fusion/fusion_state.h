@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "compiler/backend/core/emitter.h"
 #include "isa/isa.h"
@@ -97,6 +98,28 @@ struct PostAffine {
   bool taken = false;     // the producer's NPU code applied it: the map's layer emits nothing
 };
 
+// A constant affine map with its activation (a BatchNormalization and Relu before a pointwise conv:
+// DenseNet's norm1 -> relu1 -> conv1) applied where the conv loads its input (pre_affine.h): the conv's
+// LOADs of the map's output x read the map's input y instead, each followed by the map's VECs on the tile
+// in place. x is never written, the map's layer emits nothing.
+struct PreAffine {
+  int64_t bn = -1;       // the BatchNormalization's layer (-1 = none)
+  int64_t reader = -1;   // the conv whose LOADs carry it
+  Range x;               // the map's output (never written), the conv's input
+  uint64_t y_addr = 0;   // the map's input: its first element ...
+  Range y;               // ... the DRAM it spans ...
+  int64_t y_pixel = 0;   // ... and elements between its pixels (a Concat's view: that Concat's channels)
+  int64_t channels = 0;  // x's innermost (channel) extent
+  isa::VecOp act = isa::VecOp::kCopy;  // the fused activation's VEC (kCopy: none)
+  int64_t act_imm0 = 0, act_imm1 = 0;
+  std::vector<float> mul, add;  // the per-channel constants, as the map's own lowering computes them
+  uint64_t params = 0;          // accumulator bytes holding the constants (scale, then shift)
+  uint64_t shift_at = 0;
+  int64_t reserved = 0;  // bytes of acc_reserved this holds while the reader is lowered
+  int64_t bytes = 0;     // x's bytes: its write and its read saved
+  int64_t loads = 0;     // LOADs redirected (the final code's and its trials')
+};
+
 // A squeeze-and-excitation Mul whose tile loop also adds its full operand back, the Add after it
 // (scaled_residual.h).
 struct ScaledResidual {
@@ -152,6 +175,8 @@ struct FusionState {
   // ---- an affine map in its producer's epilogue (post_affine.h) ----
   PostAffine post_affine;
   ScaledResidual scaled_residual;
+  // ---- an affine map and activation in its reader's loads (pre_affine.h) ----
+  PreAffine pre_affine;
   std::set<std::string> unwritten;  // producers' outputs that carried a map: never written anywhere
 };
 

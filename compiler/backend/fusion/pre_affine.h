@@ -1,0 +1,53 @@
+#pragma once
+// A constant affine map and its activation before a pointwise conv, applied where the conv loads its
+// input (internal to the back end). DenseNet's dense layers open with norm1 -> relu1 -> conv1 on the
+// block's concatenation so far: the BatchNormalization cannot fold into the conv (the Relu lies between),
+// so lowered alone it reads the whole concatenation and writes it back for the conv to read once more
+// (DenseNet-121 on edge, fp16: 62 such layers, 42 MB of DRAM and 3.2 M cycles with the array idle). Here,
+// as a vendor compiler's fused pre-op, the conv's every LOAD of the map's output x becomes a LOAD of the
+// map's input y into the same tile, then the map's VECs on the tile in place: x is never written, the
+// map's layer emits nothing, and its vector work runs beside the array's.
+//
+// Exact: the VECs are those the map's own lowering (vector/elementwise.cpp, lower_batchnorm) runs on the
+// same values in the float precisions: a VEC mul and a VEC add with the per-channel constants in the
+// precision (row-broadcast), then the activation's VEC. Int8 codes (whose arithmetic runs in fp32 work
+// tiles), a conv with padding, stride or groups, and a map a mapping file places or tiles are left to the
+// map's own lowering.
+//
+// Chosen by the cost model: the VECs the conv takes on (the vector unit's cycles over x) against the DRAM
+// time of the map's own read and write; the conv's tiling is then searched and its candidates simulated
+// with them (the LOADs of every candidate carry the VECs).
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "compiler/backend/core/context.h"
+
+namespace npusim::compiler::backend {
+
+// The conv that may apply BatchNormalization node i's map in its loads (the graph's side of
+// plan_pre_affine: node i a constant affine map, optionally with its activation, whose one output only a
+// pointwise Conv reads as its input), else -1. The memory plan keeps the map's input until that conv.
+int64_t pre_affine_reader(const Graph& g, size_t i);
+// Before layer i (a vector layer) is lowered: plans whether its reader applies its map (nothing emitted).
+void plan_pre_affine(Context& c, size_t i);
+// Layer i's work is the map its reader applies: fills its plan and returns true.
+bool pre_affine_member(Context& c, size_t i, LayerPlan& plan);
+// Before matrix layer i is lowered: when it is the reader of the planned map, reserves the constants' bytes
+// at the top of the accumulator and loads them.
+void begin_pre_affine(Context& c, size_t i);
+// Context::load's hook: a LOAD of the map's output while its reader is lowered; emits the LOAD of the map's
+// input and the map's VECs on the tile in place instead. False when it is no such LOAD.
+bool load_pre_affine(Context& c, isa::Buffer buf, uint64_t sram, const Range& dram_range, uint64_t dram_addr,
+                     isa::DType t, const std::array<int64_t, 4>& s, const std::array<int64_t, 3>& st,
+                     const std::array<int64_t, 4>& pads);
+// Whether the layer being lowered applies a map in its loads (its walk then emits each tile's epilogue
+// after the next tile's input: matrix_walk.cpp).
+bool maps_its_loads(const Context& c);
+// The map's layer when layer i was to apply it and its NPU lowering declined (it runs on the host and
+// reads the map's output from DRAM): the caller lowers that layer first. -1 otherwise.
+int64_t pre_affine_declined(Context& c, size_t i);
+// After layer i is lowered: the reservation ends; whether its code took the map.
+void finish_pre_affine(Context& c, size_t i, const LayerPlan& plan);
+
+}  // namespace npusim::compiler::backend
