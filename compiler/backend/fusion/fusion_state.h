@@ -17,6 +17,10 @@
 #include "compiler/backend/core/emitter.h"
 #include "isa/isa.h"
 
+namespace npusim::compiler::quant {
+struct QParams;  // compiler/quant/precision.h
+}  // namespace npusim::compiler::quant
+
 namespace npusim::compiler::backend {
 
 struct ConvPool;  // fusion/layer_fusion.h
@@ -103,18 +107,28 @@ struct PostAffine {
 // LOADs of the map's output x read the map's input y instead, each followed by the map's VECs on the tile
 // in place. x is never written, the map's layer emits nothing.
 struct PreAffine {
-  int64_t bn = -1;       // the BatchNormalization's layer (-1 = none)
-  int64_t reader = -1;   // the conv whose LOADs carry it
-  Range x;               // the map's output (never written), the conv's input
-  uint64_t y_addr = 0;   // the map's input: its first element ...
-  Range y;               // ... the DRAM it spans ...
-  int64_t y_pixel = 0;   // ... and elements between its pixels (a Concat's view: that Concat's channels)
-  int64_t channels = 0;  // x's innermost (channel) extent
-  isa::VecOp act = isa::VecOp::kCopy;  // the fused activation's VEC (kCopy: none)
+  int64_t bn = -1;      // the BatchNormalization's layer (-1 = none)
+  int64_t reader = -1;  // the conv whose LOADs carry it
+  Range x;              // the map's output (never written), the conv's input
+  uint64_t y_addr = 0;  // the map's input: its first element ...
+  Range y;              // ... the DRAM it spans ...
+  int64_t y_pixel = 0;  // ... and elements between its pixels (a Concat's view: that Concat's channels)
+  isa::DType y_dtype = isa::DType::kFp32;
+  int64_t channels = 0;                 // x's innermost (channel) extent
+  isa::DType work = isa::DType::kFp32;  // the constants' and the arithmetic's type (int8: fp32)
+  isa::VecOp act = isa::VecOp::kCopy;   // the fused activation's VEC (kCopy: none)
   int64_t act_imm0 = 0, act_imm1 = 0;
   std::vector<float> mul, add;  // the per-channel constants, as the map's own lowering computes them
   uint64_t params = 0;          // accumulator bytes holding the constants (scale, then shift)
   uint64_t shift_at = 0;
+  // # int8: codes in (y's zero point subtracted into fp32 work rows) and out (the clamp, or the add,
+  // writes x's codes back into the tile), as the map's own lowering runs them.
+  bool codes = false;
+  bool clamp = false;  // an activation: kClip to [act_imm0, act_imm1] (fp32 immediates) writes the codes
+  const quant::QParams* zero_point = nullptr;  // y's QParams (its conversion constants)
+  uint64_t conv_at = 0;                        // accumulator bytes of the conversion constants
+  uint64_t work_at = 0;                        // ... and of the work rows
+  int64_t work_elems = 0;
   int64_t reserved = 0;  // bytes of acc_reserved this holds while the reader is lowered
   int64_t bytes = 0;     // x's bytes: its write and its read saved
   int64_t loads = 0;     // LOADs redirected (the final code's and its trials')

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "compiler/backend/int8/int8.h"
 #include "compiler/backend/matrix/matrix_walk.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/precision.h"
@@ -22,6 +23,9 @@ using isa::DType;
 using isa::VecOp;
 
 namespace {
+
+// # int8: fp32 elements of the work rows the codes are mapped through (16 KiB of the accumulator).
+constexpr int64_t kWorkElems = 4096;
 
 // A Conv the walk runs as a GEMM over its input's pixels, reading each input element once per load: 1x1,
 // stride 1, unpadded, one group, constant weights.
@@ -37,16 +41,32 @@ bool pointwise(const Graph& g, const Node& n) {
          (auto_pad == "NOTSET" || auto_pad == "VALID");
 }
 
-// The vector unit's cycles for one VEC op over n elements of t in rows of d0 (isa::timing's figure).
-double vec_cycles_over(const Context& c, VecOp op, DType t, int64_t n, int64_t d0) {
-  isa::Instruction ins;
-  ins.opcode = isa::Opcode::kVec;
-  ins.set(isa::Field::kVop, static_cast<int64_t>(op)).set(isa::Field::kDtype, static_cast<int64_t>(t));
-  ins.set(isa::Field::kDtypeOut, static_cast<int64_t>(t));
-  const int64_t rows = std::max<int64_t>(1, std::min<int64_t>(n / std::max<int64_t>(1, d0), 64));
-  ins.set(isa::Field::kD0, d0).set(isa::Field::kD1, rows).set(isa::Field::kD2, 1);
-  return static_cast<double>(isa::timing::vec_cycles(ins, c.config.vector)) *
-         static_cast<double>(ceil_div(n, d0 * rows));
+// # int8: the map's VECs on `rows` rows of d0 codes at `at` of `buf` (whose rows start at the constants'
+// byte offset `off`), through the fp32 work rows in chunks, as lower_batchnorm runs them: the codes less
+// their zero point into fp32, mul and add by the channel's constants, then the clamp (or the add) writes
+// the output's codes back in place.
+void apply_codes(Context& c, const PreAffine& p, Buffer buf, uint64_t at, int64_t d0, int64_t rows,
+                 uint64_t off, DType x_dtype) {
+  const int64_t per = std::max<int64_t>(1, p.work_elems / d0);
+  for (int64_t r0 = 0; r0 < rows; r0 += per) {
+    const int64_t d1 = std::min(per, rows - r0);
+    const uint64_t tile = at + static_cast<uint64_t>(r0 * d0);  // one byte per code
+    subtract_zero_point(c, buf, tile, Buffer::kAccumulator, p.work_at, d0, d1, p.y_dtype, p.conv_at);
+    Context::VecArgs v;
+    v.in = v.out = DType::kFp32, v.src1_buf = v.dst_buf = Buffer::kAccumulator, v.src1 = v.dst = p.work_at;
+    v.d0 = d0, v.d1 = d1, v.src2_buf = Buffer::kAccumulator, v.bcast = isa::Bcast::kRow;
+    v.op = VecOp::kMul, v.src2 = p.params + off;
+    c.vec(v);
+    v.op = VecOp::kAdd, v.src2 = p.shift_at + off;
+    if (!p.clamp) v.out = x_dtype, v.dst_buf = buf, v.dst = tile;
+    c.vec(v);
+    if (!p.clamp) continue;
+    Context::VecArgs a;
+    a.in = DType::kFp32, a.out = x_dtype, a.src1_buf = Buffer::kAccumulator, a.src1 = p.work_at;
+    a.dst_buf = buf, a.dst = tile, a.d0 = d0, a.d1 = d1;
+    a.op = VecOp::kClip, a.imm0 = p.act_imm0, a.imm1 = p.act_imm1;
+    c.vec(a);
+  }
 }
 
 }  // namespace
@@ -76,19 +96,40 @@ void plan_pre_affine(Context& c, size_t i) {
   if (!c.options.keep_on_chip || g.nhwc_io || c.shared_capacity() > 0) return;
   const int64_t j = pre_affine_reader(g, i);
   if (j < 0) return;
-  if (c.options.plan && (c.options.plan->values.count(bn.inputs[0]) || c.options.plan->values.count(bn.outputs[0])))
-    return;  // int8 codes
-  for (const Node* n : {&bn, &g.nodes[static_cast<size_t>(j)]}) {  // a mapping file decides alone
+  const Node& conv = g.nodes[static_cast<size_t>(j)];
+  for (const Node* n : {&bn, &conv}) {  // a mapping file decides alone
     if (c.options.mapping && c.options.mapping->find(n->name)) return;
     if (c.folding.folded(*n) || c.views.folds(*n)) return;
   }
-  const std::string& xv = bn.outputs[0];
-  if (!c.tensors.count(xv) || !c.tensors.count(bn.inputs[0])) return;
-  const DramTensor& y = c.tensor(bn.inputs[0]);
+  const std::string &xv = bn.outputs[0], &yv = bn.inputs[0];
+  if (!c.tensors.count(xv) || !c.tensors.count(yv)) return;
+  const DramTensor& y = c.tensor(yv);
   const DramTensor& x = c.tensor(xv);
-  if (x.strided() || x.dtype != c.act || y.dtype != c.act || isa::numerics::is_integer(c.act) ||
-      x.shape.size() != 4 || x.shape != y.shape || x.shape[0] != 1 || !x.nhwc_in_memory() || !y.nhwc_in_memory())
+  if (x.strided() || x.shape.size() != 4 || x.shape != y.shape || x.shape[0] != 1 || !x.nhwc_in_memory() ||
+      !y.nhwc_in_memory())
     return;
+  // # int8: codes in and out, as the map's own lowering runs them under the integer scheme (PlanScope defers
+  // them to it), read by an int8 conv as they lie.
+  const quant::PrecisionPlan* plan = c.options.plan;
+  const quant::QParams* qy = nullptr;
+  const quant::QParams* qx = nullptr;
+  if (plan) {
+    const auto a = plan->values.find(yv), b = plan->values.find(xv);
+    if (a != plan->values.end()) qy = &a->second;
+    if (b != plan->values.end()) qx = &b->second;
+  }
+  const bool codes = qy || qx;
+  if (codes) {
+    if (!qy || !qx || plan->int8_vector != quant::Int8Vector::kInteger ||
+        plan->precision_of(bn.name) != quant::Precision::kInt8 ||
+        plan->precision_of(conv.name) != quant::Precision::kInt8 || !int8_matrix_mappable(*plan, conv) ||
+        y.dtype != qy->dtype || x.dtype != qx->dtype || isa::dtype_bytes(y.dtype) != 1 ||
+        isa::dtype_bytes(x.dtype) != 1)
+      return;
+  } else if (x.dtype != c.act || y.dtype != c.act || isa::numerics::is_integer(c.act) ||
+             (plan && plan->precision_of(bn.name) == quant::Precision::kInt8)) {
+    return;
+  }
   // y dense, or a Concat's view whose pixels lie `y_pixel` elements apart (rows of whole pixels).
   const std::vector<int64_t> ys = y.strides();
   const int64_t channels = x.shape[1], width = x.shape[3];
@@ -98,17 +139,12 @@ void plan_pre_affine(Context& c, size_t i) {
   const std::string act = bn.attr_string(kActivation, "");
   if (!act.empty() && !fused_activation(bn, act, &act_op, &imm0, &imm1)) return;
   const std::optional<ChannelAffine> aff = batchnorm_affine(g, bn);
-  const quant::AffineArith ar = quant::affine_arith(aff->scale, aff->shift, nullptr, nullptr, act,
-                                                    bn.attr_float(kActMin, -INFINITY),
-                                                    bn.attr_float(kActMax, INFINITY));
-  if (static_cast<int64_t>(ar.mul.size()) < channels || static_cast<int64_t>(ar.add.size()) < channels) return;
-  // The cost model: the VECs the conv takes on against the map's own read and write of x.
-  const int64_t elems = num_elements(x.shape);
-  const double vec = 2 * vec_cycles_over(c, VecOp::kMul, c.act, elems, channels) +
-                     (act.empty() ? 0.0 : vec_cycles_over(c, act_op, c.act, elems, channels));
-  const double dram =
-      c.dram_bytes_per_cycle > 0 ? 2.0 * static_cast<double>(x.bytes) / c.dram_bytes_per_cycle : 0.0;
-  if (vec >= dram) return;
+  const quant::AffineArith ar =
+      quant::affine_arith(aff->scale, aff->shift, qy, qx, act, bn.attr_float(kActMin, -INFINITY),
+                          bn.attr_float(kActMax, INFINITY));
+  if (static_cast<int64_t>(ar.mul.size()) < channels || static_cast<int64_t>(ar.add.size()) < channels)
+    return;
+  if (codes && !ar.codes_out) return;  // a float activation between the map and the codes
   PreAffine p;
   p.bn = static_cast<int64_t>(i);
   p.reader = j;
@@ -116,13 +152,24 @@ void plan_pre_affine(Context& c, size_t i) {
   p.y = y.range();
   p.y_addr = y.addr;
   p.y_pixel = ys[2];
+  p.y_dtype = y.dtype;
   p.channels = channels;
+  p.work = codes ? isa::DType::kFp32 : c.act;
   p.act = act.empty() ? VecOp::kCopy : act_op;
   p.act_imm0 = imm0, p.act_imm1 = imm1;
+  if (codes) {
+    p.codes = true;
+    p.clamp = !act.empty();
+    p.act_imm0 = f32_imm(ar.lo), p.act_imm1 = f32_imm(ar.hi);
+    p.zero_point = qy;
+  }
   p.mul.assign(ar.mul.begin(), ar.mul.begin() + channels);
   p.add.assign(ar.add.begin(), ar.add.begin() + channels);
   p.bytes = static_cast<int64_t>(x.bytes);
-  p.reserved = 2 * round64(channels * isa::dtype_bytes(c.act));
+  const int64_t vector_bytes = round64(channels * isa::dtype_bytes(p.work));
+  // # int8: the conversion constants (64 bytes) and the fp32 work rows after the constants.
+  p.work_elems = codes ? std::max<int64_t>(kWorkElems, channels) : 0;
+  p.reserved = 2 * vector_bytes + (codes ? 64 + p.work_elems * 4 : 0);
   c.fusion.pre_affine = p;
 }
 
@@ -147,15 +194,19 @@ void begin_pre_affine(Context& c, size_t i) {
   PreAffine& p = c.fusion.pre_affine;
   if (p.bn < 0 || p.reader != static_cast<int64_t>(i)) return;
   const int64_t cap = c.capacity(Buffer::kAccumulator);
-  if (p.reserved * 8 > cap) throw std::logic_error("pre_affine: no accumulator room for the constants");
+  if (p.reserved * 4 > cap) throw std::logic_error("pre_affine: no accumulator room for the constants");
+  const auto vector_bytes = static_cast<uint64_t>(round64(p.channels * isa::dtype_bytes(p.work)));
   p.params = static_cast<uint64_t>(cap - p.reserved) / 64 * 64;
-  p.shift_at = p.params + static_cast<uint64_t>(p.reserved / 2);
-  const auto bytes = static_cast<uint64_t>(p.channels * isa::dtype_bytes(c.act));
-  const uint64_t m_at = c.add_floats(p.mul, c.act), a_at = c.add_floats(p.add, c.act);
-  c.load(Buffer::kAccumulator, p.params, Range{kDram, m_at, m_at + bytes}, m_at, c.act, {p.channels, 1, 1, 1},
-         {0, 0, 0});
-  c.load(Buffer::kAccumulator, p.shift_at, Range{kDram, a_at, a_at + bytes}, a_at, c.act,
+  p.shift_at = p.params + vector_bytes;
+  p.conv_at = p.shift_at + vector_bytes;
+  p.work_at = p.conv_at + 64;
+  const auto bytes = static_cast<uint64_t>(p.channels * isa::dtype_bytes(p.work));
+  const uint64_t m_at = c.add_floats(p.mul, p.work), a_at = c.add_floats(p.add, p.work);
+  c.load(Buffer::kAccumulator, p.params, Range{kDram, m_at, m_at + bytes}, m_at, p.work,
          {p.channels, 1, 1, 1}, {0, 0, 0});
+  c.load(Buffer::kAccumulator, p.shift_at, Range{kDram, a_at, a_at + bytes}, a_at, p.work,
+         {p.channels, 1, 1, 1}, {0, 0, 0});
+  if (p.codes) load_conversion_constants(c, p.conv_at, p.zero_point, nullptr);
   c.fusion.acc_reserved += p.reserved;
 }
 
@@ -167,7 +218,7 @@ bool load_pre_affine(Context& c, Buffer buf, uint64_t sram, const Range& dram_ra
       dram_range.begin != p.x.begin || dram_range.end != p.x.end)
     return false;
   const int64_t es = isa::dtype_bytes(t), C = p.channels;
-  if (t != c.act || pads != std::array<int64_t, 4>{0, 0, 0, 0})
+  if (isa::dtype_bytes(t) != isa::dtype_bytes(p.y_dtype) || pads != std::array<int64_t, 4>{0, 0, 0, 0})
     throw std::logic_error("pre_affine: a padded or converting load of the map's output");
   const int64_t e0 = static_cast<int64_t>(dram_addr - p.x.begin) / es;
   const int64_t n0 = e0 % C;
@@ -179,13 +230,18 @@ bool load_pre_affine(Context& c, Buffer buf, uint64_t sram, const Range& dram_ra
   const int64_t scale = within ? p.y_pixel : C;  // y's elements per C of x's
   auto to_y = [&](int64_t stride) { return within ? stride / C * scale : stride; };
   const int64_t y_e = within ? e0 / C * p.y_pixel + n0 : e0;
-  c.load(buf, sram, p.y, p.y_addr + static_cast<uint64_t>(y_e * es), t, s, {to_y(st[0]), to_y(st[1]), to_y(st[2])});
+  c.load(buf, sram, p.y, p.y_addr + static_cast<uint64_t>(y_e * es), p.y_dtype, s,
+         {to_y(st[0]), to_y(st[1]), to_y(st[2])});
   // The map's VECs over a d2 x d1 x d0 box at `at` whose rows start at channel ch.
   auto apply = [&](uint64_t at, int64_t d0, int64_t d1, int64_t d2, int64_t ch) {
+    const auto off = static_cast<uint64_t>(ch * isa::dtype_bytes(p.work));
+    if (p.codes) {
+      apply_codes(c, p, buf, at, d0, d1 * d2, off, t);
+      return;
+    }
     Context::VecArgs v;
     v.in = v.out = t, v.src1_buf = v.dst_buf = buf, v.src1 = v.dst = at;
     v.d0 = d0, v.d1 = d1, v.d2 = d2, v.src2_buf = Buffer::kAccumulator, v.bcast = isa::Bcast::kRow;
-    const auto off = static_cast<uint64_t>(ch * es);
     v.op = VecOp::kMul, v.src2 = p.params + off;
     c.vec(v);
     v.op = VecOp::kAdd, v.src2 = p.shift_at + off;
@@ -236,8 +292,8 @@ void finish_pre_affine(Context& c, size_t i, const LayerPlan& plan) {
   if (p.bn < 0 || p.reader != static_cast<int64_t>(i)) return;
   c.fusion.acc_reserved -= p.reserved;
   if (p.loads == 0 || plan.placement != Placement::kNpuMatrix)
-    throw std::logic_error(fmt::format("pre_affine: '{}' did not load its input through the map",
-                                       c.g.nodes[i].name));
+    throw std::logic_error(
+        fmt::format("pre_affine: '{}' did not load its input through the map", c.g.nodes[i].name));
   c.fusion.unwritten.insert(c.g.nodes[static_cast<size_t>(p.bn)].outputs[0]);
   c.fusion.pre_affine = PreAffine{};
 }
