@@ -159,7 +159,10 @@ void plan_pre_affine(Context& c, size_t i) {
   p.act_imm0 = imm0, p.act_imm1 = imm1;
   if (codes) {
     p.codes = true;
-    p.clamp = !act.empty();
+    // A clamp that only bounds the codes' range is the conversion's own saturation: the add writes them.
+    const auto lo = static_cast<float>(isa::numerics::dtype_min(x.dtype));
+    const auto hi = static_cast<float>(isa::numerics::dtype_max(x.dtype));
+    p.clamp = !act.empty() && !(ar.lo <= lo && ar.hi >= hi);
     p.act_imm0 = f32_imm(ar.lo), p.act_imm1 = f32_imm(ar.hi);
     p.zero_point = qy;
   }
