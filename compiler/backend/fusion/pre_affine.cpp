@@ -97,10 +97,16 @@ void plan_pre_affine(Context& c, size_t i) {
   const int64_t j = pre_affine_reader(g, i);
   if (j < 0) return;
   const Node& conv = g.nodes[static_cast<size_t>(j)];
-  for (const Node* n : {&bn, &conv}) {  // a mapping file decides alone
-    if (c.options.mapping && c.options.mapping->find(n->name)) return;
+  for (const Node* n : {&bn, &conv})
     if (c.folding.folded(*n) || c.views.folds(*n)) return;
-  }
+  // A mapping file that tiles or places the map, or places the conv off the array, leaves the map apart.
+  if (const LayerMapping* m = c.options.mapping ? c.options.mapping->find(bn.name) : nullptr;
+      m &&
+      (m->has_tiling() || m->has_vector_tiling() || (m->placement && *m->placement != Placement::kNpuVector)))
+    return;
+  if (const LayerMapping* m = c.options.mapping ? c.options.mapping->find(conv.name) : nullptr;
+      m && m->placement && *m->placement != Placement::kNpuMatrix)
+    return;
   const std::string &xv = bn.outputs[0], &yv = bn.inputs[0];
   if (!c.tensors.count(xv) || !c.tensors.count(yv)) return;
   const DramTensor& y = c.tensor(yv);
@@ -171,8 +177,12 @@ void plan_pre_affine(Context& c, size_t i) {
   p.bytes = static_cast<int64_t>(x.bytes);
   const int64_t vector_bytes = round64(channels * isa::dtype_bytes(p.work));
   // # int8: the conversion constants (64 bytes) and the fp32 work rows after the constants.
-  p.work_elems = codes ? std::max<int64_t>(kWorkElems, channels) : 0;
+  // The reservation takes at most a quarter of the accumulator, the work rows at most a sixteenth.
+  const int64_t acc = scratchpad_capacity(c.config, Buffer::kAccumulator) - c.fusion.acc_reserved;
+  p.work_elems = codes ? std::min(kWorkElems, acc / 16 / 4) : 0;
+  if (codes && p.work_elems < channels) return;
   p.reserved = 2 * vector_bytes + (codes ? 64 + p.work_elems * 4 : 0);
+  if (p.reserved * 4 > acc) return;
   c.fusion.pre_affine = p;
 }
 
