@@ -177,9 +177,9 @@ void plan_pre_affine(Context& c, size_t i) {
   p.bytes = static_cast<int64_t>(x.bytes);
   const int64_t vector_bytes = round64(channels * isa::dtype_bytes(p.work));
   // # int8: the conversion constants (64 bytes) and the fp32 work rows after the constants.
-  // The reservation takes at most a quarter of the accumulator, the work rows at most a sixteenth.
+  // The reservation takes at most a quarter of the accumulator, the work rows at most an eighth.
   const int64_t acc = scratchpad_capacity(c.config, Buffer::kAccumulator) - c.fusion.acc_reserved;
-  p.work_elems = codes ? std::min(kWorkElems, acc / 16 / 4) : 0;
+  p.work_elems = codes ? std::min(kWorkElems, acc / 8 / 4) : 0;
   if (codes && p.work_elems < channels) return;
   p.reserved = 2 * vector_bytes + (codes ? 64 + p.work_elems * 4 : 0);
   if (p.reserved * 4 > acc) return;
