@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """A BatchNormalization and its activation before a pointwise conv, applied in the conv's loads, end to end
-(docs/backend.md, "Vector layers"; fusion group "pre_affine:"): DenseNet's norm1 -> relu1 -> conv1 on the
-block's concatenation so far. Runs a model functionally as npusim fuses it (the default) and again with the
-same mapping (the first run's --mapping-out) but with each such map given a vector tile (`tile_elems`), which
-leaves it to its own lowering; everything else unchanged. Checks:
+(docs/models.md, "Edge at batch 1: GoogLeNet and DenseNet"; fusion group "pre_affine:"): DenseNet's
+norm1 -> relu1 -> conv1 on the block's concatenation so far. Runs a model functionally as npusim fuses it
+(the default) and again with the same mapping (the first run's --mapping-out) but with each such map given
+a vector tile (`tile_elems`), which leaves it to its own lowering; everything else unchanged. Checks:
 
 - the fused run has at least --min-fused maps whose work their reader did: fused_into that conv, the fusion
   group naming it, no instructions of their own, their mapping naming it;

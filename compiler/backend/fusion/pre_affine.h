@@ -9,14 +9,18 @@
 // map's layer emits nothing, and its vector work runs beside the array's.
 //
 // Exact: the VECs are those the map's own lowering (vector/elementwise.cpp, lower_batchnorm) runs on the
-// same values in the float precisions: a VEC mul and a VEC add with the per-channel constants in the
-// precision (row-broadcast), then the activation's VEC. Int8 codes (whose arithmetic runs in fp32 work
-// tiles), a conv with padding, stride or groups, and a map a mapping file places or tiles are left to the
-// map's own lowering.
+// same values: float, a VEC mul and a VEC add with the per-channel constants in the precision
+// (row-broadcast), then the activation's VEC; int8 under the integer scheme, the codes less their zero
+// point into fp32 work rows of the accumulator, the mul and add with the folded constants
+// (quant::affine_arith), then the clamp writing the output's codes into the tile (or the add itself, when
+// the clamp only bounds the codes' range: the conversion saturates alike). A conv with padding, stride or
+// groups, a conv that is not an int8 matrix layer under int8, and a map a mapping file places or tiles are
+// left to the map's own lowering.
 //
-// Chosen by the cost model: the VECs the conv takes on (the vector unit's cycles over x) against the DRAM
-// time of the map's own read and write; the conv's tiling is then searched and its candidates simulated
-// with them (the LOADs of every candidate carry the VECs).
+// Taken whenever it applies: the map's own lowering runs the same VECs and moves x through DRAM besides.
+// The conv's tiling is searched and its candidates simulated with the VECs (every candidate's LOADs carry
+// them), and its walk emits each tile's epilogue after the next tile's input load (maps_its_loads), so that
+// the vector unit maps the next tile while the array multiplies this one.
 #include <array>
 #include <cstddef>
 #include <cstdint>
