@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A BatchNormalization and its activation before a pointwise conv, applied in the conv's loads, end to end
 (docs/models.md, "Edge at batch 1: GoogLeNet and DenseNet"; fusion group "pre_affine:"): DenseNet's
-norm1 -> relu1 -> conv1 on the block's concatenation so far. Runs a model functionally as npusim fuses it
+norm1 -> relu1 -> conv1 on the block's concatenation so far; and a max pool of stride 1 before a pointwise
+conv done on the conv's tiles ("pre_pool:"): GoogLeNet's branch-4 pool -> 1x1 conv. Runs a model functionally as npusim fuses it
 (the default) and again with the same mapping (the first run's --mapping-out) but with each such map given
 a vector tile (`tile_elems`), which leaves it to its own lowering; everything else unchanged. Checks:
 
@@ -14,7 +15,8 @@ a vector tile (`tile_elems`), which leaves it to its own lowering; everything el
 `--make-small DIR` first writes DIR/dense_block.onnx: a stem conv, a dense block of three layers (each
 BatchNormalization + Relu -> 1x1 conv -> BatchNormalization + Relu -> padded 3x3 conv, its output
 concatenated to the block's input: each map reads a Concat's view, whose pixels lie the whole block's channels
-apart) and a transition (BatchNormalization + Relu -> 1x1 conv -> 2x2 average pool).
+apart), a transition (BatchNormalization + Relu -> 1x1 conv -> 2x2 average pool) and a 3x3 max pool of
+stride 1 (padded) read by a 1x1 conv.
 
 Usage: check_pre_affine.py NPUSIM MODEL.onnx|--make-small DIR CONFIG.yaml PRECISION [--min-fused N]
                            [--set KEY=VALUE ...]
@@ -70,10 +72,12 @@ def make_small(folder):
     nodes.append(helper.make_node("Concat", feats, ["cat3"], axis=1))
     bn_relu("cat3", "t_r", ch)
     conv("t_r", "t_c", ch, ch // 2, 1)
-    nodes.append(helper.make_node("AveragePool", ["t_c"], ["y"], kernel_shape=[2, 2], strides=[2, 2]))
+    nodes.append(helper.make_node("AveragePool", ["t_c"], ["t_p"], kernel_shape=[2, 2], strides=[2, 2]))
+    # An inception block's fourth branch: a 3x3 max pool (stride 1, padded) read only by a 1x1 conv.
+    nodes.append(helper.make_node("MaxPool", ["t_p"], ["b4_p"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+    conv("b4_p", "y", ch // 2, 16, 1)
     g = helper.make_graph(nodes, "dense_block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, H, W])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, ch // 2, H // 2, W // 2])],
-                          inits)
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, H // 2, W // 2])], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     m.ir_version = 8
     path = os.path.join(folder, "dense_block.onnx")
@@ -81,16 +85,19 @@ def make_small(folder):
     return path
 
 
+GROUPS = {"pre_affine": "BatchNormalization", "pre_pool": "MaxPool"}
+
+
 def fused_maps(report):
-    """The report's maps done by their reader: {layer name: reader name}."""
+    """The report's maps and pools done by their reader: {layer name: reader name}."""
     return {l["name"]: l.get("fused_into") for l in report["layers"]
-            if l.get("fusion_group", "").split(":")[0] == "pre_affine"}
+            if l.get("fusion_group", "").split(":")[0] in GROUPS}
 
 
 def unfuse(fused):
     """Mapping lines of the fused run's maps given a vector tile (tile_elems): each map's own lowering."""
     maps = set(fused_maps(fused))
-    return lambda name, line: line.replace("}", ", tile_elems: 4096}", 1) if name in maps else line
+    return lambda name, line: line.replace("}", ", tile_elems: 1024}", 1) if name in maps else line
 
 
 def main():
@@ -126,7 +133,8 @@ def main():
         layers = {l["name"]: l for l in reports["fused"]["layers"]}
         for bn, conv in maps.items():
             l, c = layers[bn], layers.get(conv)
-            if c is None or c["op"] != "Conv" or l["op"] != "BatchNormalization" or l["fusion_group"] != "pre_affine:" + conv:
+            group = l["fusion_group"].split(":")[0]
+            if c is None or c["op"] != "Conv" or GROUPS.get(group) != l["op"] or l["fusion_group"] != group + ":" + conv:
                 print(f"FAIL: {bn}: fused into {conv!r}, group {l['fusion_group']!r}")
                 ok = False
             elif l.get("instructions", 0) != 0 or conv not in json.dumps(l["mapping"]):

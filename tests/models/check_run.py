@@ -25,7 +25,7 @@ Checks:
 - every node of the ONNX file that runs (not evaluated at compile time: shape arithmetic, constants; not a
   quantization point) is in the report: a layer of its own, a node fused into the program layer listed
   just before it (placement "fused", 0 cycles, fused_into = that layer; a map its reader applies in its loads,
-  fusion group "pre_affine:", the program layer just after it), or decomposed into layers named
+  fusion group "pre_affine:", or a pool done on its reader's tiles, "pre_pool:": the program layer just after it), or decomposed into layers named
   after it; the layers' bound_cycles add up to the model's, and a layer's efficiency counts the bounds of
   the nodes fused into it.
 - --unfolded-batchnorms: every BatchNormalization of the ONNX file that does not follow a Conv (DenseNet's
@@ -119,13 +119,14 @@ def check_every_node_listed(model, r):
     layers = r["layers"]
     names = {l["name"] for l in layers}
     program = None
-    pre_readers = {l["fused_into"] for l in layers if l.get("fusion_group", "").startswith("pre_affine:")}
+    pre_readers = {l["fused_into"] for l in layers if l.get("fusion_group", "").startswith(("pre_affine:", "pre_pool:"))}
     for i, l in enumerate(layers):
         if l["placement"] != "fused":
             program = l
             continue
         before = program is None or l.get("fused_into") != program["name"]
-        if before and (l.get("fusion_group", "").startswith("pre_affine:") or l.get("fused_into") in pre_readers):
+        if before and (l.get("fusion_group", "").startswith(("pre_affine:", "pre_pool:"))
+                       or l.get("fused_into") in pre_readers):
             # A map its reader applies in its loads (and the activation fused into it) comes before that
             # reader: the next program layer.
             reader = next((x for x in layers[i + 1:] if x["placement"] != "fused"), None)

@@ -134,6 +134,27 @@ struct PreAffine {
   int64_t loads = 0;     // LOADs redirected (the final code's and its trials')
 };
 
+// A max pool of stride 1 before a pointwise conv (GoogLeNet's branch-4 pool -> 1x1 conv) done on the conv's
+// tiles (pre_pool.h): the conv's LOADs of the pool's output x become LOADs of the pool's input window (halo
+// and padding) into scratch rows at the top of the input scratchpad and one VEC max_pool each into the tile.
+struct PrePool {
+  int64_t pool = -1;    // the MaxPool's layer (-1 = none)
+  int64_t reader = -1;  // the conv whose LOADs carry it
+  Range x;              // the pool's output (never written), the conv's input
+  Range y;              // the pool's input, dense NHWC
+  uint64_t y_addr = 0;
+  int64_t H = 0, W = 0, C = 0;  // y's (and x's) rows, columns, channels
+  int64_t kh = 1, kw = 1, pt = 0, pl = 0;
+  isa::DType dtype = isa::DType::kFp32;
+  int64_t pad_value = 0;  // LOAD's pad: the lowest value (-inf, or the lowest code)
+  uint64_t scratch = 0;   // input scratchpad bytes of the two scratch halves
+  int64_t half = 0;       // bytes of each
+  int64_t reserved = 0;   // bytes of input_reserved this holds while the reader is lowered
+  int next = 0;           // the half the next window goes to
+  int64_t bytes = 0;      // x's bytes: its write and its read saved
+  int64_t loads = 0;      // LOADs redirected (the final code's and its trials')
+};
+
 // A squeeze-and-excitation Mul whose tile loop also adds its full operand back, the Add after it
 // (scaled_residual.h).
 struct ScaledResidual {
@@ -191,6 +212,8 @@ struct FusionState {
   ScaledResidual scaled_residual;
   // ---- an affine map and activation in its reader's loads (pre_affine.h) ----
   PreAffine pre_affine;
+  // ---- a max pool on its reader's tiles (pre_pool.h) ----
+  PrePool pre_pool;
   std::set<std::string> unwritten;  // producers' outputs that carried a map: never written anywhere
 };
 

@@ -71,14 +71,12 @@ void apply_codes(Context& c, const PreAffine& p, Buffer buf, uint64_t at, int64_
 
 }  // namespace
 
-int64_t pre_affine_reader(const Graph& g, size_t i) {
-  const Node& bn = g.nodes[i];
-  if (bn.op_type != "BatchNormalization" || bn.attr_string(kPlacement, "") != "vector" ||
-      bn.outputs.empty() || bn.outputs[0].empty() || !batchnorm_affine(g, bn))
-    return -1;
-  for (size_t r = 1; r < bn.outputs.size(); ++r)
-    if (!bn.outputs[r].empty() && !g.consumers(bn.outputs[r]).empty()) return -1;
-  const std::string& xv = bn.outputs[0];
+int64_t pointwise_reader(const Graph& g, size_t i) {
+  const Node& n = g.nodes[i];
+  if (n.attr_string(kPlacement, "") != "vector" || n.outputs.empty() || n.outputs[0].empty()) return -1;
+  for (size_t r = 1; r < n.outputs.size(); ++r)
+    if (!n.outputs[r].empty() && !g.consumers(n.outputs[r]).empty()) return -1;
+  const std::string& xv = n.outputs[0];
   if (std::find(g.outputs.begin(), g.outputs.end(), xv) != g.outputs.end()) return -1;
   const std::vector<int> readers = g.consumers(xv);
   if (readers.size() != 1 || readers[0] <= static_cast<int>(i)) return -1;
@@ -87,6 +85,12 @@ int64_t pre_affine_reader(const Graph& g, size_t i) {
   for (size_t k = 1; k < conv.inputs.size(); ++k)
     if (conv.inputs[k] == xv) return -1;
   return readers[0];
+}
+
+int64_t pre_affine_reader(const Graph& g, size_t i) {
+  const Node& bn = g.nodes[i];
+  if (bn.op_type != "BatchNormalization" || !batchnorm_affine(g, bn)) return -1;
+  return pointwise_reader(g, i);
 }
 
 void plan_pre_affine(Context& c, size_t i) {
@@ -288,7 +292,9 @@ bool load_pre_affine(Context& c, Buffer buf, uint64_t sram, const Range& dram_ra
 }
 
 bool maps_its_loads(const Context& c) {
-  return c.fusion.pre_affine.bn >= 0 && c.fusion.pre_affine.reader == static_cast<int64_t>(c.layer);
+  const auto layer = static_cast<int64_t>(c.layer);
+  return (c.fusion.pre_affine.bn >= 0 && c.fusion.pre_affine.reader == layer) ||
+         (c.fusion.pre_pool.pool >= 0 && c.fusion.pre_pool.reader == layer);
 }
 
 int64_t pre_affine_declined(Context& c, size_t i) {

@@ -29,6 +29,9 @@
 
 namespace npusim::compiler::backend {
 
+// The pointwise conv (1x1, stride 1, unpadded, one group, constant weights, on the array) that reads vector
+// node i's one output as its input and is its only reader, else -1.
+int64_t pointwise_reader(const Graph& g, size_t i);
 // The conv that may apply BatchNormalization node i's map in its loads (the graph's side of
 // plan_pre_affine: node i a constant affine map, optionally with its activation, whose one output only a
 // pointwise Conv reads as its input), else -1. The memory plan keeps the map's input until that conv.
