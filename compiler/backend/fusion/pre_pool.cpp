@@ -32,8 +32,8 @@ bool all_ones(const std::vector<int64_t>& v) {
 
 // Emits the pool for output pixels [r, r + rows) x [c0, c0 + cols) of channels [ch, ch + tc) into `dst` of
 // `buf` (dense [rows][cols][tc]): the window LOAD into the next scratch half and one VEC max_pool.
-void pool_box(Context& c, PrePool& p, Buffer buf, uint64_t dst, int64_t r, int64_t rows, int64_t c0, int64_t cols,
-              int64_t ch, int64_t tc) {
+void pool_box(Context& c, PrePool& p, Buffer buf, uint64_t dst, int64_t r, int64_t rows, int64_t c0,
+              int64_t cols, int64_t ch, int64_t tc) {
   const int64_t es = isa::dtype_bytes(p.dtype);
   const int64_t iy0 = r - p.pt, iy1 = r + rows - 1 - p.pt + p.kh - 1;
   const int64_t ix0 = c0 - p.pl, ix1 = c0 + cols - 1 - p.pl + p.kw - 1;
@@ -43,8 +43,8 @@ void pool_box(Context& c, PrePool& p, Buffer buf, uint64_t dst, int64_t r, int64
   const uint64_t at = p.scratch + static_cast<uint64_t>(p.next * p.half);
   p.next ^= 1;
   const uint64_t src =
-      p.y_addr + static_cast<uint64_t>(((std::max<int64_t>(0, iy0) * p.W + std::max<int64_t>(0, ix0)) * p.C + ch) *
-                                       es);
+      p.y_addr +
+      static_cast<uint64_t>(((std::max<int64_t>(0, iy0) * p.W + std::max<int64_t>(0, ix0)) * p.C + ch) * es);
   c.load(Buffer::kInput, at, p.y, src, p.dtype, {tc, in_cols - pleft - pright, in_rows - ptop - pbot, 1},
          {p.C, p.W * p.C, 0}, {ptop, pbot, pleft, pright}, p.pad_value);
   Context::VecArgs v;
@@ -61,8 +61,9 @@ int64_t pre_pool_reader(const Graph& g, size_t i) {
   if (n.op_type != "MaxPool" || !n.domain.empty() || n.inputs.empty()) return -1;
   if (n.outputs.size() > 1 && !n.outputs[1].empty()) return -1;  // Indices
   const std::vector<int64_t> k = n.attr_ints("kernel_shape", {});
-  if (k.size() != 2 || !all_ones(n.attr_ints("strides", {1, 1})) || !all_ones(n.attr_ints("dilations", {1, 1})) ||
-      n.attr_string("auto_pad", "NOTSET") != "NOTSET" || n.attr_int("storage_order", 0) != 0)
+  if (k.size() != 2 || !all_ones(n.attr_ints("strides", {1, 1})) ||
+      !all_ones(n.attr_ints("dilations", {1, 1})) || n.attr_string("auto_pad", "NOTSET") != "NOTSET" ||
+      n.attr_int("storage_order", 0) != 0)
     return -1;
   return pointwise_reader(g, i);
 }
@@ -107,7 +108,8 @@ void plan_pre_pool(Context& c, size_t i) {
   const quant::PrecisionPlan* plan = c.options.plan;
   const bool codes = isa::numerics::is_integer(x.dtype);
   if (codes) {
-    if (!plan || plan->precision_of(conv.name) != quant::Precision::kInt8 || !int8_matrix_mappable(*plan, conv))
+    if (!plan || plan->precision_of(conv.name) != quant::Precision::kInt8 ||
+        !int8_matrix_mappable(*plan, conv))
       return;
     const auto a = plan->values.find(yv), b = plan->values.find(xv);
     if (a == plan->values.end() || b == plan->values.end() || a->second.dtype != x.dtype ||
@@ -157,8 +159,8 @@ void begin_pre_pool(Context& c, size_t i) {
   c.fusion.input_reserved += p.reserved;
 }
 
-bool load_pre_pool(Context& c, Buffer buf, uint64_t sram, const Range& dram_range, uint64_t dram_addr, DType t,
-                   const std::array<int64_t, 4>& s, const std::array<int64_t, 3>& st,
+bool load_pre_pool(Context& c, Buffer buf, uint64_t sram, const Range& dram_range, uint64_t dram_addr,
+                   DType t, const std::array<int64_t, 4>& s, const std::array<int64_t, 3>& st,
                    const std::array<int64_t, 4>& pads) {
   PrePool& p = c.fusion.pre_pool;
   if (p.pool < 0 || p.reader != static_cast<int64_t>(c.layer) || dram_range.space != p.x.space ||
@@ -172,7 +174,8 @@ bool load_pre_pool(Context& c, Buffer buf, uint64_t sram, const Range& dram_rang
       (s[1] > 1 && st[0] != C) || (s[2] > 1 && st[1] % C != 0) || s[3] != 1)
     throw std::logic_error("pre_pool: a load box of the pool's output that is not pixels of a channel run");
   const int64_t tc = s[0];
-  if (p.kh * p.kw * tc * es > p.half) throw std::logic_error("pre_pool: a pixel's window exceeds the scratch rows");
+  if (p.kh * p.kw * tc * es > p.half)
+    throw std::logic_error("pre_pool: a pixel's window exceeds the scratch rows");
   // A rectangle of output pixels [r, r + rows) x [c0, c0 + cols), dense at `dst`: windows of as many whole
   // rows as fit a half (of as many columns, when one row does not).
   auto rect = [&](uint64_t dst, int64_t r, int64_t rows, int64_t c0, int64_t cols) {
@@ -180,8 +183,8 @@ bool load_pre_pool(Context& c, Buffer buf, uint64_t sram, const Range& dram_rang
     const int64_t rr = std::max<int64_t>(1, p.half / row_bytes - (p.kh - 1));
     if (p.kh * row_bytes <= p.half) {
       for (int64_t y0 = 0; y0 < rows; y0 += rr) {
-        pool_box(c, p, buf, dst + static_cast<uint64_t>(y0 * cols * tc * es), r + y0, std::min(rr, rows - y0), c0,
-                 cols, ch, tc);
+        pool_box(c, p, buf, dst + static_cast<uint64_t>(y0 * cols * tc * es), r + y0, std::min(rr, rows - y0),
+                 c0, cols, ch, tc);
       }
       return;
     }
@@ -203,7 +206,8 @@ bool load_pre_pool(Context& c, Buffer buf, uint64_t sram, const Range& dram_rang
       const int64_t first = px0 + i2 * (s[2] > 1 ? st[1] / C : 0);
       for (int64_t k = 0; k < s[1];) {
         const int64_t run = std::min(s[1] - k, p.W - (first + k) % p.W);
-        rect(sram + static_cast<uint64_t>((i2 * s[1] + k) * tc * es), (first + k) / p.W, 1, (first + k) % p.W, run);
+        rect(sram + static_cast<uint64_t>((i2 * s[1] + k) * tc * es), (first + k) / p.W, 1, (first + k) % p.W,
+             run);
         k += run;
       }
     }
