@@ -24,7 +24,8 @@ Checks:
   (a name the model does not have, e.g. ".../Softmax_ReduceMax" or ".../Add_1_ReduceMean").
 - every node of the ONNX file that runs (not evaluated at compile time: shape arithmetic, constants; not a
   quantization point) is in the report: a layer of its own, a node fused into the program layer listed
-  just before it (placement "fused", 0 cycles, fused_into = that layer), or decomposed into layers named
+  just before it (placement "fused", 0 cycles, fused_into = that layer; a map its reader applies in its loads,
+  fusion group "pre_affine:", or a pool done on its reader's tiles, "pre_pool:": the program layer just after it), or decomposed into layers named
   after it; the layers' bound_cycles add up to the model's, and a layer's efficiency counts the bounds of
   the nodes fused into it.
 - --unfolded-batchnorms: every BatchNormalization of the ONNX file that does not follow a Conv (DenseNet's
@@ -118,9 +119,21 @@ def check_every_node_listed(model, r):
     layers = r["layers"]
     names = {l["name"] for l in layers}
     program = None
-    for l in layers:
+    pre_readers = {l["fused_into"] for l in layers if l.get("fusion_group", "").startswith(("pre_affine:", "pre_pool:"))}
+    for i, l in enumerate(layers):
         if l["placement"] != "fused":
             program = l
+            continue
+        before = program is None or l.get("fused_into") != program["name"]
+        if before and (l.get("fusion_group", "").startswith(("pre_affine:", "pre_pool:"))
+                       or l.get("fused_into") in pre_readers):
+            # A map its reader applies in its loads (and the activation fused into it) comes before that
+            # reader: the next program layer.
+            reader = next((x for x in layers[i + 1:] if x["placement"] != "fused"), None)
+            if l["cycles"] != 0 or l["instructions"] != 0 or reader is None or l["fused_into"] != reader["name"]:
+                fail(f"fused node {l['name']}: not a 0-cycle entry right before its reader {l.get('fused_into')}")
+            if l.get("precision") != reader.get("precision"):
+                fail(f"fused node {l['name']} runs in {l.get('precision')}, its reader in {reader.get('precision')}")
             continue
         if l["cycles"] != 0 or l["instructions"] != 0 or program is None or l["fused_into"] != program["name"]:
             fail(f"fused node {l['name']}: not a 0-cycle entry right after its layer {l.get('fused_into')}")

@@ -6,6 +6,8 @@
 #include <stdexcept>
 
 #include "compiler/backend/fusion/post_affine.h"
+#include "compiler/backend/fusion/pre_affine.h"
+#include "compiler/backend/fusion/pre_pool.h"
 #include "compiler/passes/lowered.h"
 #include "isa/program_slice.h"
 #include "isa/strides.h"
@@ -288,6 +290,12 @@ Range box_range(const Range& named, uint64_t addr, isa::DType t, const std::arra
 int Context::load(isa::Buffer buf, uint64_t sram, const Range& dram_range, uint64_t dram_addr, isa::DType t,
                   std::array<int64_t, 4> s, std::array<int64_t, 3> st, std::array<int64_t, 4> pads,
                   int64_t pad_value) {
+  // A LOAD that carries an affine map from its source (fusion/pre_affine.h).
+  if (fusion.pre_affine.bn >= 0 && load_pre_affine(*this, buf, sram, dram_range, dram_addr, t, s, st, pads))
+    return static_cast<int>(em.size()) - 1;
+  // A LOAD whose tile a max pool fills from its input's window (fusion/pre_pool.h).
+  if (fusion.pre_pool.pool >= 0 && load_pre_pool(*this, buf, sram, dram_range, dram_addr, t, s, st, pads))
+    return static_cast<int>(em.size()) - 1;
   for (OnChipValue* v : {&fusion.on_chip, &fusion.residual}) {
     if (v->pending && dram_range.begin < v->dram.end && v->dram.begin < dram_range.end) spill(*v);
   }

@@ -12,9 +12,14 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "compiler/backend/core/emitter.h"
 #include "isa/isa.h"
+
+namespace npusim::compiler::quant {
+struct QParams;  // compiler/quant/precision.h
+}  // namespace npusim::compiler::quant
 
 namespace npusim::compiler::backend {
 
@@ -97,6 +102,59 @@ struct PostAffine {
   bool taken = false;     // the producer's NPU code applied it: the map's layer emits nothing
 };
 
+// A constant affine map with its activation (a BatchNormalization and Relu before a pointwise conv:
+// DenseNet's norm1 -> relu1 -> conv1) applied where the conv loads its input (pre_affine.h): the conv's
+// LOADs of the map's output x read the map's input y instead, each followed by the map's VECs on the tile
+// in place. x is never written, the map's layer emits nothing.
+struct PreAffine {
+  int64_t bn = -1;      // the BatchNormalization's layer (-1 = none)
+  int64_t reader = -1;  // the conv whose LOADs carry it
+  Range x;              // the map's output (never written), the conv's input
+  uint64_t y_addr = 0;  // the map's input: its first element ...
+  Range y;              // ... the DRAM it spans ...
+  int64_t y_pixel = 0;  // ... and elements between its pixels (a Concat's view: that Concat's channels)
+  isa::DType y_dtype = isa::DType::kFp32;
+  int64_t channels = 0;                 // x's innermost (channel) extent
+  isa::DType work = isa::DType::kFp32;  // the constants' and the arithmetic's type (int8: fp32)
+  isa::VecOp act = isa::VecOp::kCopy;   // the fused activation's VEC (kCopy: none)
+  int64_t act_imm0 = 0, act_imm1 = 0;
+  std::vector<float> mul, add;  // the per-channel constants, as the map's own lowering computes them
+  uint64_t params = 0;          // accumulator bytes holding the constants (scale, then shift)
+  uint64_t shift_at = 0;
+  // # int8: codes in (y's zero point subtracted into fp32 work rows) and out (the clamp, or the add,
+  // writes x's codes back into the tile), as the map's own lowering runs them.
+  bool codes = false;
+  bool clamp = false;  // an activation: kClip to [act_imm0, act_imm1] (fp32 immediates) writes the codes
+  const quant::QParams* zero_point = nullptr;  // y's QParams (its conversion constants)
+  uint64_t conv_at = 0;                        // accumulator bytes of the conversion constants
+  uint64_t work_at = 0;                        // ... and of the work rows
+  int64_t work_elems = 0;
+  int64_t reserved = 0;  // bytes of acc_reserved this holds while the reader is lowered
+  int64_t bytes = 0;     // x's bytes: its write and its read saved
+  int64_t loads = 0;     // LOADs redirected (the final code's and its trials')
+};
+
+// A max pool of stride 1 before a pointwise conv (GoogLeNet's branch-4 pool -> 1x1 conv) done on the conv's
+// tiles (pre_pool.h): the conv's LOADs of the pool's output x become LOADs of the pool's input window (halo
+// and padding) into scratch rows at the top of the input scratchpad and one VEC max_pool each into the tile.
+struct PrePool {
+  int64_t pool = -1;    // the MaxPool's layer (-1 = none)
+  int64_t reader = -1;  // the conv whose LOADs carry it
+  Range x;              // the pool's output (never written), the conv's input
+  Range y;              // the pool's input, dense NHWC
+  uint64_t y_addr = 0;
+  int64_t H = 0, W = 0, C = 0;  // y's (and x's) rows, columns, channels
+  int64_t kh = 1, kw = 1, pt = 0, pl = 0;
+  isa::DType dtype = isa::DType::kFp32;
+  int64_t pad_value = 0;  // LOAD's pad: the lowest value (-inf, or the lowest code)
+  uint64_t scratch = 0;   // input scratchpad bytes of the two scratch halves
+  int64_t half = 0;       // bytes of each
+  int64_t reserved = 0;   // bytes of input_reserved this holds while the reader is lowered
+  int next = 0;           // the half the next window goes to
+  int64_t bytes = 0;      // x's bytes: its write and its read saved
+  int64_t loads = 0;      // LOADs redirected (the final code's and its trials')
+};
+
 // A squeeze-and-excitation Mul whose tile loop also adds its full operand back, the Add after it
 // (scaled_residual.h).
 struct ScaledResidual {
@@ -161,6 +219,10 @@ struct FusionState {
   PostAffine post_affine;
   ScaledResidual scaled_residual;
   UpsampledOperand upsampled;
+  // ---- an affine map and activation in its reader's loads (pre_affine.h) ----
+  PreAffine pre_affine;
+  // ---- a max pool on its reader's tiles (pre_pool.h) ----
+  PrePool pre_pool;
   std::set<std::string> unwritten;  // producers' outputs that carried a map: never written anywhere
 };
 

@@ -2,6 +2,8 @@
 #include "compiler/backend/fusion/groups.h"
 
 #include "compiler/backend/fusion/post_affine.h"
+#include "compiler/backend/fusion/pre_affine.h"
+#include "compiler/backend/fusion/pre_pool.h"
 #include "compiler/backend/fusion/project_tail.h"
 #include "compiler/backend/fusion/residency.h"
 #include "compiler/backend/fusion/scaled_residual.h"
@@ -30,6 +32,13 @@ bool yield_to_line_buffer(const Context& c, size_t i) {
 void Groups::begin(size_t i, Placement placement, bool plannable) {
   kept_output_.reset();
   tail_member_ = false;
+  // A BatchNormalization (and activation) its pointwise conv applies in its loads (pre_affine.h); the
+  // conv's constants take the accumulator's top before any other reservation is planned.
+  if (plannable && placement == Placement::kNpuVector) plan_pre_affine(c_, i);
+  if (placement == Placement::kNpuMatrix) begin_pre_affine(c_, i);
+  // A max pool its pointwise conv does on its tiles (pre_pool.h): the window rows at the input's top.
+  if (plannable && placement == Placement::kNpuVector) plan_pre_pool(c_, i);
+  if (placement == Placement::kNpuMatrix) begin_pre_pool(c_, i);
   // A reader fused into the conv before it was lowered with it: nothing to plan.
   fused_reader_ = conv_pool_.fused && (conv_pool_.pool == i || fused_project(i));
   if (plannable && !fused_reader_ && placement == Placement::kNpuMatrix && !yield_to_line_buffer(c_, i))
@@ -42,7 +51,11 @@ void Groups::begin(size_t i, Placement placement, bool plannable) {
   if (plannable && placement == Placement::kNpuMatrix) plan_project_tail(c_, i);
   if (plannable && placement == Placement::kNpuVector) plan_scaled_residual(c_, i);
   pair_ = ConvPool{};
-  if (plannable && placement == Placement::kNpuMatrix && plan_conv_pool(c_, i, &pair_))
+  // A conv applying a map in its loads keeps its output out of a line buffer (whose tiling takes the whole
+  // accumulator): the map's DRAM round trip is the larger of the two.
+  if (plannable && placement == Placement::kNpuMatrix &&
+      c_.fusion.pre_affine.reader != static_cast<int64_t>(i) &&
+      c_.fusion.pre_pool.reader != static_cast<int64_t>(i) && plan_conv_pool(c_, i, &pair_))
     c_.fusion.conv_pool = &pair_;
   if (plannable && placement == Placement::kNpuMatrix) plan_post_affine(c_, i);
 }
@@ -50,6 +63,8 @@ void Groups::begin(size_t i, Placement placement, bool plannable) {
 bool Groups::member(size_t i, LayerPlan& plan) const {
   const Node& n = c_.g.nodes[i];
   if (se_pool_member(c_, i, plan)) return true;
+  if (pre_affine_member(c_, i, plan)) return true;
+  if (pre_pool_member(c_, i, plan)) return true;
   if (project_tail_member(c_, i, plan)) return tail_member_ = true;
   if (post_affine_member(c_, i, plan)) return true;
   if (scaled_residual_member(c_, i, plan)) return true;
@@ -79,6 +94,11 @@ bool Groups::fused_project(size_t i) const {
   return conv_pool_.project_fused && conv_pool_.project == static_cast<int64_t>(i);
 }
 
+int64_t Groups::declined(size_t i) {
+  const int64_t k = pre_affine_declined(c_, i);
+  return k >= 0 ? k : pre_pool_declined(c_, i);
+}
+
 bool Groups::lower_attention(size_t i) { return (attention_ = backend::lower_attention(c_, i)).fused(); }
 
 FusionSnapshot::FusionSnapshot(Context& c) : c_(c), state_(c.fusion) {
@@ -92,6 +112,9 @@ void FusionSnapshot::restore() const {
 
 void Groups::finish(size_t i, LayerPlan& plan) {
   const Node& n = c_.g.nodes[i];
+  // First: their reservations end before residency recounts the scratchpad's live regions.
+  finish_pre_affine(c_, i, plan);
+  finish_pre_pool(c_, i, plan);
   c_.fusion.conv_pool = nullptr;
   if (pair_.fused) conv_pool_ = pair_;
   if (n.op_type == "Conv" && !pair_.fused && !fused_reader_ &&

@@ -48,6 +48,9 @@ class Groups {
   bool member(size_t i, LayerPlan& plan) const;
   // Lowers matrix layer i as the first of an attention block when fusion takes the block; true if it did.
   bool lower_attention(size_t i);
+  // Layer i's NPU lowering declined (it runs on the host): the layer whose work layer i's code was to do
+  // (a map applied in its loads: pre_affine.h), for the caller to lower first, or -1.
+  int64_t declined(size_t i);
   // After layer i is lowered: what it leaves in SRAM for the next layer (or spills), the group it
   // closes, the pair its conv fused.
   void finish(size_t i, LayerPlan& plan);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <set>
 
+#include "compiler/backend/fusion/pre_affine.h"
 #include "compiler/backend/mapping/imposed.h"
 #include "compiler/backend/matrix/gemmini_policy.h"
 #include "compiler/passes/lowered.h"
@@ -703,6 +704,15 @@ void MatrixMapper::generate(const Tiling& t) {
   uint64_t a_cur = 0, b_cur = 0;
   const bool reuse_a = reused.a, reuse_b = reused.b;
   const bool resident = t.input_resident;
+  // A conv that maps its input in its loads (fusion/pre_affine.h) emits each tile's epilogue after the next
+  // tile's input load: the vector unit's in-order queue then holds the next tile's map ahead of this
+  // tile's epilogue and runs it while the array multiplies (behind the epilogue it would wait for the sums).
+  const bool defer = !t.one_side && maps_its_loads(c_);
+  std::vector<std::pair<OutTile, int>> pending;
+  auto flush = [&]() {
+    for (const auto& [o, side] : pending) s_.epilogue(o, side);
+    pending.clear();
+  };
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t cin0 = b * cin_b, cout0 = b * cout_b;
     auto tile = [&](int64_t si, int64_t jn) {
@@ -736,6 +746,7 @@ void MatrixMapper::generate(const Tiling& t) {
           load_input(s.img, s.oy0, s.oh, s.ox0, s.ow, resident ? cin0 : cin0 + k0, resident ? cin_b : tc,
                      a_cur, s.ni);
         }
+        if (ik == 0) flush();  // the tile before's epilogue, before this tile's sums begin
         // This K chunk of the input tile: a resident GEMM tile's columns [k0, k0 + tc), read in place.
         const bool in_place = resident || j_.a_sram >= 0;
         const uint64_t a_k = in_place ? a_cur + static_cast<uint64_t>(k0 * ea) : a_cur;
@@ -807,7 +818,12 @@ void MatrixMapper::generate(const Tiling& t) {
       }
       for (int64_t i = 0; i < std::max<int64_t>(1, s.ni); ++i) {
         const int64_t px = i * (image_rows() / j_.sh) * j_.OW;  // image i's first output pixel in the slot
-        s_.epilogue(OutTile{s.img + i, s.oy0, s.oh, s.ox0, s.ow, cout0 + n0, tn, px}, cs);
+        const OutTile o{s.img + i, s.oy0, s.oh, s.ox0, s.ow, cout0 + n0, tn, px};
+        if (defer) {
+          pending.emplace_back(o, cs);
+        } else {
+          s_.epilogue(o, cs);
+        }
       }
     };
     const int64_t nsp = static_cast<int64_t>(sp.size());
@@ -821,6 +837,7 @@ void MatrixMapper::generate(const Tiling& t) {
       }
     }
   }
+  flush();
   c_.plan->sram_input_bytes = static_cast<int64_t>(in.used());
   c_.plan->sram_weight_bytes = static_cast<int64_t>(wt.next - (c_.shared_capacity() > 0 ? in.next : wt.base));
   c_.plan->sram_acc_bytes = static_cast<int64_t>(acc.used());

@@ -7,6 +7,7 @@
 #include <exception>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -130,6 +131,23 @@ std::string failed_lowering_reason(const Node& n, Placement placement, const std
       n.op_type, placement == Placement::kNpuMatrix ? "array" : "vector-unit");
 }
 
+// Layer i runs on the host although an earlier layer's work was left to its NPU code (Groups::declined: a
+// map it was to apply in its loads): that layer is lowered now, before it, on the vector unit.
+void lower_declined(Context& c, Groups& groups, size_t i) {
+  const int64_t k = groups.declined(i);
+  if (k < 0) return;
+  const Node& n = c.g.nodes[static_cast<size_t>(k)];
+  LayerPlan* own = c.plan;
+  LayerPlan plan;
+  c.plan = &plan;
+  ViewScope views(c, n, Placement::kNpuVector);
+  std::string why;
+  if (!lower_vector_tiled(c, n, &why))
+    throw std::logic_error(fmt::format("backend: '{}' declined after its reader did: {}", n.name, why));
+  views.finish();
+  c.plan = own;
+}
+
 }  // namespace
 
 void lower_layers(Context& c) {
@@ -194,6 +212,7 @@ void lower_layers(Context& c) {
       // two runtime operands, say), or the node has no elements to work on: the CPU runs it, and the
       // report shows what that costs.
       plan.placement = Placement::kHost;
+      lower_declined(c, groups, i);
       ViewScope views(c, n, plan.placement);
       PlanScope scope(c, n, plan.placement);
       lower_host(c, n, unsupported);
@@ -233,6 +252,7 @@ void lower_layers(Context& c) {
       }
       if (!ok) {
         plan.placement = Placement::kHost;
+        lower_declined(c, groups, i);
         scope.materialize();  // # int8: the host reads floats
         views.materialize();  // ... and dense tensors
         lower_host(c, n, why.empty() ? "not mapped by the back end" : why);

@@ -11,6 +11,8 @@
 #include "compiler/backend/fusion/attention_fusion.h"
 #include "compiler/backend/fusion/layer_fusion.h"
 #include "compiler/backend/fusion/post_affine.h"
+#include "compiler/backend/fusion/pre_affine.h"
+#include "compiler/backend/fusion/pre_pool.h"
 #include "compiler/backend/fusion/project_tail.h"
 #include "compiler/backend/fusion/scaled_residual.h"
 #include "compiler/backend/fusion/upsample_add.h"
@@ -168,6 +170,11 @@ MemoryLayout plan_memory(const Graph& g, const isa::NpuConfig& config, const Com
   for (int i = 0; options.keep_on_chip && i < kEnd; ++i) {
     if (const int64_t k = post_affine_candidate(g, static_cast<size_t>(i)); k >= 0)
       touch(g.nodes[static_cast<size_t>(k)].outputs[0], i);
+    // A map applied in its reader's loads: its input lives until the reader (pre_affine.h).
+    if (const int64_t j = pre_affine_reader(g, static_cast<size_t>(i)); j >= 0)
+      touch(g.nodes[static_cast<size_t>(i)].inputs[0], static_cast<int>(j));
+    if (const int64_t j = pre_pool_reader(g, static_cast<size_t>(i)); j >= 0)
+      touch(g.nodes[static_cast<size_t>(i)].inputs[0], static_cast<int>(j));
     // So does a Mul that adds its input back (scaled_residual.h).
     if (const int64_t k = scaled_residual_candidate(g, static_cast<size_t>(i)); k >= 0)
       touch(g.nodes[static_cast<size_t>(k)].outputs[0], i);

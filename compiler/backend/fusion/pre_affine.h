@@ -1,0 +1,60 @@
+#pragma once
+// A constant affine map and its activation before a pointwise conv, applied where the conv loads its
+// input (internal to the back end). DenseNet's dense layers open with norm1 -> relu1 -> conv1 on the
+// block's concatenation so far: the BatchNormalization cannot fold into the conv (the Relu lies between),
+// so lowered alone it reads the whole concatenation and writes it back for the conv to read once more
+// (DenseNet-121 on edge, fp16: 62 such layers, 42 MB of DRAM and 3.2 M cycles with the array idle). Here,
+// as a vendor compiler's fused pre-op, the conv's every LOAD of the map's output x becomes a LOAD of the
+// map's input y into the same tile, then the map's VECs on the tile in place: x is never written, the
+// map's layer emits nothing, and its vector work runs beside the array's.
+//
+// Exact: the VECs are those the map's own lowering (vector/elementwise.cpp, lower_batchnorm) runs on the
+// same values: float, a VEC mul and a VEC add with the per-channel constants in the precision
+// (row-broadcast), then the activation's VEC; int8 under the integer scheme, the codes less their zero
+// point into fp32 work rows of the accumulator, the mul and add with the folded constants
+// (quant::affine_arith), then the clamp writing the output's codes into the tile (or the add itself, when
+// the clamp only bounds the codes' range: the conversion saturates alike). A conv with padding, stride or
+// groups, a conv that is not an int8 matrix layer under int8, and a map a mapping file places or tiles are
+// left to the map's own lowering.
+//
+// Taken whenever it applies: the map's own lowering runs the same VECs and moves x through DRAM besides.
+// The conv's tiling is searched and its candidates simulated with the VECs (every candidate's LOADs carry
+// them), and its walk emits each tile's epilogue after the next tile's input load (maps_its_loads), so that
+// the vector unit maps the next tile while the array multiplies this one.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "compiler/backend/core/context.h"
+
+namespace npusim::compiler::backend {
+
+// The pointwise conv (1x1, stride 1, unpadded, one group, constant weights, on the array) that reads vector
+// node i's one output as its input and is its only reader, else -1.
+int64_t pointwise_reader(const Graph& g, size_t i);
+// The conv that may apply BatchNormalization node i's map in its loads (the graph's side of
+// plan_pre_affine: node i a constant affine map, optionally with its activation, whose one output only a
+// pointwise Conv reads as its input), else -1. The memory plan keeps the map's input until that conv.
+int64_t pre_affine_reader(const Graph& g, size_t i);
+// Before layer i (a vector layer) is lowered: plans whether its reader applies its map (nothing emitted).
+void plan_pre_affine(Context& c, size_t i);
+// Layer i's work is the map its reader applies: fills its plan and returns true.
+bool pre_affine_member(Context& c, size_t i, LayerPlan& plan);
+// Before matrix layer i is lowered: when it is the reader of the planned map, reserves the constants' bytes
+// at the top of the accumulator and loads them.
+void begin_pre_affine(Context& c, size_t i);
+// Context::load's hook: a LOAD of the map's output while its reader is lowered; emits the LOAD of the map's
+// input and the map's VECs on the tile in place instead. False when it is no such LOAD.
+bool load_pre_affine(Context& c, isa::Buffer buf, uint64_t sram, const Range& dram_range, uint64_t dram_addr,
+                     isa::DType t, const std::array<int64_t, 4>& s, const std::array<int64_t, 3>& st,
+                     const std::array<int64_t, 4>& pads);
+// Whether the layer being lowered applies a map in its loads (its walk then emits each tile's epilogue
+// after the next tile's input: matrix_walk.cpp).
+bool maps_its_loads(const Context& c);
+// The map's layer when layer i was to apply it and its NPU lowering declined (it runs on the host and
+// reads the map's output from DRAM): the caller lowers that layer first. -1 otherwise.
+int64_t pre_affine_declined(Context& c, size_t i);
+// After layer i is lowered: the reservation ends; whether its code took the map.
+void finish_pre_affine(Context& c, size_t i, const LayerPlan& plan);
+
+}  // namespace npusim::compiler::backend
