@@ -291,10 +291,10 @@ int Context::load(isa::Buffer buf, uint64_t sram, const Range& dram_range, uint6
                   std::array<int64_t, 4> s, std::array<int64_t, 3> st, std::array<int64_t, 4> pads,
                   int64_t pad_value) {
   // A LOAD that carries an affine map from its source (fusion/pre_affine.h).
-  if (fusion.pre_affine.bn >= 0 && load_pre_affine(*this, buf, sram, dram_range, dram_addr, t, s, st, pads))
+  if (fusion.pre_affine.node >= 0 && load_pre_affine(*this, buf, sram, dram_range, dram_addr, t, s, st, pads))
     return static_cast<int>(em.size()) - 1;
   // A LOAD whose tile a max pool fills from its input's window (fusion/pre_pool.h).
-  if (fusion.pre_pool.pool >= 0 && load_pre_pool(*this, buf, sram, dram_range, dram_addr, t, s, st, pads))
+  if (fusion.pre_pool.node >= 0 && load_pre_pool(*this, buf, sram, dram_range, dram_addr, t, s, st, pads))
     return static_cast<int>(em.size()) - 1;
   for (OnChipValue* v : {&fusion.on_chip, &fusion.residual}) {
     if (v->pending && dram_range.begin < v->dram.end && v->dram.begin < dram_range.end) spill(*v);

@@ -102,16 +102,30 @@ struct PostAffine {
   bool taken = false;     // the producer's NPU code applied it: the map's layer emits nothing
 };
 
+// What a map done in its reader's loads (PreAffine, PrePool) keeps besides its own operands.
+struct ReaderMap {
+  int64_t node = -1;    // the map's layer (-1 = none)
+  int64_t reader = -1;  // the conv whose LOADs carry it
+  Range x;              // the map's output (never written), the conv's input
+  int64_t reserved =
+      0;  // scratchpad bytes (acc_reserved or input_reserved) this holds while the reader is lowered
+  int64_t bytes = 0;  // x's bytes: its write and its read saved
+  int64_t loads = 0;  // LOADs redirected (the final code's and its trials')
+  // Whether reader `layer` loads x through the map.
+  bool carried_by(int64_t layer) const { return node >= 0 && reader == layer; }
+  // Whether a load of `dram` by the layer being lowered, `layer`, is one of x (the map's to serve).
+  bool serves(int64_t layer, const Range& dram) const {
+    return carried_by(layer) && dram.space == x.space && dram.begin == x.begin && dram.end == x.end;
+  }
+};
+
 // A constant affine map with its activation (a BatchNormalization and Relu before a pointwise conv:
 // DenseNet's norm1 -> relu1 -> conv1) applied where the conv loads its input (pre_affine.h): the conv's
 // LOADs of the map's output x read the map's input y instead, each followed by the map's VECs on the tile
 // in place. x is never written, the map's layer emits nothing.
-struct PreAffine {
-  int64_t bn = -1;      // the BatchNormalization's layer (-1 = none)
-  int64_t reader = -1;  // the conv whose LOADs carry it
-  Range x;              // the map's output (never written), the conv's input
-  uint64_t y_addr = 0;  // the map's input: its first element ...
-  Range y;              // ... the DRAM it spans ...
+struct PreAffine : ReaderMap {  // node: the BatchNormalization's layer
+  uint64_t y_addr = 0;          // the map's input: its first element ...
+  Range y;                      // ... the DRAM it spans ...
   int64_t y_pixel = 0;  // ... and elements between its pixels (a Concat's view: that Concat's channels)
   isa::DType y_dtype = isa::DType::kFp32;
   int64_t channels = 0;                 // x's innermost (channel) extent
@@ -129,19 +143,13 @@ struct PreAffine {
   uint64_t conv_at = 0;                        // accumulator bytes of the conversion constants
   uint64_t work_at = 0;                        // ... and of the work rows
   int64_t work_elems = 0;
-  int64_t reserved = 0;  // bytes of acc_reserved this holds while the reader is lowered
-  int64_t bytes = 0;     // x's bytes: its write and its read saved
-  int64_t loads = 0;     // LOADs redirected (the final code's and its trials')
 };
 
 // A max pool of stride 1 before a pointwise conv (GoogLeNet's branch-4 pool -> 1x1 conv) done on the conv's
 // tiles (pre_pool.h): the conv's LOADs of the pool's output x become LOADs of the pool's input window (halo
 // and padding) into scratch rows at the top of the input scratchpad and one VEC max_pool each into the tile.
-struct PrePool {
-  int64_t pool = -1;    // the MaxPool's layer (-1 = none)
-  int64_t reader = -1;  // the conv whose LOADs carry it
-  Range x;              // the pool's output (never written), the conv's input
-  Range y;              // the pool's input, dense NHWC
+struct PrePool : ReaderMap {  // node: the MaxPool's layer
+  Range y;                    // the pool's input, dense NHWC
   uint64_t y_addr = 0;
   int64_t H = 0, W = 0, C = 0;  // y's (and x's) rows, columns, channels
   int64_t kh = 1, kw = 1, pt = 0, pl = 0;
@@ -149,10 +157,7 @@ struct PrePool {
   int64_t pad_value = 0;  // LOAD's pad: the lowest value (-inf, or the lowest code)
   uint64_t scratch = 0;   // input scratchpad bytes of the two scratch halves
   int64_t half = 0;       // bytes of each
-  int64_t reserved = 0;   // bytes of input_reserved this holds while the reader is lowered
   int next = 0;           // the half the next window goes to
-  int64_t bytes = 0;      // x's bytes: its write and its read saved
-  int64_t loads = 0;      // LOADs redirected (the final code's and its trials')
 };
 
 // A squeeze-and-excitation Mul whose tile loop also adds its full operand back, the Add after it

@@ -94,7 +94,7 @@ int64_t pre_affine_reader(const Graph& g, size_t i) {
 }
 
 void plan_pre_affine(Context& c, size_t i) {
-  if (c.fusion.pre_affine.bn >= 0) return;  // a map planned earlier, its reader still ahead
+  if (c.fusion.pre_affine.node >= 0) return;  // a map planned earlier, its reader still ahead
   const Graph& g = c.g;
   const Node& bn = g.nodes[i];
   if (!c.options.keep_on_chip || g.nhwc_io || c.shared_capacity() > 0) return;
@@ -156,7 +156,7 @@ void plan_pre_affine(Context& c, size_t i) {
     return;
   if (codes && !ar.codes_out) return;  // a float activation between the map and the codes
   PreAffine p;
-  p.bn = static_cast<int64_t>(i);
+  p.node = static_cast<int64_t>(i);
   p.reader = j;
   p.x = x.range();
   p.y = y.range();
@@ -192,7 +192,7 @@ void plan_pre_affine(Context& c, size_t i) {
 
 bool pre_affine_member(Context& c, size_t i, LayerPlan& plan) {
   const PreAffine& p = c.fusion.pre_affine;
-  if (p.bn != static_cast<int64_t>(i)) return false;
+  if (p.node != static_cast<int64_t>(i)) return false;
   const Node& n = c.g.nodes[i];
   const std::string& reader = c.g.nodes[static_cast<size_t>(p.reader)].name;
   const std::string act = n.attr_string(kActivation, "");
@@ -209,7 +209,7 @@ bool pre_affine_member(Context& c, size_t i, LayerPlan& plan) {
 
 void begin_pre_affine(Context& c, size_t i) {
   PreAffine& p = c.fusion.pre_affine;
-  if (p.bn < 0 || p.reader != static_cast<int64_t>(i)) return;
+  if (!p.carried_by(static_cast<int64_t>(i))) return;
   const int64_t cap = c.capacity(Buffer::kAccumulator);
   if (p.reserved * 4 > cap) throw std::logic_error("pre_affine: no accumulator room for the constants");
   const auto vector_bytes = static_cast<uint64_t>(round64(p.channels * isa::dtype_bytes(p.work)));
@@ -231,9 +231,7 @@ bool load_pre_affine(Context& c, Buffer buf, uint64_t sram, const Range& dram_ra
                      DType t, const std::array<int64_t, 4>& s, const std::array<int64_t, 3>& st,
                      const std::array<int64_t, 4>& pads) {
   PreAffine& p = c.fusion.pre_affine;
-  if (p.bn < 0 || p.reader != static_cast<int64_t>(c.layer) || dram_range.space != p.x.space ||
-      dram_range.begin != p.x.begin || dram_range.end != p.x.end)
-    return false;
+  if (!p.serves(static_cast<int64_t>(c.layer), dram_range)) return false;
   const int64_t es = isa::dtype_bytes(t), C = p.channels;
   if (isa::dtype_bytes(t) != isa::dtype_bytes(p.y_dtype) || pads != std::array<int64_t, 4>{0, 0, 0, 0})
     throw std::logic_error("pre_affine: a padded or converting load of the map's output");
@@ -293,28 +291,15 @@ bool load_pre_affine(Context& c, Buffer buf, uint64_t sram, const Range& dram_ra
 
 bool maps_its_loads(const Context& c) {
   const auto layer = static_cast<int64_t>(c.layer);
-  return (c.fusion.pre_affine.bn >= 0 && c.fusion.pre_affine.reader == layer) ||
-         (c.fusion.pre_pool.pool >= 0 && c.fusion.pre_pool.reader == layer);
+  return c.fusion.pre_affine.carried_by(layer) || c.fusion.pre_pool.carried_by(layer);
 }
 
 int64_t pre_affine_declined(Context& c, size_t i) {
-  PreAffine& p = c.fusion.pre_affine;
-  if (p.bn < 0 || p.reader != static_cast<int64_t>(i)) return -1;
-  const int64_t bn = p.bn;
-  c.fusion.acc_reserved -= p.reserved;
-  c.fusion.pre_affine = PreAffine{};
-  return bn;
+  return reader_map_declined(c.fusion.pre_affine, c.fusion.acc_reserved, i);
 }
 
 void finish_pre_affine(Context& c, size_t i, const LayerPlan& plan) {
-  PreAffine& p = c.fusion.pre_affine;
-  if (p.bn < 0 || p.reader != static_cast<int64_t>(i)) return;
-  c.fusion.acc_reserved -= p.reserved;
-  if (p.loads == 0 || plan.placement != Placement::kNpuMatrix)
-    throw std::logic_error(
-        fmt::format("pre_affine: '{}' did not load its input through the map", c.g.nodes[i].name));
-  c.fusion.unwritten.insert(c.g.nodes[static_cast<size_t>(p.bn)].outputs[0]);
-  c.fusion.pre_affine = PreAffine{};
+  finish_reader_map(c, c.fusion.pre_affine, c.fusion.acc_reserved, i, plan, "pre_affine", "the map");
 }
 
 }  // namespace npusim::compiler::backend

@@ -24,6 +24,9 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
+
+#include <fmt/format.h>
 
 #include "compiler/backend/core/context.h"
 
@@ -54,6 +57,31 @@ bool maps_its_loads(const Context& c);
 // The map's layer when layer i was to apply it and its NPU lowering declined (it runs on the host and
 // reads the map's output from DRAM): the caller lowers that layer first. -1 otherwise.
 int64_t pre_affine_declined(Context& c, size_t i);
+
+// What every map done in its reader's loads (this one, pre_pool.h) does around its reader i: when the reader
+// declines it, forget it and give back its `reservation` (returning the map's layer, or -1 when i carries
+// no map); when the reader is lowered, give it back and mark x never written, the reader having loaded
+// through the map (else a logic_error: the map's layer would have emitted nothing for a value some load
+// still reads).
+template <class Map>
+int64_t reader_map_declined(Map& p, int64_t& reservation, size_t i) {
+  if (!p.carried_by(static_cast<int64_t>(i))) return -1;
+  const int64_t node = p.node;
+  reservation -= p.reserved;
+  p = Map{};
+  return node;
+}
+template <class Map>
+void finish_reader_map(Context& c, Map& p, int64_t& reservation, size_t i, const LayerPlan& plan,
+                       const char* kind, const char* map) {
+  if (!p.carried_by(static_cast<int64_t>(i))) return;
+  reservation -= p.reserved;
+  if (p.loads == 0 || plan.placement != Placement::kNpuMatrix)
+    throw std::logic_error(
+        fmt::format("{}: '{}' did not load its input through {}", kind, c.g.nodes[i].name, map));
+  c.fusion.unwritten.insert(c.g.nodes[static_cast<size_t>(p.node)].outputs[0]);
+  p = Map{};
+}
 // After layer i is lowered: the reservation ends; whether its code took the map.
 void finish_pre_affine(Context& c, size_t i, const LayerPlan& plan);
 

@@ -69,7 +69,7 @@ int64_t pre_pool_reader(const Graph& g, size_t i) {
 }
 
 void plan_pre_pool(Context& c, size_t i) {
-  if (c.fusion.pre_pool.pool >= 0) return;  // a pool planned earlier, its reader still ahead
+  if (c.fusion.pre_pool.node >= 0) return;  // a pool planned earlier, its reader still ahead
   const Graph& g = c.g;
   const Node& n = g.nodes[i];
   if (!c.options.keep_on_chip || g.nhwc_io || c.shared_capacity() > 0 || c.fusion.input_reserved > 0) return;
@@ -126,7 +126,7 @@ void plan_pre_pool(Context& c, size_t i) {
   p.half = std::min<int64_t>(kHalfBytes, scratchpad_capacity(c.config, Buffer::kInput) / 8) / 64 * 64;
   // One output pixel of every channel must fit a half (the walk's channel chunk is at most C).
   if (p.kh * p.kw * p.C * es > p.half) return;
-  p.pool = static_cast<int64_t>(i);
+  p.node = static_cast<int64_t>(i);
   p.reader = j;
   p.x = x.range(), p.y = y.range(), p.y_addr = y.addr;
   p.bytes = static_cast<int64_t>(x.bytes);
@@ -136,7 +136,7 @@ void plan_pre_pool(Context& c, size_t i) {
 
 bool pre_pool_member(Context& c, size_t i, LayerPlan& plan) {
   const PrePool& p = c.fusion.pre_pool;
-  if (p.pool != static_cast<int64_t>(i)) return false;
+  if (p.node != static_cast<int64_t>(i)) return false;
   const Node& n = c.g.nodes[i];
   const std::string& reader = c.g.nodes[static_cast<size_t>(p.reader)].name;
   plan.mapping = fmt::format(
@@ -152,7 +152,7 @@ bool pre_pool_member(Context& c, size_t i, LayerPlan& plan) {
 
 void begin_pre_pool(Context& c, size_t i) {
   PrePool& p = c.fusion.pre_pool;
-  if (p.pool < 0 || p.reader != static_cast<int64_t>(i)) return;
+  if (!p.carried_by(static_cast<int64_t>(i))) return;
   const int64_t cap = c.capacity(Buffer::kInput);
   if (p.reserved * 4 > cap) throw std::logic_error("pre_pool: no input scratchpad room for the window rows");
   p.scratch = static_cast<uint64_t>(cap - p.reserved) / 64 * 64;
@@ -163,9 +163,7 @@ bool load_pre_pool(Context& c, Buffer buf, uint64_t sram, const Range& dram_rang
                    DType t, const std::array<int64_t, 4>& s, const std::array<int64_t, 3>& st,
                    const std::array<int64_t, 4>& pads) {
   PrePool& p = c.fusion.pre_pool;
-  if (p.pool < 0 || p.reader != static_cast<int64_t>(c.layer) || dram_range.space != p.x.space ||
-      dram_range.begin != p.x.begin || dram_range.end != p.x.end)
-    return false;
+  if (!p.serves(static_cast<int64_t>(c.layer), dram_range)) return false;
   const int64_t es = isa::dtype_bytes(t), C = p.C;
   const int64_t e0 = static_cast<int64_t>(dram_addr - p.x.begin) / es;
   const int64_t ch = e0 % C, px0 = e0 / C;
@@ -217,23 +215,11 @@ bool load_pre_pool(Context& c, Buffer buf, uint64_t sram, const Range& dram_rang
 }
 
 int64_t pre_pool_declined(Context& c, size_t i) {
-  PrePool& p = c.fusion.pre_pool;
-  if (p.pool < 0 || p.reader != static_cast<int64_t>(i)) return -1;
-  const int64_t pool = p.pool;
-  c.fusion.input_reserved -= p.reserved;
-  c.fusion.pre_pool = PrePool{};
-  return pool;
+  return reader_map_declined(c.fusion.pre_pool, c.fusion.input_reserved, i);
 }
 
 void finish_pre_pool(Context& c, size_t i, const LayerPlan& plan) {
-  PrePool& p = c.fusion.pre_pool;
-  if (p.pool < 0 || p.reader != static_cast<int64_t>(i)) return;
-  c.fusion.input_reserved -= p.reserved;
-  if (p.loads == 0 || plan.placement != Placement::kNpuMatrix)
-    throw std::logic_error(
-        fmt::format("pre_pool: '{}' did not load its input through the pool", c.g.nodes[i].name));
-  c.fusion.unwritten.insert(c.g.nodes[static_cast<size_t>(p.pool)].outputs[0]);
-  c.fusion.pre_pool = PrePool{};
+  finish_reader_map(c, c.fusion.pre_pool, c.fusion.input_reserved, i, plan, "pre_pool", "the pool");
 }
 
 }  // namespace npusim::compiler::backend
