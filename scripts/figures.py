@@ -239,15 +239,15 @@ BIG_PRESETS = [("tpu-v1", "int8"), ("datacenter", "bf16")]
 BATCH_ZOO = ["resnet50", "mobilenet_v2", "vit_b_16_anybatch", "bert_base_anybatch"]
 
 
-def fold_ceiling(r):
-    """The share of the limit a layer-by-layer schedule can reach (docs/report.md, "Whole folds")."""
+def whole_fold_share(r):
+    """The share of the limit the matrix layers reach one at a time in whole folds (docs/report.md, "Whole folds")."""
     m = r["model_limit"]
     return min(1.0, r["model_limit_cycles"] / max(m["array_fold_cycles"], m["vector_cycles"], m["dram_cycles"]))
 
 
 def model_limit_batch8(s):
     """docs/models.md: the big presets at batch 8 against their whole-model limit (issue 36's 60 % bar)."""
-    table = ["| model | " + " | ".join(f"{p} {x}: cycles, efficiency (limit set by; layer-by-layer ceiling)"
+    table = ["| model | " + " | ".join(f"{p} {x}: cycles, efficiency (limit set by; whole-fold share)"
                                       for p, x in BIG_PRESETS) + " |",
              "|---|" + "---|" * len(BIG_PRESETS)]
     for name in BATCH_ZOO:
@@ -256,13 +256,13 @@ def model_limit_batch8(s):
         for preset, precision in BIG_PRESETS:
             r = s.report(["run", path, "-c", preset, "--precision", precision, "--batch", "8"])
             cells.append(f"{millions(r['total_cycles'])}, {percent(r['model_efficiency'])} "
-                         f"({r['model_limit']['bound_by']}; {percent(fold_ceiling(r))})")
+                         f"({r['model_limit']['bound_by']}; {percent(whole_fold_share(r))})")
         table.append(f"| {name} | " + " | ".join(cells) + " |")
     return ("`npusim run models/NAME.onnx -c PRESET --precision X --batch 8 -q --report r.json`, the report's "
             "`total_cycles`, `model_efficiency` and `model_limit` (int8 calibrated on 32 synthetic inputs); the "
-            "layer-by-layer ceiling is the share of the limit the matrix layers leave reachable run one at a time "
-            "in whole folds of the array (docs/report.md, \"Whole folds\"). ViT-B/16 and BERT-base are the `_anybatch` exports, whose attention follows `--batch` "
-            "(\"Exporting\" below).\n\n" + "\n".join(table))
+            "whole-fold share is the share of the limit the matrix layers reach one at a time in whole folds of the "
+            "array, one output pixel a row (docs/report.md, \"Whole folds\"). ViT-B/16 and BERT-base are the "
+            "`_anybatch` exports, whose attention follows `--batch` (\"Exporting\" below).\n\n" + "\n".join(table))
 
 
 # name -> (file, function, fast)

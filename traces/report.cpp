@@ -208,7 +208,7 @@ std::optional<double> model_limit_efficiency(const Report& r) {
   return ratio(r.model_limit_cycles, r.total_cycles);
 }
 
-std::optional<double> fold_ceiling(const Report& r) {
+std::optional<double> whole_fold_share(const Report& r) {
   if (!r.model_limit_cycles || !r.model_limit || r.model_limit->array_fold_cycles <= 0) return std::nullopt;
   const Report::ModelLimit& m = *r.model_limit;
   const double folded = std::max({m.array_fold_cycles, m.vector_cycles, m.dram_cycles});
@@ -325,13 +325,14 @@ std::string summary_text(const Report& r, size_t top_layers) {
         "DRAM {:.0f} cycles, each unit at its peak)\n",
         *r.model_limit_cycles, 100.0 * model_limit_efficiency(r).value_or(0.0), limit_bound_by(m),
         m.array_cycles, m.vector_cycles, m.dram_cycles);
-    // Where the layers' shapes leave most of each array fold idle, say how much of the limit is reachable.
-    if (const std::optional<double> ceiling = fold_ceiling(r); ceiling && *ceiling < kFoldCeilingShown) {
+    // Where the layers' shapes leave most of each array fold idle, say how much of the limit they reach so.
+    if (const std::optional<double> share = whole_fold_share(r); share && *share < kWholeFoldShareShown) {
       o += fmt::format(
-          "array folds       the matrix layers each alone in whole {}x{} folds of the array: {:.0f} cycles, "
-          "so "
-          "a layer-by-layer schedule reaches at most {:.1f}% of the limit (layers narrower than the array)\n",
-          r.array_rows, r.array_cols, m.array_fold_cycles, 100.0 * *ceiling);
+          "array folds       the matrix layers one at a time in whole {}x{} folds, one output pixel a row: "
+          "{:.0f} "
+          "cycles, {:.1f}% of the limit (layers narrower than the array leave most of each fold idle unless "
+          "pixels or layers are packed into it)\n",
+          r.array_rows, r.array_cols, m.array_fold_cycles, 100.0 * *share);
     }
   }
   const std::optional<PrecisionFigures> pf = precision_figures(r);

@@ -292,8 +292,9 @@ struct Report {
     double array_cycles = 0;   // the matrix work at the array's peak
     double vector_cycles = 0;  // depthwise and grouped work at the vector lanes' peak
     double dram_cycles = 0;    // every weight, and the model's inputs and outputs, once at DRAM peak
-    // Not a term: the array's matrix layers each alone in whole folds of the array (the layers' shapes'
-    // ceiling, compiler/backend/estimate/model_limit.h); 0 when not computed.
+    // Not a term: the array's matrix layers each alone in whole folds of the array, one output pixel a row
+    // (how narrow the layers are for this array, compiler/backend/estimate/model_limit.h); 0 when not
+    // computed.
     double array_fold_cycles = 0;
     void visit(ReportVisitor& v);
   };
@@ -330,13 +331,13 @@ std::optional<double> unfused_bound_ratio(const Report& r);
 std::optional<double> compiled_efficiency(const Report& r);
 // model_limit_cycles / total_cycles: the report's model_efficiency, at most 1.
 std::optional<double> model_limit_efficiency(const Report& r);
-// model_limit_cycles / max(model_limit.array_fold_cycles, vector_cycles, dram_cycles), at most 1: the most of
-// the limit a schedule running the matrix layers one at a time can reach, their shapes on this array
-// allowing; none without a model limit or its fold figure.
-std::optional<double> fold_ceiling(const Report& r);
-// The summary and the HTML report name the fold ceiling below this share of the limit (above it the layers'
-// shapes are not what holds the model back).
-inline constexpr double kFoldCeilingShown = 0.95;
+// model_limit_cycles / max(model_limit.array_fold_cycles, vector_cycles, dram_cycles), at most 1: the share
+// of the limit a schedule reaches that maps the matrix layers one at a time, one output pixel a row, in whole
+// folds (packing pixels or layers into a fold does better); none without a model limit or its fold figure.
+std::optional<double> whole_fold_share(const Report& r);
+// The summary and the HTML report name the whole-fold share below this share of the limit (above it the
+// layers' shapes are not what holds the model back).
+inline constexpr double kWholeFoldShareShown = 0.95;
 // The term that sets the limit: "array", "vector" or "dram".
 std::string_view limit_bound_by(const Report::ModelLimit& m);
 

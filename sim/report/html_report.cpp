@@ -420,11 +420,11 @@ void summary_section(std::string& o, const traces::Report& rep, const J& r) {
                      grouped(num(*rep.model_limit_cycles)), traces::limit_bound_by(m),
                      grouped(std::round(m.array_cycles)), grouped(std::round(m.vector_cycles)),
                      grouped(std::round(m.dram_cycles))) +
-             (traces::fold_ceiling(rep).value_or(1.0) < traces::kFoldCeilingShown
+             (traces::whole_fold_share(rep).value_or(1.0) < traces::kWholeFoldShareShown
                   ? fmt::format(
-                        "; layer by layer at most {:.1f}% of it: the matrix layers in whole array folds "
-                        "take {} cycles",
-                        100 * *traces::fold_ceiling(rep), grouped(std::round(m.array_fold_cycles)))
+                        "; the matrix layers one at a time in whole array folds, one output pixel a row, "
+                        "reach {:.1f}% of it ({} cycles)",
+                        100 * *traces::whole_fold_share(rep), grouped(std::round(m.array_fold_cycles)))
                   : std::string()));
   }
   if (const auto e = traces::compiled_efficiency(rep)) {

@@ -28,9 +28,11 @@ struct ModelLimit {
   // the third dimension through each (weight-stationary: ceil(K / rows) x ceil(N / cols) folds of M rows;
   // output-stationary: ceil(M / rows) x ceil(N / cols) of K; input-stationary: ceil(K / rows) x
   // ceil(M / cols) of N), at the precision's rate, with no fill or drain. A layer narrower than the
-  // array leaves the rest of each fold idle, so a schedule that maps the layers one at a time cannot
-  // beat max(array_fold_cycles, vector_cycles, dram_cycles): the layers' shapes on this array cap the
-  // model's efficiency at cycles() / that (traces::fold_ceiling).
+  // array leaves the rest of each fold idle: mapped one output pixel (one row of M) at a time and one layer
+  // at a time, the model takes at least max(array_fold_cycles, vector_cycles, dram_cycles), cycles() / that
+  // of the limit (traces::whole_fold_share). Packing several output pixels of a narrow conv into one fold
+  // (docs/models.md, "Narrow convs packed several output pixels a column") or several layers side by side
+  // does better, so it is a measure of how narrow the layers are for this array, not a bound.
   double array_fold_cycles = 0;
   // Each matrix node's share of the array or vector term, by node name (what layers[].limit_cycles says).
   std::map<std::string, double> node_cycles;
