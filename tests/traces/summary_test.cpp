@@ -17,7 +17,8 @@ TEST(Summary, TheArrayFoldsLineShowsTheWholeFoldShareOnlyWhenItIsUnder95Percent)
   r.model_limit->array_fold_cycles = 5000;  // 2 500 / 5 000: half the limit reachable
   EXPECT_EQ(whole_fold_share(r), 0.5);
   const std::string text = summary_text(r);
-  EXPECT_NE(text.find("array folds       the matrix layers one at a time in whole"), std::string::npos) << text;
+  EXPECT_NE(text.find("array folds       the matrix layers one at a time in whole"), std::string::npos)
+      << text;
   EXPECT_NE(text.find("cycles, 50.0% of the limit"), std::string::npos) << text;
 
   r.model_limit->array_fold_cycles = 2600;  // under the DRAM term's 2 499.25 * 1.05: not what holds it back
