@@ -93,6 +93,18 @@ int64_t pre_affine_reader(const Graph& g, size_t i) {
   return pointwise_reader(g, i);
 }
 
+bool reader_map_free(const Context& c, const Node& map, const Node& reader) {
+  for (const Node* n : {&map, &reader})
+    if (c.folding.folded(*n) || c.views.folds(*n)) return false;
+  // A mapping file that tiles or places the map, or places the reader off the array, leaves the map apart.
+  if (const LayerMapping* m = c.options.mapping ? c.options.mapping->find(map.name) : nullptr;
+      m &&
+      (m->has_tiling() || m->has_vector_tiling() || (m->placement && *m->placement != Placement::kNpuVector)))
+    return false;
+  const LayerMapping* m = c.options.mapping ? c.options.mapping->find(reader.name) : nullptr;
+  return !(m && m->placement && *m->placement != Placement::kNpuMatrix);
+}
+
 void plan_pre_affine(Context& c, size_t i) {
   if (c.fusion.pre_affine.node >= 0) return;  // a map planned earlier, its reader still ahead
   const Graph& g = c.g;
@@ -101,16 +113,7 @@ void plan_pre_affine(Context& c, size_t i) {
   const int64_t j = pre_affine_reader(g, i);
   if (j < 0) return;
   const Node& conv = g.nodes[static_cast<size_t>(j)];
-  for (const Node* n : {&bn, &conv})
-    if (c.folding.folded(*n) || c.views.folds(*n)) return;
-  // A mapping file that tiles or places the map, or places the conv off the array, leaves the map apart.
-  if (const LayerMapping* m = c.options.mapping ? c.options.mapping->find(bn.name) : nullptr;
-      m &&
-      (m->has_tiling() || m->has_vector_tiling() || (m->placement && *m->placement != Placement::kNpuVector)))
-    return;
-  if (const LayerMapping* m = c.options.mapping ? c.options.mapping->find(conv.name) : nullptr;
-      m && m->placement && *m->placement != Placement::kNpuMatrix)
-    return;
+  if (!reader_map_free(c, bn, conv)) return;
   const std::string &xv = bn.outputs[0], &yv = bn.inputs[0];
   if (!c.tensors.count(xv) || !c.tensors.count(yv)) return;
   const DramTensor& y = c.tensor(yv);

@@ -58,6 +58,10 @@ bool maps_its_loads(const Context& c);
 // reads the map's output from DRAM): the caller lowers that layer first. -1 otherwise.
 int64_t pre_affine_declined(Context& c, size_t i);
 
+// Whether a map done in its reader's loads may be planned for `map` and its `reader`: neither folded away
+// (a Concat's or a view's), no mapping file tiling or placing the map, nor placing the reader off the array.
+bool reader_map_free(const Context& c, const Node& map, const Node& reader);
+
 // What every map done in its reader's loads (this one, pre_pool.h) does around its reader i: when the reader
 // declines it, forget it and give back its `reservation` (returning the map's layer, or -1 when i carries
 // no map); when the reader is lowered, give it back and mark x never written, the reader having loaded

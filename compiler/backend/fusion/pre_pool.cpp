@@ -76,15 +76,7 @@ void plan_pre_pool(Context& c, size_t i) {
   const int64_t j = pre_pool_reader(g, i);
   if (j < 0) return;
   const Node& conv = g.nodes[static_cast<size_t>(j)];
-  for (const Node* m : {&n, &conv})
-    if (c.folding.folded(*m) || c.views.folds(*m)) return;
-  if (const LayerMapping* m = c.options.mapping ? c.options.mapping->find(n.name) : nullptr;
-      m &&
-      (m->has_tiling() || m->has_vector_tiling() || (m->placement && *m->placement != Placement::kNpuVector)))
-    return;
-  if (const LayerMapping* m = c.options.mapping ? c.options.mapping->find(conv.name) : nullptr;
-      m && m->placement && *m->placement != Placement::kNpuMatrix)
-    return;
+  if (!reader_map_free(c, n, conv)) return;
   const std::string &xv = n.outputs[0], &yv = n.inputs[0];
   if (!c.tensors.count(xv) || !c.tensors.count(yv)) return;
   const DramTensor& y = c.tensor(yv);
