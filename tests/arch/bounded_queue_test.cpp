@@ -427,7 +427,7 @@ TEST(BoundedQueue, MethodProcessesWaitingStaticallyRunInTheThreadsDeltaCycles) {
     sc_core::sc_start(100, sc_core::SC_NS);
     threads = h.log;
   }
-  drop_threads();  // and the methods below run in a fresh context
+  drop_threads();                                 // and the methods below run in a fresh context
   ASSERT_EQ(threads.size(), 2u * (12 + 8 + 10));  // every value written and read within the run
   OneReaderStaticMethods h("h");
   sc_core::sc_start(100, sc_core::SC_NS);
