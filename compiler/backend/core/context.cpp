@@ -8,6 +8,7 @@
 #include "compiler/backend/fusion/post_affine.h"
 #include "compiler/backend/fusion/pre_affine.h"
 #include "compiler/backend/fusion/pre_pool.h"
+#include "compiler/backend/fusion/pre_scale.h"
 #include "compiler/passes/lowered.h"
 #include "isa/program_slice.h"
 #include "isa/strides.h"
@@ -295,6 +296,9 @@ int Context::load(isa::Buffer buf, uint64_t sram, const Range& dram_range, uint6
     return static_cast<int>(em.size()) - 1;
   // A LOAD whose tile a max pool fills from its input's window (fusion/pre_pool.h).
   if (fusion.pre_pool.node >= 0 && load_pre_pool(*this, buf, sram, dram_range, dram_addr, t, s, st, pads))
+    return static_cast<int>(em.size()) - 1;
+  // A LOAD whose tile an SE block's scale multiplies (fusion/pre_scale.h).
+  if (fusion.pre_scale.node >= 0 && load_pre_scale(*this, buf, sram, dram_range, dram_addr, t, s, st, pads))
     return static_cast<int>(em.size()) - 1;
   for (OnChipValue* v : {&fusion.on_chip, &fusion.residual}) {
     if (v->pending && dram_range.begin < v->dram.end && v->dram.begin < dram_range.end) spill(*v);

@@ -160,6 +160,19 @@ struct PrePool : ReaderMap {  // node: the MaxPool's layer
   int next = 0;           // the half the next window goes to
 };
 
+// A squeeze-and-excitation Mul X * s before a pointwise conv, applied where the conv loads its input
+// (pre_scale.h): the conv's LOADs of the product x read X instead, each followed by the Mul's VEC on the tile
+// in place with s. x is never written, the Mul emits nothing.
+struct PreScale : ReaderMap {            // node: the Mul's layer
+  Range in;                              // X: the DRAM it spans (dense, x's layout) ...
+  uint64_t in_addr = 0;                  // ... and its first element
+  Range scale;                           // s: one value per channel, dense ...
+  uint64_t scale_addr = 0;               // ... its first element
+  int64_t channels = 0;                  // x's innermost (channel) extent
+  isa::DType dtype = isa::DType::kFp32;  // X's, s's and x's type (the activation type)
+  uint64_t params = 0;                   // accumulator bytes holding s while the conv is lowered
+};
+
 // A squeeze-and-excitation Mul whose tile loop also adds its full operand back, the Add after it
 // (scaled_residual.h).
 struct ScaledResidual {
@@ -228,6 +241,8 @@ struct FusionState {
   PreAffine pre_affine;
   // ---- a max pool on its reader's tiles (pre_pool.h) ----
   PrePool pre_pool;
+  // ---- an SE block's channel scale in its project conv's loads (pre_scale.h) ----
+  PreScale pre_scale;
   std::set<std::string> unwritten;  // producers' outputs that carried a map: never written anywhere
 };
 

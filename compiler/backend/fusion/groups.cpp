@@ -4,6 +4,7 @@
 #include "compiler/backend/fusion/post_affine.h"
 #include "compiler/backend/fusion/pre_affine.h"
 #include "compiler/backend/fusion/pre_pool.h"
+#include "compiler/backend/fusion/pre_scale.h"
 #include "compiler/backend/fusion/project_tail.h"
 #include "compiler/backend/fusion/residency.h"
 #include "compiler/backend/fusion/scaled_residual.h"
@@ -39,6 +40,9 @@ void Groups::begin(size_t i, Placement placement, bool plannable) {
   // A max pool its pointwise conv does on its tiles (pre_pool.h): the window rows at the input's top.
   if (plannable && placement == Placement::kNpuVector) plan_pre_pool(c_, i);
   if (placement == Placement::kNpuMatrix) begin_pre_pool(c_, i);
+  // An SE block's channel scale its project conv applies in its loads (pre_scale.h).
+  if (plannable && placement == Placement::kNpuVector) plan_pre_scale(c_, i);
+  if (placement == Placement::kNpuMatrix) begin_pre_scale(c_, i);
   // A reader fused into the conv before it was lowered with it: nothing to plan.
   fused_reader_ = conv_pool_.fused && (conv_pool_.pool == i || fused_project(i));
   if (plannable && !fused_reader_ && placement == Placement::kNpuMatrix && !yield_to_line_buffer(c_, i))
@@ -55,7 +59,8 @@ void Groups::begin(size_t i, Placement placement, bool plannable) {
   // accumulator): the map's DRAM round trip is the larger of the two.
   if (plannable && placement == Placement::kNpuMatrix &&
       c_.fusion.pre_affine.reader != static_cast<int64_t>(i) &&
-      c_.fusion.pre_pool.reader != static_cast<int64_t>(i) && plan_conv_pool(c_, i, &pair_))
+      c_.fusion.pre_pool.reader != static_cast<int64_t>(i) &&
+      c_.fusion.pre_scale.reader != static_cast<int64_t>(i) && plan_conv_pool(c_, i, &pair_))
     c_.fusion.conv_pool = &pair_;
   if (plannable && placement == Placement::kNpuMatrix) plan_post_affine(c_, i);
 }
@@ -65,6 +70,7 @@ bool Groups::member(size_t i, LayerPlan& plan) const {
   if (se_pool_member(c_, i, plan)) return true;
   if (pre_affine_member(c_, i, plan)) return true;
   if (pre_pool_member(c_, i, plan)) return true;
+  if (pre_scale_member(c_, i, plan)) return true;
   if (project_tail_member(c_, i, plan)) return tail_member_ = true;
   if (post_affine_member(c_, i, plan)) return true;
   if (scaled_residual_member(c_, i, plan)) return true;
@@ -95,8 +101,9 @@ bool Groups::fused_project(size_t i) const {
 }
 
 int64_t Groups::declined(size_t i) {
-  const int64_t k = pre_affine_declined(c_, i);
-  return k >= 0 ? k : pre_pool_declined(c_, i);
+  if (const int64_t k = pre_affine_declined(c_, i); k >= 0) return k;
+  if (const int64_t k = pre_pool_declined(c_, i); k >= 0) return k;
+  return pre_scale_declined(c_, i);
 }
 
 bool Groups::lower_attention(size_t i) { return (attention_ = backend::lower_attention(c_, i)).fused(); }
@@ -115,6 +122,7 @@ void Groups::finish(size_t i, LayerPlan& plan) {
   // First: their reservations end before residency recounts the scratchpad's live regions.
   finish_pre_affine(c_, i, plan);
   finish_pre_pool(c_, i, plan);
+  finish_pre_scale(c_, i, plan);
   c_.fusion.conv_pool = nullptr;
   if (pair_.fused) conv_pool_ = pair_;
   if (n.op_type == "Conv" && !pair_.fused && !fused_reader_ &&

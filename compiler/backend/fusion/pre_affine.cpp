@@ -270,31 +270,17 @@ bool load_pre_affine(Context& c, Buffer buf, uint64_t sram, const Range& dram_ra
     a.d0 = d0, a.d1 = d1, a.d2 = d2, a.op = p.act, a.imm0 = p.act_imm0, a.imm1 = p.act_imm1;
     c.vec(a);
   };
-  // One VEC box when every row starts at the same channel (or holds whole pixels), else a run per channel
-  // stretch of each row.
-  const int64_t rows = s[1] * s[2] * s[3];
-  if (within) {
-    apply(sram, s[0], s[1], s[2] * s[3], n0);
-  } else if (n0 == 0 && s[0] % C == 0 && (s[1] == 1 || st[0] % C == 0) && (s[2] == 1 || st[1] % C == 0) &&
-             (s[3] == 1 || st[2] % C == 0)) {
-    apply(sram, C, s[0] / C * s[1], s[2] * s[3], 0);
-  } else {
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t first = e0 + r % s[1] * st[0] + r / s[1] % s[2] * st[1] + r / (s[1] * s[2]) * st[2];
-      for (int64_t k = 0; k < s[0];) {
-        const int64_t ch = (first + k) % C, len = std::min(s[0] - k, C - ch);
-        apply(sram + static_cast<uint64_t>((r * s[0] + k) * es), len, 1, 1, ch);
-        k += len;
-      }
-    }
-  }
+  channel_runs(C, e0, s, st, [&](int64_t at, int64_t d0, int64_t d1, int64_t d2, int64_t ch) {
+    apply(sram + static_cast<uint64_t>(at * es), d0, d1, d2, ch);
+  });
   ++p.loads;
   return true;
 }
 
 bool maps_its_loads(const Context& c) {
   const auto layer = static_cast<int64_t>(c.layer);
-  return c.fusion.pre_affine.carried_by(layer) || c.fusion.pre_pool.carried_by(layer);
+  return c.fusion.pre_affine.carried_by(layer) || c.fusion.pre_pool.carried_by(layer) ||
+         c.fusion.pre_scale.carried_by(layer);
 }
 
 int64_t pre_affine_declined(Context& c, size_t i) {

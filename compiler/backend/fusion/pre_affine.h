@@ -21,6 +21,7 @@
 // The conv's tiling is searched and its candidates simulated with the VECs (every candidate's LOADs carry
 // them), and its walk emits each tile's epilogue after the next tile's input load (maps_its_loads), so that
 // the vector unit maps the next tile while the array multiplies this one.
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -57,6 +58,33 @@ bool maps_its_loads(const Context& c);
 // The map's layer when layer i was to apply it and its NPU lowering declined (it runs on the host and
 // reads the map's output from DRAM): the caller lowers that layer first. -1 otherwise.
 int64_t pre_affine_declined(Context& c, size_t i);
+
+// The per-channel VECs of a map done in a LOAD box of an NHWC map of C channels (sizes s, strides st in
+// elements, first element e0): calls apply(element offset in the tile, d0, d1, d2, first channel) once when
+// every row of the box starts at the same channel (or holds whole pixels), else once per channel stretch of
+// each row.
+template <class Apply>
+void channel_runs(int64_t C, int64_t e0, const std::array<int64_t, 4>& s, const std::array<int64_t, 3>& st,
+                  Apply apply) {
+  const int64_t n0 = e0 % C;
+  const bool pixels = (s[1] == 1 || st[0] % C == 0) && (s[2] == 1 || st[1] % C == 0) &&
+                      (s[3] == 1 || st[2] % C == 0);  // outer strides step whole pixels
+  if (pixels && n0 + s[0] <= C) {
+    apply(0, s[0], s[1], s[2] * s[3], n0);
+  } else if (pixels && n0 == 0 && s[0] % C == 0) {
+    apply(0, C, s[0] / C * s[1], s[2] * s[3], 0);
+  } else {
+    const int64_t rows = s[1] * s[2] * s[3];
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t first = e0 + r % s[1] * st[0] + r / s[1] % s[2] * st[1] + r / (s[1] * s[2]) * st[2];
+      for (int64_t k = 0; k < s[0];) {
+        const int64_t ch = (first + k) % C, len = std::min(s[0] - k, C - ch);
+        apply(r * s[0] + k, len, 1, 1, ch);
+        k += len;
+      }
+    }
+  }
+}
 
 // Whether a map done in its reader's loads may be planned for `map` and its `reader`: neither folded away
 // (a Concat's or a view's), no mapping file tiling or placing the map, nor placing the reader off the array.

@@ -1,0 +1,48 @@
+#pragma once
+// A squeeze-and-excitation block's channel scale applied where its project conv loads its input (internal
+// to the back end). An MBConv block ends depthwise conv -> SE (pool, two 1x1 convs, Sigmoid) -> Mul(X, s)
+// -> project 1x1 conv. Where the SE group cannot hold X in the input scratchpad (se_fusion.h:
+// EfficientNet-B0's blocks 1-3 and 5.1-5.2 in fp16, 0.2-0.9 MB), the Mul loads X from DRAM and writes the
+// product for the project conv to read back: the product crosses DRAM twice (EfficientNet-B0 on edge, fp16:
+// 0.45 M of 3.85 M cycles in those Muls). Here, as pre_affine.h does for a BatchNormalization, every LOAD of
+// the product by the conv's walk becomes a LOAD of X into the same tile, then the Mul's VEC on the tile in
+// place with the scale vector (loaded once into the accumulator's top): the product is never written and
+// the Mul emits nothing.
+//
+// Exact: the VEC is the Mul's own (vector/elementwise.cpp, lower_binary: a VEC mul of the activation type,
+// the scale broadcast along the rows) on the same values, so the conv multiplies the same products. Float
+// only (an int8 Mul runs the integer scheme's passes through int32 rows); a Mul in an SE group (X held, the
+// product left on chip), with a fused activation, or a mapping file placing or tiling the Mul, is left to
+// the Mul's own lowering. Taken whenever it applies: the Mul's lowering runs the same VECs and moves the
+// product through DRAM besides; the conv's tiling search simulates its candidates with the VECs.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "compiler/backend/core/context.h"
+
+namespace npusim::compiler::backend {
+
+// The conv that may apply Mul node i's channel scale in its loads (the graph's side of plan_pre_scale:
+// X * s with s one value per channel of X, whose product only a pointwise conv reads as its input), else -1.
+// The memory plan keeps X and s until that conv.
+int64_t pre_scale_reader(const Graph& g, size_t i);
+// Before layer i (a vector layer) is lowered: plans whether its reader applies its scale (nothing emitted).
+void plan_pre_scale(Context& c, size_t i);
+// Layer i's work is the scale its reader applies: fills its plan and returns true.
+bool pre_scale_member(Context& c, size_t i, LayerPlan& plan);
+// Before matrix layer i is lowered: when it is the reader of the planned scale, reserves the scale's bytes
+// at the top of the accumulator and loads it.
+void begin_pre_scale(Context& c, size_t i);
+// Context::load's hook: a LOAD of the product while its reader is lowered; emits the LOAD of X and the
+// Mul's VEC on the tile instead. False when it is no such LOAD.
+bool load_pre_scale(Context& c, isa::Buffer buf, uint64_t sram, const Range& dram_range, uint64_t dram_addr,
+                    isa::DType t, const std::array<int64_t, 4>& s, const std::array<int64_t, 3>& st,
+                    const std::array<int64_t, 4>& pads);
+// The Mul's layer when layer i was to apply it and its NPU lowering declined, for the caller to lower first;
+// -1 otherwise.
+int64_t pre_scale_declined(Context& c, size_t i);
+// After layer i is lowered: the reservation ends; its code applied the scale.
+void finish_pre_scale(Context& c, size_t i, const LayerPlan& plan);
+
+}  // namespace npusim::compiler::backend
