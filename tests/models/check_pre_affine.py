@@ -2,7 +2,9 @@
 """A BatchNormalization and its activation before a pointwise conv, applied in the conv's loads, end to end
 (docs/models.md, "Edge at batch 1: GoogLeNet and DenseNet"; fusion group "pre_affine:"): DenseNet's
 norm1 -> relu1 -> conv1 on the block's concatenation so far; and a max pool of stride 1 before a pointwise
-conv done on the conv's tiles ("pre_pool:"): GoogLeNet's branch-4 pool -> 1x1 conv. Runs a model functionally as npusim fuses it
+conv done on the conv's tiles ("pre_pool:"): GoogLeNet's branch-4 pool -> 1x1 conv; and a
+squeeze-and-excitation block's channel scale applied in its project conv's loads ("pre_scale:"): an MBConv
+block's Mul(X, s) -> 1x1 conv where the SE group cannot hold X (EfficientNet-B0's blocks 1-3 and 5.1-5.2). Runs a model functionally as npusim fuses it
 (the default) and again with the same mapping (the first run's --mapping-out) but with each such map given
 a vector tile (`tile_elems`), which leaves it to its own lowering; everything else unchanged. Checks:
 
@@ -18,7 +20,11 @@ concatenated to the block's input: each map reads a Concat's view, whose pixels 
 apart), a transition (BatchNormalization + Relu -> 1x1 conv -> 2x2 average pool) and a 3x3 max pool of
 stride 1 (padded) read by a 1x1 conv.
 
-Usage: check_pre_affine.py NPUSIM MODEL.onnx|--make-small DIR CONFIG.yaml PRECISION [--min-fused N]
+`--make-small-se DIR` writes DIR/mbconv_se.onnx instead: one EfficientNet MBConv block (1x1 expansion + SiLU,
+3x3 depthwise conv + SiLU, SE with SiLU and Sigmoid, 1x1 projection, the residual Add) over a 48x48 map whose
+96-channel X (442 KB in fp16) is larger than three quarters of edge's input scratchpad.
+
+Usage: check_pre_affine.py NPUSIM MODEL.onnx|--make-small DIR|--make-small-se DIR CONFIG.yaml PRECISION [--min-fused N]
                            [--set KEY=VALUE ...]
 """
 import argparse
@@ -85,7 +91,45 @@ def make_small(folder):
     return path
 
 
-GROUPS = {"pre_affine": "BatchNormalization", "pre_pool": "MaxPool"}
+def make_small_se(folder):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(11)
+    C, E, S, H = 24, 96, 8, 48  # block channels, expansion, squeeze, map
+    inits, nodes = [], []
+
+    def const(name, shape, scale):
+        inits.append(numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name))
+        return name
+
+    def conv(x, y, cin, cout, k, group=1, act=True):
+        out = y + "_c" if act else y
+        nodes.append(helper.make_node("Conv", [x, const(y + "_w", [cout, cin // group, k, k], 0.3),
+                                               const(y + "_b", [cout], 0.1)], [out],
+                                      kernel_shape=[k, k], pads=[k // 2] * 4, group=group))
+        if act:  # SiLU, as torchvision exports it
+            nodes.append(helper.make_node("Sigmoid", [out], [y + "_s"]))
+            nodes.append(helper.make_node("Mul", [out, y + "_s"], [y]))
+
+    conv("x", "e", C, E, 1)
+    conv("e", "d", E, E, 3, group=E)
+    nodes.append(helper.make_node("GlobalAveragePool", ["d"], ["p"]))
+    conv("p", "f1", E, S, 1)
+    conv("f1", "f2_c", S, E, 1, act=False)
+    nodes.append(helper.make_node("Sigmoid", ["f2_c"], ["f2"]))
+    nodes.append(helper.make_node("Mul", ["d", "f2"], ["m"]))
+    conv("m", "pr", E, C, 1, act=False)
+    nodes.append(helper.make_node("Add", ["pr", "x"], ["y"]))
+    g = helper.make_graph(nodes, "mbconv_se", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, H, H])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, C, H, H])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    path = os.path.join(folder, "mbconv_se.onnx")
+    onnx.save(m, path)
+    return path
+
+
+GROUPS = {"pre_affine": "BatchNormalization", "pre_pool": "MaxPool", "pre_scale": "Mul"}
 
 
 def fused_maps(report):
@@ -105,6 +149,7 @@ def main():
     ap.add_argument("npusim")
     ap.add_argument("model", nargs="?")
     ap.add_argument("--make-small", metavar="DIR")
+    ap.add_argument("--make-small-se", metavar="DIR")
     ap.add_argument("config")
     ap.add_argument("precision")
     ap.add_argument("--min-fused", type=int, default=1)
@@ -113,6 +158,9 @@ def main():
     if a.make_small:
         os.makedirs(a.make_small, exist_ok=True)
         a.model = make_small(a.make_small)
+    if a.make_small_se:
+        os.makedirs(a.make_small_se, exist_ok=True)
+        a.model = make_small_se(a.make_small_se)
     name = os.path.basename(a.model)
     with tempfile.TemporaryDirectory() as tmp:
         common = [a.model, "--config", a.config, "--precision", a.precision, "-q"]
