@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -23,8 +24,9 @@ struct QParams;  // compiler/quant/precision.h
 
 namespace npusim::compiler::backend {
 
-struct ConvPool;  // fusion/layer_fusion.h
-class ConvBands;  // fusion/layer_fusion.h
+struct ConvPool;        // fusion/layer_fusion.h
+class ChannelScaleMul;  // int8/int8.h
+class ConvBands;        // fusion/layer_fusion.h
 
 // A value its producer left in the input scratchpad for its one consumer instead of storing it to DRAM
 // (residency.h): dense [pixels][channels] at `addr`, `bytes` long, the top of the scratchpad.
@@ -169,8 +171,17 @@ struct PreScale : ReaderMap {            // node: the Mul's layer
   Range scale;                           // s: one value per channel, dense ...
   uint64_t scale_addr = 0;               // ... its first element
   int64_t channels = 0;                  // x's innermost (channel) extent
-  isa::DType dtype = isa::DType::kFp32;  // X's, s's and x's type (the activation type)
+  isa::DType dtype = isa::DType::kFp32;  // X's and x's type (the activation type, or their codes')
   uint64_t params = 0;                   // accumulator bytes holding s while the conv is lowered
+  // # int8: X, s and x codes under the integer scheme, the Mul's two passes (int8.h, ChannelScaleMul): s's
+  // triples after its codes, then int32 work rows of `work_elems`.
+  bool codes = false;
+  int32_t multiplier = 0, shift = 0;  // the Mul's quantized multiplier
+  const quant::QParams* x_q = nullptr;
+  const quant::QParams* y_q = nullptr;
+  std::shared_ptr<ChannelScaleMul> scale_mul;  // made when the conv's lowering begins
+  uint64_t work_at = 0;
+  int64_t work_elems = 0;
 };
 
 // A squeeze-and-excitation Mul whose tile loop also adds its full operand back, the Add after it

@@ -4,12 +4,16 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "compiler/backend/fusion/pre_affine.h"
+#include "compiler/backend/int8/int8.h"
 #include "compiler/passes/lowered.h"
+#include "compiler/quant/emulate.h"
 #include "compiler/quant/precision.h"
 #include "isa/numerics.h"
 
@@ -20,6 +24,9 @@ using isa::DType;
 using isa::VecOp;
 
 namespace {
+
+// # int8: int32 elements of the work rows the products go through (16 KiB of the accumulator).
+constexpr int64_t kWorkElems = 4096;
 
 // Mul node n's operands as X (the full map, [1, C, H, W]) and s (one value per channel of X), or false.
 bool scale_operands(const Graph& g, const Node& n, std::string* x, std::string* s) {
@@ -68,19 +75,36 @@ void plan_pre_scale(Context& c, size_t i) {
   const DramTensor& x = c.tensor(xv);
   const DramTensor& s = c.tensor(sv);
   const DramTensor& y = c.tensor(yv);
-  // Float in the activation type (an int8 Mul takes the integer scheme's passes through int32 rows).
+  // Float in the activation type, or codes under the integer scheme as the Mul's own lowering would run
+  // them in two passes (PlanScope defers them to it), read by an int8 conv as they lie.
   const quant::PrecisionPlan* plan = c.options.plan;
-  if (isa::numerics::is_integer(c.act) || c.codes_of(xv) || c.codes_of(sv) || c.codes_of(yv) ||
-      (plan && (plan->precision_of(mul.name) == quant::Precision::kInt8 ||
-                plan->precision_of(conv.name) == quant::Precision::kInt8)))
+  auto qparams = [&](const std::string& v) -> const quant::QParams* {
+    if (!plan) return nullptr;
+    const auto it = plan->values.find(v);
+    return it == plan->values.end() ? nullptr : &it->second;
+  };
+  const quant::QParams *qx = qparams(xv), *qs = qparams(sv), *qy = qparams(yv);
+  std::optional<isa::numerics::QuantizedMultiplier> m;
+  if (qx || qs || qy) {
+    if (!qx || !qs || !qy || plan->int8_vector != quant::Int8Vector::kInteger ||
+        plan->precision_of(mul.name) != quant::Precision::kInt8 ||
+        plan->precision_of(conv.name) != quant::Precision::kInt8 || !int8_matrix_mappable(*plan, conv) ||
+        x.dtype != qx->dtype || s.dtype != qs->dtype || y.dtype != qy->dtype || x.dtype != y.dtype ||
+        isa::dtype_bytes(y.dtype) != 1 || !ChannelScaleMul::applies(x.dtype, *qx, s.dtype, *qs))
+      return;
+    m = quant::integer_mul(g, *plan, mul);
+    if (!m) return;
+  } else if (isa::numerics::is_integer(c.act) || x.dtype != c.act || s.dtype != c.act || y.dtype != c.act ||
+             (plan && (plan->precision_of(mul.name) == quant::Precision::kInt8 ||
+                       plan->precision_of(conv.name) == quant::Precision::kInt8))) {
     return;
-  if (x.dtype != c.act || s.dtype != c.act || y.dtype != c.act) return;
+  }
   if (x.strided() || y.strided() || s.strided() || x.shape != y.shape || !x.nhwc_in_memory() ||
       !y.nhwc_in_memory())
     return;
   const int64_t channels = x.shape[1];
-  const int64_t es = isa::dtype_bytes(c.act);
-  if (static_cast<int64_t>(s.bytes) != channels * es) return;
+  const int64_t es = isa::dtype_bytes(x.dtype);
+  if (static_cast<int64_t>(s.bytes) != channels * isa::dtype_bytes(s.dtype)) return;
   PreScale p;
   p.node = static_cast<int64_t>(i);
   p.reader = j;
@@ -90,11 +114,20 @@ void plan_pre_scale(Context& c, size_t i) {
   p.scale = s.range();
   p.scale_addr = s.addr;
   p.channels = channels;
-  p.dtype = c.act;
+  p.dtype = x.dtype;
   p.bytes = static_cast<int64_t>(y.bytes);
   p.reserved = round64(channels * es);
   const int64_t acc = scratchpad_capacity(c.config, Buffer::kAccumulator) - c.fusion.acc_reserved;
-  if (p.reserved * 8 > acc) return;  // at most an eighth of the accumulator
+  if (m) {
+    // # int8: s's triples after its codes, then the int32 work rows (at most an eighth of the accumulator).
+    p.codes = true;
+    p.multiplier = m->multiplier, p.shift = m->shift;
+    p.x_q = qx, p.y_q = qy;
+    p.work_elems = std::min(kWorkElems, acc / 8 / 4);
+    if (p.work_elems < channels) return;
+    p.reserved += ChannelScaleMul::bytes_after(channels) + p.work_elems * 4;
+  }
+  if (p.reserved * 4 > acc) return;  // at most a quarter of the accumulator
   c.fusion.pre_scale = p;
 }
 
@@ -106,9 +139,11 @@ bool pre_scale_member(Context& c, size_t i, LayerPlan& plan) {
   std::string xv, sv;
   scale_operands(c.g, n, &xv, &sv);
   plan.mapping = fmt::format(
-      "VEC mul bcast row (the per-channel scale '{}') in the loads of '{}' (each of its input tiles loaded "
+      "VEC mul bcast row (the per-channel scale '{}'){} in the loads of '{}' (each of its input tiles loaded "
       "from this layer's input and scaled in place: this layer's output never goes to DRAM)",
-      sv, reader);
+      sv, p.codes ? ", int8 integer: codes multiplied in int32, the output stage's per-channel bias" : "",
+      reader);
+  if (p.codes) plan.int8_scheme = "integer";
   plan.fused_into = reader;
   plan.on_chip_input = xv;
   plan.on_chip_bytes_saved = 2 * p.bytes;
@@ -120,9 +155,17 @@ void begin_pre_scale(Context& c, size_t i) {
   PreScale& p = c.fusion.pre_scale;
   if (!p.carried_by(static_cast<int64_t>(i))) return;
   const int64_t cap = c.capacity(Buffer::kAccumulator);
-  if (p.reserved * 8 > cap) throw std::logic_error("pre_scale: no accumulator room for the scale");
+  if (p.reserved * 4 > cap) throw std::logic_error("pre_scale: no accumulator room for the scale");
   p.params = static_cast<uint64_t>(cap - p.reserved) / 64 * 64;
   c.load(Buffer::kAccumulator, p.params, p.scale, p.scale_addr, p.dtype, {p.channels, 1, 1, 1}, {0, 0, 0});
+  if (p.codes) {
+    p.scale_mul =
+        std::make_shared<ChannelScaleMul>(c, isa::numerics::QuantizedMultiplier{p.multiplier, p.shift},
+                                          *p.x_q, *p.y_q, p.dtype, p.dtype, p.channels, Buffer::kAccumulator);
+    p.scale_mul->prepare(p.params, p.channels);
+    p.work_at =
+        p.params + static_cast<uint64_t>(round64(p.channels) + ChannelScaleMul::bytes_after(p.channels));
+  }
   c.fusion.acc_reserved += p.reserved;
 }
 
@@ -138,12 +181,22 @@ bool load_pre_scale(Context& c, Buffer buf, uint64_t sram, const Range& dram_ran
   const uint64_t offset = dram_addr - p.x.begin;
   c.load(buf, sram, p.in, p.in_addr + offset, t, s, st);
   // The Mul's VEC over each box of the tile whose rows start at one channel.
-  channel_runs(C, static_cast<int64_t>(offset) / es, s,
-               st, [&](int64_t at, int64_t d0, int64_t d1, int64_t d2, int64_t ch) {
+  channel_runs(C, static_cast<int64_t>(offset) / es, s, st,
+               [&](int64_t at, int64_t d0, int64_t d1, int64_t d2, int64_t ch) {
+                 const uint64_t tile = sram + static_cast<uint64_t>(at * es);
+                 if (p.codes) {  // # int8: the products in int32 work rows, y's codes written back in place
+                   const int64_t rows = d1 * d2, per = std::max<int64_t>(1, p.work_elems / d0);
+                   for (int64_t r0 = 0; r0 < rows; r0 += per) {
+                     const uint64_t at_r = tile + static_cast<uint64_t>(r0 * d0 * es);
+                     p.scale_mul->apply(buf, at_r, p.work_at, buf, at_r, d0, std::min(per, rows - r0), ch);
+                   }
+                   return;
+                 }
                  Context::VecArgs v;
                  v.op = VecOp::kMul, v.in = v.out = t, v.src1_buf = v.dst_buf = buf;
-                 v.src1 = v.dst = sram + static_cast<uint64_t>(at * es);
-                 v.d0 = d0, v.d1 = d1, v.d2 = d2, v.src2_buf = Buffer::kAccumulator, v.bcast = isa::Bcast::kRow;
+                 v.src1 = v.dst = tile;
+                 v.d0 = d0, v.d1 = d1, v.d2 = d2, v.src2_buf = Buffer::kAccumulator,
+                 v.bcast = isa::Bcast::kRow;
                  v.src2 = p.params + static_cast<uint64_t>(ch * es);
                  c.vec(v);
                });

@@ -9,12 +9,15 @@
 // place with the scale vector (loaded once into the accumulator's top): the product is never written and
 // the Mul emits nothing.
 //
-// Exact: the VEC is the Mul's own (vector/elementwise.cpp, lower_binary: a VEC mul of the activation type,
-// the scale broadcast along the rows) on the same values, so the conv multiplies the same products. Float
-// only (an int8 Mul runs the integer scheme's passes through int32 rows); a Mul in an SE group (X held, the
-// product left on chip), with a fused activation, or a mapping file placing or tiling the Mul, is left to
-// the Mul's own lowering. Taken whenever it applies: the Mul's lowering runs the same VECs and moves the
-// product through DRAM besides; the conv's tiling search simulates its candidates with the VECs.
+// Exact: the VECs are the Mul's own (vector/elementwise.cpp, lower_binary) on the same values, so the conv
+// multiplies the same products: float, a VEC mul of the activation type with the scale broadcast along the
+// rows; int8 under the integer scheme, the two passes of int8.h's ChannelScaleMul (X's codes times s's into
+// int32 work rows of the accumulator, then the output stage's per-channel bias -X.zero_point * s and one
+// requantize writing the product's codes back into the tile), which give the codes of the Mul's three passes.
+// A Mul in an SE group (X held, the product left on chip), with a fused activation, of other codes (s's zero
+// point not 0, int16), or a mapping file placing or tiling the Mul, is left to the Mul's own lowering. Taken
+// whenever it applies: the Mul's lowering runs the same VECs and moves the product through DRAM besides; the
+// conv's tiling search simulates its candidates with the VECs.
 #include <array>
 #include <cstddef>
 #include <cstdint>

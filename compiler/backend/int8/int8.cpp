@@ -127,8 +127,8 @@ bool ChannelScaleMul::applies(DType a_dt, const QParams& a, DType b_dt, const QP
 }
 
 ChannelScaleMul::ChannelScaleMul(Context& c, const isa::numerics::QuantizedMultiplier& m, const QParams& a,
-                                 const QParams& y, DType a_dt, DType y_dt, int64_t max_d0)
-    : c_(c), a_dt_(a_dt), y_dt_(y_dt), y_zp_(y.zero_point), max_d0_(max_d0) {
+                                 const QParams& y, DType a_dt, DType y_dt, int64_t max_d0, Buffer buf)
+    : c_(c), a_dt_(a_dt), y_dt_(y_dt), y_zp_(y.zero_point), max_d0_(max_d0), buf_(buf) {
   std::vector<int32_t> k(static_cast<size_t>(2 * max_d0 + 1));
   std::fill(k.begin(), k.begin() + max_d0, m.multiplier);
   std::fill(k.begin() + max_d0, k.end() - 1, m.shift);
@@ -140,39 +140,40 @@ int64_t ChannelScaleMul::bytes_after(int64_t d0) { return 2 * round64(3 * d0 * 4
 
 void ChannelScaleMul::prepare(uint64_t codes, int64_t d0) {
   codes_ = codes;
+  d0_ = d0;
   const uint64_t rows = codes + static_cast<uint64_t>(round64(d0));  // [3][d0]: bias, M, shift
   const uint64_t zp = rows + static_cast<uint64_t>(round64(3 * d0 * 4));
   const uint64_t triples = zp + 64;  // [d0][3]
   const uint64_t n = static_cast<uint64_t>(2 * max_d0_ + 1) * 4;
   const Range seg{kDram, segment_, segment_ + n};
-  c_.load(Buffer::kWeight, rows + static_cast<uint64_t>(d0 * 4), seg, segment_, DType::kInt32, {d0, 2, 1, 1},
+  c_.load(buf_, rows + static_cast<uint64_t>(d0 * 4), seg, segment_, DType::kInt32, {d0, 2, 1, 1},
           {max_d0_, 0, 0});
-  c_.load(Buffer::kWeight, zp, seg, segment_ + static_cast<uint64_t>(2 * max_d0_ * 4), DType::kInt32,
-          {1, 1, 1, 1}, {0, 0, 0});
-  Context::VecArgs v =
-      tile_op(VecOp::kCopy, a_dt_, DType::kInt32, Buffer::kWeight, codes, d0, 1, 0, isa::Bcast::kNone);
+  c_.load(buf_, zp, seg, segment_ + static_cast<uint64_t>(2 * max_d0_ * 4), DType::kInt32, {1, 1, 1, 1},
+          {0, 0, 0});
+  Context::VecArgs v = tile_op(VecOp::kCopy, a_dt_, DType::kInt32, buf_, codes, d0, 1, 0, isa::Bcast::kNone);
   v.dst = rows;
   c_.vec(v);
-  Context::VecArgs b = tile_op(VecOp::kMul, DType::kInt32, DType::kInt32, Buffer::kWeight, rows, d0, 1, zp,
-                               isa::Bcast::kScalar);
-  b.src2_buf = Buffer::kWeight;
+  Context::VecArgs b =
+      tile_op(VecOp::kMul, DType::kInt32, DType::kInt32, buf_, rows, d0, 1, zp, isa::Bcast::kScalar);
+  b.src2_buf = buf_;
   c_.vec(b);
-  Context::VecArgs t = tile_op(VecOp::kTranspose, DType::kInt32, DType::kInt32, Buffer::kWeight, rows, d0, 3,
-                               0, isa::Bcast::kNone);
+  Context::VecArgs t =
+      tile_op(VecOp::kTranspose, DType::kInt32, DType::kInt32, buf_, rows, d0, 3, 0, isa::Bcast::kNone);
   t.dst = triples;
   c_.vec(t);
 }
 
 void ChannelScaleMul::apply(Buffer a_buf, uint64_t a_slot, uint64_t sums, Buffer dst_buf, uint64_t dst,
-                            int64_t d0, int64_t d1) const {
+                            int64_t d0, int64_t d1, int64_t ch) const {
   Context::VecArgs v = tile_op(VecOp::kMul, a_dt_, DType::kInt32, a_buf, a_slot, d0, d1, 0, isa::Bcast::kRow);
-  v.src2_buf = Buffer::kWeight, v.src2 = codes_;
+  v.src2_buf = buf_, v.src2 = codes_ + static_cast<uint64_t>(ch);
   v.dst_buf = Buffer::kAccumulator, v.dst = sums;
   c_.vec(v);
-  const uint64_t triples = codes_ + static_cast<uint64_t>(round64(d0) + round64(3 * d0 * 4) + 64);
+  const uint64_t triples =
+      codes_ + static_cast<uint64_t>(round64(d0_) + round64(3 * d0_ * 4) + 64 + ch * 3 * 4);
   Context::VecArgs o =
       tile_op(VecOp::kOutput, DType::kInt32, y_dt_, Buffer::kAccumulator, sums, d0, d1, 0, isa::Bcast::kRow);
-  o.src2_buf = Buffer::kWeight, o.src2 = triples;
+  o.src2_buf = buf_, o.src2 = triples;
   o.dst_buf = dst_buf, o.dst = dst;
   o.imm0 = f32_imm(-INFINITY), o.imm1 = f32_imm(INFINITY), o.imm2 = y_zp_;
   c_.vec(o);

@@ -150,23 +150,28 @@ class ChannelScaleMul {
   // Whether the Mul of codes `a` (dtype a_dt) by a row-broadcast operand of codes `b` (b_dt) may run so:
   // both operands 8-bit codes of one dtype (one VEC reads both) and b's zero point 0.
   static bool applies(isa::DType a_dt, const quant::QParams& a, isa::DType b_dt, const quant::QParams& b);
-  // m: the Mul's multiplier; rows of at most `max_d0` channels.
+  // m: the Mul's multiplier; rows of at most `max_d0` channels; the operand's codes and their triples in
+  // scratchpad `buf` (the Mul's weight scratchpad; the accumulator where a conv applies the scale in its
+  // loads: fusion/pre_scale.h).
   ChannelScaleMul(Context& c, const isa::numerics::QuantizedMultiplier& m, const quant::QParams& a,
-                  const quant::QParams& y, isa::DType a_dt, isa::DType y_dt, int64_t max_d0);
-  // Bytes the triples' work takes after a row of d0 codes in the weight scratchpad (rounded to 64 bytes).
+                  const quant::QParams& y, isa::DType a_dt, isa::DType y_dt, int64_t max_d0,
+                  isa::Buffer buf = isa::Buffer::kWeight);
+  // Bytes the triples' work takes after a row of d0 codes in the scratchpad (rounded to 64 bytes).
   static int64_t bytes_after(int64_t d0);
-  // After d0 codes of the operand were loaded at `codes` of the weight scratchpad: their triples, after them.
+  // After d0 codes of the operand were loaded at `codes` of the scratchpad: their triples, after them.
   void prepare(uint64_t codes, int64_t d0);
-  // The d1 x d0 tile of codes at a_slot of a_buf times the prepared codes: the int32 products at `sums` of
-  // the accumulator buffer, then y's codes at `dst` of dst_buf.
+  // The d1 x d0 tile of codes at a_slot of a_buf times the prepared codes from channel `ch` on: the int32
+  // products at `sums` of the accumulator buffer, then y's codes at `dst` of dst_buf.
   void apply(isa::Buffer a_buf, uint64_t a_slot, uint64_t sums, isa::Buffer dst_buf, uint64_t dst, int64_t d0,
-             int64_t d1) const;
+             int64_t d1, int64_t ch = 0) const;
 
  private:
   Context& c_;
   isa::DType a_dt_, y_dt_;
   int32_t y_zp_ = 0;
   int64_t max_d0_ = 0;
+  isa::Buffer buf_ = isa::Buffer::kWeight;
+  int64_t d0_ = 0;        // the prepared codes' count
   uint64_t segment_ = 0;  // int32: [max_d0] of M, [max_d0] of shift, -a.zero_point
   uint64_t codes_ = 0;    // the prepared operand's codes (the triples after them)
 };
