@@ -50,10 +50,17 @@ bool scale_operands(const Graph& g, const Node& n, std::string* x, std::string* 
 
 }  // namespace
 
-int64_t pre_scale_reader(const Graph& g, size_t i) {
+int64_t pre_scale_reader(const Graph& g, size_t i, int64_t x_bytes, int64_t input_capacity) {
   std::string x, s;
   if (!scale_operands(g, g.nodes[i], &x, &s)) return -1;
+  // What se_holds_fit refuses whatever else is reserved (se_fusion.h).
+  if (4 * round64(x_bytes) <= 3 * input_capacity) return -1;
   return pointwise_reader(g, i);
+}
+
+std::string pre_scale_input(const Graph& g, size_t i) {
+  std::string x, s;
+  return scale_operands(g, g.nodes[i], &x, &s) ? x : std::string();
 }
 
 void plan_pre_scale(Context& c, size_t i) {
@@ -63,15 +70,16 @@ void plan_pre_scale(Context& c, size_t i) {
   if (!c.options.keep_on_chip || g.nhwc_io || c.shared_capacity() > 0) return;
   // An SE group holding X: the Mul reads it in place and may leave its product on chip (se_fusion.h).
   if (!c.fusion.held.value.empty() && c.fusion.held.mul == i) return;
-  const int64_t j = pre_scale_reader(g, i);
-  if (j < 0) return;
-  const Node& conv = g.nodes[static_cast<size_t>(j)];
-  if (!reader_map_free(c, mul, conv)) return;
   std::string xv, sv;
-  scale_operands(g, mul, &xv, &sv);
+  if (!scale_operands(g, mul, &xv, &sv)) return;
   const std::string& yv = mul.outputs[0];
   for (const std::string& v : {xv, sv, yv})
     if (!c.tensors.count(v) || c.fusion.kept_on_chip.count(v)) return;
+  const int64_t j = pre_scale_reader(g, i, static_cast<int64_t>(c.tensor(xv).bytes),
+                                     scratchpad_capacity(c.config, Buffer::kInput));
+  if (j < 0) return;
+  const Node& conv = g.nodes[static_cast<size_t>(j)];
+  if (!reader_map_free(c, mul, conv)) return;
   const DramTensor& x = c.tensor(xv);
   const DramTensor& s = c.tensor(sv);
   const DramTensor& y = c.tensor(yv);

@@ -21,15 +21,20 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "compiler/backend/core/context.h"
 
 namespace npusim::compiler::backend {
 
 // The conv that may apply Mul node i's channel scale in its loads (the graph's side of plan_pre_scale:
-// X * s with s one value per channel of X, whose product only a pointwise conv reads as its input), else -1.
-// The memory plan keeps X and s until that conv.
-int64_t pre_scale_reader(const Graph& g, size_t i);
+// X * s with s one value per channel of X, whose product only a pointwise conv reads as its input, X of
+// x_bytes more than an SE group can ever hold in an input scratchpad of input_capacity bytes), else -1. The
+// memory plan keeps X and s until that conv (and so only there: an SE block whose group holds X keeps its
+// DRAM layout).
+int64_t pre_scale_reader(const Graph& g, size_t i, int64_t x_bytes, int64_t input_capacity);
+// X (the full operand) of Mul node i when it is one of X by a per-channel scale, else "".
+std::string pre_scale_input(const Graph& g, size_t i);
 // Before layer i (a vector layer) is lowered: plans whether its reader applies its scale (nothing emitted).
 void plan_pre_scale(Context& c, size_t i);
 // Layer i's work is the scale its reader applies: fills its plan and returns true.

@@ -177,8 +177,13 @@ MemoryLayout plan_memory(const Graph& g, const isa::NpuConfig& config, const Com
     if (const int64_t j = pre_pool_reader(g, static_cast<size_t>(i)); j >= 0)
       touch(g.nodes[static_cast<size_t>(i)].inputs[0], static_cast<int>(j));
     // An SE block's scale applied in its project conv's loads: X and s live until the conv (pre_scale.h).
-    if (const int64_t j = pre_scale_reader(g, static_cast<size_t>(i)); j >= 0)
-      for (const std::string& v : g.nodes[static_cast<size_t>(i)].inputs) touch(v, static_cast<int>(j));
+    if (const std::string x = pre_scale_input(g, static_cast<size_t>(i)); !x.empty()) {
+      const int64_t bytes = num_elements(g.value(x).shape) * isa::dtype_bytes(value_dtype(x));
+      const int64_t j = pre_scale_reader(g, static_cast<size_t>(i), bytes,
+                                         scratchpad_capacity(config, isa::Buffer::kInput));
+      if (j >= 0)
+        for (const std::string& v : g.nodes[static_cast<size_t>(i)].inputs) touch(v, static_cast<int>(j));
+    }
     // So does a Mul that adds its input back (scaled_residual.h).
     if (const int64_t k = scaled_residual_candidate(g, static_cast<size_t>(i)); k >= 0)
       touch(g.nodes[static_cast<size_t>(k)].outputs[0], i);
