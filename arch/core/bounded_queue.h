@@ -55,6 +55,15 @@ class BoundedQueue : public sc_core::sc_prim_channel {
     ++num_written_;
     request_update();
   }
+  // push() of a value written in place by fill(T&) (the slot holds an old value): no temporary to copy.
+  template <class Fill>
+  void push_with(Fill&& fill) {
+    fill(buf_[static_cast<size_t>(wi_)]);
+    if (++wi_ == size_) wi_ = 0;
+    --free_;
+    ++num_written_;
+    request_update();
+  }
   int num_available() const { return num_readable_ - num_read_; }
   int num_free() const { return size_ - num_readable_ - num_written_; }
   // Waits until a value was written (readable from the next delta) / a value was read.

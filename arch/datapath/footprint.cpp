@@ -317,18 +317,28 @@ VecOperandBytes vec_operand_bytes(const Instruction& ins, const VecGeometry& g) 
   return b;
 }
 
-VecGeometry vec_geometry(const Instruction& ins) {
+namespace {
+
+// vec_geometry, and without its checks (kCheck false) for an instruction that passed them: the same
+// geometry, one definition.
+template <bool kCheck>
+VecGeometry vec_geometry_of(const Instruction& ins) {
   const int64_t vop = field(ins, Field::kVop);
-  if (vop < 0 || vop >= isa::kNumVecOps) fail(ins, fmt::format("op={} is not a vector op", vop));
+  if (kCheck && (vop < 0 || vop >= isa::kNumVecOps)) fail(ins, fmt::format("op={} is not a vector op", vop));
   const auto op = static_cast<VecOp>(vop);
-  const DType in = dtype_field(ins, Field::kDtype, "dtype");
-  const DType out = dtype_field(ins, Field::kDtypeOut, "dtype_out");
-  buffer_field(ins, Field::kSrc1Buf, "src1_buf");
-  buffer_field(ins, Field::kDstBuf, "dst_buf");
+  const DType in =
+      kCheck ? dtype_field(ins, Field::kDtype, "dtype") : static_cast<DType>(field(ins, Field::kDtype));
+  const DType out = kCheck ? dtype_field(ins, Field::kDtypeOut, "dtype_out")
+                           : static_cast<DType>(field(ins, Field::kDtypeOut));
+  if constexpr (kCheck) {
+    buffer_field(ins, Field::kSrc1Buf, "src1_buf");
+    buffer_field(ins, Field::kDstBuf, "dst_buf");
+  }
   const int64_t bc = field(ins, Field::kBcast);
-  if (bc < 0 || bc >= isa::kNumBcasts) fail(ins, fmt::format("bcast={} is not a broadcast mode", bc));
+  if (kCheck && (bc < 0 || bc >= isa::kNumBcasts))
+    fail(ins, fmt::format("bcast={} is not a broadcast mode", bc));
   const auto bcast = static_cast<Bcast>(bc);
-  require_positive(ins, {{Field::kD0, "d0"}, {Field::kD1, "d1"}, {Field::kD2, "d2"}});
+  if constexpr (kCheck) require_positive(ins, {{Field::kD0, "d0"}, {Field::kD1, "d1"}, {Field::kD2, "d2"}});
   const int64_t d0 = field(ins, Field::kD0), d1 = field(ins, Field::kD1), d2 = field(ins, Field::kD2);
   VecGeometry g;
   g.src1_elems = d0 * d1 * d2;
@@ -347,76 +357,79 @@ VecGeometry vec_geometry(const Instruction& ins) {
     return int64_t{0};
   };
   if (vec_is_binary(op)) {
-    buffer_field(ins, Field::kSrc2Buf, "src2_buf");
+    if constexpr (kCheck) buffer_field(ins, Field::kSrc2Buf, "src2_buf");
     g.src2_elems = src2_count();
     g.src2_record_bytes = isa::dtype_bytes(in);
   } else if (op == VecOp::kRequantize) {
-    if (in != DType::kInt32 && in != DType::kInt64) {
+    if (kCheck && in != DType::kInt32 && in != DType::kInt64) {
       fail(ins, fmt::format("requantize reads int32 or int64, not {}", dtype_name(in)));
     }
-    if (!is_integer(out))
+    if (kCheck && !is_integer(out))
       fail(ins, fmt::format("requantize writes an integer type, not {}", dtype_name(out)));
     if (bcast != Bcast::kNone) {
-      buffer_field(ins, Field::kSrc2Buf, "src2_buf");
-      if (field(ins, Field::kImm0) != 0 || field(ins, Field::kImm1) != 0) {
+      if constexpr (kCheck) buffer_field(ins, Field::kSrc2Buf, "src2_buf");
+      if (kCheck && (field(ins, Field::kImm0) != 0 || field(ins, Field::kImm1) != 0)) {
         fail(ins,
              "per-channel requantize (bcast != none) takes multiplier and shift from src2; imm0 and imm1 "
              "must be 0");
       }
       g.src2_elems = src2_count();
       g.src2_record_bytes = 8;
-    } else {
+    } else if constexpr (kCheck) {
       const int64_t s = field(ins, Field::kImm1);
       if (s < -31 || s > 31) fail(ins, fmt::format("requantize shift imm1={} is outside [-31, 31]", s));
     }
   } else if (op == VecOp::kOutput) {
-    if (bcast == Bcast::kNone)
+    if (kCheck && bcast == Bcast::kNone)
       fail(ins, "output reads one record per channel (or one for all): bcast must not be none");
-    buffer_field(ins, Field::kSrc2Buf, "src2_buf");
+    if constexpr (kCheck) buffer_field(ins, Field::kSrc2Buf, "src2_buf");
     g.src2_elems = src2_count();
     if (in == DType::kInt32 || in == DType::kInt64) {
-      if (!is_integer(out)) {
+      if (kCheck && !is_integer(out)) {
         fail(ins, fmt::format("output of {} sums writes an integer type, not {}", dtype_name(in),
                               dtype_name(out)));
       }
       g.src2_record_bytes = 12;  // (bias, multiplier, shift)
     } else {
-      if (is_integer(in) || is_integer(out)) {
+      if (kCheck && (is_integer(in) || is_integer(out))) {
         fail(ins, fmt::format("output reads int32, int64 or float sums and writes their kind, not {} -> {}",
                               dtype_name(in), dtype_name(out)));
       }
-      if (field(ins, Field::kImm2) != 0) fail(ins, "a float output stage has no zero point; imm2 must be 0");
+      if (kCheck && field(ins, Field::kImm2) != 0)
+        fail(ins, "a float output stage has no zero point; imm2 must be 0");
       g.src2_record_bytes = 4;  // fp32 bias
     }
   } else if (op == VecOp::kLut) {
     const auto code = [](DType t) { return t == DType::kInt8 || t == DType::kUint8; };
-    if (!(code(in) || in == DType::kInt16) || !code(out))
+    if (kCheck && (!(code(in) || in == DType::kInt16) || !code(out)))
       fail(ins, fmt::format("lut maps int8, uint8 or int16 codes to int8 or uint8 codes, not {} -> {}",
                             dtype_name(in), dtype_name(out)));
-    if (bcast != Bcast::kNone) fail(ins, "lut reads its whole table; bcast must be none");
-    buffer_field(ins, Field::kSrc2Buf, "src2_buf");
+    if (kCheck && bcast != Bcast::kNone) fail(ins, "lut reads its whole table; bcast must be none");
+    if constexpr (kCheck) buffer_field(ins, Field::kSrc2Buf, "src2_buf");
     g.src2_elems = isa::kLutEntries;
     if (in == DType::kInt16) {
       g.src2_elems = field(ins, Field::kImm1);
-      if (g.src2_elems < 1 || g.src2_elems > isa::kLutMaxEntries)
+      if (kCheck && (g.src2_elems < 1 || g.src2_elems > isa::kLutMaxEntries))
         fail(ins, fmt::format("an int16 lut's table has imm1 = 1..{} entries, not {}", isa::kLutMaxEntries,
                               g.src2_elems));
     }
     g.src2_record_bytes = 1;
   } else if (op == VecOp::kDwConv) {
     return dwconv_geometry(ins, in, out, bcast, d0, d1, d2);
-  } else if (bcast != Bcast::kNone) {
+  } else if (kCheck && bcast != Bcast::kNone) {
     fail(ins, fmt::format("{} is unary; bcast must be none", isa::kVecOpNames[static_cast<size_t>(op)]));
   }
   switch (op) {
     case VecOp::kMaxPool:
     case VecOp::kAvgPool: {
-      require_positive(ins, {{Field::kWinH, "win_h"},
-                             {Field::kWinW, "win_w"},
-                             {Field::kStrH, "str_h"},
-                             {Field::kStrW, "str_w"}});
+      if constexpr (kCheck) {
+        require_positive(ins, {{Field::kWinH, "win_h"},
+                               {Field::kWinW, "win_w"},
+                               {Field::kStrH, "str_h"},
+                               {Field::kStrW, "str_w"}});
+      }
       const int64_t wh = field(ins, Field::kWinH), ww = field(ins, Field::kWinW);
-      if (wh > d2 || ww > d1) {
+      if (kCheck && (wh > d2 || ww > d1)) {
         fail(ins, fmt::format("a {}x{} window does not fit the {}x{} input (d2 x d1; pad with the LOAD halo)",
                               wh, ww, d2, d1));
       }
@@ -433,13 +446,19 @@ VecGeometry vec_geometry(const Instruction& ins) {
     default:
       break;
   }
-  if (op != VecOp::kMaxPool && op != VecOp::kAvgPool &&
+  if (kCheck && op != VecOp::kMaxPool && op != VecOp::kAvgPool &&
       (field(ins, Field::kWinH) | field(ins, Field::kWinW) | field(ins, Field::kStrH) |
        field(ins, Field::kStrW)) != 0) {
     fail(ins, "win_h, win_w, str_h and str_w are only for max_pool/avg_pool and must be 0");
   }
   return g;
 }
+
+}  // namespace
+
+VecGeometry vec_geometry(const Instruction& ins) { return vec_geometry_of<true>(ins); }
+
+VecGeometry vec_geometry_unchecked(const Instruction& ins) { return vec_geometry_of<false>(ins); }
 
 bool a_from_stationary(const Instruction& ins, const isa::NpuConfig& config) {
   return ins.get(Field::kPreloaded) != 0 && config.systolic_array.dataflow == isa::Dataflow::kIs;

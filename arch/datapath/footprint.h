@@ -75,6 +75,9 @@ VecOperandBytes vec_operand_bytes(const isa::Instruction& ins, const VecGeometry
 bool vec_is_binary(isa::VecOp op);  // reads src2 (add, sub, mul, div, max, min, pow)
 // Validates the VEC fields (throws DatapathError) and returns the sizes.
 VecGeometry vec_geometry(const isa::Instruction& ins);
+// The same sizes without the checks, for an instruction that passed them (arch::check_program runs them
+// before a simulation; the vector unit's decode then sizes every VEC again).
+VecGeometry vec_geometry_unchecked(const isa::Instruction& ins);
 
 // Whether a MATMUL/CONV takes A / B from the stationary register under the configured dataflow
 // (preloaded=1: WS -> B, IS -> A; OS never).

@@ -198,7 +198,10 @@ void DmaQueue::hand_on(const Dispatch& d) {
   // instructions that wait for its completion.
   fab_.execute(d.index);
   done_.push_back(-1);
-  to_engine[best_]->push(Descriptor{d, next_seq_++});
+  to_engine[best_]->push_with([&](Descriptor& x) {
+    x.d = d;
+    x.seq = next_seq_++;
+  });
 }
 
 void DmaEngine::end_of_elaboration() {

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "arch/core/activity.h"
 #include "arch/core/binding.h"
 
 namespace npusim::arch {
@@ -11,7 +10,11 @@ using isa::Opcode;
 
 Sequencer::Sequencer(const sc_core::sc_module_name& name, const isa::SequencerConfig& config, Fabric& fabric,
                      std::function<void(double)> progress)
-    : sc_core::sc_module(name), config_(config), fab_(fabric), progress_(std::move(progress)) {
+    : sc_core::sc_module(name),
+      config_(config),
+      fab_(fabric),
+      activity_(fabric.config),
+      progress_(std::move(progress)) {
   SC_METHOD(resume);
   process_ = sc_core::sc_get_last_created_process_handle();
 }
@@ -113,7 +116,7 @@ void Sequencer::resume() {
           phase_ = Phase::kDone;
           return;
         }
-        if (layer) count_activity(ins, d, fab_.config, layer->activity);
+        if (layer) activity_.count(ins, d, layer->activity);
         pending_queue_ = to_queue[q];
         if (pending_queue_->num_free() == 0) {
           blocked_index_ = static_cast<int64_t>(i);

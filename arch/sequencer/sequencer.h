@@ -13,6 +13,7 @@
 #include <functional>
 #include <string>
 
+#include "arch/core/activity.h"
 #include "arch/core/fabric.h"
 #include "arch/core/queue_unit.h"
 
@@ -50,6 +51,7 @@ class Sequencer : public sc_core::sc_module {
 
   isa::SequencerConfig config_;
   Fabric& fab_;
+  const ActivityCounter activity_;      // counts what each dispatched instruction does (energy)
   sc_core::sc_process_handle process_;  // resume(), for its static sensitivity
   std::array<const QueueUnit*, isa::kNumQueues> units_{};
   std::function<void(double)> progress_;

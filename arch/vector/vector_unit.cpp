@@ -18,7 +18,7 @@ void VectorUnit::decode(const isa::Instruction& ins, Dispatch& d) const {
   Dispatch::VectorWork& w = d.work.vector;
   w.cycles = static_cast<uint64_t>(isa::timing::vec_cycles(ins, config_));
   // Operand bytes per scratchpad; each scratchpad touched is reserved once.
-  const datapath::VecOperandBytes b = datapath::vec_operand_bytes(ins, datapath::vec_geometry(ins));
+  const datapath::VecOperandBytes b = datapath::vec_operand_bytes(ins, datapath::vec_geometry_unchecked(ins));
   w.bytes[static_cast<size_t>(ins.get(Field::kSrc1Buf))] += b.src1;
   if (b.src2) w.bytes[static_cast<size_t>(ins.get(Field::kSrc2Buf))] += b.src2;
   w.bytes[static_cast<size_t>(ins.get(Field::kDstBuf))] += b.dst;

@@ -390,6 +390,59 @@ Log run() {
   return log;
 }
 
+template <class H>
+Log run_one() {
+  fresh_simcontext();
+  Log log;
+  {
+    H h("h");
+    sc_core::sc_start(100, sc_core::SC_NS);
+    log = h.log;
+  }
+  drop_threads();
+  return log;
+}
+
+// push_with (a value written in place) against push: the same values, read in the same delta cycles.
+template <bool kInPlace>
+SC_MODULE(PushHarness) {
+  struct Pair {
+    int value = 0, square = 0;
+  };
+  BoundedQueue<Pair> q{"q", 2};
+  Log log;
+  SC_CTOR(PushHarness) {
+    SC_THREAD(producer);
+    SC_THREAD(consumer);
+  }
+  void producer() {
+    for (int v = 1; v <= 7; ++v) {
+      while (q.num_free() == 0) q.wait_for_room();
+      if constexpr (kInPlace) {
+        q.push_with([&](Pair& p) { p.value = v, p.square = v * v; });
+      } else {
+        q.push(Pair{v, v * v});
+      }
+      note(log, "write", v);
+      if (v % 3 == 0) wait(2, sc_core::SC_NS);
+    }
+  }
+  void consumer() {
+    for (;;) {
+      Pair p;
+      q.read(p);
+      note(log, "read", p.value * 100 + p.square);
+      wait(1, sc_core::SC_NS);
+    }
+  }
+};
+
+TEST(BoundedQueue, PushWithWritesInPlaceWhatPushWrites) {
+  const Log pushed = run_one<PushHarness<false>>();
+  ASSERT_EQ(pushed.size(), 14u);  // every value written and read within the run
+  EXPECT_EQ(run_one<PushHarness<true>>(), pushed);
+}
+
 TEST(BoundedQueue, ReadsWritesAndWakeUpsFallInTheDeltaCyclesOfScFifo) {
   const Log fifo = run<Harness, OverFifo>();
   const Log ours = run<Harness, OverBounded>();

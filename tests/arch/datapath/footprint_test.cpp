@@ -3,8 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+#include <set>
+
 #include "arch/datapath/error.h"
 #include "arch/datapath/executor.h"
+#include "isa/assembly.h"
 #include "tests/arch/datapath/dp_test_util.h"
 
 namespace npusim::arch::datapath {
@@ -160,6 +164,55 @@ TEST(Footprint, SyncAndHostInstructionsTouchNothing) {
     EXPECT_TRUE(fp.sram.empty());
     EXPECT_TRUE(fp.dram.empty());
   }
+}
+
+// The vector unit sizes each VEC with vec_geometry_unchecked, after the pre-run check ran vec_geometry's
+// checks: for every instruction those accept, the two agree. Random fields, invalid ones included so that
+// every check is taken (a fixed seed: the same instructions each run).
+TEST(Footprint, VecGeometryWithoutChecksIsTheCheckedOneForEveryValidInstruction) {
+  std::mt19937_64 rng(39);
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  int valid = 0;
+  std::set<int64_t> valid_ops;
+  for (int n = 0; n < 60000; ++n) {
+    Instruction i;
+    i.opcode = Opcode::kVec;
+    i.set(Field::kVop, pick(0, isa::kNumVecOps - 1))
+        .set(Field::kDtype, pick(0, isa::kNumDTypes - 1))
+        .set(Field::kDtypeOut, pick(0, isa::kNumDTypes - 1))
+        .set(Field::kSrc1Buf, pick(0, isa::kNumBuffers - 1))
+        .set(Field::kSrc2Buf, pick(0, isa::kNumBuffers - 1))
+        .set(Field::kDstBuf, pick(0, isa::kNumBuffers - 1))
+        .set(Field::kBcast, pick(0, isa::kNumBcasts - 1))
+        .set(Field::kD0, pick(0, 9))
+        .set(Field::kD1, pick(0, 9))
+        .set(Field::kD2, pick(0, 9));
+    if (pick(0, 1))
+      i.set(Field::kImm0, pick(-2, 3)).set(Field::kImm1, pick(-40, 40)).set(Field::kImm2, pick(0, 1));
+    if (pick(0, 1)) {
+      i.set(Field::kWinH, pick(0, 3))
+          .set(Field::kWinW, pick(0, 3))
+          .set(Field::kStrH, pick(0, 2))
+          .set(Field::kStrW, pick(0, 2));
+    }
+    VecGeometry checked;
+    try {
+      checked = vec_geometry(i);
+    } catch (const DatapathError&) {
+      continue;  // the pre-run check stops such an instruction
+    }
+    ++valid;
+    valid_ops.insert(i.get(Field::kVop));
+    const VecGeometry g = vec_geometry_unchecked(i);
+    ASSERT_EQ(g.src1_elems, checked.src1_elems) << isa::disassemble(i);
+    ASSERT_EQ(g.src2_elems, checked.src2_elems) << isa::disassemble(i);
+    ASSERT_EQ(g.src2_record_bytes, checked.src2_record_bytes) << isa::disassemble(i);
+    ASSERT_EQ(g.dst_elems, checked.dst_elems) << isa::disassemble(i);
+    ASSERT_EQ(g.out_h, checked.out_h) << isa::disassemble(i);
+    ASSERT_EQ(g.out_w, checked.out_w) << isa::disassemble(i);
+  }
+  EXPECT_GT(valid, 2000);
+  EXPECT_EQ(valid_ops.size(), static_cast<size_t>(isa::kNumVecOps));  // every op was compared
 }
 
 }  // namespace
