@@ -356,6 +356,17 @@ void plan_on_chip(Context& c, size_t i) {
       return fmt::format("its {} bytes (with any value already held) exceed 3/4 of the input scratchpad",
                          bytes);
     }
+    // A padded value must leave room for its reader's own output where that can stay on chip for the
+    // pointwise conv after it (ResNet's 3x3 -> 1x1): that value saves its write and read as well, and the
+    // padded one would otherwise push it to DRAM.
+    if (pad.w > 0 && next_reads_on_chip(c, i + 1).empty()) {
+      const auto tr = c.tensors.find(c.g.nodes[i + 1].outputs[0]);
+      const int64_t out = tr == c.tensors.end()
+                              ? 0
+                              : round64(num_elements(tr->second.shape) * isa::dtype_bytes(tr->second.dtype));
+      if (4 * (reserved + out) > 3 * cap)
+        return "padded, it leaves no room for its reader's output, which can stay on chip for the next layer";
+    }
     return "";
   }();
   if (!why.empty()) {
@@ -542,9 +553,11 @@ void read_in_place(Context& c, OnChipValue& v) {
 bool place_padded(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm) {
   const OnChipValue::Padded pad = c.fusion.keep_pad;
   if (c.fusion.keep_output.empty() || pad.w == 0) return false;
+  // Not taken: its bytes are not held for this layer either (the layer maps with the scratchpad it had).
   const auto drop = [&]() {
     c.fusion.keep_output.clear();
     c.fusion.keep_pad = {};
+    reserve_live(c);
     return false;
   };
   const DramTensor& y = c.tensor(c.fusion.keep_output);
