@@ -5,7 +5,7 @@ default) and again with the same mapping (the first run's --mapping-out) but wit
 such producer, so that its reader loads the input from DRAM as before; everything else unchanged. Checks:
 
 - the first run has at least --min-padded Conv layers with a kernel larger than 1x1 that read their input on
-  chip (`on_chip_input`), each at least 90 % of that input's bytes less from DRAM than in the second run (the
+  chip (`on_chip_input`), each at least 75 % of that input's bytes less from DRAM than in the second run (the
   rest: the halo value's pixel a padded row, MatrixJob::y_fill);
 - the run with the producers' outputs stored has none, nor the --no-fusion run, and the outputs of the first
   two runs are identical bit for bit;
@@ -119,9 +119,10 @@ def main():
               f"their producers' outputs stored, {cycles['off']} with --no-fusion)")
         failures = shared_failures(reports, outputs, lambda r: sorted(padded_readers(r)))
         apart = {l["name"]: l for l in reports["unfused"]["layers"]}
-        # Each reads its input's bytes less from DRAM but for the halo's fill (a pixel a padded row: under 10 %).
+        # Each reads its input's bytes less from DRAM but for the halo's fill (a pixel a padded row: 9 of 49
+        # pixels of a 7 x 7 map).
         for name, read in readers.items():
-            if read + 0.9 * input_bytes(apart[name], a.precision) > apart[name].get("dram_bytes_read", 0):
+            if read + 0.75 * input_bytes(apart[name], a.precision) > apart[name].get("dram_bytes_read", 0):
                 failures.append(f"{name} reads {read} DRAM bytes, {apart[name].get('dram_bytes_read', 0)} stored")
         if len(readers) < a.min_padded:
             failures.append(f"{len(readers)} convs read a padded input on chip, expected at least {a.min_padded}")

@@ -548,8 +548,9 @@ void read_in_place(Context& c, OnChipValue& v) {
 // A conv whose output the planner keeps padded for the conv after it (FusionState::keep_pad): a conv job
 // of whole rows (not the batch folded into a GEMM's rows) whose epilogue writes each row into its padded
 // place, the buffer filled with the halo value first (MatrixJob::y_fill); its input read in place too when
-// the layer before left it dense. Taken when its best estimate is no slower than the layer as it would map
-// otherwise (storing its output) plus the reader's load saved. Returns whether it took the layer.
+// the layer before left it dense. Taken when its best estimate, and where the context can time code its
+// best tiling simulated, is no slower than the layer as it would map otherwise (storing its output) plus
+// the reader's load saved. Returns whether it took the layer.
 bool place_padded(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm) {
   const OnChipValue::Padded pad = c.fusion.keep_pad;
   if (c.fusion.keep_output.empty() || pad.w == 0) return false;
@@ -567,7 +568,10 @@ bool place_padded(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm)
     return drop();
   OnChipValue& v = c.fusion.on_chip;
   const MatrixJob plain = j;
-  // The layer as it maps otherwise: the batch folded into a GEMM's rows, its input read in place as a GEMM.
+  // The layer as it maps otherwise (the padded value's bytes not held): the batch folded into a GEMM's rows,
+  // its input read in place as a GEMM; its best tiling simulated where the context can time code.
+  const int64_t reserved = c.fusion.input_reserved;
+  reserve_live(c);
   fold_batch_into_rows(c, j, s, mm);
   if (MatrixJob g; as_sram_gemm(j, v, &g)) {
     const MatrixJob folded = j;
@@ -576,6 +580,14 @@ bool place_padded(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm)
     if (best_estimate(c, j, s, mm) > from_dram) j = folded;
   }
   const double without = c.fusion.keep_imposed ? 1e300 : best_estimate(c, j, s, mm);
+  int64_t apart = -1;
+  if (c.can_time() && !c.fusion.keep_imposed) {
+    int64_t n = 0;
+    const Tiling t = mm.choose(&n);
+    if (n > 0) apart = t.simulated;
+    c.timed = {};  // the trial's figures are not the layer's
+  }
+  c.fusion.input_reserved = reserved;
   j = plain;
   MatrixJob g;
   const bool in_place = as_sram_conv(c, j, s, v, &g);
@@ -592,7 +604,14 @@ bool place_padded(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm)
   const double read = c.dram_bytes_per_cycle > 0
                           ? static_cast<double>(num_elements(y.shape) * es) / c.dram_bytes_per_cycle
                           : 0.0;
-  if (best_estimate(c, j, s, mm) > without + read) {
+  bool pays = best_estimate(c, j, s, mm) <= without + read;
+  if (pays && apart >= 0) {
+    int64_t n = 0;
+    const Tiling t = mm.choose(&n);
+    c.timed = {};
+    pays = n > 0 && t.simulated >= 0 && static_cast<double>(t.simulated) <= static_cast<double>(apart) + read;
+  }
+  if (!pays) {
     j = plain;
     return drop();
   }
