@@ -11,6 +11,7 @@
 #include "compiler/backend/fusion/layer_fusion.h"
 #include "compiler/backend/fusion/se_fusion.h"
 #include "compiler/backend/matrix/depthwise.h"
+#include "compiler/backend/matrix/pixel_packing.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/precision.h"
 
@@ -578,6 +579,13 @@ bool place_padded(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm)
     const double from_dram = best_estimate(c, j, s, mm);
     j = g;
     if (best_estimate(c, j, s, mm) > from_dram) j = folded;
+  }
+  // A conv that would run packed several pixels a column (pixel_packing.h) keeps that: its packed tiles
+  // cannot write a padded layout's rows, and the figures below do not see what packing gains.
+  if (!c.fusion.keep_imposed && !j.gemm && !pack_candidates(c, j).empty()) {
+    c.fusion.input_reserved = reserved;
+    j = plain;
+    return drop();
   }
   const double without = c.fusion.keep_imposed ? 1e300 : best_estimate(c, j, s, mm);
   int64_t apart = -1;
