@@ -12,7 +12,7 @@ such producer, so that its reader loads the input from DRAM as before; everythin
 - re-imposing the first run's --mapping-out reproduces it (the same readers, the same cycles).
 
 `--make-small DIR` first writes DIR/padded.onnx (MODEL is then "-"): a 1x1 conv + ReLU, a 3x3 conv (padding 1)
-+ ReLU and a 3x3 stride-2 conv (padding 1) over 32 -> 48 channels of 20 x 20 pixels, as ResNet's bottlenecks
++ ReLU and a 3x3 stride-2 conv (padding 1) over 32 -> 160 channels of 20 x 20 pixels, as ResNet's bottlenecks
 chain them.
 
 Usage: check_padded_input.py NPUSIM MODEL.onnx|- CONFIG.yaml PRECISION [--batch N] [--make-small DIR]
@@ -33,7 +33,7 @@ def make_small(folder):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(3)
-    C, M, H = 32, 48, 20
+    C, M, H = 32, 160, 20  # 160 channels: no pixel packing on 256 columns (a packable conv keeps packing)
     inits, nodes = [], []
 
     def const(name, shape, scale):
