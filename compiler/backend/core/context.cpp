@@ -256,7 +256,22 @@ void Context::spill(OnChipValue& v) {
   v.pending = false;
   if (v.in_dram) return;  // its producer stored it too
   v.spilled = true;
-  store(isa::Buffer::kInput, v.addr, v.dram, v.dram.begin, v.dtype, v.box, v.strides);
+  if (v.pad.w == 0) {
+    store(isa::Buffer::kInput, v.addr, v.dram, v.dram.begin, v.dtype, v.box, v.strides);
+    return;
+  }
+  // Padded (a padded conv's input, fusion/residency.h): per image its rows but the last with their padding
+  // columns, each row's padding written over by the next row (a STORE writes its rows in order), then the
+  // last row alone, so nothing lands past the image.
+  const int64_t C = v.box[0], W = v.box[1], H = v.box[2], es = isa::dtype_bytes(v.dtype);
+  for (int64_t n = 0; n < v.box[3]; ++n) {
+    const uint64_t dram = v.dram.begin + static_cast<uint64_t>(n * H * W * C * es);
+    const uint64_t sram =
+        v.addr + static_cast<uint64_t>(((n * v.pad.h + v.pad.t) * v.pad.w + v.pad.l) * C * es);
+    if (H > 1) store(isa::Buffer::kInput, sram, v.dram, dram, v.dtype, {C, v.pad.w, H - 1, 1}, {C, W * C, 0});
+    store(isa::Buffer::kInput, sram + static_cast<uint64_t>((H - 1) * v.pad.w * C * es), v.dram,
+          dram + static_cast<uint64_t>((H - 1) * W * C * es), v.dtype, {C, W, 1, 1}, {C, W * C, 0});
+  }
 }
 
 const DramTensor& Context::tensor(const std::string& name) const {

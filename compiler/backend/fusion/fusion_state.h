@@ -51,6 +51,13 @@ struct OnChipValue {
   // A GEMM chain's value (residency.h): rows of its last dim in column blocks [N / block][rows][block]
   // (MatrixJob::y_block), 0 = dense.
   int64_t block = 0;
+  // A value read by a padded conv (residency.h, PaddedLayout): its images lie padded in SRAM, `pad.h` rows
+  // of `pad.w` pixels each, the value's pixel (y, x) at padded (pad.t + y, pad.l + x), the rest LOAD's halo
+  // value; addr is the padded buffer's start. pad.w == 0: dense [pixels][channels].
+  struct Padded {
+    int64_t h = 0, w = 0, t = 0, l = 0;
+    int64_t value = 0;  // the halo value (0, or the reader's input zero point for codes)
+  } pad;
 };
 
 // A squeeze-and-excitation block's input held in the input scratchpad from its GlobalAveragePool to
@@ -215,6 +222,11 @@ struct FusionState {
   OnChipValue on_chip;
   std::map<std::string, uint64_t> kept_on_chip;  // values read in place (never in DRAM) -> their SRAM address
   std::map<std::string, int64_t> kept_blocks;    // ... those of them in column blocks -> the block
+  // ... those of them padded (OnChipValue::pad) -> elements between consecutive indices of each dim in
+  // memory order (HostTensor::strides), their address that of the first real pixel.
+  std::map<std::string, std::vector<int64_t>> kept_strides;
+  // The padded layout the planner chose for keep_output (its reader a padded conv), pad.w == 0: dense.
+  OnChipValue::Padded keep_pad;
   // The residual reader the planner found for keep_output (OnChipValue::residual_reader), -1 = none, and the
   // address it chose for the value (the highest free bytes: residency.h).
   int64_t keep_residual_reader = -1;

@@ -11,7 +11,9 @@
 #include "compiler/backend/fusion/layer_fusion.h"
 #include "compiler/backend/fusion/se_fusion.h"
 #include "compiler/backend/matrix/depthwise.h"
+#include "compiler/backend/matrix/pixel_packing.h"
 #include "compiler/passes/lowered.h"
+#include "compiler/quant/precision.h"
 
 namespace npusim::compiler::backend {
 
@@ -134,6 +136,61 @@ std::string next_reads_on_chip(const Context& c, size_t i, bool* others) {
   return "";
 }
 
+std::string next_reads_padded(const Context& c, size_t i, OnChipValue::Padded* pad) {
+  const Node& p = c.g.nodes[i];
+  if (i + 1 >= c.g.nodes.size()) return "no layer after it";
+  const Node& q = c.g.nodes[i + 1];
+  const std::string& v = p.outputs[0];
+  if (q.op_type != "Conv" || q.inputs.size() < 2 || q.inputs[0] != v || q.attr_int("group", 1) != 1)
+    return "the next layer is not an ungrouped Conv reading the output as its input";
+  const Value& w = c.g.value(q.inputs[1]);
+  if (!w.is_constant() || w.shape.size() != 4) return "the next Conv's weights are not constant";
+  for (size_t k = 1; k < q.inputs.size(); ++k) {
+    if (q.inputs[k] == v) return "the next layer reads the output twice";
+  }
+  if (q.attr_string("auto_pad", "NOTSET") != "NOTSET") return "the next Conv pads itself (auto_pad)";
+  if (c.config.lowering.conv_reduction == isa::ConvReduction::kPerPosition)
+    return "convs reduce one kernel position at a time";
+  if (c.folding.folded(p) || c.folding.folded(q)) return "the output is written into a Concat's buffer";
+  for (const std::string& o : c.g.outputs) {
+    if (o == v) return "the output is a graph output";
+  }
+  if (c.g.consumers(v).size() != 1) return "the output has other readers";
+  auto t = c.tensors.find(v);
+  if (t == c.tensors.end() || t->second.strided() || t->second.shape.size() != 4 || t->second.layout != kNhwc)
+    return "the output is not a dense NHWC feature map";
+  const isa::DType dt = t->second.dtype;
+  // Integer sums are exact in any order; a float conv's depend on its input-channel chunks, which a tiling
+  // of whole rows read in place may choose otherwise (--functional outputs stay those of before).
+  if (!isa::numerics::is_integer(dt)) return "float sums depend on the tiling's input-channel chunks";
+  if (isa::dtype_bytes(dt) != 1) return "the output's codes are wider than a byte";
+  const std::vector<int64_t> st = q.attr_ints("strides", {1, 1}), dl = q.attr_ints("dilations", {1, 1}),
+                             pads = q.attr_ints("pads", {0, 0, 0, 0});
+  if (st.size() != 2 || dl.size() != 2 || pads.size() != 4) return "the next Conv is not 2-D";
+  const int64_t H = t->second.shape[2], W = t->second.shape[3], kh = w.shape[2], kw = w.shape[3];
+  const int64_t OH = (H + pads[0] + pads[2] - (kh - 1) * dl[0] - 1) / st[0] + 1;
+  const int64_t OW = (W + pads[1] + pads[3] - (kw - 1) * dl[1] - 1) / st[1] + 1;
+  if (kh * kw == 1 && pads[0] + pads[1] + pads[2] + pads[3] == 0)
+    return "the next Conv is pointwise (read as a GEMM)";
+  if (OH < 1 || OW < 1 || pads[0] > (kh - 1) * dl[0] || pads[1] > (kw - 1) * dl[1])
+    return "the next Conv's padding exceeds its kernel";
+  // Rows an image takes stacked with the others (MatrixMapper::image_rows), pixels a row its windows reach.
+  const int64_t in_rows = (OH - 1) * st[0] + (kh - 1) * dl[0] + 1,
+                in_cols = (OW - 1) * st[1] + (kw - 1) * dl[1] + 1;
+  pad->t = pads[0], pad->l = pads[1];
+  pad->h = std::max((in_rows + st[0] - 1) / st[0] * st[0], pads[0] + H);
+  pad->w = std::max(in_cols, pads[1] + W);
+  if (pad->w > 65535 || pad->h * t->second.shape[0] > 65535 * 16) return "the padded image is too large";
+  pad->value = 0;
+  if (isa::numerics::is_integer(dt)) {
+    if (!c.options.plan) return "codes without a precision plan";
+    auto qv = c.options.plan->values.find(v);
+    if (qv == c.options.plan->values.end()) return "codes without quantization parameters";
+    pad->value = qv->second.zero_point;
+  }
+  return "";
+}
+
 std::string gemm_reads_on_chip(const Context& c, size_t i) {
   const Node& p = c.g.nodes[i];
   if (i + 1 >= c.g.nodes.size()) return "no layer after it";
@@ -234,6 +291,8 @@ void plan_on_chip(Context& c, size_t i) {
   c.fusion.keep_in_dram = false;
   c.fusion.keep_residual_reader = -1;
   c.fusion.keep_next_reads = true;
+  c.fusion.keep_pad = {};
+  OnChipValue::Padded pad;
   bool others = false;
   int64_t reader = -1;
   bool next_reads = true;
@@ -256,10 +315,16 @@ void plan_on_chip(Context& c, size_t i) {
                       (p.op_type == "LayerNormalization" && p.domain.empty());
     if ((p.op_type != "Conv" && !gemm) || p.outputs.size() != 1)
       return "only a Conv, MatMul, Gemm or LayerNormalization leaves its output on chip";
-    const std::string no = gemm ? gemm_reads_on_chip(c, i) : next_reads_on_chip(c, i, &others);
+    std::string no = gemm ? gemm_reads_on_chip(c, i) : next_reads_on_chip(c, i, &others);
     // A mapping file that tiles the layer without saying on_chip keeps the tiling it gives (a held value
     // needs every channel of whole rows a tile), as before holds existed.
     reader = gemm || (imposed && imposed->has_tiling() && !want) ? -1 : hold_for_residual(c, i);
+    // A conv with a kernel or padding after it (ResNet's 1x1 -> 3x3): the value padded as that conv reads it.
+    if (!no.empty() && reader < 0 && !gemm && !(imposed && imposed->has_tiling() && !want) &&
+        next_reads_padded(c, i, &pad).empty())
+      no.clear();
+    else
+      pad = {};
     if (!no.empty() && reader < 0) return no;
     next_reads = no.empty();
     // Readers other than the next layer (in place) and the residual reader read it in DRAM.
@@ -277,7 +342,9 @@ void plan_on_chip(Context& c, size_t i) {
     // Below the value node i reads on chip, if any (a chain: depthwise -> pointwise -> pointwise). A value
     // for a residual reader while another one is held: in the highest bytes free of every live value, so
     // that held values take turns at the top and short-lived ones stay below them.
-    const int64_t bytes = round64(num_elements(t->second.shape) * isa::dtype_bytes(t->second.dtype));
+    const int64_t bytes = round64((pad.w > 0 ? t->second.shape[0] * pad.h * pad.w * t->second.shape[1]
+                                             : num_elements(t->second.shape)) *
+                                  isa::dtype_bytes(t->second.dtype));
     const int64_t cap = scratchpad_capacity(c.config, isa::Buffer::kInput);
     int64_t reserved = c.fusion.input_reserved + bytes;
     if (c.fusion.residual.pending && reader >= 0) {
@@ -289,6 +356,17 @@ void plan_on_chip(Context& c, size_t i) {
     if (4 * reserved > 3 * cap) {
       return fmt::format("its {} bytes (with any value already held) exceed 3/4 of the input scratchpad",
                          bytes);
+    }
+    // A padded value must leave room for its reader's own output where that can stay on chip for the
+    // pointwise conv after it (ResNet's 3x3 -> 1x1): that value saves its write and read as well, and the
+    // padded one would otherwise push it to DRAM.
+    if (pad.w > 0 && next_reads_on_chip(c, i + 1).empty()) {
+      const auto tr = c.tensors.find(c.g.nodes[i + 1].outputs[0]);
+      const int64_t out = tr == c.tensors.end()
+                              ? 0
+                              : round64(num_elements(tr->second.shape) * isa::dtype_bytes(tr->second.dtype));
+      if (4 * (reserved + out) > 3 * cap)
+        return "padded, it leaves no room for its reader's output, which can stay on chip for the next layer";
     }
     return "";
   }();
@@ -303,6 +381,7 @@ void plan_on_chip(Context& c, size_t i) {
   c.fusion.keep_in_dram = others;
   c.fusion.keep_residual_reader = reader;
   c.fusion.keep_next_reads = next_reads;
+  c.fusion.keep_pad = pad;
   c.fusion.input_reserved =
       std::max(c.fusion.input_reserved,
                scratchpad_capacity(c.config, isa::Buffer::kInput) - static_cast<int64_t>(c.fusion.keep_addr));
@@ -425,10 +504,146 @@ void fold_batch_into_rows(Context& c, MatrixJob& j, MatrixStrategy& s, const Mat
   if (own_tiled ? !own->tile_m.has_value() : best_estimate(c, j, s, mm) > without) j = plain;
 }
 
+// A conv reading value v where its producer left it, padded (OnChipValue::pad; a dense value is its own
+// padding-free layout, read by a conv without padding): its tiles of whole rows read it in place
+// (MatrixJob::a_pad_h), with the halo value its own LOADs would give. False: it loads it from DRAM.
+bool as_sram_conv(const Context& c, const MatrixJob& j, const MatrixStrategy& s, const OnChipValue& v,
+                  MatrixJob* g) {
+  if (!v.pending || v.block > 0 || j.gemm || j.a_range.begin != v.dram.begin || j.a_range.end != v.dram.end ||
+      !j.b_const || j.b_sram >= 0 || j.groups != 1 || j.a_pitch != 0 || j.step_h != 1 || j.step_w != 1 ||
+      j.src_w != 0 || j.a_base(0) != v.dram.begin || c.fusion.pre_affine.node >= 0 ||
+      c.fusion.pre_pool.node >= 0 || v.dtype != s.ops.a)
+    return false;
+  // v's geometry: dense NHWC [box[3]][box[2]][box[1]][box[0]].
+  if (j.C != v.box[0] || j.W != v.box[1] || j.H * j.images != v.box[2] * (v.pad.w > 0 ? v.box[3] : 1))
+    return false;
+  const OnChipValue::Padded pad = v.pad.w > 0 ? v.pad : OnChipValue::Padded{j.H, j.W, 0, 0, s.ops.pad};
+  if (j.pt != pad.t || j.pl != pad.l || pad.value != s.ops.pad || j.in_rows(j.OH) > pad.h ||
+      j.in_cols(j.OW) > pad.w ||
+      (j.images > 1 &&
+       j.a_base(1) - j.a_base(0) != static_cast<uint64_t>(j.H * j.W * j.C * isa::dtype_bytes(v.dtype))))
+    return false;
+  *g = j;
+  g->a_sram = static_cast<int64_t>(v.addr);
+  g->a_pad_h = pad.h;
+  g->a_pad_w = pad.w;
+  return true;
+}
+
+// The bookkeeping of a value read in place by the layer being lowered.
+void read_in_place(Context& c, OnChipValue& v) {
+  // A value its producer stored too (other readers) saves its read alone.
+  if (!v.in_dram) c.fusion.kept_on_chip[v.value] = v.addr;
+  if (!v.in_dram && v.block > 0) c.fusion.kept_blocks[v.value] = v.block;
+  if (!v.in_dram && v.pad.w > 0) {
+    const int64_t C = v.box[0];
+    c.fusion.kept_on_chip[v.value] =
+        v.addr + static_cast<uint64_t>((v.pad.t * v.pad.w + v.pad.l) * C * isa::dtype_bytes(v.dtype));
+    c.fusion.kept_strides[v.value] = {v.pad.h * v.pad.w * C, v.pad.w * C, C, 1};
+  }
+  v.pending = v.residual_reader > static_cast<int64_t>(c.layer);  // still needed there
+  c.plan->on_chip_input = v.value;
+  c.plan->on_chip_bytes_saved = (v.in_dram ? 1 : 2) * v.bytes;
+}
+
+// A conv whose output the planner keeps padded for the conv after it (FusionState::keep_pad): a conv job
+// of whole rows (not the batch folded into a GEMM's rows) whose epilogue writes each row into its padded
+// place, the buffer filled with the halo value first (MatrixJob::y_fill); its input read in place too when
+// the layer before left it dense. Taken when its best estimate, and where the context can time code its
+// best tiling simulated, is no slower than the layer as it would map otherwise (storing its output) plus
+// the reader's load saved. Returns whether it took the layer.
+bool place_padded(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm) {
+  const OnChipValue::Padded pad = c.fusion.keep_pad;
+  if (c.fusion.keep_output.empty() || pad.w == 0) return false;
+  // Not taken: its bytes are not held for this layer either (the layer maps with the scratchpad it had).
+  const auto drop = [&]() {
+    c.fusion.keep_output.clear();
+    c.fusion.keep_pad = {};
+    reserve_live(c);
+    return false;
+  };
+  const DramTensor& y = c.tensor(c.fusion.keep_output);
+  if (!s.ends_with_vec() || j.gemm || j.y_pitch != 0 || j.y_row != 0 || j.y_sram_row != 0 ||
+      j.y_range.begin != y.addr || j.y_range.end != y.range().end || j.groups * j.mg != j.M ||
+      DepthwiseMapper::applies(j) || s.ops.y != y.dtype || y.shape[1] != j.M)
+    return drop();
+  OnChipValue& v = c.fusion.on_chip;
+  const MatrixJob plain = j;
+  // The layer as it maps otherwise (the padded value's bytes not held): the batch folded into a GEMM's rows,
+  // its input read in place as a GEMM; its best tiling simulated where the context can time code.
+  const int64_t reserved = c.fusion.input_reserved;
+  reserve_live(c);
+  fold_batch_into_rows(c, j, s, mm);
+  if (MatrixJob g; as_sram_gemm(j, v, &g)) {
+    const MatrixJob folded = j;
+    const double from_dram = best_estimate(c, j, s, mm);
+    j = g;
+    if (best_estimate(c, j, s, mm) > from_dram) j = folded;
+  }
+  // A conv that would run packed several pixels a column (pixel_packing.h) keeps that: its packed tiles
+  // cannot write a padded layout's rows, and the figures below do not see what packing gains.
+  if (!c.fusion.keep_imposed && !j.gemm && !pack_candidates(c, j).empty()) {
+    c.fusion.input_reserved = reserved;
+    j = plain;
+    return drop();
+  }
+  const double without = c.fusion.keep_imposed ? 1e300 : best_estimate(c, j, s, mm);
+  int64_t apart = -1;
+  if (c.can_time() && !c.fusion.keep_imposed) {
+    int64_t n = 0;
+    const Tiling t = mm.choose(&n);
+    if (n > 0) apart = t.simulated;
+    c.timed = {};  // the trial's figures are not the layer's
+  }
+  c.fusion.input_reserved = reserved;
+  j = plain;
+  MatrixJob g;
+  const bool in_place = as_sram_conv(c, j, s, v, &g);
+  if (in_place) j = g;
+  const int64_t es = isa::dtype_bytes(y.dtype), N = y.shape[0], M = j.M;
+  OnChipValue o = nhwc_on_chip(c.fusion.keep_output, y, c.fusion.keep_addr, c.layer);
+  o.bytes = round64(N * pad.h * pad.w * M * es);
+  o.pad = pad;
+  o.box = {M, y.shape[3], y.shape[2], N};
+  j.y_sram = static_cast<int64_t>(o.addr) + (pad.t * pad.w + pad.l) * M * es;
+  j.y_sram_row = pad.w * M;
+  j.y_sram_image = pad.h * pad.w * M;
+  j.y_fill = {o.addr, N * pad.h, pad.w, pad.value};
+  const double read = c.dram_bytes_per_cycle > 0
+                          ? static_cast<double>(num_elements(y.shape) * es) / c.dram_bytes_per_cycle
+                          : 0.0;
+  bool pays = best_estimate(c, j, s, mm) <= without + read;
+  if (pays && apart >= 0) {
+    int64_t n = 0;
+    const Tiling t = mm.choose(&n);
+    c.timed = {};
+    pays = n > 0 && t.simulated >= 0 && static_cast<double>(t.simulated) <= static_cast<double>(apart) + read;
+  }
+  if (!pays) {
+    j = plain;
+    return drop();
+  }
+  if (in_place) read_in_place(c, v);
+  c.fusion.keep_output.clear();
+  c.fusion.keep_pad = {};
+  o.imposed = c.fusion.keep_imposed;
+  o.residual_reader = -1;
+  o.next_reads = true;
+  hold_or_spill(c);  // the value this layer read, if a later layer reads it as its residual
+  c.fusion.on_chip = o;
+  return true;
+}
+
 }  // namespace
 
 void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm) {
   OnChipValue& v = c.fusion.on_chip;
+  if (place_padded(c, j, s, mm)) return;
+  // A padded value (a conv with a kernel or padding reads it), read in place.
+  if (MatrixJob g; v.pad.w > 0 && as_sram_conv(c, j, s, v, &g)) {
+    j = g;
+    read_in_place(c, v);
+  }
   fold_batch_into_rows(c, j, s, mm);
   // The input, where the layer before left it, when reading it there is no slower by the closed form
   // (otherwise the first LOAD of it spills it: Context::load).
@@ -445,12 +660,7 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm
     const bool in_place =
         own_tiled ? own->tile_m.has_value() : v.imposed || best_estimate(c, j, s, mm) <= without;
     if (in_place) {
-      // A value its producer stored too (other readers) saves its read alone.
-      if (!v.in_dram) c.fusion.kept_on_chip[v.value] = v.addr;
-      if (!v.in_dram && v.block > 0) c.fusion.kept_blocks[v.value] = v.block;
-      v.pending = v.residual_reader > static_cast<int64_t>(c.layer);  // still needed there
-      c.plan->on_chip_input = v.value;
-      c.plan->on_chip_bytes_saved = (v.in_dram ? 1 : 2) * v.bytes;
+      read_in_place(c, v);
     } else {
       j = plain;
     }
@@ -635,5 +845,8 @@ std::optional<uint64_t> residual_in_sram(const Context& c, const Range& value, u
 
 const std::map<std::string, uint64_t>& kept_on_chip(const Context& c) { return c.fusion.kept_on_chip; }
 const std::map<std::string, int64_t>& kept_blocks(const Context& c) { return c.fusion.kept_blocks; }
+const std::map<std::string, std::vector<int64_t>>& kept_strides(const Context& c) {
+  return c.fusion.kept_strides;
+}
 
 }  // namespace npusim::compiler::backend

@@ -17,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "compiler/backend/core/context.h"
 #include "compiler/backend/matrix/matrix_walk.h"
@@ -93,5 +94,13 @@ std::optional<uint64_t> residual_in_sram(const Context& c, const Range& value, u
 const std::map<std::string, uint64_t>& kept_on_chip(const Context& c);
 // Those of them in column blocks (a GEMM chain's: rows_on_chip) -> the block.
 const std::map<std::string, int64_t>& kept_blocks(const Context& c);
+// Those of them padded (a padded conv's input) -> their strides (HostTensor::strides).
+const std::map<std::string, std::vector<int64_t>>& kept_strides(const Context& c);
+
+// Why node i's output cannot stay on chip padded for node i + 1 ("" = it can): node i + 1 a Conv with a
+// kernel or padding (ResNet's 1x1 -> 3x3) reading it as its input, its only reader, the output a dense NHWC
+// map of float or byte codes. *pad: the layout that conv reads, each image padded as its own LOADs pad a
+// tile (rows stacked as MatrixMapper::image_rows stacks them), the halo value the value's zero point.
+std::string next_reads_padded(const Context& c, size_t i, OnChipValue::Padded* pad);
 
 }  // namespace npusim::compiler::backend

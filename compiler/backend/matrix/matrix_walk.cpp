@@ -237,7 +237,13 @@ bool MatrixMapper::groups_inner_ok(const Tiling& t) const {
 int64_t MatrixMapper::image_pitch() const {
   // Convolutions reading their input from DRAM, one CONV per chunk (a per-position reduction's window
   // steps within one image's rows), weights loaded by the walk.
-  if (j_.gemm || j_.images < 2 || j_.a_sram >= 0 || j_.b_sram >= 0 || j_.y_sram_row || per_position())
+  // A padded conv's input on chip (MatrixJob::a_pad_h) stacks its images when each takes image_rows().
+  if (j_.a_pad_w > 0)
+    return !j_.gemm && j_.images >= 2 && j_.a_pad_h == image_rows() && j_.b_sram < 0 && !per_position()
+               ? j_.a_pad_h * j_.a_pad_w * j_.C
+               : 0;
+  if (j_.gemm || j_.images < 2 || j_.a_sram >= 0 || j_.b_sram >= 0 || (j_.y_sram_row && !j_.y_sram_image) ||
+      per_position())
     return 0;
   const int64_t ea = isa::dtype_bytes(s_.ops.a);
   const auto step = static_cast<int64_t>(j_.a_base(1) - j_.a_base(0));
@@ -524,6 +530,7 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
               if (ti > 1 && (ti * image_rows() > 65535 || tall_rows(ti) * tow > 65535)) continue;
               if (toh * tow > max_tile_pixels() || j_.in_rows(toh) > 65535 || j_.in_cols(tow) > 65535)
                 continue;
+              if (j_.a_pad_w > 0 && tow < j_.OW) continue;  // a padded input on chip: whole rows a tile
               // groups_inner tiles hold every group's output channels (an SE block's input left on chip).
               const bool y_any = j_.y_sram_tile(gb, toh, tow, tn);
               const bool y_inner = j_.y_sram_tile(j_.groups, toh, tow, j_.groups * j_.mg);
@@ -668,6 +675,7 @@ void MatrixMapper::generate(const Tiling& t) {
                                                     (t.input_resident ? cin_b : t.tc) * ea));
   s_.allocate(acc, t.side_in_input ? in : acc, tile_pixels(t), t.tn, t.sides());
   if (c_.shared_capacity() > 0) wt.next = in.next;  // weights above the inputs in the one scratchpad
+  fill_padding();
   for (int s = 0; s < 2; ++s)
     b_slot[s] = j_.b_sram >= 0            ? static_cast<uint64_t>(j_.b_sram)
                 : s == 1 && reused.b_once ? b_slot[0]
@@ -733,6 +741,12 @@ void MatrixMapper::generate(const Tiling& t) {
                       (((kk / j_.a_block) * rows + (s.img * j_.H + s.oy0) * j_.W + s.ox0) * j_.a_block +
                        kk % j_.a_block - k0) *
                       ea);
+        } else if (j_.a_pad_w > 0) {
+          // A padded conv's input where the producer left it: the tile's first window row, every channel.
+          a_cur = static_cast<uint64_t>(j_.a_sram) +
+                  static_cast<uint64_t>(
+                      ((s.img * j_.a_pad_h + s.oy0 * j_.sh) * j_.a_pad_w + s.ox0 * j_.sw) * j_.C + cin0) *
+                      static_cast<uint64_t>(ea);
         } else if (j_.a_sram >= 0) {
           // Where the producer left it (GEMMs: rows of C elements).
           a_cur = static_cast<uint64_t>(j_.a_sram) +
@@ -809,11 +823,17 @@ void MatrixMapper::generate(const Tiling& t) {
           }
         } else if (s.ni > 0) {
           // The images stacked: image i's outputs start at output row i * image_rows() / sh.
-          c_.conv(a_k, b_cur, c_slot, s.ni * image_rows(), j_.in_cols(s.ow), tc, tall_rows(s.ni), s.ow, tn,
-                  j_.kh, j_.kw, j_.sh, j_.sw, j_.dh, j_.dw, ik > 0, resident ? cin_b : 0);
+          c_.conv(a_k, b_cur, c_slot, s.ni * image_rows(), j_.a_pad_w > 0 ? j_.a_pad_w : j_.in_cols(s.ow), tc,
+                  tall_rows(s.ni), s.ow, tn, j_.kh, j_.kw, j_.sh, j_.sw, j_.dh, j_.dw, ik > 0,
+                  j_.a_pad_w > 0 ? j_.C
+                  : resident     ? cin_b
+                                 : 0);
         } else {
-          c_.conv(a_k, b_cur, c_slot, j_.in_rows(s.oh), j_.in_cols(s.ow), tc, s.oh, s.ow, tn, j_.kh, j_.kw,
-                  j_.sh, j_.sw, j_.dh, j_.dw, ik > 0, resident ? cin_b : 0);
+          c_.conv(a_k, b_cur, c_slot, j_.in_rows(s.oh), j_.a_pad_w > 0 ? j_.a_pad_w : j_.in_cols(s.ow), tc,
+                  s.oh, s.ow, tn, j_.kh, j_.kw, j_.sh, j_.sw, j_.dh, j_.dw, ik > 0,
+                  j_.a_pad_w > 0 ? j_.C
+                  : resident     ? cin_b
+                                 : 0);
         }
       }
       for (int64_t i = 0; i < std::max<int64_t>(1, s.ni); ++i) {
@@ -841,6 +861,29 @@ void MatrixMapper::generate(const Tiling& t) {
   c_.plan->sram_input_bytes = static_cast<int64_t>(in.used());
   c_.plan->sram_weight_bytes = static_cast<int64_t>(wt.next - (c_.shared_capacity() > 0 ? in.next : wt.base));
   c_.plan->sram_acc_bytes = static_cast<int64_t>(acc.used());
+}
+
+void MatrixMapper::fill_padding() {
+  const MatrixJob::PadFill& f = j_.y_fill;
+  if (f.rows == 0) return;
+  const isa::DType t = s_.ops.y;
+  const int64_t es = isa::dtype_bytes(t), M = j_.M;
+  // A pixel of the halo value read for every row, the rest of the row LOAD's padding (at most 255 pixels
+  // a side); at most 65,535 rows a LOAD.
+  const int64_t read = std::max<int64_t>(1, f.cols - 2 * 255), pads = f.cols - read;
+  const int64_t left = pads / 2, right = pads - left;
+  uint64_t seg = 0;
+  if (isa::numerics::is_integer(t))
+    seg =
+        c_.add_data(std::vector<uint8_t>(static_cast<size_t>(read * M * es), static_cast<uint8_t>(f.value)));
+  else
+    seg = c_.add_floats(std::vector<float>(static_cast<size_t>(read * M), 0.0f), t);
+  const Range r{kDram, seg, seg + static_cast<uint64_t>(read * M * es)};
+  for (int64_t r0 = 0; r0 < f.rows; r0 += 65535) {
+    const int64_t rows = std::min<int64_t>(65535, f.rows - r0);
+    c_.load(Buffer::kInput, f.at + static_cast<uint64_t>(r0 * f.cols * M * es), r, seg, t, {M, read, rows, 1},
+            {M, 0, 0}, {0, 0, left, right}, f.value);
+  }
 }
 
 void MatrixMapper::load_input(int64_t img, int64_t oy0, int64_t oh, int64_t ox0, int64_t ow, int64_t c0,

@@ -83,6 +83,20 @@ struct MatrixJob {
   // Elements between output rows at y_sram when not OW * M: rows written into a line buffer whose rows
   // carry padding columns (backend/fusion/layer_fusion.h); each tile row is then a VEC of its own.
   int64_t y_sram_row = 0;
+  // Elements between images at y_sram when not OH rows: each image written into its padded place for a
+  // padded conv reading it (backend/fusion/residency.h), y_sram the first real pixel of the first image.
+  int64_t y_sram_image = 0;
+  // With y_sram_image: the padded buffer the walk fills with the halo value before the epilogues write
+  // into it (one LOAD of a pixel a row, the rest its padding: the halo's DRAM bytes are a pixel a row).
+  struct PadFill {
+    uint64_t at = 0;             // the buffer's first byte
+    int64_t rows = 0, cols = 0;  // padded rows of every image, padded pixels a row
+    int64_t value = 0;           // LOAD's pad value
+  } y_fill;
+  // A padded conv (backend/fusion/residency.h): the input lies at a_sram with its padding, a_pad_h rows of
+  // a_pad_w pixels an image, pixel (y, x) of the padded image at (y * a_pad_w + x) * C elements: tiles of
+  // whole rows read it in place (CONV's in_w = a_pad_w, a_stride = C), nothing is loaded.
+  int64_t a_pad_h = 0, a_pad_w = 0;
   // With y_sram: the output has other readers too, which read it in DRAM: each tile is also stored from
   // where the epilogue wrote it (the next layer still reads it on chip: one read of it saved).
   bool y_store = false;
@@ -105,8 +119,8 @@ struct MatrixJob {
       const int64_t rows = images * OH * OW, pixel = (img * OH + oy) * OW + ox;
       return static_cast<uint64_t>((((n / y_block) * rows + pixel) * y_block + n % y_block) * es);
     }
-    const int64_t row = y_sram_row ? y_sram_row : OW * M;
-    return static_cast<uint64_t>(((img * OH + oy) * row + ox * M + n) * es);
+    const int64_t row = y_sram_row ? y_sram_row : OW * M, image = y_sram_image ? y_sram_image : OH * row;
+    return static_cast<uint64_t>((img * image + oy * row + ox * M + n) * es);
   }
 
   int64_t in_rows(int64_t toh) const { return (toh - 1) * sh + (kh - 1) * dh + 1; }
@@ -450,6 +464,8 @@ class MatrixMapper {
   // ni > 0: ni whole images from img on, stacked into one tall tile (Tiling::ti).
   void load_input(int64_t img, int64_t oy0, int64_t oh, int64_t ox0, int64_t ow, int64_t c0, int64_t tc,
                   uint64_t slot, int64_t ni = 0);
+  // The padded buffer of MatrixJob::y_fill filled with the halo value (nothing without one).
+  void fill_padding();
 
   Context& c_;
   const MatrixJob& j_;

@@ -22,13 +22,15 @@ int64_t folds_packed(const Context& c, const MatrixJob& j, int64_t p) {
 }  // namespace
 
 bool packable(const Context& c, const MatrixJob& j, int64_t p) {
-  if (p < 2 || j.gemm || j.groups != 1 || !j.b_const || j.b_sram >= 0 || j.a_sram >= 0) return false;
+  // An input on chip only padded (MatrixJob::a_pad_w): the packed windows span the same input columns.
+  if (p < 2 || j.gemm || j.groups != 1 || !j.b_const || j.b_sram >= 0 || (j.a_sram >= 0 && j.a_pad_w == 0))
+    return false;
   if (j.a_pitch || j.y_pitch || j.y_row || j.y_sram_row || j.step_h != 1 || j.step_w != 1 || j.src_w)
     return false;
   if (j.OW % p != 0 || p * j.M > c.config.systolic_array.cols) return false;
   MatrixJob q = j;
   pack_geometry(q, p);
-  return q.kw <= 255 && q.sw <= 255 && q.conv_mappable();
+  return q.kw <= 255 && q.sw <= 255 && q.conv_mappable() && (q.a_pad_w == 0 || q.in_cols(q.OW) <= q.a_pad_w);
 }
 
 void pack_geometry(MatrixJob& j, int64_t p) {

@@ -70,6 +70,8 @@ void bind_tensors(Context& c) {
                     g.value(name).dtype, t.view_strides});
     if (auto b = kept_blocks(c).find(name); kept != on_chip.end() && b != kept_blocks(c).end())
       list.back().block = b->second;
+    if (auto st = kept_strides(c).find(name); kept != on_chip.end() && st != kept_strides(c).end())
+      list.back().strides = st->second;  // padded (fusion/residency.h)
   }
   uint64_t wbytes = 0;
   for (const auto& d : prog.data) wbytes += d.size();

@@ -9,12 +9,37 @@
 #include <algorithm>
 
 #include "compiler/backend/compile.h"
+#include "compiler/backend/matrix/matrix_walk.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/passes/lowered.h"
 #include "tests/compiler/backend/functional.h"
 
 namespace npusim::compiler::testing {
 namespace {
+
+// A producer writing its output padded for a 3x3 conv (residency.h, "Padded inputs"): rows of Wp = W + 2
+// pixels, images of Hp = H + 2 rows, y_sram at the first real pixel; the output element (img, oy, ox, n)
+// lies where the padded conv's tile reads input pixel (oy + 1, ox + 1) of its padded image, by the
+// layout's definition, and consecutive images do not overlap.
+TEST(Residency, APaddedOutputsElementsLieWhereThePaddedConvReadsThem) {
+  backend::MatrixJob j;
+  j.images = 3, j.OH = 5, j.OW = 7, j.M = 4;
+  const int64_t Hp = j.OH + 2, Wp = j.OW + 2, es = 1;
+  j.y_sram_row = Wp * j.M;
+  j.y_sram_image = Hp * Wp * j.M;
+  const int64_t first = (1 * Wp + 1) * j.M;  // y_sram's offset from the buffer: pixel (1, 1) of image 0
+  for (int64_t img = 0; img < j.images; ++img)
+    for (int64_t oy = 0; oy < j.OH; ++oy)
+      for (int64_t ox = 0; ox < j.OW; ++ox)
+        for (int64_t n = 0; n < j.M; ++n) {
+          const int64_t padded = ((img * Hp + oy + 1) * Wp + ox + 1) * j.M + n;
+          ASSERT_EQ(static_cast<int64_t>(j.y_sram_offset(img, oy, ox, n, es)) + first, padded);
+        }
+  // Dense (no padding): rows of OW pixels, images of OH rows, as before.
+  backend::MatrixJob d = j;
+  d.y_sram_row = 0, d.y_sram_image = 0;
+  EXPECT_EQ(d.y_sram_offset(2, 3, 4, 1, 2), static_cast<uint64_t>((((2 * 5 + 3) * 7 + 4) * 4 + 1) * 2));
+}
 
 void conv(GraphBuilder& b, const std::string& x, const std::string& y, int64_t cin, int64_t cout, int64_t k,
           int64_t group, uint32_t seed) {
