@@ -22,7 +22,8 @@ namespace {
 bool moves_data_only(const Node& p) {
   if (!p.domain.empty() || p.outputs.size() != 1 || !p.has_input(0)) return false;
   if (p.op_type == "Transpose") return !p.has_attr(kLayoutChange);
-  return p.op_type == "Reshape" || p.op_type == "Flatten" || p.op_type == "Squeeze" || p.op_type == "Unsqueeze";
+  return p.op_type == "Reshape" || p.op_type == "Flatten" || p.op_type == "Squeeze" ||
+         p.op_type == "Unsqueeze";
 }
 
 // The input index of the runtime operand of node d when d is an element-wise op against one constant value
@@ -64,8 +65,7 @@ void scalar_ops_first(Graph& g) {
       const Value& a = g.value(p.inputs[0]);
       const Value& c = g.value(d.inputs[static_cast<size_t>(1 - k)]);
       if (a.is_constant() || !a.fully_known() || a.materialized || c.shape.size() > a.shape.size() ||
-          !a.layout.empty() ||
-          !g.value(t).layout.empty() || !g.value(d.outputs[0]).layout.empty())
+          !a.layout.empty() || !g.value(t).layout.empty() || !g.value(d.outputs[0]).layout.empty())
         continue;
       // a -> P -> t -> D -> y  becomes  a -> D -> a' -> P -> y (each node keeps its name).
       const std::string y = d.outputs[0];
@@ -77,6 +77,79 @@ void scalar_ops_first(Graph& g) {
       np.outputs = {y};
       g.nodes[static_cast<size_t>(pi)] = std::move(nd);
       g.nodes[i] = std::move(np);
+      changed = true;
+    }
+  }
+  g.topological_sort();
+  detail::drop_unreferenced_values(g);
+}
+
+}  // namespace npusim::compiler::passes
+
+namespace npusim::compiler::passes {
+
+namespace {
+
+// perm of Transpose node t when it keeps the last axis in place (a permutation of rows), else empty.
+std::vector<int64_t> row_permutation(const Graph& g, const Node& t) {
+  if (!t.domain.empty() || t.op_type != "Transpose" || t.has_attr(kLayoutChange) || !t.has_input(0))
+    return {};
+  const size_t r = g.value(t.inputs[0]).shape.size();
+  std::vector<int64_t> perm = t.attr_ints("perm", {});
+  if (perm.empty())
+    for (size_t i = 0; i < r; ++i) perm.push_back(static_cast<int64_t>(r - 1 - i));
+  if (r < 2 || perm.size() != r || perm.back() != static_cast<int64_t>(r - 1)) return {};
+  return perm;
+}
+
+bool view_chain(const Node& n) {
+  return n.domain.empty() && (n.op_type == "Slice" || n.op_type == "Transpose" || n.op_type == "Reshape" ||
+                              n.op_type == "Flatten" || n.op_type == "Squeeze" || n.op_type == "Unsqueeze");
+}
+
+}  // namespace
+
+void transposes_after_matmuls(Graph& g) {
+  for (bool changed = true; changed;) {
+    changed = false;
+    const detail::UseIndex uses(g);
+    for (size_t i = 0; i < g.nodes.size() && !changed; ++i) {
+      const Node& m = g.nodes[i];
+      if (!m.domain.empty() || (m.op_type != "MatMul" && m.op_type != "Gemm") || m.outputs.size() != 1 ||
+          m.has_attr(kResidualInput) || !m.has_input(1) || !g.value(m.inputs[1]).is_constant())
+        continue;
+      const Value& w = g.value(m.inputs[1]);
+      const std::string t = m.inputs[0];
+      const int ti = uses.producer(t);
+      if (ti < 0 || uses.sole_consumer(t) != static_cast<int>(i) || detail::is_graph_output(g, t)) continue;
+      const Node& tr = g.nodes[static_cast<size_t>(ti)];
+      const std::vector<int64_t> perm = row_permutation(g, tr);
+      const Value& x = g.value(tr.inputs[0]);
+      const Value& y = g.value(m.outputs[0]);
+      if (perm.empty() || w.shape.size() != 2 || x.is_constant() || !x.fully_known() || !y.fully_known() ||
+          x.materialized || g.value(t).materialized || y.materialized || !x.layout.empty() ||
+          !y.layout.empty() || y.shape.size() != x.shape.size())
+        continue;
+      if (m.has_input(2) && g.value(m.inputs[2]).shape.size() > 1) continue;  // a bias per output column only
+      // Worth it when the rows it moves are no longer, or when the Transpose's readers then take it as a
+      // view.
+      const int64_t k = x.shape.back(), n_out = y.shape.back();
+      bool views = true;
+      for (const Node& r : g.nodes)
+        for (const auto& in : r.inputs)
+          if (in == m.outputs[0]) views &= view_chain(r);
+      if (n_out > k && !views) continue;
+      // x -> T -> t -> M -> y  becomes  x -> M -> y' -> T -> y (each node keeps its name).
+      Shape ys = x.shape;
+      ys.back() = n_out;
+      const std::string moved = detail::add_value(g, m.outputs[0] + "/before_" + tr.name, y.dtype, ys);
+      Node nm = m, nt = tr;
+      nm.inputs[0] = tr.inputs[0];
+      nm.outputs = {moved};
+      nt.inputs[0] = moved;
+      nt.outputs = {m.outputs[0]};
+      g.nodes[static_cast<size_t>(ti)] = std::move(nm);
+      g.nodes[i] = std::move(nt);
       changed = true;
     }
   }
