@@ -1,14 +1,19 @@
-// Element-wise ops against a scalar moved in front of the Transposes and Reshapes before them: the op
-// then reads the tensor in the order it was written, in long contiguous rows, and the data movement after
-// it is left for its reader to take as a strided view (backend/memory/strided_views.h).
+// Data movement moved after the computation it fed (two passes, passes.h): the computation then reads
+// the tensor in the order it was written, in long contiguous rows, and the Transposes and Reshapes after it
+// are left for their readers to take as strided views (backend/memory/strided_views.h).
 //
-// torch's nn.MultiheadAttention scales Q by 1/sqrt(dh) after splitting the heads: Slice -> Reshape
-// [S, B*H, dh] -> Transpose [B*H, S, dh] -> Div. The Div read the head-split view in rows of dh elements
-// (or, at batch > 1, a copy the Transpose made of it); moved up, it reads the Slice's rows of D elements
-// and the Reshape and Transpose become views of its output that the attention's MatMul reads in place.
-// An element-wise op against one constant value computes each element alone, so it commutes with any
-// permutation of the elements: the outputs are the same bit for bit, and an int8 plan calibrates the
-// moved op's output over the same elements (the same QParams).
+// torch's nn.MultiheadAttention with batch_first (ViT, BERT at batch B > 1) transposes [B, S, D] to
+// [S, B, D] before the QKV projection, cuts Q, K, V out of it, splits the heads (Reshape [S, B*H, dh],
+// Transpose [B*H, S, dh]) and then scales Q by 1/sqrt(dh). Each Transpose was a copy, the scale read Q in
+// rows of dh elements. Moved:
+// - transposes_after_matmuls: the projection multiplies [B, S, D] rows as they lie (a MatMul against
+//   constant weights treats each row alone, so a permutation of the rows commutes with it), and the
+//   Transpose after it becomes a view its Slices read;
+// - scalar_ops_first: the scale reads the Slice's rows of D elements, and the Reshape and Transpose after
+//   it become views the attention's MatMul reads in place.
+// An element-wise op against one constant value computes each element alone, and a MatMul each row alone,
+// so the outputs are the same bit for bit (the same operations in the same order per element), and an int8
+// plan calibrates each moved node's output over the same elements (the same QParams).
 #include <algorithm>
 
 #include "compiler/passes/lowered.h"
@@ -47,6 +52,23 @@ int scalar_op_operand(const Graph& g, const Node& d) {
   return -1;
 }
 
+
+// a -> P -> t -> D -> y, where P (node pi) moves data and D (node di) reads t as input k, becomes
+// a -> D -> a' -> P -> y: D computes on P's input (`moved_shape`, its output's dtype), P moves D's result.
+// Each node keeps its name, so reports and mapping files name the layers as before.
+void run_before(Graph& g, size_t pi, size_t di, size_t k, const Shape& moved_shape) {
+  const Node &p = g.nodes[pi], &d = g.nodes[di];
+  const std::string y = d.outputs[0];
+  const std::string moved = detail::add_value(g, y + "/before_" + p.name, g.value(y).dtype, moved_shape);
+  Node nd = d, np = p;
+  nd.inputs[k] = p.inputs[0];
+  nd.outputs = {moved};
+  np.inputs[0] = moved;
+  np.outputs = {y};
+  g.nodes[pi] = std::move(nd);
+  g.nodes[di] = std::move(np);
+}
+
 }  // namespace
 
 void scalar_ops_first(Graph& g) {
@@ -67,26 +89,13 @@ void scalar_ops_first(Graph& g) {
       if (a.is_constant() || !a.fully_known() || a.materialized || c.shape.size() > a.shape.size() ||
           !a.layout.empty() || !g.value(t).layout.empty() || !g.value(d.outputs[0]).layout.empty())
         continue;
-      // a -> P -> t -> D -> y  becomes  a -> D -> a' -> P -> y (each node keeps its name).
-      const std::string y = d.outputs[0];
-      const std::string moved = detail::add_value(g, y + "/before_" + p.name, g.value(y).dtype, a.shape);
-      Node nd = d, np = p;
-      nd.inputs[static_cast<size_t>(k)] = p.inputs[0];
-      nd.outputs = {moved};
-      np.inputs[0] = moved;
-      np.outputs = {y};
-      g.nodes[static_cast<size_t>(pi)] = std::move(nd);
-      g.nodes[i] = std::move(np);
+      run_before(g, static_cast<size_t>(pi), i, static_cast<size_t>(k), a.shape);
       changed = true;
     }
   }
   g.topological_sort();
   detail::drop_unreferenced_values(g);
 }
-
-}  // namespace npusim::compiler::passes
-
-namespace npusim::compiler::passes {
 
 namespace {
 
@@ -139,17 +148,9 @@ void transposes_after_matmuls(Graph& g) {
         for (const auto& in : r.inputs)
           if (in == m.outputs[0]) views &= view_chain(r);
       if (n_out > k && !views) continue;
-      // x -> T -> t -> M -> y  becomes  x -> M -> y' -> T -> y (each node keeps its name).
       Shape ys = x.shape;
       ys.back() = n_out;
-      const std::string moved = detail::add_value(g, m.outputs[0] + "/before_" + tr.name, y.dtype, ys);
-      Node nm = m, nt = tr;
-      nm.inputs[0] = tr.inputs[0];
-      nm.outputs = {moved};
-      nt.inputs[0] = moved;
-      nt.outputs = {m.outputs[0]};
-      g.nodes[static_cast<size_t>(ti)] = std::move(nm);
-      g.nodes[i] = std::move(nt);
+      run_before(g, static_cast<size_t>(ti), i, 0, ys);
       changed = true;
     }
   }
