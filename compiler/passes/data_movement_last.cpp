@@ -52,7 +52,6 @@ int scalar_op_operand(const Graph& g, const Node& d) {
   return -1;
 }
 
-
 // a -> P -> t -> D -> y, where P (node pi) moves data and D (node di) reads t as input k, becomes
 // a -> D -> a' -> P -> y: D computes on P's input (`moved_shape`, its output's dtype), P moves D's result.
 // Each node keeps its name, so reports and mapping files name the layers as before.
