@@ -24,15 +24,19 @@ using V = std::vector<int64_t>;
 // x [S, 1, D] -> MatMul w [D, 3D] + bias -> Slice q, k, v along the last axis -> Reshape [S, H, dh] ->
 // Transpose q, v to [H, S, dh] and k to [H, dh, S] -> q / sqrt(dh) -> MatMul -> Softmax -> MatMul ->
 // Transpose [S, H, dh] -> Reshape [S, D] -> MatMul wo: S, H and dh are no multiples of the array or lanes.
-Graph multihead_attention(int64_t S, int64_t H, int64_t dh) {
+// With a batch B > 1, torch's batch_first form: x [B, S, D] -> Transpose [S, B, D] first, the heads split by
+// Reshape [S, B*H, dh] (the batch merged with the heads), merged back by Reshape [S*B, D].
+Graph multihead_attention(int64_t S, int64_t H, int64_t dh, int64_t B = 1) {
   const int64_t D = H * dh;
   GraphBuilder b;
-  b.input("x", {S, 1, D}).constant("w", {D, 3 * D}, 0.5f, 31).constant("bias", {3 * D}, 0.5f, 32);
+  b.input("x", B > 1 ? Shape{B, S, D} : Shape{S, 1, D}).constant("w", {D, 3 * D}, 0.5f, 31);
+  b.constant("bias", {3 * D}, 0.5f, 32);
   b.constant("wo", {D, D}, 0.5f, 33).constant("scale", Tensor::from_floats({}, {2.8284271f}));
-  b.constant("heads", Tensor::from_ints(DataType::kInt64, {3}, {S, H, dh}));
-  b.constant("merged", Tensor::from_ints(DataType::kInt64, {2}, {S, D}));
+  b.constant("heads", Tensor::from_ints(DataType::kInt64, {3}, {S, B * H, dh}));
+  b.constant("merged", Tensor::from_ints(DataType::kInt64, {2}, {S * B, D}));
   b.constant("axes", Tensor::from_ints(DataType::kInt64, {1}, {2}));
-  b.node("MatMul", {"x", "w"}, {"m"}, "in_proj");
+  if (B > 1) b.node("Transpose", {"x"}, {"xt"}, "batch_first").attrs["perm"].value = V{1, 0, 2};
+  b.node("MatMul", {B > 1 ? "xt" : "x", "w"}, {"m"}, "in_proj");
   b.node("Add", {"bias", "m"}, {"qkv"}, "in_proj_bias");
   for (int64_t i = 0; i < 3; ++i) {
     const std::string p = std::string(1, "qkv"[i]);
@@ -257,42 +261,8 @@ TEST(StridedViews, AReshapeMergingDimsAtTwoStridesKeepsTheViewWithSplitDims) {
   EXPECT_FALSE(backend::reshaped_levels({5, 2, 12}, {72, 36, 1}, {}, {5, 3, 8}));
 }
 
-// torch's batch_first attention at batch B: x [B, S, D] -> Transpose [S, B, D] -> QKV MatMul -> Slices ->
-// Reshape [S, B*H, dh] (the batch merged with the heads) -> Transposes -> scale -> MatMul -> Softmax ->
-// MatMul -> Transpose [S, B*H, dh] -> Reshape [S*B, D] -> MatMul.
-Graph batch_first_attention(int64_t B, int64_t S, int64_t H, int64_t dh) {
-  const int64_t D = H * dh;
-  GraphBuilder b;
-  b.input("x", {B, S, D}).constant("w", {D, 3 * D}, 0.5f, 31).constant("bias", {3 * D}, 0.5f, 32);
-  b.constant("wo", {D, D}, 0.5f, 33).constant("scale", Tensor::from_floats({}, {2.8284271f}));
-  b.constant("heads", Tensor::from_ints(DataType::kInt64, {3}, {S, B * H, dh}));
-  b.constant("merged", Tensor::from_ints(DataType::kInt64, {2}, {S * B, D}));
-  b.constant("axes", Tensor::from_ints(DataType::kInt64, {1}, {2}));
-  b.node("Transpose", {"x"}, {"xt"}, "batch_first").attrs["perm"].value = V{1, 0, 2};
-  b.node("MatMul", {"xt", "w"}, {"m"}, "in_proj");
-  b.node("Add", {"bias", "m"}, {"qkv"}, "in_proj_bias");
-  for (int64_t i = 0; i < 3; ++i) {
-    const std::string p = std::string(1, "qkv"[i]);
-    b.constant(p + "_start", Tensor::from_ints(DataType::kInt64, {1}, {i * D}));
-    b.constant(p + "_end", Tensor::from_ints(DataType::kInt64, {1}, {(i + 1) * D}));
-    b.node("Slice", {"qkv", p + "_start", p + "_end", "axes"}, {p + "_s"}, "slice_" + p);
-    b.node("Reshape", {p + "_s", "heads"}, {p + "_r"}, "split_" + p);
-    b.node("Transpose", {p + "_r"}, {p + "_t"}, "heads_" + p).attrs["perm"].value =
-        i == 1 ? V{1, 2, 0} : V{1, 0, 2};
-  }
-  b.node("Div", {"q_t", "scale"}, {"q_scaled"}, "scale_q");
-  b.node("MatMul", {"q_scaled", "k_t"}, {"s"}, "scores");
-  b.node("Softmax", {"s"}, {"p"}, "softmax").attrs["axis"].value = int64_t{-1};
-  b.node("MatMul", {"p", "v_t"}, {"o"}, "values");
-  b.node("Transpose", {"o"}, {"o_t"}, "merge").attrs["perm"].value = V{1, 0, 2};
-  b.node("Reshape", {"o_t", "merged"}, {"o_r"}, "merge_heads");
-  b.node("MatMul", {"o_r", "wo"}, {"y"}, "out_proj");
-  b.output("y");
-  return b.build();
-}
-
 TEST(StridedViews, AtBatchTwoTheSlicesWhoseHeadSplitMergesTheBatchAreViewsWithSplitDimsBitForBit) {
-  const Graph g = batch_first_attention(2, 13, 3, 8);
+  const Graph g = multihead_attention(13, 3, 8, 2);
   struct Case {
     isa::DType dt;
     bool int8;
