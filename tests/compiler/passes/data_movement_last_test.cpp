@@ -13,7 +13,7 @@ namespace {
 
 constexpr int64_t kB = 2, kS = 5, kH = 3, kDh = 4, kD = kH * kDh;
 
-Graph batch_first_q(float scale) {
+Graph batch_first_q(float scale, int64_t kB = 2) {
   GraphBuilder b;
   auto x = b.input("x", {kB, kS, kD});
   b.node("Transpose", {x}, "xt", {kS, kB, kD}, {{"perm", attr_ints({1, 0, 2})}});
@@ -81,6 +81,15 @@ TEST(DataMovementLast, AScaleWhoseOperandHasAnotherReaderAndAMatMulWithRuntimeWe
   EXPECT_EQ(g.value("t").shape, (Shape{kS, kB, kD}));
   EXPECT_EQ(find_node(g, "Mul")->inputs[0], "t");
   EXPECT_TRUE(same_outputs(before, g, 0.0));
+}
+
+TEST(DataMovementLast, AtBatchOneTheScaleStaysAfterTheHeadSplitItReadsAsAView) {
+  // [S, 1, D] -> [S, H, dh] only splits a dim: the scale's reader reads the head split in place already.
+  const Graph before = batch_first_q(2.8284271f, 1);
+  Graph g = before;
+  passes::scalar_ops_first(g);
+  EXPECT_EQ(reader(g, "qt")->op_type, "Div");
+  EXPECT_EQ(reader(g, "q")->op_type, "Reshape");
 }
 
 }  // namespace
