@@ -180,9 +180,17 @@ void transposes_after_matmuls(Graph& g) {
       const std::vector<int64_t> perm = row_permutation(g, tr);
       const Value& x = g.value(tr.inputs[0]);
       const Value& y = g.value(m.outputs[0]);
-      if (perm.empty() || w.shape.size() != 2 || x.is_constant() || !x.fully_known() || !y.fully_known() ||
-          x.materialized || g.value(t).materialized || y.materialized || !x.layout.empty() ||
-          !y.layout.empty() || y.shape.size() != x.shape.size())
+      // A Transpose that moves only dims of extent 1 is free already (batch 1): nothing to gain.
+      bool moves_rows = false;
+      for (size_t a = 0, last = 0; !perm.empty() && a < perm.size(); ++a) {
+        const size_t d = static_cast<size_t>(perm[a]);
+        if (x.shape.size() != perm.size() || x.shape[d] == 1) continue;
+        moves_rows |= d < last;
+        last = d;
+      }
+      if (perm.empty() || !moves_rows || w.shape.size() != 2 || x.is_constant() || !x.fully_known() ||
+          !y.fully_known() || x.materialized || g.value(t).materialized || y.materialized ||
+          !x.layout.empty() || !y.layout.empty() || y.shape.size() != x.shape.size())
         continue;
       if (m.has_input(2) && g.value(m.inputs[2]).shape.size() > 1) continue;  // a bias per output column only
       // Worth it when the rows it moves are no longer, or when the Transpose's readers then take it as a

@@ -64,9 +64,9 @@ void decompose(Graph& g, int64_t whole_row_limit = 0);
 void scalar_ops_first(Graph& g);
 
 // A MatMul or Gemm against constant weights whose input a Transpose keeping the last axis made (and only it
-// reads) runs before that Transpose, which then permutes its output's rows: where the Transpose's new
-// readers take views (Slices, Reshapes, Transposes: torch's batch_first attention) or the rows it moves are
-// no longer.
+// reads) runs before that Transpose, which then permutes its output's rows: where the Transpose moves rows
+// (not only dims of extent 1, which is free) and its new readers take views (Slices, Reshapes, Transposes:
+// torch's batch_first attention) or the rows it moves are no longer.
 void transposes_after_matmuls(Graph& g);
 
 // NHWC for conv activations, layout conversions where a consumer needs another order (options.nhwc).

@@ -387,10 +387,16 @@ std::string StridedViews::describe(const Graph& g, const Node& n) const {
   const View& v = views.at(n.outputs[0]);
   std::vector<std::string> readers;
   for (int k : g.consumers(n.outputs[0])) readers.push_back("'" + g.nodes[static_cast<size_t>(k)].name + "'");
+  std::string split;
+  for (const auto& [d, levels] : v.split) {
+    std::vector<std::string> l;
+    for (const auto& [e, st] : levels) l.push_back(fmt::format("{} x {}", e, st));
+    split += fmt::format(", dim {} split into [{}]", d, fmt::join(l, ", "));
+  }
   return fmt::format(
       "folded into its readers' loads ({}): a strided view of '{}' (offset {} elements, strides "
-      "[{}]); no instructions",
-      fmt::join(readers, ", "), v.root, v.offset, fmt::join(v.strides, ", "));
+      "[{}]{}); no instructions",
+      fmt::join(readers, ", "), v.root, v.offset, fmt::join(v.strides, ", "), split);
 }
 
 StridedViews fold_views(const Graph& g, const CompileOptions& options,

@@ -87,7 +87,10 @@ TEST(DataMovementLast, AtBatchOneTheScaleStaysAfterTheHeadSplitItReadsAsAView) {
   // [S, 1, D] -> [S, H, dh] only splits a dim: the scale's reader reads the head split in place already.
   const Graph before = batch_first_q(2.8284271f, 1);
   Graph g = before;
+  passes::transposes_after_matmuls(g);
   passes::scalar_ops_first(g);
+  // The Transpose to [S, 1, D] moves no row (it is free): the projection stays after it.
+  EXPECT_EQ(reader(g, "x")->op_type, "Transpose");
   EXPECT_EQ(reader(g, "qt")->op_type, "Div");
   EXPECT_EQ(reader(g, "q")->op_type, "Reshape");
 }
