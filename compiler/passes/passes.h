@@ -58,6 +58,17 @@ void fuse_epilogues(Graph& g);
 // and an unfused BatchNormalization stays whole (the back end lowers it as one per-channel affine pass).
 void decompose(Graph& g, int64_t whole_row_limit = 0);
 
+// An element-wise op against one constant value whose runtime operand a Transpose or Reshape made (and
+// only it reads) moves in front of that node, repeatedly: it reads the tensor in the order it was written,
+// and the data movement after it becomes a view its reader takes (backend/memory/strided_views.h).
+void scalar_ops_first(Graph& g);
+
+// A MatMul or Gemm against constant weights whose input a Transpose keeping the last axis made (and only it
+// reads) runs before that Transpose, which then permutes its output's rows: where the Transpose moves rows
+// (not only dims of extent 1, which is free) and its new readers take views (Slices, Reshapes, Transposes:
+// torch's batch_first attention) or the rows it moves are no longer.
+void transposes_after_matmuls(Graph& g);
+
 // NHWC for conv activations, layout conversions where a consumer needs another order (options.nhwc).
 void assign_layouts(Graph& g);
 

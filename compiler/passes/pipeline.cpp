@@ -23,6 +23,8 @@ std::vector<Pass> standard_pipeline(const PipelineOptions& o) {
     const int64_t limit = o.whole_row_limit;
     p.push_back({"decompose", [limit](Graph& g) { passes::decompose(g, limit); }});
   }
+  p.push_back({"transposes-after-matmuls", passes::transposes_after_matmuls});
+  p.push_back({"scalar-ops-first", passes::scalar_ops_first});
   if (o.nhwc) p.push_back({"layout", passes::assign_layouts});
   p.push_back({"alias-free-ops", passes::alias_free_ops});
   p.push_back({"dce-final", passes::eliminate_dead_nodes});

@@ -14,7 +14,11 @@ mapping), which makes them copy as before. Checks:
 - with --no-fusion no layer is a view;
 - re-imposing the folded run's --mapping-out reproduces it (the same views, the same cycles).
 
-Usage: check_strided_views.py NPUSIM MODEL.onnx CONFIG.yaml PRECISION [--min-folded N]
+With --batch N (an `_anybatch` export), torch's batch_first attention at batch N: the Transposes around the
+QKV projection and the Reshapes that merge the batch with the heads (`view(seq, batch * heads, dh)`) are
+views too, with split dims (docs/backend.md, "Split dims").
+
+Usage: check_strided_views.py NPUSIM MODEL.onnx CONFIG.yaml PRECISION [--min-folded N] [--batch N]
 """
 import argparse
 import json
@@ -49,13 +53,18 @@ def main():
     for positional in ("npusim", "model", "config", "precision"):
         ap.add_argument(positional)
     ap.add_argument("--min-folded", type=int, default=1)
+    ap.add_argument("--batch", type=int, default=0)
     a = ap.parse_args()
     name = os.path.basename(a.model)
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
         ind = os.path.join(tmp, "in")
-        write_random_inputs(a.model, ind)
         common = [a.model, "--config", a.config, "--precision", a.precision, "-q"]
+        if a.batch:
+            common += ["--batch", str(a.batch)]
+            ind = None  # random inputs at the batch: npusim's own (--seed)
+        else:
+            write_random_inputs(a.model, ind)
         folded_map = os.path.join(tmp, "folded.yaml")
         copied_map = os.path.join(tmp, "copied.yaml")
         reports = {}
@@ -63,7 +72,8 @@ def main():
             out = os.path.join(tmp, what)
             report = os.path.join(tmp, what + ".json")
             mapping = ["--mapping-out", folded_map] if what == "folded" else ["--mapping", copied_map]
-            run(a.npusim, common + ["--functional", "--inputs", ind, "--outputs", out, "--report", report] + mapping)
+            inputs = ["--inputs", ind] if ind else ["--seed", "3"]
+            run(a.npusim, common + ["--functional"] + inputs + ["--outputs", out, "--report", report] + mapping)
             reports[what] = json.load(open(report))
             if what == "folded":
                 names = {l["name"] for l in views(reports["folded"])}

@@ -89,8 +89,26 @@ bool DramTensor::nhwc_in_memory() const {
   return a == b;
 }
 
+DramTensor DramTensor::expanded() const {
+  if (view_split.empty()) return *this;
+  DramTensor t = *this;
+  t.view_split.clear();
+  t.shape.clear(), t.phys.clear(), t.view_strides.clear(), t.layout.clear();
+  for (size_t i = 0; i < phys.size(); ++i) {
+    auto it = view_split.find(i);
+    if (it == view_split.end()) {
+      t.phys.push_back(phys[i]), t.view_strides.push_back(view_strides[i]);
+      continue;
+    }
+    for (const auto& [e, s] : it->second) t.phys.push_back(e), t.view_strides.push_back(s);
+  }
+  t.shape = t.phys;  // views are in ONNX order
+  return t;
+}
+
 uint64_t DramTensor::span_bytes() const {
   if (!strided()) return bytes;
+  if (!view_split.empty()) return expanded().span_bytes();
   int64_t last = 0;
   for (size_t i = 0; i < phys.size(); ++i) last += (phys[i] - 1) * view_strides[i];
   return static_cast<uint64_t>((last + 1) * isa::dtype_bytes(dtype));

@@ -41,6 +41,13 @@ struct DramTensor {
   // others a dense copy (ViewScope).
   std::vector<int64_t> view_strides;
   bool strided() const { return !view_strides.empty(); }
+  // A view dim that is several dims merged at strides that are not evenly spaced (torchvision's
+  // view(seq, batch * heads, dh) of a Q sliced out of [seq, batch, 3 * D]: backend/memory/strided_views.h):
+  // physical dim -> its (extent, stride) levels, outermost first; its view_strides entry is the innermost
+  // level's. Only the lowerings StridedViews::reads_view names for split views see one.
+  std::map<size_t, std::vector<std::array<int64_t, 2>>> view_split;
+  // The same elements as a view without split dims: each split dim replaced by its levels.
+  DramTensor expanded() const;
   // Elements between consecutive indices of each physical dim (the view's, or the dense ones).
   std::vector<int64_t> strides() const;
   // The DRAM bytes it spans: its elements when dense, from its first to its last element when a view

@@ -52,6 +52,11 @@ std::optional<MatmulBatches> matmul_batches(const Shape& a, const Shape& b, cons
 }
 
 std::optional<MatrixRows> matrix_rows(const DramTensor& t) {
+  // Split batch dims (strided_views.h's levels): the same matrices, row-major over the levels.
+  if (!t.view_split.empty()) {
+    if (t.view_split.rbegin()->first + 2 >= t.shape.size()) return std::nullopt;
+    return matrix_rows(t.expanded());
+  }
   const size_t r = t.shape.size();
   for (size_t k = 0; k < t.layout.size(); ++k)
     if (t.layout[k] != static_cast<int>(k)) return std::nullopt;

@@ -135,6 +135,29 @@ std::vector<int> positions(const DramTensor& t) {
 std::string permute_copy(Context& c, const DramTensor& x, const DramTensor& y,
                          const std::vector<int64_t>& perm,
                          const std::function<void(uint64_t slot, int64_t d0, int64_t d1)>& on_tile) {
+  if (!x.view_split.empty()) {
+    // A split view (strided_views.h's levels, both in ONNX order): the same permutation of its levels,
+    // the output's dims split alike.
+    const DramTensor fx = x.expanded();
+    std::vector<std::vector<int64_t>> fine(x.shape.size());
+    for (size_t d = 0, f = 0; d < x.shape.size(); ++d) {
+      const auto it = x.view_split.find(d);
+      const size_t count = it == x.view_split.end() ? 1 : it->second.size();
+      for (size_t k = 0; k < count; ++k) fine[d].push_back(static_cast<int64_t>(f++));
+    }
+    DramTensor fy = y;
+    fy.shape.clear(), fy.phys.clear(), fy.layout.clear();
+    std::vector<int64_t> fperm;
+    for (int64_t d : perm)
+      for (int64_t f : fine[static_cast<size_t>(d)]) {
+        fperm.push_back(f);
+        fy.shape.push_back(fx.phys[static_cast<size_t>(f)]);
+      }
+    fy.phys = fy.shape;
+    if (y.strided() || !y.view_split.empty())
+      throw std::logic_error("permute_copy: a split view copied into a strided one");
+    return permute_copy(c, fx, fy, fperm, on_tile);
+  }
   const size_t r = y.shape.size();
   const auto xpos = positions(x);
   // Either side may be a view with strides of its own (backend/memory/strided_views.h: the K transpose of
@@ -401,6 +424,18 @@ int64_t copy_index_map(Context& c, const DramTensor& y, const std::vector<const 
 }
 
 void copy_tensor(Context& c, const DramTensor& from, const DramTensor& to) {
+  if (!from.view_split.empty() || !to.view_split.empty()) {
+    // A split view (strided_views.h's levels) copied as its levels, the dense side reshaped to them: the
+    // same elements in the same row-major order.
+    DramTensor f = from.expanded(), t = to.expanded();
+    DramTensor& dense = from.view_split.empty() ? f : t;
+    const DramTensor& fine = from.view_split.empty() ? t : f;
+    if (dense.strided() || !dense.view_split.empty())
+      throw std::logic_error("copy_tensor: two split views, or a split view and a strided one");
+    dense.shape = dense.phys = fine.phys;
+    dense.layout.clear();
+    return copy_tensor(c, f, t);
+  }
   // copy_box sizes its slots by c.esize: the tensors' own storage type for the copy.
   const isa::DType act = c.act;
   const int64_t esize = c.esize;
@@ -417,6 +452,7 @@ void copy_tensor(Context& c, const DramTensor& from, const DramTensor& to) {
 DramTensor dense_scratch(Context& c, const DramTensor& t) {
   DramTensor d = t;
   d.view_strides.clear();
+  d.view_split.clear();
   d.addr = c.add_scratch(d.bytes);
   return d;
 }

@@ -76,8 +76,11 @@ class ViewDecider {
         const std::string& y = n.outputs[0];
         for (const Node* r : index_.readers(y)) {
           if (s.folds(*r)) continue;
-          if (!StridedViews::reads_view(g_, *r, placement_of(*r), y, g_.value(y).shape,
-                                        s.views.at(y).strides)) {
+          const StridedViews::View& view = s.views.at(y);
+          std::set<size_t> split;
+          for (const auto& [d, levels] : view.split) split.insert(d);
+          if (!StridedViews::reads_view(g_, *r, placement_of(*r), y, g_.value(y).shape, view.strides,
+                                        split)) {
             again |= rejected_.insert(n.name).second;
             break;
           }
@@ -126,13 +129,13 @@ class ViewDecider {
     if (auto it = s.views.find(x); it != s.views.end()) {
       base = it->second;
     } else if (p == Placement::kNpuVector) {
-      base = {x, 0, dense_strides(xs)};
+      base = {x, 0, dense_strides(xs), {}};
     } else {
       return std::nullopt;  // an alias of a dense value is one already
     }
     if (!same_format(y, base.root)) return std::nullopt;
     const Shape& ys = g_.value(y).shape;
-    StridedViews::View v{base.root, base.offset, {}};
+    StridedViews::View v{base.root, base.offset, {}, {}};
     if (n.op_type == "Slice" && p == Placement::kNpuVector) {
       const auto starts = slice_param(g_, n, 1, "starts"), axes = slice_param(g_, n, 3, "axes"),
                  steps = slice_param(g_, n, 4, "steps");
@@ -147,12 +150,14 @@ class ViewDecider {
       for (size_t i = 0; i < ax.size(); ++i) {
         const int64_t a = ax[i] < 0 ? ax[i] + r : ax[i];
         if (a < 0 || a >= r) return std::nullopt;
+        if (base.split.count(static_cast<size_t>(a))) return std::nullopt;
         const int64_t dim = xs[static_cast<size_t>(a)];
         const int64_t start =
             std::clamp<int64_t>((*starts)[i] < 0 ? (*starts)[i] + dim : (*starts)[i], 0, dim);
         v.offset += start * base.strides[static_cast<size_t>(a)];
       }
       v.strides = base.strides;
+      v.split = base.split;
     } else if (n.op_type == "Transpose" && !n.has_attr(kLayoutChange)) {
       std::vector<int64_t> perm = n.attr_ints("perm", {});
       const size_t r = xs.size();
@@ -161,11 +166,19 @@ class ViewDecider {
       if (perm.size() != r) return std::nullopt;
       for (int64_t d : perm) {
         if (d < 0 || d >= static_cast<int64_t>(r)) return std::nullopt;
+        if (auto it = base.split.find(static_cast<size_t>(d)); it != base.split.end())
+          v.split[v.strides.size()] = it->second;
         v.strides.push_back(base.strides[static_cast<size_t>(d)]);
       }
     } else if (reshape_like(n) && p == Placement::kFree) {
-      v.strides = reshaped_strides(xs, base.strides, ys);
-      if (v.strides.empty()) return std::nullopt;
+      if (base.split.empty()) v.strides = reshaped_strides(xs, base.strides, ys);
+      if (v.strides.empty()) {
+        // Dims merged at two strides (torchvision's view(seq, batch * heads, dh) at batch > 1): levels.
+        std::optional<ReshapedView> rv = reshaped_levels(xs, base.strides, base.split, ys);
+        if (!rv) return std::nullopt;
+        v.strides = rv->strides;
+        v.split = rv->split;
+      }
     } else {
       return std::nullopt;
     }
@@ -207,7 +220,7 @@ class ViewDecider {
     }
     const Node& p = *producer;
     if (!StridedViews::writes_view(g_, p, placement_of(p), x, xs, st)) return std::nullopt;
-    return StridedViews::View{y, 0, st};
+    return StridedViews::View{y, 0, st, {}};
   }
 
   const Graph& g_;
@@ -256,11 +269,73 @@ std::vector<int64_t> reshaped_strides(const Shape& shape, const std::vector<int6
   return out;
 }
 
+std::optional<ReshapedView> reshaped_levels(
+    const Shape& shape, const std::vector<int64_t>& strides,
+    const std::map<size_t, std::vector<std::array<int64_t, 2>>>& split, const Shape& to) {
+  if (shape.empty() || to.empty() || num_elements(shape) != num_elements(to) || num_elements(to) == 0)
+    return std::nullopt;
+  // The view's elements as (extent, stride) dims, outermost first, extents of 1 dropped.
+  std::vector<std::array<int64_t, 2>> fine;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (auto it = split.find(i); it != split.end()) {
+      for (const auto& l : it->second)
+        if (l[0] != 1) fine.push_back(l);
+    } else if (shape[i] != 1) {
+      fine.push_back({shape[i], strides[i]});
+    }
+  }
+  ReshapedView out;
+  out.strides.assign(to.size(), 1);
+  size_t f = 0;
+  for (size_t i = 0; i < to.size(); ++i) {
+    if (to[i] == 1) continue;
+    std::vector<std::array<int64_t, 2>> levels;
+    int64_t got = 1;
+    while (got < to[i]) {
+      if (f >= fine.size()) return std::nullopt;
+      const int64_t want = to[i] / got;
+      if (to[i] % got != 0) return std::nullopt;
+      auto& [e, st] = fine[f];
+      if (e <= want) {
+        if (want % e != 0) return std::nullopt;
+        levels.push_back({e, st}), got *= e, ++f;
+      } else {
+        if (e % want != 0) return std::nullopt;  // part of a dim: the outer `want` of its indices
+        levels.push_back({want, st * (e / want)}), got *= want;
+        e /= want;
+      }
+    }
+    // Merge the evenly spaced levels (an outer one exactly spanning the inner): one stride where possible.
+    std::vector<std::array<int64_t, 2>> merged;
+    for (const auto& l : levels) {
+      if (!merged.empty() && merged.back()[1] == l[0] * l[1])
+        merged.back() = {merged.back()[0] * l[0], l[1]};
+      else
+        merged.push_back(l);
+    }
+    out.strides[i] = merged.back()[1];
+    if (merged.size() > 1) out.split[i] = merged;
+  }
+  if (f != fine.size()) return std::nullopt;
+  return out;
+}
+
 bool StridedViews::reads_view(const Graph& g, const Node& n, Placement placement, const std::string& v,
-                              const Shape& shape, const std::vector<int64_t>& strides) {
+                              const Shape& shape, const std::vector<int64_t>& strides,
+                              const std::set<size_t>& split_dims) {
   if (!n.domain.empty() || strides.empty() || strides.size() != shape.size() || strides.back() != 1)
     return false;
   const size_t r = shape.size();
+  if (!split_dims.empty()) {
+    // Levels: each batch matrix of a runtime MatMul operand anywhere (matrix_rows), or a copying Transpose.
+    if (n.op_type == "Transpose" && placement == Placement::kNpuVector && n.inputs[0] == v &&
+        !n.has_attr(kLayoutChange))
+      return onnx_order(g.value(n.outputs[0]));
+    if (n.op_type != "MatMul" || placement != Placement::kNpuMatrix || r < 2 ||
+        *split_dims.rbegin() + 2 >= r || !n.has_input(1) || g.value(n.inputs[1]).is_constant())
+      return false;
+    return n.inputs[0] == v || n.inputs[1] == v;
+  }
   if ((n.op_type == "MatMul" || n.op_type == "Gemm") && placement == Placement::kNpuMatrix && r >= 2) {
     if (n.has_input(2) && n.inputs[2] == v) return false;
     if (n.has_input(3) && n.inputs[3] == v) return false;
@@ -312,10 +387,16 @@ std::string StridedViews::describe(const Graph& g, const Node& n) const {
   const View& v = views.at(n.outputs[0]);
   std::vector<std::string> readers;
   for (int k : g.consumers(n.outputs[0])) readers.push_back("'" + g.nodes[static_cast<size_t>(k)].name + "'");
+  std::string split;
+  for (const auto& [d, levels] : v.split) {
+    std::vector<std::string> l;
+    for (const auto& [e, st] : levels) l.push_back(fmt::format("{} x {}", e, st));
+    split += fmt::format(", dim {} split into [{}]", d, fmt::join(l, ", "));
+  }
   return fmt::format(
       "folded into its readers' loads ({}): a strided view of '{}' (offset {} elements, strides "
-      "[{}]); no instructions",
-      fmt::join(readers, ", "), v.root, v.offset, fmt::join(v.strides, ", "));
+      "[{}]{}); no instructions",
+      fmt::join(readers, ", "), v.root, v.offset, fmt::join(v.strides, ", "), split);
 }
 
 StridedViews fold_views(const Graph& g, const CompileOptions& options,

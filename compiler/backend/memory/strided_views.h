@@ -31,7 +31,9 @@
 //   file places (`placement: vector` or `host`); off with CompileOptions::fold_concats (`--no-fusion`).
 // compile() gives each view the root's buffer (whose lifetime then covers the view's readers), reports
 // each folded node as free (no instructions), and hands a dense copy (ViewScope) to any reader not listed.
+#include <array>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -47,6 +49,9 @@ struct StridedViews {
     std::string root;              // the value whose buffer holds it
     int64_t offset = 0;            // elements from the root's first element
     std::vector<int64_t> strides;  // elements per index of each dim (ONNX order)
+    // Dims merged by a Reshape at strides that are not evenly spaced (DramTensor::view_split): dim ->
+    // its (extent, stride) levels, outermost first; strides[dim] is then the innermost level's.
+    std::map<size_t, std::vector<std::array<int64_t, 2>>> split;
   };
   std::map<std::string, View> views;  // by value
   std::set<std::string> folded;       // nodes whose output is a view, or whose input is written as one
@@ -56,9 +61,12 @@ struct StridedViews {
   // The one-line mapping of a folded node ("" for others).
   std::string describe(const Graph& g, const Node& n) const;
 
-  // Whether node n's lowering loads input `v` itself as a view of `shape` with `strides` (see above).
+  // Whether node n's lowering loads input `v` itself as a view of `shape` with `strides` (see above);
+  // `split_dims` its dims with levels (View::split), which only a runtime MatMul operand (among its batch
+  // dims: each batch matrix anywhere) and a Transpose that copies read.
   static bool reads_view(const Graph& g, const Node& n, Placement placement, const std::string& v,
-                         const Shape& shape, const std::vector<int64_t>& strides);
+                         const Shape& shape, const std::vector<int64_t>& strides,
+                         const std::set<size_t>& split_dims = {});
   // Whether node n's lowering stores its output `v` itself as a view of `shape` with `strides`: a MatMul's
   // or Gemm's output tiles (rows contiguous, any row pitch; batch matrices evenly spaced), the fused
   // attention block's too.
@@ -70,6 +78,17 @@ struct StridedViews {
 // rule), or an empty vector when the reshape needs a copy.
 std::vector<int64_t> reshaped_strides(const Shape& shape, const std::vector<int64_t>& strides,
                                       const Shape& to);
+
+// The same for a reshape that merges dims which are not evenly spaced: each dim of `to` takes a run of
+// the view's dims (split where an extent divides), and a run that is not evenly spaced becomes a split
+// dim (View::split). nullopt when a dim of `to` would need part of a dim that does not divide.
+struct ReshapedView {
+  std::vector<int64_t> strides;
+  std::map<size_t, std::vector<std::array<int64_t, 2>>> split;
+};
+std::optional<ReshapedView> reshaped_levels(
+    const Shape& shape, const std::vector<int64_t>& strides,
+    const std::map<size_t, std::vector<std::array<int64_t, 2>>>& split, const Shape& to);
 
 // Decides the views for lowered graph g: `storage` and `placement` as for fold_concats, `concats` the
 // Concat folding already decided (its values are left alone).

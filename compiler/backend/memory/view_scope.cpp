@@ -7,6 +7,16 @@
 
 namespace npusim::compiler::backend {
 
+namespace {
+
+std::set<size_t> split_dims(const DramTensor& t) {
+  std::set<size_t> d;
+  for (const auto& [i, levels] : t.view_split) d.insert(i);
+  return d;
+}
+
+}  // namespace
+
 ViewScope::ViewScope(Context& c, const Node& n, Placement placement) : c_(c), n_(n) { swap(placement); }
 
 ViewScope::~ViewScope() {
@@ -33,8 +43,10 @@ void ViewScope::swap(Placement placement) {
       if (s.empty() || saved_.count(s) || !c_.tensors.count(s)) continue;
       const DramTensor t = c_.tensors.at(s);
       if (!t.strided() || ConcatFolding::takes_view(c_.g, n_, placement, s, output) ||
-          (!output && StridedViews::reads_view(c_.g, n_, placement, s, t.shape, t.view_strides)) ||
-          (output && StridedViews::writes_view(c_.g, n_, placement, s, t.shape, t.view_strides)))
+          (!output &&
+           StridedViews::reads_view(c_.g, n_, placement, s, t.shape, t.view_strides, split_dims(t))) ||
+          (output && t.view_split.empty() &&
+           StridedViews::writes_view(c_.g, n_, placement, s, t.shape, t.view_strides)))
         continue;
       const DramTensor d = dense_scratch(c_, t);
       if (!output) copy_tensor(c_, t, d);

@@ -64,6 +64,7 @@ void bind_tensors(Context& c) {
   const std::map<std::string, uint64_t>& on_chip = kept_on_chip(c);  // never in DRAM (fusion/residency.h)
   for (const auto& [name, t] : c.tensors) {
     if (written_nowhere(c, name)) continue;  // nowhere: its reader's map was applied on the way out
+    if (!t.view_split.empty()) continue;     // no one stride a dim (strided_views.h's levels): not listed
     auto kept = on_chip.find(name);
     auto& list = kept == on_chip.end() ? result.values : result.on_chip;
     list.push_back({name, kept == on_chip.end() ? t.addr : kept->second, t.shape, t.layout, t.dtype,

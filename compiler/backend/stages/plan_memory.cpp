@@ -226,8 +226,11 @@ MemoryLayout plan_memory(const Graph& g, const isa::NpuConfig& config, const Com
     };
     if (auto view = m.folding.views.find(name); view != m.folding.views.end())
       as_view(view->second.offset, view->second.strides);
-    if (auto view = m.views.views.find(name); view != m.views.views.end())
+    if (auto view = m.views.views.find(name); view != m.views.views.end()) {
       as_view(view->second.offset, view->second.strides);
+      if (!view->second.split.empty())
+        t.view_strides = view->second.strides, t.view_split = view->second.split;
+    }
     return t;
   };
   for (const auto& in : g.inputs) {

@@ -24,15 +24,19 @@ using V = std::vector<int64_t>;
 // x [S, 1, D] -> MatMul w [D, 3D] + bias -> Slice q, k, v along the last axis -> Reshape [S, H, dh] ->
 // Transpose q, v to [H, S, dh] and k to [H, dh, S] -> q / sqrt(dh) -> MatMul -> Softmax -> MatMul ->
 // Transpose [S, H, dh] -> Reshape [S, D] -> MatMul wo: S, H and dh are no multiples of the array or lanes.
-Graph multihead_attention(int64_t S, int64_t H, int64_t dh) {
+// With a batch B > 1, torch's batch_first form: x [B, S, D] -> Transpose [S, B, D] first, the heads split by
+// Reshape [S, B*H, dh] (the batch merged with the heads), merged back by Reshape [S*B, D].
+Graph multihead_attention(int64_t S, int64_t H, int64_t dh, int64_t B = 1) {
   const int64_t D = H * dh;
   GraphBuilder b;
-  b.input("x", {S, 1, D}).constant("w", {D, 3 * D}, 0.5f, 31).constant("bias", {3 * D}, 0.5f, 32);
+  b.input("x", B > 1 ? Shape{B, S, D} : Shape{S, 1, D}).constant("w", {D, 3 * D}, 0.5f, 31);
+  b.constant("bias", {3 * D}, 0.5f, 32);
   b.constant("wo", {D, D}, 0.5f, 33).constant("scale", Tensor::from_floats({}, {2.8284271f}));
-  b.constant("heads", Tensor::from_ints(DataType::kInt64, {3}, {S, H, dh}));
-  b.constant("merged", Tensor::from_ints(DataType::kInt64, {2}, {S, D}));
+  b.constant("heads", Tensor::from_ints(DataType::kInt64, {3}, {S, B * H, dh}));
+  b.constant("merged", Tensor::from_ints(DataType::kInt64, {2}, {S * B, D}));
   b.constant("axes", Tensor::from_ints(DataType::kInt64, {1}, {2}));
-  b.node("MatMul", {"x", "w"}, {"m"}, "in_proj");
+  if (B > 1) b.node("Transpose", {"x"}, {"xt"}, "batch_first").attrs["perm"].value = V{1, 0, 2};
+  b.node("MatMul", {B > 1 ? "xt" : "x", "w"}, {"m"}, "in_proj");
   b.node("Add", {"bias", "m"}, {"qkv"}, "in_proj_bias");
   for (int64_t i = 0; i < 3; ++i) {
     const std::string p = std::string(1, "qkv"[i]);
@@ -222,6 +226,66 @@ TEST(StridedViews, AReshapeKeepsAViewOnlyWhereTheElementsItMergesAreEvenlySpaced
   EXPECT_EQ(backend::reshaped_strides({5, 3, 4}, {4, 20, 1}, {5, 12}), V{});
   // Dense: the dense strides.
   EXPECT_EQ(backend::reshaped_strides({6, 4}, {4, 1}, {2, 3, 4}), (V{12, 4, 1}));
+}
+
+TEST(StridedViews, AReshapeMergingDimsAtTwoStridesKeepsTheViewWithSplitDims) {
+  using L = std::map<size_t, std::vector<std::array<int64_t, 2>>>;
+  // Q sliced out of [S, B, 3D] (S = 5, B = 2, D = 12: rows 72 apart, images 36 apart), heads split by
+  // view(S, B * H, dh) with H = 3, dh = 4: the B*H dim steps 36 per image and 4 per head.
+  const auto q = backend::reshaped_levels({5, 2, 12}, {72, 36, 1}, {}, {5, 6, 4});
+  ASSERT_TRUE(q);
+  EXPECT_EQ(q->strides, (V{72, 4, 1}));
+  EXPECT_EQ(q->split, (L{{1, {{2, 36}, {3, 4}}}}));
+  // The same of the batch_first order ([B, S, 3D] transposed: images 180 apart, rows 36).
+  const auto t = backend::reshaped_levels({5, 2, 12}, {36, 180, 1}, {}, {5, 6, 4});
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->split, (L{{1, {{2, 180}, {3, 4}}}}));
+  // Evenly spaced dims merge into one stride, with no split; a split dim splits back along its levels.
+  const auto even = backend::reshaped_levels({5, 3, 4}, {12, 4, 1}, {}, {5, 12});
+  ASSERT_TRUE(even);
+  EXPECT_EQ(even->strides, (V{12, 1}));
+  EXPECT_TRUE(even->split.empty());
+  const auto back = backend::reshaped_levels({5, 6, 4}, {72, 4, 1}, q->split, {5, 2, 3, 4});
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->strides, (V{72, 36, 4, 1}));
+  EXPECT_TRUE(back->split.empty());
+  // A dim of the new shape taking part of a dim: its outer indices ([5, 8, 3]: 2 images x 4 of 12), or no
+  // view where the extents do not divide ([5, 3, 8]: 3 of 2 images).
+  const auto part = backend::reshaped_levels({5, 2, 12}, {72, 36, 1}, {}, {5, 8, 3});
+  ASSERT_TRUE(part);
+  EXPECT_EQ(part->split, (L{{1, {{2, 36}, {4, 3}}}}));
+  EXPECT_FALSE(backend::reshaped_levels({5, 2, 12}, {72, 36, 1}, {}, {5, 3, 8}));
+}
+
+TEST(StridedViews, AtBatchTwoTheSlicesWhoseHeadSplitMergesTheBatchAreViewsWithSplitDimsBitForBit) {
+  const Graph g = multihead_attention(13, 3, 8, 2);
+  struct Case {
+    isa::DType dt;
+    bool int8;
+  };
+  for (const Case& k :
+       {Case{isa::DType::kFp32, false}, Case{isa::DType::kFp16, false}, Case{isa::DType::kFp32, true}}) {
+    for (bool fusion : {true, false}) {
+      for (const isa::NpuConfig& config : {isa::NpuConfig{}, small_sram()}) {
+        const std::string what = std::string(k.int8 ? "int8" : isa::kDTypeNames[static_cast<size_t>(k.dt)]) +
+                                 (fusion ? " fused" : " layer by layer");
+        const Program folded = compile_and_run(g, config, k.dt, k.int8, true, fusion);
+        const Program copied = compile_and_run(g, config, k.dt, k.int8, false, fusion);
+        EXPECT_TRUE(same_bits(folded.y, copied.y)) << what;
+        // The batch Transpose (after the projection now), the Slices and the V and Q head splits.
+        for (const char* name : {"batch_first", "slice_q", "slice_k", "slice_v", "heads_q", "heads_v"}) {
+          const LayerPlan& l = layer(folded.result, name);
+          EXPECT_EQ(l.placement, Placement::kFree) << what << " " << name << ": " << l.mapping;
+          EXPECT_EQ(l.instructions, 0) << what << " " << name;
+        }
+        // K's transpose copies from its split view of the projection's output.
+        EXPECT_GT(layer(folded.result, "heads_k").instructions, 0) << what;
+        EXPECT_NE(layer(folded.result, "split_k").mapping.find("a strided view of"), std::string::npos)
+            << what << ": " << layer(folded.result, "split_k").mapping;
+        EXPECT_LT(dram_bytes(folded.result), dram_bytes(copied.result)) << what;
+      }
+    }
+  }
 }
 
 // A log-mel front end whose STFT (a MatMul by the DFT matrix) writes each bin's real and imaginary part
