@@ -266,7 +266,8 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
   if (m.range_search_samples_given && !m.range_search)
     throw UsageError("--range-search-samples needs --range-search");
   if (m.range_search_samples < 1) throw UsageError("--range-search-samples must be >= 1");
-  r.quant.range_search = m.range_search;
+  // A timing run's numbers do not matter (scales change no cycle count): nothing to search.
+  r.quant.range_search = m.range_search && !m.timing_only;
   r.quant.range_search_samples = m.range_search_samples;
   r.quant.cross_layer_equalization = m.cle;
   if (m.ptq_recipe != "auto" && m.ptq_recipe != "none")
