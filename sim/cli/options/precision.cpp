@@ -79,15 +79,15 @@ GroupOptions precision_options(Options& o) {
         m.empirical_bias_samples_given = true;
       }),
       fmt::format("calibration inputs it measures on (default {})", quant.empirical_bias_samples).c_str())(
-      "range-search", po::bool_switch(&m.range_search),
-      "int8: choose each clipped activation range among the method's, the least-error one and min-max "
-      "by the model output's error")(
-      "range-search-samples", po::value<int>()->value_name("N")->notifier([&m](int v) {
+      "range-search",
+      po::value<int>()->implicit_value(quant.range_search_samples)->value_name("N")->notifier([&m](int v) {
+        m.range_search = true;
         m.range_search_samples = v;
-        m.range_search_samples_given = true;
       }),
-      fmt::format("calibration inputs it scores on (default {})", quant.range_search_samples).c_str())(
-      "cle", po::bool_switch(&m.cle), "cross-layer equalisation of consecutive convolutions")(
+      fmt::format("int8: choose clipped activation ranges by the model's error on N calibration inputs "
+                  "(default {})",
+                  quant.range_search_samples)
+          .c_str())("cle", po::bool_switch(&m.cle), "cross-layer equalisation of consecutive convolutions")(
       "smoothquant",
       po::value<double>()
           ->implicit_value(q::kSmoothQuantAlpha)
