@@ -486,6 +486,19 @@ void write_accuracy_json(const AccuracyReport& r, std::ostream& o) {
     w.key("cross_layer_equalization").raw(equalization_json(r.calibration.equalization));
   if (r.calibration.smoothing.applied) w.key("smoothquant").raw(smoothing_json(r.calibration.smoothing));
   if (r.calibration.recipe.chosen) w.key("recipe").raw(recipe_json(r.calibration.recipe));
+  if (r.calibration.range_search.applied) {
+    const RangeSearchInfo& rs = r.calibration.range_search;
+    w.key("range_search").object().member("samples", rs.samples).member("values", rs.values);
+    w.member("candidates", rs.candidates).member("changed", rs.changed);
+    w.key("changed_values").array();
+    for (const std::string& v : rs.changed_values) w.value(v);
+    w.end();
+    figure(w.key("graph_runs"), rs.graph_runs);
+    figure(w.key("default_error"), rs.default_error);
+    figure(w.key("chosen_error"), rs.chosen_error);
+    figure(w.key("seconds"), rs.seconds);
+    w.end();
+  }
   w.end().member("evaluation_inputs", r.evaluation_inputs);
   if (r.evaluation_source.empty()) {
     w.key("evaluation_source").null();
@@ -879,10 +892,34 @@ PrecisionPlan build_plan(const Graph& g, const PlanRequest& request, const Graph
       info = own;
     }
   }
-  quantize_plan(g, plan, stats, request.quant, given);
+  QuantOptions quant = request.quant;
+  RangeSearchInfo searched;
+  if (quant.range_search && !missing.empty()) {
+    // Scored on the first range_search_samples calibration inputs (all of them run in step).
+    const size_t n = std::min(samples.size(), static_cast<size_t>(std::max(1, quant.range_search_samples)));
+    const std::vector<Sample> scoring(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(n));
+    const RangeSearch rs = search_ranges(g, plan, stats, quant, given, scoring);
+    quant.range_overrides = rs.ranges;
+    searched.applied = true;
+    searched.samples = static_cast<int>(n);
+    searched.values = rs.values;
+    searched.candidates = rs.candidates;
+    searched.changed = static_cast<int>(rs.ranges.size());
+    for (const auto& v : g.inputs)
+      if (rs.ranges.count(v)) searched.changed_values.push_back(v);
+    for (const Node& node : g.nodes)
+      for (const auto& v : node.outputs)
+        if (rs.ranges.count(v)) searched.changed_values.push_back(v);
+    searched.graph_runs = rs.graph_runs;
+    searched.default_error = rs.default_error;
+    searched.chosen_error = rs.chosen_error;
+    searched.seconds = rs.seconds;
+  }
+  quantize_plan(g, plan, stats, quant, given);
   if (stats_out) *stats_out = stats;
   correct_bias_if_asked(g, plan, request.quant, std::move(samples));
   plan.calibration = info;
+  plan.calibration.range_search = searched;
   if (!missing.empty()) plan.calibration.bias_correction = bias_correction_name(request.quant);
   return plan;
 }

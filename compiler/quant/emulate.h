@@ -18,6 +18,7 @@
 #include "compiler/ir/graph.h"
 #include "compiler/quant/calibration.h"
 #include "compiler/quant/precision.h"
+#include "compiler/quant/quantize.h"
 
 namespace npusim::compiler::quant {
 
@@ -180,6 +181,32 @@ struct Int8Tensor {
 // above -- and each layer sees the corrections above it, so none is counted twice. Holds every sample's live
 // activations at once. Returns the layers corrected.
 int correct_output_bias(const Graph& g, PrecisionPlan& plan, const std::vector<Sample>& samples);
+
+// Range search by the model's error (QuantOptions::range_search), as vendor calibrators choose ranges on
+// the network's output rather than on each tensor's own histogram: for each activation value whose range
+// quantize_plan chose by the calibration method and where that range clips (narrower than min-max; the
+// saturating outputs, ranged by min-max, are left), the candidates are the method's range, the least
+// expected squared error one (CalibrationMethod::kMse) and min-max. Greedily, in the order of the first
+// node each value concerns, each candidate's plan (quantize_plan from `unquantized` with the ranges chosen
+// so far and the candidate's) runs from the first node whose QParams it changes to the scored values on
+// `samples` (all in step, the nodes above computed once). Scored: the graph outputs, or the logits a final
+// Softmax / LogSoftmax reads. A candidate replaces the range kept so far only when its per-sample SQNR of
+// the scored values is higher by more than kRecipeMarginDb on average and by more than twice the standard
+// error of that paired gain (choose_recipe, recipe.h). Returns the ranges that differ from the method's
+// (QuantOptions::range_overrides) and what the search cost.
+struct RangeSearch {
+  std::map<std::string, ClipRange> ranges;     // the values whose range changed, with their new range
+  int values = 0;                              // values with more than one candidate
+  int candidates = 0;                          // candidate plans run (the method's own not counted)
+  int64_t node_runs = 0;                       // node executions of those runs, over all samples
+  double graph_runs = 0;                       // node_runs / (nodes x samples): the cost in whole-model runs
+  double default_error = 0, chosen_error = 0;  // outputs' squared error on `samples`, before and after
+  double seconds = 0;
+};
+RangeSearch search_ranges(const Graph& g, const PrecisionPlan& unquantized,
+                          const std::map<std::string, TensorStats>& stats, const QuantOptions& options,
+                          const std::map<std::string, QuantizedWeights>& given,
+                          const std::vector<Sample>& samples);
 
 // The test hook for the compiled program: the int8 codes of every value an int8 node writes, by value
 // name, as the functional datapath must produce them bit for bit (in logical ONNX order; a compiled

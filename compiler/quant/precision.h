@@ -176,6 +176,19 @@ struct RecipeChoice {
   double seconds = 0;     // wall time of the choice (calibration of the CLE graph included)
 };
 
+// What the range search did (QuantOptions::range_search, emulate.h's search_ranges), for the report.
+struct RangeSearchInfo {
+  bool applied = false;
+  int samples = 0;                             // calibration inputs scored
+  int values = 0;                              // clipped values searched
+  int candidates = 0;                          // candidate plans run
+  int changed = 0;                             // values whose range changed
+  std::vector<std::string> changed_values;     // their names, in graph order
+  double graph_runs = 0;                       // the cost, in runs of the whole model over the scored inputs
+  double default_error = 0, chosen_error = 0;  // scored outputs' squared error, before and after
+  double seconds = 0;
+};
+
 struct CalibrationInfo {
   std::string method;      // "minmax", "percentile", "entropy", or "model" (pre-quantized QDQ)
   double percentile = 0;   // "percentile": the share of magnitudes kept inside the range, in %; else 0
@@ -191,6 +204,7 @@ struct CalibrationInfo {
   // taken by the recipe choice); `applied` false otherwise.
   passes::Smoothing smoothing;
   RecipeChoice recipe;
+  RangeSearchInfo range_search;
 };
 
 // A node's resolved precision.

@@ -552,7 +552,8 @@ static bool saturating_output(const Graph& g, const std::string& v) {
 }
 
 void quantize_plan(const Graph& g, PrecisionPlan& plan, const std::map<std::string, TensorStats>& stats,
-                   const QuantOptions& options, const std::map<std::string, QuantizedWeights>& given) {
+                   const QuantOptions& options, const std::map<std::string, QuantizedWeights>& given,
+                   std::vector<RangedValue>* ranged) {
   // The inputs and outputs of int8 Concats share one QParams, as TensorRT and TFLite arrange: then a
   // Concat only moves codes and no input needs requantizing. Values joined through Concats (DenseNet
   // concatenates every earlier feature map again and again) form one group, quantized with the range
@@ -632,8 +633,13 @@ void quantize_plan(const Graph& g, PrecisionPlan& plan, const std::map<std::stri
       throw std::runtime_error("quantize_plan: no calibration statistics for value '" + v + "'");
     const bool sym = options.symmetric_activations || force_symmetric;
     CalibrationOptions co = options.calibration;
-    if (saturating_output(g, v)) co.method = CalibrationMethod::kMinMax;
-    plan.values[v] = qparams_for_range(choose_range(it->second, co, sym), sym, options.asymmetric_dtype);
+    const bool saturating = saturating_output(g, v);
+    if (saturating) co.method = CalibrationMethod::kMinMax;
+    if (ranged) ranged->push_back({v, sym, saturating});
+    auto chosen = options.range_overrides.find(v);
+    plan.values[v] = qparams_for_range(
+        chosen != options.range_overrides.end() ? chosen->second : choose_range(it->second, co, sym), sym,
+        options.asymmetric_dtype);
   };
   // Both operands of an int8 MatMul of two runtime values (attention) are symmetric: with zero points
   // 0 the array's integer sums need no runtime column-sum correction, so the NPU runs it in int8.

@@ -51,6 +51,16 @@ struct QuantOptions {
   // docs/quantization.md ("Empirical bias correction").
   bool empirical_bias_correction = false;
   int empirical_bias_samples = 8;  // all of the samples run in step: memory grows with this
+  // Range search by the model's error (search_ranges, emulate.h): each activation range the calibration
+  // method clipped is chosen among {the method's, the least-squared-error one, min-max} by the SQNR of the
+  // model's outputs (the logits before a final Softmax) against fp32 on the first `range_search_samples`
+  // calibration inputs, greedily in the order of the graph, a change kept only when it gains beyond the
+  // input-to-input noise. Off by default (it costs about 45-95 runs of the model over those inputs);
+  // measured in docs/quantization.md ("Ranges chosen on the model's error (cls36)").
+  bool range_search = false;
+  int range_search_samples = 8;
+  // Ranges that replace the calibration method's, by value (what search_ranges chose).
+  std::map<std::string, ClipRange> range_overrides;
   // Cross-layer equalisation (passes::equalize_cross_layer) of the lowered graph before calibration: the
   // caller that owns the graph applies it (sim/model compile_graph) and records the result in the plan's
   // CalibrationInfo. Off by default; measured in docs/quantization.md ("Cross-layer equalisation").
@@ -114,8 +124,17 @@ bool shares_input_qparams(const Node& n);
 // need not cover them); layers already in the plan with weights keep their weights; a node named in
 // `given` takes those weight codes and scales (a pre-quantized model's own, see qdq.h) instead of
 // quantizing its float weights.
+// A value whose QParams quantize_plan chose from its own calibration range (not inherited from another
+// value, not int16, not the model's own): what a range search may change.
+struct RangedValue {
+  std::string value;
+  bool symmetric = false;
+  bool saturating = false;  // a Softmax / Sigmoid / ... output, ranged by min-max whatever the method
+};
+// `ranged`, when given, receives those values in the order their ranges were chosen.
 void quantize_plan(const Graph& g, PrecisionPlan& plan, const std::map<std::string, TensorStats>& stats,
-                   const QuantOptions& options, const std::map<std::string, QuantizedWeights>& given = {});
+                   const QuantOptions& options, const std::map<std::string, QuantizedWeights>& given = {},
+                   std::vector<RangedValue>* ranged = nullptr);
 
 // The values quantize_plan(g, plan, ...) needs calibration statistics for: inputs and outputs of int8
 // nodes that have no QParams in the plan yet and do not inherit their input's.

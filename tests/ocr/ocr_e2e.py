@@ -17,7 +17,9 @@ Cases:
           (issue 17's target; measured 38/40 at efaf45e; 36/40 with the default settings, every miss a
           space at a line's start or end) and the character error rate stays <= 1 %.
   cls     PP-OCR direction classifier int8 (x = 1x3x48x192), lines half of them turned 180 degrees:
-          the int8 class equals fp32's on >= 98 % (issue 17's target; measured 100 %).
+          the int8 class equals fp32's on >= 98 % (issue 17's target; measured 49/50 since 82bde52).
+  cls_range_search  the same with --range-search (ranges chosen on the model's error, docs/quantization.md
+          "Ranges chosen on the model's error (cls36)"): 100 % (issue 35's target; 49/50 without it).
   det     PP-OCRv4 det int8 (x = 1x3x640x640), 32 rendered calibration pages, 8 held-out pages: output
           cosine >= 0.98 and text-map F1 >= 0.97 against fp32 (measured 0.985 and 0.979 at ef7c3f2;
           0.973 and 0.967 before the HardSwish chains and affine blocks were fused; issue 17's target,
@@ -306,6 +308,24 @@ def case_cls():
     ocr_case("ch_ppocr_mobile_v2.0_cls_infer.onnx", "1x3x48x192", "rec.yaml", "classify", calib, held, [], judge)
 
 
+def case_cls_range_search():
+    calib = render("cls_calib", "line", 32, 21, flip_every=2)
+    held = render("cls_held", "line", 50, 22, flip_every=2)
+
+    def judge(acc):
+        t = acc["task"]
+        rs = acc["calibration"].get("range_search")
+        print(f"cls --range-search: top-1 agreement {t['top1_agreement']:.3f}, output cosine "
+              f"{acc['output_cosine']:.4f}; range search {rs}")
+        check(rs is not None and rs["samples"] == 8 and rs["values"] > 0,
+              f"the report's calibration.range_search is missing or empty: {rs}")
+        check(rs["chosen_error"] <= rs["default_error"], f"the search raised the scored error: {rs}")
+        check(t["top1_agreement"] >= 1.0, f"int8 class agreement {t['top1_agreement']:.3f} < 1 (issue 35: cls 100 %)")
+
+    ocr_case("ch_ppocr_mobile_v2.0_cls_infer.onnx", "1x3x48x192", "rec.yaml", "classify", calib, held,
+             ["--range-search"], judge)
+
+
 def case_det():
     calib = render("det_calib", "page", 32, 31)
     held = render("det_held", "page", 8, 32)
@@ -389,5 +409,5 @@ def case_serve_camera():
     check("frames of det (det -> cls -> rec): 10 frames" in p.stdout, "the summary's frames line is missing")
 
 
-{"images": case_images, "rec": case_rec, "cls": case_cls, "det": case_det, "det_mixed": case_det_mixed,
+{"images": case_images, "rec": case_rec, "cls": case_cls, "cls_range_search": case_cls_range_search, "det": case_det, "det_mixed": case_det_mixed,
  "det_int8": case_det_int8, "serve_camera": case_serve_camera}[CASE]()

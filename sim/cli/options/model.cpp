@@ -263,6 +263,10 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
     throw UsageError("--empirical-bias-samples needs --empirical-bias-correction");
   if (m.empirical_bias_samples < 1) throw UsageError("--empirical-bias-samples must be >= 1");
   r.quant.empirical_bias_samples = m.empirical_bias_samples;
+  if (m.range_search_samples < 1) throw UsageError("--range-search N: N must be >= 1");
+  // A timing run's numbers do not matter (scales change no cycle count): nothing to search.
+  r.quant.range_search = m.range_search && !m.timing_only;
+  r.quant.range_search_samples = m.range_search_samples;
   r.quant.cross_layer_equalization = m.cle;
   if (m.ptq_recipe != "auto" && m.ptq_recipe != "none")
     throw UsageError(fmt::format("--ptq-recipe '{}' is not one of auto, none", m.ptq_recipe));
@@ -271,11 +275,13 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
         fmt::format("--smoothquant {} is out of range (its alpha is in [0, 1])", *m.smoothquant));
   r.quant.smoothquant_alpha = m.smoothquant;
   const bool imposed = m.bias_correction || m.bias_correction_nonnegative || m.no_bias_correction || m.cle ||
-                       m.empirical_bias_correction || m.smoothquant.has_value();
+                       m.empirical_bias_correction || m.smoothquant.has_value() || m.range_search;
   if (imposed && m.ptq_recipe_given)
     throw UsageError(
         "--ptq-recipe and --bias-correction, --bias-correction-nonnegative, --no-bias-correction, --cle, "
-        "--smoothquant, --empirical-bias-correction exclude each other (those options impose a recipe)");
+        "--smoothquant, --empirical-bias-correction, --range-search exclude each other (those options impose "
+        "a "
+        "recipe)");
   // A timing run's numbers do not matter (scales change no cycle count): nothing to choose.
   r.choose_recipe = m.ptq_recipe == "auto" && !imposed && !m.timing_only;
   if (m.calibration_samples < 0) throw UsageError("--calibration-samples must be >= 0");
@@ -300,6 +306,7 @@ void check_int8_options_apply(const ModelCliOptions& m, const CompiledModel& cm,
       {m.no_bias_correction, "--no-bias-correction"},
       {m.empirical_bias_correction, "--empirical-bias-correction"},
       {m.empirical_bias_samples_given, "--empirical-bias-samples"},
+      {m.range_search, "--range-search"},
       {m.ptq_recipe_given, "--ptq-recipe"}};
   for (const auto& [on, name] : flags)
     if (on) given.emplace_back(name);

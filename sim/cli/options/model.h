@@ -50,6 +50,8 @@ struct ModelCliOptions {
   int empirical_bias_samples =
       compiler::quant::QuantOptions{}.empirical_bias_samples;  // --empirical-bias-samples
   bool empirical_bias_samples_given = false;
+  bool range_search = false;                                                        // --range-search [N]
+  int range_search_samples = compiler::quant::QuantOptions{}.range_search_samples;  // its N
   // String-valued int8 quantization options given on the command line (check_int8_options_apply).
   std::vector<std::string> int8_only_given;
   bool verbose = false;

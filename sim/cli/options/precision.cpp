@@ -79,7 +79,15 @@ GroupOptions precision_options(Options& o) {
         m.empirical_bias_samples_given = true;
       }),
       fmt::format("calibration inputs it measures on (default {})", quant.empirical_bias_samples).c_str())(
-      "cle", po::bool_switch(&m.cle), "cross-layer equalisation of consecutive convolutions")(
+      "range-search",
+      po::value<int>()->implicit_value(quant.range_search_samples)->value_name("N")->notifier([&m](int v) {
+        m.range_search = true;
+        m.range_search_samples = v;
+      }),
+      fmt::format("int8: choose clipped activation ranges by the model's error on N calibration inputs "
+                  "(default {})",
+                  quant.range_search_samples)
+          .c_str())("cle", po::bool_switch(&m.cle), "cross-layer equalisation of consecutive convolutions")(
       "smoothquant",
       po::value<double>()
           ->implicit_value(q::kSmoothQuantAlpha)

@@ -809,6 +809,54 @@ TEST(BiasCorrection, EmpiricalCorrectionCentresEachLayersOutputOnFp32sWithTheLay
   }
 }
 
+TEST(RangeSearch, KeepsAnOutlierThePercentileClipsWhenTheModelsOutputPaysForIt) {
+  // x (2 channels: uniform in [-1, 1], and zeros but for one 1 per sample) -> Conv 1x1 (w = [1, 49]) -> y,
+  // the graph output: y's 40 000 values are uniform in [-1, 1] but one at +50, 0.005 % of its positive ones,
+  // so the 99.99 % percentile clips y near 1, which costs the output (50 - 1)^2 ~ 2400 per sample, where a
+  // range that keeps the outlier ([-1, ~50] in 255 steps) costs about 40 000 x 0.2^2 / 12 ~ 130. Both carry
+  // the weight 1's rounding on the channel's 49 / 127 grid (3 steps = 1.157: about 40 000 x 0.157^2 / 3 ~
+  // 330). So on the model's error the search widens y's range to keep the outlier, the scored error falls
+  // about 2900 -> 460 per sample, the same on every sample (the noise rule passes), and the plan with the
+  // chosen range has the lower output error on other samples too (signal ~40 000 / 3 + 2500 per sample: 10
+  // log10(15 800 / 2900) = 7.4 dB before, 10 log10(15 800 / 460) = 15.4 dB after).
+  GraphBuilder b;
+  auto x = b.input("x", {1, 2, 200, 200});
+  auto y = b.node("Conv", {x, b.constant("w", Tensor::from_floats({1, 2, 1, 1}, {1.0f, 49.0f}))}, "y",
+                  {1, 1, 200, 200});
+  b.output(y);
+  const Graph g = b.build();
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  auto make = [&](int n) {
+    std::vector<Sample> out;
+    for (int k = 0; k < n; ++k) {
+      std::vector<float> v(80000, 0.0f);
+      for (size_t i = 0; i < 40000; ++i) v[i] = u(rng);
+      v[40000 + static_cast<size_t>(k * 997 % 40000)] = 1.0f;
+      out.push_back({{"x", Tensor::from_floats({1, 2, 200, 200}, v)}});
+    }
+    return out;
+  };
+  const std::vector<Sample> calibration = make(8), evaluation = make(4);
+  PrecisionSpec spec;
+  spec.model = Precision::kInt8;
+  const PrecisionPlan unquantized = resolve_plan(g, spec);
+  const auto stats = collect_statistics(g, calibration);
+  QuantOptions qo;
+  ASSERT_LT(choose_range(stats.at(y), qo.calibration, false).hi, 2.0f);  // the percentile clips the outlier
+  const RangeSearch rs = search_ranges(g, unquantized, stats, qo, {}, calibration);
+  ASSERT_TRUE(rs.ranges.count(y));
+  EXPECT_GE(rs.ranges.at(y).hi, 45.0f);
+  EXPECT_LT(rs.chosen_error, rs.default_error / 4);
+  PrecisionPlan before = unquantized, after = unquantized;
+  quantize_plan(g, before, stats, qo);
+  qo.range_overrides = rs.ranges;
+  quantize_plan(g, after, stats, qo);
+  const auto refs = fp32_outputs(g, evaluation);
+  EXPECT_GT(output_sqnr(g, after, evaluation, refs).overall,
+            output_sqnr(g, before, evaluation, refs).overall + 6);
+}
+
 TEST(AccuracyReport, InjectedOutlierWeightIsFlaggedByTheOutlierTableAndFirstBadLayer) {
   for (bool outlier : {false, true}) {
     Graph g = conv_chain(outlier);
