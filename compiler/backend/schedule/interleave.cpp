@@ -87,7 +87,8 @@ class Timeline {
     free_[static_cast<size_t>(ins.queue())] = end;
     for (const Range& r : a.reads) {
       auto& v = spans_[static_cast<size_t>(r.space)];
-      auto it = std::find_if(v.begin(), v.end(), [&](const Span& s) { return s.r.begin == r.begin && s.r.end == r.end; });
+      auto it = std::find_if(v.begin(), v.end(),
+                             [&](const Span& s) { return s.r.begin == r.begin && s.r.end == r.end; });
       if (it == v.end()) {
         v.push_back(Span{r, 0, end});
         for (const Span& s : v)
@@ -120,8 +121,8 @@ class Timeline {
 
 }  // namespace
 
-std::vector<int64_t> merge_limits(const std::vector<isa::Instruction>& code, const std::vector<Access>& access,
-                                  size_t b) {
+std::vector<int64_t> merge_limits(const std::vector<isa::Instruction>& code,
+                                  const std::vector<Access>& access, size_t b) {
   const size_t n = code.size();
   for (const isa::Instruction& ins : code) {
     if (!mergeable(ins)) return std::vector<int64_t>(n - b, -2);
@@ -130,8 +131,10 @@ std::vector<int64_t> merge_limits(const std::vector<isa::Instruction>& code, con
   int64_t last_ordered = -1;
   for (size_t i = 0; i < b; ++i) {
     const Access& a = access[i];
-    for (const Range& r : a.reads) h[static_cast<size_t>(r.space)][{r.begin, r.end}].reader = static_cast<int64_t>(i);
-    for (const Range& w : a.writes) h[static_cast<size_t>(w.space)][{w.begin, w.end}].writer = static_cast<int64_t>(i);
+    for (const Range& r : a.reads)
+      h[static_cast<size_t>(r.space)][{r.begin, r.end}].reader = static_cast<int64_t>(i);
+    for (const Range& w : a.writes)
+      h[static_cast<size_t>(w.space)][{w.begin, w.end}].writer = static_cast<int64_t>(i);
     if (ordered_queue(code[i])) last_ordered = static_cast<int64_t>(i);
   }
   std::vector<int64_t> limit(n - b, -1);
@@ -145,7 +148,8 @@ std::vector<int64_t> merge_limits(const std::vector<isa::Instruction>& code, con
 }
 
 std::vector<int64_t> interleave_order(const std::vector<isa::Instruction>& code,
-                                      const std::vector<Access>& access, size_t b, const isa::NpuConfig& config) {
+                                      const std::vector<Access>& access, size_t b,
+                                      const isa::NpuConfig& config) {
   const size_t n = code.size();
   std::vector<int64_t> order;
   order.reserve(n);

@@ -27,13 +27,14 @@ namespace npusim::compiler::backend {
 // For each instruction of B = [b, code.size()): the last instruction of A = [0, b) it must follow (-1:
 // none): the latest one it or an earlier instruction of B conflicts with. -2 for every one when the code
 // cannot be merged (a BARRIER, HALT or HOSTCALL in it).
-std::vector<int64_t> merge_limits(const std::vector<isa::Instruction>& code, const std::vector<Access>& access,
-                                  size_t b);
+std::vector<int64_t> merge_limits(const std::vector<isa::Instruction>& code,
+                                  const std::vector<Access>& access, size_t b);
 
 // An order of instructions [0, code.size()) that keeps A's and B's own orders and merge_limits(), chosen by
 // list scheduling: each unit's time estimated from isa/timing, the next instruction the one of A or B
 // that could start first (A on a tie). The identity when nothing may move.
 std::vector<int64_t> interleave_order(const std::vector<isa::Instruction>& code,
-                                      const std::vector<Access>& access, size_t b, const isa::NpuConfig& config);
+                                      const std::vector<Access>& access, size_t b,
+                                      const isa::NpuConfig& config);
 
 }  // namespace npusim::compiler::backend

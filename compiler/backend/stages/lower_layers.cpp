@@ -178,12 +178,14 @@ int64_t interleave_with_previous(Context& c, int64_t first, int64_t kept_from) {
   bool same = true;
   for (size_t k = 0; k < local.size() && same; ++k) same = local[k] == static_cast<int64_t>(k);
   if (same) return first;
-  const int64_t before = span_cycles(c, from);
+  // Timed with the layers before as context (their tails overlap the merged code's head), as the layers are.
+  const int64_t timed_from = c.context_first >= 0 && c.context_first < from ? c.context_first : from;
+  const int64_t before = span_cycles(c, timed_from);
   std::vector<int64_t> order(local.size());
   for (size_t k = 0; k < local.size(); ++k) order[k] = from + local[k];
   em.reemit(order, -1, -1, first);
   const int64_t merged_first = em.window_from(1);
-  const int64_t after = span_cycles(c, from);
+  const int64_t after = span_cycles(c, timed_from);
   if (after < before) return merged_first;
   // Slower: the code as it was, emitted again in its first order (the emitter gives the same tokens).
   std::vector<int64_t> back(order.size());

@@ -1,16 +1,17 @@
 // Neighbouring layers interleaved in a compiled model (backend/schedule/interleave.h): ConvNeXt's stem, a
-// conv and the LayerNorm after it, compiled with a timer under which every merge is faster. The merged program computes the layer-by-layer program's outputs bit for bit, in
-// program order and in random interleavings of the queues that respect only queue order and tokens, and it
-// does interleave (some instruction of a layer comes after one of the layer after it).
+// conv and the LayerNorm after it, compiled with a timer under which every merge is faster. The merged
+// program computes the layer-by-layer program's outputs bit for bit, in program order and in random
+// interleavings of the queues that respect only queue order and tokens, and it does interleave (some
+// instruction of a layer comes after one of the layer after it).
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <vector>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "compiler/backend/compile.h"
 #include "compiler/passes/lowered.h"
@@ -54,7 +55,9 @@ CodeTimer prefers_merged(bool merged_faster = true) {
                            (ins.get(isa::Field::kDramAddr) * 10007u) ^ ins.get(isa::Field::kSramAddr);
         key += h * 0x9E3779B97F4A7C15ull + (h >> 7);
       }
-      cycles[0] = 10 * static_cast<int64_t>(p.instructions.size()) - (seen->insert(key).second ? 0 : merged_faster ? 1 : -1);
+      cycles[0] = 10 * static_cast<int64_t>(p.instructions.size()) - (seen->insert(key).second ? 0
+                                                                      : merged_faster          ? 1
+                                                                                               : -1);
       return cycles;
     }
     for (const isa::Instruction& ins : p.instructions)
@@ -68,8 +71,8 @@ struct Merged {
   std::map<std::string, Tensor> program_order, shuffled;
 };
 
-Merged compile_and_run(const Graph& model, const isa::NpuConfig& config, isa::DType precision, bool interleave,
-                       bool merged_faster = true) {
+Merged compile_and_run(const Graph& model, const isa::NpuConfig& config, isa::DType precision,
+                       bool interleave, bool merged_faster = true) {
   Graph lowered = model;
   PipelineOptions o;
   o.whole_row_limit = rowwise_row_limit(config);

@@ -60,9 +60,9 @@ Code planted() {
   // B from 18
   c.add(op(isa::Opcode::kLoad), {{kDram, 100000, 100064}}, {{kIn, 8192, 8256}});  // 18
   c.add(op(isa::Opcode::kVec), {{kIn, 8192, 8256}}, {{kIn, 8192, 8256}});         // 19
-  c.add(op(isa::Opcode::kVec), {{kAcc, 0, 256}}, {{kIn, 9000, 9064}});             // 20: RAW on 16
-  c.add(op(isa::Opcode::kVec), {{kIn, 9000, 9064}}, {{kIn, 4096, 4160}});          // 21: WAR on 17
-  c.add(op(isa::Opcode::kVec), {{kIn, 9000, 9064}}, {{kAcc, 0, 64}});              // 22: WAW on 16
+  c.add(op(isa::Opcode::kVec), {{kAcc, 0, 256}}, {{kIn, 9000, 9064}});            // 20: RAW on 16
+  c.add(op(isa::Opcode::kVec), {{kIn, 9000, 9064}}, {{kIn, 4096, 4160}});         // 21: WAR on 17
+  c.add(op(isa::Opcode::kVec), {{kIn, 9000, 9064}}, {{kAcc, 0, 64}});             // 22: WAW on 16
   return c;
 }
 
@@ -98,7 +98,7 @@ TEST(Interleave, TheArraysQueueKeepsItsOrderAcrossLayers) {
   c.add(op(isa::Opcode::kPreload), {{kIn, 0, 64}}, {});
   c.add(op(isa::Opcode::kVec, 100000), {{kIn, 1000, 1064}}, {{kIn, 1000, 1064}});
   c.add(op(isa::Opcode::kMatmul), {{kIn, 0, 64}}, {{kAcc, 0, 64}});  // takes the preloaded operand
-  c.add(op(isa::Opcode::kPreload), {{kIn, 2000, 2064}}, {});        // B: independent bytes
+  c.add(op(isa::Opcode::kPreload), {{kIn, 2000, 2064}}, {});         // B: independent bytes
   c.add(op(isa::Opcode::kMatmul), {{kIn, 2000, 2064}}, {{kAcc, 4000, 4064}});
   const std::vector<int64_t> limit = merge_limits(c.ins, c.acc, 3);
   EXPECT_EQ(limit[0], 2);
