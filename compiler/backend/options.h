@@ -56,6 +56,9 @@ struct CompileOptions {
   // A convolution's output read only by the pointwise conv after it stays in SRAM
   // (backend/fusion/residency.h). false (`--no-fusion`): every layer's output goes to DRAM.
   bool keep_on_chip = true;
+  // Each layer's instructions merged into the code of the layer before it where that simulates faster
+  // (backend/schedule/interleave.h; needs `timer`). false: each layer's code after the one before it.
+  bool interleave_layers = true;
 };
 
 }  // namespace npusim::compiler

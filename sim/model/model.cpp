@@ -250,7 +250,7 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
   if (options.on_phase) options.on_phase("compile");
   start = std::chrono::steady_clock::now();
   m.result = compile_with_plan(m.lowered, config, m.plan, options.timer, options.mapping, options.fusion,
-                               options.objective, options.energy);
+                               options.objective, options.energy, options.interleave);
   compiler::bound_as_imported(m.result, m.imported, m.lowered, config, options.mapping);
   m.phases.compile_seconds += seconds_since(start);
   return m;
@@ -260,7 +260,7 @@ compiler::CompileResult compile_with_plan(const compiler::Graph& lowered, const 
                                           const compiler::quant::PrecisionPlan& plan, const CodeTimer& timer,
                                           const compiler::MappingOverrides* mapping, bool fold_concats,
                                           compiler::MappingObjective objective,
-                                          const compiler::CodeEnergy& energy) {
+                                          const compiler::CodeEnergy& energy, bool interleave) {
   using compiler::quant::Precision;
   bool uniform = true;
   for (const auto& [name, np] : plan.nodes) uniform &= np.effective == plan.model;
@@ -279,6 +279,7 @@ compiler::CompileResult compile_with_plan(const compiler::Graph& lowered, const 
   copt.energy = energy;
   copt.fold_concats = fold_concats;
   copt.keep_on_chip = fold_concats;
+  copt.interleave_layers = interleave;
   return compiler::compile(lowered, config, copt);
 }
 

@@ -53,6 +53,9 @@ struct ModelOptions {
   // stay layers of their own) and no Concat into its producers' stores (CompileOptions::fold_concats),
   // to show what fusion buys.
   bool fusion = true;
+  // false (--no-interleave; always for --dynamic's profiles): each layer's code after the one before it,
+  // never merged into it (CompileOptions::interleave_layers).
+  bool interleave = true;
   // Imposed per-layer mappings (--mapping, sim/mapping/mapping_file.h); must outlive the compile.
   const compiler::MappingOverrides* mapping = nullptr;
   // false: a timing-only compile: built-in models' MatMul weights carry their shape only
@@ -92,12 +95,13 @@ CompiledModel compile_graph(compiler::Graph imported, const isa::NpuConfig& conf
 
 // Compiles `lowered` for `config` under `plan` (the uniform float plans take the original path), with
 // the layers `mapping` names mapped as it imposes; `fold_concats`: CompileOptions::fold_concats;
-// `objective` and `energy`: CompileOptions::objective and energy.
+// `objective` and `energy`: CompileOptions::objective and energy; `interleave`:
+// CompileOptions::interleave_layers.
 compiler::CompileResult compile_with_plan(
     const compiler::Graph& lowered, const isa::NpuConfig& config, const compiler::quant::PrecisionPlan& plan,
     const CodeTimer& timer = {}, const compiler::MappingOverrides* mapping = nullptr,
     bool fold_concats = true, compiler::MappingObjective objective = compiler::MappingObjective::kCycles,
-    const compiler::CodeEnergy& energy = {});
+    const compiler::CodeEnergy& energy = {}, bool interleave = true);
 
 // Adds the compiler's view to a simulation report: per layer its mapping (tiles, loop order, SRAM
 // bytes, estimated cycles) next to the simulated cycles, and a `compile` section (memory plan,

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "tests/e2e/run_command.h"
 
@@ -21,9 +22,10 @@ TEST(DynamicModels, TheCliffAt129UnderPadRecompileAndDynamic) {
                    dir + "/req.csv", "--compile-ms-per-layer", "2", "--report", dir + "/r.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string f = dir + "/r.json";
-  // A profile is the model compiled with seq bound, as --input-shape binds it.
-  r = run_command(
-      {NPUSIM_BIN, "run", kModel, "-q", "--input-shape", "input=1x128x768", "--report", dir + "/s.json"});
+  // A profile is the model compiled with seq bound, as --input-shape binds it, its layers apart (the dynamic
+  // policy adds the layers' own cycles: docs/dynamic.md).
+  r = run_command({NPUSIM_BIN, "run", kModel, "-q", "--input-shape", "input=1x128x768", "--no-interleave",
+                   "--report", dir + "/s.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(
       json_eval(f, "[p['total_cycles'] for p in r['profiles']['profiles'] if p['name'] == 'seq=128'][0]"),
@@ -61,6 +63,34 @@ TEST(DynamicModels, TheCliffAt129UnderPadRecompileAndDynamic) {
             "True");
   EXPECT_EQ(json_eval(f, "(" + pol + ")['dynamic']['padding_macs']"), "0");
   EXPECT_EQ(json_eval(f, "r['requests']['shapes_simulated']"), "5");  // 3 profiles, 127, 129
+}
+
+// --no-interleave keeps each layer's code in one run: the encoder's default program merges some layer's code
+// into the one before it (a layer tag comes back after another), the switched-off one never does.
+TEST(DynamicModels, NoInterleaveKeepsEachLayersCodeInOneRun) {
+  const std::string dir = temp_dir("no-interleave");
+  for (const std::string& name : {std::string("merged"), std::string("apart")}) {
+    const std::string out = dir + "/" + name;
+    std::vector<std::string> args = {NPUSIM_BIN, "compile", kModel, "-q", "--input-shape", "input=1x128x768"};
+    args.insert(args.end(), {"-o", out + ".npu", "--asm", out + ".s"});
+    if (name == "apart") args.push_back("--no-interleave");
+    const CommandResult r = run_command(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  // Runs of one layer tag in program order, against the distinct tags.
+  auto runs = [&](const std::string& name) {
+    const CommandResult r =
+        run_command({"/usr/bin/python3", "-c",
+                     "import re, sys\n"
+                     "t = [m.group(1) for l in open(sys.argv[1]) if not l.startswith('.')\n"
+                     "     for m in [re.search(r' layer=(\\S+)', l)] if m]\n"
+                     "print(sum(i == 0 or t[i - 1] != x for i, x in enumerate(t)) - len(set(t)))\n",
+                     dir + "/" + name + ".s"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return std::stoll(r.out);
+  };
+  EXPECT_GT(runs("merged"), 0);
+  EXPECT_EQ(runs("apart"), 0);
 }
 
 TEST(DynamicModels, ARequestOutsideEveryProfileWithOnOverflowErrorExits1NamingRowAndProfiles) {

@@ -242,6 +242,7 @@ Context::Trial Context::begin_trial() {
   if (plan) t.plan = *plan;
   t.on_chip = fusion.on_chip;
   t.residual = fusion.residual;
+  t.pre_pool_next = fusion.pre_pool.next;
   in_trial_ = true;
   return t;
 }
@@ -261,6 +262,7 @@ void Context::end_trial(const Trial& t) {
   if (plan) *plan = t.plan;
   fusion.on_chip = t.on_chip;
   fusion.residual = t.residual;
+  fusion.pre_pool.next = t.pre_pool_next;
   in_trial_ = false;
 }
 

@@ -207,6 +207,10 @@ class Context {
     uint64_t data_end = 0, scratch_end = 0;
     LayerPlan plan;
     OnChipValue on_chip, residual;
+    // The pre-pool scratch half the next window takes (PrePool::next): a trial's windows flip it, and
+    // the code kept must start on the same half whichever trials ran before it (a mapping file imposes
+    // one candidate, the search tries many: the same program either way).
+    int pre_pool_next = 0;
   };
   // Choices the mapper made by simulation, by a key of everything they depend on (MatrixMapper::choose).
   std::map<std::string, size_t> decided;

@@ -67,6 +67,9 @@ int Emitter::emit(isa::Instruction ins, std::vector<Range> reads, std::vector<Ra
       throw std::logic_error("backend emitter: token channel reused out of order");
     }
     if (trial_from_ >= 0 && x < trial_from_) signal_log_.push_back({x, producer.get(isa::Field::kSignal)});
+    for (Window& w : windows_) {
+      if (x < w.from) w.signals.emplace(x, producer.get(isa::Field::kSignal));
+    }
     producer.set(isa::Field::kSignal, producer.get(isa::Field::kSignal) | (1 << q));
     wait |= 1 << p;
     ++tokens_;
@@ -109,6 +112,7 @@ int Emitter::emit(isa::Instruction ins, std::vector<Range> reads, std::vector<Ra
     rec.writer[q] = idx;
     recs.push_back(rec);
   }
+  if (!windows_.empty()) accesses_.push_back(Access{std::move(reads), std::move(writes)});
   return idx;
 }
 
@@ -149,6 +153,66 @@ void Emitter::rollback(const Checkpoint& cp) {
   queue_len_ = cp.queue_len;
   queue_clock_ = cp.queue_clock;
   tokens_ = cp.tokens;
+  const auto n = static_cast<int64_t>(cp.instructions);
+  while (!windows_.empty() && windows_.back().from > n) windows_.pop_back();
+  if (windows_.empty()) {
+    accesses_.clear();
+    log_base_ = n;
+  } else {
+    accesses_.resize(static_cast<size_t>(n - log_base_));
+  }
+}
+
+void Emitter::open_window() {
+  if (trial_from_ >= 0) throw std::logic_error("backend emitter: a window opened inside a checkpoint");
+  if (!windows_.empty() && windows_.back().from == size()) windows_.pop_back();  // taken again, as it is now
+  if (windows_.empty()) {
+    accesses_.clear();
+    log_base_ = size();
+  }
+  Window w;
+  w.from = size();
+  for (int s = 0; s < kNumSpaces; ++s) w.records[static_cast<size_t>(s)] = records_[s];
+  w.queue_len = queue_len_;
+  w.queue_clock = queue_clock_;
+  w.tokens = tokens_;
+  windows_.push_back(std::move(w));
+  if (windows_.size() > 2) {
+    windows_.pop_front();
+    const int64_t from = windows_.front().from;
+    accesses_.erase(accesses_.begin(), accesses_.begin() + static_cast<std::ptrdiff_t>(from - log_base_));
+    log_base_ = from;
+  }
+}
+
+void Emitter::reemit(const std::vector<int64_t>& order, int64_t collapse_before, int64_t keep_from,
+                     int64_t window_at) {
+  if (trial_from_ >= 0 || windows_.empty())
+    throw std::logic_error("backend emitter: reemit without a window");
+  while (windows_.size() > 1) windows_.pop_back();
+  Window& w = windows_.front();
+  const int64_t from = w.from;
+  if (static_cast<int64_t>(order.size()) != size() - from || log_base_ != from)
+    throw std::logic_error("backend emitter: reemit of other instructions than the window's");
+  std::vector<isa::Instruction> code(program_.instructions.begin() + from, program_.instructions.end());
+  std::vector<Access> accesses = std::move(accesses_);
+  accesses_.clear();
+  for (const auto& [x, signal] : w.signals)
+    program_.instructions[static_cast<size_t>(x)].set(isa::Field::kSignal, signal);
+  w.signals.clear();
+  program_.instructions.resize(static_cast<size_t>(from));
+  pos_.resize(static_cast<size_t>(from));
+  clock_.resize(static_cast<size_t>(from));
+  for (int s = 0; s < kNumSpaces; ++s) records_[s] = w.records[static_cast<size_t>(s)];
+  queue_len_ = w.queue_len;
+  queue_clock_ = w.queue_clock;
+  tokens_ = w.tokens;
+  for (int64_t k : order) {
+    if (k == collapse_before) collapse_sram(keep_from);
+    if (k == window_at) open_window();
+    const Access& a = accesses[static_cast<size_t>(k - from)];
+    emit(code[static_cast<size_t>(k - from)], a.reads, a.writes);
+  }
 }
 
 void Emitter::commit(const Checkpoint& cp) {
@@ -197,6 +261,7 @@ void Emitter::halt(uint32_t layer) {
   program_.instructions.push_back(h);
   pos_.push_back(queue_len_[static_cast<int>(isa::Queue::kMatrix)]++);
   clock_.push_back(kNone);
+  if (!windows_.empty()) accesses_.push_back(Access{});
 }
 
 }  // namespace npusim::compiler::backend

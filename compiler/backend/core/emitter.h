@@ -12,6 +12,8 @@
 // that each queue completes its instructions in program order.
 #include <array>
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <vector>
 
 #include "isa/isa.h"
@@ -26,6 +28,11 @@ struct Range {
   int space = 0;  // isa::Buffer value or kDram
   uint64_t begin = 0;
   uint64_t end = 0;
+};
+
+// The memory an instruction reads and writes, as emitted (spaces after Emitter::share).
+struct Access {
+  std::vector<Range> reads, writes;
 };
 
 class Emitter {
@@ -81,6 +88,24 @@ class Emitter {
   // Keeps what came after cp (the innermost open checkpoint): closes it without undoing anything.
   void commit(const Checkpoint& cp);
 
+  // Windows: points the code after which can be emitted again in another order (schedule/interleave.h).
+  // open_window() remembers the emitter's state before the next instruction, and from the oldest open
+  // window on every instruction's accesses; at most two windows stay open (a layer's start and its
+  // successor's). reemit() puts the state of the oldest window back and emits the instructions after it
+  // again in `order` (their indices, a permutation of [from, size())), their tokens derived anew;
+  // `collapse_before`, if not -1, is the index (of the old program) before whose re-emission
+  // collapse_sram(keep_from) runs (keep_from: an index of the program as re-emitted), as it ran before
+  // that instruction the first time. A new window opens where the
+  // instruction of old index `window_at` is emitted again. A rollback to before a window closes it; a
+  // window opened where the newest one starts replaces it (the state there may have changed since:
+  // collapse_sram).
+  void open_window();
+  int64_t window_from(size_t k) const { return windows_[k].from; }
+  size_t windows() const { return windows_.size(); }
+  const Access& access(int64_t idx) const { return accesses_[static_cast<size_t>(idx - log_base_)]; }
+  void reemit(const std::vector<int64_t>& order, int64_t collapse_before, int64_t keep_from,
+              int64_t window_at);
+
  private:
   isa::Program& program_;
   std::vector<Record> records_[kNumSpaces];
@@ -93,6 +118,17 @@ class Emitter {
   // While a checkpoint is open: instructions before it whose signal field was changed, with the old value.
   int64_t trial_from_ = -1;
   std::vector<std::pair<int, int64_t>> signal_log_;
+  struct Window {
+    int64_t from = 0;
+    std::array<std::vector<Record>, kNumSpaces> records;
+    std::array<int, isa::kNumQueues> queue_len{};
+    std::array<Clock, isa::kNumQueues> queue_clock{};
+    int64_t tokens = 0;
+    std::map<int, int64_t> signals;  // instructions before `from` whose signal changed since: the value then
+  };
+  std::deque<Window> windows_;
+  int64_t log_base_ = 0;          // index of accesses_[0]
+  std::vector<Access> accesses_;  // from the oldest window on
 
   static std::array<Clock, isa::kNumQueues> make_clocks();
   // Doubles the instruction storage after checking the bytes against the memory budget

@@ -19,11 +19,13 @@
 #include "compiler/backend/mapping/imposed.h"
 #include "compiler/backend/memory/movement.h"
 #include "compiler/backend/memory/view_scope.h"
+#include "compiler/backend/schedule/interleave.h"
 #include "compiler/backend/stages/plan_memory.h"
 #include "compiler/backend/vector/vector_tiling.h"
 #include "compiler/ir/memory_budget.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/precision.h"
+#include "isa/program_slice.h"
 #include "isa/timing/dma.h"
 #include "isa/timing/units.h"
 
@@ -148,6 +150,51 @@ void lower_declined(Context& c, Groups& groups, size_t i) {
   c.plan = own;
 }
 
+// Cycles of instructions [from, end of program) simulated as one span on an idle machine.
+int64_t span_cycles(const Context& c, int64_t from) {
+  isa::Program p =
+      isa::slice_program(c.program, static_cast<size_t>(from), c.program.instructions.size(), {});
+  for (isa::Instruction& ins : p.instructions) ins.set(isa::Field::kLayer, 0);
+  p.layers.resize(1);
+  const std::vector<int64_t> cycles = c.options.timer(p);
+  return cycles.empty() ? 0 : cycles.back();
+}
+
+// The layer just lowered, whose code starts at `first`, merged into the code of the layer before it
+// (schedule/interleave.h) when the merged order simulates faster than the two one after the other.
+// `kept_from` is the argument of the last collapse_sram before the layer. Returns where the layer's code
+// starts now.
+int64_t interleave_with_previous(Context& c, int64_t first, int64_t kept_from) {
+  Emitter& em = c.em;
+  if (em.windows() < 2 || em.window_from(1) != first || em.window_from(0) >= first || em.size() <= first)
+    return first;
+  const int64_t from = em.window_from(0);
+  std::vector<isa::Instruction> code(c.program.instructions.begin() + from, c.program.instructions.end());
+  std::vector<Access> access;
+  access.reserve(code.size());
+  for (int64_t k = from; k < em.size(); ++k) access.push_back(em.access(k));
+  const std::vector<int64_t> local =
+      interleave_order(code, access, static_cast<size_t>(first - from), c.config);
+  bool same = true;
+  for (size_t k = 0; k < local.size() && same; ++k) same = local[k] == static_cast<int64_t>(k);
+  if (same) return first;
+  // Timed with the layers before as context (their tails overlap the merged code's head), as the layers are.
+  const int64_t timed_from = c.context_first >= 0 && c.context_first < from ? c.context_first : from;
+  const int64_t before = span_cycles(c, timed_from);
+  std::vector<int64_t> order(local.size());
+  for (size_t k = 0; k < local.size(); ++k) order[k] = from + local[k];
+  em.reemit(order, -1, -1, first);
+  const int64_t merged_first = em.window_from(1);
+  const int64_t after = span_cycles(c, timed_from);
+  if (after < before) return merged_first;
+  // Slower: the code as it was, emitted again in its first order (the emitter gives the same tokens).
+  std::vector<int64_t> back(order.size());
+  for (size_t k = 0; k < order.size(); ++k)
+    back[static_cast<size_t>(order[k] - from)] = from + static_cast<int64_t>(k);
+  em.reemit(back, merged_first, kept_from, merged_first);
+  return first;
+}
+
 }  // namespace
 
 void lower_layers(Context& c) {
@@ -158,7 +205,8 @@ void lower_layers(Context& c) {
   isa::Program& prog = c.program;
   // Layers whose code was timed, in order: (first instruction, layer index).
   std::vector<std::pair<int64_t, size_t>> timed_layers;
-  Groups groups(c);  // fusion/groups.h
+  Groups groups(c);       // fusion/groups.h
+  int64_t kept_from = 0;  // the last collapse_sram's argument
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     c.layer = static_cast<uint32_t>(i);
@@ -171,7 +219,13 @@ void lower_layers(Context& c) {
     c.plan = &plan;
     const LayerMapping* imposed = options.mapping ? options.mapping->find(n.name) : nullptr;
     const bool forced_host = imposed && imposed_host(*imposed, n, plan.placement);
-    const int64_t before = c.em.size();
+    // Neighbouring layers interleaved where that simulates faster (schedule/interleave.h): not for a
+    // SCALE-Sim topology, whose rows run one at a time, nor under an energy objective (cycles decide).
+    const bool interleave = options.interleave_layers && c.can_time() && !g.nhwc_io &&
+                            (options.objective == MappingObjective::kCycles || !options.energy);
+    if (interleave && (c.em.windows() == 0 || c.em.window_from(c.em.windows() - 1) < c.em.size()))
+      c.em.open_window();
+    int64_t before = c.em.size();
     groups.begin(i, plan.placement, !forced_host && !folded);
     if (n.domain == kNpuDomain && n.op_type == "Transpose" && n.has_attr(kLayoutChange)) {
       const Value& in = g.value(n.inputs[0]);
@@ -282,6 +336,7 @@ void lower_layers(Context& c) {
       if (const std::string note = c.folding.describe(n); !note.empty()) plan.mapping += "; " + note;
     }
     groups.finish(i, plan);
+    if (interleave) before = interleave_with_previous(c, before, kept_from);
     if (plan.model_cycles == 0) plan.model_cycles = plan.est_cycles;
     if (c.can_time() && c.em.size() > before) {
       // Between its neighbours, as in the whole program: the layers before it run first (their tails
@@ -292,7 +347,9 @@ void lower_layers(Context& c) {
       plan.est_cycles = cycles.back();
       if (!timed_layers.empty()) {
         const int64_t from = c.context_first >= 0 && c.context_first < before ? c.context_first : before;
-        const size_t base = prog.instructions[static_cast<size_t>(from)].layer();
+        size_t base = prog.instructions[static_cast<size_t>(from)].layer();  // the slice's first layer
+        for (int64_t k = from; k < c.em.size(); ++k)
+          base = std::min<size_t>(base, prog.instructions[static_cast<size_t>(k)].layer());
         const size_t previous = timed_layers.back().second;
         if (previous >= base && previous - base < cycles.size() - 1 && cycles[previous - base] > 0) {
           result.layers[previous].est_cycles = cycles[previous - base];
@@ -317,7 +374,8 @@ void lower_layers(Context& c) {
     // A SCALE-Sim topology's rows are independent layers that SCALE-Sim runs one at a time: each starts
     // after the one before it (its SRAM history merged whole), so every row's cycles are its own and
     // they add up to the run. A model's layers keep the exact history of the layer just emitted.
-    c.em.collapse_sram(g.nhwc_io ? c.em.size() : before);
+    kept_from = g.nhwc_io ? c.em.size() : before;
+    c.em.collapse_sram(kept_from);
     if (imposed) check_applied(*imposed, plan, forced_host);
     plan.chosen.name = plan.name;
     groups.record_choice(plan);

@@ -41,9 +41,13 @@ e2e::E2eResult plan_pipeline_or_throw(const e2e::PipelineSpec& spec, const isa::
 }
 
 // --dynamic / --requests: every profile compiled and timed, the request policies served; the report
-// shows the largest profile with the `profiles` and `requests` sections (sim/dynamic).
+// shows the largest profile with the `profiles` and `requests` sections (sim/dynamic). The profiles compile
+// with their layers apart (--no-interleave): the dynamic policy runs a profile layer by layer and adds the
+// layers' own cycles (ShapeRun::serial_cycles), which a layer merged into the one before it would count
+// twice where they overlap (docs/dynamic.md).
 dynamic::DynamicStudy dynamic_study(const dynamic::DynamicCliOptions& dyn, const std::string& model,
                                     const isa::NpuConfig& config, ModelCliOptions& m) {
+  m.no_interleave = true;
   try {
     return dynamic::run_dynamic_study(
         dyn, [&](const dynamic::DimBinding& dims) { return compile_or_throw(model, config, m, dims); },

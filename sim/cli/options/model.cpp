@@ -167,6 +167,8 @@ GroupOptions model_options(Options& o) {
       "verbose,v", po::bool_switch(&m.verbose), "print the mapping table and the precision plan")(
       "graphs", po::bool_switch(&m.graphs), "print the graph after import and after every pass")(
       "no-fusion", po::bool_switch(&m.no_fusion), "fuse no epilogue and fold no Concat: what fusion buys")(
+      "no-interleave", po::bool_switch(&m.no_interleave),
+      "emit each layer's code after the one before it, never merged into it: what interleaving buys")(
       "mapping", po::value(&m.mapping)->value_name("FILE.yaml"), "impose per-layer mappings by node name")(
       "mapping-out", po::value(&m.mapping_out)->value_name("FILE.yaml"), "write every layer's mapping")(
       "objective", po::value(&m.objective)->value_name("cycles|energy|edp"),
@@ -188,6 +190,7 @@ ModelOptions to_model_options(const ModelCliOptions& m, const isa::NpuConfig& co
   o.timer = std::move(timers.timer);
   if (o.objective != compiler::MappingObjective::kCycles) o.energy = std::move(timers.energy);
   o.fusion = !m.no_fusion;
+  o.interleave = !m.no_interleave;
   o.weight_values = !m.timing_only;
   o.input_shapes = m.input_shapes;
   o.input_values = m.input_values;

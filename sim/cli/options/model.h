@@ -58,6 +58,7 @@ struct ModelCliOptions {
   bool graphs = false;               // --graphs
   std::string graph_dumps;           // --graphs: what compile_model printed, for print_graphs
   bool no_fusion = false;            // --no-fusion
+  bool no_interleave = false;        // --no-interleave
   std::string mapping;               // --mapping FILE.yaml
   std::string mapping_out;           // --mapping-out FILE.yaml
   std::string objective = "cycles";  // --objective cycles|energy|edp (compiler::MappingObjective)
