@@ -17,8 +17,7 @@ const std::vector<Command>& commands() {
        "  npusim run resnet50.onnx --config datacenter --report r.json\n"
        "  npusim run model.onnx --precision int8 --calibration images/ --preprocess pre.yaml --accuracy\n"
        "  npusim run gemm:M=512,N=512,K=512 --set systolic_array.rows=64 --html r.html\n"
-       "  npusim run llm:layers=2,hidden=256,heads=4,kv_heads=4,ffn=512,vocab=1000 --generate 128:32\n"
-       "  npusim run --pipeline configs/pipelines/classifier.yaml\n",
+       "  npusim run llm:layers=2,hidden=256,heads=4,kv_heads=4,ffn=512,vocab=1000 --generate 128:32\n",
        cmd_run},
       {"compile",
        "compile MODEL -o PROG.npu [--asm PROG.s] [options]",
