@@ -9,7 +9,6 @@
 namespace npusim::compiler::backend {
 
 namespace {
-bool overlaps(const Range& a, const Range& b) { return a.begin < b.end && b.begin < a.end; }
 bool covers(const Range& outer, const Range& inner) {
   return outer.begin <= inner.begin && inner.end <= outer.end;
 }

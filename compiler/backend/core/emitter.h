@@ -29,6 +29,8 @@ struct Range {
   uint64_t begin = 0;
   uint64_t end = 0;
 };
+// Whether two ranges share a byte (of one space: the caller matches the spaces).
+inline bool overlaps(const Range& a, const Range& b) { return a.begin < b.end && b.begin < a.end; }
 
 // The memory an instruction reads and writes, as emitted (spaces after Emitter::share).
 struct Access {

@@ -24,9 +24,6 @@ using isa::VecOp;
 
 namespace {
 
-// # int8: fp32 elements of the work rows the codes are mapped through (16 KiB of the accumulator).
-constexpr int64_t kWorkElems = 4096;
-
 // A Conv the walk runs as a GEMM over its input's pixels, reading each input element once per load: 1x1,
 // stride 1, unpadded, one group, constant weights.
 bool pointwise(const Graph& g, const Node& n) {
@@ -186,7 +183,7 @@ void plan_pre_affine(Context& c, size_t i) {
   // # int8: the conversion constants (64 bytes) and the fp32 work rows after the constants.
   // The reservation takes at most a quarter of the accumulator, the work rows at most an eighth.
   const int64_t acc = scratchpad_capacity(c.config, Buffer::kAccumulator) - c.fusion.acc_reserved;
-  p.work_elems = codes ? std::min(kWorkElems, acc / 8 / 4) : 0;
+  p.work_elems = codes ? std::min(kLoadWorkElems, acc / 8 / 4) : 0;
   if (codes && p.work_elems < channels) return;
   p.reserved = 2 * vector_bytes + (codes ? 64 + p.work_elems * 4 : 0);
   if (p.reserved * 4 > acc) return;

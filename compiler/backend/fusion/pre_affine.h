@@ -59,6 +59,10 @@ bool maps_its_loads(const Context& c);
 // reads the map's output from DRAM): the caller lowers that layer first. -1 otherwise.
 int64_t pre_affine_declined(Context& c, size_t i);
 
+// The work rows a map done in a conv's loads runs its int8 passes through, in 4-byte elements of the
+// accumulator (16 KiB; fp32 for pre_affine's map, int32 for pre_scale's products), at most an eighth of it.
+constexpr int64_t kLoadWorkElems = 4096;
+
 // The per-channel VECs of a map done in a LOAD box of an NHWC map of C channels (sizes s, strides st in
 // elements, first element e0): calls apply(element offset in the tile, d0, d1, d2, first channel) once when
 // every row of the box starts at the same channel (or holds whole pixels), else once per channel stretch of

@@ -25,9 +25,6 @@ using isa::VecOp;
 
 namespace {
 
-// # int8: int32 elements of the work rows the products go through (16 KiB of the accumulator).
-constexpr int64_t kWorkElems = 4096;
-
 // Mul node n's operands as X (the full map, [1, C, H, W]) and s (one value per channel of X), or false.
 bool scale_operands(const Graph& g, const Node& n, std::string* x, std::string* s) {
   if (n.op_type != "Mul" || n.num_given_inputs() != 2 || n.outputs.size() != 1) return false;
@@ -131,7 +128,7 @@ void plan_pre_scale(Context& c, size_t i) {
     p.codes = true;
     p.multiplier = m->multiplier, p.shift = m->shift;
     p.x_q = qx, p.y_q = qy;
-    p.work_elems = std::min(kWorkElems, acc / 8 / 4);
+    p.work_elems = std::min(kLoadWorkElems, acc / 8 / 4);
     if (p.work_elems < channels) return;
     p.reserved += ChannelScaleMul::bytes_after(channels) + p.work_elems * 4;
   }

@@ -14,8 +14,6 @@ namespace npusim::compiler::backend {
 
 namespace {
 
-bool overlaps(const Range& a, const Range& b) { return a.begin < b.end && b.begin < a.end; }
-
 bool mergeable(const isa::Instruction& ins) {
   return ins.opcode != isa::Opcode::kBarrier && ins.opcode != isa::Opcode::kHalt &&
          ins.opcode != isa::Opcode::kHostCall;
