@@ -19,8 +19,13 @@ struct PrecisionPlan;
 struct QParams;
 }  // namespace quant
 
-// Cycles of each layer of a program slice, simulated (CompileOptions::timer).
-using CodeTimer = std::function<std::vector<int64_t>(const isa::Program&)>;
+// A program slice's simulated cycles (CompileOptions::timer): each layer's span as a report counts it, in
+// order, and the whole slice's (its last instruction's end: the layers' spans overlap).
+struct SliceCycles {
+  std::vector<int64_t> layers;
+  int64_t total = 0;
+};
+using CodeTimer = std::function<SliceCycles(const isa::Program&)>;
 // Energy (mJ) of each layer of a program slice, simulated as CodeTimer times it (CompileOptions::energy).
 using CodeEnergy = std::function<std::vector<double>(const isa::Program&)>;
 
@@ -37,7 +42,8 @@ struct CompileOptions {
   // (int8 codes between int8 layers) and `precision` is only the format of graph inputs/outputs.
   const quant::PrecisionPlan* plan = nullptr;
   // Times a program (a slice of the one being compiled: isa/program_slice.h) on an idle machine and
-  // returns the cycles of each of its layers as a report counts them (their spans), in order. The
+  // returns the cycles of each of its layers as a report counts them (their spans), in order, and the
+  // slice's own. The
   // simulator, injected by sim/ (the compiler does not link arch/): with it, every layer's estimate is
   // its code simulated between its neighbours (docs/backend.md, "Estimates"), and the mapping search
   // ranks its best few candidates by simulating each. Without it (the compiler's own tests), estimates

@@ -16,7 +16,7 @@ struct Slice {
   std::vector<isa::Instruction> instructions;
   std::vector<isa::HostOp> host_ops;
   size_t layers = 0;
-  std::vector<int64_t> cycles;
+  compiler::SliceCycles cycles;
   std::vector<double> energy_mj;  // each layer's energy (traces/energy.h), for --objective energy|edp
 };
 
@@ -49,12 +49,13 @@ SimulationTimers simulation_timers(const isa::NpuConfig& config) {
     options.dram_refresh = isa::timing::Refresh::kAveraged;  // a slice cannot know the whole run's phase
     const traces::Report r = arch::simulate(p, config, options);
     Slice s{p.instructions, p.host_ops, p.layers.size(), {}, {}};
+    s.cycles.total = static_cast<int64_t>(r.total_cycles);
     for (const traces::LayerReport& l : r.layers) {
-      s.cycles.push_back(static_cast<int64_t>(l.cycles));
+      s.cycles.layers.push_back(static_cast<int64_t>(l.cycles));
       s.energy_mj.push_back(l.energy.total());
     }
-    if (s.cycles.empty()) {
-      s.cycles.push_back(static_cast<int64_t>(r.total_cycles));
+    if (s.cycles.layers.empty()) {
+      s.cycles.layers.push_back(s.cycles.total);
       s.energy_mj.push_back(r.energy ? r.energy->total_mj : 0.0);
     }
     return memo->emplace(h, std::move(s))->second;

@@ -3,8 +3,11 @@
 // differs in one field of one instruction, or in its layer count, is simulated on its own.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <systemc>
 
+#include "arch/simulate.h"
 #include "sim/model/model.h"
 
 namespace npusim {
@@ -47,24 +50,36 @@ isa::Program slice(int64_t bytes) {
 TEST(SimulationTimer, ARepeatedSliceTakesTheFirstSimulationsCyclesAndADifferentSliceIsSimulated) {
   const isa::NpuConfig config;
   const compiler::CodeTimer timer = sim::simulation_timer(config);
-  const std::vector<int64_t> first = timer(slice(4096));
-  ASSERT_EQ(first.size(), 2u);
+  const compiler::SliceCycles first = timer(slice(4096));
+  ASSERT_EQ(first.layers.size(), 2u);
   // Every simulation makes a new SystemC context while the previous one is alive (arch/simulate.cpp), so an
   // unchanged current context means nothing was simulated.
   const sc_core::sc_simcontext* after_first = sc_core::sc_curr_simcontext;
-  EXPECT_EQ(timer(slice(4096)), first);
+  EXPECT_EQ(timer(slice(4096)).layers, first.layers);
+  EXPECT_EQ(timer(slice(4096)).total, first.total);
   EXPECT_EQ(sc_core::sc_curr_simcontext, after_first);
 
   // One field of one instruction differs: simulated, and its cycles are a fresh timer's.
-  const std::vector<int64_t> bigger = timer(slice(8192));
+  const compiler::SliceCycles bigger = timer(slice(8192));
   EXPECT_NE(sc_core::sc_curr_simcontext, after_first);
-  EXPECT_GT(bigger[0], first[0]);
-  EXPECT_EQ(bigger, sim::simulation_timer(config)(slice(8192)));
+  EXPECT_GT(bigger.layers[0], first.layers[0]);
+  EXPECT_EQ(bigger.layers, sim::simulation_timer(config)(slice(8192)).layers);
 
   // The same instructions with a third (empty) layer: one figure per layer.
   isa::Program three = slice(4096);
   three.layers.push_back({"empty", "Relu"});
-  EXPECT_EQ(timer(three).size(), 3u);
+  EXPECT_EQ(timer(three).layers.size(), 3u);
+}
+
+// The slice's own cycles are the run's total as a report counts it (the layers' spans may overlap and
+// need not add up to it), simulated as the timer simulates (DRAM refresh averaged).
+TEST(SimulationTimer, TheSlicesCyclesAreItsRunsTotal) {
+  const isa::NpuConfig config;
+  const compiler::SliceCycles c = sim::simulation_timer(config)(slice(4096));
+  arch::RunOptions options;
+  options.dram_refresh = isa::timing::Refresh::kAveraged;
+  EXPECT_EQ(c.total, static_cast<int64_t>(arch::simulate(slice(4096), config, options).total_cycles));
+  EXPECT_GE(c.total, std::max(c.layers[0], c.layers[1]));
 }
 
 }  // namespace

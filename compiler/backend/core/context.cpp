@@ -214,8 +214,9 @@ uint64_t Context::add_scratch(uint64_t bytes) {
 
 std::vector<int64_t> Context::time_code(int64_t first) const {
   const int64_t from = context_first >= 0 && context_first < first ? context_first : first;
-  return options.timer(
-      isa::slice_program(program, static_cast<size_t>(from), program.instructions.size(), {}));
+  return options
+      .timer(isa::slice_program(program, static_cast<size_t>(from), program.instructions.size(), {}))
+      .layers;
 }
 
 int64_t Context::time_layer(int64_t first) const {

@@ -150,14 +150,12 @@ void lower_declined(Context& c, Groups& groups, size_t i) {
   c.plan = own;
 }
 
-// Cycles of instructions [from, end of program) simulated as one span on an idle machine.
+// Cycles of instructions [from, end of program) simulated as one span on an idle machine (the same slice
+// as Context::time_code's from the same instruction: the timer simulates it once for both).
 int64_t span_cycles(const Context& c, int64_t from) {
-  isa::Program p =
-      isa::slice_program(c.program, static_cast<size_t>(from), c.program.instructions.size(), {});
-  for (isa::Instruction& ins : p.instructions) ins.set(isa::Field::kLayer, 0);
-  p.layers.resize(1);
-  const std::vector<int64_t> cycles = c.options.timer(p);
-  return cycles.empty() ? 0 : cycles.back();
+  return c.options
+      .timer(isa::slice_program(c.program, static_cast<size_t>(from), c.program.instructions.size(), {}))
+      .total;
 }
 
 // The layer just lowered, whose code starts at `first`, merged into the code of the layer before it

@@ -42,14 +42,15 @@ Graph conv_softmax_conv() {
 template <class E>
 CodeTimer failing_timer(const std::string& failing, const std::string& message) {
   return [failing, message](const isa::Program& p) {
-    std::vector<int64_t> cycles;
+    SliceCycles cycles;
     for (const isa::Instruction& ins : p.instructions) {
       const size_t k = ins.layer();  // a slice's tags count from its first layer (isa/program_slice.h)
       const bool computes = ins.opcode == isa::Opcode::kPreload || ins.opcode == isa::Opcode::kMatmul ||
                             ins.opcode == isa::Opcode::kConv || ins.opcode == isa::Opcode::kVec;
       if (computes && p.layers.at(k).name == failing) throw E(message);
-      if (cycles.size() <= k) cycles.resize(k + 1, 0);
-      ++cycles[k];
+      if (cycles.layers.size() <= k) cycles.layers.resize(k + 1, 0);
+      ++cycles.layers[k];
+      ++cycles.total;
     }
     return cycles;
   };
