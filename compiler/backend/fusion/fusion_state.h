@@ -152,6 +152,16 @@ struct PreAffine : ReaderMap {  // node: the BatchNormalization's layer
   uint64_t conv_at = 0;                        // accumulator bytes of the conversion constants
   uint64_t work_at = 0;                        // ... and of the work rows
   int64_t work_elems = 0;
+  // While `hold` (the walk loading the next input tile ahead: pre_affine.h, hold_pre_affine), each LOAD's
+  // map waits in `held`, one box a channel run, until the walk emits it.
+  struct Box {
+    isa::Buffer buf = isa::Buffer::kInput;
+    uint64_t at = 0;
+    int64_t d0 = 0, d1 = 0, d2 = 0, ch = 0;
+    isa::DType t = isa::DType::kFp32;
+  };
+  bool hold = false;
+  std::vector<Box> held;
 };
 
 // A max pool of stride 1 before a pointwise conv (GoogLeNet's branch-4 pool -> 1x1 conv) done on the conv's

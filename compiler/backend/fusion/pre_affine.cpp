@@ -66,6 +66,27 @@ void apply_codes(Context& c, const PreAffine& p, Buffer buf, uint64_t at, int64_
   }
 }
 
+// The map's VECs over a d2 x d1 x d0 box at `at` whose rows start at channel ch.
+void apply_box(Context& c, const PreAffine& p, const PreAffine::Box& b) {
+  const auto off = static_cast<uint64_t>(b.ch * isa::dtype_bytes(p.work));
+  if (p.codes) {
+    apply_codes(c, p, b.buf, b.at, b.d0, b.d1 * b.d2, off, b.t);
+    return;
+  }
+  Context::VecArgs v;
+  v.in = v.out = b.t, v.src1_buf = v.dst_buf = b.buf, v.src1 = v.dst = b.at;
+  v.d0 = b.d0, v.d1 = b.d1, v.d2 = b.d2, v.src2_buf = Buffer::kAccumulator, v.bcast = isa::Bcast::kRow;
+  v.op = VecOp::kMul, v.src2 = p.params + off;
+  c.vec(v);
+  v.op = VecOp::kAdd, v.src2 = p.shift_at + off;
+  c.vec(v);
+  if (p.act == VecOp::kCopy) return;
+  Context::VecArgs a;
+  a.in = a.out = b.t, a.src1_buf = a.dst_buf = b.buf, a.src1 = a.dst = b.at;
+  a.d0 = b.d0, a.d1 = b.d1, a.d2 = b.d2, a.op = p.act, a.imm0 = p.act_imm0, a.imm1 = p.act_imm1;
+  c.vec(a);
+}
+
 }  // namespace
 
 int64_t pointwise_reader(const Graph& g, size_t i) {
@@ -247,31 +268,38 @@ bool load_pre_affine(Context& c, Buffer buf, uint64_t sram, const Range& dram_ra
   const int64_t y_e = within ? e0 / C * p.y_pixel + n0 : e0;
   c.load(buf, sram, p.y, p.y_addr + static_cast<uint64_t>(y_e * es), p.y_dtype, s,
          {to_y(st[0]), to_y(st[1]), to_y(st[2])});
-  // The map's VECs over a d2 x d1 x d0 box at `at` whose rows start at channel ch.
-  auto apply = [&](uint64_t at, int64_t d0, int64_t d1, int64_t d2, int64_t ch) {
-    const auto off = static_cast<uint64_t>(ch * isa::dtype_bytes(p.work));
-    if (p.codes) {
-      apply_codes(c, p, buf, at, d0, d1 * d2, off, t);
-      return;
-    }
-    Context::VecArgs v;
-    v.in = v.out = t, v.src1_buf = v.dst_buf = buf, v.src1 = v.dst = at;
-    v.d0 = d0, v.d1 = d1, v.d2 = d2, v.src2_buf = Buffer::kAccumulator, v.bcast = isa::Bcast::kRow;
-    v.op = VecOp::kMul, v.src2 = p.params + off;
-    c.vec(v);
-    v.op = VecOp::kAdd, v.src2 = p.shift_at + off;
-    c.vec(v);
-    if (p.act == VecOp::kCopy) return;
-    Context::VecArgs a;
-    a.in = a.out = t, a.src1_buf = a.dst_buf = buf, a.src1 = a.dst = at;
-    a.d0 = d0, a.d1 = d1, a.d2 = d2, a.op = p.act, a.imm0 = p.act_imm0, a.imm1 = p.act_imm1;
-    c.vec(a);
-  };
   channel_runs(C, e0, s, st, [&](int64_t at, int64_t d0, int64_t d1, int64_t d2, int64_t ch) {
-    apply(sram + static_cast<uint64_t>(at * es), d0, d1, d2, ch);
+    const PreAffine::Box b{buf, sram + static_cast<uint64_t>(at * es), d0, d1, d2, ch, t};
+    if (p.hold) {
+      p.held.push_back(b);
+    } else {
+      apply_box(c, p, b);
+    }
   });
   ++p.loads;
   return true;
+}
+
+bool carries_pre_affine(const Context& c) {
+  return c.fusion.pre_affine.carried_by(static_cast<int64_t>(c.layer));
+}
+
+void hold_pre_affine(Context& c) {
+  PreAffine& p = c.fusion.pre_affine;
+  if (p.hold || !p.held.empty()) throw std::logic_error("pre_affine: a hold while another is held");
+  p.hold = true;
+}
+
+std::vector<PreAffine::Box> release_pre_affine(Context& c) {
+  PreAffine& p = c.fusion.pre_affine;
+  p.hold = false;
+  std::vector<PreAffine::Box> boxes;
+  boxes.swap(p.held);
+  return boxes;
+}
+
+void emit_pre_affine_maps(Context& c, const std::vector<PreAffine::Box>& boxes) {
+  for (const PreAffine::Box& b : boxes) apply_box(c, c.fusion.pre_affine, b);
 }
 
 bool maps_its_loads(const Context& c) {

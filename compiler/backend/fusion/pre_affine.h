@@ -52,6 +52,13 @@ void begin_pre_affine(Context& c, size_t i);
 bool load_pre_affine(Context& c, isa::Buffer buf, uint64_t sram, const Range& dram_range, uint64_t dram_addr,
                      isa::DType t, const std::array<int64_t, 4>& s, const std::array<int64_t, 3>& st,
                      const std::array<int64_t, 4>& pads);
+// The walk's prefetch of input tiles (matrix_walk.cpp, Tiling::prefetch_input): while held, the map's VECs
+// of each LOAD wait until emit_pre_affine_maps, so that the next tile's LOAD goes ahead of this tile's map
+// in the in-order queues; release_pre_affine ends the hold and returns what was held.
+bool carries_pre_affine(const Context& c);
+void hold_pre_affine(Context& c);
+std::vector<PreAffine::Box> release_pre_affine(Context& c);
+void emit_pre_affine_maps(Context& c, const std::vector<PreAffine::Box>& boxes);
 // Whether the layer being lowered applies a map in its loads (its walk then emits each tile's epilogue
 // after the next tile's input: matrix_walk.cpp).
 bool maps_its_loads(const Context& c);

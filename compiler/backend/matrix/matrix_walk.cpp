@@ -165,10 +165,17 @@ void MatrixMapper::slot_bytes(Tiling& t) const {
   const int64_t channels = t.groups_inner ? j_.groups * j_.cg : t.input_resident ? t.gb * j_.cg : t.tc;
   const bool a_once = t.groups_inner ? spatial_tiles(t) == 1 : r.a_once;
   const int64_t acc_channels = t.groups_inner ? j_.groups * j_.mg : t.tn;
-  t.in_bytes = j_.a_sram >= 0
-                   ? 0
-                   : (a_once ? 1 : 2) *
-                         round64((tile_in_rows(t) * j_.in_cols(t.tow) + position_slack()) * channels * ea);
+  const int64_t in_slot = round64((tile_in_rows(t) * j_.in_cols(t.tow) + position_slack()) * channels * ea);
+  t.in_bytes = j_.a_sram >= 0 ? 0 : (a_once ? 1 : 2) * in_slot;
+  {
+    const int64_t cin_b = t.gb * j_.cg, cout_b = t.gb * j_.mg;
+    const int64_t nk = ceil_div(cin_b, t.tc), nn = ceil_div(cout_b, t.tn);
+    t.prefetch_input = !t.no_prefetch && carries_pre_affine(c_) && j_.a_sram < 0 && !a_once &&
+                       !t.groups_inner && !t.input_resident && !t.one_side && t.ti == 1 &&
+                       t.gb == j_.groups && nk == 1 && (t.spatial_outer || nn == 1) &&
+                       t.in_bytes + in_slot <= c_.capacity(Buffer::kInput);
+    if (t.prefetch_input) t.in_bytes += in_slot;
+  }
   const int64_t w_tile = round64(j_.kh * j_.kw * t.tc * t.tn * ew);
   int64_t w_all = 0;  // groups_inner: every block's tile (the last block may hold fewer groups)
   for (int64_t g0 = 0; t.groups_inner && g0 < j_.groups; g0 += t.gb) {
@@ -619,6 +626,16 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
   std::vector<Tiling> best = search(evaluated, c_.can_time() ? kTimedCandidates : 1);
   if (best.empty()) return Tiling{};
   if (!c_.can_time()) return best.front();
+  // Tiling::prefetch_input: each such candidate is simulated with its third input slot and without (the
+  // slot can cost more than it saves where the map is light beside the array: DenseNet-121 fp16).
+  for (size_t i = 0, n = best.size(); i < n; ++i) {
+    if (!best[i].prefetch_input) continue;
+    Tiling two = best[i];
+    two.no_prefetch = true;
+    slot_bytes(two);
+    two.always_timed = true;
+    best.push_back(two);
+  }
   // A layer identical to one already decided (ResNet's repeated blocks: the same geometry, operand
   // types, epilogue and candidates) takes the same winner without simulating the candidates again.
   std::string key = fmt::format(
@@ -631,8 +648,8 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
       s_.epilogue_ops());
   key += fmt::format(" blocks {} {}", j_.a_block, j_.y_block);
   for (const Tiling& t : best) {
-    key += fmt::format("|{} {} {} {} {} {} {} {} {}", t.gb, t.toh, t.tow, t.tc, t.tn, t.ti, t.spatial_outer,
-                       t.input_resident, t.groups_inner);
+    key += fmt::format("|{} {} {} {} {} {} {} {} {} {}", t.gb, t.toh, t.tow, t.tc, t.tn, t.ti,
+                       t.spatial_outer, t.input_resident, t.groups_inner, t.prefetch_input);
   }
   if (auto it = c_.decided.find(key); it != c_.decided.end()) return best[it->second];
   size_t win = 0;
@@ -671,8 +688,9 @@ void MatrixMapper::generate(const Tiling& t) {
             acc = c_.slots(Buffer::kAccumulator, t.acc_bytes);
   // An operand loaded once (Reuse::a_once / b_once) has one slot: both names are the same.
   const Reuse reused = reuse(t);
-  uint64_t a_slot[2], b_slot[2];
-  for (int s = 0; s < 2; ++s)
+  uint64_t a_slot[3], b_slot[2];
+  const int a_slots = t.prefetch_input ? 3 : 2;
+  for (int s = 0; s < a_slots; ++s)
     a_slot[s] = j_.a_sram >= 0 ? 0
                 : s == 1 && reused.a_once
                     ? a_slot[0]
@@ -726,6 +744,16 @@ void MatrixMapper::generate(const Tiling& t) {
     for (const auto& [o, side] : pending) s_.epilogue(o, side);
     pending.clear();
   };
+  // Tiling::prefetch_input: spatial tile `ahead`'s input, loaded into `ahead_slot`, its map held.
+  int64_t ahead = -1;
+  uint64_t ahead_slot = 0;
+  std::vector<PreAffine::Box> ahead_map;
+  auto load_held = [&](int64_t si, uint64_t slot, int64_t c0, int64_t tc) {
+    const Spatial& s = sp[static_cast<size_t>(si)];
+    hold_pre_affine(c_);
+    load_input(s.img, s.oy0, s.oh, s.ox0, s.ow, c0, tc, slot, s.ni);
+    return release_pre_affine(c_);
+  };
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t cin0 = b * cin_b, cout0 = b * cout_b;
     auto tile = [&](int64_t si, int64_t jn) {
@@ -757,6 +785,26 @@ void MatrixMapper::generate(const Tiling& t) {
           a_cur = static_cast<uint64_t>(j_.a_sram) +
                   static_cast<uint64_t>(((s.img * j_.H + s.oy0) * j_.W + s.ox0) * j_.C + cin0) *
                       static_cast<uint64_t>(ea);
+        } else if (t.prefetch_input && !(reuse_a && a_key == akey)) {
+          // One K chunk, one block, the spatial tiles in order: akey is si (Tiling::prefetch_input).
+          std::vector<PreAffine::Box> map;
+          if (ahead == si) {
+            a_cur = ahead_slot;
+            map.swap(ahead_map);
+          } else {
+            a_cur = a_slot[a_next];
+            a_next = (a_next + 1) % 3;
+            map = load_held(si, a_cur, cin0, tc);
+          }
+          a_key = akey;
+          ahead = -1;
+          if (si + 1 < static_cast<int64_t>(sp.size())) {
+            ahead = si + 1;
+            ahead_slot = a_slot[a_next];
+            a_next = (a_next + 1) % 3;
+            ahead_map = load_held(ahead, ahead_slot, cin0, tc);
+          }
+          emit_pre_affine_maps(c_, map);
         } else if (!((reuse_a || resident) && a_key == akey)) {
           a_cur = a_slot[a_next];
           a_next ^= 1;

@@ -163,7 +163,15 @@ struct Tiling {
   // fewer bytes. Offered where the same tile's two sides do not fit the accumulator.
   bool one_side = false;
   int sides() const { return one_side ? 1 : 2; }
-  double est = 1e300;  // closed-form cycles (cost model)
+  // A conv that maps its input in its loads (fusion/pre_affine.h), one K chunk, its spatial tiles in
+  // order: three input slots, and each tile's LOAD goes ahead of the tile before's map in program order.
+  // With two, a tile's load waited for the CONV two tiles back and its map for the load, so two tiles
+  // took a load, a map and a CONV end to end; and the in-order vector queue, full of one tile's map, held
+  // the next tile's load behind it (DenseNet-121's 1x1 convs, docs/models.md "DenseNet-121 int8 and
+  // RegNetY (dn)"). Set by slot_bytes where the third slot fits.
+  bool prefetch_input = false;
+  bool no_prefetch = false;  // the candidate without it (MatrixMapper::choose times both)
+  double est = 1e300;        // closed-form cycles (cost model)
   double compute = 0, dma = 0;
   int64_t simulated = -1;  // cycles of its code simulated (Context::time_layer), -1 = not timed
   // Simulated whatever its closed form (MatrixMapper::search_among: the best tiling without a conv's
