@@ -10,9 +10,13 @@ MatMul, which makes the back end lower those blocks layer by layer, everything e
 - the fused run takes fewer cycles and its report counts the block's intermediates among the tensors on
   chip;
 - with --no-fusion no layer is a fused attention block;
-- re-imposing the fused run's --mapping-out reproduces it (the same blocks, the same cycles).
+- re-imposing the fused run's --mapping-out reproduces it (the same blocks, the same cycles);
+- with --want-pipelined, every fused block is software-pipelined (its loop order says so: the next block's
+  scores MATMUL before this block's value MATMUL, which the simulated candidates choose on an array that
+  chains instructions).
 
-Usage: check_attention_fusion.py NPUSIM MODEL.onnx CONFIG.yaml PRECISION [--min-blocks N]
+Usage: check_attention_fusion.py NPUSIM MODEL.onnx CONFIG.yaml PRECISION [--min-blocks N] [--batch N]
+                                 [--want-pipelined]
 """
 import argparse
 import json
@@ -46,12 +50,18 @@ def main():
     for positional in ("npusim", "model", "config", "precision"):
         ap.add_argument(positional)
     ap.add_argument("--min-blocks", type=int, default=1)
+    ap.add_argument("--batch", type=int, default=0, help="npusim run --batch N (0: the model's own)")
+    ap.add_argument("--want-pipelined", action="store_true")
     a = ap.parse_args()
     name = os.path.basename(a.model)
     with tempfile.TemporaryDirectory() as tmp:
         ind = os.path.join(tmp, "in")
-        write_random_inputs(a.model, ind)
         common = [a.model, "--config", a.config, "--precision", a.precision, "-q"]
+        if a.batch:
+            common += ["--batch", str(a.batch)]
+            ind = None  # random inputs at the batch: npusim's own (--seed)
+        else:
+            write_random_inputs(a.model, ind)
         fused_map = os.path.join(tmp, "fused.yaml")
         unfused_map = os.path.join(tmp, "unfused.yaml")
         reports = {}
@@ -59,7 +69,8 @@ def main():
             out = os.path.join(tmp, what)
             report = os.path.join(tmp, what + ".json")
             mapping = ["--mapping-out", fused_map] if what == "fused" else ["--mapping", unfused_map]
-            run(a.npusim, common + ["--functional", "--inputs", ind, "--outputs", out, "--report", report] + mapping)
+            inputs = ["--inputs", ind] if ind else ["--seed", "3"]
+            run(a.npusim, common + ["--functional"] + inputs + ["--outputs", out, "--report", report] + mapping)
             reports[what] = json.load(open(report))
             if what == "fused":
                 hosts, fused = blocks(reports["fused"])
@@ -83,6 +94,12 @@ def main():
                 print(f"FAIL: {name}: the rows fused into {h} are {rows}, want the Softmax and the value MatMul, "
                       "each naming its input on chip")
                 ok = False
+        if a.want_pipelined:
+            for l in reports["fused"]["layers"]:
+                if l["name"] in hosts and "software-pipelined" not in l["mapping"].get("loop_order", ""):
+                    print(f"FAIL: {name}: the fused block {l['name']} is not software-pipelined "
+                          f"({l['mapping'].get('loop_order')})")
+                    ok = False
         if blocks(reports["unfused"])[0]:
             print(f"FAIL: {name}: a tiling key on the value MatMul did not turn the fusion off")
             ok = False

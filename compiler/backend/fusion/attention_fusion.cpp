@@ -246,11 +246,19 @@ std::string match(const Context& c, size_t i, Chain* ch, size_t* count) {
   return "";
 }
 
-// One candidate: query rows per block and whether K^T and V are double-buffered across heads.
+// One candidate: query rows per block, the sets of K^T and V across heads, and the emission order.
 struct Blocking {
   int64_t rows = 0;
   int sets = 1;
+  bool pipelined = false;  // the next block's scores before this block's values (emit)
+  int prefetch = 0;        // pipelined: blocks whose loads run ahead of the next block's scores
 };
+
+// The most sets of K^T and V (and of Q) a blocking takes.
+constexpr int kMaxSets = 5;
+
+// Q's buffers: one more than the blocks whose loads run ahead (emit).
+int q_sides(const Blocking& b) { return std::max(2, b.prefetch + 1); }
 
 // SRAM bytes of each scratchpad a blocking takes (0 when it does not fit).
 struct Footprint {
@@ -262,7 +270,7 @@ Footprint footprint(const Context& c, const Chain& ch, const Blocking& b) {
   const int64_t es = c.esize, eo = ch.eo, r = b.rows;
   Footprint f;
   f.weight = b.sets * (round64(ch.dk * ch.Sk * eo) + round64(ch.Sk * ch.dv * eo)) + round64(r * ch.Sk * es);
-  f.input = 2 * (round64(r * ch.dk * eo) + round64(r * ch.Sk * es));
+  f.input = q_sides(b) * round64(r * ch.dk * eo) + 2 * round64(r * ch.Sk * es);
   f.acc = 2 * (round64(r * ch.Sk * 4) + round64(r * ch.dv * 4) + round64(r * es));
   if (ch.scale_op != VecOp::kCopy) f.acc += 64;
   if (ch.mask) f.acc += b.sets * round64(ch.Sk * es);
@@ -283,13 +291,13 @@ void emit(Context& c, const Chain& ch, const Blocking& b, bool round_trip) {
   SramAlloc in = c.slots(Buffer::kInput, f.input), w = c.slots(Buffer::kWeight, f.weight),
             acc = c.slots(Buffer::kAccumulator, f.acc);
   const auto bytes = [&](int64_t elems) { return static_cast<uint64_t>(elems * ch.eo); };
-  uint64_t kt_at[2] = {0, 0}, v_at[2] = {0, 0}, q_at[2], p_at[2], s_at[2], o_at[2], m_at[2];
+  uint64_t kt_at[kMaxSets] = {}, v_at[kMaxSets] = {}, q_at[kMaxSets], p_at[2], s_at[2], o_at[2], m_at[2];
   for (int k = 0; k < b.sets; ++k) {
     kt_at[k] = w.take(bytes(ch.dk * ch.Sk));
     v_at[k] = w.take(bytes(ch.Sk * ch.dv));
   }
   const uint64_t scratch_at = w.take(static_cast<uint64_t>(r * ch.Sk * es));
-  uint64_t scale_at = 0, mask_at[2] = {0, 0};
+  uint64_t scale_at = 0, mask_at[kMaxSets] = {};
   if (ch.scale_op != VecOp::kCopy) {
     scale_at = acc.take(64);
     const uint64_t at = c.add_floats({ch.scale}, c.act);
@@ -324,8 +332,8 @@ void emit(Context& c, const Chain& ch, const Blocking& b, bool round_trip) {
       mask_range = Range{kDram, mask_addr, mask_addr + static_cast<uint64_t>(ch.mask_values->size()) * es};
     }
   }
+  for (int k = 0; k < q_sides(b); ++k) q_at[k] = in.take(bytes(r * ch.dk));
   for (int k = 0; k < 2; ++k) {
-    q_at[k] = in.take(bytes(r * ch.dk));
     p_at[k] = in.take(static_cast<uint64_t>(r * ch.Sk * es));
     s_at[k] = acc.take(static_cast<uint64_t>(r * ch.Sk * 4));
     o_at[k] = acc.take(static_cast<uint64_t>(r * ch.dv * 4));
@@ -357,87 +365,149 @@ void emit(Context& c, const Chain& ch, const Blocking& b, bool round_trip) {
     c.matmul(a, 0, bw, out, m, k, n, false);
     c.act = act, c.esize = esize;
   };
-  int64_t tile = 0;
-  for (int64_t h = 0; h < ch.G; ++h) {
+  // The blocks in order: head, first query row, and the side (of the two sets of Q, score, probability
+  // and output buffers) each uses.
+  struct Block {
+    int64_t h = 0, r0 = 0, rows = 0;
+    int side = 0, q_side = 0;
+    bool first_of_head = false;
+  };
+  std::vector<Block> blocks;
+  for (int64_t h = 0, tile = 0; h < ch.G; ++h)
+    for (int64_t r0 = 0; r0 < ch.Sq; r0 += r, ++tile)
+      blocks.push_back({h, r0, std::min(r, ch.Sq - r0), static_cast<int>(tile % 2),
+                        static_cast<int>(tile % q_sides(b)), r0 == 0});
+  const auto head = [&](const MatrixRows& m, int64_t h) {
+    return static_cast<int64_t>(m.start.at(static_cast<size_t>(h)));
+  };
+  // A block's first half: its head's K^T and V (on the head's first block), its Q, the scores MATMUL and
+  // the vector steps up to the probabilities.
+  // A block's loads: its head's K^T, V and mask (on the head's first block) and its Q.
+  const auto loads = [&](const Block& bl) {
+    const int64_t h = bl.h;
     const int set = static_cast<int>(h % b.sets);
-    const auto head = [&](const MatrixRows& m) {
-      return static_cast<int64_t>(m.start.at(static_cast<size_t>(h)));
-    };
-    c.load(Buffer::kWeight, kt_at[set], ch.kt->range(), ch.kt->addr + bytes(head(ch.ktr)), ch.kt->dtype,
-           {ch.Sk, ch.dk, 1, 1}, {ch.ktr.pitch, 0, 0});
-    c.load(Buffer::kWeight, v_at[set], ch.v->range(), ch.v->addr + bytes(head(ch.vr)), ch.v->dtype,
-           {ch.dv, ch.Sk, 1, 1}, {ch.vr.pitch, 0, 0});
-    if (ch.mask) {
-      c.load(Buffer::kAccumulator, mask_at[set], mask_range,
-             mask_addr + static_cast<uint64_t>(ch.mask_row[static_cast<size_t>(h)] * es), c.act,
-             {ch.Sk, 1, 1, 1}, {0, 0, 0});
+    if (bl.first_of_head) {
+      c.load(Buffer::kWeight, kt_at[set], ch.kt->range(), ch.kt->addr + bytes(head(ch.ktr, h)), ch.kt->dtype,
+             {ch.Sk, ch.dk, 1, 1}, {ch.ktr.pitch, 0, 0});
+      c.load(Buffer::kWeight, v_at[set], ch.v->range(), ch.v->addr + bytes(head(ch.vr, h)), ch.v->dtype,
+             {ch.dv, ch.Sk, 1, 1}, {ch.vr.pitch, 0, 0});
+      if (ch.mask) {
+        c.load(Buffer::kAccumulator, mask_at[set], mask_range,
+               mask_addr + static_cast<uint64_t>(ch.mask_row[static_cast<size_t>(h)] * es), c.act,
+               {ch.Sk, 1, 1, 1}, {0, 0, 0});
+      }
     }
-    for (int64_t r0 = 0; r0 < ch.Sq; r0 += r, ++tile) {
-      const int side = static_cast<int>(tile % 2);
-      const int64_t rows = std::min(r, ch.Sq - r0), row0 = h * ch.Sq + r0;
-      const At p{Buffer::kInput, p_at[side]}, s{Buffer::kAccumulator, s_at[side]};
-      const At o{Buffer::kAccumulator, o_at[side]}, m{Buffer::kAccumulator, m_at[side]};
-      c.load(Buffer::kInput, q_at[side], ch.q->range(), ch.q->addr + bytes(head(ch.qr) + r0 * ch.qr.pitch),
-             ch.q->dtype, {ch.dk, rows, 1, 1}, {ch.qr.pitch, 0, 0});
-      matmul(ch.q->dtype, q_at[side], kt_at[set], s.addr, rows, ch.dk, ch.Sk);
-      // The scores as the score MatMul's epilogue writes them for its STORE: rounded to the activation
-      // format, or (int8) requantized to their codes.
-      if (ch.int8)
-        output_stage(*ch.score_q, *ch.s_q, s_triples, p, s, ch.Sk, rows);
-      else
-        vec(VecOp::kCopy, DType::kFp32, c.act, p, s, ch.Sk, rows);
-      if (round_trip) {
-        c.store(p.buf, p.addr, S.range(), S.addr + bytes(row0 * ch.Sk), s_dt, {ch.Sk, rows, 1, 1},
-                {ch.Sk, 0, 0});
-        c.load(p.buf, p.addr, S.range(), S.addr + bytes(row0 * ch.Sk), s_dt, {ch.Sk, rows, 1, 1},
-               {ch.Sk, 0, 0});
-      }
-      // The scale and the mask, each one VEC in the activation format as their element-wise layers.
-      const auto with = [&](VecOp op, uint64_t at, Bcast bc) {
-        Context::VecArgs e;
-        e.op = op, e.in = e.out = c.act, e.bcast = bc;
-        e.src1_buf = e.dst_buf = p.buf, e.src1 = e.dst = p.addr, e.src2_buf = Buffer::kAccumulator,
-        e.src2 = at;
-        e.d0 = ch.Sk, e.d1 = rows;
-        c.vec(e);
-      };
-      if (ch.scale_op != VecOp::kCopy) with(ch.scale_op, scale_at, Bcast::kScalar);
-      if (ch.mask) with(VecOp::kAdd, mask_at[set], Bcast::kRow);
-      // The Softmax layer's steps (int8: from the scores' codes to the probabilities' codes).
-      softmax_rows(c, p, At{Buffer::kWeight, scratch_at}, m, At{Buffer::kAccumulator, k_at}, ch.Sk, rows,
-                   ch.int8 ? std::optional<DType>(s_dt) : std::nullopt,
-                   ch.int8 ? std::optional<DType>(p_dt) : std::nullopt);
-      if (round_trip) {
-        c.store(p.buf, p.addr, P.range(), P.addr + bytes(row0 * ch.Sk), p_dt, {ch.Sk, rows, 1, 1},
-                {ch.Sk, 0, 0});
-        c.load(p.buf, p.addr, P.range(), P.addr + bytes(row0 * ch.Sk), p_dt, {ch.Sk, rows, 1, 1},
-               {ch.Sk, 0, 0});
-      }
-      matmul(p_dt, p.addr, v_at[set], o.addr, rows, ch.Sk, ch.dv);
-      // The value MatMul's epilogue: narrowed in place below fp32 (int8: requantized to the output's
-      // codes), then stored.
-      if (ch.int8)
-        output_stage(*ch.value_q, *ch.y_q, v_triples, o, o, ch.dv, rows);
-      else if (c.act != DType::kFp32)
-        vec(VecOp::kCopy, DType::kFp32, c.act, o, o, ch.dv, rows);
-      c.store(o.buf, o.addr, ch.y->range(), ch.y->addr + bytes(head(ch.yr) + r0 * ch.yr.pitch), ch.y->dtype,
-              {ch.dv, rows, 1, 1}, {ch.yr.pitch, 0, 0});
+    c.load(Buffer::kInput, q_at[bl.q_side], ch.q->range(),
+           ch.q->addr + bytes(head(ch.qr, h) + bl.r0 * ch.qr.pitch), ch.q->dtype, {ch.dk, bl.rows, 1, 1},
+           {ch.qr.pitch, 0, 0});
+  };
+  // Its scores half: the scores MATMUL and the vector steps up to the probabilities.
+  const auto scores_half = [&](const Block& bl) {
+    const int64_t h = bl.h, r0 = bl.r0, rows = bl.rows, row0 = h * ch.Sq + r0;
+    const int set = static_cast<int>(h % b.sets);
+    const At p{Buffer::kInput, p_at[bl.side]}, s{Buffer::kAccumulator, s_at[bl.side]};
+    const At m{Buffer::kAccumulator, m_at[bl.side]};
+    matmul(ch.q->dtype, q_at[bl.q_side], kt_at[set], s.addr, rows, ch.dk, ch.Sk);
+    // The scores as the score MatMul's epilogue writes them for its STORE: rounded to the activation
+    // format, or (int8) requantized to their codes.
+    if (ch.int8)
+      output_stage(*ch.score_q, *ch.s_q, s_triples, p, s, ch.Sk, rows);
+    else
+      vec(VecOp::kCopy, DType::kFp32, c.act, p, s, ch.Sk, rows);
+    if (round_trip) {
+      c.store(p.buf, p.addr, S.range(), S.addr + bytes(row0 * ch.Sk), s_dt, {ch.Sk, rows, 1, 1},
+              {ch.Sk, 0, 0});
+      c.load(p.buf, p.addr, S.range(), S.addr + bytes(row0 * ch.Sk), s_dt, {ch.Sk, rows, 1, 1},
+             {ch.Sk, 0, 0});
+    }
+    // The scale and the mask, each one VEC in the activation format as their element-wise layers.
+    const auto with = [&](VecOp op, uint64_t at, Bcast bc) {
+      Context::VecArgs e;
+      e.op = op, e.in = e.out = c.act, e.bcast = bc;
+      e.src1_buf = e.dst_buf = p.buf, e.src1 = e.dst = p.addr, e.src2_buf = Buffer::kAccumulator, e.src2 = at;
+      e.d0 = ch.Sk, e.d1 = rows;
+      c.vec(e);
+    };
+    if (ch.scale_op != VecOp::kCopy) with(ch.scale_op, scale_at, Bcast::kScalar);
+    if (ch.mask) with(VecOp::kAdd, mask_at[set], Bcast::kRow);
+    // The Softmax layer's steps (int8: from the scores' codes to the probabilities' codes).
+    softmax_rows(c, p, At{Buffer::kWeight, scratch_at}, m, At{Buffer::kAccumulator, k_at}, ch.Sk, rows,
+                 ch.int8 ? std::optional<DType>(s_dt) : std::nullopt,
+                 ch.int8 ? std::optional<DType>(p_dt) : std::nullopt);
+    if (round_trip) {
+      c.store(p.buf, p.addr, P.range(), P.addr + bytes(row0 * ch.Sk), p_dt, {ch.Sk, rows, 1, 1},
+              {ch.Sk, 0, 0});
+      c.load(p.buf, p.addr, P.range(), P.addr + bytes(row0 * ch.Sk), p_dt, {ch.Sk, rows, 1, 1},
+             {ch.Sk, 0, 0});
+    }
+  };
+  // Its second half: the value MATMUL on the probabilities, its epilogue and the output's STORE.
+  const auto value_half = [&](const Block& bl) {
+    const int set = static_cast<int>(bl.h % b.sets);
+    const At p{Buffer::kInput, p_at[bl.side]}, o{Buffer::kAccumulator, o_at[bl.side]};
+    matmul(p_dt, p.addr, v_at[set], o.addr, bl.rows, ch.Sk, ch.dv);
+    // The value MatMul's epilogue: narrowed in place below fp32 (int8: requantized to the output's
+    // codes), then stored.
+    if (ch.int8)
+      output_stage(*ch.value_q, *ch.y_q, v_triples, o, o, ch.dv, bl.rows);
+    else if (c.act != DType::kFp32)
+      vec(VecOp::kCopy, DType::kFp32, c.act, o, o, ch.dv, bl.rows);
+    c.store(o.buf, o.addr, ch.y->range(), ch.y->addr + bytes(head(ch.yr, bl.h) + bl.r0 * ch.yr.pitch),
+            ch.y->dtype, {ch.dv, bl.rows, 1, 1}, {ch.yr.pitch, 0, 0});
+  };
+  // Software-pipelined (b.pipelined): block i+1's scores half is emitted before block i's value half, so
+  // the array runs the next scores MATMUL while the vector unit computes block i's softmax, and the value
+  // MATMUL follows it on the array without waiting (chained where the array chains instructions); the loads
+  // run b.prefetch blocks ahead of the scores. Program order still orders every access (the emitter's
+  // tokens): a load never overtakes a reader of the buffer it fills, which is why a pipelined blocking
+  // takes more than `prefetch` sets of K^T and V (candidates).
+  size_t loaded = 0;  // blocks whose loads are emitted
+  const auto load_until = [&](size_t end) {
+    for (end = std::min(end, blocks.size()); loaded < end; ++loaded) loads(blocks[loaded]);
+  };
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (i == 0) {
+      load_until(1 + static_cast<size_t>(b.prefetch));
+      scores_half(blocks[0]);
+    }
+    if (b.pipelined && i + 1 < blocks.size()) {
+      scores_half(blocks[i + 1]);
+      value_half(blocks[i]);
+      load_until(i + 3 + static_cast<size_t>(b.prefetch) - 1);
+    } else {
+      value_half(blocks[i]);
+      load_until(i + 2);
+      if (i + 1 < blocks.size()) scores_half(blocks[i + 1]);
     }
   }
 }
 
-// Candidates: whole-head blocks down to 8 rows by halving, K^T/V double-buffered where that fits.
+// Candidates: whole-head blocks down to 8 rows by halving, K^T/V double-buffered where that fits, each also
+// software-pipelined with its loads 1 to kMaxSets - 2 blocks ahead (emit).
 std::vector<Blocking> candidates(const Context& c, const Chain& ch) {
   std::vector<Blocking> out;
   for (int64_t r = ch.Sq;; r = ceil_div(r, 2)) {
     for (int sets = 2; sets >= 1; --sets) {
-      const Blocking b{r, sets};
+      const Blocking b{r, sets, false};
       if (fits(c, footprint(c, ch, b))) {
         out.push_back(b);
         break;
       }
     }
-    if (r <= 8 || out.size() >= 4) break;
+    // Software-pipelined: a head's K^T and V load while the array still reads the heads before it; the
+    // loads of block j come after block j - 1 - prefetch's value MATMUL in program order, so its set must
+    // not be one a later block's value MATMUL reads (sets > prefetch), and one more set lets them start
+    // before the array reaches block j - 1.
+    for (int prefetch = 1; prefetch + 2 <= kMaxSets; ++prefetch) {
+      for (int sets = prefetch + 2; sets > prefetch; --sets) {
+        const Blocking b{r, sets, true, prefetch};
+        if (fits(c, footprint(c, ch, b))) {
+          out.push_back(b);
+          break;
+        }
+      }
+    }
+    if (r <= 8 || out.size() >= 16) break;
   }
   return out;
 }
@@ -507,7 +577,10 @@ AttentionBlock lower_attention(Context& c, size_t i) {
   const Footprint f = footprint(c, ch, best);
   LayerPlan& p = *c.plan;
   p.tile_m = best.rows, p.tile_k = ch.dk, p.tile_n = ch.Sk;
-  p.loop_order = "heads outer (K^T, V resident per head), query-row blocks inner";
+  p.loop_order = best.pipelined
+                     ? "heads outer (K^T, V resident per head), query-row blocks inner, software-pipelined "
+                       "(the next block's scores before this block's values)"
+                     : "heads outer (K^T, V resident per head), query-row blocks inner";
   p.tile_limit =
       best.rows == ch.Sq ? fmt::format("a block holds all {} query rows of a head", ch.Sq)
       : best.rows == cands.front().rows
@@ -526,8 +599,8 @@ AttentionBlock lower_attention(Context& c, size_t i) {
       "touch DRAM ({} bytes saved; {} cycles simulated against {} with them stored and loaded back)",
       ch.scale_op == VecOp::kCopy ? "" : "scale -> ", ch.mask ? "mask -> " : "", c.g.nodes[blk.last - 1].name,
       ch.G, ch.dk, ch.Sk, ch.Sk, ch.dv,
-      best.sets == 2 ? "double-buffered across heads" : "one head at a time", best.rows,
-      ch.int8 ? "requantized to int8 codes (the score MatMul's output stage)" : "rounded",
+      best.sets > 1 ? fmt::format("{} sets across heads", best.sets) : std::string("one head at a time"),
+      best.rows, ch.int8 ? "requantized to int8 codes (the score MatMul's output stage)" : "rounded",
       ch.int8 ? " (dequantized, fp32, quantized to the probabilities' codes as the int8 Softmax layer)" : "",
       ch.values.size(), ch.Sq, ch.Sk, blk.value_bytes_saved * static_cast<int64_t>(ch.values.size()),
       best_cycles, round_trip);

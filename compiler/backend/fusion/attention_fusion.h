@@ -11,8 +11,12 @@
 //
 // The arithmetic is the layer-by-layer program's: every rounding to the activation format happens
 // where it happened there (fp32 sums in the accumulator, the same VEC steps in the same format), so
-// --functional outputs are bit for bit those of --no-fusion. The block's rows and whether K^T/V are
-// double-buffered across heads are searched by simulation (Context::time_code); the block is taken only
+// --functional outputs are bit for bit those of --no-fusion. The block's rows, how many sets of K^T/V
+// it keeps across heads and whether it is software-pipelined (the next block's scores MATMUL emitted
+// before this block's value MATMUL, so that the array runs it while the vector unit computes the softmax,
+// and the value MATMUL then follows on the array without a wait: on an array that chains instructions it
+// pays no skew fill and drain; the loads of K^T, V and Q a block or two ahead, in sets of their own) are
+// searched by simulation (Context::time_code); the block is taken only
 // when its best candidate is faster than the same code with the scores and probabilities stored to
 // DRAM and loaded back (the round trip the fusion removes).
 //

@@ -134,6 +134,50 @@ TEST(AttentionFusion, OneLayerWhoseOutputsAreTheLayerByLayerProgramsBitForBit) {
   }
 }
 
+// heads x [sq, 16] queries against [16, sk] keys and [sk, 24] values, as attention() with more heads.
+Graph many_heads(int64_t heads, int64_t sq, int64_t sk) {
+  GraphBuilder b;
+  b.input("q", {heads, sq, 16}).input("kt", {heads, 16, sk}).input("v", {heads, sk, 24});
+  b.node("MatMul", {"q", "kt"}, {"s"}, "scores");
+  b.node("Softmax", {"s"}, {"p"}, "softmax");
+  b.node("MatMul", {"p", "v"}, {"y"}, "values");
+  b.output("y");
+  return b.build();
+}
+
+// On an array that chains instructions, a block's value MATMUL waits for its softmax on the vector unit:
+// emitted in the order scores(0), values(0), scores(1), ... the array idles during every softmax and
+// each value MATMUL pays its skew fill and drain. Software-pipelined, the next block's scores MATMUL comes
+// between them (scores(0), scores(1), values(0), scores(2), values(1), ...), and the K^T, V and Q loads
+// run ahead in sets of their own: the simulated candidates choose it, and the outputs stay bit for bit.
+TEST(AttentionFusion,
+     OnAChainingArrayTheNextBlocksScoresRunBeforeThisBlocksValuesAndTheOutputsStayBitForBit) {
+  const int64_t heads = 12, sq = 40, sk = 48;
+  const Graph g = many_heads(heads, sq, sk);
+  isa::NpuConfig config;
+  config.systolic_array.model = isa::ArrayModel::kTile;
+  config.systolic_array.chained_instructions = true;
+  ASSERT_TRUE(config.systolic_array.instructions_chained());
+  const Compiled fused = compile_and_run(g, config, isa::DType::kFp32, true);
+  const Compiled plain = compile_and_run(g, config, isa::DType::kFp32, false);
+  const LayerPlan& block = fused.result.layers.at(0);
+  EXPECT_NE(block.loop_order.find("software-pipelined"), std::string::npos) << block.mapping;
+  // The block's MATMULs in program order, told apart by their reduction: dk = 16 (scores) or sk (values).
+  std::vector<int64_t> k;
+  for (const isa::Instruction& ins : fused.result.program.instructions)
+    if (ins.opcode == isa::Opcode::kMatmul && ins.layer() == 0)
+      k.push_back(static_cast<int64_t>(ins.get(isa::Field::kK)));
+  const int64_t blocks = static_cast<int64_t>(k.size()) / 2;
+  ASSERT_GE(blocks, heads);
+  std::vector<int64_t> want{16};
+  for (int64_t i = 0; i < blocks; ++i) {
+    if (i + 1 < blocks) want.push_back(16);
+    want.push_back(sk);
+  }
+  EXPECT_EQ(k, want);
+  EXPECT_TRUE(same_bits(fused.y, plain.y));
+}
+
 // # int8: the block between int8 MatMuls with constant weights, so that q, k^T, v and the attention's
 // output are int8 codes as in a transformer (graph inputs and outputs are fp32 under a plan):
 // xq [3, sq, 8] x wq -> q [3, sq, 16]; xk [3, 16, 8] x wk -> kt [3, 16, sk]; xv [3, sk, 8] x wv -> v;
