@@ -46,7 +46,8 @@ int64_t deferred_residual_reader(const Graph& g, size_t i) {
   const std::vector<int> readers = g.consumers(y);
   if (readers.size() != 1 || readers[0] <= r) return -1;
   const Node& add = g.nodes[static_cast<size_t>(readers[0])];
-  if (add.op_type != "Add" || !add.domain.empty() || add.num_given_inputs() != 2 || add.inputs[0] == add.inputs[1])
+  if (add.op_type != "Add" || !add.domain.empty() || add.num_given_inputs() != 2 ||
+      add.inputs[0] == add.inputs[1])
     return -1;
   const std::string& u = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
   const int p = g.producer(u);
@@ -62,8 +63,13 @@ bool plan_deferred_residual(Context& c, size_t i) {
   const Node& mul = c.g.nodes[i];
   const Node& add = c.g.nodes[static_cast<size_t>(r)];
   const Node& reader = c.g.nodes[static_cast<size_t>(j)];
+  // The top-down Add's own tile (--mapping-out writes it) is its to use; tiling the Mul or its Add keeps them
+  // in the Mul's loop.
   for (const Node* n : {&mul, &add, &reader})
-    if (imposed(c, *n) || c.folding.folded(*n) || c.views.folds(*n)) return false;
+    if ((n != &reader && imposed(c, *n)) || c.folding.folded(*n) || c.views.folds(*n)) return false;
+  if (const LayerMapping* lm = c.options.mapping ? c.options.mapping->find(reader.name) : nullptr;
+      lm && lm->placement && *lm->placement != Placement::kNpuVector)
+    return false;
   const std::string& m = mul.outputs[0];
   const std::string& x = add.inputs[0] == m ? add.inputs[1] : add.inputs[0];
   const std::string& s = mul.inputs[0] == x ? mul.inputs[1] : mul.inputs[0];
@@ -118,7 +124,8 @@ void begin_deferred_residual(Context& c, size_t i, Placement placement) {
 
 const DeferredResidual* deferred_residual_of(const Context& c, const Node& add) {
   for (const DeferredResidual& d : c.fusion.deferred)
-    if (d.reader == static_cast<int64_t>(c.layer) && c.g.nodes[static_cast<size_t>(d.reader)].name == add.name)
+    if (d.reader == static_cast<int64_t>(c.layer) &&
+        c.g.nodes[static_cast<size_t>(d.reader)].name == add.name)
       return &d;
   return nullptr;
 }
@@ -138,8 +145,8 @@ void finish_deferred_residual(Context& c, size_t i, const LayerPlan& plan) {
   if (it == c.fusion.deferred.end()) return;
   const DeferredResidual& d = *it;
   if (!d.done || plan.placement != Placement::kNpuVector)
-    throw std::logic_error(fmt::format("deferred_residual: '{}' did not do the SE residual it waited for",
-                                       c.g.nodes[i].name));
+    throw std::logic_error(
+        fmt::format("deferred_residual: '{}' did not do the SE residual it waited for", c.g.nodes[i].name));
   c.fusion.unwritten.insert(c.g.nodes[static_cast<size_t>(d.mul)].outputs[0]);
   c.fusion.unwritten.insert(c.g.nodes[static_cast<size_t>(d.add)].outputs[0]);
   c.fusion.deferred.erase(it);

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""An SE residual done in the tile loop of the top-down Add that reads it (PP-OCRv4 det's neck, RSEFPN: docs/models.md
+"PP-OCRv4 det: the neck (det2)", backend/fusion/deferred_residual.h). The model: a 1x1 conv makes x, an SE block
+(pool, two 1x1 convs, HardSigmoid) makes s, y = x + x * s; the level below, computed after the Mul, is upsampled
+(nearest 2x) and added to y, w = y + up(z), which a 3x3 conv reads. Runs the model functionally as npusim compiles
+it, again with the same mapping but the Mul given a vector tile (the Mul and its Add then lowered in one tile loop,
+writing y, as before this change), and again with the first run's own mapping (the round trip). Checks:
+
+- the Mul and its residual Add emit nothing (fusion group "deferred_residual:<the top-down Add>"), and the top-down
+  Add's mapping says it made y itself;
+- the outputs of the runs are identical bit for bit; the deferred run moves fewer DRAM bytes and takes fewer cycles
+  than the Mul's loop writing y; the round trip takes the same cycles.
+
+Usage: check_deferred_residual.py NPUSIM DIR CONFIG.yaml PRECISION [--set KEY=VALUE ...]
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+from check_conv_pool_fusion import load_outputs, run
+from fusion_runs import differing_outputs, dram_bytes
+from random_inputs import write_random_inputs
+
+C, H, W = 32, 24, 32
+
+
+def make_model(folder):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(11)
+    inits, nodes = [], []
+
+    def const(name, v):
+        inits.append(numpy_helper.from_array(np.asarray(v, dtype=np.float32), name))
+        return name
+
+    def conv(x, y, cin, cout, k, bias=True):
+        ins = [x, const(y + "_w", rng.standard_normal([cout, cin, k, k]) * 0.3)]
+        if bias:
+            ins.append(const(y + "_b", rng.standard_normal([cout]) * 0.1))
+        nodes.append(helper.make_node("Conv", ins, [y], y + "_conv", kernel_shape=[k, k], pads=[k // 2] * 4))
+
+    conv("a", "x", 16, C, 1, bias=False)
+    nodes.append(helper.make_node("GlobalAveragePool", ["x"], ["p"]))
+    conv("p", "s1", C, 8, 1)
+    nodes.append(helper.make_node("Relu", ["s1"], ["s1r"]))
+    conv("s1r", "s2", 8, C, 1)
+    nodes.append(helper.make_node("HardSigmoid", ["s2"], ["s"], alpha=0.2, beta=0.5))
+    nodes.append(helper.make_node("Mul", ["x", "s"], ["m"], "se_mul"))
+    nodes.append(helper.make_node("Add", ["x", "m"], ["y"], "se_add"))
+    # The level below, computed after the Mul (det: the top-down sum of the coarser levels).
+    conv("b", "z", 16, C, 1)
+    const("scales", [1, 1, 2, 2])
+    nodes.append(helper.make_node("Resize", ["z", "", "scales"], ["up"], "up_resize", mode="nearest",
+                                  coordinate_transformation_mode="asymmetric", nearest_mode="floor"))
+    nodes.append(helper.make_node("Add", ["y", "up"], ["w"], "topdown_add"))
+    conv("w", "out", C, 24, 3)
+    g = helper.make_graph(nodes, "neck_level",
+                          [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 16, H, W]),
+                           helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 16, H // 2, W // 2])],
+                          [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 24, H, W])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    path = os.path.join(folder, "neck_level.onnx")
+    onnx.save(m, path)
+    return path
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("npusim")
+    ap.add_argument("dir")
+    ap.add_argument("config")
+    ap.add_argument("precision")
+    ap.add_argument("--set", action="append", default=[])
+    a = ap.parse_args()
+    os.makedirs(a.dir, exist_ok=True)
+    model = make_model(a.dir)
+    with tempfile.TemporaryDirectory() as tmp:
+        ind = os.path.join(tmp, "in")
+        write_random_inputs(model, ind)
+        common = [model, "--config", a.config, "--precision", a.precision, "-q", "--functional", "--inputs", ind]
+        for kv in a.set:
+            common += ["--set", kv]
+        own_map, apart_map = os.path.join(tmp, "own.yaml"), os.path.join(tmp, "apart.yaml")
+        reports, outputs = {}, {}
+        for what, extra in (("deferred", ["--mapping-out", own_map]), ("apart", ["--mapping", apart_map]),
+                            ("round trip", ["--mapping", own_map])):
+            report = os.path.join(tmp, what.replace(" ", "_") + ".json")
+            out = os.path.join(tmp, what.replace(" ", "_"))
+            run(a.npusim, common + ["--outputs", out, "--report", report] + extra)
+            with open(report) as f:
+                reports[what] = json.load(f)
+            outputs[what] = load_outputs(out)
+            if what == "deferred":
+                with open(own_map) as f, open(apart_map, "w") as h:
+                    for line in f:
+                        # The Mul given a vector tile: it and its Add in one loop writing y, the top-down Add apart.
+                        h.write(line.replace("}", ", tile_elems: 256}", 1) if "name: se_mul," in line else line)
+        ok = True
+        cycles = {w: r["total_cycles"] for w, r in reports.items()}
+        dram = {w: dram_bytes(r) for w, r in reports.items()}
+        layers = {l["name"]: l for l in reports["deferred"]["layers"]}
+        top = layers["topdown_add"]
+        print(f"neck_level {a.precision}: {cycles['deferred']} cycles, {dram['deferred']} DRAM bytes deferred; "
+              f"{cycles['apart']} cycles, {dram['apart']} bytes with the Mul's loop writing y; "
+              f"{cycles['round trip']} cycles on the round trip")
+        print(f"  topdown_add: {top['mapping']['description']}")
+        for name in ("se_mul", "se_add"):
+            l = layers[name]
+            if l.get("fusion_group") != "deferred_residual:topdown_add" or l.get("instructions", 0) != 0:
+                print(f"FAIL: {name} is not done by the top-down Add: {l['mapping']['description']}")
+                ok = False
+        if "made in the same tile loop" not in top["mapping"]["description"]:
+            print("FAIL: the top-down Add does not make its operand y itself")
+            ok = False
+        apart = {l["name"]: l for l in reports["apart"]["layers"]}
+        if apart["se_mul"].get("instructions", 0) == 0:
+            print("FAIL: with the Mul given a vector tile, it still emits nothing")
+            ok = False
+        for what in ("apart", "round trip"):
+            diff = differing_outputs(outputs["deferred"], outputs[what])
+            if diff:
+                print(f"FAIL: outputs differ from the {what} run: {diff}")
+                ok = False
+        if cycles["deferred"] >= cycles["apart"] or dram["deferred"] >= dram["apart"]:
+            print("FAIL: the deferred residual saves no cycles or DRAM bytes")
+            ok = False
+        if cycles["round trip"] != cycles["deferred"]:
+            print("FAIL: the mapping round trip changes the cycles")
+            ok = False
+        if not ok:
+            sys.exit(1)
+        print("ok")
+
+
+if __name__ == "__main__":
+    main()
