@@ -189,8 +189,8 @@ MemoryLayout plan_memory(const Graph& g, const isa::NpuConfig& config, const Com
     if (const int64_t k = scaled_residual_candidate(g, static_cast<size_t>(i)); k >= 0)
       touch(g.nodes[static_cast<size_t>(k)].outputs[0], i);
     // ... or waits for the top-down Add after it, which reads x, s and (lowered apart) the product
-    // (deferred_residual.h).
-    if (const int64_t j = deferred_residual_reader(g, static_cast<size_t>(i)); j >= 0) {
+    // (deferred_residual.h; float programs only).
+    if (const int64_t j = options.plan ? -1 : deferred_residual_reader(g, static_cast<size_t>(i)); j >= 0) {
       const Node& mul = g.nodes[static_cast<size_t>(i)];
       for (const std::string& v : {mul.inputs[0], mul.inputs[1], mul.outputs[0]})
         touch(v, static_cast<int>(j));
