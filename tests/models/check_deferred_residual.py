@@ -13,17 +13,12 @@ writing y, as before this change), and again with the first run's own mapping (t
 
 Usage: check_deferred_residual.py NPUSIM DIR CONFIG.yaml PRECISION [--set KEY=VALUE ...]
 """
-import argparse
-import json
 import os
-import sys
-import tempfile
 
 import numpy as np
 
-from check_conv_pool_fusion import load_outputs, run
-from fusion_runs import differing_outputs, dram_bytes
-from random_inputs import write_random_inputs
+from fusion_runs import dram_bytes
+from mapping_runs import finish, parse_args, shared_failures, three_runs
 
 C, H, W = 32, 24, 32
 
@@ -71,71 +66,38 @@ def make_model(folder):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("npusim")
-    ap.add_argument("dir")
-    ap.add_argument("config")
-    ap.add_argument("precision")
-    ap.add_argument("--set", action="append", default=[])
-    a = ap.parse_args()
-    os.makedirs(a.dir, exist_ok=True)
+    a = parse_args(__doc__)
     model = make_model(a.dir)
-    with tempfile.TemporaryDirectory() as tmp:
-        ind = os.path.join(tmp, "in")
-        write_random_inputs(model, ind)
-        common = [model, "--config", a.config, "--precision", a.precision, "-q", "--functional", "--inputs", ind]
-        for kv in a.set:
-            common += ["--set", kv]
-        own_map, apart_map = os.path.join(tmp, "own.yaml"), os.path.join(tmp, "apart.yaml")
-        reports, outputs = {}, {}
-        for what, extra in (("deferred", ["--mapping-out", own_map]), ("apart", ["--mapping", apart_map]),
-                            ("round trip", ["--mapping", own_map])):
-            report = os.path.join(tmp, what.replace(" ", "_") + ".json")
-            out = os.path.join(tmp, what.replace(" ", "_"))
-            run(a.npusim, common + ["--outputs", out, "--report", report] + extra)
-            with open(report) as f:
-                reports[what] = json.load(f)
-            outputs[what] = load_outputs(out)
-            if what == "deferred":
-                with open(own_map) as f, open(apart_map, "w") as h:
-                    for line in f:
-                        # The Mul given a vector tile: it and its Add in one loop writing y, the top-down Add apart.
-                        h.write(line.replace("}", ", tile_elems: 256}", 1) if "name: se_mul," in line else line)
-        ok = True
-        cycles = {w: r["total_cycles"] for w, r in reports.items()}
-        dram = {w: dram_bytes(r) for w, r in reports.items()}
-        layers = {l["name"]: l for l in reports["deferred"]["layers"]}
-        top = layers["topdown_add"]
-        print(f"neck_level {a.precision}: {cycles['deferred']} cycles, {dram['deferred']} DRAM bytes deferred; "
-              f"{cycles['apart']} cycles, {dram['apart']} bytes with the Mul's loop writing y; "
-              f"{cycles['round trip']} cycles on the round trip")
-        print(f"  topdown_add: {top['mapping']['description']}")
-        for name in ("se_mul", "se_add"):
-            l = layers[name]
-            if l.get("fusion_group") != "deferred_residual:topdown_add" or l.get("instructions", 0) != 0:
-                print(f"FAIL: {name} is not done by the top-down Add: {l['mapping']['description']}")
-                ok = False
-        if "made in the same tile loop" not in top["mapping"]["description"]:
-            print("FAIL: the top-down Add does not make its operand y itself")
+
+    def mul_apart(line):  # the Mul given a vector tile: it and its Add in one loop writing y, as before
+        return line.replace("}", ", tile_elems: 256}", 1) if "name: se_mul," in line else line
+
+    reports, outputs = three_runs(a, model, mul_apart)
+    ok = True
+    cycles = {w: r["total_cycles"] for w, r in reports.items()}
+    dram = {w: dram_bytes(r) for w, r in reports.items()}
+    layers = {l["name"]: l for l in reports["own"]["layers"]}
+    top = layers["topdown_add"]
+    print(f"neck_level {a.precision}: {cycles['own']} cycles, {dram['own']} DRAM bytes deferred; "
+          f"{cycles['edited']} cycles, {dram['edited']} bytes with the Mul's loop writing y; "
+          f"{cycles['round trip']} cycles on the round trip")
+    print(f"  topdown_add: {top['mapping']['description']}")
+    for name in ("se_mul", "se_add"):
+        l = layers[name]
+        if l.get("fusion_group") != "deferred_residual:topdown_add" or l.get("instructions", 0) != 0:
+            print(f"FAIL: {name} is not done by the top-down Add: {l['mapping']['description']}")
             ok = False
-        apart = {l["name"]: l for l in reports["apart"]["layers"]}
-        if apart["se_mul"].get("instructions", 0) == 0:
-            print("FAIL: with the Mul given a vector tile, it still emits nothing")
-            ok = False
-        for what in ("apart", "round trip"):
-            diff = differing_outputs(outputs["deferred"], outputs[what])
-            if diff:
-                print(f"FAIL: outputs differ from the {what} run: {diff}")
-                ok = False
-        if cycles["deferred"] >= cycles["apart"] or dram["deferred"] >= dram["apart"]:
-            print("FAIL: the deferred residual saves no cycles or DRAM bytes")
-            ok = False
-        if cycles["round trip"] != cycles["deferred"]:
-            print("FAIL: the mapping round trip changes the cycles")
-            ok = False
-        if not ok:
-            sys.exit(1)
-        print("ok")
+    if "made in the same tile loop" not in top["mapping"]["description"]:
+        print("FAIL: the top-down Add does not make its operand y itself")
+        ok = False
+    apart = {l["name"]: l for l in reports["edited"]["layers"]}
+    if apart["se_mul"].get("instructions", 0) == 0:
+        print("FAIL: with the Mul given a vector tile, it still emits nothing")
+        ok = False
+    if cycles["own"] >= cycles["edited"] or dram["own"] >= dram["edited"]:
+        print("FAIL: the deferred residual saves no cycles or DRAM bytes")
+        ok = False
+    finish(ok, shared_failures(reports, outputs, "Mul-apart"))
 
 
 if __name__ == "__main__":

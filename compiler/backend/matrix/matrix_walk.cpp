@@ -356,7 +356,8 @@ void MatrixMapper::estimate(Tiling& t) const {
       for (auto [n, ncnt] : nc) {
         const double tiles = sp * static_cast<double>(ncnt);
         if (j_.y_sram < 0 || j_.y_store) {
-          const BoxCost& y = dma_cost(n, w, h, j_.out_pitch(), j_.out_row(), o.y);
+          const MatrixJob::OutBox ob = j_.out_box(n, w, h);
+          const BoxCost& y = dma_cost(ob.d0, ob.d1, ob.d2, ob.s1, ob.s2, o.y);
           store += y.cycles * tiles;
           bytes += box(n, w, h, o.y) * y.skew * tiles;
         }
@@ -401,9 +402,8 @@ void MatrixMapper::estimate(Tiling& t) const {
                        (j_.b_sram >= 0 ? 0.0
                                        : dma_cycles(t.tn, t.tc, j_.kh * j_.kw, j_.b_pitch ? j_.b_pitch : t.tn,
                                                     t.tc * (j_.b_pitch ? j_.b_pitch : t.tn), o.w));
-  const double last = j_.y_sram >= 0 && !j_.y_store
-                          ? vec_cost(t.toh * t.tow * t.tn)
-                          : dma_cycles(t.tn, t.tow, t.toh, j_.out_pitch(), j_.out_row(), o.y);
+  const double last = j_.y_sram >= 0 && !j_.y_store ? vec_cost(t.toh * t.tow * t.tn)
+                                                    : out_dma_cycles(t.tn, t.tow, t.toh, o.y);
   // One accumulator side (Tiling::one_side): the array waits for each tile's epilogue and store before it
   // writes the next tile's sums into the slot.
   if (t.one_side) {
@@ -502,6 +502,7 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
     auto tows = candidates(j_.OW, 1, 4, false);
     if (policy) tcs = {policy->tc}, tns = {policy->tn}, tohs = {policy->toh}, tows = {policy->tow};
     if (j_.fixed_tc > 0) tcs = {j_.fixed_tc};
+    if (j_.y_rows) tns = {cout_b};           // the epilogue's transpose needs every channel of a pixel
     if (j_.a_sram >= 0 && j_.a_block > 0) {  // K chunks within one column block
       tcs.erase(std::remove_if(tcs.begin(), tcs.end(), [&](int64_t tc) { return j_.a_block % tc != 0; }),
                 tcs.end());
@@ -925,7 +926,8 @@ void MatrixMapper::estimate_groups_inner(Tiling& t) const {
       const double tiles = static_cast<double>(hc * wc * j_.images);
       const BoxCost& a =
           dma_cost(c_all, j_.in_cols(w), j_.in_rows(h), j_.pixel_stride(), j_.row_stride(), o.a);
-      const BoxCost& y = dma_cost(m_all, w, h, j_.out_pitch(), j_.out_row(), o.y);
+      const MatrixJob::OutBox ob = j_.out_box(m_all, w, h);
+      const BoxCost& y = dma_cost(ob.d0, ob.d1, ob.d2, ob.s1, ob.s2, o.y);
       dma += (a.cycles + y.cycles) * tiles;
       bytes +=
           (box(c_all, j_.in_cols(w), j_.in_rows(h), o.a) * a.skew + box(m_all, w, h, o.y) * y.skew) * tiles;
@@ -964,7 +966,7 @@ void MatrixMapper::estimate_groups_inner(Tiling& t) const {
   const double first =
       dma_cycles(c_all, j_.in_cols(t.tow), j_.in_rows(t.toh), j_.pixel_stride(), j_.row_stride(), o.a) +
       dma_cycles(cout_b, cin_b, j_.kh * j_.kw, cout_b, cin_b * cout_b, o.w);
-  const double last = dma_cycles(m_all, t.tow, t.toh, j_.out_pitch(), j_.out_row(), o.y);
+  const double last = out_dma_cycles(m_all, t.tow, t.toh, o.y);
   t.compute = compute;
   t.dma = dma;
   t.est = std::max({compute, dma, vec}) + first + last;
