@@ -776,32 +776,7 @@ bool lower_conv_transpose_blocks_int8(Context& c, const Node& n, const quant::La
     total.write(*c.plan);
     c.plan->mapping = "int8 " + JobCosts::conv_transpose_rows(kh, kw, M);
   };
-  // A mapping file's tile_n says which (--mapping-out writes the one job's all kh * kw * M channels).
-  const LayerMapping* lm = c.options.mapping ? c.options.mapping->find(n.name) : nullptr;
-  const bool imposed = one_ok && lm && lm->tile_n;
-  if (imposed) one_ok = *lm->tile_n > kw * M;
-  if (one_ok && c.can_time() && !imposed) {
-    int64_t cycles[2] = {0, 0};
-    for (int k = 0; k < 2; ++k) {
-      const Context::Trial undo = c.mark();  // each lowering's own search runs trials
-      const int64_t first = c.em.size();
-      if (k == 0)
-        one_job();
-      else
-        row_jobs();
-      cycles[k] = c.time_layer(first);
-      c.end_trial(undo);
-      c.timed = {};
-    }
-    if (cycles[0] <= cycles[1])
-      one_job();
-    else
-      row_jobs();
-  } else if (one_ok) {
-    one_job();
-  } else {
-    row_jobs();
-  }
+  choose_conv_transpose_jobs(c, n, kw * M, one_ok, one_job, row_jobs);
   return true;
 }
 

@@ -595,33 +595,9 @@ bool lower_conv_transpose_blocks(Context& c, const Node& n, const DramTensor& x,
     total.write(*c.plan);
     c.plan->mapping = JobCosts::conv_transpose_rows(kh, kw, M);
   };
-  bool one = kh > 1 && kh * kw * M <= c.config.systolic_array.cols && c.fusion.keep_output != n.outputs[0];
-  // A mapping file's tile_n says which (--mapping-out writes the one job's all kh * kw * M channels).
-  const LayerMapping* lm = c.options.mapping ? c.options.mapping->find(n.name) : nullptr;
-  const bool imposed = one && lm && lm->tile_n;
-  if (imposed) one = *lm->tile_n > kw * M;
-  if (one && c.can_time() && !imposed) {
-    int64_t cycles[2] = {0, 0};
-    for (int k = 0; k < 2; ++k) {
-      const Context::Trial undo = c.mark();  // each lowering's own search runs trials
-      const int64_t first = c.em.size();
-      if (k == 0)
-        one_job();
-      else
-        row_jobs();
-      cycles[k] = c.time_layer(first);
-      c.end_trial(undo);
-      c.timed = {};
-    }
-    if (cycles[0] <= cycles[1])
-      one_job();
-    else
-      row_jobs();
-  } else if (one) {
-    one_job();
-  } else {
-    row_jobs();
-  }
+  const bool one =
+      kh > 1 && kh * kw * M <= c.config.systolic_array.cols && c.fusion.keep_output != n.outputs[0];
+  choose_conv_transpose_jobs(c, n, kw * M, one, one_job, row_jobs);
   return true;
 }
 

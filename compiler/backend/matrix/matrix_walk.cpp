@@ -9,6 +9,7 @@
 
 #include "compiler/backend/fusion/pre_affine.h"
 #include "compiler/backend/mapping/imposed.h"
+#include "compiler/backend/mapping/mapping.h"
 #include "compiler/backend/matrix/gemmini_policy.h"
 #include "compiler/passes/lowered.h"
 #include "isa/ceil_div.h"
@@ -1141,6 +1142,25 @@ void write_on_chip(Context& c, const MatrixJob& j, Context::VecArgs last, const 
     v.dst = at + static_cast<uint64_t>(r * j.y_sram_row * es);
     c.vec(v);
   }
+}
+
+void choose_conv_transpose_jobs(Context& c, const Node& n, int64_t row_channels, bool one,
+                                const std::function<void()>& one_job, const std::function<void()>& row_jobs) {
+  const LayerMapping* lm = c.options.mapping ? c.options.mapping->find(n.name) : nullptr;
+  const bool imposed = one && lm && lm->tile_n;
+  if (imposed) one = *lm->tile_n > row_channels;
+  if (!one) return row_jobs();
+  if (!c.can_time() || imposed) return one_job();
+  int64_t cycles[2] = {0, 0};
+  for (int k = 0; k < 2; ++k) {
+    const Context::Trial undo = c.mark();  // each lowering's own search runs trials
+    const int64_t first = c.em.size();
+    (k == 0 ? one_job : row_jobs)();
+    cycles[k] = c.time_layer(first);
+    c.end_trial(undo);
+    c.timed = {};
+  }
+  (cycles[0] <= cycles[1] ? one_job : row_jobs)();
 }
 
 }  // namespace npusim::compiler::backend

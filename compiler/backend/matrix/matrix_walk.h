@@ -493,6 +493,13 @@ class MatrixMapper {
 // Records a chosen tiling in c.plan (tile shape, loop order, estimates, MACs).
 void record_tiling(Context& c, const MatrixJob& j, const Tiling& t, int64_t evaluated);
 
+// A stride = kernel ConvTranspose lowered either as one job of all its kernel rows' channels (`one_job`,
+// MatrixJob::y_rows; `one` says whether it applies) or as a job per kernel row of `row_channels` channels
+// (`row_jobs`): both emitted and simulated, the faster kept (ties to one job). A mapping file's tile_n for
+// the layer says which: more than row_channels is the one job (--mapping-out writes its whole width).
+void choose_conv_transpose_jobs(Context& c, const Node& n, int64_t row_channels, bool one,
+                                const std::function<void()>& one_job, const std::function<void()>& row_jobs);
+
 // A layer lowered as several matrix jobs (a stride = kernel ConvTranspose's kernel rows): add() each
 // job's figures from c.plan after it is emitted, then write() their sums into the layer's plan.
 // conv_transpose_rows() is such a ConvTranspose's mapping line.
