@@ -26,9 +26,9 @@ def parse_args(doc, extra=None):
     return a
 
 
-def three_runs(a, model, edit_line):
+def three_runs(a, model, edit_line, more=None):
     """Reports and outputs of the runs "own", "edited" (each line of own's mapping through `edit_line`) and
-    "round trip"."""
+    "round trip", and of one more run per entry of `more` (its name: its own line edit)."""
     reports, outputs = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         ind = os.path.join(tmp, "in")
@@ -36,9 +36,10 @@ def three_runs(a, model, edit_line):
         common = [model, "--config", a.config, "--precision", a.precision, "-q", "--functional", "--inputs", ind]
         for kv in a.set:
             common += ["--set", kv]
-        own_map, edited_map = os.path.join(tmp, "own.yaml"), os.path.join(tmp, "edited.yaml")
-        for what, extra in (("own", ["--mapping-out", own_map]), ("edited", ["--mapping", edited_map]),
-                            ("round trip", ["--mapping", own_map])):
+        edits = {"edited": edit_line, **(more or {})}
+        maps = {w: os.path.join(tmp, w + ".yaml") for w in ("own", *edits)}
+        runs = [("own", ["--mapping-out", maps["own"]])] + [(w, ["--mapping", maps[w]]) for w in edits]
+        for what, extra in runs + [("round trip", ["--mapping", maps["own"]])]:
             report = os.path.join(tmp, what.replace(" ", "_") + ".json")
             out = os.path.join(tmp, what.replace(" ", "_"))
             run(a.npusim, common + ["--outputs", out, "--report", report] + extra)
@@ -46,9 +47,11 @@ def three_runs(a, model, edit_line):
                 reports[what] = json.load(f)
             outputs[what] = load_outputs(out)
             if what == "own":
-                with open(own_map) as f, open(edited_map, "w") as h:
-                    for line in f:
-                        h.write(edit_line(line))
+                with open(maps["own"]) as f:
+                    lines = f.readlines()
+                for w, edit in edits.items():
+                    with open(maps[w], "w") as h:
+                        h.writelines(edit(line) for line in lines)
     return reports, outputs
 
 

@@ -55,8 +55,7 @@ void Groups::begin(size_t i, Placement placement, bool plannable) {
   // A MatMul's layer scale and residual in its epilogue (project_tail.h).
   if (plannable && placement == Placement::kNpuMatrix) plan_project_tail(c_, i);
   // An SE residual the top-down Add after it does (deferred_residual.h), else in its Mul's loop.
-  if (!(plannable && placement == Placement::kNpuVector && plan_deferred_residual(c_, i)) && plannable &&
-      placement == Placement::kNpuVector)
+  if (plannable && placement == Placement::kNpuVector && !plan_deferred_residual(c_, i))
     plan_scaled_residual(c_, i);
   begin_deferred_residual(c_, i, plannable ? placement : Placement::kHost);
   pair_ = ConvPool{};
