@@ -9,7 +9,7 @@ with the first run's own mapping (the round trip). Checks:
 
 - the ConvTranspose runs as one job (its mapping says so) and reads its input once (the input's bytes fewer than a job
   per kernel row read); int8 only with one output channel (--out 1: its per-channel output parameters need no
-  reordering);
+  reordering); --out 24 makes the one job 96 channels wide, more than edge's 32 columns;
 - the outputs of the runs are identical bit for bit; one job takes fewer cycles than a job per kernel row; the
   round trip takes the same cycles.
 

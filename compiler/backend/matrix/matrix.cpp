@@ -540,10 +540,11 @@ bool lower_conv_transpose_blocks(Context& c, const Node& n, const DramTensor& x,
   j.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * H * W * C) * es; };
   j.a_range = x.range();
   j.y_range = y.range();
-  // One job of all kernel rows' channels (when they fit the array's columns) reads the input once, kh jobs
-  // read it kh times; its channels are ordered (kernel column, channel, kernel row) so that the epilogue's
-  // transpose gathers each kernel row's pixels (MatrixJob::y_rows), one VEC more a tile. Both simulated,
-  // the faster kept. Not with the output left on chip.
+  // One job of all kernel rows' channels reads the input once, kh jobs read it kh times; its channels are
+  // ordered (kernel column, channel, kernel row) so that the epilogue's transpose gathers each kernel row's
+  // pixels (MatrixJob::y_rows), one VEC more a tile, every channel in one tile (several column folds when
+  // kh * kw * M exceeds the array's columns). Both simulated, the faster kept. Not with the output left on
+  // chip.
   auto one_job = [&] {
     FloatJob ji = j;
     ji.M = ji.mg = kh * kw * M;
@@ -595,8 +596,7 @@ bool lower_conv_transpose_blocks(Context& c, const Node& n, const DramTensor& x,
     total.write(*c.plan);
     c.plan->mapping = JobCosts::conv_transpose_rows(kh, kw, M);
   };
-  const bool one =
-      kh > 1 && kh * kw * M <= c.config.systolic_array.cols && c.fusion.keep_output != n.outputs[0];
+  const bool one = kh > 1 && c.fusion.keep_output != n.outputs[0];
   choose_conv_transpose_jobs(c, n, kw * M, one, one_job, row_jobs);
   return true;
 }
