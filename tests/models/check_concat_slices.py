@@ -11,7 +11,7 @@ maps). Checks:
 - the outputs of the two runs are identical bit for bit, and the folded run takes fewer cycles;
 - with --scaled-residual, the SE residual Add is done by its Mul (fusion group "scaled_residual:");
 - the top-down path's x + up(z) (backend/fusion/upsample_add.h): the Resize emits nothing and the Add reads z
-  itself; a third run with the Add given a vector tile (its own lowering, the Resize apart) has the same
+  itself; a third run with the Resize given a vector tile (its own lowering, the Add apart) has the same
   outputs bit for bit and takes more cycles.
 
 Usage: check_concat_slices.py NPUSIM DIR CONFIG.yaml PRECISION [--scaled-residual] [--set KEY=VALUE ...]
@@ -114,8 +114,8 @@ def main():
             if what == "folded":
                 with open(folded_map) as f, open(unfolded_map, "w") as g, open(apart_map, "w") as h:
                     for line in f:
-                        # The x + up(z) Add given a vector tile: its own lowering, the Resize's apart.
-                        h.write(line.replace("}", ", tile_elems: 4096}", 1) if "name: fpn_add," in line else line)
+                        # The Resize given a vector tile: its own lowering, the Add's apart.
+                        h.write(line.replace("}", ", tile_elems: 256}", 1) if "name: up3_resize," in line else line)
                         if "Concat" in line and "placement:" in line:
                             line = re.sub(r"placement: \w+", "placement: vector", line)
                         g.write(line)
@@ -160,7 +160,7 @@ def main():
             ok = False
         apart = {l["name"]: l for l in reports["apart"]["layers"]}
         if apart["up3_resize"].get("instructions", 0) == 0:
-            print("FAIL: with the Add given a vector tile, the Resize still emits nothing")
+            print("FAIL: with the Resize given a vector tile, it still emits nothing")
             ok = False
         if differing_outputs(outputs["folded"], outputs["apart"]):
             print("FAIL: outputs differ from the Resize and its Add apart")

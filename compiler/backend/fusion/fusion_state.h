@@ -220,6 +220,17 @@ struct UpsampledOperand {
   int64_t sh = 1, sw = 1;  // the factors along H and W
 };
 
+// An SE residual y = x + x * s that waits for the top-down Add reading y with an upsampled operand
+// (deferred_residual.h): the Mul and its Add emit nothing, the top-down Add's tile loop does their VECs.
+struct DeferredResidual {
+  int64_t mul = -1;     // the Mul's layer (-1 = none)
+  int64_t add = -1;     // its residual Add's layer
+  int64_t reader = -1;  // the top-down Add's layer
+  std::string x, s;     // the Mul's full operand and its per-channel scale
+  int64_t bytes = 0;    // y's bytes (and the product's): their writes and reads saved
+  bool done = false;    // the reader's lowering emitted the fused tile loop
+};
+
 struct FusionState {
   // ---- on-chip residency (residency.h) ----
   // Bytes at the top of the input scratchpad held for a value kept on chip (no lowering allocates them:
@@ -270,6 +281,7 @@ struct FusionState {
   PostAffine post_affine;
   ScaledResidual scaled_residual;
   UpsampledOperand upsampled;
+  std::vector<DeferredResidual> deferred;  // several may wait at once (det: one per level)
   // ---- an affine map and activation in its reader's loads (pre_affine.h) ----
   PreAffine pre_affine;
   // ---- a max pool on its reader's tiles (pre_pool.h) ----

@@ -1,6 +1,7 @@
 // The lowering stage's fusion groups (groups.h).
 #include "compiler/backend/fusion/groups.h"
 
+#include "compiler/backend/fusion/deferred_residual.h"
 #include "compiler/backend/fusion/post_affine.h"
 #include "compiler/backend/fusion/pre_affine.h"
 #include "compiler/backend/fusion/pre_pool.h"
@@ -53,7 +54,10 @@ void Groups::begin(size_t i, Placement placement, bool plannable) {
   if (plannable && placement == Placement::kNpuVector) plan_se_hold(c_, i);
   // A MatMul's layer scale and residual in its epilogue (project_tail.h).
   if (plannable && placement == Placement::kNpuMatrix) plan_project_tail(c_, i);
-  if (plannable && placement == Placement::kNpuVector) plan_scaled_residual(c_, i);
+  // An SE residual the top-down Add after it does (deferred_residual.h), else in its Mul's loop.
+  if (plannable && placement == Placement::kNpuVector && !plan_deferred_residual(c_, i))
+    plan_scaled_residual(c_, i);
+  begin_deferred_residual(c_, i, plannable ? placement : Placement::kHost);
   pair_ = ConvPool{};
   // A conv applying a map in its loads keeps its output out of a line buffer (whose tiling takes the whole
   // accumulator): the map's DRAM round trip is the larger of the two.
@@ -73,6 +77,7 @@ bool Groups::member(size_t i, LayerPlan& plan) const {
   if (pre_scale_member(c_, i, plan)) return true;
   if (project_tail_member(c_, i, plan)) return tail_member_ = true;
   if (post_affine_member(c_, i, plan)) return true;
+  if (deferred_residual_member(c_, i, plan)) return true;
   if (scaled_residual_member(c_, i, plan)) return true;
   if (attention_.covers(i)) {
     plan.mapping = describe_fused(c_, attention_, i);
@@ -101,6 +106,7 @@ bool Groups::fused_project(size_t i) const {
 }
 
 int64_t Groups::declined(size_t i) {
+  deferred_residual_declined(c_, i);
   if (const int64_t k = pre_affine_declined(c_, i); k >= 0) return k;
   if (const int64_t k = pre_pool_declined(c_, i); k >= 0) return k;
   return pre_scale_declined(c_, i);
@@ -138,6 +144,7 @@ void Groups::finish(size_t i, LayerPlan& plan) {
   finish_project_tail(c_, i);
   finish_post_affine(c_, i, plan);
   finish_scaled_residual(c_, i, plan);
+  finish_deferred_residual(c_, i, plan);
 }
 
 void Groups::record_choice(LayerPlan& plan) const {

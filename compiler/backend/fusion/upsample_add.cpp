@@ -39,9 +39,12 @@ bool upsample_add_take(Context& c, const Node& resize, const DramTensor& z, cons
   const int64_t k = upsample_add_candidate(c.g, c.layer);
   if (k < 0) return false;
   const Node& add = c.g.nodes[static_cast<size_t>(k)];
+  // A mapping file that tiles the Resize or places either elsewhere keeps them apart; the Add's own tile
+  // (which --mapping-out writes when a smaller one simulated faster) is the Add's to use.
   for (const Node* n : {&resize, &add}) {
     const LayerMapping* m = c.options.mapping ? c.options.mapping->find(n->name) : nullptr;
-    if (m && (m->has_vector_tiling() || (m->placement && *m->placement != Placement::kNpuVector)))
+    if (m && ((n == &resize && m->has_vector_tiling()) ||
+              (m->placement && *m->placement != Placement::kNpuVector)))
       return false;
   }
   if (c.g.value(resize.inputs[0]).is_constant() || c.folding.views.count(resize.inputs[0]) ||
@@ -65,10 +68,13 @@ bool upsample_add_take(Context& c, const Node& resize, const DramTensor& z, cons
     if (t->strided() || t->phys != u.phys || t->layout != u.layout || t->dtype != u.dtype) return false;
   if (z.strided() || z.dtype != u.dtype || z.phys.size() != 4 || u.phys.size() != 4) return false;
   // One tile: sh output rows of one input pixel's sw pixels; its row of z values in the weight scratchpad.
-  const int64_t row = sw * u.phys[3];
-  if (row > kMaxDim || sh > kMaxDim || sh * row > make_slots(c, isa::Buffer::kInput).elems / 2 ||
-      row > make_slots(c, isa::Buffer::kWeight).elems / 2)
-    return false;
+  // (Probing the slots leaves the layer's recorded slot size as it was: the Resize streams no tiles.)
+  const int64_t row = sw * u.phys[3], slot_elems = c.slot_elems;
+  const bool fits = row <= kMaxDim && sh <= kMaxDim &&
+                    sh * row <= make_slots(c, isa::Buffer::kInput).elems / 2 &&
+                    row <= make_slots(c, isa::Buffer::kWeight).elems / 2;
+  c.slot_elems = slot_elems;
+  if (!fits) return false;
   s.add = k;
   s.resize = c.layer;
   s.z = resize.inputs[0];

@@ -11,7 +11,8 @@
 // Exact: the Add's own tile work on the same values (each output element x + z at its nearest source pixel;
 // # int8: z's codes, which the Resize would copy, centred and rescaled as the Add's integer scheme does u's).
 // Not when the Resize's output has another reader, is a graph output or a view, either layer is
-// placed or tiled by a mapping file, or the Add's operands and output are not dense maps of one layout.
+// placed elsewhere or the Resize tiled by a mapping file, or the Add's operands and output are not dense
+// maps of one layout.
 // Not chosen by simulation: the Add's VEC work is the same, its DRAM bytes fewer, and the Resize's go.
 #include <cstddef>
 #include <cstdint>

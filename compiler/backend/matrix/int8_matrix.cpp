@@ -115,17 +115,20 @@ class Int8Strategy : public MatrixStrategy {
     if (j_.float_epi) b += round64(tn * 4);
     if (j_.silu) b += round64(p * tn * 4);
     if (j_.tail) b += round64(tn * 4) + round64(p * tn * 4);
+    if (j_.y_rows) b += round64(p * tn * isa::dtype_bytes(j_.y_dt));  // the transposed tile
     return 64 + (j_.lut ? round64(j_.lut_entries) : 0) + (j_.tail ? 64 : 0) + sides * b;
   }
 
   int epilogue_ops() const override {
-    if (j_.output_stage) return (j_.lut ? 2 : 1) + (j_.residual ? 3 : 0) + (j_.tail ? 12 : 0);
+    if (j_.output_stage)
+      return (j_.lut ? 2 : 1) + (j_.residual ? 3 : 0) + (j_.tail ? 12 : 0) + (j_.y_rows ? 1 : 0);
     int ops = j_.lut ? (j_.lut16() ? 4 : 3) : 2;  // bias, requantize (, the int16 window's clip, lut)
     if (j_.residual) ops += 3;
     if (j_.clamp) ops += 1;
     if (j_.float_epi) ops += 4;
     if (j_.silu) ops += 1;
-    if (j_.tail) ops += 12;  // the Mul's dequantize, mul, quantize; the Add's two dequantizes, add, quantize
+    if (j_.tail) ops += 12;   // the Mul's dequantize, mul, quantize; the Add's two dequantizes, add, quantize
+    if (j_.y_rows) ops += 1;  // the transpose
     return ops;
   }
 
@@ -170,6 +173,7 @@ class Int8Strategy : public MatrixStrategy {
         side_[s].ts = acc.take(static_cast<uint64_t>(tn * 4));
         side_[s].tr = side.take(static_cast<uint64_t>(p_max * tn * 4));
       }
+      if (j_.y_rows) side_[s].x = acc.take(static_cast<uint64_t>(p_max * tn * isa::dtype_bytes(j_.y_dt)));
     }
     tail_params_.reset();
     if (j_.tail) {
@@ -353,6 +357,21 @@ class Int8Strategy : public MatrixStrategy {
     }
     const int64_t P = j_.out_pitch();
     const DType st = j_.tail ? j_.tail_y_dt : j_.y_dt;
+    if (j_.y_rows) {  // (kernel column, channel, kernel row) -> kernel row outermost, then each row stored
+      if (j_.y_sram >= 0 || j_.tail || t.tn != j_.M || t.n0 != 0)
+        throw std::logic_error("backend: a one-job ConvTranspose tile without all its channels");
+      const int64_t run = t.ow * P;  // one kernel row's codes of a row of the tile
+      const uint64_t xs = side_[tail_side_].x + static_cast<uint64_t>(t.acc_px * t.tn * isa::dtype_bytes(st));
+      Context::VecArgs tr;
+      tr.op = VecOp::kTranspose, tr.in = tr.out = st;
+      tr.src1_buf = last.dst_buf, tr.src1 = last.dst, tr.dst_buf = Buffer::kAccumulator, tr.dst = xs;
+      tr.d0 = j_.y_rows, tr.d1 = run, tr.d2 = t.oh;
+      c_.vec(tr);
+      c_.store(Buffer::kAccumulator, xs, j_.y_range,
+               j_.y_addr + static_cast<uint64_t>(out_off * isa::dtype_bytes(st)), st,
+               {run, j_.y_rows, t.oh, 1}, {j_.out_row() / j_.y_rows, j_.out_row(), 0});
+      return;
+    }
     c_.store(last.dst_buf, last.dst, j_.y_range,
              j_.y_addr + static_cast<uint64_t>(out_off * isa::dtype_bytes(st)), st, box,
              {P, j_.out_row(), 0});
@@ -427,6 +446,7 @@ class Int8Strategy : public MatrixStrategy {
   struct Side {
     uint64_t c = 0, bias = 0, rq = 0, r = 0, rr = 0, sc = 0, t = 0;
     uint64_t ts = 0, tr = 0;  // the tail's scale and its residual tile (project_tail.h)
+    uint64_t x = 0;           // the transposed tile (MatrixJob::y_rows)
   };
   Context& c_;
   const Int8Job& j_;
@@ -708,18 +728,55 @@ bool lower_conv_transpose_blocks_int8(Context& c, const Node& n, const quant::La
     if (!set_int8_output(c, n, L, y, rows[static_cast<size_t>(i)], kw, bi[static_cast<size_t>(i)]))
       return false;
   const uint64_t xa = x.addr, ea = static_cast<uint64_t>(isa::dtype_bytes(j.a_dt));
-  JobCosts total;
-  for (int64_t i = 0; i < kh; ++i) {
-    Int8Job& ji = rows[static_cast<size_t>(i)];
-    ji.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * H * W * C) * ea; };
-    ji.w = grouped_weights(ji, wi[static_cast<size_t>(i)]);
-    ji.y_addr = y.addr + static_cast<uint64_t>(i * OW * M * isa::dtype_bytes(j.y_dt));
-    ji.what = fmt::format("int8 ConvTranspose {} kernel row {}", n.name, i);
-    run_int8_job(c, n, ji);
-    total.add(*c.plan);
+  // One job of all kernel rows' channels, as the float path's (lower_conv_transpose_blocks): one output
+  // channel (M = 1), so that the output's per-channel parameters need no reordering; both simulated.
+  Int8Job one = j;
+  bool one_ok =
+      kh > 1 && M == 1 && kh * kw * M <= c.config.systolic_array.cols && c.fusion.keep_output != n.outputs[0];
+  if (one_ok) {
+    one.M = one.mg = kh * kw * M;
+    one.y_pitch = kw * M;
+    one.y_rows = kh;
+    std::vector<int8_t> wo(static_cast<size_t>(kh * kw * M * C));
+    std::vector<int32_t> bo(static_cast<size_t>(kh * kw * M));
+    for (int64_t jj = 0; jj < kw; ++jj)
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t i = 0; i < kh; ++i) {
+          const int64_t col = (jj * M + m) * kh + i;
+          bo[static_cast<size_t>(col)] = bi[static_cast<size_t>(i)][static_cast<size_t>(jj * M + m)];
+          for (int64_t ci = 0; ci < C; ++ci)
+            wo[static_cast<size_t>(col * C + ci)] =
+                wi[static_cast<size_t>(i)][static_cast<size_t>((jj * M + m) * C + ci)];
+        }
+    one_ok = set_int8_output(c, n, L, y, one, kh * kw, bo);
+    one.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * H * W * C) * ea; };
+    if (one_ok) one.w = grouped_weights(one, wo);
+    one.y_addr = y.addr;
+    one.what = fmt::format("int8 ConvTranspose {} in one job", n.name);
   }
-  total.write(*c.plan);
-  c.plan->mapping = "int8 " + JobCosts::conv_transpose_rows(kh, kw, M);
+  auto one_job = [&] {
+    Int8Job ji = one;
+    run_int8_job(c, n, ji);
+    c.plan->mapping =
+        "int8 " + JobCosts::conv_transpose_rows(kh, kw, M) +
+        "; one CONV of all kernel rows' channels (the input read once), each tile transposed to "
+        "kernel-row order before its STOREs";
+  };
+  auto row_jobs = [&] {
+    JobCosts total;
+    for (int64_t i = 0; i < kh; ++i) {
+      Int8Job ji = rows[static_cast<size_t>(i)];
+      ji.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * H * W * C) * ea; };
+      ji.w = grouped_weights(ji, wi[static_cast<size_t>(i)]);
+      ji.y_addr = y.addr + static_cast<uint64_t>(i * OW * M * isa::dtype_bytes(j.y_dt));
+      ji.what = fmt::format("int8 ConvTranspose {} kernel row {}", n.name, i);
+      run_int8_job(c, n, ji);
+      total.add(*c.plan);
+    }
+    total.write(*c.plan);
+    c.plan->mapping = "int8 " + JobCosts::conv_transpose_rows(kh, kw, M);
+  };
+  choose_conv_transpose_jobs(c, n, kw * M, one_ok, one_job, row_jobs);
   return true;
 }
 

@@ -82,6 +82,7 @@ class FloatStrategy : public MatrixStrategy {
     if (j_.epi.bias == Epilogue::Bias::kFull || j_.epi.residual) acc += round64(p * tn * 4);
     if (j_.epi.silu) acc += round64(p * tn * 4);
     if (j_.epi.tail) acc += round64(tn * c_.esize) + round64(p * tn * 4);
+    if (j_.y_rows) acc += round64(p * tn * c_.esize);  // the transposed tile
     return sides * acc;
   }
 
@@ -90,7 +91,7 @@ class FloatStrategy : public MatrixStrategy {
     int ops = (j_.epi.bias != Epilogue::Bias::kNone) + (j_.epi.residual ? 1 : 0) + (j_.epi.has_act ? 1 : 0) +
               (j_.epi.silu ? 1 : 0);
     if (ops == 0 && c_.act != DType::kFp32) ops = 1;
-    return ops + (j_.epi.tail ? 2 : 0);
+    return ops + (j_.epi.tail ? 2 : 0) + (j_.y_rows ? 1 : 0);  // y_rows: the transpose
   }
 
   int64_t side_bytes(int64_t p, int64_t tn, int sides) const override {
@@ -126,6 +127,7 @@ class FloatStrategy : public MatrixStrategy {
         scale_slot_[s] = acc.take(static_cast<uint64_t>(tn * c_.esize));
         r_slot_[s] = side.take(static_cast<uint64_t>(p_max * tn * 4));
       }
+      if (j_.y_rows) x_slot_[s] = acc.take(static_cast<uint64_t>(p_max * tn * c_.esize));
     }
   }
 
@@ -272,6 +274,20 @@ class FloatStrategy : public MatrixStrategy {
       if (j_.epi.tail) tail(last, t, box, side);
     }
     const int64_t P = j_.out_pitch();
+    if (j_.y_rows) {  // (kernel column, channel, kernel row) -> kernel row outermost, then each row stored
+      if (j_.y_sram >= 0 || j_.epi.tail || t.tn != j_.M || t.n0 != 0)
+        throw std::logic_error("backend: a one-job ConvTranspose tile without all its channels");
+      const int64_t run = t.ow * P;  // one kernel row's elements of a row of the tile
+      const uint64_t xs = x_slot_[side] + static_cast<uint64_t>(t.acc_px * t.tn * c_.esize);
+      Context::VecArgs tr;
+      tr.op = VecOp::kTranspose, tr.in = tr.out = c_.act;
+      tr.src1_buf = last.dst_buf, tr.src1 = last.dst, tr.dst_buf = Buffer::kAccumulator, tr.dst = xs;
+      tr.d0 = j_.y_rows, tr.d1 = run, tr.d2 = t.oh;
+      c_.vec(tr);
+      c_.store(Buffer::kAccumulator, xs, j_.y_range, j_.y_base(t.img) + out_off, c_.act,
+               {run, j_.y_rows, t.oh, 1}, {j_.out_row() / j_.y_rows, j_.out_row(), 0});
+      return;
+    }
     c_.store(last.dst_buf, last.dst, j_.y_range, j_.y_base(t.img) + out_off, c_.act, box,
              {P, j_.out_row(), 0});
   }
@@ -312,7 +328,7 @@ class FloatStrategy : public MatrixStrategy {
   Context& c_;
   const FloatJob& j_;
   uint64_t c_slot_[2] = {0, 0}, bias_slot_[2] = {0, 0}, r_slot_[2] = {0, 0}, t_slot_[2] = {0, 0};
-  uint64_t scale_slot_[2] = {0, 0};
+  uint64_t scale_slot_[2] = {0, 0}, x_slot_[2] = {0, 0};
   EpilogueParams params_, tail_params_;
   Buffer side_buf_ = Buffer::kAccumulator;  // where r_slot_ and t_slot_ lie (allocate)
 };
@@ -524,25 +540,64 @@ bool lower_conv_transpose_blocks(Context& c, const Node& n, const DramTensor& x,
   j.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * H * W * C) * es; };
   j.a_range = x.range();
   j.y_range = y.range();
-  JobCosts total;
-  for (int64_t i = 0; i < kh; ++i) {
+  // One job of all kernel rows' channels reads the input once, kh jobs read it kh times; its channels are
+  // ordered (kernel column, channel, kernel row) so that the epilogue's transpose gathers each kernel row's
+  // pixels (MatrixJob::y_rows), one VEC more a tile, every channel in one tile (several column folds when
+  // kh * kw * M exceeds the array's columns). Both simulated, the faster kept. Not with the output left on
+  // chip.
+  auto one_job = [&] {
     FloatJob ji = j;
+    ji.M = ji.mg = kh * kw * M;
+    ji.y_pitch = kw * M;
+    ji.y_rows = kh;
     ji.w_elided = !wt.has_values();
-    std::vector<float> wi(ji.w_elided ? 0 : static_cast<size_t>(kw * M * C));  // [kw * M][C][1][1]
+    std::vector<float> wi(ji.w_elided ? 0 : static_cast<size_t>(kh * kw * M * C));  // [N][C][1][1]
     for (int64_t jj = 0; jj < kw && !ji.w_elided; ++jj)
       for (int64_t m = 0; m < M; ++m)
-        for (int64_t ci = 0; ci < C; ++ci)
-          wi[static_cast<size_t>((jj * M + m) * C + ci)] =
-              w[static_cast<size_t>(((ci * M + m) * kh + i) * kw + jj)];
+        for (int64_t i = 0; i < kh; ++i)
+          for (int64_t ci = 0; ci < C; ++ci)
+            wi[static_cast<size_t>(((jj * M + m) * kh + i) * C + ci)] =
+                w[static_cast<size_t>(((ci * M + m) * kh + i) * kw + jj)];
     if (!ji.w_elided) ji.w = grouped_weights(ji, wi);
-    const uint64_t ya = y.addr + static_cast<uint64_t>(i * OW * M) * es;
+    if (n.has_input(2)) {
+      const std::vector<float> b = c.g.value(n.inputs[2]).constant->to_float_vector();
+      std::vector<float> rep;
+      for (int64_t jj = 0; jj < kw; ++jj)
+        for (int64_t m = 0; m < M; ++m)
+          rep.insert(rep.end(), static_cast<size_t>(kh), b[static_cast<size_t>(m)]);
+      ji.epi.bias_addr = c.add_floats(rep, DType::kFp32);
+    }
+    const uint64_t ya = y.addr;
     ji.y_base = [=](int64_t img) { return ya + static_cast<uint64_t>(img * OH * OW * M) * es; };
-    ji.what = fmt::format("ConvTranspose {}x{}x{}->{} kernel row {}", kh, kw, C, M, i);
+    ji.what = fmt::format("ConvTranspose {}x{}x{}->{} in one job", kh, kw, C, M);
     run(c, ji);
-    total.add(*c.plan);
-  }
-  total.write(*c.plan);
-  c.plan->mapping = JobCosts::conv_transpose_rows(kh, kw, M);
+    c.plan->mapping = JobCosts::conv_transpose_rows(kh, kw, M) +
+                      "; one CONV of all kernel rows' channels (the "
+                      "input read once), each tile transposed to kernel-row order before its STOREs";
+  };
+  auto row_jobs = [&] {
+    JobCosts total;
+    for (int64_t i = 0; i < kh; ++i) {
+      FloatJob ji = j;
+      ji.w_elided = !wt.has_values();
+      std::vector<float> wi(ji.w_elided ? 0 : static_cast<size_t>(kw * M * C));  // [kw * M][C][1][1]
+      for (int64_t jj = 0; jj < kw && !ji.w_elided; ++jj)
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t ci = 0; ci < C; ++ci)
+            wi[static_cast<size_t>((jj * M + m) * C + ci)] =
+                w[static_cast<size_t>(((ci * M + m) * kh + i) * kw + jj)];
+      if (!ji.w_elided) ji.w = grouped_weights(ji, wi);
+      const uint64_t ya = y.addr + static_cast<uint64_t>(i * OW * M) * es;
+      ji.y_base = [=](int64_t img) { return ya + static_cast<uint64_t>(img * OH * OW * M) * es; };
+      ji.what = fmt::format("ConvTranspose {}x{}x{}->{} kernel row {}", kh, kw, C, M, i);
+      run(c, ji);
+      total.add(*c.plan);
+    }
+    total.write(*c.plan);
+    c.plan->mapping = JobCosts::conv_transpose_rows(kh, kw, M);
+  };
+  const bool one = kh > 1 && c.fusion.keep_output != n.outputs[0];
+  choose_conv_transpose_jobs(c, n, kw * M, one, one_job, row_jobs);
   return true;
 }
 

@@ -9,6 +9,7 @@
 
 #include "compiler/backend/fusion/pre_affine.h"
 #include "compiler/backend/mapping/imposed.h"
+#include "compiler/backend/mapping/mapping.h"
 #include "compiler/backend/matrix/gemmini_policy.h"
 #include "compiler/passes/lowered.h"
 #include "isa/ceil_div.h"
@@ -363,7 +364,8 @@ void MatrixMapper::estimate(Tiling& t) const {
       for (auto [n, ncnt] : nc) {
         const double tiles = sp * static_cast<double>(ncnt);
         if (j_.y_sram < 0 || j_.y_store) {
-          const BoxCost& y = dma_cost(n, w, h, j_.out_pitch(), j_.out_row(), o.y);
+          const MatrixJob::OutBox ob = j_.out_box(n, w, h);
+          const BoxCost& y = dma_cost(ob.d0, ob.d1, ob.d2, ob.s1, ob.s2, o.y);
           store += y.cycles * tiles;
           bytes += box(n, w, h, o.y) * y.skew * tiles;
         }
@@ -408,9 +410,8 @@ void MatrixMapper::estimate(Tiling& t) const {
                        (j_.b_sram >= 0 ? 0.0
                                        : dma_cycles(t.tn, t.tc, j_.kh * j_.kw, j_.b_pitch ? j_.b_pitch : t.tn,
                                                     t.tc * (j_.b_pitch ? j_.b_pitch : t.tn), o.w));
-  const double last = j_.y_sram >= 0 && !j_.y_store
-                          ? vec_cost(t.toh * t.tow * t.tn)
-                          : dma_cycles(t.tn, t.tow, t.toh, j_.out_pitch(), j_.out_row(), o.y);
+  const double last = j_.y_sram >= 0 && !j_.y_store ? vec_cost(t.toh * t.tow * t.tn)
+                                                    : out_dma_cycles(t.tn, t.tow, t.toh, o.y);
   // One accumulator side (Tiling::one_side): the array waits for each tile's epilogue and store before it
   // writes the next tile's sums into the slot.
   if (t.one_side) {
@@ -509,6 +510,7 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
     auto tows = candidates(j_.OW, 1, 4, false);
     if (policy) tcs = {policy->tc}, tns = {policy->tn}, tohs = {policy->toh}, tows = {policy->tow};
     if (j_.fixed_tc > 0) tcs = {j_.fixed_tc};
+    if (j_.y_rows) tns = {cout_b};           // the epilogue's transpose needs every channel of a pixel
     if (j_.a_sram >= 0 && j_.a_block > 0) {  // K chunks within one column block
       tcs.erase(std::remove_if(tcs.begin(), tcs.end(), [&](int64_t tc) { return j_.a_block % tc != 0; }),
                 tcs.end());
@@ -973,7 +975,8 @@ void MatrixMapper::estimate_groups_inner(Tiling& t) const {
       const double tiles = static_cast<double>(hc * wc * j_.images);
       const BoxCost& a =
           dma_cost(c_all, j_.in_cols(w), j_.in_rows(h), j_.pixel_stride(), j_.row_stride(), o.a);
-      const BoxCost& y = dma_cost(m_all, w, h, j_.out_pitch(), j_.out_row(), o.y);
+      const MatrixJob::OutBox ob = j_.out_box(m_all, w, h);
+      const BoxCost& y = dma_cost(ob.d0, ob.d1, ob.d2, ob.s1, ob.s2, o.y);
       dma += (a.cycles + y.cycles) * tiles;
       bytes +=
           (box(c_all, j_.in_cols(w), j_.in_rows(h), o.a) * a.skew + box(m_all, w, h, o.y) * y.skew) * tiles;
@@ -1012,7 +1015,7 @@ void MatrixMapper::estimate_groups_inner(Tiling& t) const {
   const double first =
       dma_cycles(c_all, j_.in_cols(t.tow), j_.in_rows(t.toh), j_.pixel_stride(), j_.row_stride(), o.a) +
       dma_cycles(cout_b, cin_b, j_.kh * j_.kw, cout_b, cin_b * cout_b, o.w);
-  const double last = dma_cycles(m_all, t.tow, t.toh, j_.out_pitch(), j_.out_row(), o.y);
+  const double last = out_dma_cycles(m_all, t.tow, t.toh, o.y);
   t.compute = compute;
   t.dma = dma;
   t.est = std::max({compute, dma, vec}) + first + last;
@@ -1187,6 +1190,25 @@ void write_on_chip(Context& c, const MatrixJob& j, Context::VecArgs last, const 
     v.dst = at + static_cast<uint64_t>(r * j.y_sram_row * es);
     c.vec(v);
   }
+}
+
+void choose_conv_transpose_jobs(Context& c, const Node& n, int64_t row_channels, bool one,
+                                const std::function<void()>& one_job, const std::function<void()>& row_jobs) {
+  const LayerMapping* lm = c.options.mapping ? c.options.mapping->find(n.name) : nullptr;
+  const bool imposed = one && lm && lm->tile_n;
+  if (imposed) one = *lm->tile_n > row_channels;
+  if (!one) return row_jobs();
+  if (!c.can_time() || imposed) return one_job();
+  int64_t cycles[2] = {0, 0};
+  for (int k = 0; k < 2; ++k) {
+    const Context::Trial undo = c.mark();  // each lowering's own search runs trials
+    const int64_t first = c.em.size();
+    (k == 0 ? one_job : row_jobs)();
+    cycles[k] = c.time_layer(first);
+    c.end_trial(undo);
+    c.timed = {};
+  }
+  (cycles[0] <= cycles[1] ? one_job : row_jobs)();
 }
 
 }  // namespace npusim::compiler::backend

@@ -44,6 +44,19 @@ struct MatrixJob {
   // as one such job, lower_conv_transpose).
   int64_t y_row = 0;
   int64_t out_row() const { return y_row ? y_row : OW * out_pitch(); }
+  // A stride = kernel ConvTranspose in one job (lower_conv_transpose_blocks): its M channels are y_rows
+  // output rows' worth, ordered (kernel column, channel, kernel row); the float epilogue transposes each
+  // tile (all M channels) so that each kernel row's pixels lie together, and stores y_rows row segments
+  // out_row() / y_rows elements apart. 0: off.
+  int64_t y_rows = 0;
+  // The DRAM box a tile of n channels x w x h pixels is stored as: (d0, d1, d2) with d1's and d2's strides.
+  struct OutBox {
+    int64_t d0, d1, d2, s1, s2;
+  };
+  OutBox out_box(int64_t n, int64_t w, int64_t h) const {
+    if (y_rows) return {w * out_pitch(), y_rows, h, out_row() / y_rows, out_row()};
+    return {n, w, h, out_pitch(), out_row()};
+  }
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;
   int64_t groups = 1, cg = 1, mg = 1;  // groups, input and output channels per group
   // A narrow conv packed `pack` output pixels a column (backend/matrix/pixel_packing.h): its geometry is the
@@ -448,6 +461,11 @@ class MatrixMapper {
   double dma_cycles(int64_t s0, int64_t s1, int64_t s2, int64_t st1, int64_t st2, isa::DType t) const {
     return dma_cost(s0, s1, s2, st1, st2, t).cycles;
   }
+  // The DMA cycles of storing an output tile of n channels x w x h pixels (MatrixJob::out_box).
+  double out_dma_cycles(int64_t n, int64_t w, int64_t h, isa::DType t) const {
+    const MatrixJob::OutBox b = j_.out_box(n, w, h);
+    return dma_cycles(b.d0, b.d1, b.d2, b.s1, b.s2, t);
+  }
   double vec_cost(int64_t elems) const;
   // Whether tiling t may keep its input tile resident across its K chunks (Tiling::input_resident).
   bool input_resident_ok(const Tiling& t) const;
@@ -482,6 +500,13 @@ class MatrixMapper {
 
 // Records a chosen tiling in c.plan (tile shape, loop order, estimates, MACs).
 void record_tiling(Context& c, const MatrixJob& j, const Tiling& t, int64_t evaluated);
+
+// A stride = kernel ConvTranspose lowered either as one job of all its kernel rows' channels (`one_job`,
+// MatrixJob::y_rows; `one` says whether it applies) or as a job per kernel row of `row_channels` channels
+// (`row_jobs`): both emitted and simulated, the faster kept (ties to one job). A mapping file's tile_n for
+// the layer says which: more than row_channels is the one job (--mapping-out writes its whole width).
+void choose_conv_transpose_jobs(Context& c, const Node& n, int64_t row_channels, bool one,
+                                const std::function<void()>& one_job, const std::function<void()>& row_jobs);
 
 // A layer lowered as several matrix jobs (a stride = kernel ConvTranspose's kernel rows): add() each
 // job's figures from c.plan after it is emitted, then write() their sums into the layer's plan.

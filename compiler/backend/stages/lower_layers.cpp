@@ -137,17 +137,7 @@ std::string failed_lowering_reason(const Node& n, Placement placement, const std
 // map it was to apply in its loads): that layer is lowered now, before it, on the vector unit.
 void lower_declined(Context& c, Groups& groups, size_t i) {
   const int64_t k = groups.declined(i);
-  if (k < 0) return;
-  const Node& n = c.g.nodes[static_cast<size_t>(k)];
-  LayerPlan* own = c.plan;
-  LayerPlan plan;
-  c.plan = &plan;
-  ViewScope views(c, n, Placement::kNpuVector);
-  std::string why;
-  if (!lower_vector_tiled(c, n, &why))
-    throw std::logic_error(fmt::format("backend: '{}' declined after its reader did: {}", n.name, why));
-  views.finish();
-  c.plan = own;
+  if (k >= 0) lower_vector_apart(c, c.g.nodes[static_cast<size_t>(k)], "declined after its reader did");
 }
 
 // Cycles of instructions [from, end of program) simulated as one span on an idle machine (the same slice

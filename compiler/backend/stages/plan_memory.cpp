@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "compiler/backend/fusion/attention_fusion.h"
+#include "compiler/backend/fusion/deferred_residual.h"
 #include "compiler/backend/fusion/layer_fusion.h"
 #include "compiler/backend/fusion/post_affine.h"
 #include "compiler/backend/fusion/pre_affine.h"
@@ -187,6 +188,13 @@ MemoryLayout plan_memory(const Graph& g, const isa::NpuConfig& config, const Com
     // So does a Mul that adds its input back (scaled_residual.h).
     if (const int64_t k = scaled_residual_candidate(g, static_cast<size_t>(i)); k >= 0)
       touch(g.nodes[static_cast<size_t>(k)].outputs[0], i);
+    // ... or waits for the top-down Add after it, which reads x, s and (lowered apart) the product
+    // (deferred_residual.h; float programs only).
+    if (const int64_t j = options.plan ? -1 : deferred_residual_reader(g, static_cast<size_t>(i)); j >= 0) {
+      const Node& mul = g.nodes[static_cast<size_t>(i)];
+      for (const std::string& v : {mul.inputs[0], mul.inputs[1], mul.outputs[0]})
+        touch(v, static_cast<int>(j));
+    }
     // An Add that reads a Resize's input in place of its output reads it after the Resize (upsample_add.h).
     if (const int64_t k = upsample_add_candidate(g, static_cast<size_t>(i));
         k >= 0 && !g.value(g.nodes[static_cast<size_t>(i)].inputs[0]).is_constant())

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "compiler/backend/core/context.h"
+#include "compiler/backend/fusion/deferred_residual.h"
 #include "compiler/backend/fusion/residency.h"
 #include "compiler/backend/fusion/scaled_residual.h"
 #include "compiler/backend/fusion/se_fusion.h"
@@ -516,14 +517,26 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
 // input pixels' sw pixels each, A's tile loaded, z's nx pixels loaded sw times each (a zero stride) as one
 // row (its codes centred and rescaled as B's would be), `on_tile` on the sh x row tile with that row
 // broadcast (bcast row), the result quantized when `qy`, stored.
+// With `S` (one value per channel, float: backend/fusion/deferred_residual.h), S is loaded once at the start
+// of the weight scratchpad, replicated along a tile's row by a zero-stride LOAD, and `on_tile` gets its
+// address after z's row.
 Bcast stream_upsampled(Context& c, const Operand& A, const Operand& B, const DramTensor& z, int64_t sh,
                        int64_t sw, const DramTensor& y, const quant::QParams* qy, const TileFn& on_tile,
-                       int64_t max_tile) {
+                       int64_t max_tile, const Operand* S = nullptr) {
   const int64_t N = y.phys[0], OW = y.phys[2], C = y.phys[3], H = z.phys[1], W = z.phys[2];
   const int64_t OH = y.phys[1], px = sw * C;
   Slots sa = make_slots(c, Buffer::kInput, 0, max_tile);
   Slots sb = make_slots(c, Buffer::kWeight);
-  const int64_t nx = std::min({W, kMaxDim / px, sa.elems / (sh * px), sb.elems / px});
+  int64_t nx = std::min({W, kMaxDim / px, sa.elems / (sh * px), sb.elems / px});
+  uint64_t s_row = 0;
+  if (S) {  // S's row takes a third of the weight scratchpad, z's two slots the rest
+    nx = std::min(nx, 2 * sb.elems / (3 * px));
+    const auto s_bytes = static_cast<uint64_t>(round64(nx * px * c.esize));
+    sb = make_slots(c, Buffer::kWeight, s_bytes);
+    nx = std::min(nx, sb.elems / px);
+    s_row = c.sram_base(Buffer::kWeight);
+    if (nx >= 1) c.load(Buffer::kWeight, s_row, S->range, S->addr, S->dt, {C, nx * sw, 1, 1}, {0, 0, 0});
+  }
   if (nx < 1) throw std::logic_error("backend: an upsampled operand's tile does not fit its slots");
   const uint64_t ea = static_cast<uint64_t>(isa::dtype_bytes(A.dt)),
                  ez = static_cast<uint64_t>(isa::dtype_bytes(z.dtype)),
@@ -546,7 +559,8 @@ Bcast stream_upsampled(Context& c, const Operand& A, const Operand& B, const Dra
         } else if (B.q) {
           dequantize_tile(c, Buffer::kWeight, bs, d0, 1, B.dt, kConvB);
         }
-        const TileResult res = on_tile(sl, {bs}, d0, sh, Bcast::kRow);
+        const TileResult res = on_tile(sl, S ? std::vector<uint64_t>{bs, s_row} : std::vector<uint64_t>{bs},
+                                       d0, sh, Bcast::kRow);
         if (qy) quantize_tile(c, res.buf, res.addr, d0, sh, y.dtype, kConvY);
         c.store(res.buf, res.addr, y.range(), y.addr + at * ey, y.dtype, {d0, sh, 1, 1}, {OW * C, 0, 0});
       }
@@ -643,6 +657,12 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
       swapped = true;
     }
   }
+  // The SE residual its first operand is (backend/fusion/deferred_residual.h): x and s read in its place.
+  const DeferredResidual* dr = up ? deferred_residual_of(c, n) : nullptr;
+  Operand S;
+  if (dr && (!make_operand(c, dr->x, y, A) || !make_operand(c, dr->s, y, S) || A.q || B.q || S.q ||
+             c.codes_of(n.outputs[0])))
+    throw std::logic_error("backend: a deferred SE residual's operands");
   if (!up && !streamable(A, {B}, y)) {
     *why = kNotStreamable;
     return false;
@@ -711,7 +731,7 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
     }
   }
   if (radd) load_conversion_constants(c, kConvY, qy, nullptr);  // m's zero point
-  Slots acc = qa || res ? make_slots(c, Buffer::kAccumulator, 64) : Slots{};
+  Slots acc = qa || res || dr ? make_slots(c, Buffer::kAccumulator, 64) : Slots{};
   uint64_t prepared = UINT64_MAX;  // the weight slot whose codes scale prepared
   // # int8: two int32 tiles a tile (m's and x's), each ping-ponged: four slots of half the size.
   Slots acc2;
@@ -723,6 +743,20 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
   const TileFn tile_fn = [&](uint64_t a_slot, const std::vector<uint64_t>& b, int64_t d0, int64_t d1,
                              Bcast bc) {
     const uint64_t b_cur = b[0];
+    if (dr) {  // m = x * s, then x + m, as the Mul and its Add compute them, then + up(z) as this Add does
+      const uint64_t t = acc.take();
+      Context::VecArgs v;
+      v.op = VecOp::kMul, v.in = v.out = c.act, v.src1_buf = Buffer::kInput, v.src1 = a_slot;
+      v.src2_buf = Buffer::kWeight, v.src2 = b[1], v.dst_buf = Buffer::kAccumulator, v.dst = t;
+      v.d0 = d0, v.d1 = d1, v.bcast = Bcast::kRow;
+      c.vec(v);
+      v.op = VecOp::kAdd, v.src2_buf = Buffer::kAccumulator, v.src2 = t, v.bcast = Bcast::kNone;
+      c.vec(v);
+      v.src1_buf = Buffer::kAccumulator, v.src1 = t, v.src2_buf = Buffer::kWeight, v.src2 = b_cur;
+      v.bcast = bc;
+      c.vec(v);
+      return TileResult{Buffer::kAccumulator, t};
+    }
     if (imul && radd) {  // m = x * s in m's codes, then x + m in the output's codes
       const uint64_t t1 = acc.take(), t2 = acc2.take();
       centred_products(c, a_slot, A.dt, t1, b_cur, d0, d1, bc);
@@ -844,12 +878,14 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
     return TileResult{work, sl};
   };
   const quant::QParams* q_store = imul || iadd ? nullptr : qy;
-  const int64_t max_tile = qa || res ? acc.elems : INT64_MAX;
+  const int64_t max_tile = qa || res || dr ? acc.elems : INT64_MAX;
   const Bcast mode =
-      up ? stream_upsampled(c, A, B, c.tensor(up->z), up->sh, up->sw, y, q_store, tile_fn, max_tile)
+      up ? stream_upsampled(c, A, B, c.tensor(up->z), up->sh, up->sw, y, q_store, tile_fn, max_tile,
+                            dr ? &S : nullptr)
          : stream_broadcast(c, A, {B}, res ? *res : y, q_store, tile_fn, max_tile,
                             !res && !y.strided() && se_mul_may_keep_product(c) ? &kept : nullptr);
   if (res) scaled_residual_done(c);
+  if (dr) deferred_residual_done(c);
   // The product stays in the scratchpad for the pointwise conv after the Mul (backend/fusion/residency.h; the
   // first LOAD of it by any other reader spills it).
   if (kept) se_mul_kept_product(c, n.outputs[0], y, static_cast<uint64_t>(A.sram));
@@ -876,6 +912,13 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
         "zero-stride "
         "LOAD, that row used for {} output rows): the upsampled map never written",
         c.g.nodes[static_cast<size_t>(up->resize)].outputs[0], up->z, up->sh, up->sw, up->sw, up->sh);
+  if (dr)
+    c.plan->mapping += fmt::format(
+        "; its operand '{}' made in the same tile loop from '{}' and the scale '{}' (VEC mul bcast row, the "
+        "scale loaded once along the row, and VEC add, as its SE Mul and residual Add compute it): never "
+        "written",
+        n.inputs[0] == c.g.nodes[static_cast<size_t>(up->resize)].outputs[0] ? n.inputs[1] : n.inputs[0],
+        dr->x, dr->s);
   if (res)
     c.plan->mapping += fmt::format(
         ", then the Add '{}' in the same tile loop (x added to each product tile in the "

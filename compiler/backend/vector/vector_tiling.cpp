@@ -5,11 +5,14 @@
 
 #include <algorithm>
 #include <limits>
+#include <stdexcept>
 #include <vector>
 
+#include "compiler/backend/fusion/deferred_residual.h"
 #include "compiler/backend/fusion/scaled_residual.h"
 #include "compiler/backend/fusion/upsample_add.h"
 #include "compiler/backend/mapping/mapping.h"
+#include "compiler/backend/memory/view_scope.h"
 #include "isa/ceil_div.h"
 
 namespace npusim::compiler::backend {
@@ -176,6 +179,18 @@ bool lower_imposed(Context& c, const Node& n, const LayerMapping& m, std::string
 
 }  // namespace
 
+void lower_vector_apart(Context& c, const Node& n, const char* context) {
+  LayerPlan* own = c.plan;
+  LayerPlan plan;
+  c.plan = &plan;
+  ViewScope views(c, n, Placement::kNpuVector);
+  std::string why;
+  if (!lower_vector_tiled(c, n, &why))
+    throw std::logic_error(fmt::format("backend: '{}' {}: {}", n.name, context, why));
+  views.finish();
+  c.plan = own;
+}
+
 bool lower_vector_tiled(Context& c, const Node& n, std::string* why) {
   const LayerMapping* imposed = c.options.mapping ? c.options.mapping->find(n.name) : nullptr;
   if (imposed && imposed->tile_elems) return lower_imposed(c, n, *imposed, why);
@@ -187,7 +202,8 @@ bool lower_vector_tiled(Context& c, const Node& n, std::string* why) {
   // An SE Mul that may add its input back (fusion/scaled_residual.h): with and without, both simulated.
   scaled_residual_choose(c, n, [&] { return trial(c, n, 0).cycles; });
   const std::string key = decision_key(c, n) + (scaled_residual_output(c, n) ? "+residual add" : "") +
-                          (upsampled_operand(c, n) ? "+upsampled operand" : "");
+                          (upsampled_operand(c, n) ? "+upsampled operand" : "") +
+                          (deferred_residual_of(c, n) ? "+deferred residual" : "");
   int64_t limit = 0;
   std::string reason;
   Context::Timed timed;

@@ -20,5 +20,9 @@ namespace npusim::compiler::backend {
 // zero, larger than the tensor, larger than the scratchpad's slots, or given to a lowering that streams
 // no tiles.
 bool lower_vector_tiled(Context& c, const Node& n, std::string* why);
+// Lowers node `n` on the vector unit now, in the current layer's code, with a plan of its own that is
+// discarded: a layer whose work a later reader was to do and did not (Groups::declined,
+// fusion/deferred_residual.h). Throws a logic_error naming `context` when the vector unit declines it.
+void lower_vector_apart(Context& c, const Node& n, const char* context);
 
 }  // namespace npusim::compiler::backend
