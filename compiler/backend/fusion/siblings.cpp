@@ -1,0 +1,178 @@
+// Sibling matrix layers as one GEMM (siblings.h).
+#include "compiler/backend/fusion/siblings.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "compiler/backend/fusion/attention_fusion.h"
+#include "compiler/backend/fusion/layer_fusion.h"
+#include "compiler/backend/fusion/post_affine.h"
+#include "compiler/backend/fusion/pre_affine.h"
+#include "compiler/backend/fusion/pre_pool.h"
+#include "compiler/backend/fusion/pre_scale.h"
+#include "compiler/backend/fusion/project_tail.h"
+#include "compiler/backend/fusion/scaled_residual.h"
+#include "compiler/backend/stages/plan_memory.h"
+#include "compiler/passes/lowered.h"
+
+namespace npusim::compiler::backend {
+
+namespace {
+
+// Whether Conv nodes a and b read their input alike and end alike (the input-side geometry, the bias's
+// presence, the fused activation).
+bool same_form(const Graph& g, const Node& a, const Node& b) {
+  const Value& wa = g.value(a.inputs[1]);
+  const Value& wb = g.value(b.inputs[1]);
+  if (wa.shape.size() != 4 || wb.shape.size() != 4 || wa.shape[1] != wb.shape[1] ||
+      wa.shape[2] != wb.shape[2] || wa.shape[3] != wb.shape[3])
+    return false;
+  for (const char* k : {"strides", "pads", "dilations"})
+    if (a.attr_ints(k, {}) != b.attr_ints(k, {})) return false;
+  for (const char* k : {"auto_pad", kActivation})
+    if (a.attr_string(k, "") != b.attr_string(k, "")) return false;
+  for (const char* k : {kActMin, kActMax, kAlpha, kBeta})
+    if (a.has_attr(k) != b.has_attr(k) || a.attr_float(k, 0) != b.attr_float(k, 0)) return false;
+  return a.has_input(2) == b.has_input(2);
+}
+
+// Whether node k of g can be one of a sibling group: a dense Conv with constant weights (and bias), no
+// residual, placed on the array, in no other fusion group by the graph's shape.
+bool mergeable(const Graph& g, size_t k) {
+  const Node& n = g.nodes[k];
+  if (n.op_type != "Conv" || n.inputs.size() < 2 || n.outputs.size() != 1 || n.attr_int("group", 1) != 1 ||
+      n.has_attr(kResidualInput) || placement_of(n) != Placement::kNpuMatrix)
+    return false;
+  if (g.value(n.inputs[0]).shape.size() != 4 || !g.value(n.inputs[1]).is_constant()) return false;
+  if (n.has_input(2) && !g.value(n.inputs[2]).is_constant()) return false;
+  if (n.attr_string(kActivation, "") == "Silu") return false;
+  for (const std::string& o : g.outputs)
+    if (o == n.outputs[0]) return false;
+  return !conv_pool_pair(g, k) && project_tail_of(g, k) < 0 && post_affine_candidate(g, k) < 0 &&
+         scaled_residual_candidate(g, k) < 0 && attention_candidate(g, k) == 0;
+}
+
+}  // namespace
+
+std::vector<size_t> sibling_candidates(const Graph& g, size_t i) {
+  if (i >= g.nodes.size() || !mergeable(g, i)) return {};
+  const Node& first = g.nodes[i];
+  const std::string& x = first.inputs[0];
+  if (g.value(x).is_constant()) return {};
+  // The input's producer: a map applied in one of its readers' loads leaves no input in DRAM to share.
+  for (size_t p = 0; p < i; ++p) {
+    for (const std::string& o : g.nodes[p].outputs) {
+      if (o != x) continue;
+      if (pre_affine_reader(g, p) >= 0 || pre_pool_reader(g, p) >= 0 || !pre_scale_input(g, p).empty())
+        return {};
+    }
+  }
+  std::vector<size_t> later;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& n = g.nodes[k];
+    if (k == i || n.inputs.empty() || n.inputs[0] != x) continue;
+    if (!mergeable(g, k) || !same_form(g, first, n)) continue;
+    if (k < i) return {};  // node i is not the first
+    later.push_back(k);
+  }
+  return later;
+}
+
+bool SiblingGroup::covers(size_t i) const {
+  return std::find(others.begin(), others.end(), i) != others.end();
+}
+
+namespace {
+
+// Cycles of the code from instruction `first` on (Context::time_layer), or 0 when the context cannot time.
+int64_t timed(Context& c, int64_t first) { return c.can_time() ? c.time_layer(first) : 0; }
+
+// Emits the group merged; false when the job cannot be formed.
+bool emit_merged(Context& c, const std::vector<const Node*>& nodes) { return lower_conv_siblings(c, nodes); }
+
+// Emits each node on its own, as its layer would (plans discarded; the code counted as the current layer's,
+// Context::time_layer); false when one declines.
+bool emit_separate(Context& c, const std::vector<const Node*>& nodes) {
+  LayerPlan* const plan = c.plan;
+  bool ok = true;
+  for (size_t k = 0; k < nodes.size() && ok; ++k) {
+    LayerPlan scratch;
+    scratch.name = nodes[k]->name;
+    scratch.op = nodes[k]->op_type;
+    scratch.placement = Placement::kNpuMatrix;
+    c.plan = &scratch;
+    ok = lower_matrix(c, *nodes[k]);
+  }
+  c.plan = plan;
+  return ok;
+}
+
+}  // namespace
+
+SiblingGroup lower_siblings(Context& c, size_t i) {
+  SiblingGroup none;
+  const CompileOptions& o = c.options;
+  if (!o.keep_on_chip || o.plan || c.config.systolic_array.cols <= 0) return none;
+  const std::vector<size_t> later = sibling_candidates(c.g, i);
+  if (later.empty()) return none;
+  // What the groups planned for node i (its output on chip, a map in its loads or stores, a line buffer).
+  const FusionState& f = c.fusion;
+  const auto layer = static_cast<int64_t>(i);
+  if (f.conv_pool || (f.on_chip.pending && f.on_chip.producer == i) || f.pre_affine.reader == layer ||
+      f.pre_pool.reader == layer || f.pre_scale.reader == layer || (f.post_affine.bn >= 0 && f.post_affine.producer == i))
+    return none;
+  std::vector<const Node*> nodes = {&c.g.nodes[i]};
+  std::vector<size_t> at = {i};
+  // A mapping file's entry for node i decides (an entry without the key: separate, as --mapping-out writes a
+  // layer lowered on its own); a layer it leaves out is decided by simulation.
+  std::optional<bool> imposed;
+  if (const LayerMapping* m = o.mapping ? o.mapping->find(c.g.nodes[i].name) : nullptr)
+    imposed = m->merge_siblings.value_or(false);
+  for (size_t k : later) {
+    const Node& n = c.g.nodes[k];
+    // A mapping file that places or tiles a later sibling lowers it as its own layer.
+    if (const LayerMapping* m = o.mapping ? o.mapping->find(n.name) : nullptr;
+        m && ((m->placement && *m->placement != Placement::kNpuMatrix) || m->has_tiling()))
+      continue;
+    nodes.push_back(&n);
+    at.push_back(k);
+  }
+  if (nodes.size() < 2 || (imposed && !*imposed)) return none;
+  if (!imposed) {
+    // Merged against separate, each simulated from the same point (the layers before as context).
+    const int64_t first = c.em.size();
+    const LayerPlan plan = *c.plan;
+    Context::Trial mark = c.mark();
+    const bool merged_ok = emit_merged(c, nodes);
+    const int64_t merged = merged_ok ? timed(c, first) : 0;
+    c.end_trial(mark);
+    *c.plan = plan;
+    if (!merged_ok) return none;
+    mark = c.mark();
+    const bool separate_ok = emit_separate(c, nodes);
+    const int64_t separate = separate_ok ? timed(c, first) : 0;
+    c.end_trial(mark);
+    *c.plan = plan;
+    c.timed = {};
+    if (separate_ok && merged >= separate) return none;
+  }
+  if (!emit_merged(c, nodes)) return none;
+  SiblingGroup s;
+  s.first = i;
+  for (size_t k = 1; k < nodes.size(); ++k) {
+    s.others.push_back(at[k]);
+    const Value& w = c.g.value(nodes[k]->inputs[1]);
+    const Value& y = c.g.value(nodes[k]->outputs[0]);
+    s.macs.push_back(num_elements(y.shape) * w.shape[1] * w.shape[2] * w.shape[3]);
+  }
+  c.plan->chosen.merge_siblings = true;
+  return s;
+}
+
+std::string describe_sibling(const Context& c, const SiblingGroup& s, size_t i) {
+  return fmt::format("merged into '{}': one GEMM with the layers reading '{}' (its channels' columns)",
+                     c.g.nodes[s.first].name, c.g.nodes[i].inputs[0]);
+}
+
+}  // namespace npusim::compiler::backend
