@@ -7,7 +7,7 @@ model functionally as npusim lowers it (the default, writing its mapping) and ag
 - the merged run has at least --min-merged layers lowered with an earlier sibling: fused_into that layer, no
   instructions of their own, their mapping naming it; the first's mapping says how many layers it runs;
 - the separate run and the --no-fusion run have none; the outputs of the merged and the separate runs are
-  identical bit for bit, and the merged run reads fewer DRAM bytes and takes fewer cycles;
+  identical bit for bit, and the merged run reads fewer DRAM bytes and takes no more cycles;
 - re-imposing the merged run's --mapping-out reproduces it (the same merged layers, the same cycles).
 
 `--make-small DIR` first writes DIR/inception_block.onnx, two inception blocks (GoogLeNet's shape, small): in
@@ -130,8 +130,8 @@ def main():
             print(f"FAIL: outputs differ from the layers apart: {diff}")
             ok = False
         read = {w: sum(l.get("dram_bytes_read", 0) for l in r["layers"]) for w, r in reports.items()}
-        if not a.exact_only and not (read["fused"] < read["unfused"] and cycles["fused"] < cycles["unfused"]):
-            print(f"FAIL: the merged run is not cheaper than the layers apart ({read['fused']} against "
+        if not a.exact_only and not (read["fused"] < read["unfused"] and cycles["fused"] <= cycles["unfused"]):
+            print(f"FAIL: the merged run reads no fewer bytes or is slower than the layers apart ({read['fused']} against "
                   f"{read['unfused']} bytes read)")
             ok = False
         if cycles["again"] != cycles["fused"] or merged_layers(reports["again"]) != merged:

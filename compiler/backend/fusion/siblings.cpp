@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 
 #include "compiler/backend/fusion/attention_fusion.h"
 #include "compiler/backend/fusion/layer_fusion.h"
@@ -13,6 +14,7 @@
 #include "compiler/backend/fusion/pre_scale.h"
 #include "compiler/backend/fusion/project_tail.h"
 #include "compiler/backend/fusion/scaled_residual.h"
+#include "compiler/backend/int8/int8.h"
 #include "compiler/backend/stages/plan_memory.h"
 #include "compiler/passes/lowered.h"
 
@@ -79,6 +81,31 @@ std::vector<size_t> sibling_candidates(const Graph& g, size_t i) {
   return later;
 }
 
+int64_t merged_alignment(const MatrixJob& j) {
+  int64_t a = 0;
+  for (size_t k = 0; k < j.segments.size(); ++k) {
+    const int64_t end = k + 1 < j.segments.size() ? j.segments[k + 1][0] : j.M;
+    a = std::gcd(a, end - j.segments[k][0]);
+  }
+  return a;
+}
+
+int64_t merged_channels(const MatrixJob& j) {
+  int64_t n = 0;
+  for (const auto& sg : j.segments) n += sg[1] - sg[0];
+  return n;
+}
+
+SegmentOutput segment_output(const DramTensor& y, int64_t begin) {
+  SegmentOutput o;
+  o.begin = begin;
+  o.addr = y.addr;
+  o.pitch = y.strided() ? y.view_strides[2] : y.shape[1];
+  o.image = y.strided() ? y.view_strides[0] : y.shape[1] * y.shape[2] * y.shape[3];
+  o.range = y.range();
+  return o;
+}
+
 bool SiblingGroup::covers(size_t i) const {
   return std::find(others.begin(), others.end(), i) != others.end();
 }
@@ -89,7 +116,9 @@ namespace {
 int64_t timed(Context& c, int64_t first) { return c.can_time() ? c.time_layer(first) : 0; }
 
 // Emits the group merged; false when the job cannot be formed.
-bool emit_merged(Context& c, const std::vector<const Node*>& nodes) { return lower_conv_siblings(c, nodes); }
+bool emit_merged(Context& c, const std::vector<const Node*>& nodes) {
+  return c.options.plan ? lower_conv_siblings_int8(c, nodes) : lower_conv_siblings(c, nodes);
+}
 
 // Emits each node on its own, as its layer would (plans discarded; the code counted as the current layer's,
 // Context::time_layer); false when one declines.
@@ -102,7 +131,9 @@ bool emit_separate(Context& c, const std::vector<const Node*>& nodes) {
     scratch.op = nodes[k]->op_type;
     scratch.placement = Placement::kNpuMatrix;
     c.plan = &scratch;
-    ok = lower_matrix(c, *nodes[k]);
+    PlanScope scope(c, *nodes[k], Placement::kNpuMatrix);  // # int8: as the layer's own lowering
+    ok = scope.int8_matrix() ? lower_matrix_int8(c, *nodes[k]) : lower_matrix(c, *nodes[k]);
+    scope.finish();
   }
   c.plan = plan;
   return ok;
@@ -113,14 +144,15 @@ bool emit_separate(Context& c, const std::vector<const Node*>& nodes) {
 SiblingGroup lower_siblings(Context& c, size_t i) {
   SiblingGroup none;
   const CompileOptions& o = c.options;
-  if (!o.keep_on_chip || o.plan || c.config.systolic_array.cols <= 0) return none;
+  if (!o.keep_on_chip || c.config.systolic_array.cols <= 0) return none;
   const std::vector<size_t> later = sibling_candidates(c.g, i);
   if (later.empty()) return none;
   // What the groups planned for node i (its output on chip, a map in its loads or stores, a line buffer).
   const FusionState& f = c.fusion;
   const auto layer = static_cast<int64_t>(i);
   if (f.conv_pool || (f.on_chip.pending && f.on_chip.producer == i) || f.pre_affine.reader == layer ||
-      f.pre_pool.reader == layer || f.pre_scale.reader == layer || (f.post_affine.bn >= 0 && f.post_affine.producer == i))
+      f.pre_pool.reader == layer || f.pre_scale.reader == layer ||
+      (f.post_affine.bn >= 0 && f.post_affine.producer == i))
     return none;
   std::vector<const Node*> nodes = {&c.g.nodes[i]};
   std::vector<size_t> at = {i};

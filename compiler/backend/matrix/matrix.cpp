@@ -7,7 +7,6 @@
 #include <cmath>
 #include <functional>
 #include <limits>
-#include <numeric>
 #include <optional>
 
 #include "compiler/backend/core/context.h"
@@ -484,66 +483,11 @@ bool lower_conv(Context& c, const Node& n) {
   return lower_conv_spec(c, n, cs);
 }
 
-// Sibling convs as one job (backend/fusion/siblings.h): the float strategy of the merged job, whose epilogue
-// writes each output tile into its own layer's tensor. The tile's channels [n0, n0 + tn) lie in one
-// segment (MatrixJob::segments); the job's output fields are set to that layer's before the epilogue, with
-// the base moved back by the segment's first channel, so the strategy's offsets (n0 of the merged job)
-// land on the layer's channel n0 - begin.
-class SiblingStrategy : public MatrixStrategy {
- public:
-  struct Out {
-    int64_t begin = 0;
-    uint64_t addr = 0;
-    int64_t image = 0, pitch = 0;  // elements between images and between pixels
-    Range range;
-  };
-  SiblingStrategy(Context& c, FloatJob& j, std::vector<Out> outs)
-      : j_(j), inner_(c, j), outs_(std::move(outs)) {
-    ops = inner_.ops;
-    select(0);
-  }
-  int64_t acc_bytes(int64_t p, int64_t tn, int sides) const override {
-    return inner_.acc_bytes(p, tn, sides);
-  }
-  int epilogue_ops() const override { return inner_.epilogue_ops(); }
-  std::vector<int64_t> param_loads(int64_t tn) const override { return inner_.param_loads(tn); }
-  int64_t side_bytes(int64_t p, int64_t tn, int sides) const override {
-    return inner_.side_bytes(p, tn, sides);
-  }
-  void allocate(SramAlloc& acc, SramAlloc& side, int64_t p_max, int64_t tn, int sides) override {
-    inner_.allocate(acc, side, p_max, tn, sides);
-  }
-  uint64_t acc_slot(int side) const override { return inner_.acc_slot(side); }
-  uint64_t weight_tile(int64_t b, int64_t gb, int64_t k0, int64_t k1, int64_t n0, int64_t n1) override {
-    return inner_.weight_tile(b, gb, k0, k1, n0, n1);
-  }
-  uint64_t depthwise_weights() override { return inner_.depthwise_weights(); }
-  void epilogue(const OutTile& t, int side) override {
-    size_t k = 0;
-    while (k + 1 < outs_.size() && outs_[k + 1].begin <= t.n0) ++k;
-    select(k);
-    inner_.epilogue(t, side);
-  }
-  bool ends_with_vec() const override { return inner_.ends_with_vec(); }
-
- private:
-  void select(size_t k) {
-    const Out& o = outs_[k];
-    const auto es = static_cast<uint64_t>(isa::dtype_bytes(ops.y));
-    const uint64_t base = o.addr - static_cast<uint64_t>(o.begin) * es;
-    const auto image = static_cast<uint64_t>(o.image) * es;
-    j_.y_base = [base, image](int64_t img) { return base + static_cast<uint64_t>(img) * image; };
-    j_.y_pitch = o.pitch;
-    j_.y_range = o.range;
-  }
-
-  FloatJob& j_;
-  FloatStrategy inner_;
-  std::vector<Out> outs_;
-};
-
 }  // namespace
 
+// Sibling convs as one float job (backend/fusion/siblings.h): their weights and biases side by side, each
+// layer's padded with zeros to a multiple of the array's columns; each tile's epilogue writes its layer's
+// tensor (SegmentStrategy).
 bool lower_conv_siblings(Context& c, const std::vector<const Node*>& nodes) {
   const Node& n = *nodes.front();
   const DramTensor& x = c.tensor(n.inputs[0]);
@@ -557,10 +501,8 @@ bool lower_conv_siblings(Context& c, const std::vector<const Node*>& nodes) {
   j.kh = w0.shape[2], j.kw = w0.shape[3];
   const auto st = n.attr_ints("strides", {1, 1}), dl = n.attr_ints("dilations", {1, 1});
   j.sh = st[0], j.sw = st[1], j.dh = dl[0], j.dw = dl[1];
-  // The layers' weights [M][C][kh][kw] and biases, each padded with zeros to a multiple of the array's
-  // columns.
   std::vector<float> w, bias;
-  std::vector<SiblingStrategy::Out> outs;
+  std::vector<SegmentOutput> outs;
   const int64_t taps = j.C * j.kh * j.kw;
   for (const Node* s : nodes) {
     const DramTensor& y = c.tensor(s->outputs[0]);
@@ -568,36 +510,24 @@ bool lower_conv_siblings(Context& c, const std::vector<const Node*>& nodes) {
     const Tensor& wt = *c.g.value(s->inputs[1]).constant;
     // A shape-only constant (a timing-only compile): tiles placed, no values written.
     if (!wt.has_values()) j.w_elided = true;
-    const std::vector<float> ws = j.w_elided      ? std::vector<float>{}
-                                  : wt.floating() ? wt.f
-                                                  : wt.to_float_vector();
     const int64_t m = y.shape[1], padded = ceil_div(m, align) * align;
-    SiblingStrategy::Out o;
-    o.begin = j.M;
-    o.addr = y.addr;
-    o.pitch = y.strided() ? y.view_strides[2] : m;
-    o.image = y.strided() ? y.view_strides[0] : y.shape[2] * y.shape[3] * m;
-    o.range = y.range();
+    outs.push_back(segment_output(y, j.M));
     j.OH = y.shape[2], j.OW = y.shape[3];
-    j.segments.push_back({o.begin, o.begin + m});
-    outs.push_back(o);
+    j.segments.push_back({j.M, j.M + m});
     if (!j.w_elided) {
+      const std::vector<float> ws = wt.floating() ? wt.f : wt.to_float_vector();
       w.insert(w.end(), ws.begin(), ws.end());
-      w.resize(static_cast<size_t>((o.begin + padded) * taps), 0.0f);
+      w.resize(static_cast<size_t>((j.M + padded) * taps), 0.0f);
     }
     if (s->has_input(2)) {
       const std::vector<float> b = c.g.value(s->inputs[2]).constant->to_float_vector();
       bias.insert(bias.end(), b.begin(), b.end());
-      bias.resize(static_cast<size_t>(o.begin + padded), 0.0f);
+      bias.resize(static_cast<size_t>(j.M + padded), 0.0f);
     }
-    j.M = o.begin + padded;
+    j.M += padded;
   }
   j.mg = j.M, j.cg = j.C;
-  j.n_align = 0;  // the widest multiple of the array's columns that divides every padded segment
-  for (size_t k = 0; k < j.segments.size(); ++k) {
-    const int64_t end = k + 1 < j.segments.size() ? j.segments[k + 1][0] : j.M;
-    j.n_align = std::gcd(j.n_align, end - j.segments[k][0]);
-  }
+  j.n_align = merged_alignment(j);
   set_conv_pads(n, j);
   if (!j.conv_mappable()) return false;
   if (!j.w_elided) j.w = grouped_weights(j, w);
@@ -611,20 +541,24 @@ bool lower_conv_siblings(Context& c, const std::vector<const Node*>& nodes) {
     j.epi.bias_addr = c.add_floats(bias, DType::kFp32);
   }
   if (!set_activation(n, j.epi)) return false;
-  int64_t real = 0;
-  for (const auto& sg : j.segments) real += sg[1] - sg[0];
-  j.what = fmt::format("Conv {}x{}x{}->{} ({} sibling layers)", j.kh, j.kw, j.C, real, nodes.size());
+  j.what =
+      fmt::format("Conv {}x{}x{}->{} ({} sibling layers)", j.kh, j.kw, j.C, merged_channels(j), nodes.size());
   c.plan->mapping = fmt::format(
       "CONV {}x{} stride {}x{} dilation {}x{}, {} sibling layers as one GEMM of {} "
       "channels",
-      j.kh, j.kw, j.sh, j.sw, j.dh, j.dw, nodes.size(), real);
+      j.kh, j.kw, j.sh, j.sw, j.dh, j.dw, nodes.size(), merged_channels(j));
   if (subsample_pointwise(j)) c.plan->mapping += ", reading only the pixels it uses (strided LOAD)";
-  SiblingStrategy ss(c, j, std::move(outs));
+  SegmentStrategy<FloatStrategy> ss(c, j, [&j, &outs, es](size_t k) {
+    const SegmentOutput& o = outs[k];
+    const uint64_t base = o.base(static_cast<int64_t>(es)), image = static_cast<uint64_t>(o.image) * es;
+    j.y_base = [base, image](int64_t img) { return base + static_cast<uint64_t>(img) * image; };
+    j.y_pitch = o.pitch;
+    j.y_range = o.range;
+  });
   MatrixMapper mm(c, j, ss);
   Tiling t;
   int64_t evaluated = 0;
-  if (map_matrix_job(c, j, ss, mm, &t, &evaluated)) return false;
-  if (evaluated == 0 || j.y_sram >= 0) return false;
+  if (map_matrix_job(c, j, ss, mm, &t, &evaluated) || evaluated == 0 || j.y_sram >= 0) return false;
   record_tiling(c, j, t, evaluated);
   c.plan->macs = num_elements(c.g.value(n.outputs[0]).shape) * taps;
   const int64_t before = c.em.size();

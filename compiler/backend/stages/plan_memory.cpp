@@ -194,7 +194,7 @@ MemoryLayout plan_memory(const Graph& g, const isa::NpuConfig& config, const Com
       touch(g.nodes[static_cast<size_t>(i)].inputs[0], static_cast<int>(k));
   }
   // Sibling layers run as one GEMM write every output at the first of them (siblings.h).
-  for (int i = 0; options.keep_on_chip && !options.plan && i < kEnd; ++i) {
+  for (int i = 0; options.keep_on_chip && i < kEnd; ++i) {
     for (size_t k : sibling_candidates(g, static_cast<size_t>(i))) touch(g.nodes[k].outputs[0], i);
   }
   uint64_t no_reuse = 0;
