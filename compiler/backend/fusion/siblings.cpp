@@ -49,8 +49,6 @@ bool mergeable(const Graph& g, size_t k) {
   if (g.value(n.inputs[0]).shape.size() != 4 || !g.value(n.inputs[1]).is_constant()) return false;
   if (n.has_input(2) && !g.value(n.inputs[2]).is_constant()) return false;
   if (n.attr_string(kActivation, "") == "Silu") return false;
-  for (const std::string& o : g.outputs)
-    if (o == n.outputs[0]) return false;
   return !conv_pool_pair(g, k) && project_tail_of(g, k) < 0 && post_affine_candidate(g, k) < 0 &&
          scaled_residual_candidate(g, k) < 0 && attention_candidate(g, k) == 0;
 }
