@@ -15,6 +15,7 @@
 #include "compiler/backend/fusion/project_tail.h"
 #include "compiler/backend/fusion/scaled_residual.h"
 #include "compiler/backend/int8/int8.h"
+#include "compiler/backend/result.h"
 #include "compiler/backend/stages/plan_memory.h"
 #include "compiler/passes/lowered.h"
 
@@ -24,7 +25,7 @@ namespace {
 
 // Whether Conv nodes a and b read their input alike and end alike (the input-side geometry, the bias's
 // presence, the fused activation).
-bool same_form(const Graph& g, const Node& a, const Node& b) {
+bool sibling_form_matches(const Graph& g, const Node& a, const Node& b) {
   const Value& wa = g.value(a.inputs[1]);
   const Value& wb = g.value(b.inputs[1]);
   if (wa.shape.size() != 4 || wb.shape.size() != 4 || wa.shape[1] != wb.shape[1] ||
@@ -41,7 +42,7 @@ bool same_form(const Graph& g, const Node& a, const Node& b) {
 
 // Whether node k of g can be one of a sibling group: a dense Conv with constant weights (and bias), no
 // residual, placed on the array, in no other fusion group by the graph's shape.
-bool mergeable(const Graph& g, size_t k) {
+bool sibling_mergeable(const Graph& g, size_t k) {
   const Node& n = g.nodes[k];
   if (n.op_type != "Conv" || n.inputs.size() < 2 || n.outputs.size() != 1 || n.attr_int("group", 1) != 1 ||
       n.has_attr(kResidualInput) || placement_of(n) != Placement::kNpuMatrix)
@@ -56,7 +57,7 @@ bool mergeable(const Graph& g, size_t k) {
 }  // namespace
 
 std::vector<size_t> sibling_candidates(const Graph& g, size_t i) {
-  if (i >= g.nodes.size() || !mergeable(g, i)) return {};
+  if (i >= g.nodes.size() || !sibling_mergeable(g, i)) return {};
   const Node& first = g.nodes[i];
   const std::string& x = first.inputs[0];
   if (g.value(x).is_constant()) return {};
@@ -72,7 +73,7 @@ std::vector<size_t> sibling_candidates(const Graph& g, size_t i) {
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& n = g.nodes[k];
     if (k == i || n.inputs.empty() || n.inputs[0] != x) continue;
-    if (!mergeable(g, k) || !same_form(g, first, n)) continue;
+    if (!sibling_mergeable(g, k) || !sibling_form_matches(g, first, n)) continue;
     if (k < i) return {};  // node i is not the first
     later.push_back(k);
   }
@@ -111,16 +112,41 @@ bool SiblingGroup::covers(size_t i) const {
 namespace {
 
 // Cycles of the code from instruction `first` on (Context::time_layer), or 0 when the context cannot time.
-int64_t timed(Context& c, int64_t first) { return c.can_time() ? c.time_layer(first) : 0; }
+int64_t sibling_cycles(Context& c, int64_t first) { return c.can_time() ? c.time_layer(first) : 0; }
+
+// Cycles of the code `emit` emits from here (Context::time_layer), emitted and undone; -1 when it emits
+// nothing (false) or the lowering throws.
+template <typename Emit>
+int64_t sibling_trial(Context& c, Emit emit) {
+  const int64_t first = c.em.size();
+  LayerPlan* const at = c.plan;
+  const LayerPlan plan = *at;
+  const Context::Trial mark = c.mark();
+  int64_t cycles = -1;
+  try {
+    if (emit()) cycles = sibling_cycles(c, first);
+  } catch (const MappingError&) {
+    c.end_trial(mark);
+    c.plan = at;
+    throw;
+  } catch (const std::exception&) {
+    cycles = -1;
+  }
+  c.end_trial(mark);
+  c.plan = at;  // (emit_siblings_apart's scratch plans, if it threw)
+  *c.plan = plan;
+  c.timed = {};
+  return cycles;
+}
 
 // Emits the group merged; false when the job cannot be formed.
-bool emit_merged(Context& c, const std::vector<const Node*>& nodes) {
+bool emit_siblings_merged(Context& c, const std::vector<const Node*>& nodes) {
   return c.options.plan ? lower_conv_siblings_int8(c, nodes) : lower_conv_siblings(c, nodes);
 }
 
 // Emits each node on its own, as its layer would (plans discarded; the code counted as the current layer's,
 // Context::time_layer); false when one declines.
-bool emit_separate(Context& c, const std::vector<const Node*>& nodes) {
+bool emit_siblings_apart(Context& c, const std::vector<const Node*>& nodes) {
   LayerPlan* const plan = c.plan;
   bool ok = true;
   for (size_t k = 0; k < nodes.size() && ok; ++k) {
@@ -170,24 +196,21 @@ SiblingGroup lower_siblings(Context& c, size_t i) {
   }
   if (nodes.size() < 2 || (imposed && !*imposed)) return none;
   if (!imposed) {
-    // Merged against separate, each simulated from the same point (the layers before as context).
-    const int64_t first = c.em.size();
-    const LayerPlan plan = *c.plan;
-    Context::Trial mark = c.mark();
-    const bool merged_ok = emit_merged(c, nodes);
-    const int64_t merged = merged_ok ? timed(c, first) : 0;
-    c.end_trial(mark);
-    *c.plan = plan;
-    if (!merged_ok) return none;
-    mark = c.mark();
-    const bool separate_ok = emit_separate(c, nodes);
-    const int64_t separate = separate_ok ? timed(c, first) : 0;
-    c.end_trial(mark);
-    *c.plan = plan;
-    c.timed = {};
-    if (separate_ok && merged >= separate) return none;
+    // Merged against separate, each simulated from the same point (the layers before as context); -1: the
+    // code could not be formed (a layer that does not fit lowers on its own, or goes to the host, there).
+    const int64_t merged = sibling_trial(c, [&] { return emit_siblings_merged(c, nodes); });
+    const int64_t separate =
+        merged < 0 ? -1 : sibling_trial(c, [&] { return emit_siblings_apart(c, nodes); });
+    if (merged < 0 || (separate >= 0 && merged >= separate)) return none;
   }
-  if (!emit_merged(c, nodes)) return none;
+  const LayerPlan plan = *c.plan;
+  const Context::Trial mark = c.mark();
+  if (!emit_siblings_merged(c, nodes)) {  // (a mapping file's tiles that do not fit throw MappingError)
+    c.end_trial(mark);
+    *c.plan = plan;
+    return none;
+  }
+  c.keep(mark);
   SiblingGroup s;
   s.first = i;
   for (size_t k = 1; k < nodes.size(); ++k) {

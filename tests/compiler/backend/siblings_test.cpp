@@ -1,5 +1,5 @@
-// Sibling matrix layers as one GEMM (compiler/backend/fusion/siblings.h): convs reading one input alike run as
-// one job whose tiles each belong to one layer; the program computes exactly what the layers lowered apart
+// Sibling matrix layers as one GEMM (compiler/backend/fusion/siblings.h): convs reading one input alike run
+// as one job whose tiles each belong to one layer; the program computes exactly what the layers lowered apart
 // compute (in program order and in random interleavings of the queues).
 #include <gtest/gtest.h>
 
@@ -87,8 +87,8 @@ TEST(Siblings, MergedConvsComputeWhatTheLayersApartCompute) {
   const Graph g = inception_like();
   for (const isa::NpuConfig& config : {isa::NpuConfig{}, small_sram()}) {
     for (const isa::DType precision : {isa::DType::kFp32, isa::DType::kFp16}) {
-      SCOPED_TRACE(::testing::Message() << static_cast<int>(precision) << " acc "
-                                        << config.sram.accumulator.size_kib << " KiB");
+      SCOPED_TRACE(::testing::Message()
+                   << static_cast<int>(precision) << " acc " << config.sram.accumulator.size_kib << " KiB");
       const CompileResult merged = compile_it(g, config, precision, true);
       const CompileResult apart = compile_it(g, config, precision, false);
       for (const std::string other : {"b2", "b3"}) {
@@ -107,7 +107,8 @@ TEST(Siblings, MergedConvsComputeWhatTheLayersApartCompute) {
         RunOptions o;
         o.random_order = random_order;
         const auto got = run_program(merged, config, in, o);
-        for (const std::string y : {"b1_r", "b2_y", "b3_y", "s_y"}) EXPECT_TRUE(same_bits(got.at(y), want.at(y))) << y;
+        for (const std::string y : {"b1_r", "b2_y", "b3_y", "s_y"})
+          EXPECT_TRUE(same_bits(got.at(y), want.at(y))) << y;
       }
       EXPECT_EQ(check_tokens(merged.program), "");
     }
