@@ -40,6 +40,18 @@ Field choice(std::string_view key, std::optional<E> LayerMapping::*field, std::s
           }};
 }
 
+// A key whose value is true or false.
+Field bool_field(std::string_view key, std::optional<bool> LayerMapping::*field) {
+  return {key, [=](const LayerMapping& m) { return m.*field ? YAML::Node(*(m.*field)) : YAML::Node(); },
+          [=](const YAML::Node& v, LayerMapping& m) -> std::string {
+            bool b = false;
+            if (!v.IsScalar() || !YAML::convert<bool>::decode(v, b))
+              return fmt::format("{}: expected true or false", key);
+            m.*field = b;
+            return "";
+          }};
+}
+
 // Every key of an entry in file order: the list both directions walk.
 const std::vector<Field>& fields() {
   static const std::vector<Field> list = [] {
@@ -69,15 +81,8 @@ const std::vector<Field>& fields() {
     f.push_back(choice("loop_order", &LayerMapping::loop_order, compiler::loop_order_name,
                        compiler::parse_loop_order,
                        "expected spatial_outer, channel_outer, input_resident or groups_inner"));
-    f.push_back({"on_chip",
-                 [](const LayerMapping& m) { return m.on_chip ? YAML::Node(*m.on_chip) : YAML::Node(); },
-                 [](const YAML::Node& v, LayerMapping& m) -> std::string {
-                   bool b = false;
-                   if (!v.IsScalar() || !YAML::convert<bool>::decode(v, b))
-                     return "on_chip: expected true or false";
-                   m.on_chip = b;
-                   return "";
-                 }});
+    f.push_back(bool_field("on_chip", &LayerMapping::on_chip));
+    f.push_back(bool_field("merge_siblings", &LayerMapping::merge_siblings));
     f.push_back({"fused",
                  [](const LayerMapping& m) {
                    YAML::Node v;

@@ -1,6 +1,8 @@
 // The lowering stage's fusion groups (groups.h).
 #include "compiler/backend/fusion/groups.h"
 
+#include <algorithm>
+
 #include "compiler/backend/fusion/deferred_residual.h"
 #include "compiler/backend/fusion/post_affine.h"
 #include "compiler/backend/fusion/pre_affine.h"
@@ -34,6 +36,7 @@ bool yield_to_line_buffer(const Context& c, size_t i) {
 void Groups::begin(size_t i, Placement placement, bool plannable) {
   kept_output_.reset();
   tail_member_ = false;
+  if (siblings_.covers(i)) return;  // lowered with the first of its siblings: nothing to plan
   // A BatchNormalization (and activation) its pointwise conv applies in its loads (pre_affine.h); the
   // conv's constants take the accumulator's top before any other reservation is planned.
   if (plannable && placement == Placement::kNpuVector) plan_pre_affine(c_, i);
@@ -79,6 +82,13 @@ bool Groups::member(size_t i, LayerPlan& plan) const {
   if (post_affine_member(c_, i, plan)) return true;
   if (deferred_residual_member(c_, i, plan)) return true;
   if (scaled_residual_member(c_, i, plan)) return true;
+  if (siblings_.covers(i)) {
+    plan.mapping = describe_sibling(c_, siblings_, i);
+    plan.fused_into = c_.g.nodes[siblings_.first].name;
+    const auto at = std::find(siblings_.others.begin(), siblings_.others.end(), i) - siblings_.others.begin();
+    plan.macs = siblings_.macs[static_cast<size_t>(at)];
+    return true;
+  }
   if (attention_.covers(i)) {
     plan.mapping = describe_fused(c_, attention_, i);
     plan.fused_into = c_.g.nodes[attention_.first].name;
@@ -114,6 +124,13 @@ int64_t Groups::declined(size_t i) {
 
 bool Groups::lower_attention(size_t i) { return (attention_ = backend::lower_attention(c_, i)).fused(); }
 
+bool Groups::lower_siblings(size_t i) {
+  SiblingGroup s = backend::lower_siblings(c_, i);
+  if (s.others.empty()) return false;
+  siblings_ = std::move(s);
+  return true;
+}
+
 FusionSnapshot::FusionSnapshot(Context& c) : c_(c), state_(c.fusion) {
   if (c.fusion.conv_pool) conv_pool_ = *c.fusion.conv_pool;
 }
@@ -138,7 +155,8 @@ void Groups::finish(size_t i, LayerPlan& plan) {
   // A project conv run in its block's band loop stores its output.
   if (fused_reader_ && fused_project(i)) kept_output_ = false;
   // A node of a fused block holds no SRAM of its own (its input lies in the block's slots).
-  if (!attention_.covers(i) && !(conv_pool_.fused && (conv_pool_.pool == i || fused_project(i))))
+  if (!attention_.covers(i) && !siblings_.covers(i) &&
+      !(conv_pool_.fused && (conv_pool_.pool == i || fused_project(i))))
     finish_on_chip(c_, i, plan);
   finish_se_hold(c_, i, plan);
   finish_project_tail(c_, i);

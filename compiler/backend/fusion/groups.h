@@ -18,6 +18,7 @@
 #include "compiler/backend/core/context.h"
 #include "compiler/backend/fusion/attention_fusion.h"
 #include "compiler/backend/fusion/layer_fusion.h"
+#include "compiler/backend/fusion/siblings.h"
 
 namespace npusim::compiler::backend {
 
@@ -48,6 +49,9 @@ class Groups {
   bool member(size_t i, LayerPlan& plan) const;
   // Lowers matrix layer i as the first of an attention block when fusion takes the block; true if it did.
   bool lower_attention(size_t i);
+  // Lowers matrix layer i with its sibling layers as one GEMM when that is faster (siblings.h); true if it
+  // did.
+  bool lower_siblings(size_t i);
   // Layer i's NPU lowering declined (it runs on the host): the layer whose work layer i's code was to do
   // (a map applied in its loads: pre_affine.h), for the caller to lower first, or -1.
   int64_t declined(size_t i);
@@ -64,6 +68,7 @@ class Groups {
 
   Context& c_;
   AttentionBlock attention_;          // the attention block lowered as one layer last, if any
+  SiblingGroup siblings_;             // the sibling layers lowered as one GEMM last, if any
   ConvPool conv_pool_;                // the conv -> pool / depthwise pair fused last, if any
   ConvPool pair_;                     // the pair the current layer may start
   bool fused_reader_ = false;         // the current layer is the reader of conv_pool_ or its project conv

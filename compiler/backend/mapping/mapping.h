@@ -44,6 +44,9 @@ struct LayerMapping {
   // Whether the layer's output stays in the input scratchpad for the pointwise conv after it
   // (compiler/backend/fusion/residency.h) instead of going to DRAM. Left out: the back end decides.
   std::optional<bool> on_chip;
+  // On the first of sibling layers that read one input (compiler/backend/fusion/siblings.h): whether they
+  // run as one GEMM (true) or each as its own layer (false, as an entry without the key).
+  std::optional<bool> merge_siblings;
   // The model's nodes fused into this layer (its fusion group, compiler/passes/absorbed.h). The passes
   // decide fusion; an entry records it, and imposing one that differs from what they decided (say,
   // under --no-fusion) is an error, not a silent change.

@@ -12,6 +12,7 @@
 #include "compiler/backend/fusion/layer_fusion.h"
 #include "compiler/backend/fusion/project_tail.h"
 #include "compiler/backend/fusion/residency.h"
+#include "compiler/backend/fusion/siblings.h"
 #include "compiler/backend/int8/int8.h"
 #include "compiler/backend/matrix/depthwise.h"
 #include "compiler/backend/matrix/matrix_walk.h"
@@ -1028,6 +1029,114 @@ bool lower_matrix_int8(Context& c, const Node& n) {
   }
   run_int8_job(c, n, j, packing);
   return true;
+}
+
+// Sibling convs as one int8 job (backend/fusion/siblings.h), as the float path's lower_conv_siblings: their
+// codes and output-stage triples side by side (each layer's requantization from its own output scale), each
+// layer's padded with zeros to a multiple of the array's columns. Taken when every layer ends in the one
+// output-stage VEC with the same output type, zero point and clamp (the VEC's immediates); the input needs
+// no conversion and the outputs are the plan's codes.
+bool lower_conv_siblings_int8(Context& c, const std::vector<const Node*>& nodes) {
+  const quant::PrecisionPlan& plan = *c.options.plan;
+  const Node& n = *nodes.front();
+  std::vector<const quant::LayerQuant*> layers;
+  for (const Node* s : nodes) {
+    const auto it = plan.layers.find(s->name);
+    if (it == plan.layers.end() || !int8_matrix_mappable(plan, *s) || !has_output_stage(it->second))
+      return false;
+    layers.push_back(&it->second);
+  }
+  const quant::LayerQuant& L0 = *layers.front();
+  const DramTensor& x = c.tensor(L0.input);
+  const QParams& xq = plan.values.at(L0.input);
+  const QParams& yq0 = plan.values.at(L0.output);
+  if (x.dtype != xq.dtype || x.strided() || !x.nhwc_in_memory()) return false;
+  const Context::VecArgs out0 = output_stage_vec(L0, yq0);
+  Int8Job j;
+  j.a_dt = xq.dtype, j.y_dt = yq0.dtype, j.a_zp = xq.zero_point, j.y_zp = yq0.zero_point;
+  j.images = x.shape[0];
+  j.C = x.shape[1], j.H = x.shape[2], j.W = x.shape[3];
+  j.M = 0;
+  j.kh = L0.weight_shape[2], j.kw = L0.weight_shape[3];
+  const auto st = n.attr_ints("strides", {1, 1}), dl = n.attr_ints("dilations", {1, 1});
+  j.sh = st[0], j.sw = st[1], j.dh = dl[0], j.dw = dl[1];
+  const int64_t align = c.config.systolic_array.cols, taps = j.C * j.kh * j.kw;
+  std::vector<int8_t> w;
+  std::vector<int32_t> triples;
+  std::vector<SegmentOutput> outs;
+  for (const quant::LayerQuant* L : layers) {
+    const DramTensor& y = c.tensor(L->output);
+    const QParams& yq = plan.values.at(L->output);
+    const Context::VecArgs o = output_stage_vec(*L, yq);
+    if (L->input != L0.input || y.dtype != yq.dtype || !y.nhwc_in_memory() || o.out != out0.out ||
+        o.imm0 != out0.imm0 || o.imm1 != out0.imm1 || o.imm2 != out0.imm2)
+      return false;
+    const int64_t m = y.shape[1], padded = ceil_div(m, align) * align;
+    if (static_cast<int64_t>(L->weight_q.size()) != m * taps || static_cast<int64_t>(L->requant.size()) != m)
+      return false;
+    outs.push_back(segment_output(y, j.M));
+    j.OH = y.shape[2], j.OW = y.shape[3];
+    j.segments.push_back({j.M, j.M + m});
+    w.insert(w.end(), L->weight_q.begin(), L->weight_q.end());
+    w.resize(static_cast<size_t>((j.M + padded) * taps), 0);
+    const std::vector<int32_t> t = output_stage_triples(*L);
+    triples.insert(triples.end(), t.begin(), t.end());
+    triples.resize(static_cast<size_t>((j.M + padded) * 3), 0);
+    j.M += padded;
+  }
+  j.mg = j.M, j.cg = j.C;
+  j.n_align = merged_alignment(j);
+  set_conv_pads(n, j);
+  if (!j.conv_mappable()) return false;
+  j.w = grouped_weights(j, w);
+  j.y_img = j.OH * j.OW * j.M;
+  j.output_stage = true;
+  j.out_addr = c.add_data(int32_bytes(triples));
+  j.out_vec = out0;
+  ConstWords k;
+  k.add_i(0);
+  k.add_f(yq0.scale);
+  k.add_i(yq0.zero_point);
+  j.k_addr = c.add_data(int32_bytes(k.w));
+  j.clamp = L0.clamp_min > L0.requant_target(yq0).qmin() || L0.clamp_max < L0.requant_target(yq0).qmax();
+  j.clamp_min = L0.clamp_min, j.clamp_max = L0.clamp_max;
+  const uint64_t xa = x.addr, ea = static_cast<uint64_t>(isa::dtype_bytes(j.a_dt));
+  const int64_t a_img = j.H * j.W * j.C;
+  j.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * a_img) * ea; };
+  j.a_range = x.range();
+  j.what = fmt::format("int8 Conv {} ({} sibling layers)", n.name, nodes.size());
+  c.plan->mapping = fmt::format("int8 CONV {}x{} stride {}x{}, {} sibling layers as one GEMM of {} channels",
+                                j.kh, j.kw, j.sh, j.sw, nodes.size(), merged_channels(j));
+  if (subsample_pointwise(j)) c.plan->mapping += ", reading only the pixels it uses (strided LOAD)";
+  const DType saved_act = c.act;
+  const int64_t saved_es = c.esize;
+  c.act = j.a_dt;
+  c.esize = isa::dtype_bytes(j.a_dt);
+  const int64_t ey = isa::dtype_bytes(j.y_dt);
+  bool ok = false;
+  {
+    SegmentStrategy<Int8Strategy> ss(c, j, [&j, &outs, ey](size_t s) {
+      const SegmentOutput& o = outs[s];
+      j.y_addr = o.base(ey);
+      j.y_view_img = o.image;
+      j.y_pitch = o.pitch;
+      j.y_range = o.range;
+    });
+    MatrixMapper mm(c, j, ss);
+    Tiling t;
+    int64_t evaluated = 0;
+    if (!map_matrix_job(c, j, ss, mm, &t, &evaluated) && evaluated > 0 && j.y_sram < 0) {
+      record_tiling(c, j, t, evaluated);
+      c.plan->macs = num_elements(c.g.value(n.outputs[0]).shape) * taps;
+      const int64_t before = c.em.size();
+      mm.generate(t);
+      c.plan->instructions = c.em.size() - before;
+      ok = true;
+    }
+  }
+  c.act = saved_act;
+  c.esize = saved_es;
+  return ok;
 }
 
 }  // namespace npusim::compiler::backend

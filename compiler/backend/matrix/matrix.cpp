@@ -13,6 +13,7 @@
 #include "compiler/backend/fusion/layer_fusion.h"
 #include "compiler/backend/fusion/project_tail.h"
 #include "compiler/backend/fusion/residency.h"
+#include "compiler/backend/fusion/siblings.h"
 #include "compiler/backend/matrix/depthwise.h"
 #include "compiler/backend/matrix/matrix_walk.h"
 #include "compiler/backend/matrix/pixel_packing.h"
@@ -497,6 +498,92 @@ bool lower_conv(Context& c, const Node& n) {
   }
   return lower_conv_spec(c, n, cs);
 }
+
+}  // namespace
+
+// Sibling convs as one float job (backend/fusion/siblings.h): their weights and biases side by side, each
+// layer's padded with zeros to a multiple of the array's columns; each tile's epilogue writes its layer's
+// tensor (SegmentStrategy).
+bool lower_conv_siblings(Context& c, const std::vector<const Node*>& nodes) {
+  const Node& n = *nodes.front();
+  const DramTensor& x = c.tensor(n.inputs[0]);
+  if (x.strided() || !x.nhwc_in_memory()) return false;
+  const int64_t align = c.config.systolic_array.cols;
+  FloatJob j;
+  j.images = x.shape[0];
+  j.C = x.shape[1], j.H = x.shape[2], j.W = x.shape[3];
+  j.M = 0;
+  const Value& w0 = c.g.value(n.inputs[1]);
+  j.kh = w0.shape[2], j.kw = w0.shape[3];
+  const auto st = n.attr_ints("strides", {1, 1}), dl = n.attr_ints("dilations", {1, 1});
+  j.sh = st[0], j.sw = st[1], j.dh = dl[0], j.dw = dl[1];
+  std::vector<float> w, bias;
+  std::vector<SegmentOutput> outs;
+  const int64_t taps = j.C * j.kh * j.kw;
+  for (const Node* s : nodes) {
+    const DramTensor& y = c.tensor(s->outputs[0]);
+    if (!y.nhwc_in_memory()) return false;
+    const Tensor& wt = *c.g.value(s->inputs[1]).constant;
+    // A shape-only constant (a timing-only compile): tiles placed, no values written.
+    if (!wt.has_values()) j.w_elided = true;
+    const int64_t m = y.shape[1], padded = ceil_div(m, align) * align;
+    outs.push_back(segment_output(y, j.M));
+    j.OH = y.shape[2], j.OW = y.shape[3];
+    j.segments.push_back({j.M, j.M + m});
+    if (!j.w_elided) {
+      const std::vector<float> ws = wt.floating() ? wt.f : wt.to_float_vector();
+      w.insert(w.end(), ws.begin(), ws.end());
+      w.resize(static_cast<size_t>((j.M + padded) * taps), 0.0f);
+    }
+    if (s->has_input(2)) {
+      const std::vector<float> b = c.g.value(s->inputs[2]).constant->to_float_vector();
+      bias.insert(bias.end(), b.begin(), b.end());
+      bias.resize(static_cast<size_t>(j.M + padded), 0.0f);
+    }
+    j.M += padded;
+  }
+  j.mg = j.M, j.cg = j.C;
+  j.n_align = merged_alignment(j);
+  set_conv_pads(n, j);
+  if (!j.conv_mappable()) return false;
+  if (!j.w_elided) j.w = grouped_weights(j, w);
+  const uint64_t es = static_cast<uint64_t>(c.esize);
+  const uint64_t xa = x.addr;
+  const int64_t xs = j.H * j.W * j.C;
+  j.a_base = [=](int64_t img) { return xa + static_cast<uint64_t>(img * xs) * es; };
+  j.a_range = x.range();
+  if (!bias.empty()) {
+    j.epi.bias = Epilogue::Bias::kRow;
+    j.epi.bias_addr = c.add_floats(bias, DType::kFp32);
+  }
+  if (!set_activation(n, j.epi)) return false;
+  j.what =
+      fmt::format("Conv {}x{}x{}->{} ({} sibling layers)", j.kh, j.kw, j.C, merged_channels(j), nodes.size());
+  c.plan->mapping = fmt::format(
+      "CONV {}x{} stride {}x{} dilation {}x{}, {} sibling layers as one GEMM of {} "
+      "channels",
+      j.kh, j.kw, j.sh, j.sw, j.dh, j.dw, nodes.size(), merged_channels(j));
+  if (subsample_pointwise(j)) c.plan->mapping += ", reading only the pixels it uses (strided LOAD)";
+  SegmentStrategy<FloatStrategy> ss(c, j, [&j, &outs, es](size_t k) {
+    const SegmentOutput& o = outs[k];
+    const uint64_t base = o.base(static_cast<int64_t>(es)), image = static_cast<uint64_t>(o.image) * es;
+    j.y_base = [base, image](int64_t img) { return base + static_cast<uint64_t>(img) * image; };
+    j.y_pitch = o.pitch;
+    j.y_range = o.range;
+  });
+  MatrixMapper mm(c, j, ss);
+  Tiling t;
+  int64_t evaluated = 0;
+  if (map_matrix_job(c, j, ss, mm, &t, &evaluated) || evaluated == 0 || j.y_sram >= 0) return false;
+  record_tiling(c, j, t, evaluated);
+  c.plan->macs = num_elements(c.g.value(n.outputs[0]).shape) * taps;
+  const int64_t before = c.em.size();
+  mm.generate(t);
+  c.plan->instructions = c.em.size() - before;
+  return true;
+}
+
+namespace {
 
 // A ConvTranspose whose stride equals its kernel (no padding, dilation or output padding, one group):
 // every input pixel writes its own kh x kw block of output pixels, so no block overlaps another and no

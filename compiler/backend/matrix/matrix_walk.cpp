@@ -530,6 +530,15 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
         }
       }
     }
+    if (j_.n_align > 0) {  // sibling layers as one job: no tile spans two (MatrixJob::segments)
+      const auto spans = [&](int64_t tn) { return j_.n_align % tn != 0; };
+      tns.erase(std::remove_if(tns.begin(), tns.end(), spans), tns.end());
+      one_side_tns.erase(std::remove_if(one_side_tns.begin(), one_side_tns.end(), spans), one_side_tns.end());
+      for (int64_t tn : {j_.n_align, cols})  // the segment's width and the array's, whichever divide
+        if (tn <= cout_b && !spans(tn) && std::find(tns.begin(), tns.end(), tn) == tns.end())
+          tns.push_back(tn);
+      std::sort(tns.rbegin(), tns.rend());
+    }
     const size_t two_sided_tns = tns.size();
     tns.insert(tns.end(), one_side_tns.begin(), one_side_tns.end());
     imposed.restrict(gb, tcs, tns, tohs, tows);  // an imposed value wins over the policy's
@@ -649,6 +658,7 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
       static_cast<int>(s_.ops.w), static_cast<int>(s_.ops.y), static_cast<int>(s_.ops.r), s_.ops.tile_read,
       s_.epilogue_ops());
   key += fmt::format(" blocks {} {}", j_.a_block, j_.y_block);
+  for (const auto& sg : j_.segments) key += fmt::format(" seg {} {} {}", sg[0], sg[1], j_.n_align);
   for (const Tiling& t : best) {
     key += fmt::format("|{} {} {} {} {} {} {} {} {} {}", t.gb, t.toh, t.tow, t.tc, t.tn, t.ti,
                        t.spatial_outer, t.input_resident, t.groups_inner, t.prefetch_input);
@@ -712,8 +722,9 @@ void MatrixMapper::generate(const Tiling& t) {
     for (int64_t b = 0; b < blocks; ++b) {
       for (int64_t jn = 0; jn < nn; ++jn) {
         for (int64_t ik = 0; ik < nk; ++ik) {
-          const int64_t n0 = jn * t.tn, n1 = std::min(cout_b, n0 + t.tn), k0 = ik * t.tc,
+          const int64_t n0 = jn * t.tn, n1 = j_.tile_end(n0, std::min(cout_b, n0 + t.tn)), k0 = ik * t.tc,
                         k1 = std::min(cin_b, k0 + t.tc);
+          if (n1 == n0) continue;  // a sibling's padding (MatrixJob::segments)
           w_addr[static_cast<size_t>((b * nn + jn) * nk + ik)] = s_.weight_tile(b, t.gb, k0, k1, n0, n1);
         }
       }
@@ -760,7 +771,8 @@ void MatrixMapper::generate(const Tiling& t) {
     const int64_t cin0 = b * cin_b, cout0 = b * cout_b;
     auto tile = [&](int64_t si, int64_t jn) {
       const Spatial& s = sp[static_cast<size_t>(si)];
-      const int64_t n0 = jn * t.tn, tn = std::min(t.tn, cout_b - n0);
+      const int64_t n0 = jn * t.tn, tn = j_.tile_end(n0, std::min(cout_b, n0 + t.tn)) - n0;
+      if (tn == 0) return;  // a sibling's padding (MatrixJob::segments)
       const int cs = c_next;
       if (!t.one_side) c_next ^= 1;
       const uint64_t c_slot = s_.acc_slot(cs);

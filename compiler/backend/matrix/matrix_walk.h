@@ -136,6 +136,21 @@ struct MatrixJob {
     return static_cast<uint64_t>((img * image + oy * row + ox * M + n) * es);
   }
 
+  // Sibling layers as one job (backend/fusion/siblings.h): the output channels are one segment per layer,
+  // [begin, end) of its real channels, each beginning at a multiple of n_align (its channels padded with
+  // zero weights up to one); the search takes output-channel chunks that divide n_align, and a tile ends
+  // at its segment's real end (tile_end), so no tile spans two layers' outputs nor holds padding.
+  std::vector<std::array<int64_t, 2>> segments;
+  int64_t n_align = 0;
+  // The end of the output-channel tile [n0, n1): n1, or where n0's segment's real channels end (n0 when
+  // it lies in padding: an empty tile).
+  int64_t tile_end(int64_t n0, int64_t n1) const {
+    for (const auto& sg : segments)
+      if (n0 >= sg[0] && n0 < sg[0] + n_align * ceil_div(sg[1] - sg[0], n_align))
+        return std::max(n0, std::min(n1, sg[1]));
+    return n1;
+  }
+
   int64_t in_rows(int64_t toh) const { return (toh - 1) * sh + (kh - 1) * dh + 1; }
   int64_t in_cols(int64_t tow) const { return (tow - 1) * sw + (kw - 1) * dw + 1; }
   // Whether the walk can map this conv: tiles read at least one real row/column only when no padding

@@ -227,6 +227,8 @@ void lower_layers(Context& c) {
       // Its work is done by the group lowered with an earlier layer.
     } else if (!forced_host && plan.placement == Placement::kNpuMatrix && groups.lower_attention(i)) {
       plan.instructions = c.em.size() - before;
+    } else if (!forced_host && plan.placement == Placement::kNpuMatrix && groups.lower_siblings(i)) {
+      plan.instructions = c.em.size() - before;
     } else if (plan.placement == Placement::kFree) {
       plan.mapping = "alias (no instructions)";
       if (n.op_type == "Dropout" && n.outputs.size() > 1 && !n.outputs[1].empty() &&

@@ -17,6 +17,7 @@
 #include "compiler/backend/fusion/pre_scale.h"
 #include "compiler/backend/fusion/project_tail.h"
 #include "compiler/backend/fusion/scaled_residual.h"
+#include "compiler/backend/fusion/siblings.h"
 #include "compiler/backend/fusion/upsample_add.h"
 #include "compiler/backend/int8/int8.h"
 #include "compiler/backend/result.h"
@@ -199,6 +200,10 @@ MemoryLayout plan_memory(const Graph& g, const isa::NpuConfig& config, const Com
     if (const int64_t k = upsample_add_candidate(g, static_cast<size_t>(i));
         k >= 0 && !g.value(g.nodes[static_cast<size_t>(i)].inputs[0]).is_constant())
       touch(g.nodes[static_cast<size_t>(i)].inputs[0], static_cast<int>(k));
+  }
+  // Sibling layers run as one GEMM write every output at the first of them (siblings.h).
+  for (int i = 0; options.keep_on_chip && i < kEnd; ++i) {
+    for (size_t k : sibling_candidates(g, static_cast<size_t>(i))) touch(g.nodes[k].outputs[0], i);
   }
   uint64_t no_reuse = 0;
   for (auto& [name, b] : bufs) {
