@@ -6,8 +6,9 @@
 // ResNet-50's, MobileNetV2's and BERT-small's instructions equal one of the few hundred before them).
 //
 // Set-associative on a hash of the instruction's 64 bytes (1 024 instructions, 2 per set, 72 KiB), so its
-// memory is fixed: it does not grow with the program. Only instructions in their compact storage are held (compact_and_in_format(): every field in its byte slot, the overflow pointer null), so
-// equal bytes are equal instructions; any other instruction is never found.
+// memory is fixed: it does not grow with the program. Only instructions in their compact storage are held
+// (compact_and_in_format(): every field in its byte slot, the overflow pointer null), so equal bytes are
+// equal instructions; any other instruction is never found.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -54,7 +55,8 @@ class InstructionMemo {
  private:
   static constexpr size_t kWords = sizeof(isa::Instruction) / sizeof(uint64_t);
   static_assert(sizeof(isa::Instruction) == kWords * sizeof(uint64_t), "an Instruction is whole words");
-  static_assert(sizeof(isa::Opcode) + isa::storage::kDataBytes + 8 + sizeof(void*) == sizeof(isa::Instruction),
+  static_assert(sizeof(isa::Opcode) + isa::storage::kDataBytes + 8 + sizeof(void*) ==
+                    sizeof(isa::Instruction),
                 "an Instruction is its opcode, its field bytes and presence bits, and a pointer: no padding");
   static_assert((kSets & (kSets - 1)) == 0, "a power of two of sets");
   using Words = std::array<uint64_t, kWords>;

@@ -86,7 +86,8 @@ TEST(InstructionMemo, FindsOnlyInstructionsEqualToOnesAdded) {
     other_layer.set(Field::kLayer, 2);  // never added
     isa::Instruction other_opcode = i;
     other_opcode.opcode = i.opcode == Opcode::kLoad ? Opcode::kStore : Opcode::kLoad;
-    for (const isa::Instruction* probe : {&i, static_cast<const isa::Instruction*>(&other_layer), static_cast<const isa::Instruction*>(&other_opcode)}) {
+    for (const isa::Instruction* probe : {&i, static_cast<const isa::Instruction*>(&other_layer),
+                                          static_cast<const isa::Instruction*>(&other_opcode)}) {
       if (!memo.contains(*probe)) continue;
       ASSERT_TRUE(added.count(bytes_of(*probe))) << "instruction " << k << " found but never added";
       found += probe == &i;
