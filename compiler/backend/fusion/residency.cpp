@@ -849,4 +849,6 @@ const std::map<std::string, std::vector<int64_t>>& kept_strides(const Context& c
   return c.fusion.kept_strides;
 }
 
+bool keeps_on_chip(const Context& c, const std::string& value) { return c.fusion.keep_output == value; }
+
 }  // namespace npusim::compiler::backend

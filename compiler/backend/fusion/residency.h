@@ -92,6 +92,8 @@ std::optional<uint64_t> residual_in_sram(const Context& c, const Range& value, u
 // Values read in place, never in DRAM -> their SRAM address (the binding stage reports them in
 // CompileResult::on_chip).
 const std::map<std::string, uint64_t>& kept_on_chip(const Context& c);
+// Whether the layer being lowered is to leave `value` on chip (plan_on_chip chose it).
+bool keeps_on_chip(const Context& c, const std::string& value);
 // Those of them in column blocks (a GEMM chain's: rows_on_chip) -> the block.
 const std::map<std::string, int64_t>& kept_blocks(const Context& c);
 // Those of them padded (a padded conv's input) -> their strides (HostTensor::strides).

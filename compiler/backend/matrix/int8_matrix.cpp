@@ -733,7 +733,7 @@ bool lower_conv_transpose_blocks_int8(Context& c, const Node& n, const quant::La
   // channel (M = 1), so that the output's per-channel parameters need no reordering; both simulated.
   Int8Job one = j;
   bool one_ok =
-      kh > 1 && M == 1 && kh * kw * M <= c.config.systolic_array.cols && c.fusion.keep_output != n.outputs[0];
+      kh > 1 && M == 1 && kh * kw * M <= c.config.systolic_array.cols && !keeps_on_chip(c, n.outputs[0]);
   if (one_ok) {
     one.M = one.mg = kh * kw * M;
     one.y_pitch = kw * M;

@@ -683,7 +683,7 @@ bool lower_conv_transpose_blocks(Context& c, const Node& n, const DramTensor& x,
     total.write(*c.plan);
     c.plan->mapping = JobCosts::conv_transpose_rows(kh, kw, M);
   };
-  const bool one = kh > 1 && c.fusion.keep_output != n.outputs[0];
+  const bool one = kh > 1 && !keeps_on_chip(c, n.outputs[0]);
   choose_conv_transpose_jobs(c, n, kw * M, one, one_job, row_jobs);
   return true;
 }
