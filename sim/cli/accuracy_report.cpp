@@ -75,6 +75,30 @@ std::vector<int64_t> read_labels(const std::string& path, const std::vector<std:
 
 }  // namespace
 
+std::string advice_answer(const compiler::quant::MixedPrecisionAdvice& adv) {
+  if (adv.met && adv.layers.empty() && adv.int16_layers.empty()) {
+    return fmt::format(
+        "mixed-precision advice (target {:.1f} dB): met by the plan as it is ({:.2f} dB, {:.0f} cycles): no "
+        "layer needs int16 or fp16\n",
+        adv.target_sqnr_db, adv.achieved_sqnr_db, adv.cost_int8);
+  }
+  std::string s = fmt::format(
+      "mixed-precision advice (target {:.1f} dB): {} {:.2f} dB with {} layer(s) in int16 and {} in fp16, "
+      "{:.0f} "
+      "cycles (int8 as planned: {:.0f})\n",
+      adv.target_sqnr_db, adv.met ? "met," : "NOT met, best", adv.achieved_sqnr_db, adv.int16_layers.size(),
+      adv.layers.size(), adv.cost, adv.cost_int8);
+  s += fmt::format("  --precision-override '{}'\n", adv.overrides);
+  if (adv.fp16_twin_cost)
+    s += fmt::format(
+        "  (int16 + fp16 mix: {:.2f} dB, {:.0f} cycles; the same layers all in fp16: {:.2f} dB, {:.0f} "
+        "cycles; "
+        "{} kept)\n",
+        adv.mix_sqnr_db, adv.mix_cost, *adv.fp16_twin_sqnr_db, *adv.fp16_twin_cost,
+        adv.took_fp16_twin ? "the fp16 twin" : "the mix");
+  return s;
+}
+
 void accuracy_report(Context& /*ctx*/, const CompiledModel& cm, const isa::NpuConfig& config,
                      const ModelCliOptions& m, const AccuracyCliOptions& a, uint32_t seed,
                      ReportExtras& extras) {
@@ -174,28 +198,7 @@ void accuracy_report(Context& /*ctx*/, const CompiledModel& cm, const isa::NpuCo
   extras.text += q::accuracy_summary(r);
   if (r.advice) {
     const q::MixedPrecisionAdvice& adv = *r.advice;
-    if (adv.met && adv.layers.empty()) {
-      extras.answer += fmt::format(
-          "mixed-precision advice (target {:.1f} dB): met by the plan as it is ({:.2f} dB, {:.0f} cycles): "
-          "no layer "
-          "needs fp16\n",
-          adv.target_sqnr_db, adv.achieved_sqnr_db, adv.cost_int8);
-    } else {
-      extras.answer += fmt::format(
-          "mixed-precision advice (target {:.1f} dB): {} {:.2f} dB with {} layer(s) in int16 and {} in fp16, "
-          "{:.0f} "
-          "cycles (int8 as planned: {:.0f})\n",
-          adv.target_sqnr_db, adv.met ? "met," : "NOT met, best", adv.achieved_sqnr_db,
-          adv.int16_layers.size(), adv.layers.size(), adv.cost, adv.cost_int8);
-      extras.answer += fmt::format("  --precision-override '{}'\n", adv.overrides);
-      if (adv.fp16_twin_cost)
-        extras.answer += fmt::format(
-            "  (int16 + fp16 mix: {:.2f} dB, {:.0f} cycles; the same layers all in fp16: {:.2f} dB, {:.0f} "
-            "cycles; "
-            "{} kept)\n",
-            adv.mix_sqnr_db, adv.mix_cost, *adv.fp16_twin_sqnr_db, *adv.fp16_twin_cost,
-            adv.took_fp16_twin ? "the fp16 twin" : "the mix");
-    }
+    extras.answer += advice_answer(adv);
     if (!a.advise_out.empty()) {
       write_output(a.advise_out, advice_file(adv));
       extras.answer += fmt::format("  written to {} (--precision-file {})\n", a.advise_out, a.advise_out);

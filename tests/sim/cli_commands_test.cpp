@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/cli/accuracy_report.h"
 #include "sim/cli/cli.h"
 #include "sim/cli/command.h"
 
@@ -157,6 +158,20 @@ TEST(CliCommands, RunHelpIsShortAndGrouped) {
   // sweep checks `run --help` for the options its axes need (sim/sweep/sweep_cli.cpp).
   for (const char* o : {"--precision", "--batch", "--generate", "--dynamic", "--requests", "--shape-policy"})
     EXPECT_NE(r.out.find(o), std::string::npos) << o;
+}
+
+// The advice is "met by the plan as it is" only when it moves no layer: one that met the target by moving
+// layers to int16 alone says how many (it once said that no layer needed fp16 and stopped there).
+TEST(AdviceAnswer, SaysMetByThePlanOnlyWhenNoLayerMovesToInt16OrFp16) {
+  compiler::quant::MixedPrecisionAdvice adv;
+  adv.target_sqnr_db = 30, adv.met = true, adv.achieved_sqnr_db = 31, adv.cost = 200, adv.cost_int8 = 180;
+  EXPECT_NE(cli::advice_answer(adv).find("met by the plan as it is"), std::string::npos);
+  adv.int16_layers = {"conv1", "conv2"};
+  adv.overrides = "conv1=int16,conv2=int16";
+  const std::string a = cli::advice_answer(adv);
+  EXPECT_EQ(a.find("met by the plan as it is"), std::string::npos) << a;
+  EXPECT_NE(a.find("met, 31.00 dB with 2 layer(s) in int16 and 0 in fp16"), std::string::npos) << a;
+  EXPECT_NE(a.find("--precision-override 'conv1=int16,conv2=int16'"), std::string::npos) << a;
 }
 
 }  // namespace
