@@ -647,6 +647,14 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
       return false;
     }
   }
+  // Both full, the second a strided view (StridedViews::reads_view: a residual Add reading the output
+  // projection through a Transpose): it streams as A, whose boxes keep its strides. Exact: a + b and a * b
+  // are b + a and b * a bit for bit, and the int8 integer schemes rescale each operand by its own factor.
+  if (!swapped && (op == VecOp::kAdd || op == VecOp::kMul) && A.t && !A.t->strided() && B.t &&
+      B.t->strided()) {
+    std::swap(A, B);
+    swapped = true;
+  }
   // The Resize before it emitted nothing: its input read here as B (backend/fusion/upsample_add.h).
   const UpsampledOperand* up = upsampled_operand(c, n);
   if (up) {
