@@ -346,9 +346,12 @@ void centred_products(Context& c, uint64_t a_slot, DType a_dt, uint64_t sums, ui
 // With `kept` (A held in the scratchpad, backend/fusion/se_fusion.h), each result tile is written where its A
 // tile lies (codes of y's size in place of A's) and not stored, when A's tiles are read in place and y's
 // elements are A's size: *kept says whether it was (y then lies dense at A.sram).
-Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>& Bs, const DramTensor& y,
-                       const quant::QParams* qy, const TileFn& on_tile, int64_t max_tile = INT64_MAX,
-                       bool* kept = nullptr) {
+// One walk of stream_broadcast: in two-dim boxes, or (slab) in boxes of three dims, whole rows of the two
+// innermost and a run of the third, the two outer ones swapped first (swap); nullopt when the slab does not
+// apply (the box is not whole rows).
+std::optional<Bcast> stream_walk(Context& c, const Operand& A, const std::vector<Operand>& Bs,
+                                 const DramTensor& y, const quant::QParams* qy, const TileFn& on_tile,
+                                 int64_t max_tile, bool* kept, bool slab, bool swap) {
   // The B operands share one shape and storage type (each is loaded with the same box).
   const Operand& Bp = Bs[0];
   std::vector<StreamDim> dims = stream_dims(A, Bs, y);
@@ -362,6 +365,186 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
     }
   }
   const size_t k = dims.size();
+  if (swap && k >= 3) std::swap(dims[k - 2], dims[k - 3]);
+  // The VEC box: (d1 = second innermost, d0 = innermost) with the bcast mode they imply.
+  Bcast mode;
+  size_t box_dims;
+  if (k == 1) {
+    mode = dims[0].b_full ? Bcast::kNone : Bcast::kScalar;
+    box_dims = 1;
+  } else {
+    // Two innermost dims both broadcast stay apart only when A's strides keep them apart (A a strided
+    // view, backend/memory/strided_views.h): B is then one value for the whole box.
+    // Both full: dims that stay apart only because y (or A) is a view with a pitch of its own (a Concat's
+    // slice): B's box then has the tile's shape.
+    mode = dims[k - 1].b_full   ? (dims[k - 2].b_full ? Bcast::kNone : Bcast::kRow)
+           : dims[k - 2].b_full ? Bcast::kCol
+                                : Bcast::kScalar;
+    box_dims = 2;
+  }
+  Slots sa = make_slots(c, Buffer::kInput, 0, max_tile);
+  Slots sb = make_slots(c, Buffer::kWeight);
+  // Several broadcast operands share the weight slots: one region each.
+  sb.elems /= static_cast<int64_t>(Bs.size());
+  const uint64_t b_region = static_cast<uint64_t>(round64(sb.elems * c.esize));
+  const uint64_t ea = static_cast<uint64_t>(isa::dtype_bytes(A.dt)),
+                 eb = static_cast<uint64_t>(isa::dtype_bytes(Bp.dt));
+  const uint64_t ey = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
+  const int64_t inner = dims[k - 1].ext;
+  int64_t t0, t1 = 1;
+  if (box_dims == 1) {
+    t0 = std::min<int64_t>({inner, 4096, sa.elems, sb.elems});
+    t1 = std::min<int64_t>(
+        {ceil_div(inner, t0), kMaxDim, sa.elems / t0, mode == Bcast::kNone ? sb.elems / t0 : kMaxDim});
+    t1 = std::max<int64_t>(1, t1);
+  } else {
+    const int64_t outer = dims[k - 2].ext;
+    t0 = std::min<int64_t>({inner, kMaxDim, sa.elems, sb.elems});
+    t1 = std::max<int64_t>(1, std::min<int64_t>({outer, kMaxDim, sa.elems / t0,
+                                                 mode == Bcast::kCol    ? sb.elems
+                                                 : mode == Bcast::kNone ? sb.elems / t0
+                                                                        : kMaxDim}));
+  }
+  // A slab: whole rows of the box, t2 of the third innermost dim (which the walk then leaves out).
+  int64_t t2 = 1;
+  if (slab) {
+    if (box_dims != 2 || t0 != inner || t1 != dims[k - 2].ext) {
+      return std::optional<Bcast>();
+    }
+    const int64_t per = t0 * t1;
+    t2 = std::min<int64_t>({dims[k - 3].ext, kMaxDim, sa.elems / per,
+                            mode == Bcast::kNone ? sb.elems / per : kMaxDim, kMaxDim / t1});
+    if (t2 < 2) return std::optional<Bcast>();
+  }
+  const size_t walked = box_dims + (slab ? 1 : 0);  // the box's dims, the slab's third included
+  // Pieces of the box dims: (row start, col start, d1, d0), and the slab's (start, extent).
+  struct Piece {
+    int64_t r0, c0, d1, d0, s0 = 0, d2 = 1;
+  };
+  std::vector<Piece> pieces;
+  if (slab) {
+    for (int64_t s0 = 0; s0 < dims[k - 3].ext; s0 += t2)
+      pieces.push_back({0, 0, t1, t0, s0, std::min(t2, dims[k - 3].ext - s0)});
+  } else if (box_dims == 1) {
+    for (int64_t start = 0; start < inner;) {
+      const int64_t rem = inner - start;
+      const int64_t d0 = std::min(rem, t0), d1 = rem >= t0 ? std::min(t1, rem / t0) : 1;
+      pieces.push_back({0, start, d1, d0});
+      start += d0 * d1;
+    }
+  } else {
+    for (int64_t r0 = 0; r0 < dims[k - 2].ext; r0 += t1) {
+      for (int64_t c0 = 0; c0 < inner; c0 += t0) {
+        pieces.push_back({r0, c0, std::min(t1, dims[k - 2].ext - r0), std::min(t0, inner - c0)});
+      }
+    }
+  }
+  std::vector<int64_t> ext;
+  for (size_t i = 0; i + walked < k; ++i) ext.push_back(dims[i].ext);
+  ext.push_back(static_cast<int64_t>(pieces.size()));
+  int64_t last_b_off = -1, last_b_n = -1;
+  uint64_t b_cur = 0;
+  // A held in the scratchpad (backend/fusion/se_fusion.h): every tile is a dense piece of it (whole rows,
+  // or a contiguous run), so the tile is worked on where it lies and not loaded.
+  const bool a_held = A.sram >= 0 && A.t && !A.t->strided() && (box_dims == 1 || t0 == inner);
+  if (a_held) se_mul_read_held(c);
+  const bool in_place = kept && a_held && isa::dtype_bytes(y.dtype) == isa::dtype_bytes(A.dt);
+  if (kept) *kept = in_place;
+  odometer(ext, [&](const std::vector<int64_t>& idx) {
+    int64_t ao = 0, bo = 0, yo = 0;
+    for (size_t i = 0; i + walked < k; ++i) {
+      ao += idx[i] * dims[i].a_stride;
+      bo += idx[i] * dims[i].b_stride;
+      yo += idx[i] * dims[i].y_stride;
+    }
+    const Piece& p = pieces[static_cast<size_t>(idx.back())];
+    const int64_t d0 = p.d0, d1 = p.d1;
+    int64_t b_n;
+    std::array<int64_t, 4> bsz = {1, 1, 1, 1};
+    std::array<int64_t, 3> bst = {d0, 0, 0};
+    std::array<int64_t, 3> ast = {d0, 0, 0}, yst_box = {d0, 0, 0};
+    if (box_dims == 1) {
+      ao += p.c0;
+      yo += p.c0;
+      if (mode == Bcast::kNone) {
+        bo += p.c0;
+        bsz = {d0, d1, 1, 1};
+        b_n = d0 * d1;
+      } else {
+        b_n = 1;
+      }
+    } else {
+      ao += p.r0 * dims[k - 2].a_stride + p.c0;
+      yo += p.r0 * dims[k - 2].y_stride + p.c0;
+      ast = {dims[k - 2].a_stride, 0, 0};
+      yst_box = {dims[k - 2].y_stride, 0, 0};
+      if (mode == Bcast::kScalar) {
+        b_n = 1;
+      } else if (mode == Bcast::kNone) {
+        bo += p.r0 * dims[k - 2].b_stride + p.c0;
+        b_n = d0 * d1;
+        bsz = {d0, d1, 1, 1};
+        bst = {dims[k - 2].b_stride, 0, 0};
+      } else if (mode == Bcast::kRow) {
+        bo += p.c0 * dims[k - 1].b_stride;
+        b_n = d0;
+        bsz = {d0, 1, 1, 1};
+      } else {
+        bo += p.r0 * dims[k - 2].b_stride;
+        b_n = d1;
+        bsz = {d1, 1, 1, 1};
+      }
+    }
+    std::array<int64_t, 4> box = {d0, d1, 1, 1};
+    if (slab) {  // the third dim's run: its strides after each operand's row pitch
+      const StreamDim& sd = dims[k - 3];
+      ao += p.s0 * sd.a_stride, bo += p.s0 * sd.b_stride, yo += p.s0 * sd.y_stride;
+      box[2] = p.d2;
+      ast[1] = sd.a_stride, yst_box[1] = sd.y_stride;
+      if (mode == Bcast::kNone) bsz[2] = p.d2, bst[1] = sd.b_stride;
+      b_n *= mode == Bcast::kNone ? p.d2 : 1;
+    }
+    const uint64_t sl = a_held ? static_cast<uint64_t>(A.sram) + static_cast<uint64_t>(ao) * ea : sa.take();
+    if (!a_held) c.load(Buffer::kInput, sl, A.range, A.addr + static_cast<uint64_t>(ao) * ea, A.dt, box, ast);
+    // The tile in SRAM is dense: a slab's rows are the VEC's rows.
+    const int64_t rows = d1 * box[2];
+    if (A.q) dequantize_tile(c, Buffer::kInput, sl, d0, rows, A.dt, kConvA);
+    if (!(bo == last_b_off && b_n == last_b_n)) {
+      b_cur = sb.take();
+      for (size_t i = 0; i < Bs.size(); ++i) {
+        const uint64_t at = b_cur + i * b_region;
+        c.load(Buffer::kWeight, at, Bs[i].range, Bs[i].addr + static_cast<uint64_t>(bo) * eb, Bs[i].dt, bsz,
+               bst);
+        if (Bs[i].q && Bs[i].centred) {
+          subtract_zero_point(c, Buffer::kWeight, at, Buffer::kWeight, at, bsz[0], bsz[1] * bsz[2], Bs[i].dt,
+                              kConvB, DType::kInt32);
+          if (Bs[i].rescale) rescale_int32(c, Buffer::kWeight, at, bsz[0], bsz[1] * bsz[2], *Bs[i].rescale);
+        } else if (Bs[i].q)
+          dequantize_tile(c, Buffer::kWeight, at, bsz[0], bsz[1] * bsz[2], Bs[i].dt, kConvB);
+      }
+      last_b_off = bo, last_b_n = b_n;
+    }
+    std::vector<uint64_t> b_slots;
+    for (size_t i = 0; i < Bs.size(); ++i) b_slots.push_back(b_cur + i * b_region);
+    const TileResult res = on_tile(sl, b_slots, d0, rows, mode);
+    if (in_place) {  // the result where the A tile lies: the codes written there, or the float tile already
+                     // is
+      if (qy) quantize_tile_into(c, res.buf, res.addr, Buffer::kInput, sl, d0, d1, y.dtype, kConvY);
+      if (!qy && !(res.buf == Buffer::kInput && res.addr == sl))
+        throw std::logic_error("backend: an in-place result tile computed elsewhere");
+      return;
+    }
+    if (qy) quantize_tile(c, res.buf, res.addr, d0, rows, y.dtype, kConvY);
+    c.store(res.buf, res.addr, y.range(), y.addr + static_cast<uint64_t>(yo) * ey, y.dtype, box, yst_box);
+  });
+  return std::optional<Bcast>(mode);
+}
+
+Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>& Bs, const DramTensor& y,
+                       const quant::QParams* qy, const TileFn& on_tile, int64_t max_tile = INT64_MAX,
+                       bool* kept = nullptr) {
+  std::vector<StreamDim> dims = stream_dims(A, Bs, y);
+  const size_t k = dims.size();
   // A strided A (a view, backend/memory/strided_views.h) whose rows are short or far apart may stream
   // faster in slabs: boxes of three dims (whole rows of the two innermost, a run of the third), every
   // operand's LOAD / STORE with its own strides, the VEC over the slab as one dense tile. Chosen by
@@ -371,182 +554,7 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
   const bool slab_candidate =
       k >= 3 && b_whole && A.t && A.t->strided() && !kept && c.can_time() && !c.in_trial() && A.sram < 0;
   const auto walk = [&](bool slab, bool swap) {
-    if (swap) std::swap(dims[k - 2], dims[k - 3]);
-    // The VEC box: (d1 = second innermost, d0 = innermost) with the bcast mode they imply.
-    Bcast mode;
-    size_t box_dims;
-    if (k == 1) {
-      mode = dims[0].b_full ? Bcast::kNone : Bcast::kScalar;
-      box_dims = 1;
-    } else {
-      // Two innermost dims both broadcast stay apart only when A's strides keep them apart (A a strided
-      // view, backend/memory/strided_views.h): B is then one value for the whole box.
-      // Both full: dims that stay apart only because y (or A) is a view with a pitch of its own (a Concat's
-      // slice): B's box then has the tile's shape.
-      mode = dims[k - 1].b_full   ? (dims[k - 2].b_full ? Bcast::kNone : Bcast::kRow)
-             : dims[k - 2].b_full ? Bcast::kCol
-                                  : Bcast::kScalar;
-      box_dims = 2;
-    }
-    Slots sa = make_slots(c, Buffer::kInput, 0, max_tile);
-    Slots sb = make_slots(c, Buffer::kWeight);
-    // Several broadcast operands share the weight slots: one region each.
-    sb.elems /= static_cast<int64_t>(Bs.size());
-    const uint64_t b_region = static_cast<uint64_t>(round64(sb.elems * c.esize));
-    const uint64_t ea = static_cast<uint64_t>(isa::dtype_bytes(A.dt)),
-                   eb = static_cast<uint64_t>(isa::dtype_bytes(Bp.dt));
-    const uint64_t ey = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
-    const int64_t inner = dims[k - 1].ext;
-    int64_t t0, t1 = 1;
-    if (box_dims == 1) {
-      t0 = std::min<int64_t>({inner, 4096, sa.elems, sb.elems});
-      t1 = std::min<int64_t>(
-          {ceil_div(inner, t0), kMaxDim, sa.elems / t0, mode == Bcast::kNone ? sb.elems / t0 : kMaxDim});
-      t1 = std::max<int64_t>(1, t1);
-    } else {
-      const int64_t outer = dims[k - 2].ext;
-      t0 = std::min<int64_t>({inner, kMaxDim, sa.elems, sb.elems});
-      t1 = std::max<int64_t>(1, std::min<int64_t>({outer, kMaxDim, sa.elems / t0,
-                                                   mode == Bcast::kCol    ? sb.elems
-                                                   : mode == Bcast::kNone ? sb.elems / t0
-                                                                          : kMaxDim}));
-    }
-    // A slab: whole rows of the box, t2 of the third innermost dim (which the walk then leaves out).
-    int64_t t2 = 1;
-    if (slab) {
-      if (box_dims != 2 || t0 != inner || t1 != dims[k - 2].ext) {
-        if (swap) std::swap(dims[k - 2], dims[k - 3]);
-        return std::optional<Bcast>();
-      }
-      const int64_t per = t0 * t1;
-      t2 = std::min<int64_t>({dims[k - 3].ext, kMaxDim, sa.elems / per,
-                              mode == Bcast::kNone ? sb.elems / per : kMaxDim, kMaxDim / t1});
-      if (t2 < 2) return std::optional<Bcast>();
-    }
-    const size_t walked = box_dims + (slab ? 1 : 0);  // the box's dims, the slab's third included
-    // Pieces of the box dims: (row start, col start, d1, d0), and the slab's (start, extent).
-    struct Piece {
-      int64_t r0, c0, d1, d0, s0 = 0, d2 = 1;
-    };
-    std::vector<Piece> pieces;
-    if (slab) {
-      for (int64_t s0 = 0; s0 < dims[k - 3].ext; s0 += t2)
-        pieces.push_back({0, 0, t1, t0, s0, std::min(t2, dims[k - 3].ext - s0)});
-    } else if (box_dims == 1) {
-      for (int64_t start = 0; start < inner;) {
-        const int64_t rem = inner - start;
-        const int64_t d0 = std::min(rem, t0), d1 = rem >= t0 ? std::min(t1, rem / t0) : 1;
-        pieces.push_back({0, start, d1, d0});
-        start += d0 * d1;
-      }
-    } else {
-      for (int64_t r0 = 0; r0 < dims[k - 2].ext; r0 += t1) {
-        for (int64_t c0 = 0; c0 < inner; c0 += t0) {
-          pieces.push_back({r0, c0, std::min(t1, dims[k - 2].ext - r0), std::min(t0, inner - c0)});
-        }
-      }
-    }
-    std::vector<int64_t> ext;
-    for (size_t i = 0; i + walked < k; ++i) ext.push_back(dims[i].ext);
-    ext.push_back(static_cast<int64_t>(pieces.size()));
-    int64_t last_b_off = -1, last_b_n = -1;
-    uint64_t b_cur = 0;
-    // A held in the scratchpad (backend/fusion/se_fusion.h): every tile is a dense piece of it (whole rows,
-    // or a contiguous run), so the tile is worked on where it lies and not loaded.
-    const bool a_held = A.sram >= 0 && A.t && !A.t->strided() && (box_dims == 1 || t0 == inner);
-    if (a_held) se_mul_read_held(c);
-    const bool in_place = kept && a_held && isa::dtype_bytes(y.dtype) == isa::dtype_bytes(A.dt);
-    if (kept) *kept = in_place;
-    odometer(ext, [&](const std::vector<int64_t>& idx) {
-      int64_t ao = 0, bo = 0, yo = 0;
-      for (size_t i = 0; i + walked < k; ++i) {
-        ao += idx[i] * dims[i].a_stride;
-        bo += idx[i] * dims[i].b_stride;
-        yo += idx[i] * dims[i].y_stride;
-      }
-      const Piece& p = pieces[static_cast<size_t>(idx.back())];
-      const int64_t d0 = p.d0, d1 = p.d1;
-      int64_t b_n;
-      std::array<int64_t, 4> bsz = {1, 1, 1, 1};
-      std::array<int64_t, 3> bst = {d0, 0, 0};
-      std::array<int64_t, 3> ast = {d0, 0, 0}, yst_box = {d0, 0, 0};
-      if (box_dims == 1) {
-        ao += p.c0;
-        yo += p.c0;
-        if (mode == Bcast::kNone) {
-          bo += p.c0;
-          bsz = {d0, d1, 1, 1};
-          b_n = d0 * d1;
-        } else {
-          b_n = 1;
-        }
-      } else {
-        ao += p.r0 * dims[k - 2].a_stride + p.c0;
-        yo += p.r0 * dims[k - 2].y_stride + p.c0;
-        ast = {dims[k - 2].a_stride, 0, 0};
-        yst_box = {dims[k - 2].y_stride, 0, 0};
-        if (mode == Bcast::kScalar) {
-          b_n = 1;
-        } else if (mode == Bcast::kNone) {
-          bo += p.r0 * dims[k - 2].b_stride + p.c0;
-          b_n = d0 * d1;
-          bsz = {d0, d1, 1, 1};
-          bst = {dims[k - 2].b_stride, 0, 0};
-        } else if (mode == Bcast::kRow) {
-          bo += p.c0 * dims[k - 1].b_stride;
-          b_n = d0;
-          bsz = {d0, 1, 1, 1};
-        } else {
-          bo += p.r0 * dims[k - 2].b_stride;
-          b_n = d1;
-          bsz = {d1, 1, 1, 1};
-        }
-      }
-      std::array<int64_t, 4> box = {d0, d1, 1, 1};
-      if (slab) {  // the third dim's run: its strides after each operand's row pitch
-        const StreamDim& sd = dims[k - 3];
-        ao += p.s0 * sd.a_stride, bo += p.s0 * sd.b_stride, yo += p.s0 * sd.y_stride;
-        box[2] = p.d2;
-        ast[1] = sd.a_stride, yst_box[1] = sd.y_stride;
-        if (mode == Bcast::kNone) bsz[2] = p.d2, bst[1] = sd.b_stride;
-        b_n *= mode == Bcast::kNone ? p.d2 : 1;
-      }
-      const uint64_t sl = a_held ? static_cast<uint64_t>(A.sram) + static_cast<uint64_t>(ao) * ea : sa.take();
-      if (!a_held)
-        c.load(Buffer::kInput, sl, A.range, A.addr + static_cast<uint64_t>(ao) * ea, A.dt, box, ast);
-      // The tile in SRAM is dense: a slab's rows are the VEC's rows.
-      const int64_t rows = d1 * box[2];
-      if (A.q) dequantize_tile(c, Buffer::kInput, sl, d0, rows, A.dt, kConvA);
-      if (!(bo == last_b_off && b_n == last_b_n)) {
-        b_cur = sb.take();
-        for (size_t i = 0; i < Bs.size(); ++i) {
-          const uint64_t at = b_cur + i * b_region;
-          c.load(Buffer::kWeight, at, Bs[i].range, Bs[i].addr + static_cast<uint64_t>(bo) * eb, Bs[i].dt, bsz,
-                 bst);
-          if (Bs[i].q && Bs[i].centred) {
-            subtract_zero_point(c, Buffer::kWeight, at, Buffer::kWeight, at, bsz[0], bsz[1] * bsz[2],
-                                Bs[i].dt, kConvB, DType::kInt32);
-            if (Bs[i].rescale) rescale_int32(c, Buffer::kWeight, at, bsz[0], bsz[1] * bsz[2], *Bs[i].rescale);
-          } else if (Bs[i].q)
-            dequantize_tile(c, Buffer::kWeight, at, bsz[0], bsz[1] * bsz[2], Bs[i].dt, kConvB);
-        }
-        last_b_off = bo, last_b_n = b_n;
-      }
-      std::vector<uint64_t> b_slots;
-      for (size_t i = 0; i < Bs.size(); ++i) b_slots.push_back(b_cur + i * b_region);
-      const TileResult res = on_tile(sl, b_slots, d0, rows, mode);
-      if (in_place) {  // the result where the A tile lies: the codes written there, or the float tile already
-                       // is
-        if (qy) quantize_tile_into(c, res.buf, res.addr, Buffer::kInput, sl, d0, d1, y.dtype, kConvY);
-        if (!qy && !(res.buf == Buffer::kInput && res.addr == sl))
-          throw std::logic_error("backend: an in-place result tile computed elsewhere");
-        return;
-      }
-      if (qy) quantize_tile(c, res.buf, res.addr, d0, rows, y.dtype, kConvY);
-      c.store(res.buf, res.addr, y.range(), y.addr + static_cast<uint64_t>(yo) * ey, y.dtype, box, yst_box);
-    });
-    if (swap) std::swap(dims[k - 2], dims[k - 3]);
-    return std::optional<Bcast>(mode);
+    return stream_walk(c, A, Bs, y, qy, on_tile, max_tile, kept, slab, swap);
   };
   if (slab_candidate) {
     // The slab over the third innermost dim, or with the two outer box dims swapped (A's rows then
