@@ -351,7 +351,7 @@ void centred_products(Context& c, uint64_t a_slot, DType a_dt, uint64_t sums, ui
 // apply (the box is not whole rows).
 std::optional<Bcast> stream_walk(Context& c, const Operand& A, const std::vector<Operand>& Bs,
                                  const DramTensor& y, const quant::QParams* qy, const TileFn& on_tile,
-                                 int64_t max_tile, bool* kept, bool slab, bool swap) {
+                                 int64_t max_tile, bool* kept, int slab, bool swap) {
   // The B operands share one shape and storage type (each is loaded with the same box).
   const Operand& Bp = Bs[0];
   std::vector<StreamDim> dims = stream_dims(A, Bs, y);
@@ -412,7 +412,7 @@ std::optional<Bcast> stream_walk(Context& c, const Operand& A, const std::vector
       return std::optional<Bcast>();
     }
     const int64_t per = t0 * t1;
-    t2 = std::min<int64_t>({dims[k - 3].ext, kMaxDim, sa.elems / per,
+    t2 = std::min<int64_t>({ceil_div(dims[k - 3].ext, slab), kMaxDim, sa.elems / per,
                             mode == Bcast::kNone ? sb.elems / per : kMaxDim, kMaxDim / t1});
     if (t2 < 2) return std::optional<Bcast>();
   }
@@ -553,13 +553,13 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
   for (const StreamDim& d : dims) b_whole &= d.b_full == dims[0].b_full;
   const bool slab_candidate =
       k >= 3 && b_whole && A.t && A.t->strided() && !kept && c.can_time() && !c.in_trial() && A.sram < 0;
-  const auto walk = [&](bool slab, bool swap) {
+  const auto walk = [&](int slab, bool swap) {
     return stream_walk(c, A, Bs, y, qy, on_tile, max_tile, kept, slab, swap);
   };
   if (slab_candidate) {
     // The slab over the third innermost dim, or with the two outer box dims swapped (A's rows then
     // follow each other where the view's layout has them so).
-    const auto timed = [&](bool slab, bool swap) {
+    const auto timed = [&](int slab, bool swap) {
       const Context::Trial t = c.begin_trial();
       const int64_t first = c.em.size();
       const bool made = walk(slab, swap).has_value();
@@ -567,15 +567,18 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
       c.end_trial(t);
       return cycles;
     };
-    int64_t best = timed(false, false);
-    int choice = 0;
-    for (int cand = 1; cand <= 2; ++cand) {
-      const int64_t t = timed(true, cand == 2);
-      if (t >= 0 && t < best) best = t, choice = cand;
+    int64_t best = timed(0, false);
+    int slab = 0;
+    bool swap = false;
+    for (const int pieces : {1, 4}) {
+      for (const bool sw : {false, true}) {
+        const int64_t t = timed(pieces, sw);
+        if (t >= 0 && t < best) best = t, slab = pieces, swap = sw;
+      }
     }
-    if (choice > 0) return *walk(true, choice == 2);
+    return *walk(slab, swap);
   }
-  return *walk(false, false);
+  return *walk(0, false);
 }
 
 // Streams y = f(A, up(z)) as stream_broadcast does with B the nearest upsampling by (sh, sw) of the dense
