@@ -570,7 +570,7 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
     int64_t best = timed(0, false);
     int slab = 0;
     bool swap = false;
-    for (const int pieces : {1, 4}) {
+    for (const int pieces : {1, 4, 16}) {
       for (const bool sw : {false, true}) {
         const int64_t t = timed(pieces, sw);
         if (t >= 0 && t < best) best = t, slab = pieces, swap = sw;
