@@ -336,19 +336,9 @@ void centred_products(Context& c, uint64_t a_slot, DType a_dt, uint64_t sums, ui
   c.vec(v);
 }
 
-// Streams y = f(A, B...) over SRAM tiles: A has the output's full shape and layout, every B operand the
-// same broadcast shape (pshape, 1 = broadcast). Each tile of A is loaded (codes dequantized when A.q),
-// each B's matching piece loaded when it changes (one weight-slot region per B; codes dequantized),
-// `on_tile(a_slot, b_slots, d0, d1, mode)` emits the VEC work on the d1 x d0 tile (at a_slot of the input
-// buffer) and says where the result is, which is quantized when `qy` (conversion constants at kConvA /
-// kConvB / kConvY of the accumulator buffer, loaded by the caller) and stored. A tile holds at most
-// `max_tile` elements. Returns the broadcast mode of the VEC box.
-// With `kept` (A held in the scratchpad, backend/fusion/se_fusion.h), each result tile is written where its A
-// tile lies (codes of y's size in place of A's) and not stored, when A's tiles are read in place and y's
-// elements are A's size: *kept says whether it was (y then lies dense at A.sram).
-// One walk of stream_broadcast: in two-dim boxes, or (slab) in boxes of three dims, whole rows of the two
-// innermost and a run of the third, the two outer ones swapped first (swap); nullopt when the slab does not
-// apply (the box is not whole rows).
+// One walk of stream_broadcast (below): in two-dim boxes, or (slab > 0) in boxes of three dims, whole rows of
+// the two innermost and a run of the third in at least `slab` pieces, the two outer ones swapped first
+// (swap); nullopt when the slab does not apply (the box is not whole rows).
 std::optional<Bcast> stream_walk(Context& c, const Operand& A, const std::vector<Operand>& Bs,
                                  const DramTensor& y, const quant::QParams* qy, const TileFn& on_tile,
                                  int64_t max_tile, bool* kept, int slab, bool swap) {
@@ -540,6 +530,16 @@ std::optional<Bcast> stream_walk(Context& c, const Operand& A, const std::vector
   return std::optional<Bcast>(mode);
 }
 
+// Streams y = f(A, B...) over SRAM tiles: A has the output's full shape and layout, every B operand the
+// same broadcast shape (pshape, 1 = broadcast). Each tile of A is loaded (codes dequantized when A.q),
+// each B's matching piece loaded when it changes (one weight-slot region per B; codes dequantized),
+// `on_tile(a_slot, b_slots, d0, d1, mode)` emits the VEC work on the d1 x d0 tile (at a_slot of the input
+// buffer) and says where the result is, which is quantized when `qy` (conversion constants at kConvA /
+// kConvB / kConvY of the accumulator buffer, loaded by the caller) and stored. A tile holds at most
+// `max_tile` elements. Returns the broadcast mode of the VEC box.
+// With `kept` (A held in the scratchpad, backend/fusion/se_fusion.h), each result tile is written where its A
+// tile lies (codes of y's size in place of A's) and not stored, when A's tiles are read in place and y's
+// elements are A's size: *kept says whether it was (y then lies dense at A.sram).
 Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>& Bs, const DramTensor& y,
                        const quant::QParams* qy, const TileFn& on_tile, int64_t max_tile = INT64_MAX,
                        bool* kept = nullptr) {
