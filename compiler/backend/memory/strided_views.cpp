@@ -354,7 +354,21 @@ bool StridedViews::reads_view(const Graph& g, const Node& n, Placement placement
     if (!n.has_input(0) || !n.has_input(1) || n.inputs[0] == n.inputs[1]) return false;
     if (shape != g.value(n.outputs[0]).shape) return false;
     const Value& other = g.value(n.inputs[0] == v ? n.inputs[1] : n.inputs[0]);
-    return other.fully_known() && num_elements(other.shape) == 1;
+    if (other.fully_known() && num_elements(other.shape) == 1) return true;
+    // Against a second full-shape operand (a transformer's residual Add reading the output projection
+    // through the Transpose back to [batch, seq, D]): the view streams as A (elementwise.cpp: the first
+    // operand, or the second of an Add or Mul, swapped) and the other is dense, whose boxes then follow the
+    // output's dense dims. The second operand only where the first can be no view (its node none that
+    // makes one), so that of two views the second is refused here and not made.
+    if (other.is_constant() || !other.fully_known() || other.shape != shape || !onnx_order(other))
+      return false;
+    if (n.inputs[0] == v) return true;
+    if (n.op_type != "Add" && n.op_type != "Mul") return false;
+    const int p = g.producer(n.inputs[0]);
+    if (p < 0) return true;
+    const Node& first = g.nodes[static_cast<size_t>(p)];
+    return !(first.domain.empty() &&
+             (first.op_type == "Slice" || first.op_type == "Transpose" || reshape_like(first)));
   }
   if (n.op_type == "Transpose" && placement == Placement::kNpuVector && n.inputs[0] == v) return true;
   return false;

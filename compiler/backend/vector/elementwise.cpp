@@ -336,19 +336,12 @@ void centred_products(Context& c, uint64_t a_slot, DType a_dt, uint64_t sums, ui
   c.vec(v);
 }
 
-// Streams y = f(A, B...) over SRAM tiles: A has the output's full shape and layout, every B operand the
-// same broadcast shape (pshape, 1 = broadcast). Each tile of A is loaded (codes dequantized when A.q),
-// each B's matching piece loaded when it changes (one weight-slot region per B; codes dequantized),
-// `on_tile(a_slot, b_slots, d0, d1, mode)` emits the VEC work on the d1 x d0 tile (at a_slot of the input
-// buffer) and says where the result is, which is quantized when `qy` (conversion constants at kConvA /
-// kConvB / kConvY of the accumulator buffer, loaded by the caller) and stored. A tile holds at most
-// `max_tile` elements. Returns the broadcast mode of the VEC box.
-// With `kept` (A held in the scratchpad, backend/fusion/se_fusion.h), each result tile is written where its A
-// tile lies (codes of y's size in place of A's) and not stored, when A's tiles are read in place and y's
-// elements are A's size: *kept says whether it was (y then lies dense at A.sram).
-Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>& Bs, const DramTensor& y,
-                       const quant::QParams* qy, const TileFn& on_tile, int64_t max_tile = INT64_MAX,
-                       bool* kept = nullptr) {
+// One walk of stream_broadcast (below): in two-dim boxes, or (slab > 0) in boxes of three dims, whole rows of
+// the two innermost and a run of the third in at least `slab` pieces, the two outer ones swapped first
+// (swap); nullopt when the slab does not apply (the box is not whole rows).
+std::optional<Bcast> stream_walk(Context& c, const Operand& A, const std::vector<Operand>& Bs,
+                                 const DramTensor& y, const quant::QParams* qy, const TileFn& on_tile,
+                                 int64_t max_tile, bool* kept, int slab, bool swap) {
   // The B operands share one shape and storage type (each is loaded with the same box).
   const Operand& Bp = Bs[0];
   std::vector<StreamDim> dims = stream_dims(A, Bs, y);
@@ -362,6 +355,7 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
     }
   }
   const size_t k = dims.size();
+  if (swap && k >= 3) std::swap(dims[k - 2], dims[k - 3]);
   // The VEC box: (d1 = second innermost, d0 = innermost) with the bcast mode they imply.
   Bcast mode;
   size_t box_dims;
@@ -401,12 +395,27 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
                                                  : mode == Bcast::kNone ? sb.elems / t0
                                                                         : kMaxDim}));
   }
-  // Pieces of the box dims: (row start, col start, d1, d0).
+  // A slab: whole rows of the box, t2 of the third innermost dim (which the walk then leaves out).
+  int64_t t2 = 1;
+  if (slab) {
+    if (box_dims != 2 || t0 != inner || t1 != dims[k - 2].ext) {
+      return std::optional<Bcast>();
+    }
+    const int64_t per = t0 * t1;
+    t2 = std::min<int64_t>({ceil_div(dims[k - 3].ext, slab), kMaxDim, sa.elems / per,
+                            mode == Bcast::kNone ? sb.elems / per : kMaxDim, kMaxDim / t1});
+    if (t2 < 2) return std::optional<Bcast>();
+  }
+  const size_t walked = box_dims + (slab ? 1 : 0);  // the box's dims, the slab's third included
+  // Pieces of the box dims: (row start, col start, d1, d0), and the slab's (start, extent).
   struct Piece {
-    int64_t r0, c0, d1, d0;
+    int64_t r0, c0, d1, d0, s0 = 0, d2 = 1;
   };
   std::vector<Piece> pieces;
-  if (box_dims == 1) {
+  if (slab) {
+    for (int64_t s0 = 0; s0 < dims[k - 3].ext; s0 += t2)
+      pieces.push_back({0, 0, t1, t0, s0, std::min(t2, dims[k - 3].ext - s0)});
+  } else if (box_dims == 1) {
     for (int64_t start = 0; start < inner;) {
       const int64_t rem = inner - start;
       const int64_t d0 = std::min(rem, t0), d1 = rem >= t0 ? std::min(t1, rem / t0) : 1;
@@ -421,19 +430,19 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
     }
   }
   std::vector<int64_t> ext;
-  for (size_t i = 0; i + box_dims < k; ++i) ext.push_back(dims[i].ext);
+  for (size_t i = 0; i + walked < k; ++i) ext.push_back(dims[i].ext);
   ext.push_back(static_cast<int64_t>(pieces.size()));
   int64_t last_b_off = -1, last_b_n = -1;
   uint64_t b_cur = 0;
-  // A held in the scratchpad (backend/fusion/se_fusion.h): every tile is a dense piece of it (whole rows, or
-  // a contiguous run), so the tile is worked on where it lies and not loaded.
+  // A held in the scratchpad (backend/fusion/se_fusion.h): every tile is a dense piece of it (whole rows,
+  // or a contiguous run), so the tile is worked on where it lies and not loaded.
   const bool a_held = A.sram >= 0 && A.t && !A.t->strided() && (box_dims == 1 || t0 == inner);
   if (a_held) se_mul_read_held(c);
   const bool in_place = kept && a_held && isa::dtype_bytes(y.dtype) == isa::dtype_bytes(A.dt);
   if (kept) *kept = in_place;
   odometer(ext, [&](const std::vector<int64_t>& idx) {
     int64_t ao = 0, bo = 0, yo = 0;
-    for (size_t i = 0; i + box_dims < k; ++i) {
+    for (size_t i = 0; i + walked < k; ++i) {
       ao += idx[i] * dims[i].a_stride;
       bo += idx[i] * dims[i].b_stride;
       yo += idx[i] * dims[i].y_stride;
@@ -476,10 +485,20 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
         bsz = {d1, 1, 1, 1};
       }
     }
+    std::array<int64_t, 4> box = {d0, d1, 1, 1};
+    if (slab) {  // the third dim's run: its strides after each operand's row pitch
+      const StreamDim& sd = dims[k - 3];
+      ao += p.s0 * sd.a_stride, bo += p.s0 * sd.b_stride, yo += p.s0 * sd.y_stride;
+      box[2] = p.d2;
+      ast[1] = sd.a_stride, yst_box[1] = sd.y_stride;
+      if (mode == Bcast::kNone) bsz[2] = p.d2, bst[1] = sd.b_stride;
+      b_n *= mode == Bcast::kNone ? p.d2 : 1;
+    }
     const uint64_t sl = a_held ? static_cast<uint64_t>(A.sram) + static_cast<uint64_t>(ao) * ea : sa.take();
-    if (!a_held)
-      c.load(Buffer::kInput, sl, A.range, A.addr + static_cast<uint64_t>(ao) * ea, A.dt, {d0, d1, 1, 1}, ast);
-    if (A.q) dequantize_tile(c, Buffer::kInput, sl, d0, d1, A.dt, kConvA);
+    if (!a_held) c.load(Buffer::kInput, sl, A.range, A.addr + static_cast<uint64_t>(ao) * ea, A.dt, box, ast);
+    // The tile in SRAM is dense: a slab's rows are the VEC's rows.
+    const int64_t rows = d1 * box[2];
+    if (A.q) dequantize_tile(c, Buffer::kInput, sl, d0, rows, A.dt, kConvA);
     if (!(bo == last_b_off && b_n == last_b_n)) {
       b_cur = sb.take();
       for (size_t i = 0; i < Bs.size(); ++i) {
@@ -487,17 +506,17 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
         c.load(Buffer::kWeight, at, Bs[i].range, Bs[i].addr + static_cast<uint64_t>(bo) * eb, Bs[i].dt, bsz,
                bst);
         if (Bs[i].q && Bs[i].centred) {
-          subtract_zero_point(c, Buffer::kWeight, at, Buffer::kWeight, at, bsz[0], bsz[1], Bs[i].dt, kConvB,
-                              DType::kInt32);
-          if (Bs[i].rescale) rescale_int32(c, Buffer::kWeight, at, bsz[0], bsz[1], *Bs[i].rescale);
+          subtract_zero_point(c, Buffer::kWeight, at, Buffer::kWeight, at, bsz[0], bsz[1] * bsz[2], Bs[i].dt,
+                              kConvB, DType::kInt32);
+          if (Bs[i].rescale) rescale_int32(c, Buffer::kWeight, at, bsz[0], bsz[1] * bsz[2], *Bs[i].rescale);
         } else if (Bs[i].q)
-          dequantize_tile(c, Buffer::kWeight, at, bsz[0], bsz[1], Bs[i].dt, kConvB);
+          dequantize_tile(c, Buffer::kWeight, at, bsz[0], bsz[1] * bsz[2], Bs[i].dt, kConvB);
       }
       last_b_off = bo, last_b_n = b_n;
     }
     std::vector<uint64_t> b_slots;
     for (size_t i = 0; i < Bs.size(); ++i) b_slots.push_back(b_cur + i * b_region);
-    const TileResult res = on_tile(sl, b_slots, d0, d1, mode);
+    const TileResult res = on_tile(sl, b_slots, d0, rows, mode);
     if (in_place) {  // the result where the A tile lies: the codes written there, or the float tile already
                      // is
       if (qy) quantize_tile_into(c, res.buf, res.addr, Buffer::kInput, sl, d0, d1, y.dtype, kConvY);
@@ -505,11 +524,61 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
         throw std::logic_error("backend: an in-place result tile computed elsewhere");
       return;
     }
-    if (qy) quantize_tile(c, res.buf, res.addr, d0, d1, y.dtype, kConvY);
-    c.store(res.buf, res.addr, y.range(), y.addr + static_cast<uint64_t>(yo) * ey, y.dtype, {d0, d1, 1, 1},
-            yst_box);
+    if (qy) quantize_tile(c, res.buf, res.addr, d0, rows, y.dtype, kConvY);
+    c.store(res.buf, res.addr, y.range(), y.addr + static_cast<uint64_t>(yo) * ey, y.dtype, box, yst_box);
   });
-  return mode;
+  return std::optional<Bcast>(mode);
+}
+
+// Streams y = f(A, B...) over SRAM tiles: A has the output's full shape and layout, every B operand the
+// same broadcast shape (pshape, 1 = broadcast). Each tile of A is loaded (codes dequantized when A.q),
+// each B's matching piece loaded when it changes (one weight-slot region per B; codes dequantized),
+// `on_tile(a_slot, b_slots, d0, d1, mode)` emits the VEC work on the d1 x d0 tile (at a_slot of the input
+// buffer) and says where the result is, which is quantized when `qy` (conversion constants at kConvA /
+// kConvB / kConvY of the accumulator buffer, loaded by the caller) and stored. A tile holds at most
+// `max_tile` elements. Returns the broadcast mode of the VEC box.
+// With `kept` (A held in the scratchpad, backend/fusion/se_fusion.h), each result tile is written where its A
+// tile lies (codes of y's size in place of A's) and not stored, when A's tiles are read in place and y's
+// elements are A's size: *kept says whether it was (y then lies dense at A.sram).
+Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>& Bs, const DramTensor& y,
+                       const quant::QParams* qy, const TileFn& on_tile, int64_t max_tile = INT64_MAX,
+                       bool* kept = nullptr) {
+  std::vector<StreamDim> dims = stream_dims(A, Bs, y);
+  const size_t k = dims.size();
+  // A strided A (a view, backend/memory/strided_views.h) whose rows are short or far apart may stream
+  // faster in slabs: boxes of three dims (whole rows of the two innermost, a run of the third), every
+  // operand's LOAD / STORE with its own strides, the VEC over the slab as one dense tile. Chosen by
+  // simulating both walks; only where every B is full or one scalar (their boxes are the tile's or none).
+  bool b_whole = true;
+  for (const StreamDim& d : dims) b_whole &= d.b_full == dims[0].b_full;
+  const bool slab_candidate =
+      k >= 3 && b_whole && A.t && A.t->strided() && !kept && c.can_time() && !c.in_trial() && A.sram < 0;
+  const auto walk = [&](int slab, bool swap) {
+    return stream_walk(c, A, Bs, y, qy, on_tile, max_tile, kept, slab, swap);
+  };
+  if (slab_candidate) {
+    // The slab over the third innermost dim, or with the two outer box dims swapped (A's rows then
+    // follow each other where the view's layout has them so).
+    const auto timed = [&](int slab, bool swap) {
+      const Context::Trial t = c.begin_trial();
+      const int64_t first = c.em.size();
+      const bool made = walk(slab, swap).has_value();
+      const int64_t cycles = made ? c.time_layer(first) : -1;
+      c.end_trial(t);
+      return cycles;
+    };
+    int64_t best = timed(0, false);
+    int slab = 0;
+    bool swap = false;
+    for (const int pieces : {1, 4, 16}) {
+      for (const bool sw : {false, true}) {
+        const int64_t t = timed(pieces, sw);
+        if (t >= 0 && t < best) best = t, slab = pieces, swap = sw;
+      }
+    }
+    return *walk(slab, swap);
+  }
+  return *walk(0, false);
 }
 
 // Streams y = f(A, up(z)) as stream_broadcast does with B the nearest upsampling by (sh, sw) of the dense
@@ -646,6 +715,14 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
       *why = "broadcast first operand of a non-commutative op";
       return false;
     }
+  }
+  // Both full, the second a strided view (StridedViews::reads_view: a residual Add reading the output
+  // projection through a Transpose): it streams as A, whose boxes keep its strides. Exact: a + b and a * b
+  // are b + a and b * a bit for bit, and the int8 integer schemes rescale each operand by its own factor.
+  if (!swapped && (op == VecOp::kAdd || op == VecOp::kMul) && A.t && !A.t->strided() && B.t &&
+      B.t->strided()) {
+    std::swap(A, B);
+    swapped = true;
   }
   // The Resize before it emitted nothing: its input read here as B (backend/fusion/upsample_add.h).
   const UpsampledOperand* up = upsampled_operand(c, n);

@@ -334,5 +334,56 @@ TEST(StridedViews, AnElementWiseOpOnAViewWithItsInnermostElementsApartRunsOnTheH
   }
 }
 
+// A transformer's residual after the output projection at batch B > 1 (torch's batch_first form): the
+// projection runs on [S, B, D], a Transpose brings it back to [B, S, D], and element-wise ops read it with
+// the residual, in either operand order, and scaled. The Transpose becomes a view every reader streams itself
+// (the second operand of an Add swapped into the stream's first; the boxes of a view whose rows lie far
+// apart in slabs of three dims where that simulates faster), and the outputs stay the copying program's.
+TEST(StridedViews, TheTransposeBackToBatchFirstIsAViewItsElementWiseReadersStreamBitForBit) {
+  const int64_t S = 13, B = 3, D = 24;
+  GraphBuilder b;
+  b.input("x", {S, B, D}).input("res", {B, S, D}).constant("w", {D, D}, 0.5f, 51);
+  b.constant("scale", Tensor::from_floats({}, {8.0f}));
+  b.node("MatMul", {"x", "w"}, {"proj"}, "out_proj");
+  b.node("Transpose", {"proj"}, {"back"}, "batch_first").attrs["perm"].value = V{1, 0, 2};
+  b.node("Add", {"res", "back"}, {"y1"}, "residual");       // the view as the second operand
+  b.node("Add", {"back", "y1"}, {"y2"}, "residual_again");  // ... and as the first
+  b.node("Div", {"back", "scale"}, {"y3"}, "scaled");       // against one scalar
+  b.node("Add", {"y2", "y3"}, {"y"}, "sum");
+  b.output("y");
+  const Graph model = b.build();
+  const std::map<std::string, Tensor> inputs = {{"x", random_tensor({S, B, D}, 2.0f, 5)},
+                                                {"res", random_tensor({B, S, D}, 2.0f, 6)}};
+  for (const isa::DType dt : {isa::DType::kFp32, isa::DType::kFp16}) {
+    for (const isa::NpuConfig& config : {isa::NpuConfig{}, small_sram()}) {
+      std::map<bool, CompileResult> r;
+      std::map<bool, Tensor> y;
+      for (const bool views : {true, false}) {
+        Graph lowered = model;
+        PipelineOptions o;
+        o.whole_row_limit = rowwise_row_limit(config);
+        lower(lowered, o);
+        CompileOptions co;
+        co.precision = dt;
+        co.fold_concats = views;
+        co.timer = sim::simulation_timer(config);
+        r[views] = compile(lowered, config, co);
+        y[views] = run_program(r[views], config, inputs).at("y");
+      }
+      const std::string what(isa::kDTypeNames[static_cast<size_t>(dt)]);
+      EXPECT_TRUE(same_bits(y[true], y[false])) << what;
+      const LayerPlan& t = layer(r[true], "batch_first");
+      EXPECT_EQ(t.placement, Placement::kFree) << what << ": " << t.mapping;
+      EXPECT_EQ(t.instructions, 0) << what;
+      EXPECT_EQ(layer(r[false], "batch_first").placement, Placement::kNpuVector) << what;
+      for (const char* name : {"residual", "residual_again", "scaled"}) {
+        EXPECT_EQ(layer(r[true], name).placement, Placement::kNpuVector) << what << " " << name;
+        EXPECT_TRUE(r[true].fallbacks.empty()) << what;
+      }
+      EXPECT_LT(dram_bytes(r[true]), dram_bytes(r[false])) << what;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace npusim::compiler::testing
