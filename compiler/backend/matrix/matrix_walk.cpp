@@ -912,6 +912,7 @@ void MatrixMapper::generate(const Tiling& t) {
           s_.epilogue(o, cs);
         }
       }
+      if (c_.fusion.after_tile) c_.fusion.after_tile();  // a line buffer's reader between the tiles
     };
     const int64_t nsp = static_cast<int64_t>(sp.size());
     if (t.spatial_outer) {
