@@ -277,19 +277,10 @@ void DepthwiseReader::begin(const BandHeight& cand, uint64_t buf) {
     else
       pad_ = c_.add_floats(std::vector<float>(static_cast<size_t>(n), 0.0f), x.dtype);
     pad_range_ = Range{kDram, pad_, pad_ + static_cast<uint64_t>(n * es())};
-    // The padding columns of every buffer row, once: a row's right ones and the next row's left ones
-    // are adjacent.
-    const int64_t row = p_.pitch * p_.C;
-    auto fill = [&](int64_t at, int64_t cols) {
-      if (cols > 0)
-        c_.load(Buffer::kInput, buf + static_cast<uint64_t>(at * es()), pad_range_, pad_, x.dtype,
-                {p_.C, cols, 1, 1}, {p_.C, 0, 0});
-    };
-    fill(0, p_.w.pl);
-    for (int64_t r = 0; r + 1 < cand.buf_rows; ++r)
-      fill(r * row + (p_.w.pl + p_.W) * p_.C, p_.w.pr + p_.w.pl);
-    fill((cand.buf_rows - 1) * row + (p_.w.pl + p_.W) * p_.C, p_.w.pr);
   });
+  buf_rows_ = cand.buf_rows;
+  filled_ = false;
+  if (!project_) fill_columns(buf);
   side_ = 0;
 }
 
@@ -301,6 +292,23 @@ void DepthwiseReader::load_weights() {
   c_.load(Buffer::kWeight, w_slot_, Range{kDram, w_addr_, w_addr_ + bytes}, w_addr_, wt,
           {p_.C, j.kh * j.kw, 1, 1}, {p_.C, 0, 0});
   w_loaded_ = true;
+}
+
+void DepthwiseReader::fill_columns(uint64_t buf) {
+  if (filled_) return;
+  // The padding columns of every buffer row, once: a row's right ones and the next row's left ones are
+  // adjacent.
+  const isa::DType t = c_.tensor(c_.g.nodes[p_.pool].inputs[0]).dtype;
+  const int64_t row = p_.pitch * p_.C;
+  auto fill = [&](int64_t at, int64_t cols) {
+    if (cols > 0)
+      c_.load(Buffer::kInput, buf + static_cast<uint64_t>(at * es()), pad_range_, pad_, t, {p_.C, cols, 1, 1},
+              {p_.C, 0, 0});
+  };
+  fill(0, p_.w.pl);
+  for (int64_t r = 0; r + 1 < buf_rows_; ++r) fill(r * row + (p_.w.pl + p_.W) * p_.C, p_.w.pr + p_.w.pl);
+  fill((buf_rows_ - 1) * row + (p_.w.pl + p_.W) * p_.C, p_.w.pr);
+  filled_ = true;
 }
 
 void DepthwiseReader::load_padding(const LineBand& b, uint64_t buf) {
@@ -324,6 +332,7 @@ void DepthwiseReader::emit_rows(int64_t rows) {
   const uint64_t buf = buf_;
   with_operands([&] {
     const int64_t row_bytes = p_.pitch * p_.C * es();
+    fill_columns(buf);
     if (o0 == 0) load_padding(b, buf);
     load_weights();
     const MatrixJob& j = dw_.job();
