@@ -325,6 +325,22 @@ void DepthwiseReader::load_padding(const LineBand& b, uint64_t buf) {
   pad_rows(std::max(b.lo, p_.top + p_.H), b.hi + 1);
 }
 
+void DepthwiseReader::dwconv(uint64_t src, int64_t in_h, int64_t oh, int sums) {
+  const MatrixJob& j = dw_.job();
+  const int64_t row_bytes = p_.pitch * p_.C * es();
+  const uint64_t acc = s_->acc_slot(sums);
+  const isa::DType wt = depthwise_weight_dtype(s_->ops.a);
+  const isa::Instruction i =
+      dwconv_instruction(c_.layer, s_->ops.a, src, w_slot_, acc, p_.C, p_.pitch, in_h, j);
+  c_.em.emit(i,
+             {Range{static_cast<int>(Buffer::kInput), src, src + static_cast<uint64_t>(in_h * row_bytes)},
+              Range{static_cast<int>(Buffer::kWeight), w_slot_,
+                    w_slot_ + static_cast<uint64_t>(j.kh * j.kw * p_.C * isa::dtype_bytes(wt))}},
+             {Range{static_cast<int>(Buffer::kAccumulator), acc,
+                    acc + static_cast<uint64_t>(oh * p_.OW * p_.C * 4)}});
+  ++dwconvs_;
+}
+
 void DepthwiseReader::emit_rows(int64_t rows) {
   const LineBand& b = *held_.b;
   const int64_t o0 = held_.done, oh = std::min(rows, b.p1 - b.p0 - o0);
@@ -336,19 +352,7 @@ void DepthwiseReader::emit_rows(int64_t rows) {
     if (o0 == 0) load_padding(b, buf);
     load_weights();
     const MatrixJob& j = dw_.job();
-    const int64_t in_h = (oh - 1) * j.sh + j.kh;
-    const uint64_t src = buf + static_cast<uint64_t>((b.at + o0 * j.sh) * row_bytes);
-    const uint64_t acc = s_->acc_slot(0);
-    const isa::DType wt = depthwise_weight_dtype(s_->ops.a);
-    const isa::Instruction i =
-        dwconv_instruction(c_.layer, s_->ops.a, src, w_slot_, acc, p_.C, p_.pitch, in_h, j);
-    ++dwconvs_;
-    c_.em.emit(i,
-               {Range{static_cast<int>(Buffer::kInput), src, src + static_cast<uint64_t>(in_h * row_bytes)},
-                Range{static_cast<int>(Buffer::kWeight), w_slot_,
-                      w_slot_ + static_cast<uint64_t>(j.kh * j.kw * p_.C * isa::dtype_bytes(wt))}},
-               {Range{static_cast<int>(Buffer::kAccumulator), acc,
-                      acc + static_cast<uint64_t>(oh * p_.OW * p_.C * 4)}});
+    dwconv(buf + static_cast<uint64_t>((b.at + o0 * j.sh) * row_bytes), (oh - 1) * j.sh + j.kh, oh, 0);
     // The rows into the band's output slot (the tile at image 0, its rows o0 on).
     dw_.set_output_sram(static_cast<int64_t>(out_[held_.side]));
     s_->epilogue(OutTile{0, o0, oh, 0, p_.OW, 0, p_.C}, 0);
@@ -398,21 +402,8 @@ void DepthwiseReader::read(const LineBand& b, int64_t img, uint64_t buf) {
   with_operands([&] {
     load_padding(b, buf);
     load_weights();
-    const MatrixJob& j = dw_.job();
-    const int64_t row_bytes = p_.pitch * p_.C * es();
-    const int64_t in_h = b.hi - b.lo + 1, oh = b.p1 - b.p0;
-    const uint64_t src = buf + static_cast<uint64_t>(b.at * row_bytes);
-    const uint64_t acc = s_->acc_slot(side_);
-    const isa::DType wt = depthwise_weight_dtype(s_->ops.a);
-    const isa::Instruction i =
-        dwconv_instruction(c_.layer, s_->ops.a, src, w_slot_, acc, p_.C, p_.pitch, in_h, j);
-    ++dwconvs_;
-    c_.em.emit(i,
-               {Range{static_cast<int>(Buffer::kInput), src, src + static_cast<uint64_t>(in_h * row_bytes)},
-                Range{static_cast<int>(Buffer::kWeight), w_slot_,
-                      w_slot_ + static_cast<uint64_t>(j.kh * j.kw * p_.C * isa::dtype_bytes(wt))}},
-               {Range{static_cast<int>(Buffer::kAccumulator), acc,
-                      acc + static_cast<uint64_t>(oh * p_.OW * p_.C * 4)}});
+    const int64_t oh = b.p1 - b.p0;
+    dwconv(buf + static_cast<uint64_t>(b.at * p_.pitch * p_.C * es()), b.hi - b.lo + 1, oh, side_);
     s_->epilogue(OutTile{img, b.p0, oh, 0, p_.OW, 0, p_.C}, side_);
     if (pool_) pool_band(oh);
   });

@@ -231,6 +231,8 @@ class DepthwiseReader : public LineReader {
   // The padding rows among band b's new rows (above the conv's first row, below its last) from the data
   // segment of the padding value.
   void load_padding(const LineBand& b, uint64_t buf);
+  // One VEC dwconv over `in_h` buffer rows from `src` into the sums' side `sums` (`oh` output rows).
+  void dwconv(uint64_t src, int64_t in_h, int64_t oh, int sums);
   // Emits the held band's output rows [done, done + rows): its padding rows' loads with the first, one VEC
   // dwconv, its epilogue into the band's output slot.
   void emit_rows(int64_t rows);
