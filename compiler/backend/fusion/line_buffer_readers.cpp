@@ -278,9 +278,7 @@ void DepthwiseReader::begin(const BandHeight& cand, uint64_t buf) {
       pad_ = c_.add_floats(std::vector<float>(static_cast<size_t>(n), 0.0f), x.dtype);
     pad_range_ = Range{kDram, pad_, pad_ + static_cast<uint64_t>(n * es())};
   });
-  buf_rows_ = cand.buf_rows;
-  filled_ = false;
-  if (!project_) fill_columns(buf);
+  fill_columns(buf, cand.buf_rows);
   side_ = 0;
 }
 
@@ -294,8 +292,7 @@ void DepthwiseReader::load_weights() {
   w_loaded_ = true;
 }
 
-void DepthwiseReader::fill_columns(uint64_t buf) {
-  if (filled_) return;
+void DepthwiseReader::fill_columns(uint64_t buf, int64_t buf_rows) {
   // The padding columns of every buffer row, once: a row's right ones and the next row's left ones are
   // adjacent.
   const isa::DType t = c_.tensor(c_.g.nodes[p_.pool].inputs[0]).dtype;
@@ -306,9 +303,8 @@ void DepthwiseReader::fill_columns(uint64_t buf) {
               {p_.C, 0, 0});
   };
   fill(0, p_.w.pl);
-  for (int64_t r = 0; r + 1 < buf_rows_; ++r) fill(r * row + (p_.w.pl + p_.W) * p_.C, p_.w.pr + p_.w.pl);
-  fill((buf_rows_ - 1) * row + (p_.w.pl + p_.W) * p_.C, p_.w.pr);
-  filled_ = true;
+  for (int64_t r = 0; r + 1 < buf_rows; ++r) fill(r * row + (p_.w.pl + p_.W) * p_.C, p_.w.pr + p_.w.pl);
+  fill((buf_rows - 1) * row + (p_.w.pl + p_.W) * p_.C, p_.w.pr);
 }
 
 void DepthwiseReader::load_padding(const LineBand& b, uint64_t buf) {
@@ -348,7 +344,6 @@ void DepthwiseReader::emit_rows(int64_t rows) {
   const uint64_t buf = buf_;
   with_operands([&] {
     const int64_t row_bytes = p_.pitch * p_.C * es();
-    fill_columns(buf);
     if (o0 == 0) load_padding(b, buf);
     load_weights();
     const MatrixJob& j = dw_.job();

@@ -223,11 +223,8 @@ class DepthwiseReader : public LineReader {
   bool project_w_loaded_ = false;
   uint64_t buf_ = 0;
   int64_t dwconvs_ = 0;
-  // The padding columns of every buffer row (before the first band's dwconv with a project conv: the load
-  // queue takes the conv's first loads first, and the layer before may still read those bytes).
-  int64_t buf_rows_ = 0;
-  bool filled_ = false;
-  void fill_columns(uint64_t buf);
+  // The padding columns of every row of a buffer of `buf_rows` rows, once (begin).
+  void fill_columns(uint64_t buf, int64_t buf_rows);
   // The padding rows among band b's new rows (above the conv's first row, below its last) from the data
   // segment of the padding value.
   void load_padding(const LineBand& b, uint64_t buf);
