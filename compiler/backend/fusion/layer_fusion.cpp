@@ -801,6 +801,10 @@ bool lower_conv_dw_pair(Context& c, ConvBands& bands) {
 
 bool conv_job_wanted(const Context& c) { return static_cast<bool>(c.fusion.take_conv_job); }
 
+void line_buffer_tile_done(Context& c) {
+  if (c.fusion.after_tile) c.fusion.after_tile();
+}
+
 bool pool_line_buffer_next(const Context& c) {
   return c.fusion.conv_pool && c.fusion.conv_pool->conv == c.layer && !c.fusion.conv_pool->depthwise &&
          !c.fusion.take_conv_job;
