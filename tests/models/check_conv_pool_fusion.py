@@ -4,7 +4,8 @@
 default) and again with the same mapping (the first run's --mapping-out) but with `on_chip: false` imposed
 on each fused conv, which makes the back end lower those pairs layer by layer, everything else unchanged.
 Checks (--min-following: so many fused convs run bands down a line buffer of several bands; --min-project: so
-many run the project conv after their depthwise reader in the same band loop, reading the depthwise rows on chip):
+many run the project conv after their depthwise reader in the same band loop, reading the depthwise rows on chip;
+--min-pieces: so many of those emit a band's depthwise conv in pieces between the next band's conv tiles):
 
 - the fused run has at least --min-fused conv layers with a reader (a pool, or a depthwise conv) fused
   into them, each reader in the report as placement "fused", fused_into its conv, naming its input on
@@ -160,6 +161,10 @@ def main():
     ap.add_argument("--min-project", type=int, default=0,
                     help="at least this many fused convs run the project conv after their depthwise reader in the same "
                          "band loop (an inverted-residual block: the depthwise output never touches DRAM)")
+    ap.add_argument("--min-pieces", type=int, default=0,
+                    help="at least this many fused convs with their project conv in the band loop emit each band's "
+                         "depthwise conv in pieces between the next band's conv tiles (the vector unit's queue not "
+                         "holding the array's next tiles behind a whole band), the search's choice")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a configuration override for every run (a small scratchpad: several bands)")
     a = ap.parse_args()
@@ -244,6 +249,17 @@ def main():
         if len(projects) < a.min_project:
             print(f"FAIL: {name}: {len(projects)} fused convs run their project conv in the band loop, "
                   f"want >= {a.min_project}")
+            ok = False
+        # A band's depthwise conv in pieces between the next band's conv tiles, at least one VEC dwconv a band.
+        pieces = []
+        for conv in set(projects.values()):
+            m = re.search(r"the depthwise conv in (\d+) VEC dwconvs for (\d+) bands, each band's emitted in pieces "
+                          r"between the next band's conv tiles", layers[conv]["mapping"]["description"])
+            if m and int(m.group(1)) >= int(m.group(2)):
+                pieces.append(conv)
+        if len(pieces) < a.min_pieces:
+            print(f"FAIL: {name}: {len(pieces)} fused convs run a band's depthwise conv in pieces between the next "
+                  f"band's conv tiles, want >= {a.min_pieces}")
             ok = False
         # With the project conv in the band loop the depthwise sums take one accumulator side: a band's rows x
         # output width x channels x 4 bytes (int32 or fp32 sums), not two such slots.

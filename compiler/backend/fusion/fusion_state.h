@@ -269,6 +269,11 @@ struct FusionState {
   // hands out the end of each scratchpad the layer's own parity does not take, so that the project conv's
   // tiles and the conv's band tiles do not share slots.
   bool slots_flipped = false;
+  // Set while a line buffer's fused layer emits a band of its conv (layer_fusion.h): called by the matrix
+  // walk after each output tile's epilogue, so that the reader emits a piece of the band before's depthwise
+  // work between the conv's tiles (the vector unit's in-order queue then convolves while the array
+  // multiplies, instead of holding the array's next tiles behind the whole band's depthwise conv).
+  std::function<void()> after_tile;
   // ---- squeeze-and-excitation groups (se_fusion.h) ----
   // The block's input held from its pool to its Mul; its bytes are the first of input_reserved
   // (input_held of them), below which residency reserves its own.

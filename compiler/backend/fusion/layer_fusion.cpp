@@ -307,6 +307,12 @@ void emit(Context& c, ConvBands& bands, const ConvPool& p, const BandHeight& can
   const MatrixJob& j = bands.job();
   for (int64_t img = 0; img < j.images; ++img) {
     for (const LineBand& b : cand.bands) {
+      // The conv's output tiles of the band (Tiling: spatial tiles x channel chunks), between which the
+      // reader may emit its work on the band before.
+      const int64_t tiles = b.r1 > b.r0 ? ceil_div(b.r1 - b.r0, b.t.toh) * ceil_div(j.OW, b.t.tow) *
+                                              ceil_div(j.M / std::max<int64_t>(1, j.groups / b.t.gb), b.t.tn)
+                                        : 0;
+      reader.before_band(b, tiles);
       // The kept rows to the buffer's start when the band starts over there: one VEC, or one per row (first
       // to last) when the rows they move to overlap them (a stride-1 window over bands of one row in a
       // buffer of three rows keeps two rows and moves them by one).
@@ -323,7 +329,9 @@ void emit(Context& c, ConvBands& bands, const ConvPool& p, const BandHeight& can
       }
       if (b.r1 > b.r0) {
         const int64_t at = b.row(b.r0 + p.top) * row + p.left * p.C;
+        c.fusion.after_tile = [&reader] { reader.step(); };
         bands.generate(b.r0, b.r1, img, buf + static_cast<uint64_t>(at * es), b.t);
+        c.fusion.after_tile = nullptr;
       }
       reader.read(b, img, buf);
     }
@@ -434,12 +442,17 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, LineReader& reade
         BandHeight v = shape;
         v.resident = at;
         if (!choose_tilings(c, bands, p, v, buf, es, reader_w + (at >= 0 ? rw : 0), reader)) continue;
-        const Context::Trial trial = c.begin_trial();
-        const int64_t first = c.em.size();
-        emit(c, bands, p, v, buf, reader);
-        const int64_t cycles = c.time_layer(first);
-        c.end_trial(trial);
-        if (here < 0 || cycles < here) here = cycles, chosen = std::move(v);
+        // The reader's work in pieces between the conv's tiles, and after them (BandHeight::pieces).
+        for (const bool pieces : {true, false}) {
+          if (pieces && !reader.pieces()) continue;
+          v.pieces = pieces;
+          const Context::Trial trial = c.begin_trial();
+          const int64_t first = c.em.size();
+          emit(c, bands, p, v, buf, reader);
+          const int64_t cycles = c.time_layer(first);
+          c.end_trial(trial);
+          if (here < 0 || cycles < here) here = cycles, chosen = v;
+        }
       }
     }
     if (here >= 0) {
@@ -543,9 +556,15 @@ void take(Context& c, ConvBands& bands, ConvPool& p, LineReader& reader, const S
         "; the project conv '{}' in the same band loop: each band's depthwise output rows written into "
         "one of two slots of {} bytes above the line buffer and read there by one GEMM per band (its "
         "weights resident), the {}x{}x{} depthwise output never touches DRAM ({} bytes saved); the depthwise "
-        "sums of a band ({} bytes) in one accumulator side, which only the vector unit reads, in order",
+        "sums of a band ({} bytes) in one accumulator side, which only the vector unit reads, in order; the "
+        "depthwise conv in {} VEC dwconvs for {} bands{}",
         pj.name, cand.out_slot, p.OH, p.OW, p.C, p.project_bytes_saved,
-        cand.rows * p.OW * p.C * isa::dtype_bytes(isa::numerics::accumulator_dtype(x.dtype)));
+        cand.rows * p.OW * p.C * isa::dtype_bytes(isa::numerics::accumulator_dtype(x.dtype)),
+        reader.dwconvs(), cand.bands.size() * bands.job().images,
+        cand.pieces
+            ? ", each band's emitted in pieces between the next band's conv tiles where that band writes "
+              "no row they read"
+            : ", each band's after its conv");
   }
 }
 
@@ -781,6 +800,10 @@ bool lower_conv_dw_pair(Context& c, ConvBands& bands) {
 }  // namespace
 
 bool conv_job_wanted(const Context& c) { return static_cast<bool>(c.fusion.take_conv_job); }
+
+void line_buffer_tile_done(Context& c) {
+  if (c.fusion.after_tile) c.fusion.after_tile();
+}
 
 bool pool_line_buffer_next(const Context& c) {
   return c.fusion.conv_pool && c.fusion.conv_pool->conv == c.layer && !c.fusion.conv_pool->depthwise &&

@@ -233,6 +233,10 @@ bool conv_job_wanted(const Context& c);
 // it, the reader a pool, not a depthwise conv): backend/matrix/pixel_packing.h then decides its packing
 // first.
 bool pool_line_buffer_next(const Context& c);
+// Called by the matrix walk after each output tile's epilogue: while a line buffer's fused layer emits a
+// band of its conv, its reader may emit a piece of its work on the band before there
+// (FusionState::after_tile).
+void line_buffer_tile_done(Context& c);
 // Hands the job to the fused reader's lowering (once) and returns its result.
 bool hand_conv_job(Context& c, ConvBands& bands);
 

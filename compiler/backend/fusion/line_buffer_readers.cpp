@@ -219,21 +219,19 @@ int64_t DepthwiseReader::es() const {
 void DepthwiseReader::begin(const BandHeight& cand, uint64_t buf) {
   s_ = project_ ? dw_.make_sram_strategy() : dw_.make_strategy();
   pending_ = ProjectBand{};
+  held_ = HeldBand{};
+  dwconvs_ = 0;
+  pieces_ = cand.pieces;
   if (project_) {
     out_[0] = out_base(cand, buf);
     out_[1] = out_[0] + static_cast<uint64_t>(cand.out_slot);
     // The project conv's weights once for every band (MatrixJob::b_sram), right after the depthwise conv's.
     const uint64_t at = free_weight_end(c_, weight_bytes(cand)) +
                         static_cast<uint64_t>(weight_bytes(cand) - project_weight_bytes());
-    as_project([&] {
-      const MatrixJob& j = project_->job();
-      std::unique_ptr<MatrixStrategy> ps = project_->make_strategy();
-      const uint64_t w = ps->weight_tile(0, 1, 0, j.C, 0, j.M);
-      const uint64_t bytes = static_cast<uint64_t>(j.C * j.M * isa::dtype_bytes(ps->ops.w));
-      c_.load(Buffer::kWeight, at, Range{kDram, w, w + bytes}, w, ps->ops.w, {j.M, j.C, 1, 1},
-              {j.M, j.C * j.M, 0});
-      project_->set_resident_weights(static_cast<int64_t>(at));
-    });
+    // Loaded before the first band's project rows (project): the load queue takes the first bands' loads
+    // first, and these bytes may still be read by the layer before.
+    project_w_ = at;
+    project_w_loaded_ = false;
   }
   const MatrixJob& j = dw_.job();
   const isa::DType a = s_->ops.a, wt = depthwise_weight_dtype(a);
@@ -264,9 +262,11 @@ void DepthwiseReader::begin(const BandHeight& cand, uint64_t buf) {
               {0, 0, 0});
       first_band_ = true;
     }
-    c_.load(Buffer::kWeight, w_slot_,
-            Range{kDram, w_addr, w_addr + static_cast<uint64_t>(j.kh * j.kw * p_.C * ew)}, w_addr, wt,
-            {p_.C, j.kh * j.kw, 1, 1}, {p_.C, 0, 0});
+    // Loaded before the first band's dwconv (load_weights): the load queue takes the conv's first loads
+    // first, and these bytes may still be read by the layer before.
+    w_addr_ = w_addr;
+    w_loaded_ = false;
+    if (!project_) load_weights();
     // The padding value (LOAD's halo value: 0, or the input's zero point for codes) as a data segment
     // of whole padded rows, as many as the padding rows one band reads.
     const DramTensor& x = c_.tensor(c_.g.nodes[p_.pool].inputs[0]);
@@ -277,68 +277,146 @@ void DepthwiseReader::begin(const BandHeight& cand, uint64_t buf) {
     else
       pad_ = c_.add_floats(std::vector<float>(static_cast<size_t>(n), 0.0f), x.dtype);
     pad_range_ = Range{kDram, pad_, pad_ + static_cast<uint64_t>(n * es())};
-    // The padding columns of every buffer row, once: a row's right ones and the next row's left ones
-    // are adjacent.
-    const int64_t row = p_.pitch * p_.C;
-    auto fill = [&](int64_t at, int64_t cols) {
-      if (cols > 0)
-        c_.load(Buffer::kInput, buf + static_cast<uint64_t>(at * es()), pad_range_, pad_, x.dtype,
-                {p_.C, cols, 1, 1}, {p_.C, 0, 0});
-    };
-    fill(0, p_.w.pl);
-    for (int64_t r = 0; r + 1 < cand.buf_rows; ++r)
-      fill(r * row + (p_.w.pl + p_.W) * p_.C, p_.w.pr + p_.w.pl);
-    fill((cand.buf_rows - 1) * row + (p_.w.pl + p_.W) * p_.C, p_.w.pr);
   });
+  fill_columns(buf, cand.buf_rows);
   side_ = 0;
 }
 
-void DepthwiseReader::read(const LineBand& b, int64_t img, uint64_t buf) {
-  with_operands([&] {
-    const isa::DType t = c_.tensor(c_.g.nodes[p_.pool].inputs[0]).dtype;
-    const int64_t row_bytes = p_.pitch * p_.C * es();
-    // Padding rows among the band's new rows: above the conv's first row, below its last.
-    auto pad_rows = [&](int64_t from, int64_t to) {  // buffer rows [from, to) of the band
-      for (int64_t r = std::max(from, b.lo + b.kept); r < to; r += pad_rows_) {
-        const int64_t n = std::min(pad_rows_, to - r);
-        c_.load(Buffer::kInput, buf + static_cast<uint64_t>(b.row(r) * row_bytes), pad_range_, pad_, t,
-                {p_.C, p_.pitch, n, 1}, {p_.C, p_.pitch * p_.C, 0});
-      }
-    };
-    pad_rows(b.lo, std::min(b.hi + 1, p_.top));
-    pad_rows(std::max(b.lo, p_.top + p_.H), b.hi + 1);
-    const MatrixJob& j = dw_.job();
-    const int64_t in_h = b.hi - b.lo + 1, oh = b.p1 - b.p0;
-    const uint64_t src = buf + static_cast<uint64_t>(b.at * row_bytes);
-    const int sums = sum_sides() == 1 ? 0 : side_;  // the sums' side (the output slots alternate anyway)
-    const uint64_t acc = s_->acc_slot(sums);
-    const isa::DType wt = depthwise_weight_dtype(s_->ops.a);
-    const isa::Instruction i =
-        dwconv_instruction(c_.layer, s_->ops.a, src, w_slot_, acc, p_.C, p_.pitch, in_h, j);
-    c_.em.emit(i,
-               {Range{static_cast<int>(Buffer::kInput), src, src + static_cast<uint64_t>(in_h * row_bytes)},
-                Range{static_cast<int>(Buffer::kWeight), w_slot_,
-                      w_slot_ + static_cast<uint64_t>(j.kh * j.kw * p_.C * isa::dtype_bytes(wt))}},
-               {Range{static_cast<int>(Buffer::kAccumulator), acc,
-                      acc + static_cast<uint64_t>(oh * p_.OW * p_.C * 4)}});
-    if (!project_) {
-      s_->epilogue(OutTile{img, b.p0, oh, 0, p_.OW, 0, p_.C}, sums);
-      if (pool_) pool_band(oh);
-    } else {
-      // The band's output rows into an output slot (the tile at image 0, row 0 of it).
-      dw_.set_output_sram(static_cast<int64_t>(out_[side_]));
-      s_->epilogue(OutTile{0, 0, oh, 0, p_.OW, 0, p_.C}, sums);
+void DepthwiseReader::load_weights() {
+  if (w_loaded_) return;
+  const MatrixJob& j = dw_.job();
+  const isa::DType wt = depthwise_weight_dtype(s_->ops.a);
+  const uint64_t bytes = static_cast<uint64_t>(j.kh * j.kw * p_.C * isa::dtype_bytes(wt));
+  c_.load(Buffer::kWeight, w_slot_, Range{kDram, w_addr_, w_addr_ + bytes}, w_addr_, wt,
+          {p_.C, j.kh * j.kw, 1, 1}, {p_.C, 0, 0});
+  w_loaded_ = true;
+}
+
+void DepthwiseReader::fill_columns(uint64_t buf, int64_t buf_rows) {
+  // The padding columns of every buffer row, once: a row's right ones and the next row's left ones are
+  // adjacent.
+  const isa::DType t = c_.tensor(c_.g.nodes[p_.pool].inputs[0]).dtype;
+  const int64_t row = p_.pitch * p_.C;
+  auto fill = [&](int64_t at, int64_t cols) {
+    if (cols > 0)
+      c_.load(Buffer::kInput, buf + static_cast<uint64_t>(at * es()), pad_range_, pad_, t, {p_.C, cols, 1, 1},
+              {p_.C, 0, 0});
+  };
+  fill(0, p_.w.pl);
+  for (int64_t r = 0; r + 1 < buf_rows; ++r) fill(r * row + (p_.w.pl + p_.W) * p_.C, p_.w.pr + p_.w.pl);
+  fill((buf_rows - 1) * row + (p_.w.pl + p_.W) * p_.C, p_.w.pr);
+}
+
+void DepthwiseReader::load_padding(const LineBand& b, uint64_t buf) {
+  const isa::DType t = c_.tensor(c_.g.nodes[p_.pool].inputs[0]).dtype;
+  const int64_t row_bytes = p_.pitch * p_.C * es();
+  auto pad_rows = [&](int64_t from, int64_t to) {  // buffer rows [from, to) of the band
+    for (int64_t r = std::max(from, b.lo + b.kept); r < to; r += pad_rows_) {
+      const int64_t n = std::min(pad_rows_, to - r);
+      c_.load(Buffer::kInput, buf + static_cast<uint64_t>(b.row(r) * row_bytes), pad_range_, pad_, t,
+              {p_.C, p_.pitch, n, 1}, {p_.C, p_.pitch * p_.C, 0});
     }
+  };
+  pad_rows(b.lo, std::min(b.hi + 1, p_.top));
+  pad_rows(std::max(b.lo, p_.top + p_.H), b.hi + 1);
+}
+
+void DepthwiseReader::dwconv(uint64_t src, int64_t in_h, int64_t oh, int sums) {
+  const MatrixJob& j = dw_.job();
+  const int64_t row_bytes = p_.pitch * p_.C * es();
+  const uint64_t acc = s_->acc_slot(sums);
+  const isa::DType wt = depthwise_weight_dtype(s_->ops.a);
+  const isa::Instruction i =
+      dwconv_instruction(c_.layer, s_->ops.a, src, w_slot_, acc, p_.C, p_.pitch, in_h, j);
+  c_.em.emit(i,
+             {Range{static_cast<int>(Buffer::kInput), src, src + static_cast<uint64_t>(in_h * row_bytes)},
+              Range{static_cast<int>(Buffer::kWeight), w_slot_,
+                    w_slot_ + static_cast<uint64_t>(j.kh * j.kw * p_.C * isa::dtype_bytes(wt))}},
+             {Range{static_cast<int>(Buffer::kAccumulator), acc,
+                    acc + static_cast<uint64_t>(oh * p_.OW * p_.C * 4)}});
+  ++dwconvs_;
+}
+
+void DepthwiseReader::emit_rows(int64_t rows) {
+  const LineBand& b = *held_.b;
+  const int64_t o0 = held_.done, oh = std::min(rows, b.p1 - b.p0 - o0);
+  if (oh <= 0) return;
+  const uint64_t buf = buf_;
+  with_operands([&] {
+    const int64_t row_bytes = p_.pitch * p_.C * es();
+    if (o0 == 0) load_padding(b, buf);
+    load_weights();
+    const MatrixJob& j = dw_.job();
+    dwconv(buf + static_cast<uint64_t>((b.at + o0 * j.sh) * row_bytes), (oh - 1) * j.sh + j.kh, oh, 0);
+    // The rows into the band's output slot (the tile at image 0, its rows o0 on).
+    dw_.set_output_sram(static_cast<int64_t>(out_[held_.side]));
+    s_->epilogue(OutTile{0, o0, oh, 0, p_.OW, 0, p_.C}, 0);
   });
-  if (project_) {
-    if (pending_.b) project(pending_);
-    pending_ = ProjectBand{&b, img, side_};
+  held_.done = o0 + oh;
+}
+
+void DepthwiseReader::flush_held() {
+  if (!held_.b) return;
+  emit_rows(held_.b->p1 - held_.b->p0);
+  if (pending_.b) project(pending_);
+  pending_ = ProjectBand{held_.b, held_.img, held_.side};
+  held_ = HeldBand{};
+}
+
+void DepthwiseReader::before_band(const LineBand& next, int64_t tiles) {
+  if (!held_.b) return;
+  // The buffer rows band `next` writes (the kept rows moved to the buffer's start, the conv's and padding
+  // rows after them) against the held band's.
+  const LineBand& b = *held_.b;
+  const int64_t w0 = next.kept > 0 && next.from != next.at ? next.at : next.row(next.lo + next.kept),
+                w1 = next.row(next.hi) + 1;
+  if (!pieces_ || (w0 < b.at + b.hi - b.lo + 1 && b.at < w1)) {
+    flush_held();
+    return;
   }
+  held_.pieces = std::max<int64_t>(1, tiles);
+  step();  // the first piece before the first tile: the vector unit convolves while the array starts
+}
+
+void DepthwiseReader::step() {
+  if (!held_.b || held_.pieces <= 0) return;
+  const int64_t left = held_.b->p1 - held_.b->p0 - held_.done;
+  emit_rows(ceil_div(left, held_.pieces));
+  --held_.pieces;
+}
+
+void DepthwiseReader::read(const LineBand& b, int64_t img, uint64_t buf) {
+  if (project_) {
+    // Emitted in pieces between the next band's conv tiles (before_band, step), the rest by flush_held.
+    flush_held();
+    buf_ = buf;
+    held_ = HeldBand{&b, img, 0, 0, side_};
+    side_ ^= 1;
+    return;
+  }
+  with_operands([&] {
+    load_padding(b, buf);
+    load_weights();
+    const int64_t oh = b.p1 - b.p0;
+    dwconv(buf + static_cast<uint64_t>(b.at * p_.pitch * p_.C * es()), b.hi - b.lo + 1, oh, side_);
+    s_->epilogue(OutTile{img, b.p0, oh, 0, p_.OW, 0, p_.C}, side_);
+    if (pool_) pool_band(oh);
+  });
   side_ ^= 1;
 }
 
 void DepthwiseReader::project(const ProjectBand& pb) {
   as_project([&] {
+    if (!project_w_loaded_) {
+      const MatrixJob& j = project_->job();
+      std::unique_ptr<MatrixStrategy> ps = project_->make_strategy();
+      const uint64_t w = ps->weight_tile(0, 1, 0, j.C, 0, j.M);
+      const uint64_t bytes = static_cast<uint64_t>(j.C * j.M * isa::dtype_bytes(ps->ops.w));
+      c_.load(Buffer::kWeight, project_w_, Range{kDram, w, w + bytes}, w, ps->ops.w, {j.M, j.C, 1, 1},
+              {j.M, j.C * j.M, 0});
+      project_->set_resident_weights(static_cast<int64_t>(project_w_));
+      project_w_loaded_ = true;
+    }
     project_->generate_rows(pb.b->p0, pb.b->p1, pb.img, static_cast<int64_t>(out_[pb.side]), pb.b->pt);
   });
 }
@@ -372,6 +450,7 @@ void DepthwiseReader::pool_band(int64_t oh) {
 }
 
 void DepthwiseReader::end() {
+  flush_held();
   if (pending_.b) project(pending_);
   pending_ = ProjectBand{};
   if (pool_ && !first_band_) {

@@ -48,6 +48,9 @@ struct BandHeight {
   // is reached.
   int64_t buf_rows = 0;
   int64_t resident = -1;  // the conv's weights resident in the weight scratchpad at this address (-1: none)
+  // The reader's work on a band emitted in pieces between the next band's conv tiles (LineReader::pieces),
+  // else after the band's conv; both simulated where the reader can.
+  bool pieces = false;
   // Bytes of the reader's epilogue operand slots (LineReader::side_bytes) placed in the input scratchpad,
   // right above the line buffer, instead of the accumulator (0: in the accumulator).
   int64_t side = 0;
@@ -87,10 +90,21 @@ class LineReader {
   virtual void begin(const BandHeight& cand, uint64_t buf) = 0;
   // Reads band b of image img from the buffer (its rows at `buf`, the conv's rows written).
   virtual void read(const LineBand& b, int64_t img, uint64_t buf) = 0;
+  // Whether the reader can emit its work on a band in pieces between the next band's conv tiles
+  // (BandHeight::pieces).
+  virtual bool pieces() const { return false; }
+  // Before band `next` (the kept rows' copy, then the conv's `tiles` output tiles of its rows): a reader that
+  // holds work of the band before to emit between those tiles (step, called after each tile's epilogue) emits
+  // it now instead where band `next` writes rows that work still reads, or where the candidate does not
+  // take pieces.
+  virtual void before_band(const LineBand& /*next*/, int64_t /*tiles*/) {}
+  virtual void step() {}
   // After the last band of the last image.
   virtual void end() {}
   // The fused layer is taken (emitted for good, not as a trial).
   virtual void taken() {}
+  // The VEC dwconvs the last emission ran (a band's depthwise work in pieces: DepthwiseReader), 0: none.
+  virtual int64_t dwconvs() const { return 0; }
 };
 
 // A MaxPool / AveragePool: its windows pooled in the buffer, the pooled tiles stored from ping-pong
@@ -106,9 +120,13 @@ std::unique_ptr<LineReader> pool_reader(Context& c, const ConvPool& p);
 // job built by its own lowering, its operands `project_act`): the depthwise epilogue writes each band's
 // output rows into one of two slots above the line buffer instead of storing them, and the project conv runs
 // on them there as one GEMM per band (its weights resident in the weight scratchpad beside the depthwise
-// conv's, its tiles at the scratchpads' other end: FusionState::slots_flipped), storing its output rows. A
-// band's project GEMM is emitted after the next band's depthwise epilogue (software pipelining: in-order
-// queues would otherwise hold the vector unit until the array has multiplied the band it just wrote).
+// conv's, its tiles at the scratchpads' other end: FusionState::slots_flipped), storing its output rows.
+// Software-pipelined for in-order queues: a band's depthwise conv and epilogue are emitted in pieces of
+// output rows between the next band's conv tiles (FusionState::after_tile; at once where that band writes
+// buffer rows they read), so that the vector unit takes each conv tile's epilogue soon after the array
+// computes it instead of holding the array's next tiles (two accumulator slots) behind a whole band's
+// dwconv; a band's project GEMM is emitted once the next band's depthwise work is. The depthwise and the
+// project weights load before their first use, behind the first band's loads.
 //
 // Without a project conv, where the depthwise output is an SE block's input that the SE group cannot hold and
 // its pool reads it with the integer scheme (int8 codes: fusion/se_pool_fusion.h), the bands also pool their
@@ -128,8 +146,12 @@ class DepthwiseReader : public LineReader {
   int64_t acc_share(const BandHeight& cand) override;
   void begin(const BandHeight& cand, uint64_t buf) override;
   void read(const LineBand& b, int64_t img, uint64_t buf) override;
+  void before_band(const LineBand& next, int64_t tiles) override;
+  void step() override;
   void end() override;
   void taken() override;
+  int64_t dwconvs() const override { return dwconvs_; }
+  bool pieces() const override { return project_ != nullptr; }
   // The cycles the SE pool run in the bands saves (SePoolBands::saved_cycles), 0 without one.
   double pool_credit() const { return pool_ ? pool_->saved_cycles : 0.0; }
 
@@ -177,9 +199,42 @@ class DepthwiseReader : public LineReader {
   ConvBands* project_;
   isa::DType project_act_;
   uint64_t out_[2] = {0, 0};  // the output slots (begin)
-  // The band whose project rows are still to run: each runs after the next band's depthwise epilogue, so
-  // that the array multiplies them while the vector unit convolves that band.
+  // The band whose project rows are still to run: each runs once the next band's depthwise work is emitted
+  // (flush_held), so that the array multiplies them while the vector unit finishes that band.
   ProjectBand pending_;
+  // With a project conv, the band whose depthwise conv and epilogue are still to be emitted (`done` of its
+  // output rows emitted): in pieces of output rows between the next band's conv tiles (before_band, step),
+  // the vector unit's in-order queue then taking each conv tile's epilogue soon after the array computes it
+  // (with two accumulator slots the array waits for the epilogue two tiles back), the rest before the band
+  // after reads the buffer. Then its project rows run (pending_).
+  struct HeldBand {
+    const LineBand* b = nullptr;
+    int64_t img = 0, done = 0, pieces = 0;
+    int side = 0;
+  };
+  HeldBand held_;
+  bool pieces_ = false;  // the candidate's BandHeight::pieces (begin)
+  // The depthwise weights' DRAM address (begin), loaded once before the first band's dwconv.
+  uint64_t w_addr_ = 0;
+  bool w_loaded_ = false;
+  void load_weights();
+  // The project conv's resident weights (begin), loaded before its first rows.
+  uint64_t project_w_ = 0;
+  bool project_w_loaded_ = false;
+  uint64_t buf_ = 0;
+  int64_t dwconvs_ = 0;
+  // The padding columns of every row of a buffer of `buf_rows` rows, once (begin).
+  void fill_columns(uint64_t buf, int64_t buf_rows);
+  // The padding rows among band b's new rows (above the conv's first row, below its last) from the data
+  // segment of the padding value.
+  void load_padding(const LineBand& b, uint64_t buf);
+  // One VEC dwconv over `in_h` buffer rows from `src` into the sums' side `sums` (`oh` output rows).
+  void dwconv(uint64_t src, int64_t in_h, int64_t oh, int sums);
+  // Emits the held band's output rows [done, done + rows): its padding rows' loads with the first, one VEC
+  // dwconv, its epilogue into the band's output slot.
+  void emit_rows(int64_t rows);
+  // Emits the rest of the held band, then its project rows.
+  void flush_held();
   std::optional<SePoolBands> pool_;
   uint64_t ones_ = 0, band_sums_ = 0, sums_ = 0, pooled_ = 0, stage_ = 0;  // pool_bytes' slots (begin)
   bool first_band_ = true;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <set>
 
+#include "compiler/backend/fusion/layer_fusion.h"
 #include "compiler/backend/fusion/pre_affine.h"
 #include "compiler/backend/mapping/imposed.h"
 #include "compiler/backend/mapping/mapping.h"
@@ -912,6 +913,7 @@ void MatrixMapper::generate(const Tiling& t) {
           s_.epilogue(o, cs);
         }
       }
+      line_buffer_tile_done(c_);  // a line buffer's reader may emit work between the tiles
     };
     const int64_t nsp = static_cast<int64_t>(sp.size());
     if (t.spatial_outer) {
