@@ -675,9 +675,14 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
     std::vector<int64_t> cycles = c_.time_code(first);
     best[i].simulated = cycles.empty() ? 0 : cycles.back();
     // A one-sided tiling must win by a margin: its slice runs alone, and it leaves the next layer no
-    // accumulator to start in (Tiling::one_side).
+    // accumulator to start in (Tiling::one_side). Under the cycles objective a tiling is judged by when its
+    // slice ends (Context::time_end), not by its own span: a layer whose first loads start earlier, under
+    // the layer before it, spans more cycles yet ends sooner.
+    const double margin = best[i].one_side ? kOneSidedMargin : 0.0;
     const double score =
-        c_.objective_score(first, best[i].simulated) * (best[i].one_side ? 1.0 + kOneSidedMargin : 1.0);
+        c_.options.objective == MappingObjective::kCycles
+            ? static_cast<double>(c_.time_end(first)) + margin * static_cast<double>(best[i].simulated)
+            : c_.objective_score(first, best[i].simulated) * (1.0 + margin);
     const int64_t last = c_.em.size();
     c_.end_trial(trial);
     if (i == 0 || score < win_score) {
