@@ -103,6 +103,11 @@ constexpr double kTimedRange = 1.25;
 // faster one-sided in its slice and ran 7 % slower in the whole program (2.02 M -> 2.16 M cycles).
 constexpr size_t kOneSided = 3;
 constexpr double kOneSidedMargin = 0.05;
+// Two-sided tilings whose closed forms lie within this factor of the best one's are a tie the closed form
+// cannot break (a DMA-bound estimate is about the same for every tile size): the one of them with the
+// fewest array instructions is simulated too, since each instruction that cannot chain behind the one before
+// pays its own fill and drain.
+constexpr double kTieRange = 1.02;
 
 // Tile sizes worth trying for a dimension: the whole extent, its halvings, and powers-of-two multiples of
 // the array granule (full folds); when there are too many, an evenly spread subset that keeps the
@@ -472,6 +477,7 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
   // and are simulated beside those (taken without a timer only where no two-sided tiling fits).
   std::vector<Tiling> one_sided;
   std::optional<Tiling> plain;                 // the best without a conv's resident input tile
+  std::vector<Tiling> plains;                  // every tiling `plain` considered (kTieRange)
   const ImposedTiling imposed(c_, j_, *this);  // a mapping file's values for this layer (imposed.h)
   std::vector<int64_t> gbs;
   for (int64_t d = 1; d <= j_.groups; ++d) {
@@ -592,8 +598,10 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
                 }
                 estimate(t);
                 ++n_eval;
-                if (!(t.input_resident && !j_.gemm) && !t.one_side && (!plain || t.est < plain->est))
-                  plain = t;
+                if (!(t.input_resident && !j_.gemm) && !t.one_side) {
+                  if (!plain || t.est < plain->est) plain = t;
+                  if (keep > 1) plains.push_back(t);
+                }
                 std::vector<Tiling>& list = t.one_side ? one_sided : best;
                 const size_t k = t.one_side ? kOneSided : keep;
                 if (list.size() < k || t.est < list.back().est) {
@@ -624,6 +632,29 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
       std::none_of(best.begin(), best.end(), same)) {
     plain->always_timed = true;
     best.push_back(*plain);
+  }
+  if (plain && !best.empty()) {
+    const auto instructions = [&](const Tiling& t) {
+      return spatial_tiles(t) * ceil_div(t.gb * j_.mg, t.tn) * ceil_div(t.gb * j_.cg, t.tc) *
+             (j_.groups / t.gb);
+    };
+    const Tiling* bulk = nullptr;
+    for (const Tiling& t : plains) {
+      if (t.est > kTieRange * best.front().est) continue;
+      if (!bulk || instructions(t) < instructions(*bulk) ||
+          (instructions(t) == instructions(*bulk) && t.est < bulk->est))
+        bulk = &t;
+    }
+    const auto is_bulk = [&](const Tiling& t) {
+      return t.gb == bulk->gb && t.tc == bulk->tc && t.tn == bulk->tn && t.toh == bulk->toh &&
+             t.tow == bulk->tow && t.ti == bulk->ti && t.spatial_outer == bulk->spatial_outer &&
+             t.input_resident == bulk->input_resident && t.groups_inner == bulk->groups_inner;
+    };
+    if (bulk && std::none_of(best.begin(), best.end(), is_bulk)) {
+      Tiling t = *bulk;
+      t.always_timed = true;
+      best.push_back(t);
+    }
   }
   if (best.empty()) {
     if (one_sided.size() > keep) one_sided.resize(keep);
