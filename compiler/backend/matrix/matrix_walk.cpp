@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "compiler/backend/fusion/pre_affine.h"
@@ -653,6 +654,7 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
     if (bulk && std::none_of(best.begin(), best.end(), is_bulk)) {
       Tiling t = *bulk;
       t.always_timed = true;
+      t.tie_break = true;
       best.push_back(t);
     }
   }
@@ -695,8 +697,13 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
                        t.spatial_outer, t.input_resident, t.groups_inner, t.prefetch_input);
   }
   if (auto it = c_.decided.find(key); it != c_.decided.end()) return best[it->second];
-  size_t win = 0;
-  double win_score = 0;  // the objective's figure of the winner (Context::objective_score)
+  // Each candidate's figures: `score` as the search judges it now, `span` the figure it judged by before
+  // (the layer's own simulated span), and its trial's timing.
+  struct Figure {
+    double score = 0, span = 0;
+    Context::Timed timed;
+  };
+  std::vector<std::optional<Figure>> figures(best.size());
   const int64_t first = c_.em.size();
   for (size_t i = 0; i < best.size(); ++i) {
     // The closed form errs by well under this factor on the layers it ranks (docs/backend.md).
@@ -710,18 +717,33 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
     // slice ends (Context::time_end), not by its own span: a layer whose first loads start earlier, under
     // the layer before it, spans more cycles yet ends sooner.
     const double margin = best[i].one_side ? kOneSidedMargin : 0.0;
+    const double span = c_.objective_score(first, best[i].simulated) * (1.0 + margin);
     const double score =
         c_.options.objective == MappingObjective::kCycles
             ? static_cast<double>(c_.time_end(first)) + margin * static_cast<double>(best[i].simulated)
-            : c_.objective_score(first, best[i].simulated) * (1.0 + margin);
-    const int64_t last = c_.em.size();
+            : span;
+    figures[i] = Figure{score, span, {first, c_.em.size(), std::move(cycles)}};
     c_.end_trial(trial);
-    if (i == 0 || score < win_score) {
-      win = i;
-      win_score = score;
-      c_.timed = {first, last, std::move(cycles)};
-    }
   }
+  // A float layer's sums depend on its input-channel chunks (tc): its winner keeps the chunks of the one
+  // its span picks among the candidates the closed form ranks, so that a faster schedule leaves every
+  // output bit as it was. Integer sums are exact in any order.
+  const bool float_sums =
+      s_.ops.a == isa::DType::kFp16 || s_.ops.a == isa::DType::kBf16 || s_.ops.a == isa::DType::kFp32;
+  std::optional<int64_t> tc;
+  if (float_sums) {
+    std::optional<size_t> by_span;
+    for (size_t i = 0; i < best.size(); ++i)
+      if (figures[i] && !best[i].tie_break && (!by_span || figures[i]->span < figures[*by_span]->span))
+        by_span = i;
+    if (by_span) tc = best[*by_span].tc;
+  }
+  std::optional<size_t> pick;
+  for (size_t i = 0; i < best.size(); ++i)
+    if (figures[i] && (!tc || best[i].tc == *tc) && (!pick || figures[i]->score < figures[*pick]->score))
+      pick = i;
+  const size_t win = pick.value_or(0);
+  if (figures[win]) c_.timed = std::move(figures[win]->timed);
   c_.decided.emplace(std::move(key), win);
   return best[win];
 }
