@@ -16,10 +16,11 @@ and in int8 vector.int8_dot_width);
 the DRAM peak and the frequency from the report (the DRAM model's peak is the simulator's). With --batch N
 the MACs and the inputs and outputs count N times, the weights once.
 
-Usage: check_model_limit.py NPUSIM MODEL.onnx CONFIG.yaml PRECISION [BATCH]
+Usage: check_model_limit.py NPUSIM MODEL.onnx CONFIG.yaml PRECISION [BATCH [MIN_EFFICIENCY]]
 Checks: each term within 1e-6 (relative) of this one, model_limit_cycles = ceil(the highest term),
 model_efficiency = model_limit_cycles / total_cycles, and the layers' limit_cycles add up to the array and
-vector terms (each rounded up). Prints one line; exits 1 on the first failed check.
+vector terms (each rounded up); with MIN_EFFICIENCY, model_efficiency at least that (a fraction). Prints one
+line; exits 1 on the first failed check.
 """
 import json
 import math
@@ -42,6 +43,7 @@ def fail(msg):
 def main():
     npusim, model, config, prec = sys.argv[1:5]
     batch = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+    min_efficiency = float(sys.argv[6]) if len(sys.argv) > 6 else 0.0
     with tempfile.TemporaryDirectory() as d:
         report = os.path.join(d, "r.json")
         cmd = [npusim, "run", model, "--config", config, "--precision", prec, "--batch", str(batch), "-q",
@@ -154,6 +156,9 @@ def main():
         have = layers.get(name, {}).get("limit_cycles")
         if have != math.ceil(c - 1e-6) and have != math.ceil(c):
             fail(f"layer {name}: limit_cycles {have} != ceil({c:.3f})")
+    if eff < min_efficiency:
+        fail(f"model_efficiency {100 * eff:.2f}% < {100 * min_efficiency:.1f}% ({rep['total_cycles']} cycles "
+             f"against a limit of {rep['model_limit_cycles']})")
     print(f"{os.path.basename(model)} {prec} batch {batch}: model limit {rep['model_limit_cycles']} cycles "
           f"(array {array_c:.0f}, vector {vector_c:.0f}, DRAM {dram_c:.0f}; array in whole folds {fold_c:.0f}), "
           f"efficiency {100 * eff:.1f}%")

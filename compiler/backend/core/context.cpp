@@ -224,6 +224,13 @@ int64_t Context::time_layer(int64_t first) const {
   return cycles.empty() ? 0 : cycles.back();
 }
 
+int64_t Context::time_end(int64_t first) const {
+  const int64_t from = context_first >= 0 && context_first < first ? context_first : first;
+  return options
+      .timer(isa::slice_program(program, static_cast<size_t>(from), program.instructions.size(), {}))
+      .total;
+}
+
 double Context::objective_score(int64_t first, int64_t cycles) const {
   if (options.objective == MappingObjective::kCycles || !options.energy) return static_cast<double>(cycles);
   const int64_t from = context_first >= 0 && context_first < first ? context_first : first;

@@ -189,6 +189,9 @@ class Context {
   std::vector<int64_t> time_code(int64_t first) const;
   // The current layer's figure of time_code.
   int64_t time_layer(int64_t first) const;
+  // When time_code's slice ends (its last instruction done), in cycles from its start: what the current
+  // layer's code adds to the program, its context's code being the same for every candidate.
+  int64_t time_end(int64_t first) const;
   // What the mapping search minimises (CompileOptions::objective) for the current layer's code from
   // instruction `first`, which time_code found to take `cycles`: the cycles themselves, or its simulated
   // energy (mJ) or energy x cycles. Lower is better; under kCycles it is `cycles` and nothing is simulated.

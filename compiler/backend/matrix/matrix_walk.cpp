@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "compiler/backend/fusion/layer_fusion.h"
@@ -104,6 +105,11 @@ constexpr double kTimedRange = 1.25;
 // faster one-sided in its slice and ran 7 % slower in the whole program (2.02 M -> 2.16 M cycles).
 constexpr size_t kOneSided = 3;
 constexpr double kOneSidedMargin = 0.05;
+// Two-sided tilings whose closed forms lie within this factor of the best one's are a tie the closed form
+// cannot break (a DMA-bound estimate is about the same for every tile size): the one of them with the
+// fewest array instructions is simulated too, since each instruction that cannot chain behind the one before
+// pays its own fill and drain.
+constexpr double kTieRange = 1.02;
 
 // Tile sizes worth trying for a dimension: the whole extent, its halvings, and powers-of-two multiples of
 // the array granule (full folds); when there are too many, an evenly spread subset that keeps the
@@ -473,6 +479,7 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
   // and are simulated beside those (taken without a timer only where no two-sided tiling fits).
   std::vector<Tiling> one_sided;
   std::optional<Tiling> plain;                 // the best without a conv's resident input tile
+  std::vector<Tiling> plains;                  // every tiling `plain` considered (kTieRange)
   const ImposedTiling imposed(c_, j_, *this);  // a mapping file's values for this layer (imposed.h)
   std::vector<int64_t> gbs;
   for (int64_t d = 1; d <= j_.groups; ++d) {
@@ -593,8 +600,10 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
                 }
                 estimate(t);
                 ++n_eval;
-                if (!(t.input_resident && !j_.gemm) && !t.one_side && (!plain || t.est < plain->est))
-                  plain = t;
+                if (!(t.input_resident && !j_.gemm) && !t.one_side) {
+                  if (!plain || t.est < plain->est) plain = t;
+                  if (keep > 1) plains.push_back(t);
+                }
                 std::vector<Tiling>& list = t.one_side ? one_sided : best;
                 const size_t k = t.one_side ? kOneSided : keep;
                 if (list.size() < k || t.est < list.back().est) {
@@ -625,6 +634,30 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
       std::none_of(best.begin(), best.end(), same)) {
     plain->always_timed = true;
     best.push_back(*plain);
+  }
+  if (plain && !best.empty()) {
+    const auto instructions = [&](const Tiling& t) {
+      return spatial_tiles(t) * ceil_div(t.gb * j_.mg, t.tn) * ceil_div(t.gb * j_.cg, t.tc) *
+             (j_.groups / t.gb);
+    };
+    const Tiling* bulk = nullptr;
+    for (const Tiling& t : plains) {
+      if (t.est > kTieRange * best.front().est) continue;
+      if (!bulk || instructions(t) < instructions(*bulk) ||
+          (instructions(t) == instructions(*bulk) && t.est < bulk->est))
+        bulk = &t;
+    }
+    const auto is_bulk = [&](const Tiling& t) {
+      return t.gb == bulk->gb && t.tc == bulk->tc && t.tn == bulk->tn && t.toh == bulk->toh &&
+             t.tow == bulk->tow && t.ti == bulk->ti && t.spatial_outer == bulk->spatial_outer &&
+             t.input_resident == bulk->input_resident && t.groups_inner == bulk->groups_inner;
+    };
+    if (bulk && std::none_of(best.begin(), best.end(), is_bulk)) {
+      Tiling t = *bulk;
+      t.always_timed = true;
+      t.tie_break = true;
+      best.push_back(t);
+    }
   }
   if (best.empty()) {
     if (one_sided.size() > keep) one_sided.resize(keep);
@@ -665,8 +698,13 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
                        t.spatial_outer, t.input_resident, t.groups_inner, t.prefetch_input);
   }
   if (auto it = c_.decided.find(key); it != c_.decided.end()) return best[it->second];
-  size_t win = 0;
-  double win_score = 0;  // the objective's figure of the winner (Context::objective_score)
+  // Each candidate's figures: `score` as the search judges it now, `span` the figure it judged by before
+  // (the layer's own simulated span), and its trial's timing.
+  struct Figure {
+    double score = 0, span = 0;
+    Context::Timed timed;
+  };
+  std::vector<std::optional<Figure>> figures(best.size());
   const int64_t first = c_.em.size();
   for (size_t i = 0; i < best.size(); ++i) {
     // The closed form errs by well under this factor on the layers it ranks (docs/backend.md).
@@ -676,17 +714,37 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
     std::vector<int64_t> cycles = c_.time_code(first);
     best[i].simulated = cycles.empty() ? 0 : cycles.back();
     // A one-sided tiling must win by a margin: its slice runs alone, and it leaves the next layer no
-    // accumulator to start in (Tiling::one_side).
+    // accumulator to start in (Tiling::one_side). Under the cycles objective a tiling is judged by when its
+    // slice ends (Context::time_end), not by its own span: a layer whose first loads start earlier, under
+    // the layer before it, spans more cycles yet ends sooner.
+    const double margin = best[i].one_side ? kOneSidedMargin : 0.0;
+    const double span = c_.objective_score(first, best[i].simulated) * (1.0 + margin);
     const double score =
-        c_.objective_score(first, best[i].simulated) * (best[i].one_side ? 1.0 + kOneSidedMargin : 1.0);
-    const int64_t last = c_.em.size();
+        c_.options.objective == MappingObjective::kCycles
+            ? static_cast<double>(c_.time_end(first)) + margin * static_cast<double>(best[i].simulated)
+            : span;
+    figures[i] = Figure{score, span, {first, c_.em.size(), std::move(cycles)}};
     c_.end_trial(trial);
-    if (i == 0 || score < win_score) {
-      win = i;
-      win_score = score;
-      c_.timed = {first, last, std::move(cycles)};
-    }
   }
+  // A float layer's sums depend on its input-channel chunks (tc): its winner keeps the chunks of the one
+  // its span picks among the candidates the closed form ranks, so that a faster schedule leaves every
+  // output bit as it was. Integer sums are exact in any order.
+  const bool float_sums =
+      s_.ops.a == isa::DType::kFp16 || s_.ops.a == isa::DType::kBf16 || s_.ops.a == isa::DType::kFp32;
+  std::optional<int64_t> tc;
+  if (float_sums) {
+    std::optional<size_t> by_span;
+    for (size_t i = 0; i < best.size(); ++i)
+      if (figures[i] && !best[i].tie_break && (!by_span || figures[i]->span < figures[*by_span]->span))
+        by_span = i;
+    if (by_span) tc = best[*by_span].tc;
+  }
+  std::optional<size_t> pick;
+  for (size_t i = 0; i < best.size(); ++i)
+    if (figures[i] && (!tc || best[i].tc == *tc) && (!pick || figures[i]->score < figures[*pick]->score))
+      pick = i;
+  const size_t win = pick.value_or(0);
+  if (figures[win]) c_.timed = std::move(figures[win]->timed);
   c_.decided.emplace(std::move(key), win);
   return best[win];
 }

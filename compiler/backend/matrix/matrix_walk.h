@@ -205,6 +205,8 @@ struct Tiling {
   // Simulated whatever its closed form (MatrixMapper::search_among: the best tiling without a conv's
   // resident input tile, beside those that rank above it).
   bool always_timed = false;
+  // Added as the fewest-instruction tiling among closed-form ties (kTieRange in matrix_walk.cpp).
+  bool tie_break = false;
   int64_t in_bytes = 0, w_bytes = 0, acc_bytes = 0;
   // The epilogue's tile-sized slots (MatrixStrategy::side_bytes) lie in the input scratchpad, after the
   // input tiles, rather than in the accumulator: whenever they fit there, unless the accumulator moves more
