@@ -13,6 +13,7 @@
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/precision.h"
 #include "isa/numerics.h"
+#include "isa/timing/units.h"
 
 namespace npusim::compiler::backend {
 
@@ -30,8 +31,54 @@ bool all_ones(const std::vector<int64_t>& v) {
   return std::all_of(v.begin(), v.end(), [](int64_t x) { return x == 1; });
 }
 
+// The vector unit's cycles for VEC `v` (the simulator's formula, isa/timing/units.h).
+double pool_vec_cycles(const Context& c, const Context::VecArgs& v) {
+  isa::Instruction ins;
+  ins.opcode = isa::Opcode::kVec;
+  ins.set(isa::Field::kVop, static_cast<int64_t>(v.op)).set(isa::Field::kDtype, static_cast<int64_t>(v.in));
+  ins.set(isa::Field::kDtypeOut, static_cast<int64_t>(v.out));
+  ins.set(isa::Field::kD0, v.d0).set(isa::Field::kD1, v.d1).set(isa::Field::kD2, v.d2);
+  ins.set(isa::Field::kWinH, v.win_h).set(isa::Field::kWinW, v.win_w);
+  ins.set(isa::Field::kStrH, v.str_h).set(isa::Field::kStrW, v.str_w);
+  return static_cast<double>(isa::timing::vec_cycles(ins, c.config.vector));
+}
+
+// The VECs that pool the window [in_rows][in_cols][tc] at `at` (input scratchpad) into `dst` of `buf`
+// ([in_rows - kh + 1][in_cols - kw + 1][tc]). Either one VEC max_pool kh x kw (kh * kw reads an output), or,
+// when the vector unit takes fewer cycles so: a max_pool 1 x kw in place (the rows' maxima, [in_rows][cols])
+// and binary maxes of rows d apart, each doubling the rows a value covers (kh = 3: two), the last writing
+// `dst`. Exact: each max keeps its first operand unless the second is greater (and the first NaN it meets),
+// so the first of the window's maxima in row-major order wins, as in the one VEC (a -0 beside a +0, NaNs).
+std::vector<Context::VecArgs> pool_vecs(const Context& c, const PrePool& p, Buffer buf, uint64_t dst,
+                                        uint64_t at, int64_t in_rows, int64_t in_cols, int64_t tc) {
+  Context::VecArgs v;
+  v.op = VecOp::kMaxPool, v.in = v.out = p.dtype;
+  v.src1_buf = Buffer::kInput, v.src1 = at, v.dst_buf = buf, v.dst = dst;
+  v.d0 = tc, v.d1 = in_cols, v.d2 = in_rows, v.win_h = p.kh, v.win_w = p.kw, v.str_h = 1, v.str_w = 1;
+  if (p.kh < 2) return {v};
+  const int64_t es = isa::dtype_bytes(p.dtype), cols = in_cols - p.kw + 1;
+  std::vector<Context::VecArgs> sep;
+  Context::VecArgs r = v;
+  r.dst_buf = Buffer::kInput, r.dst = at, r.win_h = 1;
+  sep.push_back(r);
+  for (int64_t span = 1, valid = in_rows; span < p.kh;) {
+    const int64_t d = std::min(span, p.kh - span);
+    valid -= d, span += d;
+    Context::VecArgs m;
+    m.op = VecOp::kMax, m.in = m.out = p.dtype;
+    m.src1_buf = m.src2_buf = Buffer::kInput, m.src1 = at,
+    m.src2 = at + static_cast<uint64_t>(d * cols * tc * es);
+    m.dst_buf = span == p.kh ? buf : Buffer::kInput, m.dst = span == p.kh ? dst : at;
+    m.d0 = tc, m.d1 = cols, m.d2 = valid;
+    sep.push_back(m);
+  }
+  double one = pool_vec_cycles(c, v), two = 0;
+  for (const Context::VecArgs& a : sep) two += pool_vec_cycles(c, a);
+  return two < one ? sep : std::vector<Context::VecArgs>{v};
+}
+
 // Emits the pool for output pixels [r, r + rows) x [c0, c0 + cols) of channels [ch, ch + tc) into `dst` of
-// `buf` (dense [rows][cols][tc]): the window LOAD into the next scratch half and one VEC max_pool.
+// `buf` (dense [rows][cols][tc]): the window LOAD into the next scratch half and its VECs (pool_vecs).
 void pool_box(Context& c, PrePool& p, Buffer buf, uint64_t dst, int64_t r, int64_t rows, int64_t c0,
               int64_t cols, int64_t ch, int64_t tc) {
   const int64_t es = isa::dtype_bytes(p.dtype);
@@ -47,11 +94,7 @@ void pool_box(Context& c, PrePool& p, Buffer buf, uint64_t dst, int64_t r, int64
       static_cast<uint64_t>(((std::max<int64_t>(0, iy0) * p.W + std::max<int64_t>(0, ix0)) * p.C + ch) * es);
   c.load(Buffer::kInput, at, p.y, src, p.dtype, {tc, in_cols - pleft - pright, in_rows - ptop - pbot, 1},
          {p.C, p.W * p.C, 0}, {ptop, pbot, pleft, pright}, p.pad_value);
-  Context::VecArgs v;
-  v.op = VecOp::kMaxPool, v.in = v.out = p.dtype;
-  v.src1_buf = Buffer::kInput, v.src1 = at, v.dst_buf = buf, v.dst = dst;
-  v.d0 = tc, v.d1 = in_cols, v.d2 = in_rows, v.win_h = p.kh, v.win_w = p.kw, v.str_h = 1, v.str_w = 1;
-  c.vec(v);
+  for (const Context::VecArgs& v : pool_vecs(c, p, buf, dst, at, in_rows, in_cols, tc)) c.vec(v);
 }
 
 }  // namespace
