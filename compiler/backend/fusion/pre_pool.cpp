@@ -44,37 +44,62 @@ double pool_vec_cycles(const Context& c, const Context::VecArgs& v) {
 }
 
 // The VECs that pool the window [in_rows][in_cols][tc] at `at` (input scratchpad) into `dst` of `buf`
-// ([in_rows - kh + 1][in_cols - kw + 1][tc]). Either one VEC max_pool kh x kw (kh * kw reads an output), or,
-// when the vector unit takes fewer cycles so: a max_pool 1 x kw in place (the rows' maxima, [in_rows][cols])
-// and binary maxes of rows d apart, each doubling the rows a value covers (kh = 3: two), the last writing
-// `dst`. Exact: each max keeps its first operand unless the second is greater (and the first NaN it meets),
-// so the first of the window's maxima in row-major order wins, as in the one VEC (a -0 beside a +0, NaNs).
+// ([in_rows - kh + 1][in_cols - kw + 1][tc]), whichever of these forms the vector unit takes the fewest
+// cycles for: one VEC max_pool kh x kw (kh * kw reads an output); or by rows then columns, a max_pool 1 x kw
+// in place (each row's maxima, [in_rows][cols]) and binary maxes of rows d apart, each doubling the rows a
+// value covers (kh = 3: two), the last writing `dst`; or, on integer codes, by columns then rows: the binary
+// maxes on the window's whole rows in place, then a max_pool 1 x kw into `dst` (cheaper for wide windows of
+// few rows). Exact: each max keeps its first operand unless the second is greater (and the first NaN it
+// meets), so by rows then columns the first of the window's maxima in row-major order wins, as in the one VEC
+// (a -0 beside a +0, NaNs); codes have no such ties, so any order is exact on them.
 std::vector<Context::VecArgs> pool_vecs(const Context& c, const PrePool& p, Buffer buf, uint64_t dst,
                                         uint64_t at, int64_t in_rows, int64_t in_cols, int64_t tc) {
   Context::VecArgs v;
   v.op = VecOp::kMaxPool, v.in = v.out = p.dtype;
   v.src1_buf = Buffer::kInput, v.src1 = at, v.dst_buf = buf, v.dst = dst;
   v.d0 = tc, v.d1 = in_cols, v.d2 = in_rows, v.win_h = p.kh, v.win_w = p.kw, v.str_h = 1, v.str_w = 1;
-  if (p.kh < 2) return {v};
-  const int64_t es = isa::dtype_bytes(p.dtype), cols = in_cols - p.kw + 1;
-  std::vector<Context::VecArgs> sep;
+  std::vector<std::vector<Context::VecArgs>> forms = {{v}};
+  if (p.kh < 2) return forms[0];
+  const int64_t es = isa::dtype_bytes(p.dtype);
+  // Binary maxes over rows of `width` pixels at `at`, in place but the last (into `dst` of `buf` when
+  // `last_out`); returns the rows left.
+  auto columns = [&](std::vector<Context::VecArgs>& form, int64_t width, bool last_out) {
+    int64_t valid = in_rows;
+    for (int64_t span = 1; span < p.kh;) {
+      const int64_t d = std::min(span, p.kh - span);
+      valid -= d, span += d;
+      Context::VecArgs m;
+      m.op = VecOp::kMax, m.in = m.out = p.dtype;
+      m.src1_buf = m.src2_buf = Buffer::kInput, m.src1 = at,
+      m.src2 = at + static_cast<uint64_t>(d * width * tc * es);
+      const bool out = last_out && span == p.kh;
+      m.dst_buf = out ? buf : Buffer::kInput, m.dst = out ? dst : at;
+      m.d0 = tc, m.d1 = width, m.d2 = valid;
+      form.push_back(m);
+    }
+    return valid;
+  };
+  std::vector<Context::VecArgs> rows_first;
   Context::VecArgs r = v;
   r.dst_buf = Buffer::kInput, r.dst = at, r.win_h = 1;
-  sep.push_back(r);
-  for (int64_t span = 1, valid = in_rows; span < p.kh;) {
-    const int64_t d = std::min(span, p.kh - span);
-    valid -= d, span += d;
-    Context::VecArgs m;
-    m.op = VecOp::kMax, m.in = m.out = p.dtype;
-    m.src1_buf = m.src2_buf = Buffer::kInput, m.src1 = at,
-    m.src2 = at + static_cast<uint64_t>(d * cols * tc * es);
-    m.dst_buf = span == p.kh ? buf : Buffer::kInput, m.dst = span == p.kh ? dst : at;
-    m.d0 = tc, m.d1 = cols, m.d2 = valid;
-    sep.push_back(m);
+  rows_first.push_back(r);
+  columns(rows_first, in_cols - p.kw + 1, true);
+  forms.push_back(rows_first);
+  if (isa::numerics::is_integer(p.dtype)) {
+    std::vector<Context::VecArgs> columns_first;
+    Context::VecArgs last = r;
+    last.dst_buf = buf, last.dst = dst, last.d2 = columns(columns_first, in_cols, false);
+    columns_first.push_back(last);
+    forms.push_back(columns_first);
   }
-  double one = pool_vec_cycles(c, v), two = 0;
-  for (const Context::VecArgs& a : sep) two += pool_vec_cycles(c, a);
-  return two < one ? sep : std::vector<Context::VecArgs>{v};
+  size_t best = 0;
+  double best_cycles = 0;
+  for (size_t k = 0; k < forms.size(); ++k) {
+    double cycles = 0;
+    for (const Context::VecArgs& a : forms[k]) cycles += pool_vec_cycles(c, a);
+    if (k == 0 || cycles < best_cycles) best = k, best_cycles = cycles;
+  }
+  return forms[best];
 }
 
 // Emits the pool for output pixels [r, r + rows) x [c0, c0 + cols) of channels [ch, ch + tc) into `dst` of

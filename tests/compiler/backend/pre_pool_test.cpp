@@ -97,5 +97,38 @@ TEST(PrePool, TheConvsWindowsArePooledByRowsThenColumnsAndComputeWhatThePoolApar
   EXPECT_GT(separable, 0);  // the whole map's windows
 }
 
+TEST(PrePool, Int8WindowsOfFewRowsArePooledByColumnsThenRowsAndComputeWhatThePoolApartComputes) {
+  const Graph g = pool_then_pointwise();
+  // Tiles of 2 x 11 output pixels: windows of 4 x 13, wide and short.
+  MappingOverrides fused_map;
+  fused_map.layers["conv"].name = "conv";
+  fused_map.layers["conv"].tile_oh = 2, fused_map.layers["conv"].tile_ow = 11;
+  MappingOverrides apart_map = fused_map;
+  apart_map.layers["pool"].name = "pool";
+  apart_map.layers["pool"].tile_elems = 1024;  // a vector tile: the pool's own lowering
+  Compiled fused, apart;
+  compile_and_run(g, isa::NpuConfig{}, isa::DType::kInt8, fused_map, &fused);
+  compile_and_run(g, isa::NpuConfig{}, isa::DType::kInt8, apart_map, &apart);
+  EXPECT_EQ(layer_named(fused.result, "pool").fused_into, "conv");
+  EXPECT_TRUE(layer_named(apart.result, "pool").fused_into.empty());
+  // The conv's VECs of each window in a row: two maxes of whole rows, then the max_pool 1 x 3.
+  std::vector<isa::VecOp> ops;
+  for (const isa::Instruction& ins : fused.result.program.instructions) {
+    if (ins.opcode != isa::Opcode::kVec || fused.result.layers.at(ins.layer()).name != "conv") continue;
+    const auto op = static_cast<isa::VecOp>(ins.get(isa::Field::kVop));
+    if (op == isa::VecOp::kMaxPool) {
+      EXPECT_EQ(ins.get(isa::Field::kWinH), 1);
+      EXPECT_EQ(ins.get(isa::Field::kD1), 13);
+      ASSERT_GE(ops.size(), 2u);
+      EXPECT_EQ(ops[ops.size() - 1], isa::VecOp::kMax);
+      EXPECT_EQ(ops[ops.size() - 2], isa::VecOp::kMax);
+    }
+    ops.push_back(op);
+  }
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), isa::VecOp::kMaxPool), 7);  // 13 rows in 7 tiles
+  EXPECT_TRUE(same_bits(fused.out, apart.out));
+  EXPECT_EQ(check_tokens(fused.result.program), "");
+}
+
 }  // namespace
 }  // namespace npusim::compiler::testing
