@@ -35,8 +35,8 @@ TEST(Pooling, BandsOfOverlappingWindowsLoadEachInputRowOnce) {
     int64_t loaded = 0, copies = 0;
     for (const isa::Instruction& ins : r.program.instructions) {
       if (r.layers.at(ins.layer()).name != "pool") continue;
-      if (ins.opcode == isa::Opcode::kLoad && static_cast<isa::Buffer>(ins.get(isa::Field::kBuf)) ==
-                                                  isa::Buffer::kInput) {
+      if (ins.opcode == isa::Opcode::kLoad &&
+          static_cast<isa::Buffer>(ins.get(isa::Field::kBuf)) == isa::Buffer::kInput) {
         loaded += ins.get(isa::Field::kSize0) * ins.get(isa::Field::kSize1) * ins.get(isa::Field::kSize2);
       }
       if (ins.opcode == isa::Opcode::kVec &&
@@ -44,8 +44,8 @@ TEST(Pooling, BandsOfOverlappingWindowsLoadEachInputRowOnce) {
         ++copies;
       }
     }
-    EXPECT_GT(copies, 0);                 // several bands
-    EXPECT_EQ(loaded, 8 * 23 * 21);       // every input element once
+    EXPECT_GT(copies, 0);            // several bands
+    EXPECT_EQ(loaded, 8 * 23 * 21);  // every input element once
   }
 }
 
