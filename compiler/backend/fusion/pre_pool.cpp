@@ -13,6 +13,7 @@
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/precision.h"
 #include "isa/numerics.h"
+#include "isa/timing/units.h"
 
 namespace npusim::compiler::backend {
 
@@ -30,8 +31,79 @@ bool all_ones(const std::vector<int64_t>& v) {
   return std::all_of(v.begin(), v.end(), [](int64_t x) { return x == 1; });
 }
 
+// The vector unit's cycles for VEC `v` (the simulator's formula, isa/timing/units.h).
+double pool_vec_cycles(const Context& c, const Context::VecArgs& v) {
+  isa::Instruction ins;
+  ins.opcode = isa::Opcode::kVec;
+  ins.set(isa::Field::kVop, static_cast<int64_t>(v.op)).set(isa::Field::kDtype, static_cast<int64_t>(v.in));
+  ins.set(isa::Field::kDtypeOut, static_cast<int64_t>(v.out));
+  ins.set(isa::Field::kD0, v.d0).set(isa::Field::kD1, v.d1).set(isa::Field::kD2, v.d2);
+  ins.set(isa::Field::kWinH, v.win_h).set(isa::Field::kWinW, v.win_w);
+  ins.set(isa::Field::kStrH, v.str_h).set(isa::Field::kStrW, v.str_w);
+  return static_cast<double>(isa::timing::vec_cycles(ins, c.config.vector));
+}
+
+// The VECs that pool the window [in_rows][in_cols][tc] at `at` (input scratchpad) into `dst` of `buf`
+// ([in_rows - kh + 1][in_cols - kw + 1][tc]), whichever of these forms the vector unit takes the fewest
+// cycles for: one VEC max_pool kh x kw (kh * kw reads an output); or by rows then columns, a max_pool 1 x kw
+// in place (each row's maxima, [in_rows][cols]) and binary maxes of rows d apart, each doubling the rows a
+// value covers (kh = 3: two), the last writing `dst`; or, on integer codes, by columns then rows: the binary
+// maxes on the window's whole rows in place, then a max_pool 1 x kw into `dst` (cheaper for wide windows of
+// few rows). Exact: each max keeps its first operand unless the second is greater (and the first NaN it
+// meets), so by rows then columns the first of the window's maxima in row-major order wins, as in the one VEC
+// (a -0 beside a +0, NaNs); codes have no such ties, so any order is exact on them.
+std::vector<Context::VecArgs> pool_vecs(const Context& c, const PrePool& p, Buffer buf, uint64_t dst,
+                                        uint64_t at, int64_t in_rows, int64_t in_cols, int64_t tc) {
+  Context::VecArgs v;
+  v.op = VecOp::kMaxPool, v.in = v.out = p.dtype;
+  v.src1_buf = Buffer::kInput, v.src1 = at, v.dst_buf = buf, v.dst = dst;
+  v.d0 = tc, v.d1 = in_cols, v.d2 = in_rows, v.win_h = p.kh, v.win_w = p.kw, v.str_h = 1, v.str_w = 1;
+  std::vector<std::vector<Context::VecArgs>> forms = {{v}};
+  if (p.kh < 2) return forms[0];
+  const int64_t es = isa::dtype_bytes(p.dtype);
+  // Binary maxes over rows of `width` pixels at `at`, in place but the last (into `dst` of `buf` when
+  // `last_out`); returns the rows left.
+  auto columns = [&](std::vector<Context::VecArgs>& form, int64_t width, bool last_out) {
+    int64_t valid = in_rows;
+    for (int64_t span = 1; span < p.kh;) {
+      const int64_t d = std::min(span, p.kh - span);
+      valid -= d, span += d;
+      Context::VecArgs m;
+      m.op = VecOp::kMax, m.in = m.out = p.dtype;
+      m.src1_buf = m.src2_buf = Buffer::kInput, m.src1 = at,
+      m.src2 = at + static_cast<uint64_t>(d * width * tc * es);
+      const bool out = last_out && span == p.kh;
+      m.dst_buf = out ? buf : Buffer::kInput, m.dst = out ? dst : at;
+      m.d0 = tc, m.d1 = width, m.d2 = valid;
+      form.push_back(m);
+    }
+    return valid;
+  };
+  std::vector<Context::VecArgs> rows_first;
+  Context::VecArgs r = v;
+  r.dst_buf = Buffer::kInput, r.dst = at, r.win_h = 1;
+  rows_first.push_back(r);
+  columns(rows_first, in_cols - p.kw + 1, true);
+  forms.push_back(rows_first);
+  if (isa::numerics::is_integer(p.dtype)) {
+    std::vector<Context::VecArgs> columns_first;
+    Context::VecArgs last = r;
+    last.dst_buf = buf, last.dst = dst, last.d2 = columns(columns_first, in_cols, false);
+    columns_first.push_back(last);
+    forms.push_back(columns_first);
+  }
+  size_t best = 0;
+  double best_cycles = 0;
+  for (size_t k = 0; k < forms.size(); ++k) {
+    double cycles = 0;
+    for (const Context::VecArgs& a : forms[k]) cycles += pool_vec_cycles(c, a);
+    if (k == 0 || cycles < best_cycles) best = k, best_cycles = cycles;
+  }
+  return forms[best];
+}
+
 // Emits the pool for output pixels [r, r + rows) x [c0, c0 + cols) of channels [ch, ch + tc) into `dst` of
-// `buf` (dense [rows][cols][tc]): the window LOAD into the next scratch half and one VEC max_pool.
+// `buf` (dense [rows][cols][tc]): the window LOAD into the next scratch half and its VECs (pool_vecs).
 void pool_box(Context& c, PrePool& p, Buffer buf, uint64_t dst, int64_t r, int64_t rows, int64_t c0,
               int64_t cols, int64_t ch, int64_t tc) {
   const int64_t es = isa::dtype_bytes(p.dtype);
@@ -47,11 +119,7 @@ void pool_box(Context& c, PrePool& p, Buffer buf, uint64_t dst, int64_t r, int64
       static_cast<uint64_t>(((std::max<int64_t>(0, iy0) * p.W + std::max<int64_t>(0, ix0)) * p.C + ch) * es);
   c.load(Buffer::kInput, at, p.y, src, p.dtype, {tc, in_cols - pleft - pright, in_rows - ptop - pbot, 1},
          {p.C, p.W * p.C, 0}, {ptop, pbot, pleft, pright}, p.pad_value);
-  Context::VecArgs v;
-  v.op = VecOp::kMaxPool, v.in = v.out = p.dtype;
-  v.src1_buf = Buffer::kInput, v.src1 = at, v.dst_buf = buf, v.dst = dst;
-  v.d0 = tc, v.d1 = in_cols, v.d2 = in_rows, v.win_h = p.kh, v.win_w = p.kw, v.str_h = 1, v.str_w = 1;
-  c.vec(v);
+  for (const Context::VecArgs& v : pool_vecs(c, p, buf, dst, at, in_rows, in_cols, tc)) c.vec(v);
 }
 
 }  // namespace

@@ -408,6 +408,13 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
   // buffer's pixel (row pitch) and image strides.
   const int64_t P = y.strided() ? y.view_strides[2] : C,
                 y_img = y.strided() ? y.view_strides[0] : OH * OW * C;
+  // Bands of whole rows of every channel, windows overlapping (kh > sh), nothing converted in the slot: the
+  // rows a band shares with the band before are copied from that band's slot (VEC copy) rather than loaded
+  // from DRAM again (maxpool 3x3 s2 in bands of one output row: 2 rows loaded of 3).
+  const bool reuse_rows = tow == OW && tc == C && toh < OH && kh > sh && !qx && !iap && factor.empty();
+  const int64_t shared_rows = kh - sh;
+  uint64_t band_before = 0;  // the slot of the band before, its rows
+  int64_t band_before_rows = 0;
   for (int64_t img = 0; img < N; ++img) {
     for (int64_t oy = 0; oy < OH; oy += toh) {
       for (int64_t ox = 0; ox < OW; ox += tow) {
@@ -428,8 +435,23 @@ bool lower_pool(Context& c, const Node& n, std::string* why) {
               static_cast<uint64_t>(
                   (((img * H + std::max<int64_t>(0, iy0)) * W + std::max<int64_t>(0, ix0)) * C + c0)) *
                   ex;
-          c.load(Buffer::kInput, sl, x.range(), xa, x.dtype, {nc, cols, rows, 1}, {C, W * C, 0},
-                 {ptop, pbot, pleft, pright}, pad_value);
+          const bool copied = reuse_rows && oy > 0 && iy0 >= 0 && rows > shared_rows;
+          if (copied) {
+            const uint64_t row_bytes = static_cast<uint64_t>(in_cols(ow) * nc) * ex;
+            Context::VecArgs v;
+            v.op = VecOp::kCopy, v.in = v.out = x.dtype;
+            v.src1_buf = v.dst_buf = Buffer::kInput;
+            v.src1 = band_before + static_cast<uint64_t>(band_before_rows - shared_rows) * row_bytes;
+            v.dst = sl, v.d0 = nc, v.d1 = in_cols(ow), v.d2 = shared_rows;
+            c.vec(v);
+            c.load(Buffer::kInput, sl + static_cast<uint64_t>(shared_rows) * row_bytes, x.range(),
+                   xa + static_cast<uint64_t>(shared_rows * W * C) * ex, x.dtype,
+                   {nc, cols, rows - shared_rows, 1}, {C, W * C, 0}, {0, pbot, pleft, pright}, pad_value);
+          } else {
+            c.load(Buffer::kInput, sl, x.range(), xa, x.dtype, {nc, cols, rows, 1}, {C, W * C, 0},
+                   {ptop, pbot, pleft, pright}, pad_value);
+          }
+          band_before = sl, band_before_rows = in_rows(oh);
           const uint64_t ya = y.addr + static_cast<uint64_t>(img * y_img + (oy * OW + ox) * P + c0) * ey;
           if (iap) {
             Context::VecArgs v;
