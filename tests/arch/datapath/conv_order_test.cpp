@@ -14,7 +14,8 @@
 #include "arch/datapath/pe_array.h"
 #include "tests/arch/datapath/dp_test_util.h"
 
-namespace npusim::arch::datapath {
+// Names of their own: unity builds put several test files in one translation unit.
+namespace npusim::arch::datapath::conv_order_test {
 namespace {
 
 using namespace test;  // NOLINT: test helpers
@@ -79,7 +80,8 @@ void put_floats(MachineState& st, Buffer b, uint64_t addr, DType t, const std::v
 
 std::vector<uint32_t> acc_bits(const MachineState& st) {
   std::vector<uint32_t> bits;
-  for (float f : get<float>(st, Buffer::kAccumulator, 0, static_cast<size_t>(M * N))) bits.push_back(fp32_bits(f));
+  for (float f : get<float>(st, Buffer::kAccumulator, 0, static_cast<size_t>(M * N)))
+    bits.push_back(fp32_bits(f));
   return bits;
 }
 
@@ -219,9 +221,9 @@ TEST(ConvOrder, ThePeArraysRowFoldsContinueOneSumInTheConvsOrder) {
     ops.b_fp = weights_onnx(d);
     PeTimingOptions piped{true, false, 1.0};
     piped.pipelined_folds = true;
-    for (auto [df, opt] : {std::pair{isa::Dataflow::kWs, PeTimingOptions{}},
-                           std::pair{isa::Dataflow::kOs, PeTimingOptions{}},
-                           std::pair{isa::Dataflow::kIs, PeTimingOptions{}}, std::pair{isa::Dataflow::kWs, piped}}) {
+    for (auto [df, opt] :
+         {std::pair{isa::Dataflow::kWs, PeTimingOptions{}}, std::pair{isa::Dataflow::kOs, PeTimingOptions{}},
+          std::pair{isa::Dataflow::kIs, PeTimingOptions{}}, std::pair{isa::Dataflow::kWs, piped}}) {
       const PeTileResult r = PeArray(4, 3, df).run(M, K, N, &ops, opt);
       std::vector<uint32_t> bits;
       for (float f : r.c_fp) bits.push_back(fp32_bits(f));
@@ -232,4 +234,4 @@ TEST(ConvOrder, ThePeArraysRowFoldsContinueOneSumInTheConvsOrder) {
 }
 
 }  // namespace
-}  // namespace npusim::arch::datapath
+}  // namespace npusim::arch::datapath::conv_order_test
