@@ -177,6 +177,13 @@ std::vector<uint32_t> gemm_in_chunks(const Data& d, const Numerics& nu, const st
   return acc_bits(st);
 }
 
+// "fp16/own acc tile_c 6 6": a case's name in a failure message.
+std::string label(const Numerics& nu, const char* key, const std::vector<int64_t>& chunks) {
+  std::string s = nu.name() + " " + key;
+  for (int64_t c : chunks) s += " " + std::to_string(c);
+  return s;
+}
+
 TEST(ConvOrder, FloatSumsAreChannelMajorWhateverTheChannelChunk) {
   for (const Numerics& nu : all_numerics()) {
     const Data d = make_data(nu.t, 7);
@@ -185,9 +192,7 @@ TEST(ConvOrder, FloatSumsAreChannelMajorWhateverTheChannelChunk) {
     EXPECT_NE(want, reference(d, nu, false)) << nu.name();
     for (const std::vector<int64_t>& chunks : std::vector<std::vector<int64_t>>{
              {12}, {6, 6}, {4, 4, 4}, {5, 7}, {1, 11}, {3, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}}) {
-      std::string what = nu.name() + " tile_c";
-      for (int64_t tc : chunks) what += " " + std::to_string(tc);
-      EXPECT_EQ(conv_in_chunks(d, nu, chunks), want) << what;
+      EXPECT_EQ(conv_in_chunks(d, nu, chunks), want) << label(nu, "tile_c", chunks);
     }
   }
 }
@@ -200,9 +205,7 @@ TEST(ConvOrder, ConvEqualsTheIm2colGemmInOnnxWeightOrderBitForBit) {
     // K chunks of the GEMM, including ones that end inside a channel's taps.
     for (const std::vector<int64_t>& chunks :
          std::vector<std::vector<int64_t>>{{K}, {K / 2, K / 2}, {50, 58}, {9, 9, 9, 81}, {1, K - 1}}) {
-      std::string what = nu.name() + " tile_k";
-      for (int64_t tk : chunks) what += " " + std::to_string(tk);
-      EXPECT_EQ(gemm_in_chunks(d, nu, chunks), conv) << what;
+      EXPECT_EQ(gemm_in_chunks(d, nu, chunks), conv) << label(nu, "tile_k", chunks);
     }
   }
 }
