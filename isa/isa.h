@@ -87,7 +87,8 @@ enum class Opcode : uint8_t {
   // with
   // systolic_array.fp16_accumulate_fp32=false every addition rounds to the input precision). Each
   // output adds its products in k order onto C (accumulate=1) or 0, so the result does not depend on
-  // the dataflow. preloaded=1: WS takes B, IS takes A from the stationary register, whose shape and
+  // the dataflow, the array's row folds of K, or a K split into MATMULs that accumulate in k order.
+  // preloaded=1: WS takes B, IS takes A from the stationary register, whose shape and
   // dtype must match; OS is an error. Every m, k, n must be >= 1.
   kMatmul = 4,
   // Matrix unit, implicit im2col: C[oh*ow x n] (+)= conv(A, B). A is an HWC tile of in_h x in_w x
@@ -102,7 +103,14 @@ enum class Opcode : uint8_t {
   // in_stride and out_stride). im2col row y*out_w + x, column (i*kernel_w + j)*in_c + ch. Strides and
   // dilations must be >= 1 and the windows must stay inside the tile ((out_h-1)*stride_h +
   // (kernel_h-1)*dilation_h < in_h; likewise w): padding comes from LOAD's halo. Numerics and
-  // preloaded as MATMUL.
+  // preloaded as MATMUL, except the order of the additions: each output adds its products
+  // channel-major, for ch = 0..in_c-1 its r*s taps in (i, j) order (the array's K index (ch*r + i)*s + j,
+  // ONNX's weight order [O][C][kh][kw]; B's row (i*s + j)*in_c + ch feeds it), onto C (accumulate=1) or
+  // 0. So a conv reduced over channel chunks, one CONV per chunk accumulating onto the one before, adds
+  // in one order whatever the chunk, and as a MATMUL over an im2col matrix in ONNX's column order; a K
+  // longer than the array's rows is folded, each row fold continuing the running sums the fold before
+  // left (they enter the top of each column), so folds never change a sum either. Integer sums are exact
+  // in any order.
   kConv = 5,
   // Vector unit: dst = vop(src1, src2, imm) over a d2 x d1 x d0 box (d0 innermost). See VecOp.
   // dtype is the type of src1 and src2, dtype_out that of dst; operands are dense; dst may overlap

@@ -165,8 +165,11 @@ void integer_gemm(const MatView& a, const MatView& b, uint8_t* c, bool accumulat
 }
 
 // C[m x n] (+)= A[m x k] * B[k x n] with the rules in executor.h. `c` points at m*n elements of
-// accumulator_dtype(a.t).
-void gemm(const MatView& a, const MatView& b, uint8_t* c, bool accumulate, const isa::NpuConfig& config) {
+// accumulator_dtype(a.t). `order` (optional, a permutation of 0..k-1) is the order in which each output
+// adds its k products (CONV's channel-major order, conv_order); null: k order. Integer sums wrap modulo
+// 2^32 (2^64), so they are the same in any order and ignore it.
+void gemm(const MatView& a, const MatView& b, uint8_t* c, bool accumulate, const isa::NpuConfig& config,
+          const std::vector<int64_t>* order = nullptr) {
   const int64_t m = a.rows, k = a.cols, n = b.cols;
   const size_t mn = u(m * n);
   if (a.t == DType::kInt16) return integer_gemm<uint64_t>(a, b, c, accumulate);
@@ -180,7 +183,8 @@ void gemm(const MatView& a, const MatView& b, uint8_t* c, bool accumulate, const
     for (float& x : acc) x = round_to_precision(x, a.t);
     for (int64_t i = 0; i < m; ++i) {
       float* crow = acc.data() + i * n;
-      for (int64_t kk = 0; kk < k; ++kk) {
+      for (int64_t q = 0; q < k; ++q) {
+        const int64_t kk = order ? (*order)[u(q)] : q;
         const float x = av[u(i * k + kk)];
         const float* brow = bv.data() + kk * n;
         for (int64_t j = 0; j < n; ++j) crow[j] = round_to_precision(crow[j] + x * brow[j], a.t);
@@ -189,7 +193,8 @@ void gemm(const MatView& a, const MatView& b, uint8_t* c, bool accumulate, const
   } else {
     for (int64_t i = 0; i < m; ++i) {
       float* crow = acc.data() + i * n;
-      for (int64_t kk = 0; kk < k; ++kk) {
+      for (int64_t q = 0; q < k; ++q) {
+        const int64_t kk = order ? (*order)[u(q)] : q;
         const float x = av[u(i * k + kk)];
         const float* brow = bv.data() + kk * n;
         for (int64_t j = 0; j < n; ++j) crow[j] = crow[j] + x * brow[j];
@@ -241,6 +246,20 @@ void do_matmul(const Instruction& ins, const isa::NpuConfig& config, MachineStat
   gemm(a, b, acc_span(ins, st, m, n), ins.get(Field::kAccumulate) != 0, config);
 }
 
+// The order in which a CONV adds each output's products (isa.h, CONV): channel-major, every input
+// channel's kernel_h x kernel_w taps in (i, j) order, i.e. ONNX's weight order [O][C][kh][kw]. Entry q =
+// (ch*kh + i)*kw + j is the im2col column (i*kw + j)*in_c + ch that holds that product. Empty for a 1x1
+// kernel or a single channel, whose two orders agree.
+std::vector<int64_t> conv_order(int64_t kh, int64_t kw, int64_t in_c) {
+  std::vector<int64_t> order;
+  if (kh * kw == 1 || in_c == 1) return order;
+  order.reserve(u(kh * kw * in_c));
+  for (int64_t ch = 0; ch < in_c; ++ch) {
+    for (int64_t tap = 0; tap < kh * kw; ++tap) order.push_back(tap * in_c + ch);
+  }
+  return order;
+}
+
 void do_conv(const Instruction& ins, const isa::NpuConfig& config, MachineState& st) {
   const auto t = static_cast<DType>(ins.get(Field::kDtype));
   const DType wt = weight_dtype(t);
@@ -285,7 +304,9 @@ void do_conv(const Instruction& ins, const isa::NpuConfig& config, MachineState&
                           describe(ins));
   }
   const bool accumulate = ins.get(Field::kAccumulate) != 0;
-  if (c_pitch == n) return gemm(a, b, acc_span(ins, st, m, n), accumulate, config);
+  const std::vector<int64_t> order = is_integer(t) ? std::vector<int64_t>{} : conv_order(kh, kw, in_c);
+  const std::vector<int64_t>* ord = order.empty() ? nullptr : &order;
+  if (c_pitch == n) return gemm(a, b, acc_span(ins, st, m, n), accumulate, config, ord);
   // Rows of C c_stride elements apart: gathered into a dense m x n, multiplied, written back.
   const uint64_t ec = u(isa::dtype_bytes(accumulator_dtype(t))), row_bytes = u(n) * ec;
   uint8_t* c = st.sram_span(Buffer::kAccumulator, u(ins.get(Field::kCAddr)),
@@ -295,7 +316,7 @@ void do_conv(const Instruction& ins, const isa::NpuConfig& config, MachineState&
     for (int64_t r = 0; r < m; ++r)
       std::memcpy(dense.data() + u(r) * row_bytes, c + u(r * c_pitch) * ec, row_bytes);
   }
-  gemm(a, b, dense.data(), accumulate, config);
+  gemm(a, b, dense.data(), accumulate, config, ord);
   for (int64_t r = 0; r < m; ++r)
     std::memcpy(c + u(r * c_pitch) * ec, dense.data() + u(r) * row_bytes, row_bytes);
 }

@@ -10,8 +10,11 @@
 //    fp32(acc + a*b)), otherwise it is rounded to the input precision after every addition (acc =
 //    round_in(fp32(acc + a*b)), and an accumulated C is first rounded to the input precision); results are
 //    stored as fp32. fp32 inputs accumulate in fp32 (product and sum each rounded, never fused). For every
-//    output element the additions happen in k order starting from C (accumulate=1) or 0, whatever the
-//    dataflow, so WS, OS and IS give identical bits.
+//    output element the additions happen in one running sum starting from C (accumulate=1) or 0, whatever
+//    the dataflow and the array's row folds (pe_array.h steps them), so WS, OS and IS give identical bits:
+//    MATMUL adds in k order, CONV channel-major (each input channel's taps in (i, j) order, ONNX's
+//    [O][C][kh][kw]), so that CONVs over channel chunks accumulating onto each other add in one order
+//    whatever the chunk, and as a MATMUL over an im2col matrix in ONNX's column order.
 //  - VEC: see vector_ops.h.
 #include "arch/datapath/state.h"
 #include "isa/isa.h"

@@ -2,7 +2,10 @@
 // A cycle-stepping model of an R x C systolic array of PEs: every cycle every PE's registers take
 // their neighbours' values of the previous cycle. It exists to prove the closed-form tile timing
 // (isa/timing/systolic.h) exact, and runs as the `pe` array model on small arrays. It can also carry
-// values, so a test can check the PE-level dataflow computes the executor's numbers.
+// values, so a test can check the PE-level dataflow computes the executor's numbers: the partial sum
+// entering the top of a column (OS: a PE's initial value) is the accumulator's running sum, so every
+// output is one sum in K order across the row folds, never fold partial sums added afterwards (isa.h,
+// MATMUL and CONV; a CONV's K is its im2col in channel-major order, conv_order_test.cpp).
 //
 // ---- Per-fold timing, as in SCALE-Sim v2 -------------------------------------------------------
 // Source: scalesim-project/scale-sim-v2, scalesim/compute/systolic_compute_ws.py,
