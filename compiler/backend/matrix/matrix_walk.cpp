@@ -726,9 +726,12 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
     figures[i] = Figure{score, span, {first, c_.em.size(), std::move(cycles)}};
     c_.end_trial(trial);
   }
-  // A float layer's sums depend on its input-channel chunks (tc): its winner keeps the chunks of the one
-  // its span picks among the candidates the closed form ranks, so that a faster schedule leaves every
-  // output bit as it was. Integer sums are exact in any order.
+  // A float layer's winner keeps the input-channel chunks (tc) of the one its span picks among the
+  // candidates the closed form ranks, so that a faster schedule leaves every output bit as it was. Since
+  // CONV adds channel-major (isa.h, CONV) its float sums no longer depend on tc but for the per_position
+  // lowering (one 1x1 CONV per kernel tap and chunk); lifting this rule elsewhere is measured and decided
+  // on its own (docs/models.md, "CONV sums that do not depend on the mapping (exact)"). Integer sums are
+  // exact in any order.
   const bool float_sums =
       s_.ops.a == isa::DType::kFp16 || s_.ops.a == isa::DType::kBf16 || s_.ops.a == isa::DType::kFp32;
   std::optional<int64_t> tc;
