@@ -10,8 +10,9 @@ namespace npusim::arch {
 
 using isa::Field;
 
-VectorUnit::VectorUnit(const sc_core::sc_module_name& name, const isa::VectorConfig& config, Fabric& fabric)
-    : QueueUnit(name, fabric, isa::Queue::kVector), config_(config) {
+VectorUnit::VectorUnit(const sc_core::sc_module_name& name, const isa::VectorConfig& config, Fabric& fabric,
+                       uint16_t stage_unit)
+    : QueueUnit(name, fabric, isa::Queue::kVector), config_(config), stage_unit_(stage_unit) {
   SC_METHOD(retire);
   sensitive << retire_event_;
   dont_initialize();
@@ -115,6 +116,10 @@ bool VectorUnit::compute(const Dispatch& d) {
     // On the output stage: the lanes are free for the next instruction now.
     stage_free_ = start + cycles;
     stage_work_ = d.work.vector;
+    if (stage_unit_ != kNoTrack) {
+      fab_.rec.count_instruction(stage_unit_);
+      fab_.rec.busy(stage_unit_, d, start, stage_free_, traces::Category::kCompute);
+    }
     step_ = Step::kStart;
     retire_at(stage_free_, d.signal);
     return true;

@@ -20,7 +20,10 @@ namespace npusim::arch {
 class VectorUnit : public QueueUnit {
  public:
   SC_HAS_PROCESS(VectorUnit);
-  VectorUnit(const sc_core::sc_module_name& name, const isa::VectorConfig& config, Fabric& fabric);
+  // stage_unit: the output stage's track (Npu::track_names), kNoTrack: not recorded.
+  static constexpr uint16_t kNoTrack = UINT16_MAX;
+  VectorUnit(const sc_core::sc_module_name& name, const isa::VectorConfig& config, Fabric& fabric,
+             uint16_t stage_unit = kNoTrack);
 
  private:
   void decode(const isa::Instruction& ins, Dispatch& d) const override;
@@ -36,6 +39,7 @@ class VectorUnit : public QueueUnit {
   enum class Step : uint8_t { kStart, kReserved, kDone };
   Step step_ = Step::kStart;
 
+  const uint16_t stage_unit_;
   uint64_t stage_free_ = 0;            // the cycle the output stage's instruction ends
   Dispatch::VectorWork stage_work_{};  // that instruction's operands
   struct Pending {

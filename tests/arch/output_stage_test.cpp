@@ -52,6 +52,26 @@ TEST(OutputStage, TheLanesRunTheNextVecBesideAnOutputOnAccumulatorSums) {
   EXPECT_GE(beside.total_cycles, static_cast<uint64_t>(out));
 }
 
+// The report has the stage as a unit of its own: its instruction and busy cycles, not the lanes'.
+TEST(OutputStage, TheReportCountsTheStageAsItsOwnUnit) {
+  const isa::Program p = program("0x4000");
+  const isa::NpuConfig on = stage_config(true), off = stage_config(false);
+  const auto unit = [](const traces::Report& r, const std::string& name) -> const traces::UnitReport* {
+    for (const traces::UnitReport& u : r.units)
+      if (u.name == name) return &u;
+    return nullptr;
+  };
+  const traces::Report beside = arch::simulate(p, on, {});
+  const traces::UnitReport* stage = unit(beside, "output_stage");
+  ASSERT_NE(stage, nullptr);
+  EXPECT_EQ(stage->instructions, 1u);
+  EXPECT_EQ(stage->busy, static_cast<uint64_t>(isa::timing::output_stage_cycles(p.instructions[0], on)));
+  ASSERT_NE(unit(beside, "vector"), nullptr);
+  EXPECT_EQ(unit(beside, "vector")->busy,
+            static_cast<uint64_t>(isa::timing::vec_cycles(p.instructions[1], on.vector)));
+  EXPECT_EQ(unit(arch::simulate(p, off, {}), "output_stage"), nullptr);
+}
+
 TEST(OutputStage, AVecReadingTheOutputsBytesWaitsForIt) {
   const isa::NpuConfig on = stage_config(true);
   const isa::Program p = program("0x0");  // reads what the output writes
