@@ -1990,6 +1990,21 @@ TEST(Int8Codegen, AnSeResidualAddInItsMulsTileLoopGivesTheReferencesCodes) {
     EXPECT_EQ(add->fused_into, mul->name);
     EXPECT_EQ(add->instructions, 0);
     for (const auto& v : k.result.values) EXPECT_NE(v.name, "m") << "the product was bound";
+    // Seven passes a tile: x's centred codes kept for the Add (one sub of x's codes, none of the product's),
+    // the products made the product's centred codes by one output stage.
+    std::map<isa::VecOp, int> ops;
+    int centred_in_acc = 0;  // subs of codes already in the accumulator (the product's, x's again)
+    const auto& layers = k.result.program.layers;
+    for (const auto& ins : k.result.program.instructions) {
+      if (ins.opcode != isa::Opcode::kVec || layers.at(ins.layer()).name != mul->name) continue;
+      const auto vop = static_cast<isa::VecOp>(ins.get(isa::Field::kVop));
+      ++ops[vop];
+      centred_in_acc += vop == isa::VecOp::kSub &&
+                        static_cast<isa::Buffer>(ins.get(isa::Field::kSrc1Buf)) == isa::Buffer::kAccumulator;
+    }
+    EXPECT_GT(ops[isa::VecOp::kOutput], 0);
+    EXPECT_EQ(centred_in_acc, 0);
+    EXPECT_EQ(ops[isa::VecOp::kRequantize], 3 * ops[isa::VecOp::kOutput]);
     // Every bound matrix layer's codes, the last conv's (the graph output, reading the Add's codes) among
     // them.
     for (const auto& sample : q::synthetic_samples(k.lowered, 2, 31))
