@@ -2012,5 +2012,54 @@ TEST(Int8Codegen, AnSeResidualAddInItsMulsTileLoopGivesTheReferencesCodes) {
   }
 }
 
+TEST(Int8Codegen, AnSePoolSummedByItsConvsStoresGivesTheReferencesCodes) {
+  // RSEFPN's level: a conv on the array whose output x three layers read (the SE pool, its Mul and the
+  // residual Add). The pool is summed in the conv's STOREs (backend/fusion/store_pool.h): a VEC dwconv of
+  // unit weights per stored tile, the sums added, one output stage after the last tile; the pool emits
+  // nothing and the SE convs read the reference's codes. On edge's scratchpads and on small ones (the map
+  // in many tiles, a channel chunk a tile).
+  namespace t = compiler::testing;
+  t::GraphBuilder b;
+  auto in = b.input("in", {1, 8, 18, 14});
+  auto x = b.node("Conv", {in, b.random_constant("w0", {40, 8, 3, 3}, 16, -0.5f, 0.5f)}, "x", {1, 40, 18, 14},
+                  {{"pads", t::attr_ints({1, 1, 1, 1})}});
+  auto p = b.node("GlobalAveragePool", {x}, "p", {1, 40, 1, 1});
+  auto r = b.node("Conv", {p, b.random_constant("w1", {8, 40, 1, 1}, 17, -0.5f, 0.5f)}, "r", {1, 8, 1, 1});
+  auto rr = b.node("Relu", {r}, "rr", {1, 8, 1, 1});
+  auto e = b.node("Conv", {rr, b.random_constant("w2", {40, 8, 1, 1}, 18, -0.5f, 0.5f)}, "e", {1, 40, 1, 1});
+  auto s = b.node("HardSigmoid", {e}, "s", {1, 40, 1, 1});
+  auto m = b.node("Mul", {x, s}, "m", {1, 40, 18, 14});
+  auto a = b.node("Add", {x, m}, "a", {1, 40, 18, 14});
+  b.output(b.node("Conv", {a, b.random_constant("w3", {4, 40, 3, 3}, 19, -0.5f, 0.5f)}, "y", {1, 4, 18, 14},
+                  {{"pads", t::attr_ints({1, 1, 1, 1})}}));
+  const Graph g = b.build();
+  isa::NpuConfig small;
+  small.sram.accumulator.size_kib = 4;
+  small.sram.input.size_kib = 8;
+  for (const isa::NpuConfig& config : {isa::NpuConfig{}, small}) {
+    const Compiled k = compile_graph_int8(g, config);
+    auto op = [&](const std::string& o) {
+      return std::find_if(k.result.layers.begin(), k.result.layers.end(),
+                          [&](const compiler::LayerPlan& l) { return l.op == o; });
+    };
+    const auto pool = op("GlobalAveragePool"), conv = op("Conv");
+    ASSERT_NE(pool, k.result.layers.end());
+    EXPECT_EQ(pool->fused_into, conv->name) << pool->mapping;
+    EXPECT_EQ(pool->instructions, 0);
+    EXPECT_EQ(pool->fusion_group, "store_pool:" + conv->name);
+    // The conv's code sums its tiles: VEC dwconvs of unit weights and one output stage into the pooled codes.
+    int dwconvs = 0;
+    const auto& layers = k.result.program.layers;
+    for (const auto& ins : k.result.program.instructions) {
+      dwconvs += ins.opcode == isa::Opcode::kVec && layers.at(ins.layer()).name == conv->name &&
+                 static_cast<isa::VecOp>(ins.get(isa::Field::kVop)) == isa::VecOp::kDwConv;
+    }
+    EXPECT_GT(dwconvs, 0);
+    // Every bound matrix layer's codes: r reads the pooled codes.
+    for (const auto& sample : q::synthetic_samples(k.lowered, 2, 37))
+      EXPECT_GE(check_bit_exact(k, config, sample), 4);
+  }
+}
+
 }  // namespace
 }  // namespace npusim
