@@ -67,8 +67,10 @@ std::optional<PoolOfCodes> pool_of_codes(const Context& c, size_t i, const DramT
     // Exact int32 sums: fewer than 2^23 pixels of 8-bit codes.
     const int64_t HW = x.shape[2] * x.shape[3];
     if (!m || HW >= (int64_t{1} << 23)) return std::nullopt;
-    PoolOfCodes p{k, &y, qy->second.zero_point, {static_cast<int32_t>(-HW * qx->second.zero_point),
-                                                 m->multiplier, m->shift}};
+    PoolOfCodes p{k,
+                  &y,
+                  qy->second.zero_point,
+                  {static_cast<int32_t>(-HW * qx->second.zero_point), m->multiplier, m->shift}};
     return p;
   }
   return std::nullopt;
@@ -86,6 +88,8 @@ void plan_store_pool(Context& c, size_t i) {
   // Its output through a line buffer, under an affine map, or kept on chip for its reader: theirs.
   if (c.fusion.conv_pool != nullptr || c.fusion.post_affine.bn >= 0 || !c.fusion.keep_output.empty()) return;
   const DramTensor& x = c.tensor(n.outputs[0]);
+  // A depthwise conv may move to the vector unit, whose epilogue pools its bands (se_pool_fusion.h).
+  if (n.attr_int("group", 1) > 1 && x.shape.size() == 4 && n.attr_int("group", 1) == x.shape[1]) return;
   if (x.strided() || x.shape.size() != 4 || x.shape[0] != 1 || !x.nhwc_in_memory() ||
       (x.dtype != DType::kInt8 && x.dtype != DType::kUint8))
     return;

@@ -10,9 +10,9 @@
 // X is still stored for the Mul and the residual that read it; the pool emits nothing.
 //
 // Exact: the pool's integer scheme (quant::integer_global_average_pool) sums the codes in int32, exactly,
-// whatever tiles add them (|sum| < 2^31 for a map of under 2^23 pixels of 8-bit codes), then one output stage;
-// the same stage here gives the same codes bit for bit. Float pools sum in their own bands' order and are
-// left to the depthwise producers' epilogues (se_pool_fusion.h) or their own lowering.
+// whatever tiles add them (|sum| < 2^31 for a map of under 2^23 pixels of 8-bit codes), then one output
+// stage; the same stage here gives the same codes bit for bit. Float pools sum in their own bands' order and
+// are left to the depthwise producers' epilogues (se_pool_fusion.h) or their own lowering.
 //
 // Taken wherever it applies (an SE pool after a conv on the array, X read by other layers too, int8 codes
 // under the integer scheme, X not held on chip by the SE group, no line buffer or affine map on the conv's
