@@ -1955,26 +1955,39 @@ TEST(Int8Codegen, AScalarAffineMapAfterAConvIsOneTableInItsEpilogueGivingTheRefe
   }
 }
 
+// One RSEFPN level (PP-OCRv4 det's neck): a k x k conv of 8 input channels to the map x (C x H x W), its SE
+// block (pool, 1x1 conv + Relu to C / 4, 1x1 conv + HardSigmoid), the Mul, the residual Add of x, a padded
+// 3x3 conv reading it. Weights seeded from `seed` on.
+Graph rsefpn_level(int64_t C, int64_t H, int64_t W, int64_t k, uint32_t seed) {
+  namespace t = compiler::testing;
+  t::GraphBuilder b;
+  const int64_t r4 = C / 4;
+  auto in = b.input("in", {1, 8, H, W});
+  std::map<std::string, compiler::Attribute> pads;
+  if (k > 1) pads = {{"pads", t::attr_ints({k / 2, k / 2, k / 2, k / 2})}};
+  auto x =
+      b.node("Conv", {in, b.random_constant("w0", {C, 8, k, k}, seed, -0.5f, 0.5f)}, "x", {1, C, H, W}, pads);
+  auto p = b.node("GlobalAveragePool", {x}, "p", {1, C, 1, 1});
+  auto r =
+      b.node("Conv", {p, b.random_constant("w1", {r4, C, 1, 1}, seed + 1, -0.5f, 0.5f)}, "r", {1, r4, 1, 1});
+  auto rr = b.node("Relu", {r}, "rr", {1, r4, 1, 1});
+  auto e =
+      b.node("Conv", {rr, b.random_constant("w2", {C, r4, 1, 1}, seed + 2, -0.5f, 0.5f)}, "e", {1, C, 1, 1});
+  auto s = b.node("HardSigmoid", {e}, "s", {1, C, 1, 1});
+  auto m = b.node("Mul", {x, s}, "m", {1, C, H, W});
+  auto a = b.node("Add", {x, m}, "a", {1, C, H, W});
+  b.output(b.node("Conv", {a, b.random_constant("w3", {4, C, 3, 3}, seed + 3, -0.5f, 0.5f)}, "y",
+                  {1, 4, H, W}, {{"pads", t::attr_ints({1, 1, 1, 1})}}));
+  return b.build();
+}
+
 TEST(Int8Codegen, AnSeResidualAddInItsMulsTileLoopGivesTheReferencesCodes) {
   // Conv -> SE (pool, 1x1 conv + Relu, 1x1 conv + HardSigmoid) -> Mul -> Add of the conv's output -> padded
   // conv: PP-OCRv4's RSEFPN. Without a timer (no simulated choice) the Add runs in the Mul's tile loop
   // (backend/fusion/scaled_residual.h): the Mul's integer scheme into the product's codes, then the Add's on
   // x's and the product's codes; the product is written nowhere and the last conv reads the reference's
   // codes.
-  namespace t = compiler::testing;
-  t::GraphBuilder b;
-  auto in = b.input("in", {1, 8, 12, 10});
-  auto x = b.node("Conv", {in, b.random_constant("w0", {16, 8, 1, 1}, 6, -0.5f, 0.5f)}, "x", {1, 16, 12, 10});
-  auto p = b.node("GlobalAveragePool", {x}, "p", {1, 16, 1, 1});
-  auto r = b.node("Conv", {p, b.random_constant("w1", {4, 16, 1, 1}, 7, -0.5f, 0.5f)}, "r", {1, 4, 1, 1});
-  auto rr = b.node("Relu", {r}, "rr", {1, 4, 1, 1});
-  auto e = b.node("Conv", {rr, b.random_constant("w2", {16, 4, 1, 1}, 8, -0.5f, 0.5f)}, "e", {1, 16, 1, 1});
-  auto s = b.node("HardSigmoid", {e}, "s", {1, 16, 1, 1});
-  auto m = b.node("Mul", {x, s}, "m", {1, 16, 12, 10});
-  auto a = b.node("Add", {x, m}, "a", {1, 16, 12, 10});
-  b.output(b.node("Conv", {a, b.random_constant("w3", {4, 16, 3, 3}, 9, -0.5f, 0.5f)}, "y", {1, 4, 12, 10},
-                  {{"pads", t::attr_ints({1, 1, 1, 1})}}));
-  const Graph g = b.build();
+  const Graph g = rsefpn_level(16, 12, 10, 1, 6);
   isa::NpuConfig small;
   small.sram.accumulator.size_kib = 4;
   small.sram.input.size_kib = 8;
@@ -2018,21 +2031,7 @@ TEST(Int8Codegen, AnSePoolSummedByItsConvsStoresGivesTheReferencesCodes) {
   // unit weights per stored tile, the sums added, one output stage after the last tile; the pool emits
   // nothing and the SE convs read the reference's codes. On edge's scratchpads and on small ones (the map
   // in many tiles, a channel chunk a tile).
-  namespace t = compiler::testing;
-  t::GraphBuilder b;
-  auto in = b.input("in", {1, 8, 18, 14});
-  auto x = b.node("Conv", {in, b.random_constant("w0", {40, 8, 3, 3}, 16, -0.5f, 0.5f)}, "x", {1, 40, 18, 14},
-                  {{"pads", t::attr_ints({1, 1, 1, 1})}});
-  auto p = b.node("GlobalAveragePool", {x}, "p", {1, 40, 1, 1});
-  auto r = b.node("Conv", {p, b.random_constant("w1", {8, 40, 1, 1}, 17, -0.5f, 0.5f)}, "r", {1, 8, 1, 1});
-  auto rr = b.node("Relu", {r}, "rr", {1, 8, 1, 1});
-  auto e = b.node("Conv", {rr, b.random_constant("w2", {40, 8, 1, 1}, 18, -0.5f, 0.5f)}, "e", {1, 40, 1, 1});
-  auto s = b.node("HardSigmoid", {e}, "s", {1, 40, 1, 1});
-  auto m = b.node("Mul", {x, s}, "m", {1, 40, 18, 14});
-  auto a = b.node("Add", {x, m}, "a", {1, 40, 18, 14});
-  b.output(b.node("Conv", {a, b.random_constant("w3", {4, 40, 3, 3}, 19, -0.5f, 0.5f)}, "y", {1, 4, 18, 14},
-                  {{"pads", t::attr_ints({1, 1, 1, 1})}}));
-  const Graph g = b.build();
+  const Graph g = rsefpn_level(40, 18, 14, 3, 16);
   isa::NpuConfig small;
   small.sram.accumulator.size_kib = 4;
   small.sram.input.size_kib = 8;
