@@ -1955,26 +1955,39 @@ TEST(Int8Codegen, AScalarAffineMapAfterAConvIsOneTableInItsEpilogueGivingTheRefe
   }
 }
 
+// One RSEFPN level (PP-OCRv4 det's neck): a k x k conv of 8 input channels to the map x (C x H x W), its SE
+// block (pool, 1x1 conv + Relu to C / 4, 1x1 conv + HardSigmoid), the Mul, the residual Add of x, a padded
+// 3x3 conv reading it. Weights seeded from `seed` on.
+Graph rsefpn_level(int64_t C, int64_t H, int64_t W, int64_t k, uint32_t seed) {
+  namespace t = compiler::testing;
+  t::GraphBuilder b;
+  const int64_t r4 = C / 4;
+  auto in = b.input("in", {1, 8, H, W});
+  std::map<std::string, compiler::Attribute> pads;
+  if (k > 1) pads = {{"pads", t::attr_ints({k / 2, k / 2, k / 2, k / 2})}};
+  auto x =
+      b.node("Conv", {in, b.random_constant("w0", {C, 8, k, k}, seed, -0.5f, 0.5f)}, "x", {1, C, H, W}, pads);
+  auto p = b.node("GlobalAveragePool", {x}, "p", {1, C, 1, 1});
+  auto r =
+      b.node("Conv", {p, b.random_constant("w1", {r4, C, 1, 1}, seed + 1, -0.5f, 0.5f)}, "r", {1, r4, 1, 1});
+  auto rr = b.node("Relu", {r}, "rr", {1, r4, 1, 1});
+  auto e =
+      b.node("Conv", {rr, b.random_constant("w2", {C, r4, 1, 1}, seed + 2, -0.5f, 0.5f)}, "e", {1, C, 1, 1});
+  auto s = b.node("HardSigmoid", {e}, "s", {1, C, 1, 1});
+  auto m = b.node("Mul", {x, s}, "m", {1, C, H, W});
+  auto a = b.node("Add", {x, m}, "a", {1, C, H, W});
+  b.output(b.node("Conv", {a, b.random_constant("w3", {4, C, 3, 3}, seed + 3, -0.5f, 0.5f)}, "y",
+                  {1, 4, H, W}, {{"pads", t::attr_ints({1, 1, 1, 1})}}));
+  return b.build();
+}
+
 TEST(Int8Codegen, AnSeResidualAddInItsMulsTileLoopGivesTheReferencesCodes) {
   // Conv -> SE (pool, 1x1 conv + Relu, 1x1 conv + HardSigmoid) -> Mul -> Add of the conv's output -> padded
   // conv: PP-OCRv4's RSEFPN. Without a timer (no simulated choice) the Add runs in the Mul's tile loop
   // (backend/fusion/scaled_residual.h): the Mul's integer scheme into the product's codes, then the Add's on
   // x's and the product's codes; the product is written nowhere and the last conv reads the reference's
   // codes.
-  namespace t = compiler::testing;
-  t::GraphBuilder b;
-  auto in = b.input("in", {1, 8, 12, 10});
-  auto x = b.node("Conv", {in, b.random_constant("w0", {16, 8, 1, 1}, 6, -0.5f, 0.5f)}, "x", {1, 16, 12, 10});
-  auto p = b.node("GlobalAveragePool", {x}, "p", {1, 16, 1, 1});
-  auto r = b.node("Conv", {p, b.random_constant("w1", {4, 16, 1, 1}, 7, -0.5f, 0.5f)}, "r", {1, 4, 1, 1});
-  auto rr = b.node("Relu", {r}, "rr", {1, 4, 1, 1});
-  auto e = b.node("Conv", {rr, b.random_constant("w2", {16, 4, 1, 1}, 8, -0.5f, 0.5f)}, "e", {1, 16, 1, 1});
-  auto s = b.node("HardSigmoid", {e}, "s", {1, 16, 1, 1});
-  auto m = b.node("Mul", {x, s}, "m", {1, 16, 12, 10});
-  auto a = b.node("Add", {x, m}, "a", {1, 16, 12, 10});
-  b.output(b.node("Conv", {a, b.random_constant("w3", {4, 16, 3, 3}, 9, -0.5f, 0.5f)}, "y", {1, 4, 12, 10},
-                  {{"pads", t::attr_ints({1, 1, 1, 1})}}));
-  const Graph g = b.build();
+  const Graph g = rsefpn_level(16, 12, 10, 1, 6);
   isa::NpuConfig small;
   small.sram.accumulator.size_kib = 4;
   small.sram.input.size_kib = 8;
@@ -1990,9 +2003,59 @@ TEST(Int8Codegen, AnSeResidualAddInItsMulsTileLoopGivesTheReferencesCodes) {
     EXPECT_EQ(add->fused_into, mul->name);
     EXPECT_EQ(add->instructions, 0);
     for (const auto& v : k.result.values) EXPECT_NE(v.name, "m") << "the product was bound";
+    // Seven passes a tile: x's centred codes kept for the Add (one sub of x's codes, none of the product's),
+    // the products made the product's centred codes by one output stage.
+    std::map<isa::VecOp, int> ops;
+    int centred_in_acc = 0;  // subs of codes already in the accumulator (the product's, x's again)
+    const auto& layers = k.result.program.layers;
+    for (const auto& ins : k.result.program.instructions) {
+      if (ins.opcode != isa::Opcode::kVec || layers.at(ins.layer()).name != mul->name) continue;
+      const auto vop = static_cast<isa::VecOp>(ins.get(isa::Field::kVop));
+      ++ops[vop];
+      centred_in_acc += vop == isa::VecOp::kSub &&
+                        static_cast<isa::Buffer>(ins.get(isa::Field::kSrc1Buf)) == isa::Buffer::kAccumulator;
+    }
+    EXPECT_GT(ops[isa::VecOp::kOutput], 0);
+    EXPECT_EQ(centred_in_acc, 0);
+    EXPECT_EQ(ops[isa::VecOp::kRequantize], 3 * ops[isa::VecOp::kOutput]);
     // Every bound matrix layer's codes, the last conv's (the graph output, reading the Add's codes) among
     // them.
     for (const auto& sample : q::synthetic_samples(k.lowered, 2, 31))
+      EXPECT_GE(check_bit_exact(k, config, sample), 4);
+  }
+}
+
+TEST(Int8Codegen, AnSePoolSummedByItsConvsStoresGivesTheReferencesCodes) {
+  // RSEFPN's level: a conv on the array whose output x three layers read (the SE pool, its Mul and the
+  // residual Add). The pool is summed in the conv's STOREs (backend/fusion/store_pool.h): a VEC dwconv of
+  // unit weights per stored tile, the sums added, one output stage after the last tile; the pool emits
+  // nothing and the SE convs read the reference's codes. On edge's scratchpads and on small ones (the map
+  // in many tiles, a channel chunk a tile).
+  const Graph g = rsefpn_level(40, 18, 14, 3, 16);
+  isa::NpuConfig small;
+  small.sram.accumulator.size_kib = 4;
+  small.sram.input.size_kib = 8;
+  for (const isa::NpuConfig& config : {isa::NpuConfig{}, small}) {
+    const Compiled k = compile_graph_int8(g, config);
+    auto op = [&](const std::string& o) {
+      return std::find_if(k.result.layers.begin(), k.result.layers.end(),
+                          [&](const compiler::LayerPlan& l) { return l.op == o; });
+    };
+    const auto pool = op("GlobalAveragePool"), conv = op("Conv");
+    ASSERT_NE(pool, k.result.layers.end());
+    EXPECT_EQ(pool->fused_into, conv->name) << pool->mapping;
+    EXPECT_EQ(pool->instructions, 0);
+    EXPECT_EQ(pool->fusion_group, "store_pool:" + conv->name);
+    // The conv's code sums its tiles: VEC dwconvs of unit weights and one output stage into the pooled codes.
+    int dwconvs = 0;
+    const auto& layers = k.result.program.layers;
+    for (const auto& ins : k.result.program.instructions) {
+      dwconvs += ins.opcode == isa::Opcode::kVec && layers.at(ins.layer()).name == conv->name &&
+                 static_cast<isa::VecOp>(ins.get(isa::Field::kVop)) == isa::VecOp::kDwConv;
+    }
+    EXPECT_GT(dwconvs, 0);
+    // Every bound matrix layer's codes: r reads the pooled codes.
+    for (const auto& sample : q::synthetic_samples(k.lowered, 2, 37))
       EXPECT_GE(check_bit_exact(k, config, sample), 4);
   }
 }

@@ -9,6 +9,7 @@
 #include "compiler/backend/fusion/pre_affine.h"
 #include "compiler/backend/fusion/pre_pool.h"
 #include "compiler/backend/fusion/pre_scale.h"
+#include "compiler/backend/fusion/store_pool.h"
 #include "compiler/passes/lowered.h"
 #include "isa/program_slice.h"
 #include "isa/strides.h"
@@ -368,6 +369,8 @@ int Context::store(isa::Buffer buf, uint64_t sram, const Range& dram_range, uint
   // A STORE that carries an affine map into its reader's output (fusion/post_affine.h).
   if (fusion.post_affine.bn >= 0 && store_post_affine(*this, buf, sram, dram_range, dram_addr, t, s, st))
     return static_cast<int>(em.size()) - 1;
+  // An SE pool summing the tile first (fusion/store_pool.h).
+  if (fusion.store_pool.pool >= 0) store_pool(*this, buf, sram, dram_range, dram_addr, t, s, st);
   Instruction i = make(Opcode::kStore, layer);
   i.set(Field::kDtype, static_cast<int64_t>(t)).set(Field::kBuf, static_cast<int64_t>(buf));
   i.set(Field::kDramAddr, static_cast<int64_t>(dram_addr)).set(Field::kSramAddr, static_cast<int64_t>(sram));

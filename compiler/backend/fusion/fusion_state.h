@@ -87,6 +87,28 @@ struct PoolInEpilogue {
   int64_t x_bytes = 0;    // the pool's input: the DRAM read saved
 };
 
+// An int8 SE pool summed by its producer conv's STOREs (store_pool.h): the sums and constants at the top of
+// the input scratchpad, below what was reserved before.
+struct StorePool {
+  int64_t pool = -1;      // the GlobalAveragePool's layer (-1 = none)
+  uint32_t producer = 0;  // the conv whose STOREs carry it
+  Range x, y;             // the conv's output (the pool's input) and the pooled vector
+  int64_t channels = 0;   // x's channels
+  isa::DType dtype{}, y_dtype{};
+  int64_t y_zero_point = 0;
+  int64_t x_bytes = 0;     // the pool's read saved
+  uint64_t ones = 0;       // input-scratchpad bytes: ones_elems int8 unit weights ...
+  int64_t ones_elems = 0;  // ...
+  uint64_t sums = 0;       // ... the running int32 sums [channels] ...
+  uint64_t part = 0;       // ... one tile's sums ...
+  uint64_t stage = 0;      // ... the output stage (bias, multiplier, shift) ...
+  uint64_t pooled = 0;     // ... and the pooled codes
+  int64_t reserved = 0;    // bytes of input_reserved this holds
+  int64_t stores = 0;      // STOREs summed (the final code's and its trials')
+  bool unsummed = false;   // a STORE whose box the sums could not take: not taken
+  bool taken = false;      // the producer's code summed X: the pool's layer emits nothing
+};
+
 // A MatMul whose epilogue runs the layer scale (a Mul) and the residual Add after it (project_tail.h): node
 // indices, -1 = none.
 struct ProjectTail {
@@ -280,6 +302,7 @@ struct FusionState {
   HeldValue held;
   int64_t input_held = 0;
   PoolInEpilogue pool_in_epilogue;
+  StorePool store_pool;  // an int8 SE pool in its producer conv's STOREs (store_pool.h)
   // ---- a block's layer scale and residual in its project GEMM (project_tail.h) ----
   ProjectTail project_tail;
   // ---- an affine map in its producer's epilogue (post_affine.h) ----

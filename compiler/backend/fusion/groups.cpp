@@ -13,6 +13,7 @@
 #include "compiler/backend/fusion/scaled_residual.h"
 #include "compiler/backend/fusion/se_fusion.h"
 #include "compiler/backend/fusion/se_pool_fusion.h"
+#include "compiler/backend/fusion/store_pool.h"
 
 namespace npusim::compiler::backend {
 
@@ -70,11 +71,13 @@ void Groups::begin(size_t i, Placement placement, bool plannable) {
       c_.fusion.pre_scale.reader != static_cast<int64_t>(i) && plan_conv_pool(c_, i, &pair_))
     c_.fusion.conv_pool = &pair_;
   if (plannable && placement == Placement::kNpuMatrix) plan_post_affine(c_, i);
+  if (plannable && placement == Placement::kNpuMatrix) plan_store_pool(c_, i);
 }
 
 bool Groups::member(size_t i, LayerPlan& plan) const {
   const Node& n = c_.g.nodes[i];
   if (se_pool_member(c_, i, plan)) return true;
+  if (store_pool_member(c_, i, plan)) return true;
   if (pre_affine_member(c_, i, plan)) return true;
   if (pre_pool_member(c_, i, plan)) return true;
   if (pre_scale_member(c_, i, plan)) return true;
@@ -143,6 +146,7 @@ void FusionSnapshot::restore() const {
 void Groups::finish(size_t i, LayerPlan& plan) {
   const Node& n = c_.g.nodes[i];
   // First: their reservations end before residency recounts the scratchpad's live regions.
+  finish_store_pool(c_, i, plan);
   finish_pre_affine(c_, i, plan);
   finish_pre_pool(c_, i, plan);
   finish_pre_scale(c_, i, plan);

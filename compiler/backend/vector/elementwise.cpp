@@ -322,6 +322,8 @@ using TileFn = std::function<TileResult(uint64_t a_slot, const std::vector<uint6
                                         int64_t d1, Bcast mode)>;
 // Where the conversion constants of int8 codes sit in the accumulator buffer (load_conversion_constants).
 constexpr uint64_t kConvA = 0, kConvB = 16, kConvY = 32;
+// The output stage (bias, multiplier, shift) of an SE residual's product (lower_binary), after them.
+constexpr uint64_t kProductStage = 48;
 
 // The integer Mul's products (quant::integer_mul): the d1 x d0 tile of A's codes at a_slot of the input
 // scratchpad centred into int32 at `sums` of the accumulator, then multiplied there by B's centred codes at
@@ -807,7 +809,11 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
       if (!radd) res = nullptr;
     }
   }
-  if (radd) load_conversion_constants(c, kConvY, qy, nullptr);  // m's zero point
+  if (radd) {  // the output stage making m's centred codes: bias 0, the Mul's multiplier and shift
+    const uint64_t a = c.add_data(int32_bytes({0, imul->multiplier, imul->shift}));
+    c.load(Buffer::kAccumulator, kProductStage, Range{kDram, a, a + 12}, a, DType::kInt32, {3, 1, 1, 1},
+           {0, 0, 0});
+  }
   Slots acc = qa || res || dr ? make_slots(c, Buffer::kAccumulator, 64) : Slots{};
   uint64_t prepared = UINT64_MAX;  // the weight slot whose codes scale prepared
   // # int8: two int32 tiles a tile (m's and x's), each ping-ponged: four slots of half the size.
@@ -835,19 +841,29 @@ bool lower_binary(Context& c, const Node& n, std::string* why) {
       return TileResult{Buffer::kAccumulator, t};
     }
     if (imul && radd) {  // m = x * s in m's codes, then x + m in the output's codes
+      // x's centred codes at t1 (kept for the Add), their products at t2 turned into m's centred codes by
+      // one output stage (m's codes minus its zero point: clamp(requantize, min - zp, max - zp)), each
+      // rescaled to the common grid, added: seven passes where the two lowerings apart make nine.
       const uint64_t t1 = acc.take(), t2 = acc2.take();
-      centred_products(c, a_slot, A.dt, t1, b_cur, d0, d1, bc);
-      Context::VecArgs rq;
-      rq.op = VecOp::kRequantize, rq.in = DType::kInt32, rq.out = y.dtype;
-      rq.src1_buf = rq.dst_buf = Buffer::kAccumulator, rq.src1 = rq.dst = t1, rq.d0 = d0, rq.d1 = d1;
-      rq.imm0 = imul->multiplier, rq.imm1 = imul->shift, rq.imm2 = qy->zero_point;
-      c.vec(rq);
-      subtract_zero_point(c, Buffer::kAccumulator, t1, Buffer::kAccumulator, t2, d0, d1, y.dtype, kConvY,
-                          DType::kInt32);
-      rescale_int32(c, Buffer::kAccumulator, t2, d0, d1, x_first ? radd->b : radd->a);
       subtract_zero_point(c, Buffer::kInput, a_slot, Buffer::kAccumulator, t1, d0, d1, A.dt, kConvA,
                           DType::kInt32);
+      Context::VecArgs mu;
+      mu.op = VecOp::kMul, mu.in = mu.out = DType::kInt32, mu.src1_buf = mu.dst_buf = Buffer::kAccumulator;
+      mu.src1 = t1, mu.dst = t2, mu.src2_buf = Buffer::kWeight, mu.src2 = b_cur, mu.d0 = d0, mu.d1 = d1;
+      mu.bcast = bc;
+      c.vec(mu);
+      Context::VecArgs os;
+      os.op = VecOp::kOutput, os.in = os.out = DType::kInt32, os.bcast = Bcast::kScalar;
+      os.src1_buf = os.dst_buf = Buffer::kAccumulator, os.src1 = os.dst = t2;
+      os.src2_buf = Buffer::kAccumulator, os.src2 = kProductStage, os.d0 = d0, os.d1 = d1;
+      os.imm0 = f32_imm(static_cast<float>(isa::numerics::dtype_min(y.dtype) - qy->zero_point));
+      os.imm1 = f32_imm(static_cast<float>(isa::numerics::dtype_max(y.dtype) - qy->zero_point));
+      c.vec(os);
+      rescale_int32(c, Buffer::kAccumulator, t2, d0, d1, x_first ? radd->b : radd->a);
       rescale_int32(c, Buffer::kAccumulator, t1, d0, d1, x_first ? radd->a : radd->b);
+      Context::VecArgs rq;
+      rq.in = DType::kInt32, rq.src1_buf = rq.dst_buf = Buffer::kAccumulator, rq.src1 = rq.dst = t1;
+      rq.op = VecOp::kRequantize, rq.d0 = d0, rq.d1 = d1;
       Context::VecArgs ad;
       ad.op = VecOp::kAdd, ad.in = ad.out = DType::kInt32;
       ad.src1_buf = ad.dst_buf = ad.src2_buf = Buffer::kAccumulator, ad.src1 = ad.dst = t1, ad.src2 = t2;
