@@ -6,6 +6,7 @@
 #include "compiler/backend/fusion/deferred_residual.h"
 #include "compiler/backend/fusion/post_affine.h"
 #include "compiler/backend/fusion/pre_affine.h"
+#include "compiler/backend/fusion/pre_norm.h"
 #include "compiler/backend/fusion/pre_pool.h"
 #include "compiler/backend/fusion/pre_scale.h"
 #include "compiler/backend/fusion/project_tail.h"
@@ -41,6 +42,14 @@ void Groups::begin(size_t i, Placement placement, bool plannable) {
   // conv's constants take the accumulator's top before any other reservation is planned.
   if (plannable && placement == Placement::kNpuVector) plan_pre_affine(c_, i);
   if (placement == Placement::kNpuMatrix) begin_pre_affine(c_, i);
+  // A LayerNorm whose rows the residency planner leaves on chip for its GEMM (residency.h) keeps that; else
+  // the GEMM may apply it in its loads (pre_norm.h): its rows never stored.
+  const bool layernorm = c_.g.nodes[i].op_type == "LayerNormalization";
+  if (plannable && placement == Placement::kNpuVector && layernorm) {
+    plan_on_chip(c_, i);
+    if (!keeps_on_chip(c_, c_.g.nodes[i].outputs[0])) plan_pre_norm(c_, i);
+  }
+  if (placement == Placement::kNpuMatrix) begin_pre_norm(c_, i);
   // A max pool its pointwise conv does on its tiles (pre_pool.h): the window rows at the input's top.
   if (plannable && placement == Placement::kNpuVector) plan_pre_pool(c_, i);
   if (placement == Placement::kNpuMatrix) begin_pre_pool(c_, i);
@@ -50,9 +59,6 @@ void Groups::begin(size_t i, Placement placement, bool plannable) {
   // A reader fused into the conv before it was lowered with it: nothing to plan.
   fused_reader_ = conv_pool_.fused && (conv_pool_.pool == i || fused_project(i));
   if (plannable && !fused_reader_ && placement == Placement::kNpuMatrix && !yield_to_line_buffer(c_, i))
-    plan_on_chip(c_, i);
-  // A LayerNorm's rows for the GEMM after it (residency.h: rows_left_on_chip).
-  if (plannable && placement == Placement::kNpuVector && c_.g.nodes[i].op_type == "LayerNormalization")
     plan_on_chip(c_, i);
   if (plannable && placement == Placement::kNpuVector) plan_se_hold(c_, i);
   // A MatMul's layer scale and residual in its epilogue (project_tail.h).
@@ -66,6 +72,7 @@ void Groups::begin(size_t i, Placement placement, bool plannable) {
   // accumulator): the map's DRAM round trip is the larger of the two.
   if (plannable && placement == Placement::kNpuMatrix &&
       c_.fusion.pre_affine.reader != static_cast<int64_t>(i) &&
+      c_.fusion.pre_norm.reader != static_cast<int64_t>(i) &&
       c_.fusion.pre_pool.reader != static_cast<int64_t>(i) &&
       c_.fusion.pre_scale.reader != static_cast<int64_t>(i) && plan_conv_pool(c_, i, &pair_))
     c_.fusion.conv_pool = &pair_;
@@ -76,6 +83,7 @@ bool Groups::member(size_t i, LayerPlan& plan) const {
   const Node& n = c_.g.nodes[i];
   if (se_pool_member(c_, i, plan)) return true;
   if (pre_affine_member(c_, i, plan)) return true;
+  if (pre_norm_member(c_, i, plan)) return true;
   if (pre_pool_member(c_, i, plan)) return true;
   if (pre_scale_member(c_, i, plan)) return true;
   if (project_tail_member(c_, i, plan)) return tail_member_ = true;
@@ -118,6 +126,7 @@ bool Groups::fused_project(size_t i) const {
 int64_t Groups::declined(size_t i) {
   deferred_residual_declined(c_, i);
   if (const int64_t k = pre_affine_declined(c_, i); k >= 0) return k;
+  if (const int64_t k = pre_norm_declined(c_, i); k >= 0) return k;
   if (const int64_t k = pre_pool_declined(c_, i); k >= 0) return k;
   return pre_scale_declined(c_, i);
 }
@@ -144,6 +153,7 @@ void Groups::finish(size_t i, LayerPlan& plan) {
   const Node& n = c_.g.nodes[i];
   // First: their reservations end before residency recounts the scratchpad's live regions.
   finish_pre_affine(c_, i, plan);
+  finish_pre_norm(c_, i, plan);
   finish_pre_pool(c_, i, plan);
   finish_pre_scale(c_, i, plan);
   c_.fusion.conv_pool = nullptr;
