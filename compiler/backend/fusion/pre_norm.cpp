@@ -12,8 +12,8 @@
 #include "compiler/backend/fusion/pre_affine.h"
 #include "compiler/backend/int8/int8.h"
 #include "compiler/backend/memory/movement.h"
-#include "compiler/backend/vector/vector_tiling.h"
 #include "compiler/backend/vector/rowwise.h"
+#include "compiler/backend/vector/vector_tiling.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/precision.h"
 #include "isa/numerics.h"
@@ -294,8 +294,8 @@ int64_t pre_norm_steps(const Context& c) {
   return 5 + (p.gamma && p.beta ? 2 : 0) + (p.codes ? 3 : 0);
 }
 
-bool load_pre_norm(Context& c, Buffer buf, uint64_t sram, const Range& dram_range, uint64_t dram_addr, DType t,
-                   const std::array<int64_t, 4>& s, const std::array<int64_t, 3>& st,
+bool load_pre_norm(Context& c, Buffer buf, uint64_t sram, const Range& dram_range, uint64_t dram_addr,
+                   DType t, const std::array<int64_t, 4>& s, const std::array<int64_t, 3>& st,
                    const std::array<int64_t, 4>& pads) {
   PreNorm& p = c.fusion.pre_norm;
   if (!applies_now(c) || !p.serves(static_cast<int64_t>(c.layer), dram_range)) return false;
@@ -313,8 +313,8 @@ bool load_pre_norm(Context& c, Buffer buf, uint64_t sram, const Range& dram_rang
   if (p.hold) {
     // One box a chunk of rows: the walk may emit them one at a time between its array instructions.
     for (int64_t r0 = 0; r0 < rows_in; r0 += p.chunk)
-      p.held.push_back({buf, sram + static_cast<uint64_t>(r0 * p.D * ey), p.D, std::min(p.chunk, rows_in - r0),
-                        1, 0, t});
+      p.held.push_back(
+          {buf, sram + static_cast<uint64_t>(r0 * p.D * ey), p.D, std::min(p.chunk, rows_in - r0), 1, 0, t});
   } else {
     apply_rows(c, p, buf, sram, rows_in);
   }
@@ -357,7 +357,8 @@ void finish_pre_norm(Context& c, size_t i, const LayerPlan& plan) {
     // Its layer's plan (recorded as a member) says what ran instead.
     LayerPlan& ln = c.result.layers[static_cast<size_t>(p.node)];
     ln.mapping = fmt::format(
-        "row-wise layernorm lowered apart, before '{}' (simulated faster than in that GEMM's loads), stored once",
+        "row-wise layernorm lowered apart, before '{}' (simulated faster than in that GEMM's loads), stored "
+        "once",
         c.g.nodes[i].name);
     ln.fused_into.clear();
     ln.fusion_group.clear();

@@ -22,9 +22,9 @@
 // the array with constant weights, nor one a mapping file places or tiles (or whose GEMM's tiling it
 // imposes). Chosen by simulation against the LayerNorm's own layer (pre_norm_choose); a LayerNorm whose rows
 // the residency planner leaves on chip for the GEMM (residency.h) keeps that instead.
+#include <array>
 #include <cstddef>
 #include <cstdint>
-#include <array>
 #include <functional>
 #include <vector>
 
@@ -52,8 +52,8 @@ bool carries_pre_norm(const Context& c);
 int64_t pre_norm_steps(const Context& c);
 // The GEMM's lowering, once its job is built: `emit` emits its code (the caller's mapping search and walk,
 // undone after). When the GEMM carries the LayerNorm, its code with the LayerNorm in its loads and the
-// LayerNorm's own layer (lowered apart, its rows through DRAM) followed by the GEMM's code without it are both
-// emitted, timed to when they end, and undone; where the second ends sooner, the LayerNorm's layer is
+// LayerNorm's own layer (lowered apart, its rows through DRAM) followed by the GEMM's code without it are
+// both emitted, timed to when they end, and undone; where the second ends sooner, the LayerNorm's layer is
 // emitted now and the GEMM's loads leave its rows as they are (the GEMM then emits its code as usual).
 void pre_norm_choose(Context& c, const std::function<void()>& emit);
 // Context::load's hook: a LOAD of the LayerNorm's output while its reader is lowered; emits the LOAD of its
