@@ -175,9 +175,10 @@ void plan_pre_norm(Context& c, size_t i) {
   if (j < 0) return;
   const Node& gemm = g.nodes[static_cast<size_t>(j)];
   if (!reader_map_free(c, ln, gemm)) return;
-  // A mapping file tiling the GEMM may impose a reduction chunk other than the row.
+  // A mapping file tiling the GEMM with a reduction chunk other than the row (--mapping-out writes the row).
+  const RowwiseForm f = *rowwise_form(g, ln);
   if (const LayerMapping* m = c.options.mapping ? c.options.mapping->find(gemm.name) : nullptr;
-      m && m->has_tiling())
+      m && m->tile_k && *m->tile_k != f.row)
     return;
   // Another map its loads carry already (one input, one map).
   const auto reader = static_cast<int64_t>(j);
@@ -191,7 +192,6 @@ void plan_pre_norm(Context& c, size_t i) {
   if (x.strided() || y.strided() || !onnx_order(x) || !onnx_order(y) || x.shape != y.shape) return;
   // y must be in DRAM when the GEMM loads it: not a value kept on chip in its place.
   if (c.fusion.kept_on_chip.count(yv) || (c.fusion.on_chip.value == yv && c.fusion.on_chip.pending)) return;
-  const RowwiseForm f = *rowwise_form(g, ln);
   const quant::PrecisionPlan* plan = c.options.plan;
   const quant::QParams* qy = nullptr;
   const quant::QParams* qx = nullptr;

@@ -39,7 +39,8 @@ struct NormRun {
 
 // Compiled with the LayerNorm as one row-wise layer and run on the datapath; `fusion`: CompileOptions::
 // keep_on_chip (off: every layer alone, its output through DRAM).
-void compile_run(const Graph& g, const isa::NpuConfig& config, isa::DType precision, bool fusion, NormRun* r) {
+void compile_run(const Graph& g, const isa::NpuConfig& config, isa::DType precision, bool fusion,
+                 NormRun* r) {
   r->lowered = g;
   PipelineOptions whole;
   whole.whole_row_limit = rowwise_row_limit(config);
