@@ -222,11 +222,16 @@ bool pre_affine_member(Context& c, size_t i, LayerPlan& plan) {
       "VEC mul + add bcast row (per-channel affine){} in the loads of '{}' (each of its input tiles loaded "
       "from this layer's input and mapped in place: this layer's output never goes to DRAM)",
       act.empty() ? "" : " + " + act, reader);
-  plan.fused_into = reader;
-  plan.on_chip_input = n.inputs[0];
-  plan.on_chip_bytes_saved = 2 * p.bytes;
-  plan.fusion_group = "pre_affine:" + reader;
+  reader_map_plan(plan, n, reader, p.bytes, "pre_affine");
   return true;
+}
+
+void reader_map_plan(LayerPlan& plan, const Node& map, const std::string& reader, int64_t bytes,
+                     const char* kind) {
+  plan.fused_into = reader;
+  plan.on_chip_input = map.inputs[0];
+  plan.on_chip_bytes_saved = 2 * bytes;
+  plan.fusion_group = fmt::format("{}:{}", kind, reader);
 }
 
 void begin_pre_affine(Context& c, size_t i) {

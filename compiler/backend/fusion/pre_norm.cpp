@@ -252,10 +252,7 @@ bool pre_norm_member(Context& c, size_t i, LayerPlan& plan) {
       "its input tiles of whole rows loaded from this layer's input and normalised in place: this layer's "
       "output never goes to DRAM)",
       p.gamma ? ", mul gamma" : "", p.beta ? ", add beta" : "", reader);
-  plan.fused_into = reader;
-  plan.on_chip_input = n.inputs[0];
-  plan.on_chip_bytes_saved = 2 * p.bytes;
-  plan.fusion_group = "pre_norm:" + reader;
+  reader_map_plan(plan, n, reader, p.bytes, "pre_norm");
   return true;
 }
 
