@@ -37,6 +37,7 @@ bool yield_to_line_buffer(const Context& c, size_t i) {
 void Groups::begin(size_t i, Placement placement, bool plannable) {
   kept_output_.reset();
   tail_member_ = false;
+  norm_member_ = false;
   if (siblings_.covers(i)) return;  // lowered with the first of its siblings: nothing to plan
   // A BatchNormalization (and activation) its pointwise conv applies in its loads (pre_affine.h); the
   // conv's constants take the accumulator's top before any other reservation is planned.
@@ -83,7 +84,7 @@ bool Groups::member(size_t i, LayerPlan& plan) const {
   const Node& n = c_.g.nodes[i];
   if (se_pool_member(c_, i, plan)) return true;
   if (pre_affine_member(c_, i, plan)) return true;
-  if (pre_norm_member(c_, i, plan)) return true;
+  if (pre_norm_member(c_, i, plan)) return norm_member_ = true;
   if (pre_pool_member(c_, i, plan)) return true;
   if (pre_scale_member(c_, i, plan)) return true;
   if (project_tail_member(c_, i, plan)) return tail_member_ = true;
@@ -180,7 +181,9 @@ void Groups::record_choice(LayerPlan& plan) const {
   // A depthwise conv fused into the conv before it has no placement of its own to write (lowered layer
   // by layer, the back end chooses between the array and the vector unit).
   // Nor does a project GEMM's layer scale or residual (project_tail.h): placed, they run layer by layer.
-  if (!(fused_reader_ && conv_pool_.depthwise && conv_pool_.pool == c_.layer) && !tail_member_)
+  // Nor does a LayerNorm in its GEMM's loads: placed, it runs as a layer of its own (pre_norm.h).
+  if (!(fused_reader_ && conv_pool_.depthwise && conv_pool_.pool == c_.layer) && !tail_member_ &&
+      !norm_member_)
     plan.chosen.placement = plan.placement;
 }
 

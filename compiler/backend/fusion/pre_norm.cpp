@@ -175,6 +175,11 @@ void plan_pre_norm(Context& c, size_t i) {
   if (j < 0) return;
   const Node& gemm = g.nodes[static_cast<size_t>(j)];
   if (!reader_map_free(c, ln, gemm)) return;
+  // A mapping file placing the LayerNorm runs it as a layer of its own (--mapping-out writes no placement for
+  // one taken).
+  if (const LayerMapping* m = c.options.mapping ? c.options.mapping->find(ln.name) : nullptr;
+      m && m->placement)
+    return;
   // A mapping file tiling the GEMM with a reduction chunk other than the row (--mapping-out writes the row).
   const RowwiseForm f = *rowwise_form(g, ln);
   if (const LayerMapping* m = c.options.mapping ? c.options.mapping->find(gemm.name) : nullptr;

@@ -19,9 +19,10 @@
 //
 // Not a LayerNorm over other axes or with runtime gamma / beta, whose output another node (or the graph)
 // reads, whose input or output lies strided or out of ONNX order, whose GEMM reads it as B or is not on
-// the array with constant weights, nor one a mapping file places or tiles (or whose GEMM's tiling it
-// imposes). Chosen by simulation against the LayerNorm's own layer (pre_norm_choose); a LayerNorm whose rows
-// the residency planner leaves on chip for the GEMM (residency.h) keeps that instead.
+// the array with constant weights, nor one a mapping file places (`placement: vector` keeps it a layer of its
+// own; --mapping-out writes none for one taken) or tiles, nor a GEMM a mapping file tiles with a reduction
+// chunk other than the row. Chosen by simulation against the LayerNorm's own layer (pre_norm_choose); a
+// LayerNorm whose rows the residency planner leaves on chip for the GEMM (residency.h) keeps that instead.
 #include <array>
 #include <cstddef>
 #include <cstdint>
