@@ -32,7 +32,7 @@ constexpr int64_t kConstBytes = 64;
 // once a chunk, a few cycles against a chunk's hundreds).
 constexpr int64_t kMaxChunkRows = 256;
 
-bool onnx_order(const DramTensor& t) {
+bool rows_in_onnx_order(const DramTensor& t) {
   for (size_t k = 0; k < t.layout.size(); ++k)
     if (t.layout[k] != static_cast<int>(k)) return false;
   return true;
@@ -88,7 +88,7 @@ void load_constants(Context& c, PreNorm& p) {
 
 // The LayerNorm's layer lowered apart while its GEMM is being lowered: its code tagged with its own layer,
 // under its own precision scope, its reservation in the accumulator given back first.
-void lower_apart(Context& c, PreNorm& p) {
+void lower_norm_apart(Context& c, PreNorm& p) {
   if (!p.apart) c.fusion.acc_reserved -= p.reserved;
   p.apart = true;
   const Node& ln = c.g.nodes[static_cast<size_t>(p.node)];
@@ -123,7 +123,7 @@ void pre_norm_choose(Context& c, const std::function<void()>& emit) {
     const FusionState state = c.fusion;
     const int64_t first = c.em.size();
     if (apart) {
-      lower_apart(c, c.fusion.pre_norm);
+      lower_norm_apart(c, c.fusion.pre_norm);
     } else {
       load_constants(c, c.fusion.pre_norm);
     }
@@ -143,7 +143,7 @@ void pre_norm_choose(Context& c, const std::function<void()>& emit) {
   const int64_t with = timed(false, nullptr);
   const int64_t without = timed(true, &ln_cycles);
   if (with <= without) return load_constants(c, c.fusion.pre_norm);
-  lower_apart(c, c.fusion.pre_norm);
+  lower_norm_apart(c, c.fusion.pre_norm);
   c.fusion.pre_norm.apart_cycles = ln_cycles;
 }
 
@@ -194,7 +194,8 @@ void plan_pre_norm(Context& c, size_t i) {
   if (!c.tensors.count(xv) || !c.tensors.count(yv)) return;
   const DramTensor& y = c.tensor(yv);
   const DramTensor& x = c.tensor(xv);
-  if (x.strided() || y.strided() || !onnx_order(x) || !onnx_order(y) || x.shape != y.shape) return;
+  if (x.strided() || y.strided() || !rows_in_onnx_order(x) || !rows_in_onnx_order(y) || x.shape != y.shape)
+    return;
   // y must be in DRAM when the GEMM loads it: not a value kept on chip in its place.
   if (c.fusion.kept_on_chip.count(yv) || (c.fusion.on_chip.value == yv && c.fusion.on_chip.pending)) return;
   const quant::PrecisionPlan* plan = c.options.plan;
