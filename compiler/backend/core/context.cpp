@@ -7,6 +7,7 @@
 
 #include "compiler/backend/fusion/post_affine.h"
 #include "compiler/backend/fusion/pre_affine.h"
+#include "compiler/backend/fusion/pre_norm.h"
 #include "compiler/backend/fusion/pre_pool.h"
 #include "compiler/backend/fusion/pre_scale.h"
 #include "compiler/backend/fusion/store_pool.h"
@@ -337,6 +338,9 @@ int Context::load(isa::Buffer buf, uint64_t sram, const Range& dram_range, uint6
                   int64_t pad_value) {
   // A LOAD that carries an affine map from its source (fusion/pre_affine.h).
   if (fusion.pre_affine.node >= 0 && load_pre_affine(*this, buf, sram, dram_range, dram_addr, t, s, st, pads))
+    return static_cast<int>(em.size()) - 1;
+  // A LOAD whose tile's rows a LayerNorm normalises (fusion/pre_norm.h).
+  if (fusion.pre_norm.node >= 0 && load_pre_norm(*this, buf, sram, dram_range, dram_addr, t, s, st, pads))
     return static_cast<int>(em.size()) - 1;
   // A LOAD whose tile a max pool fills from its input's window (fusion/pre_pool.h).
   if (fusion.pre_pool.node >= 0 && load_pre_pool(*this, buf, sram, dram_range, dram_addr, t, s, st, pads))

@@ -186,6 +186,36 @@ struct PreAffine : ReaderMap {  // node: the BatchNormalization's layer
   std::vector<Box> held;
 };
 
+// A LayerNormalization before a GEMM applied where the GEMM loads its input (pre_norm.h): the GEMM's LOADs
+// of the LayerNorm's output x read its input y instead, each followed by the LayerNorm's steps on the tile's
+// rows. x is never written, the LayerNorm's layer emits nothing.
+struct PreNorm : ReaderMap {  // node: the LayerNormalization's layer
+  uint64_t x_addr = 0;        // x's first element (the GEMM's loads are of x)
+  Range y;                    // the LayerNorm's input: the DRAM it spans ...
+  uint64_t y_addr = 0;        // ... and its first element
+  isa::DType x_dtype = isa::DType::kFp32, y_dtype = isa::DType::kFp32;
+  int64_t D = 0;                     // the row's elements (the GEMM's K)
+  bool gamma = false, beta = false;  // LayerNorm's scale and bias given
+  float epsilon = 1e-5f;
+  isa::DType work = isa::DType::kFp32;  // the steps' compute format (int8: fp32)
+  // # int8: y's and x's codes (the steps dequantize y's and write x's, as the layer's own lowering).
+  bool codes = false;
+  const quant::QParams* qx = nullptr;  // the steps' input codes: y's
+  const quant::QParams* qy = nullptr;  // ... and their output codes: x's
+  int64_t chunk = 0;                   // rows the steps take at a time (their statistics and work tiles)
+  // Accumulator bytes while the GEMM is lowered: conversion constants (base, base + 16), epsilon (base + 32),
+  // gamma, beta, the statistics m and v (chunk values each), the work tile(s) of chunk rows.
+  uint64_t base = 0, gamma_at = 0, beta_at = 0, m_at = 0, v_at = 0, work_at = 0, work2_at = 0;
+  bool begun = false;  // the GEMM's lowering reserved them
+  bool ready = false;  // ... and loaded the constants: its loads apply the LayerNorm (pre_norm_choose)
+  bool apart = false;  // ... and its simulation chose the LayerNorm lowered apart before it (pre_norm_choose)
+  int64_t apart_cycles = 0;  // the LayerNorm's figure of that simulation (its plan's estimate)
+  // While `hold` (the walk loading the next input tile ahead: pre_affine.h, hold_pre_affine), each LOAD's
+  // steps wait in `held` (d0 = D, d1 = rows) until the walk emits them.
+  bool hold = false;
+  std::vector<PreAffine::Box> held;
+};
+
 // A max pool of stride 1 before a pointwise conv (GoogLeNet's branch-4 pool -> 1x1 conv) done on the conv's
 // tiles (pre_pool.h): the conv's LOADs of the pool's output x become LOADs of the pool's input window (halo
 // and padding) into scratch rows at the top of the input scratchpad and one VEC max_pool each into the tile.
@@ -312,6 +342,8 @@ struct FusionState {
   std::vector<DeferredResidual> deferred;  // several may wait at once (det: one per level)
   // ---- an affine map and activation in its reader's loads (pre_affine.h) ----
   PreAffine pre_affine;
+  // ---- a LayerNorm in its GEMM's loads (pre_norm.h) ----
+  PreNorm pre_norm;
   // ---- a max pool on its reader's tiles (pre_pool.h) ----
   PrePool pre_pool;
   // ---- an SE block's channel scale in its project conv's loads (pre_scale.h) ----

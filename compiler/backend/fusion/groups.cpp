@@ -6,6 +6,7 @@
 #include "compiler/backend/fusion/deferred_residual.h"
 #include "compiler/backend/fusion/post_affine.h"
 #include "compiler/backend/fusion/pre_affine.h"
+#include "compiler/backend/fusion/pre_norm.h"
 #include "compiler/backend/fusion/pre_pool.h"
 #include "compiler/backend/fusion/pre_scale.h"
 #include "compiler/backend/fusion/project_tail.h"
@@ -37,11 +38,20 @@ bool yield_to_line_buffer(const Context& c, size_t i) {
 void Groups::begin(size_t i, Placement placement, bool plannable) {
   kept_output_.reset();
   tail_member_ = false;
+  norm_member_ = false;
   if (siblings_.covers(i)) return;  // lowered with the first of its siblings: nothing to plan
   // A BatchNormalization (and activation) its pointwise conv applies in its loads (pre_affine.h); the
   // conv's constants take the accumulator's top before any other reservation is planned.
   if (plannable && placement == Placement::kNpuVector) plan_pre_affine(c_, i);
   if (placement == Placement::kNpuMatrix) begin_pre_affine(c_, i);
+  // A LayerNorm whose rows the residency planner leaves on chip for its GEMM (residency.h) keeps that; else
+  // the GEMM may apply it in its loads (pre_norm.h): its rows never stored.
+  const bool layernorm = c_.g.nodes[i].op_type == "LayerNormalization";
+  if (plannable && placement == Placement::kNpuVector && layernorm) {
+    plan_on_chip(c_, i);
+    if (!keeps_on_chip(c_, c_.g.nodes[i].outputs[0])) plan_pre_norm(c_, i);
+  }
+  if (placement == Placement::kNpuMatrix) begin_pre_norm(c_, i);
   // A max pool its pointwise conv does on its tiles (pre_pool.h): the window rows at the input's top.
   if (plannable && placement == Placement::kNpuVector) plan_pre_pool(c_, i);
   if (placement == Placement::kNpuMatrix) begin_pre_pool(c_, i);
@@ -51,9 +61,6 @@ void Groups::begin(size_t i, Placement placement, bool plannable) {
   // A reader fused into the conv before it was lowered with it: nothing to plan.
   fused_reader_ = conv_pool_.fused && (conv_pool_.pool == i || fused_project(i));
   if (plannable && !fused_reader_ && placement == Placement::kNpuMatrix && !yield_to_line_buffer(c_, i))
-    plan_on_chip(c_, i);
-  // A LayerNorm's rows for the GEMM after it (residency.h: rows_left_on_chip).
-  if (plannable && placement == Placement::kNpuVector && c_.g.nodes[i].op_type == "LayerNormalization")
     plan_on_chip(c_, i);
   if (plannable && placement == Placement::kNpuVector) plan_se_hold(c_, i);
   // A MatMul's layer scale and residual in its epilogue (project_tail.h).
@@ -67,6 +74,7 @@ void Groups::begin(size_t i, Placement placement, bool plannable) {
   // accumulator): the map's DRAM round trip is the larger of the two.
   if (plannable && placement == Placement::kNpuMatrix &&
       c_.fusion.pre_affine.reader != static_cast<int64_t>(i) &&
+      c_.fusion.pre_norm.reader != static_cast<int64_t>(i) &&
       c_.fusion.pre_pool.reader != static_cast<int64_t>(i) &&
       c_.fusion.pre_scale.reader != static_cast<int64_t>(i) && plan_conv_pool(c_, i, &pair_))
     c_.fusion.conv_pool = &pair_;
@@ -79,6 +87,7 @@ bool Groups::member(size_t i, LayerPlan& plan) const {
   if (se_pool_member(c_, i, plan)) return true;
   if (store_pool_member(c_, i, plan)) return true;
   if (pre_affine_member(c_, i, plan)) return true;
+  if (pre_norm_member(c_, i, plan)) return norm_member_ = true;
   if (pre_pool_member(c_, i, plan)) return true;
   if (pre_scale_member(c_, i, plan)) return true;
   if (project_tail_member(c_, i, plan)) return tail_member_ = true;
@@ -121,6 +130,7 @@ bool Groups::fused_project(size_t i) const {
 int64_t Groups::declined(size_t i) {
   deferred_residual_declined(c_, i);
   if (const int64_t k = pre_affine_declined(c_, i); k >= 0) return k;
+  if (const int64_t k = pre_norm_declined(c_, i); k >= 0) return k;
   if (const int64_t k = pre_pool_declined(c_, i); k >= 0) return k;
   return pre_scale_declined(c_, i);
 }
@@ -148,6 +158,7 @@ void Groups::finish(size_t i, LayerPlan& plan) {
   // First: their reservations end before residency recounts the scratchpad's live regions.
   finish_store_pool(c_, i, plan);
   finish_pre_affine(c_, i, plan);
+  finish_pre_norm(c_, i, plan);
   finish_pre_pool(c_, i, plan);
   finish_pre_scale(c_, i, plan);
   c_.fusion.conv_pool = nullptr;
@@ -174,7 +185,9 @@ void Groups::record_choice(LayerPlan& plan) const {
   // A depthwise conv fused into the conv before it has no placement of its own to write (lowered layer
   // by layer, the back end chooses between the array and the vector unit).
   // Nor does a project GEMM's layer scale or residual (project_tail.h): placed, they run layer by layer.
-  if (!(fused_reader_ && conv_pool_.depthwise && conv_pool_.pool == c_.layer) && !tail_member_)
+  // Nor does a LayerNorm in its GEMM's loads: placed, it runs as a layer of its own (pre_norm.h).
+  if (!(fused_reader_ && conv_pool_.depthwise && conv_pool_.pool == c_.layer) && !tail_member_ &&
+      !norm_member_)
     plan.chosen.placement = plan.placement;
 }
 

@@ -74,6 +74,7 @@ class Groups {
   bool fused_reader_ = false;         // the current layer is the reader of conv_pool_ or its project conv
   std::optional<bool> kept_output_;   // Conv layers: whether the output stayed on chip
   mutable bool tail_member_ = false;  // the current layer is a Mul or Add run by its MatMul's epilogue
+  mutable bool norm_member_ = false;  // ... or a LayerNorm run in its GEMM's loads (pre_norm.h)
 };
 
 }  // namespace npusim::compiler::backend

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "compiler/backend/fusion/pre_norm.h"
 #include "compiler/backend/int8/int8.h"
 #include "compiler/backend/matrix/matrix_walk.h"
 #include "compiler/passes/lowered.h"
@@ -221,11 +222,16 @@ bool pre_affine_member(Context& c, size_t i, LayerPlan& plan) {
       "VEC mul + add bcast row (per-channel affine){} in the loads of '{}' (each of its input tiles loaded "
       "from this layer's input and mapped in place: this layer's output never goes to DRAM)",
       act.empty() ? "" : " + " + act, reader);
-  plan.fused_into = reader;
-  plan.on_chip_input = n.inputs[0];
-  plan.on_chip_bytes_saved = 2 * p.bytes;
-  plan.fusion_group = "pre_affine:" + reader;
+  reader_map_plan(plan, n, reader, p.bytes, "pre_affine");
   return true;
+}
+
+void reader_map_plan(LayerPlan& plan, const Node& map, const std::string& reader, int64_t bytes,
+                     const char* kind) {
+  plan.fused_into = reader;
+  plan.on_chip_input = map.inputs[0];
+  plan.on_chip_bytes_saved = 2 * bytes;
+  plan.fusion_group = fmt::format("{}:{}", kind, reader);
 }
 
 void begin_pre_affine(Context& c, size_t i) {
@@ -281,16 +287,18 @@ bool load_pre_affine(Context& c, Buffer buf, uint64_t sram, const Range& dram_ra
 }
 
 bool carries_pre_affine(const Context& c) {
-  return c.fusion.pre_affine.carried_by(static_cast<int64_t>(c.layer));
+  return c.fusion.pre_affine.carried_by(static_cast<int64_t>(c.layer)) || carries_pre_norm(c);
 }
 
 void hold_pre_affine(Context& c) {
+  if (carries_pre_norm(c)) return hold_pre_norm(c);
   PreAffine& p = c.fusion.pre_affine;
   if (p.hold || !p.held.empty()) throw std::logic_error("pre_affine: a hold while another is held");
   p.hold = true;
 }
 
 std::vector<PreAffine::Box> release_pre_affine(Context& c) {
+  if (carries_pre_norm(c)) return release_pre_norm(c);
   PreAffine& p = c.fusion.pre_affine;
   p.hold = false;
   std::vector<PreAffine::Box> boxes;
@@ -299,13 +307,14 @@ std::vector<PreAffine::Box> release_pre_affine(Context& c) {
 }
 
 void emit_pre_affine_maps(Context& c, const std::vector<PreAffine::Box>& boxes) {
+  if (carries_pre_norm(c)) return emit_pre_norm(c, boxes);
   for (const PreAffine::Box& b : boxes) apply_box(c, c.fusion.pre_affine, b);
 }
 
 bool maps_its_loads(const Context& c) {
   const auto layer = static_cast<int64_t>(c.layer);
-  return c.fusion.pre_affine.carried_by(layer) || c.fusion.pre_pool.carried_by(layer) ||
-         c.fusion.pre_scale.carried_by(layer);
+  return c.fusion.pre_affine.carried_by(layer) || carries_pre_norm(c) ||
+         c.fusion.pre_pool.carried_by(layer) || c.fusion.pre_scale.carried_by(layer);
 }
 
 int64_t pre_affine_declined(Context& c, size_t i) {

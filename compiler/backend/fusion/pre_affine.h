@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -96,6 +97,12 @@ void channel_runs(int64_t C, int64_t e0, const std::array<int64_t, 4>& s, const 
     }
   }
 }
+
+// The plan of a map's layer done in its reader's loads, its description aside: fused into `reader`, `map`'s
+// input the value it reads instead of its output, that output's write and read (`bytes` each) saved, the
+// group `kind:reader`.
+void reader_map_plan(LayerPlan& plan, const Node& map, const std::string& reader, int64_t bytes,
+                     const char* kind);
 
 // Whether a map done in its reader's loads may be planned for `map` and its `reader`: neither folded away
 // (a Concat's or a view's), no mapping file tiling or placing the map, nor placing the reader off the array.

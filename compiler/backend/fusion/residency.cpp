@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "compiler/backend/fusion/layer_fusion.h"
+#include "compiler/backend/fusion/pre_norm.h"
 #include "compiler/backend/fusion/se_fusion.h"
 #include "compiler/backend/matrix/depthwise.h"
 #include "compiler/backend/matrix/pixel_packing.h"
@@ -739,6 +740,8 @@ std::optional<uint64_t> rows_left_on_chip(Context& c, const std::string& value, 
 bool map_matrix_job(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm, Tiling* t,
                     int64_t* evaluated) {
   place_on_chip(c, j, s, mm);
+  // A LayerNorm in the GEMM's loads (pre_norm.h) needs whole rows a tile: one reduction chunk.
+  if (carries_pre_norm(c)) j.fixed_tc = j.C;
   *t = mm.choose(evaluated);
   if (lower_depthwise_on_vector(c, j, s, mm, *evaluated ? t : nullptr)) return true;
   if (*evaluated > 0 || j.y_sram < 0) return false;

@@ -10,6 +10,7 @@
 #include "compiler/backend/fusion/layer_fusion.h"
 #include "compiler/backend/fusion/post_affine.h"
 #include "compiler/backend/fusion/pre_affine.h"
+#include "compiler/backend/fusion/pre_norm.h"
 #include "compiler/backend/fusion/pre_pool.h"
 #include "compiler/backend/fusion/pre_scale.h"
 #include "compiler/backend/fusion/project_tail.h"
@@ -65,7 +66,8 @@ std::vector<size_t> sibling_candidates(const Graph& g, size_t i) {
   for (size_t p = 0; p < i; ++p) {
     for (const std::string& o : g.nodes[p].outputs) {
       if (o != x) continue;
-      if (pre_affine_reader(g, p) >= 0 || pre_pool_reader(g, p) >= 0 || !pre_scale_input(g, p).empty())
+      if (pre_affine_reader(g, p) >= 0 || pre_norm_reader(g, p) >= 0 || pre_pool_reader(g, p) >= 0 ||
+          !pre_scale_input(g, p).empty())
         return {};
     }
   }
@@ -175,7 +177,7 @@ SiblingGroup lower_siblings(Context& c, size_t i) {
   const FusionState& f = c.fusion;
   const auto layer = static_cast<int64_t>(i);
   if (f.conv_pool || (f.on_chip.pending && f.on_chip.producer == i) || f.pre_affine.reader == layer ||
-      f.pre_pool.reader == layer || f.pre_scale.reader == layer ||
+      f.pre_norm.reader == layer || f.pre_pool.reader == layer || f.pre_scale.reader == layer ||
       (f.post_affine.bn >= 0 && f.post_affine.producer == i))
     return none;
   std::vector<const Node*> nodes = {&c.g.nodes[i]};

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "compiler/backend/fusion/layer_fusion.h"
+#include "compiler/backend/fusion/pre_norm.h"
 #include "compiler/backend/fusion/project_tail.h"
 #include "compiler/backend/fusion/residency.h"
 #include "compiler/backend/fusion/siblings.h"
@@ -990,6 +991,11 @@ bool lower_matrix_int8(Context& c, const Node& n) {
           tail->mul, tail->add, tail->add);
     }
   }
+  // A LayerNorm in its loads, or lowered apart before it, as simulation finds faster (fusion/pre_norm.h).
+  pre_norm_choose(c, [&] {
+    Int8Job copy = j;
+    run_int8_job(c, n, copy);
+  });
   if (subsample_pointwise(j)) c.plan->mapping += ", reading only the pixels it uses (strided LOAD)";
   // Packed: the kernel at shifted positions, the epilogue's constants once per pixel of a column
   // (pixel_packing.h); a residual's rescale is not repeated (set_int8_output refuses it).

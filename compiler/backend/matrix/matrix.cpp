@@ -11,6 +11,7 @@
 
 #include "compiler/backend/core/context.h"
 #include "compiler/backend/fusion/layer_fusion.h"
+#include "compiler/backend/fusion/pre_norm.h"
 #include "compiler/backend/fusion/project_tail.h"
 #include "compiler/backend/fusion/residency.h"
 #include "compiler/backend/fusion/siblings.h"
@@ -886,6 +887,11 @@ bool lower_gemm(Context& c, const Node& n) {
                       tail->mul, tail->add, tail->add);
     }
   }
+  // A LayerNorm in its loads, or lowered apart before it, as simulation finds faster (fusion/pre_norm.h).
+  pre_norm_choose(c, [&] {
+    FloatJob copy = j;
+    run(c, copy);
+  });
   run(c, j);
   return true;
 }

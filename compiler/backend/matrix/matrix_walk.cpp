@@ -10,6 +10,7 @@
 
 #include "compiler/backend/fusion/layer_fusion.h"
 #include "compiler/backend/fusion/pre_affine.h"
+#include "compiler/backend/fusion/pre_norm.h"
 #include "compiler/backend/mapping/imposed.h"
 #include "compiler/backend/mapping/mapping.h"
 #include "compiler/backend/matrix/gemmini_policy.h"
@@ -331,6 +332,8 @@ void MatrixMapper::estimate(Tiling& t) const {
   };
   const double engines = static_cast<double>(std::max<int64_t>(1, c_.config.dma.engines));
   const int ops = s_.epilogue_ops();
+  // A LayerNorm in the loads (fusion/pre_norm.h): its steps over every input tile loaded.
+  const int64_t map_steps = pre_norm_steps(c_);
   // Tiles of several whole images (Tiling::ti): n images a tile, their rows stacked.
   const auto imgs =
       t.ti > 1 ? chunks(j_.images, t.ti) : std::vector<std::pair<int64_t, int64_t>>{{1, j_.images}};
@@ -357,6 +360,7 @@ void MatrixMapper::estimate(Tiling& t) const {
                                                                (reuse_a ? 1.0 : static_cast<double>(nn));
           load_a += a.cycles * times_a;
           bytes += box(k, j_.in_cols(w), rows, o.a) * a.skew * times_a;
+          vec += times_a * static_cast<double>(map_steps) * vec_cost(k * j_.in_cols(w) * rows);
           for (auto [n, ncnt] : nc) {
             // Per kernel position: kh*kw GEMMs reducing over the channels alone.
             const int64_t reps = per_position() ? j_.kh * j_.kw : 1;
@@ -691,7 +695,7 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
           10000 * (j_.b_sram >= 0),
       static_cast<int>(s_.ops.w), static_cast<int>(s_.ops.y), static_cast<int>(s_.ops.r), s_.ops.tile_read,
       s_.epilogue_ops());
-  key += fmt::format(" blocks {} {}", j_.a_block, j_.y_block);
+  key += fmt::format(" blocks {} {} {}", j_.a_block, j_.y_block, pre_norm_steps(c_));
   for (const auto& sg : j_.segments) key += fmt::format(" seg {} {} {}", sg[0], sg[1], j_.n_align);
   for (const Tiling& t : best) {
     key += fmt::format("|{} {} {} {} {} {} {} {} {} {}", t.gb, t.toh, t.tow, t.tc, t.tn, t.ti,
@@ -823,6 +827,11 @@ void MatrixMapper::generate(const Tiling& t) {
   int64_t ahead = -1;
   uint64_t ahead_slot = 0;
   std::vector<PreAffine::Box> ahead_map;
+  // A LayerNorm in the loads (fusion/pre_norm.h): the next tile's steps, a box of rows at a time, go between
+  // this tile's array instructions, so that the in-order queues (a few entries deep) keep both units busy;
+  // `ahead_done` of ahead_map's boxes are emitted.
+  const bool spread = t.prefetch_input && pre_norm_steps(c_) > 0;
+  size_t ahead_done = 0;
   auto load_held = [&](int64_t si, uint64_t slot, int64_t c0, int64_t tc) {
     const Spatial& s = sp[static_cast<size_t>(si)];
     hold_pre_affine(c_);
@@ -866,7 +875,9 @@ void MatrixMapper::generate(const Tiling& t) {
           std::vector<PreAffine::Box> map;
           if (ahead == si) {
             a_cur = ahead_slot;
-            map.swap(ahead_map);
+            map.assign(ahead_map.begin() + static_cast<std::ptrdiff_t>(ahead_done), ahead_map.end());
+            ahead_map.clear();
+            ahead_done = 0;
           } else {
             a_cur = a_slot[a_next];
             a_next = (a_next + 1) % 3;
@@ -975,6 +986,17 @@ void MatrixMapper::generate(const Tiling& t) {
         }
       }
       line_buffer_tile_done(c_);  // a line buffer's reader may emit work between the tiles
+      // The next spatial tile's steps: this tile's share of what is left of them (all after its last one).
+      if (spread && ahead == si + 1 && ahead_done < ahead_map.size()) {
+        const int64_t left_tiles = t.spatial_outer ? nn - jn : 1;
+        const size_t share = static_cast<size_t>(
+            ceil_div(static_cast<int64_t>(ahead_map.size() - ahead_done), std::max<int64_t>(1, left_tiles)));
+        const std::vector<PreAffine::Box> part(
+            ahead_map.begin() + static_cast<std::ptrdiff_t>(ahead_done),
+            ahead_map.begin() + static_cast<std::ptrdiff_t>(ahead_done + share));
+        emit_pre_affine_maps(c_, part);
+        ahead_done += share;
+      }
     };
     const int64_t nsp = static_cast<int64_t>(sp.size());
     if (t.spatial_outer) {

@@ -13,6 +13,7 @@
 #include "compiler/backend/fusion/layer_fusion.h"
 #include "compiler/backend/fusion/post_affine.h"
 #include "compiler/backend/fusion/pre_affine.h"
+#include "compiler/backend/fusion/pre_norm.h"
 #include "compiler/backend/fusion/pre_pool.h"
 #include "compiler/backend/fusion/pre_scale.h"
 #include "compiler/backend/fusion/project_tail.h"
@@ -175,6 +176,8 @@ MemoryLayout plan_memory(const Graph& g, const isa::NpuConfig& config, const Com
       touch(g.nodes[static_cast<size_t>(k)].outputs[0], i);
     // A map applied in its reader's loads: its input lives until the reader (pre_affine.h).
     if (const int64_t j = pre_affine_reader(g, static_cast<size_t>(i)); j >= 0)
+      touch(g.nodes[static_cast<size_t>(i)].inputs[0], static_cast<int>(j));
+    if (const int64_t j = pre_norm_reader(g, static_cast<size_t>(i)); j >= 0)
       touch(g.nodes[static_cast<size_t>(i)].inputs[0], static_cast<int>(j));
     if (const int64_t j = pre_pool_reader(g, static_cast<size_t>(i)); j >= 0)
       touch(g.nodes[static_cast<size_t>(i)].inputs[0], static_cast<int>(j));

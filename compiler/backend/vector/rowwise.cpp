@@ -102,6 +102,54 @@ void softmax_rows(Context& c, At slot, At scratch, At m, At k, int64_t D, int64_
   emit(VecOp::kAdd, i32, *y_codes, slot, scratch, D, rows, at(k, 16 + 12), Bcast::kScalar);
 }
 
+void norm_rows(Context& c, const NormRows& r, At in, At slot, At scratch, At out, int64_t rows) {
+  const auto emit = [&](VecOp op, isa::DType i, isa::DType o, At dst, At a, int64_t d0, int64_t n, At b,
+                        Bcast bc) { box_vec(c, op, i, o, dst, a, d0, n, b, bc); };
+  const isa::DType a = r.a, i32 = isa::DType::kInt32;
+  const int64_t D = r.D;
+  // The same in the compute format.
+  const auto vec = [&](VecOp op, At dst, At src, int64_t d0, int64_t n, At b = {Buffer::kInput, 0},
+                       Bcast bc = Bcast::kNone) { emit(op, a, a, dst, src, d0, n, b, bc); };
+  const auto at = [](At x, uint64_t off) { return At{x.buf, x.addr + off}; };
+  At cur = in;  // where the tile's values are
+  const auto other = [&] { return cur.buf == scratch.buf && cur.addr == scratch.addr ? slot : scratch; };
+  // An element-wise step to the tile's other place (`to_out`: to `out`, in place if it is there).
+  const auto step = [&](VecOp op, At b, Bcast bc, isa::DType i, isa::DType to, bool to_out = false) {
+    const At dst = to_out ? out : other();
+    emit(op, i, to, dst, cur, D, rows, b, bc);
+    cur = dst;
+  };
+  if (r.x_codes) {  // dequantize: (codes - zero point) -> fp32, * scale
+    step(VecOp::kSub, at(r.k, 0), Bcast::kScalar, *r.x_codes, isa::DType::kFp32);
+    step(VecOp::kMul, at(r.k, 4), Bcast::kScalar, isa::DType::kFp32, a);
+  }
+  // The result's last float step: int32 when the output is codes (their scale folded in), then + zero
+  // point into `out`; else straight into `out`.
+  const auto finish = [&](VecOp op, At b, Bcast bc) {
+    step(op, b, bc, a, r.y_codes ? i32 : a, !r.y_codes);
+    if (r.y_codes) step(VecOp::kAdd, at(r.k, 16 + 12), Bcast::kScalar, i32, *r.y_codes, true);
+  };
+  if (!r.rms) {
+    vec(VecOp::kReduceMean, r.m, cur, D, rows);
+    step(VecOp::kSub, r.m, Bcast::kCol, a, a);
+  }
+  vec(VecOp::kMul, other(), cur, D, rows, cur, Bcast::kNone);  // the squares, beside the differences
+  vec(VecOp::kReduceMean, r.v, other(), D, rows);
+  vec(VecOp::kAdd, r.v, r.v, rows, 1, at(r.k, 32), Bcast::kScalar);
+  vec(VecOp::kRsqrt, r.v, r.v, rows, 1);
+  if (r.y_codes) vec(VecOp::kDiv, r.v, r.v, rows, 1, at(r.k, 16 + 8), Bcast::kScalar);
+  if (!r.gamma && !r.beta) {
+    finish(VecOp::kMul, r.v, Bcast::kCol);
+  } else {
+    step(VecOp::kMul, r.v, Bcast::kCol, a, a);
+    if (r.gamma && r.beta) step(VecOp::kMul, r.gamma_at, Bcast::kRow, a, a);
+    if (r.beta)
+      finish(VecOp::kAdd, r.beta_at, Bcast::kRow);
+    else
+      finish(VecOp::kMul, r.gamma_at, Bcast::kRow);
+  }
+}
+
 bool is_rowwise(const Node& n) {
   return (n.domain.empty() && (n.op_type == "Softmax" || n.op_type == "LayerNormalization")) || is_rmsnorm(n);
 }
@@ -175,16 +223,9 @@ bool lower_rowwise(Context& c, const Node& n, std::string* why) {
     if (gamma) load_row(1, gamma_at);
     if (beta) load_row(2, beta_at);
   }
-  // One VEC: dst = op(a, b) over a rows x d0 box (b broadcast per `bc`), reading `in`, writing `out`.
-  auto emit = [&](VecOp op, isa::DType in, isa::DType out, At dst, At a, int64_t d0, int64_t rows, At b,
-                  Bcast bc) { box_vec(c, op, in, out, dst, a, d0, rows, b, bc); };
-  // The same in the compute format.
-  auto vec = [&](VecOp op, At dst, At a, int64_t d0, int64_t rows, At b = {Buffer::kInput, 0},
-                 Bcast bc = Bcast::kNone) { emit(op, c.act, c.act, dst, a, d0, rows, b, bc); };
   const uint64_t ex = static_cast<uint64_t>(isa::dtype_bytes(x.dtype)),
                  ey = static_cast<uint64_t>(isa::dtype_bytes(y.dtype));
   const At scratch{Buffer::kWeight, scratch_at}, acc{Buffer::kAccumulator, 0};
-  const auto at = [](At a, uint64_t off) { return At{a.buf, a.addr + off}; };
   // A LayerNorm whose output the GEMM after it reads in place (backend/fusion/residency.h): its rows are
   // written dense [R][D] where the residency planner reserved them, and nothing is stored.
   const int64_t slots_used = std::min<int64_t>(ceil_div(R, tile), kSlots);
@@ -200,48 +241,17 @@ bool lower_rowwise(Context& c, const Node& n, std::string* why) {
     const At m{Buffer::kAccumulator, st1}, v{Buffer::kAccumulator, st2};
     c.load(sl.buf, sl.addr, x.range(), x.addr + static_cast<uint64_t>(r0 * D) * ex, x.dtype, {D, rows, 1, 1},
            {D, 0, 0});
-    At cur = sl;  // where the tile's values are
-    const auto other = [&] { return cur.buf == sl.buf ? scratch : sl; };
-    // An element-wise step to the tile's other place (`to_slot`: to the slot, in place if it is there).
-    const auto step = [&](VecOp op, At b, Bcast bc, isa::DType in, isa::DType to, bool to_slot = false) {
-      const At dst = to_slot ? out : other();
-      emit(op, in, to, dst, cur, D, rows, b, bc);
-      cur = dst;
-    };
     if (softmax) {
       softmax_rows(c, sl, scratch, m, acc, D, rows, qx ? std::optional<isa::DType>(x.dtype) : std::nullopt,
                    qy ? std::optional<isa::DType>(y.dtype) : std::nullopt);
     } else {
-      const isa::DType a = c.act, i32 = isa::DType::kInt32;
-      if (qx) {  // dequantize: (codes - zero point) -> fp32, * scale
-        step(VecOp::kSub, at(acc, 0), Bcast::kScalar, x.dtype, isa::DType::kFp32);
-        step(VecOp::kMul, at(acc, 4), Bcast::kScalar, isa::DType::kFp32, a);
-      }
-      // The result's last float step: int32 when the output is codes (their scale folded in), then + zero
-      // point into the slot; else straight into the slot.
-      const auto finish = [&](VecOp op, At b, Bcast bc) {
-        step(op, b, bc, a, qy ? i32 : a, !qy);
-        if (qy) step(VecOp::kAdd, at(acc, 16 + 12), Bcast::kScalar, i32, y.dtype, true);
-      };
-      if (!rms) {
-        vec(VecOp::kReduceMean, m, cur, D, rows);
-        step(VecOp::kSub, m, Bcast::kCol, a, a);
-      }
-      vec(VecOp::kMul, other(), cur, D, rows, cur, Bcast::kNone);  // the squares, beside the differences
-      vec(VecOp::kReduceMean, v, other(), D, rows);
-      vec(VecOp::kAdd, v, v, rows, 1, at(acc, 32), Bcast::kScalar);
-      vec(VecOp::kRsqrt, v, v, rows, 1);
-      if (qy) vec(VecOp::kDiv, v, v, rows, 1, at(acc, 16 + 8), Bcast::kScalar);
-      if (!gamma && !beta) {
-        finish(VecOp::kMul, v, Bcast::kCol);
-      } else {
-        step(VecOp::kMul, v, Bcast::kCol, a, a);
-        if (gamma && beta) step(VecOp::kMul, {Buffer::kWeight, gamma_at}, Bcast::kRow, a, a);
-        if (beta)
-          finish(VecOp::kAdd, {Buffer::kWeight, beta_at}, Bcast::kRow);
-        else
-          finish(VecOp::kMul, {Buffer::kWeight, gamma_at}, Bcast::kRow);
-      }
+      NormRows r;
+      r.D = D, r.rms = rms, r.gamma = gamma, r.beta = beta, r.a = c.act;
+      r.m = m, r.v = v, r.k = acc, r.gamma_at = {Buffer::kWeight, gamma_at},
+      r.beta_at = {Buffer::kWeight, beta_at};
+      if (qx) r.x_codes = x.dtype;
+      if (qy) r.y_codes = y.dtype;
+      norm_rows(c, r, sl, sl, scratch, out, rows);
     }
     if (!y_sram)
       c.store(sl.buf, sl.addr, y.range(), y.addr + static_cast<uint64_t>(r0 * D) * ey, y.dtype,

@@ -52,6 +52,23 @@ void softmax_to_factor(Context& c, At slot, At scratch, At m, int64_t D, int64_t
 void softmax_rows(Context& c, At slot, At scratch, At m, At k, int64_t D, int64_t rows,
                   std::optional<isa::DType> x_codes, std::optional<isa::DType> y_codes);
 
+// A LayerNorm's (or an RMSNorm's) steps on `rows` rows of D elements, as lower_rowwise runs them on each
+// tile, so that a GEMM applying a LayerNorm in its loads (backend/fusion/pre_norm.h) rounds where the layer
+// does. The tile's values lie at `in` (codes of x_codes, else the compute format a); the element-wise steps
+// alternate between `slot` and `scratch` (places of rows x D in the compute format; `slot` may be `in` when
+// the values are already in it), and the last writes `out` (codes of y_codes, else the compute format,
+// the output scale folded into the per-row factor). The per-row statistics go to m and v (rows values
+// each), the conversion constants lie at k (x's at k, y's at k + 16: load_conversion_constants), epsilon at
+// k + 32, gamma and beta as rows of D in the compute format (beta divided by y's scale for codes).
+struct NormRows {
+  int64_t D = 0;
+  bool rms = false, gamma = false, beta = false;
+  isa::DType a = isa::DType::kFp32;
+  At m{}, v{}, k{}, gamma_at{}, beta_at{};
+  std::optional<isa::DType> x_codes, y_codes;
+};
+void norm_rows(Context& c, const NormRows& r, At in, At slot, At scratch, At out, int64_t rows);
+
 // Softmax or LayerNormalization (default domain), npu.RMSNormalization: the nodes lower_rowwise takes.
 bool is_rowwise(const Node& n);
 
