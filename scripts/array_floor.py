@@ -16,9 +16,10 @@ weight read from DRAM once:
 The layer floor is max(A, V, D): a layer's weights cannot stream ahead of it by more than the weight
 scratchpad (WEIGHT_KIB, tpu-v1's 256 KiB FIFO), so the layers' DRAM terms do not overlap each other's
 compute. Prints each layer and the sums: sum of max(A, V, D) (layer after layer) and max(sum A, sum V,
-sum D) (everything overlapped: the whole-model limit's form, with whole folds).
+sum D) (everything overlapped: the whole-model limit's form, with whole folds), then the array and DRAM layer
+after layer with WEIGHT_KIB (a list) of weights allowed to stream ahead of the layer that uses them.
 Usage: array_floor.py MODEL.onnx  (env: BATCH 8, R 256, C 256, BW 48.57 bytes a cycle, LANES 256,
-RESIDUAL_PASSES 3, PACK 1 to allow packing, VERBOSE)"""
+RESIDUAL_PASSES 3, PACK 1 to allow packing, WEIGHT_KIB, VERBOSE)"""
 import math, os, sys
 import onnx
 from onnx import shape_inference
@@ -81,3 +82,15 @@ sa = sum(r[1] for r in rows); sv = sum(r[2] for r in rows); sd = sum(r[3] for r 
 serial = sum(max(r[1], r[2], r[3]) for r in rows); serial_ad = sum(max(r[1], r[3]) for r in rows)
 print(f"array {sa/1e6:.3f} M, vector {sv/1e6:.3f} M, DRAM {sd/1e6:.3f} M; overlapped max {max(sa,sv,sd)/1e6:.3f} M; "
       f"layer by layer max(A, D) {serial_ad/1e6:.3f} M, max(A, V, D) {serial/1e6:.3f} M")
+# Weights staged ahead: the layers in order, each taking A once its weights are on chip; the DRAM streams every
+# layer's weights in order at its peak, at most S bytes ahead of the layers that consume them (a layer whose
+# own weights exceed S streams them while it runs).
+for s_kib in [int(x) for x in os.environ.get("WEIGHT_KIB", "256,1024,4096,8192,12288,16384").split(",")]:
+    S = s_kib * 1024; cums, ends = [], []; cum = dram = t = 0.0
+    for l, (_, a, v, d, p, res) in enumerate(rows):
+        cum += d * BW; cums.append(cum)
+        j = next(k for k, c in enumerate(cums) if c >= cum - S)
+        free = 0.0 if cum <= S else (ends[j] if j < l else (ends[l - 1] if l else 0.0))
+        dram = max(dram, free) + d
+        t = max(t + a, dram); ends.append(t)
+    print(f"  weights up to {s_kib} KiB ahead of their layer: {t/1e6:.3f} M (array and DRAM only)")

@@ -28,8 +28,7 @@ import tempfile
 import numpy as np
 
 from check_padded_input import input_bytes
-from fusion_runs import run_variants, shared_failures
-from random_inputs import write_random_inputs
+from fusion_runs import fused_run, on_chip_off, shared_failures
 
 
 def make_small(folder):
@@ -112,20 +111,11 @@ def main():
                 return line[:line.index("{")] + "{name: " + name + ", placement: matrix}\n"
             if name not in convs:
                 return line
-            if "on_chip: true" in line:
-                return line.replace("on_chip: true", "on_chip: false")
-            return line.replace("}", ", on_chip: false}", 1)
+            return on_chip_off(line)
         return rewrite
 
     with tempfile.TemporaryDirectory() as tmp:
-        write_random_inputs(a.model, os.path.join(tmp, "in"))
-        for f in os.listdir(os.path.join(tmp, "in")):  # --batch N: N images, each the first one's values shifted
-            path = os.path.join(tmp, "in", f)
-            x = np.load(path)
-            np.save(path, np.concatenate([np.roll(x, k) for k in range(a.batch)]))
-        reports, outputs = run_variants(
-            a.npusim, [a.model, "--config", a.config, "--precision", a.precision, "--batch", str(a.batch), "-q"],
-            tmp, os.path.join(tmp, "in"), unfuse)
+        reports, outputs = fused_run(a, tmp, unfuse)
         readers = held_readers(reports["fused"])
         cycles = {w: r["total_cycles"] for w, r in reports.items()}
         print(f"{os.path.basename(a.model)} {a.precision} batch {a.batch}: {len(readers)} strided 1x1 conv(s) "
