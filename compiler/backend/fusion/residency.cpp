@@ -574,7 +574,10 @@ void read_held_input(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& 
   MatrixJob g;
   if (!as_sram_conv(c, u, s, r, &g)) return;
   const LayerMapping* own = c.options.mapping ? c.options.mapping->find(c.g.nodes[c.layer].name) : nullptr;
-  if (!r.imposed && !(own != nullptr && own->has_tiling())) {
+  const bool own_tiled = own != nullptr && own->has_tiling();
+  // A file's tiling of the tall image (no tile_images over a batch: the layer read from DRAM) keeps that.
+  if (own_tiled && j.images > 1 && !own->tile_images) return;
+  if (!r.imposed && !own_tiled) {
     const double spill =
         c.dram_bytes_per_cycle > 0 ? static_cast<double>(r.bytes) / c.dram_bytes_per_cycle : 0.0;
     const MatrixJob plain = j;
@@ -905,6 +908,12 @@ int64_t later_input_reader(const Context& c, size_t i) {
   }
   const Value& w = c.g.value(n.inputs[1]);
   if (!w.is_constant() || w.shape.size() != 4 || w.shape[2] != 1 || w.shape[3] != 1) return -1;
+  // A mapping file that tiles the reader as one tall image of the batch (no tile_images) reads the value
+  // from DRAM (read_held_input): its producer stores it then, as the file's program did.
+  const LayerMapping* own = c.options.mapping ? c.options.mapping->find(n.name) : nullptr;
+  if (own != nullptr && own->has_tiling() && !own->tile_images && c.g.value(v).shape.size() == 4 &&
+      c.g.value(v).shape[0] > 1)
+    return -1;
   for (int64_t q : n.attr_ints("pads", {0, 0, 0, 0})) {
     if (q != 0) return -1;
   }
