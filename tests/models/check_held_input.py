@@ -20,7 +20,6 @@ stored. Runs a model functionally as npusim maps it (the default) and again with
 Usage: check_held_input.py NPUSIM MODEL.onnx|- CONFIG.yaml PRECISION [--batch N] [--make-small DIR]
                            [--min-held N]
 """
-import argparse
 import os
 import sys
 import tempfile
@@ -28,7 +27,7 @@ import tempfile
 import numpy as np
 
 from check_padded_input import input_bytes
-from fusion_runs import fused_run, on_chip_off, shared_failures
+from fusion_runs import fused_run, fusion_args, on_chip_off, shared_failures
 
 
 def make_small(folder):
@@ -90,17 +89,7 @@ def producers(report):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("npusim")
-    ap.add_argument("model")
-    ap.add_argument("config")
-    ap.add_argument("precision")
-    ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--make-small", metavar="DIR")
-    ap.add_argument("--min-held", type=int, default=1)
-    a = ap.parse_args()
-    if a.make_small:
-        a.model = make_small(a.make_small)
+    a = fusion_args(__doc__, "min-held", make_small)
 
     def unfuse(fused):
         convs = producers(fused)

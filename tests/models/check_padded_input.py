@@ -18,14 +18,13 @@ chain them.
 Usage: check_padded_input.py NPUSIM MODEL.onnx|- CONFIG.yaml PRECISION [--batch N] [--make-small DIR]
                              [--min-padded N]
 """
-import argparse
 import os
 import sys
 import tempfile
 
 import numpy as np
 
-from fusion_runs import fused_run, on_chip_off, shared_failures
+from fusion_runs import fused_run, fusion_args, on_chip_off, shared_failures
 
 
 def make_small(folder):
@@ -79,17 +78,7 @@ def producers(report):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("npusim")
-    ap.add_argument("model")
-    ap.add_argument("config")
-    ap.add_argument("precision")
-    ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--make-small", metavar="DIR")
-    ap.add_argument("--min-padded", type=int, default=1)
-    a = ap.parse_args()
-    if a.make_small:
-        a.model = make_small(a.make_small)
+    a = fusion_args(__doc__, "min-padded", make_small)
 
     def unfuse(fused):
         convs = producers(fused)

@@ -92,3 +92,19 @@ def fused_run(a, tmp, unfuse):
     return run_variants(
         a.npusim, [a.model, "--config", a.config, "--precision", a.precision, "--batch", str(a.batch), "-q"],
         tmp, os.path.join(tmp, "in"), unfuse)
+
+
+def fusion_args(doc, least, make_small):
+    """The arguments the fusion checks share: NPUSIM MODEL.onnx|- CONFIG.yaml PRECISION [--batch N]
+    [--make-small DIR] [--<least> N]; with --make-small, `make_small(DIR)` writes the model and gives its path."""
+    import argparse
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    for name in ("npusim", "model", "config", "precision"):
+        ap.add_argument(name)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--make-small", metavar="DIR")
+    ap.add_argument("--" + least, type=int, default=1)
+    a = ap.parse_args()
+    if a.make_small:
+        a.model = make_small(a.make_small)
+    return a
