@@ -18,15 +18,13 @@ chain them.
 Usage: check_padded_input.py NPUSIM MODEL.onnx|- CONFIG.yaml PRECISION [--batch N] [--make-small DIR]
                              [--min-padded N]
 """
-import argparse
 import os
 import sys
 import tempfile
 
 import numpy as np
 
-from fusion_runs import run_variants, shared_failures
-from random_inputs import write_random_inputs
+from fusion_runs import fused_run, fusion_args, on_chip_off, shared_failures
 
 
 def make_small(folder):
@@ -80,17 +78,7 @@ def producers(report):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("npusim")
-    ap.add_argument("model")
-    ap.add_argument("config")
-    ap.add_argument("precision")
-    ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--make-small", metavar="DIR")
-    ap.add_argument("--min-padded", type=int, default=1)
-    a = ap.parse_args()
-    if a.make_small:
-        a.model = make_small(a.make_small)
+    a = fusion_args(__doc__, "min-padded", make_small)
 
     def unfuse(fused):
         convs = producers(fused)
@@ -98,20 +86,11 @@ def main():
         def rewrite(name, line):
             if name not in convs:
                 return line
-            if "on_chip: true" in line:
-                return line.replace("on_chip: true", "on_chip: false")
-            return line.replace("}", ", on_chip: false}", 1)
+            return on_chip_off(line)
         return rewrite
 
     with tempfile.TemporaryDirectory() as tmp:
-        write_random_inputs(a.model, os.path.join(tmp, "in"))
-        for f in os.listdir(os.path.join(tmp, "in")):  # --batch N: N images, each the first one's values shifted
-            path = os.path.join(tmp, "in", f)
-            x = np.load(path)
-            np.save(path, np.concatenate([np.roll(x, k) for k in range(a.batch)]))
-        reports, outputs = run_variants(
-            a.npusim, [a.model, "--config", a.config, "--precision", a.precision, "--batch", str(a.batch), "-q"],
-            tmp, os.path.join(tmp, "in"), unfuse)
+        reports, outputs = fused_run(a, tmp, unfuse)
         readers = padded_readers(reports["fused"])
         cycles = {w: r["total_cycles"] for w, r in reports.items()}
         print(f"{os.path.basename(a.model)} {a.precision} batch {a.batch}: {len(readers)} conv(s) reading a padded "

@@ -6,6 +6,8 @@ import json
 import os
 import re
 
+import numpy as np
+
 from check_conv_pool_fusion import load_outputs, run
 
 RUNS = ("fused", "unfused", "off", "again")
@@ -65,3 +67,44 @@ def shared_failures(reports, outputs, fused_of):
         failures.append(f"re-imposed mapping: {again['total_cycles']} cycles against {fused['total_cycles']}, "
                         f"fused {fused_of(again)}")
     return failures
+
+
+def on_chip_off(line):
+    """A mapping line with `on_chip: false` (its layer's output stored, not left on chip)."""
+    if "on_chip: true" in line:
+        return line.replace("on_chip: true", "on_chip: false")
+    return line.replace("}", ", on_chip: false}", 1)
+
+
+def batched_inputs(model, folder, batch):
+    """Writes FOLDER/NAME.npy for the model's inputs, `batch` images each, each the first one's values shifted."""
+    from random_inputs import write_random_inputs
+    write_random_inputs(model, folder)
+    for f in os.listdir(folder):
+        path = os.path.join(folder, f)
+        x = np.load(path)
+        np.save(path, np.concatenate([np.roll(x, k) for k in range(batch)]))
+
+
+def fused_run(a, tmp, unfuse):
+    """run_variants for a check's arguments (npusim, model, config, precision, batch), its random inputs batched."""
+    batched_inputs(a.model, os.path.join(tmp, "in"), a.batch)
+    return run_variants(
+        a.npusim, [a.model, "--config", a.config, "--precision", a.precision, "--batch", str(a.batch), "-q"],
+        tmp, os.path.join(tmp, "in"), unfuse)
+
+
+def fusion_args(doc, least, make_small):
+    """The arguments the fusion checks share: NPUSIM MODEL.onnx|- CONFIG.yaml PRECISION [--batch N]
+    [--make-small DIR] [--<least> N]; with --make-small, `make_small(DIR)` writes the model and gives its path."""
+    import argparse
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    for name in ("npusim", "model", "config", "precision"):
+        ap.add_argument(name)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--make-small", metavar="DIR")
+    ap.add_argument("--" + least, type=int, default=1)
+    a = ap.parse_args()
+    if a.make_small:
+        a.model = make_small(a.make_small)
+    return a

@@ -47,6 +47,9 @@ struct OnChipValue {
   // A later layer reads the value as its residual (a Conv's inputs[3]): it stays in SRAM until that layer
   // is lowered (FusionState::residual), -1 = none.
   int64_t residual_reader = -1;
+  // ... which reads it as its input instead, in place where it lies (a stage's strided 1x1 downsample conv,
+  // reading the block output the next layer also reads in place: residency.h, hold_for_residual).
+  bool reader_reads_input = false;
   bool next_reads = true;  // the layer after its producer reads it in place (a pointwise conv)
   // A GEMM chain's value (residency.h): rows of its last dim in column blocks [N / block][rows][block]
   // (MatrixJob::y_block), 0 = dense.
@@ -303,6 +306,7 @@ struct FusionState {
   // The residual reader the planner found for keep_output (OnChipValue::residual_reader), -1 = none, and the
   // address it chose for the value (the highest free bytes: residency.h).
   int64_t keep_residual_reader = -1;
+  bool keep_reader_input = false;  // ... which reads it as its input (OnChipValue::reader_reads_input)
   bool keep_next_reads = true;
   uint64_t keep_addr = 0;
   // A value held in the input scratchpad after its producer's next layer, until the layer that reads it

@@ -291,11 +291,13 @@ void plan_on_chip(Context& c, size_t i) {
   c.fusion.keep_imposed = false;
   c.fusion.keep_in_dram = false;
   c.fusion.keep_residual_reader = -1;
+  c.fusion.keep_reader_input = false;
   c.fusion.keep_next_reads = true;
   c.fusion.keep_pad = {};
   OnChipValue::Padded pad;
   bool others = false;
   int64_t reader = -1;
+  bool reader_input = false;
   bool next_reads = true;
   const Node& p = c.g.nodes[i];
   const LayerMapping* imposed = c.options.mapping ? c.options.mapping->find(p.name) : nullptr;
@@ -319,7 +321,8 @@ void plan_on_chip(Context& c, size_t i) {
     std::string no = gemm ? gemm_reads_on_chip(c, i) : next_reads_on_chip(c, i, &others);
     // A mapping file that tiles the layer without saying on_chip keeps the tiling it gives (a held value
     // needs every channel of whole rows a tile), as before holds existed.
-    reader = gemm || (imposed && imposed->has_tiling() && !want) ? -1 : hold_for_residual(c, i);
+    reader =
+        gemm || (imposed && imposed->has_tiling() && !want) ? -1 : hold_for_residual(c, i, &reader_input);
     // A conv with a kernel or padding after it (ResNet's 1x1 -> 3x3): the value padded as that conv reads it.
     if (!no.empty() && reader < 0 && !gemm && !(imposed && imposed->has_tiling() && !want) &&
         next_reads_padded(c, i, &pad).empty())
@@ -381,6 +384,7 @@ void plan_on_chip(Context& c, size_t i) {
   c.fusion.keep_imposed = want.has_value();
   c.fusion.keep_in_dram = others;
   c.fusion.keep_residual_reader = reader;
+  c.fusion.keep_reader_input = reader_input;
   c.fusion.keep_next_reads = next_reads;
   c.fusion.keep_pad = pad;
   c.fusion.input_reserved =
@@ -547,6 +551,61 @@ void read_in_place(Context& c, OnChipValue& v) {
   c.plan->on_chip_bytes_saved = (v.in_dram ? 1 : 2) * v.bytes;
 }
 
+// A value held for this layer to read as its input (OnChipValue::reader_reads_input: a stage's strided 1x1
+// downsample conv, reading the block output where its producer left it): the conv reads it in place, dense,
+// as a CONV of its own stride over whole images (subsample_pointwise undone: the strided LOADs of every
+// other pixel become the CONV's window steps). Taken when that is no slower than the layer as it maps
+// otherwise (its strided LOADs, the tall image of fold_batch_into_rows, after the store of the value those
+// LOADs need first: Context::load spills it), by the closed form (the store's bytes at the DRAM's sustained
+// rate added) and, where the context can time code, by the best tilings simulated (the store in the code); a
+// mapping file that keeps the value on chip (its producer's on_chip: true) or tiles this layer decides it as
+// written. Otherwise the first LOAD stores the value.
+void read_held_input(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm) {
+  OnChipValue& r = c.fusion.residual;
+  if (!r.pending || !r.reader_reads_input || r.residual_reader != static_cast<int64_t>(c.layer) ||
+      j.images < 1 || r.box[2] % j.images != 0)
+    return;
+  MatrixJob u = j;
+  if (u.step_h > 1 || u.step_w > 1) {
+    u.sh = u.step_h, u.sw = u.step_w;
+    u.H = r.box[2] / u.images, u.W = u.src_w;
+    u.step_h = u.step_w = 1;
+    u.src_w = 0;
+  }
+  MatrixJob g;
+  if (!as_sram_conv(c, u, s, r, &g)) return;
+  const LayerMapping* own = c.options.mapping ? c.options.mapping->find(c.g.nodes[c.layer].name) : nullptr;
+  const bool own_tiled = own != nullptr && own->has_tiling();
+  // A file's tiling of the tall image (no tile_images over a batch: the layer read from DRAM) keeps that.
+  if (own_tiled && j.images > 1 && !own->tile_images) return;
+  if (!r.imposed && !own_tiled) {
+    const double spill =
+        c.dram_bytes_per_cycle > 0 ? static_cast<double>(r.bytes) / c.dram_bytes_per_cycle : 0.0;
+    const MatrixJob plain = j;
+    fold_batch_into_rows(c, j, s, mm);
+    const double without = best_estimate(c, j, s, mm);
+    int64_t apart = -1, n = 0;
+    if (c.can_time()) {
+      const Tiling t = mm.choose(&n);
+      if (n > 0) apart = t.simulated;
+      c.timed = {};  // the trial's figures are not the layer's
+    }
+    j = g;
+    bool pays = best_estimate(c, j, s, mm) <= without + spill;
+    if (pays && apart >= 0) {
+      const Tiling t = mm.choose(&n);
+      c.timed = {};
+      pays = n > 0 && t.simulated >= 0 && t.simulated <= apart;  // apart's code stores the value first
+    }
+    j = plain;
+    if (!pays) return;
+  }
+  j = g;
+  r.pending = false;  // read: finish_on_chip lets its bytes go
+  c.plan->on_chip_input = r.value;
+  c.plan->on_chip_bytes_saved = r.bytes;  // its read (its write counted where the next layer read it)
+}
+
 // A conv whose output the planner keeps padded for the conv after it (FusionState::keep_pad): a conv job
 // of whole rows (not the batch folded into a GEMM's rows) whose epilogue writes each row into its padded
 // place, the buffer filled with the halo value first (MatrixJob::y_fill); its input read in place too when
@@ -575,7 +634,8 @@ bool place_padded(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm)
   const int64_t reserved = c.fusion.input_reserved;
   reserve_live(c);
   fold_batch_into_rows(c, j, s, mm);
-  if (MatrixJob g; as_sram_gemm(j, v, &g)) {
+  // (Imposed, the figure is not needed: nor is its GEMM, which a mapping file's conv tiling would refuse.)
+  if (MatrixJob g; !c.fusion.keep_imposed && as_sram_gemm(j, v, &g)) {
     const MatrixJob folded = j;
     const double from_dram = best_estimate(c, j, s, mm);
     j = g;
@@ -645,6 +705,7 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm
     j = g;
     read_in_place(c, v);
   }
+  read_held_input(c, j, s, mm);
   fold_batch_into_rows(c, j, s, mm);
   // The input, where the layer before left it, when reading it there is no slower by the closed form
   // (otherwise the first LOAD of it spills it: Context::load).
@@ -700,6 +761,7 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm
   OnChipValue o = rows ? rows_on_chip(c.fusion.keep_output, y, c.fusion.keep_addr, c.layer, block)
                        : nhwc_on_chip(c.fusion.keep_output, y, c.fusion.keep_addr, c.layer);
   o.residual_reader = c.fusion.keep_residual_reader;
+  o.reader_reads_input = c.fusion.keep_reader_input;
   o.next_reads = c.fusion.keep_next_reads;
   c.fusion.keep_output.clear();
   j.y_sram = static_cast<int64_t>(o.addr);
@@ -768,7 +830,9 @@ void finish_on_chip(Context& c, size_t i, LayerPlan& plan) {
   OnChipValue& r = c.fusion.residual;
   if (!r.value.empty() && r.residual_reader <= static_cast<int64_t>(i)) {
     // Its read here saved, and its write too when nothing stored it and no in-place reader counted that.
-    if (!r.spilled) plan.on_chip_bytes_saved += (!r.in_dram && !r.next_reads ? 2 : 1) * r.bytes;
+    // (A reader of it as its input counted its read where it read it: read_held_input.)
+    if (!r.spilled && !r.reader_reads_input)
+      plan.on_chip_bytes_saved += (!r.in_dram && !r.next_reads ? 2 : 1) * r.bytes;
     if (r.spilled) c.fusion.kept_on_chip.erase(r.value), c.fusion.kept_blocks.erase(r.value);
     if (!r.spilled && !r.in_dram) c.fusion.kept_on_chip[r.value] = r.addr;  // never in DRAM
     r = {};
@@ -818,22 +882,85 @@ int64_t residual_hold_reader(const Context& c, size_t i) {
   return r;
 }
 
+// The layer within kResidualReach after node i, not the next one, that reads node i's output as its input
+// and can read it in place where it lies dense (as_sram_conv, read_held_input), or -1: a 1x1 unpadded
+// ungrouped Conv of any stride with constant weights (a stage's first downsample conv, which reads the
+// block output every other pixel), the value's two readers that one and the next layer, which reads it in
+// place (a pointwise conv), the value byte codes (a float conv's sums depend on the chunks of a tiling read
+// in place, which --functional must not see) whose images the strided conv's rows take whole
+// (MatrixMapper::image_rows: the images stacked as they lie). Nothing in between may need the
+// scratchpad's top (a line buffer, an SE block's pool), and the value with the reader's output must fit
+// 3/4 of the input scratchpad.
+int64_t later_input_reader(const Context& c, size_t i) {
+  const Node& p = c.g.nodes[i];
+  if (p.outputs.size() != 1) return -1;
+  const std::string& v = p.outputs[0];
+  std::vector<int> readers = c.g.consumers(v);
+  std::sort(readers.begin(), readers.end());
+  bool others = false;
+  if (readers.size() != 2 || readers[0] != static_cast<int>(i + 1) ||
+      readers[1] > static_cast<int>(i + kResidualReach) || !next_reads_on_chip(c, i, &others).empty())
+    return -1;
+  const auto k = static_cast<size_t>(readers[1]);
+  const Node& n = c.g.nodes[k];
+  if (n.op_type != "Conv" || n.inputs.size() < 2 || n.inputs[0] != v || n.attr_int("group", 1) != 1 ||
+      n.outputs.size() != 1)
+    return -1;
+  for (size_t q = 1; q < n.inputs.size(); ++q) {
+    if (n.inputs[q] == v) return -1;
+  }
+  const Value& w = c.g.value(n.inputs[1]);
+  if (!w.is_constant() || w.shape.size() != 4 || w.shape[2] != 1 || w.shape[3] != 1) return -1;
+  // A mapping file that tiles the reader as one tall image of the batch (no tile_images) reads the value
+  // from DRAM (read_held_input): its producer stores it then, as the file's program did.
+  const LayerMapping* own = c.options.mapping ? c.options.mapping->find(n.name) : nullptr;
+  if (own != nullptr && own->has_tiling() && !own->tile_images && c.g.value(v).shape.size() == 4 &&
+      c.g.value(v).shape[0] > 1)
+    return -1;
+  for (int64_t q : n.attr_ints("pads", {0, 0, 0, 0})) {
+    if (q != 0) return -1;
+  }
+  const std::string ap = n.attr_string("auto_pad", "NOTSET");
+  const std::vector<int64_t> st = n.attr_ints("strides", {1, 1}), dl = n.attr_ints("dilations", {1, 1});
+  if ((ap != "NOTSET" && ap != "VALID") || st.size() != 2 || dl.size() != 2) return -1;
+  auto t = c.tensors.find(v);
+  auto tw = c.tensors.find(n.outputs[0]);
+  if (t == c.tensors.end() || tw == c.tensors.end() || !isa::numerics::is_integer(t->second.dtype) ||
+      isa::dtype_bytes(t->second.dtype) != 1)
+    return -1;
+  const int64_t H = t->second.shape[2], W = t->second.shape[3];
+  const int64_t OH = (H - 1) / st[0] + 1, OW = (W - 1) / st[1] + 1;
+  if ((((OH - 1) * st[0] + 1 + st[0] - 1) / st[0]) * st[0] != H || (OW - 1) * st[1] + 1 > W) return -1;
+  for (size_t q = i + 1; q < k; ++q) {
+    if (conv_pool_pair(c.g, q) || c.g.nodes[q].op_type == "GlobalAveragePool") return -1;
+  }
+  const int64_t both = round64(num_elements(t->second.shape) * isa::dtype_bytes(t->second.dtype)) +
+                       round64(num_elements(tw->second.shape) * isa::dtype_bytes(tw->second.dtype));
+  if (4 * both > 3 * scratchpad_capacity(c.config, isa::Buffer::kInput)) return -1;
+  return static_cast<int64_t>(k);
+}
+
 }  // namespace
 
-int64_t hold_for_residual(const Context& c, size_t i) {
+int64_t hold_for_residual(const Context& c, size_t i, bool* input) {
+  if (input) *input = false;
   if (c.fusion.input_held > 0) return -1;
   // A value already held stays until its reader; a new one only once that is this layer.
   if (!c.fusion.residual.value.empty() && c.fusion.residual.residual_reader != static_cast<int64_t>(i))
     return -1;
-  return residual_hold_reader(c, i);
+  const int64_t r = residual_hold_reader(c, i);
+  if (r >= 0 || input == nullptr) return r;
+  const int64_t k = later_input_reader(c, i);
+  *input = k >= 0;
+  return k;
 }
 
 std::optional<uint64_t> residual_in_sram(const Context& c, const Range& value, uint64_t dram_addr,
                                          isa::DType t, const std::array<int64_t, 4>& box,
                                          const std::array<int64_t, 3>& strides) {
   const OnChipValue& v = c.fusion.residual;
-  if (!v.pending || v.residual_reader != static_cast<int64_t>(c.layer) || v.dram.begin != value.begin ||
-      v.dram.end != value.end || v.dtype != t)
+  if (!v.pending || v.reader_reads_input || v.residual_reader != static_cast<int64_t>(c.layer) ||
+      v.dram.begin != value.begin || v.dram.end != value.end || v.dtype != t)
     return std::nullopt;
   // One contiguous run of the value: each dimension spans the ones inside it exactly.
   int64_t run = box[0];

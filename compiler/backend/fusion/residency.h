@@ -80,7 +80,10 @@ void finish_on_chip(Context& c, size_t i, LayerPlan& plan);
 // (for a pointwise conv after it, or held in turn), so that its tiles hold every channel of whole rows and
 // read the value in place. The value's other readers are the next layer (in place) or read it in DRAM (its
 // producer then stores it too).
-int64_t hold_for_residual(const Context& c, size_t i);
+// With `input`, also a later layer that reads the output as its input in place, dense (*input = true): a
+// stage's strided 1x1 downsample conv reading the block output that the next layer reads on chip as well
+// (the value is then never stored).
+int64_t hold_for_residual(const Context& c, size_t i, bool* input = nullptr);
 // Where a residual reader finds the box of its residual `value` at `dram_addr` in the input scratchpad:
 // the value held for this layer (FusionState::residual) and the box one contiguous run of it (every channel
 // of whole rows of pixels, as tiles that leave their own output on chip are). nullopt: it loads the box
