@@ -1,5 +1,7 @@
 #include "isa/timing/dma.h"
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 
 #include "isa/ceil_div.h"
@@ -97,34 +99,56 @@ double estimate_dma_cycles(const DmaRows& rows, double skew, const NpuConfig& co
   return config.dma.setup_cycles + (latency_ns + ns) * config.frequency_mhz / 1000.0;
 }
 
-double sustained_dram_bytes_per_cycle(const NpuConfig& config) {
-  if (dram_peak_bandwidth_gbps(config.dram) <= 0) return 0.0;
+double sustained_dram_bytes_per_cycle(const NpuConfig& config, int64_t transfer_bytes) {
+  if (dram_peak_bandwidth_gbps(config.dram) <= 0 || transfer_bytes <= 0) return 0.0;
   std::unique_ptr<Dram> dram = make_dram(config.dram);
   const int64_t engines = std::max<int64_t>(1, config.dma.engines);
   std::vector<DmaBurstEngine> units(static_cast<size_t>(engines), DmaBurstEngine(config.dma));
-  // Transfers of 4 KiB, engine e streaming its own region; each engine alternates a read and a write.
-  constexpr int64_t kTransfer = 4096, kTransfers = 64;
+  // kBytes an engine in all (at least 8 transfers, at most 64), engine e streaming its own region; each
+  // engine alternates a read and a write.
+  constexpr int64_t kBytes = int64_t{1} << 18;
+  const int64_t transfers = std::clamp<int64_t>(kBytes / transfer_bytes, 8, 64);
+  const double ps_per_cycle = 1e6 / config.frequency_mhz;
+  const auto setup_ps = static_cast<uint64_t>(static_cast<double>(config.dma.setup_cycles) * ps_per_cycle);
   std::vector<uint64_t> free_ps(static_cast<size_t>(engines), 0);
   uint64_t end_ps = 0;
   int64_t bytes = 0;
-  for (int64_t i = 0; i < kTransfers; ++i) {
+  for (int64_t i = 0; i < transfers; ++i) {
     for (int64_t e = 0; e < engines; ++e) {
       DmaRows rows;
-      rows.dram_addr = static_cast<uint64_t>((e * 2 + (i & 1)) * (int64_t{1} << 24) + (i / 2) * kTransfer);
-      rows.row_bytes = kTransfer;
-      const DmaTransfer x =
-          units[static_cast<size_t>(e)].run(rows, (i & 1) != 0, free_ps[static_cast<size_t>(e)], *dram);
+      rows.dram_addr =
+          static_cast<uint64_t>((e * 2 + (i & 1)) * (int64_t{1} << 24) + (i / 2) * transfer_bytes);
+      rows.row_bytes = transfer_bytes;
+      const DmaTransfer x = units[static_cast<size_t>(e)].run(
+          rows, (i & 1) != 0, free_ps[static_cast<size_t>(e)] + setup_ps, *dram);
       free_ps[static_cast<size_t>(e)] = x.done_ps;
       end_ps = std::max(end_ps, x.done_ps);
-      bytes += kTransfer;
+      bytes += transfer_bytes;
     }
   }
-  const double cycles = static_cast<double>(end_ps) * config.frequency_mhz * 1e-6;
+  const double cycles = static_cast<double>(end_ps) / ps_per_cycle;
   return cycles > 0 ? static_cast<double>(bytes) / cycles : 0.0;
 }
 
-double dram_cost_factor(const DmaRows& rows, bool write, const NpuConfig& config, double sustained) {
-  if (sustained <= 0 || rows.bytes() <= 0) return 1.0;
+double DramStreamRates::at(int log2) const {
+  double& r = rates_[static_cast<size_t>(log2)];
+  if (r == 0) r = std::max(1e-9, sustained_dram_bytes_per_cycle(config_, int64_t{1} << log2));
+  return r;
+}
+
+double DramStreamRates::bytes_per_cycle(double transfer_bytes) const {
+  if (dram_peak_bandwidth_gbps(config_.dram) <= 0) return 0.0;
+  const double b = std::clamp(transfer_bytes, std::ldexp(1.0, kMinLog2), std::ldexp(1.0, kMaxLog2));
+  const int lo = std::min(kMaxLog2 - 1, static_cast<int>(std::floor(std::log2(b))));
+  const double b0 = std::ldexp(1.0, lo), b1 = 2 * b0;
+  // A transfer's time is about fixed + bytes / rate: linear in bytes between the two measured sizes.
+  const double t0 = b0 / at(lo), t1 = b1 / at(lo + 1);
+  const double t = t0 + (t1 - t0) * (b - b0) / (b1 - b0);
+  return b / t;
+}
+
+double dram_cost_factor(const DmaRows& rows, bool write, const NpuConfig& config) {
+  if (dram_peak_bandwidth_gbps(config.dram) <= 0 || rows.bytes() <= 0) return 1.0;
   // The first kRows rows in issue order (the innermost dimension first).
   constexpr int64_t kRows = 64;
   DmaRows part = rows;
@@ -133,16 +157,18 @@ double dram_cost_factor(const DmaRows& rows, bool write, const NpuConfig& config
     part.count[d] = std::min(rows.count[d], std::max<int64_t>(1, room));
     room /= std::max<int64_t>(1, part.count[d]);
   }
-  std::unique_ptr<Dram> dram = make_dram(config.dram, Refresh::kAveraged);
-  DmaBurstEngine engine(config.dma);
-  const DmaTransfer x = engine.run(part, write, 0, *dram);
   // The bus time: the transfer's span less the first burst's unloaded latency (which overlaps the
   // transfers before it in a stream).
   const double latency_ps = dram_idle_latency_ns(config.dram) * 1000.0;
-  const double busy_ps = std::max(1.0, static_cast<double>(x.done_ps) - latency_ps);
-  const double ps_per_byte = busy_ps / static_cast<double>(part.bytes());
-  const double stream_ps_per_byte = 1e6 / (sustained * config.frequency_mhz);
-  return std::max(1.0, ps_per_byte / stream_ps_per_byte);
+  const auto busy_ps = [&](const DmaRows& r) {
+    std::unique_ptr<Dram> dram = make_dram(config.dram, Refresh::kAveraged);
+    DmaBurstEngine engine(config.dma);
+    const DmaTransfer x = engine.run(r, write, 0, *dram);
+    return std::max(1.0, static_cast<double>(x.done_ps) - latency_ps);
+  };
+  DmaRows line;  // as many bytes in one contiguous row, aligned
+  line.row_bytes = part.bytes();
+  return std::max(1.0, busy_ps(part) / busy_ps(line));
 }
 
 }  // namespace npusim::isa::timing

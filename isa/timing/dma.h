@@ -348,17 +348,40 @@ double estimate_dma_cycles(const Instruction& ins, const NpuConfig& config);
 // The same for the instruction's rows (dma_rows) whose channel_skew is `skew`.
 double estimate_dma_cycles(const DmaRows& rows, double skew, const NpuConfig& config);
 
-// How many bytes of a long stream's DRAM time one byte of this transfer costs (>= about 1): the
-// transfer simulated alone on an idle DRAM model (row misses of rows shorter than a page and far apart,
-// channel imbalance, alignment bursts), its bus occupancy per byte over the sustained rate's
-// (`sustained` = sustained_dram_bytes_per_cycle(config), which callers keep). Transfers of many rows
-// are measured on their first rows (the pattern repeats). 1 with the ideal DRAM.
-double dram_cost_factor(const DmaRows& rows, bool write, const NpuConfig& config, double sustained);
+// How many times a contiguous transfer's DRAM time one byte of this transfer costs (>= 1): the transfer
+// and a contiguous one of as many bytes, each simulated alone on an idle DRAM model, their bus occupancy
+// compared (row misses of rows shorter than a page and far apart, channel imbalance, alignment bursts).
+// Transfers of many rows are measured on their first rows (the pattern repeats). 1 with the ideal DRAM.
+double dram_cost_factor(const DmaRows& rows, bool write, const NpuConfig& config);
 
-// Bytes per NPU cycle the DRAM model sustains under long DMA streams (what a memory-bound layer gets,
-// not the datasheet peak): every engine streams its own contiguous region, reads and writes alternating
-// by transfer as the engines' load and store queues do, measured on the DRAM model itself (row misses,
-// refresh, read/write turnaround, the outstanding-request limit). 0 = unlimited (ideal DRAM).
-double sustained_dram_bytes_per_cycle(const NpuConfig& config);
+// Bytes per NPU cycle the DRAM model sustains when every DMA engine streams transfers of
+// `transfer_bytes` each (what a memory-bound layer gets, not the datasheet peak): each engine streams its
+// own contiguous region, one transfer after the other (dma.setup_cycles between them, as an engine
+// starts its next descriptor), reads and writes alternating by transfer as the engines' load and store
+// queues do, measured on the DRAM model itself with the simulator's burst engines (row misses, refresh,
+// read/write turnaround, the outstanding-request limit, each transfer's latency). Short transfers pay
+// the latency each; long ones reach the DRAM's own streaming rate. 0 = unlimited (ideal DRAM).
+double sustained_dram_bytes_per_cycle(const NpuConfig& config, int64_t transfer_bytes = 4096);
+
+// sustained_dram_bytes_per_cycle as a function of the transfer's size, for cost models that ask it for
+// many sizes: measured at powers of two (on first use) and interpolated linearly in the transfer time
+// between them; transfers of 1 MiB and more take the 1 MiB rate (longer ones stream no faster).
+class DramStreamRates {
+ public:
+  explicit DramStreamRates(const NpuConfig& config) : config_(config) {}
+  // Bytes per cycle (0 = unlimited).
+  double bytes_per_cycle(double transfer_bytes) const;
+  // The NPU cycles one byte of such a stream takes (0 = unlimited).
+  double cycles_per_byte(double transfer_bytes) const {
+    const double r = bytes_per_cycle(transfer_bytes);
+    return r > 0 ? 1.0 / r : 0.0;
+  }
+
+ private:
+  static constexpr int kMinLog2 = 6, kMaxLog2 = 20;
+  double at(int log2) const;
+  const NpuConfig& config_;
+  mutable std::array<double, kMaxLog2 + 1> rates_{};  // 0 = not measured yet
+};
 
 }  // namespace npusim::isa::timing

@@ -458,23 +458,65 @@ TEST(DmaTiming, ChannelSkewIsTheBusiestChannelsShare) {
 
 TEST(DmaTiming, CostFactorChargesRowsThatMissTheOpenDramRows) {
   isa::NpuConfig c;  // edge: lpddr4_4266, 2 KiB pages
-  const double sustained = timing::sustained_dram_bytes_per_cycle(c);
   timing::DmaRows r;
-  // One long contiguous run streams like the sustained rate itself.
+  // One long contiguous run is the yardstick itself.
   r.row_bytes = 64 * 1024;
-  EXPECT_NEAR(timing::dram_cost_factor(r, false, c, sustained), 1.0, 0.15);
+  EXPECT_DOUBLE_EQ(timing::dram_cost_factor(r, false, c), 1.0);
   // A column of an NHWC map: 28 pixels of 144 channels, one per image row 8064 bytes apart: every row
-  // opens a DRAM row, and the transfer keeps the DRAM busy well beyond its bytes.
+  // opens a DRAM row, and the transfer keeps the DRAM busy well beyond a contiguous one of its bytes.
   r.row_bytes = 144;
   r.count = {28, 1, 1};
   r.stride = {8064, 0, 0};
-  const double column = timing::dram_cost_factor(r, false, c, sustained);
+  const double column = timing::dram_cost_factor(r, false, c);
   EXPECT_GT(column, 1.5);
   // Its first 64 rows stand for the rest: the same pattern 10 times longer costs the same per byte.
   r.count = {280, 1, 1};
-  EXPECT_NEAR(timing::dram_cost_factor(r, false, c, sustained), column, 0.1 * column);
+  EXPECT_NEAR(timing::dram_cost_factor(r, false, c), column, 0.1 * column);
   c.dram.model = isa::DramModel::kIdeal;
-  EXPECT_DOUBLE_EQ(timing::dram_cost_factor(r, false, c, timing::sustained_dram_bytes_per_cycle(c)), 1.0);
+  EXPECT_DOUBLE_EQ(timing::dram_cost_factor(r, false, c), 1.0);
+}
+
+// datacenter.yaml's DMA and DRAM: four engines of 256 bursts of 64 bytes in flight on 16 HBM2 channels.
+isa::NpuConfig hbm2_machine() {
+  isa::NpuConfig c;
+  c.frequency_mhz = 940.0;
+  c.dram.model = isa::DramModel::kHbm2;
+  c.dram.channels = 16;
+  c.dma.engines = 4;
+  c.dma.burst_bytes = 64;
+  c.dma.max_outstanding = 256;
+  c.dma.alignment_bytes = 64;
+  c.dma.setup_cycles = 16;
+  return c;
+}
+
+TEST(DmaTiming, ShortTransfersPayTheirLatencyLongOnesStreamNearTheDramPeak) {
+  const isa::NpuConfig c = hbm2_machine();
+  const double peak = timing::dram_peak_bytes_per_cycle(c);
+  const double latency = timing::dram_idle_latency_ns(c.dram) * c.frequency_mhz / 1000.0;
+  // A 4 KiB transfer takes at least its setup and the DRAM's latency: even with every engine busy the
+  // stream cannot beat engines x 4096 bytes per (setup + latency) cycles.
+  const double small = timing::sustained_dram_bytes_per_cycle(c, 4096);
+  EXPECT_LE(small, static_cast<double>(c.dma.engines) * 4096.0 / (c.dma.setup_cycles + latency));
+  // 1 MiB transfers hide both: the stream moves most of the peak (row misses, refresh and read/write
+  // turnaround take the rest), over four times the 4 KiB rate.
+  const double large = timing::sustained_dram_bytes_per_cycle(c, 1 << 20);
+  EXPECT_GE(large, 0.7 * peak);
+  EXPECT_LE(large, peak);
+  EXPECT_GT(large, 4.0 * small);
+  // The cost model's table: the measured rate at powers of two, and between two of them the rate of a
+  // transfer whose time lies on the line through theirs; past 1 MiB the 1 MiB rate.
+  const timing::DramStreamRates rates(c);
+  EXPECT_DOUBLE_EQ(rates.bytes_per_cycle(4096), small);
+  EXPECT_DOUBLE_EQ(rates.bytes_per_cycle(1 << 20), large);
+  EXPECT_DOUBLE_EQ(rates.bytes_per_cycle(64 << 20), large);
+  const double r8 = rates.bytes_per_cycle(8192), r6 = rates.bytes_per_cycle(6144);
+  EXPECT_NEAR(6144.0 / r6, (4096.0 / small + 8192.0 / r8) / 2, 1e-6 * 6144.0 / r6);
+  EXPECT_DOUBLE_EQ(rates.cycles_per_byte(6144), 1.0 / r6);
+  isa::NpuConfig ideal = c;
+  ideal.dram.model = isa::DramModel::kIdeal;
+  EXPECT_EQ(timing::sustained_dram_bytes_per_cycle(ideal, 4096), 0.0);
+  EXPECT_EQ(timing::DramStreamRates(ideal).cycles_per_byte(4096), 0.0);
 }
 
 TEST(DmaTiming, TheEstimateChargesTheBusiestChannelAsTheEnginesDo) {

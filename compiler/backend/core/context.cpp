@@ -126,7 +126,8 @@ Context::Context(const Graph& graph, const isa::NpuConfig& cfg, const CompileOpt
       em(res.program),
       act(opts.precision),
       esize(isa::dtype_bytes(opts.precision)),
-      dram_bytes_per_cycle(isa::timing::sustained_dram_bytes_per_cycle(config)) {
+      dram_bytes_per_cycle(isa::timing::sustained_dram_bytes_per_cycle(config)),
+      dram_rates(config) {
   if (config.sram.shared_scratchpad) {
     em.share(static_cast<int>(isa::Buffer::kWeight), static_cast<int>(isa::Buffer::kInput));
   }

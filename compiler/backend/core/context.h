@@ -20,6 +20,7 @@
 #include "isa/ceil_div.h"
 #include "isa/isa.h"
 #include "isa/machine/config.h"
+#include "isa/timing/dma.h"
 
 namespace npusim::compiler::backend {
 
@@ -86,6 +87,8 @@ class Context {
   isa::DType act;               // activation and operand dtype (the precision)
   int64_t esize;                // bytes per activation element
   double dram_bytes_per_cycle;  // isa::timing::sustained_dram_bytes_per_cycle (0 = unlimited)
+  // The same by transfer size, for the mappers' per-box figures (MatrixMapper::dma_cost).
+  isa::timing::DramStreamRates dram_rates;
   uint32_t layer = 0;
   // Vector layers' SRAM tiles (backend/vector/vector_tiling.h): make_slots hands out at most `tile_limit`
   // elements per slot (0 = as many as the scratchpad holds) and records in `slot_elems` the largest slot
@@ -217,7 +220,7 @@ class Context {
   };
   // Choices the mapper made by simulation, by a key of everything they depend on (MatrixMapper::choose).
   std::map<std::string, size_t> decided;
-  // The cost model's DMA figures of a box of data (MatrixMapper::dma_cost): {cycles, skew} by its sizes,
+  // The cost model's DMA figures of a box of data (MatrixMapper::dma_cost): {cycles, dram} by its sizes,
   // strides and element type. They depend on the configuration alone, so layers share them (ResNet-50's
   // search asks for the same boxes from layer to layer).
   struct BoxKeyHash {

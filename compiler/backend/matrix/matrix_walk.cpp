@@ -297,10 +297,11 @@ MatrixMapper::BoxCost MatrixMapper::dma_cost(int64_t s0, int64_t s1, int64_t s2,
   i.set(isa::Field::kStride1, st1).set(isa::Field::kStride2, st2);
   const isa::timing::DmaRows rows = isa::timing::dma_rows(i);
   const double skew = isa::timing::channel_skew(rows, c_.config.dram);
-  const BoxCost v{
-      isa::timing::estimate_dma_cycles(rows, skew, c_.config),
-      std::max(skew, isa::timing::dram_cost_factor(rows, false, c_.config, c_.dram_bytes_per_cycle))};
-  c_.dma_box_costs.emplace(key, std::array<double, 2>{v.cycles, v.skew});
+  const auto bytes = static_cast<double>(rows.bytes());
+  const double factor = std::max(skew, isa::timing::dram_cost_factor(rows, false, c_.config));
+  const BoxCost v{isa::timing::estimate_dma_cycles(rows, skew, c_.config),
+                  bytes * factor * c_.dram_rates.cycles_per_byte(bytes)};
+  c_.dma_box_costs.emplace(key, std::array<double, 2>{v.cycles, v.dram});
   return v;
 }
 
@@ -326,10 +327,7 @@ void MatrixMapper::estimate(Tiling& t) const {
   const Reuse r = reuse(t);
   const bool reuse_a = r.a, reuse_b = r.b;
   double compute = 0, vec = 0, store = 0, load_a = 0, load_b = 0, load_r = 0;
-  double bytes = 0;  // moved over DRAM in all
-  auto box = [](int64_t s0, int64_t s1, int64_t s2, isa::DType d) {
-    return static_cast<double>(s0 * s1 * s2 * isa::dtype_bytes(d));
-  };
+  double dram = 0;  // the DRAM's time for every box (BoxCost::dram)
   const double engines = static_cast<double>(std::max<int64_t>(1, c_.config.dma.engines));
   const int ops = s_.epilogue_ops();
   // A LayerNorm in the loads (fusion/pre_norm.h): its steps over every input tile loaded.
@@ -351,7 +349,7 @@ void MatrixMapper::estimate(Tiling& t) const {
         if (whole) {
           const BoxCost& a = dma_cost(cin_b, j_.in_cols(w), rows, j_.pixel_stride(), j_.row_stride(), o.a);
           load_a += a.cycles * sp;
-          bytes += box(cin_b, j_.in_cols(w), rows, o.a) * a.skew * sp;
+          dram += a.dram * sp;
         }
         for (auto [k, kcnt] : kc) {
           const BoxCost& a = dma_cost(k, j_.in_cols(w), rows, j_.pixel_stride(), j_.row_stride(), o.a);
@@ -359,7 +357,7 @@ void MatrixMapper::estimate(Tiling& t) const {
                                                          : sp * static_cast<double>(kcnt) *
                                                                (reuse_a ? 1.0 : static_cast<double>(nn));
           load_a += a.cycles * times_a;
-          bytes += box(k, j_.in_cols(w), rows, o.a) * a.skew * times_a;
+          dram += a.dram * times_a;
           vec += times_a * static_cast<double>(map_steps) * vec_cost(k * j_.in_cols(w) * rows);
           for (auto [n, ncnt] : nc) {
             // Per kernel position: kh*kw GEMMs reducing over the channels alone.
@@ -378,13 +376,13 @@ void MatrixMapper::estimate(Tiling& t) const {
           const MatrixJob::OutBox ob = j_.out_box(n, w, h);
           const BoxCost& y = dma_cost(ob.d0, ob.d1, ob.d2, ob.s1, ob.s2, o.y);
           store += y.cycles * tiles;
-          bytes += box(n, w, h, o.y) * y.skew * tiles;
+          dram += y.dram * tiles;
         }
         vec += tiles * ops * vec_cost(p * n);
         if (o.tile_read) {
           const BoxCost& r = dma_cost(n, w, h, j_.M, j_.OW * j_.M, o.r);
           load_r += r.cycles * tiles;
-          bytes += box(n, w, h, o.r) * r.skew * tiles;
+          dram += r.dram * tiles;
         }
       }
     }
@@ -398,7 +396,7 @@ void MatrixMapper::estimate(Tiling& t) const {
           j_.b_sram >= 0 ? 0.0
                          : static_cast<double>(kcnt * ncnt) * (reuse_b ? once : static_cast<double>(ns));
       load_b += b.cycles * times_b;
-      bytes += box(n, k, j_.kh * j_.kw, o.w) * b.skew * times_b;
+      dram += b.dram * times_b;
     }
   }
   // The epilogue's per-channel vectors: once per side while a channel range lasts (EpilogueParams).
@@ -407,13 +405,12 @@ void MatrixMapper::estimate(Tiling& t) const {
   for (int64_t e : s_.param_loads(t.tn)) {
     const BoxCost& v = dma_cost(e, 1, 1, e, e, isa::DType::kInt32);
     load_p += v.cycles * p_loads;
-    bytes += static_cast<double>(e * 4) * v.skew * p_loads;
+    dram += v.dram * p_loads;
   }
   compute *= static_cast<double>(blocks);
   // The engines work in parallel but share the DRAM: at most its sustained rate.
-  double dma = (load_a + load_b + load_r + load_p + store) * static_cast<double>(blocks) / engines;
-  if (c_.dram_bytes_per_cycle > 0)
-    dma = std::max(dma, bytes * static_cast<double>(blocks) / c_.dram_bytes_per_cycle);
+  const double dma =
+      std::max((load_a + load_b + load_r + load_p + store) / engines, dram) * static_cast<double>(blocks);
   vec *= static_cast<double>(blocks);
   const double first = (j_.a_sram >= 0 ? 0.0
                                        : dma_cycles(t.tc, j_.in_cols(t.tow), j_.in_rows(t.toh) * t.ti,
@@ -730,14 +727,14 @@ Tiling MatrixMapper::choose(int64_t* evaluated) {
     figures[i] = Figure{score, span, {first, c_.em.size(), std::move(cycles)}};
     c_.end_trial(trial);
   }
-  // A float layer's winner keeps the input-channel chunks (tc) of the one its span picks among the
-  // candidates the closed form ranks, so that a faster schedule leaves every output bit as it was. Since
-  // CONV adds channel-major (isa.h, CONV) its float sums no longer depend on tc but for the per_position
-  // lowering (one 1x1 CONV per kernel tap and chunk); lifting this rule elsewhere is measured and decided
-  // on its own (docs/models.md, "CONV sums that do not depend on the mapping (exact)"). Integer sums are
-  // exact in any order.
-  const bool float_sums =
-      s_.ops.a == isa::DType::kFp16 || s_.ops.a == isa::DType::kBf16 || s_.ops.a == isa::DType::kFp32;
+  // A per_position conv's float winner keeps the input-channel chunks (tc) of the one its span picks among
+  // the candidates the closed form ranks: it reduces a chunk one kernel position at a time (chunk, tap,
+  // channel), so its float sums depend on tc. Every other layer's do not: CONV adds channel-major and
+  // MATMUL in the order of the reduction, chunk after chunk continuing one running sum (isa.h; measured:
+  // docs/models.md, "ResNet-50 at batch 8 on datacenter: the DMA as the engines stream it (dcrn)").
+  // Integer sums are exact in any order.
+  const bool float_sums = per_position() && (s_.ops.a == isa::DType::kFp16 || s_.ops.a == isa::DType::kBf16 ||
+                                             s_.ops.a == isa::DType::kFp32);
   std::optional<int64_t> tc;
   if (float_sums) {
     std::optional<size_t> by_span;
@@ -1062,10 +1059,7 @@ void MatrixMapper::estimate_groups_inner(Tiling& t) const {
   const int64_t cin_b = t.gb * j_.cg, cout_b = t.gb * j_.mg, full = j_.groups / t.gb;
   const int64_t rest = j_.groups % t.gb;
   const int64_t c_all = j_.groups * j_.cg, m_all = j_.groups * j_.mg;
-  auto box = [](int64_t s0, int64_t s1, int64_t s2, isa::DType d) {
-    return static_cast<double>(s0 * s1 * s2 * isa::dtype_bytes(d));
-  };
-  double compute = 0, vec = 0, dma = 0, bytes = 0;
+  double compute = 0, vec = 0, dma = 0, dram = 0;
   const int ops = s_.epilogue_ops();
   for (auto [h, hc] : chunks(j_.OH, t.toh)) {
     for (auto [w, wc] : chunks(j_.OW, t.tow)) {
@@ -1075,12 +1069,11 @@ void MatrixMapper::estimate_groups_inner(Tiling& t) const {
       const MatrixJob::OutBox ob = j_.out_box(m_all, w, h);
       const BoxCost& y = dma_cost(ob.d0, ob.d1, ob.d2, ob.s1, ob.s2, o.y);
       dma += (a.cycles + y.cycles) * tiles;
-      bytes +=
-          (box(c_all, j_.in_cols(w), j_.in_rows(h), o.a) * a.skew + box(m_all, w, h, o.y) * y.skew) * tiles;
+      dram += (a.dram + y.dram) * tiles;
       if (o.tile_read) {
         const BoxCost& r = dma_cost(m_all, w, h, j_.M, j_.OW * j_.M, o.r);
         dma += r.cycles * tiles;
-        bytes += box(m_all, w, h, o.r) * r.skew * tiles;
+        dram += r.dram * tiles;
       }
       const auto cyc = isa::timing::gemm_cycles(c_.config.systolic_array,
                                                 {h * w, j_.kh * j_.kw * cin_b, cout_b}, o.a, false, w);
@@ -1098,16 +1091,15 @@ void MatrixMapper::estimate_groups_inner(Tiling& t) const {
     const int64_t k = g * j_.cg, n = g * j_.mg;
     const BoxCost& b = dma_cost(n, k, j_.kh * j_.kw, n, k * n, o.w);
     dma += b.cycles * static_cast<double>(count);
-    bytes += box(n, k, j_.kh * j_.kw, o.w) * b.skew * static_cast<double>(count);
+    dram += b.dram * static_cast<double>(count);
   }
   const double p_loads = static_cast<double>(EpilogueParams::loads(true, 1, 1, spatial_tiles(t)));
   for (int64_t e : s_.param_loads(m_all)) {
     const BoxCost& v = dma_cost(e, 1, 1, e, e, isa::DType::kInt32);
     dma += v.cycles * p_loads;
-    bytes += static_cast<double>(e * 4) * v.skew * p_loads;
+    dram += v.dram * p_loads;
   }
-  dma /= static_cast<double>(std::max<int64_t>(1, c_.config.dma.engines));
-  if (c_.dram_bytes_per_cycle > 0) dma = std::max(dma, bytes / c_.dram_bytes_per_cycle);
+  dma = std::max(dma / static_cast<double>(std::max<int64_t>(1, c_.config.dma.engines)), dram);
   // Before the first CONV: the first input tile and block's weights; after the last: its tile's store.
   const double first =
       dma_cycles(c_all, j_.in_cols(t.tow), j_.in_rows(t.toh), j_.pixel_stride(), j_.row_stride(), o.a) +

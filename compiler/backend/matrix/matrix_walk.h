@@ -468,11 +468,13 @@ class MatrixMapper {
   // Pixels past an input tile a per-position CONV's footprint reaches (its window starts up to
   // (kw-1)*dw pixels in and spans whole rows).
   int64_t position_slack() const { return per_position() ? (j_.kw - 1) * j_.dw : 0; }
-  // One box's DMA: its cycles alone (isa::timing::estimate_dma_cycles) and how many times its bytes
-  // count against the DRAM's sustained rate: its channel skew (isa::timing::channel_skew), or more when
-  // its rows miss the DRAM's open rows (isa::timing::dram_cost_factor: the box on the DRAM model).
+  // One box's DMA: its cycles alone (isa::timing::estimate_dma_cycles) and the DRAM's time for it in a
+  // stream of such boxes from every engine (`dram`, cycles): its bytes at the rate the DRAM sustains for
+  // transfers of its size (isa::timing::DramStreamRates), times its channel skew
+  // (isa::timing::channel_skew), or more when its rows miss the DRAM's open rows
+  // (isa::timing::dram_cost_factor: the box on the DRAM model).
   struct BoxCost {
-    double cycles = 0, skew = 1;
+    double cycles = 0, dram = 0;
   };
   BoxCost dma_cost(int64_t s0, int64_t s1, int64_t s2, int64_t st1, int64_t st2, isa::DType t) const;
   double dma_cycles(int64_t s0, int64_t s1, int64_t s2, int64_t st1, int64_t st2, isa::DType t) const {
