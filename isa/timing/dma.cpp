@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <string>
 
 #include "isa/ceil_div.h"
+#include "isa/machine/spec_text.h"
 #include "isa/timing/fast_div.h"
 
 namespace npusim::isa::timing {
@@ -130,9 +134,29 @@ double sustained_dram_bytes_per_cycle(const NpuConfig& config, int64_t transfer_
   return cycles > 0 ? static_cast<double>(bytes) / cycles : 0.0;
 }
 
+struct DramStreamRates::Table {
+  std::mutex mutex;
+  std::array<double, kMaxLog2 + 1> rates{};  // 0 = not measured yet
+};
+
+DramStreamRates::DramStreamRates(const NpuConfig& config) : config_(config) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<Table>> tables;
+  const std::string key = to_spec_text(config);
+  const std::lock_guard<std::mutex> lock(mutex);
+  std::shared_ptr<Table>& t = tables[key];
+  if (!t) t = std::make_shared<Table>();
+  table_ = t;
+}
+
 double DramStreamRates::at(int log2) const {
   double& r = rates_[static_cast<size_t>(log2)];
-  if (r == 0) r = std::max(1e-9, sustained_dram_bytes_per_cycle(config_, int64_t{1} << log2));
+  if (r == 0) {
+    const std::lock_guard<std::mutex> lock(table_->mutex);
+    double& shared = table_->rates[static_cast<size_t>(log2)];
+    if (shared == 0) shared = std::max(1e-9, sustained_dram_bytes_per_cycle(config_, int64_t{1} << log2));
+    r = shared;
+  }
   return r;
 }
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "isa/isa.h"
@@ -366,9 +367,12 @@ double sustained_dram_bytes_per_cycle(const NpuConfig& config, int64_t transfer_
 // sustained_dram_bytes_per_cycle as a function of the transfer's size, for cost models that ask it for
 // many sizes: measured at powers of two (on first use) and interpolated linearly in the transfer time
 // between them; transfers of 1 MiB and more take the 1 MiB rate (longer ones stream no faster).
+// The measured rates are shared by every DramStreamRates of one configuration in the process (a table per
+// configuration's spec text), so compiles after the first (a generated sequence's steps, a sweep's points)
+// do not measure them again.
 class DramStreamRates {
  public:
-  explicit DramStreamRates(const NpuConfig& config) : config_(config) {}
+  explicit DramStreamRates(const NpuConfig& config);
   // Bytes per cycle (0 = unlimited).
   double bytes_per_cycle(double transfer_bytes) const;
   // The NPU cycles one byte of such a stream takes (0 = unlimited).
@@ -380,8 +384,10 @@ class DramStreamRates {
  private:
   static constexpr int kMinLog2 = 6, kMaxLog2 = 20;
   double at(int log2) const;
+  struct Table;
   const NpuConfig& config_;
-  mutable std::array<double, kMaxLog2 + 1> rates_{};  // 0 = not measured yet
+  std::shared_ptr<Table> table_;                      // shared by the configuration's instances
+  mutable std::array<double, kMaxLog2 + 1> rates_{};  // this instance's copy; 0 = not read yet
 };
 
 }  // namespace npusim::isa::timing
