@@ -133,6 +133,11 @@ int32_t QParams::quantize(float real) const {
   return static_cast<int32_t>(v);
 }
 
+const QParams* PrecisionPlan::qparams(const std::string& name) const {
+  const auto it = values.find(name);
+  return it == values.end() ? nullptr : &it->second;
+}
+
 Precision PrecisionPlan::precision_of(const std::string& name) const {
   auto it = nodes.find(name);
   return it == nodes.end() ? model : it->second.effective;

@@ -251,6 +251,8 @@ struct PrecisionPlan {
   // NodePrecision::reported of node `name` (kInt16 for int16 activations); precision_of when unlisted.
   Precision reported_precision(const std::string& name) const;
   bool has_int8() const;
+  // The quantization of activation value `name`; nullptr when the plan does not quantize it.
+  const QParams* qparams(const std::string& name) const;
 };
 
 // Resolves `spec` on every node of `g`: a key equal to a node's name applies to it and to the nodes a

@@ -143,13 +143,8 @@ void plan_pre_affine(Context& c, size_t i) {
   // # int8: codes in and out, as the map's own lowering runs them under the integer scheme (PlanScope defers
   // them to it), read by an int8 conv as they lie.
   const quant::PrecisionPlan* plan = c.options.plan;
-  const quant::QParams* qy = nullptr;
-  const quant::QParams* qx = nullptr;
-  if (plan) {
-    const auto a = plan->values.find(yv), b = plan->values.find(xv);
-    if (a != plan->values.end()) qy = &a->second;
-    if (b != plan->values.end()) qx = &b->second;
-  }
+  const quant::QParams* qy = plan ? plan->qparams(yv) : nullptr;
+  const quant::QParams* qx = plan ? plan->qparams(xv) : nullptr;
   const bool codes = qy || qx;
   if (codes) {
     if (!qy || !qx || plan->int8_vector != quant::Int8Vector::kInteger ||

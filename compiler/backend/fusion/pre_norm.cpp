@@ -199,13 +199,8 @@ void plan_pre_norm(Context& c, size_t i) {
   // y must be in DRAM when the GEMM loads it: not a value kept on chip in its place.
   if (c.fusion.kept_on_chip.count(yv) || (c.fusion.on_chip.value == yv && c.fusion.on_chip.pending)) return;
   const quant::PrecisionPlan* plan = c.options.plan;
-  const quant::QParams* qy = nullptr;
-  const quant::QParams* qx = nullptr;
-  if (plan) {
-    const auto a = plan->values.find(yv), b = plan->values.find(xv);
-    if (a != plan->values.end()) qy = &a->second;
-    if (b != plan->values.end()) qx = &b->second;
-  }
+  const quant::QParams* qy = plan ? plan->qparams(yv) : nullptr;
+  const quant::QParams* qx = plan ? plan->qparams(xv) : nullptr;
   const bool codes = qy || qx;
   if (codes) {
     // # int8: codes in and out, as the LayerNorm's own lowering converts them (PlanScope defers them to it),
