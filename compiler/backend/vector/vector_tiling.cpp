@@ -8,12 +8,16 @@
 #include <stdexcept>
 #include <vector>
 
+#include "compiler/backend/estimate/roofline.h"
 #include "compiler/backend/fusion/deferred_residual.h"
 #include "compiler/backend/fusion/scaled_residual.h"
 #include "compiler/backend/fusion/upsample_add.h"
 #include "compiler/backend/mapping/mapping.h"
 #include "compiler/backend/memory/view_scope.h"
+#include "compiler/backend/stages/plan_memory.h"
+#include "compiler/quant/precision.h"
 #include "isa/ceil_div.h"
+#include "isa/program_slice.h"
 
 namespace npusim::compiler::backend {
 
@@ -91,6 +95,40 @@ std::string decision_key(const Context& c, const Node& n) {
   return k;
 }
 
+// The fewest cycles the NPU layers reading node n's output need: the longest of their roofline bounds
+// (their MACs at the array's peak, else their tensors over the lanes or DRAM), 0 when none reads it.
+int64_t reader_cycles(const Context& c, const Node& n) {
+  int64_t most = 0;
+  for (const std::string& v : n.outputs) {
+    if (v.empty() || !c.g.has_value(v)) continue;
+    for (int k : c.g.consumers(v)) {
+      const Node& r = c.g.nodes[static_cast<size_t>(k)];
+      if (placement_of(r) != Placement::kNpuMatrix && placement_of(r) != Placement::kNpuVector) continue;
+      int64_t macs = 0;
+      if (placement_of(r) == Placement::kNpuMatrix && r.inputs.size() >= 2 && !r.outputs.empty() &&
+          c.g.has_value(r.inputs[0]) && c.g.has_value(r.inputs[1]) && c.g.has_value(r.outputs[0])) {
+        const Shape& a = c.g.value(r.inputs[0]).shape;
+        const Shape& w = c.g.value(r.inputs[1]).shape;
+        const Value& out = c.g.value(r.outputs[0]);
+        if (!out.fully_known() || a.empty() || w.empty()) continue;
+        int64_t per_output = 1;  // the products each output element sums
+        if (r.op_type == "Conv") {
+          for (size_t d = 1; d < w.size(); ++d) per_output *= w[d];
+        } else if (r.op_type == "Gemm") {
+          per_output = r.attr_int("transA", 0) != 0 ? a.front() : a.back();
+        } else {
+          per_output = a.back();
+        }
+        macs = num_elements(out.shape) * per_output;
+      }
+      const isa::DType precision =
+          c.options.plan ? quant::to_dtype(c.options.plan->reported_precision(r.name)) : c.options.precision;
+      most = std::max(most, roofline(c.g, r, macs, precision, c.config).bound_cycles());
+    }
+  }
+  return most;
+}
+
 // One emission of the lowering under `limit` elements per slot (0 = the scratchpad's): whether it
 // lowered, and the largest slot it used.
 struct Emitted {
@@ -111,11 +149,14 @@ Emitted emit(Context& c, const Node& n, int64_t limit, std::string* why) {
 // A trial emission under `limit`: its simulated cycles (or -1 when it does not lower), rolled back.
 struct Trialled {
   int64_t cycles = -1;
+  // When the first tile's STORE ends, timed alone from the layer's first instruction, and the STOREs
+  // emitted (the tiles): set when the trial was asked for them.
+  int64_t first_stored = -1, stores = 0;
   int64_t slot_elems = 0;
   std::string mapping;  // the lowering's description
   Context::Timed timed;
 };
-Trialled trial(Context& c, const Node& n, int64_t limit) {
+Trialled trial(Context& c, const Node& n, int64_t limit, bool first_store = false) {
   const int64_t first = c.em.size();
   const Context::Trial t = c.begin_trial();
   std::string why;
@@ -127,11 +168,29 @@ Trialled trial(Context& c, const Node& n, int64_t limit) {
     std::vector<int64_t> cycles = c.time_code(first);
     r.cycles = cycles.empty() ? 0 : cycles.back();
     r.timed = {first, c.em.size(), std::move(cycles)};
+    for (int64_t k = first; first_store && k < c.em.size(); ++k) {
+      if (c.program.instructions[static_cast<size_t>(k)].opcode != isa::Opcode::kStore) continue;
+      if (r.stores++ > 0) continue;
+      const auto end = static_cast<size_t>(k + 1);
+      r.first_stored = c.options
+                           .timer(isa::slice_program(c.program, static_cast<size_t>(first), end,
+                                                     isa::token_balance(c.program, end)))
+                           .total;
+    }
   } else if (e.ok) {
     r.cycles = 0;
   }
   c.end_trial(t);
   return r;
+}
+
+// What a candidate tile is judged by: its simulated span when no NPU layer reads its output; else when
+// its readers could end (`reader` cycles: reader_cycles), a reader starting on the first tile once its
+// STORE ends and needing its share of one tile after the last: a smaller tile that lengthens the layer
+// may still let a long reader start (and end) earlier.
+int64_t figure(const Trialled& t, int64_t reader) {
+  if (reader <= 0 || t.first_stored < 0 || t.stores == 0) return t.cycles;
+  return std::max(t.first_stored + reader, t.cycles + reader / t.stores);
 }
 
 // The layer's tile in its plan. A slot larger than the whole tensor holds it in one tile: the plan
@@ -201,7 +260,9 @@ bool lower_vector_tiled(Context& c, const Node& n, std::string* why) {
   }
   // An SE Mul that may add its input back (fusion/scaled_residual.h): with and without, both simulated.
   scaled_residual_choose(c, n, [&] { return trial(c, n, 0).cycles; });
-  const std::string key = decision_key(c, n) + (scaled_residual_output(c, n) ? "+residual add" : "") +
+  const int64_t reader = reader_cycles(c, n);
+  const std::string key = decision_key(c, n) + fmt::format("|reader {}", reader) +
+                          (scaled_residual_output(c, n) ? "+residual add" : "") +
                           (upsampled_operand(c, n) ? "+upsampled operand" : "") +
                           (deferred_residual_of(c, n) ? "+deferred residual" : "");
   int64_t limit = 0;
@@ -211,28 +272,33 @@ bool lower_vector_tiled(Context& c, const Node& n, std::string* why) {
     limit = static_cast<int64_t>(it->second);
     if (limit > 0) reason = "a smaller tile pipelines better (the choice made for an identical layer before)";
   } else {
-    Trialled best = trial(c, n, 0);
+    Trialled best = trial(c, n, 0, reader > 0);
     if (best.cycles < 0) return emit(c, n, 0, why).ok;  // not on the vector unit: `why` says so
     const int64_t whole = best.slot_elems, total = largest_value(c, n);
     timed = best.timed;
     if (whole > 0 && ceil_div(total, whole) < kDeepPipeline && !tile_dependent_sums(n)) {
-      const int64_t whole_cycles = best.cycles;
+      const Trialled whole_trial = best;
       for (int h = 1; h <= kHalvings; ++h) {
         const int64_t cand = (whole >> h) / 64 * 64;
         if (cand < kMinTileElems) break;
         if (cand >= total) continue;  // the same tiles
-        const Trialled t = trial(c, n, cand);
-        if (t.cycles >= 0 && t.cycles < best.cycles) {
+        const Trialled t = trial(c, n, cand, reader > 0);
+        if (t.cycles >= 0 && figure(t, reader) < figure(best, reader)) {
           best = t;
           limit = cand;
           timed = t.timed;
         }
       }
-      if (limit > 0) {
+      if (limit > 0 && best.cycles < whole_trial.cycles) {
         reason = fmt::format(
             "a smaller tile pipelines better: {} cycles simulated against {} with the "
             "whole-SRAM tile of {} elements",
-            best.cycles, whole_cycles, whole);
+            best.cycles, whole_trial.cycles, whole);
+      } else if (limit > 0) {
+        reason = fmt::format(
+            "a smaller tile lets its readers ({} cycles at least) start earlier: its first tile stored "
+            "at {} cycles against {}, the layer's span {} against {} with the whole-SRAM tile of {} elements",
+            reader, best.first_stored, whole_trial.first_stored, best.cycles, whole_trial.cycles, whole);
       }
     }
     c.decided.emplace(key, static_cast<size_t>(limit));
