@@ -631,7 +631,7 @@ bool fuse_block(Context& c, ConvBands& bands, ConvBands& dw, ConvBands* pj, isa:
              pj->job().W != p.OW))
     pj = nullptr;
   int64_t evaluated = 0;
-  const Tiling whole = bands.choose_whole(&evaluated);
+  bands.choose_whole(&evaluated);  // whether the conv maps at all
   if (evaluated == 0) return false;
   // The project conv lowered whole after what `first` on emitted, its layer's cycles in that slice.
   auto project_whole = [&]() {
@@ -651,14 +651,14 @@ bool fuse_block(Context& c, ConvBands& bands, ConvBands& dw, ConvBands* pj, isa:
     // The depthwise conv's own lowering simulates its candidates (trials of its own): an undo point.
     const Context::Trial undo = c.mark();
     const int64_t first = c.em.size();
-    bands.generate_whole(whole);
+    const FusionState state = c.fusion;
+    bands.lower_whole();
     LayerPlan scratch;
     scratch.name = c.g.nodes[p.pool].name;
     const uint32_t layer = c.layer;
     c.plan = &scratch, c.layer = static_cast<uint32_t>(p.pool);
     // Without the pair, residency keeps the depthwise output on chip for the project conv: as the layers
     // lowered one by one would (their fusion state put back after the trial).
-    const FusionState state = c.fusion;
     if (!p.pair_alone) plan_on_chip(c, p.pool);
     dw.lower_whole();
     // An SE pool the depthwise conv lowered whole runs in its epilogue saves the pool's own time
