@@ -29,6 +29,10 @@ constexpr int64_t kDeepPipeline = 8;
 // Halvings of the whole-SRAM tile tried, and the fewest elements a tried tile keeps.
 constexpr int kHalvings = 3;
 constexpr int64_t kMinTileElems = 1024;
+// A tile other than the one of the shortest span is taken for its readers (figure) only when their end
+// comes this share earlier: the readers' roofline bound is a floor, not how they read (a pool or a conv
+// whose first tile needs more than the first tile stored starts no earlier), so small gains are noise.
+constexpr double kReaderMargin = 0.10;
 
 // The most elements of any runtime value the node reads or writes.
 int64_t largest_value(const Context& c, const Node& n) {
@@ -277,32 +281,35 @@ bool lower_vector_tiled(Context& c, const Node& n, std::string* why) {
     const int64_t whole = best.slot_elems, total = largest_value(c, n);
     timed = best.timed;
     if (whole > 0 && ceil_div(total, whole) < kDeepPipeline && !tile_dependent_sums(n)) {
+      // The shortest span and the readers' earliest end (figure), each with its tile (0: the whole-SRAM one).
       const Trialled whole_trial = best;
-      int64_t fastest = best.cycles;  // the shortest span simulated
+      Trialled for_readers = best;
+      int64_t readers_limit = 0;
       for (int h = 1; h <= kHalvings; ++h) {
         const int64_t cand = (whole >> h) / 64 * 64;
         if (cand < kMinTileElems) break;
         if (cand >= total) continue;  // the same tiles
         const Trialled t = trial(c, n, cand, reader > 0);
-        if (t.cycles >= 0) fastest = std::min(fastest, t.cycles);
-        if (t.cycles >= 0 && figure(t, reader) < figure(best, reader)) {
-          best = t;
-          limit = cand;
-          timed = t.timed;
-        }
+        if (t.cycles < 0) continue;
+        if (t.cycles < best.cycles) best = t, limit = cand;
+        if (figure(t, reader) < figure(for_readers, reader)) for_readers = t, readers_limit = cand;
       }
-      if (limit > 0 && best.cycles == fastest) {
+      const int64_t span_best = best.cycles;
+      if (readers_limit != limit && static_cast<double>(figure(for_readers, reader)) <
+                                        (1.0 - kReaderMargin) * static_cast<double>(figure(best, reader))) {
+        reason = fmt::format(
+            "a smaller tile lets its readers ({} cycles at least) start earlier: its first tile stored "
+            "at {} cycles against {} with the whole-SRAM tile of {} elements, the layer's span {} against "
+            "{} at the shortest",
+            reader, for_readers.first_stored, whole_trial.first_stored, whole, for_readers.cycles, span_best);
+        best = for_readers, limit = readers_limit;
+      } else if (limit > 0) {
         reason = fmt::format(
             "a smaller tile pipelines better: {} cycles simulated against {} with the "
             "whole-SRAM tile of {} elements",
             best.cycles, whole_trial.cycles, whole);
-      } else if (limit > 0) {
-        reason = fmt::format(
-            "a smaller tile lets its readers ({} cycles at least) start earlier: its first tile stored "
-            "at {} cycles against {} with the whole-SRAM tile of {} elements, the layer's span {} against "
-            "{} at the fastest",
-            reader, best.first_stored, whole_trial.first_stored, whole, best.cycles, fastest);
       }
+      timed = best.timed;
     }
     c.decided.emplace(key, static_cast<size_t>(limit));
   }
