@@ -30,9 +30,9 @@ constexpr int64_t kDeepPipeline = 8;
 constexpr int kHalvings = 3;
 constexpr int64_t kMinTileElems = 1024;
 // A tile other than the one of the shortest span is taken for its readers (figure) only when their end
-// comes this share earlier: the readers' roofline bound is a floor, not how they read (a pool or a conv
-// whose first tile needs more than the first tile stored starts no earlier), so small gains are noise.
-constexpr double kReaderMargin = 0.10;
+// comes at least this share earlier: the readers' roofline bound is a floor, not how they read (a pool or a
+// conv whose first tile needs more than the first tile stored starts no earlier), so small gains are noise.
+constexpr double kReaderMargin = 0.02;
 
 // The most elements of any runtime value the node reads or writes.
 int64_t largest_value(const Context& c, const Node& n) {
