@@ -41,12 +41,15 @@ TEST(MappingModels, MobileNetV2VectorTilesAreSearchedWrittenAndImposed) {
   const std::string name = json_eval(dir + "/a.json", pick + "['name']");
   const std::string reason = json_eval(dir + "/a.json", pick + "['mapping']['tile_limit']");
   const std::string elems = json_eval(dir + "/a.json", pick + "['mapping']['tile']['elems']");
-  // "a smaller tile pipelines better: A cycles simulated against B with the whole-SRAM tile of W elements"
+  // "a smaller tile pipelines better: A cycles simulated against B with the whole-SRAM tile of W elements",
+  // or, taken for its readers (vector_tiling.cpp's figure), "a smaller tile lets its readers (R cycles at
+  // least) start earlier: its first tile stored at A cycles against B with the whole-SRAM tile of W ..."
   const auto number_after = [&](const std::string& word) {
     const size_t at = reason.find(word) + word.size();
     return std::stoll(reason.substr(at, reason.find(' ', at) - at));
   };
-  EXPECT_LT(number_after("better: "), number_after("against ")) << reason;
+  const bool for_readers = reason.find("readers") != std::string::npos;
+  EXPECT_LT(number_after(for_readers ? "stored at " : "better: "), number_after("against ")) << reason;
   const int64_t whole = number_after("tile of ");
   EXPECT_LT(std::stoll(elems), whole) << reason;
   EXPECT_NE(
