@@ -382,15 +382,22 @@ struct Search {
   size_t best = 0;
   int64_t best_cycles = -1, first_cycles = -1;
 };
+// The band loop a mapping file imposes on the conv (BandLoop), or none.
+const BandLoop* imposed_band_loop(const Context& c, const ConvPool& p) {
+  const LayerMapping* m = c.options.mapping ? c.options.mapping->find(c.g.nodes[p.conv].name) : nullptr;
+  return m && m->band_loop ? &*m->band_loop : nullptr;
+}
+
+// With an imposed band loop `imposed`, its values are the only candidates of theirs.
 Search search(Context& c, ConvBands& bands, const ConvPool& p, LineReader& reader,
-              const std::function<int64_t(int64_t)>& acc) {
+              const std::function<int64_t(int64_t)>& acc, const BandLoop* imposed) {
   const isa::DType t = c.tensor(c.g.nodes[p.pool].inputs[0]).dtype;
   const int64_t es = isa::dtype_bytes(t);
   const int64_t row_bytes = p.pitch * p.C * es;
   const int64_t cap = scratchpad_capacity(c.config, Buffer::kInput);
   const int64_t acc_cap = scratchpad_capacity(c.config, Buffer::kAccumulator);
   Search r;
-  for (int64_t rows = p.OH;; rows = ceil_div(rows, 2)) {
+  for (int64_t rows = imposed ? std::min(imposed->rows, p.OH) : p.OH;; rows = ceil_div(rows, 2)) {
     BandHeight cand;
     make_bands(p, rows, 0, &cand);
     // The reader's epilogue slots go above the line buffer when its sums and they overfill the accumulator
@@ -401,7 +408,7 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, LineReader& reade
             3 * cap &&
         4 * (acc(rows) - cand.side) <= 3 * acc_cap)
       r.cands.push_back(std::move(cand));
-    if (rows <= 1 || r.cands.size() >= 4) break;
+    if (rows <= 1 || r.cands.size() >= 4 || imposed) break;
   }
   const int64_t reserved = c.fusion.input_reserved;
   for (size_t k = 0; k < r.cands.size(); ++k) {
@@ -438,13 +445,16 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, LineReader& reade
           reserved + round64(shape.buf_rows * row_bytes) + shape.side + 2 * shape.out_slot;
       c.fusion.acc_reserved = acc(shape.rows) - shape.side;
       const uint64_t buf = static_cast<uint64_t>(cap - c.fusion.input_reserved);
+      if (imposed && imposed->buffer_rows && *imposed->buffer_rows != shape.buf_rows) continue;
       for (int64_t at : where) {
+        if (imposed && imposed->resident && *imposed->resident != (at >= 0)) continue;
         BandHeight v = shape;
         v.resident = at;
         if (!choose_tilings(c, bands, p, v, buf, es, reader_w + (at >= 0 ? rw : 0), reader)) continue;
         // The reader's work in pieces between the conv's tiles, and after them (BandHeight::pieces).
         for (const bool pieces : {true, false}) {
-          if (pieces && !reader.pieces()) continue;
+          if ((pieces && !reader.pieces()) || (imposed && imposed->pieces && *imposed->pieces != pieces))
+            continue;
           v.pieces = pieces;
           const Context::Trial trial = c.begin_trial();
           const int64_t first = c.em.size();
@@ -505,8 +515,12 @@ void take(Context& c, ConvBands& bands, ConvPool& p, LineReader& reader, const S
   LayerPlan& plan = *c.plan;
   plan.macs = j.images * j.OH * j.OW * j.M * j.kh * j.kw * j.cg;
   plan.chosen = LayerMapping{};
+  plan.chosen.band_loop = BandLoop{cand.rows, cand.buf_rows, cand.resident >= 0,
+                                   reader.pieces() ? std::optional<bool>(cand.pieces) : std::nullopt,
+                                   p.depthwise ? std::optional<bool>(cand.out_slot > 0) : std::nullopt};
   plan.est_cycles = r.best_cycles;
-  plan.candidates = static_cast<int64_t>(r.cands.size()) + 1;
+  // The candidates simulated: the band heights, and the layers apart unless the loop was imposed.
+  plan.candidates = static_cast<int64_t>(r.cands.size()) + (imposed_band_loop(c, p) ? 0 : 1);
   plan.sram_input_bytes += round64(cand.buf_rows * row_bytes) + cand.side + 2 * cand.out_slot;
   plan.sram_acc_bytes += acc_bytes - cand.side;
   if (cand.resident >= 0) plan.sram_weight_bytes += resident_bytes(bands);
@@ -519,7 +533,9 @@ void take(Context& c, ConvBands& bands, ConvPool& p, LineReader& reader, const S
   const int64_t overlap = std::max<int64_t>(0, p.w.kh - p.w.sh);
   const char* what = p.depthwise ? "output" : "pooled";
   plan.tile_limit =
-      cand.rows == r.cands.front().rows
+      imposed_band_loop(c, p)
+          ? fmt::format("bands of {} {} rows: imposed by the mapping file", cand.rows, what)
+      : cand.rows == r.cands.front().rows
           ? fmt::format("bands of {} {} rows: the largest whose line buffer fits", cand.rows, what)
           : fmt::format(
                 "bands of {} {} rows pipeline better: {} cycles simulated against {} with bands of {}",
@@ -601,8 +617,11 @@ bool lower_conv_pool_pair(Context& c, ConvBands& bands) {
   }
   if (layered <= 0) return false;
   const std::unique_ptr<LineReader> reader = pool_reader(c, p);
-  const Search r = search(c, bands, p, *reader, [](int64_t) { return int64_t{0}; });
-  if (r.best_cycles < 0 || r.best_cycles >= layered) return false;
+  const BandLoop* imposed = imposed_band_loop(c, p);
+  const Search r = search(
+      c, bands, p, *reader, [](int64_t) { return int64_t{0}; }, imposed);
+  // An imposed band loop is taken without the comparison.
+  if (r.best_cycles < 0 || (!imposed && r.best_cycles >= layered)) return false;
   take(c, bands, p, *reader, r, layered, evaluated, 0);
   return true;
 }
@@ -680,11 +699,16 @@ bool fuse_block(Context& c, ConvBands& bands, ConvBands& dw, ConvBands* pj, isa:
   if (layered <= 0) return false;
   DepthwiseReader reader(c, p, dw);
   auto acc = [&](int64_t rows) { return round64(reader.acc_bytes(rows)); };
-  const Search r = p.pair_alone ? search(c, bands, p, reader, acc) : Search{};
+  // An imposed band loop (BandLoop) is taken without the comparison against the layers apart; its `project`
+  // says which of the pair and the block, else both are searched.
+  const BandLoop* imposed = imposed_band_loop(c, p);
+  const bool want_pair = !imposed || imposed->project != true;
+  const bool want_block = !imposed || imposed->project != false;
+  const Search r = p.pair_alone && want_pair ? search(c, bands, p, reader, acc, imposed) : Search{};
   // An SE pool the bands run (line_buffer_readers.h) saves the pool's own time: credited.
   const bool pair =
-      r.best_cycles >= 0 && r.best_cycles - static_cast<int64_t>(reader.pool_credit()) < layered;
-  if (pj) {
+      r.best_cycles >= 0 && (imposed || r.best_cycles - static_cast<int64_t>(reader.pool_credit()) < layered);
+  if (pj && want_block) {
     // The pair's best followed by the project conv lowered whole (what the program runs without the project
     // conv in the band loop), against the three layers in one band loop.
     int64_t apart = layered_block;
@@ -701,8 +725,8 @@ bool fuse_block(Context& c, ConvBands& bands, ConvBands& dw, ConvBands* pj, isa:
     }
     DepthwiseReader block(c, p, dw, pj, pj_act);
     auto block_acc = [&](int64_t rows) { return round64(block.acc_bytes(rows)); };  // one side of sums
-    const Search rb = search(c, bands, p, block, block_acc);
-    if (rb.best_cycles >= 0 && rb.best_cycles < apart) {
+    const Search rb = search(c, bands, p, block, block_acc, imposed);
+    if (rb.best_cycles >= 0 && (rb.best_cycles < apart || (imposed && !pair))) {
       take(c, bands, p, block, rb, layered_block, evaluated, block_acc(rb.cands[rb.best].rows));
       return true;
     }
