@@ -47,6 +47,8 @@ std::vector<std::string> Npu::track_names(const isa::NpuConfig& config) {
   for (int c = 0; c < dram_channels(config.dram); ++c) {
     for (int64_t e = 0; e < config.dma.engines; ++e) names.push_back(fmt::format("dram_ch{}.dma{}", c, e));
   }
+  // The output stage on the accumulator's read path (systolic_array.output_stage), last.
+  if (config.systolic_array.output_stage) names.emplace_back("output_stage");
   return names;
 }
 
@@ -62,7 +64,7 @@ Npu::Npu(const sc_core::sc_module_name& name, const isa::NpuConfig& config, cons
       sequencer_("sequencer", config.sequencer, fab_, std::move(progress)),
       load_("load", config.dma, fab_, Queue::kLoad),
       matrix_("matrix", config.systolic_array, fab_),
-      vector_("vector", config.vector, fab_),
+      vector_("vector", config.vector, fab_, static_cast<uint16_t>(unit_names_.size() - 1)),
       store_("store", config.dma, fab_, Queue::kStore),
       host_("host", config.host, fab_),
       engines_("dma") {
@@ -143,6 +145,17 @@ traces::Report Npu::report() const {
     ur.name = unit_names_[u];
     ur.instructions =
         u >= kFirstDmaUnit ? engines_[u - kFirstDmaUnit].stats().transfers : counters[u].instructions;
+    ur.busy = counters[u].busy;
+    ur.stalls = counters[u].stalls;
+    const uint64_t used = ur.busy + ur.stalled();
+    ur.idle = total > used ? total - used : 0;
+    r.units.push_back(ur);
+  }
+  if (c.systolic_array.output_stage) {  // its VEC outputs, busy beside the vector lanes
+    const size_t u = unit_names_.size() - 1;
+    traces::UnitReport ur;
+    ur.name = unit_names_[u];
+    ur.instructions = counters[u].instructions;
     ur.busy = counters[u].busy;
     ur.stalls = counters[u].stalls;
     const uint64_t used = ur.busy + ur.stalled();

@@ -19,6 +19,9 @@ struct Dispatch {
     uint64_t cycles;
     uint64_t bytes[isa::kNumBuffers];  // operand bytes per scratchpad
     int64_t src1, src2, dst;           // bytes per operand (datapath::vec_operand_bytes)
+    uint32_t addr[3];                  // src1, src2, dst: byte addresses
+    uint8_t buf[3];                    // ... and the scratchpads that hold their bytes
+    bool stage;                        // runs on the output stage (isa::timing::on_output_stage)
   };
   struct HostWork {  // timing::HostCycles: the link each way (latency included) and the host's own time
     uint64_t link_in, host, link_out;

@@ -66,6 +66,14 @@ void SystolicArrayConfig::visit(Visitor& v) {
        "a PRELOAD command follows the fold's last COMPUTE through the mesh's one pipeline); false: it "
        "shifts into the shadow registers under the whole fold before"},
       preload_in_stream);
+  v.boolean(
+      {"output_stage", "",
+       "an output stage on the accumulator's read path beside the vector lanes (NVDLA's SDP, Gemmini's "
+       "accumulator mvout): a VEC output whose sums are in the accumulator runs there, one accumulator row "
+       "of cols "
+       "elements a cycle, beside the vector lanes, which take the next instruction meanwhile; false: the "
+       "vector lanes run it"},
+      output_stage);
 }
 
 double SystolicArrayConfig::rate(DType t) const {

@@ -61,6 +61,9 @@ struct SystolicArrayConfig {
   int64_t min_block_cycles = 1;       // ws: cycles a block of at most `rows` streamed pixels takes at least
   bool chained_instructions = false;  // a MATMUL/CONV enters right behind the previous one's last row
   bool preload_in_stream = false;     // ws: the next fold's operand overlaps only the last block before
+  // VEC output on accumulator sums runs on the accumulator's read path beside the vector lanes
+  // (isa/timing/units.h on_output_stage, output_stage_cycles).
+  bool output_stage = true;
   void visit(Visitor& v);
   // MAC rate of `t` relative to int8 (0 when the array does not support it).
   double rate(DType t) const;

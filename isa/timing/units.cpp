@@ -51,6 +51,21 @@ int64_t vec_cycles(const Instruction& ins, const VectorConfig& v) {
   return t.latency_cycles + ceil_div(vec_lane_work(ins, v), v.lanes) * t.ii_cycles;
 }
 
+bool on_output_stage(const Instruction& ins, const NpuConfig& c) {
+  return c.systolic_array.output_stage && ins.opcode == Opcode::kVec &&
+         static_cast<VecOp>(ins.get(Field::kVop)) == VecOp::kOutput &&
+         static_cast<Buffer>(ins.get(Field::kSrc1Buf)) == Buffer::kAccumulator;
+}
+
+int64_t output_stage_cycles(const Instruction& ins, const NpuConfig& c) {
+  const VecOpTiming& t = c.vector.ops[static_cast<size_t>(VecOp::kOutput)];
+  return t.latency_cycles + ceil_div(vec_work_elements(ins), std::max<int64_t>(1, c.systolic_array.cols));
+}
+
+int64_t vec_lane_cycles(const Instruction& ins, const NpuConfig& c) {
+  return on_output_stage(ins, c) ? 0 : vec_cycles(ins, c.vector);
+}
+
 HostCycles host_cycles(int64_t in_bytes, int64_t out_bytes, int64_t cpu_ops, const HostConfig& h,
                        double f_mhz) {
   HostCycles c;

@@ -20,6 +20,16 @@ int64_t vec_lane_work(const Instruction& ins, const VectorConfig& vector);
 // latency + ceil(lane work / lanes) * ii from the config's per-op table.
 int64_t vec_cycles(const Instruction& ins, const VectorConfig& vector);
 
+// Whether VEC `ins` runs on the accumulator's output stage (systolic_array.output_stage) instead of the
+// vector lanes: a VEC output whose sums (src1) are in the accumulator. The lanes take the vector queue's
+// next instruction while it runs (arch/vector/vector_unit.h).
+bool on_output_stage(const Instruction& ins, const NpuConfig& config);
+// Cycles of a VEC output on the output stage: the op's latency from the vector table, then one
+// accumulator row of systolic_array.cols elements a cycle, as the array drains them.
+int64_t output_stage_cycles(const Instruction& ins, const NpuConfig& config);
+// Cycles VEC `ins` keeps the vector lanes busy: 0 on the output stage, else vec_cycles.
+int64_t vec_lane_cycles(const Instruction& ins, const NpuConfig& config);
+
 // Cycles of one host call: link latency + bytes / bandwidth in each direction, the fixed call
 // overhead and cpu_ops / cpu_gops, at the NPU clock. Each part is rounded up separately.
 struct HostCycles {

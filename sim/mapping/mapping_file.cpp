@@ -52,6 +52,57 @@ Field bool_field(std::string_view key, std::optional<bool> LayerMapping::*field)
           }};
 }
 
+std::string join(const std::vector<std::string>& v, std::string_view sep) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? std::string(sep) : "") + v[i];
+  return s;
+}
+
+std::string suggestion(const std::string& word, const std::vector<std::string>& keys) {
+  const std::string guess = isa::closest_name(word, keys);
+  return guess.empty() ? fmt::format(" (keys: {})", join(keys, ", "))
+                       : fmt::format(" (did you mean '{}'?)", guess);
+}
+
+// band_loop: {rows: N, buffer_rows: N, resident: B, pieces: B, project: B} (compiler::BandLoop; rows
+// required).
+YAML::Node write_band_loop(const LayerMapping& m) {
+  if (!m.band_loop) return YAML::Node();
+  const compiler::BandLoop& b = *m.band_loop;
+  YAML::Node v(YAML::NodeType::Map);
+  v["rows"] = b.rows;
+  if (b.buffer_rows) v["buffer_rows"] = *b.buffer_rows;
+  if (b.resident) v["resident"] = *b.resident;
+  if (b.pieces) v["pieces"] = *b.pieces;
+  if (b.project) v["project"] = *b.project;
+  return v;
+}
+
+std::string read_band_loop(const YAML::Node& v, LayerMapping& m) {
+  const char* expected =
+      "band_loop: expected {rows: N, buffer_rows: N, resident: true|false, pieces: true|false, project: "
+      "true|false} (rows required, each at least 1)";
+  if (!v.IsMap() || !v["rows"]) return expected;
+  compiler::BandLoop b;
+  for (const auto& kv : v) {
+    const std::string key = kv.first.Scalar();
+    int64_t x = 0;
+    bool flag = false;
+    if (key == "rows" || key == "buffer_rows") {
+      if (!kv.second.IsScalar() || !YAML::convert<int64_t>::decode(kv.second, x) || x < 1) return expected;
+      (key == "rows" ? b.rows : b.buffer_rows.emplace()) = x;
+    } else if (key == "resident" || key == "pieces" || key == "project") {
+      if (!kv.second.IsScalar() || !YAML::convert<bool>::decode(kv.second, flag)) return expected;
+      (key == "resident" ? b.resident : key == "pieces" ? b.pieces : b.project) = flag;
+    } else {
+      return fmt::format("band_loop: unknown key '{}'{}", key,
+                         suggestion(key, {"rows", "buffer_rows", "resident", "pieces", "project"}));
+    }
+  }
+  m.band_loop = b;
+  return "";
+}
+
 // Every key of an entry in file order: the list both directions walk.
 const std::vector<Field>& fields() {
   static const std::vector<Field> list = [] {
@@ -83,6 +134,7 @@ const std::vector<Field>& fields() {
                        "expected spatial_outer, channel_outer, input_resident or groups_inner"));
     f.push_back(bool_field("on_chip", &LayerMapping::on_chip));
     f.push_back(bool_field("merge_siblings", &LayerMapping::merge_siblings));
+    f.push_back({"band_loop", write_band_loop, read_band_loop});
     f.push_back({"fused",
                  [](const LayerMapping& m) {
                    YAML::Node v;
@@ -111,18 +163,6 @@ const std::vector<Field>& fields() {
 std::string position(const std::string& source, const YAML::Mark& m) {
   if (m.is_null() || m.line < 0) return source;
   return fmt::format("{}:{}:{}", source, m.line + 1, m.column + 1);
-}
-
-std::string join(const std::vector<std::string>& v, std::string_view sep) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? std::string(sep) : "") + v[i];
-  return s;
-}
-
-std::string suggestion(const std::string& word, const std::vector<std::string>& keys) {
-  const std::string guess = isa::closest_name(word, keys);
-  return guess.empty() ? fmt::format(" (keys: {})", join(keys, ", "))
-                       : fmt::format(" (did you mean '{}'?)", guess);
 }
 
 }  // namespace

@@ -206,6 +206,36 @@ TEST(VectorTiming, LatencyPlusLanesTimesInitiationInterval) {
   EXPECT_EQ(timing::vec_cycles(ins, v), t.latency_cycles + ceil_div(300, 16) * t.ii_cycles);
 }
 
+// systolic_array.output_stage: a VEC output on accumulator sums runs on the output stage, one accumulator row
+// of `cols` elements a cycle after the op's latency, and leaves the lanes free; other VECs, and a VEC output
+// whose sums are elsewhere, keep the lanes' timing; with the key off every VEC is the lanes'.
+TEST(OutputStageTiming, AnOutputOnAccumulatorSumsTakesOneRowOfColsACycleOffTheLanes) {
+  isa::NpuConfig c;
+  c.systolic_array.cols = 16;
+  c.vector.lanes = 8;
+  EXPECT_TRUE(c.systolic_array.output_stage);  // edge's default (configs/edge.yaml)
+  isa::Instruction out;
+  out.opcode = isa::Opcode::kVec;
+  out.set(isa::Field::kVop, static_cast<int64_t>(isa::VecOp::kOutput))
+      .set(isa::Field::kSrc1Buf, static_cast<int64_t>(isa::Buffer::kAccumulator))
+      .set(isa::Field::kD0, 24)
+      .set(isa::Field::kD1, 10);
+  const auto& t = c.vector.ops[static_cast<int>(isa::VecOp::kOutput)];
+  ASSERT_TRUE(timing::on_output_stage(out, c));
+  EXPECT_EQ(timing::output_stage_cycles(out, c), t.latency_cycles + ceil_div(240, 16));
+  EXPECT_EQ(timing::vec_lane_cycles(out, c), 0);
+  isa::Instruction in_input = out;
+  in_input.set(isa::Field::kSrc1Buf, static_cast<int64_t>(isa::Buffer::kInput));
+  EXPECT_FALSE(timing::on_output_stage(in_input, c));
+  EXPECT_EQ(timing::vec_lane_cycles(in_input, c), t.latency_cycles + ceil_div(240, 8) * t.ii_cycles);
+  isa::Instruction add = out;
+  add.set(isa::Field::kVop, static_cast<int64_t>(isa::VecOp::kAdd));
+  EXPECT_FALSE(timing::on_output_stage(add, c));
+  c.systolic_array.output_stage = false;
+  EXPECT_FALSE(timing::on_output_stage(out, c));
+  EXPECT_EQ(timing::vec_lane_cycles(out, c), timing::vec_cycles(out, c.vector));
+}
+
 TEST(HostTiming, LinkBothWaysPlusOverheadPlusCpu) {
   isa::HostConfig h;
   h.link_bandwidth_gbps = 4;

@@ -196,7 +196,8 @@ def main():
                 with open(fused_map) as f, open(unfused_map, "w") as g:
                     for line in f:
                         if any(f"{{name: {v}, " in line or f"{{name: {v}}}" in line for v in convs):
-                            line = line.replace("}", ", on_chip: false}", 1)
+                            # on_chip: false instead of the conv's band loop (fusion_runs.on_chip_off)
+                            line = re.sub(r"band_loop: \{[^}]*\}", "on_chip: false", line, count=1)
                         g.write(line)
         ok = True
         pools = fused_pools(reports["fused"])

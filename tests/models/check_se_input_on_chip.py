@@ -26,7 +26,7 @@ import tempfile
 
 import numpy as np
 
-from fusion_runs import run_variants, shared_failures
+from fusion_runs import on_chip_off, run_variants, shared_failures
 from random_inputs import write_random_inputs
 
 WRITTEN = "read where the conv before wrote it"
@@ -100,9 +100,7 @@ def unfuse(fused):
     def rewrite(name, line):
         if name not in convs:
             return line
-        if "on_chip: true" in line:
-            return line.replace("on_chip: true", "on_chip: false")
-        return line.replace("}", ", on_chip: false}", 1)
+        return on_chip_off(line)
     return rewrite
 
 

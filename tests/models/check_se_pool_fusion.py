@@ -32,7 +32,7 @@ import tempfile
 
 import numpy as np
 
-from fusion_runs import differing_outputs, run_variants
+from fusion_runs import differing_outputs, on_chip_off, run_variants
 from random_inputs import write_random_inputs
 
 
@@ -98,9 +98,7 @@ def unfuse(fused):
         if name in convs:
             line = re.sub(r"tile_ow: (\d+)", lambda t: f"tile_ow: {max(1, int(t.group(1)) // 2)}", line)
         if name in pairs:
-            line = line.replace("on_chip: true", "on_chip: false")
-            if "on_chip:" not in line:
-                line = line.replace("}", ", on_chip: false}", 1)
+            line = on_chip_off(line)
         return line
     return rewrite
 

@@ -70,9 +70,12 @@ def shared_failures(reports, outputs, fused_of):
 
 
 def on_chip_off(line):
-    """A mapping line with `on_chip: false` (its layer's output stored, not left on chip)."""
+    """A mapping line with `on_chip: false` (its layer's output stored, not left on chip); a conv's band loop
+    (`band_loop: {...}`, its line buffer with the layer after it) gives way to it."""
     if "on_chip: true" in line:
         return line.replace("on_chip: true", "on_chip: false")
+    if "band_loop: {" in line:
+        return re.sub(r"band_loop: \{[^}]*\}", "on_chip: false", line, count=1)
     return line.replace("}", ", on_chip: false}", 1)
 
 

@@ -76,6 +76,49 @@ TEST(MappingFile, BadValuesNameTheFileLineLayerAndWhatIsExpected) {
             std::vector<std::string>{"m.yaml:2:5: expected an entry {name: NODE, KEY: VALUE, ...}"});
 }
 
+// A conv's band loop (compiler::BandLoop): written on one line, read back with every value; a value of
+// the wrong kind, a missing rows, an unknown key are each one message naming the line and the layer.
+TEST(MappingFile, ABandLoopIsWrittenAndReadBackAndItsMistakesNamed) {
+  std::vector<compiler::LayerPlan> layers(2);
+  LayerMapping& a = layers[0].chosen;
+  a.name = "conv";
+  a.placement = Placement::kNpuMatrix;
+  a.band_loop = compiler::BandLoop{7, 10, true, false, true};
+  LayerMapping& b = layers[1].chosen;
+  b.name = "stem";
+  b.band_loop = compiler::BandLoop{14, std::nullopt, false, std::nullopt, std::nullopt};
+  const std::string text = mapping_text(layers, {});
+  EXPECT_NE(text.find("{name: conv, placement: matrix, band_loop: {rows: 7, buffer_rows: 10, resident: true, "
+                      "pieces: false, project: true}}"),
+            std::string::npos)
+      << text;
+  const compiler::MappingOverrides back = read_mapping_text(text, "w.yaml");
+  for (const compiler::LayerPlan& p : layers) {
+    const compiler::BandLoop& want = *p.chosen.band_loop;
+    const LayerMapping* r = back.find(p.chosen.name);
+    ASSERT_TRUE(r && r->band_loop) << text;
+    EXPECT_EQ(r->band_loop->rows, want.rows);
+    EXPECT_EQ(r->band_loop->buffer_rows, want.buffer_rows);
+    EXPECT_EQ(r->band_loop->resident, want.resident);
+    EXPECT_EQ(r->band_loop->pieces, want.pieces);
+    EXPECT_EQ(r->band_loop->project, want.project);
+  }
+  const std::string expected =
+      "band_loop: expected {rows: N, buffer_rows: N, resident: true|false, pieces: true|false, project: "
+      "true|false} (rows required, each at least 1)";
+  EXPECT_EQ(errors_of("layers:\n  - {name: c, band_loop: 7}\n"),
+            std::vector<std::string>{"m.yaml:2:26: layer 'c': " + expected});
+  EXPECT_EQ(errors_of("layers:\n  - {name: c, band_loop: {buffer_rows: 9}}\n"),
+            std::vector<std::string>{"m.yaml:2:26: layer 'c': " + expected});
+  EXPECT_EQ(errors_of("layers:\n  - {name: c, band_loop: {rows: 0}}\n"),
+            std::vector<std::string>{"m.yaml:2:26: layer 'c': " + expected});
+  EXPECT_EQ(errors_of("layers:\n  - {name: c, band_loop: {rows: 4, resident: maybe}}\n"),
+            std::vector<std::string>{"m.yaml:2:26: layer 'c': " + expected});
+  EXPECT_EQ(errors_of("layers:\n  - {name: c, band_loop: {rows: 4, piece: true}}\n"),
+            std::vector<std::string>{
+                "m.yaml:2:26: layer 'c': band_loop: unknown key 'piece' (did you mean 'pieces'?)"});
+}
+
 TEST(MappingFile, ASecondEntryForALayerNamesBothLines) {
   EXPECT_EQ(errors_of("layers:\n  - {name: c, tile_n: 8}\n  - {name: c, tile_n: 16}\n"),
             std::vector<std::string>{
@@ -145,7 +188,7 @@ TEST(MappingFile, DocsDescribeEveryKey) {
   for (const compiler::TileKey& k : compiler::tile_keys()) {
     EXPECT_NE(docs.find("`" + std::string(k.key) + "`", section), std::string::npos) << k.key;
   }
-  for (const char* key : {"`name`", "`placement`", "`loop_order`"}) {
+  for (const char* key : {"`name`", "`placement`", "`loop_order`", "`band_loop`"}) {
     EXPECT_NE(docs.find(key, section), std::string::npos) << key;
   }
 }

@@ -66,6 +66,7 @@ void bound_as_imported(CompileResult& r, const Graph& imported, const Graph& low
       sum.compute_cycles += compiled[i]->compute_cycles;
       sum.vector_cycles += compiled[i]->vector_cycles;
       sum.memory_cycles += compiled[i]->memory_cycles;
+      sum.stage_cycles += compiled[i]->stage_cycles;
     }
     auto it = original.find(p.name);
     const std::optional<isa::DType> precision =

@@ -14,7 +14,8 @@
 namespace npusim::compiler::backend {
 
 int64_t Roofline::bound_cycles() const {
-  return static_cast<int64_t>(std::ceil(std::max({compute_cycles, vector_cycles, memory_cycles})));
+  return static_cast<int64_t>(
+      std::ceil(std::max({compute_cycles, vector_cycles, memory_cycles, stage_cycles})));
 }
 
 double array_peak_macs_per_cycle(const isa::NpuConfig& config, isa::DType precision) {
@@ -115,6 +116,9 @@ std::vector<std::optional<Roofline>> compiled_rooflines(const isa::Program& prog
       if (peak > 0) r.compute_cycles += static_cast<double>(g.m * g.k * g.n) / peak;
     } else if (dma) {
       if (dram > 0) r.memory_cycles += static_cast<double>(isa::timing::dma_rows(ins).bytes()) / dram;
+    } else if (isa::timing::on_output_stage(ins, config)) {
+      r.stage_cycles += static_cast<double>(isa::timing::vec_work_elements(ins)) /
+                        static_cast<double>(std::max<int64_t>(1, config.systolic_array.cols));
     } else {
       r.vector_cycles += static_cast<double>(isa::timing::vec_lane_work(ins, config.vector)) / lanes;
     }

@@ -21,6 +21,8 @@ struct Roofline {
                                  // elements over the vector lanes
   double memory_cycles = 0;      // inputs + weights + outputs bytes over the DRAM
                                  // peak (0 with ideal DRAM)
+  double stage_cycles = 0;       // compiled: the VEC outputs on the output stage
+                                 // (systolic_array.output_stage), beside the lanes
   int64_t bound_cycles() const;  // the highest roof, rounded up to a whole cycle
 };
 

@@ -381,16 +381,46 @@ struct Search {
   std::vector<BandHeight> cands;
   size_t best = 0;
   int64_t best_cycles = -1, first_cycles = -1;
+  // With an imposed band loop (BandLoop): the fastest simulated candidate that has its values and its
+  // cycles (none: none fits).
+  std::optional<BandHeight> pick;
+  int64_t pick_cycles = -1;
 };
+
+// Whether candidate v has the values of band loop b (a value b leaves out: any).
+bool matches(const BandLoop& b, const BandHeight& v) {
+  return v.rows == b.rows && (!b.buffer_rows || *b.buffer_rows == v.buf_rows) &&
+         (!b.resident || *b.resident == (v.resident >= 0)) && (!b.pieces || *b.pieces == v.pieces);
+}
+
+// The search's imposed pick as the search's choice (take's argument).
+Search chosen(const Search& r) {
+  Search s;
+  s.cands = {*r.pick};
+  s.best_cycles = r.pick_cycles;
+  s.first_cycles = r.first_cycles;
+  return s;
+}
+
+// The band loop a mapping file imposes on the conv (BandLoop), or none.
+const BandLoop* imposed_band_loop(const Context& c, const ConvPool& p) {
+  const LayerMapping* m = c.options.mapping ? c.options.mapping->find(c.g.nodes[p.conv].name) : nullptr;
+  return m && m->band_loop ? &*m->band_loop : nullptr;
+}
+
+// With an imposed band loop `imposed`, the search runs as without it (its band tilings are chosen by
+// simulation and remembered, Context::decided: the same calls in the same order give the same tilings as
+// in the run that wrote the file) and also keeps the fastest candidate with its values (Search::pick); when
+// it simulated none (`only`), the imposed values alone are searched.
 Search search(Context& c, ConvBands& bands, const ConvPool& p, LineReader& reader,
-              const std::function<int64_t(int64_t)>& acc) {
+              const std::function<int64_t(int64_t)>& acc, const BandLoop* imposed, bool only = false) {
   const isa::DType t = c.tensor(c.g.nodes[p.pool].inputs[0]).dtype;
   const int64_t es = isa::dtype_bytes(t);
   const int64_t row_bytes = p.pitch * p.C * es;
   const int64_t cap = scratchpad_capacity(c.config, Buffer::kInput);
   const int64_t acc_cap = scratchpad_capacity(c.config, Buffer::kAccumulator);
   Search r;
-  for (int64_t rows = p.OH;; rows = ceil_div(rows, 2)) {
+  for (int64_t rows = only ? std::min(imposed->rows, p.OH) : p.OH;; rows = ceil_div(rows, 2)) {
     BandHeight cand;
     make_bands(p, rows, 0, &cand);
     // The reader's epilogue slots go above the line buffer when its sums and they overfill the accumulator
@@ -401,7 +431,7 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, LineReader& reade
             3 * cap &&
         4 * (acc(rows) - cand.side) <= 3 * acc_cap)
       r.cands.push_back(std::move(cand));
-    if (rows <= 1 || r.cands.size() >= 4) break;
+    if (rows <= 1 || r.cands.size() >= 4 || only) break;
   }
   const int64_t reserved = c.fusion.input_reserved;
   for (size_t k = 0; k < r.cands.size(); ++k) {
@@ -438,13 +468,16 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, LineReader& reade
           reserved + round64(shape.buf_rows * row_bytes) + shape.side + 2 * shape.out_slot;
       c.fusion.acc_reserved = acc(shape.rows) - shape.side;
       const uint64_t buf = static_cast<uint64_t>(cap - c.fusion.input_reserved);
+      if (only && imposed->buffer_rows && *imposed->buffer_rows != shape.buf_rows) continue;
       for (int64_t at : where) {
+        if (only && imposed->resident && *imposed->resident != (at >= 0)) continue;
         BandHeight v = shape;
         v.resident = at;
         if (!choose_tilings(c, bands, p, v, buf, es, reader_w + (at >= 0 ? rw : 0), reader)) continue;
         // The reader's work in pieces between the conv's tiles, and after them (BandHeight::pieces).
         for (const bool pieces : {true, false}) {
-          if (pieces && !reader.pieces()) continue;
+          if ((pieces && !reader.pieces()) || (only && imposed->pieces && *imposed->pieces != pieces))
+            continue;
           v.pieces = pieces;
           const Context::Trial trial = c.begin_trial();
           const int64_t first = c.em.size();
@@ -452,6 +485,8 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, LineReader& reade
           const int64_t cycles = c.time_layer(first);
           c.end_trial(trial);
           if (here < 0 || cycles < here) here = cycles, chosen = v;
+          if (imposed && matches(*imposed, v) && (!r.pick || cycles < r.pick_cycles))
+            r.pick = v, r.pick_cycles = cycles;
         }
       }
     }
@@ -467,6 +502,10 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, LineReader& reade
     if (worse) break;
   }
   c.timed = {};  // the trials' figures are not the layer's
+  if (imposed && !r.pick && !only) {
+    const Search alone = search(c, bands, p, reader, acc, imposed, true);
+    r.pick = alone.pick, r.pick_cycles = alone.pick_cycles;
+  }
   return r;
 }
 
@@ -505,8 +544,12 @@ void take(Context& c, ConvBands& bands, ConvPool& p, LineReader& reader, const S
   LayerPlan& plan = *c.plan;
   plan.macs = j.images * j.OH * j.OW * j.M * j.kh * j.kw * j.cg;
   plan.chosen = LayerMapping{};
+  plan.chosen.band_loop = BandLoop{cand.rows, cand.buf_rows, cand.resident >= 0,
+                                   reader.pieces() ? std::optional<bool>(cand.pieces) : std::nullopt,
+                                   p.depthwise ? std::optional<bool>(cand.out_slot > 0) : std::nullopt};
   plan.est_cycles = r.best_cycles;
-  plan.candidates = static_cast<int64_t>(r.cands.size()) + 1;
+  // The candidates simulated: the band heights, and the layers apart unless the loop was imposed.
+  plan.candidates = static_cast<int64_t>(r.cands.size()) + (imposed_band_loop(c, p) ? 0 : 1);
   plan.sram_input_bytes += round64(cand.buf_rows * row_bytes) + cand.side + 2 * cand.out_slot;
   plan.sram_acc_bytes += acc_bytes - cand.side;
   if (cand.resident >= 0) plan.sram_weight_bytes += resident_bytes(bands);
@@ -519,7 +562,9 @@ void take(Context& c, ConvBands& bands, ConvPool& p, LineReader& reader, const S
   const int64_t overlap = std::max<int64_t>(0, p.w.kh - p.w.sh);
   const char* what = p.depthwise ? "output" : "pooled";
   plan.tile_limit =
-      cand.rows == r.cands.front().rows
+      imposed_band_loop(c, p)
+          ? fmt::format("bands of {} {} rows: imposed by the mapping file", cand.rows, what)
+      : cand.rows == r.cands.front().rows
           ? fmt::format("bands of {} {} rows: the largest whose line buffer fits", cand.rows, what)
           : fmt::format(
                 "bands of {} {} rows pipeline better: {} cycles simulated against {} with bands of {}",
@@ -601,7 +646,15 @@ bool lower_conv_pool_pair(Context& c, ConvBands& bands) {
   }
   if (layered <= 0) return false;
   const std::unique_ptr<LineReader> reader = pool_reader(c, p);
-  const Search r = search(c, bands, p, *reader, [](int64_t) { return int64_t{0}; });
+  const BandLoop* imposed = imposed_band_loop(c, p);
+  const Search r = search(
+      c, bands, p, *reader, [](int64_t) { return int64_t{0}; }, imposed);
+  // An imposed band loop is taken without the comparison.
+  if (imposed) {
+    if (!r.pick) return false;
+    take(c, bands, p, *reader, chosen(r), layered, evaluated, 0);
+    return true;
+  }
   if (r.best_cycles < 0 || r.best_cycles >= layered) return false;
   take(c, bands, p, *reader, r, layered, evaluated, 0);
   return true;
@@ -680,10 +733,19 @@ bool fuse_block(Context& c, ConvBands& bands, ConvBands& dw, ConvBands* pj, isa:
   if (layered <= 0) return false;
   DepthwiseReader reader(c, p, dw);
   auto acc = [&](int64_t rows) { return round64(reader.acc_bytes(rows)); };
-  const Search r = p.pair_alone ? search(c, bands, p, reader, acc) : Search{};
+  // An imposed band loop (BandLoop) is taken without the comparison against the layers apart, the searches
+  // run as without it (Search::pick); its `project` says which of the pair and the block, else the trial's
+  // choice between them.
+  const BandLoop* imposed = imposed_band_loop(c, p);
+  const Search r =
+      p.pair_alone ? search(c, bands, p, reader, acc, imposed && imposed->project != true ? imposed : nullptr)
+                   : Search{};
   // An SE pool the bands run (line_buffer_readers.h) saves the pool's own time: credited.
   const bool pair =
       r.best_cycles >= 0 && r.best_cycles - static_cast<int64_t>(reader.pool_credit()) < layered;
+  std::optional<DepthwiseReader> block;
+  Search rb;
+  bool block_faster = false;
   if (pj) {
     // The pair's best followed by the project conv lowered whole (what the program runs without the project
     // conv in the band loop), against the three layers in one band loop.
@@ -699,20 +761,39 @@ bool fuse_block(Context& c, ConvBands& bands, ConvBands& dw, ConvBands* pj, isa:
       c.end_trial(undo);
       c.timed = {};
     }
-    DepthwiseReader block(c, p, dw, pj, pj_act);
-    auto block_acc = [&](int64_t rows) { return round64(block.acc_bytes(rows)); };  // one side of sums
-    const Search rb = search(c, bands, p, block, block_acc);
-    if (rb.best_cycles >= 0 && rb.best_cycles < apart) {
-      take(c, bands, p, block, rb, layered_block, evaluated, block_acc(rb.cands[rb.best].rows));
+    block.emplace(c, p, dw, pj, pj_act);
+    rb = search(
+        c, bands, p, *block, [&](int64_t rows) { return round64(block->acc_bytes(rows)); },
+        imposed && imposed->project != false ? imposed : nullptr);
+    block_faster = rb.best_cycles >= 0 && rb.best_cycles < apart;
+  }
+  auto block_acc = [&](int64_t rows) { return round64(block->acc_bytes(rows)); };  // one side of sums
+  const Search* pair_choice = pair ? &r : nullptr;
+  Search imposed_pair;
+  if (imposed) {
+    const bool block_fits = block && rb.pick, pair_fits = r.pick.has_value();
+    const bool use_block = imposed->project == true    ? block_fits
+                           : imposed->project == false ? false
+                                                       : block_fits && (block_faster || !pair_fits);
+    if (use_block) {
+      const Search b = chosen(rb);
+      take(c, bands, p, *block, b, layered_block, evaluated, block_acc(b.cands[0].rows));
       return true;
     }
+    if (!pair_fits) return false;
+    imposed_pair = chosen(r);
+    pair_choice = &imposed_pair;
+  } else if (block_faster) {
+    take(c, bands, p, *block, rb, layered_block, evaluated, block_acc(rb.cands[rb.best].rows));
+    return true;
   }
-  if (!pair) return false;
+  if (!pair_choice) return false;
+  const Search& pr = *pair_choice;
   if (pair_out) {
-    *pair_out = PairChoice{true, r, layered, evaluated, acc(r.cands[r.best].rows)};
+    *pair_out = PairChoice{true, pr, layered, evaluated, acc(pr.cands[pr.best].rows)};
     return false;
   }
-  take(c, bands, p, reader, r, layered, evaluated, acc(r.cands[r.best].rows));
+  take(c, bands, p, reader, pr, layered, evaluated, acc(pr.cands[pr.best].rows));
   return true;
 }
 

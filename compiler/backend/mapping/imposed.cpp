@@ -89,6 +89,20 @@ bool imposed_host(const LayerMapping& m, const Node& n, Placement natural) {
 }
 
 void check_applied(const LayerMapping& m, const LayerPlan& plan, bool forced_host) {
+  if (m.band_loop && !plan.chosen.band_loop) {
+    fail(m, "band_loop",
+         fmt::format(
+             "band_loop: this {} cannot run in a band loop with the layer after it here (it needs a Conv "
+             "whose "
+             "only reader is the next layer, a pool or depthwise conv, fusion on, no tiling keys, on_chip or "
+             "other placement on either, and a line buffer of rows={}{} that fits the input scratchpad{})",
+             plan.op, m.band_loop->rows,
+             m.band_loop->buffer_rows ? fmt::format(" and buffer_rows={}", *m.band_loop->buffer_rows) : "",
+             m.band_loop->project == true
+                 ? "; project: true also needs the pointwise Conv after the depthwise "
+                   "conv untiled and its only reader"
+                 : ""));
+  }
   if (forced_host) return;
   if (m.placement && *m.placement != plan.placement) {
     fail(m, "placement",

@@ -29,6 +29,18 @@ enum class LoopOrder {
                    // read by every block's CONV, their sums in one accumulator tile of every channel
 };
 
+// A conv run in one band loop with the windowed layer after it (compiler/backend/fusion/layer_fusion.h: a
+// pool, or a depthwise conv and maybe the project conv after it), as the back end's trial chose it.
+// --mapping-out writes it on every conv so fused; imposed, the loop is taken as given (no trial against the
+// layers apart), and a conv that cannot run it is an error. A value left out is searched (simulated).
+struct BandLoop {
+  int64_t rows = 0;                    // the reader's output rows per band
+  std::optional<int64_t> buffer_rows;  // the line buffer's rows
+  std::optional<bool> resident;        // the conv's weights resident in the weight scratchpad across bands
+  std::optional<bool> pieces;          // a band's depthwise conv in pieces between the next band's conv tiles
+  std::optional<bool> project;         // the project conv after the depthwise conv in the same loop
+};
+
 // One layer's entry: every value optional.
 struct LayerMapping {
   std::string name;
@@ -47,6 +59,9 @@ struct LayerMapping {
   // On the first of sibling layers that read one input (compiler/backend/fusion/siblings.h): whether they
   // run as one GEMM (true) or each as its own layer (false, as an entry without the key).
   std::optional<bool> merge_siblings;
+  // On a conv: its band loop with the layer after it (BandLoop). Left out: the back end's trial decides;
+  // a conv the file tiles (or gives on_chip) runs layer by layer.
+  std::optional<BandLoop> band_loop;
   // The model's nodes fused into this layer (its fusion group, compiler/passes/absorbed.h). The passes
   // decide fusion; an entry records it, and imposing one that differs from what they decided (say,
   // under --no-fusion) is an error, not a silent change.

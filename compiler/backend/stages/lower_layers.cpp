@@ -305,19 +305,22 @@ void lower_layers(Context& c) {
         if (n.has_attr(kDecomposedWhy)) plan.mapping += "; " + n.attr_string(kDecomposedWhy, "");
         if (plan.placement != Placement::kNpuMatrix) {
           // Vector layers: the busier of the vector unit and the DMA engines, from the emitted code.
-          double vec = 0, dma = 0;
+          // (A VEC output on the accumulator's output stage runs beside the lanes.)
+          double vec = 0, stage = 0, dma = 0;
           for (int64_t k = before; k < c.em.size(); ++k) {
             const isa::Instruction& ins = prog.instructions[static_cast<size_t>(k)];
-            if (ins.opcode == isa::Opcode::kVec)
+            if (ins.opcode == isa::Opcode::kVec && isa::timing::on_output_stage(ins, config))
+              stage += static_cast<double>(isa::timing::output_stage_cycles(ins, config));
+            else if (ins.opcode == isa::Opcode::kVec)
               vec += static_cast<double>(isa::timing::vec_cycles(ins, config.vector));
             if (ins.opcode == isa::Opcode::kLoad || ins.opcode == isa::Opcode::kStore) {
               dma += isa::timing::estimate_dma_cycles(ins, config);
             }
           }
           dma /= static_cast<double>(std::max<int64_t>(1, config.dma.engines));
-          plan.est_compute_cycles = static_cast<int64_t>(vec);
+          plan.est_compute_cycles = static_cast<int64_t>(std::max(vec, stage));
           plan.est_dma_cycles = static_cast<int64_t>(dma);
-          plan.est_cycles = static_cast<int64_t>(std::max(vec, dma));
+          plan.est_cycles = static_cast<int64_t>(std::max({vec, stage, dma}));
         }
       }
       scope.finish();
