@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "compiler/backend/fusion/line_buffer_readers.h"
+#include "compiler/backend/fusion/post_affine.h"
 #include "compiler/backend/fusion/residency.h"
 #include "compiler/backend/fusion/se_pool_fusion.h"
 #include "compiler/backend/int8/int8.h"
@@ -89,30 +90,45 @@ bool depthwise_conv(const Graph& g, const Node& n) {
 
 }  // namespace
 
-bool conv_pool_pair(const Graph& g, size_t i) {
-  if (i + 1 >= g.nodes.size()) return false;
+int64_t conv_pool_reader(const Graph& g, size_t i) {
+  if (i + 1 >= g.nodes.size()) return -1;
   const Node& cv = g.nodes[i];
-  const Node& pl = g.nodes[i + 1];
   if (!cv.domain.empty() || cv.op_type != "Conv" || cv.outputs.size() != 1 || cv.has_attr(kResidualInput) ||
       cv.attr_int("group", 1) != 1)
-    return false;
-  const bool pool = pl.domain.empty() && (pl.op_type == "MaxPool" || pl.op_type == "AveragePool");
-  if ((!pool && !depthwise_conv(g, pl)) || pl.inputs[0] != cv.outputs[0]) return false;
-  if (pl.outputs.size() > 1 && !pl.outputs[1].empty()) return false;
-  const std::string& v = cv.outputs[0];
+    return -1;
   for (const std::string& o : g.outputs)
-    if (o == v) return false;
+    if (o == cv.outputs[0]) return -1;
+  // A constant affine map between the conv and a depthwise reader (post_affine.h): the conv applies it to
+  // each tile it writes into the line buffer.
+  size_t r = i + 1;
+  std::string v = cv.outputs[0];
+  if (post_affine_candidate(g, i) == static_cast<int64_t>(i + 1)) {
+    if (i + 2 >= g.nodes.size() || !depthwise_conv(g, g.nodes[i + 2])) return -1;
+    v = g.nodes[i + 1].outputs[0];
+    for (const std::string& o : g.outputs)
+      if (o == v) return -1;
+    r = i + 2;
+  }
+  const Node& pl = g.nodes[r];
+  const bool pool = pl.domain.empty() && (pl.op_type == "MaxPool" || pl.op_type == "AveragePool");
+  if ((!pool && !depthwise_conv(g, pl)) || pl.inputs[0] != v) return -1;
+  if (pl.outputs.size() > 1 && !pl.outputs[1].empty()) return -1;
   const std::vector<int> readers = g.consumers(v);
-  return readers.size() == 1 && readers[0] == static_cast<int>(i + 1);
+  return readers.size() == 1 && readers[0] == static_cast<int>(r) ? static_cast<int64_t>(r) : -1;
 }
 
+bool conv_pool_pair(const Graph& g, size_t i) { return conv_pool_reader(g, i) >= 0; }
+
 int64_t project_of(const Graph& g, size_t i) {
-  if (!conv_pool_pair(g, i) || i + 2 >= g.nodes.size() || !depthwise_conv(g, g.nodes[i + 1])) return -1;
-  const Node& q = g.nodes[i + 2];
-  if (!q.domain.empty() || q.op_type != "Conv" || q.outputs.size() != 1 || q.inputs.empty() ||
-      q.inputs[0] != g.nodes[i + 1].outputs[0])
+  const int64_t r = conv_pool_reader(g, i);
+  if (r < 0 || static_cast<size_t>(r) + 1 >= g.nodes.size() ||
+      !depthwise_conv(g, g.nodes[static_cast<size_t>(r)]))
     return -1;
-  return static_cast<int64_t>(i + 2);
+  const Node& q = g.nodes[static_cast<size_t>(r) + 1];
+  if (!q.domain.empty() || q.op_type != "Conv" || q.outputs.size() != 1 || q.inputs.empty() ||
+      q.inputs[0] != g.nodes[static_cast<size_t>(r)].outputs[0])
+    return -1;
+  return r + 1;
 }
 
 namespace {
@@ -123,6 +139,9 @@ namespace {
 // with its placement and on_chip: false, its output stored).
 bool project_conv(const Context& c, size_t dw) {
   if (!next_reads_on_chip(c, dw).empty()) return false;
+  // Its output's affine map is applied by its own STOREs when lowered on its own (post_affine.h): the band
+  // loop's GEMMs would leave the map a layer of its own.
+  if (post_affine_candidate(c.g, dw + 1) >= 0) return false;
   const Node& q = c.g.nodes[dw + 1];
   if (c.options.plan && c.options.plan->precision_of(q.name) != quant::Precision::kInt8) return false;
   if (c.options.mapping) {
@@ -192,11 +211,12 @@ bool plan_conv_pool(const Context& c, size_t i, ConvPool* p) {
 bool conv_pool_shape(const Context& c, size_t i, ConvPool* p) {
   const Graph& g = c.g;
   if (!c.options.keep_on_chip || !c.can_time() || g.nhwc_io || c.shared_capacity() > 0) return false;
-  if (!conv_pool_pair(g, i)) return false;
+  const int64_t r = conv_pool_reader(g, i);
+  if (r < 0) return false;
   const Node& cv = g.nodes[i];
-  const Node& pl = g.nodes[i + 1];
+  const Node& pl = g.nodes[static_cast<size_t>(r)];
   if (c.folding.folded(cv) || c.folding.folded(pl)) return false;
-  p->conv = i, p->pool = i + 1;
+  p->conv = i, p->pool = static_cast<size_t>(r);
   p->depthwise = pl.op_type == "Conv";
   if (c.options.mapping) {
     const LayerMapping* m = c.options.mapping->find(cv.name);
@@ -669,9 +689,12 @@ bool fuse_block(Context& c, ConvBands& bands, ConvBands& dw, ConvBands* pj, isa:
     if (pj) project_whole();
     c.fusion = state;
     const std::vector<int64_t> cycles = c.time_code(first);
-    const size_t n = pj ? 3 : 2;
-    if (cycles.size() >= n) {
-      layered = cycles[cycles.size() - n] + cycles[cycles.size() - n + 1] - credit;
+    // Each layer's cycles by its index from the last one timed (an affine map between the conv and the
+    // depthwise conv emits nothing: post_affine.h).
+    const size_t last = pj ? static_cast<size_t>(p.project) : p.pool;
+    if (cycles.size() > last - p.conv) {
+      layered =
+          cycles[cycles.size() - 1 - (last - p.conv)] + cycles[cycles.size() - 1 - (last - p.pool)] - credit;
       layered_block = layered + (pj ? cycles.back() : 0);
     }
     c.end_trial(undo);
@@ -695,7 +718,8 @@ bool fuse_block(Context& c, ConvBands& bands, ConvBands& dw, ConvBands* pj, isa:
       project_whole();
       const std::vector<int64_t> cycles = c.time_code(first);
       // The layers' cycles: the conv's, the depthwise conv's (none: fused), the project conv's.
-      if (cycles.size() >= 3) apart = cycles[cycles.size() - 3] + cycles.back();
+      const auto from_conv = static_cast<size_t>(p.project) - p.conv;
+      if (cycles.size() > from_conv) apart = cycles[cycles.size() - 1 - from_conv] + cycles.back();
       c.end_trial(undo);
       c.timed = {};
     }

@@ -40,6 +40,12 @@ void plan_post_affine(Context& c, size_t i);
 bool store_post_affine(Context& c, isa::Buffer buf, uint64_t sram, const Range& dram_range,
                        uint64_t dram_addr, isa::DType t, const std::array<int64_t, 4>& s,
                        const std::array<int64_t, 3>& st);
+// The line buffer's side (PostAffine::line_buffer): the producer's epilogue wrote a tile of `rows` rows of
+// `pixels` pixels of type t at `at` in the input scratchpad (rows row_pitch elements apart, pixels
+// pixel_pitch apart, channels [ch0, ch0 + channels) of each); emits the map's VECs on it in place. False
+// when the layer being lowered carries no such map.
+bool post_affine_on_chip(Context& c, uint64_t at, isa::DType t, int64_t rows, int64_t row_pitch,
+                         int64_t pixels, int64_t pixel_pitch, int64_t ch0, int64_t channels);
 // After layer i is lowered: the reservation ends; whether its code took the map.
 void finish_post_affine(Context& c, size_t i, const LayerPlan& plan);
 // Whether value v is written nowhere: a producer's output that carried its reader's map (or,
