@@ -128,10 +128,9 @@ struct PostAffine {
   Range y, z;             // the producer's output (never written) and the map's output
   int64_t channels = 0;   // y's innermost (channel) extent
   enum class Mode { kScalar, kRow, kLut } mode = Mode::kScalar;
-  uint64_t params = 0;    // bytes of `buf` holding the constants (scale, then shift; or the table)
+  uint64_t params = 0;    // accumulator bytes holding the constants (scale, then shift; or the table)
   uint64_t shift_at = 0;  // ... and where the shift starts
-  isa::Buffer buf = isa::Buffer::kAccumulator;  // the accumulator's top, or the input's (line_buffer)
-  int64_t reserved = 0;  // bytes of acc_reserved (input_reserved with line_buffer) this holds
+  int64_t reserved = 0;   // bytes of acc_reserved this holds
   // The producer's output goes through a line buffer to the depthwise conv reading the map's output
   // (layer_fusion.h): the map applied to each tile the producer writes there (post_affine_on_chip).
   bool line_buffer = false;

@@ -103,7 +103,10 @@ int64_t conv_pool_reader(const Graph& g, size_t i) {
   size_t r = i + 1;
   std::string v = cv.outputs[0];
   if (post_affine_candidate(g, i) == static_cast<int64_t>(i + 1)) {
-    if (i + 2 >= g.nodes.size() || !depthwise_conv(g, g.nodes[i + 2])) return -1;
+    // Not where the depthwise conv's own output has such a map: its epilogue in the bands would leave that
+    // map a layer of its own.
+    if (i + 2 >= g.nodes.size() || !depthwise_conv(g, g.nodes[i + 2]) || post_affine_candidate(g, i + 2) >= 0)
+      return -1;
     v = g.nodes[i + 1].outputs[0];
     for (const std::string& o : g.outputs)
       if (o == v) return -1;
@@ -424,6 +427,7 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, LineReader& reade
     if (rows <= 1 || r.cands.size() >= 4) break;
   }
   const int64_t reserved = c.fusion.input_reserved;
+  const int64_t acc_before = c.fusion.acc_reserved;  // an affine map's constants (post_affine.h) stay on top
   for (size_t k = 0; k < r.cands.size(); ++k) {
     BandHeight& cand = r.cands[k];
     bool worse = false;
@@ -456,7 +460,7 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, LineReader& reade
     for (const BandHeight& shape : buffers) {
       c.fusion.input_reserved =
           reserved + round64(shape.buf_rows * row_bytes) + shape.side + 2 * shape.out_slot;
-      c.fusion.acc_reserved = acc(shape.rows) - shape.side;
+      c.fusion.acc_reserved = acc_before + acc(shape.rows) - shape.side;
       const uint64_t buf = static_cast<uint64_t>(cap - c.fusion.input_reserved);
       for (int64_t at : where) {
         BandHeight v = shape;
@@ -481,7 +485,7 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, LineReader& reade
       worse = r.best_cycles >= 0 && here >= r.best_cycles;
       if (!worse) r.best_cycles = here, r.best = k;
     }
-    c.fusion.input_reserved = reserved, c.fusion.acc_reserved = 0;
+    c.fusion.input_reserved = reserved, c.fusion.acc_reserved = acc_before;
     // Smaller bands only add fill and drain per band once they stop paying: the search stops at the
     // first one slower than the best.
     if (worse) break;
@@ -497,12 +501,12 @@ uint64_t emit_reserved(Context& c, ConvBands& bands, const ConvPool& p, LineRead
                        const BandHeight& cand, int64_t acc_bytes) {
   const int64_t row_bytes = p.pitch * p.C * isa::dtype_bytes(c.tensor(c.g.nodes[p.pool].inputs[0]).dtype);
   const int64_t cap = scratchpad_capacity(c.config, Buffer::kInput);
-  const int64_t reserved = c.fusion.input_reserved;
+  const int64_t reserved = c.fusion.input_reserved, acc_before = c.fusion.acc_reserved;
   c.fusion.input_reserved = reserved + round64(cand.buf_rows * row_bytes) + cand.side + 2 * cand.out_slot;
-  c.fusion.acc_reserved = acc_bytes - cand.side;
+  c.fusion.acc_reserved = acc_before + acc_bytes - cand.side;
   const uint64_t buf = static_cast<uint64_t>(cap - c.fusion.input_reserved);
   emit(c, bands, p, cand, buf, reader);
-  c.fusion.input_reserved = reserved, c.fusion.acc_reserved = 0;
+  c.fusion.input_reserved = reserved, c.fusion.acc_reserved = acc_before;
   return buf;
 }
 

@@ -66,7 +66,7 @@ void apply_map(Context& c, const PostAffine& p, Buffer buf, uint64_t at, DType t
                int64_t d2, int64_t ch) {
   Context::VecArgs v;
   v.in = v.out = t, v.src1_buf = v.dst_buf = buf, v.src1 = v.dst = at;
-  v.d0 = d0, v.d1 = d1, v.d2 = d2, v.src2_buf = p.buf;
+  v.d0 = d0, v.d1 = d1, v.d2 = d2, v.src2_buf = Buffer::kAccumulator;
   if (p.mode == Mode::kLut) {
     v.op = VecOp::kLut, v.src2 = p.params;
     c.vec(v);
@@ -163,29 +163,29 @@ void plan_post_affine(Context& c, size_t i) {
   const int64_t es = isa::dtype_bytes(y.dtype);
   const int64_t vector_bytes = p.mode == Mode::kRow ? round64(channels * es) : 64;
   p.reserved = p.mode == Mode::kLut ? round64(isa::kLutEntries) : 2 * vector_bytes;
-  // The constants at the top of the accumulator, or, with a line buffer (whose sums take the accumulator's
-  // top), of the input scratchpad, above the line buffer (its reservation starts below input_reserved).
+  // The constants at the top of the accumulator (a line buffer's sums go below them: layer_fusion.h).
   p.line_buffer = line_buffer;
-  p.buf = line_buffer ? Buffer::kInput : Buffer::kAccumulator;
-  const int64_t cap = c.capacity(p.buf);
+  const int64_t cap = c.capacity(Buffer::kAccumulator);
   if (p.reserved * 8 > cap) return;
   p.params = static_cast<uint64_t>(cap - p.reserved) / 64 * 64;
   p.shift_at = p.params + static_cast<uint64_t>(vector_bytes);
   // The constants, loaded once for the producer's tiles.
   if (p.mode == Mode::kLut) {
     const uint64_t at = c.add_data(std::move(table));
-    c.load(p.buf, p.params, Range{kDram, at, at + isa::kLutEntries}, at, y.dtype, {isa::kLutEntries, 1, 1, 1},
-           {0, 0, 0});
+    c.load(Buffer::kAccumulator, p.params, Range{kDram, at, at + isa::kLutEntries}, at, y.dtype,
+           {isa::kLutEntries, 1, 1, 1}, {0, 0, 0});
   } else {
     const int64_t n_vals = p.mode == Mode::kRow ? channels : 1;
     const std::vector<float> mul(ar.mul.begin(), ar.mul.begin() + n_vals);
     const std::vector<float> add(ar.add.begin(), ar.add.begin() + n_vals);
     const auto bytes = static_cast<uint64_t>(n_vals * es);
     const uint64_t m_at = c.add_floats(mul, c.act), a_at = c.add_floats(add, c.act);
-    c.load(p.buf, p.params, Range{kDram, m_at, m_at + bytes}, m_at, c.act, {n_vals, 1, 1, 1}, {0, 0, 0});
-    c.load(p.buf, p.shift_at, Range{kDram, a_at, a_at + bytes}, a_at, c.act, {n_vals, 1, 1, 1}, {0, 0, 0});
+    c.load(Buffer::kAccumulator, p.params, Range{kDram, m_at, m_at + bytes}, m_at, c.act, {n_vals, 1, 1, 1},
+           {0, 0, 0});
+    c.load(Buffer::kAccumulator, p.shift_at, Range{kDram, a_at, a_at + bytes}, a_at, c.act, {n_vals, 1, 1, 1},
+           {0, 0, 0});
   }
-  (line_buffer ? c.fusion.input_reserved : c.fusion.acc_reserved) += p.reserved;
+  c.fusion.acc_reserved += p.reserved;
   c.fusion.post_affine = p;
 }
 
@@ -253,7 +253,7 @@ bool post_affine_on_chip(Context& c, uint64_t at, DType t, int64_t rows, int64_t
 void finish_post_affine(Context& c, size_t i, const LayerPlan& plan) {
   PostAffine& p = c.fusion.post_affine;
   if (p.bn < 0 || p.producer != i) return;
-  (p.line_buffer ? c.fusion.input_reserved : c.fusion.acc_reserved) -= p.reserved;
+  c.fusion.acc_reserved -= p.reserved;
   p.reserved = 0;
   p.taken =
       p.stores > 0 && (plan.placement == Placement::kNpuMatrix || plan.placement == Placement::kNpuVector);
