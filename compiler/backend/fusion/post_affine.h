@@ -18,6 +18,10 @@
 // codes, a fused activation, views and values kept on chip are left to the map's own lowering, and so is a
 // map a mapping file gives a placement other than `vector` or a tile (`tile_elems`).
 //
+// Where the map's reader is a depthwise conv fused with the producer in a line buffer (layer_fusion.h), the
+// producer's epilogue writes each tile into the buffer and the map's VECs run on it there
+// (post_affine_on_chip): the depthwise conv reads the map's output as its own lowering would.
+//
 // Chosen by the cost model: the VECs the producer takes on (the vector unit's cycles over the tensor)
 // against the DRAM time of the map's own read and write of it; the producer's tiling is then searched and
 // its candidates simulated with them.
