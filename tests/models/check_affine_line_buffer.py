@@ -17,18 +17,16 @@ in the conv's STOREs); everything else unchanged. Checks:
 affine map, then a padded 3x3 depthwise conv + HardSwish, at stride 1 and then at stride 2 (maps too large
 for residency to keep on chip on edge).
 
-Usage: check_affine_line_buffer.py NPUSIM MODEL.onnx|--make-small DIR CONFIG.yaml PRECISION [--min-fused N]
+Usage: check_affine_line_buffer.py NPUSIM MODEL.onnx|- CONFIG.yaml PRECISION [--make-small DIR] [--min-fused N]
                                    [--set KEY=VALUE ...]
 """
-import argparse
 import os
 import sys
 import tempfile
 
 import numpy as np
 
-from fusion_runs import dram_bytes, on_chip_off, run_variants, shared_failures
-from random_inputs import write_random_inputs
+from fusion_runs import dram_bytes, fused_run, fusion_args, on_chip_off, shared_failures
 
 
 def make_small(folder):
@@ -85,31 +83,14 @@ def unfuse(fused):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("npusim")
-    ap.add_argument("model", nargs="?")
-    ap.add_argument("--make-small", metavar="DIR")
-    ap.add_argument("config")
-    ap.add_argument("precision")
-    ap.add_argument("--min-fused", type=int, default=1)
-    ap.add_argument("--set", action="append", default=[])
-    a = ap.parse_args()
-    if a.make_small:
-        os.makedirs(a.make_small, exist_ok=True)
-        a.model = make_small(a.make_small)
-    name = os.path.basename(a.model)
+    a = fusion_args(__doc__, "min-fused", lambda d: os.makedirs(d, exist_ok=True) or make_small(d))
     with tempfile.TemporaryDirectory() as tmp:
-        common = [a.model, "--config", a.config, "--precision", a.precision, "-q"]
-        for kv in a.set:
-            common += ["--set", kv]
-        ind = os.path.join(tmp, "in")
-        write_random_inputs(a.model, ind)
-        reports, outputs = run_variants(a.npusim, common, tmp, ind, unfuse)
+        reports, outputs = fused_run(a, tmp, unfuse)
         pairs = affine_pairs(reports["fused"])
         cycles = {w: r["total_cycles"] for w, r in reports.items()}
-        print(f"{name} {a.precision}: {len(pairs)} depthwise conv(s) fused across an affine map ({pairs}); "
-              f"{cycles['fused']} cycles, {dram_bytes(reports['fused'])} DRAM bytes ({cycles['unfused']} cycles, "
-              f"{dram_bytes(reports['unfused'])} bytes layer by layer; {cycles['off']} with --no-fusion)")
+        print(f"{os.path.basename(a.model)} {a.precision}: {len(pairs)} depthwise conv(s) fused across an affine map "
+              f"({pairs}); {cycles['fused']} cycles, {dram_bytes(reports['fused'])} DRAM bytes ({cycles['unfused']} "
+              f"cycles, {dram_bytes(reports['unfused'])} bytes layer by layer; {cycles['off']} with --no-fusion)")
         failures = shared_failures(reports, outputs, affine_pairs)
         if len(pairs) < a.min_fused:
             failures.append(f"{len(pairs)} pairs fused, expected at least {a.min_fused}")
