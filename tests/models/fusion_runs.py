@@ -92,14 +92,16 @@ def batched_inputs(model, folder, batch):
 def fused_run(a, tmp, unfuse):
     """run_variants for a check's arguments (npusim, model, config, precision, batch), its random inputs batched."""
     batched_inputs(a.model, os.path.join(tmp, "in"), a.batch)
+    sets = [arg for kv in getattr(a, "set", []) for arg in ("--set", kv)]
     return run_variants(
-        a.npusim, [a.model, "--config", a.config, "--precision", a.precision, "--batch", str(a.batch), "-q"],
+        a.npusim, [a.model, "--config", a.config, "--precision", a.precision, "--batch", str(a.batch), "-q"] + sets,
         tmp, os.path.join(tmp, "in"), unfuse)
 
 
 def fusion_args(doc, least, make_small):
     """The arguments the fusion checks share: NPUSIM MODEL.onnx|- CONFIG.yaml PRECISION [--batch N]
-    [--make-small DIR] [--<least> N]; with --make-small, `make_small(DIR)` writes the model and gives its path."""
+    [--make-small DIR] [--<least> N] [--set KEY=VALUE ...]; with --make-small, `make_small(DIR)` writes the model
+    and gives its path."""
     import argparse
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     for name in ("npusim", "model", "config", "precision"):
@@ -107,6 +109,7 @@ def fusion_args(doc, least, make_small):
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--make-small", metavar="DIR")
     ap.add_argument("--" + least, type=int, default=1)
+    ap.add_argument("--set", action="append", default=[])
     a = ap.parse_args()
     if a.make_small:
         a.model = make_small(a.make_small)

@@ -131,9 +131,12 @@ struct PostAffine {
   uint64_t params = 0;    // accumulator bytes holding the constants (scale, then shift; or the table)
   uint64_t shift_at = 0;  // ... and where the shift starts
   int64_t reserved = 0;   // bytes of acc_reserved this holds
-  int64_t bytes = 0;      // y's bytes: its write and its read saved
-  int64_t stores = 0;     // STOREs redirected (the final code's and its trials')
-  bool taken = false;     // the producer's NPU code applied it: the map's layer emits nothing
+  // The producer's output goes through a line buffer to the depthwise conv reading the map's output
+  // (layer_fusion.h): the map applied to each tile the producer writes there (post_affine_on_chip).
+  bool line_buffer = false;
+  int64_t bytes = 0;   // y's bytes: its write and its read saved
+  int64_t stores = 0;  // STOREs redirected (the final code's and its trials')
+  bool taken = false;  // the producer's NPU code applied it: the map's layer emits nothing
 };
 
 // What a map done in its reader's loads (PreAffine, PrePool) keeps besides its own operands.

@@ -79,6 +79,13 @@ void Groups::begin(size_t i, Placement placement, bool plannable) {
       c_.fusion.pre_scale.reader != static_cast<int64_t>(i) && plan_conv_pool(c_, i, &pair_))
     c_.fusion.conv_pool = &pair_;
   if (plannable && placement == Placement::kNpuMatrix) plan_post_affine(c_, i);
+  // A depthwise reader behind an affine map reads the map's output: the pair only with the map in the
+  // conv's line-buffer writes (post_affine.h).
+  if (c_.fusion.conv_pool == &pair_ && pair_.pool > i + 1 &&
+      !(c_.fusion.post_affine.line_buffer && c_.fusion.post_affine.producer == i)) {
+    c_.fusion.conv_pool = nullptr;
+    pair_ = ConvPool{};
+  }
   if (plannable && placement == Placement::kNpuMatrix) plan_store_pool(c_, i);
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "compiler/backend/fusion/line_buffer_readers.h"
+#include "compiler/backend/fusion/post_affine.h"
 #include "compiler/backend/fusion/residency.h"
 #include "compiler/backend/fusion/se_pool_fusion.h"
 #include "compiler/backend/int8/int8.h"
@@ -89,30 +90,48 @@ bool depthwise_conv(const Graph& g, const Node& n) {
 
 }  // namespace
 
-bool conv_pool_pair(const Graph& g, size_t i) {
-  if (i + 1 >= g.nodes.size()) return false;
+int64_t conv_pool_reader(const Graph& g, size_t i) {
+  if (i + 1 >= g.nodes.size()) return -1;
   const Node& cv = g.nodes[i];
-  const Node& pl = g.nodes[i + 1];
   if (!cv.domain.empty() || cv.op_type != "Conv" || cv.outputs.size() != 1 || cv.has_attr(kResidualInput) ||
       cv.attr_int("group", 1) != 1)
-    return false;
-  const bool pool = pl.domain.empty() && (pl.op_type == "MaxPool" || pl.op_type == "AveragePool");
-  if ((!pool && !depthwise_conv(g, pl)) || pl.inputs[0] != cv.outputs[0]) return false;
-  if (pl.outputs.size() > 1 && !pl.outputs[1].empty()) return false;
-  const std::string& v = cv.outputs[0];
+    return -1;
   for (const std::string& o : g.outputs)
-    if (o == v) return false;
+    if (o == cv.outputs[0]) return -1;
+  // A constant affine map between the conv and a depthwise reader (post_affine.h): the conv applies it to
+  // each tile it writes into the line buffer.
+  size_t r = i + 1;
+  std::string v = cv.outputs[0];
+  if (post_affine_candidate(g, i) == static_cast<int64_t>(i + 1)) {
+    // Not where the depthwise conv's own output has such a map: its epilogue in the bands would leave that
+    // map a layer of its own.
+    if (i + 2 >= g.nodes.size() || !depthwise_conv(g, g.nodes[i + 2]) || post_affine_candidate(g, i + 2) >= 0)
+      return -1;
+    v = g.nodes[i + 1].outputs[0];
+    for (const std::string& o : g.outputs)
+      if (o == v) return -1;
+    r = i + 2;
+  }
+  const Node& pl = g.nodes[r];
+  const bool pool = pl.domain.empty() && (pl.op_type == "MaxPool" || pl.op_type == "AveragePool");
+  if ((!pool && !depthwise_conv(g, pl)) || pl.inputs[0] != v) return -1;
+  if (pl.outputs.size() > 1 && !pl.outputs[1].empty()) return -1;
   const std::vector<int> readers = g.consumers(v);
-  return readers.size() == 1 && readers[0] == static_cast<int>(i + 1);
+  return readers.size() == 1 && readers[0] == static_cast<int>(r) ? static_cast<int64_t>(r) : -1;
 }
 
+bool conv_pool_pair(const Graph& g, size_t i) { return conv_pool_reader(g, i) >= 0; }
+
 int64_t project_of(const Graph& g, size_t i) {
-  if (!conv_pool_pair(g, i) || i + 2 >= g.nodes.size() || !depthwise_conv(g, g.nodes[i + 1])) return -1;
-  const Node& q = g.nodes[i + 2];
-  if (!q.domain.empty() || q.op_type != "Conv" || q.outputs.size() != 1 || q.inputs.empty() ||
-      q.inputs[0] != g.nodes[i + 1].outputs[0])
+  const int64_t r = conv_pool_reader(g, i);
+  if (r < 0 || static_cast<size_t>(r) + 1 >= g.nodes.size() ||
+      !depthwise_conv(g, g.nodes[static_cast<size_t>(r)]))
     return -1;
-  return static_cast<int64_t>(i + 2);
+  const Node& q = g.nodes[static_cast<size_t>(r) + 1];
+  if (!q.domain.empty() || q.op_type != "Conv" || q.outputs.size() != 1 || q.inputs.empty() ||
+      q.inputs[0] != g.nodes[static_cast<size_t>(r)].outputs[0])
+    return -1;
+  return r + 1;
 }
 
 namespace {
@@ -123,6 +142,9 @@ namespace {
 // with its placement and on_chip: false, its output stored).
 bool project_conv(const Context& c, size_t dw) {
   if (!next_reads_on_chip(c, dw).empty()) return false;
+  // Its output's affine map is applied by its own STOREs when lowered on its own (post_affine.h): the band
+  // loop's GEMMs would leave the map a layer of its own.
+  if (post_affine_candidate(c.g, dw + 1) >= 0) return false;
   const Node& q = c.g.nodes[dw + 1];
   if (c.options.plan && c.options.plan->precision_of(q.name) != quant::Precision::kInt8) return false;
   if (c.options.mapping) {
@@ -192,11 +214,12 @@ bool plan_conv_pool(const Context& c, size_t i, ConvPool* p) {
 bool conv_pool_shape(const Context& c, size_t i, ConvPool* p) {
   const Graph& g = c.g;
   if (!c.options.keep_on_chip || !c.can_time() || g.nhwc_io || c.shared_capacity() > 0) return false;
-  if (!conv_pool_pair(g, i)) return false;
+  const int64_t r = conv_pool_reader(g, i);
+  if (r < 0) return false;
   const Node& cv = g.nodes[i];
-  const Node& pl = g.nodes[i + 1];
+  const Node& pl = g.nodes[static_cast<size_t>(r)];
   if (c.folding.folded(cv) || c.folding.folded(pl)) return false;
-  p->conv = i, p->pool = i + 1;
+  p->conv = i, p->pool = static_cast<size_t>(r);
   p->depthwise = pl.op_type == "Conv";
   if (c.options.mapping) {
     const LayerMapping* m = c.options.mapping->find(cv.name);
@@ -434,6 +457,7 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, LineReader& reade
     if (rows <= 1 || r.cands.size() >= 4 || only) break;
   }
   const int64_t reserved = c.fusion.input_reserved;
+  const int64_t acc_before = c.fusion.acc_reserved;  // an affine map's constants (post_affine.h) stay on top
   for (size_t k = 0; k < r.cands.size(); ++k) {
     BandHeight& cand = r.cands[k];
     bool worse = false;
@@ -466,7 +490,7 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, LineReader& reade
     for (const BandHeight& shape : buffers) {
       c.fusion.input_reserved =
           reserved + round64(shape.buf_rows * row_bytes) + shape.side + 2 * shape.out_slot;
-      c.fusion.acc_reserved = acc(shape.rows) - shape.side;
+      c.fusion.acc_reserved = acc_before + acc(shape.rows) - shape.side;
       const uint64_t buf = static_cast<uint64_t>(cap - c.fusion.input_reserved);
       if (only && imposed->buffer_rows && *imposed->buffer_rows != shape.buf_rows) continue;
       for (int64_t at : where) {
@@ -496,7 +520,7 @@ Search search(Context& c, ConvBands& bands, const ConvPool& p, LineReader& reade
       worse = r.best_cycles >= 0 && here >= r.best_cycles;
       if (!worse) r.best_cycles = here, r.best = k;
     }
-    c.fusion.input_reserved = reserved, c.fusion.acc_reserved = 0;
+    c.fusion.input_reserved = reserved, c.fusion.acc_reserved = acc_before;
     // Smaller bands only add fill and drain per band once they stop paying: the search stops at the
     // first one slower than the best.
     if (worse) break;
@@ -516,12 +540,12 @@ uint64_t emit_reserved(Context& c, ConvBands& bands, const ConvPool& p, LineRead
                        const BandHeight& cand, int64_t acc_bytes) {
   const int64_t row_bytes = p.pitch * p.C * isa::dtype_bytes(c.tensor(c.g.nodes[p.pool].inputs[0]).dtype);
   const int64_t cap = scratchpad_capacity(c.config, Buffer::kInput);
-  const int64_t reserved = c.fusion.input_reserved;
+  const int64_t reserved = c.fusion.input_reserved, acc_before = c.fusion.acc_reserved;
   c.fusion.input_reserved = reserved + round64(cand.buf_rows * row_bytes) + cand.side + 2 * cand.out_slot;
-  c.fusion.acc_reserved = acc_bytes - cand.side;
+  c.fusion.acc_reserved = acc_before + acc_bytes - cand.side;
   const uint64_t buf = static_cast<uint64_t>(cap - c.fusion.input_reserved);
   emit(c, bands, p, cand, buf, reader);
-  c.fusion.input_reserved = reserved, c.fusion.acc_reserved = 0;
+  c.fusion.input_reserved = reserved, c.fusion.acc_reserved = acc_before;
   return buf;
 }
 
@@ -722,9 +746,12 @@ bool fuse_block(Context& c, ConvBands& bands, ConvBands& dw, ConvBands* pj, isa:
     if (pj) project_whole();
     c.fusion = state;
     const std::vector<int64_t> cycles = c.time_code(first);
-    const size_t n = pj ? 3 : 2;
-    if (cycles.size() >= n) {
-      layered = cycles[cycles.size() - n] + cycles[cycles.size() - n + 1] - credit;
+    // Each layer's cycles by its index from the last one timed (an affine map between the conv and the
+    // depthwise conv emits nothing: post_affine.h).
+    const size_t last = pj ? static_cast<size_t>(p.project) : p.pool;
+    if (cycles.size() > last - p.conv) {
+      layered =
+          cycles[cycles.size() - 1 - (last - p.conv)] + cycles[cycles.size() - 1 - (last - p.pool)] - credit;
       layered_block = layered + (pj ? cycles.back() : 0);
     }
     c.end_trial(undo);
@@ -757,7 +784,8 @@ bool fuse_block(Context& c, ConvBands& bands, ConvBands& dw, ConvBands* pj, isa:
       project_whole();
       const std::vector<int64_t> cycles = c.time_code(first);
       // The layers' cycles: the conv's, the depthwise conv's (none: fused), the project conv's.
-      if (cycles.size() >= 3) apart = cycles[cycles.size() - 3] + cycles.back();
+      const auto from_conv = static_cast<size_t>(p.project) - p.conv;
+      if (cycles.size() > from_conv) apart = cycles[cycles.size() - 1 - from_conv] + cycles.back();
       c.end_trial(undo);
       c.timed = {};
     }

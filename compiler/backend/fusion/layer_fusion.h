@@ -88,9 +88,13 @@ struct ConvPool {
 };
 
 // Whether node i is a Conv whose output only the MaxPool / AveragePool or the depthwise Conv right after
-// it reads (the graph's side of plan_conv_pool). The memory plan starts such a reader's output at the
-// conv: fused, the reader writes it while the conv still reads its input, so the two must not share DRAM.
+// it reads (the graph's side of plan_conv_pool), or only a constant affine map right after it that its
+// epilogue may apply (post_affine.h) whose output only the depthwise Conv after that reads. The memory plan
+// starts such a reader's output at the conv: fused, the reader writes it while the conv still reads its
+// input, so the two must not share DRAM.
 bool conv_pool_pair(const Graph& g, size_t i);
+// That reader's node (i + 1, or i + 2 behind an affine map), else -1.
+int64_t conv_pool_reader(const Graph& g, size_t i);
 // For such a pair whose reader is a depthwise conv: the Conv after it reading its output (a project conv the
 // fused layer may run in its band loop, writing its output while the conv still reads its input: the memory
 // plan starts that output at the conv too), or -1.

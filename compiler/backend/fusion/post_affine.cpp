@@ -8,6 +8,8 @@
 #include <optional>
 #include <vector>
 
+#include "compiler/backend/fusion/layer_fusion.h"
+#include "compiler/backend/memory/movement.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/precision.h"
 #include "isa/numerics.h"
@@ -58,6 +60,26 @@ std::vector<uint8_t> code_table(const quant::AffineArith& ar, const quant::QPara
   return t;
 }
 
+// The map's VECs over a d2 x d1 x d0 box of type t at `at` in `buf` whose rows start at channel ch (row
+// mode): what the map's own lowering runs on the same values.
+void apply_map(Context& c, const PostAffine& p, Buffer buf, uint64_t at, DType t, int64_t d0, int64_t d1,
+               int64_t d2, int64_t ch) {
+  Context::VecArgs v;
+  v.in = v.out = t, v.src1_buf = v.dst_buf = buf, v.src1 = v.dst = at;
+  v.d0 = d0, v.d1 = d1, v.d2 = d2, v.src2_buf = Buffer::kAccumulator;
+  if (p.mode == Mode::kLut) {
+    v.op = VecOp::kLut, v.src2 = p.params;
+    c.vec(v);
+    return;
+  }
+  const uint64_t off = p.mode == Mode::kRow ? static_cast<uint64_t>(ch * isa::dtype_bytes(t)) : 0;
+  v.bcast = p.mode == Mode::kRow ? isa::Bcast::kRow : isa::Bcast::kScalar;
+  v.op = VecOp::kMul, v.src2 = p.params + off;
+  c.vec(v);
+  v.op = VecOp::kAdd, v.src2 = p.shift_at + off;
+  c.vec(v);
+}
+
 }  // namespace
 
 int64_t post_affine_candidate(const Graph& g, size_t i) {
@@ -82,12 +104,15 @@ void plan_post_affine(Context& c, size_t i) {
   const Graph& g = c.g;
   const Node& n = g.nodes[i];
   if (!c.options.keep_on_chip || g.nhwc_io || c.shared_capacity() > 0 || n.outputs.size() != 1) return;
-  if (c.fusion.conv_pool != nullptr) return;  // its output goes through a line buffer
   const std::string& yv = n.outputs[0];
   const int64_t cand = post_affine_candidate(g, i);
   if (cand < 0 || c.fusion.keep_output == yv || !c.tensors.count(yv)) return;
   const size_t k = static_cast<size_t>(cand);
   const Node& bn = g.nodes[k];
+  // Its output through a line buffer: only to the depthwise conv that reads the map's output, the map
+  // applied to each tile written there (layer_fusion.h).
+  const bool line_buffer = c.fusion.conv_pool != nullptr;
+  if (line_buffer && (c.fusion.conv_pool->conv != i || c.fusion.conv_pool->pool != k + 1)) return;
   if (!c.tensors.count(bn.outputs[0]) || c.folding.folded(bn) || c.views.folds(bn)) return;
   if (const LayerMapping* m = c.options.mapping ? c.options.mapping->find(bn.name) : nullptr;
       m &&
@@ -138,6 +163,8 @@ void plan_post_affine(Context& c, size_t i) {
   const int64_t es = isa::dtype_bytes(y.dtype);
   const int64_t vector_bytes = p.mode == Mode::kRow ? round64(channels * es) : 64;
   p.reserved = p.mode == Mode::kLut ? round64(isa::kLutEntries) : 2 * vector_bytes;
+  // The constants at the top of the accumulator (a line buffer's sums go below them: layer_fusion.h).
+  p.line_buffer = line_buffer;
   const int64_t cap = c.capacity(Buffer::kAccumulator);
   if (p.reserved * 8 > cap) return;
   p.params = static_cast<uint64_t>(cap - p.reserved) / 64 * 64;
@@ -166,23 +193,10 @@ bool store_post_affine(Context& c, Buffer buf, uint64_t sram, const Range& dram_
                        DType t, const std::array<int64_t, 4>& s, const std::array<int64_t, 3>& st) {
   PostAffine& p = c.fusion.post_affine;
   if (p.bn < 0 || p.producer != c.layer || !same(dram_range, p.y)) return false;
+  // (With a line buffer, a STORE of y is the conv lowered whole: its tiles were not mapped on chip.)
   const int64_t es = isa::dtype_bytes(t);
-  // The map's VECs over a d2 x d1 x d0 box at `at` whose rows start at channel ch (row mode).
   auto apply = [&](uint64_t at, int64_t d0, int64_t d1, int64_t d2, int64_t ch) {
-    Context::VecArgs v;
-    v.in = v.out = t, v.src1_buf = v.dst_buf = buf, v.src1 = v.dst = at;
-    v.d0 = d0, v.d1 = d1, v.d2 = d2, v.src2_buf = Buffer::kAccumulator;
-    if (p.mode == Mode::kLut) {
-      v.op = VecOp::kLut, v.src2 = p.params;
-      c.vec(v);
-      return;
-    }
-    const uint64_t off = p.mode == Mode::kRow ? static_cast<uint64_t>(ch * es) : 0;
-    v.bcast = p.mode == Mode::kRow ? isa::Bcast::kRow : isa::Bcast::kScalar;
-    v.op = VecOp::kMul, v.src2 = p.params + off;
-    c.vec(v);
-    v.op = VecOp::kAdd, v.src2 = p.shift_at + off;
-    c.vec(v);
+    apply_map(c, p, buf, at, t, d0, d1, d2, ch);
   };
   const int64_t e0 = static_cast<int64_t>(dram_addr - p.y.begin) / es, M = p.channels;
   const int64_t plane = s[0] * s[1] * s[2];
@@ -211,6 +225,28 @@ bool store_post_affine(Context& c, Buffer buf, uint64_t sram, const Range& dram_
   }
   ++p.stores;
   c.store(buf, sram, p.z, p.z.begin + (dram_addr - p.y.begin), t, s, st);
+  return true;
+}
+
+bool post_affine_on_chip(Context& c, uint64_t at, DType t, int64_t rows, int64_t row_pitch, int64_t pixels,
+                         int64_t pixel_pitch, int64_t ch0, int64_t channels) {
+  PostAffine& p = c.fusion.post_affine;
+  if (p.bn < 0 || !p.line_buffer || p.producer != c.layer) return false;
+  const int64_t es = isa::dtype_bytes(t);
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint64_t row = at + static_cast<uint64_t>(r * row_pitch * es);
+    if (channels == pixel_pitch) {  // the row's pixels whole: one box
+      if (p.mode == Mode::kRow || pixels * channels > kMaxDim)
+        apply_map(c, p, Buffer::kInput, row, t, channels, pixels, 1, 0);
+      else
+        apply_map(c, p, Buffer::kInput, row, t, pixels * channels, 1, 1, 0);
+      continue;
+    }
+    for (int64_t x = 0; x < pixels; ++x)
+      apply_map(c, p, Buffer::kInput, row + static_cast<uint64_t>(x * pixel_pitch * es), t, channels, 1, 1,
+                ch0);
+  }
+  ++p.stores;
   return true;
 }
 

@@ -18,6 +18,10 @@
 // codes, a fused activation, views and values kept on chip are left to the map's own lowering, and so is a
 // map a mapping file gives a placement other than `vector` or a tile (`tile_elems`).
 //
+// Where the map's reader is a depthwise conv fused with the producer in a line buffer (layer_fusion.h), the
+// producer's epilogue writes each tile into the buffer and the map's VECs run on it there
+// (post_affine_on_chip): the depthwise conv reads the map's output as its own lowering would.
+//
 // Chosen by the cost model: the VECs the producer takes on (the vector unit's cycles over the tensor)
 // against the DRAM time of the map's own read and write of it; the producer's tiling is then searched and
 // its candidates simulated with them.
@@ -40,6 +44,12 @@ void plan_post_affine(Context& c, size_t i);
 bool store_post_affine(Context& c, isa::Buffer buf, uint64_t sram, const Range& dram_range,
                        uint64_t dram_addr, isa::DType t, const std::array<int64_t, 4>& s,
                        const std::array<int64_t, 3>& st);
+// The line buffer's side (PostAffine::line_buffer): the producer's epilogue wrote a tile of `rows` rows of
+// `pixels` pixels of type t at `at` in the input scratchpad (rows row_pitch elements apart, pixels
+// pixel_pitch apart, channels [ch0, ch0 + channels) of each); emits the map's VECs on it in place. False
+// when the layer being lowered carries no such map.
+bool post_affine_on_chip(Context& c, uint64_t at, isa::DType t, int64_t rows, int64_t row_pitch,
+                         int64_t pixels, int64_t pixel_pitch, int64_t ch0, int64_t channels);
 // After layer i is lowered: the reservation ends; whether its code took the map.
 void finish_post_affine(Context& c, size_t i, const LayerPlan& plan);
 // Whether value v is written nowhere: a producer's output that carried its reader's map (or,

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "compiler/backend/fusion/layer_fusion.h"
+#include "compiler/backend/fusion/post_affine.h"
 #include "compiler/backend/fusion/pre_affine.h"
 #include "compiler/backend/fusion/pre_norm.h"
 #include "compiler/backend/mapping/imposed.h"
@@ -1262,9 +1263,17 @@ void record_tiling(Context& c, const MatrixJob& j, const Tiling& t, int64_t eval
 void write_on_chip(Context& c, const MatrixJob& j, Context::VecArgs last, const OutTile& t, int64_t es) {
   last.dst_buf = isa::Buffer::kInput;
   const uint64_t at = static_cast<uint64_t>(j.y_sram) + j.y_sram_offset(t.img, t.oy0, t.ox0, t.n0, es);
+  // An affine map between the conv and the depthwise conv reading the buffer, on the rows in place
+  // (fusion/post_affine.h).
+  auto map = [&] {
+    if (j.y_block == 0)
+      post_affine_on_chip(c, at, last.out, t.oh, j.y_sram_row ? j.y_sram_row : j.OW * j.M, t.ow, j.M, t.n0,
+                          t.tn);
+  };
   if (!j.y_sram_row || t.oh == 1) {
     last.dst = at;
     c.vec(last);
+    map();
     return;
   }
   // The tile's pixels are [oh * ow][tn] at its sources: a row of ow pixels at a time (an operand that
@@ -1279,6 +1288,7 @@ void write_on_chip(Context& c, const MatrixJob& j, Context::VecArgs last, const 
     v.dst = at + static_cast<uint64_t>(r * j.y_sram_row * es);
     c.vec(v);
   }
+  map();
 }
 
 void choose_conv_transpose_jobs(Context& c, const Node& n, int64_t row_channels, bool one,

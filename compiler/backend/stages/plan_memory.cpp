@@ -152,8 +152,9 @@ MemoryLayout plan_memory(const Graph& g, const isa::NpuConfig& config, const Com
   // while the conv reads.
   // So does the project conv after a depthwise reader, run in the same band loop.
   for (int i = 0; options.keep_on_chip && i < kEnd; ++i) {
-    if (!conv_pool_pair(g, static_cast<size_t>(i))) continue;
-    for (const auto& s : g.nodes[static_cast<size_t>(i) + 1].outputs)
+    const int64_t r = conv_pool_reader(g, static_cast<size_t>(i));
+    if (r < 0) continue;
+    for (const auto& s : g.nodes[static_cast<size_t>(r)].outputs)
       if (!s.empty()) touch(s, i);
     if (const int64_t q = project_of(g, static_cast<size_t>(i)); q >= 0)
       touch(g.nodes[static_cast<size_t>(q)].outputs[0], i);
