@@ -220,13 +220,13 @@ enum class VecOp : uint8_t {
                  // -inf and +inf clip nothing, so int32 values stay exact). dtype int64: the same records,
                  // sat64 and the 64-bit requantize. Float dtype: records are fp32 biases; y = clip(x + bias,
                  // imm0, imm1) in fp32 (CLIP's rule) rounded to the float dtype_out; imm2 = 0.
-  kLut = 32,  // table lookup on codes: dst = table[src1 - dtype_min(dtype)]; dtype and dtype_out int8 or
-              // uint8, src2 the 256-entry table of dtype_out codes (entry 0 for the smallest code), bcast
-              // none. One lookup per element per lane: a nonlinear activation of int8 codes in one pass
-              // (Ethos-U's LUT activations); compiler/quant/emulate.h builds the tables. dtype int16
-              // (a 16-bit-input table, as Ethos-U's int16 LUT and TFLite's int16 activations read a finer
-              // code): dst = table[src1 - imm0], src2 the imm1-entry table (1 <= imm1 <= kLutMaxEntries),
-              // every src1 in [imm0, imm0 + imm1) (the output stage before it clamps them there).
+  kLut = 32,     // table lookup on codes: dst = table[src1 - dtype_min(dtype)]; dtype and dtype_out int8 or
+                 // uint8, src2 the 256-entry table of dtype_out codes (entry 0 for the smallest code), bcast
+                 // none. One lookup per element per lane: a nonlinear activation of int8 codes in one pass
+                 // (Ethos-U's LUT activations); compiler/quant/emulate.h builds the tables. dtype int16
+                 // (a 16-bit-input table, as Ethos-U's int16 LUT and TFLite's int16 activations read a finer
+                 // code): dst = table[src1 - imm0], src2 the imm1-entry table (1 <= imm1 <= kLutMaxEntries),
+                 // every src1 in [imm0, imm0 + imm1) (the output stage before it clamps them there).
 };
 inline constexpr int kNumVecOps = 33;
 inline constexpr int kLutEntries = 256;       // a LUT's table: one entry per 8-bit code
