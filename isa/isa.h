@@ -213,11 +213,12 @@ enum class VecOp : uint8_t {
                  // Each output adds its products in (i, j) window order onto 0, as CONV does.
   kOutput = 31,  // the output stage: a per-channel bias, the scaling and a clamp in one pass (as NVDLA's
                  // SDP or an Ethos-U output unit apply them on the way out of the accumulators). bcast
-                 // (row, col or scalar, not none) picks each element's record in src2. dtype int32: records
-                 // are int32 triples (bias, multiplier, shift); y = clip(requantize(sat32(x + bias))) with
-                 // zero point imm2, exactly ADD, per-channel REQUANTIZE to the integer dtype_out, then CLIP
-                 // to [imm0, imm1] (fp32 bits). dtype int64: the same records, sat64 and the 64-bit
-                 // requantize. Float dtype: records are fp32 biases; y = clip(x + bias,
+                 // (row, col or scalar, not none) picks each element's record in src2. dtype int32 (or
+                 // narrower integer codes, read as int32): records are int32 triples (bias, multiplier,
+                 // shift); y = clip(requantize(sat32(x + bias))) with zero point imm2, exactly ADD,
+                 // per-channel REQUANTIZE to the integer dtype_out, then CLIP to [imm0, imm1] (fp32 bits;
+                 // -inf and +inf clip nothing, so int32 values stay exact). dtype int64: the same records,
+                 // sat64 and the 64-bit requantize. Float dtype: records are fp32 biases; y = clip(x + bias,
                  // imm0, imm1) in fp32 (CLIP's rule) rounded to the float dtype_out; imm2 = 0.
   kLut = 32,     // table lookup on codes: dst = table[src1 - dtype_min(dtype)]; dtype and dtype_out int8 or
                  // uint8, src2 the 256-entry table of dtype_out codes (entry 0 for the smallest code), bcast

@@ -9,8 +9,8 @@ weight read from DRAM once:
          every cell (int8: one row a cycle), and the next fold's weights take R cycles to shift in, hidden
          under a stream of at least R rows (isa/timing/systolic.h, pipelined folds; fill and drain paid once);
   vector V = the epilogue's passes over the output at LANES elements a cycle: one output-stage pass, plus
-         RESIDUAL_PASSES for a conv that adds a residual (int8: its zero point, rescale, add; docs/models.md,
-         "Batch 8 on tpu-v1: fewer epilogue passes");
+         RESIDUAL_PASSES for a conv that adds a residual (int8: one output stage taking the residual's codes
+         to the sums' grid, the add; docs/models.md, "Batch 8 on tpu-v1: fewer epilogue passes" and "... (tpu8)");
   DRAM   D = the layer's weight bytes (int8: one a weight) over the DRAM's bytes a cycle; the first layer
          also reads the model's input, the last writes its output.
 The layer floor is max(A, V, D): a layer's weights cannot stream ahead of it by more than the weight
@@ -19,14 +19,14 @@ compute. Prints each layer and the sums: sum of max(A, V, D) (layer after layer)
 sum D) (everything overlapped: the whole-model limit's form, with whole folds), then the array and DRAM layer
 after layer with WEIGHT_KIB (a list) of weights allowed to stream ahead of the layer that uses them.
 Usage: array_floor.py MODEL.onnx  (env: BATCH 8, R 256, C 256, BW 48.57 bytes a cycle, LANES 256,
-RESIDUAL_PASSES 3, PACK 1 to allow packing, WEIGHT_KIB, VERBOSE)"""
+RESIDUAL_PASSES 2, PACK 1 to allow packing, WEIGHT_KIB, VERBOSE)"""
 import math, os, sys
 import onnx
 from onnx import shape_inference
 
 B = int(os.environ.get("BATCH", 8)); R = int(os.environ.get("R", 256)); C = int(os.environ.get("C", 256))
 BW = float(os.environ.get("BW", 34e9 / 700e6)); LANES = int(os.environ.get("LANES", 256))
-RES = int(os.environ.get("RESIDUAL_PASSES", 3)); PACK = os.environ.get("PACK", "1") == "1"
+RES = int(os.environ.get("RESIDUAL_PASSES", 2)); PACK = os.environ.get("PACK", "1") == "1"
 m = shape_inference.infer_shapes(onnx.load(sys.argv[1]))
 shape = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
          for v in list(m.graph.value_info) + list(m.graph.input) + list(m.graph.output)}

@@ -384,16 +384,16 @@ VecGeometry vec_geometry_of(const Instruction& ins) {
       fail(ins, "output reads one record per channel (or one for all): bcast must not be none");
     if constexpr (kCheck) buffer_field(ins, Field::kSrc2Buf, "src2_buf");
     g.src2_elems = src2_count();
-    if (in == DType::kInt32 || in == DType::kInt64) {
+    if (is_integer(in)) {
       if (kCheck && !is_integer(out)) {
-        fail(ins, fmt::format("output of {} sums writes an integer type, not {}", dtype_name(in),
+        fail(ins, fmt::format("output of {} values writes an integer type, not {}", dtype_name(in),
                               dtype_name(out)));
       }
       g.src2_record_bytes = 12;  // (bias, multiplier, shift)
     } else {
       if (kCheck && (is_integer(in) || is_integer(out))) {
-        fail(ins, fmt::format("output reads int32, int64 or float sums and writes their kind, not {} -> {}",
-                              dtype_name(in), dtype_name(out)));
+        fail(ins, fmt::format("output of float sums writes a float type, not {} -> {}", dtype_name(in),
+                              dtype_name(out)));
       }
       if (kCheck && field(ins, Field::kImm2) != 0)
         fail(ins, "a float output stage has no zero point; imm2 must be 0");

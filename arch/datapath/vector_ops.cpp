@@ -331,7 +331,7 @@ void output_stage(const Instruction& ins, const VecGeometry& g, const uint8_t* s
   const float lo = imm_float(ins, Field::kImm0), hi = imm_float(ins, Field::kImm1);
   const uint64_t es_out = u(isa::dtype_bytes(out));
   // Every source element is read before anything is written (dst may overlap src1, as in place).
-  const bool ints = in == DType::kInt32 || in == DType::kInt64;
+  const bool ints = is_integer(in);  // sums, or codes (as int32 sums)
   const std::vector<int64_t> xi = ints ? read_ints(src1, g.src1_elems, in) : std::vector<int64_t>{};
   const std::vector<float> xf = ints ? std::vector<float>{} : read_floats(src1, g.src1_elems, in);
   for (int64_t i = 0; i < g.dst_elems; ++i) {
@@ -355,7 +355,9 @@ void output_stage(const Instruction& ins, const VecGeometry& g, const uint8_t* s
         const int32_t x = saturate_int32(xi[u(i)] + rec[0]);
         store_int(y, out, requantize_unsaturated(x, rec[1], rec[2], zp));
       }
-      store_float(y, out, nan_min(nan_max(load_float(y, out), lo), hi));
+      // Bounds of -inf and +inf clip nothing: an int32 dtype_out keeps every value (fp32 would round it).
+      if (!(std::isinf(lo) && lo < 0 && std::isinf(hi) && hi > 0))
+        store_float(y, out, nan_min(nan_max(load_float(y, out), lo), hi));
     } else {
       float bias;
       std::memcpy(&bias, src2 + u(r) * 4, 4);

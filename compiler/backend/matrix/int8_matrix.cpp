@@ -52,7 +52,12 @@ struct Int8Job : MatrixJob {
   uint64_t out_addr = 0;
   Context::VecArgs out_vec;  // output_stage_vec
   bool residual = false;
-  uint64_t rr_addr = 0;  // residual rescale pairs [M][2]
+  // The residual's codes -> the sums' grid in one output-stage VEC reading int32 triples [M][3] (-zero
+  // point, multiplier, shift) at rr_addr (int32 sums); else a SUB of the zero point and a REQUANTIZE by
+  // the pairs [M][2] at rr_addr (int64 sums, whose requantize is the 64-bit one).
+  bool residual_stage = false;
+  uint64_t rr_addr = 0;
+  int64_t rr_record() const { return residual_stage ? 12 : 8; }
   // A lookup-table epilogue (quant::LayerQuant::lut_epilogue): the requantize writes the pre-activation's
   // codes (pre_dt), then one VEC lut with the table at lut_addr (lut_entries codes of y_dt). int16 pre codes
   // (quant::refined_table_grid): the table's first code is lut_base, the requantize clamps to its window.
@@ -113,7 +118,7 @@ class Int8Strategy : public MatrixStrategy {
   int64_t acc_bytes(int64_t p, int64_t tn, int sides) const override {
     int64_t b =
         round64(p * tn * ab_) + (j_.output_stage ? round64(tn * 12) : round64(tn * ab_) + round64(tn * 8));
-    if (j_.residual) b += round64(p * tn * ab_) + round64(tn * 8);
+    if (j_.residual) b += round64(p * tn * ab_) + round64(tn * j_.rr_record());
     if (j_.float_epi) b += round64(tn * 4);
     if (j_.silu) b += round64(p * tn * 4);
     if (j_.tail) b += round64(tn * 4) + round64(p * tn * 4);
@@ -121,11 +126,13 @@ class Int8Strategy : public MatrixStrategy {
     return 64 + (j_.lut ? round64(j_.lut_entries) : 0) + (j_.tail ? 64 : 0) + sides * b;
   }
 
+  // The residual's passes: to the sums' grid (one output stage, or a SUB and a REQUANTIZE), then the add.
+  int residual_ops() const { return j_.residual ? (j_.residual_stage ? 2 : 3) : 0; }
+
   int epilogue_ops() const override {
-    if (j_.output_stage)
-      return (j_.lut ? 2 : 1) + (j_.residual ? 3 : 0) + (j_.tail ? 12 : 0) + (j_.y_rows ? 1 : 0);
+    if (j_.output_stage) return (j_.lut ? 2 : 1) + residual_ops() + (j_.tail ? 12 : 0) + (j_.y_rows ? 1 : 0);
     int ops = j_.lut ? (j_.lut16() ? 4 : 3) : 2;  // bias, requantize (, the int16 window's clip, lut)
-    if (j_.residual) ops += 3;
+    ops += residual_ops();
     if (j_.clamp) ops += 1;
     if (j_.float_epi) ops += 4;
     if (j_.silu) ops += 1;
@@ -142,7 +149,7 @@ class Int8Strategy : public MatrixStrategy {
   std::vector<int64_t> param_loads(int64_t tn) const override {
     std::vector<int64_t> v = {tn, j_.float_epi ? tn : 2 * tn};  // bias; requantization pairs or scales
     if (j_.output_stage) v = {3 * tn};
-    if (j_.residual) v.push_back(2 * tn);
+    if (j_.residual) v.push_back(j_.rr_record() / 4 * tn);
     if (j_.tail) v.push_back(tn);
     return v;
   }
@@ -167,7 +174,7 @@ class Int8Strategy : public MatrixStrategy {
       }
       if (j_.residual) {
         side_[s].r = side.take(static_cast<uint64_t>(p_max * tn * ab_));
-        side_[s].rr = acc.take(static_cast<uint64_t>(tn * 8));
+        side_[s].rr = acc.take(static_cast<uint64_t>(tn * j_.rr_record()));
       }
       if (j_.float_epi) side_[s].sc = acc.take(static_cast<uint64_t>(tn * 4));
       if (j_.silu) side_[s].t = side.take(static_cast<uint64_t>(p_max * tn * 4));
@@ -238,16 +245,28 @@ class Int8Strategy : public MatrixStrategy {
       const uint64_t raddr = j_.r_addr + static_cast<uint64_t>(yoff * isa::dtype_bytes(j_.r_dt));
       const std::optional<uint64_t> held = residual_in_sram(c_, j_.r_range, raddr, j_.r_dt, box, strides);
       if (!held) c_.load(side_buf_, sd.r, j_.r_range, raddr, j_.r_dt, box, strides);
+      const int64_t rw = j_.rr_record() / 4;  // int32 words a channel's record
       if (load)
         c_.load(A, sd.rr, Range{kDram, j_.rr_addr, j_.rr_addr + 1},
-                j_.rr_addr + static_cast<uint64_t>(n0 * 8), DType::kInt32, {2 * tn, 1, 1, 1}, {0, 0, 0});
-      Context::VecArgs sub = v(VecOp::kSub, j_.r_dt, acc_dt_, held ? *held : sd.r, sd.r);
-      sub.src2 = kslot, sub.bcast = isa::Bcast::kScalar, sub.dst_buf = side_buf_;
-      sub.src1_buf = held ? Buffer::kInput : side_buf_;
-      c_.vec(sub);
-      Context::VecArgs rq = v(VecOp::kRequantize, acc_dt_, acc_dt_, sd.r, sd.r);
-      rq.src2 = sd.rr, rq.bcast = isa::Bcast::kRow, rq.imm2 = 0, rq.src1_buf = rq.dst_buf = side_buf_;
-      c_.vec(rq);
+                j_.rr_addr + static_cast<uint64_t>(n0 * rw * 4), DType::kInt32, {rw * tn, 1, 1, 1},
+                {0, 0, 0});
+      if (j_.residual_stage) {
+        // One pass: sat32(r - r.zp), the per-channel requantize, no clip; the same numbers as the two.
+        Context::VecArgs o = v(VecOp::kOutput, j_.r_dt, acc_dt_, held ? *held : sd.r, sd.r);
+        o.src2 = sd.rr, o.bcast = isa::Bcast::kRow, o.imm2 = 0, o.dst_buf = side_buf_;
+        o.src1_buf = held ? Buffer::kInput : side_buf_;
+        o.imm0 = f32_imm(-std::numeric_limits<float>::infinity());
+        o.imm1 = f32_imm(std::numeric_limits<float>::infinity());
+        c_.vec(o);
+      } else {
+        Context::VecArgs sub = v(VecOp::kSub, j_.r_dt, acc_dt_, held ? *held : sd.r, sd.r);
+        sub.src2 = kslot, sub.bcast = isa::Bcast::kScalar, sub.dst_buf = side_buf_;
+        sub.src1_buf = held ? Buffer::kInput : side_buf_;
+        c_.vec(sub);
+        Context::VecArgs rq = v(VecOp::kRequantize, acc_dt_, acc_dt_, sd.r, sd.r);
+        rq.src2 = sd.rr, rq.bcast = isa::Bcast::kRow, rq.imm2 = 0, rq.src1_buf = rq.dst_buf = side_buf_;
+        c_.vec(rq);
+      }
       Context::VecArgs radd = v(VecOp::kAdd, acc_dt_, acc_dt_, cs, cs);
       radd.src2 = sd.r, radd.src2_buf = side_buf_;
       c_.vec(radd);
@@ -626,7 +645,14 @@ bool set_int8_output(Context& c, const Node& n, const quant::LayerQuant& L, cons
     j.r_dt = rq.dtype;
     j.r_addr = r.addr;
     j.r_range = r.range();
-    j.rr_addr = c.add_data(int32_bytes(pairs_of(L.residual_rescale)));
+    j.residual_stage = isa::numerics::accumulator_dtype(j.a_dt) == DType::kInt32;
+    std::vector<int32_t> rr = pairs_of(L.residual_rescale);
+    if (j.residual_stage) {
+      rr.clear();
+      for (const isa::numerics::QuantizedMultiplier& q : L.residual_rescale)
+        rr.insert(rr.end(), {-rq.zero_point, q.multiplier, q.shift});
+    }
+    j.rr_addr = c.add_data(int32_bytes(rr));
     k.add_i(rq.zero_point);
   } else {
     k.add_i(0);

@@ -1,6 +1,7 @@
 // Every VecOp against a reference written here (double precision or exact integers).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -235,7 +236,7 @@ TEST(Vec, OutputStageIsAddRequantizeClipInOnePass) {
       clip.set(Field::kSrc1Buf, static_cast<int64_t>(Buffer::kAccumulator))
           .set(Field::kImm0, fbits(lo))
           .set(Field::kImm1, fbits(hi));
-      execute(clip, cfg, st);
+      if (clamp) execute(clip, cfg, st);  // bounds of -inf and +inf clip nothing: int32 stays exact
       const size_t bytes = static_cast<size_t>(n * isa::dtype_bytes(out));
       const std::vector<uint8_t> want = get<uint8_t>(st, Buffer::kAccumulator, 0, bytes);
       // One output-stage instruction.
@@ -284,6 +285,42 @@ TEST(Vec, Int64SumsRequantizeAndPassTheOutputStage) {
   // 2^29 x 0.5 / 2^22 = 64 (+3); -2^36 -> clamp 0; (100 x 2^22 + 2^22) x 0.5 / 2^22 = 50.5 -> 51 (+3); 2^22 x
   // 0.5 / 2^22 = 0.5 -> 1 (+3).
   EXPECT_EQ(get<uint8_t>(o.st, Buffer::kAccumulator, 0, 4), (std::vector<uint8_t>{67, 0, 54, 4}));
+}
+
+// Integer codes through the output stage (a residual brought to its conv's sums: compiler/backend/matrix/
+// int8_matrix.cpp): the codes plus the record's bias, the per-channel requantize to int32 and, with bounds
+// of -inf and +inf, no clip: the numbers of a SUB of the zero point and a REQUANTIZE, beyond fp32's 2^24 too.
+TEST(Vec, OutputStageOfCodesIsSubAndRequantizeExactly) {
+  const int C = 4, P = 256, n = C * P;
+  std::vector<int8_t> x(n);
+  for (int i = 0; i < n; ++i) x[i] = static_cast<int8_t>(i / C - 128);
+  const int32_t zp = -128;
+  const std::vector<int32_t> pairs{1 << 30, -20, 1234567890, -3, 2000000000, 5, 1 << 30, 0};
+  std::vector<int32_t> triples;
+  for (int c = 0; c < C; ++c) triples.insert(triples.end(), {-zp, pairs[2 * c], pairs[2 * c + 1]});
+  const auto elems = static_cast<size_t>(n);
+  // SUB then REQUANTIZE, int32 through.
+  VecRun two;
+  Instruction sub = vec(VecOp::kSub, DType::kInt8, DType::kInt32, C, P);
+  sub.set(Field::kBcast, static_cast<int64_t>(Bcast::kScalar));
+  put(two.st, Buffer::kInput, 0, x);
+  put(two.st, Buffer::kWeight, 0, std::vector<int32_t>{zp});
+  execute(sub, two.cfg, two.st);
+  Instruction rq = vec(VecOp::kRequantize, DType::kInt32, DType::kInt32, C, P);
+  rq.set(Field::kSrc1Buf, static_cast<int64_t>(Buffer::kAccumulator)).set(Field::kImm2, 0);
+  rq.set(Field::kBcast, static_cast<int64_t>(Bcast::kRow));
+  put(two.st, Buffer::kWeight, 0, pairs);
+  execute(rq, two.cfg, two.st);
+  const std::vector<int32_t> want = get<int32_t>(two.st, Buffer::kAccumulator, 0, elems);
+  EXPECT_GT(*std::max_element(want.begin(), want.end()), 1 << 24);
+  VecRun one;
+  Instruction o = vec(VecOp::kOutput, DType::kInt8, DType::kInt32, C, P);
+  o.set(Field::kBcast, static_cast<int64_t>(Bcast::kRow)).set(Field::kImm2, 0);
+  o.set(Field::kImm0, fbits(-INFINITY)).set(Field::kImm1, fbits(INFINITY));
+  put(one.st, Buffer::kInput, 0, x);
+  put(one.st, Buffer::kWeight, 0, triples);
+  execute(o, one.cfg, one.st);
+  EXPECT_EQ(get<int32_t>(one.st, Buffer::kAccumulator, 0, elems), want);
 }
 
 TEST(Vec, FloatOutputStageIsAddClipAndTheNarrowing) {

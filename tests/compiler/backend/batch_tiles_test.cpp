@@ -7,8 +7,9 @@
 // epilogue's VECs spanning rows x columns (tile_box), and computes bit for bit what tiles of at most 65,535
 // pixels compute. Two conv steps for the big presets' batches (docs/models.md, "Batch 8 on tpu-v1: fewer
 // epilogue passes, whole input tiles"): an int8 conv that adds a residual adds it before its bias, so that
-// the bias, the requantization and the clamp take one output-stage VEC (four passes over a tile instead of
-// five), and computes what the quantized reference computes; an int8 conv's input tile resident across its
+// the bias, the requantization and the clamp take one output-stage VEC, the residual's codes reach the sums'
+// grid in another (its zero point off and its rescale: three passes over a tile instead of five), and
+// computes what the quantized reference computes; an int8 conv's input tile resident across its
 // K chunks (one LOAD of every channel, each chunk's CONV reading its channels in place with a_stride)
 // computes bit for bit what a LOAD of each chunk's channels computes, and a float conv is not offered it.
 #include <gtest/gtest.h>
@@ -181,20 +182,24 @@ TEST(ConvEpilogue, AnInt8ResidualIsAddedBeforeOneOutputStagePassAndMatchesTheQua
   const Graph g = model();
   Compiled c;
   compile_and_run(g, isa::NpuConfig{}, isa::DType::kInt8, MappingOverrides{}, &c);
-  // The residual conv: per output tile, the residual's zero point off, its rescale, the add, then one
-  // output-stage VEC (bias, requantization and clamp): no VEC adds the bias row on its own.
-  int64_t outputs = 0, vecs = 0, bias_adds = 0;
+  // The residual conv: per output tile, one output-stage VEC of the residual's codes (its zero point off, its
+  // rescale), the add, then one output-stage VEC of the sums (bias, requantization and clamp): no VEC adds
+  // the bias row on its own.
+  int64_t outputs = 0, residual_stages = 0, vecs = 0, bias_adds = 0;
   for (const isa::Instruction& ins : c.result.program.instructions) {
     if (ins.opcode != isa::Opcode::kVec || c.result.layers.at(ins.layer()).name != "c_conv") continue;
     ++vecs;
     const auto op = static_cast<isa::VecOp>(ins.get(isa::Field::kVop));
-    outputs += op == isa::VecOp::kOutput;
+    const bool sums = static_cast<isa::DType>(ins.get(isa::Field::kDtype)) == isa::DType::kInt32;
+    outputs += op == isa::VecOp::kOutput && sums;
+    residual_stages += op == isa::VecOp::kOutput && !sums;
     bias_adds +=
         op == isa::VecOp::kAdd && static_cast<isa::Bcast>(ins.get(isa::Field::kBcast)) == isa::Bcast::kRow;
   }
   EXPECT_GT(outputs, 0);
   EXPECT_EQ(bias_adds, 0);
-  EXPECT_EQ(vecs, 4 * outputs);
+  EXPECT_EQ(residual_stages, outputs);
+  EXPECT_EQ(vecs, 3 * outputs);
   // The same codes as the quantized reference: the sums saturate in neither order.
   const std::map<std::string, Tensor> in = {{"x", random_tensor(g.value("x").shape, 2.0f, 7)}};
   EXPECT_TRUE(same_bits(c.out, quant::emulate(c.lowered, c.plan, in).at("y")));
