@@ -295,7 +295,10 @@ bool lower_vector_tiled(Context& c, const Node& n, std::string* why) {
         if (figure(t, reader) < figure(for_readers, reader)) for_readers = t, readers_limit = cand;
       }
       const int64_t span_best = best.cycles;
-      if (readers_limit != limit && static_cast<double>(figure(for_readers, reader)) <
+      // Its readers' gain must also exceed the span it adds: the layer's own units and DMA stay busy that
+      // much longer, which the readers' loads compete with.
+      const int64_t lost = std::max<int64_t>(0, for_readers.cycles - span_best);
+      if (readers_limit != limit && static_cast<double>(figure(for_readers, reader) + lost) <
                                         (1.0 - kReaderMargin) * static_cast<double>(figure(best, reader))) {
         reason = fmt::format(
             "a smaller tile lets its readers ({} cycles at least) start earlier: its first tile stored "
