@@ -535,7 +535,8 @@ bool as_sram_conv(const Context& c, const MatrixJob& j, const MatrixStrategy& s,
   return true;
 }
 
-// The bookkeeping of a value read in place by the layer being lowered.
+}  // namespace
+
 void read_in_place(Context& c, OnChipValue& v) {
   // A value its producer stored too (other readers) saves its read alone.
   if (!v.in_dram) c.fusion.kept_on_chip[v.value] = v.addr;
@@ -550,6 +551,8 @@ void read_in_place(Context& c, OnChipValue& v) {
   c.plan->on_chip_input = v.value;
   c.plan->on_chip_bytes_saved = (v.in_dram ? 1 : 2) * v.bytes;
 }
+
+namespace {
 
 // A value held for this layer to read as its input (OnChipValue::reader_reads_input: a stage's strided 1x1
 // downsample conv, reading the block output where its producer left it): the conv reads it in place, dense,

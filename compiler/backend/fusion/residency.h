@@ -92,6 +92,11 @@ std::optional<uint64_t> residual_in_sram(const Context& c, const Range& value, u
                                          isa::DType t, const std::array<int64_t, 4>& box,
                                          const std::array<int64_t, 3>& strides);
 
+// The bookkeeping of value v read in place by the layer being lowered (its plan's on_chip_input, the bytes
+// saved; kept_on_chip when nothing stored it): no longer pending unless a later layer reads it as its
+// residual.
+void read_in_place(Context& c, OnChipValue& v);
+
 // Values read in place, never in DRAM -> their SRAM address (the binding stage reports them in
 // CompileResult::on_chip).
 const std::map<std::string, uint64_t>& kept_on_chip(const Context& c);
