@@ -1,0 +1,107 @@
+// Vector layers' values on chip (compiler/backend/fusion/vector_residency.h): an element-wise layer's output
+// read by the LayerNorm after it (a transformer's residual Add -> LayerNorm) is written into the input
+// scratchpad and read there in place. The program computes exactly what the layer-by-layer one does (in
+// program order and in random interleavings of the queues, so the tokens order the in-place reads after the
+// writes); the value is never stored when the LayerNorm is its only reader, stored as well when it has
+// others.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "compiler/backend/compile.h"
+#include "compiler/interp/interpreter.h"
+#include "compiler/passes/lowered.h"
+#include "tests/compiler/backend/functional.h"
+
+namespace npusim::compiler::testing {
+namespace {
+
+const LayerPlan& plan_of(const CompileResult& r, const std::string& name) {
+  auto it =
+      std::find_if(r.layers.begin(), r.layers.end(), [&](const LayerPlan& p) { return p.name == name; });
+  if (it == r.layers.end()) throw std::runtime_error("no layer " + name);
+  return *it;
+}
+
+bool never_in_dram(const CompileResult& r, const std::string& value) {
+  return std::any_of(r.on_chip.begin(), r.on_chip.end(), [&](const HostTensor& t) { return t.name == value; });
+}
+
+int stores_of(const CompileResult& r, const std::string& layer) {
+  int n = 0;
+  for (const isa::Instruction& ins : r.program.instructions)
+    n += ins.opcode == isa::Opcode::kStore && r.layers.at(ins.layer()).name == layer ? 1 : 0;
+  return n;
+}
+
+// s = x + z -> LayerNorm -> y; with `second`, s is also read by an Add after the LayerNorm (t = y + s).
+Graph residual_norm(bool second) {
+  GraphBuilder b;
+  b.input("x", {2, 48, 96}).input("z", {2, 48, 96});
+  b.constant("g", {96}, 0.5f, 1).constant("be", {96}, 0.5f, 2);
+  b.node("Add", {"x", "z"}, {"s"}, "res");
+  b.node("LayerNormalization", {"s", "g", "be"}, {"y"}, "ln").attrs["epsilon"].value = 1e-5f;
+  if (second) {
+    b.node("Add", {"y", "s"}, {"t"}, "after");
+    b.output("t");
+  } else {
+    b.output("y");
+  }
+  return b.build();
+}
+
+TEST(VectorResidency, AResidualAddsRowsStayOnChipForTheLayerNormAfterItAndComputeTheSameBits) {
+  for (const bool second : {false, true}) {
+    const Graph g = residual_norm(second);
+    for (const isa::DType precision : {isa::DType::kFp32, isa::DType::kFp16}) {
+      const isa::NpuConfig config;
+      Graph lowered = g;
+      PipelineOptions whole;  // the LayerNorm as one row-wise layer
+      whole.whole_row_limit = rowwise_row_limit(config);
+      lower(lowered, whole);
+      CompileOptions on, off;
+      on.precision = off.precision = precision;
+      off.keep_on_chip = false;
+      const CompileResult kept = compile(lowered, config, on), stored = compile(lowered, config, off);
+      const int64_t bytes = 2 * 48 * 96 * isa::dtype_bytes(precision);
+      EXPECT_EQ(plan_of(kept, "ln").on_chip_input, "s") << second;
+      EXPECT_EQ(plan_of(kept, "ln").on_chip_bytes_saved, (second ? 1 : 2) * bytes) << second;
+      EXPECT_EQ(never_in_dram(kept, "s"), !second);
+      EXPECT_EQ(stores_of(kept, "res") == 0, !second);
+      EXPECT_GT(stores_of(stored, "res"), 0);
+      EXPECT_TRUE(plan_of(stored, "ln").on_chip_input.empty());
+      EXPECT_EQ(check_tokens(kept.program), "");
+      const std::map<std::string, Tensor> in{{"x", random_tensor({2, 48, 96}, 1.0f, 41)},
+                                             {"z", random_tensor({2, 48, 96}, 1.0f, 42)}};
+      const auto want = run_program(stored, config, in);
+      EXPECT_EQ(max_rel_error(run_program(kept, config, in), want), 0.0);
+      for (uint32_t seed : {1u, 2u, 3u}) {
+        RunOptions shuffled;
+        shuffled.random_order = true;
+        shuffled.seed = seed;
+        EXPECT_EQ(max_rel_error(run_program(kept, config, in, shuffled), want), 0.0) << "interleaving " << seed;
+      }
+      EXPECT_LT(max_rel_error(want, interpret(g, in)), precision == isa::DType::kFp32 ? 1e-5 : 2e-2);
+    }
+  }
+}
+
+// A mapping file's on_chip=false for the Add keeps its output in DRAM.
+TEST(VectorResidency, AMappingFileThatSaysOnChipFalseKeepsTheRowsInDram) {
+  Graph lowered = residual_norm(false);
+  const isa::NpuConfig config;
+  PipelineOptions whole;
+  whole.whole_row_limit = rowwise_row_limit(config);
+  lower(lowered, whole);
+  MappingOverrides m;
+  m.layers["res"].name = "res";
+  m.layers["res"].on_chip = false;
+  CompileOptions o;
+  o.mapping = &m;
+  const CompileResult r = compile(lowered, config, o);
+  EXPECT_TRUE(plan_of(r, "ln").on_chip_input.empty());
+  EXPECT_GT(stores_of(r, "res"), 0);
+}
+
+}  // namespace
+}  // namespace npusim::compiler::testing
