@@ -613,13 +613,16 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
   const std::optional<uint64_t> planned = chip;
   const bool chip_timed = planned && c.can_time() && !c.in_trial();
   if (!slab_candidate && !chip_timed) return *walk(0, false);
-  // The fastest walk storing y; with y planned on chip, the fastest writing it there, taken when it is no
-  // slower than that one with the reader's load of y (its bytes at the DRAM's sustained rate) added; when y
-  // is stored as well (it has other readers), when it is no slower than that one alone: the reader's load
-  // may hide under its own vector work (a LayerNorm's), so its bytes alone do not pay for a slower walk
-  // (ViT-B/16 at batch 8 on tpu-v1: the residual Add 9 k cycles slower a block in unswapped slabs, its
-  // LayerNorm 3 k faster).
+  // The fastest walk storing y, timed with the scratchpad the plan reserved for y free again; with y planned
+  // on chip, the fastest writing it there, taken when its own simulation is no slower: the reader's load
+  // saved is not counted, since it may hide under the reader's own vector work (a LayerNorm's; BERT-base
+  // int8 on edge: its residual Add 3.1 k cycles slower a block writing on chip in smaller tiles, the
+  // LayerNorm after it 2.2 k faster, its 98 KB at the DRAM's rate 5.8 k).
   chip.reset();
+  const int64_t reserved = c.fusion.input_reserved;
+  if (chip_timed)
+    c.fusion.input_reserved = std::max<int64_t>(
+        0, reserved - round64(num_elements(y.shape) * isa::dtype_bytes(y.dtype)));
   Timed best = timed(0, false);
   std::pair<int, bool> pick = walks[0];
   for (size_t w = 1; w < walks.size(); ++w) {
@@ -627,6 +630,7 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
     if (t.cycles >= 0 && t.cycles < best.cycles) best = t, pick = walks[w];
   }
   if (chip_timed) {
+    c.fusion.input_reserved = reserved;
     chip = planned;
     Timed best_chip;
     std::pair<int, bool> pick_chip = walks[0];
@@ -635,15 +639,13 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
       if (t.cycles >= 0 && t.on_chip && (best_chip.cycles < 0 || t.cycles < best_chip.cycles))
         best_chip = t, pick_chip = w;
     }
-    const double read =
-        c.dram_bytes_per_cycle > 0 && !c.fusion.keep_in_dram
-            ? static_cast<double>(num_elements(y.shape) * isa::dtype_bytes(y.dtype)) / c.dram_bytes_per_cycle
-            : 0.0;
-    if (best_chip.cycles >= 0 &&
-        static_cast<double>(best_chip.cycles) <= static_cast<double>(best.cycles) + read)
+    if (best_chip.cycles >= 0 && best_chip.cycles <= best.cycles) {
       pick = pick_chip;
-    else
-      chip.reset();
+    } else {
+      chip.reset();  // y stored: the bytes the plan reserved are free for this layer's tiles
+      c.fusion.input_reserved = std::max<int64_t>(
+          0, reserved - round64(num_elements(y.shape) * isa::dtype_bytes(y.dtype)));
+    }
   }
   return *walk(pick.first, pick.second);
 }
