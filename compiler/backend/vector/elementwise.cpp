@@ -621,8 +621,8 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
   chip.reset();
   const int64_t reserved = c.fusion.input_reserved;
   if (chip_timed)
-    c.fusion.input_reserved = std::max<int64_t>(
-        0, reserved - round64(num_elements(y.shape) * isa::dtype_bytes(y.dtype)));
+    c.fusion.input_reserved =
+        std::max<int64_t>(0, reserved - round64(num_elements(y.shape) * isa::dtype_bytes(y.dtype)));
   Timed best = timed(0, false);
   std::pair<int, bool> pick = walks[0];
   for (size_t w = 1; w < walks.size(); ++w) {
@@ -643,8 +643,8 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
       pick = pick_chip;
     } else {
       chip.reset();  // y stored: the bytes the plan reserved are free for this layer's tiles
-      c.fusion.input_reserved = std::max<int64_t>(
-          0, reserved - round64(num_elements(y.shape) * isa::dtype_bytes(y.dtype)));
+      c.fusion.input_reserved =
+          std::max<int64_t>(0, reserved - round64(num_elements(y.shape) * isa::dtype_bytes(y.dtype)));
     }
   }
   return *walk(pick.first, pick.second);

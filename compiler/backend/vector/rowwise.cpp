@@ -235,8 +235,9 @@ bool lower_rowwise(Context& c, const Node& n, std::string* why) {
   // (backend/fusion/vector_residency.h) reads its rows there instead of loading them; asked first, since
   // rows_left_on_chip lets go of a value still pending.
   const std::optional<uint64_t> x_sram = softmax ? std::nullopt : rows_read_in_place(c, n.inputs[0], x.dtype);
+  bool y_stored = false;  // ... and stored as well from there, for its other readers
   const std::optional<uint64_t> y_sram =
-      softmax ? std::nullopt : rows_left_on_chip(c, n.outputs[0], slots_end);
+      softmax ? std::nullopt : rows_left_on_chip(c, n.outputs[0], slots_end, &y_stored);
   int64_t tiles = 0;
   for (int64_t r0 = 0; r0 < R; r0 += tile, ++tiles) {
     const int64_t rows = std::min(tile, R - r0);
@@ -260,8 +261,8 @@ bool lower_rowwise(Context& c, const Node& n, std::string* why) {
       if (qy) r.y_codes = y.dtype;
       norm_rows(c, r, in, sl, scratch, out, rows);
     }
-    if (!y_sram)
-      c.store(sl.buf, sl.addr, y.range(), y.addr + static_cast<uint64_t>(r0 * D) * ey, y.dtype,
+    if (!y_sram || y_stored)
+      c.store(out.buf, out.addr, y.range(), y.addr + static_cast<uint64_t>(r0 * D) * ey, y.dtype,
               {D, rows, 1, 1}, {D, 0, 0});
   }
   c.plan->mapping = fmt::format(
@@ -272,7 +273,10 @@ bool lower_rowwise(Context& c, const Node& n, std::string* why) {
               : "layernorm (reduce_mean, sub, mul, reduce_mean, add eps, rsqrt, mul, mul gamma, add beta)",
       tiles, tile, D, softmax ? 6 : (rms ? 5 : 7) + (gamma ? 1 : 0) + (beta ? 1 : 0),
       gamma || beta ? ", scale/bias by row" : "",
-      y_sram ? "left in the input scratchpad for the GEMM after it" : "stored once",
+      y_sram
+          ? (y_stored ? "left in the input scratchpad for the GEMM after it and stored for its other readers"
+                      : "left in the input scratchpad for the GEMM after it")
+          : "stored once",
       x_sram ? "; its input read in place where the layer before left it" : "",
       qx || qy ? "; int8 codes converted once after the load and once before the store" : "",
       qy ? " (the output scale folded into the per-row factor)" : "");

@@ -3,7 +3,8 @@
 // scratchpad and read there in place. The program computes exactly what the layer-by-layer one does (in
 // program order and in random interleavings of the queues, so the tokens order the in-place reads after the
 // writes); the value is never stored when the LayerNorm is its only reader, stored as well when it has
-// others.
+// others. And a LayerNorm's rows with other readers than the GEMM after it (residency.h's LayerNorm rows,
+// stored as well).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,7 +25,8 @@ const LayerPlan& plan_of(const CompileResult& r, const std::string& name) {
 }
 
 bool never_in_dram(const CompileResult& r, const std::string& value) {
-  return std::any_of(r.on_chip.begin(), r.on_chip.end(), [&](const HostTensor& t) { return t.name == value; });
+  return std::any_of(r.on_chip.begin(), r.on_chip.end(),
+                     [&](const HostTensor& t) { return t.name == value; });
 }
 
 int stores_of(const CompileResult& r, const std::string& layer) {
@@ -79,10 +81,53 @@ TEST(VectorResidency, AResidualAddsRowsStayOnChipForTheLayerNormAfterItAndComput
         RunOptions shuffled;
         shuffled.random_order = true;
         shuffled.seed = seed;
-        EXPECT_EQ(max_rel_error(run_program(kept, config, in, shuffled), want), 0.0) << "interleaving " << seed;
+        EXPECT_EQ(max_rel_error(run_program(kept, config, in, shuffled), want), 0.0)
+            << "interleaving " << seed;
       }
       EXPECT_LT(max_rel_error(want, interpret(g, in)), precision == isa::DType::kFp32 ? 1e-5 : 2e-2);
     }
+  }
+}
+
+// A post-norm LayerNorm (BERT's): its rows read by the FFN's first MatMul and by its residual Add. The
+// LayerNorm writes them where the MatMul reads them in place and stores them for the Add as well.
+TEST(VectorResidency, APostNormLayerNormsRowsStayOnChipForItsMatMulAndAreStoredForItsResidual) {
+  GraphBuilder b;
+  b.input("x", {1, 64, 96});
+  b.constant("g", {96}, 0.5f, 1).constant("be", {96}, 0.5f, 2).constant("w", {96, 128}, 0.5f, 3);
+  b.constant("w2", {128, 96}, 0.5f, 4);
+  b.node("LayerNormalization", {"x", "g", "be"}, {"n"}, "ln").attrs["epsilon"].value = 1e-5f;
+  b.node("MatMul", {"n", "w"}, {"m"}, "fc");
+  b.node("MatMul", {"m", "w2"}, {"o"}, "fc2");
+  b.node("Add", {"o", "n"}, {"y"}, "res");
+  b.output("y");
+  const Graph g = b.build();
+  for (const isa::DType precision : {isa::DType::kFp32, isa::DType::kFp16}) {
+    const isa::NpuConfig config;
+    Graph lowered = g;
+    PipelineOptions whole;
+    whole.whole_row_limit = rowwise_row_limit(config);
+    lower(lowered, whole);
+    CompileOptions on, off;
+    on.precision = off.precision = precision;
+    off.keep_on_chip = false;
+    const CompileResult kept = compile(lowered, config, on), stored = compile(lowered, config, off);
+    EXPECT_EQ(plan_of(kept, "fc").on_chip_input, "n");
+    EXPECT_EQ(plan_of(kept, "fc").on_chip_bytes_saved, 64 * 96 * isa::dtype_bytes(precision));
+    EXPECT_FALSE(never_in_dram(kept, "n"));
+    EXPECT_GT(stores_of(kept, "ln"), 0);
+    EXPECT_TRUE(plan_of(stored, "fc").on_chip_input.empty());
+    EXPECT_EQ(check_tokens(kept.program), "");
+    const std::map<std::string, Tensor> in{{"x", random_tensor({1, 64, 96}, 1.0f, 43)}};
+    const auto want = run_program(stored, config, in);
+    EXPECT_EQ(max_rel_error(run_program(kept, config, in), want), 0.0);
+    for (uint32_t seed : {1u, 2u, 3u}) {
+      RunOptions shuffled;
+      shuffled.random_order = true;
+      shuffled.seed = seed;
+      EXPECT_EQ(max_rel_error(run_program(kept, config, in, shuffled), want), 0.0) << "interleaving " << seed;
+    }
+    EXPECT_LT(max_rel_error(want, interpret(g, in)), precision == isa::DType::kFp32 ? 1e-5 : 2e-2);
   }
 }
 
