@@ -210,6 +210,10 @@ std::string gemm_reads_on_chip(const Context& c, size_t i, bool* others) {
   }
   if (c.g.consumers(v).size() != 1 && others == nullptr) return "the output has other readers";
   if (others) *others = c.g.consumers(v).size() != 1;
+  return rows_fit_on_chip(c, v);
+}
+
+std::string rows_fit_on_chip(const Context& c, const std::string& v) {
   auto t = c.tensors.find(v);
   if (t == c.tensors.end() || t->second.strided() || t->second.shape.size() < 2)
     return "the output is not dense";

@@ -38,6 +38,9 @@ std::string next_reads_on_chip(const Context& c, size_t i, bool* others = nullpt
 // With `others` (a LayerNorm's rows), other readers are allowed too (*others says whether there are any):
 // they read the value in DRAM, which its producer then stores as well.
 std::string gemm_reads_on_chip(const Context& c, size_t i, bool* others = nullptr);
+// Why value v cannot lie on chip as rows ("" = it can): it must be a dense row-major value of at least two
+// dims whose spill is one STORE box (rows_on_chip: 16-bit sizes).
+std::string rows_fit_on_chip(const Context& c, const std::string& v);
 // A GEMM chain's value (DRAM tensor y, row-major, rows of its last dim N) left at `addr` by layer
 // `producer`: in column blocks [N / block][rows][block] (block 0: dense [rows][N]; MatrixJob::y_block).
 OnChipValue rows_on_chip(const std::string& value, const DramTensor& y, uint64_t addr, uint32_t producer,

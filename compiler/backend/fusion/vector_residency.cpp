@@ -35,16 +35,8 @@ std::string rowwise_reads_on_chip(const Context& c, size_t i, bool* others) {
   for (const std::string& o : c.g.outputs) {
     if (o == v) return "the output is a graph output";
   }
-  auto t = c.tensors.find(v);
-  if (t == c.tensors.end() || t->second.strided() || t->second.shape.empty())
-    return "the output is not dense";
-  for (size_t d = 0; d < t->second.layout.size(); ++d) {
-    if (t->second.layout[d] != static_cast<int>(d)) return "the output is not row-major";
-  }
-  // A spill stores it as one box of rows (rows_on_chip): 16-bit sizes.
-  const int64_t n = t->second.shape.back();
-  if (n > 65535 || num_elements(t->second.shape) / n > 65535)
-    return "the output has too many rows or columns";
+  const std::string rows = rows_fit_on_chip(c, v);
+  if (!rows.empty()) return rows;
   *others = c.g.consumers(v).size() != 1;
   return "";
 }

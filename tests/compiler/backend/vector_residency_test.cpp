@@ -17,13 +17,6 @@
 namespace npusim::compiler::testing {
 namespace {
 
-const LayerPlan& plan_of(const CompileResult& r, const std::string& name) {
-  auto it =
-      std::find_if(r.layers.begin(), r.layers.end(), [&](const LayerPlan& p) { return p.name == name; });
-  if (it == r.layers.end()) throw std::runtime_error("no layer " + name);
-  return *it;
-}
-
 bool never_in_dram(const CompileResult& r, const std::string& value) {
   return std::any_of(r.on_chip.begin(), r.on_chip.end(),
                      [&](const HostTensor& t) { return t.name == value; });
@@ -34,6 +27,24 @@ int stores_of(const CompileResult& r, const std::string& layer) {
   for (const isa::Instruction& ins : r.program.instructions)
     n += ins.opcode == isa::Opcode::kStore && r.layers.at(ins.layer()).name == layer ? 1 : 0;
   return n;
+}
+
+// The program with values on chip computes exactly what the stored one does, in program order and in random
+// interleavings of the queues (the tokens order every read on chip after its write); the stored one is the
+// model's within `tolerance`.
+void expect_same_bits(const CompileResult& kept, const CompileResult& stored, const Graph& model,
+                      const isa::NpuConfig& config, const std::map<std::string, Tensor>& in,
+                      double tolerance) {
+  EXPECT_EQ(check_tokens(kept.program), "");
+  const auto want = run_program(stored, config, in);
+  EXPECT_EQ(max_rel_error(run_program(kept, config, in), want), 0.0);
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    RunOptions shuffled;
+    shuffled.random_order = true;
+    shuffled.seed = seed;
+    EXPECT_EQ(max_rel_error(run_program(kept, config, in, shuffled), want), 0.0) << "interleaving " << seed;
+  }
+  EXPECT_LT(max_rel_error(want, interpret(model, in)), tolerance);
 }
 
 // s = x + z -> LayerNorm -> y; with `second`, s is also read by an Add after the LayerNorm (t = y + s).
@@ -66,25 +77,16 @@ TEST(VectorResidency, AResidualAddsRowsStayOnChipForTheLayerNormAfterItAndComput
       off.keep_on_chip = false;
       const CompileResult kept = compile(lowered, config, on), stored = compile(lowered, config, off);
       const int64_t bytes = 2 * 48 * 96 * isa::dtype_bytes(precision);
-      EXPECT_EQ(plan_of(kept, "ln").on_chip_input, "s") << second;
-      EXPECT_EQ(plan_of(kept, "ln").on_chip_bytes_saved, (second ? 1 : 2) * bytes) << second;
+      EXPECT_EQ(layer_named(kept, "ln").on_chip_input, "s") << second;
+      EXPECT_EQ(layer_named(kept, "ln").on_chip_bytes_saved, (second ? 1 : 2) * bytes) << second;
       EXPECT_EQ(never_in_dram(kept, "s"), !second);
       EXPECT_EQ(stores_of(kept, "res") == 0, !second);
       EXPECT_GT(stores_of(stored, "res"), 0);
-      EXPECT_TRUE(plan_of(stored, "ln").on_chip_input.empty());
-      EXPECT_EQ(check_tokens(kept.program), "");
-      const std::map<std::string, Tensor> in{{"x", random_tensor({2, 48, 96}, 1.0f, 41)},
-                                             {"z", random_tensor({2, 48, 96}, 1.0f, 42)}};
-      const auto want = run_program(stored, config, in);
-      EXPECT_EQ(max_rel_error(run_program(kept, config, in), want), 0.0);
-      for (uint32_t seed : {1u, 2u, 3u}) {
-        RunOptions shuffled;
-        shuffled.random_order = true;
-        shuffled.seed = seed;
-        EXPECT_EQ(max_rel_error(run_program(kept, config, in, shuffled), want), 0.0)
-            << "interleaving " << seed;
-      }
-      EXPECT_LT(max_rel_error(want, interpret(g, in)), precision == isa::DType::kFp32 ? 1e-5 : 2e-2);
+      EXPECT_TRUE(layer_named(stored, "ln").on_chip_input.empty());
+      expect_same_bits(
+          kept, stored, g, config,
+          {{"x", random_tensor({2, 48, 96}, 1.0f, 41)}, {"z", random_tensor({2, 48, 96}, 1.0f, 42)}},
+          precision == isa::DType::kFp32 ? 1e-5 : 2e-2);
     }
   }
 }
@@ -112,22 +114,13 @@ TEST(VectorResidency, APostNormLayerNormsRowsStayOnChipForItsMatMulAndAreStoredF
     on.precision = off.precision = precision;
     off.keep_on_chip = false;
     const CompileResult kept = compile(lowered, config, on), stored = compile(lowered, config, off);
-    EXPECT_EQ(plan_of(kept, "fc").on_chip_input, "n");
-    EXPECT_EQ(plan_of(kept, "fc").on_chip_bytes_saved, 64 * 96 * isa::dtype_bytes(precision));
+    EXPECT_EQ(layer_named(kept, "fc").on_chip_input, "n");
+    EXPECT_EQ(layer_named(kept, "fc").on_chip_bytes_saved, 64 * 96 * isa::dtype_bytes(precision));
     EXPECT_FALSE(never_in_dram(kept, "n"));
     EXPECT_GT(stores_of(kept, "ln"), 0);
-    EXPECT_TRUE(plan_of(stored, "fc").on_chip_input.empty());
-    EXPECT_EQ(check_tokens(kept.program), "");
-    const std::map<std::string, Tensor> in{{"x", random_tensor({1, 64, 96}, 1.0f, 43)}};
-    const auto want = run_program(stored, config, in);
-    EXPECT_EQ(max_rel_error(run_program(kept, config, in), want), 0.0);
-    for (uint32_t seed : {1u, 2u, 3u}) {
-      RunOptions shuffled;
-      shuffled.random_order = true;
-      shuffled.seed = seed;
-      EXPECT_EQ(max_rel_error(run_program(kept, config, in, shuffled), want), 0.0) << "interleaving " << seed;
-    }
-    EXPECT_LT(max_rel_error(want, interpret(g, in)), precision == isa::DType::kFp32 ? 1e-5 : 2e-2);
+    EXPECT_TRUE(layer_named(stored, "fc").on_chip_input.empty());
+    expect_same_bits(kept, stored, g, config, {{"x", random_tensor({1, 64, 96}, 1.0f, 43)}},
+                     precision == isa::DType::kFp32 ? 1e-5 : 2e-2);
   }
 }
 
@@ -144,7 +137,7 @@ TEST(VectorResidency, AMappingFileThatSaysOnChipFalseKeepsTheRowsInDram) {
   CompileOptions o;
   o.mapping = &m;
   const CompileResult r = compile(lowered, config, o);
-  EXPECT_TRUE(plan_of(r, "ln").on_chip_input.empty());
+  EXPECT_TRUE(layer_named(r, "ln").on_chip_input.empty());
   EXPECT_GT(stores_of(r, "res"), 0);
 }
 
