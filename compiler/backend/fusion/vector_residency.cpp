@@ -84,6 +84,19 @@ void vector_rows_written(Context& c, const DramTensor& y, bool* stored) {
   c.fusion.on_chip = o;
 }
 
+bool vector_rows_pending(const Context& c) {
+  return c.fusion.on_chip.pending && c.fusion.on_chip.producer == c.layer;
+}
+
+int64_t free_planned_rows(Context& c, const DramTensor& y) {
+  const int64_t reserved = c.fusion.input_reserved;
+  c.fusion.input_reserved =
+      std::max<int64_t>(0, reserved - round64(num_elements(y.shape) * isa::dtype_bytes(y.dtype)));
+  return reserved;
+}
+
+void restore_planned_rows(Context& c, int64_t reserved) { c.fusion.input_reserved = reserved; }
+
 std::optional<uint64_t> rows_read_in_place(Context& c, const std::string& value, isa::DType t) {
   OnChipValue& v = c.fusion.on_chip;
   if (!v.pending || v.value != value || v.block != 0 || v.pad.w > 0 || v.dtype != t ||

@@ -33,6 +33,12 @@ std::optional<uint64_t> vector_rows_planned(const Context& c, const DramTensor& 
 // ... it wrote them there (at the address vector_rows_planned gave): the value is pending for its reader
 // (FusionState::on_chip), stored as well when it has other readers (*stored is then true).
 void vector_rows_written(Context& c, const DramTensor& y, bool* stored);
+// Whether the layer being lowered has written its output's rows on chip (vector_rows_written).
+bool vector_rows_pending(const Context& c);
+// The bytes plan_vector_rows reserved for `y` freed for the layer's own tiles (timing it as it would run
+// storing y); returns the reservation before, which restore_planned_rows puts back.
+int64_t free_planned_rows(Context& c, const DramTensor& y);
+void restore_planned_rows(Context& c, int64_t reserved);
 // A LayerNorm about to load its input `value`: where its rows lie dense in the input scratchpad
 // (the value an element-wise layer left there for it), recorded as read in place; nullopt: it loads them.
 std::optional<uint64_t> rows_read_in_place(Context& c, const std::string& value, isa::DType t);

@@ -597,7 +597,7 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
     const int64_t first = c.em.size();
     Timed r;
     if (walk(slab, swap).has_value()) r.cycles = c.time_layer(first);
-    r.on_chip = c.fusion.on_chip.pending && c.fusion.on_chip.producer == c.layer;
+    r.on_chip = vector_rows_pending(c);
     c.end_trial(t);
     return r;
   };
@@ -619,10 +619,7 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
   // int8 on edge: its residual Add 3.1 k cycles slower a block writing on chip in smaller tiles, the
   // LayerNorm after it 2.2 k faster, its 98 KB at the DRAM's rate 5.8 k).
   chip.reset();
-  const int64_t reserved = c.fusion.input_reserved;
-  if (chip_timed)
-    c.fusion.input_reserved =
-        std::max<int64_t>(0, reserved - round64(num_elements(y.shape) * isa::dtype_bytes(y.dtype)));
+  const int64_t reserved = chip_timed ? free_planned_rows(c, y) : 0;
   Timed best = timed(0, false);
   std::pair<int, bool> pick = walks[0];
   for (size_t w = 1; w < walks.size(); ++w) {
@@ -630,7 +627,7 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
     if (t.cycles >= 0 && t.cycles < best.cycles) best = t, pick = walks[w];
   }
   if (chip_timed) {
-    c.fusion.input_reserved = reserved;
+    restore_planned_rows(c, reserved);
     chip = planned;
     Timed best_chip;
     std::pair<int, bool> pick_chip = walks[0];
@@ -643,8 +640,7 @@ Bcast stream_broadcast(Context& c, const Operand& A, const std::vector<Operand>&
       pick = pick_chip;
     } else {
       chip.reset();  // y stored: the bytes the plan reserved are free for this layer's tiles
-      c.fusion.input_reserved =
-          std::max<int64_t>(0, reserved - round64(num_elements(y.shape) * isa::dtype_bytes(y.dtype)));
+      free_planned_rows(c, y);
     }
   }
   return *walk(pick.first, pick.second);
