@@ -15,6 +15,7 @@
 #include "compiler/backend/fusion/se_fusion.h"
 #include "compiler/backend/fusion/se_pool_fusion.h"
 #include "compiler/backend/fusion/store_pool.h"
+#include "compiler/backend/fusion/vector_residency.h"
 
 namespace npusim::compiler::backend {
 
@@ -69,6 +70,8 @@ void Groups::begin(size_t i, Placement placement, bool plannable) {
   if (plannable && placement == Placement::kNpuVector && !plan_deferred_residual(c_, i))
     plan_scaled_residual(c_, i);
   begin_deferred_residual(c_, i, plannable ? placement : Placement::kHost);
+  // An element-wise layer's rows on chip for the LayerNorm after it (vector_residency.h).
+  if (plannable && placement == Placement::kNpuVector && !layernorm) plan_vector_rows(c_, i);
   pair_ = ConvPool{};
   // A conv applying a map in its loads keeps its output out of a line buffer (whose tiling takes the whole
   // accumulator): the map's DRAM round trip is the larger of the two.

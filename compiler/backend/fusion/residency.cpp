@@ -192,7 +192,7 @@ std::string next_reads_padded(const Context& c, size_t i, OnChipValue::Padded* p
   return "";
 }
 
-std::string gemm_reads_on_chip(const Context& c, size_t i) {
+std::string gemm_reads_on_chip(const Context& c, size_t i, bool* others) {
   const Node& p = c.g.nodes[i];
   if (i + 1 >= c.g.nodes.size()) return "no layer after it";
   const Node& q = c.g.nodes[i + 1];
@@ -208,7 +208,12 @@ std::string gemm_reads_on_chip(const Context& c, size_t i) {
   for (const std::string& o : c.g.outputs) {
     if (o == v) return "the output is a graph output";
   }
-  if (c.g.consumers(v).size() != 1) return "the output has other readers";
+  if (c.g.consumers(v).size() != 1 && others == nullptr) return "the output has other readers";
+  if (others) *others = c.g.consumers(v).size() != 1;
+  return rows_fit_on_chip(c, v);
+}
+
+std::string rows_fit_on_chip(const Context& c, const std::string& v) {
   auto t = c.tensors.find(v);
   if (t == c.tensors.end() || t->second.strided() || t->second.shape.size() < 2)
     return "the output is not dense";
@@ -318,7 +323,10 @@ void plan_on_chip(Context& c, size_t i) {
                       (p.op_type == "LayerNormalization" && p.domain.empty());
     if ((p.op_type != "Conv" && !gemm) || p.outputs.size() != 1)
       return "only a Conv, MatMul, Gemm or LayerNormalization leaves its output on chip";
-    std::string no = gemm ? gemm_reads_on_chip(c, i) : next_reads_on_chip(c, i, &others);
+    // A LayerNorm's rows with other readers (BERT's post-norm output, read by the next QKV projection and the
+    // residual Add) are stored for them as well (rows_left_on_chip).
+    std::string no = gemm ? gemm_reads_on_chip(c, i, p.op_type == "LayerNormalization" ? &others : nullptr)
+                          : next_reads_on_chip(c, i, &others);
     // A mapping file that tiles the layer without saying on_chip keeps the tiling it gives (a held value
     // needs every channel of whole rows a tile), as before holds existed.
     reader =
@@ -535,7 +543,8 @@ bool as_sram_conv(const Context& c, const MatrixJob& j, const MatrixStrategy& s,
   return true;
 }
 
-// The bookkeeping of a value read in place by the layer being lowered.
+}  // namespace
+
 void read_in_place(Context& c, OnChipValue& v) {
   // A value its producer stored too (other readers) saves its read alone.
   if (!v.in_dram) c.fusion.kept_on_chip[v.value] = v.addr;
@@ -550,6 +559,8 @@ void read_in_place(Context& c, OnChipValue& v) {
   c.plan->on_chip_input = v.value;
   c.plan->on_chip_bytes_saved = (v.in_dram ? 1 : 2) * v.bytes;
 }
+
+namespace {
 
 // A value held for this layer to read as its input (OnChipValue::reader_reads_input: a stage's strided 1x1
 // downsample conv, reading the block output where its producer left it): the conv reads it in place, dense,
@@ -785,12 +796,16 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm
   c.fusion.on_chip = o;
 }
 
-std::optional<uint64_t> rows_left_on_chip(Context& c, const std::string& value, uint64_t below) {
-  if (c.fusion.keep_output != value || c.fusion.keep_in_dram || c.fusion.keep_residual_reader >= 0)
+std::optional<uint64_t> rows_left_on_chip(Context& c, const std::string& value, uint64_t below,
+                                          bool* stored) {
+  if (c.fusion.keep_output != value || (c.fusion.keep_in_dram && stored == nullptr) ||
+      c.fusion.keep_residual_reader >= 0)
     return std::nullopt;
   const DramTensor& y = c.tensor(value);
   OnChipValue o = rows_on_chip(value, y, c.fusion.keep_addr, c.layer, 0);
   if (o.addr < below) return std::nullopt;  // the layer's own tiles reach its bytes
+  o.in_dram = c.fusion.keep_in_dram;
+  if (stored) *stored = o.in_dram;
   // keep_output stays set until finish_on_chip: a row-wise layer may be emitted more than once (its tiles
   // timed in trials, Context::begin_trial), each emission writing the rows on chip.
   o.imposed = c.fusion.keep_imposed;

@@ -35,7 +35,12 @@ std::string next_reads_on_chip(const Context& c, size_t i, bool* others = nullpt
 // chain (a transformer's FFN: its first MatMul with the GELU fused, the second reading the hidden layer).
 // Node i + 1 must be a MatMul or Gemm reading it as its A against constant weights, its only reader, and it
 // a dense row-major value that is not a graph output nor written into a Concat's buffer.
-std::string gemm_reads_on_chip(const Context& c, size_t i);
+// With `others` (a LayerNorm's rows), other readers are allowed too (*others says whether there are any):
+// they read the value in DRAM, which its producer then stores as well.
+std::string gemm_reads_on_chip(const Context& c, size_t i, bool* others = nullptr);
+// Why value v cannot lie on chip as rows ("" = it can): it must be a dense row-major value of at least two
+// dims whose spill is one STORE box (rows_on_chip: 16-bit sizes).
+std::string rows_fit_on_chip(const Context& c, const std::string& v);
 // A GEMM chain's value (DRAM tensor y, row-major, rows of its last dim N) left at `addr` by layer
 // `producer`: in column blocks [N / block][rows][block] (block 0: dense [rows][N]; MatrixJob::y_block).
 OnChipValue rows_on_chip(const std::string& value, const DramTensor& y, uint64_t addr, uint32_t producer,
@@ -59,7 +64,10 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm
 // GEMM after it: its record, dense [rows][N] at the returned address of the input scratchpad, now pending
 // (FusionState::on_chip), where the layer writes its rows instead of storing them. nullopt: stored as
 // usual (not planned, or the address lies below `below`, where the layer's own tiles reach).
-std::optional<uint64_t> rows_left_on_chip(Context& c, const std::string& value, uint64_t below);
+// With `stored`, also a value with other readers (*stored = true: the layer stores its rows as well, from
+// where it wrote them).
+std::optional<uint64_t> rows_left_on_chip(Context& c, const std::string& value, uint64_t below,
+                                          bool* stored = nullptr);
 // Maps a matrix job (its strategy built): its on-chip input and output (place_on_chip), the array's
 // tiling (MatrixMapper::choose) and, for a depthwise job, the vector unit when that is faster
 // (lower_depthwise_on_vector, which emits it); when no tiling leaves the output on chip it goes to DRAM.
@@ -91,6 +99,11 @@ int64_t hold_for_residual(const Context& c, size_t i, bool* input = nullptr);
 std::optional<uint64_t> residual_in_sram(const Context& c, const Range& value, uint64_t dram_addr,
                                          isa::DType t, const std::array<int64_t, 4>& box,
                                          const std::array<int64_t, 3>& strides);
+
+// The bookkeeping of value v read in place by the layer being lowered (its plan's on_chip_input, the bytes
+// saved; kept_on_chip when nothing stored it): no longer pending unless a later layer reads it as its
+// residual.
+void read_in_place(Context& c, OnChipValue& v);
 
 // Values read in place, never in DRAM -> their SRAM address (the binding stage reports them in
 // CompileResult::on_chip).

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "compiler/backend/fusion/residency.h"
+#include "compiler/backend/fusion/vector_residency.h"
 #include "compiler/backend/int8/int8.h"
 #include "compiler/backend/memory/movement.h"
 #include "compiler/passes/lowered.h"
@@ -230,8 +231,13 @@ bool lower_rowwise(Context& c, const Node& n, std::string* why) {
   // written dense [R][D] where the residency planner reserved them, and nothing is stored.
   const int64_t slots_used = std::min<int64_t>(ceil_div(R, tile), kSlots);
   const uint64_t slots_end = ibase + static_cast<uint64_t>((slots_used - 1) * slot + round64(tile * D * es));
+  // A LayerNorm whose input the element-wise layer before it left in the input scratchpad
+  // (backend/fusion/vector_residency.h) reads its rows there instead of loading them; asked first, since
+  // rows_left_on_chip lets go of a value still pending.
+  const std::optional<uint64_t> x_sram = softmax ? std::nullopt : rows_read_in_place(c, n.inputs[0], x.dtype);
+  bool y_stored = false;  // ... and stored as well from there, for its other readers
   const std::optional<uint64_t> y_sram =
-      softmax ? std::nullopt : rows_left_on_chip(c, n.outputs[0], slots_end);
+      softmax ? std::nullopt : rows_left_on_chip(c, n.outputs[0], slots_end, &y_stored);
   int64_t tiles = 0;
   for (int64_t r0 = 0; r0 < R; r0 += tile, ++tiles) {
     const int64_t rows = std::min(tile, R - r0);
@@ -239,8 +245,10 @@ bool lower_rowwise(Context& c, const Node& n, std::string* why) {
     const At out =
         y_sram ? At{Buffer::kInput, *y_sram + static_cast<uint64_t>(r0 * D) * isa::dtype_bytes(y.dtype)} : sl;
     const At m{Buffer::kAccumulator, st1}, v{Buffer::kAccumulator, st2};
-    c.load(sl.buf, sl.addr, x.range(), x.addr + static_cast<uint64_t>(r0 * D) * ex, x.dtype, {D, rows, 1, 1},
-           {D, 0, 0});
+    const At in = x_sram ? At{Buffer::kInput, *x_sram + static_cast<uint64_t>(r0 * D) * ex} : sl;
+    if (!x_sram)
+      c.load(sl.buf, sl.addr, x.range(), x.addr + static_cast<uint64_t>(r0 * D) * ex, x.dtype,
+             {D, rows, 1, 1}, {D, 0, 0});
     if (softmax) {
       softmax_rows(c, sl, scratch, m, acc, D, rows, qx ? std::optional<isa::DType>(x.dtype) : std::nullopt,
                    qy ? std::optional<isa::DType>(y.dtype) : std::nullopt);
@@ -251,21 +259,25 @@ bool lower_rowwise(Context& c, const Node& n, std::string* why) {
       r.beta_at = {Buffer::kWeight, beta_at};
       if (qx) r.x_codes = x.dtype;
       if (qy) r.y_codes = y.dtype;
-      norm_rows(c, r, sl, sl, scratch, out, rows);
+      norm_rows(c, r, in, sl, scratch, out, rows);
     }
-    if (!y_sram)
-      c.store(sl.buf, sl.addr, y.range(), y.addr + static_cast<uint64_t>(r0 * D) * ey, y.dtype,
+    if (!y_sram || y_stored)
+      c.store(out.buf, out.addr, y.range(), y.addr + static_cast<uint64_t>(r0 * D) * ey, y.dtype,
               {D, rows, 1, 1}, {D, 0, 0});
   }
   c.plan->mapping = fmt::format(
       "row-wise {}: {} tile(s) of up to {} rows x {} elements loaded once, {} VEC steps per tile in SRAM "
-      "(per-row statistics broadcast by column{}), {}{}{}",
+      "(per-row statistics broadcast by column{}), {}{}{}{}",
       softmax ? "softmax (reduce_max, sub, exp, reduce_sum, recip, mul)"
       : rms   ? "rmsnorm (mul, reduce_mean, add eps, rsqrt, mul, mul gamma)"
               : "layernorm (reduce_mean, sub, mul, reduce_mean, add eps, rsqrt, mul, mul gamma, add beta)",
       tiles, tile, D, softmax ? 6 : (rms ? 5 : 7) + (gamma ? 1 : 0) + (beta ? 1 : 0),
       gamma || beta ? ", scale/bias by row" : "",
-      y_sram ? "left in the input scratchpad for the GEMM after it" : "stored once",
+      y_sram
+          ? (y_stored ? "left in the input scratchpad for the GEMM after it and stored for its other readers"
+                      : "left in the input scratchpad for the GEMM after it")
+          : "stored once",
+      x_sram ? "; its input read in place where the layer before left it" : "",
       qx || qy ? "; int8 codes converted once after the load and once before the store" : "",
       qy ? " (the output scale folded into the per-row factor)" : "");
   return true;
