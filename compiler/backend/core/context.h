@@ -93,8 +93,12 @@ class Context {
   // Vector layers' SRAM tiles (backend/vector/vector_tiling.h): make_slots hands out at most `tile_limit`
   // elements per slot (0 = as many as the scratchpad holds) and records in `slot_elems` the largest slot
   // it handed out since the layer began (0 = the lowering streams no tiles).
+  // `slot_ring` lets the element-wise stream lay its two slots' bytes out as three (Slots::ring) and
+  // `rang` says whether it did since the layer began.
   int64_t tile_limit = 0;
   int64_t slot_elems = 0;
+  bool slot_ring = false;
+  bool rang = false;
   std::map<std::string, DramTensor> tensors;  // runtime values by name
   ConcatFolding folding;                      // values written in place into a Concat's buffer
   StridedViews views;                         // Slices / Transposes read in place (strided_views.h)

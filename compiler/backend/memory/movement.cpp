@@ -28,6 +28,15 @@ Slots make_slots(Context& c, Buffer b, uint64_t base, int64_t max_elems) {
   return s;
 }
 
+bool Slots::ring(int64_t tile_bytes) {
+  const auto step = static_cast<uint64_t>(round64(tile_bytes));
+  const uint64_t region = 2 * (addr[1] - addr[0]);
+  if (next != 0 || count != 2 || step == 0 || kMaxSlots * step > region) return false;
+  for (int i = 1; i < kMaxSlots; ++i) addr[i] = addr[0] + static_cast<uint64_t>(i) * step;
+  count = kMaxSlots;
+  return true;
+}
+
 // ---- strided copies (DMA through SRAM) ----
 
 // Merges dims that are contiguous in both source and destination; drops extent-1 dims.

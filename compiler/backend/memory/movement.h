@@ -17,17 +17,24 @@ inline constexpr int64_t kMaxDim = 65535;  // the widest DMA size / VEC d field
 std::vector<int> positions(const DramTensor& t);
 
 // Ping-pong slots in one scratchpad, each `elems` elements of c.esize bytes (at most Context::tile_limit,
-// and recorded in Context::slot_elems: backend/vector/vector_tiling.h).
+// and recorded in Context::slot_elems: backend/vector/vector_tiling.h). `ring` re-lays the two slots'
+// bytes as three slots of a smaller tile when they hold three: a tile's LOAD then waits for the STORE of
+// the tile three back instead of two.
 struct Slots {
+  static constexpr int kMaxSlots = 3;
   isa::Buffer buf;
-  uint64_t addr[2] = {0, 0};
+  uint64_t addr[kMaxSlots] = {0, 0, 0};
   int64_t elems = 0;
+  int count = 2;
   int next = 0;
   uint64_t take() {
     const uint64_t a = addr[next];
-    next ^= 1;
+    next = (next + 1) % count;
     return a;
   }
+  // Three slots of `tile_bytes` (each at a 64-byte boundary) in the bytes of the two when they fit and no
+  // slot was taken yet; returns whether it did.
+  bool ring(int64_t tile_bytes);
 };
 Slots make_slots(Context& c, isa::Buffer b, uint64_t base = 0, int64_t max_elems = INT64_MAX);
 

@@ -448,6 +448,9 @@ std::optional<Bcast> stream_walk(Context& c, const Operand& A, const std::vector
   // or a contiguous run), so the tile is worked on where it lies and not loaded.
   const bool a_held = A.sram >= 0 && A.t && !A.t->strided() && (box_dims == 1 || t0 == inner);
   if (a_held) se_mul_read_held(c);
+  // Three slots of the tile where the two hold three, when the tile search asks (vector_tiling.h): a
+  // tile's LOAD then waits for the STORE three tiles back, not two.
+  if (c.slot_ring && !a_held && sa.ring(t0 * t1 * t2 * c.esize)) c.rang = true;
   const bool in_place = kept && a_held && isa::dtype_bytes(y.dtype) == isa::dtype_bytes(A.dt);
   if (kept) *kept = in_place;
   odometer(ext, [&](const std::vector<int64_t>& idx) {

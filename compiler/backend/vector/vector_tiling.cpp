@@ -133,20 +133,26 @@ int64_t reader_cycles(const Context& c, const Node& n) {
   return most;
 }
 
-// One emission of the lowering under `limit` elements per slot (0 = the scratchpad's): whether it
-// lowered, and the largest slot it used.
+// One emission of the lowering under `limit` elements per slot (0 = the scratchpad's), its two slots laid
+// out as three where they hold three tiles when `ring` (Slots::ring): whether it lowered, the largest slot
+// it used and whether it used three.
 struct Emitted {
   bool ok = false;
   int64_t slot_elems = 0;
+  bool rang = false;
 };
-Emitted emit(Context& c, const Node& n, int64_t limit, std::string* why) {
+Emitted emit(Context& c, const Node& n, int64_t limit, std::string* why, bool ring = false) {
   c.tile_limit = limit;
   c.slot_elems = 0;
+  c.slot_ring = ring;
+  c.rang = false;
   Emitted e;
   e.ok = lower_vector(c, n, why);
   e.slot_elems = c.slot_elems;
+  e.rang = c.rang;
   c.tile_limit = 0;
   c.slot_elems = 0;
+  c.slot_ring = c.rang = false;
   return e;
 }
 
@@ -157,16 +163,18 @@ struct Trialled {
   // emitted (the tiles): set when the trial was asked for them.
   int64_t first_stored = -1, stores = 0;
   int64_t slot_elems = 0;
+  bool rang = false;    // its slots laid out as three (Slots::ring)
   std::string mapping;  // the lowering's description
   Context::Timed timed;
 };
-Trialled trial(Context& c, const Node& n, int64_t limit, bool first_store = false) {
+Trialled trial_once(Context& c, const Node& n, int64_t limit, bool first_store, bool ring) {
   const int64_t first = c.em.size();
   const Context::Trial t = c.begin_trial();
   std::string why;
-  const Emitted e = emit(c, n, limit, &why);
+  const Emitted e = emit(c, n, limit, &why, ring);
   Trialled r;
   r.slot_elems = e.slot_elems;
+  r.rang = e.rang;
   r.mapping = c.plan->mapping;
   if (e.ok && c.can_time()) {
     std::vector<int64_t> cycles = c.time_code(first);
@@ -186,6 +194,17 @@ Trialled trial(Context& c, const Node& n, int64_t limit, bool first_store = fals
   }
   c.end_trial(t);
   return r;
+}
+
+// A trial under `limit` with the slots the simulation prefers: three where the two hold three tiles
+// (Slots::ring: a tile's LOAD waits for the STORE three tiles back, so which of two DMA transfers the
+// DRAM serves first, e.g. where a refresh falls, no longer delays the loads after them) when that is
+// strictly faster, else the two.
+Trialled trial(Context& c, const Node& n, int64_t limit, bool first_store = false) {
+  Trialled three = trial_once(c, n, limit, first_store, true);
+  if (!three.rang) return three;  // the same code as with two slots
+  Trialled two = trial_once(c, n, limit, first_store, false);
+  return three.cycles >= 0 && three.cycles < two.cycles ? three : two;
 }
 
 // What a candidate tile is judged by: its simulated span when no NPU layer reads its output; else when
@@ -230,7 +249,7 @@ bool lower_imposed(Context& c, const Node& n, const LayerMapping& m, std::string
                 "elements",
                 want, whole.slot_elems));
   }
-  const Emitted e = emit(c, n, want, why);
+  const Emitted e = emit(c, n, want, why, trial(c, n, want).rang);
   if (!e.ok) {
     throw std::logic_error(
         "backend: a vector lowering that lowered with its whole-SRAM tile gave up on a smaller one");
@@ -270,10 +289,12 @@ bool lower_vector_tiled(Context& c, const Node& n, std::string* why) {
                           (upsampled_operand(c, n) ? "+upsampled operand" : "") +
                           (deferred_residual_of(c, n) ? "+deferred residual" : "");
   int64_t limit = 0;
+  bool ring = false;
   std::string reason;
   Context::Timed timed;
   if (auto it = c.decided.find(key); it != c.decided.end()) {
-    limit = static_cast<int64_t>(it->second);
+    limit = static_cast<int64_t>(it->second / 2);
+    ring = it->second % 2 != 0;
     if (limit > 0) reason = "a smaller tile pipelines better (the choice made for an identical layer before)";
   } else {
     Trialled best = trial(c, n, 0, reader > 0);
@@ -314,14 +335,18 @@ bool lower_vector_tiled(Context& c, const Node& n, std::string* why) {
       }
       timed = best.timed;
     }
-    c.decided.emplace(key, static_cast<size_t>(limit));
+    ring = best.rang;
+    c.decided.emplace(key, static_cast<size_t>(limit) * 2 + (ring ? 1 : 0));
   }
   const int64_t first = c.em.size();
-  const Emitted e = emit(c, n, limit, why);
+  const Emitted e = emit(c, n, limit, why, ring);
   if (!e.ok) throw std::logic_error("backend: a vector lowering gave up on the tile its trial lowered");
   // The winning trial's code, emitted again unchanged: its time is known.
   c.timed = timed.first == first && timed.last == c.em.size() ? timed : Context::Timed{};
   record(c, n, e.slot_elems);
+  if (e.rang)
+    reason +=
+        (reason.empty() ? "" : "; ") + std::string("three slots of the tile, simulated faster than two");
   c.plan->tile_limit = reason;
   return true;
 }

@@ -8,6 +8,9 @@
 // emitted as trials, each simulated in place (Context::time_code, the cost model every layer's estimate
 // uses), and the fastest is kept; a mapping file's `tile_elems` imposes one instead. The choice is
 // reported as the layer's `tile.elems` and written by --mapping-out.
+// Each candidate tile is also timed with the element-wise stream's two slots laid out as three where they
+// hold three tiles (Slots::ring: a tile's LOAD waits for the STORE three tiles back, so the order in which
+// the DRAM serves two transfers no longer gates the loads after them), taken when strictly faster.
 #include <string>
 
 #include "compiler/backend/core/context.h"

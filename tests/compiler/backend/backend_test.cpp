@@ -13,6 +13,7 @@
 
 #include "compiler/backend/compile.h"
 #include "compiler/backend/matrix/matrix_walk.h"
+#include "compiler/backend/memory/movement.h"
 #include "compiler/import/import.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/ops/op_table.h"
@@ -1139,6 +1140,25 @@ TEST(BatchFold, ASubsampledPointwiseConvOverSeveralImagesIsOneTallImageAndMatche
     if (p.name == "down") down = &p;
   ASSERT_NE(down, nullptr);
   EXPECT_GT(down->tile_oh, hw / 2) << down->mapping;  // more rows than one image's output has
+}
+
+// The element-wise stream's third slot (Slots::ring): three slots of the tile in the bytes of the two when
+// they hold three (each at a 64-byte boundary), taken in turn; never once a slot was taken.
+TEST(ElementwiseSlots, TwoSlotsBytesHoldingThreeTilesBecomeARingOfThree) {
+  backend::Slots s;
+  s.addr[0] = 4096, s.addr[1] = 4096 + 1024, s.elems = 512;
+  backend::Slots wide = s;
+  EXPECT_FALSE(wide.ring(700));  // 3 x 704 bytes > 2048
+  EXPECT_EQ(wide.count, 2);
+  ASSERT_TRUE(s.ring(600));  // 3 x 640 bytes
+  EXPECT_EQ(s.count, 3);
+  std::vector<uint64_t> taken;
+  for (int i = 0; i < 4; ++i) taken.push_back(s.take());
+  EXPECT_EQ(taken, (std::vector<uint64_t>{4096, 4096 + 640, 4096 + 1280, 4096}));
+  backend::Slots used;
+  used.addr[0] = 0, used.addr[1] = 1024, used.elems = 512;
+  used.take();
+  EXPECT_FALSE(used.ring(64));
 }
 
 }  // namespace
