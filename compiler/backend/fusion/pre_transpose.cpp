@@ -4,12 +4,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "compiler/backend/fusion/pre_affine.h"
 #include "compiler/backend/int8/int8.h"
 #include "compiler/backend/memory/movement.h"
+#include "compiler/backend/vector/vector_lowerings.h"
 #include "compiler/passes/lowered.h"
 #include "compiler/quant/precision.h"
 #include "isa/numerics.h"
@@ -80,8 +83,10 @@ int64_t pre_transpose_reader(const Graph& g, size_t i) {
   const std::vector<int64_t> w = g.value(conv.inputs[1]).shape;
   const std::vector<int64_t> strides = conv.attr_ints("strides", {1, 1});
   const std::vector<int64_t> dil = conv.attr_ints("dilations", {1, 1});
-  if (w.size() != 4 || strides.size() != 2 || dil.size() != 2 || strides[0] < w[2] || strides[1] < w[3] ||
-      dil[0] != 1 || dil[1] != 1 || conv.attr_ints("pads", {0, 0, 0, 0}).size() != 4 ||
+  // A 1x1 conv's loads of x take other forms (the micro-model conv:...,R=1,S=1 did not load it through this
+  // hook): windows of at least two pixels each way only.
+  if (w.size() != 4 || w[2] < 2 || w[3] < 2 || strides.size() != 2 || dil.size() != 2 || strides[0] < w[2] ||
+      strides[1] < w[3] || dil[0] != 1 || dil[1] != 1 || conv.attr_ints("pads", {0, 0, 0, 0}).size() != 4 ||
       conv.attr_string("auto_pad", "NOTSET") != "NOTSET")
     return -1;
   return readers[0];
@@ -171,8 +176,8 @@ bool load_pre_transpose(Context& c, Buffer buf, uint64_t sram, const Range& dram
                       (s[3] == 1 || st[2] == HW * C);
   const bool rect = c0 + s[1] <= p.W && (s[2] == 1 || st[1] == p.W * C);
   const bool run = c0 == 0 && s[2] == 1 && s[1] % p.W == 0 && pads == std::array<int64_t, 4>{0, 0, 0, 0};
-  if (!pixels || !(rect || run) || (p.qx && pads != std::array<int64_t, 4>{0, 0, 0, 0} &&
-                                    pad_value != p.qx->zero_point) ||
+  if (!pixels || !(rect || run) ||
+      (p.qx && pads != std::array<int64_t, 4>{0, 0, 0, 0} && pad_value != p.qx->zero_point) ||
       (!p.qx && pad_value != 0))
     throw std::logic_error("pre_transpose: a load box of the Transpose's output that is not whole pixels");
   if (!rect) cols = p.W, rows = s[1] / p.W;
@@ -198,8 +203,8 @@ bool load_pre_transpose(Context& c, Buffer buf, uint64_t sram, const Range& dram
         p.next ^= 1;
       }
       // Channel planes [C][n][wp], padded with zeros (0.0, or the codes' zero point once quantized).
-      c.load(at_buf, at, p.y, src, p.y_dtype, {1, cols, k.v - k.u, C}, {1, p.W, HW}, {k.top, k.bottom, pl, pr},
-             0);
+      c.load(at_buf, at, p.y, src, p.y_dtype, {1, cols, k.v - k.u, C}, {1, p.W, HW},
+             {k.top, k.bottom, pl, pr}, 0);
       Context::VecArgs v;
       v.op = VecOp::kTranspose, v.in = v.out = p.y_dtype, v.src1_buf = v.dst_buf = at_buf;
       v.src1 = v.dst = at, v.d0 = n * wp, v.d1 = C, v.d2 = 1;
@@ -212,7 +217,33 @@ bool load_pre_transpose(Context& c, Buffer buf, uint64_t sram, const Range& dram
 }
 
 int64_t pre_transpose_declined(Context& c, size_t i) {
-  return reader_map_declined(c.fusion.pre_transpose, c.fusion.acc_reserved, i);
+  const int64_t k = reader_map_declined(c.fusion.pre_transpose, c.fusion.acc_reserved, i);
+  if (k < 0) return -1;
+  // Its own lowering now, before the reader's host call (which reads x): tagged with its own layer, under its
+  // own precision scope (# int8: the codes converted in its tile loop), as the layer loop would lower it.
+  const Node& n = c.g.nodes[static_cast<size_t>(k)];
+  LayerPlan* plan = c.plan;
+  const uint32_t layer = c.layer;
+  const isa::DType act = c.act;
+  const int64_t esize = c.esize;
+  std::map<std::string, const quant::QParams*> codes;
+  codes.swap(c.codes);
+  LayerPlan own;
+  own.name = n.name;
+  c.plan = &own, c.layer = static_cast<uint32_t>(k);
+  {
+    PlanScope scope(c, n, Placement::kNpuVector);
+    std::string why;
+    if (!lower_transpose(c, n, &why))
+      throw std::logic_error(
+          fmt::format("pre_transpose: '{}' declined after its reader did: {}", n.name, why));
+    scope.finish();
+  }
+  c.codes.clear();
+  codes.swap(c.codes);
+  c.plan = plan, c.layer = layer;
+  c.act = act, c.esize = esize;
+  return -1;
 }
 
 void finish_pre_transpose(Context& c, size_t i, const LayerPlan& plan) {
