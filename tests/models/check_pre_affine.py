@@ -20,11 +20,15 @@ concatenated to the block's input: each map reads a Concat's view, whose pixels 
 apart), a transition (BatchNormalization + Relu -> 1x1 conv -> 2x2 average pool) and a 3x3 max pool of
 stride 1 (padded) read by a 1x1 conv.
 
+`--make-small-patch DIR` writes DIR/patch_stem.onnx instead: a graph input (2x3x62x61, NCHW) read by a 3x3
+conv of stride 3 (padded, a patchify stem) whose layout change to NHWC is done in the conv's loads
+("pre_transpose:", fusion/pre_transpose.h).
+
 `--make-small-se DIR` writes DIR/mbconv_se.onnx instead: one EfficientNet MBConv block (1x1 expansion + SiLU,
 3x3 depthwise conv + SiLU, SE with SiLU and Sigmoid, 1x1 projection, the residual Add) over a 48x48 map whose
 96-channel X (442 KB in fp16) is larger than three quarters of edge's input scratchpad.
 
-Usage: check_pre_affine.py NPUSIM MODEL.onnx|--make-small DIR|--make-small-se DIR CONFIG.yaml PRECISION [--min-fused N]
+Usage: check_pre_affine.py NPUSIM MODEL.onnx|--make-small DIR|--make-small-se DIR|--make-small-patch DIR CONFIG.yaml PRECISION [--min-fused N]
                            [--set KEY=VALUE ...]
 """
 import argparse
@@ -129,7 +133,25 @@ def make_small_se(folder):
     return path
 
 
-GROUPS = {"pre_affine": "BatchNormalization", "pre_pool": "MaxPool", "pre_scale": "Mul"}
+def make_small_patch(folder):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(13)
+    inits = [numpy_helper.from_array((rng.standard_normal(s) * 0.2).astype(np.float32), n)
+             for n, s in (("w", [16, 3, 3, 3]), ("b", [16]), ("w2", [24, 16, 3, 3]))]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3], strides=[3, 3], pads=[1, 1, 1, 2]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("Conv", ["r", "w2"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])]
+    g = helper.make_graph(nodes, "patch_stem", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 62, 61])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 24, 21, 21])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    path = os.path.join(folder, "patch_stem.onnx")
+    onnx.save(m, path)
+    return path
+
+
+GROUPS = {"pre_affine": "BatchNormalization", "pre_pool": "MaxPool", "pre_scale": "Mul", "pre_transpose": "Transpose"}
 
 
 def fused_maps(report):
@@ -150,6 +172,7 @@ def main():
     ap.add_argument("model", nargs="?")
     ap.add_argument("--make-small", metavar="DIR")
     ap.add_argument("--make-small-se", metavar="DIR")
+    ap.add_argument("--make-small-patch", metavar="DIR")
     ap.add_argument("config")
     ap.add_argument("precision")
     ap.add_argument("--min-fused", type=int, default=1)
@@ -161,6 +184,9 @@ def main():
     if a.make_small_se:
         os.makedirs(a.make_small_se, exist_ok=True)
         a.model = make_small_se(a.make_small_se)
+    if a.make_small_patch:
+        os.makedirs(a.make_small_patch, exist_ok=True)
+        a.model = make_small_patch(a.make_small_patch)
     name = os.path.basename(a.model)
     with tempfile.TemporaryDirectory() as tmp:
         common = [a.model, "--config", a.config, "--precision", a.precision, "-q"]

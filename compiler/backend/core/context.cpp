@@ -10,6 +10,7 @@
 #include "compiler/backend/fusion/pre_norm.h"
 #include "compiler/backend/fusion/pre_pool.h"
 #include "compiler/backend/fusion/pre_scale.h"
+#include "compiler/backend/fusion/pre_transpose.h"
 #include "compiler/backend/fusion/store_pool.h"
 #include "compiler/passes/lowered.h"
 #include "isa/program_slice.h"
@@ -254,6 +255,7 @@ Context::Trial Context::begin_trial() {
   t.on_chip = fusion.on_chip;
   t.residual = fusion.residual;
   t.pre_pool_next = fusion.pre_pool.next;
+  t.pre_transpose_next = fusion.pre_transpose.next;
   in_trial_ = true;
   return t;
 }
@@ -274,6 +276,7 @@ void Context::end_trial(const Trial& t) {
   fusion.on_chip = t.on_chip;
   fusion.residual = t.residual;
   fusion.pre_pool.next = t.pre_pool_next;
+  fusion.pre_transpose.next = t.pre_transpose_next;
   in_trial_ = false;
 }
 
@@ -348,6 +351,10 @@ int Context::load(isa::Buffer buf, uint64_t sram, const Range& dram_range, uint6
     return static_cast<int>(em.size()) - 1;
   // A LOAD whose tile an SE block's scale multiplies (fusion/pre_scale.h).
   if (fusion.pre_scale.node >= 0 && load_pre_scale(*this, buf, sram, dram_range, dram_addr, t, s, st, pads))
+    return static_cast<int>(em.size()) - 1;
+  // A LOAD whose tile a graph input's layout change fills from its NCHW planes (fusion/pre_transpose.h).
+  if (fusion.pre_transpose.node >= 0 &&
+      load_pre_transpose(*this, buf, sram, dram_range, dram_addr, t, s, st, pads, pad_value))
     return static_cast<int>(em.size()) - 1;
   for (OnChipValue* v : {&fusion.on_chip, &fusion.residual}) {
     if (v->pending && dram_range.begin < v->dram.end && v->dram.begin < dram_range.end) spill(*v);

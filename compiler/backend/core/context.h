@@ -221,6 +221,7 @@ class Context {
     // the code kept must start on the same half whichever trials ran before it (a mapping file imposes
     // one candidate, the search tries many: the same program either way).
     int pre_pool_next = 0;
+    int pre_transpose_next = 0;
   };
   // Choices the mapper made by simulation, by a key of everything they depend on (MatrixMapper::choose).
   std::map<std::string, size_t> decided;

@@ -237,6 +237,22 @@ struct PrePool : ReaderMap {  // node: the MaxPool's layer
   int next = 0;           // the half the next window goes to
 };
 
+// The layout change of a graph input (NCHW to NHWC; # int8: quantized on its way) done in its conv's loads
+// (pre_transpose.h): the conv's LOADs of the NHWC copy x read the NCHW source y channel by channel into the
+// tile (# int8: fp32 work rows of the accumulator) and one VEC transpose each makes them pixels.
+struct PreTranspose : ReaderMap {  // node: the Transpose's layer
+  Range y;                         // the source, dense NCHW: the DRAM it spans ...
+  uint64_t y_addr = 0;             // ... and its first element
+  int64_t H = 0, W = 0, C = 0;     // the image's rows, columns, channels
+  isa::DType y_dtype = isa::DType::kFp32, x_dtype = isa::DType::kFp32;
+  // # int8: y fp32, x the conv's codes (quantize_tile_into, as the Transpose's own tile loop converts).
+  const quant::QParams* qx = nullptr;
+  uint64_t conv_at = 0;    // accumulator bytes of the conversion constants
+  uint64_t work_at = 0;    // ... and of the two work halves
+  int64_t work_elems = 0;  // fp32 elements of each half
+  int next = 0;            // the half the next chunk goes to
+};
+
 // A squeeze-and-excitation Mul X * s before a pointwise conv, applied where the conv loads its input
 // (pre_scale.h): the conv's LOADs of the product x read X instead, each followed by the Mul's VEC on the tile
 // in place with s. x is never written, the Mul emits nothing.
@@ -355,6 +371,8 @@ struct FusionState {
   PrePool pre_pool;
   // ---- an SE block's channel scale in its project conv's loads (pre_scale.h) ----
   PreScale pre_scale;
+  // ---- a graph input's layout change in its conv's loads (pre_transpose.h) ----
+  PreTranspose pre_transpose;
   std::set<std::string> unwritten;  // producers' outputs that carried a map: never written anywhere
 };
 

@@ -9,6 +9,7 @@
 #include "compiler/backend/fusion/pre_norm.h"
 #include "compiler/backend/fusion/pre_pool.h"
 #include "compiler/backend/fusion/pre_scale.h"
+#include "compiler/backend/fusion/pre_transpose.h"
 #include "compiler/backend/fusion/project_tail.h"
 #include "compiler/backend/fusion/residency.h"
 #include "compiler/backend/fusion/scaled_residual.h"
@@ -59,6 +60,9 @@ void Groups::begin(size_t i, Placement placement, bool plannable) {
   // An SE block's channel scale its project conv applies in its loads (pre_scale.h).
   if (plannable && placement == Placement::kNpuVector) plan_pre_scale(c_, i);
   if (placement == Placement::kNpuMatrix) begin_pre_scale(c_, i);
+  // A graph input's layout change its conv does in its loads (pre_transpose.h).
+  if (plannable && placement == Placement::kNpuVector) plan_pre_transpose(c_, i);
+  if (placement == Placement::kNpuMatrix) begin_pre_transpose(c_, i);
   // A reader fused into the conv before it was lowered with it: nothing to plan.
   fused_reader_ = conv_pool_.fused && (conv_pool_.pool == i || fused_project(i));
   if (plannable && !fused_reader_ && placement == Placement::kNpuMatrix && !yield_to_line_buffer(c_, i))
@@ -100,6 +104,7 @@ bool Groups::member(size_t i, LayerPlan& plan) const {
   if (pre_norm_member(c_, i, plan)) return norm_member_ = true;
   if (pre_pool_member(c_, i, plan)) return true;
   if (pre_scale_member(c_, i, plan)) return true;
+  if (pre_transpose_member(c_, i, plan)) return true;
   if (project_tail_member(c_, i, plan)) return tail_member_ = true;
   if (post_affine_member(c_, i, plan)) return true;
   if (deferred_residual_member(c_, i, plan)) return true;
@@ -142,6 +147,7 @@ int64_t Groups::declined(size_t i) {
   if (const int64_t k = pre_affine_declined(c_, i); k >= 0) return k;
   if (const int64_t k = pre_norm_declined(c_, i); k >= 0) return k;
   if (const int64_t k = pre_pool_declined(c_, i); k >= 0) return k;
+  if (const int64_t k = pre_transpose_declined(c_, i); k >= 0) return k;
   return pre_scale_declined(c_, i);
 }
 
@@ -171,6 +177,7 @@ void Groups::finish(size_t i, LayerPlan& plan) {
   finish_pre_norm(c_, i, plan);
   finish_pre_pool(c_, i, plan);
   finish_pre_scale(c_, i, plan);
+  finish_pre_transpose(c_, i, plan);
   c_.fusion.conv_pool = nullptr;
   if (pair_.fused) conv_pool_ = pair_;
   if (n.op_type == "Conv" && !pair_.fused && !fused_reader_ &&

@@ -16,6 +16,7 @@
 #include "compiler/backend/fusion/pre_norm.h"
 #include "compiler/backend/fusion/pre_pool.h"
 #include "compiler/backend/fusion/pre_scale.h"
+#include "compiler/backend/fusion/pre_transpose.h"
 #include "compiler/backend/fusion/project_tail.h"
 #include "compiler/backend/fusion/scaled_residual.h"
 #include "compiler/backend/fusion/siblings.h"
@@ -181,6 +182,8 @@ MemoryLayout plan_memory(const Graph& g, const isa::NpuConfig& config, const Com
     if (const int64_t j = pre_norm_reader(g, static_cast<size_t>(i)); j >= 0)
       touch(g.nodes[static_cast<size_t>(i)].inputs[0], static_cast<int>(j));
     if (const int64_t j = pre_pool_reader(g, static_cast<size_t>(i)); j >= 0)
+      touch(g.nodes[static_cast<size_t>(i)].inputs[0], static_cast<int>(j));
+    if (const int64_t j = pre_transpose_reader(g, static_cast<size_t>(i)); j >= 0)
       touch(g.nodes[static_cast<size_t>(i)].inputs[0], static_cast<int>(j));
     // An SE block's scale applied in its project conv's loads: X and s live until the conv (pre_scale.h).
     if (const std::string x = pre_scale_input(g, static_cast<size_t>(i)); !x.empty()) {
