@@ -744,8 +744,16 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm
   // not write it there, the hold is let go and the pool plans it as before.
   const bool se_input = !c.fusion.keep_output.empty() && c.fusion.held.value == c.fusion.keep_output &&
                         c.fusion.held.addr == c.fusion.keep_addr && c.fusion.held.pool == c.layer + 1;
+  // Not taken: its bytes are let go before this layer maps (as place_padded drops it), so the layer is
+  // searched in the scratchpad that --mapping-out's `on_chip: false` gives it when imposed.
+  const bool planned = !c.fusion.keep_output.empty();
   const auto give_up = [&]() {
-    if (se_input) release_se_input(c);
+    if (se_input) {
+      release_se_input(c);
+    } else if (planned) {
+      c.fusion.keep_output.clear();
+      reserve_live(c);
+    }
   };
   if (c.fusion.keep_output.empty() || !s.ends_with_vec() || j.y_pitch != 0 || j.y_row != 0) return give_up();
   // A value with other readers is stored as well, tile by tile from where the epilogue wrote it; the vector
