@@ -135,6 +135,7 @@ const std::vector<Field>& fields() {
     f.push_back(bool_field("on_chip", &LayerMapping::on_chip));
     f.push_back(bool_field("merge_siblings", &LayerMapping::merge_siblings));
     f.push_back({"band_loop", write_band_loop, read_band_loop});
+    f.push_back(bool_field("in_loads", &LayerMapping::in_loads));
     f.push_back({"fused",
                  [](const LayerMapping& m) {
                    YAML::Node v;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -74,6 +75,25 @@ TEST(MappingFile, BadValuesNameTheFileLineLayerAndWhatIsExpected) {
                                      "channel_outer, input_resident or groups_inner"});
   EXPECT_EQ(errors_of("layers:\n  - {tile_n: 8}\n"),
             std::vector<std::string>{"m.yaml:2:5: expected an entry {name: NODE, KEY: VALUE, ...}"});
+}
+
+// A LayerNorm's trial against its GEMM's loads (`in_loads`): written both ways and read back as written; a
+// value that is not true or false is one message naming the line and the layer.
+TEST(MappingFile, ALayerNormInItsGemmsLoadsIsWrittenBothWaysAndReadBack) {
+  std::vector<compiler::LayerPlan> layers(2);
+  layers[0].chosen.name = "ln_in_loads";
+  layers[0].chosen.in_loads = true;
+  layers[1].chosen.name = "ln_apart";
+  layers[1].chosen.in_loads = false;
+  const std::string text = mapping_text(layers, {});
+  EXPECT_NE(text.find("  - {name: ln_in_loads, in_loads: true}\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  - {name: ln_apart, in_loads: false}\n"), std::string::npos) << text;
+  const compiler::MappingOverrides back = read_mapping_text(text, "w.yaml");
+  ASSERT_TRUE(back.find("ln_in_loads") && back.find("ln_apart")) << text;
+  EXPECT_EQ(back.find("ln_in_loads")->in_loads, std::optional<bool>(true));
+  EXPECT_EQ(back.find("ln_apart")->in_loads, std::optional<bool>(false));
+  EXPECT_EQ(errors_of("layers:\n  - {name: ln, in_loads: 2}\n"),
+            std::vector<std::string>{"m.yaml:2:26: layer 'ln': in_loads: expected true or false"});
 }
 
 // A conv's band loop (compiler::BandLoop): written on one line, read back with every value; a value of
@@ -188,7 +208,7 @@ TEST(MappingFile, DocsDescribeEveryKey) {
   for (const compiler::TileKey& k : compiler::tile_keys()) {
     EXPECT_NE(docs.find("`" + std::string(k.key) + "`", section), std::string::npos) << k.key;
   }
-  for (const char* key : {"`name`", "`placement`", "`loop_order`", "`band_loop`"}) {
+  for (const char* key : {"`name`", "`placement`", "`loop_order`", "`band_loop`", "`in_loads`"}) {
     EXPECT_NE(docs.find(key, section), std::string::npos) << key;
   }
 }

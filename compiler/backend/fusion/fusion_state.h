@@ -328,6 +328,7 @@ struct FusionState {
   bool keep_reader_input = false;  // ... which reads it as its input (OnChipValue::reader_reads_input)
   bool keep_next_reads = true;
   uint64_t keep_addr = 0;
+  int64_t keep_reserved = 0;  // the bytes plan_on_chip added to input_reserved for keep_output
   // A value held in the input scratchpad after its producer's next layer, until the layer that reads it
   // as its residual (residency.h); pending while only its SRAM copy is current or still needed.
   OnChipValue residual;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -117,7 +118,11 @@ void lower_norm_apart(Context& c, PreNorm& p) {
 
 void pre_norm_choose(Context& c, const std::function<void()>& emit) {
   if (!c.fusion.pre_norm.carried_by(static_cast<int64_t>(c.layer)) || !c.fusion.pre_norm.begun) return;
-  if (!c.can_time()) return load_constants(c, c.fusion.pre_norm);
+  // A mapping file's `in_loads` (--mapping-out writes the trial's outcome) takes that side untried.
+  const Node& ln = c.g.nodes[static_cast<size_t>(c.fusion.pre_norm.node)];
+  const LayerMapping* imposed = c.options.mapping ? c.options.mapping->find(ln.name) : nullptr;
+  const std::optional<bool> in_loads = imposed ? imposed->in_loads : std::nullopt;
+  if (in_loads == true || (!in_loads && !c.can_time())) return load_constants(c, c.fusion.pre_norm);
   const auto timed = [&](bool apart, int64_t* ln_cycles) {
     const Context::Trial undo = c.mark();
     const FusionState state = c.fusion;
@@ -140,9 +145,13 @@ void pre_norm_choose(Context& c, const std::function<void()>& emit) {
     return end;
   };
   int64_t ln_cycles = 0;
-  const int64_t with = timed(false, nullptr);
-  const int64_t without = timed(true, &ln_cycles);
-  if (with <= without) return load_constants(c, c.fusion.pre_norm);
+  if (in_loads == false) {
+    if (c.can_time()) timed(true, &ln_cycles);  // the LayerNorm's figure, as the trial found it
+  } else {
+    const int64_t with = timed(false, nullptr);
+    const int64_t without = timed(true, &ln_cycles);
+    if (with <= without) return load_constants(c, c.fusion.pre_norm);
+  }
   lower_norm_apart(c, c.fusion.pre_norm);
   c.fusion.pre_norm.apart_cycles = ln_cycles;
 }
@@ -177,13 +186,13 @@ void plan_pre_norm(Context& c, size_t i) {
   if (!reader_map_free(c, ln, gemm)) return;
   // A mapping file placing the LayerNorm runs it as a layer of its own (--mapping-out writes no placement for
   // one taken).
-  if (const LayerMapping* m = c.options.mapping ? c.options.mapping->find(ln.name) : nullptr;
-      m && m->placement)
-    return;
-  // A mapping file tiling the GEMM with a reduction chunk other than the row (--mapping-out writes the row).
+  const LayerMapping* imposed = c.options.mapping ? c.options.mapping->find(ln.name) : nullptr;
+  if (imposed && imposed->placement) return;
+  // A mapping file tiling the GEMM with a reduction chunk other than the row (--mapping-out writes the row),
+  // unless it lowers the LayerNorm apart before that GEMM (`in_loads: false`, the GEMM's tiles its own).
   const RowwiseForm f = *rowwise_form(g, ln);
   if (const LayerMapping* m = c.options.mapping ? c.options.mapping->find(gemm.name) : nullptr;
-      m && m->tile_k && *m->tile_k != f.row)
+      m && m->tile_k && *m->tile_k != f.row && !(imposed && imposed->in_loads == false))
     return;
   // Another map its loads carry already (one input, one map).
   const auto reader = static_cast<int64_t>(j);
@@ -354,6 +363,7 @@ void finish_pre_norm(Context& c, size_t i, const LayerPlan& plan) {
   if (p.apart) {
     // Its layer's plan (recorded as a member) says what ran instead.
     LayerPlan& ln = c.result.layers[static_cast<size_t>(p.node)];
+    ln.chosen.in_loads = false;
     ln.mapping = fmt::format(
         "row-wise layernorm lowered apart, before '{}' (simulated faster than in that GEMM's loads), stored "
         "once",
@@ -371,6 +381,7 @@ void finish_pre_norm(Context& c, size_t i, const LayerPlan& plan) {
     throw std::logic_error(
         fmt::format("pre_norm: '{}' did not load its input through the LayerNorm", c.g.nodes[i].name));
   c.fusion.unwritten.insert(c.g.nodes[static_cast<size_t>(p.node)].outputs[0]);
+  c.result.layers[static_cast<size_t>(p.node)].chosen.in_loads = true;
   p = PreNorm{};
 }
 

@@ -21,7 +21,8 @@
 // reads, whose input or output lies strided or out of ONNX order, whose GEMM reads it as B or is not on
 // the array with constant weights, nor one a mapping file places (`placement: vector` keeps it a layer of its
 // own; --mapping-out writes none for one taken) or tiles, nor a GEMM a mapping file tiles with a reduction
-// chunk other than the row. Chosen by simulation against the LayerNorm's own layer (pre_norm_choose); a
+// chunk other than the row (unless its `in_loads` is false). Chosen by simulation against the LayerNorm's own
+// layer (pre_norm_choose), the outcome written as the LayerNorm's `in_loads` and, imposed, taken untried; a
 // LayerNorm whose rows the residency planner leaves on chip for the GEMM (residency.h) keeps that instead.
 #include <array>
 #include <cstddef>

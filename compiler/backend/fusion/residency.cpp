@@ -293,6 +293,7 @@ bool plan_se_input(Context& c, size_t i) {
 
 void plan_on_chip(Context& c, size_t i) {
   c.fusion.keep_output.clear();
+  c.fusion.keep_reserved = 0;
   c.fusion.keep_imposed = false;
   c.fusion.keep_in_dram = false;
   c.fusion.keep_residual_reader = -1;
@@ -395,9 +396,11 @@ void plan_on_chip(Context& c, size_t i) {
   c.fusion.keep_reader_input = reader_input;
   c.fusion.keep_next_reads = next_reads;
   c.fusion.keep_pad = pad;
+  const int64_t before = c.fusion.input_reserved;
   c.fusion.input_reserved =
       std::max(c.fusion.input_reserved,
                scratchpad_capacity(c.config, isa::Buffer::kInput) - static_cast<int64_t>(c.fusion.keep_addr));
+  c.fusion.keep_reserved = c.fusion.input_reserved - before;
 }
 
 namespace {
@@ -744,8 +747,17 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm
   // not write it there, the hold is let go and the pool plans it as before.
   const bool se_input = !c.fusion.keep_output.empty() && c.fusion.held.value == c.fusion.keep_output &&
                         c.fusion.held.addr == c.fusion.keep_addr && c.fusion.held.pool == c.layer + 1;
+  // Not taken: the bytes plan_on_chip reserved for it are let go before this layer maps, so the layer is
+  // searched in the scratchpad that --mapping-out's `on_chip: false` gives it when imposed.
+  const bool planned = !c.fusion.keep_output.empty();
   const auto give_up = [&]() {
-    if (se_input) release_se_input(c);
+    if (se_input) {
+      release_se_input(c);
+    } else if (planned) {
+      c.fusion.keep_output.clear();
+      c.fusion.input_reserved -= c.fusion.keep_reserved;
+      c.fusion.keep_reserved = 0;
+    }
   };
   if (c.fusion.keep_output.empty() || !s.ends_with_vec() || j.y_pitch != 0 || j.y_row != 0) return give_up();
   // A value with other readers is stored as well, tile by tile from where the epilogue wrote it; the vector

@@ -103,6 +103,15 @@ void check_applied(const LayerMapping& m, const LayerPlan& plan, bool forced_hos
                    "conv untiled and its only reader"
                  : ""));
   }
+  // A placement beside it runs the LayerNorm as a layer of its own (pre_norm.h): the placement decides.
+  if (m.in_loads && !m.placement && plan.fusion_group.rfind("pre_norm:", 0) != 0) {
+    fail(m, "in_loads",
+         fmt::format("in_loads: this {} is not one the GEMM after it can apply in its loads here (a "
+                     "row-wise LayerNormalization with constant gamma and beta whose only reader is a MatMul "
+                     "or Gemm with constant weights, fusion on, and the GEMM's tile_k the "
+                     "whole row when in_loads is true)",
+                     plan.op));
+  }
   if (forced_host) return;
   if (m.placement && *m.placement != plan.placement) {
     fail(m, "placement",

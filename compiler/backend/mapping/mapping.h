@@ -62,6 +62,10 @@ struct LayerMapping {
   // On a conv: its band loop with the layer after it (BandLoop). Left out: the back end's trial decides;
   // a conv the file tiles (or gives on_chip) runs layer by layer.
   std::optional<BandLoop> band_loop;
+  // On a LayerNormalization its GEMM may apply in its loads (compiler/backend/fusion/pre_norm.h): true, it
+  // does; false, the LayerNorm is lowered apart right before that GEMM (the trial's other side). Imposed, the
+  // trial is not rerun. Left out: the back end's trial decides.
+  std::optional<bool> in_loads;
   // The model's nodes fused into this layer (its fusion group, compiler/passes/absorbed.h). The passes
   // decide fusion; an entry records it, and imposing one that differs from what they decided (say,
   // under --no-fusion) is an error, not a silent change.

@@ -405,7 +405,24 @@ bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s
   const LayerMapping* tiles = want_vector && imposed->has_tiling() ? imposed : nullptr;
   if (tiles) check_vector_tiles(*tiles, j);
   DepthwiseMapper dm(c, j, s);
-  std::vector<DepthwiseTiling> best = dm.search(c.can_time() ? kDepthwiseTimedCandidates : 1, tiles);
+  // Imposed tiles: the candidates the search keeps without them (those the run that wrote the file
+  // simulated), narrowed to the file's values, so the choices the file does not record (a sliding input
+  // buffer, the SE pool in the epilogue) come out as they did there; none of those left, the file's values
+  // alone are searched.
+  const size_t keep = c.can_time() ? kDepthwiseTimedCandidates : 1;
+  const auto searched = [&](const DepthwiseMapper& m) {
+    if (!tiles || keep <= 1) return m.search(keep, tiles);
+    std::vector<DepthwiseTiling> v = m.search(keep, nullptr);
+    v.erase(std::remove_if(v.begin(), v.end(),
+                           [&](const DepthwiseTiling& t) {
+                             return (tiles->tile_oh && t.toh != *tiles->tile_oh) ||
+                                    (tiles->tile_ow && t.tow != *tiles->tile_ow) ||
+                                    (tiles->tile_n && t.tn != *tiles->tile_n);
+                           }),
+            v.end());
+    return v.empty() ? m.search(keep, tiles) : v;
+  };
+  std::vector<DepthwiseTiling> best = searched(dm);
   // An SE pool the tiles may run in their epilogue (fusion/se_pool_fusion.h): its tilings are candidates
   // too, after the others, each credited with the pool's own time it saves (cycles objective only).
   const std::optional<SePoolBands> pool =
@@ -413,8 +430,7 @@ bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s
   DepthwiseMapper pm(c, j, s, pool ? &*pool : nullptr);
   const size_t plain = best.size();
   if (pool) {
-    for (const DepthwiseTiling& t : pm.search(c.can_time() ? kDepthwiseTimedCandidates : 1, tiles))
-      best.push_back(t);
+    for (const DepthwiseTiling& t : searched(pm)) best.push_back(t);
   }
   const double pool_saves = pool ? pool->saved_cycles : 0.0;
   auto pooled = [&](size_t i) { return i >= plain; };
@@ -444,7 +460,10 @@ bool lower_depthwise_on_vector(Context& c, const MatrixJob& j, MatrixStrategy& s
                   j.pt, j.pl, static_cast<int>(s.ops.a) + 1000 * (j.y_sram >= 0), static_cast<int>(s.ops.y),
                   static_cast<int>(s.ops.r), s.ops.tile_read, s.epilogue_ops(), array.gb, array.toh,
                   array.tow, array.tn, array.spatial_outer, only_vector) +
-      (pool ? fmt::format("|pool {} {} {}", pool->rows, pool->bands, pool_saves) : std::string());
+      (pool ? fmt::format("|pool {} {} {}", pool->rows, pool->bands, pool_saves) : std::string()) +
+      (tiles ? fmt::format("|imposed {} {} {}", tiles->tile_oh.value_or(0), tiles->tile_ow.value_or(0),
+                           tiles->tile_n.value_or(0))
+             : std::string());
   size_t win = 0;
   bool vector = only_vector, cached = false;
   int64_t array_cycles = array.simulated;
