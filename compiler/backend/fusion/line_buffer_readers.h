@@ -151,7 +151,7 @@ class DepthwiseReader : public LineReader {
   void end() override;
   void taken() override;
   int64_t dwconvs() const override { return dwconvs_; }
-  bool pieces() const override { return project_ != nullptr; }
+  bool pieces() const override { return true; }
   // The cycles the SE pool run in the bands saves (SePoolBands::saved_cycles), 0 without one.
   double pool_credit() const { return pool_ ? pool_->saved_cycles : 0.0; }
 
@@ -235,6 +235,13 @@ class DepthwiseReader : public LineReader {
   void emit_rows(int64_t rows);
   // Emits the rest of the held band, then its project rows.
   void flush_held();
+  // Band b's depthwise work without a project conv: its padding rows and one VEC dwconv into sums side
+  // `side`; then its epilogue (which stores the rows) and the SE pool's sums.
+  void band_dwconv(const LineBand& b, uint64_t buf, int side);
+  void band_epilogue(const LineBand& b, int64_t img, int side);
+  // Without a project conv: the held band's dwconv, once (FusionState::after_stage; its epilogue follows the
+  // conv tile's in step or flush_held, so that the lanes do not wait on the stage twice).
+  void held_dwconv();
   std::optional<SePoolBands> pool_;
   uint64_t ones_ = 0, band_sums_ = 0, sums_ = 0, pooled_ = 0, stage_ = 0;  // pool_bytes' slots (begin)
   bool first_band_ = true;
