@@ -429,8 +429,9 @@ void DepthwiseReader::step() {
 
 void DepthwiseReader::read(const LineBand& b, int64_t img, uint64_t buf) {
   if (project_ || pieces_) {
-    // Emitted in pieces between the next band's conv tiles (before_band, step; without a project conv
-    // whole, beside the next band's first output-stage pass), the rest by flush_held.
+    // Emitted in pieces between the next band's conv tiles (before_band, step; without a project conv its
+    // dwconv beside the next band's first output-stage pass, its epilogue after that tile's), the rest by
+    // flush_held.
     flush_held();
     buf_ = buf;
     held_ = HeldBand{&b, img, 0, 0, side_};

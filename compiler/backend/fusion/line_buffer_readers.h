@@ -128,6 +128,11 @@ std::unique_ptr<LineReader> pool_reader(Context& c, const ConvPool& p);
 // dwconv; a band's project GEMM is emitted once the next band's depthwise work is. The depthwise and the
 // project weights load before their first use, behind the first band's loads.
 //
+// Without a project conv, the same candidate (BandHeight::pieces) holds a band's work back to the next band:
+// its VEC dwconv right after the next band's first VEC on the output stage (FusionState::after_stage: an int8
+// conv tile's requantize), so that the lanes convolve while the stage drains the tile, its epilogue after
+// that tile's (at once where the next band writes buffer rows the band reads).
+//
 // Without a project conv, where the depthwise output is an SE block's input that the SE group cannot hold and
 // its pool reads it with the integer scheme (int8 codes: fusion/se_pool_fusion.h), the bands also pool their
 // output rows where the epilogue leaves them for their STORE: each band's int32 sums of the codes per channel
