@@ -14,7 +14,8 @@ before; everything else unchanged. Checks:
 
 `--make-small DIR` first writes DIR/se_block.onnx, a RegNetY block's body: a 1x1 conv + ReLU, a 3x3 grouped
 conv of 8-channel groups + ReLU over 96 channels of 14 x 14 pixels, the SE block (global average pool, 1x1 conv
-+ ReLU, 1x1 conv + Sigmoid, Mul) and the 1x1 conv after it.
++ ReLU, 1x1 conv + Sigmoid, Mul) and the 1x1 conv after it (--depthwise: a ReLU and a depthwise 3x3 conv over
+96 input channels instead, as in an MBConv block).
 
 Usage: check_se_input_on_chip.py NPUSIM MODEL.onnx|--make-small DIR CONFIG.yaml PRECISION [--min-written N]
                                  [--set KEY=VALUE ...]
@@ -32,7 +33,7 @@ from random_inputs import write_random_inputs
 WRITTEN = "read where the conv before wrote it"
 
 
-def make_small(folder):
+def make_small(folder, depthwise=False):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(7)
@@ -43,9 +44,13 @@ def make_small(folder):
         inits.append(numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name))
         return name
 
-    nodes.append(helper.make_node("Conv", ["x", const("a_w", [W, C, 1, 1], 0.2), const("a_b", [W], 0.1)], ["a"],
-                                  kernel_shape=[1, 1]))
-    nodes.append(helper.make_node("Relu", ["a"], ["ar"]))
+    if depthwise:  # an MBConv block's depthwise conv (EfficientNet) on the block's input, on the vector unit
+        G, C = 1, W
+        nodes.append(helper.make_node("Relu", ["x"], ["ar"]))
+    else:
+        nodes.append(helper.make_node("Conv", ["x", const("a_w", [W, C, 1, 1], 0.2), const("a_b", [W], 0.1)],
+                                      ["a"], kernel_shape=[1, 1]))
+        nodes.append(helper.make_node("Relu", ["a"], ["ar"]))
     nodes.append(helper.make_node("Conv", ["ar", const("b_w", [W, G, 3, 3], 0.2), const("b_b", [W], 0.1)], ["b"],
                                   group=W // G, kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
     nodes.append(helper.make_node("Relu", ["b"], ["xse"]))
@@ -109,6 +114,8 @@ def main():
     ap.add_argument("npusim")
     ap.add_argument("model", nargs="?")
     ap.add_argument("--make-small", metavar="DIR")
+    ap.add_argument("--depthwise", action="store_true",
+                    help="--make-small with a depthwise 3x3 conv instead of the grouped one")
     ap.add_argument("config")
     ap.add_argument("precision")
     ap.add_argument("--min-written", type=int, default=1)
@@ -116,7 +123,7 @@ def main():
     a = ap.parse_args()
     if a.make_small:
         os.makedirs(a.make_small, exist_ok=True)
-        a.model = make_small(a.make_small)
+        a.model = make_small(a.make_small, a.depthwise)
     name = os.path.basename(a.model)
     sets = [arg for kv in a.set for arg in ("--set", kv)]
     with tempfile.TemporaryDirectory() as tmp:

@@ -327,6 +327,7 @@ void emit(Context& c, ConvBands& bands, const ConvPool& p, const BandHeight& can
     bands.set_resident_weights(cand.resident);
   }
   reader.begin(cand, buf);
+  c.fusion.band_table = FusionState::BandTable{};
   const MatrixJob& j = bands.job();
   for (int64_t img = 0; img < j.images; ++img) {
     for (const LineBand& b : cand.bands) {
@@ -360,6 +361,7 @@ void emit(Context& c, ConvBands& bands, const ConvPool& p, const BandHeight& can
     }
   }
   reader.end();
+  c.fusion.band_table.reset();
   bands.set_line_pitch(0);
   bands.set_resident_weights(-1);
 }
@@ -613,6 +615,11 @@ void take(Context& c, ConvBands& bands, ConvPool& p, LineReader& reader, const S
     plan.mapping += fmt::format(
         "; the reader's epilogue slots ({} bytes) above the line buffer, its sums alone in the accumulator",
         cand.side);
+  }
+  if (p.depthwise && cand.out_slot == 0 && cand.pieces) {
+    plan.mapping +=
+        "; each band's VEC dwconv emitted after the next band's first output-stage pass (the lanes convolve "
+        "while the stage drains the conv tile), its epilogue after that tile's";
   }
   if (cand.out_slot > 0) {
     const Node& pj = c.g.nodes[static_cast<size_t>(p.project)];
@@ -912,6 +919,14 @@ bool conv_job_wanted(const Context& c) { return static_cast<bool>(c.fusion.take_
 
 void line_buffer_tile_done(Context& c) {
   if (c.fusion.after_tile) c.fusion.after_tile();
+}
+
+bool band_table_in_place(Context& c, uint64_t slot, uint64_t dram) {
+  std::optional<FusionState::BandTable>& held = c.fusion.band_table;
+  if (!held) return false;
+  const bool in_place = held->slot == static_cast<int64_t>(slot) && held->dram == dram;
+  *held = FusionState::BandTable{static_cast<int64_t>(slot), dram};
+  return in_place;
 }
 
 bool pool_line_buffer_next(const Context& c) {

@@ -263,12 +263,13 @@ OnChipValue nhwc_on_chip(const std::string& value, const DramTensor& y, uint64_t
 
 namespace {
 
-// A convolution on the array whose output X only a squeeze-and-excitation block reads (its pool, the
-// next layer, and its Mul: se_fusion.h): the group's hold is planned now, before the conv is mapped, and
-// the conv writes X where the group holds it, so the pool pools it there without loading it
-// (se_pool_input_written). X is stored as well (OnChipValue::in_dram): a pool or Mul that cannot read
-// it in place reads DRAM, so the program is exact whatever they lower to. A depthwise conv is left to
-// its own pooling epilogue (se_pool_fusion.h). Returns whether it planned so.
+// A convolution whose output X only a squeeze-and-excitation block reads (its pool, the next layer, and
+// its Mul: se_fusion.h): the group's hold is planned now, before the conv is mapped, and the conv writes X
+// where the group holds it, so the pool pools it there without loading it (se_pool_input_written). X is
+// stored as well (OnChipValue::in_dram): a pool or Mul that cannot read it in place reads DRAM, so the
+// program is exact whatever they lower to. A depthwise conv on the vector unit too (its epilogue's last VEC
+// writes each tile there, a STORE reads it from there: MatrixJob::y_store); where X does not fit the hold,
+// its own pooling epilogue (se_pool_fusion.h) takes it. Returns whether it planned so.
 bool plan_se_input(Context& c, size_t i) {
   const Node& p = c.g.nodes[i];
   if (!c.options.keep_on_chip || c.g.nhwc_io || c.shared_capacity() > 0 || p.op_type != "Conv" ||
@@ -276,8 +277,6 @@ bool plan_se_input(Context& c, size_t i) {
     return false;
   const Node& q = c.g.nodes[i + 1];
   if (q.op_type != "GlobalAveragePool" || q.inputs.empty() || q.inputs[0] != p.outputs[0]) return false;
-  const std::vector<int64_t>& w = c.g.value(p.inputs[1]).shape;
-  if (p.attr_int("group", 1) > 1 && w.size() == 4 && w[1] == 1) return false;  // depthwise
   if (c.folding.folded(p) || !c.fusion.held.value.empty() || c.fusion.residual.pending ||
       c.fusion.on_chip.pending)
     return false;
@@ -761,8 +760,9 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm
   };
   if (c.fusion.keep_output.empty() || !s.ends_with_vec() || j.y_pitch != 0 || j.y_row != 0) return give_up();
   // A value with other readers is stored as well, tile by tile from where the epilogue wrote it; the vector
-  // unit's depthwise mapping has no such store.
-  if (c.fusion.keep_in_dram && DepthwiseMapper::applies(j)) return give_up();
+  // unit's depthwise mapping does so only for an SE block's input (its tiles' whole rows, every channel,
+  // simulated against X stored and read back: se_input_pays).
+  if (c.fusion.keep_in_dram && DepthwiseMapper::applies(j) && !se_input) return give_up();
   const DramTensor& y = c.tensor(c.fusion.keep_output);
   if (j.y_range.begin != y.addr || j.y_range.end != y.range().end) return give_up();
   const std::string& op = c.g.nodes[c.layer].op_type;

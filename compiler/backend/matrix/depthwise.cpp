@@ -161,7 +161,7 @@ void DepthwiseMapper::estimate(DepthwiseTiling& t) const {
         double d = isa::timing::estimate_dma_cycles(
             dma_box(isa::Opcode::kLoad, s_.ops.a, {tn, cols, loaded}, {j_.C, j_.W * j_.C}), cfg);
         double b = static_cast<double>(loaded * cols * tn * ea);
-        if (j_.y_sram < 0) {  // stored (not left on chip: backend/fusion/residency.h)
+        if (j_.y_sram < 0 || j_.y_store) {  // stored (not only left on chip: backend/fusion/residency.h)
           d += isa::timing::estimate_dma_cycles(
               dma_box(isa::Opcode::kStore, s_.ops.y, {tn, ow, oh}, {j_.out_pitch(), j_.out_row()}), cfg);
           b += static_cast<double>(oh * ow * tn * ey);
