@@ -283,22 +283,16 @@ bool plan_se_input(Context& c, size_t i) {
     return false;
   plan_se_hold(c, i + 1);
   if (c.fusion.held.value != p.outputs[0]) return false;
-  c.fusion.keep_output = p.outputs[0];
+  c.fusion.set_keep(p.outputs[0], false,
+                    true);  // in DRAM too: the pool's and the Mul's fallbacks read it there
   c.fusion.keep_addr = c.fusion.held.addr;
-  c.fusion.keep_in_dram = true;  // the pool's and the Mul's fallbacks read it there
   return true;
 }
 
 }  // namespace
 
 void plan_on_chip(Context& c, size_t i) {
-  c.fusion.keep_output.clear();
-  c.fusion.keep_imposed = false;
-  c.fusion.keep_in_dram = false;
-  c.fusion.keep_residual_reader = -1;
-  c.fusion.keep_reader_input = false;
-  c.fusion.keep_next_reads = true;
-  c.fusion.keep_pad = {};
+  c.fusion.set_keep();
   OnChipValue::Padded pad;
   bool others = false;
   int64_t reader = -1;
@@ -388,13 +382,7 @@ void plan_on_chip(Context& c, size_t i) {
           fmt::format("{}: layer '{}': on_chip=true: {}", imposed->at("on_chip"), p.name, why));
     return;
   }
-  c.fusion.keep_output = p.outputs[0];
-  c.fusion.keep_imposed = want.has_value();
-  c.fusion.keep_in_dram = others;
-  c.fusion.keep_residual_reader = reader;
-  c.fusion.keep_reader_input = reader_input;
-  c.fusion.keep_next_reads = next_reads;
-  c.fusion.keep_pad = pad;
+  c.fusion.set_keep(p.outputs[0], want.has_value(), others, reader, reader_input, next_reads, pad);
   c.fusion.input_reserved =
       std::max(c.fusion.input_reserved,
                scratchpad_capacity(c.config, isa::Buffer::kInput) - static_cast<int64_t>(c.fusion.keep_addr));
