@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compiler/backend/core/emitter.h"
@@ -330,6 +331,19 @@ struct FusionState {
   bool keep_next_reads = true;
   uint64_t keep_addr = 0;
   int64_t keep_reserved = 0;  // the bytes plan_on_chip added to input_reserved for keep_output
+  // The planner's choice for the node being lowered, in one place: the seven keep_* fields above but
+  // keep_addr (keep_output "" = nothing kept, the others then at their defaults).
+  void set_keep(std::string output = "", bool imposed = false, bool in_dram = false,
+                int64_t residual_reader = -1, bool reader_input = false, bool next_reads = true,
+                OnChipValue::Padded pad = {}) {
+    keep_output = std::move(output);
+    keep_imposed = imposed;
+    keep_in_dram = in_dram;
+    keep_residual_reader = residual_reader;
+    keep_reader_input = reader_input;
+    keep_next_reads = next_reads;
+    keep_pad = pad;
+  }
   // A value held in the input scratchpad after its producer's next layer, until the layer that reads it
   // as its residual (residency.h); pending while only its SRAM copy is current or still needed.
   OnChipValue residual;

@@ -39,6 +39,9 @@ bool pointwise_conv(const Graph& g, const Node& n) {
 // Graph nodes after a producer within which a residual reader is looked for: a bottleneck block's
 // output is read by the block after it as its residual three layers on (conv1, conv2, conv3).
 constexpr size_t kResidualReach = 4;
+// A GEMM chain's column-block candidates beside the stored tiling's tile: 1 to this many whole folds of the
+// array's columns (chain_block).
+constexpr int64_t kChainBlockFolds = 4;
 
 // The layer within kResidualReach after node i that reads node i's output as its residual (a Conv with
 // the fused Add's operand as inputs[3]), or -1.
@@ -282,23 +285,17 @@ bool plan_se_input(Context& c, size_t i) {
     return false;
   plan_se_hold(c, i + 1);
   if (c.fusion.held.value != p.outputs[0]) return false;
-  c.fusion.keep_output = p.outputs[0];
+  c.fusion.set_keep(p.outputs[0], false,
+                    true);  // in DRAM too: the pool's and the Mul's fallbacks read it there
   c.fusion.keep_addr = c.fusion.held.addr;
-  c.fusion.keep_in_dram = true;  // the pool's and the Mul's fallbacks read it there
   return true;
 }
 
 }  // namespace
 
 void plan_on_chip(Context& c, size_t i) {
-  c.fusion.keep_output.clear();
+  c.fusion.set_keep();
   c.fusion.keep_reserved = 0;
-  c.fusion.keep_imposed = false;
-  c.fusion.keep_in_dram = false;
-  c.fusion.keep_residual_reader = -1;
-  c.fusion.keep_reader_input = false;
-  c.fusion.keep_next_reads = true;
-  c.fusion.keep_pad = {};
   OnChipValue::Padded pad;
   bool others = false;
   int64_t reader = -1;
@@ -388,13 +385,7 @@ void plan_on_chip(Context& c, size_t i) {
           fmt::format("{}: layer '{}': on_chip=true: {}", imposed->at("on_chip"), p.name, why));
     return;
   }
-  c.fusion.keep_output = p.outputs[0];
-  c.fusion.keep_imposed = want.has_value();
-  c.fusion.keep_in_dram = others;
-  c.fusion.keep_residual_reader = reader;
-  c.fusion.keep_reader_input = reader_input;
-  c.fusion.keep_next_reads = next_reads;
-  c.fusion.keep_pad = pad;
+  c.fusion.set_keep(p.outputs[0], want.has_value(), others, reader, reader_input, next_reads, pad);
   const int64_t before = c.fusion.input_reserved;
   c.fusion.input_reserved =
       std::max(c.fusion.input_reserved,
@@ -451,6 +442,48 @@ bool se_input_pays(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm
                         : kept_est <= apart_est + saved;
   c.decided.emplace(key, pays ? 1 : 0);
   return pays;
+}
+
+// A GEMM chain's column block (MatrixJob::y_block, 0 = dense): the output-channel tile `stored_tn` of the
+// tiling the layer takes when it stores its output, or one to kChainBlockFolds whole folds of the array's
+// columns that divide the channels, when the layer's tiles writing the value in those blocks at
+// FusionState::keep_addr, simulated (MatrixMapper::choose), take fewer cycles: with the output off DRAM a
+// tile of more rows may pay (ViT-B/16's FFN at batch 8 on tpu-v1: every row a tile of 256 channels reads
+// the 2.4 MB of weights once, where the stored tiling's two tiles of rows read them twice). Without a timer,
+// imposed, or the layer tiled by a mapping file (its tile_n then the block, as --mapping-out wrote it), the
+// stored tile. Remembered per geometry and candidates (Context::decided), as tilings are.
+int64_t chain_block(Context& c, MatrixJob& j, const MatrixStrategy& s, MatrixMapper& mm, int64_t stored_tn) {
+  const auto block_of = [&](int64_t tn) { return tn < j.M ? tn : 0; };
+  const LayerMapping* own = c.options.mapping ? c.options.mapping->find(c.g.nodes[c.layer].name) : nullptr;
+  if (!c.can_time() || c.fusion.keep_imposed || (own && own->has_tiling())) return block_of(stored_tn);
+  std::vector<int64_t> tns = {stored_tn};
+  const int64_t cols = c.config.systolic_array.cols;
+  for (int64_t k = 1; k <= kChainBlockFolds && k * cols <= j.M; ++k) {
+    if (j.M % (k * cols) == 0 && std::find(tns.begin(), tns.end(), k * cols) == tns.end())
+      tns.push_back(k * cols);
+  }
+  if (tns.size() == 1) return block_of(stored_tn);
+  std::string key = fmt::format("chain_block {} {} {} {} {} {} {} {} {} {} {}", j.H, j.W, j.C, j.M, j.images,
+                                c.fusion.keep_in_dram, c.fusion.input_reserved, j.a_sram, j.a_block,
+                                static_cast<int>(s.ops.a), s.epilogue_ops());
+  for (int64_t tn : tns) key += fmt::format(" {}", tn);
+  if (auto it = c.decided.find(key); it != c.decided.end()) return block_of(tns[it->second]);
+  const MatrixJob plain = j;
+  j.y_sram = static_cast<int64_t>(c.fusion.keep_addr);
+  j.y_store = c.fusion.keep_in_dram;
+  size_t win = 0;
+  int64_t best = -1;
+  for (size_t k = 0; k < tns.size(); ++k) {
+    j.y_block = block_of(tns[k]);
+    int64_t e = 0;
+    const Tiling t = mm.choose(&e);
+    if (e == 0 || t.simulated < 0) continue;
+    if (best < 0 || t.simulated < best) best = t.simulated, win = k;
+  }
+  c.timed = {};  // the trials' figures are not the layer's
+  j = plain;
+  c.decided.emplace(key, win);
+  return block_of(tns[win]);
 }
 
 // Lets go of an SE block's hold planned at its input's producer (plan_se_input): the pool plans it again.
@@ -731,9 +764,14 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm
     const bool decided = own_tiled || v.imposed;
     const MatrixJob plain = j;
     const double without = decided ? 0.0 : best_estimate(c, j, s, mm);
+    // Loading it needs it stored first (Context::spill_on_chip), unless its producer stores it anyway: those
+    // bytes at the DRAM's sustained rate.
+    const double spill = v.in_dram || c.dram_bytes_per_cycle <= 0
+                             ? 0.0
+                             : static_cast<double>(v.bytes) / c.dram_bytes_per_cycle;
     j = g;
     const bool in_place =
-        own_tiled ? own->tile_m.has_value() : v.imposed || best_estimate(c, j, s, mm) <= without;
+        own_tiled ? own->tile_m.has_value() : v.imposed || best_estimate(c, j, s, mm) <= without + spill;
     if (in_place) {
       read_in_place(c, v);
     } else {
@@ -779,7 +817,7 @@ void place_on_chip(Context& c, MatrixJob& j, MatrixStrategy& s, MatrixMapper& mm
     int64_t n = 0;
     const Tiling stored = mm.choose(&n);
     if (n == 0 || j.M % stored.tn != 0) return;
-    if (stored.tn < j.M) block = stored.tn;
+    block = chain_block(c, j, s, mm, stored.tn);
   }
   OnChipValue o = rows ? rows_on_chip(c.fusion.keep_output, y, c.fusion.keep_addr, c.layer, block)
                        : nhwc_on_chip(c.fusion.keep_output, y, c.fusion.keep_addr, c.layer);

@@ -57,13 +57,7 @@ void plan_vector_rows(Context& c, size_t i) {
   const int64_t cap = scratchpad_capacity(c.config, isa::Buffer::kInput);
   const int64_t reserved = c.fusion.input_reserved + bytes;
   if (4 * reserved > 3 * cap) return;
-  c.fusion.keep_output = p.outputs[0];
-  c.fusion.keep_imposed = false;
-  c.fusion.keep_in_dram = others;
-  c.fusion.keep_residual_reader = -1;
-  c.fusion.keep_reader_input = false;
-  c.fusion.keep_next_reads = true;
-  c.fusion.keep_pad = {};
+  c.fusion.set_keep(p.outputs[0], false, others);
   c.fusion.keep_addr = static_cast<uint64_t>(cap - reserved);
   c.fusion.input_reserved = reserved;
 }

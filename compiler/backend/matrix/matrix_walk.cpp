@@ -520,11 +520,13 @@ std::vector<Tiling> MatrixMapper::search_among(int64_t* evaluated, size_t keep, 
     auto tows = candidates(j_.OW, 1, 4, false);
     if (policy) tcs = {policy->tc}, tns = {policy->tn}, tohs = {policy->toh}, tows = {policy->tow};
     if (j_.fixed_tc > 0) tcs = {j_.fixed_tc};
-    if (j_.y_rows) tns = {cout_b};           // the epilogue's transpose needs every channel of a pixel
+    if (j_.y_rows) tns = {cout_b};  // the epilogue's transpose needs every channel of a pixel
+    if (j_.y_sram >= 0 && j_.y_block > 0 && j_.y_block <= cout_b) tns = {j_.y_block};  // y_sram_tile's one
     if (j_.a_sram >= 0 && j_.a_block > 0) {  // K chunks within one column block
       tcs.erase(std::remove_if(tcs.begin(), tcs.end(), [&](int64_t tc) { return j_.a_block % tc != 0; }),
                 tcs.end());
-      if (tcs.empty() && j_.a_block <= cin_b) tcs = {j_.a_block};
+      if (j_.a_block <= cin_b && std::find(tcs.begin(), tcs.end(), j_.a_block) == tcs.end())
+        tcs.push_back(j_.a_block);  // the whole block a chunk
     }
     // One accumulator side (Tiling::one_side) holds the most output channels, in whole folds of the
     // array's columns, with a given number of pixels: those channel counts, spread evenly over the
