@@ -921,14 +921,6 @@ void line_buffer_tile_done(Context& c) {
   if (c.fusion.after_tile) c.fusion.after_tile();
 }
 
-bool band_table_in_place(Context& c, uint64_t slot, uint64_t dram) {
-  std::optional<FusionState::BandTable>& held = c.fusion.band_table;
-  if (!held) return false;
-  const bool in_place = held->slot == static_cast<int64_t>(slot) && held->dram == dram;
-  *held = FusionState::BandTable{static_cast<int64_t>(slot), dram};
-  return in_place;
-}
-
 bool pool_line_buffer_next(const Context& c) {
   return c.fusion.conv_pool && c.fusion.conv_pool->conv == c.layer && !c.fusion.conv_pool->depthwise &&
          !c.fusion.take_conv_job;

@@ -241,11 +241,6 @@ bool pool_line_buffer_next(const Context& c);
 // band of its conv, its reader may emit a piece of its work on the band before there
 // (FusionState::after_tile).
 void line_buffer_tile_done(Context& c);
-// An int8 epilogue's lookup table about to be loaded into accumulator `slot` from DRAM address `dram`:
-// whether the line buffer's fused layer being emitted loaded that table there for the band before, so that
-// this band reads it in place (nothing else in the band loop writes the conv's slots); records it otherwise
-// (FusionState::band_table). False outside a band loop.
-bool band_table_in_place(Context& c, uint64_t slot, uint64_t dram);
 // Hands the job to the fused reader's lowering (once) and returns its result.
 bool hand_conv_job(Context& c, ConvBands& bands);
 
