@@ -117,29 +117,6 @@ def make_small_dwconv(folder, act="relu6"):
     return path
 
 
-def make_small_stem(folder):
-    """EfficientNet's stem: a 3x3 stride-2 conv and a depthwise conv, each with SiLU, no project conv after."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-    rng = np.random.default_rng(7)
-
-    def init(name, shape, scale=0.3):
-        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
-
-    inits = [init("wc", (32, 3, 3, 3)), init("bc", (32,), 0.1), init("wd", (32, 1, 3, 3)), init("bd", (32,), 0.1)]
-    nodes = [helper.make_node("Conv", ["x", "wc", "bc"], ["c"], strides=[2, 2], pads=[1, 1, 1, 1], name="stem"),
-             helper.make_node("Sigmoid", ["c"], ["cs"], name="stem_sigmoid"),
-             helper.make_node("Mul", ["c", "cs"], ["cr"], name="stem_silu"),
-             helper.make_node("Conv", ["cr", "wd", "bd"], ["d"], group=32, pads=[1, 1, 1, 1], name="dw"),
-             helper.make_node("Sigmoid", ["d"], ["ds"], name="dw_sigmoid"),
-             helper.make_node("Mul", ["d", "ds"], ["y"], name="dw_silu")]
-    g = helper.make_graph(nodes, "stem", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 96, 96])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 48, 48])], inits)
-    path = os.path.join(folder, "stem.onnx")
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)]), path)
-    return path
-
-
 def run(npusim, args):
     p = subprocess.run([npusim, "run"] + args, capture_output=True, text=True)
     if p.returncode != 0:
@@ -165,8 +142,6 @@ def main():
     ap.add_argument("model", nargs="?")
     ap.add_argument("--make-small", metavar="DIR")
     ap.add_argument("--make-small-dwconv", metavar="DIR")
-    ap.add_argument("--make-small-stem", metavar="DIR",
-                    help="write EfficientNet's stem (a conv and a depthwise conv, no project conv) into DIR")
     ap.add_argument("--expand-act", choices=["relu6", "hardswish", "silu"], default="relu6",
                     help="--make-small-dwconv: the expansions' activation (MobileNetV2's ReLU6, MobileNetV3's HardSwish: "
                          "in int8 a table epilogue, VEC lut; EfficientNet's SiLU, the depthwise convs' too)")
@@ -190,18 +165,12 @@ def main():
                     help="at least this many fused convs with their project conv in the band loop emit each band's "
                          "depthwise conv in pieces between the next band's conv tiles (the vector unit's queue not "
                          "holding the array's next tiles behind a whole band), the search's choice")
-    ap.add_argument("--min-stage-pieces", type=int, default=0,
-                    help="so many fused convs without a project conv emit a band's depthwise conv after the next "
-                         "band's first output-stage pass, its epilogue after that conv tile's")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a configuration override for every run (a small scratchpad: several bands)")
     a = ap.parse_args()
     if a.make_small:
         os.makedirs(a.make_small, exist_ok=True)
         a.model = make_small(a.make_small)
-    if a.make_small_stem:
-        os.makedirs(a.make_small_stem, exist_ok=True)
-        a.model = make_small_stem(a.make_small_stem)
     if a.make_small_dwconv:
         os.makedirs(a.make_small_dwconv, exist_ok=True)
         a.model = make_small_dwconv(a.make_small_dwconv, a.expand_act)
@@ -292,14 +261,6 @@ def main():
         if len(pieces) < a.min_pieces:
             print(f"FAIL: {name}: {len(pieces)} fused convs run a band's depthwise conv in pieces between the next "
                   f"band's conv tiles, want >= {a.min_pieces}")
-            ok = False
-        # Without a project conv: a band's dwconv beside the next band's first output-stage pass.
-        staged = [conv for conv in set(pools.values())
-                  if "VEC dwconv emitted after the next band's first output-stage pass"
-                  in layers[conv]["mapping"]["description"]]
-        if len(staged) < a.min_stage_pieces:
-            print(f"FAIL: {name}: {len(staged)} fused convs emit a band's dwconv beside the next band's first "
-                  f"output-stage pass, want >= {a.min_stage_pieces}")
             ok = False
         # With the project conv in the band loop the depthwise sums take one accumulator side: a band's rows x
         # output width x channels x 4 bytes (int32 or fp32 sums), not two such slots.

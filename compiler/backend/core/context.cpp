@@ -16,7 +16,6 @@
 #include "isa/program_slice.h"
 #include "isa/strides.h"
 #include "isa/timing/dma.h"
-#include "isa/timing/units.h"
 
 namespace npusim::compiler::backend {
 
@@ -455,16 +454,9 @@ int Context::vec(const VecArgs& a) {
              a.op == isa::VecOp::kReduceMean) {
     dst_elems = a.d1 * a.d2;
   }
-  const int idx =
-      em.emit(i, reads,
-              {Range{static_cast<int>(a.dst_buf), a.dst, a.dst + static_cast<uint64_t>(dst_elems * out_es)}});
-  if (fusion.after_stage && isa::timing::on_output_stage(i, config)) {
-    // Once: what the hook emits may itself hold output-stage VECs (FusionState::after_stage).
-    const std::function<void()> f = std::move(fusion.after_stage);
-    fusion.after_stage = nullptr;
-    f();
-  }
-  return idx;
+  return em.emit(
+      i, reads,
+      {Range{static_cast<int>(a.dst_buf), a.dst, a.dst + static_cast<uint64_t>(dst_elems * out_es)}});
 }
 
 int Context::matmul(uint64_t a_addr, int64_t a_stride, uint64_t b_addr, uint64_t c_addr, int64_t m, int64_t k,

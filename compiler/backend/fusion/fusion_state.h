@@ -11,7 +11,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -360,24 +359,11 @@ struct FusionState {
   // hands out the end of each scratchpad the layer's own parity does not take, so that the project conv's
   // tiles and the conv's band tiles do not share slots.
   bool slots_flipped = false;
-  // Set while a line buffer's fused layer emits its conv's bands (layer_fusion.h): the lookup table a band's
-  // int8 epilogue loaded into the accumulator (slot, DRAM address), which the next band's, at the same slot
-  // and of the same table, reads in place instead of loading again (nothing else in the band loop writes
-  // the conv's accumulator slots). slot -1: none loaded.
-  struct BandTable {
-    int64_t slot = -1;
-    uint64_t dram = 0;
-  };
-  std::optional<BandTable> band_table;
   // Set while a line buffer's fused layer emits a band of its conv (layer_fusion.h): called by the matrix
   // walk after each output tile's epilogue, so that the reader emits a piece of the band before's depthwise
   // work between the conv's tiles (the vector unit's in-order queue then convolves while the array
   // multiplies, instead of holding the array's next tiles behind the whole band's depthwise conv).
   std::function<void()> after_tile;
-  // Set by a line buffer's depthwise reader without a project conv (line_buffer_readers.h): called once by
-  // Context::vec right after the next VEC on the output stage (the conv tile's epilogue's first pass), so
-  // that the band before's depthwise conv runs on the lanes beside it instead of after the epilogue.
-  std::function<void()> after_stage;
   // ---- squeeze-and-excitation groups (se_fusion.h) ----
   // The block's input held from its pool to its Mul; its bytes are the first of input_reserved
   // (input_held of them), below which residency reserves its own.

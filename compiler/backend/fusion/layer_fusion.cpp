@@ -327,7 +327,6 @@ void emit(Context& c, ConvBands& bands, const ConvPool& p, const BandHeight& can
     bands.set_resident_weights(cand.resident);
   }
   reader.begin(cand, buf);
-  c.fusion.band_table = FusionState::BandTable{};
   const MatrixJob& j = bands.job();
   for (int64_t img = 0; img < j.images; ++img) {
     for (const LineBand& b : cand.bands) {
@@ -361,7 +360,6 @@ void emit(Context& c, ConvBands& bands, const ConvPool& p, const BandHeight& can
     }
   }
   reader.end();
-  c.fusion.band_table.reset();
   bands.set_line_pitch(0);
   bands.set_resident_weights(-1);
 }
@@ -615,11 +613,6 @@ void take(Context& c, ConvBands& bands, ConvPool& p, LineReader& reader, const S
     plan.mapping += fmt::format(
         "; the reader's epilogue slots ({} bytes) above the line buffer, its sums alone in the accumulator",
         cand.side);
-  }
-  if (p.depthwise && cand.out_slot == 0 && cand.pieces) {
-    plan.mapping +=
-        "; each band's VEC dwconv emitted after the next band's first output-stage pass (the lanes convolve "
-        "while the stage drains the conv tile), its epilogue after that tile's";
   }
   if (cand.out_slot > 0) {
     const Node& pj = c.g.nodes[static_cast<size_t>(p.project)];

@@ -355,40 +355,8 @@ void DepthwiseReader::emit_rows(int64_t rows) {
   held_.done = o0 + oh;
 }
 
-void DepthwiseReader::band_dwconv(const LineBand& b, uint64_t buf, int side) {
-  with_operands([&] {
-    load_padding(b, buf);
-    load_weights();
-    dwconv(buf + static_cast<uint64_t>(b.at * p_.pitch * p_.C * es()), b.hi - b.lo + 1, b.p1 - b.p0, side);
-  });
-}
-
-void DepthwiseReader::band_epilogue(const LineBand& b, int64_t img, int side) {
-  with_operands([&] {
-    const int64_t oh = b.p1 - b.p0;
-    s_->epilogue(OutTile{img, b.p0, oh, 0, p_.OW, 0, p_.C}, side);
-    if (pool_) pool_band(oh);
-  });
-}
-
-void DepthwiseReader::held_dwconv() {
-  c_.fusion.after_stage = nullptr;
-  if (!held_.b || held_.done > 0) return;
-  band_dwconv(*held_.b, buf_, held_.side);
-  held_.done = held_.b->p1 - held_.b->p0;
-}
-
 void DepthwiseReader::flush_held() {
   if (!held_.b) return;
-  if (!project_) {
-    // The held band's dwconv unless emitted (held_dwconv), then its epilogue (its sums' side its own: the
-    // next band's dwconv takes the other).
-    held_dwconv();
-    const HeldBand h = held_;
-    held_ = HeldBand{};
-    band_epilogue(*h.b, h.img, h.side);
-    return;
-  }
   emit_rows(held_.b->p1 - held_.b->p0);
   if (pending_.b) project(pending_);
   pending_ = ProjectBand{held_.b, held_.img, held_.side};
@@ -406,21 +374,11 @@ void DepthwiseReader::before_band(const LineBand& next, int64_t tiles) {
     flush_held();
     return;
   }
-  if (!project_) {
-    // After the first output-stage pass of band `next`'s conv tiles (their first epilogue's), so that the
-    // lanes convolve the held band while the stage drains the tile; else after the first tile (step).
-    c_.fusion.after_stage = [this] { held_dwconv(); };
-    return;
-  }
   held_.pieces = std::max<int64_t>(1, tiles);
   step();  // the first piece before the first tile: the vector unit convolves while the array starts
 }
 
 void DepthwiseReader::step() {
-  if (!project_) {
-    flush_held();
-    return;
-  }
   if (!held_.b || held_.pieces <= 0) return;
   const int64_t left = held_.b->p1 - held_.b->p0 - held_.done;
   emit_rows(ceil_div(left, held_.pieces));
@@ -428,18 +386,22 @@ void DepthwiseReader::step() {
 }
 
 void DepthwiseReader::read(const LineBand& b, int64_t img, uint64_t buf) {
-  if (project_ || pieces_) {
-    // Emitted in pieces between the next band's conv tiles (before_band, step; without a project conv its
-    // dwconv beside the next band's first output-stage pass, its epilogue after that tile's), the rest by
-    // flush_held.
+  if (project_) {
+    // Emitted in pieces between the next band's conv tiles (before_band, step), the rest by flush_held.
     flush_held();
     buf_ = buf;
     held_ = HeldBand{&b, img, 0, 0, side_};
     side_ ^= 1;
     return;
   }
-  band_dwconv(b, buf, side_);
-  band_epilogue(b, img, side_);
+  with_operands([&] {
+    load_padding(b, buf);
+    load_weights();
+    const int64_t oh = b.p1 - b.p0;
+    dwconv(buf + static_cast<uint64_t>(b.at * p_.pitch * p_.C * es()), b.hi - b.lo + 1, oh, side_);
+    s_->epilogue(OutTile{img, b.p0, oh, 0, p_.OW, 0, p_.C}, side_);
+    if (pool_) pool_band(oh);
+  });
   side_ ^= 1;
 }
 
@@ -489,7 +451,6 @@ void DepthwiseReader::pool_band(int64_t oh) {
 
 void DepthwiseReader::end() {
   flush_held();
-  c_.fusion.after_stage = nullptr;
   if (pending_.b) project(pending_);
   pending_ = ProjectBand{};
   if (pool_ && !first_band_) {

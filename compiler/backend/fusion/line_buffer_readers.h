@@ -128,11 +128,6 @@ std::unique_ptr<LineReader> pool_reader(Context& c, const ConvPool& p);
 // dwconv; a band's project GEMM is emitted once the next band's depthwise work is. The depthwise and the
 // project weights load before their first use, behind the first band's loads.
 //
-// Without a project conv, the same candidate (BandHeight::pieces) holds a band's work back to the next band:
-// its VEC dwconv right after the next band's first VEC on the output stage (FusionState::after_stage: an int8
-// conv tile's requantize), so that the lanes convolve while the stage drains the tile, its epilogue after
-// that tile's (at once where the next band writes buffer rows the band reads).
-//
 // Without a project conv, where the depthwise output is an SE block's input that the SE group cannot hold and
 // its pool reads it with the integer scheme (int8 codes: fusion/se_pool_fusion.h), the bands also pool their
 // output rows where the epilogue leaves them for their STORE: each band's int32 sums of the codes per channel
@@ -156,7 +151,7 @@ class DepthwiseReader : public LineReader {
   void end() override;
   void taken() override;
   int64_t dwconvs() const override { return dwconvs_; }
-  bool pieces() const override { return true; }
+  bool pieces() const override { return project_ != nullptr; }
   // The cycles the SE pool run in the bands saves (SePoolBands::saved_cycles), 0 without one.
   double pool_credit() const { return pool_ ? pool_->saved_cycles : 0.0; }
 
@@ -240,13 +235,6 @@ class DepthwiseReader : public LineReader {
   void emit_rows(int64_t rows);
   // Emits the rest of the held band, then its project rows.
   void flush_held();
-  // Band b's depthwise work without a project conv: its padding rows and one VEC dwconv into sums side
-  // `side`; then its epilogue (which stores the rows) and the SE pool's sums.
-  void band_dwconv(const LineBand& b, uint64_t buf, int side);
-  void band_epilogue(const LineBand& b, int64_t img, int side);
-  // Without a project conv: the held band's dwconv, once (FusionState::after_stage; its epilogue follows the
-  // conv tile's in step or flush_held, so that the lanes do not wait on the stage twice).
-  void held_dwconv();
   std::optional<SePoolBands> pool_;
   uint64_t ones_ = 0, band_sums_ = 0, sums_ = 0, pooled_ = 0, stage_ = 0;  // pool_bytes' slots (begin)
   bool first_band_ = true;

@@ -161,13 +161,8 @@ class Int8Strategy : public MatrixStrategy {
     if (j_.lut) {
       const auto entries = static_cast<uint64_t>(j_.lut_entries);
       lut_slot_ = acc.take(static_cast<uint64_t>(round64(j_.lut_entries)));
-      std::optional<FusionState::BandTable>& held = c_.fusion.band_table;
-      const bool in_place =
-          held && held->slot == static_cast<int64_t>(lut_slot_) && held->dram == j_.lut_addr;
-      if (held) *held = FusionState::BandTable{static_cast<int64_t>(lut_slot_), j_.lut_addr};
-      if (!in_place)
-        c_.load(Buffer::kAccumulator, lut_slot_, Range{kDram, j_.lut_addr, j_.lut_addr + entries},
-                j_.lut_addr, j_.y_dt, {j_.lut_entries, 1, 1, 1}, {0, 0, 0});
+      c_.load(Buffer::kAccumulator, lut_slot_, Range{kDram, j_.lut_addr, j_.lut_addr + entries}, j_.lut_addr,
+              j_.y_dt, {j_.lut_entries, 1, 1, 1}, {0, 0, 0});
     }
     for (int s = 0; s < sides; ++s) {
       side_[s].c = acc.take(static_cast<uint64_t>(p_max * tn * ab_));
