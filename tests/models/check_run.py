@@ -125,7 +125,7 @@ def check_every_node_listed(model, r):
             program = l
             continue
         before = program is None or l.get("fused_into") != program["name"]
-        if before and (l.get("fusion_group", "").startswith(("pre_affine:", "pre_pool:"))
+        if before and (l.get("fusion_group", "").startswith(("pre_affine:", "pre_pool:", "pre_transpose:"))
                        or l.get("fused_into") in pre_readers):
             # A map its reader applies in its loads (and the activation fused into it) comes before that
             # reader: the next program layer.
