@@ -185,6 +185,41 @@ class Context {
 
   // Layer-plan bookkeeping.
   LayerPlan* plan = nullptr;
+  // Another node's code lowered from inside the current layer's lowering (a map its reader declined, lowered
+  // apart; a trial of the layers apart): under that node's plan and layer tag, without the current layer's
+  // int8 codes; when the scope ends, the plan, the tag, the codes and what a vector lowering changes of the
+  // context (act, esize, tile_limit, slot_elems, as LoweringUndo puts them back) are the current layer's
+  // again.
+  class OtherLayer {
+   public:
+    OtherLayer(Context& c, LayerPlan* other, uint32_t layer)
+        : c_(c),
+          plan_(c.plan),
+          layer_(c.layer),
+          act_(c.act),
+          esize_(c.esize),
+          tile_limit_(c.tile_limit),
+          slot_elems_(c.slot_elems) {
+      codes_.swap(c.codes);
+      c.plan = other, c.layer = layer;
+    }
+    ~OtherLayer() {
+      c_.codes.clear();
+      codes_.swap(c_.codes);
+      c_.plan = plan_, c_.layer = layer_;
+      c_.act = act_, c_.esize = esize_, c_.tile_limit = tile_limit_, c_.slot_elems = slot_elems_;
+    }
+    OtherLayer(const OtherLayer&) = delete;
+    OtherLayer& operator=(const OtherLayer&) = delete;
+
+   private:
+    Context& c_;
+    LayerPlan* plan_;
+    uint32_t layer_;
+    isa::DType act_;
+    int64_t esize_, tile_limit_, slot_elems_;
+    std::map<std::string, const quant::QParams*> codes_;
+  };
 
   // ---- timing emitted code (CompileOptions::timer) ----
   bool can_time() const { return static_cast<bool>(options.timer); }

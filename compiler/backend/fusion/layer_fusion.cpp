@@ -653,17 +653,13 @@ bool lower_conv_pool_pair(Context& c, ConvBands& bands) {
     const int64_t first = c.em.size();
     bands.generate_whole(whole);
     LayerPlan scratch;
-    LayerPlan* plan = c.plan;
-    const uint32_t layer = c.layer;
-    const isa::DType act = c.act;
-    const int64_t esize = c.esize;
-    std::map<std::string, const quant::QParams*> codes;
-    codes.swap(c.codes);
-    c.plan = &scratch, c.layer = static_cast<uint32_t>(p.pool), c.act = x.dtype, c.esize = es;
-    std::string why;
-    const bool ok = lower_vector(c, pn, &why);
-    c.plan = plan, c.layer = layer, c.act = act, c.esize = esize;
-    codes.swap(c.codes);
+    bool ok = false;
+    {
+      const Context::OtherLayer other(c, &scratch, static_cast<uint32_t>(p.pool));
+      c.act = x.dtype, c.esize = es;
+      std::string why;
+      ok = lower_vector(c, pn, &why);
+    }
     const std::vector<int64_t> cycles = ok ? c.time_code(first) : std::vector<int64_t>{};
     if (cycles.size() >= 2) layered = cycles[cycles.size() - 1] + cycles[cycles.size() - 2];
     c.end_trial(trial);

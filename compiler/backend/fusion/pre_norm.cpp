@@ -93,25 +93,12 @@ void lower_norm_apart(Context& c, PreNorm& p) {
   if (!p.apart) c.fusion.acc_reserved -= p.reserved;
   p.apart = true;
   const Node& ln = c.g.nodes[static_cast<size_t>(p.node)];
-  LayerPlan* plan = c.plan;
-  const uint32_t layer = c.layer;
-  // What a vector lowering changes of the context (as LoweringUndo puts it back).
-  const isa::DType act = c.act;
-  const int64_t esize = c.esize, tile_limit = c.tile_limit, slot_elems = c.slot_elems;
-  std::map<std::string, const quant::QParams*> codes;
-  codes.swap(c.codes);
   LayerPlan own;
   own.name = ln.name;
-  c.plan = &own, c.layer = static_cast<uint32_t>(p.node);
-  {
-    PlanScope scope(c, ln, Placement::kNpuVector);
-    lower_vector_apart(c, ln, "lowered apart from its GEMM");
-    scope.finish();
-  }
-  c.codes.clear();
-  codes.swap(c.codes);
-  c.plan = plan, c.layer = layer;
-  c.act = act, c.esize = esize, c.tile_limit = tile_limit, c.slot_elems = slot_elems;
+  const Context::OtherLayer other(c, &own, static_cast<uint32_t>(p.node));
+  PlanScope scope(c, ln, Placement::kNpuVector);
+  lower_vector_apart(c, ln, "lowered apart from its GEMM");
+  scope.finish();
 }
 
 }  // namespace

@@ -222,16 +222,10 @@ int64_t pre_transpose_declined(Context& c, size_t i) {
   // Its own lowering now, before the reader's host call (which reads x): tagged with its own layer, under its
   // own precision scope (# int8: the codes converted in its tile loop), as the layer loop would lower it.
   const Node& n = c.g.nodes[static_cast<size_t>(k)];
-  LayerPlan* plan = c.plan;
-  const uint32_t layer = c.layer;
-  const isa::DType act = c.act;
-  const int64_t esize = c.esize;
-  std::map<std::string, const quant::QParams*> codes;
-  codes.swap(c.codes);
   LayerPlan own;
   own.name = n.name;
-  c.plan = &own, c.layer = static_cast<uint32_t>(k);
   {
+    const Context::OtherLayer other(c, &own, static_cast<uint32_t>(k));
     PlanScope scope(c, n, Placement::kNpuVector);
     std::string why;
     if (!lower_transpose(c, n, &why))
@@ -239,10 +233,6 @@ int64_t pre_transpose_declined(Context& c, size_t i) {
           fmt::format("pre_transpose: '{}' declined after its reader did: {}", n.name, why));
     scope.finish();
   }
-  c.codes.clear();
-  codes.swap(c.codes);
-  c.plan = plan, c.layer = layer;
-  c.act = act, c.esize = esize;
   return -1;
 }
 

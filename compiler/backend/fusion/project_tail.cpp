@@ -188,13 +188,7 @@ bool project_tail_pays(Context& c, const std::function<void()>& with, const std:
     emit();
     size_t layers = 1;
     if (apart) {
-      LayerPlan* plan = c.plan;
-      const uint32_t layer = c.layer;
-      // What a vector lowering changes of the context (as LoweringUndo puts it back).
-      const isa::DType act = c.act;
-      const int64_t esize = c.esize, tile_limit = c.tile_limit, slot_elems = c.slot_elems;
-      std::map<std::string, const quant::QParams*> codes;
-      codes.swap(c.codes);
+      const Context::OtherLayer other(c, c.plan, c.layer);  // each layer's own plan and tag below
       for (int64_t k : {p.mul, p.add}) {
         const Node& n = c.g.nodes[static_cast<size_t>(k)];
         LayerPlan scratch;
@@ -206,9 +200,6 @@ bool project_tail_pays(Context& c, const std::function<void()>& with, const std:
         scope.finish();
         c.codes.clear();
       }
-      codes.swap(c.codes);
-      c.plan = plan, c.layer = layer;
-      c.act = act, c.esize = esize, c.tile_limit = tile_limit, c.slot_elems = slot_elems;
       layers = static_cast<size_t>(p.add - p.matmul + 1);  // time_code: one figure per layer index
     }
     const std::vector<int64_t> cycles = c.time_code(first);
